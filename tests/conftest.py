@@ -1,0 +1,23 @@
+"""Test-wide JAX settings: float64 available, strict rank promotion (no silent broadcasting
+of mismatched ranks). Tests that need float32 ask for it explicitly."""
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+DTYPES = ["float32", "float64"]
+
+
+@pytest.fixture(params=DTYPES)
+def dtype(request):
+    return request.param
+
+
+def tol(dtype, f64=1e-6, f32=1e-5):
+    """Exact-identity tolerances of STYLE.md: rtol 1e-6 in float64, 1e-5 in float32."""
+    return f64 if str(dtype) == "float64" else f32

@@ -1,0 +1,251 @@
+"""The exponential-family interface and the helpers every family shares.
+
+A family is an immutable dataclass registered as a pytree. Its data fields are its natural
+parameters ``eta`` (one array per field, with leading batch dimensions), so a ``K x V`` array of
+Dirichlet parameters is ``K`` Dirichlets, and ``jit``/``vmap``/``lax.scan`` see only arrays.
+
+For a family with sufficient statistics ``t(x)``, base measure ``h(x)`` and log-normalizer
+``A(eta)``::
+
+    log p(x | eta) = <eta, t(x)> - A(eta) + log h(x)
+    mean_params()  = grad A(eta) = E[t(x)]
+    fisher_vp(v)   = hess A(eta) . v = Cov[t(x)] . v
+
+Inner products sum over each natural parameter's *event* dimensions (``_event_ndims``), so every
+scalar quantity (``log_normalizer``, ``entropy``, ``kl``) has the family's batch shape.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, ClassVar, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from vijax.types import Array, PRNGKey, PyTree
+
+Params = tuple  # natural or mean parameters: one array per natural-parameter field
+
+
+class AbstractExpFamily(abc.ABC):
+    """Abstract base of every exponential family in vijax.
+
+    Final subclasses are frozen dataclasses decorated with :func:`register_family`. Their fields
+    are the natural parameters, in the order given by ``_event_ndims``.
+    """
+
+    # Number of trailing event dimensions of each natural-parameter field, e.g. (1,) for Dirichlet.
+    _event_ndims: ClassVar[tuple[int, ...]]
+    # Number of trailing dimensions of one draw x (0 for scalar families, 1 for Dirichlet/MVN).
+    _sample_ndims: ClassVar[int]
+
+    # ----------------------------------------------------------------- natural parameters
+    @property
+    def natural_params(self) -> Params:
+        """The natural parameters ``eta`` as a tuple of arrays (one per field)."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+    @classmethod
+    def from_natural(cls, natural_params: Sequence[Array]):
+        """Builds the family from natural parameters (no validation: usable under ``jit``)."""
+        return cls(*natural_params)
+
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        leaf, nd = self.natural_params[0], self._event_ndims[0]
+        return tuple(leaf.shape[: leaf.ndim - nd])
+
+    @property
+    def dtype(self):
+        return self.natural_params[0].dtype
+
+    # ----------------------------------------------------------------- abstract interface
+    @abc.abstractmethod
+    def log_normalizer(self) -> Array:
+        """A(eta), with the batch shape."""
+
+    @abc.abstractmethod
+    def mean_params(self) -> Params:
+        """E[t(x)] = grad A(eta), in closed form; same structure as ``natural_params``."""
+
+    @abc.abstractmethod
+    def sufficient_stats(self, x: Array) -> Params:
+        """t(x); ``x`` has shape ``sample_shape + batch_shape + event_shape``."""
+
+    @abc.abstractmethod
+    def log_base_measure(self, x: Array) -> Array:
+        """log h(x)."""
+
+    @abc.abstractmethod
+    def expected_log_base_measure(self) -> Array:
+        """E_q[log h(x)], with the batch shape (used by the generic entropy)."""
+
+    @abc.abstractmethod
+    def sample(self, key: PRNGKey, shape: Sequence[int] = ()) -> Array:
+        """Draws ``shape + batch_shape + event_shape`` samples, reparameterized where possible."""
+
+    @abc.abstractmethod
+    def is_valid(self) -> Array:
+        """Boolean array with the batch shape: are the natural parameters inside the domain?"""
+
+    @abc.abstractmethod
+    def to_tfp(self):
+        """The matching ``tfp.substrates.jax`` distribution."""
+
+    # ----------------------------------------------------------------- shared implementations
+    def fisher_vp(self, v: Params) -> Params:
+        """hess A(eta) . v. Default: forward-mode derivative of ``mean_params`` (exact)."""
+        return autodiff_fisher_vp(self, v)
+
+    def inv_fisher_vp(self, v: Params) -> Params:
+        """(hess A(eta))^-1 . v. Default: dense solve of the per-element Fisher matrix."""
+        return dense_inv_fisher_vp(self, v)
+
+    def log_prob(self, x: Array) -> Array:
+        """log p(x) = <eta, t(x)> - A(eta) + log h(x)."""
+        t = self.sufficient_stats(x)
+        nat = tuple(jnp.broadcast_to(p, ti.shape) for p, ti in zip(self.natural_params, t))
+        log_h = self.log_base_measure(x)
+        return inner(self, nat, t) - jnp.broadcast_to(self.log_normalizer(), log_h.shape) + log_h
+
+    def entropy(self) -> Array:
+        """H = A(eta) - <eta, mu> - E[log h(x)]."""
+        return self.log_normalizer() - inner(self, self.natural_params, self.mean_params()) - self.expected_log_base_measure()
+
+    def kl(self, other: "AbstractExpFamily") -> Array:
+        """KL(self || other) within the family: the Bregman divergence of A,
+        A(eta_other) - A(eta_self) - <eta_other - eta_self, mu_self>."""
+        if type(other) is not type(self):
+            raise TypeError(f"kl: other must be a {type(self).__name__}, got {type(other).__name__}")
+        diff = tuple(o - s for o, s in zip(other.natural_params, self.natural_params))
+        return other.log_normalizer() - self.log_normalizer() - inner(self, diff, self.mean_params())
+
+    def replace_natural(self, natural_params: Sequence[Array]):
+        return type(self).from_natural(tuple(natural_params))
+
+
+# --------------------------------------------------------------------------- helpers
+def as_float(x: Any) -> Array:
+    """``jnp.asarray`` that turns integer/bool input into the default float dtype."""
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
+def check_positive(name: str, x: Any) -> None:
+    """Raises ``ValueError`` naming ``name`` when concrete ``x`` has entries <= 0 or non-finite.
+    Tracers (inside ``jit``) are not checked: validation happens before compilation."""
+    if isinstance(x, jax.core.Tracer):
+        return
+    import numpy as np
+    a = np.asarray(x)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite, got non-finite entries")
+    if not np.all(a > 0):
+        raise ValueError(f"{name} must be > 0, got min {a.min()!r}")
+
+
+def check_finite(name: str, x: Any) -> None:
+    """Raises ``ValueError`` naming ``name`` when concrete ``x`` has NaN or infinite entries."""
+    if isinstance(x, jax.core.Tracer):
+        return
+    import numpy as np
+    if not np.all(np.isfinite(np.asarray(x))):
+        raise ValueError(f"{name} must be finite, got NaN or infinite entries")
+
+
+def register_family(cls):
+    """Class decorator: freezes ``cls`` as a dataclass and registers it as a pytree whose
+    children are the natural-parameter fields."""
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    if len(names) != len(cls._event_ndims):
+        raise TypeError(f"{cls.__name__}: {len(names)} fields but _event_ndims has {len(cls._event_ndims)}")
+    return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=[])
+
+
+def _sum_event(x: Array, event_ndims: int) -> Array:
+    return jnp.sum(x, axis=tuple(range(x.ndim - event_ndims, x.ndim))) if event_ndims else x
+
+
+def inner(fam: AbstractExpFamily, a: Params, b: Params) -> Array:
+    """<a, b> summed over event dimensions of each natural-parameter field."""
+    return sum(_sum_event(x * y, nd) for x, y, nd in zip(a, b, fam._event_ndims))
+
+
+def autodiff_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
+    """hess A . v by ``jax.jvp`` of ``mean_params``: the oracle for closed-form products."""
+    cls = type(fam)
+    return jax.jvp(lambda nat: cls.from_natural(nat).mean_params(), (fam.natural_params,), (tuple(v),))[1]
+
+
+def dense_fisher(fam: AbstractExpFamily) -> Array:
+    """The Fisher matrix hess A of every batch element, shape ``batch_shape + (d, d)`` with ``d``
+    the total natural dimension. Built from ``d`` Fisher-vector products; for small ``d``."""
+    batch = fam.batch_shape
+    shapes = [p.shape[len(batch):] for p in fam.natural_params]
+    sizes = [int(jnp.prod(jnp.array(s))) if s else 1 for s in shapes]
+    d = sum(sizes)
+    cols = []
+    for j in range(d):
+        e = jnp.zeros(batch + (d,), fam.dtype).at[..., j].set(1.0)
+        cols.append(_flatten(fam.fisher_vp(_unflatten(e, batch, shapes, sizes)), batch))
+    return jnp.stack(cols, axis=-1)
+
+
+def _flatten(params: Params, batch) -> Array:
+    return jnp.concatenate([jnp.reshape(p, batch + (-1,)) for p in params], axis=-1)
+
+
+def _unflatten(flat: Array, batch, shapes, sizes) -> Params:
+    out, start = [], 0
+    for s, n in zip(shapes, sizes):
+        out.append(jnp.reshape(flat[..., start:start + n], batch + tuple(s)))
+        start += n
+    return tuple(out)
+
+
+def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
+    """(hess A)^-1 v by a dense solve per batch element. O(d^3); for families of small d."""
+    batch = fam.batch_shape
+    shapes = [p.shape[len(batch):] for p in fam.natural_params]
+    sizes = [int(jnp.prod(jnp.array(s))) if s else 1 for s in shapes]
+    f = dense_fisher(fam)
+    x = jnp.linalg.solve(f, _flatten(v, batch)[..., None])[..., 0]
+    return _unflatten(x, batch, shapes, sizes)
+
+
+# --------------------------------------------------------------------------- trees of families
+def is_family(x: Any) -> bool:
+    return isinstance(x, AbstractExpFamily)
+
+
+def tree_natural_params(q: PyTree) -> PyTree:
+    """Natural parameters of every family in a pytree of families (same tree structure)."""
+    return jax.tree_util.tree_map(lambda f: f.natural_params, q, is_leaf=is_family)
+
+
+def tree_mean_params(q: PyTree) -> PyTree:
+    """Mean parameters E[t] of every family in a pytree of families."""
+    return jax.tree_util.tree_map(lambda f: f.mean_params(), q, is_leaf=is_family)
+
+
+def tree_from_natural(like: PyTree, natural: PyTree) -> PyTree:
+    """Rebuilds a pytree of families shaped like ``like`` from natural parameters."""
+    return jax.tree_util.tree_map(lambda f, n: f.replace_natural(n), like, natural, is_leaf=is_family)
+
+
+def tree_kl(q: PyTree, p: PyTree) -> Array:
+    """Sum over families and batch elements of KL(q || p)."""
+    kls = jax.tree_util.tree_map(lambda a, b: jnp.sum(a.kl(b)), q, p, is_leaf=is_family)
+    return sum(jax.tree_util.tree_leaves(kls))
+
+
+def tree_inner(a: PyTree, b: PyTree) -> Array:
+    """Total inner product of two pytrees of arrays (everything summed)."""
+    return sum(jnp.sum(x * y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+
+
+def tree_is_valid(q: PyTree) -> PyTree:
+    """Per-family batch masks of domain validity."""
+    return jax.tree_util.tree_map(lambda f: f.is_valid(), q, is_leaf=is_family)

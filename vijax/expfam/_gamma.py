@@ -1,0 +1,82 @@
+"""Gamma(alpha, beta) with rate beta: t(x) = (log x, x), eta = (alpha - 1, -beta)."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import digamma, gammaln, polygamma
+import tensorflow_probability.substrates.jax as tfp
+
+from vijax.expfam._base import AbstractExpFamily, as_float, check_positive, register_family
+
+
+@register_family
+class Gamma(AbstractExpFamily):
+    """Gamma distribution with shape ``alpha`` and rate ``beta``, in natural form.
+
+    p(x) = beta^alpha / Gamma(alpha) x^(alpha-1) e^(-beta x);  A(eta) = lgamma(alpha) - alpha log beta.
+
+    Examples:
+        >>> q = Gamma.from_shape_rate(2.0, 3.0)
+        >>> float(q.mean_params()[1])  # E[x] = alpha / beta
+        0.666...
+    """
+
+    eta1: jax.Array  # alpha - 1
+    eta2: jax.Array  # -beta
+    _event_ndims = (0, 0)
+    _sample_ndims = 0
+
+    @classmethod
+    def from_shape_rate(cls, shape, rate) -> "Gamma":
+        check_positive("shape", shape)
+        check_positive("rate", rate)
+        a, b = jnp.broadcast_arrays(as_float(shape), as_float(rate))
+        return cls(a - 1.0, -b)
+
+    @property
+    def concentration(self) -> jax.Array:
+        return self.eta1 + 1.0
+
+    @property
+    def rate(self) -> jax.Array:
+        return -self.eta2
+
+    def log_normalizer(self):
+        a, b = self.concentration, self.rate
+        return gammaln(a) - a * jnp.log(b)
+
+    def mean_params(self):
+        a, b = self.concentration, self.rate
+        return digamma(a) - jnp.log(b), a / b
+
+    def fisher_vp(self, v):
+        a, b = self.concentration, self.rate
+        v1, v2 = v
+        return polygamma(1, a) * v1 + v2 / b, v1 / b + a / b**2 * v2
+
+    def inv_fisher_vp(self, v):
+        # 2x2 inverse: F = [[psi'(a), 1/b], [1/b, a/b^2]], det = (a psi'(a) - 1) / b^2.
+        a, b = self.concentration, self.rate
+        v1, v2 = v
+        scale = 1.0 / (a * polygamma(1, a) - 1.0)
+        return scale * (a * v1 - b * v2), scale * (-b * v1 + b**2 * polygamma(1, a) * v2)
+
+    def sufficient_stats(self, x):
+        return jnp.log(x), x
+
+    def log_base_measure(self, x):
+        return jnp.zeros_like(x)
+
+    def expected_log_base_measure(self):
+        return jnp.zeros(self.batch_shape, self.dtype)
+
+    def sample(self, key, shape=()):
+        shape = tuple(shape) + self.batch_shape
+        a = jnp.broadcast_to(self.concentration, shape)
+        return jax.random.gamma(key, a, shape, dtype=self.dtype) / jnp.broadcast_to(self.rate, shape)
+
+    def is_valid(self):
+        return (self.eta1 > -1.0) & (self.eta2 < 0.0)
+
+    def to_tfp(self):
+        return tfp.distributions.Gamma(concentration=self.concentration, rate=self.rate)
