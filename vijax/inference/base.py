@@ -1,0 +1,35 @@
+"""The algorithm interface every vijax inference method implements (optax/blackjax style)."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import jax.numpy as jnp
+
+from vijax.types import Array, PRNGKey, PyTree
+
+
+class InitFn(Protocol):
+    def __call__(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
+        """Returns the initial state. ``batch`` lets data-dependent initializations see data."""
+
+
+class StepFn(Protocol):
+    def __call__(self, state: PyTree, batch: PyTree, key: PRNGKey) -> tuple[PyTree, Any]:
+        """One jit-able update: ``(state, batch, key) -> (new_state, info)``. ``info.elbo`` holds
+        the ELBO (or its minibatch estimate scaled to the full data)."""
+
+
+class VIAlgorithm(NamedTuple):
+    """A pair of pure functions; see ``vijax.run.run`` for the loop that drives them."""
+
+    init: InitFn
+    step: StepFn
+
+
+def safe_increment(count: Array) -> Array:
+    """count + 1, saturating at the int32 maximum (as optax does)."""
+    big = jnp.array(jnp.iinfo(jnp.int32).max, jnp.int32)
+    return jnp.where(count < big, count + 1, big)
+
+
+__all__ = ["InitFn", "StepFn", "VIAlgorithm", "safe_increment"]
