@@ -26,6 +26,10 @@ FAMILIES_UNDER_TEST = {
         expfam.Gamma.from_shape_rate(_arr([0.7, 2.0, 15.0], dt), _arr([1.5, 0.3, 4.0], dt)),
         expfam.Gamma.from_shape_rate(_arr([1.0, 3.0, 9.0], dt), _arr([1.0, 0.5, 2.0], dt)),
     ),
+    "normal": lambda dt: (
+        expfam.Normal.from_mean_variance(_arr([-2.0, 0.0, 3.5], dt), _arr([0.3, 1.0, 4.0], dt)),
+        expfam.Normal.from_mean_variance(_arr([0.0, 1.0, -1.0], dt), _arr([1.0, 2.0, 0.5], dt)),
+    ),
     "dirichlet": lambda dt: (
         expfam.Dirichlet.from_concentration(_arr([[0.5, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0], [0.9, 0.2, 7.0, 1.1]], dt)),
         expfam.Dirichlet.from_concentration(_arr([[1.0, 1.0, 1.0, 1.0], [2.0, 3.0, 4.0, 5.0], [0.5, 0.5, 0.5, 0.5]], dt)),

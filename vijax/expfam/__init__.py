@@ -15,11 +15,15 @@ from vijax.expfam._base import (
 )
 from vijax.expfam._dirichlet import Dirichlet
 from vijax.expfam._gamma import Gamma
+from vijax.expfam._normal import Normal
+from vijax.expfam._normal_gamma import NormalGamma
 
 __all__ = [
     "AbstractExpFamily",
     "Dirichlet",
     "Gamma",
+    "Normal",
+    "NormalGamma",
     "autodiff_fisher_vp",
     "dense_fisher",
     "inner",

@@ -1,0 +1,84 @@
+"""Univariate Normal: t(x) = (x, x^2), eta = (mu / sigma^2, -1 / (2 sigma^2))."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow_probability.substrates.jax as tfp
+
+from vijax.expfam._base import AbstractExpFamily, as_float, check_finite, check_positive, register_family
+
+_HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
+
+
+@register_family
+class Normal(AbstractExpFamily):
+    """Normal(mu, sigma^2) in natural form, base measure h(x) = 1.
+
+    A(eta) = -eta1^2 / (4 eta2) - 1/2 log(-2 eta2) + 1/2 log(2 pi) = mu^2/(2 sigma^2) + log sigma + 1/2 log 2pi.
+    Fisher = Cov[(x, x^2)] = [[s, 2 mu s], [2 mu s, 4 mu^2 s + 2 s^2]] with s = sigma^2; its
+    determinant is 2 s^3, so both Fisher products are closed form.
+
+    Examples:
+        >>> q = Normal.from_mean_variance(1.0, 4.0)
+        >>> [float(m) for m in q.mean_params()]  # E[x], E[x^2]
+        [1.0, 5.0]
+    """
+
+    eta1: jax.Array  # mu / sigma^2
+    eta2: jax.Array  # -1 / (2 sigma^2)
+    _event_ndims = (0, 0)
+    _sample_ndims = 0
+
+    @classmethod
+    def from_mean_variance(cls, mean, variance) -> "Normal":
+        check_finite("mean", mean)
+        check_positive("variance", variance)
+        m, v = jnp.broadcast_arrays(as_float(mean), as_float(variance))
+        return cls(m / v, -0.5 / v)
+
+    @property
+    def variance(self) -> jax.Array:
+        return -0.5 / self.eta2
+
+    @property
+    def mean(self) -> jax.Array:
+        return self.eta1 * self.variance
+
+    def log_normalizer(self):
+        return -self.eta1**2 / (4.0 * self.eta2) - 0.5 * jnp.log(-2.0 * self.eta2) + _HALF_LOG_2PI
+
+    def mean_params(self):
+        m, s = self.mean, self.variance
+        return m, m**2 + s
+
+    def fisher_vp(self, v):
+        m, s = self.mean, self.variance
+        v1, v2 = v
+        return s * v1 + 2.0 * m * s * v2, 2.0 * m * s * v1 + (4.0 * m**2 * s + 2.0 * s**2) * v2
+
+    def inv_fisher_vp(self, v):
+        m, s = self.mean, self.variance
+        v1, v2 = v
+        c = 1.0 / (2.0 * s**3)
+        return c * ((4.0 * m**2 * s + 2.0 * s**2) * v1 - 2.0 * m * s * v2), c * (-2.0 * m * s * v1 + s * v2)
+
+    def sufficient_stats(self, x):
+        return x, x**2
+
+    def log_base_measure(self, x):
+        return jnp.zeros_like(x)
+
+    def expected_log_base_measure(self):
+        return jnp.zeros(self.batch_shape, self.dtype)
+
+    def sample(self, key, shape=()):
+        shape = tuple(shape) + self.batch_shape
+        eps = jax.random.normal(key, shape, self.dtype)
+        return jnp.broadcast_to(self.mean, shape) + jnp.broadcast_to(jnp.sqrt(self.variance), shape) * eps
+
+    def is_valid(self):
+        return self.eta2 < 0.0
+
+    def to_tfp(self):
+        return tfp.distributions.Normal(loc=self.mean, scale=jnp.sqrt(self.variance))
