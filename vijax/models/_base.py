@@ -1,0 +1,84 @@
+"""How models meet algorithms: Protocols and the shared conjugate ELBO.
+
+A conditionally conjugate model (seed 002 §4.2; seed 000 §2.1) has globals beta with prior in an
+exponential family with sufficient statistics t(beta) and natural parameters eta, and per-datum
+locals z_n whose complete-data likelihood is linear in t(beta)::
+
+    log p(x_n, z_n | beta) = <s(x_n, z_n), t(beta)> + log h(x_n, z_n).
+
+Given q(z), the expected log joint is <sum_n E_q[s_n], E_q[t(beta)]> + sum_n E_q[log h_n], so the
+optimal q(beta) has natural parameters eta + sum_n E_q[s_n] (seed 002 eq. 36, 41) and the ELBO is
+
+    L = <sbar, E_q[t(beta)]> + sum_n (E_q[log h_n] + H[q(z_n)]) - KL(q(beta) || p(beta)).
+
+``local_step`` returns ``sbar`` (``suff_stats``) and the second sum (``local_terms``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+
+from vijax import expfam
+from vijax.types import Array, PRNGKey, PyTree
+
+
+class LocalResult(NamedTuple):
+    """What a local step returns for a batch.
+
+    Attributes:
+      suff_stats: sum over the batch of E_q[s(x_n, z_n)], structured like the natural parameters
+        of the prior's pytree of families.
+      local_terms: scalar, sum over the batch of E_q[log h(x_n, z_n)] + H[q(z_n)].
+      local_params: the local variational parameters (e.g. responsibilities), for diagnostics.
+    """
+
+    suff_stats: PyTree
+    local_terms: Array
+    local_params: PyTree
+
+
+@runtime_checkable
+class ConditionallyConjugateModel(Protocol):
+    """What CAVI, SVI and SSVI need from a model."""
+
+    local_methods: tuple[str, ...]
+
+    def prior(self) -> PyTree:
+        """The prior p(beta) as a pytree of ``AbstractExpFamily``."""
+
+    def init_globals(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
+        """A starting q(beta) (same structure as ``prior()``)."""
+
+    def local_step(self, globals_view: PyTree, batch: PyTree, key: PRNGKey, method: str = "meanfield") -> LocalResult:
+        """Local variational update given E_q[t(beta)] (or a sample's t(beta))."""
+
+    def check_data(self, batch: PyTree) -> None:
+        """Raises ValueError naming the problem for data the model cannot take."""
+
+
+def conjugate_elbo(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.0) -> Array:
+    """L = scale * (<sbar, E_q[t(beta)]> + local_terms) - KL(q(beta) || p(beta)).
+
+    ``scale`` = N / S turns a minibatch's local result into an unbiased full-data estimate.
+    """
+    expected_t = expfam.tree_mean_params(q_global)
+    data_term = expfam.tree_inner(local.suff_stats, expected_t) + local.local_terms
+    return scale * data_term - expfam.tree_kl(q_global, prior)
+
+
+def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
+    """The coordinate-optimal q(beta): natural parameters eta + scale * sbar."""
+    nat = jax.tree_util.tree_map(lambda e, s: e + scale * s, expfam.tree_natural_params(prior), suff_stats)
+    return expfam.tree_from_natural(prior, nat)
+
+
+def check_method(method: str, allowed: tuple[str, ...], model_name: str) -> None:
+    if method not in allowed:
+        raise ValueError(f"local step method {method!r} is not offered by {model_name}; choose one of {allowed}")
+
+
+def entropy_of_probs(probs: Array, axis: int = -1) -> Array:
+    """H of categorical rows, 0 log 0 = 0."""
+    return -jnp.sum(jnp.where(probs > 0, probs * jnp.log(jnp.where(probs > 0, probs, 1.0)), 0.0), axis)
