@@ -115,7 +115,7 @@ class UnivariateGMM:
     def log_predictive(self, q: expfam.Normal, x: Array) -> Array:
         """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2), per point (seed 002 §3.3,
         integrating mu_k over q instead of plugging in m_k)."""
-        var = 1.0 + q.variance
+        var = (1.0 + q.variance)[None, :]
         lp = -0.5 * (x[:, None] - q.mean[None, :]) ** 2 / var - 0.5 * jnp.log(2 * jnp.pi * var)
         return jax.nn.logsumexp(lp, axis=-1) - jnp.log(self.num_components)
 

@@ -1,4 +1,5 @@
 """Helpers for testing vijax and code built on it."""
 from vijax.testing._asserts import assert_trees_close, mc_mean_and_stderr
+from vijax.testing._sklearn_gmm import matched_sklearn_bgmm, sklearn_to_q
 
-__all__ = ["assert_trees_close", "mc_mean_and_stderr"]
+__all__ = ["assert_trees_close", "matched_sklearn_bgmm", "mc_mean_and_stderr", "sklearn_to_q"]
