@@ -46,6 +46,23 @@ def _float(dtype):
     return jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
 
 
+def _kmeanspp_centers(key: PRNGKey, x: Array, k: int) -> Array:
+    """k-means++ seeding (Arthur and Vassilvitskii, 2007): each new center is a data point drawn
+    with probability proportional to its squared distance to the nearest center so far."""
+    keys = jax.random.split(key, k)
+    first = x[jax.random.randint(keys[0], (), 0, x.shape[0])]
+    centers = jnp.zeros((k, x.shape[1]), x.dtype).at[0].set(first)
+    d2 = jnp.sum((x - first[None, :]) ** 2, axis=1)
+
+    def body(i, carry):
+        centers, d2 = carry
+        idx = jax.random.categorical(keys[i], jnp.log(d2 + jnp.finfo(x.dtype).tiny))
+        c = x[idx]
+        return centers.at[i].set(c), jnp.minimum(d2, jnp.sum((x - c[None, :]) ** 2, axis=1))
+
+    return jax.lax.fori_loop(1, k, body, (centers, d2))[0]
+
+
 def _random_rows(key: PRNGKey, x: Array, k: int) -> Array:
     """``k`` distinct rows of ``x`` (with replacement when there are fewer than ``k`` rows)."""
     n = x.shape[0]
@@ -202,7 +219,7 @@ class DiagonalGMM:
         return conjugate_posterior(self.prior(), self._stats(x, resp))
 
     def init_globals(self, key: PRNGKey, x: Array | None = None):
-        """Hard-assign each point to the nearest of K random data points, then one M-step.
+        """Hard-assign each point to the nearest of K k-means++ seeds, then one M-step.
         Without data: a prior draw of the means with the prior's precisions."""
         dt = _float(self.dtype)
         if x is None:
@@ -211,7 +228,7 @@ class DiagonalGMM:
             ng = expfam.NormalGamma.from_params(draw[..., 0], prior[1].kappa, prior[1].concentration, prior[1].rate)
             return prior[0], ng
         x = jnp.asarray(x, dt)
-        centers = _random_rows(key, x, self.num_components)
+        centers = _kmeanspp_centers(key, x, self.num_components)
         d2 = jnp.sum(x**2, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers**2, 1)[None, :]
         resp = jax.nn.one_hot(jnp.argmin(d2, 1), self.num_components, dtype=dt)
         return self.posterior_from_responsibilities(x, resp)

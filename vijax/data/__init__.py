@@ -1,0 +1,4 @@
+"""Data: synthetic generators (and, in later modules, corpus readers and minibatching)."""
+from vijax.data.synthetic import GMMData, sample_gmm, sample_histogram_mixture
+
+__all__ = ["GMMData", "sample_gmm", "sample_histogram_mixture"]
