@@ -21,6 +21,14 @@ def _arr(x, dtype):
     return jnp.asarray(np.asarray(x), dtype=dtype)
 
 
+def _mvn(dtype, seed):
+    """A batch of three 3-dimensional Gaussians with well-conditioned covariances."""
+    rng = np.random.default_rng(seed)
+    r = rng.normal(size=(3, 3, 3))
+    cov = r @ np.swapaxes(r, -1, -2) / 3 + 0.5 * np.eye(3)
+    return expfam.MultivariateNormal.from_mean_covariance(_arr(rng.normal(size=(3, 3)), dtype), _arr(cov, dtype))
+
+
 FAMILIES_UNDER_TEST = {
     "gamma": lambda dt: (
         expfam.Gamma.from_shape_rate(_arr([0.7, 2.0, 15.0], dt), _arr([1.5, 0.3, 4.0], dt)),
@@ -34,13 +42,82 @@ FAMILIES_UNDER_TEST = {
         expfam.Dirichlet.from_concentration(_arr([[0.5, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0], [0.9, 0.2, 7.0, 1.1]], dt)),
         expfam.Dirichlet.from_concentration(_arr([[1.0, 1.0, 1.0, 1.0], [2.0, 3.0, 4.0, 5.0], [0.5, 0.5, 0.5, 0.5]], dt)),
     ),
+    "mvn": lambda dt: (_mvn(dt, seed=0), _mvn(dt, seed=1)),
+    "beta": lambda dt: (
+        expfam.Beta.from_concentrations(_arr([0.7, 2.0, 15.0], dt), _arr([1.5, 0.8, 4.0], dt)),
+        expfam.Beta.from_concentrations(_arr([1.0, 3.0, 9.0], dt), _arr([1.0, 0.5, 2.0], dt)),
+    ),
+    "categorical": lambda dt: (
+        expfam.Categorical.from_probs(_arr([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.15, 0.05]], dt)),
+        expfam.Categorical.from_logits(_arr([[0.0, 0.0, 0.0, 0.0], [1.0, -1.0, 2.0, 0.5], [-3.0, 0.0, 1.0, 3.0]], dt)),
+    ),
+    "bernoulli": lambda dt: (
+        expfam.Bernoulli.from_probs(_arr([0.1, 0.5, 0.85], dt)),
+        expfam.Bernoulli.from_logits(_arr([0.0, -1.0, 2.0], dt)),
+    ),
+    "poisson": lambda dt: (
+        expfam.Poisson.from_rate(_arr([0.5, 3.0, 40.0], dt)),
+        expfam.Poisson.from_rate(_arr([1.0, 2.0, 50.0], dt)),
+    ),
 }
 NAMES = sorted(FAMILIES_UNDER_TEST)
 
 
-def _random_direction(fam, seed=0):
+# Per-family hooks, keyed by class; families absent from a dict get the default.
+# Families whose Fisher is singular: an orthonormal basis (d, m) of its null space, in the flattened
+# natural coordinates of one batch element. MVN: A depends only on sym(eta2), so antisymmetric eta2
+# directions; Categorical: logits are defined up to a constant, so the constant direction.
+def _mvn_null_space(fam):
+    d = fam.eta1.shape[-1]
+    cols = []
+    for i in range(d):
+        for j in range(i + 1, d):
+            e = np.zeros(d + d * d)
+            e[d + i * d + j], e[d + j * d + i] = 2**-0.5, -(2**-0.5)
+            cols.append(e)
+    return np.stack(cols, -1) if cols else np.zeros((d + d * d, 0))
+
+
+FISHER_NULL_SPACES = {
+    expfam.MultivariateNormal: _mvn_null_space,
+    expfam.Categorical: lambda fam: np.ones((fam.num_categories, 1)) / np.sqrt(fam.num_categories),
+}
+# Projections onto the range of the Fisher (the orthogonal complement of the null space above),
+# where inv_fisher_vp is a true inverse.
+DIRECTION_PROJECTIONS = {
+    expfam.MultivariateNormal: lambda v: (v[0], 0.5 * (v[1] + jnp.swapaxes(v[1], -1, -2))),
+    expfam.Categorical: lambda v: (v[0] - jnp.mean(v[0], -1, keepdims=True),),
+}
+# Draws not in the natural parameters' float dtype.
+SAMPLE_DTYPES = {expfam.Categorical: "int32"}
+# Families without a TFP entropy/KL: a finite support (numpy array) for a brute-force oracle.
+ENUMERATION_SUPPORTS = {
+    expfam.Poisson: lambda fam: np.arange(int(np.max(fam.rate) + 20 * np.sqrt(np.max(fam.rate)) + 50)),
+}
+
+
+def _random_direction(fam, seed=0, project=True):
+    """A random tangent direction; with ``project``, inside the range of the Fisher."""
     keys = jax.random.split(jax.random.PRNGKey(seed), len(fam.natural_params))
-    return tuple(jax.random.normal(k, p.shape, p.dtype) for k, p in zip(keys, fam.natural_params))
+    v = tuple(jax.random.normal(k, p.shape, p.dtype) for k, p in zip(keys, fam.natural_params))
+    projection = DIRECTION_PROJECTIONS.get(type(fam))
+    return projection(v) if project and projection is not None else v
+
+
+def _flat(params, batch):
+    return np.concatenate([np.reshape(np.asarray(p), batch + (-1,)) for p in params], -1)
+
+
+def _reference_entropy_kl(fam, other):
+    """TFP's entropy and KL, or brute-force enumeration (float64, TFP log-probs) over a support."""
+    support = ENUMERATION_SUPPORTS.get(type(fam))
+    if support is None:
+        return fam.to_tfp().entropy(), tfp.distributions.kl_divergence(fam.to_tfp(), other.to_tfp())
+    fam64, other64 = (jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), f) for f in (fam, other))
+    x = jnp.broadcast_to(jnp.asarray(support(fam64), jnp.float64)[:, None], (len(support(fam64)),) + fam.batch_shape)
+    lp, lq = fam64.to_tfp().log_prob(x), other64.to_tfp().log_prob(x)
+    p = jnp.exp(lp)
+    return -jnp.sum(p * lp, 0), jnp.sum(p * (lp - lq), 0)
 
 
 def _sum_a(cls):
@@ -57,7 +134,7 @@ def test_mean_params_is_grad_of_log_normalizer(name, dtype):
 @pytest.mark.parametrize("name", NAMES)
 def test_fisher_vp_is_hessian_of_log_normalizer(name, dtype):
     fam, _ = FAMILIES_UNDER_TEST[name](dtype)
-    v = _random_direction(fam)
+    v = _random_direction(fam, project=False)  # also the null-space components
     hvp = jax.jvp(jax.grad(_sum_a(type(fam))), (fam.natural_params,), (v,))[1]
     assert_trees_close(fam.fisher_vp(v), tuple(hvp), rtol=10 * tol(dtype), atol=10 * tol(dtype))
 
@@ -71,25 +148,38 @@ def test_inv_fisher_vp_inverts_fisher_vp(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_inv_fisher_vp_is_pseudo_inverse(name):
+    """On unprojected directions inv_fisher_vp is pinv(dense Fisher) . v (the inverse if regular)."""
+    fam, _ = FAMILIES_UNDER_TEST[name]("float64")
+    v = _random_direction(fam, seed=2, project=False)
+    pinv = np.linalg.pinv(np.asarray(dense_fisher(fam)), rtol=1e-10, hermitian=True)
+    expected = np.einsum("...ij,...j->...i", pinv, _flat(v, fam.batch_shape))
+    np.testing.assert_allclose(_flat(fam.inv_fisher_vp(v), fam.batch_shape), expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_fisher_is_symmetric_positive_definite(name):
+    """Symmetric, zero on the documented null space (if any), positive definite on its complement."""
     fam, _ = FAMILIES_UNDER_TEST[name]("float64")
     f = np.asarray(dense_fisher(fam))
     np.testing.assert_allclose(f, np.swapaxes(f, -1, -2), rtol=1e-10, atol=1e-12)
-    assert np.all(np.linalg.eigvalsh(f) > 0)
+    null = FISHER_NULL_SPACES.get(type(fam), lambda fam: np.zeros((f.shape[-1], 0)))(fam)
+    np.testing.assert_allclose(f @ null, 0.0, atol=1e-12)
+    assert np.all(np.linalg.eigvalsh(f + null @ null.T) > 0)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_log_prob_entropy_kl_match_tfp(name, dtype):
     fam, other = FAMILIES_UNDER_TEST[name](dtype)
     x = fam.sample(jax.random.PRNGKey(3), (5,))
-    assert x.dtype == jnp.dtype(dtype)
+    assert x.dtype == jnp.dtype(SAMPLE_DTYPES.get(type(fam), dtype))
     ref = fam.to_tfp()
     with jax.numpy_rank_promotion("allow"):  # TFP broadcasts sample against batch dims
         ref_lp = ref.log_prob(x)
+        ref_entropy, ref_kl = _reference_entropy_kl(fam, other)
     np.testing.assert_allclose(fam.log_prob(x), ref_lp, rtol=10 * tol(dtype), atol=10 * tol(dtype))
-    np.testing.assert_allclose(fam.entropy(), ref.entropy(), rtol=10 * tol(dtype), atol=10 * tol(dtype))
-    np.testing.assert_allclose(fam.kl(other), tfp.distributions.kl_divergence(ref, other.to_tfp()),
-                               rtol=10 * tol(dtype), atol=10 * tol(dtype))
+    np.testing.assert_allclose(fam.entropy(), ref_entropy, rtol=10 * tol(dtype), atol=10 * tol(dtype))
+    np.testing.assert_allclose(fam.kl(other), ref_kl, rtol=10 * tol(dtype), atol=10 * tol(dtype))
     assert fam.log_normalizer().shape == fam.batch_shape
 
 

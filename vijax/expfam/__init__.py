@@ -13,17 +13,27 @@ from vijax.expfam._base import (
     tree_mean_params,
     tree_natural_params,
 )
+from vijax.expfam._bernoulli import Bernoulli
+from vijax.expfam._beta import Beta
+from vijax.expfam._categorical import Categorical
 from vijax.expfam._dirichlet import Dirichlet
 from vijax.expfam._gamma import Gamma
+from vijax.expfam._mvn import MultivariateNormal
 from vijax.expfam._normal import Normal
 from vijax.expfam._normal_gamma import NormalGamma
+from vijax.expfam._poisson import Poisson
 
 __all__ = [
     "AbstractExpFamily",
+    "Bernoulli",
+    "Beta",
+    "Categorical",
     "Dirichlet",
     "Gamma",
+    "MultivariateNormal",
     "Normal",
     "NormalGamma",
+    "Poisson",
     "autodiff_fisher_vp",
     "dense_fisher",
     "inner",

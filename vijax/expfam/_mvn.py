@@ -1,0 +1,238 @@
+"""MultivariateNormal(mu, Sigma) in natural form: t(x) = (x, x x^T), eta = (Lambda mu, -Lambda / 2)."""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import cho_solve, solve_triangular
+import tensorflow_probability.substrates.jax as tfp
+
+from vijax.expfam._base import AbstractExpFamily, as_float, check_finite, register_family
+
+
+def _sym(m: jax.Array) -> jax.Array:
+    """Symmetric part (M + M^T) / 2 of a batch of square matrices."""
+    return 0.5 * (m + jnp.swapaxes(m, -1, -2))
+
+
+def _outer(a: jax.Array, b: jax.Array) -> jax.Array:
+    return a[..., :, None] * b[..., None, :]
+
+
+def _matvec(m: jax.Array, v: jax.Array) -> jax.Array:
+    return (m @ v[..., None])[..., 0]
+
+
+def _cho_solve_vec(chol: jax.Array, b: jax.Array) -> jax.Array:
+    """(L L^T)^-1 b for a batch of vectors ``b``."""
+    return cho_solve((chol, True), b[..., None])[..., 0]
+
+
+def _eye_like(chol: jax.Array) -> jax.Array:
+    return jnp.broadcast_to(jnp.eye(chol.shape[-1], dtype=chol.dtype), chol.shape)
+
+
+def _check_spd(name: str, m) -> None:
+    """Raises ``ValueError`` naming ``name`` unless concrete ``m`` is a (batch of) finite, square,
+    symmetric, positive-definite matrices. Tracers (inside ``jit``) are not checked."""
+    if isinstance(m, jax.core.Tracer):
+        return
+    a = np.asarray(m, dtype=np.float64)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name} must be a (batch of) square matrices, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite, got NaN or infinite entries")
+    scale = np.max(np.abs(a), initial=0.0)
+    if not np.allclose(a, np.swapaxes(a, -1, -2), rtol=1e-5, atol=1e-6 * scale):
+        raise ValueError(f"{name} must be symmetric")
+    if not np.all(np.linalg.eigvalsh(a) > 0):
+        raise ValueError(f"{name} must be positive definite, got min eigenvalue "
+                         f"{np.linalg.eigvalsh(a).min()!r}")
+
+
+@register_family
+class MultivariateNormal(AbstractExpFamily):
+    """D-dimensional Gaussian with mean ``mu`` and precision ``Lambda = Sigma^-1``, in natural form.
+
+    With t(x) = (x, x x^T), h(x) = 1 and eta = (eta1, eta2) = (Lambda mu, -Lambda / 2)::
+
+        A(eta) = 1/2 eta1^T Lambda^-1 eta1 - 1/2 log det Lambda + D/2 log(2 pi),
+        Lambda = -(eta2 + eta2^T)   (only the symmetric part of eta2 matters),
+        grad A = (mu, Sigma + mu mu^T).
+
+    Every product with ``Lambda^-1`` goes through the Cholesky factor L L^T = Lambda
+    (``cho_solve`` / triangular solves); no inverse is formed except where the covariance itself is
+    asked for (``covariance``, ``mean_params``, ``to_tfp``).
+
+    ``eta2`` is stored as an unconstrained D x D matrix, so the Fisher ``hess A`` is a
+    (D + D^2)-square matrix that vanishes on antisymmetric ``eta2`` directions. ``fisher_vp`` is the
+    exact Hessian product on every direction; ``inv_fisher_vp`` is its Moore-Penrose pseudo-inverse:
+    the true inverse on symmetric directions, zero on antisymmetric ones.
+
+    Examples:
+        >>> q = MultivariateNormal.from_mean_covariance(jnp.zeros(2), 2.0 * jnp.eye(2))
+        >>> q.batch_shape, q.event_shape
+        ((), (2,))
+        >>> float(q.covariance[0, 0])
+        2.0
+    """
+
+    eta1: jax.Array  # Lambda mu, shape batch + (D,)
+    eta2: jax.Array  # -Lambda / 2, shape batch + (D, D)
+    _event_ndims = (1, 2)
+    _sample_ndims = 1
+
+    # ------------------------------------------------------------- constructors / properties
+    @classmethod
+    def from_mean_precision(cls, mean, precision) -> "MultivariateNormal":
+        """From the mean ``mu`` (batch + (D,)) and the precision ``Lambda`` (batch + (D, D), SPD).
+
+        Raises:
+            ValueError: naming ``mean`` or ``precision`` when it is non-finite, misshaped, not
+                symmetric or not positive definite.
+        """
+        check_finite("mean", mean)
+        _check_spd("precision", precision)
+        mean, precision = _broadcast_mean_matrix(mean, precision, "precision")
+        precision = _sym(precision)
+        return cls(_matvec(precision, mean), -0.5 * precision)
+
+    @classmethod
+    def from_mean_covariance(cls, mean, cov) -> "MultivariateNormal":
+        """From the mean ``mu`` (batch + (D,)) and the covariance ``Sigma`` (batch + (D, D), SPD).
+
+        Raises:
+            ValueError: naming ``mean`` or ``cov`` when it is non-finite, misshaped, not
+                symmetric or not positive definite.
+        """
+        check_finite("mean", mean)
+        _check_spd("cov", cov)
+        mean, cov = _broadcast_mean_matrix(mean, cov, "cov")
+        chol = jnp.linalg.cholesky(cov)
+        precision = _sym(cho_solve((chol, True), _eye_like(chol)))
+        return cls(_cho_solve_vec(chol, mean), -0.5 * precision)
+
+    @property
+    def event_shape(self) -> tuple[int, ...]:
+        return self.eta1.shape[-1:]
+
+    @property
+    def precision(self) -> jax.Array:
+        """Lambda = -(eta2 + eta2^T), shape batch + (D, D)."""
+        return -(self.eta2 + jnp.swapaxes(self.eta2, -1, -2))
+
+    def _chol(self) -> jax.Array:
+        """Lower Cholesky factor L of the precision, L L^T = Lambda (NaN outside the domain)."""
+        return jnp.linalg.cholesky(self.precision)
+
+    @property
+    def mean(self) -> jax.Array:
+        """mu = Lambda^-1 eta1, shape batch + (D,)."""
+        return _cho_solve_vec(self._chol(), self.eta1)
+
+    @property
+    def covariance(self) -> jax.Array:
+        """Sigma = Lambda^-1, shape batch + (D, D)."""
+        chol = self._chol()
+        return _sym(cho_solve((chol, True), _eye_like(chol)))
+
+    # ------------------------------------------------------------- family interface
+    def log_normalizer(self):
+        chol = self._chol()
+        z = solve_triangular(chol, self.eta1[..., None], lower=True)[..., 0]  # L^-1 eta1
+        log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
+        d = self.eta1.shape[-1]
+        return 0.5 * jnp.sum(z**2, -1) - 0.5 * log_det + 0.5 * d * math.log(2.0 * math.pi)
+
+    def mean_params(self):
+        chol = self._chol()
+        mu = _cho_solve_vec(chol, self.eta1)
+        sigma = _sym(cho_solve((chol, True), _eye_like(chol)))
+        return mu, sigma + _outer(mu, mu)
+
+    def fisher_vp(self, v):
+        """hess A . (v1, V2), in closed form with S = sym(V2)::
+
+            d mu    = Sigma (v1 + 2 S mu)
+            d Sigma = 2 Sigma S Sigma
+            F v     = (d mu, d Sigma + d mu mu^T + mu d mu^T).
+
+        Antisymmetric parts of V2 are mapped to zero, exactly as by the Hessian of A.
+        """
+        v1, v2 = v
+        chol = self._chol()
+        mu = _cho_solve_vec(chol, self.eta1)
+        s = _sym(v2)
+        dmu = _cho_solve_vec(chol, v1 + 2.0 * _matvec(s, mu))
+        sigma_s = cho_solve((chol, True), s)  # Sigma S
+        dsigma = _sym(2.0 * cho_solve((chol, True), jnp.swapaxes(sigma_s, -1, -2)))  # 2 Sigma S Sigma
+        return dmu, dsigma + _outer(dmu, mu) + _outer(mu, dmu)
+
+    def inv_fisher_vp(self, v):
+        """Pseudo-inverse Fisher product: maps mean-parameter perturbations (a, B) back to (v1, V2).
+
+        Inverting the relations of ``fisher_vp`` with B replaced by sym(B)::
+
+            d Sigma = sym(B) - a mu^T - mu a^T
+            V2      = 1/2 Lambda d Sigma Lambda
+            v1      = Lambda a - Lambda d Sigma eta1.
+
+        Only products with Lambda are needed (O(D^3), one Cholesky solve for mu). On symmetric
+        directions this is the exact inverse of ``fisher_vp``; the antisymmetric part of B, which is
+        outside the range of the Fisher, is dropped, so this is the Moore-Penrose pseudo-inverse and
+        ``inv_fisher_vp(fisher_vp((v1, V2))) == (v1, sym(V2))``.
+        """
+        a, b = v
+        lam = self.precision
+        mu = self.mean
+        dsigma = _sym(b) - _outer(a, mu) - _outer(mu, a)
+        lam_dsigma = lam @ dsigma
+        v2 = _sym(0.5 * lam_dsigma @ lam)
+        v1 = _matvec(lam, a) - _matvec(lam_dsigma, self.eta1)
+        return v1, v2
+
+    def sufficient_stats(self, x):
+        return x, _outer(x, x)
+
+    def log_base_measure(self, x):
+        return jnp.zeros(x.shape[:-1], x.dtype)
+
+    def expected_log_base_measure(self):
+        return jnp.zeros(self.batch_shape, self.dtype)
+
+    def sample(self, key, shape=()):
+        """Reparameterized draws x = mu + L^-T z, z ~ N(0, I), so that Cov[x] = (L L^T)^-1."""
+        shape = tuple(shape) + self.batch_shape
+        d = self.eta1.shape[-1]
+        chol = self._chol()
+        z = jax.random.normal(key, shape + (d,), self.dtype)
+        chol_b = jnp.broadcast_to(chol, shape + (d, d))
+        x = solve_triangular(chol_b, z[..., None], lower=True, trans="T")[..., 0]
+        return x + jnp.broadcast_to(_cho_solve_vec(chol, self.eta1), shape + (d,))
+
+    def is_valid(self):
+        """Finite parameters and a positive-definite precision (its Cholesky factor exists)."""
+        diag = jnp.diagonal(self._chol(), axis1=-2, axis2=-1)
+        return (jnp.all(jnp.isfinite(diag) & (diag > 0), -1)
+                & jnp.all(jnp.isfinite(self.eta1), -1)
+                & jnp.all(jnp.isfinite(self.eta2), (-2, -1)))
+
+    def to_tfp(self):
+        return tfp.distributions.MultivariateNormalTriL(
+            loc=self.mean, scale_tril=jnp.linalg.cholesky(self.covariance))
+
+
+def _broadcast_mean_matrix(mean, matrix, name: str):
+    """Casts to a common float dtype and broadcasts batch dimensions explicitly."""
+    mean, matrix = as_float(mean), as_float(matrix)
+    if mean.ndim < 1:
+        raise ValueError(f"mean must have at least one (event) axis, got shape {mean.shape}")
+    if matrix.ndim < 2 or matrix.shape[-2:] != (mean.shape[-1], mean.shape[-1]):
+        raise ValueError(f"{name} must have shape batch + {(mean.shape[-1],) * 2}, got {matrix.shape}")
+    dtype = jnp.result_type(mean, matrix)
+    batch = jnp.broadcast_shapes(mean.shape[:-1], matrix.shape[:-2])
+    d = mean.shape[-1]
+    return (jnp.broadcast_to(mean.astype(dtype), batch + (d,)),
+            jnp.broadcast_to(matrix.astype(dtype), batch + (d, d)))
