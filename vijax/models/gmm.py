@@ -212,7 +212,10 @@ class DiagonalGMM:
                 expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0)))
 
     def check_data(self, x) -> None:
-        _check_array("x", x, ndim=2, last_dim=self.dim)
+        if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:  # precomputed features
+            _check_array("x", x, ndim=2, last_dim=2 * self.dim)
+        else:
+            _check_array("x", x, ndim=2, last_dim=self.dim)
 
     def posterior_from_responsibilities(self, x: Array, resp: Array):
         """The coordinate-optimal q(beta) for given responsibilities ``resp`` (N, K) (the M-step)."""
@@ -227,15 +230,21 @@ class DiagonalGMM:
             draw = prior[1].sample(key)
             ng = expfam.NormalGamma.from_params(draw[..., 0], prior[1].kappa, prior[1].concentration, prior[1].rate)
             return prior[0], ng
-        x = jnp.asarray(x, dt)
+        x = jnp.asarray(x, dt)[:, : self.dim]  # raw data, or the data part of features(x)
         centers = _kmeanspp_centers(key, x, self.num_components)
         d2 = jnp.sum(x**2, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers**2, 1)[None, :]
         resp = jax.nn.one_hot(jnp.argmin(d2, 1), self.num_components, dtype=dt)
         return self.posterior_from_responsibilities(x, resp)
 
+    def features(self, x: Array) -> Array:
+        """[x, x^2], shape (N, 2D): the statistics the E- and M-steps read. Every method taking
+        ``x`` also takes these features, so a loop over a fixed data set can compute them once
+        and save one pass over the data per step."""
+        return x if x.shape[-1] == 2 * self.dim else jnp.concatenate([x, x**2], axis=-1)
+
     def _stats(self, x: Array, phi: Array):
         n_k = jnp.sum(phi, 0)
-        sx = phi.T @ jnp.concatenate([x, x**2], axis=1)
+        sx = phi.T @ self.features(x)
         s1, s2 = sx[:, : self.dim], sx[:, self.dim:]
         half_n = jnp.broadcast_to(0.5 * n_k[:, None], s1.shape)
         return (n_k,), (s1, -half_n, -0.5 * s2, half_n)
@@ -245,13 +254,13 @@ class DiagonalGMM:
         (e_log_pi,), (e_tm, e_tm2, e_t, e_logt) = globals_view
         w = jnp.concatenate([e_tm, -0.5 * e_t], axis=1)  # (K, 2D)
         const = e_log_pi + jnp.sum(0.5 * e_logt - 0.5 * e_tm2, axis=1)
-        logits = jnp.concatenate([x, x**2], axis=1) @ w.T + const[None, :]
+        logits = self.features(x) @ w.T + const[None, :]
         return jax.nn.log_softmax(logits, axis=-1)
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
         check_method(method, self.local_methods, "DiagonalGMM")
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (N, {self.dim}), got {x.shape}")
+        if x.ndim != 2 or x.shape[1] not in (self.dim, 2 * self.dim):
+            raise ValueError(f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}")
         log_phi = self.log_resp(globals_view, x)
         phi = jnp.exp(log_phi)
         local_terms = -jnp.sum(phi * log_phi) - 0.5 * x.shape[0] * self.dim * _LOG_2PI

@@ -38,7 +38,7 @@ def _build(sections: dict, seed: int, data) -> tuple:
     model.check_data(x_train)
     model.check_data(x_test)
     alg = _algorithm(sections["algorithm"], model)
-    xj = jnp.asarray(x_train)
+    xj = model.features(jnp.asarray(x_train))  # [x, x^2], computed once for every CAVI step
     return model, alg, xj
 
 

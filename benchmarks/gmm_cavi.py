@@ -1,0 +1,136 @@
+"""CAVI for a diagonal Bayesian GMM: vijax against scikit-learn's BayesianGaussianMixture.
+
+Both fit the same data (K = 30 components, D dimensions, N points) with matched priors from the
+same initial responsibilities (``vijax.testing.matched_sklearn_bgmm``). scikit-learn runs
+``--iters`` iterations; its fitted q is scored with vijax's ELBO (local step at that q, then
+seed 002's ELBO), and vijax CAVI runs until its ELBO reaches that value (relative slack 1e-7; every state is scored in float64, outside the timed region).
+Times are wall-clock on this machine; vijax's time includes its jit compile (reported apart too).
+
+    python benchmarks/gmm_cavi.py                   # the README's table (N up to 1e6, D = 64)
+    python benchmarks/gmm_cavi.py --sizes 10000 --dims 8 --iters 20   # a quick look
+
+Writes ``benchmarks/results/gmm_cavi.json`` and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from vijax import expfam  # noqa: E402
+from vijax.data import sample_gmm  # noqa: E402
+from vijax.inference import _cavi, cavi  # noqa: E402
+from vijax.models import DiagonalGMM, conjugate_elbo  # noqa: E402
+from vijax.testing import matched_sklearn_bgmm, sklearn_to_q  # noqa: E402
+
+
+def _elbo_fn(model, x):
+    """A jitted ``q -> ELBO(q)`` on data ``x``, with the locals at their optimum given q."""
+
+    @jax.jit
+    def elbo(q):
+        loc = model.local_step(expfam.tree_mean_params(q), x)
+        return conjugate_elbo(model.prior(), q, loc)
+
+    return lambda q: float(elbo(q))
+
+
+def _initial_resp(x: np.ndarray, k: int, seed: int) -> np.ndarray:
+    r = np.random.default_rng(seed)
+    centers = x[r.choice(x.shape[0], k, replace=False)]
+    d2 = (x**2).sum(1)[:, None] - 2 * x @ centers.T + (centers**2).sum(1)[None]
+    return np.eye(k)[d2.argmin(1)]
+
+
+def bench_one(n: int, d: int, k: int, iters: int, seed: int = 0) -> dict:
+    data = sample_gmm(jax.random.PRNGKey(seed), n, k, d, spread=3.0)
+    x64 = np.asarray(data.x, np.float64)
+    model64 = DiagonalGMM.from_data(x64, k, dtype=jnp.float64)
+    resp0 = _initial_resp(x64, k, seed)
+
+    est = matched_sklearn_bgmm(model64, resp0=resp0, max_iter=iters, tol=0.0)
+    t0 = time.perf_counter()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning: we cap the iterations on purpose
+        est.fit(x64)
+    t_sk = time.perf_counter() - t0
+    score = _elbo_fn(model64, model64.features(jnp.asarray(x64)))
+    target = score(sklearn_to_q(est, jnp.float64))
+
+    row = {"N": n, "D": d, "K": k, "sklearn_iters": iters, "sklearn_s": t_sk, "target_elbo": target,
+           "sklearn_s_per_iter": t_sk / iters}
+    for name, dt in (("f64", jnp.float64), ("f32", jnp.float32)):
+        model = DiagonalGMM.from_data(x64, k, dtype=dt)
+        x = model.features(jnp.asarray(x64, dt))  # [x, x^2] once, as vijax's runner does
+        alg = cavi(model)
+        step = jax.jit(alg.step)
+        state = _cavi.init_from(model.posterior_from_responsibilities(x, jnp.asarray(resp0, dt)))
+        key = jax.random.PRNGKey(1)
+        t0 = time.perf_counter()
+        step = step.lower(state, x, key).compile()  # the compiled step; calls below reuse it
+        t_compile = time.perf_counter() - t0
+        # Time only the steps (each synced); score every state with the float64 ELBO outside
+        # the timed region, so float32's own rounding of a sum over N points does not decide.
+        reached, elbo, steps, stepping = None, None, 0, 0.0
+        for t in range(5 * iters):
+            t0 = time.perf_counter()
+            state, info = step(state, x, key)
+            jax.block_until_ready(state)
+            stepping += time.perf_counter() - t0
+            steps += 1
+            elbo = score(jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), state.q_global))
+            if elbo >= target - 1e-7 * abs(target):
+                reached = stepping
+                break
+        row[f"vijax_{name}_s_per_step"] = stepping / steps
+        row[f"vijax_{name}_steps"] = steps
+        row[f"vijax_{name}_s"] = None if reached is None else reached + t_compile
+        row[f"vijax_{name}_compile_s"] = t_compile
+        row[f"vijax_{name}_elbo"] = elbo
+        row[f"speedup_{name}"] = None if reached is None else t_sk / (reached + t_compile)
+    return row
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    p.add_argument("--dims", type=int, nargs="+", default=[64])
+    p.add_argument("--k", type=int, default=30)
+    p.add_argument("--iters", type=int, default=30)
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "gmm_cavi.json"))
+    args = p.parse_args(argv)
+    rows = []
+    hdr = (f"{'N':>9} {'D':>3} {'K':>3} | {'sklearn s':>9} | {'vijax f64 s':>11} {'x':>6} | {'vijax f32 s':>11} {'x':>6} "
+           f"| steps f64/f32 vs sk | per-iter ms sk / f64 / f32 (x f32)")
+    print(hdr)
+    print("-" * len(hdr))
+    for d in args.dims:
+        for n in args.sizes:
+            r = bench_one(n, d, args.k, args.iters)
+            rows.append(r)
+            f = lambda v: "  n/a" if v is None else f"{v:9.2f}"
+            print(f"{n:>9} {d:>3} {args.k:>3} | {r['sklearn_s']:9.2f} | {f(r['vijax_f64_s']):>11} {f(r['speedup_f64']):>6} "
+                  f"| {f(r['vijax_f32_s']):>11} {f(r['speedup_f32']):>6} | {r['vijax_f64_steps']:>5}/{r['vijax_f32_steps']:<5} vs {args.iters:<3} "
+                  f"| {1e3 * r['sklearn_s_per_iter']:.1f} / {1e3 * r['vijax_f64_s_per_step']:.1f} / {1e3 * r['vijax_f32_s_per_step']:.1f} "
+                  f"({r['sklearn_s_per_iter'] / r['vijax_f32_s_per_step']:.1f}x)",
+                  flush=True)
+    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+               "jax": jax.__version__, "device": str(jax.devices()[0])}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump({"machine": machine, "rows": rows}, fh, indent=2)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
