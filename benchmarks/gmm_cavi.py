@@ -78,6 +78,7 @@ def bench_one(n: int, d: int, k: int, iters: int, seed: int = 0) -> dict:
         key = jax.random.PRNGKey(1)
         t0 = time.perf_counter()
         step = step.lower(state, x, key).compile()  # the compiled step; calls below reuse it
+        jax.block_until_ready(step(state, x, key))  # warm-up call (thread pools, buffers); result dropped
         t_compile = time.perf_counter() - t0
         # Time only the steps (each synced); score every state with the float64 ELBO outside
         # the timed region, so float32's own rounding of a sum over N points does not decide.
