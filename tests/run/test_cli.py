@@ -1,0 +1,79 @@
+"""The ``vijax`` command end to end on the toy experiment of test_config."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.run.test_config import TOY
+from vijax.run import _cli, main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_config(tmp_path, extra=""):
+    path = tmp_path / "toy.yaml"
+    path.write_text(f"""
+experiment: {TOY}
+seed: 1
+algorithm: {{noise: 0.05}}
+run: {{num_steps: 120, chunk_size: 40, eval_every: 40, checkpoint_every: 80}}
+{extra}""")
+    return str(path)
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert TOY in out and "toy quadratic for the runner tests" in out
+
+
+def test_run_writes_results_and_resumes(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", write_config(tmp_path), "--out", str(out), "--no-progress",
+                 "--set", "data.center=0.5"]) == 0
+    printed = capsys.readouterr().out
+    assert "120 steps" in printed and "final ELBO" in printed and "distance=" in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["experiment"] == TOY and metrics["num_steps"] == 120
+    assert metrics["config"]["data"]["center"] == 0.5
+    assert metrics["config"]["output"]["dir"] == str(out)
+    assert metrics["config"]["run"]["progress"] is False
+    assert len(metrics["elbo"]) == 120 and metrics["final_elbo"] == metrics["elbo"][-1]
+    assert metrics["converged"] is False and metrics["wall_time"] > 0
+    assert [e["step"] for e in metrics["evals"]] == [40, 80, 120]
+    assert metrics["summary"]["seed"] == 1 and metrics["summary"]["distance"] < 0.5
+    assert (out / "elbo.png").read_bytes()[:8] == PNG_MAGIC
+    assert (out / "toy.txt").exists() and (out / "config.yaml").exists()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        "ckpt_0000000080.npz", "ckpt_0000000120.npz"]
+    # Continue the same run to 200 steps.
+    assert main(["run", write_config(tmp_path), "--out", str(out), "--no-progress",
+                 "--set", "data.center=0.5", "--set", "run.num_steps=200", "--resume"]) == 0
+    metrics2 = json.loads((out / "metrics.json").read_text())
+    assert metrics2["num_steps"] == 200 and len(metrics2["elbo"]) == 200
+    assert metrics2["elbo"][:120] == metrics["elbo"]
+    assert [e["step"] for e in metrics2["evals"]] == [40, 80, 120, 160, 200]
+
+
+def test_default_config_is_used_without_argument(tmp_path, monkeypatch):
+    monkeypatch.setattr(_cli, "default_config", lambda: {
+        "experiment": TOY, "run": {"num_steps": 30, "chunk_size": 10}})
+    out = tmp_path / "default"
+    assert main(["run", "--out", str(out), "--no-progress"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["num_steps"] == 30
+
+
+def test_output_dir_from_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", write_config(tmp_path), "--no-progress",
+                 "--set", "run.num_steps=20", "--set", "run.eval_every=null"]) == 0
+    assert (tmp_path / "results" / TOY / "metrics.json").exists()
+
+
+def test_bad_config_exits_2_and_names_key(tmp_path, capsys):
+    assert main(["run", write_config(tmp_path), "--set", "model.nmae=3"]) == 2
+    assert "model.nmae" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "missing.yaml")]) == 2
+    with pytest.raises(SystemExit):
+        main(["frobnicate"])

@@ -1,0 +1,265 @@
+"""The runner on a toy algorithm: gradient ascent on a concave quadratic "ELBO"
+L(x) = offset - curvature/2 * ||x - mu||^2, whose optimum (x = mu, L = offset) is known.
+The noisy variant perturbs the gradient with the step key and the data with the batch key."""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.run import RunResult, run
+from vijax.run import _checkpoint
+
+MU = jnp.array([1.0, -2.0, 0.5])
+SEED = 0
+
+
+class ToyState(NamedTuple):
+    x: jax.Array  # [D]
+    count: jax.Array  # int32 scalar
+
+
+class ToyInfo(NamedTuple):
+    elbo: jax.Array
+    grad_norm: jax.Array
+    step_noise: jax.Array  # a normal drawn from the step key
+    batch_noise: jax.Array  # a normal drawn from the batch key
+
+
+def toy_algorithm(lr=0.1, noise=0.0, curvature=1.0, offset=-10.0, dim=3, counter=None):
+    """A ``VIAlgorithm`` maximizing the quadratic; ``counter["traces"]`` counts step traces."""
+
+    def init(key, batch=None):
+        return ToyState(jax.random.normal(key, (dim,)), jnp.zeros((), jnp.int32))
+
+    def step(state, batch, key):
+        if counter is not None:
+            counter["traces"] += 1
+        mu, batch_noise = batch
+        diff = state.x - mu
+        elbo = offset - 0.5 * curvature * jnp.sum(diff**2)
+        eps = jax.random.normal(key, (dim,))
+        grad = -curvature * diff + noise * eps
+        new = ToyState(state.x + lr * grad, safe_increment(state.count))
+        return new, ToyInfo(elbo, jnp.linalg.norm(grad), eps[0], batch_noise)
+
+    return VIAlgorithm(init, step)
+
+
+def toy_batch_fn(mu=MU, noise=0.0):
+    def batch_fn(key, t):
+        z = jax.random.normal(key, ())
+        return mu + noise * z, z
+
+    return batch_fn
+
+
+def assert_results_identical(a: RunResult, b: RunResult):
+    for x, y in zip(jax.tree.leaves(a.state), jax.tree.leaves(b.state)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert sorted(a.trace) == sorted(b.trace)
+    for name in a.trace:
+        np.testing.assert_array_equal(a.trace[name], b.trace[name], err_msg=name)
+    assert a.num_steps == b.num_steps and a.converged == b.converged
+
+
+def test_reaches_optimum_and_trace():
+    # 300 steps of lr 0.1 on curvature 1: error shrinks by 0.9**300 ~ 2e-14.
+    res = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
+              num_steps=300, chunk_size=50, progress=False)
+    np.testing.assert_allclose(res.state.x, MU, rtol=0, atol=1e-10)
+    assert int(res.state.count) == 300 and res.num_steps == 300 and not res.converged
+    assert set(res.trace) == {"elbo", "grad_norm", "step_noise", "batch_noise", "step"}
+    for v in res.trace.values():
+        assert v.shape == (300,)
+    np.testing.assert_array_equal(res.trace["step"], np.arange(1, 301))
+    assert np.all(np.diff(res.trace["elbo"]) >= 0)
+    np.testing.assert_allclose(res.trace["elbo"][-1], -10.0, rtol=1e-12)
+    assert res.evals == [] and res.wall_time > 0
+
+
+def test_compiles_once_with_partial_chunk():
+    counter = {"traces": 0}
+    res = run(toy_algorithm(counter=counter), jax.random.PRNGKey(SEED),
+              batch_fn=toy_batch_fn(), num_steps=130, chunk_size=50, progress=False)
+    assert counter["traces"] == 1
+    assert res.trace["elbo"].shape == (130,) and int(res.state.count) == 130
+
+
+def test_keys_follow_documented_layout_and_differ():
+    key = jax.random.PRNGKey(SEED)
+    alg = toy_algorithm(noise=0.3)
+    res = run(alg, key, batch_fn=toy_batch_fn(noise=0.1), num_steps=45, chunk_size=20,
+              progress=False)
+    init_key, step_base = jax.random.split(key)
+    expected_step, expected_batch = [], []
+    state = alg.init(init_key)
+    for t in range(45):
+        kb, ks = jax.random.split(jax.random.fold_in(step_base, t))
+        expected_step.append(float(jax.random.normal(ks, (3,))[0]))
+        expected_batch.append(float(jax.random.normal(kb, ())))
+        state, _ = alg.step(state, toy_batch_fn(noise=0.1)(kb, t), ks)
+    np.testing.assert_allclose(res.trace["step_noise"], expected_step, rtol=1e-12)
+    np.testing.assert_allclose(res.trace["batch_noise"], expected_batch, rtol=1e-12)
+    np.testing.assert_allclose(res.state.x, state.x, rtol=1e-10)
+    noises = np.concatenate([res.trace["step_noise"], res.trace["batch_noise"]])
+    assert len(np.unique(noises)) == len(noises)  # no key used twice
+
+
+def test_tolerance_stops_and_converged():
+    chunk, tol, patience = 20, 1e-6, 3
+    res = run(toy_algorithm(lr=0.05), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
+              num_steps=100_000, chunk_size=chunk, tol=tol, patience=patience, progress=False)
+    assert res.converged
+    assert res.num_steps < 100_000 and res.num_steps % chunk == 0
+    means = res.trace["elbo"].reshape(-1, chunk).mean(axis=1)
+    rel = np.abs(np.diff(means)) / np.abs(means[1:])
+    assert np.all(rel[-patience:] < tol)
+    assert not np.all(rel[-patience - 1:-1] < tol)  # it stopped at the first such boundary
+    np.testing.assert_allclose(res.state.x, MU, atol=1e-2)
+
+
+def test_noisy_variant_converges_in_chunk_mean():
+    # Constant step 0.05 with gradient noise 0.2: the stationary spread of x is about
+    # 0.2 * sqrt(0.05 / 2) ~ 0.03 per coordinate; 0.2 is over 6 of those.
+    res = run(toy_algorithm(lr=0.05, noise=0.2), jax.random.PRNGKey(SEED),
+              batch_fn=toy_batch_fn(noise=0.05), num_steps=20_000, chunk_size=100, tol=1e-3,
+              patience=3, progress=False)
+    assert res.converged and res.num_steps < 20_000
+    np.testing.assert_allclose(res.state.x, MU, atol=0.2)
+
+
+def test_eval_cadence_rounded_to_chunks():
+    calls = []
+
+    def eval_fn(state):
+        calls.append(int(state.count))
+        return {"dist": jnp.linalg.norm(state.x - MU), "count": state.count}
+
+    res = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
+              num_steps=200, chunk_size=20, eval_every=50, eval_fn=eval_fn, progress=False)
+    assert [e["step"] for e in res.evals] == [60, 100, 160, 200] == calls
+    assert all(isinstance(e["dist"], float) and e["wall_time"] >= 0 for e in res.evals)
+    assert res.evals[-1]["count"] == 200
+    # Without eval_every: one evaluation at the end.
+    res = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
+              num_steps=70, chunk_size=20, eval_fn=eval_fn, progress=False)
+    assert [e["step"] for e in res.evals] == [70]
+
+
+@pytest.mark.parametrize("tol", [None, 1e-4])
+def test_resume_is_bit_identical(tmp_path, tol):
+    alg = toy_algorithm(lr=0.05, noise=0.1)
+    kw = dict(batch_fn=toy_batch_fn(noise=0.05), chunk_size=40, tol=tol, patience=2,
+              checkpoint_every=60, progress=False)
+    key = jax.random.PRNGKey(3)
+    full = run(alg, key, num_steps=250, checkpoint_dir=str(tmp_path / "full"), **kw)
+    # With tol, the uninterrupted run stops at step 200, after the interruption point 130.
+    assert (full.converged, full.num_steps) == ((False, 250) if tol is None else (True, 200))
+    ckpt = str(tmp_path / "ck")
+    first = run(alg, key, num_steps=130, checkpoint_dir=ckpt, **kw)  # stops mid-chunk
+    assert first.num_steps == 130
+    assert _checkpoint.list_checkpoints(ckpt)[-1][0] == 130
+    resumed = run(alg, key, num_steps=250, checkpoint_dir=ckpt, resume=True, **kw)
+    assert_results_identical(full, resumed)
+    # Resuming a finished run returns it as is.
+    again = run(alg, key, num_steps=250, checkpoint_dir=ckpt, resume=True, **kw)
+    assert_results_identical(full, again)
+
+
+def test_keyboard_interrupt_checkpoints_then_resume(tmp_path):
+    alg = toy_algorithm(lr=0.05, noise=0.1)
+    kw = dict(batch_fn=toy_batch_fn(noise=0.05), chunk_size=25, progress=False)
+    key = jax.random.PRNGKey(4)
+    full = run(alg, key, num_steps=200, **kw)
+
+    def interrupting_eval(state):
+        if int(state.count) == 75:
+            raise KeyboardInterrupt
+        return {"count": state.count}
+
+    ckpt = str(tmp_path / "ck")
+    with pytest.raises(KeyboardInterrupt):
+        run(alg, key, num_steps=200, checkpoint_dir=ckpt, eval_fn=interrupting_eval,
+            eval_every=25, **kw)
+    assert _checkpoint.list_checkpoints(ckpt)[-1][0] == 75
+    resumed = run(alg, key, num_steps=200, checkpoint_dir=ckpt, resume=True, **kw)
+    assert_results_identical(full, resumed)
+    assert [e["step"] for e in resumed.evals] == [25, 50]  # the evaluations done before
+
+
+def test_checkpoint_files_atomic_and_pruned(tmp_path):
+    ckpt = str(tmp_path / "ck")
+    run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=100,
+        chunk_size=10, checkpoint_dir=ckpt, checkpoint_every=20, progress=False)
+    assert sorted(os.listdir(ckpt)) == ["ckpt_0000000080.npz", "ckpt_0000000100.npz"]
+    # A new (not resumed) run in the same folder replaces the old history, so that a later
+    # resume cannot pick up the old run's step-100 checkpoint.
+    run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=30,
+        chunk_size=10, checkpoint_dir=ckpt, progress=False)
+    assert sorted(os.listdir(ckpt)) == ["ckpt_0000000030.npz"]
+
+
+def test_resume_without_checkpoint_starts_fresh(tmp_path):
+    kw = dict(batch_fn=toy_batch_fn(), num_steps=40, chunk_size=20, progress=False)
+    a = run(toy_algorithm(), jax.random.PRNGKey(SEED), **kw)
+    b = run(toy_algorithm(), jax.random.PRNGKey(SEED), checkpoint_dir=str(tmp_path),
+            resume=True, **kw)
+    assert_results_identical(a, b)
+
+
+def test_checkpoint_structure_mismatch_errors(tmp_path):
+    ckpt = str(tmp_path / "ck")
+    key = jax.random.PRNGKey(SEED)
+    run(toy_algorithm(dim=3), key, batch_fn=toy_batch_fn(), num_steps=20, chunk_size=10,
+        checkpoint_dir=ckpt, progress=False)
+    with pytest.raises(ValueError, match=r"does not match.*\n.*\.x.*\(4,\).*\(3,\)"):
+        run(toy_algorithm(dim=4), key, batch_fn=toy_batch_fn(jnp.zeros(4)), num_steps=40,
+            chunk_size=10, checkpoint_dir=ckpt, resume=True, progress=False)
+    other_tree = {"x": jnp.zeros(3), "count": jnp.zeros((), jnp.int32), "extra": jnp.zeros(())}
+    with pytest.raises(ValueError, match="does not match"):
+        _checkpoint.load_checkpoint(_checkpoint.latest_checkpoint(ckpt), other_tree)
+    with pytest.raises(ValueError, match="another key"):
+        run(toy_algorithm(dim=3), jax.random.PRNGKey(SEED + 1), batch_fn=toy_batch_fn(),
+            num_steps=40, chunk_size=10, checkpoint_dir=ckpt, resume=True, progress=False)
+
+
+def test_init_state_pytree_or_callable():
+    key = jax.random.PRNGKey(SEED)
+    start = ToyState(jnp.zeros(3), jnp.zeros((), jnp.int32))
+    kw = dict(batch_fn=toy_batch_fn(), num_steps=30, chunk_size=10, progress=False)
+    a = run(toy_algorithm(), key, init_state=start, **kw)
+    b = run(toy_algorithm(), key, init_state=lambda k: start, **kw)
+    assert_results_identical(a, b)
+    np.testing.assert_allclose(a.trace["elbo"][0], -10.0 - 0.5 * float(jnp.sum(MU**2)))
+
+
+def test_info_must_have_elbo_and_args_are_checked():
+    def step(state, batch, key):
+        return state, {"loss": jnp.sum(state)}
+
+    alg = VIAlgorithm(lambda key, batch=None: jnp.zeros(2), step)
+    with pytest.raises(ValueError, match="elbo"):
+        run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: None, num_steps=5,
+            progress=False)
+    for bad in [dict(chunk_size=0), dict(num_steps=-1), dict(tol=0.0), dict(patience=0),
+                dict(checkpoint_every=10), dict(resume=True)]:
+        kw = dict(batch_fn=toy_batch_fn(), num_steps=10, progress=False) | bad
+        with pytest.raises(ValueError):
+            run(toy_algorithm(), jax.random.PRNGKey(0), **kw)
+
+
+def test_dict_info_and_typed_key():
+    def step(state, batch, key):
+        return state + 1.0, {"elbo": -jnp.sum(state), "parts": {"a": state[0], "b": state[1]}}
+
+    alg = VIAlgorithm(lambda key, batch=None: jnp.zeros(2), step)
+    res = run(alg, jax.random.key(0), batch_fn=lambda k, t: None, num_steps=7, chunk_size=3,
+              progress=False)
+    assert set(res.trace) == {"elbo", "parts.a", "parts.b", "step"}
+    np.testing.assert_array_equal(res.trace["parts.a"], np.arange(7.0))

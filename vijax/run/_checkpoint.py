@@ -1,0 +1,215 @@
+"""Checkpoints of a run: the state pytree, the trace and evaluations so far, the step count.
+
+One checkpoint is one ``.npz`` file ``ckpt_<step>.npz`` holding
+
+- ``state/<i>``: the i-th leaf of the state, in ``jax.tree_util`` flattening order;
+- ``trace/<name>``: every trace array (``"step"`` included);
+- ``__meta__``: a JSON string with the step, the leaves' paths, shapes and dtypes, the
+  evaluations, the cumulative wall time and the run's key data.
+
+The tree structure itself is not pickled: loading unflattens the leaves with the treedef of a
+*template* state built by the caller, after checking that the paths (``.q_global.eta``, ``[0]``,
+...), shapes and dtypes agree. Paths are compared rather than ``str(treedef)`` because a treedef's
+string may embed reprs of static fields (functions, addresses) that differ between processes.
+
+Files are written atomically: into a temporary file in the same folder, flushed and fsync-ed,
+then moved into place with ``os.replace``; a crash leaves the previous checkpoint intact.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax.types import PyTree
+
+_FORMAT_VERSION = 1
+_NAME = re.compile(r"^ckpt_(\d+)\.npz$")
+
+
+class Checkpoint(NamedTuple):
+    """A loaded checkpoint.
+
+    Attributes:
+      step: the number of updates applied to ``state``.
+      state: the state pytree (leaves as ``jax.Array``), with the template's tree structure.
+      trace: dict name -> ``np.ndarray`` over the ``step`` first updates.
+      evals: list of evaluation dicts.
+      wall_time: cumulative seconds spent by the runs that produced it.
+      key_data: the uint32 data of the run's key (to refuse a resume with another key).
+    """
+
+    step: int
+    state: PyTree
+    trace: dict
+    evals: list
+    wall_time: float
+    key_data: np.ndarray
+
+
+def checkpoint_path(directory: str, step: int) -> str:
+    """The file name of the checkpoint after ``step`` updates."""
+    return os.path.join(directory, f"ckpt_{step:010d}.npz")
+
+
+def list_checkpoints(directory: str) -> list[tuple[int, str]]:
+    """``[(step, path), ...]`` of the checkpoints in ``directory``, oldest first."""
+    if not os.path.isdir(directory):
+        return []
+    found = []
+    for name in os.listdir(directory):
+        m = _NAME.match(name)
+        if m:
+            found.append((int(m.group(1)), os.path.join(directory, name)))
+    return sorted(found)
+
+
+def latest_checkpoint(directory: str) -> Optional[str]:
+    """The path of the checkpoint with the most steps in ``directory``, or None."""
+    found = list_checkpoints(directory)
+    return found[-1][1] if found else None
+
+
+def clear_checkpoints(directory: str) -> None:
+    """Removes every checkpoint file from ``directory`` (other files are left alone)."""
+    for _, path in list_checkpoints(directory):
+        os.remove(path)
+
+
+def _leaf_paths(tree: PyTree) -> tuple[list[str], list[Any]]:
+    with_path, _ = jax.tree_util.tree_flatten_with_path(tree)
+    paths = [jax.tree_util.keystr(p) or "<root>" for p, _ in with_path]
+    return paths, [leaf for _, leaf in with_path]
+
+
+def jsonable(x: Any) -> Any:
+    """Numbers, arrays and containers as plain JSON values (non-finite floats become None)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+        x = np.asarray(x)
+        return jsonable(x.item() if x.ndim == 0 else x.tolist())
+    if isinstance(x, float) and not np.isfinite(x):
+        return None
+    return x
+
+
+def save_checkpoint(directory: str, step: int, state: PyTree, trace: dict, evals: list, *,
+                    wall_time: float, key_data: np.ndarray, keep: int = 2) -> str:
+    """Writes a checkpoint atomically and deletes all but the ``keep`` most recent ones.
+
+    Args:
+      directory: the checkpoint folder (created if missing).
+      step: the number of updates applied to ``state``.
+      state: the state pytree.
+      trace: dict name -> array over the first ``step`` updates.
+      evals: list of evaluation dicts (JSON-able after converting numbers).
+      wall_time: cumulative seconds of the run so far.
+      key_data: the uint32 data of the run's key.
+      keep: how many checkpoints to keep (at least 1).
+
+    Returns:
+      The path written.
+    """
+    os.makedirs(directory, exist_ok=True)
+    paths, leaves = _leaf_paths(state)
+    leaves = [np.asarray(leaf) for leaf in leaves]
+    meta = {
+        "version": _FORMAT_VERSION,
+        "step": int(step),
+        "paths": paths,
+        "shapes": [list(leaf.shape) for leaf in leaves],
+        "dtypes": [leaf.dtype.name for leaf in leaves],
+        "trace_names": list(trace),
+        "trace_dtypes": [np.asarray(v).dtype.name for v in trace.values()],
+        "evals": jsonable(evals),
+        "wall_time": float(wall_time),
+        "key_data": np.asarray(key_data).astype(np.uint32).tolist(),
+    }
+    arrays = {f"state/{i}": leaf for i, leaf in enumerate(leaves)}
+    arrays.update({f"trace/{name}": np.asarray(v) for name, v in trace.items()})
+    arrays["__meta__"] = np.array(json.dumps(meta))
+    final = checkpoint_path(directory, step)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt_", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    for _, old in list_checkpoints(directory)[:-max(keep, 1)]:
+        os.remove(old)
+    return final
+
+
+def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
+    """Loads a checkpoint into the tree structure of ``template``.
+
+    Args:
+      path: a file written by ``save_checkpoint``.
+      template: a state pytree (or its ``jax.eval_shape``) with the expected structure.
+
+    Returns:
+      The ``Checkpoint``.
+
+    Raises:
+      ValueError: if the checkpoint's leaves (paths, shapes or dtypes) do not match the template's.
+    """
+    with np.load(path, allow_pickle=False) as f:
+        meta = json.loads(str(f["__meta__"]))
+        if meta.get("version") != _FORMAT_VERSION:
+            raise ValueError(f"checkpoint {path}: unknown format version {meta.get('version')}")
+        leaves = [_as_dtype(f[f"state/{i}"], d) for i, d in enumerate(meta["dtypes"])]
+        trace = {name: _as_dtype(f[f"trace/{name}"], d)
+                 for name, d in zip(meta["trace_names"], meta["trace_dtypes"])}
+    paths, t_leaves = _leaf_paths(template)
+    expected = [(p, tuple(np.shape(x)), _dtype_name(x)) for p, x in zip(paths, t_leaves)]
+    found = [(p, tuple(s), d) for p, s, d in zip(meta["paths"], meta["shapes"], meta["dtypes"])]
+    if expected != found:
+        diffs = []
+        for i in range(max(len(expected), len(found))):
+            e = expected[i] if i < len(expected) else None
+            g = found[i] if i < len(found) else None
+            if e != g:
+                diffs.append(f"  leaf {i}: expected {_describe(e)}, found {_describe(g)}")
+        raise ValueError(
+            f"checkpoint {path} does not match the state's structure "
+            f"({len(found)} leaves saved, {len(expected)} expected):\n" + "\n".join(diffs[:10]))
+    treedef = jax.tree_util.tree_structure(template)
+    state = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
+    return Checkpoint(step=int(meta["step"]), state=state, trace=trace, evals=meta["evals"],
+                      wall_time=float(meta["wall_time"]),
+                      key_data=np.asarray(meta["key_data"], np.uint32))
+
+
+def _describe(entry) -> str:
+    if entry is None:
+        return "nothing"
+    path, shape, dtype = entry
+    return f"{path} {shape} {dtype}"
+
+
+def _dtype_name(x: Any) -> str:
+    return np.dtype(x.dtype).name if hasattr(x, "dtype") else np.asarray(x).dtype.name
+
+
+def _as_dtype(a: np.ndarray, name: str) -> np.ndarray:
+    """Undoes ``np.savez`` storing extension dtypes (bfloat16, ...) as raw void bytes."""
+    dtype = jnp.dtype(name)
+    return a if a.dtype == dtype else a.view(dtype)
+
+
+__all__ = ["Checkpoint", "checkpoint_path", "clear_checkpoints", "jsonable", "latest_checkpoint",
+           "list_checkpoints", "load_checkpoint", "save_checkpoint"]

@@ -1,0 +1,230 @@
+"""Run configs: YAML files naming a registered experiment, validated against its defaults.
+
+A config has exactly these top-level keys::
+
+    experiment: gmm_simulation   # a name in EXPERIMENTS (required)
+    seed: 0                      # int; the run's key is jax.random.PRNGKey(seed)
+    model: {...}                 # validated against the experiment's defaults["model"]
+    data: {...}                  #   ... defaults["data"]
+    algorithm: {...}             #   ... defaults["algorithm"]
+    run: {num_steps, chunk_size, tol, patience, eval_every, checkpoint_every, progress}
+    output: {dir}                # default "results/<experiment>"
+
+Rules: a key that the schema does not list is an error naming its full path (``model.nmae``)
+and the allowed keys; a value must have its default's type (an int is accepted, and converted,
+where the default is a float; bools are not ints; a list is accepted for a tuple; a default of
+None accepts anything; a dict default is validated recursively). Missing keys take their
+defaults. Scientific notation without a dot (``1e-3``) reads as a float, not as YAML 1.1's string.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+from typing import Any, Iterable, Mapping, Union
+
+import yaml
+
+from vijax.run._experiment import EXPERIMENTS, import_builtin_experiments
+
+TOP_LEVEL_KEYS = ("experiment", "seed", "model", "data", "algorithm", "run", "output")
+SECTIONS = ("model", "data", "algorithm")
+
+# name -> (default, accepted types, may be None, minimum)
+_RUN_SCHEMA = {
+    "num_steps": (1000, (int,), False, 0),
+    "chunk_size": (100, (int,), False, 1),
+    "tol": (None, (float,), True, None),
+    "patience": (3, (int,), False, 1),
+    "eval_every": (None, (int,), True, 1),
+    "checkpoint_every": (None, (int,), True, 1),
+    "progress": (True, (bool,), False, None),
+}
+
+
+class ConfigError(ValueError):
+    """An invalid config; the message names the offending key's full path."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``1e-3`` (no dot) as a float."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def parse_yaml(text: str) -> Any:
+    """Parses YAML text with vijax's loader (safe, with dot-less scientific floats)."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def _type_name(x: Any) -> str:
+    return "null" if x is None else type(x).__name__
+
+
+def _check_type(path: str, value: Any, default: Any) -> Any:
+    """``value`` checked against (and converted to) the type of ``default``."""
+    if default is None:
+        return value
+    if isinstance(default, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {_type_name(value)} {value!r}")
+        return _merge(path, value, default)
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+        value = type(default)(value) if ok else value
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise ConfigError(f"{path}: expected {_type_name(default)} (like the default "
+                          f"{default!r}), got {_type_name(value)} {value!r}")
+    return value
+
+
+def _merge(prefix: str, given: Mapping, defaults: Mapping) -> dict:
+    """``defaults`` updated with ``given``, validating every key of ``given``."""
+    out = copy.deepcopy(dict(defaults))
+    for key, value in given.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in defaults:
+            raise ConfigError(f"unknown config key {path!r}; allowed keys of "
+                              f"{prefix or 'the config'}: {sorted(map(str, defaults))}")
+        out[key] = _check_type(path, value, defaults[key])
+    return out
+
+
+def _check_run(given: Mapping, experiment_defaults: Mapping) -> dict:
+    for source, values in (("the experiment's run defaults", experiment_defaults),
+                           ("run", given)):
+        for key in values:
+            if key not in _RUN_SCHEMA:
+                where = repr(f"run.{key}") if source == "run" else f"{key!r} in {source}"
+                raise ConfigError(f"unknown config key {where}; allowed keys of run: "
+                                  f"{sorted(_RUN_SCHEMA)}")
+    merged = {k: spec[0] for k, spec in _RUN_SCHEMA.items()}
+    merged.update(experiment_defaults)
+    merged.update(given)
+    for key, (_, types, nullable, minimum) in _RUN_SCHEMA.items():
+        value, path = merged[key], f"run.{key}"
+        if value is None and nullable:
+            continue
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            value = merged[key] = float(value)
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
+            raise ConfigError(f"{path}: expected {kinds}, got {_type_name(value)} {value!r}")
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{path}: must be >= {minimum}, got {value!r}")
+        if key == "tol" and not value > 0:
+            raise ConfigError(f"{path}: must be positive or null, got {value!r}")
+    return merged
+
+
+def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
+    """Applies ``"a.b.c=value"`` overrides (values parsed as YAML) to a raw config dict.
+
+    Args:
+      raw: the config as read (not modified).
+      overrides: strings ``dotted.key=value``; ``value`` is YAML (``7``, ``0.5``, ``[1, 2]``,
+        ``null``, ``text``).
+
+    Returns:
+      A new dict with the overrides set (validation happens afterwards, in ``load_config``).
+    """
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key.path=value")
+        dotted, text = item.split("=", 1)
+        keys = dotted.strip().split(".")
+        if not all(keys):
+            raise ConfigError(f"override {item!r}: empty key in {dotted!r}")
+        node = out
+        for i, k in enumerate(keys[:-1]):
+            if node.get(k) is None:
+                node[k] = {}
+            node = node[k]
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {'.'.join(keys[:i + 1])} is not a mapping")
+        node[keys[-1]] = parse_yaml(text) if text.strip() else None
+    return out
+
+
+def load_config(path_or_dict: Union[str, os.PathLike, Mapping],
+                overrides: Iterable[str] = ()) -> dict:
+    """Loads, overrides, validates and fills in a run config.
+
+    Args:
+      path_or_dict: a YAML file's path, or the config as a dict.
+      overrides: ``"dotted.key=value"`` strings applied before validation (``--set``).
+
+    The built-in experiments (``vijax.run.experiments``) are imported first, so that their names
+    resolve; experiments registered elsewhere must be imported by the caller.
+
+    Returns:
+      The resolved config: a dict with every top-level key, the three sections merged over the
+      experiment's defaults, ``run`` and ``output`` filled in.
+
+    Raises:
+      ConfigError: (a ``ValueError``) naming the offending key, for an unknown top-level or
+        section key, a value of the wrong type, or an unknown experiment.
+
+    Examples:
+      >>> load_config({"experiment": "nope"})  # doctest: +IGNORE_EXCEPTION_DETAIL
+      Traceback (most recent call last):
+      ConfigError: experiment: unknown experiment 'nope'; registered: [...]
+    """
+    if isinstance(path_or_dict, Mapping):
+        raw = copy.deepcopy(dict(path_or_dict))
+    else:
+        with open(path_or_dict, encoding="utf-8") as f:
+            raw = parse_yaml(f.read())
+        raw = {} if raw is None else raw
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path_or_dict}: a config must be a mapping, "
+                              f"got {_type_name(raw)}")
+    raw = apply_overrides(raw, overrides)
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            raise ConfigError(f"unknown top-level config key {key!r}; allowed: "
+                              f"{list(TOP_LEVEL_KEYS)}")
+    import_builtin_experiments()
+    name = raw.get("experiment")
+    if not isinstance(name, str):
+        raise ConfigError(f"experiment: expected the name of a registered experiment, got "
+                          f"{_type_name(name)} {name!r}; registered: {sorted(EXPERIMENTS)}")
+    if name not in EXPERIMENTS:
+        raise ConfigError(f"experiment: unknown experiment {name!r}; "
+                          f"registered: {sorted(EXPERIMENTS)}")
+    spec = EXPERIMENTS[name]
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed: expected int, got {_type_name(seed)} {seed!r}")
+    config: dict[str, Any] = {"experiment": name, "seed": seed}
+    for section in SECTIONS:
+        given = raw.get(section) or {}
+        if not isinstance(given, Mapping):
+            raise ConfigError(f"{section}: expected a mapping, got {_type_name(given)} {given!r}")
+        config[section] = _merge(section, given, spec.defaults.get(section, {}))
+    run_given = raw.get("run") or {}
+    if not isinstance(run_given, Mapping):
+        raise ConfigError(f"run: expected a mapping, got {_type_name(run_given)} {run_given!r}")
+    config["run"] = _check_run(run_given, spec.defaults.get("run", {}))
+    output = raw.get("output") or {}
+    if not isinstance(output, Mapping):
+        raise ConfigError(f"output: expected a mapping, got {_type_name(output)} {output!r}")
+    config["output"] = _merge("output", output, {"dir": f"results/{name}"})
+    return config
+
+
+__all__ = ["ConfigError", "apply_overrides", "load_config", "parse_yaml"]
