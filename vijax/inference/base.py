@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
+import jax
 import jax.numpy as jnp
 
 from vijax.types import Array, PRNGKey, PyTree
@@ -32,4 +33,31 @@ def safe_increment(count: Array) -> Array:
     return jnp.where(count < big, count + 1, big)
 
 
-__all__ = ["InitFn", "StepFn", "VIAlgorithm", "safe_increment"]
+
+
+def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
+    """Runs ``num_restarts`` independent copies of ``alg`` in lock step with ``vmap``.
+
+    The state gains a leading axis of size ``num_restarts``; every restart sees the same batch
+    and its own key (``jax.random.split`` of the step's key). ``info`` fields gain the same axis,
+    so the runner's stopping rule sees the mean ELBO over restarts. Pick the winner with
+    ``select_restart(state, jnp.argmax(info.elbo))``.
+    """
+    if isinstance(num_restarts, bool) or not isinstance(num_restarts, int) or num_restarts < 1:
+        raise ValueError(f"num_restarts must be an integer >= 1, got {num_restarts!r}")
+
+    def init(key, batch=None):
+        return jax.vmap(lambda k: alg.init(k, batch))(jax.random.split(key, num_restarts))
+
+    def step(state, batch, key):
+        return jax.vmap(alg.step, in_axes=(0, None, 0))(state, batch, jax.random.split(key, num_restarts))
+
+    return VIAlgorithm(init, step)
+
+
+def select_restart(tree: PyTree, index) -> PyTree:
+    """Restart ``index`` of a pytree whose leaves have a leading restart axis."""
+    return jax.tree_util.tree_map(lambda a: a[index], tree)
+
+
+__all__ = ["InitFn", "StepFn", "VIAlgorithm", "restarts", "safe_increment", "select_restart"]
