@@ -263,3 +263,34 @@ def test_dict_info_and_typed_key():
               progress=False)
     assert set(res.trace) == {"elbo", "parts.a", "parts.b", "step"}
     np.testing.assert_array_equal(res.trace["parts.a"], np.arange(7.0))
+
+
+def _host_source(calls=None):
+    """Host batches as a pure function of the update index: batch t has noise sin(t)."""
+
+    def host_batches(t0, n):
+        if calls is not None:
+            calls.append((t0, n))
+        ts = np.arange(t0, t0 + n)
+        z = np.sin(ts).astype(np.float32)
+        return np.broadcast_to(np.asarray(MU, np.float32), (n, 3)) + 0.1 * z[:, None], z
+
+    return host_batches
+
+
+def test_host_batches_feed_the_scan_and_resume_identically(tmp_path):
+    calls = []
+    alg = toy_algorithm(noise=0.1)
+    full = run(alg, jax.random.PRNGKey(SEED), host_batches=_host_source(calls), num_steps=70,
+               chunk_size=20, progress=False)
+    np.testing.assert_allclose(full.trace["batch_noise"], np.sin(np.arange(70)), rtol=1e-6)
+    assert calls[0] == (0, 20) and all(n == 20 for _, n in calls)
+    ck = str(tmp_path / "ck")
+    run(alg, jax.random.PRNGKey(SEED), host_batches=_host_source(), num_steps=35, chunk_size=20,
+        checkpoint_dir=ck, checkpoint_every=20, progress=False)
+    resumed = run(alg, jax.random.PRNGKey(SEED), host_batches=_host_source(), num_steps=70, chunk_size=20,
+                  checkpoint_dir=ck, resume=True, progress=False)
+    assert_results_identical(full, resumed)
+    with pytest.raises(ValueError, match="exactly one"):
+        run(alg, jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), host_batches=_host_source(),
+            num_steps=5, progress=False)

@@ -67,20 +67,25 @@ class RunResult(NamedTuple):
     wall_time: float
 
 
-def _make_chunk_fn(step_fn: Callable, batch_fn: Callable, chunk_size: int) -> Callable:
-    """The jitted ``(state, step_base, t0, t_end) -> (state, stacked infos)`` of one chunk."""
+def _make_chunk_fn(step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int) -> Callable:
+    """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk.
 
-    def chunk(state, step_base, t0, t_end):
+    ``host`` is None with a ``batch_fn``, or the chunk's stacked host batches (leading axis
+    ``chunk_size``) that the scan walks through."""
+
+    def chunk(state, step_base, t0, t_end, host):
         ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
 
-        def body(state, t):
+        def body(state, xs):
+            t, host_batch = xs
             batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))
-            new_state, info = step_fn(state, batch_fn(batch_key, t), step_key)
+            batch = batch_fn(batch_key, t) if host_batch is None else host_batch
+            new_state, info = step_fn(state, batch, step_key)
             active = t < t_end
             state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
             return state, info
 
-        return jax.lax.scan(body, state, ts)
+        return jax.lax.scan(body, state, (ts, host))
 
     return jax.jit(chunk)
 
@@ -189,8 +194,8 @@ def _check_args(num_steps, chunk_size, tol, patience, eval_every, checkpoint_dir
         raise ValueError("checkpoint_every and resume need a checkpoint_dir")
 
 
-def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Callable[[PRNGKey, Array], PyTree],
-        num_steps: int, init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
+def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey, Array], PyTree]] = None,
+        num_steps: int, host_batches: Optional[Callable[[int, int], PyTree]] = None, init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
         chunk_size: int = 100, tol: Optional[float] = None, patience: int = 3,
         eval_fn: Optional[Callable[[PyTree], dict]] = None, eval_every: Optional[int] = None,
         checkpoint_dir: Optional[str] = None, checkpoint_every: Optional[int] = None,
@@ -206,6 +211,12 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Callable[[PRNGKey, Array], 
       batch_fn: ``(batch_key, t) -> batch``, pure and jit-able; ``t`` is the int32 index of the
         update. Return the full data (ignoring both) for batch algorithms.
       num_steps: the total number of updates, counting those done before a resume.
+      host_batches: instead of ``batch_fn``, for data that lives on the host (or on disk):
+        ``(t0, n) -> the batches of updates t0 .. t0 + n - 1 stacked on a leading axis``. It must
+        be a function of the update indices alone (e.g. a seeded epoch permutation), so that a
+        resumed run sees the same batches; updates past ``num_steps`` may be asked for and are
+        discarded. The next chunk's batches are built while the current chunk runs. A chunk
+        whose stacked shapes differ from the last one's compiles again (pad to a few buckets).
       init_state: the starting state; or a callable ``init_key -> state``; or None for
         ``alg.init(init_key)``. On resume it only gives the expected tree structure.
       chunk_size: updates per jitted ``lax.scan`` call.
@@ -290,14 +301,25 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Callable[[PRNGKey, Array], 
                                     wall_time=elapsed(), key_data=key_data)
         saved_at = step
 
+    if (batch_fn is None) == (host_batches is None):
+        raise ValueError("give exactly one of batch_fn and host_batches")
     chunk_fn = _make_chunk_fn(alg.step, batch_fn, chunk_size)
+
+    def host_chunk(t0):
+        if host_batches is None:
+            return None
+        return host_batches(t0, chunk_size)
+
+    pending = host_chunk(step) if step < num_steps else None
     bar = tqdm(total=num_steps, initial=min(step, num_steps), unit="step", desc="vijax",
                disable=None if progress else True, dynamic_ncols=True)
     try:
         while step < num_steps and not converged:
             t0 = step
             t_end = min((t0 // chunk_size + 1) * chunk_size, num_steps)
-            new_state, infos = chunk_fn(state, step_base, np.int32(t0), np.int32(t_end))
+            new_state, infos = chunk_fn(state, step_base, np.int32(t0), np.int32(t_end), pending)
+            if host_batches is not None and t_end < num_steps:
+                pending = host_chunk(t_end)  # overlaps with the chunk the device is running
             part = _flatten_info(jax.device_get(infos), t_end - t0)
             part["step"] = np.arange(t0 + 1, t_end + 1, dtype=np.int64)
             state, step = new_state, t_end
