@@ -1,5 +1,55 @@
-"""Data: synthetic generators (and, in later modules, corpus readers and minibatching)."""
+"""Data: synthetic generators, bag-of-words corpora (readers, tokenizer, synthetic LDA corpora,
+memory-mapped storage) and the minibatcher."""
 from vijax.data._bow import BowBatch
+from vijax.data.corpus import (
+    LDA_BLOCK_DOCS,
+    MIN_BUCKET,
+    STOP_WORDS_EN,
+    Corpus,
+    CorpusWriter,
+    LDASample,
+    Minibatcher,
+    Vocabulary,
+    as_rng,
+    bucket_length,
+    build_vocabulary,
+    corpus_from_texts,
+    load_vocabulary,
+    minibatches,
+    read_ldac,
+    read_uci_bow,
+    read_word_list,
+    sample_lda_corpus,
+    stack_batches,
+    tokenize,
+    write_lda_corpus_npz,
+)
 from vijax.data.synthetic import GMMData, sample_gmm, sample_histogram_mixture
 
-__all__ = ["BowBatch", "GMMData", "sample_gmm", "sample_histogram_mixture"]
+__all__ = [
+    "BowBatch",
+    "Corpus",
+    "CorpusWriter",
+    "GMMData",
+    "LDASample",
+    "LDA_BLOCK_DOCS",
+    "MIN_BUCKET",
+    "Minibatcher",
+    "STOP_WORDS_EN",
+    "Vocabulary",
+    "as_rng",
+    "bucket_length",
+    "build_vocabulary",
+    "corpus_from_texts",
+    "load_vocabulary",
+    "minibatches",
+    "read_ldac",
+    "read_uci_bow",
+    "read_word_list",
+    "sample_gmm",
+    "sample_histogram_mixture",
+    "sample_lda_corpus",
+    "stack_batches",
+    "tokenize",
+    "write_lda_corpus_npz",
+]

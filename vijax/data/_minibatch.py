@@ -1,0 +1,153 @@
+"""The one minibatcher of bag-of-words corpora: shuffled epochs of fixed-size ``BowBatch``es."""
+from __future__ import annotations
+
+import itertools
+from typing import Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from vijax.data._bow import BowBatch
+from vijax.data._csr import Corpus, _seed_entropy
+
+
+class Minibatcher:
+    """Host-side minibatches of a ``Corpus``: each epoch visits every document once, in a fresh
+    random order, S documents at a time.
+
+    The order of epoch ``e`` is a permutation drawn from a stream derived from ``(seed, e)``
+    alone, so iteration is reproducible, and ``epoch_order(e)`` (or ``start_epoch`` to resume)
+    does not need the epochs before it.
+
+    Every batch has exactly S rows, so a jitted step compiles once per padded length L (a power of
+    two, see ``Corpus.batch``). When D is not a multiple of S the last batch of an epoch holds the
+    ``D mod S`` remaining documents, padded with empty documents (rows of zero counts), which add
+    nothing to sufficient statistics; an estimator that scales a batch by D / S then gives that
+    batch slightly too little weight (by ``(D mod S) / S``). With ``drop_remainder=True`` those
+    documents are skipped for that epoch instead (each epoch skips different ones), and every batch
+    is a uniform random S-subset.
+
+    Args:
+      corpus: the ``Corpus``.
+      batch_size: S.
+      seed: int seed or JAX PRNG key (required: there is no default).
+      num_epochs: epochs to run, or None for an endless iterator.
+      drop_remainder: skip the last partial batch of each epoch rather than padding it.
+      bucket: round each batch's length L up to a power of two (>= 8).
+      start_epoch: the first epoch (to resume a run).
+      dtype: dtype of the counts.
+
+    Examples:
+      >>> from vijax.data import sample_lda_corpus
+      >>> corpus = sample_lda_corpus(0, 10, 2, 30, doc_length_mean=5).corpus
+      >>> batches = list(Minibatcher(corpus, 4, seed=1, num_epochs=1))
+      >>> len(batches), batches[-1].counts.shape[0]
+      (3, 4)
+    """
+
+    def __init__(self, corpus: Corpus, batch_size: int, seed, *, num_epochs: Optional[int] = None,
+                 drop_remainder: bool = False, bucket: bool = True, start_epoch: int = 0, dtype=np.float32):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if drop_remainder and batch_size > corpus.num_docs:
+            raise ValueError(f"batch_size = {batch_size} exceeds the {corpus.num_docs} documents, so "
+                             "drop_remainder would leave no batch")
+        if corpus.num_docs == 0:
+            raise ValueError("the corpus has no documents")
+        if num_epochs is not None and num_epochs < 0:
+            raise ValueError(f"num_epochs must be non-negative or None, got {num_epochs}")
+        self.corpus = corpus
+        self.batch_size = int(batch_size)
+        self.num_epochs = num_epochs
+        self.drop_remainder = drop_remainder
+        self.bucket = bucket
+        self.start_epoch = int(start_epoch)
+        self.dtype = dtype
+        self._entropy = _seed_entropy(seed)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Batches per epoch."""
+        d, s = self.corpus.num_docs, self.batch_size
+        return d // s if self.drop_remainder else -(-d // s)
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """(D,) the permutation of the documents visited in ``epoch``."""
+        rng = np.random.default_rng(np.random.SeedSequence(self._entropy, spawn_key=(int(epoch),)))
+        return rng.permutation(self.corpus.num_docs)
+
+    def with_indices(self) -> Iterator[tuple[np.ndarray, BowBatch]]:
+        """Yields ``(doc_indices, batch)``; ``doc_indices`` is (S,) int64 with -1 on padding rows."""
+        epochs = itertools.count(self.start_epoch) if self.num_epochs is None else \
+            range(self.start_epoch, self.start_epoch + self.num_epochs)
+        s = self.batch_size
+        for epoch in epochs:
+            order = self.epoch_order(epoch)
+            for b in range(self.steps_per_epoch):
+                idx = order[b * s:(b + 1) * s]
+                batch = self.corpus.batch(idx, self.bucket, num_rows=s, dtype=self.dtype)
+                if idx.size < s:
+                    idx = np.concatenate([idx, np.full(s - idx.size, -1, idx.dtype)])
+                yield idx, batch
+
+    def __iter__(self) -> Iterator[BowBatch]:
+        return (batch for _, batch in self.with_indices())
+
+    def chunks(self, steps: int) -> Iterator[BowBatch]:
+        """Yields ``stack_batches`` of ``steps`` consecutive minibatches, (steps, S, L) each, for a
+        ``lax.scan`` over steps; the last chunk of a finite run may be shorter."""
+        if steps < 1:
+            raise ValueError(f"steps must be positive, got {steps}")
+        it = iter(self)
+        while True:
+            group = list(itertools.islice(it, steps))
+            if not group:
+                return
+            yield stack_batches(group)
+
+
+def minibatches(corpus: Corpus, batch_size: int, seed, *, num_epochs: Optional[int] = None,
+                drop_remainder: bool = False, bucket: bool = True) -> Iterator[BowBatch]:
+    """An iterator over shuffled minibatches of S documents (see ``Minibatcher``).
+
+    Examples:
+      >>> from vijax.data import sample_lda_corpus
+      >>> corpus = sample_lda_corpus(0, 10, 2, 30, doc_length_mean=5).corpus
+      >>> [b.counts.shape[0] for b in minibatches(corpus, 4, seed=0, num_epochs=2)]
+      [4, 4, 4, 4, 4, 4]
+    """
+    return iter(Minibatcher(corpus, batch_size, seed, num_epochs=num_epochs, drop_remainder=drop_remainder,
+                            bucket=bucket))
+
+
+def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Optional[int] = None) -> BowBatch:
+    """Stacks minibatches along a new leading axis, padding them to a common length L.
+
+    For a ``lax.scan`` over a chunk of steps: the result has shape (T, S, L) with L the longest of
+    the batches (already a bucket when they are bucketed) or ``length``. Padding slots hold id 0
+    and count 0, as in ``Corpus.batch``.
+
+    Args:
+      batches: T ``BowBatch``es with the same S and dtypes.
+      length: the common L (at least every batch's own).
+
+    Returns:
+      ``BowBatch`` of NumPy arrays with leading axis T.
+    """
+    batches = list(batches)
+    if not batches:
+        raise ValueError("stack_batches needs at least one batch")
+    rows = {np.shape(b.word_ids)[0] for b in batches}
+    if len(rows) != 1:
+        raise ValueError(f"all batches must have the same batch size S, got {sorted(rows)}")
+    longest = max(np.shape(b.word_ids)[1] for b in batches)
+    length = longest if length is None else int(length)
+    if length < longest:
+        raise ValueError(f"length = {length} is shorter than a batch ({longest})")
+    (s,) = rows
+    word_ids = np.zeros((len(batches), s, length), np.int32)
+    counts = np.zeros((len(batches), s, length), np.asarray(batches[0].counts).dtype)
+    for t, b in enumerate(batches):
+        n = np.shape(b.word_ids)[1]
+        word_ids[t, :, :n] = np.asarray(b.word_ids)
+        counts[t, :, :n] = np.asarray(b.counts)
+    return BowBatch(word_ids, counts)

@@ -1,0 +1,161 @@
+"""Uncompressed ``.npz`` archives that are written in pieces and read back memory-mapped.
+
+``np.load(path, mmap_mode="r")`` memory-maps ``.npy`` files but silently loads every member of an
+``.npz`` into memory. Since ``np.savez`` stores members uncompressed (``ZIP_STORED``), each member's
+array bytes lie contiguously in the archive, so ``open_npz`` finds where they start and maps them
+with ``np.memmap``. ``StreamingNpzWriter`` writes such an archive when the length of an array is not
+known in advance: rows are appended to one raw spool file per array, and ``close`` writes the
+``.npy`` header with the final shape and copies the spool into the archive in fixed-size blocks.
+Neither side ever holds a whole array in memory.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tempfile
+import zipfile
+from typing import Mapping
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the fixed 30 bytes of a zip local file header
+_LOCAL_MAGIC = b"PK\x03\x04"
+_COPY_BLOCK = 1 << 20  # bytes copied at a time when an archive is assembled
+
+
+def _member_data_offset(fp, info: zipfile.ZipInfo) -> int:
+    """Offset in the archive of the first byte of a stored member's data."""
+    fp.seek(info.header_offset)
+    fields = _LOCAL_HEADER.unpack(fp.read(_LOCAL_HEADER.size))
+    if fields[0] != _LOCAL_MAGIC:
+        raise ValueError(f"corrupt zip archive: bad local header for member {info.filename!r}")
+    name_len, extra_len = fields[-2], fields[-1]
+    return info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+
+
+def _read_npy_header(fp):
+    version = npy_format.read_magic(fp)
+    if version == (1, 0):
+        return npy_format.read_array_header_1_0(fp)
+    if version == (2, 0):
+        return npy_format.read_array_header_2_0(fp)
+    raise ValueError(f"unsupported .npy format version {version}")
+
+
+def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray]:
+    """All arrays of an ``.npz`` archive, numeric ones memory-mapped read-only when ``mmap``.
+
+    Args:
+      path: an archive written by ``np.savez`` or ``StreamingNpzWriter`` (not ``np.savez_compressed``
+        when ``mmap``: a compressed member cannot be mapped).
+      mmap: map numeric members with ``np.memmap(mode="r")`` instead of reading them. String and
+        zero-size members are always read.
+
+    Returns:
+      dict ``name -> array`` (names without the ``.npy`` suffix).
+    """
+    if not mmap:
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    out = {}
+    with zipfile.ZipFile(path) as zf, open(path, "rb") as fp:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            name = info.filename[: -len(".npy")]
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ValueError(f"member {name!r} of {os.fspath(path)!r} is compressed and cannot be "
+                                 "memory-mapped; load with mmap=False or save uncompressed")
+            fp.seek(_member_data_offset(fp, info))
+            shape, fortran, dtype = _read_npy_header(fp)
+            offset = fp.tell()
+            if dtype.hasobject:
+                raise ValueError(f"member {name!r} holds Python objects; refusing to unpickle it")
+            if dtype.kind in "US" or int(np.prod(shape)) == 0:
+                with zf.open(info) as member:
+                    out[name] = npy_format.read_array(member, allow_pickle=False)
+            else:
+                out[name] = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                                      order="F" if fortran else "C")
+    return out
+
+
+class StreamingNpzWriter:
+    """Writes an uncompressed ``.npz`` whose arrays grow along their first axis, chunk by chunk.
+
+    Each streamed array is spooled to a raw file in a temporary folder beside ``path``; only the
+    chunk being appended is ever in memory. ``close`` assembles the archive (copying the spools in
+    blocks of 1 MiB) and removes the folder; leaving a ``with`` block by an exception removes
+    it without writing ``path``.
+
+    Args:
+      path: the archive to write (replaced if it exists).
+      streams: ``name -> (dtype, trailing_shape)`` of the arrays to stream.
+    """
+
+    def __init__(self, path: str | os.PathLike, streams: Mapping[str, tuple]):
+        self.path = os.fspath(path)
+        self._tmpdir = tempfile.mkdtemp(prefix=".npz-spool-", dir=os.path.dirname(os.path.abspath(self.path)))
+        self._streams = {}
+        for name, (dtype, trailing) in streams.items():
+            spool = os.path.join(self._tmpdir, f"{len(self._streams)}.raw")
+            self._streams[name] = [np.dtype(dtype), tuple(trailing), 0, open(spool, "wb")]
+        self._arrays: dict[str, np.ndarray] = {}
+        self._closed = False
+
+    def append(self, name: str, rows) -> None:
+        """Appends ``rows`` (shape ``(n, *trailing)``) to the array ``name``."""
+        dtype, trailing, _, fh = self._streams[name]
+        rows = np.ascontiguousarray(rows, dtype=dtype)
+        if rows.shape[1:] != trailing:
+            raise ValueError(f"rows for {name!r} must have trailing shape {trailing}, got {rows.shape[1:]}")
+        fh.write(rows.tobytes())
+        self._streams[name][2] += rows.shape[0]
+
+    def put(self, name: str, array) -> None:
+        """Stores a small array whole (written by ``close``)."""
+        if name in self._streams:
+            raise ValueError(f"{name!r} is a streamed array")
+        self._arrays[name] = np.asarray(array)
+
+    def length(self, name: str) -> int:
+        """The number of rows appended so far to the streamed array ``name``."""
+        return self._streams[name][2]
+
+    def close(self) -> None:
+        """Writes the archive and removes the spool folder."""
+        if self._closed:
+            return
+        try:
+            for entry in self._streams.values():
+                entry[3].close()
+            with zipfile.ZipFile(self.path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for name, (dtype, trailing, n, fh) in self._streams.items():
+                    header = {"descr": npy_format.dtype_to_descr(dtype), "fortran_order": False,
+                              "shape": (n, *trailing)}
+                    with zf.open(name + ".npy", "w", force_zip64=True) as out, open(fh.name, "rb") as src:
+                        npy_format.write_array_header_1_0(out, header)
+                        shutil.copyfileobj(src, out, _COPY_BLOCK)
+                for name, array in self._arrays.items():
+                    with zf.open(name + ".npy", "w", force_zip64=True) as out:
+                        npy_format.write_array(out, array, allow_pickle=False)
+        finally:
+            self._discard()
+
+    def _discard(self) -> None:
+        for entry in self._streams.values():
+            entry[3].close()
+        shutil.rmtree(self._tmpdir, ignore_errors=True)
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self._discard()
+        return False

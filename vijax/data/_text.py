@@ -1,0 +1,200 @@
+"""From raw text to a ``Corpus``: tokenising, vocabularies with cut-offs, stop words."""
+from __future__ import annotations
+
+import collections
+import os
+import re
+from typing import Iterable, Iterator, Mapping, Optional, Sequence
+
+import numpy as np
+
+from vijax.data._csr import Corpus
+from vijax.data._readers import read_word_list
+
+# A short list of English function words, written for vijax: articles, pronouns, auxiliaries,
+# prepositions, conjunctions and the commonest adverbs. Topic models learn little from them.
+STOP_WORDS_EN = frozenset("""
+a an the this that these those
+i me my mine myself we us our ours ourselves you your yours yourself yourselves
+he him his himself she her hers herself it its itself they them their theirs themselves
+who whom whose which what where when why how
+am is are was were be been being
+have has had having do does did doing done
+will would shall should can could may might must
+not no nor only also too very just so than then there here
+and or but if because as while until although though
+of at by for with about against between into through during before after above below
+to from up down in out on off over under again further once
+all any both each few more most other some such own same
+s t don now ever yet
+""".split())
+
+_TOKEN = re.compile(r"[^\W\d_]+")  # runs of letters (any alphabet); digits and '_' split tokens
+
+
+def tokenize(text: str) -> list[str]:
+    """The lower-cased alphabetic tokens of ``text``.
+
+    Letters of any alphabet make up tokens; everything else (digits, punctuation, ``_``,
+    apostrophes) separates them, so "Don't stop-2day" gives ``['don', 't', 'stop', 'day']``.
+
+    Examples:
+      >>> tokenize("The Cat sat; the cat's mat (2 of them).")
+      ['the', 'cat', 'sat', 'the', 'cat', 's', 'mat', 'of', 'them']
+    """
+    return _TOKEN.findall(text.lower())
+
+
+class Vocabulary:
+    """An immutable, ordered list of distinct words and the map from word to id.
+
+    Args:
+      words: the words; word ``i`` gets id ``i``.
+
+    Examples:
+      >>> v = Vocabulary(["topic", "model"])
+      >>> v["model"], len(v), "cat" in v
+      (1, 2, False)
+    """
+
+    __slots__ = ("_words", "_index")
+
+    def __init__(self, words: Iterable[str]):
+        words = tuple(str(w) for w in words)
+        index = {w: i for i, w in enumerate(words)}
+        if len(index) != len(words):
+            dup = next(w for w, n in collections.Counter(words).items() if n > 1)
+            raise ValueError(f"a vocabulary must not repeat a word, found {dup!r} twice")
+        self._words = words
+        self._index = index
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The words, in id order."""
+        return self._words
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __contains__(self, word) -> bool:
+        return word in self._index
+
+    def __getitem__(self, word: str) -> int:
+        return self._index[word]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._words)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Vocabulary) and self._words == other._words
+
+    def __hash__(self) -> int:
+        return hash(self._words)
+
+    def __repr__(self) -> str:
+        head = ", ".join(self._words[:5])
+        return f"Vocabulary({len(self)} words: {head}{', ...' if len(self) > 5 else ''})"
+
+    def get(self, word: str, default=None):
+        """The id of ``word``, or ``default`` when it is not in the vocabulary."""
+        return self._index.get(word, default)
+
+    def encode(self, tokens: Iterable[str]) -> np.ndarray:
+        """The ids of the tokens that are in the vocabulary (the others are dropped)."""
+        index = self._index
+        return np.fromiter((index[t] for t in tokens if t in index), dtype=np.int32)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the words, one per line (the format ``load_vocabulary`` reads)."""
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.writelines(w + "\n" for w in self._words)
+
+
+def load_vocabulary(path: str | os.PathLike, lowercase: bool = True) -> Vocabulary:
+    """Reads a vocabulary with one word per line (such as Hoffman's ``dictnostops.txt``).
+
+    Word ``i`` is line ``i + 1`` (stripped of surrounding white space), so ids match the file.
+
+    Args:
+      path: the word list (optionally gzipped).
+      lowercase: lower-case the words, as ``corpus_from_texts`` lower-cases text; otherwise a
+        capitalised entry could never match (``dictnostops.txt`` has one, "None" on line 3051).
+
+    Raises:
+      ValueError: a blank line inside the list, or a word repeated (after lower-casing).
+    """
+    words = read_word_list(path)
+    return Vocabulary([w.lower() for w in words] if lowercase else words)
+
+
+def build_vocabulary(texts: Iterable[str], *, min_count: int = 1, max_doc_fraction: float = 1.0,
+                     max_size: Optional[int] = None, stop_words: Optional[Iterable[str]] = STOP_WORDS_EN,
+                     min_length: int = 1) -> Vocabulary:
+    """The vocabulary of a collection of texts, after the usual cut-offs.
+
+    Words (``tokenize``) are kept when they are not stop words, have at least ``min_length``
+    letters, occur at least ``min_count`` times in all, and appear in at most
+    ``max_doc_fraction`` of the documents (which drops words too common to tell topics apart).
+    Of those, the ``max_size`` most frequent are kept. Ids follow decreasing total count, ties
+    broken alphabetically, so the result does not depend on the order of the texts.
+
+    Args:
+      texts: the documents (any iterable, read once).
+      min_count: smallest total number of occurrences.
+      max_doc_fraction: largest fraction of documents a word may appear in, in (0, 1].
+      max_size: largest vocabulary size, or None.
+      stop_words: words to leave out (default ``STOP_WORDS_EN``; None or ``()`` keeps all).
+      min_length: shortest word kept.
+
+    Returns:
+      The ``Vocabulary``.
+    """
+    if not 0.0 < max_doc_fraction <= 1.0:
+        raise ValueError(f"max_doc_fraction must lie in (0, 1], got {max_doc_fraction}")
+    if max_size is not None and max_size < 0:
+        raise ValueError(f"max_size must be non-negative, got {max_size}")
+    stop = frozenset(stop_words or ())
+    total: collections.Counter = collections.Counter()
+    doc_freq: collections.Counter = collections.Counter()
+    num_docs = 0
+    for text in texts:
+        num_docs += 1
+        tokens = collections.Counter(tokenize(text))
+        total.update(tokens)
+        doc_freq.update(tokens.keys())
+    max_docs = max_doc_fraction * num_docs
+    kept = [w for w, n in total.items()
+            if n >= min_count and doc_freq[w] <= max_docs and w not in stop and len(w) >= min_length]
+    kept.sort(key=lambda w: (-total[w], w))
+    if max_size is not None:
+        kept = kept[:max_size]
+    return Vocabulary(kept)
+
+
+def corpus_from_texts(texts: Iterable[str], vocabulary: Vocabulary | Sequence[str] | Mapping) -> Corpus:
+    """The bag-of-words ``Corpus`` of texts over a fixed vocabulary.
+
+    Each text is tokenised (``tokenize``: lower case, alphabetic tokens); tokens outside the
+    vocabulary are dropped, so stop words are dropped too when the vocabulary leaves them out. A text
+    with no word of the vocabulary becomes an empty document. Within a document, entries are in
+    increasing word id.
+
+    Args:
+      texts: the documents (any iterable, read once).
+      vocabulary: a ``Vocabulary`` (or a sequence of distinct words).
+
+    Returns:
+      ``Corpus`` whose ``vocab`` is the vocabulary's words.
+    """
+    if not isinstance(vocabulary, Vocabulary):
+        vocabulary = Vocabulary(vocabulary)
+    lengths, ids, counts = [], [], []
+    for text in texts:
+        uniq, cnt = np.unique(vocabulary.encode(tokenize(text)), return_counts=True)
+        lengths.append(uniq.size)
+        ids.append(uniq.astype(np.int32))
+        counts.append(cnt.astype(np.float32))
+    ptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    ids = np.concatenate(ids) if ids else np.zeros(0, np.int32)
+    counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)
+    return Corpus(ptr, ids, counts, len(vocabulary), vocabulary.words)

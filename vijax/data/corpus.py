@@ -1,0 +1,47 @@
+"""The corpus layer of bag-of-words models (LDA and its relatives).
+
+- ``Corpus``: an immutable sparse corpus in CSR form on the host, padded into ``BowBatch``es per
+  minibatch, split by documents or by tokens (document completion), saved to and memory-mapped
+  from ``.npz`` files; ``CorpusWriter`` writes one chunk at a time.
+- Readers of the UCI bag-of-words and lda-c formats (``read_uci_bow``, ``read_ldac``), streaming.
+- Raw text: ``tokenize``, ``Vocabulary``, ``build_vocabulary``, ``load_vocabulary``,
+  ``corpus_from_texts``, ``STOP_WORDS_EN``.
+- Synthetic corpora from LDA's generative process: ``sample_lda_corpus`` in memory,
+  ``write_lda_corpus_npz`` streamed to disk.
+- The one minibatcher, ``Minibatcher`` / ``minibatches``, and ``stack_batches`` for ``lax.scan``.
+
+Everything here runs in NumPy on the host; a ``BowBatch`` goes to the accelerator when a jitted
+step receives it. Random functions take an int seed or a JAX PRNG key, never a default.
+"""
+from vijax.data._bow import BowBatch
+from vijax.data._csr import MIN_BUCKET, Corpus, CorpusWriter, as_rng, bucket_length
+from vijax.data._lda_synthetic import LDA_BLOCK_DOCS, LDASample, sample_lda_corpus, write_lda_corpus_npz
+from vijax.data._minibatch import Minibatcher, minibatches, stack_batches
+from vijax.data._readers import read_ldac, read_uci_bow, read_word_list
+from vijax.data._text import (STOP_WORDS_EN, Vocabulary, build_vocabulary, corpus_from_texts, load_vocabulary,
+                              tokenize)
+
+__all__ = [
+    "BowBatch",
+    "Corpus",
+    "CorpusWriter",
+    "LDASample",
+    "LDA_BLOCK_DOCS",
+    "MIN_BUCKET",
+    "Minibatcher",
+    "STOP_WORDS_EN",
+    "Vocabulary",
+    "as_rng",
+    "bucket_length",
+    "build_vocabulary",
+    "corpus_from_texts",
+    "load_vocabulary",
+    "minibatches",
+    "read_ldac",
+    "read_uci_bow",
+    "read_word_list",
+    "sample_lda_corpus",
+    "stack_batches",
+    "tokenize",
+    "write_lda_corpus_npz",
+]
