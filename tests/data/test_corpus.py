@@ -123,6 +123,7 @@ def test_vocab_size_inferred():
     ([0, 1], [0, 1], [1.0, 1.0], 3, "end at nnz"),
     ([0, 2], [0, 1], [1.0], 3, "equal length"),
     ([0, 2], [0.0, 1.0], [1.0, 1.0], 3, "word_ids must hold integers"),
+    ([0, 1], [0], [2.0 ** 25], 3, "not exact in float32"),
 ])
 def test_validation_names_the_problem(ptr, ids, counts, size, message):
     with pytest.raises(ValueError, match=message):
@@ -184,6 +185,10 @@ def test_subset_and_split_documents():
     assert _docs_as_dicts(again) == _docs_as_dicts(test)
     other = c.split_documents(4, test_fraction=0.25)[1]
     assert _docs_as_dicts(other) != _docs_as_dicts(test)
+    new_style = c.split_documents(jax.random.key(3), 0.25)[1]  # typed keys carry the same data
+    assert _docs_as_dicts(new_style) == _docs_as_dicts(c.split_documents(jax.random.PRNGKey(3), 0.25)[1])
+    with pytest.raises(TypeError, match="seed"):
+        c.split_documents(0.5, 0.25)
     keyed = c.split_documents(jax.random.PRNGKey(3), 0.25)[1]
     assert _docs_as_dicts(keyed) == _docs_as_dicts(c.split_documents(jax.random.PRNGKey(3), 0.25)[1])
     with pytest.raises(ValueError, match="test_fraction"):
@@ -562,3 +567,17 @@ def test_stack_batches_for_scan():
 
     out, _ = jax.lax.scan(total, np.float32(0), chunks[0])
     np.testing.assert_allclose(float(out), float(chunks[0].counts.sum()), rtol=1e-6)
+
+
+def test_host_batches_random_access():
+    """``host_batches(t0, n)`` (the runner's interface) equals iteration, from any t0."""
+    c = _random_corpus(11, num_docs=23)
+    mb = Minibatcher(c, 5, seed=2, num_epochs=3)
+    seq = list(mb)
+    for t0, n in [(0, 4), (3, 6), (11, 4)]:
+        st = mb.host_batches(t0, n)
+        ref = stack_batches(seq[t0:t0 + n])
+        np.testing.assert_array_equal(st.word_ids, ref.word_ids)
+        np.testing.assert_array_equal(st.counts, ref.counts)
+    assert mb.host_batches(7, 2, length=64).counts.shape == (2, 5, 64)
+    np.testing.assert_array_equal(mb.step_indices(5), mb.epoch_order(1)[:5])

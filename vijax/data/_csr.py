@@ -51,9 +51,13 @@ def _seed_entropy(seed) -> list[int]:
     import jax
 
     key = seed
-    if jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key):
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
-    return [int(v) for v in np.asarray(key, dtype=np.uint32).ravel()]
+    data = np.asarray(key)
+    if data.size == 0 or not np.issubdtype(data.dtype, np.integer):
+        raise TypeError(f"a seed must be an int or a JAX PRNG key, got {seed!r}")
+    return [int(v) for v in data.astype(np.uint32).ravel()]
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -96,6 +100,8 @@ class Corpus:
       counts: (nnz,) float32 non-negative whole numbers.
       vocab_size: V. Inferred as ``len(vocab)``, or else as the largest word id plus one, if None.
       vocab: the V words as a tuple of str, or None.
+      validate: (init only) check the arrays, in blocks of 4M entries so that a memory-mapped
+        corpus is never read whole; pass False for arrays known to be valid.
 
     Raises:
       ValueError: naming the problem, for a malformed ``doc_ptr``, a word id outside
@@ -179,10 +185,10 @@ class Corpus:
                 if np.any(c != np.floor(c)):
                     bad = c[c != np.floor(c)][0]
                     raise ValueError(f"counts must be whole numbers, found fractional count {bad}")
-                if c.size and float(c.max()) > 2 ** 24:
-                    raise ValueError(f"counts above 2**24 are not exact in float32, found {float(c.max())}")
             if c.size and c.min() < 0:
                 raise ValueError(f"counts must be non-negative, found negative count {c.min()}")
+            if c.size and c.max() > 2 ** 24:
+                raise ValueError(f"counts above 2**24 are not exact in float32, found count {c.max()}")
 
     # ------------------------------------------------------------------ sizes
 

@@ -7,7 +7,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 import numpy as np
 
 from vijax.data._bow import BowBatch
-from vijax.data._csr import Corpus, _seed_entropy
+from vijax.data._csr import Corpus, _readonly, _seed_entropy
 
 
 class Minibatcher:
@@ -15,8 +15,9 @@ class Minibatcher:
     random order, S documents at a time.
 
     The order of epoch ``e`` is a permutation drawn from a stream derived from ``(seed, e)``
-    alone, so iteration is reproducible, and ``epoch_order(e)`` (or ``start_epoch`` to resume)
-    does not need the epochs before it.
+    alone, so iteration is reproducible, and ``epoch_order(e)``, ``step_batch(t)`` (update t),
+    ``host_batches(t0, n)`` (the runner's interface) and ``start_epoch`` (to resume) do not need
+    the epochs before them.
 
     Every batch has exactly S rows, so a jitted step compiles once per padded length L (a power of
     two, see ``Corpus.batch``). When D is not a multiple of S the last batch of an epoch holds the
@@ -63,6 +64,7 @@ class Minibatcher:
         self.start_epoch = int(start_epoch)
         self.dtype = dtype
         self._entropy = _seed_entropy(seed)
+        self._cached_epoch = (None, None)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -72,22 +74,48 @@ class Minibatcher:
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """(D,) the permutation of the documents visited in ``epoch``."""
-        rng = np.random.default_rng(np.random.SeedSequence(self._entropy, spawn_key=(int(epoch),)))
-        return rng.permutation(self.corpus.num_docs)
+        epoch = int(epoch)
+        if self._cached_epoch[0] != epoch:
+            rng = np.random.default_rng(np.random.SeedSequence(self._entropy, spawn_key=(epoch,)))
+            self._cached_epoch = (epoch, _readonly(rng.permutation(self.corpus.num_docs)))
+        return self._cached_epoch[1]
+
+    def step_indices(self, t: int) -> np.ndarray:
+        """(S,) int64 documents of update ``t`` (0-based, counted from epoch 0), -1 on padding rows.
+
+        Update t belongs to epoch ``t // steps_per_epoch``; this is random access, so a resumed run
+        gets the same batches as an uninterrupted one.
+        """
+        epoch, b = divmod(int(t), self.steps_per_epoch)
+        s = self.batch_size
+        idx = self.epoch_order(epoch)[b * s:(b + 1) * s]
+        if idx.size < s:
+            idx = np.concatenate([idx, np.full(s - idx.size, -1, idx.dtype)])
+        return idx
+
+    def step_batch(self, t: int) -> BowBatch:
+        """The minibatch of update ``t`` (S rows; see ``step_indices``)."""
+        idx = self.step_indices(t)
+        return self.corpus.batch(idx[idx >= 0], self.bucket, num_rows=self.batch_size, dtype=self.dtype)
+
+    def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch:
+        """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan``.
+
+        A function of the update indices alone, so it serves as the runner's ``host_batches``
+        (``vijax.run.run(..., host_batches=minibatcher.host_batches)``); ``num_epochs`` and
+        ``start_epoch`` do not apply. L is the longest bucket among the n batches, or ``length``
+        (say ``bucket_length(corpus.doc_unique_words.max())``, to compile a single shape).
+        """
+        return stack_batches([self.step_batch(t) for t in range(int(t0), int(t0) + int(n))], length)
 
     def with_indices(self) -> Iterator[tuple[np.ndarray, BowBatch]]:
         """Yields ``(doc_indices, batch)``; ``doc_indices`` is (S,) int64 with -1 on padding rows."""
         epochs = itertools.count(self.start_epoch) if self.num_epochs is None else \
             range(self.start_epoch, self.start_epoch + self.num_epochs)
-        s = self.batch_size
         for epoch in epochs:
-            order = self.epoch_order(epoch)
             for b in range(self.steps_per_epoch):
-                idx = order[b * s:(b + 1) * s]
-                batch = self.corpus.batch(idx, self.bucket, num_rows=s, dtype=self.dtype)
-                if idx.size < s:
-                    idx = np.concatenate([idx, np.full(s - idx.size, -1, idx.dtype)])
-                yield idx, batch
+                t = epoch * self.steps_per_epoch + b
+                yield self.step_indices(t), self.step_batch(t)
 
     def __iter__(self) -> Iterator[BowBatch]:
         return (batch for _, batch in self.with_indices())
