@@ -6,10 +6,12 @@ from vijax.models._base import (
     conjugate_posterior,
 )
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
+from vijax.models.lda import LDA
 
 __all__ = [
     "ConditionallyConjugateModel",
     "DiagonalGMM",
+    "LDA",
     "LocalResult",
     "UnivariateGMM",
     "conjugate_elbo",

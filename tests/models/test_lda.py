@@ -1,0 +1,378 @@
+"""LDA: each local step against an independent oracle (a numpy per-document loop, the ELBO written
+out and by Monte Carlo, CVB0's fixed-point equations, exact enumeration of p(z | w, beta, alpha)
+for Gibbs), padding and empty documents, CAVI monotonicity, SVI = CAVI at rho = 1, the JAX
+contract and argument validation."""
+import itertools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import digamma, gammaln, logsumexp
+
+from tests.conftest import tol
+from vijax import expfam
+from vijax.data import BowBatch
+from vijax.inference import _cavi, cavi, schedules, svi
+from vijax.models import LDA, ConditionallyConjugateModel, conjugate_elbo
+from vijax.testing import assert_trees_close
+
+METHODS = ("meanfield", "cvb0", "gibbs")
+
+
+def _corpus(seed, num_docs=12, k=3, v=15, doc_len=(4, 25), alpha=0.3, eta=0.3, extra_pad=0):
+    """Documents drawn from LDA itself, as a zero-padded BowBatch (numpy arrays)."""
+    r = np.random.default_rng(seed)
+    beta = r.dirichlet(np.full(v, eta), k)
+    docs = []
+    for _ in range(num_docs):
+        theta = r.dirichlet(np.full(k, alpha))
+        c = r.multinomial(r.integers(*doc_len), theta @ beta)
+        docs.append((np.flatnonzero(c), c[c > 0]))
+    length = max(len(i) for i, _ in docs) + extra_pad
+    ids = np.zeros((num_docs, length), np.int32)
+    counts = np.zeros((num_docs, length))
+    for d, (i, c) in enumerate(docs):
+        ids[d, :len(i)], counts[d, :len(i)] = i, c
+    return BowBatch(ids, counts), beta
+
+
+def _as_jax(batch):
+    return BowBatch(jnp.asarray(batch.word_ids), jnp.asarray(batch.counts))
+
+
+def _random_q(seed, k, v, low=0.3, high=3.0):
+    return expfam.Dirichlet.from_concentration(np.random.default_rng(seed).uniform(low, high, (k, v)))
+
+
+def _np_meanfield(log_beta, ids, counts, alpha, tol=1e-13, max_iters=100000):
+    """Blei et al. (2003) eq. 6-7 for one document, a plain numpy loop."""
+    k = log_beta.shape[0]
+    gamma = np.full(k, alpha + counts.sum() / k)
+    for _ in range(max_iters):
+        logits = (digamma(gamma) - digamma(gamma.sum()))[:, None] + log_beta[:, ids]  # (K, L)
+        phi = np.exp(logits - logsumexp(logits, axis=0, keepdims=True))
+        new = alpha + phi @ counts
+        done = np.mean(np.abs(new - gamma)) < tol
+        gamma = new
+        if done:
+            break
+    logits = (digamma(gamma) - digamma(gamma.sum()))[:, None] + log_beta[:, ids]
+    return gamma, np.exp(logits - logsumexp(logits, axis=0, keepdims=True))
+
+
+# ------------------------------------------------------------------------------------ oracles
+def test_meanfield_matches_numpy_reference():
+    batch, _ = _corpus(0)
+    model = LDA(3, 15, alpha=0.3, eta=0.1, tol=1e-11, max_iters=10000)
+    q = _random_q(1, 3, 15)
+    (elb,) = q.mean_params()
+    loc = model.local_step((elb,), _as_jax(batch))
+    stats = np.zeros((3, 15))
+    for d in range(batch.counts.shape[0]):
+        m = batch.counts[d] > 0
+        gamma, phi = _np_meanfield(np.asarray(elb), batch.word_ids[d, m], batch.counts[d, m], 0.3)
+        np.testing.assert_allclose(loc.local_params[d], gamma, rtol=1e-8)
+        np.add.at(stats.T, batch.word_ids[d, m], (phi * batch.counts[d, m]).T)
+    np.testing.assert_allclose(loc.suff_stats[0], stats, rtol=1e-8, atol=1e-10)
+
+
+def _elbo_written_out(model, q, batch, gamma, phi_of_doc):
+    """Blei et al. (2003) eq. 15 plus the topics' terms, every expectation by hand."""
+    lam = np.asarray(q.concentration)
+    k, v = lam.shape
+    a, e = model.alpha, model.eta
+    elb = digamma(lam) - digamma(lam.sum(1, keepdims=True))
+    total = np.sum(gammaln(v * e) - v * gammaln(e) + (e - 1) * elb.sum(1))  # E log p(beta)
+    total -= np.sum(gammaln(lam.sum(1)) - gammaln(lam).sum(1) + ((lam - 1) * elb).sum(1))  # E log q(beta)
+    for d in range(batch.counts.shape[0]):
+        g = gamma[d]
+        elt = digamma(g) - digamma(g.sum())
+        total += gammaln(k * a) - k * gammaln(a) + (a - 1) * elt.sum()
+        total -= gammaln(g.sum()) - gammaln(g).sum() + ((g - 1) * elt).sum()
+        m = batch.counts[d] > 0
+        ids, n, phi = batch.word_ids[d, m], batch.counts[d, m], phi_of_doc(d)  # phi (K, L_d)
+        total += np.sum(n * phi * (elt[:, None] + elb[:, ids] - np.log(phi)))
+    return total
+
+
+def test_meanfield_elbo_is_the_written_out_elbo():
+    batch, _ = _corpus(2)
+    model = LDA(3, 15, alpha=0.4, eta=0.2, tol=1e-12, max_iters=10000)
+    q_local = _random_q(3, 3, 15)
+    loc = model.local_step(q_local.mean_params(), _as_jax(batch))
+    q = _random_q(4, 3, 15)  # the ELBO at another q(beta) than the one the locals were fitted to
+    elb = np.asarray(q_local.mean_params()[0])
+
+    def phi_of_doc(d):
+        m = batch.counts[d] > 0
+        return _np_meanfield(elb, batch.word_ids[d, m], batch.counts[d, m], 0.4, tol=1e-14)[1]
+
+    ref = _elbo_written_out(model, q, batch, np.asarray(loc.local_params), phi_of_doc)
+    np.testing.assert_allclose(conjugate_elbo(model.prior(), q, loc), ref, rtol=1e-10)
+
+
+def test_meanfield_elbo_matches_monte_carlo():
+    """E_q[log p(w, z, theta, beta) - log q(z, theta, beta)] over 5000 draws of (beta, theta, z),
+    within 5 standard errors."""
+    batch, _ = _corpus(5, num_docs=3, k=2, v=5, doc_len=(3, 7))
+    model = LDA(2, 5, alpha=0.7, eta=0.5, tol=1e-12, max_iters=5000)
+    q = _random_q(6, 2, 5, 1.0, 4.0)
+    loc = model.local_step(q.mean_params(), _as_jax(batch))
+    elbo = float(conjugate_elbo(model.prior(), q, loc))
+    gamma = loc.local_params
+    (elb,) = q.mean_params()
+    # tokens: (doc, word) of every token, and its q(z) = phi of its slot
+    tok_doc, tok_word = [], []
+    for d in range(3):
+        for w, n in zip(batch.word_ids[d], batch.counts[d]):
+            tok_doc += [d] * int(n)
+            tok_word += [int(w)] * int(n)
+    tok_doc, tok_word = jnp.array(tok_doc), jnp.array(tok_word)
+    e_log_theta = jax.scipy.special.digamma(gamma) - jax.scipy.special.digamma(jnp.sum(gamma, -1, keepdims=True))
+    tok_phi = jax.nn.softmax(e_log_theta[tok_doc] + elb.T[tok_word], axis=-1)  # (T, K)
+    prior_beta = model.prior()
+    prior_theta = expfam.Dirichlet.from_concentration(jnp.full((3, 2), 0.7))
+    q_theta = expfam.Dirichlet.from_concentration(gamma)
+
+    def one(key):
+        kb, kt, kz = jax.random.split(key, 3)
+        beta, theta = q.sample(kb), q_theta.sample(kt)
+        z = jax.random.categorical(kz, jnp.log(tok_phi))
+        log_p = (jnp.sum(prior_beta.log_prob(beta)) + jnp.sum(prior_theta.log_prob(theta))
+                 + jnp.sum(jnp.log(theta[tok_doc, z])) + jnp.sum(jnp.log(beta[z, tok_word])))
+        log_q = (jnp.sum(q.log_prob(beta)) + jnp.sum(q_theta.log_prob(theta))
+                 + jnp.sum(jnp.log(tok_phi[jnp.arange(z.shape[0]), z])))
+        return log_p - log_q
+
+    vals = jax.jit(jax.vmap(one))(jax.random.split(jax.random.PRNGKey(7), 5000))
+    mean, se = float(jnp.mean(vals)), float(jnp.std(vals)) / np.sqrt(vals.shape[0])
+    assert abs(mean - elbo) < 5 * se, (mean, elbo, se)
+
+
+def test_cvb0_fixed_point_equations_hold():
+    """At convergence g_dwk = (alpha + N_dk - g_dwk) b_kw / sum_j (alpha + N_dj - g_dwj) b_jw, with
+    g recovered from the statistics of one-document batches (c_kw = n_dw g_dwk)."""
+    batch, _ = _corpus(8, num_docs=4)
+    model = LDA(3, 15, alpha=0.2, eta=0.1, tol=1e-13, cvb0_iters=20000)
+    (elb,) = _random_q(9, 3, 15).mean_params()
+    step = jax.jit(lambda b: model.local_step((elb,), b, None, "cvb0"))
+    b_kw = np.exp(np.asarray(elb))
+    for d in range(4):
+        m = batch.counts[d] > 0
+        ids, n = batch.word_ids[d, m], batch.counts[d, m]
+        loc = step(BowBatch(jnp.asarray(ids[None]), jnp.asarray(n[None])))
+        g = np.asarray(loc.suff_stats[0])[:, ids] / n  # (K, L)
+        np.testing.assert_allclose(g.sum(0), 1.0, rtol=1e-12)
+        n_k = np.asarray(loc.local_params[0]) - 0.2
+        np.testing.assert_allclose(n_k, g @ n, rtol=1e-10)
+        rhs = (0.2 + n_k[:, None] - g) * b_kw[:, ids]
+        np.testing.assert_allclose(g, rhs / rhs.sum(0), rtol=1e-8, atol=1e-12)
+
+
+def test_gibbs_matches_exact_enumeration():
+    """Tokens w = (0, 0, 2) (word 0 twice, so the within-slot bookkeeping is exercised), K = 3:
+    E[c_kv | w, b, alpha] by enumerating the 27 assignments of p(z | w) ∝ prod_n b_{z_n w_n}
+    prod_k Gamma(alpha + N_k) / Gamma(alpha). 2000 independent chains, 25 kept sweeps each; every
+    entry within 5 standard errors (over chains) of the exact value."""
+    alpha = 0.5
+    (elb,) = _random_q(10, 3, 3, 0.5, 3.0).mean_params()
+    b = np.exp(np.asarray(elb))
+    tokens = [0, 0, 2]
+    exact, total = np.zeros((3, 3)), 0.0
+    for z in itertools.product(range(3), repeat=3):
+        nk = np.bincount(z, minlength=3)
+        wgt = np.prod([b[zz, w] for zz, w in zip(z, tokens)]) * np.exp(np.sum(gammaln(alpha + nk) - gammaln(alpha)))
+        for zz, w in zip(z, tokens):
+            exact[zz, w] += wgt
+        total += wgt
+    exact /= total
+    model = LDA(3, 3, alpha=alpha, gibbs_sweeps=30, gibbs_burn_in=5)
+    batch = BowBatch(jnp.array([[0, 2]]), jnp.array([[2.0, 1.0]]))
+    run = jax.jit(jax.vmap(lambda key: model.local_step((elb,), batch, key, "gibbs").suff_stats[0]))
+    est = run(jax.random.split(jax.random.PRNGKey(11), 2000))
+    mean, se = np.asarray(jnp.mean(est, 0)), np.asarray(jnp.std(est, 0)) / np.sqrt(est.shape[0])
+    assert np.all(np.abs(mean - exact) <= 5 * se + 1e-12), (mean, exact, se)
+    assert np.all(se[:, [0, 2]] > 0)  # the test has teeth: the estimates do vary
+
+
+# ------------------------------------------------------------------------------------ bookkeeping
+@pytest.mark.parametrize("method", METHODS)
+def test_suff_stats_sum_to_token_counts(method):
+    batch, _ = _corpus(12)
+    model = LDA(3, 15, alpha=0.3)
+    loc = model.local_step(_random_q(13, 3, 15).mean_params(), _as_jax(batch), jax.random.PRNGKey(0), method)
+    (stats,) = loc.suff_stats
+    assert stats.shape == (3, 15) and np.all(np.asarray(stats) >= 0)
+    np.testing.assert_allclose(jnp.sum(stats), batch.counts.sum(), rtol=1e-10)
+    # per word: sum_k c_kv is the corpus count of v
+    np.testing.assert_allclose(jnp.sum(stats, 0), np.bincount(batch.word_ids.ravel(), batch.counts.ravel(), 15),
+                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(jnp.sum(loc.local_params, 1), 3 * 0.3 + batch.counts.sum(1), rtol=1e-10)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_padding_slots_and_empty_documents_contribute_nothing(method):
+    """Zero-count slots (with arbitrary word ids) interleaved with the real ones, and appended empty
+    documents, change neither the statistics, nor the local terms, nor the real documents' gamma."""
+    batch, _ = _corpus(14, num_docs=6)
+    s, length = batch.counts.shape
+    r = np.random.default_rng(0)
+    ids = np.zeros((s + 2, 2 * length), np.int32)
+    counts = np.zeros((s + 2, 2 * length))
+    ids[:s, ::2], counts[:s, ::2] = batch.word_ids, batch.counts
+    ids[:, 1::2] = r.integers(0, 15, (s + 2, length))
+    ids[s:] = r.integers(0, 15, (2, 2 * length))
+    padded = BowBatch(jnp.asarray(ids), jnp.asarray(counts))
+    model = LDA(3, 15, alpha=0.3)
+    view = _random_q(15, 3, 15).mean_params()
+    key = jax.random.PRNGKey(3)
+    a = model.local_step(view, _as_jax(batch), key, method)
+    b = model.local_step(view, padded, key, method)
+    assert_trees_close(a.suff_stats, b.suff_stats, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a.local_terms, b.local_terms, rtol=1e-10)
+    np.testing.assert_allclose(a.local_params, b.local_params[:s], rtol=1e-10)
+    np.testing.assert_allclose(b.local_params[s:], 0.3, rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_runs_in_both_dtypes_and_stays_finite_for_extreme_topics(method, dtype):
+    """Topics with log-probabilities down to -1e4 (the log of a sampled beta can be that small) give
+    finite statistics that still sum to the token count, in float32 as in float64."""
+    batch, _ = _corpus(16)
+    model = LDA(3, 15, alpha=0.05, dtype=dtype)
+    r = np.random.default_rng(1)
+    log_beta = jnp.asarray(-r.uniform(0, 1, (3, 15)) * np.array([[1.0], [50.0], [1e4]]), dtype)
+    loc = model.local_step((log_beta,), _as_jax(batch), jax.random.PRNGKey(0), method)
+    assert loc.suff_stats[0].dtype == jnp.dtype(dtype)
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(loc))
+    np.testing.assert_allclose(jnp.sum(loc.suff_stats[0]), batch.counts.sum(), rtol=tol(dtype, 1e-10, 1e-5))
+    if method == "meanfield" and dtype == "float32":
+        ref = LDA(3, 15, alpha=0.05).local_step((log_beta.astype(jnp.float64),), _as_jax(batch))
+        np.testing.assert_allclose(loc.local_params, ref.local_params, rtol=1e-3, atol=1e-3)
+
+
+# ------------------------------------------------------------------------------------ algorithms
+def test_cavi_meanfield_elbo_never_decreases():
+    batch, _ = _corpus(17, num_docs=30, k=3, v=20)
+    model = LDA(3, 20, alpha=0.3, eta=0.2, tol=1e-12, max_iters=5000)
+    alg = cavi(model)
+    data = _as_jax(batch)
+    state = alg.init(jax.random.PRNGKey(0), data)
+    step = jax.jit(alg.step)
+    elbos = []
+    for t in range(30):
+        state, info = step(state, data, jax.random.PRNGKey(t))
+        elbos.append(float(info.elbo))
+    elbos = np.array(elbos)
+    assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[1:])), np.diff(elbos).min()
+    assert elbos[-1] > elbos[0] + 1.0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_svi_full_batch_rho_one_equals_cavi_step(method):
+    batch, _ = _corpus(18)
+    data = _as_jax(batch)
+    model = LDA(3, 15, alpha=0.3)
+    a_cavi = cavi(model, local=method)
+    a_svi = svi(model, num_data=data.word_ids.shape[0], schedule=schedules.constant(1.0), local=method)
+    s1, i1 = a_cavi.step(a_cavi.init(jax.random.PRNGKey(0), data), data, jax.random.PRNGKey(1))
+    s2, _ = a_svi.step(a_svi.init(jax.random.PRNGKey(0), data), data, jax.random.PRNGKey(1))
+    assert_trees_close(s1.q_global, s2.q_global, rtol=1e-12, atol=1e-12)
+    assert np.isfinite(float(i1.elbo))
+
+
+def test_compiles_once_and_vmaps_over_keys():
+    batch, _ = _corpus(19)
+    data = _as_jax(batch)
+    model = LDA(3, 15, alpha=0.3, gibbs_sweeps=4, gibbs_burn_in=2)
+    view = _random_q(20, 3, 15).mean_params()
+    local = jax.jit(chex.assert_max_traces(lambda v, b, k: model.local_step(v, b, k, "gibbs"), n=1))
+    outs = [local(view, data, jax.random.PRNGKey(t)).suff_stats[0] for t in range(3)]
+    assert not np.allclose(outs[0], outs[1])  # the key matters
+    np.testing.assert_array_equal(outs[0], local(view, data, jax.random.PRNGKey(0)).suff_stats[0])  # and only it
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    many = jax.jit(jax.vmap(lambda k: model.local_step(view, data, k, "gibbs").suff_stats[0]))(keys)
+    assert many.shape == (4, 3, 15)
+    np.testing.assert_allclose(many[1], model.local_step(view, data, keys[1], "gibbs").suff_stats[0], rtol=1e-12)
+
+    alg = cavi(model, local="meanfield")  # restarts in lock step: vmap of the whole CAVI step
+    step = jax.jit(chex.assert_max_traces(alg.step, n=1))
+    states = jax.vmap(lambda k: alg.init(k, data))(keys)
+    vstep = jax.jit(jax.vmap(step, in_axes=(0, None, 0)))
+    for t in range(2):
+        states, infos = vstep(states, data, jax.random.split(jax.random.PRNGKey(t), 4))
+    assert infos.elbo.shape == (4,) and np.all(np.isfinite(infos.elbo))
+
+
+def test_init_globals_is_online_lda_start():
+    model = LDA(4, 500, init_scale=2.0)
+    q = model.init_globals(jax.random.PRNGKey(0))
+    assert isinstance(model, ConditionallyConjugateModel)
+    assert isinstance(q, expfam.Dirichlet) and q.batch_shape == (4,)
+    lam = np.asarray(q.concentration)
+    np.testing.assert_allclose(lam.mean(), 2.0, rtol=0.01)  # 2000 draws: se of the mean ~ 0.2 / 45
+    np.testing.assert_allclose(lam.std(), 0.2, rtol=0.1)
+    assert_trees_close(q, model.init_globals(jax.random.PRNGKey(0)))
+    assert model.prior().batch_shape == (4,)
+    np.testing.assert_allclose(model.prior().concentration, 0.01)
+
+
+# ------------------------------------------------------------------------------------ validation
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(num_topics=0), "num_topics"),
+    (dict(num_topics=2.5), "num_topics"),
+    (dict(vocab_size=0), "vocab_size"),
+    (dict(alpha=0.0), "alpha"),
+    (dict(alpha=-1.0), "alpha"),
+    (dict(alpha="big"), "alpha"),
+    (dict(alpha=[0.1, 0.2]), "alpha"),
+    (dict(eta=0.0), "eta"),
+    (dict(eta=float("nan")), "eta"),
+    (dict(max_iters=0), "max_iters"),
+    (dict(tol=-1e-3), "tol"),
+    (dict(cvb0_iters=0), "cvb0_iters"),
+    (dict(gibbs_sweeps=0), "gibbs_sweeps"),
+    (dict(gibbs_sweeps=3, gibbs_burn_in=3), "gibbs_burn_in"),
+    (dict(init_scale=0.0), "init_scale"),
+    (dict(dtype="int32"), "dtype"),
+    (dict(dtype="no-such-type"), "dtype"),
+])
+def test_bad_model_arguments(kwargs, match):
+    args = dict(num_topics=2, vocab_size=5)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        LDA(**args)
+
+
+@pytest.mark.parametrize("ids, counts, match", [
+    ([[0, 1]], [[1.0, -1.0]], "counts must be >= 0"),
+    ([[0, 1]], [[1.5, 1.0]], "integer-valued"),
+    ([[0, 1]], [[1.0, np.nan]], "finite"),
+    ([[0, 5]], [[1.0, 1.0]], "word_ids"),
+    ([[-1, 0]], [[1.0, 1.0]], "word_ids"),
+    (np.array([[0.0, 1.0]]), [[1.0, 1.0]], "word_ids"),
+    ([[0, 1, 2]], [[1.0, 1.0]], "same shape"),
+    ([0, 1], [1.0, 1.0], "2-D"),
+])
+def test_bad_data(ids, counts, match):
+    model = LDA(2, 5)
+    bad = BowBatch(np.asarray(ids), np.asarray(counts))
+    with pytest.raises(ValueError, match=match):
+        model.check_data(bad)
+    with pytest.raises(ValueError):
+        _cavi.init(jax.random.PRNGKey(0), bad, model=model)
+
+
+def test_empty_documents_are_valid_data_and_bad_calls_are_named():
+    model = LDA(2, 5)
+    model.check_data(BowBatch(np.zeros((2, 3), np.int32), np.zeros((2, 3))))
+    view = model.prior().mean_params()
+    batch = BowBatch(jnp.array([[0, 1]]), jnp.array([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match="key"):
+        model.local_step(view, batch, None, "gibbs")
+    with pytest.raises(ValueError, match="method"):
+        model.local_step(view, batch, None, "exact")
+    with pytest.raises(ValueError, match="globals_view"):
+        model.local_step((jnp.zeros((3, 5)),), batch)

@@ -1,0 +1,424 @@
+"""Latent Dirichlet allocation (Blei et al., 2003) as a conditionally conjugate model, with three
+local steps: mean-field, CVB0 with the topics fixed, and collapsed Gibbs with the topics fixed.
+
+The generative process (seed 000 eq. 25; seed 002 appendix C)::
+
+    beta_k ~ Dirichlet(eta 1_V),   theta_d ~ Dirichlet(alpha 1_K),
+    z_dn | theta_d ~ Categorical(theta_d),   w_dn | z_dn, beta ~ Categorical(beta_{z_dn}).
+
+The globals are the K topics; q(beta_k) = Dirichlet(lambda_k). A document's complete-data
+likelihood is linear in t(beta) = log beta, with statistic c_kv = sum_n 1[w_dn = v] 1[z_dn = k]
+(seed 000 eq. 26), so every local step returns the (K, V) matrix of expected topic-word counts
+and the global coordinate update is lambda = eta + sum_d E[c_d] (seed 002 appendix C;
+seed 003 eq. 12).
+
+Documents arrive as a :class:`vijax.data.BowBatch`: ``word_ids`` (S, L) and ``counts`` (S, L), the
+unique words of each document and their counts, zero-padded. All tokens of one word w in a
+document share one local factor, so every computation is over (S, L, K) arrays and costs
+O(S L K) per iteration whatever the documents' lengths; padding slots (count 0) and empty
+documents contribute exactly nothing.
+
+The view of the globals passed to ``local_step`` is ``(log_beta,)`` of shape (K, V): E_q[log beta]
+under CAVI and SVI, or the log of a sample of beta under SSVI (seed 000 Algorithm 1). The local
+steps only ever use it as "log-topic" weights ``b_kw = exp(view_kw)``; for E_q[log beta] these are
+the geometric means exp(E_q[log beta_kw]), unnormalized, as in the mean-field update of Blei et
+al. (2003) and the Gibbs E-step of Mimno et al. (2012).
+
+References:
+  Blei, Ng and Jordan (2003). Latent Dirichlet allocation. JMLR 3.
+  Hoffman, Blei and Bach (2010). Online learning for latent Dirichlet allocation. NIPS.
+  Asuncion, Welling, Smyth and Teh (2009). On smoothing and inference for topic models. UAI.
+  Mimno, Hoffman and Blei (2012). Sparse stochastic inference for latent Dirichlet allocation. ICML.
+  Seed 000 (Hoffman and Blei, SSVI) §2.5, §4.1, appendices C and D; seed 002 appendix C, §4.3.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import digamma
+
+from vijax import expfam
+from vijax.models._base import LocalResult, check_method, entropy_of_probs
+from vijax.models.gmm import _check_int, _check_pos, _float
+from vijax.types import Array, PRNGKey
+
+
+@dataclasses.dataclass(frozen=True)
+class LDA:
+    """Latent Dirichlet allocation with symmetric priors and three local steps.
+
+    Every local step takes ``(log_beta,)`` (K, V) and a :class:`~vijax.data.BowBatch` of S
+    documents and returns a :class:`~vijax.models.LocalResult` with
+
+    - ``suff_stats = (c,)``, c (K, V) the expected topic-word counts of the batch,
+      c_kv = sum_d n_dv E[fraction of the n_dv tokens of v in d assigned to k];
+    - ``local_params = gamma`` (S, K), the Dirichlet parameters of q(theta_d);
+    - ``local_terms``, so that :func:`~vijax.models.conjugate_elbo` is the mean-field ELBO
+      (Blei et al. 2003, eq. 15; seed 002 appendix C) of the batch at the locals the step found::
+
+          local_terms = sum_d ( -KL(Dir(gamma_d) || Dir(alpha 1_K))
+                                + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ),
+
+      with E[log theta_dk] = psi(gamma_dk) - psi(sum_j gamma_dj). The remaining term of the ELBO,
+      sum_dwk n_dw phi_dwk E_q[log beta_kw] = <c, E_q[log beta]>, is the inner product that
+      ``conjugate_elbo`` adds.
+
+    The methods (``local_methods``):
+
+    ``"meanfield"``
+      Coordinate ascent on q(theta_d) q(z_d) per document (Blei et al. 2003, eq. 6-7; Hoffman
+      et al. 2010, Algorithm 2)::
+
+          phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw),   gamma_dk = alpha + sum_w n_dw phi_dwk,
+
+      from gamma_dk = alpha + N_d / K (Blei et al. 2003, Fig. 6), vectorised over the whole batch
+      in one ``lax.while_loop`` that stops when every document's mean |change in gamma_d| is below
+      ``tol`` or after ``max_iters`` iterations (documents that converged early keep being
+      updated, which only raises their local ELBO). phi is a log-space softmax. The returned phi
+      is the update at the final gamma, so (gamma, phi) is the result of coordinate steps and the
+      ELBO above is exact for it.
+
+    ``"cvb0"``
+      The zero-order collapsed variational update of Asuncion et al. (2009, eq. 5) with theta
+      integrated out and beta held fixed (seed 000 §2.5)::
+
+          g_dwk ∝ (alpha + N_dk - g_dwk) b_kw,   N_dk = sum_w n_dw g_dwk,
+
+      where N_dk - g_dwk is N_dk^{-dw}, the expected count of topic k among the document's other
+      tokens. All slots of a document are updated at once (a Jacobi sweep, vectorised over the
+      batch) from g_dwk ∝ b_kw, until every document's mean |change in N_d| is below ``tol`` or
+      after ``cvb0_iters`` sweeps. The statistics are c_kv = sum_d n_dv g_dvk; the reported
+      ELBO is the mean-field one at phi = g and gamma = alpha + N_d (a valid lower bound, though
+      CVB0 does not maximise it).
+
+    ``"gibbs"``
+      Collapsed Gibbs sampling of every token's topic with theta_d integrated out and beta held
+      fixed, the E-step of Mimno et al. (2012) (seed 000 §4.1)::
+
+          p(z_dn = k | z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}.
+
+      See :meth:`_gibbs` for the fixed-shape representation. After an initialization pass and
+      ``gibbs_burn_in`` discarded sweeps, the per-slot topic counts of the remaining
+      ``gibbs_sweeps - gibbs_burn_in`` sweeps are averaged: an unbiased-in-the-limit estimate of
+      E[c_d | w_d, beta]. The reported ELBO is the mean-field one at phi_dwk = (average count of
+      k among the tokens of w) / n_dw and gamma = alpha + average N_d.
+
+    Args:
+      num_topics: K >= 1.
+      vocab_size: V >= 1.
+      alpha: symmetric document-topic Dirichlet concentration (> 0).
+      eta: symmetric topic-word Dirichlet concentration (> 0).
+      max_iters: cap on the mean-field iterations (>= 1).
+      tol: mean-field / CVB0 convergence threshold on the mean absolute change (>= 0).
+      cvb0_iters: cap on the CVB0 sweeps (>= 1).
+      gibbs_sweeps: Gibbs sweeps after the initialization pass (>= 1).
+      gibbs_burn_in: how many of those are discarded (0 <= burn_in < gibbs_sweeps).
+      init_scale: scale of the random initial lambda (> 0), see :meth:`init_globals`.
+      dtype: float dtype of the prior and of the initial q (default: JAX's default float).
+
+    Examples:
+        >>> model = LDA(num_topics=3, vocab_size=10, alpha=0.1, eta=0.01)
+        >>> model.prior().batch_shape
+        (3,)
+    """
+
+    num_topics: int
+    vocab_size: int
+    alpha: float = 0.1
+    eta: float = 0.01
+    max_iters: int = 100
+    tol: float = 1e-3
+    cvb0_iters: int = 100
+    gibbs_sweeps: int = 10
+    gibbs_burn_in: int = 5
+    init_scale: float = 1.0
+    dtype: Any = None
+    local_methods = ("meanfield", "cvb0", "gibbs")
+
+    def __post_init__(self):
+        for name in ("alpha", "eta", "tol", "init_scale"):  # plain floats: hashable, static under jit
+            value = getattr(self, name)
+            try:
+                if isinstance(value, (bool, str)) or np.ndim(value) != 0:
+                    raise TypeError
+                value = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
+            object.__setattr__(self, name, value)
+        _check_int("num_topics", self.num_topics)
+        _check_int("vocab_size", self.vocab_size)
+        _check_pos("alpha", self.alpha)
+        _check_pos("eta", self.eta)
+        _check_int("max_iters", self.max_iters)
+        if not np.isfinite(float(self.tol)) or float(self.tol) < 0:
+            raise ValueError(f"tol must be finite and >= 0, got {self.tol!r}")
+        _check_int("cvb0_iters", self.cvb0_iters)
+        _check_int("gibbs_sweeps", self.gibbs_sweeps)
+        _check_int("gibbs_burn_in", self.gibbs_burn_in, minimum=0)
+        if self.gibbs_burn_in >= self.gibbs_sweeps:
+            raise ValueError(f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
+                             f"one sweep is kept, got {self.gibbs_burn_in}")
+        _check_pos("init_scale", self.init_scale)
+        if self.dtype is not None:
+            try:
+                ok = jnp.issubdtype(jnp.dtype(self.dtype), jnp.floating)
+            except TypeError:
+                ok = False
+            if not ok:
+                raise ValueError(f"dtype must be a float dtype, got {self.dtype!r}")
+
+    # ------------------------------------------------------------------------------ globals
+    def prior(self) -> expfam.Dirichlet:
+        """p(beta): K independent Dirichlet(eta 1_V), batch shape (K,)."""
+        dt = _float(self.dtype)
+        return expfam.Dirichlet.from_concentration(jnp.full((self.num_topics, self.vocab_size), self.eta, dt))
+
+    def init_globals(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
+        """The random start of online LDA (Hoffman et al. 2010): lambda_kv = init_scale * g_kv with
+        g_kv ~ Gamma(100, rate 100) (mean 1, sd 0.1), i.e. nearly flat topics with small random
+        differences that break the symmetry between topics. ``batch`` is not used."""
+        dt = _float(self.dtype)
+        g = jax.random.gamma(key, jnp.asarray(100.0, dt), (self.num_topics, self.vocab_size), dtype=dt) / 100.0
+        return expfam.Dirichlet.from_natural((self.init_scale * g - 1.0,))
+
+    @staticmethod
+    def expected_topics(q: expfam.Dirichlet) -> Array:
+        """E_q[beta] = lambda / sum_v lambda_v, shape (K, V)."""
+        lam = q.concentration
+        return lam / jnp.sum(lam, axis=-1, keepdims=True)
+
+    # ------------------------------------------------------------------------------ data
+    def check_data(self, batch) -> None:
+        """Raises ValueError naming the problem unless ``batch`` is a valid BowBatch for this model:
+        integer ``word_ids`` in [0, V), ``counts`` finite, >= 0 and integer-valued, both (S, L)
+        with S >= 1. Empty documents (all counts 0) are allowed. Traced arrays are not checked."""
+        if not (hasattr(batch, "word_ids") and hasattr(batch, "counts")):
+            raise ValueError(f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
+        ids, counts = batch.word_ids, batch.counts
+        if np.ndim(ids) != 2 or np.ndim(counts) != 2:
+            raise ValueError(f"word_ids and counts must be 2-D (S, L), got shapes {np.shape(ids)} and {np.shape(counts)}")
+        if np.shape(ids) != np.shape(counts):
+            raise ValueError(f"word_ids and counts must have the same shape, got {np.shape(ids)} and {np.shape(counts)}")
+        if np.shape(ids)[0] < 1:
+            raise ValueError("batch holds no documents (S = 0)")
+        if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
+            raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
+        if not jnp.issubdtype(jnp.result_type(counts), jnp.number) or jnp.issubdtype(jnp.result_type(counts), jnp.complexfloating):
+            raise ValueError(f"counts must be real numbers, got {jnp.result_type(counts)}")
+        if isinstance(ids, jax.core.Tracer) or isinstance(counts, jax.core.Tracer):
+            return
+        a, c = np.asarray(ids), np.asarray(counts, dtype=float)
+        if a.size and (a.min() < 0 or a.max() >= self.vocab_size):
+            raise ValueError(f"word_ids must lie in [0, vocab_size={self.vocab_size}), got range [{a.min()}, {a.max()}]")
+        if not np.all(np.isfinite(c)):
+            raise ValueError("counts must be finite (no NaN or inf)")
+        if np.any(c < 0):
+            raise ValueError(f"counts must be >= 0, got min {c.min()!r}")
+        if np.any(c != np.round(c)):
+            raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
+
+    # ------------------------------------------------------------------------------ local steps
+    def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
+        """The local step ``method`` of ``local_methods`` for the batch; see the class docstring.
+
+        Args:
+          globals_view: ``(log_beta,)`` with log_beta (K, V): E_q[log beta] or log of a sample.
+          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L).
+          key: PRNG key; required by ``"gibbs"``, ignored by the deterministic methods.
+          method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
+
+        Returns:
+          LocalResult(suff_stats=(c,) (K, V), local_terms scalar, local_params=gamma (S, K)).
+        """
+        check_method(method, self.local_methods, "LDA")
+        (log_beta,) = globals_view
+        k, v = self.num_topics, self.vocab_size
+        if log_beta.shape != (k, v):
+            raise ValueError(f"globals_view must be (log_beta,) with log_beta of shape ({k}, {v}), got {log_beta.shape}")
+        ids, counts = batch.word_ids, batch.counts
+        if ids.ndim != 2 or ids.shape != counts.shape or ids.shape[0] < 1:
+            raise ValueError(f"word_ids and counts must both be (S, L) with S >= 1, got {ids.shape} and {counts.shape}")
+        if method == "gibbs" and key is None:
+            raise ValueError("local_step(method='gibbs') needs a PRNG key")
+        return _local_step(self, method, jnp.asarray(log_beta), jnp.asarray(ids), jnp.asarray(counts), key)
+
+    def _local_terms(self, gamma: Array, phi: Array, n: Array) -> Array:
+        """sum_d -KL(Dir(gamma_d) || Dir(alpha)) + sum_dw n_dw (sum_k phi_dwk E[log theta_dk] + H[phi_dw])."""
+        e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
+        q_theta = expfam.Dirichlet.from_natural((gamma - 1.0,))
+        p_theta = expfam.Dirichlet.from_natural((jnp.full_like(gamma, self.alpha - 1.0),))
+        kl = q_theta.kl(p_theta)  # (S,)
+        z_terms = n * (jnp.sum(phi * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(phi))  # (S, L)
+        return jnp.sum(z_terms) - jnp.sum(kl)
+
+    def _meanfield(self, logb: Array, n: Array) -> tuple[Array, Array]:
+        s, _, k = logb.shape
+        alpha = self.alpha
+
+        def phi_of(gamma):
+            e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
+            return jax.nn.softmax(e_log_theta[:, None, :] + logb, axis=-1)
+
+        def update(gamma):
+            return alpha + jnp.sum(n[..., None] * phi_of(gamma), axis=1)
+
+        gamma0 = alpha + jnp.broadcast_to(jnp.sum(n, axis=1, keepdims=True) / k, (s, k))
+        gamma = _iterate(update, lambda g: g, gamma0, self.tol, self.max_iters)
+        return gamma, phi_of(gamma)
+
+    def _cvb0(self, logb: Array, n: Array) -> Array:
+        alpha = self.alpha
+        present = (n > 0).astype(logb.dtype)[..., None]  # a padding slot has no own token to remove
+
+        def topic_counts(g):
+            return jnp.sum(n[..., None] * g, axis=1)  # (S, K)
+
+        def update(g):
+            others = jnp.maximum(topic_counts(g)[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
+            return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
+
+        return _iterate(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
+
+    def _gibbs(self, logb: Array, n: Array, key: PRNGKey) -> Array:
+        """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
+        topic counts (S, L, K) over the kept sweeps.
+
+        Fixed-shape representation: tokens of one word in one document are exchangeable, so the
+        state of document d is the allocation A_d (L, K), A_dlk = number of the n_dl tokens of slot
+        l currently in topic k, and N_dk = sum_l A_dlk. A sweep visits the document's N_d tokens
+        in order t = 0..N_d-1, token t belonging to slot l = #{l': cumsum(n_d)_l' <= t}. It keeps
+        the slot's not-yet-visited tokens ``old`` (start of sweep) and visited ones ``new``:
+
+        1. pick one not-yet-visited token of slot l uniformly, i.e. its topic j with probability
+           old_lj / sum(old_l); remove it: old_lj -= 1, N_dj -= 1;
+        2. draw its new topic k with probability ∝ (alpha + N_dk) b_{k w_dl} (N_d now excludes
+           it: this is N_dk^{-n}); new_lk += 1, N_dk += 1.
+
+        Since token labels within a slot do not matter, this is exactly the standard systematic-
+        scan single-site collapsed Gibbs sampler over tokens (each token updated once per sweep,
+        in a random order within its slot), so its stationary distribution is p(z_d | w_d, b,
+        alpha) with theta_d integrated out. The initialization pass runs the same loop from an
+        empty allocation (step 1 is skipped when ``old`` is empty): tokens are added one by one,
+        each drawn given those already placed (as in Griffiths and Steyvers' initialization).
+
+        Vectorised with ``vmap`` over documents; the token loop is a ``while_loop`` of N_d steps,
+        so a batch costs (1 + gibbs_sweeps) * max_d N_d sequential steps of O(K) work. Document d
+        uses the key ``fold_in(key, d)`` (so appending documents leaves the others' draws
+        unchanged), sweep s ``fold_in(., s)`` and token t ``fold_in(., t)`` split in two.
+        """
+        alpha = self.alpha
+        s, num_slots, k = logb.shape
+        sweeps, burn_in = self.gibbs_sweeps, self.gibbs_burn_in
+        dt = logb.dtype
+        n_int = jnp.round(n).astype(jnp.int32)
+        if num_slots == 0:
+            return jnp.zeros(logb.shape, dt)
+
+        def one_document(logb_d, n_d, key_d):
+            cum = jnp.cumsum(n_d)
+            total = cum[-1]  # N_d
+
+            def sweep(alloc, topic_counts, key_s):
+                def token(t, carry):
+                    old, new, nk = carry
+                    slot = jnp.searchsorted(cum, t, side="right")
+                    k_old, k_new = jax.random.split(jax.random.fold_in(key_s, t))
+                    o = old[slot]
+                    pick = jax.random.categorical(k_old, jnp.where(o > 0, jnp.log(jnp.maximum(o, 1).astype(dt)), -jnp.inf))
+                    removed = jax.nn.one_hot(pick, k, dtype=jnp.int32) * (jnp.sum(o) > 0).astype(jnp.int32)
+                    old = old.at[slot].add(-removed)
+                    nk = nk - removed
+                    topic = jax.random.categorical(k_new, jnp.log(alpha + nk.astype(dt)) + logb_d[slot])
+                    added = jax.nn.one_hot(topic, k, dtype=jnp.int32)
+                    return old, new.at[slot].add(added), nk + added
+
+                _, new, topic_counts = jax.lax.fori_loop(0, total, token, (alloc, jnp.zeros_like(alloc), topic_counts))
+                return new, topic_counts
+
+            empty = jnp.zeros((num_slots, k), jnp.int32)
+            alloc, topic_counts = sweep(empty, jnp.zeros((k,), jnp.int32), jax.random.fold_in(key_d, 0))
+
+            def body(i, carry):
+                alloc, topic_counts, acc = carry
+                alloc, topic_counts = sweep(alloc, topic_counts, jax.random.fold_in(key_d, i + 1))
+                keep = (i >= burn_in).astype(dt)
+                return alloc, topic_counts, acc + keep * alloc.astype(dt)
+
+            acc = jax.lax.fori_loop(0, sweeps, body, (alloc, topic_counts, jnp.zeros((num_slots, k), dt)))[2]
+            return acc / (sweeps - burn_in)
+
+        keys = jax.vmap(lambda d: jax.random.fold_in(key, d))(jnp.arange(s))
+        return jax.vmap(one_document)(logb, n_int, keys)
+
+    # ------------------------------------------------------------------------------ prediction
+    def log_predictive(self, q_global: expfam.Dirichlet, batch_observed, batch_heldout) -> Array:
+        """Per-document held-out log probability by document completion (Hoffman et al. 2013, §4):
+        fit gamma_d on the observed words with the mean-field local step at beta = E_q[beta]
+        (view log E_q[beta]), then score each held-out word w with the plug-in predictive
+
+            log p(w | observed) ≈ log sum_k E[theta_dk] E_q[beta_kw],   E[theta_d] = gamma_d / sum gamma_d,
+
+        Returns sum_w n_dw^{heldout} log p(w | observed), shape (S,). Both batches hold the same S
+        documents (their padded lengths L may differ).
+        """
+        if batch_observed.word_ids.shape[0] != batch_heldout.word_ids.shape[0]:
+            raise ValueError("batch_observed and batch_heldout must hold the same number of documents, got "
+                             f"{batch_observed.word_ids.shape[0]} and {batch_heldout.word_ids.shape[0]}")
+        topics = self.expected_topics(q_global)
+        gamma = self.local_step((jnp.log(topics),), batch_observed, None, method="meanfield").local_params
+        e_theta = gamma / jnp.sum(gamma, axis=-1, keepdims=True)
+        held_topics = jnp.take(topics.T, batch_heldout.word_ids, axis=0)  # (S, L, K)
+        p = jnp.sum(held_topics * e_theta[:, None, :], axis=-1)
+        n = jnp.asarray(batch_heldout.counts).astype(p.dtype)
+        return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Array, key) -> LocalResult:
+    """The body of ``LDA.local_step``, compiled once per (model, method, shapes) so that eager
+    calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined."""
+    dt = log_beta.dtype
+    n = jnp.asarray(counts).astype(dt)
+    logb = jnp.take(log_beta.T, ids, axis=0)  # (S, L, K): log b_{k, w_dl}
+    if method == "meanfield":
+        gamma, phi = model._meanfield(logb, n)
+    elif method == "cvb0":
+        phi = model._cvb0(logb, n)
+        gamma = model.alpha + jnp.sum(n[..., None] * phi, axis=1)
+    else:
+        expected = model._gibbs(logb, n, key)  # (S, L, K) expected token counts per slot
+        gamma = model.alpha + jnp.sum(expected, axis=1)
+        phi = expected / jnp.maximum(n, 1.0)[..., None]
+    stats = _scatter_counts(n[..., None] * phi, ids, model.vocab_size)
+    return LocalResult((stats,), model._local_terms(gamma, phi, n), gamma)
+
+
+def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
+    """c_kv = sum over slots (d, l) with word_ids[d, l] = v of per_slot[d, l, k]; shape (K, V)."""
+    k = per_slot.shape[-1]
+    flat = jnp.reshape(per_slot, (-1, k))
+    return jnp.zeros((vocab_size, k), per_slot.dtype).at[jnp.reshape(word_ids, (-1,))].add(flat).T
+
+
+def _iterate(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array, tol: float,
+             max_iters: int) -> Array:
+    """x <- update(x) in one ``lax.while_loop`` over the batch, until every document's mean absolute
+    change of ``summary(x)`` (S, K) is below ``tol``, or ``max_iters`` updates."""
+
+    def cond(carry):
+        i, _, change = carry
+        return (i < max_iters) & (change >= tol)
+
+    def body(carry):
+        i, x, _ = carry
+        new = update(x)
+        change = jnp.max(jnp.mean(jnp.abs(summary(new) - summary(x)), axis=-1))
+        return i + 1, new, change
+
+    inf = jnp.asarray(jnp.inf, x0.dtype)
+    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, inf))[1]
