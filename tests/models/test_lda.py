@@ -238,18 +238,22 @@ def test_padding_slots_and_empty_documents_contribute_nothing(method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_runs_in_both_dtypes_and_stays_finite_for_extreme_topics(method, dtype):
-    """Topics with log-probabilities down to -1e4 (the log of a sampled beta can be that small) give
-    finite statistics that still sum to the token count, in float32 as in float64."""
+    """Topics with log-probabilities down to -1e4 or -inf (the log of a sampled beta can be that
+    small, or a sampled beta exactly 0) give finite statistics that still sum to the token count, in float32 as in float64."""
     batch, _ = _corpus(16)
     model = LDA(3, 15, alpha=0.05, dtype=dtype)
     r = np.random.default_rng(1)
-    log_beta = jnp.asarray(-r.uniform(0, 1, (3, 15)) * np.array([[1.0], [50.0], [1e4]]), dtype)
+    log_beta = -r.uniform(0, 1, (3, 15)) * np.array([[1.0], [50.0], [1e4]])
+    log_beta[1, :4] = -np.inf  # exact zeros of a sampled beta
+    log_beta[:, 5] = -np.inf  # a word no topic can emit
+    log_beta = jnp.asarray(log_beta, dtype)
     loc = model.local_step((log_beta,), _as_jax(batch), jax.random.PRNGKey(0), method)
     assert loc.suff_stats[0].dtype == jnp.dtype(dtype)
     assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(loc))
     np.testing.assert_allclose(jnp.sum(loc.suff_stats[0]), batch.counts.sum(), rtol=tol(dtype, 1e-10, 1e-5))
     if method == "meanfield" and dtype == "float32":
         ref = LDA(3, 15, alpha=0.05).local_step((log_beta.astype(jnp.float64),), _as_jax(batch))
+        assert np.all(np.isfinite(np.asarray(ref.local_params)))
         np.testing.assert_allclose(loc.local_params, ref.local_params, rtol=1e-3, atol=1e-3)
 
 

@@ -384,7 +384,9 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined."""
     dt = log_beta.dtype
     n = jnp.asarray(counts).astype(dt)
-    logb = jnp.take(log_beta.T, ids, axis=0)  # (S, L, K): log b_{k, w_dl}
+    # log b_{k, w_dl}, (S, L, K); floored so that a sampled beta with exact zeros (log = -inf)
+    # gives zero weight instead of NaN (a word with zero weight under every topic is spread evenly).
+    logb = jnp.maximum(jnp.take(log_beta.T, ids, axis=0), 0.5 * jnp.finfo(dt).min)
     if method == "meanfield":
         gamma, phi = model._meanfield(logb, n)
     elif method == "cvb0":
