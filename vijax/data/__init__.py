@@ -1,6 +1,7 @@
 """Data: synthetic generators, bag-of-words corpora (readers, tokenizer, synthetic LDA corpora,
 memory-mapped storage) and the minibatcher."""
 from vijax.data._bow import BowBatch
+from vijax.data._paths import shared_data_path
 from vijax.data.corpus import (
     LDA_BLOCK_DOCS,
     MIN_BUCKET,
@@ -49,6 +50,7 @@ __all__ = [
     "sample_gmm",
     "sample_histogram_mixture",
     "sample_lda_corpus",
+    "shared_data_path",
     "stack_batches",
     "tokenize",
     "write_lda_corpus_npz",

@@ -82,7 +82,8 @@ def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, di
     experiment = EXPERIMENTS[name].build(
         {s: copy.deepcopy(config[s]) for s in SECTIONS}, config["seed"])
     result = run(experiment.algorithm, jax.random.PRNGKey(config["seed"]),
-                 batch_fn=experiment.batch_fn, num_steps=rc["num_steps"],
+                 batch_fn=experiment.batch_fn, host_batches=experiment.host_batches,
+                 num_steps=rc["num_steps"],
                  init_state=experiment.init_state, chunk_size=rc["chunk_size"], tol=rc["tol"],
                  patience=rc["patience"], eval_fn=experiment.eval_fn,
                  eval_every=rc["eval_every"],

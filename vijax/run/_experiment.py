@@ -15,12 +15,15 @@ class Experiment(NamedTuple):
     Attributes:
       algorithm: the ``VIAlgorithm`` (``init``, ``step``) to drive.
       init_state: ``key -> state``; called once with the runner's init key (not on resume).
-      batch_fn: ``(key, step) -> batch``; pure and jit-able (full data for batch algorithms).
+      batch_fn: ``(key, step) -> batch``; pure and jit-able (full data for batch algorithms); or
+        None when ``host_batches`` is given.
         ``step`` is the int32 index of the update, starting at 0.
       eval_fn: ``state -> dict[str, float]`` held-out evaluation on the host, or None.
       report: ``(RunResult, out_dir) -> dict`` writes plots into ``out_dir`` and returns a
         JSON-able summary printed by the CLI and stored in ``metrics.json``; None reports nothing
         beyond the generic metrics.
+      host_batches: ``(t0, n) -> stacked batches of updates t0..t0+n-1`` for data kept on the
+        host (see ``vijax.run.run``), instead of ``batch_fn``.
     """
 
     algorithm: VIAlgorithm
@@ -28,6 +31,7 @@ class Experiment(NamedTuple):
     batch_fn: Callable[[PRNGKey, Array], PyTree]
     eval_fn: Optional[Callable[[PyTree], dict]] = None
     report: Optional[Callable[[Any, str], dict]] = None
+    host_batches: Optional[Callable[[int, int], PyTree]] = None
 
 
 class ExperimentSpec(NamedTuple):

@@ -1,0 +1,24 @@
+"""Where the optional reference data sets live."""
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Optional
+
+
+def shared_data_path(*parts: str) -> Optional[pathlib.Path]:
+    """The path of a reference data file, or None when it is absent.
+
+    Looked up in ``$VIJAX_SHARED_DATA``, else in ``../shared/data`` beside the current directory
+    and beside the vijax checkout. A user's machine usually has none of them: callers skip.
+    """
+    env = os.environ.get("VIJAX_SHARED_DATA")
+    roots = [pathlib.Path(env)] if env else [
+        pathlib.Path.cwd().parent / "shared" / "data",
+        pathlib.Path(__file__).resolve().parents[3] / "shared" / "data",
+    ]
+    for root in roots:
+        p = root.joinpath(*parts)
+        if p.exists():
+            return p
+    return None

@@ -1,0 +1,144 @@
+"""Online LDA by natural-gradient SVI (seed 002 §4.3, appendix C; Hoffman et al. 2010/2013):
+on a synthetic corpus with known topics, and on a real lda-c corpus (wiki_bnpy by default)."""
+from __future__ import annotations
+
+import os
+import time
+
+import jax
+import numpy as np
+
+from vijax.data import Minibatcher, read_ldac, sample_lda_corpus, shared_data_path
+from vijax.inference import schedules, svi
+from vijax.metrics import document_completion, top_words, topic_recovery
+from vijax.models import LDA
+from vijax.run._experiment import Experiment, register_experiment
+
+_MODEL = {"num_topics": 50, "alpha": 0.02, "eta": 0.02, "max_iters": 100, "tol": 1e-3,
+          "cvb0_iters": 100, "gibbs_sweeps": 10, "gibbs_burn_in": 5}
+_ALG = {"name": "svi", "local": "meanfield", "batch_size": 256, "tau": 64.0, "kappa": 0.7, "scale": 1.0,
+        "ramp": False}
+class _Eval:
+    """Held-out per-word log predictive by document completion, in fixed-size chunks of test
+    documents (so memory is bounded by ``eval_batch`` documents), plus documents/s."""
+
+    def __init__(self, model, test, batch_size, eval_batch, seed, observed_fraction):
+        obs, held = test.split_tokens(seed, observed_fraction)
+        n = test.num_docs
+        self.model, self.batch_size = model, batch_size
+        self.chunks = []
+        for i in range(0, n, eval_batch):
+            idx = np.arange(i, min(i + eval_batch, n))
+            self.chunks.append((obs.batch(idx, num_rows=eval_batch), held.batch(idx, num_rows=eval_batch)))
+        self.score = jax.jit(lambda q, o, h: document_completion(model, q, o, h))
+        self.last = None
+
+    def __call__(self, state) -> dict:
+        lp, nt = 0.0, 0.0
+        for o, h in self.chunks:
+            r = self.score(state.q_global, o, h)
+            lp, nt = lp + float(r.log_prob), nt + float(r.num_tokens)
+        steps = int(state.count)
+        now = time.perf_counter()
+        rate = None
+        if self.last is not None and steps > self.last[0]:
+            rate = (steps - self.last[0]) * self.batch_size / (now - self.last[1])
+        self.last = (steps, now)
+        out = {"heldout_per_word": lp / max(nt, 1.0), "docs_seen": steps * self.batch_size}
+        if rate is not None:
+            out["docs_per_s"] = rate
+        return out
+
+
+def _build(sections, seed, train, test, true_topics=None, vocab=None):
+    m, a = sections["model"], sections["algorithm"]
+    if a["name"] != "svi":
+        raise ValueError(f"algorithm.name: {a['name']!r} is not available here; choose 'svi'")
+    model = LDA(m["num_topics"], train.vocab_size, alpha=m["alpha"], eta=m["eta"], max_iters=m["max_iters"],
+                tol=m["tol"], cvb0_iters=m["cvb0_iters"], gibbs_sweeps=m["gibbs_sweeps"],
+                gibbs_burn_in=m["gibbs_burn_in"])
+    s = a["batch_size"]
+    alg = svi(model, num_data=train.num_docs, local=a["local"], ramp=a["ramp"],
+              schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]))
+    mb = Minibatcher(train, s, seed)
+    d = sections["data"]
+    evaluator = _Eval(model, test, s, d["eval_batch"], seed + 1, d["observed_fraction"])
+
+    def report(result, out_dir):
+        q = result.state.q_global
+        topics = np.asarray(model.expected_topics(q))
+        summary = {"heldout_per_word": result.evals[-1]["heldout_per_word"] if result.evals else None,
+                   "docs_seen": int(result.num_steps) * s,
+                   "docs_per_s": int(result.num_steps) * s / max(result.wall_time, 1e-9)}
+        if true_topics is not None:
+            rec = topic_recovery(true_topics, topics)
+            summary["topic_recovery_mean_cosine"] = float(rec.mean_cosine)
+        if vocab is not None:
+            words = top_words(topics, vocab, n=8)
+            summary["top_words"] = [" ".join(w) for w in words[:10]]
+            with open(os.path.join(out_dir, "topics.txt"), "w") as fh:
+                for k, w in enumerate(words):
+                    fh.write(f"{k:3d}: {' '.join(w)}\n")
+        _plot_heldout(os.path.join(out_dir, "heldout.png"), result.evals)
+        return summary
+
+    return Experiment(alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches)
+
+
+def _plot_heldout(path, evals):
+    if not evals:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
+    y = [e["heldout_per_word"] for e in evals]
+    ax[0].plot([e["wall_time"] for e in evals], y, ".-")
+    ax[0].set_xlabel("wall time (s)")
+    ax[1].plot([e["docs_seen"] for e in evals], y, ".-")
+    ax[1].set_xlabel("documents seen")
+    for a_ in ax:
+        a_.set_ylabel("held-out per-word log predictive")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+_DATA_COMMON = {"test_fraction": 0.1, "max_test_docs": 1000, "eval_batch": 100, "observed_fraction": 0.5}
+
+
+@register_experiment(
+    "lda_synthetic",
+    defaults={"model": dict(_MODEL), "algorithm": dict(_ALG),
+              "data": dict(_DATA_COMMON, num_docs=50000, vocab_size=5000, true_topics=50, true_alpha=0.1,
+                           true_eta=0.02, doc_length_mean=100.0),
+              "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200}},
+    description="online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)")
+def build_synthetic(sections: dict, seed: int) -> Experiment:
+    d = sections["data"]
+    sample = sample_lda_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"], alpha=d["true_alpha"],
+                               eta=d["true_eta"], doc_length_mean=d["doc_length_mean"])
+    train, test = sample.corpus.split_documents(seed, d["test_fraction"])
+    test = test.subset(np.arange(min(test.num_docs, d["max_test_docs"])))
+    return _build(sections, seed, train, test, true_topics=np.asarray(sample.topics))
+
+
+@register_experiment(
+    "lda_corpus",
+    defaults={"model": dict(_MODEL, num_topics=100, alpha=0.01, eta=0.01),
+              "algorithm": dict(_ALG, batch_size=64, tau=1024.0),
+              "data": dict(_DATA_COMMON, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt"),
+              "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100}},
+    description="online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)")
+def build_corpus(sections: dict, seed: int) -> Experiment:
+    d = sections["data"]
+    path = d["path"] if os.path.exists(d["path"]) else shared_data_path(*d["path"].split("/"))
+    vocab = d["vocab"] if d["vocab"] and os.path.exists(d["vocab"]) else (
+        shared_data_path(*d["vocab"].split("/")) if d["vocab"] else None)
+    if path is None:
+        raise ValueError(f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
+    corpus = read_ldac(path, vocab)
+    train, test = corpus.split_documents(seed, d["test_fraction"])
+    test = test.subset(np.arange(min(test.num_docs, d["max_test_docs"])))
+    return _build(sections, seed, train, test, vocab=corpus.vocab)
