@@ -131,3 +131,18 @@ def test_fitted_topics_predict_better_than_the_start():
     truth = perplexity(model, expfam.Dirichlet.from_concentration(1e6 * beta + 1e-3), test_obs, test_held)
     assert float(fitted) < 0.5 * float(start), (fitted, start)
     assert float(fitted) < 1.05 * float(truth), (fitted, truth)
+
+
+def test_corpus_document_completion_equals_one_big_batch():
+    from vijax.data import sample_lda_corpus
+    from vijax.metrics import corpus_document_completion
+
+    sample = sample_lda_corpus(0, 23, 3, 40, alpha=0.3, eta=0.1, doc_length_mean=12)
+    obs, held = sample.corpus.split_tokens(1, 0.5)
+    model = LDA(3, 40)
+    q = model.init_globals(jax.random.PRNGKey(0))
+    whole = document_completion(model, q, obs.batch(np.arange(23)), held.batch(np.arange(23)))
+    parts = corpus_document_completion(model, q, obs, held, batch_docs=5)
+    np.testing.assert_allclose(parts.log_prob, float(whole.log_prob), rtol=1e-6)
+    assert parts.num_tokens == float(whole.num_tokens)
+    assert parts.num_docs + parts.num_skipped == 23

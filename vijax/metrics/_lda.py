@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vijax.types import Array, PRNGKey
 
@@ -88,3 +90,32 @@ def perplexity(model, q_global, batch_observed, batch_heldout, key: PRNGKey | No
     """exp(-per-word held-out log predictive) by document completion (see ``document_completion``)."""
     res = document_completion(model, q_global, batch_observed, batch_heldout, key)
     return jnp.exp(-res.log_prob / res.num_tokens)
+
+
+_jitted_completion = jax.jit(lambda model, q, o, h: document_completion(model, q, o, h), static_argnums=0)
+
+
+def corpus_document_completion(model, q_global, observed, heldout, batch_docs: int = 100) -> DocumentCompletion:
+    """``document_completion`` over whole corpora, ``batch_docs`` documents at a time (so memory
+    is bounded by one such batch); returns the totals as Python numbers.
+
+    Args:
+      model: a hashable topic model (e.g. :class:`vijax.models.LDA`).
+      q_global: the fitted q(beta).
+      observed, heldout: ``vijax.data.Corpus`` objects with the same documents in the same order
+        (e.g. ``test.split_tokens(seed)``).
+      batch_docs: documents per evaluation batch.
+    """
+    if observed.num_docs != heldout.num_docs:
+        raise ValueError(f"observed has {observed.num_docs} documents but heldout has {heldout.num_docs}")
+    if batch_docs < 1:
+        raise ValueError(f"batch_docs must be >= 1, got {batch_docs}")
+    lp = nt = nd = ns = 0.0
+    for start in range(0, observed.num_docs, batch_docs):
+        idx = np.arange(start, min(start + batch_docs, observed.num_docs))
+        r = _jitted_completion(model, q_global, observed.batch(idx, num_rows=batch_docs),
+                               heldout.batch(idx, num_rows=batch_docs))
+        lp, nt = lp + float(r.log_prob), nt + float(r.num_tokens)
+        nd += int(r.num_docs)
+        ns += int(r.num_skipped) - (batch_docs - len(idx))  # padding rows are not documents
+    return DocumentCompletion(lp, nt, int(nd), int(ns))

@@ -10,7 +10,7 @@ import numpy as np
 
 from vijax.data import Minibatcher, read_ldac, sample_lda_corpus, shared_data_path
 from vijax.inference import schedules, svi
-from vijax.metrics import document_completion, top_words, topic_recovery
+from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
 from vijax.run._experiment import Experiment, register_experiment
 
@@ -19,32 +19,23 @@ _MODEL = {"num_topics": 50, "alpha": 0.02, "eta": 0.02, "max_iters": 100, "tol":
 _ALG = {"name": "svi", "local": "meanfield", "batch_size": 256, "tau": 64.0, "kappa": 0.7, "scale": 1.0,
         "ramp": False}
 class _Eval:
-    """Held-out per-word log predictive by document completion, in fixed-size chunks of test
-    documents (so memory is bounded by ``eval_batch`` documents), plus documents/s."""
+    """Held-out per-word log predictive by document completion (``corpus_document_completion``)
+    and documents/s since the last evaluation."""
 
     def __init__(self, model, test, batch_size, eval_batch, seed, observed_fraction):
-        obs, held = test.split_tokens(seed, observed_fraction)
-        n = test.num_docs
-        self.model, self.batch_size = model, batch_size
-        self.chunks = []
-        for i in range(0, n, eval_batch):
-            idx = np.arange(i, min(i + eval_batch, n))
-            self.chunks.append((obs.batch(idx, num_rows=eval_batch), held.batch(idx, num_rows=eval_batch)))
-        self.score = jax.jit(lambda q, o, h: document_completion(model, q, o, h))
+        self.observed, self.heldout = test.split_tokens(seed, observed_fraction)
+        self.model, self.batch_size, self.eval_batch = model, batch_size, eval_batch
         self.last = None
 
     def __call__(self, state) -> dict:
-        lp, nt = 0.0, 0.0
-        for o, h in self.chunks:
-            r = self.score(state.q_global, o, h)
-            lp, nt = lp + float(r.log_prob), nt + float(r.num_tokens)
+        r = corpus_document_completion(self.model, state.q_global, self.observed, self.heldout, self.eval_batch)
         steps = int(state.count)
         now = time.perf_counter()
         rate = None
         if self.last is not None and steps > self.last[0]:
             rate = (steps - self.last[0]) * self.batch_size / (now - self.last[1])
         self.last = (steps, now)
-        out = {"heldout_per_word": lp / max(nt, 1.0), "docs_seen": steps * self.batch_size}
+        out = {"heldout_per_word": r.log_prob / max(r.num_tokens, 1.0), "docs_seen": steps * self.batch_size}
         if rate is not None:
             out["docs_per_s"] = rate
         return out
