@@ -257,19 +257,29 @@ class LDA:
         return jnp.sum(z_terms) - jnp.sum(kl)
 
     def _meanfield(self, logb: Array, n: Array) -> tuple[Array, Array]:
+        """gamma/phi coordinate ascent without forming phi inside the loop (Hoffman et al. 2010):
+        with b_dlk = exp(log b_dlk - max_k log b_dlk) (the shift cancels in phi) and
+        e_dk = exp(E[log theta_dk]), phi_dlk = e_dk b_dlk / z_dl with z_dl = sum_k e_dk b_dlk, so
+
+            gamma_d = alpha + e_d * sum_l (n_dl / z_dl) b_dl,
+
+        two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays."""
         s, _, k = logb.shape
         alpha = self.alpha
+        b = jnp.exp(logb - jnp.max(logb, axis=-1, keepdims=True))  # (S, L, K), max 1 per slot
 
-        def phi_of(gamma):
-            e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
-            return jax.nn.softmax(e_log_theta[:, None, :] + logb, axis=-1)
+        def exp_e_log_theta(gamma):
+            return jnp.exp(digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True)))
 
         def update(gamma):
-            return alpha + jnp.sum(n[..., None] * phi_of(gamma), axis=1)
+            e = exp_e_log_theta(gamma)
+            z = jnp.einsum("slk,sk->sl", b, e)
+            return alpha + e * jnp.einsum("slk,sl->sk", b, n / z)
 
         gamma0 = alpha + jnp.broadcast_to(jnp.sum(n, axis=1, keepdims=True) / k, (s, k))
         gamma = _iterate(update, lambda g: g, gamma0, self.tol, self.max_iters)
-        return gamma, phi_of(gamma)
+        unnorm = b * exp_e_log_theta(gamma)[:, None, :]
+        return gamma, unnorm / jnp.sum(unnorm, axis=-1, keepdims=True)
 
     def _cvb0(self, logb: Array, n: Array) -> Array:
         alpha = self.alpha

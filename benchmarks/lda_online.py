@@ -1,0 +1,219 @@
+"""Online LDA: vijax SVI (each E-step) against scikit-learn's LatentDirichletAllocation
+(``learning_method="online"``) and gensim's LdaModel, on the same corpora in one run.
+
+Every method sees the same training documents in the same minibatches (same K, alpha, eta,
+batch size, kappa = 0.7, tau = 64, at most 100 E-step iterations with tolerance 1e-3). Its topic
+parameters lambda (sklearn ``components_``, gensim ``state.get_lambda()``, vijax's Dirichlet) are
+scored by one and the same held-out measure: per-word log predictive by document completion
+(``vijax.metrics.corpus_document_completion``), at checkpoints outside the timed region.
+Reported: documents/s (training only), held-out score after the same number of documents, and
+held-out score at the same wall time (the last checkpoint at or before the slowest method's... fastest
+method's total time). vijax compiles each padded minibatch shape once before timing (reported).
+
+    python benchmarks/lda_online.py                       # synthetic + wiki_bnpy (if present), S = 256 and 1000
+    python benchmarks/lda_online.py --stream-docs 1000000 # also: SVI streaming a 10^6-doc corpus from disk
+
+Writes ``benchmarks/results/lda_online.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import jax
+import numpy as np
+import scipy.sparse as sp
+
+from vijax.data import Corpus, Minibatcher, bucket_length, read_ldac, sample_lda_corpus, shared_data_path
+from vijax.expfam import Dirichlet
+from vijax.inference import schedules, svi
+from vijax.metrics import corpus_document_completion
+from vijax.models import LDA
+
+KAPPA, TAU, MAX_ITERS, TOL = 0.7, 64.0, 100, 1e-3
+
+
+def _heldout(model, lam, obs, held):
+    r = corpus_document_completion(model, Dirichlet.from_concentration(np.asarray(lam, np.float32)), obs, held, 200)
+    return r.log_prob / r.num_tokens
+
+
+def _batches(train: Corpus, s: int, seed: int, num_batches: int):
+    mb = Minibatcher(train, s, seed, drop_remainder=True)
+    return [mb.step_indices(t) for t in range(num_batches)]
+
+
+def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, checkpoints):
+    model = LDA(k, train.vocab_size, alpha=alpha, eta=eta, max_iters=MAX_ITERS, tol=TOL)
+    alg = svi(model, num_data=train.num_docs, local=local, schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
+    step = jax.jit(alg.step)
+    state = alg.init(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(1)
+    # compile every padded shape up front (bucketed lengths), timed separately
+    t0 = time.perf_counter()
+    for length in sorted({bucket_length(int(train.doc_unique_words[idx].max())) for idx in batches}):
+        b = train.batch(batches[0], length=length)
+        jax.block_until_ready(step(state, b, key))
+    compile_s = time.perf_counter() - t0
+    return _loop(lambda st, idx, t: step(st, train.batch(idx), jax.random.fold_in(key, t))[0], state, batches,
+                 checkpoints, lambda st: _heldout(model, st.q_global.concentration, obs, held),
+                 block=lambda st: jax.block_until_ready(st)) | {"compile_s": compile_s}
+
+
+def run_sklearn(train, obs, held, k, alpha, eta, s, batches, checkpoints, model):
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    x = sp.csr_matrix((np.asarray(train.counts), np.asarray(train.word_ids), np.asarray(train.doc_ptr)),
+                      shape=(train.num_docs, train.vocab_size))
+    lda = LatentDirichletAllocation(n_components=k, doc_topic_prior=alpha, topic_word_prior=eta,
+                                    learning_method="online", learning_decay=KAPPA, learning_offset=TAU,
+                                    batch_size=s, total_samples=train.num_docs, max_doc_update_iter=MAX_ITERS,
+                                    mean_change_tol=TOL, random_state=0)
+
+    def one(st, idx, t):
+        st.partial_fit(x[idx])
+        return st
+
+    return _loop(one, lda, batches, checkpoints, lambda st: _heldout(model, st.components_, obs, held))
+
+
+def run_gensim(train, obs, held, k, alpha, eta, s, batches, checkpoints, model):
+    from gensim.models import LdaModel
+
+    docs = [list(zip(*train.document(d))) for d in range(train.num_docs)]
+    docs = [[(int(w), float(c)) for w, c in doc] for doc in docs]
+    lda = LdaModel(num_topics=k, id2word={i: str(i) for i in range(train.vocab_size)}, chunksize=s, alpha=alpha,
+                   eta=eta, decay=KAPPA, offset=TAU, iterations=MAX_ITERS, gamma_threshold=TOL, eval_every=None,
+                   random_state=0, dtype=np.float64)
+
+    def one(st, idx, t):
+        st.update([docs[i] for i in idx], chunksize=s, decay=KAPPA, offset=TAU, passes=1, update_every=1,
+                  eval_every=None, iterations=MAX_ITERS, gamma_threshold=TOL)
+        return st
+
+    return _loop(one, lda, batches, checkpoints, lambda st: _heldout(model, st.state.get_lambda(), obs, held))
+
+
+def _loop(step, state, batches, checkpoints, score, block=lambda st: None):
+    """Runs the batches, timing only the updates; scores at the checkpoint batch counts."""
+    elapsed, curve = 0.0, []
+    for t, idx in enumerate(batches):
+        t0 = time.perf_counter()
+        state = step(state, idx, t)
+        if t + 1 in checkpoints:
+            block(state)
+        elapsed += time.perf_counter() - t0
+        if t + 1 in checkpoints:
+            curve.append({"batches": t + 1, "time_s": elapsed, "heldout_per_word": float(score(state))})
+    return {"time_s": elapsed, "curve": curve}
+
+
+def _corpora(args):
+    out = []
+    syn = sample_lda_corpus(0, args.synthetic_docs + 1000, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100)
+    train, test = syn.corpus.split_documents(0, 1000 / (args.synthetic_docs + 1000))
+    out.append(("synthetic", train, test))
+    path = shared_data_path("wiki_bnpy", "train.ldac.gz")
+    if path is not None and not args.no_wiki:
+        wiki = read_ldac(path, shared_data_path("wiki_bnpy", "vocab.txt"))
+        train, test = wiki.split_documents(0, 0.1)
+        out.append(("wiki_bnpy", train, test.subset(np.arange(min(500, test.num_docs)))))
+    return out
+
+
+def stream_test(num_docs: int) -> dict:
+    """SVI over a memory-mapped synthetic corpus of ``num_docs`` documents, run in a child process
+    so that its peak resident memory is its own."""
+    code = f"""
+import json, os, resource, tempfile, time, jax
+from vijax.data import Corpus, Minibatcher, write_lda_corpus_npz
+from vijax.inference import schedules, svi
+from vijax.models import LDA
+from vijax.run import run
+d = tempfile.mkdtemp()
+path = os.path.join(d, "corpus.npz")
+t0 = time.perf_counter(); write_lda_corpus_npz(path, 0, {num_docs}, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100)
+write_s = time.perf_counter() - t0
+rss_after_write = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+corpus = Corpus.load_npz(path, mmap=True)
+model = LDA(50, 5000, alpha=0.1, eta=0.02)
+alg = svi(model, num_data=corpus.num_docs, schedule=schedules.robbins_monro(1.0, tau=64.0, kappa=0.7))
+mb = Minibatcher(corpus, 256, 0)
+t0 = time.perf_counter()
+res = run(alg, jax.random.PRNGKey(0), host_batches=mb.host_batches, num_steps=200, chunk_size=20, progress=False)
+print(json.dumps(dict(num_docs=corpus.num_docs, file_mb=os.path.getsize(path) / 2**20, write_s=write_s,
+    run_s=time.perf_counter() - t0, steps=200, batch_size=256, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    rss_after_write_mb=rss_after_write / 1024)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--synthetic-docs", type=int, default=20000)
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 1000])
+    p.add_argument("--k", type=int, default=50)
+    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--eta", type=float, default=0.02)
+    p.add_argument("--locals", nargs="+", default=["meanfield", "cvb0", "gibbs"])
+    p.add_argument("--gibbs-docs", type=int, default=4000, help="documents for the (slow) Gibbs E-step")
+    p.add_argument("--peers", nargs="+", default=["sklearn", "gensim"])
+    p.add_argument("--no-wiki", action="store_true")
+    p.add_argument("--stream-docs", type=int, default=0)
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
+    args = p.parse_args(argv)
+    warnings.simplefilter("ignore")
+    rows = []
+    print(f"{'corpus':>10} {'S':>5} {'method':>16} | {'docs':>6} {'docs/s':>8} | held-out/word at end | at equal time")
+    for name, train, test in _corpora(args):
+        obs, held = test.split_tokens(1, 0.5)
+        model = LDA(args.k, train.vocab_size, alpha=args.alpha, eta=args.eta, max_iters=MAX_ITERS, tol=TOL)
+        for s in args.batch_sizes:
+            group = []
+            for method in [f"vijax-{l}" for l in args.locals] + args.peers:
+                docs = args.gibbs_docs if method == "vijax-gibbs" else train.num_docs
+                n_batches = max(1, min(docs, train.num_docs) // s)
+                batches = _batches(train, s, 0, n_batches)
+                checkpoints = set(np.unique(np.linspace(1, n_batches, 6).round().astype(int)).tolist())
+                common = (train, obs, held, args.k, args.alpha, args.eta, s, batches)
+                if method.startswith("vijax-"):
+                    r = run_vijax(*common, method.split("-", 1)[1], checkpoints)
+                elif method == "sklearn":
+                    r = run_sklearn(*common, checkpoints, model)
+                else:
+                    r = run_gensim(*common, checkpoints, model)
+                r.update(corpus=name, batch_size=s, method=method, docs=n_batches * s,
+                         docs_per_s=n_batches * s / r["time_s"], heldout_end=r["curve"][-1]["heldout_per_word"])
+                group.append(r)
+            t_equal = min(r["time_s"] for r in group if r["method"] != "vijax-gibbs")
+            for r in group:
+                before = [c for c in r["curve"] if c["time_s"] <= t_equal + 1e-9]
+                r["heldout_at_equal_time"] = before[-1]["heldout_per_word"] if before else None
+                r["equal_time_s"] = t_equal
+                eq = "   n/a" if r["heldout_at_equal_time"] is None else f"{r['heldout_at_equal_time']:8.4f}"
+                print(f"{name:>10} {s:>5} {r['method']:>16} | {r['docs']:>6} {r['docs_per_s']:8.0f} | "
+                      f"{r['heldout_end']:8.4f}             | {eq} (t = {t_equal:.1f} s)", flush=True)
+            rows += group
+    stream = stream_test(args.stream_docs) if args.stream_docs else None
+    if stream:
+        print(f"streaming: {stream['num_docs']} docs, {stream['file_mb']:.0f} MiB on disk, "
+              f"{stream['steps']} SVI steps of {stream['batch_size']} in {stream['run_s']:.1f} s, "
+              f"peak RSS {stream['peak_rss_mb']:.0f} MiB")
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax": jax.__version__}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump({"machine": machine, "rows": rows, "stream": stream}, fh, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
