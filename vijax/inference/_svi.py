@@ -12,6 +12,24 @@ through the shared domain-guarded interpolation. ``N_t = N``, or with ``ramp=Tru
 minibatches from being weighted as if they were the whole data set.
 
 The batch size S is the leading dimension of the first leaf of ``batch`` (static under jit).
+
+Hyperparameter updates (seed 000 §2.6; Hoffman et al. 2010). With ``hyper_step`` set, the model's
+scalar hyperparameters h (``model.hyperparameters()``, e.g. LDA's alpha and eta) live in the state
+and take one step per minibatch on L(h) = ``model.hyper_objective(h, q, locals, N_t / S)``, the
+minibatch estimate of the ELBO's h-dependent terms at the new q(beta) and the batch's locals.
+Each h is updated on its own by a damped Newton step, taken in log h so that it stays positive::
+
+    g = dL/dh,   c = -d2L/dh2,   log h <- log h + clip(rho_t * hyper_step * g / (c h), -1, 1).
+
+g / (c h) is the Newton step Delta h = -g / (d2L/dh2) of online LDA (h <- h + rho_t Delta h)
+expressed in log h (Delta log h = Delta h / h to first order), so both have the same fixed
+points, g = 0, and the same local rate. It is scale-free: N / S multiplies g and c alike, and for
+a hyperparameter that is a natural parameter of the prior (alpha and eta are: Dirichlet(h 1) has
+natural parameter h - 1), c is the priors' Fisher information and g / (c h) is exactly the
+natural gradient of L in log h (gradient h g, Fisher information h^2 c). The clip bounds one update to a factor e, which keeps the first steps (far
+from the optimum, where the Newton step overshoots) finite. Where c <= 0 (L not concave in h
+there) or a derivative is not finite, h is left unchanged for that step. g and c come from
+``jax.grad`` and the diagonal of ``jax.hessian`` of ``hyper_objective``.
 """
 from __future__ import annotations
 
@@ -19,6 +37,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vijax import expfam
 from vijax.inference import _natgrad
@@ -31,12 +50,14 @@ from vijax.types import Array, PRNGKey, PyTree, Schedule
 class SVIState(NamedTuple):
     q_global: PyTree  # pytree of families, natural parameters lambda
     count: Array  # int32 scalar; drives rho_t and the ramp
+    hyper: PyTree = None  # with hyper_step: dict name -> scalar array; None (no leaves) otherwise
 
 
 class SVIInfo(NamedTuple):
-    elbo: Array  # minibatch estimate of the ELBO at the pre-update q, scaled to N
+    elbo: Array  # minibatch estimate of the ELBO at the pre-update q (and hyper), scaled to N
     step_size: Array  # rho_t
     num_damped: Array  # batch elements whose update was pulled back into the domain
+    hyper: PyTree = None  # with hyper_step: the hyperparameters after this step; None otherwise
 
 
 def batch_size(batch: PyTree) -> int:
@@ -47,19 +68,59 @@ def batch_size(batch: PyTree) -> int:
     return leaves[0].shape[0]
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, model) -> SVIState:
+def init(key: PRNGKey, batch: PyTree = None, *, model, learn_hyper: bool = False) -> SVIState:
+    """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds
+    ``model.hyperparameters()`` as scalar arrays of q's float dtype."""
     if batch is not None:
         model.check_data(batch)
-    return SVIState(model.init_globals(key, batch), jnp.zeros((), jnp.int32))
+    q0 = model.init_globals(key, batch)
+    hyper = None
+    if learn_hyper:
+        dt = jax.tree_util.tree_leaves(q0)[0].dtype
+        hyper = {name: jnp.asarray(value, dt) for name, value in model.hyperparameters().items()}
+    return SVIState(q0, jnp.zeros((), jnp.int32), hyper)
+
+
+def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_step: float = 1.0) -> dict:
+    """One damped Newton step per scalar hyperparameter, in log space (see the module docstring)::
+
+        log h <- log h + clip(rho * hyper_step * g / (c h), -max_log_step, max_log_step),
+
+    g = d objective / dh, c = -d2 objective / dh2 (the Hessian's diagonal). h is kept where c <= 0
+    or g, c are not finite.
+
+    Args:
+      objective: ``hyper -> scalar``, differentiable, e.g. ``model.hyper_objective`` with the
+        variational parameters bound.
+      hyper: dict name -> positive scalar array.
+      rho: the step size rho_t.
+      hyper_step: multiplier of the Newton step (1 = the full damped step of online LDA).
+      max_log_step: the largest change of log h in one step.
+
+    Returns:
+      The updated dict.
+    """
+    grad = jax.grad(objective)(hyper)
+    hess = jax.hessian(objective)(hyper)
+    new = {}
+    for name, h in hyper.items():
+        g, c = grad[name], -hess[name][name]
+        ok = (c > 0) & jnp.isfinite(g) & jnp.isfinite(c)
+        delta = rho * hyper_step * g / jnp.where(ok, c * h, 1.0)
+        delta = jnp.where(ok, jnp.clip(delta, -max_log_step, max_log_step), 0.0)
+        new[name] = (h * jnp.exp(delta)).astype(h.dtype)
+    return new
 
 
 def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, schedule: Schedule,
-         local: str = "meanfield", ramp: bool = False):
-    """One natural-gradient step on a minibatch."""
+         local: str = "meanfield", ramp: bool = False, hyper_step: float | None = None):
+    """One natural-gradient step on a minibatch; with ``hyper_step``, then one hyperparameter step."""
     s = batch_size(batch)
     rho = schedule(state.count)
-    prior = model.prior()
-    loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local)
+    hyper = state.hyper if hyper_step is not None else None
+    kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
+    prior = model.prior(**kw)
+    loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
     full = num_data / s
     if ramp:
         n_t = jnp.minimum((state.count.astype(jnp.float32) + 1.0) * s, float(num_data))
@@ -69,11 +130,14 @@ def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, 
     target = jax.tree_util.tree_map(lambda e, st: e + scale * st, expfam.tree_natural_params(prior), loc.suff_stats)
     q_new, num_damped = _natgrad.interpolate(state.q_global, target, rho)
     elbo = conjugate_elbo(prior, state.q_global, loc, scale=full)
-    return SVIState(q_new, safe_increment(state.count)), SVIInfo(elbo, jnp.asarray(rho), num_damped)
+    if hyper is None:
+        return SVIState(q_new, safe_increment(state.count), state.hyper), SVIInfo(elbo, jnp.asarray(rho), num_damped)
+    hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, scale), hyper, rho, hyper_step)
+    return SVIState(q_new, safe_increment(state.count), hyper), SVIInfo(elbo, jnp.asarray(rho), num_damped, hyper)
 
 
 def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, local: str = "meanfield",
-                     ramp: bool = False) -> VIAlgorithm:
+                     ramp: bool = False, hyper_step: float | None = None) -> VIAlgorithm:
     """Natural-gradient SVI for a conditionally conjugate ``model``.
 
     Args:
@@ -82,6 +146,13 @@ def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, 
       schedule: ``count -> rho``; default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
       local: the local-step method (``model.local_methods``).
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
+      hyper_step: if set (> 0), also learn the model's hyperparameters: ``SVIState.hyper`` starts
+        at ``model.hyperparameters()``, every step ends with the damped log-space Newton step of
+        the module docstring (scaled by ``rho_t * hyper_step``; 1.0 is online LDA's rule) and
+        ``SVIInfo.hyper`` reports the values after it (trace columns ``"hyper.<name>"`` in
+        ``vijax.run``). The model must offer ``hyperparameters()``, ``hyper_objective`` and a
+        ``hyper`` argument to ``prior`` and ``local_step``. None (default): hyperparameters
+        fixed, ``hyper`` fields None.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -90,17 +161,41 @@ def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, 
         >>> alg = svi(UnivariateGMM(num_components=2), num_data=1000)
         >>> state = alg.init(jax.random.PRNGKey(0), x)
         >>> state, info = jax.jit(alg.step)(state, x[::10], jax.random.PRNGKey(1))
+
+        Learning LDA's alpha and eta along the way:
+
+        >>> from vijax.data import sample_lda_corpus
+        >>> from vijax.models import LDA
+        >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30, alpha=0.1).corpus
+        >>> batch = docs.batch(range(40))
+        >>> alg = svi(LDA(3, 30, alpha=1.0, eta=0.5), num_data=40, hyper_step=1.0)
+        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), batch, jax.random.PRNGKey(1))
+        >>> sorted(info.hyper), bool(info.hyper["alpha"] < 1.0)
+        (['alpha', 'eta'], True)
+
+    Raises:
+      ValueError: for ``num_data`` < 1, a ``local`` method the model lacks, ``hyper_step`` <= 0 or
+        a ``hyper_step`` for a model without ``hyperparameters``.
     """
     if isinstance(num_data, bool) or not isinstance(num_data, int) or num_data < 1:
         raise ValueError(f"num_data must be an integer >= 1, got {num_data!r}")
     if local not in getattr(model, "local_methods", ()):
         raise ValueError(f"local={local!r} is not offered by {type(model).__name__}; "
                          f"choose one of {getattr(model, 'local_methods', ())}")
+    if hyper_step is not None:
+        if isinstance(hyper_step, bool) or not isinstance(hyper_step, (int, float)) \
+                or not np.isfinite(hyper_step) or hyper_step <= 0:
+            raise ValueError(f"hyper_step must be a finite number > 0 (or None), got {hyper_step!r}")
+        missing = [m for m in ("hyperparameters", "hyper_objective") if not callable(getattr(model, m, None))]
+        if missing:
+            raise ValueError(f"hyper_step needs a model with hyperparameters; {type(model).__name__} "
+                             f"does not offer {' and '.join(missing)}()")
+        hyper_step = float(hyper_step)
     schedule = schedule if schedule is not None else robbins_monro(1.0, tau=1.0, kappa=0.7)
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model),
+        init=lambda key, batch=None: init(key, batch, model=model, learn_hyper=hyper_step is not None),
         step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data,
-                                            schedule=schedule, local=local, ramp=ramp))
+                                            schedule=schedule, local=local, ramp=ramp, hyper_step=hyper_step))
 
 
 svi = as_top_level_api

@@ -41,7 +41,22 @@ class LocalResult(NamedTuple):
 
 @runtime_checkable
 class ConditionallyConjugateModel(Protocol):
-    """What CAVI, SVI and SSVI need from a model."""
+    """What CAVI, SVI and SSVI need from a model.
+
+    Optional, for hyperparameter updates (``svi(..., hyper_step=...)``; seed 000 §2.6): a model
+    with positive scalar hyperparameters h (LDA's alpha and eta) may also offer
+
+    - ``hyperparameters() -> dict[str, float]``: their fixed values, the start of the updates;
+    - a keyword ``hyper`` (a dict of scalar arrays, possibly traced; None = the fixed values) to
+      ``prior(hyper=None)`` and ``local_step(globals_view, batch, key, method, hyper=None)``;
+    - ``hyper_objective(hyper, q_global, local, scale) -> scalar``: the terms of the ELBO that
+      depend on h, with q(beta) and the locals of ``local`` held fixed, the batch's terms
+      multiplied by ``scale`` (N / S), differentiable in ``hyper`` by ``jax.grad``. SVI takes
+      damped Newton steps on it and needs it concave in each h (true of any h that is a natural
+      parameter of the prior, whose second derivative is minus the prior's Fisher information).
+
+    Models without hyperparameters (the GMMs) offer none of these and are called without ``hyper``.
+    """
 
     local_methods: tuple[str, ...]
 

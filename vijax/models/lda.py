@@ -24,6 +24,13 @@ steps only ever use it as "log-topic" weights ``b_kw = exp(view_kw)``; for E_q[l
 the geometric means exp(E_q[log beta_kw]), unnormalized, as in the mean-field update of Blei et
 al. (2003) and the Gibbs E-step of Mimno et al. (2012).
 
+The concentrations alpha and eta are the model's hyperparameters (seed 000 §2.6):
+:meth:`LDA.hyperparameters` gives their fixed values, ``prior``, ``local_step`` and
+``log_predictive`` accept a ``hyper`` dict of (possibly traced) scalar arrays overriding them, and
+:meth:`LDA.hyper_objective` is the part of the ELBO that depends on them, so that
+``vijax.inference.svi(..., hyper_step=...)`` can update them by damped Newton steps as in online
+LDA (Hoffman et al. 2010, where alpha and eta take steps alpha <- alpha - rho_t H^-1 g).
+
 References:
   Blei, Ng and Jordan (2003). Latent Dirichlet allocation. JMLR 3.
   Hoffman, Blei and Bach (2010). Online learning for latent Dirichlet allocation. NIPS.
@@ -40,7 +47,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import digamma
+from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
 from vijax.models._base import LocalResult, check_method, entropy_of_probs
@@ -121,10 +128,19 @@ class LDA:
       init_scale: scale of the random initial lambda (> 0), see :meth:`init_globals`.
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
 
+    ``alpha`` and ``eta`` are the defaults of the ``hyper`` argument of ``prior``, ``local_step``
+    and ``log_predictive``: a dict ``{"alpha": a, "eta": e}`` (either key may be left out) of
+    scalars, traced or not, used instead. They enter the compiled local step as array arguments,
+    so new values never re-compile it and the model stays hashable.
+
     Examples:
         >>> model = LDA(num_topics=3, vocab_size=10, alpha=0.1, eta=0.01)
         >>> model.prior().batch_shape
         (3,)
+        >>> model.hyperparameters()
+        {'alpha': 0.1, 'eta': 0.01}
+        >>> float(model.prior(hyper={"eta": 0.5}).concentration[0, 0])
+        0.5
     """
 
     num_topics: int
@@ -172,11 +188,75 @@ class LDA:
             if not ok:
                 raise ValueError(f"dtype must be a float dtype, got {self.dtype!r}")
 
+    # ------------------------------------------------------------------------------ hyperparameters
+    def hyperparameters(self) -> dict[str, float]:
+        """The fixed values of the hyperparameters, ``{"alpha": alpha, "eta": eta}``: the defaults
+        of every ``hyper`` argument and the starting point of their updates by SVI."""
+        return {"alpha": self.alpha, "eta": self.eta}
+
+    def _resolve_hyper(self, hyper, dtype) -> tuple[Array, Array]:
+        """(alpha, eta) as scalar arrays of ``dtype``: from ``hyper`` where given, else the fields."""
+        hyper = {} if hyper is None else hyper
+        unknown = set(hyper) - {"alpha", "eta"}
+        if unknown:
+            raise ValueError(f"hyper may only hold 'alpha' and 'eta', got {sorted(unknown)}")
+        out = []
+        for name in ("alpha", "eta"):
+            value = hyper.get(name, getattr(self, name))
+            if jnp.ndim(value) != 0:
+                raise ValueError(f"hyper[{name!r}] must be a scalar (LDA's priors are symmetric), "
+                                 f"got shape {jnp.shape(value)}")
+            out.append(jnp.asarray(value, dtype))
+        return out[0], out[1]
+
+    def hyper_objective(self, hyper: dict, q_global: expfam.Dirichlet, local: LocalResult, scale=1.0) -> Array:
+        """The terms of the ELBO that depend on (alpha, eta), with the local and global
+        variational parameters held fixed (Blei et al. 2003, eq. 15; Hoffman et al. 2010)::
+
+            L(alpha, eta) = scale * L_alpha + L_eta,
+            L_alpha = sum_{d in batch} [ lgamma(K alpha) - K lgamma(alpha) + (alpha - 1) T_d ],
+            L_eta   = sum_k [ lgamma(V eta) - V lgamma(eta) + (eta - 1) U_k ],
+
+        with T_d = sum_k E_q[log theta_dk] = sum_k psi(gamma_dk) - K psi(sum_j gamma_dj) and
+        U_k = sum_v E_q[log beta_kv] = sum_v psi(lambda_kv) - V psi(sum_v lambda_kv). They are
+        E_q[log p(theta_d | alpha)] and E_q[log p(beta_k | eta)]; every other ELBO term is free of
+        the hyperparameters once gamma, phi and lambda are fixed. ``scale`` = N / S makes the
+        batch's sum an estimate of the corpus's. Each prior is an exponential family in its
+        hyperparameter (natural parameter h - 1, statistic T), so the derivatives are closed-form::
+
+            dL/dalpha   = scale * sum_d [ K psi(K alpha) - K psi(alpha) + T_d ],
+            d2L/dalpha2 = scale * S_batch * [ K^2 psi'(K alpha) - K psi'(alpha) ]   (< 0 for K > 1),
+            dL/deta     = sum_k [ V psi(V eta) - V psi(eta) + U_k ],
+            d2L/deta2   = K [ V^2 psi'(V eta) - V psi'(eta) ]                        (< 0 for V > 1),
+
+        the second derivatives being minus the Fisher information of the priors: L is concave in
+        each hyperparameter. Differentiable in ``hyper`` (a dict with ``"alpha"`` and/or ``"eta"``;
+        a missing one is the model's fixed value).
+
+        Args:
+          hyper: ``{"alpha": scalar, "eta": scalar}``.
+          q_global: q(beta), ``Dirichlet`` with concentration lambda (K, V).
+          local: a :class:`LocalResult` of ``local_step``; its ``local_params`` are gamma (S, K).
+          scale: weight of the batch's documents, N / S for an unbiased corpus estimate.
+
+        Returns:
+          The scalar L(alpha, eta).
+        """
+        gamma = local.local_params
+        k, v = self.num_topics, self.vocab_size
+        alpha, eta = self._resolve_hyper(hyper, gamma.dtype)
+        (e_log_beta,) = q_global.mean_params()  # (K, V)
+        t_docs = jnp.sum(digamma(gamma), axis=-1) - k * digamma(jnp.sum(gamma, axis=-1))  # (S,)
+        l_alpha = jnp.sum(gammaln(k * alpha) - k * gammaln(alpha) + (alpha - 1.0) * t_docs)
+        l_eta = k * (gammaln(v * eta) - v * gammaln(eta)) + (eta - 1.0) * jnp.sum(e_log_beta)
+        return scale * l_alpha + l_eta
+
     # ------------------------------------------------------------------------------ globals
-    def prior(self) -> expfam.Dirichlet:
-        """p(beta): K independent Dirichlet(eta 1_V), batch shape (K,)."""
+    def prior(self, hyper: dict | None = None) -> expfam.Dirichlet:
+        """p(beta): K independent Dirichlet(eta 1_V), batch shape (K,); eta from ``hyper`` if given."""
         dt = _float(self.dtype)
-        return expfam.Dirichlet.from_concentration(jnp.full((self.num_topics, self.vocab_size), self.eta, dt))
+        _, eta = self._resolve_hyper(hyper, dt)
+        return expfam.Dirichlet.from_concentration(jnp.broadcast_to(eta, (self.num_topics, self.vocab_size)))
 
     def init_globals(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
         """The random start of online LDA (Hoffman et al. 2010): lambda_kv = init_scale * g_kv with
@@ -223,7 +303,8 @@ class LDA:
             raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
 
     # ------------------------------------------------------------------------------ local steps
-    def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
+    def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield",
+                   hyper: dict | None = None) -> LocalResult:
         """The local step ``method`` of ``local_methods`` for the batch; see the class docstring.
 
         Args:
@@ -231,6 +312,8 @@ class LDA:
           batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L).
           key: PRNG key; required by ``"gibbs"``, ignored by the deterministic methods.
           method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
+          hyper: optional ``{"alpha": scalar}`` (traced or not) replacing the model's alpha; an
+            ``"eta"`` entry is allowed and ignored (eta does not enter the local step).
 
         Returns:
           LocalResult(suff_stats=(c,) (K, V), local_terms scalar, local_params=gamma (S, K)).
@@ -245,18 +328,20 @@ class LDA:
             raise ValueError(f"word_ids and counts must both be (S, L) with S >= 1, got {ids.shape} and {counts.shape}")
         if method == "gibbs" and key is None:
             raise ValueError("local_step(method='gibbs') needs a PRNG key")
-        return _local_step(self, method, jnp.asarray(log_beta), jnp.asarray(ids), jnp.asarray(counts), key)
+        log_beta = jnp.asarray(log_beta)
+        alpha, _ = self._resolve_hyper(hyper, log_beta.dtype)
+        return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
 
-    def _local_terms(self, gamma: Array, phi: Array, n: Array) -> Array:
+    def _local_terms(self, gamma: Array, phi: Array, n: Array, alpha: Array) -> Array:
         """sum_d -KL(Dir(gamma_d) || Dir(alpha)) + sum_dw n_dw (sum_k phi_dwk E[log theta_dk] + H[phi_dw])."""
         e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
         q_theta = expfam.Dirichlet.from_natural((gamma - 1.0,))
-        p_theta = expfam.Dirichlet.from_natural((jnp.full_like(gamma, self.alpha - 1.0),))
+        p_theta = expfam.Dirichlet.from_natural((jnp.broadcast_to(alpha - 1.0, gamma.shape),))
         kl = q_theta.kl(p_theta)  # (S,)
         z_terms = n * (jnp.sum(phi * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(phi))  # (S, L)
         return jnp.sum(z_terms) - jnp.sum(kl)
 
-    def _meanfield(self, logb: Array, n: Array) -> tuple[Array, Array]:
+    def _meanfield(self, logb: Array, n: Array, alpha: Array) -> tuple[Array, Array]:
         """gamma/phi coordinate ascent without forming phi inside the loop (Hoffman et al. 2010):
         with b_dlk = exp(log b_dlk - max_k log b_dlk) (the shift cancels in phi) and
         e_dk = exp(E[log theta_dk]), phi_dlk = e_dk b_dlk / z_dl with z_dl = sum_k e_dk b_dlk, so
@@ -265,7 +350,6 @@ class LDA:
 
         two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays."""
         s, _, k = logb.shape
-        alpha = self.alpha
         b = jnp.exp(logb - jnp.max(logb, axis=-1, keepdims=True))  # (S, L, K), max 1 per slot
 
         def exp_e_log_theta(gamma):
@@ -281,8 +365,7 @@ class LDA:
         unnorm = b * exp_e_log_theta(gamma)[:, None, :]
         return gamma, unnorm / jnp.sum(unnorm, axis=-1, keepdims=True)
 
-    def _cvb0(self, logb: Array, n: Array) -> Array:
-        alpha = self.alpha
+    def _cvb0(self, logb: Array, n: Array, alpha: Array) -> Array:
         present = (n > 0).astype(logb.dtype)[..., None]  # a padding slot has no own token to remove
 
         def topic_counts(g):
@@ -294,7 +377,7 @@ class LDA:
 
         return _iterate(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
 
-    def _gibbs(self, logb: Array, n: Array, key: PRNGKey) -> Array:
+    def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
         """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
         topic counts (S, L, K) over the kept sweeps.
 
@@ -321,7 +404,6 @@ class LDA:
         uses the key ``fold_in(key, d)`` (so appending documents leaves the others' draws
         unchanged), sweep s ``fold_in(., s)`` and token t ``fold_in(., t)`` split in two.
         """
-        alpha = self.alpha
         s, num_slots, k = logb.shape
         sweeps, burn_in = self.gibbs_sweeps, self.gibbs_burn_in
         dt = logb.dtype
@@ -366,7 +448,8 @@ class LDA:
         return jax.vmap(one_document)(logb, n_int, keys)
 
     # ------------------------------------------------------------------------------ prediction
-    def log_predictive(self, q_global: expfam.Dirichlet, batch_observed, batch_heldout) -> Array:
+    def log_predictive(self, q_global: expfam.Dirichlet, batch_observed, batch_heldout,
+                       hyper: dict | None = None) -> Array:
         """Per-document held-out log probability by document completion (Hoffman et al. 2013, §4):
         fit gamma_d on the observed words with the mean-field local step at beta = E_q[beta]
         (view log E_q[beta]), then score each held-out word w with the plug-in predictive
@@ -374,13 +457,14 @@ class LDA:
             log p(w | observed) ≈ log sum_k E[theta_dk] E_q[beta_kw],   E[theta_d] = gamma_d / sum gamma_d,
 
         Returns sum_w n_dw^{heldout} log p(w | observed), shape (S,). Both batches hold the same S
-        documents (their padded lengths L may differ).
+        documents (their padded lengths L may differ). ``hyper`` (e.g. ``SVIState.hyper``) replaces
+        the model's alpha in the fit of gamma_d, as in :meth:`local_step`.
         """
         if batch_observed.word_ids.shape[0] != batch_heldout.word_ids.shape[0]:
             raise ValueError("batch_observed and batch_heldout must hold the same number of documents, got "
                              f"{batch_observed.word_ids.shape[0]} and {batch_heldout.word_ids.shape[0]}")
         topics = self.expected_topics(q_global)
-        gamma = self.local_step((jnp.log(topics),), batch_observed, None, method="meanfield").local_params
+        gamma = self.local_step((jnp.log(topics),), batch_observed, None, method="meanfield", hyper=hyper).local_params
         e_theta = gamma / jnp.sum(gamma, axis=-1, keepdims=True)
         held_topics = jnp.take(topics.T, batch_heldout.word_ids, axis=0)  # (S, L, K)
         p = jnp.sum(held_topics * e_theta[:, None, :], axis=-1)
@@ -389,25 +473,27 @@ class LDA:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Array, key) -> LocalResult:
+def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Array, key, alpha: Array) -> LocalResult:
     """The body of ``LDA.local_step``, compiled once per (model, method, shapes) so that eager
-    calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined."""
+    calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined.
+    ``alpha`` is an array argument (not the static model's field), so it may be traced."""
     dt = log_beta.dtype
+    alpha = alpha.astype(dt)
     n = jnp.asarray(counts).astype(dt)
     # log b_{k, w_dl}, (S, L, K); floored so that a sampled beta with exact zeros (log = -inf)
     # gives zero weight instead of NaN (a word with zero weight under every topic is spread evenly).
     logb = jnp.maximum(jnp.take(log_beta.T, ids, axis=0), 0.5 * jnp.finfo(dt).min)
     if method == "meanfield":
-        gamma, phi = model._meanfield(logb, n)
+        gamma, phi = model._meanfield(logb, n, alpha)
     elif method == "cvb0":
-        phi = model._cvb0(logb, n)
-        gamma = model.alpha + jnp.sum(n[..., None] * phi, axis=1)
+        phi = model._cvb0(logb, n, alpha)
+        gamma = alpha + jnp.sum(n[..., None] * phi, axis=1)
     else:
-        expected = model._gibbs(logb, n, key)  # (S, L, K) expected token counts per slot
-        gamma = model.alpha + jnp.sum(expected, axis=1)
+        expected = model._gibbs(logb, n, key, alpha)  # (S, L, K) expected token counts per slot
+        gamma = alpha + jnp.sum(expected, axis=1)
         phi = expected / jnp.maximum(n, 1.0)[..., None]
     stats = _scatter_counts(n[..., None] * phi, ids, model.vocab_size)
-    return LocalResult((stats,), model._local_terms(gamma, phi, n), gamma)
+    return LocalResult((stats,), model._local_terms(gamma, phi, n, alpha), gamma)
 
 
 def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
