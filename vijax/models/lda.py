@@ -348,20 +348,37 @@ class LDA:
 
             gamma_d = alpha + e_d * sum_l (n_dl / z_dl) b_dl,
 
-        two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays."""
-        s, _, k = logb.shape
+        two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays.
+
+        Documents run in blocks of ``_MF_BLOCK``, one block after another, each block iterating
+        until *its* documents meet the tolerance: per-document iteration counts are heavy-tailed
+        (on a 256-document minibatch the mean is about 25 and the maximum 100), so a block stops
+        long before the slowest document of the whole batch would, and its (block, L, K) slice of
+        b stays in cache. A document's fixed point does not depend on the blocking."""
+        s, l, k = logb.shape
         b = jnp.exp(logb - jnp.max(logb, axis=-1, keepdims=True))  # (S, L, K), max 1 per slot
 
         def exp_e_log_theta(gamma):
             return jnp.exp(digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True)))
 
-        def update(gamma):
-            e = exp_e_log_theta(gamma)
-            z = jnp.einsum("slk,sk->sl", b, e)
-            return alpha + e * jnp.einsum("slk,sl->sk", b, n / z)
+        def fit_block(args):
+            bb, nb = args
 
-        gamma0 = alpha + jnp.broadcast_to(jnp.sum(n, axis=1, keepdims=True) / k, (s, k))
-        gamma = _iterate(update, lambda g: g, gamma0, self.tol, self.max_iters)
+            def update(gamma):
+                e = exp_e_log_theta(gamma)
+                z = jnp.einsum("slk,sk->sl", bb, e)
+                return alpha + e * jnp.einsum("slk,sl->sk", bb, nb / z)
+
+            gamma0 = alpha + jnp.broadcast_to(jnp.sum(nb, axis=1, keepdims=True) / k, (nb.shape[0], k))
+            return _iterate(update, lambda g: g, gamma0, self.tol, self.max_iters)
+
+        block = min(_MF_BLOCK, s)
+        pad = (-s) % block  # empty documents (n = 0) converge at once
+        bp = jnp.pad(b, ((0, pad), (0, 0), (0, 0)), constant_values=1.0)
+        np_ = jnp.pad(n, ((0, pad), (0, 0)))
+        nblocks = (s + pad) // block
+        gamma = jax.lax.map(fit_block, (bp.reshape(nblocks, block, l, k), np_.reshape(nblocks, block, l)))
+        gamma = gamma.reshape(s + pad, k)[:s]
         unnorm = b * exp_e_log_theta(gamma)[:, None, :]
         return gamma, unnorm / jnp.sum(unnorm, axis=-1, keepdims=True)
 
@@ -471,6 +488,8 @@ class LDA:
         n = jnp.asarray(batch_heldout.counts).astype(p.dtype)
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
 
+
+_MF_BLOCK = 4  # documents per block of the mean-field E-step (see LDA._meanfield)
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Array, key, alpha: Array) -> LocalResult:
