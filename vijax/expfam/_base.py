@@ -73,13 +73,13 @@ class AbstractExpFamily(abc.ABC):
     def sufficient_stats(self, x: Array) -> Params:
         """t(x); ``x`` has shape ``sample_shape + batch_shape + event_shape``."""
 
-    @abc.abstractmethod
     def log_base_measure(self, x: Array) -> Array:
-        """log h(x)."""
+        """log h(x). Default: h = 1 (families with another base measure override this)."""
+        return jnp.zeros(jnp.shape(x)[: jnp.ndim(x) - self._sample_ndims], self.dtype)
 
-    @abc.abstractmethod
     def expected_log_base_measure(self) -> Array:
-        """E_q[log h(x)], with the batch shape (used by the generic entropy)."""
+        """E_q[log h(x)], with the batch shape (used by the generic entropy). Default: h = 1."""
+        return jnp.zeros(self.batch_shape, self.dtype)
 
     @abc.abstractmethod
     def sample(self, key: PRNGKey, shape: Sequence[int] = ()) -> Array:

@@ -75,12 +75,6 @@ class Bernoulli(AbstractExpFamily):
     def sufficient_stats(self, x):
         return (jnp.asarray(x).astype(self.dtype),)
 
-    def log_base_measure(self, x):
-        return jnp.zeros(jnp.shape(x), self.dtype)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         """Draws 0./1. of shape ``shape + batch_shape`` (not reparameterizable)."""
         shape = tuple(shape) + self.batch_shape

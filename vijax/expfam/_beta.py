@@ -83,12 +83,6 @@ class Beta(AbstractExpFamily):
     def sufficient_stats(self, x):
         return jnp.log(x), jnp.log1p(-x)
 
-    def log_base_measure(self, x):
-        return jnp.zeros_like(x)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         """Reparameterized draws (implicit gradients through ``jax.random.beta``)."""
         shape = tuple(shape) + self.batch_shape

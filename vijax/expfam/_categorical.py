@@ -103,12 +103,6 @@ class Categorical(AbstractExpFamily):
     def sufficient_stats(self, x):
         return (jax.nn.one_hot(x, self.num_categories, dtype=self.dtype),)
 
-    def log_base_measure(self, x):
-        return jnp.zeros(jnp.shape(x), self.dtype)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         """int32 draws of shape ``shape + batch_shape`` (Gumbel-max; not reparameterizable)."""
         shape = tuple(shape) + self.batch_shape

@@ -66,12 +66,6 @@ class Dirichlet(AbstractExpFamily):
     def sufficient_stats(self, x):
         return (jnp.log(x),)
 
-    def log_base_measure(self, x):
-        return jnp.zeros(x.shape[:-1], x.dtype)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         shape = tuple(shape) + self.batch_shape
         return jax.random.dirichlet(key, self.concentration, shape, dtype=self.dtype)

@@ -64,12 +64,6 @@ class Gamma(AbstractExpFamily):
     def sufficient_stats(self, x):
         return jnp.log(x), x
 
-    def log_base_measure(self, x):
-        return jnp.zeros_like(x)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         shape = tuple(shape) + self.batch_shape
         a = jnp.broadcast_to(self.concentration, shape)

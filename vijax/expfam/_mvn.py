@@ -196,12 +196,6 @@ class MultivariateNormal(AbstractExpFamily):
     def sufficient_stats(self, x):
         return x, _outer(x, x)
 
-    def log_base_measure(self, x):
-        return jnp.zeros(x.shape[:-1], x.dtype)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         """Reparameterized draws x = mu + L^-T z, z ~ N(0, I), so that Cov[x] = (L L^T)^-1."""
         shape = tuple(shape) + self.batch_shape

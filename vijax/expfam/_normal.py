@@ -66,12 +66,6 @@ class Normal(AbstractExpFamily):
     def sufficient_stats(self, x):
         return x, x**2
 
-    def log_base_measure(self, x):
-        return jnp.zeros_like(x)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         shape = tuple(shape) + self.batch_shape
         eps = jax.random.normal(key, shape, self.dtype)

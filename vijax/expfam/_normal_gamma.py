@@ -80,12 +80,6 @@ class NormalGamma(AbstractExpFamily):
         mu, tau = x[..., 0], x[..., 1]
         return tau * mu, tau * mu**2, tau, jnp.log(tau)
 
-    def log_base_measure(self, x):
-        return jnp.zeros(x.shape[:-1], x.dtype)
-
-    def expected_log_base_measure(self):
-        return jnp.zeros(self.batch_shape, self.dtype)
-
     def sample(self, key, shape=()):
         shape = tuple(shape) + self.batch_shape
         k_tau, k_mu = jax.random.split(key)
