@@ -131,32 +131,41 @@ def _corpora(args):
     return out
 
 
+def _child(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def stream_test(num_docs: int) -> dict:
-    """SVI over a memory-mapped synthetic corpus of ``num_docs`` documents, run in a child process
-    so that its peak resident memory is its own."""
-    code = f"""
-import json, os, resource, tempfile, time, jax
-from vijax.data import Corpus, Minibatcher, write_lda_corpus_npz
+    """Writes a synthetic corpus of ``num_docs`` documents to disk in one child process, then runs
+    SVI over it memory-mapped in another, so that each peak resident memory is its own."""
+    path = os.path.join(tempfile.mkdtemp(), "corpus.npz")
+    wrote = _child(f"""
+import json, resource, time
+from vijax.data import write_lda_corpus_npz
+t0 = time.perf_counter()
+write_lda_corpus_npz({path!r}, 0, {num_docs}, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100, save_doc_topics=False)
+print(json.dumps(dict(write_s=time.perf_counter() - t0, write_peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+""")
+    ran = _child(f"""
+import json, os, resource, time, jax
+from vijax.data import Corpus, Minibatcher
 from vijax.inference import schedules, svi
 from vijax.models import LDA
 from vijax.run import run
-d = tempfile.mkdtemp()
-path = os.path.join(d, "corpus.npz")
-t0 = time.perf_counter(); write_lda_corpus_npz(path, 0, {num_docs}, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100)
-write_s = time.perf_counter() - t0
-rss_after_write = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-corpus = Corpus.load_npz(path, mmap=True)
+corpus = Corpus.load_npz({path!r}, mmap=True)  # validation reads the file once, in blocks
 model = LDA(50, 5000, alpha=0.1, eta=0.02)
 alg = svi(model, num_data=corpus.num_docs, schedule=schedules.robbins_monro(1.0, tau=64.0, kappa=0.7))
 mb = Minibatcher(corpus, 256, 0)
 t0 = time.perf_counter()
 res = run(alg, jax.random.PRNGKey(0), host_batches=mb.host_batches, num_steps=200, chunk_size=20, progress=False)
-print(json.dumps(dict(num_docs=corpus.num_docs, file_mb=os.path.getsize(path) / 2**20, write_s=write_s,
-    run_s=time.perf_counter() - t0, steps=200, batch_size=256, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    rss_after_write_mb=rss_after_write / 1024)))
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("RssAnon", "RssFile")))
+print(json.dumps(dict(num_docs=corpus.num_docs, file_mb=os.path.getsize({path!r}) / 2**20, run_s=time.perf_counter() - t0,
+    steps=200, batch_size=256, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    anon_rss_mb=int(status["RssAnon"].split()[0]) / 1024, file_rss_mb=int(status["RssFile"].split()[0]) / 1024)))
+""")
+    os.remove(path)
+    return wrote | ran
 
 
 def main(argv=None):
@@ -170,19 +179,26 @@ def main(argv=None):
     p.add_argument("--gibbs-docs", type=int, default=4000, help="documents for the (slow) Gibbs E-step")
     p.add_argument("--peers", nargs="+", default=["sklearn", "gensim"])
     p.add_argument("--no-wiki", action="store_true")
+    p.add_argument("--wiki-docs", type=int, default=2048, help="training documents processed on wiki_bnpy")
+    p.add_argument("--wiki-locals", nargs="+", default=["meanfield", "cvb0"],
+                   help="vijax E-steps on wiki_bnpy (Gibbs sweeps every token in turn: long articles make it slow)")
     p.add_argument("--stream-docs", type=int, default=0)
+    p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     rows = []
     print(f"{'corpus':>10} {'S':>5} {'method':>16} | {'docs':>6} {'docs/s':>8} | held-out/word at end | at equal time")
-    for name, train, test in _corpora(args):
+    for name, train, test in ([] if args.stream_only else _corpora(args)):
         obs, held = test.split_tokens(1, 0.5)
         model = LDA(args.k, train.vocab_size, alpha=args.alpha, eta=args.eta, max_iters=MAX_ITERS, tol=TOL)
         for s in args.batch_sizes:
             group = []
-            for method in [f"vijax-{l}" for l in args.locals] + args.peers:
+            locals_ = args.wiki_locals if name == "wiki_bnpy" else args.locals
+            for method in [f"vijax-{l}" for l in locals_] + args.peers:
                 docs = args.gibbs_docs if method == "vijax-gibbs" else train.num_docs
+                if name == "wiki_bnpy":
+                    docs = min(docs, args.wiki_docs)
                 n_batches = max(1, min(docs, train.num_docs) // s)
                 batches = _batches(train, s, 0, n_batches)
                 checkpoints = set(np.unique(np.linspace(1, n_batches, 6).round().astype(int)).tolist())
@@ -209,9 +225,14 @@ def main(argv=None):
     if stream:
         print(f"streaming: {stream['num_docs']} docs, {stream['file_mb']:.0f} MiB on disk, "
               f"{stream['steps']} SVI steps of {stream['batch_size']} in {stream['run_s']:.1f} s, "
-              f"peak RSS {stream['peak_rss_mb']:.0f} MiB")
+              f"peak RSS {stream['peak_rss_mb']:.0f} MiB, at the end {stream['anon_rss_mb']:.0f} MiB anonymous + "
+              f"{stream['file_rss_mb']:.0f} MiB file-backed (writing it: {stream['write_s']:.0f} s, "
+              f"peak RSS {stream['write_peak_rss_mb']:.0f} MiB)")
     machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax": jax.__version__}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    if args.stream_only and os.path.exists(args.out):
+        with open(args.out) as fh:
+            rows = json.load(fh).get("rows", [])
     with open(args.out, "w") as fh:
         json.dump({"machine": machine, "rows": rows, "stream": stream}, fh, indent=1)
     print(f"wrote {args.out}")
