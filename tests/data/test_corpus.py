@@ -1,10 +1,8 @@
 """Tests of the corpus layer: Corpus, readers, tokenizer, synthetic LDA corpora, minibatching."""
 import dataclasses
 import gzip
-import os
 import time
 import tracemalloc
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -30,23 +28,13 @@ from vijax.data import (
     tokenize,
     write_lda_corpus_npz,
 )
-from vijax.data import _lda_synthetic
+from vijax.data import _lda_synthetic, shared_data_path
 
 
-def _shared_data():
-    """``$VIJAX_SHARED_DATA``, else ``../shared/data`` beside the repository; None if absent."""
-    env = os.environ.get("VIJAX_SHARED_DATA")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return root if root.is_dir() else None
-
-
-SHARED = _shared_data()
-
-
-def _shared_file(*parts):
-    if SHARED is None or not SHARED.joinpath(*parts).is_file():
-        pytest.skip(f"reference data {'/'.join(parts)} is absent (set VIJAX_SHARED_DATA)")
-    return SHARED.joinpath(*parts)
+WIKI = shared_data_path("wiki_bnpy", "train.ldac.gz")
+WIKI_VOCAB = shared_data_path("wiki_bnpy", "vocab.txt")
+DICTNOSTOPS = shared_data_path("onlineldavb_vocab", "dictnostops.txt")
+_ABSENT = "reference data absent (see vijax.data.shared_data_path; set VIJAX_SHARED_DATA)"
 
 
 def _docs_as_dicts(corpus):
@@ -354,10 +342,10 @@ def test_ldac_errors(tmp_path):
         read_ldac(p, vocab_size=5)
 
 
+@pytest.mark.skipif(WIKI is None or WIKI_VOCAB is None, reason=_ABSENT)
 def test_wiki_bnpy_counts():
-    path = _shared_file("wiki_bnpy", "train.ldac.gz")
     t0 = time.perf_counter()
-    c = read_ldac(path, _shared_file("wiki_bnpy", "vocab.txt"))
+    c = read_ldac(WIKI, WIKI_VOCAB)
     elapsed = time.perf_counter() - t0
     assert c.num_docs == 7961
     assert c.vocab_size == 6130 and len(c.vocab) == 6130
@@ -367,8 +355,9 @@ def test_wiki_bnpy_counts():
     assert elapsed < 30, elapsed  # streamed and parsed in C; about half a second here
 
 
+@pytest.mark.skipif(DICTNOSTOPS is None, reason=_ABSENT)
 def test_dictnostops_vocabulary():
-    path = _shared_file("onlineldavb_vocab", "dictnostops.txt")
+    path = DICTNOSTOPS
     v = load_vocabulary(path)
     assert len(v) == 7702 and all(w.isalpha() and w == w.lower() for w in v.words)
     assert v["none"] == 3050 and "None" in load_vocabulary(path, lowercase=False)  # line 3051 is "None"

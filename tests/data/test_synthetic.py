@@ -42,3 +42,14 @@ def test_match_components_hungarian():
     np.testing.assert_allclose(dist, [0.2, 0.1], rtol=1e-9)
     match, _ = match_components(true, fit, fitted_weights=[0.5, 0.4, 0.001], min_weight=0.01)
     assert match.tolist() == [0, 1]  # 7.14 + 5.66 beats 12.73 + 0.10
+
+
+def test_shared_data_path_is_none_when_absent(monkeypatch, tmp_path):
+    from vijax.data import shared_data_path
+
+    monkeypatch.setenv("VIJAX_SHARED_DATA", str(tmp_path / "nowhere"))
+    assert shared_data_path("wiki_bnpy", "train.ldac.gz") is None
+    (tmp_path / "here" / "wiki_bnpy").mkdir(parents=True)
+    (tmp_path / "here" / "wiki_bnpy" / "vocab.txt").write_text("a\n")
+    monkeypatch.setenv("VIJAX_SHARED_DATA", str(tmp_path / "here"))
+    assert shared_data_path("wiki_bnpy", "vocab.txt") == tmp_path / "here" / "wiki_bnpy" / "vocab.txt"
