@@ -1,17 +1,15 @@
 """Builds notebooks/01_cavi_gmm.ipynb (kept as source so the notebook's diff stays readable)."""
-import nbformat as nbf
+import os
+import sys
 
-md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import INSTALL, code, md, write  # noqa: E402
 cells = [
     md("# CAVI for a Bayesian mixture of Gaussians\n\n"
        "The walk-through of Blei, Kucukelbir & McAuliffe, *Variational Inference: A Review for Statisticians*, §3 "
        "(seed 002 in `papers/`), with **vijax**: the model, the two coordinate updates, the ELBO, "
        "and the 2-D simulation study of §3.4."),
-    code("# On Colab: install vijax first (set VIJAX_SOURCE to a checkout path or a git URL of the repo).\n"
-         "import importlib.util, os, subprocess, sys\n"
-         "VIJAX_SOURCE = os.environ.get('VIJAX_SOURCE', '.')\n"
-         "if importlib.util.find_spec('vijax') is None:\n"
-         "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', '-q', VIJAX_SOURCE])"),
+    INSTALL,
     code("import os\n"
          "import jax\n"
          "jax.config.update('jax_enable_x64', True)\n"
@@ -78,5 +76,4 @@ cells = [
     md("The same study runs from the command line as the default experiment: `vijax run` "
        "(config `configs/gmm_simulation.yaml`), writing `metrics.json` and plots into `results/`."),
 ]
-nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-nbf.write(nb, "notebooks/01_cavi_gmm.ipynb")
+write(cells, "notebooks/01_cavi_gmm.ipynb")

@@ -1,7 +1,9 @@
 """Builds notebooks/02_online_lda.ipynb."""
-import nbformat as nbf
+import os
+import sys
 
-md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import INSTALL, code, md, write  # noqa: E402
 cells = [
     md("# Online LDA with natural-gradient SVI\n\n"
        "Stochastic variational inference for latent Dirichlet allocation (seed 002 §4.3 and appendix C; "
@@ -9,11 +11,7 @@ cells = [
        "natural-gradient update $\\lambda \\leftarrow (1-\\rho_t)\\lambda + \\rho_t(\\eta + \\tfrac{D}{S}\\hat s)$ "
        "with $\\rho_t = (t + \\tau)^{-\\kappa}$. We fit a synthetic corpus with known topics, watch the held-out "
        "per-word log predictive climb, and print topics."),
-    code("# On Colab: install vijax first (set VIJAX_SOURCE to a checkout path or a git URL of the repo).\n"
-         "import importlib.util, os, subprocess, sys\n"
-         "VIJAX_SOURCE = os.environ.get('VIJAX_SOURCE', '.')\n"
-         "if importlib.util.find_spec('vijax') is None:\n"
-         "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', '-q', VIJAX_SOURCE])"),
+    INSTALL,
     code("import os\n"
          "import jax, numpy as np, matplotlib.pyplot as plt\n"
          "import vijax\n"
@@ -58,5 +56,4 @@ cells = [
     md("The same fit runs from the command line: `vijax run configs/lda_synthetic.yaml`, and on the Wikipedia "
        "corpus `vijax run configs/lda_wiki.yaml` (needs the reference data)."),
 ]
-nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-nbf.write(nb, "notebooks/02_online_lda.ipynb")
+write(cells, "notebooks/02_online_lda.ipynb")
