@@ -76,6 +76,8 @@ def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, di
     import jax  # deferred so that ``vijax list`` and argument errors stay fast
 
     name, out_dir, rc = config["experiment"], config["output"]["dir"], config["run"]
+    if rc.get("x64"):
+        jax.config.update("jax_enable_x64", True)  # before any array of the run is made
     os.makedirs(out_dir, exist_ok=True)
     _write_atomic(os.path.join(out_dir, "config.yaml"),
                   yaml.safe_dump(jsonable(config), sort_keys=False))

@@ -39,6 +39,7 @@ _RUN_SCHEMA = {
     "eval_every": (None, (int,), True, 1),
     "checkpoint_every": (None, (int,), True, 1),
     "progress": (True, (bool,), False, None),
+    "x64": (False, (bool,), False, None),  # run in float64 (jax_enable_x64) instead of float32
 }
 
 

@@ -81,7 +81,7 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
     key_data, key_test = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))
     n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
     full = sample_gmm(key_data, n_tr + n_te, dcfg["num_clusters"], dcfg["dim"], spread=dcfg["spread"],
-                      dtype=jnp.float32)  # float32 whatever the x64 setting: a seed means the same data
+                      dtype=jnp.float32)  # note: JAX draws differ with and without x64 (run.x64)
     x_train, x_test = full.x[:n_tr], full.x[n_tr:]
     model, alg, xj = _build(sections, seed, (x_train, x_test))
     best = _best_fn(model, xj)
