@@ -1,57 +1,8 @@
 """Data: synthetic generators, bag-of-words corpora (readers, tokenizer, synthetic LDA corpora,
-memory-mapped storage) and the minibatcher."""
-from vijax.data._bow import BowBatch
+memory-mapped storage), the minibatcher, and the location of optional reference data."""
+from vijax.data import corpus as _corpus
 from vijax.data._paths import shared_data_path
-from vijax.data.corpus import (
-    LDA_BLOCK_DOCS,
-    MIN_BUCKET,
-    STOP_WORDS_EN,
-    Corpus,
-    CorpusWriter,
-    LDASample,
-    Minibatcher,
-    Vocabulary,
-    as_rng,
-    bucket_length,
-    build_vocabulary,
-    corpus_from_texts,
-    load_vocabulary,
-    minibatches,
-    read_ldac,
-    read_uci_bow,
-    read_word_list,
-    sample_lda_corpus,
-    stack_batches,
-    tokenize,
-    write_lda_corpus_npz,
-)
+from vijax.data.corpus import *  # noqa: F401,F403  (the corpus layer's public names, see its __all__)
 from vijax.data.synthetic import GMMData, sample_gmm, sample_histogram_mixture
 
-__all__ = [
-    "BowBatch",
-    "Corpus",
-    "CorpusWriter",
-    "GMMData",
-    "LDASample",
-    "LDA_BLOCK_DOCS",
-    "MIN_BUCKET",
-    "Minibatcher",
-    "STOP_WORDS_EN",
-    "Vocabulary",
-    "as_rng",
-    "bucket_length",
-    "build_vocabulary",
-    "corpus_from_texts",
-    "load_vocabulary",
-    "minibatches",
-    "read_ldac",
-    "read_uci_bow",
-    "read_word_list",
-    "sample_gmm",
-    "sample_histogram_mixture",
-    "sample_lda_corpus",
-    "shared_data_path",
-    "stack_batches",
-    "tokenize",
-    "write_lda_corpus_npz",
-]
+__all__ = sorted(_corpus.__all__ + ["GMMData", "sample_gmm", "sample_histogram_mixture", "shared_data_path"])
