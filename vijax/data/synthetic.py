@@ -6,6 +6,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from vijax.models._base import check_int
 from vijax.types import Array, PRNGKey
 
 
@@ -19,11 +20,6 @@ class GMMData(NamedTuple):
     scales: Array  # (K, D) per-dimension standard deviations
 
 
-def _check(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
 def sample_gmm(key: PRNGKey, num_points: int, num_components: int, dim: int, *, spread: float = 5.0,
                scale_range: tuple[float, float] = (0.5, 1.5), weight_concentration: float = 5.0,
                dtype=None) -> GMMData:
@@ -32,9 +28,9 @@ def sample_gmm(key: PRNGKey, num_points: int, num_components: int, dim: int, *, 
     Means ~ N(0, spread^2 I); per-dimension scales ~ Uniform(scale_range); weights ~
     Dirichlet(weight_concentration); z_n ~ Categorical(weights); x_n ~ N(means[z_n], diag(scales[z_n]^2)).
     """
-    _check("num_points", num_points, 1)
-    _check("num_components", num_components, 1)
-    _check("dim", dim, 1)
+    check_int("num_points", num_points, 1)
+    check_int("num_components", num_components, 1)
+    check_int("dim", dim, 1)
     if not (spread > 0 and 0 < scale_range[0] <= scale_range[1] and weight_concentration > 0):
         raise ValueError("spread, scale_range and weight_concentration must be positive (scale_range increasing)")
     dt = dtype or jnp.result_type(float)
@@ -58,8 +54,8 @@ def sample_histogram_mixture(key: PRNGKey, num_points: int, num_components: int 
     (``channels * bins`` = 576 dimensions by default). ``means`` holds the prototypes and
     ``scales`` the multinomial standard deviations.
     """
-    _check("num_points", num_points, 1)
-    _check("num_components", num_components, 1)
+    check_int("num_points", num_points, 1)
+    check_int("num_components", num_components, 1)
     dt = dtype or jnp.result_type(float)
     k_p, k_w, k_z, k_x = jax.random.split(key, 4)
     protos = jax.random.dirichlet(k_p, jnp.full((bins,), concentration, dt), (num_components, channels))

@@ -11,39 +11,11 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax.models._base import LocalResult, check_method, conjugate_posterior, entropy_of_probs
+from vijax.models._base import (LocalResult, check_data_array, check_int, check_method, check_positive_hyper,
+                                conjugate_posterior, entropy_of_probs, float_dtype)
 from vijax.types import Array, PRNGKey
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
-
-
-def _check_int(name: str, value: Any, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _check_pos(name: str, value: Any) -> None:
-    a = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(a)) or not np.all(a > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-
-
-def _check_array(name: str, x: Any, ndim: int, last_dim: int | None = None) -> None:
-    if isinstance(x, jax.core.Tracer):
-        return
-    a = np.asarray(x)
-    if a.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
-    if last_dim is not None and a.shape[-1] != last_dim:
-        raise ValueError(f"{name} must have {last_dim} columns (the model's dim), got shape {a.shape}")
-    if a.shape[0] < 1:
-        raise ValueError(f"{name} is empty")
-    if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be numeric and finite (no NaN or inf)")
-
-
-def _float(dtype):
-    return jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
 
 
 def _kmeanspp_centers(key: PRNGKey, x: Array, k: int) -> Array:
@@ -96,20 +68,20 @@ class UnivariateGMM:
     local_methods = ("meanfield",)
 
     def __post_init__(self):
-        _check_int("num_components", self.num_components)
-        _check_pos("prior_variance", self.prior_variance)
+        check_int("num_components", self.num_components)
+        check_positive_hyper("prior_variance", self.prior_variance)
 
     def prior(self) -> expfam.Normal:
-        dt = _float(self.dtype)
+        dt = float_dtype(self.dtype)
         k = self.num_components
         return expfam.Normal.from_mean_variance(jnp.zeros(k, dt), jnp.full(k, self.prior_variance, dt))
 
     def check_data(self, x) -> None:
-        _check_array("x", x, ndim=1)
+        check_data_array("x", x, ndim=1)
 
     def init_globals(self, key: PRNGKey, x: Array | None = None) -> expfam.Normal:
         """q(mu_k) = N(m_k, 1) with m_k distinct data points (or prior draws without data)."""
-        dt = _float(self.dtype)
+        dt = float_dtype(self.dtype)
         if x is None:
             m = jnp.sqrt(self.prior_variance) * jax.random.normal(key, (self.num_components,), dt)
         else:
@@ -179,10 +151,10 @@ class DiagonalGMM:
     local_methods = ("meanfield",)
 
     def __post_init__(self):
-        _check_int("num_components", self.num_components)
-        _check_int("dim", self.dim)
+        check_int("num_components", self.num_components)
+        check_int("dim", self.dim)
         for name in ("alpha0", "kappa0", "a0", "b0"):
-            _check_pos(name, getattr(self, name))
+            check_positive_hyper(name, getattr(self, name))
         if not np.all(np.isfinite(np.asarray(self.loc0, dtype=float))):
             raise ValueError(f"loc0 must be finite, got {self.loc0!r}")
         for name in ("loc0", "b0"):
@@ -197,7 +169,7 @@ class DiagonalGMM:
         m0 = mean(x), alpha0 = 1/K, a0 = D/2 (its degrees_of_freedom_prior = D), and b0 = a0 var(x)
         so that the prior mean of each precision is 1/var(x)."""
         x = np.asarray(x, dtype=float)
-        _check_array("x", x, ndim=2)
+        check_data_array("x", x, ndim=2)
         d = x.shape[1]
         a0 = d / 2.0 if a0 is None else a0
         alpha0 = 1.0 / num_components if alpha0 is None else alpha0
@@ -205,7 +177,7 @@ class DiagonalGMM:
         return cls(num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, a0=a0, b0=a0 * var, dtype=dtype)
 
     def prior(self):
-        dt = _float(self.dtype)
+        dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         full = lambda v: jnp.broadcast_to(jnp.asarray(v, dt), (k, d))
         return (expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)),
@@ -213,9 +185,9 @@ class DiagonalGMM:
 
     def check_data(self, x) -> None:
         if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:  # precomputed features
-            _check_array("x", x, ndim=2, last_dim=2 * self.dim)
+            check_data_array("x", x, ndim=2, last_dim=2 * self.dim)
         else:
-            _check_array("x", x, ndim=2, last_dim=self.dim)
+            check_data_array("x", x, ndim=2, last_dim=self.dim)
 
     def posterior_from_responsibilities(self, x: Array, resp: Array):
         """The coordinate-optimal q(beta) for given responsibilities ``resp`` (N, K) (the M-step)."""
@@ -224,7 +196,7 @@ class DiagonalGMM:
     def init_globals(self, key: PRNGKey, x: Array | None = None):
         """Hard-assign each point to the nearest of K k-means++ seeds, then one M-step.
         Without data: a prior draw of the means with the prior's precisions."""
-        dt = _float(self.dtype)
+        dt = float_dtype(self.dtype)
         if x is None:
             prior = self.prior()
             draw = prior[1].sample(key)

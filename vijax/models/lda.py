@@ -50,8 +50,7 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
-from vijax.models._base import LocalResult, check_method, entropy_of_probs
-from vijax.models.gmm import _check_int, _check_pos, _float
+from vijax.models._base import LocalResult, check_int, check_method, check_positive_hyper, entropy_of_probs, float_dtype
 from vijax.types import Array, PRNGKey
 
 
@@ -166,20 +165,20 @@ class LDA:
             except (TypeError, ValueError):
                 raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
             object.__setattr__(self, name, value)
-        _check_int("num_topics", self.num_topics)
-        _check_int("vocab_size", self.vocab_size)
-        _check_pos("alpha", self.alpha)
-        _check_pos("eta", self.eta)
-        _check_int("max_iters", self.max_iters)
+        check_int("num_topics", self.num_topics)
+        check_int("vocab_size", self.vocab_size)
+        check_positive_hyper("alpha", self.alpha)
+        check_positive_hyper("eta", self.eta)
+        check_int("max_iters", self.max_iters)
         if not np.isfinite(float(self.tol)) or float(self.tol) < 0:
             raise ValueError(f"tol must be finite and >= 0, got {self.tol!r}")
-        _check_int("cvb0_iters", self.cvb0_iters)
-        _check_int("gibbs_sweeps", self.gibbs_sweeps)
-        _check_int("gibbs_burn_in", self.gibbs_burn_in, minimum=0)
+        check_int("cvb0_iters", self.cvb0_iters)
+        check_int("gibbs_sweeps", self.gibbs_sweeps)
+        check_int("gibbs_burn_in", self.gibbs_burn_in, minimum=0)
         if self.gibbs_burn_in >= self.gibbs_sweeps:
             raise ValueError(f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
                              f"one sweep is kept, got {self.gibbs_burn_in}")
-        _check_pos("init_scale", self.init_scale)
+        check_positive_hyper("init_scale", self.init_scale)
         if self.dtype is not None:
             try:
                 ok = jnp.issubdtype(jnp.dtype(self.dtype), jnp.floating)
@@ -254,7 +253,7 @@ class LDA:
     # ------------------------------------------------------------------------------ globals
     def prior(self, hyper: dict | None = None) -> expfam.Dirichlet:
         """p(beta): K independent Dirichlet(eta 1_V), batch shape (K,); eta from ``hyper`` if given."""
-        dt = _float(self.dtype)
+        dt = float_dtype(self.dtype)
         _, eta = self._resolve_hyper(hyper, dt)
         return expfam.Dirichlet.from_concentration(jnp.broadcast_to(eta, (self.num_topics, self.vocab_size)))
 
@@ -262,7 +261,7 @@ class LDA:
         """The random start of online LDA (Hoffman et al. 2010): lambda_kv = init_scale * g_kv with
         g_kv ~ Gamma(100, rate 100) (mean 1, sd 0.1), i.e. nearly flat topics with small random
         differences that break the symmetry between topics. ``batch`` is not used."""
-        dt = _float(self.dtype)
+        dt = float_dtype(self.dtype)
         g = jax.random.gamma(key, jnp.asarray(100.0, dt), (self.num_topics, self.vocab_size), dtype=dt) / 100.0
         return expfam.Dirichlet.from_natural((self.init_scale * g - 1.0,))
 
