@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax.inference import _natgrad
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_local, initial_globals, safe_increment
 from vijax.models._base import conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -32,9 +32,7 @@ class CAVIInfo(NamedTuple):
 
 def init(key: PRNGKey, batch: PyTree = None, *, model) -> CAVIState:
     """q(beta) from ``model.init_globals`` (data-dependent when ``batch`` is given)."""
-    if batch is not None:
-        model.check_data(batch)
-    return CAVIState(model.init_globals(key, batch), jnp.zeros((), jnp.int32))
+    return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
 def init_from(q_global: PyTree) -> CAVIState:
@@ -68,9 +66,7 @@ def as_top_level_api(model, *, local: str = "meanfield") -> VIAlgorithm:
         >>> state = alg.init(jax.random.PRNGKey(0), x)
         >>> state, info = jax.jit(alg.step)(state, x, jax.random.PRNGKey(1))
     """
-    if local not in getattr(model, "local_methods", ()):
-        raise ValueError(f"local={local!r} is not offered by {type(model).__name__}; "
-                         f"choose one of {getattr(model, 'local_methods', ())}")
+    check_local(model, local)
     return VIAlgorithm(init=lambda key, batch=None: init(key, batch, model=model),
                        step=lambda state, batch, key: step(state, batch, key, model=model, local=local))
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from vijax import expfam
 from vijax.inference import _natgrad
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_local, initial_globals, safe_increment
 from vijax.inference.schedules import robbins_monro
 from vijax.models._base import conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -71,9 +71,7 @@ def batch_size(batch: PyTree) -> int:
 def init(key: PRNGKey, batch: PyTree = None, *, model, learn_hyper: bool = False) -> SVIState:
     """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds
     ``model.hyperparameters()`` as scalar arrays of q's float dtype."""
-    if batch is not None:
-        model.check_data(batch)
-    q0 = model.init_globals(key, batch)
+    q0 = initial_globals(key, batch, model)
     hyper = None
     if learn_hyper:
         dt = jax.tree_util.tree_leaves(q0)[0].dtype
@@ -179,9 +177,7 @@ def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, 
     """
     if isinstance(num_data, bool) or not isinstance(num_data, int) or num_data < 1:
         raise ValueError(f"num_data must be an integer >= 1, got {num_data!r}")
-    if local not in getattr(model, "local_methods", ()):
-        raise ValueError(f"local={local!r} is not offered by {type(model).__name__}; "
-                         f"choose one of {getattr(model, 'local_methods', ())}")
+    check_local(model, local)
     if hyper_step is not None:
         if isinstance(hyper_step, bool) or not isinstance(hyper_step, (int, float)) \
                 or not np.isfinite(hyper_step) or hyper_step <= 0:

@@ -35,6 +35,21 @@ def safe_increment(count: Array) -> Array:
 
 
 
+def initial_globals(key: PRNGKey, batch: PyTree, model) -> PyTree:
+    """``model.init_globals(key, batch)`` after checking ``batch`` (when given) with
+    ``model.check_data``: the start shared by every conjugate-model algorithm."""
+    if batch is not None:
+        model.check_data(batch)
+    return model.init_globals(key, batch)
+
+
+def check_local(model, local: str) -> None:
+    """Raises ValueError, before anything compiles, when ``model`` offers no local step ``local``."""
+    offered = getattr(model, "local_methods", ())
+    if local not in offered:
+        raise ValueError(f"local={local!r} is not offered by {type(model).__name__}; choose one of {offered}")
+
+
 def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     """Runs ``num_restarts`` independent copies of ``alg`` in lock step with ``vmap``.
 
@@ -60,4 +75,5 @@ def select_restart(tree: PyTree, index) -> PyTree:
     return jax.tree_util.tree_map(lambda a: a[index], tree)
 
 
-__all__ = ["InitFn", "StepFn", "VIAlgorithm", "restarts", "safe_increment", "select_restart"]
+__all__ = ["InitFn", "StepFn", "VIAlgorithm", "check_local", "initial_globals", "restarts", "safe_increment",
+           "select_restart"]

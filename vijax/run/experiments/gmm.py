@@ -78,7 +78,7 @@ def _summary(model, q, x_test, truth=None) -> dict:
     description="seed 002 §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data (the default)")
 def build_simulation(sections: dict, seed: int) -> Experiment:
     dcfg = sections["data"]
-    key_data, key_test = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))
+    key_data = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))[0]  # same draw as before
     n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
     full = sample_gmm(key_data, n_tr + n_te, dcfg["num_clusters"], dcfg["dim"], spread=dcfg["spread"],
                       dtype=jnp.float32)  # note: JAX draws differ with and without x64 (run.x64)
