@@ -18,24 +18,31 @@ from vijax.types import Array, PyTree
 
 def _interpolate_family(q: expfam.AbstractExpFamily, target: tuple, rho: Array, max_halvings: int):
     old = q.natural_params
-    factors = 0.5 ** jnp.arange(max_halvings + 1, dtype=old[0].dtype)  # (J,)
 
-    def candidate(f):
-        r = rho * f
-        return q.replace_natural(tuple((1.0 - r) * o + r * t for o, t in zip(old, target)))
+    def step(r):
+        return tuple((1.0 - r) * o + r * t for o, t in zip(old, target))
 
-    cands = jax.vmap(candidate)(factors)  # leading axis J
-    valid = cands.is_valid()  # (J,) + batch
-    first = jnp.argmax(valid, axis=0)  # first valid halving per element (0 if none valid)
-    any_valid = jnp.any(valid, axis=0)
-    num_damped = jnp.sum((first > 0) | ~any_valid)
+    full = step(rho)
 
-    def pick(c, o, nd):
-        chosen = jnp.take_along_axis(c, first.reshape((1,) + first.shape + (1,) * nd), axis=0)[0]
-        return jnp.where(any_valid.reshape(any_valid.shape + (1,) * nd), chosen, o)
+    def damped(_):
+        # rho * 2^-j for j = 0..J; each element takes its first valid j, or keeps its old value.
+        factors = 0.5 ** jnp.arange(max_halvings + 1, dtype=old[0].dtype)
+        cands = jax.vmap(lambda f: q.replace_natural(step(rho * f)))(factors)  # leading axis J
+        valid = cands.is_valid()  # (J,) + batch
+        first = jnp.argmax(valid, axis=0)
+        any_valid = jnp.any(valid, axis=0)
 
-    new = tuple(pick(c, o, nd) for c, o, nd in zip(cands.natural_params, old, q._event_ndims))
-    return q.replace_natural(new), num_damped.astype(jnp.int32)
+        def pick(c, o, nd):
+            chosen = jnp.take_along_axis(c, first.reshape((1,) + first.shape + (1,) * nd), axis=0)[0]
+            return jnp.where(any_valid.reshape(any_valid.shape + (1,) * nd), chosen, o)
+
+        new = tuple(pick(c, o, nd) for c, o, nd in zip(cands.natural_params, old, q._event_ndims))
+        return new, jnp.sum((first > 0) | ~any_valid).astype(jnp.int32)
+
+    # The common case (every element valid at the full step) skips the halving search.
+    all_valid = jnp.all(q.replace_natural(full).is_valid())
+    new, num_damped = jax.lax.cond(all_valid, lambda _: (full, jnp.zeros((), jnp.int32)), damped, None)
+    return q.replace_natural(new), num_damped
 
 
 def interpolate(q: PyTree, target: PyTree, rho, max_halvings: int = 10) -> tuple[PyTree, Array]:
