@@ -63,8 +63,9 @@ def _np_meanfield(log_beta, ids, counts, alpha, tol=1e-13, max_iters=100000):
 
 
 # ------------------------------------------------------------------------------------ oracles
-def test_meanfield_matches_numpy_reference():
-    batch, _ = _corpus(0)
+@pytest.mark.parametrize("num_docs", [12, 13])  # 13: the last block of 4 documents is padded
+def test_meanfield_matches_numpy_reference(num_docs):
+    batch, _ = _corpus(0, num_docs=num_docs)
     model = LDA(3, 15, alpha=0.3, eta=0.1, tol=1e-11, max_iters=10000)
     q = _random_q(1, 3, 15)
     (elb,) = q.mean_params()

@@ -17,6 +17,7 @@ scalar quantity (``log_normalizer``, ``entropy``, ``kl``) has the family's batch
 from __future__ import annotations
 
 import abc
+import math
 import dataclasses
 from typing import Any, ClassVar, Sequence
 
@@ -182,15 +183,20 @@ def autodiff_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
 def dense_fisher(fam: AbstractExpFamily) -> Array:
     """The Fisher matrix hess A of every batch element, shape ``batch_shape + (d, d)`` with ``d``
     the total natural dimension. Built from ``d`` Fisher-vector products; for small ``d``."""
-    batch = fam.batch_shape
-    shapes = [p.shape[len(batch):] for p in fam.natural_params]
-    sizes = [int(jnp.prod(jnp.array(s))) if s else 1 for s in shapes]
+    batch, shapes, sizes = _layout(fam)
     d = sum(sizes)
     cols = []
     for j in range(d):
         e = jnp.zeros(batch + (d,), fam.dtype).at[..., j].set(1.0)
         cols.append(_flatten(fam.fisher_vp(_unflatten(e, batch, shapes, sizes)), batch))
     return jnp.stack(cols, axis=-1)
+
+
+def _layout(fam: AbstractExpFamily):
+    """(batch shape, per-field event shapes, per-field event sizes) of a family's parameters."""
+    batch = fam.batch_shape
+    shapes = [p.shape[len(batch):] for p in fam.natural_params]
+    return batch, shapes, [math.prod(s) for s in shapes]
 
 
 def _flatten(params: Params, batch) -> Array:
@@ -207,9 +213,7 @@ def _unflatten(flat: Array, batch, shapes, sizes) -> Params:
 
 def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
     """(hess A)^-1 v by a dense solve per batch element. O(d^3); for families of small d."""
-    batch = fam.batch_shape
-    shapes = [p.shape[len(batch):] for p in fam.natural_params]
-    sizes = [int(jnp.prod(jnp.array(s))) if s else 1 for s in shapes]
+    batch, shapes, sizes = _layout(fam)
     f = dense_fisher(fam)
     x = jnp.linalg.solve(f, _flatten(v, batch)[..., None])[..., 0]
     return _unflatten(x, batch, shapes, sizes)
