@@ -133,3 +133,17 @@ def test_bad_data_is_rejected():
         UnivariateGMM(num_components=2, prior_variance=-1.0)
     with pytest.raises(ValueError, match="finite"):
         UnivariateGMM(2).check_data(np.array([1.0, np.inf]))
+
+
+def test_kmeanspp_seeds_cover_separated_clusters():
+    """Four tight clusters 100 apart: k-means++ puts one seed in each (a uniform draw of 4 rows
+    would miss a cluster with probability 1 - 4!/4^4 = 0.91)."""
+    from vijax.models.gmm import _kmeanspp_centers
+
+    r = np.random.default_rng(0)
+    centers = np.array([[0.0, 0.0], [100.0, 0.0], [0.0, 100.0], [100.0, 100.0]])
+    x = jnp.asarray(np.repeat(centers, 50, axis=0) + r.normal(0, 0.1, (200, 2)))
+    for seed in range(5):
+        seeds = np.asarray(_kmeanspp_centers(jax.random.PRNGKey(seed), x, 4))
+        nearest = np.argmin(np.linalg.norm(seeds[:, None] - centers[None], axis=-1), axis=1)
+        assert sorted(nearest.tolist()) == [0, 1, 2, 3]
