@@ -68,6 +68,23 @@ def batch_size(batch: PyTree) -> int:
     return leaves[0].shape[0]
 
 
+def data_scale(count: Array, s: int, num_data: int, ramp: bool):
+    """(N_t / S, N / S): the multiplier of a minibatch's statistics in the update and the one that
+    makes its ELBO an estimate of the full data's. N_t = N, or with ``ramp``
+    N_t = min((t + 1) S, N) (seed 000 §2.6); shared by SVI and SSVI."""
+    full = num_data / s
+    if not ramp:
+        return full, full
+    n_t = jnp.minimum((count.astype(jnp.float32) + 1.0) * s, float(num_data))
+    return n_t / s, full
+
+
+def check_num_data(num_data) -> None:
+    """Raises ValueError unless ``num_data`` is an integer >= 1."""
+    if isinstance(num_data, bool) or not isinstance(num_data, int) or num_data < 1:
+        raise ValueError(f"num_data must be an integer >= 1, got {num_data!r}")
+
+
 def init(key: PRNGKey, batch: PyTree = None, *, model, learn_hyper: bool = False) -> SVIState:
     """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds
     ``model.hyperparameters()`` as scalar arrays of q's float dtype."""
@@ -119,12 +136,7 @@ def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, 
     kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
     prior = model.prior(**kw)
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
-    full = num_data / s
-    if ramp:
-        n_t = jnp.minimum((state.count.astype(jnp.float32) + 1.0) * s, float(num_data))
-        scale = n_t / s
-    else:
-        scale = full
+    scale, full = data_scale(state.count, s, num_data, ramp)
     target = jax.tree_util.tree_map(lambda e, st: e + scale * st, expfam.tree_natural_params(prior), loc.suff_stats)
     q_new, num_damped = _natgrad.interpolate(state.q_global, target, rho)
     elbo = conjugate_elbo(prior, state.q_global, loc, scale=full)
@@ -175,8 +187,7 @@ def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, 
       ValueError: for ``num_data`` < 1, a ``local`` method the model lacks, ``hyper_step`` <= 0 or
         a ``hyper_step`` for a model without ``hyperparameters``.
     """
-    if isinstance(num_data, bool) or not isinstance(num_data, int) or num_data < 1:
-        raise ValueError(f"num_data must be an integer >= 1, got {num_data!r}")
+    check_num_data(num_data)
     check_local(model, local)
     if hyper_step is not None:
         if isinstance(hyper_step, bool) or not isinstance(hyper_step, (int, float)) \

@@ -1,0 +1,243 @@
+"""Reparameterized samples by inversion, and products with the SSVI matrix V (seed 000, eq. 8, 22;
+appendices A-C).
+
+Sampling by inversion draws u ~ Uniform and sets beta = R(u; lambda), R the quantile function of
+q(beta) with natural parameters lambda. SSVI needs the derivative of R at *fixed u*, which is the
+implicit one (seed 000 eq. 23, appendix B)::
+
+    dR/dlambda |_u = -(dQ/dlambda)(beta; lambda) / q(beta; lambda),      Q the CDF of q.
+
+Nothing here evaluates a quantile function. A draw is made by any exact sampler (``jax.random``'s
+rejection samplers); it *is* R(u; lambda) for u = Q(beta; lambda), and the custom JVP below
+attaches the implicit derivative at that u. So ``jax.jvp``/``jax.vjp`` of a draw with respect to
+lambda give exactly dR/dlambda at fixed u (the tests compare them with finite differences of TFP's
+``igammainv``, and with -(dQ/dlambda)/q from autodiff of the CDF).
+
+Per family (lambda = the family's natural parameters, ``q.natural_params``):
+
+* ``Gamma(a, rate b)``: beta = g / b with g ~ Gamma(a, 1). g is drawn in log space
+  (``jax.random.loggamma``: no underflow for small a) and its derivative is
+  d log g / da = -(dP/da)(a, g) / (g p(g; a)), P the regularized lower incomplete gamma
+  function, dP/da from the ``lax.igamma_grad_a`` primitive, g p(g; a) = exp(a log g - g - lgamma a)
+  in log space. Where g underflows (g < sqrt(eps)) the small-g expansion
+  P(a, g) = g^a / Gamma(a + 1) (1 - a g / (a + 1) + O(g^2)) gives
+  d log g / da = (psi(a + 1) - log g + g / (a + 1)^2) / (a (1 - g / (a + 1))), exact to O(g^2).
+  (Own rule rather than ``jax.random.loggamma``'s built-in gradient: that one maps the derivative
+  element by element with ``lax.map`` on the CPU, about 5x slower for a 50 x 2000 batch, and
+  replaces an underflowed g by the smallest float, which gives a wrong derivative.)
+  The rate enters explicitly: d beta / d b = -beta / b.
+* ``Dirichlet(alpha)``: eq. 27-28, beta_k = g_k / sum_j g_j with independent g_k ~ Gamma(alpha_k, 1)
+  (the "T(R-hat(u))" construction of eq. 13 / 24). t(beta) = log beta = log g - logsumexp(log g)
+  is computed in log space, so it is finite even where beta_k underflows.
+* ``Beta(a, b)``: the two-component Dirichlet, x = g_a / (g_a + g_b) (eq. 27 with K = 2), with
+  t = (log x, log(1 - x)) in log space. Its u is the pair (u_a, u_b); this is the paper's
+  construction for the Dirichlet applied to the Beta, not the univariate Beta quantile (whose
+  derivative differs draw by draw; both give E[V] = I and unbiased SSVI gradients).
+* ``Normal(mu, sigma^2)``: beta = mu + sigma Phi^-1(u) = mu + sigma eps; the derivative is explicit
+  and equals -(dQ/dlambda)/q (tested).
+
+The SSVI product (DESIGN.md, "Sampling by inversion and the SSVI V matrix"). With
+J = d t(R(u; lambda)) / d lambda at fixed u (shape dim t x dim lambda) and F = hess A(lambda)::
+
+    V(beta, lambda) = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T        (seed 000 eq. 8, 22)
+    V s = inv_fisher_vp( vjp(lambda -> t(R(u, lambda)))(s) ).
+
+The paper writes gradients as columns, grad_lambda R of shape (dim lambda x dim beta), so
+(grad_lambda R)(grad_beta t)^T = J^T: the update (eq. 7, 20-21) multiplies eta-hat by F^-1 J^T,
+i.e. a VJP, never J F^-1. V is never formed; the cost is one reverse pass through the sampler
+plus the family's ``inv_fisher_vp`` (O(V) per Dirichlet of dimension V).
+
+References:
+  Hoffman and Blei (2015), Structured stochastic variational inference (seed 000), eq. 7-8, 13,
+  20-24, 27-28.
+  Figurnov, Mohamed and Mnih (2018), Implicit reparameterization gradients.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.scipy.special import digamma, gammaln
+
+from vijax.expfam._base import AbstractExpFamily, is_family, tree_from_natural, tree_natural_params
+from vijax.expfam._beta import Beta
+from vijax.expfam._dirichlet import Dirichlet
+from vijax.expfam._gamma import Gamma
+from vijax.expfam._normal import Normal
+from vijax.types import Array, PRNGKey, PyTree
+
+SUPPORTED_FAMILIES = (Gamma, Beta, Dirichlet, Normal)
+
+
+# --------------------------------------------------------------------------- standard log-gamma
+def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
+    """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (seed 000 eq. 23).
+
+    -(dP/da)(a, g) / (g p(g; a)) with P the regularized lower incomplete gamma function; the
+    small-g expansion where g < sqrt(eps) (see the module docstring). Elementwise.
+    """
+    dt = log_g.dtype
+    g = jnp.exp(log_g)
+    small = g < jnp.sqrt(jnp.finfo(dt).eps)
+    safe_g = jnp.where(small, 1.0, g)
+    safe_log_g = jnp.where(small, 0.0, log_g)
+    log_gp = a * safe_log_g - safe_g - gammaln(a)  # log(g p(g; a))
+    exact = -lax.igamma_grad_a(a, safe_g) * jnp.exp(-log_gp)
+    r = g / (a + 1.0)
+    series = (digamma(a + 1.0) - log_g + r / (a + 1.0)) / (a * (1.0 - r))
+    return jnp.where(small, series, exact)
+
+
+@jax.custom_jvp
+def _implicit_log_gamma(a: Array, log_g: Array) -> Array:
+    """The identity on ``log_g`` (a draw of log Gamma(a, 1)), with d/da the implicit derivative at
+    fixed u. ``log_g`` must not depend on ``a`` except through this function."""
+    return log_g
+
+
+@_implicit_log_gamma.defjvp
+def _implicit_log_gamma_jvp(primals, tangents):
+    a, log_g = primals
+    da, _ = tangents  # log_g is a draw: its own tangent is ignored (it is stop_gradient-ed)
+    return log_g, log_gamma_quantile_grad(a, log_g) * da
+
+
+def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
+    """log g with g ~ Gamma(a, 1) (shape of ``a``), differentiable in ``a`` at fixed u."""
+    a = jnp.asarray(a)
+    log_g = lax.stop_gradient(jax.random.loggamma(key, lax.stop_gradient(a), a.shape, dtype=a.dtype))
+    return _implicit_log_gamma(a, log_g)
+
+
+# --------------------------------------------------------------------------- per-family draws
+def _gamma_draw(q: Gamma, key):
+    log_g = standard_log_gamma(key, q.concentration)
+    log_x = log_g - jnp.log(q.rate)
+    x = jnp.exp(log_x)
+    return x, (log_x, x)
+
+
+def _dirichlet_draw(q: Dirichlet, key):
+    log_g = standard_log_gamma(key, q.concentration)
+    log_x = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
+    return jnp.exp(log_x), (log_x,)
+
+
+def _beta_draw(q: Beta, key):
+    log_g = standard_log_gamma(key, jnp.stack([q.concentration1, q.concentration0], axis=-1))
+    log_parts = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
+    return jnp.exp(log_parts[..., 0]), (log_parts[..., 0], log_parts[..., 1])
+
+
+def _normal_draw(q: Normal, key):
+    eps = jax.random.normal(key, q.batch_shape, q.dtype)
+    x = q.mean + jnp.sqrt(q.variance) * eps
+    return x, (x, x**2)
+
+
+_DRAWS: dict[type, Callable] = {Gamma: _gamma_draw, Dirichlet: _dirichlet_draw, Beta: _beta_draw,
+                                Normal: _normal_draw}
+
+
+def check_invertible(q: PyTree) -> None:
+    """Raises ValueError unless every family in the pytree ``q`` can be sampled by inversion here
+    (Gamma, Beta, Dirichlet, Normal). Runs on structure only, before any compilation."""
+    fams = jax.tree_util.tree_leaves(q, is_leaf=is_family)
+    if not fams:
+        raise ValueError("q must be a pytree holding at least one exponential family")
+    for f in fams:
+        if not is_family(f):
+            raise ValueError(f"q must be a pytree of exponential families, found a {type(f).__name__}")
+        if type(f) not in _DRAWS:
+            raise ValueError(f"sampling by inversion is implemented for {', '.join(c.__name__ for c in _DRAWS)}; "
+                             f"got {type(f).__name__}")
+
+
+def _family_keys(q: PyTree, key: PRNGKey):
+    fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
+    return fams, treedef, jax.random.split(key, len(fams))
+
+
+def reparam_sample_and_stats(q: PyTree, key: PRNGKey) -> tuple[PyTree, PyTree]:
+    """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta).
+
+    Both are differentiable in q's natural parameters at fixed u (the implicit derivative).
+    t(beta) is computed in log space (finite even where beta underflows), structured like
+    ``expfam.tree_mean_params(q)`` so that it can replace E_q[t(beta)] as a model's globals view.
+
+    Args:
+      q: a family or a pytree of families (Gamma, Beta, Dirichlet, Normal), any batch shapes.
+      key: PRNG key; each family of the pytree uses its own split of it.
+
+    Returns:
+      (beta, t(beta)): beta structured like q with each family replaced by its draw
+      (batch_shape + event_shape), t(beta) structured like ``tree_mean_params(q)``.
+    """
+    check_invertible(q)
+    fams, treedef, keys = _family_keys(q, key)
+    out = [_DRAWS[type(f)](f, k) for f, k in zip(fams, keys)]
+    return (jax.tree_util.tree_unflatten(treedef, [o[0] for o in out]),
+            jax.tree_util.tree_unflatten(treedef, [o[1] for o in out]))
+
+
+def reparam_sample(q: PyTree, key: PRNGKey) -> PyTree:
+    """A draw beta ~ q(beta) by inversion, differentiable in q's natural parameters at fixed u.
+
+    Examples:
+        >>> import jax
+        >>> q = Dirichlet.from_concentration([[1.0, 2.0, 3.0]])
+        >>> reparam_sample(q, jax.random.PRNGKey(0)).shape
+        (1, 3)
+    """
+    return reparam_sample_and_stats(q, key)[0]
+
+
+def reparam_stats(q: PyTree, key: PRNGKey) -> PyTree:
+    """t(beta) for a draw beta = R(u; lambda) (see :func:`reparam_sample_and_stats`)."""
+    return reparam_sample_and_stats(q, key)[1]
+
+
+def tree_inv_fisher_vp(q: PyTree, v: PyTree) -> PyTree:
+    """F^-1 v family by family; ``v`` structured like ``tree_natural_params(q)``."""
+    return jax.tree_util.tree_map(lambda f, x: f.inv_fisher_vp(tuple(x)), q, v, is_leaf=is_family)
+
+
+def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTree], PyTree]]:
+    """t(beta) of one draw by inversion and the linear map s -> V(beta, lambda) s (seed 000 eq. 8).
+
+    V s = F^-1 J^T s with J = d t(R(u; lambda)) / d lambda at the draw's u (see the module
+    docstring for the convention); computed as ``inv_fisher_vp(vjp(s))``, never forming V.
+
+    Args:
+      q: a pytree of families (Gamma, Beta, Dirichlet, Normal).
+      key: PRNG key of the draw.
+
+    Returns:
+      (t(beta), v_product): t(beta) structured like ``tree_mean_params(q)``; ``v_product`` maps a
+      pytree s structured like the natural parameters (a model's sufficient statistics) to V s,
+      structured the same way.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> q = Gamma.from_shape_rate(jnp.array([2.0, 5.0]), jnp.array([1.0, 3.0]))
+        >>> t, v = stats_and_v_product(q, jax.random.PRNGKey(0))
+        >>> [x.shape for x in v((jnp.ones(2), jnp.zeros(2)))]
+        [(2,), (2,)]
+    """
+    check_invertible(q)
+    nat = tree_natural_params(q)
+    stats, vjp = jax.vjp(lambda n: reparam_stats(tree_from_natural(q, n), key), nat)
+
+    def v_product(s: PyTree) -> PyTree:
+        s = jax.tree_util.tree_map(lambda a, b: jnp.asarray(a, b.dtype), s, stats)
+        (g,) = vjp(s)
+        return tree_inv_fisher_vp(q, g)
+
+    return stats, v_product
+
+
+__all__ = ["SUPPORTED_FAMILIES", "check_invertible", "log_gamma_quantile_grad", "reparam_sample",
+           "reparam_sample_and_stats", "reparam_stats", "standard_log_gamma", "stats_and_v_product",
+           "tree_inv_fisher_vp"]
