@@ -155,6 +155,14 @@ def check_mode(mode: str) -> None:
         raise ValueError(f"mode must be one of {MODES} ('full' = SSVI, 'approx' = SSVI-A), got {mode!r}")
 
 
+def check_schedule_ramp(schedule, ramp) -> None:
+    """Raises ValueError unless ``schedule`` is None or callable and ``ramp`` is a bool."""
+    if schedule is not None and not callable(schedule):
+        raise ValueError(f"schedule must be a callable count -> rho (or None), got {schedule!r}")
+    if not isinstance(ramp, bool):
+        raise ValueError(f"ramp must be True or False, got {ramp!r}")
+
+
 def check_model_invertible(model) -> None:
     """Raises ValueError, before compilation, unless ``model.prior()``'s families can be sampled
     by inversion (Gamma, Beta, Dirichlet, Normal)."""
@@ -199,6 +207,7 @@ def as_top_level_api(model, num_data: int, *, schedule: Schedule | None = None, 
     """
     check_num_data(num_data)
     check_mode(mode)
+    check_schedule_ramp(schedule, ramp)
     check_local(model, local)
     check_model_invertible(model)
     schedule = schedule if schedule is not None else robbins_monro(1.0, tau=1.0, kappa=0.7)
