@@ -1,0 +1,122 @@
+"""What proximal-gradient SVI (seed 001) needs from a non-conjugate model, and shared helpers.
+
+Seed 001 splits the negative ELBO into f + h (§3.1): h is kept exact (convex: the KL from q to a
+conjugate prior), f is linearised at the current q with a stochastic gradient from a minibatch and
+Monte Carlo samples. With q an exponential family with natural parameters lambda, mean parameters
+mu(lambda), prior natural parameters eta, and f linearised in the MEAN parameters, iteration (9)
+with the KL divergence reads
+
+    lambda_{k+1} = argmin_lambda  -<g, mu(lambda)> + KL(q_lambda || p) + (1/beta_k) KL(q_lambda || q_k)
+                 = r_k lambda_k + (1 - r_k) (eta + g),          r_k = 1 / (1 + beta_k),
+
+where g = (N/M) * sum_{n in minibatch} grad_mu E_q[log p(y_n | .)] (the conjugate-computation form;
+the derivation is in docs/prox_svi.md; ``prox_objective`` below is the objective, which the tests
+minimise numerically to check the closed form).
+
+A model for ``vijax.inference._prox_svi.prox_svi`` offers (see ``ProxModel``):
+
+- ``init_variational(key, batch=None) -> q`` (a pytree of ``vijax.expfam`` families);
+- ``prior() -> p`` (same structure; for Gaussians with a coupled prior, its conjugate part);
+- ``loglik_grad(q, batch, key, num_samples) -> g_hat`` (minibatch SUM, mean-parameter gradient,
+  structured like q's natural parameters);
+- ``elbo(q, batch, key, num_samples, num_data) -> scalar`` (full-data estimate);
+- optionally ``prox_step(q, batch, key, beta, num_samples, num_data) -> q_new`` (own closed form,
+  e.g. structured representations), and ``check_data(batch)``.
+
+Terms of the log joint that are linear in q's mean parameters (conjugate terms) may be put into
+``loglik_grad`` too: their gradient is exact and linearising them changes nothing, so they are kept
+exact automatically.
+"""
+from __future__ import annotations
+
+from typing import Callable, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+
+from vijax import expfam
+from vijax.types import Array, PRNGKey, PyTree
+
+
+@runtime_checkable
+class ProxModel(Protocol):
+    """The interface ``prox_svi`` drives (``prox_step`` and ``check_data`` are optional)."""
+
+    def init_variational(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
+        """A starting q."""
+
+    def prior(self) -> PyTree:
+        """The prior (or its conjugate part) as a pytree of families structured like q."""
+
+    def loglik_grad(self, q: PyTree, batch: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
+        """Sum over the minibatch of grad_mu E_q[log p(y_n | .)], structured like q's natural params."""
+
+    def elbo(self, q: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, num_data: int) -> Array:
+        """A Monte Carlo estimate of the full-data ELBO (minibatch terms scaled by N/M)."""
+
+
+def mean_param_grad(fn: Callable[[PyTree], Array], q: PyTree) -> PyTree:
+    """grad_mu fn for a function of a pytree of families, by the chain rule through lambda.
+
+    Since grad_lambda fn = F(lambda) grad_mu fn (F = hess A, the Fisher matrix),
+    grad_mu fn = F^-1 grad_lambda fn, computed per family with ``inv_fisher_vp`` (closed form for
+    every vijax family; for MultivariateNormal the pseudo-inverse, exact on the symmetric
+    directions where such gradients live). ``fn`` may be a Monte Carlo estimate with fixed noise
+    drawn inside (reparameterised samples): the result is then the exact mean-parameter gradient of
+    that estimate.
+
+    Args:
+      fn: q -> scalar, differentiable in the natural parameters (fields) of q's families.
+      q: pytree of ``AbstractExpFamily``.
+
+    Returns:
+      A pytree like ``expfam.tree_natural_params(q)``.
+    """
+    grad_nat = jax.grad(fn)(q)  # a pytree of families whose fields are d fn / d lambda
+    return jax.tree_util.tree_map(lambda f, g: tuple(f.inv_fisher_vp(g.natural_params)), q, grad_nat,
+                                  is_leaf=expfam.is_family)
+
+
+def kl_prox_target(prior: PyTree, g_hat: PyTree, scale=1.0) -> PyTree:
+    """eta + scale * g_hat, the point the KL-proximal step interpolates towards."""
+    return jax.tree_util.tree_map(lambda e, g: e + scale * g, expfam.tree_natural_params(prior), g_hat)
+
+
+def kl_prox_closed_form(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
+    """The undamped closed-form KL-proximal step r lambda_k + (1 - r)(eta + g), r = 1/(1 + beta)."""
+    r = 1.0 / (1.0 + beta)
+    new = jax.tree_util.tree_map(lambda lam, t: r * lam + (1.0 - r) * t,
+                                 expfam.tree_natural_params(q), kl_prox_target(prior, g))
+    return expfam.tree_from_natural(q, new)
+
+
+def prox_objective(q_new: PyTree, q_k: PyTree, prior: PyTree, g: PyTree, beta) -> Array:
+    """The KL-proximal objective of iteration (9) with f linearised in the mean parameters:
+
+        -<g, mu(q_new)> + KL(q_new || p) + (1/beta) KL(q_new || q_k).
+
+    (The constant f(q_k) - <g, mu(q_k)> is dropped.) Its minimiser is ``kl_prox_closed_form``;
+    tests minimise it numerically as the oracle.
+    """
+    lin = expfam.tree_inner(g, expfam.tree_mean_params(q_new))
+    return -lin + expfam.tree_kl(q_new, prior) + expfam.tree_kl(q_new, q_k) / beta
+
+
+def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
+    """lambda + beta * grad_lambda L, with grad_lambda L = F(lambda) (eta + g - lambda).
+
+    The ELBO's Euclidean gradient in the natural parameters (the split h = 0 of seed 001 §3.1:
+    the whole negative ELBO is linearised; ``fisher_vp`` maps the mean-parameter gradient g and
+    the prior's natural-parameter gap to lambda-space).
+    """
+    def fam_step(f, e, gg):
+        direction = tuple(ei + gi - li for ei, gi, li in zip(e, gg, f.natural_params))
+        grad = f.fisher_vp(direction)
+        return tuple(li + beta * di for li, di in zip(f.natural_params, grad))
+
+    new = jax.tree_util.tree_map(fam_step, q, expfam.tree_natural_params(prior), g, is_leaf=expfam.is_family)
+    return new
+
+
+__all__ = ["ProxModel", "euclidean_natural_grad_step", "kl_prox_closed_form", "kl_prox_target",
+           "mean_param_grad", "prox_objective"]

@@ -1,0 +1,214 @@
+"""Generalised linear models with a Gaussian prior, for proximal-gradient SVI (seed 001, §3.1, appendices A.2, E).
+
+    z ~ N(m0, s0^2 I_D),      y_n | z ~ p(y_n | eta_n = x_n^T z),
+    logistic:  log p(y | a) = y a - softplus(a),          y in {0, 1};
+    poisson:   log p(y | a) = y a - exp(a) - log y!,      y in {0, 1, 2, ...}.
+
+q(z) = N(m, V) is a ``vijax.expfam.MultivariateNormal``. Split of the negative ELBO (appendix A.2):
+f = -sum_n E_q[log p(y_n | x_n^T z)] (linearised with a minibatch and Monte Carlo samples),
+h = KL(q || p) (exact). Each expectation depends on q only through the 1-d marginal
+a_n ~ N(x_n^T m, x_n^T V x_n), so the Monte Carlo estimate draws a_n = x_n^T m + sqrt(x_n^T V x_n) e
+(e ~ N(0, 1), S draws per example); the Poisson expectation is exact (E[e^a] = exp(m_a + v_a / 2)),
+so ``num_samples`` is unused there. Gradients use Bonnet's and Price's theorems on the same 1-d
+marginals (``marginal_grads``): dE[l]/dm_a = E[l'(a)], dE[l]/dv_a = E[l''(a)] / 2 (the alpha and
+gamma of the paper's GP updates, §5).
+
+With Phi(m, V) = sum_n E_q[log p(y_n | a_n)] (the minibatch sum), the gradient with respect to the
+mean parameters (mu1, mu2) = (m, V + m m^T) is, by the chain rule through V = mu2 - mu1 mu1^T,
+
+    g1 = dPhi/dm - 2 (dPhi/dV) m,      g2 = dPhi/dV,
+
+and the KL-proximal step (iteration (9), r = 1/(1 + beta), s = N/M) is, in natural parameters,
+
+    P_{k+1}       = r P_k + (1 - r) (P0 - 2 s dPhi/dV),
+    P_{k+1} m_{k+1} = r P_k m_k + (1 - r) (P0 m0 + s g1),
+
+i.e. m_{k+1} = m_k + (1 - r) V_{k+1} (s dPhi/dm - P0 (m_k - m0)): appendix E's update (with
+K = X X^T there, in the space of the linear predictors; here in the weight space). This is the
+generic step of ``prox_svi``. With ``linearization="moments"`` the model linearises f in (m, V)
+instead, as the paper's derivation does before its approximation (76): the precision update is
+the same and the mean solves [(1 - r) P0 + r P_k] m = (1 - r)(s dPhi/dm + P0 m0) + r P_k m_k
+(``prox_step``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+
+from vijax import expfam
+from vijax.models._base import check_int
+from vijax.types import Array, PRNGKey, PyTree
+
+LIKELIHOODS = ("logistic", "poisson")
+LINEARIZATIONS = ("mean", "moments")
+
+
+def _sym(a):
+    return 0.5 * (a + a.T)
+
+
+@dataclasses.dataclass(frozen=True)
+class GLM:
+    """Bayesian GLM z ~ N(prior_mean 1, prior_var I), y_n ~ p(y | x_n^T z), for ``prox_svi``.
+
+    Args:
+      dim: D, the number of features (weights).
+      likelihood: ``"logistic"`` (labels in {0, 1}; {-1, 1} labels are rejected: map them with
+        (y + 1) / 2) or ``"poisson"`` (counts, log link).
+      prior_mean: m0, a float.
+      prior_var: s0^2 > 0, a float.
+      linearization: ``"mean"`` (default: f linearised in the mean parameters; the conjugate
+        computation step of ``prox_svi``) or ``"moments"`` (linearised in (m, V); own ``prox_step``).
+
+    A batch is a pair ``(x, y)``: x of shape (M, D), y of shape (M,).
+
+    Examples:
+        >>> model = GLM(2, "poisson")
+        >>> model.prior().mean.shape
+        (2,)
+    """
+
+    dim: int
+    likelihood: str = "logistic"
+    prior_mean: float = 0.0
+    prior_var: float = 1.0
+    linearization: str = "mean"
+
+    def __post_init__(self):
+        check_int("dim", self.dim)
+        if self.likelihood not in LIKELIHOODS:
+            raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
+        if not np.isfinite(self.prior_mean):
+            raise ValueError(f"prior_mean must be finite, got {self.prior_mean!r}")
+        if not (np.isfinite(self.prior_var) and self.prior_var > 0):
+            raise ValueError(f"prior_var must be finite and > 0, got {self.prior_var!r}")
+        if self.linearization not in LINEARIZATIONS:
+            raise ValueError(f"linearization must be one of {LINEARIZATIONS}, got {self.linearization!r}")
+
+    # ------------------------------------------------------------------ data
+    def check_data(self, batch) -> None:
+        """Raises ValueError naming ``x`` or ``y`` for data the model cannot take (concrete arrays only)."""
+        x, y = batch
+        if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
+            return
+        x, y = np.asarray(x), np.asarray(y)
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (M, {self.dim}), got {x.shape}")
+        if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
+            raise ValueError("x (features) must be numeric and finite (no NaN or inf)")
+        if y.shape != x.shape[:1]:
+            raise ValueError(f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
+        if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)):
+            raise ValueError("y must be numeric and finite")
+        if self.likelihood == "logistic" and not np.all((y == 0) | (y == 1)):
+            hint = " (for labels in {-1, 1} pass (y + 1) / 2)" if np.all((y == -1) | (y == 1)) else ""
+            raise ValueError(f"y (labels) must lie in {{0, 1}} for the logistic likelihood{hint}")
+        if self.likelihood == "poisson" and not np.all((y >= 0) & (y == np.round(y))):
+            raise ValueError("y (counts) must be non-negative integers for the Poisson likelihood")
+
+    # ------------------------------------------------------------------ q and prior
+    def prior(self, dtype=None) -> expfam.MultivariateNormal:
+        dt = dtype or jnp.result_type(float)
+        prec = 1.0 / self.prior_var
+        return expfam.MultivariateNormal(jnp.full((self.dim,), prec * self.prior_mean, dt),
+                                         -0.5 * prec * jnp.eye(self.dim, dtype=dt))
+
+    def init_variational(self, key: PRNGKey, batch=None) -> expfam.MultivariateNormal:
+        """The prior with its mean jittered by 0.1 s0 (so restarts differ)."""
+        if batch is not None:
+            self.check_data(batch)
+        p = self.prior()
+        jitter = 0.1 * np.sqrt(self.prior_var) * jax.random.normal(key, (self.dim,), p.dtype)
+        return p.replace_natural((p.eta1 + jitter / self.prior_var, p.eta2))
+
+    # ------------------------------------------------------------------ expected log-likelihood
+    def _log_lik(self, a, y):
+        if self.likelihood == "logistic":
+            return y * a - jax.nn.softplus(a)
+        return y * a - jnp.exp(a) - gammaln(y + 1.0)
+
+    def expected_loglik(self, m: Array, v: Array, batch, noise: Array) -> Array:
+        """Sum over the batch of the Monte Carlo estimate of E_q[log p(y_n | x_n^T z)], as a
+        function of the moments (m, V) of q; ``noise`` (M, S) standard normal draws (unused for
+        the Poisson likelihood, whose expectation is exact)."""
+        x, y = batch
+        a_mean = x @ m
+        a_var = jnp.sum((x @ v) * x, -1)
+        if self.likelihood == "poisson":
+            return jnp.sum(y * a_mean - jnp.exp(a_mean + 0.5 * a_var) - gammaln(y + 1.0))
+        a = a_mean[:, None] + jnp.sqrt(a_var)[:, None] * noise
+        return jnp.sum(jnp.mean(self._log_lik(a, y[:, None]), -1))
+
+    def _noise(self, key, batch, num_samples, dtype):
+        return jax.random.normal(key, (batch[0].shape[0], num_samples), dtype)
+
+    def marginal_grads(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int):
+        """Per example, alpha_n = E_q[l'(a_n)] and gamma_n = -E_q[l''(a_n)] (Bonnet's and Price's
+        theorems: dE[l]/dm_a = E[l'], dE[l]/dv_a = E[l'']/2), by Monte Carlo for the logistic
+        likelihood (the same draws for both) and exactly for the Poisson one."""
+        x, y = batch
+        a_mean = x @ q.mean
+        a_var = jnp.sum((x @ q.covariance) * x, -1)
+        if self.likelihood == "poisson":
+            rate = jnp.exp(a_mean + 0.5 * a_var)
+            return y - rate, rate
+        noise = self._noise(key, batch, num_samples, q.dtype)
+        sig = jax.nn.sigmoid(a_mean[:, None] + jnp.sqrt(a_var)[:, None] * noise)
+        return jnp.mean(y[:, None] - sig, -1), jnp.mean(sig * (1.0 - sig), -1)
+
+    def moment_grads(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int):
+        """(dPhi/dm, dPhi/dV) = (X^T alpha, -X^T diag(gamma) X / 2) (``marginal_grads``).
+
+        Price's estimator of the V-gradient is negative semi-definite for both likelihoods (they
+        are log-concave), so the precision update of the KL step stays positive definite at any
+        beta; differentiating the reparameterised estimate instead has a far larger variance."""
+        x = batch[0]
+        alpha, gamma = self.marginal_grads(q, batch, key, num_samples)
+        return x.T @ alpha, -0.5 * (x.T * gamma[None, :]) @ x
+
+    def loglik_grad(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int):
+        """Minibatch sum of grad_mu E_q[log p(y_n | .)] as (g1, g2) (module docstring)."""
+        gm, gv = self.moment_grads(q, batch, key, num_samples)
+        return gm - 2.0 * gv @ q.mean, gv
+
+    def elbo(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int, num_data: int) -> Array:
+        noise = self._noise(key, batch, num_samples, q.dtype)
+        scale = num_data / batch[0].shape[0]
+        return scale * self.expected_loglik(q.mean, q.covariance, batch, noise) - q.kl(self.prior(q.dtype))
+
+    # ------------------------------------------------------------------ paper's (m, V) linearisation
+    def moments_prox_step(self, q, batch, key, beta, num_samples, num_data):
+        """KL-proximal step with f linearised in (m, V) (module docstring), in closed form."""
+        gm, gv = self.moment_grads(q, batch, key, num_samples)
+        s = num_data / batch[0].shape[0]
+        r = 1.0 / (1.0 + beta)
+        p = self.prior(q.dtype)
+        p0, pk = p.precision, q.precision
+        new_prec = _sym(r * pk + (1.0 - r) * (p0 - 2.0 * s * gv))
+        lhs = (1.0 - r) * p0 + r * pk
+        rhs = (1.0 - r) * (s * gm + p.eta1) + r * q.eta1
+        m_new = jnp.linalg.solve(lhs, rhs)
+        return q.replace_natural((new_prec @ m_new, -0.5 * new_prec))
+
+    @property
+    def prox_step(self):
+        """``moments_prox_step`` when ``linearization="moments"``, else None (``prox_svi`` then takes
+        its generic closed-form step)."""
+        return self.moments_prox_step if self.linearization == "moments" else None
+
+    # ------------------------------------------------------------------ prediction
+    def predictive_mean(self, q: expfam.MultivariateNormal, x: Array, key: PRNGKey, num_samples: int = 1000) -> Array:
+        """E[y | x] under q by Monte Carlo (logistic: p(y = 1 | x); Poisson: exact exp(m_a + v_a/2))."""
+        a_mean = x @ q.mean
+        a_var = jnp.sum((x @ q.covariance) * x, -1)
+        if self.likelihood == "poisson":
+            return jnp.exp(a_mean + 0.5 * a_var)
+        e = jax.random.normal(key, (x.shape[0], num_samples), q.dtype)
+        return jnp.mean(jax.nn.sigmoid(a_mean[:, None] + jnp.sqrt(a_var)[:, None] * e), -1)
+
+
+__all__ = ["GLM", "LIKELIHOODS", "LINEARIZATIONS"]
