@@ -1,0 +1,180 @@
+"""PG-SVI beyond Gaussians: non-conjugate likelihoods under a conjugate exponential-family prior.
+
+For any q in ``vijax.expfam`` whose prior p is in the same family (so KL(q || p) is the exact,
+convex h of seed 001 §3.1), the KL-proximal step of iteration (9) with f linearised in the mean
+parameters is
+
+    lambda_{k+1} = r lambda_k + (1 - r)(eta + (N/M) g_hat),      r = 1/(1 + beta_k),
+
+where g_hat is the stochastic gradient of the non-conjugate expected log-likelihood with respect to
+the mean parameters. Here g_hat comes from a reparameterised Monte Carlo estimate of
+E_q[log p(y_n | theta)] (Gamma and Dirichlet draws carry implicit reparameterisation gradients,
+seed 000 appendix B) mapped to mean parameters by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda).
+The seed's paper leaves this case to future work (§7: "simple updates for ... non-conjugate
+exponential family distribution models"); these two models show it.
+
+* ``PoissonGammaSoftplus``: theta_d ~ Gamma(a0, b0) iid (d = 1..D), q(theta) = prod_d Gamma,
+  y_n ~ Poisson(softplus(x_n^T theta)). The softplus link makes the likelihood non-conjugate
+  (with an identity link and a single feature it would be conjugate).
+* ``NoisyDirichletMultinomial``: theta ~ Dirichlet(alpha0) on the K-simplex, each row c_n of
+  counts ~ Multinomial(sum_k c_nk, (1 - eps) theta + eps / K): a multinomial whose draws are
+  replaced by uniform noise with probability eps (a robust "label noise" model). The log
+  likelihood sum_k c_nk log((1 - eps) theta_k + eps/K) is not linear in t(theta) = log theta
+  unless eps = 0, where the model is the conjugate Dirichlet-multinomial and g_hat -> sum_n c_n.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+
+from vijax import expfam
+from vijax.models._base import check_int
+from vijax.models._nonconjugate import mean_param_grad
+from vijax.types import Array, PRNGKey
+
+
+def _check_xy_counts(x, y, dim):
+    if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
+        return
+    x, y = np.asarray(x), np.asarray(y)
+    if x.ndim != 2 or x.shape[1] != dim:
+        raise ValueError(f"x must have shape (M, {dim}), got {x.shape}")
+    if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
+        raise ValueError("x (features) must be numeric and finite (no NaN or inf)")
+    if y.shape != x.shape[:1]:
+        raise ValueError(f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
+    if not np.all(np.isfinite(y)) or not np.all((y >= 0) & (y == np.round(y))):
+        raise ValueError("y (counts) must be non-negative integers")
+
+
+def _check_hyper(name, value):
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonGammaSoftplus:
+    """theta_d ~ Gamma(prior_shape, prior_rate), y_n ~ Poisson(softplus(x_n^T theta)); batch (x, y).
+
+    Examples:
+        >>> model = PoissonGammaSoftplus(2)
+        >>> model.prior().batch_shape
+        (2,)
+    """
+
+    dim: int
+    prior_shape: float = 2.0
+    prior_rate: float = 2.0
+
+    def __post_init__(self):
+        check_int("dim", self.dim)
+        _check_hyper("prior_shape", self.prior_shape)
+        _check_hyper("prior_rate", self.prior_rate)
+
+    def check_data(self, batch) -> None:
+        _check_xy_counts(*batch, self.dim)
+
+    def prior(self, dtype=None) -> expfam.Gamma:
+        dt = dtype or jnp.result_type(float)
+        return expfam.Gamma(jnp.full((self.dim,), self.prior_shape - 1.0, dt), jnp.full((self.dim,), -self.prior_rate, dt))
+
+    def init_variational(self, key: PRNGKey, batch=None) -> expfam.Gamma:
+        """The prior with its shapes jittered by up to 10 %."""
+        if batch is not None:
+            self.check_data(batch)
+        p = self.prior()
+        u = jax.random.uniform(key, (self.dim,), p.dtype, 0.9, 1.1)
+        return expfam.Gamma(self.prior_shape * u - 1.0, p.eta2)
+
+    def expected_loglik(self, q: expfam.Gamma, batch, key: PRNGKey, num_samples: int) -> Array:
+        """Sum over the batch of the Monte Carlo E_q[log p(y_n | theta)] (reparameterised draws)."""
+        x, y = batch
+        theta = q.sample(key, (num_samples,))  # (S, D)
+        rate = jax.nn.softplus(theta @ x.T)  # (S, M)
+        ll = y[None, :] * jnp.log(rate) - rate - gammaln(y + 1.0)[None, :]
+        return jnp.sum(jnp.mean(ll, 0))
+
+    def loglik_grad(self, q: expfam.Gamma, batch, key: PRNGKey, num_samples: int):
+        return mean_param_grad(lambda qq: self.expected_loglik(qq, batch, key, num_samples), q)
+
+    def elbo(self, q, batch, key, num_samples, num_data):
+        scale = num_data / batch[0].shape[0]
+        return scale * self.expected_loglik(q, batch, key, num_samples) - jnp.sum(q.kl(self.prior(q.dtype)))
+
+    def sample_data(self, key: PRNGKey, num_data: int, theta=None):
+        """Synthetic (x, y, theta): x ~ |N(0, 1)|, theta from the prior unless given."""
+        k1, k2, k3 = jax.random.split(key, 3)
+        if theta is None:
+            theta = self.prior().sample(k1)
+        x = jnp.abs(jax.random.normal(k2, (num_data, self.dim)))
+        y = jax.random.poisson(k3, jax.nn.softplus(x @ theta)).astype(x.dtype)
+        return x, y, theta
+
+
+@dataclasses.dataclass(frozen=True)
+class NoisyDirichletMultinomial:
+    """theta ~ Dirichlet(alpha0 1_K), c_n ~ Multinomial(sum c_n, (1 - noise) theta + noise / K); batch: counts (M, K).
+
+    Examples:
+        >>> model = NoisyDirichletMultinomial(3, noise=0.1)
+        >>> model.prior().event_shape
+        (3,)
+    """
+
+    num_categories: int
+    noise: float = 0.1
+    prior_concentration: float = 1.0
+
+    def __post_init__(self):
+        check_int("num_categories", self.num_categories, minimum=2)
+        if not (np.isfinite(self.noise) and 0.0 <= self.noise < 1.0):
+            raise ValueError(f"noise must lie in [0, 1), got {self.noise!r}")
+        _check_hyper("prior_concentration", self.prior_concentration)
+
+    def check_data(self, batch) -> None:
+        if isinstance(batch, jax.core.Tracer):
+            return
+        c = np.asarray(batch)
+        if c.ndim != 2 or c.shape[1] != self.num_categories:
+            raise ValueError(f"counts must have shape (M, {self.num_categories}), got {c.shape}")
+        if not np.all(np.isfinite(c)) or not np.all((c >= 0) & (c == np.round(c))):
+            raise ValueError("counts must be non-negative integers")
+
+    def prior(self, dtype=None) -> expfam.Dirichlet:
+        dt = dtype or jnp.result_type(float)
+        return expfam.Dirichlet(jnp.full((self.num_categories,), self.prior_concentration - 1.0, dt))
+
+    def init_variational(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
+        if batch is not None:
+            self.check_data(batch)
+        u = jax.random.uniform(key, (self.num_categories,), jnp.result_type(float), 0.9, 1.1)
+        return expfam.Dirichlet(self.prior_concentration * u - 1.0)
+
+    def expected_loglik(self, q: expfam.Dirichlet, counts, key: PRNGKey, num_samples: int) -> Array:
+        theta = q.sample(key, (num_samples,))  # (S, K)
+        probs = (1.0 - self.noise) * theta + self.noise / self.num_categories
+        log_coef = gammaln(jnp.sum(counts, -1) + 1.0) - jnp.sum(gammaln(counts + 1.0), -1)
+        return jnp.sum(log_coef) + jnp.mean(jnp.log(probs) @ jnp.sum(counts, 0))
+
+    def loglik_grad(self, q: expfam.Dirichlet, counts, key: PRNGKey, num_samples: int):
+        return mean_param_grad(lambda qq: self.expected_loglik(qq, counts, key, num_samples), q)
+
+    def elbo(self, q, counts, key, num_samples, num_data):
+        scale = num_data / counts.shape[0]
+        return scale * self.expected_loglik(q, counts, key, num_samples) - jnp.sum(q.kl(self.prior(q.dtype)))
+
+    def sample_data(self, key: PRNGKey, num_data: int, draws: int = 20, theta=None):
+        """Synthetic (counts, theta): num_data rows of ``draws`` noisy multinomial draws."""
+        k1, k2 = jax.random.split(key)
+        if theta is None:
+            theta = self.prior().sample(k1)
+        probs = (1.0 - self.noise) * theta + self.noise / self.num_categories
+        z = jax.random.categorical(k2, jnp.log(probs), shape=(num_data, draws))
+        return jax.nn.one_hot(z, self.num_categories).sum(1), theta
+
+
+__all__ = ["NoisyDirichletMultinomial", "PoissonGammaSoftplus"]
