@@ -1,0 +1,301 @@
+"""GaP-KL-NMF: Bayesian nonparametric Poisson (KL) matrix factorization of magnitude spectrograms
+(seed 000 §4.3, eq. 12; Nakano et al. 2011, after the GaP-NMF of Hoffman, Blei and Cook 2010).
+
+The generative process (seed 000 eq. 12), for a spectrogram Y of F frequency bins by N frames::
+
+    W_fk ~ Gamma(a, a),   theta_k ~ Gamma(alpha / K, alpha c),   H_kn ~ Gamma(b, b),
+    Y_fn ~ Poisson(sum_k theta_k W_fk H_kn),
+
+all Gammas with (shape, rate). a = 0.25, b = 0.2, alpha = 1 and c = 1 are the seed's values. As
+K grows the prior on theta approaches a gamma process, so most theta_k are near zero and the
+model chooses how many of its K components to use.
+
+**Globals and locals.** The globals are beta = (W, theta), q(W_fk) and q(theta_k) Gamma, as the
+prior (``prior()`` is the pair ``(Gamma (F, K), Gamma (K,))``). The locals of frame n are its
+activations h_n = H_:n and the usual Poisson augmentation of its counts (Cemgil 2009; Hoffman et
+al. 2010): z_fkn ~ Poisson(theta_k W_fk h_kn) with y_fn = sum_k z_fkn, so that given y_fn the
+vector z_f:n is Multinomial(y_fn, p_fn) with p_fnk ∝ theta_k W_fk h_kn. Mean-field locals
+q(h_kn) = Gamma(gamma_kn, r_kn), q(z_f:n) = Multinomial(y_fn, phi_fn).
+
+**The complete-data likelihood is not linear in t(beta).** With t(W) = (log W, W) and
+t(theta) = (log theta, theta)::
+
+    log p(y_n, z_n, h_n | W, theta) = sum_fk z_fkn (log theta_k + log W_fk + log h_kn)
+                                      - sum_fk theta_k W_fk h_kn - sum_fk log z_fkn! + log p(h_n),
+
+and theta_k W_fk is a product of two globals: the model is conditionally conjugate in W given
+theta and in theta given W (each complete conditional is Gamma), not in the pair (the
+assumption of seed 000 §2.1). The seed applies SSVI-A to it anyway; the natural-gradient step of
+each block (SVI: Hoffman et al. 2013, for models with several global factors; SSVI: the envelope
+argument of seed 000 appendix A) uses the other block's value in the view::
+
+    s_W     = ( sum_n E[z_fkn],    -theta_k   sum_n E[h_kn] )        (F, K) each,
+    s_theta = ( sum_fn E[z_fkn],   -sum_f W_fk sum_n E[h_kn] )        (K,) each,
+
+with theta_k and W_fk from ``globals_view`` (E_q under mean-field, a draw under SSVI). The
+target eta + s of each block is its exact coordinate optimum given the other block's view.
+Updating both blocks at once (the generic CAVI step) is a Jacobi step, not a coordinate ascent:
+see docs/gap_nmf.md. The pair <s, t> counts the product term twice, so ``local_terms`` adds it
+back once, and :func:`~vijax.models.conjugate_elbo` is the exact mean-field ELBO whenever q(beta)
+is the q whose E[t(beta)] was the view (the ELBO that SVI reports).
+
+**Mean-field local step** (``"meanfield"``; seed 000 §2.5), for fixed view, per frame::
+
+    phi_fkn ∝ B_fk e_kn,         B_fk = exp(<log theta_k> + <log W_fk>),  e_kn = exp(E[log h_kn]),
+    gamma_kn = b + e_kn sum_f y_fn B_fk / (sum_j B_fj e_jn),
+    r_kn     = r_k = b + <theta_k> sum_f <W_fk>                     (the same for every n),
+
+<.> the view's values. r does not depend on the other locals, so it is set once, and gamma is
+iterated (from gamma = b + sum_f y_fn / K) until every frame's mean |change| relative to its mean
+gamma is below ``tol``, or ``max_iters`` times; phi is never formed (as LDA's E-step). The
+returned statistics are those of phi at the final gamma, so (gamma, r, phi) come from coordinate
+steps and the local ELBO is exact for them:
+
+    local ELBO_n = sum_f y_fn log sum_k B_fk e_kn - sum_f log y_fn!
+                   - sum_fk E[z_fkn] log B_fk - sum_fk <theta_k> <W_fk> E[h_kn] (+ the double count)
+                   - sum_k KL(Gamma(gamma_kn, r_k) || Gamma(b, b)),
+
+using E[-sum_k log z_fkn!] + H[Multinomial(y_fn, phi_fn)] = -log y_fn! - y_fn sum_k phi log phi
+and sum_k z (log B + E log h) - y phi log phi summing to y log sum_k B e.
+
+Y may hold any non-negative finite values (log y! is lgamma(y + 1)); the seed's are quantized
+magnitudes, i.e. counts. Frames are the rows of a batch: ``batch`` is (S, F) = Y[:, frames].T.
+
+References:
+  Hoffman and Blei, Structured stochastic variational inference (seed 000), §2, §4.3, eq. 12.
+  Hoffman, Blei and Cook (2010). Bayesian nonparametric matrix factorization for recorded music. ICML.
+  Nakano, Le Roux, Kameoka, Nakamura, Ono and Sagayama (2011). Bayesian nonparametric spectrogram
+  modeling based on infinite factorial infinite hidden Markov model. WASPAA.
+  Cemgil (2009). Bayesian inference for nonnegative matrix factorisation models. Comput. Intell. Neurosci.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import digamma, gammaln
+
+from vijax import expfam
+from vijax.models._base import (LocalResult, check_data_array, check_int, check_method, check_positive_hyper,
+                                conjugate_elbo, float_dtype)
+from vijax.types import Array, PRNGKey
+
+
+@dataclasses.dataclass(frozen=True)
+class GaPNMF:
+    """GaP-KL-NMF (seed 000 eq. 12) as a model with globals (W, theta) and per-frame locals.
+
+    Args:
+      num_components: K >= 1, the truncation of the gamma process.
+      num_freqs: F >= 1, the number of frequency bins (rows of Y).
+      a: shape and rate of the Gamma prior on each W_fk (> 0; seed: 0.25).
+      b: shape and rate of the Gamma prior on each H_kn (> 0; seed: 0.2).
+      alpha: gamma-process concentration; theta_k ~ Gamma(alpha / K, alpha c) (> 0; seed: 1).
+      c: gamma-process rate parameter (> 0; seed: 1); E[sum_k theta_k] = 1 / c.
+      max_iters: cap on the local iterations per step (>= 1).
+      tol: relative convergence threshold of the local iterations (>= 0).
+      init_shape: shape of the initial q(W) and q(theta) (> 0): larger is a tighter start.
+      dtype: float dtype of the prior and of the initial q (default: JAX's default float).
+
+    Examples:
+        >>> model = GaPNMF(num_components=4, num_freqs=6)
+        >>> [f.batch_shape for f in model.prior()]
+        [(6, 4), (4,)]
+        >>> float(model.prior()[1].concentration[0])  # alpha / K
+        0.25
+    """
+
+    num_components: int
+    num_freqs: int
+    a: float = 0.25
+    b: float = 0.2
+    alpha: float = 1.0
+    c: float = 1.0
+    max_iters: int = 100
+    tol: float = 1e-4
+    init_shape: float = 100.0
+    dtype: Any = None
+    local_methods = ("meanfield",)
+
+    def __post_init__(self):
+        for name in ("a", "b", "alpha", "c", "tol", "init_shape"):  # plain floats: hashable, static under jit
+            value = getattr(self, name)
+            try:
+                if isinstance(value, (bool, str)) or np.ndim(value) != 0:
+                    raise TypeError
+                value = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
+            object.__setattr__(self, name, value)
+        check_int("num_components", self.num_components)
+        check_int("num_freqs", self.num_freqs)
+        for name in ("a", "b", "alpha", "c", "init_shape"):
+            check_positive_hyper(name, getattr(self, name))
+        check_int("max_iters", self.max_iters)
+        if not np.isfinite(self.tol) or self.tol < 0:
+            raise ValueError(f"tol must be finite and >= 0, got {self.tol!r}")
+        if self.dtype is not None:
+            try:
+                ok = jnp.issubdtype(jnp.dtype(self.dtype), jnp.floating)
+            except TypeError:
+                ok = False
+            if not ok:
+                raise ValueError(f"dtype must be a float dtype, got {self.dtype!r}")
+
+    # ------------------------------------------------------------------------------ globals
+    def prior(self) -> tuple[expfam.Gamma, expfam.Gamma]:
+        """p(W, theta) = (Gamma(a, a) with batch (F, K), Gamma(alpha / K, alpha c) with batch (K,))."""
+        dt = float_dtype(self.dtype)
+        f, k = self.num_freqs, self.num_components
+        p_w = expfam.Gamma(jnp.full((f, k), self.a - 1.0, dt), jnp.full((f, k), -self.a, dt))
+        p_theta = expfam.Gamma(jnp.full((k,), self.alpha / k - 1.0, dt), jnp.full((k,), -self.alpha * self.c, dt))
+        return p_w, p_theta
+
+    def init_globals(self, key: PRNGKey, batch=None) -> tuple[expfam.Gamma, expfam.Gamma]:
+        """A random start in the manner of Hoffman et al. (2010): every q has shape
+        ``init_shape`` (tight); E[W_fk] = g_fk with g_fk ~ Gamma(init_shape, init_shape) (mean 1,
+        small random differences that break the symmetry between components); E[theta_k] =
+        mean(Y) / K when a batch is given (so that E[(W diag(theta) H)_fn] matches the data's
+        mean under E[W] = E[H] = 1), else the prior mean 1 / (c K)."""
+        dt = float_dtype(self.dtype)
+        f, k = self.num_freqs, self.num_components
+        s = jnp.asarray(self.init_shape, dt)
+        g = jax.random.gamma(key, s, (f, k), dtype=dt) / s
+        if batch is None:
+            mean_theta = jnp.full((k,), 1.0 / (self.c * k), dt)
+        else:
+            self.check_data(batch)
+            mean_theta = jnp.full((k,), jnp.maximum(jnp.mean(jnp.asarray(batch, dt)), jnp.finfo(dt).tiny) / k, dt)
+        q_w = expfam.Gamma(jnp.full((f, k), s - 1.0, dt), -s / g)
+        q_theta = expfam.Gamma(jnp.full((k,), s - 1.0, dt), -s / mean_theta)
+        return q_w, q_theta
+
+    @staticmethod
+    def expected_dictionary(q_global) -> Array:
+        """E_q[W], shape (F, K)."""
+        return q_global[0].mean_params()[1]
+
+    @staticmethod
+    def expected_weights(q_global) -> Array:
+        """E_q[theta], shape (K,)."""
+        return q_global[1].mean_params()[1]
+
+    # ------------------------------------------------------------------------------ data
+    def check_data(self, batch) -> None:
+        """Raises ValueError naming ``batch`` unless it is an (S, F) array of finite values >= 0
+        with S >= 1 and F = ``num_freqs`` (one spectrogram frame per row). Tracers pass."""
+        check_data_array("batch (spectrogram frames)", batch, 2, self.num_freqs)
+        if isinstance(batch, jax.core.Tracer):
+            return
+        y = np.asarray(batch)
+        if np.issubdtype(y.dtype, np.complexfloating):
+            raise ValueError("batch (spectrogram frames) must be real magnitudes, got complex values")
+        if np.any(y < 0):
+            raise ValueError(f"batch (spectrogram frames) must be >= 0 (magnitudes or counts), got min {y.min()!r}")
+
+    # ------------------------------------------------------------------------------ local step
+    def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
+        """The mean-field local step of every frame of ``batch`` at ``globals_view``.
+
+        Args:
+          globals_view: ``((log_w, w), (log_theta, theta))`` shaped ((F, K), (F, K)), ((K,), (K,)):
+            E_q[t(W)], E_q[t(theta)] (mean-field), or t of a draw of (W, theta) (SSVI).
+          batch: (S, F) spectrogram frames (non-negative; checked by :meth:`check_data`).
+          key: unused (the step is deterministic).
+          method: ``"meanfield"``.
+
+        Returns:
+          LocalResult with ``suff_stats = ((sum_n E z, -theta sum_n E h), (sum_fn E z,
+          -sum_f W sum_n E h))`` (shapes ((F, K), (F, K)), ((K,), (K,))), ``local_terms`` (see the
+          module docstring) and ``local_params`` = q(h) as a ``Gamma`` with batch shape (S, K).
+        """
+        check_method(method, self.local_methods, "GaPNMF")
+        (log_w, w), (log_theta, theta) = globals_view
+        f, k = self.num_freqs, self.num_components
+        if jnp.shape(log_w) != (f, k) or jnp.shape(w) != (f, k) or jnp.shape(log_theta) != (k,) \
+                or jnp.shape(theta) != (k,):
+            raise ValueError(f"globals_view must be ((log_w, w), (log_theta, theta)) with shapes ({f}, {k}) and "
+                             f"({k},), got {[jnp.shape(x) for x in (log_w, w, log_theta, theta)]}")
+        if jnp.ndim(batch) != 2 or jnp.shape(batch)[1] != f or jnp.shape(batch)[0] < 1:
+            raise ValueError(f"batch must be (S, {f}) spectrogram frames with S >= 1, got shape {jnp.shape(batch)}")
+        dt = jnp.result_type(log_w)
+        return _local_step(self, jnp.asarray(log_w), jnp.asarray(w, dt), jnp.asarray(log_theta, dt),
+                           jnp.asarray(theta, dt), jnp.asarray(batch).astype(dt))
+
+    def elbo(self, q_global, batch) -> Array:
+        """The mean-field ELBO of ``batch`` (all of Y) at q(beta), with the locals at their
+        mean-field optimum for E_q[t(beta)]."""
+        local = self.local_step(expfam.tree_mean_params(q_global), batch)
+        return conjugate_elbo(self.prior(), q_global, local)
+
+    def _fit_gamma(self, log_b: Array, log_rate: Array, y: Array) -> Array:
+        """Iterates gamma_kn = b + e_kn sum_f y_fn B_fk / (B e_n)_f to convergence; (S, K)."""
+        b = self.b
+        bmat = jnp.exp(log_b - jnp.max(log_b, axis=1, keepdims=True))  # (F, K), per-f shift cancels
+
+        def e_of(gamma):  # exp(E log h) up to a per-frame factor, which cancels in the update
+            le = digamma(gamma) - log_rate[None, :]
+            return jnp.exp(le - jnp.max(le, axis=1, keepdims=True))
+
+        def update(gamma):
+            e = e_of(gamma)
+            z = e @ bmat.T  # (S, F)
+            ratio = jnp.where(y > 0, y / jnp.where(y > 0, z, 1.0), 0.0)
+            return b + e * (ratio @ bmat)
+
+        def cond(carry):
+            i, _, change = carry
+            return (i < self.max_iters) & (change >= self.tol)
+
+        def body(carry):
+            i, gamma, _ = carry
+            new = update(gamma)
+            rel = jnp.mean(jnp.abs(new - gamma), axis=1) / jnp.mean(new, axis=1)
+            return i + 1, new, jnp.max(rel)
+
+        gamma0 = b + jnp.broadcast_to(jnp.sum(y, axis=1, keepdims=True) / log_b.shape[1], (y.shape[0], log_b.shape[1]))
+        inf = jnp.asarray(jnp.inf, y.dtype)
+        return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), gamma0, inf))[1]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _local_step(model: GaPNMF, log_w, w, log_theta, theta, y) -> LocalResult:
+    """The body of ``GaPNMF.local_step``, compiled once per (model, shapes); inlined under an outer jit."""
+    dt = log_w.dtype
+    floor = 0.5 * jnp.finfo(dt).min  # a drawn W or theta of exactly 0 (log = -inf) gets weight 0, not NaN
+    log_b = jnp.maximum(log_w + log_theta[None, :], floor)  # (F, K)
+    rate = model.b + theta * jnp.sum(w, axis=0)  # (K,)
+    log_rate = jnp.log(rate)
+    gamma = model._fit_gamma(log_b, log_rate, y)  # (S, K)
+
+    # Statistics of phi at the final gamma (unnormalised by per-f and per-n shifts that cancel).
+    shift_f = jnp.max(log_b, axis=1)  # (F,)
+    bmat = jnp.exp(log_b - shift_f[:, None])
+    le = digamma(gamma) - log_rate[None, :]  # E[log h] (S, K)
+    shift_n = jnp.max(le, axis=1)  # (S,)
+    e = jnp.exp(le - shift_n[:, None])
+    z = e @ bmat.T  # (S, F): sum_k B e up to the shifts
+    pos = y > 0
+    ratio = jnp.where(pos, y / jnp.where(pos, z, 1.0), 0.0)
+    z_sum = bmat * (ratio.T @ e)  # (F, K): sum_n E[z_fkn] = sum_n y_fn phi_fkn
+    e_h = gamma / rate[None, :]  # E[h] (S, K)
+    h_sum = jnp.sum(e_h, axis=0)  # (K,)
+    w_sum = jnp.sum(w, axis=0)  # (K,)
+    stats_w = (z_sum, jnp.broadcast_to(-theta * h_sum, z_sum.shape))
+    stats_theta = (jnp.sum(z_sum, axis=0), -w_sum * h_sum)
+
+    log_sum = jnp.log(jnp.where(pos, z, 1.0)) + shift_f[None, :] + shift_n[:, None]  # log sum_k B_fk e_kn
+    data = jnp.sum(jnp.where(pos, y * log_sum, 0.0)) - jnp.sum(gammaln(y + 1.0))
+    q_h = expfam.Gamma(gamma - 1.0, -jnp.broadcast_to(rate, gamma.shape))
+    p_h = expfam.Gamma(jnp.full_like(gamma, model.b - 1.0), jnp.full_like(gamma, -model.b))
+    local_terms = (data - jnp.sum(z_sum * log_b)  # <s, t> adds sum z (log W + log theta) back
+                   + jnp.sum(theta * w_sum * h_sum)  # ... and subtracts the product term twice
+                   - jnp.sum(q_h.kl(p_h)))
+    return LocalResult((stats_w, stats_theta), local_terms, q_h)
+
+
+__all__ = ["GaPNMF"]
