@@ -173,6 +173,9 @@ class GPClassification:
         Cholesky form never divides by gamma_tilde).
       mean_update: ``"exact"`` (the argmin of the proximal objective, app. D.3 with B_k) or
         ``"paper"`` (eq. 19 / the reference code: A_k, with gt_k in place of r gt_{k-1}).
+      quadrature: when True every expectation uses Gauss-Hermite quadrature and ``num_samples``
+        is ignored: exact gradients (the batch 'PG' and 'GD' of seed 001 Fig. 1) through the
+        same ``prox_svi``/``optax_vi`` calls that otherwise draw Monte Carlo samples.
 
     The batch every method takes is an int array of training indices, shape (M,).
 
@@ -191,7 +194,7 @@ class GPClassification:
     """
 
     def __init__(self, x, y, log_lengthscale: float, log_scale: float, jitter: float = 1e-4,
-                 init_gamma: float = 0.0, mean_update: str = "exact", dtype=None):
+                 init_gamma: float = 0.0, mean_update: str = "exact", quadrature: bool = False, dtype=None):
         check_data_array("x", x, ndim=2)
         ypm = to_pm1_labels(y, "y")
         if np.asarray(x).shape[0] != ypm.shape[0]:
@@ -213,6 +216,7 @@ class GPClassification:
         self.jitter = float(jitter)
         self.init_gamma = float(init_gamma)
         self.mean_update = mean_update
+        self.quadrature = bool(quadrature)
         self.num_data = int(ypm.shape[0])
         k = se_kernel(self.x, self.x, self.log_lengthscale, self.log_scale)
         self.K = k + self.jitter * jnp.eye(self.num_data, dtype=dtype)
@@ -279,6 +283,7 @@ class GPClassification:
         ``num_samples=None`` uses Gauss-Hermite quadrature (the exact gradient of 'PG')."""
         self.check_batch(batch)
         _check_num_samples(num_samples)
+        num_samples = None if self.quadrature else num_samples
         n = self.num_data if num_data is None else num_data
         batch = jnp.asarray(batch)
         m_b, v_b = self.marginals(q, batch)
@@ -331,6 +336,7 @@ class GPClassification:
 
         ``batch=None`` uses all N examples; ``num_samples=None`` uses quadrature (exact)."""
         _check_num_samples(num_samples)
+        num_samples = None if self.quadrature else num_samples
         if batch is None:
             batch = jnp.arange(self.num_data)
         self.check_batch(batch)
@@ -377,6 +383,7 @@ class GPClassification:
         minibatch scaling and Monte Carlo (or quadrature) expectations as ``elbo``; its ``jax.grad``
         is the stochastic gradient of appendix G."""
         _check_num_samples(num_samples)
+        num_samples = None if self.quadrature else num_samples
         if batch is None:
             batch = jnp.arange(self.num_data)
         self.check_batch(batch)
