@@ -157,7 +157,7 @@ def check_invertible(q: PyTree) -> None:
 
 def _family_keys(q: PyTree, key: PRNGKey):
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
-    return fams, treedef, jax.random.split(key, len(fams))
+    return fams, treedef, ([key] if len(fams) == 1 else list(jax.random.split(key, len(fams))))
 
 
 def reparam_sample_and_stats(q: PyTree, key: PRNGKey) -> tuple[PyTree, PyTree]:
@@ -169,7 +169,7 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey) -> tuple[PyTree, PyTree]:
 
     Args:
       q: a family or a pytree of families (Gamma, Beta, Dirichlet, Normal), any batch shapes.
-      key: PRNG key; each family of the pytree uses its own split of it.
+      key: PRNG key; a single family uses it as is, each family of a larger pytree its own split.
 
     Returns:
       (beta, t(beta)): beta structured like q with each family replaced by its draw

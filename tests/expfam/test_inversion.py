@@ -1,0 +1,332 @@
+"""Sampling by inversion and the SSVI V product (seed 000 eq. 7-9, 22-24, 27-28; appendix B).
+
+Oracles: finite differences of TFP's quantile function ``igammainv`` at fixed u; the implicit
+formula -(dQ/dlambda)/q with dQ/dlambda by autodiff of the CDF; an explicitly formed V from
+``jax.jacobian`` and the dense Fisher matrix; Monte Carlo (k standard errors, computed here) for
+E[t(beta)] = mean_params and E[V] = I.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow_probability.substrates.jax as tfp
+from jax.scipy.special import gammainc, ndtr
+
+from vijax import expfam
+from vijax.expfam import Beta, Dirichlet, Gamma, Normal
+from vijax.expfam._base import _flatten, dense_fisher
+from vijax.expfam._inversion import (check_invertible, log_gamma_quantile_grad, reparam_sample,
+                                     reparam_sample_and_stats, reparam_stats, standard_log_gamma,
+                                     stats_and_v_product)
+from vijax.testing import mc_mean_and_stderr
+
+KEY = jax.random.PRNGKey(20240607)
+H = 1e-6  # central finite-difference step (float64)
+FD_RTOL = 1e-6
+
+# Small batched families of every supported type (float64), including small concentrations.
+FAMILIES_UNDER_TEST = {
+    "gamma": lambda: Gamma.from_shape_rate(jnp.array([0.05, 0.7, 3.0, 40.0]), jnp.array([2.0, 0.5, 1.0, 3.0])),
+    "beta": lambda: Beta.from_concentrations(jnp.array([0.3, 2.0, 15.0]), jnp.array([4.0, 0.8, 6.0])),
+    "dirichlet": lambda: Dirichlet.from_concentration(jnp.array([[0.2, 1.0, 5.0], [3.0, 3.0, 0.6]])),
+    "normal": lambda: Normal.from_mean_variance(jnp.array([-1.0, 0.5, 3.0]), jnp.array([0.3, 2.0, 1.0])),
+}
+
+
+def _nat_perturbed(q, i, leaf, h):
+    nat = list(q.natural_params)
+    nat[i] = nat[i].at[leaf].add(h)
+    return type(q).from_natural(tuple(nat))
+
+
+# ---------------------------------------------------------------------------- the Gamma quantile
+def test_log_gamma_derivative_matches_igammainv_finite_difference():
+    a = jnp.array([0.01, 0.05, 0.3, 1.0, 2.5, 40.0, 300.0])
+    keys = jax.random.split(KEY, 5)
+    for k in keys:
+        log_g = jax.random.loggamma(k, a)
+        u = gammainc(a, jnp.exp(log_g))
+        keep = (u > 1e-12) & (u < 1 - 1e-9)  # igammainv is accurate away from the ends
+        fd = (jnp.log(tfp.math.igammainv(a + H, u)) - jnp.log(tfp.math.igammainv(a - H, u))) / (2 * H)
+        ours = jax.jvp(lambda a_: standard_log_gamma(k, a_), (a,), (jnp.ones_like(a),))[1]
+        np.testing.assert_allclose(np.asarray(ours)[keep], np.asarray(fd)[keep], rtol=1e-5)
+        # The draw itself is the one jax.random.loggamma makes with this key.
+        np.testing.assert_array_equal(standard_log_gamma(k, a), log_g)
+
+
+def test_log_gamma_derivative_series_branch_is_continuous():
+    # Around the switch point g = sqrt(eps) both branches are accurate: they must agree.
+    a = jnp.array([0.01, 0.1, 0.5])
+    for log_g in (-18.5, -17.5):  # g about 9e-9 and 2.5e-8, either side of sqrt(eps) = 1.5e-8
+        lg = jnp.full(3, log_g)
+        g = jnp.exp(lg)
+        exact = -jax.lax.igamma_grad_a(a, g) / jnp.exp(a * lg - g - jax.scipy.special.gammaln(a))
+        np.testing.assert_allclose(log_gamma_quantile_grad(a, lg), exact, rtol=1e-9)
+    # Underflowed draws (g = 0 in float64) still get a finite derivative from the expansion.
+    out = log_gamma_quantile_grad(jnp.array([0.01, 0.01]), jnp.array([-800.0, -5000.0]))
+    assert np.all(np.isfinite(out)) and np.all(out > 0)
+    np.testing.assert_allclose(out, (jax.scipy.special.digamma(1.01) + jnp.array([800.0, 5000.0])) / 0.01, rtol=1e-12)
+
+
+def test_float32_small_concentration_draws_are_finite():
+    q = Dirichlet.from_concentration(jnp.full((4, 50), 0.01, jnp.float32))
+    stats, v = stats_and_v_product(q, KEY)
+    (log_beta,) = stats
+    assert log_beta.dtype == jnp.float32
+    assert np.all(np.isfinite(log_beta)) and np.min(log_beta) < -87.0  # beta itself underflows float32
+    (vs,) = v((jnp.ones((4, 50), jnp.float32),))
+    assert np.all(np.isfinite(vs))
+
+
+# ---------------------------------------------------------------------------- families: fixed-u FD
+@pytest.mark.parametrize("name", sorted(FAMILIES_UNDER_TEST))
+def test_stats_derivative_matches_quantile_finite_difference(name):
+    """d t(R(u; lambda)) / d lambda at fixed u, against central differences of R built from
+    TFP's igammainv (Gamma, Beta, Dirichlet via eq. 27) or ndtri (Normal)."""
+    q = FAMILIES_UNDER_TEST[name]()
+    key = jax.random.fold_in(KEY, 7)
+    if isinstance(q, Normal):
+        x = reparam_sample(q, key)
+        u = ndtr((x - q.mean) / jnp.sqrt(q.variance))
+
+        def quantile_stats(qq):
+            y = qq.mean + jnp.sqrt(qq.variance) * jax.scipy.special.ndtri(u)
+            return (y, y**2)
+    else:
+        if isinstance(q, Gamma):
+            a = q.concentration
+        elif isinstance(q, Dirichlet):
+            a = q.concentration
+        else:
+            a = jnp.stack([q.concentration1, q.concentration0], -1)
+        # The gamma variates behind the draw: the stats are log-space functions of log g.
+        log_g = jax.random.loggamma(key, a)
+        u = gammainc(a, jnp.exp(log_g))
+
+        def quantile_stats(qq):
+            if isinstance(qq, Gamma):
+                g = tfp.math.igammainv(qq.concentration, u)
+                return (jnp.log(g / qq.rate), g / qq.rate)
+            aa = qq.concentration if isinstance(qq, Dirichlet) else jnp.stack([qq.concentration1, qq.concentration0], -1)
+            lg = jnp.log(tfp.math.igammainv(aa, u))
+            lb = lg - jax.nn.logsumexp(lg, -1, keepdims=True)
+            return (lb,) if isinstance(qq, Dirichlet) else (lb[..., 0], lb[..., 1])
+
+    # The draw reproduces R(u; lambda) at the same u.
+    for ours, ref in zip(reparam_stats(q, key), quantile_stats(q)):
+        np.testing.assert_allclose(ours, ref, rtol=1e-8, atol=1e-10)
+    # All directions at once: the Jacobian by forward mode, the differences under one jit.
+    nat = q.natural_params
+    jac = jax.jit(jax.jacfwd(lambda n: reparam_stats(type(q).from_natural(n), key)))(nat)
+
+    @jax.jit
+    def central(n_plus, n_minus):
+        plus = quantile_stats(type(q).from_natural(n_plus))
+        minus = quantile_stats(type(q).from_natural(n_minus))
+        return tuple((a_ - b_) / (2 * H) for a_, b_ in zip(plus, minus))
+
+    for i, p in enumerate(nat):
+        for leaf in np.ndindex(p.shape):
+            fd = central(_nat_perturbed(q, i, leaf, H).natural_params, _nat_perturbed(q, i, leaf, -H).natural_params)
+            for o, f in zip(jac, fd):  # jac[stat][param] has shape stat_shape + param_shape
+                np.testing.assert_allclose(o[i][(...,) + leaf], f, rtol=1e-5, atol=1e-7,
+                                           err_msg=f"{name} param {i} {leaf}")
+
+
+# ---------------------------------------------------------------------------- -(dQ/dlambda) / q
+def test_gamma_derivative_is_minus_cdf_derivative_over_density():
+    q = FAMILIES_UNDER_TEST["gamma"]()
+    key = jax.random.fold_in(KEY, 11)
+    x = reparam_sample(q, key)
+
+    def cdf(nat):  # Q(x; lambda) at fixed x, differentiated by autodiff in lambda
+        return gammainc(nat[0] + 1.0, -nat[1] * x)
+
+    dq = jax.jacfwd(cdf)(q.natural_params)  # per parameter: diag of (batch, batch)
+    dens = jnp.exp(q.log_prob(x))
+    for i in range(2):
+        implicit = -jnp.diagonal(dq[i]) / dens
+        tangent = tuple(jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(q.natural_params))
+        ours = jax.jvp(lambda nat: reparam_sample(Gamma.from_natural(nat), key), (q.natural_params,), (tangent,))[1]
+        np.testing.assert_allclose(ours, implicit, rtol=1e-6)
+
+
+def test_normal_derivative_is_minus_cdf_derivative_over_density():
+    q = FAMILIES_UNDER_TEST["normal"]()
+    key = jax.random.fold_in(KEY, 12)
+    x = reparam_sample(q, key)
+
+    def cdf(nat):
+        qq = Normal.from_natural(nat)
+        return ndtr((x - qq.mean) / jnp.sqrt(qq.variance))
+
+    dq = jax.jacfwd(cdf)(q.natural_params)
+    dens = jnp.exp(q.log_prob(x))
+    for i in range(2):
+        implicit = -jnp.diagonal(dq[i]) / dens
+        tangent = tuple(jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(q.natural_params))
+        ours = jax.jvp(lambda nat: reparam_sample(Normal.from_natural(nat), key), (q.natural_params,), (tangent,))[1]
+        np.testing.assert_allclose(ours, implicit, rtol=1e-9)
+
+
+def test_dirichlet_gamma_components_match_minus_cdf_derivative_over_density():
+    """Eq. 24: d R-hat_k / d lambda_k = -(dQ-hat_k / d lambda_k) / q-hat_k for each Gamma(lambda_k, 1)
+    behind the Dirichlet, then T = normalisation (eq. 28)."""
+    q = FAMILIES_UNDER_TEST["dirichlet"]()
+    a = q.concentration
+    key = jax.random.fold_in(KEY, 13)
+    g = jnp.exp(jax.random.loggamma(key, a))
+    dq = jax.grad(lambda aa: jnp.sum(gammainc(aa, g)))(a)  # elementwise dQ-hat_k / d lambda_k
+    dens = jnp.exp(expfam.Gamma.from_shape_rate(a, jnp.ones_like(a)).log_prob(g))
+    dg = -dq / dens  # d g_k / d lambda_k at fixed u_k
+    # eq. 28: d log beta / d lambda_k = (e_k - beta) dg_k / ... : d log beta_j = dg_j / g_j - sum_i dg_i / sum g
+    beta = g / jnp.sum(g, -1, keepdims=True)
+    for k in range(3):
+        tangent = (jnp.zeros_like(a).at[:, k].set(1.0),)
+        ours = jax.jvp(lambda nat: reparam_stats(Dirichlet.from_natural(nat), key), (q.natural_params,), (tangent,))[1][0]
+        expected = (jnp.eye(3)[k][None, :] / g[:, k:k + 1] - 1.0 / jnp.sum(g, -1, keepdims=True)) * dg[:, k:k + 1]
+        np.testing.assert_allclose(ours, expected, rtol=1e-6)
+    assert beta.shape == a.shape
+
+
+# ---------------------------------------------------------------------------- Monte Carlo
+@pytest.mark.parametrize("name", sorted(FAMILIES_UNDER_TEST))
+def test_draws_have_the_right_mean_statistics(name):
+    q = FAMILIES_UNDER_TEST[name]()
+    stats = jax.vmap(lambda k: reparam_stats(q, k))(jax.random.split(KEY, 4000))
+    for s, m in zip(stats, q.mean_params()):
+        mean, se = mc_mean_and_stderr(s)
+        assert np.all(np.abs(mean - m) < 5 * se + 1e-12), (name, mean, m, se)
+
+
+def _dense_v(q, key):
+    """V = F^-1 J^T formed explicitly: J = jax.jacobian of the stats in the natural parameters."""
+    batch = q.batch_shape
+    nat = q.natural_params
+
+    def flat_stats(flat_nat):
+        return _flatten(reparam_stats(type(q).from_natural(_unflat(flat_nat)), key), batch)
+
+    shapes = [p.shape[len(batch):] for p in nat]
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    def _unflat(flat):
+        out, start = [], 0
+        for s, n in zip(shapes, sizes):
+            out.append(flat[..., start:start + n].reshape(batch + tuple(s)))
+            start += n
+        return tuple(out)
+
+    x0 = _flatten(nat, batch)
+    n_elems = int(np.prod(batch))
+    d = sum(sizes)
+    jac = jax.jacobian(lambda x: flat_stats(x.reshape(batch + (d,))).reshape(n_elems, d))(x0.reshape(n_elems, d))
+    # jac[e, i, e', j]; families are independent across batch elements: keep the diagonal blocks.
+    j_blocks = jnp.stack([jac[e, :, e, :] for e in range(n_elems)])  # (E, d_t, d_lambda)
+    f = dense_fisher(q).reshape(n_elems, d, d)
+    return jnp.linalg.solve(f, jnp.swapaxes(j_blocks, -1, -2)), _unflat  # F^-1 J^T, (E, d, d)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES_UNDER_TEST))
+def test_v_product_matches_explicit_v(name):
+    q = FAMILIES_UNDER_TEST[name]()
+    key = jax.random.fold_in(KEY, 21)
+    v_dense, unflat = _dense_v(q, key)
+    batch = q.batch_shape
+    d = v_dense.shape[-1]
+    s_flat = jax.random.normal(jax.random.fold_in(KEY, 22), batch + (d,))
+    _, v_product = stats_and_v_product(q, key)
+    ours = _flatten(v_product(unflat(s_flat)), batch).reshape(-1, d)
+    expected = jnp.einsum("eij,ej->ei", v_dense, s_flat.reshape(-1, d))
+    np.testing.assert_allclose(ours, expected, rtol=1e-8, atol=1e-10)
+    # The other convention, J F^-1 s, is a different vector (V is not symmetric).
+    other = jnp.einsum("eji,ej->ei", v_dense, s_flat.reshape(-1, d))  # V^T s
+    assert not np.allclose(ours, other, rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES_UNDER_TEST))
+def test_expected_v_is_identity(name):
+    """E_q[V] = I (seed 000, after eq. 8): each column V e_j averaged over 4000 draws is e_j
+    within 5 standard errors (entrywise, SE computed from the draws)."""
+    q = FAMILIES_UNDER_TEST[name]()
+    batch = q.batch_shape
+    shapes = [p.shape[len(batch):] for p in q.natural_params]
+    sizes = [int(np.prod(s)) for s in shapes]
+    d = sum(sizes)
+
+    def unflat(flat):
+        out, start = [], 0
+        for s, n in zip(shapes, sizes):
+            out.append(flat[..., start:start + n].reshape(batch + tuple(s)))
+            start += n
+        return tuple(out)
+
+    def columns(key):
+        _, v = stats_and_v_product(q, key)
+        eye = jnp.eye(d)
+        return jnp.stack([_flatten(v(unflat(jnp.broadcast_to(eye[j], batch + (d,)))), batch) for j in range(d)], -1)
+
+    cols = jax.vmap(columns)(jax.random.split(jax.random.fold_in(KEY, 31), 4000))  # (M,) + batch + (d, d)
+    mean, se = mc_mean_and_stderr(cols)
+    eye = jnp.broadcast_to(jnp.eye(d), mean.shape)
+    z = np.abs(np.asarray(mean - eye)) / np.maximum(np.asarray(se), 1e-12)
+    assert np.all(z < 5.0), (name, float(z.max()))
+
+
+def test_v_convention_gives_the_natural_gradient():
+    """The update's V s (not V^T s) is the natural gradient (eq. 20-21). With
+    L(lambda) = E_q[f(t(beta))], f(t) = x^2 for the Gamma (t = (log x, x)) and eta-hat = grad_t f =
+    (0, 2x), E[V eta-hat] = F^-1 grad_lambda L with E[x^2] = a (a + 1) / b^2 in closed form;
+    E[V^T eta-hat] is a different vector. 20000 draws, 5 standard errors."""
+    q = Gamma.from_shape_rate(jnp.array(1.7), jnp.array(0.8))
+
+    def exact_l(nat):
+        a, b = nat[0] + 1.0, -nat[1]
+        return a * (a + 1.0) / b**2
+
+    nat_grad = q.inv_fisher_vp(jax.grad(exact_l)(q.natural_params))
+
+    def draw(key):
+        (log_x, x), v = stats_and_v_product(q, key)
+        eta_hat = (jnp.zeros_like(x), 2.0 * x)
+        vs = v(eta_hat)
+        # V^T s = J F^-1 s, by a JVP of the stats in the direction F^-1 s
+        finv = q.inv_fisher_vp(eta_hat)
+        vts = jax.jvp(lambda n: reparam_stats(Gamma.from_natural(n), key), (q.natural_params,), (finv,))[1]
+        return jnp.stack(vs), jnp.stack(vts)
+
+    vs, vts = jax.vmap(draw)(jax.random.split(jax.random.fold_in(KEY, 41), 20000))
+    mean, se = mc_mean_and_stderr(vs)
+    np.testing.assert_array_less(np.abs(mean - jnp.stack(nat_grad)), 5 * se)
+    mean_t, se_t = mc_mean_and_stderr(vts)
+    assert np.any(np.abs(mean_t - jnp.stack(nat_grad)) > 10 * se_t)
+
+
+# ---------------------------------------------------------------------------- pytrees, jit, vmap
+def test_pytree_of_families_jit_and_vmap():
+    q = (Dirichlet.from_concentration(jnp.ones((3, 4)) * 2.0), Beta.from_concentrations(jnp.ones((3, 5)), 2.0 * jnp.ones((3, 5))))
+    beta, stats = jax.jit(reparam_sample_and_stats)(q, KEY)
+    assert beta[0].shape == (3, 4) and beta[1].shape == (3, 5)
+    assert jax.tree_util.tree_structure(stats) == jax.tree_util.tree_structure(expfam.tree_mean_params(q))
+    np.testing.assert_allclose(jnp.sum(beta[0], -1), 1.0, rtol=1e-12)
+    # The families use different keys: the Beta draw is not a function of the Dirichlet's key alone.
+    alone = reparam_sample(q[1], KEY)
+    assert not np.allclose(alone, beta[1])
+    many = jax.vmap(lambda k: reparam_stats(q, k))(jax.random.split(KEY, 3))
+    assert many[0][0].shape == (3, 3, 4)
+
+    def v_of(key):
+        _, v = stats_and_v_product(q, key)
+        return v(expfam.tree_mean_params(q))
+
+    out = jax.jit(jax.vmap(v_of))(jax.random.split(KEY, 2))
+    assert out[0][0].shape == (2, 3, 4) and out[1][1].shape == (2, 3, 5)
+
+
+def test_unsupported_families_raise():
+    with pytest.raises(ValueError, match="NormalGamma"):
+        check_invertible(expfam.NormalGamma.from_params(0.0, 1.0, 2.0, 1.0))
+    with pytest.raises(ValueError, match="MultivariateNormal|implemented"):
+        reparam_sample(expfam.MultivariateNormal.from_mean_covariance(jnp.zeros(2), jnp.eye(2)), KEY)
+    with pytest.raises(ValueError, match="pytree"):
+        check_invertible((jnp.ones(3),))
