@@ -1,0 +1,108 @@
+"""The E-step x M-step matrix (seed 000 §2.5, appendix D): build_algorithm."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vijax import expfam
+from vijax.data import sample_lda_corpus
+from vijax.inference import SVIState, schedules
+from vijax.inference._matrix import GLOBAL_UPDATES, build_algorithm
+from vijax.inference._ssvi import SSVIInfo, SSVIState
+from vijax.models import LDA, DiagonalGMM, UnivariateGMM
+
+K, V, S = 3, 20, 6
+KEY = jax.random.PRNGKey(11)
+ONE = lambda count: jnp.asarray(1.0)  # noqa: E731
+
+
+@pytest.fixture(scope="module")
+def batch():
+    corpus = sample_lda_corpus(2, num_docs=S, num_topics=K, vocab_size=V, alpha=0.3, eta=0.1,
+                               doc_length_mean=30.0).corpus
+    return corpus.batch(range(S), length=32)
+
+
+@pytest.mark.parametrize("global_update", GLOBAL_UPDATES)
+def test_every_cell_of_the_lda_matrix_takes_a_step(global_update, batch):
+    """Every (M-step, E-step) pair of LDA builds, jits and takes a finite, valid step."""
+    model = LDA(K, V, alpha=0.3, eta=1.5, gibbs_sweeps=2, gibbs_burn_in=1, max_iters=20, cvb0_iters=20)
+    for local in model.local_methods:
+        alg = build_algorithm(model, global_update, local, num_data=60, schedule=schedules.robbins_monro(1.0, 1.0, 0.7))
+        state = alg.init(KEY)
+        state, info = jax.jit(alg.step)(state, batch, KEY)
+        assert np.isfinite(float(info.elbo)), (global_update, local)
+        assert bool(jnp.all(state.q_global.is_valid()))
+        assert int(state.count) == 1
+        expected_state = SVIState if global_update == "meanfield" else SSVIState
+        assert isinstance(state, expected_state)
+
+
+def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
+    """MAP-EM with rho = 1 on the whole data set: E-step at the mode of q(beta), then lambda =
+    eta + sum c, whose mode is the MAP estimate argmax p(beta) p(y, E[z] | beta)
+    (beta_kv ∝ eta - 1 + c_kv for eta > 1)."""
+    model = LDA(K, V, alpha=0.3, eta=1.5)
+    lam = 1.5 + jax.random.uniform(KEY, (K, V)) * 3.0
+    state = SSVIState(expfam.Dirichlet.from_concentration(lam), jnp.zeros((), jnp.int32))
+    alg = build_algorithm(model, "map", "meanfield", num_data=S, schedule=ONE)
+    new, info = alg.step(state, batch, KEY)
+    mode = (lam - 1.0) / jnp.sum(lam - 1.0, -1, keepdims=True)
+    _, key_local = jax.random.split(KEY)
+    loc = model.local_step((jnp.log(mode),), batch, key_local, "meanfield")
+    (c,) = loc.suff_stats
+    np.testing.assert_allclose(new.q_global.concentration, 1.5 + c, rtol=1e-10)
+    # The new point estimate is the MAP of the complete-data posterior.
+    new_mode = (new.q_global.concentration - 1.0) / jnp.sum(new.q_global.concentration - 1.0, -1, keepdims=True)
+    np.testing.assert_allclose(new_mode, (0.5 + c) / jnp.sum(0.5 + c, -1, keepdims=True), rtol=1e-10)
+    # info.elbo: (N/S)(<c, log beta-hat> + local_terms) + log p(beta-hat)
+    prior = model.prior()
+    log_prior = jnp.sum(prior.log_prob(mode))
+    np.testing.assert_allclose(info.elbo, jnp.sum(c * jnp.log(mode)) + loc.local_terms + log_prior, rtol=1e-9)
+    assert isinstance(info, SSVIInfo)
+
+
+def test_meanfield_is_svi_and_ssvi_rows_are_ssvi(batch):
+    model = LDA(K, V, alpha=0.3, eta=0.5)
+    from vijax.inference import svi
+    from vijax.inference._ssvi import ssvi
+    a = build_algorithm(model, "meanfield", "cvb0", num_data=60, schedule=ONE)
+    b = svi(model, num_data=60, local="cvb0", schedule=ONE)
+    sa, _ = a.step(a.init(KEY), batch, KEY)
+    sb, _ = b.step(b.init(KEY), batch, KEY)
+    np.testing.assert_array_equal(sa.q_global.eta, sb.q_global.eta)
+    for name, mode in (("ssvi", "full"), ("ssvi_a", "approx")):
+        a = build_algorithm(model, name, "meanfield", num_data=60, schedule=ONE, ramp=True)
+        b = ssvi(model, 60, local="meanfield", mode=mode, schedule=ONE, ramp=True)
+        sa, _ = a.step(a.init(KEY), batch, KEY)
+        sb, _ = b.step(b.init(KEY), batch, KEY)
+        np.testing.assert_array_equal(sa.q_global.eta, sb.q_global.eta)
+
+
+def test_map_with_normal_globals():
+    """The mode of a Normal is its mean: MAP-EM on the one-component Gaussian model reaches the
+    exact posterior mode (= mean) in one rho = 1 step with all data."""
+    x = jax.random.normal(KEY, (30,)) + 1.0
+    model = UnivariateGMM(num_components=1, prior_variance=4.0)
+    alg = build_algorithm(model, "map", "meanfield", num_data=30, schedule=ONE)
+    state, _ = alg.step(alg.init(KEY, x), x, KEY)
+    np.testing.assert_allclose(state.q_global.mean, jnp.sum(x) / (30.0 + 0.25), rtol=1e-10)
+
+
+def test_bad_combinations_raise_clear_errors():
+    lda = LDA(K, V)
+    with pytest.raises(ValueError, match="global_update must be one of"):
+        build_algorithm(lda, "laplace", "meanfield", 10)
+    with pytest.raises(ValueError, match="local='exact' is not offered by LDA"):
+        build_algorithm(lda, "ssvi", "exact", 10)
+    with pytest.raises(ValueError, match="unknown \\['hyper_step'\\]"):
+        build_algorithm(lda, "ssvi", "meanfield", 10, hyper_step=1.0)
+    with pytest.raises(ValueError, match="cannot be used with SSVI.*NormalGamma"):
+        build_algorithm(DiagonalGMM(num_components=2, dim=2), "ssvi_a", "meanfield", 10)
+    with pytest.raises(ValueError, match="'map' needs the mode.*NormalGamma"):
+        build_algorithm(DiagonalGMM(num_components=2, dim=2), "map", "meanfield", 10)
+    with pytest.raises(ValueError, match="num_data"):
+        build_algorithm(lda, "map", "meanfield", 0)
+    # meanfield passes hyper_step through to SVI
+    alg = build_algorithm(lda, "meanfield", "meanfield", 10, hyper_step=1.0)
+    assert alg.init(KEY).hyper is not None
