@@ -8,8 +8,8 @@ import pytest
 import scipy.optimize
 import scipy.stats
 
-from vijax.models.gp_classification import (GPClassification, GPGradient, GPPosterior, expected_loglik,
-                                            se_kernel, to_pm1_labels)
+from vijax.models.gp_classification import (GPClassification, GPGradient, GPPosterior, cholesky_from_params,
+                                            expected_loglik, params_from_cholesky, se_kernel, to_pm1_labels)
 
 N = 6
 
@@ -154,7 +154,8 @@ def test_elbo_params_matches_elbo_and_gradient_steps_agree():
     model = _model()
     q = _warm_state(model)
     v = model.covariance(q)
-    params = {"m": q.mean, "L": jnp.linalg.cholesky(v)}
+    params = params_from_cholesky(q.mean, jnp.linalg.cholesky(v))
+    np.testing.assert_allclose(cholesky_from_params(params), jnp.linalg.cholesky(v), rtol=1e-12)
     np.testing.assert_allclose(model.elbo_params(params), model.elbo(q), rtol=1e-9)
     idx = jnp.array([1, 3])
     np.testing.assert_allclose(model.elbo_params(params, idx, jax.random.PRNGKey(1), 30),
@@ -174,7 +175,7 @@ def test_pg_with_exact_gradients_increases_the_elbo_and_converges():
 
     q, elbos = jax.jit(lambda q: jax.lax.scan(body, q, None, length=200))(q)
     assert np.all(np.diff(np.asarray(elbos)) > -1e-9) and elbos[-1] > model.elbo(model.init_variational(None))
-    params = {"m": q.mean, "L": jnp.linalg.cholesky(model.covariance(q))}
+    params = params_from_cholesky(q.mean, jnp.linalg.cholesky(model.covariance(q)))
     g = jax.grad(model.elbo_params)(params)
     assert np.max(np.abs(g["m"])) < 1e-6 and np.max(np.abs(jnp.tril(g["L"]))) < 1e-6
 

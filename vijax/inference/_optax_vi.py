@@ -10,7 +10,10 @@ Each step ascends it with an optax transformation of its gradient g_k = grad ELB
 - ``sgd``: alpha_k = alpha_0 (k + 1)^(-kappa);
 - ``adagrad``: s_k = s_{k-1} + g_k^2, step alpha_0 g_k / (sqrt(s_k) + eps);
 - ``rmsprop``: s_k = rho s_{k-1} + (1 - rho) g_k^2, step alpha_0 g_k / sqrt(s_k + eps);
-- ``adadelta``: Zeiler (2012) with rho and eps, scaled by alpha_0;
+- ``adadelta``: Zeiler (2012) with rho and eps and the step size inside the accumulated updates, as
+  in the paper's reference code: s_k = rho s_{k-1} + (1 - rho) g_k^2,
+  u_k = alpha_0 g_k sqrt(d_{k-1} + eps) / sqrt(s_k + eps), d_k = rho d_{k-1} + (1 - rho) u_k^2
+  (optax's ``adadelta`` accumulates the unscaled update; the two agree at alpha_0 = 1);
 - ``adam``: Kingma & Ba (2014) with (b1, b2, eps).
 """
 from __future__ import annotations
@@ -95,11 +98,33 @@ def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax
         rho = hyper.get("rho", 0.9)
         if not 0 < rho < 1:
             raise ValueError(f"rho must lie in (0, 1), got {rho!r}")
-        return optax.adadelta(learning_rate, rho=rho, eps=eps)
+        return _adadelta(learning_rate, rho, eps)
     b1, b2 = hyper.get("b1", 0.9), hyper.get("b2", 0.999)
     if not (0 <= b1 < 1 and 0 <= b2 < 1):
         raise ValueError(f"b1 and b2 must lie in [0, 1), got {b1!r}, {b2!r}")
     return optax.adam(learning_rate, b1=b1, b2=b2, eps=eps)
+
+
+class _AdadeltaState(NamedTuple):
+    sq_grad: PyTree
+    sq_update: PyTree
+
+
+def _adadelta(learning_rate: float, rho: float, eps: float) -> optax.GradientTransformation:
+    """Adadelta with ``learning_rate`` inside the accumulated squared updates (see the module doc)."""
+
+    def init_fn(params):
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        return _AdadeltaState(zeros, zeros)
+
+    def update_fn(grads, state, params=None):
+        sq_grad = jax.tree.map(lambda s, g: rho * s + (1 - rho) * g * g, state.sq_grad, grads)
+        upd = jax.tree.map(lambda g, s, d: learning_rate * g * jnp.sqrt(d + eps) / jnp.sqrt(s + eps),
+                           grads, sq_grad, state.sq_update)
+        sq_update = jax.tree.map(lambda d, u: rho * d + (1 - rho) * u * u, state.sq_update, upd)
+        return jax.tree.map(jnp.negative, upd), _AdadeltaState(sq_grad, sq_update)
+
+    return optax.GradientTransformation(init_fn, update_fn)
 
 
 def init(key: PRNGKey, model, optimizer: optax.GradientTransformation, batch: PyTree = None) -> OptaxVIState:

@@ -374,12 +374,13 @@ class GPClassification:
 
     # -- the (m, L) parametrisation of the gradient baselines (app. G) ------------------------
     def init_params(self, key: Optional[PRNGKey] = None, batch=None) -> dict:
-        """{m: 0, L: chol(K)}: the same q_0 as ``init_variational`` with init_gamma = 0."""
-        return {"m": jnp.zeros((self.num_data,), self.dtype), "L": self.chol_K}
+        """{m: 0, L: chol(K)} (log diagonal): the q_0 of ``init_variational`` with init_gamma = 0."""
+        return params_from_cholesky(jnp.zeros((self.num_data,), self.dtype), self.chol_K)
 
     def elbo_params(self, params: dict, batch: Optional[Array] = None, key: Optional[PRNGKey] = None,
                     num_samples: Optional[int] = None, num_data: Optional[int] = None) -> Array:
-        """The ELBO at q = N(m, L L^T) (only the lower triangle of ``L`` is used), with the same
+        """The ELBO at q = N(m, C C^T), C = ``cholesky_from_params(params)`` (the lower triangle of
+        ``params["L"]`` with its diagonal stored as logs, as in the reference code), with the same
         minibatch scaling and Monte Carlo (or quadrature) expectations as ``elbo``; its ``jax.grad``
         is the stochastic gradient of appendix G."""
         _check_num_samples(num_samples)
@@ -389,13 +390,13 @@ class GPClassification:
         self.check_batch(batch)
         batch = jnp.asarray(batch)
         n = self.num_data if num_data is None else num_data
-        m, lo = params["m"], jnp.tril(params["L"])
+        m, lo = params["m"], cholesky_from_params(params)
         v_b = jnp.sum(lo[batch] ** 2, axis=1)
         ell = jnp.sum(expected_loglik(m[batch], v_b, self.y[batch], key, num_samples))
         a = jax.scipy.linalg.solve_triangular(self.chol_K, lo, lower=True)
         b = jax.scipy.linalg.solve_triangular(self.chol_K, m, lower=True)
         kl = 0.5 * (jnp.sum(a * a) + jnp.sum(b * b) - self.num_data
-                    + 2.0 * jnp.sum(jnp.log(jnp.diag(self.chol_K))) - jnp.sum(jnp.log(jnp.diag(lo) ** 2)))
+                    + 2.0 * jnp.sum(jnp.log(jnp.diag(self.chol_K))) - 2.0 * jnp.sum(jnp.diag(params["L"])))
         return (n / batch.shape[0]) * ell - kl
 
     def predict_proba_params(self, params: dict, x_test) -> Array:
@@ -405,7 +406,7 @@ class GPClassification:
         xt = jnp.asarray(x_test, self.dtype)
         ks = se_kernel(self.x, xt, self.log_lengthscale, self.log_scale)
         a = jax.scipy.linalg.cho_solve((self.chol_K, True), ks)                  # K^{-1} k*
-        lo = jnp.tril(params["L"])
+        lo = cholesky_from_params(params)
         t = jax.scipy.linalg.solve_triangular(self.chol_K, ks, lower=True)
         u = lo.T @ a
         var = jnp.exp(2.0 * self.log_scale) - jnp.sum(t * t, axis=0) + jnp.sum(u * u, axis=0)
@@ -413,8 +414,20 @@ class GPClassification:
 
     def params_to_posterior(self, params: dict) -> tuple[Array, Array]:
         """(m, V) of the (m, L) parametrisation (dense V; for evaluation)."""
-        lo = jnp.tril(params["L"])
+        lo = cholesky_from_params(params)
         return params["m"], lo @ lo.T
+
+
+def cholesky_from_params(params: dict) -> Array:
+    """C = strict lower triangle of ``params["L"]`` + diag(exp(diag(params["L"]))): the Cholesky
+    factor of V with a log diagonal (positive by construction; the reference code's ``C_u``)."""
+    raw = params["L"]
+    return jnp.tril(raw, -1) + jnp.diag(jnp.exp(jnp.diag(raw)))
+
+
+def params_from_cholesky(m: Array, chol: Array) -> dict:
+    """{m, L} holding a Cholesky factor ``chol`` (positive diagonal) in the log-diagonal form."""
+    return {"m": m, "L": jnp.tril(chol, -1) + jnp.diag(jnp.log(jnp.diag(chol)))}
 
 
 def _predict(mu: Array, var: Array) -> Array:
@@ -428,5 +441,5 @@ def exact_elbo_params(model: GPClassification, params: dict) -> Array:
     return model.elbo_params(params, None, None, None)
 
 
-__all__ = ["GPClassification", "GPGradient", "GPPosterior", "check_step_size", "expected_loglik", "se_kernel",
-           "to_pm1_labels"]
+__all__ = ["GPClassification", "GPGradient", "GPPosterior", "check_step_size", "cholesky_from_params",
+           "expected_loglik", "params_from_cholesky", "se_kernel", "to_pm1_labels"]
