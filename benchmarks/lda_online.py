@@ -6,9 +6,12 @@ batch size, kappa = 0.7, tau = 64, at most 100 E-step iterations with tolerance 
 parameters lambda (sklearn ``components_``, gensim ``state.get_lambda()``, vijax's Dirichlet) are
 scored by one and the same held-out measure: per-word log predictive by document completion
 (``vijax.metrics.corpus_document_completion``), at checkpoints outside the timed region.
+The methods run interleaved, update t of each before update t + 1 of any, so that they share the
+machine's background load alike (the VM this was written on is shared with other jobs).
 Reported: documents/s (training only), held-out score after the same number of documents, and
 held-out score at the same wall time (the last checkpoint at or before the fastest method's total
-time). vijax compiles each padded minibatch shape once before timing (reported).
+time). vijax compiles each padded minibatch shape once before timing (reported), and its jitted
+step returns the new state alone (no per-step ELBO estimate; the peers compute none either).
 
     python benchmarks/lda_online.py                       # synthetic + wiki_bnpy (if present), S = 256 and 1000
     python benchmarks/lda_online.py --stream-docs 1000000 # also: SVI streaming a 10^6-doc corpus from disk
@@ -51,10 +54,12 @@ def _batches(train: Corpus, s: int, seed: int, num_batches: int):
     return [mb.step_indices(t) for t in range(num_batches)]
 
 
-def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, checkpoints):
+def run_vijax(train, obs, held, k, alpha, eta, s, batches, local):
+    """A runner for vijax SVI. The step is jitted returning the new state alone, so XLA leaves out
+    the per-step ELBO estimate of ``SVIInfo`` (neither peer computes one per minibatch)."""
     model = LDA(k, train.vocab_size, alpha=alpha, eta=eta, max_iters=MAX_ITERS, tol=TOL)
     alg = svi(model, num_data=train.num_docs, local=local, schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
-    step = jax.jit(alg.step)
+    step = jax.jit(lambda st, batch, key: alg.step(st, batch, key)[0])
     state = alg.init(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(1)
     # compile every padded shape up front (bucketed lengths), timed separately
@@ -64,13 +69,12 @@ def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, checkpoints):
         first_of_length.setdefault(bucket_length(int(train.doc_unique_words[idx].max())), idx)
     for idx in first_of_length.values():
         jax.block_until_ready(step(state, train.batch(idx), key))
-    compile_s = time.perf_counter() - t0
-    return _loop(lambda st, idx, t: step(st, train.batch(idx), jax.random.fold_in(key, t))[0], state, batches,
-                 checkpoints, lambda st: _heldout(model, st.q_global.concentration, obs, held),
-                 block=lambda st: jax.block_until_ready(st)) | {"compile_s": compile_s}
+    return _Runner(state, lambda st, idx, t: step(st, train.batch(idx), jax.random.fold_in(key, t)),
+                   lambda st: _heldout(model, st.q_global.concentration, obs, held), jax.block_until_ready,
+                   compile_s=time.perf_counter() - t0)
 
 
-def run_sklearn(train, obs, held, k, alpha, eta, s, batches, checkpoints, model):
+def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model):
     from sklearn.decomposition import LatentDirichletAllocation
 
     x = sp.csr_matrix((np.asarray(train.counts), np.asarray(train.word_ids), np.asarray(train.doc_ptr)),
@@ -84,10 +88,10 @@ def run_sklearn(train, obs, held, k, alpha, eta, s, batches, checkpoints, model)
         st.partial_fit(x[idx])
         return st
 
-    return _loop(one, lda, batches, checkpoints, lambda st: _heldout(model, st.components_, obs, held))
+    return _Runner(lda, one, lambda st: _heldout(model, st.components_, obs, held))
 
 
-def run_gensim(train, obs, held, k, alpha, eta, s, batches, checkpoints, model):
+def run_gensim(train, obs, held, k, alpha, eta, s, batches, model):
     from gensim.models import LdaModel
 
     docs = [list(zip(*train.document(d))) for d in range(train.num_docs)]
@@ -101,21 +105,35 @@ def run_gensim(train, obs, held, k, alpha, eta, s, batches, checkpoints, model):
                   eval_every=None, iterations=MAX_ITERS, gamma_threshold=TOL)
         return st
 
-    return _loop(one, lda, batches, checkpoints, lambda st: _heldout(model, st.state.get_lambda(), obs, held))
+    return _Runner(lda, one, lambda st: _heldout(model, st.state.get_lambda(), obs, held))
 
 
-def _loop(step, state, batches, checkpoints, score, block=lambda st: None):
-    """Runs the batches, timing only the updates; scores at the checkpoint batch counts."""
-    elapsed, curve = 0.0, []
-    for t, idx in enumerate(batches):
-        t0 = time.perf_counter()
-        state = step(state, idx, t)
-        if t + 1 in checkpoints:
-            block(state)
-        elapsed += time.perf_counter() - t0
-        if t + 1 in checkpoints:
-            curve.append({"batches": t + 1, "time_s": elapsed, "heldout_per_word": float(score(state))})
-    return {"time_s": elapsed, "curve": curve}
+class _Runner:
+    """One method's state, its update ``step(state, doc_indices, t)``, its held-out ``score(state)``
+    and ``block(state)`` (waits for asynchronous work)."""
+
+    def __init__(self, state, step, score, block=lambda st: None, compile_s=None):
+        self.state, self.step, self.score, self.block, self.compile_s = state, step, score, block, compile_s
+        self.elapsed, self.curve = 0.0, []
+
+
+def _interleaved(runners: dict, batches: dict, checkpoints: dict) -> dict:
+    """Runs the methods' updates interleaved, update t of every method before update t + 1 of any,
+    so that all of them see the same background load over time; times only the updates (the
+    checkpoint's wait included) and scores at each method's checkpoint batch counts."""
+    for t in range(max(len(b) for b in batches.values())):
+        for name, r in runners.items():
+            if t >= len(batches[name]):
+                continue
+            t0 = time.perf_counter()
+            r.state = r.step(r.state, batches[name][t], t)
+            if t + 1 in checkpoints[name]:
+                r.block(r.state)
+            r.elapsed += time.perf_counter() - t0
+            if t + 1 in checkpoints[name]:
+                r.curve.append({"batches": t + 1, "time_s": r.elapsed, "heldout_per_word": float(r.score(r.state))})
+    return {name: {"time_s": r.elapsed, "curve": r.curve} | ({"compile_s": r.compile_s} if r.compile_s is not None else {})
+            for name, r in runners.items()}
 
 
 def _corpora(args):
@@ -187,30 +205,37 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
+    load_start = os.getloadavg()
     rows = []
     print(f"{'corpus':>10} {'S':>5} {'method':>16} | {'docs':>6} {'docs/s':>8} | held-out/word at end | at equal time")
     for name, train, test in ([] if args.stream_only else _corpora(args)):
         obs, held = test.split_tokens(1, 0.5)
         model = LDA(args.k, train.vocab_size, alpha=args.alpha, eta=args.eta, max_iters=MAX_ITERS, tol=TOL)
         for s in args.batch_sizes:
-            group = []
             locals_ = args.wiki_locals if name == "wiki_bnpy" else args.locals
-            for method in [f"vijax-{l}" for l in locals_] + args.peers:
+            methods = [f"vijax-{l}" for l in locals_] + args.peers
+            runners, batches, checkpoints = {}, {}, {}
+            for method in methods:
                 docs = args.gibbs_docs if method == "vijax-gibbs" else train.num_docs
                 if name == "wiki_bnpy":
                     docs = min(docs, args.wiki_docs)
                 n_batches = max(1, min(docs, train.num_docs) // s)
-                batches = _batches(train, s, 0, n_batches)
-                checkpoints = set(np.unique(np.linspace(1, n_batches, 6).round().astype(int)).tolist())
-                common = (train, obs, held, args.k, args.alpha, args.eta, s, batches)
+                batches[method] = _batches(train, s, 0, n_batches)  # the same sequence for every method
+                checkpoints[method] = set(np.unique(np.linspace(1, n_batches, 6).round().astype(int)).tolist())
+                common = (train, obs, held, args.k, args.alpha, args.eta, s, batches[method])
                 if method.startswith("vijax-"):
-                    r = run_vijax(*common, method.split("-", 1)[1], checkpoints)
+                    runners[method] = run_vijax(*common, method.split("-", 1)[1])
                 elif method == "sklearn":
-                    r = run_sklearn(*common, checkpoints, model)
+                    runners[method] = run_sklearn(*common, model)
                 else:
-                    r = run_gensim(*common, checkpoints, model)
-                r.update(corpus=name, batch_size=s, method=method, docs=n_batches * s,
-                         docs_per_s=n_batches * s / r["time_s"], heldout_end=r["curve"][-1]["heldout_per_word"])
+                    runners[method] = run_gensim(*common, model)
+            results = _interleaved(runners, batches, checkpoints)
+            group = []
+            for method in methods:
+                r = results[method]
+                n_docs = len(batches[method]) * s
+                r.update(corpus=name, batch_size=s, method=method, docs=n_docs, docs_per_s=n_docs / r["time_s"],
+                         heldout_end=r["curve"][-1]["heldout_per_word"])
                 group.append(r)
             t_equal = min(r["time_s"] for r in group if r["method"] != "vijax-gibbs")
             for r in group:
@@ -228,7 +253,8 @@ def main(argv=None):
               f"peak RSS {stream['peak_rss_mb']:.0f} MiB, at the end {stream['anon_rss_mb']:.0f} MiB anonymous + "
               f"{stream['file_rss_mb']:.0f} MiB file-backed (writing it: {stream['write_s']:.0f} s, "
               f"peak RSS {stream['write_peak_rss_mb']:.0f} MiB)")
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax": jax.__version__}
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax": jax.__version__,
+               "loadavg_1_5_15_min_at_start": load_start, "loadavg_1_5_15_min_at_end": os.getloadavg()}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     if args.stream_only and os.path.exists(args.out):
         with open(args.out) as fh:

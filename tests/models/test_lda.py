@@ -79,6 +79,56 @@ def test_meanfield_matches_numpy_reference(num_docs):
     np.testing.assert_allclose(loc.suff_stats[0], stats, rtol=1e-8, atol=1e-10)
 
 
+def test_meanfield_length_buckets_match_the_reference_and_ignore_document_order():
+    """A batch of very unequal documents (one with 220 distinct words, the rest 3 to 60, padded to
+    L = 256 with interleaved zero slots), so that blocks run at several static lengths: every
+    document's gamma and the statistics equal the per-document numpy reference, and permuting the
+    documents permutes gamma and leaves the statistics and local terms unchanged at the default
+    tolerance (each document stops at its own convergence, whatever its block)."""
+    from vijax.models.lda import _length_buckets
+
+    r = np.random.default_rng(30)
+    k, v, s, length = 3, 400, 11, 256
+    beta = r.dirichlet(np.full(v, 0.3), k)
+    ids = np.zeros((s, length), np.int32)
+    counts = np.zeros((s, length))
+    for d, n_words in enumerate([220, 3, 40, 60, 7, 0, 25, 12, 50, 5, 33]):
+        words = r.choice(v, n_words, replace=False, p=r.dirichlet(np.full(k, 0.3)) @ beta)
+        slots = np.sort(r.choice(length, n_words, replace=False)) if n_words < 100 else np.arange(n_words)
+        ids[d, slots], counts[d, slots] = words, r.integers(1, 4, n_words)
+    ids[counts == 0] = r.integers(0, v, int(np.sum(counts == 0)))  # padding slots with arbitrary ids
+    assert len(_length_buckets(length)) > 3
+    q = _random_q(31, k, v)
+    (elb,) = q.mean_params()
+    model = LDA(k, v, alpha=0.3, tol=1e-11, max_iters=10000)
+    loc = model.local_step((elb,), BowBatch(jnp.asarray(ids), jnp.asarray(counts)))
+    stats = np.zeros((k, v))
+    for d in range(s):
+        m = counts[d] > 0
+        gamma, phi = _np_meanfield(np.asarray(elb), ids[d, m], counts[d, m], 0.3)
+        np.testing.assert_allclose(loc.local_params[d], gamma, rtol=1e-8)
+        np.add.at(stats.T, ids[d, m], (phi * counts[d, m]).T)
+    np.testing.assert_allclose(loc.suff_stats[0], stats, rtol=1e-8, atol=1e-10)
+
+    loose = LDA(k, v, alpha=0.3)  # tol 1e-3: results depend on when each document stops
+    perm = r.permutation(s)
+    a = loose.local_step((elb,), BowBatch(jnp.asarray(ids), jnp.asarray(counts)))
+    b = loose.local_step((elb,), BowBatch(jnp.asarray(ids[perm]), jnp.asarray(counts[perm])))
+    np.testing.assert_allclose(b.local_params, a.local_params[perm], rtol=1e-10)
+    assert_trees_close(a.suff_stats, b.suff_stats, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a.local_terms, b.local_terms, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-13), ("float32", 2e-6)])
+def test_fast_digamma_matches_scipy(dtype, rtol):
+    from vijax.models.lda import _digamma
+
+    x = np.geomspace(1e-4, 1e6, 5001)
+    got = np.asarray(_digamma(jnp.asarray(x, dtype)), np.float64)
+    ref = digamma(np.asarray(x.astype(dtype), np.float64))
+    np.testing.assert_array_less(np.abs(got - ref) / np.maximum(np.abs(ref), 1.0), rtol)
+
+
 def _elbo_written_out(model, q, batch, gamma, phi_of_doc):
     """Blei et al. (2003) eq. 15 plus the topics' terms, every expectation by hand."""
     lam = np.asarray(q.concentration)
