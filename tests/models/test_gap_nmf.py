@@ -203,8 +203,7 @@ def test_cavi_elbo_never_decreases():
     """The generic CAVI step updates W and theta together (a Jacobi step, see docs/gap_nmf.md);
     on this problem both its reported ELBO and the exact ELBO of each new q never decrease
     (20 steps, float64), and the two agree once the steps become small."""
-    model = GaPNMF(6, F)
-    y = _data(3, s=40)
+    model, y = GaPNMF(6, F), _data(3, s=30)  # one model and shape for these tests: one compilation
     alg = cavi(model)
     state = alg.init(jax.random.PRNGKey(0), y)
     step, elbo = jax.jit(alg.step), jax.jit(model.elbo)
@@ -222,8 +221,7 @@ def test_cavi_elbo_never_decreases():
 def test_block_coordinate_ascent_is_monotone():
     """Locals, then q(W) alone, then locals, then q(theta) alone: each move is an exact coordinate
     optimum, so the exact ELBO rises at every move (the guaranteed-monotone mean-field schedule)."""
-    model = GaPNMF(6, F)
-    y = _data(4, s=30)
+    model, y = GaPNMF(6, F), _data(3, s=30)
     q = model.init_globals(jax.random.PRNGKey(1), y)
     eta_w, eta_t = expfam.tree_natural_params(model.prior())
     elbo = jax.jit(model.elbo)
@@ -240,9 +238,8 @@ def test_block_coordinate_ascent_is_monotone():
 
 
 def test_svi_reports_the_exact_elbo_and_runs_under_vmap():
-    model = GaPNMF(5, F)
-    y = _data(5)
-    alg = svi(model, num_data=S, schedule=schedules.robbins_monro(1.0, tau=2.0, kappa=0.7))
+    model, y = GaPNMF(6, F), _data(3, s=30)
+    alg = svi(model, num_data=30, schedule=schedules.robbins_monro(1.0, tau=2.0, kappa=0.7))
     state = alg.init(jax.random.PRNGKey(0), y)
     q0 = state.q_global
     state, info = jax.jit(alg.step)(state, y, jax.random.PRNGKey(1))
@@ -325,9 +322,9 @@ def test_speech_dictionary_is_harmonic():
 def test_speech_spectrogram_moments():
     """H ~ Gamma(0.2, 0.2): mean 1, variance 5; Y ~ Poisson(W H): E[Y - W H] = 0 and
     Var[Y - WH] = E[WH], checked within 5 standard errors."""
-    d = sample_speech_spectrogram(jax.random.PRNGKey(1), 17, 8, 3000)
+    d = sample_speech_spectrogram(jax.random.PRNGKey(1), 5, 8, 3000)
     y, w, h = (np.asarray(a) for a in (d.y, d.w, d.h))
-    assert y.shape == (17, 3000) and w.shape == (17, 8) and h.shape == (8, 3000)
+    assert y.shape == (5, 3000) and w.shape == (5, 8) and h.shape == (8, 3000)
     assert np.all(y == np.round(y)) and np.all(y >= 0)
     n = h.size
     assert abs(h.mean() - 1.0) < 5 * h.std() / np.sqrt(n)
@@ -337,7 +334,7 @@ def test_speech_spectrogram_moments():
     mask = lam > 1.0
     assert abs(resid[mask].mean()) < 5 / np.sqrt(mask.sum())
     assert abs(resid[mask].var() - 1.0) < 0.05
-    d2 = sample_speech_spectrogram(jax.random.PRNGKey(1), 17, 8, 3000)
+    d2 = sample_speech_spectrogram(jax.random.PRNGKey(1), 5, 8, 3000)
     np.testing.assert_array_equal(np.asarray(d2.y), y)  # a function of the key
 
 
