@@ -1,15 +1,17 @@
 """The GMM experiments end to end through the config machinery, at a small size."""
 import json
 import os
+import pathlib
 
 import numpy as np
 
 from vijax.run import load_config, run_experiment
-from vijax.run._cli import default_config
+
+CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "gmm_simulation.yaml"
 
 
-def test_default_experiment_recovers_the_simulation(tmp_path):
-    cfg = load_config(default_config(), overrides=[f"output.dir={tmp_path}", "run.progress=false"])
+def test_simulation_config_recovers_the_clusters(tmp_path):
+    cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false"])
     assert cfg["experiment"] == "gmm_simulation"
     result, metrics = run_experiment(cfg)
     s = metrics["summary"]

@@ -1,6 +1,7 @@
 """Synthetic data from the finite Dirichlet-process mixture of Bernoullis (seed 000 §4.2)."""
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -52,11 +53,24 @@ def sample_bernoulli_mixture(key: PRNGKey, num_points: int = 1000, num_component
     check_int("dim", dim)
     for name, v in (("alpha", alpha), ("a", a), ("b", b)):
         check_positive_hyper(name, v)
-    dt = dtype or jnp.result_type(float)
-    k_pi, k_phi, k_z, k_y = jax.random.split(key, 4)
-    weights = jax.random.dirichlet(k_pi, jnp.full((num_components,), alpha / num_components, dt), dtype=dt)
-    probs = jax.random.beta(k_phi, jnp.asarray(a, dt), jnp.asarray(b, dt), (num_components, dim), dtype=dt)
-    log_w = jnp.where(weights > 0, jnp.log(jnp.where(weights > 0, weights, 1.0)), -jnp.inf)
+    dt = jnp.dtype(dtype or jnp.result_type(float))
+    return _sample(key, num_points, num_components, dim, float(alpha), float(a), float(b), dt)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6, 7))
+def _sample(key, num_points, num_components, dim, alpha, a, b, dt):
+    k_g, k_z, k_y = jax.random.split(key, 3)
+    # One log-Gamma draw for everything (one sampler to compile): pi = normalized Gamma(alpha / K)
+    # draws, phi = g_a / (g_a + g_b) with g_a ~ Gamma(a), g_b ~ Gamma(b), all in log space.
+    kd = num_components * dim
+    conc = jnp.concatenate([jnp.full((num_components,), alpha / num_components, dt), jnp.full((kd,), a, dt),
+                            jnp.full((kd,), b, dt)])
+    log_g = jax.random.loggamma(k_g, conc, dtype=dt)
+    log_w = jax.nn.log_softmax(log_g[:num_components])
+    weights = jnp.exp(log_w)
+    log_ga = log_g[num_components:num_components + kd].reshape(num_components, dim)
+    log_gb = log_g[num_components + kd:].reshape(num_components, dim)
+    probs = jax.nn.sigmoid(log_ga - log_gb)
     z = jax.random.categorical(k_z, log_w, shape=(num_points,)).astype(jnp.int32)
     y = jax.random.bernoulli(k_y, probs[z]).astype(dt)
     return BernoulliMixtureData(y, z, weights, probs)

@@ -21,6 +21,7 @@ p(y | pi, phi) (:func:`mixture_log_prob`), the number of components a fit uses
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import Any, NamedTuple
 
@@ -273,6 +274,11 @@ def kl_monte_carlo(key: PRNGKey, true_weights: Array, true_probs: Array, fit_wei
       num_samples: M >= 2.
     """
     check_int("num_samples", num_samples, 2)
+    return _kl_monte_carlo(key, true_weights, true_probs, fit_weights, fit_probs, num_samples)
+
+
+@functools.partial(jax.jit, static_argnums=5)
+def _kl_monte_carlo(key, true_weights, true_probs, fit_weights, fit_probs, num_samples):
     k_z, k_y = jax.random.split(key)
     log_w = jnp.where(true_weights > 0, jnp.log(jnp.where(true_weights > 0, true_weights, 1.0)), -jnp.inf)
     z = jax.random.categorical(k_z, log_w, shape=(num_samples,))

@@ -1,0 +1,196 @@
+"""The Dirichlet-process mixture of Bernoullis of seed 000 §4.2 (the default ``vijax run``):
+mean-field SVI, SSVI-A, SSVI and collapsed Gibbs sampling on 1000 binary vectors drawn from a
+K = 100 component finite DP mixture (alpha = 20, D = 100), compared by the number of components
+each fit uses and by KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) (Monte Carlo, with its standard
+error). See docs/dp_bernoulli.md.
+
+The runner drives all methods in lock step: one update of each per step (for Gibbs one sweep), so
+their traces share the step axis. ``info.elbo`` is the mean-field method's ELBO (exact for it);
+each method's own trace is ``<method>.elbo`` (SSVI's: a one-draw estimate of the structured ELBO;
+Gibbs's: the collapsed log joint log p(y, z)).
+"""
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax.data._bernoulli import sample_bernoulli_mixture
+from vijax.inference import schedules
+from vijax.inference._matrix import build_algorithm
+from vijax.inference.base import VIAlgorithm
+from vijax.models import _bernoulli_gibbs as gibbs
+from vijax.models.bernoulli_mixture import BernoulliMixture, components_used, kl_monte_carlo
+from vijax.run._experiment import Experiment, register_experiment
+
+METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
+LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
+# Seed 000 §4.2: components used and KL(p(y|pi,phi) || p(y|pi_hat,phi_hat)); the paper did not run SSVI.
+PAPER = {"truth": {"components_used": 56}, "meanfield": {"components_used": 17, "kl": 5.23},
+         "ssvi_a": {"components_used": 54, "kl": 1.94}, "ssvi": {"components_used": None, "kl": None},
+         "gibbs": {"components_used": 55, "kl": 1.9}}
+
+_DEFAULTS = {
+    "model": {"num_components": 100, "alpha": 20.0, "a": 1.0, "b": 1.0, "init_pseudo_count": 1.0},
+    "data": {"num_points": 1000, "dim": 100, "seed": 8},
+    "algorithm": {"methods": list(METHODS), "local": "exact", "rho_scale": 1.0, "rho_tau": 1.0, "rho_kappa": 0.75,
+                  "ramp": False, "gibbs_burn_in": 100, "kl_samples": 20000, "eval_kl_samples": 2000},
+    "run": {"num_steps": 500, "chunk_size": 50, "eval_every": 100, "x64": True},
+}
+
+
+def _check_methods(methods) -> tuple[str, ...]:
+    methods = tuple(methods)
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods or len(set(methods)) != len(methods):
+        raise ValueError(f"algorithm.methods must be distinct names from {METHODS}, got {list(methods)}")
+    return methods
+
+
+def _combined(model, methods, acfg, num_data) -> tuple[VIAlgorithm, dict]:
+    """One ``VIAlgorithm`` whose state is a dict method -> state and whose step updates each."""
+    schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
+    algs = {}
+    for m in methods:
+        if m == "gibbs":
+            algs[m] = gibbs.collapsed_gibbs(model, burn_in=acfg["gibbs_burn_in"])
+        else:  # the E-step x M-step matrix: the same local step with three global updates
+            algs[m] = build_algorithm(model, m, acfg["local"], num_data, schedule=schedule, ramp=acfg["ramp"])
+
+    def init(key, y):
+        k_vi, k_gibbs = jax.random.split(key)
+        # every VI method starts from the same q(beta)
+        return {m: alg.init(k_gibbs if m == "gibbs" else k_vi, y) for m, alg in algs.items()}
+
+    def step(state, y, key):
+        keys = jax.random.split(key, len(algs))
+        new, info = {}, {}
+        for (m, alg), k in zip(algs.items(), keys):
+            new[m], inf = alg.step(state[m], y, k)
+            info[m] = {"elbo": inf.elbo}
+        first_vi = next((m for m in methods if m != "gibbs"), methods[0])
+        info["elbo"] = info[first_vi]["elbo"]
+        return new, info
+
+    return VIAlgorithm(init, step), algs
+
+
+def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
+    """(pi_hat, phi_hat) of one method's state: posterior means under q, or Gibbs's averages."""
+    if method == "gibbs":
+        return gibbs.point_estimates(model, state)
+    return model.point_estimates(state.q_global)
+
+
+@register_experiment(
+    "dp_bernoulli", defaults=_DEFAULTS,
+    description="seed 000 §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)")
+def build(sections: dict, seed: int) -> Experiment:
+    m, d, a = sections["model"], sections["data"], sections["algorithm"]
+    methods = _check_methods(a["methods"])
+    model = BernoulliMixture(m["num_components"], d["dim"], alpha=m["alpha"], a=m["a"], b=m["b"],
+                             init_pseudo_count=m["init_pseudo_count"])
+    data = sample_bernoulli_mixture(jax.random.PRNGKey(d["seed"]), d["num_points"], m["num_components"], d["dim"],
+                                    alpha=m["alpha"], a=m["a"], b=m["b"])
+    y = data.y
+    model.check_data(y)
+    alg, _ = _combined(model, methods, a, d["num_points"])
+    kl_key = jax.random.PRNGKey(d["seed"] + 7_000_003)  # the same draws of y for every method and evaluation
+
+    @jax.jit
+    def _estimates(state):
+        return {meth: point_estimates(model, meth, state[meth]) for meth in methods}
+
+    def evaluate(state, num_samples) -> dict:
+        out, est = {}, _estimates(state)
+        for meth in methods:  # the jitted dict comes back with sorted keys
+            w, p = est[meth]
+            kl = kl_monte_carlo(kl_key, data.weights, data.probs, w, p, num_samples)
+            out[meth] = {"components_used": components_used(w, p, y), "kl": float(kl.value),
+                         "kl_stderr": float(kl.stderr)}
+        return out
+
+    def eval_fn(state) -> dict:
+        res = evaluate(state, a["eval_kl_samples"])
+        return {f"{meth}.{k}": v for meth, r in res.items() for k, v in r.items() if k != "kl_stderr"}
+
+    def report(result, out_dir) -> dict:
+        res = evaluate(result.state, a["kl_samples"])
+        summary = {"truth_components": data.components_used}
+        for meth, r in res.items():
+            summary[f"{meth}_components"] = r["components_used"]
+            summary[f"{meth}_kl"] = round(r["kl"], 4)
+            summary[f"{meth}_kl_stderr"] = round(r["kl_stderr"], 4)
+        summary["table"] = table_rows(res, data.components_used)
+        summary["kl_samples"] = a["kl_samples"]
+        _plot(os.path.join(out_dir, "dp_bernoulli.png"), result, res, data, _estimates(result.state), methods)
+        return summary
+
+    init = jax.jit(alg.init)  # one program instead of op-by-op compilation of the Gibbs pass and the seeding
+    return Experiment(alg, lambda key: init(key, y), lambda key, t: y, eval_fn, report)
+
+
+def table_rows(res: dict, truth_components: int) -> list[dict]:
+    """One row per method (and the truth) with ours and the paper's numbers side by side."""
+    rows = [{"method": "truth", "components_used": truth_components,
+             "paper_components_used": PAPER["truth"]["components_used"]}]
+    for meth, r in res.items():
+        rows.append({"method": LABELS[meth], "components_used": r["components_used"], "kl": round(r["kl"], 3),
+                     "kl_stderr": round(r["kl_stderr"], 3), "paper_components_used": PAPER[meth]["components_used"],
+                     "paper_kl": PAPER[meth]["kl"]})
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """A Markdown table of :func:`table_rows`."""
+    lines = ["| method | components used (paper) | KL ± s.e. (paper) |", "|---|---|---|"]
+    for r in rows:
+        pc = r["paper_components_used"]
+        comp = f"{r['components_used']} ({pc if pc is not None else '—'})"
+        if "kl" in r:
+            pk = r["paper_kl"]
+            kl = f"{r['kl']:.2f} ± {r['kl_stderr']:.2f} ({pk if pk is not None else 'not run'})"
+        else:
+            kl = "0"
+        lines.append(f"| {r['method']} | {comp} | {kl} |")
+    return "\n".join(lines)
+
+
+def _plot(path, result, res, data, estimates, methods):
+    """KL and components used against steps for each method (paper's final values dotted), and the
+    sorted fitted weights against the true ones."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    evals = result.evals
+    steps = [e["step"] for e in evals]
+    for i, meth in enumerate(methods):
+        c = f"C{i}"
+        if evals:
+            axes[0].plot(steps, [e[f"{meth}.kl"] for e in evals], ".-", color=c, label=LABELS[meth])
+            axes[1].plot(steps, [e[f"{meth}.components_used"] for e in evals], ".-", color=c, label=LABELS[meth])
+        if PAPER[meth]["kl"] is not None:
+            axes[0].axhline(PAPER[meth]["kl"], color=c, ls=":", lw=1)
+            axes[1].axhline(PAPER[meth]["components_used"], color=c, ls=":", lw=1)
+        w = np.sort(np.asarray(estimates[meth][0]))[::-1]
+        axes[2].semilogy(np.arange(1, len(w) + 1), w, color=c, label=LABELS[meth])
+    axes[1].axhline(data.components_used, color="k", lw=1, label="truth")
+    axes[2].semilogy(np.arange(1, len(data.weights) + 1), np.sort(np.asarray(data.weights))[::-1], "k", lw=1,
+                     label="truth")
+    axes[0].set(xlabel="step (one update or Gibbs sweep)", ylabel="KL(truth || fit), nats",
+                title="KL to the data distribution (paper: dotted)")
+    axes[1].set(xlabel="step", ylabel="components used", title="components with a datum (MAP assignment)")
+    axes[2].set(xlabel="rank", ylabel="weight", title="sorted mixture weights", ylim=(1e-6, 1))
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+__all__ = ["LABELS", "METHODS", "PAPER", "build", "format_table", "point_estimates", "table_rows"]
