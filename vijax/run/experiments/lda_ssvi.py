@@ -1,0 +1,265 @@
+"""SSVI and SSVI-A against mean-field SVI on LDA, with each E-step (seed 000 §4.1, appendix D).
+
+The E-step x M-step matrix of seed 000 (§2.5): global updates ``meanfield`` (SVI), ``ssvi_a``
+(SSVI-A, eq. 10) and ``ssvi`` (SSVI, eq. 7/11), each with the local steps ``meanfield``, ``cvb0``
+and ``gibbs`` (``vijax.inference._matrix.build_algorithm``), over a grid of the hyperparameters
+alpha and eta (the paper: alpha in {0.01, 0.1, 0.5}, eta in {0.01, 0.1, 1}), on the synthetic
+corpus and, when the reference data are present, on wiki_bnpy. Every setting runs
+``algorithm.restarts`` restarts in lock step (``vijax.inference.restarts``, a ``vmap`` over
+restarts: one compiled step per setting), all settings from the same keys and on the same
+minibatches, with the step size rho_t = scale (t + tau)^-kappa (the paper: t^-0.75) and the N_t
+ramp of Algorithm 1 when ``algorithm.ramp``.
+
+Evaluation: the held-out per-word log predictive by document completion (the same measure as
+``lda_synthetic``; the paper uses a Chib-style estimator of the marginal likelihood instead), of
+every restart, at the evaluation steps, against documents seen and against the training wall time
+(compilation included, evaluations excluded). Plots: ``heldout_<corpus>.png``, one panel per
+(E-step, M-step) pair as in the paper's Figure 6, a line per (alpha, eta) with the restarts' mean
+and a band of one standard deviation; ``hyper_<corpus>.png``, the final score against alpha, a
+panel per eta, a line per (E-step, M-step) with error bars of one standard deviation.
+
+The runner (``vijax run configs/lda_ssvi.yaml``) drives the first setting of the first corpus;
+the report runs every other setting with the same runner, the same number of steps and the same
+evaluation points, and writes ``grid.json`` (every setting's curve) besides the plots. The whole
+grid is 81 settings per corpus: the config's default is a small part of it that runs in minutes
+on two CPU cores.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax.data import Minibatcher, bucket_length
+from vijax.inference import restarts, schedules
+from vijax.inference._matrix import GLOBAL_UPDATES, build_algorithm
+from vijax.metrics import document_completion
+from vijax.models import LDA
+from vijax.run._experiment import Experiment, register_experiment
+from vijax.run._runner import run
+from vijax.run.experiments.lda import _DATA_COMMON, _MODEL, ldac_corpus, make_model, synthetic_corpus
+
+CORPORA = ("synthetic", "wiki_bnpy")
+
+
+class _RestartEval:
+    """Held-out per-word log predictive of every restart (document completion on fixed test
+    batches, one jitted ``vmap`` over restarts), with the mean, standard deviation, minimum and
+    maximum over restarts, documents seen, and the seconds spent in earlier evaluations (so that
+    the training wall time is ``wall_time - eval_s_before``)."""
+
+    def __init__(self, model, observed, heldout, batch_size):
+        n = observed.num_docs
+        ob = observed.batch(np.arange(n), length=bucket_length(int(observed.doc_unique_words.max(initial=1))))
+        hb = heldout.batch(np.arange(n), length=bucket_length(int(heldout.doc_unique_words.max(initial=1))))
+        self._score = jax.jit(jax.vmap(lambda q: document_completion(model, q, ob, hb).per_word))
+        self.batch_size, self.eval_s = batch_size, 0.0
+
+    def __call__(self, state) -> dict:
+        t0 = time.perf_counter()
+        per_word = np.asarray(self._score(state.q_global), np.float64)  # (restarts,)
+        out = {"heldout_mean": float(np.mean(per_word)), "heldout_std": float(np.std(per_word)),
+               "heldout_min": float(np.min(per_word)), "heldout_max": float(np.max(per_word)),
+               "docs_seen": int(state.count[0]) * self.batch_size, "eval_s_before": self.eval_s}
+        out.update({f"heldout_r{i}": float(v) for i, v in enumerate(per_word)})
+        self.eval_s += time.perf_counter() - t0
+        return out
+
+
+def _settings(a: dict, m: dict) -> list[tuple[str, str, float, float]]:
+    for name in ("global_updates", "locals", "alphas", "etas"):
+        where = "algorithm" if name in ("global_updates", "locals") else "model"
+        if not (a if where == "algorithm" else m)[name]:
+            raise ValueError(f"{where}.{name} must list at least one value")
+    for g in a["global_updates"]:
+        if g not in GLOBAL_UPDATES:
+            raise ValueError(f"algorithm.global_updates: {g!r} is not one of {GLOBAL_UPDATES}")
+    for l in a["locals"]:
+        if l not in LDA.local_methods:
+            raise ValueError(f"algorithm.locals: {l!r} is not one of LDA's local steps {LDA.local_methods}")
+    for name in ("alphas", "etas"):
+        for v in m[name]:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"model.{name} must hold positive numbers, got {v!r}")
+    return [(g, l, float(al), float(e)) for al, e in itertools.product(m["alphas"], m["etas"])
+            for l in a["locals"] for g in a["global_updates"]]
+
+
+def _label(setting) -> str:
+    g, l, al, e = setting
+    return f"{g}/{l}/alpha={al:g}/eta={e:g}"
+
+
+class _Corpus:
+    """One corpus's data, minibatches and per-setting algorithm builder."""
+
+    def __init__(self, name, train, test, sections, seed):
+        m, a, d = sections["model"], sections["algorithm"], sections["data"]
+        self.name, self.train, self.m, self.a = name, train, m, a
+        self.observed, self.heldout = test.split_tokens(seed + 1, d["observed_fraction"])
+        mb = Minibatcher(train, a["batch_size"], seed)
+        # one padded length for the whole run: one compiled step per setting
+        length = bucket_length(int(train.doc_unique_words.max(initial=1)))
+        self.host_batches = lambda t0, n: mb.host_batches(t0, n, length=length)
+        self.schedule = schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"])
+
+    def make(self, setting):
+        g, l, al, e = setting
+        model = make_model(self.m, self.train.vocab_size, alpha=al, eta=e)
+        alg = restarts(build_algorithm(model, g, l, self.train.num_docs, schedule=self.schedule, ramp=self.a["ramp"]),
+                       self.a["restarts"])
+        return alg, _RestartEval(model, self.observed, self.heldout, self.a["batch_size"])
+
+
+def _load(name, sections, seed):
+    d = sections["data"]
+    if name == "synthetic":
+        train, test, _ = synthetic_corpus(d, seed)
+        return train, test
+    got = ldac_corpus(dict(d, path=d["wiki_path"], vocab=d["wiki_vocab"], max_test_docs=d["wiki_max_test_docs"]),
+                      seed, required=False)
+    if got is None:
+        return None
+    train, test, _ = got
+    if d["wiki_max_train_docs"] and train.num_docs > d["wiki_max_train_docs"]:
+        train = train.subset(np.arange(d["wiki_max_train_docs"]))
+    return train, test
+
+
+def _curve(setting, evals, corpus) -> dict:
+    g, l, al, e = setting
+    rows = [{k: v for k, v in ev.items()} | {"train_time_s": ev["wall_time"] - ev["eval_s_before"]} for ev in evals]
+    return {"corpus": corpus, "global_update": g, "local": l, "alpha": al, "eta": e, "label": _label(setting),
+            "evals": rows, "final_mean": rows[-1]["heldout_mean"] if rows else None,
+            "final_std": rows[-1]["heldout_std"] if rows else None}
+
+
+def _plot(curves, corpus, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = [c for c in curves if c["corpus"] == corpus and c["evals"]]
+    if not curves:
+        return []
+    locs = list(dict.fromkeys(c["local"] for c in curves))
+    gus = list(dict.fromkeys(c["global_update"] for c in curves))
+    hyper = list(dict.fromkeys((c["alpha"], c["eta"]) for c in curves))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = plt.subplots(len(locs), len(gus), figsize=(4.2 * len(gus), 3.2 * len(locs)), squeeze=False,
+                             sharex=True, sharey=True)
+    for c in curves:
+        ax = axes[locs.index(c["local"]), gus.index(c["global_update"])]
+        t = np.array([ev["train_time_s"] for ev in c["evals"]])
+        mu = np.array([ev["heldout_mean"] for ev in c["evals"]])
+        sd = np.array([ev["heldout_std"] for ev in c["evals"]])
+        col = colors[hyper.index((c["alpha"], c["eta"])) % len(colors)]
+        ax.plot(t, mu, ".-", color=col, label=f"α={c['alpha']:g}, η={c['eta']:g}")
+        ax.fill_between(t, mu - sd, mu + sd, color=col, alpha=0.2)
+    for i, l in enumerate(locs):
+        for j, g in enumerate(gus):
+            ax = axes[i, j]
+            ax.set_title(f"M-step {g}, E-step {l}", fontsize=9)
+            ax.grid(alpha=0.3)
+            if i == len(locs) - 1:
+                ax.set_xlabel("training wall time (s)")
+            if j == 0:
+                ax.set_ylabel("held-out log pred. / word")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    paths = [os.path.join(out_dir, f"heldout_{corpus}.png")]
+    fig.savefig(paths[0], dpi=100)
+    plt.close(fig)
+
+    etas = sorted({c["eta"] for c in curves})
+    fig, axes = plt.subplots(1, len(etas), figsize=(4.5 * len(etas), 3.4), squeeze=False, sharey=True)
+    pairs = list(dict.fromkeys((c["global_update"], c["local"]) for c in curves))
+    for j, e in enumerate(etas):
+        ax = axes[0, j]
+        for p_i, (g, l) in enumerate(pairs):
+            sel = sorted((c for c in curves if c["eta"] == e and (c["global_update"], c["local"]) == (g, l)),
+                         key=lambda c: c["alpha"])
+            if sel:
+                ax.errorbar([c["alpha"] for c in sel], [c["final_mean"] for c in sel], yerr=[c["final_std"] for c in sel],
+                            fmt="o-", capsize=3, color=colors[p_i % len(colors)], label=f"{g} / {l}")
+        ax.set_xscale("log")
+        ax.set_xlabel("α")
+        ax.set_title(f"η = {e:g}", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("final held-out log pred. / word")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(os.path.join(out_dir, f"hyper_{corpus}.png"))
+    fig.savefig(paths[1], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+@register_experiment(
+    "lda_ssvi",
+    defaults={
+        "model": {k: v for k, v in _MODEL.items() if k not in ("alpha", "eta")}
+        | {"num_topics": 10, "alphas": [0.1], "etas": [0.01, 1.0], "cvb0_iters": 50, "gibbs_sweeps": 6,
+           "gibbs_burn_in": 3},
+        "algorithm": {"global_updates": ["meanfield", "ssvi_a", "ssvi"], "locals": ["meanfield", "cvb0", "gibbs"],
+                      "restarts": 5, "batch_size": 100, "tau": 1.0, "kappa": 0.75, "scale": 1.0, "ramp": True},
+        "data": dict(_DATA_COMMON, corpora=["synthetic", "wiki_bnpy"], num_docs=3000, vocab_size=500,
+                     true_topics=10, true_alpha=0.1, true_eta=0.05, doc_length_mean=60.0, max_test_docs=300,
+                     wiki_path="wiki_bnpy/train.ldac.gz", wiki_vocab="wiki_bnpy/vocab.txt",
+                     wiki_max_train_docs=0, wiki_max_test_docs=200),
+        "run": {"num_steps": 40, "chunk_size": 10, "eval_every": 10},
+    },
+    description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (seed 000 §4.1, app. D)")
+def build(sections: dict, seed: int) -> Experiment:
+    m, a, d = sections["model"], sections["algorithm"], sections["data"]
+    settings = _settings(a, m)
+    if isinstance(a["restarts"], bool) or a["restarts"] < 1:
+        raise ValueError(f"algorithm.restarts must be >= 1, got {a['restarts']!r}")
+    for c in d["corpora"]:
+        if c not in CORPORA:
+            raise ValueError(f"data.corpora: {c!r} is not one of {CORPORA}")
+    skipped, corpora = [], []
+    for name in d["corpora"]:
+        got = _load(name, sections, seed)
+        if got is None:
+            skipped.append(name)
+        else:
+            corpora.append(_Corpus(name, *got, sections, seed))
+    if not corpora:
+        raise ValueError(f"data.corpora: none of {d['corpora']} is available (wiki_bnpy needs the reference data)")
+    first = corpora[0]
+    alg0, eval0 = first.make(settings[0])
+
+    def report(result, out_dir):
+        if not result.evals:
+            return {"skipped_corpora": skipped}
+        num_steps = int(result.num_steps)
+        every = int(result.evals[0]["step"])
+        curves = [_curve(settings[0], result.evals, first.name)]
+        for corpus in corpora:
+            for setting in settings:
+                if corpus is first and setting == settings[0]:
+                    continue
+                alg, ev = corpus.make(setting)
+                r = run(alg, jax.random.PRNGKey(seed), host_batches=corpus.host_batches, num_steps=num_steps,
+                        chunk_size=every, eval_fn=ev, eval_every=every, progress=False)
+                curves.append(_curve(setting, r.evals, corpus.name))
+                print(f"lda_ssvi {corpus.name} {_label(setting)}: held-out {curves[-1]['final_mean']:.4f} "
+                      f"± {curves[-1]['final_std']:.4f} after {curves[-1]['evals'][-1]['train_time_s']:.1f} s", flush=True)
+        plots = [p for corpus in corpora for p in _plot(curves, corpus.name, out_dir)]
+        with open(os.path.join(out_dir, "grid.json"), "w") as fh:
+            json.dump({"restarts": a["restarts"], "num_steps": num_steps, "batch_size": a["batch_size"],
+                       "device": str(jax.devices()[0]), "curves": curves}, fh, indent=1)
+        best = {c.name: max((cv for cv in curves if cv["corpus"] == c.name), key=lambda cv: cv["final_mean"])["label"]
+                for c in corpora}
+        return {"skipped_corpora": skipped, "num_settings": len(curves), "best": best,
+                "final": {f"{cv['corpus']}/{cv['label']}": [cv["final_mean"], cv["final_std"]] for cv in curves},
+                "plots": [os.path.basename(p) for p in plots]}
+
+    return Experiment(alg0, lambda key: alg0.init(key), None, eval0, report, host_batches=first.host_batches)
