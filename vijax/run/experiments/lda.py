@@ -41,13 +41,43 @@ class _Eval:
         return out
 
 
+def make_model(m: dict, vocab_size: int, **override) -> LDA:
+    """The LDA of a config's model section (keys of ``_MODEL``), with ``override`` replacing keys."""
+    m = dict(m, **override)
+    return LDA(m["num_topics"], vocab_size, alpha=m["alpha"], eta=m["eta"], max_iters=m["max_iters"], tol=m["tol"],
+               cvb0_iters=m["cvb0_iters"], gibbs_sweeps=m["gibbs_sweeps"], gibbs_burn_in=m["gibbs_burn_in"])
+
+
+def synthetic_corpus(d: dict, seed: int):
+    """``(train, test, true_topics)`` for a data section with the keys of ``lda_synthetic``: a corpus
+    drawn from LDA, split into training and (at most ``max_test_docs``) test documents."""
+    sample = sample_lda_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"], alpha=d["true_alpha"],
+                               eta=d["true_eta"], doc_length_mean=d["doc_length_mean"])
+    train, test = sample.corpus.split_documents(seed, d["test_fraction"])
+    return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), np.asarray(sample.topics)
+
+
+def ldac_corpus(d: dict, seed: int, required: bool = True):
+    """``(train, test, vocab)`` for a data section with the keys of ``lda_corpus`` (``path`` and
+    ``vocab`` either paths or names under the shared data folder). If the file is absent: a
+    ValueError naming ``data.path`` when ``required``, else None."""
+    path = d["path"] if os.path.exists(d["path"]) else shared_data_path(*d["path"].split("/"))
+    vocab = d["vocab"] if d["vocab"] and os.path.exists(d["vocab"]) else (
+        shared_data_path(*d["vocab"].split("/")) if d["vocab"] else None)
+    if path is None:
+        if not required:
+            return None
+        raise ValueError(f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
+    corpus = read_ldac(path, vocab)
+    train, test = corpus.split_documents(seed, d["test_fraction"])
+    return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), corpus.vocab
+
+
 def _build(sections, seed, train, test, true_topics=None, vocab=None):
     m, a = sections["model"], sections["algorithm"]
     if a["name"] != "svi":
         raise ValueError(f"algorithm.name: {a['name']!r} is not available here; choose 'svi'")
-    model = LDA(m["num_topics"], train.vocab_size, alpha=m["alpha"], eta=m["eta"], max_iters=m["max_iters"],
-                tol=m["tol"], cvb0_iters=m["cvb0_iters"], gibbs_sweeps=m["gibbs_sweeps"],
-                gibbs_burn_in=m["gibbs_burn_in"])
+    model = make_model(m, train.vocab_size)
     s = a["batch_size"]
     alg = svi(model, num_data=train.num_docs, local=a["local"], ramp=a["ramp"],
               schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]))
@@ -107,12 +137,8 @@ _DATA_COMMON = {"test_fraction": 0.1, "max_test_docs": 1000, "eval_batch": 100, 
               "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200}},
     description="online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)")
 def build_synthetic(sections: dict, seed: int) -> Experiment:
-    d = sections["data"]
-    sample = sample_lda_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"], alpha=d["true_alpha"],
-                               eta=d["true_eta"], doc_length_mean=d["doc_length_mean"])
-    train, test = sample.corpus.split_documents(seed, d["test_fraction"])
-    test = test.subset(np.arange(min(test.num_docs, d["max_test_docs"])))
-    return _build(sections, seed, train, test, true_topics=np.asarray(sample.topics))
+    train, test, topics = synthetic_corpus(sections["data"], seed)
+    return _build(sections, seed, train, test, true_topics=topics)
 
 
 @register_experiment(
@@ -123,13 +149,5 @@ def build_synthetic(sections: dict, seed: int) -> Experiment:
               "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100}},
     description="online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)")
 def build_corpus(sections: dict, seed: int) -> Experiment:
-    d = sections["data"]
-    path = d["path"] if os.path.exists(d["path"]) else shared_data_path(*d["path"].split("/"))
-    vocab = d["vocab"] if d["vocab"] and os.path.exists(d["vocab"]) else (
-        shared_data_path(*d["vocab"].split("/")) if d["vocab"] else None)
-    if path is None:
-        raise ValueError(f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
-    corpus = read_ldac(path, vocab)
-    train, test = corpus.split_documents(seed, d["test_fraction"])
-    test = test.subset(np.arange(min(test.num_docs, d["max_test_docs"])))
-    return _build(sections, seed, train, test, vocab=corpus.vocab)
+    train, test, vocab = ldac_corpus(sections["data"], seed)
+    return _build(sections, seed, train, test, vocab=vocab)
