@@ -16,6 +16,9 @@ Protocol decided by 'prox-core' (shared with the GP-classification helper; see d
   num_samples, num_data)`` (a model's own closed form, e.g. a structured representation that never
   stores an N x N covariance; called instead of the generic step when present and
   ``divergence="kl"``) and ``check_data(batch)``. See ``vijax.models._nonconjugate.ProxModel``.
+  A model whose ``prox_step`` already computes the ELBO estimate (the CTM fits the minibatch's
+  local q's in it) sets the class attribute ``prox_step_returns_elbo = True`` and returns
+  ``(q_new, elbo)``; ``elbo`` is then not called.
   NOTE: ``elbo`` takes ``num_data`` as a fifth argument (the protocol draft had four): the model
   cannot know N otherwise.
 * ``divergence="kl"``: D = KL(q_lambda || q_k) and f linearised in the mean parameters. The
@@ -104,8 +107,13 @@ def step(state: ProxSVIState, batch: PyTree, key: PRNGKey, *, model, num_data: i
     key_grad, key_elbo = jax.random.split(key)
     q = state.q
     beta = jnp.asarray(schedule(state.count))
+    own_step = divergence == "kl" and callable(getattr(model, "prox_step", None))
+    if own_step and getattr(model, "prox_step_returns_elbo", False):
+        # the model's step already fits what the ELBO needs (CTM: the minibatch's local q's)
+        q_new, elbo = model.prox_step(q, batch, key_grad, beta, num_samples, num_data)
+        return ProxSVIState(q_new, safe_increment(state.count)), ProxSVIInfo(elbo, beta, jnp.zeros((), jnp.int32))
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
-    if divergence == "kl" and callable(getattr(model, "prox_step", None)):
+    if own_step:
         q_new = model.prox_step(q, batch, key_grad, beta, num_samples, num_data)
         num_damped = jnp.zeros((), jnp.int32)
     else:

@@ -1,0 +1,210 @@
+"""Figure 3 of seed 001 (§6.2): the correlated topic model by proximal-gradient SVI, with a full
+(PG-SVI) and a diagonal (PG-SVI-MF) Gaussian q(z_d); negative held-out per-word log-likelihood
+(test documents split in half, Monte Carlo over q) against wall time, 10 topics, minibatches of 2
+documents, fixed step 0.001. On a synthetic CTM corpus and on an lda-c corpus (wiki_bnpy).
+
+The runner drives the first variant (``algorithm.covariance``); ``report`` then runs each variant
+named in ``algorithm.compare`` with the same seed, batches, step count and evaluation grid, and
+draws all of them into ``fig3_ctm.png``.
+"""
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+
+from vijax.data import Corpus, Minibatcher, read_ldac, shared_data_path
+from vijax.inference._prox_svi import prox_svi
+from vijax.metrics import corpus_document_completion
+from vijax.models._base import check_int
+from vijax.models.ctm import CTM
+from vijax.run._experiment import Experiment, register_experiment
+from vijax.run._runner import run
+
+_MODEL = {"num_topics": 10, "local_steps": 15, "local_step_size": 0.3, "topic_smoothing": 0.01,
+          "cov_shrinkage": 0.01, "init_mass": 100.0, "eval_local_steps": 30, "eval_samples": 1000}
+_ALG = {"name": "prox_svi", "covariance": "full", "compare": "diagonal", "step_size": 0.001, "batch_size": 2,
+        "num_samples": 10}
+_DATA = {"train_fraction": 0.5, "max_test_docs": 200, "eval_batch": 50, "observed_fraction": 0.5}
+_LABEL = {"full": "PG-SVI", "diagonal": "PG-SVI-MF"}
+
+
+def sample_ctm_corpus(seed: int, num_docs: int, num_topics: int, vocab_size: int, *, doc_length: int = 100,
+                      topic_concentration: float = 0.05, correlation: float = 1.0):
+    """A synthetic corpus from the CTM: z_d ~ N(0, Sigma) in R^(K-1), Sigma = correlation A A^T/(K-1)
+    + 0.5 I (A standard normal), topic proportions softmax((z_d, 0)), topics ~
+    Dirichlet(topic_concentration), ``doc_length`` tokens per document.
+
+    Returns:
+      (Corpus, dict with "topics" (K, V), "mu" (K-1,), "sigma" (K-1, K-1)).
+    """
+    check_int("num_docs", num_docs)
+    check_int("num_topics", num_topics, minimum=2)
+    check_int("vocab_size", vocab_size)
+    check_int("doc_length", doc_length)
+    rng = np.random.default_rng(seed)
+    d = num_topics - 1
+    a = rng.normal(size=(d, d))
+    sigma = correlation * a @ a.T / d + 0.5 * np.eye(d)
+    topics = rng.dirichlet(np.full(vocab_size, topic_concentration), size=num_topics)
+    z = rng.multivariate_normal(np.zeros(d), sigma, size=num_docs)
+    z = np.concatenate([z, np.zeros((num_docs, 1))], 1)  # the last logit is 0 (Blei & Lafferty)
+    theta = np.exp(z - z.max(1, keepdims=True))
+    theta /= theta.sum(1, keepdims=True)
+    probs = theta @ topics
+    probs /= probs.sum(1, keepdims=True)
+    ptr, ids, cnts = [0], [], []
+    for d in range(num_docs):
+        c = rng.multinomial(doc_length, probs[d])
+        nz = np.flatnonzero(c)
+        ids.append(nz)
+        cnts.append(c[nz])
+        ptr.append(ptr[-1] + nz.size)
+    corpus = Corpus(np.asarray(ptr, np.int64), np.concatenate(ids).astype(np.int32),
+                    np.concatenate(cnts).astype(np.float32), vocab_size)
+    return corpus, {"topics": topics, "mu": np.zeros(num_topics), "sigma": sigma}
+
+
+class _Eval:
+    """Held-out per-word log-likelihood by document completion (test documents split in half)."""
+
+    def __init__(self, model, observed, heldout, eval_batch):
+        self.model, self.observed, self.heldout, self.eval_batch = model, observed, heldout, eval_batch
+
+    def __call__(self, state) -> dict:
+        r = corpus_document_completion(self.model, state.q, self.observed, self.heldout, self.eval_batch)
+        return {"heldout_per_word": r.log_prob / max(r.num_tokens, 1.0)}
+
+
+def _model(m, vocab_size, covariance):
+    return CTM(m["num_topics"], vocab_size, covariance=covariance, local_steps=m["local_steps"],
+               local_step_size=m["local_step_size"], topic_smoothing=m["topic_smoothing"], cov_shrinkage=m["cov_shrinkage"],
+               init_mass=m["init_mass"], eval_local_steps=m["eval_local_steps"], eval_samples=m["eval_samples"])
+
+
+def _variants(a) -> list[str]:
+    names = [a["covariance"]] + [c.strip() for c in a["compare"].split(",") if c.strip()]
+    for n in names:
+        if n not in _LABEL:
+            raise ValueError(f"algorithm.covariance/compare: {n!r} is not one of {tuple(_LABEL)}")
+    return list(dict.fromkeys(names))
+
+
+def _build(sections, seed, train, test, reference=None):
+    m, a, d = sections["model"], sections["algorithm"], sections["data"]
+    if a["name"] != "prox_svi":
+        raise ValueError(f"algorithm.name: {a['name']!r} is not available here; choose 'prox_svi'")
+    variants = _variants(a)
+    observed, heldout = test.split_tokens(seed + 1, d["observed_fraction"])
+    mb = Minibatcher(train, a["batch_size"], seed)
+
+    def make(cov):
+        model = _model(m, train.vocab_size, cov)
+        alg = prox_svi(model, num_data=train.num_docs, step_size=a["step_size"], num_samples=a["num_samples"])
+        return model, alg, _Eval(model, observed, heldout, d["eval_batch"])
+
+    model, alg, evaluator = make(variants[0])
+
+    def report(result, out_dir):
+        curves = {variants[0]: result.evals}
+        steps = [e["step"] for e in result.evals]
+        every = int(np.min(np.diff(steps))) if len(steps) > 1 else max(result.num_steps, 1)
+        for cov in variants[1:]:
+            _, alg2, eval2 = make(cov)
+            res2 = run(alg2, jax.random.PRNGKey(seed), host_batches=mb.host_batches, num_steps=result.num_steps,
+                       chunk_size=every, eval_fn=eval2, eval_every=every, progress=False)
+            curves[cov] = res2.evals
+        summary = {"num_train_docs": train.num_docs, "num_test_docs": test.num_docs}
+        for cov, ev in curves.items():
+            if ev:
+                summary[f"{_LABEL[cov]}_heldout_per_word"] = ev[-1]["heldout_per_word"]
+                summary[f"{_LABEL[cov]}_wall_time"] = ev[-1]["wall_time"]
+        if reference is not None:
+            summary["true_params_heldout_per_word"] = reference
+        _plot(os.path.join(out_dir, "fig3_ctm.png"), curves, reference, m["num_topics"])
+        return summary
+
+    return Experiment(alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches)
+
+
+def _plot(path, curves, reference, num_topics):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for cov, ev in curves.items():
+        if ev:
+            ax.plot([e["wall_time"] for e in ev], [-e["heldout_per_word"] for e in ev], ".-", label=_LABEL[cov])
+    if reference is not None:
+        ax.axhline(-reference, color="k", ls=":", label="true parameters")
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("negative held-out log-likelihood per word")
+    ax.set_title(f"CTM, {num_topics} topics (seed 001, Fig. 3)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _true_params_score(truth, observed, heldout, m, vocab_size, eval_batch):
+    """The held-out score of the generating parameters (the synthetic corpus's ceiling)."""
+    from vijax.models.ctm import CTMGlobals
+
+    k = truth["topics"].shape[0]
+    model = _model(dict(m, num_topics=k, topic_smoothing=1e-12, cov_shrinkage=0.0), vocab_size, "full")
+    mu, sigma = np.asarray(truth["mu"]), np.asarray(truth["sigma"])
+    g = CTMGlobals(jax.numpy.asarray(truth["topics"]), jax.numpy.asarray(mu),
+                   jax.numpy.asarray(sigma + np.outer(mu, mu)))
+    r = corpus_document_completion(model, g, observed, heldout, eval_batch)
+    return r.log_prob / max(r.num_tokens, 1.0)
+
+
+@register_experiment(
+    "ctm_synthetic",
+    defaults={"model": dict(_MODEL), "algorithm": dict(_ALG),
+              "data": dict(_DATA, num_docs=400, vocab_size=500, true_topics=10, doc_length=100,
+                           topic_concentration=0.05, correlation=1.0),
+              "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200}},
+    description="CTM by PG-SVI (full) and PG-SVI-MF (diagonal) on a synthetic CTM corpus (seed 001 Fig. 3)")
+def build_synthetic(sections: dict, seed: int) -> Experiment:
+    d = sections["data"]
+    corpus, truth = sample_ctm_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"],
+                                      doc_length=d["doc_length"], topic_concentration=d["topic_concentration"],
+                                      correlation=d["correlation"])
+    train, test = _split(corpus, seed, d)
+    observed, heldout = test.split_tokens(seed + 1, d["observed_fraction"])
+    ref = _true_params_score(truth, observed, heldout, sections["model"], corpus.vocab_size, d["eval_batch"])
+    return _build(sections, seed, train, test, reference=ref)
+
+
+def _split(corpus, seed, d):
+    if not 0.0 < d["train_fraction"] < 1.0:
+        raise ValueError(f"data.train_fraction must lie in (0, 1), got {d['train_fraction']!r}")
+    train, test = corpus.split_documents(seed, 1.0 - d["train_fraction"])
+    return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"])))
+
+
+@register_experiment(
+    "ctm_corpus",
+    defaults={"model": dict(_MODEL), "algorithm": dict(_ALG),
+              "data": dict(_DATA, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt", max_docs=1000),
+              "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200}},
+    description="CTM by PG-SVI and PG-SVI-MF on an lda-c corpus (default: wiki_bnpy, 50% training documents)")
+def build_corpus(sections: dict, seed: int) -> Experiment:
+    d = sections["data"]
+    path = d["path"] if os.path.exists(d["path"]) else shared_data_path(*d["path"].split("/"))
+    vocab = d["vocab"] if d["vocab"] and os.path.exists(d["vocab"]) else (
+        shared_data_path(*d["vocab"].split("/")) if d["vocab"] else None)
+    if path is None:
+        raise ValueError(f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
+    corpus = read_ldac(path, vocab)
+    if d["max_docs"] and d["max_docs"] < corpus.num_docs:
+        idx = np.random.default_rng(seed).choice(corpus.num_docs, d["max_docs"], replace=False)
+        corpus = corpus.subset(np.sort(idx))
+    train, test = _split(corpus, seed, d)
+    return _build(sections, seed, train, test)
+
+
+__all__ = ["sample_ctm_corpus"]
