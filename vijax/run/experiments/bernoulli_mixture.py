@@ -33,7 +33,7 @@ PAPER = {"truth": {"components_used": 56}, "meanfield": {"components_used": 17, 
          "gibbs": {"components_used": 55, "kl": 1.9}}
 
 _DEFAULTS = {
-    "model": {"num_components": 100, "alpha": 20.0, "a": 1.0, "b": 1.0, "init_pseudo_count": 1.0},
+    "model": {"num_components": 100, "alpha": 20.0, "a": 1.0, "b": 1.0, "init_pseudo_count": 0.01},
     "data": {"num_points": 1000, "dim": 100, "seed": 8},
     "algorithm": {"methods": list(METHODS), "local": "exact", "rho_scale": 1.0, "rho_tau": 1.0, "rho_kappa": 0.75,
                   "ramp": False, "gibbs_burn_in": 100, "kl_samples": 20000, "eval_kl_samples": 2000},
