@@ -51,12 +51,13 @@ gamma is below ``tol``, or ``max_iters`` times; phi is never formed (as LDA's E-
 returned statistics are those of phi at the final gamma, so (gamma, r, phi) come from coordinate
 steps and the local ELBO is exact for them:
 
-    local ELBO_n = sum_f y_fn log sum_k B_fk e_kn - sum_f log y_fn!
-                   - sum_fk E[z_fkn] log B_fk - sum_fk <theta_k> <W_fk> E[h_kn] (+ the double count)
+    local ELBO_n = sum_f y_fn log sum_k B_fk e_kn - sum_f log y_fn! - sum_fk <theta_k> <W_fk> E[h_kn]
                    - sum_k KL(Gamma(gamma_kn, r_k) || Gamma(b, b)),
 
 using E[-sum_k log z_fkn!] + H[Multinomial(y_fn, phi_fn)] = -log y_fn! - y_fn sum_k phi log phi
-and sum_k z (log B + E log h) - y phi log phi summing to y log sum_k B e.
+and sum_k z (log B + E log h) - y phi log phi = y log sum_k B e. ``local_terms`` is this minus
+<s, view> = sum_fk E[z_fkn] log B_fk - 2 sum_fk <theta_k> <W_fk> E[h_kn], which
+``conjugate_elbo`` adds back.
 
 Y may hold any non-negative finite values (log y! is lgamma(y + 1)); the seed's are quantized
 magnitudes, i.e. counts. Frames are the rows of a batch: ``batch`` is (S, F) = Y[:, frames].T.
