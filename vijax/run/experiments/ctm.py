@@ -63,7 +63,7 @@ def sample_ctm_corpus(seed: int, num_docs: int, num_topics: int, vocab_size: int
         ptr.append(ptr[-1] + nz.size)
     corpus = Corpus(np.asarray(ptr, np.int64), np.concatenate(ids).astype(np.int32),
                     np.concatenate(cnts).astype(np.float32), vocab_size)
-    return corpus, {"topics": topics, "mu": np.zeros(num_topics), "sigma": sigma}
+    return corpus, {"topics": topics, "mu": np.zeros(d), "sigma": sigma}
 
 
 class _Eval:
