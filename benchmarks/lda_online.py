@@ -119,16 +119,16 @@ class _Runner:
 
 def _interleaved(runners: dict, batches: dict, checkpoints: dict) -> dict:
     """Runs the methods' updates interleaved, update t of every method before update t + 1 of any,
-    so that all of them see the same background load over time; times only the updates (the
-    checkpoint's wait included) and scores at each method's checkpoint batch counts."""
+    so that all of them see the same background load over time; times only the updates, each
+    waited for before the next method's starts (JAX dispatches asynchronously), and scores at each
+    method's checkpoint batch counts."""
     for t in range(max(len(b) for b in batches.values())):
         for name, r in runners.items():
             if t >= len(batches[name]):
                 continue
             t0 = time.perf_counter()
             r.state = r.step(r.state, batches[name][t], t)
-            if t + 1 in checkpoints[name]:
-                r.block(r.state)
+            r.block(r.state)  # every update: no asynchronous work may spill into another method's timing
             r.elapsed += time.perf_counter() - t0
             if t + 1 in checkpoints[name]:
                 r.curve.append({"batches": t + 1, "time_s": r.elapsed, "heldout_per_word": float(r.score(r.state))})
@@ -256,9 +256,13 @@ def main(argv=None):
     machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax": jax.__version__,
                "loadavg_1_5_15_min_at_start": load_start, "loadavg_1_5_15_min_at_end": os.getloadavg()}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    if args.stream_only and os.path.exists(args.out):
+    if os.path.exists(args.out):
         with open(args.out) as fh:
-            rows = json.load(fh).get("rows", [])
+            previous = json.load(fh)
+        if args.stream_only:
+            rows = previous.get("rows", [])
+        if stream is None and previous.get("stream"):  # keep the last streaming figures (from an earlier run)
+            stream = dict(previous["stream"], from_earlier_run=True)
     with open(args.out, "w") as fh:
         json.dump({"machine": machine, "rows": rows, "stream": stream}, fh, indent=1)
     print(f"wrote {args.out}")

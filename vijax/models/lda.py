@@ -15,10 +15,10 @@ seed 003 eq. 12).
 Documents arrive as a :class:`vijax.data.BowBatch`: ``word_ids`` (S, L) and ``counts`` (S, L), the
 unique words of each document and their counts, zero-padded. All tokens of one word w in a
 document share one local factor; padding slots (count 0) and empty documents contribute exactly
-nothing. CVB0 and Gibbs compute over (S, L, K) arrays, O(S L K) per iteration whatever the
-documents' lengths; the mean-field step sorts the documents by length and pads each small block
-of them only to its own length (a few static lengths), so a minibatch with one long document
-costs about what its documents' own lengths cost.
+nothing. The mean-field and CVB0 steps sort the documents by length and pad each small block of
+them only to its own length (one of a few static lengths), so a minibatch with one long document
+costs about what its documents' own lengths cost; Gibbs computes over (S, L, K) arrays and walks
+the tokens of the batch's longest document in turn.
 
 The view of the globals passed to ``local_step`` is ``(log_beta,)`` of shape (K, V): E_q[log beta]
 under CAVI and SVI, or the log of a sample of beta under SSVI (seed 000 Algorithm 1). The local
@@ -99,9 +99,10 @@ class LDA:
           g_dwk ∝ (alpha + N_dk - g_dwk) b_kw,   N_dk = sum_w n_dw g_dwk,
 
       where N_dk - g_dwk is N_dk^{-dw}, the expected count of topic k among the document's other
-      tokens. All slots of a document are updated at once (a Jacobi sweep, vectorised over the
-      batch) from g_dwk ∝ b_kw, until every document's mean |change in N_d| is below ``tol`` or
-      after ``cvb0_iters`` sweeps. The statistics are c_kv = sum_d n_dv g_dvk; the reported
+      tokens. All slots of a document are updated at once (a Jacobi sweep, vectorised over a
+      block of documents) from g_dwk ∝ b_kw; each document stops after the first sweep that
+      changes N_d by a mean absolute amount below ``tol``, or after ``cvb0_iters`` sweeps, in the
+      length-sorted blocks of the mean-field step. The statistics are c_kv = sum_d n_dv g_dvk; the reported
       ELBO is the mean-field one at phi = g and gamma = alpha + N_d (a valid lower bound, though
       CVB0 does not maximise it).
 
@@ -373,7 +374,6 @@ class LDA:
         sum_dw n_dw log z_dw - sum_kv c_kv log b_kv: no (S, L, K) array, no entropy of phi.
         """
         k, v = log_beta.shape
-        s, l = ids.shape
         dt = log_beta.dtype
         log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K), <= 0, max 0 per word
         b = jnp.exp(log_b)
@@ -382,62 +382,59 @@ class LDA:
         def exp_e_log_theta(gamma):
             return jnp.exp(_digamma(gamma) - _digamma(jnp.sum(gamma, axis=-1, keepdims=True)))
 
-        block = min(_MF_BLOCK, s)
-        pad = (-s) % block  # empty documents (n = 0) converge at once
-        nblocks = (s + pad) // block
-        used = n > 0
-        lengths = jnp.max(jnp.where(used, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
-        order = jnp.argsort(lengths, stable=True)
-        ids_s = jnp.pad(jnp.take(ids, order, axis=0), ((0, pad), (0, 0))).reshape(nblocks, block, l)
-        n_s = jnp.pad(jnp.take(n, order, axis=0), ((0, pad), (0, 0))).reshape(nblocks, block, l)
-        len_s = jnp.pad(jnp.take(lengths, order), (0, pad)).reshape(nblocks, block)
-        buckets = _length_buckets(l)
-        which = jnp.searchsorted(jnp.asarray(buckets, jnp.int32), jnp.max(len_s, axis=1), side="left")  # ascending
+        def fit_block(ids_b, n_b, acc):
+            stats, zterm = acc
+            bb = jnp.take(b, ids_b, axis=0)  # (block, width, K)
 
-        def run_bucket(j, width, carry):
-            def body(i, carry):
-                gam, stats, zterm = carry
-                ids_b = ids_s[i, :, :width]
-                n_b = n_s[i, :, :width]
-                bb = jnp.take(b, ids_b, axis=0)  # (block, width, K)
-
-                def update(gamma):
-                    e = exp_e_log_theta(gamma)
-                    z = jnp.einsum("slk,sk->sl", bb, e)
-                    return alpha + e * jnp.einsum("slk,sl->sk", bb, n_b / jnp.maximum(z, tiny))
-
-                gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (block, k))
-                gamma = _iterate_per_document(update, gamma0, self.tol, self.max_iters)
+            def update(gamma):
                 e = exp_e_log_theta(gamma)
-                z = jnp.maximum(jnp.einsum("slk,sk->sl", bb, e), tiny)
-                # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
-                u = (n_b / z)[..., None] * e[:, None, :]  # (block, width, K)
-                stats = stats.at[ids_b.reshape(-1)].add(u.reshape(-1, k))
-                return gam.at[i].set(gamma), stats, zterm + jnp.sum(n_b * jnp.log(z))
+                z = jnp.einsum("slk,sk->sl", bb, e)
+                return alpha + e * jnp.einsum("slk,sl->sk", bb, n_b / jnp.maximum(z, tiny))
 
-            lo = jnp.searchsorted(which, j, side="left")
-            hi = jnp.searchsorted(which, j, side="right")
-            return jax.lax.fori_loop(lo, hi, body, carry)
+            gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (n_b.shape[0], k))
+            gamma = _iterate_per_document(update, lambda g: g, gamma0, self.tol, self.max_iters)
+            e = exp_e_log_theta(gamma)
+            z = jnp.maximum(jnp.einsum("slk,sk->sl", bb, e), tiny)
+            # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
+            u = (n_b / z)[..., None] * e[:, None, :]  # (block, width, K)
+            stats = stats.at[ids_b.reshape(-1)].add(u.reshape(-1, k))
+            return gamma, (stats, zterm + jnp.sum(n_b * jnp.log(z)))
 
-        carry = (jnp.zeros((nblocks, block, k), dt), jnp.zeros((v, k), dt), jnp.zeros((), dt))
-        for j, width in enumerate(buckets):
-            carry = run_bucket(j, width, carry)
-        gam, stats, zterm = carry
+        gamma, (stats, zterm) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)))
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
-        gamma = jnp.zeros((s, k), dt).at[order].set(gam.reshape(-1, k)[:s])
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
-    def _cvb0(self, logb: Array, n: Array, alpha: Array) -> Array:
-        present = (n > 0).astype(logb.dtype)[..., None]  # a padding slot has no own token to remove
+    def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
+        """CVB0 for a batch (see the class docstring), in the length-sorted blocks of
+        :meth:`_meanfield`; returns gamma = alpha + N_d (S, K), the statistics c (K, V) and the
+        local terms (the mean-field ELBO terms at phi = g, gamma). Each document stops after the
+        first sweep that changes N_d by a mean absolute amount below ``tol``, or after
+        ``cvb0_iters`` sweeps."""
+        k, v = log_beta.shape
+        dt = log_beta.dtype
+        log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
 
-        def topic_counts(g):
-            return jnp.sum(n[..., None] * g, axis=1)  # (S, K)
+        def fit_block(ids_b, n_b, acc):
+            stats, term = acc
+            logb = jnp.take(log_b, ids_b, axis=0)  # (block, width, K)
+            present = (n_b > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
 
-        def update(g):
-            others = jnp.maximum(topic_counts(g)[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
-            return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
+            def topic_counts(g):
+                return jnp.sum(n_b[..., None] * g, axis=1)  # (block, K)
 
-        return _iterate(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
+            def update(g):
+                others = jnp.maximum(topic_counts(g)[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
+                return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
+
+            g = _iterate_per_document(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
+            gamma = alpha + topic_counts(g)
+            stats = stats.at[ids_b.reshape(-1)].add((n_b[..., None] * g).reshape(-1, k))
+            e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
+            term = term + jnp.sum(n_b * (jnp.sum(g * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(g)))
+            return gamma, (stats, term)
+
+        gamma, (stats, term) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)))
+        return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
         """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
@@ -572,17 +569,14 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     # floored so that a sampled beta with exact zeros (log = -inf) gives zero weight instead of NaN
     # (a word with zero weight under every topic is spread evenly).
     log_beta = jnp.maximum(log_beta, 0.5 * jnp.finfo(dt).min)
-    if method == "meanfield":
-        gamma, stats, zterm = model._meanfield(log_beta, ids, n, alpha)
-        return LocalResult((stats,), zterm - jnp.sum(_kl_theta(gamma, alpha)), gamma)
+    if method in ("meanfield", "cvb0"):
+        fit = model._meanfield if method == "meanfield" else model._cvb0
+        gamma, stats, term = fit(log_beta, ids, n, alpha)
+        return LocalResult((stats,), term - jnp.sum(_kl_theta(gamma, alpha)), gamma)
     logb = jnp.take(log_beta.T, ids, axis=0)  # log b_{k, w_dl}, (S, L, K)
-    if method == "cvb0":
-        phi = model._cvb0(logb, n, alpha)
-        gamma = alpha + jnp.sum(n[..., None] * phi, axis=1)
-    else:
-        expected = model._gibbs(logb, n, key, alpha)  # (S, L, K) expected token counts per slot
-        gamma = alpha + jnp.sum(expected, axis=1)
-        phi = expected / jnp.maximum(n, 1.0)[..., None]
+    expected = model._gibbs(logb, n, key, alpha)  # (S, L, K) expected token counts per slot
+    gamma = alpha + jnp.sum(expected, axis=1)
+    phi = expected / jnp.maximum(n, 1.0)[..., None]
     stats = _scatter_counts(n[..., None] * phi, ids, model.vocab_size)
     return LocalResult((stats,), model._local_terms(gamma, phi, n, alpha), gamma)
 
@@ -623,10 +617,48 @@ def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
     return jnp.zeros((vocab_size, k), per_slot.dtype).at[jnp.reshape(word_ids, (-1,))].add(flat).T
 
 
-def _iterate_per_document(update: Callable[[Array], Array], x0: Array, tol: float, max_iters: int) -> Array:
-    """x <- update(x) for (B, K) rows, each row frozen after the first update that changes it by a
-    mean absolute amount below ``tol`` (or after ``max_iters`` updates), so that a row's result
-    does not depend on the rows it is computed with; the loop ends when every row is frozen."""
+def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0):
+    """Runs ``fit_block(ids_b, n_b, acc) -> (gamma_b, acc)`` over blocks of ``_MF_BLOCK`` documents
+    sorted by length, each block cut to the smallest of ``_length_buckets(L)`` holding its longest
+    document (see ``LDA._meanfield``); returns gamma (S, K) in the batch's order and the final acc.
+
+    The length of a document is one past its last slot with a nonzero count, so slots beyond it
+    (count 0) are dropped exactly. After sorting, the blocks of one bucket are contiguous: one
+    ``fori_loop`` with dynamic bounds per bucket. Padding documents (to fill the last block) are
+    empty and sort first."""
+    s, l = ids.shape
+    dt = n.dtype
+    block = min(_MF_BLOCK, s)
+    pad = (-s) % block
+    nblocks = (s + pad) // block
+    lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
+    order = jnp.argsort(lengths, stable=True)
+    ids_s = jnp.pad(jnp.take(ids, order, axis=0), ((0, pad), (0, 0))).reshape(nblocks, block, l)
+    n_s = jnp.pad(jnp.take(n, order, axis=0), ((0, pad), (0, 0))).reshape(nblocks, block, l)
+    len_s = jnp.pad(jnp.take(lengths, order), (0, pad)).reshape(nblocks, block)
+    buckets = _length_buckets(l)
+    which = jnp.searchsorted(jnp.asarray(buckets, jnp.int32), jnp.max(len_s, axis=1), side="left")  # ascending
+
+    carry = (jnp.zeros((nblocks, block, k), dt), acc0)
+    for j, width in enumerate(buckets):
+        def body(i, carry, width=width):
+            gam, acc = carry
+            gamma, acc = fit_block(ids_s[i, :, :width], n_s[i, :, :width], acc)
+            return gam.at[i].set(gamma), acc
+
+        lo = jnp.searchsorted(which, j, side="left")
+        hi = jnp.searchsorted(which, j, side="right")
+        carry = jax.lax.fori_loop(lo, hi, body, carry)
+    gam, acc = carry
+    return jnp.zeros((s, k), dt).at[order].set(gam.reshape(-1, k)[:s]), acc
+
+
+def _iterate_per_document(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array,
+                          tol: float, max_iters: int) -> Array:
+    """x <- update(x) for a block of documents (x's leading axis), each document frozen after the
+    first update that changes its ``summary`` (B, K) by a mean absolute amount below ``tol`` (or
+    after ``max_iters`` updates), so that a document's result does not depend on the documents it
+    is computed with; the loop ends when every document is frozen."""
 
     def cond(carry):
         i, _, active = carry
@@ -635,26 +667,8 @@ def _iterate_per_document(update: Callable[[Array], Array], x0: Array, tol: floa
     def body(carry):
         i, x, active = carry
         new = update(x)
-        change = jnp.mean(jnp.abs(new - x), axis=-1)
-        return i + 1, jnp.where(active[:, None], new, x), active & (change >= tol)
+        change = jnp.mean(jnp.abs(summary(new) - summary(x)), axis=-1)
+        keep = active.reshape(active.shape + (1,) * (x.ndim - 1))
+        return i + 1, jnp.where(keep, new, x), active & (change >= tol)
 
     return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, jnp.ones(x0.shape[:1], bool)))[1]
-
-
-def _iterate(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array, tol: float,
-             max_iters: int) -> Array:
-    """x <- update(x) in one ``lax.while_loop`` over the batch, until every document's mean absolute
-    change of ``summary(x)`` (S, K) is below ``tol``, or ``max_iters`` updates."""
-
-    def cond(carry):
-        i, _, change = carry
-        return (i < max_iters) & (change >= tol)
-
-    def body(carry):
-        i, x, _ = carry
-        new = update(x)
-        change = jnp.max(jnp.mean(jnp.abs(summary(new) - summary(x)), axis=-1))
-        return i + 1, new, change
-
-    inf = jnp.asarray(jnp.inf, x0.dtype)
-    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, inf))[1]

@@ -205,7 +205,7 @@ def _plot(curves, corpus, out_dir):
     "lda_ssvi",
     defaults={
         "model": {k: v for k, v in _MODEL.items() if k not in ("alpha", "eta")}
-        | {"num_topics": 10, "alphas": [0.1], "etas": [0.01, 1.0], "cvb0_iters": 50, "gibbs_sweeps": 6,
+        | {"num_topics": 10, "alphas": [0.1], "etas": [0.01], "cvb0_iters": 50, "gibbs_sweeps": 6,
            "gibbs_burn_in": 3},
         "algorithm": {"global_updates": ["meanfield", "ssvi_a", "ssvi"], "locals": ["meanfield", "cvb0", "gibbs"],
                       "restarts": 5, "batch_size": 100, "tau": 1.0, "kappa": 0.75, "scale": 1.0, "ramp": True},
@@ -213,7 +213,7 @@ def _plot(curves, corpus, out_dir):
                      true_topics=10, true_alpha=0.1, true_eta=0.05, doc_length_mean=60.0, max_test_docs=300,
                      wiki_path="wiki_bnpy/train.ldac.gz", wiki_vocab="wiki_bnpy/vocab.txt",
                      wiki_max_train_docs=0, wiki_max_test_docs=200),
-        "run": {"num_steps": 40, "chunk_size": 10, "eval_every": 10},
+        "run": {"num_steps": 30, "chunk_size": 10, "eval_every": 10},
     },
     description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (seed 000 §4.1, app. D)")
 def build(sections: dict, seed: int) -> Experiment:
