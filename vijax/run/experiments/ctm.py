@@ -55,8 +55,8 @@ def sample_ctm_corpus(seed: int, num_docs: int, num_topics: int, vocab_size: int
     probs = theta @ topics
     probs /= probs.sum(1, keepdims=True)
     ptr, ids, cnts = [0], [], []
-    for d in range(num_docs):
-        c = rng.multinomial(doc_length, probs[d])
+    for doc in range(num_docs):
+        c = rng.multinomial(doc_length, probs[doc])
         nz = np.flatnonzero(c)
         ids.append(nz)
         cnts.append(c[nz])
@@ -84,7 +84,7 @@ def _model(m, vocab_size, covariance):
 
 
 def _variants(a) -> list[str]:
-    names = [a["covariance"]] + [c.strip() for c in a["compare"].split(",") if c.strip()]
+    names = [a["covariance"]] + [c.strip() for c in a["compare"].split(",") if c.strip() not in ("", "none")]
     for n in names:
         if n not in _LABEL:
             raise ValueError(f"algorithm.covariance/compare: {n!r} is not one of {tuple(_LABEL)}")
