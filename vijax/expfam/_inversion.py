@@ -7,8 +7,8 @@ implicit one (seed 000 eq. 23, appendix B)::
 
     dR/dlambda |_u = -(dQ/dlambda)(beta; lambda) / q(beta; lambda),      Q the CDF of q.
 
-Nothing here evaluates a quantile function. A draw is made by any exact sampler (``jax.random``'s
-rejection samplers); it *is* R(u; lambda) for u = Q(beta; lambda), and the custom JVP below
+Nothing here evaluates a quantile function. A draw is made by an exact rejection sampler
+(:func:`sample_log_gamma`); it *is* R(u; lambda) for u = Q(beta; lambda), and the custom JVP below
 attaches the implicit derivative at that u. So ``jax.jvp``/``jax.vjp`` of a draw with respect to
 lambda give exactly dR/dlambda at fixed u (the tests compare them with finite differences of TFP's
 ``igammainv``, and with -(dQ/dlambda)/q from autodiff of the CDF).
@@ -16,15 +16,17 @@ lambda give exactly dR/dlambda at fixed u (the tests compare them with finite di
 Per family (lambda = the family's natural parameters, ``q.natural_params``):
 
 * ``Gamma(a, rate b)``: beta = g / b with g ~ Gamma(a, 1). g is drawn in log space
-  (``jax.random.loggamma``: no underflow for small a) and its derivative is
+  (:func:`sample_log_gamma`, Marsaglia-Tsang vectorised: no underflow for small a) and its
+  derivative is
   d log g / da = -(dP/da)(a, g) / (g p(g; a)), P the regularized lower incomplete gamma
   function, dP/da from the ``lax.igamma_grad_a`` primitive, g p(g; a) = exp(a log g - g - lgamma a)
   in log space. Where g underflows (g < sqrt(eps)) the small-g expansion
   P(a, g) = g^a / Gamma(a + 1) (1 - a g / (a + 1) + O(g^2)) gives
   d log g / da = (psi(a + 1) - log g + g / (a + 1)^2) / (a (1 - g / (a + 1))), exact to O(g^2).
-  (Own rule rather than ``jax.random.loggamma``'s built-in gradient: that one maps the derivative
-  element by element with ``lax.map`` on the CPU, about 5x slower for a 50 x 2000 batch, and
-  replaces an underflowed g by the smallest float, which gives a wrong derivative.)
+  (Own sampler and rule rather than ``jax.random.loggamma`` and its built-in gradient: that one
+  samples and differentiates element by element with ``lax.map`` on the CPU, about 8x and 4x
+  slower for a 50 x 5000 batch, and replaces an underflowed g by the smallest float, which gives
+  a wrong derivative.)
   The rate enters explicitly: d beta / d b = -beta / b.
 * ``Dirichlet(alpha)``: eq. 27-28, beta_k = g_k / sum_j g_j with independent g_k ~ Gamma(alpha_k, 1)
   (the "T(R-hat(u))" construction of eq. 13 / 24). t(beta) = log beta = log g - logsumexp(log g)
@@ -81,10 +83,13 @@ def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
     dt = log_g.dtype
     g = jnp.exp(log_g)
     small = g < jnp.sqrt(jnp.finfo(dt).eps)
+    # Elements on the series branch get the cheap input (a, g) = (1, 1): XLA iterates
+    # igamma_grad_a until its slowest element converges.
+    safe_a = jnp.where(small, 1.0, a)
     safe_g = jnp.where(small, 1.0, g)
     safe_log_g = jnp.where(small, 0.0, log_g)
-    log_gp = a * safe_log_g - safe_g - gammaln(a)  # log(g p(g; a))
-    exact = -lax.igamma_grad_a(a, safe_g) * jnp.exp(-log_gp)
+    log_gp = safe_a * safe_log_g - safe_g - gammaln(safe_a)  # log(g p(g; a))
+    exact = -lax.igamma_grad_a(safe_a, safe_g) * jnp.exp(-log_gp)
     r = g / (a + 1.0)
     series = (digamma(a + 1.0) - log_g + r / (a + 1.0)) / (a * (1.0 - r))
     return jnp.where(small, series, exact)
@@ -104,10 +109,49 @@ def _implicit_log_gamma_jvp(primals, tangents):
     return log_g, log_gamma_quantile_grad(a, log_g) * da
 
 
+def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
+    """log g, g ~ Gamma(a, 1) elementwise, by Marsaglia and Tsang's (2000) rejection sampler run
+    on the whole array at once (not differentiable; see :func:`standard_log_gamma`).
+
+    For shape alpha >= 1, with d = alpha - 1/3 and c = 1 / sqrt(9 d): propose v = (1 + c x)^3,
+    x ~ N(0, 1), and accept if v > 0 and log U < x^2 / 2 + d - d v + d log v; then g = d v. For
+    a < 1, alpha = a + 1 and g = g' U^(1/a) (log g = log g' + log U / a, in log space so that g
+    may underflow). Every round draws a proposal for every element and keeps the first accepted
+    one; the loop runs until all elements have accepted (at least 95% accept per round, so a few
+    rounds). This is the algorithm ``jax.random.gamma`` uses element by element; vectorised over
+    the array it is about 20x faster on a CPU for a 50 x 5000 Dirichlet (``benchmarks/ssvi_cost.py``).
+    """
+    a = jnp.asarray(a)
+    dt = a.dtype
+    boost = a < 1.0
+    alpha = jnp.where(boost, a + 1.0, a)
+    d = alpha - 1.0 / 3.0
+    c = 1.0 / jnp.sqrt(9.0 * d)
+    key_boost, key_loop = jax.random.split(key)
+
+    def cond(carry):
+        return ~jnp.all(carry[1])
+
+    def body(carry):
+        i, done, log_v = carry
+        kx, ku = jax.random.split(jax.random.fold_in(key_loop, i))
+        x = jax.random.normal(kx, a.shape, dt)
+        log_u = jnp.log1p(-jax.random.uniform(ku, a.shape, dt))  # log of a uniform on (0, 1]
+        v = (1.0 + c * x) ** 3
+        safe_v = jnp.where(v > 0, v, 1.0)
+        ok = (v > 0) & (log_u < 0.5 * x**2 + d - d * safe_v + d * jnp.log(safe_v))
+        return i + 1, done | ok, jnp.where(ok & ~done, jnp.log(safe_v), log_v)
+
+    init = (jnp.zeros((), jnp.int32), jnp.zeros(a.shape, bool), jnp.zeros(a.shape, dt))
+    log_v = lax.while_loop(cond, body, init)[2]
+    log_u = jnp.log1p(-jax.random.uniform(key_boost, a.shape, dt))
+    return jnp.log(d) + log_v + jnp.where(boost, log_u / jnp.where(boost, a, 1.0), 0.0)
+
+
 def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
     """log g with g ~ Gamma(a, 1) (shape of ``a``), differentiable in ``a`` at fixed u."""
     a = jnp.asarray(a)
-    log_g = lax.stop_gradient(jax.random.loggamma(key, lax.stop_gradient(a), a.shape, dtype=a.dtype))
+    log_g = lax.stop_gradient(sample_log_gamma(key, lax.stop_gradient(a)))
     return _implicit_log_gamma(a, log_g)
 
 
@@ -239,5 +283,5 @@ def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTr
 
 
 __all__ = ["SUPPORTED_FAMILIES", "check_invertible", "log_gamma_quantile_grad", "reparam_sample",
-           "reparam_sample_and_stats", "reparam_stats", "standard_log_gamma", "stats_and_v_product",
+           "reparam_sample_and_stats", "reparam_stats", "sample_log_gamma", "standard_log_gamma", "stats_and_v_product",
            "tree_inv_fisher_vp"]
