@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.optimize
+import scipy.special
 import scipy.stats
 
 from vijax.models.gp_classification import (GPClassification, GPGradient, GPPosterior, cholesky_from_params,
@@ -134,6 +135,20 @@ def test_expected_loglik_quadrature_mc_and_gradients():
         ref = scipy.integrate.quad(lambda z: -np.logaddexp(0, -float(y[i]) * z)
                                    * scipy.stats.norm.pdf(z, float(m[i]), np.sqrt(float(v[i]))), -30, 30)[0]
         np.testing.assert_allclose(expected_loglik(m, v, y)[i], ref, rtol=1e-8)
+    # wide Gaussians (the Sonar prior has variance e^12): against a dense trapezoid rule on the
+    # remainder after the closed-form part; 32-point Gauss-Hermite would be off by ~1 here
+    for mi, vi, yi in [(0.1, 1e5, 1.0), (3.0, 1e4, -1.0), (0.5, 148.0, 1.0)]:
+        z = np.linspace(-60, 60, 2_000_001)
+        sd = np.sqrt(vi)
+        dens = scipy.stats.norm.pdf(z, mi, sd)
+        rest = np.trapezoid(-(np.logaddexp(0, -yi * z) - np.maximum(-yi * z, 0)) * dens, z)
+        mu = yi * mi
+        closed = mu * scipy.stats.norm.cdf(-mu / sd) - sd * scipy.stats.norm.pdf(mu / sd)
+        got = expected_loglik(jnp.array([mi]), jnp.array([vi]), jnp.array([yi]))[0]
+        np.testing.assert_allclose(got, closed + rest, rtol=1e-9)
+        d2 = jax.grad(lambda b: expected_loglik(jnp.array([mi]), b, jnp.array([yi]))[0])(jnp.array([vi]))[0]
+        np.testing.assert_allclose(d2, np.trapezoid(-0.5 * scipy.special.expit(z) * scipy.special.expit(-z) * dens, z),
+                                   rtol=1e-7)
     # the custom (Bonnet/Price) derivatives of the quadrature equal autodiff of the exact integral
     f = lambda a, b: jnp.sum(expected_loglik(a, b, y))
     gm, gv = jax.grad(f, (0, 1))(m, v)
