@@ -43,9 +43,8 @@ def test_psi_gradient_and_hessian_match_autodiff():
     def psi(zz):
         return model._psi_terms(zz[None], a, counts)[0][0]
 
-    for s in range(4):
-        np.testing.assert_allclose(grad[s], jax.grad(psi)(z[s]), rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(hess[s], jax.hessian(psi)(z[s]), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grad, jax.jit(jax.vmap(jax.grad(psi)))(z), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hess, jax.jit(jax.vmap(jax.hessian(psi)))(z), rtol=1e-10, atol=1e-12)
 
 
 def _q_k(params, covariance):
@@ -70,21 +69,38 @@ def test_full_local_step_is_kl_prox_closed_form_and_argmin(beta):
     np.testing.assert_allclose(new.mean, closed.mean, rtol=1e-9)
     np.testing.assert_allclose(new.cov, closed.covariance, rtol=1e-9)
 
-    def objective(theta):  # (m, log-Cholesky of the covariance), D = 2
-        l = jnp.array([[jnp.exp(theta[2]), 0.0], [theta[3], jnp.exp(theta[4])]])
-        cov = l @ l.T
-        prec = jnp.linalg.inv(cov)
-        return prox_objective(expfam.MultivariateNormal(prec @ theta[:2], -0.5 * prec), q_k, prior, g, beta)
-
     c = np.linalg.cholesky(np.asarray(q.cov))
     t0 = np.array([*np.asarray(q.mean), np.log(c[0, 0]), c[1, 0], np.log(c[1, 1])])
-    res = scipy.optimize.minimize(lambda t: float(objective(jnp.asarray(t))), t0,
-                                  jac=lambda t: np.asarray(jax.grad(objective)(jnp.asarray(t))),
-                                  hess=lambda t: np.asarray(jax.hessian(objective)(jnp.asarray(t))),
-                                  method="trust-exact", options={"gtol": 1e-12})
+    args = (q_k, prior, g, jnp.asarray(beta))
+    res = scipy.optimize.minimize(lambda t: float(_OBJ[0](t, *args)), t0, jac=lambda t: np.asarray(_OBJ[1](t, *args)),
+                                  hess=lambda t: _fd_hessian(_OBJ[1], t, *args), method="trust-exact",
+                                  options={"gtol": 1e-12})
     l = np.array([[np.exp(res.x[2]), 0.0], [res.x[3], np.exp(res.x[4])]])
     np.testing.assert_allclose(new.mean, res.x[:2], rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(new.cov, l @ l.T, rtol=1e-6, atol=1e-8)
+
+
+def _objective(theta, q_k, prior, g, beta):
+    """The proximal objective over (m, log-Cholesky of the covariance), D = 2."""
+    l = jnp.array([[jnp.exp(theta[2]), 0.0], [theta[3], jnp.exp(theta[4])]])
+    prec = jnp.linalg.inv(l @ l.T)
+    return prox_objective(expfam.MultivariateNormal(prec @ theta[:2], -0.5 * prec), q_k, prior, g, beta)
+
+
+_OBJ = (jax.jit(_objective), jax.jit(jax.grad(_objective)))
+
+def _fd_hessian(grad, t, *args, h=1e-5):
+    """Central differences of the jitted exact gradient (cheaper to compile than jax.hessian; the
+    Newton iterations converge to the same point, where the exact gradient vanishes)."""
+    t = np.asarray(t, float)
+    cols = []
+    for i in range(t.size):
+        e = np.zeros_like(t)
+        e[i] = h
+        cols.append((np.asarray(grad(t + e, *args)) - np.asarray(grad(t - e, *args))) / (2 * h))
+    hess = np.stack(cols, 1)
+    return 0.5 * (hess + hess.T)
+
 
 
 @pytest.mark.parametrize("beta", [0.1, 1.0, 10.0])
@@ -105,6 +121,7 @@ def test_diagonal_local_step_is_kl_prox_closed_form(beta):
     np.testing.assert_allclose(new.cov, closed.variance, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_expected_loglik_grads_are_unbiased_for_the_gradient():
     """Bonnet/Price: dm, dV against finite differences of a high-accuracy (quasi-exact) expectation."""
     model, params, ids, counts = _setup("full")
@@ -130,7 +147,7 @@ def test_log_predictive_with_identical_topics_is_exact():
     g = CTMGlobals(jnp.asarray(np.tile(b, (K, 1))), jnp.zeros(K - 1), jnp.eye(K - 1))
     obs = BowBatch(jnp.array([[1, 2, 0], [4, 0, 0]]), jnp.array([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]]))
     held = BowBatch(jnp.array([[5, 6], [7, 0]]), jnp.array([[2.0, 1.0], [1.0, 0.0]]))
-    lp = model.log_predictive(g, obs, held)
+    lp = jax.jit(model.log_predictive)(g, obs, held)
     np.testing.assert_allclose(lp, [2 * np.log(b[5]) + np.log(b[6]), np.log(b[7])], rtol=1e-10)
 
 
@@ -141,15 +158,16 @@ def test_global_step_statistics():
     model = CTM(K, V, local_steps=5)
     g = model.init_variational(jax.random.PRNGKey(0))
     batch = corpus.batch([0, 1, 2])
-    new, elbo = model.prox_step(g, batch, jax.random.PRNGKey(1), 1e12, 4, 30)
+    new, elbo = jax.jit(model.prox_step, static_argnums=(4, 5))(g, batch, jax.random.PRNGKey(1), 1e12, 4, 30)
     words = np.zeros(V)
     np.add.at(words, np.asarray(batch.word_ids).ravel(), np.asarray(batch.counts).ravel())
     np.testing.assert_allclose(np.asarray(new.topic_stats).sum(0), 10.0 * words, rtol=1e-6, atol=1e-8)
-    qs = model._fit_batch(model.params(g), batch, jax.random.split(jax.random.PRNGKey(1), 3)[0], 4, 5)
+    qs = jax.jit(model._fit_batch, static_argnums=(3, 4))(model.params(g), batch, jax.random.split(jax.random.PRNGKey(1), 3)[0], 4, 5)
     np.testing.assert_allclose(new.mean_stats, jnp.mean(qs.mean, 0), rtol=1e-6)
     assert np.isfinite(float(elbo))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("covariance", ["full", "diagonal"])
 def test_pg_svi_learns_a_synthetic_corpus(covariance):
     """300 steps (minibatches of 2, step 0.05): the held-out per-word log-likelihood climbs by > 0.3

@@ -41,6 +41,7 @@ def test_config_errors_name_the_key(tmp_path):
         run_experiment(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shared_data_path("wiki_bnpy", "train.ldac.gz") is None, reason="reference data absent")
 def test_ctm_wiki_config_runs_briefly(tmp_path):
     cfg = load_config("configs/ctm_wiki.yaml", overrides=[

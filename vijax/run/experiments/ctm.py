@@ -91,11 +91,20 @@ def _variants(a) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _build(sections, seed, train, test, reference=None):
-    m, a, d = sections["model"], sections["algorithm"], sections["data"]
+def _check_algorithm(a) -> list[str]:
+    """Checks the algorithm section before any data are made; returns the variants to run."""
     if a["name"] != "prox_svi":
         raise ValueError(f"algorithm.name: {a['name']!r} is not available here; choose 'prox_svi'")
-    variants = _variants(a)
+    if not (np.isfinite(a["step_size"]) and a["step_size"] > 0):
+        raise ValueError(f"algorithm.step_size must be a finite number > 0, got {a['step_size']!r}")
+    check_int("algorithm.batch_size", a["batch_size"])
+    check_int("algorithm.num_samples", a["num_samples"])
+    return _variants(a)
+
+
+def _build(sections, seed, train, test, reference=None):
+    m, a, d = sections["model"], sections["algorithm"], sections["data"]
+    variants = _check_algorithm(a)
     observed, heldout = test.split_tokens(seed + 1, d["observed_fraction"])
     mb = Minibatcher(train, a["batch_size"], seed)
 
@@ -148,15 +157,16 @@ def _plot(path, curves, reference, num_topics):
     plt.close(fig)
 
 
-def _true_params_score(truth, observed, heldout, m, vocab_size, eval_batch):
-    """The held-out score of the generating parameters (the synthetic corpus's ceiling)."""
+def _true_params_score(truth, observed, heldout, model, eval_batch):
+    """The held-out score of the generating parameters (the synthetic corpus's ceiling), with the
+    run's own ``model`` (so the evaluation compiles once): the statistics are chosen so that its
+    M-step returns the true parameters (topic smoothing negligible against a mass of 1e12)."""
     from vijax.models.ctm import CTMGlobals
 
-    k = truth["topics"].shape[0]
-    model = _model(dict(m, num_topics=k, topic_smoothing=1e-12, cov_shrinkage=0.0), vocab_size, "full")
+    kappa = model.cov_shrinkage
     mu, sigma = np.asarray(truth["mu"]), np.asarray(truth["sigma"])
-    g = CTMGlobals(jax.numpy.asarray(truth["topics"]), jax.numpy.asarray(mu),
-                   jax.numpy.asarray(sigma + np.outer(mu, mu)))
+    second = (sigma - kappa * np.eye(mu.shape[0])) / (1.0 - kappa) + np.outer(mu, mu)
+    g = CTMGlobals(jax.numpy.asarray(1e12 * truth["topics"]), jax.numpy.asarray(mu), jax.numpy.asarray(second))
     r = corpus_document_completion(model, g, observed, heldout, eval_batch)
     return r.log_prob / max(r.num_tokens, 1.0)
 
@@ -169,14 +179,18 @@ def _true_params_score(truth, observed, heldout, m, vocab_size, eval_batch):
               "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200}},
     description="CTM by PG-SVI (full) and PG-SVI-MF (diagonal) on a synthetic CTM corpus (seed 001 Fig. 3)")
 def build_synthetic(sections: dict, seed: int) -> Experiment:
+    _check_algorithm(sections["algorithm"])
     d = sections["data"]
     corpus, truth = sample_ctm_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"],
                                       doc_length=d["doc_length"], topic_concentration=d["topic_concentration"],
                                       correlation=d["correlation"])
     train, test = _split(corpus, seed, d)
-    observed, heldout = test.split_tokens(seed + 1, d["observed_fraction"])
-    ref = _true_params_score(truth, observed, heldout, sections["model"], corpus.vocab_size, d["eval_batch"])
-    return _build(sections, seed, train, test, reference=ref)
+    reference = None
+    if d["true_topics"] == sections["model"]["num_topics"]:
+        observed, heldout = test.split_tokens(seed + 1, d["observed_fraction"])
+        model = _model(sections["model"], corpus.vocab_size, sections["algorithm"]["covariance"])
+        reference = _true_params_score(truth, observed, heldout, model, d["eval_batch"])
+    return _build(sections, seed, train, test, reference=reference)
 
 
 def _split(corpus, seed, d):
@@ -193,6 +207,7 @@ def _split(corpus, seed, d):
               "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200}},
     description="CTM by PG-SVI and PG-SVI-MF on an lda-c corpus (default: wiki_bnpy, 50% training documents)")
 def build_corpus(sections: dict, seed: int) -> Experiment:
+    _check_algorithm(sections["algorithm"])
     d = sections["data"]
     path = d["path"] if os.path.exists(d["path"]) else shared_data_path(*d["path"].split("/"))
     vocab = d["vocab"] if d["vocab"] and os.path.exists(d["vocab"]) else (
