@@ -433,7 +433,8 @@ class LDA:
             term = term + jnp.sum(n_b * (jnp.sum(g * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(g)))
             return gamma, (stats, term)
 
-        gamma, (stats, term) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)))
+        gamma, (stats, term) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                                 _CVB0_BLOCK)
         return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
@@ -532,6 +533,7 @@ class LDA:
 
 
 _MF_BLOCK = 4  # documents per block of the mean-field E-step (see LDA._meanfield)
+_CVB0_BLOCK = 16  # and of CVB0, whose sweep is cheaper per document than its loop overhead (docs/lda.md)
 
 
 def _length_buckets(length: int, minimum: int = 32) -> tuple[int, ...]:
@@ -617,8 +619,9 @@ def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
     return jnp.zeros((vocab_size, k), per_slot.dtype).at[jnp.reshape(word_ids, (-1,))].add(flat).T
 
 
-def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0):
-    """Runs ``fit_block(ids_b, n_b, acc) -> (gamma_b, acc)`` over blocks of ``_MF_BLOCK`` documents
+def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0, block_size: int = None):
+    """Runs ``fit_block(ids_b, n_b, acc) -> (gamma_b, acc)`` over blocks of ``block_size``
+    (default ``_MF_BLOCK``) documents
     sorted by length, each block cut to the smallest of ``_length_buckets(L)`` holding its longest
     document (see ``LDA._meanfield``); returns gamma (S, K) in the batch's order and the final acc.
 
@@ -628,7 +631,7 @@ def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0):
     empty and sort first."""
     s, l = ids.shape
     dt = n.dtype
-    block = min(_MF_BLOCK, s)
+    block = min(_MF_BLOCK if block_size is None else block_size, s)
     pad = (-s) % block
     nblocks = (s + pad) // block
     lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
