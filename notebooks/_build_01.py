@@ -73,7 +73,7 @@ cells = [
          "ax[1].plot(res2.trace['elbo']); ax[1].set_title('ELBO')\n"
          "ax[2].plot([e['step'] for e in res2.evals], [e['heldout'] for e in res2.evals], '.-')\n"
          "ax[2].set_title('held-out mean log predictive'); plt.show()"),
-    md("The same study runs from the command line as the default experiment: `vijax run` "
-       "(config `configs/gmm_simulation.yaml`), writing `metrics.json` and plots into `results/`."),
+    md("The same study runs from the command line: `vijax run configs/gmm_simulation.yaml`"
+       ", writing `metrics.json` and plots into `results/`."),
 ]
 write(cells, "notebooks/01_cavi_gmm.ipynb")

@@ -1,8 +1,10 @@
 """Data: synthetic generators, bag-of-words corpora (readers, tokenizer, synthetic LDA corpora,
 memory-mapped storage), the minibatcher, and the location of optional reference data."""
 from vijax.data import corpus as _corpus
+from vijax.data._bernoulli import BernoulliMixtureData, sample_bernoulli_mixture
 from vijax.data._paths import shared_data_path
+from vijax.data._spectra import SpectrogramData, sample_speech_spectrogram, speech_like_dictionary
 from vijax.data.corpus import *  # noqa: F401,F403  (the corpus layer's public names, see its __all__)
 from vijax.data.synthetic import GMMData, sample_gmm, sample_histogram_mixture
 
-__all__ = sorted(_corpus.__all__ + ["GMMData", "sample_gmm", "sample_histogram_mixture", "shared_data_path"])
+__all__ = sorted(_corpus.__all__ + ["BernoulliMixtureData", "GMMData", "SpectrogramData", "sample_bernoulli_mixture", "sample_speech_spectrogram", "speech_like_dictionary", "sample_gmm", "sample_histogram_mixture", "shared_data_path"])

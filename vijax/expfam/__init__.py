@@ -14,6 +14,13 @@ from vijax.expfam._base import (
     tree_natural_params,
 )
 from vijax.expfam._bernoulli import Bernoulli
+from vijax.expfam._inversion import (
+    reparam_sample,
+    reparam_sample_and_stats,
+    reparam_stats,
+    sample_log_gamma,
+    stats_and_v_product,
+)
 from vijax.expfam._beta import Beta
 from vijax.expfam._categorical import Categorical
 from vijax.expfam._dirichlet import Dirichlet
@@ -39,6 +46,11 @@ __all__ = [
     "inner",
     "is_family",
     "register_family",
+    "reparam_sample",
+    "reparam_sample_and_stats",
+    "reparam_stats",
+    "sample_log_gamma",
+    "stats_and_v_product",
     "tree_from_natural",
     "tree_inner",
     "tree_is_valid",

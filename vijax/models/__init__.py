@@ -5,10 +5,16 @@ from vijax.models._base import (
     conjugate_elbo,
     conjugate_posterior,
 )
+from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
+from vijax.models.bernoulli_mixture import BernoulliMixture
+from vijax.models.gap_nmf import GaPNMF
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.lda import LDA
 
 __all__ = [
+    "BernoulliMixture",
+    "GaPNMF",
+    "bernoulli_collapsed_gibbs",
     "ConditionallyConjugateModel",
     "DiagonalGMM",
     "LDA",
