@@ -119,16 +119,6 @@ def test_meanfield_length_buckets_match_the_reference_and_ignore_document_order(
     np.testing.assert_allclose(a.local_terms, b.local_terms, rtol=1e-10)
 
 
-@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-13), ("float32", 2e-6)])
-def test_fast_digamma_matches_scipy(dtype, rtol):
-    from vijax.models.lda import _digamma
-
-    x = np.geomspace(1e-4, 1e6, 5001)
-    got = np.asarray(_digamma(jnp.asarray(x, dtype)), np.float64)
-    ref = digamma(np.asarray(x.astype(dtype), np.float64))
-    np.testing.assert_array_less(np.abs(got - ref) / np.maximum(np.abs(ref), 1.0), rtol)
-
-
 def _elbo_written_out(model, q, batch, gamma, phi_of_doc):
     """Blei et al. (2003) eq. 15 plus the topics' terms, every expectation by hand."""
     lam = np.asarray(q.concentration)

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import digamma, gammaln, polygamma
+from jax.scipy.special import gammaln, polygamma
 import tensorflow_probability.substrates.jax as tfp
 
 from vijax.expfam._base import AbstractExpFamily, as_float, check_positive, register_family
+from vijax.expfam._special import digamma
 
 
 @register_family

@@ -7,13 +7,27 @@ from vijax.models._base import (
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
 from vijax.models.bernoulli_mixture import BernoulliMixture
+from vijax.models._nonconjugate import ProxModel
+from vijax.models.ctm import CTM, CTMGlobals
+from vijax.models.expfam_prox import NoisyDirichletMultinomial, PoissonGammaSoftplus
 from vijax.models.gap_nmf import GaPNMF
+from vijax.models.glm import GLM
+from vijax.models.gp_classification import GPClassification, GPGradient, GPPosterior
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.lda import LDA
 
 __all__ = [
     "BernoulliMixture",
+    "CTM",
+    "CTMGlobals",
+    "GLM",
+    "GPClassification",
+    "GPGradient",
+    "GPPosterior",
     "GaPNMF",
+    "NoisyDirichletMultinomial",
+    "PoissonGammaSoftplus",
+    "ProxModel",
     "bernoulli_collapsed_gibbs",
     "ConditionallyConjugateModel",
     "DiagonalGMM",
