@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 
 from vijax import expfam
+from vijax.testing._argmin import newton_argmin
 from vijax.data import BowBatch
 from vijax.inference._prox_svi import prox_svi
 from vijax.metrics import corpus_document_completion
@@ -72,9 +72,7 @@ def test_full_local_step_is_kl_prox_closed_form_and_argmin(beta):
     c = np.linalg.cholesky(np.asarray(q.cov))
     t0 = np.array([*np.asarray(q.mean), np.log(c[0, 0]), c[1, 0], np.log(c[1, 1])])
     args = (q_k, prior, g, jnp.asarray(beta))
-    res = scipy.optimize.minimize(lambda t: float(_OBJ[0](t, *args)), t0, jac=lambda t: np.asarray(_OBJ[1](t, *args)),
-                                  hess=lambda t: _fd_hessian(_OBJ[1], t, *args), method="trust-exact",
-                                  options={"gtol": 1e-12})
+    res = newton_argmin(*_OBJ, t0, *args, gtol=1e-12)
     l = np.array([[np.exp(res.x[2]), 0.0], [res.x[3], np.exp(res.x[4])]])
     np.testing.assert_allclose(new.mean, res.x[:2], rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(new.cov, l @ l.T, rtol=1e-6, atol=1e-8)
@@ -88,18 +86,6 @@ def _objective(theta, q_k, prior, g, beta):
 
 
 _OBJ = (jax.jit(_objective), jax.jit(jax.grad(_objective)))
-
-def _fd_hessian(grad, t, *args, h=1e-5):
-    """Central differences of the jitted exact gradient (cheaper to compile than jax.hessian; the
-    Newton iterations converge to the same point, where the exact gradient vanishes)."""
-    t = np.asarray(t, float)
-    cols = []
-    for i in range(t.size):
-        e = np.zeros_like(t)
-        e[i] = h
-        cols.append((np.asarray(grad(t + e, *args)) - np.asarray(grad(t - e, *args))) / (2 * h))
-    hess = np.stack(cols, 1)
-    return 0.5 * (hess + hess.T)
 
 
 

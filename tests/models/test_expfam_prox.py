@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax.testing._argmin import newton_argmin
 from vijax.inference._prox_svi import prox_svi
 from vijax.models._nonconjugate import kl_prox_closed_form, mean_param_grad, prox_objective
 from vijax.models.expfam_prox import NoisyDirichletMultinomial, PoissonGammaSoftplus
@@ -36,24 +36,10 @@ def _dirichlet_obj(u, q_k, prior, g, beta):
 _DERIVS = {name: (jax.jit(f), jax.jit(jax.grad(f)), None)
            for name, f in [("gamma", _gamma_obj), ("dirichlet", _dirichlet_obj)]}
 
-def _fd_hessian(grad, t, *args, h=1e-5):
-    """Central differences of the jitted exact gradient (cheaper to compile than jax.hessian; the
-    Newton iterations converge to the same point, where the exact gradient vanishes)."""
-    t = np.asarray(t, float)
-    cols = []
-    for i in range(t.size):
-        e = np.zeros_like(t)
-        e[i] = h
-        cols.append((np.asarray(grad(t + e, *args)) - np.asarray(grad(t - e, *args))) / (2 * h))
-    hess = np.stack(cols, 1)
-    return 0.5 * (hess + hess.T)
-
 
 def _argmin(name, u0, *args):
     f, g, _ = _DERIVS[name]
-    res = scipy.optimize.minimize(lambda u: float(f(u, *args)), u0, jac=lambda u: np.asarray(g(u, *args)),
-                                  hess=lambda u: _fd_hessian(g, u, *args), method="trust-exact",
-                                  options={"gtol": 1e-13, "maxiter": 1000})
+    res = newton_argmin(f, g, u0, *args, gtol=1e-13)
     return jnp.asarray(res.x)
 
 

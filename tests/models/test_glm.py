@@ -5,9 +5,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 
 from vijax import expfam
+from vijax.testing._argmin import newton_argmin
 from vijax.models._nonconjugate import kl_prox_closed_form, prox_objective
 from vijax.models.glm import GLM
 
@@ -56,25 +56,11 @@ def _moments_objective(theta, q_k, prior, lin, beta):
 _DERIVS = {name: (jax.jit(f), jax.jit(jax.grad(f)), None)
            for name, f in [("mean", _mean_objective), ("moments", _moments_objective)]}
 
-def _fd_hessian(grad, t, *args, h=1e-5):
-    """Central differences of the jitted exact gradient (cheaper to compile than jax.hessian; the
-    Newton iterations converge to the same point, where the exact gradient vanishes)."""
-    t = np.asarray(t, float)
-    cols = []
-    for i in range(t.size):
-        e = np.zeros_like(t)
-        e[i] = h
-        cols.append((np.asarray(grad(t + e, *args)) - np.asarray(grad(t - e, *args))) / (2 * h))
-    hess = np.stack(cols, 1)
-    return 0.5 * (hess + hess.T)
-
 
 def _argmin(name, q0, *args):
     """Newton trust-region minimisation with exact JAX derivatives, from q0's moments."""
     f, g, _ = _DERIVS[name]
-    res = scipy.optimize.minimize(lambda t: float(f(t, *args)), _theta0(q0, 3),
-                                  jac=lambda t: np.asarray(g(t, *args)), hess=lambda t: _fd_hessian(g, t, *args),
-                                  method="trust-exact", options={"gtol": 1e-12, "maxiter": 500})
+    res = newton_argmin(f, g, _theta0(q0, 3), *args, gtol=1e-12, maxiter=500)
     return _mvn(jnp.asarray(res.x), 3)
 
 

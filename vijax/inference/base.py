@@ -70,10 +70,42 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     return VIAlgorithm(init, step)
 
 
+def lock_step(algorithms: dict, *, primary: str | None = None, info_fields: tuple[str, ...] = ("elbo",)) -> VIAlgorithm:
+    """Runs several algorithms side by side on the same batches, for comparisons in one run.
+
+    The state is a dict name -> that algorithm's state; every ``init`` gets the same key (so
+    algorithms that initialise alike start from the same point), and each step gets its own split
+    of the step's key. ``info`` is a dict name -> {field: value} for the ``info_fields`` each
+    algorithm's info has, plus ``info["elbo"]``, the ``primary`` algorithm's (default: the first
+    one that reports an ELBO), for the runner's stopping rule.
+    """
+    if not algorithms:
+        raise ValueError("lock_step needs at least one algorithm")
+    names = tuple(algorithms)
+    if primary is not None and primary not in algorithms:
+        raise ValueError(f"primary={primary!r} is not one of {names}")
+
+    def init(key, batch=None):
+        return {m: alg.init(key, batch) for m, alg in algorithms.items()}
+
+    def step(state, batch, key):
+        keys = jax.random.split(key, len(names))
+        new, info = {}, {}
+        for m, k in zip(names, keys):
+            new[m], inf = algorithms[m].step(state[m], batch, k)
+            info[m] = {f: getattr(inf, f) for f in info_fields if hasattr(inf, f)}
+        lead = primary if primary is not None else next((m for m in names if "elbo" in info[m]), None)
+        if lead is not None and "elbo" in info[lead]:
+            info["elbo"] = info[lead]["elbo"]
+        return new, info
+
+    return VIAlgorithm(init, step)
+
+
 def select_restart(tree: PyTree, index) -> PyTree:
     """Restart ``index`` of a pytree whose leaves have a leading restart axis."""
     return jax.tree_util.tree_map(lambda a: a[index], tree)
 
 
-__all__ = ["InitFn", "StepFn", "VIAlgorithm", "check_local", "initial_globals", "restarts", "safe_increment",
+__all__ = ["InitFn", "StepFn", "VIAlgorithm", "check_local", "initial_globals", "lock_step", "restarts", "safe_increment",
            "select_restart"]

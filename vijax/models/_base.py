@@ -96,6 +96,21 @@ def check_int(name: str, value: Any, minimum: int = 1) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+def set_static_floats(obj: Any, names: tuple[str, ...]) -> None:
+    """Replaces the fields ``names`` of a frozen dataclass by plain Python floats (hashable, so the
+    model can be a static argument under ``jit``); raises ValueError naming a field that is not a
+    real scalar."""
+    for name in names:
+        value = getattr(obj, name)
+        try:
+            if isinstance(value, (bool, str)) or np.ndim(value) != 0:
+                raise TypeError
+            value = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
+        object.__setattr__(obj, name, value)
+
+
 def check_positive_hyper(name: str, value: Any) -> None:
     """Raises ValueError naming ``name`` unless every entry of ``value`` is finite and > 0."""
     a = np.asarray(value, dtype=float)

@@ -82,7 +82,7 @@ from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
 from vijax.models._base import (LocalResult, check_data_array, check_int, check_method, check_positive_hyper,
-                                conjugate_elbo, float_dtype)
+                                conjugate_elbo, float_dtype, set_static_floats)
 from vijax.types import Array, PRNGKey
 
 
@@ -123,15 +123,7 @@ class GaPNMF:
     local_methods = ("meanfield",)
 
     def __post_init__(self):
-        for name in ("a", "b", "alpha", "c", "tol", "init_shape"):  # plain floats: hashable, static under jit
-            value = getattr(self, name)
-            try:
-                if isinstance(value, (bool, str)) or np.ndim(value) != 0:
-                    raise TypeError
-                value = float(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
-            object.__setattr__(self, name, value)
+        set_static_floats(self, ("a", "b", "alpha", "c", "tol", "init_shape"))
         check_int("num_components", self.num_components)
         check_int("num_freqs", self.num_freqs)
         for name in ("a", "b", "alpha", "c", "init_shape"):

@@ -53,7 +53,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax.expfam._special import digamma
-from vijax.models._base import LocalResult, check_int, check_method, check_positive_hyper, entropy_of_probs, float_dtype
+from vijax.models._base import LocalResult, check_int, check_method, check_positive_hyper, entropy_of_probs, float_dtype, set_static_floats
 from vijax.types import Array, PRNGKey
 
 
@@ -161,15 +161,7 @@ class LDA:
     local_methods = ("meanfield", "cvb0", "gibbs")
 
     def __post_init__(self):
-        for name in ("alpha", "eta", "tol", "init_scale"):  # plain floats: hashable, static under jit
-            value = getattr(self, name)
-            try:
-                if isinstance(value, (bool, str)) or np.ndim(value) != 0:
-                    raise TypeError
-                value = float(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
-            object.__setattr__(self, name, value)
+        set_static_floats(self, ("alpha", "eta", "tol", "init_scale"))
         check_int("num_topics", self.num_topics)
         check_int("vocab_size", self.vocab_size)
         check_positive_hyper("alpha", self.alpha)

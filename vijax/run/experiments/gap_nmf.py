@@ -22,7 +22,7 @@ from vijax import expfam
 from vijax.data._spectra import sample_speech_spectrogram
 from vijax.inference import schedules
 from vijax.inference._matrix import build_algorithm
-from vijax.inference.base import VIAlgorithm
+from vijax.inference.base import VIAlgorithm, lock_step
 from vijax.models.gap_nmf import GaPNMF
 from vijax.run._experiment import Experiment, register_experiment
 
@@ -55,24 +55,11 @@ def _check_methods(methods) -> tuple[str, ...]:
 
 
 def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
-    """One ``VIAlgorithm`` whose state is a dict method -> state and whose step updates each."""
+    """The methods in lock step from one q (``vijax.inference.base.lock_step``)."""
     schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
     algs = {m: build_algorithm(model, m, acfg["local"], num_data, schedule=schedule, ramp=acfg["ramp"])
             for m in methods}
-
-    def init(key, y):
-        return {m: alg.init(key, y) for m, alg in algs.items()}  # the same key: every method starts from one q
-
-    def step(state, y, key):
-        keys = jax.random.split(key, len(algs))
-        new, info = {}, {}
-        for (m, alg), k in zip(algs.items(), keys):
-            new[m], inf = alg.step(state[m], y, k)
-            info[m] = {"elbo": inf.elbo, "num_damped": inf.num_damped}
-        info["elbo"] = info[methods[0]]["elbo"]
-        return new, info
-
-    return VIAlgorithm(init, step)
+    return lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))
 
 
 def dictionary_correlations(true_w, est_w) -> np.ndarray:
