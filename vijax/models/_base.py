@@ -138,6 +138,18 @@ def float_dtype(dtype):
     return jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
 
 
+def check_float_dtype(dtype) -> None:
+    """Raises ValueError naming ``dtype`` unless it is None or a floating dtype."""
+    if dtype is None:
+        return
+    try:
+        ok = jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"dtype must be a float dtype, got {dtype!r}")
+
+
 def check_method(method: str, allowed: tuple[str, ...], model_name: str) -> None:
     if method not in allowed:
         raise ValueError(f"local step method {method!r} is not offered by {model_name}; choose one of {allowed}")

@@ -81,8 +81,8 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
-from vijax.models._base import (LocalResult, check_data_array, check_int, check_method, check_positive_hyper,
-                                conjugate_elbo, float_dtype, set_static_floats)
+from vijax.models._base import (LocalResult, check_data_array, check_float_dtype, check_int, check_method,
+                                check_positive_hyper, conjugate_elbo, float_dtype, set_static_floats)
 from vijax.types import Array, PRNGKey
 
 
@@ -131,13 +131,7 @@ class GaPNMF:
         check_int("max_iters", self.max_iters)
         if not np.isfinite(self.tol) or self.tol < 0:
             raise ValueError(f"tol must be finite and >= 0, got {self.tol!r}")
-        if self.dtype is not None:
-            try:
-                ok = jnp.issubdtype(jnp.dtype(self.dtype), jnp.floating)
-            except TypeError:
-                ok = False
-            if not ok:
-                raise ValueError(f"dtype must be a float dtype, got {self.dtype!r}")
+        check_float_dtype(self.dtype)
 
     # ------------------------------------------------------------------------------ globals
     def prior(self) -> tuple[expfam.Gamma, expfam.Gamma]:

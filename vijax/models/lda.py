@@ -53,7 +53,8 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax.expfam._special import digamma
-from vijax.models._base import LocalResult, check_int, check_method, check_positive_hyper, entropy_of_probs, float_dtype, set_static_floats
+from vijax.models._base import (LocalResult, check_float_dtype, check_int, check_method, check_positive_hyper,
+                                entropy_of_probs, float_dtype, set_static_floats)
 from vijax.types import Array, PRNGKey
 
 
@@ -176,13 +177,7 @@ class LDA:
             raise ValueError(f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
                              f"one sweep is kept, got {self.gibbs_burn_in}")
         check_positive_hyper("init_scale", self.init_scale)
-        if self.dtype is not None:
-            try:
-                ok = jnp.issubdtype(jnp.dtype(self.dtype), jnp.floating)
-            except TypeError:
-                ok = False
-            if not ok:
-                raise ValueError(f"dtype must be a float dtype, got {self.dtype!r}")
+        check_float_dtype(self.dtype)
 
     # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:
