@@ -59,6 +59,12 @@ def run_vijax(train, obs, held, k, alpha, eta, s, batches, local):
     the per-step ELBO estimate of ``SVIInfo`` (neither peer computes one per minibatch)."""
     model = LDA(k, train.vocab_size, alpha=alpha, eta=eta, max_iters=MAX_ITERS, tol=TOL)
     alg = svi(model, num_data=train.num_docs, local=local, schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
+    return vijax_runner(alg, model, train, obs, held, batches)
+
+
+def vijax_runner(alg, model, train, obs, held, batches):
+    """A ``_Runner`` for any vijax LDA algorithm: the step is jitted returning the new state alone,
+    and every bucketed minibatch shape is compiled up front (timed separately)."""
     step = jax.jit(lambda st, batch, key: alg.step(st, batch, key)[0])
     state = alg.init(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(1)

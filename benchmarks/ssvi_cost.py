@@ -3,7 +3,7 @@
 speed is very close to SSVI").
 
 The same synthetic corpus and minibatches as ``benchmarks/lda_online.py`` (its ``_corpora``,
-``_batches``, ``_Runner`` and ``_interleaved`` are imported): every M-step (SVI = "meanfield",
+``_batches``, ``_interleaved`` and ``vijax_runner`` are imported): every M-step (SVI = "meanfield",
 SSVI, SSVI-A, and the MAP-EM point estimate) with every E-step (mean-field, CVB0, Gibbs) sees
 the same documents in the same order, the updates interleaved so that all share the machine's
 background load. Each step is jitted returning the new state alone, every padded shape compiled
@@ -33,9 +33,9 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lda_online import MAX_ITERS, TAU, KAPPA, TOL, _batches, _heldout, _interleaved, _Runner  # noqa: E402
+from lda_online import MAX_ITERS, TAU, KAPPA, TOL, _batches, _interleaved, vijax_runner  # noqa: E402
 
-from vijax.data import bucket_length, sample_lda_corpus  # noqa: E402
+from vijax.data import sample_lda_corpus  # noqa: E402
 from vijax.expfam import Dirichlet  # noqa: E402
 from vijax.expfam._inversion import reparam_stats, stats_and_v_product  # noqa: E402
 from vijax.inference import schedules  # noqa: E402
@@ -49,18 +49,7 @@ LABEL = {"meanfield": "SVI", "ssvi": "SSVI", "ssvi_a": "SSVI-A", "map": "MAP-EM"
 def run_cell(model, train, obs, held, batches, global_update, local):
     alg = build_algorithm(model, global_update, local, num_data=train.num_docs,
                           schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
-    step = jax.jit(lambda st, batch, key: alg.step(st, batch, key)[0])
-    state = alg.init(jax.random.PRNGKey(0))
-    key = jax.random.PRNGKey(1)
-    t0 = time.perf_counter()
-    first_of_length = {}
-    for idx in batches:
-        first_of_length.setdefault(bucket_length(int(train.doc_unique_words[idx].max())), idx)
-    for idx in first_of_length.values():
-        jax.block_until_ready(step(state, train.batch(idx), key))
-    return _Runner(state, lambda st, idx, t: step(st, train.batch(idx), jax.random.fold_in(key, t)),
-                   lambda st: _heldout(model, st.q_global.concentration, obs, held), jax.block_until_ready,
-                   compile_s=time.perf_counter() - t0)
+    return vijax_runner(alg, model, train, obs, held, batches)
 
 
 def _best_time(f, *args, repeats=5):
