@@ -380,18 +380,22 @@ class GPClassification:
         return 0.5 * (jnp.sum(binv_l * binv_l) - self.num_data + 2.0 * jnp.sum(jnp.log(jnp.diag(lb)))
                       + jnp.sum(a * a))
 
-    def elbo(self, q: GPPosterior, batch: Optional[Array] = None, key: Optional[PRNGKey] = None,
-             num_samples: Optional[int] = None, num_data: Optional[int] = None) -> Array:
-        """The ELBO (eq. 11): (N/M) sum_b E_q[log p(y_b | z_b)] - KL(q || p).
-
-        ``batch=None`` uses all N examples; ``num_samples=None`` uses quadrature (exact)."""
+    def _elbo_args(self, batch, num_samples, num_data):
+        """Checked (batch, num_samples, N) shared by both ELBOs: all examples when ``batch`` is None,
+        quadrature (None samples) when the model uses it, N = ``self.num_data`` by default."""
         _check_num_samples(num_samples)
         num_samples = None if self.quadrature else num_samples
         if batch is None:
             batch = jnp.arange(self.num_data)
         self.check_batch(batch)
-        batch = jnp.asarray(batch)
-        n = self.num_data if num_data is None else num_data
+        return jnp.asarray(batch), num_samples, (self.num_data if num_data is None else num_data)
+
+    def elbo(self, q: GPPosterior, batch: Optional[Array] = None, key: Optional[PRNGKey] = None,
+             num_samples: Optional[int] = None, num_data: Optional[int] = None) -> Array:
+        """The ELBO (eq. 11): (N/M) sum_b E_q[log p(y_b | z_b)] - KL(q || p).
+
+        ``batch=None`` uses all N examples; ``num_samples=None`` uses quadrature (exact)."""
+        batch, num_samples, n = self._elbo_args(batch, num_samples, num_data)
         m_b, v_b = self.marginals(q, batch)
         ell = jnp.sum(expected_loglik(m_b, v_b, self.y[batch], key, num_samples))
         return (n / batch.shape[0]) * ell - self.kl_to_prior(q)
@@ -433,13 +437,7 @@ class GPClassification:
         ``params["L"]`` with its diagonal stored as logs, as in the reference code), with the same
         minibatch scaling and Monte Carlo (or quadrature) expectations as ``elbo``; its ``jax.grad``
         is the stochastic gradient of appendix G."""
-        _check_num_samples(num_samples)
-        num_samples = None if self.quadrature else num_samples
-        if batch is None:
-            batch = jnp.arange(self.num_data)
-        self.check_batch(batch)
-        batch = jnp.asarray(batch)
-        n = self.num_data if num_data is None else num_data
+        batch, num_samples, n = self._elbo_args(batch, num_samples, num_data)
         m, lo = params["m"], cholesky_from_params(params)
         v_b = jnp.sum(lo[batch] ** 2, axis=1)
         ell = jnp.sum(expected_loglik(m[batch], v_b, self.y[batch], key, num_samples))

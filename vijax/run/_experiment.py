@@ -9,6 +9,16 @@ from vijax.inference.base import VIAlgorithm
 from vijax.types import Array, PRNGKey, PyTree
 
 
+def check_methods(methods, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """``algorithm.methods`` as a tuple, after checking that it is a non-empty list of distinct
+    names from ``allowed`` (ValueError naming the key otherwise)."""
+    methods = tuple(methods)
+    bad = [m for m in methods if m not in allowed]
+    if bad or not methods or len(set(methods)) != len(methods):
+        raise ValueError(f"algorithm.methods must be distinct names from {allowed}, got {list(methods)}")
+    return methods
+
+
 class Experiment(NamedTuple):
     """Everything the runner needs for one configured run.
 

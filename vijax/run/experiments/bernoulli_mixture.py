@@ -23,7 +23,7 @@ from vijax.inference._matrix import build_algorithm
 from vijax.inference.base import VIAlgorithm
 from vijax.models import _bernoulli_gibbs as gibbs
 from vijax.models.bernoulli_mixture import BernoulliMixture, components_used, kl_monte_carlo
-from vijax.run._experiment import Experiment, register_experiment
+from vijax.run._experiment import Experiment, check_methods, register_experiment
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
@@ -39,14 +39,6 @@ _DEFAULTS = {
                   "ramp": False, "gibbs_burn_in": 100, "kl_samples": 20000, "eval_kl_samples": 2000},
     "run": {"num_steps": 500, "chunk_size": 50, "eval_every": 100, "x64": True},
 }
-
-
-def _check_methods(methods) -> tuple[str, ...]:
-    methods = tuple(methods)
-    bad = [m for m in methods if m not in METHODS]
-    if bad or not methods or len(set(methods)) != len(methods):
-        raise ValueError(f"algorithm.methods must be distinct names from {METHODS}, got {list(methods)}")
-    return methods
 
 
 def _combined(model, methods, acfg, num_data) -> tuple[VIAlgorithm, dict]:
@@ -89,7 +81,7 @@ def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
     description="seed 000 §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)")
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
-    methods = _check_methods(a["methods"])
+    methods = check_methods(a["methods"], METHODS)
     model = BernoulliMixture(m["num_components"], d["dim"], alpha=m["alpha"], a=m["a"], b=m["b"],
                              init_pseudo_count=m["init_pseudo_count"])
     data = sample_bernoulli_mixture(jax.random.PRNGKey(d["seed"]), d["num_points"], m["num_components"], d["dim"],

@@ -24,7 +24,7 @@ from vijax.inference import schedules
 from vijax.inference._matrix import build_algorithm
 from vijax.inference.base import VIAlgorithm, lock_step
 from vijax.models.gap_nmf import GaPNMF
-from vijax.run._experiment import Experiment, register_experiment
+from vijax.run._experiment import Experiment, check_methods, register_experiment
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI"}
@@ -44,14 +44,6 @@ _DEFAULTS = {
                   "rho_tau": 1.0, "rho_kappa": 0.75, "ramp": False},
     "run": {"num_steps": 150, "chunk_size": 10, "eval_every": 50},
 }
-
-
-def _check_methods(methods) -> tuple[str, ...]:
-    methods = tuple(methods)
-    bad = [m for m in methods if m not in METHODS]
-    if bad or not methods or len(set(methods)) != len(methods):
-        raise ValueError(f"algorithm.methods must be distinct names from {METHODS}, got {list(methods)}")
-    return methods
 
 
 def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
@@ -97,7 +89,7 @@ def components_used(model, q, frames, min_share: float = 1e-3) -> int:
     description="seed 000 §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A (figure 5)")
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
-    methods = _check_methods(a["methods"])
+    methods = check_methods(a["methods"], METHODS)
     model = GaPNMF(m["num_components"], d["num_freqs"], a=m["a"], b=m["b"], alpha=m["alpha"], c=m["c"],
                    max_iters=m["max_iters"], tol=m["tol"], init_shape=m["init_shape"])
     data = sample_speech_spectrogram(jax.random.PRNGKey(d["seed"]), d["num_freqs"], d["num_atoms"], d["num_frames"],
