@@ -1,0 +1,145 @@
+"""LDA's collapsed Gibbs E-step (``vijax.models._lda_gibbs.collapsed_gibbs``, ``LDA._gibbs``):
+its stationary distribution against exact enumeration of p(z | w, b, alpha) on a document with
+repeated words, that every kept sweep is an allocation of the document's tokens, that padding
+slots, inactive tokens (beyond a document's length) and the other documents of the batch change
+nothing, that zero-weight topics are never drawn, and the JAX contract (jit, vmap over keys,
+alpha and batches, one trace)."""
+import itertools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+from vijax.data import BowBatch
+from vijax.models import LDA
+from vijax.models._lda_gibbs import CHUNK
+from vijax.models._lda_gibbs import collapsed_gibbs as _collapsed_gibbs
+
+collapsed_gibbs = jax.jit(_collapsed_gibbs, static_argnums=(4, 5))
+
+
+def _exact_slot_counts(b, words, counts, alpha):
+    """E[A_lk] = E[#tokens of slot l in topic k] under p(z | w) ∝ prod_n b_{z_n w_n}
+    prod_k Gamma(alpha + N_k) / Gamma(alpha), by enumerating all K^N assignments."""
+    k = b.shape[0]
+    tokens = np.repeat(np.arange(len(words)), counts)  # slot of each token
+    exact, total = np.zeros((len(words), k)), 0.0
+    for z in itertools.product(range(k), repeat=len(tokens)):
+        nk = np.bincount(z, minlength=k)
+        wgt = np.prod([b[zz, words[l]] for zz, l in zip(z, tokens)]) * np.exp(np.sum(gammaln(alpha + nk) - gammaln(alpha)))
+        for zz, l in zip(z, tokens):
+            exact[l, zz] += wgt
+        total += wgt
+    return exact / total
+
+
+def test_stationary_distribution_matches_exact_enumeration():
+    """Slots with counts (3, 2, 1) (so removal of a not-yet-visited token of a slot is exercised at
+    every size), K = 3, alpha = 0.3: the kept sweeps' average per-slot counts over 3000 independent
+    chains, each entry within 5 standard errors of the exact E[A_lk] (243 assignments)."""
+    alpha = 0.3
+    b = np.random.default_rng(3).uniform(0.2, 3.0, (3, 4))
+    words, counts = np.array([1, 3, 0]), np.array([3, 2, 1])
+    exact = _exact_slot_counts(b, words, counts, alpha)
+    logb = jnp.asarray(np.log(b[:, words].T)[None])  # (1, L, K)
+    n = jnp.asarray(counts[None], jnp.float64)
+    run = jax.jit(jax.vmap(lambda key: collapsed_gibbs(logb, n, key, jnp.asarray(alpha), 25, 5)[0]))
+    est = np.asarray(run(jax.random.split(jax.random.PRNGKey(4), 3000)))
+    np.testing.assert_allclose(est.sum(-1), np.broadcast_to(counts, est.shape[:2]), rtol=1e-12)
+    mean, se = est.mean(0), est.std(0) / np.sqrt(est.shape[0])
+    assert np.all(se > 0)  # the estimates vary: the test has teeth
+    assert np.all(np.abs(mean - exact) <= 5 * se), (mean, exact, se)
+
+
+def test_every_kept_sweep_is_an_allocation_of_the_tokens():
+    """With one kept sweep the result is an integer allocation: A_dl sums to n_dl, padding slots
+    and empty documents are all zero, in float32 and float64."""
+    r = np.random.default_rng(5)
+    n = np.array([[2.0, 0.0, 5.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 40.0, 3.0]])
+    for dt in (jnp.float32, jnp.float64):
+        logb = jnp.asarray(r.normal(size=(3, 5, 4)), dt)
+        out = np.asarray(collapsed_gibbs(logb, jnp.asarray(n, dt), jax.random.PRNGKey(0), jnp.asarray(0.1, dt), 3, 2))
+        assert out.dtype == dt
+        np.testing.assert_array_equal(out, np.round(out))
+        np.testing.assert_array_equal(out.sum(-1), n)
+        assert np.all(out >= 0)
+
+
+def test_padding_inactive_tokens_and_other_documents_change_nothing():
+    """Document 0 alone, with zero-count slots (arbitrary words and weights) interleaved and
+    appended, and next to a document with many more tokens (more token steps, where document 0's
+    tokens are inactive): its real slots get exactly the same counts, its padding slots none."""
+    r = np.random.default_rng(6)
+    k = 4
+    w0, n0 = np.array([2, 7, 3]), np.array([3.0, 1.0, 4.0])
+    beta = r.dirichlet(np.ones(9), k)
+    model = LDA(k, 9, alpha=0.2, gibbs_sweeps=5, gibbs_burn_in=2)
+    view = (jnp.asarray(np.log(beta)),)
+    key = jax.random.PRNGKey(7)
+    gibbs = jax.jit(model._gibbs)
+
+    def per_slot(ids, n):
+        (c,) = model.local_step(view, BowBatch(jnp.asarray(ids), jnp.asarray(n)), key, "gibbs").suff_stats
+        return c, gibbs(jnp.take(view[0].T, jnp.asarray(ids), axis=0), jnp.asarray(n), key, jnp.asarray(0.2))
+
+    c_alone, a_alone = per_slot(w0[None], n0[None])
+    long_ids = np.arange(9)[None]
+    long_n = np.full((1, 9), 3 * CHUNK // 9 + 1.0)  # more than 3 chunks of tokens
+    ids2 = np.zeros((2, 9), np.int64)
+    n2 = np.zeros((2, 9))
+    real = [1, 4, 5]  # doc 0's slots in the padded batch, in the same order
+    ids2[0] = [8, w0[0], 1, 0, w0[1], w0[2], 6, 4, 2]
+    n2[0, real] = n0
+    ids2[1], n2[1] = long_ids[0], long_n[0]
+    _, a_both = per_slot(ids2, n2)
+    np.testing.assert_array_equal(a_both[0, np.asarray(real)], a_alone[0])
+    np.testing.assert_array_equal(np.delete(np.asarray(a_both[0]), real, axis=0), 0.0)
+    # the statistics of document 0 alone are its counts' allocation
+    np.testing.assert_allclose(np.asarray(c_alone)[:, w0].sum(0), n0, rtol=1e-12)
+
+
+def test_zero_weight_topics_are_never_drawn():
+    """A topic whose weight b is exactly zero for every word (log b at the floor of a sampled beta
+    with zeros) gets no token, whatever alpha; the last topic is the one that a rounding of the
+    inverse CDF to its total would pick."""
+    k, v = 3, 5
+    beta = np.full((k, v), 1.0 / v)
+    beta[k - 1] = 0.0
+    beta[k - 1, 0] = 1.0  # topic 2 owns word 0 only
+    with np.errstate(divide="ignore"):
+        view = (jnp.asarray(np.log(beta)),)
+    model = LDA(k, v, alpha=5.0, gibbs_sweeps=3, gibbs_burn_in=1)
+    batch = BowBatch(jnp.array([[1, 2, 3, 4], [1, 3, 0, 0]]), jnp.array([[30.0, 20.0, 10.0, 5.0], [7.0, 9.0, 0.0, 0.0]]))
+    keys = jax.random.split(jax.random.PRNGKey(8), 20)
+    stats = jax.jit(jax.vmap(lambda kk: model.local_step(view, batch, kk, "gibbs").suff_stats[0]))(keys)
+    assert np.all(np.isfinite(np.asarray(stats)))
+    np.testing.assert_array_equal(np.asarray(stats)[:, k - 1, :], 0.0)
+
+
+def test_jit_vmap_over_keys_alpha_and_batches_with_one_trace():
+    """One trace for several keys and alphas; vmap over keys, over alpha (traced) and over
+    batches (a batched number of token steps) each equals the unbatched calls."""
+    r = np.random.default_rng(9)
+    logb = jnp.asarray(r.normal(size=(2, 6, 3)))
+    n = jnp.asarray(r.integers(0, 5, (2, 6)).astype(float))
+    f = jax.jit(chex.assert_max_traces(lambda lb, nn, kk, a: _collapsed_gibbs(lb, nn, kk, a, 4, 1), n=1))
+    keys = jax.random.split(jax.random.PRNGKey(10), 3)
+    alphas = jnp.array([0.05, 0.5, 5.0])
+    single = [f(logb, n, keys[i], alphas[i]) for i in range(3)]
+    assert not np.array_equal(single[0], single[1])  # the key and alpha matter
+    np.testing.assert_array_equal(f(logb, n, keys[0], alphas[0]), single[0])  # deterministic
+    np.testing.assert_array_equal(jax.vmap(f, in_axes=(None, None, 0, 0))(logb, n, keys, alphas), jnp.stack(single))
+    n2 = jnp.stack([n, jnp.asarray(r.integers(0, 30, (2, 6)).astype(float))])  # batched loop bound
+    logb2 = jnp.stack([logb, logb + 1.0])
+    both = jax.vmap(lambda lb, nn: collapsed_gibbs(lb, nn, keys[0], alphas[0], 4, 1))(logb2, n2)
+    for i in range(2):
+        np.testing.assert_array_equal(both[i], collapsed_gibbs(logb2[i], n2[i], keys[0], alphas[0], 4, 1))
+
+
+@pytest.mark.parametrize("shape", [(1, 0, 3), (3, 0, 2)])
+def test_no_slots(shape):
+    out = collapsed_gibbs(jnp.zeros(shape), jnp.zeros(shape[:2]), jax.random.PRNGKey(0), jnp.asarray(0.1), 2, 0)
+    assert out.shape == shape
