@@ -343,16 +343,20 @@ class LDA:
         two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays; b is
         computed once per call on (K, V), not per slot.
 
-        **Blocks sorted by length.** Documents run in blocks of ``_MF_BLOCK``, each block iterating
-        until *its* documents meet the tolerance (per-document iteration counts are heavy-tailed,
-        so a block stops long before the slowest document of the batch would). The documents are
-        first sorted by their length (the last slot with a nonzero count), so that a block holds
-        documents of similar length, and a block whose longest document has l_max slots is
-        processed at the static length ``_length_buckets(L)`` rounds l_max up to (powers of two
-        and 1.5 times them): one ``fori_loop`` per bucket over its contiguous run of blocks, a
-        handful of compiled shapes, and a batch of short documents padded to one long one no longer
-        costs S * L per iteration. A document's fixed point depends neither on its block nor on the
-        padding; slots beyond a document's last nonzero count contribute exactly nothing.
+        **Blocks sorted by length.** Documents run in blocks, each block iterating until *its*
+        documents meet the tolerance (per-document iteration counts are heavy-tailed, so a block
+        stops long before the slowest document of the batch would). The documents are first sorted
+        by their length (the last slot with a nonzero count), and each is processed at the static
+        width ``_length_buckets(L)`` rounds its length up to (powers of two and 1.5 times them):
+        one ``fori_loop`` per width over its contiguous run of documents, a handful of compiled
+        shapes, and a batch of short documents padded to one long one no longer costs S * L per
+        iteration. A block at width w holds ``_MF_SLOTS // w`` documents (at most
+        ``_MF_MAX_BLOCK``, at least one): short documents share the loop's per-iteration overhead,
+        long ones, whose iterations cost more than the overhead, do not wait for each other's
+        slowest. The gathered b of a block is laid out (block, K, width), whose two contractions
+        XLA's CPU backend runs about 1.3x faster than on (block, width, K) at K = 50. A
+        document's fixed point depends neither on its block nor on the padding; slots beyond a
+        document's last nonzero count contribute exactly nothing.
 
         **Statistics and ELBO without phi.** At the final gamma, n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw:
         each block scatters (n_dw / z_dw) e_dk into a (V, K) accumulator, multiplied by b once at
@@ -365,6 +369,7 @@ class LDA:
         dt = log_beta.dtype
         log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K), <= 0, max 0 per word
         b = jnp.exp(log_b)
+        b_kv = b.T  # gathered per block as (block, K, width): K-major contractions run faster on CPU
         tiny = jnp.finfo(dt).tiny
 
         def exp_e_log_theta(gamma):
@@ -372,23 +377,24 @@ class LDA:
 
         def fit_block(ids_b, n_b, acc):
             stats, zterm = acc
-            bb = jnp.take(b, ids_b, axis=0)  # (block, width, K)
+            bb = jnp.transpose(jnp.take(b_kv, ids_b, axis=1), (1, 0, 2))  # (block, K, width)
 
             def update(gamma):
                 e = exp_e_log_theta(gamma)
-                z = jnp.einsum("slk,sk->sl", bb, e)
-                return alpha + e * jnp.einsum("slk,sl->sk", bb, n_b / jnp.maximum(z, tiny))
+                z = jnp.einsum("skl,sk->sl", bb, e)
+                return alpha + e * jnp.einsum("skl,sl->sk", bb, n_b / jnp.maximum(z, tiny))
 
             gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (n_b.shape[0], k))
             gamma = _iterate_per_document(update, lambda g: g, gamma0, self.tol, self.max_iters)
             e = exp_e_log_theta(gamma)
-            z = jnp.maximum(jnp.einsum("slk,sk->sl", bb, e), tiny)
+            z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
             # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
             u = (n_b / z)[..., None] * e[:, None, :]  # (block, width, K)
             stats = stats.at[ids_b.reshape(-1)].add(u.reshape(-1, k))
             return gamma, (stats, zterm + jnp.sum(n_b * jnp.log(z)))
 
-        gamma, (stats, zterm) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)))
+        gamma, (stats, zterm) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                                  _MF_SLOTS, _MF_MAX_BLOCK)
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
@@ -422,7 +428,7 @@ class LDA:
             return gamma, (stats, term)
 
         gamma, (stats, term) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                 _CVB0_BLOCK)
+                                                 _CVB0_SLOTS, _CVB0_MAX_BLOCK)
         return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
@@ -520,8 +526,11 @@ class LDA:
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
 
 
-_MF_BLOCK = 4  # documents per block of the mean-field E-step (see LDA._meanfield)
-_CVB0_BLOCK = 16  # and of CVB0, whose sweep is cheaper per document than its loop overhead (docs/lda.md)
+# Block sizes of the E-steps (see LDA._meanfield, _by_length_blocks): a block of documents padded to
+# width w holds max(1, min(max_block, slots // w)) documents, so that short documents share the
+# loop's overhead and long ones do not wait for each other's slowest iteration counts.
+_MF_SLOTS, _MF_MAX_BLOCK = 512, 8
+_CVB0_SLOTS, _CVB0_MAX_BLOCK = 2048, 16  # CVB0's sweep is cheaper per document than its loop overhead
 
 
 def _length_buckets(length: int, minimum: int = 32) -> tuple[int, ...]:
@@ -585,41 +594,50 @@ def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
     return jnp.zeros((vocab_size, k), per_slot.dtype).at[jnp.reshape(word_ids, (-1,))].add(flat).T
 
 
-def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0, block_size: int = None):
-    """Runs ``fit_block(ids_b, n_b, acc) -> (gamma_b, acc)`` over blocks of ``block_size``
-    (default ``_MF_BLOCK``) documents
-    sorted by length, each block cut to the smallest of ``_length_buckets(L)`` holding its longest
-    document (see ``LDA._meanfield``); returns gamma (S, K) in the batch's order and the final acc.
+def _block_size(width: int, slots: int, max_block: int) -> int:
+    """Documents per block at padded width ``width``: ``slots // width`` clipped to [1, max_block]."""
+    return max(1, min(int(max_block), int(slots) // int(width)))
+
+
+def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0, slots: int, max_block: int):
+    """Runs ``fit_block(ids_b, n_b, acc) -> (gamma_b, acc)`` over blocks of documents sorted by
+    length (see ``LDA._meanfield``); returns gamma (S, K) in the batch's order and the final acc.
 
     The length of a document is one past its last slot with a nonzero count, so slots beyond it
-    (count 0) are dropped exactly. After sorting, the blocks of one bucket are contiguous: one
-    ``fori_loop`` with dynamic bounds per bucket. Padding documents (to fill the last block) are
-    empty and sort first."""
+    (count 0) are dropped exactly. A document goes to the smallest width of ``_length_buckets(L)``
+    holding it; after sorting, the documents of one width are contiguous, and run in blocks of
+    ``_block_size(width, slots, max_block)`` documents: one ``fori_loop`` with dynamic bounds per
+    width. The last block of a width may reach into the next width's documents: those enter it
+    with all counts zero (they converge at once and add nothing) and their gamma is not written,
+    so every document is fitted once, at its own width."""
     s, l = ids.shape
     dt = n.dtype
-    block = min(_MF_BLOCK if block_size is None else block_size, s)
-    pad = (-s) % block
-    nblocks = (s + pad) // block
+    buckets = _length_buckets(l)
+    sizes = [min(_block_size(w, slots, max_block), s) for w in buckets]
+    pad = max(sizes)
     lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
     order = jnp.argsort(lengths, stable=True)
-    ids_s = jnp.pad(jnp.take(ids, order, axis=0), ((0, pad), (0, 0))).reshape(nblocks, block, l)
-    n_s = jnp.pad(jnp.take(n, order, axis=0), ((0, pad), (0, 0))).reshape(nblocks, block, l)
-    len_s = jnp.pad(jnp.take(lengths, order), (0, pad)).reshape(nblocks, block)
-    buckets = _length_buckets(l)
-    which = jnp.searchsorted(jnp.asarray(buckets, jnp.int32), jnp.max(len_s, axis=1), side="left")  # ascending
+    ids_s = jnp.pad(jnp.take(ids, order, axis=0), ((0, pad), (0, 0)))
+    n_s = jnp.pad(jnp.take(n, order, axis=0), ((0, pad), (0, 0)))
+    which = jnp.searchsorted(jnp.asarray(buckets, jnp.int32), jnp.take(lengths, order), side="left")  # ascending
 
-    carry = (jnp.zeros((nblocks, block, k), dt), acc0)
-    for j, width in enumerate(buckets):
-        def body(i, carry, width=width):
-            gam, acc = carry
-            gamma, acc = fit_block(ids_s[i, :, :width], n_s[i, :, :width], acc)
-            return gam.at[i].set(gamma), acc
-
+    carry = (jnp.zeros((s + pad, k), dt), acc0)
+    for j, (width, block) in enumerate(zip(buckets, sizes)):
         lo = jnp.searchsorted(which, j, side="left")
         hi = jnp.searchsorted(which, j, side="right")
-        carry = jax.lax.fori_loop(lo, hi, body, carry)
+
+        def body(c, carry, width=width, block=block, lo=lo, hi=hi):
+            gam, acc = carry
+            start = (lo + c * block).astype(jnp.int32)
+            inside = (start + jnp.arange(block)) < hi  # (block,): documents of this width
+            n_b = jnp.where(inside[:, None], jax.lax.dynamic_slice(n_s, (start, jnp.int32(0)), (block, width)), 0)
+            gamma, acc = fit_block(jax.lax.dynamic_slice(ids_s, (start, jnp.int32(0)), (block, width)), n_b, acc)
+            gamma = jnp.where(inside[:, None], gamma, jax.lax.dynamic_slice(gam, (start, jnp.int32(0)), (block, k)))
+            return jax.lax.dynamic_update_slice(gam, gamma, (start, jnp.int32(0))), acc
+
+        carry = jax.lax.fori_loop(0, (hi - lo + block - 1) // block, body, carry)
     gam, acc = carry
-    return jnp.zeros((s, k), dt).at[order].set(gam.reshape(-1, k)[:s]), acc
+    return jnp.zeros((s, k), dt).at[order].set(gam[:s]), acc
 
 
 def _iterate_per_document(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array,
