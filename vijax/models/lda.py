@@ -55,6 +55,7 @@ from vijax import expfam
 from vijax.expfam._special import digamma
 from vijax.models._base import (LocalResult, check_float_dtype, check_int, check_method, check_positive_hyper,
                                 entropy_of_probs, float_dtype, set_static_floats)
+from vijax.models._lda_gibbs import collapsed_gibbs
 from vijax.types import Array, PRNGKey
 
 
@@ -433,73 +434,43 @@ class LDA:
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
         """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
-        topic counts (S, L, K) over the kept sweeps.
+        topic counts (S, L, K) over the kept sweeps (``vijax.models._lda_gibbs.collapsed_gibbs``).
 
-        Fixed-shape representation: tokens of one word in one document are exchangeable, so the
-        state of document d is the allocation A_d (L, K), A_dlk = number of the n_dl tokens of slot
-        l currently in topic k, and N_dk = sum_l A_dlk. A sweep visits the document's N_d tokens
-        in order t = 0..N_d-1, token t belonging to slot l = #{l': cumsum(n_d)_l' <= t}. It keeps
-        the slot's not-yet-visited tokens ``old`` (start of sweep) and visited ones ``new``:
+        **State.** Tokens of one word in one document are exchangeable, so the state of document d
+        is the allocation A_d (L, K), A_dlk = number of the n_dl tokens of slot l currently in
+        topic k, with N_dk = sum_l A_dlk. A sweep visits the document's N_d tokens in order
+        t = 0..N_d-1, token t belonging to slot l_t = #{l: cumsum(n_d)_l <= t} (zero-count slots
+        own no token); the tokens of slot l are visited consecutively, and while they are, the
+        sampler carries only rem_d (K,), the slot's tokens not yet visited this sweep (A_dl of the
+        previous sweep, less those visited). Token t:
 
-        1. pick one not-yet-visited token of slot l uniformly, i.e. its topic j with probability
-           old_lj / sum(old_l); remove it: old_lj -= 1, N_dj -= 1;
-        2. draw its new topic k with probability ∝ (alpha + N_dk) b_{k w_dl} (N_d now excludes
-           it: this is N_dk^{-n}); new_lk += 1, N_dk += 1.
+        1. picks one not-yet-visited token of its slot uniformly, i.e. its topic j with probability
+           rem_dj / sum_j rem_dj, and removes it: rem_dj -= 1, N_dj -= 1 (skipped in the
+           initialization pass, where nothing is placed yet);
+        2. draws its new topic k with probability ∝ (alpha + N_dk^{-t}) b_{k w_t}, by inverse CDF:
+           k = #{k': C_k' <= u C_K}, C_k = sum_{j<=k} (alpha + N_dj) b_{j w_t}, u ~ U[0, 1);
+           N_dk += 1.
 
-        Since token labels within a slot do not matter, this is exactly the standard systematic-
-        scan single-site collapsed Gibbs sampler over tokens (each token updated once per sweep,
-        in a random order within its slot), so its stationary distribution is p(z_d | w_d, b,
-        alpha) with theta_d integrated out. The initialization pass runs the same loop from an
-        empty allocation (step 1 is skipped when ``old`` is empty): tokens are added one by one,
-        each drawn given those already placed (as in Griffiths and Steyvers' initialization).
+        Since token labels within a slot do not matter, this is exactly the systematic-scan
+        single-site collapsed Gibbs sampler over tokens (each token updated once per sweep, in a
+        uniformly random order within its slot), so its stationary distribution is
+        p(z_d | w_d, b, alpha) with theta_d integrated out. The initialization pass places the
+        tokens one by one, each drawn given those already placed (as in Griffiths and Steyvers'
+        initialization). The allocation A_d after each of the ``gibbs_sweeps - gibbs_burn_in``
+        kept sweeps is built by one scatter of the sweep's drawn topics to their slots (per chunk
+        of tokens, below) and averaged.
 
-        Vectorised with ``vmap`` over documents; the token loop is a ``while_loop`` of N_d steps,
-        so a batch costs (1 + gibbs_sweeps) * max_d N_d sequential steps of O(K) work. Document d
-        uses the key ``fold_in(key, d)`` (so appending documents leaves the others' draws
-        unchanged), sweep s ``fold_in(., s)`` and token t ``fold_in(., t)`` split in two.
+        **Cost.** The token loop runs over all S documents at once, t = 0..max_d N_d - 1 (tokens
+        t >= N_d are inactive and change nothing), in chunks of ``CHUNK`` (32) tokens: per chunk,
+        the tokens' slots (a binary search of cumsum(n_d)), their rows of b and of the previous
+        allocation, and two uniforms per token (key ``fold_in(fold_in(fold_in(key, d), sweep),
+        chunk)``, no random call inside the token loop) are gathered at once; then each token step
+        is O(S K) work on (S, K) arrays, and the chunk's topics are scattered into the new
+        allocation. A batch costs (1 + gibbs_sweeps) * ceil(max_d N_d / 32) * 32 token steps of
+        O(S K), plus O(S L K) per sweep. Document d's draws depend only on its key
+        ``fold_in(key, d)``, its counts and b: not on the other documents of the batch.
         """
-        s, num_slots, k = logb.shape
-        sweeps, burn_in = self.gibbs_sweeps, self.gibbs_burn_in
-        dt = logb.dtype
-        n_int = jnp.round(n).astype(jnp.int32)
-        if num_slots == 0:
-            return jnp.zeros(logb.shape, dt)
-
-        def one_document(logb_d, n_d, key_d):
-            cum = jnp.cumsum(n_d)
-            total = cum[-1]  # N_d
-
-            def sweep(alloc, topic_counts, key_s):
-                def token(t, carry):
-                    old, new, nk = carry
-                    slot = jnp.searchsorted(cum, t, side="right")
-                    k_old, k_new = jax.random.split(jax.random.fold_in(key_s, t))
-                    o = old[slot]
-                    pick = jax.random.categorical(k_old, jnp.where(o > 0, jnp.log(jnp.maximum(o, 1).astype(dt)), -jnp.inf))
-                    removed = jax.nn.one_hot(pick, k, dtype=jnp.int32) * (jnp.sum(o) > 0).astype(jnp.int32)
-                    old = old.at[slot].add(-removed)
-                    nk = nk - removed
-                    topic = jax.random.categorical(k_new, jnp.log(alpha + nk.astype(dt)) + logb_d[slot])
-                    added = jax.nn.one_hot(topic, k, dtype=jnp.int32)
-                    return old, new.at[slot].add(added), nk + added
-
-                _, new, topic_counts = jax.lax.fori_loop(0, total, token, (alloc, jnp.zeros_like(alloc), topic_counts))
-                return new, topic_counts
-
-            empty = jnp.zeros((num_slots, k), jnp.int32)
-            alloc, topic_counts = sweep(empty, jnp.zeros((k,), jnp.int32), jax.random.fold_in(key_d, 0))
-
-            def body(i, carry):
-                alloc, topic_counts, acc = carry
-                alloc, topic_counts = sweep(alloc, topic_counts, jax.random.fold_in(key_d, i + 1))
-                keep = (i >= burn_in).astype(dt)
-                return alloc, topic_counts, acc + keep * alloc.astype(dt)
-
-            acc = jax.lax.fori_loop(0, sweeps, body, (alloc, topic_counts, jnp.zeros((num_slots, k), dt)))[2]
-            return acc / (sweeps - burn_in)
-
-        keys = jax.vmap(lambda d: jax.random.fold_in(key, d))(jnp.arange(s))
-        return jax.vmap(one_document)(logb, n_int, keys)
+        return collapsed_gibbs(logb, n, key, alpha, self.gibbs_sweeps, self.gibbs_burn_in)
 
     # ------------------------------------------------------------------------------ prediction
     def log_predictive(self, q_global: expfam.Dirichlet, batch_observed, batch_heldout,
