@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from vijax.data import Corpus, Minibatcher, bucket_length, read_ldac, sample_lda_corpus, shared_data_path
 from vijax.expfam import Dirichlet
-from vijax.inference import schedules, svi
+from vijax.inference import data_parallel, schedules, svi
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA
 
@@ -54,33 +54,36 @@ def _batches(train: Corpus, s: int, seed: int, num_batches: int):
     return [mb.step_indices(t) for t in range(num_batches)]
 
 
-def run_vijax(train, obs, held, k, alpha, eta, s, batches, local):
+def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True, seed=0):
     """A runner for vijax SVI. The step is jitted returning the new state alone, so XLA leaves out
-    the per-step ELBO estimate of ``SVIInfo`` (neither peer computes one per minibatch)."""
+    the per-step ELBO estimate of ``SVIInfo`` (neither peer computes one per minibatch). With
+    ``parallel``, the local step is ``data_parallel`` over all (CPU) devices."""
     model = LDA(k, train.vocab_size, alpha=alpha, eta=eta, max_iters=MAX_ITERS, tol=TOL)
-    alg = svi(model, num_data=train.num_docs, local=local, schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
-    return vijax_runner(alg, model, train, obs, held, batches)
+    alg = svi(data_parallel(model) if parallel else model, num_data=train.num_docs, local=local,
+              schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
+    return vijax_runner(alg, model, train, obs, held, batches, seed)
 
 
-def vijax_runner(alg, model, train, obs, held, batches):
+def vijax_runner(alg, model, train, obs, held, batches, seed=0):
     """A ``_Runner`` for any vijax LDA algorithm: the step is jitted returning the new state alone,
     and every bucketed minibatch shape is compiled up front (timed separately)."""
-    step = jax.jit(lambda st, batch, key: alg.step(st, batch, key)[0])
-    state = alg.init(jax.random.PRNGKey(0))
-    key = jax.random.PRNGKey(1)
+    step = jax.jit(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
+    state = alg.init(jax.random.PRNGKey(2 * seed))
+    key = jax.random.PRNGKey(2 * seed + 1)
     # compile every padded shape up front (bucketed lengths), timed separately
     t0 = time.perf_counter()
     first_of_length = {}
     for idx in batches:
         first_of_length.setdefault(bucket_length(int(train.doc_unique_words[idx].max())), idx)
     for idx in first_of_length.values():
-        jax.block_until_ready(step(state, train.batch(idx), key))
-    return _Runner(state, lambda st, idx, t: step(st, train.batch(idx), jax.random.fold_in(key, t)),
+        # twice: a data_parallel step returns its state replicated over the devices, a new input sharding
+        jax.block_until_ready(step(step(state, train.batch(idx), key, 0), train.batch(idx), key, 0))
+    return _Runner(state, lambda st, idx, t: step(st, train.batch(idx), key, t),
                    lambda st: _heldout(model, st.q_global.concentration, obs, held), jax.block_until_ready,
                    compile_s=time.perf_counter() - t0)
 
 
-def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model):
+def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model, n_jobs=None, seed=0):
     from sklearn.decomposition import LatentDirichletAllocation
 
     x = sp.csr_matrix((np.asarray(train.counts), np.asarray(train.word_ids), np.asarray(train.doc_ptr)),
@@ -88,7 +91,7 @@ def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model):
     lda = LatentDirichletAllocation(n_components=k, doc_topic_prior=alpha, topic_word_prior=eta,
                                     learning_method="online", learning_decay=KAPPA, learning_offset=TAU,
                                     batch_size=s, total_samples=train.num_docs, max_doc_update_iter=MAX_ITERS,
-                                    mean_change_tol=TOL, random_state=0)
+                                    mean_change_tol=TOL, random_state=seed, n_jobs=n_jobs)
 
     def one(st, idx, t):
         st.partial_fit(x[idx])
@@ -97,14 +100,14 @@ def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model):
     return _Runner(lda, one, lambda st: _heldout(model, st.components_, obs, held))
 
 
-def run_gensim(train, obs, held, k, alpha, eta, s, batches, model):
+def run_gensim(train, obs, held, k, alpha, eta, s, batches, model, seed=0):
     from gensim.models import LdaModel
 
     docs = [list(zip(*train.document(d))) for d in range(train.num_docs)]
     docs = [[(int(w), float(c)) for w, c in doc] for doc in docs]
     lda = LdaModel(num_topics=k, id2word={i: str(i) for i in range(train.vocab_size)}, chunksize=s, alpha=alpha,
                    eta=eta, decay=KAPPA, offset=TAU, iterations=MAX_ITERS, gamma_threshold=TOL, eval_every=None,
-                   random_state=0, dtype=np.float64)
+                   random_state=seed, dtype=np.float64)
 
     def one(st, idx, t):
         st.update([docs[i] for i in idx], chunksize=s, decay=KAPPA, offset=TAU, passes=1, update_every=1,
@@ -142,6 +145,19 @@ def _interleaved(runners: dict, batches: dict, checkpoints: dict) -> dict:
             for name, r in runners.items()}
 
 
+def _summary(corpus: str, s: int, method: str, runs: list) -> dict:
+    """One table row from a method's runs over seeds: docs/s of the median seed (total documents
+    over training time), the held-out scores' mean and sd over seeds (each seed its own start), the
+    other fields and the curve from seed 0, every seed's figures under ``seeds``."""
+    rates = [r["docs"] / r["time_s"] for r in runs]
+    ends = [r["heldout_end"] for r in runs]
+    row = dict(runs[0], corpus=corpus, batch_size=s, method=method, docs_per_s=float(np.median(rates)),
+               heldout_end=float(np.mean(ends)), heldout_end_sd=float(np.std(ends, ddof=1)) if len(ends) > 1 else 0.0,
+               seeds=[{"docs_per_s": rate, "heldout_end": end, "time_s": r["time_s"],
+                       "heldout_at_equal_time": r["heldout_at_equal_time"]} for rate, end, r in zip(rates, ends, runs)])
+    return row
+
+
 def _corpora(args):
     out = []
     syn = sample_lda_corpus(0, args.synthetic_docs + 1000, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100)
@@ -174,7 +190,7 @@ print(json.dumps(dict(write_s=time.perf_counter() - t0, write_peak_rss_mb=resour
     ran = _child(f"""
 import json, os, resource, time, jax
 from vijax.data import Corpus, Minibatcher
-from vijax.inference import schedules, svi
+from vijax.inference import data_parallel, schedules, svi
 from vijax.models import LDA
 from vijax.run import run
 corpus = Corpus.load_npz({path!r}, mmap=True)  # validation reads the file once, in blocks
@@ -201,7 +217,12 @@ def main(argv=None):
     p.add_argument("--eta", type=float, default=0.02)
     p.add_argument("--locals", nargs="+", default=["meanfield", "cvb0", "gibbs"])
     p.add_argument("--gibbs-docs", type=int, default=4000, help="documents for the (slow) Gibbs E-step")
-    p.add_argument("--peers", nargs="+", default=["sklearn", "gensim"])
+    p.add_argument("--peers", nargs="+", default=["sklearn", "sklearn-njobs2", "gensim"],
+                   help="sklearn (its default n_jobs=None: one process), sklearn-njobs2 (n_jobs=2), gensim")
+    p.add_argument("--devices", type=int, default=os.cpu_count(),
+                   help="CPU devices JAX simulates (one per core); vijax's local step runs data_parallel over "
+                        "them, and with more than one a single-device row (vijax-meanfield-1dev) is added")
+    p.add_argument("--seeds", type=int, default=3, help="runs per setting, each method started from its own seed")
     p.add_argument("--no-wiki", action="store_true")
     p.add_argument("--wiki-docs", type=int, default=2048, help="training documents processed on wiki_bnpy")
     p.add_argument("--wiki-locals", nargs="+", default=["meanfield", "cvb0"],
@@ -210,47 +231,53 @@ def main(argv=None):
     p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
     args = p.parse_args(argv)
+    jax.config.update("jax_num_cpu_devices", args.devices)  # before anything runs on the backend
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()
     rows = []
-    print(f"{'corpus':>10} {'S':>5} {'method':>16} | {'docs':>6} {'docs/s':>8} | held-out/word at end | at equal time")
+    print(f"{'corpus':>10} {'S':>5} {'method':>20} | {'docs':>6} {'docs/s':>8} | held-out/word at end (mean ± sd "
+          f"over seeds) | at equal time (seed 0)")
     for name, train, test in ([] if args.stream_only else _corpora(args)):
         obs, held = test.split_tokens(1, 0.5)
         model = LDA(args.k, train.vocab_size, alpha=args.alpha, eta=args.eta, max_iters=MAX_ITERS, tol=TOL)
         for s in args.batch_sizes:
             locals_ = args.wiki_locals if name == "wiki_bnpy" else args.locals
-            methods = [f"vijax-{l}" for l in locals_] + args.peers
-            runners, batches, checkpoints = {}, {}, {}
-            for method in methods:
-                docs = args.gibbs_docs if method == "vijax-gibbs" else train.num_docs
-                if name == "wiki_bnpy":
-                    docs = min(docs, args.wiki_docs)
-                n_batches = max(1, min(docs, train.num_docs) // s)
-                batches[method] = _batches(train, s, 0, n_batches)  # the same sequence for every method
-                checkpoints[method] = set(np.unique(np.linspace(1, n_batches, 6).round().astype(int)).tolist())
-                common = (train, obs, held, args.k, args.alpha, args.eta, s, batches[method])
-                if method.startswith("vijax-"):
-                    runners[method] = run_vijax(*common, method.split("-", 1)[1])
-                elif method == "sklearn":
-                    runners[method] = run_sklearn(*common, model)
-                else:
-                    runners[method] = run_gensim(*common, model)
-            results = _interleaved(runners, batches, checkpoints)
-            group = []
-            for method in methods:
-                r = results[method]
-                n_docs = len(batches[method]) * s
-                r.update(corpus=name, batch_size=s, method=method, docs=n_docs, docs_per_s=n_docs / r["time_s"],
-                         heldout_end=r["curve"][-1]["heldout_per_word"])
-                group.append(r)
-            t_equal = min(r["time_s"] for r in group if r["method"] != "vijax-gibbs")
+            methods = [f"vijax-{l}" for l in locals_] + (["vijax-meanfield-1dev"] if args.devices > 1 else []) \
+                + args.peers
+            per_seed = []
+            for seed in range(args.seeds):
+                runners, batches, checkpoints = {}, {}, {}
+                for method in methods:
+                    docs = args.gibbs_docs if method == "vijax-gibbs" else train.num_docs
+                    if name == "wiki_bnpy":
+                        docs = min(docs, args.wiki_docs)
+                    n_batches = max(1, min(docs, train.num_docs) // s)
+                    batches[method] = _batches(train, s, 0, n_batches)  # the same sequence for every method and seed
+                    checkpoints[method] = set(np.unique(np.linspace(1, n_batches, 6).round().astype(int)).tolist())
+                    common = (train, obs, held, args.k, args.alpha, args.eta, s, batches[method])
+                    if method == "vijax-meanfield-1dev":
+                        runners[method] = run_vijax(*common, "meanfield", parallel=False, seed=seed)
+                    elif method.startswith("vijax-"):
+                        runners[method] = run_vijax(*common, method.split("-", 1)[1], seed=seed)
+                    elif method.startswith("sklearn"):
+                        runners[method] = run_sklearn(*common, model, n_jobs=2 if method == "sklearn-njobs2" else None,
+                                                      seed=seed)
+                    else:
+                        runners[method] = run_gensim(*common, model, seed=seed)
+                results = _interleaved(runners, batches, checkpoints)
+                t_equal = min(r["time_s"] for m, r in results.items() if m != "vijax-gibbs")
+                for m, r in results.items():
+                    before = [c for c in r["curve"] if c["time_s"] <= t_equal + 1e-9]
+                    r.update(docs=len(batches[m]) * s, heldout_end=r["curve"][-1]["heldout_per_word"],
+                             heldout_at_equal_time=before[-1]["heldout_per_word"] if before else None,
+                             equal_time_s=t_equal)
+                per_seed.append(results)
+            group = [_summary(name, s, method, [res[method] for res in per_seed]) for method in methods]
             for r in group:
-                before = [c for c in r["curve"] if c["time_s"] <= t_equal + 1e-9]
-                r["heldout_at_equal_time"] = before[-1]["heldout_per_word"] if before else None
-                r["equal_time_s"] = t_equal
                 eq = "   n/a" if r["heldout_at_equal_time"] is None else f"{r['heldout_at_equal_time']:8.4f}"
-                print(f"{name:>10} {s:>5} {r['method']:>16} | {r['docs']:>6} {r['docs_per_s']:8.0f} | "
-                      f"{r['heldout_end']:8.4f}             | {eq} (t = {t_equal:.1f} s)", flush=True)
+                print(f"{name:>10} {s:>5} {r['method']:>20} | {r['docs']:>6} {r['docs_per_s']:8.0f} | "
+                      f"{r['heldout_end']:8.4f} ± {r['heldout_end_sd']:.4f}   | {eq} (t = {r['equal_time_s']:.1f} s)",
+                      flush=True)
             rows += group
     stream = stream_test(args.stream_docs) if args.stream_docs else None
     if stream:
@@ -259,7 +286,8 @@ def main(argv=None):
               f"peak RSS {stream['peak_rss_mb']:.0f} MiB, at the end {stream['anon_rss_mb']:.0f} MiB anonymous + "
               f"{stream['file_rss_mb']:.0f} MiB file-backed (writing it: {stream['write_s']:.0f} s, "
               f"peak RSS {stream['write_peak_rss_mb']:.0f} MiB)")
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax": jax.__version__,
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax_devices": len(jax.devices()),
+               "jax": jax.__version__,
                "loadavg_1_5_15_min_at_start": load_start, "loadavg_1_5_15_min_at_end": os.getloadavg()}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     if os.path.exists(args.out):
