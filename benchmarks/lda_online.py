@@ -224,9 +224,8 @@ def main(argv=None):
                         "them, and with more than one a single-device row (vijax-meanfield-1dev) is added")
     p.add_argument("--seeds", type=int, default=3, help="runs per setting, each method started from its own seed")
     p.add_argument("--no-wiki", action="store_true")
-    p.add_argument("--wiki-docs", type=int, default=2048, help="training documents processed on wiki_bnpy")
-    p.add_argument("--wiki-locals", nargs="+", default=["meanfield", "cvb0"],
-                   help="vijax E-steps on wiki_bnpy (Gibbs sweeps every token in turn: long articles make it slow)")
+    p.add_argument("--wiki-docs", type=int, default=4000, help="training documents processed on wiki_bnpy")
+    p.add_argument("--wiki-locals", nargs="+", default=["meanfield", "cvb0", "gibbs"], help="vijax E-steps on wiki_bnpy")
     p.add_argument("--stream-docs", type=int, default=0)
     p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
