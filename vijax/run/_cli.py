@@ -63,6 +63,21 @@ def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Op
     return jsonable(float(elbo[-1])), jsonable(float(np.mean(elbo[-chunk_size:])))
 
 
+def set_cpu_devices(n: int) -> None:
+    """``jax.config.update("jax_num_cpu_devices", n)``: possible only before JAX has started its
+    backends (a notebook that already ran JAX code must restart); ConfigError naming
+    ``run.cpu_devices`` otherwise."""
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n))
+    except RuntimeError as e:
+        if len(jax.devices("cpu")) == n:
+            return  # already so
+        raise ConfigError(f"run.cpu_devices: cannot set {n} CPU devices, JAX has already started with "
+                          f"{len(jax.devices('cpu'))} ({e}); set it before any JAX computation") from None
+
+
 def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, dict]:
     """Runs a resolved config (from ``load_config``) and writes its results folder.
 
@@ -78,6 +93,8 @@ def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, di
     name, out_dir, rc = config["experiment"], config["output"]["dir"], config["run"]
     if rc.get("x64"):
         jax.config.update("jax_enable_x64", True)  # before any array of the run is made
+    if rc.get("cpu_devices") is not None:
+        set_cpu_devices(rc["cpu_devices"])
     os.makedirs(out_dir, exist_ok=True)
     _write_atomic(os.path.join(out_dir, "config.yaml"),
                   yaml.safe_dump(jsonable(config), sort_keys=False))

@@ -40,6 +40,9 @@ _RUN_SCHEMA = {
     "checkpoint_every": (None, (int,), True, 1),
     "progress": (True, (bool,), False, None),
     "x64": (False, (bool,), False, None),  # run in float64 (jax_enable_x64) instead of float32
+    # CPU devices JAX shows (jax_num_cpu_devices; one per core lets data_parallel use the cores);
+    # None leaves JAX's default (one)
+    "cpu_devices": (None, (int,), True, 1),
 }
 
 

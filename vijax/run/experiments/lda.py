@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from vijax.data import Minibatcher, read_ldac, sample_lda_corpus, shared_data_path
-from vijax.inference import schedules, svi
+from vijax.inference import data_parallel, schedules, svi
 from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
 from vijax.run._experiment import Experiment, register_experiment
@@ -17,7 +17,7 @@ from vijax.run._experiment import Experiment, register_experiment
 _MODEL = {"num_topics": 50, "alpha": 0.02, "eta": 0.02, "max_iters": 100, "tol": 1e-3,
           "cvb0_iters": 100, "gibbs_sweeps": 10, "gibbs_burn_in": 5}
 _ALG = {"name": "svi", "local": "meanfield", "batch_size": 256, "tau": 64.0, "kappa": 0.7, "scale": 1.0,
-        "ramp": False}
+        "ramp": False, "data_parallel": False}  # data_parallel: the local step split over all devices
 class _Eval:
     """Held-out per-word log predictive by document completion (``corpus_document_completion``)
     and documents/s since the last evaluation."""
@@ -79,7 +79,11 @@ def _build(sections, seed, train, test, true_topics=None, vocab=None):
         raise ValueError(f"algorithm.name: {a['name']!r} is not available here; choose 'svi'")
     model = make_model(m, train.vocab_size)
     s = a["batch_size"]
-    alg = svi(model, num_data=train.num_docs, local=a["local"], ramp=a["ramp"],
+    if a["data_parallel"] and s % len(jax.devices()):
+        raise ValueError(f"algorithm.batch_size: {s} must be a multiple of the {len(jax.devices())} devices "
+                         "for algorithm.data_parallel")
+    alg = svi(data_parallel(model) if a["data_parallel"] else model, num_data=train.num_docs, local=a["local"],
+              ramp=a["ramp"],
               schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]))
     mb = Minibatcher(train, s, seed)
     d = sections["data"]
