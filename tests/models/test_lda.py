@@ -79,6 +79,26 @@ def test_meanfield_matches_numpy_reference(num_docs):
     np.testing.assert_allclose(loc.suff_stats[0], stats, rtol=1e-8, atol=1e-10)
 
 
+def test_squarem_and_plain_iterations_share_the_fixed_point_and_squarem_gets_closer():
+    """accelerate=True (SQUAREM) and False reach the same gamma at a tight tolerance; at the default
+    tolerance (1e-3, both stopping one update away from a point that update barely moves) the
+    accelerated gamma is closer to the exact fixed point, on documents long enough to need many
+    iterations. max_iters < 3 (no room for a cycle) is the plain iteration."""
+    batch, _ = _corpus(3, num_docs=16, k=8, v=60, doc_len=(60, 300), alpha=0.1, eta=0.05)
+    q = _random_q(4, 8, 60, low=0.05, high=2.0)
+    view, data = (q.mean_params()[0],), _as_jax(batch)
+
+    def gamma(**kw):
+        return np.asarray(LDA(8, 60, alpha=0.1, **kw).local_step(view, data).local_params)
+
+    exact = gamma(tol=1e-12, max_iters=20000, accelerate=False)
+    np.testing.assert_allclose(gamma(tol=1e-12, max_iters=20000), exact, rtol=1e-8)
+    err_plain = np.abs(gamma(accelerate=False) - exact).mean()
+    err_squarem = np.abs(gamma() - exact).mean()
+    assert err_squarem < err_plain, (err_squarem, err_plain)
+    np.testing.assert_array_equal(gamma(max_iters=2), gamma(max_iters=2, accelerate=False))
+
+
 def test_meanfield_length_buckets_match_the_reference_and_ignore_document_order():
     """A batch of very unequal documents (one with 220 distinct words, the rest 3 to 60, padded to
     L = 256 with interleaved zero slots), so that blocks run at several static lengths: every
@@ -383,6 +403,7 @@ def test_init_globals_is_online_lda_start():
     (dict(init_scale=0.0), "init_scale"),
     (dict(dtype="int32"), "dtype"),
     (dict(dtype="no-such-type"), "dtype"),
+    (dict(accelerate="yes"), "accelerate"),
 ])
 def test_bad_model_arguments(kwargs, match):
     args = dict(num_topics=2, vocab_size=5)

@@ -133,6 +133,9 @@ class LDA:
       gibbs_burn_in: how many of those are discarded (0 <= burn_in < gibbs_sweeps).
       init_scale: scale of the random initial lambda (> 0), see :meth:`init_globals`.
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
+      accelerate: run the mean-field iteration with SQUAREM extrapolation (default; same fixed
+        point and the same stopping rule, fewer iterations: see :meth:`_meanfield`); False gives
+        the plain coordinate-ascent iteration.
 
     ``alpha`` and ``eta`` are the defaults of the ``hyper`` argument of ``prior``, ``local_step``
     and ``log_predictive``: a dict ``{"alpha": a, "eta": e}`` (either key may be left out) of
@@ -160,6 +163,7 @@ class LDA:
     gibbs_burn_in: int = 5
     init_scale: float = 1.0
     dtype: Any = None
+    accelerate: bool = True
     local_methods = ("meanfield", "cvb0", "gibbs")
 
     def __post_init__(self):
@@ -179,6 +183,8 @@ class LDA:
                              f"one sweep is kept, got {self.gibbs_burn_in}")
         check_positive_hyper("init_scale", self.init_scale)
         check_float_dtype(self.dtype)
+        if not isinstance(self.accelerate, bool):
+            raise ValueError(f"accelerate must be True or False, got {self.accelerate!r}")
 
     # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:
@@ -359,6 +365,20 @@ class LDA:
         document's fixed point depends neither on its block nor on the padding; slots beyond a
         document's last nonzero count contribute exactly nothing.
 
+        **SQUAREM** (``accelerate``, the default; Varadhan and Roland 2008, the squared
+        extrapolation for EM-like fixed-point maps). With F the update above, each cycle from
+        gamma computes f1 = F(gamma), f2 = F(f1), r = f1 - gamma, v = f2 - 2 f1 + gamma, the
+        step s = -||r|| / ||v|| clipped to [-_SQUAREM_MAX_STEP, -1], the extrapolation
+        gamma' = gamma - 2 s r + s^2 v (f2 instead where some gamma'_k < alpha or is not finite:
+        every fixed point has gamma_k >= alpha), and f3 = F(gamma'). A document stops with f1 if
+        that first update changed gamma by a mean absolute amount below ``tol`` (the plain rule),
+        else with f3 if F changed gamma' by less than ``tol``; so, as in the plain iteration, the
+        result is one update F away from a point it changes by less than ``tol``, and the fixed
+        point is the plain iteration's. ``max_iters`` caps the evaluations of F (3 per cycle).
+        On 256 wiki_bnpy articles early in training, F evaluations per document fell from 57.6
+        (mean; 47 documents at the cap of 100) to 40.3, and the mean distance to the exact fixed
+        point from 0.084 to 0.026 per topic; on the synthetic corpus 31.8 to 24.5.
+
         **Statistics and ELBO without phi.** At the final gamma, n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw:
         each block scatters (n_dw / z_dw) e_dk into a (V, K) accumulator, multiplied by b once at
         the end (the sstats trick of Hoffman et al.'s online LDA code). Since log phi_dwk =
@@ -386,7 +406,10 @@ class LDA:
                 return alpha + e * jnp.einsum("skl,sl->sk", bb, n_b / jnp.maximum(z, tiny))
 
             gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (n_b.shape[0], k))
-            gamma = _iterate_per_document(update, lambda g: g, gamma0, self.tol, self.max_iters)
+            if self.accelerate and self.max_iters >= 3:
+                gamma = _squarem_per_document(update, gamma0, self.tol, self.max_iters, alpha)
+            else:
+                gamma = _iterate_per_document(update, lambda g: g, gamma0, self.tol, self.max_iters)
             e = exp_e_log_theta(gamma)
             z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
             # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
@@ -609,6 +632,44 @@ def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0, s
         carry = jax.lax.fori_loop(0, (hi - lo + block - 1) // block, body, carry)
     gam, acc = carry
     return jnp.zeros((s, k), dt).at[order].set(gam[:s]), acc
+
+
+_SQUAREM_MAX_STEP = 32.0  # bound on |s|, the extrapolation step of _squarem_per_document
+
+
+def _squarem_per_document(update: Callable[[Array], Array], x0: Array, tol: float, max_iters: int,
+                          floor: Array) -> Array:
+    """SQUAREM cycles (see ``LDA._meanfield``) on a block of documents (x's leading axis, x (B, K)),
+    each document frozen when its plain update f1 or its post-extrapolation update f3 changes x
+    by a mean absolute amount below ``tol``; at most ``max_iters`` evaluations of ``update``
+    (``max_iters // 3`` cycles). An extrapolated point with an entry below ``floor`` or not finite
+    is replaced by f2 (two plain updates)."""
+
+    def norm(a):
+        return jnp.sqrt(jnp.sum(a * a, axis=-1, keepdims=True))
+
+    def cond(carry):
+        i, _, active = carry
+        return (i + 3 <= max_iters) & jnp.any(active)
+
+    def body(carry):
+        i, x, active = carry
+        f1 = update(x)
+        done1 = jnp.mean(jnp.abs(f1 - x), axis=-1) < tol
+        f2 = update(f1)
+        r, v = f1 - x, f2 - 2.0 * f1 + x
+        nv = norm(v)
+        step = jnp.where(nv > 0, -norm(r) / jnp.where(nv > 0, nv, 1.0), -1.0)
+        step = jnp.clip(step, -_SQUAREM_MAX_STEP, -1.0)
+        xp = x - 2.0 * step * r + step * step * v
+        ok = jnp.all((xp >= floor) & jnp.isfinite(xp), axis=-1, keepdims=True)
+        xp = jnp.where(ok, xp, f2)
+        f3 = update(xp)
+        done3 = jnp.mean(jnp.abs(f3 - xp), axis=-1) < tol
+        new = jnp.where(done1[:, None], f1, f3)
+        return i + 3, jnp.where(active[:, None], new, x), active & ~done1 & ~done3
+
+    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, jnp.ones(x0.shape[:1], bool)))[1]
 
 
 def _iterate_per_document(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array,
