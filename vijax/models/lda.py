@@ -90,7 +90,9 @@ class LDA:
       from gamma_dk = alpha + N_d / K (Blei et al. 2003, Fig. 6). Each document stops after the
       first update that changes gamma_d by a mean absolute amount below ``tol``, or after
       ``max_iters`` updates (the rule of Hoffman et al. 2010 and scikit-learn), so its result does
-      not depend on the other documents of the batch or their order. The statistics and local
+      not depend on the other documents of the batch or their order. With ``accelerate`` (the
+      default) the updates are interleaved with SQUAREM extrapolations, which reach the same
+      fixed point in fewer updates (see :meth:`_meanfield`). The statistics and local
       terms use phi at the final gamma, so (gamma, phi) is the result of coordinate steps and the
       ELBO above is exact for it. Documents are processed in small blocks sorted by length, each
       block at its own padded length, and phi is never formed: see :meth:`_meanfield`.
