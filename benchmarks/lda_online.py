@@ -60,11 +60,11 @@ def _batches(train: Corpus, s: int, seed: int, num_batches: int):
     return [mb.step_indices(t) for t in range(num_batches)]
 
 
-def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True, seed=0):
+def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True, seed=0, accelerate=False):
     """A runner for vijax SVI. The step is jitted returning the new state alone, so XLA leaves out
     the per-step ELBO estimate of ``SVIInfo`` (neither peer computes one per minibatch). With
     ``parallel``, the local step is ``data_parallel`` over all (CPU) devices."""
-    model = LDA(k, train.vocab_size, alpha=alpha, eta=eta, max_iters=MAX_ITERS, tol=TOL)
+    model = LDA(k, train.vocab_size, alpha=alpha, eta=eta, max_iters=MAX_ITERS, tol=TOL, accelerate=accelerate)
     alg = svi(data_parallel(model) if parallel else model, num_data=train.num_docs, local=local,
               schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
     return vijax_runner(alg, model, train, obs, held, batches, seed)
@@ -267,7 +267,7 @@ def main(argv=None):
         for s in args.batch_sizes:
             locals_ = args.wiki_locals if name == "wiki_bnpy" else args.locals
             methods = [f"vijax-{l}" for l in locals_] + (["vijax-meanfield-1dev"] if args.devices > 1 else []) \
-                + args.peers
+                + (["vijax-meanfield-squarem"] if "meanfield" in locals_ else []) + args.peers
             per_seed = []
             for seed in range(args.seeds):
                 runners, batches, checkpoints = {}, {}, {}
@@ -281,6 +281,8 @@ def main(argv=None):
                     common = (train, obs, held, args.k, args.alpha, args.eta, s, batches[method])
                     if method == "vijax-meanfield-1dev":
                         runners[method] = run_vijax(*common, "meanfield", parallel=False, seed=seed)
+                    elif method == "vijax-meanfield-squarem":
+                        runners[method] = run_vijax(*common, "meanfield", seed=seed, accelerate=True)
                     elif method.startswith("vijax-"):
                         runners[method] = run_vijax(*common, method.split("-", 1)[1], seed=seed)
                     elif method.startswith("sklearn"):
