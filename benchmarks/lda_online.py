@@ -132,37 +132,28 @@ class _Runner:
         self.elapsed, self.curve = 0.0, []
 
 
-def _blocked(runners: dict, batches: dict, checkpoints: dict) -> dict:
-    """Runs each method's updates back to back, one method after another in the order of
-    ``runners``, as each would run in practice: on an idle machine this is the fair schedule (see
-    the module docstring); times only the updates, and scores at the checkpoints."""
-    for name, r in runners.items():
-        for t in range(len(batches[name])):
-            t0 = time.perf_counter()
-            r.state = r.step(r.state, batches[name][t], t)
-            r.block(r.state)
-            r.elapsed += time.perf_counter() - t0
-            if t + 1 in checkpoints[name]:
-                r.curve.append({"batches": t + 1, "time_s": r.elapsed, "heldout_per_word": float(r.score(r.state))})
-    return {name: {"time_s": r.elapsed, "curve": r.curve} | ({"compile_s": r.compile_s} if r.compile_s is not None else {})
-            for name, r in runners.items()}
+def _run_schedule(runners: dict, batches: dict, checkpoints: dict, interleaved: bool) -> dict:
+    """Runs every method's updates, timing only the updates (each waited for: JAX dispatches
+    asynchronously, and no work may spill into another method's timing) and scoring at each
+    method's checkpoint batch counts.
 
-
-def _interleaved(runners: dict, batches: dict, checkpoints: dict) -> dict:
-    """Runs the methods' updates interleaved, update t of every method before update t + 1 of any,
-    so that all of them see the same background load over time; times only the updates, each
-    waited for before the next method's starts (JAX dispatches asynchronously), and scores at each
-    method's checkpoint batch counts."""
-    for t in range(max(len(b) for b in batches.values())):
-        for name, r in runners.items():
-            if t >= len(batches[name]):
-                continue
-            t0 = time.perf_counter()
-            r.state = r.step(r.state, batches[name][t], t)
-            r.block(r.state)  # every update: no asynchronous work may spill into another method's timing
-            r.elapsed += time.perf_counter() - t0
-            if t + 1 in checkpoints[name]:
-                r.curve.append({"batches": t + 1, "time_s": r.elapsed, "heldout_per_word": float(r.score(r.state))})
+    ``interleaved=False`` (blocked): each method's updates back to back, the methods in the order
+    of ``runners``, as each would run in practice: the fair schedule on an idle machine.
+    ``interleaved=True``: update t of every method before update t + 1 of any, so that all of
+    them see the same background load over time (see the module docstring for its bias)."""
+    if interleaved:
+        order = [(name, t) for t in range(max(len(b) for b in batches.values()))
+                 for name in runners if t < len(batches[name])]
+    else:
+        order = [(name, t) for name in runners for t in range(len(batches[name]))]
+    for name, t in order:
+        r = runners[name]
+        t0 = time.perf_counter()
+        r.state = r.step(r.state, batches[name][t], t)
+        r.block(r.state)
+        r.elapsed += time.perf_counter() - t0
+        if t + 1 in checkpoints[name]:
+            r.curve.append({"batches": t + 1, "time_s": r.elapsed, "heldout_per_word": float(r.score(r.state))})
     return {name: {"time_s": r.elapsed, "curve": r.curve} | ({"compile_s": r.compile_s} if r.compile_s is not None else {})
             for name, r in runners.items()}
 
@@ -290,12 +281,10 @@ def main(argv=None):
                                                       seed=seed)
                     else:
                         runners[method] = run_gensim(*common, model, seed=seed)
-                if args.schedule == "blocked":  # a different method order for every seed
-                    names = list(runners)
-                    names = names[seed % len(names):] + names[:seed % len(names)]
-                    results = _blocked({m: runners[m] for m in names}, batches, checkpoints)
-                else:
-                    results = _interleaved(runners, batches, checkpoints)
+                names = list(runners)  # a different method order for every seed
+                names = names[seed % len(names):] + names[:seed % len(names)]
+                results = _run_schedule({m: runners[m] for m in names}, batches, checkpoints,
+                                        interleaved=args.schedule == "interleaved")
                 t_equal = min(r["time_s"] for m, r in results.items() if m != "vijax-gibbs")
                 for m, r in results.items():
                     before = [c for c in r["curve"] if c["time_s"] <= t_equal + 1e-9]

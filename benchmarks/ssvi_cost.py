@@ -3,7 +3,7 @@
 speed is very close to SSVI").
 
 The same synthetic corpus and minibatches as ``benchmarks/lda_online.py`` (its ``_corpora``,
-``_batches``, ``_interleaved`` and ``vijax_runner`` are imported): every M-step (SVI = "meanfield",
+``_batches``, ``_run_schedule`` and ``vijax_runner`` are imported): every M-step (SVI = "meanfield",
 SSVI, SSVI-A, and the MAP-EM point estimate) with every E-step (mean-field, CVB0, Gibbs) sees
 the same documents in the same order, the updates interleaved so that all share the machine's
 background load. Each step is jitted returning the new state alone, every padded shape compiled
@@ -33,7 +33,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lda_online import MAX_ITERS, TAU, KAPPA, TOL, _batches, _interleaved, vijax_runner  # noqa: E402
+from lda_online import MAX_ITERS, TAU, KAPPA, TOL, _batches, _run_schedule, vijax_runner  # noqa: E402
 
 from vijax.data import sample_lda_corpus  # noqa: E402
 from vijax.expfam import Dirichlet  # noqa: E402
@@ -108,7 +108,7 @@ def main(argv=None):
         for g in args.globals:
             runners[g] = run_cell(model, train, obs, held, seq, g, local)
             batches[g], checkpoints[g] = seq, {n}
-        results = _interleaved(runners, batches, checkpoints)
+        results = _run_schedule(runners, batches, checkpoints, interleaved=True)
         base = results["meanfield"]["time_s"] if "meanfield" in results else None
         for g in args.globals:
             r = results[g]
