@@ -17,16 +17,34 @@ def digamma(x: Array) -> Array:
     below 1e-14. Matches scipy.special.digamma to 1e-14 in float64 and 2e-6 in float32 (absolute,
     or relative where |psi| > 1); tested in tests/expfam/test_special.py.
     """
+    return digamma_and_gammaln(x)[0]
+
+
+def digamma_and_gammaln(x: Array) -> tuple[Array, Array]:
+    """(psi(x), log Gamma(x)) for x > 0, sharing the recurrence and log of :func:`digamma`; XLA
+    drops whichever part is unused. LDA's SQUAREM safeguard evaluates the per-document ELBO, whose
+    KL term needs log Gamma, every cycle; ``jax.scipy.special.gammaln`` there cost about a third of
+    the E-step.
+
+    log Gamma(x) = log Gamma(x + 10) - log prod_{i=0}^{9} (x + i) for x < 10 (the product is the
+    denominator digamma accumulates), then Stirling's series (Abramowitz and Stegun 6.1.41)
+    log Gamma(y) = (y - 1/2) log y - y + log(2 pi) / 2 + sum_j B_2j / (2j (2j - 1) y^(2j-1)) to
+    y^-9 at y >= 10 (truncation error below 3e-14). Matches scipy.special.gammaln to 1e-13 in
+    float64 and 1e-5 in float32 (absolute, or relative where |log Gamma| > 1).
+    """
     small = x < 10.0
     xc = jnp.where(small, x, 1.0)
     num, den = jnp.zeros_like(x), jnp.ones_like(x)
-    for i in range(10):  # num / den = sum_{i < 10} 1 / (xc + i)
+    for i in range(10):  # num / den = sum_{i < 10} 1 / (xc + i), den = prod_{i < 10} (xc + i)
         t = xc + i
         num, den = num * t + den, den * t
     y = jnp.where(small, x + 10.0, x)
-    r2 = 1.0 / (y * y)
-    series = jnp.log(y) - 0.5 / y - r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 * (1 / 240 - r2 * (1 / 132)))))
-    return series - jnp.where(small, num / den, 0.0)
+    log_y, r = jnp.log(y), 1.0 / y
+    r2 = r * r
+    psi = log_y - 0.5 * r - r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 * (1 / 240 - r2 * (1 / 132)))))
+    lgam = ((y - 0.5) * log_y - y + 0.91893853320467274178
+            + r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 * (1 / 1680 - r2 * (1 / 1188))))))
+    return psi - jnp.where(small, num / den, 0.0), lgam - jnp.where(small, jnp.log(den), 0.0)
 
 
-__all__ = ["digamma"]
+__all__ = ["digamma", "digamma_and_gammaln"]

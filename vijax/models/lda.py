@@ -52,7 +52,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax.expfam._special import digamma
+from vijax.expfam._special import digamma, digamma_and_gammaln
 from vijax.models._base import (LocalResult, check_float_dtype, check_int, check_method, check_positive_hyper,
                                 entropy_of_probs, float_dtype, set_static_floats)
 from vijax.models._lda_gibbs import collapsed_gibbs
@@ -418,12 +418,13 @@ class LDA:
             def update_and_objective(gamma):
                 # F(gamma), and the document's ELBO at gamma with phi optimal given gamma (up to a
                 # constant): sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const
-                e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
+                psi, lgam = digamma_and_gammaln(gamma)
+                psi_sum, lgam_sum = digamma_and_gammaln(jnp.sum(gamma, axis=-1))
+                e_log_theta = psi - psi_sum[:, None]
                 e = jnp.exp(e_log_theta)
                 z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
                 new = alpha + e * jnp.einsum("skl,sl->sk", bb, n_b / z)
-                kl = (gammaln(jnp.sum(gamma, axis=-1)) - jnp.sum(gammaln(gamma), axis=-1)
-                      + jnp.sum((gamma - alpha) * e_log_theta, axis=-1))
+                kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
                 return new, jnp.sum(n_b * jnp.log(z), axis=-1) - kl
 
             gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (n_b.shape[0], k))
