@@ -39,9 +39,8 @@ def digamma_and_gammaln(x: Array) -> tuple[Array, Array]:
         t = xc + i
         num, den = num * t + den, den * t
     y = jnp.where(small, x + 10.0, x)
-    log_y, r = jnp.log(y), 1.0 / y
-    r2 = r * r
-    psi = log_y - 0.5 * r - r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 * (1 / 240 - r2 * (1 / 132)))))
+    log_y, r, r2 = jnp.log(y), 1.0 / y, 1.0 / (y * y)
+    psi = log_y - 0.5 / y - r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 * (1 / 240 - r2 * (1 / 132)))))
     lgam = ((y - 0.5) * log_y - y + 0.91893853320467274178
             + r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 * (1 / 1680 - r2 * (1 / 1188))))))
     return psi - jnp.where(small, num / den, 0.0), lgam - jnp.where(small, jnp.log(den), 0.0)
