@@ -36,10 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lda_online import MAX_ITERS, TAU, KAPPA, TOL, _batches, _run_schedule, vijax_runner  # noqa: E402
 
 from vijax.data import sample_lda_corpus  # noqa: E402
-from vijax.expfam import Dirichlet  # noqa: E402
-from vijax.expfam._inversion import reparam_stats, stats_and_v_product  # noqa: E402
-from vijax.inference import schedules  # noqa: E402
-from vijax.inference._matrix import build_algorithm  # noqa: E402
+from vijax.expfam import Dirichlet, reparam_stats, stats_and_v_product  # noqa: E402
+from vijax.inference import M_STEPS, make_algorithm, schedules  # noqa: E402
 from vijax.models import LDA  # noqa: E402
 
 GLOBALS = ("meanfield", "ssvi", "ssvi_a", "map")
@@ -47,8 +45,8 @@ LABEL = {"meanfield": "SVI", "ssvi": "SSVI", "ssvi_a": "SSVI-A", "map": "MAP-EM"
 
 
 def run_cell(model, train, obs, held, batches, global_update, local):
-    alg = build_algorithm(model, global_update, local, num_data=train.num_docs,
-                          schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
+    alg = make_algorithm(M_STEPS[global_update], model, num_data=train.num_docs, local=local,
+                         schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
     return vijax_runner(alg, model, train, obs, held, batches)
 
 

@@ -177,6 +177,18 @@ def set_static_floats(obj: Any, names: Sequence[str]) -> None:
         object.__setattr__(obj, name, value)
 
 
+def batch_size(batch: Any) -> int:
+    """S (or M): the leading dimension of the batch's first leaf (static under ``jit``).
+
+    Raises:
+      ValueError: for a batch without arrays or whose first leaf is a scalar.
+    """
+    leaves = jax.tree_util.tree_leaves(batch)
+    if not leaves or jnp.ndim(leaves[0]) == 0:
+        raise ValueError("batch must hold arrays with a leading minibatch dimension")
+    return leaves[0].shape[0]
+
+
 def check_key(name: str, key: Any) -> None:
     """Raises ValueError naming ``name`` unless ``key`` is a PRNG key (a typed key or a raw
     ``uint32[2]`` array, possibly batched or traced): keys are always passed, never None."""
@@ -187,5 +199,5 @@ def check_key(name: str, key: Any) -> None:
         raise ValueError(f"{name} must be a PRNG key (jax.random.key or PRNGKey), got {key!r}")
 
 
-__all__ = ["check_bool", "check_choice", "check_data_array", "check_finite", "check_float_dtype", "check_int",
+__all__ = ["batch_size", "check_bool", "check_choice", "check_data_array", "check_finite", "check_float_dtype", "check_int",
            "check_key", "check_positive", "check_scalar", "float_dtype", "is_tracer", "set_static_floats"]

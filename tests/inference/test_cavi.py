@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vijax import expfam
-from vijax.inference import _cavi, _natgrad, cavi
+from vijax.inference import _cavi, cavi
 from vijax.models import DiagonalGMM, UnivariateGMM
 from vijax.testing import matched_sklearn_bgmm
 
@@ -119,10 +119,10 @@ def test_unknown_local_method_is_an_error():
 def test_domain_guard_damps_and_counts():
     q = expfam.Dirichlet.from_concentration(jnp.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]]))
     bad_target = (jnp.array([[0.5, 0.5, 0.5], [-5.0, 0.0, 0.0]]),)  # second row: alpha = -4 at rho = 1
-    new, num = _natgrad.interpolate(q, bad_target, 1.0)
+    new, num = expfam.tree_interpolate(q, bad_target, 1.0)
     assert int(num) == 1
     assert bool(jnp.all(new.is_valid()))
     np.testing.assert_allclose(new.eta[0], bad_target[0][0])  # the valid row takes the full step
     np.testing.assert_allclose(new.eta[1], [-0.625, 0.0, 0.0])  # rho halved to 1/8: 1/8 * -5
-    _, num = _natgrad.interpolate(q, (jnp.array([[-9.0, 0, 0], [0.0, 0, 0]]),), 1.0, max_halvings=0)
+    _, num = expfam.tree_interpolate(q, (jnp.array([[-9.0, 0, 0], [0.0, 0, 0]]),), 1.0, max_halvings=0)
     assert int(num) == 1

@@ -1,4 +1,4 @@
-"""The E-step x M-step matrix (seed 000 §2.5, appendix D): build_algorithm."""
+"""The E-step x M-step matrix (Hoffman and Blei 2015, §2.5, appendix D) through the algorithm registry."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -6,9 +6,7 @@ import pytest
 
 from vijax import expfam
 from vijax.data import sample_lda_corpus
-from vijax.inference import SVIState, schedules
-from vijax.inference._matrix import GLOBAL_UPDATES, build_algorithm
-from vijax.inference._ssvi import SSVIInfo, SSVIState
+from vijax.inference import ALGORITHMS, MAPInfo, MAPState, SSVIState, SVIState, make_algorithm, schedules, ssvi
 from vijax.models import LDA, DiagonalGMM, UnivariateGMM
 
 K, V, S = 3, 20, 6
@@ -23,7 +21,8 @@ def batch():
     return corpus.batch(range(S), length=32)
 
 
-FAST_CELLS = [("map", "gibbs"), ("meanfield", "cvb0"), ("ssvi", "meanfield"), ("ssvi_a", "cvb0")]
+GLOBAL_UPDATES = ("map", "svi", "ssvi", "ssvi_a")  # the M-steps of the matrix, by registry name
+FAST_CELLS = [("map", "gibbs"), ("svi", "cvb0"), ("ssvi", "meanfield"), ("ssvi_a", "cvb0")]
 ALL_CELLS = [(g, l) for g in GLOBAL_UPDATES for l in LDA.local_methods]
 
 
@@ -34,10 +33,9 @@ def test_cells_of_the_lda_matrix_take_a_step(global_update, local, batch):
     every E-step at least once in the fast set, the whole 4 x 3 matrix with ``-m slow``."""
     model = LDA(K, V, alpha=0.3, eta=1.5, gibbs_sweeps=2, gibbs_burn_in=1, max_iters=20, cvb0_iters=20)
     sched = schedules.robbins_monro(1.0, 1.0, 0.7)
-    alg = build_algorithm(model, global_update, local, num_data=60, schedule=sched)
+    alg = make_algorithm(global_update, model, num_data=60, local=local, schedule=sched)
     if global_update in ("ssvi", "ssvi_a"):  # the row is ssvi(mode=...) itself
-        from vijax.inference._ssvi import ssvi
-        ref = ssvi(model, 60, local=local, mode="full" if global_update == "ssvi" else "approx", schedule=sched)
+        ref = ssvi(model, num_data=60, local=local, mode="full" if global_update == "ssvi" else "approx", schedule=sched)
         (state, info), (ref_state, _) = jax.jit(lambda k: (alg.step(alg.init(k), batch, k),
                                                            ref.step(ref.init(k), batch, k)))(KEY)
         np.testing.assert_array_equal(state.q_global.eta, ref_state.q_global.eta)
@@ -46,7 +44,7 @@ def test_cells_of_the_lda_matrix_take_a_step(global_update, local, batch):
     assert np.isfinite(float(info.elbo)), (global_update, local)
     assert bool(jnp.all(state.q_global.is_valid()))
     assert int(state.count) == 1
-    assert isinstance(state, SVIState if global_update == "meanfield" else SSVIState)
+    assert isinstance(state, {"svi": SVIState, "map": MAPState}.get(global_update, SSVIState))
 
 
 def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
@@ -55,8 +53,8 @@ def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
     (beta_kv ∝ eta - 1 + c_kv for eta > 1)."""
     model = LDA(K, V, alpha=0.3, eta=1.5)
     lam = 1.5 + jax.random.uniform(KEY, (K, V)) * 3.0
-    state = SSVIState(expfam.Dirichlet.from_concentration(lam), jnp.zeros((), jnp.int32))
-    alg = build_algorithm(model, "map", "meanfield", num_data=S, schedule=ONE)
+    state = MAPState(expfam.Dirichlet.from_concentration(lam), jnp.zeros((), jnp.int32))
+    alg = make_algorithm("map", model, num_data=S, local="meanfield", schedule=ONE)
     new, info = alg.step(state, batch, KEY)
     mode = (lam - 1.0) / jnp.sum(lam - 1.0, -1, keepdims=True)
     _, key_local = jax.random.split(KEY)
@@ -70,13 +68,13 @@ def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
     prior = model.prior()
     log_prior = jnp.sum(prior.log_prob(mode))
     np.testing.assert_allclose(info.elbo, jnp.sum(c * jnp.log(mode)) + loc.local_terms + log_prior, rtol=1e-9)
-    assert isinstance(info, SSVIInfo)
+    assert isinstance(info, MAPInfo)
 
 
 def test_meanfield_row_is_svi(batch):
     model = LDA(K, V, alpha=0.3, eta=0.5)
     from vijax.inference import svi
-    a = build_algorithm(model, "meanfield", "cvb0", num_data=60, schedule=ONE)
+    a = make_algorithm("svi", model, num_data=60, local="cvb0", schedule=ONE)
     b = svi(model, num_data=60, local="cvb0", schedule=ONE)
     sa, _ = a.step(a.init(KEY), batch, KEY)
     sb, _ = b.step(b.init(KEY), batch, KEY)
@@ -87,25 +85,27 @@ def test_map_with_normal_globals():
     exact posterior mode (= mean) in one rho = 1 step with all data."""
     x = jax.random.normal(KEY, (30,)) + 1.0
     model = UnivariateGMM(num_components=1, prior_variance=4.0)
-    alg = build_algorithm(model, "map", "meanfield", num_data=30, schedule=ONE)
+    alg = make_algorithm("map", model, num_data=30, local="meanfield", schedule=ONE)
     state, _ = alg.step(alg.init(KEY, x), x, KEY)
     np.testing.assert_allclose(state.q_global.mean, jnp.sum(x) / (30.0 + 0.25), rtol=1e-10)
 
 
 def test_bad_combinations_raise_clear_errors():
     lda = LDA(K, V)
-    with pytest.raises(ValueError, match="global_update must be one of"):
-        build_algorithm(lda, "laplace", "meanfield", 10)
+    with pytest.raises(ValueError, match="unknown algorithm 'laplace'"):
+        make_algorithm("laplace", lda, num_data=10, local="meanfield")
     with pytest.raises(ValueError, match="local='exact' is not offered by LDA"):
-        build_algorithm(lda, "ssvi", "exact", 10)
+        make_algorithm("ssvi", lda, num_data=10, local="exact")
     with pytest.raises(ValueError, match="unknown \\['hyper_step'\\]"):
-        build_algorithm(lda, "ssvi", "meanfield", 10, hyper_step=1.0)
+        make_algorithm("ssvi", lda, num_data=10, local="meanfield", hyper_step=1.0)
     with pytest.raises(ValueError, match="cannot be used with SSVI.*NormalGamma"):
-        build_algorithm(DiagonalGMM(num_components=2, dim=2), "ssvi_a", "meanfield", 10)
-    with pytest.raises(ValueError, match="'map' needs the mode.*NormalGamma"):
-        build_algorithm(DiagonalGMM(num_components=2, dim=2), "map", "meanfield", 10)
+        make_algorithm("ssvi_a", DiagonalGMM(num_components=2, dim=2), num_data=10, local="meanfield")
+    with pytest.raises(ValueError, match="map_em needs the mode.*NormalGamma"):
+        make_algorithm("map", DiagonalGMM(num_components=2, dim=2), num_data=10, local="meanfield")
     with pytest.raises(ValueError, match="num_data"):
-        build_algorithm(lda, "map", "meanfield", 0)
-    # meanfield passes hyper_step through to SVI
-    alg = build_algorithm(lda, "meanfield", "meanfield", 10, hyper_step=1.0)
+        make_algorithm("map", lda, num_data=0, local="meanfield")
+    with pytest.raises(ValueError, match="has no step size"):
+        make_algorithm("cavi", lda, num_data=10, schedule=0.5)
+    # svi passes hyper_step through
+    alg = make_algorithm("svi", lda, num_data=10, local="meanfield", hyper_step=1.0)
     assert alg.init(KEY).hyper is not None

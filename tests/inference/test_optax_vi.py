@@ -7,7 +7,7 @@ import numpy as np
 import optax
 import pytest
 
-from vijax.inference._optax_vi import OPTIMIZERS, make_optimizer, optax_vi
+from vijax.inference import OPTIMIZERS, make_optimizer, optax_vi
 from vijax.models.gp_classification import GPClassification
 
 N = 5
@@ -56,16 +56,16 @@ def _manual(name, lr, grads_fn, params, steps, **h):
                                            ("rmsprop", 0.05, {"decay": 0.99}), ("adadelta", 0.5, {"rho": 0.95}),
                                            ("adam", 0.05, {})])
 def test_named_optimizers_follow_appendix_g(model, name, lr, hyper):
-    alg = optax_vi(model, name, learning_rate=lr, **hyper)
-    state = alg.init(None)
+    alg = optax_vi(model, optimizer=name, schedule=lr, **hyper)
+    state = alg.init(jax.random.PRNGKey(0))
     batch = jnp.arange(N)
-    flat0, unravel = jax.flatten_util.ravel_pytree(state.params)
+    flat0, unravel = jax.flatten_util.ravel_pytree(state.q_global)
     grad = jax.jit(lambda f: jax.flatten_util.ravel_pytree(jax.grad(model.elbo_params)(unravel(f), batch))[0])
     step = jax.jit(alg.step)
     for _ in range(4):
         state, info = step(state, batch, jax.random.PRNGKey(0))
     want = _manual(name, lr, lambda p: np.asarray(grad(jnp.asarray(p))), np.asarray(flat0), 4, **hyper)
-    np.testing.assert_allclose(jax.flatten_util.ravel_pytree(state.params)[0], want, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(jax.flatten_util.ravel_pytree(state.q_global)[0], want, rtol=1e-8, atol=1e-10)
     assert int(state.count) == 4 and np.isfinite(info.elbo)
 
 
@@ -73,9 +73,9 @@ def test_batch_gd_converges_to_the_pg_optimum(model):
     """GD on (m, L) with exact gradients and batch PG (beta = 1) reach the same ELBO maximum
     (1e-6 relative; 3000 GD steps at alpha = 0.05, 300 PG steps)."""
     batch = jnp.arange(N)
-    gd = optax_vi(model, "gd", learning_rate=0.05)
-    run = jax.jit(lambda s: jax.lax.scan(lambda s, _: (gd.step(s, batch, None)[0], None), s, None, length=3000)[0])
-    params = run(gd.init(None)).params
+    gd = optax_vi(model, optimizer="gd", schedule=0.05)
+    run = jax.jit(lambda s: jax.lax.scan(lambda s, _: (gd.step(s, batch, jax.random.PRNGKey(0))[0], None), s, None, length=3000)[0])
+    params = run(gd.init(jax.random.PRNGKey(0))).q_global
     q = jax.jit(lambda q: jax.lax.fori_loop(0, 300, lambda i, q: model.prox_step(q, batch, None, 1.0, None), q))(
         model.init_variational(None))
     np.testing.assert_allclose(model.elbo_params(params), model.elbo(q), rtol=1e-6)
@@ -90,8 +90,8 @@ def test_minibatch_objective_is_unbiased(model):
 
 
 def test_jit_once_and_vmap_over_keys(model):
-    alg = optax_vi(model, "adam", learning_rate=0.1, num_samples=8)
-    state = alg.init(None)
+    alg = optax_vi(model, optimizer="adam", schedule=0.1, num_samples=8)
+    state = alg.init(jax.random.PRNGKey(0))
     n_traces = []
 
     def f(s, k):
@@ -108,14 +108,14 @@ def test_jit_once_and_vmap_over_keys(model):
 
 def test_bad_input(model):
     with pytest.raises(ValueError, match="'nesterov'"):
-        optax_vi(model, "nesterov")
+        optax_vi(model, optimizer="nesterov")
     with pytest.raises(ValueError, match="learning_rate"):
         make_optimizer("adam", learning_rate=-1.0)
     with pytest.raises(ValueError, match="momentum"):
         make_optimizer("adam", momentum=0.9)
     with pytest.raises(ValueError, match="num_samples"):
-        optax_vi(model, "adam", num_samples=0)
+        optax_vi(model, optimizer="adam", num_samples=0)
     with pytest.raises(ValueError, match="offers no init_params"):
-        optax_vi(object(), "adam")
+        optax_vi(object(), optimizer="adam")
     assert set(OPTIMIZERS) == {"gd", "sgd", "adagrad", "rmsprop", "adadelta", "adam"}
-    assert isinstance(optax_vi(model, optax.sgd(0.1)).init(None).params, dict)
+    assert isinstance(optax_vi(model, optimizer=optax.sgd(0.1)).init(jax.random.PRNGKey(0)).q_global, dict)

@@ -9,7 +9,7 @@ import pytest
 
 from vijax import expfam
 from vijax.data import sample_lda_corpus
-from vijax.inference import build_algorithm, cavi, data_parallel, restarts, schedules, ssvi, svi
+from vijax.inference import cavi, data_parallel, make_algorithm, restarts, schedules, ssvi, svi
 from vijax.models import LDA, DiagonalGMM
 from vijax.testing import assert_trees_close
 
@@ -92,7 +92,7 @@ def test_gibbs_on_one_device_reproduces_the_model_and_on_two_is_a_valid_estimate
 def test_matrix_algorithm_and_delegation(docs):
     model = data_parallel(LDA(3, 40))
     assert model.num_topics == 3 and model.local_methods == LDA(3, 40).local_methods
-    alg = build_algorithm(model, num_data=240, local="cvb0", global_update="ssvi_a")
+    alg = make_algorithm("ssvi_a", model, num_data=240, local="cvb0")
     state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), docs.batch(range(24)), jax.random.PRNGKey(1))
     assert np.isfinite(float(info.elbo))
     assert isinstance(state.q_global, expfam.Dirichlet)

@@ -9,7 +9,7 @@ import pytest
 
 from vijax import expfam
 from vijax.inference._prox_svi import ProxSVIState, prox_svi
-from vijax.inference.base import restarts
+from vijax.inference import restarts
 from vijax.models._nonconjugate import kl_prox_closed_form
 from vijax.models.glm import GLM
 
@@ -30,13 +30,13 @@ def _exact_elbo(model, q, batch, num_data):
 def test_kl_step_is_closed_form(beta):
     x, y = _poisson_data()
     model = GLM(2, "poisson")
-    alg = prox_svi(model, num_data=40, step_size=beta)
+    alg = prox_svi(model, num_data=40, schedule=beta)
     state = alg.init(jax.random.PRNGKey(0))
     batch = (x[:8], y[:8])
     new, info = alg.step(state, batch, jax.random.PRNGKey(1))
-    g = model.loglik_grad(state.q, batch, jax.random.PRNGKey(1), 1)
-    expected = kl_prox_closed_form(state.q, model.prior(), jax.tree_util.tree_map(lambda a: 5.0 * a, g), beta)
-    chex.assert_trees_all_close(new.q, expected, rtol=1e-12, atol=1e-12)
+    g = model.loglik_grad(state.q_global, batch, jax.random.PRNGKey(1), 1)
+    expected = kl_prox_closed_form(state.q_global, model.prior(), jax.tree_util.tree_map(lambda a: 5.0 * a, g), beta)
+    chex.assert_trees_all_close(new.q_global, expected, rtol=1e-12, atol=1e-12)
     assert float(info.step_size) == beta and int(info.num_damped) == 0 and int(new.count) == 1
 
 
@@ -45,17 +45,17 @@ def test_euclidean_step_is_natural_parameter_gradient_step():
     x, y = _poisson_data()
     model = GLM(2, "poisson")
     beta = 1e-3
-    alg = prox_svi(model, num_data=40, step_size=beta, divergence="euclidean")
+    alg = prox_svi(model, num_data=40, schedule=beta, divergence="euclidean")
     state = alg.init(jax.random.PRNGKey(0))
     new, _ = alg.step(state, (x, y), jax.random.PRNGKey(1))
-    grad = jax.grad(lambda q: _exact_elbo(model, q, (x, y), 40))(state.q)
-    for a, b, gr in zip(new.q.natural_params, state.q.natural_params, grad.natural_params):
+    grad = jax.grad(lambda q: _exact_elbo(model, q, (x, y), 40))(state.q_global)
+    for a, b, gr in zip(new.q_global.natural_params, state.q_global.natural_params, grad.natural_params):
         gr_sym = gr if gr.ndim == 1 else 0.5 * (gr + gr.T)  # eta2 only matters through its symmetric part
         np.testing.assert_allclose(a - b, beta * gr_sym, rtol=1e-8, atol=1e-12)
 
 
 def _run(model, batch, divergence, beta, steps):
-    alg = prox_svi(model, num_data=40, step_size=beta, divergence=divergence)
+    alg = prox_svi(model, num_data=40, schedule=beta, divergence=divergence)
     step = jax.jit(alg.step)
     return jax.lax.scan(lambda s, k: step(s, batch, k), alg.init(jax.random.PRNGKey(0)),
                         jax.random.split(jax.random.PRNGKey(1), steps))
@@ -74,10 +74,10 @@ def test_full_batch_kl_converges_to_stationary_point_faster_than_euclidean():
     x, y = _poisson_data()
     model = GLM(2, "poisson")
     q_kl, info_kl = _run(model, (x, y), "kl", 1.0, 60)
-    assert _max_grad(model, q_kl.q, (x, y)) < 1e-6
+    assert _max_grad(model, q_kl.q_global, (x, y)) < 1e-6
     q_eu, info_eu = _run(model, (x, y), "euclidean", 0.2, 2000)
     assert np.all(np.diff(np.asarray(info_eu.elbo)) >= -1e-9)
-    assert 1e-3 < _max_grad(model, q_eu.q, (x, y)) < 5e-2
+    assert 1e-3 < _max_grad(model, q_eu.q_global, (x, y)) < 5e-2
     assert float(info_kl.elbo[-1]) >= float(info_eu.elbo[-1])
 
 
@@ -85,39 +85,39 @@ def test_schedule_step_size_and_kl_big_beta_is_full_step():
     """A schedule is read from the state's count; beta -> inf gives eta + (N/M) g."""
     x, y = _poisson_data()
     model = GLM(2, "poisson")
-    alg = prox_svi(model, num_data=40, step_size=lambda c: 1e12 * (1.0 + c))
+    alg = prox_svi(model, num_data=40, schedule=lambda c: 1e12 * (1.0 + c))
     state = alg.init(jax.random.PRNGKey(0))
     new, info = alg.step(state, (x, y), jax.random.PRNGKey(1))
-    g = model.loglik_grad(state.q, (x, y), None, 1)
+    g = model.loglik_grad(state.q_global, (x, y), None, 1)
     target = [e + gg for e, gg in zip(model.prior().natural_params, g)]
-    for a, b in zip(new.q.natural_params, target):
+    for a, b in zip(new.q_global.natural_params, target):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
     assert float(info.step_size) == 1e12
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), True, "1"])
 def test_bad_step_size_raises(bad):
-    with pytest.raises(ValueError, match="step_size"):
-        prox_svi(GLM(2), num_data=10, step_size=bad)
+    with pytest.raises(ValueError, match="schedule"):
+        prox_svi(GLM(2), num_data=10, schedule=bad)
 
 
 def test_bad_arguments_raise():
-    with pytest.raises(ValueError, match="step_size"):
-        prox_svi(GLM(2), num_data=10, step_size=lambda c: 0.0 * c)
+    with pytest.raises(ValueError, match="schedule"):
+        prox_svi(GLM(2), num_data=10, schedule=lambda c: 0.0 * c)
     with pytest.raises(ValueError, match="divergence"):
-        prox_svi(GLM(2), num_data=10, step_size=1.0, divergence="hellinger")
+        prox_svi(GLM(2), num_data=10, schedule=1.0, divergence="hellinger")
     with pytest.raises(ValueError, match="num_samples"):
-        prox_svi(GLM(2), num_data=10, step_size=1.0, num_samples=0)
+        prox_svi(GLM(2), num_data=10, schedule=1.0, num_samples=0)
     with pytest.raises(ValueError, match="num_data"):
-        prox_svi(GLM(2), num_data=0, step_size=1.0)
+        prox_svi(GLM(2), num_data=0, schedule=1.0)
     with pytest.raises(ValueError, match="labels"):
-        prox_svi(GLM(2), num_data=3, step_size=1.0).init(jax.random.PRNGKey(0), (jnp.zeros((3, 2)), jnp.array([0.0, 2.0, 1.0])))
+        prox_svi(GLM(2), num_data=3, schedule=1.0).init(jax.random.PRNGKey(0), (jnp.zeros((3, 2)), jnp.array([0.0, 2.0, 1.0])))
 
 
 def test_jit_no_retrace_and_vmap_over_restarts():
     x = jax.random.normal(jax.random.PRNGKey(0), (30, 2))
     y = (x[:, 0] > 0).astype(x.dtype)
-    alg = prox_svi(GLM(2, "logistic"), num_data=30, step_size=0.5, num_samples=4)
+    alg = prox_svi(GLM(2, "logistic"), num_data=30, schedule=0.5, num_samples=4)
 
     @jax.jit
     @chex.assert_max_traces(n=1)
@@ -131,5 +131,5 @@ def test_jit_no_retrace_and_vmap_over_restarts():
     multi = restarts(alg, 3)
     ms = multi.init(jax.random.PRNGKey(2))
     ms, minfo = jax.jit(multi.step)(ms, (x[:6], y[:6]), jax.random.PRNGKey(3))
-    assert minfo.elbo.shape == (3,) and ms.q.eta1.shape == (3, 2)
-    assert not np.allclose(ms.q.eta1[0], ms.q.eta1[1])  # restarts really differ
+    assert minfo.elbo.shape == (3,) and ms.q_global.eta1.shape == (3, 2)
+    assert not np.allclose(ms.q_global.eta1[0], ms.q_global.eta1[1])  # restarts really differ

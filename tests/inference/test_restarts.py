@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax.inference import cavi, lock_step, restarts, select_restart, svi
+from vijax.inference import cavi, lock_step, replace_elbo, restarts, select_restart, svi
 from vijax.models import UnivariateGMM
 
 
@@ -37,3 +37,34 @@ def test_lock_step_equals_separate_runs_with_split_keys():
     np.testing.assert_allclose(info["elbo"], info["svi"]["elbo"])
     with pytest.raises(ValueError, match="primary"):
         lock_step(algs, primary="adam")
+
+
+def test_lock_step_init_groups_share_keys_within_a_group():
+    """Algorithms of one init group start from the same key, split(key, G)[group]."""
+    x = jnp.asarray(np.random.default_rng(2).normal(0, 4, 60))
+    model = UnivariateGMM(num_components=3)
+    algs = {"a": cavi(model), "b": svi(model, num_data=60), "c": cavi(model)}
+    both = lock_step(algs, init_groups={"a": 0, "b": 0, "c": 1})
+    key = jax.random.PRNGKey(5)
+    state = both.init(key, x)
+    k0, k1 = jax.random.split(key)
+    np.testing.assert_array_equal(state["a"].q_global.mean, algs["a"].init(k0, x).q_global.mean)
+    np.testing.assert_array_equal(state["b"].q_global.mean, state["a"].q_global.mean)
+    np.testing.assert_array_equal(state["c"].q_global.mean, algs["c"].init(k1, x).q_global.mean)
+    assert not np.allclose(state["c"].q_global.mean, state["a"].q_global.mean)
+    with pytest.raises(ValueError, match="init_groups"):
+        lock_step(algs, init_groups={"a": 0, "b": 2, "c": 2})  # not 0 .. G - 1
+    with pytest.raises(ValueError, match="init_groups"):
+        lock_step(algs, init_groups={"a": 0, "b": 0})  # c missing
+
+
+def test_replace_elbo_reports_a_function_of_the_new_state():
+    x = jnp.asarray(np.random.default_rng(3).normal(0, 4, 50))
+    base = cavi(UnivariateGMM(num_components=2))
+    alg = replace_elbo(base, lambda s: jnp.sum(s.q_global.mean))
+    key = jax.random.PRNGKey(6)
+    state, info = alg.step(alg.init(key, x), x, key)
+    ref, ref_info = base.step(base.init(key, x), x, key)
+    np.testing.assert_array_equal(state.q_global.mean, ref.q_global.mean)
+    np.testing.assert_allclose(info.elbo, jnp.sum(ref.q_global.mean), rtol=1e-12)
+    np.testing.assert_array_equal(info.num_damped, ref_info.num_damped)

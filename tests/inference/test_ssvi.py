@@ -41,7 +41,7 @@ def test_one_ssvi_step_with_rho_one_is_the_hand_written_eq11_update(corpus):
     num_data = 16
     lam = 1.0 + jax.random.uniform(jax.random.PRNGKey(3), (K, V)) * 5.0
     state = SSVIState(_q0(lam), jnp.zeros((), jnp.int32))
-    alg = ssvi(model, num_data, schedule=ONE, mode="full")
+    alg = ssvi(model, num_data=num_data, schedule=ONE, mode="full")
     new, info = jax.jit(alg.step)(state, batch, KEY)
 
     key_beta, key_local = jax.random.split(KEY)
@@ -74,7 +74,7 @@ def test_ssvi_a_step_with_rho_one_and_the_ramp(corpus):
     log_beta = log_g - jax.nn.logsumexp(log_g, -1, keepdims=True)
     (c,) = model.local_step((log_beta,), batch, key_local, "meanfield").suff_stats
     for ramp, mult in ((False, 100 / S), (True, 1.0)):
-        new, _ = jax.jit(ssvi(model, 100, schedule=ONE, mode="approx", ramp=ramp).step)(state, batch, KEY)
+        new, _ = jax.jit(ssvi(model, num_data=100, schedule=ONE, mode="approx", ramp=ramp).step)(state, batch, KEY)
         np.testing.assert_allclose(new.q_global.eta, (0.3 - 1.0) + mult * c, rtol=1e-9)
 
 
@@ -86,7 +86,7 @@ def test_domain_safeguard_is_counted(corpus):
     batch = corpus.batch(range(S))
     lam = 1.0 + jax.random.uniform(jax.random.PRNGKey(5), (K, V))
     state = SSVIState(_q0(lam), jnp.zeros((), jnp.int32))
-    new, info = jax.jit(ssvi(model, 10**7, schedule=ONE, mode="full").step)(state, batch, KEY)
+    new, info = jax.jit(ssvi(model, num_data=10**7, schedule=ONE, mode="full").step)(state, batch, KEY)
     assert int(info.num_damped) > 0
     assert bool(jnp.all(new.q_global.is_valid())) and bool(jnp.all(jnp.isfinite(new.q_global.eta)))
 
@@ -96,7 +96,7 @@ def test_steps_jit_vmap_and_do_not_retrace(corpus):
     model = LDA(K, V, alpha=0.5, eta=0.3)
     batch = corpus.batch(range(S))
     traces = []
-    alg = ssvi(model, 200, mode="full", local="cvb0")
+    alg = ssvi(model, num_data=200, mode="full", local="cvb0")
 
     def counted(state, b, key):
         traces.append(1)
@@ -108,7 +108,7 @@ def test_steps_jit_vmap_and_do_not_retrace(corpus):
         state, info = step(state, batch, jax.random.fold_in(KEY, t))
     assert len(traces) == 1
     assert isinstance(info, SSVIInfo) and np.isfinite(float(info.elbo)) and int(state.count) == 3
-    many = restarts(ssvi(model, 200, mode="approx", local="cvb0"), 2)
+    many = restarts(ssvi(model, num_data=200, mode="approx", local="cvb0"), 2)
     st, inf = jax.jit(many.step)(many.init(KEY), batch, KEY)
     assert st.q_global.eta.shape == (2, K, V) and inf.elbo.shape == (2,)
     assert not np.allclose(st.q_global.eta[0], st.q_global.eta[1])
@@ -127,7 +127,7 @@ def test_ssvi_recovers_a_conjugate_posterior():
     post_mean = post_var * jnp.sum(x)
     sched = schedules.robbins_monro(1.0, tau=10.0, kappa=0.7)
     for mode in ("full", "approx"):
-        alg = ssvi(model, 40, schedule=sched, mode=mode)
+        alg = ssvi(model, num_data=40, schedule=sched, mode=mode)
         state = alg.init(KEY, x)
 
         def body(state, key, alg=alg):
@@ -151,7 +151,7 @@ def test_ssvi_improves_heldout_log_predictive_on_synthetic_lda(mode):
     train, test = sample.corpus.split_documents(0, 40 / 340)
     observed, heldout = test.split_tokens(0)
     model = LDA(K, V, alpha=0.2, eta=0.1)
-    alg = ssvi(model, train.num_docs, mode=mode, schedule=schedules.robbins_monro(1.0, tau=4.0, kappa=0.7))
+    alg = ssvi(model, num_data=train.num_docs, mode=mode, schedule=schedules.robbins_monro(1.0, tau=4.0, kappa=0.7))
     state = alg.init(KEY)
     before = corpus_document_completion(model, state.q_global, observed, heldout, 40)
     rng = np.random.default_rng(0)
@@ -168,14 +168,14 @@ def test_ssvi_improves_heldout_log_predictive_on_synthetic_lda(mode):
 def test_bad_arguments_raise_before_compilation():
     model = LDA(K, V)
     with pytest.raises(ValueError, match="mode"):
-        ssvi(model, 10, mode="exact")
+        ssvi(model, num_data=10, mode="exact")
     with pytest.raises(ValueError, match="num_data"):
-        ssvi(model, 0)
+        ssvi(model, num_data=0)
     with pytest.raises(ValueError, match="local='exact'"):
-        ssvi(model, 10, local="exact")
+        ssvi(model, num_data=10, local="exact")
     with pytest.raises(ValueError, match="ramp"):
-        ssvi(model, 10, ramp="yes")
+        ssvi(model, num_data=10, ramp="yes")
     with pytest.raises(ValueError, match="schedule"):
-        ssvi(model, 10, schedule=0.5)
+        ssvi(model, num_data=10, schedule="0.5")
     with pytest.raises(ValueError, match="NormalGamma"):
-        ssvi(DiagonalGMM(num_components=2, dim=2), 10)
+        ssvi(DiagonalGMM(num_components=2, dim=2), num_data=10)

@@ -162,14 +162,14 @@ def test_pg_svi_learns_a_synthetic_corpus(covariance):
     train, test = corpus.subset(range(120)), corpus.subset(range(120, 200))
     obs, held = test.split_tokens(0)
     model = CTM(4, 60, covariance=covariance, eval_samples=200, eval_local_steps=20)
-    alg = prox_svi(model, num_data=120, step_size=0.05, num_samples=8)
+    alg = prox_svi(model, num_data=120, schedule=0.05, num_samples=8)
     state = alg.init(jax.random.PRNGKey(0))
-    start = corpus_document_completion(model, state.q, obs, held, 40).per_word
+    start = corpus_document_completion(model, state.q_global, obs, held, 40).per_word
     step = jax.jit(alg.step)
     idx = np.random.default_rng(0).integers(0, 120, (300, 2))
     for t in range(300):
         state, info = step(state, train.batch(idx[t], length=64), jax.random.PRNGKey(t))
-    end = corpus_document_completion(model, state.q, obs, held, 40).per_word
+    end = corpus_document_completion(model, state.q_global, obs, held, 40).per_word
     g_true = CTMGlobals(jnp.asarray(truth["topics"]), jnp.zeros(3), jnp.asarray(truth["sigma"]))
     ref = corpus_document_completion(CTM(4, 60, topic_smoothing=1e-12, cov_shrinkage=0.0, eval_samples=200,
                                          eval_local_steps=20), g_true, obs, held, 40).per_word
@@ -192,5 +192,5 @@ def test_bad_input():
         CTM(K, V, cov_shrinkage=2.0)
     with pytest.raises(ValueError, match="num_topics"):
         CTM(1, V)
-    with pytest.raises(ValueError, match="step_size"):
-        prox_svi(model, num_data=10, step_size=0.0)
+    with pytest.raises(ValueError, match="schedule"):
+        prox_svi(model, num_data=10, schedule=0.0)

@@ -104,7 +104,7 @@ def test_poisson_gamma_prox_svi_matches_quadrature_posterior():
     quadrature (within 2 %; Gamma is not the exact posterior, and the gradient is Monte Carlo)."""
     model = PoissonGammaSoftplus(1, prior_shape=2.0, prior_rate=1.0)
     x, y, _ = model.sample_data(jax.random.PRNGKey(3), 200, theta=jnp.array([2.0]))
-    alg = prox_svi(model, num_data=200, step_size=0.5, num_samples=16)
+    alg = prox_svi(model, num_data=200, schedule=0.5, num_samples=16)
     step = jax.jit(alg.step)
     state = alg.init(jax.random.PRNGKey(0), (x, y))
     idx = np.random.default_rng(0).integers(0, 200, (400, 20))
@@ -112,7 +112,7 @@ def test_poisson_gamma_prox_svi_matches_quadrature_posterior():
     for t in range(400):
         state, info = step(state, (x[idx[t]], y[idx[t]]), jax.random.PRNGKey(t))
         if t >= 200:
-            means.append(np.asarray(state.q.mean_params()[1]))
+            means.append(np.asarray(state.q_global.mean_params()[1]))
     grid = np.linspace(1e-3, 6, 20001)
     logp = (1.0 * np.log(grid) - 1.0 * grid
             + np.sum(np.asarray(y)[:, None] * np.log(np.log1p(np.exp(np.asarray(x) @ grid[None, :])))

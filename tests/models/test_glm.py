@@ -101,7 +101,7 @@ def test_moments_step_is_argmin_of_its_prox_objective(likelihood, beta):
     s = n / x.shape[0]
     prior = model.prior()
 
-    closed = model.prox_step(q_k, (x, y), key, beta, 9, n)
+    closed = model.moments_prox_step(q_k, (x, y), key, beta, 9, n)
     _, _, num = _argmin("moments", q_k, q_k, prior, (s * gm, s * gv), jnp.asarray(beta))
     np.testing.assert_allclose(closed.mean, num.mean, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(closed.covariance, num.covariance, rtol=1e-6, atol=1e-7)

@@ -1,8 +1,17 @@
-"""Exponential families as registered pytrees of natural parameters."""
+"""Exponential families as registered pytrees of natural parameters.
+
+Every family offers the same pure methods (``log_normalizer``, ``mean_params``, ``fisher_vp``,
+``inv_fisher_vp``, ``sufficient_stats``, ``log_prob``, ``entropy``, ``kl``, ``sample``,
+``is_valid``, ``to_tfp``) and, where it has them, the optional capabilities that algorithms ask
+for by name (``implements(family, name)``): ``mode`` / ``mode_stats`` (MAP-EM) and
+``reparam_sample_and_stats`` (SSVI). Functions named ``tree_*`` map over pytrees of families.
+"""
 from vijax.expfam._base import (
     AbstractExpFamily,
     autodiff_fisher_vp,
     dense_fisher,
+    floored_log,
+    implements,
     inner,
     is_family,
     register_family,
@@ -14,17 +23,21 @@ from vijax.expfam._base import (
     tree_natural_params,
 )
 from vijax.expfam._bernoulli import Bernoulli
-from vijax.expfam._inversion import (
-    reparam_sample,
-    reparam_sample_and_stats,
-    reparam_stats,
-    sample_log_gamma,
-    stats_and_v_product,
-)
 from vijax.expfam._beta import Beta
 from vijax.expfam._categorical import Categorical
 from vijax.expfam._dirichlet import Dirichlet
 from vijax.expfam._gamma import Gamma
+from vijax.expfam._interpolate import conjugate_update, tree_interpolate
+from vijax.expfam._inversion import (
+    check_invertible,
+    reparam_sample,
+    reparam_sample_and_stats,
+    reparam_stats,
+    sample_log_gamma,
+    standard_log_gamma,
+    stats_and_v_product,
+    tree_inv_fisher_vp,
+)
 from vijax.expfam._mvn import MultivariateNormal
 from vijax.expfam._normal import Normal
 from vijax.expfam._normal_gamma import NormalGamma
@@ -42,7 +55,11 @@ __all__ = [
     "NormalGamma",
     "Poisson",
     "autodiff_fisher_vp",
+    "check_invertible",
+    "conjugate_update",
     "dense_fisher",
+    "floored_log",
+    "implements",
     "inner",
     "is_family",
     "register_family",
@@ -50,9 +67,12 @@ __all__ = [
     "reparam_sample_and_stats",
     "reparam_stats",
     "sample_log_gamma",
+    "standard_log_gamma",
     "stats_and_v_product",
     "tree_from_natural",
     "tree_inner",
+    "tree_interpolate",
+    "tree_inv_fisher_vp",
     "tree_is_valid",
     "tree_kl",
     "tree_mean_params",

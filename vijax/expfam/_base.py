@@ -94,6 +94,29 @@ class AbstractExpFamily(abc.ABC):
     def to_tfp(self):
         """The matching ``tfp.substrates.jax`` distribution."""
 
+    # ----------------------------------------------------------------- optional capabilities
+    # A family that implements these works with the algorithms that need them: ``mode`` and
+    # ``mode_stats`` with the MAP M-step (``vijax.inference.map_em``), ``reparam_sample_and_stats``
+    # with SSVI and SSVI-A (``vijax.inference.ssvi``). ``implements(family, name)`` tells whether
+    # a family overrides one of them; algorithms check it before anything compiles.
+    def mode(self) -> Array:
+        """The mode of the density, with the batch and event shape of a draw; where there is no
+        interior mode (a Gamma shape, Beta or Dirichlet concentration below 1) the boundary point
+        the density grows towards."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement mode()")
+
+    def mode_stats(self) -> Params:
+        """t(x) at x = ``mode()``, structured like ``mean_params()`` and finite even at a boundary
+        mode (a log of 0 is floored at the log of the dtype's smallest normal number, see
+        :func:`floored_log`). Default: ``sufficient_stats(mode())``."""
+        return self.sufficient_stats(self.mode())
+
+    def reparam_sample_and_stats(self, key: PRNGKey) -> tuple[Array, Params]:
+        """One draw x = R(u; eta) by inversion and its statistics t(x), both differentiable in the
+        natural parameters at fixed u (the implicit derivative -(dQ/d eta) / q, Hoffman and Blei
+        2015, appendix B). t(x) is structured like ``mean_params()``. See ``vijax.expfam._inversion``."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement reparam_sample_and_stats()")
+
     # ----------------------------------------------------------------- shared implementations
     def fisher_vp(self, v: Params) -> Params:
         """hess A(eta) . v. Default: forward-mode derivative of ``mean_params`` (exact)."""
@@ -133,26 +156,29 @@ def as_float(x: Any) -> Array:
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
 
-def check_positive(name: str, x: Any) -> None:
-    """Raises ``ValueError`` naming ``name`` when concrete ``x`` has entries <= 0 or non-finite.
-    Tracers (inside ``jit``) are not checked: validation happens before compilation."""
-    if isinstance(x, jax.core.Tracer):
-        return
-    import numpy as np
-    a = np.asarray(x)
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite, got non-finite entries")
-    if not np.all(a > 0):
-        raise ValueError(f"{name} must be > 0, got min {a.min()!r}")
+def implements(family: Any, method: str) -> bool:
+    """Whether ``family`` (a family instance or class) overrides the optional capability
+    ``method`` of :class:`AbstractExpFamily` (``"mode"``, ``"mode_stats"``,
+    ``"reparam_sample_and_stats"``).
+
+    Examples:
+        >>> from vijax.expfam import Categorical, Gamma
+        >>> implements(Gamma, "reparam_sample_and_stats"), implements(Categorical, "mode")
+        (True, False)
+    """
+    cls = family if isinstance(family, type) else type(family)
+    if not (isinstance(cls, type) and issubclass(cls, AbstractExpFamily)):
+        return False
+    if method == "mode_stats":  # the default is built on mode()
+        return implements(cls, "mode")
+    return getattr(cls, method) is not getattr(AbstractExpFamily, method)
 
 
-def check_finite(name: str, x: Any) -> None:
-    """Raises ``ValueError`` naming ``name`` when concrete ``x`` has NaN or infinite entries."""
-    if isinstance(x, jax.core.Tracer):
-        return
-    import numpy as np
-    if not np.all(np.isfinite(np.asarray(x))):
-        raise ValueError(f"{name} must be finite, got NaN or infinite entries")
+def floored_log(x: Array) -> Array:
+    """log(max(x, 0)) floored at the log of the dtype's smallest normal number: finite for a
+    boundary value x = 0 (used by ``mode_stats``)."""
+    floor = jnp.log(jnp.finfo(x.dtype).tiny)
+    return jnp.maximum(jnp.log(jnp.maximum(x, 0.0)), floor)
 
 
 def register_family(cls):

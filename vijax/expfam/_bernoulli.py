@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_finite, check_positive, register_family
+from vijax._validate import check_finite, check_positive
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 
 
 @register_family

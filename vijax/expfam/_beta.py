@@ -6,7 +6,9 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln, polygamma
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_positive, register_family
+from vijax._validate import check_positive
+from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
+from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._special import digamma
 
 
@@ -93,6 +95,22 @@ class Beta(AbstractExpFamily):
 
     def is_valid(self):
         return (self.eta1 > -1.0) & (self.eta2 > -1.0)
+
+    def mode(self):
+        """(a - 1) / (a + b - 2) with a - 1, b - 1 clipped at 0; 1/2 where both a, b <= 1."""
+        a, b = jnp.maximum(self.concentration1 - 1.0, 0.0), jnp.maximum(self.concentration0 - 1.0, 0.0)
+        tot = a + b
+        return jnp.where(tot > 0, a / jnp.where(tot > 0, tot, 1.0), 0.5)
+
+    def mode_stats(self):
+        m = self.mode()
+        return floored_log(m), floored_log(1.0 - m)
+
+    def reparam_sample_and_stats(self, key):
+        """The two-component Dirichlet x = g_a / (g_a + g_b), t = (log x, log(1 - x)) in log space."""
+        log_g = standard_log_gamma(key, jnp.stack([self.concentration1, self.concentration0], axis=-1))
+        log_parts = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
+        return jnp.exp(log_parts[..., 0]), (log_parts[..., 0], log_parts[..., 1])
 
     def to_tfp(self):
         return tfp.distributions.Beta(concentration1=self.concentration1,

@@ -6,7 +6,9 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln, polygamma
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_positive, register_family
+from vijax._validate import check_positive
+from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
+from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._special import digamma
 
 
@@ -73,6 +75,22 @@ class Dirichlet(AbstractExpFamily):
 
     def is_valid(self):
         return jnp.all(self.eta > -1.0, axis=-1)
+
+    def mode(self):
+        """(alpha - 1) / sum(alpha - 1) with alpha - 1 clipped at 0 (the boundary where alpha_k < 1);
+        uniform where every alpha_k <= 1."""
+        c = jnp.maximum(self.concentration - 1.0, 0.0)
+        tot = jnp.sum(c, -1, keepdims=True)
+        return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
+
+    def mode_stats(self):
+        return (floored_log(self.mode()),)
+
+    def reparam_sample_and_stats(self, key):
+        """Normalised Gamma(alpha_k, 1) draws (Hoffman and Blei 2015, eq. 27-28), t = log x in log space."""
+        log_g = standard_log_gamma(key, self.concentration)
+        log_x = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
+        return jnp.exp(log_x), (log_x,)
 
     def to_tfp(self):
         return tfp.distributions.Dirichlet(concentration=self.concentration)

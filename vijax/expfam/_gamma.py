@@ -6,7 +6,9 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln, polygamma
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_positive, register_family
+from vijax._validate import check_positive
+from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
+from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._special import digamma
 
 
@@ -72,6 +74,21 @@ class Gamma(AbstractExpFamily):
 
     def is_valid(self):
         return (self.eta1 > -1.0) & (self.eta2 < 0.0)
+
+    def mode(self):
+        """(alpha - 1) / beta, or 0 where alpha < 1."""
+        return jnp.maximum(self.concentration - 1.0, 0.0) / self.rate
+
+    def mode_stats(self):
+        m = self.mode()
+        return floored_log(m), m
+
+    def reparam_sample_and_stats(self, key):
+        """beta = g / b with log g ~ log Gamma(a, 1) by ``standard_log_gamma`` (implicit derivative)."""
+        log_g = standard_log_gamma(key, self.concentration)
+        log_x = log_g - jnp.log(self.rate)
+        x = jnp.exp(log_x)
+        return x, (log_x, x)
 
     def to_tfp(self):
         return tfp.distributions.Gamma(concentration=self.concentration, rate=self.rate)

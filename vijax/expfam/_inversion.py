@@ -63,14 +63,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import digamma, gammaln
 
-from vijax.expfam._base import AbstractExpFamily, is_family, tree_from_natural, tree_natural_params
-from vijax.expfam._beta import Beta
-from vijax.expfam._dirichlet import Dirichlet
-from vijax.expfam._gamma import Gamma
-from vijax.expfam._normal import Normal
+from vijax.expfam._base import implements, is_family, tree_from_natural, tree_natural_params
 from vijax.types import Array, PRNGKey, PyTree
-
-SUPPORTED_FAMILIES = (Gamma, Beta, Dirichlet, Normal)
 
 
 # --------------------------------------------------------------------------- standard log-gamma
@@ -155,48 +149,20 @@ def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
     return _implicit_log_gamma(a, log_g)
 
 
-# --------------------------------------------------------------------------- per-family draws
-def _gamma_draw(q: Gamma, key):
-    log_g = standard_log_gamma(key, q.concentration)
-    log_x = log_g - jnp.log(q.rate)
-    x = jnp.exp(log_x)
-    return x, (log_x, x)
-
-
-def _dirichlet_draw(q: Dirichlet, key):
-    log_g = standard_log_gamma(key, q.concentration)
-    log_x = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
-    return jnp.exp(log_x), (log_x,)
-
-
-def _beta_draw(q: Beta, key):
-    log_g = standard_log_gamma(key, jnp.stack([q.concentration1, q.concentration0], axis=-1))
-    log_parts = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
-    return jnp.exp(log_parts[..., 0]), (log_parts[..., 0], log_parts[..., 1])
-
-
-def _normal_draw(q: Normal, key):
-    eps = jax.random.normal(key, q.batch_shape, q.dtype)
-    x = q.mean + jnp.sqrt(q.variance) * eps
-    return x, (x, x**2)
-
-
-_DRAWS: dict[type, Callable] = {Gamma: _gamma_draw, Dirichlet: _dirichlet_draw, Beta: _beta_draw,
-                                Normal: _normal_draw}
-
-
+# --------------------------------------------------------------------------- pytrees of families
 def check_invertible(q: PyTree) -> None:
-    """Raises ValueError unless every family in the pytree ``q`` can be sampled by inversion here
-    (Gamma, Beta, Dirichlet, Normal). Runs on structure only, before any compilation."""
+    """Raises ValueError unless every family in the pytree ``q`` implements
+    ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet and Normal do). Runs on structure only,
+    before any compilation."""
     fams = jax.tree_util.tree_leaves(q, is_leaf=is_family)
     if not fams:
         raise ValueError("q must be a pytree holding at least one exponential family")
     for f in fams:
         if not is_family(f):
             raise ValueError(f"q must be a pytree of exponential families, found a {type(f).__name__}")
-        if type(f) not in _DRAWS:
-            raise ValueError(f"sampling by inversion is implemented for {', '.join(c.__name__ for c in _DRAWS)}; "
-                             f"got {type(f).__name__}")
+        if not implements(f, "reparam_sample_and_stats"):
+            raise ValueError(f"sampling by inversion needs a family that implements reparam_sample_and_stats "
+                             f"(Gamma, Beta, Dirichlet, Normal); got {type(f).__name__}")
 
 
 def _family_keys(q: PyTree, key: PRNGKey):
@@ -221,7 +187,7 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey) -> tuple[PyTree, PyTree]:
     """
     check_invertible(q)
     fams, treedef, keys = _family_keys(q, key)
-    out = [_DRAWS[type(f)](f, k) for f, k in zip(fams, keys)]
+    out = [f.reparam_sample_and_stats(k) for f, k in zip(fams, keys)]
     return (jax.tree_util.tree_unflatten(treedef, [o[0] for o in out]),
             jax.tree_util.tree_unflatten(treedef, [o[1] for o in out]))
 
@@ -231,6 +197,7 @@ def reparam_sample(q: PyTree, key: PRNGKey) -> PyTree:
 
     Examples:
         >>> import jax
+        >>> from vijax.expfam import Dirichlet
         >>> q = Dirichlet.from_concentration([[1.0, 2.0, 3.0]])
         >>> reparam_sample(q, jax.random.PRNGKey(0)).shape
         (1, 3)
@@ -265,6 +232,7 @@ def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTr
 
     Examples:
         >>> import jax, jax.numpy as jnp
+        >>> from vijax.expfam import Gamma
         >>> q = Gamma.from_shape_rate(jnp.array([2.0, 5.0]), jnp.array([1.0, 3.0]))
         >>> t, v = stats_and_v_product(q, jax.random.PRNGKey(0))
         >>> [x.shape for x in v((jnp.ones(2), jnp.zeros(2)))]
@@ -282,6 +250,6 @@ def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTr
     return stats, v_product
 
 
-__all__ = ["SUPPORTED_FAMILIES", "check_invertible", "log_gamma_quantile_grad", "reparam_sample",
+__all__ = ["check_invertible", "log_gamma_quantile_grad", "reparam_sample",
            "reparam_sample_and_stats", "reparam_stats", "sample_log_gamma", "standard_log_gamma", "stats_and_v_product",
            "tree_inv_fisher_vp"]

@@ -9,7 +9,8 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_finite, register_family
+from vijax._validate import check_finite
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 
 
 def _sym(m: jax.Array) -> jax.Array:

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_finite, check_positive, register_family
+from vijax._validate import check_finite, check_positive
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
@@ -73,6 +74,15 @@ class Normal(AbstractExpFamily):
 
     def is_valid(self):
         return self.eta2 < 0.0
+
+    def mode(self):
+        return self.mean
+
+    def reparam_sample_and_stats(self, key):
+        """x = mu + sigma eps, eps ~ N(0, 1): explicit, and equal to -(dQ/d eta) / q."""
+        eps = jax.random.normal(key, self.batch_shape, self.dtype)
+        x = self.mean + jnp.sqrt(self.variance) * eps
+        return x, (x, x**2)
 
     def to_tfp(self):
         return tfp.distributions.Normal(loc=self.mean, scale=jnp.sqrt(self.variance))

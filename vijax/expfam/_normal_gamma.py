@@ -11,7 +11,8 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_finite, check_positive, register_family
+from vijax._validate import check_finite, check_positive
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 

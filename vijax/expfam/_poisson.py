@@ -8,7 +8,8 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.expfam._base import AbstractExpFamily, as_float, check_finite, check_positive, register_family
+from vijax._validate import check_finite, check_positive
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 
 # E[log x!] (see `expected_log_factorial`): a fixed window of _NUM_TERMS terms of the series for
 # rates below _SWITCH_RATE, the asymptotic expansion of the Poisson entropy above it.

@@ -1,16 +1,59 @@
-"""Inference algorithms as (init, step) pairs of pure functions."""
-from vijax.inference import schedules
-from vijax.inference._cavi import CAVIInfo, CAVIState
-from vijax.inference._cavi import as_top_level_api as cavi
-from vijax.inference._svi import SVIInfo, SVIState
-from vijax.inference._svi import as_top_level_api as svi
-from vijax.inference._optax_vi import OPTIMIZERS, OptaxVIInfo, OptaxVIState, make_optimizer, optax_vi
-from vijax.inference._prox_svi import ProxSVIInfo, ProxSVIState
-from vijax.inference._prox_svi import as_top_level_api as prox_svi
-from vijax.inference._matrix import GLOBAL_UPDATES, build_algorithm, map_em
-from vijax.inference._parallel import DataParallel, data_parallel
-from vijax.inference._ssvi import SSVIInfo, SSVIState
-from vijax.inference._ssvi import as_top_level_api as ssvi
-from vijax.inference.base import VIAlgorithm, lock_step, restarts, select_restart
+"""Inference algorithms as ``VIAlgorithm(init, step)`` pairs of pure functions.
 
-__all__ = ["CAVIInfo", "CAVIState", "DataParallel", "data_parallel", "GLOBAL_UPDATES", "OPTIMIZERS", "OptaxVIInfo", "OptaxVIState", "ProxSVIInfo", "ProxSVIState", "make_optimizer", "optax_vi", "prox_svi", "SSVIInfo", "SSVIState", "build_algorithm", "map_em", "ssvi", "SVIInfo", "SVIState", "VIAlgorithm", "cavi", "lock_step", "restarts", "schedules", "select_restart", "svi"]
+Factories take the model first and keyword-only ``num_data`` and ``schedule``; every state holds
+``q_global`` and ``count``. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
+Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``.
+"""
+from vijax.inference import schedules
+from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
+from vijax.inference._combinators import lock_step, replace_elbo, restarts, select_restart
+from vijax.inference._map import MAPInfo, MAPState, map_em
+from vijax.inference._optax_vi import OPTIMIZERS, OptaxVIInfo, OptaxVIState, make_optimizer, optax_vi
+from vijax.inference._parallel import DataParallel, data_parallel
+from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
+from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_algorithm, register_algorithm
+from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
+from vijax.inference._svi import SVIInfo, SVIState, svi
+from vijax.inference.base import InitFn, StepFn, VIAlgorithm, safe_increment
+
+__all__ = [
+    "ALGORITHMS",
+    "AlgorithmSpec",
+    "CAVIInfo",
+    "CAVIState",
+    "DIVERGENCES",
+    "DataParallel",
+    "InitFn",
+    "M_STEPS",
+    "MAPInfo",
+    "MAPState",
+    "MODES",
+    "OPTIMIZERS",
+    "OptaxVIInfo",
+    "OptaxVIState",
+    "ProxSVIInfo",
+    "ProxSVIState",
+    "SSVIInfo",
+    "SSVIState",
+    "SVIInfo",
+    "SVIState",
+    "StepFn",
+    "VIAlgorithm",
+    "cavi",
+    "data_parallel",
+    "lock_step",
+    "make_algorithm",
+    "make_optimizer",
+    "map_em",
+    "optax_vi",
+    "prox_svi",
+    "register_algorithm",
+    "replace_elbo",
+    "restarts",
+    "safe_increment",
+    "schedules",
+    "select_restart",
+    "ssvi",
+    "ssvi_a",
+    "svi",
+]

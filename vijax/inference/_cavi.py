@@ -1,22 +1,24 @@
 """Coordinate ascent variational inference for conditionally conjugate models.
 
-Seed 002 Algorithm 1 and §4.2: each step sets every local factor to its coordinate optimum
-given q(beta), then sets q(beta) to its coordinate optimum given the locals,
-lambda = eta + sum_n E[s(x_n, z_n)] (eq. 36). That is the shared natural-parameter update with
+Blei, Kucukelbir and McAuliffe (2017), Variational inference: a review for statisticians,
+Algorithm 1 and §4.2: each step sets every local factor to its coordinate optimum given q(beta),
+then sets q(beta) to its coordinate optimum given the locals, lambda = eta + sum_n E[s(x_n, z_n)]
+(eq. 36). That is the shared natural-parameter update ``vijax.expfam.conjugate_update`` with
 rho = 1. The ELBO reported in ``info`` is that of the pair (new locals, new globals), so it never
-decreases from one step to the next.
+decreases from one step to the next. CAVI sees all the data at every step: the batch is the data
+set (``num_data``, when given, is checked against it).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax.inference import _natgrad
-from vijax.inference.base import VIAlgorithm, check_local, initial_globals, safe_increment
-from vijax.models._base import conjugate_elbo
+from vijax._validate import batch_size, check_int, check_key
+from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
+from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.models import ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -30,8 +32,9 @@ class CAVIInfo(NamedTuple):
     num_damped: Array  # batch elements whose update was pulled back into the domain
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, model) -> CAVIState:
+def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> CAVIState:
     """q(beta) from ``model.init_globals`` (data-dependent when ``batch`` is given)."""
+    check_key("key", key)
     return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
@@ -40,23 +43,34 @@ def init_from(q_global: PyTree) -> CAVIState:
     return CAVIState(q_global, jnp.zeros((), jnp.int32))
 
 
-def step(state: CAVIState, batch: PyTree, key: PRNGKey, *, model, local: str = "meanfield"):
+def step(state: CAVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel,
+         local: str = "meanfield", num_data: Optional[int] = None):
     """One full sweep: local step at E_q[t(beta)], then the global coordinate update."""
+    check_key("key", key)
+    if num_data is not None and batch_size(batch) != num_data:
+        raise ValueError(f"CAVI takes the whole data set at every step: the batch has {batch_size(batch)} "
+                         f"data points but num_data={num_data}")
     prior = model.prior()
-    view = expfam.tree_mean_params(state.q_global)
-    loc = model.local_step(view, batch, key, method=local)
-    target = jax.tree_util.tree_map(lambda e, s: e + s, expfam.tree_natural_params(prior), loc.suff_stats)
-    q_new, num_damped = _natgrad.interpolate(state.q_global, target, 1.0)
+    loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local)
+    q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, 1.0)
     elbo = conjugate_elbo(prior, q_new, loc)
     return CAVIState(q_new, safe_increment(state.count)), CAVIInfo(elbo, num_damped)
 
 
-def as_top_level_api(model, *, local: str = "meanfield") -> VIAlgorithm:
+def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: Optional[int] = None,
+                     local: str = "meanfield") -> VIAlgorithm:
     """CAVI for ``model`` as a ``VIAlgorithm``: ``init(key, data)``, ``step(state, data, key)``.
+
+    CAVI has no schedule (its step is the coordinate optimum, rho = 1).
 
     Args:
       model: a ``ConditionallyConjugateModel``.
-      local: the local-step method (``"meanfield"`` for the GMMs).
+      num_data: N, optional; when given, every step checks that its batch holds N data points.
+      local: the local-step method (``model.local_methods``).
+
+    Raises:
+      ValueError: for a model that is not conditionally conjugate, a ``local`` method it lacks, or
+        ``num_data`` < 1.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -66,9 +80,15 @@ def as_top_level_api(model, *, local: str = "meanfield") -> VIAlgorithm:
         >>> state = alg.init(jax.random.PRNGKey(0), x)
         >>> state, info = jax.jit(alg.step)(state, x, jax.random.PRNGKey(1))
     """
+    check_conjugate_model(model, "cavi")
     check_local(model, local)
+    if num_data is not None:
+        check_int("num_data", num_data)
     return VIAlgorithm(init=lambda key, batch=None: init(key, batch, model=model),
-                       step=lambda state, batch, key: step(state, batch, key, model=model, local=local))
+                       step=lambda state, batch, key: step(state, batch, key, model=model, local=local,
+                                                           num_data=num_data))
 
 
 cavi = as_top_level_api
+
+__all__ = ["CAVIInfo", "CAVIState", "as_top_level_api", "cavi", "init", "init_from", "step"]

@@ -1,7 +1,8 @@
-"""Gradient-based VI through optax: the baselines of seed 001 (appendix G).
+"""Gradient-based VI through optax: the baselines of Khan et al. (2016, appendix G).
 
-The variational parameters are a pytree ``params`` (for GP classification {m, L}, L the Cholesky
-factor of V) and the objective is a model's stochastic ELBO estimate
+The model is a ``vijax.models.ParamsModel``: the variational parameters are a pytree (for GP
+classification {m, L}, L the Cholesky factor of V; kept in the state as ``q_global``) and the
+objective is the model's stochastic ELBO estimate
 ``model.elbo_params(params, batch, key, num_samples, num_data)`` (minibatch terms scaled by N/M).
 Each step ascends it with an optax transformation of its gradient g_k = grad ELBO:
 
@@ -24,16 +25,18 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vijax._validate import check_int, check_key, check_scalar
 from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
 
 OPTIMIZERS = ("gd", "sgd", "adagrad", "rmsprop", "adadelta", "adam")
 
 
 class OptaxVIState(NamedTuple):
-    """params: the variational parameters; opt_state: optax's state; count: int32 steps done."""
+    """q_global: the variational parameters; opt_state: optax's state; count: int32 steps done."""
 
-    params: PyTree
+    q_global: PyTree
     opt_state: PyTree
     count: Array
 
@@ -45,17 +48,13 @@ class OptaxVIInfo(NamedTuple):
     grad_norm: Array
 
 
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
-        raise ValueError(f"{name} must be a number > 0, got {value!r}")
-
-
 def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax.GradientTransformation:
     """An optax transformation of appendix G by name (a descent direction on -ELBO).
 
     Args:
       name: one of ``OPTIMIZERS``.
-      learning_rate: alpha (gd) or alpha_0 (the others), > 0.
+      learning_rate: alpha (gd) or alpha_0 (the others), > 0; for gd, adagrad, rmsprop and adam
+        also a callable ``count -> alpha_k`` (an optax schedule).
       **hyper: ``kappa`` (sgd, default 0.6); ``eps`` (adagrad, rmsprop, adadelta, adam; default
         1e-8); ``decay`` (rmsprop rho, default 0.9); ``rho`` (adadelta, default 0.9); ``b1``,
         ``b2`` (adam, default 0.9, 0.999).
@@ -77,7 +76,12 @@ def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax
     extra = sorted(set(hyper) - set(allowed))
     if extra:
         raise ValueError(f"optimizer {name!r} takes no hyperparameter(s) {extra}; it takes {allowed}")
-    _positive("learning_rate", learning_rate)
+    if callable(learning_rate):
+        if name in ("sgd", "adadelta"):
+            raise ValueError(f"learning_rate: optimizer {name!r} takes a number (its own decay is built in), "
+                             f"got {learning_rate!r}")
+    else:
+        check_scalar("learning_rate", learning_rate, low=0.0, high=None)
     eps = hyper.get("eps", 1e-8)
     if name == "gd":
         return optax.sgd(learning_rate)
@@ -86,7 +90,7 @@ def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax
         if not 0 <= kappa <= 1:
             raise ValueError(f"kappa must lie in [0, 1], got {kappa!r}")
         return optax.sgd(lambda k: learning_rate * (jnp.asarray(k, jnp.result_type(float)) + 1.0) ** (-kappa))
-    _positive("eps", eps)
+    check_scalar("eps", eps, low=0.0, high=None)
     if name == "adagrad":
         return optax.adagrad(learning_rate, initial_accumulator_value=0.0, eps=eps)
     if name == "rmsprop":
@@ -127,61 +131,78 @@ def _adadelta(learning_rate: float, rho: float, eps: float) -> optax.GradientTra
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def init(key: PRNGKey, model, optimizer: optax.GradientTransformation, batch: PyTree = None) -> OptaxVIState:
+def init(key: PRNGKey, batch: PyTree = None, *, model: ParamsModel,
+         optimizer: optax.GradientTransformation) -> OptaxVIState:
+    """The model's starting parameters and the optimizer's state."""
+    check_key("key", key)
     params = model.init_params(key, batch)
     return OptaxVIState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
 
-def step(state: OptaxVIState, batch: PyTree, key: PRNGKey, *, model, optimizer: optax.GradientTransformation,
-         num_samples: Optional[int], num_data: Optional[int]) -> tuple[OptaxVIState, OptaxVIInfo]:
+def step(state: OptaxVIState, batch: PyTree, key: PRNGKey, *, model: ParamsModel,
+         optimizer: optax.GradientTransformation, num_samples: Optional[int],
+         num_data: Optional[int]) -> tuple[OptaxVIState, OptaxVIInfo]:
     """One ascent step on ``model.elbo_params`` (the same draws give the value and the gradient)."""
-    elbo, grads = jax.value_and_grad(model.elbo_params)(state.params, batch, key, num_samples, num_data)
+    check_key("key", key)
+    elbo, grads = jax.value_and_grad(model.elbo_params)(state.q_global, batch, key, num_samples, num_data)
     neg = jax.tree.map(jnp.negative, grads)
-    updates, opt_state = optimizer.update(neg, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
+    updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
+    params = optax.apply_updates(state.q_global, updates)
     return OptaxVIState(params, opt_state, safe_increment(state.count)), OptaxVIInfo(elbo, optax.tree.norm(grads))
 
 
-def optax_vi(model, optimizer: Union[str, optax.GradientTransformation], *, num_samples: Optional[int] = None,
-             num_data: Optional[int] = None, **hyper: Any) -> VIAlgorithm:
+def as_top_level_api(model: ParamsModel, *, optimizer: Union[str, optax.GradientTransformation],
+                     num_data: Optional[int] = None, schedule=None, num_samples: Optional[int] = None,
+                     **hyper: Any) -> VIAlgorithm:
     """Gradient VI with an optax optimizer, as a ``VIAlgorithm``.
 
     Args:
-      model: offers ``init_params(key, batch=None)`` and
-        ``elbo_params(params, batch, key, num_samples, num_data)``.
-      optimizer: a name in ``OPTIMIZERS`` (with ``learning_rate`` and its hyperparameters in
-        ``hyper``; see ``make_optimizer``) or any ``optax.GradientTransformation``.
-      num_samples: Monte Carlo samples per example, or None for the model's exact expectation.
+      model: a ``ParamsModel`` (``init_params(key, batch=None)``,
+        ``elbo_params(params, batch, key, num_samples, num_data)``).
+      optimizer: a name in ``OPTIMIZERS`` (see ``make_optimizer``; its hyperparameters in
+        ``hyper``) or any ``optax.GradientTransformation``.
       num_data: N for the N/M minibatch scaling (None: the model's own N).
+      schedule: the learning rate of a named optimizer (``make_optimizer``'s ``learning_rate``;
+        default 1.0); must be None with a ``GradientTransformation``, which has its own.
+      num_samples: Monte Carlo samples per example, or None for the model's exact expectation.
 
     Returns:
-      ``VIAlgorithm(init, step)``; ``state.params`` are the variational parameters.
+      ``VIAlgorithm(init, step)``; ``state.q_global`` holds the variational parameters.
 
     Examples:
-        >>> import numpy as np
-        >>> from vijax.models.gp_classification import GPClassification
+        >>> import jax, numpy as np
+        >>> from vijax.models import GPClassification
         >>> x = np.linspace(-2, 2, 6)[:, None]
-        >>> model = GPClassification(x, x[:, 0] > 0, 0.0, 0.0, jitter=1e-6)
-        >>> alg = optax_vi(model, "adam", learning_rate=0.1)
-        >>> state = alg.init(None)
-        >>> state, info = alg.step(state, np.arange(6), None)
+        >>> model = GPClassification(x, (x[:, 0] > 0).astype(int), 0.0, 0.0, jitter=1e-6)
+        >>> alg = optax_vi(model, optimizer="adam", schedule=0.1)
+        >>> state = alg.init(jax.random.PRNGKey(0))
+        >>> state, info = alg.step(state, np.arange(6), jax.random.PRNGKey(1))
     """
     if isinstance(optimizer, str):
-        optimizer = make_optimizer(optimizer, **hyper)
-    elif hyper:
-        raise ValueError(f"hyperparameters {sorted(hyper)} are only taken with an optimizer name")
-    if not hasattr(optimizer, "update"):
-        raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
-    if num_samples is not None and (isinstance(num_samples, bool) or not isinstance(num_samples, int)
-                                    or num_samples < 1):
-        raise ValueError(f"num_samples must be None or an integer >= 1, got {num_samples!r}")
-    for needed in ("init_params", "elbo_params"):
-        if not hasattr(model, needed):
-            raise ValueError(f"model {type(model).__name__} offers no {needed}(), which optax_vi needs")
+        optimizer = make_optimizer(optimizer, 1.0 if schedule is None else schedule, **hyper)
+    else:
+        if hyper:
+            raise ValueError(f"hyperparameters {sorted(hyper)} are only taken with an optimizer name")
+        if schedule is not None:
+            raise ValueError("schedule (the learning rate) is only taken with an optimizer name; an "
+                             "optax.GradientTransformation has its own")
+        if not isinstance(optimizer, optax.GradientTransformation):
+            raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
+    if num_samples is not None:
+        check_int("num_samples", num_samples)
+    if num_data is not None:
+        check_int("num_data", num_data)
+    if not isinstance(model, ParamsModel):
+        missing = [m for m in ("init_params", "elbo_params") if not hasattr(model, m)]
+        raise ValueError(f"model {type(model).__name__} offers no {'(), '.join(missing)}(), which optax_vi needs "
+                         "(a ParamsModel)")
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, model, optimizer, batch),
+        init=lambda key, batch=None: init(key, batch, model=model, optimizer=optimizer),
         step=lambda state, batch, key: step(state, batch, key, model=model, optimizer=optimizer,
                                             num_samples=num_samples, num_data=num_data))
 
 
-__all__ = ["OPTIMIZERS", "OptaxVIInfo", "OptaxVIState", "make_optimizer", "optax_vi"]
+optax_vi = as_top_level_api
+
+__all__ = ["OPTIMIZERS", "OptaxVIInfo", "OptaxVIState", "as_top_level_api", "init", "make_optimizer", "optax_vi",
+           "step"]

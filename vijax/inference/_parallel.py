@@ -13,8 +13,9 @@ its block, and the statistics and local terms are summed across devices with one
     local_params = concatenation of the blocks' local parameters (the batch's order)
 
 Everything else (prior, initialization, hyperparameter objective, evaluation) is the wrapped
-model's, so any algorithm that calls ``model.local_step`` (``svi``, ``ssvi``, ``build_algorithm``,
-``map_em``, ``cavi``) becomes data-parallel without a change. The global update after the
+model's, so any algorithm that calls ``model.local_step`` (``cavi``, ``svi``, ``ssvi``, ``ssvi_a``,
+``map_em``: whatever ``make_algorithm`` builds for a conjugate model) becomes data-parallel
+without a change. The global update after the
 ``psum`` is computed on every device alike (it is cheap next to the local step for the models
 here).
 
@@ -35,7 +36,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from vijax.models._base import LocalResult
+from vijax.models import ConditionallyConjugateModel, LocalResult
 from vijax.types import PRNGKey, PyTree
 
 
@@ -45,7 +46,7 @@ class DataParallel:
     docstring); every other attribute is the wrapped ``model``'s. Build it with
     :func:`data_parallel`."""
 
-    model: object
+    model: ConditionallyConjugateModel
     mesh: Mesh
     axis_name: str = "data"
 
@@ -111,7 +112,7 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
       axis_name: the mesh axis name (the ``psum`` runs over it).
 
     Returns:
-      A ``DataParallel`` model; hand it to ``svi``, ``ssvi``, ``build_algorithm``... in place of
+      A ``DataParallel`` model; hand it to ``svi``, ``ssvi``, ``make_algorithm``... in place of
       ``model``. The batch size must be a multiple of the number of devices.
 
     Examples:
@@ -129,8 +130,9 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
     """
     if isinstance(model, DataParallel):
         raise ValueError("model is already data_parallel")
-    if not callable(getattr(model, "local_step", None)):
-        raise ValueError(f"data_parallel needs a model with a local_step; {type(model).__name__} has none")
+    if not isinstance(model, ConditionallyConjugateModel):
+        raise ValueError(f"data_parallel needs a model with a local_step (a ConditionallyConjugateModel); "
+                         f"{type(model).__name__} is not one")
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("devices must name at least one device")

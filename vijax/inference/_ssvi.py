@@ -1,8 +1,9 @@
-"""Structured stochastic variational inference, SSVI and SSVI-A (seed 000, Algorithm 1, eq. 7-11).
+"""Structured stochastic variational inference, SSVI and SSVI-A (Hoffman and Blei 2015, Structured
+stochastic variational inference, Algorithm 1, eq. 7-11).
 
 q(z, beta) = q(beta) prod_n q(z_n | beta): the locals may depend on the globals. Each step
 
-1. draws beta = R(u; lambda) ~ q(beta) by inversion (``vijax.expfam._inversion``);
+1. draws beta = R(u; lambda) ~ q(beta) by inversion (each family's ``reparam_sample_and_stats``);
 2. runs the model's local step at the draw, with the globals view t(beta) in place of E_q[t(beta)]
    (Algorithm 1, lines 5-7): ``model.local_step(t(beta), batch, key, method=local)`` returns the
    minibatch's sum of eta-hat_n = E_q[eta_n(y_n, z_n) | beta];
@@ -11,14 +12,13 @@ q(z, beta) = q(beta) prod_n q(z_n | beta): the locals may depend on the globals.
        mode="full"   (SSVI,   eq. 7/11): lambda <- (1 - rho) lambda + rho (eta + V(beta, lambda) (N_t/S) sum_n eta-hat_n)
        mode="approx" (SSVI-A, eq. 10):   lambda <- (1 - rho) lambda + rho (eta + (N_t/S) sum_n eta-hat_n)
 
-   V(beta, lambda) s = F^-1 J^T s, J = d t(R(u; lambda)) / d lambda at the draw's u (seed 000
-   eq. 8, 22; the paper's grad_lambda R (grad_beta t)^T is J^T), computed as
+   V(beta, lambda) s = F^-1 J^T s, J = d t(R(u; lambda)) / d lambda at the draw's u (eq. 8, 22; the paper's grad_lambda R (grad_beta t)^T is J^T), computed as
    ``inv_fisher_vp(vjp(s))`` without forming V. E[V] = I (tested), so SSVI-A drops only the
    covariance term of eq. 9.
 
 N_t = N, or with ``ramp=True`` N_t = min((t + 1) S, N) over the first sweep (Algorithm 1 line 4,
 §2.6; the same helper as SVI). The update goes through the shared domain-guarded interpolation
-``_natgrad.interpolate``: an element of a family's batch that the full step would take out of
+``vijax.expfam.conjugate_update``: an element of a family's batch that the full step would take out of
 its domain (V s can be negative where SVI's statistics never are, e.g. a Dirichlet parameter
 <= 0) gets rho halved, up to 10 times, or keeps its old value; ``info.num_damped`` counts them.
 
@@ -32,22 +32,24 @@ local step this is the local ELBO L_n(beta, gamma_n(beta)) of eq. 15; for "gibbs
 model's mean-field surrogate at those locals). It is noisier than SVI's estimate (one draw of
 beta); the runner's stopping rule averages it over a chunk.
 
+The step is ``_conjugate.view_step``, shared with MAP-EM (``vijax.inference.map_em``), which
+runs the local step at the mode of q(beta) instead of a draw.
+
 References:
-  Hoffman and Blei (2015), Structured stochastic variational inference (seed 000).
+  Hoffman and Blei (2015), Structured stochastic variational inference.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax.expfam import _inversion
-from vijax.inference import _natgrad
-from vijax.inference._svi import batch_size, check_num_data, data_scale
-from vijax.inference.base import VIAlgorithm, check_local, initial_globals, safe_increment
-from vijax.inference.schedules import robbins_monro
+from vijax._validate import check_bool, check_choice, check_int, check_key
+from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals, view_step
+from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.schedules import as_schedule, default_schedule
+from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 MODES = ("full", "approx")
@@ -69,118 +71,51 @@ class SSVIInfo(NamedTuple):
         return self.step_size
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, model) -> SSVIState:
+def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> SSVIState:
     """q(beta) from ``model.init_globals`` (the random lambda^(0) of Algorithm 1, line 1)."""
+    check_key("key", key)
     return SSVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
-def _mode_stats(q: PyTree) -> PyTree:
-    """t(beta-hat) at the mode beta-hat of q(beta), family by family (the point estimate of the
-    "map" M-step). Where the density has no interior mode (a Dirichlet/Beta concentration or a
-    Gamma shape below 1) the shifted concentrations are clipped at 0 (the boundary), and log 0 is
-    floored at the log of the dtype's smallest normal number so that the statistics stay finite."""
-
-    def one(f):
-        floor = jnp.log(jnp.finfo(f.dtype).tiny)
-        safe_log = lambda x: jnp.maximum(jnp.log(jnp.maximum(x, 0.0)), floor)  # noqa: E731
-        if isinstance(f, expfam.Dirichlet):
-            c = jnp.maximum(f.concentration - 1.0, 0.0)
-            tot = jnp.sum(c, -1, keepdims=True)
-            k = c.shape[-1]
-            m = jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / k)
-            return (safe_log(m),)
-        if isinstance(f, expfam.Beta):
-            a, b = jnp.maximum(f.concentration1 - 1.0, 0.0), jnp.maximum(f.concentration0 - 1.0, 0.0)
-            tot = a + b
-            m = jnp.where(tot > 0, a / jnp.where(tot > 0, tot, 1.0), 0.5)
-            return safe_log(m), safe_log(1.0 - m)
-        if isinstance(f, expfam.Gamma):
-            m = jnp.maximum(f.concentration - 1.0, 0.0) / f.rate
-            return safe_log(m), m
-        if isinstance(f, expfam.Normal):
-            return f.mean, f.mean**2
-        raise ValueError(f"the 'map' M-step needs a mode for {type(f).__name__}; implemented for "
-                         "Dirichlet, Beta, Gamma, Normal")
-
-    return jax.tree_util.tree_map(one, q, is_leaf=expfam.is_family)
+def _draw_view(mode: str):
+    """The globals view of one draw by inversion: t(beta) and, for SSVI, s -> V s (eq. 8)."""
+    if mode == "full":
+        return lambda q, key: expfam.stats_and_v_product(q, key)
+    return lambda q, key: (expfam.reparam_stats(q, key), lambda s: s)
 
 
-def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
-    """sum over families of <eta, t(beta)> - A(eta) at the statistics t(beta) (log p(beta) up to
-    the base measure, which is 1 for the families used here)."""
-    nat = expfam.tree_natural_params(prior)
-    logz = sum(jnp.sum(f.log_normalizer()) for f in jax.tree_util.tree_leaves(prior, is_leaf=expfam.is_family))
-    return expfam.tree_inner(nat, stats) - logz
-
-
-def global_step(state: SSVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, schedule: Schedule,
-                local: str, update: str, ramp: bool):
-    """The step shared by the structured and point-estimate M-steps; ``update`` is ``"full"``
-    (SSVI), ``"approx"`` (SSVI-A) or ``"map"`` (stochastic MAP-EM: the local step at the mode of
-    q(beta), the SVI-form update lambda <- (1 - rho) lambda + rho (eta + (N_t/S) sum eta-hat), so
-    that lambda - 1 holds the running pseudo-counts whose mode is the MAP estimate)."""
-    s = batch_size(batch)
-    rho = schedule(state.count)
-    key_beta, key_local = jax.random.split(key)
+def step(state: SSVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel, num_data: int,
+         schedule: Schedule, local: str = "meanfield", mode: str = "full", ramp: bool = False):
+    """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
+    check_key("key", key)
     q = state.q_global
-    prior = model.prior()
-    if update == "full":
-        stats, v_product = _inversion.stats_and_v_product(q, key_beta)
-    elif update == "approx":
-        stats = _inversion.reparam_stats(q, key_beta)
-    else:
-        stats = _mode_stats(q)
-    loc = model.local_step(stats, batch, key_local, method=local)
-    shat = v_product(loc.suff_stats) if update == "full" else loc.suff_stats
-    scale, full = data_scale(state.count, s, num_data, ramp)
-    target = jax.tree_util.tree_map(lambda e, x: e + scale * x, expfam.tree_natural_params(prior), shat)
-    q_new, num_damped = _natgrad.interpolate(q, target, rho)
-    data_term = full * (expfam.tree_inner(loc.suff_stats, stats) + loc.local_terms)
-    if update == "map":
-        elbo = data_term + _log_density_at(prior, stats)  # log p(y, beta-hat) lower bound (MAP-EM objective)
-    else:
-        elbo = data_term - expfam.tree_kl(q, prior)
+    q_new, num_damped, rho, prior, _, data_term = view_step(
+        q, state.count, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp,
+        view=_draw_view(mode))
+    elbo = data_term - expfam.tree_kl(q, prior)
     return SSVIState(q_new, safe_increment(state.count)), SSVIInfo(elbo, jnp.asarray(rho), num_damped)
 
 
-def step(state: SSVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, schedule: Schedule,
-         local: str = "meanfield", mode: str = "full", ramp: bool = False):
-    """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
-    return global_step(state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local,
-                       update=mode, ramp=ramp)
-
-
-def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES} ('full' = SSVI, 'approx' = SSVI-A), got {mode!r}")
-
-
-def check_schedule_ramp(schedule, ramp) -> None:
-    """Raises ValueError unless ``schedule`` is None or callable and ``ramp`` is a bool."""
-    if schedule is not None and not callable(schedule):
-        raise ValueError(f"schedule must be a callable count -> rho (or None), got {schedule!r}")
-    if not isinstance(ramp, bool):
-        raise ValueError(f"ramp must be True or False, got {ramp!r}")
-
-
-def check_model_invertible(model) -> None:
-    """Raises ValueError, before compilation, unless ``model.prior()``'s families can be sampled
-    by inversion (Gamma, Beta, Dirichlet, Normal)."""
+def check_model_invertible(model: ConditionallyConjugateModel) -> None:
+    """Raises ValueError, before compilation, unless every family of ``model.prior()`` can be
+    sampled by inversion (implements ``reparam_sample_and_stats``)."""
     try:
-        _inversion.check_invertible(model.prior())
+        expfam.check_invertible(model.prior())
     except ValueError as e:
         raise ValueError(f"{type(model).__name__} cannot be used with SSVI: {e}") from None
 
 
-def as_top_level_api(model, num_data: int, *, schedule: Schedule | None = None, local: str = "meanfield",
+def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
                      mode: str = "full", ramp: bool = False) -> VIAlgorithm:
     """SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) for a conditionally conjugate model
-    whose globals are Gamma, Beta, Dirichlet or Normal families (seed 000, Algorithm 1).
+    whose global families implement ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal;
+    Hoffman and Blei 2015, Algorithm 1).
 
     Args:
       model: a ``ConditionallyConjugateModel``; its ``local_step`` receives t(beta) of a draw.
       num_data: N, the number of data points the minibatches are drawn from.
-      schedule: ``count -> rho``; default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
+      schedule: rho_t: a number in (0, 1] or a callable ``count -> rho``; default
+        ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
       local: the local-step method (``model.local_methods``: "meanfield", "gibbs", "cvb0", ...).
       mode: ``"full"`` (SSVI, eq. 11 with V) or ``"approx"`` (SSVI-A, eq. 10).
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
@@ -202,15 +137,16 @@ def as_top_level_api(model, num_data: int, *, schedule: Schedule | None = None, 
         (1, ())
 
     Raises:
-      ValueError: for ``num_data`` < 1, an unknown ``mode``, a ``local`` method the model lacks,
-        or globals that cannot be sampled by inversion.
+      ValueError: for ``num_data`` < 1, an unknown ``mode``, a bad ``schedule`` or ``ramp``, a
+        ``local`` method the model lacks, or globals that cannot be sampled by inversion.
     """
-    check_num_data(num_data)
-    check_mode(mode)
-    check_schedule_ramp(schedule, ramp)
+    check_int("num_data", num_data)
+    check_choice("mode", mode, MODES)
+    check_bool("ramp", ramp)
+    schedule = as_schedule(schedule, default=default_schedule())
+    check_conjugate_model(model, "ssvi")
     check_local(model, local)
     check_model_invertible(model)
-    schedule = schedule if schedule is not None else robbins_monro(1.0, tau=1.0, kappa=0.7)
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model),
         step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data, schedule=schedule,
@@ -219,4 +155,12 @@ def as_top_level_api(model, num_data: int, *, schedule: Schedule | None = None, 
 
 ssvi = as_top_level_api
 
-__all__ = ["MODES", "SSVIInfo", "SSVIState", "as_top_level_api", "global_step", "init", "ssvi", "step"]
+
+def ssvi_a(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
+           ramp: bool = False) -> VIAlgorithm:
+    """SSVI-A: ``ssvi(..., mode="approx")`` (eq. 10, the update without V)."""
+    return as_top_level_api(model, num_data=num_data, schedule=schedule, local=local, mode="approx", ramp=ramp)
+
+
+__all__ = ["MODES", "SSVIInfo", "SSVIState", "as_top_level_api", "check_model_invertible", "init", "ssvi", "ssvi_a",
+           "step"]

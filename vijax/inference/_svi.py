@@ -1,5 +1,5 @@
-"""Stochastic variational inference with natural gradients (seed 002 §4.3, Algorithm 3;
-Hoffman et al. 2013).
+"""Stochastic variational inference with natural gradients (Blei, Kucukelbir and McAuliffe 2017,
+§4.3, Algorithm 3; Hoffman et al. 2013).
 
 With a minibatch B of S of the N data points and the local step run at E_q[t(beta)]::
 
@@ -7,13 +7,14 @@ With a minibatch B of S of the N data points and the local step run at E_q[t(bet
     lambda    <- (1 - rho_t) lambda + rho_t lambda_hat,        rho_t = schedule(t)
 
 ``lambda_hat - lambda`` is the natural gradient of the ELBO estimated from B; the update goes
-through the shared domain-guarded interpolation. ``N_t = N``, or with ``ramp=True``
-``N_t = min((t + 1) S, N)`` over the first sweep (seed 000 §2.6), which keeps early noisy
-minibatches from being weighted as if they were the whole data set.
+through the shared domain-guarded interpolation (``vijax.expfam.conjugate_update``).
+``N_t = N``, or with ``ramp=True`` ``N_t = min((t + 1) S, N)`` over the first sweep (Hoffman and
+Blei 2015, §2.6), which keeps early noisy minibatches from being weighted as if they were the
+whole data set.
 
 The batch size S is the leading dimension of the first leaf of ``batch`` (static under jit).
 
-Hyperparameter updates (seed 000 §2.6; Hoffman et al. 2010). With ``hyper_step`` set, the model's
+Hyperparameter updates (Hoffman and Blei 2015, §2.6; Hoffman et al. 2010). With ``hyper_step`` set, the model's
 scalar hyperparameters h (``model.hyperparameters()``, e.g. LDA's alpha and eta) live in the state
 and take one step per minibatch on L(h) = ``model.hyper_objective(h, q, locals, N_t / S)``, the
 minibatch estimate of the ELBO's h-dependent terms at the new q(beta) and the batch's locals.
@@ -33,17 +34,18 @@ there) or a derivative is not finite, h is left unchanged for that step. g and c
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from vijax import expfam
-from vijax.inference import _natgrad
-from vijax.inference.base import VIAlgorithm, check_local, initial_globals, safe_increment
-from vijax.inference.schedules import robbins_monro
-from vijax.models._base import conjugate_elbo
+from vijax._validate import batch_size, check_bool, check_int, check_key, check_scalar
+from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
+from vijax.inference._scale import data_scale
+from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.schedules import as_schedule, default_schedule
+from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 
@@ -60,34 +62,11 @@ class SVIInfo(NamedTuple):
     hyper: PyTree = None  # with hyper_step: the hyperparameters after this step; None otherwise
 
 
-def batch_size(batch: PyTree) -> int:
-    """S: the leading dimension of the batch's first leaf."""
-    leaves = jax.tree_util.tree_leaves(batch)
-    if not leaves or jnp.ndim(leaves[0]) == 0:
-        raise ValueError("batch must hold arrays with a leading minibatch dimension")
-    return leaves[0].shape[0]
-
-
-def data_scale(count: Array, s: int, num_data: int, ramp: bool):
-    """(N_t / S, N / S): the multiplier of a minibatch's statistics in the update and the one that
-    makes its ELBO an estimate of the full data's. N_t = N, or with ``ramp``
-    N_t = min((t + 1) S, N) (seed 000 §2.6); shared by SVI and SSVI."""
-    full = num_data / s
-    if not ramp:
-        return full, full
-    n_t = jnp.minimum((count.astype(jnp.float32) + 1.0) * s, float(num_data))
-    return n_t / s, full
-
-
-def check_num_data(num_data) -> None:
-    """Raises ValueError unless ``num_data`` is an integer >= 1."""
-    if isinstance(num_data, bool) or not isinstance(num_data, int) or num_data < 1:
-        raise ValueError(f"num_data must be an integer >= 1, got {num_data!r}")
-
-
-def init(key: PRNGKey, batch: PyTree = None, *, model, learn_hyper: bool = False) -> SVIState:
+def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel,
+         learn_hyper: bool = False) -> SVIState:
     """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds
     ``model.hyperparameters()`` as scalar arrays of q's float dtype."""
+    check_key("key", key)
     q0 = initial_globals(key, batch, model)
     hyper = None
     if learn_hyper:
@@ -127,9 +106,10 @@ def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_st
     return new
 
 
-def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, schedule: Schedule,
-         local: str = "meanfield", ramp: bool = False, hyper_step: float | None = None):
+def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel, num_data: int,
+         schedule: Schedule, local: str = "meanfield", ramp: bool = False, hyper_step: Optional[float] = None):
     """One natural-gradient step on a minibatch; with ``hyper_step``, then one hyperparameter step."""
+    check_key("key", key)
     s = batch_size(batch)
     rho = schedule(state.count)
     hyper = state.hyper if hyper_step is not None else None
@@ -137,8 +117,7 @@ def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, 
     prior = model.prior(**kw)
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
     scale, full = data_scale(state.count, s, num_data, ramp)
-    target = jax.tree_util.tree_map(lambda e, st: e + scale * st, expfam.tree_natural_params(prior), loc.suff_stats)
-    q_new, num_damped = _natgrad.interpolate(state.q_global, target, rho)
+    q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
     elbo = conjugate_elbo(prior, state.q_global, loc, scale=full)
     if hyper is None:
         return SVIState(q_new, safe_increment(state.count), state.hyper), SVIInfo(elbo, jnp.asarray(rho), num_damped)
@@ -146,23 +125,23 @@ def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model, num_data: int, 
     return SVIState(q_new, safe_increment(state.count), hyper), SVIInfo(elbo, jnp.asarray(rho), num_damped, hyper)
 
 
-def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, local: str = "meanfield",
-                     ramp: bool = False, hyper_step: float | None = None) -> VIAlgorithm:
+def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
+                     ramp: bool = False, hyper_step: Optional[float] = None) -> VIAlgorithm:
     """Natural-gradient SVI for a conditionally conjugate ``model``.
 
     Args:
-      model: a ``ConditionallyConjugateModel``.
+      model: a ``ConditionallyConjugateModel`` (a ``HyperparameterModel`` with ``hyper_step``).
       num_data: N, the number of data points the minibatches are drawn from.
-      schedule: ``count -> rho``; default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
+      schedule: rho_t: a number in (0, 1] or a callable ``count -> rho``; default
+        ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
       local: the local-step method (``model.local_methods``).
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
       hyper_step: if set (> 0), also learn the model's hyperparameters: ``SVIState.hyper`` starts
         at ``model.hyperparameters()``, every step ends with the damped log-space Newton step of
         the module docstring (scaled by ``rho_t * hyper_step``; 1.0 is online LDA's rule) and
         ``SVIInfo.hyper`` reports the values after it (trace columns ``"hyper.<name>"`` in
-        ``vijax.run``). The model must offer ``hyperparameters()``, ``hyper_objective`` and a
-        ``hyper`` argument to ``prior`` and ``local_step``. None (default): hyperparameters
-        fixed, ``hyper`` fields None.
+        ``vijax.run``). The model must be a ``HyperparameterModel``. None (default):
+        hyperparameters fixed, ``hyper`` fields None.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -184,21 +163,19 @@ def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, 
         (['alpha', 'eta'], True)
 
     Raises:
-      ValueError: for ``num_data`` < 1, a ``local`` method the model lacks, ``hyper_step`` <= 0 or
-        a ``hyper_step`` for a model without ``hyperparameters``.
+      ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the
+        model lacks, ``hyper_step`` <= 0 or a ``hyper_step`` for a model without hyperparameters.
     """
-    check_num_data(num_data)
+    check_int("num_data", num_data)
+    check_conjugate_model(model, "svi")
     check_local(model, local)
+    check_bool("ramp", ramp)
+    schedule = as_schedule(schedule, default=default_schedule())
     if hyper_step is not None:
-        if isinstance(hyper_step, bool) or not isinstance(hyper_step, (int, float)) \
-                or not np.isfinite(hyper_step) or hyper_step <= 0:
-            raise ValueError(f"hyper_step must be a finite number > 0 (or None), got {hyper_step!r}")
-        missing = [m for m in ("hyperparameters", "hyper_objective") if not callable(getattr(model, m, None))]
-        if missing:
-            raise ValueError(f"hyper_step needs a model with hyperparameters; {type(model).__name__} "
-                             f"does not offer {' and '.join(missing)}()")
-        hyper_step = float(hyper_step)
-    schedule = schedule if schedule is not None else robbins_monro(1.0, tau=1.0, kappa=0.7)
+        hyper_step = check_scalar("hyper_step", hyper_step, low=0.0, high=None)
+        if not isinstance(model, HyperparameterModel):
+            raise ValueError(f"hyper_step needs a model with hyperparameters (a HyperparameterModel); "
+                             f"{type(model).__name__} does not offer hyperparameters() and hyper_objective()")
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model, learn_hyper=hyper_step is not None),
         step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data,
@@ -206,3 +183,5 @@ def as_top_level_api(model, *, num_data: int, schedule: Schedule | None = None, 
 
 
 svi = as_top_level_api
+
+__all__ = ["SVIInfo", "SVIState", "as_top_level_api", "hyper_newton_step", "init", "step", "svi"]

@@ -1,19 +1,31 @@
-"""Step-size schedules, optax-compatible: ``count (int32 scalar) -> rho``."""
+"""Step-size schedules, optax-compatible: ``count (int32 scalar) -> step size``.
+
+Every algorithm factory takes its step size as the keyword ``schedule``: None (the algorithm's
+default), a number (a constant step), or a callable ``count -> step size``; :func:`as_schedule`
+is the one coercion they share.
+"""
 from __future__ import annotations
 
+import numbers
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
+
+from vijax._validate import check_scalar
 
 
 def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> optax.Schedule:
-    """rho_t = scale * (t + tau)^(-kappa), t = 0, 1, ... (seed 002 §4.3; Hoffman et al. 2013).
+    """rho_t = scale * (t + tau)^(-kappa), t = 0, 1, ... (Blei, Kucukelbir and McAuliffe 2017,
+    §4.3; Hoffman et al. 2013).
 
     With kappa in (0.5, 1] the sum of rho_t diverges and the sum of rho_t^2 converges (the
     Robbins-Monro conditions). ``rho_0 = scale * tau^(-kappa)`` must lie in (0, 1].
 
     Examples:
-        >>> float(robbins_monro(1.0, tau=1.0, kappa=0.5)(3))
-        0.5
+        >>> float(robbins_monro(1.0, tau=1.0, kappa=1.0)(3))
+        0.25
     """
     if not 0.5 < kappa <= 1.0:
         raise ValueError(f"kappa must lie in (0.5, 1], got {kappa!r}")
@@ -35,4 +47,53 @@ def constant(rho: float) -> optax.Schedule:
     return optax.constant_schedule(rho)
 
 
-__all__ = ["constant", "robbins_monro"]
+def default_schedule() -> optax.Schedule:
+    """The default step sizes of SVI, SSVI and MAP-EM: ``robbins_monro(1.0, tau=1.0, kappa=0.7)``."""
+    return robbins_monro(1.0, tau=1.0, kappa=0.7)
+
+
+def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float | None = 1.0):
+    """The schedule an algorithm runs with, from what its caller passed.
+
+    Args:
+      schedule: None (then ``default``), a finite number in (0, ``upper``] (a constant step), or a
+        callable ``count -> step size`` (checked at count 0 when it can be evaluated there).
+      name: the argument's name in error messages.
+      default: the schedule used for None; None makes ``schedule`` required.
+      upper: the largest allowed step size (1 for the interpolation weight rho of SVI; None for
+        an unbounded step such as PG-SVI's beta or a learning rate).
+
+    Returns:
+      A callable ``count -> step size``.
+
+    Raises:
+      ValueError: naming ``name`` for a missing, non-finite, non-positive or too large step size.
+
+    Examples:
+        >>> float(as_schedule(0.5)(7))
+        0.5
+        >>> as_schedule(2.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: schedule must be a finite number in (0, 1], got 2.0
+    """
+    if schedule is None:
+        if default is None:
+            raise ValueError(f"{name} is required: a number > 0 or a callable count -> step size")
+        return default
+    if callable(schedule):
+        try:
+            first = np.asarray(schedule(jnp.zeros((), jnp.int32)), dtype=float)
+        except jax.errors.ConcretizationTypeError:  # pragma: no cover - a schedule that only traces
+            return schedule
+        if first.ndim != 0 or not np.isfinite(first) or first <= 0 or (upper is not None and first > upper):
+            bound = "> 0" if upper is None else f"in (0, {upper:g}]"
+            raise ValueError(f"{name} must give a finite step size {bound}, got {first!r} at count 0")
+        return schedule
+    if isinstance(schedule, bool) or not isinstance(schedule, numbers.Real):
+        raise ValueError(f"{name} must be a number or a callable count -> step size (or None), got {schedule!r}")
+    value = check_scalar(name, schedule, low=0.0, high=upper)
+    return lambda count: jnp.asarray(value)
+
+
+__all__ = ["as_schedule", "constant", "default_schedule", "robbins_monro"]

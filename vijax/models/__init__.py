@@ -1,13 +1,27 @@
 """Models: priors, local steps, expected sufficient statistics, ELBOs and predictives."""
 from vijax.models._base import (
     ConditionallyConjugateModel,
+    HyperparameterModel,
     LocalResult,
     conjugate_elbo,
     conjugate_posterior,
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
 from vijax.models.bernoulli_mixture import BernoulliMixture
-from vijax.models._nonconjugate import ProxModel
+from vijax.models._nonconjugate import (
+    GradientProxModel,
+    ParamsModel,
+    ProxModel,
+    ProxUpdate,
+    StructuredProxModel,
+    euclidean_natural_grad_step,
+    kl_prox_closed_form,
+    kl_prox_target,
+    kl_prox_update,
+    mean_param_grad,
+    prox_objective,
+    structured_prox_update,
+)
 from vijax.models.ctm import CTM, CTMGlobals
 from vijax.models.expfam_prox import NoisyDirichletMultinomial, PoissonGammaSoftplus
 from vijax.models.gap_nmf import GaPNMF
@@ -27,7 +41,19 @@ __all__ = [
     "GaPNMF",
     "NoisyDirichletMultinomial",
     "PoissonGammaSoftplus",
+    "GradientProxModel",
+    "HyperparameterModel",
+    "ParamsModel",
     "ProxModel",
+    "ProxUpdate",
+    "StructuredProxModel",
+    "euclidean_natural_grad_step",
+    "kl_prox_closed_form",
+    "kl_prox_target",
+    "kl_prox_update",
+    "mean_param_grad",
+    "prox_objective",
+    "structured_prox_update",
     "bernoulli_collapsed_gibbs",
     "ConditionallyConjugateModel",
     "DiagonalGMM",

@@ -74,6 +74,19 @@ class ConditionallyConjugateModel(Protocol):
         """Raises ValueError naming the problem for data the model cannot take."""
 
 
+@runtime_checkable
+class HyperparameterModel(ConditionallyConjugateModel, Protocol):
+    """A conditionally conjugate model whose positive scalar hyperparameters h SVI can learn
+    (``svi(..., hyper_step=...)``; Hoffman and Blei 2015, §2.6): see the notes of
+    :class:`ConditionallyConjugateModel`. ``prior`` and ``local_step`` also take ``hyper=``."""
+
+    def hyperparameters(self) -> dict:
+        """The fixed values of h, the start of the updates."""
+
+    def hyper_objective(self, hyper: dict, q_global: PyTree, local: LocalResult, scale=1.0) -> Array:
+        """The ELBO's h-dependent terms, concave in each h, differentiable by ``jax.grad``."""
+
+
 def conjugate_elbo(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.0) -> Array:
     """L = scale * (<sbar, E_q[t(beta)]> + local_terms) - KL(q(beta) || p(beta)).
 

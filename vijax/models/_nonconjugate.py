@@ -13,15 +13,15 @@ where g = (N/M) * sum_{n in minibatch} grad_mu E_q[log p(y_n | .)] (the conjugat
 the derivation is in docs/prox_svi.md; ``prox_objective`` below is the objective, which the tests
 minimise numerically to check the closed form).
 
-A model for ``vijax.inference._prox_svi.prox_svi`` offers (see ``ProxModel``):
-
-- ``init_variational(key, batch=None) -> q`` (a pytree of ``vijax.expfam`` families);
-- ``prior() -> p`` (same structure; for Gaussians with a coupled prior, its conjugate part);
-- ``loglik_grad(q, batch, key, num_samples) -> g_hat`` (minibatch SUM, mean-parameter gradient,
-  structured like q's natural parameters);
-- ``elbo(q, batch, key, num_samples, num_data) -> scalar`` (full-data estimate);
-- optionally ``prox_step(q, batch, key, beta, num_samples, num_data) -> q_new`` (own closed form,
-  e.g. structured representations), and ``check_data(batch)``.
+A model for ``vijax.inference.prox_svi`` is a :class:`ProxModel` (``init_variational``, ``elbo``
+(full-data estimate), ``check_data``). A :class:`GradientProxModel` also offers ``prior`` and
+``loglik_grad`` (minibatch SUM, mean-parameter gradient, structured like q's natural parameters),
+and ``prox_svi`` then takes the generic closed-form step :func:`kl_prox_update`. A model with a closed form of its own (a structured
+representation that never stores an N x N covariance, local fits inside the step, another
+linearisation) is also a :class:`StructuredProxModel`: it offers ``prox_update``, which returns the
+new q, the ELBO estimate at the pre-update q and the number of damped elements
+(:class:`ProxUpdate`). A model for the optax baselines (``vijax.inference.optax_vi``) is a
+:class:`ParamsModel`.
 
 Terms of the log joint that are linear in q's mean parameters (conjugate terms) may be put into
 ``loglik_grad`` too: their gradient is exact and linearising them changes nothing, so they are kept
@@ -29,21 +29,36 @@ exact automatically.
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, NamedTuple, Optional, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 
 from vijax import expfam
+from vijax._validate import batch_size
 from vijax.types import Array, PRNGKey, PyTree
 
 
 @runtime_checkable
 class ProxModel(Protocol):
-    """The interface ``prox_svi`` drives (``prox_step`` and ``check_data`` are optional)."""
+    """What ``prox_svi`` needs from every non-conjugate model (Khan et al. 2016, §3); the step itself
+    needs a :class:`GradientProxModel` (the generic closed form) or a :class:`StructuredProxModel`
+    (a model's own)."""
 
     def init_variational(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
         """A starting q."""
+
+    def elbo(self, q: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, num_data: int) -> Array:
+        """A Monte Carlo estimate of the full-data ELBO (minibatch terms scaled by N/M)."""
+
+    def check_data(self, batch: PyTree) -> None:
+        """Raises ValueError naming the problem for data the model cannot take."""
+
+
+@runtime_checkable
+class GradientProxModel(ProxModel, Protocol):
+    """A ``ProxModel`` whose q is a pytree of families, for the generic KL-proximal step
+    (:func:`kl_prox_update`) and the Euclidean one."""
 
     def prior(self) -> PyTree:
         """The prior (or its conjugate part) as a pytree of families structured like q."""
@@ -51,8 +66,38 @@ class ProxModel(Protocol):
     def loglik_grad(self, q: PyTree, batch: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
         """Sum over the minibatch of grad_mu E_q[log p(y_n | .)], structured like q's natural params."""
 
-    def elbo(self, q: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, num_data: int) -> Array:
-        """A Monte Carlo estimate of the full-data ELBO (minibatch terms scaled by N/M)."""
+
+class ProxUpdate(NamedTuple):
+    """One KL-proximal step: the new q, the ELBO estimate at the pre-update q, and the number of
+    family batch elements pulled back into the natural-parameter domain (0 for structured steps)."""
+
+    q: PyTree
+    elbo: Array
+    num_damped: Array
+
+
+@runtime_checkable
+class StructuredProxModel(ProxModel, Protocol):
+    """A ``ProxModel`` with its own closed-form KL-proximal step, which ``prox_svi`` calls instead
+    of :func:`kl_prox_update` (GP classification's (m, gamma) form, the CTM's local fits, the GLM's
+    linearisations)."""
+
+    def prox_update(self, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: Optional[int],
+                    num_data: int) -> ProxUpdate:
+        """The step with step size ``beta`` on ``batch`` (terms scaled by N/M)."""
+
+
+@runtime_checkable
+class ParamsModel(Protocol):
+    """What the optax baselines (``vijax.inference.optax_vi``) need: variational parameters as a
+    pytree and a stochastic ELBO differentiable in them."""
+
+    def init_params(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
+        """The starting variational parameters."""
+
+    def elbo_params(self, params: PyTree, batch: PyTree, key: PRNGKey, num_samples: Optional[int],
+                    num_data: Optional[int]) -> Array:
+        """The ELBO estimate at ``params`` (minibatch terms scaled by N/M)."""
 
 
 def mean_param_grad(fn: Callable[[PyTree], Array], q: PyTree) -> PyTree:
@@ -90,6 +135,34 @@ def kl_prox_closed_form(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
     return expfam.tree_from_natural(q, new)
 
 
+def kl_prox_update(model: GradientProxModel, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: int,
+                   num_data: int) -> ProxUpdate:
+    """The generic KL-proximal step of iteration (9) for a ``ProxModel`` whose q is a pytree of
+    families: lambda <- r lambda + (1 - r)(eta + (N/M) g_hat), r = 1 / (1 + beta), with g_hat
+    from ``model.loglik_grad`` and the domain guard of ``vijax.expfam.conjugate_update``. The ELBO
+    is the model's estimate at the pre-update q. ``key`` is split into the gradient's and the
+    ELBO's draws, in that order."""
+    m = batch_size(batch)
+    key_grad, key_elbo = jax.random.split(key)
+    elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
+    g_hat = model.loglik_grad(q, batch, key_grad, num_samples)
+    dtype = jax.tree_util.tree_leaves(q)[0].dtype
+    rho = (beta / (1.0 + beta)).astype(dtype)  # 1 - r_k
+    q_new, num_damped = expfam.conjugate_update(q, model.prior(), g_hat, rho, scale=num_data / m)
+    return ProxUpdate(q_new, elbo, num_damped)
+
+
+def structured_prox_update(model: ProxModel, prox_step: Callable, q: PyTree, batch: PyTree, key: PRNGKey, beta,
+                           num_samples: Optional[int], num_data: int) -> ProxUpdate:
+    """A ``ProxUpdate`` from a model's own closed-form step ``prox_step(q, batch, key, beta,
+    num_samples, num_data) -> q_new``: ``key`` is split into the step's and the ELBO's draws (in
+    that order, as :func:`kl_prox_update`), and the ELBO is ``model.elbo`` at the pre-update q."""
+    key_grad, key_elbo = jax.random.split(key)
+    elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
+    q_new = prox_step(q, batch, key_grad, beta, num_samples, num_data)
+    return ProxUpdate(q_new, elbo, jnp.zeros((), jnp.int32))
+
+
 def prox_objective(q_new: PyTree, q_k: PyTree, prior: PyTree, g: PyTree, beta) -> Array:
     """The KL-proximal objective of iteration (9) with f linearised in the mean parameters:
 
@@ -118,5 +191,6 @@ def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> Py
     return new
 
 
-__all__ = ["ProxModel", "euclidean_natural_grad_step", "kl_prox_closed_form", "kl_prox_target",
-           "mean_param_grad", "prox_objective"]
+__all__ = ["GradientProxModel", "ParamsModel", "ProxModel", "ProxUpdate", "StructuredProxModel", "euclidean_natural_grad_step",
+           "kl_prox_closed_form", "kl_prox_target", "kl_prox_update", "mean_param_grad", "prox_objective",
+           "structured_prox_update"]

@@ -43,7 +43,7 @@ S = ``eval_samples`` draws; ``vijax.metrics.corpus_document_completion`` average
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +51,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from vijax.models._base import check_int
+from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 
 COVARIANCES = ("full", "diagonal")
@@ -132,7 +133,6 @@ class CTM:
     eval_samples: int = 1000
     eval_seed: int = 0
 
-    prox_step_returns_elbo: ClassVar[bool] = True
 
     def __post_init__(self):
         check_int("num_topics", self.num_topics, minimum=2)
@@ -349,6 +349,13 @@ class CTM:
         elbos = jax.vmap(lambda q, i, c, kk: self.local_elbo(q, params, i, c, kk, num_samples))(
             qs, batch.word_ids, batch.counts, kes)
         return new, scale * jnp.sum(valid * elbos)
+
+    def prox_update(self, g: CTMGlobals, batch, key: PRNGKey, beta, num_samples: int, num_data: int) -> ProxUpdate:
+        """``prox_svi``'s step (``StructuredProxModel``): ``prox_step`` with the first of two keys
+        split from ``key`` (the gradient's key of the generic step); its ELBO comes from the same
+        local fits."""
+        new, elbo = self.prox_step(g, batch, jax.random.split(key)[0], beta, num_samples, num_data)
+        return ProxUpdate(new, elbo, jnp.zeros((), jnp.int32))
 
     def elbo(self, g: CTMGlobals, batch, key: PRNGKey, num_samples: int, num_data: int) -> Array:
         """Full-data ELBO estimate (locals fitted to the minibatch, terms scaled by N/M)."""

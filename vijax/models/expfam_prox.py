@@ -121,7 +121,7 @@ class NoisyDirichletMultinomial:
 
     Examples:
         >>> model = NoisyDirichletMultinomial(3, noise=0.1)
-        >>> model.prior().event_shape
+        >>> model.prior().concentration.shape
         (3,)
     """
 

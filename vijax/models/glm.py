@@ -25,10 +25,10 @@ and the KL-proximal step (iteration (9), r = 1/(1 + beta), s = N/M) is, in natur
 
 i.e. m_{k+1} = m_k + (1 - r) V_{k+1} (s dPhi/dm - P0 (m_k - m0)): appendix E's update (with
 K = X X^T there, in the space of the linear predictors; here in the weight space). This is the
-generic step of ``prox_svi``. With ``linearization="moments"`` the model linearises f in (m, V)
+generic step of ``prox_svi`` (``kl_prox_update``). With ``linearization="moments"`` the model linearises f in (m, V)
 instead, as the paper's derivation does before its approximation (76): the precision update is
 the same and the mean solves [(1 - r) P0 + r P_k] m = (1 - r)(s dPhi/dm + P0 m0) + r P_k m_k
-(``prox_step``).
+(``moments_prox_step``).
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax.models._base import check_int
+from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey, PyTree
 
 LIKELIHOODS = ("logistic", "poisson")
@@ -62,7 +63,7 @@ class GLM:
       prior_mean: m0, a float.
       prior_var: s0^2 > 0, a float.
       linearization: ``"mean"`` (default: f linearised in the mean parameters; the conjugate
-        computation step of ``prox_svi``) or ``"moments"`` (linearised in (m, V); own ``prox_step``).
+        computation step of ``prox_svi``) or ``"moments"`` (linearised in (m, V); ``moments_prox_step``).
 
     A batch is a pair ``(x, y)``: x of shape (M, D), y of shape (M,).
 
@@ -194,11 +195,12 @@ class GLM:
         m_new = jnp.linalg.solve(lhs, rhs)
         return q.replace_natural((new_prec @ m_new, -0.5 * new_prec))
 
-    @property
-    def prox_step(self):
-        """``moments_prox_step`` when ``linearization="moments"``, else None (``prox_svi`` then takes
-        its generic closed-form step)."""
-        return self.moments_prox_step if self.linearization == "moments" else None
+    def prox_update(self, q, batch, key: PRNGKey, beta, num_samples: int, num_data: int) -> ProxUpdate:
+        """The KL-proximal step of ``prox_svi`` (``StructuredProxModel``): the generic closed form
+        (``kl_prox_update``) for ``linearization="mean"``, ``moments_prox_step`` for ``"moments"``."""
+        if self.linearization == "mean":
+            return kl_prox_update(self, q, batch, key, beta, num_samples, num_data)
+        return structured_prox_update(self, self.moments_prox_step, q, batch, key, beta, num_samples, num_data)
 
     # ------------------------------------------------------------------ prediction
     def predictive_mean(self, q: expfam.MultivariateNormal, x: Array, key: PRNGKey, num_samples: int = 1000) -> Array:

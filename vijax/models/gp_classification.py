@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.models._base import check_data_array, check_int
+from vijax.models._nonconjugate import ProxUpdate, structured_prox_update
 from vijax.types import Array, PRNGKey
 
 _GH_NODES = 64
@@ -234,8 +235,8 @@ class GPClassification:
         >>> import numpy as np
         >>> x = np.linspace(-2, 2, 8)[:, None]; y = (x[:, 0] > 0).astype(int)
         >>> model = GPClassification(x, y, log_lengthscale=0.0, log_scale=0.0, jitter=1e-6)
-        >>> q = model.init_variational(None)
-        >>> q = model.prox_step(q, np.arange(8), None, beta=1.0, num_samples=None, num_data=8)
+        >>> q = model.init_variational(jax.random.PRNGKey(0))  # deterministic: the key is unused
+        >>> q = model.prox_step(q, np.arange(8), jax.random.PRNGKey(1), beta=1.0, num_samples=None, num_data=8)
         >>> bool(model.predict_proba(q, np.array([[1.5]]))[0] > 0.5)
         True
 
@@ -277,7 +278,7 @@ class GPClassification:
                              "or enable float64 (jax_enable_x64)")
 
     # -- the prox_svi protocol ---------------------------------------------------------------
-    def init_variational(self, key: Optional[PRNGKey] = None, batch=None) -> GPPosterior:
+    def init_variational(self, key: PRNGKey, batch=None) -> GPPosterior:
         """q_0 = N(0, (K^{-1} + init_gamma I)^{-1}) ~ the prior (deterministic: ``key`` unused)."""
         n = self.num_data
         return GPPosterior(jnp.zeros((n,), self.dtype), jnp.full((n,), self.init_gamma, self.dtype))
@@ -287,7 +288,8 @@ class GPClassification:
         n = self.num_data
         return GPPosterior(jnp.zeros((n,), self.dtype), jnp.zeros((n,), self.dtype))
 
-    def check_batch(self, batch) -> None:
+    def check_data(self, batch) -> None:
+        """Raises ValueError unless ``batch`` is a non-empty 1-D int array of training indices in [0, N)."""
         if isinstance(batch, jax.core.Tracer):
             return
         b = np.asarray(batch)
@@ -332,7 +334,7 @@ class GPClassification:
 
         ``alpha = -(N/M) sum_b E[l'(z_b)] 1_b``, ``gamma = -(N/M) sum_b E[l''(z_b)] 1_b`` (eq. 18);
         ``num_samples=None`` uses Gauss-Hermite quadrature (the exact gradient of 'PG')."""
-        self.check_batch(batch)
+        self.check_data(batch)
         _check_num_samples(num_samples)
         num_samples = None if self.quadrature else num_samples
         n = self.num_data if num_data is None else num_data
@@ -372,6 +374,12 @@ class GPClassification:
         check_step_size(beta)
         return self.prox_step_from_gradient(q, self.loglik_grad(q, batch, key, num_samples, num_data), beta)
 
+    def prox_update(self, q: GPPosterior, batch: Array, key: PRNGKey, beta, num_samples: Optional[int],
+                    num_data: int) -> ProxUpdate:
+        """``prox_svi``'s step (``StructuredProxModel``): ``prox_step`` with the ELBO at the
+        pre-update q (``structured_prox_update``)."""
+        return structured_prox_update(self, self.prox_step, q, batch, key, beta, num_samples, num_data)
+
     def kl_to_prior(self, q: GPPosterior) -> Array:
         """KL(N(m, V) || N(0, K)) = (tr B^{-1} - N + log|B| + m^T K^{-1} m) / 2."""
         s, lb = self._chol_B(q.gamma_tilde)
@@ -387,7 +395,7 @@ class GPClassification:
         num_samples = None if self.quadrature else num_samples
         if batch is None:
             batch = jnp.arange(self.num_data)
-        self.check_batch(batch)
+        self.check_data(batch)
         return jnp.asarray(batch), num_samples, (self.num_data if num_data is None else num_data)
 
     def elbo(self, q: GPPosterior, batch: Optional[Array] = None, key: Optional[PRNGKey] = None,
@@ -427,7 +435,7 @@ class GPClassification:
         return -jnp.mean(jnp.log(jnp.maximum(p, jnp.finfo(self.dtype).tiny))) / np.log(base)
 
     # -- the (m, L) parametrisation of the gradient baselines (app. G) ------------------------
-    def init_params(self, key: Optional[PRNGKey] = None, batch=None) -> dict:
+    def init_params(self, key: PRNGKey, batch=None) -> dict:
         """{m: 0, L: chol(K)} (log diagonal): the q_0 of ``init_variational`` with init_gamma = 0."""
         return params_from_cholesky(jnp.zeros((self.num_data,), self.dtype), self.chol_K)
 

@@ -18,9 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data._bernoulli import sample_bernoulli_mixture
-from vijax.inference import schedules
-from vijax.inference._matrix import build_algorithm
-from vijax.inference.base import VIAlgorithm
+from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
 from vijax.models import _bernoulli_gibbs as gibbs
 from vijax.models.bernoulli_mixture import BernoulliMixture, components_used, kl_monte_carlo
 from vijax.run._experiment import Experiment, check_methods, register_experiment
@@ -41,32 +39,21 @@ _DEFAULTS = {
 }
 
 
-def _combined(model, methods, acfg, num_data) -> tuple[VIAlgorithm, dict]:
-    """One ``VIAlgorithm`` whose state is a dict method -> state and whose step updates each."""
+def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
+    """The methods in lock step (``vijax.inference.lock_step``): one state dict, one update of each
+    per step; every VI method starts from the same q(beta) (init group 0), Gibbs from its own key
+    (group 1); ``info["elbo"]`` is the first VI method's."""
     schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
     algs = {}
     for m in methods:
         if m == "gibbs":
             algs[m] = gibbs.collapsed_gibbs(model, burn_in=acfg["gibbs_burn_in"])
         else:  # the E-step x M-step matrix: the same local step with three global updates
-            algs[m] = build_algorithm(model, m, acfg["local"], num_data, schedule=schedule, ramp=acfg["ramp"])
-
-    def init(key, y):
-        k_vi, k_gibbs = jax.random.split(key)
-        # every VI method starts from the same q(beta)
-        return {m: alg.init(k_gibbs if m == "gibbs" else k_vi, y) for m, alg in algs.items()}
-
-    def step(state, y, key):
-        keys = jax.random.split(key, len(algs))
-        new, info = {}, {}
-        for (m, alg), k in zip(algs.items(), keys):
-            new[m], inf = alg.step(state[m], y, k)
-            info[m] = {"elbo": inf.elbo}
-        first_vi = next((m for m in methods if m != "gibbs"), methods[0])
-        info["elbo"] = info[first_vi]["elbo"]
-        return new, info
-
-    return VIAlgorithm(init, step), algs
+            algs[m] = make_algorithm(M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"],
+                                     ramp=acfg["ramp"])
+    first_vi = next((m for m in methods if m != "gibbs"), methods[0])
+    groups = {m: int(m == "gibbs") for m in methods} if "gibbs" in methods and len(methods) > 1 else None
+    return lock_step(algs, primary=first_vi, info_fields=("elbo",), init_groups=groups)
 
 
 def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
@@ -88,7 +75,7 @@ def build(sections: dict, seed: int) -> Experiment:
                                     alpha=m["alpha"], a=m["a"], b=m["b"])
     y = data.y
     model.check_data(y)
-    alg, _ = _combined(model, methods, a, d["num_points"])
+    alg = _combined(model, methods, a, d["num_points"])
     kl_key = jax.random.PRNGKey(d["seed"] + 7_000_003)  # the same draws of y for every method and evaluation
 
     @jax.jit

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from vijax.data import Corpus, Minibatcher, read_ldac, shared_data_path
-from vijax.inference._prox_svi import prox_svi
+from vijax.inference import prox_svi
 from vijax.metrics import corpus_document_completion
 from vijax.models._base import check_int
 from vijax.models.ctm import CTM
@@ -73,7 +73,7 @@ class _Eval:
         self.model, self.observed, self.heldout, self.eval_batch = model, observed, heldout, eval_batch
 
     def __call__(self, state) -> dict:
-        r = corpus_document_completion(self.model, state.q, self.observed, self.heldout, self.eval_batch)
+        r = corpus_document_completion(self.model, state.q_global, self.observed, self.heldout, self.eval_batch)
         return {"heldout_per_word": r.log_prob / max(r.num_tokens, 1.0)}
 
 
@@ -110,7 +110,7 @@ def _build(sections, seed, train, test, reference=None):
 
     def make(cov):
         model = _model(m, train.vocab_size, cov)
-        alg = prox_svi(model, num_data=train.num_docs, step_size=a["step_size"], num_samples=a["num_samples"])
+        alg = prox_svi(model, num_data=train.num_docs, schedule=a["step_size"], num_samples=a["num_samples"])
         return model, alg, _Eval(model, observed, heldout, d["eval_batch"])
 
     model, alg, evaluator = make(variants[0])

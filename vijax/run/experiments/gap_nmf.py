@@ -20,9 +20,7 @@ import numpy as np
 
 from vijax import expfam
 from vijax.data._spectra import sample_speech_spectrogram
-from vijax.inference import schedules
-from vijax.inference._matrix import build_algorithm
-from vijax.inference.base import VIAlgorithm, lock_step
+from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
 from vijax.models.gap_nmf import GaPNMF
 from vijax.run._experiment import Experiment, check_methods, register_experiment
 
@@ -47,10 +45,10 @@ _DEFAULTS = {
 
 
 def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
-    """The methods in lock step from one q (``vijax.inference.base.lock_step``)."""
+    """The methods in lock step from one q (``vijax.inference.lock_step``)."""
     schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
-    algs = {m: build_algorithm(model, m, acfg["local"], num_data, schedule=schedule, ramp=acfg["ramp"])
-            for m in methods}
+    algs = {m: make_algorithm(M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"],
+                              ramp=acfg["ramp"]) for m in methods}
     return lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))
 
 

@@ -31,9 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data._uci import load_binary_dataset
-from vijax.inference._optax_vi import optax_vi
-from vijax.inference._prox_svi import prox_svi
-from vijax.inference.base import VIAlgorithm
+from vijax.inference import ProxSVIState, VIAlgorithm, optax_vi, prox_svi, replace_elbo
 from vijax.models.gp_classification import GPClassification, GPPosterior
 from vijax.run._experiment import Experiment, register_experiment
 from vijax.run._runner import run
@@ -125,7 +123,7 @@ def _evaluator(model: GPClassification, data):
         return model.elbo_params(p), model.log_loss(p, data.x_test, data.y_test)
 
     def evaluate(state) -> dict:
-        e, ll = ev_q(state.q) if hasattr(state, "q") else ev_p(state.params)
+        e, ll = (ev_q if isinstance(state, ProxSVIState) else ev_p)(state.q_global)
         return {"elbo_exact": float(e), "test_log_loss": float(ll)}
 
     return evaluate
@@ -134,7 +132,7 @@ def _evaluator(model: GPClassification, data):
 def _baseline(name: str, model, s: dict) -> VIAlgorithm:
     hyper = {"sgd": {"kappa": s.get("sgd_kappa", 0.6)}, "rmsprop": {"decay": s["rmsprop_decay"]},
              "adadelta": {"rho": s["adadelta_rho"]}}.get(name, {})
-    return optax_vi(model, name, learning_rate=s[f"{name}_rate"], num_samples=s["num_samples"], **hyper)
+    return optax_vi(model, optimizer=name, schedule=s[f"{name}_rate"], num_samples=s["num_samples"], **hyper)
 
 
 def _curve(evals: list, spp: int) -> dict:
@@ -176,7 +174,7 @@ def build_compare(sections: dict, seed: int) -> Experiment:
     model = _model(s, data)
     n, mb = model.num_data, s["batch_size"]
     batch_fn, spp = epoch_batches(n, mb, jax.random.PRNGKey(seed + 7))
-    alg = prox_svi(model, num_data=n, step_size=s["beta_n"] / n, num_samples=s["num_samples"])
+    alg = prox_svi(model, num_data=n, schedule=s["beta_n"] / n, num_samples=s["num_samples"])
     evaluate = _evaluator(model, data)
 
     def report(result, out_dir):
@@ -227,15 +225,6 @@ def _plot_compare(path, curves, name):
 
 # ---- Figure 1 ---------------------------------------------------------------------------------
 
-def _exact_elbo_info(alg: VIAlgorithm, exact) -> VIAlgorithm:
-    """``alg`` with ``info.elbo`` replaced by the exact ELBO of the updated state (batch methods)."""
-    def step(state, batch, key):
-        state, info = alg.step(state, batch, key)
-        return state, info._replace(elbo=exact(state))
-
-    return VIAlgorithm(alg.init, step)
-
-
 def examples_to_converge(elbos, target: float, tol: float, examples_per_point: int) -> Optional[int]:
     """Examples seen at the first evaluation p >= 1 with L_p >= target - tol |target| (None if
     never, or once the ELBO is non-finite). ``elbos[0]`` is the initial ELBO (0 examples)."""
@@ -264,16 +253,16 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
     n, mb = exact_model.num_data, s["batch_size"]
     full = jnp.arange(n)
     full_batch = lambda key, t: full
-    main = prox_svi(exact_model, num_data=n, step_size=a["pg_betas"][0], num_samples=1)
+    main = prox_svi(exact_model, num_data=n, schedule=a["pg_betas"][0], num_samples=1)
     evaluate = _evaluator(exact_model, data)
-    exact_q = lambda st: exact_model.elbo(st.q)
-    exact_p = lambda st: exact_model.elbo_params(st.params)
+    exact_q = lambda st: exact_model.elbo(st.q_global)
+    exact_p = lambda st: exact_model.elbo_params(st.q_global)
 
     def batch_run(alg, exact, steps):
-        wrapped = _exact_elbo_info(alg, exact)
+        wrapped = replace_elbo(alg, exact)
         res = run(wrapped, jax.random.PRNGKey(seed), batch_fn=full_batch, num_steps=steps,
                   init_state=lambda key: wrapped.init(key), chunk_size=min(50, steps), progress=False)
-        e0 = float(exact(wrapped.init(None)))
+        e0 = float(exact(wrapped.init(jax.random.split(jax.random.PRNGKey(seed))[0])))
         return [e0] + list(res.trace["elbo"]), res.wall_time
 
     def report(result, out_dir):
@@ -281,24 +270,27 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
         t0 = time.time()
         steps = a["max_passes_batch"]
         # L*: the optimum, from a long batch-PG run with exact gradients (beta = 1)
-        e_opt, _ = batch_run(prox_svi(exact_model, n, 1.0, num_samples=1), exact_q, a["optimum_steps"])
+        e_opt, _ = batch_run(prox_svi(exact_model, num_data=n, schedule=1.0, num_samples=1), exact_q,
+                             a["optimum_steps"])
         target = float(max(e_opt))
         for lr in a["gd_rates"]:
-            e, w = batch_run(optax_vi(exact_model, "gd", learning_rate=lr), exact_p, steps)
+            e, w = batch_run(optax_vi(exact_model, optimizer="gd", schedule=lr), exact_p, steps)
             out.setdefault("gd", []).append((lr, examples_to_converge(e, target, a["tol"], n), e[-1], w))
         for beta in a["pg_betas"]:
-            e, w = batch_run(prox_svi(exact_model, n, beta, num_samples=1), exact_q, steps)
+            e, w = batch_run(prox_svi(exact_model, num_data=n, schedule=beta, num_samples=1), exact_q, steps)
             out.setdefault("pg", []).append((beta, examples_to_converge(e, target, a["tol"], n), e[-1], w))
         for beta in a["pg_mc_betas"]:
-            e, w = batch_run(prox_svi(mc_model, n, beta, num_samples=a["pg_mc_samples"]), exact_q, steps)
+            e, w = batch_run(prox_svi(mc_model, num_data=n, schedule=beta, num_samples=a["pg_mc_samples"]), exact_q,
+                             steps)
             out.setdefault("pg_mc", []).append((beta, examples_to_converge(e, target, a["tol"], n), e[-1], w))
         batch_fn, spp = epoch_batches(n, mb, jax.random.PRNGKey(seed + 7))
         for beta in a["pg_svi_betas"]:
-            alg = prox_svi(mc_model, n, beta, num_samples=s["num_samples"])
+            alg = prox_svi(mc_model, num_data=n, schedule=beta, num_samples=s["num_samples"])
             res = run(alg, jax.random.PRNGKey(seed), batch_fn=batch_fn, num_steps=a["max_passes_svi"] * spp,
                       init_state=lambda key, alg=alg: alg.init(key), chunk_size=spp,
                       eval_fn=lambda st: {"elbo_exact": float(exact_q(st))}, eval_every=spp, progress=False)
-            e = [float(exact_q(alg.init(None)))] + [ev["elbo_exact"] for ev in res.evals]
+            e = [float(exact_q(alg.init(jax.random.split(jax.random.PRNGKey(seed))[0])))] + [
+                ev["elbo_exact"] for ev in res.evals]
             out.setdefault("pg_svi", []).append((beta, examples_to_converge(e, target, a["tol"], spp * mb), e[-1],
                                                  res.wall_time))
         rows = [{"method": LABELS[m], "step size": ss, "examples to converge": ex, "final ELBO": fe, "wall time (s)": w}

@@ -2,7 +2,7 @@
 
 The E-step x M-step matrix of seed 000 (§2.5): global updates ``meanfield`` (SVI), ``ssvi_a``
 (SSVI-A, eq. 10) and ``ssvi`` (SSVI, eq. 7/11), each with the local steps ``meanfield``, ``cvb0``
-and ``gibbs`` (``vijax.inference._matrix.build_algorithm``), over a grid of the hyperparameters
+and ``gibbs`` (``vijax.inference.make_algorithm`` with ``M_STEPS``), over a grid of the hyperparameters
 alpha and eta (the paper: alpha in {0.01, 0.1, 0.5}, eta in {0.01, 0.1, 1}), on the synthetic
 corpus and, when the reference data are present, on wiki_bnpy. Every setting runs
 ``algorithm.restarts`` restarts in lock step (``vijax.inference.restarts``, a ``vmap`` over
@@ -37,8 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import Minibatcher, bucket_length
-from vijax.inference import restarts, schedules
-from vijax.inference._matrix import GLOBAL_UPDATES, build_algorithm
+from vijax.inference import M_STEPS, make_algorithm, restarts, schedules
 from vijax.metrics import document_completion
 from vijax.models import LDA
 from vijax.run._experiment import Experiment, register_experiment
@@ -78,8 +77,8 @@ def _settings(a: dict, m: dict) -> list[tuple[str, str, float, float]]:
         if not (a if where == "algorithm" else m)[name]:
             raise ValueError(f"{where}.{name} must list at least one value")
     for g in a["global_updates"]:
-        if g not in GLOBAL_UPDATES:
-            raise ValueError(f"algorithm.global_updates: {g!r} is not one of {GLOBAL_UPDATES}")
+        if g not in M_STEPS:
+            raise ValueError(f"algorithm.global_updates: {g!r} is not one of {tuple(M_STEPS)}")
     for l in a["locals"]:
         if l not in LDA.local_methods:
             raise ValueError(f"algorithm.locals: {l!r} is not one of LDA's local steps {LDA.local_methods}")
@@ -112,8 +111,8 @@ class _Corpus:
     def make(self, setting):
         g, l, al, e = setting
         model = make_model(self.m, self.train.vocab_size, alpha=al, eta=e)
-        alg = restarts(build_algorithm(model, g, l, self.train.num_docs, schedule=self.schedule, ramp=self.a["ramp"]),
-                       self.a["restarts"])
+        alg = restarts(make_algorithm(M_STEPS[g], model, num_data=self.train.num_docs, schedule=self.schedule,
+                                      local=l, ramp=self.a["ramp"]), self.a["restarts"])
         return alg, _RestartEval(model, self.observed, self.heldout, self.a["batch_size"])
 
 

@@ -1,0 +1,97 @@
+"""The algorithm registry and the one algorithm convention: every registered algorithm is reachable
+by name, takes keyword-only num_data and schedule, refuses None keys, and names bad settings."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vijax.inference import ALGORITHMS, M_STEPS, make_algorithm, register_algorithm, schedules, svi
+from vijax.models import GLM, GPClassification, UnivariateGMM
+
+X = jnp.concatenate([jnp.full(20, -4.0), jnp.full(20, 4.0)])
+KEY = jax.random.PRNGKey(0)
+
+
+def _model_and_batch(name):
+    """A small model each algorithm qualifies for, and a batch of it."""
+    if name == "prox_svi":
+        x = jax.random.normal(KEY, (30, 2))
+        return GLM(2), (x, (x[:, 0] > 0).astype(x.dtype)), 30
+    if name == "optax":
+        x = np.linspace(-2, 2, 6)[:, None]
+        return GPClassification(x, (x[:, 0] > 0).astype(int), 0.0, 0.0, jitter=1e-6), jnp.arange(6), 6
+    return UnivariateGMM(num_components=2), X, 40
+
+
+SETTINGS = {"optax": {"optimizer": "adam"}, "prox_svi": {"num_samples": 2}}
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_registered_algorithm_takes_a_step_by_name(name):
+    model, batch, n = _model_and_batch(name)
+    schedule = None if not ALGORITHMS[name].takes_schedule else (0.5 if name != "optax" else 0.05)
+    alg = make_algorithm(name, model, num_data=n, schedule=schedule, **SETTINGS.get(name, {}))
+    state = alg.init(KEY, batch)
+    state, info = jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))
+    assert hasattr(state, "q_global") and int(state.count) == 1
+    assert np.isfinite(float(info.elbo))
+    with pytest.raises(ValueError, match="key"):
+        alg.init(None, batch)
+    with pytest.raises(ValueError, match="key"):
+        alg.step(state, batch, None)
+
+
+def test_factories_take_num_data_and_schedule_by_keyword_only():
+    with pytest.raises(TypeError):
+        svi(UnivariateGMM(num_components=2), 40)
+    for name in ALGORITHMS:
+        assert ALGORITHMS[name].description
+
+
+def test_settings_and_schedules_are_checked_by_name():
+    model = UnivariateGMM(num_components=2)
+    with pytest.raises(ValueError, match="unknown algorithm 'laplace'"):
+        make_algorithm("laplace", model, num_data=40)
+    with pytest.raises(ValueError, match="unknown \\['divergence'\\]"):
+        make_algorithm("svi", model, num_data=40, divergence="kl")
+    with pytest.raises(ValueError, match="has no step size"):
+        make_algorithm("cavi", model, num_data=40, schedule=0.5)
+    with pytest.raises(ValueError, match="schedule"):
+        make_algorithm("svi", model, num_data=40, schedule=1.5)
+    with pytest.raises(ValueError, match="schedule"):
+        make_algorithm("svi", model, num_data=40, schedule=lambda c: 2.0 + 0.0 * c)
+    with pytest.raises(ValueError, match="num_data"):
+        make_algorithm("svi", model)
+    with pytest.raises(ValueError, match="ConditionallyConjugateModel"):
+        make_algorithm("svi", GLM(2), num_data=10)
+    with pytest.raises(ValueError, match="ProxModel"):
+        make_algorithm("prox_svi", model, num_data=10, schedule=1.0)
+    with pytest.raises(ValueError, match="init_params"):
+        make_algorithm("optax", model, optimizer="adam")
+    # CAVI checks that its batch is the whole data set
+    alg = make_algorithm("cavi", model, num_data=40)
+    with pytest.raises(ValueError, match="whole data set"):
+        alg.step(alg.init(KEY, X), X[:10], KEY)
+
+
+def test_a_number_is_a_constant_schedule_and_the_m_step_names_resolve():
+    model = UnivariateGMM(num_components=2)
+    a = make_algorithm("svi", model, num_data=40, schedule=0.25)
+    b = svi(model, num_data=40, schedule=schedules.constant(0.25))
+    sa, ia = a.step(a.init(KEY, X), X, KEY)
+    sb, ib = b.step(b.init(KEY, X), X, KEY)
+    np.testing.assert_array_equal(sa.q_global.mean, sb.q_global.mean)
+    assert float(ia.step_size) == float(ib.step_size) == 0.25
+    assert set(M_STEPS.values()) <= set(ALGORITHMS)
+
+
+def test_register_algorithm_makes_a_new_algorithm_reachable():
+    register_algorithm("svi_half", lambda model, *, num_data, schedule=None, local="meanfield":
+                       svi(model, num_data=num_data, schedule=0.5, local=local), settings=("local",),
+                       description="SVI with rho = 1/2")
+    try:
+        alg = make_algorithm("svi_half", UnivariateGMM(num_components=2), num_data=40, local="meanfield")
+        _, info = alg.step(alg.init(KEY, X), X, KEY)
+        assert float(info.step_size) == 0.5
+    finally:
+        del ALGORITHMS["svi_half"]

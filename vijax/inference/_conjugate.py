@@ -1,0 +1,73 @@
+"""What the algorithms for conditionally conjugate models (CAVI, SVI, SSVI, MAP-EM) share besides
+the update itself (``vijax.expfam.conjugate_update``): their start and the check of the local
+step a model offers."""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+
+from vijax import expfam
+from vijax._validate import batch_size
+from vijax.inference._scale import data_scale
+from vijax.models import ConditionallyConjugateModel
+from vijax.types import Array, PRNGKey, PyTree, Schedule
+
+
+def initial_globals(key: PRNGKey, batch: PyTree, model: ConditionallyConjugateModel) -> PyTree:
+    """``model.init_globals(key, batch)`` after checking ``batch`` (when given) with
+    ``model.check_data``."""
+    if batch is not None:
+        model.check_data(batch)
+    return model.init_globals(key, batch)
+
+
+def check_conjugate_model(model, algorithm: str) -> None:
+    """Raises ValueError, before anything compiles, unless ``model`` is a
+    ``ConditionallyConjugateModel`` (``local_methods``, ``prior``, ``init_globals``,
+    ``local_step``, ``check_data``), naming what it lacks."""
+    if not isinstance(model, ConditionallyConjugateModel):
+        needed = ("local_methods", "prior", "init_globals", "local_step", "check_data")
+        missing = [m for m in needed if not hasattr(model, m)]
+        raise ValueError(f"{algorithm} needs a ConditionallyConjugateModel; {type(model).__name__} lacks "
+                         f"{', '.join(missing)}")
+
+
+def check_local(model: ConditionallyConjugateModel, local: str) -> None:
+    """Raises ValueError, before anything compiles, when ``model`` offers no local step ``local``
+    (its ``local_methods``)."""
+    if local not in model.local_methods:
+        raise ValueError(f"local={local!r} is not offered by {type(model).__name__}; choose one of "
+                         f"{model.local_methods}")
+
+
+def view_step(q: PyTree, count: Array, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel,
+              num_data: int, schedule: Schedule, local: str, ramp: bool,
+              view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]]):
+    """The step shared by SSVI, SSVI-A and MAP-EM: the local step at a view of the globals built
+    from q, then the conjugate update (Hoffman and Blei 2015, Algorithm 1, lines 3-9)::
+
+        stats, transform = view(q, key_beta)            # t(beta) of a draw, or of the mode
+        loc = model.local_step(stats, batch, key_local)  # the minibatch's sum of eta-hat_n
+        lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t / S) transform(sum eta-hat_n))
+
+    with ``key_beta, key_local = jax.random.split(key)``.
+
+    Returns:
+      (q_new, num_damped, rho, prior, stats, data_term), data_term being
+      (N/S) (<sum eta-hat_n, stats> + local_terms), the data part of every estimate of the ELBO
+      (or of the MAP objective) these algorithms report.
+    """
+    s = batch_size(batch)
+    rho = schedule(count)
+    key_beta, key_local = jax.random.split(key)
+    prior = model.prior()
+    stats, transform = view(q, key_beta)
+    loc = model.local_step(stats, batch, key_local, method=local)
+    scale, full = data_scale(count, s, num_data, ramp)
+    q_new, num_damped = expfam.conjugate_update(q, prior, transform(loc.suff_stats), rho, scale)
+    data_term = full * (expfam.tree_inner(loc.suff_stats, stats) + loc.local_terms)
+    return q_new, num_damped, rho, prior, stats, data_term
+
+
+__all__ = ["check_conjugate_model", "check_local", "initial_globals", "view_step"]

@@ -1,0 +1,129 @@
+"""Stochastic MAP-EM: a point estimate of the globals of a conditionally conjugate model.
+
+The local step runs at t(beta-hat), beta-hat the mode of q(beta) (each family's ``mode_stats``),
+and q(beta) takes SVI's update, lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t/S) sum eta-hat).
+lambda is then the natural parameter of the (stochastically averaged) conditional
+p(beta | y, E[z]) and beta-hat its mode: with rho = 1 and the full data set a step is exactly one
+EM step for the MAP estimate (E-step at beta-hat, M-step beta-hat <- argmax_beta p(beta)
+p(y, E[z] | beta)); with minibatches and Robbins-Monro rho_t it is online EM in the sufficient
+statistics (Cappe and Moulines 2009). It is the "MAP" M-step of the E-step x M-step matrix of
+Hoffman and Blei (2015, §2.5, appendix D), sharing SSVI's step (``_conjugate.view_step``) with
+the mode in place of a draw. Where q(beta) has no interior mode (a Dirichlet concentration < 1)
+the mode is the boundary point, with finite floored statistics.
+
+``info.elbo`` is the MAP-EM objective (N/S)(<sum eta-hat, t(beta-hat)> + local_terms) +
+log p(beta-hat), a lower bound on log p(y, beta-hat) estimated from the minibatch.
+
+References:
+  Hoffman and Blei (2015), Structured stochastic variational inference, §2.5 and appendix D.
+  Cappe and Moulines (2009), On-line expectation-maximization algorithm for latent data models.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from vijax import expfam
+from vijax._validate import check_bool, check_int, check_key
+from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals, view_step
+from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.schedules import as_schedule, default_schedule
+from vijax.models import ConditionallyConjugateModel
+from vijax.types import Array, PRNGKey, PyTree, Schedule
+
+
+class MAPState(NamedTuple):
+    q_global: PyTree  # pytree of families; beta-hat is the mode of each
+    count: Array  # int32 scalar; drives rho_t and the ramp
+
+
+class MAPInfo(NamedTuple):
+    elbo: Array  # the MAP-EM objective at the pre-update beta-hat (module docstring)
+    step_size: Array  # rho_t
+    num_damped: Array  # batch elements whose update was pulled back into the domain
+
+
+def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> MAPState:
+    """q(beta) from ``model.init_globals``."""
+    check_key("key", key)
+    return MAPState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
+
+
+def _mode_view(q: PyTree, key: PRNGKey):
+    """t(beta-hat) at the mode of every family of q (``key`` unused: the view is not random)."""
+    return jax.tree_util.tree_map(lambda f: f.mode_stats(), q, is_leaf=expfam.is_family), lambda s: s
+
+
+def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
+    """sum over families of <eta, t(beta)> - A(eta) at the statistics t(beta) (log p(beta) up to
+    the base measure, which is 1 for the families with a mode here)."""
+    nat = expfam.tree_natural_params(prior)
+    logz = sum(jnp.sum(f.log_normalizer()) for f in jax.tree_util.tree_leaves(prior, is_leaf=expfam.is_family))
+    return expfam.tree_inner(nat, stats) - logz
+
+
+def step(state: MAPState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel, num_data: int,
+         schedule: Schedule, local: str = "meanfield", ramp: bool = False):
+    """One MAP-EM step: the local step at the mode of q(beta), then SVI's update. ``key`` is split
+    as SSVI's (its first half, the draw's key there, is unused)."""
+    check_key("key", key)
+    q_new, num_damped, rho, prior, stats, data_term = view_step(
+        state.q_global, state.count, batch, key, model=model, num_data=num_data, schedule=schedule, local=local,
+        ramp=ramp, view=_mode_view)
+    elbo = data_term + _log_density_at(prior, stats)
+    return MAPState(q_new, safe_increment(state.count)), MAPInfo(elbo, jnp.asarray(rho), num_damped)
+
+
+def check_model_has_modes(model: ConditionallyConjugateModel) -> None:
+    """Raises ValueError, before compilation, unless every family of ``model.prior()`` implements
+    ``mode`` (Dirichlet, Beta, Gamma, Normal do)."""
+    for f in jax.tree_util.tree_leaves(model.prior(), is_leaf=expfam.is_family):
+        if not expfam.implements(f, "mode_stats"):
+            raise ValueError(f"map_em needs the mode of every global family; {type(model).__name__} has a "
+                             f"{type(f).__name__}, which does not implement mode() (Dirichlet, Beta, Gamma and "
+                             "Normal do)")
+
+
+def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
+                     ramp: bool = False) -> VIAlgorithm:
+    """Stochastic MAP-EM (module docstring) as a ``VIAlgorithm``.
+
+    Args:
+      model: a ``ConditionallyConjugateModel`` whose global families implement ``mode``.
+      num_data: N, the number of data points the minibatches are drawn from.
+      schedule: rho_t: a number in (0, 1] or a callable ``count -> rho``; default
+        ``robbins_monro(1.0, tau=1.0, kappa=0.7)`` (a constant 1 with the full data set is EM).
+      local: the local-step method (``model.local_methods``).
+      ramp: use N_t = min((t + 1) S, N) over the first sweep.
+
+    Returns:
+      ``VIAlgorithm(init, step)`` with ``MAPState`` / ``MAPInfo``.
+
+    Raises:
+      ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the model
+        lacks, or global families without a mode.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from vijax.models import UnivariateGMM
+        >>> x = jnp.concatenate([jnp.full(50, -5.0), jnp.full(50, 5.0)])
+        >>> alg = map_em(UnivariateGMM(num_components=2), num_data=100, schedule=1.0)
+        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
+    """
+    check_int("num_data", num_data)
+    check_bool("ramp", ramp)
+    schedule = as_schedule(schedule, default=default_schedule())
+    check_conjugate_model(model, "map_em")
+    check_local(model, local)
+    check_model_has_modes(model)
+    return VIAlgorithm(
+        init=lambda key, batch=None: init(key, batch, model=model),
+        step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data, schedule=schedule,
+                                            local=local, ramp=ramp))
+
+
+map_em = as_top_level_api
+
+__all__ = ["MAPInfo", "MAPState", "as_top_level_api", "init", "map_em", "step"]
