@@ -6,9 +6,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from vijax.run import load_config, run_experiment
-from vijax.run._cli import default_config
-from vijax.run._config import parse_yaml
+from vijax.run import default_config, load_config, run_experiment
 from vijax.run.experiments.bernoulli_mixture import LABELS, METHODS, PAPER, format_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -19,7 +17,7 @@ SMALL = ["model.num_components=12", "model.alpha=4.0", "data.num_points=150", "d
 
 
 def test_default_config_is_the_dp_bernoulli_config():
-    assert default_config() == parse_yaml((ROOT / "configs" / "dp_bernoulli.yaml").read_text())
+    assert load_config(default_config()) == load_config(str(ROOT / "configs" / "dp_bernoulli.yaml"))
     cfg = load_config(default_config())
     assert cfg["experiment"] == "dp_bernoulli"
     assert cfg["algorithm"]["methods"] == list(METHODS)

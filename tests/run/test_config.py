@@ -28,7 +28,7 @@ def build_toy(sections: dict, seed: int) -> Experiment:
     def eval_fn(state):
         return {"distance": jnp.linalg.norm(state.x - mu)}
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         with open(os.path.join(out_dir, "toy.txt"), "w") as f:
             f.write(f"{np.asarray(result.state.x).tolist()}\n")
         return {"distance": float(jnp.linalg.norm(result.state.x - mu)), "seed": seed}

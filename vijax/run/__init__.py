@@ -1,23 +1,32 @@
 """The one host loop, checkpoints, run configs and the ``vijax`` command.
 
 ``run`` drives any ``VIAlgorithm`` in jitted ``lax.scan`` chunks with progress, evaluation,
-a relative-tolerance stopping rule and bit-identical checkpoint/resume; ``load_config`` reads and
-validates a YAML config against a registered ``ExperimentSpec``; ``main`` is ``vijax run`` /
-``vijax list``.
+a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the settings of a
+``RunConfig``; ``load_config`` reads and validates a YAML config against a registered
+``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
+folder; ``main`` is ``vijax run`` / ``vijax list``. The built-in experiments live in
+``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
-from vijax.run._cli import main, run_experiment
-from vijax.run._config import ConfigError, load_config
-from vijax.run._experiment import EXPERIMENTS, Experiment, ExperimentSpec, register_experiment
-from vijax.run._runner import RunResult, run
+from vijax.run._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
+from vijax.run._config import ConfigError, load_config, parse_yaml
+from vijax.run._experiment import EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, register_experiment
+from vijax.run._runner import RunConfig, RunResult, run
 
 __all__ = [
+    "DEFAULT_EXPERIMENT",
     "EXPERIMENTS",
+    "Baseline",
     "ConfigError",
     "Experiment",
     "ExperimentSpec",
+    "RunConfig",
     "RunResult",
+    "check_methods",
+    "default_config",
+    "import_builtin_experiments",
     "load_config",
     "main",
+    "parse_yaml",
     "register_experiment",
     "run",
     "run_experiment",

@@ -1,11 +1,13 @@
 """The ``vijax`` command: ``vijax run [CONFIG] ...`` and ``vijax list``.
 
-``vijax run`` loads and validates a config (the packaged ``default_config.yaml`` when none is
-given), builds the registered experiment, drives it with ``vijax.run.run``, then writes into the
+``vijax run`` loads and validates a config (without one, the embedded default: the registered
+defaults of ``DEFAULT_EXPERIMENT``, which ``configs/dp_bernoulli.yaml`` spells out), builds the
+registered experiment, drives it and its baselines with ``vijax.run.run``, then writes into the
 output folder:
 
 - ``config.yaml``: the resolved config (defaults filled, overrides applied);
-- ``checkpoints/``: the run's checkpoints (``--resume`` continues from the latest);
+- ``checkpoints/``: the run's checkpoints, and each baseline's in ``checkpoints/<name>/``
+  (``--resume`` continues from the latest);
 - whatever the experiment's ``report`` writes (its own plots);
 - ``metrics.json``: config, the report's summary, final ELBO, steps, wall time, convergence,
   evaluations and the ELBO trace;
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.resources
+import dataclasses
+import importlib
 import json
 import os
 import sys
@@ -28,23 +31,26 @@ import numpy as np
 import yaml
 
 from vijax.run._checkpoint import jsonable
-from vijax.run._config import SECTIONS, ConfigError, load_config, parse_yaml
-from vijax.run._experiment import EXPERIMENTS, import_builtin_experiments
+from vijax.run._config import SECTIONS, ConfigError, load_config
+from vijax.run._experiment import EXPERIMENTS
 from vijax.run._plots import plot_elbo
-from vijax.run._runner import RunResult, run
+from vijax.run._runner import RunConfig, RunResult, run
 
-DEFAULT_CONFIG = "default_config.yaml"
+DEFAULT_EXPERIMENT = "dp_bernoulli"
+BUILTIN_EXPERIMENTS = "vijax.run.experiments"
+
+
+def import_builtin_experiments() -> None:
+    """Imports ``vijax.run.experiments``, whose modules register the built-in experiments (the
+    command does this; a program that loads a built-in experiment's config imports it itself)."""
+    importlib.import_module(BUILTIN_EXPERIMENTS)
 
 
 def default_config() -> dict:
-    """The raw (unvalidated) config shipped as ``vijax/run/default_config.yaml``."""
-    resource = importlib.resources.files("vijax.run").joinpath(DEFAULT_CONFIG)
-    if not resource.is_file():
-        raise ConfigError(f"no config given and the package ships no {DEFAULT_CONFIG}")
-    raw = parse_yaml(resource.read_text(encoding="utf-8"))
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{DEFAULT_CONFIG}: a config must be a mapping")
-    return raw
+    """The embedded default config of ``vijax run``: the registered defaults of
+    ``DEFAULT_EXPERIMENT`` (the DP mixture of Bernoullis; ``configs/dp_bernoulli.yaml`` spells
+    out the same values, which a test checks)."""
+    return {"experiment": DEFAULT_EXPERIMENT}
 
 
 def _write_atomic(path: str, text: str) -> None:
@@ -63,55 +69,37 @@ def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Op
     return jsonable(float(elbo[-1])), jsonable(float(np.mean(elbo[-chunk_size:])))
 
 
-def set_cpu_devices(n: int) -> None:
-    """``jax.config.update("jax_num_cpu_devices", n)``: possible only before JAX has started its
-    backends (a notebook that already ran JAX code must restart); ConfigError naming
-    ``run.cpu_devices`` otherwise."""
-    import jax
-
-    try:
-        jax.config.update("jax_num_cpu_devices", int(n))
-    except RuntimeError as e:
-        if len(jax.devices("cpu")) == n:
-            return  # already so
-        raise ConfigError(f"run.cpu_devices: cannot set {n} CPU devices, JAX has already started with "
-                          f"{len(jax.devices('cpu'))} ({e}); set it before any JAX computation") from None
-
-
 def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, dict]:
     """Runs a resolved config (from ``load_config``) and writes its results folder.
 
     Args:
       config: a resolved config.
-      resume: continue from the latest checkpoint in ``<output.dir>/checkpoints``.
+      resume: continue from the latest checkpoints in ``<output.dir>/checkpoints``.
 
     Returns:
-      ``(result, metrics)``: the ``RunResult`` and the dict written to ``metrics.json``.
+      ``(result, metrics)``: the ``RunResult`` of the experiment's own run and the dict written to
+      ``metrics.json``.
     """
     import jax  # deferred so that ``vijax list`` and argument errors stay fast
 
-    name, out_dir, rc = config["experiment"], config["output"]["dir"], config["run"]
-    if rc.get("x64"):
-        jax.config.update("jax_enable_x64", True)  # before any array of the run is made
-    if rc.get("cpu_devices") is not None:
-        set_cpu_devices(rc["cpu_devices"])
+    name, out_dir = config["experiment"], config["output"]["dir"]
+    rc = RunConfig(**config["run"])
+    try:
+        rc.apply_process_settings()  # before any array of the run is made
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     os.makedirs(out_dir, exist_ok=True)
-    _write_atomic(os.path.join(out_dir, "config.yaml"),
-                  yaml.safe_dump(jsonable(config), sort_keys=False))
-    experiment = EXPERIMENTS[name].build(
-        {s: copy.deepcopy(config[s]) for s in SECTIONS}, config["seed"])
-    result = run(experiment.algorithm, jax.random.PRNGKey(config["seed"]),
-                 batch_fn=experiment.batch_fn, host_batches=experiment.host_batches,
-                 num_steps=rc["num_steps"],
-                 init_state=experiment.init_state, chunk_size=rc["chunk_size"], tol=rc["tol"],
-                 patience=rc["patience"], eval_fn=experiment.eval_fn,
-                 eval_every=rc["eval_every"],
-                 checkpoint_dir=os.path.join(out_dir, "checkpoints"),
-                 checkpoint_every=rc["checkpoint_every"], resume=resume,
-                 progress=rc["progress"])
-    summary = experiment.report(result, out_dir) if experiment.report is not None else {}
+    _write_atomic(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(jsonable(config), sort_keys=False))
+    sections = {s: copy.deepcopy(config[s]) for s in SECTIONS} | {"run": rc.as_dict()}
+    experiment = EXPERIMENTS[name].build(sections, config["seed"])
+    checkpoints = os.path.join(out_dir, "checkpoints")
+    result = run(experiment.algorithm, jax.random.PRNGKey(config["seed"]), batch_fn=experiment.batch_fn,
+                 host_batches=experiment.host_batches, init_state=experiment.init_state, eval_fn=experiment.eval_fn,
+                 checkpoint_dir=checkpoints, resume=resume, config=rc)
+    baselines = _run_baselines(experiment, rc, config["seed"], checkpoints, resume)
+    summary = experiment.report(result, out_dir, baselines) if experiment.report is not None else {}
     plot_elbo(result.trace, result.evals, os.path.join(out_dir, "elbo.png"), title=name)
-    last, last_mean = _final_elbo(result, rc["chunk_size"])
+    last, last_mean = _final_elbo(result, rc.chunk_size)
     metrics = jsonable({
         "experiment": name,
         "config": config,
@@ -126,6 +114,25 @@ def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, di
     })
     _write_atomic(os.path.join(out_dir, "metrics.json"), json.dumps(metrics, indent=1))
     return result, metrics
+
+
+def _run_baselines(experiment, rc: RunConfig, seed: int, checkpoints: str, resume: bool) -> dict:
+    """The experiment's baselines, in order, each with its own checkpoint folder and settings."""
+    import jax
+
+    results = {}
+    for b in experiment.baselines:
+        if b.name in results:
+            raise ValueError(f"baseline names must be unique; {b.name!r} is repeated")
+        brc = dataclasses.replace(rc, **b.settings)
+        results[b.name] = run(b.algorithm, jax.random.PRNGKey(seed if b.seed is None else b.seed),
+                              batch_fn=b.batch_fn, host_batches=b.host_batches, init_state=b.init_state,
+                              eval_fn=b.eval_fn, checkpoint_dir=os.path.join(checkpoints, b.name),
+                              resume=resume, config=brc)
+        if brc.progress:
+            print(f"vijax: baseline {b.name}: {results[b.name].num_steps} steps in "
+                  f"{results[b.name].wall_time:.1f}s", file=sys.stderr, flush=True)
+    return results
 
 
 def _format(v) -> str:
@@ -158,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="run an experiment config (default: the embedded one)")
     p_run.add_argument("config", nargs="?", default=None,
-                       help="a YAML config; without it, the packaged default_config.yaml")
+                       help=f"a YAML config; without it, the defaults of {DEFAULT_EXPERIMENT}")
     p_run.add_argument("--resume", action="store_true",
                        help="continue from the latest checkpoint in <out>/checkpoints")
     p_run.add_argument("--out", default=None, help="output folder (overrides output.dir)")
@@ -202,4 +209,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-__all__ = ["default_config", "main", "run_experiment"]
+__all__ = ["DEFAULT_EXPERIMENT", "default_config", "import_builtin_experiments", "main", "run_experiment"]

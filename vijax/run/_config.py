@@ -7,7 +7,7 @@ A config has exactly these top-level keys::
     model: {...}                 # validated against the experiment's defaults["model"]
     data: {...}                  #   ... defaults["data"]
     algorithm: {...}             #   ... defaults["algorithm"]
-    run: {num_steps, chunk_size, tol, patience, eval_every, checkpoint_every, progress}
+    run: {...}                   # the fields of vijax.run.RunConfig (num_steps, chunk_size, ...)
     output: {dir}                # default "results/<experiment>"
 
 Rules: a key that the schema does not list is an error naming its full path (``model.nmae``)
@@ -19,32 +19,20 @@ defaults. Scientific notation without a dot (``1e-3``) reads as a float, not as 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import re
 from typing import Any, Iterable, Mapping, Union
 
 import yaml
 
-from vijax.run._experiment import EXPERIMENTS, import_builtin_experiments
+from vijax.run._experiment import EXPERIMENTS
+from vijax.run._runner import RunConfig
+
+RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
 TOP_LEVEL_KEYS = ("experiment", "seed", "model", "data", "algorithm", "run", "output")
 SECTIONS = ("model", "data", "algorithm")
-
-# name -> (default, accepted types, may be None, minimum)
-_RUN_SCHEMA = {
-    "num_steps": (1000, (int,), False, 0),
-    "chunk_size": (100, (int,), False, 1),
-    "tol": (None, (float,), True, None),
-    "patience": (3, (int,), False, 1),
-    "eval_every": (None, (int,), True, 1),
-    "checkpoint_every": (None, (int,), True, 1),
-    "progress": (True, (bool,), False, None),
-    "x64": (False, (bool,), False, None),  # run in float64 (jax_enable_x64) instead of float32
-    # CPU devices JAX shows (jax_num_cpu_devices; one per core lets data_parallel use the cores);
-    # None leaves JAX's default (one)
-    "cpu_devices": (None, (int,), True, 1),
-}
-
 
 class ConfigError(ValueError):
     """An invalid config; the message names the offending key's full path."""
@@ -108,30 +96,16 @@ def _merge(prefix: str, given: Mapping, defaults: Mapping) -> dict:
 
 
 def _check_run(given: Mapping, experiment_defaults: Mapping) -> dict:
-    for source, values in (("the experiment's run defaults", experiment_defaults),
-                           ("run", given)):
+    """The ``run`` section: ``RunConfig``'s defaults, then the experiment's, then the config's."""
+    for source, values in (("the experiment's run defaults", experiment_defaults), ("run", given)):
         for key in values:
-            if key not in _RUN_SCHEMA:
+            if key not in RUN_SETTINGS:
                 where = repr(f"run.{key}") if source == "run" else f"{key!r} in {source}"
-                raise ConfigError(f"unknown config key {where}; allowed keys of run: "
-                                  f"{sorted(_RUN_SCHEMA)}")
-    merged = {k: spec[0] for k, spec in _RUN_SCHEMA.items()}
-    merged.update(experiment_defaults)
-    merged.update(given)
-    for key, (_, types, nullable, minimum) in _RUN_SCHEMA.items():
-        value, path = merged[key], f"run.{key}"
-        if value is None and nullable:
-            continue
-        if float in types and isinstance(value, int) and not isinstance(value, bool):
-            value = merged[key] = float(value)
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
-            raise ConfigError(f"{path}: expected {kinds}, got {_type_name(value)} {value!r}")
-        if minimum is not None and value < minimum:
-            raise ConfigError(f"{path}: must be >= {minimum}, got {value!r}")
-        if key == "tol" and not value > 0:
-            raise ConfigError(f"{path}: must be positive or null, got {value!r}")
-    return merged
+                raise ConfigError(f"unknown config key {where}; allowed keys of run: {sorted(RUN_SETTINGS)}")
+    try:
+        return RunConfig.from_dict({**experiment_defaults, **given}).as_dict()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
@@ -172,8 +146,8 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping],
       path_or_dict: a YAML file's path, or the config as a dict.
       overrides: ``"dotted.key=value"`` strings applied before validation (``--set``).
 
-    The built-in experiments (``vijax.run.experiments``) are imported first, so that their names
-    resolve; experiments registered elsewhere must be imported by the caller.
+    The experiment must be registered: the built-in ones register when ``vijax.run.experiments``
+    is imported (the ``vijax`` command does that), others where they are defined.
 
     Returns:
       The resolved config: a dict with every top-level key, the three sections merged over the
@@ -202,14 +176,13 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping],
         if key not in TOP_LEVEL_KEYS:
             raise ConfigError(f"unknown top-level config key {key!r}; allowed: "
                               f"{list(TOP_LEVEL_KEYS)}")
-    import_builtin_experiments()
     name = raw.get("experiment")
     if not isinstance(name, str):
         raise ConfigError(f"experiment: expected the name of a registered experiment, got "
                           f"{_type_name(name)} {name!r}; registered: {sorted(EXPERIMENTS)}")
     if name not in EXPERIMENTS:
-        raise ConfigError(f"experiment: unknown experiment {name!r}; "
-                          f"registered: {sorted(EXPERIMENTS)}")
+        raise ConfigError(f"experiment: unknown experiment {name!r}; registered: {sorted(EXPERIMENTS)} (the "
+                          "built-in experiments register when vijax.run.experiments is imported)")
     spec = EXPERIMENTS[name]
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):

@@ -32,15 +32,16 @@ A ``KeyboardInterrupt`` writes a checkpoint of the last completed chunk before r
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Callable, NamedTuple, Optional, Sequence, Union
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from vijax.inference.base import VIAlgorithm
+from vijax.inference import VIAlgorithm
 from vijax.run import _checkpoint
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -173,34 +174,177 @@ def _postfix(mean_of: dict, evals: list) -> dict:
     return post
 
 
-def _check_args(num_steps, chunk_size, tol, patience, eval_every, checkpoint_dir,
-                checkpoint_every, resume):
-    def positive(name, v, optional=False):
-        if v is None and optional:
-            return
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+# ----------------------------------------------------------------------------- settings
+# name -> (default, accepted types, may be None, minimum): the one table of run settings, read by
+# RunConfig (and so by run()) and by the YAML schema of a config's ``run`` section.
+_SETTINGS = {
+    "num_steps": (1000, (int,), False, 0),
+    "chunk_size": (100, (int,), False, 1),
+    "tol": (None, (float,), True, None),
+    "patience": (3, (int,), False, 1),
+    "eval_every": (None, (int,), True, 1),
+    "checkpoint_every": (None, (int,), True, 1),
+    "progress": (True, (bool,), False, None),
+    # process settings, applied by ``RunConfig.apply_process_settings`` before JAX makes arrays:
+    "x64": (False, (bool,), False, None),  # float64 (jax_enable_x64) instead of float32
+    "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
+}
 
-    if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) \
-            or not 0 <= num_steps < 2**31 - 1:
-        raise ValueError(f"num_steps must be an int in [0, 2**31 - 1), got {num_steps!r}")
-    positive("chunk_size", chunk_size)
-    positive("patience", patience)
-    positive("eval_every", eval_every, optional=True)
-    positive("checkpoint_every", checkpoint_every, optional=True)
-    if tol is not None and not tol > 0:
-        raise ValueError(f"tol must be positive or None, got {tol!r}")
-    if checkpoint_dir is None and (checkpoint_every is not None or resume):
-        raise ValueError("checkpoint_every and resume need a checkpoint_dir")
+
+def _type_name(x) -> str:
+    return "null" if x is None else type(x).__name__
+
+
+def check_run_setting(name: str, value, label: str):
+    """``value`` checked against (and an int converted to float where a float is expected) the
+    run setting ``name``; ValueError starting with ``label`` otherwise."""
+    _, types, nullable, minimum = _SETTINGS[name]
+    if value is None and nullable:
+        return None
+    if float in types and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, np.integer) and int in types:
+        value = int(value)
+    if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+        kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
+        raise ValueError(f"{label}: expected {kinds}, got {_type_name(value)} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{label}: must be >= {minimum}, got {value!r}")
+    if name == "num_steps" and value >= 2**31 - 1:
+        raise ValueError(f"{label}: must be < 2**31 - 1, got {value!r}")
+    if name == "tol" and not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{label}: must be positive or null, got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """The settings of one run: the defaults that ``run()``, the YAML ``run:`` section and the
+    command line share. Every field is checked on construction (ValueError naming it).
+
+    Attributes:
+      num_steps: the total number of updates, counting those done before a resume.
+      chunk_size: updates per jitted ``lax.scan`` call.
+      tol: relative ELBO tolerance of the stopping rule, or None to run all steps.
+      patience: consecutive chunk boundaries below ``tol`` needed to stop.
+      eval_every: evaluation period in updates (rounded up to chunk boundaries); None: at the end.
+      checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the
+        end only.
+      progress: show a tqdm bar (it switches itself off when stderr is not a terminal).
+      x64: run in float64 (``jax_enable_x64``); a process setting, see ``apply_process_settings``.
+      cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use
+        the cores); None leaves JAX's default. A process setting.
+    """
+
+    num_steps: int = _SETTINGS["num_steps"][0]
+    chunk_size: int = _SETTINGS["chunk_size"][0]
+    tol: Optional[float] = _SETTINGS["tol"][0]
+    patience: int = _SETTINGS["patience"][0]
+    eval_every: Optional[int] = _SETTINGS["eval_every"][0]
+    checkpoint_every: Optional[int] = _SETTINGS["checkpoint_every"][0]
+    progress: bool = _SETTINGS["progress"][0]
+    x64: bool = _SETTINGS["x64"][0]
+    cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, check_run_setting(f.name, getattr(self, f.name), f.name))
+
+    @classmethod
+    def from_dict(cls, values: Mapping, prefix: str = "run") -> "RunConfig":
+        """A RunConfig from a mapping (a config's ``run`` section); errors name ``<prefix>.<key>``."""
+        unknown = sorted(set(values) - set(_SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown config key {prefix + '.' + str(unknown[0])!r}; allowed keys of "
+                             f"{prefix}: {sorted(_SETTINGS)}")
+        checked = {k: check_run_setting(k, v, f"{prefix}.{k}") for k, v in values.items()}
+        return cls(**checked)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def apply_process_settings(self) -> None:
+        """Applies ``x64`` and ``cpu_devices`` to this process. Both must happen before JAX makes
+        arrays (``cpu_devices`` before it starts its backends); ValueError naming the setting when
+        that is too late."""
+        if self.x64:
+            jax.config.update("jax_enable_x64", True)
+        if self.cpu_devices is not None:
+            try:
+                jax.config.update("jax_num_cpu_devices", int(self.cpu_devices))
+            except RuntimeError as e:
+                if len(jax.devices("cpu")) != self.cpu_devices:
+                    raise ValueError(f"run.cpu_devices: cannot set {self.cpu_devices} CPU devices, JAX has already "
+                                     f"started with {len(jax.devices('cpu'))} ({e}); set it before any JAX "
+                                     "computation") from None
+
+    def check_process_settings(self) -> None:
+        """Raises ValueError when this process does not run with ``x64`` / ``cpu_devices`` (call
+        ``apply_process_settings`` first thing)."""
+        if self.x64 and not jax.config.jax_enable_x64:
+            raise ValueError("x64=True but JAX runs in float32: call RunConfig.apply_process_settings() (or "
+                             "jax.config.update('jax_enable_x64', True)) before any array is made")
+        if self.cpu_devices is not None and len(jax.devices("cpu")) != self.cpu_devices:
+            raise ValueError(f"cpu_devices={self.cpu_devices} but JAX shows {len(jax.devices('cpu'))} CPU devices: "
+                             "call RunConfig.apply_process_settings() before any JAX computation")
+
+
+# ----------------------------------------------------------------------------- the loop
+class _Progress:
+    """What a run has done so far: the state, the update count, the trace parts, the evaluations,
+    the chunk means of the stopping rule and the checkpoint bookkeeping."""
+
+    def __init__(self, state, step=0, parts=(), evals=(), wall0=0.0):
+        self.state, self.step, self.parts, self.evals, self.wall0 = state, step, list(parts), list(evals), wall0
+        self.saved_at = step if self.parts else None
+        self.fresh = not self.parts  # a new checkpoint history: older files go at the first save
+        self.means: list = []
+        self.converged = False
+
+    def restore_means(self, chunk_size, tol, patience):
+        """Means of the complete grid chunks so far (L_0, L_1, ...) and the stopping rule's verdict."""
+        elbo_so_far = _concat(self.parts).get("elbo", np.zeros((0,)))
+        self.means = [_chunk_mean(elbo_so_far[c * chunk_size:(c + 1) * chunk_size])
+                      for c in range(self.step // chunk_size)]
+        self.converged = _tolerance_met(self.means, tol, patience)
+
+
+def _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume) -> _Progress:
+    """The start of a run: ``init_state`` (or ``alg.init``), or the latest checkpoint on resume."""
+    if init_state is None:
+        state = alg.init(init_key)
+    else:
+        state = init_state(init_key) if callable(init_state) else init_state
+    state = _as_strong_arrays(state)
+    path = _checkpoint.latest_checkpoint(checkpoint_dir) if resume else None
+    if path is None:
+        return _Progress(state)
+    ck = _checkpoint.load_checkpoint(path, state)
+    if not np.array_equal(ck.key_data, key_data):
+        raise ValueError(f"checkpoint {path} was written by a run with another key "
+                         f"({ck.key_data.tolist()} != {key_data.tolist()})")
+    return _Progress(_as_strong_arrays(ck.state), ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
+
+
+def _save(prog: _Progress, checkpoint_dir, key_data, elapsed) -> None:
+    """A checkpoint of ``prog`` (unless there is nothing new to save)."""
+    if checkpoint_dir is None or prog.saved_at == prog.step or prog.step == 0:
+        return
+    if prog.fresh:
+        _checkpoint.clear_checkpoints(checkpoint_dir)
+        prog.fresh = False
+    prog.parts = [_concat(prog.parts)] if prog.parts else []
+    _checkpoint.save_checkpoint(checkpoint_dir, prog.step, prog.state, _concat(prog.parts), prog.evals,
+                                wall_time=elapsed(), key_data=key_data)
+    prog.saved_at = prog.step
 
 
 def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey, Array], PyTree]] = None,
-        num_steps: int, host_batches: Optional[Callable[[int, int], PyTree]] = None, init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
-        chunk_size: int = 100, tol: Optional[float] = None, patience: int = 3,
-        eval_fn: Optional[Callable[[PyTree], dict]] = None, eval_every: Optional[int] = None,
-        checkpoint_dir: Optional[str] = None, checkpoint_every: Optional[int] = None,
-        resume: bool = False, progress: bool = True,
-        progress_fields: Optional[Sequence[str]] = None) -> RunResult:
+        host_batches: Optional[Callable[[int, int], PyTree]] = None,
+        init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
+        eval_fn: Optional[Callable[[PyTree], dict]] = None, checkpoint_dir: Optional[str] = None,
+        resume: bool = False, progress_fields: Optional[Sequence[str]] = None,
+        config: Optional[RunConfig] = None, **settings) -> RunResult:
     """Runs ``alg`` for ``num_steps`` updates (or until converged); see the module docstring for
     the key layout, the chunk grid, the stopping rule and the evaluation/checkpoint cadence.
 
@@ -210,7 +354,6 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
       key: the run's PRNG key (raw ``uint32[2]`` or typed); split as documented above.
       batch_fn: ``(batch_key, t) -> batch``, pure and jit-able; ``t`` is the int32 index of the
         update. Return the full data (ignoring both) for batch algorithms.
-      num_steps: the total number of updates, counting those done before a resume.
       host_batches: instead of ``batch_fn``, for data that lives on the host (or on disk):
         ``(t0, n) -> the batches of updates t0 .. t0 + n - 1 stacked on a leading axis``. It must
         be a function of the update indices alone (e.g. a seeded epoch permutation), so that a
@@ -219,30 +362,28 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         whose stacked shapes differ from the last one's compiles again (pad to a few buckets).
       init_state: the starting state; or a callable ``init_key -> state``; or None for
         ``alg.init(init_key)``. On resume it only gives the expected tree structure.
-      chunk_size: updates per jitted ``lax.scan`` call.
-      tol: relative ELBO tolerance of the stopping rule, or None to run all steps.
-      patience: consecutive chunk boundaries below ``tol`` needed to stop.
       eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks.
-      eval_every: evaluation period in updates (rounded up to chunk boundaries).
       checkpoint_dir: folder for checkpoints; a final checkpoint is always written there. A run
         that does not resume one removes the folder's older checkpoints at its first save.
-      checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries).
       resume: continue from the latest checkpoint in ``checkpoint_dir`` (from scratch if there is
         none). It must be the same ``key``; a checkpoint at or past ``num_steps`` is returned as is.
-      progress: show a tqdm bar (it switches itself off when stderr is not a terminal).
       progress_fields: trace fields whose chunk means the bar shows; default ``("elbo",)``.
+      config: the run settings (``RunConfig``); default ``RunConfig()``.
+      **settings: ``RunConfig`` fields overriding ``config`` (``num_steps``, ``chunk_size``,
+        ``tol``, ``patience``, ``eval_every``, ``checkpoint_every``, ``progress``).
 
     Returns:
       A ``RunResult``.
 
     Raises:
-      ValueError: for bad arguments, an ``info`` without ``elbo``, or a checkpoint whose state
-        structure or key does not match this run.
+      ValueError: for bad arguments or settings, an ``info`` without ``elbo``, a checkpoint whose
+        state structure or key does not match this run, or process settings (``x64``,
+        ``cpu_devices``) this process does not have.
 
     Examples:
       >>> import jax, jax.numpy as jnp
       >>> from typing import NamedTuple
-      >>> from vijax.inference.base import VIAlgorithm
+      >>> from vijax.inference import VIAlgorithm
       >>> class Info(NamedTuple):
       ...     elbo: jax.Array
       >>> alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()),
@@ -252,99 +393,71 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
       >>> round(float(res.state), 6), res.trace["elbo"].shape, int(res.trace["step"][-1])
       (1.0, (60,), 60)
     """
-    _check_args(num_steps, chunk_size, tol, patience, eval_every, checkpoint_dir,
-                checkpoint_every, resume)
+    rc = dataclasses.replace(config if config is not None else RunConfig(), **settings)
+    rc.check_process_settings()
+    if checkpoint_dir is None and (rc.checkpoint_every is not None or resume):
+        raise ValueError("checkpoint_every and resume need a checkpoint_dir")
+    if (batch_fn is None) == (host_batches is None):
+        raise ValueError("give exactly one of batch_fn and host_batches")
     start = time.perf_counter()
     init_key, step_base = jax.random.split(key)
     key_data = _key_data(key)
     fields = tuple(progress_fields) if progress_fields is not None else ("elbo",)
-
-    def build_init():
-        if init_state is None:
-            return alg.init(init_key)
-        return init_state(init_key) if callable(init_state) else init_state
-
-    state = _as_strong_arrays(build_init())
-    step, parts, evals, wall0 = 0, [], [], 0.0
-    if resume:
-        path = _checkpoint.latest_checkpoint(checkpoint_dir)
-        if path is not None:
-            ck = _checkpoint.load_checkpoint(path, state)
-            if not np.array_equal(ck.key_data, key_data):
-                raise ValueError(f"checkpoint {path} was written by a run with another key "
-                                 f"({ck.key_data.tolist()} != {key_data.tolist()})")
-            state = _as_strong_arrays(ck.state)
-            step, evals, wall0 = ck.step, list(ck.evals), ck.wall_time
-            parts = [ck.trace] if ck.step else []
+    prog = _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume)
+    prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
 
     def elapsed():
-        return wall0 + time.perf_counter() - start
+        return prog.wall0 + time.perf_counter() - start
 
-    # Means of the complete grid chunks so far: L_0, L_1, ...
-    done_chunks = step // chunk_size
-    elbo_so_far = _concat(parts).get("elbo", np.zeros((0,)))
-    means = [_chunk_mean(elbo_so_far[c * chunk_size:(c + 1) * chunk_size])
-             for c in range(done_chunks)]
-    converged = _tolerance_met(means, tol, patience)
-    saved_at = step if parts else None
-    fresh = not parts  # a new checkpoint history: older files go at the first save
-
-    def save():
-        nonlocal parts, saved_at, fresh
-        if checkpoint_dir is None or saved_at == step or step == 0:
-            return
-        if fresh:
-            _checkpoint.clear_checkpoints(checkpoint_dir)
-            fresh = False
-        parts = [_concat(parts)] if parts else []
-        _checkpoint.save_checkpoint(checkpoint_dir, step, state, _concat(parts), evals,
-                                    wall_time=elapsed(), key_data=key_data)
-        saved_at = step
-
-    if (batch_fn is None) == (host_batches is None):
-        raise ValueError("give exactly one of batch_fn and host_batches")
-    chunk_fn = _make_chunk_fn(alg.step, batch_fn, chunk_size)
-
-    def host_chunk(t0):
-        if host_batches is None:
-            return None
-        return host_batches(t0, chunk_size)
-
-    pending = host_chunk(step) if step < num_steps else None
-    bar = tqdm(total=num_steps, initial=min(step, num_steps), unit="step", desc="vijax",
-               disable=None if progress else True, dynamic_ncols=True)
+    chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size)
+    bar = tqdm(total=rc.num_steps, initial=min(prog.step, rc.num_steps), unit="step", desc="vijax",
+               disable=None if rc.progress else True, dynamic_ncols=True)
     try:
-        while step < num_steps and not converged:
-            t0 = step
-            t_end = min((t0 // chunk_size + 1) * chunk_size, num_steps)
-            new_state, infos = chunk_fn(state, step_base, np.int32(t0), np.int32(t_end), pending)
-            if host_batches is not None and t_end < num_steps:
-                pending = host_chunk(t_end)  # overlaps with the chunk the device is running
-            part = _flatten_info(jax.device_get(infos), t_end - t0)
-            part["step"] = np.arange(t0 + 1, t_end + 1, dtype=np.int64)
-            state, step = new_state, t_end
-            parts.append(part)
-            if step % chunk_size == 0:
-                means.append(_chunk_mean(_tail(parts, "elbo", chunk_size)))
-                converged = _tolerance_met(means, tol, patience)
-            finished = converged or step >= num_steps
-            if eval_fn is not None and (_crossed(t0, step, eval_every) or finished):
-                evals.append(_eval_entry(eval_fn, state, step, elapsed()))
-            if _crossed(t0, step, checkpoint_every) or finished:
-                save()
-            bar.set_postfix(_postfix({f: _chunk_mean(part[f]) for f in fields if f in part},
-                                     evals), refresh=False)
-            bar.update(t_end - t0)
+        _run_chunks(prog, rc, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed,
+                    lambda: _save(prog, checkpoint_dir, key_data, elapsed))
     except KeyboardInterrupt:
-        save()
+        _save(prog, checkpoint_dir, key_data, elapsed)
         raise
     finally:
         bar.close()
-    if eval_fn is not None and (not evals or evals[-1]["step"] != step):
-        evals.append(_eval_entry(eval_fn, state, step, elapsed()))
-    save()
-    return RunResult(state=state, trace=_concat(parts), evals=evals, converged=converged,
-                     num_steps=step, wall_time=elapsed())
+    if eval_fn is not None and (not prog.evals or prog.evals[-1]["step"] != prog.step):
+        prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
+    _save(prog, checkpoint_dir, key_data, elapsed)
+    return RunResult(state=prog.state, trace=_concat(prog.parts), evals=prog.evals, converged=prog.converged,
+                     num_steps=prog.step, wall_time=elapsed())
 
 
-__all__ = ["RunResult", "run"]
+def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batches, eval_fn, fields, bar,
+                elapsed, save) -> None:
+    """The chunks from ``prog.step`` to ``rc.num_steps`` (or convergence), with the evaluations,
+    checkpoints and progress of the module docstring."""
+    chunk_size = rc.chunk_size
+
+    def host_chunk(t0):
+        return None if host_batches is None else host_batches(t0, chunk_size)
+
+    pending = host_chunk(prog.step) if prog.step < rc.num_steps else None
+    while prog.step < rc.num_steps and not prog.converged:
+        t0 = prog.step
+        t_end = min((t0 // chunk_size + 1) * chunk_size, rc.num_steps)
+        new_state, infos = chunk_fn(prog.state, step_base, np.int32(t0), np.int32(t_end), pending)
+        if host_batches is not None and t_end < rc.num_steps:
+            pending = host_chunk(t_end)  # overlaps with the chunk the device is running
+        part = _flatten_info(jax.device_get(infos), t_end - t0)
+        part["step"] = np.arange(t0 + 1, t_end + 1, dtype=np.int64)
+        prog.state, prog.step = new_state, t_end
+        prog.parts.append(part)
+        if prog.step % chunk_size == 0:
+            prog.means.append(_chunk_mean(_tail(prog.parts, "elbo", chunk_size)))
+            prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
+        finished = prog.converged or prog.step >= rc.num_steps
+        if eval_fn is not None and (_crossed(t0, prog.step, rc.eval_every) or finished):
+            prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
+        if _crossed(t0, prog.step, rc.checkpoint_every) or finished:
+            save()
+        bar.set_postfix(_postfix({f: _chunk_mean(part[f]) for f in fields if f in part}, prog.evals),
+                        refresh=False)
+        bar.update(t_end - t0)
+
+
+__all__ = ["RunConfig", "RunResult", "check_run_setting", "run"]

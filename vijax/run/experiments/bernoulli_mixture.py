@@ -35,7 +35,7 @@ _DEFAULTS = {
     "data": {"num_points": 1000, "dim": 100, "seed": 8},
     "algorithm": {"methods": list(METHODS), "local": "exact", "rho_scale": 1.0, "rho_tau": 1.0, "rho_kappa": 0.75,
                   "ramp": False, "gibbs_burn_in": 100, "kl_samples": 20000, "eval_kl_samples": 2000},
-    "run": {"num_steps": 500, "chunk_size": 50, "eval_every": 100, "x64": True},
+    "run": {"num_steps": 500, "chunk_size": 50, "eval_every": 100, "checkpoint_every": 250, "x64": True},
 }
 
 
@@ -95,7 +95,7 @@ def build(sections: dict, seed: int) -> Experiment:
         res = evaluate(state, a["eval_kl_samples"])
         return {f"{meth}.{k}": v for meth, r in res.items() for k, v in r.items() if k != "kl_stderr"}
 
-    def report(result, out_dir) -> dict:
+    def report(result, out_dir, baselines) -> dict:
         res = evaluate(result.state, a["kl_samples"])
         summary = {"truth_components": data.components_used}
         for meth, r in res.items():

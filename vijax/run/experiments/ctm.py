@@ -115,7 +115,7 @@ def _build(sections, seed, train, test, reference=None):
 
     model, alg, evaluator = make(variants[0])
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         curves = {variants[0]: result.evals}
         steps = [e["step"] for e in result.evals]
         every = int(np.min(np.diff(steps))) if len(steps) > 1 else max(result.num_steps, 1)

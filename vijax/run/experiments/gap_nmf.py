@@ -121,7 +121,7 @@ def build(sections: dict, seed: int) -> Experiment:
     def eval_fn(state) -> dict:
         return {f"{meth}.{k}": v for meth, r in evaluate(state).items() for k, v in r.items() if k != "corr"}
 
-    def report(result, out_dir) -> dict:
+    def report(result, out_dir, baselines) -> dict:
         res = evaluate(result.state)
         summary = {"true_components": d["num_atoms"], "threshold": THRESHOLD}
         for meth, r in res.items():

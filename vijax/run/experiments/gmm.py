@@ -92,7 +92,7 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
         init_q["state"] = state
         return state
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         q = best(result.state)
         summary = _summary(model, q, x_test, full)
         if dcfg["dim"] == 2:
@@ -126,7 +126,7 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
     model, alg, xj = _build(sections, seed, (x_train, x_test))
     best = _best_fn(model, xj)
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         q = best(result.state)
         summary = _summary(model, q, x_test)
         z_hat = np.asarray(jnp.argmax(model.log_resp(expfam.tree_mean_params(q), jnp.asarray(x_test)), axis=1))

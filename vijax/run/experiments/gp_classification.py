@@ -177,7 +177,7 @@ def build_compare(sections: dict, seed: int) -> Experiment:
     alg = prox_svi(model, num_data=n, schedule=s["beta_n"] / n, num_samples=s["num_samples"])
     evaluate = _evaluator(model, data)
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         num_steps = result.num_steps
         curves = {"pg_svi": _curve(result.evals, spp)}
         walls = {"pg_svi": result.wall_time}
@@ -265,7 +265,7 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
         e0 = float(exact(wrapped.init(jax.random.split(jax.random.PRNGKey(seed))[0])))
         return [e0] + list(res.trace["elbo"]), res.wall_time
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         out = {}
         t0 = time.time()
         steps = a["max_passes_batch"]

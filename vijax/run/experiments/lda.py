@@ -89,7 +89,7 @@ def _build(sections, seed, train, test, true_topics=None, vocab=None):
     d = sections["data"]
     evaluator = _Eval(model, test, s, d["eval_batch"], seed + 1, d["observed_fraction"])
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         q = result.state.q_global
         topics = np.asarray(model.expected_topics(q))
         summary = {"heldout_per_word": result.evals[-1]["heldout_per_word"] if result.evals else None,

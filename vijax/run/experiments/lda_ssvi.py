@@ -235,7 +235,7 @@ def build(sections: dict, seed: int) -> Experiment:
     first = corpora[0]
     alg0, eval0 = first.make(settings[0])
 
-    def report(result, out_dir):
+    def report(result, out_dir, baselines):
         if not result.evals:
             return {"skipped_corpora": skipped}
         num_steps = int(result.num_steps)
