@@ -30,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax.models._base import (LocalResult, check_data_array, check_int, check_method, check_positive_hyper,
-                                conjugate_posterior, entropy_of_probs, float_dtype)
+from vijax._validate import (check_choice, check_data_array, check_int, check_positive_fields, float_dtype,
+                             set_static_floats)
+from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.types import Array, PRNGKey
 
 
@@ -108,11 +109,8 @@ class BernoulliMixture:
     def __post_init__(self):
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
-        for name in ("alpha", "a", "b", "init_pseudo_count"):
-            check_positive_hyper(name, getattr(self, name))
-            if np.ndim(getattr(self, name)) != 0:
-                raise ValueError(f"{name} must be a scalar, got shape {np.shape(getattr(self, name))}")
-            object.__setattr__(self, name, float(getattr(self, name)))  # hashable, static under jit
+        check_positive_fields(self, ("alpha", "a", "b", "init_pseudo_count"))
+        set_static_floats(self, ("alpha", "a", "b", "init_pseudo_count"))  # hashable, static under jit
 
     # -- the model ------------------------------------------------------------------------------
     def prior(self) -> tuple[expfam.Dirichlet, expfam.Beta]:
@@ -174,7 +172,7 @@ class BernoulliMixture:
           ``LocalResult(suff_stats, local_terms, local_params=r)`` with r (S, K) the
           responsibilities (for ``"gibbs"``: the one-hot samples).
         """
-        check_method(method, self.local_methods, "BernoulliMixture")
+        check_choice("method", method, self.local_methods)
         if y.ndim != 2 or y.shape[1] != self.dim:
             raise ValueError(f"y must have shape (N, {self.dim}), got {y.shape}")
         if method == "gibbs" and key is None:

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from vijax.models._base import check_int
+from vijax._validate import check_int
 from vijax.types import Array, PRNGKey
 
 COVARIANCES = ("full", "diagonal")

@@ -52,9 +52,10 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import (check_bool, check_choice, check_float_dtype, check_int, check_positive,
+                             check_positive_fields, check_scalar, float_dtype, set_static_floats)
 from vijax.expfam._special import digamma, digamma_and_gammaln
-from vijax.models._base import (LocalResult, check_float_dtype, check_int, check_method, check_positive_hyper,
-                                entropy_of_probs, float_dtype, set_static_floats)
+from vijax.models._base import LocalResult, entropy_of_probs
 from vijax.models._lda_gibbs import collapsed_gibbs
 from vijax.types import Array, PRNGKey
 
@@ -173,21 +174,18 @@ class LDA:
         set_static_floats(self, ("alpha", "eta", "tol", "init_scale"))
         check_int("num_topics", self.num_topics)
         check_int("vocab_size", self.vocab_size)
-        check_positive_hyper("alpha", self.alpha)
-        check_positive_hyper("eta", self.eta)
+        check_positive_fields(self, ("alpha", "eta"))
         check_int("max_iters", self.max_iters)
-        if not np.isfinite(float(self.tol)) or float(self.tol) < 0:
-            raise ValueError(f"tol must be finite and >= 0, got {self.tol!r}")
+        check_scalar("tol", self.tol, low=0.0, include_low=True)
         check_int("cvb0_iters", self.cvb0_iters)
         check_int("gibbs_sweeps", self.gibbs_sweeps)
         check_int("gibbs_burn_in", self.gibbs_burn_in, minimum=0)
         if self.gibbs_burn_in >= self.gibbs_sweeps:
             raise ValueError(f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
                              f"one sweep is kept, got {self.gibbs_burn_in}")
-        check_positive_hyper("init_scale", self.init_scale)
+        check_positive("init_scale", self.init_scale)
         check_float_dtype(self.dtype)
-        if not isinstance(self.accelerate, bool):
-            raise ValueError(f"accelerate must be True or False, got {self.accelerate!r}")
+        check_bool("accelerate", self.accelerate)
 
     # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:
@@ -319,7 +317,7 @@ class LDA:
         Returns:
           LocalResult(suff_stats=(c,) (K, V), local_terms scalar, local_params=gamma (S, K)).
         """
-        check_method(method, self.local_methods, "LDA")
+        check_choice("method", method, self.local_methods)
         (log_beta,) = globals_view
         k, v = self.num_topics, self.vocab_size
         if log_beta.shape != (k, v):

@@ -17,7 +17,7 @@ import numpy as np
 from vijax.data import Corpus, Minibatcher, read_ldac, shared_data_path
 from vijax.inference._prox_svi import prox_svi
 from vijax.metrics import corpus_document_completion
-from vijax.models._base import check_int
+from vijax._validate import check_int
 from vijax.models.ctm import CTM
 from vijax.run._experiment import Experiment, register_experiment
 from vijax.run._runner import run
