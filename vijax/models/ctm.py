@@ -111,7 +111,7 @@ class CTM:
       eval_seed: seed of the evaluation's Monte Carlo draws (``log_predictive`` is deterministic).
 
     A batch is a ``vijax.data.BowBatch`` (word_ids, counts), each (M, L), of M documents (padding
-    rows: all-zero counts). The synthetic generator is ``vijax.run.experiments.ctm.sample_ctm_corpus``.
+    rows: all-zero counts). The synthetic generator is ``vijax.data.sample_ctm_corpus``.
 
     Examples:
         >>> model = CTM(num_topics=3, vocab_size=20)
