@@ -6,6 +6,7 @@ from vijax.models._base import (
     conjugate_posterior,
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
+from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_point_estimates
 from vijax.models.bernoulli_mixture import BernoulliMixture
 from vijax.models._nonconjugate import ProxModel
 from vijax.models.ctm import CTM, CTMGlobals
@@ -29,6 +30,7 @@ __all__ = [
     "PoissonGammaSoftplus",
     "ProxModel",
     "bernoulli_collapsed_gibbs",
+    "bernoulli_gibbs_point_estimates",
     "ConditionallyConjugateModel",
     "DiagonalGMM",
     "LDA",

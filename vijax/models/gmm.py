@@ -13,7 +13,7 @@ from jax.scipy.special import gammaln
 from vijax import expfam
 from vijax._validate import (check_choice, check_data_array, check_int, check_positive, check_positive_fields,
                              float_dtype)
-from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
+from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import Array, PRNGKey
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
