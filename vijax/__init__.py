@@ -1,11 +1,11 @@
 """vijax: variational inference in JAX.
 
-Layers, bottom to top: ``expfam`` (exponential families as pytrees), ``models``, ``inference``
-(algorithms as ``init``/``step`` pairs), ``data`` and ``metrics``, ``run`` (the host loop, configs
-and the ``vijax`` command).
+Layers, bottom to top: ``expfam`` (exponential families as pytrees), ``solvers`` (numerical
+algorithms that models share), ``models``, ``inference`` (algorithms as ``init``/``step`` pairs),
+``data`` and ``metrics``, ``run`` (the host loop, configs and the ``vijax`` command).
 """
-from vijax import data, expfam, inference, metrics, models, run
+from vijax import data, expfam, inference, metrics, models, run, solvers
 from vijax.inference import cavi
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "cavi", "data", "expfam", "inference", "metrics", "models", "run"]
+__all__ = ["__version__", "cavi", "data", "expfam", "inference", "metrics", "models", "run", "solvers"]

@@ -96,6 +96,28 @@ def check_positive(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be finite and > 0, got min {float(a.min())!r}")
 
 
+def check_positive_scalar(name: str, value: Any) -> None:
+    """:func:`check_positive` for a scalar: also raises ValueError naming ``name`` when a concrete
+    ``value`` has dimensions. Tracers pass (a step size may be traced).
+
+    Examples:
+        >>> check_positive_scalar("beta", [0.5, 0.5])
+        Traceback (most recent call last):
+        ...
+        ValueError: beta must be a scalar, got shape (2,)
+    """
+    check_positive(name, value)
+    if not is_tracer(value) and np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+
+
+def check_positive_fields(obj: Any, names: Sequence[str]) -> None:
+    """:func:`check_positive` of each field ``names`` of ``obj`` (a dataclass's hyperparameters),
+    in order; the ValueError names the first field that is not finite and > 0."""
+    for name in names:
+        check_positive(name, getattr(obj, name))
+
+
 def check_finite(name: str, value: Any) -> None:
     """Raises ValueError naming ``name`` when a concrete ``value`` has NaN or infinite entries
     (or is not numeric). Tracers pass."""
@@ -200,4 +222,5 @@ def check_key(name: str, key: Any) -> None:
 
 
 __all__ = ["batch_size", "check_bool", "check_choice", "check_data_array", "check_finite", "check_float_dtype", "check_int",
-           "check_key", "check_positive", "check_scalar", "float_dtype", "is_tracer", "set_static_floats"]
+           "check_key", "check_positive", "check_positive_fields", "check_positive_scalar", "check_scalar",
+           "float_dtype", "is_tracer", "set_static_floats"]

@@ -19,6 +19,7 @@ from vijax.data import (
     bucket_length,
     build_vocabulary,
     corpus_from_texts,
+    epoch_batches,
     load_vocabulary,
     minibatches,
     read_ldac,
@@ -532,6 +533,19 @@ def test_minibatches_drop_remainder_and_endless():
         Minibatcher(c, 0, seed=0)
     with pytest.raises(TypeError, match="seed"):
         Minibatcher(c, 4, seed=None)
+
+
+def test_epoch_batches_are_permutations_per_pass():
+    """Each pass of floor(N / M) minibatches is a permutation of M * floor(N / M) distinct
+    indices (the remainder skipped), a fresh one every pass, under jit with a traced step."""
+    batch_fn, spp = epoch_batches(23, 5, jax.random.PRNGKey(3))
+    assert spp == 4
+    step = jax.jit(batch_fn)
+    passes = [np.concatenate([np.asarray(step(None, p * spp + t)) for t in range(spp)]) for p in range(3)]
+    for idx in passes:
+        assert idx.shape == (20,) and len(set(idx.tolist())) == 20 and idx.min() >= 0 and idx.max() < 23
+    assert not np.array_equal(passes[0], passes[1])
+    np.testing.assert_array_equal(np.asarray(batch_fn(jax.random.PRNGKey(9), 5)), passes[1][5:10])  # key unused
 
 
 def test_stack_batches_for_scan():

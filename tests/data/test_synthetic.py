@@ -53,3 +53,35 @@ def test_shared_data_path_is_none_when_absent(monkeypatch, tmp_path):
     (tmp_path / "here" / "wiki_bnpy" / "vocab.txt").write_text("a\n")
     monkeypatch.setenv("VIJAX_SHARED_DATA", str(tmp_path / "here"))
     assert shared_data_path("wiki_bnpy", "vocab.txt") == tmp_path / "here" / "wiki_bnpy" / "vocab.txt"
+
+
+def test_resolve_data_path(monkeypatch, tmp_path):
+    from vijax.data import resolve_data_path
+
+    local = tmp_path / "corpus.ldac"
+    local.write_text("1 0:1\n")
+    monkeypatch.setenv("VIJAX_SHARED_DATA", str(tmp_path / "shared"))
+    assert resolve_data_path(str(local)) == local  # an existing file, as given
+    assert resolve_data_path(local) == local
+    assert resolve_data_path(str(tmp_path / "missing.ldac")) is None
+    assert resolve_data_path("wiki_bnpy/vocab.txt") is None
+    assert resolve_data_path("") is None and resolve_data_path(None) is None
+    (tmp_path / "shared" / "wiki_bnpy").mkdir(parents=True)
+    (tmp_path / "shared" / "wiki_bnpy" / "vocab.txt").write_text("a\n")
+    assert resolve_data_path("wiki_bnpy/vocab.txt") == tmp_path / "shared" / "wiki_bnpy" / "vocab.txt"
+
+
+def test_sample_ctm_corpus():
+    from vijax.data import sample_ctm_corpus
+
+    corpus, truth = sample_ctm_corpus(3, 50, 4, 30, doc_length=25, topic_concentration=0.5)
+    assert corpus.num_docs == 50 and corpus.vocab_size == 30
+    np.testing.assert_array_equal(corpus.doc_lengths, 25.0)
+    np.testing.assert_allclose(truth["topics"].sum(1), 1.0)
+    assert truth["topics"].shape == (4, 30) and truth["mu"].shape == (3,)
+    assert np.all(np.linalg.eigvalsh(truth["sigma"]) >= 0.5 - 1e-12)  # correlation A A^T / (K-1) + 0.5 I
+    again, _ = sample_ctm_corpus(3, 50, 4, 30, doc_length=25, topic_concentration=0.5)
+    np.testing.assert_array_equal(again.word_ids, corpus.word_ids)
+    np.testing.assert_array_equal(again.counts, corpus.counts)
+    with pytest.raises(ValueError, match="num_topics"):
+        sample_ctm_corpus(0, 5, 1, 30)

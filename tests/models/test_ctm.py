@@ -14,7 +14,7 @@ from vijax.inference._prox_svi import prox_svi
 from vijax.metrics import corpus_document_completion
 from vijax.models._nonconjugate import kl_prox_closed_form, prox_objective
 from vijax.models.ctm import CTM, CTMGlobals, LocalQ
-from vijax.run.experiments.ctm import sample_ctm_corpus
+from vijax.data import sample_ctm_corpus
 
 K, V = 3, 12
 

@@ -16,6 +16,7 @@ from vijax import expfam
 from vijax.data import BowBatch
 from vijax.inference import _cavi, cavi, schedules, svi
 from vijax.models import LDA, ConditionallyConjugateModel, conjugate_elbo
+from vijax.solvers import GIBBS_CHUNK, length_buckets
 from vijax.testing import assert_trees_close
 
 METHODS = ("meanfield", "cvb0", "gibbs")
@@ -148,8 +149,6 @@ def test_meanfield_length_buckets_match_the_reference_and_ignore_document_order(
     document's gamma and the statistics equal the per-document numpy reference, and permuting the
     documents permutes gamma and leaves the statistics and local terms unchanged at the default
     tolerance (each document stops at its own convergence, whatever its block)."""
-    from vijax.models.lda import _length_buckets
-
     r = np.random.default_rng(30)
     k, v, s, length = 3, 400, 11, 256
     beta = r.dirichlet(np.full(v, 0.3), k)
@@ -160,7 +159,7 @@ def test_meanfield_length_buckets_match_the_reference_and_ignore_document_order(
         slots = np.sort(r.choice(length, n_words, replace=False)) if n_words < 100 else np.arange(n_words)
         ids[d, slots], counts[d, slots] = words, r.integers(1, 4, n_words)
     ids[counts == 0] = r.integers(0, v, int(np.sum(counts == 0)))  # padding slots with arbitrary ids
-    assert len(_length_buckets(length)) > 3
+    assert len(length_buckets(length)) > 3
     q = _random_q(31, k, v)
     (elb,) = q.mean_params()
     model = LDA(k, v, alpha=0.3, tol=1e-11, max_iters=10000)
@@ -359,6 +358,57 @@ def test_runs_in_both_dtypes_and_stays_finite_for_extreme_topics(method, dtype):
         ref = LDA(3, 15, alpha=0.05).local_step((log_beta.astype(jnp.float64),), _as_jax(batch))
         assert np.all(np.isfinite(np.asarray(ref.local_params)))
         np.testing.assert_allclose(loc.local_params, ref.local_params, rtol=1e-3, atol=1e-3)
+
+
+def test_gibbs_padding_inactive_tokens_and_other_documents_change_nothing():
+    """Document 0 alone, with zero-count slots (arbitrary words and weights) interleaved and
+    appended, and next to a document with many more tokens (more token steps, where document 0's
+    tokens are inactive): its real slots get exactly the same counts, its padding slots none."""
+    r = np.random.default_rng(6)
+    k = 4
+    w0, n0 = np.array([2, 7, 3]), np.array([3.0, 1.0, 4.0])
+    beta = r.dirichlet(np.ones(9), k)
+    model = LDA(k, 9, alpha=0.2, gibbs_sweeps=5, gibbs_burn_in=2)
+    view = (jnp.asarray(np.log(beta)),)
+    key = jax.random.PRNGKey(7)
+    gibbs = jax.jit(model._gibbs)
+
+    def per_slot(ids, n):
+        (c,) = model.local_step(view, BowBatch(jnp.asarray(ids), jnp.asarray(n)), key, "gibbs").suff_stats
+        return c, gibbs(jnp.take(view[0].T, jnp.asarray(ids), axis=0), jnp.asarray(n), key, jnp.asarray(0.2))
+
+    c_alone, a_alone = per_slot(w0[None], n0[None])
+    long_ids = np.arange(9)[None]
+    long_n = np.full((1, 9), 3 * GIBBS_CHUNK // 9 + 1.0)  # more than 3 chunks of tokens
+    ids2 = np.zeros((2, 9), np.int64)
+    n2 = np.zeros((2, 9))
+    real = [1, 4, 5]  # doc 0's slots in the padded batch, in the same order
+    ids2[0] = [8, w0[0], 1, 0, w0[1], w0[2], 6, 4, 2]
+    n2[0, real] = n0
+    ids2[1], n2[1] = long_ids[0], long_n[0]
+    _, a_both = per_slot(ids2, n2)
+    np.testing.assert_array_equal(a_both[0, np.asarray(real)], a_alone[0])
+    np.testing.assert_array_equal(np.delete(np.asarray(a_both[0]), real, axis=0), 0.0)
+    # the statistics of document 0 alone are its counts' allocation
+    np.testing.assert_allclose(np.asarray(c_alone)[:, w0].sum(0), n0, rtol=1e-12)
+
+
+def test_gibbs_zero_weight_topics_are_never_drawn():
+    """A topic whose weight b is exactly zero for every word (log b at the floor of a sampled beta
+    with zeros) gets no token, whatever alpha; the last topic is the one that a rounding of the
+    inverse CDF to its total would pick."""
+    k, v = 3, 5
+    beta = np.full((k, v), 1.0 / v)
+    beta[k - 1] = 0.0
+    beta[k - 1, 0] = 1.0  # topic 2 owns word 0 only
+    with np.errstate(divide="ignore"):
+        view = (jnp.asarray(np.log(beta)),)
+    model = LDA(k, v, alpha=5.0, gibbs_sweeps=3, gibbs_burn_in=1)
+    batch = BowBatch(jnp.array([[1, 2, 3, 4], [1, 3, 0, 0]]), jnp.array([[30.0, 20.0, 10.0, 5.0], [7.0, 9.0, 0.0, 0.0]]))
+    keys = jax.random.split(jax.random.PRNGKey(8), 20)
+    stats = jax.jit(jax.vmap(lambda kk: model.local_step(view, batch, kk, "gibbs").suff_stats[0]))(keys)
+    assert np.all(np.isfinite(np.asarray(stats)))
+    np.testing.assert_array_equal(np.asarray(stats)[:, k - 1, :], 0.0)
 
 
 # ------------------------------------------------------------------------------------ algorithms

@@ -1,10 +1,9 @@
-"""The GaP-KL-NMF experiment (seed 000 §4.3) end to end at a small size, its correlation metric,
-and its config errors."""
+"""The GaP-KL-NMF experiment (seed 000 §4.3) end to end at a small size, and its config errors
+(its correlation metric: tests/metrics/test_nmf.py)."""
 import numpy as np
 import pytest
 
 from vijax.run import load_config, run_experiment
-from vijax.run.experiments.gap_nmf import dictionary_correlations
 
 SMALL = {"experiment": "gap_nmf", "model": {"num_components": 8, "max_iters": 50},
          "data": {"num_freqs": 65, "num_atoms": 4, "num_frames": 120, "peak": 30.0},
@@ -40,17 +39,6 @@ def test_minibatch_run(tmp_path):
                                      run={"num_steps": 10, "eval_every": 10}))
     assert "ssvi_a_recovered" not in metrics["summary"]
     assert 0 <= metrics["summary"]["meanfield_recovered"] <= 4
-
-
-def test_dictionary_correlations():
-    rng = np.random.default_rng(0)
-    w = rng.gamma(1.0, size=(30, 3))
-    est = np.concatenate([2.0 * w[:, ::-1], np.ones((30, 1))], axis=1)  # permuted, scaled, one constant column
-    np.testing.assert_allclose(dictionary_correlations(w, est), 1.0, rtol=1e-12)
-    c = dictionary_correlations(w, np.ones((30, 2)))
-    np.testing.assert_array_equal(c, 0.0)
-    ref = max(np.corrcoef(w[:, 0], w[:, j])[0, 1] for j in (1, 2))
-    np.testing.assert_allclose(dictionary_correlations(w[:, :1], w[:, 1:]), [ref], rtol=1e-12)
 
 
 @pytest.mark.parametrize("section, values, match", [

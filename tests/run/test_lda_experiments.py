@@ -73,11 +73,14 @@ def test_lda_data_parallel_follows_the_single_device_run(tmp_path):
 
 
 def test_lda_data_parallel_bad_batch_size_and_cpu_devices_are_named(tmp_path):
-    from vijax.run import ConfigError
-    from vijax.run._cli import set_cpu_devices
+    from vijax.run import ConfigError, RunConfig
 
     with pytest.raises(ValueError, match="algorithm.batch_size: 33 must be a multiple of the 2 devices"):
         run_experiment(_tiny_lda(tmp_path, data_parallel=True, batch_size=33))
-    set_cpu_devices(2)  # what JAX already has here: accepted
+    RunConfig(cpu_devices=2).apply_process_settings()  # what JAX already has here: accepted
+    with pytest.raises(ValueError, match="run.cpu_devices: cannot set 3 CPU devices"):
+        RunConfig(cpu_devices=3).apply_process_settings()
+    cfg = _tiny_lda(tmp_path)
+    cfg["run"]["cpu_devices"] = 3
     with pytest.raises(ConfigError, match="run.cpu_devices: cannot set 3 CPU devices"):
-        set_cpu_devices(3)
+        run_experiment(cfg)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax.models._base import check_int, check_positive_hyper
+from vijax._validate import check_int, check_positive
 from vijax.types import Array, PRNGKey
 
 
@@ -52,7 +52,7 @@ def sample_bernoulli_mixture(key: PRNGKey, num_points: int = 1000, num_component
     check_int("num_components", num_components)
     check_int("dim", dim)
     for name, v in (("alpha", alpha), ("a", a), ("b", b)):
-        check_positive_hyper(name, v)
+        check_positive(name, v)
     dt = jnp.dtype(dtype or jnp.result_type(float))
     return _sample(key, num_points, num_components, dim, float(alpha), float(a), float(b), dt)
 

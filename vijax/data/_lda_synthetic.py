@@ -6,6 +6,7 @@ from typing import Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from vijax._validate import check_int, check_positive
 from vijax.data._csr import Corpus, CorpusWriter, _seed_entropy
 from vijax.data._npz import open_npz
 
@@ -30,16 +31,9 @@ class LDASample(NamedTuple):
     doc_topics: Optional[np.ndarray]
 
 
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
 def _concentration(name, value, size):
-    arr = np.broadcast_to(np.asarray(value, np.float64), (size,)).copy()
-    if not np.all(arr > 0):
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return arr
+    check_positive(name, value)
+    return np.broadcast_to(np.asarray(value, np.float64), (size,)).copy()
 
 
 def _flat_cdf(probs: np.ndarray) -> np.ndarray:
@@ -66,9 +60,9 @@ class _Setup(NamedTuple):
 
 
 def _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean) -> _Setup:
-    _check_int("num_docs", num_docs, 0)
-    _check_int("num_topics", num_topics, 1)
-    _check_int("vocab_size", vocab_size, 1)
+    check_int("num_docs", num_docs, 0)
+    check_int("num_topics", num_topics, 1)
+    check_int("vocab_size", vocab_size, 1)
     if not doc_length_mean >= 0:
         raise ValueError(f"doc_length_mean must be non-negative, got {doc_length_mean!r}")
     alpha = _concentration("alpha", alpha, num_topics)

@@ -1,9 +1,12 @@
-"""The one minibatcher of bag-of-words corpora: shuffled epochs of fixed-size ``BowBatch``es."""
+"""Minibatches: ``Minibatcher``, the one minibatcher of bag-of-words corpora (shuffled epochs of
+fixed-size ``BowBatch``es, built on the host), and ``epoch_batches``, shuffled epochs of index
+minibatches computed on the device for data held in memory."""
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
+import jax
 import numpy as np
 
 from vijax.data._bow import BowBatch
@@ -179,3 +182,36 @@ def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Opti
         word_ids[t, :, :n] = np.asarray(b.word_ids)
         counts[t, :, :n] = np.asarray(b.counts)
     return BowBatch(word_ids, counts)
+
+
+def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:
+    """``(key, t) -> indices``: minibatch t of a fresh random permutation every pass (as the
+    reference code's ``randperm``); a pass is floor(N / M) minibatches (the remainder is skipped).
+
+    The device-side counterpart of :class:`Minibatcher`: for data held in memory as arrays (GP
+    classification's N examples), the function returns the M indices of step t, jit-able with a
+    traced t, so that a runner's ``lax.scan`` over steps gathers its own minibatches; the
+    ``Minibatcher`` instead builds padded ``BowBatch``es of a ``Corpus`` on the host. Pass p uses
+    the permutation of ``fold_in(key, p)``; the ``key`` argument of the returned function is not
+    used (the stream is fixed by ``key`` here, whatever the runner's keys).
+
+    Args:
+      num_data: N, the number of examples.
+      batch_size: M (<= N).
+      key: PRNG key of the permutations.
+
+    Returns:
+      (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int array (M,).
+
+    Examples:
+        >>> batch_fn, spp = epoch_batches(10, 3, jax.random.PRNGKey(0))
+        >>> spp, batch_fn(None, 0).shape
+        (3, (3,))
+    """
+    spp = num_data // batch_size
+
+    def batch_fn(_key, t):
+        perm = jax.random.permutation(jax.random.fold_in(key, t // spp), num_data)
+        return jax.lax.dynamic_slice(perm, ((t % spp) * batch_size,), (batch_size,))
+
+    return batch_fn, spp

@@ -1,4 +1,4 @@
-"""Where the optional reference data sets live."""
+"""Where the optional reference data sets live, and how a configured data path is found."""
 from __future__ import annotations
 
 import os
@@ -22,3 +22,19 @@ def shared_data_path(*parts: str) -> Optional[pathlib.Path]:
         if p.exists():
             return p
     return None
+
+
+def resolve_data_path(path: str | os.PathLike | None) -> Optional[pathlib.Path]:
+    """A data file named in a config: ``path`` itself when it exists, else the reference data
+    file it names under the shared data folder (``"wiki_bnpy/vocab.txt"`` ->
+    ``shared_data_path("wiki_bnpy", "vocab.txt")``), else None (also for an empty ``path``).
+
+    Examples:
+        >>> resolve_data_path("no/such/file.txt") is None
+        True
+    """
+    if not path:
+        return None
+    if os.path.exists(path):
+        return pathlib.Path(path)
+    return shared_data_path(*os.fspath(path).split("/"))

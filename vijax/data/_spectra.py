@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax.models._base import check_int, check_positive_hyper
+from vijax._validate import check_int, check_positive
 from vijax.types import Array, PRNGKey
 
 # Formant ranges (Hz) for F1..F4 and their bandwidths (Hz): typical adult vowel values.
@@ -70,8 +70,8 @@ def speech_like_dictionary(key: PRNGKey, num_freqs: int = 257, num_atoms: int = 
     """
     check_int("num_freqs", num_freqs, 2)
     check_int("num_atoms", num_atoms)
-    check_positive_hyper("sample_rate", sample_rate)
-    check_positive_hyper("peak", peak)
+    check_positive("sample_rate", sample_rate)
+    check_positive("peak", peak)
     dt = dtype or jnp.result_type(float)
     nyquist = sample_rate / 2.0
     bin_hz = nyquist / (num_freqs - 1)
@@ -123,8 +123,8 @@ def sample_speech_spectrogram(key: PRNGKey, num_freqs: int = 257, num_atoms: int
         ((65, 30), (65, 4), (4, 30))
     """
     check_int("num_frames", num_frames)
-    check_positive_hyper("shape", shape)
-    check_positive_hyper("rate", rate)
+    check_positive("shape", shape)
+    check_positive("rate", rate)
     dt = dtype or jnp.result_type(float)
     k_w, k_h, k_y = jax.random.split(key, 3)
     w, f0 = speech_like_dictionary(k_w, num_freqs, num_atoms, sample_rate=sample_rate, peak=peak, dtype=dt)

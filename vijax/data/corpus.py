@@ -7,7 +7,8 @@
 - Raw text: ``tokenize``, ``Vocabulary``, ``build_vocabulary``, ``load_vocabulary``,
   ``corpus_from_texts``, ``STOP_WORDS_EN``.
 - Synthetic corpora from LDA's generative process: ``sample_lda_corpus`` in memory,
-  ``write_lda_corpus_npz`` streamed to disk.
+  ``write_lda_corpus_npz`` streamed to disk; from the correlated topic model:
+  ``sample_ctm_corpus``.
 - The one minibatcher, ``Minibatcher`` / ``minibatches``, and ``stack_batches`` for ``lax.scan``.
 
 Everything here runs in NumPy on the host; a ``BowBatch`` goes to the accelerator when a jitted
@@ -15,6 +16,7 @@ step receives it. Random functions take an int seed or a JAX PRNG key, never a d
 """
 from vijax.data._bow import BowBatch
 from vijax.data._csr import MIN_BUCKET, Corpus, CorpusWriter, as_rng, bucket_length
+from vijax.data._ctm_synthetic import sample_ctm_corpus
 from vijax.data._lda_synthetic import LDA_BLOCK_DOCS, LDASample, sample_lda_corpus, write_lda_corpus_npz
 from vijax.data._minibatch import Minibatcher, minibatches, stack_batches
 from vijax.data._readers import read_ldac, read_uci_bow, read_word_list
@@ -40,6 +42,7 @@ __all__ = [
     "read_ldac",
     "read_uci_bow",
     "read_word_list",
+    "sample_ctm_corpus",
     "sample_lda_corpus",
     "stack_batches",
     "tokenize",

@@ -6,7 +6,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from vijax.models._base import check_int
+from vijax._validate import check_int
 from vijax.types import Array, PRNGKey
 
 

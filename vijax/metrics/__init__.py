@@ -1,13 +1,24 @@
 """Evaluation metrics."""
 from vijax.metrics._lda import DocumentCompletion, corpus_document_completion, document_completion, perplexity
+from vijax.metrics._mixture import (KLEstimate, bernoulli_mixture_kl, bernoulli_mixture_kl_exact, cluster_purity,
+                                    components_used, count_distinct)
+from vijax.metrics._nmf import dictionary_correlations, gap_nmf_components_used
 from vijax.metrics._predictive import mean_log_predictive, match_components
 from vijax.metrics._topics import TopicRecovery, top_words, topic_recovery
 
 __all__ = [
     "DocumentCompletion",
+    "KLEstimate",
     "TopicRecovery",
+    "bernoulli_mixture_kl",
+    "bernoulli_mixture_kl_exact",
+    "cluster_purity",
+    "components_used",
     "corpus_document_completion",
+    "count_distinct",
+    "dictionary_correlations",
     "document_completion",
+    "gap_nmf_components_used",
     "match_components",
     "mean_log_predictive",
     "perplexity",

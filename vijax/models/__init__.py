@@ -7,6 +7,7 @@ from vijax.models._base import (
     conjugate_posterior,
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
+from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_point_estimates
 from vijax.models.bernoulli_mixture import BernoulliMixture
 from vijax.models._nonconjugate import (
     GradientProxModel,
@@ -55,6 +56,7 @@ __all__ = [
     "prox_objective",
     "structured_prox_update",
     "bernoulli_collapsed_gibbs",
+    "bernoulli_gibbs_point_estimates",
     "ConditionallyConjugateModel",
     "DiagonalGMM",
     "LDA",

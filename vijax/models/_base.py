@@ -15,11 +15,10 @@ optimal q(beta) has natural parameters eta + sum_n E_q[s_n] (seed 002 eq. 36, 41
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from vijax import expfam
 from vijax.types import Array, PRNGKey, PyTree
@@ -101,71 +100,6 @@ def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
     """The coordinate-optimal q(beta): natural parameters eta + scale * sbar."""
     nat = jax.tree_util.tree_map(lambda e, s: e + scale * s, expfam.tree_natural_params(prior), suff_stats)
     return expfam.tree_from_natural(prior, nat)
-
-
-def check_int(name: str, value: Any, minimum: int = 1) -> None:
-    """Raises ValueError naming ``name`` unless ``value`` is an integer >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def set_static_floats(obj: Any, names: tuple[str, ...]) -> None:
-    """Replaces the fields ``names`` of a frozen dataclass by plain Python floats (hashable, so the
-    model can be a static argument under ``jit``); raises ValueError naming a field that is not a
-    real scalar."""
-    for name in names:
-        value = getattr(obj, name)
-        try:
-            if isinstance(value, (bool, str)) or np.ndim(value) != 0:
-                raise TypeError
-            value = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
-        object.__setattr__(obj, name, value)
-
-
-def check_positive_hyper(name: str, value: Any) -> None:
-    """Raises ValueError naming ``name`` unless every entry of ``value`` is finite and > 0."""
-    a = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(a)) or not np.all(a > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-
-
-def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) -> None:
-    """Shape and finiteness checks of concrete data (tracers pass: checks run before compilation)."""
-    if isinstance(x, jax.core.Tracer):
-        return
-    a = np.asarray(x)
-    if a.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
-    if last_dim is not None and a.shape[-1] != last_dim:
-        raise ValueError(f"{name} must have {last_dim} columns (the model's dim), got shape {a.shape}")
-    if a.shape[0] < 1:
-        raise ValueError(f"{name} is empty")
-    if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be numeric and finite (no NaN or inf)")
-
-
-def float_dtype(dtype):
-    """``dtype``, or JAX's default float dtype when None."""
-    return jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
-
-
-def check_float_dtype(dtype) -> None:
-    """Raises ValueError naming ``dtype`` unless it is None or a floating dtype."""
-    if dtype is None:
-        return
-    try:
-        ok = jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
-    except TypeError:
-        ok = False
-    if not ok:
-        raise ValueError(f"dtype must be a float dtype, got {dtype!r}")
-
-
-def check_method(method: str, allowed: tuple[str, ...], model_name: str) -> None:
-    if method not in allowed:
-        raise ValueError(f"local step method {method!r} is not offered by {model_name}; choose one of {allowed}")
 
 
 def entropy_of_probs(probs: Array, axis: int = -1) -> Array:

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
-from vijax.models._base import check_int
+from vijax._validate import check_int
 from vijax.types import Array, PRNGKey
 
 

@@ -13,25 +13,25 @@ exponential-family form of ``vijax.models._base`` the complete-data likelihood i
 linear in t(beta) = ((log pi,), (log phi, log(1 - phi))), the sufficient statistics of the prior
 (Dirichlet, Beta); log h = 0. A datum contributes s(y_n, z_n) = ((z_n,), (z_n y_n^T, z_n (1 - y_n)^T)).
 
-Besides the model this module holds the quantities of the §4.2 experiment: the plug-in predictive
-p(y | pi, phi) (:func:`mixture_log_prob`), the number of components a fit uses
-(:func:`components_used`), and KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) by Monte Carlo
-(:func:`kl_monte_carlo`) and, for small D, by enumeration (:func:`kl_exact`).
+Besides the model this module holds the plug-in predictive p(y | pi, phi)
+(:func:`mixture_log_prob`) and the MAP assignments (:func:`map_assignments`) that the §4.2
+experiment's metrics build on: the number of components a fit uses and KL(p(y | pi, phi) ||
+p(y | pi_hat, phi_hat)) are in ``vijax.metrics`` (``components_used``, ``bernoulli_mixture_kl``,
+``bernoulli_mixture_kl_exact``).
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
-import itertools
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax.models._base import (LocalResult, check_data_array, check_int, check_method, check_positive_hyper,
-                                conjugate_posterior, entropy_of_probs, float_dtype)
+from vijax._validate import (check_choice, check_data_array, check_int, check_positive_fields, float_dtype,
+                             set_static_floats)
+from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.types import Array, PRNGKey
 
 
@@ -108,11 +108,8 @@ class BernoulliMixture:
     def __post_init__(self):
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
-        for name in ("alpha", "a", "b", "init_pseudo_count"):
-            check_positive_hyper(name, getattr(self, name))
-            if np.ndim(getattr(self, name)) != 0:
-                raise ValueError(f"{name} must be a scalar, got shape {np.shape(getattr(self, name))}")
-            object.__setattr__(self, name, float(getattr(self, name)))  # hashable, static under jit
+        check_positive_fields(self, ("alpha", "a", "b", "init_pseudo_count"))
+        set_static_floats(self, ("alpha", "a", "b", "init_pseudo_count"))  # hashable, static under jit
 
     # -- the model ------------------------------------------------------------------------------
     def prior(self) -> tuple[expfam.Dirichlet, expfam.Beta]:
@@ -174,7 +171,7 @@ class BernoulliMixture:
           ``LocalResult(suff_stats, local_terms, local_params=r)`` with r (S, K) the
           responsibilities (for ``"gibbs"``: the one-hot samples).
         """
-        check_method(method, self.local_methods, "BernoulliMixture")
+        check_choice("method", method, self.local_methods)
         if y.ndim != 2 or y.shape[1] != self.dim:
             raise ValueError(f"y must have shape (N, {self.dim}), got {y.shape}")
         if method == "gibbs" and key is None:
@@ -235,69 +232,4 @@ def map_assignments(weights: Array, probs: Array, y: Array) -> Array:
     return jnp.argmax(log_w[None, :] + _component_log_lik(probs, y), axis=-1).astype(jnp.int32)
 
 
-def components_used(weights: Array, probs: Array, y: Array) -> int:
-    """The number of components that are the most probable component of at least one datum.
-
-    With point estimates (pi_hat, phi_hat) of a fit, z_hat_n = argmax_k pi_hat_k p(y_n | phi_hat_k)
-    (:func:`map_assignments`) and the count is the number of distinct z_hat_n. For the truth the
-    seed's count (56) is the number of distinct true z_n, which is what :func:`count_distinct`
-    of the generator's z gives. Hard assignments make the count insensitive to the tiny weight a
-    fit leaves on an unused component (mean-field's superfluous components keep E[pi_k] ≈
-    (alpha / K) / (N + alpha) > 0), which is how the seed's "not significantly associated with
-    data" reads.
-    """
-    return count_distinct(map_assignments(weights, probs, y))
-
-
-def count_distinct(z) -> int:
-    """The number of distinct labels in ``z``."""
-    return int(np.unique(np.asarray(z)).size)
-
-
-class KLEstimate(NamedTuple):
-    """A Monte Carlo estimate with its standard error."""
-
-    value: Array
-    stderr: Array
-
-
-def kl_monte_carlo(key: PRNGKey, true_weights: Array, true_probs: Array, fit_weights: Array, fit_probs: Array,
-                   num_samples: int = 10_000) -> KLEstimate:
-    """KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) = E_{y ~ p(y | pi, phi)}[log p(y | pi, phi) - log p(y | pi_hat, phi_hat)]
-    by simple Monte Carlo with y drawn from the truth (seed 000 §4.2), and its standard error
-    std / sqrt(M).
-
-    Args:
-      key: PRNG key for the M draws.
-      true_weights, true_probs: the data-generating pi (K,) and phi (K, D).
-      fit_weights, fit_probs: the fitted pi_hat (K',) and phi_hat (K', D).
-      num_samples: M >= 2.
-    """
-    check_int("num_samples", num_samples, 2)
-    return _kl_monte_carlo(key, true_weights, true_probs, fit_weights, fit_probs, num_samples)
-
-
-@functools.partial(jax.jit, static_argnums=5)
-def _kl_monte_carlo(key, true_weights, true_probs, fit_weights, fit_probs, num_samples):
-    k_z, k_y = jax.random.split(key)
-    log_w = jnp.where(true_weights > 0, jnp.log(jnp.where(true_weights > 0, true_weights, 1.0)), -jnp.inf)
-    z = jax.random.categorical(k_z, log_w, shape=(num_samples,))
-    y = jax.random.bernoulli(k_y, true_probs[z]).astype(true_probs.dtype)
-    diff = mixture_log_prob(true_weights, true_probs, y) - mixture_log_prob(fit_weights, fit_probs, y)
-    return KLEstimate(jnp.mean(diff), jnp.std(diff, ddof=1) / jnp.sqrt(num_samples))
-
-
-def kl_exact(true_weights: Array, true_probs: Array, fit_weights: Array, fit_probs: Array) -> Array:
-    """The same KL by enumerating all 2^D binary vectors (for tests; D <= 16)."""
-    d = true_probs.shape[-1]
-    if d > 16:
-        raise ValueError(f"kl_exact enumerates 2^D vectors; D = {d} is too large (at most 16)")
-    y = jnp.asarray(np.array(list(itertools.product([0.0, 1.0], repeat=d))), true_probs.dtype)
-    log_p = mixture_log_prob(true_weights, true_probs, y)
-    log_q = mixture_log_prob(fit_weights, fit_probs, y)
-    p = jnp.exp(log_p)
-    return jnp.sum(jnp.where(p > 0, p * (log_p - log_q), 0.0))
-
-
-__all__ = ["BernoulliMixture", "KLEstimate", "check_binary", "components_used", "count_distinct", "kl_exact",
-           "kl_monte_carlo", "map_assignments", "mixture_log_prob"]
+__all__ = ["BernoulliMixture", "check_binary", "map_assignments", "mixture_log_prob"]

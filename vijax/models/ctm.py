@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from vijax.models._base import check_int
+from vijax._validate import check_int
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 
@@ -112,7 +112,7 @@ class CTM:
       eval_seed: seed of the evaluation's Monte Carlo draws (``log_predictive`` is deterministic).
 
     A batch is a ``vijax.data.BowBatch`` (word_ids, counts), each (M, L), of M documents (padding
-    rows: all-zero counts). The synthetic generator is ``vijax.run.experiments.ctm.sample_ctm_corpus``.
+    rows: all-zero counts). The synthetic generator is ``vijax.data.sample_ctm_corpus``.
 
     Examples:
         >>> model = CTM(num_topics=3, vocab_size=20)

@@ -32,7 +32,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax.models._base import check_int
+from vijax._validate import check_int, check_positive
 from vijax.models._nonconjugate import mean_param_grad
 from vijax.types import Array, PRNGKey
 
@@ -51,11 +51,6 @@ def _check_xy_counts(x, y, dim):
         raise ValueError("y (counts) must be non-negative integers")
 
 
-def _check_hyper(name, value):
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-
-
 @dataclasses.dataclass(frozen=True)
 class PoissonGammaSoftplus:
     """theta_d ~ Gamma(prior_shape, prior_rate), y_n ~ Poisson(softplus(x_n^T theta)); batch (x, y).
@@ -72,8 +67,8 @@ class PoissonGammaSoftplus:
 
     def __post_init__(self):
         check_int("dim", self.dim)
-        _check_hyper("prior_shape", self.prior_shape)
-        _check_hyper("prior_rate", self.prior_rate)
+        check_positive("prior_shape", self.prior_shape)
+        check_positive("prior_rate", self.prior_rate)
 
     def check_data(self, batch) -> None:
         _check_xy_counts(*batch, self.dim)
@@ -133,7 +128,7 @@ class NoisyDirichletMultinomial:
         check_int("num_categories", self.num_categories, minimum=2)
         if not (np.isfinite(self.noise) and 0.0 <= self.noise < 1.0):
             raise ValueError(f"noise must lie in [0, 1), got {self.noise!r}")
-        _check_hyper("prior_concentration", self.prior_concentration)
+        check_positive("prior_concentration", self.prior_concentration)
 
     def check_data(self, batch) -> None:
         if isinstance(batch, jax.core.Tracer):

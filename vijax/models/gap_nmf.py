@@ -81,8 +81,9 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
-from vijax.models._base import (LocalResult, check_data_array, check_float_dtype, check_int, check_method,
-                                check_positive_hyper, conjugate_elbo, float_dtype, set_static_floats)
+from vijax._validate import (check_choice, check_data_array, check_float_dtype, check_int, check_positive_fields,
+                             check_scalar, float_dtype, set_static_floats)
+from vijax.models._base import LocalResult, conjugate_elbo
 from vijax.types import Array, PRNGKey
 
 
@@ -126,11 +127,9 @@ class GaPNMF:
         set_static_floats(self, ("a", "b", "alpha", "c", "tol", "init_shape"))
         check_int("num_components", self.num_components)
         check_int("num_freqs", self.num_freqs)
-        for name in ("a", "b", "alpha", "c", "init_shape"):
-            check_positive_hyper(name, getattr(self, name))
+        check_positive_fields(self, ("a", "b", "alpha", "c", "init_shape"))
         check_int("max_iters", self.max_iters)
-        if not np.isfinite(self.tol) or self.tol < 0:
-            raise ValueError(f"tol must be finite and >= 0, got {self.tol!r}")
+        check_scalar("tol", self.tol, low=0.0, include_low=True)
         check_float_dtype(self.dtype)
 
     # ------------------------------------------------------------------------------ globals
@@ -200,7 +199,7 @@ class GaPNMF:
           -sum_f W sum_n E h))`` (shapes ((F, K), (F, K)), ((K,), (K,))), ``local_terms`` (see the
           module docstring) and ``local_params`` = q(h) as a ``Gamma`` with batch shape (S, K).
         """
-        check_method(method, self.local_methods, "GaPNMF")
+        check_choice("method", method, self.local_methods)
         (log_w, w), (log_theta, theta) = globals_view
         f, k = self.num_freqs, self.num_components
         if jnp.shape(log_w) != (f, k) or jnp.shape(w) != (f, k) or jnp.shape(log_theta) != (k,) \

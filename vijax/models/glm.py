@@ -40,7 +40,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax.models._base import check_int
+from vijax._validate import check_int
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey, PyTree
 

@@ -11,8 +11,9 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax.models._base import (LocalResult, check_data_array, check_int, check_method, check_positive_hyper,
-                                conjugate_posterior, entropy_of_probs, float_dtype)
+from vijax._validate import (check_choice, check_data_array, check_int, check_positive, check_positive_fields,
+                             float_dtype)
+from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import Array, PRNGKey
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -69,7 +70,7 @@ class UnivariateGMM:
 
     def __post_init__(self):
         check_int("num_components", self.num_components)
-        check_positive_hyper("prior_variance", self.prior_variance)
+        check_positive("prior_variance", self.prior_variance)
 
     def prior(self) -> expfam.Normal:
         dt = float_dtype(self.dtype)
@@ -90,7 +91,7 @@ class UnivariateGMM:
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
         """phi_ik ∝ exp(x_i E[mu_k] - E[mu_k^2] / 2) (seed 002 eq. 26)."""
-        check_method(method, self.local_methods, "UnivariateGMM")
+        check_choice("method", method, self.local_methods)
         e_mu, e_mu2 = globals_view
         logits = x[:, None] * e_mu[None, :] - 0.5 * e_mu2[None, :]
         log_phi = jax.nn.log_softmax(logits, axis=-1)
@@ -153,8 +154,7 @@ class DiagonalGMM:
     def __post_init__(self):
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
-        for name in ("alpha0", "kappa0", "a0", "b0"):
-            check_positive_hyper(name, getattr(self, name))
+        check_positive_fields(self, ("alpha0", "kappa0", "a0", "b0"))
         if not np.all(np.isfinite(np.asarray(self.loc0, dtype=float))):
             raise ValueError(f"loc0 must be finite, got {self.loc0!r}")
         for name in ("loc0", "b0"):
@@ -230,7 +230,7 @@ class DiagonalGMM:
         return jax.nn.log_softmax(logits, axis=-1)
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
-        check_method(method, self.local_methods, "DiagonalGMM")
+        check_choice("method", method, self.local_methods)
         if x.ndim != 2 or x.shape[1] not in (self.dim, 2 * self.dim):
             raise ValueError(f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}")
         log_phi = self.log_resp(globals_view, x)

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax.models._base import check_data_array, check_int
+from vijax._validate import check_data_array, check_int, check_positive_scalar
 from vijax.models._nonconjugate import ProxUpdate, structured_prox_update
 from vijax.types import Array, PRNGKey
 
@@ -86,15 +86,6 @@ def to_pm1_labels(y: Any, name: str = "y") -> np.ndarray:
     if not (vals <= {0, 1} or vals <= {-1, 1}):
         raise ValueError(f"{name} must hold labels in {{0, 1}} or {{-1, 1}}, got values {sorted(vals)[:6]}")
     return np.where(a > 0, 1.0, -1.0)
-
-
-def check_step_size(beta: Any, name: str = "beta") -> None:
-    """Raises ValueError unless a concrete ``beta`` is finite and > 0 (tracers pass)."""
-    if isinstance(beta, jax.core.Tracer):
-        return
-    b = np.asarray(beta, dtype=float)
-    if b.ndim != 0 or not np.isfinite(b) or not b > 0:
-        raise ValueError(f"{name} (the proximal step size) must be a finite scalar > 0, got {beta!r}")
 
 
 def se_kernel(x1: Array, x2: Array, log_lengthscale, log_scale) -> Array:
@@ -203,11 +194,6 @@ def expected_loglik(m: Array, v: Array, y: Array, key: Optional[PRNGKey] = None,
         return _expected_loglik_quad(m, v, y)
     nodes, weights = _nodes(key, m.shape[0], num_samples, m.dtype)
     return _expected_loglik(m, v, y, nodes, weights)
-
-
-def _check_num_samples(num_samples):
-    if num_samples is not None:
-        check_int("num_samples", num_samples)
 
 
 # ---- the model --------------------------------------------------------------------------------
@@ -335,7 +321,8 @@ class GPClassification:
         ``alpha = -(N/M) sum_b E[l'(z_b)] 1_b``, ``gamma = -(N/M) sum_b E[l''(z_b)] 1_b`` (eq. 18);
         ``num_samples=None`` uses Gauss-Hermite quadrature (the exact gradient of 'PG')."""
         self.check_data(batch)
-        _check_num_samples(num_samples)
+        if num_samples is not None:
+            check_int("num_samples", num_samples)
         num_samples = None if self.quadrature else num_samples
         n = self.num_data if num_data is None else num_data
         batch = jnp.asarray(batch)
@@ -348,7 +335,7 @@ class GPClassification:
 
     def prox_step_from_gradient(self, q: GPPosterior, grad: GPGradient, beta) -> GPPosterior:
         """The closed-form KL-proximal step (eq. 19 / app. D) for a given linearisation ``grad``."""
-        check_step_size(beta)
+        check_positive_scalar("beta", beta)
         r = 1.0 / (1.0 + jnp.asarray(beta, self.dtype))
         gt_new = r * q.gamma_tilde + (1.0 - r) * grad.gamma
         d = r * q.gamma_tilde if self.mean_update == "exact" else gt_new
@@ -371,7 +358,7 @@ class GPClassification:
         Returns:
           The new ``GPPosterior`` (m_{k+1}, gamma_tilde_k).
         """
-        check_step_size(beta)
+        check_positive_scalar("beta", beta)
         return self.prox_step_from_gradient(q, self.loglik_grad(q, batch, key, num_samples, num_data), beta)
 
     def prox_update(self, q: GPPosterior, batch: Array, key: PRNGKey, beta, num_samples: Optional[int],
@@ -391,7 +378,8 @@ class GPClassification:
     def _elbo_args(self, batch, num_samples, num_data):
         """Checked (batch, num_samples, N) shared by both ELBOs: all examples when ``batch`` is None,
         quadrature (None samples) when the model uses it, N = ``self.num_data`` by default."""
-        _check_num_samples(num_samples)
+        if num_samples is not None:
+            check_int("num_samples", num_samples)
         num_samples = None if self.quadrature else num_samples
         if batch is None:
             batch = jnp.arange(self.num_data)
@@ -496,5 +484,5 @@ def exact_elbo_params(model: GPClassification, params: dict) -> Array:
     return model.elbo_params(params, None, None, None)
 
 
-__all__ = ["GPClassification", "GPGradient", "GPPosterior", "check_step_size", "cholesky_from_params",
+__all__ = ["GPClassification", "GPGradient", "GPPosterior", "cholesky_from_params",
            "expected_loglik", "params_from_cholesky", "se_kernel", "to_pm1_labels"]

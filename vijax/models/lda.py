@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -52,10 +52,11 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import (check_bool, check_choice, check_float_dtype, check_int, check_positive,
+                             check_positive_fields, check_scalar, float_dtype, set_static_floats)
 from vijax.expfam._special import digamma, digamma_and_gammaln
-from vijax.models._base import (LocalResult, check_float_dtype, check_int, check_method, check_positive_hyper,
-                                entropy_of_probs, float_dtype, set_static_floats)
-from vijax.models._lda_gibbs import collapsed_gibbs
+from vijax.models._base import LocalResult, entropy_of_probs
+from vijax.solvers import by_length_blocks, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row
 from vijax.types import Array, PRNGKey
 
 
@@ -117,9 +118,10 @@ class LDA:
 
           p(z_dn = k | z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}.
 
-      See :meth:`_gibbs` for the fixed-shape representation. After an initialization pass and
-      ``gibbs_burn_in`` discarded sweeps, the per-slot topic counts of the remaining
-      ``gibbs_sweeps - gibbs_burn_in`` sweeps are averaged: an unbiased-in-the-limit estimate of
+      See :func:`vijax.solvers.collapsed_gibbs_allocations` for the sampler and its fixed-shape
+      representation. After an initialization pass and ``gibbs_burn_in`` discarded sweeps, the
+      per-slot topic counts of the remaining ``gibbs_sweeps - gibbs_burn_in`` sweeps are averaged:
+      an unbiased-in-the-limit estimate of
       E[c_d | w_d, beta]. The reported ELBO is the mean-field one at phi_dwk = (average count of
       k among the tokens of w) / n_dw and gamma = alpha + average N_d.
 
@@ -173,21 +175,18 @@ class LDA:
         set_static_floats(self, ("alpha", "eta", "tol", "init_scale"))
         check_int("num_topics", self.num_topics)
         check_int("vocab_size", self.vocab_size)
-        check_positive_hyper("alpha", self.alpha)
-        check_positive_hyper("eta", self.eta)
+        check_positive_fields(self, ("alpha", "eta"))
         check_int("max_iters", self.max_iters)
-        if not np.isfinite(float(self.tol)) or float(self.tol) < 0:
-            raise ValueError(f"tol must be finite and >= 0, got {self.tol!r}")
+        check_scalar("tol", self.tol, low=0.0, include_low=True)
         check_int("cvb0_iters", self.cvb0_iters)
         check_int("gibbs_sweeps", self.gibbs_sweeps)
         check_int("gibbs_burn_in", self.gibbs_burn_in, minimum=0)
         if self.gibbs_burn_in >= self.gibbs_sweeps:
             raise ValueError(f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
                              f"one sweep is kept, got {self.gibbs_burn_in}")
-        check_positive_hyper("init_scale", self.init_scale)
+        check_positive("init_scale", self.init_scale)
         check_float_dtype(self.dtype)
-        if not isinstance(self.accelerate, bool):
-            raise ValueError(f"accelerate must be True or False, got {self.accelerate!r}")
+        check_bool("accelerate", self.accelerate)
 
     # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:
@@ -319,7 +318,7 @@ class LDA:
         Returns:
           LocalResult(suff_stats=(c,) (K, V), local_terms scalar, local_params=gamma (S, K)).
         """
-        check_method(method, self.local_methods, "LDA")
+        check_choice("method", method, self.local_methods)
         (log_beta,) = globals_view
         k, v = self.num_topics, self.vocab_size
         if log_beta.shape != (k, v):
@@ -353,46 +352,22 @@ class LDA:
         two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays; b is
         computed once per call on (K, V), not per slot.
 
-        **Blocks sorted by length.** Documents run in blocks, each block iterating until *its*
-        documents meet the tolerance (per-document iteration counts are heavy-tailed, so a block
-        stops long before the slowest document of the batch would). The documents are first sorted
-        by their length (the last slot with a nonzero count), and each is processed at the static
-        width ``_length_buckets(L)`` rounds its length up to (powers of two and 1.5 times them):
-        one ``fori_loop`` per width over its contiguous run of documents, a handful of compiled
-        shapes, and a batch of short documents padded to one long one no longer costs S * L per
-        iteration. A block at width w holds ``_MF_SLOTS // w`` documents (at most
-        ``_MF_MAX_BLOCK``, at least one): short documents share the loop's per-iteration overhead,
-        long ones, whose iterations cost more than the overhead, do not wait for each other's
-        slowest. The gathered b of a block is laid out (block, K, width), whose two contractions
-        XLA's CPU backend runs about 1.3x faster than on (block, width, K) at K = 50. A
-        document's fixed point depends neither on its block nor on the padding; slots beyond a
-        document's last nonzero count contribute exactly nothing.
+        **Blocks sorted by length** (:func:`vijax.solvers.by_length_blocks`): each document runs at
+        a static width that rounds its length up, in blocks of ``_MF_SLOTS // width`` documents (1
+        to ``_MF_MAX_BLOCK``), each block iterating until *its* documents meet the tolerance; a
+        document's fixed point depends neither on its block nor on the padding. The gathered b of a
+        block is laid out (block, K, width), whose two contractions XLA's CPU backend runs about
+        1.3x faster than on (block, width, K) at K = 50.
 
-        **SQUAREM** (``accelerate=True``, the default; Varadhan and Roland 2008, the squared
-        extrapolation for EM-like fixed-point maps). With F the update above, each cycle from
-        gamma computes f1 = F(gamma), f2 = F(f1), r = f1 - gamma, v = f2 - 2 f1 + gamma, the
-        step s = -||r|| / ||v|| clipped to [-s_max, -1], the extrapolation
-        gamma' = max(gamma - 2 s r + s^2 v, alpha) (projected: every fixed point has gamma_k > alpha,
-        and the topics a document is leaving are the ones overshot), and f3 = F(gamma'). Three
-        safeguards keep it in the plain iteration's basin as a rule and never let it lose ground:
-        (1) s_max starts at 1 for every document (the first cycle's gamma' is f2) and grows 4-fold
-        after each accepted step that reached it, up to 32 (the step-length control of the
-        SQUAREM package: long jumps only once the iteration has shown a steady direction);
-        (2) gamma' is kept only if the document's ELBO with phi optimal given gamma,
-        f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const, is at least f(f1)
-        (computed with F at no extra contraction), else the cycle ends at f2; F never lowers f, so
-        f never falls from one cycle to the next; (3) a non-finite gamma' is replaced by f2.
-        A document stops with f1 if that first update changed gamma by a mean absolute amount
-        below ``tol`` (the plain rule), else with F's output if it changed its input by less than
-        ``tol``; so, as in the plain iteration, the result is one update F away from a point it
-        changes by less than ``tol``. ``max_iters`` caps the evaluations of F (3 per cycle).
-        Measured (256 documents, K = 50, tol 1e-3, after 6 SVI steps): F evaluations per document
-        54.0 -> 18.7 on wiki_bnpy, 42.9 -> 16.3 on the synthetic corpus, with the same mean distance
-        to the exact fixed point (0.054 -> 0.030, 0.019 -> 0.011). The per-document problem is not
-        convex, so a different fixed point is possible: iterated to tol 1e-7, 5 and 8 of 256
-        wiki_bnpy documents (after 4 and 15 steps) and 0 and 1 synthetic ones reached another
-        fixed point than the plain iteration, 9 of those 14 with a higher ELBO.
-        ``accelerate=False`` is the plain iteration.
+        **SQUAREM** (``accelerate=True``, the default): :func:`vijax.solvers.squarem_per_row`
+        (Varadhan and Roland 2008) on the update F above, its extrapolation projected onto
+        gamma >= alpha (every fixed point has gamma_k > alpha) and kept only if it does not lower
+        the document's ELBO with phi optimal given gamma,
+        f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const, which F computes at no
+        extra contraction. ``max_iters`` caps the evaluations of F (3 per cycle). About a third of
+        the plain iteration's updates; the per-document problem is not convex, so a document may
+        rarely reach another fixed point (measurements in docs/lda.md). ``accelerate=False`` is the
+        plain iteration (:func:`vijax.solvers.iterate_per_row`).
 
         **Statistics and ELBO without phi.** At the final gamma, n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw:
         each block scatters (n_dw / z_dw) e_dk into a (V, K) accumulator, multiplied by b once at
@@ -429,10 +404,10 @@ class LDA:
 
             gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (n_b.shape[0], k))
             if self.accelerate and self.max_iters >= 3:
-                gamma = _squarem_per_document(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
+                gamma = squarem_per_row(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
             else:
-                gamma = _iterate_per_document(lambda g: update_and_objective(g)[0], lambda g: g, gamma0,
-                                              self.tol, self.max_iters)
+                gamma = iterate_per_row(lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol,
+                                        self.max_iters)
             e = exp_e_log_theta(gamma)
             z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
             # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
@@ -440,8 +415,8 @@ class LDA:
             stats = stats.at[ids_b.reshape(-1)].add(u.reshape(-1, k))
             return gamma, (stats, zterm + jnp.sum(n_b * jnp.log(z)))
 
-        gamma, (stats, zterm) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                  _MF_SLOTS, _MF_MAX_BLOCK)
+        gamma, (stats, zterm) = by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                                 _MF_SLOTS, _MF_MAX_BLOCK)
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
@@ -467,56 +442,27 @@ class LDA:
                 others = jnp.maximum(topic_counts(g)[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
                 return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
 
-            g = _iterate_per_document(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
+            g = iterate_per_row(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
             gamma = alpha + topic_counts(g)
             stats = stats.at[ids_b.reshape(-1)].add((n_b[..., None] * g).reshape(-1, k))
             e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
             term = term + jnp.sum(n_b * (jnp.sum(g * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(g)))
             return gamma, (stats, term)
 
-        gamma, (stats, term) = _by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                 _CVB0_SLOTS, _CVB0_MAX_BLOCK)
+        gamma, (stats, term) = by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                                _CVB0_SLOTS, _CVB0_MAX_BLOCK)
         return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
         """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
-        topic counts (S, L, K) over the kept sweeps (``vijax.models._lda_gibbs.collapsed_gibbs``).
-
-        **State.** Tokens of one word in one document are exchangeable, so the state of document d
-        is the allocation A_d (L, K), A_dlk = number of the n_dl tokens of slot l currently in
-        topic k, with N_dk = sum_l A_dlk. A sweep visits the document's N_d tokens in order
-        t = 0..N_d-1, token t belonging to slot l_t = #{l: cumsum(n_d)_l <= t} (zero-count slots
-        own no token); the tokens of slot l are visited consecutively, and while they are, the
-        sampler carries only rem_d (K,), the slot's tokens not yet visited this sweep (A_dl of the
-        previous sweep, less those visited). Token t:
-
-        1. picks one not-yet-visited token of its slot uniformly, i.e. its topic j with probability
-           rem_dj / sum_j rem_dj, and removes it: rem_dj -= 1, N_dj -= 1 (skipped in the
-           initialization pass, where nothing is placed yet);
-        2. draws its new topic k with probability ∝ (alpha + N_dk^{-t}) b_{k w_t}, by inverse CDF:
-           k = #{k': C_k' <= u C_K}, C_k = sum_{j<=k} (alpha + N_dj) b_{j w_t}, u ~ U[0, 1);
-           N_dk += 1.
-
-        Since token labels within a slot do not matter, this is exactly the systematic-scan
-        single-site collapsed Gibbs sampler over tokens (each token updated once per sweep, in a
-        uniformly random order within its slot), so its stationary distribution is
-        p(z_d | w_d, b, alpha) with theta_d integrated out. The initialization pass places the
-        tokens one by one, each drawn given those already placed (as in Griffiths and Steyvers'
-        initialization). The allocation A_d after each of the ``gibbs_sweeps - gibbs_burn_in``
-        kept sweeps is built by one scatter of the sweep's drawn topics to their slots (per chunk
-        of tokens, below) and averaged.
-
-        **Cost.** The token loop runs over all S documents at once, t = 0..max_d N_d - 1 (tokens
-        t >= N_d are inactive and change nothing), in chunks of ``CHUNK`` (32) tokens: per chunk,
-        the tokens' slots (a binary search of cumsum(n_d)), their rows of b and of the previous
-        allocation, and two uniforms per token (key ``fold_in(fold_in(fold_in(key, d), sweep),
-        chunk)``, no random call inside the token loop) are gathered at once; then each token step
-        is O(S K) work on (S, K) arrays, and the chunk's topics are scattered into the new
-        allocation. A batch costs (1 + gibbs_sweeps) * ceil(max_d N_d / 32) * 32 token steps of
-        O(S K), plus O(S L K) per sweep. Document d's draws depend only on its key
-        ``fold_in(key, d)``, its counts and b: not on the other documents of the batch.
+        topic counts (S, L, K) over the ``gibbs_sweeps - gibbs_burn_in`` kept sweeps, after an
+        initialization pass and ``gibbs_burn_in`` discarded sweeps. The sampler, its fixed-shape
+        state and its cost (O(S K) per token step) are those of
+        :func:`vijax.solvers.collapsed_gibbs_allocations`, with components = topics. Document d's
+        draws depend only on its key ``fold_in(key, d)``, its counts and b: not on the other
+        documents of the batch.
         """
-        return collapsed_gibbs(logb, n, key, alpha, self.gibbs_sweeps, self.gibbs_burn_in)
+        return collapsed_gibbs_allocations(logb, n, key, alpha, self.gibbs_sweeps, self.gibbs_burn_in)
 
     # ------------------------------------------------------------------------------ prediction
     def log_predictive(self, q_global: expfam.Dirichlet, batch_observed, batch_heldout,
@@ -543,35 +489,11 @@ class LDA:
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
 
 
-# Block sizes of the E-steps (see LDA._meanfield, _by_length_blocks): a block of documents padded to
+# Block sizes of the E-steps (see LDA._meanfield, vijax.solvers.by_length_blocks): a block of documents padded to
 # width w holds max(1, min(max_block, slots // w)) documents, so that short documents share the
 # loop's overhead and long ones do not wait for each other's slowest iteration counts.
 _MF_SLOTS, _MF_MAX_BLOCK = 512, 8
 _CVB0_SLOTS, _CVB0_MAX_BLOCK = 2048, 16  # CVB0's sweep is cheaper per document than its loop overhead
-
-
-def _length_buckets(length: int, minimum: int = 32) -> tuple[int, ...]:
-    """The static slot counts at which ``LDA._meanfield`` processes a block of documents: the powers
-    of two p and 1.5 p from max(``minimum``, length / 16) up to 3/4 of ``length``, then ``length``.
-
-    Padding a block to its bucket wastes at most a third of its slots; the floor keeps the number
-    of compiled loops small (each bucket compiles the E-step loop once), and short batches, where
-    padding costs little, run as one bucket.
-
-    Examples:
-        >>> _length_buckets(128)
-        (32, 48, 64, 96, 128)
-        >>> _length_buckets(2048)
-        (128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
-        >>> _length_buckets(20)
-        (20,)
-    """
-    p = max(int(minimum), 1 << max(int(length) // 16 - 1, 0).bit_length())
-    out = []
-    while p < length:
-        out += [x for x in (p, p + p // 2) if 4 * x <= 3 * length]
-        p *= 2
-    return tuple(out) + (int(length),)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -609,123 +531,3 @@ def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
     k = per_slot.shape[-1]
     flat = jnp.reshape(per_slot, (-1, k))
     return jnp.zeros((vocab_size, k), per_slot.dtype).at[jnp.reshape(word_ids, (-1,))].add(flat).T
-
-
-def _block_size(width: int, slots: int, max_block: int) -> int:
-    """Documents per block at padded width ``width``: ``slots // width`` clipped to [1, max_block]."""
-    return max(1, min(int(max_block), int(slots) // int(width)))
-
-
-def _by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0, slots: int, max_block: int):
-    """Runs ``fit_block(ids_b, n_b, acc) -> (gamma_b, acc)`` over blocks of documents sorted by
-    length (see ``LDA._meanfield``); returns gamma (S, K) in the batch's order and the final acc.
-
-    The length of a document is one past its last slot with a nonzero count, so slots beyond it
-    (count 0) are dropped exactly. A document goes to the smallest width of ``_length_buckets(L)``
-    holding it; after sorting, the documents of one width are contiguous, and run in blocks of
-    ``_block_size(width, slots, max_block)`` documents: one ``fori_loop`` with dynamic bounds per
-    width. The last block of a width may reach into the next width's documents: those enter it
-    with all counts zero (they converge at once and add nothing) and their gamma is not written,
-    so every document is fitted once, at its own width."""
-    s, l = ids.shape
-    dt = n.dtype
-    buckets = _length_buckets(l)
-    sizes = [min(_block_size(w, slots, max_block), s) for w in buckets]
-    pad = max(sizes)
-    lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
-    order = jnp.argsort(lengths, stable=True)
-    ids_s = jnp.pad(jnp.take(ids, order, axis=0), ((0, pad), (0, 0)))
-    n_s = jnp.pad(jnp.take(n, order, axis=0), ((0, pad), (0, 0)))
-    which = jnp.searchsorted(jnp.asarray(buckets, jnp.int32), jnp.take(lengths, order), side="left")  # ascending
-
-    carry = (jnp.zeros((s + pad, k), dt), acc0)
-    for j, (width, block) in enumerate(zip(buckets, sizes)):
-        lo = jnp.searchsorted(which, j, side="left")
-        hi = jnp.searchsorted(which, j, side="right")
-
-        def body(c, carry, width=width, block=block, lo=lo, hi=hi):
-            gam, acc = carry
-            start = (lo + c * block).astype(jnp.int32)
-            inside = (start + jnp.arange(block)) < hi  # (block,): documents of this width
-            n_b = jnp.where(inside[:, None], jax.lax.dynamic_slice(n_s, (start, jnp.int32(0)), (block, width)), 0)
-            gamma, acc = fit_block(jax.lax.dynamic_slice(ids_s, (start, jnp.int32(0)), (block, width)), n_b, acc)
-            gamma = jnp.where(inside[:, None], gamma, jax.lax.dynamic_slice(gam, (start, jnp.int32(0)), (block, k)))
-            return jax.lax.dynamic_update_slice(gam, gamma, (start, jnp.int32(0))), acc
-
-        carry = jax.lax.fori_loop(0, (hi - lo + block - 1) // block, body, carry)
-    gam, acc = carry
-    return jnp.zeros((s, k), dt).at[order].set(gam[:s]), acc
-
-
-_SQUAREM_MAX_STEP = 32.0  # bound on |s|, the extrapolation step of _squarem_per_document
-_SQUAREM_STEP_GROWTH = 4.0  # factor on a document's bound on |s| after an accepted step that reached it
-
-
-def _squarem_per_document(update: Callable[[Array], tuple[Array, Array]], x0: Array, tol: float, max_iters: int,
-                          floor: Array) -> Array:
-    """SQUAREM cycles (see ``LDA._meanfield``) on a block of documents (x's leading axis, x (B, K)).
-    ``update(x)`` returns (F(x), f(x)): the fixed-point map and the objective it never decreases,
-    per document (B,). Each document is frozen when its plain update f1 (or, after a rejected
-    extrapolation, f2) or its post-extrapolation update f3 changes x by a mean absolute amount
-    below ``tol``; at most ``max_iters`` evaluations of ``update`` (``max_iters // 3`` cycles).
-
-    The step s is clipped to [-s_max, -1], s_max per document starting at 1 (the first cycle's
-    extrapolation is f2 itself) and multiplied by ``_SQUAREM_STEP_GROWTH`` after each accepted
-    cycle whose step reached it, up to ``_SQUAREM_MAX_STEP`` (the step-length control of Varadhan
-    and Roland's SQUAREM: long jumps only once the iteration has shown a steady direction). The
-    extrapolated point x' is used only if it is finite with no entry below ``floor`` (else
-    f3 = F(f2), three plain updates), and kept only if f(x') >= f(f1); a cycle whose x' lowers f
-    ends at f2 (its f3 is discarded), so f never decreases from one cycle to the next."""
-
-    def norm(a):
-        return jnp.sqrt(jnp.sum(a * a, axis=-1))
-
-    def cond(carry):
-        i, _, _, active = carry
-        return (i + 3 <= max_iters) & jnp.any(active)
-
-    def body(carry):
-        i, x, s_max, active = carry
-        f1, _ = update(x)
-        done1 = jnp.mean(jnp.abs(f1 - x), axis=-1) < tol
-        f2, obj1 = update(f1)
-        r, v = f1 - x, f2 - 2.0 * f1 + x
-        nv = norm(v)
-        step = jnp.clip(jnp.where(nv > 0, -norm(r) / jnp.where(nv > 0, nv, 1.0), -1.0), -s_max, -1.0)
-        # projected onto x >= floor (every fixed point has gamma_k > alpha): an extrapolation that
-        # overshoots the topics a document is leaving keeps its gain on the others
-        xp = jnp.maximum(x + (-2.0 * step)[:, None] * r + (step * step)[:, None] * v, floor)
-        inside = jnp.all(jnp.isfinite(xp), axis=-1)
-        p = jnp.where(inside[:, None], xp, f2)
-        f3, obj_p = update(p)
-        ok = ~inside | (obj_p >= obj1)  # at p = f2, f(f2) >= f(f1) already (F never decreases f)
-        done = jnp.where(ok, jnp.mean(jnp.abs(f3 - p), axis=-1), jnp.mean(jnp.abs(f2 - f1), axis=-1)) < tol
-        new = jnp.where(done1[:, None], f1, jnp.where(ok[:, None], f3, f2))
-        grow = ok & inside & (step <= -s_max)
-        s_max = jnp.where(grow, jnp.minimum(s_max * _SQUAREM_STEP_GROWTH, _SQUAREM_MAX_STEP), s_max)
-        return i + 3, jnp.where(active[:, None], new, x), s_max, active & ~done1 & ~done
-
-    b = x0.shape[0]
-    init = (jnp.zeros((), jnp.int32), x0, jnp.ones((b,), x0.dtype), jnp.ones((b,), bool))
-    return jax.lax.while_loop(cond, body, init)[1]
-
-
-def _iterate_per_document(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array,
-                          tol: float, max_iters: int) -> Array:
-    """x <- update(x) for a block of documents (x's leading axis), each document frozen after the
-    first update that changes its ``summary`` (B, K) by a mean absolute amount below ``tol`` (or
-    after ``max_iters`` updates), so that a document's result does not depend on the documents it
-    is computed with; the loop ends when every document is frozen."""
-
-    def cond(carry):
-        i, _, active = carry
-        return (i < max_iters) & jnp.any(active)
-
-    def body(carry):
-        i, x, active = carry
-        new = update(x)
-        change = jnp.mean(jnp.abs(summary(new) - summary(x)), axis=-1)
-        keep = active.reshape(active.shape + (1,) * (x.ndim - 1))
-        return i + 1, jnp.where(keep, new, x), active & (change >= tol)
-
-    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, jnp.ones(x0.shape[:1], bool)))[1]

@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax.data._bernoulli import sample_bernoulli_mixture
+from vijax.data import sample_bernoulli_mixture
 from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
-from vijax.models import _bernoulli_gibbs as gibbs
-from vijax.models.bernoulli_mixture import BernoulliMixture, components_used, kl_monte_carlo
+from vijax.metrics import bernoulli_mixture_kl, components_used
+from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
 from vijax.run._experiment import Experiment, check_methods, register_experiment
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
@@ -47,7 +47,7 @@ def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
     algs = {}
     for m in methods:
         if m == "gibbs":
-            algs[m] = gibbs.collapsed_gibbs(model, burn_in=acfg["gibbs_burn_in"])
+            algs[m] = bernoulli_collapsed_gibbs(model, burn_in=acfg["gibbs_burn_in"])
         else:  # the E-step x M-step matrix: the same local step with three global updates
             algs[m] = make_algorithm(M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"],
                                      ramp=acfg["ramp"])
@@ -59,7 +59,7 @@ def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
 def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
     """(pi_hat, phi_hat) of one method's state: posterior means under q, or Gibbs's averages."""
     if method == "gibbs":
-        return gibbs.point_estimates(model, state)
+        return bernoulli_gibbs_point_estimates(model, state)
     return model.point_estimates(state.q_global)
 
 
@@ -86,7 +86,7 @@ def build(sections: dict, seed: int) -> Experiment:
         out, est = {}, _estimates(state)
         for meth in methods:  # the jitted dict comes back with sorted keys
             w, p = est[meth]
-            kl = kl_monte_carlo(kl_key, data.weights, data.probs, w, p, num_samples)
+            kl = bernoulli_mixture_kl(kl_key, data.weights, data.probs, w, p, num_samples)
             out[meth] = {"components_used": components_used(w, p, y), "kl": float(kl.value),
                          "kl_stderr": float(kl.stderr)}
         return out

@@ -14,10 +14,10 @@ import os
 import jax
 import numpy as np
 
-from vijax.data import Corpus, Minibatcher, read_ldac, shared_data_path
+from vijax.data import Minibatcher, read_ldac, resolve_data_path, sample_ctm_corpus
 from vijax.inference import prox_svi
 from vijax.metrics import corpus_document_completion
-from vijax.models._base import check_int
+from vijax._validate import check_int
 from vijax.models.ctm import CTM
 from vijax.run._experiment import Experiment, register_experiment
 from vijax.run._runner import run
@@ -28,42 +28,6 @@ _ALG = {"name": "prox_svi", "covariance": "full", "compare": "diagonal", "step_s
         "num_samples": 10}
 _DATA = {"train_fraction": 0.5, "max_test_docs": 200, "eval_batch": 50, "observed_fraction": 0.5}
 _LABEL = {"full": "PG-SVI", "diagonal": "PG-SVI-MF"}
-
-
-def sample_ctm_corpus(seed: int, num_docs: int, num_topics: int, vocab_size: int, *, doc_length: int = 100,
-                      topic_concentration: float = 0.05, correlation: float = 1.0):
-    """A synthetic corpus from the CTM: z_d ~ N(0, Sigma) in R^(K-1), Sigma = correlation A A^T/(K-1)
-    + 0.5 I (A standard normal), topic proportions softmax((z_d, 0)), topics ~
-    Dirichlet(topic_concentration), ``doc_length`` tokens per document.
-
-    Returns:
-      (Corpus, dict with "topics" (K, V), "mu" (K-1,), "sigma" (K-1, K-1)).
-    """
-    check_int("num_docs", num_docs)
-    check_int("num_topics", num_topics, minimum=2)
-    check_int("vocab_size", vocab_size)
-    check_int("doc_length", doc_length)
-    rng = np.random.default_rng(seed)
-    d = num_topics - 1
-    a = rng.normal(size=(d, d))
-    sigma = correlation * a @ a.T / d + 0.5 * np.eye(d)
-    topics = rng.dirichlet(np.full(vocab_size, topic_concentration), size=num_topics)
-    z = rng.multivariate_normal(np.zeros(d), sigma, size=num_docs)
-    z = np.concatenate([z, np.zeros((num_docs, 1))], 1)  # the last logit is 0 (Blei & Lafferty)
-    theta = np.exp(z - z.max(1, keepdims=True))
-    theta /= theta.sum(1, keepdims=True)
-    probs = theta @ topics
-    probs /= probs.sum(1, keepdims=True)
-    ptr, ids, cnts = [0], [], []
-    for doc in range(num_docs):
-        c = rng.multinomial(doc_length, probs[doc])
-        nz = np.flatnonzero(c)
-        ids.append(nz)
-        cnts.append(c[nz])
-        ptr.append(ptr[-1] + nz.size)
-    corpus = Corpus(np.asarray(ptr, np.int64), np.concatenate(ids).astype(np.int32),
-                    np.concatenate(cnts).astype(np.float32), vocab_size)
-    return corpus, {"topics": topics, "mu": np.zeros(d), "sigma": sigma}
 
 
 class _Eval:
@@ -209,9 +173,7 @@ def _split(corpus, seed, d):
 def build_corpus(sections: dict, seed: int) -> Experiment:
     _check_algorithm(sections["algorithm"])
     d = sections["data"]
-    path = d["path"] if os.path.exists(d["path"]) else shared_data_path(*d["path"].split("/"))
-    vocab = d["vocab"] if d["vocab"] and os.path.exists(d["vocab"]) else (
-        shared_data_path(*d["vocab"].split("/")) if d["vocab"] else None)
+    path, vocab = resolve_data_path(d["path"]), resolve_data_path(d["vocab"])
     if path is None:
         raise ValueError(f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
     corpus = read_ldac(path, vocab)
@@ -222,4 +184,4 @@ def build_corpus(sections: dict, seed: int) -> Experiment:
     return _build(sections, seed, train, test)
 
 
-__all__ = ["sample_ctm_corpus"]
+__all__ = ["build_corpus", "build_synthetic"]

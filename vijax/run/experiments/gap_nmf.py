@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax import expfam
-from vijax.data._spectra import sample_speech_spectrogram
+from vijax.data import sample_speech_spectrogram
 from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
+from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models.gap_nmf import GaPNMF
 from vijax.run._experiment import Experiment, check_methods, register_experiment
 
@@ -50,36 +50,6 @@ def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
     algs = {m: make_algorithm(M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"],
                               ramp=acfg["ramp"]) for m in methods}
     return lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))
-
-
-def dictionary_correlations(true_w, est_w) -> np.ndarray:
-    """For each true column, the largest Pearson correlation (over frequencies) with any column of
-    ``est_w``, sorted in decreasing order (seed 000 figure 5). A constant estimated column (no
-    variance, e.g. one back at its prior mean) correlates 0 with everything.
-
-    Args:
-      true_w: (F, K_true).
-      est_w: (F, K_est).
-
-    Returns:
-      (K_true,) correlations, largest first.
-    """
-    a, b = np.asarray(true_w, np.float64), np.asarray(est_w, np.float64)
-    a = a - a.mean(0)
-    b = b - b.mean(0)
-    na, nb = np.linalg.norm(a, axis=0), np.linalg.norm(b, axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c = (a.T @ b) / np.outer(na, nb)
-    c = np.where(np.isfinite(c), c, 0.0)
-    return np.sort(c.max(axis=1))[::-1]
-
-
-def components_used(model, q, frames, min_share: float = 1e-3) -> int:
-    """The number of components that explain at least ``min_share`` of the counts: sum_fn E[z_fkn]
-    from the mean-field local step at E_q[t(W, theta)], divided by sum_fn y_fn."""
-    stats = model.local_step(expfam.tree_mean_params(q), frames).suff_stats[1][0]  # (K,) sum_fn E z_fkn
-    share = np.asarray(stats) / max(float(np.sum(np.asarray(frames))), 1e-300)
-    return int(np.sum(share >= min_share))
 
 
 @register_experiment(
@@ -115,7 +85,8 @@ def build(sections: dict, seed: int) -> Experiment:
         for meth, ew in _dictionaries(state).items():
             corr = dictionary_correlations(data.w, ew)
             out[meth] = {"recovered": int(np.sum(corr > THRESHOLD)), "mean_correlation": float(np.mean(corr)),
-                         "components_used": components_used(model, state[meth].q_global, frames), "corr": corr}
+                         "components_used": gap_nmf_components_used(model, state[meth].q_global, frames),
+                         "corr": corr}
         return out
 
     def eval_fn(state) -> dict:

@@ -12,7 +12,7 @@ from vijax.data import sample_gmm, sample_histogram_mixture
 from vijax import expfam
 from vijax.inference import cavi, restarts, select_restart
 from vijax.models import conjugate_elbo
-from vijax.metrics import match_components, mean_log_predictive
+from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM
 from vijax.run._experiment import Experiment, register_experiment
 
@@ -130,20 +130,12 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
         q = best(result.state)
         summary = _summary(model, q, x_test)
         z_hat = np.asarray(jnp.argmax(model.log_resp(expfam.tree_mean_params(q), jnp.asarray(x_test)), axis=1))
-        summary["test_purity"] = _purity(np.asarray(full.z[n_tr:]), z_hat)
+        summary["test_purity"] = cluster_purity(np.asarray(full.z[n_tr:]), z_hat)
         return summary
 
     return Experiment(alg, lambda key: alg.init(key, xj), lambda key, t: xj,
                       lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
                       report)
-
-
-def _purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
-    """Fraction of points whose fitted cluster's majority true type is their own type."""
-    total = 0
-    for c in np.unique(z_hat):
-        total += np.bincount(z_true[z_hat == c]).max()
-    return float(total / len(z_true))
 
 
 def _plot_ellipses(path, model, x, z, q_init, q_fit, result):

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax.data._uci import load_binary_dataset
+from vijax.data import epoch_batches, load_binary_dataset
 from vijax.inference import ProxSVIState, VIAlgorithm, optax_vi, prox_svi, replace_elbo
 from vijax.models.gp_classification import GPClassification, GPPosterior
 from vijax.run._experiment import Experiment, register_experiment
@@ -98,18 +98,6 @@ def _model(s: dict, data, quadrature: bool = False) -> GPClassification:
                              mean_update=s["mean_update"], quadrature=quadrature)
     _limit_blas(s.get("blas_threads", 1))  # after the first Cholesky has loaded LAPACK
     return model
-
-
-def epoch_batches(num_data: int, batch_size: int, key):
-    """``(key, t) -> indices``: minibatch t of a fresh random permutation every pass (as the
-    reference code's ``randperm``); a pass is floor(N / M) minibatches (the remainder is skipped)."""
-    spp = num_data // batch_size
-
-    def batch_fn(_key, t):
-        perm = jax.random.permutation(jax.random.fold_in(key, t // spp), num_data)
-        return jax.lax.dynamic_slice(perm, ((t % spp) * batch_size,), (batch_size,))
-
-    return batch_fn, spp
 
 
 def _evaluator(model: GPClassification, data):

@@ -8,7 +8,7 @@ import time
 import jax
 import numpy as np
 
-from vijax.data import Minibatcher, read_ldac, sample_lda_corpus, shared_data_path
+from vijax.data import Minibatcher, read_ldac, resolve_data_path, sample_lda_corpus
 from vijax.inference import data_parallel, schedules, svi
 from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
@@ -61,9 +61,7 @@ def ldac_corpus(d: dict, seed: int, required: bool = True):
     """``(train, test, vocab)`` for a data section with the keys of ``lda_corpus`` (``path`` and
     ``vocab`` either paths or names under the shared data folder). If the file is absent: a
     ValueError naming ``data.path`` when ``required``, else None."""
-    path = d["path"] if os.path.exists(d["path"]) else shared_data_path(*d["path"].split("/"))
-    vocab = d["vocab"] if d["vocab"] and os.path.exists(d["vocab"]) else (
-        shared_data_path(*d["vocab"].split("/")) if d["vocab"] else None)
+    path, vocab = resolve_data_path(d["path"]), resolve_data_path(d["vocab"])
     if path is None:
         if not required:
             return None

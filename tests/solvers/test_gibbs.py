@@ -1,9 +1,9 @@
-"""LDA's collapsed Gibbs E-step (``vijax.models._lda_gibbs.collapsed_gibbs``, ``LDA._gibbs``):
-its stationary distribution against exact enumeration of p(z | w, b, alpha) on a document with
-repeated words, that every kept sweep is an allocation of the document's tokens, that padding
-slots, inactive tokens (beyond a document's length) and the other documents of the batch change
-nothing, that zero-weight topics are never drawn, and the JAX contract (jit, vmap over keys,
-alpha and batches, one trace)."""
+"""The collapsed Gibbs sampler of token allocations (``vijax.solvers.collapsed_gibbs_allocations``,
+LDA's Gibbs E-step): its stationary distribution against exact enumeration of p(z | w, b, alpha)
+on a document with repeated words, that every kept sweep is an allocation of the document's
+tokens, and the JAX contract (jit, vmap over keys, alpha and batches, one trace). Through LDA
+(padding, inactive tokens and other documents change nothing; zero-weight topics are never
+drawn): tests/models/test_lda.py."""
 import itertools
 
 import chex
@@ -13,10 +13,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-from vijax.data import BowBatch
-from vijax.models import LDA
-from vijax.models._lda_gibbs import CHUNK
-from vijax.models._lda_gibbs import collapsed_gibbs as _collapsed_gibbs
+from vijax.solvers import collapsed_gibbs_allocations as _collapsed_gibbs
 
 collapsed_gibbs = jax.jit(_collapsed_gibbs, static_argnums=(4, 5))
 
@@ -86,57 +83,6 @@ def test_every_kept_sweep_is_an_allocation_of_the_tokens():
         np.testing.assert_array_equal(out, np.round(out))
         np.testing.assert_array_equal(out.sum(-1), n)
         assert np.all(out >= 0)
-
-
-def test_padding_inactive_tokens_and_other_documents_change_nothing():
-    """Document 0 alone, with zero-count slots (arbitrary words and weights) interleaved and
-    appended, and next to a document with many more tokens (more token steps, where document 0's
-    tokens are inactive): its real slots get exactly the same counts, its padding slots none."""
-    r = np.random.default_rng(6)
-    k = 4
-    w0, n0 = np.array([2, 7, 3]), np.array([3.0, 1.0, 4.0])
-    beta = r.dirichlet(np.ones(9), k)
-    model = LDA(k, 9, alpha=0.2, gibbs_sweeps=5, gibbs_burn_in=2)
-    view = (jnp.asarray(np.log(beta)),)
-    key = jax.random.PRNGKey(7)
-    gibbs = jax.jit(model._gibbs)
-
-    def per_slot(ids, n):
-        (c,) = model.local_step(view, BowBatch(jnp.asarray(ids), jnp.asarray(n)), key, "gibbs").suff_stats
-        return c, gibbs(jnp.take(view[0].T, jnp.asarray(ids), axis=0), jnp.asarray(n), key, jnp.asarray(0.2))
-
-    c_alone, a_alone = per_slot(w0[None], n0[None])
-    long_ids = np.arange(9)[None]
-    long_n = np.full((1, 9), 3 * CHUNK // 9 + 1.0)  # more than 3 chunks of tokens
-    ids2 = np.zeros((2, 9), np.int64)
-    n2 = np.zeros((2, 9))
-    real = [1, 4, 5]  # doc 0's slots in the padded batch, in the same order
-    ids2[0] = [8, w0[0], 1, 0, w0[1], w0[2], 6, 4, 2]
-    n2[0, real] = n0
-    ids2[1], n2[1] = long_ids[0], long_n[0]
-    _, a_both = per_slot(ids2, n2)
-    np.testing.assert_array_equal(a_both[0, np.asarray(real)], a_alone[0])
-    np.testing.assert_array_equal(np.delete(np.asarray(a_both[0]), real, axis=0), 0.0)
-    # the statistics of document 0 alone are its counts' allocation
-    np.testing.assert_allclose(np.asarray(c_alone)[:, w0].sum(0), n0, rtol=1e-12)
-
-
-def test_zero_weight_topics_are_never_drawn():
-    """A topic whose weight b is exactly zero for every word (log b at the floor of a sampled beta
-    with zeros) gets no token, whatever alpha; the last topic is the one that a rounding of the
-    inverse CDF to its total would pick."""
-    k, v = 3, 5
-    beta = np.full((k, v), 1.0 / v)
-    beta[k - 1] = 0.0
-    beta[k - 1, 0] = 1.0  # topic 2 owns word 0 only
-    with np.errstate(divide="ignore"):
-        view = (jnp.asarray(np.log(beta)),)
-    model = LDA(k, v, alpha=5.0, gibbs_sweeps=3, gibbs_burn_in=1)
-    batch = BowBatch(jnp.array([[1, 2, 3, 4], [1, 3, 0, 0]]), jnp.array([[30.0, 20.0, 10.0, 5.0], [7.0, 9.0, 0.0, 0.0]]))
-    keys = jax.random.split(jax.random.PRNGKey(8), 20)
-    stats = jax.jit(jax.vmap(lambda kk: model.local_step(view, batch, kk, "gibbs").suff_stats[0]))(keys)
-    assert np.all(np.isfinite(np.asarray(stats)))
-    np.testing.assert_array_equal(np.asarray(stats)[:, k - 1, :], 0.0)
 
 
 def test_jit_vmap_over_keys_alpha_and_batches_with_one_trace():
