@@ -7,10 +7,10 @@ a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the
 folder; ``main`` is ``vijax run`` / ``vijax list``. The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
-from vijax.run._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
-from vijax.run._config import ConfigError, load_config, parse_yaml
-from vijax.run._experiment import EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, register_experiment
-from vijax.run._runner import RunConfig, RunResult, run
+from ._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
+from ._config import ConfigError, load_config, parse_yaml
+from ._experiment import EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, register_experiment
+from ._runner import RunConfig, RunResult, run
 
 __all__ = [
     "DEFAULT_EXPERIMENT",

@@ -30,11 +30,11 @@ from typing import Optional, Sequence
 import numpy as np
 import yaml
 
-from vijax.run._checkpoint import jsonable
-from vijax.run._config import SECTIONS, ConfigError, load_config
-from vijax.run._experiment import EXPERIMENTS
-from vijax.run._plots import plot_elbo
-from vijax.run._runner import RunConfig, RunResult, run
+from ._checkpoint import jsonable
+from ._config import SECTIONS, ConfigError, load_config
+from ._experiment import EXPERIMENTS
+from ._plots import plot_elbo
+from ._runner import RunConfig, RunResult, run
 
 DEFAULT_EXPERIMENT = "dp_bernoulli"
 BUILTIN_EXPERIMENTS = "vijax.run.experiments"

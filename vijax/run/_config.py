@@ -26,8 +26,8 @@ from typing import Any, Iterable, Mapping, Union
 
 import yaml
 
-from vijax.run._experiment import EXPERIMENTS
-from vijax.run._runner import RunConfig
+from ._experiment import EXPERIMENTS
+from ._runner import RunConfig
 
 RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig))
 

@@ -42,7 +42,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from vijax.inference import VIAlgorithm
-from vijax.run import _checkpoint
+from . import _checkpoint
 from vijax.types import Array, PRNGKey, PyTree
 
 
