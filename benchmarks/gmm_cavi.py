@@ -3,7 +3,7 @@
 Both fit the same data (K = 30 components, D dimensions, N points) with matched priors from the
 same initial responsibilities (``vijax.testing.matched_sklearn_bgmm``). scikit-learn runs
 ``--iters`` iterations; its fitted q is scored with vijax's ELBO (local step at that q, then
-seed 002's ELBO), and vijax CAVI runs until its ELBO reaches that value (relative slack 1e-7; every state is scored in float64, outside the timed region).
+Blei et al.'s (2017) ELBO), and vijax CAVI runs until its ELBO reaches that value (relative slack 1e-7; every state is scored in float64, outside the timed region).
 Times are wall-clock on this machine; vijax's time includes its jit compile (reported apart too).
 
     python benchmarks/gmm_cavi.py                   # the README's table (N up to 1e6, D = 64)

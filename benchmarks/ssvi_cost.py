@@ -1,4 +1,4 @@
-"""Cost per document of SSVI and SSVI-A relative to SVI on LDA, for each E-step (seed 000 §4.1:
+"""Cost per document of SSVI and SSVI-A relative to SVI on LDA, for each E-step (Hoffman & Blei 2015, §4.1:
 "SSVI took about 30% longer than [SVI] to analyze the same number of documents, and SSVI-A's
 speed is very close to SSVI").
 

@@ -6,8 +6,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import INSTALL, code, md, write  # noqa: E402
 cells = [
     md("# CAVI for a Bayesian mixture of Gaussians\n\n"
-       "The walk-through of Blei, Kucukelbir & McAuliffe, *Variational Inference: A Review for Statisticians*, §3 "
-       "(seed 002 in `papers/`), with **vijax**: the model, the two coordinate updates, the ELBO, "
+       "The walk-through of Blei, Kucukelbir & McAuliffe, *Variational Inference: A Review for Statisticians* "
+       "(2017), §3, with **vijax**: the model, the two coordinate updates, the ELBO, "
        "and the 2-D simulation study of §3.4."),
     INSTALL,
     code("import os\n"

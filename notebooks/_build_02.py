@@ -6,7 +6,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import INSTALL, code, md, write  # noqa: E402
 cells = [
     md("# Online LDA with natural-gradient SVI\n\n"
-       "Stochastic variational inference for latent Dirichlet allocation (seed 002 §4.3 and appendix C; "
+       "Stochastic variational inference for latent Dirichlet allocation (Blei et al. 2017, §4.3 and appendix C; "
        "Hoffman et al. 2010/2013): minibatches of documents, a local mean-field step per document, and the "
        "natural-gradient update $\\lambda \\leftarrow (1-\\rho_t)\\lambda + \\rho_t(\\eta + \\tfrac{D}{S}\\hat s)$ "
        "with $\\rho_t = (t + \\tau)^{-\\kappa}$. We fit a synthetic corpus with known topics, watch the held-out "

@@ -6,7 +6,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import INSTALL, code, md, write  # noqa: E402
 cells = [
     md("# Structured SVI on a Dirichlet-process mixture of Bernoullis\n\n"
-       "Hoffman & Blei, *Structured Stochastic Variational Inference* (seed 000 in `papers/`), §4.2, with "
+       "Hoffman & Blei, *Structured Stochastic Variational Inference*, §4.2, with "
        "**vijax**. Mean-field variational inference breaks the dependence between the global parameters "
        "$\\beta$ and the local variables $z_n$: $q(z, \\beta) = q(\\beta) \\prod_n q(z_n)$. SSVI keeps it, "
        "$q(z, \\beta) = q(\\beta) \\prod_n q(z_n \\mid \\beta)$ (eq. 2), and optimizes the ELBO stochastically: "

@@ -8,7 +8,7 @@ from _common import INSTALL, code, md, write  # noqa: E402
 cells = [
     md("# Proximal-gradient SVI for GP classification\n\n"
        "Khan, Babanezhad, Lin, Schmidt & Sugiyama, *Faster stochastic variational inference using "
-       "proximal-gradient methods with general divergence functions* (UAI 2016; seed 001 in `papers/`), §6 "
+       "proximal-gradient methods with general divergence functions* (UAI 2016), §6 "
        "and appendix D, with **vijax**: binary GP classification with a logistic likelihood, fitted by "
        "PG-SVI (closed-form KL-proximal steps) and by Adam on the same ELBO."),
     INSTALL,

@@ -1,4 +1,4 @@
-"""Sampling by inversion and the SSVI V product (seed 000 eq. 7-9, 22-24, 27-28; appendix B).
+"""Sampling by inversion and the SSVI V product (Hoffman & Blei 2015, eq. 7-9, 22-24, 27-28; appendix B).
 
 Oracles: finite differences of TFP's quantile function ``igammainv`` at fixed u; the implicit
 formula -(dQ/dlambda)/q with dQ/dlambda by autodiff of the CDF; an explicitly formed V from
@@ -271,7 +271,7 @@ def test_v_product_matches_explicit_v(name):
 
 @pytest.mark.parametrize("name", sorted(FAMILIES_UNDER_TEST))
 def test_expected_v_is_identity(name):
-    """E_q[V] = I (seed 000, after eq. 8): each column V e_j averaged over 4000 draws is e_j
+    """E_q[V] = I (Hoffman & Blei 2015, after eq. 8): each column V e_j averaged over 4000 draws is e_j
     within 5 standard errors (entrywise, SE computed from the draws)."""
     q = FAMILIES_UNDER_TEST[name]()
     batch = q.batch_shape

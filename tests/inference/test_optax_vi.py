@@ -1,4 +1,4 @@
-"""The optax baselines of seed 001 appendix G: each named optimizer against its update written out
+"""The optax baselines of Khan et al. 2016, appendix G: each named optimizer against its update written out
 by hand, the minibatch/Monte Carlo objective, convergence of batch GD to the PG optimum, the JAX
 contract and bad input."""
 import jax

@@ -1,4 +1,4 @@
-"""PG-SVI (seed 001, iteration (9)): the KL step is the closed form r lambda + (1 - r)(eta + N/M g);
+"""PG-SVI (Khan et al. 2016, iteration (9)): the KL step is the closed form r lambda + (1 - r)(eta + N/M g);
 the Euclidean step is a gradient step on the ELBO in the natural parameters (checked against
 jax.grad); convergence to a stationary point; step-size validation; the JAX contract."""
 import chex
@@ -70,7 +70,7 @@ def test_full_batch_kl_converges_to_stationary_point_faster_than_euclidean():
     """Full batch, exact gradients (Poisson). KL, beta = 1: zero ELBO gradient (1e-6) within 60
     steps. Euclidean (natural parameters, beta = 0.2, the largest tried that is stable here):
     the ELBO rises monotonically but the gradient is still > 1e-3 after 2000 steps, the
-    geometry argument of seed 001 §4."""
+    geometry argument of Khan et al. 2016, §4."""
     x, y = _poisson_data()
     model = GLM(2, "poisson")
     q_kl, info_kl = _run(model, (x, y), "kl", 1.0, 60)

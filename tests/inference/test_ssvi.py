@@ -1,4 +1,4 @@
-"""SSVI and SSVI-A (seed 000, Algorithm 1, eq. 7-11)."""
+"""SSVI and SSVI-A (Hoffman & Blei 2015, Algorithm 1, eq. 7-11)."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""SVI with hyperparameter updates (seed 000 §2.6), shown on LDA's alpha and eta: the hyper
+"""SVI with hyperparameter updates (Hoffman & Blei 2015, §2.6), shown on LDA's alpha and eta: the hyper
 objective's derivatives against closed forms and finite differences, the ``hyper`` arguments
 against models built with those values, one step against the formula written out in NumPy, the
 unchanged behaviour without ``hyper_step``, recovery of alpha and eta from a synthetic corpus

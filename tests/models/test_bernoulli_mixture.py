@@ -1,4 +1,4 @@
-"""The DP mixture of Bernoullis (seed 000 §4.2): local step, CAVI, collapsed Gibbs, metrics, data."""
+"""The DP mixture of Bernoullis (Hoffman & Blei 2015, §4.2): local step, CAVI, collapsed Gibbs, metrics, data."""
 import itertools
 
 import jax

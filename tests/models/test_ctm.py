@@ -1,4 +1,4 @@
-"""Correlated topic model under PG-SVI (seed 001 §6.2, app. A.3): the log-sum-exp gradient and
+"""Correlated topic model under PG-SVI (Khan et al. 2016, §6.2, app. A.3): the log-sum-exp gradient and
 Hessian against autodiff; the local KL-proximal steps (full and diagonal) against the generic
 closed form and the numerical argmin of the proximal objective; the held-out predictive on a case
 with a known answer; the global step's statistics; learning on a synthetic corpus; bad input."""

@@ -1,4 +1,4 @@
-"""GaP-KL-NMF (seed 000 §4.3, eq. 12): the local step against a slow reference and against the
+"""GaP-KL-NMF (Hoffman & Blei 2015, §4.3, eq. 12): the local step against a slow reference and against the
 gradient of an independently written ELBO, its statistics against Monte Carlo, CAVI's ELBO, the
 synthetic spectrogram generator, and bad input."""
 import jax
@@ -97,7 +97,7 @@ def setup():
 
 
 def test_prior_is_eq_12():
-    model = GaPNMF(10, 7)  # the seed's a = 0.25, b = 0.2, alpha = 1, c = 1
+    model = GaPNMF(10, 7)  # the paper's a = 0.25, b = 0.2, alpha = 1, c = 1
     p_w, p_t = model.prior()
     assert p_w.batch_shape == (7, 10) and p_t.batch_shape == (10,)
     np.testing.assert_allclose(p_w.concentration, 0.25)

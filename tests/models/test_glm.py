@@ -1,4 +1,4 @@
-"""GLMs with a Gaussian prior under PG-SVI (seed 001, appendix E): the closed-form KL-proximal step
+"""GLMs with a Gaussian prior under PG-SVI (Khan et al. 2016, appendix E): the closed-form KL-proximal step
 equals the numerical argmin of the proximal objective (same fixed stochastic gradient) to 1e-6,
 for both linearisations, both likelihoods and several beta; Price/Bonnet gradients; bad input."""
 import jax

@@ -1,4 +1,4 @@
-"""GMM models: ELBO against seed 002 eq. (21) written out directly, against Monte Carlo, and the
+"""GMM models: ELBO against Blei et al. 2017, eq. (21) written out directly, against Monte Carlo, and the
 diagonal model's M-step against scikit-learn."""
 import jax
 import jax.numpy as jnp
@@ -14,7 +14,7 @@ tfd = tfp.distributions
 
 
 def _elbo_eq21(x, m, s2, phi, sigma2):
-    """Seed 002 eq. (21), every expectation written out by hand."""
+    """Blei et al. 2017, eq. (21), every expectation written out by hand."""
     k = m.shape[0]
     e_log_p_mu = np.sum(-0.5 * np.log(2 * np.pi * sigma2) - (m**2 + s2) / (2 * sigma2))
     e_log_p_c = -x.shape[0] * np.log(k)

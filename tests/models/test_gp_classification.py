@@ -1,4 +1,4 @@
-"""GP classification (seed 001 §6, app. D): the closed-form KL-proximal step against a numerical
+"""GP classification (Khan et al. 2016, §6, app. D): the closed-form KL-proximal step against a numerical
 argmin of the proximal objective, the gamma-tilde recursion against dense matrices, the ELBO,
 the predictive and the input checks."""
 import jax

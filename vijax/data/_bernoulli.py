@@ -1,4 +1,4 @@
-"""Synthetic data from the finite Dirichlet-process mixture of Bernoullis (seed 000 §4.2)."""
+"""Synthetic data from the finite Dirichlet-process mixture of Bernoullis (Hoffman & Blei 2015, §4.2)."""
 from __future__ import annotations
 
 import functools
@@ -22,17 +22,17 @@ class BernoulliMixtureData(NamedTuple):
 
     @property
     def components_used(self) -> int:
-        """The number of distinct components among the true z (56 in the seed's draw)."""
+        """The number of distinct components among the true z (56 in the paper's draw)."""
         return int(np.unique(np.asarray(self.z)).size)
 
 
 def sample_bernoulli_mixture(key: PRNGKey, num_points: int = 1000, num_components: int = 100, dim: int = 100, *,
                              alpha: float = 20.0, a: float = 1.0, b: float = 1.0, dtype=None) -> BernoulliMixtureData:
-    """Draws pi, phi from the prior and N data from the mixture (seed 000 §4.2)::
+    """Draws pi, phi from the prior and N data from the mixture (Hoffman & Blei 2015, §4.2)::
 
         pi ~ Dirichlet(alpha / K 1_K),  phi_kd ~ Beta(a, b),  z_n ~ Categorical(pi),  y_nd ~ Bernoulli(phi_{z_n d}).
 
-    The defaults are the seed's: N = 1000, K = 100, D = 100, alpha = 20, Beta(1, 1).
+    The defaults are the paper's: N = 1000, K = 100, D = 100, alpha = 20, Beta(1, 1).
 
     Args:
       key: PRNG key.

@@ -104,7 +104,7 @@ def sample_lda_corpus(key, num_docs: int, num_topics: int, vocab_size: int, *, a
 
     beta_k ~ Dirichlet(eta) for k < K; then for each document theta_d ~ Dirichlet(alpha),
     N_d ~ Poisson(doc_length_mean), and N_d tokens, each z ~ Categorical(theta_d) then
-    w ~ Categorical(beta_z) (Blei, Ng & Jordan, 2003, §3; seed 002 §5). Word counts per document
+    w ~ Categorical(beta_z) (Blei, Ng & Jordan, 2003, §3; Blei et al. 2017, §5). Word counts per document
     are therefore Multinomial(N_d, theta_d @ beta). Drawn in NumPy, vectorised over the tokens of
     blocks of ``LDA_BLOCK_DOCS`` documents (50,000 documents of 100 tokens take one to two seconds on one CPU core).
 

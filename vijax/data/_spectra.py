@@ -1,6 +1,6 @@
-"""Synthetic magnitude spectrograms for the GaP-KL-NMF experiment (seed 000 §4.3, figure 4).
+"""Synthetic magnitude spectrograms for the GaP-KL-NMF experiment (Hoffman & Blei 2015, §4.3, figure 4).
 
-The seed generates "a 257-by-50 dictionary matrix W whose columns resemble the magnitude spectra
+The paper generates "a 257-by-50 dictionary matrix W whose columns resemble the magnitude spectra
 of speech sounds", a 50-by-1000 activation matrix H of independent Gamma(0.2, 0.2) draws, and
 Y_ft ~ Poisson(sum_k W_fk H_kt). It does not say how W was made; here each column is a voiced
 speech sound: a harmonic comb (partials at multiples of a fundamental f0, each a Gaussian bump
@@ -99,10 +99,10 @@ def speech_like_dictionary(key: PRNGKey, num_freqs: int = 257, num_atoms: int = 
 def sample_speech_spectrogram(key: PRNGKey, num_freqs: int = 257, num_atoms: int = 50, num_frames: int = 1000, *,
                               shape: float = 0.2, rate: float = 0.2, peak: float = 20.0,
                               sample_rate: float = 16000.0, dtype=None) -> SpectrogramData:
-    """The synthetic data of seed 000 §4.3: W from :func:`speech_like_dictionary`,
+    """The synthetic data of Hoffman & Blei 2015, §4.3: W from :func:`speech_like_dictionary`,
     H_kt ~ Gamma(shape, rate) independently, Y_ft ~ Poisson(sum_k W_fk H_kt).
 
-    The defaults are the seed's sizes (257 x 50 dictionary, 1000 frames, Gamma(0.2, 0.2)).
+    The defaults are the paper's sizes (257 x 50 dictionary, 1000 frames, Gamma(0.2, 0.2)).
 
     Args:
       key: PRNG key.

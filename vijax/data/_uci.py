@@ -1,4 +1,4 @@
-"""Binary classification data sets for GP classification (seed 001 §6.1, appendix F).
+"""Binary classification data sets for GP classification (Khan et al. 2016, §6.1, appendix F).
 
 Three come from ``../shared/data`` with the train/test splits of the paper's reference code
 (github.com/emtiyaz/prox-grad-svi; see each folder's SOURCE.md):

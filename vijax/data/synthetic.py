@@ -23,7 +23,7 @@ class GMMData(NamedTuple):
 def sample_gmm(key: PRNGKey, num_points: int, num_components: int, dim: int, *, spread: float = 5.0,
                scale_range: tuple[float, float] = (0.5, 1.5), weight_concentration: float = 5.0,
                dtype=None) -> GMMData:
-    """Random axis-aligned Gaussian mixture data (the simulation of seed 002 §3.4).
+    """Random axis-aligned Gaussian mixture data (the simulation of Blei et al. 2017, §3.4).
 
     Means ~ N(0, spread^2 I); per-dimension scales ~ Uniform(scale_range); weights ~
     Dirichlet(weight_concentration); z_n ~ Categorical(weights); x_n ~ N(means[z_n], diag(scales[z_n]^2)).
@@ -46,7 +46,7 @@ def sample_gmm(key: PRNGKey, num_points: int, num_components: int, dim: int, *, 
 def sample_histogram_mixture(key: PRNGKey, num_points: int, num_components: int = 30, *, channels: int = 3,
                              bins: int = 192, pixels: int = 1024, concentration: float = 0.1,
                              dtype=None) -> GMMData:
-    """Synthetic colour histograms in the manner of seed 002's image study (appendix B).
+    """Synthetic colour histograms in the manner of Blei et al.'s (2017) image study (appendix B).
 
     Each of ``num_components`` image types has one prototype histogram per channel, drawn from
     Dirichlet(concentration); an image of type k has, per channel, the normalized counts of

@@ -18,7 +18,7 @@ class Dirichlet(AbstractExpFamily):
 
     A(eta) = sum_k lgamma(alpha_k) - lgamma(alpha_0), alpha_0 = sum_k alpha_k.
     The Fisher matrix is diag(psi'(alpha)) - psi'(alpha_0) 1 1^T, so ``inv_fisher_vp`` costs O(K)
-    by the matrix inversion lemma (seed 000, appendix C).
+    by the matrix inversion lemma (Hoffman & Blei 2015, appendix C).
 
     Examples:
         >>> q = Dirichlet.from_concentration([1.0, 2.0, 3.0])

@@ -1,9 +1,9 @@
-"""Reparameterized samples by inversion, and products with the SSVI matrix V (seed 000, eq. 8, 22;
+"""Reparameterized samples by inversion, and products with the SSVI matrix V (Hoffman & Blei 2015, eq. 8, 22;
 appendices A-C).
 
 Sampling by inversion draws u ~ Uniform and sets beta = R(u; lambda), R the quantile function of
 q(beta) with natural parameters lambda. SSVI needs the derivative of R at *fixed u*, which is the
-implicit one (seed 000 eq. 23, appendix B)::
+implicit one (Hoffman & Blei 2015, eq. 23, appendix B)::
 
     dR/dlambda |_u = -(dQ/dlambda)(beta; lambda) / q(beta; lambda),      Q the CDF of q.
 
@@ -41,7 +41,7 @@ Per family (lambda = the family's natural parameters, ``q.natural_params``):
 The SSVI product (DESIGN.md, "Sampling by inversion and the SSVI V matrix"). With
 J = d t(R(u; lambda)) / d lambda at fixed u (shape dim t x dim lambda) and F = hess A(lambda)::
 
-    V(beta, lambda) = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T        (seed 000 eq. 8, 22)
+    V(beta, lambda) = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T        (Hoffman & Blei 2015, eq. 8, 22)
     V s = inv_fisher_vp( vjp(lambda -> t(R(u, lambda)))(s) ).
 
 The paper writes gradients as columns, grad_lambda R of shape (dim lambda x dim beta), so
@@ -50,7 +50,7 @@ i.e. a VJP, never J F^-1. V is never formed; the cost is one reverse pass throug
 plus the family's ``inv_fisher_vp`` (O(V) per Dirichlet of dimension V).
 
 References:
-  Hoffman and Blei (2015), Structured stochastic variational inference (seed 000), eq. 7-8, 13,
+  Hoffman and Blei (2015), Structured stochastic variational inference, eq. 7-8, 13,
   20-24, 27-28.
   Figurnov, Mohamed and Mnih (2018), Implicit reparameterization gradients.
 """
@@ -69,7 +69,7 @@ from vijax.types import Array, PRNGKey, PyTree
 
 # --------------------------------------------------------------------------- standard log-gamma
 def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
-    """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (seed 000 eq. 23).
+    """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23).
 
     -(dP/da)(a, g) / (g p(g; a)) with P the regularized lower incomplete gamma function; the
     small-g expansion where g < sqrt(eps) (see the module docstring). Elementwise.
@@ -216,7 +216,7 @@ def tree_inv_fisher_vp(q: PyTree, v: PyTree) -> PyTree:
 
 
 def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTree], PyTree]]:
-    """t(beta) of one draw by inversion and the linear map s -> V(beta, lambda) s (seed 000 eq. 8).
+    """t(beta) of one draw by inversion and the linear map s -> V(beta, lambda) s (Hoffman & Blei 2015, eq. 8).
 
     V s = F^-1 J^T s with J = d t(R(u; lambda)) / d lambda at the draw's u (see the module
     docstring for the convention); computed as ``inv_fisher_vp(vjp(s))``, never forming V.

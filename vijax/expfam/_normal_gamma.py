@@ -1,7 +1,7 @@
 """Normal-Gamma over (mu, tau): tau ~ Gamma(a, b), mu | tau ~ N(m, 1 / (kappa tau)).
 
 The conjugate prior of a Normal likelihood with unknown mean and precision, one per batch
-element (a diagonal Gaussian mixture uses a K x D batch of them; seed 002 appendix B).
+element (a diagonal Gaussian mixture uses a K x D batch of them; Blei et al. 2017, appendix B).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Held-out evaluation of topic models by document completion (Hoffman et al. 2013, §4.1;
-Mimno et al. 2012; seed 000 §4.1).
+Mimno et al. 2012; Hoffman & Blei 2015, §4.1).
 
 Each test document is split into an observed part and a held-out part. The topic proportions are
 fitted on the observed part with the model's mean-field local step at beta = E_q[beta], and the

@@ -1,13 +1,13 @@
 """How models meet algorithms: Protocols and the shared conjugate ELBO.
 
-A conditionally conjugate model (seed 002 §4.2; seed 000 §2.1) has globals beta with prior in an
+A conditionally conjugate model (Blei et al. 2017, §4.2; Hoffman & Blei 2015, §2.1) has globals beta with prior in an
 exponential family with sufficient statistics t(beta) and natural parameters eta, and per-datum
 locals z_n whose complete-data likelihood is linear in t(beta)::
 
     log p(x_n, z_n | beta) = <s(x_n, z_n), t(beta)> + log h(x_n, z_n).
 
 Given q(z), the expected log joint is <sum_n E_q[s_n], E_q[t(beta)]> + sum_n E_q[log h_n], so the
-optimal q(beta) has natural parameters eta + sum_n E_q[s_n] (seed 002 eq. 36, 41) and the ELBO is
+optimal q(beta) has natural parameters eta + sum_n E_q[s_n] (Blei et al. 2017, eq. 36, 41) and the ELBO is
 
     L = <sbar, E_q[t(beta)]> + sum_n (E_q[log h_n] + H[q(z_n)]) - KL(q(beta) || p(beta)).
 
@@ -43,7 +43,7 @@ class LocalResult(NamedTuple):
 class ConditionallyConjugateModel(Protocol):
     """What CAVI, SVI and SSVI need from a model.
 
-    Optional, for hyperparameter updates (``svi(..., hyper_step=...)``; seed 000 §2.6): a model
+    Optional, for hyperparameter updates (``svi(..., hyper_step=...)``; Hoffman & Blei 2015, §2.6): a model
     with positive scalar hyperparameters h (LDA's alpha and eta) may also offer
 
     - ``hyperparameters() -> dict[str, float]``: their fixed values, the start of the updates;

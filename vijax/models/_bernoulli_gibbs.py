@@ -1,5 +1,5 @@
 """Collapsed Gibbs sampling for the finite DP mixture of Bernoullis (Neal 2000, algorithm 3 for the
-finite Dirichlet prior), the reference of seed 000 §4.2.
+finite Dirichlet prior), the reference of Hoffman & Blei 2015, §4.2.
 
 With pi and phi integrated out, the state is the assignments z alone, summarized by the counts
 n_k = #{n : z_n = k} and c_kd = sum_{n : z_n = k} y_nd. The collapsed joint is a product of a

@@ -1,6 +1,6 @@
-"""What proximal-gradient SVI (seed 001) needs from a non-conjugate model, and shared helpers.
+"""What proximal-gradient SVI (Khan et al. 2016) needs from a non-conjugate model, and shared helpers.
 
-Seed 001 splits the negative ELBO into f + h (§3.1): h is kept exact (convex: the KL from q to a
+Khan et al. (2016) split the negative ELBO into f + h (§3.1): h is kept exact (convex: the KL from q to a
 conjugate prior), f is linearised at the current q with a stochastic gradient from a minibatch and
 Monte Carlo samples. With q an exponential family with natural parameters lambda, mean parameters
 mu(lambda), prior natural parameters eta, and f linearised in the MEAN parameters, iteration (9)
@@ -178,7 +178,7 @@ def prox_objective(q_new: PyTree, q_k: PyTree, prior: PyTree, g: PyTree, beta) -
 def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
     """lambda + beta * grad_lambda L, with grad_lambda L = F(lambda) (eta + g - lambda).
 
-    The ELBO's Euclidean gradient in the natural parameters (the split h = 0 of seed 001 §3.1:
+    The ELBO's Euclidean gradient in the natural parameters (the split h = 0 of Khan et al. 2016, §3.1:
     the whole negative ELBO is linearised; ``fisher_vp`` maps the mean-parameter gradient g and
     the prior's natural-parameter gap to lambda-space).
     """

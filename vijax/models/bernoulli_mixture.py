@@ -1,4 +1,4 @@
-"""The finite approximation to a Dirichlet-process mixture of Bernoullis (seed 000 §4.2).
+"""The finite approximation to a Dirichlet-process mixture of Bernoullis (Hoffman & Blei 2015, §4.2).
 
 Generative process, with K components, total concentration alpha and Beta(a, b) priors::
 
@@ -64,7 +64,7 @@ class BernoulliMixture:
     Mean-field q(pi) = Dirichlet, q(phi_kd) = Beta, q(z_n) = Categorical(r_n). The globals view
     a local step takes is structured like the prior's mean parameters,
     ``((E[log pi],), (E[log phi], E[log(1 - phi)]))`` with shapes (K,), (K, D), (K, D): either
-    E_q[t(beta)] (CAVI, SVI) or t(beta) of a sample beta ~ q (SSVI, seed 000 Algorithm 1).
+    E_q[t(beta)] (CAVI, SVI) or t(beta) of a sample beta ~ q (SSVI, Hoffman & Blei 2015, Algorithm 1).
 
     The local step (``local_methods``)::
 
@@ -72,7 +72,7 @@ class BernoulliMixture:
 
     ``"meanfield"`` returns r; ``"exact"`` is the same formula at a sample's t(beta): with one z
     per datum q(z_n) is unrestricted, so the optimal q(z_n | beta) *is* the exact conditional
-    p(z_n | y_n, beta) (seed 000 §2.5) and both names give the same numbers; ``"gibbs"`` samples
+    p(z_n | y_n, beta) (Hoffman & Blei 2015, §2.5) and both names give the same numbers; ``"gibbs"`` samples
     z_n ~ Categorical(r_n) and returns one-hot statistics (an unbiased estimate of the exact ones;
     it needs a key). The statistics are ((sum_n r_n,), (R^T Y, R^T (1 - Y))) and ``local_terms`` is
     sum_n H[r_n] (log h = 0), so ``conjugate_elbo`` is the mean-field ELBO.

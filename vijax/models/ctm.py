@@ -1,4 +1,4 @@
-"""Correlated topic model (Blei & Lafferty 2007) fitted with proximal-gradient SVI (seed 001, §3.1, §6.2, app. A.3).
+"""Correlated topic model (Blei & Lafferty 2007) fitted with proximal-gradient SVI (Khan et al. 2016, §3.1, §6.2, app. A.3).
 
 Model, for document d with word counts y_d over a vocabulary of V words, K topics::
 

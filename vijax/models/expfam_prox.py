@@ -1,7 +1,7 @@
 """PG-SVI beyond Gaussians: non-conjugate likelihoods under a conjugate exponential-family prior.
 
 For any q in ``vijax.expfam`` whose prior p is in the same family (so KL(q || p) is the exact,
-convex h of seed 001 §3.1), the KL-proximal step of iteration (9) with f linearised in the mean
+convex h of Khan et al. 2016, §3.1), the KL-proximal step of iteration (9) with f linearised in the mean
 parameters is
 
     lambda_{k+1} = r lambda_k + (1 - r)(eta + (N/M) g_hat),      r = 1/(1 + beta_k),
@@ -9,8 +9,8 @@ parameters is
 where g_hat is the stochastic gradient of the non-conjugate expected log-likelihood with respect to
 the mean parameters. Here g_hat comes from a reparameterised Monte Carlo estimate of
 E_q[log p(y_n | theta)] (Gamma and Dirichlet draws carry implicit reparameterisation gradients,
-seed 000 appendix B) mapped to mean parameters by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda).
-The seed's paper leaves this case to future work (§7: "simple updates for ... non-conjugate
+Hoffman & Blei 2015, appendix B) mapped to mean parameters by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda).
+The paper leaves this case to future work (§7: "simple updates for ... non-conjugate
 exponential family distribution models"); these two models show it.
 
 * ``PoissonGammaSoftplus``: theta_d ~ Gamma(a0, b0) iid (d = 1..D), q(theta) = prod_d Gamma,

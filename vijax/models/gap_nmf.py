@@ -1,12 +1,12 @@
 """GaP-KL-NMF: Bayesian nonparametric Poisson (KL) matrix factorization of magnitude spectrograms
-(seed 000 §4.3, eq. 12; Nakano et al. 2011, after the GaP-NMF of Hoffman, Blei and Cook 2010).
+(Hoffman & Blei 2015, §4.3, eq. 12; Nakano et al. 2011, after the GaP-NMF of Hoffman, Blei and Cook 2010).
 
-The generative process (seed 000 eq. 12), for a spectrogram Y of F frequency bins by N frames::
+The generative process (Hoffman & Blei 2015, eq. 12), for a spectrogram Y of F frequency bins by N frames::
 
     W_fk ~ Gamma(a, a),   theta_k ~ Gamma(alpha / K, alpha c),   H_kn ~ Gamma(b, b),
     Y_fn ~ Poisson(sum_k theta_k W_fk H_kn),
 
-all Gammas with (shape, rate). a = 0.25, b = 0.2, alpha = 1 and c = 1 are the seed's values. As
+all Gammas with (shape, rate). a = 0.25, b = 0.2, alpha = 1 and c = 1 are the paper's values. As
 K grows the prior on theta approaches a gamma process, so most theta_k are near zero and the
 model chooses how many of its K components to use.
 
@@ -25,9 +25,9 @@ t(theta) = (log theta, theta)::
 
 and theta_k W_fk is a product of two globals: the model is conditionally conjugate in W given
 theta and in theta given W (each complete conditional is Gamma), not in the pair (the
-assumption of seed 000 §2.1). The seed applies SSVI-A to it anyway; the natural-gradient step of
+assumption of Hoffman & Blei 2015, §2.1). The paper applies SSVI-A to it anyway; the natural-gradient step of
 each block (SVI: Hoffman et al. 2013, for models with several global factors; SSVI: the envelope
-argument of seed 000 appendix A) uses the other block's value in the view::
+argument of Hoffman & Blei 2015, appendix A) uses the other block's value in the view::
 
     s_W     = ( sum_n E[z_fkn],    -theta_k   sum_n E[h_kn] )        (F, K) each,
     s_theta = ( sum_fn E[z_fkn],   -sum_f W_fk sum_n E[h_kn] )        (K,) each,
@@ -39,7 +39,7 @@ see docs/gap_nmf.md. The pair <s, t> counts the product term twice, so ``local_t
 back once, and :func:`~vijax.models.conjugate_elbo` is the exact mean-field ELBO whenever q(beta)
 is the q whose E[t(beta)] was the view (the ELBO that SVI reports).
 
-**Mean-field local step** (``"meanfield"``; seed 000 §2.5), for fixed view, per frame::
+**Mean-field local step** (``"meanfield"``; Hoffman & Blei 2015, §2.5), for fixed view, per frame::
 
     phi_fkn ∝ B_fk e_kn,         B_fk = exp(<log theta_k> + <log W_fk>),  e_kn = exp(E[log h_kn]),
     gamma_kn = b + e_kn sum_f y_fn B_fk / (sum_j B_fj e_jn),
@@ -59,11 +59,11 @@ and sum_k z (log B + E log h) - y phi log phi = y log sum_k B e. ``local_terms``
 <s, view> = sum_fk E[z_fkn] log B_fk - 2 sum_fk <theta_k> <W_fk> E[h_kn], which
 ``conjugate_elbo`` adds back.
 
-Y may hold any non-negative finite values (log y! is lgamma(y + 1)); the seed's are quantized
+Y may hold any non-negative finite values (log y! is lgamma(y + 1)); the paper's are quantized
 magnitudes, i.e. counts. Frames are the rows of a batch: ``batch`` is (S, F) = Y[:, frames].T.
 
 References:
-  Hoffman and Blei, Structured stochastic variational inference (seed 000), §2, §4.3, eq. 12.
+  Hoffman and Blei (2015), Structured stochastic variational inference, §2, §4.3, eq. 12.
   Hoffman, Blei and Cook (2010). Bayesian nonparametric matrix factorization for recorded music. ICML.
   Nakano, Le Roux, Kameoka, Nakamura, Ono and Sagayama (2011). Bayesian nonparametric spectrogram
   modeling based on infinite factorial infinite hidden Markov model. WASPAA.
@@ -89,7 +89,7 @@ from vijax.types import Array, PRNGKey
 
 @dataclasses.dataclass(frozen=True)
 class GaPNMF:
-    """GaP-KL-NMF (seed 000 eq. 12) as a model with globals (W, theta) and per-frame locals.
+    """GaP-KL-NMF (Hoffman & Blei 2015, eq. 12) as a model with globals (W, theta) and per-frame locals.
 
     Args:
       num_components: K >= 1, the truncation of the gamma process.

@@ -1,4 +1,4 @@
-"""Generalised linear models with a Gaussian prior, for proximal-gradient SVI (seed 001, §3.1, appendices A.2, E).
+"""Generalised linear models with a Gaussian prior, for proximal-gradient SVI (Khan et al. 2016, §3.1, appendices A.2, E).
 
     z ~ N(m0, s0^2 I_D),      y_n | z ~ p(y_n | eta_n = x_n^T z),
     logistic:  log p(y | a) = y a - softplus(a),          y in {0, 1};

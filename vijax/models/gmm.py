@@ -1,5 +1,5 @@
-"""Bayesian Gaussian mixtures: the univariate model of seed 002 §3 and the diagonal-covariance
-model of seed 002 appendix B (Bishop 2006, §10.2, with diagonal precisions)."""
+"""Bayesian Gaussian mixtures: the univariate model of Blei et al. 2017, §3 and the diagonal-covariance
+model of Blei et al. 2017, appendix B (Bishop 2006, §10.2, with diagonal precisions)."""
 from __future__ import annotations
 
 import dataclasses
@@ -45,7 +45,7 @@ def _random_rows(key: PRNGKey, x: Array, k: int) -> Array:
 
 @dataclasses.dataclass(frozen=True)
 class UnivariateGMM:
-    """The Bayesian mixture of unit-variance Gaussians of seed 002 §3 (eq. 7)::
+    """The Bayesian mixture of unit-variance Gaussians of Blei et al. 2017, §3 (eq. 7)::
 
         mu_k ~ N(0, sigma^2),  c_i ~ Categorical(1/K),  x_i | c_i, mu ~ N(c_i^T mu, 1).
 
@@ -90,7 +90,7 @@ class UnivariateGMM:
         return expfam.Normal.from_mean_variance(m, jnp.ones_like(m))
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
-        """phi_ik ∝ exp(x_i E[mu_k] - E[mu_k^2] / 2) (seed 002 eq. 26)."""
+        """phi_ik ∝ exp(x_i E[mu_k] - E[mu_k^2] / 2) (Blei et al. 2017, eq. 26)."""
         check_choice("method", method, self.local_methods)
         e_mu, e_mu2 = globals_view
         logits = x[:, None] * e_mu[None, :] - 0.5 * e_mu2[None, :]
@@ -103,7 +103,7 @@ class UnivariateGMM:
         return LocalResult(stats, local_terms, phi)
 
     def log_predictive(self, q: expfam.Normal, x: Array) -> Array:
-        """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2), per point (seed 002 §3.3,
+        """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2), per point (Blei et al. 2017, §3.3,
         integrating mu_k over q instead of plugging in m_k)."""
         var = (1.0 + q.variance)[None, :]
         lp = -0.5 * (x[:, None] - q.mean[None, :]) ** 2 / var - 0.5 * jnp.log(2 * jnp.pi * var)
@@ -112,7 +112,7 @@ class UnivariateGMM:
 
 @dataclasses.dataclass(frozen=True)
 class DiagonalGMM:
-    """Bayesian Gaussian mixture with diagonal precisions (seed 002 appendix B)::
+    """Bayesian Gaussian mixture with diagonal precisions (Blei et al. 2017, appendix B)::
 
         pi ~ Dirichlet(alpha0 1_K),  tau_kd ~ Gamma(a0, b0_d),  mu_kd | tau_kd ~ N(m0_d, 1/(kappa0 tau_kd)),
         z_n ~ Categorical(pi),  x_nd | z_n = k ~ N(mu_kd, 1/tau_kd).

@@ -1,6 +1,6 @@
-"""Binary Gaussian-process classification with the KL-proximal (PG-SVI) updates of seed 001.
+"""Binary Gaussian-process classification with the KL-proximal (PG-SVI) updates of Khan et al. 2016.
 
-The model (seed 001 §3.1, appendix A.1): latent z_n = f(x_n) with a zero-mean GP prior whose
+The model (Khan et al. 2016, §3.1, appendix A.1): latent z_n = f(x_n) with a zero-mean GP prior whose
 covariance is the squared-exponential kernel of Kuss & Rasmussen (2005, eq. 33),
 
     k(x, x') = sigma^2 exp(-|x - x'|^2 / (2 l^2)),      K = k(X, X) + jitter * I,
@@ -54,7 +54,7 @@ _GH_NODES = 64
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class GPPosterior:
-    """q(z) = N(m, V) with V^{-1} = K^{-1} + diag(gamma_tilde) (seed 001 app. D): 2N numbers.
+    """q(z) = N(m, V) with V^{-1} = K^{-1} + diag(gamma_tilde) (Khan et al. 2016, app. D): 2N numbers.
 
     Attributes:
       mean: m, shape (N,).
@@ -199,7 +199,7 @@ def expected_loglik(m: Array, v: Array, y: Array, key: Optional[PRNGKey] = None,
 # ---- the model --------------------------------------------------------------------------------
 
 class GPClassification:
-    """Binary GP classification with a Bernoulli-logit likelihood (seed 001 §3.1, §6, app. D).
+    """Binary GP classification with a Bernoulli-logit likelihood (Khan et al. 2016, §3.1, §6, app. D).
 
     Args:
       x: training inputs, shape (N, D), finite.
@@ -212,7 +212,7 @@ class GPClassification:
       mean_update: ``"exact"`` (the argmin of the proximal objective, app. D.3 with B_k) or
         ``"paper"`` (eq. 19 / the reference code: A_k, with gt_k in place of r gt_{k-1}).
       quadrature: when True every expectation uses Gauss-Hermite quadrature and ``num_samples``
-        is ignored: exact gradients (the batch 'PG' and 'GD' of seed 001 Fig. 1) through the
+        is ignored: exact gradients (the batch 'PG' and 'GD' of Khan et al. 2016, Fig. 1) through the
         same ``prox_svi``/``optax_vi`` calls that otherwise draw Monte Carlo samples.
 
     The batch every method takes is an int array of training indices, shape (M,).
@@ -228,7 +228,7 @@ class GPClassification:
 
     References:
       Khan, Babanezhad, Lin, Schmidt, Sugiyama (2016), Faster stochastic variational inference
-      using proximal-gradient methods with general divergence functions, UAI (seed 001).
+      using proximal-gradient methods with general divergence functions, UAI.
     """
 
     def __init__(self, x, y, log_lengthscale: float, log_scale: float, jitter: float = 1e-4,

@@ -1,16 +1,16 @@
 """Latent Dirichlet allocation (Blei et al., 2003) as a conditionally conjugate model, with three
 local steps: mean-field, CVB0 with the topics fixed, and collapsed Gibbs with the topics fixed.
 
-The generative process (seed 000 eq. 25; seed 002 appendix C)::
+The generative process (Hoffman & Blei 2015, eq. 25; Blei et al. 2017, appendix C)::
 
     beta_k ~ Dirichlet(eta 1_V),   theta_d ~ Dirichlet(alpha 1_K),
     z_dn | theta_d ~ Categorical(theta_d),   w_dn | z_dn, beta ~ Categorical(beta_{z_dn}).
 
 The globals are the K topics; q(beta_k) = Dirichlet(lambda_k). A document's complete-data
 likelihood is linear in t(beta) = log beta, with statistic c_kv = sum_n 1[w_dn = v] 1[z_dn = k]
-(seed 000 eq. 26), so every local step returns the (K, V) matrix of expected topic-word counts
-and the global coordinate update is lambda = eta + sum_d E[c_d] (seed 002 appendix C;
-seed 003 eq. 12).
+(Hoffman & Blei 2015, eq. 26), so every local step returns the (K, V) matrix of expected topic-word counts
+and the global coordinate update is lambda = eta + sum_d E[c_d] (Blei et al. 2017, appendix C;
+*Raise your ELBO*, eq. 12).
 
 Documents arrive as a :class:`vijax.data.BowBatch`: ``word_ids`` (S, L) and ``counts`` (S, L), the
 unique words of each document and their counts, zero-padded. All tokens of one word w in a
@@ -21,12 +21,12 @@ costs about what its documents' own lengths cost; Gibbs computes over (S, L, K) 
 the tokens of the batch's longest document in turn.
 
 The view of the globals passed to ``local_step`` is ``(log_beta,)`` of shape (K, V): E_q[log beta]
-under CAVI and SVI, or the log of a sample of beta under SSVI (seed 000 Algorithm 1). The local
+under CAVI and SVI, or the log of a sample of beta under SSVI (Hoffman & Blei 2015, Algorithm 1). The local
 steps only ever use it as "log-topic" weights ``b_kw = exp(view_kw)``; for E_q[log beta] these are
 the geometric means exp(E_q[log beta_kw]), unnormalized, as in the mean-field update of Blei et
 al. (2003) and the Gibbs E-step of Mimno et al. (2012).
 
-The concentrations alpha and eta are the model's hyperparameters (seed 000 §2.6):
+The concentrations alpha and eta are the model's hyperparameters (Hoffman & Blei 2015, §2.6):
 :meth:`LDA.hyperparameters` gives their fixed values, ``prior``, ``local_step`` and
 ``log_predictive`` accept a ``hyper`` dict of (possibly traced) scalar arrays overriding them, and
 :meth:`LDA.hyper_objective` is the part of the ELBO that depends on them, so that
@@ -38,7 +38,7 @@ References:
   Hoffman, Blei and Bach (2010). Online learning for latent Dirichlet allocation. NIPS.
   Asuncion, Welling, Smyth and Teh (2009). On smoothing and inference for topic models. UAI.
   Mimno, Hoffman and Blei (2012). Sparse stochastic inference for latent Dirichlet allocation. ICML.
-  Seed 000 (Hoffman and Blei, SSVI) §2.5, §4.1, appendices C and D; seed 002 appendix C, §4.3.
+  Hoffman and Blei (2015), Structured stochastic variational inference, §2.5, §4.1, appendices C and D; Blei et al. 2017, appendix C, §4.3.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class LDA:
       c_kv = sum_d n_dv E[fraction of the n_dv tokens of v in d assigned to k];
     - ``local_params = gamma`` (S, K), the Dirichlet parameters of q(theta_d);
     - ``local_terms``, so that :func:`~vijax.models.conjugate_elbo` is the mean-field ELBO
-      (Blei et al. 2003, eq. 15; seed 002 appendix C) of the batch at the locals the step found::
+      (Blei et al. 2003, eq. 15; Blei et al. 2017, appendix C) of the batch at the locals the step found::
 
           local_terms = sum_d ( -KL(Dir(gamma_d) || Dir(alpha 1_K))
                                 + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ),
@@ -100,7 +100,7 @@ class LDA:
 
     ``"cvb0"``
       The zero-order collapsed variational update of Asuncion et al. (2009, eq. 5) with theta
-      integrated out and beta held fixed (seed 000 §2.5)::
+      integrated out and beta held fixed (Hoffman & Blei 2015, §2.5)::
 
           g_dwk ∝ (alpha + N_dk - g_dwk) b_kw,   N_dk = sum_w n_dw g_dwk,
 
@@ -114,7 +114,7 @@ class LDA:
 
     ``"gibbs"``
       Collapsed Gibbs sampling of every token's topic with theta_d integrated out and beta held
-      fixed, the E-step of Mimno et al. (2012) (seed 000 §4.1)::
+      fixed, the E-step of Mimno et al. (2012) (Hoffman & Blei 2015, §4.1)::
 
           p(z_dn = k | z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}.
 
