@@ -8,10 +8,24 @@ from typing import Callable
 import jax
 
 from vijax import expfam
-from vijax._validate import batch_size
+from vijax._validate import batch_size, check_bool, check_int
 from vijax.inference._scale import data_scale
+from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
+
+
+def check_factory_args(model, algorithm: str, *, num_data, schedule, local: str, ramp) -> Schedule:
+    """The checks every stochastic conjugate-model factory (SVI, SSVI, MAP-EM) runs before anything
+    compiles: ``num_data`` an integer >= 1, ``ramp`` a bool, ``model`` a
+    ``ConditionallyConjugateModel`` offering ``local``; returns the coerced schedule (default
+    ``robbins_monro(1.0, tau=1.0, kappa=0.7)``)."""
+    check_int("num_data", num_data)
+    check_bool("ramp", ramp)
+    schedule = as_schedule(schedule, default=default_schedule())
+    check_conjugate_model(model, algorithm)
+    check_local(model, local)
+    return schedule
 
 
 def initial_globals(key: PRNGKey, batch: PyTree, model: ConditionallyConjugateModel) -> PyTree:
@@ -70,4 +84,4 @@ def view_step(q: PyTree, count: Array, batch: PyTree, key: PRNGKey, *, model: Co
     return q_new, num_damped, rho, prior, stats, data_term
 
 
-__all__ = ["check_conjugate_model", "check_local", "initial_globals", "view_step"]
+__all__ = ["check_conjugate_model", "check_factory_args", "check_local", "initial_globals", "view_step"]

@@ -26,10 +26,9 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_bool, check_int, check_key
-from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals, view_step
+from vijax._validate import check_key
+from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
 from vijax.inference.base import VIAlgorithm, safe_increment
-from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -112,11 +111,7 @@ def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, sched
         >>> alg = map_em(UnivariateGMM(num_components=2), num_data=100, schedule=1.0)
         >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
     """
-    check_int("num_data", num_data)
-    check_bool("ramp", ramp)
-    schedule = as_schedule(schedule, default=default_schedule())
-    check_conjugate_model(model, "map_em")
-    check_local(model, local)
+    schedule = check_factory_args(model, "map_em", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_has_modes(model)
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model),

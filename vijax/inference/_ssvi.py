@@ -45,10 +45,9 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_bool, check_choice, check_int, check_key
-from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals, view_step
+from vijax._validate import check_choice, check_key
+from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
 from vijax.inference.base import VIAlgorithm, safe_increment
-from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -140,12 +139,8 @@ def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, sched
       ValueError: for ``num_data`` < 1, an unknown ``mode``, a bad ``schedule`` or ``ramp``, a
         ``local`` method the model lacks, or globals that cannot be sampled by inversion.
     """
-    check_int("num_data", num_data)
     check_choice("mode", mode, MODES)
-    check_bool("ramp", ramp)
-    schedule = as_schedule(schedule, default=default_schedule())
-    check_conjugate_model(model, "ssvi")
-    check_local(model, local)
+    schedule = check_factory_args(model, "ssvi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_invertible(model)
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model),

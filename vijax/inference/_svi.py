@@ -40,11 +40,10 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import batch_size, check_bool, check_int, check_key, check_scalar
-from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
+from vijax._validate import batch_size, check_key, check_scalar
+from vijax.inference._conjugate import check_factory_args, initial_globals
 from vijax.inference._scale import data_scale
 from vijax.inference.base import VIAlgorithm, safe_increment
-from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -166,11 +165,7 @@ def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, sched
       ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the
         model lacks, ``hyper_step`` <= 0 or a ``hyper_step`` for a model without hyperparameters.
     """
-    check_int("num_data", num_data)
-    check_conjugate_model(model, "svi")
-    check_local(model, local)
-    check_bool("ramp", ramp)
-    schedule = as_schedule(schedule, default=default_schedule())
+    schedule = check_factory_args(model, "svi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     if hyper_step is not None:
         hyper_step = check_scalar("hyper_step", hyper_step, low=0.0, high=None)
         if not isinstance(model, HyperparameterModel):

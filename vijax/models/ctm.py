@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from vijax._validate import check_int
+from vijax._validate import check_choice, check_int, check_positive_fields, check_scalar
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 
@@ -137,17 +137,12 @@ class CTM:
     def __post_init__(self):
         check_int("num_topics", self.num_topics, minimum=2)
         check_int("vocab_size", self.vocab_size)
-        if self.covariance not in COVARIANCES:
-            raise ValueError(f"covariance must be one of {COVARIANCES}, got {self.covariance!r}")
+        check_choice("covariance", self.covariance, COVARIANCES)
         check_int("local_steps", self.local_steps)
         check_int("eval_local_steps", self.eval_local_steps)
         check_int("eval_samples", self.eval_samples)
-        for name in ("local_step_size", "topic_smoothing", "init_mass"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be finite and > 0, got {v!r}")
-        if not (np.isfinite(self.cov_shrinkage) and 0.0 <= self.cov_shrinkage <= 1.0):
-            raise ValueError(f"cov_shrinkage must lie in [0, 1], got {self.cov_shrinkage!r}")
+        check_positive_fields(self, ("local_step_size", "topic_smoothing", "init_mass"))
+        check_scalar("cov_shrinkage", self.cov_shrinkage, low=0.0, high=1.0, include_low=True)
 
     # ------------------------------------------------------------------ data and globals
     def check_data(self, batch) -> None:

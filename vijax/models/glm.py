@@ -40,7 +40,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import check_int
+from vijax._validate import check_choice, check_int, check_positive_scalar
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -81,14 +81,11 @@ class GLM:
 
     def __post_init__(self):
         check_int("dim", self.dim)
-        if self.likelihood not in LIKELIHOODS:
-            raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
+        check_choice("likelihood", self.likelihood, LIKELIHOODS)
         if not np.isfinite(self.prior_mean):
             raise ValueError(f"prior_mean must be finite, got {self.prior_mean!r}")
-        if not (np.isfinite(self.prior_var) and self.prior_var > 0):
-            raise ValueError(f"prior_var must be finite and > 0, got {self.prior_var!r}")
-        if self.linearization not in LINEARIZATIONS:
-            raise ValueError(f"linearization must be one of {LINEARIZATIONS}, got {self.linearization!r}")
+        check_positive_scalar("prior_var", self.prior_var)
+        check_choice("linearization", self.linearization, LINEARIZATIONS)
 
     # ------------------------------------------------------------------ data
     def check_data(self, batch) -> None:
