@@ -248,7 +248,7 @@ def test_info_must_have_elbo_and_args_are_checked():
         run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: None, num_steps=5,
             progress=False)
     for bad in [dict(chunk_size=0), dict(num_steps=-1), dict(tol=0.0), dict(patience=0),
-                dict(checkpoint_every=10), dict(resume=True)]:
+                dict(checkpoint_every=10), dict(resume=True), dict(chunksize=10)]:
         kw = dict(batch_fn=toy_batch_fn(), num_steps=10, progress=False) | bad
         with pytest.raises(ValueError):
             run(toy_algorithm(), jax.random.PRNGKey(0), **kw)
@@ -294,3 +294,30 @@ def test_host_batches_feed_the_scan_and_resume_identically(tmp_path):
     with pytest.raises(ValueError, match="exactly one"):
         run(alg, jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), host_batches=_host_source(),
             num_steps=5, progress=False)
+
+
+def test_run_config_is_the_one_home_of_the_run_settings():
+    """run() and a config's run section share RunConfig's defaults and checks."""
+    from vijax.run import RunConfig
+    from vijax.run._config import _check_run
+
+    assert RunConfig().as_dict() == _check_run({}, {})  # the YAML schema's defaults are RunConfig's
+    with pytest.raises(ValueError, match="chunk_size: must be >= 1"):
+        RunConfig(chunk_size=0)
+    with pytest.raises(ValueError, match="run.tol"):
+        RunConfig.from_dict({"tol": -1.0})
+    with pytest.raises(ValueError, match="unknown config key 'run.chunksize'"):
+        RunConfig.from_dict({"chunksize": 3})
+    assert RunConfig(tol=1).tol == 1.0  # an int where a float is expected
+    a = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
+            config=RunConfig(num_steps=30, chunk_size=10, progress=False))
+    b = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=30, chunk_size=10,
+            progress=False)
+    assert_results_identical(a, b)
+    with pytest.raises(ValueError, match="x64"):  # the suite runs in float64: ask for what it lacks
+        jax.config.update("jax_enable_x64", False)
+        try:
+            run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=5, x64=True,
+                progress=False)
+        finally:
+            jax.config.update("jax_enable_x64", True)

@@ -393,6 +393,9 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
       >>> round(float(res.state), 6), res.trace["elbo"].shape, int(res.trace["step"][-1])
       (1.0, (60,), 60)
     """
+    unknown = sorted(set(settings) - set(_SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(_SETTINGS)}")
     rc = dataclasses.replace(config if config is not None else RunConfig(), **settings)
     rc.check_process_settings()
     if checkpoint_dir is None and (rc.checkpoint_every is not None or resume):
