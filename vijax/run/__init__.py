@@ -4,12 +4,15 @@
 a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the settings of a
 ``RunConfig``; ``load_config`` reads and validates a YAML config against a registered
 ``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
-folder; ``main`` is ``vijax run`` / ``vijax list``. The built-in experiments live in
+folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
+``configured_algorithm`` builds the registered algorithm a config's ``algorithm.name`` names,
+``eval_steps`` gives the steps at which a run's settings evaluate. The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
 from ._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
 from ._config import ConfigError, load_config, parse_yaml
-from ._experiment import EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, register_experiment
+from ._experiment import (EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, configured_algorithm,
+                          eval_steps, register_experiment)
 from ._runner import RunConfig, RunResult, run
 
 __all__ = [
@@ -22,7 +25,9 @@ __all__ = [
     "RunConfig",
     "RunResult",
     "check_methods",
+    "configured_algorithm",
     "default_config",
+    "eval_steps",
     "import_builtin_experiments",
     "load_config",
     "main",

@@ -1,10 +1,13 @@
-"""What a config's ``experiment:`` name resolves to, and the registry of experiment builders."""
+"""What a config's ``experiment:`` name resolves to, the registry of experiment builders, and
+the helpers builders share: the configured algorithm of an ``algorithm`` section
+(``configured_algorithm``), the evaluation steps of a ``run`` section (``eval_steps``)."""
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
-from vijax.inference import VIAlgorithm
+from vijax.inference import ALGORITHMS, VIAlgorithm, make_algorithm
 from vijax.types import Array, PRNGKey, PyTree
+from ._runner import RunConfig, _crossed
 
 
 def check_methods(methods, allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -111,4 +114,76 @@ def register_experiment(name: str, defaults: dict, description: str = ""):
     return deco
 
 
-__all__ = ["EXPERIMENTS", "Baseline", "Experiment", "ExperimentSpec", "check_methods", "register_experiment"]
+def configured_algorithm(section: Mapping, defaults: Mapping, model, *, num_data: Optional[int] = None,
+                         schedule=None, schedule_keys: Sequence[str] = (),
+                         resolved: Optional[Mapping] = None) -> VIAlgorithm:
+    """The registered algorithm that a config's ``algorithm`` section names, for ``model``.
+
+    ``section["name"]`` picks the algorithm in ``vijax.inference.ALGORITHMS``; it gets
+    ``num_data``, ``schedule`` (when it has a step size; CAVI has none) and those keys of
+    ``section`` that it takes as settings (``AlgorithmSpec.settings``: ``local``, ``ramp``,
+    ``num_samples``, ...). A key that is some registered algorithm's setting but not the chosen
+    one's is left out while it holds the experiment's default, and refused otherwise; so are the
+    ``schedule_keys`` of an algorithm without a step size.
+
+    Args:
+      section: the resolved ``algorithm`` section (with a ``name`` key).
+      defaults: the experiment's defaults of that section (what counts as "not set").
+      model: the model (or a wrapper such as ``vijax.inference.data_parallel(model)``).
+      num_data: N, the number of data points minibatches are drawn from.
+      schedule: the step size (a number or a callable ``count -> step``), or None for the
+        algorithm's default.
+      schedule_keys: the section's keys that ``schedule`` is made of (e.g. ``("tau", "kappa")``).
+      resolved: values that replace the section's for some keys where the experiment resolves
+        them (e.g. a None default looked up in a table of a data set's settings).
+
+    Returns:
+      The ``VIAlgorithm`` of ``vijax.inference.make_algorithm``.
+
+    Raises:
+      ConfigError: naming ``algorithm.name`` for an unknown name (the registered ones listed) or
+        one the factory refuses (a model lacking what the algorithm needs, a bad setting), and
+        ``algorithm.<key>`` for a key set away from its default that the algorithm does not take.
+    """
+    from ._config import ConfigError  # deferred: _config imports this module
+
+    name = section["name"]
+    if name not in ALGORITHMS:
+        raise ConfigError(f"algorithm.name: unknown algorithm {name!r}; registered: {sorted(ALGORITHMS)}")
+    spec = ALGORITHMS[name]
+    registered = {k for other in ALGORITHMS.values() for k in other.settings}
+    unused = (registered - set(spec.settings)) | (set() if spec.takes_schedule else set(schedule_keys))
+    for key in section:
+        if key in unused and section[key] != defaults.get(key):
+            taken = list(spec.settings) + (["a step size"] if spec.takes_schedule else [])
+            raise ConfigError(f"algorithm.{key}: algorithm {name!r} does not take it (it takes {taken}); "
+                              f"leave it at the default {defaults.get(key)!r} or choose another algorithm.name")
+    settings = {k: (resolved or {}).get(k, section[k]) for k in spec.settings if k in section}
+    try:
+        return make_algorithm(name, model, num_data=num_data, schedule=schedule if spec.takes_schedule else None,
+                              **settings)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"algorithm.name: {name!r} cannot run here: {e}") from None
+
+
+def eval_steps(run: Mapping) -> list[int]:
+    """The steps at which ``vijax.run.run`` evaluates a run with the settings ``run`` (a config's
+    resolved ``run`` section) that reaches ``num_steps``: the first chunk boundary at or after each
+    multiple of ``eval_every``, and ``num_steps`` (step 0 for a run of no steps).
+
+    Examples:
+      >>> eval_steps({"num_steps": 100, "chunk_size": 20, "eval_every": 30})
+      [40, 60, 100]
+    """
+    rc = RunConfig(**run)
+    steps, t = [], 0
+    while t < rc.num_steps:
+        t_end = min((t // rc.chunk_size + 1) * rc.chunk_size, rc.num_steps)
+        if _crossed(t, t_end, rc.eval_every) or t_end == rc.num_steps:
+            steps.append(t_end)
+        t = t_end
+    return steps or [0]
+
+
+__all__ = ["EXPERIMENTS", "Baseline", "Experiment", "ExperimentSpec", "check_methods", "configured_algorithm",
+           "eval_steps", "register_experiment"]

@@ -21,7 +21,7 @@ from vijax.data import sample_bernoulli_mixture
 from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
 from vijax.metrics import bernoulli_mixture_kl, components_used
 from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
-from vijax.run._experiment import Experiment, check_methods, register_experiment
+from vijax.run import Experiment, check_methods, register_experiment
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
@@ -140,11 +140,10 @@ def format_table(rows: list[dict]) -> str:
 def _plot(path, result, res, data, estimates, methods):
     """KL and components used against steps for each method (paper's final values dotted), and the
     sorted fitted weights against the true ones."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    fig = Figure(figsize=(16, 4.4))
+    axes = fig.subplots(1, 3)
     evals = result.evals
     steps = [e["step"] for e in evals]
     for i, meth in enumerate(methods):
@@ -169,7 +168,6 @@ def _plot(path, result, res, data, estimates, methods):
         ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 __all__ = ["LABELS", "METHODS", "PAPER", "build", "format_table", "point_estimates", "table_rows"]

@@ -3,8 +3,10 @@
 (test documents split in half, Monte Carlo over q) against wall time, 10 topics, minibatches of 2
 documents, fixed step 0.001. On a synthetic CTM corpus and on an lda-c corpus (wiki_bnpy).
 
-The runner drives the first variant (``algorithm.covariance``); ``report`` then runs each variant
-named in ``algorithm.compare`` with the same seed, batches, step count and evaluation grid, and
+The runner drives the first variant (``algorithm.covariance``) with the algorithm that
+``algorithm.name`` names (``prox_svi``; the step size is ``algorithm.step_size``); each variant
+named in ``algorithm.compare`` is a ``Baseline`` with the same seed, batches and step count, in
+chunks of the first run's evaluation period, so that all evaluate at the same steps. ``report``
 draws all of them into ``fig3_ctm.png``.
 """
 from __future__ import annotations
@@ -15,12 +17,9 @@ import jax
 import numpy as np
 
 from vijax.data import Minibatcher, read_ldac, resolve_data_path, sample_ctm_corpus
-from vijax.inference import prox_svi
 from vijax.metrics import corpus_document_completion
-from vijax._validate import check_int
 from vijax.models.ctm import CTM
-from vijax.run._experiment import Experiment, register_experiment
-from vijax.run._runner import run
+from vijax.run import Baseline, Experiment, configured_algorithm, eval_steps, register_experiment
 
 _MODEL = {"num_topics": 10, "local_steps": 15, "local_step_size": 0.3, "topic_smoothing": 0.01,
           "cov_shrinkage": 0.01, "init_mass": 100.0, "eval_local_steps": 30, "eval_samples": 1000}
@@ -57,12 +56,11 @@ def _variants(a) -> list[str]:
 
 def _check_algorithm(a) -> list[str]:
     """Checks the algorithm section before any data are made; returns the variants to run."""
-    if a["name"] != "prox_svi":
-        raise ValueError(f"algorithm.name: {a['name']!r} is not available here; choose 'prox_svi'")
     if not (np.isfinite(a["step_size"]) and a["step_size"] > 0):
         raise ValueError(f"algorithm.step_size must be a finite number > 0, got {a['step_size']!r}")
-    check_int("algorithm.batch_size", a["batch_size"])
-    check_int("algorithm.num_samples", a["num_samples"])
+    for key in ("batch_size", "num_samples"):  # ints already (the config's types)
+        if a[key] < 1:
+            raise ValueError(f"algorithm.{key} must be an integer >= 1, got {a[key]!r}")
     return _variants(a)
 
 
@@ -74,20 +72,22 @@ def _build(sections, seed, train, test, reference=None):
 
     def make(cov):
         model = _model(m, train.vocab_size, cov)
-        alg = prox_svi(model, num_data=train.num_docs, schedule=a["step_size"], num_samples=a["num_samples"])
-        return model, alg, _Eval(model, observed, heldout, d["eval_batch"])
+        alg = configured_algorithm(a, _ALG, model, num_data=train.num_docs, schedule=a["step_size"],
+                                   schedule_keys=("step_size",))
+        return alg, _Eval(model, observed, heldout, d["eval_batch"])
 
-    model, alg, evaluator = make(variants[0])
+    alg, evaluator = make(variants[0])
+    # the other variants evaluate at the steps of the first: chunks of its shortest evaluation period
+    steps = eval_steps(sections["run"])
+    every = int(np.min(np.diff(steps))) if len(steps) > 1 else max(sections["run"]["num_steps"], 1)
+    others = []
+    for cov in variants[1:]:
+        alg2, eval2 = make(cov)
+        others.append(Baseline(cov, alg2, eval_fn=eval2, host_batches=mb.host_batches,
+                               settings={"chunk_size": every, "eval_every": every, "tol": None}))
 
     def report(result, out_dir, baselines):
-        curves = {variants[0]: result.evals}
-        steps = [e["step"] for e in result.evals]
-        every = int(np.min(np.diff(steps))) if len(steps) > 1 else max(result.num_steps, 1)
-        for cov in variants[1:]:
-            _, alg2, eval2 = make(cov)
-            res2 = run(alg2, jax.random.PRNGKey(seed), host_batches=mb.host_batches, num_steps=result.num_steps,
-                       chunk_size=every, eval_fn=eval2, eval_every=every, progress=False)
-            curves[cov] = res2.evals
+        curves = {variants[0]: result.evals} | {cov: baselines[cov].evals for cov in variants[1:]}
         summary = {"num_train_docs": train.num_docs, "num_test_docs": test.num_docs}
         for cov, ev in curves.items():
             if ev:
@@ -98,15 +98,15 @@ def _build(sections, seed, train, test, reference=None):
         _plot(os.path.join(out_dir, "fig3_ctm.png"), curves, reference, m["num_topics"])
         return summary
 
-    return Experiment(alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches)
+    return Experiment(alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches,
+                      baselines=tuple(others))
 
 
 def _plot(path, curves, reference, num_topics):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig = Figure(figsize=(5.5, 4))
+    ax = fig.subplots()
     for cov, ev in curves.items():
         if ev:
             ax.plot([e["wall_time"] for e in ev], [-e["heldout_per_word"] for e in ev], ".-", label=_LABEL[cov])
@@ -118,7 +118,6 @@ def _plot(path, curves, reference, num_topics):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _true_params_score(truth, observed, heldout, model, eval_batch):

@@ -22,7 +22,7 @@ from vijax.data import sample_speech_spectrogram
 from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models.gap_nmf import GaPNMF
-from vijax.run._experiment import Experiment, check_methods, register_experiment
+from vijax.run import Experiment, check_methods, register_experiment
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI"}

@@ -10,14 +10,17 @@ import numpy as np
 
 from vijax.data import sample_gmm, sample_histogram_mixture
 from vijax import expfam
-from vijax.inference import cavi, restarts, select_restart
+from vijax.inference import restarts, select_restart
 from vijax.models import conjugate_elbo
 from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM
-from vijax.run._experiment import Experiment, register_experiment
+from vijax.run import Experiment, configured_algorithm, register_experiment
 
 _MODEL_DEFAULTS = {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0, "empirical_bayes": True}
-_ALG_DEFAULTS = {"name": "cavi", "local": "meanfield", "num_restarts": 5}
+# name: any registered algorithm (vijax.inference.ALGORITHMS) on the full data at every step;
+# local and ramp reach those that take them; step_size (a constant step, None: the algorithm's
+# default schedule) those with a step size (CAVI has none).
+_ALG_DEFAULTS = {"name": "cavi", "local": "meanfield", "ramp": False, "step_size": None, "num_restarts": 5}
 
 
 def _model(cfg: dict, x) -> DiagonalGMM:
@@ -28,11 +31,12 @@ def _model(cfg: dict, x) -> DiagonalGMM:
     return DiagonalGMM(k, x.shape[1], alpha0=cfg["alpha0"], kappa0=cfg["kappa0"], a0=cfg["a0"])
 
 
-def _algorithm(cfg: dict, model):
-    """CAVI, with ``num_restarts`` independent restarts run together by ``vmap``."""
-    if cfg["name"] != "cavi":
-        raise ValueError(f"algorithm.name: {cfg['name']!r} is not available for this experiment; choose 'cavi'")
-    return restarts(cavi(model, local=cfg["local"]), cfg["num_restarts"])
+def _algorithm(cfg: dict, model, num_data: int):
+    """The configured algorithm (CAVI by default) on the full data, with ``num_restarts``
+    independent restarts run together by ``vmap``."""
+    alg = configured_algorithm(cfg, _ALG_DEFAULTS, model, num_data=num_data, schedule=cfg["step_size"],
+                               schedule_keys=("step_size",))
+    return restarts(alg, cfg["num_restarts"])
 
 
 def _best_fn(model, feats):
@@ -53,7 +57,7 @@ def _build(sections: dict, seed: int, data) -> tuple:
     model = _model(sections["model"], x_train)
     model.check_data(x_train)
     model.check_data(x_test)
-    alg = _algorithm(sections["algorithm"], model)
+    alg = _algorithm(sections["algorithm"], model, x_train.shape[0])
     xj = model.features(jnp.asarray(x_train))  # [x, x^2], computed once for every CAVI step
     return model, alg, xj
 
@@ -102,7 +106,7 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
                 idx = int(jnp.argmax(result.trace["elbo"][-1]))
                 q0 = select_restart(init_q["state"].q_global, idx)
             _plot_ellipses(os.path.join(out_dir, "fit.png"), model, np.asarray(x_train), np.asarray(full.z[:n_tr]),
-                           q0, q, result)
+                           q0, q, result, sections["algorithm"]["name"].upper())
         return summary
 
     return Experiment(alg, init_state, lambda key, t: xj,
@@ -138,16 +142,15 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
                       report)
 
 
-def _plot_ellipses(path, model, x, z, q_init, q_fit, result):
+def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
     """Data coloured by true cluster with the 2-sigma contours of the fitted components, at the
     start and at the end (seed 002 figure 3), and the ELBO and held-out traces."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from matplotlib.patches import Ellipse
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
-    for ax, q, title in ((axes[0], q_init, "initial q"), (axes[1], q_fit, f"after {result.num_steps} CAVI steps")):
+    fig = Figure(figsize=(15, 4.6))
+    axes = fig.subplots(1, 3)
+    for ax, q, title in ((axes[0], q_init, "initial q"), (axes[1], q_fit, f"after {result.num_steps} {method} steps")):
         ax.scatter(x[:, 0], x[:, 1], c=z, s=4, cmap="tab10", alpha=0.6)
         if q is not None:
             w, means, var = (np.asarray(a) for a in model.point_estimates(q))
@@ -161,7 +164,7 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result):
     elbo = np.asarray(result.trace["elbo"])
     elbo = elbo.max(axis=1) if elbo.ndim == 2 else elbo  # best restart at each step
     axes[2].plot(np.arange(1, len(elbo) + 1), elbo, label="ELBO")
-    axes[2].set_xlabel("CAVI step")
+    axes[2].set_xlabel(f"{method} step")
     axes[2].set_ylabel("ELBO (best restart)")
     if result.evals:
         ax2 = axes[2].twinx()
@@ -170,4 +173,3 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result):
     axes[2].set_title("ELBO and held-out log predictive")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

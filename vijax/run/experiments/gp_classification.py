@@ -2,15 +2,17 @@
 
 ``gpc_compare`` (Figure 2): PG-SVI against SGD and the four adaptive methods (appendix G) on one
 data set: the exact ELBO (Gauss-Hermite) and the test log-loss (bits) after every pass. The runner
-drives PG-SVI; the report runs the baselines for the same number of steps on the same minibatch
-sequence, writes ``fig2_<dataset>.png``, ``results.md`` and returns the table.
+drives PG-SVI (the registered algorithm that ``algorithm.name`` names, ``prox_svi``); the other
+methods are ``Baseline`` runs of the same number of steps on the same minibatch sequence; the
+report writes ``fig2_<dataset>.png``, ``results.md`` and returns the table.
 
 ``gpc_step_size`` (Figure 1): the number of examples seen until the ELBO has converged, against
 the step size, for batch
 gradient descent on (m, L) ('GD'), batch proximal-gradient with exact gradients ('PG'), with Monte
-Carlo gradients ('PG-MC') and PG-SVI. The runner drives a short batch-PG run; the report runs the
-grid and writes ``fig1_<dataset>.png`` and ``results.md``. "Converged" is L_p >= L* - tol |L*|
-after pass p, with L* the optimum (a long batch-PG run). The paper's rule, a change between
+Carlo gradients ('PG-MC') and PG-SVI. The runner drives a short batch-PG run; the optimum and
+every point of the grid are ``Baseline`` runs; the report writes ``fig1_<dataset>.png`` and
+``results.md``. "Converged" is L_p >= L* - tol |L*| after pass p, with L* the optimum (a long
+batch-PG run). The paper's rule, a change between
 consecutive passes below a threshold, declared small-step GD converged after one pass far from
 the optimum (|dL| is small because GD barely moves), so we measure the distance to L* instead.
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Optional
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -33,8 +35,7 @@ import numpy as np
 from vijax.data import epoch_batches, load_binary_dataset
 from vijax.inference import ProxSVIState, VIAlgorithm, optax_vi, prox_svi, replace_elbo
 from vijax.models.gp_classification import GPClassification, GPPosterior
-from vijax.run._experiment import Experiment, register_experiment
-from vijax.run._runner import run
+from vijax.run import Baseline, Experiment, configured_algorithm, register_experiment
 
 # dataset -> settings. beta_n is beta * N (PG-SVI's beta = beta_n / N, r = 1 / (1 + beta)).
 PAPER = {
@@ -63,6 +64,12 @@ LABELS = {"pg_svi": "PG-SVI", "sgd": "SGD", "adagrad": "Adagrad", "rmsprop": "RM
 
 _MODEL_DEFAULTS = {"log_lengthscale": None, "log_scale": None, "jitter": None, "mean_update": "paper"}
 _DATA_DEFAULTS = {"dataset": "ionosphere", "split_seed": 0}
+# name: the algorithm of the runner's run (PG-SVI); num_samples and beta_n (its step size beta * N)
+# reach it where it takes them. None: the data set's value in PAPER.
+_COMPARE_ALG = {"name": "prox_svi", "methods": ["sgd", "adagrad", "rmsprop", "adadelta", "adam"], "batch_size": None,
+                "num_samples": None, "beta_n": None, "sgd_rate": None, "sgd_kappa": 0.6, "adam_rate": None,
+                "adagrad_rate": None, "rmsprop_rate": None, "rmsprop_decay": None, "adadelta_rate": None,
+                "adadelta_rho": None, "within": 0.01, "blas_threads": 1}
 
 
 def _resolve(sections: dict) -> tuple[dict, object]:
@@ -147,33 +154,28 @@ def _md_table(rows: list, cols: list) -> str:
 
 @register_experiment(
     "gpc_compare",
-    defaults={"model": dict(_MODEL_DEFAULTS), "data": dict(_DATA_DEFAULTS),
-              "algorithm": {"methods": ["sgd", "adagrad", "rmsprop", "adadelta", "adam"], "batch_size": None,
-                            "num_samples": None, "beta_n": None, "sgd_rate": None, "sgd_kappa": 0.6,
-                            "adam_rate": None, "adagrad_rate": None, "rmsprop_rate": None, "rmsprop_decay": None,
-                            "adadelta_rate": None, "adadelta_rho": None, "within": 0.01, "blas_threads": 1},
+    defaults={"model": dict(_MODEL_DEFAULTS), "data": dict(_DATA_DEFAULTS), "algorithm": dict(_COMPARE_ALG),
               "run": {"num_steps": 560, "chunk_size": 56, "eval_every": 56, "x64": True, "progress": False}},
     description="seed 001 Fig. 2: GP classification, PG-SVI vs SGD/Adagrad/RMSprop/Adadelta/Adam by passes")
 def build_compare(sections: dict, seed: int) -> Experiment:
     s, data = _resolve(sections)
-    unknown = [m for m in s["methods"] if m not in BASELINES]
-    if unknown:
-        raise ValueError(f"algorithm.methods: unknown method(s) {unknown}; choose from {BASELINES}")
+    methods = list(s["methods"])
+    if any(m not in BASELINES for m in methods) or len(set(methods)) != len(methods):
+        raise ValueError(f"algorithm.methods: distinct names from {BASELINES}, got {methods}")
     model = _model(s, data)
     n, mb = model.num_data, s["batch_size"]
     batch_fn, spp = epoch_batches(n, mb, jax.random.PRNGKey(seed + 7))
-    alg = prox_svi(model, num_data=n, schedule=s["beta_n"] / n, num_samples=s["num_samples"])
+    alg = configured_algorithm(sections["algorithm"], _COMPARE_ALG, model, num_data=n, schedule=s["beta_n"] / n,
+                               schedule_keys=("beta_n",), resolved={"num_samples": s["num_samples"]})
     evaluate = _evaluator(model, data)
+    # every method on the same minibatches, evaluated after every pass
+    others = tuple(Baseline(name, _baseline(name, model, s), batch_fn=batch_fn, eval_fn=evaluate,
+                            settings={"chunk_size": spp, "eval_every": spp, "tol": None}) for name in methods)
 
     def report(result, out_dir, baselines):
         num_steps = result.num_steps
-        curves = {"pg_svi": _curve(result.evals, spp)}
-        walls = {"pg_svi": result.wall_time}
-        for name in s["methods"]:
-            res = run(_baseline(name, model, s), jax.random.PRNGKey(seed), batch_fn=batch_fn, num_steps=num_steps,
-                      init_state=lambda key, a=_baseline(name, model, s): a.init(key), chunk_size=spp,
-                      eval_fn=evaluate, eval_every=spp, progress=False)
-            curves[name], walls[name] = _curve(res.evals, spp), res.wall_time
+        curves = {"pg_svi": _curve(result.evals, spp)} | {m: _curve(baselines[m].evals, spp) for m in methods}
+        walls = {"pg_svi": result.wall_time} | {m: baselines[m].wall_time for m in methods}
         best = max(max(c["elbo"]) for c in curves.values() if np.isfinite(max(c["elbo"])))
         rows = []
         for name, c in curves.items():
@@ -191,15 +193,14 @@ def build_compare(sections: dict, seed: int) -> Experiment:
         return {"dataset": data.name, "num_train": n, "passes": num_steps / spp, "best_elbo": best,
                 "table": rows, "curves": curves, "settings": {k: v for k, v in s.items()}}
 
-    return Experiment(alg, lambda key: alg.init(key), batch_fn, evaluate, report)
+    return Experiment(alg, lambda key: alg.init(key), batch_fn, evaluate, report, baselines=others)
 
 
 def _plot_compare(path, curves, name):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    ax = fig.subplots(1, 2)
     for m, c in curves.items():
         p = np.maximum(np.asarray(c["passes"]), 1e-2)
         ax[0].plot(p, -np.asarray(c["elbo"]), label=LABELS[m], lw=2 if m == "pg_svi" else 1)
@@ -208,7 +209,7 @@ def _plot_compare(path, curves, name):
         a.set_xscale("log"); a.set_xlabel("passes"); a.set_title(f"{name}: {t}")
     ax[0].set_yscale("log")
     ax[0].legend()
-    fig.tight_layout(); fig.savefig(path, dpi=100); plt.close(fig)
+    fig.tight_layout(); fig.savefig(path, dpi=100)
 
 
 # ---- Figure 1 ---------------------------------------------------------------------------------
@@ -243,44 +244,19 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
     full_batch = lambda key, t: full
     main = prox_svi(exact_model, num_data=n, schedule=a["pg_betas"][0], num_samples=1)
     evaluate = _evaluator(exact_model, data)
-    exact_q = lambda st: exact_model.elbo(st.q_global)
-    exact_p = lambda st: exact_model.elbo_params(st.q_global)
-
-    def batch_run(alg, exact, steps):
-        wrapped = replace_elbo(alg, exact)
-        res = run(wrapped, jax.random.PRNGKey(seed), batch_fn=full_batch, num_steps=steps,
-                  init_state=lambda key: wrapped.init(key), chunk_size=min(50, steps), progress=False)
-        e0 = float(exact(wrapped.init(jax.random.split(jax.random.PRNGKey(seed))[0])))
-        return [e0] + list(res.trace["elbo"]), res.wall_time
+    svi_batches, spp = epoch_batches(n, mb, jax.random.PRNGKey(seed + 7))
+    points = _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp)
 
     def report(result, out_dir, baselines):
-        out = {}
         t0 = time.time()
-        steps = a["max_passes_batch"]
+        init_key = jax.random.split(jax.random.PRNGKey(seed))[0]  # the baselines' init key
         # L*: the optimum, from a long batch-PG run with exact gradients (beta = 1)
-        e_opt, _ = batch_run(prox_svi(exact_model, num_data=n, schedule=1.0, num_samples=1), exact_q,
-                             a["optimum_steps"])
-        target = float(max(e_opt))
-        for lr in a["gd_rates"]:
-            e, w = batch_run(optax_vi(exact_model, optimizer="gd", schedule=lr), exact_p, steps)
-            out.setdefault("gd", []).append((lr, examples_to_converge(e, target, a["tol"], n), e[-1], w))
-        for beta in a["pg_betas"]:
-            e, w = batch_run(prox_svi(exact_model, num_data=n, schedule=beta, num_samples=1), exact_q, steps)
-            out.setdefault("pg", []).append((beta, examples_to_converge(e, target, a["tol"], n), e[-1], w))
-        for beta in a["pg_mc_betas"]:
-            e, w = batch_run(prox_svi(mc_model, num_data=n, schedule=beta, num_samples=a["pg_mc_samples"]), exact_q,
-                             steps)
-            out.setdefault("pg_mc", []).append((beta, examples_to_converge(e, target, a["tol"], n), e[-1], w))
-        batch_fn, spp = epoch_batches(n, mb, jax.random.PRNGKey(seed + 7))
-        for beta in a["pg_svi_betas"]:
-            alg = prox_svi(mc_model, num_data=n, schedule=beta, num_samples=s["num_samples"])
-            res = run(alg, jax.random.PRNGKey(seed), batch_fn=batch_fn, num_steps=a["max_passes_svi"] * spp,
-                      init_state=lambda key, alg=alg: alg.init(key), chunk_size=spp,
-                      eval_fn=lambda st: {"elbo_exact": float(exact_q(st))}, eval_every=spp, progress=False)
-            e = [float(exact_q(alg.init(jax.random.split(jax.random.PRNGKey(seed))[0])))] + [
-                ev["elbo_exact"] for ev in res.evals]
-            out.setdefault("pg_svi", []).append((beta, examples_to_converge(e, target, a["tol"], spp * mb), e[-1],
-                                                 res.wall_time))
+        target = float(max(_elbo_curve(points[0], baselines, init_key)))
+        out = {}
+        for p in points[1:]:
+            e, res = _elbo_curve(p, baselines, init_key), baselines[p.baseline.name]
+            examples = examples_to_converge(e, target, a["tol"], spp * mb if p.method == "pg_svi" else n)
+            out.setdefault(p.method, []).append((p.step_size, examples, e[-1], res.wall_time))
         rows = [{"method": LABELS[m], "step size": ss, "examples to converge": ex, "final ELBO": fe, "wall time (s)": w}
                 for m, lst in out.items() for ss, ex, fe, w in lst]
         with open(os.path.join(out_dir, "results.md"), "w") as f:
@@ -291,17 +267,71 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
                     f"\n\n" + _md_table(rows, list(rows[0])))
         _plot_step_size(os.path.join(out_dir, f"fig1_{data.name}.png"), out, data.name,
                         max(a["max_passes_batch"], a["max_passes_svi"]) * n)
-        return {"dataset": data.name, "optimum_elbo": target, "table": rows, "report_wall_time": time.time() - t0}
+        return {"dataset": data.name, "optimum_elbo": target, "table": rows, "report_wall_time": time.time() - t0,
+                "baselines_wall_time": sum(r.wall_time for r in baselines.values())}
 
-    return Experiment(main, lambda key: main.init(key), full_batch, evaluate, report)
+    return Experiment(main, lambda key: main.init(key), full_batch, evaluate, report,
+                      baselines=tuple(p.baseline for p in points))
+
+
+class _Point(NamedTuple):
+    """One run of Figure 1: a method at one step size (or the optimum), as a ``Baseline``, with
+    the exact ELBO of its states."""
+
+    method: str  # "optimum", "gd", "pg", "pg_mc" or "pg_svi"
+    step_size: float
+    baseline: Baseline
+    exact: Callable  # state -> the exact ELBO
+
+
+def _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp) -> list:
+    """The optimum's run (first), then every method's step sizes: the batch methods on the full
+    data with their exact ELBO as ``info.elbo``, PG-SVI on minibatches with the exact ELBO
+    evaluated after every pass."""
+    n = exact_model.num_data
+    exact_q = lambda st: exact_model.elbo(st.q_global)
+    exact_p = lambda st: exact_model.elbo_params(st.q_global)
+
+    def batch(method, i, step_size, alg, exact, steps):
+        name = method if method == "optimum" else f"{method}_{i}_{step_size:g}"  # unique, also for repeated sizes
+        return _Point(method, step_size, Baseline(name, replace_elbo(alg, exact),
+                                                  batch_fn=full_batch,
+                                                  settings={"num_steps": steps, "chunk_size": min(50, steps),
+                                                            "tol": None}), exact)
+
+    steps = a["max_passes_batch"]
+    points = [batch("optimum", 0, 1.0, prox_svi(exact_model, num_data=n, schedule=1.0, num_samples=1), exact_q,
+                    a["optimum_steps"])]
+    points += [batch("gd", i, lr, optax_vi(exact_model, optimizer="gd", schedule=lr), exact_p, steps)
+               for i, lr in enumerate(a["gd_rates"])]
+    points += [batch("pg", i, beta, prox_svi(exact_model, num_data=n, schedule=beta, num_samples=1), exact_q, steps)
+               for i, beta in enumerate(a["pg_betas"])]
+    points += [batch("pg_mc", i, beta, prox_svi(mc_model, num_data=n, schedule=beta, num_samples=a["pg_mc_samples"]),
+                     exact_q, steps) for i, beta in enumerate(a["pg_mc_betas"])]
+    for i, beta in enumerate(a["pg_svi_betas"]):
+        alg = prox_svi(mc_model, num_data=n, schedule=beta, num_samples=s["num_samples"])
+        points.append(_Point("pg_svi", beta, Baseline(
+            f"pg_svi_{i}_{beta:g}", alg, batch_fn=svi_batches, eval_fn=lambda st: {"elbo_exact": float(exact_q(st))},
+            settings={"num_steps": a["max_passes_svi"] * spp, "chunk_size": spp, "eval_every": spp, "tol": None}),
+            exact_q))
+    return points
+
+
+def _elbo_curve(point: _Point, baselines: dict, init_key) -> list:
+    """The exact ELBO of a point's run: at the initial state (0 examples seen), then after every
+    step (batch methods) or every pass (PG-SVI)."""
+    res = baselines[point.baseline.name]
+    e0 = float(point.exact(point.baseline.algorithm.init(init_key)))
+    if point.method == "pg_svi":
+        return [e0] + [ev["elbo_exact"] for ev in res.evals]
+    return [e0] + list(res.trace["elbo"])
 
 
 def _plot_step_size(path, out, name, cap):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for m, lst in out.items():
         ss = np.array([r[0] for r in lst], float)
         ex = np.array([np.nan if r[1] is None else r[1] for r in lst], float)
@@ -312,4 +342,4 @@ def _plot_step_size(path, out, name, cap):
     ax.set_xscale("log"); ax.set_yscale("log")
     ax.set_xlabel("step size"); ax.set_ylabel("examples seen until converged")
     ax.set_title(f"{name} (x: not converged within the budget)")
-    ax.legend(); fig.tight_layout(); fig.savefig(path, dpi=100); plt.close(fig)
+    ax.legend(); fig.tight_layout(); fig.savefig(path, dpi=100)

@@ -1,5 +1,13 @@
 """Online LDA by natural-gradient SVI (seed 002 §4.3, appendix C; Hoffman et al. 2010/2013):
-on a synthetic corpus with known topics, and on a real lda-c corpus (wiki_bnpy by default)."""
+on a synthetic corpus with known topics, and on a real lda-c corpus (wiki_bnpy by default).
+
+``algorithm.name`` picks any registered algorithm that takes minibatches (``svi`` by default;
+``ssvi``, ``ssvi_a`` and ``map`` are the other M-steps of Hoffman and Blei, "Structured
+stochastic variational inference", 2015, §2.5), with the Robbins-Monro step size
+rho_t = scale (t + tau)^-kappa.
+
+``MODEL_DEFAULTS`` and ``DATA_DEFAULTS`` are the model section and the data keys shared with the
+other LDA experiments (``lda_ssvi``)."""
 from __future__ import annotations
 
 import os
@@ -9,15 +17,20 @@ import jax
 import numpy as np
 
 from vijax.data import Minibatcher, read_ldac, resolve_data_path, sample_lda_corpus
-from vijax.inference import data_parallel, schedules, svi
+from vijax.inference import data_parallel, schedules
 from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
-from vijax.run._experiment import Experiment, register_experiment
+from vijax.run import Experiment, configured_algorithm, register_experiment
 
-_MODEL = {"num_topics": 50, "alpha": 0.02, "eta": 0.02, "max_iters": 100, "tol": 1e-3,
-          "cvb0_iters": 100, "gibbs_sweeps": 10, "gibbs_burn_in": 5}
+MODEL_DEFAULTS = {"num_topics": 50, "alpha": 0.02, "eta": 0.02, "max_iters": 100, "tol": 1e-3,
+                  "cvb0_iters": 100, "gibbs_sweeps": 10, "gibbs_burn_in": 5}
 _ALG = {"name": "svi", "local": "meanfield", "batch_size": 256, "tau": 64.0, "kappa": 0.7, "scale": 1.0,
         "ramp": False, "data_parallel": False}  # data_parallel: the local step split over all devices
+_CORPUS_ALG = dict(_ALG, batch_size=64, tau=1024.0)
+# the data keys of every LDA experiment: the test split and document completion's evaluation
+DATA_DEFAULTS = {"test_fraction": 0.1, "max_test_docs": 1000, "eval_batch": 100, "observed_fraction": 0.5}
+
+
 class _Eval:
     """Held-out per-word log predictive by document completion (``corpus_document_completion``)
     and documents/s since the last evaluation."""
@@ -42,7 +55,7 @@ class _Eval:
 
 
 def make_model(m: dict, vocab_size: int, **override) -> LDA:
-    """The LDA of a config's model section (keys of ``_MODEL``), with ``override`` replacing keys."""
+    """The LDA of a config's model section (keys of ``MODEL_DEFAULTS``), with ``override`` replacing keys."""
     m = dict(m, **override)
     return LDA(m["num_topics"], vocab_size, alpha=m["alpha"], eta=m["eta"], max_iters=m["max_iters"], tol=m["tol"],
                cvb0_iters=m["cvb0_iters"], gibbs_sweeps=m["gibbs_sweeps"], gibbs_burn_in=m["gibbs_burn_in"])
@@ -71,18 +84,17 @@ def ldac_corpus(d: dict, seed: int, required: bool = True):
     return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), corpus.vocab
 
 
-def _build(sections, seed, train, test, true_topics=None, vocab=None):
+def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=None):
     m, a = sections["model"], sections["algorithm"]
-    if a["name"] != "svi":
-        raise ValueError(f"algorithm.name: {a['name']!r} is not available here; choose 'svi'")
     model = make_model(m, train.vocab_size)
     s = a["batch_size"]
     if a["data_parallel"] and s % len(jax.devices()):
         raise ValueError(f"algorithm.batch_size: {s} must be a multiple of the {len(jax.devices())} devices "
                          "for algorithm.data_parallel")
-    alg = svi(data_parallel(model) if a["data_parallel"] else model, num_data=train.num_docs, local=a["local"],
-              ramp=a["ramp"],
-              schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]))
+    alg = configured_algorithm(a, alg_defaults, data_parallel(model) if a["data_parallel"] else model,
+                               num_data=train.num_docs, schedule=schedules.robbins_monro(a["scale"], tau=a["tau"],
+                                                                                         kappa=a["kappa"]),
+                               schedule_keys=("scale", "tau", "kappa"))
     mb = Minibatcher(train, s, seed)
     d = sections["data"]
     evaluator = _Eval(model, test, s, d["eval_batch"], seed + 1, d["observed_fraction"])
@@ -111,11 +123,10 @@ def _build(sections, seed, train, test, true_topics=None, vocab=None):
 def _plot_heldout(path, evals):
     if not evals:
         return
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig = Figure(figsize=(10, 3.8))
+    ax = fig.subplots(1, 2)
     y = [e["heldout_per_word"] for e in evals]
     ax[0].plot([e["wall_time"] for e in evals], y, ".-")
     ax[0].set_xlabel("wall time (s)")
@@ -125,31 +136,31 @@ def _plot_heldout(path, evals):
         a_.set_ylabel("held-out per-word log predictive")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-_DATA_COMMON = {"test_fraction": 0.1, "max_test_docs": 1000, "eval_batch": 100, "observed_fraction": 0.5}
 
 
 @register_experiment(
     "lda_synthetic",
-    defaults={"model": dict(_MODEL), "algorithm": dict(_ALG),
-              "data": dict(_DATA_COMMON, num_docs=50000, vocab_size=5000, true_topics=50, true_alpha=0.1,
+    defaults={"model": dict(MODEL_DEFAULTS), "algorithm": dict(_ALG),
+              "data": dict(DATA_DEFAULTS, num_docs=50000, vocab_size=5000, true_topics=50, true_alpha=0.1,
                            true_eta=0.02, doc_length_mean=100.0),
               "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200}},
     description="online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)")
 def build_synthetic(sections: dict, seed: int) -> Experiment:
     train, test, topics = synthetic_corpus(sections["data"], seed)
-    return _build(sections, seed, train, test, true_topics=topics)
+    return _build(sections, seed, train, test, _ALG, true_topics=topics)
 
 
 @register_experiment(
     "lda_corpus",
-    defaults={"model": dict(_MODEL, num_topics=100, alpha=0.01, eta=0.01),
-              "algorithm": dict(_ALG, batch_size=64, tau=1024.0),
-              "data": dict(_DATA_COMMON, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt"),
+    defaults={"model": dict(MODEL_DEFAULTS, num_topics=100, alpha=0.01, eta=0.01),
+              "algorithm": dict(_CORPUS_ALG),
+              "data": dict(DATA_DEFAULTS, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt"),
               "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100}},
     description="online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)")
 def build_corpus(sections: dict, seed: int) -> Experiment:
     train, test, vocab = ldac_corpus(sections["data"], seed)
-    return _build(sections, seed, train, test, vocab=vocab)
+    return _build(sections, seed, train, test, _CORPUS_ALG, vocab=vocab)
+
+
+__all__ = ["DATA_DEFAULTS", "MODEL_DEFAULTS", "build_corpus", "build_synthetic", "ldac_corpus", "make_model",
+           "synthetic_corpus"]

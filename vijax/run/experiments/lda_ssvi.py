@@ -19,30 +19,28 @@ and a band of one standard deviation; ``hyper_<corpus>.png``, the final score ag
 panel per eta, a line per (E-step, M-step) with error bars of one standard deviation.
 
 The runner (``vijax run configs/lda_ssvi.yaml``) drives the first setting of the first corpus;
-the report runs every other setting with the same runner, the same number of steps and the same
-evaluation points, and writes ``grid.json`` (every setting's curve) besides the plots. The whole
-grid is 81 settings per corpus: the config's default is a small part of it that runs in minutes
-on two CPU cores.
+every other setting of every corpus is a ``Baseline`` of the experiment (checkpointed and
+resumed like the first), run for the same number of steps with a chunk of the first run's
+evaluation period, so that all evaluate at the same steps. The report reads their results and
+writes ``grid.json`` (every setting's curve) besides the plots. The whole grid is 81 settings per
+corpus: the config's default is a small part of it that runs in minutes on two CPU cores.
 """
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import Minibatcher, bucket_length
 from vijax.inference import M_STEPS, make_algorithm, restarts, schedules
 from vijax.metrics import document_completion
 from vijax.models import LDA
-from vijax.run._experiment import Experiment, register_experiment
-from vijax.run._runner import run
-from vijax.run.experiments.lda import _DATA_COMMON, _MODEL, ldac_corpus, make_model, synthetic_corpus
+from vijax.run import Baseline, Experiment, eval_steps, register_experiment
+from vijax.run.experiments.lda import DATA_DEFAULTS, MODEL_DEFAULTS, ldac_corpus, make_model, synthetic_corpus
 
 CORPORA = ("synthetic", "wiki_bnpy")
 
@@ -95,6 +93,12 @@ def _label(setting) -> str:
     return f"{g}/{l}/alpha={al:g}/eta={e:g}"
 
 
+def _baseline_name(corpus: str, index: int, setting) -> str:
+    """A setting's baseline (and checkpoint folder) name: unique, also where a grid repeats a value."""
+    g, l, al, e = setting
+    return f"{corpus}_{index}_{g}_{l}_alpha{al:g}_eta{e:g}"
+
+
 class _Corpus:
     """One corpus's data, minibatches and per-setting algorithm builder."""
 
@@ -140,9 +144,9 @@ def _curve(setting, evals, corpus) -> dict:
 
 
 def _plot(curves, corpus, out_dir):
+    """The two figures of one corpus (module docstring); returns their paths."""
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     curves = [c for c in curves if c["corpus"] == corpus and c["evals"]]
     if not curves:
@@ -150,9 +154,9 @@ def _plot(curves, corpus, out_dir):
     locs = list(dict.fromkeys(c["local"] for c in curves))
     gus = list(dict.fromkeys(c["global_update"] for c in curves))
     hyper = list(dict.fromkeys((c["alpha"], c["eta"]) for c in curves))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig, axes = plt.subplots(len(locs), len(gus), figsize=(4.2 * len(gus), 3.2 * len(locs)), squeeze=False,
-                             sharex=True, sharey=True)
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig = Figure(figsize=(4.2 * len(gus), 3.2 * len(locs)))
+    axes = fig.subplots(len(locs), len(gus), squeeze=False, sharex=True, sharey=True)
     for c in curves:
         ax = axes[locs.index(c["local"]), gus.index(c["global_update"])]
         t = np.array([ev["train_time_s"] for ev in c["evals"]])
@@ -174,10 +178,10 @@ def _plot(curves, corpus, out_dir):
     fig.tight_layout()
     paths = [os.path.join(out_dir, f"heldout_{corpus}.png")]
     fig.savefig(paths[0], dpi=100)
-    plt.close(fig)
 
     etas = sorted({c["eta"] for c in curves})
-    fig, axes = plt.subplots(1, len(etas), figsize=(4.5 * len(etas), 3.4), squeeze=False, sharey=True)
+    fig = Figure(figsize=(4.5 * len(etas), 3.4))
+    axes = fig.subplots(1, len(etas), squeeze=False, sharey=True)
     pairs = list(dict.fromkeys((c["global_update"], c["local"]) for c in curves))
     for j, e in enumerate(etas):
         ax = axes[0, j]
@@ -196,19 +200,18 @@ def _plot(curves, corpus, out_dir):
     fig.tight_layout()
     paths.append(os.path.join(out_dir, f"hyper_{corpus}.png"))
     fig.savefig(paths[1], dpi=100)
-    plt.close(fig)
     return paths
 
 
 @register_experiment(
     "lda_ssvi",
     defaults={
-        "model": {k: v for k, v in _MODEL.items() if k not in ("alpha", "eta")}
+        "model": {k: v for k, v in MODEL_DEFAULTS.items() if k not in ("alpha", "eta")}
         | {"num_topics": 10, "alphas": [0.1], "etas": [0.01], "cvb0_iters": 50, "gibbs_sweeps": 6,
            "gibbs_burn_in": 3},
         "algorithm": {"global_updates": ["meanfield", "ssvi_a", "ssvi"], "locals": ["meanfield", "cvb0", "gibbs"],
                       "restarts": 5, "batch_size": 100, "tau": 1.0, "kappa": 0.75, "scale": 1.0, "ramp": True},
-        "data": dict(_DATA_COMMON, corpora=["synthetic", "wiki_bnpy"], num_docs=3000, vocab_size=500,
+        "data": dict(DATA_DEFAULTS, corpora=["synthetic", "wiki_bnpy"], num_docs=3000, vocab_size=500,
                      true_topics=10, true_alpha=0.1, true_eta=0.05, doc_length_mean=60.0, max_test_docs=300,
                      wiki_path="wiki_bnpy/train.ldac.gz", wiki_vocab="wiki_bnpy/vocab.txt",
                      wiki_max_train_docs=0, wiki_max_test_docs=200),
@@ -234,23 +237,14 @@ def build(sections: dict, seed: int) -> Experiment:
         raise ValueError(f"data.corpora: none of {d['corpora']} is available (wiki_bnpy needs the reference data)")
     first = corpora[0]
     alg0, eval0 = first.make(settings[0])
+    grid = _grid_baselines(corpora, settings, sections["run"])
 
     def report(result, out_dir, baselines):
         if not result.evals:
             return {"skipped_corpora": skipped}
         num_steps = int(result.num_steps)
-        every = int(result.evals[0]["step"])
         curves = [_curve(settings[0], result.evals, first.name)]
-        for corpus in corpora:
-            for setting in settings:
-                if corpus is first and setting == settings[0]:
-                    continue
-                alg, ev = corpus.make(setting)
-                r = run(alg, jax.random.PRNGKey(seed), host_batches=corpus.host_batches, num_steps=num_steps,
-                        chunk_size=every, eval_fn=ev, eval_every=every, progress=False)
-                curves.append(_curve(setting, r.evals, corpus.name))
-                print(f"lda_ssvi {corpus.name} {_label(setting)}: held-out {curves[-1]['final_mean']:.4f} "
-                      f"± {curves[-1]['final_std']:.4f} after {curves[-1]['evals'][-1]['train_time_s']:.1f} s", flush=True)
+        curves += [_curve(setting, baselines[b.name].evals, corpus) for corpus, setting, b in grid]
         plots = [p for corpus in corpora for p in _plot(curves, corpus.name, out_dir)]
         with open(os.path.join(out_dir, "grid.json"), "w") as fh:
             json.dump({"restarts": a["restarts"], "num_steps": num_steps, "batch_size": a["batch_size"],
@@ -261,4 +255,22 @@ def build(sections: dict, seed: int) -> Experiment:
                 "final": {f"{cv['corpus']}/{cv['label']}": [cv["final_mean"], cv["final_std"]] for cv in curves},
                 "plots": [os.path.basename(p) for p in plots]}
 
-    return Experiment(alg0, lambda key: alg0.init(key), None, eval0, report, host_batches=first.host_batches)
+    return Experiment(alg0, lambda key: alg0.init(key), None, eval0, report, host_batches=first.host_batches,
+                      baselines=tuple(b for _, _, b in grid))
+
+
+def _grid_baselines(corpora, settings, run_section) -> list:
+    """``(corpus name, setting, Baseline)`` of every setting of every corpus but the first setting
+    of the first corpus (the experiment's own run): the same keys, steps and minibatches, with a
+    chunk of the first run's evaluation period, so that every setting evaluates at its steps."""
+    every = max(eval_steps(run_section)[0], 1)
+    settings_ = {"chunk_size": every, "eval_every": every, "tol": None}
+    grid = []
+    for corpus in corpora:
+        for i, setting in enumerate(settings):
+            if corpus is corpora[0] and setting == settings[0]:
+                continue
+            alg, ev = corpus.make(setting)
+            grid.append((corpus.name, setting, Baseline(_baseline_name(corpus.name, i, setting), alg, eval_fn=ev,
+                                                        host_batches=corpus.host_batches, settings=settings_)))
+    return grid
