@@ -1,4 +1,4 @@
-"""The DP mixture of Bernoullis experiment (seed 000 §4.2, the default ``vijax run``), shortened."""
+"""The DP mixture of Bernoullis experiment (Hoffman & Blei 2015, §4.2, the default ``vijax run``), shortened."""
 import json
 import os
 import pathlib
@@ -22,7 +22,7 @@ def test_default_config_is_the_dp_bernoulli_config():
     assert cfg["experiment"] == "dp_bernoulli"
     assert cfg["algorithm"]["methods"] == list(METHODS)
     assert (cfg["model"]["num_components"], cfg["model"]["alpha"], cfg["data"]["num_points"], cfg["data"]["dim"]) \
-        == (100, 20.0, 1000, 100)  # the seed's sizes
+        == (100, 20.0, 1000, 100)  # the paper's sizes
 
 
 def _short_run(tmp_path, methods):

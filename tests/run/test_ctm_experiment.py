@@ -1,4 +1,4 @@
-"""Figure 3 (seed 001 §6.2) end to end at a tiny size: PG-SVI and PG-SVI-MF on a synthetic CTM
+"""Figure 3 (Khan et al. 2016, §6.2) end to end at a tiny size: PG-SVI and PG-SVI-MF on a synthetic CTM
 corpus through the runner, both curves in fig3_ctm.png; the wiki config briefly (skipped without
 ../shared/data); config errors name the key."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""The GaP-KL-NMF experiment (seed 000 §4.3) end to end at a small size, and its config errors
+"""The GaP-KL-NMF experiment (Hoffman & Blei 2015, §4.3) end to end at a small size, and its config errors
 (its correlation metric: tests/metrics/test_nmf.py)."""
 import numpy as np
 import pytest

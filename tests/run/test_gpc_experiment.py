@@ -1,4 +1,4 @@
-"""The GP-classification experiments (seed 001 Fig. 1 and 2) end to end at a tiny size on
+"""The GP-classification experiments (Khan et al. 2016, Fig. 1 and 2) end to end at a tiny size on
 scikit-learn's digits 3-vs-5 (which every user has), plus their helpers and config errors."""
 import os
 

@@ -1,4 +1,4 @@
-"""The lda_ssvi experiment (SSVI / SSVI-A / SVI x E-steps on LDA, seed 000 §4.1) end to end at a
+"""The lda_ssvi experiment (SSVI / SSVI-A / SVI x E-steps on LDA, Hoffman & Blei 2015, §4.1) end to end at a
 tiny size: every setting of the grid runs with its restarts, the curves and plots are written,
 the held-out score of each restart is finite and improves on the random start, and bad grids are
 refused before anything compiles."""

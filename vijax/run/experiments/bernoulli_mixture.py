@@ -1,4 +1,4 @@
-"""The Dirichlet-process mixture of Bernoullis of seed 000 §4.2 (the default ``vijax run``):
+"""The Dirichlet-process mixture of Bernoullis of Hoffman & Blei 2015, §4.2 (the default ``vijax run``):
 mean-field SVI, SSVI-A, SSVI and collapsed Gibbs sampling on 1000 binary vectors drawn from a
 K = 100 component finite DP mixture (alpha = 20, D = 100), compared by the number of components
 each fit uses and by KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) (Monte Carlo, with its standard
@@ -25,7 +25,7 @@ from vijax.run import Experiment, check_methods, register_experiment
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
-# Seed 000 §4.2: components used and KL(p(y|pi,phi) || p(y|pi_hat,phi_hat)); the paper did not run SSVI.
+# Hoffman & Blei (2015, §4.2): components used and KL(p(y|pi,phi) || p(y|pi_hat,phi_hat)); the paper did not run SSVI.
 PAPER = {"truth": {"components_used": 56}, "meanfield": {"components_used": 17, "kl": 5.23},
          "ssvi_a": {"components_used": 54, "kl": 1.94}, "ssvi": {"components_used": None, "kl": None},
          "gibbs": {"components_used": 55, "kl": 1.9}}
@@ -65,7 +65,7 @@ def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
 
 @register_experiment(
     "dp_bernoulli", defaults=_DEFAULTS,
-    description="seed 000 §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)")
+    description="Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)")
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)

@@ -1,4 +1,4 @@
-"""Figure 3 of seed 001 (§6.2): the correlated topic model by proximal-gradient SVI, with a full
+"""Figure 3 of Khan et al. 2016, (§6.2): the correlated topic model by proximal-gradient SVI, with a full
 (PG-SVI) and a diagonal (PG-SVI-MF) Gaussian q(z_d); negative held-out per-word log-likelihood
 (test documents split in half, Monte Carlo over q) against wall time, 10 topics, minibatches of 2
 documents, fixed step 0.001. On a synthetic CTM corpus and on an lda-c corpus (wiki_bnpy).
@@ -114,7 +114,7 @@ def _plot(path, curves, reference, num_topics):
         ax.axhline(-reference, color="k", ls=":", label="true parameters")
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("negative held-out log-likelihood per word")
-    ax.set_title(f"CTM, {num_topics} topics (seed 001, Fig. 3)")
+    ax.set_title(f"CTM, {num_topics} topics (Khan et al. 2016, Fig. 3)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -140,7 +140,7 @@ def _true_params_score(truth, observed, heldout, model, eval_batch):
               "data": dict(_DATA, num_docs=400, vocab_size=500, true_topics=10, doc_length=100,
                            topic_concentration=0.05, correlation=1.0),
               "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200}},
-    description="CTM by PG-SVI (full) and PG-SVI-MF (diagonal) on a synthetic CTM corpus (seed 001 Fig. 3)")
+    description="CTM by PG-SVI (full) and PG-SVI-MF (diagonal) on a synthetic CTM corpus (Khan et al. 2016, Fig. 3)")
 def build_synthetic(sections: dict, seed: int) -> Experiment:
     _check_algorithm(sections["algorithm"])
     d = sections["data"]

@@ -1,6 +1,6 @@
-"""GaP-KL-NMF on a synthetic speech-like spectrogram (seed 000 §4.3, figures 4 and 5): mean-field
+"""GaP-KL-NMF on a synthetic speech-like spectrogram (Hoffman & Blei 2015, §4.3, figures 4 and 5): mean-field
 SVI and SSVI-A fitted to Y ~ Poisson(W H) with W a 257 x 50 dictionary of voiced-speech spectra
-and H 50 x 1000 Gamma(0.2, 0.2) activations, under the K = 100 GaP-KL-NMF model with the seed's
+and H 50 x 1000 Gamma(0.2, 0.2) activations, under the K = 100 GaP-KL-NMF model with the paper's
 hyperparameters (a = 0.25, b = 0.2, alpha = 1, c = 1). Compared, as in figure 5, by the sorted
 correlations between each true dictionary column and its best match among the columns of E_q[W],
 and by how many of the 50 are recovered with correlation > 0.9. See docs/gap_nmf.md.
@@ -27,7 +27,7 @@ from vijax.run import Experiment, check_methods, register_experiment
 METHODS = ("meanfield", "ssvi_a", "ssvi")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI"}
 THRESHOLD = 0.9
-# Seed 000 §4.3 gives figure 5 only as a plot; its text: "SSVI-A recovers good approximations of
+# Hoffman & Blei (2015, §4.3) give figure 5 only as a plot; its text: "SSVI-A recovers good approximations of
 # nearly all of the bases used to generate the data, whereas MF performs quite poorly ... MF
 # grossly underestimates the number of components".
 PAPER = {"meanfield": "quite poor: grossly underestimates the number of components",
@@ -54,7 +54,7 @@ def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
 
 @register_experiment(
     "gap_nmf", defaults=_DEFAULTS,
-    description="seed 000 §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A (figure 5)")
+    description="Hoffman & Blei 2015, §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A (figure 5)")
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
@@ -126,7 +126,7 @@ def _plot(path, res, methods, num_atoms, result):
     ax.set_xlabel("true dictionary column (sorted)")
     ax.set_ylabel("correlation with best match in E_q[W]")
     ax.set_ylim(-0.05, 1.02)
-    ax.set_title("seed 000 figure 5: sorted correlations")
+    ax.set_title("Hoffman & Blei 2015, figure 5: sorted correlations")
     ax.legend(loc="lower left")
     steps = np.asarray(result.trace["step"])
     tails = []

@@ -1,4 +1,4 @@
-"""Gaussian-mixture experiments of seed 002: the 2-D simulation of §3.4 (the default ``vijax run``)
+"""Gaussian-mixture experiments of Blei et al. 2017: the 2-D simulation of §3.4 (the default ``vijax run``)
 and the image-histogram study of §3.4 / appendix B on synthetic 576-dimensional histograms."""
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _summary(model, q, x_test, truth=None) -> dict:
               "data": {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0},
               "algorithm": dict(_ALG_DEFAULTS),
               "run": {"num_steps": 200, "chunk_size": 5, "tol": 1e-6, "patience": 2, "eval_every": 5}},
-    description="seed 002 §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data (the default)")
+    description="Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data (the default)")
 def build_simulation(sections: dict, seed: int) -> Experiment:
     dcfg = sections["data"]
     key_data = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))[0]  # same draw as before
@@ -120,7 +120,7 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
               "data": {"num_train": 10000, "num_test": 10000, "num_types": 30, "pixels": 1024, "concentration": 0.1},
               "algorithm": dict(_ALG_DEFAULTS),
               "run": {"num_steps": 300, "chunk_size": 10, "tol": 1e-6, "patience": 2, "eval_every": 10}},
-    description="seed 002 §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour histograms")
+    description="Blei et al. 2017, §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour histograms")
 def build_histograms(sections: dict, seed: int) -> Experiment:
     dcfg = sections["data"]
     n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
@@ -144,7 +144,7 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
 
 def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
     """Data coloured by true cluster with the 2-sigma contours of the fitted components, at the
-    start and at the end (seed 002 figure 3), and the ELBO and held-out traces."""
+    start and at the end (Blei et al. 2017, figure 3), and the ELBO and held-out traces."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Ellipse
 

@@ -1,4 +1,4 @@
-"""GP classification experiments of seed 001 §6.1 (Khan et al. 2016).
+"""GP classification experiments of Khan et al. 2016, §6.1 (Khan et al. 2016).
 
 ``gpc_compare`` (Figure 2): PG-SVI against SGD and the four adaptive methods (appendix G) on one
 data set: the exact ELBO (Gauss-Hermite) and the test log-loss (bits) after every pass. The runner
@@ -156,7 +156,7 @@ def _md_table(rows: list, cols: list) -> str:
     "gpc_compare",
     defaults={"model": dict(_MODEL_DEFAULTS), "data": dict(_DATA_DEFAULTS), "algorithm": dict(_COMPARE_ALG),
               "run": {"num_steps": 560, "chunk_size": 56, "eval_every": 56, "x64": True, "progress": False}},
-    description="seed 001 Fig. 2: GP classification, PG-SVI vs SGD/Adagrad/RMSprop/Adadelta/Adam by passes")
+    description="Khan et al. 2016, Fig. 2: GP classification, PG-SVI vs SGD/Adagrad/RMSprop/Adadelta/Adam by passes")
 def build_compare(sections: dict, seed: int) -> Experiment:
     s, data = _resolve(sections)
     methods = list(s["methods"])
@@ -233,7 +233,7 @@ def examples_to_converge(elbos, target: float, tol: float, examples_per_point: i
                             "max_passes_batch": 300, "max_passes_svi": 20, "tol": 1e-3, "optimum_steps": 300,
                             "blas_threads": 1},
               "run": {"num_steps": 20, "chunk_size": 10, "x64": True, "progress": False}},
-    description="seed 001 Fig. 1: examples seen until the ELBO stops changing vs step size (GD, PG, PG-MC, PG-SVI)")
+    description="Khan et al. 2016, Fig. 1: examples seen until the ELBO stops changing vs step size (GD, PG, PG-MC, PG-SVI)")
 def build_step_size(sections: dict, seed: int) -> Experiment:
     s, data = _resolve(sections)
     a = sections["algorithm"]

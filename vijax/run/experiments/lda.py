@@ -1,4 +1,4 @@
-"""Online LDA by natural-gradient SVI (seed 002 §4.3, appendix C; Hoffman et al. 2010/2013):
+"""Online LDA by natural-gradient SVI (Blei et al. 2017, §4.3, appendix C; Hoffman et al. 2010/2013):
 on a synthetic corpus with known topics, and on a real lda-c corpus (wiki_bnpy by default).
 
 ``algorithm.name`` picks any registered algorithm that takes minibatches (``svi`` by default;

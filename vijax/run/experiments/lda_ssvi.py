@@ -1,6 +1,6 @@
-"""SSVI and SSVI-A against mean-field SVI on LDA, with each E-step (seed 000 §4.1, appendix D).
+"""SSVI and SSVI-A against mean-field SVI on LDA, with each E-step (Hoffman & Blei 2015, §4.1, appendix D).
 
-The E-step x M-step matrix of seed 000 (§2.5): global updates ``meanfield`` (SVI), ``ssvi_a``
+The E-step x M-step matrix of Hoffman & Blei 2015, (§2.5): global updates ``meanfield`` (SVI), ``ssvi_a``
 (SSVI-A, eq. 10) and ``ssvi`` (SSVI, eq. 7/11), each with the local steps ``meanfield``, ``cvb0``
 and ``gibbs`` (``vijax.inference.make_algorithm`` with ``M_STEPS``), over a grid of the hyperparameters
 alpha and eta (the paper: alpha in {0.01, 0.1, 0.5}, eta in {0.01, 0.1, 1}), on the synthetic
@@ -217,7 +217,7 @@ def _plot(curves, corpus, out_dir):
                      wiki_max_train_docs=0, wiki_max_test_docs=200),
         "run": {"num_steps": 30, "chunk_size": 10, "eval_every": 10},
     },
-    description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (seed 000 §4.1, app. D)")
+    description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman & Blei 2015, §4.1, app. D)")
 def build(sections: dict, seed: int) -> Experiment:
     m, a, d = sections["model"], sections["algorithm"], sections["data"]
     settings = _settings(a, m)
