@@ -1,0 +1,80 @@
+"""The architecture's rules (docs/design.md), checked on the source so that they cannot erode:
+layers import only downwards, experiments/notebooks/benchmarks use package-level names only,
+modules stay small, and every registered algorithm follows the one factory convention."""
+import ast
+import inspect
+import json
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# bottom to top; a module may import its own layer and those below
+LAYERS = {"_validate": 0, "types": 0, "expfam": 1, "solvers": 2, "models": 3, "inference": 4, "data": 5,
+          "metrics": 5, "testing": 6, "run": 6}
+PRIVATE_IMPORT = re.compile(r"import vijax\.[a-z_]*\._|from vijax\.[a-z_.]*\._")
+
+
+def _vijax_imports(path: pathlib.Path):
+    """(imported vijax module name, line) of every absolute vijax import of a module."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("vijax"):
+            yield node.module, node.lineno
+            for alias in node.names:  # from vijax import expfam
+                if node.module == "vijax":
+                    yield f"vijax.{alias.name}", node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("vijax"):
+                    yield alias.name, node.lineno
+
+
+def _layer(module: str):
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+LIBRARY = sorted(p for p in (ROOT / "vijax").rglob("*.py") if p.parent != ROOT / "vijax" or p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: str(p.relative_to(ROOT)))
+def test_layers_import_only_downwards_and_modules_stay_small(path):
+    own = _layer("vijax." + ".".join(path.relative_to(ROOT / "vijax").with_suffix("").parts))
+    for module, line in _vijax_imports(path):
+        layer = _layer(module)
+        assert layer is None or own is None or layer <= own, f"{path.name}:{line} imports {module} (an upper layer)"
+    if "data" in path.parts:
+        assert not any(m.startswith("vijax.models._") for m, _ in _vijax_imports(path)), path
+    assert len(path.read_text().splitlines()) <= 600, f"{path} has more than 600 lines"
+
+
+def _sources_outside_the_library():
+    for folder in ("vijax/run", "benchmarks", "notebooks"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix == ".py":
+                yield path, path.read_text()
+            elif path.suffix == ".ipynb":
+                cells = json.loads(path.read_text())["cells"]
+                yield path, "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def test_run_benchmarks_and_notebooks_import_no_private_module():
+    offenders = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p, text in _sources_outside_the_library()
+                 for m in PRIVATE_IMPORT.finditer(text)]
+    assert not offenders, offenders
+
+
+def test_every_registered_algorithm_follows_the_factory_convention():
+    from vijax.inference import ALGORITHMS
+
+    for name, spec in ALGORITHMS.items():
+        params = inspect.signature(spec.factory).parameters
+        first = next(iter(params.values()))
+        assert first.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD, name  # the model
+        assert params["num_data"].kind == inspect.Parameter.KEYWORD_ONLY, name
+        if spec.takes_schedule:
+            assert params["schedule"].kind == inspect.Parameter.KEYWORD_ONLY, name
+        for setting in spec.settings:
+            assert setting in params or any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()), \
+                (name, setting)
