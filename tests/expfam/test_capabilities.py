@@ -44,8 +44,9 @@ def test_implements_names_the_capabilities():
         assert not expfam.implements(cls, "reparam_sample_and_stats")
         assert not expfam.implements(cls, "mode_stats")
     assert not expfam.implements(object(), "mode")
-    with pytest.raises(NotImplementedError, match="Poisson"):
-        expfam.Poisson.from_rate(2.0).mode()
+    assert not isinstance(expfam.Poisson.from_rate(2.0), expfam.HasMode)
+    assert isinstance(Gamma.from_shape_rate(2.0, 1.0), expfam.HasMode)
+    assert isinstance(Normal.from_mean_variance(0.0, 1.0), expfam.Reparameterizable)
     with pytest.raises(ValueError, match="Categorical"):
         expfam.check_invertible(expfam.Categorical.from_probs(jnp.array([0.5, 0.5])))
 

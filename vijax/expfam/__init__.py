@@ -3,11 +3,15 @@
 Every family offers the same pure methods (``log_normalizer``, ``mean_params``, ``fisher_vp``,
 ``inv_fisher_vp``, ``sufficient_stats``, ``log_prob``, ``entropy``, ``kl``, ``sample``,
 ``is_valid``, ``to_tfp``) and, where it has them, the optional capabilities that algorithms ask
-for by name (``implements(family, name)``): ``mode`` / ``mode_stats`` (MAP-EM) and
-``reparam_sample_and_stats`` (SSVI). Functions named ``tree_*`` map over pytrees of families.
+for by name (``implements(family, name)``), each a Protocol a family satisfies by defining its
+methods: ``HasMode`` (``mode``, ``mode_stats``; MAP-EM) and ``Reparameterizable``
+(``reparam_sample_and_stats``; SSVI). Functions named ``tree_*`` map over pytrees of families.
 """
 from vijax.expfam._base import (
+    CAPABILITIES,
     AbstractExpFamily,
+    HasMode,
+    Reparameterizable,
     autodiff_fisher_vp,
     dense_fisher,
     floored_log,
@@ -44,7 +48,10 @@ from vijax.expfam._normal_gamma import NormalGamma
 from vijax.expfam._poisson import Poisson
 
 __all__ = [
+    "CAPABILITIES",
     "AbstractExpFamily",
+    "HasMode",
+    "Reparameterizable",
     "Bernoulli",
     "Beta",
     "Categorical",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import abc
 import math
 import dataclasses
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -94,29 +94,6 @@ class AbstractExpFamily(abc.ABC):
     def to_tfp(self):
         """The matching ``tfp.substrates.jax`` distribution."""
 
-    # ----------------------------------------------------------------- optional capabilities
-    # A family that implements these works with the algorithms that need them: ``mode`` and
-    # ``mode_stats`` with the MAP M-step (``vijax.inference.map_em``), ``reparam_sample_and_stats``
-    # with SSVI and SSVI-A (``vijax.inference.ssvi``). ``implements(family, name)`` tells whether
-    # a family overrides one of them; algorithms check it before anything compiles.
-    def mode(self) -> Array:
-        """The mode of the density, with the batch and event shape of a draw; where there is no
-        interior mode (a Gamma shape, Beta or Dirichlet concentration below 1) the boundary point
-        the density grows towards."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement mode()")
-
-    def mode_stats(self) -> Params:
-        """t(x) at x = ``mode()``, structured like ``mean_params()`` and finite even at a boundary
-        mode (a log of 0 is floored at the log of the dtype's smallest normal number, see
-        :func:`floored_log`). Default: ``sufficient_stats(mode())``."""
-        return self.sufficient_stats(self.mode())
-
-    def reparam_sample_and_stats(self, key: PRNGKey) -> tuple[Array, Params]:
-        """One draw x = R(u; eta) by inversion and its statistics t(x), both differentiable in the
-        natural parameters at fixed u (the implicit derivative -(dQ/d eta) / q, Hoffman and Blei
-        2015, appendix B). t(x) is structured like ``mean_params()``. See ``vijax.expfam._inversion``."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement reparam_sample_and_stats()")
-
     # ----------------------------------------------------------------- shared implementations
     def fisher_vp(self, v: Params) -> Params:
         """hess A(eta) . v. Default: forward-mode derivative of ``mean_params`` (exact)."""
@@ -156,10 +133,40 @@ def as_float(x: Any) -> Array:
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
 
-def implements(family: Any, method: str) -> bool:
-    """Whether ``family`` (a family instance or class) overrides the optional capability
-    ``method`` of :class:`AbstractExpFamily` (``"mode"``, ``"mode_stats"``,
-    ``"reparam_sample_and_stats"``).
+# --------------------------------------------------------------------------- optional capabilities
+# What an algorithm needs of a family beyond the interface is a Protocol the family class
+# satisfies by defining its methods; algorithms check it (``implements``) before anything compiles.
+@runtime_checkable
+class HasMode(Protocol):
+    """A family with a mode: MAP-EM (``vijax.inference.map_em``) runs its local step there."""
+
+    def mode(self) -> Array:
+        """The mode of the density, shaped like a draw; where there is no interior mode (a Gamma
+        shape, Beta or Dirichlet concentration below 1) the boundary point the density grows
+        towards."""
+
+    def mode_stats(self) -> Params:
+        """t(x) at x = ``mode()``, structured like ``mean_params()`` and finite even at a boundary
+        mode (logs floored by :func:`floored_log`)."""
+
+
+@runtime_checkable
+class Reparameterizable(Protocol):
+    """A family sampled by inversion: SSVI and SSVI-A (``vijax.inference.ssvi``) draw from it."""
+
+    def reparam_sample_and_stats(self, key: PRNGKey) -> tuple[Array, Params]:
+        """One draw x = R(u; eta) and its statistics t(x), both differentiable in the natural
+        parameters at fixed u (the implicit derivative -(dQ/d eta) / q; Hoffman and Blei 2015,
+        appendix B); t(x) is structured like ``mean_params()``. See ``vijax.expfam._inversion``."""
+
+
+CAPABILITIES = {"mode": HasMode, "mode_stats": HasMode, "reparam_sample_and_stats": Reparameterizable}
+
+
+def implements(family: Any, capability: str) -> bool:
+    """Whether ``family`` (a family instance or class) has the optional capability named
+    ``capability`` (``"mode"`` / ``"mode_stats"``: :class:`HasMode`;
+    ``"reparam_sample_and_stats"``: :class:`Reparameterizable`).
 
     Examples:
         >>> from vijax.expfam import Categorical, Gamma
@@ -167,11 +174,7 @@ def implements(family: Any, method: str) -> bool:
         (True, False)
     """
     cls = family if isinstance(family, type) else type(family)
-    if not (isinstance(cls, type) and issubclass(cls, AbstractExpFamily)):
-        return False
-    if method == "mode_stats":  # the default is built on mode()
-        return implements(cls, "mode")
-    return getattr(cls, method) is not getattr(AbstractExpFamily, method)
+    return issubclass(cls, AbstractExpFamily) and issubclass(cls, CAPABILITIES[capability])
 
 
 def floored_log(x: Array) -> Array:

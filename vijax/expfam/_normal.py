@@ -78,6 +78,9 @@ class Normal(AbstractExpFamily):
     def mode(self):
         return self.mean
 
+    def mode_stats(self):
+        return self.sufficient_stats(self.mode())
+
     def reparam_sample_and_stats(self, key):
         """x = mu + sigma eps, eps ~ N(0, 1): explicit, and equal to -(dQ/d eta) / q."""
         eps = jax.random.normal(key, self.batch_shape, self.dtype)
