@@ -10,6 +10,7 @@ import jax
 from vijax import expfam
 from vijax._validate import batch_size, check_bool, check_int
 from vijax.inference._scale import data_scale
+from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -40,11 +41,7 @@ def check_conjugate_model(model, algorithm: str) -> None:
     """Raises ValueError, before anything compiles, unless ``model`` is a
     ``ConditionallyConjugateModel`` (``local_methods``, ``prior``, ``init_globals``,
     ``local_step``, ``check_data``), naming what it lacks."""
-    if not isinstance(model, ConditionallyConjugateModel):
-        needed = ("local_methods", "prior", "init_globals", "local_step", "check_data")
-        missing = [m for m in needed if not hasattr(model, m)]
-        raise ValueError(f"{algorithm} needs a ConditionallyConjugateModel; {type(model).__name__} lacks "
-                         f"{', '.join(missing)}")
+    check_protocol(model, ConditionallyConjugateModel, algorithm)
 
 
 def check_local(model: ConditionallyConjugateModel, local: str) -> None:

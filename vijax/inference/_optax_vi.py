@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 
 from vijax._validate import check_int, check_key, check_scalar
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, safe_increment
 from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -192,10 +192,7 @@ def as_top_level_api(model: ParamsModel, *, optimizer: Union[str, optax.Gradient
         check_int("num_samples", num_samples)
     if num_data is not None:
         check_int("num_data", num_data)
-    if not isinstance(model, ParamsModel):
-        missing = [m for m in ("init_params", "elbo_params") if not hasattr(model, m)]
-        raise ValueError(f"model {type(model).__name__} offers no {'(), '.join(missing)}(), which optax_vi needs "
-                         "(a ParamsModel)")
+    check_protocol(model, ParamsModel, "optax_vi")
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model, optimizer=optimizer),
         step=lambda state, batch, key: step(state, batch, key, model=model, optimizer=optimizer,

@@ -36,6 +36,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from vijax._validate import batch_size
+from vijax.inference.base import check_protocol
 from vijax.models import ConditionallyConjugateModel, LocalResult
 from vijax.types import PRNGKey, PyTree
 
@@ -75,10 +77,7 @@ class DataParallel:
           ValueError: when the batch's leading dimension is not a multiple of the number of
             devices (before anything compiles).
         """
-        leaves = jax.tree_util.tree_leaves(batch)
-        if not leaves or np.ndim(leaves[0]) == 0:
-            raise ValueError("batch must hold arrays with a leading minibatch dimension")
-        s, d = leaves[0].shape[0], self.num_devices
+        s, d = batch_size(batch), self.num_devices
         if s % d:
             raise ValueError(f"the batch size ({s}) must be a multiple of the number of devices ({d}) "
                              f"for data_parallel; pick a batch size divisible by {d}")
@@ -130,9 +129,7 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
     """
     if isinstance(model, DataParallel):
         raise ValueError("model is already data_parallel")
-    if not isinstance(model, ConditionallyConjugateModel):
-        raise ValueError(f"data_parallel needs a model with a local_step (a ConditionallyConjugateModel); "
-                         f"{type(model).__name__} is not one")
+    check_protocol(model, ConditionallyConjugateModel, "data_parallel")
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("devices must name at least one device")

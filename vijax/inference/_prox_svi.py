@@ -41,7 +41,7 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax._validate import batch_size, check_choice, check_int, check_key
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, safe_increment
 from vijax.inference.schedules import as_schedule
 from vijax.models import (GradientProxModel, ProxModel, StructuredProxModel, euclidean_natural_grad_step,
                           kl_prox_update)
@@ -135,10 +135,7 @@ def as_top_level_api(model: ProxModel, *, num_data: int, schedule, divergence: s
     num_samples = check_int("num_samples", num_samples)
     check_choice("divergence", divergence, DIVERGENCES)
     schedule = as_schedule(schedule, upper=None)
-    if not isinstance(model, ProxModel):
-        needed = ("init_variational", "elbo", "check_data")
-        raise ValueError(f"prox_svi needs a ProxModel; {type(model).__name__} lacks "
-                         f"{', '.join(m for m in needed if not hasattr(model, m))}")
+    check_protocol(model, ProxModel, "prox_svi")
     if not isinstance(model, GradientProxModel) and (divergence == "euclidean"
                                                      or not isinstance(model, StructuredProxModel)):
         raise ValueError(f"divergence={divergence!r} needs model.prior and model.loglik_grad (a GradientProxModel)"

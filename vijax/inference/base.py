@@ -37,10 +37,31 @@ class VIAlgorithm(NamedTuple):
     step: StepFn
 
 
+def protocol_members(protocol: type) -> list[str]:
+    """The methods and attributes a ``typing.Protocol`` declares (its own and its bases')."""
+    names = []
+    for cls in protocol.__mro__:
+        if cls in (Protocol, object) or not getattr(cls, "_is_protocol", False):
+            continue
+        for name in list(getattr(cls, "__annotations__", {})) + list(vars(cls)):
+            if not name.startswith("_") and name not in names:
+                names.append(name)
+    return names
+
+
+def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
+    """Raises ValueError, before anything compiles, unless ``model`` satisfies ``protocol`` (a
+    runtime-checkable ``typing.Protocol``), naming the members it lacks."""
+    if not isinstance(model, protocol):
+        missing = [m for m in protocol_members(protocol) if not hasattr(model, m)]
+        raise ValueError(f"{algorithm} needs a {protocol.__name__}: {type(model).__name__} offers no "
+                         f"{', '.join(missing) or 'member of it'}")
+
+
 def safe_increment(count: Array) -> Array:
     """count + 1, saturating at the int32 maximum (as optax does)."""
     big = jnp.array(jnp.iinfo(jnp.int32).max, jnp.int32)
     return jnp.where(count < big, count + 1, big)
 
 
-__all__ = ["InitFn", "StepFn", "VIAlgorithm", "safe_increment"]
+__all__ = ["InitFn", "StepFn", "VIAlgorithm", "check_protocol", "protocol_members", "safe_increment"]

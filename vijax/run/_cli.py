@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import importlib
 import json
 import os
@@ -124,7 +123,7 @@ def _run_baselines(experiment, rc: RunConfig, seed: int, checkpoints: str, resum
     for b in experiment.baselines:
         if b.name in results:
             raise ValueError(f"baseline names must be unique; {b.name!r} is repeated")
-        brc = dataclasses.replace(rc, **b.settings)
+        brc = rc.replace(**b.settings)
         results[b.name] = run(b.algorithm, jax.random.PRNGKey(seed if b.seed is None else b.seed),
                               batch_fn=b.batch_fn, host_batches=b.host_batches, init_state=b.init_state,
                               eval_fn=b.eval_fn, checkpoint_dir=os.path.join(checkpoints, b.name),

@@ -263,6 +263,14 @@ class RunConfig:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def replace(self, **settings) -> "RunConfig":
+        """A copy with ``settings`` changed (checked like the constructor's); ValueError naming an
+        unknown setting."""
+        unknown = sorted(set(settings) - set(_SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(_SETTINGS)}")
+        return dataclasses.replace(self, **settings)
+
     def apply_process_settings(self) -> None:
         """Applies ``x64`` and ``cpu_devices`` to this process. Both must happen before JAX makes
         arrays (``cpu_devices`` before it starts its backends); ValueError naming the setting when
@@ -393,10 +401,7 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
       >>> round(float(res.state), 6), res.trace["elbo"].shape, int(res.trace["step"][-1])
       (1.0, (60,), 60)
     """
-    unknown = sorted(set(settings) - set(_SETTINGS))
-    if unknown:
-        raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(_SETTINGS)}")
-    rc = dataclasses.replace(config if config is not None else RunConfig(), **settings)
+    rc = (config if config is not None else RunConfig()).replace(**settings)
     rc.check_process_settings()
     if checkpoint_dir is None and (rc.checkpoint_every is not None or resume):
         raise ValueError("checkpoint_every and resume need a checkpoint_dir")
