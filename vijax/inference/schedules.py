@@ -41,10 +41,8 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
 
 
 def constant(rho: float) -> optax.Schedule:
-    """rho_t = rho for every t (rho in (0, 1])."""
-    if not 0 < rho <= 1:
-        raise ValueError(f"rho must lie in (0, 1], got {rho!r}")
-    return optax.constant_schedule(rho)
+    """rho_t = rho for every t (rho in (0, 1]); what ``as_schedule`` makes of a number."""
+    return as_schedule(rho, "rho")
 
 
 def default_schedule() -> optax.Schedule:
@@ -92,8 +90,7 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
         return schedule
     if isinstance(schedule, bool) or not isinstance(schedule, numbers.Real):
         raise ValueError(f"{name} must be a number or a callable count -> step size (or None), got {schedule!r}")
-    value = check_scalar(name, schedule, low=0.0, high=upper)
-    return lambda count: jnp.asarray(value)
+    return optax.constant_schedule(check_scalar(name, schedule, low=0.0, high=upper))
 
 
 __all__ = ["as_schedule", "constant", "default_schedule", "robbins_monro"]
