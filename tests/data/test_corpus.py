@@ -546,6 +546,10 @@ def test_epoch_batches_are_permutations_per_pass():
         assert idx.shape == (20,) and len(set(idx.tolist())) == 20 and idx.min() >= 0 and idx.max() < 23
     assert not np.array_equal(passes[0], passes[1])
     np.testing.assert_array_equal(np.asarray(batch_fn(jax.random.PRNGKey(9), 5)), passes[1][5:10])  # key unused
+    with pytest.raises(ValueError, match="batch_size"):
+        epoch_batches(4, 5, jax.random.PRNGKey(3))  # a minibatch larger than the data
+    with pytest.raises(ValueError, match="num_data"):
+        epoch_batches(0, 1, jax.random.PRNGKey(3))
 
 
 def test_stack_batches_for_scan():

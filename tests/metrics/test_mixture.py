@@ -29,3 +29,14 @@ def test_cluster_purity_and_count_distinct():
     assert cluster_purity(z_true, np.zeros(8, int)) == 3 / 8  # one cluster: its majority type
     assert cluster_purity(z_true, np.array([0, 0, 1, 1, 1, 2, 2, 3])) == 7 / 8  # cluster 1 holds a type-0 point
     assert count_distinct(z_true) == 3 and count_distinct(jnp.array([4, 4, 7])) == 2
+
+
+def test_cluster_purity_names_bad_labels():
+    import pytest
+
+    with pytest.raises(ValueError, match="z_hat must have the shape"):
+        cluster_purity(np.array([0, 1, 1]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="z_true"):
+        cluster_purity(np.array([0.5, 1.0]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="z_true must hold non-negative"):
+        cluster_purity(np.array([-1, 1]), np.array([0, 1]))

@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 import jax
 import numpy as np
 
+from vijax._validate import check_int
 from vijax.data._bow import BowBatch
 from vijax.data._csr import Corpus, _readonly, _seed_entropy
 
@@ -203,11 +204,16 @@ def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:
     Returns:
       (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int array (M,).
 
+    Raises:
+      ValueError: naming ``num_data`` or ``batch_size`` unless 1 <= M <= N.
+
     Examples:
         >>> batch_fn, spp = epoch_batches(10, 3, jax.random.PRNGKey(0))
         >>> spp, batch_fn(None, 0).shape
         (3, (3,))
     """
+    check_int("num_data", num_data)
+    check_int("batch_size", batch_size, maximum=num_data)
     spp = num_data // batch_size
 
     def batch_fn(_key, t):

@@ -92,7 +92,19 @@ def cluster_purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
     Examples:
         >>> cluster_purity(np.array([0, 0, 1, 1]), np.array([5, 5, 5, 7]))
         0.75
+
+    Raises:
+      ValueError: naming ``z_true`` or ``z_hat`` for labels that are not non-empty 1-D integer
+        arrays of one length, or negative true labels.
     """
+    z_true, z_hat = np.asarray(z_true), np.asarray(z_hat)
+    for name, z in (("z_true", z_true), ("z_hat", z_hat)):
+        if z.ndim != 1 or z.size == 0 or not np.issubdtype(z.dtype, np.integer):
+            raise ValueError(f"{name} must be a non-empty 1-D array of integer labels, got {z.dtype} {z.shape}")
+    if z_hat.shape != z_true.shape:
+        raise ValueError(f"z_hat must have the shape of z_true {z_true.shape}, got {z_hat.shape}")
+    if z_true.min() < 0:
+        raise ValueError(f"z_true must hold non-negative labels, got {z_true.min()}")
     total = 0
     for c in np.unique(z_hat):
         total += np.bincount(z_true[z_hat == c]).max()
