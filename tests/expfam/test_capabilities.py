@@ -40,7 +40,8 @@ def test_implements_names_the_capabilities():
     for cls in (Gamma, Beta, Dirichlet, Normal):
         assert expfam.implements(cls, "mode") and expfam.implements(cls, "mode_stats")
         assert expfam.implements(cls, "reparam_sample_and_stats")
-    for cls in (expfam.Categorical, expfam.Poisson, expfam.NormalGamma, expfam.MultivariateNormal):
+    assert expfam.implements(expfam.MultivariateNormal, "reparam_sample_and_stats")
+    for cls in (expfam.Categorical, expfam.Poisson, expfam.NormalGamma):
         assert not expfam.implements(cls, "reparam_sample_and_stats")
         assert not expfam.implements(cls, "mode_stats")
     assert not expfam.implements(object(), "mode")

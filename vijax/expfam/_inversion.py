@@ -152,7 +152,7 @@ def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
 # --------------------------------------------------------------------------- pytrees of families
 def check_invertible(q: PyTree) -> None:
     """Raises ValueError unless every family in the pytree ``q`` implements
-    ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet and Normal do). Runs on structure only,
+    ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal and MultivariateNormal do). Runs on structure only,
     before any compilation."""
     fams = jax.tree_util.tree_leaves(q, is_leaf=is_family)
     if not fams:
@@ -162,7 +162,7 @@ def check_invertible(q: PyTree) -> None:
             raise ValueError(f"q must be a pytree of exponential families, found a {type(f).__name__}")
         if not implements(f, "reparam_sample_and_stats"):
             raise ValueError(f"sampling by inversion needs a family that implements reparam_sample_and_stats "
-                             f"(Gamma, Beta, Dirichlet, Normal); got {type(f).__name__}")
+                             f"(Gamma, Beta, Dirichlet, Normal, MultivariateNormal); got {type(f).__name__}")
 
 
 def _family_keys(q: PyTree, key: PRNGKey):

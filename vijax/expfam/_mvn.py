@@ -207,6 +207,12 @@ class MultivariateNormal(AbstractExpFamily):
         x = solve_triangular(chol_b, z[..., None], lower=True, trans="T")[..., 0]
         return x + jnp.broadcast_to(_cho_solve_vec(chol, self.eta1), shape + (d,))
 
+    def reparam_sample_and_stats(self, key):
+        """One draw x = mu + L^-T z (``sample``), explicit in the natural parameters, and
+        t(x) = (x, x x^T); for natural-gradient VI and SSVI (``vijax.expfam.Reparameterizable``)."""
+        x = self.sample(key)
+        return x, (x, _outer(x, x))
+
     def is_valid(self):
         """Finite parameters and a positive-definite precision (its Cholesky factor exists)."""
         diag = jnp.diagonal(self._chol(), axis1=-2, axis2=-1)

@@ -1,13 +1,17 @@
 """Inference algorithms as ``VIAlgorithm(init, step)`` pairs of pure functions.
 
-Factories take the model first and keyword-only ``num_data`` and ``schedule``; every state holds
+Black-box VI on any log-density: ``bbvi`` (an optax optimizer on a Monte Carlo ELBO) and ``ngvi``
+(natural-gradient VI for exponential-family q). Factories take the model (or log-density) first and keyword-only ``num_data`` and ``schedule``; every state holds
 ``q_global`` and ``count``. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
 Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``.
 """
 from vijax.inference import schedules
+from vijax.inference._bbvi import BBVI, ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
 from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
 from vijax.inference._combinators import lock_step, replace_elbo, restarts, select_restart
+from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
 from vijax.inference._map import MAPInfo, MAPState, map_em
+from vijax.inference._ngvi import GRADIENTS, NGVIInfo, NGVIState, ngvi
 from vijax.inference._optax_vi import OPTIMIZERS, OptaxVIInfo, OptaxVIState, make_optimizer, optax_vi
 from vijax.inference._parallel import DataParallel, data_parallel
 from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
@@ -18,6 +22,19 @@ from vijax.inference.base import InitFn, StepFn, VIAlgorithm, safe_increment
 
 __all__ = [
     "ALGORITHMS",
+    "BBVI",
+    "BBVIInfo",
+    "BBVIState",
+    "ESTIMATORS",
+    "ExpFamilyGuide",
+    "GRADIENTS",
+    "GaussianGuide",
+    "KINDS",
+    "NGVIInfo",
+    "NGVIState",
+    "bbvi",
+    "log_joint",
+    "ngvi",
     "AlgorithmSpec",
     "CAVIInfo",
     "CAVIState",

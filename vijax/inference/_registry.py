@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from vijax.inference._bbvi import bbvi
 from vijax.inference._cavi import cavi
 from vijax.inference._map import map_em
+from vijax.inference._ngvi import ngvi
 from vijax.inference._optax_vi import optax_vi
 from vijax.inference._prox_svi import prox_svi
 from vijax.inference._ssvi import ssvi, ssvi_a
@@ -115,5 +117,11 @@ register_algorithm("prox_svi", prox_svi, settings=("divergence", "num_samples"),
 register_algorithm("optax", optax_vi,
                    settings=("optimizer", "num_samples", "kappa", "eps", "decay", "rho", "b1", "b2"),
                    description="gradient VI on a model's parameters with an optax optimizer")
+register_algorithm("bbvi", bbvi,
+                   settings=("family", "init_params", "bijectors", "optimizer", "estimator", "entropy", "num_samples",
+                             "log_prior", "prior", "init_scale", "rank", "kappa", "eps", "decay", "rho", "b1", "b2"),
+                   description="black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)")
+register_algorithm("ngvi", ngvi, settings=("family", "num_samples", "gradient", "prior", "log_prior"),
+                   description="natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)")
 
 __all__ = ["ALGORITHMS", "AlgorithmSpec", "M_STEPS", "make_algorithm", "register_algorithm"]

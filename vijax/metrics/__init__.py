@@ -3,11 +3,15 @@ from vijax.metrics._lda import DocumentCompletion, corpus_document_completion, d
 from vijax.metrics._mixture import (KLEstimate, bernoulli_mixture_kl, bernoulli_mixture_kl_exact, cluster_purity,
                                     components_used, count_distinct)
 from vijax.metrics._nmf import dictionary_correlations, gap_nmf_components_used
+from vijax.metrics._psis import KHAT_THRESHOLD, PSISResult, psis
 from vijax.metrics._predictive import mean_log_predictive, match_components
 from vijax.metrics._topics import TopicRecovery, top_words, topic_recovery
 
 __all__ = [
     "DocumentCompletion",
+    "KHAT_THRESHOLD",
+    "PSISResult",
+    "psis",
     "KLEstimate",
     "TopicRecovery",
     "bernoulli_mixture_kl",

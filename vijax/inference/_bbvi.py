@@ -1,0 +1,306 @@
+"""Black-box VI on any JAX log-density: a Monte Carlo ELBO ascended with an optax optimizer.
+
+The user gives ``log_density(params, batch) -> scalar`` for a pytree ``params`` of any structure
+(a hand-written log-joint, or one built on the apply function of a Flax / Equinox network) and a
+variational family (``vijax.inference._guides``: Gaussian mean-field, full-rank or low-rank plus
+diagonal on the unconstrained parameters with TFP bijectors, or a pytree of ``vijax.expfam``
+families drawn by inversion). With z_s ~ q_lambda(z), s = 1..S, and
+f(z) = log p(x, T(z)) + log |det dT/dz| (``_guides``), the estimators of the *Raise your ELBO*
+tutorial and Blei, Kucukelbir and McAuliffe (2017, §5) are:
+
+- ``"reparam"``: z_s = m + S eps_s; grad of (1/S) sum_s f(z_s) + H[q] (``entropy="analytic"``,
+  the default) or of (1/S) sum_s [f(z_s) - log q(z_s)] (``entropy="mc"``);
+- ``"stl"``: "sticking the landing" (Roeder, Wu and Duvenaud 2017): the Monte Carlo entropy with
+  log q evaluated at stopped parameters, log q_{stop(lambda)}(z_s(lambda)), so that the score term
+  whose expectation is zero is dropped and the gradient vanishes at an exact posterior;
+- ``"score"``: the score-function (REINFORCE) gradient
+  (1/S) sum_s (f_s - b_s) grad log q_lambda(z_s) with stopped draws and the leave-one-out control
+  variate b_s = (1/(S-1)) sum_{r != s} f_r (unbiased; needs S >= 2), for a q without a
+  reparameterized sampler; with ``entropy="analytic"`` f_s = f(z_s) and grad H[q] is added exactly,
+  with ``entropy="mc"`` f_s = f(z_s) - log q(z_s);
+- ``"iwae"``: the importance-weighted bound (Burda, Grosse and Salakhutdinov 2016)
+  log (1/S) sum_s exp(f(z_s) - log q(z_s)) with reparameterized draws (S = K samples).
+
+Given ``prior`` (a TFP distribution on the flat unconstrained vector for the Gaussian families with
+identity bijectors, or a pytree of families of q's types for ``vijax.expfam`` q), ``log_density``
+is the log-likelihood and the KL is analytic: ELBO = E_q[log p(x | z)] - KL(q || prior).
+
+Minibatches: with ``num_data`` = N, ``log_density(params, batch)`` is the log-likelihood of the M
+data points of ``batch`` (their sum), scaled by N / M, and ``log_prior(params)`` (or ``prior``) is
+added once. Draws are made with ``vmap`` over S keys; ``step`` is pure, so it ``vmap``s over seeds.
+A step whose ELBO estimate, gradient or new parameters are not finite is not applied: the state
+keeps its parameters, ``info.accepted`` is False and ``state.num_rejected`` counts it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from vijax._validate import batch_size, check_choice, check_int, check_key
+from vijax.inference._guides import make_guide
+from vijax.inference._optax_vi import make_optimizer
+from vijax.inference.base import safe_increment
+from vijax.types import Array, PRNGKey, PyTree
+
+ESTIMATORS = ("reparam", "stl", "score", "iwae")
+
+
+class BBVIState(NamedTuple):
+    """q_global: the variational parameters (``BBVI.guide`` reads them); opt_state: optax's
+    state; count: int32 steps taken; num_rejected: int32 steps not applied (non-finite)."""
+
+    q_global: PyTree
+    opt_state: PyTree
+    count: Array
+    num_rejected: Array
+
+
+class BBVIInfo(NamedTuple):
+    """elbo: the Monte Carlo ELBO estimate at the parameters before the step (the bound for
+    ``"iwae"``); grad_norm: |g|; accepted: whether the step was applied."""
+
+    elbo: Array
+    grad_norm: Array
+    accepted: Array
+
+
+class BBVI(NamedTuple):
+    """``bbvi``'s algorithm: ``init``/``step`` as every ``VIAlgorithm``, plus
+
+    - ``guide``: the variational family (``guide.mean(state.q_global)`` is the parameter pytree at
+      q's centre, ``guide.to_tfp(state.q_global)`` q as TFP distributions);
+    - ``log_weights(state, batch, key, num_samples) -> (S,)``: log p(x, z_s) - log q(z_s) for draws
+      z_s ~ q (in the unconstrained space, Jacobian included), for PSIS (``vijax.metrics.psis``);
+    - ``sample(state, key, num_samples)``: a pytree of parameter draws with a leading S axis.
+    """
+
+    init: Callable
+    step: Callable
+    guide: Any
+    log_weights: Callable
+    sample: Callable
+
+
+def log_joint(log_density: Callable, *, log_prior: Optional[Callable] = None,
+              num_data: Optional[int] = None) -> Callable:
+    """``(params, batch) -> log p(batch, params)``: ``log_density`` (scaled by N / M when
+    ``num_data`` = N is given, M the batch's leading size) plus ``log_prior(params)``.
+
+    The result is checked at trace time: a non-scalar or non-float output raises ValueError.
+    """
+
+    def joint(params, batch):
+        out = log_density(params, batch)
+        if not hasattr(out, "shape") or jnp.shape(out) != () or not jnp.issubdtype(jnp.result_type(out), jnp.floating):
+            raise ValueError(f"log_density must return a float scalar, got {getattr(out, 'shape', type(out))} "
+                             f"{getattr(out, 'dtype', '')}")
+        if num_data is not None:
+            out = out * (num_data / batch_size(batch))
+        if log_prior is not None:
+            lp = log_prior(params)
+            if jnp.shape(lp) != ():
+                raise ValueError(f"log_prior must return a scalar, got shape {jnp.shape(lp)}")
+            out = out + lp
+        return out
+
+    return joint
+
+
+def _draws(guide, vparams, key, num_samples):
+    return jax.vmap(guide.sample, (None, 0))(vparams, jax.random.split(key, num_samples))
+
+
+def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_samples, prior):
+    """(surrogate whose gradient is the estimator, ELBO estimate)."""
+    z = _draws(guide, vparams, key, num_samples)
+    if estimator == "score":
+        z = jax.lax.stop_gradient(z)
+
+    def f(zs):
+        params, log_det = guide.constrain(zs)
+        return joint(params, batch) + log_det
+
+    logp = jax.vmap(f)(z)
+    regular = prior is not None
+    analytic = regular or (entropy == "analytic" and estimator in ("reparam", "score"))
+    if regular:
+        h = -guide.kl(vparams, prior)
+    elif analytic:
+        h = guide.entropy(vparams)
+    if estimator == "stl":
+        logq = jax.vmap(guide.log_prob, (None, 0))(jax.lax.stop_gradient(vparams), z)
+    elif not analytic or estimator == "score" or estimator == "iwae":
+        logq = jax.vmap(guide.log_prob, (None, 0))(vparams, z)
+    if estimator == "iwae":
+        w = logp - logq
+        bound = jax.scipy.special.logsumexp(w) - math.log(num_samples)
+        return bound, bound
+    if estimator == "score":
+        fs = jax.lax.stop_gradient(logp if analytic else logp - logq)
+        baseline = (jnp.sum(fs) - fs) / (num_samples - 1)
+        surrogate = jnp.mean((fs - baseline) * logq)
+        if analytic:
+            return surrogate + h, jnp.mean(fs) + jax.lax.stop_gradient(h)
+        return surrogate, jnp.mean(fs)
+    elbo = jnp.mean(logp) + h if analytic else jnp.mean(logp - logq)
+    return elbo, elbo
+
+
+def _all_finite(tree) -> Array:
+    leaves = jax.tree_util.tree_leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def guarded_update(new: PyTree, old: PyTree, ok: Array) -> PyTree:
+    """``new`` where ``ok`` else ``old``, leaf by leaf (a rejected step leaves the state as it was)."""
+    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+
+
+def init(key: PRNGKey, batch: PyTree = None, *, guide, optimizer: optax.GradientTransformation,
+         joint: Optional[Callable] = None) -> BBVIState:
+    """q at the guide's start and the optimizer's state.
+
+    With a ``batch`` (and ``joint``), the log-density is evaluated at q's centre and at a few draws
+    of q; a non-finite value raises ValueError (a NaN-returning log-density, or a parameter whose
+    bijector does not map to its support).
+    """
+    check_key("key", key)
+    vparams = guide.init()
+    if batch is not None and joint is not None:
+        _check_finite_start(key, batch, guide, vparams, joint)
+    zero = jnp.zeros((), jnp.int32)
+    return BBVIState(vparams, optimizer.init(vparams), zero, zero)
+
+
+def _check_finite_start(key, batch, guide, vparams, joint) -> None:
+    at_mean = float(jax.jit(joint)(guide.mean(vparams), batch))
+    if not np.isfinite(at_mean):
+        raise ValueError(f"log_density is not finite ({at_mean}) at the initial parameters (q's centre)")
+    z = _draws(guide, vparams, key, 4)
+    vals = np.asarray(jax.jit(jax.vmap(lambda zs: joint(guide.constrain(zs)[0], batch)))(z))
+    if not np.all(np.isfinite(vals)):
+        raise ValueError(f"log_density is not finite ({vals}) at draws of the initial q: does every constrained "
+                         "parameter have a bijector onto its support (bijectors=...)?")
+
+
+def step(state: BBVIState, batch: PyTree, key: PRNGKey, *, guide, joint: Callable,
+         optimizer: optax.GradientTransformation, estimator: str, entropy: str, num_samples: int,
+         prior: Any = None) -> tuple[BBVIState, BBVIInfo]:
+    """One optimizer step on the Monte Carlo ELBO (see the module docstring)."""
+    check_key("key", key)
+    (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
+        state.q_global, batch, key, guide=guide, joint=joint, estimator=estimator, entropy=entropy,
+        num_samples=num_samples, prior=prior)
+    neg = jax.tree.map(jnp.negative, grads)
+    updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
+    new = optax.apply_updates(state.q_global, updates)
+    ok = jnp.isfinite(elbo) & _all_finite(grads) & _all_finite(new)
+    new_state = BBVIState(guarded_update(new, state.q_global, ok), guarded_update(opt_state, state.opt_state, ok),
+                          safe_increment(state.count), state.num_rejected + (~ok).astype(jnp.int32))
+    return new_state, BBVIInfo(elbo, optax.tree.norm(grads), ok)
+
+
+def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_params: PyTree = None,
+                     bijectors: PyTree = None, optimizer: Union[str, optax.GradientTransformation] = "adam",
+                     schedule=None, num_data: Optional[int] = None, estimator: str = "reparam",
+                     entropy: str = "analytic", num_samples: int = 1, log_prior: Optional[Callable] = None,
+                     prior: Any = None, init_scale: float = 0.1, rank: int = 1, **hyper: Any) -> BBVI:
+    """Black-box VI on ``log_density`` (see the module docstring).
+
+    Args:
+      log_density: ``(params, batch) -> scalar``, jit-able; the log-joint (or, with ``num_data``
+        or ``prior``, the log-likelihood of the batch).
+      family: ``"meanfield"``, ``"fullrank"``, ``"lowrank"`` (Gaussians on the unconstrained
+        parameters; need ``init_params``) or a pytree of ``vijax.expfam`` families (the initial q,
+        one family per parameter leaf: Gamma, Beta, Dirichlet, Normal).
+      init_params: the parameter pytree: its structure, shapes and q's initial centre.
+      bijectors: None or a pytree like ``init_params`` of ``tfp.bijectors`` (unconstrained ->
+        constrained) or None leaves (identity).
+      optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
+        ``optax.GradientTransformation``.
+      schedule: the learning rate of a named optimizer (default 0.01).
+      num_data: N for the N / M minibatch scaling of ``log_density`` (None: no scaling).
+      estimator: one of ``ESTIMATORS``.
+      entropy: ``"analytic"`` (closed-form H[q], default) or ``"mc"``; ``"stl"`` and ``"iwae"``
+        are Monte Carlo by definition.
+      num_samples: S >= 1 draws per step (K of the IWAE bound; S >= 2 for ``"score"``).
+      log_prior: ``params -> scalar`` added once per step (with minibatches).
+      prior: for an analytic KL (see the module docstring); excludes ``log_prior``.
+      init_scale: q's initial standard deviation (Gaussian families).
+      rank: the number of columns of the low-rank factor (``"lowrank"``).
+
+    Returns:
+      A :class:`BBVI` (``init(key, batch=None)``, ``step(state, batch, key)``, ``guide``,
+      ``log_weights``, ``sample``).
+
+    Raises:
+      ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
+        pytrees, a template outside its bijector's support, ``prior`` with ``log_prior``.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> def log_density(params, batch):  # N(z | 1, 1) in two coordinates
+        ...     return -0.5 * jnp.sum((params["z"] - 1.0) ** 2)
+        >>> alg = bbvi(log_density, init_params={"z": jnp.zeros(2)}, schedule=0.05)
+        >>> state = alg.init(jax.random.PRNGKey(0))
+        >>> state, info = jax.jit(alg.step)(state, None, jax.random.PRNGKey(1))
+        >>> bool(info.accepted)
+        True
+    """
+    if not callable(log_density):
+        raise ValueError(f"log_density must be a function (params, batch) -> scalar, got {log_density!r}")
+    check_choice("estimator", estimator, ESTIMATORS)
+    check_choice("entropy", entropy, ("analytic", "mc"))
+    num_samples = check_int("num_samples", num_samples)
+    if estimator == "score" and num_samples < 2:
+        raise ValueError("num_samples: the score-function estimator's leave-one-out control variate needs "
+                         f"num_samples >= 2, got {num_samples}")
+    if num_data is not None:
+        num_data = check_int("num_data", num_data)
+    if prior is not None and log_prior is not None:
+        raise ValueError("prior (an analytic KL) and log_prior are exclusive: give one")
+    if prior is not None and estimator not in ("reparam", "score"):
+        raise ValueError(f"prior: an analytic KL is taken by the 'reparam' and 'score' estimators; {estimator!r} "
+                         "needs the whole log-joint (give log_prior instead)")
+    if isinstance(optimizer, str):
+        optimizer = make_optimizer(optimizer, 0.01 if schedule is None else schedule, **hyper)
+    elif hyper or schedule is not None:
+        raise ValueError("schedule and optimizer hyperparameters are only taken with an optimizer name; an "
+                         "optax.GradientTransformation has its own")
+    elif not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
+    guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
+    if prior is not None:
+        jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
+    joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
+    settings = dict(guide=guide, joint=joint, optimizer=optimizer, estimator=estimator, entropy=entropy,
+                    num_samples=num_samples, prior=prior)
+
+    def log_weights(state, batch, key, num_samples):
+        vparams = state.q_global
+        z = _draws(guide, vparams, key, check_int("num_samples", num_samples))
+
+        def w(zs):
+            params, log_det = guide.constrain(zs)
+            return joint(params, batch) + log_det - guide.log_prob(vparams, zs)
+
+        return jax.vmap(w)(z)
+
+    def sample(state, key, num_samples):
+        z = _draws(guide, state.q_global, key, check_int("num_samples", num_samples))
+        return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
+
+    return BBVI(init=lambda key, batch=None: init(key, batch, guide=guide, optimizer=optimizer, joint=joint),
+                step=lambda state, batch, key: step(state, batch, key, **settings),
+                guide=guide, log_weights=log_weights, sample=sample)
+
+
+bbvi = as_top_level_api
+
+__all__ = ["BBVI", "BBVIInfo", "BBVIState", "ESTIMATORS", "as_top_level_api", "bbvi", "guarded_update", "init",
+           "log_joint", "step"]

@@ -1,0 +1,309 @@
+"""Variational families for black-box VI on a user's log-density (``vijax.inference.bbvi``).
+
+A guide is q(z) over an unconstrained space and a map ``constrain(z) -> (params, log|det J|)`` to
+the user's parameter pytree, so that the ELBO of the pushed-forward q is
+
+    ELBO = E_q(z)[ log p(x, T(z)) + log |det dT/dz| ] + H[q(z)]
+
+(the change of variables of automatic differentiation VI; Blei, Kucukelbir and McAuliffe 2017, §5).
+
+* :class:`GaussianGuide` (``"meanfield"``, ``"fullrank"``, ``"lowrank"``): a Gaussian on the flat
+  vector of every unconstrained parameter (``jax.flatten_util.ravel_pytree`` of the template after
+  each leaf's bijector inverse), with z = m + S eps, eps ~ N(0, I) and S = diag(softplus(rho)),
+  a Cholesky factor (strict lower triangle free, diagonal softplus), or the low-rank-plus-diagonal
+  covariance W W^T + diag(softplus(rho))^2. Constrained leaves go through TFP JAX bijectors.
+* :class:`ExpFamilyGuide`: a pytree of ``vijax.expfam`` families shaped like the parameters, drawn
+  by inversion with the implicit quantile derivatives of Hoffman and Blei (2015, appendix B)
+  (Gamma, Beta, Dirichlet, Normal, MultivariateNormal): each family samples in its own support,
+  so there is no bijector. The optimizer moves the families' positive canonical parameters through
+  softplus (``_CANONICAL``).
+
+Every guide offers ``init() -> vparams`` and, for variational parameters ``vparams``,
+``sample(vparams, key) -> z`` (one draw), ``log_prob(vparams, z)``, ``entropy(vparams)``,
+``constrain(z) -> (params, log_det)``, ``mean(vparams)`` (the parameters at q's centre) and
+``to_tfp(vparams)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow_probability.substrates.jax as tfp
+from jax.flatten_util import ravel_pytree
+
+from vijax import expfam
+from vijax._validate import check_int, check_scalar
+from vijax.types import Array, PRNGKey, PyTree
+
+tfb = tfp.bijectors
+tfd = tfp.distributions
+KINDS = ("meanfield", "fullrank", "lowrank")
+_LOG_2PI_E = math.log(2.0 * math.pi) + 1.0
+
+
+def _softplus_inv(x):
+    return x + jnp.log(-jnp.expm1(-x))
+
+
+def _path(path) -> str:
+    return "params" + jax.tree_util.keystr(path)
+
+
+def _is_bijector(b) -> bool:
+    return isinstance(b, tfb.Bijector)
+
+
+def check_structures(name: str, tree: PyTree, like: PyTree, like_name: str, is_leaf=None) -> None:
+    """Raises ValueError naming ``name`` unless ``tree`` has the tree structure of ``like``."""
+    got = jax.tree_util.tree_structure(tree, is_leaf=is_leaf)
+    want = jax.tree_util.tree_structure(like, is_leaf=is_leaf)
+    if got != want:
+        raise ValueError(f"{name} must have the pytree structure of {like_name}: got {got}, expected {want}")
+
+
+class GaussianGuide:
+    """A Gaussian over the flat unconstrained parameter vector (see the module docstring).
+
+    Args:
+      template: the parameter pytree (its structure, shapes, dtype, and q's initial centre).
+      kind: ``"meanfield"``, ``"fullrank"`` or ``"lowrank"``.
+      bijectors: None (every leaf unconstrained) or a pytree shaped like ``template`` whose leaves
+        are ``tfp.bijectors.Bijector`` (unconstrained -> constrained) or None (identity).
+      init_scale: q's initial standard deviation in every coordinate, > 0.
+      rank: the number of columns of W for ``"lowrank"``.
+
+    Raises:
+      ValueError: an unknown ``kind``, ``bijectors`` shaped unlike ``template``, a template leaf
+        outside its bijector's image (named by its path), a non-float or non-finite template.
+    """
+
+    def __init__(self, template: PyTree, kind: str = "meanfield", *, bijectors: PyTree = None,
+                 init_scale: float = 0.1, rank: int = 1):
+        if kind not in KINDS:
+            raise ValueError(f"family: unknown Gaussian family {kind!r}; choose one of {KINDS}")
+        leaves = jax.tree_util.tree_leaves(template)
+        if not leaves:
+            raise ValueError("init_params must hold at least one array")
+        for path, leaf in jax.tree_util.tree_leaves_with_path(template):
+            a = np.asarray(leaf)
+            if not np.issubdtype(a.dtype, np.floating):
+                raise ValueError(f"init_params: {_path(path)} must be a float array, got dtype {a.dtype}")
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"init_params: {_path(path)} has NaN or infinite entries")
+        if bijectors is None:
+            bijectors = jax.tree.map(lambda _: None, template)
+        check_structures("bijectors", bijectors, template, "init_params",
+                         is_leaf=lambda b: b is None or _is_bijector(b))
+        self.kind, self.init_scale = kind, check_scalar("init_scale", init_scale, low=0.0)
+        self.rank = check_int("rank", rank) if kind == "lowrank" else 0
+        self.bijectors = bijectors
+        self._bij_leaves = jax.tree_util.tree_leaves(bijectors, is_leaf=lambda b: b is None or _is_bijector(b))
+        unconstrained = []
+        for (path, leaf), b in zip(jax.tree_util.tree_leaves_with_path(template), self._bij_leaves):
+            u = jnp.asarray(leaf) if b is None else b.inverse(jnp.asarray(leaf))
+            if not np.all(np.isfinite(np.asarray(u))):
+                raise ValueError(f"init_params: {_path(path)} lies outside the support of its bijector "
+                                 f"{type(b).__name__} (its inverse is not finite there)")
+            unconstrained.append(u)
+        tree = jax.tree_util.tree_structure(template)
+        self.loc0, self._unravel = ravel_pytree(jax.tree_util.tree_unflatten(tree, unconstrained))
+        self.dim = int(self.loc0.shape[0])
+        self.identity = all(b is None for b in self._bij_leaves)
+
+    # ----------------------------------------------------------------- variational parameters
+    def init(self) -> dict:
+        """vparams at q's start: centre at the template, standard deviation ``init_scale``."""
+        d, dt = self.dim, self.loc0.dtype
+        rho = jnp.full((d,), _softplus_inv(jnp.asarray(self.init_scale, dt)), dt)
+        if self.kind == "meanfield":
+            return {"loc": self.loc0, "scale": rho}
+        if self.kind == "fullrank":
+            return {"loc": self.loc0, "chol": jnp.diag(rho)}
+        return {"loc": self.loc0, "factor": jnp.zeros((d, self.rank), dt), "scale": rho}
+
+    def _scale_tril(self, vparams) -> Array:
+        raw = vparams["chol"]
+        return jnp.tril(raw, -1) + jnp.diag(jax.nn.softplus(jnp.diag(raw)))
+
+    def sample(self, vparams, key: PRNGKey) -> Array:
+        """One reparameterized draw z = m + S eps, shape (dim,)."""
+        loc = vparams["loc"]
+        if self.kind == "meanfield":
+            return loc + jax.nn.softplus(vparams["scale"]) * jax.random.normal(key, loc.shape, loc.dtype)
+        if self.kind == "fullrank":
+            return loc + self._scale_tril(vparams) @ jax.random.normal(key, loc.shape, loc.dtype)
+        k1, k2 = jax.random.split(key)
+        w = vparams["factor"]
+        e1 = jax.random.normal(k1, (w.shape[1],), loc.dtype)
+        return loc + w @ e1 + jax.nn.softplus(vparams["scale"]) * jax.random.normal(k2, loc.shape, loc.dtype)
+
+    def log_prob(self, vparams, z: Array) -> Array:
+        """log q(z) for one draw z of shape (dim,)."""
+        loc = vparams["loc"]
+        if self.kind == "meanfield":
+            s = jax.nn.softplus(vparams["scale"])
+            r = (z - loc) / s
+            return -0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(s)) - 0.5 * self.dim * math.log(2.0 * math.pi)
+        if self.kind == "fullrank":
+            chol = self._scale_tril(vparams)
+            r = jax.scipy.linalg.solve_triangular(chol, z - loc, lower=True)
+            return (-0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(jnp.diag(chol)))
+                    - 0.5 * self.dim * math.log(2.0 * math.pi))
+        return self.to_tfp(vparams).log_prob(z)
+
+    def entropy(self, vparams) -> Array:
+        """H[q(z)] in closed form."""
+        if self.kind == "meanfield":
+            log_det = jnp.sum(jnp.log(jax.nn.softplus(vparams["scale"])))
+        elif self.kind == "fullrank":
+            log_det = jnp.sum(jnp.log(jnp.diag(self._scale_tril(vparams))))
+        else:
+            return self.to_tfp(vparams).entropy()
+        return log_det + 0.5 * self.dim * _LOG_2PI_E
+
+    def to_tfp(self, vparams):
+        """q(z) as a TFP distribution over the flat unconstrained vector."""
+        loc = vparams["loc"]
+        if self.kind == "meanfield":
+            return tfd.MultivariateNormalDiag(loc, jax.nn.softplus(vparams["scale"]))
+        if self.kind == "fullrank":
+            return tfd.MultivariateNormalTriL(loc, self._scale_tril(vparams))
+        return tfd.MultivariateNormalDiagPlusLowRankCovariance(
+            loc, cov_diag_factor=jax.nn.softplus(vparams["scale"]) ** 2, cov_perturb_factor=vparams["factor"])
+
+    def kl(self, vparams, prior) -> Array:
+        """KL(q || prior) in closed form, ``prior`` a TFP distribution over the flat vector."""
+        if not self.identity:
+            raise ValueError("prior: an analytic KL needs every bijector to be the identity (a prior on the "
+                             "unconstrained vector); with bijectors put the prior inside log_density")
+        return tfd.kl_divergence(self.to_tfp(vparams), prior)
+
+    # ----------------------------------------------------------------- constrained parameters
+    def constrain(self, z: Array) -> tuple[PyTree, Array]:
+        """(params, log |det dT/dz|) for one flat draw z."""
+        u = self._unravel(z)
+        leaves, tree = jax.tree_util.tree_flatten(u)
+        out, log_det = [], jnp.zeros((), z.dtype)
+        for leaf, b in zip(leaves, self._bij_leaves):
+            if b is None:
+                out.append(leaf)
+            else:
+                out.append(b.forward(leaf))
+                log_det = log_det + jnp.sum(b.forward_log_det_jacobian(leaf, event_ndims=jnp.ndim(leaf)))
+        return jax.tree_util.tree_unflatten(tree, out), log_det
+
+    def mean(self, vparams) -> PyTree:
+        """The parameters at q's centre, T(m)."""
+        return self.constrain(vparams["loc"])[0]
+
+
+# The positive canonical parameters the optimizer moves (through softplus) for each family, and the
+# constructor back: an expfam family's natural parameters live in a constrained domain.
+_CANONICAL: dict[type, tuple[Callable, Callable]] = {
+    expfam.Gamma: (lambda q: (q.concentration, q.rate), lambda a, b: expfam.Gamma(a - 1.0, -b)),
+    expfam.Beta: (lambda q: (q.concentration1, q.concentration0),
+                  lambda a, b: expfam.Beta(a - 1.0, b - 1.0)),
+    expfam.Dirichlet: (lambda q: (q.concentration,), lambda a: expfam.Dirichlet(a - 1.0)),
+    expfam.Normal: (lambda q: (q.mean, jnp.sqrt(q.variance)), None),
+}
+
+
+class ExpFamilyGuide:
+    """q = a pytree of ``vijax.expfam`` families, one per parameter leaf (see the module docstring).
+
+    Args:
+      family: the initial q, a family or pytree of families (Gamma, Beta, Dirichlet, Normal) whose
+        draws have the shapes of the parameters.
+
+    Raises:
+      ValueError: a family without a reparameterized sampler or canonical parameters, or an
+        initial q outside its domain.
+    """
+
+    def __init__(self, family: PyTree):
+        fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
+        if not fams or not all(expfam.is_family(f) for f in fams):
+            raise ValueError("family must be 'meanfield', 'fullrank', 'lowrank' or a pytree of vijax.expfam "
+                             f"families, got {family!r}")
+        for f in fams:
+            if type(f) not in _CANONICAL or not expfam.implements(f, "reparam_sample_and_stats"):
+                raise ValueError(f"family: {type(f).__name__} has no reparameterized sampler for bbvi; use one of "
+                                 f"{sorted(c.__name__ for c in _CANONICAL)} or a Gaussian family")
+            if not bool(np.all(np.asarray(f.is_valid()))):
+                raise ValueError(f"family: the initial {type(f).__name__} has natural parameters outside its domain")
+        self.family = family
+        self.identity = True
+
+    def init(self) -> PyTree:
+        def canon(f):
+            return tuple(_softplus_inv(p) if i or type(f) is not expfam.Normal else p
+                         for i, p in enumerate(_CANONICAL[type(f)][0](f)))
+        return jax.tree_util.tree_map(canon, self.family, is_leaf=expfam.is_family)
+
+    def q(self, vparams) -> PyTree:
+        """The pytree of families at ``vparams``."""
+        def build(f, p):
+            if type(f) is expfam.Normal:
+                m, s = p[0], jax.nn.softplus(p[1])
+                v = s * s
+                return expfam.Normal(m / v, -0.5 / v)
+            return _CANONICAL[type(f)][1](*(jax.nn.softplus(x) for x in p))
+        return jax.tree_util.tree_map(build, self.family, vparams, is_leaf=expfam.is_family)
+
+    def sample(self, vparams, key: PRNGKey) -> PyTree:
+        return expfam.reparam_sample(self.q(vparams), key)
+
+    def log_prob(self, vparams, z: PyTree) -> Array:
+        lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), self.q(vparams), z, is_leaf=expfam.is_family)
+        return sum(jax.tree_util.tree_leaves(lp))
+
+    def entropy(self, vparams) -> Array:
+        h = jax.tree_util.tree_map(lambda f: jnp.sum(f.entropy()), self.q(vparams), is_leaf=expfam.is_family)
+        return sum(jax.tree_util.tree_leaves(h))
+
+    def kl(self, vparams, prior) -> Array:
+        """KL(q || prior) in closed form, ``prior`` a pytree of families of the same types."""
+        check_structures("prior", prior, self.family, "family", is_leaf=expfam.is_family)
+        return expfam.tree_kl(self.q(vparams), prior)
+
+    def to_tfp(self, vparams):
+        return jax.tree_util.tree_map(lambda f: f.to_tfp(), self.q(vparams), is_leaf=expfam.is_family)
+
+    def constrain(self, z: PyTree) -> tuple[PyTree, Array]:
+        leaves = jax.tree_util.tree_leaves(z)
+        return z, jnp.zeros((), leaves[0].dtype)
+
+    def mean(self, vparams) -> PyTree:
+        return jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), self.q(vparams), is_leaf=expfam.is_family)
+
+
+def make_guide(family: Any, init_params: PyTree = None, *, bijectors: PyTree = None, init_scale: float = 0.1,
+               rank: int = 1):
+    """The guide for ``family`` (a Gaussian kind with ``init_params``, or a pytree of families).
+
+    Raises:
+      ValueError: naming ``family``, ``init_params`` or ``bijectors`` when they do not fit together.
+    """
+    if isinstance(family, str):
+        if init_params is None:
+            raise ValueError(f"init_params: the {family!r} family needs the parameter pytree (its structure, "
+                             "shapes and q's initial centre)")
+        return GaussianGuide(init_params, family, bijectors=bijectors, init_scale=init_scale, rank=rank)
+    if bijectors is not None:
+        raise ValueError("bijectors: an expfam family samples in its own support; bijectors are for the Gaussian "
+                         "families")
+    guide = ExpFamilyGuide(family)
+    if init_params is not None:
+        draw = jax.eval_shape(lambda k: guide.sample(guide.init(), k), jax.random.PRNGKey(0))
+        check_structures("family", draw, init_params, "init_params")
+        for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(draw), jax.tree_util.tree_leaves(init_params)):
+            if tuple(a.shape) != tuple(np.shape(b)):
+                raise ValueError(f"family: the draw for {_path(path)} has shape {tuple(a.shape)}, but init_params "
+                                 f"has {tuple(np.shape(b))}")
+    return guide
+
+
+__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "check_structures", "make_guide"]

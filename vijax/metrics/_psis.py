@@ -1,0 +1,68 @@
+"""Pareto-smoothed importance sampling (PSIS) diagnostics of a fitted q.
+
+With draws z_s ~ q and log-weights log w_s = log p(x, z_s) - log q(z_s), the shape k-hat of the
+generalized Pareto distribution fitted to the largest weights says how far q's tails fall short of
+the posterior's (Yao, Vehtari, Simpson and Gelman 2018, *Yes, but did it work?: evaluating
+variational inference*): k-hat < 0.5 good, up to ``KHAT_THRESHOLD`` = 0.7 usable, above it the
+importance weights (and q) are not to be trusted. The fit is ArviZ's maintained ``psislw``; this
+module only turns it into one function of the log-weights.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+KHAT_THRESHOLD = 0.7
+
+
+class PSISResult(NamedTuple):
+    """khat: the Pareto shape estimate; ess: the effective sample size of the smoothed weights,
+    1 / sum w_s^2 for normalized w; ok: khat <= ``KHAT_THRESHOLD``; log_weights: the smoothed
+    normalized log-weights (shape (S,))."""
+
+    khat: float
+    ess: float
+    ok: bool
+    log_weights: np.ndarray
+
+
+def psis(log_weights) -> PSISResult:
+    """The PSIS diagnostic of raw log-weights log p(x, z_s) - log q(z_s), z_s ~ q.
+
+    Args:
+      log_weights: shape (S,), S >= 10 finite or -inf values (e.g. ``BBVI.log_weights``).
+
+    Returns:
+      A :class:`PSISResult`; equal weights (q proportional to the target) give k-hat = -inf.
+
+    Raises:
+      ValueError: a misshaped array, fewer than 10 draws, NaN or +inf weights.
+
+    Examples:
+        >>> import numpy as np
+        >>> r = psis(np.zeros(1000))  # q equal to the posterior: equal weights
+        >>> r.ok, round(r.ess)
+        (True, 1000)
+    """
+    lw = np.asarray(log_weights, dtype=np.float64)
+    if lw.ndim != 1 or lw.shape[0] < 10:
+        raise ValueError(f"log_weights must have shape (S,) with S >= 10 draws, got {lw.shape}")
+    if np.any(np.isnan(lw)) or np.any(lw == np.inf):
+        raise ValueError("log_weights has NaN or +inf entries: the log-density or log q is not finite at some draws")
+    if np.ptp(lw) == 0.0:  # q proportional to the target: every weight equal, no tail to fit
+        return PSISResult(-np.inf, float(lw.shape[0]), True, lw - np.log(lw.shape[0]) - lw[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz
+
+        smoothed, khat = arviz.psislw(lw - np.max(lw))
+    smoothed = np.asarray(smoothed)
+    w = np.exp(smoothed - np.max(smoothed))
+    w = w / np.sum(w)
+    khat = float(np.asarray(khat))
+    return PSISResult(khat, float(1.0 / np.sum(w * w)), bool(khat <= KHAT_THRESHOLD), smoothed)
+
+
+__all__ = ["KHAT_THRESHOLD", "PSISResult", "psis"]
