@@ -152,7 +152,21 @@ class GaussianGuide:
             r = jax.scipy.linalg.solve_triangular(chol, z - loc, lower=True)
             return (-0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(jnp.diag(chol)))
                     - 0.5 * self.dim * math.log(2.0 * math.pi))
-        return self.to_tfp(vparams).log_prob(z)
+        r, log_det = self._lowrank_solve(vparams, z - loc)
+        return -0.5 * r - 0.5 * log_det - 0.5 * self.dim * math.log(2.0 * math.pi)
+
+    def _lowrank_solve(self, vparams, r: Optional[Array] = None):
+        """(r^T Sigma^-1 r, log det Sigma) for Sigma = W W^T + diag(d^2), by the Woodbury identity
+        and the matrix determinant lemma (an r x r Cholesky factor, O(D r^2))."""
+        w, d = vparams["factor"], jax.nn.softplus(vparams["scale"])
+        wd = w / (d * d)[:, None]  # D^-2 W
+        cap = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ wd  # I + W^T D^-2 W
+        chol = jnp.linalg.cholesky(cap)
+        log_det = 2.0 * jnp.sum(jnp.log(jnp.diag(chol))) + 2.0 * jnp.sum(jnp.log(d))
+        if r is None:
+            return None, log_det
+        u = jax.scipy.linalg.solve_triangular(chol, wd.T @ r, lower=True)
+        return jnp.sum(r * r / (d * d)) - jnp.sum(u * u), log_det
 
     def entropy(self, vparams) -> Array:
         """H[q(z)] in closed form."""
@@ -161,7 +175,7 @@ class GaussianGuide:
         elif self.kind == "fullrank":
             log_det = jnp.sum(jnp.log(jnp.diag(self._scale_tril(vparams))))
         else:
-            return self.to_tfp(vparams).entropy()
+            log_det = 0.5 * self._lowrank_solve(vparams)[1]
         return log_det + 0.5 * self.dim * _LOG_2PI_E
 
     def to_tfp(self, vparams):
