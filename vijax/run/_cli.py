@@ -33,7 +33,7 @@ from ._checkpoint import jsonable
 from ._config import SECTIONS, ConfigError, load_config
 from ._experiment import EXPERIMENTS
 from ._plots import plot_elbo
-from ._runner import RunConfig, RunResult, run
+from ._runner import RunConfig, RunResult, psis_note, run
 
 DEFAULT_EXPERIMENT = "dp_bernoulli"
 BUILTIN_EXPERIMENTS = "vijax.run.experiments"
@@ -150,6 +150,9 @@ def _print_summary(metrics: dict, out_dir: str, file=None) -> None:
         last = {k: v for k, v in metrics["evals"][-1].items() if k not in ("wall_time",)}
         print("  last evaluation: " + ", ".join(f"{k}={_format(v)}" for k, v in last.items()),
               file=file)
+    note = psis_note(metrics["evals"])
+    if note is not None:
+        print("  " + note, file=file)
     scalars = {k: v for k, v in metrics["summary"].items()
                if isinstance(v, (int, float, str, bool)) or v is None}
     if scalars:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import jax
@@ -42,6 +43,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from vijax.inference import VIAlgorithm
+from vijax.metrics import KHAT_THRESHOLD
 from . import _checkpoint
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -431,8 +433,24 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     if eval_fn is not None and (not prog.evals or prog.evals[-1]["step"] != prog.step):
         prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
     _save(prog, checkpoint_dir, key_data, elapsed)
+    note = psis_note(prog.evals)
+    if note is not None and "above" in note:
+        warnings.warn(note, stacklevel=2)
     return RunResult(state=prog.state, trace=_concat(prog.parts), evals=prog.evals, converged=prog.converged,
                      num_steps=prog.step, wall_time=elapsed())
+
+
+def psis_note(evals: Sequence[dict]) -> Optional[str]:
+    """The report of the last evaluation's PSIS k-hat (an eval field named ``"khat"``, e.g. from
+    ``vijax.metrics.psis``) against the threshold ``vijax.metrics.KHAT_THRESHOLD`` = 0.7 of Yao et
+    al. (2018); None when there is none."""
+    if not evals or "khat" not in evals[-1] or evals[-1]["khat"] is None:
+        return None
+    k = float(evals[-1]["khat"])
+    if k > KHAT_THRESHOLD:
+        return (f"PSIS k-hat {k:.3g} is above {KHAT_THRESHOLD}: q's importance weights have a heavy tail, and "
+                "its posterior estimates are not to be trusted (Yao et al. 2018)")
+    return f"PSIS k-hat {k:.3g} <= {KHAT_THRESHOLD}: q passes the diagnostic"
 
 
 def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batches, eval_fn, fields, bar,
