@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vijax.inference import ALGORITHMS, M_STEPS, make_algorithm, register_algorithm, schedules, svi
+from vijax.expfam import Normal
 from vijax.models import GLM, GPClassification, UnivariateGMM
 
 X = jnp.concatenate([jnp.full(20, -4.0), jnp.full(20, 4.0)])
@@ -20,10 +21,14 @@ def _model_and_batch(name):
     if name == "optax":
         x = np.linspace(-2, 2, 6)[:, None]
         return GPClassification(x, (x[:, 0] > 0).astype(int), 0.0, 0.0, jitter=1e-6), jnp.arange(6), 6
+    if name in ("bbvi", "ngvi"):  # a log-density: x_i ~ N(mu, 1), its sum over the batch
+        return (lambda mu, batch: -0.5 * jnp.sum((batch - (mu["mu"] if name == "bbvi" else mu)) ** 2)), X, 40
     return UnivariateGMM(num_components=2), X, 40
 
 
-SETTINGS = {"optax": {"optimizer": "adam"}, "prox_svi": {"num_samples": 2}}
+SETTINGS = {"optax": {"optimizer": "adam"}, "prox_svi": {"num_samples": 2},
+            "bbvi": {"init_params": {"mu": jnp.zeros(())}, "log_prior": lambda p: -0.5 * p["mu"] ** 2},
+            "ngvi": {"family": Normal.from_mean_variance(0.0, 1.0)}}
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
