@@ -14,3 +14,19 @@ def test_readme_example_runs():
     exec(compile(block, "README.md", "exec"), scope)
     w = np.sort(np.asarray(scope["weights"]))
     assert abs(w[-1] - 0.5) < 0.05 and abs(w[-2] - 0.5) < 0.05  # two clusters of 500 points each
+
+
+def test_readme_bring_your_own_model_example_runs():
+    """The black-box VI example: its posterior mean of w is near least squares (n = 200, prior
+    N(0, I): within 0.05) and sigma near the noise scale 0.3; its k-hat is reported."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Bring your own model"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    x, y = np.asarray(scope["x"]), np.asarray(scope["y"])
+    w_ls = np.linalg.lstsq(x, y, rcond=None)[0]
+    mean = scope["posterior_mean"]
+    np.testing.assert_allclose(np.asarray(mean["w"]), w_ls, atol=0.05)
+    assert abs(float(mean["sigma"]) - 0.3) < 0.05
+    assert np.isfinite(scope["khat"])
