@@ -74,6 +74,10 @@ def test_one_newton_step_solves_a_conjugate_gaussian_model(family):
     var = q.variance if isinstance(q, expfam.Normal) else q.covariance
     np.testing.assert_allclose(var, POST_VAR * (np.ones(D) if var.ndim == 1 else np.eye(D)), rtol=1e-10, atol=1e-14)
     assert bool(info.accepted) and int(info.num_damped) == 0
+    # at the exact posterior every importance weight is the evidence
+    lw = alg.log_weights(state, Y, jax.random.PRNGKey(2), 50)
+    assert lw.shape == (50,) and float(np.std(lw)) < 1e-8
+    assert jax.tree_util.tree_leaves(alg.sample(state, jax.random.PRNGKey(3), 5))[0].shape == (5, D)
 
 
 def test_reparam_steps_reach_the_poisson_gamma_posterior_with_the_prior_in_the_update():
@@ -97,6 +101,12 @@ def test_domain_guard_and_non_finite_rejection():
                schedule=1.0)
     state, info = alg.step(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
     assert int(info.num_damped) == 2 and bool(np.all(state.q_global.is_valid()))
+    # no halving (down to rho / 2^10) keeps the precision positive: q is unchanged, the step rejected
+    stuck = ngvi(lambda t, b: 0.5 * jnp.sum(t ** 2) * 1e6, family=expfam.Normal.from_mean_variance(0.0, 1.0),
+                 schedule=1.0)
+    s0 = stuck.init(jax.random.PRNGKey(0))
+    s1, info = stuck.step(s0, None, jax.random.PRNGKey(1))
+    assert not bool(info.accepted) and int(s1.num_rejected) == 1 and int(info.num_damped) == 1
     bad = ngvi(lambda t, b: jnp.sum(t) * jnp.nan, family=expfam.Normal.from_mean_variance(0.0, 1.0), schedule=0.5)
     s0 = bad.init(jax.random.PRNGKey(0))
     s1, info = bad.step(s0, None, jax.random.PRNGKey(1))

@@ -11,7 +11,7 @@ from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
 from vijax.inference._combinators import lock_step, replace_elbo, restarts, select_restart
 from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
 from vijax.inference._map import MAPInfo, MAPState, map_em
-from vijax.inference._ngvi import GRADIENTS, NGVIInfo, NGVIState, ngvi
+from vijax.inference._ngvi import GRADIENTS, NGVI, NGVIInfo, NGVIState, ngvi
 from vijax.inference._optax_vi import OPTIMIZERS, OptaxVIInfo, OptaxVIState, make_optimizer, optax_vi
 from vijax.inference._parallel import DataParallel, data_parallel
 from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
@@ -30,6 +30,7 @@ __all__ = [
     "GRADIENTS",
     "GaussianGuide",
     "KINDS",
+    "NGVI",
     "NGVIInfo",
     "NGVIState",
     "bbvi",

@@ -36,7 +36,8 @@ Estimating g_hat (``gradient``):
 
 The ELBO reported in ``info.elbo`` is the Monte Carlo estimate (1/S) sum_s log p(x, z_s) + H[q]
 (or E[log lik] - KL(q || prior)) at the parameters before the step. A step whose estimate or new
-parameters are not finite is not applied (``info.accepted``, ``state.num_rejected``).
+parameters are not finite, or that the domain guard left wholly unchanged (no halving of rho gave a
+valid q), is not applied (``info.accepted``, ``state.num_rejected``).
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ from vijax._validate import check_choice, check_int, check_key
 from vijax.inference import schedules
 from vijax.inference._bbvi import guarded_update, log_joint
 from vijax.inference._guides import check_structures
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import safe_increment
 from vijax.types import Array, PRNGKey, PyTree
 
 GRADIENTS = ("reparam", "hessian")
@@ -65,6 +66,18 @@ class NGVIState(NamedTuple):
     q_global: PyTree
     count: Array
     num_rejected: Array
+
+
+class NGVI(NamedTuple):
+    """``ngvi``'s algorithm: ``init``/``step`` as every ``VIAlgorithm``, plus
+    ``log_weights(state, batch, key, num_samples) -> (S,)`` (log p(x, z_s) - log q(z_s) for draws
+    z_s ~ q, for PSIS: ``vijax.metrics.psis``) and ``sample(state, key, num_samples)`` (draws
+    structured like q, with a leading S axis)."""
+
+    init: Callable
+    step: Callable
+    log_weights: Callable
+    sample: Callable
 
 
 class NGVIInfo(NamedTuple):
@@ -161,7 +174,12 @@ def step(state: NGVIState, batch: PyTree, key: PRNGKey, *, joint: Callable, sche
         target = jax.tree.map(jnp.add, expfam.tree_natural_params(prior), g_hat)
         elbo = mean_f - expfam.tree_kl(q, prior)
     new_q, num_damped = expfam.tree_interpolate(q, target, rho)
-    ok = jnp.isfinite(elbo) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(new_q)]))
+    # A step that the domain guard left wholly unchanged (no halving of rho was valid anywhere: an
+    # indefinite Hessian estimate, say) made no progress: it is counted as rejected, not accepted.
+    old_leaves, new_leaves = jax.tree_util.tree_leaves(q), jax.tree_util.tree_leaves(new_q)
+    moved = jnp.any(jnp.stack([jnp.any(a != b) for a, b in zip(old_leaves, new_leaves)])) | (rho == 0)
+    ok = (jnp.isfinite(elbo) & moved
+          & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in new_leaves])))
     new_state = NGVIState(guarded_update(new_q, q, ok), safe_increment(state.count),
                           state.num_rejected + (~ok).astype(jnp.int32))
     return new_state, NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped, ok)
@@ -179,7 +197,8 @@ def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, nu
       family: the initial q, a family or pytree of ``vijax.expfam`` families with a reparameterized
         sampler (Normal, MultivariateNormal, Gamma, Beta, Dirichlet).
       schedule: rho, a number in (0, 1] or a callable ``count -> rho`` (default
-        ``schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)``).
+        ``schedules.robbins_monro(0.5, tau=1.0, kappa=0.7)``: a half Newton step first, since a
+        full one can land where a non-log-concave target's Hessian is indefinite).
       num_data: N for the N / M scaling of ``log_density`` over a minibatch of M.
       num_samples: S >= 1 Monte Carlo draws per step.
       gradient: ``"reparam"`` or ``"hessian"`` (Gaussian q only), see the module docstring; None:
@@ -190,7 +209,8 @@ def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, nu
       log_prior: ``z -> scalar`` added once per step (the whole log-joint then reaches g_hat).
 
     Returns:
-      ``VIAlgorithm(init, step)``; ``state.q_global`` is the pytree of families.
+      An :class:`NGVI` (``init``, ``step``, ``log_weights``, ``sample``); ``state.q_global`` is the
+      pytree of families.
 
     Raises:
       ValueError: naming the argument: a family without a reparameterized sampler, ``"hessian"``
@@ -231,14 +251,34 @@ def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, nu
             if type(p) is not type(f):
                 raise ValueError(f"prior: a {type(p).__name__} where q has a {type(f).__name__}; the prior must be "
                                  "in q's family")
-    sched = schedules.as_schedule(schedule, default=schedules.default_schedule())
+    sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(0.5, tau=1.0, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
-    return VIAlgorithm(
+
+    def sample(state, key, num_samples):
+        keys = jax.random.split(key, check_int("num_samples", num_samples))
+        return jax.vmap(lambda k: expfam.reparam_sample(state.q_global, k))(keys)
+
+    def log_weights(state, batch, key, num_samples):
+        q = state.q_global
+
+        def w(z):
+            if prior is None:
+                log_p = joint(z, batch)
+            else:
+                lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), prior, z, is_leaf=expfam.is_family)
+                log_p = joint(z, batch) + sum(jax.tree_util.tree_leaves(lp))
+            lq = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), q, z, is_leaf=expfam.is_family)
+            return log_p - sum(jax.tree_util.tree_leaves(lq))
+
+        return jax.vmap(w)(sample(state, key, num_samples))
+
+    return NGVI(
         init=lambda key, batch=None: init(key, batch, family=family, joint=joint),
         step=lambda state, batch, key: step(state, batch, key, joint=joint, schedule=sched,
-                                            num_samples=num_samples, gradient=gradient, prior=prior))
+                                            num_samples=num_samples, gradient=gradient, prior=prior),
+        log_weights=log_weights, sample=sample)
 
 
 ngvi = as_top_level_api
 
-__all__ = ["GRADIENTS", "NGVIInfo", "NGVIState", "as_top_level_api", "init", "ngvi", "step"]
+__all__ = ["GRADIENTS", "NGVI", "NGVIInfo", "NGVIState", "as_top_level_api", "init", "ngvi", "step"]
