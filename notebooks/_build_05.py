@@ -192,14 +192,13 @@ cells = [
          "ax[0].set_ylim(final_elbo - 30, final_elbo + 3); ax[1].legend()\n"
          "plt.show()\n"
          "assert 2 * max(n_ng) < min(min(n) for n in n_adam)"),
-    md("PSIS works for any q with a sampler and a density: here the log-ratios are written out with "
-       "`q.sample` and `q.log_prob` of the fitted `MultivariateNormal`."),
+    md("`ngvi` has the same `log_weights` and `sample` as `bbvi`: the log-ratios log p(x, z) − log q(z) "
+       "at draws of the fitted `MultivariateNormal`."),
     code("@jax.jit\n"
-         "def ng_draws(q, key):\n"
-         "    z = q.sample(key, (2000,))\n"
-         "    return jax.vmap(log_density_flat, (0, None))(z, data) - q.log_prob(z), z\n"
+         "def ng_draws(state, key):\n"
+         "    return nalg.log_weights(state, data, key, 2000), nalg.sample(state, key, 2000)\n"
          "\n"
-         "log_w_ng, z_ng = ng_draws(q_ng, jax.random.PRNGKey(1))\n"
+         "log_w_ng, z_ng = ng_draws(ng_state, jax.random.PRNGKey(1))\n"
          "diag_ng = psis(log_w_ng)\n"
          "print(f'NGVI: k-hat = {diag_ng.khat:.2f}, PSIS effective sample size {diag_ng.ess:.0f} of 2000')\n"
          "assert diag_ng.ok"),
