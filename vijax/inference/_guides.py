@@ -121,12 +121,16 @@ class GaussianGuide:
         if self.kind == "meanfield":
             return {"loc": self.loc0, "scale": rho}
         if self.kind == "fullrank":
-            return {"loc": self.loc0, "chol": jnp.diag(rho)}
+            return {"loc": self.loc0, "scale": rho, "chol": jnp.zeros((d, d), dt)}
         return {"loc": self.loc0, "factor": jnp.zeros((d, self.rank), dt), "scale": rho}
 
     def _scale_tril(self, vparams) -> Array:
+        """L = diag(s) (I + U), U the strict lower triangle of ``chol``: each row's off-diagonal
+        entries are relative to its scale, so that optimizer noise on the D(D-1)/2 free entries
+        does not swamp a small posterior scale (NumPyro's ``scaled_unit_lower_cholesky``)."""
         raw = vparams["chol"]
-        return jnp.tril(raw, -1) + jnp.diag(jax.nn.softplus(jnp.diag(raw)))
+        unit = jnp.tril(raw, -1) + jnp.eye(raw.shape[0], dtype=raw.dtype)
+        return jax.nn.softplus(vparams["scale"])[:, None] * unit
 
     def sample(self, vparams, key: PRNGKey) -> Array:
         """One reparameterized draw z = m + S eps, shape (dim,)."""
@@ -173,7 +177,7 @@ class GaussianGuide:
         if self.kind == "meanfield":
             log_det = jnp.sum(jnp.log(jax.nn.softplus(vparams["scale"])))
         elif self.kind == "fullrank":
-            log_det = jnp.sum(jnp.log(jnp.diag(self._scale_tril(vparams))))
+            log_det = jnp.sum(jnp.log(jax.nn.softplus(vparams["scale"])))
         else:
             log_det = 0.5 * self._lowrank_solve(vparams)[1]
         return log_det + 0.5 * self.dim * _LOG_2PI_E
