@@ -1,0 +1,414 @@
+"""What the black-box VI experiments (``bbvi_logistic``, ``eight_schools``) share: a posterior
+given as a log-likelihood, a log-prior and bijectors (``Target``), the fitted methods
+(``bbvi`` with a Gaussian family on the parameter pytree, ``ngvi`` with an exponential-family q on
+the flat unconstrained vector), their PSIS diagnostic (Yao et al. 2018), the moments of every
+fitted q, a cached NumPyro NUTS reference, and the report (tables and one figure).
+
+A method is named ``"<algorithm>-<family>"``: ``bbvi-fullrank``, ``bbvi-meanfield``,
+``bbvi-lowrank``, ``ngvi-fullrank`` (a ``MultivariateNormal``) or ``ngvi-meanfield`` (a batch of
+``Normal``s). The runner drives the configured one (``algorithm.name``, ``algorithm.family``,
+through ``configured_algorithm``); the others listed in ``algorithm.baselines`` are ``Baseline``
+runs with the same settings where they apply.
+
+Both algorithms target the same density. ``bbvi`` gets the log-likelihood on the constrained
+parameters and the bijectors; ``ngvi`` gets z -> log p(x | T(z)) and the log-prior
+log p(T(z)) + log |det dT/dz| on the flat unconstrained vector z, built with the same
+``GaussianGuide.constrain`` that ``bbvi`` uses, and NUTS samples that flat density too.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from vijax import expfam
+from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, make_algorithm
+from vijax.metrics import KHAT_THRESHOLD, psis
+from vijax.run import Baseline, ConfigError, configured_algorithm
+
+METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
+NGVI_FAMILIES = ("fullrank", "meanfield")
+NUTS_DEFAULTS = {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 0.9, "seed": 1}
+# The keys every experiment's algorithm section has (each experiment sets its own values).
+# name/family: the runner's method; optimizer, estimator, num_samples, init_scale, rank: bbvi's
+# settings (num_samples also ngvi's); gradient: ngvi's estimate (None: its default, "hessian" for
+# Gaussians); learning_rate: Adam's rate of every bbvi run; ngvi_step_size: rho of every ngvi run;
+# step_decay: both decay to this fraction of their value over the run's num_steps along a cosine
+# (1.0: constant); baselines: the other methods; moment_draws: draws of q at each evaluation (the
+# ELBO estimate, q's means and sds); psis_draws: the first so many of them give k-hat; nuts: the
+# reference's settings (samples: 0 switches it off).
+ALG_KEYS = ("name", "family", "optimizer", "estimator", "num_samples", "init_scale", "rank", "gradient",
+            "learning_rate", "ngvi_step_size", "step_decay", "baselines", "psis_draws", "moment_draws", "nuts")
+
+
+class Target(NamedTuple):
+    """A posterior: log p(x | params) (``log_lik(params, batch)``, the sum over the batch),
+    ``log_prior(params)``, the parameter pytree's ``template`` (q's initial centre) and
+    ``bijectors`` (None leaves: unconstrained), the ``full_batch`` (every datum), ``num_data``
+    (N for minibatch scaling, or None), ``quantities(params) -> (K,)`` (what is reported) with
+    their ``names``, and ``fingerprint`` (bytes identifying the data and model, for the cache)."""
+
+    log_lik: Callable
+    log_prior: Callable
+    template: Any
+    bijectors: Any
+    full_batch: Any
+    num_data: Optional[int]
+    quantities: Callable
+    names: tuple
+    fingerprint: bytes
+
+
+class Method(NamedTuple):
+    """A method to fit: its ``label``, ``algorithm``, and ``draws(state, key) -> (quantities (n, K),
+    log-weights (n,))``, jit-compiled, for n draws z ~ q: the reported quantities at z and
+    log p(x, z) - log q(z) on the full data (one program per method, shared by every evaluation
+    and the report)."""
+
+    label: str
+    algorithm: Any
+    draws: Callable
+
+
+def _flat(target: Target):
+    """(GaussianGuide used as the map z -> params, flat log-likelihood, flat log-prior with the Jacobian)."""
+    guide = GaussianGuide(target.template, "meanfield", bijectors=target.bijectors)
+
+    def log_lik(z, batch):
+        return target.log_lik(guide.constrain(z)[0], batch)
+
+    def log_prior(z):
+        params, log_det = guide.constrain(z)
+        return target.log_prior(params) + log_det
+
+    return guide, log_lik, log_prior
+
+
+def _ngvi_q0(family: str, loc, scale: float):
+    var = jnp.full(loc.shape, scale * scale, loc.dtype)
+    if family == "fullrank":
+        return expfam.MultivariateNormal.from_mean_covariance(loc, jnp.diag(var))
+    return expfam.Normal.from_mean_variance(loc, var)
+
+
+def _split(label: str) -> tuple[str, str]:
+    name, _, family = label.partition("-")
+    return name, family
+
+
+def _schedule(step: float, section: dict, num_steps: int):
+    """``step``, or a cosine decay from it to ``step_decay * step`` over ``num_steps``."""
+    decay = section["step_decay"]
+    if decay == 1.0 or num_steps == 0:
+        return step
+    return optax.cosine_decay_schedule(step, num_steps, alpha=decay)
+
+
+def _pieces(name: str, family: str, section: dict, target: Target, num_steps: int):
+    """(model argument, settings the experiment supplies, step size, on the parameter pytree?)."""
+    spec = ALGORITHMS.get(name)
+    if spec is not None and "init_params" in spec.settings:  # a guide on the parameter pytree (bbvi)
+        extras = {"init_params": target.template, "bijectors": target.bijectors, "log_prior": target.log_prior}
+        return target.log_lik, extras, _schedule(section["learning_rate"], section, num_steps), True
+    if family not in NGVI_FAMILIES:
+        raise ConfigError(f"algorithm.family: {name!r} fits q on the flat unconstrained vector, as one of "
+                          f"{NGVI_FAMILIES}; got {family!r}")
+    guide, log_lik, log_prior = _flat(target)
+    extras = {"family": _ngvi_q0(family, guide.loc0, section["init_scale"]), "log_prior": log_prior}
+    return log_lik, extras, _schedule(section["ngvi_step_size"], section, num_steps), False
+
+
+def _method(label: str, alg, pytree_guide: bool, target: Target, num_draws: int) -> Method:
+    full, n = target.full_batch, num_draws
+    if pytree_guide:  # bbvi: its own sampler and log-weights
+        def draws(st, key):
+            return jax.vmap(target.quantities)(alg.sample(st, key, n)), alg.log_weights(st, full, key, n)
+
+        return Method(label, alg, jax.jit(draws))
+    guide, log_lik, log_prior = _flat(target)
+    joint = log_joint(log_lik, log_prior=log_prior, num_data=target.num_data)
+
+    def flat_draws(st, key):  # one draw at a time (TFP's batched sampling broadcasts ranks)
+        q = st.q_global
+        z = jax.vmap(lambda k: expfam.reparam_sample(q, k))(jax.random.split(key, n))
+        lw = jax.vmap(lambda zs: joint(zs, full) - jnp.sum(q.log_prob(zs)))(z)
+        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), lw
+
+    return Method(label, alg, jax.jit(flat_draws))
+
+
+def check_section(section: dict) -> tuple[str, list[str]]:
+    """(the runner's method label, the baselines' labels), checked (ConfigError naming the key)."""
+    missing = sorted(set(ALG_KEYS) - set(section))
+    if missing:
+        raise ValueError(f"the experiment's algorithm section lacks {missing} (see ALG_KEYS)")
+    main = f"{section['name']}-{section['family']}"
+    others = list(section["baselines"])
+    bad = [m for m in others if m not in METHODS]
+    if bad or len(set(others)) != len(others):
+        raise ConfigError(f"algorithm.baselines must be distinct names from {METHODS}, got {others}")
+    if main in others:
+        raise ConfigError(f"algorithm.baselines: {main!r} is the runner's own method (algorithm.name-family)")
+    for key in ("psis_draws", "moment_draws"):
+        if not isinstance(section[key], int) or section[key] < 10:
+            raise ConfigError(f"algorithm.{key}: at least 10 draws, got {section[key]!r}")
+    if section["psis_draws"] > section["moment_draws"]:
+        raise ConfigError(f"algorithm.psis_draws: at most moment_draws ({section['moment_draws']}), the draws it is "
+                          f"taken from; got {section['psis_draws']}")
+    if not 0.0 < section["step_decay"] <= 1.0:
+        raise ConfigError(f"algorithm.step_decay: in (0, 1], got {section['step_decay']!r}")
+    nuts = section["nuts"]
+    for key, low in (("warmup", 0), ("samples", 0), ("chains", 1)):
+        if not isinstance(nuts[key], int) or nuts[key] < low:
+            raise ConfigError(f"algorithm.nuts.{key}: an integer >= {low}, got {nuts[key]!r}")
+    if not 0.0 < nuts["target_accept"] < 1.0:
+        raise ConfigError(f"algorithm.nuts.target_accept: in (0, 1), got {nuts['target_accept']!r}")
+    return main, others
+
+
+def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tuple[Method, list[Method]]:
+    """The runner's method (``configured_algorithm``: ``algorithm.name`` reaches the registry) and
+    the baselines' (``make_algorithm`` with the section's settings that each takes); step sizes
+    decay over ``num_steps`` (the run's)."""
+    main_label, others = check_section(section)
+    name, family = section["name"], section["family"]
+    if name not in ALGORITHMS:  # let configured_algorithm name it
+        configured_algorithm(section, defaults, None)
+    model, extras, step, pytree = _pieces(name, family, section, target, num_steps)
+    added = {k: None for k in extras if k not in section}
+    alg = configured_algorithm(dict(section, **added), dict(defaults, **added), model, num_data=target.num_data,
+                               schedule=step, schedule_keys=("learning_rate", "ngvi_step_size"), resolved=extras)
+    main = _method(main_label, alg, pytree, target, section["moment_draws"])
+    out = []
+    for label in others:
+        b_name, b_family = _split(label)
+        model, extras, step, pytree = _pieces(b_name, b_family, section, target, num_steps)
+        settings = {k: section[k] for k in ALGORITHMS[b_name].settings if k in section}
+        settings.update({"family": b_family}, **extras)  # ngvi's extras replace the family by its q
+        out.append(_method(label, make_algorithm(b_name, model, num_data=target.num_data, schedule=step, **settings),
+                           pytree, target, section["moment_draws"]))
+    return main, out
+
+
+def evaluator(method: Method, num_psis: int, key) -> Callable:
+    """``state -> {elbo_mc, khat, psis_ess}``: the ELBO estimated from the log-weights
+    log p(x, z) - log q(z) of ``method.draws`` (a fixed key, so that every evaluation sees the
+    same noise), and the PSIS k-hat and effective sample size of the first ``num_psis`` of them."""
+
+    def evaluate(state) -> dict:
+        lw = np.asarray(method.draws(state, key)[1], np.float64)
+        if np.any(np.isnan(lw)) or np.any(lw == np.inf):
+            return {"elbo_mc": float("nan"), "khat": float("nan"), "psis_ess": float("nan")}
+        r = psis(lw[:num_psis])
+        return {"elbo_mc": float(np.mean(lw)), "khat": float(r.khat), "psis_ess": float(r.ess)}
+
+    return evaluate
+
+
+def baselines(others: list[Method], batch_fn, section: dict, key) -> tuple:
+    return tuple(Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
+                 for m in others)
+
+
+def q_moments(method: Method, state, key) -> tuple[np.ndarray, np.ndarray]:
+    """Means and sds of the quantities under q, from ``method.draws``."""
+    qs = np.asarray(method.draws(state, key)[0], np.float64)
+    return qs.mean(axis=0), qs.std(axis=0)
+
+
+# ---- the NUTS reference ------------------------------------------------------------------------
+
+_MEMO: dict[str, dict] = {}
+
+
+def _fingerprint(target: Target, nuts: dict) -> str:
+    h = hashlib.sha256(target.fingerprint)
+    h.update(repr((target.names, sorted(nuts.items()), str(jnp.zeros(()).dtype))).encode())
+    return h.hexdigest()
+
+
+def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
+    """The moments of the quantities under a long NumPyro NUTS run on the flat unconstrained
+    density, with its diagnostics: ``{"mean", "sd", "mcse", "ess", "rhat", "divergences",
+    "draws", "wall_time", "cached"}``; or ``{"error": why}`` when NUTS is switched off or NumPyro
+    is missing. Cached in ``<out_dir>/nuts_reference.npz`` (and in this process) under a
+    fingerprint of the data, the model and the NUTS settings."""
+    if nuts["samples"] <= 0:
+        return {"error": "switched off by algorithm.nuts.samples = 0"}
+    fp = _fingerprint(target, nuts)
+    path = os.path.join(out_dir, "nuts_reference.npz")
+    if fp in _MEMO:
+        if not os.path.exists(path):
+            _save(path, fp, _MEMO[fp])
+        return dict(_MEMO[fp], cached=True)
+    if os.path.exists(path):
+        with np.load(path) as f:
+            if str(f["fingerprint"]) == fp:
+                ref = {k: f[k] for k in f.files if k != "fingerprint"}
+                ref = {k: (v if v.ndim else v.item()) for k, v in ref.items()}
+                _MEMO[fp] = ref
+                return dict(ref, cached=True)
+    try:
+        from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+        from numpyro.infer import MCMC, NUTS
+    except ImportError as e:
+        return {"error": f"NumPyro is not installed ({e}); install the test or bench extra for the NUTS reference"}
+    guide, log_lik, log_prior = _flat(target)
+    joint = log_joint(log_lik, log_prior=log_prior, num_data=target.num_data)
+    full = target.full_batch
+    t0 = time.time()
+    key = jax.random.PRNGKey(nuts["seed"])
+    k_init, k_run = jax.random.split(key)
+    init = guide.loc0[None, :] + 0.1 * jax.random.normal(k_init, (nuts["chains"], guide.dim), guide.loc0.dtype)
+    kernel = NUTS(potential_fn=lambda z: -joint(z, full), target_accept_prob=nuts["target_accept"])
+    mcmc = MCMC(kernel, num_warmup=nuts["warmup"], num_samples=nuts["samples"],
+                num_chains=nuts["chains"], chain_method="vectorized", progress_bar=False)
+    mcmc.run(k_run, init_params=init, extra_fields=("diverging",))
+    z = mcmc.get_samples(group_by_chain=True)
+    qs = jax.jit(jax.vmap(jax.vmap(lambda v: target.quantities(guide.constrain(v)[0]))))(z)
+    qs = np.asarray(qs, np.float64)
+    ess = np.asarray(effective_sample_size(qs), np.float64)
+    rhat = np.asarray(split_gelman_rubin(qs), np.float64) if nuts["samples"] >= 4 else np.full(qs.shape[-1], np.nan)
+    flat = qs.reshape(-1, qs.shape[-1])
+    sd = flat.std(axis=0)
+    ref = {"mean": flat.mean(axis=0), "sd": sd, "ess": ess, "rhat": rhat, "mcse": sd / np.sqrt(ess),
+           "divergences": int(np.sum(mcmc.get_extra_fields()["diverging"])), "draws": int(flat.shape[0]),
+           "wall_time": time.time() - t0}
+    _MEMO[fp] = ref
+    _save(path, fp, ref)
+    return dict(ref, cached=False)
+
+
+def _save(path: str, fp: str, ref: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, fingerprint=np.asarray(fp), **ref)
+    os.replace(tmp, path)
+
+
+# ---- the report --------------------------------------------------------------------------------
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "—"
+    return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
+
+
+def md_table(rows: list[dict], cols: list[str]) -> str:
+    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
+    return head + "".join("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |\n" for r in rows)
+
+
+def compare(fits: dict, ref: Optional[tuple]) -> dict:
+    """Per method: the largest and mean |mean_q - mean_ref| / sd_ref over the quantities, and the
+    smallest, median and largest sd_q / sd_ref (None without a reference)."""
+    out = {}
+    for label, (mean, sd) in fits.items():
+        if ref is None:
+            out[label] = {}
+            continue
+        z = np.abs(mean - ref[0]) / ref[1]
+        r = sd / ref[1]
+        out[label] = {"max |Δmean|/sd": float(z.max()), "mean |Δmean|/sd": float(z.mean()),
+                      "min sd ratio": float(r.min()), "median sd ratio": float(np.median(r)),
+                      "max sd ratio": float(r.max())}
+    return out
+
+
+def report(title: str, target: Target, runs: dict, fits: dict, refs: dict, ref_name: Optional[str], nuts: dict,
+           out_dir: str, figure: str, notes: str = "") -> dict:
+    """Writes ``results.md`` and ``figure`` and returns the summary.
+
+    Args:
+      runs: label -> RunResult of every method (the runner's first).
+      fits: label -> (means, sds) of the quantities under each q.
+      refs: reference name -> (means, sds) (NUTS, an exact one); ``ref_name`` the one compared to.
+      nuts: what ``nuts_reference`` returned.
+    """
+    ref = refs.get(ref_name)
+    cmp = compare(fits, ref)
+    rows = []
+    for label, res in runs.items():
+        last = res.evals[-1] if res.evals else {}
+        khat = last.get("khat")
+        rows.append({"method": label, "steps": res.num_steps, "ELBO": last.get("elbo_mc"), "k-hat": khat,
+                     "PSIS ESS": last.get("psis_ess"),
+                     "k-hat <= 0.7": None if khat is None or np.isnan(khat) else bool(khat <= KHAT_THRESHOLD),
+                     **cmp[label], "wall time (s)": res.wall_time})
+    cols = list(rows[0])
+    lines = [f"# {title}\n", notes, ""]
+    if "error" in nuts:
+        lines.append(f"NUTS reference: none ({nuts['error']}).\n")
+    else:
+        lines.append(f"NUTS reference (NumPyro): {nuts['draws']} draws, min ESS {np.min(nuts['ess']):.0f}, "
+                     f"max R-hat {np.max(nuts['rhat']):.4f}, {nuts['divergences']} divergences, "
+                     f"{nuts['wall_time']:.1f} s{' (cached)' if nuts.get('cached') else ''}.\n")
+    lines.append(f"Compared with: {ref_name or 'nothing (no reference)'}. ELBO, k-hat and PSIS ESS from "
+                 "the last evaluation's log-weights; Δmean and sd ratios over every reported quantity.\n")
+    lines.append(md_table(rows, cols))
+    qrows = []
+    for i, q in enumerate(target.names):
+        row = {"quantity": q}
+        for name, (m, s) in list(refs.items()) + list(fits.items()):
+            row[name] = f"{m[i]:.3f} ± {s[i]:.3f}"
+        qrows.append(row)
+    lines.append("\nPosterior mean ± sd of every quantity:\n")
+    lines.append(md_table(qrows, list(qrows[0])))
+    with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    khats = {r["method"]: r["k-hat"] for r in rows}
+    _plot(os.path.join(out_dir, figure), target.names, fits, refs, ref_name, khats, title)
+    summary = {"table": rows, "quantities": list(target.names), "reference": ref_name,
+               "moments": {k: {"mean": np.asarray(m).tolist(), "sd": np.asarray(s).tolist()}
+                           for k, (m, s) in list(refs.items()) + list(fits.items())}}
+    if "error" in nuts:
+        summary["nuts"] = {"error": nuts["error"]}
+    else:
+        summary["nuts"] = {k: nuts[k] for k in ("draws", "divergences", "wall_time", "cached")} | {
+            "min_ess": float(np.min(nuts["ess"])), "max_rhat": float(np.max(nuts["rhat"])),
+            "max_mcse_over_sd": float(np.max(nuts["mcse"] / nuts["sd"]))}
+    return summary
+
+
+def _plot(path, names, fits, refs, ref_name, khats, title):
+    from matplotlib.figure import Figure
+
+    k = len(names)
+    x = np.arange(k, dtype=float)
+    n = len(fits) + len(refs)
+    width = 0.8 / max(n, 1)
+    fig = Figure(figsize=(min(16.0, max(7.0, 0.1 * k * n + 3)), 9))
+    ax = fig.subplots(3, 1, sharex=True)
+    ref = refs.get(ref_name)
+    for j, (name, (m, s)) in enumerate(list(refs.items()) + list(fits.items())):
+        off = (j - (n - 1) / 2) * width
+        is_ref = name in refs
+        label = name if is_ref else f"{name} (k-hat {_fmt(khats.get(name))})"
+        style = dict(fmt="s" if is_ref else "o", ms=4, capsize=2, label=label)
+        if is_ref and name == ref_name:
+            style["color"] = "black"
+        ax[0].errorbar(x + off, m, yerr=s, **style)
+        if ref is not None and not (is_ref and name == ref_name):
+            ax[1].plot(x + off, (m - ref[0]) / ref[1], style["fmt"], ms=4, color=ax[0].lines[-1].get_color())
+            ax[2].plot(x + off, s / ref[1], style["fmt"], ms=4, color=ax[0].lines[-1].get_color())
+    ax[0].set_ylabel("posterior mean ± sd")
+    ax[0].set_title(title)
+    ax[0].legend(fontsize=8)
+    ax[1].axhline(0.0, color="black", lw=0.8)
+    ax[1].set_ylabel(f"(mean - {ref_name}) / sd" if ref is not None else "no reference")
+    ax[2].axhline(1.0, color="black", lw=0.8)
+    ax[2].set_ylabel(f"sd / sd of {ref_name}" if ref is not None else "no reference")
+    ax[2].set_xticks(x)
+    ax[2].set_xticklabels(names, rotation=90 if k > 12 else 0, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+__all__ = ["ALG_KEYS", "METHODS", "NUTS_DEFAULTS", "Method", "Target", "baselines", "check_section", "compare",
+           "evaluator", "md_table", "methods", "nuts_reference", "q_moments", "report"]

@@ -1,0 +1,134 @@
+"""Bayesian logistic regression by black-box VI (Blei, Kucukelbir and McAuliffe 2017, §5), checked
+with PSIS (Yao, Vehtari, Simpson and Gelman 2018) and a long NUTS run.
+
+Model: y_n in {-1, +1}, p(y_n | x_n, w) = sigmoid(y_n w^T x_n) with x_n = (1, features) when
+``model.intercept``, and w ~ N(0, s^2 I), s = ``model.prior_scale``. Data (``data.dataset``):
+``"synthetic"`` (``num_data`` x ``num_features`` standard-normal features, w_true ~ N(0, I) and
+labels drawn from the model, all from ``data.seed``), or a binary data set of
+``vijax.data.load_binary_dataset`` (``breast_cancer`` by default: scikit-learn's Wisconsin data,
+standardised; its training split of ``split_seed``).
+
+The runner drives the configured method (``bbvi`` full-rank with Adam by default; ``ngvi`` with
+``algorithm.name: ngvi``), on minibatches of ``data.batch_size`` with the N/M scaling when it is
+set; ``algorithm.baselines`` run after it. Every evaluation reports the ELBO estimated from
+``algorithm.psis_draws`` log-weights on the full data and their PSIS k-hat. The report compares
+the posterior means and sds of every coefficient under each q with NumPyro's NUTS (cached in
+``<out>/nuts_reference.npz``; without NumPyro the report says so and compares nothing), and
+writes ``results.md`` and ``logistic_<dataset>.png``.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax.data import DATASETS, dataset_available, epoch_batches, load_binary_dataset
+from vijax.run import ConfigError, Experiment, register_experiment
+
+from ._posterior import NUTS_DEFAULTS, Target, baselines, evaluator, methods, nuts_reference, q_moments, report
+
+_MODEL = {"prior_scale": 1.0, "intercept": True}
+# dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic
+# data; split_seed: the train/test split of the scikit-learn sets; batch_size: None for the full
+# data at every step.
+_DATA = {"dataset": "breast_cancer", "num_data": 500, "num_features": 5, "seed": 0, "split_seed": 0,
+         "batch_size": None}
+# See vijax/run/experiments/_posterior.py (ALG_KEYS) for the meaning of each key.
+_ALG = {"name": "bbvi", "family": "fullrank", "optimizer": "adam", "estimator": "reparam", "num_samples": 8,
+        "init_scale": 0.1, "rank": 2, "gradient": None, "learning_rate": 0.01, "ngvi_step_size": 0.05,
+        "step_decay": 0.1, "baselines": ["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"], "psis_draws": 2000,
+        "moment_draws": 20000, "nuts": dict(NUTS_DEFAULTS, samples=2500)}
+
+
+def synthetic(num_data: int, num_features: int, seed: int, intercept: bool = True):
+    """(x (N, D), y in {-1, +1} (N,), w_true): standard-normal features, w_true ~ N(0, I) (with
+    the intercept first when ``intercept``), y drawn from the model."""
+    if num_data < 2 or num_features < 1:
+        raise ConfigError(f"data.num_data >= 2 and data.num_features >= 1, got {num_data} and {num_features}")
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_data, num_features))
+    w = rng.standard_normal(num_features + int(intercept))
+    logits = x @ w[int(intercept):] + (w[0] if intercept else 0.0)
+    y = np.where(rng.uniform(size=num_data) < 1.0 / (1.0 + np.exp(-logits)), 1.0, -1.0)
+    return x, y, w
+
+
+def load(data: dict, intercept: bool):
+    """(design matrix (N, D'), labels +-1 (N,), name) of the configured data set."""
+    name = data["dataset"]
+    if name == "synthetic":
+        x, y, _ = synthetic(data["num_data"], data["num_features"], data["seed"], intercept)
+    elif name in DATASETS:
+        if not dataset_available(name):
+            raise ConfigError(f"data.dataset: {name!r} needs the reference data in ../shared/data")
+        d = load_binary_dataset(name, seed=data["split_seed"])
+        x, y = d.x_train, d.y_train
+    else:
+        raise ConfigError(f"data.dataset: 'synthetic' or one of {DATASETS}, got {name!r}")
+    if intercept:
+        x = np.concatenate([np.ones((x.shape[0], 1)), x], axis=1)
+    return np.asarray(x, np.float64), np.asarray(y, np.float64), name
+
+
+def target(model: dict, x, y) -> Target:
+    """The posterior of w as a ``Target``; a batch is an index vector into the data."""
+    s = model["prior_scale"]
+    if not s > 0:
+        raise ConfigError(f"model.prior_scale: must be positive, got {s!r}")
+    n, d = x.shape
+    dtype = jnp.zeros(()).dtype
+    xs, ys = jnp.asarray(x, dtype), jnp.asarray(y, dtype)
+
+    def log_lik(p, idx):
+        return jnp.sum(jax.nn.log_sigmoid(ys[idx] * (xs[idx] @ p["w"])))
+
+    def log_prior(p):
+        w = p["w"] / s
+        return -0.5 * jnp.sum(w * w) - d * (np.log(s) + 0.5 * np.log(2.0 * np.pi))
+
+    names = (("b",) if model["intercept"] else ()) + tuple(f"w{i + 1}" for i in range(d - int(model["intercept"])))
+    fingerprint = x.tobytes() + y.tobytes() + repr(sorted(model.items())).encode()
+    return Target(log_lik, log_prior, {"w": jnp.zeros(d, dtype)}, None, jnp.arange(n), n, lambda p: p["w"], names,
+                  fingerprint)
+
+
+@register_experiment(
+    "bbvi_logistic",
+    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
+              "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False}},
+    description="Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat")
+def build(sections: dict, seed: int) -> Experiment:
+    model, data, section = sections["model"], sections["data"], sections["algorithm"]
+    x, y, name = load(data, model["intercept"])
+    tgt = target(model, x, y)
+    main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])
+    n, full = x.shape[0], tgt.full_batch
+    if data["batch_size"] is None:
+        batch_fn = lambda key, t: full  # noqa: E731
+    else:
+        try:
+            batch_fn, _ = epoch_batches(n, data["batch_size"], jax.random.PRNGKey(seed + 7))
+        except ValueError as e:
+            raise ConfigError(f"data.batch_size: {e}") from None
+    eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
+    by_label = {m.label: m for m in [main] + others}
+
+    def make_report(result, out_dir, results):
+        runs = {main.label: result} | {m.label: results[m.label] for m in others}
+        fits = {lbl: q_moments(by_label[lbl], res.state, eval_key) for lbl, res in runs.items()}
+        nuts = nuts_reference(tgt, section["nuts"], out_dir)
+        refs = {} if "error" in nuts else {"NUTS": (nuts["mean"], nuts["sd"])}
+        mb = "the full data" if data["batch_size"] is None else f"minibatches of {data['batch_size']} (N/M scaling)"
+        notes = (f"{name}: N = {n}, {x.shape[1]} coefficients{' (b: intercept)' if model['intercept'] else ''}, "
+                 f"w ~ N(0, {model['prior_scale']:g}^2 I). {result.num_steps} steps on {mb}, "
+                 f"S = {section['num_samples']}, bbvi: Adam rate {section['learning_rate']:g}, estimator "
+                 f"{section['estimator']}; ngvi: rho {section['ngvi_step_size']:g}; both decaying to "
+                 f"{section['step_decay']:g} x along a cosine; ELBO and moments of q from "
+                 f"{section['moment_draws']} draws, k-hat from the first {section['psis_draws']}.\n")
+        summary = report(f"Bayesian logistic regression on {name}", tgt, runs, fits, refs,
+                         "NUTS" if refs else None, nuts, out_dir, f"logistic_{name}.png", notes)
+        return summary | {"dataset": name, "num_data": n, "num_coefficients": int(x.shape[1])}
+
+    return Experiment(main.algorithm, lambda key: main.algorithm.init(key, full), batch_fn,
+                      evaluator(main, section["psis_draws"], eval_key), make_report,
+                      baselines=baselines(others, batch_fn, section, eval_key))
