@@ -99,17 +99,17 @@ def test_domain_guard_and_non_finite_rejection():
     alg = ngvi(lambda t, b: 0.5 * jnp.sum(t ** 2) * 10.0, family=expfam.Normal.from_mean_variance(jnp.zeros(2),
                                                                                                      jnp.ones(2)),
                schedule=1.0)
-    state, info = alg.step(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
+    state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
     assert int(info.num_damped) == 2 and bool(np.all(state.q_global.is_valid()))
     # no halving (down to rho / 2^10) keeps the precision positive: q is unchanged, the step rejected
     stuck = ngvi(lambda t, b: 0.5 * jnp.sum(t ** 2) * 1e6, family=expfam.Normal.from_mean_variance(0.0, 1.0),
                  schedule=1.0)
     s0 = stuck.init(jax.random.PRNGKey(0))
-    s1, info = stuck.step(s0, None, jax.random.PRNGKey(1))
+    s1, info = jax.jit(stuck.step)(s0, None, jax.random.PRNGKey(1))
     assert not bool(info.accepted) and int(s1.num_rejected) == 1 and int(info.num_damped) == 1
     bad = ngvi(lambda t, b: jnp.sum(t) * jnp.nan, family=expfam.Normal.from_mean_variance(0.0, 1.0), schedule=0.5)
     s0 = bad.init(jax.random.PRNGKey(0))
-    s1, info = bad.step(s0, None, jax.random.PRNGKey(1))
+    s1, info = jax.jit(bad.step)(s0, None, jax.random.PRNGKey(1))
     assert not bool(info.accepted) and int(s1.num_rejected) == 1
     np.testing.assert_array_equal(s1.q_global.eta1, s0.q_global.eta1)
 
