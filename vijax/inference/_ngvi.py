@@ -51,7 +51,7 @@ from jax.flatten_util import ravel_pytree
 from vijax import expfam
 from vijax._validate import check_choice, check_int, check_key
 from vijax.inference import schedules
-from vijax.inference._bbvi import guarded_update, log_joint
+from vijax.inference._bbvi import _all_finite, guarded_update, log_joint
 from vijax.inference._guides import check_structures
 from vijax.inference.base import safe_increment
 from vijax.types import Array, PRNGKey, PyTree
@@ -178,8 +178,7 @@ def step(state: NGVIState, batch: PyTree, key: PRNGKey, *, joint: Callable, sche
     # indefinite Hessian estimate, say) made no progress: it is counted as rejected, not accepted.
     old_leaves, new_leaves = jax.tree_util.tree_leaves(q), jax.tree_util.tree_leaves(new_q)
     moved = jnp.any(jnp.stack([jnp.any(a != b) for a, b in zip(old_leaves, new_leaves)])) | (rho == 0)
-    ok = (jnp.isfinite(elbo) & moved
-          & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in new_leaves])))
+    ok = jnp.isfinite(elbo) & moved & _all_finite(new_q)
     new_state = NGVIState(guarded_update(new_q, q, ok), safe_increment(state.count),
                           state.num_rejected + (~ok).astype(jnp.int32))
     return new_state, NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped, ok)

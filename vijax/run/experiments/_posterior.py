@@ -131,14 +131,11 @@ def _method(label: str, alg, pytree_guide: bool, target: Target, num_draws: int)
             return jax.vmap(target.quantities)(alg.sample(st, key, n)), alg.log_weights(st, full, key, n)
 
         return Method(label, alg, jax.jit(draws))
-    guide, log_lik, log_prior = _flat(target)
-    joint = log_joint(log_lik, log_prior=log_prior, num_data=target.num_data)
+    guide = _flat(target)[0]
 
-    def flat_draws(st, key):  # one draw at a time (TFP's batched sampling broadcasts ranks)
-        q = st.q_global
-        z = jax.vmap(lambda k: expfam.reparam_sample(q, k))(jax.random.split(key, n))
-        lw = jax.vmap(lambda zs: joint(zs, full) - jnp.sum(q.log_prob(zs)))(z)
-        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), lw
+    def flat_draws(st, key):  # ngvi's own draws and log-weights (the same key: the same draws)
+        z = alg.sample(st, key, n)
+        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), alg.log_weights(st, full, key, n)
 
     return Method(label, alg, jax.jit(flat_draws))
 
