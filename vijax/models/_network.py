@@ -1,0 +1,88 @@
+"""Neural networks as pure functions over parameter pytrees.
+
+A :class:`Network` is the pair ``(apply, params)`` with ``apply(params, x) -> y`` for **one** datum
+(algorithms ``vmap`` it over a batch). It is the one way vijax takes a network: the VAE's encoder
+and decoder, and the feature map under a Bayesian last layer. ``mlp`` builds one in plain JAX;
+``from_equinox`` adapts an Equinox module (the optional extra ``vijax[nn]``), whose array leaves
+become ``params`` and whose other fields stay fixed in ``apply``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from vijax import _validate
+from vijax.types import Array, PRNGKey, PyTree
+
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "softplus": jax.nn.softplus, "elu": jax.nn.elu,
+               "gelu": jax.nn.gelu}
+
+
+class Network(NamedTuple):
+    """``apply(params, x) -> y`` for one datum ``x``, and the parameters it starts from."""
+
+    apply: Callable[[PyTree, Array], Any]
+    params: PyTree
+
+
+def mlp(key: PRNGKey, sizes: Sequence[int], activation: str = "tanh") -> Network:
+    """A multilayer perceptron ``sizes[0] -> ... -> sizes[-1]``, the last layer linear.
+
+    Weights are drawn N(0, 1/fan_in) (LeCun), biases start at zero. ``params`` is a list of
+    ``{"w": (d_in, d_out), "b": (d_out,)}`` dicts.
+    """
+    _validate.check_key("key", key)
+    sizes = tuple(sizes)
+    if len(sizes) < 2:
+        raise ValueError(f"sizes must name at least an input and an output width, got {sizes}")
+    for i, s in enumerate(sizes):
+        _validate.check_int(f"sizes[{i}]", s, minimum=1)
+    _validate.check_choice("activation", activation, tuple(ACTIVATIONS))
+    act = ACTIVATIONS[activation]
+    keys = jax.random.split(key, len(sizes) - 1)
+    params = [{"w": jax.random.normal(k, (a, b)) / jnp.sqrt(a), "b": jnp.zeros((b,))}
+              for k, a, b in zip(keys, sizes[:-1], sizes[1:])]
+
+    def apply(params, x):
+        h = x
+        for i, layer in enumerate(params):
+            h = h @ layer["w"] + layer["b"]
+            if i < len(params) - 1:
+                h = act(h)
+        return h
+
+    return Network(apply, params)
+
+
+def from_equinox(module) -> Network:
+    """A :class:`Network` from an Equinox module: its inexact-array leaves are the parameters.
+
+    Needs ``equinox`` (``pip install vijax[nn]``)."""
+    try:
+        import equinox as eqx
+    except ImportError as err:  # pragma: no cover - the extra is installed in the test environment
+        raise ImportError("from_equinox needs equinox: pip install 'vijax[nn]'") from err
+    params, static = eqx.partition(module, eqx.is_inexact_array)
+
+    def apply(params, x):
+        return eqx.combine(params, static)(x)
+
+    return Network(apply, params)
+
+
+def check_network(net: Network, example: Array, expected_shape: tuple, name: str) -> None:
+    """Raises ValueError naming ``name`` unless ``net.apply(net.params, example)`` (one datum) has
+    the shape ``expected_shape``; traces shapes only (``jax.eval_shape``), computes nothing."""
+    if not isinstance(net, Network):
+        raise ValueError(f"{name} must be a vijax.models.Network (apply, params), got {type(net).__name__}")
+    try:
+        out = jax.eval_shape(net.apply, net.params, example)
+    except Exception as err:  # the user's function failed on a datum of this shape
+        raise ValueError(f"{name}: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}") \
+            from err
+    shapes = jax.tree_util.tree_map(lambda o: tuple(o.shape), out)
+    if shapes != expected_shape:
+        raise ValueError(f"{name} must map one datum of shape {tuple(jnp.shape(example))} to shape "
+                         f"{expected_shape}, got {shapes}")
