@@ -24,6 +24,7 @@ from vijax.models._nonconjugate import (
     structured_prox_update,
 )
 from vijax.models.ctm import CTM, CTMGlobals
+from vijax.models.derived import DerivedConjugateModel, Local, conjugate_model
 from vijax.models._network import ACTIVATIONS, Network, check_network, from_equinox, mlp
 from vijax.models.expfam_prox import NoisyDirichletMultinomial, PoissonGammaSoftplus
 from vijax.models.gap_nmf import GaPNMF
@@ -33,6 +34,9 @@ from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.lda import LDA
 
 __all__ = [
+    "DerivedConjugateModel",
+    "Local",
+    "conjugate_model",
     "ACTIVATIONS",
     "Network",
     "check_network",
