@@ -30,3 +30,17 @@ def test_readme_bring_your_own_model_example_runs():
     np.testing.assert_allclose(np.asarray(mean["w"]), w_ls, atol=0.05)
     assert abs(float(mean["sigma"]) - 0.3) < 0.05
     assert np.isfinite(scope["khat"])
+
+
+def test_readme_derived_conjugate_model_example_runs():
+    """The Poisson mixture with derived updates recovers its two rates (2 and 12, 300 and 200
+    points: within 0.5) and weights."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Bring your own conjugate model"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    rates = np.sort(np.asarray(scope["rates"]))
+    np.testing.assert_allclose(rates, [2.0, 12.0], atol=0.5)
+    alpha = np.sort(np.asarray(scope["state"].q_global["pi"].concentration))
+    np.testing.assert_allclose(alpha, [201.0, 301.0], atol=5.0)
