@@ -73,12 +73,18 @@ class LastLayer(NamedTuple):
     predict: Callable
 
 
+def linear(head: PyTree, feats: Array) -> Array:
+    """The head's output ``feats @ w + b``: (M,) for a vector ``w``, (M, K) for a matrix."""
+    b = head["b"]
+    return feats @ head["w"] + (b[None] if jnp.ndim(b) else b)
+
+
 def head_log_likelihood(likelihood: str, noise_scale: float = 1.0) -> Callable:
     """``(head_params, features (M, F), y (M,)) -> (M,)`` for ``likelihood`` in ``LIKELIHOODS``."""
     check_choice("likelihood", likelihood, LIKELIHOODS)
 
     def log_lik(head, feats, y):
-        out = feats @ head["w"] + head["b"]
+        out = linear(head, feats)
         if likelihood == "gaussian":
             r = (y - out) / noise_scale
             return -0.5 * r * r - math.log(noise_scale) - _HALF_LOG_2PI
@@ -95,7 +101,7 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
                         likelihood: str = "bernoulli", num_classes: Optional[int] = None, noise_scale: float = 1.0,
                         prior_scale: float = 1.0, num_data: Optional[int] = None, family: str = "fullrank",
                         estimator: str = "reparam", num_samples: int = 1, init_scale: float = 0.1,
-                        rank: int = 1) -> LastLayer:
+                        rank: int = 1, optimizer: Any = "adam", schedule: Any = None) -> LastLayer:
     """A Bayesian linear / logistic / softmax head on ``net``'s features (the module docstring).
 
     Args:
@@ -114,6 +120,8 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
       num_samples: S draws of W per ELBO estimate.
       init_scale: q's initial standard deviation.
       rank: the low-rank factor's columns (``"lowrank"``).
+      optimizer, schedule: ``vi.step``'s optimizer and learning rate (``bbvi``'s), for fitting q(W)
+        alone on fixed features; end-to-end training uses the user's own optimizer on ``elbo``.
 
     Returns:
       A :class:`LastLayer`.
@@ -146,7 +154,11 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
     prior_scale = check_scalar("prior_scale", prior_scale, low=0.0)
     if not isinstance(net, Network):
         raise ValueError(f"net must be a vijax.models.Network (apply, params), got {type(net).__name__}")
-    out = jax.eval_shape(net.apply, net.params, example)
+    try:
+        out = jax.eval_shape(net.apply, net.params, example)
+    except Exception as err:  # the user's function failed on a datum of this shape
+        raise ValueError(f"net: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}") \
+            from err
     if num_features is None:
         if not hasattr(out, "shape") or len(out.shape) != 1:
             raise ValueError(f"net must map one datum to a vector of features, got {jax.tree.map(jnp.shape, out)}")
@@ -166,7 +178,7 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
     analytic = estimator in ("reparam", "score")
     prior = tfp.distributions.MultivariateNormalDiag(jnp.zeros(dim, dtype), jnp.full((dim,), prior_scale, dtype))
     vi = bbvi(log_density, family=family, init_params=head0, num_data=num_data, estimator=estimator,
-              num_samples=num_samples, init_scale=init_scale, rank=rank,
+              num_samples=num_samples, init_scale=init_scale, rank=rank, optimizer=optimizer, schedule=schedule,
               prior=prior if analytic else None, log_prior=None if analytic else (
                   lambda head: prior.log_prob(ravel_pytree(head)[0])))
     guide = vi.guide
@@ -198,7 +210,7 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
         feats = features(net_params, x)
 
         def mean(h):
-            out = feats @ h["w"] + h["b"]
+            out = linear(h, feats)
             if likelihood == "bernoulli":
                 return jax.nn.sigmoid(out)
             return jax.nn.softmax(out, axis=-1) if likelihood == "categorical" else out
