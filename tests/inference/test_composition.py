@@ -114,7 +114,7 @@ def test_elbo_is_the_steps_objective_and_reaches_the_batch_for_every_estimator()
     y = x @ jnp.array([1.0, -0.5])
     key = jax.random.PRNGKey(3)
     grads = {}
-    for estimator in ("reparam", "stl", "score", "iwae"):
+    for estimator in ("reparam", "score", "iwae"):
         vi = bbvi(_hyper_density, family="fullrank", init_params=jnp.ones(2), estimator=estimator, num_samples=3)
         state = vi.init(jax.random.PRNGKey(1))
 
@@ -131,7 +131,6 @@ def test_elbo_is_the_steps_objective_and_reaches_the_batch_for_every_estimator()
     # the estimators of the ELBO (the score function's stopped f_s would give zero here) ...
     assert abs(float(grads["reparam"])) > 1.0
     np.testing.assert_allclose(grads["score"], grads["reparam"], rtol=1e-10)
-    np.testing.assert_allclose(grads["stl"], grads["reparam"], rtol=1e-10)
     # ... and the self-normalised importance-weighted one for the IWAE bound
     assert np.isfinite(grads["iwae"]) and abs(float(grads["iwae"] - grads["reparam"])) > 1e-6
 
@@ -141,12 +140,9 @@ def test_elbo_is_the_steps_objective_and_reaches_the_batch_for_every_estimator()
 def test_pattern2_end_to_end_training_improves_held_out_log_predictive():
     s = _run_snippet("## 2. ")
     # XOR on 200 points: the untrained network is at chance (log 0.5 = -0.69); measured after 1500
-    # Adam steps: -0.18 (accuracy about 0.95)
+    # Adam steps: -0.18
     assert float(s["before"]) < -0.6 and float(s["after"]) < 0.0
     assert float(s["after"]) > float(s["before"]) + 0.35, (float(s["before"]), float(s["after"]))
-    probs = jax.jit(s["head"].predict, static_argnums=4)(s["trained"]["net"], s["trained"]["head"], s["x_test"],
-                                                         jax.random.PRNGKey(9), 100)
-    assert probs.shape == (200,) and float(jnp.mean((probs > 0.5) == (s["y_test"] > 0.5))) > 0.85
 
 
 def _exact_gaussian_elbo(net, theta, vparams, guide, x, y, noise, prior_scale):
@@ -173,23 +169,30 @@ def _network(kind, key, sizes):
     return from_equinox(eqx.nn.MLP(sizes[0], sizes[-1], sizes[1], 1, activation=jnp.tanh, key=key))
 
 
-@pytest.mark.parametrize("kind", ["mlp", "equinox"])
-def test_elbo_gradient_reaches_the_network(kind):
-    k_net, k_x, k_y, k_q, k_dir, k_mc = jax.random.split(jax.random.PRNGKey(11), 6)
+def _gaussian_head(kind):
+    """A Gaussian head on a 3 -> 6 -> 4 network, 20 data, and a correlated q (not q's start)."""
+    k_net, k_x, k_y, k_q = jax.random.split(jax.random.PRNGKey(11), 4)
     net = _network(kind, k_net, [3, 6, 4])
     x = jax.random.normal(k_x, (20, 3))
     y = jax.random.normal(k_y, (20,))
     head = bayesian_last_layer(net, x[0], likelihood="gaussian", noise_scale=0.7, prior_scale=1.5)
     vparams = head.init(k_q)
-    vparams = dict(vparams, chol=0.3 * jax.random.normal(k_q, vparams["chol"].shape))  # a correlated q
+    vparams = dict(vparams, chol=0.3 * jax.random.normal(k_q, vparams["chol"].shape))
     theta, unravel = ravel_pytree(net.params)
 
-    def mc(th, key):
+    def mc(th, key):  # the ELBO estimate as a function of the network's flat parameters
         return head.elbo(unravel(th), vparams, (x, y), key)
 
-    # (i) at a fixed key the estimate is a smooth function of theta: a central difference along a
+    return net, head, vparams, x, y, theta, unravel, mc
+
+
+@pytest.mark.parametrize("kind", ["mlp", "equinox"])
+def test_elbo_gradient_reaches_the_network_and_equals_a_finite_difference(kind):
+    # at a fixed key the estimate is a smooth function of theta: a central difference along a
     # random direction agrees with jax.grad (float64, step 1e-5: agreement to ~1e-8 relative)
-    d = jax.random.normal(k_dir, theta.shape)
+    *_, theta, _, mc = _gaussian_head(kind)
+    key = jax.random.PRNGKey(12)
+    d = jax.random.normal(jax.random.PRNGKey(13), theta.shape)
     eps = 1e-5
 
     @jax.jit
@@ -197,25 +200,28 @@ def test_elbo_gradient_reaches_the_network(kind):
         fd = (mc(th + eps * d, key) - mc(th - eps * d, key)) / (2 * eps)
         return jax.grad(mc)(th, key), fd
 
-    g, fd = grad_and_difference(theta, k_mc)
+    g, fd = grad_and_difference(theta, key)
     assert float(jnp.linalg.norm(g)) > 0.1
     np.testing.assert_allclose(g @ d, fd, rtol=1e-6)
 
-    if kind != "mlp":
-        return  # (ii) does not depend on how the network is written
-    # (ii) over 2000 keys its mean is the gradient of the closed-form ELBO (within 5 standard
-    # errors per coordinate), and so is the ELBO's value
+
+@pytest.mark.slow
+def test_elbo_gradient_in_the_network_is_unbiased_for_the_closed_form_elbo():
+    # over 2000 keys the estimate's gradient in theta averages to the gradient of the ELBO written
+    # in closed form here (within 5 standard errors per coordinate), and so does its value
+    net, head, vparams, x, y, theta, unravel, mc = _gaussian_head("mlp")
     exact = jax.jit(jax.value_and_grad(
         lambda th: _exact_gaussian_elbo(net, unravel(th), vparams, head.vi.guide, x, y, 0.7, 1.5)))
-    keys = jax.random.split(k_mc, 2000)
+    keys = jax.random.split(jax.random.PRNGKey(14), 2000)
     vals, grads = jax.jit(jax.vmap(jax.value_and_grad(mc), (None, 0)))(theta, keys)
     exact_val, exact_grad = exact(theta)
     se = np.std(grads, 0) / np.sqrt(len(keys))
+    assert float(np.linalg.norm(exact_grad)) > 0.1
     np.testing.assert_array_less(np.abs(np.mean(grads, 0) - exact_grad), 5 * se + 1e-9)
     assert abs(float(np.mean(vals) - exact_val)) < 5 * float(np.std(vals)) / np.sqrt(len(keys))
 
 
-@pytest.mark.parametrize("estimator", ["stl", "reparam"])
+@pytest.mark.parametrize("estimator", ["stl", pytest.param("reparam", marks=pytest.mark.slow)])
 def test_gaussian_head_on_fixed_features_reaches_the_conjugate_posterior(estimator):
     """q(W) fitted by head.vi.step on fixed features phi(x) is N(mu, Sigma) of the conjugate
     model: Sigma = (U^T U / sigma^2 + I / s^2)^-1, mu = Sigma U^T y / sigma^2, U = [1, phi].
@@ -270,6 +276,7 @@ def test_a_network_of_the_wrong_width_is_named():
         bayesian_last_layer(net, jnp.zeros(3)).init(None)
 
 
+@pytest.mark.slow
 def test_categorical_head_shapes_and_probabilities():
     net = mlp(jax.random.PRNGKey(0), [3, 5, 4])
     head = bayesian_last_layer(net, jnp.zeros(3), likelihood="categorical", num_classes=3, family="meanfield")

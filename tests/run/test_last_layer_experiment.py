@@ -22,11 +22,10 @@ def test_config_file_spells_out_the_registered_defaults():
 
 
 def test_small_run_trains_both_heads_and_reports(tmp_path):
-    # 600 full-batch Adam steps on breast cancer (456 / 113 cases): measured accuracy 0.96-0.97
-    # and mean log predictive -0.19 to -0.22 for both heads, against 0.53 / -0.69 untrained
-    cfg = load_config({"experiment": "bayes_last_layer", "model": {"hidden": [16, 4]},
-                       "algorithm": {"predictive_draws": 200},
-                       "run": {"num_steps": 600, "chunk_size": 300, "eval_every": 300},
+    # 300 full-batch Adam steps on breast cancer (456 / 113 cases), 30 -> 8 -> 4 network
+    cfg = load_config({"experiment": "bayes_last_layer", "model": {"hidden": [8, 4]},
+                       "algorithm": {"predictive_draws": 100},
+                       "run": {"num_steps": 300, "chunk_size": 300, "eval_every": 300},
                        "output": {"dir": str(tmp_path)}})
     result, metrics = run_experiment(cfg)
     rows = {r["method"]: r for r in metrics["summary"]["table"]}
@@ -35,7 +34,7 @@ def test_small_run_trains_both_heads_and_reports(tmp_path):
     for m in ("bayes", "point"):
         assert rows[m]["accuracy"] > 0.9 and rows[m]["log_predictive"] > start["log_predictive"] + 0.3, rows[m]
         assert 0.0 <= rows[m]["ece"] < 0.15
-    assert [e["step"] for e in metrics["evals"]] == [300, 600]
+    assert [e["step"] for e in metrics["evals"]] == [300]
     assert metrics["evals"][-1]["log_predictive"] == pytest.approx(rows["bayes"]["log_predictive"], rel=1e-6)
     # the trained pytree holds the network and q's parameters; the ELBO rose
     assert set(result.state.q_global) == {"net", "head"} and "chol" in result.state.q_global["head"]
