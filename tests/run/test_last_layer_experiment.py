@@ -76,3 +76,16 @@ def test_ece_and_reliability_against_a_hand_count():
         expected_calibration_error(p, np.array([1, 2, 0, 0]))
     with pytest.raises(ValueError, match="^num_bins"):
         reliability(p, y, num_bins=0)
+
+
+@pytest.mark.slow
+def test_config_run_matches_its_recorded_numbers(tmp_path):
+    """configs/bayes_last_layer.yaml (2000 steps). Measured on splits/seeds 0, 1, 2 (docs/composition.md):
+    both heads at 0.97-0.98 held-out accuracy and mean log predictive -0.07 to -0.22, the Bayesian
+    head better by 0.01-0.025 on two splits and worse by 0.005 on the third: no consistent
+    difference on this data."""
+    _, metrics = run_experiment(load_config(CONFIGS / "bayes_last_layer.yaml", [f"output.dir={tmp_path}"]))
+    rows = {r["method"]: r for r in metrics["summary"]["table"]}
+    for m in ("bayes", "point"):
+        assert rows[m]["accuracy"] > 0.95 and rows[m]["log_predictive"] > -0.3 and rows[m]["ece"] < 0.06
+    assert abs(rows["bayes"]["log_predictive"] - rows["point"]["log_predictive"]) < 0.1
