@@ -3,13 +3,15 @@
 Black-box VI on any log-density: ``bbvi`` (an optax optimizer on a Monte Carlo ELBO) and ``ngvi``
 (natural-gradient VI for exponential-family q). Factories take the model (or log-density) first and keyword-only ``num_data`` and ``schedule``; every state holds
 ``q_global`` and ``count``. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
-Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``.
+A Bayesian last layer on a network, trained end to end by the user's own loop:
+``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``.
 """
 from vijax.inference import schedules
 from vijax.inference._bbvi import BBVI, ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
 from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
 from vijax.inference._combinators import lock_step, replace_elbo, restarts, select_restart
 from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
+from vijax.inference._last_layer import LIKELIHOODS, LastLayer, bayesian_last_layer, head_log_likelihood
 from vijax.inference._map import MAPInfo, MAPState, map_em
 from vijax.inference._ngvi import GRADIENTS, NGVI, NGVIInfo, NGVIState, ngvi
 from vijax.inference._optax_vi import OPTIMIZERS, OptaxVIInfo, OptaxVIState, make_optimizer, optax_vi
@@ -30,6 +32,10 @@ __all__ = [
     "GRADIENTS",
     "GaussianGuide",
     "KINDS",
+    "LIKELIHOODS",
+    "LastLayer",
+    "bayesian_last_layer",
+    "head_log_likelihood",
     "NGVI",
     "NGVIInfo",
     "NGVIState",

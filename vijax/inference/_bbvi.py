@@ -30,6 +30,10 @@ data points of ``batch`` (their sum), scaled by N / M, and ``log_prior(params)``
 added once. Draws are made with ``vmap`` over S keys; ``step`` is pure, so it ``vmap``s over seeds.
 A step whose ELBO estimate, gradient or new parameters are not finite is not applied: the state
 keeps its parameters, ``info.accepted`` is False and ``state.num_rejected`` counts it.
+
+``BBVI.elbo(vparams, batch, key)`` is the objective ``step`` ascends as a plain differentiable
+function, so that q can be one part of a larger model trained by the user's own ``jax.grad`` and
+optax (a Bayesian last layer whose ``batch`` holds a network's features; docs/composition.md).
 """
 from __future__ import annotations
 
@@ -76,7 +80,12 @@ class BBVI(NamedTuple):
       q's centre, ``guide.to_tfp(state.q_global)`` q as TFP distributions);
     - ``log_weights(state, batch, key, num_samples) -> (S,)``: log p(x, z_s) - log q(z_s) for draws
       z_s ~ q (in the unconstrained space, Jacobian included), for PSIS (``vijax.metrics.psis``);
-    - ``sample(state, key, num_samples)``: a pytree of parameter draws with a leading S axis.
+    - ``sample(state, key, num_samples)``: a pytree of parameter draws with a leading S axis;
+    - ``elbo(vparams, batch, key) -> scalar``: the Monte Carlo ELBO estimate (the bound for
+      ``"iwae"``) that ``step`` ascends, as a differentiable function (see :func:`elbo`): its
+      gradient in ``vparams`` is the configured estimator, and it is differentiable in anything
+      ``batch`` depends on (features computed by a network, hyperparameters), so it can be one
+      term of a larger model's objective under the user's own ``jax.grad``.
     """
 
     init: Callable
@@ -84,6 +93,7 @@ class BBVI(NamedTuple):
     guide: Any
     log_weights: Callable
     sample: Callable
+    elbo: Callable
 
 
 def log_joint(log_density: Callable, *, log_prior: Optional[Callable] = None,
@@ -143,12 +153,31 @@ def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_sam
     if estimator == "score":
         fs = jax.lax.stop_gradient(logp if analytic else logp - logq)
         baseline = (jnp.sum(fs) - fs) / (num_samples - 1)
-        surrogate = jnp.mean((fs - baseline) * logq)
+        # the last two terms cancel in value and (draws stopped) in vparams; they carry the
+        # gradient in whatever ``batch`` depends on, which the stopped f_s would drop
+        surrogate = jnp.mean((fs - baseline) * logq) + jnp.mean(logp) - jax.lax.stop_gradient(jnp.mean(logp))
         if analytic:
             return surrogate + h, jnp.mean(fs) + jax.lax.stop_gradient(h)
         return surrogate, jnp.mean(fs)
     elbo = jnp.mean(logp) + h if analytic else jnp.mean(logp - logq)
     return elbo, elbo
+
+
+def elbo(vparams: PyTree, batch: PyTree, key: PRNGKey, *, guide, joint: Callable, estimator: str, entropy: str,
+         num_samples: int, prior: Any = None) -> Array:
+    """The ELBO estimate of ``step`` as a differentiable scalar: its value is the Monte Carlo ELBO
+    (the importance-weighted bound for ``"iwae"``), its gradient in ``vparams`` the estimator,
+    and its gradient in anything ``batch`` depends on the Monte Carlo estimate of that gradient
+    at the same draws (the draws z_s = m + S eps_s depend on vparams and the key only).
+
+    For the score-function estimator the value is stop(ELBO) + (surrogate - stop(surrogate)).
+    """
+    check_key("key", key)
+    surrogate, value = _objective(vparams, batch, key, guide=guide, joint=joint, estimator=estimator,
+                                  entropy=entropy, num_samples=num_samples, prior=prior)
+    if estimator != "score":
+        return surrogate
+    return jax.lax.stop_gradient(value) + surrogate - jax.lax.stop_gradient(surrogate)
 
 
 def _all_finite(tree) -> Array:
@@ -236,7 +265,7 @@ def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_p
 
     Returns:
       A :class:`BBVI` (``init(key, batch=None)``, ``step(state, batch, key)``, ``guide``,
-      ``log_weights``, ``sample``).
+      ``log_weights``, ``sample``, ``elbo(vparams, batch, key)``).
 
     Raises:
       ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
@@ -278,8 +307,9 @@ def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_p
     if prior is not None:
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
-    settings = dict(guide=guide, joint=joint, optimizer=optimizer, estimator=estimator, entropy=entropy,
-                    num_samples=num_samples, prior=prior)
+    objective = dict(guide=guide, joint=joint, estimator=estimator, entropy=entropy, num_samples=num_samples,
+                     prior=prior)
+    settings = dict(objective, optimizer=optimizer)
 
     def log_weights(state, batch, key, num_samples):
         vparams = state.q_global
@@ -297,10 +327,11 @@ def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_p
 
     return BBVI(init=lambda key, batch=None: init(key, batch, guide=guide, optimizer=optimizer, joint=joint),
                 step=lambda state, batch, key: step(state, batch, key, **settings),
-                guide=guide, log_weights=log_weights, sample=sample)
+                guide=guide, log_weights=log_weights, sample=sample,
+                elbo=lambda vparams, batch, key: elbo(vparams, batch, key, **objective))
 
 
 bbvi = as_top_level_api
 
-__all__ = ["BBVI", "BBVIInfo", "BBVIState", "ESTIMATORS", "as_top_level_api", "bbvi", "guarded_update", "init",
-           "log_joint", "step"]
+__all__ = ["BBVI", "BBVIInfo", "BBVIState", "ESTIMATORS", "as_top_level_api", "bbvi", "elbo", "guarded_update",
+           "init", "log_joint", "step"]

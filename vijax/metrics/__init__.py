@@ -1,4 +1,5 @@
 """Evaluation metrics."""
+from vijax.metrics._calibration import Reliability, expected_calibration_error, reliability
 from vijax.metrics._lda import DocumentCompletion, corpus_document_completion, document_completion, perplexity
 from vijax.metrics._mixture import (KLEstimate, bernoulli_mixture_kl, bernoulli_mixture_kl_exact, cluster_purity,
                                     components_used, count_distinct)
@@ -9,6 +10,9 @@ from vijax.metrics._topics import TopicRecovery, top_words, topic_recovery
 
 __all__ = [
     "DocumentCompletion",
+    "Reliability",
+    "expected_calibration_error",
+    "reliability",
     "KHAT_THRESHOLD",
     "PSISResult",
     "psis",
