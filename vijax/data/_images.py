@@ -107,7 +107,7 @@ def sample_latent_bernoulli(key: PRNGKey, num_points: int, dim: int, latent_dim:
     b1 = 0.5 * jax.random.normal(k2, (hidden,), dt)
     w2 = logit_scale * jax.random.normal(k3, (hidden, dim), dt) / np.sqrt(hidden)
     z = jax.random.normal(k4, (num_points, latent_dim), dt)
-    probs = jax.nn.sigmoid(jnp.tanh(z @ w1 + b1) @ w2)
+    probs = jax.nn.sigmoid(jnp.tanh(z @ w1 + b1[None]) @ w2)
     x = jax.random.bernoulli(k5, probs).astype(dt)
     return LatentBernoulliData(x, z, probs)
 

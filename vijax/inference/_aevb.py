@@ -188,6 +188,11 @@ def step(state: AEVBState, batch: Array, key: PRNGKey, *, model, decoder: _Decod
     return new_state, AEVBInfo(elbo, ok)
 
 
+def _as_float(x) -> Array:
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
 def _check_eval(model, x, key, num_samples, theta):
     check_key("key", key)
     model.check_data(x, "x")
@@ -270,9 +275,7 @@ def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
     decoder = _Decoder(model.network_params()["decoder"], bayesian_decoder, init_scale, prior_scale)
     settings = dict(model=model, decoder=decoder, optimizer=optimizer, num_data=num_data, num_samples=num_samples)
 
-    def elbo(state, x, key, num_samples=1, theta="sample"):
-        s = _check_eval(model, x, key, num_samples, theta)
-        q = state.q_global
+    def _elbo(q, x, key, s, theta):
         k_theta, k_z = jax.random.split(key)
         if decoder.bayesian and theta == "sample":  # one theta per Monte Carlo sample, shared by the data
             thetas, _ = decoder.draws(q["decoder"], k_theta, s, "sample")
@@ -281,13 +284,7 @@ def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
             return jnp.mean(per, axis=0)
         return _batch_elbo(model, q["encoder"], decoder.point(q["decoder"]), x, k_z, s)
 
-    def iwae_log_likelihood(state, x, key, num_samples=1000, chunk_size=256, theta="sample"):
-        k_total = _check_eval(model, x, key, num_samples, theta)
-        c = min(check_int("chunk_size", chunk_size), k_total)
-        num_chunks = -(-k_total // c)
-        q = state.q_global
-        x = jnp.asarray(x)
-
+    def _iwae(q, x, key, k_total, c, theta):
         def chunk(acc, i):
             k_theta, k_z = jax.random.split(jax.random.fold_in(key, i))
             th, axis = decoder.draws(q["decoder"], k_theta, c, theta)
@@ -296,24 +293,41 @@ def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
             w = jnp.where(valid[:, None], w, -jnp.inf)
             return jnp.logaddexp(acc, jax.scipy.special.logsumexp(w, axis=0)), None
 
-        start = jnp.full((x.shape[0],), -jnp.inf, jnp.result_type(float))
-        acc, _ = jax.lax.scan(chunk, start, jnp.arange(num_chunks))
+        start = jnp.full((x.shape[0],), -jnp.inf, x.dtype)
+        acc, _ = jax.lax.scan(chunk, start, jnp.arange(-(-k_total // c)))
         return acc - math.log(k_total)
 
-    def reconstruct(state, x):
-        model.check_data(x, "x")
-        q = state.q_global
+    def _reconstruct(q, x):
         th = decoder.point(q["decoder"])
-        return jax.vmap(lambda xn: model.mean(th, model.encode(q["encoder"], xn)[0]))(jnp.asarray(x))
+        return jax.vmap(lambda xn: model.mean(th, model.encode(q["encoder"], xn)[0]))(x)
 
-    def sample(state, key, num_samples):
-        check_key("key", key)
-        s = check_int("num_samples", num_samples)
+    def _sample(q, key, s):
         k_theta, k_z = jax.random.split(key)
-        q = state.q_global
         thetas, axis = decoder.draws(q["decoder"], k_theta, s, "sample")
         z = jax.random.normal(k_z, (s, model.latent_dim), jnp.result_type(float))
         return jax.vmap(model.mean, (axis, 0))(thetas, z)
+
+    # checked on the host, then one compiled program per setting (inlined under a caller's jit)
+    jit_elbo = jax.jit(_elbo, static_argnums=(3, 4))
+    jit_iwae = jax.jit(_iwae, static_argnums=(3, 4, 5))
+    jit_reconstruct, jit_sample = jax.jit(_reconstruct), jax.jit(_sample, static_argnums=(2,))
+
+    def elbo(state, x, key, num_samples=1, theta="sample"):
+        s = _check_eval(model, x, key, num_samples, theta)
+        return jit_elbo(state.q_global, _as_float(x), key, s, theta)
+
+    def iwae_log_likelihood(state, x, key, num_samples=1000, chunk_size=256, theta="sample"):
+        k_total = _check_eval(model, x, key, num_samples, theta)
+        c = min(check_int("chunk_size", chunk_size), k_total)
+        return jit_iwae(state.q_global, _as_float(x), key, k_total, c, theta)
+
+    def reconstruct(state, x):
+        model.check_data(x, "x")
+        return jit_reconstruct(state.q_global, _as_float(x))
+
+    def sample(state, key, num_samples):
+        check_key("key", key)
+        return jit_sample(state.q_global, key, check_int("num_samples", num_samples))
 
     return AEVB(init=lambda key, batch=None: init(key, batch, model=model, decoder=decoder, optimizer=optimizer),
                 step=lambda state, batch, key: step(state, batch, key, **settings),

@@ -101,7 +101,7 @@ class VAE:
     def sample_latent(mean: Array, log_scale: Array, key: PRNGKey, num_samples: int) -> Array:
         """(S, d) reparameterized draws z = mu + sigma * eps, eps ~ N(0, I) (Kingma and Welling 2014, §2.4)."""
         eps = jax.random.normal(key, (num_samples,) + mean.shape, mean.dtype)
-        return mean + jnp.exp(log_scale) * eps
+        return mean[None] + jnp.exp(log_scale)[None] * eps
 
     @staticmethod
     def log_q(mean: Array, log_scale: Array, z: Array) -> Array:
