@@ -141,8 +141,10 @@ def test_step_scaling_bayesian_kl_gradients_jit_and_vmap_over_seeds():
     np.testing.assert_allclose(bayes.decoder_kl(state2), _kl_to(v2, 2.0), rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_training_on_synthetic_binary_data_raises_the_test_elbo():
-    """The point decoder (the Bayesian one trains in the experiment's test)."""
+    """The point decoder, with a plain lax.scan (slow: one more compiled program; the experiment's
+    test trains both decoders through the runner)."""
     data = sample_latent_bernoulli(jax.random.PRNGKey(0), 600, 16, latent_dim=2, hidden=8)
     train, test = data.x[:500], data.x[500:]
     vae = VAE(np_mlp(5, (16, 16, 4)), np_mlp(6, (2, 16, 16)), latent_dim=2, data_dim=16)
