@@ -16,28 +16,56 @@ TINY = {"experiment": "vae",
         "run": {"num_steps": 300, "chunk_size": 150, "eval_every": 150, "progress": False}}
 
 
-def test_tiny_run_trains_both_decoders_and_writes_its_results(tmp_path):
-    cfg = load_config(dict(TINY, output={"dir": str(tmp_path)}))
-    _, metrics = run_experiment(cfg)
-    rows = metrics["summary"]["table"]
-    assert [(r["method"], r["theta"]) for r in rows] == [
-        ("point_decoder", "point"), ("bayesian_decoder", "q(θ) draws"), ("bayesian_decoder", "E_q[θ]")]
+def _check_rows(rows, metrics, tmp_path):
     for r in rows:
         for key in ("test ELBO", "ELBO SE", "IW log-lik", "IW SE (test points)", "IW sd over repeats"):
-            assert np.isfinite(r[key]), (r["method"], key)
+            assert np.isfinite(r[key]), (r["method"], r["theta"], key)
         assert r["IW sd over repeats"] > 0 and r["IW log-lik"] > r["test ELBO"]
-    for r in rows[:2]:  # 300 steps (75 passes) raise the test ELBO of both decoders by nats per datum
-        assert r["test ELBO"] > r["test ELBO at start"] + 1.0, r
-        assert r["rejected steps"] == 0
-    assert rows[1]["KL(q(θ)‖p(θ)) / N"] > 0 and rows[0]["KL(q(θ)‖p(θ)) / N"] == 0
+    for r in rows:
+        if "test ELBO at start" in r:  # 300 steps (75 passes) raise the test ELBO by nats per datum
+            assert r["test ELBO"] > r["test ELBO at start"] + 1.0, r
+            assert r["rejected steps"] == 0
     # the generating model's log p(x_test): a fitted model's IW log-likelihood lies below it (in expectation)
     truth = metrics["summary"]["true_model_log_lik"]
     assert np.isfinite(truth["mean"]) and all(r["IW log-lik"] < truth["mean"] + 3 * truth["se"] for r in rows)
     assert [e["step"] for e in metrics["evals"]] == [150, 300] and np.isfinite(metrics["evals"][-1]["test_elbo"])
     for name in ("results.md", "vae_reconstructions.png", "vae_samples.png", "metrics.json", "elbo.png"):
         assert os.path.getsize(tmp_path / name) > 0
-    text = (tmp_path / "results.md").read_text()
-    assert "IW sd over repeats" in text and "bayesian_decoder" in text
+    assert "IW sd over repeats" in (tmp_path / "results.md").read_text()
+
+
+def test_tiny_run_of_the_bayesian_decoder_writes_its_results(tmp_path):
+    cfg = load_config(dict(TINY, algorithm=dict(TINY["algorithm"], bayesian_decoder=True, compare=False),
+                           output={"dir": str(tmp_path)}))
+    _, metrics = run_experiment(cfg)
+    rows = metrics["summary"]["table"]
+    assert [(r["method"], r["theta"]) for r in rows] == [("bayesian_decoder", "q(θ) draws"),
+                                                          ("bayesian_decoder", "E_q[θ]")]
+    assert rows[0]["KL(q(θ)‖p(θ)) / N"] > 0
+    _check_rows(rows, metrics, tmp_path)
+
+
+@pytest.mark.slow
+def test_tiny_run_compares_both_decoders(tmp_path):
+    _, metrics = run_experiment(load_config(dict(TINY, output={"dir": str(tmp_path)})))
+    rows = metrics["summary"]["table"]
+    assert [(r["method"], r["theta"]) for r in rows] == [
+        ("point_decoder", "point"), ("bayesian_decoder", "q(θ) draws"), ("bayesian_decoder", "E_q[θ]")]
+    assert rows[0]["KL(q(θ)‖p(θ)) / N"] == 0
+    _check_rows(rows, metrics, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vae_digits", "vae_synthetic"])
+def test_configs_at_their_size(tmp_path, name):
+    """The configs' defaults (10,000 steps each decoder; about a minute on a two-core CPU):
+    measured numbers in docs/aevb.md; here only what must hold."""
+    _, metrics = run_experiment(load_config(CONFIGS / f"{name}.yaml", [f"output.dir={tmp_path}"]))
+    rows = metrics["summary"]["table"]
+    assert len(rows) == 3
+    for r in rows:
+        assert r["IW log-lik"] > r["test ELBO"] and r["IW sd over repeats"] < 0.1
+    assert rows[0]["test ELBO"] > rows[0]["test ELBO at start"] + 10.0
 
 
 def test_configs_resolve_and_errors_name_the_key(tmp_path):
