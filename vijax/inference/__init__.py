@@ -1,5 +1,6 @@
 """Inference algorithms as ``VIAlgorithm(init, step)`` pairs of pure functions.
 
+Auto-encoding variational Bayes (``aevb``: a VAE with a point or a Bayesian decoder).
 Black-box VI on any log-density: ``bbvi`` (an optax optimizer on a Monte Carlo ELBO) and ``ngvi``
 (natural-gradient VI for exponential-family q). Factories take the model (or log-density) first and keyword-only ``num_data`` and ``schedule``; every state holds
 ``q_global`` and ``count``. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
@@ -7,6 +8,7 @@ A Bayesian last layer on a network, trained end to end by the user's own loop:
 ``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``.
 """
 from vijax.inference import schedules
+from vijax.inference._aevb import AEVB, THETA_DRAWS, AEVBInfo, AEVBState, aevb, gaussian_kl
 from vijax.inference._bbvi import BBVI, ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
 from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
 from vijax.inference._combinators import lock_step, replace_elbo, restarts, select_restart
@@ -23,7 +25,13 @@ from vijax.inference._svi import SVIInfo, SVIState, svi
 from vijax.inference.base import InitFn, StepFn, VIAlgorithm, safe_increment
 
 __all__ = [
+    "AEVB",
+    "AEVBInfo",
+    "AEVBState",
     "ALGORITHMS",
+    "THETA_DRAWS",
+    "aevb",
+    "gaussian_kl",
     "BBVI",
     "BBVIInfo",
     "BBVIState",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from vijax.inference._aevb import aevb
 from vijax.inference._bbvi import bbvi
 from vijax.inference._cavi import cavi
 from vijax.inference._map import map_em
@@ -121,6 +122,11 @@ register_algorithm("bbvi", bbvi,
                    settings=("family", "init_params", "bijectors", "optimizer", "estimator", "entropy", "num_samples",
                              "log_prior", "prior", "init_scale", "rank", "kappa", "eps", "decay", "rho", "b1", "b2"),
                    description="black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)")
+register_algorithm("aevb", aevb,
+                   settings=("optimizer", "num_samples", "bayesian_decoder", "prior_scale", "init_scale", "kappa", "eps",
+                             "decay", "rho", "b1", "b2"),
+                   description="auto-encoding variational Bayes, a point or a mean-field Bayesian decoder "
+                               "(Kingma and Welling 2014)")
 register_algorithm("ngvi", ngvi, settings=("family", "num_samples", "gradient", "prior", "log_prior"),
                    description="natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)")
 

@@ -10,6 +10,7 @@ from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed
 from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_point_estimates
 from vijax.models.bernoulli_mixture import BernoulliMixture
 from vijax.models._nonconjugate import (
+    AEVBModel,
     GradientProxModel,
     ParamsModel,
     ProxModel,
@@ -32,11 +33,16 @@ from vijax.models.glm import GLM
 from vijax.models.gp_classification import GPClassification, GPGradient, GPPosterior
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.lda import LDA
+from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
+from vijax.models.vae import VAE
 
 __all__ = [
     "DerivedConjugateModel",
     "Local",
     "conjugate_model",
+    "AEVBModel",
+    "VAE",
+    "VAE_LIKELIHOODS",
     "ACTIVATIONS",
     "Network",
     "check_network",

@@ -100,6 +100,43 @@ class ParamsModel(Protocol):
         """The ELBO estimate at ``params`` (minibatch terms scaled by N/M)."""
 
 
+@runtime_checkable
+class AEVBModel(Protocol):
+    """What auto-encoding variational Bayes (``vijax.inference.aevb``) needs: an amortized
+    diagonal-Gaussian q(z | x) (the encoder), a decoder's log-likelihood log p(x | z; theta) and a
+    standard-normal prior, all for ONE datum (``vijax.models.VAE``)."""
+
+    latent_dim: int
+    data_dim: int
+
+    def network_params(self) -> PyTree:
+        """{"encoder": phi, "decoder": theta}, the starting parameters."""
+
+    def encode(self, enc_params: PyTree, x: Array) -> tuple:
+        """(mu, log sigma) of q(z | x), each (d,)."""
+
+    def sample_latent(self, mean: Array, log_scale: Array, key: PRNGKey, num_samples: int) -> Array:
+        """(S, d) reparameterized draws of q(z | x)."""
+
+    def log_q(self, mean: Array, log_scale: Array, z: Array) -> Array:
+        """log q(z | x) for one z."""
+
+    def kl_to_prior(self, mean: Array, log_scale: Array) -> Array:
+        """KL(q(z | x) || p(z)) in closed form."""
+
+    def log_prior(self, z: Array) -> Array:
+        """log p(z) for one z."""
+
+    def log_likelihood(self, dec_params: PyTree, z: Array, x: Array) -> Array:
+        """log p(x | z; theta), a scalar."""
+
+    def mean(self, dec_params: PyTree, z: Array) -> Array:
+        """E[x | z; theta]."""
+
+    def check_data(self, x: Array, name: str = "x") -> None:
+        """Raises ValueError naming ``name`` for data the model cannot take."""
+
+
 def mean_param_grad(fn: Callable[[PyTree], Array], q: PyTree) -> PyTree:
     """grad_mu fn for a function of a pytree of families, by the chain rule through lambda.
 
@@ -191,6 +228,6 @@ def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> Py
     return new
 
 
-__all__ = ["GradientProxModel", "ParamsModel", "ProxModel", "ProxUpdate", "StructuredProxModel", "euclidean_natural_grad_step",
+__all__ = ["AEVBModel", "GradientProxModel", "ParamsModel", "ProxModel", "ProxUpdate", "StructuredProxModel", "euclidean_natural_grad_step",
            "kl_prox_closed_form", "kl_prox_target", "kl_prox_update", "mean_param_grad", "prox_objective",
            "structured_prox_update"]

@@ -1,0 +1,141 @@
+"""Data for variational autoencoders: scikit-learn's 8 x 8 digits as images, and binary data drawn
+from a fixed random decoder (a known latent-variable model of the VAE's own form).
+
+- ``load_digits_images``: the 1,797 digits of scikit-learn (``sklearn.datasets.load_digits``,
+  bundled with the package: no download), pixels scaled from {0, ..., 16} to [0, 1], optionally
+  binarised at a threshold; a seeded split, stratified by digit.
+- ``sample_latent_bernoulli``: z_n ~ N(0, I_d), x_n ~ Bernoulli(sigmoid(f(z_n))) with
+  f(z) = W2 tanh(W1 z + b1) a one-hidden-layer network whose weights are drawn from the key;
+  ``latent_bernoulli_log_prob`` estimates log p(x) under it (a reference for fitted models).
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax._validate import check_bool, check_int, check_scalar, float_dtype
+from vijax.data._uci import _split
+from vijax.types import Array, PRNGKey
+
+
+class ImageData(NamedTuple):
+    """x_train (N, H*W) and x_test (P, H*W) in [0, 1], their labels y_train (N,), y_test (P,),
+    ``image_shape`` (H, W) and ``name``."""
+
+    x_train: np.ndarray
+    x_test: np.ndarray
+    y_train: np.ndarray
+    y_test: np.ndarray
+    image_shape: tuple
+    name: str
+
+
+def load_digits_images(seed: int = 0, test_fraction: float = 0.2, binarize: bool = False,
+                       threshold: float = 0.5) -> ImageData:
+    """scikit-learn's 8 x 8 digits (1,797 images of 64 pixels), scaled to [0, 1].
+
+    Args:
+      seed: the split's seed (a permutation of each digit's images; the same seed, the same split).
+      test_fraction: the fraction of each digit held out, in (0, 1).
+      binarize: pixels > ``threshold`` become 1, the others 0 (deterministic), for a Bernoulli
+        likelihood.
+      threshold: in (0, 1).
+
+    Returns:
+      An :class:`ImageData` (float64 pixels, int labels 0-9).
+
+    Examples:
+        >>> d = load_digits_images(binarize=True)
+        >>> d.x_train.shape, d.x_test.shape, d.image_shape, sorted(set(d.x_train.ravel()))
+        ((1438, 64), (359, 64), (8, 8), [0.0, 1.0])
+    """
+    from sklearn.datasets import load_digits as sk  # deferred: scikit-learn is slow to import
+
+    check_int("seed", seed, minimum=0)
+    check_scalar("test_fraction", test_fraction, low=0.0, high=1.0, include_high=False)
+    check_bool("binarize", binarize)
+    check_scalar("threshold", threshold, low=0.0, high=1.0, include_high=False)
+    d = sk()
+    x = d.data / 16.0
+    if binarize:
+        x = (x > threshold).astype(np.float64)
+    xtr, ytr, xte, yte = _split(x, d.target, seed, test_fraction)
+    return ImageData(xtr, xte, ytr.astype(np.int64), yte.astype(np.int64), (8, 8),
+                     "digits_binary" if binarize else "digits")
+
+
+class LatentBernoulliData(NamedTuple):
+    """x (N, D) in {0, 1}, the latents z (N, d) that made them, the pixel probabilities (N, D), and
+    the generating decoder's weights ``decoder`` = {"w1" (d, H), "b1" (H,), "w2" (H, D)}."""
+
+    x: Array
+    z: Array
+    probs: Array
+    decoder: dict
+
+
+def latent_bernoulli_log_prob(decoder: dict, x: Array, key: PRNGKey, num_samples: int = 10000) -> Array:
+    """log p(x_n) under the generating model of :func:`sample_latent_bernoulli` (weights
+    ``decoder``), by simple Monte Carlo over the prior, log (1/K) sum_k p(x_n | z_k), z_k ~ N(0, I):
+    a reference for a fitted model's log-likelihood (consistent; a low-variance estimate for a latent
+    dimension of 2 or 3 and K in the thousands). Returns (N,)."""
+    num_samples = check_int("num_samples", num_samples)
+    return _prior_mc(decoder, jnp.asarray(x), key, num_samples)
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _prior_mc(decoder, x, key, num_samples):
+    z = jax.random.normal(key, (num_samples, decoder["w1"].shape[0]), x.dtype)
+    logits = jnp.tanh(z @ decoder["w1"] + decoder["b1"][None]) @ decoder["w2"]  # (K, D)
+    ll = x @ jax.nn.log_sigmoid(logits).T + (1.0 - x) @ jax.nn.log_sigmoid(-logits).T  # (N, K)
+    return jax.scipy.special.logsumexp(ll, axis=1) - np.log(num_samples)
+
+
+def sample_latent_bernoulli(key: PRNGKey, num_points: int, dim: int, latent_dim: int = 2, hidden: int = 16, *,
+                            logit_scale: float = 3.0, dtype=None) -> LatentBernoulliData:
+    """Binary data from a fixed random decoder (a VAE's generative model with known latents)::
+
+        W1 ~ N(0, 1/d) (d x H), b1 ~ N(0, 1/4), W2 ~ N(0, c^2/H) (H x D),
+        z_n ~ N(0, I_d),  x_n ~ Bernoulli(sigmoid(tanh(z_n W1 + b1) W2)),
+
+    c = ``logit_scale`` (larger: pixels closer to deterministic given z). The decoder's weights
+    and the data come from ``key``.
+
+    Args:
+      key: PRNG key.
+      num_points: N >= 1.
+      dim: D >= 1 (a square D shows as an image in the experiment's plots).
+      latent_dim: d >= 1.
+      hidden: H >= 1.
+      logit_scale: c > 0.
+      dtype: float dtype (default: JAX's default float).
+
+    Examples:
+        >>> data = sample_latent_bernoulli(jax.random.PRNGKey(0), 10, 16)
+        >>> data.x.shape, data.z.shape
+        ((10, 16), (10, 2))
+    """
+    num_points, dim = check_int("num_points", num_points), check_int("dim", dim)
+    latent_dim, hidden = check_int("latent_dim", latent_dim), check_int("hidden", hidden)
+    logit_scale = check_scalar("logit_scale", logit_scale, low=0.0)
+    return _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, float_dtype(dtype))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))  # one program, not one per eager op
+def _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, dt):
+    k1, k2, k3, k4, k5 = jax.random.split(key, 5)
+    w1 = jax.random.normal(k1, (latent_dim, hidden), dt) / np.sqrt(latent_dim)
+    b1 = 0.5 * jax.random.normal(k2, (hidden,), dt)
+    w2 = logit_scale * jax.random.normal(k3, (hidden, dim), dt) / np.sqrt(hidden)
+    z = jax.random.normal(k4, (num_points, latent_dim), dt)
+    probs = jax.nn.sigmoid(jnp.tanh(z @ w1 + b1[None]) @ w2)
+    x = jax.random.bernoulli(k5, probs).astype(dt)
+    return LatentBernoulliData(x, z, probs, {"w1": w1, "b1": b1, "w2": w2})
+
+
+__all__ = ["ImageData", "LatentBernoulliData", "latent_bernoulli_log_prob", "load_digits_images",
+           "sample_latent_bernoulli"]

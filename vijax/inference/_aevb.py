@@ -1,0 +1,340 @@
+"""Auto-encoding variational Bayes (AEVB) and its fully Bayesian version.
+
+Kingma and Welling (2014), *Auto-Encoding Variational Bayes*; the *Raise your ELBO* tutorial
+(2019, §AEVB, §Fully Bayesian AEVB). The model is an ``AEVBModel`` (``vijax.models.VAE``): an
+encoder q_phi(z | x) = N(mu_phi(x), diag(sigma_phi(x)^2)), a decoder p(x | z; theta) and the prior
+p(z) = N(0, I).
+
+**AEVB** (``bayesian_decoder=False``): theta is a point estimate, and the objective is the
+minibatch estimate of sum_n ELBO_n (the tutorial's U, with the reparameterized z = mu + sigma eps)
+
+    L(phi, theta) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ],
+
+the KL in closed form. It is a lower bound on log p(X; theta).
+
+**Fully Bayesian AEVB** (``bayesian_decoder=True``): theta ~ p(theta) = N(0, prior_scale^2 I)
+and q(theta) is a mean-field Gaussian over the flat decoder parameters (``GaussianGuide``,
+softplus scales, started at the decoder's own parameters with sd ``init_scale``). One
+reparameterized theta = m + s zeta is drawn per step and shared by the batch:
+
+    L(phi, gamma) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ]
+                     - KL(q(theta) || p(theta)),
+
+where KL(q(theta) || p(theta)) = sum_i [log(prior_scale / s_i) + (s_i^2 + m_i^2) / (2 prior_scale^2) - 1/2]
+is subtracted once per step (not scaled by N/M). It is a lower bound on log p(X).
+
+Both are ascended with an optax optimizer (``schedule`` is its learning rate). A step whose ELBO
+estimate, gradient or new parameters are not finite is not applied (``info.accepted`` False,
+``state.num_rejected`` counts it), as in ``bbvi``.
+
+**Evaluation.**
+
+- ``elbo(state, x, key, num_samples)``: per-datum ELBO estimates (N,). With the Bayesian
+  decoder, theta is drawn from q(theta) once per Monte Carlo sample (shared by the data): the
+  estimate is of E_q(theta)[ELBO_n(theta)], a lower bound on log E_q(theta) p(x_n | theta), the
+  predictive density of x_n under q(theta) (the global KL is not part of a datum's bound).
+- ``iwae_log_likelihood(state, x, key, num_samples=K)``: per-datum estimates of log p(x_n) by
+  importance sampling with the encoder as proposal (Burda, Grosse and Salakhutdinov 2016),
+  log (1/K) sum_k p(x_n | z_k) p(z_k) / q(z_k | x_n), whose expectation increases with K to
+  log p(x_n). K is taken in chunks of ``chunk_size`` (a ``lax.scan`` with a running
+  log-sum-exp), so memory is O(N chunk_size) whatever K. With the Bayesian decoder and
+  ``theta="sample"`` (the default) a fresh theta_k ~ q(theta) goes with each importance sample
+  (shared by the data), so the weights' mean is the predictive density E_q(theta) p(x_n | theta)
+  and the estimate converges to its log; ``theta="mean"`` plugs in q's mean instead (log p(x_n)
+  at theta = E_q[theta]).
+- ``reconstruct(state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta (deterministic);
+  ``sample(state, key, num_samples)``: E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from vijax._validate import batch_size, check_bool, check_choice, check_int, check_key, check_scalar
+from vijax.inference._bbvi import _all_finite, guarded_update
+from vijax.inference._guides import GaussianGuide
+from vijax.inference._optax_vi import make_optimizer
+from vijax.inference.base import check_protocol, safe_increment
+from vijax.models import AEVBModel
+from vijax.types import Array, PRNGKey, PyTree
+
+THETA_DRAWS = ("sample", "mean")
+
+
+class AEVBState(NamedTuple):
+    """q_global: {"encoder": phi, "decoder": theta} (a point decoder) or
+    {"encoder": phi, "decoder": q(theta)'s vparams {"loc", "scale"}} (the Bayesian decoder);
+    opt_state: optax's state; count: int32 steps taken; num_rejected: int32 steps not applied."""
+
+    q_global: PyTree
+    opt_state: PyTree
+    count: Array
+    num_rejected: Array
+
+
+class AEVBInfo(NamedTuple):
+    """elbo: the minibatch ELBO estimate (scaled to N) at the parameters before the step;
+    accepted: whether the step was applied."""
+
+    elbo: Array
+    accepted: Array
+
+
+class AEVB(NamedTuple):
+    """``aevb``'s algorithm: ``init``/``step`` as every ``VIAlgorithm``, plus ``elbo``,
+    ``iwae_log_likelihood``, ``reconstruct`` and ``sample`` (see the module docstring), and
+    ``decoder_kl(state)``: KL(q(theta) || p(theta)) (0 for a point decoder)."""
+
+    init: Callable
+    step: Callable
+    elbo: Callable
+    iwae_log_likelihood: Callable
+    reconstruct: Callable
+    sample: Callable
+    decoder_kl: Callable
+
+
+def gaussian_kl(loc: Array, scale: Array, prior_scale: float) -> Array:
+    """KL(N(loc, diag(scale^2)) || N(0, prior_scale^2 I)) summed over the coordinates."""
+    r = scale / prior_scale
+    return jnp.sum(-jnp.log(r) + 0.5 * (r * r + (loc / prior_scale) ** 2) - 0.5)
+
+
+class _Decoder:
+    """How theta is obtained from ``q_global["decoder"]``: the point itself, or draws of q(theta)."""
+
+    def __init__(self, template: PyTree, bayesian: bool, init_scale: float, prior_scale: float):
+        self.bayesian, self.prior_scale = bayesian, prior_scale
+        self.guide = GaussianGuide(template, "meanfield", init_scale=init_scale) if bayesian else None
+
+    def init(self, template: PyTree) -> PyTree:
+        return self.guide.init() if self.bayesian else template
+
+    def draw(self, vparams: PyTree, key: PRNGKey) -> PyTree:
+        """One theta: a reparameterized draw of q(theta), or the point."""
+        if not self.bayesian:
+            return vparams
+        return self.guide.constrain(self.guide.sample(vparams, key))[0]
+
+    def draws(self, vparams: PyTree, key: PRNGKey, num: int, how: str) -> tuple[PyTree, Any]:
+        """(thetas, vmap axis): ``num`` stacked draws (axis 0), or one theta (axis None)."""
+        if not self.bayesian:
+            return vparams, None
+        if how == "mean":
+            return self.guide.mean(vparams), None
+        return jax.vmap(self.draw, (None, 0))(vparams, jax.random.split(key, num)), 0
+
+    def point(self, vparams: PyTree) -> PyTree:
+        return self.guide.mean(vparams) if self.bayesian else vparams
+
+    def kl(self, vparams: PyTree) -> Array:
+        if not self.bayesian:
+            return jnp.zeros((), jax.tree_util.tree_leaves(vparams)[0].dtype)
+        return gaussian_kl(vparams["loc"], jax.nn.softplus(vparams["scale"]), self.prior_scale)
+
+
+def _batch_elbo(model, enc, theta, x, key, num_samples):
+    """(M,) per-datum (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)), one key per datum."""
+
+    def datum(xn, kn):
+        mean, log_scale = model.encode(enc, xn)
+        z = model.sample_latent(mean, log_scale, kn, num_samples)
+        ll = jax.vmap(model.log_likelihood, (None, 0, None))(theta, z, xn)
+        return jnp.mean(ll) - model.kl_to_prior(mean, log_scale)
+
+    return jax.vmap(datum)(x, jax.random.split(key, x.shape[0]))
+
+
+def _objective(q, batch, key, *, model, decoder, num_data, num_samples):
+    """The minibatch ELBO estimate of the module docstring (scaled to N, the decoder's KL once)."""
+    k_theta, k_z = jax.random.split(key)
+    theta = decoder.draw(q["decoder"], k_theta)
+    m = batch_size(batch)
+    per = _batch_elbo(model, q["encoder"], theta, batch, k_z, num_samples)
+    scale = 1.0 if num_data is None else num_data / m
+    return scale * jnp.sum(per) - decoder.kl(q["decoder"])
+
+
+def init(key: PRNGKey, batch: PyTree = None, *, model, decoder: _Decoder,
+         optimizer: optax.GradientTransformation) -> AEVBState:
+    """The networks' own parameters (and q(theta) centred on the decoder's) and the optimizer's
+    state; with a ``batch``, its shape and values are checked (``model.check_data``)."""
+    check_key("key", key)
+    if batch is not None:
+        model.check_data(batch, "batch")
+    params = model.network_params()
+    q = {"encoder": params["encoder"], "decoder": decoder.init(params["decoder"])}
+    zero = jnp.zeros((), jnp.int32)
+    return AEVBState(q, optimizer.init(q), zero, zero)
+
+
+def step(state: AEVBState, batch: Array, key: PRNGKey, *, model, decoder: _Decoder,
+         optimizer: optax.GradientTransformation, num_data: Optional[int],
+         num_samples: int) -> tuple[AEVBState, AEVBInfo]:
+    """One optimizer step on the minibatch ELBO (see the module docstring)."""
+    check_key("key", key)
+    model.check_data(batch, "batch")
+    elbo, grads = jax.value_and_grad(_objective)(state.q_global, batch, key, model=model, decoder=decoder,
+                                                 num_data=num_data, num_samples=num_samples)
+    updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)
+    new = optax.apply_updates(state.q_global, updates)
+    ok = jnp.isfinite(elbo) & _all_finite(grads) & _all_finite(new)
+    new_state = AEVBState(guarded_update(new, state.q_global, ok), guarded_update(opt_state, state.opt_state, ok),
+                          safe_increment(state.count), state.num_rejected + (~ok).astype(jnp.int32))
+    return new_state, AEVBInfo(elbo, ok)
+
+
+def _as_float(x) -> Array:
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
+def _check_eval(model, x, key, num_samples, theta):
+    check_key("key", key)
+    model.check_data(x, "x")
+    check_choice("theta", theta, THETA_DRAWS)
+    return check_int("num_samples", num_samples)
+
+
+def _log_weights(model, enc, theta, theta_axis, x, key, num):
+    """(num, N) log p(x_n | z_kn; theta_k) + log p(z_kn) - log q(z_kn | x_n), z_kn ~ q(z | x_n)."""
+    keys = jax.random.split(key, x.shape[0])
+
+    def per_datum(xn, kn, th):
+        mean, log_scale = model.encode(enc, xn)
+        z = model.sample_latent(mean, log_scale, kn, num)
+        lq = jax.vmap(model.log_q, (None, None, 0))(mean, log_scale, z)
+        lp = jax.vmap(model.log_prior)(z)
+        ll = jax.vmap(model.log_likelihood, (theta_axis, 0, None))(th, z, xn)
+        return ll + lp - lq
+
+    return jax.vmap(per_datum, (0, 0, None), 1)(x, keys, theta)
+
+
+def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
+                     optimizer: Union[str, optax.GradientTransformation] = "adam", num_samples: int = 1,
+                     bayesian_decoder: bool = False, prior_scale: float = 1.0, init_scale: float = 0.01,
+                     **hyper: Any) -> AEVB:
+    """AEVB (Kingma and Welling 2014) or fully Bayesian AEVB (the *Raise your ELBO* tutorial,
+    §Fully Bayesian AEVB) for ``model`` (see the module docstring).
+
+    Args:
+      model: an ``AEVBModel`` (``vijax.models.VAE``).
+      num_data: N for the N / M scaling of a minibatch of M (None: every batch is the whole data).
+      schedule: the learning rate of a named optimizer (a number or ``count -> rate``; default 1e-3).
+      optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
+        ``optax.GradientTransformation``.
+      num_samples: S >= 1 draws of z per datum and step.
+      bayesian_decoder: a mean-field Gaussian q(theta) over the decoder's parameters instead of a
+        point estimate.
+      prior_scale: the prior's sd, theta ~ N(0, prior_scale^2 I) (Bayesian decoder).
+      init_scale: q(theta)'s initial sd (Bayesian decoder); small, so that the first steps see a
+        decoder close to its initial network.
+
+    Returns:
+      An :class:`AEVB`: ``init(key, batch=None)``, ``step(state, batch, key) -> (state, AEVBInfo)``,
+      ``elbo(state, x, key, num_samples=1, theta="sample") -> (N,)``,
+      ``iwae_log_likelihood(state, x, key, num_samples=1000, chunk_size=256, theta="sample") -> (N,)``,
+      ``reconstruct(state, x) -> (N, D)``, ``sample(state, key, num_samples) -> (S, D)``,
+      ``decoder_kl(state)``.
+
+    Raises:
+      ValueError: naming the argument: a model that is not an ``AEVBModel``, a bad setting;
+        at call time a ``key`` that is None, data of the wrong width, non-finite or (Bernoulli)
+        outside [0, 1].
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from vijax.models import VAE, mlp
+        >>> k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+        >>> vae = VAE(mlp(k1, (4, 8, 4)), mlp(k2, (2, 8, 4)), latent_dim=2, data_dim=4)
+        >>> alg = aevb(vae, num_data=100, schedule=1e-2)
+        >>> x = jnp.ones((10, 4))
+        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(1)), x, jax.random.PRNGKey(2))
+        >>> bool(info.accepted), alg.iwae_log_likelihood(state, x, jax.random.PRNGKey(3), 64).shape
+        (True, (10,))
+    """
+    check_protocol(model, AEVBModel, "aevb")
+    if num_data is not None:
+        num_data = check_int("num_data", num_data)
+    num_samples = check_int("num_samples", num_samples)
+    bayesian_decoder = check_bool("bayesian_decoder", bayesian_decoder)
+    prior_scale = check_scalar("prior_scale", prior_scale, low=0.0)
+    init_scale = check_scalar("init_scale", init_scale, low=0.0)
+    if isinstance(optimizer, str):
+        optimizer = make_optimizer(optimizer, 1e-3 if schedule is None else schedule, **hyper)
+    elif hyper or schedule is not None:
+        raise ValueError("schedule and optimizer hyperparameters are only taken with an optimizer name; an "
+                         "optax.GradientTransformation has its own")
+    elif not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
+    decoder = _Decoder(model.network_params()["decoder"], bayesian_decoder, init_scale, prior_scale)
+    settings = dict(model=model, decoder=decoder, optimizer=optimizer, num_data=num_data, num_samples=num_samples)
+
+    def _elbo(q, x, key, s, theta):
+        k_theta, k_z = jax.random.split(key)
+        if decoder.bayesian and theta == "sample":  # one theta per Monte Carlo sample, shared by the data
+            thetas, _ = decoder.draws(q["decoder"], k_theta, s, "sample")
+            per = jax.vmap(lambda th, k: _batch_elbo(model, q["encoder"], th, x, k, 1))(
+                thetas, jax.random.split(k_z, s))
+            return jnp.mean(per, axis=0)
+        return _batch_elbo(model, q["encoder"], decoder.point(q["decoder"]), x, k_z, s)
+
+    def _iwae(q, x, key, k_total, c, theta):
+        def chunk(acc, i):
+            k_theta, k_z = jax.random.split(jax.random.fold_in(key, i))
+            th, axis = decoder.draws(q["decoder"], k_theta, c, theta)
+            w = _log_weights(model, q["encoder"], th, axis, x, k_z, c)  # (c, N)
+            valid = (i * c + jnp.arange(c)) < k_total  # the last chunk's surplus draws weigh nothing
+            w = jnp.where(valid[:, None], w, -jnp.inf)
+            return jnp.logaddexp(acc, jax.scipy.special.logsumexp(w, axis=0)), None
+
+        start = jnp.full((x.shape[0],), -jnp.inf, x.dtype)
+        acc, _ = jax.lax.scan(chunk, start, jnp.arange(-(-k_total // c)))
+        return acc - math.log(k_total)
+
+    def _reconstruct(q, x):
+        th = decoder.point(q["decoder"])
+        return jax.vmap(lambda xn: model.mean(th, model.encode(q["encoder"], xn)[0]))(x)
+
+    def _sample(q, key, s):
+        k_theta, k_z = jax.random.split(key)
+        thetas, axis = decoder.draws(q["decoder"], k_theta, s, "sample")
+        z = jax.random.normal(k_z, (s, model.latent_dim), jnp.result_type(float))
+        return jax.vmap(model.mean, (axis, 0))(thetas, z)
+
+    # checked on the host, then one compiled program per setting (inlined under a caller's jit)
+    jit_elbo = jax.jit(_elbo, static_argnums=(3, 4))
+    jit_iwae = jax.jit(_iwae, static_argnums=(3, 4, 5))
+    jit_reconstruct, jit_sample = jax.jit(_reconstruct), jax.jit(_sample, static_argnums=(2,))
+
+    def elbo(state, x, key, num_samples=1, theta="sample"):
+        s = _check_eval(model, x, key, num_samples, theta)
+        return jit_elbo(state.q_global, _as_float(x), key, s, theta)
+
+    def iwae_log_likelihood(state, x, key, num_samples=1000, chunk_size=256, theta="sample"):
+        k_total = _check_eval(model, x, key, num_samples, theta)
+        c = min(check_int("chunk_size", chunk_size), k_total)
+        return jit_iwae(state.q_global, _as_float(x), key, k_total, c, theta)
+
+    def reconstruct(state, x):
+        model.check_data(x, "x")
+        return jit_reconstruct(state.q_global, _as_float(x))
+
+    def sample(state, key, num_samples):
+        check_key("key", key)
+        return jit_sample(state.q_global, key, check_int("num_samples", num_samples))
+
+    return AEVB(init=lambda key, batch=None: init(key, batch, model=model, decoder=decoder, optimizer=optimizer),
+                step=lambda state, batch, key: step(state, batch, key, **settings),
+                elbo=elbo, iwae_log_likelihood=iwae_log_likelihood, reconstruct=reconstruct, sample=sample,
+                decoder_kl=lambda state: decoder.kl(state.q_global["decoder"]))
+
+
+aevb = as_top_level_api
+
+__all__ = ["AEVB", "AEVBInfo", "AEVBState", "THETA_DRAWS", "aevb", "as_top_level_api", "gaussian_kl", "init", "step"]

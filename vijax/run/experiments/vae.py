@@ -1,0 +1,246 @@
+"""A variational autoencoder trained by AEVB (Kingma and Welling 2014), and beside it the fully
+Bayesian AEVB of the *Raise your ELBO* tutorial (2019, §Fully Bayesian AEVB): a mean-field Gaussian
+q(theta) over the decoder's parameters.
+
+Data (``data.dataset``): ``"digits"`` (scikit-learn's 8 x 8 digits, ``vijax.data.load_digits_images``,
+binarised at ``data.threshold`` when ``data.binarize``; the stratified split of ``data.split_seed``),
+or ``"synthetic"`` (``vijax.data.sample_latent_bernoulli``: binary data from a fixed random decoder,
+``num_train`` + ``num_test`` points of ``dim`` pixels, from ``data.seed``).
+
+Model: ``model.latent_dim`` latents, tanh MLP encoder D -> hidden -> 2d and decoder d -> hidden ->
+D (``vijax.models.mlp``, weights from the experiment's seed), Bernoulli or fixed-scale Gaussian
+likelihood. The runner drives the configured algorithm (``aevb`` through ``configured_algorithm``,
+the point decoder unless ``algorithm.bayesian_decoder``); with ``algorithm.compare`` the other
+decoder runs as a ``Baseline`` with the same networks, minibatches and keys. Evaluations report the
+test ELBO (``elbo_samples`` draws per test point, a fixed key). The report estimates, for every run,
+the test ELBO and the importance-weighted log-likelihood (Burda et al. 2016) with K = ``iw_samples``,
+repeated ``iw_repeats`` times with independent keys: the mean over test points, its standard error
+over test points, and the standard deviation of the test mean over the repeats (the estimator's own
+Monte Carlo spread); the Bayesian decoder also with theta at q's mean. It writes ``results.md``,
+``vae_reconstructions.png`` and ``vae_samples.png``; for the synthetic data also the generating
+model's own test log-likelihood (simple Monte Carlo over its prior), the reference a fitted model
+approaches from below in expectation.
+"""
+from __future__ import annotations
+
+import os
+import platform
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax.data import epoch_batches, latent_bernoulli_log_prob, load_digits_images, sample_latent_bernoulli
+from vijax.inference import make_algorithm
+from vijax.models import VAE, mlp
+from vijax.run import Baseline, ConfigError, Experiment, configured_algorithm, register_experiment
+
+# latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
+# a name in vijax.models.ACTIVATIONS; likelihood: "bernoulli" or "gaussian"; obs_scale: the
+# Gaussian likelihood's fixed sd.
+_MODEL = {"latent_dim": 2, "hidden": [64], "activation": "tanh", "likelihood": "bernoulli", "obs_scale": 1.0}
+# dataset: "digits" or "synthetic"; binarize, threshold, split_seed, test_fraction: the digits;
+# num_train, num_test, dim, true_latent_dim, true_hidden, logit_scale, seed: the synthetic data;
+# batch_size: the minibatch M (N / M scaling).
+_DATA = {"dataset": "digits", "binarize": True, "threshold": 0.5, "split_seed": 0, "test_fraction": 0.2,
+         "num_train": 1000, "num_test": 200, "dim": 64, "true_latent_dim": 2, "true_hidden": 16, "logit_scale": 3.0,
+         "seed": 0, "batch_size": 100}
+# name: the registered algorithm (aevb); optimizer, num_samples (z draws per datum and step),
+# bayesian_decoder, prior_scale, init_scale: aevb's settings; learning_rate: the optimizer's rate;
+# compare: also run the other decoder (point <-> Bayesian) as a baseline; elbo_samples: z draws per
+# test point for the test ELBO; iw_samples: K of the importance-weighted estimate, in chunks of
+# iw_chunk; iw_repeats: independent repeats of it (its spread); num_images: images per figure row.
+_ALG = {"name": "aevb", "optimizer": "adam", "learning_rate": 3e-3, "num_samples": 1, "bayesian_decoder": False,
+        "prior_scale": 1.0, "init_scale": 0.01, "compare": True, "elbo_samples": 10, "iw_samples": 1000,
+        "iw_chunk": 250, "iw_repeats": 5, "num_images": 10}
+
+
+REFERENCE_SAMPLES = 20000  # prior draws of the synthetic data's log p(x) under its own decoder
+
+
+def load(data: dict):
+    """(x_train (N, D), x_test (P, D), image shape, name, the generating decoder's weights or None)
+    of the configured data (NumPy)."""
+    name = data["dataset"]
+    try:
+        if name == "digits":
+            d = load_digits_images(data["split_seed"], data["test_fraction"], data["binarize"], data["threshold"])
+            return d.x_train, d.x_test, d.image_shape, d.name, None
+        if name == "synthetic":
+            n, p = data["num_train"], data["num_test"]
+            s = sample_latent_bernoulli(jax.random.PRNGKey(data["seed"]), n + p, data["dim"],
+                                        data["true_latent_dim"], data["true_hidden"], logit_scale=data["logit_scale"])
+            x = np.asarray(s.x, np.float64)
+            side = int(round(np.sqrt(data["dim"])))
+            shape = (side, side) if side * side == data["dim"] else (1, data["dim"])
+            return x[:n], x[n:], shape, "synthetic", s.decoder
+    except ValueError as e:
+        raise ConfigError(f"data: {e}") from None
+    raise ConfigError(f"data.dataset: 'digits' or 'synthetic', got {name!r}")
+
+
+def _model(model: dict, dim: int, seed: int) -> VAE:
+    d, hidden = model["latent_dim"], list(model["hidden"])
+    k_enc, k_dec = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 11))
+    try:
+        return VAE(mlp(k_enc, [dim] + hidden + [2 * d], model["activation"]),
+                   mlp(k_dec, [d] + hidden + [dim], model["activation"]), latent_dim=d, data_dim=dim,
+                   likelihood=model["likelihood"], obs_scale=model["obs_scale"])
+    except ValueError as e:
+        raise ConfigError(f"model: {e}") from None
+
+
+def _label(bayesian: bool) -> str:
+    return "bayesian_decoder" if bayesian else "point_decoder"
+
+
+def _evaluator(alg, x_test, num_samples: int, key):
+    def evaluate(state) -> dict:
+        return {"test_elbo": float(jnp.mean(alg.elbo(state, x_test, key, num_samples)))}
+
+    return evaluate
+
+
+def _estimates(alg, state, x_test, section: dict, key, theta: str = "sample") -> dict:
+    """Test ELBO and IW log-likelihood (mean over test points, SE over them, sd over repeats)."""
+    p = x_test.shape[0]
+    elbo = np.asarray(alg.elbo(state, x_test, key, section["elbo_samples"], theta=theta))
+    reps = np.stack([np.asarray(alg.iwae_log_likelihood(state, x_test, jax.random.fold_in(key, r),
+                                                        section["iw_samples"], section["iw_chunk"], theta=theta))
+                     for r in range(section["iw_repeats"])])  # (R, P)
+    per_point = reps.mean(0)
+    return {"test ELBO": float(elbo.mean()), "ELBO SE": float(elbo.std() / np.sqrt(p)),
+            "IW log-lik": float(per_point.mean()), "IW SE (test points)": float(per_point.std() / np.sqrt(p)),
+            "IW sd over repeats": float(reps.mean(1).std(ddof=1)) if len(reps) > 1 else float("nan"),
+            "IW mean per-point sd": float(reps.std(0, ddof=1).mean()) if len(reps) > 1 else float("nan")}
+
+
+def _grid(fig, rows: dict, shape, n: int, col: int = 0):
+    """One row of ``n`` images per entry of ``rows`` (label -> (n, D) array in [0, 1])."""
+    axes = fig.subplots(len(rows), n, squeeze=False)
+    for i, (label, imgs) in enumerate(rows.items()):
+        for j in range(n):
+            ax = axes[i, j]
+            ax.imshow(np.asarray(imgs[j]).reshape(shape), cmap="gray_r", vmin=0.0, vmax=1.0,
+                      interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+        axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
+
+
+def _figure(path: str, rows: dict, shape, n: int, title: str) -> None:
+    from matplotlib.figure import Figure  # deferred: importing matplotlib is slow
+
+    aspect = shape[1] / shape[0]
+    fig = Figure(figsize=(1.6 + 0.7 * n * min(aspect, 4.0), 0.35 + 0.75 * len(rows)), layout="constrained")
+    _grid(fig, rows, shape, n)
+    fig.suptitle(title, fontsize=9)
+    fig.savefig(path, dpi=100)
+
+
+@register_experiment(
+    "vae",
+    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
+              "run": {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False}},
+    description="a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images")
+def build(sections: dict, seed: int) -> Experiment:
+    model_s, data, section = sections["model"], sections["data"], sections["algorithm"]
+    x_train, x_test, shape, name, truth = load(data)
+    n, dim = x_train.shape
+    for key in ("elbo_samples", "iw_samples", "iw_chunk", "iw_repeats", "num_images"):
+        if not isinstance(section[key], int) or section[key] < 1:
+            raise ConfigError(f"algorithm.{key}: a positive integer, got {section[key]!r}")
+    model = _model(model_s, dim, seed)
+    lr = section["learning_rate"]
+    main = configured_algorithm(section, _ALG, model, num_data=n, schedule=lr, schedule_keys=("learning_rate",))
+    xtr = jnp.asarray(x_train, jnp.result_type(float))
+    xte = jnp.asarray(x_test, jnp.result_type(float))
+    try:
+        idx_fn, _ = epoch_batches(n, data["batch_size"], jax.random.PRNGKey(seed + 7))
+    except ValueError as e:
+        raise ConfigError(f"data.batch_size: {e}") from None
+
+    def batch_fn(key, t):
+        return xtr[idx_fn(key, t)]
+
+    eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
+    bayes = section["bayesian_decoder"]
+    algs = {_label(bayes): main}
+    baselines = ()
+    if section["compare"]:
+        settings = {k: section[k] for k in ("optimizer", "num_samples", "prior_scale", "init_scale")}
+        other = make_algorithm("aevb", model, num_data=n, schedule=lr, bayesian_decoder=not bayes, **settings)
+        algs[_label(not bayes)] = other
+        baselines = (Baseline(_label(not bayes), other, lambda key: other.init(key, x_train[:1]), batch_fn,
+                              _evaluator(other, xte, section["elbo_samples"], eval_key)),)
+
+    def report(result, out_dir, results):
+        runs = {_label(bayes): result} | {b.name: results[b.name] for b in baselines}
+        rows, recs, samples = [], {"data": x_test[: section["num_images"]]}, {}
+        for label, res in runs.items():
+            alg = algs[label]
+            start = alg.init(jax.random.PRNGKey(seed))
+            before = float(jnp.mean(alg.elbo(start, xte, eval_key, section["elbo_samples"])))
+            est = _estimates(alg, res.state, xte, section, eval_key)
+            elbo = np.asarray(res.trace.get("elbo", np.zeros(0)))
+            tail = elbo[-min(len(elbo), 100):] / n
+            rows.append({"method": label, "theta": "q(θ) draws" if "bayes" in label else "point", "steps": res.num_steps,
+                         "test ELBO at start": before, **est,
+                         "train ELBO / N (last 100 steps)": float(tail.mean()) if len(tail) else float("nan"),
+                         "KL(q(θ)‖p(θ)) / N": float(alg.decoder_kl(res.state)) / n,
+                         "rejected steps": int(res.state.num_rejected), "wall time (s)": res.wall_time})
+            if "bayes" in label:
+                rows.append({"method": label, "theta": "E_q[θ]", "steps": res.num_steps,
+                             **_estimates(alg, res.state, xte, section, eval_key, theta="mean")})
+            recs[label] = np.asarray(alg.reconstruct(res.state, xte[: section["num_images"]]))
+            samples[label] = np.asarray(alg.sample(res.state, jax.random.fold_in(eval_key, 99), section["num_images"]))
+        _figure(os.path.join(out_dir, "vae_reconstructions.png"), recs, shape, section["num_images"],
+                f"{name}: test images and their reconstructions E[x | z = μ(x)]")
+        _figure(os.path.join(out_dir, "vae_samples.png"), samples, shape, section["num_images"],
+                f"{name}: E[x | z] for z ~ N(0, I) (θ ~ q(θ) for the Bayesian decoder)")
+        summary = {"table": rows, "dataset": name, "num_train": int(n), "num_test": int(x_test.shape[0])}
+        if truth is not None:  # log p(x_test) under the decoder that generated the data
+            ref = np.asarray(latent_bernoulli_log_prob(truth, xte, jax.random.fold_in(eval_key, 7), REFERENCE_SAMPLES))
+            summary["true_model_log_lik"] = {"mean": float(ref.mean()), "se": float(ref.std() / np.sqrt(len(ref)))}
+        _write(out_dir, name, rows, model_s, data, section, sections["run"], x_train.shape, x_test.shape,
+               summary.get("true_model_log_lik"))
+        return summary
+
+    return Experiment(main, lambda key: main.init(key, x_train[:1]), batch_fn,
+                      _evaluator(main, xte, section["elbo_samples"], eval_key), report, baselines=baselines)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if np.isfinite(v) else "—"
+    return "—" if v is None else str(v)
+
+
+def _write(out_dir, name, rows, model, data, section, run, train_shape, test_shape, truth) -> None:
+    cols = ["method", "theta", "steps", "test ELBO at start", "test ELBO", "ELBO SE", "IW log-lik",
+            "IW SE (test points)", "IW sd over repeats", "IW mean per-point sd", "train ELBO / N (last 100 steps)",
+            "KL(q(θ)‖p(θ)) / N", "rejected steps", "wall time (s)"]
+    lines = [f"# A VAE on {name}: AEVB and fully Bayesian AEVB\n",
+             f"{train_shape[0]} training and {test_shape[0]} test points of {train_shape[1]} pixels; "
+             f"d = {model['latent_dim']} latents, {model['activation']} MLPs with hidden widths {list(model['hidden'])}, "
+             f"{model['likelihood']} likelihood; {run['num_steps']} {section['optimizer']} steps at rate "
+             f"{section['learning_rate']:g} on minibatches of {data['batch_size']} (N/M scaling), S = "
+             f"{section['num_samples']} draws of z per datum; Bayesian decoder: q(θ) mean-field Gaussian, "
+             f"p(θ) = N(0, {section['prior_scale']:g}² I), initial sd {section['init_scale']:g}, one θ per step.\n",
+             f"Per test point (nats): the test ELBO from {section['elbo_samples']} draws of z; the importance-weighted "
+             f"log-likelihood (Burda et al. 2016) with K = {section['iw_samples']} and the encoder as proposal, "
+             f"repeated {section['iw_repeats']} times: its mean over test points (averaged over the repeats), the "
+             "standard error over test points, the sd of the test mean over the repeats and the mean over test "
+             "points of each point's sd over the repeats. For the Bayesian decoder θ ~ q(θ) per draw (a bound on "
+             "the log predictive density under q(θ)), and in the row 'E_q[θ]' at q's mean.\n",
+             f"Machine: {platform.machine()} {platform.system()}, {os.cpu_count()} CPU(s), JAX on "
+             f"{jax.default_backend()}; wall time is the training run's own.\n",
+             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    if truth is not None:
+        lines.append(f"\nThe generating model's own log p(x) on the test points (simple Monte Carlo over the prior, "
+                     f"{REFERENCE_SAMPLES} draws): {truth['mean']:.3f} ± {truth['se']:.3f} (SE over test points).")
+    lines.append("\nFigures: vae_reconstructions.png (test images, then each decoder's reconstruction), "
+                 "vae_samples.png (each decoder's means for prior draws).\n")
+    with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
