@@ -7,7 +7,7 @@ import pytest
 
 from vijax.inference import ALGORITHMS, M_STEPS, make_algorithm, register_algorithm, schedules, svi
 from vijax.expfam import Normal
-from vijax.models import GLM, GPClassification, UnivariateGMM
+from vijax.models import GLM, VAE, GPClassification, UnivariateGMM, mlp
 
 X = jnp.concatenate([jnp.full(20, -4.0), jnp.full(20, 4.0)])
 KEY = jax.random.PRNGKey(0)
@@ -23,6 +23,9 @@ def _model_and_batch(name):
         return GPClassification(x, (x[:, 0] > 0).astype(int), 0.0, 0.0, jitter=1e-6), jnp.arange(6), 6
     if name in ("bbvi", "ngvi"):  # a log-density: x_i ~ N(mu, 1), its sum over the batch
         return (lambda mu, batch: -0.5 * jnp.sum((batch - (mu["mu"] if name == "bbvi" else mu)) ** 2)), X, 40
+    if name == "aevb":  # a VAE on binary vectors
+        enc, dec = mlp(jax.random.PRNGKey(1), (4, 4)), mlp(jax.random.PRNGKey(2), (2, 4))
+        return VAE(enc, dec, latent_dim=2, data_dim=4), (jnp.arange(40)[:, None] % jnp.arange(1, 5)[None, :] == 0) * 1.0, 40
     return UnivariateGMM(num_components=2), X, 40
 
 
@@ -34,7 +37,7 @@ SETTINGS = {"optax": {"optimizer": "adam"}, "prox_svi": {"num_samples": 2},
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_every_registered_algorithm_takes_a_step_by_name(name):
     model, batch, n = _model_and_batch(name)
-    schedule = None if not ALGORITHMS[name].takes_schedule else (0.5 if name != "optax" else 0.05)
+    schedule = None if not ALGORITHMS[name].takes_schedule else {"optax": 0.05, "aevb": 1e-3}.get(name, 0.5)
     alg = make_algorithm(name, model, num_data=n, schedule=schedule, **SETTINGS.get(name, {}))
     state = alg.init(KEY, batch)
     state, info = jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))
