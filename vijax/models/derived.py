@@ -165,7 +165,7 @@ class DerivedConjugateModel:
         """``init(key, batch)`` if given; otherwise, with data, one global update from locals whose
         natural parameters are the starts' plus standard-normal noise (breaks the symmetry of a
         mixture's components); without data, the prior."""
-        if batch is not None and not _traced(batch):
+        if batch is not None and not _traced((key, batch)):  # concrete: outside jit/vmap
             self.check_conjugacy(batch)
         if self.init is not None:
             return self.init(key, batch)
