@@ -85,3 +85,21 @@ def test_sample_ctm_corpus():
     np.testing.assert_array_equal(again.counts, corpus.counts)
     with pytest.raises(ValueError, match="num_topics"):
         sample_ctm_corpus(0, 5, 1, 30)
+
+
+def test_sparse_regression_has_its_zeros_design_correlation_and_noise():
+    from vijax.data import sample_sparse_regression
+
+    d = sample_sparse_regression(jax.random.PRNGKey(0), 20000, 6, 2, noise=0.5, correlation=0.6)
+    w = np.asarray(d.w)
+    assert np.all(np.abs(w[:2]) >= 1.0) and np.all(w[2:] == 0)
+    c = np.corrcoef(np.asarray(d.x).T)
+    np.testing.assert_allclose(c[0, 1], 0.6, atol=0.02)  # AR(1): 0.6^|i-j|, SE ~ 0.005
+    np.testing.assert_allclose(c[0, 2], 0.36, atol=0.02)
+    resid = np.asarray(d.y) - np.asarray(d.x) @ w
+    np.testing.assert_allclose(resid.std(), 0.5, rtol=0.03)
+    for kwargs, match in [({"num_relevant": 7}, "num_relevant"), ({"noise": 0.0}, "noise"),
+                          ({"correlation": 1.0}, "correlation")]:
+        args = dict(num_relevant=2) | kwargs
+        with pytest.raises(ValueError, match=match):
+            sample_sparse_regression(jax.random.PRNGKey(0), 10, 6, args.pop("num_relevant"), **args)

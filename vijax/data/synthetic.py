@@ -65,3 +65,40 @@ def sample_histogram_mixture(key: PRNGKey, num_points: int, num_components: int 
     x = (counts / pixels).reshape(num_points, channels * bins)
     means = protos.reshape(num_components, channels * bins)
     return GMMData(x, z, weights, means, jnp.sqrt(means * (1 - means) / pixels))
+
+
+class RegressionData(NamedTuple):
+    x: Array  # (N, D) inputs
+    y: Array  # (N,) outputs
+    w: Array  # (D,) the true coefficients (zero for the irrelevant inputs)
+    noise: float  # the noise sd
+
+
+def sample_sparse_regression(key: PRNGKey, num_points: int, dim: int, num_relevant: int, *, noise: float = 0.5,
+                             correlation: float = 0.0, dtype=jnp.float32) -> RegressionData:
+    """Linear-regression data where only ``num_relevant`` of ``dim`` inputs matter (the setting of
+    automatic relevance determination, Blei et al. 2017, appendix A).
+
+    x_n ~ N(0, S) with S_ij = correlation^|i - j| (an AR(1) design; 0 gives independent inputs);
+    the first ``num_relevant`` coefficients are drawn as +-(1 + |N(0, 1)|) (so no relevant one is
+    near zero), the rest are 0; y_n = w^T x_n + noise * eps_n.
+
+    Raises:
+      ValueError: naming ``num_points``, ``dim``, ``num_relevant`` (0 <= num_relevant <= dim),
+        ``noise`` (> 0) or ``correlation`` (in [0, 1)).
+    """
+    check_int("num_points", num_points)
+    check_int("dim", dim)
+    check_int("num_relevant", num_relevant, minimum=0, maximum=dim)
+    if not noise > 0:
+        raise ValueError(f"noise must be > 0, got {noise!r}")
+    if not 0.0 <= correlation < 1.0:
+        raise ValueError(f"correlation must be in [0, 1), got {correlation!r}")
+    k_x, k_sign, k_mag, k_eps = jax.random.split(key, 4)
+    idx = jnp.arange(dim)
+    cov = jnp.asarray(correlation, dtype) ** jnp.abs(idx[:, None] - idx[None, :]).astype(dtype)
+    x = jax.random.normal(k_x, (num_points, dim), dtype) @ jnp.linalg.cholesky(cov).T
+    signs = jnp.where(jax.random.bernoulli(k_sign, 0.5, (dim,)), 1.0, -1.0).astype(dtype)
+    w = jnp.where(idx < num_relevant, signs * (1.0 + jnp.abs(jax.random.normal(k_mag, (dim,), dtype))), 0.0)
+    y = x @ w + noise * jax.random.normal(k_eps, (num_points,), dtype)
+    return RegressionData(x, y, w, float(noise))

@@ -8,6 +8,7 @@ from vijax.models._base import (
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
 from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_point_estimates
+from vijax.models.ard import ARDPosterior, ARDRegression
 from vijax.models.bernoulli_mixture import BernoulliMixture
 from vijax.models._nonconjugate import (
     AEVBModel,
@@ -37,6 +38,8 @@ from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
 
 __all__ = [
+    "ARDPosterior",
+    "ARDRegression",
     "DerivedConjugateModel",
     "Local",
     "conjugate_model",
