@@ -45,6 +45,7 @@ from vijax.expfam._inversion import (
 from vijax.expfam._mvn import MultivariateNormal
 from vijax.expfam._normal import Normal
 from vijax.expfam._normal_gamma import NormalGamma
+from vijax.expfam._normal_wishart import NormalWishart
 from vijax.expfam._poisson import Poisson
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "MultivariateNormal",
     "Normal",
     "NormalGamma",
+    "NormalWishart",
     "Poisson",
     "autodiff_fisher_vp",
     "check_invertible",

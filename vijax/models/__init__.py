@@ -33,11 +33,13 @@ from vijax.models.gap_nmf import GaPNMF
 from vijax.models.glm import GLM
 from vijax.models.gp_classification import GPClassification, GPGradient, GPPosterior
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
+from vijax.models.full_gmm import FullGMM
 from vijax.models.lda import LDA
 from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
 
 __all__ = [
+    "FullGMM",
     "ARDPosterior",
     "ARDRegression",
     "DerivedConjugateModel",

@@ -13,18 +13,27 @@ from vijax import expfam
 from vijax.inference import restarts, select_restart
 from vijax.models import conjugate_elbo
 from vijax.metrics import cluster_purity, match_components, mean_log_predictive
-from vijax.models import DiagonalGMM
-from vijax.run import Experiment, configured_algorithm, register_experiment
+from vijax.models import DiagonalGMM, FullGMM
+from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
 
-_MODEL_DEFAULTS = {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0, "empirical_bayes": True}
+# covariance: "diag" (DiagonalGMM, Normal-Gamma components; a0 their Gamma shape) or "full" (FullGMM,
+# Normal-Wishart components with scikit-learn's empirical-Bayes priors: nu0 = D, W0^-1 = cov(x); a0 unused).
+_MODEL_DEFAULTS = {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0, "empirical_bayes": True,
+                   "covariance": "diag"}
 # name: any registered algorithm (vijax.inference.ALGORITHMS) on the full data at every step;
 # local and ramp reach those that take them; step_size (a constant step, None: the algorithm's
 # default schedule) those with a step size (CAVI has none).
 _ALG_DEFAULTS = {"name": "cavi", "local": "meanfield", "ramp": False, "step_size": None, "num_restarts": 5}
 
 
-def _model(cfg: dict, x) -> DiagonalGMM:
+def _model(cfg: dict, x):
     k = cfg["num_components"]
+    if cfg["covariance"] not in ("diag", "full"):
+        raise ConfigError(f"model.covariance: 'diag' or 'full', got {cfg['covariance']!r}")
+    if cfg["covariance"] == "full":
+        if cfg["empirical_bayes"]:
+            return FullGMM.from_data(x, k, alpha0=cfg["alpha0"], kappa0=cfg["kappa0"])
+        return FullGMM(k, x.shape[1], alpha0=cfg["alpha0"], kappa0=cfg["kappa0"])
     if cfg["empirical_bayes"]:
         # m0 = data mean; b0 = a0 var(x): the prior mean precision is 1 / var(x).
         return DiagonalGMM.from_data(x, k, alpha0=cfg["alpha0"], kappa0=cfg["kappa0"], a0=cfg["a0"])
@@ -157,7 +166,13 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
             for wk, m, v in zip(w, means, var):
                 if wk < 0.01:
                     continue
-                ax.add_patch(Ellipse(m, 4 * np.sqrt(v[0]), 4 * np.sqrt(v[1]), fill=False, lw=2, color="k"))
+                if np.ndim(v) == 2:  # a full covariance: the ellipse of its eigenvectors
+                    evals, evecs = np.linalg.eigh(v[:2, :2])
+                    angle = float(np.degrees(np.arctan2(evecs[1, 1], evecs[0, 1])))
+                    ax.add_patch(Ellipse(m[:2], 4 * np.sqrt(evals[1]), 4 * np.sqrt(evals[0]), angle=angle,
+                                         fill=False, lw=2, color="k"))
+                else:
+                    ax.add_patch(Ellipse(m, 4 * np.sqrt(v[0]), 4 * np.sqrt(v[1]), fill=False, lw=2, color="k"))
                 ax.annotate(f"{wk:.2f}", m, fontsize=8)
         ax.set_title(title)
         ax.set_aspect("equal", "datalim")

@@ -1,0 +1,231 @@
+"""Normal-Wishart over (mu, Lambda): Lambda ~ Wishart(W, nu), mu | Lambda ~ N(m, (kappa Lambda)^-1).
+
+The conjugate prior of a multivariate Normal likelihood with unknown mean and precision matrix
+(Bishop 2006, §2.3.6 and §10.2: the components of a full-covariance Bayesian Gaussian mixture).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.special import gammaln, multigammaln
+import tensorflow_probability.substrates.jax as tfp
+
+from vijax._validate import check_finite, check_positive
+from vijax.expfam._base import AbstractExpFamily, _flatten, _layout, _unflatten, as_float, dense_fisher, register_family
+from vijax.expfam._inversion import standard_log_gamma
+from vijax.expfam._mvn import _check_spd, _eye_like, _matvec, _outer, _sym
+from vijax.expfam._special import digamma
+
+_LOG_2 = float(np.log(2.0))
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def _multi_digamma(half_nu: jax.Array, d: int) -> jax.Array:
+    """sum_{i=1}^{d} psi(nu/2 + (1 - i)/2)."""
+    return jnp.sum(digamma(_half_dfs(2.0 * half_nu, d)), -1)
+
+
+def _half_dfs(nu: jax.Array, d: int) -> jax.Array:
+    """(nu - i + 1) / 2 for i = 1..d, shape ``nu.shape + (d,)``: the Bartlett chi-square halves."""
+    offsets = jnp.arange(d, dtype=nu.dtype).reshape((1,) * jnp.ndim(nu) + (d,))
+    return 0.5 * (nu[..., None] - offsets)
+
+
+@register_family
+class NormalWishart(AbstractExpFamily):
+    """Normal-Wishart in natural form. A draw is one array of shape ``batch + (D, D + 1)``: the
+    precision Lambda in the first D columns and the mean mu in the last.
+
+    log p(mu, Lambda) = <eta, t> - A(eta) with
+        t   = (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|),
+        eta = (kappa m, -kappa / 2, -(W^-1 + kappa m m^T) / 2, (nu - D) / 2),
+        A   = nu/2 log|W| + nu D / 2 log 2 + log Gamma_D(nu / 2) - D/2 log kappa + D/2 log 2 pi,   h = 1
+    (inner products of matrices are traces: <eta3, Lambda> = tr(eta3 Lambda)).
+    Mean parameters: (nu W m, nu m^T W m + D / kappa, nu W, sum_i psi((nu + 1 - i)/2) + D log 2 + log|W|).
+    ``fisher_vp`` is the forward-mode derivative of ``mean_params`` (the base-class default) and
+    ``inv_fisher_vp`` its pseudo-inverse by a dense solve per element (exact; O(D^6), for small D).
+    ``reparam_sample_and_stats`` draws by the Bartlett decomposition, its chi-square diagonal
+    by inversion (``standard_log_gamma``, with the implicit derivative in nu), so SSVI can use it.
+
+    Domain: kappa > 0, nu > D - 1, W symmetric positive definite.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> q = NormalWishart.from_params(jnp.zeros(2), 1.0, jnp.eye(2), 4.0)
+        >>> q.mean_params()[2]  # E[Lambda] = nu W
+        Array([[4., 0.],
+               [0., 4.]], dtype=float32)
+    """
+
+    eta1: jax.Array  # kappa m, (..., D)
+    eta2: jax.Array  # -kappa / 2, (...)
+    eta3: jax.Array  # -(W^-1 + kappa m m^T) / 2, (..., D, D)
+    eta4: jax.Array  # (nu - D) / 2, (...)
+    _event_ndims = (1, 0, 2, 0)
+    _sample_ndims = 2
+
+    @classmethod
+    def from_params(cls, loc, kappa, scale, dof) -> "NormalWishart":
+        """From the mean ``loc`` (m, (..., D)), the precision scale ``kappa`` (> 0), the Wishart
+        scale matrix ``scale`` (W, SPD, (..., D, D); E[Lambda] = nu W) and degrees of freedom
+        ``dof`` (nu > D - 1)."""
+        check_finite("loc", loc)
+        check_positive("kappa", kappa)
+        _check_spd("scale", scale)
+        m = as_float(loc)
+        d = m.shape[-1]
+        if not isinstance(dof, jax.core.Tracer) and not np.all(np.asarray(dof, float) > d - 1):
+            raise ValueError(f"dof must be > D - 1 = {d - 1}, got {dof!r}")
+        k, nu = as_float(kappa), as_float(dof)
+        w = as_float(scale)
+        batch = jnp.broadcast_shapes(m.shape[:-1], jnp.shape(k), jnp.shape(nu), w.shape[:-2])
+        m = jnp.broadcast_to(m, batch + (d,))
+        k = jnp.broadcast_to(k, batch)
+        nu = jnp.broadcast_to(nu, batch)
+        w = jnp.broadcast_to(w, batch + (d, d))
+        w_inv = cho_solve((jnp.linalg.cholesky(w), True), _eye_like(w))
+        return cls(k[..., None] * m, -0.5 * k, -0.5 * (_sym(w_inv) + k[..., None, None] * _outer(m, m)),
+                   0.5 * (nu - d))
+
+    # ------------------------------------------------------------ conventional parameters
+    @property
+    def dim(self) -> int:
+        return self.eta1.shape[-1]
+
+    @property
+    def kappa(self):
+        return -2.0 * self.eta2
+
+    @property
+    def loc(self):
+        return self.eta1 / self.kappa[..., None]
+
+    @property
+    def dof(self):
+        return 2.0 * self.eta4 + self.dim
+
+    @property
+    def scale_inv(self):
+        """W^-1 = -2 eta3 - kappa m m^T."""
+        m = self.loc
+        return _sym(-2.0 * self.eta3 - self.kappa[..., None, None] * _outer(m, m))
+
+    def _scale_chol(self):
+        """(chol(W^-1), chol(W)) — W from its inverse by one Cholesky and a triangular solve."""
+        c_inv = jnp.linalg.cholesky(self.scale_inv)
+        # W = (C C^T)^-1 = C^-T C^-1; chol(W) is lower-triangular: take chol of the explicit inverse
+        c_inv_inv = solve_triangular(c_inv, _eye_like(c_inv), lower=True)  # C^-1
+        w = jnp.swapaxes(c_inv_inv, -1, -2) @ c_inv_inv
+        return c_inv, jnp.linalg.cholesky(_sym(w)), _sym(w)
+
+    @property
+    def scale(self):
+        return self._scale_chol()[2]
+
+    # ------------------------------------------------------------ the interface
+    def log_normalizer(self):
+        d = self.dim
+        c_inv = jnp.linalg.cholesky(self.scale_inv)
+        log_det_w = -2.0 * jnp.sum(jnp.log(jnp.diagonal(c_inv, axis1=-2, axis2=-1)), -1)
+        nu = self.dof
+        return (0.5 * nu * log_det_w + 0.5 * nu * d * _LOG_2 + multigammaln(0.5 * nu, d)
+                - 0.5 * d * jnp.log(self.kappa) + 0.5 * d * _LOG_2PI)
+
+    def mean_params(self):
+        d = self.dim
+        c_inv, _, w = self._scale_chol()
+        log_det_w = -2.0 * jnp.sum(jnp.log(jnp.diagonal(c_inv, axis1=-2, axis2=-1)), -1)
+        nu, m = self.dof, self.loc
+        e_lam = nu[..., None, None] * w
+        e_lam_m = _matvec(e_lam, m)
+        return (e_lam_m, jnp.sum(m * e_lam_m, -1) + d / self.kappa, e_lam,
+                _multi_digamma(0.5 * nu, d) + d * _LOG_2 + log_det_w)
+
+    def inv_fisher_vp(self, v):
+        """The Moore-Penrose pseudo-inverse Fisher product. eta3 enters A only through its
+        symmetric part, so the Fisher is singular on antisymmetric eta3 directions; the dense
+        per-element Fisher plus the projector onto those directions is invertible and, applied to
+        v with a symmetrised third block, gives the pseudo-inverse product
+        (``inv_fisher_vp(fisher_vp(u)) == (u1, u2, sym(u3), u4)``). O(D^6) per element: small D."""
+        v = (v[0], v[1], _sym(v[2]), v[3])
+        batch, shapes, sizes = _layout(self)
+        d = self.dim
+        n = sum(sizes)
+        transpose = np.arange(d * d).reshape(d, d).T.ravel()
+        anti = 0.5 * (np.eye(d * d) - np.eye(d * d)[transpose])
+        proj = np.zeros((n, n))
+        proj[d + 1:d + 1 + d * d, d + 1:d + 1 + d * d] = anti
+        f = dense_fisher(self) + jnp.broadcast_to(jnp.asarray(proj, self.dtype), batch + (n, n))
+        x = jnp.linalg.solve(f, _flatten(v, batch)[..., None])[..., 0]
+        return _unflatten(x, batch, shapes, sizes)
+
+    def sufficient_stats(self, x):
+        lam, mu = x[..., :-1], x[..., -1]
+        lam_mu = _matvec(lam, mu)
+        return lam_mu, jnp.sum(mu * lam_mu, -1), lam, jnp.linalg.slogdet(lam)[1]
+
+    def _bartlett(self, log_chi2: jax.Array, normals: jax.Array, eps: jax.Array):
+        """(Lambda, mu, log|Lambda|) from the Bartlett factors: Lambda = L A A^T L^T with L = chol(W),
+        A lower-triangular with A_ii = sqrt(chi2_{nu - i + 1}) and N(0, 1) below; mu = m + (kappa
+        Lambda)^-1/2 eps through the Cholesky factor L A of Lambda."""
+        d = self.dim
+        _, chol_w, _ = self._scale_chol()
+        full = normals.shape[:-2]  # sample shape + batch shape
+        a = jnp.tril(normals, -1) + jnp.einsum("...i,ij->...ij", jnp.exp(0.5 * log_chi2), jnp.eye(d, dtype=normals.dtype))
+        la = jnp.broadcast_to(chol_w, full + (d, d)) @ a  # Lambda = (L A)(L A)^T
+        lam = la @ jnp.swapaxes(la, -1, -2)
+        # mu - m = (L A)^-T eps / sqrt(kappa): covariance (L A)^-T (L A)^-1 / kappa = (kappa Lambda)^-1
+        z = solve_triangular(jnp.swapaxes(la, -1, -2), eps[..., None], lower=False)[..., 0]
+        mu = jnp.broadcast_to(self.loc, full + (d,)) + z / jnp.broadcast_to(jnp.sqrt(self.kappa), full)[..., None]
+        log_det = 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(la, axis1=-2, axis2=-1))), -1)
+        return lam, mu, log_det
+
+    def sample(self, key, shape=()):
+        shape = tuple(shape) + self.batch_shape
+        d = self.dim
+        k_chi, k_norm, k_eps = jax.random.split(key, 3)
+        half_dfs = _half_dfs(self.dof, d)
+        g = jax.random.gamma(k_chi, jnp.broadcast_to(half_dfs, shape + (d,)), dtype=self.dtype)
+        normals = jax.random.normal(k_norm, shape + (d, d), self.dtype)
+        eps = jax.random.normal(k_eps, shape + (d,), self.dtype)
+        lam, mu, _ = self._bartlett(jnp.log(2.0 * g), normals, eps)
+        return jnp.concatenate([lam, mu[..., None]], axis=-1)
+
+    def reparam_sample_and_stats(self, key):
+        """One draw by the Bartlett decomposition, chi-square diagonals by inversion (the implicit
+        derivative in nu of ``standard_log_gamma``), and its statistics, differentiable in eta."""
+        d = self.dim
+        k_chi, k_norm, k_eps = jax.random.split(key, 3)
+        half_dfs = _half_dfs(self.dof, d)
+        log_chi2 = _LOG_2 + standard_log_gamma(k_chi, half_dfs)
+        normals = jax.random.normal(k_norm, self.batch_shape + (d, d), self.dtype)
+        eps = jax.random.normal(k_eps, self.batch_shape + (d,), self.dtype)
+        lam, mu, log_det = self._bartlett(log_chi2, normals, eps)
+        lam_mu = _matvec(lam, mu)
+        return jnp.concatenate([lam, mu[..., None]], axis=-1), (lam_mu, jnp.sum(mu * lam_mu, -1), lam, log_det)
+
+    def is_valid(self):
+        d = self.dim
+        w_inv = self.scale_inv
+        chol = jnp.linalg.cholesky(w_inv)
+        spd = jnp.all(jnp.isfinite(chol), axis=(-2, -1)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0, -1)
+        return (self.eta2 < 0.0) & (self.dof > d - 1) & spd
+
+    def to_tfp(self):
+        """A ``JointDistributionSequential`` over ``[Lambda, mu]``."""
+        tfd = tfp.distributions
+        _, chol_w, _ = self._scale_chol()
+        m, k = self.loc, self.kappa
+
+        def mean_given(lam):
+            cov = jnp.linalg.inv(k[..., None, None] * lam)
+            return tfd.MultivariateNormalTriL(loc=m, scale_tril=jnp.linalg.cholesky(_sym(cov)))
+
+        return tfd.JointDistributionSequential([tfd.WishartTriL(df=self.dof, scale_tril=chol_w), mean_given])
+
+
+def split_draw(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(Lambda, mu) of a ``NormalWishart`` draw."""
+    return x[..., :-1], x[..., -1]
