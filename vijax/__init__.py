@@ -6,6 +6,7 @@ algorithms that models share), ``models``, ``inference`` (algorithms as ``init``
 """
 from vijax import data, expfam, inference, metrics, models, run, solvers
 from vijax.inference import cavi
+from vijax.metrics import to_arviz
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "cavi", "data", "expfam", "inference", "metrics", "models", "run", "solvers"]
+__all__ = ["__version__", "cavi", "to_arviz", "data", "expfam", "inference", "metrics", "models", "run", "solvers"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
@@ -77,3 +78,17 @@ def test_bad_config_exits_2_and_names_key(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.yaml")]) == 2
     with pytest.raises(SystemExit):
         main(["frobnicate"])
+
+
+def test_version_is_written_in_one_place_and_the_command_prints_it(capsys):
+    import importlib.metadata
+
+    import vijax
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"vijax {vijax.__version__}"
+    assert importlib.metadata.version("vijax") == vijax.__version__  # pyproject reads it from vijax/__init__.py
+    pyproject = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and "\nversion =" not in pyproject.split("[tool.setuptools.dynamic]")[0]

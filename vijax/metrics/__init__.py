@@ -5,6 +5,7 @@ from vijax.metrics._mixture import (KLEstimate, bernoulli_mixture_kl, bernoulli_
                                     components_used, count_distinct)
 from vijax.metrics._nmf import dictionary_correlations, gap_nmf_components_used
 from vijax.metrics._psis import KHAT_THRESHOLD, PSISResult, psis
+from vijax.metrics._arviz import to_arviz
 from vijax.metrics._predictive import mean_log_predictive, match_components
 from vijax.metrics._topics import TopicRecovery, top_words, topic_recovery
 
@@ -16,6 +17,7 @@ __all__ = [
     "KHAT_THRESHOLD",
     "PSISResult",
     "psis",
+    "to_arviz",
     "KLEstimate",
     "TopicRecovery",
     "bernoulli_mixture_kl",

@@ -163,7 +163,10 @@ def _print_summary(metrics: dict, out_dir: str, file=None) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from vijax import __version__  # deferred: vijax/__init__ imports this package
+
     parser = argparse.ArgumentParser(prog="vijax", description="Variational inference in JAX.")
+    parser.add_argument("--version", action="version", version=f"vijax {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="run an experiment config (default: the embedded one)")
     p_run.add_argument("config", nargs="?", default=None,
