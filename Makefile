@@ -1,15 +1,18 @@
-# make run  : create .venv if needed, install vijax, run the embedded default experiment.
-# make test : create .venv if needed, install vijax with test extras, run the test suite (not `slow`).
+# make run         : create .venv if needed, install vijax, run the embedded default experiment.
+# make test        : create .venv if needed, install vijax with test extras, run the test suite (not `slow`).
+# make test-compat : the wheel in fresh virtual environments with the newest allowed and the oldest
+#                    supported JAX, running the README example and a fast subset (docs/compat.md).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-slow bench clean
+.PHONY: run test test-slow test-compat bench clean
 
-$(VENV)/.installed: pyproject.toml
+# constraints.txt pins the exact tested versions (pyproject.toml states the supported ranges)
+$(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,bench]'
 	touch $@
 
 run: $(VENV)/.installed
@@ -21,8 +24,11 @@ test: $(VENV)/.installed
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow
 
+test-compat: $(VENV)/.installed
+	bash .ci/compat
+
 bench: $(VENV)/.installed
 	$(PY) benchmarks/gmm_cavi.py
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) .venv-compat-* results .pytest_cache

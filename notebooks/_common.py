@@ -6,11 +6,15 @@ import nbformat as nbf
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 
 INSTALL = code(
-    "# On Colab: install vijax first (set VIJAX_SOURCE to a checkout path or a git URL of the repo).\n"
+    "# Installs vijax where it is missing (Colab): VIJAX_SOURCE if set (a wheel, a checkout or a git URL),\n"
+    "# else this repository when run from a clone, else the released package `vijax`. pip leaves the\n"
+    "# environment's own JAX in place when its version is in vijax's supported range (jax>=0.9.2,<0.11).\n"
     "import importlib.util, os, subprocess, sys\n"
-    "VIJAX_SOURCE = os.environ.get('VIJAX_SOURCE', '.')\n"
     "if importlib.util.find_spec('vijax') is None:\n"
-    "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', '-q', VIJAX_SOURCE])")
+    "    source = os.environ.get('VIJAX_SOURCE')\n"
+    "    if source is None and os.path.isfile('pyproject.toml') and os.path.isdir('vijax'):\n"
+    "        source = '.'\n"
+    "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', '-q', source or 'vijax'])")
 
 
 def write(cells, path):
