@@ -40,7 +40,7 @@ from ._checkpoint import CheckpointError, jsonable
 from ._config import SECTIONS, ConfigError, config_fingerprint, load_config
 from ._experiment import EXPERIMENTS
 from ._plots import plot_elbo
-from ._runner import RunConfig, RunResult, psis_note, run, run_health
+from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
 
 EXIT_OK, EXIT_CANNOT_START, EXIT_UNTRUSTED = 0, 2, 3
 
@@ -69,12 +69,18 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Optional[float]]:
-    """The last step's ELBO and the mean over the last ``chunk_size`` steps."""
+    """The ELBO of the last applied step (``vijax.run._runner.applied_steps``: a step an algorithm
+    rejected left the state as it was) and the mean over the applied ones among the last
+    ``chunk_size`` steps."""
     elbo = np.asarray(result.trace.get("elbo", np.zeros((0,))), dtype=np.float64)
     if not len(elbo):
         return None, None
     elbo = elbo.reshape(len(elbo), -1).mean(axis=1)
-    return jsonable(float(elbo[-1])), jsonable(float(np.mean(elbo[-chunk_size:])))
+    applied, _ = applied_steps(result.trace)
+    if not applied.any():
+        return None, None
+    tail = elbo[-chunk_size:][applied[-chunk_size:]]
+    return jsonable(float(elbo[applied][-1])), jsonable(float(np.mean(tail)) if tail.size else None)
 
 
 def _blame(message: str, config: dict) -> str:

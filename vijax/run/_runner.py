@@ -541,19 +541,25 @@ def _steps_text(steps: np.ndarray) -> str:
     return f"step {shown}" if steps.size == 1 else f"steps {shown}" + (f", ..., {int(steps[-1])}" if steps.size > 5 else "")
 
 
+def applied_steps(trace: Mapping) -> tuple[np.ndarray, float]:
+    """``(applied, rejected_share)``: per trace row whether its update was applied (every element of
+    the fields ``accepted`` / ``*.accepted`` True; all rows without such a field) and the share of
+    rejected elements."""
+    n = len(np.asarray(trace.get("step", np.zeros((0,)))))
+    names = [k for k in trace if k == "accepted" or k.endswith(".accepted")]
+    if not names or n == 0:
+        return np.ones(n, bool), 0.0
+    acc = np.concatenate([np.asarray(trace[k]).reshape(n, -1).astype(bool) for k in names], axis=1)
+    return np.all(acc, axis=1), float(1.0 - acc.mean()) if acc.size else 0.0
+
+
 def run_health(trace: Mapping) -> RunHealth:
     """Non-finite ELBOs and rejected steps in a ``RunResult.trace`` (see ``RunHealth``)."""
     steps = np.asarray(trace.get("step", np.zeros((0,), np.int64)))
     n = len(steps)
     elbo = np.asarray(trace.get("elbo", np.zeros((n,))), dtype=np.float64).reshape(n, -1)
     finite = np.all(np.isfinite(elbo), axis=1)
-    names = [k for k in trace if k == "accepted" or k.endswith(".accepted")]
-    if names:
-        acc = np.concatenate([np.asarray(trace[k]).reshape(n, -1).astype(bool) for k in names], axis=1)
-        applied = np.all(acc, axis=1)
-        share = float(1.0 - acc.mean()) if acc.size else 0.0
-    else:
-        applied, share = np.ones(n, bool), 0.0
+    applied, share = applied_steps(trace)
     idx = np.flatnonzero(applied)
     final = int(idx[-1]) if idx.size else None
     return RunHealth(num_steps=n, nonfinite_steps=steps[~finite], rejected_steps=steps[~applied], rejected_share=share,
@@ -613,4 +619,4 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
         bar.update(t_end - t0)
 
 
-__all__ = ["RunConfig", "RunHealth", "RunResult", "check_run_setting", "run", "run_health"]
+__all__ = ["RunConfig", "RunHealth", "RunResult", "applied_steps", "check_run_setting", "run", "run_health"]
