@@ -246,7 +246,7 @@ def config_fingerprint(config: Mapping) -> dict:
       >>> a == b, sorted(a["values"])
       (True, ['experiment', 'run.num_steps'])
     """
-    from vijax.data._paths import resolve_data_path
+    from vijax.data import resolve_data_path
 
     values: dict = {}
     _flatten("", {k: v for k, v in config.items()}, values)
