@@ -216,3 +216,17 @@ def test_unwritable_out_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["run", write_config(tmp_path), "--out", str(blocker / "sub"), "--no-progress"]) == EXIT_CANNOT_START
     err = capsys.readouterr().err
     assert err.startswith("vijax: error: output.dir (--out): cannot write the output folder") and err.count("\n") == 1
+
+
+def test_cli_resume_with_another_seed_or_model_size_names_the_keys(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    args = ["run", write_config(tmp_path), "--out", out, "--no-progress", "--set", "run.num_steps=40"]
+    assert main(args) == 0
+    assert main(args + ["--resume", "--set", "seed=2"]) == EXIT_CANNOT_START
+    assert "changed: seed: 1 -> 2" in capsys.readouterr().err
+    # another key even with --allow-changes: refused, one line, no traceback
+    assert main(args + ["--resume", "--allow-changes", "--set", "seed=2"]) == EXIT_CANNOT_START
+    assert "another key" in capsys.readouterr().err
+    assert main(args + ["--resume", "--allow-changes", "--set", "model.dim=4"]) == EXIT_CANNOT_START
+    err = capsys.readouterr().err
+    assert "model.dim: 3 -> 4" in err and "another structure" in err and err.count("\n") == 1

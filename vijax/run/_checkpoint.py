@@ -243,7 +243,8 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
 
     Raises:
       CorruptCheckpointError: the file cannot be read back intact (the message names it).
-      ValueError: if the checkpoint's leaves (paths, shapes or dtypes) do not match the template's.
+      CheckpointError: (a ValueError) if the checkpoint's leaves (paths, shapes or dtypes) do not
+        match the template's.
     """
     meta, leaves, trace = _read(path)
     paths, t_leaves = _leaf_paths(template)
@@ -256,7 +257,7 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
             g = found[i] if i < len(found) else None
             if e != g:
                 diffs.append(f"  leaf {i}: expected {_describe(e)}, found {_describe(g)}")
-        raise ValueError(
+        raise CheckpointError(
             f"checkpoint {path} does not match the state's structure "
             f"({len(found)} leaves saved, {len(expected)} expected):\n" + "\n".join(diffs[:10]))
     treedef = jax.tree_util.tree_structure(template)
@@ -264,6 +265,16 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
     return Checkpoint(step=int(meta["step"]), state=state, trace=trace, evals=meta["evals"],
                       wall_time=float(meta["wall_time"]),
                       key_data=np.asarray(meta["key_data"], np.uint32), fingerprint=meta.get("fingerprint"))
+
+
+def read_fingerprint(path: str) -> Optional[dict]:
+    """The fingerprint a checkpoint was saved with (None if none), reading only its meta data;
+    ``CorruptCheckpointError`` when that cannot be read."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return json.loads(str(f["__meta__"])).get("fingerprint")
+    except Exception as e:
+        raise CorruptCheckpointError(path, f"{type(e).__name__}: {e}") from None
 
 
 def _read(path: str) -> tuple[dict, list, dict]:
@@ -312,4 +323,4 @@ def _as_dtype(a: np.ndarray, name: str) -> np.ndarray:
 
 __all__ = ["Checkpoint", "CheckpointError", "ConfigChangedError", "CorruptCheckpointError", "checkpoint_path",
            "compare_fingerprints", "clear_checkpoints", "jsonable", "latest_checkpoint",
-           "list_checkpoints", "load_checkpoint", "save_checkpoint"]
+           "list_checkpoints", "load_checkpoint", "read_fingerprint", "save_checkpoint"]

@@ -349,20 +349,28 @@ def _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resum
             os.replace(path, path + ".corrupt")  # out of the history, kept for inspection
             warnings.warn(f"{e}; it is renamed {os.path.basename(path)}.corrupt and the previous checkpoint is "
                           "used", RuntimeWarning, stacklevel=3)
+        except _checkpoint.CheckpointError as e:  # another state structure: name the config keys if known
+            changed = _checkpoint.compare_fingerprints(_checkpoint.read_fingerprint(path), fingerprint)
+            if changed:
+                raise _checkpoint.ConfigChangedError(
+                    f"checkpoint {path} was written with another config; changed: " + "; ".join(changed)
+                    + ". Its state has another structure, so it cannot be continued: run without resume",
+                    changed) from e
+            raise
     if ck is None:
         if corrupt:
             raise _checkpoint.CheckpointError(
                 f"no intact checkpoint to resume in {checkpoint_dir}: " + "; ".join(str(e) for e in corrupt))
         return _Progress(state)
-    if not np.array_equal(ck.key_data, key_data):
-        raise ValueError(f"checkpoint {path} was written by a run with another key "
-                         f"({ck.key_data.tolist()} != {key_data.tolist()})")
     changed = _checkpoint.compare_fingerprints(ck.fingerprint, fingerprint)
     if changed and not allow_changes:
         raise _checkpoint.ConfigChangedError(
             f"checkpoint {path} was written with another config; changed: " + "; ".join(changed)
             + ". Resume with allow_changes=True (vijax run --resume --allow-changes) to continue with the new "
             "values, or without resume to start again", changed)
+    if not np.array_equal(ck.key_data, key_data):
+        raise _checkpoint.CheckpointError(f"checkpoint {path} was written by a run with another key "
+                                          f"({ck.key_data.tolist()} != {key_data.tolist()})")
     if changed:
         warnings.warn(f"resuming {path} with changed config values: " + "; ".join(changed), UserWarning,
                       stacklevel=3)
