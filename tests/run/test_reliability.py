@@ -231,3 +231,14 @@ def test_cli_resume_with_another_seed_or_model_size_names_the_keys(tmp_path, cap
     assert main(args + ["--resume", "--allow-changes", "--set", "model.dim=4"]) == EXIT_CANNOT_START
     err = capsys.readouterr().err
     assert "model.dim: 3 -> 4" in err and "another structure" in err and err.count("\n") == 1
+
+
+def test_blame_picks_the_key_by_name_then_value():
+    from vijax.run._cli import _blame
+
+    cfg = {"experiment": "e", "model": {"num_components": 5, "prior": {"kappa": 0.3}},
+           "data": {"num_components": 2}, "algorithm": {"rho_kappa": 0.7}}
+    assert _blame("kappa must lie in (0.5, 1], got 0.3", cfg).startswith("model.prior.kappa: ")
+    assert _blame("num_components must be >= 1, got 2", cfg).startswith("data.num_components: ")
+    assert _blame("num_components must be >= 1, got 9", cfg).startswith("invalid config for experiment 'e': ")
+    assert _blame("model.x: already named", cfg) == "model.x: already named"
