@@ -298,14 +298,39 @@ def test_uci_errors(tmp_path):
     with pytest.raises(ValueError, match="NNZ = 3 but the file has 2"):
         read_uci_bow(p)
     p.write_text("2\n5\n2\n1 1 2\n3 5 1\n")
-    with pytest.raises(ValueError, match="docID out of range"):
+    with pytest.raises(ValueError, match=r"d\.txt, line 5: docID 3 out of range \[1, 2\]"):
         read_uci_bow(p)
     p.write_text("2\n5\n2\n1 1 2\n2 6 1\n")
-    with pytest.raises(ValueError, match="wordID out of range"):
+    with pytest.raises(ValueError, match="line 5: wordID 6 out of range"):
         read_uci_bow(p)
     p.write_text("2\n5\n2\n1 1 2\n2 x 1\n")
     with pytest.raises(ValueError, match="expected integers"):
         read_uci_bow(p)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("1 1 2\n1 2\n2 3 1\n", "line 5: expected 'docID wordID count', found 2 numbers"),  # would re-pair
+    ("1 1\n2 2 3 1\n1 1 1\n", "line 4: expected 'docID wordID count', found 2 numbers"),
+    ("1 1 2\n\n2 1 1 4\n", "line 6: expected 'docID wordID count', found 4 numbers"),
+    ("1 1 2\n2 1 -3\n1 2 1\n", "line 5: count -3 out of range"),
+    ("1 1 2\n2 4294967297 1\n1 2 1\n", "line 5: wordID 4294967297 out of range"),  # would wrap to 1 in int32
+    ("1 1 2\n2 99999999999999999999 1\n1 2 1\n", r"line 5: wordID \d+ \(too large for an integer\)"),
+])
+def test_uci_misaligned_lines_and_huge_ids_are_named_by_line(tmp_path, body, message):
+    p = tmp_path / "docword.bad.txt"
+    p.write_text("2\n5\n3\n" + body)
+    with pytest.raises(ValueError, match="docword.bad.txt, " + message):
+        read_uci_bow(p)
+
+
+def test_uci_header_beyond_int32_and_blank_lines(tmp_path):
+    p = tmp_path / "d.txt"
+    p.write_text("2\n5000000000\n1\n1 4294967297 1\n")
+    with pytest.raises(ValueError, match=r"header W = 5000000000 is out of range"):
+        read_uci_bow(p)
+    p.write_text("\n2\n5\n2\n\n1 1 2\n\n2 5 1")  # blank lines, no final newline: fine
+    c = read_uci_bow(p)
+    assert c.num_docs == 2 and c.nnz == 2
 
 
 def _write_ldac(path, corpus, opener=open):
@@ -339,8 +364,24 @@ def test_ldac_errors(tmp_path):
     with pytest.raises(ValueError, match="expected integers"):
         read_ldac(p)
     p.write_text("1 0:1\n1 7:1\n")
-    with pytest.raises(ValueError, match="word id 7 >= vocabulary size 5"):
+    with pytest.raises(ValueError, match="line 2: word id 7 >= vocabulary size 5"):
         read_ldac(p, vocab_size=5)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1 0:1\n2 0:3:4 5\n", "line 2: malformed id:count pairs"),  # would re-pair as 0:3 4:5
+    ("1 0:1\n\n2 1:1 :2 3\n", "line 3: malformed id:count pairs"),
+    ("1 0:1\n1 2:-3\n", "line 2: count -3 out of range"),
+    ("1 0:1\n1 2:-1\n", "line 2: malformed id:count pairs"),
+    ("1 0:1\n1 -2:1\n", "line 2: word id -2 out of range"),
+    ("1 0:1\n1 4294967297:1\n", "line 2: word id 4294967297 out of range"),  # would wrap to 1 in int32
+    ("1 0:1\n1 99999999999999999999:1\n", r"line 2: word id \d+ \(too large for an integer\)"),
+])
+def test_ldac_malformed_pairs_and_huge_ids_are_named_by_line(tmp_path, text, message):
+    p = tmp_path / "bad.ldac"
+    p.write_text(text)
+    with pytest.raises(ValueError, match="bad.ldac, " + message):
+        read_ldac(p)
 
 
 @pytest.mark.skipif(WIKI is None or WIKI_VOCAB is None, reason=_ABSENT)

@@ -71,3 +71,21 @@ def test_missing_shared_data_is_a_clear_error(monkeypatch, tmp_path):
     assert not dataset_available("sonar")
     with pytest.raises(FileNotFoundError, match="sonar"):
         load_binary_dataset("sonar")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0.1,0.2,1\n0.3,-1\n", r"x\.csv: .*column"),  # a short line: no silent re-alignment
+    ("0.1,0.2,1\n0.3,abc,-1\n", r"x\.csv: .*abc"),
+    ("0.1,0.2,1\n0.3,0.4,2\n", r"x\.csv, data row 2: .*label 2\.0"),
+    ("0.1,nan,1\n", r"x\.csv, data row 1: a non-finite value"),
+])
+def test_labelled_csv_reader_names_file_and_row(tmp_path, text, message):
+    from vijax.data._uci import read_labelled_csv
+
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        read_labelled_csv(path)
+    path.write_text("0.1,0.2,1\n0.3,0.4,-1\n")
+    x, y = read_labelled_csv(path)
+    assert x.shape == (2, 2) and y.tolist() == [1.0, -1.0]

@@ -49,7 +49,7 @@ def test_baselines_run_checkpointed_and_resume_identically(tmp_path):
     ck = tmp_path / "resumed" / "checkpoints"
     # plant slow's step-20 state as noisy's checkpoint: if the resume reads it, noisy must change
     shutil.copy(ck / "slow" / "ckpt_0000000020.npz", ck / "noisy" / "ckpt_0000000020.npz")
-    run_experiment(_config(tmp_path / "resumed", 40), resume=True)  # ...and continued
+    run_experiment(_config(tmp_path / "resumed", 40), resume=True, allow_changes=True)  # ...and continued
     assert_results_identical(SEEN["slow"], full["slow"])
     assert not np.array_equal(SEEN["noisy"].state.x, full["noisy"].state.x)
 

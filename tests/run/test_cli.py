@@ -50,7 +50,7 @@ def test_run_writes_results_and_resumes(tmp_path, capsys):
         "ckpt_0000000080.npz", "ckpt_0000000120.npz"]
     # Continue the same run to 200 steps.
     assert main(["run", write_config(tmp_path), "--out", str(out), "--no-progress",
-                 "--set", "data.center=0.5", "--set", "run.num_steps=200", "--resume"]) == 0
+                 "--set", "data.center=0.5", "--set", "run.num_steps=200", "--resume", "--allow-changes"]) == 0
     metrics2 = json.loads((out / "metrics.json").read_text())
     assert metrics2["num_steps"] == 200 and len(metrics2["elbo"]) == 200
     assert metrics2["elbo"][:120] == metrics["elbo"]

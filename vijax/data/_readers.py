@@ -13,6 +13,10 @@ import numpy as np
 from vijax.data._csr import Corpus
 
 _LINES_PER_CHUNK = 1 << 16
+_SENTINEL = -(1 << 62)  # stands for a line end (UCI) among the parsed integers
+_COLON = -1  # stands for a colon (lda-c): a -1 of the data lands where no colon belongs, an error
+_INT64_MAX = np.iinfo(np.int64).max  # NumPy's parser saturates larger integers to this value
+_ID_LIMIT = np.iinfo(np.int32).max  # ids and sizes are stored as int32
 
 
 def open_text(path: str | os.PathLike) -> io.TextIOBase:
@@ -81,12 +85,15 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
       The ``Corpus`` (ids 0-based).
 
     Raises:
-      ValueError: a malformed header or line, an id out of range, or NNZ not matching the lines.
+      ValueError: naming the file and, for an entry, its line: a malformed header (D or W beyond
+        int32), a line without exactly three integers, an id outside ``[1, D]`` / ``[1, W]``, a
+        negative count (or one beyond int32), or NNZ not matching the lines.
     """
     name = os.fspath(docword_path)
     with open_text(docword_path) as fh:
-        header = []
+        header, lineno = [], 0
         for line in fh:
+            lineno += 1
             if line.strip():
                 header.append(line)
             if len(header) == 3:
@@ -98,19 +105,39 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
         except ValueError:
             raise ValueError(f"{name}: the header lines D, W, NNZ must be integers, got "
                              f"{[h.strip() for h in header]}") from None
+        for label, value in (("D", num_docs), ("W", num_words)):
+            if not 0 <= value < _ID_LIMIT:
+                raise ValueError(f"{name}: header {label} = {value} is out of range [0, {_ID_LIMIT})")
+        if nnz < 0:
+            raise ValueError(f"{name}: header NNZ = {nnz} is negative")
         docs, words, counts = [], [], []
         seen = 0
         for lines in _chunked_lines(fh):
-            vals = _parse_ints("".join(lines), f"{name}: lines after {3 + seen}")
-            if vals.size % 3:
-                raise ValueError(f"{name}: every line after the header must be 'docID wordID count'")
-            vals = vals.reshape(-1, 3)
+            first = lineno + 1
+            lineno += len(lines)
+            if not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+            text = "".join(lines).replace("\n", f" {_SENTINEL}\n")
+            vals = _parse_ints(text, f"{name}: lines {first}-{lineno}")
+            ends = np.flatnonzero(vals == _SENTINEL)  # one per line
+            widths = np.diff(ends, prepend=-1) - 1
+            bad = (widths != 3) & (widths != 0)
+            if bad.any() or ends.size != len(lines):
+                i = int(np.argmax(bad)) if bad.any() else 0
+                raise ValueError(f"{name}, line {first + i}: expected 'docID wordID count', found "
+                                 f"{int(widths[i])} numbers")
+            rows = np.flatnonzero(widths == 3)  # the data lines of the chunk (blank ones skipped)
+            vals = np.delete(vals, ends).reshape(-1, 3)
             seen += vals.shape[0]
             d, w, c = vals[:, 0], vals[:, 1], vals[:, 2]
-            if d.size and (d.min() < 1 or d.max() > num_docs):
-                raise ValueError(f"{name}: docID out of range [1, {num_docs}]")
-            if w.size and (w.min() < 1 or w.max() > num_words):
-                raise ValueError(f"{name}: wordID out of range [1, {num_words}]")
+            for what, v, lo, hi in (("docID", d, 1, num_docs), ("wordID", w, 1, num_words),
+                                    ("count", c, 0, _ID_LIMIT - 1)):
+                out = (v < lo) | (v > hi)
+                if out.any():
+                    i = int(np.argmax(out))
+                    big = " (too large for an integer)" if v[i] == _INT64_MAX else ""
+                    raise ValueError(f"{name}, line {first + int(rows[i])}: {what} {int(v[i])}{big} out of range "
+                                     f"[{lo}, {hi}]")
             docs.append((d - 1).astype(np.int32))
             words.append((w - 1).astype(np.int32))
             counts.append(c.astype(np.float32))
@@ -148,7 +175,8 @@ def read_ldac(path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] =
       The ``Corpus``.
 
     Raises:
-      ValueError: a malformed line (the message gives its number), or ids beyond the vocabulary.
+      ValueError: naming the file and line: a malformed line (M not matching its pairs, a token
+        that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32).
 
     Examples:
       >>> import tempfile, os
@@ -159,11 +187,19 @@ def read_ldac(path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] =
       (3, 5, 6, 1)
     """
     name = os.fspath(path)
+    vocab = None
+    if vocab_path is not None:
+        vocab = read_word_list(vocab_path)
+        if vocab_size is not None and vocab_size != len(vocab):
+            raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
+        vocab_size = len(vocab)
+    id_limit = _ID_LIMIT if vocab_size is None else vocab_size
     lengths, words, counts = [], [], []
     lineno = 0
     with open_text(path) as fh:
         for lines in _chunked_lines(fh):
             sizes = np.empty(len(lines), np.int64)
+            where = np.empty(len(lines), np.int64)  # the line number of each kept line
             kept = 0
             chunk_first = lineno + 1
             for line in lines:
@@ -179,31 +215,38 @@ def read_ldac(path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] =
                 if rest.count(":") != m:
                     raise ValueError(f"{name}, line {lineno}: M = {m} but the line has "
                                      f"{rest.count(':')} id:count pairs")
-                sizes[kept] = m
+                sizes[kept], where[kept] = m, lineno
                 kept += 1
-            sizes = sizes[:kept]
-            vals = _parse_ints("".join(lines).replace(":", " "), f"{name}, lines {chunk_first}-{lineno}")
-            heads = np.cumsum(1 + 2 * sizes) - (1 + 2 * sizes)
-            if vals.size != int(np.sum(1 + 2 * sizes)) or np.any(vals[heads] != sizes):
+            sizes, where = sizes[:kept], where[:kept]
+            # each line must read [M, (id, colon, count) * M]: a colon stands for _COLON
+            vals = _parse_ints("".join(lines).replace(":", " -1 "), f"{name}, lines {chunk_first}-{lineno}")
+            widths = 1 + 3 * sizes
+            heads = np.cumsum(widths) - widths
+            if vals.size != int(np.sum(widths)):
                 raise ValueError(f"{name}, lines {chunk_first}-{lineno}: malformed id:count pairs")
-            is_pair = np.ones(vals.size, bool)
-            is_pair[heads] = False
-            pairs = vals[is_pair].reshape(-1, 2)
+            local = np.arange(vals.size) - np.repeat(heads, widths)
+            colon = (local % 3 == 2)
+            wrong = (vals == _COLON) != colon
+            wrong[heads] |= vals[heads] != sizes
+            if wrong.any():
+                line = int(where[np.searchsorted(heads, int(np.argmax(wrong)), side="right") - 1])
+                raise ValueError(f"{name}, line {line}: malformed id:count pairs (expected 'M id:count ...')")
+            is_pair = local > 0
+            pairs = vals[is_pair & ~colon].reshape(-1, 2)
+            line_of = np.repeat(where, sizes)
+            for what, v, hi in (("word id", pairs[:, 0], id_limit - 1), ("count", pairs[:, 1], _ID_LIMIT - 1)):
+                out = (v < 0) | (v > hi)
+                if out.any():
+                    i = int(np.argmax(out))
+                    big = " (too large for an integer)" if v[i] == _INT64_MAX else ""
+                    limit = (f" >= vocabulary size {vocab_size}" if what == "word id" and vocab_size is not None
+                             and v[i] >= vocab_size else f" out of range [0, {hi}]")
+                    raise ValueError(f"{name}, line {int(line_of[i])}: {what} {int(v[i])}{big}{limit}")
             lengths.append(sizes)
             words.append(pairs[:, 0])
             counts.append(pairs[:, 1].astype(np.float32))
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     ids = np.concatenate(words) if words else np.zeros(0, np.int64)
     counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)
-    vocab = None
-    if vocab_path is not None:
-        vocab = read_word_list(vocab_path)
-        if vocab_size is not None and vocab_size != len(vocab):
-            raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
-        vocab_size = len(vocab)
-    if ids.size and ids.min() < 0:
-        raise ValueError(f"{name}: negative word id {int(ids.min())}")
-    if vocab_size is not None and ids.size and ids.max() >= vocab_size:
-        raise ValueError(f"{name}: word id {int(ids.max())} >= vocabulary size {vocab_size}")
     ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     return Corpus(ptr, ids.astype(np.int32), counts, vocab_size, vocab)

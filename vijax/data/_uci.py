@@ -75,10 +75,31 @@ def _need(*parts: str):
     return p
 
 
+def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
+    """``(features, labels)`` of a comma-separated file whose last column is a -1/+1 label.
+
+    ValueError naming the file (and, where NumPy or the check can tell, the line) for a line
+    with another number of columns, a value that is not a number, a non-finite value or a label
+    other than -1/+1.
+    """
+    try:
+        a = np.loadtxt(path, delimiter=",", ndmin=2)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    if a.shape[0] < 1 or a.shape[1] < 2:
+        raise ValueError(f"{path}: expected rows of features and a label, got shape {a.shape}")
+    bad = ~np.all(np.isfinite(a), axis=1) | ~np.isin(a[:, -1], (-1.0, 1.0))
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(f"{path}, data row {row + 1}: a non-finite value or a label other than -1/+1 "
+                         f"(label {float(a[row, -1])})")
+    return a[:, :-1], a[:, -1]
+
+
 def _csv_pair(folder: str, stem: str, name: str, labels: str) -> BinaryData:
-    tr = np.loadtxt(_need(folder, stem + "tra.csv"), delimiter=",")
-    te = np.loadtxt(_need(folder, stem + "tst.csv"), delimiter=",")
-    return _finish(tr[:, :-1], tr[:, -1], te[:, :-1], te[:, -1], name, labels)
+    xtr, ytr = read_labelled_csv(_need(folder, stem + "tra.csv"))
+    xte, yte = read_labelled_csv(_need(folder, stem + "tst.csv"))
+    return _finish(xtr, ytr, xte, yte, name, labels)
 
 
 def load_sonar(labels: str = "pm1") -> BinaryData:
@@ -164,4 +185,5 @@ def dataset_available(name: str) -> bool:
 
 
 __all__ = ["BinaryData", "DATASETS", "SHARED_DATASETS", "check_features", "dataset_available", "load_binary_dataset",
+           "read_labelled_csv",
            "load_breast_cancer", "load_digits_3v5", "load_ionosphere", "load_sonar", "load_usps_3v5"]

@@ -6,23 +6,31 @@ a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the
 ``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
 folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
 ``configured_algorithm`` builds the registered algorithm a config's ``algorithm.name`` names,
-``eval_steps`` gives the steps at which a run's settings evaluate. The built-in experiments live in
+``eval_steps`` gives the steps at which a run's settings evaluate. ``run_health`` reads a trace's
+non-finite ELBOs and rejected steps; a resume that cannot be trusted raises ``CheckpointError``
+(``CorruptCheckpointError``, ``ConfigChangedError``). The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
 from ._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
 from ._config import ConfigError, load_config, parse_yaml
 from ._experiment import (EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, configured_algorithm,
                           eval_steps, register_experiment)
+from ._checkpoint import CheckpointError, ConfigChangedError, CorruptCheckpointError
+from ._health import RunHealth, run_health
 from ._runner import RunConfig, RunResult, run
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
     "EXPERIMENTS",
     "Baseline",
+    "CheckpointError",
+    "ConfigChangedError",
     "ConfigError",
+    "CorruptCheckpointError",
     "Experiment",
     "ExperimentSpec",
     "RunConfig",
+    "RunHealth",
     "RunResult",
     "check_methods",
     "configured_algorithm",
@@ -35,4 +43,5 @@ __all__ = [
     "register_experiment",
     "run",
     "run_experiment",
+    "run_health",
 ]

@@ -5,7 +5,9 @@ One checkpoint is one ``.npz`` file ``ckpt_<step>.npz`` holding
 - ``state/<i>``: the i-th leaf of the state, in ``jax.tree_util`` flattening order;
 - ``trace/<name>``: every trace array (``"step"`` included);
 - ``__meta__``: a JSON string with the step, the leaves' paths, shapes and dtypes, the
-  evaluations, the cumulative wall time and the run's key data.
+  evaluations, the cumulative wall time, the run's key data and, when the caller gives one, the
+  run's *fingerprint* (its resolved config and data identity, see ``compare_fingerprints``);
+- ``__checksum__``: the SHA-256 of every other member (names, shapes and bytes, in name order).
 
 The tree structure itself is not pickled: loading unflattens the leaves with the treedef of a
 *template* state built by the caller, after checking that the paths (``.q_global.eta``, ``[0]``,
@@ -13,10 +15,14 @@ The tree structure itself is not pickled: loading unflattens the leaves with the
 string may embed reprs of static fields (functions, addresses) that differ between processes.
 
 Files are written atomically: into a temporary file in the same folder, flushed and fsync-ed,
-then moved into place with ``os.replace``; a crash leaves the previous checkpoint intact.
+then moved into place with ``os.replace``, and the folder is fsync-ed so that the rename itself
+survives a power loss; a crash leaves the previous checkpoint intact. A file that cannot be read
+back (truncated, not a zip, a member missing, a checksum that does not match) raises
+``CorruptCheckpointError`` naming the file; the runner then falls back to the previous one.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -29,7 +35,8 @@ import numpy as np
 
 from vijax.types import PyTree
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: __checksum__ and the fingerprint; version 1 files load without a check
+_READABLE_VERSIONS = (1, 2)
 _NAME = re.compile(r"^ckpt_(\d+)\.npz$")
 
 
@@ -43,6 +50,7 @@ class Checkpoint(NamedTuple):
       evals: list of evaluation dicts.
       wall_time: cumulative seconds spent by the runs that produced it.
       key_data: the uint32 data of the run's key (to refuse a resume with another key).
+      fingerprint: the run fingerprint it was saved with, or None.
     """
 
     step: int
@@ -51,6 +59,70 @@ class Checkpoint(NamedTuple):
     evals: list
     wall_time: float
     key_data: np.ndarray
+    fingerprint: Optional[dict] = None
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used for this run; the message names the file."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file that cannot be read back intact (truncated, damaged, checksum mismatch)."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"checkpoint {path} is corrupt: {reason}")
+        self.path, self.reason = path, reason
+
+
+class ConfigChangedError(CheckpointError):
+    """A resume whose run fingerprint (config, data) differs from the checkpoint's."""
+
+    def __init__(self, message: str, changed: list):
+        super().__init__(message)
+        self.changed = changed
+
+
+def _checksum(arrays: dict) -> str:
+    """SHA-256 over the members' names, shapes and raw bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}\0{a.shape}\0".encode())
+        h.update(a.reshape(-1).view(np.uint8) if a.size else b"")
+    return h.hexdigest()
+
+
+def _fsync_dir(directory: str) -> None:
+    """Makes a rename inside ``directory`` durable (no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def compare_fingerprints(saved: Optional[dict], current: Optional[dict]) -> list[str]:
+    """The keys whose values differ between two fingerprints, as ``"key: old -> new"`` lines.
+
+    A fingerprint is ``{"hash": str, "values": {dotted key: JSON value}}`` (``vijax.run`` builds
+    it from a resolved config with ``config_fingerprint``); the hash decides, the values name
+    the keys. Either one None: nothing to compare (an empty list)."""
+    if not saved or not current or saved.get("hash") == current.get("hash"):
+        return []
+    old, new = saved.get("values", {}), current.get("values", {})
+    missing = object()
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, missing), new.get(key, missing)
+        if a != b:
+            show = lambda v: "(absent)" if v is missing else json.dumps(v)  # noqa: E731
+            lines.append(f"{key}: {show(a)} -> {show(b)}")
+    return lines or ["(the fingerprints differ but no key does: another vijax version?)"]
 
 
 def checkpoint_path(directory: str, step: int) -> str:
@@ -103,7 +175,8 @@ def jsonable(x: Any) -> Any:
 
 
 def save_checkpoint(directory: str, step: int, state: PyTree, trace: dict, evals: list, *,
-                    wall_time: float, key_data: np.ndarray, keep: int = 2) -> str:
+                    wall_time: float, key_data: np.ndarray, keep: int = 2,
+                    fingerprint: Optional[dict] = None) -> str:
     """Writes a checkpoint atomically and deletes all but the ``keep`` most recent ones.
 
     Args:
@@ -115,6 +188,7 @@ def save_checkpoint(directory: str, step: int, state: PyTree, trace: dict, evals
       wall_time: cumulative seconds of the run so far.
       key_data: the uint32 data of the run's key.
       keep: how many checkpoints to keep (at least 1).
+      fingerprint: the run's fingerprint (``compare_fingerprints``), stored for resume checks.
 
     Returns:
       The path written.
@@ -133,10 +207,12 @@ def save_checkpoint(directory: str, step: int, state: PyTree, trace: dict, evals
         "evals": jsonable(evals),
         "wall_time": float(wall_time),
         "key_data": np.asarray(key_data).astype(np.uint32).tolist(),
+        "fingerprint": fingerprint,
     }
     arrays = {f"state/{i}": leaf for i, leaf in enumerate(leaves)}
     arrays.update({f"trace/{name}": np.asarray(v) for name, v in trace.items()})
     arrays["__meta__"] = np.array(json.dumps(meta))
+    arrays["__checksum__"] = np.array(_checksum(arrays))
     final = checkpoint_path(directory, step)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt_", suffix=".tmp")
     try:
@@ -145,6 +221,7 @@ def save_checkpoint(directory: str, step: int, state: PyTree, trace: dict, evals
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
+        _fsync_dir(directory)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -165,15 +242,11 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
       The ``Checkpoint``.
 
     Raises:
-      ValueError: if the checkpoint's leaves (paths, shapes or dtypes) do not match the template's.
+      CorruptCheckpointError: the file cannot be read back intact (the message names it).
+      CheckpointError: (a ValueError) if the checkpoint's leaves (paths, shapes or dtypes) do not
+        match the template's.
     """
-    with np.load(path, allow_pickle=False) as f:
-        meta = json.loads(str(f["__meta__"]))
-        if meta.get("version") != _FORMAT_VERSION:
-            raise ValueError(f"checkpoint {path}: unknown format version {meta.get('version')}")
-        leaves = [_as_dtype(f[f"state/{i}"], d) for i, d in enumerate(meta["dtypes"])]
-        trace = {name: _as_dtype(f[f"trace/{name}"], d)
-                 for name, d in zip(meta["trace_names"], meta["trace_dtypes"])}
+    meta, leaves, trace = _read(path)
     paths, t_leaves = _leaf_paths(template)
     expected = [(p, tuple(np.shape(x)), _dtype_name(x)) for p, x in zip(paths, t_leaves)]
     found = [(p, tuple(s), d) for p, s, d in zip(meta["paths"], meta["shapes"], meta["dtypes"])]
@@ -184,14 +257,51 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
             g = found[i] if i < len(found) else None
             if e != g:
                 diffs.append(f"  leaf {i}: expected {_describe(e)}, found {_describe(g)}")
-        raise ValueError(
+        raise CheckpointError(
             f"checkpoint {path} does not match the state's structure "
             f"({len(found)} leaves saved, {len(expected)} expected):\n" + "\n".join(diffs[:10]))
     treedef = jax.tree_util.tree_structure(template)
     state = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
     return Checkpoint(step=int(meta["step"]), state=state, trace=trace, evals=meta["evals"],
                       wall_time=float(meta["wall_time"]),
-                      key_data=np.asarray(meta["key_data"], np.uint32))
+                      key_data=np.asarray(meta["key_data"], np.uint32), fingerprint=meta.get("fingerprint"))
+
+
+def read_fingerprint(path: str) -> Optional[dict]:
+    """The fingerprint a checkpoint was saved with (None if none), reading only its meta data;
+    ``CorruptCheckpointError`` when that cannot be read."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return json.loads(str(f["__meta__"])).get("fingerprint")
+    except Exception as e:
+        raise CorruptCheckpointError(path, f"{type(e).__name__}: {e}") from None
+
+
+def _read(path: str) -> tuple[dict, list, dict]:
+    """The meta data, state leaves and trace of a checkpoint file, checksum verified;
+    ``CorruptCheckpointError`` for anything that does not read back intact."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {name: f[name] for name in f.files}
+        meta = json.loads(str(arrays["__meta__"]))
+        if meta.get("version") not in _READABLE_VERSIONS:
+            raise CheckpointError(f"checkpoint {path}: unknown format version {meta.get('version')}")
+        if meta["version"] >= 2:
+            stored = str(arrays.pop("__checksum__"))
+            if _checksum(arrays) != stored:
+                raise CorruptCheckpointError(path, "its checksum does not match its contents")
+        leaves = [_as_dtype(arrays[f"state/{i}"], d) for i, d in enumerate(meta["dtypes"])]
+        trace = {name: _as_dtype(arrays[f"trace/{name}"], d)
+                 for name, d in zip(meta["trace_names"], meta["trace_dtypes"])}
+        for key in ("step", "paths", "shapes", "evals", "wall_time", "key_data"):
+            meta[key]  # noqa: B018 (a KeyError is a damaged file)
+    except CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # zipfile.BadZipFile, EOFError, zlib.error, KeyError, JSON errors, ...
+        raise CorruptCheckpointError(path, f"{type(e).__name__}: {e}") from None
+    return meta, leaves, trace
 
 
 def _describe(entry) -> str:
@@ -211,5 +321,6 @@ def _as_dtype(a: np.ndarray, name: str) -> np.ndarray:
     return a if a.dtype == dtype else a.view(dtype)
 
 
-__all__ = ["Checkpoint", "checkpoint_path", "clear_checkpoints", "jsonable", "latest_checkpoint",
-           "list_checkpoints", "load_checkpoint", "save_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointError", "ConfigChangedError", "CorruptCheckpointError", "checkpoint_path",
+           "compare_fingerprints", "clear_checkpoints", "jsonable", "latest_checkpoint",
+           "list_checkpoints", "load_checkpoint", "read_fingerprint", "save_checkpoint"]

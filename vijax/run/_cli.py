@@ -14,6 +14,12 @@ output folder:
 - ``elbo.png``: the ELBO trace and held-out metrics against steps;
 
 and prints a short summary.
+
+Exit status: 0 for a run that finished with a finite ELBO; 2 when it could not start (an invalid
+config or value, naming its key; an output folder that cannot be written; ``--resume`` with a
+changed config without ``--allow-changes``; no intact checkpoint); 3 when it finished but its
+result is not to be trusted (the last applied step's ELBO is not finite, or more than
+``run.max_rejected_share`` of the updates were rejected); the results are written either way.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import copy
 import importlib
 import json
 import os
+import re
 import sys
 import tempfile
 from typing import Optional, Sequence
@@ -29,11 +36,13 @@ from typing import Optional, Sequence
 import numpy as np
 import yaml
 
-from ._checkpoint import jsonable
-from ._config import SECTIONS, ConfigError, load_config
+from ._checkpoint import CheckpointError, jsonable
+from ._config import SECTIONS, ConfigError, config_fingerprint, load_config
 from ._experiment import EXPERIMENTS
 from ._plots import plot_elbo
-from ._runner import RunConfig, RunResult, psis_note, run
+from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
+
+EXIT_OK, EXIT_CANNOT_START, EXIT_UNTRUSTED = 0, 2, 3
 
 DEFAULT_EXPERIMENT = "dp_bernoulli"
 BUILTIN_EXPERIMENTS = "vijax.run.experiments"
@@ -60,24 +69,88 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Optional[float]]:
-    """The last step's ELBO and the mean over the last ``chunk_size`` steps."""
+    """The ELBO of the last applied step (``vijax.run._runner.applied_steps``: a step an algorithm
+    rejected left the state as it was) and the mean over the applied ones among the last
+    ``chunk_size`` steps."""
     elbo = np.asarray(result.trace.get("elbo", np.zeros((0,))), dtype=np.float64)
     if not len(elbo):
         return None, None
     elbo = elbo.reshape(len(elbo), -1).mean(axis=1)
-    return jsonable(float(elbo[-1])), jsonable(float(np.mean(elbo[-chunk_size:])))
+    applied, _ = applied_steps(result.trace)
+    if not applied.any():
+        return None, None
+    tail = elbo[-chunk_size:][applied[-chunk_size:]]
+    return jsonable(float(elbo[applied][-1])), jsonable(float(np.mean(tail)) if tail.size else None)
 
 
-def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, dict]:
+def _blame(message: str, config: dict) -> str:
+    """A builder's error message prefixed with the config key it is about, when that key can be
+    told from the message: its leading name (``kappa must ...``) matches the key's last part
+    (``algorithm.kappa``) or a word of it (``algorithm.rho_kappa``), and, among several, the
+    value after ``got`` matches the key's value."""
+    if re.match(r"^(model|data|algorithm|run|output)\.", message):
+        return message  # already names its key
+    values: dict = {}
+    for section in SECTIONS:
+        stack = [(section, config.get(section) or {})]
+        while stack:
+            prefix, node = stack.pop()
+            for k, v in node.items():
+                if isinstance(v, dict):
+                    stack.append((f"{prefix}.{k}", v))
+                else:
+                    values[f"{prefix}.{k}"] = v
+    head = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)", message)
+    got = re.search(r"\bgot (\S+?)[,;.)]?(?:\s|$)", message)
+    scores = {}
+    for key, value in values.items():
+        last = key.rsplit(".", 1)[-1]
+        score = 0
+        if head and last == head.group(1):
+            score = 4
+        elif head and head.group(1) in last.split("_"):
+            score = 2
+        if got and score and got.group(1).strip("'\"") in (str(value), repr(value)):
+            score += 1
+        if score:
+            scores[key] = score
+    if scores:
+        best = max(scores.values())
+        keys = [k for k, v in scores.items() if v == best]
+        if len(keys) == 1:
+            return f"{keys[0]}: {message}"
+    return f"invalid config for experiment {config['experiment']!r}: {message}"
+
+
+def _prepare_output(out_dir: str, config: dict) -> None:
+    """Creates the output folder and writes config.yaml; ConfigError naming ``output.dir`` when the
+    folder cannot be made or written."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        _write_atomic(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(jsonable(config), sort_keys=False))
+    except OSError as e:
+        raise ConfigError(f"output.dir (--out): cannot write the output folder {out_dir!r}: "
+                          f"{e.strerror or e}") from None
+
+
+def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = False) -> tuple[RunResult, dict]:
     """Runs a resolved config (from ``load_config``) and writes its results folder.
 
     Args:
       config: a resolved config.
       resume: continue from the latest checkpoints in ``<output.dir>/checkpoints``.
+      allow_changes: resume even though the checkpoints were written with another config (the
+        keys of ``config_fingerprint``), e.g. to continue to a larger ``run.num_steps``.
 
     Returns:
       ``(result, metrics)``: the ``RunResult`` of the experiment's own run and the dict written to
-      ``metrics.json``.
+      ``metrics.json`` (its ``health`` entry lists non-finite ELBOs and rejected steps).
+
+    Raises:
+      ConfigError: an invalid value (naming its key, also for errors the experiment's builder
+        raises), or an output folder that cannot be written.
+      vijax.run._checkpoint.CheckpointError: a resume refused (``ConfigChangedError``: changed
+        config) or impossible (no intact checkpoint).
     """
     import jax  # deferred so that ``vijax list`` and argument errors stay fast
 
@@ -87,18 +160,26 @@ def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, di
         rc.apply_process_settings()  # before any array of the run is made
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    os.makedirs(out_dir, exist_ok=True)
-    _write_atomic(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(jsonable(config), sort_keys=False))
+    _prepare_output(out_dir, config)
+    fingerprint = config_fingerprint(config)
     sections = {s: copy.deepcopy(config[s]) for s in SECTIONS} | {"run": rc.as_dict()}
-    experiment = EXPERIMENTS[name].build(sections, config["seed"])
+    try:
+        experiment = EXPERIMENTS[name].build(sections, config["seed"])
+    except ConfigError:
+        raise
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(_blame(str(e), config)) from e
     checkpoints = os.path.join(out_dir, "checkpoints")
     result = run(experiment.algorithm, jax.random.PRNGKey(config["seed"]), batch_fn=experiment.batch_fn,
                  host_batches=experiment.host_batches, init_state=experiment.init_state, eval_fn=experiment.eval_fn,
-                 checkpoint_dir=checkpoints, resume=resume, config=rc)
-    baselines = _run_baselines(experiment, rc, config["seed"], checkpoints, resume)
+                 checkpoint_dir=checkpoints, resume=resume, config=rc, fingerprint=fingerprint,
+                 allow_changes=allow_changes)
+    baselines = _run_baselines(experiment, rc, config["seed"], checkpoints, resume, fingerprint, allow_changes)
     summary = experiment.report(result, out_dir, baselines) if experiment.report is not None else {}
     plot_elbo(result.trace, result.evals, os.path.join(out_dir, "elbo.png"), title=name)
     last, last_mean = _final_elbo(result, rc.chunk_size)
+    health = {"run": _health_entry(result, rc.max_rejected_share)}
+    health.update({b: _health_entry(r, rc.max_rejected_share) for b, r in baselines.items()})
     metrics = jsonable({
         "experiment": name,
         "config": config,
@@ -108,6 +189,7 @@ def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, di
         "num_steps": result.num_steps,
         "wall_time": result.wall_time,
         "converged": result.converged,
+        "health": health,
         "evals": result.evals,
         "elbo": result.trace.get("elbo", np.zeros((0,))),
     })
@@ -115,7 +197,17 @@ def run_experiment(config: dict, *, resume: bool = False) -> tuple[RunResult, di
     return result, metrics
 
 
-def _run_baselines(experiment, rc: RunConfig, seed: int, checkpoints: str, resume: bool) -> dict:
+def _health_entry(result: RunResult, max_rejected_share: float) -> dict:
+    h = run_health(result.trace)
+    return {"nonfinite_elbo_steps": int(h.nonfinite_steps.size),
+            "first_nonfinite_step": int(h.nonfinite_steps[0]) if h.nonfinite_steps.size else None,
+            "rejected_steps": int(h.rejected_steps.size), "rejected_share": h.rejected_share,
+            "first_rejected_step": int(h.rejected_steps[0]) if h.rejected_steps.size else None,
+            "final_elbo_finite": h.final_elbo_finite, "problems": h.problems(max_rejected_share)}
+
+
+def _run_baselines(experiment, rc: RunConfig, seed: int, checkpoints: str, resume: bool, fingerprint=None,
+                   allow_changes: bool = False) -> dict:
     """The experiment's baselines, in order, each with its own checkpoint folder and settings."""
     import jax
 
@@ -127,7 +219,7 @@ def _run_baselines(experiment, rc: RunConfig, seed: int, checkpoints: str, resum
         results[b.name] = run(b.algorithm, jax.random.PRNGKey(seed if b.seed is None else b.seed),
                               batch_fn=b.batch_fn, host_batches=b.host_batches, init_state=b.init_state,
                               eval_fn=b.eval_fn, checkpoint_dir=os.path.join(checkpoints, b.name),
-                              resume=resume, config=brc)
+                              resume=resume, config=brc, fingerprint=fingerprint, allow_changes=allow_changes)
         if brc.progress:
             print(f"vijax: baseline {b.name}: {results[b.name].num_steps} steps in "
                   f"{results[b.name].wall_time:.1f}s", file=sys.stderr, flush=True)
@@ -158,6 +250,9 @@ def _print_summary(metrics: dict, out_dir: str, file=None) -> None:
     if scalars:
         print("  summary: " + ", ".join(f"{k}={_format(v)}" for k, v in scalars.items()),
               file=file)
+    for name, entry in metrics.get("health", {}).items():
+        for line in entry["problems"]:
+            print(f"  {'' if name == 'run' else 'baseline ' + name + ': '}{line}", file=file)
     print(f"  results in {out_dir}/ (metrics.json, elbo.png, config.yaml, checkpoints/)",
           file=file)
 
@@ -172,7 +267,10 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument("config", nargs="?", default=None,
                        help=f"a YAML config; without it, the defaults of {DEFAULT_EXPERIMENT}")
     p_run.add_argument("--resume", action="store_true",
-                       help="continue from the latest checkpoint in <out>/checkpoints")
+                       help="continue from the latest intact checkpoint in <out>/checkpoints (refused when the "
+                            "config differs from the checkpoint's)")
+    p_run.add_argument("--allow-changes", action="store_true",
+                       help="with --resume: continue although config values changed (e.g. run.num_steps)")
     p_run.add_argument("--out", default=None, help="output folder (overrides output.dir)")
     p_run.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="KEY=VALUE", help="override a config value, e.g. model.K=7")
@@ -188,7 +286,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       argv: the arguments (without the program name); ``sys.argv[1:]`` when None.
 
     Returns:
-      The exit status: 0 on success, 2 for an invalid config.
+      The exit status (see the module docstring): 0 on success, 2 when the run cannot start
+      (invalid config, unwritable output folder, refused resume), 3 when it ends with a
+      non-finite ELBO or too many rejected steps.
     """
     args = _parser().parse_args(argv)
     import_builtin_experiments()
@@ -209,9 +309,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config["output"]["dir"] = args.out
     if args.no_progress:
         config["run"]["progress"] = False
-    _, metrics = run_experiment(config, resume=args.resume)
+    if args.allow_changes and not args.resume:
+        print("vijax: error: --allow-changes only applies with --resume", file=sys.stderr)
+        return EXIT_CANNOT_START
+    try:
+        _, metrics = run_experiment(config, resume=args.resume, allow_changes=args.allow_changes)
+    except (ConfigError, CheckpointError) as e:
+        print(f"vijax: error: {e}", file=sys.stderr)
+        return EXIT_CANNOT_START
     _print_summary(metrics, config["output"]["dir"])
-    return 0
+    problems = metrics["health"]["run"]["problems"]
+    if problems:
+        print(f"vijax: error: {metrics['experiment']}: " + "; ".join(problems)
+              + f" (results written to {config['output']['dir']}/)", file=sys.stderr)
+        return EXIT_UNTRUSTED
+    return EXIT_OK
 
 
-__all__ = ["DEFAULT_EXPERIMENT", "default_config", "import_builtin_experiments", "main", "run_experiment"]
+__all__ = ["DEFAULT_EXPERIMENT", "EXIT_CANNOT_START", "EXIT_OK", "EXIT_UNTRUSTED", "default_config", "import_builtin_experiments", "main", "run_experiment"]

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import json
 import os
 import re
 from typing import Any, Iterable, Mapping, Union
@@ -204,4 +206,63 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping],
     return config
 
 
-__all__ = ["ConfigError", "apply_overrides", "load_config", "parse_yaml"]
+# run settings that do not change what a run computes (its state and trace): a resume may change them
+FINGERPRINT_IGNORED = ("output.dir", "run.progress", "run.eval_every", "run.checkpoint_every",
+                       "run.max_rejected_share")
+_IDENTITY_BYTES = 1 << 20  # a data file is identified by its size and the SHA-256 of its first and last MiB
+
+
+def _flatten(prefix: str, value: Any, out: dict) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = list(value) if isinstance(value, tuple) else value
+
+
+def file_identity(path: Union[str, os.PathLike]) -> str:
+    """A cheap identity of a data file: ``"<size> bytes, sha256 <hex>"`` of its first and last
+    MiB (the whole file when it is smaller), independent of its name and modification time."""
+    size = os.path.getsize(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read(_IDENTITY_BYTES))
+        if size > 2 * _IDENTITY_BYTES:
+            f.seek(size - _IDENTITY_BYTES)
+        h.update(f.read(_IDENTITY_BYTES))
+    return f"{size} bytes, sha256 {h.hexdigest()[:16]}"
+
+
+def config_fingerprint(config: Mapping) -> dict:
+    """What a resolved config's run computes, for ``vijax.run.run(fingerprint=...)``:
+    ``{"hash": sha256, "values": {dotted key: value}}`` over every key except
+    ``FINGERPRINT_IGNORED``, plus ``data_files.<key>`` with ``file_identity`` for each string
+    value of the ``data`` section that names a file (as the experiments resolve it:
+    ``vijax.data.resolve_data_path``).
+
+    Examples:
+      >>> a = config_fingerprint({"experiment": "x", "run": {"num_steps": 10, "progress": True}})
+      >>> b = config_fingerprint({"experiment": "x", "run": {"num_steps": 10, "progress": False}})
+      >>> a == b, sorted(a["values"])
+      (True, ['experiment', 'run.num_steps'])
+    """
+    from vijax.data import resolve_data_path
+
+    values: dict = {}
+    _flatten("", {k: v for k, v in config.items()}, values)
+    for key in FINGERPRINT_IGNORED:
+        values.pop(key, None)
+    data: dict = {}
+    _flatten("", config.get("data") or {}, data)
+    for key, value in data.items():
+        if isinstance(value, str) and value:
+            path = resolve_data_path(value)
+            if path is not None and os.path.isfile(path):
+                values[f"data_files.{key}"] = file_identity(path)
+    values = json.loads(json.dumps(values, sort_keys=True, default=str))
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+    return {"hash": digest, "values": values}
+
+
+__all__ = ["ConfigError", "FINGERPRINT_IGNORED", "apply_overrides", "config_fingerprint", "file_identity",
+           "load_config", "parse_yaml"]

@@ -3,6 +3,7 @@ the helpers builders share: the configured algorithm of an ``algorithm`` section
 (``configured_algorithm``), the evaluation steps of a ``run`` section (``eval_steps``)."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from vijax.inference import ALGORITHMS, VIAlgorithm, make_algorithm
@@ -142,7 +143,8 @@ def configured_algorithm(section: Mapping, defaults: Mapping, model, *, num_data
 
     Raises:
       ConfigError: naming ``algorithm.name`` for an unknown name (the registered ones listed) or
-        one the factory refuses (a model lacking what the algorithm needs, a bad setting), and
+        one the factory refuses (a model lacking what the algorithm needs), ``algorithm.<key>`` for
+        a setting the factory refuses (``num_samples must be ... >= 1``), and
         ``algorithm.<key>`` for a key set away from its default that the algorithm does not take.
     """
     from ._config import ConfigError  # deferred: _config imports this module
@@ -163,6 +165,9 @@ def configured_algorithm(section: Mapping, defaults: Mapping, model, *, num_data
         return make_algorithm(name, model, num_data=num_data, schedule=schedule if spec.takes_schedule else None,
                               **settings)
     except (TypeError, ValueError) as e:
+        head = re.match(r"^\s*([A-Za-z_]\w*)", str(e))
+        if head and head.group(1) in settings:  # a setting's value out of range: name its key
+            raise ConfigError(f"algorithm.{head.group(1)}: {e}") from None
         raise ConfigError(f"algorithm.name: {name!r} cannot run here: {e}") from None
 
 

@@ -33,6 +33,7 @@ A ``KeyboardInterrupt`` writes a checkpoint of the last completed chunk before r
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import warnings
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
@@ -45,6 +46,7 @@ from tqdm.auto import tqdm
 from vijax.inference import VIAlgorithm
 from vijax.metrics import KHAT_THRESHOLD
 from . import _checkpoint
+from ._health import RunHealth, applied_steps, run_health
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -187,6 +189,7 @@ _SETTINGS = {
     "eval_every": (None, (int,), True, 1),
     "checkpoint_every": (None, (int,), True, 1),
     "progress": (True, (bool,), False, None),
+    "max_rejected_share": (0.5, (float,), False, 0.0),  # vijax run fails when more steps were rejected
     # process settings, applied by ``RunConfig.apply_process_settings`` before JAX makes arrays:
     "x64": (False, (bool,), False, None),  # float64 (jax_enable_x64) instead of float32
     "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
@@ -214,6 +217,8 @@ def check_run_setting(name: str, value, label: str):
         raise ValueError(f"{label}: must be >= {minimum}, got {value!r}")
     if name == "num_steps" and value >= 2**31 - 1:
         raise ValueError(f"{label}: must be < 2**31 - 1, got {value!r}")
+    if name == "max_rejected_share" and not value <= 1.0:
+        raise ValueError(f"{label}: must lie in [0, 1], got {value!r}")
     if name == "tol" and not (np.isfinite(value) and value > 0):
         raise ValueError(f"{label}: must be positive or null, got {value!r}")
     return value
@@ -233,6 +238,9 @@ class RunConfig:
       checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the
         end only.
       progress: show a tqdm bar (it switches itself off when stderr is not a terminal).
+      max_rejected_share: the largest share of rejected steps (``info.accepted`` False: a
+        non-finite update the algorithm did not apply) that ``vijax run`` accepts; above it the
+        command exits with status 3. ``run`` itself only reports (``run_health``).
       x64: run in float64 (``jax_enable_x64``); a process setting, see ``apply_process_settings``.
       cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use
         the cores); None leaves JAX's default. A process setting.
@@ -245,6 +253,7 @@ class RunConfig:
     eval_every: Optional[int] = _SETTINGS["eval_every"][0]
     checkpoint_every: Optional[int] = _SETTINGS["checkpoint_every"][0]
     progress: bool = _SETTINGS["progress"][0]
+    max_rejected_share: float = _SETTINGS["max_rejected_share"][0]
     x64: bool = _SETTINGS["x64"][0]
     cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
 
@@ -310,6 +319,7 @@ class _Progress:
         self.fresh = not self.parts  # a new checkpoint history: older files go at the first save
         self.means: list = []
         self.converged = False
+        self.warned_nonfinite = False
 
     def restore_means(self, chunk_size, tol, patience):
         """Means of the complete grid chunks so far (L_0, L_1, ...) and the stopping rule's verdict."""
@@ -319,24 +329,58 @@ class _Progress:
         self.converged = _tolerance_met(self.means, tol, patience)
 
 
-def _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume) -> _Progress:
-    """The start of a run: ``init_state`` (or ``alg.init``), or the latest checkpoint on resume."""
+def _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint=None,
+                      allow_changes=False) -> _Progress:
+    """The start of a run: ``init_state`` (or ``alg.init``), or the newest intact checkpoint on
+    resume (a corrupt newer one is reported, renamed ``<name>.corrupt`` and skipped)."""
     if init_state is None:
         state = alg.init(init_key)
     else:
         state = init_state(init_key) if callable(init_state) else init_state
     state = _as_strong_arrays(state)
-    path = _checkpoint.latest_checkpoint(checkpoint_dir) if resume else None
-    if path is None:
+    found = _checkpoint.list_checkpoints(checkpoint_dir) if resume else []
+    ck, corrupt = None, []
+    for _, path in reversed(found):
+        try:
+            ck = _checkpoint.load_checkpoint(path, state)
+            break
+        except _checkpoint.CorruptCheckpointError as e:
+            corrupt.append(e)
+            os.replace(path, path + ".corrupt")  # out of the history, kept for inspection
+            warnings.warn(f"{e}; it is renamed {os.path.basename(path)}.corrupt and the previous checkpoint is "
+                          "used", RuntimeWarning, stacklevel=3)
+        except _checkpoint.CheckpointError as e:  # another state structure: name the config keys if known
+            changed = _checkpoint.compare_fingerprints(_checkpoint.read_fingerprint(path), fingerprint)
+            if changed:
+                raise _checkpoint.ConfigChangedError(
+                    f"checkpoint {path} was written with another config; changed: " + "; ".join(changed)
+                    + ". Its state has another structure, so it cannot be continued: run without resume",
+                    changed) from e
+            raise
+    if ck is None:
+        if corrupt:
+            raise _checkpoint.CheckpointError(
+                f"no intact checkpoint to resume in {checkpoint_dir}: " + "; ".join(str(e) for e in corrupt))
         return _Progress(state)
-    ck = _checkpoint.load_checkpoint(path, state)
+    changed = _checkpoint.compare_fingerprints(ck.fingerprint, fingerprint)
+    if changed and not allow_changes:
+        raise _checkpoint.ConfigChangedError(
+            f"checkpoint {path} was written with another config; changed: " + "; ".join(changed)
+            + ". Resume with allow_changes=True (vijax run --resume --allow-changes) to continue with the new "
+            "values, or without resume to start again", changed)
     if not np.array_equal(ck.key_data, key_data):
-        raise ValueError(f"checkpoint {path} was written by a run with another key "
-                         f"({ck.key_data.tolist()} != {key_data.tolist()})")
+        raise _checkpoint.CheckpointError(f"checkpoint {path} was written by a run with another key "
+                                          f"({ck.key_data.tolist()} != {key_data.tolist()})")
+    if changed:
+        warnings.warn(f"resuming {path} with changed config values: " + "; ".join(changed), UserWarning,
+                      stacklevel=3)
+    elif fingerprint is not None and ck.fingerprint is None:
+        warnings.warn(f"checkpoint {path} records no config fingerprint (an older vijax wrote it); the config "
+                      "is not checked", UserWarning, stacklevel=3)
     return _Progress(_as_strong_arrays(ck.state), ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
 
 
-def _save(prog: _Progress, checkpoint_dir, key_data, elapsed) -> None:
+def _save(prog: _Progress, checkpoint_dir, key_data, elapsed, fingerprint=None) -> None:
     """A checkpoint of ``prog`` (unless there is nothing new to save)."""
     if checkpoint_dir is None or prog.saved_at == prog.step or prog.step == 0:
         return
@@ -345,7 +389,7 @@ def _save(prog: _Progress, checkpoint_dir, key_data, elapsed) -> None:
         prog.fresh = False
     prog.parts = [_concat(prog.parts)] if prog.parts else []
     _checkpoint.save_checkpoint(checkpoint_dir, prog.step, prog.state, _concat(prog.parts), prog.evals,
-                                wall_time=elapsed(), key_data=key_data)
+                                wall_time=elapsed(), key_data=key_data, fingerprint=fingerprint)
     prog.saved_at = prog.step
 
 
@@ -354,7 +398,8 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
         eval_fn: Optional[Callable[[PyTree], dict]] = None, checkpoint_dir: Optional[str] = None,
         resume: bool = False, progress_fields: Optional[Sequence[str]] = None,
-        config: Optional[RunConfig] = None, **settings) -> RunResult:
+        config: Optional[RunConfig] = None, fingerprint: Optional[Mapping] = None, allow_changes: bool = False,
+        **settings) -> RunResult:
     """Runs ``alg`` for ``num_steps`` updates (or until converged); see the module docstring for
     the key layout, the chunk grid, the stopping rule and the evaluation/checkpoint cadence.
 
@@ -377,6 +422,13 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         that does not resume one removes the folder's older checkpoints at its first save.
       resume: continue from the latest checkpoint in ``checkpoint_dir`` (from scratch if there is
         none). It must be the same ``key``; a checkpoint at or past ``num_steps`` is returned as is.
+        A newest checkpoint that does not read back intact (truncated, checksum mismatch) is reported
+        with a ``RuntimeWarning`` naming it, renamed ``<name>.corrupt``, and the previous one is used.
+      fingerprint: ``{"hash", "values"}`` identifying what the run computes (``vijax run`` passes its
+        resolved config and data identity, ``vijax.run._config.config_fingerprint``); stored in every
+        checkpoint, and on resume compared with the checkpoint's: a difference raises
+        ``ConfigChangedError`` naming the changed keys. None: no check.
+      allow_changes: resume despite a changed fingerprint (a warning lists the changes).
       progress_fields: trace fields whose chunk means the bar shows; default ``("elbo",)``.
       config: the run settings (``RunConfig``); default ``RunConfig()``.
       **settings: ``RunConfig`` fields overriding ``config`` (``num_steps``, ``chunk_size``,
@@ -388,7 +440,8 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     Raises:
       ValueError: for bad arguments or settings, an ``info`` without ``elbo``, a checkpoint whose
         state structure or key does not match this run, or process settings (``x64``,
-        ``cpu_devices``) this process does not have.
+        ``cpu_devices``) this process does not have. ``CheckpointError`` (a ValueError) when no
+        checkpoint reads back intact, ``ConfigChangedError`` (one too) for a changed fingerprint.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -413,7 +466,9 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     init_key, step_base = jax.random.split(key)
     key_data = _key_data(key)
     fields = tuple(progress_fields) if progress_fields is not None else ("elbo",)
-    prog = _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume)
+    fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
+    prog = _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint,
+                             allow_changes)
     prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
 
     def elapsed():
@@ -424,18 +479,21 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
                disable=None if rc.progress else True, dynamic_ncols=True)
     try:
         _run_chunks(prog, rc, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed,
-                    lambda: _save(prog, checkpoint_dir, key_data, elapsed))
+                    lambda: _save(prog, checkpoint_dir, key_data, elapsed, fingerprint))
     except KeyboardInterrupt:
-        _save(prog, checkpoint_dir, key_data, elapsed)
+        _save(prog, checkpoint_dir, key_data, elapsed, fingerprint)
         raise
     finally:
         bar.close()
     if eval_fn is not None and (not prog.evals or prog.evals[-1]["step"] != prog.step):
         prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
-    _save(prog, checkpoint_dir, key_data, elapsed)
+    _save(prog, checkpoint_dir, key_data, elapsed, fingerprint)
     note = psis_note(prog.evals)
     if note is not None and "above" in note:
         warnings.warn(note, stacklevel=2)
+    health = run_health(_concat(prog.parts))
+    if health.notes():
+        warnings.warn("vijax.run: " + "; ".join(health.notes()), RuntimeWarning, stacklevel=2)
     return RunResult(state=prog.state, trace=_concat(prog.parts), evals=prog.evals, converged=prog.converged,
                      num_steps=prog.step, wall_time=elapsed())
 
@@ -473,6 +531,12 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
         part["step"] = np.arange(t0 + 1, t_end + 1, dtype=np.int64)
         prog.state, prog.step = new_state, t_end
         prog.parts.append(part)
+        if not prog.warned_nonfinite:
+            bad = ~np.all(np.isfinite(np.asarray(part["elbo"], np.float64).reshape(len(part["step"]), -1)), axis=1)
+            if bad.any():
+                prog.warned_nonfinite = True
+                warnings.warn(f"vijax.run: the ELBO is not finite at step {int(part['step'][bad][0])} (the first "
+                              "such step; the end of the run summarises them)", RuntimeWarning, stacklevel=3)
         if prog.step % chunk_size == 0:
             prog.means.append(_chunk_mean(_tail(prog.parts, "elbo", chunk_size)))
             prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
@@ -486,4 +550,4 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
         bar.update(t_end - t0)
 
 
-__all__ = ["RunConfig", "RunResult", "check_run_setting", "run"]
+__all__ = ["RunConfig", "RunHealth", "RunResult", "applied_steps", "check_run_setting", "run", "run_health"]

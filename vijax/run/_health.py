@@ -1,0 +1,90 @@
+"""What a run's trace says about non-finite values: the ELBOs that are not finite and the
+updates an algorithm rejected (``info.accepted`` False: a non-finite update it did not apply,
+leaving the state as it was). ``run`` warns with their step numbers; ``vijax run`` turns
+``RunHealth.problems`` into exit status 3."""
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple, Optional
+
+import numpy as np
+
+
+class RunHealth(NamedTuple):
+    """What a run's trace says about non-finite values (``run_health``).
+
+    Attributes:
+      num_steps: rows of the trace.
+      nonfinite_steps: the ``step`` numbers (1-based, as in the trace) whose ELBO is not finite
+        (any element, for an ELBO with extra axes).
+      rejected_steps: the steps an algorithm rejected (a trace field ``accepted``, or ``*.accepted``,
+        False in any element); empty for algorithms without one.
+      rejected_share: the share of rejected updates (over elements), 0 without ``accepted``.
+      final_step: the last step whose update was applied (the last step without ``accepted``), or
+        None when there is none.
+      final_elbo_finite: whether that step's ELBO is finite (False when there is no such step).
+    """
+
+    num_steps: int
+    nonfinite_steps: np.ndarray
+    rejected_steps: np.ndarray
+    rejected_share: float
+    final_step: Optional[int]
+    final_elbo_finite: bool
+
+    def problems(self, max_rejected_share: Optional[float] = None) -> list[str]:
+        """One line per problem: a non-finite final ELBO, more than ``max_rejected_share`` of the
+        steps rejected (not checked when None). Empty for a healthy run."""
+        out = []
+        if self.num_steps and not self.final_elbo_finite:
+            where = (f"at step {self.final_step}" if self.final_step is not None else "(no step was applied)")
+            first = f"; first non-finite at step {int(self.nonfinite_steps[0])}" if self.nonfinite_steps.size else ""
+            out.append(f"the run ended with a non-finite ELBO {where}{first}")
+        if max_rejected_share is not None and self.rejected_share > max_rejected_share:
+            out.append(f"{self.rejected_share:.1%} of the updates were rejected as non-finite (more than "
+                       f"run.max_rejected_share = {max_rejected_share:g}); first at step {int(self.rejected_steps[0])}")
+        return out
+
+    def notes(self) -> list[str]:
+        """Lines describing non-finite ELBOs and rejected steps (empty when there were none)."""
+        out = []
+        if self.nonfinite_steps.size:
+            out.append(f"ELBO not finite at {self.nonfinite_steps.size} of {self.num_steps} steps ("
+                       + _steps_text(self.nonfinite_steps) + ")")
+        if self.rejected_steps.size:
+            out.append(f"{self.rejected_steps.size} of {self.num_steps} steps rejected as non-finite ("
+                       + _steps_text(self.rejected_steps) + ")")
+        return out
+
+
+def _steps_text(steps: np.ndarray) -> str:
+    shown = ", ".join(str(int(t)) for t in steps[:5])
+    return f"step {shown}" if steps.size == 1 else f"steps {shown}" + (f", ..., {int(steps[-1])}" if steps.size > 5 else "")
+
+
+def applied_steps(trace: Mapping) -> tuple[np.ndarray, float]:
+    """``(applied, rejected_share)``: per trace row whether its update was applied (every element of
+    the fields ``accepted`` / ``*.accepted`` True; all rows without such a field) and the share of
+    rejected elements."""
+    n = len(np.asarray(trace.get("step", np.zeros((0,)))))
+    names = [k for k in trace if k == "accepted" or k.endswith(".accepted")]
+    if not names or n == 0:
+        return np.ones(n, bool), 0.0
+    acc = np.concatenate([np.asarray(trace[k]).reshape(n, -1).astype(bool) for k in names], axis=1)
+    return np.all(acc, axis=1), float(1.0 - acc.mean()) if acc.size else 0.0
+
+
+def run_health(trace: Mapping) -> RunHealth:
+    """Non-finite ELBOs and rejected steps in a ``RunResult.trace`` (see ``RunHealth``)."""
+    steps = np.asarray(trace.get("step", np.zeros((0,), np.int64)))
+    n = len(steps)
+    elbo = np.asarray(trace.get("elbo", np.zeros((n,))), dtype=np.float64).reshape(n, -1)
+    finite = np.all(np.isfinite(elbo), axis=1)
+    applied, share = applied_steps(trace)
+    idx = np.flatnonzero(applied)
+    final = int(idx[-1]) if idx.size else None
+    return RunHealth(num_steps=n, nonfinite_steps=steps[~finite], rejected_steps=steps[~applied], rejected_share=share,
+                     final_step=None if final is None else int(steps[final]),
+                     final_elbo_finite=final is not None and bool(finite[final]))
+
+
+__all__ = ["RunHealth", "applied_steps", "run_health"]
