@@ -23,6 +23,13 @@ def test_default_config_is_the_dp_bernoulli_config():
     assert cfg["algorithm"]["methods"] == list(METHODS)
     assert (cfg["model"]["num_components"], cfg["model"]["alpha"], cfg["data"]["num_points"], cfg["data"]["dim"]) \
         == (100, 20.0, 1000, 100)  # the paper's sizes
+    assert cfg["run"]["num_steps"] == 100  # the quick default; the paper-length run is dp_bernoulli_full
+    full = load_config(str(ROOT / "configs" / "dp_bernoulli_full.yaml"))
+    registered = load_config({"experiment": "dp_bernoulli"})
+    assert full["output"]["dir"] == "results/dp_bernoulli_full" and full["run"]["num_steps"] == 500
+    assert {k: v for k, v in full.items() if k != "output"} == {k: v for k, v in registered.items() if k != "output"}
+    assert {k: v for k, v in full.items() if k not in ("run", "algorithm", "output")} == \
+        {k: v for k, v in cfg.items() if k not in ("run", "algorithm", "output")}
 
 
 def _short_run(tmp_path, methods):
