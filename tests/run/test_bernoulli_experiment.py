@@ -71,3 +71,17 @@ def test_bad_methods_are_rejected(tmp_path):
     cfg = load_config(default_config(), overrides=SMALL + [f"output.dir={tmp_path}", "algorithm.methods=[svi]"])
     with pytest.raises(ValueError, match="algorithm.methods"):
         run_experiment(cfg)
+
+
+@pytest.mark.slow
+def test_quick_default_runs_and_shows_the_ranking(tmp_path):
+    """``vijax run`` with no config (the quick default, about 30 s of CPU time): the paper's ranking,
+    mean-field's KL well above the structured methods' and Gibbs's, and the plots."""
+    from vijax.run import main
+
+    assert main(["run", "--out", str(tmp_path), "--no-progress"]) == 0
+    s = json.loads((tmp_path / "metrics.json").read_text())["summary"]
+    assert s["meanfield_kl"] > 1.5 * max(s["ssvi_a_kl"], s["ssvi_kl"], s["gibbs_kl"])
+    assert s["meanfield_components"] < s["truth_components"] - 20
+    for name in ("dp_bernoulli.png", "elbo.png"):
+        assert os.path.getsize(tmp_path / name) > 0

@@ -46,7 +46,7 @@ def test_defaults_filled():
     assert cfg["model"] == TOY_DEFAULTS["model"] and cfg["algorithm"] == TOY_DEFAULTS["algorithm"]
     assert cfg["run"] == {"num_steps": 1000, "chunk_size": 100, "tol": None, "patience": 3,
                           "eval_every": None, "checkpoint_every": None, "progress": True,
-                          "x64": False, "cpu_devices": None}
+                          "x64": False, "cpu_devices": None, "compile_cache": True}
     assert cfg["output"] == {"dir": f"results/{TOY}"}
     assert EXPERIMENTS[TOY].description.startswith("toy")
 
