@@ -44,6 +44,7 @@ def _short_run(tmp_path, methods):
         assert np.all(np.isfinite(result.trace[f"{m}.elbo"]))
     # collapsed Gibbs on this easy problem: near the truth
     assert abs(s["gibbs_components"] - s["truth_components"]) <= 2 and s["gibbs_kl"] < 1.0
+    assert s["ranking_by_kl"].count(" < ") == len(methods) - 1
     assert [e["step"] for e in metrics["evals"]] == [10, 20]
     rows = s["table"]
     assert [r["method"] for r in rows] == ["truth"] + [LABELS[m] for m in methods]
@@ -83,5 +84,6 @@ def test_quick_default_runs_and_shows_the_ranking(tmp_path):
     s = json.loads((tmp_path / "metrics.json").read_text())["summary"]
     assert s["meanfield_kl"] > 1.5 * max(s["ssvi_a_kl"], s["ssvi_kl"], s["gibbs_kl"])
     assert s["meanfield_components"] < s["truth_components"] - 20
+    assert s["ranking_by_kl"].split(" < ")[-1].startswith("mean-field ")  # printed by the command
     for name in ("dp_bernoulli.png", "elbo.png"):
         assert os.path.getsize(tmp_path / name) > 0

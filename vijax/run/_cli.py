@@ -51,7 +51,7 @@ def default_config() -> dict:
     """The embedded default config of ``vijax run``: ``DEFAULT_EXPERIMENT`` (the DP mixture of
     Bernoullis) at its registered defaults (the paper's sizes, ``configs/dp_bernoulli_full.yaml``)
     but short: 100 steps instead of 500 and 5000 Monte Carlo draws per KL, so that the command
-    finishes in about 20-25 s on a 2-core machine and still shows the methods' ranking and plots.
+    uses about 30 s of CPU time on a 2-core machine and still shows the methods' ranking and plots.
     ``configs/dp_bernoulli.yaml`` spells out the same values, which a test checks."""
     return {"experiment": DEFAULT_EXPERIMENT,
             "algorithm": {"gibbs_burn_in": 50, "kl_samples": 5000, "eval_kl_samples": 5000},
