@@ -18,11 +18,21 @@ threads (vijax's two-device step: 9.4 ms back to back, 16.8 ms interleaved with 
 13.5 ms with a 0.2 s pause or with scikit-learn's BLAS limited to one thread instead).
 Reported: documents/s (training only), held-out score after the same number of documents, and
 held-out score at the same wall time (the last checkpoint at or before the fastest method's total
-time). vijax compiles each padded minibatch shape once before timing (reported), and its jitted
-step returns the new state alone (no per-step ELBO estimate; the peers compute none either).
+time). vijax compiles each padded minibatch shape once before timing, and its jitted step returns
+the new state alone (no per-step ELBO estimate; the peers compute none either).
+
+Every method reports, in one run: ``compile_s`` (vijax: the first calls of each padded shape,
+whose updates are discarded; the peers compile nothing), steady-state documents/s (updates only)
+and ``end_to_end_s``, the wall time from the first call to the final topics: set-up (the initial
+state; the peers' estimator) + compilation + every update, the held-out scoring left out. The
+corpus is in memory in each library's format before the clock starts. The headline ratio is the
+end-to-end one (peer's time over vijax's), printed with the steady-state one beside it.
+JAX's persistent compilation cache is off unless ``--compile-cache DIR`` is given.
 
     python benchmarks/lda_online.py                       # synthetic + wiki_bnpy (if present), S = 256 and 1000
     python benchmarks/lda_online.py --stream-docs 1000000 # also: SVI streaming a 10^6-doc corpus from disk
+    python benchmarks/lda_online.py --devices 1 --synthetic-docs 2048 --batch-sizes 256 --locals meanfield \
+        --peers sklearn gensim --seeds 3 --no-wiki --out benchmarks/results/lda_online_2k.json   # the README's headline
 
 Writes ``benchmarks/results/lda_online.json``.
 """
@@ -48,6 +58,7 @@ from vijax.expfam import Dirichlet
 from vijax.inference import data_parallel, schedules, svi
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA
+from vijax.run import enable_compile_cache
 
 KAPPA, TAU, MAX_ITERS, TOL = 0.7, 64.0, 100, 1e-3
 SLOW = ("vijax-cvb0", "vijax-gibbs")  # run for the first --slow-seeds seeds only
@@ -75,9 +86,12 @@ def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True,
 
 def vijax_runner(alg, model, train, obs, held, batches, seed=0):
     """A ``_Runner`` for any vijax LDA algorithm: the step is jitted returning the new state alone,
-    and every bucketed minibatch shape is compiled up front (timed separately)."""
+    and every bucketed minibatch shape is compiled up front (timed apart, ``compile_s``: the first
+    calls of each shape, whose updates are discarded). ``setup_s`` is the initial state's."""
     step = jax.jit(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
-    state = alg.init(jax.random.PRNGKey(2 * seed))
+    t0 = time.perf_counter()
+    state = jax.block_until_ready(alg.init(jax.random.PRNGKey(2 * seed)))
+    setup_s = time.perf_counter() - t0
     key = jax.random.PRNGKey(2 * seed + 1)
     # compile every padded shape up front (bucketed lengths), timed separately
     t0 = time.perf_counter()
@@ -89,7 +103,7 @@ def vijax_runner(alg, model, train, obs, held, batches, seed=0):
         jax.block_until_ready(step(step(state, train.batch(idx), key, 0), train.batch(idx), key, 0))
     return _Runner(state, lambda st, idx, t: step(st, train.batch(idx), key, t),
                    lambda st: _heldout(model, st.q_global.concentration, obs, held), jax.block_until_ready,
-                   compile_s=time.perf_counter() - t0)
+                   compile_s=time.perf_counter() - t0, setup_s=setup_s)
 
 
 def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model, n_jobs=None, seed=0):
@@ -97,6 +111,7 @@ def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model, n_jobs=None,
 
     x = sp.csr_matrix((np.asarray(train.counts), np.asarray(train.word_ids), np.asarray(train.doc_ptr)),
                       shape=(train.num_docs, train.vocab_size))
+    t0 = time.perf_counter()
     lda = LatentDirichletAllocation(n_components=k, doc_topic_prior=alpha, topic_word_prior=eta,
                                     learning_method="online", learning_decay=KAPPA, learning_offset=TAU,
                                     batch_size=s, total_samples=train.num_docs, max_doc_update_iter=MAX_ITERS,
@@ -106,7 +121,7 @@ def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model, n_jobs=None,
         st.partial_fit(x[idx])
         return st
 
-    return _Runner(lda, one, lambda st: _heldout(model, st.components_, obs, held))
+    return _Runner(lda, one, lambda st: _heldout(model, st.components_, obs, held), setup_s=time.perf_counter() - t0)
 
 
 def run_gensim(train, obs, held, k, alpha, eta, s, batches, model, seed=0):
@@ -114,6 +129,7 @@ def run_gensim(train, obs, held, k, alpha, eta, s, batches, model, seed=0):
 
     docs = [list(zip(*train.document(d))) for d in range(train.num_docs)]
     docs = [[(int(w), float(c)) for w, c in doc] for doc in docs]
+    t0 = time.perf_counter()
     lda = LdaModel(num_topics=k, id2word={i: str(i) for i in range(train.vocab_size)}, chunksize=s, alpha=alpha,
                    eta=eta, decay=KAPPA, offset=TAU, iterations=MAX_ITERS, gamma_threshold=TOL, eval_every=None,
                    random_state=seed, dtype=np.float64)
@@ -123,15 +139,16 @@ def run_gensim(train, obs, held, k, alpha, eta, s, batches, model, seed=0):
                   eval_every=None, iterations=MAX_ITERS, gamma_threshold=TOL)
         return st
 
-    return _Runner(lda, one, lambda st: _heldout(model, st.state.get_lambda(), obs, held))
+    return _Runner(lda, one, lambda st: _heldout(model, st.state.get_lambda(), obs, held), setup_s=time.perf_counter() - t0)
 
 
 class _Runner:
     """One method's state, its update ``step(state, doc_indices, t)``, its held-out ``score(state)``
     and ``block(state)`` (waits for asynchronous work)."""
 
-    def __init__(self, state, step, score, block=lambda st: None, compile_s=None):
+    def __init__(self, state, step, score, block=lambda st: None, compile_s=None, setup_s=0.0):
         self.state, self.step, self.score, self.block, self.compile_s = state, step, score, block, compile_s
+        self.setup_s = setup_s
         self.elapsed, self.curve = 0.0, []
 
 
@@ -157,7 +174,8 @@ def _run_schedule(runners: dict, batches: dict, checkpoints: dict, interleaved: 
         r.elapsed += time.perf_counter() - t0
         if t + 1 in checkpoints[name]:
             r.curve.append({"batches": t + 1, "time_s": r.elapsed, "heldout_per_word": float(r.score(r.state))})
-    return {name: {"time_s": r.elapsed, "curve": r.curve} | ({"compile_s": r.compile_s} if r.compile_s is not None else {})
+    return {name: {"time_s": r.elapsed, "curve": r.curve, "setup_s": r.setup_s, "compile_s": r.compile_s or 0.0,
+                   "end_to_end_s": r.setup_s + (r.compile_s or 0.0) + r.elapsed}
             for name, r in runners.items()}
 
 
@@ -167,11 +185,34 @@ def _summary(corpus: str, s: int, method: str, runs: list) -> dict:
     other fields and the curve from seed 0, every seed's figures under ``seeds``."""
     rates = [r["docs"] / r["time_s"] for r in runs]
     ends = [r["heldout_end"] for r in runs]
+    med = lambda key: float(np.median([r[key] for r in runs]))
     row = dict(runs[0], corpus=corpus, batch_size=s, method=method, docs_per_s=float(np.median(rates)),
+               compile_s=med("compile_s"), setup_s=med("setup_s"), end_to_end_s=med("end_to_end_s"),
                heldout_end=float(np.mean(ends)), heldout_end_sd=float(np.std(ends, ddof=1)) if len(ends) > 1 else 0.0,
-               seeds=[{"docs_per_s": rate, "heldout_end": end, "time_s": r["time_s"],
+               seeds=[{"docs_per_s": rate, "heldout_end": end, "time_s": r["time_s"], "compile_s": r["compile_s"],
+                       "setup_s": r["setup_s"], "end_to_end_s": r["end_to_end_s"],
                        "heldout_at_equal_time": r["heldout_at_equal_time"]} for rate, end, r in zip(rates, ends, runs)])
+    row["docs_per_s_end_to_end"] = row["docs"] / row["end_to_end_s"]
     return row
+
+
+def headline(rows: list, vijax: str = "vijax-meanfield") -> list:
+    """For each (corpus, S) and each peer: the peer's end-to-end time over vijax's (first call to the
+    final topics, compilation included; > 1: vijax is faster) and the steady-state docs/s ratio
+    (vijax over the peer), for the same documents."""
+    out = []
+    for r in rows:
+        if r["method"].startswith("vijax"):
+            continue
+        v = next((x for x in rows if x["method"] == vijax and x["corpus"] == r["corpus"]
+                  and x["batch_size"] == r["batch_size"]), None)
+        if v is None or v["docs"] != r["docs"]:
+            continue
+        out.append({"corpus": r["corpus"], "batch_size": r["batch_size"], "docs": r["docs"], "peer": r["method"],
+                    "vijax": vijax, "end_to_end_ratio": r["end_to_end_s"] / v["end_to_end_s"],
+                    "steady_state_ratio": v["docs_per_s"] / r["docs_per_s"],
+                    "vijax_end_to_end_s": v["end_to_end_s"], "peer_end_to_end_s": r["end_to_end_s"]})
+    return out
 
 
 def _corpora(args):
@@ -208,6 +249,7 @@ import json, os, resource, time, jax
 from vijax.data import Corpus, Minibatcher
 from vijax.inference import data_parallel, schedules, svi
 from vijax.models import LDA
+from vijax.run import enable_compile_cache
 from vijax.run import run
 corpus = Corpus.load_npz({path!r}, mmap=True)  # validation reads the file once, in blocks
 model = LDA(50, 5000, alpha=0.1, eta=0.02)
@@ -246,16 +288,21 @@ def main(argv=None):
     p.add_argument("--no-wiki", action="store_true")
     p.add_argument("--wiki-docs", type=int, default=4000, help="training documents processed on wiki_bnpy")
     p.add_argument("--wiki-locals", nargs="+", default=["meanfield", "cvb0", "gibbs"], help="vijax E-steps on wiki_bnpy")
+    p.add_argument("--compile-cache", default=None, metavar="DIR",
+                   help="use JAX's persistent compilation cache in DIR (vijax.run.enable_compile_cache): a second "
+                        "run, or the seeds after the first, load vijax's compiled steps instead of compiling them. "
+                        "Default: off, every vijax compile_s is a cold compile")
     p.add_argument("--stream-docs", type=int, default=0)
     p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
     args = p.parse_args(argv)
     jax.config.update("jax_num_cpu_devices", args.devices)  # before anything runs on the backend
+    enable_compile_cache(args.compile_cache if args.compile_cache is not None else False)
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()
     rows = []
-    print(f"{'corpus':>10} {'S':>5} {'method':>20} | {'docs':>6} {'docs/s':>8} | held-out/word at end (mean ± sd "
-          f"over seeds) | at equal time (seed 0)")
+    print(f"{'corpus':>10} {'S':>5} {'method':>21} | {'docs':>6} {'compile s':>9} {'steady docs/s':>13} "
+          f"{'end-to-end s':>12} | held-out/word at end (mean ± sd over seeds) | at equal time (seed 0)")
     for name, train, test in ([] if args.stream_only else _corpora(args)):
         obs, held = test.split_tokens(1, 0.5)
         model = LDA(args.k, train.vocab_size, alpha=args.alpha, eta=args.eta, max_iters=MAX_ITERS, tol=TOL)
@@ -279,9 +326,11 @@ def main(argv=None):
                     if method == "vijax-meanfield-1dev":
                         runners[method] = run_vijax(*common, "meanfield", parallel=False, seed=seed)
                     elif method == "vijax-meanfield-plain":  # without SQUAREM (LDA(accelerate=False))
-                        runners[method] = run_vijax(*common, "meanfield", seed=seed, accelerate=False)
+                        runners[method] = run_vijax(*common, "meanfield", seed=seed, accelerate=False,
+                                                    parallel=args.devices > 1)
                     elif method.startswith("vijax-"):
-                        runners[method] = run_vijax(*common, method.split("-", 1)[1], seed=seed)
+                        runners[method] = run_vijax(*common, method.split("-", 1)[1], seed=seed,
+                                                    parallel=args.devices > 1)
                     elif method.startswith("sklearn"):
                         runners[method] = run_sklearn(*common, model, n_jobs=2 if method == "sklearn-njobs2" else None,
                                                       seed=seed)
@@ -301,10 +350,17 @@ def main(argv=None):
             group = [_summary(name, s, method, [res[method] for res in per_seed if method in res]) for method in methods]
             for r in group:
                 eq = "   n/a" if r["heldout_at_equal_time"] is None else f"{r['heldout_at_equal_time']:8.4f}"
-                print(f"{name:>10} {s:>5} {r['method']:>20} | {r['docs']:>6} {r['docs_per_s']:8.0f} | "
+                print(f"{name:>10} {s:>5} {r['method']:>21} | {r['docs']:>6} {r['compile_s']:9.2f} "
+                      f"{r['docs_per_s']:13.0f} {r['end_to_end_s']:12.2f} | "
                       f"{r['heldout_end']:8.4f} ± {r['heldout_end_sd']:.4f}   | {eq} (t = {r['equal_time_s']:.1f} s)",
                       flush=True)
             rows += group
+    ratios = headline(rows)
+    for h in ratios:
+        print(f"{h['corpus']}, S = {h['batch_size']}, {h['docs']} documents: {h['vijax']} vs {h['peer']}: end to end "
+              f"{h['end_to_end_ratio']:.2f}x ({h['vijax_end_to_end_s']:.2f} s vs {h['peer_end_to_end_s']:.2f} s; "
+              f"{'vijax faster' if h['end_to_end_ratio'] > 1 else 'vijax slower'}), steady state "
+              f"{h['steady_state_ratio']:.2f}x")
     stream = stream_test(args.stream_docs) if args.stream_docs else None
     if stream:
         print(f"streaming: {stream['num_docs']} docs, {stream['file_mb']:.0f} MiB on disk, "
@@ -324,7 +380,8 @@ def main(argv=None):
         if stream is None and previous.get("stream"):  # keep the last streaming figures (from an earlier run)
             stream = dict(previous["stream"], from_earlier_run=True)
     with open(args.out, "w") as fh:
-        json.dump({"machine": machine, "rows": rows, "stream": stream}, fh, indent=1)
+        json.dump({"machine": machine, "settings": vars(args), "rows": rows, "headline": ratios, "stream": stream},
+                  fh, indent=1)
     print(f"wrote {args.out}")
 
 

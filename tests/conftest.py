@@ -4,11 +4,21 @@ of mismatched ranks). Tests that need float32 ask for it explicitly.
 Compiled programs are released after each test module: XLA's CPU backend maps a few memory
 regions per compiled kernel, and the whole suite in one process reached Linux's default limit of
 65,530 mappings per process (``vm.max_map_count``) near its end, where the next compilation
-aborted (measured: 46,000 mappings at 70% of the suite)."""
+aborted (measured: 46,000 mappings at 70% of the suite).
+
+``vijax.run.run`` turns on JAX's persistent compilation cache, by default in the user's cache
+folder; the suite points it at a temporary folder of its own instead (``VIJAX_COMPILE_CACHE``),
+removed at the end, so that tests never write into the user's home."""
+import atexit
 import gc
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+_COMPILE_CACHE = tempfile.mkdtemp(prefix="vijax-test-compile-cache-")
+os.environ["VIJAX_COMPILE_CACHE"] = _COMPILE_CACHE
+atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

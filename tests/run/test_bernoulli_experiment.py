@@ -23,6 +23,13 @@ def test_default_config_is_the_dp_bernoulli_config():
     assert cfg["algorithm"]["methods"] == list(METHODS)
     assert (cfg["model"]["num_components"], cfg["model"]["alpha"], cfg["data"]["num_points"], cfg["data"]["dim"]) \
         == (100, 20.0, 1000, 100)  # the paper's sizes
+    assert cfg["run"]["num_steps"] == 100  # the quick default; the paper-length run is dp_bernoulli_full
+    full = load_config(str(ROOT / "configs" / "dp_bernoulli_full.yaml"))
+    registered = load_config({"experiment": "dp_bernoulli"})
+    assert full["output"]["dir"] == "results/dp_bernoulli_full" and full["run"]["num_steps"] == 500
+    assert {k: v for k, v in full.items() if k != "output"} == {k: v for k, v in registered.items() if k != "output"}
+    assert {k: v for k, v in full.items() if k not in ("run", "algorithm", "output")} == \
+        {k: v for k, v in cfg.items() if k not in ("run", "algorithm", "output")}
 
 
 def _short_run(tmp_path, methods):
@@ -37,6 +44,7 @@ def _short_run(tmp_path, methods):
         assert np.all(np.isfinite(result.trace[f"{m}.elbo"]))
     # collapsed Gibbs on this easy problem: near the truth
     assert abs(s["gibbs_components"] - s["truth_components"]) <= 2 and s["gibbs_kl"] < 1.0
+    assert s["ranking_by_kl"].count(" < ") == len(methods) - 1
     assert [e["step"] for e in metrics["evals"]] == [10, 20]
     rows = s["table"]
     assert [r["method"] for r in rows] == ["truth"] + [LABELS[m] for m in methods]
@@ -64,3 +72,18 @@ def test_bad_methods_are_rejected(tmp_path):
     cfg = load_config(default_config(), overrides=SMALL + [f"output.dir={tmp_path}", "algorithm.methods=[svi]"])
     with pytest.raises(ValueError, match="algorithm.methods"):
         run_experiment(cfg)
+
+
+@pytest.mark.slow
+def test_quick_default_runs_and_shows_the_ranking(tmp_path):
+    """``vijax run`` with no config (the quick default, about 30 s of CPU time): the paper's ranking,
+    mean-field's KL well above the structured methods' and Gibbs's, and the plots."""
+    from vijax.run import main
+
+    assert main(["run", "--out", str(tmp_path), "--no-progress"]) == 0
+    s = json.loads((tmp_path / "metrics.json").read_text())["summary"]
+    assert s["meanfield_kl"] > 1.5 * max(s["ssvi_a_kl"], s["ssvi_kl"], s["gibbs_kl"])
+    assert s["meanfield_components"] < s["truth_components"] - 20
+    assert s["ranking_by_kl"].split(" < ")[-1].startswith("mean-field ")  # printed by the command
+    for name in ("dp_bernoulli.png", "elbo.png"):
+        assert os.path.getsize(tmp_path / name) > 0

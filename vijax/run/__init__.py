@@ -6,11 +6,18 @@ a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the
 ``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
 folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
 ``configured_algorithm`` builds the registered algorithm a config's ``algorithm.name`` names,
+<<<<<<< HEAD
 ``eval_steps`` gives the steps at which a run's settings evaluate. ``run_health`` reads a trace's
 non-finite ELBOs and rejected steps; a resume that cannot be trusted raises ``CheckpointError``
 (``CorruptCheckpointError``, ``ConfigChangedError``). The built-in experiments live in
+=======
+``eval_steps`` gives the steps at which a run's settings evaluate. ``enable_compile_cache`` turns
+on JAX's persistent compilation cache (``run`` and the command do by default; ``compile_cache_dir``
+says where). The built-in experiments live in
+>>>>>>> cache
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
+from ._cache import compile_cache_dir, enable_compile_cache
 from ._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
 from ._config import ConfigError, load_config, parse_yaml
 from ._experiment import (EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, configured_algorithm,
@@ -33,8 +40,10 @@ __all__ = [
     "RunHealth",
     "RunResult",
     "check_methods",
+    "compile_cache_dir",
     "configured_algorithm",
     "default_config",
+    "enable_compile_cache",
     "eval_steps",
     "import_builtin_experiments",
     "load_config",

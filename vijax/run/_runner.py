@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 
 from vijax.inference import VIAlgorithm
 from vijax.metrics import KHAT_THRESHOLD
-from . import _checkpoint
+from . import _cache, _checkpoint
 from ._health import RunHealth, applied_steps, run_health
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -193,6 +193,8 @@ _SETTINGS = {
     # process settings, applied by ``RunConfig.apply_process_settings`` before JAX makes arrays:
     "x64": (False, (bool,), False, None),  # float64 (jax_enable_x64) instead of float32
     "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
+    # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
+    "compile_cache": (True, (bool, str), False, None),
 }
 
 
@@ -219,6 +221,8 @@ def check_run_setting(name: str, value, label: str):
         raise ValueError(f"{label}: must be < 2**31 - 1, got {value!r}")
     if name == "max_rejected_share" and not value <= 1.0:
         raise ValueError(f"{label}: must lie in [0, 1], got {value!r}")
+    if name == "compile_cache" and isinstance(value, str) and not value.strip():
+        raise ValueError(f"{label}: expected true, false or a folder, got an empty string")
     if name == "tol" and not (np.isfinite(value) and value > 0):
         raise ValueError(f"{label}: must be positive or null, got {value!r}")
     return value
@@ -244,6 +248,10 @@ class RunConfig:
       x64: run in float64 (``jax_enable_x64``); a process setting, see ``apply_process_settings``.
       cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use
         the cores); None leaves JAX's default. A process setting.
+      compile_cache: JAX's persistent compilation cache, so that a second start of the same
+        program does not compile again: True (the default folder: ``$VIJAX_COMPILE_CACHE``, else
+        ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off) or a folder. A
+        process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
     """
 
     num_steps: int = _SETTINGS["num_steps"][0]
@@ -256,6 +264,7 @@ class RunConfig:
     max_rejected_share: float = _SETTINGS["max_rejected_share"][0]
     x64: bool = _SETTINGS["x64"][0]
     cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
+    compile_cache: Union[bool, str] = _SETTINGS["compile_cache"][0]
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -283,9 +292,9 @@ class RunConfig:
         return dataclasses.replace(self, **settings)
 
     def apply_process_settings(self) -> None:
-        """Applies ``x64`` and ``cpu_devices`` to this process. Both must happen before JAX makes
-        arrays (``cpu_devices`` before it starts its backends); ValueError naming the setting when
-        that is too late."""
+        """Applies ``x64``, ``cpu_devices`` and ``compile_cache`` to this process. The first two
+        must happen before JAX makes arrays (``cpu_devices`` before it starts its backends);
+        ValueError naming the setting when that is too late."""
         if self.x64:
             jax.config.update("jax_enable_x64", True)
         if self.cpu_devices is not None:
@@ -296,6 +305,7 @@ class RunConfig:
                     raise ValueError(f"run.cpu_devices: cannot set {self.cpu_devices} CPU devices, JAX has already "
                                      f"started with {len(jax.devices('cpu'))} ({e}); set it before any JAX "
                                      "computation") from None
+        _cache.enable_compile_cache(self.compile_cache)
 
     def check_process_settings(self) -> None:
         """Raises ValueError when this process does not run with ``x64`` / ``cpu_devices`` (call
@@ -432,7 +442,9 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
       progress_fields: trace fields whose chunk means the bar shows; default ``("elbo",)``.
       config: the run settings (``RunConfig``); default ``RunConfig()``.
       **settings: ``RunConfig`` fields overriding ``config`` (``num_steps``, ``chunk_size``,
-        ``tol``, ``patience``, ``eval_every``, ``checkpoint_every``, ``progress``).
+        ``tol``, ``patience``, ``eval_every``, ``checkpoint_every``, ``progress``,
+        ``compile_cache``). JAX's persistent compilation cache is on by default
+        (``compile_cache=False`` turns it off, for this process).
 
     Returns:
       A ``RunResult``.
@@ -458,6 +470,7 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     """
     rc = (config if config is not None else RunConfig()).replace(**settings)
     rc.check_process_settings()
+    _cache.enable_compile_cache(rc.compile_cache)
     if checkpoint_dir is None and (rc.checkpoint_every is not None or resume):
         raise ValueError("checkpoint_every and resume need a checkpoint_dir")
     if (batch_fn is None) == (host_batches is None):

@@ -102,6 +102,8 @@ def build(sections: dict, seed: int) -> Experiment:
             summary[f"{meth}_components"] = r["components_used"]
             summary[f"{meth}_kl"] = round(r["kl"], 4)
             summary[f"{meth}_kl_stderr"] = round(r["kl_stderr"], 4)
+        by_kl = sorted(res, key=lambda m: res[m]["kl"])  # the methods' ranking, printed by the command
+        summary["ranking_by_kl"] = " < ".join(f"{LABELS[m]} {res[m]['kl']:.2f}" for m in by_kl)
         summary["table"] = table_rows(res, data.components_used)
         summary["kl_samples"] = a["kl_samples"]
         _plot(os.path.join(out_dir, "dp_bernoulli.png"), result, res, data, _estimates(result.state), methods)

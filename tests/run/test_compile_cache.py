@@ -1,0 +1,85 @@
+"""JAX's persistent compilation cache: where ``vijax.run`` puts it, how it is turned off, and that a
+run writes its compiled chunk there (and the command line's flags)."""
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from tests.run.test_cli import write_config
+from vijax.inference import VIAlgorithm
+from vijax.run import RunConfig, main, run
+from vijax.run._cache import ENV_VAR, compile_cache_dir, default_compile_cache_dir, enable_compile_cache
+
+
+@pytest.fixture
+def restore_cache_dir():
+    """Puts JAX's cache folder (the suite's temporary one) back after the test."""
+    before = jax.config.jax_compilation_cache_dir
+    yield
+    enable_compile_cache(before if before else False)
+
+
+def test_folder_resolution(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_compile_cache_dir() == str(tmp_path / "xdg" / "vijax" / "jax")
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_compile_cache_dir() == str(tmp_path / "home" / ".cache" / "vijax" / "jax")
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "env"))
+    assert compile_cache_dir(True) == str(tmp_path / "env")
+    assert compile_cache_dir(str(tmp_path / "mine")) == str(tmp_path / "mine")  # the setting wins
+    assert compile_cache_dir(False) is None
+    for off in ("0", "off", "False", "none", ""):
+        monkeypatch.setenv(ENV_VAR, off)
+        assert compile_cache_dir(True) is None
+    with pytest.raises(ValueError, match="compile_cache"):
+        compile_cache_dir(3)
+    with pytest.raises(ValueError, match="run.compile_cache"):
+        RunConfig.from_dict({"compile_cache": " "})
+    with pytest.raises(ValueError, match="run.compile_cache"):
+        RunConfig.from_dict({"compile_cache": 1})
+
+
+def _toy_run(**settings):
+    step = lambda x, b, k: (x + 0.5 * (b - x) + 1e-3 * jnp.sin(x).sum(), {"elbo": -((x - b) ** 2).sum()})
+    alg = VIAlgorithm(init=lambda key: jnp.zeros(3), step=step)
+    return run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: jnp.ones(3), num_steps=4, chunk_size=2,
+               progress=False, **settings)
+
+
+def test_run_writes_the_cache_where_told_and_not_when_off(tmp_path, monkeypatch, restore_cache_dir):
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    try:
+        folder = tmp_path / "cache"
+        _toy_run(compile_cache=str(folder))
+        assert jax.config.jax_compilation_cache_dir == str(folder)
+        assert any(name.startswith("jit_chunk") for name in os.listdir(folder))
+        jax.clear_caches()
+        _toy_run(compile_cache=False)
+        assert jax.config.jax_compilation_cache_dir is None
+        monkeypatch.setenv(ENV_VAR, "off")
+        _toy_run()  # the default setting, the environment says off
+        assert jax.config.jax_compilation_cache_dir is None
+        monkeypatch.setenv(ENV_VAR, str(tmp_path / "env"))
+        _toy_run()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env")
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def test_command_line_flags(tmp_path, restore_cache_dir):
+    config = write_config(tmp_path)
+    out = tmp_path / "out"
+    assert main(["run", config, "--out", str(out), "--no-progress", "--set", "run.num_steps=40",
+                 "--compile-cache", str(tmp_path / "c")]) == 0
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "c")
+    assert main(["run", config, "--out", str(out), "--no-progress", "--set", "run.num_steps=40",
+                 "--no-compile-cache"]) == 0
+    assert jax.config.jax_compilation_cache_dir is None
+    assert "compile_cache: false" in (out / "config.yaml").read_text()
+    with pytest.raises(SystemExit):
+        main(["run", config, "--no-compile-cache", "--compile-cache", str(tmp_path)])

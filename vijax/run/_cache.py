@@ -1,0 +1,89 @@
+"""JAX's persistent compilation cache, which ``vijax run`` and ``vijax.run.run`` turn on by default,
+so that a second start of the same program loads its compiled XLA executables from disk instead of
+compiling them again.
+
+Where it lives, first match wins:
+
+1. the run setting ``compile_cache`` (``RunConfig``, the YAML ``run:`` section, ``vijax run
+   --compile-cache DIR``): ``false`` (``--no-compile-cache``) turns it off, a string is the folder;
+2. the environment variable ``VIJAX_COMPILE_CACHE``: a folder, or ``0`` / ``off`` / ``false`` /
+   ``no`` / ``none`` / empty to turn it off;
+3. a folder the program already gave JAX (``JAX_COMPILATION_CACHE_DIR`` or
+   ``jax.config.update("jax_compilation_cache_dir", ...)``), kept as it is;
+4. ``$XDG_CACHE_HOME/vijax/jax``, else ``~/.cache/vijax/jax``.
+
+Only programs that take at least ``jax_persistent_cache_min_compile_time_secs`` to compile (JAX's
+default: 1 s) are written. The cache is trusted code: do not point it at a folder others can write.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Optional, Union
+
+import jax
+
+ENV_VAR = "VIJAX_COMPILE_CACHE"
+_OFF = frozenset({"", "0", "off", "false", "no", "none"})
+
+
+def default_compile_cache_dir() -> str:
+    """``$XDG_CACHE_HOME/vijax/jax``, or ``~/.cache/vijax/jax`` when that variable is unset or empty."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vijax", "jax")
+
+
+def compile_cache_dir(setting: Union[bool, str] = True) -> Optional[str]:
+    """The folder of the persistent compilation cache for ``setting`` (the order of the module
+    docstring), or None when it is off.
+
+    Args:
+      setting: ``True`` (the default place), ``False`` (off) or a folder.
+    """
+    if setting is False:
+        return None
+    if isinstance(setting, str):
+        if not setting.strip():
+            raise ValueError("compile_cache: expected true, false or a folder, got an empty string")
+        return os.path.abspath(os.path.expanduser(setting))
+    if setting is not True:
+        raise ValueError(f"compile_cache: expected true, false or a folder, got {setting!r}")
+    env = os.environ.get(ENV_VAR)
+    if env is not None:
+        return None if env.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(env.strip()))
+    current = jax.config.jax_compilation_cache_dir
+    return current if current else default_compile_cache_dir()
+
+
+def enable_compile_cache(setting: Union[bool, str] = True) -> Optional[str]:
+    """Points JAX's persistent compilation cache at ``compile_cache_dir(setting)`` (creating the
+    folder), or turns it off; a no-op when JAX already uses that folder. Safe to call at any time:
+    programs compiled before are not written, later ones are.
+
+    Args:
+      setting: ``True`` (the default place), ``False`` (off) or a folder.
+
+    Returns:
+      The folder in use, or None when the cache is off.
+    """
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    path = compile_cache_dir(setting)
+    current = jax.config.jax_compilation_cache_dir
+    if path == current:
+        return path
+    if path is not None:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            warnings.warn(f"vijax: no persistent compilation cache ({e}); programs compile on every start",
+                          stacklevel=2)
+            path = None
+            if current is None:
+                return None
+    cc.reset_cache()  # JAX opens its cache folder once; forget the old one
+    jax.config.update("jax_compilation_cache_dir", path)
+    return path
+
+
+__all__ = ["ENV_VAR", "compile_cache_dir", "default_compile_cache_dir", "enable_compile_cache"]
