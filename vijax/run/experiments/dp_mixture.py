@@ -65,6 +65,14 @@ def build(sections: dict, seed: int) -> Experiment:
         raise ConfigError("model: truncation_levels and truncations must be non-empty lists")
     if not 0.0 < m["min_fraction"] < 1.0:
         raise ConfigError(f"model: min_fraction must be in (0, 1), got {m['min_fraction']!r}")
+    try:  # the cheap checks before the data are drawn
+        DPMixture.bernoulli(1, 1, alpha=m["alpha"])
+        for trunc in truncs:
+            DPMixture.bernoulli(1, 1, truncation=trunc)
+        for t in levels:
+            DPMixture.bernoulli(t, 1)
+    except ValueError as e:
+        raise ConfigError(f"model: {e}") from None
     try:
         x, z = _data(d, m["components"])
     except ValueError as e:
