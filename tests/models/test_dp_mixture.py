@@ -273,6 +273,16 @@ def test_ssvi_on_gaussian_components_names_the_missing_inversion():
 
 
 @pytest.mark.parametrize("trunc", TRUNCS)
+def test_gaussian_predictive_integrates_to_one(trunc):
+    """1-D: the trapezoid rule on a wide grid (Student-t components, the tail's prior predictive)."""
+    model = DPMixture.gaussian(3, 1, alpha=0.8, truncation=trunc, a0=3.0, b0=2.0)
+    q = model.init_globals(jax.random.PRNGKey(0), jnp.array([[-1.0], [2.0], [0.5], [4.0]]))
+    grid = jnp.linspace(-80, 80, 100001)[:, None]
+    dens = jnp.exp(model.log_predictive(q, grid))
+    np.testing.assert_allclose(jnp.trapezoid(dens, grid[:, 0]), 1.0, rtol=1e-4)
+
+
+@pytest.mark.parametrize("trunc", TRUNCS)
 def test_bernoulli_predictive_sums_to_one(trunc):
     """sum over all 2^D binary vectors of p(y | q) = 1 (the tail's prior predictive included)."""
     y = _bern_data(11, 20, 4)

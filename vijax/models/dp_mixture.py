@@ -49,7 +49,8 @@ with rho_n = r_{n,T+1} = e^{A_n} / S_n and r_nk = rho_n g^m for k = T + 1 + m, i
     sum_{m>=0} rho_n g^m (E_p[log w] + m log g + c_n - log rho_n - m log g) = R_n (E_p[log w] + c_n - log rho_n):
 
 the m log g terms cancel, so the infinite sum is closed. ``local_terms`` holds that plus
-sum_{k<=T} r_nk (log h(x_n) - log r_nk) (c_n includes log h). The tutorial reaches the same
+sum_{k<=T} r_nk (log h(x_n) - log r_nk) (c_n includes log h; the code's logits leave the common
+log h out of every s_nk, k <= T and k > T alike). The tutorial reaches the same
 value as log S_n at the optimal r (its eq. 13 and the line after).
 
 Under SSVI the stick and component views are a draw's t(.) for k <= T; the tail keeps the
