@@ -10,6 +10,7 @@ from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed
 from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_point_estimates
 from vijax.models.ard import ARDPosterior, ARDRegression
 from vijax.models.bernoulli_mixture import BernoulliMixture
+from vijax.models.dp_mixture import DPMixture
 from vijax.models._nonconjugate import (
     AEVBModel,
     GradientProxModel,
@@ -80,6 +81,7 @@ __all__ = [
     "bernoulli_gibbs_point_estimates",
     "ConditionallyConjugateModel",
     "DiagonalGMM",
+    "DPMixture",
     "LDA",
     "LocalResult",
     "UnivariateGMM",

@@ -159,10 +159,16 @@ class BernoulliMixture:
 
     def log_resp(self, globals_view, y: Array) -> Array:
         """log r_nk (normalized over k) at a globals view (see the class docstring), shape (N, K)."""
-        (e_log_pi,), (e_log_phi, e_log_1m) = globals_view
-        logits = (_floor_log(e_log_pi)[None, :] + y @ _floor_log(e_log_phi).T
-                  + (1.0 - y) @ _floor_log(e_log_1m).T)
+        (e_log_pi,), beta_view = globals_view
+        logits = _floor_log(e_log_pi)[None, :] + self.component_log_lik(beta_view, y)
         return jax.nn.log_softmax(logits, axis=-1)
+
+    @staticmethod
+    def component_log_lik(beta_view, y: Array) -> Array:
+        """sum_d y_nd E[log phi_kd] + (1 - y_nd) E[log(1 - phi_kd)], shape (N, K), at a Beta view
+        (E[log phi], E[log(1 - phi)]), each (K, D)."""
+        e_log_phi, e_log_1m = beta_view
+        return y @ _floor_log(e_log_phi).T + (1.0 - y) @ _floor_log(e_log_1m).T
 
     def local_step(self, globals_view, y: Array, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
         """The local step ``method`` for the batch ``y`` (S, D); see the class docstring.

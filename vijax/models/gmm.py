@@ -191,7 +191,7 @@ class DiagonalGMM:
 
     def posterior_from_responsibilities(self, x: Array, resp: Array):
         """The coordinate-optimal q(beta) for given responsibilities ``resp`` (N, K) (the M-step)."""
-        return conjugate_posterior(self.prior(), self._stats(x, resp))
+        return conjugate_posterior(self.prior(), self.stats(x, resp))
 
     def init_globals(self, key: PRNGKey, x: Array | None = None):
         """Hard-assign each point to the nearest of K k-means++ seeds, then one M-step.
@@ -214,7 +214,9 @@ class DiagonalGMM:
         and save one pass over the data per step."""
         return x if x.shape[-1] == 2 * self.dim else jnp.concatenate([x, x**2], axis=-1)
 
-    def _stats(self, x: Array, phi: Array):
+    def stats(self, x: Array, phi: Array):
+        """The statistics ((sum_n phi_n,), Normal-Gamma statistics) of responsibilities ``phi`` (N, K)
+        for data ``x`` (N, D) or its :meth:`features`."""
         n_k = jnp.sum(phi, 0)
         sx = phi.T @ self.features(x)
         s1, s2 = sx[:, : self.dim], sx[:, self.dim:]
@@ -223,11 +225,17 @@ class DiagonalGMM:
 
     def log_resp(self, globals_view, x: Array) -> Array:
         """log phi_nk (normalized), the mean-field update of q(z_n) (Bishop eq. 10.46-10.49)."""
-        (e_log_pi,), (e_tm, e_tm2, e_t, e_logt) = globals_view
+        (e_log_pi,), ng_view = globals_view
+        return jax.nn.log_softmax(e_log_pi[None, :] + self.component_log_lik(ng_view, x), axis=-1)
+
+    def component_log_lik(self, ng_view, x: Array) -> Array:
+        """<s(x_n), E[t(mu_k, tau_k)]>, shape (N, K): the expected log-likelihood of x_n under
+        component k without log h = -D/2 log 2 pi, at a Normal-Gamma view (E(tau mu), E(tau mu^2),
+        E(tau), E(log tau)), each (K, D)."""
+        e_tm, e_tm2, e_t, e_logt = ng_view
         w = jnp.concatenate([e_tm, -0.5 * e_t], axis=1)  # (K, 2D)
-        const = e_log_pi + jnp.sum(0.5 * e_logt - 0.5 * e_tm2, axis=1)
-        logits = self.features(x) @ w.T + const[None, :]
-        return jax.nn.log_softmax(logits, axis=-1)
+        const = jnp.sum(0.5 * e_logt - 0.5 * e_tm2, axis=1)
+        return self.features(x) @ w.T + const[None, :]
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
         check_choice("method", method, self.local_methods)
@@ -236,7 +244,7 @@ class DiagonalGMM:
         log_phi = self.log_resp(globals_view, x)
         phi = jnp.exp(log_phi)
         local_terms = -jnp.sum(phi * log_phi) - 0.5 * x.shape[0] * self.dim * _LOG_2PI
-        return LocalResult(self._stats(x, phi), local_terms, phi)
+        return LocalResult(self.stats(x, phi), local_terms, phi)
 
     def log_predictive(self, q, x: Array) -> Array:
         """Exact log posterior predictive under q, per point: a mixture over k with weights E[pi_k]
@@ -244,13 +252,19 @@ class DiagonalGMM:
         dirichlet, ng = q
         alpha = dirichlet.concentration
         log_w = jnp.log(alpha) - jnp.log(jnp.sum(alpha))
+        return jax.nn.logsumexp(self.component_log_predictive(ng, x) + log_w[None], axis=-1)
+
+    @staticmethod
+    def component_log_predictive(ng, x: Array) -> Array:
+        """log of each component's predictive density under a Normal-Gamma q (or prior), shape
+        (N, K): products over d of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
         a, b, m, kappa = ng.concentration, ng.rate, ng.loc, ng.kappa  # (K, D)
         nu = 2.0 * a
         scale2 = b * (kappa + 1.0) / (a * kappa)
         z2 = (x[:, None, :] - m[None]) ** 2 / scale2[None]
         lp = (gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi * scale2))[None] \
             - (nu[None] + 1) / 2 * jnp.log1p(z2 / nu[None])
-        return jax.nn.logsumexp(jnp.sum(lp, -1) + log_w[None], axis=-1)
+        return jnp.sum(lp, -1)
 
     def point_estimates(self, q):
         """(weights E[pi], means E[mu], variances 1/E[tau]) of a fitted q."""
