@@ -41,7 +41,9 @@ def test_implements_names_the_capabilities():
         assert expfam.implements(cls, "mode") and expfam.implements(cls, "mode_stats")
         assert expfam.implements(cls, "reparam_sample_and_stats")
     assert expfam.implements(expfam.MultivariateNormal, "reparam_sample_and_stats")
-    for cls in (expfam.Categorical, expfam.Poisson, expfam.NormalGamma):
+    assert expfam.implements(expfam.NormalGamma, "reparam_sample_and_stats")
+    assert not expfam.implements(expfam.NormalGamma, "mode_stats")
+    for cls in (expfam.Categorical, expfam.Poisson):
         assert not expfam.implements(cls, "reparam_sample_and_stats")
         assert not expfam.implements(cls, "mode_stats")
     assert not expfam.implements(object(), "mode")

@@ -13,6 +13,7 @@ import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.expfam._inversion import standard_log_gamma
 
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
@@ -89,6 +90,17 @@ class NormalGamma(AbstractExpFamily):
         eps = jax.random.normal(k_mu, shape, self.dtype)
         mu = jnp.broadcast_to(self.loc, shape) + eps / jnp.sqrt(jnp.broadcast_to(self.kappa, shape) * tau)
         return jnp.stack([mu, tau], axis=-1)
+
+    def reparam_sample_and_stats(self, key):
+        """tau = g / b with log g ~ log Gamma(a, 1) by inversion (``standard_log_gamma``, the implicit
+        derivative in a), then mu = m + eps / sqrt(kappa tau) with eps ~ N(0, 1): one draw (mu, tau)
+        and its statistics, differentiable in eta at fixed (u, eps). SSVI and SSVI-A use it."""
+        k_tau, k_mu = jax.random.split(key)
+        log_tau = standard_log_gamma(k_tau, self.concentration) - jnp.log(self.rate)
+        tau = jnp.exp(log_tau)
+        eps = jax.random.normal(k_mu, self.batch_shape, self.dtype)
+        mu = self.loc + eps * jax.lax.rsqrt(self.kappa * tau)
+        return jnp.stack([mu, tau], axis=-1), (tau * mu, tau * mu**2, tau, log_tau)
 
     def is_valid(self):
         return (self.eta2 < 0.0) & (self.eta4 > -0.5) & (self.rate > 0.0)
