@@ -1,6 +1,7 @@
 """Models: priors, local steps, expected sufficient statistics, ELBOs and predictives."""
 from vijax.models._base import (
     ConditionallyConjugateModel,
+    EMModel,
     HyperparameterModel,
     LocalResult,
     conjugate_elbo,
@@ -32,6 +33,7 @@ from vijax.models.gap_nmf import GaPNMF
 from vijax.models.glm import GLM
 from vijax.models.gp_classification import GPClassification, GPGradient, GPPosterior
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
+from vijax.models.hmm import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams
 from vijax.models.lda import LDA
 from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
@@ -74,8 +76,15 @@ __all__ = [
     "bernoulli_collapsed_gibbs",
     "bernoulli_gibbs_point_estimates",
     "ConditionallyConjugateModel",
+    "EMModel",
     "DiagonalGMM",
     "LDA",
+    "CategoricalEmissions",
+    "CategoricalHMM",
+    "GaussianEmissions",
+    "GaussianHMM",
+    "HMMData",
+    "HMMParams",
     "LocalResult",
     "UnivariateGMM",
     "conjugate_elbo",
