@@ -32,6 +32,7 @@ Parameters of the Gaussian model are means and variances; EM floors the variance
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -160,38 +161,27 @@ class _HMM:
         _check_probs("transition_matrix", params.transition_matrix, (k, k))
         self._check_emissions(params.emissions)
 
-    def log_likelihood(self, params: HMMParams, data) -> Array:
-        """log p(x_b | params) per sequence, (B,) (Rabiner 1989, eq. 21)."""
+    def _checked(self, params: HMMParams, data) -> HMMData:
         self.check_params(params)
         self.check_data(data)
-        return self._local(self._view(params), data)[1]
+        return as_data(data)
+
+    def log_likelihood(self, params: HMMParams, data) -> Array:
+        """log p(x_b | params) per sequence, (B,) (Rabiner 1989, eq. 21)."""
+        return _jit_posterior(self, params, self._checked(params, data)).log_likelihood
 
     def posterior(self, params: HMMParams, data) -> inference.Posterior:
         """Per-sequence log-likelihood (B,), marginals p(z_t | x) (B, T, K) and expected transition counts
         (B, K, K) (Rabiner 1989, eq. 27, 38)."""
-        self.check_params(params)
-        self.check_data(data)
-        data, _ = self._prepare(data)
-        (li,), (lt,), ev = self._view(params)
-        return self._posterior(li, lt, self._log_emissions(ev, data.obs), data.lengths)
+        return _jit_posterior(self, params, self._checked(params, data))
 
     def pairwise_marginals(self, params: HMMParams, data) -> Array:
         """p(z_{t-1} = i, z_t = j | x) for t = 1..T-1, (B, T-1, K, K); zero at padded steps."""
-        self.check_params(params)
-        self.check_data(data)
-        data, _ = self._prepare(data)
-        (li,), (lt,), ev = self._view(params)
-        fn = lambda le, n: inference.pairwise_marginals(li, lt, le, n, self.schedule)
-        return jax.vmap(fn)(self._log_emissions(ev, data.obs), data.lengths)
+        return _jit_pairwise(self, params, self._checked(params, data))
 
     def viterbi(self, params: HMMParams, data) -> tuple[Array, Array]:
         """Most probable paths (B, T) (-1 at padded steps) and their log p(x, path) (B,) (Rabiner 1989, §III-B)."""
-        self.check_params(params)
-        self.check_data(data)
-        data, _ = self._prepare(data)
-        (li,), (lt,), ev = self._view(params)
-        fn = lambda le, n: inference.viterbi(li, lt, le, n)
-        return jax.vmap(fn)(self._log_emissions(ev, data.obs), data.lengths)
+        return _jit_viterbi(self, params, self._checked(params, data))
 
     # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
     def e_step(self, params: HMMParams, data):
@@ -255,6 +245,30 @@ class _HMM:
         q_init, q_trans, q_em = q
         mean = lambda d: d.concentration / jnp.sum(d.concentration, -1, keepdims=True)
         return HMMParams(mean(q_init), mean(q_trans), self._expected_emissions(q_em))
+
+
+def _log_terms(model: _HMM, params: HMMParams, data: HMMData):
+    data, _ = model._prepare(data)
+    (li,), (lt,), ev = model._view(params)
+    return li, lt, model._log_emissions(ev, data.obs), data.lengths
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_posterior(model: _HMM, params: HMMParams, data: HMMData) -> inference.Posterior:
+    li, lt, le, lengths = _log_terms(model, params, data)
+    return model._posterior(li, lt, le, lengths)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_pairwise(model: _HMM, params: HMMParams, data: HMMData) -> Array:
+    li, lt, le, lengths = _log_terms(model, params, data)
+    return jax.vmap(lambda e, n: inference.pairwise_marginals(li, lt, e, n, model.schedule))(le, lengths)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_viterbi(model: _HMM, params: HMMParams, data: HMMData):
+    li, lt, le, lengths = _log_terms(model, params, data)
+    return jax.vmap(lambda e, n: inference.viterbi(li, lt, e, n))(le, lengths)
 
 
 def _map_rows(counts: Array, concentration: float) -> Array:
@@ -393,7 +407,8 @@ class GaussianHMM(_HMM):
         e_tm, e_tm2, e_t, e_logt = em_view  # (K, D) each
         w = jnp.concatenate([e_tm, -0.5 * e_t], axis=1)  # (K, 2D)
         const = jnp.sum(0.5 * e_logt - 0.5 * e_tm2, axis=1) - 0.5 * self.dim * _LOG_2PI
-        return jnp.concatenate([obs, obs**2], axis=-1) @ w.T + const
+        feats = jnp.concatenate([obs, obs**2], axis=-1)
+        return feats @ w.T + const.reshape((1,) * (feats.ndim - 1) + (-1,))
 
     def _emission_stats(self, obs, gamma):
         n = jnp.sum(gamma, (0, 1))
@@ -441,7 +456,7 @@ class GaussianHMM(_HMM):
         w = mask.reshape(-1).astype(dt)
         n = jnp.sum(w)
         mean = w @ x / n
-        var = jnp.maximum(w @ (x - mean) ** 2 / n, max(self.min_variance, 1e-6))
+        var = jnp.maximum(w @ (x - mean[None]) ** 2 / n, max(self.min_variance, 1e-6))
         rows = jax.random.choice(key, x.shape[0], (k,), replace=bool(x.shape[0] < k), p=w / n)
         return GaussianEmissions(x[rows], jnp.broadcast_to(var, (k, d)))
 
