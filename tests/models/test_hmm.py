@@ -153,13 +153,13 @@ def test_baum_welch_equals_hmmlearn_from_the_same_start(kind):
     n_iter = 5
     ref = _hmmlearn_fit(kind, params, data, n_iter)
     alg = em(model)
-    state = alg.init(jax.random.PRNGKey(0), data)._replace(params=params)
+    state = alg.init(jax.random.PRNGKey(0), data)._replace(q_global=params)
     step = jax.jit(alg.step)
     lls = []
     for i in range(n_iter):
         state, info = step(state, data, jax.random.PRNGKey(i))
         lls.append(float(info.log_likelihood))
-    got = state.params
+    got = state.q_global
     np.testing.assert_allclose(got.initial_probs, ref.startprob_, atol=1e-8)
     np.testing.assert_allclose(got.transition_matrix, ref.transmat_, atol=1e-8)
     if kind == "categorical":

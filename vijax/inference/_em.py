@@ -8,10 +8,11 @@ the bound over theta with q fixed, which needs only the expected complete-data s
 The log-likelihood (plus log p(theta) for MAP-EM) therefore never decreases from one step to the next.
 
 The model meets the algorithm through ``vijax.models.EMModel``: ``init_params``, ``e_step(params,
-batch) -> (stats, log_likelihood)``, ``m_step(stats) -> params`` and ``check_data`` (the shape of
-dynamax's ``fit_em``). ``info.log_likelihood`` is log p(x | theta) at the parameters the step
+batch) -> (stats, log_likelihood)``, ``m_step(stats) -> params``, ``log_prior`` and ``check_data``
+(the shape of dynamax's ``fit_em``). ``info.log_likelihood`` is log p(x | theta) at the parameters the step
 *starts from* (the E-step computes it for free), so the trace is the objective of EM's iterates;
-``info.elbo`` adds ``model.log_prior`` where the model offers one (MAP-EM), else equals it.
+``info.elbo`` adds ``model.log_prior(theta)`` (0 for maximum likelihood; log p(theta) up to a
+constant for MAP-EM). The state holds theta as ``q_global``, the name every state gives its globals.
 EM sees the whole data set at every step (``num_data``, when given, is checked against the batch).
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from vijax.types import Array, PRNGKey, PyTree
 
 
 class EMState(NamedTuple):
-    params: PyTree  # the point estimate theta
+    q_global: PyTree  # the point estimate theta (named as every state's globals are)
     count: Array  # int32 scalar
 
 
@@ -50,10 +51,8 @@ def init_from(params: PyTree) -> EMState:
 
 
 def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
-    """log p(x | theta) + log p(theta) where the model offers ``log_prior``, else log p(x | theta)."""
-    if hasattr(model, "log_prior"):
-        return log_likelihood + model.log_prior(params)
-    return log_likelihood
+    """The EM objective log p(x | theta) + ``model.log_prior(theta)``."""
+    return log_likelihood + model.log_prior(params)
 
 
 def step(state: EMState, batch: PyTree, key: PRNGKey, *, model: EMModel, num_data: Optional[int] = None):
@@ -63,9 +62,9 @@ def step(state: EMState, batch: PyTree, key: PRNGKey, *, model: EMModel, num_dat
     if num_data is not None and batch_size(batch) != num_data:
         raise ValueError(f"EM takes the whole data set at every step: the batch has {batch_size(batch)} "
                          f"data points but num_data={num_data}")
-    stats, log_lik = model.e_step(state.params, batch)
+    stats, log_lik = model.e_step(state.q_global, batch)
     new = model.m_step(stats)
-    return EMState(new, safe_increment(state.count)), EMInfo(objective(model, state.params, log_lik), log_lik)
+    return EMState(new, safe_increment(state.count)), EMInfo(objective(model, state.q_global, log_lik), log_lik)
 
 
 def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlgorithm:
@@ -74,7 +73,7 @@ def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlg
     EM has no schedule (each M-step is an exact maximization).
 
     Args:
-      model: an ``EMModel`` (``init_params``, ``e_step``, ``m_step``, ``check_data``).
+      model: an ``EMModel`` (``init_params``, ``e_step``, ``m_step``, ``log_prior``, ``check_data``).
       num_data: N, optional; when given, every step checks that its batch holds N data points.
 
     Raises:

@@ -117,9 +117,9 @@ class EMModel(Protocol):
       statistics under p(z | x, theta) and log p(x | theta) (a scalar, summed over the batch);
     - ``m_step(stats) -> params``: argmax over theta of E[log p(x, z | theta)] (+ log p(theta) for
       MAP-EM), from the statistics;
+    - ``log_prior(params) -> scalar``: log p(theta) up to a constant (0 for maximum likelihood),
+      added to the objective EM reports;
     - ``check_data(batch)``: raises ValueError naming the problem.
-
-    Optional: ``log_prior(params) -> scalar`` for MAP-EM, added to the objective EM reports.
     """
 
     def init_params(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
@@ -130,6 +130,9 @@ class EMModel(Protocol):
 
     def m_step(self, stats: PyTree) -> PyTree:
         """The maximizing theta given the expected statistics."""
+
+    def log_prior(self, params: PyTree) -> Array:
+        """log p(theta) up to a constant; 0 for maximum likelihood."""
 
     def check_data(self, batch: PyTree) -> None:
         """Raises ValueError naming the problem for data the model cannot take."""

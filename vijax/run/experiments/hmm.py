@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import sample_hmm
+from vijax.inference import EMState
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams
 from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
 
@@ -85,7 +86,7 @@ def build(sections: dict, seed: int) -> Experiment:
 
     @jax.jit
     def _estimate(state):
-        return state.params if hasattr(state, "params") else model.expected_params(state.q_global)
+        return state.q_global if isinstance(state, EMState) else model.expected_params(state.q_global)
 
     def eval_fn(state) -> dict:
         est = _estimate(state)
