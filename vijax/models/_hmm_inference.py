@@ -77,31 +77,27 @@ def _mask(length, num_steps: int) -> Array:
 
 
 def _sequential(log_init: Array, log_trans: Array, log_em: Array, length) -> Messages:
+    """Unnormalized log messages: each step adds its own shift back, so no per-step normalization
+    (and no log-sum-exp) is needed; log p(x) = logsumexp(log alpha_{T-1})."""
     mask = _mask(length, log_em.shape[0])
     trans = jnp.exp(log_trans)
     a0 = log_init + log_em[0]
-    c0 = _lse(a0)
-    a0 = a0 - c0
 
     def forward(a_prev, inputs):
         le, m = inputs
-        pred = _log_vecmat(a_prev, trans) + le
-        c = _lse(pred)
-        a = jnp.where(m, pred - c, a_prev)
-        return a, (a, jnp.where(m, c, 0.0))
+        a = jnp.where(m, _log_vecmat(a_prev, trans) + le, a_prev)
+        return a, a
 
-    _, (alphas, cs) = jax.lax.scan(forward, a0, (log_em[1:], mask[1:]))
+    a_last, alphas = jax.lax.scan(forward, a0, (log_em[1:], mask[1:]))
 
     def backward(b_next, inputs):
         le_next, m_next = inputs
-        b = _log_matvec(trans, le_next + b_next)
-        b = jnp.where(m_next, b - _lse(b), b_next)
+        b = jnp.where(m_next, _log_matvec(trans, le_next + b_next), b_next)
         return b, b
 
     b_last = jnp.zeros_like(a0)
     _, betas = jax.lax.scan(backward, b_last, (log_em[1:], mask[1:]), reverse=True)
-    return Messages(jnp.concatenate([a0[None], alphas]), jnp.concatenate([betas, b_last[None]]),
-                    c0 + jnp.sum(cs))
+    return Messages(jnp.concatenate([a0[None], alphas]), jnp.concatenate([betas, b_last[None]]), _lse(a_last))
 
 
 def _log_matmul(a: Array, b: Array) -> Array:

@@ -324,8 +324,8 @@ class CategoricalHMM(_HMM):
         return jnp.take(log_b.T, obs, axis=0, mode="clip")  # (B, T, K)
 
     def _emission_stats(self, obs, gamma):
-        onehot = jax.nn.one_hot(obs, self.num_symbols, dtype=gamma.dtype)
-        return (jnp.einsum("btk,btv->kv", gamma, onehot),)
+        k = gamma.shape[-1]
+        return (jax.ops.segment_sum(gamma.reshape(-1, k), obs.reshape(-1), num_segments=self.num_symbols).T,)
 
     def _emission_view(self, emissions):
         return (jnp.log(emissions.probs),)
