@@ -44,3 +44,16 @@ def test_readme_derived_conjugate_model_example_runs():
     np.testing.assert_allclose(rates, [2.0, 12.0], atol=0.5)
     alpha = np.sort(np.asarray(scope["state"].q_global["pi"].concentration))
     np.testing.assert_allclose(alpha, [201.0, 301.0], atol=5.0)
+
+
+def test_readme_hmm_example_runs():
+    """The HMM example: 20 Baum–Welch steps on 200 sampled sequences; padded steps get state -1."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Hidden Markov models"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    data, paths = scope["data"], np.asarray(scope["paths"])
+    lengths = np.asarray(data.lengths)
+    assert np.all((paths == -1) == (np.arange(50)[None, :] >= lengths[:, None]))
+    np.testing.assert_allclose(np.asarray(scope["post"].marginals).sum(-1), np.arange(50)[None, :] < lengths[:, None])

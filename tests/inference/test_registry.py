@@ -7,7 +7,7 @@ import pytest
 
 from vijax.inference import ALGORITHMS, M_STEPS, make_algorithm, register_algorithm, schedules, svi
 from vijax.expfam import Normal
-from vijax.models import GLM, VAE, GPClassification, UnivariateGMM, mlp
+from vijax.models import GLM, VAE, CategoricalHMM, GPClassification, UnivariateGMM, mlp
 
 X = jnp.concatenate([jnp.full(20, -4.0), jnp.full(20, 4.0)])
 KEY = jax.random.PRNGKey(0)
@@ -23,6 +23,8 @@ def _model_and_batch(name):
         return GPClassification(x, (x[:, 0] > 0).astype(int), 0.0, 0.0, jitter=1e-6), jnp.arange(6), 6
     if name in ("bbvi", "ngvi"):  # a log-density: x_i ~ N(mu, 1), its sum over the batch
         return (lambda mu, batch: -0.5 * jnp.sum((batch - (mu["mu"] if name == "bbvi" else mu)) ** 2)), X, 40
+    if name == "em":  # an HMM: 4 sequences of 5 symbols
+        return CategoricalHMM(2, 3), jnp.arange(20).reshape(4, 5) % 3, 4
     if name == "aevb":  # a VAE on binary vectors
         enc, dec = mlp(jax.random.PRNGKey(1), (4, 4)), mlp(jax.random.PRNGKey(2), (2, 4))
         return VAE(enc, dec, latent_dim=2, data_dim=4), (jnp.arange(40)[:, None] % jnp.arange(1, 5)[None, :] == 0) * 1.0, 40

@@ -3,7 +3,7 @@
 Auto-encoding variational Bayes (``aevb``: a VAE with a point or a Bayesian decoder).
 Black-box VI on any log-density: ``bbvi`` (an optax optimizer on a Monte Carlo ELBO) and ``ngvi``
 (natural-gradient VI for exponential-family q). Factories take the model (or log-density) first and keyword-only ``num_data`` and ``schedule``; every state holds
-``q_global`` and ``count``. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
+``q_global`` and ``count``. Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
 A Bayesian last layer on a network, trained end to end by the user's own loop:
 ``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``.
 """
@@ -11,6 +11,7 @@ from vijax.inference import schedules
 from vijax.inference._aevb import AEVB, THETA_DRAWS, AEVBInfo, AEVBState, aevb, gaussian_kl
 from vijax.inference._bbvi import BBVI, ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
 from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
+from vijax.inference._em import EMInfo, EMState, em
 from vijax.inference._combinators import lock_step, replace_elbo, restarts, select_restart
 from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
 from vijax.inference._last_layer import LIKELIHOODS, LastLayer, bayesian_last_layer, head_log_likelihood
@@ -55,6 +56,8 @@ __all__ = [
     "CAVIState",
     "DIVERGENCES",
     "DataParallel",
+    "EMInfo",
+    "EMState",
     "InitFn",
     "M_STEPS",
     "MAPInfo",
@@ -73,6 +76,7 @@ __all__ = [
     "VIAlgorithm",
     "cavi",
     "data_parallel",
+    "em",
     "lock_step",
     "make_algorithm",
     "make_optimizer",

@@ -17,6 +17,7 @@ from typing import Callable, NamedTuple
 from vijax.inference._aevb import aevb
 from vijax.inference._bbvi import bbvi
 from vijax.inference._cavi import cavi
+from vijax.inference._em import em
 from vijax.inference._map import map_em
 from vijax.inference._ngvi import ngvi
 from vijax.inference._optax_vi import optax_vi
@@ -105,6 +106,8 @@ def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings
 
 register_algorithm("cavi", cavi, settings=("local",), takes_schedule=False,
                    description="coordinate ascent VI on the whole data (Blei et al. 2017, §4.2)")
+register_algorithm("em", em, takes_schedule=False,
+                   description="maximum-likelihood / MAP EM for a model with an E-step and an M-step (Dempster et al. 1977)")
 register_algorithm("svi", svi, settings=("local", "ramp", "hyper_step"),
                    description="natural-gradient SVI, the mean-field M-step (Blei et al. 2017, §4.3)")
 register_algorithm("ssvi", ssvi, settings=("local", "ramp"),

@@ -1,6 +1,7 @@
 """Models: priors, local steps, expected sufficient statistics, ELBOs and predictives."""
 from vijax.models._base import (
     ConditionallyConjugateModel,
+    EMModel,
     HyperparameterModel,
     LocalResult,
     conjugate_elbo,
@@ -35,6 +36,7 @@ from vijax.models.glm import GLM
 from vijax.models.gp_classification import GPClassification, GPGradient, GPPosterior
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.full_gmm import FullGMM
+from vijax.models.hmm import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams
 from vijax.models.lda import LDA
 from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
@@ -80,9 +82,16 @@ __all__ = [
     "bernoulli_collapsed_gibbs",
     "bernoulli_gibbs_point_estimates",
     "ConditionallyConjugateModel",
+    "EMModel",
     "DiagonalGMM",
     "DPMixture",
     "LDA",
+    "CategoricalEmissions",
+    "CategoricalHMM",
+    "GaussianEmissions",
+    "GaussianHMM",
+    "HMMData",
+    "HMMParams",
     "LocalResult",
     "UnivariateGMM",
     "conjugate_elbo",

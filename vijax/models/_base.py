@@ -105,3 +105,34 @@ def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
 def entropy_of_probs(probs: Array, axis: int = -1) -> Array:
     """H of categorical rows, 0 log 0 = 0."""
     return -jnp.sum(jnp.where(probs > 0, probs * jnp.log(jnp.where(probs > 0, probs, 1.0)), 0.0), axis)
+
+
+@runtime_checkable
+class EMModel(Protocol):
+    """What ``vijax.inference.em`` needs from a model: a point estimate theta of its parameters,
+    an E-step and an M-step (Dempster, Laird and Rubin 1977; the tutorial *Raise your ELBO*, §EM).
+
+    - ``init_params(key, batch=None)``: a starting theta (data-dependent when ``batch`` is given);
+    - ``e_step(params, batch) -> (stats, log_likelihood)``: the expected complete-data sufficient
+      statistics under p(z | x, theta) and log p(x | theta) (a scalar, summed over the batch);
+    - ``m_step(stats) -> params``: argmax over theta of E[log p(x, z | theta)] (+ log p(theta) for
+      MAP-EM), from the statistics;
+    - ``log_prior(params) -> scalar``: log p(theta) up to a constant (0 for maximum likelihood),
+      added to the objective EM reports;
+    - ``check_data(batch)``: raises ValueError naming the problem.
+    """
+
+    def init_params(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
+        """A starting theta."""
+
+    def e_step(self, params: PyTree, batch: PyTree) -> tuple[PyTree, Array]:
+        """(expected sufficient statistics, log p(batch | params))."""
+
+    def m_step(self, stats: PyTree) -> PyTree:
+        """The maximizing theta given the expected statistics."""
+
+    def log_prior(self, params: PyTree) -> Array:
+        """log p(theta) up to a constant; 0 for maximum likelihood."""
+
+    def check_data(self, batch: PyTree) -> None:
+        """Raises ValueError naming the problem for data the model cannot take."""

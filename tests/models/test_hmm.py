@@ -1,0 +1,293 @@
+"""HMMs: exact inference against brute-force enumeration of every path, padding against separate runs,
+the associative scan against the sequential one, Baum–Welch against hmmlearn from the same start,
+the Bayesian local step's ELBO terms against enumeration, and bad input."""
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vijax.data import sample_hmm
+from vijax.inference import cavi, em, make_algorithm
+from vijax.models import (CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams,
+                          conjugate_elbo)
+from vijax.models import _hmm_inference
+
+K, V, D = 3, 4, 2
+
+
+def _params(kind, seed=0, k=K):
+    r = np.random.default_rng(seed)
+    pi, trans = r.dirichlet(np.ones(k)), r.dirichlet(np.ones(k), k)
+    if kind == "categorical":
+        return CategoricalHMM(k, V), HMMParams(jnp.asarray(pi), jnp.asarray(trans),
+                                                CategoricalEmissions(jnp.asarray(r.dirichlet(np.ones(V), k))))
+    em_ = GaussianEmissions(jnp.asarray(r.normal(size=(k, D)) * 2), jnp.asarray(r.uniform(0.5, 2.0, (k, D))))
+    return GaussianHMM(k, D), HMMParams(jnp.asarray(pi), jnp.asarray(trans), em_)
+
+
+def _data(kind, lengths, t, seed=1):
+    r = np.random.default_rng(seed)
+    b = len(lengths)
+    obs = r.integers(0, V, (b, t)) if kind == "categorical" else r.normal(size=(b, t, D)) * 2
+    return HMMData(jnp.asarray(obs), jnp.asarray(lengths, jnp.int32))
+
+
+def _log_b(params, x):
+    """log p(x_t | z_t = k) for one unpadded sequence, written out in numpy, (T, K)."""
+    em_ = params.emissions
+    if isinstance(em_, CategoricalEmissions):
+        return np.log(np.asarray(em_.probs))[:, x].T
+    m, v = np.asarray(em_.means), np.asarray(em_.variances)
+    return np.sum(-0.5 * np.log(2 * np.pi * v)[None] - 0.5 * (x[:, None, :] - m[None]) ** 2 / v[None], -1)
+
+
+def _enumerate(params, x):
+    """log p(x), marginals, transition counts, the best path and its score, by summing every path."""
+    log_pi, log_a = np.log(np.asarray(params.initial_probs)), np.log(np.asarray(params.transition_matrix))
+    lb = _log_b(params, x)
+    t, k = lb.shape
+    paths = list(itertools.product(range(k), repeat=t))
+    lps = np.array([log_pi[z[0]] + lb[0, z[0]] + sum(log_a[z[s - 1], z[s]] + lb[s, z[s]] for s in range(1, t))
+                    for z in paths])
+    ll = np.logaddexp.reduce(lps)
+    w = np.exp(lps - ll)
+    gamma, xi = np.zeros((t, k)), np.zeros((max(t - 1, 0), k, k))
+    for z, p in zip(paths, w):
+        gamma[np.arange(t), z] += p
+        for s in range(1, t):
+            xi[s - 1, z[s - 1], z[s]] += p
+    return ll, gamma, xi, np.array(paths[int(np.argmax(lps))]), lps.max()
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "parallel"])
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+def test_inference_equals_enumeration_of_every_path(kind, schedule):
+    model, params = _params(kind)
+    model = type(model)(**{**model.__dict__, "schedule": schedule})
+    lengths, t = [5, 3, 1], 5
+    data = _data(kind, lengths, t)
+    post = model.posterior(params, data)
+    xi = model.pairwise_marginals(params, data)
+    paths, scores = model.viterbi(params, data)
+    np.testing.assert_allclose(model.log_likelihood(params, data), post.log_likelihood, rtol=1e-12)
+    for b, n in enumerate(lengths):
+        ll, gamma, xi_ref, best, best_lp = _enumerate(params, np.asarray(data.obs[b, :n]))
+        np.testing.assert_allclose(post.log_likelihood[b], ll, rtol=1e-10)
+        np.testing.assert_allclose(post.marginals[b, :n], gamma, atol=1e-10)
+        np.testing.assert_allclose(post.marginals[b, n:], 0.0)
+        np.testing.assert_allclose(post.transition_counts[b], xi_ref.sum(0), atol=1e-10)
+        np.testing.assert_allclose(xi[b, : n - 1], xi_ref, atol=1e-10)
+        np.testing.assert_allclose(xi[b, n - 1:], 0.0)
+        np.testing.assert_array_equal(paths[b, :n], best)
+        np.testing.assert_array_equal(paths[b, n:], -1)
+        np.testing.assert_allclose(scores[b], best_lp, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+def test_padded_batch_equals_separate_runs(kind):
+    model, params = _params(kind, seed=2)
+    lengths = [7, 2, 5]
+    data = _data(kind, lengths, 7, seed=3)
+    post = model.posterior(params, data)
+    paths, _ = model.viterbi(params, data)
+    for b, n in enumerate(lengths):
+        alone = model.posterior(params, data.obs[b:b + 1, :n])
+        np.testing.assert_allclose(post.log_likelihood[b], alone.log_likelihood[0], rtol=1e-12)
+        np.testing.assert_allclose(post.marginals[b, :n], alone.marginals[0], atol=1e-12)
+        np.testing.assert_allclose(post.transition_counts[b], alone.transition_counts[0], atol=1e-12)
+        np.testing.assert_array_equal(paths[b, :n], model.viterbi(params, data.obs[b:b + 1, :n])[0][0])
+    # the padding's values do not matter
+    junk = data._replace(obs=jnp.where(jnp.arange(7)[None, :, None] < data.lengths[:, None, None]
+                                       if kind == "gaussian" else jnp.arange(7)[None, :] < data.lengths[:, None],
+                                       data.obs, 3 if kind == "categorical" else 1e3))
+    np.testing.assert_allclose(model.posterior(params, junk).marginals, post.marginals, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_associative_scan_equals_sequential_on_long_sequences(dtype):
+    model, params = _params("gaussian", seed=4, k=4)
+    params = jax.tree_util.tree_map(lambda a: a.astype(dtype), params)
+    data = _data("gaussian", [300, 157], 300, seed=5)
+    data = data._replace(obs=data.obs.astype(dtype))
+    seq = GaussianHMM(4, D, dtype=dtype).posterior(params, data)
+    par = GaussianHMM(4, D, dtype=dtype, schedule="parallel").posterior(params, data)
+    rtol = 1e-10 if dtype == "float64" else 2e-4
+    np.testing.assert_allclose(par.log_likelihood, seq.log_likelihood, rtol=rtol)
+    np.testing.assert_allclose(par.marginals, seq.marginals, atol=1e3 * rtol)
+    np.testing.assert_allclose(par.transition_counts, seq.transition_counts, rtol=1e2 * rtol, atol=1e2 * rtol)
+    assert np.all(np.isfinite(seq.log_likelihood)) and seq.log_likelihood.dtype == dtype
+
+
+def test_messages_reject_an_unknown_schedule():
+    with pytest.raises(ValueError, match="schedule"):
+        _hmm_inference.messages(jnp.zeros(2), jnp.zeros((2, 2)), jnp.zeros((3, 2)), schedule="fast")
+    with pytest.raises(ValueError, match="schedule"):
+        CategoricalHMM(2, 2, schedule="fast")
+
+
+def _hmmlearn_fit(kind, params, data, n_iter):
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    obs, lengths = np.asarray(data.obs), np.asarray(data.lengths)
+    x = np.concatenate([obs[b, :n] for b, n in enumerate(lengths)])
+    if kind == "categorical":
+        ref = hmm.CategoricalHMM(n_components=K, n_iter=n_iter, tol=-np.inf, init_params="", n_features=V)
+        ref.emissionprob_ = np.asarray(params.emissions.probs)
+        x = x[:, None]
+    else:
+        ref = hmm.GaussianHMM(n_components=K, covariance_type="diag", n_iter=n_iter, tol=-np.inf, init_params="",
+                              means_prior=0.0, means_weight=0.0, covars_prior=0.0, covars_weight=1.0, min_covar=0.0)
+        ref.means_ = np.asarray(params.emissions.means)
+        ref.covars_ = np.asarray(params.emissions.variances)
+    ref.startprob_ = np.asarray(params.initial_probs)
+    ref.transmat_ = np.asarray(params.transition_matrix)
+    ref.fit(x, lengths)
+    return ref
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+def test_baum_welch_equals_hmmlearn_from_the_same_start(kind):
+    model, params = _params(kind, seed=6)
+    data = _data(kind, [30, 17, 25, 30], 30, seed=7)
+    n_iter = 5
+    ref = _hmmlearn_fit(kind, params, data, n_iter)
+    alg = em(model)
+    state = alg.init(jax.random.PRNGKey(0), data)._replace(q_global=params)
+    step = jax.jit(alg.step)
+    lls = []
+    for i in range(n_iter):
+        state, info = step(state, data, jax.random.PRNGKey(i))
+        lls.append(float(info.log_likelihood))
+    got = state.q_global
+    np.testing.assert_allclose(got.initial_probs, ref.startprob_, atol=1e-8)
+    np.testing.assert_allclose(got.transition_matrix, ref.transmat_, atol=1e-8)
+    if kind == "categorical":
+        np.testing.assert_allclose(got.emissions.probs, ref.emissionprob_, atol=1e-8)
+    else:
+        np.testing.assert_allclose(got.emissions.means, ref.means_, atol=1e-8)
+        np.testing.assert_allclose(got.emissions.variances, ref._covars_, atol=1e-8)
+    np.testing.assert_allclose(lls, ref.monitor_.history, rtol=1e-10)
+    x = np.concatenate([np.asarray(data.obs[b, :n]) for b, n in enumerate(np.asarray(data.lengths))])
+    final = ref.score(x[:, None] if kind == "categorical" else x, np.asarray(data.lengths))
+    np.testing.assert_allclose(jnp.sum(model.log_likelihood(got, data)), final, rtol=1e-10)
+
+
+def test_sampled_data_and_map_em():
+    """sample_hmm's frequencies approach the chain's; MAP-EM (concentrations > 1) never lowers its objective."""
+    model, params = _params("categorical", seed=8)
+    sample = sample_hmm(jax.random.PRNGKey(0), params, num_sequences=400, length=20, min_length=10)
+    lengths = np.asarray(sample.data.lengths)
+    assert lengths.min() >= 10 and lengths.max() <= 20
+    z0 = np.asarray(sample.states[:, 0])
+    se = np.sqrt(params.initial_probs * (1 - params.initial_probs) / len(z0))
+    assert np.all(np.abs(np.bincount(z0, minlength=K) / len(z0) - params.initial_probs) < 5 * se)
+    assert np.all(np.asarray(sample.states)[np.arange(20)[None] >= lengths[:, None]] == -1)
+    map_model = CategoricalHMM(K, V, initial_concentration=2.0, transition_concentration=3.0, emission_concentration=1.5)
+    alg = em(map_model)
+    state = alg.init(jax.random.PRNGKey(1), sample.data)
+    step = jax.jit(alg.step)
+    objs = []
+    for i in range(15):
+        state, info = step(state, sample.data, jax.random.PRNGKey(i))
+        objs.append(float(info.elbo))
+    assert np.all(np.diff(objs) >= -1e-8 * np.abs(objs[-1])), np.diff(objs)
+    assert float(info.elbo) != float(info.log_likelihood)
+
+
+def _tilted_enumeration(view, x):
+    """log Z~ and H[q(z)] of the chain tilted by E[log pi], E[log A], E[log B], by enumeration."""
+    (lp,), (la,), (lb,) = [tuple(np.asarray(a) for a in v) for v in view]
+    t = len(x)
+    lps = np.array([lp[z[0]] + lb[z[0], x[0]] + sum(la[z[s - 1], z[s]] + lb[z[s], x[s]] for s in range(1, t))
+                    for z in itertools.product(range(K), repeat=t)])
+    log_z = np.logaddexp.reduce(lps)
+    q = np.exp(lps - log_z)
+    return log_z, -np.sum(q * np.log(q))
+
+
+def test_bayesian_local_step_equals_enumeration_and_cavi_never_lowers_the_elbo():
+    model = CategoricalHMM(K, V, initial_concentration=0.7, transition_concentration=1.5, emission_concentration=0.5)
+    data = _data("categorical", [4, 2, 3], 4, seed=9)
+    q = model.init_globals(jax.random.PRNGKey(0), data)
+    view = jax.tree_util.tree_map(lambda f: f.mean_params(), q, is_leaf=lambda f: hasattr(f, "mean_params"))
+    loc = model.local_step(view, data)
+    refs = [_tilted_enumeration(view, np.asarray(data.obs[b, :n])) for b, n in enumerate([4, 2, 3])]
+    # categorical emissions have log h = 0: the local terms are the entropies of the q(z_b)
+    np.testing.assert_allclose(loc.local_terms, sum(h for _, h in refs), rtol=1e-10)
+    elbo = conjugate_elbo(model.prior(), q, loc)
+    kl = sum(float(jnp.sum(f.kl(p))) for f, p in zip(q, model.prior()))
+    np.testing.assert_allclose(elbo, sum(lz for lz, _ in refs) - kl, rtol=1e-10)
+    alg = cavi(model)
+    state = alg.init(jax.random.PRNGKey(1), data)
+    step = jax.jit(alg.step)
+    elbos = []
+    for i in range(20):
+        state, info = step(state, data, jax.random.PRNGKey(i))
+        elbos.append(float(info.elbo))
+    assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[-1])), np.diff(elbos)
+
+
+@pytest.mark.parametrize("name,kind", [("svi", "gaussian"), pytest.param("ssvi", "categorical", marks=pytest.mark.slow)])
+def test_stochastic_bayesian_fits_over_minibatches_of_sequences(name, kind):
+    """SVI/SSVI on minibatches of 16 of 128 sampled sequences raise the full-data ELBO (CAVI's local step).
+    (SSVI samples the globals by inversion: the Dirichlets of the categorical HMM have it, the
+    Normal-Gamma does not.)"""
+    _, params = _params(kind, seed=10)
+    sample = sample_hmm(jax.random.PRNGKey(2), params, num_sequences=128, length=15, min_length=5)
+    bayes = GaussianHMM(K, D, a0=2.0, b0=2.0, kappa0=0.1) if kind == "gaussian" else CategoricalHMM(K, V)
+    alg = make_algorithm(name, bayes, num_data=128, schedule=0.3)
+    state = alg.init(jax.random.PRNGKey(3))  # a data-free start: one pseudo-observation per state
+    full = jax.jit(lambda q: cavi(bayes).step(_cavi_state(q), sample.data, jax.random.PRNGKey(0))[1].elbo)
+    start = float(full(state.q_global))
+    step = jax.jit(alg.step)
+    for i in range(30):
+        idx = jax.random.choice(jax.random.PRNGKey(100 + i), 128, (16,), replace=False)
+        batch = jax.tree_util.tree_map(lambda a: a[idx], sample.data)
+        state, info = step(state, batch, jax.random.PRNGKey(i))
+    assert np.isfinite(float(info.elbo))
+    assert float(full(state.q_global)) > start
+
+
+def _cavi_state(q):
+    from vijax.inference import CAVIState
+    return CAVIState(q, jnp.zeros((), jnp.int32))
+
+
+def test_bad_input_names_the_argument():
+    model, params = _params("categorical")
+    with pytest.raises(ValueError, match="num_symbols"):
+        model.log_likelihood(params, jnp.array([[0, 1, V]]))
+    with pytest.raises(ValueError, match="obs must be integers"):
+        model.log_likelihood(params, jnp.zeros((2, 3)))
+    with pytest.raises(ValueError, match="lengths"):
+        model.log_likelihood(params, HMMData(jnp.zeros((2, 3), jnp.int32), jnp.array([3, 4])))
+    with pytest.raises(ValueError, match="lengths"):
+        model.log_likelihood(params, HMMData(jnp.zeros((2, 3), jnp.int32), jnp.array([0, 2])))
+    # symbols out of range in the padding are fine
+    model.log_likelihood(params, HMMData(jnp.array([[0, 1, 99]]), jnp.array([2])))
+    with pytest.raises(ValueError, match="transition_matrix must sum to 1"):
+        model.log_likelihood(params._replace(transition_matrix=params.transition_matrix * 2), jnp.array([[0, 1]]))
+    with pytest.raises(ValueError, match="initial_probs must have shape"):
+        model.log_likelihood(params._replace(initial_probs=jnp.ones(2) / 2), jnp.array([[0, 1]]))
+    with pytest.raises(ValueError, match="emissions.probs must be finite and non-negative"):
+        bad = params.emissions.probs.at[0, 0].set(-0.1)
+        model.log_likelihood(params._replace(emissions=CategoricalEmissions(bad)), jnp.array([[0, 1]]))
+    for field in ("transition_concentration", "initial_concentration", "emission_concentration"):
+        with pytest.raises(ValueError, match=field):
+            CategoricalHMM(2, 3, **{field: 0.0})
+    with pytest.raises(ValueError, match="num_states"):
+        CategoricalHMM(0, 3)
+    g, gp = _params("gaussian")
+    with pytest.raises(ValueError, match="dim=2"):
+        g.log_likelihood(gp, jnp.zeros((1, 3, 3)))
+    with pytest.raises(ValueError, match="finite"):
+        g.log_likelihood(gp, jnp.full((1, 3, 2), jnp.nan))
+    with pytest.raises(ValueError, match="emissions.variances"):
+        g.log_likelihood(gp._replace(emissions=GaussianEmissions(gp.emissions.means, -gp.emissions.variances)),
+                         jnp.zeros((1, 3, 2)))
+    for field in ("kappa0", "a0", "b0"):
+        with pytest.raises(ValueError, match=field):
+            GaussianHMM(2, 2, **{field: -1.0})
+    with pytest.raises(ValueError, match="emissions must be GaussianEmissions"):
+        g.log_likelihood(params._replace(emissions=params.emissions), jnp.zeros((1, 3, 2)))
