@@ -56,7 +56,8 @@ from vijax._validate import (check_bool, check_choice, check_float_dtype, check_
                              check_positive_fields, check_scalar, float_dtype, set_static_floats)
 from vijax.expfam._special import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs
-from vijax.solvers import by_length_blocks, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row
+from vijax.solvers import (by_length_tiles, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row, tile_spread,
+                           tile_sum)
 from vijax.types import Array, PRNGKey
 
 
@@ -386,9 +387,10 @@ class LDA:
         def exp_e_log_theta(gamma):
             return jnp.exp(digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True)))
 
-        def fit_block(ids_b, n_b, acc):
+        def fit_tile(tile, acc):
             stats, zterm = acc
-            bb = jnp.transpose(jnp.take(b_kv, ids_b, axis=1), (1, 0, 2))  # (block, K, width)
+            ids_t, n_t = tile.ids, tile.n
+            bb = jnp.transpose(jnp.take(b_kv, ids_t, axis=1), (1, 0, 2))  # (chunks, K, width)
 
             def update_and_objective(gamma):
                 # F(gamma), and the document's ELBO at gamma with phi optimal given gamma (up to a
@@ -397,26 +399,27 @@ class LDA:
                 psi_sum, lgam_sum = digamma_and_gammaln(jnp.sum(gamma, axis=-1))
                 e_log_theta = psi - psi_sum[:, None]
                 e = jnp.exp(e_log_theta)
-                z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
-                new = alpha + e * jnp.einsum("skl,sl->sk", bb, n_b / z)
+                z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
+                new = alpha + e * tile_sum(tile, jnp.einsum("ckl,cl->ck", bb, n_t / z))
                 kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
-                return new, jnp.sum(n_b * jnp.log(z), axis=-1) - kl
+                return new, tile_sum(tile, jnp.sum(n_t * jnp.log(z), axis=-1)) - kl
 
-            gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (n_b.shape[0], k))
+            rows = n_t.shape[0]
+            gamma0 = alpha + jnp.broadcast_to(tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k, (rows, k))
             if self.accelerate and self.max_iters >= 3:
                 gamma = squarem_per_row(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
             else:
                 gamma = iterate_per_row(lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol,
                                         self.max_iters)
-            e = exp_e_log_theta(gamma)
-            z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
+            e = tile_spread(tile, exp_e_log_theta(gamma))  # (chunks, K)
+            z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, e), tiny)
             # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
-            u = (n_b / z)[..., None] * e[:, None, :]  # (block, width, K)
-            stats = stats.at[ids_b.reshape(-1)].add(u.reshape(-1, k))
-            return gamma, (stats, zterm + jnp.sum(n_b * jnp.log(z)))
+            u = (n_t / z)[..., None] * e[:, None, :]  # (chunks, width, K)
+            stats = stats.at[ids_t.reshape(-1)].add(u.reshape(-1, k))
+            return gamma, (stats, zterm + jnp.sum(n_t * jnp.log(z)))
 
-        gamma, (stats, zterm) = by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                 _MF_SLOTS, _MF_MAX_BLOCK)
+        gamma, (stats, zterm) = by_length_tiles(ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                                _MF_SLOTS, _TILE_WIDTH)
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
@@ -430,27 +433,30 @@ class LDA:
         dt = log_beta.dtype
         log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
 
-        def fit_block(ids_b, n_b, acc):
+        def fit_tile(tile, acc):
             stats, term = acc
-            logb = jnp.take(log_b, ids_b, axis=0)  # (block, width, K)
-            present = (n_b > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
+            ids_t, n_t = tile.ids, tile.n
+            logb = jnp.take(log_b, ids_t, axis=0)  # (chunks, width, K)
+            present = (n_t > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
 
             def topic_counts(g):
-                return jnp.sum(n_b[..., None] * g, axis=1)  # (block, K)
+                return tile_sum(tile, jnp.sum(n_t[..., None] * g, axis=1))  # (documents, K)
 
             def update(g):
-                others = jnp.maximum(topic_counts(g)[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
+                others = jnp.maximum(tile_spread(tile, topic_counts(g))[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
                 return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
 
-            g = iterate_per_row(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
+            g = iterate_per_row(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters,
+                                groups=tile.row)
             gamma = alpha + topic_counts(g)
-            stats = stats.at[ids_b.reshape(-1)].add((n_b[..., None] * g).reshape(-1, k))
+            stats = stats.at[ids_t.reshape(-1)].add((n_t[..., None] * g).reshape(-1, k))
             e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
-            term = term + jnp.sum(n_b * (jnp.sum(g * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(g)))
+            elt = tile_spread(tile, e_log_theta)[:, None, :]
+            term = term + jnp.sum(n_t * (jnp.sum(g * elt, axis=-1) + entropy_of_probs(g)))
             return gamma, (stats, term)
 
-        gamma, (stats, term) = by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                _CVB0_SLOTS, _CVB0_MAX_BLOCK)
+        gamma, (stats, term) = by_length_tiles(ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                               _CVB0_SLOTS, _TILE_WIDTH)
         return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
@@ -489,11 +495,12 @@ class LDA:
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
 
 
-# Block sizes of the E-steps (see LDA._meanfield, vijax.solvers.by_length_blocks): a block of documents padded to
-# width w holds max(1, min(max_block, slots // w)) documents, so that short documents share the
-# loop's overhead and long ones do not wait for each other's slowest iteration counts.
-_MF_SLOTS, _MF_MAX_BLOCK = 512, 8
-_CVB0_SLOTS, _CVB0_MAX_BLOCK = 2048, 16  # CVB0's sweep is cheaper per document than its loop overhead
+# Tiles of the E-steps (see LDA._meanfield, vijax.solvers.by_length_tiles): documents cut into chunks of
+# _TILE_WIDTH slots and packed whole into tiles of at least _*_SLOTS slots (more when the batch's
+# padded length is longer), one compiled E-step for any mix of lengths.
+_TILE_WIDTH = 32
+_MF_SLOTS = 512
+_CVB0_SLOTS = 512
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
