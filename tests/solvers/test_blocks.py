@@ -13,9 +13,10 @@ from vijax.solvers import by_length_tiles, tile_shape, tile_spread, tile_sum
 
 @pytest.mark.parametrize("length", [1, 20, 32, 33, 100, 128, 256, 1000, 2048])
 def test_tile_shape_holds_any_row_and_the_slot_budget(length):
-    r, w = tile_shape(length, 512, 32)
+    r, w, m = tile_shape(length, 512, 32)
     assert w == 32 and r * w >= max(length, 512)
     assert r * w < max(length, 512) + 32
+    assert 8 <= m <= r
 
 
 def _batch(lengths, length, seed=0):
@@ -39,11 +40,11 @@ def test_every_row_is_fitted_once_in_the_batch_order(lengths):
 
     def fit_tile(tile, acc):
         traces.append(tile.ids.shape)
+        m = tile.member.shape[0]
         rows = jnp.stack([tile_sum(tile, jnp.sum(tile.n, 1)), tile_sum(tile, jnp.sum(tile.ids * tile.n, 1)),
                           tile_sum(tile, jnp.ones(tile.n.shape[0]))], 1)  # counts, id-weighted counts, chunks
         spread = tile_spread(tile, rows[:, 0])  # each chunk sees its row's total
-        check = jnp.sum(jnp.where(tile.row < tile.n.shape[0], (spread - tile_sum(tile, jnp.sum(tile.n, 1))[
-            jnp.minimum(tile.row, tile.n.shape[0] - 1)]) ** 2, 0.0))
+        check = jnp.sum(jnp.where(tile.row < m, (spread - rows[jnp.minimum(tile.row, m - 1), 0]) ** 2, 0.0))
         return rows, acc + jnp.sum(tile.n) + check
 
     out, total = jax.jit(lambda i, c: by_length_tiles(i, c, 3, fit_tile, jnp.zeros(()), 512, 32))(

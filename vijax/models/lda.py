@@ -406,8 +406,8 @@ class LDA:
                 kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
                 return new, tile_sum(tile, jnp.sum(n_t * jnp.log(z), axis=-1)) - kl
 
-            rows = n_t.shape[0]
-            gamma0 = alpha + jnp.broadcast_to(tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k, (rows, k))
+            gamma0 = alpha + jnp.broadcast_to(tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k,
+                                              (tile.member.shape[0], k))
             if self.accelerate and self.max_iters >= 3:
                 gamma = squarem_per_row(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
             else:

@@ -28,8 +28,8 @@ from vijax.types import Array
 
 class Tile(NamedTuple):
     """One tile of :func:`by_length_tiles`: ``ids`` and ``n`` (R, W) hold R chunks of W slots,
-    ``row`` (R,) int32 the tile-local row (0 .. R-1) each chunk belongs to (R on unused chunks,
-    whose counts are 0), and ``member`` (R, R) the one-hot matrix ``member[j, c] = (row[c] == j)``."""
+    ``row`` (R,) int32 the tile-local row (0 .. M-1) each chunk belongs to (M on unused chunks,
+    whose counts are 0), and ``member`` (M, R) the one-hot matrix ``member[j, c] = (row[c] == j)``."""
 
     ids: Array
     n: Array
@@ -38,41 +38,44 @@ class Tile(NamedTuple):
 
 
 def tile_sum(tile: Tile, x: Array) -> Array:
-    """Sums per-chunk values ``x`` (R, ...) over the chunks of each tile row: (R, ...)."""
+    """Sums per-chunk values ``x`` (R, ...) over the chunks of each tile row: (M, ...)."""
     return jnp.tensordot(tile.member.astype(x.dtype), x, axes=1)
 
 
 def tile_spread(tile: Tile, x: Array) -> Array:
-    """Per-row values ``x`` (R, ...) repeated on each of the row's chunks: (R, ...); unused chunks
+    """Per-row values ``x`` (M, ...) repeated on each of the row's chunks: (R, ...); unused chunks
     get the last row's (their counts are zero)."""
     return jnp.take(x, tile.row, axis=0, mode="clip")
 
 
-def tile_shape(length: int, slots: int = 512, width: int = 32) -> tuple[int, int]:
-    """(R, W): the chunks per tile and the chunk width for rows padded to ``length``.
+def tile_shape(length: int, slots: int = 512, width: int = 32) -> tuple[int, int, int]:
+    """(R, W, M): the chunks per tile, the chunk width and the most rows per tile for rows padded
+    to ``length``.
 
     W = ``width``; R = max(``slots``, ``length`` rounded up to W) // W, so that a tile holds at
-    least ``slots`` slots and any one row whole; a tile holds at most R rows.
+    least ``slots`` slots and any one row whole; M = max(8, R // 2) clipped to R (rows of one
+    chunk fill half a tile; the per-row state, e.g. a fixed point per row, stays small).
 
     Examples:
         >>> tile_shape(128), tile_shape(2048), tile_shape(20)
-        ((16, 32), (64, 32), (16, 32))
+        ((16, 32, 8), (64, 32, 32), (16, 32, 8))
     """
     width = int(width)
     padded = -(-int(length) // width) * width
-    return max(int(slots), padded) // width, width
+    r = max(int(slots), padded) // width
+    return r, width, min(r, max(8, r // 2))
 
 
 def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slots: int = 512,
                     width: int = 32):
-    """Runs ``fit_tile(tile, acc) -> (out (R, k), acc)`` over the tiles of rows sorted by length;
+    """Runs ``fit_tile(tile, acc) -> (out (M, k), acc)`` over the tiles of rows sorted by length;
     returns the per-row outputs (S, k) in the batch's order and the final acc.
 
     The length of a row is one past its last slot with a nonzero count, so slots beyond it
     (count 0) are dropped exactly. Rows are sorted by length (stable), cut into chunks of
     W slots (ceil(length / W) chunks; none for an empty row) and packed in that order into tiles
     of R chunks (:func:`tile_shape`), each tile taking the next rows while their chunks fit and
-    it has fewer than R rows. ``fit_tile`` sees a :class:`Tile` whose row j (j < R) is the tile's
+    it has fewer than M rows. ``fit_tile`` sees a :class:`Tile` whose row j (j < M) is the tile's
     j-th row; its output row j is written to that row of the batch (rows the tile does not use
     are discarded). One compiled ``fit_tile``, in a ``while_loop`` over the tiles.
 
@@ -80,7 +83,7 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
       ids: (S, L) int, e.g. the word ids of each slot.
       n: (S, L) float counts, 0 on padding slots; the outputs have its dtype.
       k: the width of a row's output.
-      fit_tile: (Tile, acc) -> (out (R, k), acc); rows independent, and chunks with zero counts
+      fit_tile: (Tile, acc) -> (out (M, k), acc); rows independent, and chunks with zero counts
         (unused ones) must add nothing to acc.
       acc0: the initial accumulator (any pytree, e.g. statistics summed over rows).
       slots: the least number of slots per tile (R * W).
@@ -91,7 +94,7 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     """
     s, l = ids.shape
     dt = n.dtype
-    r, w = tile_shape(l, slots, width)
+    r, w, m = tile_shape(l, slots, width)
     per_row = -(-l // w)  # chunks of a padded row
     lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
     order = jnp.argsort(lengths, stable=True)
@@ -101,27 +104,28 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     chunks = (jnp.take(lengths, order) + (w - 1)) // w  # (S,) chunks per sorted row
     # first chunk of each sorted row in the packed stream; past the last row, a value no tile reaches
     first = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(chunks, dtype=jnp.int32),
-                             jnp.full((r,), jnp.iinfo(jnp.int32).max // 2, jnp.int32)])
-    local = jnp.arange(r, dtype=jnp.int32)
+                             jnp.full((m,), jnp.iinfo(jnp.int32).max // 2, jnp.int32)])
+    local = jnp.arange(r, dtype=jnp.int32)  # chunks of a tile
+    rows = jnp.arange(m, dtype=jnp.int32)  # rows of a tile
 
     def body(carry):
         start, out, acc = carry
-        bounds = jax.lax.dynamic_slice(first, (start,), (r + 1,)) - first[start]  # (R + 1,)
+        bounds = jax.lax.dynamic_slice(first, (start,), (m + 1,)) - first[start]  # (M + 1,)
         count = jnp.sum(bounds[1:] <= r).astype(jnp.int32)  # rows that fit (>= 1: any row fits a tile)
         used = bounds[count]
         row = jnp.searchsorted(bounds[1:], local, side="right").astype(jnp.int32)  # (R,) row of each chunk
         valid = local < used
-        src = (start + jnp.minimum(row, r - 1)) * per_row + (local - jnp.take(bounds, row, mode="clip"))
+        src = (start + jnp.minimum(row, m - 1)) * per_row + (local - jnp.take(bounds, row, mode="clip"))
         src = jnp.where(valid, src, 0)
         n_t = jnp.where(valid[:, None], jnp.take(n_c, src, axis=0), 0).astype(dt)
-        row = jnp.where(valid, row, r)
-        member = (row[None, :] == local[:, None]).astype(dt)
+        row = jnp.where(valid, row, m)
+        member = (row[None, :] == rows[:, None]).astype(dt)
         out_t, acc = fit_tile(Tile(jnp.take(ids_c, src, axis=0), n_t, row, member), acc)
-        keep = (local < count)[:, None]
-        out_t = jnp.where(keep, out_t, jax.lax.dynamic_slice(out, (start, jnp.int32(0)), (r, k)))
+        keep = (rows < count)[:, None]
+        out_t = jnp.where(keep, out_t, jax.lax.dynamic_slice(out, (start, jnp.int32(0)), (m, k)))
         return start + count, jax.lax.dynamic_update_slice(out, out_t, (start, jnp.int32(0))), acc
 
-    carry = (jnp.zeros((), jnp.int32), jnp.zeros((s + r, k), dt), acc0)
+    carry = (jnp.zeros((), jnp.int32), jnp.zeros((s + m, k), dt), acc0)
     _, out, acc = jax.lax.while_loop(lambda c: c[0] < s, body, carry)
     return jnp.zeros((s, k), dt).at[order].set(out[:s]), acc
 
