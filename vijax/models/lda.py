@@ -402,9 +402,11 @@ class LDA:
                 e_log_theta = psi - psi_sum[:, None]
                 e = jnp.exp(e_log_theta)
                 z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
-                new = alpha + e * tile_sum(tile, jnp.einsum("ckl,cl->ck", bb, n_t / z))
+                # one sum over each document's chunks for both the update and the objective
+                sums = tile_sum(tile, jnp.concatenate([jnp.einsum("ckl,cl->ck", bb, n_t / z),
+                                                       jnp.sum(n_t * jnp.log(z), axis=-1, keepdims=True)], -1))
                 kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
-                return new, tile_sum(tile, jnp.sum(n_t * jnp.log(z), axis=-1)) - kl
+                return alpha + e * sums[:, :k], sums[:, k] - kl
 
             gamma0 = alpha + jnp.broadcast_to(tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k,
                                               (tile.member.shape[0], k))
