@@ -15,8 +15,8 @@ and the global coordinate update is lambda = eta + sum_d E[c_d] (Blei et al. 201
 Documents arrive as a :class:`vijax.data.BowBatch`: ``word_ids`` (S, L) and ``counts`` (S, L), the
 unique words of each document and their counts, zero-padded. All tokens of one word w in a
 document share one local factor; padding slots (count 0) and empty documents contribute exactly
-nothing. The mean-field and CVB0 steps sort the documents by length and pad each small block of
-them only to its own length (one of a few static lengths), so a minibatch with one long document
+nothing. The mean-field and CVB0 steps sort the documents by length and pack them, in chunks of
+32 slots, into tiles of one static shape, so a minibatch with one long document
 costs about what its documents' own lengths cost; Gibbs computes over (S, L, K) arrays and walks
 the tokens of the batch's longest document in turn.
 
@@ -96,8 +96,8 @@ class LDA:
       default) the updates are interleaved with safeguarded SQUAREM extrapolations, which reach a
       fixed point in about a third of the updates (see :meth:`_meanfield`). The statistics and local
       terms use phi at the final gamma, so (gamma, phi) is the result of coordinate steps and the
-      ELBO above is exact for it. Documents are processed in small blocks sorted by length, each
-      block at its own padded length, and phi is never formed: see :meth:`_meanfield`.
+      ELBO above is exact for it. Documents are processed, sorted by length, in tiles of one
+      shape, and phi is never formed: see :meth:`_meanfield`.
 
     ``"cvb0"``
       The zero-order collapsed variational update of Asuncion et al. (2009, eq. 5) with theta
@@ -109,7 +109,7 @@ class LDA:
       tokens. All slots of a document are updated at once (a Jacobi sweep, vectorised over a
       block of documents) from g_dwk ∝ b_kw; each document stops after the first sweep that
       changes N_d by a mean absolute amount below ``tol``, or after ``cvb0_iters`` sweeps, in the
-      length-sorted blocks of the mean-field step. The statistics are c_kv = sum_d n_dv g_dvk; the reported
+      length-sorted tiles of the mean-field step. The statistics are c_kv = sum_d n_dv g_dvk; the reported
       ELBO is the mean-field one at phi = g and gamma = alpha + N_d (a valid lower bound, though
       CVB0 does not maximise it).
 
@@ -353,12 +353,13 @@ class LDA:
         two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays; b is
         computed once per call on (K, V), not per slot.
 
-        **Blocks sorted by length** (:func:`vijax.solvers.by_length_blocks`): each document runs at
-        a static width that rounds its length up, in blocks of ``_MF_SLOTS // width`` documents (1
-        to ``_MF_MAX_BLOCK``), each block iterating until *its* documents meet the tolerance; a
-        document's fixed point depends neither on its block nor on the padding. The gathered b of a
-        block is laid out (block, K, width), whose two contractions XLA's CPU backend runs about
-        1.3x faster than on (block, width, K) at K = 50.
+        **Tiles of one shape** (:func:`vijax.solvers.by_length_tiles`): the documents, sorted by
+        length and cut into chunks of ``_TILE_WIDTH`` slots, are packed whole into tiles of R chunks
+        (at least ``_MF_SLOTS`` slots), each tile iterating until *its* documents meet the
+        tolerance; a document's fixed point depends neither on its tile nor on the padding. One
+        tile shape, so the E-step compiles once whatever the mix of lengths. The gathered b of a
+        tile is laid out (chunks, K, width); a document's sums over its chunks are
+        :func:`vijax.solvers.tile_sum`.
 
         **SQUAREM** (``accelerate=True``, the default): :func:`vijax.solvers.squarem_per_row`
         (Varadhan and Roland 2008) on the update F above, its extrapolation projected onto
@@ -428,7 +429,7 @@ class LDA:
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
     def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """CVB0 for a batch (see the class docstring), in the length-sorted blocks of
+        """CVB0 for a batch (see the class docstring), in the length-sorted tiles of
         :meth:`_meanfield`; returns gamma = alpha + N_d (S, K), the statistics c (K, V) and the
         local terms (the mean-field ELBO terms at phi = g, gamma). Each document stops after the
         first sweep that changes N_d by a mean absolute amount below ``tol``, or after
