@@ -617,6 +617,25 @@ def test_stack_batches_for_scan():
     np.testing.assert_allclose(float(out), float(chunks[0].counts.sum()), rtol=1e-6)
 
 
+def test_minibatcher_pads_every_batch_to_one_length():
+    """``length="corpus"``: every batch (so every chunk of a run) has the bucket of the corpus's
+    longest document as its length, and holds the same documents as without it; a length shorter
+    than that document is refused, naming ``length``."""
+    c = _random_corpus(12, num_docs=40)
+    free = Minibatcher(c, 6, seed=3)
+    one = Minibatcher(c, 6, seed=3, length="corpus")
+    longest = bucket_length(int(c.doc_unique_words.max()))
+    assert {one.host_batches(t0, 3).counts.shape for t0 in range(0, 30, 3)} == {(3, 6, longest)}
+    for t in range(8):
+        a, b = free.step_batch(t), one.step_batch(t)
+        l = a.counts.shape[1]
+        np.testing.assert_array_equal(b.counts[:, :l], a.counts)
+        np.testing.assert_array_equal(b.word_ids[:, :l], a.word_ids)
+        assert not b.counts[:, l:].any()
+    with pytest.raises(ValueError, match="length"):
+        Minibatcher(c, 6, seed=3, length=int(c.doc_unique_words.max()) - 1)
+
+
 def test_host_batches_random_access():
     """``host_batches(t0, n)`` (the runner's interface) equals iteration, from any t0."""
     c = _random_corpus(11, num_docs=23)

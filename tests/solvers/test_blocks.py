@@ -1,40 +1,27 @@
-"""Length bucketing and blocks sized by width (``vijax.solvers.length_buckets``, ``block_size``,
-``by_length_blocks``): the buckets' bounds, and that every row of a batch of very unequal rows
-(interleaved zero slots, empty rows) is fitted exactly once, at a width that holds it, with its
-output in the batch's order and the accumulator summed over real rows only. LDA's use:
-tests/models/test_lda.py."""
+"""Rows of unequal length packed into tiles of one fixed shape (``vijax.solvers.by_length_tiles``,
+``tile_shape``, ``tile_sum``, ``tile_spread``): every row of a batch of very unequal rows
+(interleaved zero slots, empty rows) is fitted exactly once, whole in one tile, with its output in
+the batch's order and the accumulator summed over real rows only; and the tile function is traced
+once. LDA's use: tests/models/test_lda.py."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax.solvers import block_size, by_length_blocks, length_buckets
+from vijax.solvers import by_length_tiles, tile_shape, tile_spread, tile_sum
 
 
 @pytest.mark.parametrize("length", [1, 20, 32, 33, 100, 128, 256, 1000, 2048])
-def test_length_buckets_bound_the_padding(length):
-    buckets = length_buckets(length)
-    assert buckets[-1] == length
-    assert list(buckets) == sorted(set(buckets))
-    assert all(4 * b <= 3 * length for b in buckets[:-1])
-    # below the last bucket (the batch's own length), a row of length m goes to the smallest
-    # bucket >= m, which wastes at most a third of it
-    for m in range(buckets[0], buckets[-2] + 1 if len(buckets) > 1 else 0):
-        width = next(b for b in buckets if b >= m)
-        assert width <= 1.5 * m + 1
+def test_tile_shape_holds_any_row_and_the_slot_budget(length):
+    r, w, m = tile_shape(length, 512, 32)
+    assert w == 32 and r * w >= max(length, 512)
+    assert r * w < max(length, 512) + 32
+    assert 8 <= m <= r
 
 
-def test_block_size_is_clipped():
-    assert block_size(64, 512, 8) == 8
-    assert block_size(100, 512, 8) == 5
-    assert block_size(4096, 512, 8) == 1
-    assert block_size(8, 512, 8) == 8
-
-
-def test_every_row_is_fitted_once_in_the_batch_order():
-    r = np.random.default_rng(0)
-    s, length, k = 13, 256, 3
-    lengths = [220, 3, 40, 60, 7, 0, 25, 12, 50, 5, 33, 100, 1]
+def _batch(lengths, length, seed=0):
+    r = np.random.default_rng(seed)
+    s = len(lengths)
     ids = r.integers(0, 50, (s, length))
     n = np.zeros((s, length))
     for d, m in enumerate(lengths):
@@ -42,19 +29,28 @@ def test_every_row_is_fitted_once_in_the_batch_order():
         n[d, slots] = r.integers(1, 4, len(slots))
         if m:
             n[d, m - 1] = 1.0  # the row's length is m
-    widths = []
+    return ids, n
 
-    def fit_block(ids_b, n_b, acc):
-        widths.append(ids_b.shape[1])
-        row = jnp.stack([jnp.sum(n_b, 1), jnp.sum(ids_b * n_b, 1), jnp.full((n_b.shape[0],), ids_b.shape[1], n_b.dtype)], 1)
-        return row, acc + jnp.sum(n_b)
 
-    out, total = jax.jit(lambda i, c: by_length_blocks(i, c, k, fit_block, jnp.zeros(()), 512, 8))(
+@pytest.mark.parametrize("lengths", [[220, 3, 40, 60, 7, 0, 25, 12, 50, 5, 33, 100, 1], [0, 0, 0], [256] * 5,
+                                     [1] * 40 + [0] * 3])
+def test_every_row_is_fitted_once_in_the_batch_order(lengths):
+    ids, n = _batch(lengths, 256)
+    traces = []
+
+    def fit_tile(tile, acc):
+        traces.append(tile.ids.shape)
+        m = tile.member.shape[0]
+        rows = jnp.stack([tile_sum(tile, jnp.sum(tile.n, 1)), tile_sum(tile, jnp.sum(tile.ids * tile.n, 1)),
+                          tile_sum(tile, jnp.ones(tile.n.shape[0]))], 1)  # counts, id-weighted counts, chunks
+        spread = tile_spread(tile, rows[:, 0])  # each chunk sees its row's total
+        check = jnp.sum(jnp.where(tile.row < m, (spread - rows[jnp.minimum(tile.row, m - 1), 0]) ** 2, 0.0))
+        return rows, acc + jnp.sum(tile.n) + check
+
+    out, total = jax.jit(lambda i, c: by_length_tiles(i, c, 3, fit_tile, jnp.zeros(()), 512, 32))(
         jnp.asarray(ids), jnp.asarray(n))
     np.testing.assert_allclose(out[:, 0], n.sum(1))
     np.testing.assert_allclose(out[:, 1], (ids * n).sum(1))
+    np.testing.assert_allclose(out[:, 2], [-(-m // 32) for m in lengths])  # a row's chunks: ceil(length / 32)
     np.testing.assert_allclose(total, n.sum())
-    buckets = length_buckets(length)
-    assert len(set(widths)) == len(buckets) > 3  # one compiled loop per width
-    for d, m in enumerate(lengths):  # each row at the smallest width that holds it
-        assert out[d, 2] == next(b for b in buckets if b >= max(m, 1))
+    assert traces == [(16, 32)]  # one tile shape, traced once

@@ -11,7 +11,7 @@ import numpy as np
 
 from vijax._validate import check_int
 from vijax.data._bow import BowBatch
-from vijax.data._csr import Corpus, _readonly, _seed_entropy
+from vijax.data._csr import Corpus, _readonly, _seed_entropy, bucket_length
 
 
 class Minibatcher:
@@ -24,7 +24,10 @@ class Minibatcher:
     the epochs before them.
 
     Every batch has exactly S rows, so a jitted step compiles once per padded length L (a power of
-    two, see ``Corpus.batch``). When D is not a multiple of S the last batch of an epoch holds the
+    two, see ``Corpus.batch``). With ``length="corpus"`` every batch is padded to one length, the
+    bucket of the corpus's longest document, so that a whole run compiles a single shape (worth it
+    for a local step whose cost follows the documents' own lengths, as LDA's mean-field and CVB0
+    E-steps do; its Gibbs E-step computes over the padded length). When D is not a multiple of S the last batch of an epoch holds the
     ``D mod S`` remaining documents, padded with empty documents (rows of zero counts), which add
     nothing to sufficient statistics; an estimator that scales a batch by D / S then gives that
     batch slightly too little weight (by ``(D mod S) / S``). With ``drop_remainder=True`` those
@@ -38,6 +41,9 @@ class Minibatcher:
       num_epochs: epochs to run, or None for an endless iterator.
       drop_remainder: skip the last partial batch of each epoch rather than padding it.
       bucket: round each batch's length L up to a power of two (>= 8).
+      length: None (each batch's own L), an int L for every batch (at least the longest
+        document's number of distinct words), or ``"corpus"``: ``bucket_length`` of the longest
+        document of the corpus.
       start_epoch: the first epoch (to resume a run).
       dtype: dtype of the counts.
 
@@ -50,7 +56,8 @@ class Minibatcher:
     """
 
     def __init__(self, corpus: Corpus, batch_size: int, seed, *, num_epochs: Optional[int] = None,
-                 drop_remainder: bool = False, bucket: bool = True, start_epoch: int = 0, dtype=np.float32):
+                 drop_remainder: bool = False, bucket: bool = True, start_epoch: int = 0, dtype=np.float32,
+                 length: Optional[int | str] = None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if drop_remainder and batch_size > corpus.num_docs:
@@ -60,6 +67,15 @@ class Minibatcher:
             raise ValueError("the corpus has no documents")
         if num_epochs is not None and num_epochs < 0:
             raise ValueError(f"num_epochs must be non-negative or None, got {num_epochs}")
+        longest = int(np.max(corpus.doc_unique_words))
+        if length == "corpus":
+            length = bucket_length(longest)
+        elif length is not None:
+            check_int("length", length)
+            if length < longest:
+                raise ValueError(f"length = {length} is shorter than the corpus's longest document ({longest} "
+                                 "distinct words); use length='corpus'")
+        self.length = None if length is None else int(length)
         self.corpus = corpus
         self.batch_size = int(batch_size)
         self.num_epochs = num_epochs
@@ -100,7 +116,8 @@ class Minibatcher:
     def step_batch(self, t: int) -> BowBatch:
         """The minibatch of update ``t`` (S rows; see ``step_indices``)."""
         idx = self.step_indices(t)
-        return self.corpus.batch(idx[idx >= 0], self.bucket, num_rows=self.batch_size, dtype=self.dtype)
+        return self.corpus.batch(idx[idx >= 0], self.bucket, num_rows=self.batch_size, length=self.length,
+                                 dtype=self.dtype)
 
     def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch:
         """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan``.
@@ -108,7 +125,8 @@ class Minibatcher:
         A function of the update indices alone, so it serves as the runner's ``host_batches``
         (``vijax.run.run(..., host_batches=minibatcher.host_batches)``); ``num_epochs`` and
         ``start_epoch`` do not apply. L is the longest bucket among the n batches, or ``length``
-        (say ``bucket_length(corpus.doc_unique_words.max())``, to compile a single shape).
+        (say ``bucket_length(corpus.doc_unique_words.max())``, to compile a single shape; the
+        Minibatcher's own ``length`` when it has one).
         """
         return stack_batches([self.step_batch(t) for t in range(int(t0), int(t0) + int(n))], length)
 

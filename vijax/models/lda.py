@@ -15,8 +15,8 @@ and the global coordinate update is lambda = eta + sum_d E[c_d] (Blei et al. 201
 Documents arrive as a :class:`vijax.data.BowBatch`: ``word_ids`` (S, L) and ``counts`` (S, L), the
 unique words of each document and their counts, zero-padded. All tokens of one word w in a
 document share one local factor; padding slots (count 0) and empty documents contribute exactly
-nothing. The mean-field and CVB0 steps sort the documents by length and pad each small block of
-them only to its own length (one of a few static lengths), so a minibatch with one long document
+nothing. The mean-field and CVB0 steps sort the documents by length and pack them, in chunks of
+32 slots, into tiles of one static shape, so a minibatch with one long document
 costs about what its documents' own lengths cost; Gibbs computes over (S, L, K) arrays and walks
 the tokens of the batch's longest document in turn.
 
@@ -56,7 +56,8 @@ from vijax._validate import (check_bool, check_choice, check_float_dtype, check_
                              check_positive_fields, check_scalar, float_dtype, set_static_floats)
 from vijax.expfam._special import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs
-from vijax.solvers import by_length_blocks, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row
+from vijax.solvers import (by_length_tiles, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row, tile_spread,
+                           tile_sum)
 from vijax.types import Array, PRNGKey
 
 
@@ -95,8 +96,8 @@ class LDA:
       default) the updates are interleaved with safeguarded SQUAREM extrapolations, which reach a
       fixed point in about a third of the updates (see :meth:`_meanfield`). The statistics and local
       terms use phi at the final gamma, so (gamma, phi) is the result of coordinate steps and the
-      ELBO above is exact for it. Documents are processed in small blocks sorted by length, each
-      block at its own padded length, and phi is never formed: see :meth:`_meanfield`.
+      ELBO above is exact for it. Documents are processed, sorted by length, in tiles of one
+      shape, and phi is never formed: see :meth:`_meanfield`.
 
     ``"cvb0"``
       The zero-order collapsed variational update of Asuncion et al. (2009, eq. 5) with theta
@@ -108,7 +109,7 @@ class LDA:
       tokens. All slots of a document are updated at once (a Jacobi sweep, vectorised over a
       block of documents) from g_dwk ∝ b_kw; each document stops after the first sweep that
       changes N_d by a mean absolute amount below ``tol``, or after ``cvb0_iters`` sweeps, in the
-      length-sorted blocks of the mean-field step. The statistics are c_kv = sum_d n_dv g_dvk; the reported
+      length-sorted tiles of the mean-field step. The statistics are c_kv = sum_d n_dv g_dvk; the reported
       ELBO is the mean-field one at phi = g and gamma = alpha + N_d (a valid lower bound, though
       CVB0 does not maximise it).
 
@@ -352,12 +353,13 @@ class LDA:
         two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays; b is
         computed once per call on (K, V), not per slot.
 
-        **Blocks sorted by length** (:func:`vijax.solvers.by_length_blocks`): each document runs at
-        a static width that rounds its length up, in blocks of ``_MF_SLOTS // width`` documents (1
-        to ``_MF_MAX_BLOCK``), each block iterating until *its* documents meet the tolerance; a
-        document's fixed point depends neither on its block nor on the padding. The gathered b of a
-        block is laid out (block, K, width), whose two contractions XLA's CPU backend runs about
-        1.3x faster than on (block, width, K) at K = 50.
+        **Tiles of one shape** (:func:`vijax.solvers.by_length_tiles`): the documents, sorted by
+        length and cut into chunks of ``_TILE_WIDTH`` slots, are packed whole into tiles of R chunks
+        (at least ``_MF_SLOTS`` slots), each tile iterating until *its* documents meet the
+        tolerance; a document's fixed point depends neither on its tile nor on the padding. One
+        tile shape, so the E-step compiles once whatever the mix of lengths. The gathered b of a
+        tile is laid out (chunks, K, width); a document's sums over its chunks are
+        :func:`vijax.solvers.tile_sum`.
 
         **SQUAREM** (``accelerate=True``, the default): :func:`vijax.solvers.squarem_per_row`
         (Varadhan and Roland 2008) on the update F above, its extrapolation projected onto
@@ -384,44 +386,50 @@ class LDA:
         tiny = jnp.finfo(dt).tiny
 
         def exp_e_log_theta(gamma):
-            return jnp.exp(digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True)))
+            psi = digamma(jnp.concatenate([gamma, jnp.sum(gamma, -1, keepdims=True)], -1))
+            return jnp.exp(psi[:, :k] - psi[:, k:])
 
-        def fit_block(ids_b, n_b, acc):
+        def fit_tile(tile, acc):
             stats, zterm = acc
-            bb = jnp.transpose(jnp.take(b_kv, ids_b, axis=1), (1, 0, 2))  # (block, K, width)
+            ids_t, n_t = tile.ids, tile.n
+            bb = jnp.transpose(jnp.take(b_kv, ids_t, axis=1), (1, 0, 2))  # (chunks, K, width)
 
             def update_and_objective(gamma):
                 # F(gamma), and the document's ELBO at gamma with phi optimal given gamma (up to a
                 # constant): sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const
-                psi, lgam = digamma_and_gammaln(gamma)
-                psi_sum, lgam_sum = digamma_and_gammaln(jnp.sum(gamma, axis=-1))
+                # one call on [gamma, sum(gamma)]: one copy of the series in the program instead of two
+                psi, lgam = digamma_and_gammaln(jnp.concatenate([gamma, jnp.sum(gamma, -1, keepdims=True)], -1))
+                psi, lgam, psi_sum, lgam_sum = psi[:, :k], lgam[:, :k], psi[:, k], lgam[:, k]
                 e_log_theta = psi - psi_sum[:, None]
                 e = jnp.exp(e_log_theta)
-                z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
-                new = alpha + e * jnp.einsum("skl,sl->sk", bb, n_b / z)
+                z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
+                # one sum over each document's chunks for both the update and the objective
+                sums = tile_sum(tile, jnp.concatenate([jnp.einsum("ckl,cl->ck", bb, n_t / z),
+                                                       jnp.sum(n_t * jnp.log(z), axis=-1, keepdims=True)], -1))
                 kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
-                return new, jnp.sum(n_b * jnp.log(z), axis=-1) - kl
+                return alpha + e * sums[:, :k], sums[:, k] - kl
 
-            gamma0 = alpha + jnp.broadcast_to(jnp.sum(n_b, axis=1, keepdims=True) / k, (n_b.shape[0], k))
+            gamma0 = alpha + jnp.broadcast_to(tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k,
+                                              (tile.member.shape[0], k))
             if self.accelerate and self.max_iters >= 3:
                 gamma = squarem_per_row(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
             else:
                 gamma = iterate_per_row(lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol,
                                         self.max_iters)
-            e = exp_e_log_theta(gamma)
-            z = jnp.maximum(jnp.einsum("skl,sk->sl", bb, e), tiny)
+            e = tile_spread(tile, exp_e_log_theta(gamma))  # (chunks, K)
+            z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, e), tiny)
             # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
-            u = (n_b / z)[..., None] * e[:, None, :]  # (block, width, K)
-            stats = stats.at[ids_b.reshape(-1)].add(u.reshape(-1, k))
-            return gamma, (stats, zterm + jnp.sum(n_b * jnp.log(z)))
+            u = (n_t / z)[..., None] * e[:, None, :]  # (chunks, width, K)
+            stats = stats.at[ids_t.reshape(-1)].add(u.reshape(-1, k))
+            return gamma, (stats, zterm + jnp.sum(n_t * jnp.log(z)))
 
-        gamma, (stats, zterm) = by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                 _MF_SLOTS, _MF_MAX_BLOCK)
+        gamma, (stats, zterm) = by_length_tiles(ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                                _MF_SLOTS, _TILE_WIDTH)
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
     def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """CVB0 for a batch (see the class docstring), in the length-sorted blocks of
+        """CVB0 for a batch (see the class docstring), in the length-sorted tiles of
         :meth:`_meanfield`; returns gamma = alpha + N_d (S, K), the statistics c (K, V) and the
         local terms (the mean-field ELBO terms at phi = g, gamma). Each document stops after the
         first sweep that changes N_d by a mean absolute amount below ``tol``, or after
@@ -430,27 +438,30 @@ class LDA:
         dt = log_beta.dtype
         log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
 
-        def fit_block(ids_b, n_b, acc):
+        def fit_tile(tile, acc):
             stats, term = acc
-            logb = jnp.take(log_b, ids_b, axis=0)  # (block, width, K)
-            present = (n_b > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
+            ids_t, n_t = tile.ids, tile.n
+            logb = jnp.take(log_b, ids_t, axis=0)  # (chunks, width, K)
+            present = (n_t > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
 
             def topic_counts(g):
-                return jnp.sum(n_b[..., None] * g, axis=1)  # (block, K)
+                return tile_sum(tile, jnp.sum(n_t[..., None] * g, axis=1))  # (documents, K)
 
             def update(g):
-                others = jnp.maximum(topic_counts(g)[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
+                others = jnp.maximum(tile_spread(tile, topic_counts(g))[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
                 return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
 
-            g = iterate_per_row(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters)
+            g = iterate_per_row(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters,
+                                groups=tile.row)
             gamma = alpha + topic_counts(g)
-            stats = stats.at[ids_b.reshape(-1)].add((n_b[..., None] * g).reshape(-1, k))
+            stats = stats.at[ids_t.reshape(-1)].add((n_t[..., None] * g).reshape(-1, k))
             e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
-            term = term + jnp.sum(n_b * (jnp.sum(g * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(g)))
+            elt = tile_spread(tile, e_log_theta)[:, None, :]
+            term = term + jnp.sum(n_t * (jnp.sum(g * elt, axis=-1) + entropy_of_probs(g)))
             return gamma, (stats, term)
 
-        gamma, (stats, term) = by_length_blocks(ids, n, k, fit_block, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                _CVB0_SLOTS, _CVB0_MAX_BLOCK)
+        gamma, (stats, term) = by_length_tiles(ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
+                                               _CVB0_SLOTS, _TILE_WIDTH)
         return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
@@ -489,11 +500,12 @@ class LDA:
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
 
 
-# Block sizes of the E-steps (see LDA._meanfield, vijax.solvers.by_length_blocks): a block of documents padded to
-# width w holds max(1, min(max_block, slots // w)) documents, so that short documents share the
-# loop's overhead and long ones do not wait for each other's slowest iteration counts.
-_MF_SLOTS, _MF_MAX_BLOCK = 512, 8
-_CVB0_SLOTS, _CVB0_MAX_BLOCK = 2048, 16  # CVB0's sweep is cheaper per document than its loop overhead
+# Tiles of the E-steps (see LDA._meanfield, vijax.solvers.by_length_tiles): documents cut into chunks of
+# _TILE_WIDTH slots and packed whole into tiles of at least _*_SLOTS slots (more when the batch's
+# padded length is longer), one compiled E-step for any mix of lengths.
+_TILE_WIDTH = 32
+_MF_SLOTS = 512
+_CVB0_SLOTS = 512
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -524,6 +524,21 @@ def psis_note(evals: Sequence[dict]) -> Optional[str]:
     return f"PSIS k-hat {k:.3g} <= {KHAT_THRESHOLD}: q passes the diagnostic"
 
 
+def _compile_up_front(chunk_fn, prog: _Progress, step_base, pending, chunk_size: int, bar) -> None:
+    """Compiles the chunk function for the first chunk's shapes before the loop, with a progress
+    line, so that the run's time is not charged to its first chunk (a later chunk of other stacked
+    shapes, e.g. a longer padded length, would compile again: see ``Minibatcher(length=...)``)."""
+    t0 = prog.step
+    args = (prog.state, step_base, np.int32(t0), np.int32(t0 + chunk_size), pending)
+    show = not bar.disable
+    if show:
+        bar.write("vijax: compiling the step ...")
+    start = time.perf_counter()
+    chunk_fn.lower(*args).compile()  # fills jit's cache: the loop's first call does not compile again
+    if show:
+        bar.write(f"vijax: compiled in {time.perf_counter() - start:.1f} s")
+
+
 def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batches, eval_fn, fields, bar,
                 elapsed, save) -> None:
     """The chunks from ``prog.step`` to ``rc.num_steps`` (or convergence), with the evaluations,
@@ -534,6 +549,8 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
         return None if host_batches is None else host_batches(t0, chunk_size)
 
     pending = host_chunk(prog.step) if prog.step < rc.num_steps else None
+    if prog.step < rc.num_steps:
+        _compile_up_front(chunk_fn, prog, step_base, pending, chunk_size, bar)
     while prog.step < rc.num_steps and not prog.converged:
         t0 = prog.step
         t_end = min((t0 // chunk_size + 1) * chunk_size, rc.num_steps)

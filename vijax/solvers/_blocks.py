@@ -1,17 +1,24 @@
-"""Rows of unequal length, processed in blocks padded only to their own length.
+"""Rows of unequal length, packed into tiles of one fixed shape.
 
 A minibatch of bag-of-words documents (or of sequences) comes zero-padded to its longest row.
 When a per-row computation iterates (a local step's fixed point), padding every row to that
-length makes one long row set the cost of all. Here the rows are sorted by length, each is
-assigned the smallest of a few static widths (:func:`length_buckets`) that holds it, and the rows
-of one width run in blocks of :func:`block_size` rows at that width (:func:`by_length_blocks`):
-a handful of compiled shapes, and a cost close to that of the rows' own lengths. Short rows share
-a block (and the loop's per-iteration overhead); long rows, whose iterations cost more than the
-overhead, do not wait for each other's slowest iteration counts.
+length makes one long row set the cost of all; running each of several static widths as its own
+loop (the earlier design) compiled one copy of the iteration per width, most of a step's program.
+
+Here every row is cut into chunks of ``width`` slots, and the rows, sorted by length, are packed
+whole and in order into tiles of ``rows`` chunks (:func:`tile_shape`): a row of m slots takes
+ceil(m / width) consecutive chunks of one tile, a tile holds as many consecutive rows as fit, and
+every tile has the same static shape, so the iteration compiles once and a ``while_loop`` runs it
+tile after tile (:func:`by_length_tiles`). The cost follows the rows' own lengths (padding is at
+most ``width - 1`` slots per row plus a tile's unfilled chunks), not the batch's padded length.
+
+Inside a tile, the computation is dense over (chunks, width); what belongs to one row is gathered
+by :func:`tile_sum` (sum over the row's chunks: one small (rows, chunks) matrix product) and spread
+back by :func:`tile_spread`.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,94 +26,108 @@ import jax.numpy as jnp
 from vijax.types import Array
 
 
-def length_buckets(length: int, minimum: int = 32) -> tuple[int, ...]:
-    """The static widths at which :func:`by_length_blocks` processes a block of rows padded to
-    ``length``: the powers of two p and 1.5 p from max(``minimum``, length / 16) up to 3/4 of
-    ``length``, then ``length``.
+class Tile(NamedTuple):
+    """One tile of :func:`by_length_tiles`: ``ids`` and ``n`` (R, W) hold R chunks of W slots,
+    ``row`` (R,) int32 the tile-local row (0 .. M-1) each chunk belongs to (M on unused chunks,
+    whose counts are 0), and ``member`` (M, R) the one-hot matrix ``member[j, c] = (row[c] == j)``."""
 
-    Padding a block to its bucket wastes at most a third of its slots; the floor keeps the number
-    of compiled loops small (each bucket compiles the block's loop once), and short batches, where
-    padding costs little, run as one bucket.
+    ids: Array
+    n: Array
+    row: Array
+    member: Array
+
+
+def tile_sum(tile: Tile, x: Array) -> Array:
+    """Sums per-chunk values ``x`` (R, ...) over the chunks of each tile row: (M, ...)."""
+    return jnp.tensordot(tile.member.astype(x.dtype), x, axes=1)
+
+
+def tile_spread(tile: Tile, x: Array) -> Array:
+    """Per-row values ``x`` (M, ...) repeated on each of the row's chunks: (R, ...); unused chunks
+    get the last row's (their counts are zero)."""
+    return jnp.take(x, tile.row, axis=0, mode="clip")
+
+
+def tile_shape(length: int, slots: int = 512, width: int = 32) -> tuple[int, int, int]:
+    """(R, W, M): the chunks per tile, the chunk width and the most rows per tile for rows padded
+    to ``length``.
+
+    W = ``width``; R = max(``slots``, ``length`` rounded up to W) // W, so that a tile holds at
+    least ``slots`` slots and any one row whole; M = max(8, R // 2) clipped to R (rows of one
+    chunk fill half a tile; the per-row state, e.g. a fixed point per row, stays small).
 
     Examples:
-        >>> length_buckets(128)
-        (32, 48, 64, 96, 128)
-        >>> length_buckets(2048)
-        (128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
-        >>> length_buckets(20)
-        (20,)
+        >>> tile_shape(128), tile_shape(2048), tile_shape(20)
+        ((16, 32, 8), (64, 32, 32), (16, 32, 8))
     """
-    p = max(int(minimum), 1 << max(int(length) // 16 - 1, 0).bit_length())
-    out = []
-    while p < length:
-        out += [x for x in (p, p + p // 2) if 4 * x <= 3 * length]
-        p *= 2
-    return tuple(out) + (int(length),)
+    width = int(width)
+    padded = -(-int(length) // width) * width
+    r = max(int(slots), padded) // width
+    return r, width, min(r, max(8, r // 2))
 
 
-def block_size(width: int, slots: int, max_block: int) -> int:
-    """Rows per block at padded width ``width``: ``slots // width`` clipped to [1, max_block].
-
-    Examples:
-        >>> block_size(64, 512, 8), block_size(96, 512, 8), block_size(1024, 512, 8)
-        (8, 5, 1)
-    """
-    return max(1, min(int(max_block), int(slots) // int(width)))
-
-
-def by_length_blocks(ids: Array, n: Array, k: int, fit_block: Callable, acc0, slots: int, max_block: int):
-    """Runs ``fit_block(ids_b, n_b, acc) -> (out_b, acc)`` over blocks of rows sorted by length;
+def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slots: int = 512,
+                    width: int = 32):
+    """Runs ``fit_tile(tile, acc) -> (out (M, k), acc)`` over the tiles of rows sorted by length;
     returns the per-row outputs (S, k) in the batch's order and the final acc.
 
     The length of a row is one past its last slot with a nonzero count, so slots beyond it
-    (count 0) are dropped exactly. A row goes to the smallest width of ``length_buckets(L)``
-    holding it; after sorting, the rows of one width are contiguous, and run in blocks of
-    ``block_size(width, slots, max_block)`` rows: one ``fori_loop`` with dynamic bounds per
-    width. The last block of a width may reach into the next width's rows: those enter it
-    with all counts zero (``fit_block`` must let them add nothing to acc, as zero counts do in
-    sums of statistics) and their output is not written, so every row is fitted once, at its own
-    width.
+    (count 0) are dropped exactly. Rows are sorted by length (stable), cut into chunks of
+    W slots (ceil(length / W) chunks; none for an empty row) and packed in that order into tiles
+    of R chunks (:func:`tile_shape`), each tile taking the next rows while their chunks fit and
+    it has fewer than M rows. ``fit_tile`` sees a :class:`Tile` whose row j (j < M) is the tile's
+    j-th row; its output row j is written to that row of the batch (rows the tile does not use
+    are discarded). One compiled ``fit_tile``, in a ``while_loop`` over the tiles.
 
     Args:
       ids: (S, L) int, e.g. the word ids of each slot.
       n: (S, L) float counts, 0 on padding slots; the outputs have its dtype.
       k: the width of a row's output.
-      fit_block: (ids_b (B, w), n_b (B, w), acc) -> (out_b (B, k), acc), rows independent.
+      fit_tile: (Tile, acc) -> (out (M, k), acc); rows independent, and chunks with zero counts
+        (unused ones) must add nothing to acc.
       acc0: the initial accumulator (any pytree, e.g. statistics summed over rows).
-      slots: the budget of padded slots per block (B * w), see :func:`block_size`.
-      max_block: the most rows per block.
+      slots: the least number of slots per tile (R * W).
+      width: W, the chunk width.
 
     Returns:
       (out (S, k), acc).
     """
     s, l = ids.shape
     dt = n.dtype
-    buckets = length_buckets(l)
-    sizes = [min(block_size(w, slots, max_block), s) for w in buckets]
-    pad = max(sizes)
+    r, w, m = tile_shape(l, slots, width)
+    per_row = -(-l // w)  # chunks of a padded row
     lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
     order = jnp.argsort(lengths, stable=True)
-    ids_s = jnp.pad(jnp.take(ids, order, axis=0), ((0, pad), (0, 0)))
-    n_s = jnp.pad(jnp.take(n, order, axis=0), ((0, pad), (0, 0)))
-    which = jnp.searchsorted(jnp.asarray(buckets, jnp.int32), jnp.take(lengths, order), side="left")  # ascending
+    pad_cols = ((0, 0), (0, per_row * w - l))
+    ids_c = jnp.pad(jnp.take(ids, order, axis=0), pad_cols).reshape(s * per_row, w)  # chunk c of row d: d * per_row + c
+    n_c = jnp.pad(jnp.take(n, order, axis=0), pad_cols).reshape(s * per_row, w)
+    chunks = (jnp.take(lengths, order) + (w - 1)) // w  # (S,) chunks per sorted row
+    # first chunk of each sorted row in the packed stream; past the last row, a value no tile reaches
+    first = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(chunks, dtype=jnp.int32),
+                             jnp.full((m,), jnp.iinfo(jnp.int32).max // 2, jnp.int32)])
+    local = jnp.arange(r, dtype=jnp.int32)  # chunks of a tile
+    rows = jnp.arange(m, dtype=jnp.int32)  # rows of a tile
 
-    carry = (jnp.zeros((s + pad, k), dt), acc0)
-    for j, (width, block) in enumerate(zip(buckets, sizes)):
-        lo = jnp.searchsorted(which, j, side="left")
-        hi = jnp.searchsorted(which, j, side="right")
+    def body(carry):
+        start, out, acc = carry
+        bounds = jax.lax.dynamic_slice(first, (start,), (m + 1,)) - first[start]  # (M + 1,)
+        count = jnp.sum(bounds[1:] <= r).astype(jnp.int32)  # rows that fit (>= 1: any row fits a tile)
+        used = bounds[count]
+        row = jnp.searchsorted(bounds[1:], local, side="right").astype(jnp.int32)  # (R,) row of each chunk
+        valid = local < used
+        src = (start + jnp.minimum(row, m - 1)) * per_row + (local - jnp.take(bounds, row, mode="clip"))
+        src = jnp.where(valid, src, 0)
+        n_t = jnp.where(valid[:, None], jnp.take(n_c, src, axis=0), 0).astype(dt)
+        row = jnp.where(valid, row, m)
+        member = (row[None, :] == rows[:, None]).astype(dt)
+        out_t, acc = fit_tile(Tile(jnp.take(ids_c, src, axis=0), n_t, row, member), acc)
+        keep = (rows < count)[:, None]
+        out_t = jnp.where(keep, out_t, jax.lax.dynamic_slice(out, (start, jnp.int32(0)), (m, k)))
+        return start + count, jax.lax.dynamic_update_slice(out, out_t, (start, jnp.int32(0))), acc
 
-        def body(c, carry, width=width, block=block, lo=lo, hi=hi):
-            gam, acc = carry
-            start = (lo + c * block).astype(jnp.int32)
-            inside = (start + jnp.arange(block)) < hi  # (block,): rows of this width
-            n_b = jnp.where(inside[:, None], jax.lax.dynamic_slice(n_s, (start, jnp.int32(0)), (block, width)), 0)
-            gamma, acc = fit_block(jax.lax.dynamic_slice(ids_s, (start, jnp.int32(0)), (block, width)), n_b, acc)
-            gamma = jnp.where(inside[:, None], gamma, jax.lax.dynamic_slice(gam, (start, jnp.int32(0)), (block, k)))
-            return jax.lax.dynamic_update_slice(gam, gamma, (start, jnp.int32(0))), acc
-
-        carry = jax.lax.fori_loop(0, (hi - lo + block - 1) // block, body, carry)
-    gam, acc = carry
-    return jnp.zeros((s, k), dt).at[order].set(gam[:s]), acc
+    carry = (jnp.zeros((), jnp.int32), jnp.zeros((s + m, k), dt), acc0)
+    _, out, acc = jax.lax.while_loop(lambda c: c[0] < s, body, carry)
+    return jnp.zeros((s, k), dt).at[order].set(out[:s]), acc
 
 
-__all__ = ["block_size", "by_length_blocks", "length_buckets"]
+__all__ = ["Tile", "by_length_tiles", "tile_shape", "tile_spread", "tile_sum"]

@@ -93,7 +93,7 @@ def squarem_per_row(update: Callable[[Array], tuple[Array, Array]], x0: Array, t
 
 
 def iterate_per_row(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array,
-                    tol: float, max_iters: int) -> Array:
+                    tol: float, max_iters: int, groups: Array | None = None) -> Array:
     """x <- update(x) for a block of rows (x's leading axis), each row frozen after the first
     update that changes its ``summary`` (B, K) by a mean absolute amount below ``tol`` (or after
     ``max_iters`` updates), so that a row's result does not depend on the rows it is computed
@@ -106,6 +106,9 @@ def iterate_per_row(update: Callable[[Array], Array], summary: Callable[[Array],
       x0: the start, leading axis B.
       tol: threshold on the mean absolute change of a row's summary.
       max_iters: cap on the updates.
+      groups: optional (N,) int, for an x whose leading axis N is not the rows': entry i of x
+        belongs to row ``groups[i]`` of the summary (B, K) and is frozen with it (indices past
+        the last row are clipped to it). None: x's leading axis is the rows'.
 
     Returns:
       x at the end of the iteration, like ``x0``.
@@ -119,10 +122,12 @@ def iterate_per_row(update: Callable[[Array], Array], summary: Callable[[Array],
         i, x, active = carry
         new = update(x)
         change = jnp.mean(jnp.abs(summary(new) - summary(x)), axis=-1)
-        keep = active.reshape(active.shape + (1,) * (x.ndim - 1))
+        per_entry = active if groups is None else jnp.take(active, groups, mode="clip")
+        keep = per_entry.reshape(per_entry.shape + (1,) * (x.ndim - 1))
         return i + 1, jnp.where(keep, new, x), active & (change >= tol)
 
-    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, jnp.ones(x0.shape[:1], bool)))[1]
+    rows = x0.shape[0] if groups is None else jax.eval_shape(summary, x0).shape[0]
+    return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, jnp.ones((rows,), bool)))[1]
 
 
 __all__ = ["iterate_per_row", "squarem_per_row"]
