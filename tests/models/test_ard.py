@@ -119,6 +119,10 @@ def test_predictive_mean_and_variance_equal_simulation_from_q(fitted):
         sims = np.asarray(jax.jit(jax.vmap(draw))(jax.random.split(jax.random.PRNGKey(2), 40000)))
     assert np.all(np.abs(sims.mean(0) - np.asarray(mean)) < 5 * np.sqrt(np.asarray(var) / 40000))  # 5 SE
     np.testing.assert_allclose(sims.var(0), var, rtol=0.05)
+    # the log predictive is a normalised density in y (Student-t): the trapezoid rule over a wide grid
+    grid = jnp.linspace(-40.0, 40.0, 40001)
+    dens = jnp.exp(jax.vmap(lambda y: model.log_predictive(state.q_global, data, x_new[:1], y[None])[0])(grid))
+    np.testing.assert_allclose(float(jnp.trapezoid(dens, grid)), 1.0, rtol=1e-4)
 
 
 def test_collinear_design_is_handled_and_the_step_compiles_once_and_vmaps():

@@ -180,13 +180,24 @@ class ARDRegression:
         """q(w, tau) given q(alpha) and the data (the coordinate optimum ``local_step`` computes)."""
         return self._posterior(q_alpha.mean_params()[1], data)
 
-    def predict(self, q_alpha: expfam.Gamma, data, x_new: Array) -> tuple[Array, Array]:
-        """The posterior predictive of y at the rows of ``x_new`` under q: a Student-t with 2 a_N
-        degrees of freedom, location x^T w_N and squared scale (b_N / a_N)(1 + x^T V_N x). Returns
-        (mean, variance) of it (variance finite for a_N > 1)."""
+    def _student_t(self, q_alpha: expfam.Gamma, data, x_new: Array):
+        """(location, squared scale, dof) of the posterior predictive at the rows of ``x_new``."""
         check_data_array("x_new", x_new, ndim=2, last_dim=self.dim)
         post = self.posterior(q_alpha, data)
         x_new = jnp.asarray(x_new, post.mean.dtype)
         scale2 = post.tau_rate / post.tau_shape * (1.0 + jnp.sum((x_new @ post.cov_scale) * x_new, -1))
-        dof = 2.0 * post.tau_shape
-        return x_new @ post.mean, scale2 * dof / (dof - 2.0)
+        return x_new @ post.mean, scale2, 2.0 * post.tau_shape
+
+    def predict(self, q_alpha: expfam.Gamma, data, x_new: Array) -> tuple[Array, Array]:
+        """The posterior predictive of y at the rows of ``x_new`` under q: a Student-t with 2 a_N
+        degrees of freedom, location x^T w_N and squared scale (b_N / a_N)(1 + x^T V_N x). Returns
+        (mean, variance) of it (variance finite for a_N > 1)."""
+        loc, scale2, dof = self._student_t(q_alpha, data, x_new)
+        return loc, scale2 * dof / (dof - 2.0)
+
+    def log_predictive(self, q_alpha: expfam.Gamma, data, x_new: Array, y_new: Array) -> Array:
+        """log p(y_new | x_new, data) under q, per row: the Student-t density of ``predict``."""
+        loc, scale2, dof = self._student_t(q_alpha, data, x_new)
+        z2 = (jnp.asarray(y_new, loc.dtype) - loc) ** 2 / scale2
+        return (gammaln((dof + 1) / 2) - gammaln(dof / 2) - 0.5 * jnp.log(dof * jnp.pi * scale2)
+                - (dof + 1) / 2 * jnp.log1p(z2 / dof))

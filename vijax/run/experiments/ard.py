@@ -15,7 +15,6 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
 from vijax.data import sample_sparse_regression
 from vijax.models import ARDRegression
@@ -25,12 +24,6 @@ _MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
 _DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "noise": 1.0, "correlation": 0.5,
          "seed": 0}
 _ALG = {"name": "cavi"}
-
-
-def _student_t_log_pdf(y, mean, scale2, dof):
-    z2 = (y - mean) ** 2 / scale2
-    return (gammaln((dof + 1) / 2) - gammaln(dof / 2) - 0.5 * jnp.log(dof * jnp.pi * scale2)
-            - (dof + 1) / 2 * jnp.log1p(z2 / dof))
 
 
 @register_experiment(
@@ -57,11 +50,9 @@ def build(sections: dict, seed: int) -> Experiment:
     alg = configured_algorithm(sections["algorithm"], _ALG, model, num_data=n)
 
     def heldout(q_alpha):
-        post = model.posterior(q_alpha, train)
-        mean = x_test @ post.mean
-        scale2 = post.tau_rate / post.tau_shape * (1.0 + jnp.sum((x_test @ post.cov_scale) * x_test, -1))
+        mean, _ = model.predict(q_alpha, train, x_test)
         return {"heldout_rmse": jnp.sqrt(jnp.mean((y_test - mean) ** 2)),
-                "heldout_log_predictive": jnp.mean(_student_t_log_pdf(y_test, mean, scale2, 2 * post.tau_shape))}
+                "heldout_log_predictive": jnp.mean(model.log_predictive(q_alpha, train, x_test, y_test))}
 
     heldout_jit = jax.jit(heldout)
 
