@@ -46,11 +46,8 @@ def test_defaults_filled():
     assert cfg["model"] == TOY_DEFAULTS["model"] and cfg["algorithm"] == TOY_DEFAULTS["algorithm"]
     assert cfg["run"] == {"num_steps": 1000, "chunk_size": 100, "tol": None, "patience": 3,
                           "eval_every": None, "checkpoint_every": None, "progress": True,
-<<<<<<< HEAD
-                          "max_rejected_share": 0.5, "x64": False, "cpu_devices": None}
-=======
-                          "x64": False, "cpu_devices": None, "compile_cache": True}
->>>>>>> cache
+                          "max_rejected_share": 0.5, "x64": False, "cpu_devices": None,
+                          "compile_cache": True, "prefetch": 2}
     assert cfg["output"] == {"dir": f"results/{TOY}"}
     assert EXPERIMENTS[TOY].description.startswith("toy")
 

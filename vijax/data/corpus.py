@@ -9,7 +9,8 @@
 - Synthetic corpora from LDA's generative process: ``sample_lda_corpus`` in memory,
   ``write_lda_corpus_npz`` streamed to disk; from the correlated topic model:
   ``sample_ctm_corpus``.
-- The one minibatcher, ``Minibatcher`` / ``minibatches``, and ``stack_batches`` for ``lax.scan``.
+- The one minibatcher, ``Minibatcher`` / ``minibatches``, and ``stack_batches`` for ``lax.scan``;
+  ``prefetch`` / ``PrefetchHostBatches`` build batches ahead in a background thread.
 
 Everything here runs in NumPy on the host; a ``BowBatch`` goes to the accelerator when a jitted
 step receives it. Random functions take an int seed or a JAX PRNG key, never a default.
@@ -18,6 +19,7 @@ from vijax.data._bow import BowBatch
 from vijax.data._csr import MIN_BUCKET, Corpus, CorpusWriter, as_rng, bucket_length
 from vijax.data._ctm_synthetic import sample_ctm_corpus
 from vijax.data._lda_synthetic import LDA_BLOCK_DOCS, LDASample, sample_lda_corpus, write_lda_corpus_npz
+from vijax.data._prefetch import PrefetchHostBatches, prefetch
 from vijax.data._minibatch import Minibatcher, minibatches, stack_batches
 from vijax.data._readers import read_ldac, read_uci_bow, read_word_list
 from vijax.data._text import (STOP_WORDS_EN, Vocabulary, build_vocabulary, corpus_from_texts, load_vocabulary,
@@ -31,6 +33,7 @@ __all__ = [
     "LDA_BLOCK_DOCS",
     "MIN_BUCKET",
     "Minibatcher",
+    "PrefetchHostBatches",
     "STOP_WORDS_EN",
     "Vocabulary",
     "as_rng",
@@ -39,6 +42,7 @@ __all__ = [
     "corpus_from_texts",
     "load_vocabulary",
     "minibatches",
+    "prefetch",
     "read_ldac",
     "read_uci_bow",
     "read_word_list",

@@ -6,15 +6,11 @@ a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the
 ``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
 folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
 ``configured_algorithm`` builds the registered algorithm a config's ``algorithm.name`` names,
-<<<<<<< HEAD
 ``eval_steps`` gives the steps at which a run's settings evaluate. ``run_health`` reads a trace's
 non-finite ELBOs and rejected steps; a resume that cannot be trusted raises ``CheckpointError``
-(``CorruptCheckpointError``, ``ConfigChangedError``). The built-in experiments live in
-=======
-``eval_steps`` gives the steps at which a run's settings evaluate. ``enable_compile_cache`` turns
-on JAX's persistent compilation cache (``run`` and the command do by default; ``compile_cache_dir``
-says where). The built-in experiments live in
->>>>>>> cache
+(``CorruptCheckpointError``, ``ConfigChangedError``). ``enable_compile_cache`` turns on JAX's
+persistent compilation cache (``run`` and the command do by default; ``compile_cache_dir`` says
+where). The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
 from ._cache import compile_cache_dir, enable_compile_cache
