@@ -3,7 +3,8 @@
 - ``Corpus``: an immutable sparse corpus in CSR form on the host, padded into ``BowBatch``es per
   minibatch, split by documents or by tokens (document completion), saved to and memory-mapped
   from ``.npz`` files; ``CorpusWriter`` writes one chunk at a time.
-- Readers of the UCI bag-of-words and lda-c formats (``read_uci_bow``, ``read_ldac``), streaming.
+- Readers of the UCI bag-of-words and lda-c formats (``read_uci_bow``, ``read_ldac``), streaming;
+  ``prepare_corpus`` converts UCI, lda-c or text to the memory-mapped ``.npz`` (``vijax prepare``).
 - Raw text: ``tokenize``, ``Vocabulary``, ``build_vocabulary``, ``load_vocabulary``,
   ``corpus_from_texts``, ``STOP_WORDS_EN``.
 - Synthetic corpora from LDA's generative process: ``sample_lda_corpus`` in memory,
@@ -19,6 +20,7 @@ from vijax.data._bow import BowBatch
 from vijax.data._csr import MIN_BUCKET, Corpus, CorpusWriter, as_rng, bucket_length
 from vijax.data._ctm_synthetic import sample_ctm_corpus
 from vijax.data._lda_synthetic import LDA_BLOCK_DOCS, LDASample, sample_lda_corpus, write_lda_corpus_npz
+from vijax.data._prepare import prepare_corpus
 from vijax.data._prefetch import PrefetchHostBatches, prefetch
 from vijax.data._minibatch import Minibatcher, minibatches, stack_batches
 from vijax.data._readers import read_ldac, read_uci_bow, read_word_list
@@ -43,6 +45,7 @@ __all__ = [
     "load_vocabulary",
     "minibatches",
     "prefetch",
+    "prepare_corpus",
     "read_ldac",
     "read_uci_bow",
     "read_word_list",
