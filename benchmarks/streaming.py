@@ -12,7 +12,10 @@ the corpus and the peak RSS of the writing process; the file size; for SVI (pref
 that order, each a full ``run`` from the same key, compiled afresh): the first chunk's time
 (compile included), steady-state milliseconds per step (the remaining chunks) and end-to-end
 wall time; the peak RSS of the SVI
-process; and whether the two runs' final topics are bit-identical.
+process (``ru_maxrss``: it counts the mapped corpus's pages that the batches touched, which are
+file pages the kernel can drop) and its peak anonymous RSS (``RssAnon`` sampled every 20 ms: the
+memory the process itself holds); the host time to build one step's batch (``host_batches``
+alone); and whether the two runs' final topics are bit-identical.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -33,6 +37,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _status_mib(field: str) -> float:
+    """A field of /proc/self/status (Linux) in MiB, NaN elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+class _AnonPeak:
+    """Samples RssAnon (the process's own memory, without the mapped corpus's file pages, which
+    the kernel can drop and read again) every 20 ms in a thread; ``peak`` is the largest seen."""
+
+    def __init__(self):
+        self.peak, self._stop = 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, _status_mib("RssAnon"))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, _status_mib("RssAnon"))
 
 
 def _write(path, docs, topics, vocab, doc_len):
@@ -63,6 +98,7 @@ def _stream_timed(path, args):
     from vijax.models import LDA
     from vijax.run import run
 
+    anon = _AnonPeak()
     corpus = Corpus.load_npz(path, mmap=True, validate=False)
     sizes = corpus.doc_unique_words  # lazily: computed from doc_ptr, 8 bytes a document
     length = bucket_length(int(sizes.max()))
@@ -70,6 +106,10 @@ def _stream_timed(path, args):
     alg = svi(LDA(args.topics, corpus.vocab_size), num_data=corpus.num_docs)
     res = {"mapped": isinstance(corpus.word_ids, np.memmap) or isinstance(corpus.word_ids.base, np.memmap),
            "num_docs": corpus.num_docs}
+    t0 = time.perf_counter()
+    for t in range(0, 5 * args.chunk, args.chunk):
+        mb.host_batches(10**6 + t, args.chunk, length)  # steps no run below reads
+    res["host_ms_per_step"] = 1e3 * (time.perf_counter() - t0) / (5 * args.chunk)
     finals = []
     for prefetch in (0, 2):
         # the runner syncs at each chunk's end (it reads the chunk's infos), so the wall times of
@@ -86,6 +126,8 @@ def _stream_timed(path, args):
         finals.append([np.asarray(x) for x in jax.tree.leaves(r.state.q_global)])
     res["identical"] = all(np.array_equal(a, b) for a, b in zip(*finals))
     res["stream_peak_rss_mib"] = _peak_rss_mib()
+    res["stream_peak_anon_mib"] = anon.stop()
+    res["stream_end_file_mib"] = _status_mib("RssFile")
     return res
 
 
@@ -125,13 +167,15 @@ def main():
             os.remove(path)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    hdr = (f"{'docs':>9} {'file MiB':>9} {'write s':>8} {'write RSS':>10} {'SVI RSS':>8} {'compile+1 s':>11} "
-           f"{'ms/step':>8} {'ms/step pf':>10} {'e2e s':>7} {'e2e s pf':>8} {'same':>5}")
+    hdr = (f"{'docs':>9} {'file MiB':>9} {'write s':>8} {'write RSS':>10} {'SVI RSS':>8} {'SVI anon':>9} "
+           f"{'compile+1 s':>11} {'host ms/st':>10} {'ms/step':>8} {'ms/step pf':>10} {'e2e s':>7} {'e2e s pf':>8} "
+           f"{'same':>5}")
     print(hdr)
     for r in rows:
         a, b = r["prefetch0"], r["prefetch2"]
         print(f"{r['docs']:>9} {r['file_mib']:>9.1f} {r['write_s']:>8.1f} {r['write_peak_rss_mib']:>10.0f} "
-              f"{r['stream_peak_rss_mib']:>8.0f} {a['first_chunk_s']:>11.2f} {a['ms_per_step']:>8.2f} "
+              f"{r['stream_peak_rss_mib']:>8.0f} {r['stream_peak_anon_mib']:>9.0f} {a['first_chunk_s']:>11.2f} "
+              f"{r['host_ms_per_step']:>10.2f} {a['ms_per_step']:>8.2f} "
               f"{b['ms_per_step']:>10.2f} {a['e2e_s']:>7.1f} {b['e2e_s']:>8.1f} {str(r['identical']):>5}")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
