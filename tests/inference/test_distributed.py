@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from vijax.inference import process_shard
+from vijax.inference import global_batch, initialize_processes, process_shard
+from vijax.models import LDA
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -24,6 +25,13 @@ def test_process_shard_blocks_cover_the_items_once():
     assert blocks == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
     with pytest.raises(ValueError, match="process_index"):
         process_shard(5, 2, 2)
+    assert list(process_shard(7)) == list(range(7))  # one process reads everything
+    with pytest.raises(ValueError, match="process_id"):
+        initialize_processes("localhost:1", 2, 2)
+    with pytest.raises(ValueError, match="num_processes"):
+        initialize_processes("localhost:1", 0, 0)
+    with pytest.raises(ValueError, match="data_parallel"):
+        global_batch(LDA(2, 5), np.zeros((2, 3)))
 
 
 def test_two_cpu_processes_equal_one(tmp_path):
