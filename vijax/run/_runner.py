@@ -430,7 +430,9 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         ``(t0, n) -> the batches of updates t0 .. t0 + n - 1 stacked on a leading axis``. It must
         be a function of the update indices alone (e.g. a seeded epoch permutation), so that a
         resumed run sees the same batches; updates past ``num_steps`` may be asked for and are
-        discarded. The next chunk's batches are built while the current chunk runs. A chunk
+        discarded. The next chunk's batches are built while the current chunk runs, and with
+        ``prefetch`` > 0 (the default) in a background thread that many chunks ahead
+        (``vijax.data.PrefetchHostBatches``, so it may be called from that thread). A chunk
         whose stacked shapes differ from the last one's compiles again (pad to a few buckets).
       init_state: the starting state; or a callable ``init_key -> state``; or None for
         ``alg.init(init_key)``. On resume it only gives the expected tree structure.
