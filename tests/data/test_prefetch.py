@@ -74,3 +74,14 @@ def test_runner_with_and_without_prefetch_bit_identical():
     for a, b in zip(jax.tree.leaves(out[0].state), jax.tree.leaves(out[1].state)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert _threads() == 0
+
+
+def test_unclosed_prefetcher_is_collected_and_its_thread_stops():
+    import gc
+
+    f = PrefetchHostBatches(lambda t0, n: t0, depth=1)
+    f(0, 1)
+    assert _threads() == 1
+    del f
+    gc.collect()
+    assert _threads() == 0

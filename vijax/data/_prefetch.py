@@ -156,10 +156,11 @@ class PrefetchHostBatches:
 
     def _restart(self, t0: int, n: int):
         self.close()
+        fn = self.host_batches  # not self: an unclosed prefetcher can still be collected (and closed)
 
         def ahead(t=t0):
             while True:
-                yield self.host_batches(t, n)
+                yield fn(t, n)
                 t += n
 
         self._worker = _Worker(ahead(), self.depth)
