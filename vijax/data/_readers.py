@@ -158,43 +158,11 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
     return Corpus(ptr, words, counts, num_words, vocab)
 
 
-def read_ldac(path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] = None, *,
-              vocab_size: Optional[int] = None) -> Corpus:
-    """Reads a corpus in lda-c format (Blei's LDA-C; optionally gzipped).
-
-    One document per line: ``M id:count id:count ...`` with M the number of pairs and ids
-    0-based. ``0`` alone is an empty document; blank lines are skipped. The file is parsed in
-    chunks of lines, never held as text all at once.
-
-    Args:
-      path: the ``.ldac`` (or ``.ldac.gz``) file.
-      vocab_path: one word per line; its length is the vocabulary size.
-      vocab_size: V when there is no vocabulary file (default: the largest id plus one).
-
-    Returns:
-      The ``Corpus``.
-
-    Raises:
-      ValueError: naming the file and line: a malformed line (M not matching its pairs, a token
-        that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32).
-
-    Examples:
-      >>> import tempfile, os
-      >>> path = os.path.join(tempfile.mkdtemp(), "tiny.ldac")
-      >>> _ = open(path, "w").write("2 0:3 4:1\\n0\\n1 2:2\\n")
-      >>> c = read_ldac(path)
-      >>> c.num_docs, c.vocab_size, c.num_tokens, c.num_empty
-      (3, 5, 6, 1)
-    """
+def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The documents of an lda-c file, a chunk of lines at a time: ``(entries per document, word
+    ids, counts)``, checked (ValueError naming the file and line)."""
     name = os.fspath(path)
-    vocab = None
-    if vocab_path is not None:
-        vocab = read_word_list(vocab_path)
-        if vocab_size is not None and vocab_size != len(vocab):
-            raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
-        vocab_size = len(vocab)
     id_limit = _ID_LIMIT if vocab_size is None else vocab_size
-    lengths, words, counts = [], [], []
     lineno = 0
     with open_text(path) as fh:
         for lines in _chunked_lines(fh):
@@ -242,9 +210,48 @@ def read_ldac(path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] =
                     limit = (f" >= vocabulary size {vocab_size}" if what == "word id" and vocab_size is not None
                              and v[i] >= vocab_size else f" out of range [0, {hi}]")
                     raise ValueError(f"{name}, line {int(line_of[i])}: {what} {int(v[i])}{big}{limit}")
-            lengths.append(sizes)
-            words.append(pairs[:, 0])
-            counts.append(pairs[:, 1].astype(np.float32))
+            yield sizes, pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
+
+
+def read_ldac(path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] = None, *,
+              vocab_size: Optional[int] = None) -> Corpus:
+    """Reads a corpus in lda-c format (Blei's LDA-C; optionally gzipped).
+
+    One document per line: ``M id:count id:count ...`` with M the number of pairs and ids
+    0-based. ``0`` alone is an empty document; blank lines are skipped. The file is parsed in
+    chunks of lines, never held as text all at once.
+
+    Args:
+      path: the ``.ldac`` (or ``.ldac.gz``) file.
+      vocab_path: one word per line; its length is the vocabulary size.
+      vocab_size: V when there is no vocabulary file (default: the largest id plus one).
+
+    Returns:
+      The ``Corpus``.
+
+    Raises:
+      ValueError: naming the file and line: a malformed line (M not matching its pairs, a token
+        that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32).
+
+    Examples:
+      >>> import tempfile, os
+      >>> path = os.path.join(tempfile.mkdtemp(), "tiny.ldac")
+      >>> _ = open(path, "w").write("2 0:3 4:1\\n0\\n1 2:2\\n")
+      >>> c = read_ldac(path)
+      >>> c.num_docs, c.vocab_size, c.num_tokens, c.num_empty
+      (3, 5, 6, 1)
+    """
+    vocab = None
+    if vocab_path is not None:
+        vocab = read_word_list(vocab_path)
+        if vocab_size is not None and vocab_size != len(vocab):
+            raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
+        vocab_size = len(vocab)
+    lengths, words, counts = [], [], []
+    for sizes, ids, cnt in _ldac_chunks(path, vocab_size):
+        lengths.append(sizes)
+        words.append(ids)
+        counts.append(cnt)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     ids = np.concatenate(words) if words else np.zeros(0, np.int64)
     counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)

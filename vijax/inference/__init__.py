@@ -5,7 +5,8 @@ Black-box VI on any log-density: ``bbvi`` (an optax optimizer on a Monte Carlo E
 (natural-gradient VI for exponential-family q). Factories take the model (or log-density) first and keyword-only ``num_data`` and ``schedule``; every state holds
 ``q_global`` and ``count``. Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
 A Bayesian last layer on a network, trained end to end by the user's own loop:
-``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``.
+``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``
+(across processes: ``initialize_processes``, ``process_shard``, ``global_batch``, ``global_host_batches``).
 """
 from vijax.inference import schedules
 from vijax.inference._aevb import AEVB, THETA_DRAWS, AEVBInfo, AEVBState, aevb, gaussian_kl
@@ -19,6 +20,7 @@ from vijax.inference._map import MAPInfo, MAPState, map_em
 from vijax.inference._ngvi import GRADIENTS, NGVI, NGVIInfo, NGVIState, ngvi
 from vijax.inference._optax_vi import OPTIMIZERS, OptaxVIInfo, OptaxVIState, make_optimizer, optax_vi
 from vijax.inference._parallel import DataParallel, data_parallel
+from vijax.inference._distributed import global_batch, global_host_batches, initialize_processes, process_shard
 from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
 from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_algorithm, register_algorithm
 from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
@@ -77,6 +79,10 @@ __all__ = [
     "cavi",
     "data_parallel",
     "em",
+    "global_batch",
+    "global_host_batches",
+    "initialize_processes",
+    "process_shard",
     "lock_step",
     "make_algorithm",
     "make_optimizer",

@@ -1,4 +1,7 @@
-"""The ``vijax`` command: ``vijax run [CONFIG] ...`` and ``vijax list``.
+"""The ``vijax`` command: ``vijax run [CONFIG] ...``, ``vijax list`` and
+``vijax prepare INPUT --format uci|ldac|text [--vocab FILE] --out corpus.npz`` (any reader's corpus
+to the memory-mapped ``.npz`` format, ``vijax.data.prepare_corpus``; exit status 2 on a bad input,
+naming the file).
 
 ``vijax run`` loads and validates a config (without one, the embedded default: the registered
 defaults of ``DEFAULT_EXPERIMENT``, which ``configs/dp_bernoulli.yaml`` spells out), builds the
@@ -288,7 +291,27 @@ def _parser() -> argparse.ArgumentParser:
                        help="the folder of JAX's persistent compilation cache (run.compile_cache; default: "
                             "$VIJAX_COMPILE_CACHE, else $XDG_CACHE_HOME/vijax/jax or ~/.cache/vijax/jax)")
     sub.add_parser("list", help="list the registered experiments")
+    p_prep = sub.add_parser("prepare", help="convert a corpus (UCI, lda-c or text) to the memory-mapped .npz format")
+    p_prep.add_argument("input", help="the corpus file (optionally gzipped)")
+    p_prep.add_argument("--format", required=True, choices=("uci", "ldac", "text"),
+                        help="uci: docword.*.txt; ldac: 'M id:count ...' per line; text: one document per line")
+    p_prep.add_argument("--vocab", default=None, help="one word per line (text: without it, one is built)")
+    p_prep.add_argument("--vocab-size", type=int, default=None, help="ldac without --vocab: V (default: largest id + 1)")
+    p_prep.add_argument("--out", required=True, help="the .npz file to write")
     return parser
+
+
+def _prepare(args) -> int:
+    from vijax.data import prepare_corpus
+
+    try:
+        corpus = prepare_corpus(args.input, args.format, args.out, vocab_path=args.vocab, vocab_size=args.vocab_size)
+    except (ValueError, OSError) as e:
+        print(f"vijax: error: {e}", file=sys.stderr)
+        return EXIT_CANNOT_START
+    print(f"{args.out}: {corpus.num_docs} documents, {corpus.vocab_size} words, {corpus.num_tokens} tokens "
+          f"({corpus.nnz} entries, {corpus.num_empty} empty documents)")
+    return EXIT_OK
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -303,6 +326,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       non-finite ELBO or too many rejected steps.
     """
     args = _parser().parse_args(argv)
+    if args.command == "prepare":
+        return _prepare(args)
     import_builtin_experiments()
     if args.command == "list":
         if not EXPERIMENTS:

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from vijax.data import PrefetchHostBatches
 from vijax.inference import VIAlgorithm
 from vijax.metrics import KHAT_THRESHOLD
 from . import _cache, _checkpoint
@@ -195,6 +196,7 @@ _SETTINGS = {
     "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
     # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
     "compile_cache": (True, (bool, str), False, None),
+    "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
 }
 
 
@@ -252,6 +254,10 @@ class RunConfig:
         program does not compile again: True (the default folder: ``$VIJAX_COMPILE_CACHE``, else
         ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off) or a folder. A
         process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
+      prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
+        ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
+        (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
+        results, are the same either way.
     """
 
     num_steps: int = _SETTINGS["num_steps"][0]
@@ -265,6 +271,7 @@ class RunConfig:
     x64: bool = _SETTINGS["x64"][0]
     cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
     compile_cache: Union[bool, str] = _SETTINGS["compile_cache"][0]
+    prefetch: int = _SETTINGS["prefetch"][0]
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -423,7 +430,9 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         ``(t0, n) -> the batches of updates t0 .. t0 + n - 1 stacked on a leading axis``. It must
         be a function of the update indices alone (e.g. a seeded epoch permutation), so that a
         resumed run sees the same batches; updates past ``num_steps`` may be asked for and are
-        discarded. The next chunk's batches are built while the current chunk runs. A chunk
+        discarded. The next chunk's batches are built while the current chunk runs, and with
+        ``prefetch`` > 0 (the default) in a background thread that many chunks ahead
+        (``vijax.data.PrefetchHostBatches``, so it may be called from that thread). A chunk
         whose stacked shapes differ from the last one's compiles again (pad to a few buckets).
       init_state: the starting state; or a callable ``init_key -> state``; or None for
         ``alg.init(init_key)``. On resume it only gives the expected tree structure.
@@ -488,6 +497,9 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         return prog.wall0 + time.perf_counter() - start
 
     chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size)
+    prefetcher = None
+    if host_batches is not None and rc.prefetch > 0:
+        host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
     bar = tqdm(total=rc.num_steps, initial=min(prog.step, rc.num_steps), unit="step", desc="vijax",
                disable=None if rc.progress else True, dynamic_ncols=True)
     try:
@@ -498,6 +510,8 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         raise
     finally:
         bar.close()
+        if prefetcher is not None:
+            prefetcher.close()
     if eval_fn is not None and (not prog.evals or prog.evals[-1]["step"] != prog.step):
         prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
     _save(prog, checkpoint_dir, key_data, elapsed, fingerprint)

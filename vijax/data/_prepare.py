@@ -1,0 +1,93 @@
+"""``prepare_corpus``: any supported input format to the memory-mapped ``.npz`` corpus format
+(``Corpus.load_npz(path, mmap=True)``), written by a ``CorpusWriter`` a chunk of documents at a
+time. This is what ``vijax prepare`` runs.
+
+Memory. lda-c and text are streamed: one chunk of lines is in memory at a time (lda-c without a
+vocabulary, and text without one, take a first pass over the file, for the largest word id or to
+build the vocabulary). The UCI format lists entries in any order, so ``read_uci_bow`` reads the
+whole corpus's arrays (about 16 bytes per distinct (document, word) pair, never the text) before
+they are written.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Optional
+
+import numpy as np
+
+from vijax.data._csr import Corpus, CorpusWriter
+from vijax.data._readers import _ldac_chunks, open_text, read_uci_bow, read_word_list
+from vijax.data._text import build_vocabulary, corpus_from_texts, load_vocabulary
+
+FORMATS = ("uci", "ldac", "text")
+_TEXT_DOCS_PER_CHUNK = 10_000
+_WRITE_DOCS_PER_CHUNK = 100_000
+
+
+def _text_lines(path):
+    with open_text(path) as fh:
+        for line in fh:
+            yield line.rstrip("\n")
+
+
+def prepare_corpus(input_path: str | os.PathLike, fmt: str, out_path: str | os.PathLike, *,
+                   vocab_path: Optional[str | os.PathLike] = None, vocab_size: Optional[int] = None) -> Corpus:
+    """Converts ``input_path`` to the ``.npz`` corpus ``out_path`` and returns it memory-mapped.
+
+    Args:
+      input_path: the corpus file (optionally gzipped).
+      fmt: ``"uci"`` (``docword.*.txt``), ``"ldac"`` (``M id:count ...`` per line) or ``"text"``
+        (one document per line, tokenised with ``tokenize``).
+      out_path: the ``.npz`` file to write (replaced if present).
+      vocab_path: one word per line: the vocabulary (for text, the words kept; without one a
+        vocabulary is built from the file with ``build_vocabulary``'s defaults).
+      vocab_size: lda-c only: V when there is no vocabulary file (default: the largest id + 1).
+
+    Raises:
+      ValueError: an unknown ``fmt``, or a malformed input (naming the file and line).
+      FileNotFoundError: naming a missing input or vocabulary file.
+
+    Examples:
+      >>> import tempfile, os
+      >>> d = tempfile.mkdtemp()
+      >>> _ = open(os.path.join(d, "c.ldac"), "w").write("2 0:3 4:1\\n0\\n1 2:2\\n")
+      >>> prepare_corpus(os.path.join(d, "c.ldac"), "ldac", os.path.join(d, "c.npz")).num_tokens
+      6
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    for what, p in (("input", input_path), ("vocabulary", vocab_path)):
+        if p is not None and not os.path.isfile(p):
+            raise FileNotFoundError(f"{what} file {os.fspath(p)!r} does not exist")
+    if vocab_size is not None and fmt != "ldac":
+        raise ValueError("vocab_size applies to the ldac format only")
+    if fmt == "uci":
+        corpus = read_uci_bow(input_path, vocab_path)
+        with CorpusWriter(out_path, corpus.vocab_size, corpus.vocab) as w:
+            for start in range(0, corpus.num_docs, _WRITE_DOCS_PER_CHUNK):
+                w.append(corpus.subset(range(start, min(start + _WRITE_DOCS_PER_CHUNK, corpus.num_docs))))
+    elif fmt == "ldac":
+        vocab = None
+        if vocab_path is not None:
+            vocab = read_word_list(vocab_path)
+            if vocab_size is not None and vocab_size != len(vocab):
+                raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
+            vocab_size = len(vocab)
+        if vocab_size is None:  # a first pass for the largest word id
+            vocab_size = 1 + max((int(ids.max()) for _, ids, _ in _ldac_chunks(input_path, None) if ids.size),
+                                 default=-1)
+        with CorpusWriter(out_path, vocab_size, vocab) as w:
+            for sizes, ids, counts in _ldac_chunks(input_path, vocab_size):
+                w.append_arrays(sizes, ids, counts)
+    else:
+        vocabulary = (load_vocabulary(vocab_path) if vocab_path is not None
+                      else build_vocabulary(_text_lines(input_path)))
+        with CorpusWriter(out_path, len(vocabulary), vocabulary.words) as w:
+            lines = _text_lines(input_path)
+            while True:
+                chunk = list(itertools.islice(lines, _TEXT_DOCS_PER_CHUNK))
+                if not chunk:
+                    break
+                w.append(corpus_from_texts(chunk, vocabulary))
+    return Corpus.load_npz(out_path, mmap=True)

@@ -1,0 +1,103 @@
+"""Data parallelism across processes (several hosts, or several processes on one host).
+
+``data_parallel(model)`` builds its mesh from ``jax.devices()``; after
+``initialize_processes(...)`` (``jax.distributed.initialize``) that list holds the devices of every
+process, so the same ``shard_map`` + ``psum`` local step runs across processes, each process
+computing on its own devices and the ``psum`` crossing hosts. Each process reads only its own
+share of the data: ``process_shard(D)`` is its contiguous block of document indices, a
+``Minibatcher`` over that block gives it its local rows of every minibatch, and
+``global_batch`` / ``global_host_batches`` assemble those local rows into the global batch
+(``jax.make_array_from_process_local_data``) whose leading axis the mesh splits. The global batch
+of step t is the processes' local batches concatenated in process order, so a multi-process run
+equals a one-process run on that concatenated batch (up to the order of the float sums in the
+``psum``); ``tests/inference/test_distributed.py`` checks two CPU processes against one.
+
+On a CPU the cross-process collectives need an implementation: ``initialize_processes`` sets
+``jax_cpu_collectives_implementation`` to ``"gloo"`` (shipped with jaxlib) before it starts the
+distributed runtime. On GPUs (NCCL) and TPUs the collectives are built in; on a cluster managed
+by SLURM, Open MPI or a Cloud TPU pod, ``jax.distributed.initialize()`` with no arguments finds
+the coordinator and the process index itself (``initialize_processes()`` with no arguments calls it
+so). See README, "Scale", for the commands.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from vijax.inference._parallel import DataParallel
+from vijax.types import PyTree
+
+
+def initialize_processes(coordinator_address: Optional[str] = None, num_processes: Optional[int] = None,
+                         process_id: Optional[int] = None, *, cpu_collectives: Optional[str] = "gloo",
+                         **kwargs) -> None:
+    """Starts JAX's distributed runtime (``jax.distributed.initialize``) in this process.
+
+    Call it first thing, before any JAX computation, in every process, with the same
+    ``coordinator_address`` ("host:port" of process 0) and ``num_processes`` and each its own
+    ``process_id`` in ``[0, num_processes)``; with all three None JAX detects them (SLURM, Open MPI,
+    Cloud TPU).
+
+    Args:
+      cpu_collectives: the CPU collectives implementation (``"gloo"``, or ``"mpi"``), set before
+        the runtime starts; None leaves JAX's setting. Only the CPU backend uses it.
+      **kwargs: passed to ``jax.distributed.initialize`` (e.g. ``local_device_ids``).
+
+    Raises:
+      ValueError: naming the argument, for a ``process_id`` outside ``[0, num_processes)`` or a
+        ``num_processes`` below 1.
+    """
+    if num_processes is not None and (isinstance(num_processes, bool) or int(num_processes) < 1):
+        raise ValueError(f"num_processes must be a positive integer, got {num_processes!r}")
+    if process_id is not None and num_processes is not None and not 0 <= int(process_id) < int(num_processes):
+        raise ValueError(f"process_id must lie in [0, num_processes = {num_processes}), got {process_id!r}")
+    if cpu_collectives is not None:
+        jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
+    jax.distributed.initialize(coordinator_address, num_processes, process_id, **kwargs)
+
+
+def process_shard(num_items: int, process_index: Optional[int] = None, process_count: Optional[int] = None) -> range:
+    """The contiguous block of ``range(num_items)`` that process ``process_index`` (default this
+    one's) of ``process_count`` (default ``jax.process_count()``) reads: blocks of equal size, the
+    first ``num_items mod process_count`` one item longer.
+
+    Examples:
+      >>> [list(process_shard(5, p, 2)) for p in range(2)]
+      [[0, 1, 2], [3, 4]]
+    """
+    p = jax.process_index() if process_index is None else int(process_index)
+    n = jax.process_count() if process_count is None else int(process_count)
+    if n < 1 or not 0 <= p < n:
+        raise ValueError(f"process_index must lie in [0, process_count = {n}), got {p}")
+    base, extra = divmod(int(num_items), n)
+    start = p * base + min(p, extra)
+    return range(start, start + base + (p < extra))
+
+
+def global_batch(model: DataParallel, local_batch: PyTree, axis: int = 0) -> PyTree:
+    """The global batch whose rows along ``axis`` are the processes' ``local_batch`` rows
+    concatenated in process order, split over ``model``'s mesh along that axis.
+
+    Every process passes its own rows (the same shape in every process, and a multiple of its
+    number of devices in the mesh along ``axis``); ``axis=1`` for the stacked ``(n, S, ...)``
+    chunks of a ``lax.scan`` (``Minibatcher.host_batches``).
+    """
+    if not isinstance(model, DataParallel):
+        raise ValueError(f"model must be a data_parallel model, got {type(model).__name__}")
+    spec = PartitionSpec(*([None] * int(axis)), model.axis_name)
+    sharding = NamedSharding(model.mesh, spec)
+    return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), local_batch)
+
+
+def global_host_batches(model: DataParallel, local_host_batches: Callable) -> Callable:
+    """``(t0, n) -> global_batch(model, local_host_batches(t0, n), axis=1)``: the runner's
+    ``host_batches`` (``vijax.run.run``) for a multi-process run, from this process's own
+    ``Minibatcher(shard, S / process_count, seed).host_batches`` (the same seed and a fixed
+    ``length`` in every process, so that all local chunks have one shape)."""
+
+    def host_batches(t0, n):
+        return global_batch(model, local_host_batches(t0, n), axis=1)
+
+    return host_batches
