@@ -40,7 +40,8 @@ def sample_bernoulli_mixture(key: PRNGKey, num_points: int = 1000, num_component
       num_components: K >= 1.
       dim: D >= 1.
       alpha: DP concentration (> 0).
-      a, b: Beta parameters of each phi_kd (> 0).
+      a: the first Beta parameter of each phi_kd (> 0).
+      b: the second Beta parameter of each phi_kd (> 0).
       dtype: float dtype of the draws (default: JAX's default float).
 
     Examples:

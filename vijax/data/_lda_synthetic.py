@@ -153,8 +153,14 @@ def write_lda_corpus_npz(path: str | os.PathLike, key, num_docs: int, num_topics
 
     Args:
       path: the ``.npz`` file to write.
-      key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean, vocab: as for
-        ``sample_lda_corpus``.
+      key: as for ``sample_lda_corpus``.
+      num_docs: as for ``sample_lda_corpus``.
+      num_topics: as for ``sample_lda_corpus``.
+      vocab_size: as for ``sample_lda_corpus``.
+      alpha: as for ``sample_lda_corpus``.
+      eta: as for ``sample_lda_corpus``.
+      doc_length_mean: as for ``sample_lda_corpus``.
+      vocab: as for ``sample_lda_corpus``.
       save_doc_topics: also stream theta (D, K) into the file (member ``doc_topics``, float32).
 
     Returns:

@@ -109,7 +109,8 @@ def sample_speech_spectrogram(key: PRNGKey, num_freqs: int = 257, num_atoms: int
       num_freqs: F >= 2.
       num_atoms: K >= 1, the number of true dictionary columns.
       num_frames: T >= 1.
-      shape, rate: of the Gamma activations (> 0).
+      shape: the shape of the Gamma activations (> 0).
+      rate: the rate of the Gamma activations (> 0).
       peak: the largest entry of every dictionary column (> 0); it sets the counts' scale.
       sample_rate: in Hz (> 0), only places the formants and partials on the bins.
       dtype: float dtype (default: JAX's default float).

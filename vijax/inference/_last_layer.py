@@ -120,8 +120,9 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
       num_samples: S draws of W per ELBO estimate.
       init_scale: q's initial standard deviation.
       rank: the low-rank factor's columns (``"lowrank"``).
-      optimizer, schedule: ``vi.step``'s optimizer and learning rate (``bbvi``'s), for fitting q(W)
-        alone on fixed features; end-to-end training uses the user's own optimizer on ``elbo``.
+      optimizer: ``vi.step``'s optimizer (``bbvi``'s), for fitting q(W) alone on fixed features;
+        end-to-end training uses the user's own optimizer on ``elbo``.
+      schedule: ``vi.step``'s learning rate (``bbvi``'s).
 
     Returns:
       A :class:`LastLayer`.

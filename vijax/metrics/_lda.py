@@ -102,8 +102,9 @@ def corpus_document_completion(model, q_global, observed, heldout, batch_docs: i
     Args:
       model: a hashable topic model (e.g. :class:`vijax.models.LDA`).
       q_global: the fitted q(beta).
-      observed, heldout: ``vijax.data.Corpus`` objects with the same documents in the same order
-        (e.g. ``test.split_tokens(seed)``).
+      observed: a ``vijax.data.Corpus``, the observed part of each document (e.g. the first
+        corpus of ``test.split_tokens(seed)``).
+      heldout: a ``vijax.data.Corpus`` with the same documents in the same order, the held-out part.
       batch_docs: documents per evaluation batch.
     """
     if observed.num_docs != heldout.num_docs:

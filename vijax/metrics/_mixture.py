@@ -51,8 +51,10 @@ def bernoulli_mixture_kl(key: PRNGKey, true_weights: Array, true_probs: Array, f
 
     Args:
       key: PRNG key for the M draws.
-      true_weights, true_probs: the data-generating pi (K,) and phi (K, D).
-      fit_weights, fit_probs: the fitted pi_hat (K',) and phi_hat (K', D).
+      true_weights: the data-generating pi (K,).
+      true_probs: the data-generating phi (K, D).
+      fit_weights: the fitted pi_hat (K',).
+      fit_probs: the fitted phi_hat (K', D).
       num_samples: M >= 2.
     """
     check_int("num_samples", num_samples, 2)

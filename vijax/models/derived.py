@@ -325,7 +325,8 @@ def conjugate_model(log_joint: Callable, *, priors: dict, locals: Callable | Non
       priors: dict name -> ``vijax.expfam`` family, the globals' priors.
       locals: ``locals(x) -> {name: Local(q0, weight)}`` for one datum, in update order; None for a
         model without local variables.
-      max_iters, tol: the local sweeps when there are several local variables.
+      max_iters: the most local sweeps when there are several local variables.
+      tol: the local sweeps' convergence tolerance when there are several local variables.
       init: optional ``(key, batch) -> q_global``.
       example: optional data; when given, ``check_conjugacy(example)`` runs now.
 

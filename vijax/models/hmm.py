@@ -286,8 +286,9 @@ class CategoricalHMM(_HMM):
     Args:
       num_states: K >= 1.
       num_symbols: V >= 1.
-      initial_concentration, transition_concentration, emission_concentration: Dirichlet
-        concentrations (> 0) on pi, the rows of A and the rows of B (1: maximum likelihood under EM).
+      initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
+      transition_concentration: Dirichlet concentration (> 0) on the rows of A.
+      emission_concentration: Dirichlet concentration (> 0) on the rows of B.
       schedule: ``"sequential"`` or ``"parallel"`` forward-backward.
       dtype: float dtype (default: JAX's default float).
 
@@ -370,8 +371,12 @@ class GaussianHMM(_HMM):
     Args:
       num_states: K >= 1.
       dim: D >= 1.
-      initial_concentration, transition_concentration: Dirichlet concentrations (> 0).
-      loc0, kappa0, a0, b0: the Normal-Gamma prior (scalars; kappa0, a0, b0 > 0).
+      initial_concentration: Dirichlet concentration (> 0) on pi.
+      transition_concentration: Dirichlet concentration (> 0) on the rows of A.
+      loc0: the Normal-Gamma prior's location (a scalar).
+      kappa0: the Normal-Gamma prior's precision scale (a scalar > 0).
+      a0: the Normal-Gamma prior's Gamma shape (a scalar > 0).
+      b0: the Normal-Gamma prior's Gamma rate (a scalar > 0).
       min_variance: EM's variance floor (>= 0).
       schedule: ``"sequential"`` or ``"parallel"``.
       dtype: float dtype.
