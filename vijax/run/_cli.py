@@ -42,7 +42,7 @@ import numpy as np
 import yaml
 
 from ._checkpoint import CheckpointError, jsonable
-from ._config import SECTIONS, ConfigError, config_fingerprint, load_config
+from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, load_config
 from ._experiment import EXPERIMENTS
 from ._plots import plot_elbo
 from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
@@ -266,13 +266,25 @@ def _print_summary(metrics: dict, out_dir: str, file=None) -> None:
           file=file)
 
 
+def _keys_text(experiment: Optional[str] = None) -> str:
+    """The config keys of the schema, one per line: key, type, default, allowed range."""
+    keys = config_keys(experiment)
+    width = max(len(k.key) for k in keys)
+    return "\n".join(f"  {k.key:<{width}}  {k.type}, default {k.default!r}; {k.allowed}" for k in keys)
+
+
 def _parser() -> argparse.ArgumentParser:
     from vijax import __version__  # deferred: vijax/__init__ imports this package
 
     parser = argparse.ArgumentParser(prog="vijax", description="Variational inference in JAX.")
     parser.add_argument("--version", action="version", version=f"vijax {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run", help="run an experiment config (default: the embedded one)")
+    p_run = sub.add_parser(
+        "run", help="run an experiment config (default: the embedded one)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="config keys (type, default, allowed range); a config may set any of them, --set KEY=VALUE too:\n"
+               + _keys_text() + "\n\nThe model, data and algorithm keys depend on the experiment: "
+               "`vijax list EXPERIMENT` lists them with their types and defaults.")
     p_run.add_argument("config", nargs="?", default=None,
                        help=f"a YAML config; without it, the defaults of {DEFAULT_EXPERIMENT}")
     p_run.add_argument("--resume", action="store_true",
@@ -290,7 +302,9 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--compile-cache", metavar="DIR", default=None,
                        help="the folder of JAX's persistent compilation cache (run.compile_cache; default: "
                             "$VIJAX_COMPILE_CACHE, else $XDG_CACHE_HOME/vijax/jax or ~/.cache/vijax/jax)")
-    sub.add_parser("list", help="list the registered experiments")
+    p_list = sub.add_parser("list", help="list the registered experiments, one line each; with a name, its config keys")
+    p_list.add_argument("experiment", nargs="?", default=None,
+                        help="an experiment: every key of its config with type, default and allowed range")
     p_prep = sub.add_parser("prepare", help="convert a corpus (UCI, lda-c or text) to the memory-mapped .npz format")
     p_prep.add_argument("input", help="the corpus file (optionally gzipped)")
     p_prep.add_argument("--format", required=True, choices=("uci", "ldac", "text"),
@@ -329,6 +343,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "prepare":
         return _prepare(args)
     import_builtin_experiments()
+    if args.command == "list" and args.experiment is not None:
+        if args.experiment not in EXPERIMENTS:
+            print(f"vijax: error: unknown experiment {args.experiment!r}; registered: {sorted(EXPERIMENTS)}",
+                  file=sys.stderr)
+            return EXIT_CANNOT_START
+        print(f"{args.experiment}: {EXPERIMENTS[args.experiment].description}")
+        print(_keys_text(args.experiment))
+        return EXIT_OK
     if args.command == "list":
         if not EXPERIMENTS:
             print("no experiments registered")

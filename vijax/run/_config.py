@@ -24,12 +24,14 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Union
 
 import yaml
 
+from vijax.inference import ALGORITHMS
+
 from ._experiment import EXPERIMENTS
-from ._runner import RunConfig
+from ._runner import RunConfig, run_setting_schema
 
 RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
@@ -206,6 +208,64 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping],
     return config
 
 
+class ConfigKey(NamedTuple):
+    """One key of a config as the schema gives it (``vijax run --help``, ``vijax list NAME``)."""
+
+    key: str  # the dotted path, e.g. "run.num_steps"
+    type: str
+    default: Any
+    allowed: str
+
+
+def _schema_type(default: Any) -> str:
+    """The values ``_check_type`` accepts where the default is ``default``."""
+    if default is None:
+        return "any"
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, float):
+        return "float (or int)"
+    if isinstance(default, (list, tuple)):
+        return "list"
+    return type(default).__name__
+
+
+def _section_keys(prefix: str, defaults: Mapping, out: list) -> None:
+    for key, default in defaults.items():
+        path = f"{prefix}.{key}"
+        if isinstance(default, Mapping):
+            _section_keys(path, default, out)
+        elif path == "algorithm.name":
+            out.append(ConfigKey(path, "str", default, "a registered algorithm the model qualifies for: "
+                                 + ", ".join(sorted(ALGORITHMS))))
+        else:
+            out.append(ConfigKey(path, _schema_type(default), default, "range checked when the experiment is built"))
+
+
+def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
+    """Every key of a config, from the schema: without ``experiment``, the keys every config has
+    (``experiment``, ``seed``, ``run.*`` with ``RunConfig``'s defaults, ``output.dir``); with it,
+    also that experiment's ``model``, ``data`` and ``algorithm`` keys, its own run defaults in
+    place of ``RunConfig``'s.
+
+    Raises:
+      ConfigError: naming ``experiment`` when it is not registered.
+    """
+    if experiment is not None and experiment not in EXPERIMENTS:
+        raise ConfigError(f"experiment: unknown experiment {experiment!r}; registered: {sorted(EXPERIMENTS)}")
+    defaults = EXPERIMENTS[experiment].defaults if experiment is not None else {}
+    keys = [ConfigKey("experiment", "str", experiment, "required: a registered experiment (vijax list)"),
+            ConfigKey("seed", "int", 0, "any; the run's key is jax.random.PRNGKey(seed)")]
+    for section in SECTIONS:
+        _section_keys(section, defaults.get(section, {}), keys)
+    run_defaults = defaults.get("run", {})
+    for name in RUN_SETTINGS:
+        kind, default, allowed = run_setting_schema(name)
+        keys.append(ConfigKey(f"run.{name}", kind, run_defaults.get(name, default), allowed))
+    keys.append(ConfigKey("output.dir", "str", f"results/{experiment or '<experiment>'}", "a writable folder"))
+    return keys
+
+
 # run settings that do not change what a run computes (its state and trace): a resume may change them
 FINGERPRINT_IGNORED = ("output.dir", "run.progress", "run.eval_every", "run.checkpoint_every",
                        "run.max_rejected_share", "run.prefetch")
@@ -264,5 +324,5 @@ def config_fingerprint(config: Mapping) -> dict:
     return {"hash": digest, "values": values}
 
 
-__all__ = ["ConfigError", "FINGERPRINT_IGNORED", "apply_overrides", "config_fingerprint", "file_identity",
-           "load_config", "parse_yaml"]
+__all__ = ["ConfigError", "ConfigKey", "FINGERPRINT_IGNORED", "apply_overrides", "config_fingerprint", "config_keys",
+           "file_identity", "load_config", "parse_yaml"]
