@@ -2,17 +2,20 @@
 # make test        : create .venv if needed, install vijax with test extras, run the test suite (not `slow`).
 # make test-compat : the wheel in fresh virtual environments with the newest allowed and the oldest
 #                    supported JAX, running the README example and a fast subset (docs/compat.md).
+# make docs        : the API reference site, built strictly (a broken reference fails) into site/.
+# make notebooks   : rebuild the notebooks and execute them at their documented size, saving outputs.
+# make dist        : the wheel and sdist into dist/, checked by twine.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-slow test-compat bench clean
+.PHONY: run test test-slow test-compat bench docs notebooks dist clean
 
 # constraints.txt pins the exact tested versions (pyproject.toml states the supported ranges)
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,bench]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,bench,docs]'
 	touch $@
 
 run: $(VENV)/.installed
@@ -30,5 +33,15 @@ test-compat: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) benchmarks/gmm_cavi.py
 
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+notebooks: $(VENV)/.installed
+	$(PY) notebooks/_execute.py
+
+dist: $(VENV)/.installed
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	rm -rf dist && $(PY) -m build --outdir dist . && $(PY) -m twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) .venv-compat-* results .pytest_cache
+	rm -rf $(VENV) .venv-compat-* results .pytest_cache site dist
