@@ -5,8 +5,8 @@ import re
 import pytest
 
 from vijax.run import EXPERIMENTS, import_builtin_experiments, main
-from vijax.run._config import RUN_SETTINGS, config_keys
-from vijax.run._runner import check_run_setting, run_setting_schema
+from vijax.run._config import RUN_SETTINGS, config_keys, run_setting_schema
+from vijax.run._runner import check_run_setting
 
 
 def _help(capsys) -> str:

@@ -31,7 +31,7 @@ import yaml
 from vijax.inference import ALGORITHMS
 
 from ._experiment import EXPERIMENTS
-from ._runner import RunConfig, run_setting_schema
+from ._runner import _SETTINGS, RunConfig
 
 RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
@@ -217,6 +217,20 @@ class ConfigKey(NamedTuple):
     allowed: str
 
 
+# the bounds check_run_setting enforces besides each setting's type and minimum (for `vijax run --help`)
+_EXTRA_BOUNDS = {"num_steps": "< 2**31 - 1", "tol": "> 0", "max_rejected_share": "<= 1",
+                 "compile_cache": "true, false or a folder"}
+
+
+def run_setting_schema(name: str) -> tuple[str, Any, str]:
+    """The type, default and allowed range of the run setting ``name``, as
+    ``vijax.run._runner.check_run_setting`` enforces them (``("int", 100, ">= 1")``)."""
+    default, types, nullable, minimum = _SETTINGS[name]
+    kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
+    bounds = ([f">= {minimum}"] if minimum is not None else []) + ([_EXTRA_BOUNDS[name]] if name in _EXTRA_BOUNDS else [])
+    return kinds, default, " and ".join(bounds) or "any"
+
+
 def _schema_type(default: Any) -> str:
     """The values ``_check_type`` accepts where the default is ``default``."""
     if default is None:
@@ -325,4 +339,4 @@ def config_fingerprint(config: Mapping) -> dict:
 
 
 __all__ = ["ConfigError", "ConfigKey", "FINGERPRINT_IGNORED", "apply_overrides", "config_fingerprint", "config_keys",
-           "file_identity", "load_config", "parse_yaml"]
+           "file_identity", "load_config", "parse_yaml", "run_setting_schema"]

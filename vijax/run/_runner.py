@@ -36,7 +36,7 @@ import dataclasses
 import os
 import time
 import warnings
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -228,20 +228,6 @@ def check_run_setting(name: str, value, label: str):
     if name == "tol" and not (np.isfinite(value) and value > 0):
         raise ValueError(f"{label}: must be positive or null, got {value!r}")
     return value
-
-
-# the bounds check_run_setting enforces besides each setting's type and minimum (for `vijax run --help`)
-_EXTRA_BOUNDS = {"num_steps": "< 2**31 - 1", "tol": "> 0", "max_rejected_share": "<= 1",
-                 "compile_cache": "true, false or a folder"}
-
-
-def run_setting_schema(name: str) -> tuple[str, Any, str]:
-    """The type, default and allowed range of the run setting ``name``, as ``check_run_setting``
-    enforces them (``("int", 100, ">= 1")``), for help texts."""
-    default, types, nullable, minimum = _SETTINGS[name]
-    kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
-    bounds = ([f">= {minimum}"] if minimum is not None else []) + ([_EXTRA_BOUNDS[name]] if name in _EXTRA_BOUNDS else [])
-    return kinds, default, " and ".join(bounds) or "any"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -608,5 +594,4 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
         bar.update(t_end - t0)
 
 
-__all__ = ["RunConfig", "RunHealth", "RunResult", "applied_steps", "check_run_setting", "run", "run_health",
-           "run_setting_schema"]
+__all__ = ["RunConfig", "RunHealth", "RunResult", "applied_steps", "check_run_setting", "run", "run_health"]
