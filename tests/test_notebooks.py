@@ -20,3 +20,18 @@ def test_notebook_runs(path, monkeypatch):
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_committed_with_outputs(path):
+    """`make notebooks` saved every code cell executed, in order, without errors, each figure as a
+    PNG, the file at most 400 KB (figures at 80 dpi), and no path of the machine that ran it."""
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1))
+    outputs = [o for c in cells for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    shows = sum(c.source.count("plt.show()") for c in cells)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= min(shows, 1)
+    assert path.stat().st_size <= 400 * 1024
+    assert "site-packages" not in path.read_text()
