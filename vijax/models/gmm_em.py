@@ -28,6 +28,7 @@ estimate of their mean, before either, which keeps the expanded forms accurate i
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -203,7 +204,9 @@ class GaussianMixtureEM:
     def _scan_blocks(self, fn, arrays: tuple):
         """sum over row blocks of ``fn(*blocks)``: full blocks by ``lax.scan``, then the remainder."""
         n = arrays[0].shape[0]
-        bs = min(self.block_size, n)
+        if n <= self.block_size:
+            return fn(*arrays)
+        bs = self.block_size
         nb, rest = divmod(n, bs)
         blocks = tuple(a[: nb * bs].reshape((nb, bs) + a.shape[1:]) for a in arrays)
 
@@ -217,7 +220,10 @@ class GaussianMixtureEM:
         return total
 
     def log_prob(self, params: GMMParams, x: Array) -> Array:
-        """log p(x_n | theta) per row, (N,)."""
+        """log p(x_n | theta) per row, (N,) (compiled; a traced call inlines)."""
+        return _jit_method(self, "_log_prob", params, x)
+
+    def _log_prob(self, params: GMMParams, x: Array) -> Array:
         dt = float_dtype(self.dtype)
         c = self._center(params)
         terms = self._precision_terms(params, c)
@@ -225,7 +231,10 @@ class GaussianMixtureEM:
         return jax.nn.logsumexp(self._log_joint(terms, log_w, jnp.asarray(x, dt) - c[None, :]), -1)
 
     def responsibilities(self, params: GMMParams, x: Array) -> Array:
-        """p(z_n = k | x_n, theta), (N, K)."""
+        """p(z_n = k | x_n, theta), (N, K) (compiled)."""
+        return _jit_method(self, "_responsibilities", params, x)
+
+    def _responsibilities(self, params: GMMParams, x: Array) -> Array:
         dt = float_dtype(self.dtype)
         c = self._center(params)
         lj = self._log_joint(self._precision_terms(params, c), jnp.log(params.weights.astype(dt)),
@@ -285,6 +294,9 @@ class GaussianMixtureEM:
             if r.shape[0] != np.shape(x)[0] or np.any(r < 0) or not np.allclose(r.sum(1), 1.0, atol=1e-4):
                 raise ValueError(f"resp must be non-negative with rows summing to 1 and one row per row of x, "
                                  f"got shape {r.shape}")
+        return _jit_method(self, "_params_from_responsibilities", x, resp)
+
+    def _params_from_responsibilities(self, x: Array, resp: Array) -> GMMParams:
         return self.m_step(self.stats_from_responsibilities(x, resp))
 
     def log_prior(self, params: GMMParams) -> Array:
@@ -293,7 +305,10 @@ class GaussianMixtureEM:
 
     def init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
         """With data: one M-step from k-means++ hard responsibilities or random ones (``init``).
-        Without: uniform weights, means N(0, I), identity covariances."""
+        Without: uniform weights, means N(0, I), identity covariances. Compiled."""
+        return _jit_method(self, "_init_params", key, x)
+
+    def _init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         if x is None:
@@ -309,6 +324,12 @@ class GaussianMixtureEM:
             d2 = jnp.sum(x * x, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers * centers, 1)[None, :]
             resp = jax.nn.one_hot(jnp.argmin(d2, 1), k, dtype=dt)
         return self.m_step(self.stats_from_responsibilities(x, resp))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _jit_method(model: GaussianMixtureEM, name: str, *args):
+    """``model.<name>(*args)`` compiled once per model and shapes (the model is hashable and static)."""
+    return getattr(model, name)(*args)
 
 
 __all__ = ["COVARIANCE_TYPES", "GMMParams", "GMMStats", "GaussianMixtureEM"]
