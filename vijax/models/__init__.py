@@ -36,6 +36,7 @@ from vijax.models.glm import GLM
 from vijax.models.gp_classification import GPClassification, GPGradient, GPPosterior
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.full_gmm import FullGMM
+from vijax.models.gmm_em import GaussianMixtureEM, GMMParams, GMMStats
 from vijax.models.hmm import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams
 from vijax.models.lda import LDA
 from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
@@ -43,6 +44,9 @@ from vijax.models.vae import VAE
 
 __all__ = [
     "FullGMM",
+    "GaussianMixtureEM",
+    "GMMParams",
+    "GMMStats",
     "ARDPosterior",
     "ARDRegression",
     "DerivedConjugateModel",

@@ -1,0 +1,335 @@
+"""Gaussian mixtures fitted by maximum-likelihood EM, with full, diagonal, spherical or tied covariances.
+
+    z_n ~ Categorical(w),  x_n | z_n = k ~ N(mu_k, Sigma_k),   n = 1..N, x_n in R^D.
+
+The tutorial *Raise your ELBO*, §EM and §GMM; Dempster, Laird and Rubin (1977). The E-step sets
+q(z_n) = p(z_n | x_n, theta): responsibilities r_nk ∝ w_k N(x_n | mu_k, Sigma_k), computed in log
+space (log-sum-exp over k), which also gives log p(x | theta) = sum_n log sum_k w_k N(x_n | mu_k, Sigma_k).
+The M-step maximizes sum_nk r_nk log(w_k N(x_n | mu_k, Sigma_k)) in closed form (the tutorial's §GMM)::
+
+    N_k = sum_n r_nk,  w_k = N_k / N,  mu_k = sum_n r_nk x_n / N_k,
+    Sigma_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg_covar I,
+
+with mu_k the *new* mean (the tutorial writes mu_{t,k}, the old one; the maximizer is the new one).
+The constrained types take the same statistics: ``"diag"`` keeps the diagonal, ``"spherical"`` its
+average over d (one variance per component), and ``"tied"`` one covariance shared by all components,
+sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N. ``reg_covar`` (>= 0) is added to the diagonal, as
+in scikit-learn's ``GaussianMixture``, whose iterates these are (N_k gets scikit-learn's guard
+10 eps against empty components).
+
+Cost: the data are processed in blocks of ``block_size`` rows under ``lax.scan`` (memory O(block
+* K * D)), with the quadratic forms and the statistics as matrix products: for full and tied
+covariances ||(x_n - mu_k)^T P_k||^2 with P_k the Cholesky factor of the precision (one
+(B, D) x (D, K D) product per block), for diag and spherical the expanded form
+x^2 . lambda_k - 2 x . (lambda_k mu_k) + mu_k^2 . lambda_k; the second moments sum_n r_nk x_n x_n^T are
+R^T (x ⊗ x), one (K, B) x (B, D^2) product. Data are centered at sum_k w_k mu_k, the current
+estimate of their mean, before either, which keeps the expanded forms accurate in float32.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax._validate import (check_choice, check_data_array, check_float_dtype, check_int, check_scalar, float_dtype,
+                             is_tracer)
+from vijax.models.gmm import _kmeanspp_centers
+from vijax.types import Array, PRNGKey
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+COVARIANCE_TYPES = ("full", "diag", "spherical", "tied")
+INITS = ("kmeans++", "random")
+
+
+class GMMParams(NamedTuple):
+    """Point parameters of a Gaussian mixture.
+
+    ``covariances`` has shape (K, D, D) for ``"full"``, (D, D) for ``"tied"``, (K, D) for
+    ``"diag"`` and (K,) for ``"spherical"`` (scikit-learn's layouts)."""
+
+    weights: Array  # (K,), sums to 1
+    means: Array  # (K, D)
+    covariances: Array
+
+
+class GMMStats(NamedTuple):
+    """Expected complete-data statistics of a batch, about a center c (D,).
+
+    ``counts`` N_k (K,); ``sums`` sum_n r_nk (x_n - c) (K, D); ``second`` the second moments of x - c:
+    (K, D, D) for full, (D, D) unweighted for tied, (K, D) diagonal for diag and spherical."""
+
+    counts: Array
+    sums: Array
+    second: Array
+    center: Array
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianMixtureEM:
+    """A Gaussian mixture for maximum-likelihood EM (``vijax.inference.em``; the ``EMModel`` protocol).
+
+    The tutorial *Raise your ELBO*, §EM and §GMM; Dempster, Laird and Rubin (1977); the updates are
+    scikit-learn's ``GaussianMixture`` (tested equal from the same start).
+
+    Args:
+      num_components: K >= 1.
+      dim: D >= 1.
+      covariance_type: ``"full"``, ``"diag"``, ``"spherical"`` or ``"tied"``.
+      reg_covar: >= 0, added to the diagonal of every covariance in the M-step (scikit-learn's default 1e-6).
+      init: how ``init_params(key, x)`` starts: ``"kmeans++"`` (hard responsibilities to k-means++
+        seeds, Arthur and Vassilvitskii 2007) or ``"random"`` (uniform random responsibilities,
+        normalized per row, as scikit-learn's ``init_params="random"``); either is followed by one M-step.
+      block_size: rows per block of the E-step's ``lax.scan`` (memory O(block_size K D)).
+      dtype: float dtype (default: JAX's default float).
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from vijax.inference import em
+        >>> x = jax.random.normal(jax.random.PRNGKey(0), (200, 2))
+        >>> model = GaussianMixtureEM(3, 2, covariance_type="diag")
+        >>> alg = em(model)
+        >>> state = alg.init(jax.random.PRNGKey(1), x)
+        >>> state, info = jax.jit(alg.step)(state, x, jax.random.PRNGKey(2))
+        >>> state.q_global.covariances.shape
+        (3, 2)
+
+    References:
+      Dempster, Laird and Rubin (1977), Maximum likelihood from incomplete data via the EM algorithm.
+    """
+
+    num_components: int
+    dim: int
+    _: dataclasses.KW_ONLY
+    covariance_type: str = "full"
+    reg_covar: float = 1e-6
+    init: str = "kmeans++"
+    block_size: int = 8192
+    dtype: Any = None
+
+    def __post_init__(self):
+        check_int("num_components", self.num_components)
+        check_int("dim", self.dim)
+        check_choice("covariance_type", self.covariance_type, COVARIANCE_TYPES)
+        object.__setattr__(self, "reg_covar", check_scalar("reg_covar", self.reg_covar, low=0.0, include_low=True))
+        check_choice("init", self.init, INITS)
+        check_int("block_size", self.block_size)
+        check_float_dtype(self.dtype)
+
+    # -- checks ---------------------------------------------------------------------------------------
+    def check_data(self, x) -> None:
+        """Raises ValueError naming ``x``: not (N, dim), empty, not numeric, NaN or inf."""
+        check_data_array("x", x, ndim=2, last_dim=self.dim)
+
+    def covariance_shape(self) -> tuple:
+        k, d = self.num_components, self.dim
+        return {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[self.covariance_type]
+
+    def check_params(self, params: GMMParams) -> None:
+        """Raises ValueError naming the field: shapes, weights on the simplex, covariances positive
+        (definite)."""
+        k, d = self.num_components, self.dim
+        for name, shape in (("weights", (k,)), ("means", (k, d)), ("covariances", self.covariance_shape())):
+            value = getattr(params, name)
+            if is_tracer(value):
+                continue
+            a = np.asarray(value, dtype=np.float64)
+            if a.shape != shape or not np.all(np.isfinite(a)):
+                raise ValueError(f"params.{name} must be finite with shape {shape}, got shape {a.shape}")
+        if not is_tracer(params.weights):
+            w = np.asarray(params.weights, dtype=np.float64)
+            if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=1e-4):
+                raise ValueError(f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
+        if not is_tracer(params.covariances):
+            c = np.asarray(params.covariances, dtype=np.float64)
+            ok = (np.all(np.linalg.eigvalsh(c) > 0) if self.covariance_type in ("full", "tied") else np.all(c > 0))
+            if not ok:
+                raise ValueError("params.covariances must be positive definite (positive variances)")
+
+    # -- densities ------------------------------------------------------------------------------------
+    def _precision_terms(self, params: GMMParams, center: Array):
+        """What the E-step needs of theta, about ``center``: means m_k = mu_k - c and, per type, the
+        precision factor and the log-determinant term -1/2 log det Sigma_k (K,)."""
+        dt = float_dtype(self.dtype)
+        m = params.means.astype(dt) - center[None, :]
+        cov = params.covariances.astype(dt)
+        if self.covariance_type in ("full", "tied"):
+            chol = jnp.linalg.cholesky(cov)  # Sigma = L L^T; P = L^{-T}: P P^T = Sigma^{-1}
+            eye = jnp.broadcast_to(jnp.eye(self.dim, dtype=dt), chol.shape)
+            prec_chol = jnp.swapaxes(jax.scipy.linalg.solve_triangular(chol, eye, lower=True), -1, -2)
+            half_logdet = -jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
+            return m, prec_chol, jnp.broadcast_to(half_logdet, (self.num_components,))
+        prec = 1.0 / cov  # (K, D) or (K,)
+        if self.covariance_type == "spherical":
+            return m, prec, 0.5 * self.dim * jnp.log(prec)
+        return m, prec, 0.5 * jnp.sum(jnp.log(prec), -1)
+
+    def _log_joint(self, terms, log_w: Array, xc: Array) -> Array:
+        """log w_k + log N(x_n | mu_k, Sigma_k) for centered rows ``xc`` (B, D): (B, K)."""
+        m, prec, half_logdet = terms
+        k, d = self.num_components, self.dim
+        if self.covariance_type == "full":
+            # y_nk = (x_n - m_k)^T P_k as one (B, D) x (D, K D) product
+            p_flat = jnp.transpose(prec, (1, 0, 2)).reshape(d, k * d)
+            shift = jnp.einsum("kd,kde->ke", m, prec).reshape(k * d)
+            y = (xc @ p_flat - shift[None, :]).reshape(xc.shape[0], k, d)
+            quad = jnp.sum(y * y, -1)
+        elif self.covariance_type == "tied":
+            y = (xc @ prec)[:, None, :] - (m @ prec)[None, :, :]
+            quad = jnp.sum(y * y, -1)
+        else:
+            lam = prec if self.covariance_type == "diag" else jnp.broadcast_to(prec[:, None], (k, d))
+            quad = ((xc * xc) @ lam.T - 2.0 * (xc @ (lam * m).T)) + jnp.sum(m * m * lam, -1)[None, :]
+        return log_w[None, :] + half_logdet[None, :] - 0.5 * (d * _LOG_2PI + quad)
+
+    def _block_stats(self, xc: Array, resp: Array) -> tuple:
+        """Statistics of centered rows ``xc`` (B, D) with responsibilities ``resp`` (B, K)."""
+        b, d = xc.shape
+        counts, sums = jnp.sum(resp, 0), resp.T @ xc
+        if self.covariance_type == "full":
+            second = (resp.T @ (xc[:, :, None] * xc[:, None, :]).reshape(b, d * d)).reshape(-1, d, d)
+        elif self.covariance_type == "tied":
+            second = xc.T @ xc
+        else:
+            second = resp.T @ (xc * xc)
+        return counts, sums, second
+
+    def _center(self, params: GMMParams) -> Array:
+        dt = float_dtype(self.dtype)
+        return jax.lax.stop_gradient(params.weights.astype(dt) @ params.means.astype(dt))
+
+    def _scan_blocks(self, fn, arrays: tuple):
+        """sum over row blocks of ``fn(*blocks)``: full blocks by ``lax.scan``, then the remainder."""
+        n = arrays[0].shape[0]
+        if n <= self.block_size:
+            return fn(*arrays)
+        bs = self.block_size
+        nb, rest = divmod(n, bs)
+        blocks = tuple(a[: nb * bs].reshape((nb, bs) + a.shape[1:]) for a in arrays)
+
+        def body(acc, blk):
+            return jax.tree_util.tree_map(jnp.add, acc, fn(*blk)), None
+
+        zero = jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(fn, *(b[0] for b in blocks)))
+        total, _ = jax.lax.scan(body, zero, blocks)
+        if rest:
+            total = jax.tree_util.tree_map(jnp.add, total, fn(*(a[nb * bs:] for a in arrays)))
+        return total
+
+    def log_prob(self, params: GMMParams, x: Array) -> Array:
+        """log p(x_n | theta) per row, (N,) (compiled; a traced call inlines)."""
+        return _jit_method(self, "_log_prob", params, x)
+
+    def _log_prob(self, params: GMMParams, x: Array) -> Array:
+        dt = float_dtype(self.dtype)
+        c = self._center(params)
+        terms = self._precision_terms(params, c)
+        log_w = jnp.log(params.weights.astype(dt))
+        return jax.nn.logsumexp(self._log_joint(terms, log_w, jnp.asarray(x, dt) - c[None, :]), -1)
+
+    def responsibilities(self, params: GMMParams, x: Array) -> Array:
+        """p(z_n = k | x_n, theta), (N, K) (compiled)."""
+        return _jit_method(self, "_responsibilities", params, x)
+
+    def _responsibilities(self, params: GMMParams, x: Array) -> Array:
+        dt = float_dtype(self.dtype)
+        c = self._center(params)
+        lj = self._log_joint(self._precision_terms(params, c), jnp.log(params.weights.astype(dt)),
+                             jnp.asarray(x, dt) - c[None, :])
+        return jnp.exp(lj - jax.nn.logsumexp(lj, -1, keepdims=True))
+
+    # -- EM (vijax.models.EMModel) ----------------------------------------------------------------------
+    def e_step(self, params: GMMParams, x: Array) -> tuple[GMMStats, Array]:
+        """Expected statistics under p(z | x, theta) and log p(x | theta) summed over the rows."""
+        dt = float_dtype(self.dtype)
+        x = jnp.asarray(x, dt)
+        c = self._center(params)
+        terms = self._precision_terms(params, c)
+        log_w = jnp.log(params.weights.astype(dt))
+
+        def block(xb):
+            xc = xb - c[None, :]
+            lj = self._log_joint(terms, log_w, xc)
+            lse = jax.nn.logsumexp(lj, -1, keepdims=True)
+            return self._block_stats(xc, jnp.exp(lj - lse)), jnp.sum(lse)
+
+        (counts, sums, second), log_lik = self._scan_blocks(block, (x,))
+        return GMMStats(counts, sums, second, c), log_lik
+
+    def stats_from_responsibilities(self, x: Array, resp: Array) -> GMMStats:
+        """The statistics of given responsibilities (N, K) (rows summing to 1), centered at the data's mean."""
+        dt = float_dtype(self.dtype)
+        x, resp = jnp.asarray(x, dt), jnp.asarray(resp, dt)
+        c = jnp.mean(x, 0)
+        counts, sums, second = self._scan_blocks(lambda xb, rb: self._block_stats(xb - c[None, :], rb), (x, resp))
+        return GMMStats(counts, sums, second, c)
+
+    def m_step(self, stats: GMMStats) -> GMMParams:
+        """The maximum-likelihood theta of the statistics (the tutorial's §GMM), plus ``reg_covar``."""
+        counts, sums, second, c = stats
+        dt = counts.dtype
+        nk = counts + 10.0 * jnp.finfo(dt).eps  # scikit-learn's guard against empty components
+        m = sums / nk[:, None]  # centered means
+        eye = jnp.eye(self.dim, dtype=dt)
+        if self.covariance_type == "full":
+            cov = second / nk[:, None, None] - m[:, :, None] * m[:, None, :] + self.reg_covar * eye[None]
+        elif self.covariance_type == "tied":
+            cov = (second - jnp.einsum("k,kd,ke->de", nk, m, m)) / jnp.sum(nk) + self.reg_covar * eye
+        else:
+            cov = second / nk[:, None] - m * m + self.reg_covar
+            if self.covariance_type == "spherical":
+                cov = jnp.mean(cov, -1)
+        return GMMParams(nk / jnp.sum(nk), m + c[None, :], cov)
+
+    def params_from_responsibilities(self, x: Array, resp: Array) -> GMMParams:
+        """theta = the M-step of given responsibilities (N, K): the way to start from a reference's
+        initial responsibilities. Raises ValueError naming ``x`` or ``resp`` for bad input."""
+        self.check_data(x)
+        check_data_array("resp", resp, ndim=2, last_dim=self.num_components)
+        if not is_tracer(resp):
+            r = np.asarray(resp, dtype=np.float64)
+            if r.shape[0] != np.shape(x)[0] or np.any(r < 0) or not np.allclose(r.sum(1), 1.0, atol=1e-4):
+                raise ValueError(f"resp must be non-negative with rows summing to 1 and one row per row of x, "
+                                 f"got shape {r.shape}")
+        return _jit_method(self, "_params_from_responsibilities", x, resp)
+
+    def _params_from_responsibilities(self, x: Array, resp: Array) -> GMMParams:
+        return self.m_step(self.stats_from_responsibilities(x, resp))
+
+    def log_prior(self, params: GMMParams) -> Array:
+        """0: maximum likelihood."""
+        return jnp.zeros((), float_dtype(self.dtype))
+
+    def init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
+        """With data: one M-step from k-means++ hard responsibilities or random ones (``init``).
+        Without: uniform weights, means N(0, I), identity covariances. Compiled."""
+        return _jit_method(self, "_init_params", key, x)
+
+    def _init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
+        dt = float_dtype(self.dtype)
+        k, d = self.num_components, self.dim
+        if x is None:
+            cov = {"full": jnp.broadcast_to(jnp.eye(d, dtype=dt), (k, d, d)), "tied": jnp.eye(d, dtype=dt),
+                   "diag": jnp.ones((k, d), dt), "spherical": jnp.ones((k,), dt)}[self.covariance_type]
+            return GMMParams(jnp.full((k,), 1.0 / k, dt), jax.random.normal(key, (k, d), dt), cov)
+        x = jnp.asarray(x, dt)
+        if self.init == "random":
+            u = jax.random.uniform(key, (x.shape[0], k), dt)
+            resp = u / jnp.sum(u, 1, keepdims=True)
+        else:
+            centers = _kmeanspp_centers(key, x, k)
+            d2 = jnp.sum(x * x, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers * centers, 1)[None, :]
+            resp = jax.nn.one_hot(jnp.argmin(d2, 1), k, dtype=dt)
+        return self.m_step(self.stats_from_responsibilities(x, resp))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _jit_method(model: GaussianMixtureEM, name: str, *args):
+    """``model.<name>(*args)`` compiled once per model and shapes (the model is hashable and static)."""
+    return getattr(model, name)(*args)
+
+
+__all__ = ["COVARIANCE_TYPES", "GMMParams", "GMMStats", "GaussianMixtureEM"]
