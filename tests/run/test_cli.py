@@ -92,3 +92,13 @@ def test_version_is_written_in_one_place_and_the_command_prints_it(capsys):
     assert importlib.metadata.version("vijax") == vijax.__version__  # pyproject reads it from vijax/__init__.py
     pyproject = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject and "\nversion =" not in pyproject.split("[tool.setuptools.dynamic]")[0]
+
+
+def test_python_dash_m_vijax_is_the_command():
+    import subprocess
+    import sys
+
+    import vijax
+
+    out = subprocess.run([sys.executable, "-m", "vijax", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"vijax {vijax.__version__}"
