@@ -38,6 +38,8 @@ from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.full_gmm import FullGMM
 from vijax.models.hmm import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams
 from vijax.models.lda import LDA
+from vijax.models.plsa import PLSA, PLSAParams
+from vijax.models.student_t_mixture import StudentTMixture, StudentTMixtureParams
 from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
 
@@ -86,6 +88,10 @@ __all__ = [
     "DiagonalGMM",
     "DPMixture",
     "LDA",
+    "PLSA",
+    "PLSAParams",
+    "StudentTMixture",
+    "StudentTMixtureParams",
     "CategoricalEmissions",
     "CategoricalHMM",
     "GaussianEmissions",
