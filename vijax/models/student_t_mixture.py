@@ -36,6 +36,7 @@ jointly and the log-likelihood never decreases (tested).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -155,7 +156,7 @@ class StudentTMixture:
         else:
             x = jnp.asarray(x, dt)
             means = _kmeanspp_centers(key, x, k)
-            xc = x - jnp.mean(x, 0)
+            xc = x - jnp.mean(x, 0, keepdims=True)
             cov = xc.T @ xc / x.shape[0] + max(self.reg_covar, 1e-6) * jnp.eye(d, dtype=dt)
         return StudentTMixtureParams(jnp.full((k,), 1.0 / k, dt), means, jnp.broadcast_to(cov, (k, d, d)),
                                      jnp.full((k,), self.dof, dt))
@@ -181,8 +182,7 @@ class StudentTMixture:
         """log p(x_n | params) = log sum_k pi_k t_{nu_k}(x_n; mu_k, Sigma_k), per point (N,)."""
         self.check_params(params)
         self.check_data(x)
-        lp, _ = self._component_log_probs(params, jnp.asarray(x, params.means.dtype))
-        return jax.nn.logsumexp(lp, axis=-1)
+        return _jit_log_likelihood(self, params, jnp.asarray(x, params.means.dtype))
 
     def responsibilities(self, params: StudentTMixtureParams, x) -> tuple[Array, Array, Array]:
         """(r (N, K), E[u | x, z = k] (N, K), E[log u | x, z = k] (N, K)): the E-step's posterior."""
@@ -220,7 +220,7 @@ class StudentTMixture:
         means = jnp.where(alive[:, None], stats.ux / safe_a[:, None], 0.0)
         cov = (stats.uxx - jnp.einsum("kd,ke->kde", stats.ux, stats.ux) / safe_a[:, None, None]) / safe_n[:, None, None]
         cov = 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
-        eye = jnp.eye(d, dtype=dt)
+        eye = jnp.eye(d, dtype=dt)[None]
         cov = jnp.where(alive[:, None, None], cov, eye) + self.reg_covar * eye
         if self.learn_dof:
             dofs = solve_dof(jnp.where(alive, stats.log_u_minus_u / safe_n, -2.0), self.dof_bounds,
@@ -232,6 +232,11 @@ class StudentTMixture:
     def log_prior(self, params: StudentTMixtureParams) -> Array:
         """0: maximum likelihood."""
         return jnp.zeros((), params.weights.dtype)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_log_likelihood(model: StudentTMixture, params: StudentTMixtureParams, x: Array) -> Array:
+    return jax.nn.logsumexp(model._component_log_probs(params, x)[0], axis=-1)
 
 
 def dof_equation(nu: Array, mean_log_u_minus_u: Array) -> Array:
