@@ -153,7 +153,8 @@ class PLSA:
             raise ValueError("batch: PLSA.init_params needs the corpus (its number of documents sizes the parameters)")
         dt = float_dtype(self.dtype)
         k, d = self.num_topics, _as_batch(batch).word_ids.shape[0]
-        eta = jax.random.dirichlet(key, jnp.ones(self.vocab_size, dt), (k,), dtype=dt)
+        e = jax.random.exponential(key, (k, self.vocab_size), dt)  # normalized: Dirichlet(1) rows
+        eta = e / jnp.sum(e, -1, keepdims=True)
         if self.variant == "plsa1":
             return PLSAParams(jnp.full((k,), 1.0 / k, dt), jnp.full((k, d), 1.0 / d, dt), eta)
         return PLSAParams(jnp.full((d, k), 1.0 / k, dt), None, eta)
