@@ -8,6 +8,7 @@ import pytest
 
 from vijax.data import Corpus
 from vijax.inference import em
+from vijax.metrics import corpus_document_completion
 from vijax.models import PLSA, PLSAParams
 
 K, V = 3, 7
@@ -82,12 +83,21 @@ def _fit(model, batch, steps, key=0):
     return jax.jit(lambda s: jax.lax.scan(body, s, jax.random.split(jax.random.PRNGKey(1), steps)))(state)
 
 
-@pytest.mark.parametrize("variant", ["plsa1", "plsa2"])
-def test_em_never_decreases_the_log_likelihood(variant):
+def test_em_never_decreases_the_log_likelihood_and_both_variants_take_the_same_steps():
+    """pLSA1 and pLSA2 parameterize one likelihood (the tutorial's eq. 2.91 = 2.92): from the same start,
+    pLSA1's pi_k xi_kd / p(d) is pLSA2's p(z = k | d) and p(w | z) agree at every step."""
     _, corpus = _corpus(num_docs=12)
-    _, trace = _fit(PLSA(K, V, variant=variant, word_concentration=1.5), corpus.batch(np.arange(12)), 40)
-    trace = np.asarray(trace)
-    assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:])) and trace[-1] > trace[0]
+    batch = corpus.batch(np.arange(12))
+    fits = {v: _fit(PLSA(K, V, variant=v, word_concentration=1.5), batch, 40) for v in ("plsa1", "plsa2")}
+    for _, trace in fits.values():
+        trace = np.asarray(trace)
+        assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:])) and trace[-1] > trace[0]
+    p1, p2 = fits["plsa1"][0].q_global, fits["plsa2"][0].q_global
+    joint = np.asarray(p1.doc_probs).T * np.asarray(p1.topic_probs)[None]  # p(d, z) (D, K)
+    full = corpus.doc_lengths > 0
+    np.testing.assert_allclose(joint[full] / joint[full].sum(1, keepdims=True), np.asarray(p2.topic_probs)[full],
+                               rtol=1e-9)
+    np.testing.assert_allclose(p1.word_probs, p2.word_probs, rtol=1e-9)  # float64, 40 steps
 
 
 def test_plsa1_and_lsa():
@@ -136,8 +146,18 @@ def test_fold_in_reaches_the_optimum_of_the_concave_objective():
         assert np.all(g <= 1.0 + 1e-3)
         np.testing.assert_allclose(g[theta[d] > 1e-3], 1.0, atol=1e-3)
     obs, held = corpus.split_tokens(0, 0.5)
-    lp, nt = model.document_completion(params, obs.batch(np.arange(6)), held.batch(np.arange(6)))
-    assert np.all(np.asarray(lp) <= 0) and float(np.sum(nt)) == held.num_tokens
+    res = corpus_document_completion(model, params, obs, held, batch_docs=4)  # the metric LDA is scored by
+    lp = model.log_predictive(params, obs.batch(np.arange(6)), held.batch(np.arange(6)))
+    theta_obs = np.asarray(model.fold_in(params, obs.batch(np.arange(6))))
+    hd = np.zeros((6, V))
+    for d in range(6):
+        ids, cnt = held.document(d)
+        hd[d, ids] = cnt
+    ref = np.sum(np.where(hd > 0, hd * np.log(theta_obs @ eta), 0.0), 1)
+    np.testing.assert_allclose(lp, ref, rtol=1e-12)
+    keep = (obs.doc_lengths > 0) & (held.doc_lengths > 0)
+    np.testing.assert_allclose(res.log_prob, ref[keep].sum(), rtol=1e-12)
+    assert res.num_tokens == held.doc_lengths[keep].sum()
 
 
 def test_bad_input_names_the_argument():

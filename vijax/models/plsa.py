@@ -26,6 +26,11 @@ rows of eta get a Dirichlet(c) prior and the M-step is MAP, eta_kw ∝ (N_kw + c
 keeps held-out words possible); c = 1 (the default) is maximum likelihood. ``e_step`` reports the
 log-likelihood of the model, sum_dw n_dw log p(d, w) for pLSA1 and sum_dw n_dw log p(w | d) for pLSA2.
 
+The two are one likelihood in two parameterizations (eq. 2.91 = 2.92): pLSA1's p(d, z) = pi_k xi_kd
+gives p(d) = sum_k pi_k xi_kd and p(z | d) = pi_k xi_kd / p(d), and its M-step sets pi_k xi_kd = N_dk / N, so
+p(z | d) = N_dk / N_d, pLSA2's M-step. From the same p(w | z) and uniform p(z | d) the two take the same
+EM steps (tested); their reported log-likelihoods differ by sum_d N_d log p(d).
+
 Held-out documents are scored by folding in (Hofmann 1999, §3.3): p(z | d) of a new document is
 fitted by EM to its observed words with eta fixed, and the held-out words are scored by
 p(w | d) = sum_z p(z | d) eta_zw. The fold-in objective sum_w n_w log sum_k p(z | d) eta_kw is concave
@@ -197,17 +202,18 @@ class PLSA:
         self.check_data(batch)
         return _fold_in(self, params, _as_batch(batch))
 
-    def document_completion(self, params: PLSAParams, observed, heldout) -> tuple[Array, Array]:
-        """(sum over held-out tokens of log p(w | d) per document (S,), held-out tokens per document (S,)),
-        p(z | d) folded in on ``observed``; ``observed`` and ``heldout`` hold the same documents in the
-        same rows (``Corpus.split_tokens``). Perplexity = exp(-sum log p / sum tokens)."""
+    def log_predictive(self, params: PLSAParams, observed, heldout) -> Array:
+        """sum over each document's held-out tokens of log p(w | d), (S,), with p(z | d) folded in on
+        ``observed``; ``observed`` and ``heldout`` hold the same documents in the same rows
+        (``Corpus.split_tokens``). The interface of ``LDA.log_predictive``, so that
+        ``vijax.metrics.document_completion`` and ``corpus_document_completion`` score both alike."""
         self.check_data(observed)
         self.check_data(heldout)
         observed, heldout = _as_batch(observed), _as_batch(heldout)
         if observed.word_ids.shape[0] != heldout.word_ids.shape[0]:
             raise ValueError(f"observed and heldout must hold the same documents: {observed.word_ids.shape[0]} "
                              f"and {heldout.word_ids.shape[0]} rows")
-        return _completion(self, params, observed, heldout)
+        return _score(_fold_in(self, params, observed), params.word_probs, heldout)
 
 
 def _responsibilities(log_dz: Array, log_eta: Array, ids: Array, cnt: Array):
@@ -244,11 +250,7 @@ def _score(theta: Array, word_probs: Array, heldout: _Bow):
     cnt = jnp.asarray(heldout.counts, word_probs.dtype)
     p = jnp.einsum("sk,slk->sl", theta, jnp.take(word_probs.T, heldout.word_ids, axis=0, mode="clip"))
     log_p = jnp.where(cnt > 0, cnt * jnp.log(jnp.where(cnt > 0, p, 1.0)), 0.0)
-    return jnp.sum(log_p, 1), jnp.sum(cnt, 1)
-
-
-def _completion(model: PLSA, params: PLSAParams, observed: _Bow, heldout: _Bow):
-    return _score(_fold_in(model, params, observed), params.word_probs, heldout)
+    return jnp.sum(log_p, 1)
 
 
 __all__ = ["PLSA", "PLSAParams", "PLSAStats", "VARIANTS"]
