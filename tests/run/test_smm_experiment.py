@@ -4,12 +4,14 @@ import os
 import pathlib
 
 import numpy as np
+import pytest
 
 from vijax.run import load_config, run_experiment
 
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "smm.yaml"
 
 
+@pytest.mark.slow  # about 19 s of CPU, most of it compiling EM, CAVI on FullGMM and their restarts
 def test_tiny_smm_beats_the_gaussian_mixture_on_heavy_tails(tmp_path):
     cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false", "run.num_steps=40",
                                               "run.eval_every=40", "data.num_train=300", "data.num_test=300",

@@ -198,7 +198,8 @@ class PLSA:
 
     def fold_in(self, params: PLSAParams, batch) -> Array:
         """p(z | d) (S, K) of the documents of ``batch`` by ``fold_in_iters`` EM steps on their words
-        with p(w | z) fixed, from p(z) (pLSA1) or the uniform vector (pLSA2). Empty documents keep the start."""
+        with p(w | z) fixed, from the uniform vector (for both variants, so that equal p(w | z) give equal
+        folds-in). Empty documents keep the start."""
         self.check_data(batch)
         return _fold_in(self, params, _as_batch(batch))
 
@@ -228,8 +229,7 @@ def _responsibilities(log_dz: Array, log_eta: Array, ids: Array, cnt: Array):
 def _fold_in_probs(model: PLSA, params: PLSAParams, batch: _Bow) -> Array:
     k, s = model.num_topics, batch.word_ids.shape[0]
     dt = params.word_probs.dtype
-    start = params.topic_probs if model.variant == "plsa1" else jnp.full((k,), 1.0 / k, dt)
-    theta = jnp.broadcast_to(start, (s, k))
+    theta = jnp.full((s, k), 1.0 / k, dt)
     log_eta = jnp.log(params.word_probs)
     cnt = jnp.asarray(batch.counts, dt)
 
