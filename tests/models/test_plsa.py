@@ -175,5 +175,7 @@ def test_bad_input_names_the_argument():
         model.check_data((np.array([[0, 1]]), np.array([[1.0, -2.0]])))
     with pytest.raises(ValueError, match="batch"):
         model.init_params(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="batch"):  # parameters of 3 documents, a corpus of 1
+        model.e_step(_random_params("plsa1", 3), (np.array([[0, 1]]), np.array([[1.0, 2.0]])))
     with pytest.raises(ValueError, match="variant"):
         PLSA(K, V, variant="plsa2").joint_matrix(_random_params("plsa2", 3))

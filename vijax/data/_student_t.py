@@ -22,7 +22,7 @@ def sample_student_t_mixture(seed, num_points: int, num_components: int, dim: in
                              spread: float = 6.0, weight_concentration: float = 5.0) -> StudentTMixtureData:
     """x_n = mu_z + L_z eps / sqrt(u_n), eps ~ N(0, I), u_n ~ Gamma(dof / 2, rate dof / 2): a mixture of
     multivariate t's with ``dof`` degrees of freedom (heavy tails for small ``dof``; Peel and McLachlan
-    2000, §3). Means ~ N(0, spread^2 I), Sigma_k = A A^T / D + I / 2 with A standard normal, weights ~
+    2000). Means ~ N(0, spread^2 I), Sigma_k = A A^T / D + I / 2 with A standard normal, weights ~
     Dirichlet(weight_concentration). Drawn in NumPy from an int seed or a JAX key."""
     check_int("num_points", num_points)
     check_int("num_components", num_components)

@@ -31,7 +31,7 @@ gives p(d) = sum_k pi_k xi_kd and p(z | d) = pi_k xi_kd / p(d), and its M-step s
 p(z | d) = N_dk / N_d, pLSA2's M-step. From the same p(w | z) and uniform p(z | d) the two take the same
 EM steps (tested); their reported log-likelihoods differ by sum_d N_d log p(d).
 
-Held-out documents are scored by folding in (Hofmann 1999, §3.3): p(z | d) of a new document is
+Held-out documents are scored by folding in (Hofmann 1999): p(z | d) of a new document is
 fitted by EM to its observed words with eta fixed, and the held-out words are scored by
 p(w | d) = sum_z p(z | d) eta_zw. The fold-in objective sum_w n_w log sum_k p(z | d) eta_kw is concave
 in p(z | d), so EM from any interior start approaches its maximum. For pLSA1, p(z | d) ∝ p(z) p(d | z)
@@ -39,7 +39,7 @@ with a free p(d | z) of the new document, so its fold-in is the same computation
 
 pLSA1 and LSA: the fitted joint P_dw = sum_k xi_kd pi_k eta_kw = (Xi^T diag(pi) H)_dw is a rank-K
 factorization with non-negative, normalized factors, the probabilistic counterpart of the truncated
-SVD U_K Sigma_K V_K^T of LSA (*Raise your ELBO*, §pLSA1, Remark and Claim; Hofmann 1999, §3.2). EM
+SVD U_K Sigma_K V_K^T of LSA (*Raise your ELBO*, §pLSA1, Remark and Claim; Hofmann 1999). EM
 maximizes the likelihood, i.e. minimizes KL(empirical || P), where LSA minimizes the Frobenius
 norm; the tests check the rank, the Eckart–Young inequality between the two, and that both recover
 an exactly non-negative rank-K matrix.
@@ -53,7 +53,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_choice, check_int, check_scalar, float_dtype, is_tracer, set_static_floats
+from vijax._validate import (
+    check_choice,
+    check_int,
+    check_scalar,
+    float_dtype,
+    is_tracer,
+    set_static_floats,
+)
 from vijax.models.hmm import _map_rows
 from vijax.types import Array, PRNGKey
 
@@ -65,7 +72,7 @@ class PLSAParams(NamedTuple):
     (D, K), ``doc_probs`` None. Both: ``word_probs`` p(w | z) (K, V)."""
 
     topic_probs: Array
-    doc_probs: Optional[Array]
+    doc_probs: Array | None
     word_probs: Array
 
 
@@ -168,6 +175,10 @@ class PLSA:
         """(N_dk, N_kw) under p(z | d, w, params), and the log-likelihood summed over the corpus."""
         batch = _as_batch(batch)
         ids, cnt = batch.word_ids, jnp.asarray(batch.counts, params.word_probs.dtype)
+        docs = params.doc_probs.shape[1] if self.variant == "plsa1" else params.topic_probs.shape[0]
+        if ids.shape[0] != docs:  # static shapes: checked under jit too
+            raise ValueError(f"batch: pLSA's parameters are fitted to a corpus of {docs} documents (one row each), "
+                             f"got {ids.shape[0]} rows")
         r, log_p = _responsibilities(self._doc_topic_logits(params), jnp.log(params.word_probs), ids, cnt)
         cr = cnt[..., None] * r  # (D, L, K)
         k = self.num_topics

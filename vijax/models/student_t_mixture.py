@@ -6,24 +6,26 @@ component's degrees of freedom fixed or learned.
 
 so that x_n | z_n = k ~ t_{nu_k}(mu_k, Sigma_k). The latent scale u_n is what makes the model
 robust: a point far from mu_k gets a small E[u], and so a small weight in the component's mean and
-covariance. Peel and McLachlan (2000), *Robust mixture modelling using the t distribution*, §4-5;
-Liu and Rubin (1995), *ML estimation of the t distribution using EM and its extensions, ECM and
-ECME*, §4. The EM of the tutorial *Raise your ELBO* (§EM, eq. 2.3-2.5) with the latent variables
-(z_n, u_n); it is the tutorial's Gaussian mixture when every nu_k is infinite (u_n = 1).
+covariance. Peel and McLachlan (2000), *Robust mixture modelling using the t distribution*,
+Statistics and Computing 10; Liu and Rubin (1995), *ML estimation of the t distribution using EM and
+its extensions, ECM and ECME*. The EM of the tutorial *Raise your ELBO* (§EM, eq. 2.3-2.5) with the
+latent variables (z_n, u_n); it is the tutorial's Gaussian mixture when every nu_k is infinite
+(u_n = 1). (The tutorial's own "SMM" is its *simple* mixture of categoricals, the model behind pLSA:
+see ``vijax.models.PLSA``.)
 
 E-step, with delta_nk = (x_n - mu_k)^T Sigma_k^-1 (x_n - mu_k) and D the dimension
-(Peel and McLachlan 2000, eq. 20-22; Liu and Rubin 1995, eq. 14)::
+(Peel and McLachlan 2000; Liu and Rubin 1995)::
 
     r_nk = pi_k t_{nu_k}(x_n; mu_k, Sigma_k) / sum_j pi_j t_{nu_j}(x_n; mu_j, Sigma_j),
     E[u_n | x_n, z_n = k] = (nu_k + D) / (nu_k + delta_nk),
     E[log u_n | x_n, z_n = k] = psi((nu_k + D) / 2) - log((nu_k + delta_nk) / 2).
 
 M-step, from the statistics n_k = sum_n r_nk, a_k = sum_n r_nk E[u_nk], b_k = sum_n r_nk E[u_nk] x_n,
-C_k = sum_n r_nk E[u_nk] x_n x_n^T and e_k = sum_n r_nk (E[log u_nk] - E[u_nk]) (eq. 24-26)::
+C_k = sum_n r_nk E[u_nk] x_n x_n^T and e_k = sum_n r_nk (E[log u_nk] - E[u_nk])::
 
     pi_k = n_k / N,   mu_k = b_k / a_k,   Sigma_k = (C_k - b_k b_k^T / a_k) / n_k,
 
-and, when learned, nu_k the root of (Peel and McLachlan 2000, eq. 29)
+and, when learned, nu_k the root of (Peel and McLachlan 2000)
 
     -psi(nu / 2) + log(nu / 2) + 1 + e_k / n_k = 0,
 
@@ -44,8 +46,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from vijax._validate import (check_bool, check_data_array, check_int, check_scalar, float_dtype, is_tracer,
-                             set_static_floats)
+from vijax._validate import (
+    check_bool,
+    check_data_array,
+    check_int,
+    check_scalar,
+    float_dtype,
+    is_tracer,
+    set_static_floats,
+)
 from vijax.expfam._special import digamma
 from vijax.models.gmm import _kmeanspp_centers
 from vijax.types import Array, PRNGKey
@@ -241,7 +250,7 @@ def _jit_log_likelihood(model: StudentTMixture, params: StudentTMixtureParams, x
 
 def dof_equation(nu: Array, mean_log_u_minus_u: Array) -> Array:
     """-psi(nu / 2) + log(nu / 2) + 1 + c, the derivative (times 2 / n_k) of the expected
-    complete-data log-likelihood in nu_k (Peel and McLachlan 2000, eq. 29), c = e_k / n_k."""
+    complete-data log-likelihood in nu_k (Peel and McLachlan 2000), c = e_k / n_k."""
     return -digamma(0.5 * nu) + jnp.log(0.5 * nu) + 1.0 + mean_log_u_minus_u
 
 

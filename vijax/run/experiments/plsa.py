@@ -84,9 +84,8 @@ def build(sections: dict, seed: int) -> Experiment:
                     f"{test.num_docs} test documents, V = {v}, {d['true_topics']} true topics; K = {k}; document "
                     f"completion on {d['observed_fraction']:.0%} observed tokens of each test document.\n\n"
                     "| model | steps | fit time (s) | held-out per-word log p | perplexity |\n|---|---|---|---|---|\n")
-            for name, row in rows.items():
-                f.write(f"| {labels[name]} | {row['steps']} | {row['wall_time']:.1f} | {row['heldout_per_word']:.4f} | "
-                        f"{row['perplexity']:.2f} |\n")
+            f.writelines(f"| {labels[name]} | {row['steps']} | {row['wall_time']:.1f} | {row['heldout_per_word']:.4f} | "
+                        f"{row['perplexity']:.2f} |\n" for name, row in rows.items())
         return summary
 
     others = tuple(Baseline(name, algs[name], init_state=init(name), batch_fn=lambda key, t: batch,

@@ -7,8 +7,9 @@ degrees of freedom learned in the M-step unless ``model.learn_dof`` is false); i
 full-covariance Bayesian Gaussian mixture ``FullGMM`` (scikit-learn's empirical-Bayes priors) by CAVI
 with as many components. Each runs ``algorithm.num_restarts`` starts in lock step (``restarts``) and
 keeps the one with the highest training log-likelihood (EM) or ELBO (CAVI): k-means++ starts on
-heavy-tailed data often seed a component at an outlier. Both are scored by the mean held-out log density per point: the t mixture's
-plug-in log-likelihood, the Gaussian mixture's exact posterior predictive (Bishop 2006, eq. 10.81).
+heavy-tailed data often seed a component at an outlier. Both are scored by the mean held-out log
+density per point: the t mixture's plug-in log-likelihood, the Gaussian mixture's exact posterior
+predictive (Bishop 2006, eq. 10.81).
 """
 from __future__ import annotations
 
@@ -63,15 +64,18 @@ def build(sections: dict, seed: int) -> Experiment:
     smm_ll = jax.jit(lambda p: jnp.mean(model.log_likelihood(best_smm(p), x_test)))
     gmm_ll = jax.jit(lambda q: jnp.mean(gmm.log_predictive(best_gmm(q), x_test)))
 
-    truth = StudentTMixtureParams(jnp.asarray(sample.weights), jnp.asarray(sample.means), jnp.asarray(sample.scales),
-                                  jnp.full((d["num_clusters"],), d["dof"])) if d["num_clusters"] == m["num_components"] else None
+    truth = None  # the true mixture, scored when the model has as many components
+    if d["num_clusters"] == m["num_components"]:
+        truth = StudentTMixtureParams(jnp.asarray(sample.weights), jnp.asarray(sample.means),
+                                      jnp.asarray(sample.scales), jnp.full((d["num_clusters"],), d["dof"]))
 
     def report(result, out_dir, baselines) -> dict:
         p = best_smm(result.state.q_global)
         order = np.argsort(-np.asarray(p.weights))
         summary = {"smm_heldout_log_density": float(smm_ll(result.state.q_global)),
                    "gmm_heldout_log_density": float(gmm_ll(baselines["gmm_cavi"].state.q_global)),
-                   "true_heldout_log_density": None if truth is None else float(jnp.mean(model.log_likelihood(truth, x_test))),
+                   "true_heldout_log_density": (None if truth is None
+                                                else float(jnp.mean(model.log_likelihood(truth, x_test)))),
                    "learned_dofs": np.round(np.asarray(p.dofs)[order], 3).tolist(),
                    "weights": np.round(np.asarray(p.weights)[order], 3).tolist(), "true_dof": d["dof"],
                    "smm_steps": int(result.num_steps), "gmm_steps": int(baselines["gmm_cavi"].num_steps)}
@@ -84,7 +88,8 @@ def build(sections: dict, seed: int) -> Experiment:
                     f"{summary['smm_heldout_log_density']:.4f} |\n"
                     f"| Bayesian Gaussian mixture, CAVI (posterior predictive) | {summary['gmm_steps']} | "
                     f"{summary['gmm_heldout_log_density']:.4f} |\n"
-                    + ("" if truth is None else f"| the true t mixture | - | {summary['true_heldout_log_density']:.4f} |\n"))
+                    + ("" if truth is None
+                       else f"| the true t mixture | - | {summary['true_heldout_log_density']:.4f} |\n"))
         return summary
 
     baseline = Baseline("gmm_cavi", gmm_alg, init_state=jax.jit(lambda key: gmm_alg.init(key, x_train)),
