@@ -25,3 +25,7 @@ from vijax.data.corpus import *  # noqa: F401,F403  (the corpus layer's public n
 from vijax.data.synthetic import GMMData, RegressionData, sample_gmm, sample_histogram_mixture, sample_sparse_regression
 
 __all__ = sorted(_corpus.__all__ + ["BinaryData", "DATASETS", "dataset_available", "load_binary_dataset", "load_breast_cancer", "load_digits_3v5", "load_ionosphere", "load_sonar", "load_usps_3v5", "BernoulliMixtureData", "HMMSample", "sample_hmm", "GMMData", "SpectrogramData", "sample_bernoulli_mixture", "sample_speech_spectrogram", "speech_like_dictionary", "sample_gmm", "sample_histogram_mixture", "RegressionData", "sample_sparse_regression", "shared_data_path", "epoch_batches", "resolve_data_path", "ImageData", "LatentBernoulliData", "latent_bernoulli_log_prob", "load_digits_images", "sample_latent_bernoulli"])
+
+from vijax.data._student_t import StudentTMixtureData, sample_student_t_mixture  # noqa: E402
+
+__all__ += ["StudentTMixtureData", "sample_student_t_mixture"]

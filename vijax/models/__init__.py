@@ -39,6 +39,8 @@ from vijax.models.full_gmm import FullGMM
 from vijax.models.gmm_em import GaussianMixtureEM, GMMParams, GMMStats
 from vijax.models.hmm import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams
 from vijax.models.lda import LDA
+from vijax.models.plsa import PLSA, PLSAParams
+from vijax.models.student_t_mixture import StudentTMixture, StudentTMixtureParams
 from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
 
@@ -90,6 +92,10 @@ __all__ = [
     "DiagonalGMM",
     "DPMixture",
     "LDA",
+    "PLSA",
+    "PLSAParams",
+    "StudentTMixture",
+    "StudentTMixtureParams",
     "CategoricalEmissions",
     "CategoricalHMM",
     "GaussianEmissions",

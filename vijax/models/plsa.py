@@ -1,0 +1,267 @@
+"""Probabilistic latent semantic analysis (pLSA) by EM, in the two forms of the tutorial *Raise your
+ELBO* (§pLSA, eq. 2.91-2.92; Hofmann 1999, *Probabilistic latent semantic analysis*, UAI):
+
+- **pLSA1** (``variant="plsa1"``), the joint model of document-word pairs (the aspect model),
+  p(d, w) = sum_z p(z) p(d | z) p(w | z): the tutorial's simple mixture with x_i replaced by the
+  pair (d_i, x_i). Parameters pi_k = p(z = k) (K,), xi_kd = p(d | z = k) (K, D), eta_kw = p(w | z = k) (K, V).
+- **pLSA2** (``variant="plsa2"``), the conditional model p(w | d) = sum_z p(z | d) p(w | z): one
+  mixture weight vector per document, pi_dk = p(z = k | d) (D, K), and eta (K, V). LDA is its fully
+  Bayesian version (*Raise your ELBO*, §LDA).
+
+The data are one :class:`vijax.data.BowBatch` holding the whole corpus (``corpus.batch(range(D))``):
+row d is document d, as its unique word ids and their counts n_dw (padding slots count 0). Every
+token of word w in document d has the same posterior, so the E-step works on the (D, L, K)
+responsibilities of the unique words, never on a dense (D, V, K) tensor::
+
+    pLSA1:  r_dwk ∝ pi_k xi_kd eta_kw,      pLSA2:  r_dwk ∝ pi_dk eta_kw,
+
+and its statistics are the expected counts N_dk = sum_w n_dw r_dwk (D, K) and
+N_kw = sum_d n_dw r_dwk (K, V). The M-step (the tutorial's §pLSA1 and §pLSA2)::
+
+    pLSA1:  pi_k = N_k / N,  xi_kd = N_dk / N_k,        pLSA2:  pi_dk = N_dk / N_d,
+    both:   eta_kw = N_kw / N_k,
+
+with N_k = sum_d N_dk and N_d the length of document d. With ``word_concentration`` c > 1 the
+rows of eta get a Dirichlet(c) prior and the M-step is MAP, eta_kw ∝ (N_kw + c - 1) (a smoothing that
+keeps held-out words possible); c = 1 (the default) is maximum likelihood. ``e_step`` reports the
+log-likelihood of the model, sum_dw n_dw log p(d, w) for pLSA1 and sum_dw n_dw log p(w | d) for pLSA2.
+
+The two are one likelihood in two parameterizations (eq. 2.91 = 2.92): pLSA1's p(d, z) = pi_k xi_kd
+gives p(d) = sum_k pi_k xi_kd and p(z | d) = pi_k xi_kd / p(d), and its M-step sets pi_k xi_kd = N_dk / N, so
+p(z | d) = N_dk / N_d, pLSA2's M-step. From the same p(w | z) and uniform p(z | d) the two take the same
+EM steps (tested); their reported log-likelihoods differ by sum_d N_d log p(d).
+
+Held-out documents are scored by folding in (Hofmann 1999): p(z | d) of a new document is
+fitted by EM to its observed words with eta fixed, and the held-out words are scored by
+p(w | d) = sum_z p(z | d) eta_zw. The fold-in objective sum_w n_w log sum_k p(z | d) eta_kw is concave
+in p(z | d), so EM from any interior start approaches its maximum. For pLSA1, p(z | d) ∝ p(z) p(d | z)
+with a free p(d | z) of the new document, so its fold-in is the same computation with pLSA1's eta.
+
+pLSA1 and LSA: the fitted joint P_dw = sum_k xi_kd pi_k eta_kw = (Xi^T diag(pi) H)_dw is a rank-K
+factorization with non-negative, normalized factors, the probabilistic counterpart of the truncated
+SVD U_K Sigma_K V_K^T of LSA (*Raise your ELBO*, §pLSA1, Remark and Claim; Hofmann 1999). EM
+maximizes the likelihood, i.e. minimizes KL(empirical || P), where LSA minimizes the Frobenius
+norm; the tests check the rank, the Eckart–Young inequality between the two, and that both recover
+an exactly non-negative rank-K matrix.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax._validate import (
+    check_choice,
+    check_int,
+    check_scalar,
+    float_dtype,
+    is_tracer,
+    set_static_floats,
+)
+from vijax.models.hmm import _map_rows
+from vijax.types import Array, PRNGKey
+
+VARIANTS = ("plsa1", "plsa2")
+
+
+class PLSAParams(NamedTuple):
+    """pLSA1: ``topic_probs`` p(z) (K,), ``doc_probs`` p(d | z) (K, D); pLSA2: ``topic_probs`` p(z | d)
+    (D, K), ``doc_probs`` None. Both: ``word_probs`` p(w | z) (K, V)."""
+
+    topic_probs: Array
+    doc_probs: Array | None
+    word_probs: Array
+
+
+class PLSAStats(NamedTuple):
+    doc_topic: Array  # (D, K) N_dk = sum_w n_dw r_dwk
+    topic_word: Array  # (K, V) N_kw = sum_d n_dw r_dwk
+
+
+class _Bow(NamedTuple):
+    word_ids: Array
+    counts: Array
+
+
+def _as_batch(batch) -> _Bow:
+    """A ``vijax.data.BowBatch`` (or any pair ``(word_ids, counts)``) as its two arrays."""
+    if isinstance(batch, tuple) and len(batch) == 2:
+        return _Bow(*batch)
+    raise ValueError(f"batch must be a vijax.data.BowBatch (word_ids, counts), got {type(batch).__name__}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PLSA:
+    """pLSA1 or pLSA2 with K topics over V words, fitted by EM (``vijax.inference.em``).
+
+    Args:
+      num_topics: K >= 1.
+      vocab_size: V >= 1.
+      variant: ``"plsa1"`` (joint p(d, w)) or ``"plsa2"`` (conditional p(w | d)).
+      word_concentration: Dirichlet concentration (>= 1) on the rows of p(w | z); 1 = maximum likelihood.
+      fold_in_iters: EM iterations of the fold-in of held-out documents (>= 1).
+      dtype: float dtype (default: JAX's default float).
+
+    Examples:
+        >>> from vijax.data import Corpus
+        >>> corpus = Corpus(np.array([0, 2, 3]), np.array([0, 2, 1]), np.array([2.0, 1.0, 3.0]))
+        >>> batch = corpus.batch(range(corpus.num_docs))
+        >>> model = PLSA(num_topics=2, vocab_size=3, variant="plsa2")
+        >>> params = model.init_params(jax.random.PRNGKey(0), batch)
+        >>> params.topic_probs.shape
+        (2, 2)
+    """
+
+    num_topics: int
+    vocab_size: int
+    _: dataclasses.KW_ONLY
+    variant: str = "plsa1"
+    word_concentration: float = 1.0
+    fold_in_iters: int = 50
+    dtype: Any = None
+
+    def __post_init__(self):
+        check_int("num_topics", self.num_topics)
+        check_int("vocab_size", self.vocab_size)
+        check_choice("variant", self.variant, VARIANTS)
+        check_scalar("word_concentration", self.word_concentration, low=1.0, include_low=True)
+        check_int("fold_in_iters", self.fold_in_iters)
+        set_static_floats(self, ("word_concentration",))
+
+    # -- data ----------------------------------------------------------------------------------------
+    def check_data(self, batch) -> None:
+        """Raises ValueError naming ``word_ids`` or ``counts``: shapes, ids outside [0, vocab_size),
+        negative or non-finite counts."""
+        batch = _as_batch(batch)
+        if is_tracer(batch.word_ids) or is_tracer(batch.counts):
+            return
+        ids, cnt = np.asarray(batch.word_ids), np.asarray(batch.counts)
+        if ids.ndim != 2 or ids.shape[0] < 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"word_ids must be integers of shape (D, L) with D >= 1, got {ids.dtype} {ids.shape}")
+        if cnt.shape != ids.shape or not np.issubdtype(cnt.dtype, np.number):
+            raise ValueError(f"counts must be numbers of the shape of word_ids {ids.shape}, got {cnt.dtype} {cnt.shape}")
+        if not np.all(np.isfinite(cnt)) or np.any(cnt < 0):
+            raise ValueError("counts must be finite and non-negative")
+        used = ids[cnt > 0]
+        if used.size and (used.min() < 0 or used.max() >= self.vocab_size):
+            raise ValueError(f"word_ids must lie in [0, vocab_size={self.vocab_size}) wherever counts > 0, "
+                             f"got values in [{used.min()}, {used.max()}]")
+
+    def _doc_topic_logits(self, params: PLSAParams) -> Array:
+        """log p(z) + log p(d | z) (pLSA1) or log p(z | d) (pLSA2), (D, K)."""
+        if self.variant == "plsa1":
+            return jnp.log(params.topic_probs)[None, :] + jnp.log(params.doc_probs).T
+        return jnp.log(params.topic_probs)
+
+    # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
+    def init_params(self, key: PRNGKey, batch=None) -> PLSAParams:
+        """p(w | z) rows drawn from Dirichlet(1) (this breaks the symmetry between topics); p(z),
+        p(d | z) and p(z | d) uniform. Needs the batch: the number of documents D is a dimension of
+        the parameters."""
+        if batch is None:
+            raise ValueError("batch: PLSA.init_params needs the corpus (its number of documents sizes the parameters)")
+        dt = float_dtype(self.dtype)
+        k, d = self.num_topics, _as_batch(batch).word_ids.shape[0]
+        e = jax.random.exponential(key, (k, self.vocab_size), dt)  # normalized: Dirichlet(1) rows
+        eta = e / jnp.sum(e, -1, keepdims=True)
+        if self.variant == "plsa1":
+            return PLSAParams(jnp.full((k,), 1.0 / k, dt), jnp.full((k, d), 1.0 / d, dt), eta)
+        return PLSAParams(jnp.full((d, k), 1.0 / k, dt), None, eta)
+
+    def e_step(self, params: PLSAParams, batch):
+        """(N_dk, N_kw) under p(z | d, w, params), and the log-likelihood summed over the corpus."""
+        batch = _as_batch(batch)
+        ids, cnt = batch.word_ids, jnp.asarray(batch.counts, params.word_probs.dtype)
+        docs = params.doc_probs.shape[1] if self.variant == "plsa1" else params.topic_probs.shape[0]
+        if ids.shape[0] != docs:  # static shapes: checked under jit too
+            raise ValueError(f"batch: pLSA's parameters are fitted to a corpus of {docs} documents (one row each), "
+                             f"got {ids.shape[0]} rows")
+        r, log_p = _responsibilities(self._doc_topic_logits(params), jnp.log(params.word_probs), ids, cnt)
+        cr = cnt[..., None] * r  # (D, L, K)
+        k = self.num_topics
+        topic_word = jax.ops.segment_sum(cr.reshape(-1, k), ids.reshape(-1), num_segments=self.vocab_size).T
+        ll = jnp.sum(jnp.where(cnt > 0, cnt * log_p, 0.0))
+        return PLSAStats(jnp.sum(cr, 1), topic_word), ll
+
+    def m_step(self, stats: PLSAStats) -> PLSAParams:
+        """The tutorial's M-step of pLSA1 or pLSA2 (MAP in p(w | z) when ``word_concentration`` > 1)."""
+        eta = _map_rows(stats.topic_word, self.word_concentration)
+        if self.variant == "plsa2":
+            return PLSAParams(_map_rows(stats.doc_topic, 1.0), None, eta)
+        n_k = jnp.sum(stats.doc_topic, 0)
+        return PLSAParams(n_k / jnp.sum(n_k), _map_rows(stats.doc_topic.T, 1.0), eta)
+
+    def log_prior(self, params: PLSAParams) -> Array:
+        """(c - 1) sum log p(w | z): log p(params) up to a constant (0 for c = 1)."""
+        if self.word_concentration == 1.0:
+            return jnp.zeros((), params.word_probs.dtype)
+        return (self.word_concentration - 1.0) * jnp.sum(jnp.log(params.word_probs))
+
+    # -- predictions ---------------------------------------------------------------------------------
+    def joint_matrix(self, params: PLSAParams) -> Array:
+        """pLSA1's fitted joint p(d, w) = Xi^T diag(pi) H, (D, V) (dense: for small corpora and tests)."""
+        if self.variant != "plsa1":
+            raise ValueError("variant: joint_matrix is pLSA1's p(d, w); pLSA2 models p(w | d)")
+        return (params.doc_probs.T * params.topic_probs[None, :]) @ params.word_probs
+
+    def fold_in(self, params: PLSAParams, batch) -> Array:
+        """p(z | d) (S, K) of the documents of ``batch`` by ``fold_in_iters`` EM steps on their words
+        with p(w | z) fixed, from the uniform vector (for both variants, so that equal p(w | z) give equal
+        folds-in). Empty documents keep the start."""
+        self.check_data(batch)
+        return _fold_in(self, params, _as_batch(batch))
+
+    def log_predictive(self, params: PLSAParams, observed, heldout) -> Array:
+        """sum over each document's held-out tokens of log p(w | d), (S,), with p(z | d) folded in on
+        ``observed``; ``observed`` and ``heldout`` hold the same documents in the same rows
+        (``Corpus.split_tokens``). The interface of ``LDA.log_predictive``, so that
+        ``vijax.metrics.document_completion`` and ``corpus_document_completion`` score both alike."""
+        self.check_data(observed)
+        self.check_data(heldout)
+        observed, heldout = _as_batch(observed), _as_batch(heldout)
+        if observed.word_ids.shape[0] != heldout.word_ids.shape[0]:
+            raise ValueError(f"observed and heldout must hold the same documents: {observed.word_ids.shape[0]} "
+                             f"and {heldout.word_ids.shape[0]} rows")
+        return _score(_fold_in(self, params, observed), params.word_probs, heldout)
+
+
+def _responsibilities(log_dz: Array, log_eta: Array, ids: Array, cnt: Array):
+    """r (D, L, K) (0 at padding) and log sum_k exp(log_dz + log eta_kw) (D, L) per unique word."""
+    logits = log_dz[:, None, :] + jnp.take(log_eta.T, ids, axis=0, mode="clip")  # (D, L, K)
+    log_p = jax.nn.logsumexp(logits, axis=-1)
+    ok = (cnt > 0) & jnp.isfinite(log_p)
+    r = jnp.where(ok[..., None], jnp.exp(logits - jnp.where(ok, log_p, 0.0)[..., None]), 0.0)
+    return r, log_p
+
+
+def _fold_in_probs(model: PLSA, params: PLSAParams, batch: _Bow) -> Array:
+    k, s = model.num_topics, batch.word_ids.shape[0]
+    dt = params.word_probs.dtype
+    theta = jnp.full((s, k), 1.0 / k, dt)
+    log_eta = jnp.log(params.word_probs)
+    cnt = jnp.asarray(batch.counts, dt)
+
+    def body(_, theta):
+        r, _ = _responsibilities(jnp.log(theta), log_eta, batch.word_ids, cnt)
+        n_dk = jnp.sum(cnt[..., None] * r, 1)
+        tot = jnp.sum(n_dk, -1, keepdims=True)
+        return jnp.where(tot > 0, n_dk / jnp.where(tot > 0, tot, 1.0), theta)
+
+    return jax.lax.fori_loop(0, model.fold_in_iters, body, theta)
+
+
+_fold_in = jax.jit(_fold_in_probs, static_argnums=0)
+
+
+@jax.jit
+def _score(theta: Array, word_probs: Array, heldout: _Bow):
+    cnt = jnp.asarray(heldout.counts, word_probs.dtype)
+    p = jnp.einsum("sk,slk->sl", theta, jnp.take(word_probs.T, heldout.word_ids, axis=0, mode="clip"))
+    log_p = jnp.where(cnt > 0, cnt * jnp.log(jnp.where(cnt > 0, p, 1.0)), 0.0)
+    return jnp.sum(log_p, 1)
+
+
+__all__ = ["PLSA", "PLSAParams", "PLSAStats", "VARIANTS"]
