@@ -11,6 +11,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import finite_values
 from vijax._validate import (check_choice, check_data_array, check_int, check_positive, check_positive_fields,
                              float_dtype)
 from vijax.models._base import LocalResult, conjugate_posterior
@@ -76,6 +77,10 @@ class UnivariateGMM:
         dt = float_dtype(self.dtype)
         k = self.num_components
         return expfam.Normal.from_mean_variance(jnp.zeros(k, dt), jnp.full(k, self.prior_variance, dt))
+
+    def batch_checks(self, x) -> list:
+        """The value check of a step's batch: finite data."""
+        return [finite_values("batch x", x)]
 
     def check_data(self, x) -> None:
         check_data_array("x", x, ndim=1)
@@ -182,6 +187,10 @@ class DiagonalGMM:
         full = lambda v: jnp.broadcast_to(jnp.asarray(v, dt), (k, d))
         return (expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)),
                 expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0)))
+
+    def batch_checks(self, x) -> list:
+        """The value check of a step's batch (data or precomputed features): finite values."""
+        return [finite_values("batch x", x)]
 
     def check_data(self, x) -> None:
         if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:  # precomputed features
