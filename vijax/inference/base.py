@@ -12,6 +12,7 @@ keys are always passed (never None) and never reused.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -75,8 +76,9 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
     """
     check_data = getattr(model, "check_data", None)
     if check_data is not None:
+        named = "name" in inspect.signature(check_data).parameters  # a model whose errors name the argument
         try:
-            jax.eval_shape(lambda b: (check_data(b), jnp.zeros(()))[1], batch)
+            jax.eval_shape(lambda b: (check_data(b, "batch") if named else check_data(b), jnp.zeros(()))[1], batch)
         except TypeError as e:
             raise ValueError(f"batch must be a pytree of numeric arrays, got {type(batch).__name__} ({e})") from None
     batch_checks = getattr(model, "batch_checks", None)
