@@ -316,6 +316,13 @@ def values_in_interval(name: str, x: Any, low: float, high: float) -> ValueCheck
     return ValueCheck(name, x, ~((x >= low) & (x <= high)), f"is not in [{low:g}, {high:g}]")
 
 
+def values_match(name: str, x: Any, expected: Any, what: str, rtol: float = 1e-4) -> ValueCheck:
+    """Values must equal ``expected`` to a relative tolerance ``rtol`` (|x - e| <= rtol (1 + |e|)):
+    a derived quantity given with its source (``what`` names the rule in the error)."""
+    x, expected = jnp.asarray(x), jnp.asarray(expected)
+    return ValueCheck(name, x, ~(jnp.abs(x - expected) <= rtol * (1.0 + jnp.abs(expected))), f"is not {what}")
+
+
 def _failure_text(check: ValueCheck, shape: tuple, flat_index: int, value: Any) -> str:
     pos = [int(i) for i in np.unravel_index(int(flat_index), shape)] if shape else []
     v = value.item() if hasattr(value, "item") else value
@@ -362,7 +369,7 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
 
 
 __all__ = ["ValueCheck", "batch_size", "enforce_value_checks", "finite_nonnegative", "finite_values", "ids_in_range",
-           "set_value_checks", "value_checks", "value_checks_enabled", "values_in_interval", "values_in_set", "check_bool",
+           "set_value_checks", "value_checks", "value_checks_enabled", "values_in_interval", "values_in_set", "values_match", "check_bool",
            "check_choice", "check_data_array", "check_finite", "check_float_dtype", "check_int",
            "check_key", "check_positive", "check_positive_fields", "check_positive_scalar", "check_scalar",
            "float_dtype", "is_tracer", "set_static_floats"]
