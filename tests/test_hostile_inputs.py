@@ -146,7 +146,6 @@ def started():
 CASES = [(name, i) for name, spec in MODELS.items() for i in range(len(spec[3]))]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
 def test_bad_value_in_step_names_value_and_position(started, name, i):
     _, alg, state, batch = started[name]
@@ -156,7 +155,6 @@ def test_bad_value_in_step_names_value_and_position(started, name, i):
     assert words in str(e.value) and "(in step 1)" in str(e.value)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODELS))
 def test_wrong_shape_or_dtype_fails_at_trace_time(started, name):
     """A batch of another shape (one more trailing axis) or a string dtype never reaches the step,
