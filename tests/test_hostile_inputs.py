@@ -21,7 +21,7 @@ import vijax.models as vm
 from vijax import expfam
 from vijax.data import BowBatch, read_uci_bow
 from vijax.inference import ALGORITHMS, make_algorithm, value_checks
-from vijax.run import RunConfig, run
+from vijax.run import CheckpointError, RunConfig, run
 
 KEY = jax.random.PRNGKey(0)
 
@@ -337,3 +337,20 @@ def test_truncated_or_corrupt_uci_file_named(tmp_path, content):
     with pytest.raises(ValueError, match="docword.txt"):
         read_uci_bow(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docword.txt"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_resume_from_a_damaged_checkpoint_names_the_file(tmp_path, damage):
+    """A run of a registered algorithm (GMM CAVI) whose only checkpoint is truncated or overwritten:
+    the resume stops with a CheckpointError naming the file; no half-written file is left."""
+    _, alg, state, batch = _started_gmm()
+    cfg = RunConfig(num_steps=2, chunk_size=2, progress=False, compile_cache=False)
+    ckpt = tmp_path / "ckpt"
+    run(alg, KEY, batch_fn=lambda k, t: batch, config=cfg, init_state=state, checkpoint_dir=str(ckpt))
+    (path,) = list(ckpt.iterdir())
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"\0" * len(data))
+    with pytest.warns(RuntimeWarning, match=path.name), pytest.raises(CheckpointError, match=path.name):
+        run(alg, KEY, batch_fn=lambda k, t: batch, config=cfg.replace(num_steps=4), init_state=state,
+            checkpoint_dir=str(ckpt), resume=True)
+    assert all(p.suffix in (".npz", ".corrupt") for p in ckpt.iterdir())
