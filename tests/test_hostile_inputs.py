@@ -354,3 +354,14 @@ def test_resume_from_a_damaged_checkpoint_names_the_file(tmp_path, damage):
         run(alg, KEY, batch_fn=lambda k, t: batch, config=cfg.replace(num_steps=4), init_state=state,
             checkpoint_dir=str(ckpt), resume=True)
     assert all(p.suffix in (".npz", ".corrupt") for p in ckpt.iterdir())
+
+
+def test_model_own_step_paths_check_their_batch():
+    """The steps a model offers besides the registry's (the Bernoulli mixture's collapsed Gibbs
+    sampler) check their batch too: values eagerly, shapes while tracing."""
+    sampler = vm.bernoulli_collapsed_gibbs(vm.BernoulliMixture(2, 3))
+    state = sampler.init(jax.random.PRNGKey(0), Y01)
+    with pytest.raises(ValueError, match="batch y 3.0 at \\[1, 1\\] is not in \\{0, 1\\}"):
+        sampler.step(state, Y01.at[1, 1].set(3.0), jax.random.PRNGKey(1))
+    with pytest.raises(ValueError, match="y must have 3 columns"):
+        jax.jit(sampler.step)(state, Y01[:, :2], jax.random.PRNGKey(1))
