@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from vijax._validate import enforce_value_checks
+from vijax._validate import enforce_value_checks, is_tracer
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -61,6 +61,10 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
                          f"{', '.join(missing) or 'member of it'}")
 
 
+_CONCRETE_ONLY = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
+                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
 def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
     """The checks every public ``step`` runs on its batch (docs/design.md, "Checked steps"):
 
@@ -72,13 +76,19 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
       concrete batch, an error from inside the compiled step for a traced one; off under
       ``vijax.inference.value_checks(False)``.
 
-    A model without ``check_data`` / ``batch_checks`` (a plain log-density) is not checked.
+    A model without ``check_data`` / ``batch_checks`` (a plain log-density) is not checked; a
+    ``check_data`` that only works on concrete arrays (it converts the batch to NumPy) runs on a
+    concrete batch as it is, and is skipped on a traced one.
     """
     check_data = getattr(model, "check_data", None)
     if check_data is not None:
         named = "name" in inspect.signature(check_data).parameters  # a model whose errors name the argument
+        run_check = (lambda b: check_data(b, "batch")) if named else check_data
         try:
-            jax.eval_shape(lambda b: (check_data(b, "batch") if named else check_data(b), jnp.zeros(()))[1], batch)
+            jax.eval_shape(lambda b: (run_check(b), jnp.zeros(()))[1], batch)
+        except _CONCRETE_ONLY:  # a check_data written for concrete arrays only (a user's model)
+            if not any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(batch)):
+                run_check(batch)
         except TypeError as e:
             raise ValueError(f"batch must be a pytree of numeric arrays, got {type(batch).__name__} ({e})") from None
     batch_checks = getattr(model, "batch_checks", None)
