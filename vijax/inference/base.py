@@ -116,6 +116,9 @@ def keep_if_finite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[
 def reject_nonfinite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[PyTree, Array]:
     """``keep_if_finite`` for a state with a ``num_rejected`` field (None: not counted): returns
     ``(state, accepted)`` with ``num_rejected`` increased by one for a rejected step."""
+    # the old state read as the new one's type (a step may be handed another algorithm's state that
+    # holds the same q_global and count, e.g. CAVI continuing from SVI's)
+    old_state = new_state._replace(**{f: getattr(old_state, f) for f in new_state._fields if hasattr(old_state, f)})
     state, ok = keep_if_finite(new_state, old_state, *values)
     if getattr(old_state, "num_rejected", None) is not None:
         state = state._replace(num_rejected=old_state.num_rejected + (~ok).astype(jnp.int32))
