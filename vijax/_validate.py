@@ -3,13 +3,18 @@
 Each check raises ``ValueError`` with a message that starts with the argument's name (or the
 config key's path, which callers pass as ``name``), so that a user sees which input is wrong.
 Checks of array *values* look only at concrete arrays: inside ``jit`` a tracer passes, because
-validation happens before compilation (and a traced step checks its data in its own way).
+validation happens before compilation. A traced step checks the values of its batch with the
+value checks at the end of this module (``ids_in_range``, ``finite_nonnegative``, ``finite_values``,
+``values_in_set``, enforced by ``enforce_value_checks``), which work eagerly and under ``jit``,
+``vmap`` and ``lax.scan``; ``value_checks(False)`` turns them off (see docs/design.md, "Checked
+steps").
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -169,17 +174,21 @@ def check_float_dtype(dtype, name: str = "dtype") -> None:
 
 
 def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) -> None:
-    """Shape and finiteness checks of concrete data: ``ndim`` dimensions, at least one row,
-    ``last_dim`` columns when given, numeric and finite. Tracers pass."""
+    """Shape and finiteness checks of data: ``ndim`` dimensions, at least one row, ``last_dim``
+    columns when given, a numeric dtype (all of these also of a tracer, at trace time), and finite
+    values (concrete arrays only)."""
+    shape = np.shape(x)
+    if len(shape) != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {shape}")
+    if last_dim is not None and shape[-1] != last_dim:
+        raise ValueError(f"{name} must have {last_dim} columns (the model's dim), got shape {shape}")
+    if shape[0] < 1:
+        raise ValueError(f"{name} is empty")
     if is_tracer(x):
+        if not jnp.issubdtype(x.dtype, jnp.number):
+            raise ValueError(f"{name} must be numeric, got dtype {x.dtype}")
         return
     a = np.asarray(x)
-    if a.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
-    if last_dim is not None and a.shape[-1] != last_dim:
-        raise ValueError(f"{name} must have {last_dim} columns (the model's dim), got shape {a.shape}")
-    if a.shape[0] < 1:
-        raise ValueError(f"{name} is empty")
     if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
         raise ValueError(f"{name} must be numeric and finite (no NaN or inf)")
 
@@ -221,6 +230,146 @@ def check_key(name: str, key: Any) -> None:
         raise ValueError(f"{name} must be a PRNG key (jax.random.key or PRNGKey), got {key!r}")
 
 
-__all__ = ["batch_size", "check_bool", "check_choice", "check_data_array", "check_finite", "check_float_dtype", "check_int",
+# ----------------------------------------------------------------------------- value checks of a step's batch
+# One validator per kind of check. Each returns a ``ValueCheck``: where the values of an array
+# (concrete or traced) break a rule, with the words of the error. ``enforce_value_checks`` raises
+# the first failure: a ValueError at once for concrete arrays, and from inside a compiled step
+# (``jax.debug.callback`` under a ``lax.cond`` that only fires on a failure, so the check costs a
+# few reductions of the batch and no host round trip when the batch is good) for traced ones.
+
+_VALUE_CHECKS = [True]
+
+
+def value_checks_enabled() -> bool:
+    """Whether steps check the values of their batches (read when a step is traced)."""
+    return _VALUE_CHECKS[0]
+
+
+def set_value_checks(enabled: bool) -> None:
+    """Turns the value checks of every step on or off (the default is on). The switch is read when
+    a step is traced: a step already compiled by ``jit`` keeps what it was traced with.
+    Shape and dtype checks are always on (they cost nothing at run time)."""
+    _VALUE_CHECKS[0] = check_bool("enabled", enabled)
+
+
+@contextlib.contextmanager
+def value_checks(enabled: bool):
+    """Context manager: the value checks on or off (``set_value_checks``) within the block.
+
+    Examples:
+        >>> with value_checks(False):
+        ...     value_checks_enabled()
+        False
+    """
+    before = _VALUE_CHECKS[0]
+    set_value_checks(enabled)
+    try:
+        yield
+    finally:
+        _VALUE_CHECKS[0] = before
+
+
+class ValueCheck(NamedTuple):
+    """Where the values of ``values`` break a rule: ``bad`` (a bool array of ``values``' shape) is
+    True there; the error reads ``f"{name} {value} at {position} {requirement}"``."""
+
+    name: str
+    values: Any
+    bad: Any
+    requirement: str
+
+
+def ids_in_range(name: str, ids: Any, high: int, low: int = 0) -> ValueCheck:
+    """Integer ids must lie in ``[low, high)`` (word ids, symbols, indices)."""
+    ids = jnp.asarray(ids)
+    return ValueCheck(name, ids, (ids < low) | (ids >= high), f"is out of range [{low}, {high})")
+
+
+def finite_nonnegative(name: str, x: Any) -> ValueCheck:
+    """Values must be finite and >= 0 (counts, magnitudes)."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return ValueCheck(name, x, x < 0, "is not >= 0")
+    return ValueCheck(name, x, ~(jnp.isfinite(x) & (x >= 0)), "is not a finite number >= 0")
+
+
+def finite_values(name: str, x: Any) -> ValueCheck:
+    """Values must be finite (features, observations)."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return ValueCheck(name, x, jnp.zeros(x.shape, bool), "is not finite")
+    return ValueCheck(name, x, ~jnp.isfinite(x), "is not finite")
+
+
+def values_in_set(name: str, x: Any, allowed: Sequence[float]) -> ValueCheck:
+    """Values must be one of ``allowed`` (labels, binary data)."""
+    x = jnp.asarray(x)
+    ok = jnp.zeros(x.shape, bool)
+    for v in allowed:
+        ok = ok | (x == v)
+    return ValueCheck(name, x, ~ok, "is not in {" + ", ".join(f"{v:g}" for v in allowed) + "}")
+
+
+def values_in_interval(name: str, x: Any, low: float, high: float) -> ValueCheck:
+    """Values must lie in the closed interval ``[low, high]`` (probabilities, pixel intensities)."""
+    x = jnp.asarray(x)
+    return ValueCheck(name, x, ~((x >= low) & (x <= high)), f"is not in [{low:g}, {high:g}]")
+
+
+def values_match(name: str, x: Any, expected: Any, what: str, rtol: float = 1e-4) -> ValueCheck:
+    """Values must equal ``expected`` to a relative tolerance ``rtol`` (|x - e| <= rtol (1 + |e|)):
+    a derived quantity given with its source (``what`` names the rule in the error)."""
+    x, expected = jnp.asarray(x), jnp.asarray(expected)
+    return ValueCheck(name, x, ~(jnp.abs(x - expected) <= rtol * (1.0 + jnp.abs(expected))), f"is not {what}")
+
+
+def _failure_text(check: ValueCheck, shape: tuple, flat_index: int, value: Any) -> str:
+    pos = [int(i) for i in np.unravel_index(int(flat_index), shape)] if shape else []
+    v = value.item() if hasattr(value, "item") else value
+    return f"{check.name} {v!r} at {pos} {check.requirement}"
+
+
+def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> None:
+    """Raises ValueError for the first failing check, naming the argument, the offending value and
+    its position (e.g. ``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a
+    step's state count, possibly traced) adds ``in step <count + 1>``.
+
+    Concrete arrays raise at once. Traced ones (inside ``jit``/``scan``/``vmap``) raise from the
+    compiled computation through ``jax.debug.callback`` (a ``JaxRuntimeError`` whose text holds
+    the message), only when a check fails. Nothing is checked when ``value_checks_enabled()`` is
+    False.
+    """
+    if not value_checks_enabled() or not checks:
+        return
+    flags = [jnp.any(c.bad) for c in checks]
+    firsts = [jnp.argmax(jnp.ravel(c.bad)) if c.values.size else jnp.zeros((), jnp.int32) for c in checks]
+    values = [jnp.ravel(c.values)[f] if c.values.size else jnp.zeros((), c.values.dtype)
+              for c, f in zip(checks, firsts)]
+    shapes = [tuple(c.values.shape) for c in checks]
+    where = "" if count is None else " (in step {})"
+
+    def report(flags, firsts, values, count):
+        flags = [np.asarray(f) for f in flags]
+        for i, c in enumerate(checks):
+            if flags[i].any():
+                j = int(np.flatnonzero(flags[i].ravel())[0])  # under vmap: the first failing member
+                first, value = np.asarray(firsts[i]).ravel()[j], np.asarray(values[i]).ravel()[j]
+                text = _failure_text(c, shapes[i], first, value)
+                if count is not None:
+                    text += where.format(int(np.asarray(count).ravel()[0]) + 1)
+                raise ValueError(text)
+
+    if not any(is_tracer(a) for a in flags + firsts + values + ([count] if count is not None else [])):
+        report(flags, firsts, values, count)
+        return
+    count_arg = jnp.zeros((), jnp.int32) if count is None else count
+    any_bad = jnp.any(jnp.stack(flags))
+    jax.lax.cond(any_bad, lambda *a: jax.debug.callback(report, *a), lambda *a: None,
+                 flags, firsts, values, count_arg if count is not None else None)
+
+
+__all__ = ["ValueCheck", "batch_size", "enforce_value_checks", "finite_nonnegative", "finite_values", "ids_in_range",
+           "set_value_checks", "value_checks", "value_checks_enabled", "values_in_interval", "values_in_set", "values_match", "check_bool",
+           "check_choice", "check_data_array", "check_finite", "check_float_dtype", "check_int",
            "check_key", "check_positive", "check_positive_fields", "check_positive_scalar", "check_scalar",
            "float_dtype", "is_tracer", "set_static_floats"]

@@ -142,15 +142,15 @@ def test_without_hyper_step_the_state_and_info_are_as_before():
     s1, info = plain.step(s0, batch, jax.random.PRNGKey(1))
     assert s0.hyper is None and s1.hyper is None and info.hyper is None
     paths = lambda t: [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(t)[0]]  # noqa: E731
-    assert paths(s1) == [".q_global.eta", ".count"]
-    assert paths(info) == [".elbo", ".step_size", ".num_damped"]
+    assert paths(s1) == [".q_global.eta", ".count", ".num_rejected"]
+    assert paths(info) == [".elbo", ".step_size", ".num_damped", ".accepted"]
     h0 = learn.init(jax.random.PRNGKey(0))
     assert_trees_close(h0.q_global, s0.q_global, rtol=0, atol=0)
     h1, hinfo = learn.step(h0, batch, jax.random.PRNGKey(1))
     assert_trees_close(h1.q_global, s1.q_global, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(hinfo.elbo, info.elbo, rtol=1e-12)
-    assert paths(hinfo) == [".elbo", ".step_size", ".num_damped", ".hyper['alpha']", ".hyper['eta']"]
-    assert paths(h1) == [".q_global.eta", ".count", ".hyper['alpha']", ".hyper['eta']"]
+    assert paths(hinfo) == [".elbo", ".step_size", ".num_damped", ".hyper['alpha']", ".hyper['eta']", ".accepted"]
+    assert paths(h1) == [".q_global.eta", ".count", ".hyper['alpha']", ".hyper['eta']", ".num_rejected"]
 
 
 def test_recovers_alpha_and_eta_through_the_runner():

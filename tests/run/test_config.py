@@ -47,7 +47,8 @@ def test_defaults_filled():
     assert cfg["run"] == {"num_steps": 1000, "chunk_size": 100, "tol": None, "patience": 3,
                           "eval_every": None, "checkpoint_every": None, "progress": True,
                           "max_rejected_share": 0.5, "x64": False, "cpu_devices": None,
-                          "compile_cache": True, "prefetch": 2}
+                          "compile_cache": True, "prefetch": 2,
+                          "check_values": True}
     assert cfg["output"] == {"dir": f"results/{TOY}"}
     assert EXPERIMENTS[TOY].description.startswith("toy")
 

@@ -25,9 +25,14 @@ from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, pr
 from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_algorithm, register_algorithm
 from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
 from vijax.inference._svi import SVIInfo, SVIState, svi
-from vijax.inference.base import InitFn, StepFn, VIAlgorithm, safe_increment
+from vijax._validate import set_value_checks, value_checks, value_checks_enabled
+from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, safe_increment
 
 __all__ = [
+    "check_step_batch",
+    "set_value_checks",
+    "value_checks",
+    "value_checks_enabled",
     "AEVB",
     "AEVBInfo",
     "AEVBState",

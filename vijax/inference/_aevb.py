@@ -58,7 +58,7 @@ from vijax._validate import batch_size, check_bool, check_choice, check_int, che
 from vijax.inference._bbvi import _all_finite, guarded_update
 from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import make_optimizer
-from vijax.inference.base import check_protocol, safe_increment
+from vijax.inference.base import check_protocol, check_step_batch, safe_increment
 from vijax.models import AEVBModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -177,7 +177,7 @@ def step(state: AEVBState, batch: Array, key: PRNGKey, *, model, decoder: _Decod
          num_samples: int) -> tuple[AEVBState, AEVBInfo]:
     """One optimizer step on the minibatch ELBO (see the module docstring)."""
     check_key("key", key)
-    model.check_data(batch, "batch")
+    check_step_batch(model, batch, state.count)
     elbo, grads = jax.value_and_grad(_objective)(state.q_global, batch, key, model=model, decoder=decoder,
                                                  num_data=num_data, num_samples=num_samples)
     updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)

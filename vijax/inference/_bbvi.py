@@ -48,7 +48,7 @@ import optax
 from vijax._validate import batch_size, check_choice, check_int, check_key
 from vijax.inference._guides import make_guide
 from vijax.inference._optax_vi import make_optimizer
-from vijax.inference.base import safe_increment
+from vijax.inference.base import check_step_batch, safe_increment
 from vijax.types import Array, PRNGKey, PyTree
 
 ESTIMATORS = ("reparam", "stl", "score", "iwae")
@@ -219,9 +219,12 @@ def _check_finite_start(key, batch, guide, vparams, joint) -> None:
 
 def step(state: BBVIState, batch: PyTree, key: PRNGKey, *, guide, joint: Callable,
          optimizer: optax.GradientTransformation, estimator: str, entropy: str, num_samples: int,
-         prior: Any = None) -> tuple[BBVIState, BBVIInfo]:
-    """One optimizer step on the Monte Carlo ELBO (see the module docstring)."""
+         prior: Any = None, data_owner: Any = None) -> tuple[BBVIState, BBVIInfo]:
+    """One optimizer step on the Monte Carlo ELBO (see the module docstring). The batch is checked
+    by ``data_owner`` (``check_data`` / ``batch_checks``, as ``check_step_batch`` does) when it has them:
+    the factory passes the model whose bound method ``log_density`` is, or ``log_density`` itself."""
     check_key("key", key)
+    check_step_batch(data_owner, batch, state.count)
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
         state.q_global, batch, key, guide=guide, joint=joint, estimator=estimator, entropy=entropy,
         num_samples=num_samples, prior=prior)
@@ -326,7 +329,8 @@ def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_p
         return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
 
     return BBVI(init=lambda key, batch=None: init(key, batch, guide=guide, optimizer=optimizer, joint=joint),
-                step=lambda state, batch, key: step(state, batch, key, **settings),
+                step=lambda state, batch, key: step(state, batch, key, **settings,
+                                                    data_owner=getattr(log_density, "__self__", log_density)),
                 guide=guide, log_weights=log_weights, sample=sample,
                 elbo=lambda vparams, batch, key: elbo(vparams, batch, key, **objective))
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import batch_size, check_int, check_key
 from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -25,22 +25,24 @@ from vijax.types import Array, PRNGKey, PyTree
 class CAVIState(NamedTuple):
     q_global: PyTree  # pytree of families: q(beta)
     count: Array  # int32 scalar
+    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class CAVIInfo(NamedTuple):
     elbo: Array  # ELBO after this step (new locals, new globals)
     num_damped: Array  # batch elements whose update was pulled back into the domain
+    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> CAVIState:
     """q(beta) from ``model.init_globals`` (data-dependent when ``batch`` is given)."""
     check_key("key", key)
-    return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
+    return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def init_from(q_global: PyTree) -> CAVIState:
     """A state holding a given q(beta) (e.g. from a previous fit)."""
-    return CAVIState(q_global, jnp.zeros((), jnp.int32))
+    return CAVIState(q_global, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def step(state: CAVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel,
@@ -50,11 +52,13 @@ def step(state: CAVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyC
     if num_data is not None and batch_size(batch) != num_data:
         raise ValueError(f"CAVI takes the whole data set at every step: the batch has {batch_size(batch)} "
                          f"data points but num_data={num_data}")
+    check_step_batch(model, batch, state.count)
     prior = model.prior()
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local)
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, 1.0)
     elbo = conjugate_elbo(prior, q_new, loc)
-    return CAVIState(q_new, safe_increment(state.count)), CAVIInfo(elbo, num_damped)
+    new, ok = reject_nonfinite(CAVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
+    return new, CAVIInfo(elbo, num_damped, ok)
 
 
 def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: Optional[int] = None,

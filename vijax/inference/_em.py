@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 import jax.numpy as jnp
 
 from vijax._validate import batch_size, check_int, check_key
-from vijax.inference.base import VIAlgorithm, check_protocol, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import EMModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -30,11 +30,13 @@ from vijax.types import Array, PRNGKey, PyTree
 class EMState(NamedTuple):
     q_global: PyTree  # the point estimate theta (named as every state's globals are)
     count: Array  # int32 scalar
+    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class EMInfo(NamedTuple):
     elbo: Array  # log p(x | theta) (+ log p(theta)) at the step's starting theta: the EM objective
     log_likelihood: Array  # log p(x | theta) at the step's starting theta
+    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: EMModel) -> EMState:
@@ -42,12 +44,12 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: EMModel) -> EMState:
     check_key("key", key)
     if batch is not None:
         model.check_data(batch)
-    return EMState(model.init_params(key, batch), jnp.zeros((), jnp.int32))
+    return EMState(model.init_params(key, batch), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def init_from(params: PyTree) -> EMState:
     """A state holding given parameters (e.g. the same start as a reference library)."""
-    return EMState(params, jnp.zeros((), jnp.int32))
+    return EMState(params, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
@@ -62,9 +64,12 @@ def step(state: EMState, batch: PyTree, key: PRNGKey, *, model: EMModel, num_dat
     if num_data is not None and batch_size(batch) != num_data:
         raise ValueError(f"EM takes the whole data set at every step: the batch has {batch_size(batch)} "
                          f"data points but num_data={num_data}")
+    check_step_batch(model, batch, state.count)
     stats, log_lik = model.e_step(state.q_global, batch)
     new = model.m_step(stats)
-    return EMState(new, safe_increment(state.count)), EMInfo(objective(model, state.q_global, log_lik), log_lik)
+    elbo = objective(model, state.q_global, log_lik)
+    new_state, ok = reject_nonfinite(EMState(new, safe_increment(state.count), state.num_rejected), state, elbo)
+    return new_state, EMInfo(elbo, log_lik, ok)
 
 
 def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlgorithm:

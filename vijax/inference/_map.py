@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -36,18 +36,20 @@ from vijax.types import Array, PRNGKey, PyTree, Schedule
 class MAPState(NamedTuple):
     q_global: PyTree  # pytree of families; beta-hat is the mode of each
     count: Array  # int32 scalar; drives rho_t and the ramp
+    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class MAPInfo(NamedTuple):
     elbo: Array  # the MAP-EM objective at the pre-update beta-hat (module docstring)
     step_size: Array  # rho_t
     num_damped: Array  # batch elements whose update was pulled back into the domain
+    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> MAPState:
     """q(beta) from ``model.init_globals``."""
     check_key("key", key)
-    return MAPState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
+    return MAPState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def _mode_view(q: PyTree, key: PRNGKey):
@@ -68,11 +70,13 @@ def step(state: MAPState, batch: PyTree, key: PRNGKey, *, model: ConditionallyCo
     """One MAP-EM step: the local step at the mode of q(beta), then SVI's update. ``key`` is split
     as SSVI's (its first half, the draw's key there, is unused)."""
     check_key("key", key)
+    check_step_batch(model, batch, state.count)
     q_new, num_damped, rho, prior, stats, data_term = view_step(
         state.q_global, state.count, batch, key, model=model, num_data=num_data, schedule=schedule, local=local,
         ramp=ramp, view=_mode_view)
     elbo = data_term + _log_density_at(prior, stats)
-    return MAPState(q_new, safe_increment(state.count)), MAPInfo(elbo, jnp.asarray(rho), num_damped)
+    new, ok = reject_nonfinite(MAPState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
+    return new, MAPInfo(elbo, jnp.asarray(rho), num_damped, ok)
 
 
 def check_model_has_modes(model: ConditionallyConjugateModel) -> None:

@@ -53,7 +53,7 @@ from vijax._validate import check_choice, check_int, check_key
 from vijax.inference import schedules
 from vijax.inference._bbvi import _all_finite, guarded_update, log_joint
 from vijax.inference._guides import check_structures
-from vijax.inference.base import safe_increment
+from vijax.inference.base import check_step_batch, safe_increment
 from vijax.types import Array, PRNGKey, PyTree
 
 GRADIENTS = ("reparam", "hessian")
@@ -158,9 +158,11 @@ def init(key: PRNGKey, batch: PyTree = None, *, family: PyTree, joint: Optional[
 
 
 def step(state: NGVIState, batch: PyTree, key: PRNGKey, *, joint: Callable, schedule: Callable,
-         num_samples: int, gradient: str, prior: Any = None) -> tuple[NGVIState, NGVIInfo]:
-    """One natural-gradient step (see the module docstring)."""
+         num_samples: int, gradient: str, prior: Any = None, data_owner: Any = None) -> tuple[NGVIState, NGVIInfo]:
+    """One natural-gradient step (see the module docstring). The batch is checked by ``data_owner``
+    when it has ``check_data`` / ``batch_checks`` (see ``bbvi.step``)."""
     check_key("key", key)
+    check_step_batch(data_owner, batch, state.count)
     q = state.q_global
     rho = schedule(state.count)
     f = lambda z: joint(z, batch)  # noqa: E731
@@ -274,7 +276,8 @@ def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, nu
     return NGVI(
         init=lambda key, batch=None: init(key, batch, family=family, joint=joint),
         step=lambda state, batch, key: step(state, batch, key, joint=joint, schedule=sched,
-                                            num_samples=num_samples, gradient=gradient, prior=prior),
+                                            num_samples=num_samples, gradient=gradient, prior=prior,
+                                            data_owner=getattr(log_density, "__self__", log_density)),
         log_weights=log_weights, sample=sample)
 
 

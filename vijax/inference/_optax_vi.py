@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 
 from vijax._validate import check_int, check_key, check_scalar
-from vijax.inference.base import VIAlgorithm, check_protocol, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -34,18 +34,22 @@ OPTIMIZERS = ("gd", "sgd", "adagrad", "rmsprop", "adadelta", "adam")
 
 
 class OptaxVIState(NamedTuple):
-    """q_global: the variational parameters; opt_state: optax's state; count: int32 steps done."""
+    """q_global: the variational parameters; opt_state: optax's state; count: int32 steps done;
+    num_rejected: int32 steps rejected as non-finite (None: not counted)."""
 
     q_global: PyTree
     opt_state: PyTree
     count: Array
+    num_rejected: Array = None
 
 
 class OptaxVIInfo(NamedTuple):
-    """elbo: the stochastic ELBO estimate at the parameters before the step; grad_norm: |g_k|."""
+    """elbo: the stochastic ELBO estimate at the parameters before the step; grad_norm: |g_k|;
+    accepted: whether the update was applied (False: non-finite, the state kept)."""
 
     elbo: Array
     grad_norm: Array
+    accepted: Array = None
 
 
 def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax.GradientTransformation:
@@ -136,7 +140,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ParamsModel,
     """The model's starting parameters and the optimizer's state."""
     check_key("key", key)
     params = model.init_params(key, batch)
-    return OptaxVIState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+    return OptaxVIState(params, optimizer.init(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def step(state: OptaxVIState, batch: PyTree, key: PRNGKey, *, model: ParamsModel,
@@ -144,11 +148,15 @@ def step(state: OptaxVIState, batch: PyTree, key: PRNGKey, *, model: ParamsModel
          num_data: Optional[int]) -> tuple[OptaxVIState, OptaxVIInfo]:
     """One ascent step on ``model.elbo_params`` (the same draws give the value and the gradient)."""
     check_key("key", key)
+    check_step_batch(model, batch, state.count)
     elbo, grads = jax.value_and_grad(model.elbo_params)(state.q_global, batch, key, num_samples, num_data)
     neg = jax.tree.map(jnp.negative, grads)
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
     params = optax.apply_updates(state.q_global, updates)
-    return OptaxVIState(params, opt_state, safe_increment(state.count)), OptaxVIInfo(elbo, optax.tree.norm(grads))
+    gnorm = optax.tree.norm(grads)
+    new, ok = reject_nonfinite(OptaxVIState(params, opt_state, safe_increment(state.count), state.num_rejected), state,
+                               elbo, gnorm)
+    return new, OptaxVIInfo(elbo, gnorm, ok)
 
 
 def as_top_level_api(model: ParamsModel, *, optimizer: Union[str, optax.GradientTransformation],

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax._validate import batch_size, check_choice, check_int, check_key
-from vijax.inference.base import VIAlgorithm, check_protocol, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
 from vijax.inference.schedules import as_schedule
 from vijax.models import (GradientProxModel, ProxModel, StructuredProxModel, euclidean_natural_grad_step,
                           kl_prox_update)
@@ -53,12 +53,14 @@ DIVERGENCES = ("kl", "euclidean")
 class ProxSVIState(NamedTuple):
     q_global: PyTree  # the variational parameters (a pytree of families, or a model's structured form)
     count: Array  # int32 scalar; drives beta_k
+    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class ProxSVIInfo(NamedTuple):
     elbo: Array  # minibatch estimate of the full-data ELBO at the pre-update q
     step_size: Array  # beta_k
     num_damped: Array  # family batch elements pulled back into the natural-parameter domain
+    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIState:
@@ -66,7 +68,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIStat
     check_key("key", key)
     if batch is not None:
         model.check_data(batch)
-    return ProxSVIState(model.init_variational(key, batch), jnp.zeros((), jnp.int32))
+    return ProxSVIState(model.init_variational(key, batch), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def step(state: ProxSVIState, batch: PyTree, key: PRNGKey, *, model: ProxModel, num_data: int, schedule: Schedule,
@@ -77,19 +79,22 @@ def step(state: ProxSVIState, batch: PyTree, key: PRNGKey, *, model: ProxModel, 
     """
     check_key("key", key)
     m = batch_size(batch)
+    check_step_batch(model, batch, state.count)
     q = state.q_global
     beta = jnp.asarray(schedule(state.count))
     if divergence == "kl":
         prox = model.prox_update if isinstance(model, StructuredProxModel) else (
             lambda *args: kl_prox_update(model, *args))
         upd = prox(q, batch, key, beta, num_samples, num_data)
-        return ProxSVIState(upd.q, safe_increment(state.count)), ProxSVIInfo(upd.elbo, beta, upd.num_damped)
+        new, ok = reject_nonfinite(ProxSVIState(upd.q, safe_increment(state.count), state.num_rejected), state, upd.elbo)
+        return new, ProxSVIInfo(upd.elbo, beta, upd.num_damped, ok)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
     g_scaled = jax.tree_util.tree_map(lambda g: (num_data / m) * g, model.loglik_grad(q, batch, key_grad, num_samples))
     target = euclidean_natural_grad_step(q, model.prior(), g_scaled, beta)
     q_new, num_damped = expfam.tree_interpolate(q, target, 1.0)
-    return ProxSVIState(q_new, safe_increment(state.count)), ProxSVIInfo(elbo, beta, num_damped)
+    new, ok = reject_nonfinite(ProxSVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
+    return new, ProxSVIInfo(elbo, beta, num_damped, ok)
 
 
 def as_top_level_api(model: ProxModel, *, num_data: int, schedule, divergence: str = "kl",

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_choice, check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -57,12 +57,14 @@ MODES = ("full", "approx")
 class SSVIState(NamedTuple):
     q_global: PyTree  # pytree of families, natural parameters lambda
     count: Array  # int32 scalar; drives rho_t and the ramp
+    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class SSVIInfo(NamedTuple):
     elbo: Array  # one-draw estimate of the structured ELBO at the pre-update lambda (module docstring)
     step_size: Array  # rho_t (also as ``.rho``)
     num_damped: Array  # batch elements whose update was pulled back into the domain
+    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
     @property
     def rho(self) -> Array:
@@ -73,7 +75,7 @@ class SSVIInfo(NamedTuple):
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> SSVIState:
     """q(beta) from ``model.init_globals`` (the random lambda^(0) of Algorithm 1, line 1)."""
     check_key("key", key)
-    return SSVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
+    return SSVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def _draw_view(mode: str):
@@ -87,12 +89,14 @@ def step(state: SSVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyC
          schedule: Schedule, local: str = "meanfield", mode: str = "full", ramp: bool = False):
     """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
     check_key("key", key)
+    check_step_batch(model, batch, state.count)
     q = state.q_global
     q_new, num_damped, rho, prior, _, data_term = view_step(
         q, state.count, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp,
         view=_draw_view(mode))
     elbo = data_term - expfam.tree_kl(q, prior)
-    return SSVIState(q_new, safe_increment(state.count)), SSVIInfo(elbo, jnp.asarray(rho), num_damped)
+    new, ok = reject_nonfinite(SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
+    return new, SSVIInfo(elbo, jnp.asarray(rho), num_damped, ok)
 
 
 def check_model_invertible(model: ConditionallyConjugateModel) -> None:

@@ -43,7 +43,7 @@ from vijax import expfam
 from vijax._validate import batch_size, check_key, check_scalar
 from vijax.inference._conjugate import check_factory_args, initial_globals
 from vijax.inference._scale import data_scale
-from vijax.inference.base import VIAlgorithm, safe_increment
+from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -52,6 +52,7 @@ class SVIState(NamedTuple):
     q_global: PyTree  # pytree of families, natural parameters lambda
     count: Array  # int32 scalar; drives rho_t and the ramp
     hyper: PyTree = None  # with hyper_step: dict name -> scalar array; None (no leaves) otherwise
+    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class SVIInfo(NamedTuple):
@@ -59,6 +60,7 @@ class SVIInfo(NamedTuple):
     step_size: Array  # rho_t
     num_damped: Array  # batch elements whose update was pulled back into the domain
     hyper: PyTree = None  # with hyper_step: the hyperparameters after this step; None otherwise
+    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel,
@@ -71,7 +73,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateMod
     if learn_hyper:
         dt = jax.tree_util.tree_leaves(q0)[0].dtype
         hyper = {name: jnp.asarray(value, dt) for name, value in model.hyperparameters().items()}
-    return SVIState(q0, jnp.zeros((), jnp.int32), hyper)
+    return SVIState(q0, jnp.zeros((), jnp.int32), hyper, jnp.zeros((), jnp.int32))
 
 
 def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_step: float = 1.0) -> dict:
@@ -110,6 +112,7 @@ def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyCo
     """One natural-gradient step on a minibatch; with ``hyper_step``, then one hyperparameter step."""
     check_key("key", key)
     s = batch_size(batch)
+    check_step_batch(model, batch, state.count)
     rho = schedule(state.count)
     hyper = state.hyper if hyper_step is not None else None
     kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
@@ -118,10 +121,11 @@ def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyCo
     scale, full = data_scale(state.count, s, num_data, ramp)
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
     elbo = conjugate_elbo(prior, state.q_global, loc, scale=full)
-    if hyper is None:
-        return SVIState(q_new, safe_increment(state.count), state.hyper), SVIInfo(elbo, jnp.asarray(rho), num_damped)
-    hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, scale), hyper, rho, hyper_step)
-    return SVIState(q_new, safe_increment(state.count), hyper), SVIInfo(elbo, jnp.asarray(rho), num_damped, hyper)
+    if hyper is not None:
+        hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, scale), hyper, rho, hyper_step)
+    new, ok = reject_nonfinite(SVIState(q_new, safe_increment(state.count), hyper if hyper is not None else state.hyper,
+                                        state.num_rejected), state, elbo)
+    return new, SVIInfo(elbo, jnp.asarray(rho), num_damped, new.hyper if hyper is not None else None, ok)
 
 
 def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",

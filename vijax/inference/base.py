@@ -12,10 +12,13 @@ keys are always passed (never None) and never reused.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, NamedTuple, Protocol
 
+import jax
 import jax.numpy as jnp
 
+from vijax._validate import enforce_value_checks, is_tracer
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -58,10 +61,75 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
                          f"{', '.join(missing) or 'member of it'}")
 
 
+_CONCRETE_ONLY = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
+                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
+def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
+    """The checks every public ``step`` runs on its batch (docs/design.md, "Checked steps"):
+
+    - shapes and dtypes, at trace time (so also under the caller's ``jit``): ``model.check_data``
+      run on the batch's abstract values (``jax.eval_shape``), so that only its shape and dtype
+      checks run, never a host copy of the data;
+    - values: ``model.batch_checks(batch)`` (a list of ``vijax._validate.ValueCheck``) enforced by
+      ``enforce_value_checks`` with the step number ``count + 1``: a ValueError at once for a
+      concrete batch, an error from inside the compiled step for a traced one; off under
+      ``vijax.inference.value_checks(False)``.
+
+    A model without ``check_data`` / ``batch_checks`` (a plain log-density) is not checked; a
+    ``check_data`` that only works on concrete arrays (it converts the batch to NumPy) runs on a
+    concrete batch as it is, and is skipped on a traced one.
+    """
+    check_data = getattr(model, "check_data", None)
+    if check_data is not None:
+        named = "name" in inspect.signature(check_data).parameters  # a model whose errors name the argument
+        run_check = (lambda b: check_data(b, "batch")) if named else check_data
+        try:
+            jax.eval_shape(lambda b: (run_check(b), jnp.zeros(()))[1], batch)
+        except _CONCRETE_ONLY:  # a check_data written for concrete arrays only (a user's model)
+            if not any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(batch)):
+                run_check(batch)
+        except TypeError as e:
+            raise ValueError(f"batch must be a pytree of numeric arrays, got {type(batch).__name__} ({e})") from None
+    batch_checks = getattr(model, "batch_checks", None)
+    if batch_checks is not None:
+        enforce_value_checks(batch_checks(batch), count)
+
+
+def keep_if_finite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[PyTree, Array]:
+    """``(state, accepted)``: ``new_state`` where every float leaf of it and every ``values`` (the
+    step's ELBO) is finite, else ``old_state`` (selected by ``jnp.where``, never by multiplying,
+    so an infinity in the rejected update cannot leak into the kept state: inf * 0 is NaN).
+    Integer leaves (counts) always come from ``new_state``."""
+    floats = [x for x in jax.tree_util.tree_leaves((new_state, values))
+              if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in floats])) if floats else jnp.array(True)
+
+    def pick(new, old):
+        if old is None or not jnp.issubdtype(jnp.result_type(new), jnp.inexact):
+            return new
+        return jnp.where(ok, new, old)
+
+    return jax.tree_util.tree_map(pick, new_state, old_state), ok
+
+
+def reject_nonfinite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[PyTree, Array]:
+    """``keep_if_finite`` for a state with a ``num_rejected`` field (None: not counted): returns
+    ``(state, accepted)`` with ``num_rejected`` increased by one for a rejected step."""
+    # the old state read as the new one's type (a step may be handed another algorithm's state that
+    # holds the same q_global and count, e.g. CAVI continuing from SVI's)
+    old_state = new_state._replace(**{f: getattr(old_state, f) for f in new_state._fields if hasattr(old_state, f)})
+    state, ok = keep_if_finite(new_state, old_state, *values)
+    if getattr(old_state, "num_rejected", None) is not None:
+        state = state._replace(num_rejected=old_state.num_rejected + (~ok).astype(jnp.int32))
+    return state, ok
+
+
 def safe_increment(count: Array) -> Array:
     """count + 1, saturating at the int32 maximum (as optax does)."""
     big = jnp.array(jnp.iinfo(jnp.int32).max, jnp.int32)
     return jnp.where(count < big, count + 1, big)
 
 
-__all__ = ["InitFn", "StepFn", "VIAlgorithm", "check_protocol", "protocol_members", "safe_increment"]
+__all__ = ["InitFn", "StepFn", "VIAlgorithm", "check_protocol", "check_step_batch", "keep_if_finite", "protocol_members", "reject_nonfinite",
+           "safe_increment"]

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
-from vijax._validate import check_int
+from vijax._validate import check_int, enforce_value_checks
 from vijax.types import Array, PRNGKey
 
 
@@ -141,8 +141,11 @@ def posterior_means(model, counts: Array, ones: Array) -> tuple[Array, Array]:
 
 def step(state: GibbsState, y: Array, key: PRNGKey, *, model, burn_in: int = 0) -> tuple[GibbsState, GibbsInfo]:
     """One sweep; its Rao-Blackwellized means are accumulated once ``burn_in`` sweeps (counting the
-    first pass) are done."""
-    y = y.astype(state.ones.dtype)
+    first pass) are done. ``y`` is checked as every step checks its batch (docs/design.md, "Checked
+    steps"): its shape at trace time, its values (0 or 1) by ``enforce_value_checks``."""
+    jax.eval_shape(lambda b: (model.check_data(b), jnp.zeros(()))[1], y)  # shapes and dtypes only
+    enforce_value_checks(model.batch_checks(y), state.count)
+    y = jnp.asarray(y).astype(state.ones.dtype)
     state = _sweep(state, y, key, model)
     keep = state.count > burn_in
     w, p = posterior_means(model, state.counts, state.ones)

@@ -41,6 +41,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import finite_values
 from vijax._validate import check_choice, check_data_array, check_int, check_positive_fields, float_dtype
 from vijax.expfam._special import digamma
 from vijax.models._base import LocalResult
@@ -117,6 +118,10 @@ class ARDRegression:
         """p(alpha): D independent Gamma(c0, d0)."""
         dt = float_dtype(self.dtype)
         return expfam.Gamma.from_shape_rate(jnp.full(self.dim, self.c0, dt), jnp.full(self.dim, self.d0, dt))
+
+    def batch_checks(self, data) -> list:
+        """The value checks of a step's data: X and y finite."""
+        return [finite_values("X", data[0]), finite_values("y", data[1])]
 
     def check_data(self, data) -> None:
         """(X, y): X (N, D) and y (N,), finite; raises ValueError naming ``X`` or ``y``."""

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
+from vijax._validate import values_in_set
 from vijax._validate import (check_choice, check_data_array, check_int, check_positive_fields, float_dtype,
                              set_static_floats)
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
@@ -118,6 +119,10 @@ class BernoulliMixture:
         k, d = self.num_components, self.dim
         return (expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha / k, dt)),
                 expfam.Beta.from_concentrations(jnp.full((k, d), self.a, dt), jnp.full((k, d), self.b, dt)))
+
+    def batch_checks(self, y) -> list:
+        """The value check of a step's batch: binary data (0 or 1)."""
+        return [values_in_set("batch y", y, (0, 1))]
 
     def check_data(self, y) -> None:
         """``y`` must be an (N, D) array of 0s and 1s; ValueError naming ``y`` otherwise."""

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from vijax._validate import finite_nonnegative, ids_in_range
 from vijax._validate import check_choice, check_int, check_positive_fields, check_scalar
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
@@ -145,14 +146,22 @@ class CTM:
         check_scalar("cov_shrinkage", self.cov_shrinkage, low=0.0, high=1.0, include_low=True)
 
     # ------------------------------------------------------------------ data and globals
-    def check_data(self, batch) -> None:
-        """Raises ValueError naming ``word_ids`` or ``counts`` (concrete arrays only)."""
+    def batch_checks(self, batch) -> list:
+        """The value checks of a step's batch: word ids in [0, V), counts finite and >= 0."""
         ids, counts = batch
+        return [ids_in_range("batch word id", ids, self.vocab_size), finite_nonnegative("batch count", counts)]
+
+    def check_data(self, batch) -> None:
+        """Raises ValueError naming ``word_ids`` or ``counts`` (shapes and dtypes also of tracers)."""
+        ids, counts = batch
+        if np.ndim(ids) != 2 or np.shape(ids) != np.shape(counts):
+            raise ValueError(f"word_ids and counts must be (M, L) arrays of one shape, got {np.shape(ids)}, "
+                             f"{np.shape(counts)}")
+        if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
+            raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
         if isinstance(ids, jax.core.Tracer) or isinstance(counts, jax.core.Tracer):
             return
         ids, counts = np.asarray(ids), np.asarray(counts)
-        if ids.ndim != 2 or ids.shape != counts.shape:
-            raise ValueError(f"word_ids and counts must be (M, L) arrays of one shape, got {ids.shape}, {counts.shape}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise ValueError(f"word_ids must lie in [0, {self.vocab_size}), got [{ids.min()}, {ids.max()}]")
         if not np.all(np.isfinite(counts)) or not np.all(counts >= 0):

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
+from vijax._validate import finite_values
 from vijax._validate import check_choice, check_int, check_scalar, is_tracer
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import Array, PRNGKey, PyTree
@@ -190,6 +191,11 @@ class DerivedConjugateModel:
         mu_local = jax.vmap(noisy_mu)(batch, keys)
         stats = jax.grad(lambda v: jnp.sum(jax.vmap(self.log_joint, (None, 0, 0))(v, mu_local, batch)))(view)
         return conjugate_posterior(self.priors, stats)
+
+    def batch_checks(self, batch) -> list:
+        """The value checks of a step's batch: every float leaf finite."""
+        return [finite_values("batch", leaf) for leaf in jax.tree_util.tree_leaves(batch)
+                if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)]
 
     def check_data(self, batch) -> None:
         """Every leaf of ``batch`` has the same leading size >= 1 and finite values."""

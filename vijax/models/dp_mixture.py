@@ -181,6 +181,10 @@ class DPMixture:
         sticks = expfam.Beta.from_concentrations(jnp.ones((s,), dt), jnp.full((s,), self.alpha, dt))
         return sticks, self.components.prior()[1]
 
+    def batch_checks(self, x) -> list:
+        """The component family's value checks."""
+        return self.components.batch_checks(x)
+
     def check_data(self, x) -> None:
         """The component family's check (``x`` for Gaussian, binary ``y`` for Bernoulli)."""
         self.components.check_data(x)

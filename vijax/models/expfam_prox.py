@@ -32,17 +32,20 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import finite_nonnegative, finite_values
 from vijax._validate import check_int, check_positive
 from vijax.models._nonconjugate import mean_param_grad
 from vijax.types import Array, PRNGKey
 
 
 def _check_xy_counts(x, y, dim):
+    if np.ndim(x) != 2 or np.shape(x)[1] != dim:
+        raise ValueError(f"x must have shape (M, {dim}), got {np.shape(x)}")
+    if np.shape(y) != np.shape(x)[:1]:
+        raise ValueError(f"y must have shape ({np.shape(x)[0]},) to match x, got {np.shape(y)}")
     if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
         return
     x, y = np.asarray(x), np.asarray(y)
-    if x.ndim != 2 or x.shape[1] != dim:
-        raise ValueError(f"x must have shape (M, {dim}), got {x.shape}")
     if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
         raise ValueError("x (features) must be numeric and finite (no NaN or inf)")
     if y.shape != x.shape[:1]:
@@ -69,6 +72,10 @@ class PoissonGammaSoftplus:
         check_int("dim", self.dim)
         check_positive("prior_shape", self.prior_shape)
         check_positive("prior_rate", self.prior_rate)
+
+    def batch_checks(self, batch) -> list:
+        """The value checks of a step's batch: finite features, counts finite and >= 0."""
+        return [finite_values("batch x", batch[0]), finite_nonnegative("batch count y", batch[1])]
 
     def check_data(self, batch) -> None:
         _check_xy_counts(*batch, self.dim)
@@ -130,8 +137,14 @@ class NoisyDirichletMultinomial:
             raise ValueError(f"noise must lie in [0, 1), got {self.noise!r}")
         check_positive("prior_concentration", self.prior_concentration)
 
+    def batch_checks(self, batch) -> list:
+        """The value check of a step's batch: counts finite and >= 0."""
+        return [finite_nonnegative("batch count", batch)]
+
     def check_data(self, batch) -> None:
         if isinstance(batch, jax.core.Tracer):
+            if batch.ndim != 2 or batch.shape[1] != self.num_categories:
+                raise ValueError(f"counts must have shape (M, {self.num_categories}), got {batch.shape}")
             return
         c = np.asarray(batch)
         if c.ndim != 2 or c.shape[1] != self.num_categories:

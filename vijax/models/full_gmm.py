@@ -30,6 +30,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import finite_values
 from vijax._validate import check_choice, check_data_array, check_int, check_positive_fields, float_dtype
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.models.gmm import _kmeanspp_centers
@@ -112,6 +113,10 @@ class FullGMM:
             jnp.broadcast_to(jnp.asarray(self.loc0, dt), (k, d)), jnp.full((k,), self.kappa0, dt),
             jnp.broadcast_to(jnp.asarray(0.5 * (scale + scale.T), dt), (k, d, d)), jnp.full((k,), self.dof0, dt))
         return expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)), nw
+
+    def batch_checks(self, x) -> list:
+        """The value check of a step's batch: finite data."""
+        return [finite_values("batch x", x)]
 
     def check_data(self, x) -> None:
         check_data_array("x", x, ndim=2, last_dim=self.dim)

@@ -81,6 +81,7 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
+from vijax._validate import finite_nonnegative
 from vijax._validate import (check_choice, check_data_array, check_float_dtype, check_int, check_positive_fields,
                              check_scalar, float_dtype, set_static_floats)
 from vijax.models._base import LocalResult, conjugate_elbo
@@ -171,6 +172,10 @@ class GaPNMF:
         return q_global[1].mean_params()[1]
 
     # ------------------------------------------------------------------------------ data
+    def batch_checks(self, batch) -> list:
+        """The value check of a step's batch: finite magnitudes >= 0."""
+        return [finite_nonnegative("batch (spectrogram frames)", batch)]
+
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``batch`` unless it is an (S, F) array of finite values >= 0
         with S >= 1 and F = ``num_freqs`` (one spectrogram frame per row). Tracers pass."""

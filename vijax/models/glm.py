@@ -40,6 +40,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import finite_nonnegative, finite_values, values_in_set
 from vijax._validate import check_choice, check_int, check_positive_scalar
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey, PyTree
@@ -88,14 +89,28 @@ class GLM:
         check_choice("linearization", self.linearization, LINEARIZATIONS)
 
     # ------------------------------------------------------------------ data
-    def check_data(self, batch) -> None:
-        """Raises ValueError naming ``x`` or ``y`` for data the model cannot take (concrete arrays only)."""
+    def batch_checks(self, batch) -> list:
+        """The value checks of a step's batch: finite features, labels in {0, 1} (logistic), counts
+        >= 0 (Poisson), finite responses."""
         x, y = batch
+        checks = [finite_values("batch x", x)]
+        if self.likelihood == "logistic":
+            return checks + [values_in_set("batch label y", y, (0, 1))]
+        if self.likelihood == "poisson":
+            return checks + [finite_nonnegative("batch count y", y)]
+        return checks + [finite_values("batch y", y)]
+
+    def check_data(self, batch) -> None:
+        """Raises ValueError naming ``x`` or ``y`` for data the model cannot take (shapes also of
+        tracers, values of concrete arrays)."""
+        x, y = batch
+        if np.ndim(x) != 2 or np.shape(x)[1] != self.dim:
+            raise ValueError(f"x must have shape (M, {self.dim}), got {np.shape(x)}")
+        if np.shape(y) != np.shape(x)[:1]:
+            raise ValueError(f"y must have shape ({np.shape(x)[0]},) to match x, got {np.shape(y)}")
         if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
             return
         x, y = np.asarray(x), np.asarray(y)
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (M, {self.dim}), got {x.shape}")
         if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
             raise ValueError("x (features) must be numeric and finite (no NaN or inf)")
         if y.shape != x.shape[:1]:

@@ -12,7 +12,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import (check_choice, check_data_array, check_int, check_positive, check_positive_fields,
-                             float_dtype)
+                             finite_values, float_dtype, values_match)
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import Array, PRNGKey
 
@@ -76,6 +76,10 @@ class UnivariateGMM:
         dt = float_dtype(self.dtype)
         k = self.num_components
         return expfam.Normal.from_mean_variance(jnp.zeros(k, dt), jnp.full(k, self.prior_variance, dt))
+
+    def batch_checks(self, x) -> list:
+        """The value check of a step's batch: finite data."""
+        return [finite_values("batch x", x)]
 
     def check_data(self, x) -> None:
         check_data_array("x", x, ndim=1)
@@ -182,6 +186,18 @@ class DiagonalGMM:
         full = lambda v: jnp.broadcast_to(jnp.asarray(v, dt), (k, d))
         return (expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)),
                 expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0)))
+
+    def batch_checks(self, x) -> list:
+        """The value checks of a step's batch: finite values; for precomputed features (N, 2D),
+        also their second half the square of their first (so that data of another width is not
+        silently read as features)."""
+        checks = [finite_values("batch x", x)]
+        if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:
+            d = self.dim
+            checks.append(values_match("batch feature x**2", x[:, d:], x[:, :d] ** 2,
+                                       f"the square of its data column (features must be [x, x**2], (N, {2 * d}); "
+                                       f"data is (N, {d}))"))
+        return checks
 
     def check_data(self, x) -> None:
         if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:  # precomputed features

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._validate import ids_in_range
 from vijax._validate import check_data_array, check_int, check_positive_scalar
 from vijax.models._nonconjugate import ProxUpdate, structured_prox_update
 from vijax.types import Array, PRNGKey
@@ -274,9 +275,17 @@ class GPClassification:
         n = self.num_data
         return GPPosterior(jnp.zeros((n,), self.dtype), jnp.zeros((n,), self.dtype))
 
+    def batch_checks(self, batch) -> list:
+        """The value check of a step's batch: training indices in [0, N)."""
+        return [ids_in_range("batch index", batch, self.num_data)]
+
     def check_data(self, batch) -> None:
-        """Raises ValueError unless ``batch`` is a non-empty 1-D int array of training indices in [0, N)."""
+        """Raises ValueError unless ``batch`` is a non-empty 1-D int array of training indices in [0, N)
+        (shape and dtype also of a tracer)."""
         if isinstance(batch, jax.core.Tracer):
+            if batch.ndim != 1 or batch.shape[0] < 1 or not jnp.issubdtype(batch.dtype, jnp.integer):
+                raise ValueError(f"batch must be a non-empty 1-D int array of training indices, got {batch.dtype} "
+                                 f"{batch.shape}")
             return
         b = np.asarray(batch)
         if b.ndim != 1 or b.shape[0] < 1 or not np.issubdtype(b.dtype, np.integer):

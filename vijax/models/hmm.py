@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
+from vijax._validate import finite_values, ids_in_range
 from vijax._validate import (check_choice, check_int, check_positive, check_positive_fields, check_scalar, float_dtype,
                              is_tracer)
 from vijax.models import _hmm_inference as inference
@@ -117,6 +118,10 @@ class _HMM:
         """Raises ValueError naming the problem: obs's shape/dtype/values, lengths outside [1, T]."""
         data = as_data(data)
         if is_tracer(data.obs) or is_tracer(data.lengths):
+            self._check_obs_shape(data.obs)
+            if data.lengths.shape != data.obs.shape[:1] or not jnp.issubdtype(data.lengths.dtype, jnp.integer):
+                raise ValueError(f"lengths must be integers of shape ({data.obs.shape[0]},), got "
+                                 f"{data.lengths.dtype} {data.lengths.shape}")
             return
         obs, lengths = np.asarray(data.obs), np.asarray(data.lengths)
         self._check_obs_shape(obs)
@@ -129,6 +134,17 @@ class _HMM:
             raise ValueError(f"lengths must be in [1, T={t}] (T: obs's padded length), got min {lengths.min()}, "
                              f"max {lengths.max()}")
         self._check_obs_values(obs[np.arange(t)[None, :] < lengths[:, None]])
+
+    def batch_checks(self, data) -> list:
+        """The value checks of a step's batch: lengths in [1, T]; the observations at every unpadded
+        step (symbols in range, or finite values)."""
+        data = as_data(data)
+        t = data.obs.shape[1]
+        mask = jnp.arange(t)[None, :] < data.lengths[:, None]
+        obs_check = self._obs_value_check(data.obs)
+        if obs_check.bad.ndim == 3:
+            mask = mask[..., None]
+        return [ids_in_range("batch length", data.lengths, t + 1, low=1), obs_check._replace(bad=obs_check.bad & mask)]
 
     def _prepare(self, data) -> HMMData:
         data = as_data(data)
@@ -312,6 +328,9 @@ class CategoricalHMM(_HMM):
         if obs.ndim != 2 or not np.issubdtype(obs.dtype, np.integer):
             raise ValueError(f"obs must be integers of shape (B, T), got {obs.dtype} {obs.shape}")
 
+    def _obs_value_check(self, obs):
+        return ids_in_range("batch obs symbol", obs, self.num_symbols)
+
     def _check_obs_values(self, observed):
         if np.any(observed < 0) or np.any(observed >= self.num_symbols):
             raise ValueError(f"obs must hold symbols in [0, num_symbols={self.num_symbols}) at every unpadded step, "
@@ -400,6 +419,9 @@ class GaussianHMM(_HMM):
     def _check_obs_shape(self, obs):
         if obs.ndim != 3 or obs.shape[2] != self.dim or not np.issubdtype(obs.dtype, np.number):
             raise ValueError(f"obs must be numbers of shape (B, T, dim={self.dim}), got {obs.dtype} {obs.shape}")
+
+    def _obs_value_check(self, obs):
+        return finite_values("batch obs", obs)
 
     def _check_obs_values(self, observed):
         if not np.all(np.isfinite(observed)):

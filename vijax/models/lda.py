@@ -52,6 +52,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._validate import finite_nonnegative, ids_in_range
 from vijax._validate import (check_bool, check_choice, check_float_dtype, check_int, check_positive,
                              check_positive_fields, check_scalar, float_dtype, set_static_floats)
 from vijax.expfam._special import digamma, digamma_and_gammaln
@@ -274,6 +275,12 @@ class LDA:
         return lam / jnp.sum(lam, axis=-1, keepdims=True)
 
     # ------------------------------------------------------------------------------ data
+    def batch_checks(self, batch) -> list:
+        """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
+        in [0, V), counts finite and >= 0."""
+        return [ids_in_range("batch word id", batch.word_ids, self.vocab_size),
+                finite_nonnegative("batch count", batch.counts)]
+
     def check_data(self, batch) -> None:
         """Raises ValueError naming the problem unless ``batch`` is a valid BowBatch for this model:
         integer ``word_ids`` in [0, V), ``counts`` finite, >= 0 and integer-valued, both (S, L)

@@ -282,7 +282,7 @@ def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
 
 # run settings that do not change what a run computes (its state and trace): a resume may change them
 FINGERPRINT_IGNORED = ("output.dir", "run.progress", "run.eval_every", "run.checkpoint_every",
-                       "run.max_rejected_share", "run.prefetch")
+                       "run.max_rejected_share", "run.prefetch", "run.check_values")
 _IDENTITY_BYTES = 1 << 20  # a data file is identified by its size and the SHA-256 of its first and last MiB
 
 

@@ -8,6 +8,8 @@ from typing import Mapping, NamedTuple, Optional
 
 import numpy as np
 
+from vijax.metrics import KHAT_THRESHOLD
+
 
 class RunHealth(NamedTuple):
     """What a run's trace says about non-finite values (``run_health``).
@@ -87,4 +89,27 @@ def run_health(trace: Mapping) -> RunHealth:
                      final_elbo_finite=final is not None and bool(finite[final]))
 
 
-__all__ = ["RunHealth", "applied_steps", "run_health"]
+def psis_note(evals: Sequence[dict]) -> Optional[str]:
+    """The report of the last evaluation's PSIS k-hat (an eval field named ``"khat"``, e.g. from
+    ``vijax.metrics.psis``) against the threshold ``vijax.metrics.KHAT_THRESHOLD`` = 0.7 of Yao et
+    al. (2018); None when there is none."""
+    if not evals or "khat" not in evals[-1] or evals[-1]["khat"] is None:
+        return None
+    k = float(evals[-1]["khat"])
+    if k > KHAT_THRESHOLD:
+        return (f"PSIS k-hat {k:.3g} is above {KHAT_THRESHOLD}: q's importance weights have a heavy tail, and "
+                "its posterior estimates are not to be trusted (Yao et al. 2018)")
+    return f"PSIS k-hat {k:.3g} <= {KHAT_THRESHOLD}: q passes the diagnostic"
+
+
+def raise_batch_error(error: Exception) -> None:
+    """Re-raises a failed value check of a step's batch from inside a compiled chunk (a
+    ``JaxRuntimeError`` whose text holds the ``ValueError`` of ``enforce_value_checks``) as that
+    ValueError, naming the value, its position and the step; any other error unchanged."""
+    lines = [ln for ln in str(error).splitlines() if ln.startswith("ValueError: ")]
+    if lines:
+        raise ValueError(lines[-1][len("ValueError: "):]) from None
+    raise error
+
+
+__all__ = ["RunHealth", "applied_steps", "psis_note", "raise_batch_error", "run_health"]

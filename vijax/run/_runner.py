@@ -44,10 +44,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from vijax.data import PrefetchHostBatches
-from vijax.inference import VIAlgorithm
-from vijax.metrics import KHAT_THRESHOLD
+from vijax.inference import VIAlgorithm, value_checks
 from . import _cache, _checkpoint
-from ._health import RunHealth, applied_steps, run_health
+from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -197,6 +196,7 @@ _SETTINGS = {
     # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
     "compile_cache": (True, (bool, str), False, None),
     "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
+    "check_values": (True, (bool,), False, None),  # value checks of every step's batch (docs/design.md)
 }
 
 
@@ -258,6 +258,8 @@ class RunConfig:
         ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
         (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
         results, are the same either way.
+      check_values: the value checks of every step's batch (``vijax.inference.value_checks``);
+        a failing one stops the run with a ValueError naming the value, its position and the step.
     """
 
     num_steps: int = _SETTINGS["num_steps"][0]
@@ -272,6 +274,7 @@ class RunConfig:
     cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
     compile_cache: Union[bool, str] = _SETTINGS["compile_cache"][0]
     prefetch: int = _SETTINGS["prefetch"][0]
+    check_values: bool = _SETTINGS["check_values"][0]
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -503,8 +506,11 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     bar = tqdm(total=rc.num_steps, initial=min(prog.step, rc.num_steps), unit="step", desc="vijax",
                disable=None if rc.progress else True, dynamic_ncols=True)
     try:
-        _run_chunks(prog, rc, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed,
-                    lambda: _save(prog, checkpoint_dir, key_data, elapsed, fingerprint))
+        with value_checks(rc.check_values):  # read when the chunk is traced
+            _run_chunks(prog, rc, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed,
+                        lambda: _save(prog, checkpoint_dir, key_data, elapsed, fingerprint))
+    except jax.errors.JaxRuntimeError as e:
+        raise_batch_error(e)
     except KeyboardInterrupt:
         _save(prog, checkpoint_dir, key_data, elapsed, fingerprint)
         raise
@@ -523,19 +529,6 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
         warnings.warn("vijax.run: " + "; ".join(health.notes()), RuntimeWarning, stacklevel=2)
     return RunResult(state=prog.state, trace=_concat(prog.parts), evals=prog.evals, converged=prog.converged,
                      num_steps=prog.step, wall_time=elapsed())
-
-
-def psis_note(evals: Sequence[dict]) -> Optional[str]:
-    """The report of the last evaluation's PSIS k-hat (an eval field named ``"khat"``, e.g. from
-    ``vijax.metrics.psis``) against the threshold ``vijax.metrics.KHAT_THRESHOLD`` = 0.7 of Yao et
-    al. (2018); None when there is none."""
-    if not evals or "khat" not in evals[-1] or evals[-1]["khat"] is None:
-        return None
-    k = float(evals[-1]["khat"])
-    if k > KHAT_THRESHOLD:
-        return (f"PSIS k-hat {k:.3g} is above {KHAT_THRESHOLD}: q's importance weights have a heavy tail, and "
-                "its posterior estimates are not to be trusted (Yao et al. 2018)")
-    return f"PSIS k-hat {k:.3g} <= {KHAT_THRESHOLD}: q passes the diagnostic"
 
 
 def _compile_up_front(chunk_fn, prog: _Progress, step_base, pending, chunk_size: int, bar) -> None:

@@ -1,0 +1,367 @@
+"""Hostile inputs to every public entry point, generated from the registries (docs/design.md,
+"Checked steps"): every model class exported by ``vijax.models`` (each paired with a tiny
+valid-data factory in ``MODELS`` below), every algorithm of ``vijax.inference.ALGORITHMS`` (each
+paired with a model in ``ALGORITHM_MODELS``), the readers of ``vijax.data``, the config loader and
+resume. Each bad input must give a ValueError naming the problem (for a value: the argument, the
+offending value and its position), or the documented handling (a rejected non-finite step).
+
+A model or algorithm that lands without an entry here fails ``test_every_exported_model_has_a_factory``
+/ ``test_every_registered_algorithm_is_covered`` with a message saying what to add.
+"""
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import vijax.models as vm
+from vijax import expfam
+from vijax.data import BowBatch, read_uci_bow
+from vijax.inference import ALGORITHMS, make_algorithm, value_checks
+from vijax.run import CheckpointError, RunConfig, run
+
+KEY = jax.random.PRNGKey(0)
+
+
+def _bow():
+    ids = jnp.array([[0, 1, 2, 3], [4, 5, 0, 1], [2, 3, 4, 5]], jnp.int32)
+    return BowBatch(ids, jnp.ones((3, 4), jnp.float32))
+
+
+def _glm_batch():
+    return jnp.array([[1.0, 0.5], [-1.0, 0.2], [0.3, -0.4], [0.9, 1.0]]), jnp.array([1.0, 0.0, 1.0, 0.0])
+
+
+def _gpc():
+    x, y = _glm_batch()
+    return vm.GPClassification(x, y, log_lengthscale=0.0, log_scale=0.0)
+
+
+def _vae():
+    k1, k2 = jax.random.split(KEY)
+    return vm.VAE(vm.mlp(k1, (4, 8, 4)), vm.mlp(k2, (2, 8, 4)), latent_dim=2, data_dim=4)
+
+
+def _derived():
+    def log_joint(g, loc, x):
+        (mu, mu2), (z,) = g["mu"], loc["z"]
+        return jnp.sum(z * (x * mu - 0.5 * mu2)) - 0.5 * x**2
+    return vm.conjugate_model(log_joint, priors={"mu": expfam.Normal.from_mean_variance(jnp.zeros(2), 10 * jnp.ones(2))},
+                              locals=lambda x: {"z": vm.Local(expfam.Categorical.from_logits(jnp.zeros(2)))})
+
+
+X1 = jnp.array([-2.0, -1.5, 1.5, 2.0, 0.1])
+X2 = jnp.array([[-2.0, 0.1], [-1.5, 0.3], [1.5, -0.2], [2.0, 0.0], [0.1, 0.2]])
+Y01 = jnp.array([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+OBS = jnp.array([[0, 1, 1, 0], [1, 1, 0, 0]], jnp.int32)
+
+# model class name -> (model factory, valid batch factory, algorithm whose step it runs,
+#                      [(a bad value, ...)] as (batch transform, the words the error must contain))
+MODELS = {
+    "LDA": (lambda: vm.LDA(2, 6), _bow, "svi",
+            [(lambda b: b._replace(word_ids=b.word_ids.at[1, 2].set(50)), "batch word id 50 at [1, 2] is out of range [0, 6)"),
+             (lambda b: b._replace(counts=b.counts.at[2, 0].set(-1.0)), "batch count -1.0 at [2, 0]"),
+             (lambda b: b._replace(counts=b.counts.at[0, 3].set(jnp.nan)), "batch count nan at [0, 3]")]),
+    "CTM": (lambda: vm.CTM(2, 6, local_steps=2), _bow, "prox_svi",
+            [(lambda b: b._replace(word_ids=b.word_ids.at[0, 0].set(-3)), "batch word id -3 at [0, 0] is out of range")]),
+    "UnivariateGMM": (lambda: vm.UnivariateGMM(num_components=2), lambda: X1, "cavi",
+                      [(lambda x: x.at[3].set(jnp.inf), "batch x inf at [3] is not finite")]),
+    "DiagonalGMM": (lambda: vm.DiagonalGMM(2, 2), lambda: X2, "svi",
+                    [(lambda x: x.at[4, 1].set(jnp.nan), "batch x nan at [4, 1] is not finite")]),
+    "FullGMM": (lambda: vm.FullGMM(2, 2), lambda: X2, "cavi",
+                [(lambda x: x.at[0, 0].set(-jnp.inf), "batch x -inf at [0, 0] is not finite")]),
+    "BernoulliMixture": (lambda: vm.BernoulliMixture(2, 3), lambda: Y01, "cavi",
+                         [(lambda y: y.at[2, 1].set(2.0), "batch y 2.0 at [2, 1] is not in {0, 1}")]),
+    "DPMixture": (lambda: vm.DPMixture(vm.DiagonalGMM(3, 2)), lambda: X2, "cavi",
+                  [(lambda x: x.at[1, 0].set(jnp.nan), "batch x nan at [1, 0] is not finite")]),
+    "GaPNMF": (lambda: vm.GaPNMF(2, 3, max_iters=3), lambda: jnp.abs(Y01) + 0.5, "svi",
+               [(lambda y: y.at[3, 2].set(-1.0), "batch (spectrogram frames) -1.0 at [3, 2]")]),
+    "ARDRegression": (lambda: vm.ARDRegression(2), _glm_batch, "cavi",
+                      [(lambda b: (b[0], b[1].at[2].set(jnp.nan)), "y nan at [2] is not finite")]),
+    "GLM": (lambda: vm.GLM(2), _glm_batch, "prox_svi",
+            [(lambda b: (b[0], b[1].at[1].set(-1.0)), "batch label y -1.0 at [1] is not in {0, 1}"),
+             (lambda b: (b[0].at[2, 1].set(jnp.inf), b[1]), "batch x inf at [2, 1] is not finite")]),
+    "GPClassification": (_gpc, lambda: jnp.array([0, 1, 2], jnp.int32), "optax",
+                         [(lambda b: b.at[1].set(7), "batch index 7 at [1] is out of range [0, 4)")]),
+    "PoissonGammaSoftplus": (lambda: vm.PoissonGammaSoftplus(2), lambda: (_glm_batch()[0], jnp.array([1.0, 0.0, 2.0, 3.0])),
+                             "prox_svi", [(lambda b: (b[0], b[1].at[3].set(-2.0)), "batch count y -2.0 at [3]")]),
+    "NoisyDirichletMultinomial": (lambda: vm.NoisyDirichletMultinomial(3), lambda: jnp.array([[1.0, 2.0, 0.0], [0.0, 1.0, 1.0]]),
+                                  "prox_svi", [(lambda c: c.at[1, 2].set(jnp.nan), "batch count nan at [1, 2]")]),
+    "CategoricalHMM": (lambda: vm.CategoricalHMM(num_states=2, num_symbols=2), lambda: OBS, "em",
+                       [(lambda o: o.at[1, 3].set(5), "batch obs symbol 5 at [1, 3] is out of range [0, 2)")]),
+    "GaussianHMM": (lambda: vm.GaussianHMM(num_states=2, dim=1), lambda: OBS[..., None].astype(jnp.float32), "em",
+                    [(lambda o: o.at[0, 2, 0].set(jnp.nan), "batch obs nan at [0, 2, 0] is not finite")]),
+    "VAE": (_vae, lambda: Y01[:, :2].repeat(2, 1)[:, :4], "aevb",
+            [(lambda x: x.at[0, 3].set(1.5), "batch x 1.5 at [0, 3] is not in [0, 1]")]),
+    "DerivedConjugateModel": (_derived, lambda: X1, "cavi",
+                              [(lambda x: x.at[2].set(jnp.nan), "batch nan at [2] is not finite")]),
+}
+
+# the exported classes that are not models (protocols, results, networks)
+NOT_MODELS = {"LocalResult", "Local", "Network", "CTMGlobals", "GPGradient", "GPPosterior", "ARDPosterior",
+              "ProxUpdate", "CategoricalEmissions", "GaussianEmissions", "HMMData", "HMMParams"}
+
+_SETTINGS = {"prox_svi": {"schedule": 0.1}, "optax": {"optimizer": "adam", "schedule": 0.01}, "aevb": {"schedule": 0.01},
+             "svi": {"schedule": 0.5}, "ssvi": {"schedule": 0.5}, "ssvi_a": {"schedule": 0.5}, "map": {"schedule": 0.5}}
+
+
+def _algorithm(name, model, num_data):
+    if name in ("cavi", "em"):
+        return make_algorithm(name, model)
+    return make_algorithm(name, model, num_data=num_data, **_SETTINGS.get(name, {}))
+
+
+def _num_data(batch):
+    return jax.tree_util.tree_leaves(batch)[0].shape[0]
+
+
+def test_every_exported_model_has_a_factory():
+    exported = [n for n in vm.__all__ if inspect.isclass(getattr(vm, n)) and n not in NOT_MODELS
+                and not getattr(getattr(vm, n), "_is_protocol", False)]
+    missing = [n for n in exported if n not in MODELS]
+    assert not missing, (f"add a valid-data factory / batch checks for {missing} to MODELS in "
+                         "tests/test_hostile_inputs.py (docs/design.md, 'Checked steps': what a new model provides)")
+    for name in MODELS:
+        assert hasattr(getattr(vm, name), "batch_checks"), f"{name} needs batch_checks(batch) (docs/design.md)"
+
+
+@pytest.fixture(scope="module")
+def started():
+    """model name -> (model, algorithm, state after init on its valid batch, valid batch)."""
+    out = {}
+    for name, (make, data, alg_name, _) in MODELS.items():
+        model, batch = make(), data()
+        alg = _algorithm(alg_name, model, _num_data(batch))
+        try:  # a start without data is cheaper (no data-dependent seeding), where the model has one
+            state = alg.init(jax.random.PRNGKey(1))
+        except (TypeError, ValueError, AttributeError):
+            state = alg.init(jax.random.PRNGKey(1), batch)
+        out[name] = (model, alg, state, batch)
+    return out
+
+
+CASES = [(name, i) for name, spec in MODELS.items() for i in range(len(spec[3]))]
+
+
+@pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_bad_value_in_step_names_value_and_position(started, name, i):
+    _, alg, state, batch = started[name]
+    transform, words = MODELS[name][3][i]
+    with pytest.raises(ValueError) as e:
+        alg.step(state, transform(batch), jax.random.PRNGKey(2))
+    assert words in str(e.value) and "(in step 1)" in str(e.value)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_wrong_shape_or_dtype_fails_at_trace_time(started, name):
+    """A batch of another shape (one more trailing axis) or a string dtype never reaches the step,
+    also under the caller's jit (the error is raised while tracing: nothing compiles)."""
+    if name == "DerivedConjugateModel":
+        pytest.skip("a derived model takes any pytree of per-datum arrays: its log_joint defines the shapes")
+    _, alg, state, batch = started[name]
+    wrong = jax.tree_util.tree_map(lambda a: jnp.stack([a, a], -1), batch)
+    with pytest.raises(ValueError):
+        jax.jit(alg.step)(state, wrong, jax.random.PRNGKey(2))
+    with pytest.raises(ValueError, match="batch|must"):
+        alg.step(state, np.array(["a", "b"]), jax.random.PRNGKey(2))
+
+
+# algorithm -> the model of MODELS its step is checked with; every registered algorithm needs one
+ALGORITHM_MODELS = {"cavi": "UnivariateGMM", "em": "CategoricalHMM", "svi": "LDA", "ssvi": "LDA", "ssvi_a": "LDA",
+                    "map": "LDA", "prox_svi": "GLM", "optax": "GPClassification", "aevb": "VAE", "bbvi": "GLM",
+                    "ngvi": "GLM"}
+
+
+class _GLMDensity:
+    """A log-density that owns its data checks (a GLM's): bbvi and ngvi check the batch with them."""
+
+    def __init__(self, model):
+        self.model, self.check_data, self.batch_checks = model, model.check_data, model.batch_checks
+
+    def __call__(self, w, batch):
+        x, y = batch
+        logits = x @ w
+        return jnp.sum(y * logits - jnp.logaddexp(0.0, logits)) - 0.5 * jnp.sum(w**2)
+
+
+def test_every_registered_algorithm_is_covered():
+    missing = sorted(set(ALGORITHMS) - set(ALGORITHM_MODELS))
+    assert not missing, f"add the registered algorithm(s) {missing} to ALGORITHM_MODELS in tests/test_hostile_inputs.py"
+
+
+@pytest.mark.parametrize("alg_name", sorted(ALGORITHM_MODELS))
+def test_every_algorithm_step_checks_values(alg_name):
+    name = ALGORITHM_MODELS[alg_name]
+    make, data, _, cases = MODELS[name]
+    model, batch = make(), data()
+    if alg_name in ("bbvi", "ngvi"):
+        extra = {"init_params": jnp.zeros(2)} if alg_name == "bbvi" else {"family": expfam.Normal.from_mean_variance(
+            jnp.zeros(2), jnp.ones(2))}
+        alg = make_algorithm(alg_name, _GLMDensity(model), num_data=None, **extra)
+    else:
+        alg = _algorithm(alg_name, model, _num_data(batch))
+    try:  # a start without data is cheaper, where the model has one
+        state = alg.init(jax.random.PRNGKey(1))
+    except (TypeError, ValueError, AttributeError):
+        state = alg.init(jax.random.PRNGKey(1), batch)
+    transform, words = cases[0]
+    with pytest.raises(ValueError, match="at \\["):
+        alg.step(state, transform(batch), jax.random.PRNGKey(2))
+
+
+def test_value_check_under_jit_and_in_the_runner():
+    """Under the caller's jit the check fires from the compiled step (JaxRuntimeError holding the
+    message); in ``vijax.run.run`` it becomes a ValueError with the step number; with
+    ``run.check_values`` false the run goes on and the non-finite steps are rejected."""
+    _, alg, state, batch = (lambda m: (None, *m[1:]))(_started_gmm())
+    bad = batch.at[3].set(jnp.inf)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="batch x inf at \\[3\\] is not finite"):
+        jax.block_until_ready(jax.jit(alg.step)(state, bad, jax.random.PRNGKey(2)))
+    cfg = RunConfig(num_steps=4, chunk_size=4, progress=False, compile_cache=False)
+    with pytest.raises(ValueError, match="batch x inf at \\[3\\] is not finite \\(in step 1\\)"):
+        run(alg, KEY, batch_fn=lambda k, t: bad, config=cfg, init_state=state)
+    with pytest.warns(RuntimeWarning, match="4 of 4 steps rejected"):
+        res = run(alg, KEY, batch_fn=lambda k, t: bad, config=cfg.replace(check_values=False), init_state=state)
+    assert np.all(np.isfinite(np.asarray(res.state.q_global.eta1))) and int(res.state.num_rejected) == 4
+
+
+def _started_gmm():
+    model = vm.UnivariateGMM(num_components=2)
+    alg = make_algorithm("cavi", model)
+    return model, alg, alg.init(jax.random.PRNGKey(1), X1), X1
+
+
+@pytest.mark.parametrize("alg_name", ["cavi", "svi"])
+def test_nonfinite_step_is_rejected_under_jit(alg_name):
+    """The fast version of the test below: UnivariateGMM, value checks off, an infinite datum under
+    jit: the state after the step is bit-identical to the one before, accepted False, one rejection."""
+    model = vm.UnivariateGMM(num_components=2)
+    alg = _algorithm(alg_name, model, 5)
+    state = alg.init(jax.random.PRNGKey(1))
+    with value_checks(False):
+        new, info = jax.jit(alg.step)(state, X1.at[0].set(jnp.inf), jax.random.PRNGKey(2))
+    assert not bool(info.accepted) and int(new.num_rejected) == 1 and int(new.count) == 1
+    for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+NONFINITE = ["cavi", "svi", "ssvi", "ssvi_a", "map", "em", "prox_svi", "optax"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg_name", NONFINITE)
+def test_nonfinite_step_is_rejected_state_kept(alg_name):
+    """A step fed a non-finite batch (value checks off) is rejected: the state is bit-identical to
+    the one before, ``info.accepted`` False and ``state.num_rejected`` 1 (the state is selected by
+    jnp.where, so no inf * 0 reaches it)."""
+    name = {"em": "CategoricalHMM", "prox_svi": "GLM", "optax": "GPClassification", "map": "LDA"}.get(alg_name, "DiagonalGMM")
+    make, data, _, _ = MODELS[name]
+    model, batch = make(), data()
+    alg = _algorithm(alg_name, model, _num_data(batch))
+    state = alg.init(jax.random.PRNGKey(1), batch)
+    if alg_name == "em":  # symbols cannot be non-finite: a non-finite parameter gives the non-finite update
+        state = state._replace(q_global=jax.tree_util.tree_map(lambda a: a.at[(0,) * a.ndim].set(jnp.nan)
+                                                               if jnp.issubdtype(a.dtype, jnp.floating) else a,
+                                                               state.q_global))
+        bad = batch
+    elif alg_name == "optax":
+        state = state._replace(q_global=jax.tree_util.tree_map(lambda a: a + jnp.inf, state.q_global))
+        bad = batch
+    else:
+        bad = jax.tree_util.tree_map(lambda a: a.at[(0,) * a.ndim].set(jnp.inf) if jnp.issubdtype(a.dtype, jnp.floating)
+                                     else a, batch)
+    with value_checks(False):
+        new, info = alg.step(state, bad, jax.random.PRNGKey(2))
+    assert not bool(info.accepted) and int(new.num_rejected) == 1
+    for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # exact: the old state, kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extreme", [1e-30, 1e30])
+@pytest.mark.parametrize("name", ["LDA", "BernoulliMixture"])
+def test_elbo_of_discrete_data_is_nonpositive_at_extreme_hyperparameters(name, extreme):
+    """For discrete data log p(x) <= 0, so any ELBO must be <= 0: at hyperparameters the validators
+    accept but that are extreme, a step gives a finite ELBO <= 0 or is rejected (never a positive
+    or NaN ELBO with the state updated)."""
+    model = vm.LDA(2, 6, alpha=extreme, eta=extreme) if name == "LDA" else vm.BernoulliMixture(2, 3, alpha=extreme)
+    batch = _bow() if name == "LDA" else Y01
+    alg = _algorithm("cavi", model, None)
+    state = alg.init(jax.random.PRNGKey(1), batch)
+    for t in range(2):
+        state, info = alg.step(state, batch, jax.random.PRNGKey(2 + t))
+        assert (not bool(info.accepted)) or float(info.elbo) <= 1e-3 * abs(float(info.elbo)) + 1e-3, float(info.elbo)
+
+
+@pytest.mark.slow
+def test_em_log_likelihood_nonpositive_at_extreme_concentration():
+    """Categorical HMM (discrete): the EM objective log p(x | theta) <= 0 at an emission
+    concentration of 1e30 (tolerance 1e-6 relative)."""
+    model = vm.CategoricalHMM(num_states=2, num_symbols=2, emission_concentration=1e30)
+    alg = make_algorithm("em", model)
+    state = alg.init(jax.random.PRNGKey(1), OBS)
+    _, info = alg.step(state, OBS, jax.random.PRNGKey(2))
+    assert (not bool(info.accepted)) or float(info.log_likelihood) <= 1e-6 * abs(float(info.log_likelihood))
+
+
+def test_empty_and_wrong_type_batches_at_init():
+    """Empty data and a batch of the wrong type: a clear error at init naming the problem."""
+    with pytest.raises(ValueError, match="empty|no documents|S = 0"):
+        make_algorithm("cavi", vm.UnivariateGMM(num_components=2)).init(KEY, jnp.zeros((0,)))
+    with pytest.raises(ValueError, match="BowBatch"):
+        make_algorithm("svi", vm.LDA(2, 6), num_data=3).init(KEY, np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("hyper", [{"alpha": 0.0}, {"alpha": -1.0}, {"alpha": float("nan")}, {"eta": float("inf")}])
+def test_bad_hyperparameters_named(hyper):
+    with pytest.raises(ValueError, match=list(hyper)[0]):
+        vm.LDA(2, 6, **hyper)
+
+
+def test_unknown_config_key_and_bad_value_named():
+    with pytest.raises(ValueError, match="run.no_such_key"):
+        RunConfig.from_dict({"no_such_key": 1})
+    with pytest.raises(ValueError, match="run.check_values"):
+        RunConfig.from_dict({"check_values": "yes"})
+
+
+@pytest.mark.parametrize("content", ["3\n5\n2\n1 1 2\n", "3\n5\n", "3\n5\n2\n1 1 2\n1 9 1\n", "x y z"])
+def test_truncated_or_corrupt_uci_file_named(tmp_path, content):
+    """A truncated or corrupt UCI docword file (fewer entries than its header says, an id past the
+    vocabulary, text): a ValueError naming the file; nothing else is left in the folder."""
+    path = tmp_path / "docword.txt"
+    path.write_text(content)
+    with pytest.raises(ValueError, match="docword.txt"):
+        read_uci_bow(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docword.txt"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_resume_from_a_damaged_checkpoint_names_the_file(tmp_path, damage):
+    """A run of a registered algorithm (GMM CAVI) whose only checkpoint is truncated or overwritten:
+    the resume stops with a CheckpointError naming the file; no half-written file is left."""
+    _, alg, state, batch = _started_gmm()
+    cfg = RunConfig(num_steps=2, chunk_size=2, progress=False, compile_cache=False)
+    ckpt = tmp_path / "ckpt"
+    run(alg, KEY, batch_fn=lambda k, t: batch, config=cfg, init_state=state, checkpoint_dir=str(ckpt))
+    (path,) = list(ckpt.iterdir())
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"\0" * len(data))
+    with pytest.warns(RuntimeWarning, match=path.name), pytest.raises(CheckpointError, match=path.name):
+        run(alg, KEY, batch_fn=lambda k, t: batch, config=cfg.replace(num_steps=4), init_state=state,
+            checkpoint_dir=str(ckpt), resume=True)
+    assert all(p.suffix in (".npz", ".corrupt") for p in ckpt.iterdir())
+
+
+def test_model_own_step_paths_check_their_batch():
+    """The steps a model offers besides the registry's (the Bernoulli mixture's collapsed Gibbs
+    sampler) check their batch too: values eagerly, shapes while tracing."""
+    sampler = vm.bernoulli_collapsed_gibbs(vm.BernoulliMixture(2, 3))
+    state = sampler.init(jax.random.PRNGKey(0), Y01)
+    with pytest.raises(ValueError, match="batch y 3.0 at \\[1, 1\\] is not in \\{0, 1\\}"):
+        sampler.step(state, Y01.at[1, 1].set(3.0), jax.random.PRNGKey(1))
+    with pytest.raises(ValueError, match="y must have 3 columns"):
+        jax.jit(sampler.step)(state, Y01[:, :2], jax.random.PRNGKey(1))
