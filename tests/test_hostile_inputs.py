@@ -96,13 +96,21 @@ MODELS = {
                     [(lambda o: o.at[0, 2, 0].set(jnp.nan), "batch obs nan at [0, 2, 0] is not finite")]),
     "VAE": (_vae, lambda: Y01[:, :2].repeat(2, 1)[:, :4], "aevb",
             [(lambda x: x.at[0, 3].set(1.5), "batch x 1.5 at [0, 3] is not in [0, 1]")]),
+    "GaussianMixtureEM": (lambda: vm.GaussianMixtureEM(2, 2, covariance_type="diag"), lambda: X2, "em",
+                          [(lambda x: x.at[2, 1].set(jnp.nan), "batch x nan at [2, 1] is not finite")]),
+    "StudentTMixture": (lambda: vm.StudentTMixture(2, 2), lambda: X2, "em",
+                        [(lambda x: x.at[1, 0].set(jnp.inf), "batch x inf at [1, 0] is not finite")]),
+    "PLSA": (lambda: vm.PLSA(2, 6), _bow, "em",
+             [(lambda b: b._replace(word_ids=b.word_ids.at[2, 1].set(9)), "batch word id 9 at [2, 1] is out of range [0, 6)"),
+              (lambda b: b._replace(counts=b.counts.at[1, 3].set(-2.0)), "batch count -2.0 at [1, 3]")]),
     "DerivedConjugateModel": (_derived, lambda: X1, "cavi",
                               [(lambda x: x.at[2].set(jnp.nan), "batch nan at [2] is not finite")]),
 }
 
 # the exported classes that are not models (protocols, results, networks)
 NOT_MODELS = {"LocalResult", "Local", "Network", "CTMGlobals", "GPGradient", "GPPosterior", "ARDPosterior",
-              "ProxUpdate", "CategoricalEmissions", "GaussianEmissions", "HMMData", "HMMParams"}
+              "ProxUpdate", "CategoricalEmissions", "GaussianEmissions", "HMMData", "HMMParams",
+              "GMMParams", "GMMStats", "PLSAParams", "StudentTMixtureParams"}
 
 _SETTINGS = {"prox_svi": {"schedule": 0.1}, "optax": {"optimizer": "adam", "schedule": 0.01}, "aevb": {"schedule": 0.01},
              "svi": {"schedule": 0.5}, "ssvi": {"schedule": 0.5}, "ssvi_a": {"schedule": 0.5}, "map": {"schedule": 0.5}}

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import (check_choice, check_data_array, check_float_dtype, check_int, check_scalar, float_dtype,
-                             is_tracer)
+                             finite_values, is_tracer)
 from vijax.models.gmm import _kmeanspp_centers
 from vijax.types import Array, PRNGKey
 
@@ -120,6 +120,10 @@ class GaussianMixtureEM:
         check_float_dtype(self.dtype)
 
     # -- checks ---------------------------------------------------------------------------------------
+    def batch_checks(self, x) -> list:
+        """The value check of a step's batch (``vijax.inference.base.check_step_batch``): finite data."""
+        return [finite_values("batch x", x)]
+
     def check_data(self, x) -> None:
         """Raises ValueError naming ``x``: not (N, dim), empty, not numeric, NaN or inf."""
         check_data_array("x", x, ndim=2, last_dim=self.dim)

@@ -54,6 +54,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import (
+    finite_nonnegative,
+    ids_in_range,
     check_choice,
     check_int,
     check_scalar,
@@ -132,17 +134,27 @@ class PLSA:
         set_static_floats(self, ("word_concentration",))
 
     # -- data ----------------------------------------------------------------------------------------
+    def batch_checks(self, batch) -> list:
+        """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
+        in [0, V), counts finite and >= 0."""
+        batch = _as_batch(batch)
+        return [ids_in_range("batch word id", batch.word_ids, self.vocab_size),
+                finite_nonnegative("batch count", batch.counts)]
+
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``word_ids`` or ``counts``: shapes, ids outside [0, vocab_size),
-        negative or non-finite counts."""
+        negative or non-finite counts (shapes and dtypes only while tracing)."""
         batch = _as_batch(batch)
-        if is_tracer(batch.word_ids) or is_tracer(batch.counts):
-            return
-        ids, cnt = np.asarray(batch.word_ids), np.asarray(batch.counts)
+        ids, cnt = batch.word_ids, batch.counts
+        tracing = is_tracer(ids) or is_tracer(cnt) or isinstance(ids, jax.ShapeDtypeStruct)
+        if not tracing:
+            ids, cnt = np.asarray(ids), np.asarray(cnt)
         if ids.ndim != 2 or ids.shape[0] < 1 or not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(f"word_ids must be integers of shape (D, L) with D >= 1, got {ids.dtype} {ids.shape}")
         if cnt.shape != ids.shape or not np.issubdtype(cnt.dtype, np.number):
             raise ValueError(f"counts must be numbers of the shape of word_ids {ids.shape}, got {cnt.dtype} {cnt.shape}")
+        if tracing:  # the values are checked by batch_checks inside the step
+            return
         if not np.all(np.isfinite(cnt)) or np.any(cnt < 0):
             raise ValueError("counts must be finite and non-negative")
         used = ids[cnt > 0]

@@ -47,6 +47,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax._validate import (
+    finite_values,
     check_bool,
     check_data_array,
     check_int,
@@ -129,6 +130,10 @@ class StudentTMixture:
         set_static_floats(self, ("dof", "reg_covar"))
 
     # -- data and parameters -------------------------------------------------------------------------
+    def batch_checks(self, x) -> list:
+        """The value check of a step's batch (``vijax.inference.base.check_step_batch``): finite data."""
+        return [finite_values("batch x", x)]
+
     def check_data(self, x) -> None:
         """Raises ValueError naming ``x`` unless it is a finite (N, dim) array with N >= 1."""
         check_data_array("x", x, ndim=2, last_dim=self.dim)
