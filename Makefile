@@ -1,5 +1,5 @@
 # make run         : create .venv if needed, install vijax, run the embedded default experiment.
-# make test        : create .venv if needed, install vijax with test extras, run the test suite (not `slow`).
+# make test        : create .venv if needed, install vijax with test extras, lint (ruff), run the test suite (not `slow`).
 # make test-compat : the wheel in fresh virtual environments with the newest allowed and the oldest
 #                    supported JAX, running the README example and a fast subset (docs/compat.md).
 # make docs        : the API reference site, built strictly (a broken reference fails) into site/.
@@ -22,6 +22,8 @@ run: $(VENV)/.installed
 	$(VENV)/bin/vijax run
 
 test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -m "not slow"
 
 test-slow: $(VENV)/.installed

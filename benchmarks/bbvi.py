@@ -50,6 +50,7 @@ lambda ~ Gamma(a0, b0), q = Gamma, whose posterior and ELBO optimum are closed f
 Writes ``benchmarks/results/bbvi.json`` and ``benchmarks/results/bbvi.md`` (a README section) and
 prints the markdown tables.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,8 +80,10 @@ def _peers():
         import numpyro
         import optax
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise SystemExit(f"benchmarks/bbvi.py compares against NumPyro and BlackJAX ({e}); install them with "
-                         "pip install -e '.[bench]'") from e
+        raise SystemExit(
+            f"benchmarks/bbvi.py compares against NumPyro and BlackJAX ({e}); install them with "
+            "pip install -e '.[bench]'"
+        ) from e
     return numpyro, blackjax, optax
 
 
@@ -165,11 +168,19 @@ def exact_optimum(xy: np.ndarray, family: str, iters: int = 30) -> dict:
         m = m + t * newton
         for _ in range(3):
             _, h = expectations(m, cov)
-            cov = (1.0 / (1.0 + (xy**2).T @ h) if family == "meanfield"
-                   else np.linalg.inv(xy.T @ (h[:, None] * xy) + np.eye(d)))
+            cov = (
+                1.0 / (1.0 + (xy**2).T @ h)
+                if family == "meanfield"
+                else np.linalg.inv(xy.T @ (h[:, None] * xy) + np.eye(d))
+            )
     elbo = exact_elbo(xy, m, cov)
-    return {"elbo": elbo, "grad_max": grad_norm, "quadrature_error": abs(exact_elbo(xy, m, cov, 128) - elbo),
-            "m": m, "cov": cov}
+    return {
+        "elbo": elbo,
+        "grad_max": grad_norm,
+        "quadrature_error": abs(exact_elbo(xy, m, cov, 128) - elbo),
+        "m": m,
+        "cov": cov,
+    }
 
 
 # ----------------------------------------------------------------------------- the methods
@@ -194,16 +205,29 @@ def _diag_or_full(family, cov):
 
 
 def vijax_bbvi(family: str, d: int, lr: float, s: int, estimator: str = "reparam") -> Method:
-    alg = bbvi(log_joint, family=family, init_params=jnp.zeros(d), optimizer="adam", schedule=lr, num_samples=s,
-               init_scale=0.1, estimator=estimator)
+    alg = bbvi(
+        log_joint,
+        family=family,
+        init_params=jnp.zeros(d),
+        optimizer="adam",
+        schedule=lr,
+        num_samples=s,
+        init_scale=0.1,
+        estimator=estimator,
+    )
 
     def gaussian(state):
         q = alg.guide.to_tfp(state.q_global)
         return _f64(q.mean()), _diag_or_full(family, q.covariance())
 
     label = "" if estimator == "reparam" else f"{estimator.upper()}, "
-    return Method(f"vijax-bbvi ({label}Adam {lr:g})", family, lambda: alg.init(jax.random.PRNGKey(0)),
-                  lambda st, key, xy: alg.step(st, xy, key)[0], gaussian)
+    return Method(
+        f"vijax-bbvi ({label}Adam {lr:g})",
+        family,
+        lambda: alg.init(jax.random.PRNGKey(0)),
+        lambda st, key, xy: alg.step(st, xy, key)[0],
+        gaussian,
+    )
 
 
 def vijax_ngvi(family: str, d: int, rho: float, s: int) -> Method:
@@ -219,8 +243,13 @@ def vijax_ngvi(family: str, d: int, rho: float, s: int) -> Method:
         q = state.q_global
         return _f64(q.mean), _f64(q.variance if family == "meanfield" else q.covariance)
 
-    return Method(f"vijax-ngvi (rho {rho:g})", family, lambda: alg.init(jax.random.PRNGKey(0)),
-                  lambda st, key, xy: alg.step(st, xy, key)[0], gaussian)
+    return Method(
+        f"vijax-ngvi (rho {rho:g})",
+        family,
+        lambda: alg.init(jax.random.PRNGKey(0)),
+        lambda st, key, xy: alg.step(st, xy, key)[0],
+        gaussian,
+    )
 
 
 def numpyro_svi(family: str, d: int, lr: float, s: int, xy0) -> Method:
@@ -235,8 +264,11 @@ def numpyro_svi(family: str, d: int, lr: float, s: int, xy0) -> Method:
         numpyro.factor("loglik", jnp.sum(jax.nn.log_sigmoid(xy @ w)))
 
     start = init_to_value(values={"w": jnp.zeros(d)})
-    guide = (AutoNormal(model, init_loc_fn=start, init_scale=0.1) if family == "meanfield"
-             else AutoMultivariateNormal(model, init_loc_fn=start, init_scale=0.1))
+    guide = (
+        AutoNormal(model, init_loc_fn=start, init_scale=0.1)
+        if family == "meanfield"
+        else AutoMultivariateNormal(model, init_loc_fn=start, init_scale=0.1)
+    )
     svi = SVI(model, guide, numpyro.optim.Adam(lr), Trace_ELBO(num_particles=s))
 
     def gaussian(state):
@@ -246,8 +278,13 @@ def numpyro_svi(family: str, d: int, lr: float, s: int, xy0) -> Method:
         chol = _f64(p["auto_scale_tril"])
         return _f64(p["auto_loc"]), chol @ chol.T
 
-    return Method(f"numpyro SVI (Adam {lr:g})", family, lambda: svi.init(jax.random.PRNGKey(0), xy0),
-                  lambda st, key, xy: svi.update(st, xy)[0], gaussian)
+    return Method(
+        f"numpyro SVI (Adam {lr:g})",
+        family,
+        lambda: svi.init(jax.random.PRNGKey(0), xy0),
+        lambda st, key, xy: svi.update(st, xy)[0],
+        gaussian,
+    )
 
 
 def blackjax_vi(family: str, d: int, lr: float, s: int) -> Method:
@@ -319,11 +356,19 @@ def run(method: Method, xy, xy64, steps: int, chunk: int, seed: int = 1) -> tupl
         jax.block_until_ready(st)
         return time.perf_counter() - t0
 
-    row = {"method": method.name, "family": method.family, "steps": steps, "chunk": chunk, "init_s": t_init,
-           "compile_s": t_compile, "hlo_lines": len(compiled.as_text().splitlines()),
-           "steps_per_s_sequential": chunk * len(steady) / sum(steady),
-           "end_to_end_s": trace_time[-1], "final_elbo": trace_elbo[-1],
-           "trace": {"steps": trace_steps, "time_s": trace_time, "elbo": trace_elbo}}
+    row = {
+        "method": method.name,
+        "family": method.family,
+        "steps": steps,
+        "chunk": chunk,
+        "init_s": t_init,
+        "compile_s": t_compile,
+        "hlo_lines": len(compiled.as_text().splitlines()),
+        "steps_per_s_sequential": chunk * len(steady) / sum(steady),
+        "end_to_end_s": trace_time[-1],
+        "final_elbo": trace_elbo[-1],
+        "trace": {"steps": trace_steps, "time_s": trace_time, "elbo": trace_elbo},
+    }
     return row, block
 
 
@@ -385,8 +430,13 @@ def poisson_gamma(n: int, steps: int, s: int, rhos, lrs, seed: int = 2) -> dict:
     def elbo(a, b):  # E_q[log p(x | lambda)] - KL(Gamma(a, b) || Gamma(a0, b0)), float64
         a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
         e_log, e_lam = special.digamma(a) - np.log(b), a / b
-        kl = ((a - a0) * special.digamma(a) - special.gammaln(a) + special.gammaln(a0) + a0 * (np.log(b) - np.log(b0))
-              + a * (b0 - b) / b)
+        kl = (
+            (a - a0) * special.digamma(a)
+            - special.gammaln(a)
+            + special.gammaln(a0)
+            + a0 * (np.log(b) - np.log(b0))
+            + a * (b0 - b) / b
+        )
         return sx * e_log - n * e_lam - lfact - kl
 
     a_n, b_n = a0 + sx, b0 + n
@@ -408,6 +458,7 @@ def poisson_gamma(n: int, steps: int, s: int, rhos, lrs, seed: int = 2) -> dict:
         def body(st, k):
             st = alg.step(st, xj, k)[0]
             return st, shape_rate(st)
+
         keys = jax.random.split(jax.random.PRNGKey(seed), steps)
         t0 = time.perf_counter()
         _, (a, b) = jax.jit(lambda st, ks: jax.lax.scan(body, st, ks))(alg.init(jax.random.PRNGKey(0)), keys)
@@ -419,11 +470,23 @@ def poisson_gamma(n: int, steps: int, s: int, rhos, lrs, seed: int = 2) -> dict:
         trajectory(f"vijax-ngvi (rho {rho:g})", alg, lambda st: (st.q_global.concentration, st.q_global.rate))
     for lr in lrs:
         alg = bbvi(loglik, family=q0, optimizer="adam", schedule=lr, num_samples=s, log_prior=log_prior)
-        trajectory(f"vijax-bbvi (Adam {lr:g})", alg,
-                   lambda st, alg=alg: (alg.guide.to_tfp(st.q_global).concentration,
-                                        alg.guide.to_tfp(st.q_global).rate))
-    return {"n": n, "a0": a0, "b0": b0, "lambda_true": lam, "posterior_shape": a_n, "posterior_rate": b_n,
-            "optimum_elbo": optimum, "log_evidence": log_evidence, "steps": steps, "runs": runs}
+        trajectory(
+            f"vijax-bbvi (Adam {lr:g})",
+            alg,
+            lambda st, alg=alg: (alg.guide.to_tfp(st.q_global).concentration, alg.guide.to_tfp(st.q_global).rate),
+        )
+    return {
+        "n": n,
+        "a0": a0,
+        "b0": b0,
+        "lambda_true": lam,
+        "posterior_shape": a_n,
+        "posterior_rate": b_n,
+        "optimum_elbo": optimum,
+        "log_evidence": log_evidence,
+        "steps": steps,
+        "runs": runs,
+    }
 
 
 # ----------------------------------------------------------------------------- tables
@@ -445,19 +508,25 @@ def main_table(rows, opt, cfg) -> list[str]:
         npy, target = _targets(rows, family, cfg["tolerance"])
         budget = npy["end_to_end_s"]
         title = "Mean-field" if family == "meanfield" else "Full-rank"
-        out += ["", f"{title} Gaussian q (D = {cfg['d']}). Exact optimum of the family: ELBO {opt[family]['elbo']:.2f}. "
-                f"Target = NumPyro's final ELBO {npy['final_elbo']:.2f} - {cfg['tolerance']:g} = {target:.2f}. "
-                f"Equal wall time = NumPyro's end-to-end time, {budget:.1f} s.", "",
-                f"| method | init s | compile s | steps/s | end-to-end s | ELBO @ {cfg['short']} steps "
-                f"| ELBO @ {cfg['steps']} steps | ELBO @ {budget:.1f} s | first reaches target: step, s (stepping s) |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        out += [
+            "",
+            f"{title} Gaussian q (D = {cfg['d']}). Exact optimum of the family: ELBO {opt[family]['elbo']:.2f}. "
+            f"Target = NumPyro's final ELBO {npy['final_elbo']:.2f} - {cfg['tolerance']:g} = {target:.2f}. "
+            f"Equal wall time = NumPyro's end-to-end time, {budget:.1f} s.",
+            "",
+            f"| method | init s | compile s | steps/s | end-to-end s | ELBO @ {cfg['short']} steps "
+            f"| ELBO @ {cfg['steps']} steps | ELBO @ {budget:.1f} s | first reaches target: step, s (stepping s) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in fam:
             s, t, t_run = first_reach(r, target)
             reach = "not reached" if s is None else f"{s}, {t:.2f} ({t_run:.2f})"
             early = "*" if r["end_to_end_s"] < budget else ""
-            out.append(f"| {r['method']} | {r['init_s']:.2f} | {r['compile_s']:.2f} | {r['steps_per_s']:.1f} | "
-                       f"{r['end_to_end_s']:.2f} ({r['steps']} steps) | {_fmt(elbo_at_step(r, cfg['short']))} | "
-                       f"{_fmt(elbo_at_step(r, cfg['steps']))} | {_fmt(elbo_at_time(r, budget))}{early} | {reach} |")
+            out.append(
+                f"| {r['method']} | {r['init_s']:.2f} | {r['compile_s']:.2f} | {r['steps_per_s']:.1f} | "
+                f"{r['end_to_end_s']:.2f} ({r['steps']} steps) | {_fmt(elbo_at_step(r, cfg['short']))} | "
+                f"{_fmt(elbo_at_step(r, cfg['steps']))} | {_fmt(elbo_at_time(r, budget))}{early} | {reach} |"
+            )
     return out
 
 
@@ -472,11 +541,16 @@ def target_lines(rows, cfg) -> tuple[list[str], dict]:
         gap = vj["final_elbo"] - npy["final_elbo"]
         _, t_np, r_np = first_reach(npy, target)
         _, t_ng, r_ng = first_reach(ng, target)
-        v = {"steps_per_s_ratio": speed, "ratio_range": [float(ratios.min()), float(ratios.max())],
-             "final_elbo_vijax": vj["final_elbo"], "final_elbo_numpyro": npy["final_elbo"],
-             "numpyro_time_to_target_s": t_np, "ngvi_time_to_target_s": t_ng,
-             "time_ratio_end_to_end": None if t_ng is None else t_np / t_ng,
-             "time_ratio_stepping": None if t_ng is None or not r_ng else r_np / r_ng}
+        v = {
+            "steps_per_s_ratio": speed,
+            "ratio_range": [float(ratios.min()), float(ratios.max())],
+            "final_elbo_vijax": vj["final_elbo"],
+            "final_elbo_numpyro": npy["final_elbo"],
+            "numpyro_time_to_target_s": t_np,
+            "ngvi_time_to_target_s": t_ng,
+            "time_ratio_end_to_end": None if t_ng is None else t_np / t_ng,
+            "time_ratio_stepping": None if t_ng is None or not r_ng else r_np / r_ng,
+        }
         v["speed_met"] = speed >= 1.5 and vj["final_elbo"] >= npy["final_elbo"] - cfg["tolerance"]
         v["ngvi_met"] = v["time_ratio_end_to_end"] is not None and v["time_ratio_end_to_end"] >= 10.0
         verdicts[family] = v
@@ -486,39 +560,49 @@ def target_lines(rows, cfg) -> tuple[list[str], dict]:
             f"{speed:.2f}x (median of {len(ratios)} interleaved rounds, range {ratios.min():.2f}-{ratios.max():.2f}); "
             f"ELBO after {cfg['steps']} steps {vj['final_elbo']:.2f} vs NumPyro's {npy['final_elbo']:.2f} "
             f"({'equal within' if abs(gap) <= cfg['tolerance'] else ('above by more than' if gap > 0 else 'below by more than')} "
-            f"{cfg['tolerance']:g} nats).")
+            f"{cfg['tolerance']:g} nats)."
+        )
         if t_ng is None:
-            lines.append(f"- {title}, `ngvi` reaches NumPyro's final ELBO (within {cfg['tolerance']:g}) in >= 10x less wall "
-                         f"time: **not met**: ngvi did not reach {target:.2f} in {ng['steps']} steps (NumPyro: {t_np:.2f} s).")
+            lines.append(
+                f"- {title}, `ngvi` reaches NumPyro's final ELBO (within {cfg['tolerance']:g}) in >= 10x less wall "
+                f"time: **not met**: ngvi did not reach {target:.2f} in {ng['steps']} steps (NumPyro: {t_np:.2f} s)."
+            )
         else:
             lines.append(
                 f"- {title}, `ngvi` reaches NumPyro's final ELBO (within {cfg['tolerance']:g}) in >= 10x less wall time: "
                 f"**{'met' if v['ngvi_met'] else 'not met'}**: {v['time_ratio_end_to_end']:.2f}x end to end "
                 f"(NumPyro {t_np:.2f} s, ngvi {t_ng:.2f} s, set-up and compilation included); "
-                f"{_fmt(v['time_ratio_stepping'])}x counting stepping alone ({r_np:.2f} s vs {r_ng:.2f} s).")
+                f"{_fmt(v['time_ratio_stepping'])}x counting stepping alone ({r_np:.2f} s vs {r_ng:.2f} s)."
+            )
     return lines, verdicts
 
 
 def step_table(opt, logit_runs, pg, cfg) -> list[str]:
-    out = ["| model | q | method | steps to within 0.1% of the optimum | steps to within "
-           "the tight tolerance | gap at the end (median over the last 10% of the run) |",
-           "|---|---|---|---:|---:|---:|"]
+    out = [
+        "| model | q | method | steps to within 0.1% of the optimum | steps to within "
+        "the tight tolerance | gap at the end (median over the last 10% of the run) |",
+        "|---|---|---|---:|---:|---:|",
+    ]
     for r in logit_runs:
         best = opt[r["family"]]["elbo"]
         tr = r["trace"]
         loose = steps_to(tr["elbo"], tr["steps"], best - 1e-3 * abs(best))
         tight = steps_to(tr["elbo"], tr["steps"], best - cfg["tight_logistic"])
-        gap = best - float(np.median(tr["elbo"][-max(1, len(tr["elbo"]) // 10):]))
-        out.append(f"| logistic regression | {r['family']} | {r['method']} | {_fmt(loose, 'd', 'not reached')} | "
-                   f"{_fmt(tight, 'd', 'not reached')} | {gap:.2f} |")
+        gap = best - float(np.median(tr["elbo"][-max(1, len(tr["elbo"]) // 10) :]))
+        out.append(
+            f"| logistic regression | {r['family']} | {r['method']} | {_fmt(loose, 'd', 'not reached')} | "
+            f"{_fmt(tight, 'd', 'not reached')} | {gap:.2f} |"
+        )
     best = pg["optimum_elbo"]
     for r in pg["runs"]:
         e = r["elbo"]
         loose = steps_to(e, range(len(e)), best - 1e-3 * abs(best))
         tight = steps_to(e, range(len(e)), best - cfg["tight_poisson"])
-        gap = best - float(np.median(e[-max(1, len(e) // 10):]))
-        out.append(f"| Poisson-Gamma | Gamma | {r['method']} | {_fmt(loose, 'd', 'not reached')} | "
-                   f"{_fmt(tight, 'd', 'not reached')} | {gap:.3f} |")
+        gap = best - float(np.median(e[-max(1, len(e) // 10) :]))
+        out.append(
+            f"| Poisson-Gamma | Gamma | {r['method']} | {_fmt(loose, 'd', 'not reached')} | "
+            f"{_fmt(tight, 'd', 'not reached')} | {gap:.3f} |"
+        )
     return out
 
 
@@ -534,8 +618,12 @@ def main(argv=None):
     p.add_argument("--chunk", type=int, default=20, help="Adam steps per jitted scan (the checkpoint spacing)")
     p.add_argument("--lr-meanfield", type=float, default=0.01)
     p.add_argument("--lr-fullrank", type=float, default=0.003)
-    p.add_argument("--rho", type=float, default=1.0, help="ngvi's constant step size (the log-joint is log-concave, "
-                   "so the full natural-gradient step is safe)")
+    p.add_argument(
+        "--rho",
+        type=float,
+        default=1.0,
+        help="ngvi's constant step size (the log-joint is log-concave, so the full natural-gradient step is safe)",
+    )
     p.add_argument("--tolerance", type=float, default=0.5, help="nats below NumPyro's final ELBO that count as reached")
     p.add_argument("--rounds", type=int, default=30, help="interleaved rounds of the steps/s measurement")
     p.add_argument("--pg-steps", type=int, default=3000, help="steps of the Poisson-Gamma runs")
@@ -553,8 +641,11 @@ def main(argv=None):
     xy = jnp.asarray(xy64, jnp.float32)
     _warm_up(xy)
     opt = {fam: exact_optimum(xy64, fam) for fam in ("meanfield", "fullrank")}
-    print(f"exact optima: mean-field {opt['meanfield']['elbo']:.4f}, full-rank {opt['fullrank']['elbo']:.4f} "
-          f"(quadrature error {max(o['quadrature_error'] for o in opt.values()):.1e})", flush=True)
+    print(
+        f"exact optima: mean-field {opt['meanfield']['elbo']:.4f}, full-rank {opt['fullrank']['elbo']:.4f} "
+        f"(quadrature error {max(o['quadrature_error'] for o in opt.values()):.1e})",
+        flush=True,
+    )
 
     d, s = args.d, args.samples
     lrs = {"meanfield": args.lr_meanfield, "fullrank": args.lr_fullrank}
@@ -562,18 +653,23 @@ def main(argv=None):
 
     def go(method, steps, chunk):
         r, block = run(method, xy, xy64, steps, chunk)
-        print(f"{method.family:9s} {r['method']:32s} init {r['init_s']:5.2f} s  compile {r['compile_s']:5.2f} s  "
-              f"{r['steps_per_s_sequential']:7.1f} steps/s  end-to-end {r['end_to_end_s']:6.2f} s  "
-              f"final ELBO {r['final_elbo']:.2f}", flush=True)
+        print(
+            f"{method.family:9s} {r['method']:32s} init {r['init_s']:5.2f} s  compile {r['compile_s']:5.2f} s  "
+            f"{r['steps_per_s_sequential']:7.1f} steps/s  end-to-end {r['end_to_end_s']:6.2f} s  "
+            f"final ELBO {r['final_elbo']:.2f}",
+            flush=True,
+        )
         return r, block
 
     for family in ("meanfield", "fullrank"):
         lr = lrs[family]
-        for method, steps, chunk in [(vijax_bbvi(family, d, lr, s), args.steps, args.chunk),
-                                     (vijax_bbvi(family, d, lr, s, "stl"), args.steps, args.chunk),
-                                     (numpyro_svi(family, d, lr, s, xy), args.steps, args.chunk),
-                                     (blackjax_vi(family, d, lr, s), args.steps, args.chunk),
-                                     (vijax_ngvi(family, d, args.rho, s), args.ngvi_steps, 1)]:
+        for method, steps, chunk in [
+            (vijax_bbvi(family, d, lr, s), args.steps, args.chunk),
+            (vijax_bbvi(family, d, lr, s, "stl"), args.steps, args.chunk),
+            (numpyro_svi(family, d, lr, s, xy), args.steps, args.chunk),
+            (blackjax_vi(family, d, lr, s), args.steps, args.chunk),
+            (vijax_ngvi(family, d, args.rho, s), args.ngvi_steps, 1),
+        ]:
             r, block = go(method, steps, chunk)
             rows.append(r)
             blocks.append(block)
@@ -588,21 +684,43 @@ def main(argv=None):
             extra.append(go(vijax_ngvi(family, d, rho, s), args.ngvi_steps, 1)[0])
         for lr in {"meanfield": (0.003, 0.03), "fullrank": (0.001, 0.01)}[family]:
             extra.append(go(vijax_bbvi(family, d, lr, s), args.steps, args.chunk)[0])
-    logit_runs = sorted([r for r in rows if r["method"].startswith(("vijax-ngvi", "vijax-bbvi (Adam"))] + extra,
-                        key=lambda r: (r["family"] != "meanfield", not r["method"].startswith("vijax-ngvi"), r["method"]))
+    logit_runs = sorted(
+        [r for r in rows if r["method"].startswith(("vijax-ngvi", "vijax-bbvi (Adam"))] + extra,
+        key=lambda r: (r["family"] != "meanfield", not r["method"].startswith("vijax-ngvi"), r["method"]),
+    )
     print("Poisson-Gamma ...", flush=True)
-    pg = poisson_gamma(100, args.pg_steps, s, rhos=(1.0,) if args.quick else (1.0, 0.5),
-                       lrs=(1.0,) if args.quick else (0.1, 1.0, 3.0))
+    pg = poisson_gamma(
+        100, args.pg_steps, s, rhos=(1.0,) if args.quick else (1.0, 0.5), lrs=(1.0,) if args.quick else (0.1, 1.0, 3.0)
+    )
 
-    machine = {"cpu": _cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
-               "device": str(jax.devices()[0]), "dtype": str(xy.dtype),
-               "load_average_start": load_start, "load_average_end": os.getloadavg()}
+    machine = {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "jax": jax.__version__,
+        "device": str(jax.devices()[0]),
+        "dtype": str(xy.dtype),
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+    }
     for mod in ("numpyro", "blackjax", "optax"):
         machine[mod] = __import__(mod).__version__
-    cfg = {"n": args.n, "d": args.d, "samples": s, "steps": args.steps, "short": args.ngvi_steps,
-           "chunk": args.chunk, "lr_meanfield": args.lr_meanfield, "lr_fullrank": args.lr_fullrank,
-           "rho": args.rho, "tolerance": args.tolerance, "rounds": args.rounds,
-           "tight_logistic": 1.0, "tight_poisson": 0.01, "total_s": time.perf_counter() - t_start}
+    cfg = {
+        "n": args.n,
+        "d": args.d,
+        "samples": s,
+        "steps": args.steps,
+        "short": args.ngvi_steps,
+        "chunk": args.chunk,
+        "lr_meanfield": args.lr_meanfield,
+        "lr_fullrank": args.lr_fullrank,
+        "rho": args.rho,
+        "tolerance": args.tolerance,
+        "rounds": args.rounds,
+        "tight_logistic": 1.0,
+        "tight_poisson": 0.01,
+        "total_s": time.perf_counter() - t_start,
+    }
     table = main_table(rows, opt, cfg)
     targets, verdicts = target_lines(rows, cfg)
     steps = step_table(opt, logit_runs, pg, cfg)
@@ -612,11 +730,20 @@ def main(argv=None):
         r["elbo"] = [e for i, e in enumerate(r["elbo"]) if i <= 100 or i % 10 == 0]
     pg["elbo_steps"] = "0..100, then every 10th"
     with open(args.out, "w") as fh:
-        json.dump(_compact({"machine": machine, "config": cfg,
-                            "optimum": {k: {kk: vv for kk, vv in v.items() if kk not in ("m", "cov")}
-                                        for k, v in opt.items()},
-                            "targets": verdicts, "rows": rows,
-                            "step_counts": {"logistic": logit_runs, "poisson_gamma": pg}}), fh, indent=1)
+        json.dump(
+            _compact(
+                {
+                    "machine": machine,
+                    "config": cfg,
+                    "optimum": {k: {kk: vv for kk, vv in v.items() if kk not in ("m", "cov")} for k, v in opt.items()},
+                    "targets": verdicts,
+                    "rows": rows,
+                    "step_counts": {"logistic": logit_runs, "poisson_gamma": pg},
+                }
+            ),
+            fh,
+            indent=1,
+        )
     with open(args.md, "w") as fh:
         fh.write(markdown(table, targets, steps, machine, cfg, pg, opt) + "\n")
     print(f"wrote {args.out} and {args.md} ({cfg['total_s']:.0f} s)")
@@ -624,49 +751,59 @@ def main(argv=None):
 
 def markdown(table, targets, steps, machine, cfg, pg, opt) -> str:
     la, lb = machine["load_average_start"], machine["load_average_end"]
-    return "\n".join([
-        "### Black-box VI against NumPyro and BlackJAX", "",
-        f"`python benchmarks/bbvi.py` (one run, {cfg['total_s'] / 60:.1f} min). Bayesian logistic regression, "
-        f"N = {cfg['n']}, D = {cfg['d']} (synthetic, fixed numpy generator), prior w ~ N(0, I); every method gets the same "
-        f"jitted log-joint, the same start (mean 0, standard deviation 0.1), S = {cfg['samples']} Monte Carlo draws per "
-        f"step and, for the Adam methods, the same learning rate ({cfg['lr_meanfield']:g} mean-field, "
-        f"{cfg['lr_fullrank']:g} full-rank). vijax `bbvi` uses its default estimator (reparameterization, closed-form "
-        "entropy) and, in the STL rows, `estimator=\"stl\"`; NumPyro `SVI` with `AutoNormal` / "
-        "`AutoMultivariateNormal`, `Trace_ELBO(num_particles=S)` and `numpyro.optim.Adam`; BlackJAX `meanfield_vi` "
-        f"(and `fullrank_vi`) with `optax.adam` and its default STL estimator; vijax `ngvi(gradient=\"hessian\")` "
-        f"with constant rho = {cfg['rho']:g} and `num_samples={cfg['samples'] // 2}`: its estimator evaluates each "
-        f"draw with its antithetic mirror, so {cfg['samples'] // 2} pairs are the same {cfg['samples']} points per step.",
-        "",
-        f"Machine: {machine['cpu']}, {machine['cores']} CPU cores, no accelerator, JAX {machine['jax']} "
-        f"({machine['dtype']}), NumPyro {machine['numpyro']}, BlackJAX {machine['blackjax']}. The machine was shared "
-        f"with other jobs (load average {la[0]:.1f} at the start, {lb[0]:.1f} at the end, on {machine['cores']} cores): "
-        "sequential times carry that noise, which is why steps/s comes from interleaved rounds.",
-        "",
-        "What was timed (wall clock, `block_until_ready`): every step runs under `jax.jit` as a `lax.scan` over "
-        f"{cfg['chunk']} steps (ngvi: 1), the data passed as an argument. *init*: building the algorithm and its "
-        "initial state (NumPyro's `svi.init` traces the model and guide). *compile*: "
-        "`jax.jit(chunk).lower(...).compile()` of that scan. *steps/s*: the median over "
-        f"{cfg['rounds']} interleaved rounds of {5 * cfg['chunk']} steps per method (ngvi: 3), the methods in a "
-        "fresh random order each round. *end-to-end*: init + compile + every step, with the scoring of checkpoints left "
-        f"out. ELBOs: each method's q after every scan (ngvi: every step) is scored by one library-independent "
-        "function, the exact ELBO of the Gaussian q in float64 (64-point Gauss-Hermite quadrature for the "
-        "likelihood term, closed-form prior and entropy; 64 and 128 nodes agree to 1e-9 nats at the optima); "
-        "the exact optimum of each family is computed the same way. \\* = the run ended before that time (its "
-        "final ELBO). The target is NumPyro's final ELBO less "
-        f"{cfg['tolerance']:g} nats; *first reaches target* gives the first checkpoint at or above it.",
-        *table, "",
-        "Targets:", "", *targets, "",
-        "#### Natural-gradient vs Adam step counts", "",
-        "Steps until the exact ELBO of q comes within a tolerance of the family's exact optimum (Adam rows: "
-        f"checkpoints every {cfg['chunk']} steps). Logistic regression: 0.1% is "
-        f"{1e-3 * abs(opt['meanfield']['elbo']):.2f} nats, the tight tolerance {cfg['tight_logistic']:g} nat. "
-        f"Poisson-Gamma: N = {pg['n']} counts (lambda = {pg['lambda_true']:g}), prior Gamma({pg['a0']:g}, {pg['b0']:g}), "
-        f"q starts at Gamma(1, 1); the optimum is the exact posterior Gamma({pg['posterior_shape']:g}, "
-        f"{pg['posterior_rate']:g}) with ELBO = log evidence = {pg['optimum_elbo']:.3f}; 0.1% is "
-        f"{1e-3 * abs(pg['optimum_elbo']):.3f} nats, the tight tolerance {cfg['tight_poisson']:g} nats; "
-        f"ngvi with `prior=expfam.Gamma.from_shape_rate(a0, b0)` (reparameterized gradient), bbvi with "
-        f"`family=expfam.Gamma(...)` and `log_prior`, {pg['steps']} steps each, S = {cfg['samples']}.",
-        "", *steps])
+    return "\n".join(
+        [
+            "### Black-box VI against NumPyro and BlackJAX",
+            "",
+            f"`python benchmarks/bbvi.py` (one run, {cfg['total_s'] / 60:.1f} min). Bayesian logistic regression, "
+            f"N = {cfg['n']}, D = {cfg['d']} (synthetic, fixed numpy generator), prior w ~ N(0, I); every method gets the same "
+            f"jitted log-joint, the same start (mean 0, standard deviation 0.1), S = {cfg['samples']} Monte Carlo draws per "
+            f"step and, for the Adam methods, the same learning rate ({cfg['lr_meanfield']:g} mean-field, "
+            f"{cfg['lr_fullrank']:g} full-rank). vijax `bbvi` uses its default estimator (reparameterization, closed-form "
+            "entropy) and, in the STL rows, `estimator=\"stl\"`; NumPyro `SVI` with `AutoNormal` / "
+            "`AutoMultivariateNormal`, `Trace_ELBO(num_particles=S)` and `numpyro.optim.Adam`; BlackJAX `meanfield_vi` "
+            f"(and `fullrank_vi`) with `optax.adam` and its default STL estimator; vijax `ngvi(gradient=\"hessian\")` "
+            f"with constant rho = {cfg['rho']:g} and `num_samples={cfg['samples'] // 2}`: its estimator evaluates each "
+            f"draw with its antithetic mirror, so {cfg['samples'] // 2} pairs are the same {cfg['samples']} points per step.",
+            "",
+            f"Machine: {machine['cpu']}, {machine['cores']} CPU cores, no accelerator, JAX {machine['jax']} "
+            f"({machine['dtype']}), NumPyro {machine['numpyro']}, BlackJAX {machine['blackjax']}. The machine was shared "
+            f"with other jobs (load average {la[0]:.1f} at the start, {lb[0]:.1f} at the end, on {machine['cores']} cores): "
+            "sequential times carry that noise, which is why steps/s comes from interleaved rounds.",
+            "",
+            "What was timed (wall clock, `block_until_ready`): every step runs under `jax.jit` as a `lax.scan` over "
+            f"{cfg['chunk']} steps (ngvi: 1), the data passed as an argument. *init*: building the algorithm and its "
+            "initial state (NumPyro's `svi.init` traces the model and guide). *compile*: "
+            "`jax.jit(chunk).lower(...).compile()` of that scan. *steps/s*: the median over "
+            f"{cfg['rounds']} interleaved rounds of {5 * cfg['chunk']} steps per method (ngvi: 3), the methods in a "
+            "fresh random order each round. *end-to-end*: init + compile + every step, with the scoring of checkpoints left "
+            f"out. ELBOs: each method's q after every scan (ngvi: every step) is scored by one library-independent "
+            "function, the exact ELBO of the Gaussian q in float64 (64-point Gauss-Hermite quadrature for the "
+            "likelihood term, closed-form prior and entropy; 64 and 128 nodes agree to 1e-9 nats at the optima); "
+            "the exact optimum of each family is computed the same way. \\* = the run ended before that time (its "
+            "final ELBO). The target is NumPyro's final ELBO less "
+            f"{cfg['tolerance']:g} nats; *first reaches target* gives the first checkpoint at or above it.",
+            *table,
+            "",
+            "Targets:",
+            "",
+            *targets,
+            "",
+            "#### Natural-gradient vs Adam step counts",
+            "",
+            "Steps until the exact ELBO of q comes within a tolerance of the family's exact optimum (Adam rows: "
+            f"checkpoints every {cfg['chunk']} steps). Logistic regression: 0.1% is "
+            f"{1e-3 * abs(opt['meanfield']['elbo']):.2f} nats, the tight tolerance {cfg['tight_logistic']:g} nat. "
+            f"Poisson-Gamma: N = {pg['n']} counts (lambda = {pg['lambda_true']:g}), prior Gamma({pg['a0']:g}, {pg['b0']:g}), "
+            f"q starts at Gamma(1, 1); the optimum is the exact posterior Gamma({pg['posterior_shape']:g}, "
+            f"{pg['posterior_rate']:g}) with ELBO = log evidence = {pg['optimum_elbo']:.3f}; 0.1% is "
+            f"{1e-3 * abs(pg['optimum_elbo']):.3f} nats, the tight tolerance {cfg['tight_poisson']:g} nats; "
+            f"ngvi with `prior=expfam.Gamma.from_shape_rate(a0, b0)` (reparameterized gradient), bbvi with "
+            f"`family=expfam.Gamma(...)` and `log_prior`, {pg['steps']} steps each, S = {cfg['samples']}.",
+            "",
+            *steps,
+        ]
+    )
 
 
 def _compact(obj):
@@ -685,8 +822,11 @@ def _compact(obj):
 def _warm_up(xy) -> None:
     """Starts JAX's CPU backend and thread pools before anything is timed, so that the first method
     run does not pay for them."""
-    f = jax.jit(lambda w, keys, xy: jax.lax.scan(
-        lambda w, k: (w + 1e-3 * jax.grad(log_joint)(w + jax.random.normal(k, w.shape), xy), None), w, keys)[0])
+    f = jax.jit(
+        lambda w, keys, xy: jax.lax.scan(
+            lambda w, k: (w + 1e-3 * jax.grad(log_joint)(w + jax.random.normal(k, w.shape), xy), None), w, keys
+        )[0]
+    )
     jax.block_until_ready(f(jnp.zeros(xy.shape[1]), jax.random.split(jax.random.PRNGKey(0), 4), xy))
 
 

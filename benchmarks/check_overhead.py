@@ -8,6 +8,7 @@ L distinct words per document) and diagonal-GMM CAVI on N points.
 
     python benchmarks/check_overhead.py            # writes benchmarks/results/check_overhead.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,9 +53,14 @@ def measure(alg, state, batch, rounds: int, reps: int) -> dict:
         else:
             t_off.append(_time(off, state, batch, reps)), t_on.append(_time(on, state, batch, reps))
     ratios = np.asarray(t_on) / np.asarray(t_off) - 1.0
-    return {"median_s_checks_on": float(np.median(t_on)), "median_s_checks_off": float(np.median(t_off)),
-            "overhead": float(np.median(ratios)), "overhead_iqr": [float(q) for q in np.percentile(ratios, [25, 75])],
-            "rounds": rounds, "reps": reps}
+    return {
+        "median_s_checks_on": float(np.median(t_on)),
+        "median_s_checks_off": float(np.median(t_off)),
+        "overhead": float(np.median(ratios)),
+        "overhead_iqr": [float(q) for q in np.percentile(ratios, [25, 75])],
+        "rounds": rounds,
+        "reps": reps,
+    }
 
 
 def main(argv=None) -> dict:
@@ -68,18 +74,28 @@ def main(argv=None) -> dict:
     ids = jnp.asarray(np.sort(rng.choice(v, (s, length)), 1), jnp.int32)
     batch = BowBatch(ids, jnp.asarray(rng.integers(1, 4, (s, length)), jnp.float32))
     lda = svi(LDA(k, v), num_data=10_000, schedule=0.5)
-    res = {"lda_svi": dict(measure(lda, lda.init(jax.random.PRNGKey(0)), batch, a.rounds, a.reps),
-                           docs=s, length=length, topics=k, vocab=v)}
+    res = {
+        "lda_svi": dict(
+            measure(lda, lda.init(jax.random.PRNGKey(0)), batch, a.rounds, a.reps),
+            docs=s,
+            length=length,
+            topics=k,
+            vocab=v,
+        )
+    }
     x = jnp.asarray(rng.normal(size=(20_000, 2)), jnp.float32)
     gmm = cavi(DiagonalGMM(5, 2))
-    res["gmm_cavi"] = dict(measure(gmm, gmm.init(jax.random.PRNGKey(0), x), x, a.rounds, a.reps),
-                           points=20_000, dim=2, components=5)
+    res["gmm_cavi"] = dict(
+        measure(gmm, gmm.init(jax.random.PRNGKey(0), x), x, a.rounds, a.reps), points=20_000, dim=2, components=5
+    )
     res["machine"] = f"{platform.machine()} {os.cpu_count()} cores, jax {jax.__version__}"
     for name, r in res.items():
         if isinstance(r, dict):
-            print(f"{name:9s} on {r['median_s_checks_on'] * 1e3:8.3f} ms  off {r['median_s_checks_off'] * 1e3:8.3f} ms  "
-                  f"overhead {100 * r['overhead']:+.2f} % (IQR {100 * r['overhead_iqr'][0]:+.2f} .. "
-                  f"{100 * r['overhead_iqr'][1]:+.2f} %)")
+            print(
+                f"{name:9s} on {r['median_s_checks_on'] * 1e3:8.3f} ms  off {r['median_s_checks_off'] * 1e3:8.3f} ms  "
+                f"overhead {100 * r['overhead']:+.2f} % (IQR {100 * r['overhead_iqr'][0]:+.2f} .. "
+                f"{100 * r['overhead_iqr'][1]:+.2f} %)"
+            )
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=2)

@@ -24,6 +24,7 @@ Measured per library:
 
 Writes ``benchmarks/results/gmm_em.json`` (``gmm_em_small.json`` with ``--small``) and prints a table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,16 @@ def run_sklearn(covariance_type, start, x, iters):
     from sklearn.mixture._gaussian_mixture import _compute_precision_cholesky
 
     k = start.means.shape[0]
-    ref = GaussianMixture(k, covariance_type=covariance_type, reg_covar=1e-6, max_iter=iters, tol=0.0,
-                          warm_start=True, verbose=2, verbose_interval=1)
+    ref = GaussianMixture(
+        k,
+        covariance_type=covariance_type,
+        reg_covar=1e-6,
+        max_iter=iters,
+        tol=0.0,
+        warm_start=True,
+        verbose=2,
+        verbose_interval=1,
+    )
     # the same start, set as a warm start: fit() then runs its EM loop (and final E-step) only
     ref.weights_, ref.means_ = np.asarray(start.weights), np.asarray(start.means)
     ref.covariances_ = np.asarray(start.covariances)
@@ -90,6 +99,7 @@ def run_sklearn(covariance_type, start, x, iters):
     if len(times) != iters:
         raise RuntimeError(f"expected {iters} per-iteration times in scikit-learn's output, got {len(times)}")
     from vijax.models import GMMParams
+
     return GMMParams(ref.weights_, ref.means_, ref.covariances_), 0.0, times, wall_s
 
 
@@ -105,21 +115,33 @@ def bench(covariance_type, args, x, resp):
             params, compile_s, times, wall_s = run_vijax(covariance_type, start, x, args.iters, dtype, args.block_size)
         else:
             params, compile_s, times, wall_s = run_sklearn(covariance_type, start, x, args.iters)
-        row = {"covariance_type": covariance_type, "library": name, "N": x.shape[0], "D": d, "K": k,
-               "iters": args.iters, "compile_s": compile_s, "s_per_iter": float(np.median(times)),
-               "s_per_iter_min": float(np.min(times)), "wall_s": wall_s,
-               "log_likelihood": float(score(jax.tree_util.tree_map(jnp.asarray, params)))}
+        row = {
+            "covariance_type": covariance_type,
+            "library": name,
+            "N": x.shape[0],
+            "D": d,
+            "K": k,
+            "iters": args.iters,
+            "compile_s": compile_s,
+            "s_per_iter": float(np.median(times)),
+            "s_per_iter_min": float(np.min(times)),
+            "wall_s": wall_s,
+            "log_likelihood": float(score(jax.tree_util.tree_map(jnp.asarray, params))),
+        }
         rows.append(row)
-        print(f"{covariance_type:>5} {name:>10} | compile {compile_s:6.2f} s | {1e3 * row['s_per_iter']:9.1f} ms/iter "
-              f"(min {1e3 * row['s_per_iter_min']:.1f}) | wall {wall_s:8.2f} s | log-lik {row['log_likelihood']:.8e}",
-              flush=True)
+        print(
+            f"{covariance_type:>5} {name:>10} | compile {compile_s:6.2f} s | {1e3 * row['s_per_iter']:9.1f} ms/iter "
+            f"(min {1e3 * row['s_per_iter_min']:.1f}) | wall {wall_s:8.2f} s | log-lik {row['log_likelihood']:.8e}",
+            flush=True,
+        )
     base = next((r for r in rows if r["library"] == "sklearn"), None)
     for r in rows:
         if base is not None:
             r["speedup_per_iter"] = base["s_per_iter"] / r["s_per_iter"]
             r["speedup_wall"] = base["wall_s"] / r["wall_s"]
             r["log_likelihood_rel_diff_vs_sklearn"] = abs(r["log_likelihood"] - base["log_likelihood"]) / abs(
-                base["log_likelihood"])
+                base["log_likelihood"]
+            )
     return rows
 
 
@@ -141,27 +163,39 @@ def main(argv=None):
         args.num_points = 20_000
     if args.f64 and "vijax_f64" not in args.peers:
         args.peers.insert(1, "vijax_f64")
-    out = args.out or os.path.join(os.path.dirname(__file__), "results",
-                                   "gmm_em_small.json" if args.small else "gmm_em.json")
+    out = args.out or os.path.join(
+        os.path.dirname(__file__), "results", "gmm_em_small.json" if args.small else "gmm_em.json"
+    )
     n, d, k = args.num_points, args.dim, args.components
     data = sample_gmm(jax.random.PRNGKey(args.seed), n, k, d, spread=3.0, dtype=jnp.float64)
     x = np.asarray(data.x)
     resp = np.array(jax.random.uniform(jax.random.PRNGKey(args.seed + 1), (n, k), jnp.float64))
     resp /= resp.sum(1, keepdims=True)
     rows = [r for ct in args.types for r in bench(ct, args, x, resp)]
-    print(f"\n| covariance | library | compile s | s / iteration (median, min) | x sklearn (per it., wall) "
-          f"| wall s ({args.iters} it.) | log-likelihood | rel. diff. |")
+    print(
+        f"\n| covariance | library | compile s | s / iteration (median, min) | x sklearn (per it., wall) "
+        f"| wall s ({args.iters} it.) | log-likelihood | rel. diff. |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         sp = "" if "speedup_per_iter" not in r else f"{r['speedup_per_iter']:.1f}, {r['speedup_wall']:.1f}"
         rd = r.get("log_likelihood_rel_diff_vs_sklearn")
-        print(f"| {r['covariance_type']} | {r['library']} | {r['compile_s']:.2f} | {r['s_per_iter']:.3f}, "
-              f"{r['s_per_iter_min']:.3f} | {sp} | {r['wall_s']:.2f} | {r['log_likelihood']:.6f} | "
-              f"{'' if rd is None else f'{rd:.1e}'} |")
+        print(
+            f"| {r['covariance_type']} | {r['library']} | {r['compile_s']:.2f} | {r['s_per_iter']:.3f}, "
+            f"{r['s_per_iter_min']:.3f} | {sp} | {r['wall_s']:.2f} | {r['log_likelihood']:.6f} | "
+            f"{'' if rd is None else f'{rd:.1e}'} |"
+        )
     import sklearn
-    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-               "jax": jax.__version__, "sklearn": sklearn.__version__, "device": str(jax.devices()[0]),
-               "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpus": os.cpu_count(),
+        "jax": jax.__version__,
+        "sklearn": sklearn.__version__,
+        "device": str(jax.devices()[0]),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as fh:
         json.dump({"machine": machine, "settings": vars(args), "rows": rows}, fh, indent=2)

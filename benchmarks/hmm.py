@@ -21,6 +21,7 @@ Gaussian log-likelihood can differ from the ML fits in the last digits.
 
 Writes ``benchmarks/results/hmm.json`` and prints a table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,9 @@ def random_params(rng, kind, k, v, d, sticky):
 
 
 def run_vijax(model, start, data, iters, dtype):
-    cast = lambda t: jax.tree_util.tree_map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, t)
+    cast = lambda t: jax.tree_util.tree_map(
+        lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, t
+    )
     data, start = cast(data), cast(start)
     alg = em(model)
     state = EMState(start, jnp.zeros((), jnp.int32))
@@ -73,16 +76,28 @@ def run_vijax(model, start, data, iters, dtype):
 
 def run_hmmlearn(kind, start, data, iters):
     from hmmlearn import hmm
+
     x = np.asarray(data.obs).reshape(-1, 1 if kind == "categorical" else data.obs.shape[-1])
     lengths = np.asarray(data.lengths)
     k = start.initial_probs.shape[0]
     if kind == "categorical":
-        ref = hmm.CategoricalHMM(n_components=k, n_iter=1, tol=-np.inf, init_params="",
-                                 n_features=start.emissions.probs.shape[1])
+        ref = hmm.CategoricalHMM(
+            n_components=k, n_iter=1, tol=-np.inf, init_params="", n_features=start.emissions.probs.shape[1]
+        )
         ref.emissionprob_ = np.asarray(start.emissions.probs)
     else:
-        ref = hmm.GaussianHMM(n_components=k, covariance_type="diag", n_iter=1, tol=-np.inf, init_params="",
-                              means_prior=0.0, means_weight=0.0, covars_prior=0.0, covars_weight=1.0, min_covar=0.0)
+        ref = hmm.GaussianHMM(
+            n_components=k,
+            covariance_type="diag",
+            n_iter=1,
+            tol=-np.inf,
+            init_params="",
+            means_prior=0.0,
+            means_weight=0.0,
+            covars_prior=0.0,
+            covars_weight=1.0,
+            min_covar=0.0,
+        )
         ref.means_ = np.asarray(start.emissions.means)
         ref.covars_ = np.asarray(start.emissions.variances)
     ref.startprob_ = np.asarray(start.initial_probs)
@@ -92,8 +107,11 @@ def run_hmmlearn(kind, start, data, iters):
         t0 = time.perf_counter()
         ref.fit(x, lengths)
         times.append(time.perf_counter() - t0)
-    emissions = (CategoricalEmissions(jnp.asarray(ref.emissionprob_)) if kind == "categorical"
-                 else GaussianEmissions(jnp.asarray(ref.means_), jnp.asarray(ref._covars_)))
+    emissions = (
+        CategoricalEmissions(jnp.asarray(ref.emissionprob_))
+        if kind == "categorical"
+        else GaussianEmissions(jnp.asarray(ref.means_), jnp.asarray(ref._covars_))
+    )
     params = HMMParams(jnp.asarray(ref.startprob_), jnp.asarray(ref.transmat_), emissions)
     return params, 0.0, times, float(ref.score(x, lengths))
 
@@ -101,25 +119,45 @@ def run_hmmlearn(kind, start, data, iters):
 def run_dynamax(kind, start, data, iters):
     from dynamax.hidden_markov_model import CategoricalHMM as DCat
     from dynamax.hidden_markov_model import DiagonalGaussianHMM as DGauss
+
     k = start.initial_probs.shape[0]
     if kind == "categorical":
         v = start.emissions.probs.shape[1]
-        hmm = DCat(k, 1, v, initial_probs_concentration=1.0, transition_matrix_concentration=1.0,
-                   emission_prior_concentration=1.0)
-        params, props = hmm.initialize(jax.random.PRNGKey(0), initial_probs=start.initial_probs,
-                                       transition_matrix=start.transition_matrix,
-                                       emission_probs=start.emissions.probs[:, None, :])
+        hmm = DCat(
+            k,
+            1,
+            v,
+            initial_probs_concentration=1.0,
+            transition_matrix_concentration=1.0,
+            emission_prior_concentration=1.0,
+        )
+        params, props = hmm.initialize(
+            jax.random.PRNGKey(0),
+            initial_probs=start.initial_probs,
+            transition_matrix=start.transition_matrix,
+            emission_probs=start.emissions.probs[:, None, :],
+        )
         y = data.obs[..., None]
     else:
         d = start.emissions.means.shape[1]
-        hmm = DGauss(k, d, initial_probs_concentration=1.0, transition_matrix_concentration=1.0,
-                     emission_prior_mean_concentration=1e-8, emission_prior_concentration=1e-8,
-                     emission_prior_scale=1e-8)
-        params, props = hmm.initialize(jax.random.PRNGKey(0), initial_probs=start.initial_probs,
-                                       transition_matrix=start.transition_matrix,
-                                       emission_means=start.emissions.means,
-                                       emission_scale_diags=jnp.sqrt(start.emissions.variances))
+        hmm = DGauss(
+            k,
+            d,
+            initial_probs_concentration=1.0,
+            transition_matrix_concentration=1.0,
+            emission_prior_mean_concentration=1e-8,
+            emission_prior_concentration=1e-8,
+            emission_prior_scale=1e-8,
+        )
+        params, props = hmm.initialize(
+            jax.random.PRNGKey(0),
+            initial_probs=start.initial_probs,
+            transition_matrix=start.transition_matrix,
+            emission_means=start.emissions.means,
+            emission_scale_diags=jnp.sqrt(start.emissions.variances),
+        )
         y = data.obs
+
     # per iteration: fit_em's own EM step (a vmapped e_step, log_prior, m_step), compiled once here
     def em_step(carry):
         prm, mstate = carry
@@ -163,8 +201,11 @@ def bench(kind, args):
     for name in args.peers:
         if name.startswith("vijax"):
             dtype = jnp.float32 if name.endswith("f32") else jnp.float64
-            m = CategoricalHMM(k, v, dtype=dtype) if kind == "categorical" else GaussianHMM(k, d, min_variance=0.0,
-                                                                                            dtype=dtype)
+            m = (
+                CategoricalHMM(k, v, dtype=dtype)
+                if kind == "categorical"
+                else GaussianHMM(k, d, min_variance=0.0, dtype=dtype)
+            )
             params, compile_s, times = run_vijax(m, start, data, args.iters, dtype)
             extra = {}
         elif name == "hmmlearn":
@@ -173,12 +214,26 @@ def bench(kind, args):
         else:
             params, compile_s, times, fit_em_s = run_dynamax(kind, start, data, args.iters)
             extra = {"fit_em_wall_s": fit_em_s}
-        row = {"kind": kind, "library": name, "num_sequences": args.num_sequences, "length": args.length,
-               "K": k, "iters": args.iters, "compile_s": compile_s, "s_per_iter": float(np.median(times)),
-               "s_per_iter_min": float(np.min(times)), "wall_s": compile_s + float(np.sum(times)), "log_likelihood": score(params), **extra}
+        row = {
+            "kind": kind,
+            "library": name,
+            "num_sequences": args.num_sequences,
+            "length": args.length,
+            "K": k,
+            "iters": args.iters,
+            "compile_s": compile_s,
+            "s_per_iter": float(np.median(times)),
+            "s_per_iter_min": float(np.min(times)),
+            "wall_s": compile_s + float(np.sum(times)),
+            "log_likelihood": score(params),
+            **extra,
+        }
         rows.append(row)
-        print(f"{kind:>11} {name:>10} | compile {compile_s:7.2f} s | {1e3 * row['s_per_iter']:9.1f} ms/iter | "
-              f"wall {row['wall_s']:8.2f} s | log-lik {row['log_likelihood']:.8e}", flush=True)
+        print(
+            f"{kind:>11} {name:>10} | compile {compile_s:7.2f} s | {1e3 * row['s_per_iter']:9.1f} ms/iter | "
+            f"wall {row['wall_s']:8.2f} s | log-lik {row['log_likelihood']:.8e}",
+            flush=True,
+        )
     base = next((r for r in rows if r["library"] == "hmmlearn"), None)
     for r in rows:
         r["speedup_vs_hmmlearn_per_iter"] = None if base is None else base["s_per_iter"] / r["s_per_iter"]
@@ -199,16 +254,25 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "hmm.json"))
     args = p.parse_args(argv)
     rows = [r for kind in args.kinds for r in bench(kind, args)]
-    print(f"\n| emissions | library | compile s | ms / iteration (median, min) | x hmmlearn | wall s ({args.iters} it.) "
-          f"| log-likelihood |")
+    print(
+        f"\n| emissions | library | compile s | ms / iteration (median, min) | x hmmlearn | wall s ({args.iters} it.) "
+        f"| log-likelihood |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         sp = r["speedup_vs_hmmlearn_per_iter"]
-        print(f"| {r['kind']} | {r['library']} | {r['compile_s']:.2f} | {1e3 * r['s_per_iter']:.0f}, {1e3 * r['s_per_iter_min']:.0f} | "
-              f"{'' if sp is None else f'{sp:.1f}'} | {r['wall_s']:.2f} | {r['log_likelihood']:.6f} |")
-    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-               "jax": jax.__version__, "device": str(jax.devices()[0]),
-               "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+        print(
+            f"| {r['kind']} | {r['library']} | {r['compile_s']:.2f} | {1e3 * r['s_per_iter']:.0f}, {1e3 * r['s_per_iter_min']:.0f} | "
+            f"{'' if sp is None else f'{sp:.1f}'} | {r['wall_s']:.2f} | {r['log_likelihood']:.6f} |"
+        )
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpus": os.cpu_count(),
+        "jax": jax.__version__,
+        "device": str(jax.devices()[0]),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump({"machine": machine, "settings": vars(args), "rows": rows}, fh, indent=2)

@@ -36,13 +36,13 @@ JAX's persistent compilation cache is off unless ``--compile-cache DIR`` is give
 
 Writes ``benchmarks/results/lda_online.json``.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -79,8 +79,12 @@ def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True,
     the per-step ELBO estimate of ``SVIInfo`` (neither peer computes one per minibatch). With
     ``parallel``, the local step is ``data_parallel`` over all (CPU) devices."""
     model = LDA(k, train.vocab_size, alpha=alpha, eta=eta, max_iters=MAX_ITERS, tol=TOL, accelerate=accelerate)
-    alg = svi(data_parallel(model) if parallel else model, num_data=train.num_docs, local=local,
-              schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
+    alg = svi(
+        data_parallel(model) if parallel else model,
+        num_data=train.num_docs,
+        local=local,
+        schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA),
+    )
     return vijax_runner(alg, model, train, obs, held, batches, seed)
 
 
@@ -101,21 +105,38 @@ def vijax_runner(alg, model, train, obs, held, batches, seed=0):
     for idx in first_of_length.values():
         # twice: a data_parallel step returns its state replicated over the devices, a new input sharding
         jax.block_until_ready(step(step(state, train.batch(idx), key, 0), train.batch(idx), key, 0))
-    return _Runner(state, lambda st, idx, t: step(st, train.batch(idx), key, t),
-                   lambda st: _heldout(model, st.q_global.concentration, obs, held), jax.block_until_ready,
-                   compile_s=time.perf_counter() - t0, setup_s=setup_s)
+    return _Runner(
+        state,
+        lambda st, idx, t: step(st, train.batch(idx), key, t),
+        lambda st: _heldout(model, st.q_global.concentration, obs, held),
+        jax.block_until_ready,
+        compile_s=time.perf_counter() - t0,
+        setup_s=setup_s,
+    )
 
 
 def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model, n_jobs=None, seed=0):
     from sklearn.decomposition import LatentDirichletAllocation
 
-    x = sp.csr_matrix((np.asarray(train.counts), np.asarray(train.word_ids), np.asarray(train.doc_ptr)),
-                      shape=(train.num_docs, train.vocab_size))
+    x = sp.csr_matrix(
+        (np.asarray(train.counts), np.asarray(train.word_ids), np.asarray(train.doc_ptr)),
+        shape=(train.num_docs, train.vocab_size),
+    )
     t0 = time.perf_counter()
-    lda = LatentDirichletAllocation(n_components=k, doc_topic_prior=alpha, topic_word_prior=eta,
-                                    learning_method="online", learning_decay=KAPPA, learning_offset=TAU,
-                                    batch_size=s, total_samples=train.num_docs, max_doc_update_iter=MAX_ITERS,
-                                    mean_change_tol=TOL, random_state=seed, n_jobs=n_jobs)
+    lda = LatentDirichletAllocation(
+        n_components=k,
+        doc_topic_prior=alpha,
+        topic_word_prior=eta,
+        learning_method="online",
+        learning_decay=KAPPA,
+        learning_offset=TAU,
+        batch_size=s,
+        total_samples=train.num_docs,
+        max_doc_update_iter=MAX_ITERS,
+        mean_change_tol=TOL,
+        random_state=seed,
+        n_jobs=n_jobs,
+    )
 
     def one(st, idx, t):
         st.partial_fit(x[idx])
@@ -130,16 +151,38 @@ def run_gensim(train, obs, held, k, alpha, eta, s, batches, model, seed=0):
     docs = [list(zip(*train.document(d))) for d in range(train.num_docs)]
     docs = [[(int(w), float(c)) for w, c in doc] for doc in docs]
     t0 = time.perf_counter()
-    lda = LdaModel(num_topics=k, id2word={i: str(i) for i in range(train.vocab_size)}, chunksize=s, alpha=alpha,
-                   eta=eta, decay=KAPPA, offset=TAU, iterations=MAX_ITERS, gamma_threshold=TOL, eval_every=None,
-                   random_state=seed, dtype=np.float64)
+    lda = LdaModel(
+        num_topics=k,
+        id2word={i: str(i) for i in range(train.vocab_size)},
+        chunksize=s,
+        alpha=alpha,
+        eta=eta,
+        decay=KAPPA,
+        offset=TAU,
+        iterations=MAX_ITERS,
+        gamma_threshold=TOL,
+        eval_every=None,
+        random_state=seed,
+        dtype=np.float64,
+    )
 
     def one(st, idx, t):
-        st.update([docs[i] for i in idx], chunksize=s, decay=KAPPA, offset=TAU, passes=1, update_every=1,
-                  eval_every=None, iterations=MAX_ITERS, gamma_threshold=TOL)
+        st.update(
+            [docs[i] for i in idx],
+            chunksize=s,
+            decay=KAPPA,
+            offset=TAU,
+            passes=1,
+            update_every=1,
+            eval_every=None,
+            iterations=MAX_ITERS,
+            gamma_threshold=TOL,
+        )
         return st
 
-    return _Runner(lda, one, lambda st: _heldout(model, st.state.get_lambda(), obs, held), setup_s=time.perf_counter() - t0)
+    return _Runner(
+        lda, one, lambda st: _heldout(model, st.state.get_lambda(), obs, held), setup_s=time.perf_counter() - t0
+    )
 
 
 class _Runner:
@@ -162,8 +205,12 @@ def _run_schedule(runners: dict, batches: dict, checkpoints: dict, interleaved: 
     ``interleaved=True``: update t of every method before update t + 1 of any, so that all of
     them see the same background load over time (see the module docstring for its bias)."""
     if interleaved:
-        order = [(name, t) for t in range(max(len(b) for b in batches.values()))
-                 for name in runners if t < len(batches[name])]
+        order = [
+            (name, t)
+            for t in range(max(len(b) for b in batches.values()))
+            for name in runners
+            if t < len(batches[name])
+        ]
     else:
         order = [(name, t) for name in runners for t in range(len(batches[name]))]
     for name, t in order:
@@ -174,9 +221,16 @@ def _run_schedule(runners: dict, batches: dict, checkpoints: dict, interleaved: 
         r.elapsed += time.perf_counter() - t0
         if t + 1 in checkpoints[name]:
             r.curve.append({"batches": t + 1, "time_s": r.elapsed, "heldout_per_word": float(r.score(r.state))})
-    return {name: {"time_s": r.elapsed, "curve": r.curve, "setup_s": r.setup_s, "compile_s": r.compile_s or 0.0,
-                   "end_to_end_s": r.setup_s + (r.compile_s or 0.0) + r.elapsed}
-            for name, r in runners.items()}
+    return {
+        name: {
+            "time_s": r.elapsed,
+            "curve": r.curve,
+            "setup_s": r.setup_s,
+            "compile_s": r.compile_s or 0.0,
+            "end_to_end_s": r.setup_s + (r.compile_s or 0.0) + r.elapsed,
+        }
+        for name, r in runners.items()
+    }
 
 
 def _summary(corpus: str, s: int, method: str, runs: list) -> dict:
@@ -186,12 +240,30 @@ def _summary(corpus: str, s: int, method: str, runs: list) -> dict:
     rates = [r["docs"] / r["time_s"] for r in runs]
     ends = [r["heldout_end"] for r in runs]
     med = lambda key: float(np.median([r[key] for r in runs]))
-    row = dict(runs[0], corpus=corpus, batch_size=s, method=method, docs_per_s=float(np.median(rates)),
-               compile_s=med("compile_s"), setup_s=med("setup_s"), end_to_end_s=med("end_to_end_s"),
-               heldout_end=float(np.mean(ends)), heldout_end_sd=float(np.std(ends, ddof=1)) if len(ends) > 1 else 0.0,
-               seeds=[{"docs_per_s": rate, "heldout_end": end, "time_s": r["time_s"], "compile_s": r["compile_s"],
-                       "setup_s": r["setup_s"], "end_to_end_s": r["end_to_end_s"],
-                       "heldout_at_equal_time": r["heldout_at_equal_time"]} for rate, end, r in zip(rates, ends, runs)])
+    row = dict(
+        runs[0],
+        corpus=corpus,
+        batch_size=s,
+        method=method,
+        docs_per_s=float(np.median(rates)),
+        compile_s=med("compile_s"),
+        setup_s=med("setup_s"),
+        end_to_end_s=med("end_to_end_s"),
+        heldout_end=float(np.mean(ends)),
+        heldout_end_sd=float(np.std(ends, ddof=1)) if len(ends) > 1 else 0.0,
+        seeds=[
+            {
+                "docs_per_s": rate,
+                "heldout_end": end,
+                "time_s": r["time_s"],
+                "compile_s": r["compile_s"],
+                "setup_s": r["setup_s"],
+                "end_to_end_s": r["end_to_end_s"],
+                "heldout_at_equal_time": r["heldout_at_equal_time"],
+            }
+            for rate, end, r in zip(rates, ends, runs)
+        ],
+    )
     row["docs_per_s_end_to_end"] = row["docs"] / row["end_to_end_s"]
     return row
 
@@ -204,14 +276,29 @@ def headline(rows: list, vijax: str = "vijax-meanfield") -> list:
     for r in rows:
         if r["method"].startswith("vijax"):
             continue
-        v = next((x for x in rows if x["method"] == vijax and x["corpus"] == r["corpus"]
-                  and x["batch_size"] == r["batch_size"]), None)
+        v = next(
+            (
+                x
+                for x in rows
+                if x["method"] == vijax and x["corpus"] == r["corpus"] and x["batch_size"] == r["batch_size"]
+            ),
+            None,
+        )
         if v is None or v["docs"] != r["docs"]:
             continue
-        out.append({"corpus": r["corpus"], "batch_size": r["batch_size"], "docs": r["docs"], "peer": r["method"],
-                    "vijax": vijax, "end_to_end_ratio": r["end_to_end_s"] / v["end_to_end_s"],
-                    "steady_state_ratio": v["docs_per_s"] / r["docs_per_s"],
-                    "vijax_end_to_end_s": v["end_to_end_s"], "peer_end_to_end_s": r["end_to_end_s"]})
+        out.append(
+            {
+                "corpus": r["corpus"],
+                "batch_size": r["batch_size"],
+                "docs": r["docs"],
+                "peer": r["method"],
+                "vijax": vijax,
+                "end_to_end_ratio": r["end_to_end_s"] / v["end_to_end_s"],
+                "steady_state_ratio": v["docs_per_s"] / r["docs_per_s"],
+                "vijax_end_to_end_s": v["end_to_end_s"],
+                "peer_end_to_end_s": r["end_to_end_s"],
+            }
+        )
     return out
 
 
@@ -275,23 +362,41 @@ def main(argv=None):
     p.add_argument("--eta", type=float, default=0.02)
     p.add_argument("--locals", nargs="+", default=["meanfield", "cvb0", "gibbs"])
     p.add_argument("--gibbs-docs", type=int, default=4000, help="documents for the (slow) Gibbs E-step")
-    p.add_argument("--peers", nargs="+", default=["sklearn", "sklearn-njobs2", "gensim"],
-                   help="sklearn (its default n_jobs=None: one process), sklearn-njobs2 (n_jobs=2), gensim")
-    p.add_argument("--devices", type=int, default=os.cpu_count(),
-                   help="CPU devices JAX simulates (one per core); vijax's local step runs data_parallel over "
-                        "them, and with more than one a single-device row (vijax-meanfield-1dev) is added")
-    p.add_argument("--schedule", choices=["blocked", "interleaved"], default="blocked",
-                   help="blocked: each method's updates back to back (idle machine); interleaved: update t of "
-                        "every method before update t + 1 of any (a machine shared with other jobs)")
+    p.add_argument(
+        "--peers",
+        nargs="+",
+        default=["sklearn", "sklearn-njobs2", "gensim"],
+        help="sklearn (its default n_jobs=None: one process), sklearn-njobs2 (n_jobs=2), gensim",
+    )
+    p.add_argument(
+        "--devices",
+        type=int,
+        default=os.cpu_count(),
+        help="CPU devices JAX simulates (one per core); vijax's local step runs data_parallel over "
+        "them, and with more than one a single-device row (vijax-meanfield-1dev) is added",
+    )
+    p.add_argument(
+        "--schedule",
+        choices=["blocked", "interleaved"],
+        default="blocked",
+        help="blocked: each method's updates back to back (idle machine); interleaved: update t of "
+        "every method before update t + 1 of any (a machine shared with other jobs)",
+    )
     p.add_argument("--seeds", type=int, default=5, help="runs per setting, each method started from its own seed")
     p.add_argument("--slow-seeds", type=int, default=3, help="runs per setting of the slow E-steps (CVB0, Gibbs)")
     p.add_argument("--no-wiki", action="store_true")
     p.add_argument("--wiki-docs", type=int, default=4000, help="training documents processed on wiki_bnpy")
-    p.add_argument("--wiki-locals", nargs="+", default=["meanfield", "cvb0", "gibbs"], help="vijax E-steps on wiki_bnpy")
-    p.add_argument("--compile-cache", default=None, metavar="DIR",
-                   help="use JAX's persistent compilation cache in DIR (vijax.run.enable_compile_cache): a second "
-                        "run, or the seeds after the first, load vijax's compiled steps instead of compiling them. "
-                        "Default: off, every vijax compile_s is a cold compile")
+    p.add_argument(
+        "--wiki-locals", nargs="+", default=["meanfield", "cvb0", "gibbs"], help="vijax E-steps on wiki_bnpy"
+    )
+    p.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR",
+        help="use JAX's persistent compilation cache in DIR (vijax.run.enable_compile_cache): a second "
+        "run, or the seeds after the first, load vijax's compiled steps instead of compiling them. "
+        "Default: off, every vijax compile_s is a cold compile",
+    )
     p.add_argument("--stream-docs", type=int, default=0)
     p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
@@ -301,15 +406,21 @@ def main(argv=None):
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()
     rows = []
-    print(f"{'corpus':>10} {'S':>5} {'method':>21} | {'docs':>6} {'compile s':>9} {'steady docs/s':>13} "
-          f"{'end-to-end s':>12} | held-out/word at end (mean ± sd over seeds) | at equal time (seed 0)")
-    for name, train, test in ([] if args.stream_only else _corpora(args)):
+    print(
+        f"{'corpus':>10} {'S':>5} {'method':>21} | {'docs':>6} {'compile s':>9} {'steady docs/s':>13} "
+        f"{'end-to-end s':>12} | held-out/word at end (mean ± sd over seeds) | at equal time (seed 0)"
+    )
+    for name, train, test in [] if args.stream_only else _corpora(args):
         obs, held = test.split_tokens(1, 0.5)
         model = LDA(args.k, train.vocab_size, alpha=args.alpha, eta=args.eta, max_iters=MAX_ITERS, tol=TOL)
         for s in args.batch_sizes:
             locals_ = args.wiki_locals if name == "wiki_bnpy" else args.locals
-            methods = [f"vijax-{l}" for l in locals_] + (["vijax-meanfield-1dev"] if args.devices > 1 else []) \
-                + (["vijax-meanfield-plain"] if "meanfield" in locals_ else []) + args.peers
+            methods = (
+                [f"vijax-{l}" for l in locals_]
+                + (["vijax-meanfield-1dev"] if args.devices > 1 else [])
+                + (["vijax-meanfield-plain"] if "meanfield" in locals_ else [])
+                + args.peers
+            )
             per_seed = []
             for seed in range(args.seeds):
                 runners, batches, checkpoints = {}, {}, {}
@@ -326,51 +437,74 @@ def main(argv=None):
                     if method == "vijax-meanfield-1dev":
                         runners[method] = run_vijax(*common, "meanfield", parallel=False, seed=seed)
                     elif method == "vijax-meanfield-plain":  # without SQUAREM (LDA(accelerate=False))
-                        runners[method] = run_vijax(*common, "meanfield", seed=seed, accelerate=False,
-                                                    parallel=args.devices > 1)
+                        runners[method] = run_vijax(
+                            *common, "meanfield", seed=seed, accelerate=False, parallel=args.devices > 1
+                        )
                     elif method.startswith("vijax-"):
-                        runners[method] = run_vijax(*common, method.split("-", 1)[1], seed=seed,
-                                                    parallel=args.devices > 1)
+                        runners[method] = run_vijax(
+                            *common, method.split("-", 1)[1], seed=seed, parallel=args.devices > 1
+                        )
                     elif method.startswith("sklearn"):
-                        runners[method] = run_sklearn(*common, model, n_jobs=2 if method == "sklearn-njobs2" else None,
-                                                      seed=seed)
+                        runners[method] = run_sklearn(
+                            *common, model, n_jobs=2 if method == "sklearn-njobs2" else None, seed=seed
+                        )
                     else:
                         runners[method] = run_gensim(*common, model, seed=seed)
                 names = list(runners)  # a different method order for every seed
-                names = names[seed % len(names):] + names[:seed % len(names)]
-                results = _run_schedule({m: runners[m] for m in names}, batches, checkpoints,
-                                        interleaved=args.schedule == "interleaved")
+                names = names[seed % len(names) :] + names[: seed % len(names)]
+                results = _run_schedule(
+                    {m: runners[m] for m in names}, batches, checkpoints, interleaved=args.schedule == "interleaved"
+                )
                 t_equal = min(r["time_s"] for m, r in results.items() if m != "vijax-gibbs")
                 for m, r in results.items():
                     before = [c for c in r["curve"] if c["time_s"] <= t_equal + 1e-9]
-                    r.update(docs=len(batches[m]) * s, heldout_end=r["curve"][-1]["heldout_per_word"],
-                             heldout_at_equal_time=before[-1]["heldout_per_word"] if before else None,
-                             equal_time_s=t_equal)
+                    r.update(
+                        docs=len(batches[m]) * s,
+                        heldout_end=r["curve"][-1]["heldout_per_word"],
+                        heldout_at_equal_time=before[-1]["heldout_per_word"] if before else None,
+                        equal_time_s=t_equal,
+                    )
                 per_seed.append(results)
-            group = [_summary(name, s, method, [res[method] for res in per_seed if method in res]) for method in methods]
+            group = [
+                _summary(name, s, method, [res[method] for res in per_seed if method in res]) for method in methods
+            ]
             for r in group:
                 eq = "   n/a" if r["heldout_at_equal_time"] is None else f"{r['heldout_at_equal_time']:8.4f}"
-                print(f"{name:>10} {s:>5} {r['method']:>21} | {r['docs']:>6} {r['compile_s']:9.2f} "
-                      f"{r['docs_per_s']:13.0f} {r['end_to_end_s']:12.2f} | "
-                      f"{r['heldout_end']:8.4f} ± {r['heldout_end_sd']:.4f}   | {eq} (t = {r['equal_time_s']:.1f} s)",
-                      flush=True)
+                print(
+                    f"{name:>10} {s:>5} {r['method']:>21} | {r['docs']:>6} {r['compile_s']:9.2f} "
+                    f"{r['docs_per_s']:13.0f} {r['end_to_end_s']:12.2f} | "
+                    f"{r['heldout_end']:8.4f} ± {r['heldout_end_sd']:.4f}   | {eq} (t = {r['equal_time_s']:.1f} s)",
+                    flush=True,
+                )
             rows += group
     ratios = headline(rows)
     for h in ratios:
-        print(f"{h['corpus']}, S = {h['batch_size']}, {h['docs']} documents: {h['vijax']} vs {h['peer']}: end to end "
-              f"{h['end_to_end_ratio']:.2f}x ({h['vijax_end_to_end_s']:.2f} s vs {h['peer_end_to_end_s']:.2f} s; "
-              f"{'vijax faster' if h['end_to_end_ratio'] > 1 else 'vijax slower'}), steady state "
-              f"{h['steady_state_ratio']:.2f}x")
+        print(
+            f"{h['corpus']}, S = {h['batch_size']}, {h['docs']} documents: {h['vijax']} vs {h['peer']}: end to end "
+            f"{h['end_to_end_ratio']:.2f}x ({h['vijax_end_to_end_s']:.2f} s vs {h['peer_end_to_end_s']:.2f} s; "
+            f"{'vijax faster' if h['end_to_end_ratio'] > 1 else 'vijax slower'}), steady state "
+            f"{h['steady_state_ratio']:.2f}x"
+        )
     stream = stream_test(args.stream_docs) if args.stream_docs else None
     if stream:
-        print(f"streaming: {stream['num_docs']} docs, {stream['file_mb']:.0f} MiB on disk, "
-              f"{stream['steps']} SVI steps of {stream['batch_size']} in {stream['run_s']:.1f} s, "
-              f"peak RSS {stream['peak_rss_mb']:.0f} MiB, at the end {stream['anon_rss_mb']:.0f} MiB anonymous + "
-              f"{stream['file_rss_mb']:.0f} MiB file-backed (writing it: {stream['write_s']:.0f} s, "
-              f"peak RSS {stream['write_peak_rss_mb']:.0f} MiB)")
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "jax_devices": len(jax.devices()),
-               "jax": jax.__version__, "schedule": args.schedule, "seeds": args.seeds, "slow_seeds": args.slow_seeds,
-               "loadavg_1_5_15_min_at_start": load_start, "loadavg_1_5_15_min_at_end": os.getloadavg()}
+        print(
+            f"streaming: {stream['num_docs']} docs, {stream['file_mb']:.0f} MiB on disk, "
+            f"{stream['steps']} SVI steps of {stream['batch_size']} in {stream['run_s']:.1f} s, "
+            f"peak RSS {stream['peak_rss_mb']:.0f} MiB, at the end {stream['anon_rss_mb']:.0f} MiB anonymous + "
+            f"{stream['file_rss_mb']:.0f} MiB file-backed (writing it: {stream['write_s']:.0f} s, "
+            f"peak RSS {stream['write_peak_rss_mb']:.0f} MiB)"
+        )
+    machine = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "jax_devices": len(jax.devices()),
+        "jax": jax.__version__,
+        "schedule": args.schedule,
+        "seeds": args.seeds,
+        "slow_seeds": args.slow_seeds,
+        "loadavg_1_5_15_min_at_start": load_start,
+        "loadavg_1_5_15_min_at_end": os.getloadavg(),
+    }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     if os.path.exists(args.out):
         with open(args.out) as fh:
@@ -380,8 +514,11 @@ def main(argv=None):
         if stream is None and previous.get("stream"):  # keep the last streaming figures (from an earlier run)
             stream = dict(previous["stream"], from_earlier_run=True)
     with open(args.out, "w") as fh:
-        json.dump({"machine": machine, "settings": vars(args), "rows": rows, "headline": ratios, "stream": stream},
-                  fh, indent=1)
+        json.dump(
+            {"machine": machine, "settings": vars(args), "rows": rows, "headline": ratios, "stream": stream},
+            fh,
+            indent=1,
+        )
     print(f"wrote {args.out}")
 
 

@@ -13,6 +13,7 @@ non-finite update was rejected and the state kept), ``obscure`` (another excepti
 
 Run with another checkout first on ``PYTHONPATH`` to probe that version (the "before" figures).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,25 +50,83 @@ def _set(tree, value, field=None, index=0):
 def cases():
     gmm = {"nan": _set(X2, np.nan), "inf": _set(X2, np.inf), "wide": jnp.concatenate([X2, X2], 1)}
     return [
-        ("LDA/svi", vm.LDA(2, 6), "svi", {"num_data": 3}, BOW,
-         {"id>=V": _set(BOW, 60, 0), "id<0": _set(BOW, -1, 0), "count<0": _set(BOW, -2.0, 1),
-          "count nan": _set(BOW, np.nan, 1), "count inf": _set(BOW, np.inf, 1)}),
-        ("LDA/ssvi", vm.LDA(2, 6), "ssvi", {"num_data": 3}, BOW, {"id>=V": _set(BOW, 60, 0), "count nan": _set(BOW, np.nan, 1)}),
-        ("LDA/map", vm.LDA(2, 6), "map", {"num_data": 3}, BOW, {"id>=V": _set(BOW, 60, 0), "count<0": _set(BOW, -2.0, 1)}),
-        ("UnivariateGMM/cavi", vm.UnivariateGMM(num_components=2), "cavi", {}, X1,
-         {"nan": _set(X1, np.nan), "inf": _set(X1, np.inf), "2-D": X1[:, None]}),
+        (
+            "LDA/svi",
+            vm.LDA(2, 6),
+            "svi",
+            {"num_data": 3},
+            BOW,
+            {
+                "id>=V": _set(BOW, 60, 0),
+                "id<0": _set(BOW, -1, 0),
+                "count<0": _set(BOW, -2.0, 1),
+                "count nan": _set(BOW, np.nan, 1),
+                "count inf": _set(BOW, np.inf, 1),
+            },
+        ),
+        (
+            "LDA/ssvi",
+            vm.LDA(2, 6),
+            "ssvi",
+            {"num_data": 3},
+            BOW,
+            {"id>=V": _set(BOW, 60, 0), "count nan": _set(BOW, np.nan, 1)},
+        ),
+        (
+            "LDA/map",
+            vm.LDA(2, 6),
+            "map",
+            {"num_data": 3},
+            BOW,
+            {"id>=V": _set(BOW, 60, 0), "count<0": _set(BOW, -2.0, 1)},
+        ),
+        (
+            "UnivariateGMM/cavi",
+            vm.UnivariateGMM(num_components=2),
+            "cavi",
+            {},
+            X1,
+            {"nan": _set(X1, np.nan), "inf": _set(X1, np.inf), "2-D": X1[:, None]},
+        ),
         ("DiagonalGMM/svi", vm.DiagonalGMM(2, 2), "svi", {"num_data": 5}, X2, gmm),
         ("FullGMM/cavi", vm.FullGMM(2, 2), "cavi", {}, X2, gmm),
-        ("BernoulliMixture/cavi", vm.BernoulliMixture(2, 3), "cavi", {}, Y01,
-         {"y=2": _set(Y01, 2.0), "y=-1": _set(Y01, -1.0), "y nan": _set(Y01, np.nan)}),
-        ("GLM/prox_svi", vm.GLM(2), "prox_svi", {"num_data": 4, "schedule": 0.1}, XY,
-         {"label -1": _set(XY, -1.0, 1), "label 2": _set(XY, 2.0, 1), "x nan": _set(XY, np.nan, 0),
-          "x wide": (jnp.concatenate([XY[0], XY[0]], 1), XY[1])}),
-        ("CategoricalHMM/em", vm.CategoricalHMM(num_states=2, num_symbols=2), "em", {}, OBS,
-         {"symbol>=V": _set(OBS, 5), "symbol<0": _set(OBS, -1)}),
-        ("GPClassification/optax", vm.GPClassification(*XY, log_lengthscale=0.0, log_scale=0.0), "optax",
-         {"num_data": 4, "optimizer": "adam", "schedule": 0.01}, jnp.array([0, 1, 2], jnp.int32),
-         {"index>=N": jnp.array([0, 9, 2], jnp.int32), "index<0": jnp.array([0, -1, 2], jnp.int32)}),
+        (
+            "BernoulliMixture/cavi",
+            vm.BernoulliMixture(2, 3),
+            "cavi",
+            {},
+            Y01,
+            {"y=2": _set(Y01, 2.0), "y=-1": _set(Y01, -1.0), "y nan": _set(Y01, np.nan)},
+        ),
+        (
+            "GLM/prox_svi",
+            vm.GLM(2),
+            "prox_svi",
+            {"num_data": 4, "schedule": 0.1},
+            XY,
+            {
+                "label -1": _set(XY, -1.0, 1),
+                "label 2": _set(XY, 2.0, 1),
+                "x nan": _set(XY, np.nan, 0),
+                "x wide": (jnp.concatenate([XY[0], XY[0]], 1), XY[1]),
+            },
+        ),
+        (
+            "CategoricalHMM/em",
+            vm.CategoricalHMM(num_states=2, num_symbols=2),
+            "em",
+            {},
+            OBS,
+            {"symbol>=V": _set(OBS, 5), "symbol<0": _set(OBS, -1)},
+        ),
+        (
+            "GPClassification/optax",
+            vm.GPClassification(*XY, log_lengthscale=0.0, log_scale=0.0),
+            "optax",
+            {"num_data": 4, "optimizer": "adam", "schedule": 0.01},
+            jnp.array([0, 1, 2], jnp.int32),
+            {"index>=N": jnp.array([0, 9, 2], jnp.int32), "index<0": jnp.array([0, -1, 2], jnp.int32)},
+        ),
     ]
 
 

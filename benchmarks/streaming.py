@@ -17,6 +17,7 @@ file pages the kernel can drop) and its peak anonymous RSS (``RssAnon`` sampled 
 memory the process itself holds); the host time to build one step's batch (``host_batches``
 alone); and whether the two runs' final topics are bit-identical.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,11 @@ def _write(path, docs, topics, vocab, doc_len):
 
     t = time.perf_counter()
     write_lda_corpus_npz(path, 0, docs, topics, vocab, doc_length_mean=doc_len, save_doc_topics=False)
-    return {"write_s": time.perf_counter() - t, "write_peak_rss_mib": _peak_rss_mib(),
-            "file_mib": os.path.getsize(path) / 2**20}
+    return {
+        "write_s": time.perf_counter() - t,
+        "write_peak_rss_mib": _peak_rss_mib(),
+        "file_mib": os.path.getsize(path) / 2**20,
+    }
 
 
 def _child(args):
@@ -104,8 +108,10 @@ def _stream_timed(path, args):
     length = bucket_length(int(sizes.max()))
     mb = Minibatcher(corpus, args.batch, seed=1)
     alg = svi(LDA(args.topics, corpus.vocab_size), num_data=corpus.num_docs)
-    res = {"mapped": isinstance(corpus.word_ids, np.memmap) or isinstance(corpus.word_ids.base, np.memmap),
-           "num_docs": corpus.num_docs}
+    res = {
+        "mapped": isinstance(corpus.word_ids, np.memmap) or isinstance(corpus.word_ids.base, np.memmap),
+        "num_docs": corpus.num_docs,
+    }
     t0 = time.perf_counter()
     for t in range(0, 5 * args.chunk, args.chunk):
         mb.host_batches(10**6 + t, args.chunk, length)  # steps no run below reads
@@ -115,14 +121,26 @@ def _stream_timed(path, args):
         # the runner syncs at each chunk's end (it reads the chunk's infos), so the wall times of
         # per-chunk "evaluations" that compute nothing time the chunks
         t0 = time.perf_counter()
-        r = run(alg, jax.random.PRNGKey(0), host_batches=lambda a, n: mb.host_batches(a, n, length),
-                num_steps=args.steps, chunk_size=args.chunk, progress=False, prefetch=prefetch,
-                compile_cache=False, eval_fn=lambda state: {}, eval_every=args.chunk)
+        r = run(
+            alg,
+            jax.random.PRNGKey(0),
+            host_batches=lambda a, n: mb.host_batches(a, n, length),
+            num_steps=args.steps,
+            chunk_size=args.chunk,
+            progress=False,
+            prefetch=prefetch,
+            compile_cache=False,
+            eval_fn=lambda state: {},
+            eval_every=args.chunk,
+        )
         jax.block_until_ready(r.state)
         e2e = time.perf_counter() - t0
         walls = [e["wall_time"] for e in r.evals]
-        res[f"prefetch{prefetch}"] = {"first_chunk_s": walls[0], "e2e_s": e2e,
-                                      "ms_per_step": 1e3 * (walls[-1] - walls[0]) / (args.steps - args.chunk)}
+        res[f"prefetch{prefetch}"] = {
+            "first_chunk_s": walls[0],
+            "e2e_s": e2e,
+            "ms_per_step": 1e3 * (walls[-1] - walls[0]) / (args.steps - args.chunk),
+        }
         finals.append([np.asarray(x) for x in jax.tree.leaves(r.state.q_global)])
     res["identical"] = all(np.array_equal(a, b) for a, b in zip(*finals))
     res["stream_peak_rss_mib"] = _peak_rss_mib()
@@ -132,9 +150,28 @@ def _stream_timed(path, args):
 
 
 def _spawn(phase, path, docs, args):
-    cmd = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--path", path, "--docs", str(docs),
-           "--topics", str(args.topics), "--vocab", str(args.vocab), "--doc-len", str(args.doc_len),
-           "--batch", str(args.batch), "--steps", str(args.steps), "--chunk", str(args.chunk)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--phase",
+        phase,
+        "--path",
+        path,
+        "--docs",
+        str(docs),
+        "--topics",
+        str(args.topics),
+        "--vocab",
+        str(args.vocab),
+        "--doc-len",
+        str(args.doc_len),
+        "--batch",
+        str(args.batch),
+        "--steps",
+        str(args.steps),
+        "--chunk",
+        str(args.chunk),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     if out.returncode or not line:
@@ -167,21 +204,31 @@ def main():
             os.remove(path)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    hdr = (f"{'docs':>9} {'file MiB':>9} {'write s':>8} {'write RSS':>10} {'SVI RSS':>8} {'SVI anon':>9} "
-           f"{'compile+1 s':>11} {'host ms/st':>10} {'ms/step':>8} {'ms/step pf':>10} {'e2e s':>7} {'e2e s pf':>8} "
-           f"{'same':>5}")
+    hdr = (
+        f"{'docs':>9} {'file MiB':>9} {'write s':>8} {'write RSS':>10} {'SVI RSS':>8} {'SVI anon':>9} "
+        f"{'compile+1 s':>11} {'host ms/st':>10} {'ms/step':>8} {'ms/step pf':>10} {'e2e s':>7} {'e2e s pf':>8} "
+        f"{'same':>5}"
+    )
     print(hdr)
     for r in rows:
         a, b = r["prefetch0"], r["prefetch2"]
-        print(f"{r['docs']:>9} {r['file_mib']:>9.1f} {r['write_s']:>8.1f} {r['write_peak_rss_mib']:>10.0f} "
-              f"{r['stream_peak_rss_mib']:>8.0f} {r['stream_peak_anon_mib']:>9.0f} {a['first_chunk_s']:>11.2f} "
-              f"{r['host_ms_per_step']:>10.2f} {a['ms_per_step']:>8.2f} "
-              f"{b['ms_per_step']:>10.2f} {a['e2e_s']:>7.1f} {b['e2e_s']:>8.1f} {str(r['identical']):>5}")
+        print(
+            f"{r['docs']:>9} {r['file_mib']:>9.1f} {r['write_s']:>8.1f} {r['write_peak_rss_mib']:>10.0f} "
+            f"{r['stream_peak_rss_mib']:>8.0f} {r['stream_peak_anon_mib']:>9.0f} {a['first_chunk_s']:>11.2f} "
+            f"{r['host_ms_per_step']:>10.2f} {a['ms_per_step']:>8.2f} "
+            f"{b['ms_per_step']:>10.2f} {a['e2e_s']:>7.1f} {b['e2e_s']:>8.1f} {str(r['identical']):>5}"
+        )
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
-                   "settings": {k: v for k, v in vars(args).items() if k not in ("phase", "path", "out", "dir")},
-                   "rows": rows}, f, indent=1)
+        json.dump(
+            {
+                "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
+                "settings": {k: v for k, v in vars(args).items() if k not in ("phase", "path", "out", "dir")},
+                "rows": rows,
+            },
+            f,
+            indent=1,
+        )
 
 
 if __name__ == "__main__":

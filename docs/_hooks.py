@@ -8,6 +8,7 @@
   files of the repository become their path in code.
 - Getting started shows the README's Python example; docstrings' Sphinx roles are dropped.
 """
+
 import pathlib
 import re
 
@@ -27,6 +28,7 @@ def _relink(text: str) -> str:
         if target.startswith("docs/"):
             return f"{bang}[{label}]({target.removeprefix('docs/')})"
         return f"{label} (`{target}`)"
+
     return _LINK.sub(sub, text)
 
 
@@ -55,14 +57,20 @@ def _sections(markdown: str, pattern: str) -> list[str]:
 
 def benchmarks_page() -> str:
     readme = (ROOT / "README.md").read_text()
-    parts = ["# Benchmarks\n",
-             "The benchmark sections of the README (the scripts are in `benchmarks/`, their raw results in "
-             "`benchmarks/results/`), followed by the full tables the scripts write as markdown.\n"]
+    parts = [
+        "# Benchmarks\n",
+        "The benchmark sections of the README (the scripts are in `benchmarks/`, their raw results in "
+        "`benchmarks/results/`), followed by the full tables the scripts write as markdown.\n",
+    ]
     parts += [_relink(section) for section in _sections(readme, r"\bBenchmark\b")]
     for table in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
         parts.append(f"## Full results: `benchmarks/results/{table.name}`\n")
-        body = re.sub(r"^(#{1,6}) (.*)$", lambda m: "#" * max(3, len(m.group(1)) + 1) + " " + m.group(2),
-                      table.read_text(), flags=re.M)
+        body = re.sub(
+            r"^(#{1,6}) (.*)$",
+            lambda m: "#" * max(3, len(m.group(1)) + 1) + " " + m.group(2),
+            table.read_text(),
+            flags=re.M,
+        )
         parts.append(_relink(body))
     return "\n\n".join(parts) + "\n"
 
@@ -70,8 +78,14 @@ def benchmarks_page() -> str:
 @event_priority(100)  # before mkdocs-jupyter's on_files, which claims the .ipynb files
 def on_files(files, config):
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        files.append(File(f"notebooks/{path.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
-                          use_directory_urls=config["use_directory_urls"]))
+        files.append(
+            File(
+                f"notebooks/{path.name}",
+                src_dir=str(ROOT),
+                dest_dir=config["site_dir"],
+                use_directory_urls=config["use_directory_urls"],
+            )
+        )
     files.append(File.generated(config, "benchmarks.md", content=benchmarks_page()))
     return files
 

@@ -1,4 +1,5 @@
 """Pieces shared by the notebook builders (`python notebooks/_build_NN.py` regenerates NN)."""
+
 import hashlib
 
 import nbformat as nbf
@@ -17,7 +18,8 @@ INSTALL = code(
     "        source = '.'\n"
     "    if subprocess.call([sys.executable, '-m', 'pip', 'install', '-q', source or 'vijax>=0.1']) != 0:\n"
     "        raise RuntimeError('installing vijax failed: set VIJAX_SOURCE to a wheel, a checkout or '\n"
-    "                           '\"git+<URL of the vijax repository>\" and run this cell again')")
+    "                           '\"git+<URL of the vijax repository>\" and run this cell again')"
+)
 
 
 def write(cells, path):
@@ -25,6 +27,7 @@ def write(cells, path):
     unchanged notebook changes nothing and a diff shows only the cells that changed."""
     for i, cell in enumerate(cells):
         cell["id"] = hashlib.sha1(f"{i}:{cell.source}".encode()).hexdigest()[:8]
-    nb = nbf.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = nbf.v4.new_notebook(
+        cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
     nbf.write(nb, path)

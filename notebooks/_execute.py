@@ -5,6 +5,7 @@ at its documented size (not the test suite's small one) and saved with its outpu
 visible where the notebook is read (GitHub, the documentation site). Figures are PNGs at a modest
 resolution to keep each notebook small. `python notebooks/_execute.py 01 03` regenerates only those.
 """
+
 import argparse
 import os
 import pathlib
@@ -23,8 +24,9 @@ DPI = 80  # PNG figures at a modest resolution: each notebook stays well under 4
 
 def _execute(path: pathlib.Path) -> None:
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=3600, kernel_name="python3", record_timing=False,
-                                     resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=3600, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()
     nbformat.write(nb, path)
 

@@ -9,6 +9,7 @@ aborted (measured: 46,000 mappings at 70% of the suite).
 ``vijax.run.run`` turns on JAX's persistent compilation cache, by default in the user's cache
 folder; the suite points it at a temporary folder of its own instead (``VIJAX_COMPILE_CACHE``),
 removed at the end, so that tests never write into the user's home."""
+
 import atexit
 import gc
 import os

@@ -1,6 +1,7 @@
 """The architecture's rules (docs/design.md), checked on the source so that they cannot erode:
 layers import only downwards, experiments/notebooks/benchmarks use package-level names only,
 modules stay small, and every registered algorithm follows the one factory convention."""
+
 import ast
 import inspect
 import json
@@ -11,8 +12,18 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # bottom to top; a module may import its own layer and those below
-LAYERS = {"_validate": 0, "types": 0, "expfam": 1, "solvers": 2, "models": 3, "inference": 4, "data": 5,
-          "metrics": 5, "testing": 6, "run": 6}
+LAYERS = {
+    "_validate": 0,
+    "types": 0,
+    "expfam": 1,
+    "solvers": 2,
+    "models": 3,
+    "inference": 4,
+    "data": 5,
+    "metrics": 5,
+    "testing": 6,
+    "run": 6,
+}
 PRIVATE_IMPORT = re.compile(r"import vijax\.[a-z_]*\._|from vijax\.[a-z_.]*\._")
 
 
@@ -60,8 +71,11 @@ def _sources_outside_the_library():
 
 
 def test_run_benchmarks_and_notebooks_import_no_private_module():
-    offenders = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p, text in _sources_outside_the_library()
-                 for m in PRIVATE_IMPORT.finditer(text)]
+    offenders = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p, text in _sources_outside_the_library()
+        for m in PRIVATE_IMPORT.finditer(text)
+    ]
     assert not offenders, offenders
 
 
@@ -76,5 +90,7 @@ def test_every_registered_algorithm_follows_the_factory_convention():
         if spec.takes_schedule:
             assert params["schedule"].kind == inspect.Parameter.KEYWORD_ONLY, name
         for setting in spec.settings:
-            assert setting in params or any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()), \
-                (name, setting)
+            assert setting in params or any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()), (
+                name,
+                setting,
+            )

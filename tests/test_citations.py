@@ -1,5 +1,6 @@
 """Papers are cited as a reader would (authors, title, year, section): the names of the project's
 private copies of the papers ("seed 000", the files' hash names) never appear in the repo."""
+
 import pathlib
 import re
 
@@ -11,9 +12,13 @@ def test_no_paper_file_names_or_seed_numbers_in_the_repo():
     hits = []
     for path in ROOT.rglob("*"):
         rel = path.relative_to(ROOT)
-        if not path.is_file() or rel.parts[0] in {".git", ".venv", "results", "build", "dist-compat"} \
-                or rel.parts[0].startswith(".venv") or path.suffix in {".png", ".npz", ".pyc", ".whl"} \
-                or path.name == "test_citations.py":
+        if (
+            not path.is_file()
+            or rel.parts[0] in {".git", ".venv", "results", "build", "dist-compat"}
+            or rel.parts[0].startswith(".venv")
+            or path.suffix in {".png", ".npz", ".pyc", ".whl"}
+            or path.name == "test_citations.py"
+        ):
             continue
         try:
             text = path.read_text(errors="ignore")

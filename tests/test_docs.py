@@ -1,5 +1,6 @@
 """The documentation site builds strictly (`make docs`): a broken link, a cross-reference to a
 missing object or a docstring parameter that is not in the signature fails the build."""
+
 import os
 import pathlib
 import subprocess
@@ -16,8 +17,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_docs_build_strict(tmp_path):
     site = tmp_path / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # one page per layer, each with the layer's objects from their docstrings
     assert 'id="vijax.inference.cavi"' in (site / "api" / "inference.html").read_text()
@@ -29,7 +36,11 @@ def test_docs_build_strict(tmp_path):
     # the benchmark page carries every benchmark section of the README
     readme = (ROOT / "README.md").read_text()
     page = (site / "benchmarks.html").read_text()
-    headings = [line.lstrip("#").strip() for line in readme.splitlines() if line.startswith("#") and "Benchmark" in line]
+    headings = [
+        line.lstrip("#").strip() for line in readme.splitlines() if line.startswith("#") and "Benchmark" in line
+    ]
     assert headings and all(h.replace("&", "&amp;") in page for h in headings)
     # getting started shows the README's example
-    assert "DiagonalGMM.from_data" in (site / "getting-started.html").read_text().replace('<span class="o">.</span>', ".").replace('<span class="n">', "").replace("</span>", "")
+    assert "DiagonalGMM.from_data" in (site / "getting-started.html").read_text().replace(
+        '<span class="o">.</span>', "."
+    ).replace('<span class="n">', "").replace("</span>", "")

@@ -8,6 +8,7 @@ offending value and its position), or the documented handling (a rejected non-fi
 A model or algorithm that lands without an entry here fails ``test_every_exported_model_has_a_factory``
 / ``test_every_registered_algorithm_is_covered`` with a message saying what to add.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -49,8 +50,12 @@ def _derived():
     def log_joint(g, loc, x):
         (mu, mu2), (z,) = g["mu"], loc["z"]
         return jnp.sum(z * (x * mu - 0.5 * mu2)) - 0.5 * x**2
-    return vm.conjugate_model(log_joint, priors={"mu": expfam.Normal.from_mean_variance(jnp.zeros(2), 10 * jnp.ones(2))},
-                              locals=lambda x: {"z": vm.Local(expfam.Categorical.from_logits(jnp.zeros(2)))})
+
+    return vm.conjugate_model(
+        log_joint,
+        priors={"mu": expfam.Normal.from_mean_variance(jnp.zeros(2), 10 * jnp.ones(2))},
+        locals=lambda x: {"z": vm.Local(expfam.Categorical.from_logits(jnp.zeros(2)))},
+    )
 
 
 X1 = jnp.array([-2.0, -1.5, 1.5, 2.0, 0.1])
@@ -61,59 +66,173 @@ OBS = jnp.array([[0, 1, 1, 0], [1, 1, 0, 0]], jnp.int32)
 # model class name -> (model factory, valid batch factory, algorithm whose step it runs,
 #                      [(a bad value, ...)] as (batch transform, the words the error must contain))
 MODELS = {
-    "LDA": (lambda: vm.LDA(2, 6), _bow, "svi",
-            [(lambda b: b._replace(word_ids=b.word_ids.at[1, 2].set(50)), "batch word id 50 at [1, 2] is out of range [0, 6)"),
-             (lambda b: b._replace(counts=b.counts.at[2, 0].set(-1.0)), "batch count -1.0 at [2, 0]"),
-             (lambda b: b._replace(counts=b.counts.at[0, 3].set(jnp.nan)), "batch count nan at [0, 3]")]),
-    "CTM": (lambda: vm.CTM(2, 6, local_steps=2), _bow, "prox_svi",
-            [(lambda b: b._replace(word_ids=b.word_ids.at[0, 0].set(-3)), "batch word id -3 at [0, 0] is out of range")]),
-    "UnivariateGMM": (lambda: vm.UnivariateGMM(num_components=2), lambda: X1, "cavi",
-                      [(lambda x: x.at[3].set(jnp.inf), "batch x inf at [3] is not finite")]),
-    "DiagonalGMM": (lambda: vm.DiagonalGMM(2, 2), lambda: X2, "svi",
-                    [(lambda x: x.at[4, 1].set(jnp.nan), "batch x nan at [4, 1] is not finite")]),
-    "FullGMM": (lambda: vm.FullGMM(2, 2), lambda: X2, "cavi",
-                [(lambda x: x.at[0, 0].set(-jnp.inf), "batch x -inf at [0, 0] is not finite")]),
-    "BernoulliMixture": (lambda: vm.BernoulliMixture(2, 3), lambda: Y01, "cavi",
-                         [(lambda y: y.at[2, 1].set(2.0), "batch y 2.0 at [2, 1] is not in {0, 1}")]),
-    "DPMixture": (lambda: vm.DPMixture(vm.DiagonalGMM(3, 2)), lambda: X2, "cavi",
-                  [(lambda x: x.at[1, 0].set(jnp.nan), "batch x nan at [1, 0] is not finite")]),
-    "GaPNMF": (lambda: vm.GaPNMF(2, 3, max_iters=3), lambda: jnp.abs(Y01) + 0.5, "svi",
-               [(lambda y: y.at[3, 2].set(-1.0), "batch (spectrogram frames) -1.0 at [3, 2]")]),
-    "ARDRegression": (lambda: vm.ARDRegression(2), _glm_batch, "cavi",
-                      [(lambda b: (b[0], b[1].at[2].set(jnp.nan)), "y nan at [2] is not finite")]),
-    "GLM": (lambda: vm.GLM(2), _glm_batch, "prox_svi",
-            [(lambda b: (b[0], b[1].at[1].set(-1.0)), "batch label y -1.0 at [1] is not in {0, 1}"),
-             (lambda b: (b[0].at[2, 1].set(jnp.inf), b[1]), "batch x inf at [2, 1] is not finite")]),
-    "GPClassification": (_gpc, lambda: jnp.array([0, 1, 2], jnp.int32), "optax",
-                         [(lambda b: b.at[1].set(7), "batch index 7 at [1] is out of range [0, 4)")]),
-    "PoissonGammaSoftplus": (lambda: vm.PoissonGammaSoftplus(2), lambda: (_glm_batch()[0], jnp.array([1.0, 0.0, 2.0, 3.0])),
-                             "prox_svi", [(lambda b: (b[0], b[1].at[3].set(-2.0)), "batch count y -2.0 at [3]")]),
-    "NoisyDirichletMultinomial": (lambda: vm.NoisyDirichletMultinomial(3), lambda: jnp.array([[1.0, 2.0, 0.0], [0.0, 1.0, 1.0]]),
-                                  "prox_svi", [(lambda c: c.at[1, 2].set(jnp.nan), "batch count nan at [1, 2]")]),
-    "CategoricalHMM": (lambda: vm.CategoricalHMM(num_states=2, num_symbols=2), lambda: OBS, "em",
-                       [(lambda o: o.at[1, 3].set(5), "batch obs symbol 5 at [1, 3] is out of range [0, 2)")]),
-    "GaussianHMM": (lambda: vm.GaussianHMM(num_states=2, dim=1), lambda: OBS[..., None].astype(jnp.float32), "em",
-                    [(lambda o: o.at[0, 2, 0].set(jnp.nan), "batch obs nan at [0, 2, 0] is not finite")]),
-    "VAE": (_vae, lambda: Y01[:, :2].repeat(2, 1)[:, :4], "aevb",
-            [(lambda x: x.at[0, 3].set(1.5), "batch x 1.5 at [0, 3] is not in [0, 1]")]),
-    "GaussianMixtureEM": (lambda: vm.GaussianMixtureEM(2, 2, covariance_type="diag"), lambda: X2, "em",
-                          [(lambda x: x.at[2, 1].set(jnp.nan), "batch x nan at [2, 1] is not finite")]),
-    "StudentTMixture": (lambda: vm.StudentTMixture(2, 2), lambda: X2, "em",
-                        [(lambda x: x.at[1, 0].set(jnp.inf), "batch x inf at [1, 0] is not finite")]),
-    "PLSA": (lambda: vm.PLSA(2, 6), _bow, "em",
-             [(lambda b: b._replace(word_ids=b.word_ids.at[2, 1].set(9)), "batch word id 9 at [2, 1] is out of range [0, 6)"),
-              (lambda b: b._replace(counts=b.counts.at[1, 3].set(-2.0)), "batch count -2.0 at [1, 3]")]),
-    "DerivedConjugateModel": (_derived, lambda: X1, "cavi",
-                              [(lambda x: x.at[2].set(jnp.nan), "batch nan at [2] is not finite")]),
+    "LDA": (
+        lambda: vm.LDA(2, 6),
+        _bow,
+        "svi",
+        [
+            (
+                lambda b: b._replace(word_ids=b.word_ids.at[1, 2].set(50)),
+                "batch word id 50 at [1, 2] is out of range [0, 6)",
+            ),
+            (lambda b: b._replace(counts=b.counts.at[2, 0].set(-1.0)), "batch count -1.0 at [2, 0]"),
+            (lambda b: b._replace(counts=b.counts.at[0, 3].set(jnp.nan)), "batch count nan at [0, 3]"),
+        ],
+    ),
+    "CTM": (
+        lambda: vm.CTM(2, 6, local_steps=2),
+        _bow,
+        "prox_svi",
+        [(lambda b: b._replace(word_ids=b.word_ids.at[0, 0].set(-3)), "batch word id -3 at [0, 0] is out of range")],
+    ),
+    "UnivariateGMM": (
+        lambda: vm.UnivariateGMM(num_components=2),
+        lambda: X1,
+        "cavi",
+        [(lambda x: x.at[3].set(jnp.inf), "batch x inf at [3] is not finite")],
+    ),
+    "DiagonalGMM": (
+        lambda: vm.DiagonalGMM(2, 2),
+        lambda: X2,
+        "svi",
+        [(lambda x: x.at[4, 1].set(jnp.nan), "batch x nan at [4, 1] is not finite")],
+    ),
+    "FullGMM": (
+        lambda: vm.FullGMM(2, 2),
+        lambda: X2,
+        "cavi",
+        [(lambda x: x.at[0, 0].set(-jnp.inf), "batch x -inf at [0, 0] is not finite")],
+    ),
+    "BernoulliMixture": (
+        lambda: vm.BernoulliMixture(2, 3),
+        lambda: Y01,
+        "cavi",
+        [(lambda y: y.at[2, 1].set(2.0), "batch y 2.0 at [2, 1] is not in {0, 1}")],
+    ),
+    "DPMixture": (
+        lambda: vm.DPMixture(vm.DiagonalGMM(3, 2)),
+        lambda: X2,
+        "cavi",
+        [(lambda x: x.at[1, 0].set(jnp.nan), "batch x nan at [1, 0] is not finite")],
+    ),
+    "GaPNMF": (
+        lambda: vm.GaPNMF(2, 3, max_iters=3),
+        lambda: jnp.abs(Y01) + 0.5,
+        "svi",
+        [(lambda y: y.at[3, 2].set(-1.0), "batch (spectrogram frames) -1.0 at [3, 2]")],
+    ),
+    "ARDRegression": (
+        lambda: vm.ARDRegression(2),
+        _glm_batch,
+        "cavi",
+        [(lambda b: (b[0], b[1].at[2].set(jnp.nan)), "y nan at [2] is not finite")],
+    ),
+    "GLM": (
+        lambda: vm.GLM(2),
+        _glm_batch,
+        "prox_svi",
+        [
+            (lambda b: (b[0], b[1].at[1].set(-1.0)), "batch label y -1.0 at [1] is not in {0, 1}"),
+            (lambda b: (b[0].at[2, 1].set(jnp.inf), b[1]), "batch x inf at [2, 1] is not finite"),
+        ],
+    ),
+    "GPClassification": (
+        _gpc,
+        lambda: jnp.array([0, 1, 2], jnp.int32),
+        "optax",
+        [(lambda b: b.at[1].set(7), "batch index 7 at [1] is out of range [0, 4)")],
+    ),
+    "PoissonGammaSoftplus": (
+        lambda: vm.PoissonGammaSoftplus(2),
+        lambda: (_glm_batch()[0], jnp.array([1.0, 0.0, 2.0, 3.0])),
+        "prox_svi",
+        [(lambda b: (b[0], b[1].at[3].set(-2.0)), "batch count y -2.0 at [3]")],
+    ),
+    "NoisyDirichletMultinomial": (
+        lambda: vm.NoisyDirichletMultinomial(3),
+        lambda: jnp.array([[1.0, 2.0, 0.0], [0.0, 1.0, 1.0]]),
+        "prox_svi",
+        [(lambda c: c.at[1, 2].set(jnp.nan), "batch count nan at [1, 2]")],
+    ),
+    "CategoricalHMM": (
+        lambda: vm.CategoricalHMM(num_states=2, num_symbols=2),
+        lambda: OBS,
+        "em",
+        [(lambda o: o.at[1, 3].set(5), "batch obs symbol 5 at [1, 3] is out of range [0, 2)")],
+    ),
+    "GaussianHMM": (
+        lambda: vm.GaussianHMM(num_states=2, dim=1),
+        lambda: OBS[..., None].astype(jnp.float32),
+        "em",
+        [(lambda o: o.at[0, 2, 0].set(jnp.nan), "batch obs nan at [0, 2, 0] is not finite")],
+    ),
+    "VAE": (
+        _vae,
+        lambda: Y01[:, :2].repeat(2, 1)[:, :4],
+        "aevb",
+        [(lambda x: x.at[0, 3].set(1.5), "batch x 1.5 at [0, 3] is not in [0, 1]")],
+    ),
+    "GaussianMixtureEM": (
+        lambda: vm.GaussianMixtureEM(2, 2, covariance_type="diag"),
+        lambda: X2,
+        "em",
+        [(lambda x: x.at[2, 1].set(jnp.nan), "batch x nan at [2, 1] is not finite")],
+    ),
+    "StudentTMixture": (
+        lambda: vm.StudentTMixture(2, 2),
+        lambda: X2,
+        "em",
+        [(lambda x: x.at[1, 0].set(jnp.inf), "batch x inf at [1, 0] is not finite")],
+    ),
+    "PLSA": (
+        lambda: vm.PLSA(2, 6),
+        _bow,
+        "em",
+        [
+            (
+                lambda b: b._replace(word_ids=b.word_ids.at[2, 1].set(9)),
+                "batch word id 9 at [2, 1] is out of range [0, 6)",
+            ),
+            (lambda b: b._replace(counts=b.counts.at[1, 3].set(-2.0)), "batch count -2.0 at [1, 3]"),
+        ],
+    ),
+    "DerivedConjugateModel": (
+        _derived,
+        lambda: X1,
+        "cavi",
+        [(lambda x: x.at[2].set(jnp.nan), "batch nan at [2] is not finite")],
+    ),
 }
 
 # the exported classes that are not models (protocols, results, networks)
-NOT_MODELS = {"LocalResult", "Local", "Network", "CTMGlobals", "GPGradient", "GPPosterior", "ARDPosterior",
-              "ProxUpdate", "CategoricalEmissions", "GaussianEmissions", "HMMData", "HMMParams",
-              "GMMParams", "GMMStats", "PLSAParams", "StudentTMixtureParams"}
+NOT_MODELS = {
+    "LocalResult",
+    "Local",
+    "Network",
+    "CTMGlobals",
+    "GPGradient",
+    "GPPosterior",
+    "ARDPosterior",
+    "ProxUpdate",
+    "CategoricalEmissions",
+    "GaussianEmissions",
+    "HMMData",
+    "HMMParams",
+    "GMMParams",
+    "GMMStats",
+    "PLSAParams",
+    "StudentTMixtureParams",
+}
 
-_SETTINGS = {"prox_svi": {"schedule": 0.1}, "optax": {"optimizer": "adam", "schedule": 0.01}, "aevb": {"schedule": 0.01},
-             "svi": {"schedule": 0.5}, "ssvi": {"schedule": 0.5}, "ssvi_a": {"schedule": 0.5}, "map": {"schedule": 0.5}}
+_SETTINGS = {
+    "prox_svi": {"schedule": 0.1},
+    "optax": {"optimizer": "adam", "schedule": 0.01},
+    "aevb": {"schedule": 0.01},
+    "svi": {"schedule": 0.5},
+    "ssvi": {"schedule": 0.5},
+    "ssvi_a": {"schedule": 0.5},
+    "map": {"schedule": 0.5},
+}
 
 
 def _algorithm(name, model, num_data):
@@ -127,11 +246,18 @@ def _num_data(batch):
 
 
 def test_every_exported_model_has_a_factory():
-    exported = [n for n in vm.__all__ if inspect.isclass(getattr(vm, n)) and n not in NOT_MODELS
-                and not getattr(getattr(vm, n), "_is_protocol", False)]
+    exported = [
+        n
+        for n in vm.__all__
+        if inspect.isclass(getattr(vm, n))
+        and n not in NOT_MODELS
+        and not getattr(getattr(vm, n), "_is_protocol", False)
+    ]
     missing = [n for n in exported if n not in MODELS]
-    assert not missing, (f"add a valid-data factory / batch checks for {missing} to MODELS in "
-                         "tests/test_hostile_inputs.py (docs/design.md, 'Checked steps': what a new model provides)")
+    assert not missing, (
+        f"add a valid-data factory / batch checks for {missing} to MODELS in "
+        "tests/test_hostile_inputs.py (docs/design.md, 'Checked steps': what a new model provides)"
+    )
     for name in MODELS:
         assert hasattr(getattr(vm, name), "batch_checks"), f"{name} needs batch_checks(batch) (docs/design.md)"
 
@@ -178,9 +304,19 @@ def test_wrong_shape_or_dtype_fails_at_trace_time(started, name):
 
 
 # algorithm -> the model of MODELS its step is checked with; every registered algorithm needs one
-ALGORITHM_MODELS = {"cavi": "UnivariateGMM", "em": "CategoricalHMM", "svi": "LDA", "ssvi": "LDA", "ssvi_a": "LDA",
-                    "map": "LDA", "prox_svi": "GLM", "optax": "GPClassification", "aevb": "VAE", "bbvi": "GLM",
-                    "ngvi": "GLM"}
+ALGORITHM_MODELS = {
+    "cavi": "UnivariateGMM",
+    "em": "CategoricalHMM",
+    "svi": "LDA",
+    "ssvi": "LDA",
+    "ssvi_a": "LDA",
+    "map": "LDA",
+    "prox_svi": "GLM",
+    "optax": "GPClassification",
+    "aevb": "VAE",
+    "bbvi": "GLM",
+    "ngvi": "GLM",
+}
 
 
 class _GLMDensity:
@@ -206,8 +342,11 @@ def test_every_algorithm_step_checks_values(alg_name):
     make, data, _, cases = MODELS[name]
     model, batch = make(), data()
     if alg_name in ("bbvi", "ngvi"):
-        extra = {"init_params": jnp.zeros(2)} if alg_name == "bbvi" else {"family": expfam.Normal.from_mean_variance(
-            jnp.zeros(2), jnp.ones(2))}
+        extra = (
+            {"init_params": jnp.zeros(2)}
+            if alg_name == "bbvi"
+            else {"family": expfam.Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2))}
+        )
         alg = make_algorithm(alg_name, _GLMDensity(model), num_data=None, **extra)
     else:
         alg = _algorithm(alg_name, model, _num_data(batch))
@@ -265,22 +404,28 @@ def test_nonfinite_step_is_rejected_state_kept(alg_name):
     """A step fed a non-finite batch (value checks off) is rejected: the state is bit-identical to
     the one before, ``info.accepted`` False and ``state.num_rejected`` 1 (the state is selected by
     jnp.where, so no inf * 0 reaches it)."""
-    name = {"em": "CategoricalHMM", "prox_svi": "GLM", "optax": "GPClassification", "map": "LDA"}.get(alg_name, "DiagonalGMM")
+    name = {"em": "CategoricalHMM", "prox_svi": "GLM", "optax": "GPClassification", "map": "LDA"}.get(
+        alg_name, "DiagonalGMM"
+    )
     make, data, _, _ = MODELS[name]
     model, batch = make(), data()
     alg = _algorithm(alg_name, model, _num_data(batch))
     state = alg.init(jax.random.PRNGKey(1), batch)
     if alg_name == "em":  # symbols cannot be non-finite: a non-finite parameter gives the non-finite update
-        state = state._replace(q_global=jax.tree_util.tree_map(lambda a: a.at[(0,) * a.ndim].set(jnp.nan)
-                                                               if jnp.issubdtype(a.dtype, jnp.floating) else a,
-                                                               state.q_global))
+        state = state._replace(
+            q_global=jax.tree_util.tree_map(
+                lambda a: a.at[(0,) * a.ndim].set(jnp.nan) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+                state.q_global,
+            )
+        )
         bad = batch
     elif alg_name == "optax":
         state = state._replace(q_global=jax.tree_util.tree_map(lambda a: a + jnp.inf, state.q_global))
         bad = batch
     else:
-        bad = jax.tree_util.tree_map(lambda a: a.at[(0,) * a.ndim].set(jnp.inf) if jnp.issubdtype(a.dtype, jnp.floating)
-                                     else a, batch)
+        bad = jax.tree_util.tree_map(
+            lambda a: a.at[(0,) * a.ndim].set(jnp.inf) if jnp.issubdtype(a.dtype, jnp.floating) else a, batch
+        )
     with value_checks(False):
         new, info = alg.step(state, bad, jax.random.PRNGKey(2))
     assert not bool(info.accepted) and int(new.num_rejected) == 1
@@ -359,8 +504,15 @@ def test_resume_from_a_damaged_checkpoint_names_the_file(tmp_path, damage):
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"\0" * len(data))
     with pytest.warns(RuntimeWarning, match=path.name), pytest.raises(CheckpointError, match=path.name):
-        run(alg, KEY, batch_fn=lambda k, t: batch, config=cfg.replace(num_steps=4), init_state=state,
-            checkpoint_dir=str(ckpt), resume=True)
+        run(
+            alg,
+            KEY,
+            batch_fn=lambda k, t: batch,
+            config=cfg.replace(num_steps=4),
+            init_state=state,
+            checkpoint_dir=str(ckpt),
+            resume=True,
+        )
     assert all(p.suffix in (".npz", ".corrupt") for p in ckpt.iterdir())
 
 

@@ -1,5 +1,5 @@
 """Notebooks run top to bottom (at a small size: VIJAX_NOTEBOOK_SMALL=1)."""
-import os
+
 import pathlib
 
 import pytest
@@ -16,9 +16,13 @@ def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("VIJAX_NOTEBOOK_SMALL", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors
 
 

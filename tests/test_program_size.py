@@ -13,6 +13,7 @@ SSVI-A, SSVI) of configs/lda_ssvi.yaml, data-parallel SVI (configs/lda_synthetic
 Bernoulli mixture's four methods of configs/dp_bernoulli.yaml (the default experiment). Not (yet)
 covered: the steps of the CTM, GaP-NMF, GMM, GP-classification, BBVI and VAE configs.
 """
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -50,8 +51,9 @@ def _size(alg, batch, init_batch=None):
 
 
 def _lda_alg(model, m_step, local):
-    return make_algorithm(M_STEPS[m_step], model, num_data=100, schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.7),
-                          local=local)
+    return make_algorithm(
+        M_STEPS[m_step], model, num_data=100, schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.7), local=local
+    )
 
 
 @pytest.mark.parametrize("m_step, local, accelerate", sorted(LDA_BOUNDS))
@@ -81,7 +83,12 @@ def test_bernoulli_mixture_step_program_size(method):
     if method == "gibbs":
         alg = bernoulli_collapsed_gibbs(model, burn_in=5)
     else:
-        alg = make_algorithm(M_STEPS[method], model, num_data=40, schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.75),
-                             local="exact")
+        alg = make_algorithm(
+            M_STEPS[method],
+            model,
+            num_data=40,
+            schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.75),
+            local="exact",
+        )
     size = _size(alg, y, init_batch=y)
     assert size < BERNOULLI_BOUNDS[method] * KB, f"{size / KB:.0f} kB"

@@ -4,6 +4,7 @@ Layers, bottom to top: ``expfam`` (exponential families as pytrees), ``solvers``
 algorithms that models share), ``models``, ``inference`` (algorithms as ``init``/``step`` pairs),
 ``data`` and ``metrics``, ``run`` (the host loop, configs and the ``vijax`` command).
 """
+
 from vijax import data, expfam, inference, metrics, models, run, solvers
 from vijax.inference import cavi
 from vijax.metrics import to_arviz

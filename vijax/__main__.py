@@ -1,4 +1,5 @@
 """``python -m vijax ...``: the ``vijax`` command (useful where the console script is not on PATH)."""
+
 import sys
 
 from vijax.run._cli import main

@@ -9,6 +9,7 @@ value checks at the end of this module (``ids_in_range``, ``finite_nonnegative``
 ``vmap`` and ``lax.scan``; ``value_checks(False)`` turns them off (see docs/design.md, "Checked
 steps").
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,8 +39,12 @@ def check_int(name: str, value: Any, minimum: int = 1, maximum: int | None = Non
         ...
         ValueError: num_topics must be an integer >= 1, got 0
     """
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum \
-            or (maximum is not None and value > maximum):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
     return int(value)
@@ -55,8 +60,15 @@ def _interval(low, high, include_low, include_high) -> str:
     return f"a finite number in {'[' if include_low else '('}{low:g}, {high:g}{']' if include_high else ')'}"
 
 
-def check_scalar(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-                 include_low: bool = False, include_high: bool = True) -> float:
+def check_scalar(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    include_low: bool = False,
+    include_high: bool = True,
+) -> float:
     """``value`` as a Python float, after checking that it is a finite real scalar (not a bool)
     in the interval from ``low`` to ``high`` (open at ``low`` and closed at ``high`` unless told
     otherwise; None: unbounded on that side).
@@ -343,8 +355,9 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
         return
     flags = [jnp.any(c.bad) for c in checks]
     firsts = [jnp.argmax(jnp.ravel(c.bad)) if c.values.size else jnp.zeros((), jnp.int32) for c in checks]
-    values = [jnp.ravel(c.values)[f] if c.values.size else jnp.zeros((), c.values.dtype)
-              for c, f in zip(checks, firsts)]
+    values = [
+        jnp.ravel(c.values)[f] if c.values.size else jnp.zeros((), c.values.dtype) for c, f in zip(checks, firsts)
+    ]
     shapes = [tuple(c.values.shape) for c in checks]
     where = "" if count is None else " (in step {})"
 
@@ -364,12 +377,42 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
         return
     count_arg = jnp.zeros((), jnp.int32) if count is None else count
     any_bad = jnp.any(jnp.stack(flags))
-    jax.lax.cond(any_bad, lambda *a: jax.debug.callback(report, *a), lambda *a: None,
-                 flags, firsts, values, count_arg if count is not None else None)
+    jax.lax.cond(
+        any_bad,
+        lambda *a: jax.debug.callback(report, *a),
+        lambda *a: None,
+        flags,
+        firsts,
+        values,
+        count_arg if count is not None else None,
+    )
 
 
-__all__ = ["ValueCheck", "batch_size", "enforce_value_checks", "finite_nonnegative", "finite_values", "ids_in_range",
-           "set_value_checks", "value_checks", "value_checks_enabled", "values_in_interval", "values_in_set", "values_match", "check_bool",
-           "check_choice", "check_data_array", "check_finite", "check_float_dtype", "check_int",
-           "check_key", "check_positive", "check_positive_fields", "check_positive_scalar", "check_scalar",
-           "float_dtype", "is_tracer", "set_static_floats"]
+__all__ = [
+    "ValueCheck",
+    "batch_size",
+    "enforce_value_checks",
+    "finite_nonnegative",
+    "finite_values",
+    "ids_in_range",
+    "set_value_checks",
+    "value_checks",
+    "value_checks_enabled",
+    "values_in_interval",
+    "values_in_set",
+    "values_match",
+    "check_bool",
+    "check_choice",
+    "check_data_array",
+    "check_finite",
+    "check_float_dtype",
+    "check_int",
+    "check_key",
+    "check_positive",
+    "check_positive_fields",
+    "check_positive_scalar",
+    "check_scalar",
+    "float_dtype",
+    "is_tracer",
+    "set_static_floats",
+]

@@ -1,4 +1,5 @@
 """Type aliases shared across vijax."""
+
 from typing import Any, Callable
 
 import jax

@@ -1,4 +1,5 @@
 """Tests of the corpus layer: Corpus, readers, tokenizer, synthetic LDA corpora, minibatching."""
+
 import dataclasses
 import gzip
 import time
@@ -29,7 +30,7 @@ from vijax.data import (
     tokenize,
     write_lda_corpus_npz,
 )
-from vijax.data import _lda_synthetic, shared_data_path
+from vijax.data import shared_data_path
 
 
 WIKI = shared_data_path("wiki_bnpy", "train.ldac.gz")
@@ -56,8 +57,13 @@ def _random_corpus(seed, num_docs=40, vocab_size=30, max_unique=12, empty_every=
         ids.append(np.sort(rng.choice(vocab_size, m, replace=False)))
         cnts.append(rng.integers(1, 6, m))
     ptr = np.concatenate([[0], np.cumsum(lens)])
-    return Corpus(ptr, np.concatenate(ids), np.concatenate(cnts).astype(np.float32), vocab_size,
-                  [f"w{v}" for v in range(vocab_size)])
+    return Corpus(
+        ptr,
+        np.concatenate(ids),
+        np.concatenate(cnts).astype(np.float32),
+        vocab_size,
+        [f"w{v}" for v in range(vocab_size)],
+    )
 
 
 @pytest.fixture
@@ -101,19 +107,22 @@ def test_vocab_size_inferred():
     assert c.vocab_size == 3 and c.vocab == ("a", "b", "c")
 
 
-@pytest.mark.parametrize("ptr, ids, counts, size, message", [
-    ([0, 2], [0, 1], [1.0, -2.0], 3, "negative count"),
-    ([0, 2], [0, 1], [1.0, 0.5], 3, "fractional count"),
-    ([0, 2], [0, 1], [1.0, np.nan], 3, "non-finite"),
-    ([0, 2], [0, 3], [1.0, 1.0], 3, "found word id 3"),
-    ([0, 2], [0, -1], [1.0, 1.0], 3, "negative word id"),
-    ([0, 2, 1, 3], [0, 1, 2], [1.0, 1.0, 1.0], 3, "non-decreasing"),
-    ([1, 3], [0, 1], [1.0, 1.0], 3, "start at 0"),
-    ([0, 1], [0, 1], [1.0, 1.0], 3, "end at nnz"),
-    ([0, 2], [0, 1], [1.0], 3, "equal length"),
-    ([0, 2], [0.0, 1.0], [1.0, 1.0], 3, "word_ids must hold integers"),
-    ([0, 1], [0], [2.0 ** 25], 3, "not exact in float32"),
-])
+@pytest.mark.parametrize(
+    "ptr, ids, counts, size, message",
+    [
+        ([0, 2], [0, 1], [1.0, -2.0], 3, "negative count"),
+        ([0, 2], [0, 1], [1.0, 0.5], 3, "fractional count"),
+        ([0, 2], [0, 1], [1.0, np.nan], 3, "non-finite"),
+        ([0, 2], [0, 3], [1.0, 1.0], 3, "found word id 3"),
+        ([0, 2], [0, -1], [1.0, 1.0], 3, "negative word id"),
+        ([0, 2, 1, 3], [0, 1, 2], [1.0, 1.0, 1.0], 3, "non-decreasing"),
+        ([1, 3], [0, 1], [1.0, 1.0], 3, "start at 0"),
+        ([0, 1], [0, 1], [1.0, 1.0], 3, "end at nnz"),
+        ([0, 2], [0, 1], [1.0], 3, "equal length"),
+        ([0, 2], [0.0, 1.0], [1.0, 1.0], 3, "word_ids must hold integers"),
+        ([0, 1], [0], [2.0**25], 3, "not exact in float32"),
+    ],
+)
 def test_validation_names_the_problem(ptr, ids, counts, size, message):
     with pytest.raises(ValueError, match=message):
         Corpus(np.array(ptr), np.array(ids), np.array(counts), size)
@@ -240,8 +249,14 @@ def test_npz_load_rejects_other_files(tmp_path):
     with pytest.raises(ValueError, match="not a vijax corpus"):
         Corpus.load_npz(tmp_path / "x.npz")
     c = _random_corpus(4)
-    np.savez_compressed(tmp_path / "z.npz", doc_ptr=c.doc_ptr, word_ids=c.word_ids, counts=c.counts,
-                        vocab_size=np.array(c.vocab_size), format=np.array("vijax.Corpus/1"))
+    np.savez_compressed(
+        tmp_path / "z.npz",
+        doc_ptr=c.doc_ptr,
+        word_ids=c.word_ids,
+        counts=c.counts,
+        vocab_size=np.array(c.vocab_size),
+        format=np.array("vijax.Corpus/1"),
+    )
     with pytest.raises(ValueError, match="compressed"):
         Corpus.load_npz(tmp_path / "z.npz", mmap=True)
     assert Corpus.load_npz(tmp_path / "z.npz", mmap=False).num_docs == c.num_docs
@@ -308,14 +323,17 @@ def test_uci_errors(tmp_path):
         read_uci_bow(p)
 
 
-@pytest.mark.parametrize("body, message", [
-    ("1 1 2\n1 2\n2 3 1\n", "line 5: expected 'docID wordID count', found 2 numbers"),  # would re-pair
-    ("1 1\n2 2 3 1\n1 1 1\n", "line 4: expected 'docID wordID count', found 2 numbers"),
-    ("1 1 2\n\n2 1 1 4\n", "line 6: expected 'docID wordID count', found 4 numbers"),
-    ("1 1 2\n2 1 -3\n1 2 1\n", "line 5: count -3 out of range"),
-    ("1 1 2\n2 4294967297 1\n1 2 1\n", "line 5: wordID 4294967297 out of range"),  # would wrap to 1 in int32
-    ("1 1 2\n2 99999999999999999999 1\n1 2 1\n", r"line 5: wordID \d+ \(too large for an integer\)"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("1 1 2\n1 2\n2 3 1\n", "line 5: expected 'docID wordID count', found 2 numbers"),  # would re-pair
+        ("1 1\n2 2 3 1\n1 1 1\n", "line 4: expected 'docID wordID count', found 2 numbers"),
+        ("1 1 2\n\n2 1 1 4\n", "line 6: expected 'docID wordID count', found 4 numbers"),
+        ("1 1 2\n2 1 -3\n1 2 1\n", "line 5: count -3 out of range"),
+        ("1 1 2\n2 4294967297 1\n1 2 1\n", "line 5: wordID 4294967297 out of range"),  # would wrap to 1 in int32
+        ("1 1 2\n2 99999999999999999999 1\n1 2 1\n", r"line 5: wordID \d+ \(too large for an integer\)"),
+    ],
+)
 def test_uci_misaligned_lines_and_huge_ids_are_named_by_line(tmp_path, body, message):
     p = tmp_path / "docword.bad.txt"
     p.write_text("2\n5\n3\n" + body)
@@ -368,15 +386,18 @@ def test_ldac_errors(tmp_path):
         read_ldac(p, vocab_size=5)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("1 0:1\n2 0:3:4 5\n", "line 2: malformed id:count pairs"),  # would re-pair as 0:3 4:5
-    ("1 0:1\n\n2 1:1 :2 3\n", "line 3: malformed id:count pairs"),
-    ("1 0:1\n1 2:-3\n", "line 2: count -3 out of range"),
-    ("1 0:1\n1 2:-1\n", "line 2: malformed id:count pairs"),
-    ("1 0:1\n1 -2:1\n", "line 2: word id -2 out of range"),
-    ("1 0:1\n1 4294967297:1\n", "line 2: word id 4294967297 out of range"),  # would wrap to 1 in int32
-    ("1 0:1\n1 99999999999999999999:1\n", r"line 2: word id \d+ \(too large for an integer\)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1 0:1\n2 0:3:4 5\n", "line 2: malformed id:count pairs"),  # would re-pair as 0:3 4:5
+        ("1 0:1\n\n2 1:1 :2 3\n", "line 3: malformed id:count pairs"),
+        ("1 0:1\n1 2:-3\n", "line 2: count -3 out of range"),
+        ("1 0:1\n1 2:-1\n", "line 2: malformed id:count pairs"),
+        ("1 0:1\n1 -2:1\n", "line 2: word id -2 out of range"),
+        ("1 0:1\n1 4294967297:1\n", "line 2: word id 4294967297 out of range"),  # would wrap to 1 in int32
+        ("1 0:1\n1 99999999999999999999:1\n", r"line 2: word id \d+ \(too large for an integer\)"),
+    ],
+)
 def test_ldac_malformed_pairs_and_huge_ids_are_named_by_line(tmp_path, text, message):
     p = tmp_path / "bad.ldac"
     p.write_text(text)
@@ -411,8 +432,16 @@ def test_dictnostops_vocabulary():
 
 
 def test_tokenize():
-    assert tokenize("Hello, World! It's 2024: naïve café_au lait.") == \
-        ["hello", "world", "it", "s", "naïve", "café", "au", "lait"]
+    assert tokenize("Hello, World! It's 2024: naïve café_au lait.") == [
+        "hello",
+        "world",
+        "it",
+        "s",
+        "naïve",
+        "café",
+        "au",
+        "lait",
+    ]
 
 
 def test_build_vocabulary_cutoffs():
@@ -482,7 +511,7 @@ def test_sample_lda_corpus_statistics():
     observed = np.bincount(c.word_ids, weights=c.counts, minlength=V)
     z = (observed - expected) / np.sqrt(var)
     assert np.max(np.abs(z)) < 5, np.max(np.abs(z))
-    assert abs(np.mean(z ** 2) - 1) < 5 * np.sqrt(2 / V)  # z^2 has mean 1, variance 2 (roughly)
+    assert abs(np.mean(z**2) - 1) < 5 * np.sqrt(2 / V)  # z^2 has mean 1, variance 2 (roughly)
 
 
 def test_sample_lda_corpus_is_fast():
@@ -517,11 +546,13 @@ def test_write_lda_corpus_npz_matches_in_memory(tmp_path, monkeypatch):
 
 def test_write_lda_corpus_npz_memory_is_bounded_by_a_block(tmp_path):
     """Peak traced memory does not grow with the corpus: 4x the documents, the same peak."""
+
     def peak(num_docs, name):
         tracemalloc.start()
         tracemalloc.reset_peak()
-        write_lda_corpus_npz(tmp_path / name, 0, num_docs, 5, 5000, alpha=0.1, eta=0.05,
-                             doc_length_mean=50, save_doc_topics=True)
+        write_lda_corpus_npz(
+            tmp_path / name, 0, num_docs, 5, 5000, alpha=0.1, eta=0.05, doc_length_mean=50, save_doc_topics=True
+        )
         _, top = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         return top
@@ -544,7 +575,7 @@ def test_minibatcher_covers_each_document_once_per_epoch():
     got = list(mb.with_indices())
     assert len(got) == 15
     for e in range(3):
-        idx = np.concatenate([i for i, _ in got[5 * e:5 * e + 5]])
+        idx = np.concatenate([i for i, _ in got[5 * e : 5 * e + 5]])
         assert np.sum(idx == -1) == 2  # 23 = 4 * 5 + 3: two padding rows in the last batch
         assert sorted(idx[idx >= 0].tolist()) == list(range(23))
         np.testing.assert_array_equal(idx[idx >= 0], mb.epoch_order(e))
@@ -553,7 +584,7 @@ def test_minibatcher_covers_each_document_once_per_epoch():
         assert np.all(b.counts[idx == -1] == 0)
         for row in np.flatnonzero(idx >= 0):
             ids, cnt = c.document(idx[row])
-            np.testing.assert_array_equal(b.counts[row, :ids.size], cnt)
+            np.testing.assert_array_equal(b.counts[row, : ids.size], cnt)
     assert not np.array_equal(mb.epoch_order(0), mb.epoch_order(1))
     # reproducible, and resumable at an epoch
     again = [i for i, _ in Minibatcher(c, 5, seed=jax.random.PRNGKey(4), num_epochs=3).with_indices()]
@@ -643,7 +674,7 @@ def test_host_batches_random_access():
     seq = list(mb)
     for t0, n in [(0, 4), (3, 6), (11, 4)]:
         st = mb.host_batches(t0, n)
-        ref = stack_batches(seq[t0:t0 + n])
+        ref = stack_batches(seq[t0 : t0 + n])
         np.testing.assert_array_equal(st.word_ids, ref.word_ids)
         np.testing.assert_array_equal(st.counts, ref.counts)
     assert mb.host_batches(7, 2, length=64).counts.shape == (2, 5, 64)

@@ -1,5 +1,6 @@
 """The VAE data: scikit-learn's digits as images (deterministic split by seed) and binary data from a
 random decoder, with its own log p(x) estimate checked against enumeration-free brute force."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np

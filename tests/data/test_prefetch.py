@@ -1,5 +1,6 @@
 """The background-thread prefetch of host batches: same items in the same order, exceptions reach
 the consumer, the thread stops, and a prefetched run is bit-identical to one without."""
+
 import threading
 import time
 
@@ -68,8 +69,18 @@ def test_runner_with_and_without_prefetch_bit_identical():
     corpus = sample_lda_corpus(0, num_docs=24, num_topics=2, vocab_size=15, doc_length_mean=5).corpus
     mb = Minibatcher(corpus, 4, seed=1)
     alg = svi(LDA(2, 15), num_data=corpus.num_docs)
-    out = [run(alg, jax.random.PRNGKey(0), host_batches=mb.host_batches, num_steps=6, chunk_size=2,
-               progress=False, prefetch=p) for p in (0, 2)]
+    out = [
+        run(
+            alg,
+            jax.random.PRNGKey(0),
+            host_batches=mb.host_batches,
+            num_steps=6,
+            chunk_size=2,
+            progress=False,
+            prefetch=p,
+        )
+        for p in (0, 2)
+    ]
     np.testing.assert_array_equal(out[0].trace["elbo"], out[1].trace["elbo"])
     for a, b in zip(jax.tree.leaves(out[0].state), jax.tree.leaves(out[1].state)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -1,4 +1,5 @@
 """``vijax prepare`` / ``prepare_corpus``: each format round-trips to the memory-mapped .npz."""
+
 import gzip
 
 import numpy as np

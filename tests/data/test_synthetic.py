@@ -1,5 +1,4 @@
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -98,8 +97,11 @@ def test_sparse_regression_has_its_zeros_design_correlation_and_noise():
     np.testing.assert_allclose(c[0, 2], 0.36, atol=0.02)
     resid = np.asarray(d.y) - np.asarray(d.x) @ w
     np.testing.assert_allclose(resid.std(), 0.5, rtol=0.03)
-    for kwargs, match in [({"num_relevant": 7}, "num_relevant"), ({"noise": 0.0}, "noise"),
-                          ({"correlation": 1.0}, "correlation")]:
+    for kwargs, match in [
+        ({"num_relevant": 7}, "num_relevant"),
+        ({"noise": 0.0}, "noise"),
+        ({"correlation": 1.0}, "correlation"),
+    ]:
         args = dict(num_relevant=2) | kwargs
         with pytest.raises(ValueError, match=match):
             sample_sparse_regression(jax.random.PRNGKey(0), 10, 6, args.pop("num_relevant"), **args)

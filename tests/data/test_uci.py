@@ -1,11 +1,18 @@
 """Binary-classification loaders: shapes, class counts and label codings of the reference splits
 (SOURCE.md of each ../shared/data folder), the scikit-learn sets, and bad input."""
+
 import numpy as np
 import pytest
 
 from vijax.data import shared_data_path
-from vijax.data._uci import (DATASETS, check_features, dataset_available, load_binary_dataset, load_breast_cancer,
-                             load_digits_3v5)
+from vijax.data._uci import (
+    DATASETS,
+    check_features,
+    dataset_available,
+    load_binary_dataset,
+    load_breast_cancer,
+    load_digits_3v5,
+)
 
 # name -> (train rows, test rows, dim, train (-1, +1) counts, test (-1, +1) counts), from SOURCE.md
 SHARED = {
@@ -73,12 +80,15 @@ def test_missing_shared_data_is_a_clear_error(monkeypatch, tmp_path):
         load_binary_dataset("sonar")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("0.1,0.2,1\n0.3,-1\n", r"x\.csv: .*column"),  # a short line: no silent re-alignment
-    ("0.1,0.2,1\n0.3,abc,-1\n", r"x\.csv: .*abc"),
-    ("0.1,0.2,1\n0.3,0.4,2\n", r"x\.csv, data row 2: .*label 2\.0"),
-    ("0.1,nan,1\n", r"x\.csv, data row 1: a non-finite value"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0.1,0.2,1\n0.3,-1\n", r"x\.csv: .*column"),  # a short line: no silent re-alignment
+        ("0.1,0.2,1\n0.3,abc,-1\n", r"x\.csv: .*abc"),
+        ("0.1,0.2,1\n0.3,0.4,2\n", r"x\.csv, data row 2: .*label 2\.0"),
+        ("0.1,nan,1\n", r"x\.csv, data row 1: a non-finite value"),
+    ],
+)
 def test_labelled_csv_reader_names_file_and_row(tmp_path, text, message):
     from vijax.data._uci import read_labelled_csv
 

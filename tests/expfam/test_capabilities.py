@@ -1,5 +1,6 @@
 """The optional family capabilities algorithms ask for by name: ``mode``/``mode_stats`` (MAP-EM)
 and ``reparam_sample_and_stats`` (SSVI), and ``implements`` which tells who has them."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,10 +10,12 @@ from vijax import expfam
 from vijax.expfam import Beta, Dirichlet, Gamma, Normal
 
 KEY = jax.random.PRNGKey(3)
-WITH_MODE = [Gamma.from_shape_rate(jnp.array([2.5, 7.0]), jnp.array([1.5, 0.5])),
-             Beta.from_concentrations(jnp.array([2.0, 9.0]), jnp.array([3.0, 1.5])),
-             Dirichlet.from_concentration(jnp.array([[2.0, 3.0, 6.0], [1.5, 1.5, 4.0]])),
-             Normal.from_mean_variance(jnp.array([-1.0, 2.0]), jnp.array([0.5, 3.0]))]
+WITH_MODE = [
+    Gamma.from_shape_rate(jnp.array([2.5, 7.0]), jnp.array([1.5, 0.5])),
+    Beta.from_concentrations(jnp.array([2.0, 9.0]), jnp.array([3.0, 1.5])),
+    Dirichlet.from_concentration(jnp.array([[2.0, 3.0, 6.0], [1.5, 1.5, 4.0]])),
+    Normal.from_mean_variance(jnp.array([-1.0, 2.0]), jnp.array([0.5, 3.0])),
+]
 
 
 @pytest.mark.parametrize("q", WITH_MODE, ids=lambda q: type(q).__name__)

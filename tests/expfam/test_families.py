@@ -4,6 +4,7 @@
 (3,) (``other`` is a second member of the same family, for KL). Tolerances: exact identities
 rtol 1e-6 (float64) / 1e-5 (float32); Monte Carlo checks at 5 standard errors.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,8 +40,12 @@ FAMILIES_UNDER_TEST = {
         expfam.Normal.from_mean_variance(_arr([0.0, 1.0, -1.0], dt), _arr([1.0, 2.0, 0.5], dt)),
     ),
     "dirichlet": lambda dt: (
-        expfam.Dirichlet.from_concentration(_arr([[0.5, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0], [0.9, 0.2, 7.0, 1.1]], dt)),
-        expfam.Dirichlet.from_concentration(_arr([[1.0, 1.0, 1.0, 1.0], [2.0, 3.0, 4.0, 5.0], [0.5, 0.5, 0.5, 0.5]], dt)),
+        expfam.Dirichlet.from_concentration(
+            _arr([[0.5, 1.0, 2.0, 3.0], [5.0, 5.0, 5.0, 5.0], [0.9, 0.2, 7.0, 1.1]], dt)
+        ),
+        expfam.Dirichlet.from_concentration(
+            _arr([[1.0, 1.0, 1.0, 1.0], [2.0, 3.0, 4.0, 5.0], [0.5, 0.5, 0.5, 0.5]], dt)
+        ),
     ),
     "mvn": lambda dt: (_mvn(dt, seed=0), _mvn(dt, seed=1)),
     "beta": lambda dt: (
@@ -48,7 +53,9 @@ FAMILIES_UNDER_TEST = {
         expfam.Beta.from_concentrations(_arr([1.0, 3.0, 9.0], dt), _arr([1.0, 0.5, 2.0], dt)),
     ),
     "categorical": lambda dt: (
-        expfam.Categorical.from_probs(_arr([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.15, 0.05]], dt)),
+        expfam.Categorical.from_probs(
+            _arr([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.15, 0.05]], dt)
+        ),
         expfam.Categorical.from_logits(_arr([[0.0, 0.0, 0.0, 0.0], [1.0, -1.0, 2.0, 0.5], [-3.0, 0.0, 1.0, 3.0]], dt)),
     ),
     "bernoulli": lambda dt: (
@@ -175,8 +182,9 @@ def test_log_prob_entropy_kl_match_tfp(name, dtype):
     assert x.dtype == jnp.dtype(SAMPLE_DTYPES.get(type(fam), dtype))
     with jax.numpy_rank_promotion("allow"):  # TFP broadcasts sample against batch dims
         # One compiled program for all the reference values (faster than TFP op by op).
-        ref_lp, ref_entropy, ref_kl = jax.jit(
-            lambda f, o, x: (f.to_tfp().log_prob(x),) + _reference_entropy_kl(f, o))(fam, other, x)
+        ref_lp, ref_entropy, ref_kl = jax.jit(lambda f, o, x: (f.to_tfp().log_prob(x),) + _reference_entropy_kl(f, o))(
+            fam, other, x
+        )
     np.testing.assert_allclose(fam.log_prob(x), ref_lp, rtol=10 * tol(dtype), atol=10 * tol(dtype))
     np.testing.assert_allclose(fam.entropy(), ref_entropy, rtol=10 * tol(dtype), atol=10 * tol(dtype))
     np.testing.assert_allclose(fam.kl(other), ref_kl, rtol=10 * tol(dtype), atol=10 * tol(dtype))
@@ -337,6 +345,7 @@ def test_categorical_properties(logits, shift):
 def _poisson_by_enumeration(rate):
     """(entropy, E[log x!]) of Poisson(rate) by summing over rate +- 40 sd + 40 in float64."""
     from scipy.special import gammaln
+
     sd = np.sqrt(rate)
     k = np.arange(max(0.0, np.floor(rate - 40 * sd - 40)), np.ceil(rate + 40 * sd + 40))
     log_fact = gammaln(k + 1)

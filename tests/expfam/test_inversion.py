@@ -5,6 +5,7 @@ formula -(dQ/dlambda)/q with dQ/dlambda by autodiff of the CDF; an explicitly fo
 ``jax.jacobian`` and the dense Fisher matrix; Monte Carlo (k standard errors, computed here) for
 E[t(beta)] = mean_params and E[V] = I.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,9 +16,16 @@ from jax.scipy.special import gammainc, ndtr
 from vijax import expfam
 from vijax.expfam import Beta, Dirichlet, Gamma, Normal
 from vijax.expfam._base import _flatten, dense_fisher
-from vijax.expfam._inversion import (check_invertible, log_gamma_quantile_grad, reparam_sample,
-                                     reparam_sample_and_stats, reparam_stats, sample_log_gamma,
-                                     standard_log_gamma, stats_and_v_product)
+from vijax.expfam._inversion import (
+    check_invertible,
+    log_gamma_quantile_grad,
+    reparam_sample,
+    reparam_sample_and_stats,
+    reparam_stats,
+    sample_log_gamma,
+    standard_log_gamma,
+    stats_and_v_product,
+)
 from vijax.testing import mc_mean_and_stderr
 
 KEY = jax.random.PRNGKey(20240607)
@@ -30,8 +38,9 @@ FAMILIES_UNDER_TEST = {
     "beta": lambda: Beta.from_concentrations(jnp.array([0.3, 2.0, 15.0]), jnp.array([4.0, 0.8, 6.0])),
     "dirichlet": lambda: Dirichlet.from_concentration(jnp.array([[0.2, 1.0, 5.0], [3.0, 3.0, 0.6]])),
     "normal": lambda: Normal.from_mean_variance(jnp.array([-1.0, 0.5, 3.0]), jnp.array([0.3, 2.0, 1.0])),
-    "normal_gamma": lambda: expfam.NormalGamma.from_params(jnp.array([-1.0, 2.0]), jnp.array([0.5, 3.0]),
-                                                           jnp.array([0.4, 6.0]), jnp.array([1.5, 0.5])),
+    "normal_gamma": lambda: expfam.NormalGamma.from_params(
+        jnp.array([-1.0, 2.0]), jnp.array([0.5, 3.0]), jnp.array([0.4, 6.0]), jnp.array([1.5, 0.5])
+    ),
 }
 
 
@@ -105,8 +114,14 @@ def test_float32_small_concentration_draws_are_finite():
 
 
 # ---------------------------------------------------------------------------- families: fixed-u FD
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "beta" else n
-                                  for n in sorted(FAMILIES_UNDER_TEST) if n != "normal_gamma"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n == "beta" else n
+        for n in sorted(FAMILIES_UNDER_TEST)
+        if n != "normal_gamma"
+    ],
+)
 def test_stats_derivative_matches_quantile_finite_difference(name):
     """d t(R(u; lambda)) / d lambda at fixed u, against central differences of R built from
     TFP's igammainv (Gamma, Beta, Dirichlet via eq. 27) or ndtri (Normal)."""
@@ -134,7 +149,9 @@ def test_stats_derivative_matches_quantile_finite_difference(name):
             if isinstance(qq, Gamma):
                 g = tfp.math.igammainv(qq.concentration, u)
                 return (jnp.log(g / qq.rate), g / qq.rate)
-            aa = qq.concentration if isinstance(qq, Dirichlet) else jnp.stack([qq.concentration1, qq.concentration0], -1)
+            aa = (
+                qq.concentration if isinstance(qq, Dirichlet) else jnp.stack([qq.concentration1, qq.concentration0], -1)
+            )
             lg = jnp.log(tfp.math.igammainv(aa, u))
             lb = lg - jax.nn.logsumexp(lg, -1, keepdims=True)
             return (lb,) if isinstance(qq, Dirichlet) else (lb[..., 0], lb[..., 1])
@@ -156,8 +173,9 @@ def test_stats_derivative_matches_quantile_finite_difference(name):
         for leaf in np.ndindex(p.shape):
             fd = central(_nat_perturbed(q, i, leaf, H).natural_params, _nat_perturbed(q, i, leaf, -H).natural_params)
             for o, f in zip(jac, fd):  # jac[stat][param] has shape stat_shape + param_shape
-                np.testing.assert_allclose(o[i][(...,) + leaf], f, rtol=1e-5, atol=1e-7,
-                                           err_msg=f"{name} param {i} {leaf}")
+                np.testing.assert_allclose(
+                    o[i][(...,) + leaf], f, rtol=1e-5, atol=1e-7, err_msg=f"{name} param {i} {leaf}"
+                )
 
 
 # ---------------------------------------------------------------------------- -(dQ/dlambda) / q
@@ -210,8 +228,10 @@ def test_dirichlet_gamma_components_match_minus_cdf_derivative_over_density():
     beta = g / jnp.sum(g, -1, keepdims=True)
     for k in range(3):
         tangent = (jnp.zeros_like(a).at[:, k].set(1.0),)
-        ours = jax.jvp(lambda nat: reparam_stats(Dirichlet.from_natural(nat), key), (q.natural_params,), (tangent,))[1][0]
-        expected = (jnp.eye(3)[k][None, :] / g[:, k:k + 1] - 1.0 / jnp.sum(g, -1, keepdims=True)) * dg[:, k:k + 1]
+        ours = jax.jvp(lambda nat: reparam_stats(Dirichlet.from_natural(nat), key), (q.natural_params,), (tangent,))[1][
+            0
+        ]
+        expected = (jnp.eye(3)[k][None, :] / g[:, k : k + 1] - 1.0 / jnp.sum(g, -1, keepdims=True)) * dg[:, k : k + 1]
         np.testing.assert_allclose(ours, expected, rtol=1e-6)
     assert beta.shape == a.shape
 
@@ -234,13 +254,13 @@ def _dense_v(q, key):
     def flat_stats(flat_nat):
         return _flatten(reparam_stats(type(q).from_natural(_unflat(flat_nat)), key), batch)
 
-    shapes = [p.shape[len(batch):] for p in nat]
+    shapes = [p.shape[len(batch) :] for p in nat]
     sizes = [int(np.prod(s)) for s in shapes]
 
     def _unflat(flat):
         out, start = [], 0
         for s, n in zip(shapes, sizes):
-            out.append(flat[..., start:start + n].reshape(batch + tuple(s)))
+            out.append(flat[..., start : start + n].reshape(batch + tuple(s)))
             start += n
         return tuple(out)
 
@@ -277,14 +297,14 @@ def test_expected_v_is_identity(name):
     within 5 standard errors (entrywise, SE computed from the draws)."""
     q = FAMILIES_UNDER_TEST[name]()
     batch = q.batch_shape
-    shapes = [p.shape[len(batch):] for p in q.natural_params]
+    shapes = [p.shape[len(batch) :] for p in q.natural_params]
     sizes = [int(np.prod(s)) for s in shapes]
     d = sum(sizes)
 
     def unflat(flat):
         out, start = [], 0
         for s, n in zip(shapes, sizes):
-            out.append(flat[..., start:start + n].reshape(batch + tuple(s)))
+            out.append(flat[..., start : start + n].reshape(batch + tuple(s)))
             start += n
         return tuple(out)
 
@@ -331,7 +351,10 @@ def test_v_convention_gives_the_natural_gradient():
 
 # ---------------------------------------------------------------------------- pytrees, jit, vmap
 def test_pytree_of_families_jit_and_vmap():
-    q = (Dirichlet.from_concentration(jnp.ones((3, 4)) * 2.0), Beta.from_concentrations(jnp.ones((3, 5)), 2.0 * jnp.ones((3, 5))))
+    q = (
+        Dirichlet.from_concentration(jnp.ones((3, 4)) * 2.0),
+        Beta.from_concentrations(jnp.ones((3, 5)), 2.0 * jnp.ones((3, 5))),
+    )
 
     def v_of(key):
         _, v = stats_and_v_product(q, key)
@@ -372,8 +395,12 @@ def test_normal_gamma_derivative_matches_quantile_finite_difference():
     for ours, ref in zip(reparam_stats(q, key), quantile_stats(q)):
         np.testing.assert_allclose(ours, ref, rtol=1e-8, atol=1e-10)
     jac = jax.jit(jax.jacfwd(lambda n: reparam_stats(type(q).from_natural(n), key)))(q.natural_params)
-    central = jax.jit(lambda a, b: tuple((x - y) / (2 * H) for x, y in zip(quantile_stats(type(q).from_natural(a)),
-                                                                            quantile_stats(type(q).from_natural(b)))))
+    central = jax.jit(
+        lambda a, b: tuple(
+            (x - y) / (2 * H)
+            for x, y in zip(quantile_stats(type(q).from_natural(a)), quantile_stats(type(q).from_natural(b)))
+        )
+    )
     for i, p in enumerate(q.natural_params):
         for leaf in np.ndindex(p.shape):
             fd = central(_nat_perturbed(q, i, leaf, H).natural_params, _nat_perturbed(q, i, leaf, -H).natural_params)

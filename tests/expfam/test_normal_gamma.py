@@ -1,6 +1,7 @@
 """NormalGamma has no single TFP distribution: check it against a TFP joint distribution for
 log_prob, against closed-form entropy (Gamma entropy + E_tau[Normal entropy]), autodiff of its
 log-normalizer, and Monte Carlo estimates of E[t] and of the KL divergence."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,8 +16,11 @@ from tests.conftest import tol
 def _ng(dt, seed=0):
     r = np.random.default_rng(seed)
     return expfam.NormalGamma.from_params(
-        jnp.asarray(r.normal(size=3), dt), jnp.asarray(r.uniform(0.5, 5, 3), dt),
-        jnp.asarray(r.uniform(0.6, 8, 3), dt), jnp.asarray(r.uniform(0.3, 4, 3), dt))
+        jnp.asarray(r.normal(size=3), dt),
+        jnp.asarray(r.uniform(0.5, 5, 3), dt),
+        jnp.asarray(r.uniform(0.6, 8, 3), dt),
+        jnp.asarray(r.uniform(0.3, 4, 3), dt),
+    )
 
 
 def test_round_trip_parameters():

@@ -1,4 +1,5 @@
 """The fast digamma and log-gamma against scipy."""
+
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -3,6 +3,7 @@
 reference, reading both halves). Each process reads only its own
 block of the corpus, runs SVI on LDA through ``vijax.run.run`` with ``global_host_batches`` and
 writes the final topics and the ELBO trace."""
+
 import sys
 
 import numpy as np
@@ -28,8 +29,15 @@ def fit(shards, num_shards):
 
     model = data_parallel(LDA(K, V))
     alg = svi(model, num_data=D)
-    result = run(alg, jax.random.PRNGKey(0), host_batches=global_host_batches(model, local_host_batches),
-                 num_steps=STEPS, chunk_size=CHUNK, progress=False, compile_cache=False)
+    result = run(
+        alg,
+        jax.random.PRNGKey(0),
+        host_batches=global_host_batches(model, local_host_batches),
+        num_steps=STEPS,
+        chunk_size=CHUNK,
+        progress=False,
+        compile_cache=False,
+    )
     leaves = [np.asarray(x.addressable_data(0)) for x in jax.tree.leaves(result.state.q_global)]
     return np.asarray(result.trace["elbo"]), leaves
 

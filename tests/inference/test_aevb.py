@@ -5,6 +5,7 @@ p(x) = N(b, W^T W + s^2 I) and ELBO (for a Gaussian q) are closed forms; the row
 orthogonal, so the exact posterior is a diagonal Gaussian with a mean linear in x, which a linear
 encoder represents exactly. Monte Carlo checks use k standard errors computed here. The step test
 runs on Equinox networks (through `from_equinox`) when equinox is installed."""
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -33,8 +34,8 @@ def _linear(params, v):
 def _exact_encoder(mean_scale=1.0, log_scale_shift=0.0):
     """The linear encoder of the exact posterior N(Sigma W (x - b) / s^2, Sigma),
     Sigma = (I + W W^T / s^2)^-1 (diagonal), optionally perturbed."""
-    post_var = 1.0 / (1.0 + np.sum(W * W, axis=1) / S ** 2)
-    a_mean = mean_scale * W.T * post_var / S ** 2  # (D, d)
+    post_var = 1.0 / (1.0 + np.sum(W * W, axis=1) / S**2)
+    a_mean = mean_scale * W.T * post_var / S**2  # (D, d)
     w = np.concatenate([a_mean, np.zeros((3, 2))], axis=1)
     c = np.concatenate([-B @ a_mean, 0.5 * np.log(post_var) + log_scale_shift])
     return Network(_linear, {"w": jnp.asarray(w), "b": jnp.asarray(c)})
@@ -46,7 +47,7 @@ def _linear_vae(**perturb):
 
 
 def _exact_log_px():
-    return scipy.stats.multivariate_normal(B, W.T @ W + S ** 2 * np.eye(3)).logpdf(X)
+    return scipy.stats.multivariate_normal(B, W.T @ W + S**2 * np.eye(3)).logpdf(X)
 
 
 def _analytic_elbo(vae):
@@ -54,9 +55,9 @@ def _analytic_elbo(vae):
     out = np.asarray(jax.vmap(vae.encoder.apply, (None, 0))(vae.encoder.params, X))
     mu, sd = out[:, :2], np.exp(out[:, 2:])
     resid = X - mu @ W - B
-    expected_sq = np.sum(resid ** 2, axis=1) + (sd ** 2) @ np.sum(W * W, axis=1)
-    ll = -1.5 * np.log(2 * np.pi * S ** 2) - 0.5 * expected_sq / S ** 2
-    kl = 0.5 * np.sum(mu ** 2 + sd ** 2 - 1.0 - 2.0 * np.log(sd), axis=1)
+    expected_sq = np.sum(resid**2, axis=1) + (sd**2) @ np.sum(W * W, axis=1)
+    ll = -1.5 * np.log(2 * np.pi * S**2) - 0.5 * expected_sq / S**2
+    kl = 0.5 * np.sum(mu**2 + sd**2 - 1.0 - 2.0 * np.log(sd), axis=1)
     return ll - kl
 
 
@@ -101,8 +102,12 @@ def _bernoulli_setup(**kw):
 def _kl_to(v, prior_scale):
     """KL(q(theta) || N(0, prior_scale^2 I)) for the mean-field vparams ``v``, by TFP (one jitted
     program: eager TFP compiles one per op)."""
-    kl = jax.jit(lambda loc, sd: tfd.kl_divergence(tfd.MultivariateNormalDiag(loc, sd), tfd.MultivariateNormalDiag(
-        jnp.zeros_like(loc), jnp.full_like(loc, prior_scale))))
+    kl = jax.jit(
+        lambda loc, sd: tfd.kl_divergence(
+            tfd.MultivariateNormalDiag(loc, sd),
+            tfd.MultivariateNormalDiag(jnp.zeros_like(loc), jnp.full_like(loc, prior_scale)),
+        )
+    )
     return kl(v["loc"], jax.nn.softplus(v["scale"]))
 
 
@@ -115,8 +120,12 @@ def _equinox_or_numpy_vae():
         return _bernoulli_setup()[0]
     from vijax.models import from_equinox
 
-    nets = eqx.filter_jit(lambda k: (eqx.nn.MLP(6, 4, 8, 1, jnp.tanh, key=jax.random.fold_in(k, 1)),  # one program,
-                                     eqx.nn.MLP(2, 6, 8, 1, jnp.tanh, key=jax.random.fold_in(k, 2))))  # not one per op
+    nets = eqx.filter_jit(
+        lambda k: (
+            eqx.nn.MLP(6, 4, 8, 1, jnp.tanh, key=jax.random.fold_in(k, 1)),  # one program,
+            eqx.nn.MLP(2, 6, 8, 1, jnp.tanh, key=jax.random.fold_in(k, 2)),
+        )
+    )  # not one per op
     enc, dec = nets(jax.random.PRNGKey(0))
     return VAE(from_equinox(enc), from_equinox(dec), latent_dim=2, data_dim=6)
 
@@ -146,8 +155,9 @@ def test_step_scaling_bayesian_kl_gradients_jit_and_vmap_over_seeds():
     assert float(point.decoder_kl(s0)) == 0.0
     # one Adam step moves every parameter: the gradient reaches the encoder and the decoder (and q(theta)'s sds)
     for before, after in ((s0, s1), (b0, b1)):
-        for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(before.q_global),
-                                jax.tree_util.tree_leaves(after.q_global)):
+        for (path, a), b in zip(
+            jax.tree_util.tree_leaves_with_path(before.q_global), jax.tree_util.tree_leaves(after.q_global)
+        ):
             assert np.all(np.asarray(a) != np.asarray(b)), jax.tree_util.keystr(path)
     assert set(b1.q_global["decoder"]) == {"loc", "scale"}
     # a non-finite step (NaN data reach a traced step unchecked: value checks off) is rejected, and the state kept
@@ -179,8 +189,12 @@ def test_training_on_synthetic_binary_data_raises_the_test_elbo():
         s0 = alg.init(key)
         s1, _ = jax.lax.scan(body, s0, jnp.arange(400))
         ek = jax.random.PRNGKey(9)
-        return (alg.elbo(s0, test, ek, 10).mean(), alg.elbo(s1, test, ek, 10).mean(),
-                alg.iwae_log_likelihood(s1, test, ek, 100).mean(), s1.num_rejected)
+        return (
+            alg.elbo(s0, test, ek, 10).mean(),
+            alg.elbo(s1, test, ek, 10).mean(),
+            alg.iwae_log_likelihood(s1, test, ek, 100).mean(),
+            s1.num_rejected,
+        )
 
     before, after, iw, rejected = [float(v) for v in train_and_eval(jax.random.PRNGKey(3))]
     # 400 Adam steps of 50 (40 passes) at rate 0.01: measured -11.2 -> -8.0 nats per datum (IWAE -7.7)
@@ -195,8 +209,13 @@ def test_reconstruct_sample_and_bad_input_name_the_argument():
     assert rec.shape == x.shape and bool(jnp.all((rec > 0) & (rec < 1)))
     assert alg.sample(state, jax.random.PRNGKey(1), 4).shape == (4, 6)
     key = jax.random.PRNGKey(2)
-    for call in (lambda: alg.init(None), lambda: alg.step(state, x, None), lambda: alg.elbo(state, x, None),
-                 lambda: alg.iwae_log_likelihood(state, x, None), lambda: alg.sample(state, None, 2)):
+    for call in (
+        lambda: alg.init(None),
+        lambda: alg.step(state, x, None),
+        lambda: alg.elbo(state, x, None),
+        lambda: alg.iwae_log_likelihood(state, x, None),
+        lambda: alg.sample(state, None, 2),
+    ):
         with pytest.raises(ValueError, match="^key must be a PRNG key"):
             call()
     with pytest.raises(ValueError, match="^batch must have 6 columns"):

@@ -1,6 +1,7 @@
 """Black-box VI (vijax.inference.bbvi): every estimator's gradient is unbiased for the exact ELBO
 gradient (closed form on a Gaussian target), the fits reach the exact posterior of a conjugate
 Gaussian model, and bad input is named."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,12 +38,22 @@ def mc_gradient(alg, vparams, estimator, entropy="analytic", num_samples=2, prio
     joint = joint or log_joint(gaussian_target)
 
     def grad(key):
-        return jax.grad(lambda v: _objective(v, None, key, guide=alg.guide, joint=joint, estimator=estimator,
-                                             entropy=entropy, num_samples=num_samples, prior=prior)[0])(vparams)
+        return jax.grad(
+            lambda v: _objective(
+                v,
+                None,
+                key,
+                guide=alg.guide,
+                joint=joint,
+                estimator=estimator,
+                entropy=entropy,
+                num_samples=num_samples,
+                prior=prior,
+            )[0]
+        )(vparams)
 
     g = jax.jit(jax.vmap(grad))(KEYS)
-    return (jax.tree.map(lambda x: np.mean(x, 0), g),
-            jax.tree.map(lambda x: np.std(x, 0) / np.sqrt(x.shape[0]), g))
+    return (jax.tree.map(lambda x: np.mean(x, 0), g), jax.tree.map(lambda x: np.std(x, 0) / np.sqrt(x.shape[0]), g))
 
 
 def start(alg):
@@ -52,15 +63,25 @@ def start(alg):
 
 
 def assert_unbiased(mean, se, exact, k=5.0):
-    for m, s, e in zip(jax.tree_util.tree_leaves(mean), jax.tree_util.tree_leaves(se),
-                       jax.tree_util.tree_leaves(exact)):
+    for m, s, e in zip(
+        jax.tree_util.tree_leaves(mean), jax.tree_util.tree_leaves(se), jax.tree_util.tree_leaves(exact)
+    ):
         np.testing.assert_array_less(np.abs(m - np.asarray(e)), k * s + 1e-9)
 
 
-@pytest.mark.parametrize("family,estimator,entropy,num_samples", [
-    ("meanfield", "reparam", "analytic", 2), ("meanfield", "reparam", "mc", 2), ("meanfield", "stl", "mc", 2),
-    ("meanfield", "score", "analytic", 4), ("meanfield", "score", "mc", 4), ("fullrank", "reparam", "analytic", 2),
-    ("fullrank", "stl", "mc", 2), ("lowrank", "reparam", "analytic", 2)])
+@pytest.mark.parametrize(
+    "family,estimator,entropy,num_samples",
+    [
+        ("meanfield", "reparam", "analytic", 2),
+        ("meanfield", "reparam", "mc", 2),
+        ("meanfield", "stl", "mc", 2),
+        ("meanfield", "score", "analytic", 4),
+        ("meanfield", "score", "mc", 4),
+        ("fullrank", "reparam", "analytic", 2),
+        ("fullrank", "stl", "mc", 2),
+        ("lowrank", "reparam", "analytic", 2),
+    ],
+)
 def test_gradient_estimators_are_unbiased(family, estimator, entropy, num_samples):
     alg = bbvi(gaussian_target, family=family, init_params={"z": jnp.zeros(D)}, rank=2)
     v = start(alg)
@@ -101,19 +122,24 @@ def test_expfam_guide_gradient_is_unbiased():
 
 def test_iwae_bound_lies_between_elbo_and_evidence_and_is_exact_at_the_posterior():
     log_z = 0.5 * D * np.log(2 * np.pi) - 0.5 * np.linalg.slogdet(A)[1]  # of the unnormalized target
-    alg = bbvi(gaussian_target, family="fullrank", init_params={"z": jnp.zeros(D)}, estimator="iwae",
-               num_samples=8)
+    alg = bbvi(gaussian_target, family="fullrank", init_params={"z": jnp.zeros(D)}, estimator="iwae", num_samples=8)
     v = start(alg)
     joint = log_joint(gaussian_target)
-    bounds = jax.vmap(lambda k: _objective(v, None, k, guide=alg.guide, joint=joint, estimator="iwae",
-                                           entropy="mc", num_samples=8, prior=None)[1])(KEYS[:1000])
+    bounds = jax.vmap(
+        lambda k: _objective(
+            v, None, k, guide=alg.guide, joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
+        )[1]
+    )(KEYS[:1000])
     se = np.std(bounds) / np.sqrt(bounds.shape[0])
     assert float(exact_elbo(alg.guide, v)) + 3 * se < float(np.mean(bounds)) < log_z
     chol = np.linalg.cholesky(np.linalg.inv(A))
     d = np.diag(chol)
     post = {"loc": MU_P, "scale": jnp.asarray(np.log(np.expm1(d))), "chol": jnp.asarray(chol / d[:, None])}
-    at_post = jax.vmap(lambda k: _objective(post, None, k, guide=alg.guide, joint=joint, estimator="iwae",
-                                            entropy="mc", num_samples=8, prior=None)[1])(KEYS[:10])
+    at_post = jax.vmap(
+        lambda k: _objective(
+            post, None, k, guide=alg.guide, joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
+        )[1]
+    )(KEYS[:10])
     np.testing.assert_allclose(at_post, log_z, rtol=1e-10)
 
 
@@ -133,8 +159,15 @@ def conjugate_model(rng=np.random.default_rng(0)):
 @pytest.mark.parametrize("family", ["meanfield", "fullrank"])
 def test_stl_reaches_the_exact_posterior(family):
     y, log_lik, log_prior, mean, var = conjugate_model()
-    alg = bbvi(log_lik, family=family, init_params={"t": jnp.zeros(D)}, estimator="stl", num_samples=2,
-               log_prior=log_prior, schedule=0.05)
+    alg = bbvi(
+        log_lik,
+        family=family,
+        init_params={"t": jnp.zeros(D)},
+        estimator="stl",
+        num_samples=2,
+        log_prior=log_prior,
+        schedule=0.05,
+    )
     state = alg.init(jax.random.PRNGKey(0), y)
     steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(c, y, k), s, ks))
     state, info = steps(state, jax.random.split(jax.random.PRNGKey(1), 1500))  # 1500 steps, Adam 0.05
@@ -157,8 +190,11 @@ def test_minibatch_scaling_and_analytic_kl():
     kw = dict(entropy="analytic", num_samples=3, estimator="reparam")
     const = -0.5 * D * np.log(2 * np.pi)  # E[ELBO with KL] - E[ELBO with the unnormalized log_prior]
     ea = jax.vmap(lambda k: _objective(v, y, k, guide=with_kl.guide, joint=log_joint(log_lik), prior=prior, **kw)[1])
-    eb = jax.vmap(lambda k: _objective(v, y, k, guide=whole.guide, joint=log_joint(log_lik, log_prior=log_prior),
-                                       prior=None, **kw)[1])
+    eb = jax.vmap(
+        lambda k: _objective(
+            v, y, k, guide=whole.guide, joint=log_joint(log_lik, log_prior=log_prior), prior=None, **kw
+        )[1]
+    )
     diff = ea(KEYS[:2000]) - eb(KEYS[:2000])
     assert abs(float(np.mean(diff)) - const) < 5 * float(np.std(diff)) / np.sqrt(2000) + 1e-9
 
@@ -167,9 +203,13 @@ def test_bijectors_map_to_the_support_and_log_weights_are_exact_at_the_posterior
     """A positive parameter through Softplus; q pushed forward has the Jacobian in its weights."""
     y, log_lik, log_prior, mean, var = conjugate_model()
     b = tfp.bijectors.Softplus()
-    alg = bbvi(lambda p, batch: -0.5 * jnp.sum((batch - p["t"][None, :]) ** 2) + jnp.log(p["s"]) - p["s"],
-               init_params={"t": jnp.zeros(D), "s": jnp.ones(())}, bijectors={"t": None, "s": b}, num_samples=2,
-               log_prior=log_prior)
+    alg = bbvi(
+        lambda p, batch: -0.5 * jnp.sum((batch - p["t"][None, :]) ** 2) + jnp.log(p["s"]) - p["s"],
+        init_params={"t": jnp.zeros(D), "s": jnp.ones(())},
+        bijectors={"t": None, "s": b},
+        num_samples=2,
+        log_prior=log_prior,
+    )
     state = alg.init(jax.random.PRNGKey(0), y)
     draws = alg.sample(state, jax.random.PRNGKey(1), 50)
     assert draws["s"].shape == (50,) and bool(np.all(draws["s"] > 0)) and draws["t"].shape == (50, D)
@@ -195,14 +235,16 @@ def test_step_is_pure_jits_once_and_vmaps_over_seeds():
 def test_a_non_finite_step_is_rejected_and_counted():
     def ld(params, batch):  # NaN once the draw's first coordinate passes 0.5
         z = params["z"]
-        return jnp.where(z[0] > 0.5, jnp.nan, -0.5 * jnp.sum(z ** 2))
+        return jnp.where(z[0] > 0.5, jnp.nan, -0.5 * jnp.sum(z**2))
 
     alg = bbvi(ld, init_params={"z": jnp.zeros(2)}, init_scale=1.0, num_samples=8, schedule=0.1)
     state = alg.init(jax.random.PRNGKey(0))
     new, info = jax.jit(alg.step)(state, None, jax.random.PRNGKey(1))
     assert not bool(info.accepted) and int(new.num_rejected) == 1 and int(new.count) == 1
-    for a, b in zip(jax.tree_util.tree_leaves((new.q_global, new.opt_state)),
-                    jax.tree_util.tree_leaves((state.q_global, state.opt_state))):
+    for a, b in zip(
+        jax.tree_util.tree_leaves((new.q_global, new.opt_state)),
+        jax.tree_util.tree_leaves((state.q_global, state.opt_state)),
+    ):
         np.testing.assert_array_equal(a, b)
 
 
@@ -213,20 +255,23 @@ def test_registered_and_made_by_name():
     assert state.q_global["chol"].shape == (D, D) and np.isfinite(float(info.elbo))
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(num_samples=0), "num_samples"),
-    (dict(estimator="score", num_samples=1), "num_samples"),
-    (dict(estimator="vimco"), "estimator"),
-    (dict(family="fullrnak"), "family"),
-    (dict(bijectors={"w": None}), "bijectors"),
-    (dict(init_params={"z": jnp.array([1, 2])}), "init_params"),
-    (dict(init_params={"z": jnp.array([jnp.nan, 1.0])}), "init_params"),
-    (dict(init_params={"z": -jnp.ones(2)}, bijectors={"z": tfp.bijectors.Exp()}), "support"),
-    (dict(family=expfam.Categorical.from_probs(jnp.array([0.5, 0.5]))), "family"),
-    (dict(estimator="iwae", prior=tfp.distributions.Normal(0.0, 1.0)), "prior"),
-    (dict(log_prior=lambda p: 0.0, prior=tfp.distributions.Normal(0.0, 1.0)), "exclusive"),
-    (dict(optimizer="adamw"), "adamw"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(num_samples=0), "num_samples"),
+        (dict(estimator="score", num_samples=1), "num_samples"),
+        (dict(estimator="vimco"), "estimator"),
+        (dict(family="fullrnak"), "family"),
+        (dict(bijectors={"w": None}), "bijectors"),
+        (dict(init_params={"z": jnp.array([1, 2])}), "init_params"),
+        (dict(init_params={"z": jnp.array([jnp.nan, 1.0])}), "init_params"),
+        (dict(init_params={"z": -jnp.ones(2)}, bijectors={"z": tfp.bijectors.Exp()}), "support"),
+        (dict(family=expfam.Categorical.from_probs(jnp.array([0.5, 0.5]))), "family"),
+        (dict(estimator="iwae", prior=tfp.distributions.Normal(0.0, 1.0)), "prior"),
+        (dict(log_prior=lambda p: 0.0, prior=tfp.distributions.Normal(0.0, 1.0)), "exclusive"),
+        (dict(optimizer="adamw"), "adamw"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, match):
     args = dict(init_params={"z": jnp.zeros(2)})
     args.update(kwargs)
@@ -240,10 +285,12 @@ def test_bad_log_densities_are_named():
         alg.step(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
     with pytest.raises(ValueError, match="not finite"):
         bbvi(lambda p, b: jnp.sum(jnp.log(p["z"] - 5.0)), init_params={"z": jnp.zeros(2)}).init(
-            jax.random.PRNGKey(0), jnp.zeros(1))
+            jax.random.PRNGKey(0), jnp.zeros(1)
+        )
     with pytest.raises(ValueError, match="bijector"):  # finite at the centre, not at draws of q
         bbvi(lambda p, b: jnp.sum(jnp.log(p["z"])), init_params={"z": jnp.full(2, 0.05)}, init_scale=1.0).init(
-            jax.random.PRNGKey(0), jnp.zeros(1))
+            jax.random.PRNGKey(0), jnp.zeros(1)
+        )
     with pytest.raises(ValueError, match="key"):
         bbvi(gaussian_target, init_params={"z": jnp.zeros(D)}).init(None)
     with pytest.raises(ValueError, match="function"):
@@ -262,7 +309,7 @@ def test_a_network_parameter_pytree_is_fitted_whole():
         xb, yb = batch
         h = jnp.tanh(xb @ p["hidden"]["w"] + p["hidden"]["b"][None, :])
         logits = h @ p["out"]["w"] + p["out"]["b"]
-        prior = sum(jnp.sum(v ** 2) for v in jax.tree_util.tree_leaves(p))
+        prior = sum(jnp.sum(v**2) for v in jax.tree_util.tree_leaves(p))
         return jnp.sum(yb * logits - jnp.logaddexp(0.0, logits)) - 0.5 * prior
 
     alg = bbvi(log_density, family="fullrank", init_params=params, init_scale=0.5, num_samples=4, schedule=0.05)

@@ -1,4 +1,5 @@
 """CAVI: monotone ELBO, cluster recovery, agreement with scikit-learn, and the JAX contract."""
+
 import chex
 import jax
 import jax.numpy as jnp

@@ -8,6 +8,7 @@ Bayesian linear regression (type-II ML sigma), the closed-form ELBO of a Gaussia
 gradient, finite differences, the conjugate Gaussian posterior of the head on fixed features, and
 per-seed runs for the vmapped program. Tolerances are stated at each check.
 """
+
 import pathlib
 import re
 
@@ -27,7 +28,7 @@ DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "composition.md"
 def _run_snippet(heading: str) -> dict:
     """Executes the first Python block under the doc's section ``heading``; returns its globals."""
     text = DOC.read_text()
-    section = text[text.index(heading):]
+    section = text[text.index(heading) :]
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     scope = {}
     exec(compile(block, str(DOC), "exec"), scope)
@@ -40,6 +41,7 @@ def _allclose(a, b, rtol):
 
 
 # ---- 1. a vijax step next to an optax update in the user's jitted train_step -----------------------
+
 
 @pytest.fixture(scope="module")
 def pattern1():
@@ -103,6 +105,7 @@ def test_pattern1_compiles_once_and_equals_stepping_separately(pattern1):
 
 # ---- BBVI.elbo: the step's objective, differentiable in the batch ------------------------------------
 
+
 def _hyper_density(w, batch):
     x, y, log_sigma = batch
     r = (y - x @ w) / jnp.exp(log_sigma)
@@ -137,6 +140,7 @@ def test_elbo_is_the_steps_objective_and_reaches_the_batch_for_every_estimator()
 
 # ---- 2. a Bayesian last layer --------------------------------------------------------------------
 
+
 def test_pattern2_end_to_end_training_improves_held_out_log_predictive():
     s = _run_snippet("## 2. ")
     # XOR on 200 points: the untrained network is at chance (log 0.5 = -0.69); measured after 1500
@@ -157,8 +161,13 @@ def _exact_gaussian_elbo(net, theta, vparams, guide, x, y, noise, prior_scale):
     quad = jnp.einsum("ni,ij,nj->n", u, cov, u)
     ell = jnp.sum(-0.5 * (r**2 + quad) / noise**2 - jnp.log(noise) - 0.5 * jnp.log(2 * jnp.pi))
     d = m.shape[0]
-    kl = 0.5 * (jnp.trace(cov) / prior_scale**2 + m @ m / prior_scale**2 - d + 2 * d * jnp.log(prior_scale)
-                - jnp.linalg.slogdet(cov)[1])
+    kl = 0.5 * (
+        jnp.trace(cov) / prior_scale**2
+        + m @ m / prior_scale**2
+        - d
+        + 2 * d * jnp.log(prior_scale)
+        - jnp.linalg.slogdet(cov)[1]
+    )
     return ell - kl
 
 
@@ -210,8 +219,9 @@ def test_elbo_gradient_in_the_network_is_unbiased_for_the_closed_form_elbo():
     # over 2000 keys the estimate's gradient in theta averages to the gradient of the ELBO written
     # in closed form here (within 5 standard errors per coordinate), and so does its value
     net, head, vparams, x, y, theta, unravel, mc = _gaussian_head("mlp")
-    exact = jax.jit(jax.value_and_grad(
-        lambda th: _exact_gaussian_elbo(net, unravel(th), vparams, head.vi.guide, x, y, 0.7, 1.5)))
+    exact = jax.jit(
+        jax.value_and_grad(lambda th: _exact_gaussian_elbo(net, unravel(th), vparams, head.vi.guide, x, y, 0.7, 1.5))
+    )
     keys = jax.random.split(jax.random.PRNGKey(14), 2000)
     vals, grads = jax.jit(jax.vmap(jax.value_and_grad(mc), (None, 0)))(theta, keys)
     exact_val, exact_grad = exact(theta)
@@ -234,8 +244,16 @@ def test_gaussian_head_on_fixed_features_reaches_the_conjugate_posterior(estimat
     x = jax.random.normal(k_x, (40, 2))
     noise, prior_scale = 0.5, 1.0
     sched = optax.cosine_decay_schedule(0.1, 5000, 0.01)
-    head = bayesian_last_layer(net, x[0], likelihood="gaussian", noise_scale=noise, prior_scale=prior_scale,
-                               estimator=estimator, num_samples=4, schedule=sched)
+    head = bayesian_last_layer(
+        net,
+        x[0],
+        likelihood="gaussian",
+        noise_scale=noise,
+        prior_scale=prior_scale,
+        estimator=estimator,
+        num_samples=4,
+        schedule=sched,
+    )
     phi = head.features(net.params, x)
     u = np.concatenate([np.ones((40, 1)), np.asarray(phi)], axis=1)
     y = jnp.asarray(u @ np.asarray(jax.random.normal(k_w, (4,))) + noise * np.asarray(jax.random.normal(k_e, (40,))))
@@ -284,14 +302,16 @@ def test_categorical_head_shapes_and_probabilities():
     v = head.init(jax.random.PRNGKey(2))
     assert v["loc"].shape == (4 * 3 + 3,)
     key = jax.random.PRNGKey(3)
-    p, lp = jax.jit(lambda v: (head.predict(net.params, v, x, key, 7),
-                               head.log_predictive(net.params, v, (x, y), key, 7)))(v)
+    p, lp = jax.jit(
+        lambda v: (head.predict(net.params, v, x, key, 7), head.log_predictive(net.params, v, (x, y), key, 7))
+    )(v)
     np.testing.assert_allclose(jnp.sum(p, -1), 1.0, rtol=1e-12)
     # the same draws: log of the averaged probability of the observed class
     np.testing.assert_allclose(lp, jnp.log(p[jnp.arange(6), y]), rtol=1e-10)
 
 
 # ---- 3. many fits as one program -------------------------------------------------------------------
+
 
 def test_pattern3_vmapped_fits_equal_per_seed_fits():
     s = _run_snippet("## 3. ")

@@ -1,5 +1,6 @@
 """Data parallelism across processes: two local CPU processes (JAX's gloo CPU collectives), each
 reading its own half of the corpus, give the one-process result (SVI on LDA, 6 steps)."""
+
 import os
 import socket
 import subprocess
@@ -36,12 +37,30 @@ def test_process_shard_blocks_cover_the_items_once():
 
 def test_two_cpu_processes_equal_one(tmp_path):
     port, root = _free_port(), os.path.dirname(os.path.dirname(HERE))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
-               JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS="",
+    )
     runs = [(2, 0), (2, 1), (1, 0)]  # two processes, and the one-process reference (in float32 alike)
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "_mp_worker.py"), str(port), str(n), str(p),
-                               str(tmp_path / f"{n}_{p}.npz")], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for n, p in runs]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                os.path.join(HERE, "_mp_worker.py"),
+                str(port),
+                str(n),
+                str(p),
+                str(tmp_path / f"{n}_{p}.npz"),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for n, p in runs
+    ]
     outs = []
     for p in procs:
         try:

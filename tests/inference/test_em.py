@@ -1,5 +1,6 @@
 """EM: model-agnostic (a mixture written here, the HMMs), the objective never decreases, the fixed point
 is a stationary point of the log-likelihood (jax.grad), the JAX contract, and its errors."""
+
 from typing import NamedTuple
 
 import chex
@@ -58,8 +59,9 @@ def _run(alg, state, data, steps):
 
 
 def test_em_on_a_model_written_elsewhere_reaches_a_stationary_point():
-    x = jnp.concatenate([jax.random.normal(jax.random.PRNGKey(0), (60,)) - 2.0,
-                         jax.random.normal(jax.random.PRNGKey(1), (40,)) + 2.0])
+    x = jnp.concatenate(
+        [jax.random.normal(jax.random.PRNGKey(0), (60,)) - 2.0, jax.random.normal(jax.random.PRNGKey(1), (40,)) + 2.0]
+    )
     model = UnitVarianceMixture(2)
     assert isinstance(model, EMModel)
     alg = em(model)
@@ -80,6 +82,7 @@ def test_em_never_lowers_the_hmm_log_likelihood(kind):
     pi, trans = jnp.asarray(r.dirichlet(np.ones(k))), jnp.asarray(r.dirichlet(np.ones(k) * 0.5, k))
     if kind == "categorical":
         from vijax.models import CategoricalEmissions
+
         truth = HMMParams(pi, trans, CategoricalEmissions(jnp.asarray(r.dirichlet(np.ones(5) * 0.5, k))))
         model = CategoricalHMM(k, 5)
     else:
@@ -92,8 +95,11 @@ def test_em_never_lowers_the_hmm_log_likelihood(kind):
     assert np.all(np.diff(ll) >= -1e-9 * np.abs(ll[-1])), np.diff(ll)
     assert ll[-1] > ll[0]
     # the reported value is log p(x | theta) at the step's starting parameters
-    np.testing.assert_allclose(float(jnp.sum(model.log_likelihood(state.q_global, data))),
-                               float(model.e_step(state.q_global, data)[1]), rtol=1e-12)
+    np.testing.assert_allclose(
+        float(jnp.sum(model.log_likelihood(state.q_global, data))),
+        float(model.e_step(state.q_global, data)[1]),
+        rtol=1e-12,
+    )
 
 
 def test_em_compiles_once_and_vmaps_over_restarts():

@@ -1,4 +1,5 @@
 """The E-step x M-step matrix (Hoffman and Blei 2015, §2.5, appendix D) through the algorithm registry."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 
 from vijax import expfam
 from vijax.data import sample_lda_corpus
-from vijax.inference import ALGORITHMS, MAPInfo, MAPState, SSVIState, SVIState, make_algorithm, schedules, ssvi
+from vijax.inference import MAPInfo, MAPState, SSVIState, SVIState, make_algorithm, schedules, ssvi
 from vijax.models import LDA, DiagonalGMM, UnivariateGMM
 
 K, V, S = 3, 20, 6
@@ -16,8 +17,9 @@ ONE = lambda count: jnp.asarray(1.0)  # noqa: E731
 
 @pytest.fixture(scope="module")
 def batch():
-    corpus = sample_lda_corpus(2, num_docs=S, num_topics=K, vocab_size=V, alpha=0.3, eta=0.1,
-                               doc_length_mean=30.0).corpus
+    corpus = sample_lda_corpus(
+        2, num_docs=S, num_topics=K, vocab_size=V, alpha=0.3, eta=0.1, doc_length_mean=30.0
+    ).corpus
     return corpus.batch(range(S), length=32)
 
 
@@ -26,8 +28,10 @@ FAST_CELLS = [("map", "gibbs"), ("svi", "cvb0"), ("ssvi", "meanfield"), ("ssvi_a
 ALL_CELLS = [(g, l) for g in GLOBAL_UPDATES for l in LDA.local_methods]
 
 
-@pytest.mark.parametrize("global_update,local", FAST_CELLS + [pytest.param(g, l, marks=pytest.mark.slow)
-                                                              for g, l in ALL_CELLS if (g, l) not in FAST_CELLS])
+@pytest.mark.parametrize(
+    "global_update,local",
+    FAST_CELLS + [pytest.param(g, l, marks=pytest.mark.slow) for g, l in ALL_CELLS if (g, l) not in FAST_CELLS],
+)
 def test_cells_of_the_lda_matrix_take_a_step(global_update, local, batch):
     """(M-step, E-step) pairs of LDA build, jit and take a finite, valid step: every M-step and
     every E-step at least once in the fast set, the whole 4 x 3 matrix with ``-m slow``."""
@@ -35,9 +39,12 @@ def test_cells_of_the_lda_matrix_take_a_step(global_update, local, batch):
     sched = schedules.robbins_monro(1.0, 1.0, 0.7)
     alg = make_algorithm(global_update, model, num_data=60, local=local, schedule=sched)
     if global_update in ("ssvi", "ssvi_a"):  # the row is ssvi(mode=...) itself
-        ref = ssvi(model, num_data=60, local=local, mode="full" if global_update == "ssvi" else "approx", schedule=sched)
-        (state, info), (ref_state, _) = jax.jit(lambda k: (alg.step(alg.init(k), batch, k),
-                                                           ref.step(ref.init(k), batch, k)))(KEY)
+        ref = ssvi(
+            model, num_data=60, local=local, mode="full" if global_update == "ssvi" else "approx", schedule=sched
+        )
+        (state, info), (ref_state, _) = jax.jit(
+            lambda k: (alg.step(alg.init(k), batch, k), ref.step(ref.init(k), batch, k))
+        )(KEY)
         np.testing.assert_array_equal(state.q_global.eta, ref_state.q_global.eta)
     else:
         state, info = jax.jit(alg.step)(alg.init(KEY), batch, KEY)
@@ -74,11 +81,13 @@ def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
 def test_meanfield_row_is_svi(batch):
     model = LDA(K, V, alpha=0.3, eta=0.5)
     from vijax.inference import svi
+
     a = make_algorithm("svi", model, num_data=60, local="cvb0", schedule=ONE)
     b = svi(model, num_data=60, local="cvb0", schedule=ONE)
     sa, _ = a.step(a.init(KEY), batch, KEY)
     sb, _ = b.step(b.init(KEY), batch, KEY)
     np.testing.assert_array_equal(sa.q_global.eta, sb.q_global.eta)
+
 
 def test_map_with_normal_globals():
     """The mode of a Normal is its mean: MAP-EM on the one-component Gaussian model reaches the

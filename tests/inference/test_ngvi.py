@@ -1,5 +1,6 @@
 """Natural-gradient VI on a log-density (vijax.inference.ngvi): the mean-parameter gradient
 estimates are unbiased, the step solves a conjugate model exactly, and bad input is named."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +16,7 @@ POST_MEAN, POST_VAR = np.asarray(Y.sum(0)) / 21.0, 1.0 / 21.0  # y_i ~ N(t, I), 
 
 
 def log_joint(t, batch):
-    return -0.5 * jnp.sum((batch - t[None, :]) ** 2) - 0.5 * jnp.sum(t ** 2)
+    return -0.5 * jnp.sum((batch - t[None, :]) ** 2) - 0.5 * jnp.sum(t**2)
 
 
 def f_quad(z):
@@ -24,19 +25,23 @@ def f_quad(z):
 
 
 def mvn():
-    return expfam.MultivariateNormal.from_mean_covariance(jnp.array([0.3, -0.2]),
-                                                          jnp.array([[1.0, 0.3], [0.3, 0.5]]))
+    return expfam.MultivariateNormal.from_mean_covariance(jnp.array([0.3, -0.2]), jnp.array([[1.0, 0.3], [0.3, 0.5]]))
 
 
 def exact_mean_gradient(q):
     """grad_mu E_q[f] by autodiff of the closed-form expectation written in mean parameters."""
+
     def expectation(mu):
         m, s2 = mu
         cov = 0.5 * (s2 + s2.T) - jnp.outer(m, m)
         var = jnp.diag(cov)
         # E[sin z_i] = sin(m_i) exp(-var_i / 2)
-        return (-1.5 * (jnp.sum(jnp.diag(0.5 * (s2 + s2.T))) - 2.0 * jnp.sum(m) + m.shape[0]) + jnp.sum(m)
-                + 0.2 * jnp.sum(jnp.sin(m) * jnp.exp(-0.5 * var)))
+        return (
+            -1.5 * (jnp.sum(jnp.diag(0.5 * (s2 + s2.T))) - 2.0 * jnp.sum(m) + m.shape[0])
+            + jnp.sum(m)
+            + 0.2 * jnp.sum(jnp.sin(m) * jnp.exp(-0.5 * var))
+        )
+
     return jax.grad(expectation)(q.mean_params())
 
 
@@ -63,9 +68,13 @@ def test_gamma_gradient_is_unbiased_for_a_conjugate_term():
         assert abs(float(np.mean(est)) - ex) < 5 * float(np.std(est)) / np.sqrt(3000)
 
 
-@pytest.mark.parametrize("family", [
-    expfam.Normal.from_mean_variance(jnp.zeros(D), jnp.ones(D)),
-    expfam.MultivariateNormal.from_mean_covariance(jnp.zeros(D), jnp.eye(D))])
+@pytest.mark.parametrize(
+    "family",
+    [
+        expfam.Normal.from_mean_variance(jnp.zeros(D), jnp.ones(D)),
+        expfam.MultivariateNormal.from_mean_covariance(jnp.zeros(D), jnp.eye(D)),
+    ],
+)
 def test_one_newton_step_solves_a_conjugate_gaussian_model(family):
     alg = ngvi(log_joint, family=family, schedule=1.0, num_samples=1)
     state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0), Y), Y, jax.random.PRNGKey(1))
@@ -83,8 +92,12 @@ def test_one_newton_step_solves_a_conjugate_gaussian_model(family):
 def test_reparam_steps_reach_the_poisson_gamma_posterior_with_the_prior_in_the_update():
     x = jnp.asarray(np.random.default_rng(1).poisson(3.0, 50).astype(float))
     prior = expfam.Gamma.from_shape_rate(2.0, 1.0)
-    alg = ngvi(lambda lam, b: jnp.sum(b * jnp.log(lam) - lam), family=expfam.Gamma.from_shape_rate(1.0, 1.0),
-               prior=prior, num_samples=8)  # Robbins-Monro rho_t = (t + 1)^-0.7, 400 steps
+    alg = ngvi(
+        lambda lam, b: jnp.sum(b * jnp.log(lam) - lam),
+        family=expfam.Gamma.from_shape_rate(1.0, 1.0),
+        prior=prior,
+        num_samples=8,
+    )  # Robbins-Monro rho_t = (t + 1)^-0.7, 400 steps
     steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(c, x, k), s, ks))
     state, info = steps(alg.init(jax.random.PRNGKey(0), x), jax.random.split(jax.random.PRNGKey(2), 400))
     q = state.q_global
@@ -96,14 +109,17 @@ def test_reparam_steps_reach_the_poisson_gamma_posterior_with_the_prior_in_the_u
 
 def test_domain_guard_and_non_finite_rejection():
     # a step to a non-positive-definite precision is damped by the guard, never applied
-    alg = ngvi(lambda t, b: 0.5 * jnp.sum(t ** 2) * 10.0, family=expfam.Normal.from_mean_variance(jnp.zeros(2),
-                                                                                                     jnp.ones(2)),
-               schedule=1.0)
+    alg = ngvi(
+        lambda t, b: 0.5 * jnp.sum(t**2) * 10.0,
+        family=expfam.Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2)),
+        schedule=1.0,
+    )
     state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
     assert int(info.num_damped) == 2 and bool(np.all(state.q_global.is_valid()))
     # no halving (down to rho / 2^10) keeps the precision positive: q is unchanged, the step rejected
-    stuck = ngvi(lambda t, b: 0.5 * jnp.sum(t ** 2) * 1e6, family=expfam.Normal.from_mean_variance(0.0, 1.0),
-                 schedule=1.0)
+    stuck = ngvi(
+        lambda t, b: 0.5 * jnp.sum(t**2) * 1e6, family=expfam.Normal.from_mean_variance(0.0, 1.0), schedule=1.0
+    )
     s0 = stuck.init(jax.random.PRNGKey(0))
     s1, info = jax.jit(stuck.step)(s0, None, jax.random.PRNGKey(1))
     assert not bool(info.accepted) and int(s1.num_rejected) == 1 and int(info.num_damped) == 1
@@ -114,20 +130,23 @@ def test_domain_guard_and_non_finite_rejection():
     np.testing.assert_array_equal(s1.q_global.eta1, s0.q_global.eta1)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(family=expfam.Categorical.from_probs(jnp.array([0.5, 0.5]))), "Categorical"),
-    (dict(family=expfam.Gamma.from_shape_rate(1.0, 1.0), gradient="hessian"), "hessian"),
-    (dict(gradient="newton"), "gradient"),
-    (dict(num_samples=0), "num_samples"),
-    (dict(prior=expfam.Gamma.from_shape_rate(1.0, 1.0)), "prior"),
-    (dict(prior=expfam.Normal.from_mean_variance(0.0, 1.0), log_prior=lambda t: 0.0), "exclusive"),
-    (dict(schedule=1.5), "schedule"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(family=expfam.Categorical.from_probs(jnp.array([0.5, 0.5]))), "Categorical"),
+        (dict(family=expfam.Gamma.from_shape_rate(1.0, 1.0), gradient="hessian"), "hessian"),
+        (dict(gradient="newton"), "gradient"),
+        (dict(num_samples=0), "num_samples"),
+        (dict(prior=expfam.Gamma.from_shape_rate(1.0, 1.0)), "prior"),
+        (dict(prior=expfam.Normal.from_mean_variance(0.0, 1.0), log_prior=lambda t: 0.0), "exclusive"),
+        (dict(schedule=1.5), "schedule"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, match):
     args = dict(family=expfam.Normal.from_mean_variance(0.0, 1.0))
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
-        ngvi(lambda t, b: -0.5 * jnp.sum(t ** 2), **args)
+        ngvi(lambda t, b: -0.5 * jnp.sum(t**2), **args)
 
 
 def test_non_finite_log_density_at_init_is_named():

@@ -1,6 +1,7 @@
 """The optax baselines of Khan et al. 2016, appendix G: each named optimizer against its update written out
 by hand, the minibatch/Monte Carlo objective, convergence of batch GD to the PG optimum, the JAX
 contract and bad input."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,7 +25,9 @@ def _manual(name, lr, grads_fn, params, steps, **h):
     """Appendix G's updates (ascent on the ELBO), written out with numpy on flat vectors."""
     eps = h.get("eps", 1e-8)
     p = params.copy()
-    s = np.zeros_like(p); d = np.zeros_like(p); mu = np.zeros_like(p)
+    s = np.zeros_like(p)
+    d = np.zeros_like(p)
+    mu = np.zeros_like(p)
     for k in range(steps):
         g = grads_fn(p)
         if name == "gd":
@@ -41,7 +44,7 @@ def _manual(name, lr, grads_fn, params, steps, **h):
         elif name == "adadelta":
             rho = h.get("rho", 0.9)
             s = rho * s + (1 - rho) * g * g
-            u = lr * np.sqrt(d + eps) / np.sqrt(s + eps) * g      # the reference code's form
+            u = lr * np.sqrt(d + eps) / np.sqrt(s + eps) * g  # the reference code's form
             d = rho * d + (1 - rho) * u * u
             p = p + u
         elif name == "adam":
@@ -52,9 +55,17 @@ def _manual(name, lr, grads_fn, params, steps, **h):
     return p
 
 
-@pytest.mark.parametrize("name,lr,hyper", [("gd", 0.01, {}), ("sgd", 0.02, {"kappa": 0.7}), ("adagrad", 0.1, {}),
-                                           ("rmsprop", 0.05, {"decay": 0.99}), ("adadelta", 0.5, {"rho": 0.95}),
-                                           ("adam", 0.05, {})])
+@pytest.mark.parametrize(
+    "name,lr,hyper",
+    [
+        ("gd", 0.01, {}),
+        ("sgd", 0.02, {"kappa": 0.7}),
+        ("adagrad", 0.1, {}),
+        ("rmsprop", 0.05, {"decay": 0.99}),
+        ("adadelta", 0.5, {"rho": 0.95}),
+        ("adam", 0.05, {}),
+    ],
+)
 def test_named_optimizers_follow_appendix_g(model, name, lr, hyper):
     alg = optax_vi(model, optimizer=name, schedule=lr, **hyper)
     state = alg.init(jax.random.PRNGKey(0))
@@ -74,10 +85,15 @@ def test_batch_gd_converges_to_the_pg_optimum(model):
     (1e-6 relative; 3000 GD steps at alpha = 0.05, 300 PG steps)."""
     batch = jnp.arange(N)
     gd = optax_vi(model, optimizer="gd", schedule=0.05)
-    run = jax.jit(lambda s: jax.lax.scan(lambda s, _: (gd.step(s, batch, jax.random.PRNGKey(0))[0], None), s, None, length=3000)[0])
+    run = jax.jit(
+        lambda s: jax.lax.scan(lambda s, _: (gd.step(s, batch, jax.random.PRNGKey(0))[0], None), s, None, length=3000)[
+            0
+        ]
+    )
     params = run(gd.init(jax.random.PRNGKey(0))).q_global
     q = jax.jit(lambda q: jax.lax.fori_loop(0, 300, lambda i, q: model.prox_step(q, batch, None, 1.0, None), q))(
-        model.init_variational(None))
+        model.init_variational(None)
+    )
     np.testing.assert_allclose(model.elbo_params(params), model.elbo(q), rtol=1e-6)
     np.testing.assert_allclose(params["m"], q.mean, atol=1e-4)
 

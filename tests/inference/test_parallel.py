@@ -2,6 +2,7 @@
 result; every algorithm that calls ``model.local_step`` works with it unchanged.
 
 conftest.py starts JAX with two host devices, so ``jax.devices()`` has two here."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np

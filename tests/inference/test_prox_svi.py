@@ -1,13 +1,13 @@
 """PG-SVI (Khan et al. 2016, iteration (9)): the KL step is the closed form r lambda + (1 - r)(eta + N/M g);
 the Euclidean step is a gradient step on the ELBO in the natural parameters (checked against
 jax.grad); convergence to a stationary point; step-size validation; the JAX contract."""
+
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax import expfam
 from vijax.inference._prox_svi import ProxSVIState, prox_svi
 from vijax.inference import restarts
 from vijax.models._nonconjugate import kl_prox_closed_form
@@ -57,8 +57,9 @@ def test_euclidean_step_is_natural_parameter_gradient_step():
 def _run(model, batch, divergence, beta, steps):
     alg = prox_svi(model, num_data=40, schedule=beta, divergence=divergence)
     step = jax.jit(alg.step)
-    return jax.lax.scan(lambda s, k: step(s, batch, k), alg.init(jax.random.PRNGKey(0)),
-                        jax.random.split(jax.random.PRNGKey(1), steps))
+    return jax.lax.scan(
+        lambda s, k: step(s, batch, k), alg.init(jax.random.PRNGKey(0)), jax.random.split(jax.random.PRNGKey(1), steps)
+    )
 
 
 def _max_grad(model, q, batch):
@@ -111,7 +112,9 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="num_data"):
         prox_svi(GLM(2), num_data=0, schedule=1.0)
     with pytest.raises(ValueError, match="labels"):
-        prox_svi(GLM(2), num_data=3, schedule=1.0).init(jax.random.PRNGKey(0), (jnp.zeros((3, 2)), jnp.array([0.0, 2.0, 1.0])))
+        prox_svi(GLM(2), num_data=3, schedule=1.0).init(
+            jax.random.PRNGKey(0), (jnp.zeros((3, 2)), jnp.array([0.0, 2.0, 1.0]))
+        )
 
 
 def test_jit_no_retrace_and_vmap_over_restarts():

@@ -1,5 +1,6 @@
 """The algorithm registry and the one algorithm convention: every registered algorithm is reachable
 by name, takes keyword-only num_data and schedule, refuses None keys, and names bad settings."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,13 +28,20 @@ def _model_and_batch(name):
         return CategoricalHMM(2, 3), jnp.arange(20).reshape(4, 5) % 3, 4
     if name == "aevb":  # a VAE on binary vectors
         enc, dec = mlp(jax.random.PRNGKey(1), (4, 4)), mlp(jax.random.PRNGKey(2), (2, 4))
-        return VAE(enc, dec, latent_dim=2, data_dim=4), (jnp.arange(40)[:, None] % jnp.arange(1, 5)[None, :] == 0) * 1.0, 40
+        return (
+            VAE(enc, dec, latent_dim=2, data_dim=4),
+            (jnp.arange(40)[:, None] % jnp.arange(1, 5)[None, :] == 0) * 1.0,
+            40,
+        )
     return UnivariateGMM(num_components=2), X, 40
 
 
-SETTINGS = {"optax": {"optimizer": "adam"}, "prox_svi": {"num_samples": 2},
-            "bbvi": {"init_params": {"mu": jnp.zeros(())}, "log_prior": lambda p: -0.5 * p["mu"] ** 2},
-            "ngvi": {"family": Normal.from_mean_variance(0.0, 1.0)}}
+SETTINGS = {
+    "optax": {"optimizer": "adam"},
+    "prox_svi": {"num_samples": 2},
+    "bbvi": {"init_params": {"mu": jnp.zeros(())}, "log_prior": lambda p: -0.5 * p["mu"] ** 2},
+    "ngvi": {"family": Normal.from_mean_variance(0.0, 1.0)},
+}
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
@@ -96,9 +104,14 @@ def test_a_number_is_a_constant_schedule_and_the_m_step_names_resolve():
 
 
 def test_register_algorithm_makes_a_new_algorithm_reachable():
-    register_algorithm("svi_half", lambda model, *, num_data, schedule=None, local="meanfield":
-                       svi(model, num_data=num_data, schedule=0.5, local=local), settings=("local",),
-                       description="SVI with rho = 1/2")
+    register_algorithm(
+        "svi_half",
+        lambda model, *, num_data, schedule=None, local="meanfield": svi(
+            model, num_data=num_data, schedule=0.5, local=local
+        ),
+        settings=("local",),
+        description="SVI with rho = 1/2",
+    )
     try:
         alg = make_algorithm("svi_half", UnivariateGMM(num_components=2), num_data=40, local="meanfield")
         _, info = alg.step(alg.init(KEY, X), X, KEY)

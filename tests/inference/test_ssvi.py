@@ -1,4 +1,5 @@
 """SSVI and SSVI-A (Hoffman & Blei 2015, Algorithm 1, eq. 7-11)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,8 +21,9 @@ ONE = lambda count: jnp.asarray(1.0)  # noqa: E731  rho = 1
 
 @pytest.fixture(scope="module")
 def corpus():
-    return sample_lda_corpus(0, num_docs=200, num_topics=K, vocab_size=V, alpha=0.1, eta=0.05,
-                             doc_length_mean=40.0).corpus
+    return sample_lda_corpus(
+        0, num_docs=200, num_topics=K, vocab_size=V, alpha=0.1, eta=0.05, doc_length_mean=40.0
+    ).corpus
 
 
 def _q0(lam):
@@ -146,8 +148,7 @@ def test_ssvi_improves_heldout_log_predictive_on_synthetic_lda(mode):
     """A tiny synthetic corpus (K = 3 topics, V = 30 words, 300 documents): 60 minibatch steps of
     16 documents raise the held-out per-word log predictive (document completion) above that of
     the random start by more than 0.05 nats."""
-    sample = sample_lda_corpus(1, num_docs=340, num_topics=K, vocab_size=V, alpha=0.2, eta=0.1,
-                               doc_length_mean=50.0)
+    sample = sample_lda_corpus(1, num_docs=340, num_topics=K, vocab_size=V, alpha=0.2, eta=0.1, doc_length_mean=50.0)
     train, test = sample.corpus.split_documents(0, 40 / 340)
     observed, heldout = test.split_tokens(0)
     model = LDA(K, V, alpha=0.2, eta=0.1)
@@ -157,8 +158,9 @@ def test_ssvi_improves_heldout_log_predictive_on_synthetic_lda(mode):
     rng = np.random.default_rng(0)
     batches = [train.batch(rng.choice(train.num_docs, 16, replace=False), length=32) for _ in range(60)]
     stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *batches)
-    state, info = jax.jit(lambda s: jax.lax.scan(lambda st, xs: alg.step(st, xs[0], xs[1]), s,
-                                                 (stacked, jax.random.split(KEY, 60))))(state)
+    state, info = jax.jit(
+        lambda s: jax.lax.scan(lambda st, xs: alg.step(st, xs[0], xs[1]), s, (stacked, jax.random.split(KEY, 60)))
+    )(state)
     after = corpus_document_completion(model, state.q_global, observed, heldout, 40)
     per_word = lambda r: r.log_prob / r.num_tokens  # noqa: E731
     assert per_word(after) > per_word(before) + 0.05, (per_word(before), per_word(after))

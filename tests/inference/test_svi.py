@@ -1,5 +1,6 @@
 """Natural-gradient SVI: equal to CAVI at rho = 1 and S = N; unbiased minibatch natural gradient;
 convergence to the CAVI optimum; the JAX contract."""
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -36,7 +37,7 @@ def test_minibatch_natural_gradient_is_unbiased():
     q = model.init_globals(jax.random.PRNGKey(0), x)
     view = expfam.tree_mean_params(q)
     full = model.local_step(view, x).suff_stats
-    parts = [model.local_step(view, x[i:i + 50]).suff_stats for i in range(0, 400, 50)]
+    parts = [model.local_step(view, x[i : i + 50]).suff_stats for i in range(0, 400, 50)]
     mean = jax.tree_util.tree_map(lambda *a: sum(a) / len(a) * (400 / 50), *parts)
     assert_trees_close(mean, full, rtol=1e-10, atol=1e-10)
 
@@ -82,7 +83,7 @@ def test_compiles_once_and_vmaps():
     step = jax.jit(chex.assert_max_traces(alg.step, n=1))
     s = alg.init(jax.random.PRNGKey(0), x)
     for t in range(3):
-        s, info = step(s, x[t * 20:(t + 1) * 20], jax.random.PRNGKey(t))
+        s, info = step(s, x[t * 20 : (t + 1) * 20], jax.random.PRNGKey(t))
     assert int(s.count) == 3
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     ss = jax.vmap(lambda k: alg.init(k, x))(keys)

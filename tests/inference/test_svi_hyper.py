@@ -3,6 +3,7 @@ objective's derivatives against closed forms and finite differences, the ``hyper
 against models built with those values, one step against the formula written out in NumPy, the
 unchanged behaviour without ``hyper_step``, recovery of alpha and eta from a synthetic corpus
 through the runner, the JAX contract and argument validation."""
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -21,8 +22,9 @@ K, V = 3, 15
 
 
 def _batch(seed=0, num_docs=12, alpha=0.3, eta=0.3, doc_length=20.0, dtype=np.float64):
-    corpus = sample_lda_corpus(seed, num_docs=num_docs, num_topics=K, vocab_size=V, alpha=alpha, eta=eta,
-                               doc_length_mean=doc_length).corpus
+    corpus = sample_lda_corpus(
+        seed, num_docs=num_docs, num_topics=K, vocab_size=V, alpha=alpha, eta=eta, doc_length_mean=doc_length
+    ).corpus
     b = corpus.batch(range(num_docs), dtype=dtype)
     return BowBatch(jnp.asarray(b.word_ids), jnp.asarray(b.counts))
 
@@ -38,9 +40,9 @@ def _closed_form(alpha, eta, gamma, lam, scale):
     u_topics = digamma(lam).sum(-1) - V * digamma(lam.sum(-1))
     s = gamma.shape[0]
     g_alpha = scale * np.sum(K * digamma(K * alpha) - K * digamma(alpha) + t_docs)
-    c_alpha = -scale * s * (K ** 2 * polygamma(1, K * alpha) - K * polygamma(1, alpha))
+    c_alpha = -scale * s * (K**2 * polygamma(1, K * alpha) - K * polygamma(1, alpha))
     g_eta = np.sum(V * digamma(V * eta) - V * digamma(eta) + u_topics)
-    c_eta = -K * (V ** 2 * polygamma(1, V * eta) - V * polygamma(1, eta))
+    c_eta = -K * (V**2 * polygamma(1, V * eta) - V * polygamma(1, eta))
     return (g_alpha, c_alpha), (g_eta, c_eta)
 
 
@@ -76,8 +78,9 @@ def test_hyper_objective_is_the_hyper_dependent_part_of_the_elbo():
     phi_terms = loc.local_terms - _neg_kl_theta(loc.local_params, 0.3)
     loc1 = loc._replace(local_terms=phi_terms + _neg_kl_theta(loc.local_params, 0.8))
     d_elbo = conjugate_elbo(m1.prior(), q, loc1, 3.0) - conjugate_elbo(m0.prior(), q, loc, 3.0)
-    d_obj = (m0.hyper_objective({"alpha": 0.8, "eta": 0.05}, q, loc, 3.0)
-             - m0.hyper_objective({"alpha": 0.3, "eta": 0.2}, q, loc, 3.0))
+    d_obj = m0.hyper_objective({"alpha": 0.8, "eta": 0.05}, q, loc, 3.0) - m0.hyper_objective(
+        {"alpha": 0.3, "eta": 0.2}, q, loc, 3.0
+    )
     np.testing.assert_allclose(d_elbo, d_obj, rtol=1e-9)
 
 
@@ -93,8 +96,12 @@ def test_hyper_argument_equals_a_model_with_those_values(method):
     base = LDA(K, V, alpha=0.3, eta=0.2, gibbs_sweeps=4, gibbs_burn_in=2)
     other = LDA(K, V, alpha=0.9, eta=0.05, gibbs_sweeps=4, gibbs_burn_in=2)
     hyper = {"alpha": jnp.asarray(0.9), "eta": jnp.asarray(0.05)}
-    assert_trees_close(base.local_step(view, batch, key, method, hyper=hyper),
-                       other.local_step(view, batch, key, method), rtol=1e-12, atol=1e-12)
+    assert_trees_close(
+        base.local_step(view, batch, key, method, hyper=hyper),
+        other.local_step(view, batch, key, method),
+        rtol=1e-12,
+        atol=1e-12,
+    )
     assert_trees_close(base.prior(hyper), other.prior(), rtol=1e-12, atol=1e-12)
     assert_trees_close(base.prior({"alpha": 5.0}), base.prior(), rtol=1e-12, atol=1e-12)  # a missing key: fixed value
 
@@ -102,7 +109,9 @@ def test_hyper_argument_equals_a_model_with_those_values(method):
 def test_traced_hyperparameters_compile_the_local_step_once():
     model = LDA(K, V, alpha=0.3)
     batch, view = _batch(6), _random_q(7).mean_params()
-    local = jax.jit(chex.assert_max_traces(lambda a: model.local_step(view, batch, hyper={"alpha": a}).local_params, n=1))
+    local = jax.jit(
+        chex.assert_max_traces(lambda a: model.local_step(view, batch, hyper={"alpha": a}).local_params, n=1)
+    )
     g1, g2 = local(jnp.asarray(0.3)), local(jnp.asarray(2.0))
     np.testing.assert_allclose(g1, model.local_step(view, batch).local_params, rtol=1e-12)
     assert not np.allclose(g1, g2)
@@ -127,8 +136,13 @@ def test_one_step_with_rho_one_and_full_batch_is_cavi_then_the_newton_step():
         eta = 0.3 * np.exp(np.clip(hyper_step * g_e / (c_e * 0.3), -1, 1))
         np.testing.assert_allclose([s1.hyper["alpha"], s1.hyper["eta"]], [alpha, eta], rtol=1e-10)
         assert_trees_close(info.hyper, s1.hyper, rtol=0, atol=0)
-        np.testing.assert_allclose(info.elbo, svi(model, num_data=n, schedule=schedules.constant(1.0))
-                                   .step(s0._replace(hyper=None), batch, jax.random.PRNGKey(1))[1].elbo, rtol=1e-12)
+        np.testing.assert_allclose(
+            info.elbo,
+            svi(model, num_data=n, schedule=schedules.constant(1.0))
+            .step(s0._replace(hyper=None), batch, jax.random.PRNGKey(1))[1]
+            .elbo,
+            rtol=1e-12,
+        )
 
 
 def test_without_hyper_step_the_state_and_info_are_as_before():
@@ -161,8 +175,9 @@ def test_recovers_alpha_and_eta_through_the_runner():
     0.050, 0.041): alpha within a factor 1.5 of the truth and eta within 3, from starts 20x and 50x
     off. The trace holds ``hyper.alpha`` and ``hyper.eta``."""
     n, s, k, v = 500, 50, 5, 50
-    corpus = sample_lda_corpus(0, num_docs=n, num_topics=k, vocab_size=v, alpha=0.05, eta=0.02,
-                               doc_length_mean=50.0).corpus
+    corpus = sample_lda_corpus(
+        0, num_docs=n, num_topics=k, vocab_size=v, alpha=0.05, eta=0.02, doc_length_mean=50.0
+    ).corpus
     full = corpus.batch(range(n), dtype=np.float64)
     ids, counts = jnp.asarray(full.word_ids), jnp.asarray(full.counts)
 
@@ -170,8 +185,12 @@ def test_recovers_alpha_and_eta_through_the_runner():
         idx = jax.random.choice(key, n, (s,), replace=False)
         return BowBatch(ids[idx], counts[idx])
 
-    alg = svi(LDA(k, v, alpha=1.0, eta=1.0), num_data=n, schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.7),
-              hyper_step=1.0)
+    alg = svi(
+        LDA(k, v, alpha=1.0, eta=1.0),
+        num_data=n,
+        schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.7),
+        hyper_step=1.0,
+    )
     res = run(alg, jax.random.PRNGKey(0), batch_fn=batch_fn, num_steps=300, chunk_size=100, progress=False)
     alpha, eta = res.trace["hyper.alpha"], res.trace["hyper.eta"]
     assert alpha.shape == eta.shape == (300,)

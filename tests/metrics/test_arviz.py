@@ -1,5 +1,6 @@
 """vijax.to_arviz: draws from fitted q's (a GMM by CAVI, a GLM by PG-SVI, black-box VI with
 PSIS weights) as ArviZ InferenceData whose summaries agree with q's own moments."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +15,9 @@ from vijax.models import GLM, DiagonalGMM
 
 
 def _mean_within(draws, mean, sd, n, k=5.0):
-    assert np.all(np.abs(np.asarray(draws).mean(axis=(0, 1)) - np.asarray(mean)) < k * np.asarray(sd) / np.sqrt(n) + 1e-9)
+    assert np.all(
+        np.abs(np.asarray(draws).mean(axis=(0, 1)) - np.asarray(mean)) < k * np.asarray(sd) / np.sqrt(n) + 1e-9
+    )
 
 
 def test_a_fitted_gmm_q_becomes_inference_data_with_q_moments():
@@ -76,13 +79,16 @@ def test_bbvi_draws_with_log_weights_carry_the_psis_khat():
     np.testing.assert_allclose(idata.sample_stats["log_weight"].values[0], np.asarray(lw), rtol=1e-6)
 
 
-@pytest.mark.parametrize("args, kwargs, match", [
-    ((expfam.Gamma.from_shape_rate(2.0, 1.0),), {}, "key"),
-    (({"a": jnp.zeros(5), "b": jnp.zeros(4)},), {}, "leading number of draws"),
-    (({"a": jnp.zeros(5)},), {"names": ["a", "b"]}, "names"),
-    (({"a": jnp.zeros(5)},), {"log_weights": jnp.zeros(4)}, "log_weights"),
-    (({"a": jnp.zeros(5)},), {"num_chains": 2}, "num_chains"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        ((expfam.Gamma.from_shape_rate(2.0, 1.0),), {}, "key"),
+        (({"a": jnp.zeros(5), "b": jnp.zeros(4)},), {}, "leading number of draws"),
+        (({"a": jnp.zeros(5)},), {"names": ["a", "b"]}, "names"),
+        (({"a": jnp.zeros(5)},), {"log_weights": jnp.zeros(4)}, "log_weights"),
+        (({"a": jnp.zeros(5)},), {"num_chains": 2}, "num_chains"),
+    ],
+)
 def test_bad_arguments_are_named(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         vijax.to_arviz(*args, **kwargs)

@@ -1,5 +1,6 @@
 """Document completion and perplexity for LDA: against a numpy reference, empty-document handling,
 jit, and a fitted model beating its initialization."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +21,7 @@ def _pad(docs, v):
     counts = np.zeros((len(docs), length))
     for d, c in enumerate(docs):
         nz = np.flatnonzero(c)
-        ids[d, :len(nz)], counts[d, :len(nz)] = nz, c[nz]
+        ids[d, : len(nz)], counts[d, : len(nz)] = nz, c[nz]
     return BowBatch(jnp.asarray(ids), jnp.asarray(counts))
 
 

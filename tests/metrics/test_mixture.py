@@ -1,6 +1,7 @@
 """Metrics of mixture fits (``vijax.metrics``): the Monte Carlo KL between two finite mixtures of
 Bernoulli vectors against exact enumeration, and cluster purity. (``components_used`` with the
 model's MAP assignments: tests/models/test_bernoulli_mixture.py.)"""
+
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,5 +1,6 @@
 """Metrics of NMF fits (``vijax.metrics``): dictionary correlations (Hoffman and Blei 2015, figure
 5) and the components a GaP-NMF fit uses."""
+
 import jax
 import numpy as np
 

@@ -1,5 +1,6 @@
 """PSIS k-hat (vijax.metrics.psis, ArviZ's psislw underneath) against the known tail of Gaussian
 importance ratios, and on a fitted q."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np

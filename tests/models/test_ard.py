@@ -1,6 +1,7 @@
 """ARD linear regression (Blei et al. 2017, appendix A): the ELBO against a Monte Carlo estimate
 with TFP densities, CAVI's monotone ascent and shrinkage, scikit-learn's ARDRegression on the same
 data, the predictive against simulation, and bad input named."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,7 +25,9 @@ def _data(n=300, noise=0.3, seed=0):
 def _fit(model, data, steps):
     alg = vijax.cavi(model)
     state = alg.init(jax.random.PRNGKey(0), data)
-    run = jax.jit(lambda s: jax.lax.scan(lambda c, k: alg.step(c, data, k), s, jax.random.split(jax.random.PRNGKey(1), steps)))
+    run = jax.jit(
+        lambda s: jax.lax.scan(lambda c, k: alg.step(c, data, k), s, jax.random.split(jax.random.PRNGKey(1), steps))
+    )
     return run(state)
 
 
@@ -57,13 +60,17 @@ def test_elbo_equals_a_monte_carlo_estimate_with_tfp_densities():
             chol = jnp.linalg.cholesky(post.cov_scale)  # q(w | tau) = N(w_N, V_N / tau), by hand (TFP's MVN
             z = jax.random.normal(k2, (d,), jnp.float64)  # promotes ranks, which the suite forbids)
             w = post.mean + chol @ z / jnp.sqrt(tau)
-            log_q_w = (jnp.sum(tfd.Normal(0.0, 1.0).log_prob(z)) + 0.5 * d * jnp.log(tau)
-                       - jnp.sum(jnp.log(jnp.diag(chol))))
+            log_q_w = (
+                jnp.sum(tfd.Normal(0.0, 1.0).log_prob(z)) + 0.5 * d * jnp.log(tau) - jnp.sum(jnp.log(jnp.diag(chol)))
+            )
             q_a = tfd.Gamma(q_alpha.concentration, q_alpha.rate)
             alpha = jax.random.gamma(k3, q_alpha.concentration, dtype=jnp.float64) / q_alpha.rate  # promotes ranks)
-            log_p = (jnp.sum(tfd.Normal(x @ w, 1.0 / jnp.sqrt(tau)).log_prob(y))
-                     + jnp.sum(tfd.Normal(0.0, 1.0 / jnp.sqrt(tau * alpha)).log_prob(w))
-                     + tfd.Gamma(2.0, 0.5).log_prob(tau) + jnp.sum(tfd.Gamma(1.5, 0.7).log_prob(alpha)))
+            log_p = (
+                jnp.sum(tfd.Normal(x @ w, 1.0 / jnp.sqrt(tau)).log_prob(y))
+                + jnp.sum(tfd.Normal(0.0, 1.0 / jnp.sqrt(tau * alpha)).log_prob(w))
+                + tfd.Gamma(2.0, 0.5).log_prob(tau)
+                + jnp.sum(tfd.Gamma(1.5, 0.7).log_prob(alpha))
+            )
             return log_p - q_tau.log_prob(tau) - log_q_w - jnp.sum(q_a.log_prob(alpha))
 
         draws = np.asarray(jax.jit(jax.vmap(log_ratio))(jax.random.split(jax.random.PRNGKey(3), 20000)))
@@ -143,21 +150,25 @@ def test_collinear_design_is_handled_and_the_step_compiles_once_and_vmaps():
     assert states.q_global.concentration.shape == (3, x.shape[1])
 
 
-@pytest.mark.parametrize("data, match", [
-    ((np.full((5, 8), np.nan), np.zeros(5)), "X must be numeric and finite"),
-    ((np.zeros((5, 7)), np.zeros(5)), "X must have 8 columns"),
-    ((np.zeros((5, 8)), np.zeros(4)), "y must have one value per row of X"),
-    ((np.zeros((5, 8)), np.array([0, 0, np.inf, 0, 0.0])), "y must be numeric and finite"),
-    (np.zeros((5, 8)), r"the pair \(X, y\)"),
-])
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        ((np.full((5, 8), np.nan), np.zeros(5)), "X must be numeric and finite"),
+        ((np.zeros((5, 7)), np.zeros(5)), "X must have 8 columns"),
+        ((np.zeros((5, 8)), np.zeros(4)), "y must have one value per row of X"),
+        ((np.zeros((5, 8)), np.array([0, 0, np.inf, 0, 0.0])), "y must be numeric and finite"),
+        (np.zeros((5, 8)), r"the pair \(X, y\)"),
+    ],
+)
 def test_bad_data_are_named(data, match):
     alg = vijax.cavi(ARDRegression(dim=8))
     with pytest.raises(ValueError, match=match):
         alg.init(jax.random.PRNGKey(0), data)
 
 
-@pytest.mark.parametrize("kwargs, match", [({"dim": 0}, "dim"), ({"dim": 3, "a0": 0.0}, "a0"),
-                                           ({"dim": 3, "d0": -1.0}, "d0")])
+@pytest.mark.parametrize(
+    "kwargs, match", [({"dim": 0}, "dim"), ({"dim": 3, "a0": 0.0}, "a0"), ({"dim": 3, "d0": -1.0}, "d0")]
+)
 def test_bad_hyperparameters_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ARDRegression(**kwargs)

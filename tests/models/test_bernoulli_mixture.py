@@ -1,4 +1,5 @@
 """The DP mixture of Bernoullis (Hoffman & Blei 2015, §4.2): local step, CAVI, collapsed Gibbs, metrics, data."""
+
 import itertools
 
 import jax
@@ -50,8 +51,15 @@ def test_local_step_matches_brute_force():
     e_log_phi = special.digamma(a) - special.digamma(a + b)
     e_log_1m = special.digamma(b) - special.digamma(a + b)
     yn = np.asarray(y)
-    logits = np.array([[e_log_pi[k] + sum(yn[n, d] * e_log_phi[k, d] + (1 - yn[n, d]) * e_log_1m[k, d]
-                                          for d in range(4)) for k in range(3)] for n in range(6)])
+    logits = np.array(
+        [
+            [
+                e_log_pi[k] + sum(yn[n, d] * e_log_phi[k, d] + (1 - yn[n, d]) * e_log_1m[k, d] for d in range(4))
+                for k in range(3)
+            ]
+            for n in range(6)
+        ]
+    )
     r = np.exp(logits - special.logsumexp(logits, axis=1, keepdims=True))
     loc = MODEL.local_step(expfam.tree_mean_params(q), y, None)
     np.testing.assert_allclose(loc.local_params, r, rtol=1e-10)
@@ -83,7 +91,8 @@ def test_gibbs_local_step_is_unbiased():
     view = expfam.tree_mean_params(q)
     m = 2000
     draws = jax.vmap(lambda k: MODEL.local_step(view, y, k, method="gibbs").suff_stats)(
-        jax.random.split(jax.random.PRNGKey(8), m))
+        jax.random.split(jax.random.PRNGKey(8), m)
+    )
     exact = MODEL.local_step(view, y, None).suff_stats
     for got, want in zip(jax.tree_util.tree_leaves(draws), jax.tree_util.tree_leaves(exact)):
         mean, se = np.mean(got, 0), np.std(got, 0) / np.sqrt(m)
@@ -127,8 +136,7 @@ def test_elbo_equals_direct_expectation():
     e_log_p_pi = special.gammaln(3 * k0) - 3 * special.gammaln(k0) + (k0 - 1) * lw.sum()
     e_log_p_phi = np.sum(-special.betaln(MODEL.a, MODEL.b) + (MODEL.a - 1) * l1 + (MODEL.b - 1) * l0)
     e_log_lik = np.sum(r * (lw[None] + yn @ l1.T + (1 - yn) @ l0.T))
-    entropy = (-np.sum(r * np.log(r)) + stats.dirichlet(alpha).entropy()
-               + np.sum(stats.beta(a, b).entropy()))
+    entropy = -np.sum(r * np.log(r)) + stats.dirichlet(alpha).entropy() + np.sum(stats.beta(a, b).entropy())
     np.testing.assert_allclose(got, e_log_p_pi + e_log_p_phi + e_log_lik + entropy, rtol=1e-10)
 
 
@@ -210,12 +218,16 @@ def test_collapsed_conditional_is_ratio_of_marginal_likelihoods():
         others = np.arange(5) != n
         counts, ones = _counts(GIBBS_MODEL, y[others], z[others])
         log_one, log_zero = np.log(ones + GIBBS_MODEL.a), np.log(counts[:, None] - ones + GIBBS_MODEL.b)
-        got = gibbs.conditional_logits(GIBBS_MODEL, jnp.asarray(counts), jnp.asarray(log_one), jnp.asarray(log_zero),
-                                       jnp.asarray(y[n]))
+        got = gibbs.conditional_logits(
+            GIBBS_MODEL, jnp.asarray(counts), jnp.asarray(log_one), jnp.asarray(log_zero), jnp.asarray(y[n])
+        )
         np.testing.assert_allclose(jax.nn.log_softmax(got), brute, rtol=1e-10)
     counts, ones = _counts(GIBBS_MODEL, y, z)
-    np.testing.assert_allclose(gibbs.collapsed_log_joint(GIBBS_MODEL, jnp.asarray(counts), jnp.asarray(ones)),
-                               _log_marginal(GIBBS_MODEL, y, z), rtol=1e-10)
+    np.testing.assert_allclose(
+        gibbs.collapsed_log_joint(GIBBS_MODEL, jnp.asarray(counts), jnp.asarray(ones)),
+        _log_marginal(GIBBS_MODEL, y, z),
+        rtol=1e-10,
+    )
 
 
 def test_gibbs_state_stays_consistent():
@@ -251,8 +263,7 @@ def test_gibbs_samples_the_exact_posterior():
     def run(key):
         k0, k1 = jax.random.split(key)
         state = alg.init(k0, jnp.asarray(y))
-        state, _ = jax.lax.scan(lambda s, k: (alg.step(s, jnp.asarray(y), k)[0], None), state,
-                                jax.random.split(k1, 8))
+        state, _ = jax.lax.scan(lambda s, k: (alg.step(s, jnp.asarray(y), k)[0], None), state, jax.random.split(k1, 8))
         return state.z
 
     z = np.asarray(jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(23), chains)))
@@ -269,8 +280,11 @@ def test_mixture_log_prob_and_components_used():
     y = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
     brute = [np.log(sum(w[k] * np.prod(p[k] ** yy * (1 - p[k]) ** (1 - yy)) for k in range(3))) for yy in np.asarray(y)]
     np.testing.assert_allclose(mixture_log_prob(w, p, y), brute, rtol=1e-12)
-    np.testing.assert_allclose(np.sum(np.exp(mixture_log_prob(w, p, jnp.array([[0., 0.], [0., 1.], [1., 0.], [1., 1.]])))),
-                               1.0, rtol=1e-12)
+    np.testing.assert_allclose(
+        np.sum(np.exp(mixture_log_prob(w, p, jnp.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])))),
+        1.0,
+        rtol=1e-12,
+    )
     # (1,1): 0.6 * .9 * .1 = .054 < 0.4 * .2 * .7 = .056; (0,0): .054 < 0.4 * .8 * .3 = .096
     np.testing.assert_array_equal(map_assignments(w, p, y), [0, 1, 1, 1])
     assert components_used(w, p, y) == 2  # the weightless component is never the most probable
@@ -311,10 +325,13 @@ def test_bad_input():
         cavi(model).init(jax.random.PRNGKey(0), np.array([[0.0, 3.0]]))
     with pytest.raises(ValueError, match="y"):
         gibbs.collapsed_gibbs(model).init(jax.random.PRNGKey(0), np.array([[0.0, -1.0]]))
-    for kwargs, name in (({"num_components": 0, "dim": 2}, "num_components"), ({"num_components": 2, "dim": 0}, "dim"),
-                         ({"num_components": 2, "dim": 2, "alpha": -1.0}, "alpha"),
-                         ({"num_components": 2, "dim": 2, "a": 0.0}, "a"),
-                         ({"num_components": 2, "dim": 2, "b": float("inf")}, "b")):
+    for kwargs, name in (
+        ({"num_components": 0, "dim": 2}, "num_components"),
+        ({"num_components": 2, "dim": 0}, "dim"),
+        ({"num_components": 2, "dim": 2, "alpha": -1.0}, "alpha"),
+        ({"num_components": 2, "dim": 2, "a": 0.0}, "a"),
+        ({"num_components": 2, "dim": 2, "b": float("inf")}, "b"),
+    ):
         with pytest.raises(ValueError, match=name):
             BernoulliMixture(**kwargs)
     with pytest.raises(ValueError, match="method"):
@@ -326,16 +343,19 @@ def test_bad_input():
     with pytest.raises(ValueError, match="burn_in"):
         gibbs.collapsed_gibbs(model, burn_in=-1)
     with pytest.raises(ValueError, match="num_samples"):
-        bernoulli_mixture_kl(jax.random.PRNGKey(0), jnp.ones(2) / 2, jnp.full((2, 2), 0.5), jnp.ones(2) / 2,
-                       jnp.full((2, 2), 0.5), 1)
+        bernoulli_mixture_kl(
+            jax.random.PRNGKey(0), jnp.ones(2) / 2, jnp.full((2, 2), 0.5), jnp.ones(2) / 2, jnp.full((2, 2), 0.5), 1
+        )
 
 
 def test_local_step_jits_and_vmaps_over_views():
     model = BernoulliMixture(num_components=4, dim=3)
     y = _binary(jax.random.PRNGKey(29), 5, 3)
     rng = np.random.default_rng(30)
-    qs = (expfam.Dirichlet.from_concentration(rng.uniform(0.5, 5, (3, 4))),
-          expfam.Beta.from_concentrations(rng.uniform(0.5, 5, (3, 4, 3)), rng.uniform(0.5, 5, (3, 4, 3))))
+    qs = (
+        expfam.Dirichlet.from_concentration(rng.uniform(0.5, 5, (3, 4))),
+        expfam.Beta.from_concentrations(rng.uniform(0.5, 5, (3, 4, 3)), rng.uniform(0.5, 5, (3, 4, 3))),
+    )
     views = jax.vmap(expfam.tree_mean_params)(qs)
     out = jax.jit(jax.vmap(lambda v: model.local_step(v, y, None)))(views)
     one = model.local_step(jax.tree_util.tree_map(lambda a: a[1], views), y, None)

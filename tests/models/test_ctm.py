@@ -2,6 +2,7 @@
 Hessian against autodiff; the local KL-proximal steps (full and diagonal) against the generic
 closed form and the numerical argmin of the proximal objective; the held-out predictive on a case
 with a known answer; the global step's statistics; learning on a synthetic corpus; bad input."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +21,6 @@ K, V = 3, 12
 
 
 def _setup(covariance="full", seed=0):
-    model = CTM(K, V, covariance=covariance)
     r = np.random.default_rng(seed)
     topics = r.dirichlet(np.full(V, 0.5), size=K)
     a = r.normal(size=(K - 1, K - 1))
@@ -88,7 +88,6 @@ def _objective(theta, q_k, prior, g, beta):
 _OBJ = (jax.jit(_objective), jax.jit(jax.grad(_objective)))
 
 
-
 @pytest.mark.parametrize("beta", [0.1, 1.0, 10.0])
 def test_diagonal_local_step_is_kl_prox_closed_form(beta):
     """MF: h = KL to the prior's diagonal part; the off-diagonal precision terms are in f (exact gradient)."""
@@ -148,7 +147,9 @@ def test_global_step_statistics():
     words = np.zeros(V)
     np.add.at(words, np.asarray(batch.word_ids).ravel(), np.asarray(batch.counts).ravel())
     np.testing.assert_allclose(np.asarray(new.topic_stats).sum(0), 10.0 * words, rtol=1e-6, atol=1e-8)
-    qs = jax.jit(model._fit_batch, static_argnums=(3, 4))(model.params(g), batch, jax.random.split(jax.random.PRNGKey(1), 3)[0], 4, 5)
+    qs = jax.jit(model._fit_batch, static_argnums=(3, 4))(
+        model.params(g), batch, jax.random.split(jax.random.PRNGKey(1), 3)[0], 4, 5
+    )
     np.testing.assert_allclose(new.mean_stats, jnp.mean(qs.mean, 0), rtol=1e-6)
     assert np.isfinite(float(elbo))
 
@@ -171,8 +172,13 @@ def test_pg_svi_learns_a_synthetic_corpus(covariance):
         state, info = step(state, train.batch(idx[t], length=64), jax.random.PRNGKey(t))
     end = corpus_document_completion(model, state.q_global, obs, held, 40).per_word
     g_true = CTMGlobals(jnp.asarray(truth["topics"]), jnp.zeros(3), jnp.asarray(truth["sigma"]))
-    ref = corpus_document_completion(CTM(4, 60, topic_smoothing=1e-12, cov_shrinkage=0.0, eval_samples=200,
-                                         eval_local_steps=20), g_true, obs, held, 40).per_word
+    ref = corpus_document_completion(
+        CTM(4, 60, topic_smoothing=1e-12, cov_shrinkage=0.0, eval_samples=200, eval_local_steps=20),
+        g_true,
+        obs,
+        held,
+        40,
+    ).per_word
     assert end > start + 0.3
     assert end > ref - 0.35
     assert np.isfinite(float(info.elbo))

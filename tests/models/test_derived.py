@@ -2,6 +2,7 @@
 hand-written ones of the univariate GMM, the diagonal GMM and LDA, run with CAVI, SVI and SSVI
 through the registry, and a log-joint that is not conjugate, or a prior on the wrong support,
 is named."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +12,7 @@ from jax.scipy.special import gammaln
 from vijax import expfam
 from vijax.data import BowBatch
 from vijax.inference import make_algorithm
-from vijax.models import (LDA, ConditionallyConjugateModel, DiagonalGMM, Local, UnivariateGMM, conjugate_model)
+from vijax.models import LDA, ConditionallyConjugateModel, DiagonalGMM, Local, UnivariateGMM, conjugate_model
 
 K, D = 3, 2
 RNG = np.random.default_rng(0)
@@ -37,7 +38,7 @@ def categorical_local(k):
 def gmm2_log_joint(g, l, x):
     """Blei et al. 2017, appendix B, in t(pi) = log pi, t(mu, tau) = (tau mu, tau mu^2, tau, log tau)."""
     (log_pi,), (tm, tm2, t, logt), (z,) = g["pi"], g["theta"], l["z"]
-    per_k = log_pi + jnp.sum(0.5 * logt - 0.5 * t * x[None, :]**2 + x[None, :] * tm - 0.5 * tm2, -1)
+    per_k = log_pi + jnp.sum(0.5 * logt - 0.5 * t * x[None, :] ** 2 + x[None, :] * tm - 0.5 * tm2, -1)
     return jnp.sum(z * per_k) - 0.5 * D * jnp.log(2 * jnp.pi)
 
 
@@ -55,8 +56,10 @@ def lda_log_joint(g, l, doc):
 
 def lda_locals(doc):
     n = jnp.sum(doc.counts)
-    return {"z": Local(expfam.Categorical.from_logits(jnp.zeros((doc.word_ids.shape[0], TOPICS))), weight=doc.counts),
-            "theta": Local(expfam.Dirichlet.from_concentration(ALPHA + n / TOPICS * jnp.ones(TOPICS)))}
+    return {
+        "z": Local(expfam.Categorical.from_logits(jnp.zeros((doc.word_ids.shape[0], TOPICS))), weight=doc.counts),
+        "theta": Local(expfam.Dirichlet.from_concentration(ALPHA + n / TOPICS * jnp.ones(TOPICS))),
+    }
 
 
 def lda_batch():
@@ -70,16 +73,26 @@ def lda_batch():
 
 def gmm1_pair():
     hand = UnivariateGMM(K, 10.0)
-    derived = conjugate_model(gmm1_log_joint, priors={"mu": hand.prior()}, locals=categorical_local(K),
-                              init=lambda key, b: {"mu": hand.init_globals(key, b)}, example=X1)
+    derived = conjugate_model(
+        gmm1_log_joint,
+        priors={"mu": hand.prior()},
+        locals=categorical_local(K),
+        init=lambda key, b: {"mu": hand.init_globals(key, b)},
+        example=X1,
+    )
     return hand, derived
 
 
 def gmm2_pair():
     hand = DiagonalGMM(K, D, alpha0=0.5, b0=2.0)
     pi, theta = hand.prior()
-    derived = conjugate_model(gmm2_log_joint, priors={"pi": pi, "theta": theta}, locals=categorical_local(K),
-                              init=lambda key, b: dict(zip(("pi", "theta"), hand.init_globals(key, b))), example=X2)
+    derived = conjugate_model(
+        gmm2_log_joint,
+        priors={"pi": pi, "theta": theta},
+        locals=categorical_local(K),
+        init=lambda key, b: dict(zip(("pi", "theta"), hand.init_globals(key, b))),
+        example=X2,
+    )
     return hand, derived
 
 
@@ -108,8 +121,9 @@ def test_lda_local_step_equals_the_hand_written_mean_field_step_at_convergence()
     1e-13; the derived one by gradients of the log-joint, the hand-written one without forming phi."""
     batch = lda_batch()
     hand = LDA(TOPICS, VOCAB, alpha=ALPHA, eta=0.1, accelerate=False, tol=1e-13, max_iters=5000)
-    derived = conjugate_model(lda_log_joint, priors={"topics": hand.prior()}, locals=lda_locals, tol=1e-13,
-                              max_iters=5000, example=batch)
+    derived = conjugate_model(
+        lda_log_joint, priors={"topics": hand.prior()}, locals=lda_locals, tol=1e-13, max_iters=5000, example=batch
+    )
     view = hand.init_globals(jax.random.key(2)).mean_params()
     a, b = hand.local_step(view, batch), derived.local_step({"topics": view}, batch)
     close(a.suff_stats[0], b.suff_stats["topics"][0], rtol=1e-8, atol=1e-10)
@@ -161,8 +175,7 @@ def test_a_log_joint_not_conjugate_in_a_global_is_named():
         return jnp.sum(z * (x * mu - 0.5 * mu**2))
 
     with pytest.raises(ValueError, match="not conjugate in global variable 'mu'"):
-        conjugate_model(squared_mean, priors={"mu": UnivariateGMM(K).prior()}, locals=categorical_local(K),
-                        example=X1)
+        conjugate_model(squared_mean, priors={"mu": UnivariateGMM(K).prior()}, locals=categorical_local(K), example=X1)
 
 
 def test_a_log_joint_not_conjugate_in_a_local_is_named():
@@ -193,17 +206,24 @@ def test_a_prior_on_the_wrong_support_is_named():
 
 def test_statistics_that_do_not_fit_the_log_joint_are_named():
     with pytest.raises(ValueError, match="log_joint failed .*mu: Dirichlet with statistics of shapes \\[\\(3,\\)\\]"):
-        conjugate_model(gmm1_log_joint, priors={"mu": expfam.Dirichlet.from_concentration(jnp.ones(3))},
-                        locals=categorical_local(K), example=X1)
+        conjugate_model(
+            gmm1_log_joint,
+            priors={"mu": expfam.Dirichlet.from_concentration(jnp.ones(3))},
+            locals=categorical_local(K),
+            example=X1,
+        )
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(priors={}), "priors must be a non-empty dict"),
-    (dict(priors={"mu": 3.0}), "priors\\['mu'\\] must be a vijax.expfam family"),
-    (dict(max_iters=0), "max_iters"),
-    (dict(tol=-1.0), "tol"),
-    (dict(locals=lambda x: {"z": expfam.Categorical.from_logits(jnp.zeros(K))}), "Local\\(q0, weight\\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(priors={}), "priors must be a non-empty dict"),
+        (dict(priors={"mu": 3.0}), "priors\\['mu'\\] must be a vijax.expfam family"),
+        (dict(max_iters=0), "max_iters"),
+        (dict(tol=-1.0), "tol"),
+        (dict(locals=lambda x: {"z": expfam.Categorical.from_logits(jnp.zeros(K))}), "Local\\(q0, weight\\)"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, match):
     args = dict(priors={"mu": UnivariateGMM(K).prior()}, locals=categorical_local(K), example=X1) | kwargs
     with pytest.raises(ValueError, match=match):

@@ -2,6 +2,7 @@
 expectations against sampling, the ELBO against Monte Carlo and against the infinite sum written
 out term by term, monotone CAVI, scikit-learn's dirichlet_process BayesianGaussianMixture, SVI and
 SSVI-A by name, and bad input."""
+
 import itertools
 
 import jax
@@ -84,8 +85,12 @@ def test_blei_jordan_elbo_equals_monte_carlo():
         vv = jnp.concatenate([v, jnp.ones(1)])
         log_pi = jnp.log(vv) + jnp.concatenate([jnp.zeros(1), jnp.cumsum(jnp.log1p(-v))])
         z = jax.random.categorical(k3, jnp.log(phi))
-        log_p = (jnp.sum(tfd.Beta(1.0, model.alpha).log_prob(v)) + jnp.sum(p0[1].log_prob(mt)) + jnp.sum(log_pi[z])
-                 + jnp.sum(tfd.Normal(mu[z], jax.lax.rsqrt(tau[z])).log_prob(x)))
+        log_p = (
+            jnp.sum(tfd.Beta(1.0, model.alpha).log_prob(v))
+            + jnp.sum(p0[1].log_prob(mt))
+            + jnp.sum(log_pi[z])
+            + jnp.sum(tfd.Normal(mu[z], jax.lax.rsqrt(tau[z])).log_prob(x))
+        )
         log_q = jnp.sum(q[0].log_prob(v)) + jnp.sum(q[1].log_prob(mt)) + jnp.sum(jnp.log(phi[jnp.arange(n), z]))
         return log_p - log_q
 
@@ -99,8 +104,12 @@ def _hand_log_lik(kind, family, x):
     """E[log p(x_n | eta_k)] (N, K) from the family's parameters, written out by hand."""
     if kind == "gauss":
         a, b, m, kappa = (np.asarray(u) for u in (family.concentration, family.rate, family.loc, family.kappa))
-        e = (0.5 * (special.digamma(a) - np.log(b))[None] - 0.5 * np.log(2 * np.pi)
-             - 0.5 * (a / b)[None] * (x[:, None, :] - m[None]) ** 2 - 0.5 / kappa[None])
+        e = (
+            0.5 * (special.digamma(a) - np.log(b))[None]
+            - 0.5 * np.log(2 * np.pi)
+            - 0.5 * (a / b)[None] * (x[:, None, :] - m[None]) ** 2
+            - 0.5 / kappa[None]
+        )
         return e.sum(-1)
     a, b = np.asarray(family.concentration1), np.asarray(family.concentration0)
     e_log, e_log1m = special.digamma(a) - special.digamma(a + b), special.digamma(b) - special.digamma(a + b)
@@ -121,6 +130,7 @@ def test_elbo_equals_the_sum_written_out(kind, trunc):
     loc = model.local_step(expfam.tree_mean_params(q0), jnp.asarray(x))
     q = _perturbed(model, q0)
     elbo = float(conjugate_elbo(model.prior(), q, loc))
+
     # the responsibilities of the infinite model at q0, by hand
     def log_pi_terms(sticks):
         a, b = np.asarray(sticks.concentration1), np.asarray(sticks.concentration0)
@@ -193,8 +203,13 @@ def test_m_step_equals_sklearn_dirichlet_process(trunc):
     t, alpha = 4, 0.7
     model = DPMixture.gaussian_from_data(x, t, alpha=alpha, truncation=trunc)
     resp = np.random.default_rng(7).dirichlet(np.ones(t), size=x.shape[0])
-    est = matched_sklearn_bgmm(model.components, resp0=resp, max_iter=1,
-                               weight_concentration_prior_type="dirichlet_process", weight_concentration_prior=alpha)
+    est = matched_sklearn_bgmm(
+        model.components,
+        resp0=resp,
+        max_iter=1,
+        weight_concentration_prior_type="dirichlet_process",
+        weight_concentration_prior=alpha,
+    )
     est._check_parameters(x)
     est._initialize_parameters(x, np.random.RandomState(0))
     q = model.posterior_from_responsibilities(x, resp)
@@ -231,22 +246,35 @@ def test_blei_jordan_fit_equals_sklearn_on_separated_clusters():
     resp = np.zeros((x.shape[0], t))
     resp[np.arange(x.shape[0]), np.repeat([0, 1, 2], [60, 50, 40])] = 0.9
     resp[:, 3:] = 0.1 / 3
-    est = matched_sklearn_bgmm(model.components, resp0=resp, max_iter=500, tol=1e-12,
-                               weight_concentration_prior_type="dirichlet_process", weight_concentration_prior=alpha)
+    est = matched_sklearn_bgmm(
+        model.components,
+        resp0=resp,
+        max_iter=500,
+        tol=1e-12,
+        weight_concentration_prior_type="dirichlet_process",
+        weight_concentration_prior=alpha,
+    )
     est.fit(x)
     q = model.posterior_from_responsibilities(x, resp)
     xj = jnp.asarray(x)
-    step = jax.jit(lambda q: conjugate_posterior(model.prior(), model.local_step(expfam.tree_mean_params(q), xj).suff_stats))
+    step = jax.jit(
+        lambda q: conjugate_posterior(model.prior(), model.local_step(expfam.tree_mean_params(q), xj).suff_stats)
+    )
     for _ in range(500):
         q = step(q)
     np.testing.assert_allclose(q[1].loc[:3], est.means_[:3], atol=1e-4)
     np.testing.assert_allclose(q[0].concentration1[:3], est.weight_concentration_[0][:3], rtol=1e-4)
 
 
-@pytest.mark.parametrize("name, kind, trunc", [
-    ("svi", "bern", "kurihara"), ("ssvi_a", "bern", "blei_jordan"),
-    pytest.param("svi", "gauss", "blei_jordan", marks=pytest.mark.slow),
-    pytest.param("ssvi_a", "bern", "kurihara", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name, kind, trunc",
+    [
+        ("svi", "bern", "kurihara"),
+        ("ssvi_a", "bern", "blei_jordan"),
+        pytest.param("svi", "gauss", "blei_jordan", marks=pytest.mark.slow),
+        pytest.param("ssvi_a", "bern", "kurihara", marks=pytest.mark.slow),
+    ],
+)
 def test_svi_and_ssvi_a_by_name_find_the_clusters(name, kind, trunc):
     """Full-batch steps by name on two separated clusters with T = 6: no component mixes the
     clusters and at most three hold two data or more (SSVI-A's draws can split a cluster, as

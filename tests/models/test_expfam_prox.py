@@ -2,11 +2,11 @@
 step r lambda + (1 - r)(eta + g) equals the numerical argmin of the proximal objective written in the
 natural parameters (same fixed Monte Carlo gradient) to 1e-6; the mean-parameter gradient is that of
 the expected log-likelihood; runs against a quadrature posterior; bad input."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax.testing._argmin import newton_argmin
@@ -33,8 +33,9 @@ def _dirichlet_obj(u, q_k, prior, g, beta):
     return prox_objective(_dirichlet_from(u), q_k, prior, g, beta)
 
 
-_DERIVS = {name: (jax.jit(f), jax.jit(jax.grad(f)), None)
-           for name, f in [("gamma", _gamma_obj), ("dirichlet", _dirichlet_obj)]}
+_DERIVS = {
+    name: (jax.jit(f), jax.jit(jax.grad(f)), None) for name, f in [("gamma", _gamma_obj), ("dirichlet", _dirichlet_obj)]
+}
 
 
 def _argmin(name, u0, *args):
@@ -81,7 +82,7 @@ def test_mean_param_grad_chain_rule():
 
     def fn(qq):
         m1, m2 = qq.mean_params()
-        return jnp.sum(w1 * m1 + w2 * m2 ** 2)
+        return jnp.sum(w1 * m1 + w2 * m2**2)
 
     g1, g2 = mean_param_grad(fn, q)
     np.testing.assert_allclose(g1, w1, rtol=1e-10)
@@ -114,9 +115,15 @@ def test_poisson_gamma_prox_svi_matches_quadrature_posterior():
         if t >= 200:
             means.append(np.asarray(state.q_global.mean_params()[1]))
     grid = np.linspace(1e-3, 6, 20001)
-    logp = (1.0 * np.log(grid) - 1.0 * grid
-            + np.sum(np.asarray(y)[:, None] * np.log(np.log1p(np.exp(np.asarray(x) @ grid[None, :])))
-                     - np.log1p(np.exp(np.asarray(x) @ grid[None, :])), 0))
+    logp = (
+        1.0 * np.log(grid)
+        - 1.0 * grid
+        + np.sum(
+            np.asarray(y)[:, None] * np.log(np.log1p(np.exp(np.asarray(x) @ grid[None, :])))
+            - np.log1p(np.exp(np.asarray(x) @ grid[None, :])),
+            0,
+        )
+    )
     w = np.exp(logp - logp.max())
     w /= w.sum()
     post_mean = np.sum(w * grid)

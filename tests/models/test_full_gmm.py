@@ -3,6 +3,7 @@ autodiff of the log-normalizer, log_prob against TFP's Wishart x MVN, Monte Carl
 samplers, the reparameterized draw's gradient against the closed form, the ELBO against a Monte
 Carlo estimate, CAVI monotone and equal to scikit-learn's BayesianGaussianMixture(full) from the
 same responsibilities, SVI/SSVI-A by name, bad input named."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +26,12 @@ def _x64():
 def _nw(batch=False):
     m = jnp.array([0.5, -1.0, 2.0])
     if batch:
-        return expfam.NormalWishart.from_params(jnp.stack([m, -m]), jnp.array([1.7, 0.4]),
-                                                jnp.stack([jnp.asarray(W), 0.5 * jnp.eye(3)]), jnp.array([5.5, 2.5]))
+        return expfam.NormalWishart.from_params(
+            jnp.stack([m, -m]),
+            jnp.array([1.7, 0.4]),
+            jnp.stack([jnp.asarray(W), 0.5 * jnp.eye(3)]),
+            jnp.array([5.5, 2.5]),
+        )
     return expfam.NormalWishart.from_params(m, 1.7, jnp.asarray(W), 5.5)
 
 
@@ -34,7 +39,9 @@ def test_parameters_round_trip_and_mean_params_are_the_gradient_of_the_log_norma
     q = _nw(batch=True)
     np.testing.assert_allclose(q.scale[0], W, rtol=1e-12)
     np.testing.assert_allclose(q.dof, [5.5, 2.5], rtol=1e-12)
-    grad = jax.jit(jax.grad(lambda nat: jnp.sum(expfam.NormalWishart.from_natural(nat).log_normalizer())))(q.natural_params)
+    grad = jax.jit(jax.grad(lambda nat: jnp.sum(expfam.NormalWishart.from_natural(nat).log_normalizer())))(
+        q.natural_params
+    )
     for g, mp in zip(grad, jax.jit(lambda nat: expfam.NormalWishart.from_natural(nat).mean_params())(q.natural_params)):
         np.testing.assert_allclose(g, mp, rtol=1e-10, atol=1e-12)
     # Fisher-vector product (forward mode) is symmetric: <u, F v> = <v, F u>
@@ -43,8 +50,9 @@ def test_parameters_round_trip_and_mean_params_are_the_gradient_of_the_log_norma
     u = (u[0], u[1], 0.5 * (u[2] + jnp.swapaxes(u[2], -1, -2)), u[3])
     v = (v[0], v[1], 0.5 * (v[2] + jnp.swapaxes(v[2], -1, -2)), v[3])
     fvp = jax.jit(lambda nat, w: expfam.NormalWishart.from_natural(nat).fisher_vp(w))
-    np.testing.assert_allclose(expfam.inner(q, u, fvp(q.natural_params, v)), expfam.inner(q, v, fvp(q.natural_params, u)),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        expfam.inner(q, u, fvp(q.natural_params, v)), expfam.inner(q, v, fvp(q.natural_params, u)), rtol=1e-9
+    )
 
 
 def test_inv_fisher_vp_is_the_pseudo_inverse_on_symmetric_directions():
@@ -52,7 +60,8 @@ def test_inv_fisher_vp_is_the_pseudo_inverse_on_symmetric_directions():
     keys = jax.random.split(jax.random.PRNGKey(7), 4)
     u = tuple(jax.random.normal(k, p.shape, p.dtype) for k, p in zip(keys, q.natural_params))
     back = jax.jit(lambda nat, w: (lambda f: f.inv_fisher_vp(f.fisher_vp(w)))(expfam.NormalWishart.from_natural(nat)))(
-        q.natural_params, u)
+        q.natural_params, u
+    )
     sym = 0.5 * (u[2] + jnp.swapaxes(u[2], -1, -2))
     for a, b in zip(back, (u[0], u[1], sym, u[3])):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
@@ -73,7 +82,9 @@ def test_monte_carlo_mean_of_the_statistics_equals_the_mean_parameters(sampler):
     if sampler == "sample":
         stats = q.sufficient_stats(q.sample(jax.random.PRNGKey(3), (n,)))
     else:
-        stats = jax.jit(jax.vmap(lambda k: q.reparam_sample_and_stats(k)[1]))(jax.random.split(jax.random.PRNGKey(4), n))
+        stats = jax.jit(jax.vmap(lambda k: q.reparam_sample_and_stats(k)[1]))(
+            jax.random.split(jax.random.PRNGKey(4), n)
+        )
     for s, mp in zip(stats, q.mean_params()):
         se = np.asarray(jnp.std(s, 0)) / np.sqrt(n)
         assert np.all(np.abs(np.asarray(jnp.mean(s, 0)) - np.asarray(mp)) < 5 * se + 1e-12), (s.shape,)
@@ -92,7 +103,9 @@ def test_reparameterized_gradient_is_unbiased_for_the_closed_form():
         return expfam.inner(q, c, expfam.NormalWishart.from_natural(nat).reparam_sample_and_stats(key)[1])
 
     n = 20000
-    grads = jax.jit(jax.vmap(jax.grad(one), in_axes=(None, 0)))(q.natural_params, jax.random.split(jax.random.PRNGKey(5), n))
+    grads = jax.jit(jax.vmap(jax.grad(one), in_axes=(None, 0)))(
+        q.natural_params, jax.random.split(jax.random.PRNGKey(5), n)
+    )
     for g, e in zip(grads, jax.grad(exact)(q.natural_params)):
         se = np.asarray(jnp.std(g, 0)) / np.sqrt(n)
         assert np.all(np.abs(np.asarray(jnp.mean(g, 0)) - np.asarray(e)) < 5 * se + 1e-9)
@@ -100,9 +113,13 @@ def test_reparameterized_gradient_is_unbiased_for_the_closed_form():
 
 def _blobs(seed=0):
     r = np.random.default_rng(seed)
-    return np.concatenate([r.multivariate_normal([-3, 0], [[1.0, 0.8], [0.8, 1.0]], 150),
-                           r.multivariate_normal([3, 1], 0.3 * np.eye(2), 100),
-                           r.multivariate_normal([0, 4], np.diag([2.0, 0.2]), 100)])
+    return np.concatenate(
+        [
+            r.multivariate_normal([-3, 0], [[1.0, 0.8], [0.8, 1.0]], 150),
+            r.multivariate_normal([3, 1], 0.3 * np.eye(2), 100),
+            r.multivariate_normal([0, 4], np.diag([2.0, 0.2]), 100),
+        ]
+    )
 
 
 def test_elbo_equals_a_monte_carlo_estimate():
@@ -120,11 +137,19 @@ def test_elbo_equals_a_monte_carlo_estimate():
         draw = q[1].sample(k2)
         lam, mu = draw[..., :-1], draw[..., -1]
         diff = x[:, None, :] - mu[None]
-        log_n = (0.5 * jnp.linalg.slogdet(lam)[1][None] - jnp.log(2 * jnp.pi)
-                 - 0.5 * jnp.einsum("nkd,kde,nke->nk", diff, lam, diff))
+        log_n = (
+            0.5 * jnp.linalg.slogdet(lam)[1][None]
+            - jnp.log(2 * jnp.pi)
+            - 0.5 * jnp.einsum("nkd,kde,nke->nk", diff, lam, diff)
+        )
         e_log_joint_z = jnp.sum(resp * (jnp.log(pi)[None] + log_n)) - jnp.sum(resp * jnp.log(resp))
-        return (e_log_joint_z + prior[0].log_prob(pi) + jnp.sum(prior[1].log_prob(draw))
-                - q[0].log_prob(pi) - jnp.sum(q[1].log_prob(draw)))
+        return (
+            e_log_joint_z
+            + prior[0].log_prob(pi)
+            + jnp.sum(prior[1].log_prob(draw))
+            - q[0].log_prob(pi)
+            - jnp.sum(q[1].log_prob(draw))
+        )
 
     draws = np.asarray(jax.jit(jax.vmap(log_ratio))(jax.random.split(jax.random.PRNGKey(0), 20000)))
     se = draws.std() / np.sqrt(draws.size)
@@ -144,13 +169,23 @@ def test_cavi_is_monotone_and_equals_scikit_learn_full_from_the_same_responsibil
             self._initialize(X, resp0)
 
     iters = 25
-    est = FromResp(n_components=k, covariance_type="full", weight_concentration_prior_type="dirichlet_distribution",
-                   weight_concentration_prior=1.0 / k, mean_precision_prior=1.0, reg_covar=0.0,
-                   max_iter=iters, tol=0.0).fit(x)
+    est = FromResp(
+        n_components=k,
+        covariance_type="full",
+        weight_concentration_prior_type="dirichlet_distribution",
+        weight_concentration_prior=1.0 / k,
+        mean_precision_prior=1.0,
+        reg_covar=0.0,
+        max_iter=iters,
+        tol=0.0,
+    ).fit(x)
     alg = vijax.cavi(model)
     state = _cavi.init_from(model.posterior_from_responsibilities(x, resp0))
-    run = jax.jit(lambda s: jax.lax.scan(lambda c, kk: alg.step(c, jnp.asarray(x), kk), s,
-                                         jax.random.split(jax.random.PRNGKey(0), iters)))
+    run = jax.jit(
+        lambda s: jax.lax.scan(
+            lambda c, kk: alg.step(c, jnp.asarray(x), kk), s, jax.random.split(jax.random.PRNGKey(0), iters)
+        )
+    )
     state, info = run(state)
     elbo = np.asarray(info.elbo)
     assert np.all(np.diff(elbo) > -1e-9 * np.abs(elbo[1:]))
@@ -193,12 +228,17 @@ def test_log_predictive_integrates_to_one():
     np.testing.assert_allclose(float(jnp.sum(dens)) * h * h, 1.0, rtol=2e-3)  # Riemann sum, tails included
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(num_components=0, dim=2), "num_components"), (dict(num_components=2, dim=2, dof0=0.5), "dof0"),
-    (dict(num_components=2, dim=2, scale_inv0=np.array([[1.0, 2.0], [2.0, 1.0]])), "scale_inv0"),
-    (dict(num_components=2, dim=2, scale_inv0=np.eye(3)), "scale_inv0"),
-    (dict(num_components=2, dim=2, kappa0=-1.0), "kappa0"), (dict(num_components=2, dim=2, loc0=[np.nan, 0]), "loc0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(num_components=0, dim=2), "num_components"),
+        (dict(num_components=2, dim=2, dof0=0.5), "dof0"),
+        (dict(num_components=2, dim=2, scale_inv0=np.array([[1.0, 2.0], [2.0, 1.0]])), "scale_inv0"),
+        (dict(num_components=2, dim=2, scale_inv0=np.eye(3)), "scale_inv0"),
+        (dict(num_components=2, dim=2, kappa0=-1.0), "kappa0"),
+        (dict(num_components=2, dim=2, loc0=[np.nan, 0]), "loc0"),
+    ],
+)
 def test_bad_hyperparameters_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FullGMM(**kwargs)

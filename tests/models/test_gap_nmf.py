@@ -1,6 +1,7 @@
 """GaP-KL-NMF (Hoffman & Blei 2015, §4.3, eq. 12): the local step against a slow reference and against the
 gradient of an independently written ELBO, its statistics against Monte Carlo, CAVI's ELBO, the
 synthetic spectrogram generator, and bad input."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,10 +30,12 @@ def _random_q(model, key=1):
     """A q(W, theta) with random, unequal shapes and rates (away from any fixed point)."""
     k1, k2, k3, k4 = jax.random.split(jax.random.PRNGKey(key), 4)
     f, k = model.num_freqs, model.num_components
-    q_w = expfam.Gamma.from_shape_rate(jax.random.uniform(k1, (f, k), minval=0.5, maxval=5.0),
-                                       jax.random.uniform(k2, (f, k), minval=0.5, maxval=3.0))
-    q_t = expfam.Gamma.from_shape_rate(jax.random.uniform(k3, (k,), minval=0.5, maxval=5.0),
-                                       jax.random.uniform(k4, (k,), minval=0.5, maxval=3.0))
+    q_w = expfam.Gamma.from_shape_rate(
+        jax.random.uniform(k1, (f, k), minval=0.5, maxval=5.0), jax.random.uniform(k2, (f, k), minval=0.5, maxval=3.0)
+    )
+    q_t = expfam.Gamma.from_shape_rate(
+        jax.random.uniform(k3, (k,), minval=0.5, maxval=5.0), jax.random.uniform(k4, (k,), minval=0.5, maxval=3.0)
+    )
     return q_w, q_t
 
 
@@ -45,8 +48,7 @@ def _phi(q, gamma, rate):
 
 def _gamma_kl(a1, r1, a2, r2):
     """KL(Gamma(a1, r1) || Gamma(a2, r2)) written out (TFP's is 1e-7 off for shapes near 0.2)."""
-    return ((a1 - a2) * digamma(a1) - gammaln(a1) + gammaln(a2) + a2 * (jnp.log(r1) - jnp.log(r2))
-            + a1 * (r2 - r1) / r1)
+    return (a1 - a2) * digamma(a1) - gammaln(a1) + gammaln(a2) + a2 * (jnp.log(r1) - jnp.log(r2)) + a1 * (r2 - r1) / r1
 
 
 def _reference_elbo(model, q, y, gamma, rate, phi):
@@ -54,10 +56,12 @@ def _reference_elbo(model, q, y, gamma, rate, phi):
     (elw, ew), (elt, et) = expfam.tree_mean_params(q)
     elh, eh = digamma(gamma) - jnp.log(rate)[None, :], gamma / rate[None, :]
     z = y[..., None] * phi  # E[z_nfk]
-    lik = (jnp.sum(z * (elw[None] + elt[None, None, :] + elh[:, None, :]))
-           - jnp.sum(et[None, None, :] * ew[None] * eh[:, None, :])
-           - jnp.sum(gammaln(y + 1.0))
-           - jnp.sum(jnp.where(z > 0, z * jnp.log(jnp.where(phi > 0, phi, 1.0)), 0.0)))
+    lik = (
+        jnp.sum(z * (elw[None] + elt[None, None, :] + elh[:, None, :]))
+        - jnp.sum(et[None, None, :] * ew[None] * eh[:, None, :])
+        - jnp.sum(gammaln(y + 1.0))
+        - jnp.sum(jnp.where(z > 0, z * jnp.log(jnp.where(phi > 0, phi, 1.0)), 0.0))
+    )
     p_w, p_t = model.prior()
     kl_h = _gamma_kl(gamma, rate[None, :], model.b, model.b)
     kl_w = _gamma_kl(q[0].concentration, q[0].rate, p_w.concentration, p_w.rate)
@@ -190,10 +194,12 @@ def test_suff_stats_match_monte_carlo(setup):
     var_zt = np.sum(var_z, 0)  # z_:k summed over the independent cells (n, f)
     var_h = np.sum(gamma / rate[None, :] ** 2, axis=0)  # (K,)
     (s_w, s_t) = loc.suff_stats
-    checks = [(z_w.mean(0), s_w[0], var_z),
-              (-et[None, :] * hs.mean(0)[None, :], s_w[1], et[None, :] ** 2 * var_h[None, :] * np.ones((F, 1))),
-              (z_w.sum(1).mean(0), s_t[0], var_zt),
-              (-ew.sum(0) * hs.mean(0), s_t[1], ew.sum(0) ** 2 * var_h)]
+    checks = [
+        (z_w.mean(0), s_w[0], var_z),
+        (-et[None, :] * hs.mean(0)[None, :], s_w[1], et[None, :] ** 2 * var_h[None, :] * np.ones((F, 1))),
+        (z_w.sum(1).mean(0), s_t[0], var_zt),
+        (-ew.sum(0) * hs.mean(0), s_t[1], ew.sum(0) ** 2 * var_h),
+    ]
     for i, (mc, exact, var) in enumerate(checks):
         se = np.sqrt(var / draws)
         assert np.all(np.abs(mc - np.asarray(exact)) <= 5 * se + 1e-12), i
@@ -226,7 +232,7 @@ def test_block_coordinate_ascent_is_monotone():
     eta_w, eta_t = expfam.tree_natural_params(model.prior())
     elbo = jax.jit(model.elbo)
     values = [float(elbo(q, y))]
-    for i in range(8):
+    for _ in range(8):
         for block in (0, 1):
             s = model.local_step(expfam.tree_mean_params(q), y).suff_stats[block]
             eta = (eta_w, eta_t)[block]
@@ -267,9 +273,17 @@ def test_sampled_view_with_zero_draws_is_finite():
     np.testing.assert_allclose(jnp.sum(loc.suff_stats[1][0]), jnp.sum(y), rtol=1e-10)  # every count allocated
 
 
-@pytest.mark.parametrize("bad", [
-    lambda y: y.at[0, 0].set(-1.0), lambda y: y.at[1, 2].set(jnp.nan), lambda y: y.at[0, 1].set(jnp.inf),
-    lambda y: y[:, :-1], lambda y: y[0], lambda y: y[:0]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda y: y.at[0, 0].set(-1.0),
+        lambda y: y.at[1, 2].set(jnp.nan),
+        lambda y: y.at[0, 1].set(jnp.inf),
+        lambda y: y[:, :-1],
+        lambda y: y[0],
+        lambda y: y[:0],
+    ],
+)
 def test_bad_spectrogram_raises(bad):
     model = GaPNMF(K, F)
     with pytest.raises(ValueError, match="batch"):
@@ -278,10 +292,19 @@ def test_bad_spectrogram_raises(bad):
         cavi(model).init(jax.random.PRNGKey(0), bad(_data()))
 
 
-@pytest.mark.parametrize("kw, name", [({"a": 0.0}, "a"), ({"b": -1.0}, "b"), ({"alpha": jnp.nan}, "alpha"),
-                                      ({"c": 0.0}, "c"), ({"num_components": 0}, "num_components"),
-                                      ({"tol": -1.0}, "tol"), ({"max_iters": 0}, "max_iters"),
-                                      ({"dtype": "int32"}, "dtype")])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"a": 0.0}, "a"),
+        ({"b": -1.0}, "b"),
+        ({"alpha": jnp.nan}, "alpha"),
+        ({"c": 0.0}, "c"),
+        ({"num_components": 0}, "num_components"),
+        ({"tol": -1.0}, "tol"),
+        ({"max_iters": 0}, "max_iters"),
+        ({"dtype": "int32"}, "dtype"),
+    ],
+)
 def test_bad_hyperparameters_raise(kw, name):
     args = {"num_components": K, "num_freqs": F, **kw}
     with pytest.raises(ValueError, match=name):
@@ -338,9 +361,17 @@ def test_speech_spectrogram_moments():
     np.testing.assert_array_equal(np.asarray(d2.y), y)  # a function of the key
 
 
-@pytest.mark.parametrize("kw, name", [({"num_freqs": 1}, "num_freqs"), ({"num_atoms": 0}, "num_atoms"),
-                                      ({"num_frames": 0}, "num_frames"), ({"shape": 0.0}, "shape"),
-                                      ({"rate": -1.0}, "rate"), ({"peak": 0.0}, "peak")])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"num_freqs": 1}, "num_freqs"),
+        ({"num_atoms": 0}, "num_atoms"),
+        ({"num_frames": 0}, "num_frames"),
+        ({"shape": 0.0}, "shape"),
+        ({"rate": -1.0}, "rate"),
+        ({"peak": 0.0}, "peak"),
+    ],
+)
 def test_spectrogram_bad_arguments_raise(kw, name):
     with pytest.raises(ValueError, match=name):
         sample_speech_spectrogram(jax.random.PRNGKey(0), **kw)

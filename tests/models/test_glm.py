@@ -1,6 +1,7 @@
 """GLMs with a Gaussian prior under PG-SVI (Khan et al. 2016, appendix E): the closed-form KL-proximal step
 equals the numerical argmin of the proximal objective (same fixed stochastic gradient) to 1e-6,
 for both linearisations, both likelihoods and several beta; Price/Bonnet gradients; bad input."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,8 +54,10 @@ def _moments_objective(theta, q_k, prior, lin, beta):
 
 
 # compiled once per module (the arguments are traced), shared by every case
-_DERIVS = {name: (jax.jit(f), jax.jit(jax.grad(f)), None)
-           for name, f in [("mean", _mean_objective), ("moments", _moments_objective)]}
+_DERIVS = {
+    name: (jax.jit(f), jax.jit(jax.grad(f)), None)
+    for name, f in [("mean", _mean_objective), ("moments", _moments_objective)]
+}
 
 
 def _argmin(name, q0, *args):

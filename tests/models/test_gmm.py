@@ -1,5 +1,6 @@
 """GMM models: ELBO against Blei et al. 2017, eq. (21) written out directly, against Monte Carlo, and the
 diagonal model's M-step against scikit-learn."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -68,8 +69,12 @@ def test_diagonal_elbo_matches_monte_carlo():
         mu, tau = mt[..., 0], mt[..., 1]
         z = jax.random.categorical(k3, jnp.log(phi))
         p0 = model.prior()
-        log_p = (p0[0].log_prob(pi) + jnp.sum(p0[1].log_prob(mt)) + jnp.sum(jnp.log(pi[z]))
-                 + jnp.sum(tfd.Normal(mu[z], jax.lax.rsqrt(tau[z])).log_prob(x)))
+        log_p = (
+            p0[0].log_prob(pi)
+            + jnp.sum(p0[1].log_prob(mt))
+            + jnp.sum(jnp.log(pi[z]))
+            + jnp.sum(tfd.Normal(mu[z], jax.lax.rsqrt(tau[z])).log_prob(x))
+        )
         log_q = q[0].log_prob(pi) + jnp.sum(q[1].log_prob(mt)) + jnp.sum(jnp.log(phi[jnp.arange(25), z]))
         return log_p - log_q
 
@@ -106,14 +111,17 @@ def test_predictive_is_normalized():
     np.testing.assert_allclose(jnp.trapezoid(dens, grid[:, 0]), 1.0, rtol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(num_components=0, dim=2), "num_components"),
-    (dict(num_components=2, dim=0), "dim"),
-    (dict(num_components=2, dim=2, alpha0=-1.0), "alpha0"),
-    (dict(num_components=2, dim=2, b0=0.0), "b0"),
-    (dict(num_components=2, dim=2, kappa0=float("nan")), "kappa0"),
-    (dict(num_components=2, dim=2, loc0=[0.0, 1.0, 2.0]), "loc0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(num_components=0, dim=2), "num_components"),
+        (dict(num_components=2, dim=0), "dim"),
+        (dict(num_components=2, dim=2, alpha0=-1.0), "alpha0"),
+        (dict(num_components=2, dim=2, b0=0.0), "b0"),
+        (dict(num_components=2, dim=2, kappa0=float("nan")), "kappa0"),
+        (dict(num_components=2, dim=2, loc0=[0.0, 1.0, 2.0]), "loc0"),
+    ],
+)
 def test_bad_hyperparameters_name_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
         DiagonalGMM(**kwargs)

@@ -1,6 +1,7 @@
 """Gaussian mixtures by EM: equal to scikit-learn's GaussianMixture from the same start (each covariance
 type, in blocks), the log-likelihood never decreases, float32 agrees, jit (one trace) and vmap over
 restarts (from k-means++ seeds), and bad input."""
+
 import warnings
 
 import jax
@@ -30,8 +31,11 @@ def _run(model, params, x, iters):
 
     @jax.jit
     def fit(p):
-        state, info = jax.lax.scan(lambda s, k: alg.step(s, x, k), EMState(p, jnp.zeros((), jnp.int32)),
-                                   jax.random.split(jax.random.PRNGKey(0), iters))
+        state, info = jax.lax.scan(
+            lambda s, k: alg.step(s, x, k),
+            EMState(p, jnp.zeros((), jnp.int32)),
+            jax.random.split(jax.random.PRNGKey(0), iters),
+        )
         q = state.q_global
         return q, info.log_likelihood, model.log_prob(q, x), model.responsibilities(q, x)
 
@@ -51,14 +55,24 @@ def test_equals_sklearn_from_the_same_responsibilities_and_never_decreases(covar
 
     iters = 20
     x, resp = _data()
-    model = GaussianMixtureEM(K, D, covariance_type=covariance_type, dtype="float64",
-                              block_size=128 if covariance_type == "full" else 8192)
+    model = GaussianMixtureEM(
+        K, D, covariance_type=covariance_type, dtype="float64", block_size=128 if covariance_type == "full" else 8192
+    )
     p0 = model.params_from_responsibilities(jnp.asarray(x), jnp.asarray(resp))
     cov = np.asarray(p0.covariances)
     prec = np.linalg.inv(cov) if covariance_type in ("full", "tied") else 1.0 / cov
-    ref = GaussianMixture(K, covariance_type=covariance_type, max_iter=iters, tol=0.0, reg_covar=1e-6,
-                          weights_init=np.asarray(p0.weights), means_init=np.asarray(p0.means), precisions_init=prec,
-                          init_params="random", random_state=0)
+    ref = GaussianMixture(
+        K,
+        covariance_type=covariance_type,
+        max_iter=iters,
+        tol=0.0,
+        reg_covar=1e-6,
+        weights_init=np.asarray(p0.weights),
+        means_init=np.asarray(p0.means),
+        precisions_init=prec,
+        init_params="random",
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning: tol=0 runs every iteration
         ref.fit(x)
@@ -73,8 +87,9 @@ def test_equals_sklearn_from_the_same_responsibilities_and_never_decreases(covar
     assert np.all(np.diff(lls) >= -1e-9 * np.abs(lls[1:])), np.diff(lls).min()
     if covariance_type in ("full", "diag"):
         m32 = GaussianMixtureEM(K, D, covariance_type=covariance_type, block_size=128, dtype="float32")
-        p32, ll32, _, _ = _run(m32, jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), p0),
-                               jnp.asarray(x, jnp.float32), iters)
+        p32, ll32, _, _ = _run(
+            m32, jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), p0), jnp.asarray(x, jnp.float32), iters
+        )
         assert p32.means.dtype == jnp.float32
         np.testing.assert_allclose(ll32, lls, rtol=1e-4)
         np.testing.assert_allclose(p32.means, ref.means_, atol=1e-3)

@@ -1,6 +1,7 @@
 """GP classification (Khan et al. 2016, §6, app. D): the closed-form KL-proximal step against a numerical
 argmin of the proximal objective, the gamma-tilde recursion against dense matrices, the ELBO,
 the predictive and the input checks."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,8 +10,14 @@ import scipy.optimize
 import scipy.special
 import scipy.stats
 
-from vijax.models.gp_classification import (GPClassification, GPGradient, GPPosterior, cholesky_from_params,
-                                            expected_loglik, params_from_cholesky, se_kernel, to_pm1_labels)
+from vijax.models.gp_classification import (
+    GPClassification,
+    cholesky_from_params,
+    expected_loglik,
+    params_from_cholesky,
+    se_kernel,
+    to_pm1_labels,
+)
 
 N = 6
 
@@ -44,16 +51,25 @@ def _numeric_prox(model, q, grad, betas):
 
     def obj(p, beta):
         m, v = unpack(p)
-        return (grad.alpha @ m + 0.5 * grad.gamma @ jnp.diag(v) + _gauss_kl(m, v, jnp.zeros(n), model.K)
-                + _gauss_kl(m, v, q.mean, vk) / beta)
+        return (
+            grad.alpha @ m
+            + 0.5 * grad.gamma @ jnp.diag(v)
+            + _gauss_kl(m, v, jnp.zeros(n), model.K)
+            + _gauss_kl(m, v, q.mean, vk) / beta
+        )
 
     p0 = np.concatenate([np.asarray(q.mean), np.asarray(jnp.linalg.cholesky(vk))[tril]])
     f, g, h = jax.jit(obj), jax.jit(jax.grad(obj)), jax.jit(jax.hessian(obj))
     out = []
     for beta in betas:
-        res = scipy.optimize.minimize(lambda p: float(f(p, beta)), p0, jac=lambda p: np.asarray(g(p, beta)),
-                                      hess=lambda p: np.asarray(h(p, beta)), method="trust-exact",
-                                      options={"gtol": 1e-12, "maxiter": 500})
+        res = scipy.optimize.minimize(
+            lambda p: float(f(p, beta)),
+            p0,
+            jac=lambda p: np.asarray(g(p, beta)),
+            hess=lambda p: np.asarray(h(p, beta)),
+            method="trust-exact",
+            options={"gtol": 1e-12, "maxiter": 500},
+        )
         assert np.max(np.abs(g(res.x, beta))) < 1e-7, res
         out.append(unpack(jnp.asarray(res.x)))
     return out
@@ -121,19 +137,24 @@ def test_marginals_and_kl_match_dense_formulas():
     idx = jnp.array([0, 2, 5])
     m_b, v_b = model.marginals(q, idx)
     np.testing.assert_allclose(v_b, np.diag(v)[np.asarray(idx)], rtol=1e-10)
-    np.testing.assert_allclose(model.kl_to_prior(q), _gauss_kl(q.mean, jnp.asarray(v), jnp.zeros(N), model.K),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        model.kl_to_prior(q), _gauss_kl(q.mean, jnp.asarray(v), jnp.zeros(N), model.K), rtol=1e-10
+    )
     # dense V from the definition V^{-1} = K^{-1} + diag(gamma_tilde)
-    np.testing.assert_allclose(np.linalg.inv(np.linalg.inv(np.asarray(model.K)) + np.diag(q.gamma_tilde)), v,
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        np.linalg.inv(np.linalg.inv(np.asarray(model.K)) + np.diag(q.gamma_tilde)), v, rtol=1e-8, atol=1e-10
+    )
 
 
 def test_expected_loglik_quadrature_mc_and_gradients():
     m, v, y = jnp.array([0.3, -1.0]), jnp.array([0.5, 2.0]), jnp.array([1.0, -1.0])
     # scipy quadrature oracle
     for i in range(2):
-        ref = scipy.integrate.quad(lambda z: -np.logaddexp(0, -float(y[i]) * z)
-                                   * scipy.stats.norm.pdf(z, float(m[i]), np.sqrt(float(v[i]))), -30, 30)[0]
+        ref = scipy.integrate.quad(
+            lambda z: -np.logaddexp(0, -float(y[i]) * z) * scipy.stats.norm.pdf(z, float(m[i]), np.sqrt(float(v[i]))),
+            -30,
+            30,
+        )[0]
         np.testing.assert_allclose(expected_loglik(m, v, y)[i], ref, rtol=1e-8)
     # wide Gaussians (the Sonar prior has variance e^12): against a dense trapezoid rule on the
     # remainder after the closed-form part; 32-point Gauss-Hermite would be off by ~1 here
@@ -147,8 +168,9 @@ def test_expected_loglik_quadrature_mc_and_gradients():
         got = expected_loglik(jnp.array([mi]), jnp.array([vi]), jnp.array([yi]))[0]
         np.testing.assert_allclose(got, closed + rest, rtol=1e-9)
         d2 = jax.grad(lambda b: expected_loglik(jnp.array([mi]), b, jnp.array([yi]))[0])(jnp.array([vi]))[0]
-        np.testing.assert_allclose(d2, np.trapezoid(-0.5 * scipy.special.expit(z) * scipy.special.expit(-z) * dens, z),
-                                   rtol=1e-7)
+        np.testing.assert_allclose(
+            d2, np.trapezoid(-0.5 * scipy.special.expit(z) * scipy.special.expit(-z) * dens, z), rtol=1e-7
+        )
     # the custom (Bonnet/Price) derivatives of the quadrature equal autodiff of the exact integral
     f = lambda a, b: jnp.sum(expected_loglik(a, b, y))
     gm, gv = jax.grad(f, (0, 1))(m, v)
@@ -173,8 +195,11 @@ def test_elbo_params_matches_elbo_and_gradient_steps_agree():
     np.testing.assert_allclose(cholesky_from_params(params), jnp.linalg.cholesky(v), rtol=1e-12)
     np.testing.assert_allclose(model.elbo_params(params), model.elbo(q), rtol=1e-9)
     idx = jnp.array([1, 3])
-    np.testing.assert_allclose(model.elbo_params(params, idx, jax.random.PRNGKey(1), 30),
-                               model.elbo(q, idx, jax.random.PRNGKey(1), 30), rtol=1e-9)
+    np.testing.assert_allclose(
+        model.elbo_params(params, idx, jax.random.PRNGKey(1), 30),
+        model.elbo(q, idx, jax.random.PRNGKey(1), 30),
+        rtol=1e-9,
+    )
     x_new = np.random.default_rng(5).normal(size=(4, 2))
     np.testing.assert_allclose(model.predict_proba_params(params, x_new), model.predict_proba(q, x_new), rtol=1e-8)
 
@@ -184,6 +209,7 @@ def test_pg_with_exact_gradients_increases_the_elbo_and_converges():
     fixed point has zero ELBO gradient (the optimum, checked with the (m, L) parametrisation)."""
     model = _model()
     q = model.init_variational(None)
+
     def body(q, _):
         q = model.prox_step(q, jnp.arange(N), None, 1.0, None)
         return q, model.elbo(q)

@@ -1,6 +1,7 @@
 """HMMs: exact inference against brute-force enumeration of every path, padding against separate runs,
 the associative scan against the sequential one, Baum–Welch against hmmlearn from the same start,
 the Bayesian local step's ELBO terms against enumeration, and bad input."""
+
 import itertools
 
 import jax
@@ -10,8 +11,15 @@ import pytest
 
 from vijax.data import sample_hmm
 from vijax.inference import cavi, em, make_algorithm
-from vijax.models import (CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams,
-                          conjugate_elbo)
+from vijax.models import (
+    CategoricalEmissions,
+    CategoricalHMM,
+    GaussianEmissions,
+    GaussianHMM,
+    HMMData,
+    HMMParams,
+    conjugate_elbo,
+)
 from vijax.models import _hmm_inference
 
 K, V, D = 3, 4, 2
@@ -21,8 +29,9 @@ def _params(kind, seed=0, k=K):
     r = np.random.default_rng(seed)
     pi, trans = r.dirichlet(np.ones(k)), r.dirichlet(np.ones(k), k)
     if kind == "categorical":
-        return CategoricalHMM(k, V), HMMParams(jnp.asarray(pi), jnp.asarray(trans),
-                                                CategoricalEmissions(jnp.asarray(r.dirichlet(np.ones(V), k))))
+        return CategoricalHMM(k, V), HMMParams(
+            jnp.asarray(pi), jnp.asarray(trans), CategoricalEmissions(jnp.asarray(r.dirichlet(np.ones(V), k)))
+        )
     em_ = GaussianEmissions(jnp.asarray(r.normal(size=(k, D)) * 2), jnp.asarray(r.uniform(0.5, 2.0, (k, D))))
     return GaussianHMM(k, D), HMMParams(jnp.asarray(pi), jnp.asarray(trans), em_)
 
@@ -49,8 +58,9 @@ def _enumerate(params, x):
     lb = _log_b(params, x)
     t, k = lb.shape
     paths = list(itertools.product(range(k), repeat=t))
-    lps = np.array([log_pi[z[0]] + lb[0, z[0]] + sum(log_a[z[s - 1], z[s]] + lb[s, z[s]] for s in range(1, t))
-                    for z in paths])
+    lps = np.array(
+        [log_pi[z[0]] + lb[0, z[0]] + sum(log_a[z[s - 1], z[s]] + lb[s, z[s]] for s in range(1, t)) for z in paths]
+    )
     ll = np.logaddexp.reduce(lps)
     w = np.exp(lps - ll)
     gamma, xi = np.zeros((t, k)), np.zeros((max(t - 1, 0), k, k))
@@ -79,7 +89,7 @@ def test_inference_equals_enumeration_of_every_path(kind, schedule):
         np.testing.assert_allclose(post.marginals[b, n:], 0.0)
         np.testing.assert_allclose(post.transition_counts[b], xi_ref.sum(0), atol=1e-10)
         np.testing.assert_allclose(xi[b, : n - 1], xi_ref, atol=1e-10)
-        np.testing.assert_allclose(xi[b, n - 1:], 0.0)
+        np.testing.assert_allclose(xi[b, n - 1 :], 0.0)
         np.testing.assert_array_equal(paths[b, :n], best)
         np.testing.assert_array_equal(paths[b, n:], -1)
         np.testing.assert_allclose(scores[b], best_lp, rtol=1e-10)
@@ -93,15 +103,21 @@ def test_padded_batch_equals_separate_runs(kind):
     post = model.posterior(params, data)
     paths, _ = model.viterbi(params, data)
     for b, n in enumerate(lengths):
-        alone = model.posterior(params, data.obs[b:b + 1, :n])
+        alone = model.posterior(params, data.obs[b : b + 1, :n])
         np.testing.assert_allclose(post.log_likelihood[b], alone.log_likelihood[0], rtol=1e-12)
         np.testing.assert_allclose(post.marginals[b, :n], alone.marginals[0], atol=1e-12)
         np.testing.assert_allclose(post.transition_counts[b], alone.transition_counts[0], atol=1e-12)
-        np.testing.assert_array_equal(paths[b, :n], model.viterbi(params, data.obs[b:b + 1, :n])[0][0])
+        np.testing.assert_array_equal(paths[b, :n], model.viterbi(params, data.obs[b : b + 1, :n])[0][0])
     # the padding's values do not matter
-    junk = data._replace(obs=jnp.where(jnp.arange(7)[None, :, None] < data.lengths[:, None, None]
-                                       if kind == "gaussian" else jnp.arange(7)[None, :] < data.lengths[:, None],
-                                       data.obs, 3 if kind == "categorical" else 1e3))
+    junk = data._replace(
+        obs=jnp.where(
+            jnp.arange(7)[None, :, None] < data.lengths[:, None, None]
+            if kind == "gaussian"
+            else jnp.arange(7)[None, :] < data.lengths[:, None],
+            data.obs,
+            3 if kind == "categorical" else 1e3,
+        )
+    )
     np.testing.assert_allclose(model.posterior(params, junk).marginals, post.marginals, atol=1e-12)
 
 
@@ -136,8 +152,18 @@ def _hmmlearn_fit(kind, params, data, n_iter):
         ref.emissionprob_ = np.asarray(params.emissions.probs)
         x = x[:, None]
     else:
-        ref = hmm.GaussianHMM(n_components=K, covariance_type="diag", n_iter=n_iter, tol=-np.inf, init_params="",
-                              means_prior=0.0, means_weight=0.0, covars_prior=0.0, covars_weight=1.0, min_covar=0.0)
+        ref = hmm.GaussianHMM(
+            n_components=K,
+            covariance_type="diag",
+            n_iter=n_iter,
+            tol=-np.inf,
+            init_params="",
+            means_prior=0.0,
+            means_weight=0.0,
+            covars_prior=0.0,
+            covars_weight=1.0,
+            min_covar=0.0,
+        )
         ref.means_ = np.asarray(params.emissions.means)
         ref.covars_ = np.asarray(params.emissions.variances)
     ref.startprob_ = np.asarray(params.initial_probs)
@@ -183,7 +209,9 @@ def test_sampled_data_and_map_em():
     se = np.sqrt(params.initial_probs * (1 - params.initial_probs) / len(z0))
     assert np.all(np.abs(np.bincount(z0, minlength=K) / len(z0) - params.initial_probs) < 5 * se)
     assert np.all(np.asarray(sample.states)[np.arange(20)[None] >= lengths[:, None]] == -1)
-    map_model = CategoricalHMM(K, V, initial_concentration=2.0, transition_concentration=3.0, emission_concentration=1.5)
+    map_model = CategoricalHMM(
+        K, V, initial_concentration=2.0, transition_concentration=3.0, emission_concentration=1.5
+    )
     alg = em(map_model)
     state = alg.init(jax.random.PRNGKey(1), sample.data)
     step = jax.jit(alg.step)
@@ -199,8 +227,12 @@ def _tilted_enumeration(view, x):
     """log Z~ and H[q(z)] of the chain tilted by E[log pi], E[log A], E[log B], by enumeration."""
     (lp,), (la,), (lb,) = [tuple(np.asarray(a) for a in v) for v in view]
     t = len(x)
-    lps = np.array([lp[z[0]] + lb[z[0], x[0]] + sum(la[z[s - 1], z[s]] + lb[z[s], x[s]] for s in range(1, t))
-                    for z in itertools.product(range(K), repeat=t)])
+    lps = np.array(
+        [
+            lp[z[0]] + lb[z[0], x[0]] + sum(la[z[s - 1], z[s]] + lb[z[s], x[s]] for s in range(1, t))
+            for z in itertools.product(range(K), repeat=t)
+        ]
+    )
     log_z = np.logaddexp.reduce(lps)
     q = np.exp(lps - log_z)
     return log_z, -np.sum(q * np.log(q))
@@ -228,7 +260,9 @@ def test_bayesian_local_step_equals_enumeration_and_cavi_never_lowers_the_elbo()
     assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[-1])), np.diff(elbos)
 
 
-@pytest.mark.parametrize("name,kind", [("svi", "gaussian"), pytest.param("ssvi", "categorical", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name,kind", [("svi", "gaussian"), pytest.param("ssvi", "categorical", marks=pytest.mark.slow)]
+)
 def test_stochastic_bayesian_fits_over_minibatches_of_sequences(name, kind):
     """SVI/SSVI on minibatches of 16 of 128 sampled sequences raise the full-data ELBO (CAVI's local step).
     (SSVI samples the globals by inversion: the Dirichlets of the categorical HMM have it, the
@@ -251,6 +285,7 @@ def test_stochastic_bayesian_fits_over_minibatches_of_sequences(name, kind):
 
 def _cavi_state(q):
     from vijax.inference import CAVIState
+
     return CAVIState(q, jnp.zeros((), jnp.int32))
 
 
@@ -284,8 +319,9 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="finite"):
         g.log_likelihood(gp, jnp.full((1, 3, 2), jnp.nan))
     with pytest.raises(ValueError, match="emissions.variances"):
-        g.log_likelihood(gp._replace(emissions=GaussianEmissions(gp.emissions.means, -gp.emissions.variances)),
-                         jnp.zeros((1, 3, 2)))
+        g.log_likelihood(
+            gp._replace(emissions=GaussianEmissions(gp.emissions.means, -gp.emissions.variances)), jnp.zeros((1, 3, 2))
+        )
     for field in ("kappa0", "a0", "b0"):
         with pytest.raises(ValueError, match=field):
             GaussianHMM(2, 2, **{field: -1.0})

@@ -2,6 +2,7 @@
 out and by Monte Carlo, CVB0's fixed-point equations, exact enumeration of p(z | w, beta, alpha)
 for Gibbs), padding and empty documents, CAVI monotonicity, SVI = CAVI at rho = 1, the JAX
 contract and argument validation."""
+
 import itertools
 
 import chex
@@ -35,7 +36,7 @@ def _corpus(seed, num_docs=12, k=3, v=15, doc_len=(4, 25), alpha=0.3, eta=0.3, e
     ids = np.zeros((num_docs, length), np.int32)
     counts = np.zeros((num_docs, length))
     for d, (i, c) in enumerate(docs):
-        ids[d, :len(i)], counts[d, :len(i)] = i, c
+        ids[d, : len(i)], counts[d, : len(i)] = i, c
     return BowBatch(ids, counts), beta
 
 
@@ -115,13 +116,22 @@ def test_meanfield_iterations_never_lower_the_elbo_with_or_without_squarem():
         m = batch.counts[d] > 0
         e_log_theta = digamma(gamma) - digamma(gamma.sum())
         z = logsumexp(e_log_theta[:, None] + log_beta[:, batch.word_ids[d, m]], axis=0)
-        kl = (gammaln(gamma.sum()) - gammaln(gamma).sum() + np.sum((gamma - 0.1) * e_log_theta)
-              - gammaln(0.8) + 8 * gammaln(0.1))
+        kl = (
+            gammaln(gamma.sum())
+            - gammaln(gamma).sum()
+            + np.sum((gamma - 0.1) * e_log_theta)
+            - gammaln(0.8)
+            + 8 * gammaln(0.1)
+        )
         return np.sum(batch.counts[d, m] * z) - kl
 
     for accelerate in (False, True):
-        gammas = [np.asarray(LDA(8, 60, alpha=0.1, tol=0.0, max_iters=i, accelerate=accelerate)
-                             .local_step(view, data).local_params) for i in range(3, 25, 3)]
+        gammas = [
+            np.asarray(
+                LDA(8, 60, alpha=0.1, tol=0.0, max_iters=i, accelerate=accelerate).local_step(view, data).local_params
+            )
+            for i in range(3, 25, 3)
+        ]
         elbos = np.array([[objective(g[d], d) for d in range(8)] for g in gammas])
         steps = np.diff(elbos, axis=0)
         assert np.all(steps >= -1e-9 * np.abs(elbos[1:])), (accelerate, steps.min())
@@ -138,7 +148,9 @@ def test_squarem_reaches_the_plain_fixed_point_where_unguarded_extrapolation_jum
     data = BowBatch(jnp.asarray([[2, 6, 16]], jnp.int32), jnp.asarray([[1.0, 2.0, 3.0]]))
     ids = np.asarray(data.word_ids[0])
     for accelerate in (False, True):
-        loc = LDA(3, 25, alpha=0.2, tol=1e-11, max_iters=10000, accelerate=accelerate).local_step((np.log(topics),), data)
+        loc = LDA(3, 25, alpha=0.2, tol=1e-11, max_iters=10000, accelerate=accelerate).local_step(
+            (np.log(topics),), data
+        )
         ref, _ = _np_meanfield(np.log(topics), ids, np.asarray(data.counts[0]), 0.2)
         np.testing.assert_allclose(loc.local_params[0], ref, rtol=1e-7)
 
@@ -244,10 +256,17 @@ def test_meanfield_elbo_matches_monte_carlo():
         kb, kt, kz = jax.random.split(key, 3)
         beta, theta = q.sample(kb), q_theta.sample(kt)
         z = jax.random.categorical(kz, jnp.log(tok_phi))
-        log_p = (jnp.sum(prior_beta.log_prob(beta)) + jnp.sum(prior_theta.log_prob(theta))
-                 + jnp.sum(jnp.log(theta[tok_doc, z])) + jnp.sum(jnp.log(beta[z, tok_word])))
-        log_q = (jnp.sum(q.log_prob(beta)) + jnp.sum(q_theta.log_prob(theta))
-                 + jnp.sum(jnp.log(tok_phi[jnp.arange(z.shape[0]), z])))
+        log_p = (
+            jnp.sum(prior_beta.log_prob(beta))
+            + jnp.sum(prior_theta.log_prob(theta))
+            + jnp.sum(jnp.log(theta[tok_doc, z]))
+            + jnp.sum(jnp.log(beta[z, tok_word]))
+        )
+        log_q = (
+            jnp.sum(q.log_prob(beta))
+            + jnp.sum(q_theta.log_prob(theta))
+            + jnp.sum(jnp.log(tok_phi[jnp.arange(z.shape[0]), z]))
+        )
         return log_p - log_q
 
     vals = jax.jit(jax.vmap(one))(jax.random.split(jax.random.PRNGKey(7), 5000))
@@ -311,8 +330,9 @@ def test_suff_stats_sum_to_token_counts(method):
     assert stats.shape == (3, 15) and np.all(np.asarray(stats) >= 0)
     np.testing.assert_allclose(jnp.sum(stats), batch.counts.sum(), rtol=1e-10)
     # per word: sum_k c_kv is the corpus count of v
-    np.testing.assert_allclose(jnp.sum(stats, 0), np.bincount(batch.word_ids.ravel(), batch.counts.ravel(), 15),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        jnp.sum(stats, 0), np.bincount(batch.word_ids.ravel(), batch.counts.ravel(), 15), rtol=1e-10, atol=1e-10
+    )
     np.testing.assert_allclose(jnp.sum(loc.local_params, 1), 3 * 0.3 + batch.counts.sum(1), rtol=1e-10)
 
 
@@ -405,7 +425,9 @@ def test_gibbs_zero_weight_topics_are_never_drawn():
     with np.errstate(divide="ignore"):
         view = (jnp.asarray(np.log(beta)),)
     model = LDA(k, v, alpha=5.0, gibbs_sweeps=3, gibbs_burn_in=1)
-    batch = BowBatch(jnp.array([[1, 2, 3, 4], [1, 3, 0, 0]]), jnp.array([[30.0, 20.0, 10.0, 5.0], [7.0, 9.0, 0.0, 0.0]]))
+    batch = BowBatch(
+        jnp.array([[1, 2, 3, 4], [1, 3, 0, 0]]), jnp.array([[30.0, 20.0, 10.0, 5.0], [7.0, 9.0, 0.0, 0.0]])
+    )
     keys = jax.random.split(jax.random.PRNGKey(8), 20)
     stats = jax.jit(jax.vmap(lambda kk: model.local_step(view, batch, kk, "gibbs").suff_stats[0]))(keys)
     assert np.all(np.isfinite(np.asarray(stats)))
@@ -479,26 +501,29 @@ def test_init_globals_is_online_lda_start():
 
 
 # ------------------------------------------------------------------------------------ validation
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(num_topics=0), "num_topics"),
-    (dict(num_topics=2.5), "num_topics"),
-    (dict(vocab_size=0), "vocab_size"),
-    (dict(alpha=0.0), "alpha"),
-    (dict(alpha=-1.0), "alpha"),
-    (dict(alpha="big"), "alpha"),
-    (dict(alpha=[0.1, 0.2]), "alpha"),
-    (dict(eta=0.0), "eta"),
-    (dict(eta=float("nan")), "eta"),
-    (dict(max_iters=0), "max_iters"),
-    (dict(tol=-1e-3), "tol"),
-    (dict(cvb0_iters=0), "cvb0_iters"),
-    (dict(gibbs_sweeps=0), "gibbs_sweeps"),
-    (dict(gibbs_sweeps=3, gibbs_burn_in=3), "gibbs_burn_in"),
-    (dict(init_scale=0.0), "init_scale"),
-    (dict(dtype="int32"), "dtype"),
-    (dict(dtype="no-such-type"), "dtype"),
-    (dict(accelerate="yes"), "accelerate"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(num_topics=0), "num_topics"),
+        (dict(num_topics=2.5), "num_topics"),
+        (dict(vocab_size=0), "vocab_size"),
+        (dict(alpha=0.0), "alpha"),
+        (dict(alpha=-1.0), "alpha"),
+        (dict(alpha="big"), "alpha"),
+        (dict(alpha=[0.1, 0.2]), "alpha"),
+        (dict(eta=0.0), "eta"),
+        (dict(eta=float("nan")), "eta"),
+        (dict(max_iters=0), "max_iters"),
+        (dict(tol=-1e-3), "tol"),
+        (dict(cvb0_iters=0), "cvb0_iters"),
+        (dict(gibbs_sweeps=0), "gibbs_sweeps"),
+        (dict(gibbs_sweeps=3, gibbs_burn_in=3), "gibbs_burn_in"),
+        (dict(init_scale=0.0), "init_scale"),
+        (dict(dtype="int32"), "dtype"),
+        (dict(dtype="no-such-type"), "dtype"),
+        (dict(accelerate="yes"), "accelerate"),
+    ],
+)
 def test_bad_model_arguments(kwargs, match):
     args = dict(num_topics=2, vocab_size=5)
     args.update(kwargs)
@@ -506,16 +531,19 @@ def test_bad_model_arguments(kwargs, match):
         LDA(**args)
 
 
-@pytest.mark.parametrize("ids, counts, match", [
-    ([[0, 1]], [[1.0, -1.0]], "counts must be >= 0"),
-    ([[0, 1]], [[1.5, 1.0]], "integer-valued"),
-    ([[0, 1]], [[1.0, np.nan]], "finite"),
-    ([[0, 5]], [[1.0, 1.0]], "word_ids"),
-    ([[-1, 0]], [[1.0, 1.0]], "word_ids"),
-    (np.array([[0.0, 1.0]]), [[1.0, 1.0]], "word_ids"),
-    ([[0, 1, 2]], [[1.0, 1.0]], "same shape"),
-    ([0, 1], [1.0, 1.0], "2-D"),
-])
+@pytest.mark.parametrize(
+    "ids, counts, match",
+    [
+        ([[0, 1]], [[1.0, -1.0]], "counts must be >= 0"),
+        ([[0, 1]], [[1.5, 1.0]], "integer-valued"),
+        ([[0, 1]], [[1.0, np.nan]], "finite"),
+        ([[0, 5]], [[1.0, 1.0]], "word_ids"),
+        ([[-1, 0]], [[1.0, 1.0]], "word_ids"),
+        (np.array([[0.0, 1.0]]), [[1.0, 1.0]], "word_ids"),
+        ([[0, 1, 2]], [[1.0, 1.0]], "same shape"),
+        ([0, 1], [1.0, 1.0], "2-D"),
+    ],
+)
 def test_bad_data(ids, counts, match):
     model = LDA(2, 5)
     bad = BowBatch(np.asarray(ids), np.asarray(counts))

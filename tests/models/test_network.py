@@ -1,4 +1,5 @@
 """Networks as (apply, params): the plain-JAX MLP, the Equinox adapter and the shape check."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,10 +30,13 @@ def test_equinox_module_becomes_a_network_with_array_leaves_as_params():
     assert g.layers[0].weight.shape == (4, 3)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(expected=(3,)), "encoder must map one datum of shape \\(3,\\) to shape \\(3,\\), got \\(2,\\)"),
-    (dict(example=jnp.ones(5)), "encoder: applying it"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(expected=(3,)), "encoder must map one datum of shape \\(3,\\) to shape \\(3,\\), got \\(2,\\)"),
+        (dict(example=jnp.ones(5)), "encoder: applying it"),
+    ],
+)
 def test_check_network_names_the_network(bad, match):
     net = mlp(jax.random.key(0), (3, 2))
     example, expected = bad.get("example", jnp.ones(3)), bad.get("expected", (2,))

@@ -7,6 +7,7 @@ variable and returns s = (sum x_n, -N) and the local terms -sum log x_n!; the ex
 Gamma(a + sum x_n, b + N) (Blei, Kucukelbir and McAuliffe 2017, §4.2: the conjugate update
 eta + sum s_n).
 """
+
 import dataclasses
 
 import jax
@@ -73,8 +74,9 @@ def test_cavi_elbo_is_the_log_evidence_at_the_exact_posterior():
     alg = make_algorithm("cavi", model, num_data=200)
     _, info = alg.step(alg.init(KEY, X), X, KEY)
     a, b, n, s = 2.0, 1.0, 200, float(jnp.sum(X))
-    log_evidence = (a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n)
-                    - float(jnp.sum(gammaln(X + 1.0))))
+    log_evidence = (
+        a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n) - float(jnp.sum(gammaln(X + 1.0)))
+    )
     np.testing.assert_allclose(info.elbo, log_evidence, rtol=1e-10)
 
 

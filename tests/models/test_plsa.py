@@ -1,6 +1,7 @@
 """pLSA1 and pLSA2 by EM: one E-step and M-step against a dense brute-force numpy implementation,
 monotone EM, the relation of pLSA1 to LSA (rank-K non-negative factorization, Eckart–Young, exact
 recovery of a non-negative rank-K matrix), the fold-in's optimality conditions, and bad input."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +26,13 @@ def _corpus(num_docs=6, seed=0):
 def _from_dense(dense):
     rows, cols = np.nonzero(dense)
     ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=dense.shape[0]))])
-    return Corpus(ptr, cols, np.round(dense[rows, cols]) if np.all(dense == np.round(dense)) else dense[rows, cols],
-                  vocab_size=dense.shape[1], validate=bool(np.all(dense == np.round(dense))))
+    return Corpus(
+        ptr,
+        cols,
+        np.round(dense[rows, cols]) if np.all(dense == np.round(dense)) else dense[rows, cols],
+        vocab_size=dense.shape[1],
+        validate=bool(np.all(dense == np.round(dense))),
+    )
 
 
 def _random_params(variant, d, seed=1):
@@ -41,8 +47,11 @@ def _dense_em_step(variant, params, n, c):
     """The tutorial's E- and M-step over the dense (D, V, K) array of every pair (d, w)."""
     eta = np.asarray(params.word_probs)
     if variant == "plsa1":
-        joint = np.asarray(params.topic_probs)[None, None, :] * np.asarray(params.doc_probs).T[:, None, :] \
+        joint = (
+            np.asarray(params.topic_probs)[None, None, :]
+            * np.asarray(params.doc_probs).T[:, None, :]
             * eta.T[None, :, :]
+        )
     else:
         joint = np.asarray(params.topic_probs)[:, None, :] * eta.T[None, :, :]
     p = joint.sum(-1)
@@ -64,7 +73,8 @@ def test_em_step_equals_dense_brute_force(variant, c):
     model = PLSA(K, V, variant=variant, word_concentration=c)
     params = _random_params(variant, corpus.num_docs)
     ll, new = jax.jit(lambda p, b: (lambda s: (s[1], model.m_step(s[0])))(model.e_step(p, b)))(
-        params, corpus.batch(np.arange(corpus.num_docs)))
+        params, corpus.batch(np.arange(corpus.num_docs))
+    )
     ref_ll, ref = _dense_em_step(variant, params, dense, c)
     np.testing.assert_allclose(ll, ref_ll, rtol=1e-12)  # float64
     for got, want in zip(new, ref):
@@ -95,8 +105,9 @@ def test_em_never_decreases_the_log_likelihood_and_both_variants_take_the_same_s
     p1, p2 = fits["plsa1"][0].q_global, fits["plsa2"][0].q_global
     joint = np.asarray(p1.doc_probs).T * np.asarray(p1.topic_probs)[None]  # p(d, z) (D, K)
     full = corpus.doc_lengths > 0
-    np.testing.assert_allclose(joint[full] / joint[full].sum(1, keepdims=True), np.asarray(p2.topic_probs)[full],
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        joint[full] / joint[full].sum(1, keepdims=True), np.asarray(p2.topic_probs)[full], rtol=1e-9
+    )
     np.testing.assert_allclose(p1.word_probs, p2.word_probs, rtol=1e-9)  # float64, 40 steps
 
 

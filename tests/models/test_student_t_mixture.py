@@ -1,6 +1,7 @@
 """The Student-t mixture by EM: its log-likelihood against scipy's multivariate t, monotone EM, the
 EM fixed point as a stationary point of the exact log-likelihood (jax.grad), the Gaussian-mixture
 limit of large degrees of freedom (closed form), the degrees-of-freedom root find, and bad input."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,8 +25,9 @@ def _params(seed=1):
     r = np.random.default_rng(seed)
     a = r.normal(size=(K, D, D))
     cov = a @ np.swapaxes(a, 1, 2) + np.eye(D)
-    return StudentTMixtureParams(jnp.asarray([0.3, 0.7]), jnp.asarray(r.normal(size=(K, D)) * 3),
-                                 jnp.asarray(cov), jnp.asarray([2.5, 7.0]))
+    return StudentTMixtureParams(
+        jnp.asarray([0.3, 0.7]), jnp.asarray(r.normal(size=(K, D)) * 3), jnp.asarray(cov), jnp.asarray([2.5, 7.0])
+    )
 
 
 def _fit(model, x, steps, num_restarts=2):
@@ -41,9 +43,14 @@ def _fit(model, x, steps, num_restarts=2):
 
 def test_log_likelihood_equals_scipy_multivariate_t_mixture():
     x, p = _data(), _params()
-    ref = logsumexp([np.log(p.weights[k]) + stats.multivariate_t.logpdf(x, np.asarray(p.means[k]),
-                                                                        np.asarray(p.covariances[k]), df=float(p.dofs[k]))
-                     for k in range(K)], axis=0)
+    ref = logsumexp(
+        [
+            np.log(p.weights[k])
+            + stats.multivariate_t.logpdf(x, np.asarray(p.means[k]), np.asarray(p.covariances[k]), df=float(p.dofs[k]))
+            for k in range(K)
+        ],
+        axis=0,
+    )
     np.testing.assert_allclose(StudentTMixture(K, D).log_likelihood(p, x), ref, rtol=1e-10)  # float64
 
 
@@ -78,8 +85,9 @@ def test_large_dofs_give_the_gaussian_mixture_em_step():
     model = StudentTMixture(K, D, dof=1e9, learn_dof=False, reg_covar=0.0)
     ll, new = jax.jit(lambda p, x: (lambda s: (s[1], model.m_step(s[0])))(model.e_step(p, x)))(p, jnp.asarray(x))
     # the Gaussian mixture's E- and M-step (the tutorial's §GMM), written out
-    lg = np.stack([np.log(p.weights[k]) + stats.multivariate_normal.logpdf(x, p.means[k], p.covariances[k])
-                   for k in range(K)], 1)
+    lg = np.stack(
+        [np.log(p.weights[k]) + stats.multivariate_normal.logpdf(x, p.means[k], p.covariances[k]) for k in range(K)], 1
+    )
     r = np.exp(lg - logsumexp(lg, 1, keepdims=True))
     nk = r.sum(0)
     mu = r.T @ x / nk[:, None]

@@ -1,5 +1,6 @@
 """The VAE model: its densities against TFP, the analytic KL against TFP's, and its checks of the
 networks and the data (each error names the argument)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,8 +17,10 @@ def np_mlp(seed, sizes):
     """A tanh MLP like ``vijax.models.mlp`` with weights drawn by NumPy: eager JAX draws compile one
     program per shape (seconds on a loaded two-core machine), NumPy's cost nothing."""
     rng = np.random.default_rng(seed)
-    params = [{"w": jnp.asarray(rng.standard_normal((a, b)) / np.sqrt(a)), "b": jnp.asarray(0.1 * rng.standard_normal(b))}
-              for a, b in zip(sizes[:-1], sizes[1:])]
+    params = [
+        {"w": jnp.asarray(rng.standard_normal((a, b)) / np.sqrt(a)), "b": jnp.asarray(0.1 * rng.standard_normal(b))}
+        for a, b in zip(sizes[:-1], sizes[1:])
+    ]
 
     def apply(params, x):
         for i, layer in enumerate(params):
@@ -42,8 +45,13 @@ def test_analytic_kl_matches_tfp():
         q = tfd.MultivariateNormalDiag(mean, jnp.exp(log_scale))
         p = tfd.MultivariateNormalDiag(jnp.zeros(3), jnp.ones(3))
         draws = vae.sample_latent(mean, log_scale, jax.random.PRNGKey(1), 20000)
-        return ((vae.kl_to_prior(mean, log_scale), tfd.kl_divergence(q, p)), (vae.log_q(mean, log_scale, z), q.log_prob(z)),
-                (vae.log_prior(z), p.log_prob(z)), vae.kl_to_prior(jnp.zeros(3), jnp.zeros(3)), draws)
+        return (
+            (vae.kl_to_prior(mean, log_scale), tfd.kl_divergence(q, p)),
+            (vae.log_q(mean, log_scale, z), q.log_prob(z)),
+            (vae.log_prior(z), p.log_prob(z)),
+            vae.kl_to_prior(jnp.zeros(3), jnp.zeros(3)),
+            draws,
+        )
 
     *pairs, zero, draws = both(mean, log_scale, z)
     for ours, theirs in pairs:  # the KL, q's density and the prior's
@@ -65,8 +73,12 @@ def test_log_likelihood_matches_tfp(likelihood):
     def both(theta, z, x):
         out = vae.decoder.apply(theta, z)
         dist = tfd.Bernoulli(logits=out) if likelihood == "bernoulli" else tfd.Normal(out, 0.3)
-        return ((vae.log_likelihood(theta, z, x), dist.log_prob(x).sum()), (vae.mean(theta, z), dist.mean()),
-                vae.sample_data(theta, z, jax.random.PRNGKey(2)), vae.encode(vae.encoder.params, x))
+        return (
+            (vae.log_likelihood(theta, z, x), dist.log_prob(x).sum()),
+            (vae.mean(theta, z), dist.mean()),
+            vae.sample_data(theta, z, jax.random.PRNGKey(2)),
+            vae.encode(vae.encoder.params, x),
+        )
 
     *pairs, draw, (mu, log_sigma) = both(theta, z, x)
     for ours, theirs in pairs:

@@ -1,2 +1,3 @@
 """The run-layer tests drive the built-in experiments, which register on import."""
+
 import vijax.run.experiments  # noqa: F401

@@ -1,5 +1,6 @@
 """The ``ard_regression`` experiment end to end at its config's size (a few seconds), and its config
 errors."""
+
 import os
 import pathlib
 
@@ -29,11 +30,14 @@ def test_config_run_shrinks_irrelevant_coefficients_and_matches_scikit_learn(tmp
         assert os.path.getsize(tmp_path / name) > 0
 
 
-@pytest.mark.parametrize("section, value, pattern", [
-    ("data", {"num_relevant": 40}, "data: num_relevant"),
-    ("data", {"correlation": 1.5}, "data: correlation"),
-    ("model", {"a0": -1.0}, "model: a0"),
-])
+@pytest.mark.parametrize(
+    "section, value, pattern",
+    [
+        ("data", {"num_relevant": 40}, "data: num_relevant"),
+        ("data", {"correlation": 1.5}, "data: correlation"),
+        ("model", {"a0": -1.0}, "model: a0"),
+    ],
+)
 def test_config_errors_name_the_key(tmp_path, section, value, pattern):
     raw = {"experiment": "ard_regression", section: value, "output": {"dir": str(tmp_path)}}
     with pytest.raises(ConfigError, match=pattern):

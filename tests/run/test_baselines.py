@@ -1,5 +1,6 @@
 """Experiment baselines: run by ``run_experiment`` after the experiment's own run, each with its own
 checkpoints, resumed with ``--resume`` exactly as an uninterrupted run, handed to ``report``."""
+
 import os
 import shutil
 
@@ -14,13 +15,18 @@ NAME = "toy_with_baselines"
 SEEN = {}
 
 
-@register_experiment(NAME, {"model": {}, "data": {}, "algorithm": {"names": ["slow", "noisy"]}},
-                     description="toy quadratic with two baselines")
+@register_experiment(
+    NAME,
+    {"model": {}, "data": {}, "algorithm": {"names": ["slow", "noisy"]}},
+    description="toy quadratic with two baselines",
+)
 def _build(sections, seed):
     main = toy_algorithm()
     others = {"slow": toy_algorithm(lr=0.02), "noisy": toy_algorithm(noise=0.3)}
-    baselines = tuple(Baseline(n, others[n], batch_fn=toy_batch_fn(), settings={"chunk_size": 5} if n == "slow" else {})
-                      for n in sections["algorithm"]["names"])
+    baselines = tuple(
+        Baseline(n, others[n], batch_fn=toy_batch_fn(), settings={"chunk_size": 5} if n == "slow" else {})
+        for n in sections["algorithm"]["names"]
+    )
 
     def report(result, out_dir, results):
         SEEN.update(results)
@@ -30,9 +36,15 @@ def _build(sections, seed):
 
 
 def _config(tmp_path, num_steps, names=("slow", "noisy")):
-    return load_config({"experiment": NAME, "seed": 3, "algorithm": {"names": list(names)},
-                        "run": {"num_steps": num_steps, "chunk_size": 10, "checkpoint_every": 10, "progress": False},
-                        "output": {"dir": str(tmp_path)}})
+    return load_config(
+        {
+            "experiment": NAME,
+            "seed": 3,
+            "algorithm": {"names": list(names)},
+            "run": {"num_steps": num_steps, "chunk_size": 10, "checkpoint_every": 10, "progress": False},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
 
 
 def test_baselines_run_checkpointed_and_resume_identically(tmp_path):
@@ -42,8 +54,14 @@ def test_baselines_run_checkpointed_and_resume_identically(tmp_path):
     for name in ("slow", "noisy"):
         assert max(os.listdir(tmp_path / "full" / "checkpoints" / name)) == "ckpt_0000000040.npz"
         # the baseline is the run it describes: its own algorithm, the experiment's key, its settings
-        alone = run(toy_algorithm(lr=0.02) if name == "slow" else toy_algorithm(noise=0.3), jax.random.PRNGKey(3),
-                    batch_fn=toy_batch_fn(), num_steps=40, chunk_size=5 if name == "slow" else 10, progress=False)
+        alone = run(
+            toy_algorithm(lr=0.02) if name == "slow" else toy_algorithm(noise=0.3),
+            jax.random.PRNGKey(3),
+            batch_fn=toy_batch_fn(),
+            num_steps=40,
+            chunk_size=5 if name == "slow" else 10,
+            progress=False,
+        )
         assert_results_identical(full[name], alone)
     run_experiment(_config(tmp_path / "resumed", 20))  # a run stopped half way...
     ck = tmp_path / "resumed" / "checkpoints"
@@ -57,9 +75,20 @@ def test_baselines_run_checkpointed_and_resume_identically(tmp_path):
 def test_baseline_names_and_settings_are_checked(tmp_path):
     with pytest.raises(ValueError, match="unique"):
         run_experiment(_config(tmp_path, 10, names=("slow", "slow")))
-    bad = Experiment(toy_algorithm(), toy_algorithm().init, toy_batch_fn(),
-                     baselines=(Baseline("b", toy_algorithm(), batch_fn=toy_batch_fn(), settings={"chunks": 3}),))
+    bad = Experiment(
+        toy_algorithm(),
+        toy_algorithm().init,
+        toy_batch_fn(),
+        baselines=(Baseline("b", toy_algorithm(), batch_fn=toy_batch_fn(), settings={"chunks": 3}),),
+    )
     register_experiment("toy_bad_baseline", {"model": {}, "data": {}, "algorithm": {}})(lambda s, seed: bad)
     with pytest.raises(ValueError, match="unknown run setting"):
-        run_experiment(load_config({"experiment": "toy_bad_baseline", "run": {"num_steps": 5, "progress": False},
-                                    "output": {"dir": str(tmp_path / "bad")}}))
+        run_experiment(
+            load_config(
+                {
+                    "experiment": "toy_bad_baseline",
+                    "run": {"num_steps": 5, "progress": False},
+                    "output": {"dir": str(tmp_path / "bad")},
+                }
+            )
+        )

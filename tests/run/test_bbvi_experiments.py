@@ -7,6 +7,7 @@ thousand Adam steps with S = 8, 4,000 draws of q for the moments) is a few hundr
 the tolerances leave room for that and fail for a wrong scaling, a wrong Jacobian or a fit that
 has not moved from its start.
 """
+
 import os
 import pathlib
 
@@ -34,16 +35,17 @@ def _moments(metrics, name):
 
 # ---- references computed here --------------------------------------------------------------------
 
+
 def _logistic_grid(x, y, prior_scale):
     """Posterior means and sds of (b, w) of a one-feature logistic regression on a 2-D grid."""
     b, w = np.meshgrid(np.linspace(-2.5, 2.5, 201), np.linspace(-2.5, 2.5, 201), indexing="ij")
     logits = b[..., None] + w[..., None] * x[:, 0]
-    log_post = -np.sum(np.logaddexp(0.0, -y * logits), axis=-1) - 0.5 * (b ** 2 + w ** 2) / prior_scale ** 2
+    log_post = -np.sum(np.logaddexp(0.0, -y * logits), axis=-1) - 0.5 * (b**2 + w**2) / prior_scale**2
     p = np.exp(log_post - log_post.max())
     p /= p.sum()
     assert p[0].sum() + p[-1].sum() + p[:, 0].sum() + p[:, -1].sum() < 1e-10  # the grid holds the posterior
     mean = np.array([np.sum(p * b), np.sum(p * w)])
-    sd = np.sqrt(np.array([np.sum(p * b ** 2), np.sum(p * w ** 2)]) - mean ** 2)
+    sd = np.sqrt(np.array([np.sum(p * b**2), np.sum(p * w**2)]) - mean**2)
     return mean, sd
 
 
@@ -54,16 +56,21 @@ def _eight_schools_grid(y, sigma, mu_scale=5.0, tau_scale=5.0):
     mu, u = np.meshgrid(np.linspace(-40, 50, 700), np.linspace(-10, 7, 700), indexing="ij")
     tau = np.exp(u)
     v = s2 + tau[..., None] ** 2
-    log_post = (-0.5 * np.sum(np.log(v) + (y - mu[..., None]) ** 2 / v, axis=-1) - 0.5 * mu ** 2 / mu_scale ** 2
-                - np.log1p((tau / tau_scale) ** 2) + u)
+    log_post = (
+        -0.5 * np.sum(np.log(v) + (y - mu[..., None]) ** 2 / v, axis=-1)
+        - 0.5 * mu**2 / mu_scale**2
+        - np.log1p((tau / tau_scale) ** 2)
+        + u
+    )
     p = np.exp(log_post - log_post.max())
     p /= p.sum()
     prec = 1.0 / s2 + 1.0 / tau[..., None] ** 2
     th_mean = (y / s2 + mu[..., None] / tau[..., None] ** 2) / prec
     mean = np.concatenate([[np.sum(p * mu), np.sum(p * tau)], np.einsum("ij,ijk->k", p, th_mean)])
-    second = np.concatenate([[np.sum(p * mu ** 2), np.sum(p * tau ** 2)],
-                             np.einsum("ij,ijk->k", p, 1.0 / prec + th_mean ** 2)])
-    return mean, np.sqrt(second - mean ** 2)
+    second = np.concatenate(
+        [[np.sum(p * mu**2), np.sum(p * tau**2)], np.einsum("ij,ijk->k", p, 1.0 / prec + th_mean**2)]
+    )
+    return mean, np.sqrt(second - mean**2)
 
 
 def test_exact_moments_match_a_two_dimensional_grid():
@@ -75,6 +82,7 @@ def test_exact_moments_match_a_two_dimensional_grid():
 
 # ---- small end-to-end runs ----------------------------------------------------------------------
 
+
 def _plant_reference(cfg, mean, sd):
     """Writes ``mean``/``sd`` as the cached NUTS reference of ``cfg``'s run (the format and
     fingerprint ``nuts_reference`` reads), so that the report compares against them."""
@@ -83,16 +91,32 @@ def _plant_reference(cfg, mean, sd):
     fp = _fingerprint(target(model, x, y), cfg["algorithm"]["nuts"])
     out = cfg["output"]["dir"]
     os.makedirs(out, exist_ok=True)
-    np.savez(os.path.join(out, "nuts_reference.npz"), fingerprint=np.asarray(fp), mean=mean, sd=sd,
-             ess=np.full(2, 1e4), rhat=np.ones(2), mcse=sd / 100, divergences=0, draws=10000, wall_time=0.0)
+    np.savez(
+        os.path.join(out, "nuts_reference.npz"),
+        fingerprint=np.asarray(fp),
+        mean=mean,
+        sd=sd,
+        ess=np.full(2, 1e4),
+        rhat=np.ones(2),
+        mcse=sd / 100,
+        divergences=0,
+        draws=10000,
+        wall_time=0.0,
+    )
 
 
 def test_logistic_small_against_a_grid(tmp_path):
     data = {"dataset": "synthetic", "num_data": 100, "num_features": 1, "seed": 3, "batch_size": 25}
-    cfg = load_config({"experiment": "bbvi_logistic", "model": {"prior_scale": 2.0}, "data": data,
-                       "algorithm": dict(_SMALL, name="ngvi", baselines=[], ngvi_step_size=0.1),
-                       "run": {"num_steps": 2000, "chunk_size": 1000, "eval_every": 1000, "progress": False},
-                       "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "bbvi_logistic",
+            "model": {"prior_scale": 2.0},
+            "data": data,
+            "algorithm": dict(_SMALL, name="ngvi", baselines=[], ngvi_step_size=0.1),
+            "run": {"num_steps": 2000, "chunk_size": 1000, "eval_every": 1000, "progress": False},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     x, y, _ = synthetic(100, 1, 3)
     mean, sd = _logistic_grid(x, y, 2.0)
     # the grid's moments stand in for NUTS (the real run is the slow test's): the cache is read
@@ -120,10 +144,14 @@ def test_logistic_small_against_a_grid(tmp_path):
 
 def test_eight_schools_small_against_quadrature(tmp_path):
     # bbvi mean-field on (mu, log tau, theta~) through the Exp bijector, without NUTS
-    cfg = load_config({"experiment": "eight_schools",
-                       "algorithm": dict(_SMALL, family="meanfield", baselines=[], nuts={"samples": 0}),
-                       "run": {"num_steps": 2000, "chunk_size": 2000, "eval_every": 2000, "progress": False},
-                       "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "eight_schools",
+            "algorithm": dict(_SMALL, family="meanfield", baselines=[], nuts={"samples": 0}),
+            "run": {"num_steps": 2000, "chunk_size": 2000, "eval_every": 2000, "progress": False},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     _, metrics = run_experiment(cfg)
     s = metrics["summary"]
     assert s["reference"] == "exact" and "switched off" in s["nuts"]["error"] and s["nuts_vs_exact"] is None
@@ -141,8 +169,12 @@ def test_eight_schools_small_against_quadrature(tmp_path):
 
 def test_baselines_are_built_from_the_section():
     """The baselines (run by the slow tests) get the section's settings where they take them."""
-    cfg = load_config({"experiment": "eight_schools", "algorithm": {
-        "num_samples": 3, "baselines": ["bbvi-meanfield", "ngvi-fullrank", "bbvi-lowrank"]}})
+    cfg = load_config(
+        {
+            "experiment": "eight_schools",
+            "algorithm": {"num_samples": 3, "baselines": ["bbvi-meanfield", "ngvi-fullrank", "bbvi-lowrank"]},
+        }
+    )
     exp = EXPERIMENTS["eight_schools"].build({k: cfg[k] for k in ("model", "data", "algorithm", "run")}, 0)
     assert [b.name for b in exp.baselines] == ["bbvi-meanfield", "ngvi-fullrank", "bbvi-lowrank"]
     assert all(b.eval_fn is not None for b in exp.baselines)
@@ -154,9 +186,16 @@ def test_baselines_are_built_from_the_section():
 
 def test_config_errors(tmp_path):
     def cfg(experiment, **algorithm):
-        return load_config({"experiment": experiment, "algorithm": algorithm, "data": (
-            {"dataset": "synthetic", "num_data": 20, "num_features": 1} if experiment == "bbvi_logistic" else {}),
-            "output": {"dir": str(tmp_path)}})
+        return load_config(
+            {
+                "experiment": experiment,
+                "algorithm": algorithm,
+                "data": (
+                    {"dataset": "synthetic", "num_data": 20, "num_features": 1} if experiment == "bbvi_logistic" else {}
+                ),
+                "output": {"dir": str(tmp_path)},
+            }
+        )
 
     with pytest.raises(ConfigError, match="algorithm.family"):
         run_experiment(cfg("eight_schools", name="ngvi", family="lowrank"))
@@ -171,11 +210,13 @@ def test_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="algorithm.nuts.chains"):
         run_experiment(cfg("eight_schools", nuts={"chains": 0}))
     with pytest.raises(ConfigError, match="data.dataset"):
-        run_experiment(load_config({"experiment": "bbvi_logistic", "data": {"dataset": "iris"},
-                                    "output": {"dir": str(tmp_path)}}))
+        run_experiment(
+            load_config({"experiment": "bbvi_logistic", "data": {"dataset": "iris"}, "output": {"dir": str(tmp_path)}})
+        )
 
 
 # ---- the configs against a long NUTS run ------------------------------------------------------------
+
 
 def _against(metrics, name, ref="NUTS"):
     """(mean_q - mean_ref) / sd_ref and sd_q / sd_ref per quantity."""
@@ -198,9 +239,10 @@ def test_eight_schools_against_long_nuts(tmp_path):
     assert 0.95 < s["nuts_vs_exact"]["min sd ratio"] and s["nuts_vs_exact"]["max sd ratio"] < 1.05
     tau = np.arange(10) == 1
     for name, (mean_tol, tau_tol, sd_band, tau_band) in {
-            "bbvi-fullrank": (0.15, 0.25, (0.9, 1.1), (0.75, 0.95)),
-            "ngvi-fullrank": (0.15, 0.25, (0.9, 1.1), (0.75, 0.95)),
-            "bbvi-meanfield": (0.2, 0.3, (0.8, 1.1), (0.72, 0.9))}.items():
+        "bbvi-fullrank": (0.15, 0.25, (0.9, 1.1), (0.75, 0.95)),
+        "ngvi-fullrank": (0.15, 0.25, (0.9, 1.1), (0.75, 0.95)),
+        "bbvi-meanfield": (0.2, 0.3, (0.8, 1.1), (0.72, 0.9)),
+    }.items():
         dz, ratio = _against(metrics, name)
         assert np.all(np.abs(dz[~tau]) < mean_tol) and abs(dz[tau][0]) < tau_tol, (name, dz)
         assert np.all((sd_band[0] < ratio[~tau]) & (ratio[~tau] < sd_band[1])), (name, ratio)

@@ -1,4 +1,5 @@
 """The DP mixture of Bernoullis experiment (Hoffman & Blei 2015, §4.2, the default ``vijax run``), shortened."""
+
 import json
 import os
 import pathlib
@@ -10,10 +11,21 @@ from vijax.run import default_config, load_config, run_experiment
 from vijax.run.experiments.bernoulli_mixture import LABELS, METHODS, PAPER, format_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SMALL = ["model.num_components=12", "model.alpha=4.0", "data.num_points=150", "data.dim=24", "data.seed=1",
-         "run.num_steps=20", "run.chunk_size=10", "run.eval_every=10", "run.checkpoint_every=null",
-         "algorithm.gibbs_burn_in=5", "algorithm.kl_samples=2000", "algorithm.eval_kl_samples=200",
-         "run.progress=false"]
+SMALL = [
+    "model.num_components=12",
+    "model.alpha=4.0",
+    "data.num_points=150",
+    "data.dim=24",
+    "data.seed=1",
+    "run.num_steps=20",
+    "run.chunk_size=10",
+    "run.eval_every=10",
+    "run.checkpoint_every=null",
+    "algorithm.gibbs_burn_in=5",
+    "algorithm.kl_samples=2000",
+    "algorithm.eval_kl_samples=200",
+    "run.progress=false",
+]
 
 
 def test_default_config_is_the_dp_bernoulli_config():
@@ -21,20 +33,26 @@ def test_default_config_is_the_dp_bernoulli_config():
     cfg = load_config(default_config())
     assert cfg["experiment"] == "dp_bernoulli"
     assert cfg["algorithm"]["methods"] == list(METHODS)
-    assert (cfg["model"]["num_components"], cfg["model"]["alpha"], cfg["data"]["num_points"], cfg["data"]["dim"]) \
-        == (100, 20.0, 1000, 100)  # the paper's sizes
+    assert (cfg["model"]["num_components"], cfg["model"]["alpha"], cfg["data"]["num_points"], cfg["data"]["dim"]) == (
+        100,
+        20.0,
+        1000,
+        100,
+    )  # the paper's sizes
     assert cfg["run"]["num_steps"] == 100  # the quick default; the paper-length run is dp_bernoulli_full
     full = load_config(str(ROOT / "configs" / "dp_bernoulli_full.yaml"))
     registered = load_config({"experiment": "dp_bernoulli"})
     assert full["output"]["dir"] == "results/dp_bernoulli_full" and full["run"]["num_steps"] == 500
     assert {k: v for k, v in full.items() if k != "output"} == {k: v for k, v in registered.items() if k != "output"}
-    assert {k: v for k, v in full.items() if k not in ("run", "algorithm", "output")} == \
-        {k: v for k, v in cfg.items() if k not in ("run", "algorithm", "output")}
+    assert {k: v for k, v in full.items() if k not in ("run", "algorithm", "output")} == {
+        k: v for k, v in cfg.items() if k not in ("run", "algorithm", "output")
+    }
 
 
 def _short_run(tmp_path, methods):
-    cfg = load_config(default_config(), overrides=SMALL + [f"output.dir={tmp_path}",
-                                                          f"algorithm.methods=[{','.join(methods)}]"])
+    cfg = load_config(
+        default_config(), overrides=SMALL + [f"output.dir={tmp_path}", f"algorithm.methods=[{','.join(methods)}]"]
+    )
     result, metrics = run_experiment(cfg)
     s = metrics["summary"]
     assert 1 <= s["truth_components"] <= 12

@@ -1,4 +1,5 @@
 """The ``vijax`` command end to end on the toy experiment of test_config."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,7 @@ def test_list(capsys):
 
 def test_run_writes_results_and_resumes(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["run", write_config(tmp_path), "--out", str(out), "--no-progress",
-                 "--set", "data.center=0.5"]) == 0
+    assert main(["run", write_config(tmp_path), "--out", str(out), "--no-progress", "--set", "data.center=0.5"]) == 0
     printed = capsys.readouterr().out
     assert "120 steps" in printed and "final ELBO" in printed and "distance=" in printed
     metrics = json.loads((out / "metrics.json").read_text())
@@ -46,11 +46,26 @@ def test_run_writes_results_and_resumes(tmp_path, capsys):
     assert metrics["summary"]["seed"] == 1 and metrics["summary"]["distance"] < 0.5
     assert (out / "elbo.png").read_bytes()[:8] == PNG_MAGIC
     assert (out / "toy.txt").exists() and (out / "config.yaml").exists()
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
-        "ckpt_0000000080.npz", "ckpt_0000000120.npz"]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["ckpt_0000000080.npz", "ckpt_0000000120.npz"]
     # Continue the same run to 200 steps.
-    assert main(["run", write_config(tmp_path), "--out", str(out), "--no-progress",
-                 "--set", "data.center=0.5", "--set", "run.num_steps=200", "--resume", "--allow-changes"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                write_config(tmp_path),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--set",
+                "data.center=0.5",
+                "--set",
+                "run.num_steps=200",
+                "--resume",
+                "--allow-changes",
+            ]
+        )
+        == 0
+    )
     metrics2 = json.loads((out / "metrics.json").read_text())
     assert metrics2["num_steps"] == 200 and len(metrics2["elbo"]) == 200
     assert metrics2["elbo"][:120] == metrics["elbo"]
@@ -58,8 +73,7 @@ def test_run_writes_results_and_resumes(tmp_path, capsys):
 
 
 def test_default_config_is_used_without_argument(tmp_path, monkeypatch):
-    monkeypatch.setattr(_cli, "default_config", lambda: {
-        "experiment": TOY, "run": {"num_steps": 30, "chunk_size": 10}})
+    monkeypatch.setattr(_cli, "default_config", lambda: {"experiment": TOY, "run": {"num_steps": 30, "chunk_size": 10}})
     out = tmp_path / "default"
     assert main(["run", "--out", str(out), "--no-progress"]) == 0
     assert json.loads((out / "metrics.json").read_text())["num_steps"] == 30
@@ -67,8 +81,20 @@ def test_default_config_is_used_without_argument(tmp_path, monkeypatch):
 
 def test_output_dir_from_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", write_config(tmp_path), "--no-progress",
-                 "--set", "run.num_steps=20", "--set", "run.eval_every=null"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                write_config(tmp_path),
+                "--no-progress",
+                "--set",
+                "run.num_steps=20",
+                "--set",
+                "run.eval_every=null",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "results" / TOY / "metrics.json").exists()
 
 

@@ -1,5 +1,6 @@
 """`vijax run --help` and `vijax list` describe every config key and experiment from the schema,
 and the ranges they state are the ones the run settings' validator enforces."""
+
 import re
 
 import pytest
@@ -25,8 +26,12 @@ def test_run_help_lists_every_common_key_with_type_default_and_range(capsys):
     out = _help(capsys)
     for name in RUN_SETTINGS:
         kind, default, allowed = run_setting_schema(name)
-        assert re.search(rf"^  run\.{name} +{re.escape(kind)}, default {re.escape(repr(default))}; "
-                         rf"{re.escape(allowed)}$", out, re.M), name
+        assert re.search(
+            rf"^  run\.{name} +{re.escape(kind)}, default {re.escape(repr(default))}; "
+            rf"{re.escape(allowed)}$",
+            out,
+            re.M,
+        ), name
     for key in ("experiment", "seed", "output.dir"):
         assert re.search(rf"^  {re.escape(key)} ", out, re.M), key
     assert "vijax list EXPERIMENT" in out
@@ -90,7 +95,7 @@ def test_stated_run_ranges_are_enforced(name):
         if not re.search(r"(^| )<", allowed):
             assert _accepts(name, cast(10**6)), (name, "no upper bound stated")
         if not re.search(r"(^| )>", allowed):
-            assert _accepts(name, cast(-10**6)), (name, "no lower bound stated")
+            assert _accepts(name, cast(-(10**6))), (name, "no lower bound stated")
 
 
 def test_config_keys_names_an_unknown_experiment():

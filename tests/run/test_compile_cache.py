@@ -1,5 +1,6 @@
 """JAX's persistent compilation cache: where ``vijax.run`` puts it, how it is turned off, and that a
 run writes its compiled chunk there (and the command line's flags)."""
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,15 @@ def test_folder_resolution(tmp_path, monkeypatch):
 def _toy_run(**settings):
     step = lambda x, b, k: (x + 0.5 * (b - x) + 1e-3 * jnp.sin(x).sum(), {"elbo": -((x - b) ** 2).sum()})
     alg = VIAlgorithm(init=lambda key: jnp.zeros(3), step=step)
-    return run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: jnp.ones(3), num_steps=4, chunk_size=2,
-               progress=False, **settings)
+    return run(
+        alg,
+        jax.random.PRNGKey(0),
+        batch_fn=lambda k, t: jnp.ones(3),
+        num_steps=4,
+        chunk_size=2,
+        progress=False,
+        **settings,
+    )
 
 
 def test_run_writes_the_cache_where_told_and_not_when_off(tmp_path, monkeypatch, restore_cache_dir):
@@ -74,11 +82,27 @@ def test_run_writes_the_cache_where_told_and_not_when_off(tmp_path, monkeypatch,
 def test_command_line_flags(tmp_path, restore_cache_dir):
     config = write_config(tmp_path)
     out = tmp_path / "out"
-    assert main(["run", config, "--out", str(out), "--no-progress", "--set", "run.num_steps=40",
-                 "--compile-cache", str(tmp_path / "c")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                config,
+                "--out",
+                str(out),
+                "--no-progress",
+                "--set",
+                "run.num_steps=40",
+                "--compile-cache",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 0
+    )
     assert jax.config.jax_compilation_cache_dir == str(tmp_path / "c")
-    assert main(["run", config, "--out", str(out), "--no-progress", "--set", "run.num_steps=40",
-                 "--no-compile-cache"]) == 0
+    assert (
+        main(["run", config, "--out", str(out), "--no-progress", "--set", "run.num_steps=40", "--no-compile-cache"])
+        == 0
+    )
     assert jax.config.jax_compilation_cache_dir is None
     assert "compile_cache: false" in (out / "config.yaml").read_text()
     with pytest.raises(SystemExit):

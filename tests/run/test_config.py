@@ -1,4 +1,5 @@
 """Config loading and validation against a toy registered experiment."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,7 @@ TOY = "toy_quadratic"
 TOY_DEFAULTS = {
     "model": {"dim": 3, "curvature": 1.0, "offset": -10.0},
     "data": {"center": 1.5, "noise": 0.0},
-    "algorithm": {"lr": 0.1, "noise": 0.0, "schedule": {"kappa": 0.7, "tau": 1.0},
-                  "sizes": (2, 3), "label": None},
+    "algorithm": {"lr": 0.1, "noise": 0.0, "schedule": {"kappa": 0.7, "tau": 1.0}, "sizes": (2, 3), "label": None},
 }
 
 
@@ -33,10 +33,16 @@ def build_toy(sections: dict, seed: int) -> Experiment:
             f.write(f"{np.asarray(result.state.x).tolist()}\n")
         return {"distance": float(jnp.linalg.norm(result.state.x - mu)), "seed": seed}
 
-    algorithm = toy_algorithm(lr=alg["lr"], noise=alg["noise"], curvature=model["curvature"],
-                              offset=model["offset"], dim=model["dim"])
-    return Experiment(algorithm=algorithm, init_state=algorithm.init,
-                      batch_fn=toy_batch_fn(mu, data["noise"]), eval_fn=eval_fn, report=report)
+    algorithm = toy_algorithm(
+        lr=alg["lr"], noise=alg["noise"], curvature=model["curvature"], offset=model["offset"], dim=model["dim"]
+    )
+    return Experiment(
+        algorithm=algorithm,
+        init_state=algorithm.init,
+        batch_fn=toy_batch_fn(mu, data["noise"]),
+        eval_fn=eval_fn,
+        report=report,
+    )
 
 
 def test_defaults_filled():
@@ -44,11 +50,21 @@ def test_defaults_filled():
     assert list(cfg) == ["experiment", "seed", "model", "data", "algorithm", "run", "output"]
     assert cfg["seed"] == 0
     assert cfg["model"] == TOY_DEFAULTS["model"] and cfg["algorithm"] == TOY_DEFAULTS["algorithm"]
-    assert cfg["run"] == {"num_steps": 1000, "chunk_size": 100, "tol": None, "patience": 3,
-                          "eval_every": None, "checkpoint_every": None, "progress": True,
-                          "max_rejected_share": 0.5, "x64": False, "cpu_devices": None,
-                          "compile_cache": True, "prefetch": 2,
-                          "check_values": True}
+    assert cfg["run"] == {
+        "num_steps": 1000,
+        "chunk_size": 100,
+        "tol": None,
+        "patience": 3,
+        "eval_every": None,
+        "checkpoint_every": None,
+        "progress": True,
+        "max_rejected_share": 0.5,
+        "x64": False,
+        "cpu_devices": None,
+        "compile_cache": True,
+        "prefetch": 2,
+        "check_values": True,
+    }
     assert cfg["output"] == {"dir": f"results/{TOY}"}
     assert EXPERIMENTS[TOY].description.startswith("toy")
 
@@ -68,8 +84,9 @@ run:
   tol: 1e-4           # dot-less scientific notation is a float
   num_steps: 50
 """)
-    cfg = load_config(str(path), ["model.dim=7", "algorithm.schedule.tau=3",
-                                  "run.eval_every=10", "output.dir=out/x", "seed=9"])
+    cfg = load_config(
+        str(path), ["model.dim=7", "algorithm.schedule.tau=3", "run.eval_every=10", "output.dir=out/x", "seed=9"]
+    )
     assert cfg["seed"] == 9
     assert cfg["model"] == {"dim": 7, "curvature": 2.0, "offset": -10.0}
     assert isinstance(cfg["model"]["curvature"], float)
@@ -79,28 +96,31 @@ run:
     assert cfg["run"]["eval_every"] == 10 and cfg["output"]["dir"] == "out/x"
 
 
-@pytest.mark.parametrize("config, overrides, pattern", [
-    ({"experiment": TOY, "model": {"nmae": 1}}, (), r"'model\.nmae'.*allowed.*'curvature'"),
-    ({"experiment": TOY}, ["algorithm.schedule.kapa=1"], r"'algorithm\.schedule\.kapa'.*'kappa'"),
-    ({"experiment": TOY}, ["data.nosie=0.1"], r"'data\.nosie'"),
-    ({"experiment": TOY, "model": {"dim": "three"}}, (), r"model\.dim: expected int"),
-    ({"experiment": TOY, "model": {"dim": 3.0}}, (), r"model\.dim: expected int"),
-    ({"experiment": TOY, "model": {"curvature": True}}, (), r"model\.curvature: expected float"),
-    ({"experiment": TOY, "algorithm": {"schedule": 3}}, (), r"algorithm\.schedule: expected a"),
-    ({"experiment": TOY, "algorithm": {"sizes": 3}}, (), r"algorithm\.sizes: expected tuple"),
-    ({"experiment": TOY, "modle": {}}, (), r"top-level config key 'modle'"),
-    ({"experiment": "nope"}, (), r"unknown experiment 'nope'.*toy_quadratic"),
-    ({"seed": 1}, (), r"experiment: expected the name"),
-    ({"experiment": TOY, "seed": "one"}, (), r"seed: expected int"),
-    ({"experiment": TOY}, ["run.num_step=5"], r"'run\.num_step'.*'num_steps'"),
-    ({"experiment": TOY}, ["run.chunk_size=0"], r"run\.chunk_size: must be >= 1"),
-    ({"experiment": TOY}, ["run.tol=abc"], r"run\.tol: expected float or null"),
-    ({"experiment": TOY}, ["run.progress=1"], r"run\.progress: expected bool"),
-    ({"experiment": TOY}, ["output.folder=x"], r"'output\.folder'"),
-    ({"experiment": TOY}, ["model.dim"], r"key\.path=value"),
-    ({"experiment": TOY, "model": {"dim": 3}}, ["model.dim.x=1"], r"model\.dim is not a mapping"),
-    ({"experiment": TOY}, ["model.dim.x=1"], r"model\.dim: expected int"),
-])
+@pytest.mark.parametrize(
+    "config, overrides, pattern",
+    [
+        ({"experiment": TOY, "model": {"nmae": 1}}, (), r"'model\.nmae'.*allowed.*'curvature'"),
+        ({"experiment": TOY}, ["algorithm.schedule.kapa=1"], r"'algorithm\.schedule\.kapa'.*'kappa'"),
+        ({"experiment": TOY}, ["data.nosie=0.1"], r"'data\.nosie'"),
+        ({"experiment": TOY, "model": {"dim": "three"}}, (), r"model\.dim: expected int"),
+        ({"experiment": TOY, "model": {"dim": 3.0}}, (), r"model\.dim: expected int"),
+        ({"experiment": TOY, "model": {"curvature": True}}, (), r"model\.curvature: expected float"),
+        ({"experiment": TOY, "algorithm": {"schedule": 3}}, (), r"algorithm\.schedule: expected a"),
+        ({"experiment": TOY, "algorithm": {"sizes": 3}}, (), r"algorithm\.sizes: expected tuple"),
+        ({"experiment": TOY, "modle": {}}, (), r"top-level config key 'modle'"),
+        ({"experiment": "nope"}, (), r"unknown experiment 'nope'.*toy_quadratic"),
+        ({"seed": 1}, (), r"experiment: expected the name"),
+        ({"experiment": TOY, "seed": "one"}, (), r"seed: expected int"),
+        ({"experiment": TOY}, ["run.num_step=5"], r"'run\.num_step'.*'num_steps'"),
+        ({"experiment": TOY}, ["run.chunk_size=0"], r"run\.chunk_size: must be >= 1"),
+        ({"experiment": TOY}, ["run.tol=abc"], r"run\.tol: expected float or null"),
+        ({"experiment": TOY}, ["run.progress=1"], r"run\.progress: expected bool"),
+        ({"experiment": TOY}, ["output.folder=x"], r"'output\.folder'"),
+        ({"experiment": TOY}, ["model.dim"], r"key\.path=value"),
+        ({"experiment": TOY, "model": {"dim": 3}}, ["model.dim.x=1"], r"model\.dim is not a mapping"),
+        ({"experiment": TOY}, ["model.dim.x=1"], r"model\.dim: expected int"),
+    ],
+)
 def test_validation_errors_name_the_key(config, overrides, pattern):
     with pytest.raises(ValueError, match=pattern):
         load_config(config, overrides)
@@ -118,6 +138,14 @@ def test_built_experiment_runs():
     exp = EXPERIMENTS[TOY].build({s: cfg[s] for s in ("model", "data", "algorithm")}, 0)
     from vijax.run import run
 
-    res = run(exp.algorithm, jax.random.PRNGKey(0), batch_fn=exp.batch_fn, num_steps=40,
-              init_state=exp.init_state, chunk_size=20, eval_fn=exp.eval_fn, progress=False)
+    res = run(
+        exp.algorithm,
+        jax.random.PRNGKey(0),
+        batch_fn=exp.batch_fn,
+        num_steps=40,
+        init_state=exp.init_state,
+        chunk_size=20,
+        eval_fn=exp.eval_fn,
+        progress=False,
+    )
     assert res.num_steps == 40 and res.evals[-1]["distance"] < 0.1

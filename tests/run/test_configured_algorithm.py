@@ -1,6 +1,7 @@
 """``algorithm.name`` reaches every registered algorithm through ``configured_algorithm``: other
 algorithms than an experiment's default run a few steps, unknown names and settings the chosen
 algorithm does not take are ConfigErrors naming the key; ``eval_steps`` matches the runner."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,9 +15,15 @@ _RUN = {"num_steps": 4, "chunk_size": 2, "eval_every": 2, "progress": False}
 
 
 def _gmm(tmp_path, **algorithm):
-    return load_config({"experiment": "gmm_simulation", "data": {"num_train": 60, "num_test": 40},
-                        "algorithm": dict({"num_restarts": 2}, **algorithm),
-                        "run": dict(_RUN, tol=None), "output": {"dir": str(tmp_path)}})
+    return load_config(
+        {
+            "experiment": "gmm_simulation",
+            "data": {"num_train": 60, "num_test": 40},
+            "algorithm": dict({"num_restarts": 2}, **algorithm),
+            "run": dict(_RUN, tol=None),
+            "output": {"dir": str(tmp_path)},
+        }
+    )
 
 
 def test_gmm_runs_svi_on_the_full_data(tmp_path):
@@ -28,11 +35,23 @@ def test_gmm_runs_svi_on_the_full_data(tmp_path):
 
 @pytest.mark.parametrize("name", ["ssvi_a", "map"])
 def test_lda_synthetic_runs_other_m_steps(tmp_path, name):
-    cfg = load_config({"experiment": "lda_synthetic", "model": {"num_topics": 3, "max_iters": 10},
-                       "data": {"num_docs": 60, "vocab_size": 20, "true_topics": 3, "doc_length_mean": 10.0,
-                                "max_test_docs": 10, "eval_batch": 10},
-                       "algorithm": {"name": name, "batch_size": 10, "local": "cvb0"},
-                       "run": _RUN, "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "lda_synthetic",
+            "model": {"num_topics": 3, "max_iters": 10},
+            "data": {
+                "num_docs": 60,
+                "vocab_size": 20,
+                "true_topics": 3,
+                "doc_length_mean": 10.0,
+                "max_test_docs": 10,
+                "eval_batch": 10,
+            },
+            "algorithm": {"name": name, "batch_size": 10, "local": "cvb0"},
+            "run": _RUN,
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     result, metrics = run_experiment(cfg)
     assert int(result.state.count) == 4 and [e["step"] for e in metrics["evals"]] == [2, 4]
     assert np.isfinite(metrics["summary"]["heldout_per_word"])
@@ -69,15 +88,26 @@ def test_settings_at_their_default_are_left_out_and_schedule_keys_checked():
         configured_algorithm(dict(defaults, num_samples=3), defaults, model, num_data=5)
     with pytest.raises(ConfigError, match=r"algorithm\.tau"):
         configured_algorithm(dict(defaults, name="cavi", tau=2.0), defaults, model, num_data=5, schedule_keys=("tau",))
-    assert isinstance(configured_algorithm(dict(defaults, ramp=True, tau=2.0), defaults, model, num_data=5,
-                                           schedule=0.5, schedule_keys=("tau",)), VIAlgorithm)
+    assert isinstance(
+        configured_algorithm(
+            dict(defaults, ramp=True, tau=2.0), defaults, model, num_data=5, schedule=0.5, schedule_keys=("tau",)
+        ),
+        VIAlgorithm,
+    )
 
 
 @pytest.mark.parametrize("num_steps, chunk_size, eval_every", [(10, 3, 4), (9, 3, 3), (5, 2, None), (4, 4, 10)])
 def test_eval_steps_are_the_runners(num_steps, chunk_size, eval_every):
-    alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()),
-                      step=lambda x, b, k: (x + 1.0, {"elbo": x}))
-    res = run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: None, eval_fn=lambda x: {"x": x},
-              num_steps=num_steps, chunk_size=chunk_size, eval_every=eval_every, progress=False)
+    alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()), step=lambda x, b, k: (x + 1.0, {"elbo": x}))
+    res = run(
+        alg,
+        jax.random.PRNGKey(0),
+        batch_fn=lambda k, t: None,
+        eval_fn=lambda x: {"x": x},
+        num_steps=num_steps,
+        chunk_size=chunk_size,
+        eval_every=eval_every,
+        progress=False,
+    )
     rc = {"num_steps": num_steps, "chunk_size": chunk_size, "eval_every": eval_every}
     assert eval_steps(rc) == [e["step"] for e in res.evals]

@@ -1,6 +1,7 @@
 """Figure 3 (Khan et al. 2016, §6.2) end to end at a tiny size: PG-SVI and PG-SVI-MF on a synthetic CTM
 corpus through the runner, both curves in fig3_ctm.png; the wiki config briefly (skipped without
 ../shared/data); config errors name the key."""
+
 import numpy as np
 import pytest
 
@@ -11,12 +12,23 @@ _SMALL_MODEL = {"num_topics": 3, "local_steps": 5, "eval_local_steps": 5, "eval_
 
 
 def test_ctm_synthetic_short_run(tmp_path):
-    cfg = load_config({"experiment": "ctm_synthetic", "model": _SMALL_MODEL,
-                       "data": {"num_docs": 40, "vocab_size": 30, "true_topics": 3, "doc_length": 30,
-                                "max_test_docs": 10, "eval_batch": 10},
-                       "algorithm": {"step_size": 0.05},
-                       "run": {"num_steps": 40, "chunk_size": 20, "eval_every": 20, "progress": False},
-                       "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "ctm_synthetic",
+            "model": _SMALL_MODEL,
+            "data": {
+                "num_docs": 40,
+                "vocab_size": 30,
+                "true_topics": 3,
+                "doc_length": 30,
+                "max_test_docs": 10,
+                "eval_batch": 10,
+            },
+            "algorithm": {"step_size": 0.05},
+            "run": {"num_steps": 40, "chunk_size": 20, "eval_every": 20, "progress": False},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     _, metrics = run_experiment(cfg)
     s = metrics["summary"]
     for name in ("PG-SVI", "PG-SVI-MF"):
@@ -29,14 +41,26 @@ def test_ctm_synthetic_short_run(tmp_path):
 
 
 def test_config_errors_name_the_key(tmp_path):
-    cfg = load_config({"experiment": "ctm_synthetic", "model": _SMALL_MODEL,
-                       "data": {"num_docs": 20, "vocab_size": 10, "true_topics": 3},
-                       "algorithm": {"compare": "banded"}, "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "ctm_synthetic",
+            "model": _SMALL_MODEL,
+            "data": {"num_docs": 20, "vocab_size": 10, "true_topics": 3},
+            "algorithm": {"compare": "banded"},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     with pytest.raises(ValueError, match="algorithm.covariance/compare"):
         run_experiment(cfg)
-    cfg = load_config({"experiment": "ctm_synthetic", "model": _SMALL_MODEL,
-                       "data": {"num_docs": 20, "vocab_size": 10, "true_topics": 3},
-                       "algorithm": {"step_size": -1.0}, "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "ctm_synthetic",
+            "model": _SMALL_MODEL,
+            "data": {"num_docs": 20, "vocab_size": 10, "true_topics": 3},
+            "algorithm": {"step_size": -1.0},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     with pytest.raises(ValueError, match="step_size"):
         run_experiment(cfg)
 
@@ -44,10 +68,23 @@ def test_config_errors_name_the_key(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(shared_data_path("wiki_bnpy", "train.ldac.gz") is None, reason="reference data absent")
 def test_ctm_wiki_config_runs_briefly(tmp_path):
-    cfg = load_config("configs/ctm_wiki.yaml", overrides=[
-        f"output.dir={tmp_path}", "run.num_steps=10", "run.chunk_size=10", "run.eval_every=10",
-        "data.max_docs=40", "data.max_test_docs=10", "data.eval_batch=10", "model.num_topics=3",
-        "model.local_steps=3", "model.eval_local_steps=3", "model.eval_samples=20", "algorithm.compare=none"])
+    cfg = load_config(
+        "configs/ctm_wiki.yaml",
+        overrides=[
+            f"output.dir={tmp_path}",
+            "run.num_steps=10",
+            "run.chunk_size=10",
+            "run.eval_every=10",
+            "data.max_docs=40",
+            "data.max_test_docs=10",
+            "data.eval_batch=10",
+            "model.num_topics=3",
+            "model.local_steps=3",
+            "model.eval_local_steps=3",
+            "model.eval_samples=20",
+            "algorithm.compare=none",
+        ],
+    )
     _, metrics = run_experiment(cfg)
     assert np.isfinite(metrics["summary"]["PG-SVI_heldout_per_word"])
     assert "PG-SVI-MF_heldout_per_word" not in metrics["summary"]

@@ -1,4 +1,5 @@
 """The ``dp_mixture_truncation`` experiment end to end at a tiny size, and its config errors."""
+
 import os
 import pathlib
 
@@ -26,13 +27,16 @@ def test_tiny_run_counts_clusters_for_both_truncations(tmp_path):
         assert os.path.getsize(tmp_path / name) > 0
 
 
-@pytest.mark.parametrize("section, value, pattern", [
-    ("model", {"components": "poisson"}, "model: components"),
-    ("model", {"truncation_levels": [0]}, "truncation_level"),
-    ("model", {"truncations": ["sethuraman"]}, "truncation"),
-    ("model", {"alpha": -1.0}, "alpha"),
-    ("model", {"min_fraction": 1.5}, "min_fraction"),
-])
+@pytest.mark.parametrize(
+    "section, value, pattern",
+    [
+        ("model", {"components": "poisson"}, "model: components"),
+        ("model", {"truncation_levels": [0]}, "truncation_level"),
+        ("model", {"truncations": ["sethuraman"]}, "truncation"),
+        ("model", {"alpha": -1.0}, "alpha"),
+        ("model", {"min_fraction": 1.5}, "min_fraction"),
+    ],
+)
 def test_config_errors_name_the_key(tmp_path, section, value, pattern):
     raw = {"experiment": "dp_mixture_truncation", section: value, "output": {"dir": str(tmp_path)}}
     with pytest.raises(ConfigError, match=pattern):

@@ -1,4 +1,5 @@
 """The GMM-EM experiment end to end through the config machinery, at a tiny size."""
+
 import pathlib
 
 import numpy as np
@@ -9,9 +10,19 @@ CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "gmm_em.yaml"
 
 
 def test_gmm_em_config_matches_sklearn(tmp_path):
-    cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false", "run.num_steps=10",
-                                              "run.chunk_size=5", "run.eval_every=5", "data.num_train=300",
-                                              "data.num_test=300", "model.covariance_type=diag"])
+    cfg = load_config(
+        str(CONFIG),
+        overrides=[
+            f"output.dir={tmp_path}",
+            "run.progress=false",
+            "run.num_steps=10",
+            "run.chunk_size=5",
+            "run.eval_every=5",
+            "data.num_train=300",
+            "data.num_test=300",
+            "model.covariance_type=diag",
+        ],
+    )
     _, metrics = run_experiment(cfg)
     s = metrics["summary"]
     elbo = np.asarray(metrics["elbo"])

@@ -1,4 +1,5 @@
 """The GMM experiments end to end through the config machinery, at a small size."""
+
 import json
 import os
 import pathlib
@@ -27,10 +28,15 @@ def test_simulation_config_recovers_the_clusters(tmp_path):
 
 
 def test_histogram_experiment_small(tmp_path):
-    cfg = load_config({"experiment": "gmm_histograms", "model": {"num_components": 6},
-                       "data": {"num_train": 400, "num_test": 200, "num_types": 4},
-                       "run": {"num_steps": 60, "chunk_size": 10, "progress": False},
-                       "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "gmm_histograms",
+            "model": {"num_components": 6},
+            "data": {"num_train": 400, "num_test": 200, "num_types": 4},
+            "run": {"num_steps": 60, "chunk_size": 10, "progress": False},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     _, metrics = run_experiment(cfg)
     assert metrics["summary"]["test_purity"] > 0.95
     assert np.isfinite(metrics["summary"]["heldout_log_predictive"])
@@ -41,15 +47,28 @@ def test_full_covariance_run_writes_rotated_ellipses_and_a_bad_choice_is_named(t
 
     from vijax.run import ConfigError
 
-    cfg = load_config({"experiment": "gmm_simulation", "model": {"num_components": 3, "covariance": "full"},
-                       "data": {"num_train": 300, "num_test": 100, "num_clusters": 3},
-                       "algorithm": {"num_restarts": 2},
-                       "run": {"num_steps": 20, "chunk_size": 10, "progress": False}, "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "gmm_simulation",
+            "model": {"num_components": 3, "covariance": "full"},
+            "data": {"num_train": 300, "num_test": 100, "num_clusters": 3},
+            "algorithm": {"num_restarts": 2},
+            "run": {"num_steps": 20, "chunk_size": 10, "progress": False},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     _, metrics = run_experiment(cfg)
     elbo = np.asarray(metrics["elbo"])
     assert np.all(np.diff(elbo, axis=0) >= -1e-6 * np.abs(elbo[1:]))
     assert np.isfinite(metrics["summary"]["heldout_log_predictive"])
     assert os.path.getsize(tmp_path / "fit.png") > 0
     with pytest.raises(ConfigError, match="model.covariance"):
-        run_experiment(load_config({"experiment": "gmm_simulation", "model": {"covariance": "tied"},
-                                    "output": {"dir": str(tmp_path / "bad")}}))
+        run_experiment(
+            load_config(
+                {
+                    "experiment": "gmm_simulation",
+                    "model": {"covariance": "tied"},
+                    "output": {"dir": str(tmp_path / "bad")},
+                }
+            )
+        )

@@ -1,4 +1,5 @@
 """The HMM experiment end to end through the config machinery, at a small size."""
+
 import pathlib
 
 import numpy as np
@@ -13,9 +14,18 @@ def test_baum_welch_config_approaches_the_true_parameters(tmp_path):
     bad = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "algorithm.batch_size=10"])
     with pytest.raises(ConfigError, match="algorithm.batch_size"):  # em takes the whole data set
         run_experiment(bad)
-    cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false", "run.num_steps=30",
-                                              "data.num_train=150", "data.num_test=60", "data.length=40",
-                                              "data.min_length=15"])
+    cfg = load_config(
+        str(CONFIG),
+        overrides=[
+            f"output.dir={tmp_path}",
+            "run.progress=false",
+            "run.num_steps=30",
+            "data.num_train=150",
+            "data.num_test=60",
+            "data.length=40",
+            "data.min_length=15",
+        ],
+    )
     _, metrics = run_experiment(cfg)
     s = metrics["summary"]
     elbo = np.asarray(metrics["elbo"])
@@ -28,8 +38,20 @@ def test_baum_welch_config_approaches_the_true_parameters(tmp_path):
 
 @pytest.mark.slow
 def test_bayesian_fit_by_svi(tmp_path):
-    cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false", "run.num_steps=30",
-                                              "algorithm.name=svi", "model.emissions=gaussian", "data.num_train=60",
-                                              "data.num_test=30", "data.length=30", "algorithm.batch_size=20", "algorithm.step_size=0.3"])
+    cfg = load_config(
+        str(CONFIG),
+        overrides=[
+            f"output.dir={tmp_path}",
+            "run.progress=false",
+            "run.num_steps=30",
+            "algorithm.name=svi",
+            "model.emissions=gaussian",
+            "data.num_train=60",
+            "data.num_test=30",
+            "data.length=30",
+            "algorithm.batch_size=20",
+            "algorithm.step_size=0.3",
+        ],
+    )
     _, metrics = run_experiment(cfg)
     assert np.isfinite(metrics["summary"]["heldout_ll_per_step"])

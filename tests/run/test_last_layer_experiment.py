@@ -1,6 +1,7 @@
 """The ``bayes_last_layer`` experiment (a Bayesian last layer on an MLP against a point-estimate
 head) end to end at a small size, its config file, its config errors, and the calibration metric
 it reports against a hand count."""
+
 import os
 import pathlib
 
@@ -23,10 +24,15 @@ def test_config_file_spells_out_the_registered_defaults():
 
 def test_small_run_trains_both_heads_and_reports(tmp_path):
     # 300 full-batch Adam steps on breast cancer (456 / 113 cases), 30 -> 8 -> 4 network
-    cfg = load_config({"experiment": "bayes_last_layer", "model": {"hidden": [8, 4]},
-                       "algorithm": {"predictive_draws": 100},
-                       "run": {"num_steps": 300, "chunk_size": 300, "eval_every": 300},
-                       "output": {"dir": str(tmp_path)}})
+    cfg = load_config(
+        {
+            "experiment": "bayes_last_layer",
+            "model": {"hidden": [8, 4]},
+            "algorithm": {"predictive_draws": 100},
+            "run": {"num_steps": 300, "chunk_size": 300, "eval_every": 300},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
     result, metrics = run_experiment(cfg)
     rows = {r["method"]: r for r in metrics["summary"]["table"]}
     assert list(rows) == ["untrained (bayes head)", "bayes", "point"]
@@ -45,15 +51,18 @@ def test_small_run_trains_both_heads_and_reports(tmp_path):
     assert "| bayes |" in (tmp_path / "results.md").read_text()
 
 
-@pytest.mark.parametrize("section,value,pattern", [
-    ("data", {"dataset": "iris"}, "data.dataset"),
-    ("data", {"batch_size": 0}, "data.batch_size"),
-    ("model", {"hidden": []}, "model.hidden"),
-    ("model", {"activation": "sine"}, "model.activation"),
-    ("model", {"net_prior_scale": -1.0}, "model.net_prior_scale"),
-    ("algorithm", {"family": "diagonal"}, "algorithm.family"),
-    ("algorithm", {"num_bins": 0}, "algorithm.num_bins"),
-])
+@pytest.mark.parametrize(
+    "section,value,pattern",
+    [
+        ("data", {"dataset": "iris"}, "data.dataset"),
+        ("data", {"batch_size": 0}, "data.batch_size"),
+        ("model", {"hidden": []}, "model.hidden"),
+        ("model", {"activation": "sine"}, "model.activation"),
+        ("model", {"net_prior_scale": -1.0}, "model.net_prior_scale"),
+        ("algorithm", {"family": "diagonal"}, "algorithm.family"),
+        ("algorithm", {"num_bins": 0}, "algorithm.num_bins"),
+    ],
+)
 def test_config_errors_name_the_key(tmp_path, section, value, pattern):
     cfg = load_config({"experiment": "bayes_last_layer", section: value, "output": {"dir": str(tmp_path)}})
     with pytest.raises(ConfigError, match=pattern):

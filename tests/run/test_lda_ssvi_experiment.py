@@ -2,6 +2,7 @@
 tiny size: every setting of the grid runs with its restarts, the curves and plots are written,
 the held-out score of each restart is finite and improves on the random start, and bad grids are
 refused before anything compiles."""
+
 import json
 
 import numpy as np
@@ -9,14 +10,35 @@ import pytest
 
 from vijax.run import load_config, run_experiment
 
-TINY = {"experiment": "lda_ssvi",
-        "model": {"num_topics": 3, "alphas": [0.1], "etas": [0.1], "max_iters": 20, "cvb0_iters": 10,
-                  "gibbs_sweeps": 2, "gibbs_burn_in": 1},
-        "algorithm": {"global_updates": ["meanfield", "ssvi"], "locals": ["cvb0"],
-                      "restarts": 2, "batch_size": 20, "tau": 4.0},
-        "data": {"corpora": ["synthetic"], "num_docs": 200, "vocab_size": 30, "true_topics": 3,
-                 "doc_length_mean": 15.0, "max_test_docs": 20, "test_fraction": 0.1},
-        "run": {"num_steps": 6, "chunk_size": 3, "eval_every": 3, "progress": False}}
+TINY = {
+    "experiment": "lda_ssvi",
+    "model": {
+        "num_topics": 3,
+        "alphas": [0.1],
+        "etas": [0.1],
+        "max_iters": 20,
+        "cvb0_iters": 10,
+        "gibbs_sweeps": 2,
+        "gibbs_burn_in": 1,
+    },
+    "algorithm": {
+        "global_updates": ["meanfield", "ssvi"],
+        "locals": ["cvb0"],
+        "restarts": 2,
+        "batch_size": 20,
+        "tau": 4.0,
+    },
+    "data": {
+        "corpora": ["synthetic"],
+        "num_docs": 200,
+        "vocab_size": 30,
+        "true_topics": 3,
+        "doc_length_mean": 15.0,
+        "max_test_docs": 20,
+        "test_fraction": 0.1,
+    },
+    "run": {"num_steps": 6, "chunk_size": 3, "eval_every": 3, "progress": False},
+}
 
 
 def _check_grid(tmp_path, metrics, labels):
@@ -48,21 +70,33 @@ def test_grid_of_every_m_step_and_e_step(tmp_path):
     """3 M-steps x 3 E-steps x 2 values of alpha (18 settings, each compiled: minutes on 2 CPUs)."""
     raw = dict(TINY, output={"dir": str(tmp_path)})
     raw["model"] = dict(TINY["model"], alphas=[0.1, 0.5])
-    raw["algorithm"] = dict(TINY["algorithm"], global_updates=["meanfield", "ssvi_a", "ssvi"],
-                            locals=["meanfield", "cvb0", "gibbs"])
+    raw["algorithm"] = dict(
+        TINY["algorithm"], global_updates=["meanfield", "ssvi_a", "ssvi"], locals=["meanfield", "cvb0", "gibbs"]
+    )
     _, metrics = run_experiment(load_config(raw))
-    _check_grid(tmp_path, metrics, [f"{g}/{l}/alpha={a}/eta=0.1" for g in ("meanfield", "ssvi_a", "ssvi")
-                                    for l in ("meanfield", "cvb0", "gibbs") for a in (0.1, 0.5)])
+    _check_grid(
+        tmp_path,
+        metrics,
+        [
+            f"{g}/{l}/alpha={a}/eta=0.1"
+            for g in ("meanfield", "ssvi_a", "ssvi")
+            for l in ("meanfield", "cvb0", "gibbs")
+            for a in (0.1, 0.5)
+        ],
+    )
 
 
-@pytest.mark.parametrize("override, match", [
-    ({"algorithm": {"global_updates": ["svi"]}}, "global_updates"),
-    ({"algorithm": {"locals": ["exact"]}}, "exact"),
-    ({"model": {"alphas": [0.0]}}, "alphas"),
-    ({"model": {"etas": []}}, "etas"),
-    ({"data": {"corpora": ["nips"]}}, "corpora"),
-    ({"algorithm": {"restarts": 0}}, "restarts"),
-])
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ({"algorithm": {"global_updates": ["svi"]}}, "global_updates"),
+        ({"algorithm": {"locals": ["exact"]}}, "exact"),
+        ({"model": {"alphas": [0.0]}}, "alphas"),
+        ({"model": {"etas": []}}, "etas"),
+        ({"data": {"corpora": ["nips"]}}, "corpora"),
+        ({"algorithm": {"restarts": 0}}, "restarts"),
+    ],
+)
 def test_bad_grid_is_refused(tmp_path, override, match):
     raw = {k: dict(v) if isinstance(v, dict) else v for k, v in TINY.items()}
     for section, values in override.items():

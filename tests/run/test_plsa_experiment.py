@@ -1,5 +1,6 @@
 """The ``plsa`` experiment end to end at a tiny size: pLSA1, pLSA2 and LDA scored on the same halves of
 the same test documents."""
+
 import os
 import pathlib
 
@@ -11,10 +12,22 @@ CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "plsa.yaml"
 
 
 def test_tiny_plsa_run_reports_three_perplexities(tmp_path):
-    cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false", "run.num_steps=20",
-                                              "run.eval_every=20", "data.num_docs=120", "data.vocab_size=40",
-                                              "data.true_topics=3", "model.num_topics=3", "model.lda_max_iters=20",
-                                              "model.fold_in_iters=20", "data.eval_batch=24"])
+    cfg = load_config(
+        str(CONFIG),
+        overrides=[
+            f"output.dir={tmp_path}",
+            "run.progress=false",
+            "run.num_steps=20",
+            "run.eval_every=20",
+            "data.num_docs=120",
+            "data.vocab_size=40",
+            "data.true_topics=3",
+            "model.num_topics=3",
+            "model.lda_max_iters=20",
+            "model.fold_in_iters=20",
+            "data.eval_batch=24",
+        ],
+    )
     _, metrics = run_experiment(cfg)
     elbo = np.asarray(metrics["elbo"])
     assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:]))  # EM (pLSA1): the objective never decreases

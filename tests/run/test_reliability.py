@@ -1,6 +1,7 @@
 """Reliability of runs: checksummed checkpoints with fallback past a corrupt newest one, resume
 refused on a changed config (fingerprint), non-finite ELBOs and rejected steps reported with
 their step numbers and turned into exit status 3, and one-line errors naming the config key."""
+
 from __future__ import annotations
 
 import json
@@ -61,19 +62,33 @@ def test_no_intact_checkpoint_is_an_error_naming_the_files(tmp_path):
     ckpt, key = _two_checkpoints(tmp_path)
     for _, path in _checkpoint.list_checkpoints(ckpt):
         open(path, "wb").write(b"not a zip")
-    with pytest.warns(RuntimeWarning), pytest.raises(_checkpoint.CheckpointError, match=r"no intact checkpoint"
-                                                     r".*ckpt_0000000100\.npz.*ckpt_0000000080\.npz"):
+    with (
+        pytest.warns(RuntimeWarning),
+        pytest.raises(
+            _checkpoint.CheckpointError,
+            match=r"no intact checkpoint"
+            r".*ckpt_0000000100\.npz.*ckpt_0000000080\.npz",
+        ),
+    ):
         run(toy_algorithm(), key, num_steps=120, checkpoint_dir=ckpt, resume=True, **KW)
 
 
 def test_checkpoint_checksum_and_directory_fsync(tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.path.isdir(f"/proc/self/fd/{fd}")),
-                                                 real_fsync(fd))[1])
-    path = _checkpoint.save_checkpoint(str(tmp_path), 3, {"a": jnp.arange(4.0)}, {"step": np.arange(1, 4)}, [],
-                                       wall_time=1.0, key_data=np.zeros(2, np.uint32),
-                                       fingerprint={"hash": "h", "values": {"x": 1}})
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (synced.append(os.path.isdir(f"/proc/self/fd/{fd}")), real_fsync(fd))[1]
+    )
+    path = _checkpoint.save_checkpoint(
+        str(tmp_path),
+        3,
+        {"a": jnp.arange(4.0)},
+        {"step": np.arange(1, 4)},
+        [],
+        wall_time=1.0,
+        key_data=np.zeros(2, np.uint32),
+        fingerprint={"hash": "h", "values": {"x": 1}},
+    )
     with np.load(path) as f:
         assert len(str(f["__checksum__"])) == 64
     if os.path.isdir("/proc/self/fd"):
@@ -90,8 +105,16 @@ def test_fingerprint_refuses_a_changed_config_and_allow_changes_accepts_it(tmp_p
     with pytest.raises(_checkpoint.ConfigChangedError, match=r"changed: data\.center: 1\.5 -> 0\.5.*allow-changes"):
         run(toy_algorithm(), key, num_steps=60, checkpoint_dir=ckpt, resume=True, fingerprint=b, **KW)
     with pytest.warns(UserWarning, match=r"changed config values: data\.center"):
-        res = run(toy_algorithm(), key, num_steps=60, checkpoint_dir=ckpt, resume=True, fingerprint=b,
-                  allow_changes=True, **KW)
+        res = run(
+            toy_algorithm(),
+            key,
+            num_steps=60,
+            checkpoint_dir=ckpt,
+            resume=True,
+            fingerprint=b,
+            allow_changes=True,
+            **KW,
+        )
     assert res.num_steps == 60
     assert _checkpoint.load_checkpoint(_checkpoint.latest_checkpoint(ckpt), res.state).fingerprint == b
     # the same fingerprint resumes silently
@@ -134,8 +157,19 @@ def test_cli_resume_with_a_changed_config_exits_2_naming_the_key(tmp_path, capsy
 def test_cli_nan_elbo_exits_3_with_the_step(tmp_path, capsys):
     out = tmp_path / "out"
     with pytest.warns(RuntimeWarning, match=r"ELBO is not finite at step 1 "):
-        code = main(["run", write_config(tmp_path), "--out", str(out), "--no-progress",
-                     "--set", "model.offset=.nan", "--set", "run.num_steps=40"])
+        code = main(
+            [
+                "run",
+                write_config(tmp_path),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--set",
+                "model.offset=.nan",
+                "--set",
+                "run.num_steps=40",
+            ]
+        )
     assert code == EXIT_UNTRUSTED
     err = capsys.readouterr().err
     assert "non-finite ELBO at step 40; first non-finite at step 1" in err
@@ -151,8 +185,11 @@ class _Info(NamedTuple):
 REJECTING = "toy_rejecting"
 
 
-@register_experiment(REJECTING, {"model": {}, "data": {}, "algorithm": {"reject_every": 2}},
-                     description="a toy whose steps t with t % reject_every != 0 are rejected")
+@register_experiment(
+    REJECTING,
+    {"model": {}, "data": {}, "algorithm": {"reject_every": 2}},
+    description="a toy whose steps t with t % reject_every != 0 are rejected",
+)
 def _build_rejecting(sections, seed):
     every = sections["algorithm"]["reject_every"]
 
@@ -169,8 +206,10 @@ def test_cli_rejected_share_over_the_limit_exits_3(tmp_path, capsys, every, shar
     """Every ``every``-th update is applied: a rejected share of 1 - 1/every, against
     run.max_rejected_share = share; the rejected last step does not count as the final ELBO."""
     path = tmp_path / "c.yaml"
-    path.write_text(f"experiment: {REJECTING}\nalgorithm: {{reject_every: {every}}}\n"
-                    f"run: {{num_steps: 20, chunk_size: 10, max_rejected_share: {share}}}\n")
+    path.write_text(
+        f"experiment: {REJECTING}\nalgorithm: {{reject_every: {every}}}\n"
+        f"run: {{num_steps: 20, chunk_size: 10, max_rejected_share: {share}}}\n"
+    )
     with pytest.warns(RuntimeWarning, match="rejected as non-finite"):
         assert main(["run", str(path), "--out", str(tmp_path / "o"), "--no-progress"]) == code
     err = capsys.readouterr().err
@@ -183,8 +222,11 @@ def test_cli_rejected_share_over_the_limit_exits_3(tmp_path, capsys, every, shar
 
 
 def test_run_health_counts_steps():
-    trace = {"step": np.arange(1, 7), "elbo": np.array([1.0, np.nan, 2.0, np.inf, 3.0, np.nan]),
-             "accepted": np.array([True, False, True, True, True, False])}
+    trace = {
+        "step": np.arange(1, 7),
+        "elbo": np.array([1.0, np.nan, 2.0, np.inf, 3.0, np.nan]),
+        "accepted": np.array([True, False, True, True, True, False]),
+    }
     h = run_health(trace)
     assert h.nonfinite_steps.tolist() == [2, 4, 6] and h.rejected_steps.tolist() == [2, 6]
     assert h.final_step == 5 and h.final_elbo_finite and h.rejected_share == pytest.approx(1 / 3)
@@ -196,17 +238,34 @@ def test_run_health_counts_steps():
         RunConfig(max_rejected_share=1.5)
 
 
-@pytest.mark.parametrize("override, message", [
-    ("model.num_components=0", "model.num_components: num_components must be an integer >= 1, got 0"),
-    ("algorithm.rho_kappa=2.0", "algorithm.rho_kappa: kappa must lie in (0.5, 1], got 2.0"),
-    ("data.num_points=-3", "data.num_points: num_points must be an integer >= 1, got -3"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.num_components=0", "model.num_components: num_components must be an integer >= 1, got 0"),
+        ("algorithm.rho_kappa=2.0", "algorithm.rho_kappa: kappa must lie in (0.5, 1], got 2.0"),
+        ("data.num_points=-3", "data.num_points: num_points must be an integer >= 1, got -3"),
+    ],
+)
 def test_out_of_range_values_name_the_config_key(tmp_path, capsys, override, message):
     from vijax.run import import_builtin_experiments
+
     import_builtin_experiments()
     config = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "dp_bernoulli.yaml")
-    code = main(["run", config, "--out", str(tmp_path), "--no-progress",
-                 "--set", "run.num_steps=1", "--set", "run.chunk_size=1", "--set", override])
+    code = main(
+        [
+            "run",
+            config,
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--set",
+            "run.num_steps=1",
+            "--set",
+            "run.chunk_size=1",
+            "--set",
+            override,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == EXIT_CANNOT_START and err == f"vijax: error: {message}\n"
 
@@ -236,8 +295,12 @@ def test_cli_resume_with_another_seed_or_model_size_names_the_keys(tmp_path, cap
 def test_blame_picks_the_key_by_name_then_value():
     from vijax.run._cli import _blame
 
-    cfg = {"experiment": "e", "model": {"num_components": 5, "prior": {"kappa": 0.3}},
-           "data": {"num_components": 2}, "algorithm": {"rho_kappa": 0.7}}
+    cfg = {
+        "experiment": "e",
+        "model": {"num_components": 5, "prior": {"kappa": 0.3}},
+        "data": {"num_components": 2},
+        "algorithm": {"rho_kappa": 0.7},
+    }
     assert _blame("kappa must lie in (0.5, 1], got 0.3", cfg).startswith("model.prior.kappa: ")
     assert _blame("num_components must be >= 1, got 2", cfg).startswith("data.num_components: ")
     assert _blame("num_components must be >= 1, got 9", cfg).startswith("invalid config for experiment 'e': ")

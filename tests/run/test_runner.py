@@ -1,6 +1,7 @@
 """The runner on a toy algorithm: gradient ascent on a concave quadratic "ELBO"
 L(x) = offset - curvature/2 * ||x - mu||^2, whose optimum (x = mu, L = offset) is known.
 The noisy variant perturbs the gradient with the step key and the data with the batch key."""
+
 from __future__ import annotations
 
 import os
@@ -70,8 +71,9 @@ def assert_results_identical(a: RunResult, b: RunResult):
 
 def test_reaches_optimum_and_trace():
     # 300 steps of lr 0.1 on curvature 1: error shrinks by 0.9**300 ~ 2e-14.
-    res = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
-              num_steps=300, chunk_size=50, progress=False)
+    res = run(
+        toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=300, chunk_size=50, progress=False
+    )
     np.testing.assert_allclose(res.state.x, MU, rtol=0, atol=1e-10)
     assert int(res.state.count) == 300 and res.num_steps == 300 and not res.converged
     assert set(res.trace) == {"elbo", "grad_norm", "step_noise", "batch_noise", "step"}
@@ -85,8 +87,14 @@ def test_reaches_optimum_and_trace():
 
 def test_compiles_once_with_partial_chunk():
     counter = {"traces": 0}
-    res = run(toy_algorithm(counter=counter), jax.random.PRNGKey(SEED),
-              batch_fn=toy_batch_fn(), num_steps=130, chunk_size=50, progress=False)
+    res = run(
+        toy_algorithm(counter=counter),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        num_steps=130,
+        chunk_size=50,
+        progress=False,
+    )
     assert counter["traces"] == 1
     assert res.trace["elbo"].shape == (130,) and int(res.state.count) == 130
 
@@ -94,8 +102,7 @@ def test_compiles_once_with_partial_chunk():
 def test_keys_follow_documented_layout_and_differ():
     key = jax.random.PRNGKey(SEED)
     alg = toy_algorithm(noise=0.3)
-    res = run(alg, key, batch_fn=toy_batch_fn(noise=0.1), num_steps=45, chunk_size=20,
-              progress=False)
+    res = run(alg, key, batch_fn=toy_batch_fn(noise=0.1), num_steps=45, chunk_size=20, progress=False)
     init_key, step_base = jax.random.split(key)
     expected_step, expected_batch = [], []
     state = alg.init(init_key)
@@ -113,23 +120,38 @@ def test_keys_follow_documented_layout_and_differ():
 
 def test_tolerance_stops_and_converged():
     chunk, tol, patience = 20, 1e-6, 3
-    res = run(toy_algorithm(lr=0.05), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
-              num_steps=100_000, chunk_size=chunk, tol=tol, patience=patience, progress=False)
+    res = run(
+        toy_algorithm(lr=0.05),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        num_steps=100_000,
+        chunk_size=chunk,
+        tol=tol,
+        patience=patience,
+        progress=False,
+    )
     assert res.converged
     assert res.num_steps < 100_000 and res.num_steps % chunk == 0
     means = res.trace["elbo"].reshape(-1, chunk).mean(axis=1)
     rel = np.abs(np.diff(means)) / np.abs(means[1:])
     assert np.all(rel[-patience:] < tol)
-    assert not np.all(rel[-patience - 1:-1] < tol)  # it stopped at the first such boundary
+    assert not np.all(rel[-patience - 1 : -1] < tol)  # it stopped at the first such boundary
     np.testing.assert_allclose(res.state.x, MU, atol=1e-2)
 
 
 def test_noisy_variant_converges_in_chunk_mean():
     # Constant step 0.05 with gradient noise 0.2: the stationary spread of x is about
     # 0.2 * sqrt(0.05 / 2) ~ 0.03 per coordinate; 0.2 is over 6 of those.
-    res = run(toy_algorithm(lr=0.05, noise=0.2), jax.random.PRNGKey(SEED),
-              batch_fn=toy_batch_fn(noise=0.05), num_steps=20_000, chunk_size=100, tol=1e-3,
-              patience=3, progress=False)
+    res = run(
+        toy_algorithm(lr=0.05, noise=0.2),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(noise=0.05),
+        num_steps=20_000,
+        chunk_size=100,
+        tol=1e-3,
+        patience=3,
+        progress=False,
+    )
     assert res.converged and res.num_steps < 20_000
     np.testing.assert_allclose(res.state.x, MU, atol=0.2)
 
@@ -141,22 +163,38 @@ def test_eval_cadence_rounded_to_chunks():
         calls.append(int(state.count))
         return {"dist": jnp.linalg.norm(state.x - MU), "count": state.count}
 
-    res = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
-              num_steps=200, chunk_size=20, eval_every=50, eval_fn=eval_fn, progress=False)
+    res = run(
+        toy_algorithm(),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        num_steps=200,
+        chunk_size=20,
+        eval_every=50,
+        eval_fn=eval_fn,
+        progress=False,
+    )
     assert [e["step"] for e in res.evals] == [60, 100, 160, 200] == calls
     assert all(isinstance(e["dist"], float) and e["wall_time"] >= 0 for e in res.evals)
     assert res.evals[-1]["count"] == 200
     # Without eval_every: one evaluation at the end.
-    res = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
-              num_steps=70, chunk_size=20, eval_fn=eval_fn, progress=False)
+    res = run(
+        toy_algorithm(),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        num_steps=70,
+        chunk_size=20,
+        eval_fn=eval_fn,
+        progress=False,
+    )
     assert [e["step"] for e in res.evals] == [70]
 
 
 @pytest.mark.parametrize("tol", [None, 1e-4])
 def test_resume_is_bit_identical(tmp_path, tol):
     alg = toy_algorithm(lr=0.05, noise=0.1)
-    kw = dict(batch_fn=toy_batch_fn(noise=0.05), chunk_size=40, tol=tol, patience=2,
-              checkpoint_every=60, progress=False)
+    kw = dict(
+        batch_fn=toy_batch_fn(noise=0.05), chunk_size=40, tol=tol, patience=2, checkpoint_every=60, progress=False
+    )
     key = jax.random.PRNGKey(3)
     full = run(alg, key, num_steps=250, checkpoint_dir=str(tmp_path / "full"), **kw)
     # With tol, the uninterrupted run stops at step 200, after the interruption point 130.
@@ -185,8 +223,7 @@ def test_keyboard_interrupt_checkpoints_then_resume(tmp_path):
 
     ckpt = str(tmp_path / "ck")
     with pytest.raises(KeyboardInterrupt):
-        run(alg, key, num_steps=200, checkpoint_dir=ckpt, eval_fn=interrupting_eval,
-            eval_every=25, **kw)
+        run(alg, key, num_steps=200, checkpoint_dir=ckpt, eval_fn=interrupting_eval, eval_every=25, **kw)
     assert _checkpoint.list_checkpoints(ckpt)[-1][0] == 75
     resumed = run(alg, key, num_steps=200, checkpoint_dir=ckpt, resume=True, **kw)
     assert_results_identical(full, resumed)
@@ -195,38 +232,75 @@ def test_keyboard_interrupt_checkpoints_then_resume(tmp_path):
 
 def test_checkpoint_files_atomic_and_pruned(tmp_path):
     ckpt = str(tmp_path / "ck")
-    run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=100,
-        chunk_size=10, checkpoint_dir=ckpt, checkpoint_every=20, progress=False)
+    run(
+        toy_algorithm(),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        num_steps=100,
+        chunk_size=10,
+        checkpoint_dir=ckpt,
+        checkpoint_every=20,
+        progress=False,
+    )
     assert sorted(os.listdir(ckpt)) == ["ckpt_0000000080.npz", "ckpt_0000000100.npz"]
     # A new (not resumed) run in the same folder replaces the old history, so that a later
     # resume cannot pick up the old run's step-100 checkpoint.
-    run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=30,
-        chunk_size=10, checkpoint_dir=ckpt, progress=False)
+    run(
+        toy_algorithm(),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        num_steps=30,
+        chunk_size=10,
+        checkpoint_dir=ckpt,
+        progress=False,
+    )
     assert sorted(os.listdir(ckpt)) == ["ckpt_0000000030.npz"]
 
 
 def test_resume_without_checkpoint_starts_fresh(tmp_path):
     kw = dict(batch_fn=toy_batch_fn(), num_steps=40, chunk_size=20, progress=False)
     a = run(toy_algorithm(), jax.random.PRNGKey(SEED), **kw)
-    b = run(toy_algorithm(), jax.random.PRNGKey(SEED), checkpoint_dir=str(tmp_path),
-            resume=True, **kw)
+    b = run(toy_algorithm(), jax.random.PRNGKey(SEED), checkpoint_dir=str(tmp_path), resume=True, **kw)
     assert_results_identical(a, b)
 
 
 def test_checkpoint_structure_mismatch_errors(tmp_path):
     ckpt = str(tmp_path / "ck")
     key = jax.random.PRNGKey(SEED)
-    run(toy_algorithm(dim=3), key, batch_fn=toy_batch_fn(), num_steps=20, chunk_size=10,
-        checkpoint_dir=ckpt, progress=False)
+    run(
+        toy_algorithm(dim=3),
+        key,
+        batch_fn=toy_batch_fn(),
+        num_steps=20,
+        chunk_size=10,
+        checkpoint_dir=ckpt,
+        progress=False,
+    )
     with pytest.raises(ValueError, match=r"does not match.*\n.*\.x.*\(4,\).*\(3,\)"):
-        run(toy_algorithm(dim=4), key, batch_fn=toy_batch_fn(jnp.zeros(4)), num_steps=40,
-            chunk_size=10, checkpoint_dir=ckpt, resume=True, progress=False)
+        run(
+            toy_algorithm(dim=4),
+            key,
+            batch_fn=toy_batch_fn(jnp.zeros(4)),
+            num_steps=40,
+            chunk_size=10,
+            checkpoint_dir=ckpt,
+            resume=True,
+            progress=False,
+        )
     other_tree = {"x": jnp.zeros(3), "count": jnp.zeros((), jnp.int32), "extra": jnp.zeros(())}
     with pytest.raises(ValueError, match="does not match"):
         _checkpoint.load_checkpoint(_checkpoint.latest_checkpoint(ckpt), other_tree)
     with pytest.raises(ValueError, match="another key"):
-        run(toy_algorithm(dim=3), jax.random.PRNGKey(SEED + 1), batch_fn=toy_batch_fn(),
-            num_steps=40, chunk_size=10, checkpoint_dir=ckpt, resume=True, progress=False)
+        run(
+            toy_algorithm(dim=3),
+            jax.random.PRNGKey(SEED + 1),
+            batch_fn=toy_batch_fn(),
+            num_steps=40,
+            chunk_size=10,
+            checkpoint_dir=ckpt,
+            resume=True,
+            progress=False,
+        )
 
 
 def test_init_state_pytree_or_callable():
@@ -245,10 +319,16 @@ def test_info_must_have_elbo_and_args_are_checked():
 
     alg = VIAlgorithm(lambda key, batch=None: jnp.zeros(2), step)
     with pytest.raises(ValueError, match="elbo"):
-        run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: None, num_steps=5,
-            progress=False)
-    for bad in [dict(chunk_size=0), dict(num_steps=-1), dict(tol=0.0), dict(patience=0),
-                dict(checkpoint_every=10), dict(resume=True), dict(chunksize=10)]:
+        run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: None, num_steps=5, progress=False)
+    for bad in [
+        dict(chunk_size=0),
+        dict(num_steps=-1),
+        dict(tol=0.0),
+        dict(patience=0),
+        dict(checkpoint_every=10),
+        dict(resume=True),
+        dict(chunksize=10),
+    ]:
         kw = dict(batch_fn=toy_batch_fn(), num_steps=10, progress=False) | bad
         with pytest.raises(ValueError):
             run(toy_algorithm(), jax.random.PRNGKey(0), **kw)
@@ -259,8 +339,7 @@ def test_dict_info_and_typed_key():
         return state + 1.0, {"elbo": -jnp.sum(state), "parts": {"a": state[0], "b": state[1]}}
 
     alg = VIAlgorithm(lambda key, batch=None: jnp.zeros(2), step)
-    res = run(alg, jax.random.key(0), batch_fn=lambda k, t: None, num_steps=7, chunk_size=3,
-              progress=False)
+    res = run(alg, jax.random.key(0), batch_fn=lambda k, t: None, num_steps=7, chunk_size=3, progress=False)
     assert set(res.trace) == {"elbo", "parts.a", "parts.b", "step"}
     np.testing.assert_array_equal(res.trace["parts.a"], np.arange(7.0))
 
@@ -281,19 +360,42 @@ def _host_source(calls=None):
 def test_host_batches_feed_the_scan_and_resume_identically(tmp_path):
     calls = []
     alg = toy_algorithm(noise=0.1)
-    full = run(alg, jax.random.PRNGKey(SEED), host_batches=_host_source(calls), num_steps=70,
-               chunk_size=20, progress=False)
+    full = run(
+        alg, jax.random.PRNGKey(SEED), host_batches=_host_source(calls), num_steps=70, chunk_size=20, progress=False
+    )
     np.testing.assert_allclose(full.trace["batch_noise"], np.sin(np.arange(70)), rtol=1e-6)
     assert calls[0] == (0, 20) and all(n == 20 for _, n in calls)
     ck = str(tmp_path / "ck")
-    run(alg, jax.random.PRNGKey(SEED), host_batches=_host_source(), num_steps=35, chunk_size=20,
-        checkpoint_dir=ck, checkpoint_every=20, progress=False)
-    resumed = run(alg, jax.random.PRNGKey(SEED), host_batches=_host_source(), num_steps=70, chunk_size=20,
-                  checkpoint_dir=ck, resume=True, progress=False)
+    run(
+        alg,
+        jax.random.PRNGKey(SEED),
+        host_batches=_host_source(),
+        num_steps=35,
+        chunk_size=20,
+        checkpoint_dir=ck,
+        checkpoint_every=20,
+        progress=False,
+    )
+    resumed = run(
+        alg,
+        jax.random.PRNGKey(SEED),
+        host_batches=_host_source(),
+        num_steps=70,
+        chunk_size=20,
+        checkpoint_dir=ck,
+        resume=True,
+        progress=False,
+    )
     assert_results_identical(full, resumed)
     with pytest.raises(ValueError, match="exactly one"):
-        run(alg, jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), host_batches=_host_source(),
-            num_steps=5, progress=False)
+        run(
+            alg,
+            jax.random.PRNGKey(SEED),
+            batch_fn=toy_batch_fn(),
+            host_batches=_host_source(),
+            num_steps=5,
+            progress=False,
+        )
 
 
 def test_run_config_is_the_one_home_of_the_run_settings():
@@ -309,16 +411,27 @@ def test_run_config_is_the_one_home_of_the_run_settings():
     with pytest.raises(ValueError, match="unknown config key 'run.chunksize'"):
         RunConfig.from_dict({"chunksize": 3})
     assert RunConfig(tol=1).tol == 1.0  # an int where a float is expected
-    a = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(),
-            config=RunConfig(num_steps=30, chunk_size=10, progress=False))
-    b = run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=30, chunk_size=10,
-            progress=False)
+    a = run(
+        toy_algorithm(),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        config=RunConfig(num_steps=30, chunk_size=10, progress=False),
+    )
+    b = run(
+        toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=30, chunk_size=10, progress=False
+    )
     assert_results_identical(a, b)
     with pytest.raises(ValueError, match="x64"):  # the suite runs in float64: ask for what it lacks
         jax.config.update("jax_enable_x64", False)
         try:
-            run(toy_algorithm(), jax.random.PRNGKey(SEED), batch_fn=toy_batch_fn(), num_steps=5, x64=True,
-                progress=False)
+            run(
+                toy_algorithm(),
+                jax.random.PRNGKey(SEED),
+                batch_fn=toy_batch_fn(),
+                num_steps=5,
+                x64=True,
+                progress=False,
+            )
         finally:
             jax.config.update("jax_enable_x64", True)
 
@@ -330,8 +443,13 @@ def test_runner_reports_the_psis_khat_against_0_7():
 
     alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()), step=lambda s, b, k: (s + b, {"elbo": -s}))
     for khat, warns in ((0.9, True), (0.4, False)):
-        kw = dict(batch_fn=lambda k, t: jnp.ones(()), num_steps=1, chunk_size=1, eval_fn=lambda s: {"khat": khat},
-                  progress=False)
+        kw = dict(
+            batch_fn=lambda k, t: jnp.ones(()),
+            num_steps=1,
+            chunk_size=1,
+            eval_fn=lambda s: {"khat": khat},
+            progress=False,
+        )
         if warns:
             with pytest.warns(UserWarning, match="k-hat 0.9 is above 0.7"):
                 run(alg, jax.random.PRNGKey(0), **kw)

@@ -1,5 +1,6 @@
 """The ``smm`` experiment end to end at a tiny size: EM on the Student-t mixture is monotone and beats
 the Gaussian mixture's held-out log density on heavy-tailed data."""
+
 import os
 import pathlib
 
@@ -13,9 +14,18 @@ CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "smm.yaml"
 
 @pytest.mark.slow  # about 19 s of CPU, most of it compiling EM, CAVI on FullGMM and their restarts
 def test_tiny_smm_beats_the_gaussian_mixture_on_heavy_tails(tmp_path):
-    cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false", "run.num_steps=40",
-                                              "run.eval_every=40", "data.num_train=300", "data.num_test=300",
-                                              "algorithm.num_restarts=2"])
+    cfg = load_config(
+        str(CONFIG),
+        overrides=[
+            f"output.dir={tmp_path}",
+            "run.progress=false",
+            "run.num_steps=40",
+            "run.eval_every=40",
+            "data.num_train=300",
+            "data.num_test=300",
+            "algorithm.num_restarts=2",
+        ],
+    )
     _, metrics = run_experiment(cfg)
     s = metrics["summary"]
     elbo = np.asarray(metrics["elbo"])  # the mean over restarts of each start's log-likelihood: each never decreases

@@ -1,5 +1,6 @@
 """The ``vae`` experiment end to end at a tiny size (AEVB and the Bayesian decoder as its baseline),
 its configs, and its config errors."""
+
 import os
 import pathlib
 
@@ -9,11 +10,13 @@ import pytest
 from vijax.run import ConfigError, load_config, run_experiment
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
-TINY = {"experiment": "vae",
-        "model": {"hidden": [16]},
-        "data": {"dataset": "synthetic", "num_train": 200, "num_test": 40, "dim": 16, "batch_size": 50},
-        "algorithm": {"learning_rate": 0.01, "iw_samples": 64, "iw_chunk": 32, "iw_repeats": 2, "num_images": 3},
-        "run": {"num_steps": 300, "chunk_size": 150, "eval_every": 150, "progress": False}}
+TINY = {
+    "experiment": "vae",
+    "model": {"hidden": [16]},
+    "data": {"dataset": "synthetic", "num_train": 200, "num_test": 40, "dim": 16, "batch_size": 50},
+    "algorithm": {"learning_rate": 0.01, "iw_samples": 64, "iw_chunk": 32, "iw_repeats": 2, "num_images": 3},
+    "run": {"num_steps": 300, "chunk_size": 150, "eval_every": 150, "progress": False},
+}
 
 
 def _check_rows(rows, metrics, tmp_path):
@@ -35,12 +38,17 @@ def _check_rows(rows, metrics, tmp_path):
 
 
 def test_tiny_run_of_the_bayesian_decoder_writes_its_results(tmp_path):
-    cfg = load_config(dict(TINY, algorithm=dict(TINY["algorithm"], bayesian_decoder=True, compare=False),
-                           output={"dir": str(tmp_path)}))
+    cfg = load_config(
+        dict(
+            TINY, algorithm=dict(TINY["algorithm"], bayesian_decoder=True, compare=False), output={"dir": str(tmp_path)}
+        )
+    )
     _, metrics = run_experiment(cfg)
     rows = metrics["summary"]["table"]
-    assert [(r["method"], r["theta"]) for r in rows] == [("bayesian_decoder", "q(θ) draws"),
-                                                          ("bayesian_decoder", "E_q[θ]")]
+    assert [(r["method"], r["theta"]) for r in rows] == [
+        ("bayesian_decoder", "q(θ) draws"),
+        ("bayesian_decoder", "E_q[θ]"),
+    ]
     assert rows[0]["KL(q(θ)‖p(θ)) / N"] > 0
     _check_rows(rows, metrics, tmp_path)
 
@@ -50,7 +58,10 @@ def test_tiny_run_compares_both_decoders(tmp_path):
     _, metrics = run_experiment(load_config(dict(TINY, output={"dir": str(tmp_path)})))
     rows = metrics["summary"]["table"]
     assert [(r["method"], r["theta"]) for r in rows] == [
-        ("point_decoder", "point"), ("bayesian_decoder", "q(θ) draws"), ("bayesian_decoder", "E_q[θ]")]
+        ("point_decoder", "point"),
+        ("bayesian_decoder", "q(θ) draws"),
+        ("bayesian_decoder", "E_q[θ]"),
+    ]
     assert rows[0]["KL(q(θ)‖p(θ)) / N"] == 0
     _check_rows(rows, metrics, tmp_path)
 
@@ -72,11 +83,13 @@ def test_configs_resolve_and_errors_name_the_key(tmp_path):
     for name in ("vae_digits.yaml", "vae_synthetic.yaml"):
         cfg = load_config(CONFIGS / name)
         assert cfg["experiment"] == "vae" and cfg["algorithm"]["compare"]
-    bad = [({"data": {"dataset": "mnist"}}, "data.dataset"),
-           ({"algorithm": {"iw_samples": 0}}, "algorithm.iw_samples"),
-           ({"algorithm": {"name": "nope"}}, "algorithm.name"),
-           ({"model": {"likelihood": "poisson"}}, "model: likelihood"),
-           ({"data": {"batch_size": 5000}}, "data.batch_size")]
+    bad = [
+        ({"data": {"dataset": "mnist"}}, "data.dataset"),
+        ({"algorithm": {"iw_samples": 0}}, "algorithm.iw_samples"),
+        ({"algorithm": {"name": "nope"}}, "algorithm.name"),
+        ({"model": {"likelihood": "poisson"}}, "model: likelihood"),
+        ({"data": {"batch_size": 5000}}, "data.batch_size"),
+    ]
     for override, match in bad:
         cfg = {k: dict(v, **override.get(k, {})) if isinstance(v, dict) else v for k, v in TINY.items()}
         with pytest.raises(ConfigError, match=match):

@@ -3,6 +3,7 @@
 (interleaved zero slots, empty rows) is fitted exactly once, whole in one tile, with its output in
 the batch's order and the accumulator summed over real rows only; and the tile function is traced
 once. LDA's use: tests/models/test_lda.py."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,8 +33,9 @@ def _batch(lengths, length, seed=0):
     return ids, n
 
 
-@pytest.mark.parametrize("lengths", [[220, 3, 40, 60, 7, 0, 25, 12, 50, 5, 33, 100, 1], [0, 0, 0], [256] * 5,
-                                     [1] * 40 + [0] * 3])
+@pytest.mark.parametrize(
+    "lengths", [[220, 3, 40, 60, 7, 0, 25, 12, 50, 5, 33, 100, 1], [0, 0, 0], [256] * 5, [1] * 40 + [0] * 3]
+)
 def test_every_row_is_fitted_once_in_the_batch_order(lengths):
     ids, n = _batch(lengths, 256)
     traces = []
@@ -41,14 +43,21 @@ def test_every_row_is_fitted_once_in_the_batch_order(lengths):
     def fit_tile(tile, acc):
         traces.append(tile.ids.shape)
         m = tile.member.shape[0]
-        rows = jnp.stack([tile_sum(tile, jnp.sum(tile.n, 1)), tile_sum(tile, jnp.sum(tile.ids * tile.n, 1)),
-                          tile_sum(tile, jnp.ones(tile.n.shape[0]))], 1)  # counts, id-weighted counts, chunks
+        rows = jnp.stack(
+            [
+                tile_sum(tile, jnp.sum(tile.n, 1)),
+                tile_sum(tile, jnp.sum(tile.ids * tile.n, 1)),
+                tile_sum(tile, jnp.ones(tile.n.shape[0])),
+            ],
+            1,
+        )  # counts, id-weighted counts, chunks
         spread = tile_spread(tile, rows[:, 0])  # each chunk sees its row's total
         check = jnp.sum(jnp.where(tile.row < m, (spread - rows[jnp.minimum(tile.row, m - 1), 0]) ** 2, 0.0))
         return rows, acc + jnp.sum(tile.n) + check
 
     out, total = jax.jit(lambda i, c: by_length_tiles(i, c, 3, fit_tile, jnp.zeros(()), 512, 32))(
-        jnp.asarray(ids), jnp.asarray(n))
+        jnp.asarray(ids), jnp.asarray(n)
+    )
     np.testing.assert_allclose(out[:, 0], n.sum(1))
     np.testing.assert_allclose(out[:, 1], (ids * n).sum(1))
     np.testing.assert_allclose(out[:, 2], [-(-m // 32) for m in lengths])  # a row's chunks: ceil(length / 32)

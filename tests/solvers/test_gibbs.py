@@ -4,6 +4,7 @@ on a document with repeated words, that every kept sweep is an allocation of the
 tokens, and the JAX contract (jit, vmap over keys, alpha and batches, one trace). Through LDA
 (padding, inactive tokens and other documents change nothing; zero-weight topics are never
 drawn): tests/models/test_lda.py."""
+
 import itertools
 
 import chex
@@ -26,7 +27,9 @@ def _exact_slot_counts(b, words, counts, alpha):
     exact, total = np.zeros((len(words), k)), 0.0
     for z in itertools.product(range(k), repeat=len(tokens)):
         nk = np.bincount(z, minlength=k)
-        wgt = np.prod([b[zz, words[l]] for zz, l in zip(z, tokens)]) * np.exp(np.sum(gammaln(alpha + nk) - gammaln(alpha)))
+        wgt = np.prod([b[zz, words[l]] for zz, l in zip(z, tokens)]) * np.exp(
+            np.sum(gammaln(alpha + nk) - gammaln(alpha))
+        )
         for zz, l in zip(z, tokens):
             exact[l, zz] += wgt
         total += wgt

@@ -1,4 +1,5 @@
 """Synthetic data from the finite Dirichlet-process mixture of Bernoullis (Hoffman & Blei 2015, §4.2)."""
+
 from __future__ import annotations
 
 import functools
@@ -26,8 +27,17 @@ class BernoulliMixtureData(NamedTuple):
         return int(np.unique(np.asarray(self.z)).size)
 
 
-def sample_bernoulli_mixture(key: PRNGKey, num_points: int = 1000, num_components: int = 100, dim: int = 100, *,
-                             alpha: float = 20.0, a: float = 1.0, b: float = 1.0, dtype=None) -> BernoulliMixtureData:
+def sample_bernoulli_mixture(
+    key: PRNGKey,
+    num_points: int = 1000,
+    num_components: int = 100,
+    dim: int = 100,
+    *,
+    alpha: float = 20.0,
+    a: float = 1.0,
+    b: float = 1.0,
+    dtype=None,
+) -> BernoulliMixtureData:
     """Draws pi, phi from the prior and N data from the mixture (Hoffman & Blei 2015, §4.2)::
 
         pi ~ Dirichlet(alpha / K 1_K),  phi_kd ~ Beta(a, b),  z_n ~ Categorical(pi),  y_nd ~ Bernoulli(phi_{z_n d}).
@@ -64,13 +74,14 @@ def _sample(key, num_points, num_components, dim, alpha, a, b, dt):
     # One log-Gamma draw for everything (one sampler to compile): pi = normalized Gamma(alpha / K)
     # draws, phi = g_a / (g_a + g_b) with g_a ~ Gamma(a), g_b ~ Gamma(b), all in log space.
     kd = num_components * dim
-    conc = jnp.concatenate([jnp.full((num_components,), alpha / num_components, dt), jnp.full((kd,), a, dt),
-                            jnp.full((kd,), b, dt)])
+    conc = jnp.concatenate(
+        [jnp.full((num_components,), alpha / num_components, dt), jnp.full((kd,), a, dt), jnp.full((kd,), b, dt)]
+    )
     log_g = jax.random.loggamma(k_g, conc, dtype=dt)
     log_w = jax.nn.log_softmax(log_g[:num_components])
     weights = jnp.exp(log_w)
-    log_ga = log_g[num_components:num_components + kd].reshape(num_components, dim)
-    log_gb = log_g[num_components + kd:].reshape(num_components, dim)
+    log_ga = log_g[num_components : num_components + kd].reshape(num_components, dim)
+    log_gb = log_g[num_components + kd :].reshape(num_components, dim)
     probs = jax.nn.sigmoid(log_ga - log_gb)
     z = jax.random.categorical(k_z, log_w, shape=(num_points,)).astype(jnp.int32)
     y = jax.random.bernoulli(k_y, probs[z]).astype(dt)

@@ -1,4 +1,5 @@
 """The minibatch type of bag-of-words models (LDA and its relatives)."""
+
 from __future__ import annotations
 
 from typing import NamedTuple

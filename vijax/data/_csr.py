@@ -1,4 +1,5 @@
 """``Corpus``: an immutable bag-of-words corpus in CSR form on the host, and its on-disk format."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -167,11 +168,13 @@ class Corpus:
         if int(ptr[-1]) != nnz:
             raise ValueError(f"doc_ptr must end at nnz = {nnz} (the length of word_ids), got {int(ptr[-1])}")
         for s in _chunks(ptr.shape[0] - 1):
-            step = np.diff(ptr[s.start:s.stop + 1])
+            step = np.diff(ptr[s.start : s.stop + 1])
             if np.any(step < 0):
                 d = s.start + int(np.argmax(step < 0))
-                raise ValueError(f"doc_ptr must be non-decreasing (monotone): doc_ptr[{d + 1}] = "
-                                 f"{int(ptr[d + 1])} < doc_ptr[{d}] = {int(ptr[d])}")
+                raise ValueError(
+                    f"doc_ptr must be non-decreasing (monotone): doc_ptr[{d + 1}] = "
+                    f"{int(ptr[d + 1])} < doc_ptr[{d}] = {int(ptr[d])}"
+                )
         for s in _chunks(nnz):
             block = ids[s]
             if block.size and int(block.min()) < 0:
@@ -187,7 +190,7 @@ class Corpus:
                     raise ValueError(f"counts must be whole numbers, found fractional count {bad}")
             if c.size and c.min() < 0:
                 raise ValueError(f"counts must be non-negative, found negative count {c.min()}")
-            if c.size and c.max() > 2 ** 24:
+            if c.size and c.max() > 2**24:
                 raise ValueError(f"counts above 2**24 are not exact in float32, found count {c.max()}")
 
     # ------------------------------------------------------------------ sizes
@@ -212,7 +215,7 @@ class Corpus:
         for s in _chunks(self.num_docs, 1 << 16):
             lo, hi = int(self.doc_ptr[s.start]), int(self.doc_ptr[s.stop])
             cum = np.concatenate([[0.0], np.cumsum(self.counts[lo:hi], dtype=np.float64)])
-            ptr = self.doc_ptr[s.start:s.stop + 1] - lo
+            ptr = self.doc_ptr[s.start : s.stop + 1] - lo
             out[s] = np.rint(cum[ptr[1:]] - cum[ptr[:-1]]).astype(np.int64)
         return _readonly(out)
 
@@ -233,8 +236,7 @@ class Corpus:
 
     def __repr__(self) -> str:
         vocab = "no vocab" if self.vocab is None else "with vocab"
-        return (f"Corpus(num_docs={self.num_docs}, vocab_size={self.vocab_size}, nnz={self.nnz}, "
-                f"{vocab})")
+        return f"Corpus(num_docs={self.num_docs}, vocab_size={self.vocab_size}, nnz={self.nnz}, {vocab})"
 
     def document(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """The word ids and counts of document ``d`` (read-only views)."""
@@ -246,12 +248,20 @@ class Corpus:
     def _doc_indices(self, doc_indices) -> np.ndarray:
         idx = np.asarray(doc_indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= self.num_docs):
-            raise IndexError(f"document indices must lie in [0, {self.num_docs}), got "
-                             f"{int(idx.min())}..{int(idx.max())}")
+            raise IndexError(
+                f"document indices must lie in [0, {self.num_docs}), got {int(idx.min())}..{int(idx.max())}"
+            )
         return idx
 
-    def batch(self, doc_indices: Sequence[int], bucket: bool = True, *, num_rows: Optional[int] = None,
-              length: Optional[int] = None, dtype=np.float32) -> BowBatch:
+    def batch(
+        self,
+        doc_indices: Sequence[int],
+        bucket: bool = True,
+        *,
+        num_rows: Optional[int] = None,
+        length: Optional[int] = None,
+        dtype=np.float32,
+    ) -> BowBatch:
         """The padded minibatch of the given documents, in the given order.
 
         The padded length L is the largest number of distinct words among *these* documents (never
@@ -339,11 +349,11 @@ class Corpus:
         keep_all = np.floor(observed_fraction * lengths + 0.5).astype(np.int64)
         d = 0
         while d < self.num_docs:  # blocks of documents with about _CHUNK tokens at most
-            cum = np.cumsum(lengths[d:d + (1 << 16)])
+            cum = np.cumsum(lengths[d : d + (1 << 16)])
             e = d + max(1, int(np.searchsorted(cum, _CHUNK, side="right")))
             lo, hi = int(self.doc_ptr[d]), int(self.doc_ptr[e])
             c = self.counts[lo:hi].astype(np.int64)
-            entry_doc = np.repeat(np.arange(e - d), np.diff(self.doc_ptr[d:e + 1]))
+            entry_doc = np.repeat(np.arange(e - d), np.diff(self.doc_ptr[d : e + 1]))
             token_entry = np.repeat(np.arange(hi - lo), c)  # tokens grouped by document
             token_doc = entry_doc[token_entry]
             order = np.lexsort((rng.random(token_entry.size), token_doc))  # shuffle within documents
@@ -372,8 +382,9 @@ class Corpus:
         with CorpusWriter(path, self.vocab_size, self.vocab) as writer:
             for s in _chunks(self.num_docs, 1 << 16):
                 lo, hi = int(self.doc_ptr[s.start]), int(self.doc_ptr[s.stop])
-                writer.append_arrays(np.diff(self.doc_ptr[s.start:s.stop + 1]), self.word_ids[lo:hi],
-                                     self.counts[lo:hi])
+                writer.append_arrays(
+                    np.diff(self.doc_ptr[s.start : s.stop + 1]), self.word_ids[lo:hi], self.counts[lo:hi]
+                )
 
     @classmethod
     def load_npz(cls, path: str | os.PathLike, mmap: bool = True, validate: bool = True) -> "Corpus":
@@ -390,8 +401,9 @@ class Corpus:
         if fmt != _FORMAT:
             raise ValueError(f"{os.fspath(path)!r} is not a vijax corpus (format {fmt!r}, expected {_FORMAT!r})")
         vocab = tuple(arrays["vocab"].tolist()) if "vocab" in arrays else None
-        return cls(arrays["doc_ptr"], arrays["word_ids"], arrays["counts"], int(arrays["vocab_size"]), vocab,
-                   validate=validate)
+        return cls(
+            arrays["doc_ptr"], arrays["word_ids"], arrays["counts"], int(arrays["vocab_size"]), vocab, validate=validate
+        )
 
 
 class CorpusWriter:
@@ -419,8 +431,15 @@ class CorpusWriter:
       [2, 0, 2]
     """
 
-    def __init__(self, path: str | os.PathLike, vocab_size: int, vocab: Optional[Sequence[str]] = None, *,
-                 extra_streams: Optional[dict] = None, extra_arrays: Optional[dict] = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        vocab_size: int,
+        vocab: Optional[Sequence[str]] = None,
+        *,
+        extra_streams: Optional[dict] = None,
+        extra_arrays: Optional[dict] = None,
+    ):
         reserved = {"doc_ptr", "word_ids", "counts", "vocab_size", "vocab", "format"}
         extra_streams = dict(extra_streams or {})
         extra_arrays = dict(extra_arrays or {})
@@ -430,8 +449,9 @@ class CorpusWriter:
             raise ValueError(f"vocab has {len(vocab)} words but vocab_size is {vocab_size}")
         self.vocab_size = int(vocab_size)
         self._extra = set(extra_streams)
-        self._npz = StreamingNpzWriter(path, {"doc_ptr": (np.int64, ()), "word_ids": (np.int32, ()),
-                                              "counts": (np.float32, ()), **extra_streams})
+        self._npz = StreamingNpzWriter(
+            path, {"doc_ptr": (np.int64, ()), "word_ids": (np.int32, ()), "counts": (np.float32, ()), **extra_streams}
+        )
         self._npz.append("doc_ptr", np.zeros(1, np.int64))
         self._nnz = 0
         self._npz.put("format", np.array(_FORMAT))
@@ -479,8 +499,9 @@ class CorpusWriter:
         for name in self._extra:
             if self._npz.length(name) != self.num_docs:
                 self._npz._discard()
-                raise ValueError(f"extra stream {name!r} has {self._npz.length(name)} rows for "
-                                 f"{self.num_docs} documents")
+                raise ValueError(
+                    f"extra stream {name!r} has {self._npz.length(name)} rows for {self.num_docs} documents"
+                )
         self._npz.close()
 
     def __enter__(self):

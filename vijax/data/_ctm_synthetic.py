@@ -1,5 +1,6 @@
 """Synthetic corpora drawn from the correlated topic model (Blei and Lafferty, "A correlated topic
 model of Science", Annals of Applied Statistics, 2007, §2)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,16 @@ from vijax._validate import check_int
 from vijax.data._csr import Corpus
 
 
-def sample_ctm_corpus(seed: int, num_docs: int, num_topics: int, vocab_size: int, *, doc_length: int = 100,
-                      topic_concentration: float = 0.05, correlation: float = 1.0):
+def sample_ctm_corpus(
+    seed: int,
+    num_docs: int,
+    num_topics: int,
+    vocab_size: int,
+    *,
+    doc_length: int = 100,
+    topic_concentration: float = 0.05,
+    correlation: float = 1.0,
+):
     """A synthetic corpus from the CTM: z_d ~ N(0, Sigma) in R^(K-1), Sigma = correlation A A^T/(K-1)
     + 0.5 I (A standard normal), topic proportions softmax((z_d, 0)), topics ~
     Dirichlet(topic_concentration), ``doc_length`` tokens per document.
@@ -53,8 +62,12 @@ def sample_ctm_corpus(seed: int, num_docs: int, num_topics: int, vocab_size: int
         ids.append(nz)
         cnts.append(c[nz])
         ptr.append(ptr[-1] + nz.size)
-    corpus = Corpus(np.asarray(ptr, np.int64), np.concatenate(ids).astype(np.int32),
-                    np.concatenate(cnts).astype(np.float32), vocab_size)
+    corpus = Corpus(
+        np.asarray(ptr, np.int64),
+        np.concatenate(ids).astype(np.int32),
+        np.concatenate(cnts).astype(np.float32),
+        vocab_size,
+    )
     return corpus, {"topics": topics, "mu": np.zeros(d), "sigma": sigma}
 
 

@@ -1,4 +1,5 @@
 """Sequences sampled from a hidden Markov model (Rabiner 1989, §III), padded to one length."""
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -16,8 +17,9 @@ class HMMSample(NamedTuple):
     states: Array  # (B, T) int32 hidden states, -1 at padded steps
 
 
-def sample_hmm(key: PRNGKey, params: HMMParams, *, num_sequences: int, length: int,
-               min_length: Optional[int] = None) -> HMMSample:
+def sample_hmm(
+    key: PRNGKey, params: HMMParams, *, num_sequences: int, length: int, min_length: Optional[int] = None
+) -> HMMSample:
     """Draws ``num_sequences`` sequences from the HMM ``params`` (categorical or diagonal-Gaussian
     emissions), each of a length drawn uniformly from [min_length, length] (all ``length`` when
     ``min_length`` is None), padded to ``length`` with zeros.
@@ -37,8 +39,9 @@ def sample_hmm(key: PRNGKey, params: HMMParams, *, num_sequences: int, length: i
     if min_length is not None:
         check_int("min_length", min_length, maximum=length)
     if not isinstance(params.emissions, (CategoricalEmissions, GaussianEmissions)):
-        raise ValueError(f"params.emissions must be CategoricalEmissions or GaussianEmissions, "
-                         f"got {type(params.emissions).__name__}")
+        raise ValueError(
+            f"params.emissions must be CategoricalEmissions or GaussianEmissions, got {type(params.emissions).__name__}"
+        )
     k_len, k_z0, k_z, k_x = jax.random.split(key, 4)
     log_pi, log_a = jnp.log(params.initial_probs), jnp.log(params.transition_matrix)
     z0 = jax.random.categorical(k_z0, log_pi, shape=(num_sequences,))

@@ -8,6 +8,7 @@ from a fixed random decoder (a known latent-variable model of the VAE's own form
   f(z) = W2 tanh(W1 z + b1) a one-hidden-layer network whose weights are drawn from the key;
   ``latent_bernoulli_log_prob`` estimates log p(x) under it (a reference for fitted models).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,8 +35,9 @@ class ImageData(NamedTuple):
     name: str
 
 
-def load_digits_images(seed: int = 0, test_fraction: float = 0.2, binarize: bool = False,
-                       threshold: float = 0.5) -> ImageData:
+def load_digits_images(
+    seed: int = 0, test_fraction: float = 0.2, binarize: bool = False, threshold: float = 0.5
+) -> ImageData:
     """scikit-learn's 8 x 8 digits (1,797 images of 64 pixels), scaled to [0, 1].
 
     Args:
@@ -64,8 +66,9 @@ def load_digits_images(seed: int = 0, test_fraction: float = 0.2, binarize: bool
     if binarize:
         x = (x > threshold).astype(np.float64)
     xtr, ytr, xte, yte = _split(x, d.target, seed, test_fraction)
-    return ImageData(xtr, xte, ytr.astype(np.int64), yte.astype(np.int64), (8, 8),
-                     "digits_binary" if binarize else "digits")
+    return ImageData(
+        xtr, xte, ytr.astype(np.int64), yte.astype(np.int64), (8, 8), "digits_binary" if binarize else "digits"
+    )
 
 
 class LatentBernoulliData(NamedTuple):
@@ -95,8 +98,16 @@ def _prior_mc(decoder, x, key, num_samples):
     return jax.scipy.special.logsumexp(ll, axis=1) - np.log(num_samples)
 
 
-def sample_latent_bernoulli(key: PRNGKey, num_points: int, dim: int, latent_dim: int = 2, hidden: int = 16, *,
-                            logit_scale: float = 3.0, dtype=None) -> LatentBernoulliData:
+def sample_latent_bernoulli(
+    key: PRNGKey,
+    num_points: int,
+    dim: int,
+    latent_dim: int = 2,
+    hidden: int = 16,
+    *,
+    logit_scale: float = 3.0,
+    dtype=None,
+) -> LatentBernoulliData:
     """Binary data from a fixed random decoder (a VAE's generative model with known latents)::
 
         W1 ~ N(0, 1/d) (d x H), b1 ~ N(0, 1/4), W2 ~ N(0, c^2/H) (H x D),
@@ -137,5 +148,10 @@ def _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, dt):
     return LatentBernoulliData(x, z, probs, {"w1": w1, "b1": b1, "w2": w2})
 
 
-__all__ = ["ImageData", "LatentBernoulliData", "latent_bernoulli_log_prob", "load_digits_images",
-           "sample_latent_bernoulli"]
+__all__ = [
+    "ImageData",
+    "LatentBernoulliData",
+    "latent_bernoulli_log_prob",
+    "load_digits_images",
+    "sample_latent_bernoulli",
+]

@@ -1,4 +1,5 @@
 """Synthetic corpora drawn from the generative process of LDA, in memory or streamed to disk."""
+
 from __future__ import annotations
 
 import os
@@ -94,12 +95,25 @@ def _lda_blocks(setup: _Setup) -> Iterator[tuple[np.ndarray, Corpus]]:
         w = _categorical_rows(setup.topic_cdf, z[order], query[order], vocab_size)
         pairs, counts = np.unique(tok_doc[order] * vocab_size + w, return_counts=True)  # by doc, word
         doc_ptr = np.concatenate([[0], np.cumsum(np.bincount(pairs // vocab_size, minlength=n))])
-        yield theta, Corpus(doc_ptr, (pairs % vocab_size).astype(np.int32), counts.astype(np.float32),
-                            vocab_size, validate=False)
+        yield (
+            theta,
+            Corpus(
+                doc_ptr, (pairs % vocab_size).astype(np.int32), counts.astype(np.float32), vocab_size, validate=False
+            ),
+        )
 
 
-def sample_lda_corpus(key, num_docs: int, num_topics: int, vocab_size: int, *, alpha=0.1, eta=0.01,
-                      doc_length_mean: float = 100.0, vocab: Optional[Sequence[str]] = None) -> LDASample:
+def sample_lda_corpus(
+    key,
+    num_docs: int,
+    num_topics: int,
+    vocab_size: int,
+    *,
+    alpha=0.1,
+    eta=0.01,
+    doc_length_mean: float = 100.0,
+    vocab: Optional[Sequence[str]] = None,
+) -> LDASample:
     """A corpus drawn from latent Dirichlet allocation, with its true topics and proportions.
 
     beta_k ~ Dirichlet(eta) for k < K; then for each document theta_d ~ Dirichlet(alpha),
@@ -136,14 +150,25 @@ def sample_lda_corpus(key, num_docs: int, num_topics: int, vocab_size: int, *, a
         counts.append(block.counts)
     ptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths or [np.zeros(0, np.int64)]))])
     cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
-    corpus = Corpus(ptr.astype(np.int64), cat(ids, np.int32), cat(counts, np.float32), vocab_size, vocab,
-                    validate=False)
+    corpus = Corpus(
+        ptr.astype(np.int64), cat(ids, np.int32), cat(counts, np.float32), vocab_size, vocab, validate=False
+    )
     return LDASample(corpus, setup.topics, np.concatenate(thetas))
 
 
-def write_lda_corpus_npz(path: str | os.PathLike, key, num_docs: int, num_topics: int, vocab_size: int, *,
-                         alpha=0.1, eta=0.01, doc_length_mean: float = 100.0,
-                         vocab: Optional[Sequence[str]] = None, save_doc_topics: bool = True) -> LDASample:
+def write_lda_corpus_npz(
+    path: str | os.PathLike,
+    key,
+    num_docs: int,
+    num_topics: int,
+    vocab_size: int,
+    *,
+    alpha=0.1,
+    eta=0.01,
+    doc_length_mean: float = 100.0,
+    vocab: Optional[Sequence[str]] = None,
+    save_doc_topics: bool = True,
+) -> LDASample:
     """Streams a synthetic LDA corpus of any size to an ``.npz`` file, one block at a time.
 
     The documents are those of ``sample_lda_corpus`` with the same arguments (to float32 for the
@@ -169,8 +194,7 @@ def write_lda_corpus_npz(path: str | os.PathLike, key, num_docs: int, num_topics
     """
     setup = _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean)
     extra = {"doc_topics": (np.float32, (num_topics,))} if save_doc_topics else {}
-    with CorpusWriter(path, vocab_size, vocab, extra_streams=extra,
-                      extra_arrays={"topics": setup.topics}) as writer:
+    with CorpusWriter(path, vocab_size, vocab, extra_streams=extra, extra_arrays={"topics": setup.topics}) as writer:
         for theta, block in _lda_blocks(setup):
             writer.append(block)
             if save_doc_topics:

@@ -1,6 +1,7 @@
 """Minibatches: ``Minibatcher``, the one minibatcher of bag-of-words corpora (shuffled epochs of
 fixed-size ``BowBatch``es, built on the host), and ``epoch_batches``, shuffled epochs of index
 minibatches computed on the device for data held in memory."""
+
 from __future__ import annotations
 
 import itertools
@@ -55,14 +56,26 @@ class Minibatcher:
       (3, 4)
     """
 
-    def __init__(self, corpus: Corpus, batch_size: int, seed, *, num_epochs: Optional[int] = None,
-                 drop_remainder: bool = False, bucket: bool = True, start_epoch: int = 0, dtype=np.float32,
-                 length: Optional[int | str] = None):
+    def __init__(
+        self,
+        corpus: Corpus,
+        batch_size: int,
+        seed,
+        *,
+        num_epochs: Optional[int] = None,
+        drop_remainder: bool = False,
+        bucket: bool = True,
+        start_epoch: int = 0,
+        dtype=np.float32,
+        length: Optional[int | str] = None,
+    ):
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if drop_remainder and batch_size > corpus.num_docs:
-            raise ValueError(f"batch_size = {batch_size} exceeds the {corpus.num_docs} documents, so "
-                             "drop_remainder would leave no batch")
+            raise ValueError(
+                f"batch_size = {batch_size} exceeds the {corpus.num_docs} documents, so "
+                "drop_remainder would leave no batch"
+            )
         if corpus.num_docs == 0:
             raise ValueError("the corpus has no documents")
         if num_epochs is not None and num_epochs < 0:
@@ -73,8 +86,10 @@ class Minibatcher:
         elif length is not None:
             check_int("length", length)
             if length < longest:
-                raise ValueError(f"length = {length} is shorter than the corpus's longest document ({longest} "
-                                 "distinct words); use length='corpus'")
+                raise ValueError(
+                    f"length = {length} is shorter than the corpus's longest document ({longest} "
+                    "distinct words); use length='corpus'"
+                )
         self.length = None if length is None else int(length)
         self.corpus = corpus
         self.batch_size = int(batch_size)
@@ -108,7 +123,7 @@ class Minibatcher:
         """
         epoch, b = divmod(int(t), self.steps_per_epoch)
         s = self.batch_size
-        idx = self.epoch_order(epoch)[b * s:(b + 1) * s]
+        idx = self.epoch_order(epoch)[b * s : (b + 1) * s]
         if idx.size < s:
             idx = np.concatenate([idx, np.full(s - idx.size, -1, idx.dtype)])
         return idx
@@ -116,8 +131,9 @@ class Minibatcher:
     def step_batch(self, t: int) -> BowBatch:
         """The minibatch of update ``t`` (S rows; see ``step_indices``)."""
         idx = self.step_indices(t)
-        return self.corpus.batch(idx[idx >= 0], self.bucket, num_rows=self.batch_size, length=self.length,
-                                 dtype=self.dtype)
+        return self.corpus.batch(
+            idx[idx >= 0], self.bucket, num_rows=self.batch_size, length=self.length, dtype=self.dtype
+        )
 
     def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch:
         """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan``.
@@ -132,8 +148,11 @@ class Minibatcher:
 
     def with_indices(self) -> Iterator[tuple[np.ndarray, BowBatch]]:
         """Yields ``(doc_indices, batch)``; ``doc_indices`` is (S,) int64 with -1 on padding rows."""
-        epochs = itertools.count(self.start_epoch) if self.num_epochs is None else \
-            range(self.start_epoch, self.start_epoch + self.num_epochs)
+        epochs = (
+            itertools.count(self.start_epoch)
+            if self.num_epochs is None
+            else range(self.start_epoch, self.start_epoch + self.num_epochs)
+        )
         for epoch in epochs:
             for b in range(self.steps_per_epoch):
                 t = epoch * self.steps_per_epoch + b
@@ -155,8 +174,15 @@ class Minibatcher:
             yield stack_batches(group)
 
 
-def minibatches(corpus: Corpus, batch_size: int, seed, *, num_epochs: Optional[int] = None,
-                drop_remainder: bool = False, bucket: bool = True) -> Iterator[BowBatch]:
+def minibatches(
+    corpus: Corpus,
+    batch_size: int,
+    seed,
+    *,
+    num_epochs: Optional[int] = None,
+    drop_remainder: bool = False,
+    bucket: bool = True,
+) -> Iterator[BowBatch]:
     """An iterator over shuffled minibatches of S documents (see ``Minibatcher``).
 
     Examples:
@@ -165,8 +191,9 @@ def minibatches(corpus: Corpus, batch_size: int, seed, *, num_epochs: Optional[i
       >>> [b.counts.shape[0] for b in minibatches(corpus, 4, seed=0, num_epochs=2)]
       [4, 4, 4, 4, 4, 4]
     """
-    return iter(Minibatcher(corpus, batch_size, seed, num_epochs=num_epochs, drop_remainder=drop_remainder,
-                            bucket=bucket))
+    return iter(
+        Minibatcher(corpus, batch_size, seed, num_epochs=num_epochs, drop_remainder=drop_remainder, bucket=bucket)
+    )
 
 
 def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Optional[int] = None) -> BowBatch:

@@ -8,6 +8,7 @@ known in advance: rows are appended to one raw spool file per array, and ``close
 ``.npy`` header with the final shape and copies the spool into the archive in fixed-size blocks.
 Neither side ever holds a whole array in memory.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,8 +67,10 @@ def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray
                 continue
             name = info.filename[: -len(".npy")]
             if info.compress_type != zipfile.ZIP_STORED:
-                raise ValueError(f"member {name!r} of {os.fspath(path)!r} is compressed and cannot be "
-                                 "memory-mapped; load with mmap=False or save uncompressed")
+                raise ValueError(
+                    f"member {name!r} of {os.fspath(path)!r} is compressed and cannot be "
+                    "memory-mapped; load with mmap=False or save uncompressed"
+                )
             fp.seek(_member_data_offset(fp, info))
             shape, fortran, dtype = _read_npy_header(fp)
             offset = fp.tell()
@@ -77,8 +80,9 @@ def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray
                 with zf.open(info) as member:
                     out[name] = npy_format.read_array(member, allow_pickle=False)
             else:
-                out[name] = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
-                                      order="F" if fortran else "C")
+                out[name] = np.memmap(
+                    path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C"
+                )
     return out
 
 
@@ -133,8 +137,11 @@ class StreamingNpzWriter:
                 entry[3].close()
             with zipfile.ZipFile(self.path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
                 for name, (dtype, trailing, n, fh) in self._streams.items():
-                    header = {"descr": npy_format.dtype_to_descr(dtype), "fortran_order": False,
-                              "shape": (n, *trailing)}
+                    header = {
+                        "descr": npy_format.dtype_to_descr(dtype),
+                        "fortran_order": False,
+                        "shape": (n, *trailing),
+                    }
                     with zf.open(name + ".npy", "w", force_zip64=True) as out, open(fh.name, "rb") as src:
                         npy_format.write_array_header_1_0(out, header)
                         shutil.copyfileobj(src, out, _COPY_BLOCK)

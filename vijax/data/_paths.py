@@ -1,4 +1,5 @@
 """Where the optional reference data sets live, and how a configured data path is found."""
+
 from __future__ import annotations
 
 import os
@@ -13,10 +14,14 @@ def shared_data_path(*parts: str) -> Optional[pathlib.Path]:
     and beside the vijax checkout. A user's machine usually has none of them: callers skip.
     """
     env = os.environ.get("VIJAX_SHARED_DATA")
-    roots = [pathlib.Path(env)] if env else [
-        pathlib.Path.cwd().parent / "shared" / "data",
-        pathlib.Path(__file__).resolve().parents[3] / "shared" / "data",
-    ]
+    roots = (
+        [pathlib.Path(env)]
+        if env
+        else [
+            pathlib.Path.cwd().parent / "shared" / "data",
+            pathlib.Path(__file__).resolve().parents[3] / "shared" / "data",
+        ]
+    )
     for root in roots:
         p = root.joinpath(*parts)
         if p.exists():

@@ -14,6 +14,7 @@ to one without prefetch. An exception raised in the thread is raised again in th
 item where it happened. ``close()`` (or the end of a ``with`` block, or exhausting the iterator)
 stops the thread; the queue is bounded, so the thread never holds more than ``depth`` items.
 """
+
 from __future__ import annotations
 
 import queue

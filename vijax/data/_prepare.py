@@ -8,13 +8,13 @@ build the vocabulary). The UCI format lists entries in any order, so ``read_uci_
 whole corpus's arrays (about 16 bytes per distinct (document, word) pair, never the text) before
 they are written.
 """
+
 from __future__ import annotations
 
 import itertools
 import os
 from typing import Optional
 
-import numpy as np
 
 from vijax.data._csr import Corpus, CorpusWriter
 from vijax.data._readers import _ldac_chunks, open_text, read_uci_bow, read_word_list
@@ -31,8 +31,14 @@ def _text_lines(path):
             yield line.rstrip("\n")
 
 
-def prepare_corpus(input_path: str | os.PathLike, fmt: str, out_path: str | os.PathLike, *,
-                   vocab_path: Optional[str | os.PathLike] = None, vocab_size: Optional[int] = None) -> Corpus:
+def prepare_corpus(
+    input_path: str | os.PathLike,
+    fmt: str,
+    out_path: str | os.PathLike,
+    *,
+    vocab_path: Optional[str | os.PathLike] = None,
+    vocab_size: Optional[int] = None,
+) -> Corpus:
     """Converts ``input_path`` to the ``.npz`` corpus ``out_path`` and returns it memory-mapped.
 
     Args:
@@ -75,14 +81,16 @@ def prepare_corpus(input_path: str | os.PathLike, fmt: str, out_path: str | os.P
                 raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
             vocab_size = len(vocab)
         if vocab_size is None:  # a first pass for the largest word id
-            vocab_size = 1 + max((int(ids.max()) for _, ids, _ in _ldac_chunks(input_path, None) if ids.size),
-                                 default=-1)
+            vocab_size = 1 + max(
+                (int(ids.max()) for _, ids, _ in _ldac_chunks(input_path, None) if ids.size), default=-1
+            )
         with CorpusWriter(out_path, vocab_size, vocab) as w:
             for sizes, ids, counts in _ldac_chunks(input_path, vocab_size):
                 w.append_arrays(sizes, ids, counts)
     else:
-        vocabulary = (load_vocabulary(vocab_path) if vocab_path is not None
-                      else build_vocabulary(_text_lines(input_path)))
+        vocabulary = (
+            load_vocabulary(vocab_path) if vocab_path is not None else build_vocabulary(_text_lines(input_path))
+        )
         with CorpusWriter(out_path, len(vocabulary), vocabulary.words) as w:
             lines = _text_lines(input_path)
             while True:

@@ -1,4 +1,5 @@
 """Readers of the standard bag-of-words text formats (UCI and lda-c), streaming line by line."""
+
 from __future__ import annotations
 
 import gzip
@@ -103,8 +104,9 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
         try:
             num_docs, num_words, nnz = (int(h) for h in header)
         except ValueError:
-            raise ValueError(f"{name}: the header lines D, W, NNZ must be integers, got "
-                             f"{[h.strip() for h in header]}") from None
+            raise ValueError(
+                f"{name}: the header lines D, W, NNZ must be integers, got {[h.strip() for h in header]}"
+            ) from None
         for label, value in (("D", num_docs), ("W", num_words)):
             if not 0 <= value < _ID_LIMIT:
                 raise ValueError(f"{name}: header {label} = {value} is out of range [0, {_ID_LIMIT})")
@@ -124,20 +126,25 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
             bad = (widths != 3) & (widths != 0)
             if bad.any() or ends.size != len(lines):
                 i = int(np.argmax(bad)) if bad.any() else 0
-                raise ValueError(f"{name}, line {first + i}: expected 'docID wordID count', found "
-                                 f"{int(widths[i])} numbers")
+                raise ValueError(
+                    f"{name}, line {first + i}: expected 'docID wordID count', found {int(widths[i])} numbers"
+                )
             rows = np.flatnonzero(widths == 3)  # the data lines of the chunk (blank ones skipped)
             vals = np.delete(vals, ends).reshape(-1, 3)
             seen += vals.shape[0]
             d, w, c = vals[:, 0], vals[:, 1], vals[:, 2]
-            for what, v, lo, hi in (("docID", d, 1, num_docs), ("wordID", w, 1, num_words),
-                                    ("count", c, 0, _ID_LIMIT - 1)):
+            for what, v, lo, hi in (
+                ("docID", d, 1, num_docs),
+                ("wordID", w, 1, num_words),
+                ("count", c, 0, _ID_LIMIT - 1),
+            ):
                 out = (v < lo) | (v > hi)
                 if out.any():
                     i = int(np.argmax(out))
                     big = " (too large for an integer)" if v[i] == _INT64_MAX else ""
-                    raise ValueError(f"{name}, line {first + int(rows[i])}: {what} {int(v[i])}{big} out of range "
-                                     f"[{lo}, {hi}]")
+                    raise ValueError(
+                        f"{name}, line {first + int(rows[i])}: {what} {int(v[i])}{big} out of range [{lo}, {hi}]"
+                    )
             docs.append((d - 1).astype(np.int32))
             words.append((w - 1).astype(np.int32))
             counts.append(c.astype(np.float32))
@@ -178,11 +185,13 @@ def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, 
                 try:
                     m = int(head)
                 except ValueError:
-                    raise ValueError(f"{name}, line {lineno}: expected the number of pairs M first, "
-                                     f"got {head.strip()!r}") from None
+                    raise ValueError(
+                        f"{name}, line {lineno}: expected the number of pairs M first, got {head.strip()!r}"
+                    ) from None
                 if rest.count(":") != m:
-                    raise ValueError(f"{name}, line {lineno}: M = {m} but the line has "
-                                     f"{rest.count(':')} id:count pairs")
+                    raise ValueError(
+                        f"{name}, line {lineno}: M = {m} but the line has {rest.count(':')} id:count pairs"
+                    )
                 sizes[kept], where[kept] = m, lineno
                 kept += 1
             sizes, where = sizes[:kept], where[:kept]
@@ -193,7 +202,7 @@ def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, 
             if vals.size != int(np.sum(widths)):
                 raise ValueError(f"{name}, lines {chunk_first}-{lineno}: malformed id:count pairs")
             local = np.arange(vals.size) - np.repeat(heads, widths)
-            colon = (local % 3 == 2)
+            colon = local % 3 == 2
             wrong = (vals == _COLON) != colon
             wrong[heads] |= vals[heads] != sizes
             if wrong.any():
@@ -207,14 +216,18 @@ def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, 
                 if out.any():
                     i = int(np.argmax(out))
                     big = " (too large for an integer)" if v[i] == _INT64_MAX else ""
-                    limit = (f" >= vocabulary size {vocab_size}" if what == "word id" and vocab_size is not None
-                             and v[i] >= vocab_size else f" out of range [0, {hi}]")
+                    limit = (
+                        f" >= vocabulary size {vocab_size}"
+                        if what == "word id" and vocab_size is not None and v[i] >= vocab_size
+                        else f" out of range [0, {hi}]"
+                    )
                     raise ValueError(f"{name}, line {int(line_of[i])}: {what} {int(v[i])}{big}{limit}")
             yield sizes, pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
 
 
-def read_ldac(path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] = None, *,
-              vocab_size: Optional[int] = None) -> Corpus:
+def read_ldac(
+    path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] = None, *, vocab_size: Optional[int] = None
+) -> Corpus:
     """Reads a corpus in lda-c format (Blei's LDA-C; optionally gzipped).
 
     One document per line: ``M id:count id:count ...`` with M the number of pairs and ids

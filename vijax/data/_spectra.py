@@ -9,6 +9,7 @@ resonances, F1-F4, drawn in the usual vowel ranges, with a -6 dB/octave source t
 floor 50 dB below the peak, scaled to a peak magnitude ``peak``. With 16 kHz audio and a 512-point
 FFT, the 257 rows are the bins 0, 31.25, ..., 8000 Hz.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -45,8 +46,15 @@ class SpectrogramData(NamedTuple):
     f0: Array
 
 
-def speech_like_dictionary(key: PRNGKey, num_freqs: int = 257, num_atoms: int = 50, *, sample_rate: float = 16000.0,
-                           peak: float = 20.0, dtype=None) -> tuple[Array, Array]:
+def speech_like_dictionary(
+    key: PRNGKey,
+    num_freqs: int = 257,
+    num_atoms: int = 50,
+    *,
+    sample_rate: float = 16000.0,
+    peak: float = 20.0,
+    dtype=None,
+) -> tuple[Array, Array]:
     """A (num_freqs, num_atoms) dictionary of voiced-speech magnitude spectra (see the module).
 
     Column k is ``peak * s_k / max(s_k)`` with
@@ -80,10 +88,14 @@ def speech_like_dictionary(key: PRNGKey, num_freqs: int = 257, num_atoms: int = 
     f0 = jax.random.uniform(k_f0, (num_atoms,), dt, *_F0_RANGE)
     lo = jnp.asarray([r[0] for r in _FORMANT_RANGES], dt)
     hi = jnp.asarray([r[1] for r in _FORMANT_RANGES], dt)
-    formants = lo[None, :] + (hi - lo)[None, :] * jax.random.uniform(k_fmt, (num_atoms, len(_FORMANT_RANGES)), dt)  # (K, 4)
+    formants = lo[None, :] + (hi - lo)[None, :] * jax.random.uniform(
+        k_fmt, (num_atoms, len(_FORMANT_RANGES)), dt
+    )  # (K, 4)
     bandwidths = jax.random.uniform(k_bw, (num_atoms, len(_FORMANT_RANGES)), dt, *_BANDWIDTH_RANGE)
     gains = jnp.asarray(_FORMANT_GAINS, dt)
-    resonances = gains[None, None, :] / (1.0 + ((freqs[:, None, None] - formants[None]) / bandwidths[None]) ** 2)  # (F, K, 4)
+    resonances = gains[None, None, :] / (
+        1.0 + ((freqs[:, None, None] - formants[None]) / bandwidths[None]) ** 2
+    )  # (F, K, 4)
     envelope = jnp.sum(resonances, axis=-1) / (1.0 + freqs[:, None] / 500.0)  # (F, K)
     max_harmonics = int(np.ceil(nyquist / _F0_RANGE[0]))
     partials = jnp.arange(1, max_harmonics + 1, dtype=dt)[None, :] * f0[:, None]  # (K, J)
@@ -96,9 +108,18 @@ def speech_like_dictionary(key: PRNGKey, num_freqs: int = 257, num_atoms: int = 
     return (peak * s).astype(dt), f0
 
 
-def sample_speech_spectrogram(key: PRNGKey, num_freqs: int = 257, num_atoms: int = 50, num_frames: int = 1000, *,
-                              shape: float = 0.2, rate: float = 0.2, peak: float = 20.0,
-                              sample_rate: float = 16000.0, dtype=None) -> SpectrogramData:
+def sample_speech_spectrogram(
+    key: PRNGKey,
+    num_freqs: int = 257,
+    num_atoms: int = 50,
+    num_frames: int = 1000,
+    *,
+    shape: float = 0.2,
+    rate: float = 0.2,
+    peak: float = 20.0,
+    sample_rate: float = 16000.0,
+    dtype=None,
+) -> SpectrogramData:
     """The synthetic data of Hoffman & Blei 2015, §4.3: W from :func:`speech_like_dictionary`,
     H_kt ~ Gamma(shape, rate) independently, Y_ft ~ Poisson(sum_k W_fk H_kt).
 

@@ -1,4 +1,5 @@
 """Heavy-tailed synthetic data: a mixture of multivariate Student-t distributions."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -18,8 +19,16 @@ class StudentTMixtureData(NamedTuple):
     dof: float
 
 
-def sample_student_t_mixture(seed, num_points: int, num_components: int, dim: int, *, dof: float = 2.0,
-                             spread: float = 6.0, weight_concentration: float = 5.0) -> StudentTMixtureData:
+def sample_student_t_mixture(
+    seed,
+    num_points: int,
+    num_components: int,
+    dim: int,
+    *,
+    dof: float = 2.0,
+    spread: float = 6.0,
+    weight_concentration: float = 5.0,
+) -> StudentTMixtureData:
     """x_n = mu_z + L_z eps / sqrt(u_n), eps ~ N(0, I), u_n ~ Gamma(dof / 2, rate dof / 2): a mixture of
     multivariate t's with ``dof`` degrees of freedom (heavy tails for small ``dof``; Peel and McLachlan
     2000). Means ~ N(0, spread^2 I), Sigma_k = A A^T / D + I / 2 with A standard normal, weights ~

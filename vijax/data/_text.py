@@ -1,4 +1,5 @@
 """From raw text to a ``Corpus``: tokenising, vocabularies with cut-offs, stop words."""
+
 from __future__ import annotations
 
 import collections
@@ -13,7 +14,8 @@ from vijax.data._readers import read_word_list
 
 # A short list of English function words, written for vijax: articles, pronouns, auxiliaries,
 # prepositions, conjunctions and the commonest adverbs. Topic models learn little from them.
-STOP_WORDS_EN = frozenset("""
+STOP_WORDS_EN = frozenset(
+    """
 a an the this that these those
 i me my mine myself we us our ours ourselves you your yours yourself yourselves
 he him his himself she her hers herself it its itself they them their theirs themselves
@@ -27,7 +29,8 @@ of at by for with about against between into through during before after above b
 to from up down in out on off over under again further once
 all any both each few more most other some such own same
 s t don now ever yet
-""".split())
+""".split()
+)
 
 _TOKEN = re.compile(r"[^\W\d_]+")  # runs of letters (any alphabet); digits and '_' split tokens
 
@@ -127,9 +130,15 @@ def load_vocabulary(path: str | os.PathLike, lowercase: bool = True) -> Vocabula
     return Vocabulary([w.lower() for w in words] if lowercase else words)
 
 
-def build_vocabulary(texts: Iterable[str], *, min_count: int = 1, max_doc_fraction: float = 1.0,
-                     max_size: Optional[int] = None, stop_words: Optional[Iterable[str]] = STOP_WORDS_EN,
-                     min_length: int = 1) -> Vocabulary:
+def build_vocabulary(
+    texts: Iterable[str],
+    *,
+    min_count: int = 1,
+    max_doc_fraction: float = 1.0,
+    max_size: Optional[int] = None,
+    stop_words: Optional[Iterable[str]] = STOP_WORDS_EN,
+    min_length: int = 1,
+) -> Vocabulary:
     """The vocabulary of a collection of texts, after the usual cut-offs.
 
     Words (``tokenize``) are kept when they are not stop words, have at least ``min_length``
@@ -163,8 +172,11 @@ def build_vocabulary(texts: Iterable[str], *, min_count: int = 1, max_doc_fracti
         total.update(tokens)
         doc_freq.update(tokens.keys())
     max_docs = max_doc_fraction * num_docs
-    kept = [w for w, n in total.items()
-            if n >= min_count and doc_freq[w] <= max_docs and w not in stop and len(w) >= min_length]
+    kept = [
+        w
+        for w, n in total.items()
+        if n >= min_count and doc_freq[w] <= max_docs and w not in stop and len(w) >= min_length
+    ]
     kept.sort(key=lambda w: (-total[w], w))
     if max_size is not None:
         kept = kept[:max_size]

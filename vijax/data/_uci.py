@@ -19,10 +19,11 @@ Two ship with scikit-learn, so every user has them (a seeded, stratified 80/20 s
 Labels: ``labels="pm1"`` (the default, the reference code's coding) gives float {-1, +1};
 ``labels="01"`` gives int {0, 1} with 1 for the +1 class. Non-finite features raise ValueError.
 """
+
 from __future__ import annotations
 
 import gzip
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,15 +64,19 @@ def _labels(y_pm1: np.ndarray, labels: str) -> np.ndarray:
 def _finish(xtr, ytr, xte, yte, name, labels) -> BinaryData:
     if labels not in ("pm1", "01"):
         raise ValueError(f"labels must be 'pm1' or '01', got {labels!r}")
-    return BinaryData(check_features(xtr, f"{name} training features"), _labels(ytr, labels),
-                      check_features(xte, f"{name} test features"), _labels(yte, labels), name)
+    return BinaryData(
+        check_features(xtr, f"{name} training features"),
+        _labels(ytr, labels),
+        check_features(xte, f"{name} test features"),
+        _labels(yte, labels),
+        name,
+    )
 
 
 def _need(*parts: str):
     p = shared_data_path(*parts)
     if p is None:
-        raise FileNotFoundError(f"reference data {'/'.join(parts)} not found in ../shared/data "
-                                "(or $VIJAX_SHARED_DATA)")
+        raise FileNotFoundError(f"reference data {'/'.join(parts)} not found in ../shared/data (or $VIJAX_SHARED_DATA)")
     return p
 
 
@@ -91,8 +96,9 @@ def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
     bad = ~np.all(np.isfinite(a), axis=1) | ~np.isin(a[:, -1], (-1.0, 1.0))
     if bad.any():
         row = int(np.argmax(bad))
-        raise ValueError(f"{path}, data row {row + 1}: a non-finite value or a label other than -1/+1 "
-                         f"(label {float(a[row, -1])})")
+        raise ValueError(
+            f"{path}, data row {row + 1}: a non-finite value or a label other than -1/+1 (label {float(a[row, -1])})"
+        )
     return a[:, :-1], a[:, -1]
 
 
@@ -120,7 +126,7 @@ def load_usps_3v5(labels: str = "pm1") -> BinaryData:
         mat = scipy.io.loadmat(f)
 
     def pick(patterns, onehot):
-        pos, neg = onehot[3] == 1, onehot[5] == 1          # row r = digit r (0-based)
+        pos, neg = onehot[3] == 1, onehot[5] == 1  # row r = digit r (0-based)
         x = np.concatenate([patterns[:, pos], patterns[:, neg]], axis=1).T
         y = np.concatenate([np.ones(pos.sum()), -np.ones(neg.sum())])
         return x, y
@@ -179,11 +185,25 @@ def load_binary_dataset(name: str, labels: str = "pm1", seed: int = 0) -> Binary
 
 def dataset_available(name: str) -> bool:
     """Whether ``load_binary_dataset(name)`` can find its files (scikit-learn's always can)."""
-    files = {"sonar": ("sonar", "sonar.all-data-tra.csv"), "ionosphere": ("ionosphere", "ionosphere.data-tra.csv"),
-             "usps_3v5": ("usps", "usps_resampled.mat.gz")}
+    files = {
+        "sonar": ("sonar", "sonar.all-data-tra.csv"),
+        "ionosphere": ("ionosphere", "ionosphere.data-tra.csv"),
+        "usps_3v5": ("usps", "usps_resampled.mat.gz"),
+    }
     return name not in files or shared_data_path(*files[name]) is not None
 
 
-__all__ = ["BinaryData", "DATASETS", "SHARED_DATASETS", "check_features", "dataset_available", "load_binary_dataset",
-           "read_labelled_csv",
-           "load_breast_cancer", "load_digits_3v5", "load_ionosphere", "load_sonar", "load_usps_3v5"]
+__all__ = [
+    "BinaryData",
+    "DATASETS",
+    "SHARED_DATASETS",
+    "check_features",
+    "dataset_available",
+    "load_binary_dataset",
+    "read_labelled_csv",
+    "load_breast_cancer",
+    "load_digits_3v5",
+    "load_ionosphere",
+    "load_sonar",
+    "load_usps_3v5",
+]

@@ -16,6 +16,7 @@
 Everything here runs in NumPy on the host; a ``BowBatch`` goes to the accelerator when a jitted
 step receives it. Random functions take an int seed or a JAX PRNG key, never a default.
 """
+
 from vijax.data._bow import BowBatch
 from vijax.data._csr import MIN_BUCKET, Corpus, CorpusWriter, as_rng, bucket_length
 from vijax.data._ctm_synthetic import sample_ctm_corpus
@@ -24,8 +25,7 @@ from vijax.data._prepare import prepare_corpus
 from vijax.data._prefetch import PrefetchHostBatches, prefetch
 from vijax.data._minibatch import Minibatcher, minibatches, stack_batches
 from vijax.data._readers import read_ldac, read_uci_bow, read_word_list
-from vijax.data._text import (STOP_WORDS_EN, Vocabulary, build_vocabulary, corpus_from_texts, load_vocabulary,
-                              tokenize)
+from vijax.data._text import STOP_WORDS_EN, Vocabulary, build_vocabulary, corpus_from_texts, load_vocabulary, tokenize
 
 __all__ = [
     "BowBatch",

@@ -1,4 +1,5 @@
 """Synthetic data sets with known ground truth."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -20,9 +21,17 @@ class GMMData(NamedTuple):
     scales: Array  # (K, D) per-dimension standard deviations
 
 
-def sample_gmm(key: PRNGKey, num_points: int, num_components: int, dim: int, *, spread: float = 5.0,
-               scale_range: tuple[float, float] = (0.5, 1.5), weight_concentration: float = 5.0,
-               dtype=None) -> GMMData:
+def sample_gmm(
+    key: PRNGKey,
+    num_points: int,
+    num_components: int,
+    dim: int,
+    *,
+    spread: float = 5.0,
+    scale_range: tuple[float, float] = (0.5, 1.5),
+    weight_concentration: float = 5.0,
+    dtype=None,
+) -> GMMData:
     """Random axis-aligned Gaussian mixture data (the simulation of Blei et al. 2017, §3.4).
 
     Means ~ N(0, spread^2 I); per-dimension scales ~ Uniform(scale_range); weights ~
@@ -43,9 +52,17 @@ def sample_gmm(key: PRNGKey, num_points: int, num_components: int, dim: int, *, 
     return GMMData(x, z, weights, means, scales)
 
 
-def sample_histogram_mixture(key: PRNGKey, num_points: int, num_components: int = 30, *, channels: int = 3,
-                             bins: int = 192, pixels: int = 1024, concentration: float = 0.1,
-                             dtype=None) -> GMMData:
+def sample_histogram_mixture(
+    key: PRNGKey,
+    num_points: int,
+    num_components: int = 30,
+    *,
+    channels: int = 3,
+    bins: int = 192,
+    pixels: int = 1024,
+    concentration: float = 0.1,
+    dtype=None,
+) -> GMMData:
     """Synthetic colour histograms in the manner of Blei et al.'s (2017) image study (appendix B).
 
     Each of ``num_components`` image types has one prototype histogram per channel, drawn from
@@ -74,8 +91,16 @@ class RegressionData(NamedTuple):
     noise: float  # the noise sd
 
 
-def sample_sparse_regression(key: PRNGKey, num_points: int, dim: int, num_relevant: int, *, noise: float = 0.5,
-                             correlation: float = 0.0, dtype=jnp.float32) -> RegressionData:
+def sample_sparse_regression(
+    key: PRNGKey,
+    num_points: int,
+    dim: int,
+    num_relevant: int,
+    *,
+    noise: float = 0.5,
+    correlation: float = 0.0,
+    dtype=jnp.float32,
+) -> RegressionData:
     """Linear-regression data where only ``num_relevant`` of ``dim`` inputs matter (the setting of
     automatic relevance determination, Blei et al. 2017, appendix A).
 

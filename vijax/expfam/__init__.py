@@ -7,6 +7,7 @@ for by name (``implements(family, name)``), each a Protocol a family satisfies b
 methods: ``HasMode`` (``mode``, ``mode_stats``; MAP-EM) and ``Reparameterizable``
 (``reparam_sample_and_stats``; SSVI). Functions named ``tree_*`` map over pytrees of families.
 """
+
 from vijax.expfam._base import (
     CAPABILITIES,
     AbstractExpFamily,

@@ -14,6 +14,7 @@ For a family with sufficient statistics ``t(x)``, base measure ``h(x)`` and log-
 Inner products sum over each natural parameter's *event* dimensions (``_event_ndims``), so every
 scalar quantity (``log_normalizer``, ``entropy``, ``kl``) has the family's batch shape.
 """
+
 from __future__ import annotations
 
 import abc
@@ -112,7 +113,11 @@ class AbstractExpFamily(abc.ABC):
 
     def entropy(self) -> Array:
         """H = A(eta) - <eta, mu> - E[log h(x)]."""
-        return self.log_normalizer() - inner(self, self.natural_params, self.mean_params()) - self.expected_log_base_measure()
+        return (
+            self.log_normalizer()
+            - inner(self, self.natural_params, self.mean_params())
+            - self.expected_log_base_measure()
+        )
 
     def kl(self, other: "AbstractExpFamily") -> Array:
         """KL(self || other) within the family: the Bregman divergence of A,
@@ -224,7 +229,7 @@ def dense_fisher(fam: AbstractExpFamily) -> Array:
 def _layout(fam: AbstractExpFamily):
     """(batch shape, per-field event shapes, per-field event sizes) of a family's parameters."""
     batch = fam.batch_shape
-    shapes = [p.shape[len(batch):] for p in fam.natural_params]
+    shapes = [p.shape[len(batch) :] for p in fam.natural_params]
     return batch, shapes, [math.prod(s) for s in shapes]
 
 
@@ -235,7 +240,7 @@ def _flatten(params: Params, batch) -> Array:
 def _unflatten(flat: Array, batch, shapes, sizes) -> Params:
     out, start = [], 0
     for s, n in zip(shapes, sizes):
-        out.append(jnp.reshape(flat[..., start:start + n], batch + tuple(s)))
+        out.append(jnp.reshape(flat[..., start : start + n], batch + tuple(s)))
         start += n
     return tuple(out)
 

@@ -1,4 +1,5 @@
 """Bernoulli(p) on {0, 1}: t(x) = x, eta = logit(p)."""
+
 from __future__ import annotations
 
 import jax

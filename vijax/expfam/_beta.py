@@ -1,4 +1,5 @@
 """Beta(a, b) on (0, 1): t(x) = (log x, log(1 - x)), eta = (a - 1, b - 1)."""
+
 from __future__ import annotations
 
 import jax
@@ -113,5 +114,4 @@ class Beta(AbstractExpFamily):
         return jnp.exp(log_parts[..., 0]), (log_parts[..., 0], log_parts[..., 1])
 
     def to_tfp(self):
-        return tfp.distributions.Beta(concentration1=self.concentration1,
-                                      concentration0=self.concentration0)
+        return tfp.distributions.Beta(concentration1=self.concentration1, concentration0=self.concentration0)

@@ -1,4 +1,5 @@
 """Categorical(p) over K outcomes: t(x) = one_hot(x), eta = logits (overparameterized)."""
+
 from __future__ import annotations
 
 import jax

@@ -1,4 +1,5 @@
 """Dirichlet(alpha) over the (K-1)-simplex: t(x) = log x, eta = alpha - 1."""
+
 from __future__ import annotations
 
 import jax

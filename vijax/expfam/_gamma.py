@@ -1,4 +1,5 @@
 """Gamma(alpha, beta) with rate beta: t(x) = (log x, x), eta = (alpha - 1, -beta)."""
+
 from __future__ import annotations
 
 import jax

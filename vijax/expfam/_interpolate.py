@@ -10,6 +10,7 @@ V-product, say) is damped: rho is halved up to ``max_halvings`` times for that e
 and if no halving is valid the element keeps its old value. The number of damped elements is
 returned, so that algorithms report it in ``info.num_damped``.
 """
+
 from __future__ import annotations
 
 import jax
@@ -65,7 +66,6 @@ def tree_interpolate(q: PyTree, target: PyTree, rho, max_halvings: int = 10) -> 
     out = [_interpolate_family(f, tuple(t), jnp.asarray(rho, f.dtype), max_halvings) for f, t in zip(fams, targets)]
     new = jax.tree_util.tree_unflatten(treedef, [o[0] for o in out])
     return new, sum((o[1] for o in out), jnp.zeros((), jnp.int32))
-
 
 
 def conjugate_update(q: PyTree, prior: PyTree, stats: PyTree, rho, scale=1.0) -> tuple[PyTree, Array]:

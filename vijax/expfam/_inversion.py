@@ -54,6 +54,7 @@ References:
   20-24, 27-28.
   Figurnov, Mohamed and Mnih (2018), Implicit reparameterization gradients.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -161,8 +162,10 @@ def check_invertible(q: PyTree) -> None:
         if not is_family(f):
             raise ValueError(f"q must be a pytree of exponential families, found a {type(f).__name__}")
         if not implements(f, "reparam_sample_and_stats"):
-            raise ValueError(f"sampling by inversion needs a family that implements reparam_sample_and_stats "
-                             f"(Gamma, Beta, Dirichlet, Normal, MultivariateNormal); got {type(f).__name__}")
+            raise ValueError(
+                f"sampling by inversion needs a family that implements reparam_sample_and_stats "
+                f"(Gamma, Beta, Dirichlet, Normal, MultivariateNormal); got {type(f).__name__}"
+            )
 
 
 def _family_keys(q: PyTree, key: PRNGKey):
@@ -188,8 +191,10 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey) -> tuple[PyTree, PyTree]:
     check_invertible(q)
     fams, treedef, keys = _family_keys(q, key)
     out = [f.reparam_sample_and_stats(k) for f, k in zip(fams, keys)]
-    return (jax.tree_util.tree_unflatten(treedef, [o[0] for o in out]),
-            jax.tree_util.tree_unflatten(treedef, [o[1] for o in out]))
+    return (
+        jax.tree_util.tree_unflatten(treedef, [o[0] for o in out]),
+        jax.tree_util.tree_unflatten(treedef, [o[1] for o in out]),
+    )
 
 
 def reparam_sample(q: PyTree, key: PRNGKey) -> PyTree:
@@ -250,6 +255,14 @@ def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTr
     return stats, v_product
 
 
-__all__ = ["check_invertible", "log_gamma_quantile_grad", "reparam_sample",
-           "reparam_sample_and_stats", "reparam_stats", "sample_log_gamma", "standard_log_gamma", "stats_and_v_product",
-           "tree_inv_fisher_vp"]
+__all__ = [
+    "check_invertible",
+    "log_gamma_quantile_grad",
+    "reparam_sample",
+    "reparam_sample_and_stats",
+    "reparam_stats",
+    "sample_log_gamma",
+    "standard_log_gamma",
+    "stats_and_v_product",
+    "tree_inv_fisher_vp",
+]

@@ -1,4 +1,5 @@
 """MultivariateNormal(mu, Sigma) in natural form: t(x) = (x, x x^T), eta = (Lambda mu, -Lambda / 2)."""
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,7 @@ def _check_spd(name: str, m) -> None:
     if not np.allclose(a, np.swapaxes(a, -1, -2), rtol=1e-5, atol=1e-6 * scale):
         raise ValueError(f"{name} must be symmetric")
     if not np.all(np.linalg.eigvalsh(a) > 0):
-        raise ValueError(f"{name} must be positive definite, got min eigenvalue "
-                         f"{np.linalg.eigvalsh(a).min()!r}")
+        raise ValueError(f"{name} must be positive definite, got min eigenvalue {np.linalg.eigvalsh(a).min()!r}")
 
 
 @register_family
@@ -216,13 +216,14 @@ class MultivariateNormal(AbstractExpFamily):
     def is_valid(self):
         """Finite parameters and a positive-definite precision (its Cholesky factor exists)."""
         diag = jnp.diagonal(self._chol(), axis1=-2, axis2=-1)
-        return (jnp.all(jnp.isfinite(diag) & (diag > 0), -1)
-                & jnp.all(jnp.isfinite(self.eta1), -1)
-                & jnp.all(jnp.isfinite(self.eta2), (-2, -1)))
+        return (
+            jnp.all(jnp.isfinite(diag) & (diag > 0), -1)
+            & jnp.all(jnp.isfinite(self.eta1), -1)
+            & jnp.all(jnp.isfinite(self.eta2), (-2, -1))
+        )
 
     def to_tfp(self):
-        return tfp.distributions.MultivariateNormalTriL(
-            loc=self.mean, scale_tril=jnp.linalg.cholesky(self.covariance))
+        return tfp.distributions.MultivariateNormalTriL(loc=self.mean, scale_tril=jnp.linalg.cholesky(self.covariance))
 
 
 def _broadcast_mean_matrix(mean, matrix, name: str):
@@ -235,5 +236,4 @@ def _broadcast_mean_matrix(mean, matrix, name: str):
     dtype = jnp.result_type(mean, matrix)
     batch = jnp.broadcast_shapes(mean.shape[:-1], matrix.shape[:-2])
     d = mean.shape[-1]
-    return (jnp.broadcast_to(mean.astype(dtype), batch + (d,)),
-            jnp.broadcast_to(matrix.astype(dtype), batch + (d, d)))
+    return (jnp.broadcast_to(mean.astype(dtype), batch + (d,)), jnp.broadcast_to(matrix.astype(dtype), batch + (d, d)))

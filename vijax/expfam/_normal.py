@@ -1,4 +1,5 @@
 """Univariate Normal: t(x) = (x, x^2), eta = (mu / sigma^2, -1 / (2 sigma^2))."""
+
 from __future__ import annotations
 
 import jax
@@ -47,7 +48,7 @@ class Normal(AbstractExpFamily):
         return self.eta1 * self.variance
 
     def log_normalizer(self):
-        return -self.eta1**2 / (4.0 * self.eta2) - 0.5 * jnp.log(-2.0 * self.eta2) + _HALF_LOG_2PI
+        return -(self.eta1**2) / (4.0 * self.eta2) - 0.5 * jnp.log(-2.0 * self.eta2) + _HALF_LOG_2PI
 
     def mean_params(self):
         m, s = self.mean, self.variance

@@ -3,6 +3,7 @@
 The conjugate prior of a Normal likelihood with unknown mean and precision, one per batch
 element (a diagonal Gaussian mixture uses a K x D batch of them; Blei et al. 2017, appendix B).
 """
+
 from __future__ import annotations
 
 import jax
@@ -109,7 +110,9 @@ class NormalGamma(AbstractExpFamily):
         """A ``JointDistributionSequential`` over ``[tau, mu]`` (note the order)."""
         tfd = tfp.distributions
         m, k = self.loc, self.kappa
-        return tfd.JointDistributionSequential([
-            tfd.Gamma(concentration=self.concentration, rate=self.rate),
-            lambda tau: tfd.Normal(loc=m, scale=jax.lax.rsqrt(k * tau)),
-        ])
+        return tfd.JointDistributionSequential(
+            [
+                tfd.Gamma(concentration=self.concentration, rate=self.rate),
+                lambda tau: tfd.Normal(loc=m, scale=jax.lax.rsqrt(k * tau)),
+            ]
+        )

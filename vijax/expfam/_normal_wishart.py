@@ -3,13 +3,14 @@
 The conjugate prior of a multivariate Normal likelihood with unknown mean and precision matrix
 (Bishop 2006, §2.3.6 and §10.2: the components of a full-covariance Bayesian Gaussian mixture).
 """
+
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
-from jax.scipy.special import gammaln, multigammaln
+from jax.scipy.special import multigammaln
 import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
@@ -86,8 +87,7 @@ class NormalWishart(AbstractExpFamily):
         nu = jnp.broadcast_to(nu, batch)
         w = jnp.broadcast_to(w, batch + (d, d))
         w_inv = cho_solve((jnp.linalg.cholesky(w), True), _eye_like(w))
-        return cls(k[..., None] * m, -0.5 * k, -0.5 * (_sym(w_inv) + k[..., None, None] * _outer(m, m)),
-                   0.5 * (nu - d))
+        return cls(k[..., None] * m, -0.5 * k, -0.5 * (_sym(w_inv) + k[..., None, None] * _outer(m, m)), 0.5 * (nu - d))
 
     # ------------------------------------------------------------ conventional parameters
     @property
@@ -130,8 +130,13 @@ class NormalWishart(AbstractExpFamily):
         c_inv = jnp.linalg.cholesky(self.scale_inv)
         log_det_w = -2.0 * jnp.sum(jnp.log(jnp.diagonal(c_inv, axis1=-2, axis2=-1)), -1)
         nu = self.dof
-        return (0.5 * nu * log_det_w + 0.5 * nu * d * _LOG_2 + multigammaln(0.5 * nu, d)
-                - 0.5 * d * jnp.log(self.kappa) + 0.5 * d * _LOG_2PI)
+        return (
+            0.5 * nu * log_det_w
+            + 0.5 * nu * d * _LOG_2
+            + multigammaln(0.5 * nu, d)
+            - 0.5 * d * jnp.log(self.kappa)
+            + 0.5 * d * _LOG_2PI
+        )
 
     def mean_params(self):
         d = self.dim
@@ -140,8 +145,12 @@ class NormalWishart(AbstractExpFamily):
         nu, m = self.dof, self.loc
         e_lam = nu[..., None, None] * w
         e_lam_m = _matvec(e_lam, m)
-        return (e_lam_m, jnp.sum(m * e_lam_m, -1) + d / self.kappa, e_lam,
-                _multi_digamma(0.5 * nu, d) + d * _LOG_2 + log_det_w)
+        return (
+            e_lam_m,
+            jnp.sum(m * e_lam_m, -1) + d / self.kappa,
+            e_lam,
+            _multi_digamma(0.5 * nu, d) + d * _LOG_2 + log_det_w,
+        )
 
     def inv_fisher_vp(self, v):
         """The Moore-Penrose pseudo-inverse Fisher product. eta3 enters A only through its
@@ -156,7 +165,7 @@ class NormalWishart(AbstractExpFamily):
         transpose = np.arange(d * d).reshape(d, d).T.ravel()
         anti = 0.5 * (np.eye(d * d) - np.eye(d * d)[transpose])
         proj = np.zeros((n, n))
-        proj[d + 1:d + 1 + d * d, d + 1:d + 1 + d * d] = anti
+        proj[d + 1 : d + 1 + d * d, d + 1 : d + 1 + d * d] = anti
         f = dense_fisher(self) + jnp.broadcast_to(jnp.asarray(proj, self.dtype), batch + (n, n))
         x = jnp.linalg.solve(f, _flatten(v, batch)[..., None])[..., 0]
         return _unflatten(x, batch, shapes, sizes)
@@ -173,7 +182,9 @@ class NormalWishart(AbstractExpFamily):
         d = self.dim
         _, chol_w, _ = self._scale_chol()
         full = normals.shape[:-2]  # sample shape + batch shape
-        a = jnp.tril(normals, -1) + jnp.einsum("...i,ij->...ij", jnp.exp(0.5 * log_chi2), jnp.eye(d, dtype=normals.dtype))
+        a = jnp.tril(normals, -1) + jnp.einsum(
+            "...i,ij->...ij", jnp.exp(0.5 * log_chi2), jnp.eye(d, dtype=normals.dtype)
+        )
         la = jnp.broadcast_to(chol_w, full + (d, d)) @ a  # Lambda = (L A)(L A)^T
         lam = la @ jnp.swapaxes(la, -1, -2)
         # mu - m = (L A)^-T eps / sqrt(kappa): covariance (L A)^-T (L A)^-1 / kappa = (kappa Lambda)^-1

@@ -1,4 +1,5 @@
 """Poisson(rate) on {0, 1, 2, ...}: t(x) = x, eta = log rate, h(x) = 1 / x!."""
+
 from __future__ import annotations
 
 import math
@@ -54,8 +55,12 @@ def expected_log_factorial(rate: jax.Array) -> jax.Array:
     series = jnp.sum(weights * log_fact, -1)
 
     big = jnp.maximum(rate, _SWITCH_RATE)
-    entropy = (0.5 * jnp.log(2.0 * math.pi * math.e * big) - 1.0 / (12.0 * big)
-               - 1.0 / (24.0 * big**2) - 19.0 / (360.0 * big**3))
+    entropy = (
+        0.5 * jnp.log(2.0 * math.pi * math.e * big)
+        - 1.0 / (12.0 * big)
+        - 1.0 / (24.0 * big**2)
+        - 19.0 / (360.0 * big**3)
+    )
     asymptotic = entropy - big + big * jnp.log(big)
     return jnp.where(rate < _SWITCH_RATE, series, asymptotic)
 

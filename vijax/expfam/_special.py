@@ -1,4 +1,5 @@
 """Special functions the families and models evaluate in their inner loops."""
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -41,8 +42,12 @@ def digamma_and_gammaln(x: Array) -> tuple[Array, Array]:
     y = jnp.where(small, x + 10.0, x)
     log_y, r, r2 = jnp.log(y), 1.0 / y, 1.0 / (y * y)
     psi = log_y - 0.5 / y - r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 * (1 / 240 - r2 * (1 / 132)))))
-    lgam = ((y - 0.5) * log_y - y + 0.91893853320467274178
-            + r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 * (1 / 1680 - r2 * (1 / 1188))))))
+    lgam = (
+        (y - 0.5) * log_y
+        - y
+        + 0.91893853320467274178
+        + r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 * (1 / 1680 - r2 * (1 / 1188)))))
+    )
     return psi - jnp.where(small, num / den, 0.0), lgam - jnp.where(small, jnp.log(den), 0.0)
 
 

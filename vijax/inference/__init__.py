@@ -8,6 +8,7 @@ A Bayesian last layer on a network, trained end to end by the user's own loop:
 ``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``
 (across processes: ``initialize_processes``, ``process_shard``, ``global_batch``, ``global_host_batches``).
 """
+
 from vijax.inference import schedules
 from vijax.inference._aevb import AEVB, THETA_DRAWS, AEVBInfo, AEVBState, aevb, gaussian_kl
 from vijax.inference._bbvi import BBVI, ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint

@@ -45,6 +45,7 @@ estimate, gradient or new parameters are not finite is not applied (``info.accep
 - ``reconstruct(state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta (deterministic);
   ``sample(state, key, num_samples)``: E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta).
 """
+
 from __future__ import annotations
 
 import math
@@ -159,8 +160,9 @@ def _objective(q, batch, key, *, model, decoder, num_data, num_samples):
     return scale * jnp.sum(per) - decoder.kl(q["decoder"])
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, model, decoder: _Decoder,
-         optimizer: optax.GradientTransformation) -> AEVBState:
+def init(
+    key: PRNGKey, batch: PyTree = None, *, model, decoder: _Decoder, optimizer: optax.GradientTransformation
+) -> AEVBState:
     """The networks' own parameters (and q(theta) centred on the decoder's) and the optimizer's
     state; with a ``batch``, its shape and values are checked (``model.check_data``)."""
     check_key("key", key)
@@ -172,19 +174,32 @@ def init(key: PRNGKey, batch: PyTree = None, *, model, decoder: _Decoder,
     return AEVBState(q, optimizer.init(q), zero, zero)
 
 
-def step(state: AEVBState, batch: Array, key: PRNGKey, *, model, decoder: _Decoder,
-         optimizer: optax.GradientTransformation, num_data: Optional[int],
-         num_samples: int) -> tuple[AEVBState, AEVBInfo]:
+def step(
+    state: AEVBState,
+    batch: Array,
+    key: PRNGKey,
+    *,
+    model,
+    decoder: _Decoder,
+    optimizer: optax.GradientTransformation,
+    num_data: Optional[int],
+    num_samples: int,
+) -> tuple[AEVBState, AEVBInfo]:
     """One optimizer step on the minibatch ELBO (see the module docstring)."""
     check_key("key", key)
     check_step_batch(model, batch, state.count)
-    elbo, grads = jax.value_and_grad(_objective)(state.q_global, batch, key, model=model, decoder=decoder,
-                                                 num_data=num_data, num_samples=num_samples)
+    elbo, grads = jax.value_and_grad(_objective)(
+        state.q_global, batch, key, model=model, decoder=decoder, num_data=num_data, num_samples=num_samples
+    )
     updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)
     new = optax.apply_updates(state.q_global, updates)
     ok = jnp.isfinite(elbo) & _all_finite(grads) & _all_finite(new)
-    new_state = AEVBState(guarded_update(new, state.q_global, ok), guarded_update(opt_state, state.opt_state, ok),
-                          safe_increment(state.count), state.num_rejected + (~ok).astype(jnp.int32))
+    new_state = AEVBState(
+        guarded_update(new, state.q_global, ok),
+        guarded_update(opt_state, state.opt_state, ok),
+        safe_increment(state.count),
+        state.num_rejected + (~ok).astype(jnp.int32),
+    )
     return new_state, AEVBInfo(elbo, ok)
 
 
@@ -215,10 +230,18 @@ def _log_weights(model, enc, theta, theta_axis, x, key, num):
     return jax.vmap(per_datum, (0, 0, None), 1)(x, keys, theta)
 
 
-def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
-                     optimizer: Union[str, optax.GradientTransformation] = "adam", num_samples: int = 1,
-                     bayesian_decoder: bool = False, prior_scale: float = 1.0, init_scale: float = 0.01,
-                     **hyper: Any) -> AEVB:
+def as_top_level_api(
+    model,
+    *,
+    num_data: Optional[int] = None,
+    schedule=None,
+    optimizer: Union[str, optax.GradientTransformation] = "adam",
+    num_samples: int = 1,
+    bayesian_decoder: bool = False,
+    prior_scale: float = 1.0,
+    init_scale: float = 0.01,
+    **hyper: Any,
+) -> AEVB:
     """AEVB (Kingma and Welling 2014) or fully Bayesian AEVB (the *Raise your ELBO* tutorial,
     §Fully Bayesian AEVB) for ``model`` (see the module docstring).
 
@@ -268,8 +291,10 @@ def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
     if isinstance(optimizer, str):
         optimizer = make_optimizer(optimizer, 1e-3 if schedule is None else schedule, **hyper)
     elif hyper or schedule is not None:
-        raise ValueError("schedule and optimizer hyperparameters are only taken with an optimizer name; an "
-                         "optax.GradientTransformation has its own")
+        raise ValueError(
+            "schedule and optimizer hyperparameters are only taken with an optimizer name; an "
+            "optax.GradientTransformation has its own"
+        )
     elif not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
     decoder = _Decoder(model.network_params()["decoder"], bayesian_decoder, init_scale, prior_scale)
@@ -280,7 +305,8 @@ def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
         if decoder.bayesian and theta == "sample":  # one theta per Monte Carlo sample, shared by the data
             thetas, _ = decoder.draws(q["decoder"], k_theta, s, "sample")
             per = jax.vmap(lambda th, k: _batch_elbo(model, q["encoder"], th, x, k, 1))(
-                thetas, jax.random.split(k_z, s))
+                thetas, jax.random.split(k_z, s)
+            )
             return jnp.mean(per, axis=0)
         return _batch_elbo(model, q["encoder"], decoder.point(q["decoder"]), x, k_z, s)
 
@@ -329,10 +355,15 @@ def as_top_level_api(model, *, num_data: Optional[int] = None, schedule=None,
         check_key("key", key)
         return jit_sample(state.q_global, key, check_int("num_samples", num_samples))
 
-    return AEVB(init=lambda key, batch=None: init(key, batch, model=model, decoder=decoder, optimizer=optimizer),
-                step=lambda state, batch, key: step(state, batch, key, **settings),
-                elbo=elbo, iwae_log_likelihood=iwae_log_likelihood, reconstruct=reconstruct, sample=sample,
-                decoder_kl=lambda state: decoder.kl(state.q_global["decoder"]))
+    return AEVB(
+        init=lambda key, batch=None: init(key, batch, model=model, decoder=decoder, optimizer=optimizer),
+        step=lambda state, batch, key: step(state, batch, key, **settings),
+        elbo=elbo,
+        iwae_log_likelihood=iwae_log_likelihood,
+        reconstruct=reconstruct,
+        sample=sample,
+        decoder_kl=lambda state: decoder.kl(state.q_global["decoder"]),
+    )
 
 
 aevb = as_top_level_api

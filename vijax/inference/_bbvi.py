@@ -35,6 +35,7 @@ keeps its parameters, ``info.accepted`` is False and ``state.num_rejected`` coun
 function, so that q can be one part of a larger model trained by the user's own ``jax.grad`` and
 optax (a Bayesian last layer whose ``batch`` holds a network's features; docs/composition.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -96,8 +97,9 @@ class BBVI(NamedTuple):
     elbo: Callable
 
 
-def log_joint(log_density: Callable, *, log_prior: Optional[Callable] = None,
-              num_data: Optional[int] = None) -> Callable:
+def log_joint(
+    log_density: Callable, *, log_prior: Optional[Callable] = None, num_data: Optional[int] = None
+) -> Callable:
     """``(params, batch) -> log p(batch, params)``: ``log_density`` (scaled by N / M when
     ``num_data`` = N is given, M the batch's leading size) plus ``log_prior(params)``.
 
@@ -107,8 +109,10 @@ def log_joint(log_density: Callable, *, log_prior: Optional[Callable] = None,
     def joint(params, batch):
         out = log_density(params, batch)
         if not hasattr(out, "shape") or jnp.shape(out) != () or not jnp.issubdtype(jnp.result_type(out), jnp.floating):
-            raise ValueError(f"log_density must return a float scalar, got {getattr(out, 'shape', type(out))} "
-                             f"{getattr(out, 'dtype', '')}")
+            raise ValueError(
+                f"log_density must return a float scalar, got {getattr(out, 'shape', type(out))} "
+                f"{getattr(out, 'dtype', '')}"
+            )
         if num_data is not None:
             out = out * (num_data / batch_size(batch))
         if log_prior is not None:
@@ -163,8 +167,18 @@ def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_sam
     return elbo, elbo
 
 
-def elbo(vparams: PyTree, batch: PyTree, key: PRNGKey, *, guide, joint: Callable, estimator: str, entropy: str,
-         num_samples: int, prior: Any = None) -> Array:
+def elbo(
+    vparams: PyTree,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    guide,
+    joint: Callable,
+    estimator: str,
+    entropy: str,
+    num_samples: int,
+    prior: Any = None,
+) -> Array:
     """The ELBO estimate of ``step`` as a differentiable scalar: its value is the Monte Carlo ELBO
     (the importance-weighted bound for ``"iwae"``), its gradient in ``vparams`` the estimator,
     and its gradient in anything ``batch`` depends on the Monte Carlo estimate of that gradient
@@ -173,8 +187,17 @@ def elbo(vparams: PyTree, batch: PyTree, key: PRNGKey, *, guide, joint: Callable
     For the score-function estimator the value is stop(ELBO) + (surrogate - stop(surrogate)).
     """
     check_key("key", key)
-    surrogate, value = _objective(vparams, batch, key, guide=guide, joint=joint, estimator=estimator,
-                                  entropy=entropy, num_samples=num_samples, prior=prior)
+    surrogate, value = _objective(
+        vparams,
+        batch,
+        key,
+        guide=guide,
+        joint=joint,
+        estimator=estimator,
+        entropy=entropy,
+        num_samples=num_samples,
+        prior=prior,
+    )
     if estimator != "score":
         return surrogate
     return jax.lax.stop_gradient(value) + surrogate - jax.lax.stop_gradient(surrogate)
@@ -190,8 +213,14 @@ def guarded_update(new: PyTree, old: PyTree, ok: Array) -> PyTree:
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, guide, optimizer: optax.GradientTransformation,
-         joint: Optional[Callable] = None) -> BBVIState:
+def init(
+    key: PRNGKey,
+    batch: PyTree = None,
+    *,
+    guide,
+    optimizer: optax.GradientTransformation,
+    joint: Optional[Callable] = None,
+) -> BBVIState:
     """q at the guide's start and the optimizer's state.
 
     With a ``batch`` (and ``joint``), the log-density is evaluated at q's centre and at a few draws
@@ -213,35 +242,73 @@ def _check_finite_start(key, batch, guide, vparams, joint) -> None:
     z = _draws(guide, vparams, key, 4)
     vals = np.asarray(jax.jit(jax.vmap(lambda zs: joint(guide.constrain(zs)[0], batch)))(z))
     if not np.all(np.isfinite(vals)):
-        raise ValueError(f"log_density is not finite ({vals}) at draws of the initial q: does every constrained "
-                         "parameter have a bijector onto its support (bijectors=...)?")
+        raise ValueError(
+            f"log_density is not finite ({vals}) at draws of the initial q: does every constrained "
+            "parameter have a bijector onto its support (bijectors=...)?"
+        )
 
 
-def step(state: BBVIState, batch: PyTree, key: PRNGKey, *, guide, joint: Callable,
-         optimizer: optax.GradientTransformation, estimator: str, entropy: str, num_samples: int,
-         prior: Any = None, data_owner: Any = None) -> tuple[BBVIState, BBVIInfo]:
+def step(
+    state: BBVIState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    guide,
+    joint: Callable,
+    optimizer: optax.GradientTransformation,
+    estimator: str,
+    entropy: str,
+    num_samples: int,
+    prior: Any = None,
+    data_owner: Any = None,
+) -> tuple[BBVIState, BBVIInfo]:
     """One optimizer step on the Monte Carlo ELBO (see the module docstring). The batch is checked
     by ``data_owner`` (``check_data`` / ``batch_checks``, as ``check_step_batch`` does) when it has them:
     the factory passes the model whose bound method ``log_density`` is, or ``log_density`` itself."""
     check_key("key", key)
     check_step_batch(data_owner, batch, state.count)
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
-        state.q_global, batch, key, guide=guide, joint=joint, estimator=estimator, entropy=entropy,
-        num_samples=num_samples, prior=prior)
+        state.q_global,
+        batch,
+        key,
+        guide=guide,
+        joint=joint,
+        estimator=estimator,
+        entropy=entropy,
+        num_samples=num_samples,
+        prior=prior,
+    )
     neg = jax.tree.map(jnp.negative, grads)
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
     new = optax.apply_updates(state.q_global, updates)
     ok = jnp.isfinite(elbo) & _all_finite(grads) & _all_finite(new)
-    new_state = BBVIState(guarded_update(new, state.q_global, ok), guarded_update(opt_state, state.opt_state, ok),
-                          safe_increment(state.count), state.num_rejected + (~ok).astype(jnp.int32))
+    new_state = BBVIState(
+        guarded_update(new, state.q_global, ok),
+        guarded_update(opt_state, state.opt_state, ok),
+        safe_increment(state.count),
+        state.num_rejected + (~ok).astype(jnp.int32),
+    )
     return new_state, BBVIInfo(elbo, optax.tree.norm(grads), ok)
 
 
-def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_params: PyTree = None,
-                     bijectors: PyTree = None, optimizer: Union[str, optax.GradientTransformation] = "adam",
-                     schedule=None, num_data: Optional[int] = None, estimator: str = "reparam",
-                     entropy: str = "analytic", num_samples: int = 1, log_prior: Optional[Callable] = None,
-                     prior: Any = None, init_scale: float = 0.1, rank: int = 1, **hyper: Any) -> BBVI:
+def as_top_level_api(
+    log_density: Callable,
+    *,
+    family: Any = "meanfield",
+    init_params: PyTree = None,
+    bijectors: PyTree = None,
+    optimizer: Union[str, optax.GradientTransformation] = "adam",
+    schedule=None,
+    num_data: Optional[int] = None,
+    estimator: str = "reparam",
+    entropy: str = "analytic",
+    num_samples: int = 1,
+    log_prior: Optional[Callable] = None,
+    prior: Any = None,
+    init_scale: float = 0.1,
+    rank: int = 1,
+    **hyper: Any,
+) -> BBVI:
     """Black-box VI on ``log_density`` (see the module docstring).
 
     Args:
@@ -290,28 +357,35 @@ def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_p
     check_choice("entropy", entropy, ("analytic", "mc"))
     num_samples = check_int("num_samples", num_samples)
     if estimator == "score" and num_samples < 2:
-        raise ValueError("num_samples: the score-function estimator's leave-one-out control variate needs "
-                         f"num_samples >= 2, got {num_samples}")
+        raise ValueError(
+            "num_samples: the score-function estimator's leave-one-out control variate needs "
+            f"num_samples >= 2, got {num_samples}"
+        )
     if num_data is not None:
         num_data = check_int("num_data", num_data)
     if prior is not None and log_prior is not None:
         raise ValueError("prior (an analytic KL) and log_prior are exclusive: give one")
     if prior is not None and estimator not in ("reparam", "score"):
-        raise ValueError(f"prior: an analytic KL is taken by the 'reparam' and 'score' estimators; {estimator!r} "
-                         "needs the whole log-joint (give log_prior instead)")
+        raise ValueError(
+            f"prior: an analytic KL is taken by the 'reparam' and 'score' estimators; {estimator!r} "
+            "needs the whole log-joint (give log_prior instead)"
+        )
     if isinstance(optimizer, str):
         optimizer = make_optimizer(optimizer, 0.01 if schedule is None else schedule, **hyper)
     elif hyper or schedule is not None:
-        raise ValueError("schedule and optimizer hyperparameters are only taken with an optimizer name; an "
-                         "optax.GradientTransformation has its own")
+        raise ValueError(
+            "schedule and optimizer hyperparameters are only taken with an optimizer name; an "
+            "optax.GradientTransformation has its own"
+        )
     elif not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
     guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
     if prior is not None:
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
-    objective = dict(guide=guide, joint=joint, estimator=estimator, entropy=entropy, num_samples=num_samples,
-                     prior=prior)
+    objective = dict(
+        guide=guide, joint=joint, estimator=estimator, entropy=entropy, num_samples=num_samples, prior=prior
+    )
     settings = dict(objective, optimizer=optimizer)
 
     def log_weights(state, batch, key, num_samples):
@@ -328,14 +402,30 @@ def as_top_level_api(log_density: Callable, *, family: Any = "meanfield", init_p
         z = _draws(guide, state.q_global, key, check_int("num_samples", num_samples))
         return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
 
-    return BBVI(init=lambda key, batch=None: init(key, batch, guide=guide, optimizer=optimizer, joint=joint),
-                step=lambda state, batch, key: step(state, batch, key, **settings,
-                                                    data_owner=getattr(log_density, "__self__", log_density)),
-                guide=guide, log_weights=log_weights, sample=sample,
-                elbo=lambda vparams, batch, key: elbo(vparams, batch, key, **objective))
+    return BBVI(
+        init=lambda key, batch=None: init(key, batch, guide=guide, optimizer=optimizer, joint=joint),
+        step=lambda state, batch, key: step(
+            state, batch, key, **settings, data_owner=getattr(log_density, "__self__", log_density)
+        ),
+        guide=guide,
+        log_weights=log_weights,
+        sample=sample,
+        elbo=lambda vparams, batch, key: elbo(vparams, batch, key, **objective),
+    )
 
 
 bbvi = as_top_level_api
 
-__all__ = ["BBVI", "BBVIInfo", "BBVIState", "ESTIMATORS", "as_top_level_api", "bbvi", "elbo", "guarded_update",
-           "init", "log_joint", "step"]
+__all__ = [
+    "BBVI",
+    "BBVIInfo",
+    "BBVIState",
+    "ESTIMATORS",
+    "as_top_level_api",
+    "bbvi",
+    "elbo",
+    "guarded_update",
+    "init",
+    "log_joint",
+    "step",
+]

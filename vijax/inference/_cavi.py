@@ -8,6 +8,7 @@ rho = 1. The ELBO reported in ``info`` is that of the pair (new locals, new glob
 decreases from one step to the next. CAVI sees all the data at every step: the batch is the data
 set (``num_data``, when given, is checked against it).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -45,13 +46,22 @@ def init_from(q_global: PyTree) -> CAVIState:
     return CAVIState(q_global, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
-def step(state: CAVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel,
-         local: str = "meanfield", num_data: Optional[int] = None):
+def step(
+    state: CAVIState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    model: ConditionallyConjugateModel,
+    local: str = "meanfield",
+    num_data: Optional[int] = None,
+):
     """One full sweep: local step at E_q[t(beta)], then the global coordinate update."""
     check_key("key", key)
     if num_data is not None and batch_size(batch) != num_data:
-        raise ValueError(f"CAVI takes the whole data set at every step: the batch has {batch_size(batch)} "
-                         f"data points but num_data={num_data}")
+        raise ValueError(
+            f"CAVI takes the whole data set at every step: the batch has {batch_size(batch)} "
+            f"data points but num_data={num_data}"
+        )
     check_step_batch(model, batch, state.count)
     prior = model.prior()
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local)
@@ -61,8 +71,9 @@ def step(state: CAVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyC
     return new, CAVIInfo(elbo, num_damped, ok)
 
 
-def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: Optional[int] = None,
-                     local: str = "meanfield") -> VIAlgorithm:
+def as_top_level_api(
+    model: ConditionallyConjugateModel, *, num_data: Optional[int] = None, local: str = "meanfield"
+) -> VIAlgorithm:
     """CAVI for ``model`` as a ``VIAlgorithm``: ``init(key, data)``, ``step(state, data, key)``.
 
     CAVI has no schedule (its step is the coordinate optimum, rho = 1).
@@ -88,9 +99,10 @@ def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: Optional[i
     check_local(model, local)
     if num_data is not None:
         check_int("num_data", num_data)
-    return VIAlgorithm(init=lambda key, batch=None: init(key, batch, model=model),
-                       step=lambda state, batch, key: step(state, batch, key, model=model, local=local,
-                                                           num_data=num_data))
+    return VIAlgorithm(
+        init=lambda key, batch=None: init(key, batch, model=model),
+        step=lambda state, batch, key: step(state, batch, key, model=model, local=local, num_data=num_data),
+    )
 
 
 cavi = as_top_level_api

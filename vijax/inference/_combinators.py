@@ -6,6 +6,7 @@
 - :func:`replace_elbo`: an algorithm whose ``info.elbo`` is another function of the new state
   (e.g. an exact ELBO where the algorithm reports a Monte Carlo estimate).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Mapping
@@ -36,8 +37,13 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     return VIAlgorithm(init, step)
 
 
-def lock_step(algorithms: Mapping[str, VIAlgorithm], *, primary: str | None = None,
-              info_fields: tuple[str, ...] = ("elbo",), init_groups: Mapping[str, int] | None = None) -> VIAlgorithm:
+def lock_step(
+    algorithms: Mapping[str, VIAlgorithm],
+    *,
+    primary: str | None = None,
+    info_fields: tuple[str, ...] = ("elbo",),
+    init_groups: Mapping[str, int] | None = None,
+) -> VIAlgorithm:
     """Runs several algorithms side by side on the same batches, for comparisons in one run.
 
     The state is a dict name -> that algorithm's state. Each step gets its own split of the step's
@@ -67,8 +73,9 @@ def lock_step(algorithms: Mapping[str, VIAlgorithm], *, primary: str | None = No
     if init_groups is not None:
         groups = sorted(set(init_groups.values()))
         if set(init_groups) != set(names) or groups != list(range(len(groups))):
-            raise ValueError(f"init_groups must map every algorithm of {names} to a group 0 .. G - 1, "
-                             f"got {dict(init_groups)!r}")
+            raise ValueError(
+                f"init_groups must map every algorithm of {names} to a group 0 .. G - 1, got {dict(init_groups)!r}"
+            )
 
     def init(key, batch=None):
         if init_groups is None:

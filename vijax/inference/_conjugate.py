@@ -1,6 +1,7 @@
 """What the algorithms for conditionally conjugate models (CAVI, SVI, SSVI, MAP-EM) share besides
 the update itself (``vijax.expfam.conjugate_update``): their start and the check of the local
 step a model offers."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -48,13 +49,24 @@ def check_local(model: ConditionallyConjugateModel, local: str) -> None:
     """Raises ValueError, before anything compiles, when ``model`` offers no local step ``local``
     (its ``local_methods``)."""
     if local not in model.local_methods:
-        raise ValueError(f"local={local!r} is not offered by {type(model).__name__}; choose one of "
-                         f"{model.local_methods}")
+        raise ValueError(
+            f"local={local!r} is not offered by {type(model).__name__}; choose one of {model.local_methods}"
+        )
 
 
-def view_step(q: PyTree, count: Array, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel,
-              num_data: int, schedule: Schedule, local: str, ramp: bool,
-              view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]]):
+def view_step(
+    q: PyTree,
+    count: Array,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    model: ConditionallyConjugateModel,
+    num_data: int,
+    schedule: Schedule,
+    local: str,
+    ramp: bool,
+    view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]],
+):
     """The step shared by SSVI, SSVI-A and MAP-EM: the local step at a view of the globals built
     from q, then the conjugate update (Hoffman and Blei 2015, Algorithm 1, lines 3-9)::
 

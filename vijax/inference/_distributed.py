@@ -19,6 +19,7 @@ by SLURM, Open MPI or a Cloud TPU pod, ``jax.distributed.initialize()`` with no 
 the coordinator and the process index itself (``initialize_processes()`` with no arguments calls it
 so). See README, "Scale", for the commands.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -30,9 +31,14 @@ from vijax.inference._parallel import DataParallel
 from vijax.types import PyTree
 
 
-def initialize_processes(coordinator_address: Optional[str] = None, num_processes: Optional[int] = None,
-                         process_id: Optional[int] = None, *, cpu_collectives: Optional[str] = "gloo",
-                         **kwargs) -> None:
+def initialize_processes(
+    coordinator_address: Optional[str] = None,
+    num_processes: Optional[int] = None,
+    process_id: Optional[int] = None,
+    *,
+    cpu_collectives: Optional[str] = "gloo",
+    **kwargs,
+) -> None:
     """Starts JAX's distributed runtime (``jax.distributed.initialize``) in this process.
 
     Call it first thing, before any JAX computation, in every process, with the same

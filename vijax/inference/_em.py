@@ -15,6 +15,7 @@ batch) -> (stats, log_likelihood)``, ``m_step(stats) -> params``, ``log_prior`` 
 constant for MAP-EM). The state holds theta as ``q_global``, the name every state gives its globals.
 EM sees the whole data set at every step (``num_data``, when given, is checked against the batch).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -62,8 +63,10 @@ def step(state: EMState, batch: PyTree, key: PRNGKey, *, model: EMModel, num_dat
     deterministic), kept for the one ``step(state, batch, key)`` signature."""
     check_key("key", key)
     if num_data is not None and batch_size(batch) != num_data:
-        raise ValueError(f"EM takes the whole data set at every step: the batch has {batch_size(batch)} "
-                         f"data points but num_data={num_data}")
+        raise ValueError(
+            f"EM takes the whole data set at every step: the batch has {batch_size(batch)} "
+            f"data points but num_data={num_data}"
+        )
     check_step_batch(model, batch, state.count)
     stats, log_lik = model.e_step(state.q_global, batch)
     new = model.m_step(stats)
@@ -98,8 +101,10 @@ def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlg
     check_protocol(model, EMModel, "em")
     if num_data is not None:
         check_int("num_data", num_data)
-    return VIAlgorithm(init=lambda key, batch=None: init(key, batch, model=model),
-                       step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data))
+    return VIAlgorithm(
+        init=lambda key, batch=None: init(key, batch, model=model),
+        step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data),
+    )
 
 
 em = as_top_level_api

@@ -23,6 +23,7 @@ Every guide offers ``init() -> vparams`` and, for variational parameters ``vpara
 ``constrain(z) -> (params, log_det)``, ``mean(vparams)`` (the parameters at q's centre) and
 ``to_tfp(vparams)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,8 +81,15 @@ class GaussianGuide:
         outside its bijector's image (named by its path), a non-float or non-finite template.
     """
 
-    def __init__(self, template: PyTree, kind: str = "meanfield", *, bijectors: PyTree = None,
-                 init_scale: float = 0.1, rank: int = 1):
+    def __init__(
+        self,
+        template: PyTree,
+        kind: str = "meanfield",
+        *,
+        bijectors: PyTree = None,
+        init_scale: float = 0.1,
+        rank: int = 1,
+    ):
         if kind not in KINDS:
             raise ValueError(f"family: unknown Gaussian family {kind!r}; choose one of {KINDS}")
         leaves = jax.tree_util.tree_leaves(template)
@@ -95,8 +103,9 @@ class GaussianGuide:
                 raise ValueError(f"init_params: {_path(path)} has NaN or infinite entries")
         if bijectors is None:
             bijectors = jax.tree.map(lambda _: None, template)
-        check_structures("bijectors", bijectors, template, "init_params",
-                         is_leaf=lambda b: b is None or _is_bijector(b))
+        check_structures(
+            "bijectors", bijectors, template, "init_params", is_leaf=lambda b: b is None or _is_bijector(b)
+        )
         self.kind, self.init_scale = kind, check_scalar("init_scale", init_scale, low=0.0)
         self.rank = check_int("rank", rank) if kind == "lowrank" else 0
         self.bijectors = bijectors
@@ -105,8 +114,10 @@ class GaussianGuide:
         for (path, leaf), b in zip(jax.tree_util.tree_leaves_with_path(template), self._bij_leaves):
             u = jnp.asarray(leaf) if b is None else b.inverse(jnp.asarray(leaf))
             if not np.all(np.isfinite(np.asarray(u))):
-                raise ValueError(f"init_params: {_path(path)} lies outside the support of its bijector "
-                                 f"{type(b).__name__} (its inverse is not finite there)")
+                raise ValueError(
+                    f"init_params: {_path(path)} lies outside the support of its bijector "
+                    f"{type(b).__name__} (its inverse is not finite there)"
+                )
             unconstrained.append(u)
         tree = jax.tree_util.tree_structure(template)
         self.loc0, self._unravel = ravel_pytree(jax.tree_util.tree_unflatten(tree, unconstrained))
@@ -154,8 +165,7 @@ class GaussianGuide:
         if self.kind == "fullrank":
             chol = self._scale_tril(vparams)
             r = jax.scipy.linalg.solve_triangular(chol, z - loc, lower=True)
-            return (-0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(jnp.diag(chol)))
-                    - 0.5 * self.dim * math.log(2.0 * math.pi))
+            return -0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(jnp.diag(chol))) - 0.5 * self.dim * math.log(2.0 * math.pi)
         r, log_det = self._lowrank_solve(vparams, z - loc)
         return -0.5 * r - 0.5 * log_det - 0.5 * self.dim * math.log(2.0 * math.pi)
 
@@ -190,13 +200,16 @@ class GaussianGuide:
         if self.kind == "fullrank":
             return tfd.MultivariateNormalTriL(loc, self._scale_tril(vparams))
         return tfd.MultivariateNormalDiagPlusLowRankCovariance(
-            loc, cov_diag_factor=jax.nn.softplus(vparams["scale"]) ** 2, cov_perturb_factor=vparams["factor"])
+            loc, cov_diag_factor=jax.nn.softplus(vparams["scale"]) ** 2, cov_perturb_factor=vparams["factor"]
+        )
 
     def kl(self, vparams, prior) -> Array:
         """KL(q || prior) in closed form, ``prior`` a TFP distribution over the flat vector."""
         if not self.identity:
-            raise ValueError("prior: an analytic KL needs every bijector to be the identity (a prior on the "
-                             "unconstrained vector); with bijectors put the prior inside log_density")
+            raise ValueError(
+                "prior: an analytic KL needs every bijector to be the identity (a prior on the "
+                "unconstrained vector); with bijectors put the prior inside log_density"
+            )
         return tfd.kl_divergence(self.to_tfp(vparams), prior)
 
     # ----------------------------------------------------------------- constrained parameters
@@ -222,8 +235,7 @@ class GaussianGuide:
 # constructor back: an expfam family's natural parameters live in a constrained domain.
 _CANONICAL: dict[type, tuple[Callable, Callable]] = {
     expfam.Gamma: (lambda q: (q.concentration, q.rate), lambda a, b: expfam.Gamma(a - 1.0, -b)),
-    expfam.Beta: (lambda q: (q.concentration1, q.concentration0),
-                  lambda a, b: expfam.Beta(a - 1.0, b - 1.0)),
+    expfam.Beta: (lambda q: (q.concentration1, q.concentration0), lambda a, b: expfam.Beta(a - 1.0, b - 1.0)),
     expfam.Dirichlet: (lambda q: (q.concentration,), lambda a: expfam.Dirichlet(a - 1.0)),
     expfam.Normal: (lambda q: (q.mean, jnp.sqrt(q.variance)), None),
 }
@@ -244,12 +256,16 @@ class ExpFamilyGuide:
     def __init__(self, family: PyTree):
         fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
         if not fams or not all(expfam.is_family(f) for f in fams):
-            raise ValueError("family must be 'meanfield', 'fullrank', 'lowrank' or a pytree of vijax.expfam "
-                             f"families, got {family!r}")
+            raise ValueError(
+                "family must be 'meanfield', 'fullrank', 'lowrank' or a pytree of vijax.expfam "
+                f"families, got {family!r}"
+            )
         for f in fams:
             if type(f) not in _CANONICAL or not expfam.implements(f, "reparam_sample_and_stats"):
-                raise ValueError(f"family: {type(f).__name__} has no reparameterized sampler for bbvi; use one of "
-                                 f"{sorted(c.__name__ for c in _CANONICAL)} or a Gaussian family")
+                raise ValueError(
+                    f"family: {type(f).__name__} has no reparameterized sampler for bbvi; use one of "
+                    f"{sorted(c.__name__ for c in _CANONICAL)} or a Gaussian family"
+                )
             if not bool(np.all(np.asarray(f.is_valid()))):
                 raise ValueError(f"family: the initial {type(f).__name__} has natural parameters outside its domain")
         self.family = family
@@ -257,18 +273,23 @@ class ExpFamilyGuide:
 
     def init(self) -> PyTree:
         def canon(f):
-            return tuple(_softplus_inv(p) if i or type(f) is not expfam.Normal else p
-                         for i, p in enumerate(_CANONICAL[type(f)][0](f)))
+            return tuple(
+                _softplus_inv(p) if i or type(f) is not expfam.Normal else p
+                for i, p in enumerate(_CANONICAL[type(f)][0](f))
+            )
+
         return jax.tree_util.tree_map(canon, self.family, is_leaf=expfam.is_family)
 
     def q(self, vparams) -> PyTree:
         """The pytree of families at ``vparams``."""
+
         def build(f, p):
             if type(f) is expfam.Normal:
                 m, s = p[0], jax.nn.softplus(p[1])
                 v = s * s
                 return expfam.Normal(m / v, -0.5 / v)
             return _CANONICAL[type(f)][1](*(jax.nn.softplus(x) for x in p))
+
         return jax.tree_util.tree_map(build, self.family, vparams, is_leaf=expfam.is_family)
 
     def sample(self, vparams, key: PRNGKey) -> PyTree:
@@ -298,8 +319,9 @@ class ExpFamilyGuide:
         return jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), self.q(vparams), is_leaf=expfam.is_family)
 
 
-def make_guide(family: Any, init_params: PyTree = None, *, bijectors: PyTree = None, init_scale: float = 0.1,
-               rank: int = 1):
+def make_guide(
+    family: Any, init_params: PyTree = None, *, bijectors: PyTree = None, init_scale: float = 0.1, rank: int = 1
+):
     """The guide for ``family`` (a Gaussian kind with ``init_params``, or a pytree of families).
 
     Raises:
@@ -307,20 +329,25 @@ def make_guide(family: Any, init_params: PyTree = None, *, bijectors: PyTree = N
     """
     if isinstance(family, str):
         if init_params is None:
-            raise ValueError(f"init_params: the {family!r} family needs the parameter pytree (its structure, "
-                             "shapes and q's initial centre)")
+            raise ValueError(
+                f"init_params: the {family!r} family needs the parameter pytree (its structure, "
+                "shapes and q's initial centre)"
+            )
         return GaussianGuide(init_params, family, bijectors=bijectors, init_scale=init_scale, rank=rank)
     if bijectors is not None:
-        raise ValueError("bijectors: an expfam family samples in its own support; bijectors are for the Gaussian "
-                         "families")
+        raise ValueError(
+            "bijectors: an expfam family samples in its own support; bijectors are for the Gaussian families"
+        )
     guide = ExpFamilyGuide(family)
     if init_params is not None:
         draw = jax.eval_shape(lambda k: guide.sample(guide.init(), k), jax.random.PRNGKey(0))
         check_structures("family", draw, init_params, "init_params")
         for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(draw), jax.tree_util.tree_leaves(init_params)):
             if tuple(a.shape) != tuple(np.shape(b)):
-                raise ValueError(f"family: the draw for {_path(path)} has shape {tuple(a.shape)}, but init_params "
-                                 f"has {tuple(np.shape(b))}")
+                raise ValueError(
+                    f"family: the draw for {_path(path)} has shape {tuple(a.shape)}, but init_params "
+                    f"has {tuple(np.shape(b))}"
+                )
     return guide
 
 

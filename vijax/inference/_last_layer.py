@@ -21,6 +21,7 @@ phi_theta(x_n) and lambda through the reparameterized draws. Training is the use
 the KL is analytic (a ``prior`` for ``bbvi``); with ``"stl"`` and ``"iwae"`` the prior's log-density
 is part of the log-joint (``log_prior``).
 """
+
 from __future__ import annotations
 
 import math
@@ -97,11 +98,24 @@ def head_log_likelihood(likelihood: str, noise_scale: float = 1.0) -> Callable:
     return log_lik
 
 
-def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[int] = None,
-                        likelihood: str = "bernoulli", num_classes: Optional[int] = None, noise_scale: float = 1.0,
-                        prior_scale: float = 1.0, num_data: Optional[int] = None, family: str = "fullrank",
-                        estimator: str = "reparam", num_samples: int = 1, init_scale: float = 0.1,
-                        rank: int = 1, optimizer: Any = "adam", schedule: Any = None) -> LastLayer:
+def bayesian_last_layer(
+    net: Network,
+    example: Array,
+    *,
+    num_features: Optional[int] = None,
+    likelihood: str = "bernoulli",
+    num_classes: Optional[int] = None,
+    noise_scale: float = 1.0,
+    prior_scale: float = 1.0,
+    num_data: Optional[int] = None,
+    family: str = "fullrank",
+    estimator: str = "reparam",
+    num_samples: int = 1,
+    init_scale: float = 0.1,
+    rank: int = 1,
+    optimizer: Any = "adam",
+    schedule: Any = None,
+) -> LastLayer:
     """A Bayesian linear / logistic / softmax head on ``net``'s features (the module docstring).
 
     Args:
@@ -158,8 +172,7 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
     try:
         out = jax.eval_shape(net.apply, net.params, example)
     except Exception as err:  # the user's function failed on a datum of this shape
-        raise ValueError(f"net: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}") \
-            from err
+        raise ValueError(f"net: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}") from err
     if num_features is None:
         if not hasattr(out, "shape") or len(out.shape) != 1:
             raise ValueError(f"net must map one datum to a vector of features, got {jax.tree.map(jnp.shape, out)}")
@@ -167,8 +180,11 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
     f = check_int("num_features", num_features)
     check_network(net, example, (f,), "net")
     dtype = out.dtype
-    head0 = ({"w": jnp.zeros((f, k), dtype), "b": jnp.zeros((k,), dtype)} if likelihood == "categorical"
-             else {"w": jnp.zeros((f,), dtype), "b": jnp.zeros((), dtype)})
+    head0 = (
+        {"w": jnp.zeros((f, k), dtype), "b": jnp.zeros((k,), dtype)}
+        if likelihood == "categorical"
+        else {"w": jnp.zeros((f,), dtype), "b": jnp.zeros((), dtype)}
+    )
     dim = sum(x.size for x in jax.tree_util.tree_leaves(head0))
     log_lik = head_log_likelihood(likelihood, noise_scale)
 
@@ -178,10 +194,20 @@ def bayesian_last_layer(net: Network, example: Array, *, num_features: Optional[
 
     analytic = estimator in ("reparam", "score")
     prior = tfp.distributions.MultivariateNormalDiag(jnp.zeros(dim, dtype), jnp.full((dim,), prior_scale, dtype))
-    vi = bbvi(log_density, family=family, init_params=head0, num_data=num_data, estimator=estimator,
-              num_samples=num_samples, init_scale=init_scale, rank=rank, optimizer=optimizer, schedule=schedule,
-              prior=prior if analytic else None, log_prior=None if analytic else (
-                  lambda head: prior.log_prob(ravel_pytree(head)[0])))
+    vi = bbvi(
+        log_density,
+        family=family,
+        init_params=head0,
+        num_data=num_data,
+        estimator=estimator,
+        num_samples=num_samples,
+        init_scale=init_scale,
+        rank=rank,
+        optimizer=optimizer,
+        schedule=schedule,
+        prior=prior if analytic else None,
+        log_prior=None if analytic else (lambda head: prior.log_prob(ravel_pytree(head)[0])),
+    )
     guide = vi.guide
 
     def features(net_params, x):

@@ -18,6 +18,7 @@ References:
   Hoffman and Blei (2015), Structured stochastic variational inference, §2.5 and appendix D.
   Cappe and Moulines (2009), On-line expectation-maximization algorithm for latent data models.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -65,15 +66,33 @@ def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
     return expfam.tree_inner(nat, stats) - logz
 
 
-def step(state: MAPState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel, num_data: int,
-         schedule: Schedule, local: str = "meanfield", ramp: bool = False):
+def step(
+    state: MAPState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    model: ConditionallyConjugateModel,
+    num_data: int,
+    schedule: Schedule,
+    local: str = "meanfield",
+    ramp: bool = False,
+):
     """One MAP-EM step: the local step at the mode of q(beta), then SVI's update. ``key`` is split
     as SSVI's (its first half, the draw's key there, is unused)."""
     check_key("key", key)
     check_step_batch(model, batch, state.count)
     q_new, num_damped, rho, prior, stats, data_term = view_step(
-        state.q_global, state.count, batch, key, model=model, num_data=num_data, schedule=schedule, local=local,
-        ramp=ramp, view=_mode_view)
+        state.q_global,
+        state.count,
+        batch,
+        key,
+        model=model,
+        num_data=num_data,
+        schedule=schedule,
+        local=local,
+        ramp=ramp,
+        view=_mode_view,
+    )
     elbo = data_term + _log_density_at(prior, stats)
     new, ok = reject_nonfinite(MAPState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
     return new, MAPInfo(elbo, jnp.asarray(rho), num_damped, ok)
@@ -84,13 +103,16 @@ def check_model_has_modes(model: ConditionallyConjugateModel) -> None:
     ``mode`` (Dirichlet, Beta, Gamma, Normal do)."""
     for f in jax.tree_util.tree_leaves(model.prior(), is_leaf=expfam.is_family):
         if not expfam.implements(f, "mode_stats"):
-            raise ValueError(f"map_em needs the mode of every global family; {type(model).__name__} has a "
-                             f"{type(f).__name__}, which does not implement mode() (Dirichlet, Beta, Gamma and "
-                             "Normal do)")
+            raise ValueError(
+                f"map_em needs the mode of every global family; {type(model).__name__} has a "
+                f"{type(f).__name__}, which does not implement mode() (Dirichlet, Beta, Gamma and "
+                "Normal do)"
+            )
 
 
-def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
-                     ramp: bool = False) -> VIAlgorithm:
+def as_top_level_api(
+    model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield", ramp: bool = False
+) -> VIAlgorithm:
     """Stochastic MAP-EM (module docstring) as a ``VIAlgorithm``.
 
     Args:
@@ -119,8 +141,10 @@ def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, sched
     check_model_has_modes(model)
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data, schedule=schedule,
-                                            local=local, ramp=ramp))
+        step=lambda state, batch, key: step(
+            state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp
+        ),
+    )
 
 
 map_em = as_top_level_api

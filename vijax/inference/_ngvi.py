@@ -39,6 +39,7 @@ The ELBO reported in ``info.elbo`` is the Monte Carlo estimate (1/S) sum_s log p
 parameters are not finite, or that the domain guard left wholly unchanged (no halving of rho gave a
 valid q), is not applied (``info.accepted``, ``state.num_rejected``).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
@@ -104,6 +105,7 @@ def _reparam_gradient(q, f, key, num_samples):
             qq = expfam.tree_from_natural(q, n)
             z = expfam.reparam_sample(qq, k)
             return f(z) - _log_h(qq, z), f(z)
+
         (_, val), grad = jax.value_and_grad(g, has_aux=True)(nat)
         return grad, val
 
@@ -157,8 +159,18 @@ def init(key: PRNGKey, batch: PyTree = None, *, family: PyTree, joint: Optional[
     return NGVIState(family, zero, zero)
 
 
-def step(state: NGVIState, batch: PyTree, key: PRNGKey, *, joint: Callable, schedule: Callable,
-         num_samples: int, gradient: str, prior: Any = None, data_owner: Any = None) -> tuple[NGVIState, NGVIInfo]:
+def step(
+    state: NGVIState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    joint: Callable,
+    schedule: Callable,
+    num_samples: int,
+    gradient: str,
+    prior: Any = None,
+    data_owner: Any = None,
+) -> tuple[NGVIState, NGVIInfo]:
     """One natural-gradient step (see the module docstring). The batch is checked by ``data_owner``
     when it has ``check_data`` / ``batch_checks`` (see ``bbvi.step``)."""
     check_key("key", key)
@@ -170,8 +182,11 @@ def step(state: NGVIState, batch: PyTree, key: PRNGKey, *, joint: Callable, sche
     g_hat, mean_f = estimate(q, f, key, num_samples)
     if prior is None:
         target = g_hat
-        elbo = mean_f + sum(jax.tree_util.tree_leaves(
-            jax.tree_util.tree_map(lambda f_: jnp.sum(f_.entropy()), q, is_leaf=expfam.is_family)))
+        elbo = mean_f + sum(
+            jax.tree_util.tree_leaves(
+                jax.tree_util.tree_map(lambda f_: jnp.sum(f_.entropy()), q, is_leaf=expfam.is_family)
+            )
+        )
     else:
         target = jax.tree.map(jnp.add, expfam.tree_natural_params(prior), g_hat)
         elbo = mean_f - expfam.tree_kl(q, prior)
@@ -181,14 +196,23 @@ def step(state: NGVIState, batch: PyTree, key: PRNGKey, *, joint: Callable, sche
     old_leaves, new_leaves = jax.tree_util.tree_leaves(q), jax.tree_util.tree_leaves(new_q)
     moved = jnp.any(jnp.stack([jnp.any(a != b) for a, b in zip(old_leaves, new_leaves)])) | (rho == 0)
     ok = jnp.isfinite(elbo) & moved & _all_finite(new_q)
-    new_state = NGVIState(guarded_update(new_q, q, ok), safe_increment(state.count),
-                          state.num_rejected + (~ok).astype(jnp.int32))
+    new_state = NGVIState(
+        guarded_update(new_q, q, ok), safe_increment(state.count), state.num_rejected + (~ok).astype(jnp.int32)
+    )
     return new_state, NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped, ok)
 
 
-def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, num_data: Optional[int] = None,
-                     num_samples: int = 1, gradient: Optional[str] = None, prior: PyTree = None,
-                     log_prior: Optional[Callable] = None):
+def as_top_level_api(
+    log_density: Callable,
+    *,
+    family: PyTree,
+    schedule=None,
+    num_data: Optional[int] = None,
+    num_samples: int = 1,
+    gradient: Optional[str] = None,
+    prior: PyTree = None,
+    log_prior: Optional[Callable] = None,
+):
     """Natural-gradient VI on ``log_density`` with q in an exponential family.
 
     Args:
@@ -234,13 +258,17 @@ def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, nu
     for f in fams:
         if not bool(np.all(np.asarray(f.is_valid()))):
             raise ValueError(f"family: the initial {type(f).__name__} has natural parameters outside its domain")
-    gaussian = (all(type(f) is expfam.Normal for f in fams)
-                or (len(fams) == 1 and type(fams[0]) is expfam.MultivariateNormal and fams[0].batch_shape == ()))
-    gradient = check_choice("gradient", ("hessian" if gaussian else "reparam") if gradient is None else gradient,
-                            GRADIENTS)
+    gaussian = all(type(f) is expfam.Normal for f in fams) or (
+        len(fams) == 1 and type(fams[0]) is expfam.MultivariateNormal and fams[0].batch_shape == ()
+    )
+    gradient = check_choice(
+        "gradient", ("hessian" if gaussian else "reparam") if gradient is None else gradient, GRADIENTS
+    )
     if gradient == "hessian" and not gaussian:
-        raise ValueError("gradient='hessian' needs q to be a pytree of Normal families or one MultivariateNormal; "
-                         f"got {[type(f).__name__ for f in fams]}")
+        raise ValueError(
+            "gradient='hessian' needs q to be a pytree of Normal families or one MultivariateNormal; "
+            f"got {[type(f).__name__ for f in fams]}"
+        )
     num_samples = check_int("num_samples", num_samples)
     if num_data is not None:
         num_data = check_int("num_data", num_data)
@@ -250,8 +278,9 @@ def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, nu
         check_structures("prior", prior, family, "family", is_leaf=expfam.is_family)
         for p, f in zip(jax.tree_util.tree_leaves(prior, is_leaf=expfam.is_family), fams):
             if type(p) is not type(f):
-                raise ValueError(f"prior: a {type(p).__name__} where q has a {type(f).__name__}; the prior must be "
-                                 "in q's family")
+                raise ValueError(
+                    f"prior: a {type(p).__name__} where q has a {type(f).__name__}; the prior must be in q's family"
+                )
     sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(0.5, tau=1.0, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
 
@@ -275,10 +304,20 @@ def as_top_level_api(log_density: Callable, *, family: PyTree, schedule=None, nu
 
     return NGVI(
         init=lambda key, batch=None: init(key, batch, family=family, joint=joint),
-        step=lambda state, batch, key: step(state, batch, key, joint=joint, schedule=sched,
-                                            num_samples=num_samples, gradient=gradient, prior=prior,
-                                            data_owner=getattr(log_density, "__self__", log_density)),
-        log_weights=log_weights, sample=sample)
+        step=lambda state, batch, key: step(
+            state,
+            batch,
+            key,
+            joint=joint,
+            schedule=sched,
+            num_samples=num_samples,
+            gradient=gradient,
+            prior=prior,
+            data_owner=getattr(log_density, "__self__", log_density),
+        ),
+        log_weights=log_weights,
+        sample=sample,
+    )
 
 
 ngvi = as_top_level_api

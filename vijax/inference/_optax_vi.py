@@ -17,6 +17,7 @@ Each step ascends it with an optax transformation of its gradient g_k = grad ELB
   (optax's ``adadelta`` accumulates the unscaled update; the two agree at alpha_0 = 1);
 - ``adam``: Kingma & Ba (2014) with (b1, b2, eps).
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Union
@@ -75,15 +76,22 @@ def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
-    allowed = {"gd": (), "sgd": ("kappa",), "adagrad": ("eps",), "rmsprop": ("decay", "eps"),
-               "adadelta": ("rho", "eps"), "adam": ("b1", "b2", "eps")}[name]
+    allowed = {
+        "gd": (),
+        "sgd": ("kappa",),
+        "adagrad": ("eps",),
+        "rmsprop": ("decay", "eps"),
+        "adadelta": ("rho", "eps"),
+        "adam": ("b1", "b2", "eps"),
+    }[name]
     extra = sorted(set(hyper) - set(allowed))
     if extra:
         raise ValueError(f"optimizer {name!r} takes no hyperparameter(s) {extra}; it takes {allowed}")
     if callable(learning_rate):
         if name in ("sgd", "adadelta"):
-            raise ValueError(f"learning_rate: optimizer {name!r} takes a number (its own decay is built in), "
-                             f"got {learning_rate!r}")
+            raise ValueError(
+                f"learning_rate: optimizer {name!r} takes a number (its own decay is built in), got {learning_rate!r}"
+            )
     else:
         check_scalar("learning_rate", learning_rate, low=0.0, high=None)
     eps = hyper.get("eps", 1e-8)
@@ -127,25 +135,34 @@ def _adadelta(learning_rate: float, rho: float, eps: float) -> optax.GradientTra
 
     def update_fn(grads, state, params=None):
         sq_grad = jax.tree.map(lambda s, g: rho * s + (1 - rho) * g * g, state.sq_grad, grads)
-        upd = jax.tree.map(lambda g, s, d: learning_rate * g * jnp.sqrt(d + eps) / jnp.sqrt(s + eps),
-                           grads, sq_grad, state.sq_update)
+        upd = jax.tree.map(
+            lambda g, s, d: learning_rate * g * jnp.sqrt(d + eps) / jnp.sqrt(s + eps), grads, sq_grad, state.sq_update
+        )
         sq_update = jax.tree.map(lambda d, u: rho * d + (1 - rho) * u * u, state.sq_update, upd)
         return jax.tree.map(jnp.negative, upd), _AdadeltaState(sq_grad, sq_update)
 
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, model: ParamsModel,
-         optimizer: optax.GradientTransformation) -> OptaxVIState:
+def init(
+    key: PRNGKey, batch: PyTree = None, *, model: ParamsModel, optimizer: optax.GradientTransformation
+) -> OptaxVIState:
     """The model's starting parameters and the optimizer's state."""
     check_key("key", key)
     params = model.init_params(key, batch)
     return OptaxVIState(params, optimizer.init(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
-def step(state: OptaxVIState, batch: PyTree, key: PRNGKey, *, model: ParamsModel,
-         optimizer: optax.GradientTransformation, num_samples: Optional[int],
-         num_data: Optional[int]) -> tuple[OptaxVIState, OptaxVIInfo]:
+def step(
+    state: OptaxVIState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    model: ParamsModel,
+    optimizer: optax.GradientTransformation,
+    num_samples: Optional[int],
+    num_data: Optional[int],
+) -> tuple[OptaxVIState, OptaxVIInfo]:
     """One ascent step on ``model.elbo_params`` (the same draws give the value and the gradient)."""
     check_key("key", key)
     check_step_batch(model, batch, state.count)
@@ -154,14 +171,21 @@ def step(state: OptaxVIState, batch: PyTree, key: PRNGKey, *, model: ParamsModel
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
     params = optax.apply_updates(state.q_global, updates)
     gnorm = optax.tree.norm(grads)
-    new, ok = reject_nonfinite(OptaxVIState(params, opt_state, safe_increment(state.count), state.num_rejected), state,
-                               elbo, gnorm)
+    new, ok = reject_nonfinite(
+        OptaxVIState(params, opt_state, safe_increment(state.count), state.num_rejected), state, elbo, gnorm
+    )
     return new, OptaxVIInfo(elbo, gnorm, ok)
 
 
-def as_top_level_api(model: ParamsModel, *, optimizer: Union[str, optax.GradientTransformation],
-                     num_data: Optional[int] = None, schedule=None, num_samples: Optional[int] = None,
-                     **hyper: Any) -> VIAlgorithm:
+def as_top_level_api(
+    model: ParamsModel,
+    *,
+    optimizer: Union[str, optax.GradientTransformation],
+    num_data: Optional[int] = None,
+    schedule=None,
+    num_samples: Optional[int] = None,
+    **hyper: Any,
+) -> VIAlgorithm:
     """Gradient VI with an optax optimizer, as a ``VIAlgorithm``.
 
     Args:
@@ -192,8 +216,10 @@ def as_top_level_api(model: ParamsModel, *, optimizer: Union[str, optax.Gradient
         if hyper:
             raise ValueError(f"hyperparameters {sorted(hyper)} are only taken with an optimizer name")
         if schedule is not None:
-            raise ValueError("schedule (the learning rate) is only taken with an optimizer name; an "
-                             "optax.GradientTransformation has its own")
+            raise ValueError(
+                "schedule (the learning rate) is only taken with an optimizer name; an "
+                "optax.GradientTransformation has its own"
+            )
         if not isinstance(optimizer, optax.GradientTransformation):
             raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
     if num_samples is not None:
@@ -203,11 +229,21 @@ def as_top_level_api(model: ParamsModel, *, optimizer: Union[str, optax.Gradient
     check_protocol(model, ParamsModel, "optax_vi")
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model, optimizer=optimizer),
-        step=lambda state, batch, key: step(state, batch, key, model=model, optimizer=optimizer,
-                                            num_samples=num_samples, num_data=num_data))
+        step=lambda state, batch, key: step(
+            state, batch, key, model=model, optimizer=optimizer, num_samples=num_samples, num_data=num_data
+        ),
+    )
 
 
 optax_vi = as_top_level_api
 
-__all__ = ["OPTIMIZERS", "OptaxVIInfo", "OptaxVIState", "as_top_level_api", "init", "make_optimizer", "optax_vi",
-           "step"]
+__all__ = [
+    "OPTIMIZERS",
+    "OptaxVIInfo",
+    "OptaxVIState",
+    "as_top_level_api",
+    "init",
+    "make_optimizer",
+    "optax_vi",
+    "step",
+]

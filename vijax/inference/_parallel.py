@@ -28,6 +28,7 @@ Randomness. A stochastic local step (e.g. LDA's Gibbs E-step) gets ``fold_in(key
 on each device (the key itself on a single device, so that one device reproduces the unwrapped
 model): results are reproducible for a given number of devices, not across numbers.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,7 +40,7 @@ from jax.sharding import Mesh, PartitionSpec
 from vijax._validate import batch_size
 from vijax.inference.base import check_protocol
 from vijax.models import ConditionallyConjugateModel, LocalResult
-from vijax.types import PRNGKey, PyTree
+from vijax.types import PRNGKey
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -66,8 +67,11 @@ class DataParallel:
         return hash((type(self), self.model, self.mesh, self.axis_name))
 
     def __eq__(self, other):
-        return (type(other) is type(self) and (self.model, self.mesh, self.axis_name)
-                == (other.model, other.mesh, other.axis_name))
+        return type(other) is type(self) and (self.model, self.mesh, self.axis_name) == (
+            other.model,
+            other.mesh,
+            other.axis_name,
+        )
 
     def local_step(self, globals_view, batch, key: PRNGKey | None = None, **kwargs) -> LocalResult:
         """The wrapped model's ``local_step(globals_view, batch, key, **kwargs)``, each device on
@@ -79,8 +83,10 @@ class DataParallel:
         """
         s, d = batch_size(batch), self.num_devices
         if s % d:
-            raise ValueError(f"the batch size ({s}) must be a multiple of the number of devices ({d}) "
-                             f"for data_parallel; pick a batch size divisible by {d}")
+            raise ValueError(
+                f"the batch size ({s}) must be a multiple of the number of devices ({d}) "
+                f"for data_parallel; pick a batch size divisible by {d}"
+            )
         axis = self.axis_name
         static = {k: v for k, v in kwargs.items() if isinstance(v, (str, bool, int, float, type(None)))}
         traced = {k: v for k, v in kwargs.items() if k not in static}
@@ -89,14 +95,20 @@ class DataParallel:
             if key_ is not None and d > 1:
                 key_ = jax.random.fold_in(key_, jax.lax.axis_index(axis))
             loc = self.model.local_step(view, part, key_, **static, **traced_)
-            return LocalResult(jax.lax.psum(loc.suff_stats, axis), jax.lax.psum(loc.local_terms, axis),
-                               loc.local_params)
+            return LocalResult(
+                jax.lax.psum(loc.suff_stats, axis), jax.lax.psum(loc.local_terms, axis), loc.local_params
+            )
 
         rep, split = PartitionSpec(), PartitionSpec(axis)
         # check_vma=False: the models' per-block while loops carry values that start replicated
         # (constants) and become per-device; the psum above makes the sums replicated explicitly.
-        fn = jax.shard_map(block, mesh=self.mesh, in_specs=(rep, split, rep, rep),
-                           out_specs=LocalResult(rep, rep, split), check_vma=False)
+        fn = jax.shard_map(
+            block,
+            mesh=self.mesh,
+            in_specs=(rep, split, rep, rep),
+            out_specs=LocalResult(rep, rep, split),
+            check_vma=False,
+        )
         return fn(globals_view, batch, key, traced)
 
 

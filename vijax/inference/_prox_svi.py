@@ -32,6 +32,7 @@ either a ``GradientProxModel`` (``prior``, ``loglik_grad``) or a ``StructuredPro
 * The step size beta_k is the ``schedule``: a float > 0 or a callable ``count -> beta_k`` (read
   from the state, so the step compiles once). M is the leading dimension of the batch.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -43,8 +44,7 @@ from vijax import expfam
 from vijax._validate import batch_size, check_choice, check_int, check_key
 from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
 from vijax.inference.schedules import as_schedule
-from vijax.models import (GradientProxModel, ProxModel, StructuredProxModel, euclidean_natural_grad_step,
-                          kl_prox_update)
+from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, euclidean_natural_grad_step, kl_prox_update
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 DIVERGENCES = ("kl", "euclidean")
@@ -71,8 +71,17 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIStat
     return ProxSVIState(model.init_variational(key, batch), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
-def step(state: ProxSVIState, batch: PyTree, key: PRNGKey, *, model: ProxModel, num_data: int, schedule: Schedule,
-         divergence: str = "kl", num_samples: int = 1) -> tuple[ProxSVIState, ProxSVIInfo]:
+def step(
+    state: ProxSVIState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    model: ProxModel,
+    num_data: int,
+    schedule: Schedule,
+    divergence: str = "kl",
+    num_samples: int = 1,
+) -> tuple[ProxSVIState, ProxSVIInfo]:
     """One PG-SVI iteration (9) on a minibatch.
 
     The ELBO reported in ``info`` is the model's estimate at the pre-update q (as SVI reports).
@@ -83,10 +92,15 @@ def step(state: ProxSVIState, batch: PyTree, key: PRNGKey, *, model: ProxModel, 
     q = state.q_global
     beta = jnp.asarray(schedule(state.count))
     if divergence == "kl":
-        prox = model.prox_update if isinstance(model, StructuredProxModel) else (
-            lambda *args: kl_prox_update(model, *args))
+        prox = (
+            model.prox_update
+            if isinstance(model, StructuredProxModel)
+            else (lambda *args: kl_prox_update(model, *args))
+        )
         upd = prox(q, batch, key, beta, num_samples, num_data)
-        new, ok = reject_nonfinite(ProxSVIState(upd.q, safe_increment(state.count), state.num_rejected), state, upd.elbo)
+        new, ok = reject_nonfinite(
+            ProxSVIState(upd.q, safe_increment(state.count), state.num_rejected), state, upd.elbo
+        )
         return new, ProxSVIInfo(upd.elbo, beta, upd.num_damped, ok)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
@@ -97,8 +111,9 @@ def step(state: ProxSVIState, batch: PyTree, key: PRNGKey, *, model: ProxModel, 
     return new, ProxSVIInfo(elbo, beta, num_damped, ok)
 
 
-def as_top_level_api(model: ProxModel, *, num_data: int, schedule, divergence: str = "kl",
-                     num_samples: int = 1) -> VIAlgorithm:
+def as_top_level_api(
+    model: ProxModel, *, num_data: int, schedule, divergence: str = "kl", num_samples: int = 1
+) -> VIAlgorithm:
     """Proximal-gradient SVI (Khan et al. 2016, iteration (9)) as a ``VIAlgorithm(init, step)``.
 
     Args:
@@ -141,15 +156,27 @@ def as_top_level_api(model: ProxModel, *, num_data: int, schedule, divergence: s
     check_choice("divergence", divergence, DIVERGENCES)
     schedule = as_schedule(schedule, upper=None)
     check_protocol(model, ProxModel, "prox_svi")
-    if not isinstance(model, GradientProxModel) and (divergence == "euclidean"
-                                                     or not isinstance(model, StructuredProxModel)):
-        raise ValueError(f"divergence={divergence!r} needs model.prior and model.loglik_grad (a GradientProxModel)"
-                         f"{'' if divergence == 'euclidean' else ' or model.prox_update (a StructuredProxModel)'}; "
-                         f"{type(model).__name__} has none")
+    if not isinstance(model, GradientProxModel) and (
+        divergence == "euclidean" or not isinstance(model, StructuredProxModel)
+    ):
+        raise ValueError(
+            f"divergence={divergence!r} needs model.prior and model.loglik_grad (a GradientProxModel)"
+            f"{'' if divergence == 'euclidean' else ' or model.prox_update (a StructuredProxModel)'}; "
+            f"{type(model).__name__} has none"
+        )
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data, schedule=schedule,
-                                            divergence=divergence, num_samples=num_samples))
+        step=lambda state, batch, key: step(
+            state,
+            batch,
+            key,
+            model=model,
+            num_data=num_data,
+            schedule=schedule,
+            divergence=divergence,
+            num_samples=num_samples,
+        ),
+    )
 
 
 prox_svi = as_top_level_api

@@ -10,6 +10,7 @@ The conjugate-model rows are the E-step x M-step matrix of Hoffman and Blei (201
 appendix D): the M-steps ``svi`` (mean-field), ``ssvi``, ``ssvi_a`` and ``map``, each with any
 local step (E-step) in ``model.local_methods`` as the ``local`` setting.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -50,8 +51,14 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {}
 M_STEPS: dict[str, str] = {"meanfield": "svi", "ssvi_a": "ssvi_a", "ssvi": "ssvi", "map": "map"}
 
 
-def register_algorithm(name: str, factory: Callable[..., VIAlgorithm], *, settings: tuple[str, ...] = (),
-                       takes_schedule: bool = True, description: str = "") -> None:
+def register_algorithm(
+    name: str,
+    factory: Callable[..., VIAlgorithm],
+    *,
+    settings: tuple[str, ...] = (),
+    takes_schedule: bool = True,
+    description: str = "",
+) -> None:
     """Registers ``factory`` under ``name`` (registering a name again replaces it).
 
     Args:
@@ -104,33 +111,102 @@ def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings
     return spec.factory(model, num_data=num_data, schedule=schedule, **settings)
 
 
-register_algorithm("cavi", cavi, settings=("local",), takes_schedule=False,
-                   description="coordinate ascent VI on the whole data (Blei et al. 2017, §4.2)")
-register_algorithm("em", em, takes_schedule=False,
-                   description="maximum-likelihood / MAP EM for a model with an E-step and an M-step (Dempster et al. 1977)")
-register_algorithm("svi", svi, settings=("local", "ramp", "hyper_step"),
-                   description="natural-gradient SVI, the mean-field M-step (Blei et al. 2017, §4.3)")
-register_algorithm("ssvi", ssvi, settings=("local", "ramp"),
-                   description="structured SVI with the V matrix (Hoffman and Blei 2015, eq. 11)")
-register_algorithm("ssvi_a", ssvi_a, settings=("local", "ramp"),
-                   description="structured SVI without V, SSVI-A (Hoffman and Blei 2015, eq. 10)")
-register_algorithm("map", map_em, settings=("local", "ramp"),
-                   description="stochastic MAP-EM: a point estimate of the globals (Hoffman and Blei 2015, §2.5)")
-register_algorithm("prox_svi", prox_svi, settings=("divergence", "num_samples"),
-                   description="proximal-gradient SVI for non-conjugate models (Khan et al. 2016)")
-register_algorithm("optax", optax_vi,
-                   settings=("optimizer", "num_samples", "kappa", "eps", "decay", "rho", "b1", "b2"),
-                   description="gradient VI on a model's parameters with an optax optimizer")
-register_algorithm("bbvi", bbvi,
-                   settings=("family", "init_params", "bijectors", "optimizer", "estimator", "entropy", "num_samples",
-                             "log_prior", "prior", "init_scale", "rank", "kappa", "eps", "decay", "rho", "b1", "b2"),
-                   description="black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)")
-register_algorithm("aevb", aevb,
-                   settings=("optimizer", "num_samples", "bayesian_decoder", "prior_scale", "init_scale", "kappa", "eps",
-                             "decay", "rho", "b1", "b2"),
-                   description="auto-encoding variational Bayes, a point or a mean-field Bayesian decoder "
-                               "(Kingma and Welling 2014)")
-register_algorithm("ngvi", ngvi, settings=("family", "num_samples", "gradient", "prior", "log_prior"),
-                   description="natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)")
+register_algorithm(
+    "cavi",
+    cavi,
+    settings=("local",),
+    takes_schedule=False,
+    description="coordinate ascent VI on the whole data (Blei et al. 2017, §4.2)",
+)
+register_algorithm(
+    "em",
+    em,
+    takes_schedule=False,
+    description="maximum-likelihood / MAP EM for a model with an E-step and an M-step (Dempster et al. 1977)",
+)
+register_algorithm(
+    "svi",
+    svi,
+    settings=("local", "ramp", "hyper_step"),
+    description="natural-gradient SVI, the mean-field M-step (Blei et al. 2017, §4.3)",
+)
+register_algorithm(
+    "ssvi",
+    ssvi,
+    settings=("local", "ramp"),
+    description="structured SVI with the V matrix (Hoffman and Blei 2015, eq. 11)",
+)
+register_algorithm(
+    "ssvi_a",
+    ssvi_a,
+    settings=("local", "ramp"),
+    description="structured SVI without V, SSVI-A (Hoffman and Blei 2015, eq. 10)",
+)
+register_algorithm(
+    "map",
+    map_em,
+    settings=("local", "ramp"),
+    description="stochastic MAP-EM: a point estimate of the globals (Hoffman and Blei 2015, §2.5)",
+)
+register_algorithm(
+    "prox_svi",
+    prox_svi,
+    settings=("divergence", "num_samples"),
+    description="proximal-gradient SVI for non-conjugate models (Khan et al. 2016)",
+)
+register_algorithm(
+    "optax",
+    optax_vi,
+    settings=("optimizer", "num_samples", "kappa", "eps", "decay", "rho", "b1", "b2"),
+    description="gradient VI on a model's parameters with an optax optimizer",
+)
+register_algorithm(
+    "bbvi",
+    bbvi,
+    settings=(
+        "family",
+        "init_params",
+        "bijectors",
+        "optimizer",
+        "estimator",
+        "entropy",
+        "num_samples",
+        "log_prior",
+        "prior",
+        "init_scale",
+        "rank",
+        "kappa",
+        "eps",
+        "decay",
+        "rho",
+        "b1",
+        "b2",
+    ),
+    description="black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)",
+)
+register_algorithm(
+    "aevb",
+    aevb,
+    settings=(
+        "optimizer",
+        "num_samples",
+        "bayesian_decoder",
+        "prior_scale",
+        "init_scale",
+        "kappa",
+        "eps",
+        "decay",
+        "rho",
+        "b1",
+        "b2",
+    ),
+    description="auto-encoding variational Bayes, a point or a mean-field Bayesian decoder (Kingma and Welling 2014)",
+)
+register_algorithm(
+    "ngvi",
+    ngvi,
+    settings=("family", "num_samples", "gradient", "prior", "log_prior"),
+    description="natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)",
+)
 
 __all__ = ["ALGORITHMS", "AlgorithmSpec", "M_STEPS", "make_algorithm", "register_algorithm"]

@@ -1,5 +1,6 @@
 """The N/S multipliers that every stochastic algorithm for conjugate models shares (the batch size
 itself is ``vijax._validate.batch_size``)."""
+
 from __future__ import annotations
 
 import jax.numpy as jnp

@@ -38,6 +38,7 @@ runs the local step at the mode of q(beta) instead of a draw.
 References:
   Hoffman and Blei (2015), Structured stochastic variational inference.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -85,15 +86,34 @@ def _draw_view(mode: str):
     return lambda q, key: (expfam.reparam_stats(q, key), lambda s: s)
 
 
-def step(state: SSVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel, num_data: int,
-         schedule: Schedule, local: str = "meanfield", mode: str = "full", ramp: bool = False):
+def step(
+    state: SSVIState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    model: ConditionallyConjugateModel,
+    num_data: int,
+    schedule: Schedule,
+    local: str = "meanfield",
+    mode: str = "full",
+    ramp: bool = False,
+):
     """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
     check_key("key", key)
     check_step_batch(model, batch, state.count)
     q = state.q_global
     q_new, num_damped, rho, prior, _, data_term = view_step(
-        q, state.count, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp,
-        view=_draw_view(mode))
+        q,
+        state.count,
+        batch,
+        key,
+        model=model,
+        num_data=num_data,
+        schedule=schedule,
+        local=local,
+        ramp=ramp,
+        view=_draw_view(mode),
+    )
     elbo = data_term - expfam.tree_kl(q, prior)
     new, ok = reject_nonfinite(SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
     return new, SSVIInfo(elbo, jnp.asarray(rho), num_damped, ok)
@@ -108,8 +128,15 @@ def check_model_invertible(model: ConditionallyConjugateModel) -> None:
         raise ValueError(f"{type(model).__name__} cannot be used with SSVI: {e}") from None
 
 
-def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
-                     mode: str = "full", ramp: bool = False) -> VIAlgorithm:
+def as_top_level_api(
+    model: ConditionallyConjugateModel,
+    *,
+    num_data: int,
+    schedule=None,
+    local: str = "meanfield",
+    mode: str = "full",
+    ramp: bool = False,
+) -> VIAlgorithm:
     """SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) for a conditionally conjugate model
     whose global families implement ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal;
     Hoffman and Blei 2015, Algorithm 1).
@@ -148,18 +175,30 @@ def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, sched
     check_model_invertible(model)
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data, schedule=schedule,
-                                            local=local, mode=mode, ramp=ramp))
+        step=lambda state, batch, key: step(
+            state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp
+        ),
+    )
 
 
 ssvi = as_top_level_api
 
 
-def ssvi_a(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
-           ramp: bool = False) -> VIAlgorithm:
+def ssvi_a(
+    model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield", ramp: bool = False
+) -> VIAlgorithm:
     """SSVI-A: ``ssvi(..., mode="approx")`` (eq. 10, the update without V)."""
     return as_top_level_api(model, num_data=num_data, schedule=schedule, local=local, mode="approx", ramp=ramp)
 
 
-__all__ = ["MODES", "SSVIInfo", "SSVIState", "as_top_level_api", "check_model_invertible", "init", "ssvi", "ssvi_a",
-           "step"]
+__all__ = [
+    "MODES",
+    "SSVIInfo",
+    "SSVIState",
+    "as_top_level_api",
+    "check_model_invertible",
+    "init",
+    "ssvi",
+    "ssvi_a",
+    "step",
+]

@@ -32,6 +32,7 @@ from the optimum, where the Newton step overshoots) finite. Where c <= 0 (L not 
 there) or a derivative is not finite, h is left unchanged for that step. g and c come from
 ``jax.grad`` and the diagonal of ``jax.hessian`` of ``hyper_objective``.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -63,8 +64,9 @@ class SVIInfo(NamedTuple):
     accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel,
-         learn_hyper: bool = False) -> SVIState:
+def init(
+    key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel, learn_hyper: bool = False
+) -> SVIState:
     """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds
     ``model.hyperparameters()`` as scalar arrays of q's float dtype."""
     check_key("key", key)
@@ -107,8 +109,18 @@ def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_st
     return new
 
 
-def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyConjugateModel, num_data: int,
-         schedule: Schedule, local: str = "meanfield", ramp: bool = False, hyper_step: Optional[float] = None):
+def step(
+    state: SVIState,
+    batch: PyTree,
+    key: PRNGKey,
+    *,
+    model: ConditionallyConjugateModel,
+    num_data: int,
+    schedule: Schedule,
+    local: str = "meanfield",
+    ramp: bool = False,
+    hyper_step: Optional[float] = None,
+):
     """One natural-gradient step on a minibatch; with ``hyper_step``, then one hyperparameter step."""
     check_key("key", key)
     s = batch_size(batch)
@@ -123,13 +135,23 @@ def step(state: SVIState, batch: PyTree, key: PRNGKey, *, model: ConditionallyCo
     elbo = conjugate_elbo(prior, state.q_global, loc, scale=full)
     if hyper is not None:
         hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, scale), hyper, rho, hyper_step)
-    new, ok = reject_nonfinite(SVIState(q_new, safe_increment(state.count), hyper if hyper is not None else state.hyper,
-                                        state.num_rejected), state, elbo)
+    new, ok = reject_nonfinite(
+        SVIState(q_new, safe_increment(state.count), hyper if hyper is not None else state.hyper, state.num_rejected),
+        state,
+        elbo,
+    )
     return new, SVIInfo(elbo, jnp.asarray(rho), num_damped, new.hyper if hyper is not None else None, ok)
 
 
-def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, schedule=None, local: str = "meanfield",
-                     ramp: bool = False, hyper_step: Optional[float] = None) -> VIAlgorithm:
+def as_top_level_api(
+    model: ConditionallyConjugateModel,
+    *,
+    num_data: int,
+    schedule=None,
+    local: str = "meanfield",
+    ramp: bool = False,
+    hyper_step: Optional[float] = None,
+) -> VIAlgorithm:
     """Natural-gradient SVI for a conditionally conjugate ``model``.
 
     Args:
@@ -173,12 +195,24 @@ def as_top_level_api(model: ConditionallyConjugateModel, *, num_data: int, sched
     if hyper_step is not None:
         hyper_step = check_scalar("hyper_step", hyper_step, low=0.0, high=None)
         if not isinstance(model, HyperparameterModel):
-            raise ValueError(f"hyper_step needs a model with hyperparameters (a HyperparameterModel); "
-                             f"{type(model).__name__} does not offer hyperparameters() and hyper_objective()")
+            raise ValueError(
+                f"hyper_step needs a model with hyperparameters (a HyperparameterModel); "
+                f"{type(model).__name__} does not offer hyperparameters() and hyper_objective()"
+            )
     return VIAlgorithm(
         init=lambda key, batch=None: init(key, batch, model=model, learn_hyper=hyper_step is not None),
-        step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data,
-                                            schedule=schedule, local=local, ramp=ramp, hyper_step=hyper_step))
+        step=lambda state, batch, key: step(
+            state,
+            batch,
+            key,
+            model=model,
+            num_data=num_data,
+            schedule=schedule,
+            local=local,
+            ramp=ramp,
+            hyper_step=hyper_step,
+        ),
+    )
 
 
 svi = as_top_level_api

@@ -10,6 +10,7 @@ model first and keyword-only ``num_data`` and ``schedule`` (and the algorithm's 
 Every state holds the global variational distribution as ``q_global`` and an int32 ``count``;
 keys are always passed (never None) and never reused.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -57,12 +58,18 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
     runtime-checkable ``typing.Protocol``), naming the members it lacks."""
     if not isinstance(model, protocol):
         missing = [m for m in protocol_members(protocol) if not hasattr(model, m)]
-        raise ValueError(f"{algorithm} needs a {protocol.__name__}: {type(model).__name__} offers no "
-                         f"{', '.join(missing) or 'member of it'}")
+        raise ValueError(
+            f"{algorithm} needs a {protocol.__name__}: {type(model).__name__} offers no "
+            f"{', '.join(missing) or 'member of it'}"
+        )
 
 
-_CONCRETE_ONLY = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
-                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+_CONCRETE_ONLY = (
+    jax.errors.TracerArrayConversionError,
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
 
 
 def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
@@ -101,8 +108,9 @@ def keep_if_finite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[
     step's ELBO) is finite, else ``old_state`` (selected by ``jnp.where``, never by multiplying,
     so an infinity in the rejected update cannot leak into the kept state: inf * 0 is NaN).
     Integer leaves (counts) always come from ``new_state``."""
-    floats = [x for x in jax.tree_util.tree_leaves((new_state, values))
-              if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    floats = [
+        x for x in jax.tree_util.tree_leaves((new_state, values)) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+    ]
     ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in floats])) if floats else jnp.array(True)
 
     def pick(new, old):
@@ -131,5 +139,14 @@ def safe_increment(count: Array) -> Array:
     return jnp.where(count < big, count + 1, big)
 
 
-__all__ = ["InitFn", "StepFn", "VIAlgorithm", "check_protocol", "check_step_batch", "keep_if_finite", "protocol_members", "reject_nonfinite",
-           "safe_increment"]
+__all__ = [
+    "InitFn",
+    "StepFn",
+    "VIAlgorithm",
+    "check_protocol",
+    "check_step_batch",
+    "keep_if_finite",
+    "protocol_members",
+    "reject_nonfinite",
+    "safe_increment",
+]

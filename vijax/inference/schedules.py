@@ -4,6 +4,7 @@ Every algorithm factory takes its step size as the keyword ``schedule``: None (t
 default), a number (a constant step), or a callable ``count -> step size``; :func:`as_schedule`
 is the one coercion they share.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -32,7 +33,9 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
     if not tau > 0:
         raise ValueError(f"tau must be > 0, got {tau!r}")
     if not 0 < scale * tau ** (-kappa) <= 1.0:
-        raise ValueError(f"scale * tau^-kappa (the first step size) must lie in (0, 1], got {scale * tau ** (-kappa)!r}")
+        raise ValueError(
+            f"scale * tau^-kappa (the first step size) must lie in (0, 1], got {scale * tau ** (-kappa)!r}"
+        )
 
     def schedule(count):
         return scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)

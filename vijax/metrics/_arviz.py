@@ -1,5 +1,6 @@
 """Draws from a fitted q as an ArviZ ``InferenceData``, so users get ArviZ's summaries and plots
 (``az.summary``, ``az.plot_posterior``, ...) for any vijax fit."""
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -39,8 +40,15 @@ def _leaves(tree: PyTree):
     return names, leaves
 
 
-def to_arviz(q_or_draws: PyTree, key: Optional[PRNGKey] = None, num_draws: int = 1000, *,
-             names: Optional[Sequence[str]] = None, log_weights: Any = None, num_chains: int = 1):
+def to_arviz(
+    q_or_draws: PyTree,
+    key: Optional[PRNGKey] = None,
+    num_draws: int = 1000,
+    *,
+    names: Optional[Sequence[str]] = None,
+    log_weights: Any = None,
+    num_chains: int = 1,
+):
     """An ``arviz.InferenceData`` holding draws from a fitted q.
 
     Args:
@@ -87,13 +95,17 @@ def to_arviz(q_or_draws: PyTree, key: Optional[PRNGKey] = None, num_draws: int =
             raise ValueError("key: a PRNG key is needed to draw from the families of q_or_draws")
         check_int("num_draws", num_draws)
         keys = jax.random.split(key, len(leaves))
-        draws = [np.asarray(leaf.sample(k, (num_draws,))) if is_family(leaf) else np.asarray(leaf)
-                 for leaf, k in zip(leaves, keys)]
+        draws = [
+            np.asarray(leaf.sample(k, (num_draws,))) if is_family(leaf) else np.asarray(leaf)
+            for leaf, k in zip(leaves, keys)
+        ]
     else:
         draws = [np.asarray(leaf) for leaf in leaves]
     sizes = {d.shape[0] if d.ndim else None for d in draws}
     if len(sizes) != 1 or None in sizes:
-        raise ValueError(f"q_or_draws: every leaf needs the same leading number of draws, got {sorted(map(str, sizes))}")
+        raise ValueError(
+            f"q_or_draws: every leaf needs the same leading number of draws, got {sorted(map(str, sizes))}"
+        )
     s = sizes.pop()
     if names is not None:
         names = list(names)
@@ -111,8 +123,9 @@ def to_arviz(q_or_draws: PyTree, key: Optional[PRNGKey] = None, num_draws: int =
     if lw.shape != (s,):
         raise ValueError(f"log_weights must have one value per draw, shape ({s},), got {lw.shape}")
     result = psis(lw)
-    idata = az.from_dict(posterior=posterior,
-                         sample_stats={"log_weight": shape(lw), "psis_log_weight": shape(result.log_weights)})
+    idata = az.from_dict(
+        posterior=posterior, sample_stats={"log_weight": shape(lw), "psis_log_weight": shape(result.log_weights)}
+    )
     idata.sample_stats.attrs["khat"] = float(result.khat)
     idata.sample_stats.attrs["psis_ess"] = float(result.ess)
     return idata

@@ -10,6 +10,7 @@ acc and conf the bin's mean correctness and mean confidence. Binary predictions 
 of shape (N,) with labels in {0, 1}; multiclass ones are class probabilities (N, C) with integer
 labels. Host-side NumPy: these are reports, not training objectives.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

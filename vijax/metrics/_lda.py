@@ -11,6 +11,7 @@ held-out words are scored with the plug-in predictive sum_k E[theta_dk] E_q[beta
 Documents whose observed or held-out part is empty are skipped (and counted): with nothing
 observed theta_d is not fitted to the document, and with nothing held out there is nothing to score.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -43,7 +44,9 @@ class DocumentCompletion(NamedTuple):
         return self.log_prob / self.num_tokens
 
 
-def document_completion(model, q_global, batch_observed, batch_heldout, key: PRNGKey | None = None) -> DocumentCompletion:
+def document_completion(
+    model, q_global, batch_observed, batch_heldout, key: PRNGKey | None = None
+) -> DocumentCompletion:
     """Held-out log probability of ``batch_heldout`` given ``batch_observed`` (document completion).
 
     Args:
@@ -114,8 +117,9 @@ def corpus_document_completion(model, q_global, observed, heldout, batch_docs: i
     lp = nt = nd = ns = 0.0
     for start in range(0, observed.num_docs, batch_docs):
         idx = np.arange(start, min(start + batch_docs, observed.num_docs))
-        r = _jitted_completion(model, q_global, observed.batch(idx, num_rows=batch_docs),
-                               heldout.batch(idx, num_rows=batch_docs))
+        r = _jitted_completion(
+            model, q_global, observed.batch(idx, num_rows=batch_docs), heldout.batch(idx, num_rows=batch_docs)
+        )
         lp, nt = lp + float(r.log_prob), nt + float(r.num_tokens)
         nd += int(r.num_docs)
         ns += int(r.num_skipped) - (batch_docs - len(idx))  # padding rows are not documents

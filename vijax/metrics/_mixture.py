@@ -1,6 +1,7 @@
 """Metrics of mixture fits: the KL between two finite mixtures of Bernoulli vectors, the number
 of components a Bernoulli-mixture fit uses (Hoffman and Blei 2015, "Structured stochastic
 variational inference", AISTATS, §4.2), and the purity of a clustering."""
+
 from __future__ import annotations
 
 import functools
@@ -43,8 +44,14 @@ class KLEstimate(NamedTuple):
     stderr: Array
 
 
-def bernoulli_mixture_kl(key: PRNGKey, true_weights: Array, true_probs: Array, fit_weights: Array,
-                         fit_probs: Array, num_samples: int = 10_000) -> KLEstimate:
+def bernoulli_mixture_kl(
+    key: PRNGKey,
+    true_weights: Array,
+    true_probs: Array,
+    fit_weights: Array,
+    fit_probs: Array,
+    num_samples: int = 10_000,
+) -> KLEstimate:
     """KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) = E_{y ~ p(y | pi, phi)}[log p(y | pi, phi) - log p(y | pi_hat, phi_hat)]
     between two finite mixtures of Bernoulli vectors, by simple Monte Carlo with y drawn from the
     truth (Hoffman and Blei 2015, §4.2), and its standard error std / sqrt(M).
@@ -113,5 +120,11 @@ def cluster_purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
     return float(total / len(z_true))
 
 
-__all__ = ["KLEstimate", "bernoulli_mixture_kl", "bernoulli_mixture_kl_exact", "cluster_purity", "components_used",
-           "count_distinct"]
+__all__ = [
+    "KLEstimate",
+    "bernoulli_mixture_kl",
+    "bernoulli_mixture_kl_exact",
+    "cluster_purity",
+    "components_used",
+    "count_distinct",
+]

@@ -1,6 +1,7 @@
 """Metrics of non-negative matrix factorisations: how well an estimated dictionary recovers the
 true one, and how many components a GaP-NMF fit uses (Hoffman and Blei 2015, "Structured
 stochastic variational inference", AISTATS, §4.3)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Held-out predictive scores and matching of fitted components to the truth."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -7,6 +7,7 @@ variational inference*): k-hat < 0.5 good, up to ``KHAT_THRESHOLD`` = 0.7 usable
 importance weights (and q) are not to be trusted. The fit is ArviZ's maintained ``psislw``; this
 module only turns it into one function of the log-weights.
 """
+
 from __future__ import annotations
 
 import warnings

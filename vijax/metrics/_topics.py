@@ -1,4 +1,5 @@
 """Reading and scoring fitted topics: top words, and recovery of known topics."""
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence

@@ -1,4 +1,5 @@
 """Models: priors, local steps, expected sufficient statistics, ELBOs and predictives."""
+
 from vijax.models._base import (
     ConditionallyConjugateModel,
     EMModel,

@@ -13,6 +13,7 @@ optimal q(beta) has natural parameters eta + sum_n E_q[s_n] (Blei et al. 2017, e
 
 ``local_step`` returns ``sbar`` (``suff_stats``) and the second sum (``local_terms``).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Protocol, runtime_checkable

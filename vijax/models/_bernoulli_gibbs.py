@@ -23,6 +23,7 @@ Point estimates are Rao-Blackwellized posterior means, averaged over the sweeps 
 
     E[pi_k | z] = (n_k + alpha/K) / (N + alpha),   E[phi_kd | z] = (c_kd + a) / (n_k + a + b).
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -65,20 +66,22 @@ def collapsed_log_joint(model, counts: Array, ones: Array) -> Array:
     k = model.num_components
     ak = model.alpha / k
     n = jnp.sum(counts)
-    log_pz = (gammaln(model.alpha) - gammaln(n + model.alpha)
-              + jnp.sum(gammaln(counts + ak) - gammaln(ak)))
+    log_pz = gammaln(model.alpha) - gammaln(n + model.alpha) + jnp.sum(gammaln(counts + ak) - gammaln(ak))
     # log B(x, y) as lgamma differences: jax.scipy.special.betaln is off by up to ~5e-7 in float64.
     ab = model.a + model.b
-    log_py = jnp.sum(gammaln(model.a + ones) + gammaln(model.b + counts[:, None] - ones)
-                     - gammaln(ab + counts[:, None]) - (gammaln(model.a) + gammaln(model.b) - gammaln(ab)))
+    log_py = jnp.sum(
+        gammaln(model.a + ones)
+        + gammaln(model.b + counts[:, None] - ones)
+        - gammaln(ab + counts[:, None])
+        - (gammaln(model.a) + gammaln(model.b) - gammaln(ab))
+    )
     return log_pz + log_py
 
 
 def conditional_logits(model, counts: Array, log_one: Array, log_zero: Array, y_n: Array) -> Array:
     """Unnormalized log p(z_n = k | z^-n, y), shape (K,), from the counts *without* datum n."""
     log_n = jnp.log(counts + model.alpha / model.num_components)
-    return (log_n + log_one @ y_n + log_zero @ (1.0 - y_n)
-            - model.dim * jnp.log(counts + model.a + model.b))
+    return log_n + log_one @ y_n + log_zero @ (1.0 - y_n) - model.dim * jnp.log(counts + model.a + model.b)
 
 
 def _tables(model, counts, ones):
@@ -93,8 +96,17 @@ def init(key: PRNGKey, y: Array, *, model) -> GibbsState:
     counts, ones = jnp.zeros((k,), y.dtype), jnp.zeros((k, d), y.dtype)
     log_one, log_zero = _tables(model, counts, ones)
     zero = jnp.zeros((), jnp.int32)
-    empty = GibbsState(jnp.full((y.shape[0],), -1, jnp.int32), counts, ones, log_one, log_zero,
-                       jnp.zeros((k,), y.dtype), jnp.zeros((k, d), y.dtype), zero, zero)
+    empty = GibbsState(
+        jnp.full((y.shape[0],), -1, jnp.int32),
+        counts,
+        ones,
+        log_one,
+        log_zero,
+        jnp.zeros((k,), y.dtype),
+        jnp.zeros((k, d), y.dtype),
+        zero,
+        zero,
+    )
     return _sweep(empty, y, key, model)
 
 
@@ -127,16 +139,18 @@ def _sweep(state: GibbsState, y: Array, key: PRNGKey, model) -> GibbsState:
         return carry
 
     z, counts, ones, log_one, log_zero = jax.lax.fori_loop(
-        0, n_data, body, (state.z, state.counts, state.ones, state.log_one, state.log_zero))
-    return state._replace(z=z, counts=counts, ones=ones, log_one=log_one, log_zero=log_zero,
-                          count=state.count + 1)
+        0, n_data, body, (state.z, state.counts, state.ones, state.log_one, state.log_zero)
+    )
+    return state._replace(z=z, counts=counts, ones=ones, log_one=log_one, log_zero=log_zero, count=state.count + 1)
 
 
 def posterior_means(model, counts: Array, ones: Array) -> tuple[Array, Array]:
     """(E[pi | z, y], E[phi | z, y]) given the counts."""
     n = jnp.sum(counts)
-    return ((counts + model.alpha / model.num_components) / (n + model.alpha),
-            (ones + model.a) / (counts[:, None] + model.a + model.b))
+    return (
+        (counts + model.alpha / model.num_components) / (n + model.alpha),
+        (ones + model.a) / (counts[:, None] + model.a + model.b),
+    )
 
 
 def step(state: GibbsState, y: Array, key: PRNGKey, *, model, burn_in: int = 0) -> tuple[GibbsState, GibbsInfo]:
@@ -149,9 +163,11 @@ def step(state: GibbsState, y: Array, key: PRNGKey, *, model, burn_in: int = 0) 
     state = _sweep(state, y, key, model)
     keep = state.count > burn_in
     w, p = posterior_means(model, state.counts, state.ones)
-    state = state._replace(sum_weights=state.sum_weights + jnp.where(keep, w, 0.0),
-                           sum_probs=state.sum_probs + jnp.where(keep, p, 0.0),
-                           num_kept=state.num_kept + keep.astype(jnp.int32))
+    state = state._replace(
+        sum_weights=state.sum_weights + jnp.where(keep, w, 0.0),
+        sum_probs=state.sum_probs + jnp.where(keep, p, 0.0),
+        num_kept=state.num_kept + keep.astype(jnp.int32),
+    )
     info = GibbsInfo(collapsed_log_joint(model, state.counts, state.ones), jnp.sum(state.counts > 0).astype(jnp.int32))
     return state, info
 
@@ -194,5 +210,13 @@ def collapsed_gibbs(model, *, burn_in: int = 0) -> GibbsSampler:
     return GibbsSampler(init=init_fn, step=lambda state, y, key: step(state, y, key, model=model, burn_in=burn_in))
 
 
-__all__ = ["GibbsInfo", "GibbsSampler", "GibbsState", "collapsed_gibbs", "collapsed_log_joint", "conditional_logits", "point_estimates",
-           "posterior_means"]
+__all__ = [
+    "GibbsInfo",
+    "GibbsSampler",
+    "GibbsState",
+    "collapsed_gibbs",
+    "collapsed_log_joint",
+    "conditional_logits",
+    "point_estimates",
+    "posterior_means",
+]

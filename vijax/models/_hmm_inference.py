@@ -18,6 +18,7 @@ the log-semiring, O(T K^3) work in O(log T) depth; Särkkä and García-Fernánd
 parallelization of Bayesian smoothers, and Hassan et al. 2021 for HMMs), for long sequences on
 parallel hardware.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -150,8 +151,7 @@ def _pair_weights(msg: Messages, log_trans: Array, log_em: Array, length):
     return u, v, w, trans
 
 
-def posterior(log_init: Array, log_trans: Array, log_em: Array, length=None,
-              schedule: str = "sequential") -> Posterior:
+def posterior(log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential") -> Posterior:
     """Log-likelihood, smoothed marginals gamma_t (Rabiner 1989, eq. 27) and expected transition
     counts sum_t xi_t (eq. 37-38) of one sequence; see :func:`messages` for the arguments."""
     length = log_em.shape[0] if length is None else length
@@ -163,8 +163,9 @@ def posterior(log_init: Array, log_trans: Array, log_em: Array, length=None,
     return Posterior(msg.log_likelihood, gamma, counts)
 
 
-def pairwise_marginals(log_init: Array, log_trans: Array, log_em: Array, length=None,
-                       schedule: str = "sequential") -> Array:
+def pairwise_marginals(
+    log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential"
+) -> Array:
     """xi_t(i, j) = p(z_{t-1} = i, z_t = j | x) for t = 1..T-1, (T-1, K, K) (Rabiner 1989, eq. 37);
     zero at padded steps."""
     length = log_em.shape[0] if length is None else length

@@ -6,6 +6,7 @@ and decoder, and the feature map under a Bayesian last layer. ``mlp`` builds one
 ``from_equinox`` adapts an Equinox module (the optional extra ``vijax[nn]``), whose array leaves
 become ``params`` and whose other fields stay fixed in ``apply``.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Sequence
@@ -16,8 +17,13 @@ import jax.numpy as jnp
 from vijax import _validate
 from vijax.types import Array, PRNGKey, PyTree
 
-ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "softplus": jax.nn.softplus, "elu": jax.nn.elu,
-               "gelu": jax.nn.gelu}
+ACTIVATIONS = {
+    "tanh": jnp.tanh,
+    "relu": jax.nn.relu,
+    "softplus": jax.nn.softplus,
+    "elu": jax.nn.elu,
+    "gelu": jax.nn.gelu,
+}
 
 
 class Network(NamedTuple):
@@ -42,8 +48,10 @@ def mlp(key: PRNGKey, sizes: Sequence[int], activation: str = "tanh") -> Network
     _validate.check_choice("activation", activation, tuple(ACTIVATIONS))
     act = ACTIVATIONS[activation]
     keys = jax.random.split(key, len(sizes) - 1)
-    params = [{"w": jax.random.normal(k, (a, b)) / jnp.sqrt(a), "b": jnp.zeros((b,))}
-              for k, a, b in zip(keys, sizes[:-1], sizes[1:])]
+    params = [
+        {"w": jax.random.normal(k, (a, b)) / jnp.sqrt(a), "b": jnp.zeros((b,))}
+        for k, a, b in zip(keys, sizes[:-1], sizes[1:])
+    ]
 
     def apply(params, x):
         h = x
@@ -80,9 +88,11 @@ def check_network(net: Network, example: Array, expected_shape: tuple, name: str
     try:
         out = jax.eval_shape(net.apply, net.params, example)
     except Exception as err:  # the user's function failed on a datum of this shape
-        raise ValueError(f"{name}: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}") \
-            from err
+        raise ValueError(
+            f"{name}: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}"
+        ) from err
     shapes = jax.tree_util.tree_map(lambda o: tuple(o.shape), out)
     if shapes != expected_shape:
-        raise ValueError(f"{name} must map one datum of shape {tuple(jnp.shape(example))} to shape "
-                         f"{expected_shape}, got {shapes}")
+        raise ValueError(
+            f"{name} must map one datum of shape {tuple(jnp.shape(example))} to shape {expected_shape}, got {shapes}"
+        )

@@ -27,6 +27,7 @@ Terms of the log joint that are linear in q's mean parameters (conjugate terms) 
 ``loglik_grad`` too: their gradient is exact and linearising them changes nothing, so they are kept
 exact automatically.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional, Protocol, runtime_checkable
@@ -82,8 +83,9 @@ class StructuredProxModel(ProxModel, Protocol):
     of :func:`kl_prox_update` (GP classification's (m, gamma) form, the CTM's local fits, the GLM's
     linearisations)."""
 
-    def prox_update(self, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: Optional[int],
-                    num_data: int) -> ProxUpdate:
+    def prox_update(
+        self, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: Optional[int], num_data: int
+    ) -> ProxUpdate:
         """The step with step size ``beta`` on ``batch`` (terms scaled by N/M)."""
 
 
@@ -95,8 +97,9 @@ class ParamsModel(Protocol):
     def init_params(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
         """The starting variational parameters."""
 
-    def elbo_params(self, params: PyTree, batch: PyTree, key: PRNGKey, num_samples: Optional[int],
-                    num_data: Optional[int]) -> Array:
+    def elbo_params(
+        self, params: PyTree, batch: PyTree, key: PRNGKey, num_samples: Optional[int], num_data: Optional[int]
+    ) -> Array:
         """The ELBO estimate at ``params`` (minibatch terms scaled by N/M)."""
 
 
@@ -155,8 +158,9 @@ def mean_param_grad(fn: Callable[[PyTree], Array], q: PyTree) -> PyTree:
       A pytree like ``expfam.tree_natural_params(q)``.
     """
     grad_nat = jax.grad(fn)(q)  # a pytree of families whose fields are d fn / d lambda
-    return jax.tree_util.tree_map(lambda f, g: tuple(f.inv_fisher_vp(g.natural_params)), q, grad_nat,
-                                  is_leaf=expfam.is_family)
+    return jax.tree_util.tree_map(
+        lambda f, g: tuple(f.inv_fisher_vp(g.natural_params)), q, grad_nat, is_leaf=expfam.is_family
+    )
 
 
 def kl_prox_target(prior: PyTree, g_hat: PyTree, scale=1.0) -> PyTree:
@@ -167,13 +171,15 @@ def kl_prox_target(prior: PyTree, g_hat: PyTree, scale=1.0) -> PyTree:
 def kl_prox_closed_form(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
     """The undamped closed-form KL-proximal step r lambda_k + (1 - r)(eta + g), r = 1/(1 + beta)."""
     r = 1.0 / (1.0 + beta)
-    new = jax.tree_util.tree_map(lambda lam, t: r * lam + (1.0 - r) * t,
-                                 expfam.tree_natural_params(q), kl_prox_target(prior, g))
+    new = jax.tree_util.tree_map(
+        lambda lam, t: r * lam + (1.0 - r) * t, expfam.tree_natural_params(q), kl_prox_target(prior, g)
+    )
     return expfam.tree_from_natural(q, new)
 
 
-def kl_prox_update(model: GradientProxModel, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: int,
-                   num_data: int) -> ProxUpdate:
+def kl_prox_update(
+    model: GradientProxModel, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: int, num_data: int
+) -> ProxUpdate:
     """The generic KL-proximal step of iteration (9) for a ``ProxModel`` whose q is a pytree of
     families: lambda <- r lambda + (1 - r)(eta + (N/M) g_hat), r = 1 / (1 + beta), with g_hat
     from ``model.loglik_grad`` and the domain guard of ``vijax.expfam.conjugate_update``. The ELBO
@@ -189,8 +195,16 @@ def kl_prox_update(model: GradientProxModel, q: PyTree, batch: PyTree, key: PRNG
     return ProxUpdate(q_new, elbo, num_damped)
 
 
-def structured_prox_update(model: ProxModel, prox_step: Callable, q: PyTree, batch: PyTree, key: PRNGKey, beta,
-                           num_samples: Optional[int], num_data: int) -> ProxUpdate:
+def structured_prox_update(
+    model: ProxModel,
+    prox_step: Callable,
+    q: PyTree,
+    batch: PyTree,
+    key: PRNGKey,
+    beta,
+    num_samples: Optional[int],
+    num_data: int,
+) -> ProxUpdate:
     """A ``ProxUpdate`` from a model's own closed-form step ``prox_step(q, batch, key, beta,
     num_samples, num_data) -> q_new``: ``key`` is split into the step's and the ELBO's draws (in
     that order, as :func:`kl_prox_update`), and the ELBO is ``model.elbo`` at the pre-update q."""
@@ -219,6 +233,7 @@ def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> Py
     the whole negative ELBO is linearised; ``fisher_vp`` maps the mean-parameter gradient g and
     the prior's natural-parameter gap to lambda-space).
     """
+
     def fam_step(f, e, gg):
         direction = tuple(ei + gi - li for ei, gi, li in zip(e, gg, f.natural_params))
         grad = f.fisher_vp(direction)
@@ -228,6 +243,18 @@ def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> Py
     return new
 
 
-__all__ = ["AEVBModel", "GradientProxModel", "ParamsModel", "ProxModel", "ProxUpdate", "StructuredProxModel", "euclidean_natural_grad_step",
-           "kl_prox_closed_form", "kl_prox_target", "kl_prox_update", "mean_param_grad", "prox_objective",
-           "structured_prox_update"]
+__all__ = [
+    "AEVBModel",
+    "GradientProxModel",
+    "ParamsModel",
+    "ProxModel",
+    "ProxUpdate",
+    "StructuredProxModel",
+    "euclidean_natural_grad_step",
+    "kl_prox_closed_form",
+    "kl_prox_target",
+    "kl_prox_update",
+    "mean_param_grad",
+    "prox_objective",
+    "structured_prox_update",
+]

@@ -30,6 +30,7 @@ algorithms).
 positive definite because E[alpha] > 0. Irrelevant coefficients get large E[alpha_d] and shrink to
 0 (their posterior sd too).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -206,5 +207,9 @@ class ARDRegression:
         """log p(y_new | x_new, data) under q, per row: the Student-t density of ``predict``."""
         loc, scale2, dof = self._student_t(q_alpha, data, x_new)
         z2 = (jnp.asarray(y_new, loc.dtype) - loc) ** 2 / scale2
-        return (gammaln((dof + 1) / 2) - gammaln(dof / 2) - 0.5 * jnp.log(dof * jnp.pi * scale2)
-                - (dof + 1) / 2 * jnp.log1p(z2 / dof))
+        return (
+            gammaln((dof + 1) / 2)
+            - gammaln(dof / 2)
+            - 0.5 * jnp.log(dof * jnp.pi * scale2)
+            - (dof + 1) / 2 * jnp.log1p(z2 / dof)
+        )

@@ -19,6 +19,7 @@ experiment's metrics build on: the number of components a fit uses and KL(p(y | 
 p(y | pi_hat, phi_hat)) are in ``vijax.metrics`` (``components_used``, ``bernoulli_mixture_kl``,
 ``bernoulli_mixture_kl_exact``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +31,14 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import values_in_set
-from vijax._validate import (check_choice, check_data_array, check_int, check_positive_fields, float_dtype,
-                             set_static_floats)
+from vijax._validate import (
+    check_choice,
+    check_data_array,
+    check_int,
+    check_positive_fields,
+    float_dtype,
+    set_static_floats,
+)
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.types import Array, PRNGKey
 
@@ -117,8 +124,10 @@ class BernoulliMixture:
         """(Dirichlet(alpha / K 1_K), Beta(a, b) with batch shape (K, D))."""
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
-        return (expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha / k, dt)),
-                expfam.Beta.from_concentrations(jnp.full((k, d), self.a, dt), jnp.full((k, d), self.b, dt)))
+        return (
+            expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha / k, dt)),
+            expfam.Beta.from_concentrations(jnp.full((k, d), self.a, dt), jnp.full((k, d), self.b, dt)),
+        )
 
     def batch_checks(self, y) -> list:
         """The value check of a step's batch: binary data (0 or 1)."""
@@ -159,8 +168,10 @@ class BernoulliMixture:
             n = y.shape[0]
             seeds = y[jax.random.choice(key, n, (k,), replace=n < k)]
         c = self.init_pseudo_count
-        return (expfam.Dirichlet.from_natural((jnp.full((k,), self.alpha / k + n / k - 1.0, dt),)),
-                expfam.Beta.from_natural((self.a - 1.0 + c * seeds, self.b - 1.0 + c * (1.0 - seeds))))
+        return (
+            expfam.Dirichlet.from_natural((jnp.full((k,), self.alpha / k + n / k - 1.0, dt),)),
+            expfam.Beta.from_natural((self.a - 1.0 + c * seeds, self.b - 1.0 + c * (1.0 - seeds))),
+        )
 
     def log_resp(self, globals_view, y: Array) -> Array:
         """log r_nk (normalized over k) at a globals view (see the class docstring), shape (N, K)."""

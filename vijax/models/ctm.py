@@ -40,6 +40,7 @@ Held-out evaluation (§6.2, following Wang & Blei 2013): test documents are spli
 held-out word is scored with log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q, with
 S = ``eval_samples`` draws; ``vijax.metrics.corpus_document_completion`` averages it per word.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -134,7 +135,6 @@ class CTM:
     eval_samples: int = 1000
     eval_seed: int = 0
 
-
     def __post_init__(self):
         check_int("num_topics", self.num_topics, minimum=2)
         check_int("vocab_size", self.vocab_size)
@@ -155,8 +155,9 @@ class CTM:
         """Raises ValueError naming ``word_ids`` or ``counts`` (shapes and dtypes also of tracers)."""
         ids, counts = batch
         if np.ndim(ids) != 2 or np.shape(ids) != np.shape(counts):
-            raise ValueError(f"word_ids and counts must be (M, L) arrays of one shape, got {np.shape(ids)}, "
-                             f"{np.shape(counts)}")
+            raise ValueError(
+                f"word_ids and counts must be (M, L) arrays of one shape, got {np.shape(ids)}, {np.shape(counts)}"
+            )
         if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
             raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
         if isinstance(ids, jax.core.Tracer) or isinstance(counts, jax.core.Tracer):
@@ -205,8 +206,11 @@ class CTM:
         psi = jnp.sum(counts[None, :] * lse, -1) - w * logsumexp(z, -1)
         grad = jnp.einsum("l,slk->sk", counts, p) - w * s
         yp = counts[None, :, None] * p
-        hess = (jax.vmap(jnp.diag)(jnp.sum(yp, 1)) - jnp.einsum("slk,slj->skj", yp, p)
-                - w * (jax.vmap(jnp.diag)(s) - s[:, :, None] * s[:, None, :]))
+        hess = (
+            jax.vmap(jnp.diag)(jnp.sum(yp, 1))
+            - jnp.einsum("slk,slj->skj", yp, p)
+            - w * (jax.vmap(jnp.diag)(s) - s[:, :, None] * s[:, None, :])
+        )
         return psi, grad[:, :-1], hess[:, :-1, :-1], p
 
     def expected_loglik_grads(self, q: LocalQ, a, counts, key, num_samples):
@@ -227,8 +231,11 @@ class CTM:
         cov = q.cov if self.covariance == "full" else jnp.diag(q.cov)
         tr = jnp.trace(jax.scipy.linalg.cho_solve((chol_s, True), cov))
         logdet_s = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol_s)))
-        logdet_v = (2.0 * jnp.sum(jnp.log(jnp.diagonal(jnp.linalg.cholesky(q.cov))))
-                    if self.covariance == "full" else jnp.sum(jnp.log(q.cov)))
+        logdet_v = (
+            2.0 * jnp.sum(jnp.log(jnp.diagonal(jnp.linalg.cholesky(q.cov))))
+            if self.covariance == "full"
+            else jnp.sum(jnp.log(q.cov))
+        )
         return 0.5 * (tr + diff @ sol - k + logdet_s - logdet_v)
 
     def prior_local(self, params: CTMParams) -> LocalQ:
@@ -305,7 +312,9 @@ class CTM:
 
     def _fit_batch(self, params, batch, key, num_samples, steps):
         keys = jax.random.split(key, batch.word_ids.shape[0])
-        return jax.vmap(lambda i, c, k: self.fit_local(params, i, c, k, num_samples, steps))(batch.word_ids, batch.counts, keys)
+        return jax.vmap(lambda i, c, k: self.fit_local(params, i, c, k, num_samples, steps))(
+            batch.word_ids, batch.counts, keys
+        )
 
     # ------------------------------------------------------------------ prox_svi interface
     def local_elbo(self, q: LocalQ, params: CTMParams, word_ids, counts, key, num_samples) -> Array:
@@ -335,8 +344,9 @@ class CTM:
 
         kss = jax.random.split(k_stats, m)
         resp = jax.vmap(doc_stats)(qs, batch.word_ids, batch.counts, kss)  # (M, L, K)
-        topic_hat = jnp.zeros_like(g.topic_stats).at[:, batch.word_ids.reshape(-1)].add(
-            resp.reshape(-1, self.num_topics).T)
+        topic_hat = (
+            jnp.zeros_like(g.topic_stats).at[:, batch.word_ids.reshape(-1)].add(resp.reshape(-1, self.num_topics).T)
+        )
         topic_hat = jnp.where(jnp.isfinite(topic_hat), topic_hat, jnp.inf)  # caught by `finite` below
         covs = qs.cov if self.covariance == "full" else jax.vmap(jnp.diag)(qs.cov)
         second = covs + qs.mean[:, :, None] * qs.mean[:, None, :]
@@ -346,12 +356,15 @@ class CTM:
         finite = jnp.all(jnp.isfinite(topic_hat)) & jnp.all(jnp.isfinite(mean_hat)) & jnp.all(jnp.isfinite(second_hat))
         has = (jnp.sum(valid) > 0) & finite  # a minibatch whose statistics are not finite is skipped
         w = jnp.where(has, 1.0 - r, 0.0).astype(params.mu.dtype)
-        new = CTMGlobals((1.0 - w) * g.topic_stats + w * scale * topic_hat,
-                         (1.0 - w) * g.mean_stats + w * mean_hat,
-                         _sym((1.0 - w) * g.second_stats + w * second_hat))
+        new = CTMGlobals(
+            (1.0 - w) * g.topic_stats + w * scale * topic_hat,
+            (1.0 - w) * g.mean_stats + w * mean_hat,
+            _sym((1.0 - w) * g.second_stats + w * second_hat),
+        )
         kes = jax.random.split(k_elbo, m)
         elbos = jax.vmap(lambda q, i, c, kk: self.local_elbo(q, params, i, c, kk, num_samples))(
-            qs, batch.word_ids, batch.counts, kes)
+            qs, batch.word_ids, batch.counts, kes
+        )
         return new, scale * jnp.sum(valid * elbos)
 
     def prox_update(self, g: CTMGlobals, batch, key: PRNGKey, beta, num_samples: int, num_data: int) -> ProxUpdate:
@@ -369,7 +382,8 @@ class CTM:
         m = batch.word_ids.shape[0]
         kes = jax.random.split(k_elbo, m)
         elbos = jax.vmap(lambda q, i, c, kk: self.local_elbo(q, params, i, c, kk, num_samples))(
-            qs, batch.word_ids, batch.counts, kes)
+            qs, batch.word_ids, batch.counts, kes
+        )
         valid = (jnp.sum(batch.counts, -1) > 0).astype(elbos.dtype)
         return num_data / m * jnp.sum(valid * elbos)
 

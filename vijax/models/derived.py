@@ -29,6 +29,7 @@ local variable is exact after one sweep. ``check_conjugacy(batch)`` (run by ``in
 concrete data) verifies the linearity with a Hessian-vector product per variable and the domain of
 each derived update, and names the variable that fails.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,7 +44,7 @@ from vijax import expfam
 from vijax._validate import finite_values
 from vijax._validate import check_choice, check_int, check_scalar, is_tracer
 from vijax.models._base import LocalResult, conjugate_posterior
-from vijax.types import Array, PRNGKey, PyTree
+from vijax.types import PRNGKey
 
 
 class Local(NamedTuple):
@@ -56,8 +57,10 @@ class Local(NamedTuple):
 
 
 def _stats_layout(families: dict) -> str:
-    return ", ".join(f"{name}: {type(f).__name__} with statistics of shapes "
-                     f"{[tuple(m.shape) for m in f.mean_params()]}" for name, f in families.items())
+    return ", ".join(
+        f"{name}: {type(f).__name__} with statistics of shapes {[tuple(m.shape) for m in f.mean_params()]}"
+        for name, f in families.items()
+    )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -103,8 +106,10 @@ class DerivedConjugateModel:
                 if w is not None:  # eta = grad / multiplicity; a zero-weight element keeps its start
                     w = jnp.asarray(w, g[0].dtype)
                     nd = spec[n].q0._event_ndims
-                    g = tuple(jnp.where(_expand(w, e) > 0, gi / jnp.where(_expand(w, e) > 0, _expand(w, e), 1.0), s)
-                              for gi, s, e in zip(g, spec[n].q0.natural_params, nd))
+                    g = tuple(
+                        jnp.where(_expand(w, e) > 0, gi / jnp.where(_expand(w, e) > 0, _expand(w, e), 1.0), s)
+                        for gi, s, e in zip(g, spec[n].q0.natural_params, nd)
+                    )
                 new_q[n] = spec[n].q0.replace_natural(g)
                 mu = {**mu, n: new_q[n].mean_params()}
             return new_q, mu
@@ -180,12 +185,16 @@ class DerivedConjugateModel:
             spec = self._spec(x)
             out = {}
             for i, (name, loc) in enumerate(spec.items()):
-                nat = tuple(p + jax.random.normal(jax.random.fold_in(k, 2 * i + j), p.shape, p.dtype)
-                            for j, p in enumerate(loc.q0.natural_params))
+                nat = tuple(
+                    p + jax.random.normal(jax.random.fold_in(k, 2 * i + j), p.shape, p.dtype)
+                    for j, p in enumerate(loc.q0.natural_params)
+                )
                 fam = loc.q0.replace_natural(nat)
                 out[name] = jax.tree_util.tree_map(
                     lambda a, b: jnp.where(_expand(fam.is_valid(), a.ndim - fam.is_valid().ndim), a, b),
-                    fam.mean_params(), loc.q0.mean_params())
+                    fam.mean_params(),
+                    loc.q0.mean_params(),
+                )
             return out
 
         mu_local = jax.vmap(noisy_mu)(batch, keys)
@@ -194,8 +203,11 @@ class DerivedConjugateModel:
 
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch: every float leaf finite."""
-        return [finite_values("batch", leaf) for leaf in jax.tree_util.tree_leaves(batch)
-                if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)]
+        return [
+            finite_values("batch", leaf)
+            for leaf in jax.tree_util.tree_leaves(batch)
+            if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
+        ]
 
     def check_data(self, batch) -> None:
         """Every leaf of ``batch`` has the same leading size >= 1 and finite values."""
@@ -204,10 +216,15 @@ class DerivedConjugateModel:
             raise ValueError("batch holds no arrays")
         sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in leaves}
         if len(sizes) != 1 or None in sizes or 0 in sizes:
-            raise ValueError(f"batch: every array must have the same leading (data) size >= 1, got {sorted(map(str, sizes))}")
+            raise ValueError(
+                f"batch: every array must have the same leading (data) size >= 1, got {sorted(map(str, sizes))}"
+            )
         for leaf in leaves:
-            if not is_tracer(leaf) and jnp.issubdtype(jnp.result_type(leaf), jnp.inexact) \
-                    and not np.all(np.isfinite(np.asarray(leaf))):
+            if (
+                not is_tracer(leaf)
+                and jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
+                and not np.all(np.isfinite(np.asarray(leaf)))
+            ):
                 raise ValueError("batch must be finite (no NaN or inf)")
 
     def check_conjugacy(self, batch, num_checked: int = 8) -> None:
@@ -226,9 +243,11 @@ class DerivedConjugateModel:
             mu0 = {n: s.q0.mean_params() for n, s in spec.items()}
             value = self.log_joint(view, mu0, x0)
         except Exception as err:
-            raise ValueError(f"log_joint failed on one datum with the statistics of the globals ({_stats_layout(self.priors)}) "
-                             f"and of the locals ({_stats_layout({n: s.q0 for n, s in spec.items()})}): "
-                             f"{type(err).__name__}: {err}") from err
+            raise ValueError(
+                f"log_joint failed on one datum with the statistics of the globals ({_stats_layout(self.priors)}) "
+                f"and of the locals ({_stats_layout({n: s.q0 for n, s in spec.items()})}): "
+                f"{type(err).__name__}: {err}"
+            ) from err
         if jnp.shape(value) != ():
             raise ValueError(f"log_joint must return a scalar for one datum, got shape {jnp.shape(value)}")
         clash = set(spec) & set(self.priors)
@@ -243,21 +262,27 @@ class DerivedConjugateModel:
                     f"log_joint is not conjugate in {where} variable {name!r}: it is not linear in "
                     f"{name}'s statistics (its gradient with respect to them changes with them; "
                     f"relative curvature {bend / size:.3g}). Write every term as a coefficient times "
-                    f"E[t({name})], e.g. E[mu^2] from the statistics, never E[mu]**2.")
+                    f"E[t({name})], e.g. E[mu^2] from the statistics, never E[mu]**2."
+                )
         loc = _local_step(self, view, sub)
-        bad = jax.tree_util.tree_map(lambda fam: bool(jnp.all(fam.is_valid())), loc.local_params,
-                                     is_leaf=expfam.is_family)
+        bad = jax.tree_util.tree_map(
+            lambda fam: bool(jnp.all(fam.is_valid())), loc.local_params, is_leaf=expfam.is_family
+        )
         for name, ok in bad.items():
             if not ok:
-                raise ValueError(f"the derived update of local variable {name!r} leaves its family "
-                                 f"{type(spec[name].q0).__name__}'s domain: does the family match the "
-                                 f"variable's support and its use in log_joint?")
+                raise ValueError(
+                    f"the derived update of local variable {name!r} leaves its family "
+                    f"{type(spec[name].q0).__name__}'s domain: does the family match the "
+                    f"variable's support and its use in log_joint?"
+                )
         post = conjugate_posterior(self.priors, loc.suff_stats)
         for name, fam in post.items():
             if not bool(jnp.all(fam.is_valid())):
-                raise ValueError(f"the derived update of global variable {name!r} leaves its prior family "
-                                 f"{type(fam).__name__}'s domain: does priors[{name!r}] match the variable's "
-                                 f"support and its use in log_joint?")
+                raise ValueError(
+                    f"the derived update of global variable {name!r} leaves its prior family "
+                    f"{type(fam).__name__}'s domain: does priors[{name!r}] match the variable's "
+                    f"support and its use in log_joint?"
+                )
         if not np.isfinite(float(loc.local_terms)):
             raise ValueError("log_joint gives a non-finite ELBO on the data at the prior's statistics")
 
@@ -309,8 +334,9 @@ def _check_spec(spec) -> None:
         raise ValueError("locals(x) must return a non-empty dict name -> Local(q0, weight)")
     for name, loc in spec.items():
         if not isinstance(loc, Local) or not expfam.is_family(loc.q0):
-            raise ValueError(f"locals(x)[{name!r}] must be Local(q0, weight) with q0 a vijax.expfam family, "
-                             f"got {type(loc).__name__}")
+            raise ValueError(
+                f"locals(x)[{name!r}] must be Local(q0, weight) with q0 a vijax.expfam family, got {type(loc).__name__}"
+            )
 
 
 def _expand(w, event_ndims: int):
@@ -321,8 +347,16 @@ def _traced(batch) -> bool:
     return any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(batch))
 
 
-def conjugate_model(log_joint: Callable, *, priors: dict, locals: Callable | None = None, max_iters: int = 100,
-                    tol: float = 1e-6, init: Callable | None = None, example=None) -> DerivedConjugateModel:
+def conjugate_model(
+    log_joint: Callable,
+    *,
+    priors: dict,
+    locals: Callable | None = None,
+    max_iters: int = 100,
+    tol: float = 1e-6,
+    init: Callable | None = None,
+    example=None,
+) -> DerivedConjugateModel:
     """A conditionally conjugate model whose CAVI/SVI/SSVI updates are derived from ``log_joint``.
 
     Args:

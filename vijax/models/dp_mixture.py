@@ -63,6 +63,7 @@ the two above); its q(v_k) = Beta(1 + N_k, alpha + sum_{j>k} N_j). From the same
 the M-steps coincide: for Blei and Jordan on sticks 1..T-1 and every component, for Kurihara et
 al. (with no tail mass in the responsibilities) on all T sticks and components.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -120,8 +121,10 @@ class DPMixture:
 
     def __post_init__(self):
         if not isinstance(self.components, (DiagonalGMM, BernoulliMixture)):
-            raise ValueError("components must be a DiagonalGMM or a BernoulliMixture (the component family), "
-                             f"got {type(self.components).__name__}")
+            raise ValueError(
+                "components must be a DiagonalGMM or a BernoulliMixture (the component family), "
+                f"got {type(self.components).__name__}"
+            )
         check_positive("alpha", self.alpha)
         if isinstance(self.alpha, (bool, str)) or np.ndim(self.alpha) != 0:
             raise ValueError(f"alpha must be a real scalar, got {self.alpha!r}")
@@ -130,27 +133,58 @@ class DPMixture:
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
-    def gaussian(cls, truncation_level: int, dim: int, *, alpha: float = 1.0, truncation: str = "blei_jordan",
-                 loc0: Any = 0.0, kappa0: float = 1.0, a0: float = 1.0, b0: Any = 1.0, dtype=None) -> "DPMixture":
+    def gaussian(
+        cls,
+        truncation_level: int,
+        dim: int,
+        *,
+        alpha: float = 1.0,
+        truncation: str = "blei_jordan",
+        loc0: Any = 0.0,
+        kappa0: float = 1.0,
+        a0: float = 1.0,
+        b0: Any = 1.0,
+        dtype=None,
+    ) -> "DPMixture":
         """Diagonal-Gaussian components with Normal-Gamma priors (those of :class:`DiagonalGMM`)."""
         t = check_int("truncation_level", truncation_level)
         return cls(DiagonalGMM(t, dim, loc0=loc0, kappa0=kappa0, a0=a0, b0=b0, dtype=dtype), alpha, truncation)
 
     @classmethod
-    def gaussian_from_data(cls, x, truncation_level: int, *, alpha: float = 1.0, truncation: str = "blei_jordan",
-                           kappa0: float = 1.0, a0: float | None = None, dtype=None) -> "DPMixture":
+    def gaussian_from_data(
+        cls,
+        x,
+        truncation_level: int,
+        *,
+        alpha: float = 1.0,
+        truncation: str = "blei_jordan",
+        kappa0: float = 1.0,
+        a0: float | None = None,
+        dtype=None,
+    ) -> "DPMixture":
         """Gaussian components with the empirical-Bayes priors of :meth:`DiagonalGMM.from_data`
         (scikit-learn's defaults: m0 = mean(x), a0 = D / 2, b0 = a0 var(x))."""
         t = check_int("truncation_level", truncation_level)
         return cls(DiagonalGMM.from_data(x, t, kappa0=kappa0, a0=a0, dtype=dtype), alpha, truncation)
 
     @classmethod
-    def bernoulli(cls, truncation_level: int, dim: int, *, alpha: float = 1.0, truncation: str = "blei_jordan",
-                  a: float = 1.0, b: float = 1.0, init_pseudo_count: float = 1.0, dtype=None) -> "DPMixture":
+    def bernoulli(
+        cls,
+        truncation_level: int,
+        dim: int,
+        *,
+        alpha: float = 1.0,
+        truncation: str = "blei_jordan",
+        a: float = 1.0,
+        b: float = 1.0,
+        init_pseudo_count: float = 1.0,
+        dtype=None,
+    ) -> "DPMixture":
         """Bernoulli components with Beta(a, b) priors (those of :class:`BernoulliMixture`)."""
         t = check_int("truncation_level", truncation_level)
-        return cls(BernoulliMixture(t, dim, a=a, b=b, init_pseudo_count=init_pseudo_count, dtype=dtype),
-                   alpha, truncation)
+        return cls(
+            BernoulliMixture(t, dim, a=a, b=b, init_pseudo_count=init_pseudo_count, dtype=dtype), alpha, truncation
+        )
 
     # -- the model ------------------------------------------------------------------------------
     @property
@@ -257,7 +291,6 @@ class DPMixture:
         check_choice("method", method, self.local_methods)
         stick_view, comp_view = globals_view
         dt = stick_view[0].dtype
-        t = self.truncation_level
         if self._gaussian:
             if x.ndim != 2 or x.shape[1] not in (self.dim, 2 * self.dim):
                 raise ValueError(f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}")
@@ -281,8 +314,11 @@ class DPMixture:
         r = jnp.exp(log_r)
         tail = jnp.exp(log_tail_sum - log_norm)  # R_n = q(z_n > T)
         log_rho = log_tail_first - log_norm
-        local_terms = (jnp.sum(entropy_of_probs(r)) + n * log_h  # log h: sum_{k<=T} r_nk + R_n = 1
-                       + jnp.sum(tail * (e_log_w + c - log_rho)))
+        local_terms = (
+            jnp.sum(entropy_of_probs(r))
+            + n * log_h  # log h: sum_{k<=T} r_nk + R_n = 1
+            + jnp.sum(tail * (e_log_w + c - log_rho))
+        )
         stats = (self.stick_stats(r, tail), self._component_stats(x, r))
         return LocalResult(stats, local_terms, jnp.concatenate([r, tail[:, None]], axis=1))
 

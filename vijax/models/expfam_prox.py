@@ -22,6 +22,7 @@ exponential family distribution models"); these two models show it.
   likelihood sum_k c_nk log((1 - eps) theta_k + eps/K) is not linear in t(theta) = log theta
   unless eps = 0, where the model is the conjugate Dirichlet-multinomial and g_hat -> sum_n c_n.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,7 +83,9 @@ class PoissonGammaSoftplus:
 
     def prior(self, dtype=None) -> expfam.Gamma:
         dt = dtype or jnp.result_type(float)
-        return expfam.Gamma(jnp.full((self.dim,), self.prior_shape - 1.0, dt), jnp.full((self.dim,), -self.prior_rate, dt))
+        return expfam.Gamma(
+            jnp.full((self.dim,), self.prior_shape - 1.0, dt), jnp.full((self.dim,), -self.prior_rate, dt)
+        )
 
     def init_variational(self, key: PRNGKey, batch=None) -> expfam.Gamma:
         """The prior with its shapes jittered by up to 10 %."""

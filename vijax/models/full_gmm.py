@@ -19,6 +19,7 @@ Bishop's eq. (10.46)-(10.49) written with those mean parameters:
 It meets ``ConditionallyConjugateModel``, so CAVI, SVI, SSVI and SSVI-A run on it (SSVI draws the
 Normal-Wishart by its Bartlett decomposition).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -93,25 +94,43 @@ class FullGMM:
         return id(self)
 
     @classmethod
-    def from_data(cls, x, num_components: int, *, alpha0: float | None = None, kappa0: float = 1.0,
-                  dof0: float | None = None, dtype=None) -> "FullGMM":
+    def from_data(
+        cls,
+        x,
+        num_components: int,
+        *,
+        alpha0: float | None = None,
+        kappa0: float = 1.0,
+        dof0: float | None = None,
+        dtype=None,
+    ) -> "FullGMM":
         """scikit-learn's defaults for ``BayesianGaussianMixture(covariance_type="full")``:
         m0 = mean(x), alpha0 = 1/K, nu0 = D, W0^-1 = the empirical covariance of x."""
         x = np.asarray(x, dtype=float)
         check_data_array("x", x, ndim=2)
         d = x.shape[1]
         cov = np.atleast_2d(np.cov(x.T))
-        return cls(num_components, d, alpha0=1.0 / num_components if alpha0 is None else alpha0,
-                   loc0=x.mean(0), kappa0=kappa0, dof0=float(d) if dof0 is None else dof0, scale_inv0=cov,
-                   dtype=dtype)
+        return cls(
+            num_components,
+            d,
+            alpha0=1.0 / num_components if alpha0 is None else alpha0,
+            loc0=x.mean(0),
+            kappa0=kappa0,
+            dof0=float(d) if dof0 is None else dof0,
+            scale_inv0=cov,
+            dtype=dtype,
+        )
 
     def prior(self):
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         scale = np.linalg.inv(np.asarray(self.scale_inv0, float))
         nw = expfam.NormalWishart.from_params(
-            jnp.broadcast_to(jnp.asarray(self.loc0, dt), (k, d)), jnp.full((k,), self.kappa0, dt),
-            jnp.broadcast_to(jnp.asarray(0.5 * (scale + scale.T), dt), (k, d, d)), jnp.full((k,), self.dof0, dt))
+            jnp.broadcast_to(jnp.asarray(self.loc0, dt), (k, d)),
+            jnp.full((k,), self.kappa0, dt),
+            jnp.broadcast_to(jnp.asarray(0.5 * (scale + scale.T), dt), (k, d, d)),
+            jnp.full((k,), self.dof0, dt),
+        )
         return expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)), nw
 
     def batch_checks(self, x) -> list:
@@ -155,8 +174,11 @@ class FullGMM:
         """log r_nk (normalized): Bishop eq. (10.46)-(10.49) in mean parameters."""
         (e_log_pi,), (e_lam_mu, e_mu_lam_mu, e_lam, e_logdet) = globals_view
         quad = jnp.einsum("nd,kde,ne->nk", x, e_lam, x)
-        logits = (x @ e_lam_mu.T - 0.5 * quad
-                  + (e_log_pi - 0.5 * e_mu_lam_mu + 0.5 * e_logdet - 0.5 * self.dim * _LOG_2PI)[None, :])
+        logits = (
+            x @ e_lam_mu.T
+            - 0.5 * quad
+            + (e_log_pi - 0.5 * e_mu_lam_mu + 0.5 * e_logdet - 0.5 * self.dim * _LOG_2PI)[None, :]
+        )
         return jax.nn.log_softmax(logits, axis=-1)
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
@@ -185,8 +207,9 @@ class FullGMM:
         z = jax.scipy.linalg.solve_triangular(chol[None], diff[..., None], lower=True)[..., 0]
         maha = jnp.sum(z**2, -1)
         log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
-        lp = (gammaln(0.5 * (dof + d)) - gammaln(0.5 * dof) - 0.5 * d * jnp.log(dof * jnp.pi) - 0.5 * log_det)[None] \
-            - 0.5 * (dof + d)[None] * jnp.log1p(maha / dof[None])
+        lp = (gammaln(0.5 * (dof + d)) - gammaln(0.5 * dof) - 0.5 * d * jnp.log(dof * jnp.pi) - 0.5 * log_det)[
+            None
+        ] - 0.5 * (dof + d)[None] * jnp.log1p(maha / dof[None])
         return jax.nn.logsumexp(lp + log_w[None], axis=-1)
 
     def point_estimates(self, q):

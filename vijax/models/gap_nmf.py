@@ -69,6 +69,7 @@ References:
   modeling based on infinite factorial infinite hidden Markov model. WASPAA.
   Cemgil (2009). Bayesian inference for nonnegative matrix factorisation models. Comput. Intell. Neurosci.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,8 +83,16 @@ from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
 from vijax._validate import finite_nonnegative
-from vijax._validate import (check_choice, check_data_array, check_float_dtype, check_int, check_positive_fields,
-                             check_scalar, float_dtype, set_static_floats)
+from vijax._validate import (
+    check_choice,
+    check_data_array,
+    check_float_dtype,
+    check_int,
+    check_positive_fields,
+    check_scalar,
+    float_dtype,
+    set_static_floats,
+)
 from vijax.models._base import LocalResult, conjugate_elbo
 from vijax.types import Array, PRNGKey
 
@@ -207,15 +216,27 @@ class GaPNMF:
         check_choice("method", method, self.local_methods)
         (log_w, w), (log_theta, theta) = globals_view
         f, k = self.num_freqs, self.num_components
-        if jnp.shape(log_w) != (f, k) or jnp.shape(w) != (f, k) or jnp.shape(log_theta) != (k,) \
-                or jnp.shape(theta) != (k,):
-            raise ValueError(f"globals_view must be ((log_w, w), (log_theta, theta)) with shapes ({f}, {k}) and "
-                             f"({k},), got {[jnp.shape(x) for x in (log_w, w, log_theta, theta)]}")
+        if (
+            jnp.shape(log_w) != (f, k)
+            or jnp.shape(w) != (f, k)
+            or jnp.shape(log_theta) != (k,)
+            or jnp.shape(theta) != (k,)
+        ):
+            raise ValueError(
+                f"globals_view must be ((log_w, w), (log_theta, theta)) with shapes ({f}, {k}) and "
+                f"({k},), got {[jnp.shape(x) for x in (log_w, w, log_theta, theta)]}"
+            )
         if jnp.ndim(batch) != 2 or jnp.shape(batch)[1] != f or jnp.shape(batch)[0] < 1:
             raise ValueError(f"batch must be (S, {f}) spectrogram frames with S >= 1, got shape {jnp.shape(batch)}")
         dt = jnp.result_type(log_w)
-        return _local_step(self, jnp.asarray(log_w), jnp.asarray(w, dt), jnp.asarray(log_theta, dt),
-                           jnp.asarray(theta, dt), jnp.asarray(batch).astype(dt))
+        return _local_step(
+            self,
+            jnp.asarray(log_w),
+            jnp.asarray(w, dt),
+            jnp.asarray(log_theta, dt),
+            jnp.asarray(theta, dt),
+            jnp.asarray(batch).astype(dt),
+        )
 
     def elbo(self, q_global, batch) -> Array:
         """The mean-field ELBO of ``batch`` (all of Y) at q(beta), with the locals at their
@@ -283,9 +304,12 @@ def _local_step(model: GaPNMF, log_w, w, log_theta, theta, y) -> LocalResult:
     data = jnp.sum(jnp.where(pos, y * log_sum, 0.0)) - jnp.sum(gammaln(y + 1.0))
     q_h = expfam.Gamma(gamma - 1.0, -jnp.broadcast_to(rate, gamma.shape))
     p_h = expfam.Gamma(jnp.full_like(gamma, model.b - 1.0), jnp.full_like(gamma, -model.b))
-    local_terms = (data - jnp.sum(z_sum * log_b)  # <s, t> adds sum z (log W + log theta) back
-                   + jnp.sum(theta * w_sum * h_sum)  # ... and subtracts the product term twice
-                   - jnp.sum(q_h.kl(p_h)))
+    local_terms = (
+        data
+        - jnp.sum(z_sum * log_b)  # <s, t> adds sum z (log W + log theta) back
+        + jnp.sum(theta * w_sum * h_sum)  # ... and subtracts the product term twice
+        - jnp.sum(q_h.kl(p_h))
+    )
     return LocalResult((stats_w, stats_theta), local_terms, q_h)
 
 

@@ -30,6 +30,7 @@ instead, as the paper's derivation does before its approximation (76): the preci
 the same and the mean solves [(1 - r) P0 + r P_k] m = (1 - r)(s dPhi/dm + P0 m0) + r P_k m_k
 (``moments_prox_step``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,7 +44,7 @@ from vijax import expfam
 from vijax._validate import finite_nonnegative, finite_values, values_in_set
 from vijax._validate import check_choice, check_int, check_positive_scalar
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
-from vijax.types import Array, PRNGKey, PyTree
+from vijax.types import Array, PRNGKey
 
 LIKELIHOODS = ("logistic", "poisson")
 LINEARIZATIONS = ("mean", "moments")
@@ -127,8 +128,9 @@ class GLM:
     def prior(self, dtype=None) -> expfam.MultivariateNormal:
         dt = dtype or jnp.result_type(float)
         prec = 1.0 / self.prior_var
-        return expfam.MultivariateNormal(jnp.full((self.dim,), prec * self.prior_mean, dt),
-                                         -0.5 * prec * jnp.eye(self.dim, dtype=dt))
+        return expfam.MultivariateNormal(
+            jnp.full((self.dim,), prec * self.prior_mean, dt), -0.5 * prec * jnp.eye(self.dim, dtype=dt)
+        )
 
     def init_variational(self, key: PRNGKey, batch=None) -> expfam.MultivariateNormal:
         """The prior with its mean jittered by 0.1 s0 (so restarts differ)."""

@@ -1,5 +1,6 @@
 """Bayesian Gaussian mixtures: the univariate model of Blei et al. 2017, §3 and the diagonal-covariance
 model of Blei et al. 2017, appendix B (Bishop 2006, §10.2, with diagonal precisions)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,16 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import (check_choice, check_data_array, check_int, check_positive, check_positive_fields,
-                             finite_values, float_dtype, values_match)
+from vijax._validate import (
+    check_choice,
+    check_data_array,
+    check_int,
+    check_positive,
+    check_positive_fields,
+    finite_values,
+    float_dtype,
+    values_match,
+)
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import Array, PRNGKey
 
@@ -102,8 +111,9 @@ class UnivariateGMM:
         phi = jnp.exp(log_phi)
         n_k = jnp.sum(phi, 0)
         stats = (phi.T @ x, -0.5 * n_k)
-        local_terms = (jnp.sum(-0.5 * x**2) - x.shape[0] * (0.5 * _LOG_2PI + jnp.log(self.num_components))
-                       - jnp.sum(phi * log_phi))
+        local_terms = (
+            jnp.sum(-0.5 * x**2) - x.shape[0] * (0.5 * _LOG_2PI + jnp.log(self.num_components)) - jnp.sum(phi * log_phi)
+        )
         return LocalResult(stats, local_terms, phi)
 
     def log_predictive(self, q: expfam.Normal, x: Array) -> Array:
@@ -167,8 +177,16 @@ class DiagonalGMM:
                 raise ValueError(f"{name} must be a scalar or have shape ({self.dim},), got {shape}")
 
     @classmethod
-    def from_data(cls, x, num_components: int, *, alpha0: float | None = None, kappa0: float = 1.0,
-                  a0: float | None = None, dtype=None) -> "DiagonalGMM":
+    def from_data(
+        cls,
+        x,
+        num_components: int,
+        *,
+        alpha0: float | None = None,
+        kappa0: float = 1.0,
+        a0: float | None = None,
+        dtype=None,
+    ) -> "DiagonalGMM":
         """Empirical-Bayes defaults in the manner of scikit-learn's ``BayesianGaussianMixture``:
         m0 = mean(x), alpha0 = 1/K, a0 = D/2 (its degrees_of_freedom_prior = D), and b0 = a0 var(x)
         so that the prior mean of each precision is 1/var(x)."""
@@ -184,8 +202,10 @@ class DiagonalGMM:
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         full = lambda v: jnp.broadcast_to(jnp.asarray(v, dt), (k, d))
-        return (expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)),
-                expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0)))
+        return (
+            expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)),
+            expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0)),
+        )
 
     def batch_checks(self, x) -> list:
         """The value checks of a step's batch: finite values; for precomputed features (N, 2D),
@@ -194,9 +214,14 @@ class DiagonalGMM:
         checks = [finite_values("batch x", x)]
         if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:
             d = self.dim
-            checks.append(values_match("batch feature x**2", x[:, d:], x[:, :d] ** 2,
-                                       f"the square of its data column (features must be [x, x**2], (N, {2 * d}); "
-                                       f"data is (N, {d}))"))
+            checks.append(
+                values_match(
+                    "batch feature x**2",
+                    x[:, d:],
+                    x[:, :d] ** 2,
+                    f"the square of its data column (features must be [x, x**2], (N, {2 * d}); data is (N, {d}))",
+                )
+            )
         return checks
 
     def check_data(self, x) -> None:
@@ -235,7 +260,7 @@ class DiagonalGMM:
         for data ``x`` (N, D) or its :meth:`features`."""
         n_k = jnp.sum(phi, 0)
         sx = phi.T @ self.features(x)
-        s1, s2 = sx[:, : self.dim], sx[:, self.dim:]
+        s1, s2 = sx[:, : self.dim], sx[:, self.dim :]
         half_n = jnp.broadcast_to(0.5 * n_k[:, None], s1.shape)
         return (n_k,), (s1, -half_n, -0.5 * s2, half_n)
 
@@ -278,8 +303,9 @@ class DiagonalGMM:
         nu = 2.0 * a
         scale2 = b * (kappa + 1.0) / (a * kappa)
         z2 = (x[:, None, :] - m[None]) ** 2 / scale2[None]
-        lp = (gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi * scale2))[None] \
-            - (nu[None] + 1) / 2 * jnp.log1p(z2 / nu[None])
+        lp = (gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi * scale2))[None] - (
+            nu[None] + 1
+        ) / 2 * jnp.log1p(z2 / nu[None])
         return jnp.sum(lp, -1)
 
     def point_estimates(self, q):

@@ -25,6 +25,7 @@ x^2 . lambda_k - 2 x . (lambda_k mu_k) + mu_k^2 . lambda_k; the second moments s
 R^T (x ⊗ x), one (K, B) x (B, D^2) product. Data are centered at sum_k w_k mu_k, the current
 estimate of their mean, before either, which keeps the expanded forms accurate in float32.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,8 +36,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import (check_choice, check_data_array, check_float_dtype, check_int, check_scalar, float_dtype,
-                             finite_values, is_tracer)
+from vijax._validate import (
+    check_choice,
+    check_data_array,
+    check_float_dtype,
+    check_int,
+    check_scalar,
+    float_dtype,
+    finite_values,
+    is_tracer,
+)
 from vijax.models.gmm import _kmeanspp_centers
 from vijax.types import Array, PRNGKey
 
@@ -149,7 +158,7 @@ class GaussianMixtureEM:
                 raise ValueError(f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
         if not is_tracer(params.covariances):
             c = np.asarray(params.covariances, dtype=np.float64)
-            ok = (np.all(np.linalg.eigvalsh(c) > 0) if self.covariance_type in ("full", "tied") else np.all(c > 0))
+            ok = np.all(np.linalg.eigvalsh(c) > 0) if self.covariance_type in ("full", "tied") else np.all(c > 0)
             if not ok:
                 raise ValueError("params.covariances must be positive definite (positive variances)")
 
@@ -220,7 +229,7 @@ class GaussianMixtureEM:
         zero = jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(fn, *(b[0] for b in blocks)))
         total, _ = jax.lax.scan(body, zero, blocks)
         if rest:
-            total = jax.tree_util.tree_map(jnp.add, total, fn(*(a[nb * bs:] for a in arrays)))
+            total = jax.tree_util.tree_map(jnp.add, total, fn(*(a[nb * bs :] for a in arrays)))
         return total
 
     def log_prob(self, params: GMMParams, x: Array) -> Array:
@@ -241,8 +250,9 @@ class GaussianMixtureEM:
     def _responsibilities(self, params: GMMParams, x: Array) -> Array:
         dt = float_dtype(self.dtype)
         c = self._center(params)
-        lj = self._log_joint(self._precision_terms(params, c), jnp.log(params.weights.astype(dt)),
-                             jnp.asarray(x, dt) - c[None, :])
+        lj = self._log_joint(
+            self._precision_terms(params, c), jnp.log(params.weights.astype(dt)), jnp.asarray(x, dt) - c[None, :]
+        )
         return jnp.exp(lj - jax.nn.logsumexp(lj, -1, keepdims=True))
 
     # -- EM (vijax.models.EMModel) ----------------------------------------------------------------------
@@ -296,8 +306,9 @@ class GaussianMixtureEM:
         if not is_tracer(resp):
             r = np.asarray(resp, dtype=np.float64)
             if r.shape[0] != np.shape(x)[0] or np.any(r < 0) or not np.allclose(r.sum(1), 1.0, atol=1e-4):
-                raise ValueError(f"resp must be non-negative with rows summing to 1 and one row per row of x, "
-                                 f"got shape {r.shape}")
+                raise ValueError(
+                    f"resp must be non-negative with rows summing to 1 and one row per row of x, got shape {r.shape}"
+                )
         return _jit_method(self, "_params_from_responsibilities", x, resp)
 
     def _params_from_responsibilities(self, x: Array, resp: Array) -> GMMParams:
@@ -316,8 +327,12 @@ class GaussianMixtureEM:
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         if x is None:
-            cov = {"full": jnp.broadcast_to(jnp.eye(d, dtype=dt), (k, d, d)), "tied": jnp.eye(d, dtype=dt),
-                   "diag": jnp.ones((k, d), dt), "spherical": jnp.ones((k,), dt)}[self.covariance_type]
+            cov = {
+                "full": jnp.broadcast_to(jnp.eye(d, dtype=dt), (k, d, d)),
+                "tied": jnp.eye(d, dtype=dt),
+                "diag": jnp.ones((k, d), dt),
+                "spherical": jnp.ones((k,), dt),
+            }[self.covariance_type]
             return GMMParams(jnp.full((k,), 1.0 / k, dt), jax.random.normal(key, (k, d), dt), cov)
         x = jnp.asarray(x, dt)
         if self.init == "random":

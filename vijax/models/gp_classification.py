@@ -35,6 +35,7 @@ Cholesky factor of B = I + S K S, S = diag(sqrt(gt)) (Rasmussen & Williams 2006,
 
 Args and data are validated before compilation; labels may be {0, 1} or {-1, +1} (0 -> -1).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -100,6 +101,7 @@ def se_kernel(x1: Array, x2: Array, log_lengthscale, log_scale) -> Array:
 
 # ---- E_{N(m, v)}[log sigmoid(y z)] and its derivatives ----------------------------------------
 
+
 def _log_sigmoid(t):
     return -jnp.logaddexp(0.0, -t)
 
@@ -146,23 +148,28 @@ def _quad_parts(m: Array, v: Array, y: Array):
     xh, wh = np.polynomial.hermite.hermgauss(_GH_NODES)
     th = mu[:, None] + sd[:, None] * jnp.asarray(np.sqrt(2.0) * xh, m.dtype)[None, :]
     wh = jnp.asarray(wh / np.sqrt(np.pi), m.dtype)[None, :]
-    gh = (jnp.sum(wh * _log_sigmoid(th), 1), jnp.sum(wh * jax.nn.sigmoid(-th), 1),
-          -jnp.sum(wh * jax.nn.sigmoid(th) * jax.nn.sigmoid(-th), 1))
+    gh = (
+        jnp.sum(wh * _log_sigmoid(th), 1),
+        jnp.sum(wh * jax.nn.sigmoid(-th), 1),
+        -jnp.sum(wh * jax.nn.sigmoid(th) * jax.nn.sigmoid(-th), 1),
+    )
     # closed form + Gauss-Legendre branch
     xl, wl = np.polynomial.legendre.leggauss(_GL_NODES)
     half = 0.5 * _GL_RANGE
     t = jnp.asarray(np.concatenate([half * (xl - 1.0), half * (xl + 1.0)]), m.dtype)[None, :]
     wt = jnp.asarray(np.concatenate([half * wl, half * wl]), m.dtype)[None, :]
-    sdw = jnp.where(sd > _SWITCH_SD, sd, 1.0)[:, None]          # keeps the unused branch finite
+    sdw = jnp.where(sd > _SWITCH_SD, sd, 1.0)[:, None]  # keeps the unused branch finite
     dens = jnp.exp(-0.5 * ((t - mu[:, None]) / sdw) ** 2) / (np.sqrt(2.0 * np.pi) * sdw)
     a = mu / sdw[:, 0]
     cdf_neg = jax.scipy.special.ndtr(-a)
     pdf = jnp.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
     r0 = -jnp.logaddexp(0.0, -jnp.abs(t))
     r1 = jnp.sign(t) * jax.nn.sigmoid(-jnp.abs(t))
-    gl = (mu * cdf_neg - sdw[:, 0] * pdf + jnp.sum(wt * dens * r0, 1),
-          cdf_neg + jnp.sum(wt * dens * r1, 1),
-          -jnp.sum(wt * dens * jax.nn.sigmoid(t) * jax.nn.sigmoid(-t), 1))
+    gl = (
+        mu * cdf_neg - sdw[:, 0] * pdf + jnp.sum(wt * dens * r0, 1),
+        cdf_neg + jnp.sum(wt * dens * r1, 1),
+        -jnp.sum(wt * dens * jax.nn.sigmoid(t) * jax.nn.sigmoid(-t), 1),
+    )
     wide = sd > _SWITCH_SD
     return tuple(jnp.where(wide, b, a_) for a_, b in zip(gh, gl))
 
@@ -186,8 +193,9 @@ def _nodes(key: Optional[PRNGKey], batch_size: int, num_samples: Optional[int], 
     return eps, jnp.full((1, num_samples), 1.0 / num_samples, dtype)
 
 
-def expected_loglik(m: Array, v: Array, y: Array, key: Optional[PRNGKey] = None,
-                    num_samples: Optional[int] = None) -> Array:
+def expected_loglik(
+    m: Array, v: Array, y: Array, key: Optional[PRNGKey] = None, num_samples: Optional[int] = None
+) -> Array:
     """E_{N(z | m_n, v_n)}[log sigmoid(y_n z)] per example (shape (M,)): Monte Carlo with
     ``num_samples`` draws from ``key``, or quadrature when ``num_samples`` is None (``_quad_parts``:
     accurate to ~1e-8 for any variance). Differentiable in (m, v) with Bonnet/Price gradients."""
@@ -198,6 +206,7 @@ def expected_loglik(m: Array, v: Array, y: Array, key: Optional[PRNGKey] = None,
 
 
 # ---- the model --------------------------------------------------------------------------------
+
 
 class GPClassification:
     """Binary GP classification with a Bernoulli-logit likelihood (Khan et al. 2016, §3.1, §6, app. D).
@@ -232,8 +241,18 @@ class GPClassification:
       using proximal-gradient methods with general divergence functions, UAI.
     """
 
-    def __init__(self, x, y, log_lengthscale: float, log_scale: float, jitter: float = 1e-4,
-                 init_gamma: float = 0.0, mean_update: str = "exact", quadrature: bool = False, dtype=None):
+    def __init__(
+        self,
+        x,
+        y,
+        log_lengthscale: float,
+        log_scale: float,
+        jitter: float = 1e-4,
+        init_gamma: float = 0.0,
+        mean_update: str = "exact",
+        quadrature: bool = False,
+        dtype=None,
+    ):
         check_data_array("x", x, ndim=2)
         ypm = to_pm1_labels(y, "y")
         if np.asarray(x).shape[0] != ypm.shape[0]:
@@ -261,8 +280,10 @@ class GPClassification:
         self.K = k + self.jitter * jnp.eye(self.num_data, dtype=dtype)
         self.chol_K = jnp.linalg.cholesky(self.K)
         if not bool(jnp.all(jnp.isfinite(self.chol_K))):
-            raise ValueError("the kernel matrix is not positive definite in this precision; raise jitter "
-                             "or enable float64 (jax_enable_x64)")
+            raise ValueError(
+                "the kernel matrix is not positive definite in this precision; raise jitter "
+                "or enable float64 (jax_enable_x64)"
+            )
 
     # -- the prox_svi protocol ---------------------------------------------------------------
     def init_variational(self, key: PRNGKey, batch=None) -> GPPosterior:
@@ -284,8 +305,9 @@ class GPClassification:
         (shape and dtype also of a tracer)."""
         if isinstance(batch, jax.core.Tracer):
             if batch.ndim != 1 or batch.shape[0] < 1 or not jnp.issubdtype(batch.dtype, jnp.integer):
-                raise ValueError(f"batch must be a non-empty 1-D int array of training indices, got {batch.dtype} "
-                                 f"{batch.shape}")
+                raise ValueError(
+                    f"batch must be a non-empty 1-D int array of training indices, got {batch.dtype} {batch.shape}"
+                )
             return
         b = np.asarray(batch)
         if b.ndim != 1 or b.shape[0] < 1 or not np.issubdtype(b.dtype, np.integer):
@@ -308,7 +330,7 @@ class GPClassification:
     def marginals(self, q: GPPosterior, index: Array):
         """(m_n, v_n) for n in ``index``: M triangular solves against one Cholesky factor of B."""
         s, lb = self._chol_B(q.gamma_tilde)
-        kc = self.K[:, index]                                      # (N, M)
+        kc = self.K[:, index]  # (N, M)
         t = jax.scipy.linalg.solve_triangular(lb, s[:, None] * kc, lower=True)
         v = self.K[index, index] - jnp.sum(t * t, axis=0)
         return q.mean[index], jnp.maximum(v, 0.0)
@@ -323,8 +345,14 @@ class GPClassification:
         t = jax.scipy.linalg.solve_triangular(lb, s[:, None] * self.K, lower=True)
         return self.K - t.T @ t
 
-    def loglik_grad(self, q: GPPosterior, batch: Array, key: Optional[PRNGKey], num_samples: Optional[int],
-                    num_data: Optional[int] = None) -> GPGradient:
+    def loglik_grad(
+        self,
+        q: GPPosterior,
+        batch: Array,
+        key: Optional[PRNGKey],
+        num_samples: Optional[int],
+        num_data: Optional[int] = None,
+    ) -> GPGradient:
         """The stochastic gradient of f at q's marginals, scaled by N/M and scattered to length N.
 
         ``alpha = -(N/M) sum_b E[l'(z_b)] 1_b``, ``gamma = -(N/M) sum_b E[l''(z_b)] 1_b`` (eq. 18);
@@ -352,8 +380,15 @@ class GPClassification:
         m_new = q.mean - (1.0 - r) * self._solve_I_plus_KD(d, u)
         return GPPosterior(m_new, gt_new)
 
-    def prox_step(self, q: GPPosterior, batch: Array, key: Optional[PRNGKey], beta, num_samples: Optional[int],
-                  num_data: Optional[int] = None) -> GPPosterior:
+    def prox_step(
+        self,
+        q: GPPosterior,
+        batch: Array,
+        key: Optional[PRNGKey],
+        beta,
+        num_samples: Optional[int],
+        num_data: Optional[int] = None,
+    ) -> GPPosterior:
         """One PG-SVI step on the minibatch ``batch`` (indices): r = 1 / (1 + beta).
 
         Args:
@@ -370,8 +405,9 @@ class GPClassification:
         check_positive_scalar("beta", beta)
         return self.prox_step_from_gradient(q, self.loglik_grad(q, batch, key, num_samples, num_data), beta)
 
-    def prox_update(self, q: GPPosterior, batch: Array, key: PRNGKey, beta, num_samples: Optional[int],
-                    num_data: int) -> ProxUpdate:
+    def prox_update(
+        self, q: GPPosterior, batch: Array, key: PRNGKey, beta, num_samples: Optional[int], num_data: int
+    ) -> ProxUpdate:
         """``prox_svi``'s step (``StructuredProxModel``): ``prox_step`` with the ELBO at the
         pre-update q (``structured_prox_update``)."""
         return structured_prox_update(self, self.prox_step, q, batch, key, beta, num_samples, num_data)
@@ -381,8 +417,7 @@ class GPClassification:
         s, lb = self._chol_B(q.gamma_tilde)
         binv_l = jax.scipy.linalg.solve_triangular(lb, jnp.eye(self.num_data, dtype=self.dtype), lower=True)
         a = jax.scipy.linalg.solve_triangular(self.chol_K, q.mean, lower=True)
-        return 0.5 * (jnp.sum(binv_l * binv_l) - self.num_data + 2.0 * jnp.sum(jnp.log(jnp.diag(lb)))
-                      + jnp.sum(a * a))
+        return 0.5 * (jnp.sum(binv_l * binv_l) - self.num_data + 2.0 * jnp.sum(jnp.log(jnp.diag(lb))) + jnp.sum(a * a))
 
     def _elbo_args(self, batch, num_samples, num_data):
         """Checked (batch, num_samples, N) shared by both ELBOs: all examples when ``batch`` is None,
@@ -395,8 +430,14 @@ class GPClassification:
         self.check_data(batch)
         return jnp.asarray(batch), num_samples, (self.num_data if num_data is None else num_data)
 
-    def elbo(self, q: GPPosterior, batch: Optional[Array] = None, key: Optional[PRNGKey] = None,
-             num_samples: Optional[int] = None, num_data: Optional[int] = None) -> Array:
+    def elbo(
+        self,
+        q: GPPosterior,
+        batch: Optional[Array] = None,
+        key: Optional[PRNGKey] = None,
+        num_samples: Optional[int] = None,
+        num_data: Optional[int] = None,
+    ) -> Array:
         """The ELBO (eq. 11): (N/M) sum_b E_q[log p(y_b | z_b)] - KL(q || p).
 
         ``batch=None`` uses all N examples; ``num_samples=None`` uses quadrature (exact)."""
@@ -411,7 +452,7 @@ class GPClassification:
         W = diag(gamma_tilde) (R&W eq. 3.24, in the stable B form)."""
         check_data_array("x_test", x_test, ndim=2, last_dim=self.x.shape[1])
         xt = jnp.asarray(x_test, self.dtype)
-        ks = se_kernel(self.x, xt, self.log_lengthscale, self.log_scale)          # (N, P)
+        ks = se_kernel(self.x, xt, self.log_lengthscale, self.log_scale)  # (N, P)
         mu = ks.T @ jax.scipy.linalg.cho_solve((self.chol_K, True), q.mean)
         s, lb = self._chol_B(q.gamma_tilde)
         t = jax.scipy.linalg.solve_triangular(lb, s[:, None] * ks, lower=True)
@@ -436,8 +477,14 @@ class GPClassification:
         """{m: 0, L: chol(K)} (log diagonal): the q_0 of ``init_variational`` with init_gamma = 0."""
         return params_from_cholesky(jnp.zeros((self.num_data,), self.dtype), self.chol_K)
 
-    def elbo_params(self, params: dict, batch: Optional[Array] = None, key: Optional[PRNGKey] = None,
-                    num_samples: Optional[int] = None, num_data: Optional[int] = None) -> Array:
+    def elbo_params(
+        self,
+        params: dict,
+        batch: Optional[Array] = None,
+        key: Optional[PRNGKey] = None,
+        num_samples: Optional[int] = None,
+        num_data: Optional[int] = None,
+    ) -> Array:
         """The ELBO at q = N(m, C C^T), C = ``cholesky_from_params(params)`` (the lower triangle of
         ``params["L"]`` with its diagonal stored as logs, as in the reference code), with the same
         minibatch scaling and Monte Carlo (or quadrature) expectations as ``elbo``; its ``jax.grad``
@@ -448,8 +495,13 @@ class GPClassification:
         ell = jnp.sum(expected_loglik(m[batch], v_b, self.y[batch], key, num_samples))
         a = jax.scipy.linalg.solve_triangular(self.chol_K, lo, lower=True)
         b = jax.scipy.linalg.solve_triangular(self.chol_K, m, lower=True)
-        kl = 0.5 * (jnp.sum(a * a) + jnp.sum(b * b) - self.num_data
-                    + 2.0 * jnp.sum(jnp.log(jnp.diag(self.chol_K))) - 2.0 * jnp.sum(jnp.diag(params["L"])))
+        kl = 0.5 * (
+            jnp.sum(a * a)
+            + jnp.sum(b * b)
+            - self.num_data
+            + 2.0 * jnp.sum(jnp.log(jnp.diag(self.chol_K)))
+            - 2.0 * jnp.sum(jnp.diag(params["L"]))
+        )
         return (n / batch.shape[0]) * ell - kl
 
     def predict_proba_params(self, params: dict, x_test) -> Array:
@@ -458,7 +510,7 @@ class GPClassification:
         check_data_array("x_test", x_test, ndim=2, last_dim=self.x.shape[1])
         xt = jnp.asarray(x_test, self.dtype)
         ks = se_kernel(self.x, xt, self.log_lengthscale, self.log_scale)
-        a = jax.scipy.linalg.cho_solve((self.chol_K, True), ks)                  # K^{-1} k*
+        a = jax.scipy.linalg.cho_solve((self.chol_K, True), ks)  # K^{-1} k*
         lo = cholesky_from_params(params)
         t = jax.scipy.linalg.solve_triangular(self.chol_K, ks, lower=True)
         u = lo.T @ a
@@ -493,5 +545,13 @@ def exact_elbo_params(model: GPClassification, params: dict) -> Array:
     return model.elbo_params(params, None, None, None)
 
 
-__all__ = ["GPClassification", "GPGradient", "GPPosterior", "cholesky_from_params",
-           "expected_loglik", "params_from_cholesky", "se_kernel", "to_pm1_labels"]
+__all__ = [
+    "GPClassification",
+    "GPGradient",
+    "GPPosterior",
+    "cholesky_from_params",
+    "expected_loglik",
+    "params_from_cholesky",
+    "se_kernel",
+    "to_pm1_labels",
+]

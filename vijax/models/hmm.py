@@ -29,6 +29,7 @@ Two ways to fit:
 Parameters of the Gaussian model are means and variances; EM floors the variances at
 ``min_variance``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,15 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import finite_values, ids_in_range
-from vijax._validate import (check_choice, check_int, check_positive, check_positive_fields, check_scalar, float_dtype,
-                             is_tracer)
+from vijax._validate import (
+    check_choice,
+    check_int,
+    check_positive,
+    check_positive_fields,
+    check_scalar,
+    float_dtype,
+    is_tracer,
+)
 from vijax.models import _hmm_inference as inference
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import Array, PRNGKey
@@ -120,8 +128,10 @@ class _HMM:
         if is_tracer(data.obs) or is_tracer(data.lengths):
             self._check_obs_shape(data.obs)
             if data.lengths.shape != data.obs.shape[:1] or not jnp.issubdtype(data.lengths.dtype, jnp.integer):
-                raise ValueError(f"lengths must be integers of shape ({data.obs.shape[0]},), got "
-                                 f"{data.lengths.dtype} {data.lengths.shape}")
+                raise ValueError(
+                    f"lengths must be integers of shape ({data.obs.shape[0]},), got "
+                    f"{data.lengths.dtype} {data.lengths.shape}"
+                )
             return
         obs, lengths = np.asarray(data.obs), np.asarray(data.lengths)
         self._check_obs_shape(obs)
@@ -131,8 +141,9 @@ class _HMM:
         if lengths.shape != (b,) or not np.issubdtype(lengths.dtype, np.integer):
             raise ValueError(f"lengths must be integers of shape ({b},), got {lengths.dtype} {lengths.shape}")
         if np.any(lengths < 1) or np.any(lengths > t):
-            raise ValueError(f"lengths must be in [1, T={t}] (T: obs's padded length), got min {lengths.min()}, "
-                             f"max {lengths.max()}")
+            raise ValueError(
+                f"lengths must be in [1, T={t}] (T: obs's padded length), got min {lengths.min()}, max {lengths.max()}"
+            )
         self._check_obs_values(obs[np.arange(t)[None, :] < lengths[:, None]])
 
     def batch_checks(self, data) -> list:
@@ -161,14 +172,20 @@ class _HMM:
         data, mask = self._prepare(data)
         (log_init,), (log_trans,), em_view = view
         post = self._posterior(log_init, log_trans, self._log_emissions(em_view, data.obs), data.lengths)
-        stats = ((jnp.sum(post.marginals[:, 0], 0),), (jnp.sum(post.transition_counts, 0),),
-                 self._emission_stats(data.obs, post.marginals))
+        stats = (
+            (jnp.sum(post.marginals[:, 0], 0),),
+            (jnp.sum(post.transition_counts, 0),),
+            self._emission_stats(data.obs, post.marginals),
+        )
         return stats, post.log_likelihood, post.marginals
 
     def _view(self, params: HMMParams):
         """The plug-in statistics t(beta) of point parameters, in the layout of ``prior()``'s mean params."""
-        return ((jnp.log(params.initial_probs),), (jnp.log(params.transition_matrix),),
-                self._emission_view(params.emissions))
+        return (
+            (jnp.log(params.initial_probs),),
+            (jnp.log(params.transition_matrix),),
+            self._emission_view(params.emissions),
+        )
 
     def check_params(self, params: HMMParams) -> None:
         """Raises ValueError naming the field: shapes, rows summing to 1, positive variances."""
@@ -208,13 +225,18 @@ class _HMM:
     def m_step(self, stats) -> HMMParams:
         """Baum–Welch re-estimation (Rabiner 1989, eq. 40a-b), MAP under the Dirichlet concentrations."""
         (n0,), (nt,), em_stats = stats
-        return HMMParams(_map_rows(n0, self.initial_concentration), _map_rows(nt, self.transition_concentration),
-                         self._emission_m_step(em_stats))
+        return HMMParams(
+            _map_rows(n0, self.initial_concentration),
+            _map_rows(nt, self.transition_concentration),
+            self._emission_m_step(em_stats),
+        )
 
     def log_prior(self, params: HMMParams) -> Array:
         """sum (c - 1) log p over pi and the rows of A (and B): log p(params) up to a constant (0 for c = 1)."""
-        terms = [(self.initial_concentration, params.initial_probs),
-                 (self.transition_concentration, params.transition_matrix)] + self._emission_prior_terms(params)
+        terms = [
+            (self.initial_concentration, params.initial_probs),
+            (self.transition_concentration, params.transition_matrix),
+        ] + self._emission_prior_terms(params)
         total = jnp.zeros((), float_dtype(self.dtype))
         for c, p in terms:
             if c != 1.0:
@@ -235,9 +257,11 @@ class _HMM:
         """(Dirichlet q(pi), Dirichlet rows of A (K, K), emission prior)."""
         dt = float_dtype(self.dtype)
         k = self.num_states
-        return (expfam.Dirichlet.from_concentration(jnp.full((k,), self.initial_concentration, dt)),
-                expfam.Dirichlet.from_concentration(jnp.full((k, k), self.transition_concentration, dt)),
-                self._emission_prior())
+        return (
+            expfam.Dirichlet.from_concentration(jnp.full((k,), self.initial_concentration, dt)),
+            expfam.Dirichlet.from_concentration(jnp.full((k, k), self.transition_concentration, dt)),
+            self._emission_prior(),
+        )
 
     def init_globals(self, key: PRNGKey, data=None):
         """The prior updated by one E-step at ``init_params(key, data)`` (without data: by one
@@ -333,8 +357,10 @@ class CategoricalHMM(_HMM):
 
     def _check_obs_values(self, observed):
         if np.any(observed < 0) or np.any(observed >= self.num_symbols):
-            raise ValueError(f"obs must hold symbols in [0, num_symbols={self.num_symbols}) at every unpadded step, "
-                             f"got values in [{observed.min()}, {observed.max()}]")
+            raise ValueError(
+                f"obs must hold symbols in [0, num_symbols={self.num_symbols}) at every unpadded step, "
+                f"got values in [{observed.min()}, {observed.max()}]"
+            )
 
     def _clean_obs(self, obs, mask):
         return jnp.where(mask, obs, 0)
@@ -501,5 +527,12 @@ class GaussianHMM(_HMM):
         return GaussianEmissions(q_em.loc, q_em.rate / jnp.maximum(q_em.concentration - 1.0, 1e-12))
 
 
-__all__ = ["CategoricalEmissions", "CategoricalHMM", "GaussianEmissions", "GaussianHMM", "HMMData", "HMMParams",
-           "as_data"]
+__all__ = [
+    "CategoricalEmissions",
+    "CategoricalHMM",
+    "GaussianEmissions",
+    "GaussianHMM",
+    "HMMData",
+    "HMMParams",
+    "as_data",
+]

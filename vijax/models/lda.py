@@ -40,6 +40,7 @@ References:
   Mimno, Hoffman and Blei (2012). Sparse stochastic inference for latent Dirichlet allocation. ICML.
   Hoffman and Blei (2015), Structured stochastic variational inference, §2.5, §4.1, appendices C and D; Blei et al. 2017, appendix C, §4.3.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,12 +54,27 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import finite_nonnegative, ids_in_range
-from vijax._validate import (check_bool, check_choice, check_float_dtype, check_int, check_positive,
-                             check_positive_fields, check_scalar, float_dtype, set_static_floats)
+from vijax._validate import (
+    check_bool,
+    check_choice,
+    check_float_dtype,
+    check_int,
+    check_positive,
+    check_positive_fields,
+    check_scalar,
+    float_dtype,
+    set_static_floats,
+)
 from vijax.expfam._special import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs
-from vijax.solvers import (by_length_tiles, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row, tile_spread,
-                           tile_sum)
+from vijax.solvers import (
+    by_length_tiles,
+    collapsed_gibbs_allocations,
+    iterate_per_row,
+    squarem_per_row,
+    tile_spread,
+    tile_sum,
+)
 from vijax.types import Array, PRNGKey
 
 
@@ -184,8 +200,10 @@ class LDA:
         check_int("gibbs_sweeps", self.gibbs_sweeps)
         check_int("gibbs_burn_in", self.gibbs_burn_in, minimum=0)
         if self.gibbs_burn_in >= self.gibbs_sweeps:
-            raise ValueError(f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
-                             f"one sweep is kept, got {self.gibbs_burn_in}")
+            raise ValueError(
+                f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
+                f"one sweep is kept, got {self.gibbs_burn_in}"
+            )
         check_positive("init_scale", self.init_scale)
         check_float_dtype(self.dtype)
         check_bool("accelerate", self.accelerate)
@@ -206,8 +224,9 @@ class LDA:
         for name in ("alpha", "eta"):
             value = hyper.get(name, getattr(self, name))
             if jnp.ndim(value) != 0:
-                raise ValueError(f"hyper[{name!r}] must be a scalar (LDA's priors are symmetric), "
-                                 f"got shape {jnp.shape(value)}")
+                raise ValueError(
+                    f"hyper[{name!r}] must be a scalar (LDA's priors are symmetric), got shape {jnp.shape(value)}"
+                )
             out.append(jnp.asarray(value, dtype))
         return out[0], out[1]
 
@@ -278,8 +297,10 @@ class LDA:
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
         in [0, V), counts finite and >= 0."""
-        return [ids_in_range("batch word id", batch.word_ids, self.vocab_size),
-                finite_nonnegative("batch count", batch.counts)]
+        return [
+            ids_in_range("batch word id", batch.word_ids, self.vocab_size),
+            finite_nonnegative("batch count", batch.counts),
+        ]
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming the problem unless ``batch`` is a valid BowBatch for this model:
@@ -289,20 +310,28 @@ class LDA:
             raise ValueError(f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
         ids, counts = batch.word_ids, batch.counts
         if np.ndim(ids) != 2 or np.ndim(counts) != 2:
-            raise ValueError(f"word_ids and counts must be 2-D (S, L), got shapes {np.shape(ids)} and {np.shape(counts)}")
+            raise ValueError(
+                f"word_ids and counts must be 2-D (S, L), got shapes {np.shape(ids)} and {np.shape(counts)}"
+            )
         if np.shape(ids) != np.shape(counts):
-            raise ValueError(f"word_ids and counts must have the same shape, got {np.shape(ids)} and {np.shape(counts)}")
+            raise ValueError(
+                f"word_ids and counts must have the same shape, got {np.shape(ids)} and {np.shape(counts)}"
+            )
         if np.shape(ids)[0] < 1:
             raise ValueError("batch holds no documents (S = 0)")
         if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
             raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
-        if not jnp.issubdtype(jnp.result_type(counts), jnp.number) or jnp.issubdtype(jnp.result_type(counts), jnp.complexfloating):
+        if not jnp.issubdtype(jnp.result_type(counts), jnp.number) or jnp.issubdtype(
+            jnp.result_type(counts), jnp.complexfloating
+        ):
             raise ValueError(f"counts must be real numbers, got {jnp.result_type(counts)}")
         if isinstance(ids, jax.core.Tracer) or isinstance(counts, jax.core.Tracer):
             return
         a, c = np.asarray(ids), np.asarray(counts, dtype=float)
         if a.size and (a.min() < 0 or a.max() >= self.vocab_size):
-            raise ValueError(f"word_ids must lie in [0, vocab_size={self.vocab_size}), got range [{a.min()}, {a.max()}]")
+            raise ValueError(
+                f"word_ids must lie in [0, vocab_size={self.vocab_size}), got range [{a.min()}, {a.max()}]"
+            )
         if not np.all(np.isfinite(c)):
             raise ValueError("counts must be finite (no NaN or inf)")
         if np.any(c < 0):
@@ -311,8 +340,9 @@ class LDA:
             raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
 
     # ------------------------------------------------------------------------------ local steps
-    def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield",
-                   hyper: dict | None = None) -> LocalResult:
+    def local_step(
+        self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield", hyper: dict | None = None
+    ) -> LocalResult:
         """The local step ``method`` of ``local_methods`` for the batch; see the class docstring.
 
         Args:
@@ -330,7 +360,9 @@ class LDA:
         (log_beta,) = globals_view
         k, v = self.num_topics, self.vocab_size
         if log_beta.shape != (k, v):
-            raise ValueError(f"globals_view must be (log_beta,) with log_beta of shape ({k}, {v}), got {log_beta.shape}")
+            raise ValueError(
+                f"globals_view must be (log_beta,) with log_beta of shape ({k}, {v}), got {log_beta.shape}"
+            )
         ids, counts = batch.word_ids, batch.counts
         if ids.ndim != 2 or ids.shape != counts.shape or ids.shape[0] < 1:
             raise ValueError(f"word_ids and counts must both be (S, L) with S >= 1, got {ids.shape} and {counts.shape}")
@@ -411,18 +443,24 @@ class LDA:
                 e = jnp.exp(e_log_theta)
                 z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
                 # one sum over each document's chunks for both the update and the objective
-                sums = tile_sum(tile, jnp.concatenate([jnp.einsum("ckl,cl->ck", bb, n_t / z),
-                                                       jnp.sum(n_t * jnp.log(z), axis=-1, keepdims=True)], -1))
+                sums = tile_sum(
+                    tile,
+                    jnp.concatenate(
+                        [jnp.einsum("ckl,cl->ck", bb, n_t / z), jnp.sum(n_t * jnp.log(z), axis=-1, keepdims=True)], -1
+                    ),
+                )
                 kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
                 return alpha + e * sums[:, :k], sums[:, k] - kl
 
-            gamma0 = alpha + jnp.broadcast_to(tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k,
-                                              (tile.member.shape[0], k))
+            gamma0 = alpha + jnp.broadcast_to(
+                tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k, (tile.member.shape[0], k)
+            )
             if self.accelerate and self.max_iters >= 3:
                 gamma = squarem_per_row(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
             else:
-                gamma = iterate_per_row(lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol,
-                                        self.max_iters)
+                gamma = iterate_per_row(
+                    lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol, self.max_iters
+                )
             e = tile_spread(tile, exp_e_log_theta(gamma))  # (chunks, K)
             z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, e), tiny)
             # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
@@ -430,8 +468,9 @@ class LDA:
             stats = stats.at[ids_t.reshape(-1)].add(u.reshape(-1, k))
             return gamma, (stats, zterm + jnp.sum(n_t * jnp.log(z)))
 
-        gamma, (stats, zterm) = by_length_tiles(ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                                _MF_SLOTS, _TILE_WIDTH)
+        gamma, (stats, zterm) = by_length_tiles(
+            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), _MF_SLOTS, _TILE_WIDTH
+        )
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
@@ -458,8 +497,9 @@ class LDA:
                 others = jnp.maximum(tile_spread(tile, topic_counts(g))[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
                 return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
 
-            g = iterate_per_row(update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters,
-                                groups=tile.row)
+            g = iterate_per_row(
+                update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters, groups=tile.row
+            )
             gamma = alpha + topic_counts(g)
             stats = stats.at[ids_t.reshape(-1)].add((n_t[..., None] * g).reshape(-1, k))
             e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
@@ -467,8 +507,9 @@ class LDA:
             term = term + jnp.sum(n_t * (jnp.sum(g * elt, axis=-1) + entropy_of_probs(g)))
             return gamma, (stats, term)
 
-        gamma, (stats, term) = by_length_tiles(ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)),
-                                               _CVB0_SLOTS, _TILE_WIDTH)
+        gamma, (stats, term) = by_length_tiles(
+            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), _CVB0_SLOTS, _TILE_WIDTH
+        )
         return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
@@ -483,8 +524,9 @@ class LDA:
         return collapsed_gibbs_allocations(logb, n, key, alpha, self.gibbs_sweeps, self.gibbs_burn_in)
 
     # ------------------------------------------------------------------------------ prediction
-    def log_predictive(self, q_global: expfam.Dirichlet, batch_observed, batch_heldout,
-                       hyper: dict | None = None) -> Array:
+    def log_predictive(
+        self, q_global: expfam.Dirichlet, batch_observed, batch_heldout, hyper: dict | None = None
+    ) -> Array:
         """Per-document held-out log probability by document completion (Hoffman et al. 2013, §4):
         fit gamma_d on the observed words with the mean-field local step at beta = E_q[beta]
         (view log E_q[beta]), then score each held-out word w with the plug-in predictive
@@ -496,8 +538,10 @@ class LDA:
         the model's alpha in the fit of gamma_d, as in :meth:`local_step`.
         """
         if batch_observed.word_ids.shape[0] != batch_heldout.word_ids.shape[0]:
-            raise ValueError("batch_observed and batch_heldout must hold the same number of documents, got "
-                             f"{batch_observed.word_ids.shape[0]} and {batch_heldout.word_ids.shape[0]}")
+            raise ValueError(
+                "batch_observed and batch_heldout must hold the same number of documents, got "
+                f"{batch_observed.word_ids.shape[0]} and {batch_heldout.word_ids.shape[0]}"
+            )
         topics = self.expected_topics(q_global)
         gamma = self.local_step((jnp.log(topics),), batch_observed, None, method="meanfield", hyper=hyper).local_params
         e_theta = gamma / jnp.sum(gamma, axis=-1, keepdims=True)

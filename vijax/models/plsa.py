@@ -44,10 +44,11 @@ maximizes the likelihood, i.e. minimizes KL(empirical || P), where LSA minimizes
 norm; the tests check the rank, the Eckart–Young inequality between the two, and that both recover
 an exactly non-negative rank-K matrix.
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -138,8 +139,10 @@ class PLSA:
         """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
         in [0, V), counts finite and >= 0."""
         batch = _as_batch(batch)
-        return [ids_in_range("batch word id", batch.word_ids, self.vocab_size),
-                finite_nonnegative("batch count", batch.counts)]
+        return [
+            ids_in_range("batch word id", batch.word_ids, self.vocab_size),
+            finite_nonnegative("batch count", batch.counts),
+        ]
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``word_ids`` or ``counts``: shapes, ids outside [0, vocab_size),
@@ -152,15 +155,19 @@ class PLSA:
         if ids.ndim != 2 or ids.shape[0] < 1 or not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(f"word_ids must be integers of shape (D, L) with D >= 1, got {ids.dtype} {ids.shape}")
         if cnt.shape != ids.shape or not np.issubdtype(cnt.dtype, np.number):
-            raise ValueError(f"counts must be numbers of the shape of word_ids {ids.shape}, got {cnt.dtype} {cnt.shape}")
+            raise ValueError(
+                f"counts must be numbers of the shape of word_ids {ids.shape}, got {cnt.dtype} {cnt.shape}"
+            )
         if tracing:  # the values are checked by batch_checks inside the step
             return
         if not np.all(np.isfinite(cnt)) or np.any(cnt < 0):
             raise ValueError("counts must be finite and non-negative")
         used = ids[cnt > 0]
         if used.size and (used.min() < 0 or used.max() >= self.vocab_size):
-            raise ValueError(f"word_ids must lie in [0, vocab_size={self.vocab_size}) wherever counts > 0, "
-                             f"got values in [{used.min()}, {used.max()}]")
+            raise ValueError(
+                f"word_ids must lie in [0, vocab_size={self.vocab_size}) wherever counts > 0, "
+                f"got values in [{used.min()}, {used.max()}]"
+            )
 
     def _doc_topic_logits(self, params: PLSAParams) -> Array:
         """log p(z) + log p(d | z) (pLSA1) or log p(z | d) (pLSA2), (D, K)."""
@@ -189,8 +196,10 @@ class PLSA:
         ids, cnt = batch.word_ids, jnp.asarray(batch.counts, params.word_probs.dtype)
         docs = params.doc_probs.shape[1] if self.variant == "plsa1" else params.topic_probs.shape[0]
         if ids.shape[0] != docs:  # static shapes: checked under jit too
-            raise ValueError(f"batch: pLSA's parameters are fitted to a corpus of {docs} documents (one row each), "
-                             f"got {ids.shape[0]} rows")
+            raise ValueError(
+                f"batch: pLSA's parameters are fitted to a corpus of {docs} documents (one row each), "
+                f"got {ids.shape[0]} rows"
+            )
         r, log_p = _responsibilities(self._doc_topic_logits(params), jnp.log(params.word_probs), ids, cnt)
         cr = cnt[..., None] * r  # (D, L, K)
         k = self.num_topics
@@ -235,8 +244,10 @@ class PLSA:
         self.check_data(heldout)
         observed, heldout = _as_batch(observed), _as_batch(heldout)
         if observed.word_ids.shape[0] != heldout.word_ids.shape[0]:
-            raise ValueError(f"observed and heldout must hold the same documents: {observed.word_ids.shape[0]} "
-                             f"and {heldout.word_ids.shape[0]} rows")
+            raise ValueError(
+                f"observed and heldout must hold the same documents: {observed.word_ids.shape[0]} "
+                f"and {heldout.word_ids.shape[0]} rows"
+            )
         return _score(_fold_in(self, params, observed), params.word_probs, heldout)
 
 

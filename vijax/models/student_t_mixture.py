@@ -35,6 +35,7 @@ and vmaps), and is clipped to the bounds when it lies outside. The expected comp
 log-likelihood separates into a (pi), a (mu, Sigma) and a (nu) part, so this M-step maximizes it
 jointly and the log-likelihood never decreases (tested).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -172,8 +173,9 @@ class StudentTMixture:
             means = _kmeanspp_centers(key, x, k)
             xc = x - jnp.mean(x, 0, keepdims=True)
             cov = xc.T @ xc / x.shape[0] + max(self.reg_covar, 1e-6) * jnp.eye(d, dtype=dt)
-        return StudentTMixtureParams(jnp.full((k,), 1.0 / k, dt), means, jnp.broadcast_to(cov, (k, d, d)),
-                                     jnp.full((k,), self.dof, dt))
+        return StudentTMixtureParams(
+            jnp.full((k,), 1.0 / k, dt), means, jnp.broadcast_to(cov, (k, d, d)), jnp.full((k,), self.dof, dt)
+        )
 
     # -- densities -----------------------------------------------------------------------------------
     def _mahalanobis(self, params: StudentTMixtureParams, x: Array):
@@ -219,8 +221,14 @@ class StudentTMixture:
         e_u = (nu + d) / (nu + delta)
         e_log_u = digamma(0.5 * (nu + d)) - jnp.log(0.5 * (nu + delta))
         ru = r * e_u
-        stats = StudentTStats(jnp.sum(r, 0), jnp.sum(ru, 0), ru.T @ x, jnp.einsum("nk,nd,ne->kde", ru, x, x),
-                              jnp.sum(r * (e_log_u - e_u), 0), jnp.asarray(x.shape[0], x.dtype))
+        stats = StudentTStats(
+            jnp.sum(r, 0),
+            jnp.sum(ru, 0),
+            ru.T @ x,
+            jnp.einsum("nk,nd,ne->kde", ru, x, x),
+            jnp.sum(r * (e_log_u - e_u), 0),
+            jnp.asarray(x.shape[0], x.dtype),
+        )
         return stats, jnp.sum(log_px)
 
     def m_step(self, stats: StudentTStats) -> StudentTMixtureParams:
@@ -237,8 +245,7 @@ class StudentTMixture:
         eye = jnp.eye(d, dtype=dt)[None]
         cov = jnp.where(alive[:, None, None], cov, eye) + self.reg_covar * eye
         if self.learn_dof:
-            dofs = solve_dof(jnp.where(alive, stats.log_u_minus_u / safe_n, -2.0), self.dof_bounds,
-                             self.dof_steps)
+            dofs = solve_dof(jnp.where(alive, stats.log_u_minus_u / safe_n, -2.0), self.dof_bounds, self.dof_steps)
         else:
             dofs = jnp.full(n.shape, self.dof, dt)
         return StudentTMixtureParams(n / stats.num_points, means, cov, dofs)

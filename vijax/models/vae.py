@@ -20,6 +20,7 @@ The KL divergence from q(z | x) to the prior is the tutorial's closed form,
 -KL = d/2 + sum_j log sigma_j - (1/2) sum_j (mu_j^2 + sigma_j^2). Everything here is for ONE datum;
 ``vijax.inference.aevb`` vmaps it over a batch.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -96,7 +97,7 @@ class VAE:
     def encode(self, enc_params: PyTree, x: Array) -> tuple[Array, Array]:
         """(mu (d,), log sigma (d,)) of q(z | x) for one datum x (D,)."""
         out = self.encoder.apply(enc_params, x)
-        return out[: self.latent_dim], out[self.latent_dim:]
+        return out[: self.latent_dim], out[self.latent_dim :]
 
     @staticmethod
     def sample_latent(mean: Array, log_scale: Array, key: PRNGKey, num_samples: int) -> Array:
@@ -156,8 +157,10 @@ class VAE:
         if self.likelihood == "bernoulli" and not is_tracer(x):
             a = np.asarray(x)
             if a.min() < 0.0 or a.max() > 1.0:
-                raise ValueError(f"{name} must lie in [0, 1] for the Bernoulli likelihood, got values in "
-                                 f"[{float(a.min()):g}, {float(a.max()):g}]")
+                raise ValueError(
+                    f"{name} must lie in [0, 1] for the Bernoulli likelihood, got values in "
+                    f"[{float(a.min()):g}, {float(a.max()):g}]"
+                )
 
 
 __all__ = ["LIKELIHOODS", "VAE"]

@@ -13,11 +13,20 @@ persistent compilation cache (``run`` and the command do by default; ``compile_c
 where). The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
+
 from ._cache import compile_cache_dir, enable_compile_cache
 from ._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
 from ._config import ConfigError, load_config, parse_yaml
-from ._experiment import (EXPERIMENTS, Baseline, Experiment, ExperimentSpec, check_methods, configured_algorithm,
-                          eval_steps, register_experiment)
+from ._experiment import (
+    EXPERIMENTS,
+    Baseline,
+    Experiment,
+    ExperimentSpec,
+    check_methods,
+    configured_algorithm,
+    eval_steps,
+    register_experiment,
+)
 from ._checkpoint import CheckpointError, ConfigChangedError, CorruptCheckpointError
 from ._health import RunHealth, run_health
 from ._runner import RunConfig, RunResult, run

@@ -15,6 +15,7 @@ Where it lives, first match wins:
 Only programs that take at least ``jax_persistent_cache_min_compile_time_secs`` to compile (JAX's
 default: 1 s) are written. The cache is trusted code: do not point it at a folder others can write.
 """
+
 from __future__ import annotations
 
 import os
@@ -76,8 +77,9 @@ def enable_compile_cache(setting: Union[bool, str] = True) -> Optional[str]:
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as e:
-            warnings.warn(f"vijax: no persistent compilation cache ({e}); programs compile on every start",
-                          stacklevel=2)
+            warnings.warn(
+                f"vijax: no persistent compilation cache ({e}); programs compile on every start", stacklevel=2
+            )
             path = None
             if current is None:
                 return None

@@ -20,6 +20,7 @@ survives a power loss; a crash leaves the previous checkpoint intact. A file tha
 back (truncated, not a zip, a member missing, a checksum that does not match) raises
 ``CorruptCheckpointError`` naming the file; the runner then falls back to the previous one.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -174,9 +175,18 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def save_checkpoint(directory: str, step: int, state: PyTree, trace: dict, evals: list, *,
-                    wall_time: float, key_data: np.ndarray, keep: int = 2,
-                    fingerprint: Optional[dict] = None) -> str:
+def save_checkpoint(
+    directory: str,
+    step: int,
+    state: PyTree,
+    trace: dict,
+    evals: list,
+    *,
+    wall_time: float,
+    key_data: np.ndarray,
+    keep: int = 2,
+    fingerprint: Optional[dict] = None,
+) -> str:
     """Writes a checkpoint atomically and deletes all but the ``keep`` most recent ones.
 
     Args:
@@ -226,7 +236,7 @@ def save_checkpoint(directory: str, step: int, state: PyTree, trace: dict, evals
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-    for _, old in list_checkpoints(directory)[:-max(keep, 1)]:
+    for _, old in list_checkpoints(directory)[: -max(keep, 1)]:
         os.remove(old)
     return final
 
@@ -259,12 +269,19 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
                 diffs.append(f"  leaf {i}: expected {_describe(e)}, found {_describe(g)}")
         raise CheckpointError(
             f"checkpoint {path} does not match the state's structure "
-            f"({len(found)} leaves saved, {len(expected)} expected):\n" + "\n".join(diffs[:10]))
+            f"({len(found)} leaves saved, {len(expected)} expected):\n" + "\n".join(diffs[:10])
+        )
     treedef = jax.tree_util.tree_structure(template)
     state = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
-    return Checkpoint(step=int(meta["step"]), state=state, trace=trace, evals=meta["evals"],
-                      wall_time=float(meta["wall_time"]),
-                      key_data=np.asarray(meta["key_data"], np.uint32), fingerprint=meta.get("fingerprint"))
+    return Checkpoint(
+        step=int(meta["step"]),
+        state=state,
+        trace=trace,
+        evals=meta["evals"],
+        wall_time=float(meta["wall_time"]),
+        key_data=np.asarray(meta["key_data"], np.uint32),
+        fingerprint=meta.get("fingerprint"),
+    )
 
 
 def read_fingerprint(path: str) -> Optional[dict]:
@@ -291,8 +308,9 @@ def _read(path: str) -> tuple[dict, list, dict]:
             if _checksum(arrays) != stored:
                 raise CorruptCheckpointError(path, "its checksum does not match its contents")
         leaves = [_as_dtype(arrays[f"state/{i}"], d) for i, d in enumerate(meta["dtypes"])]
-        trace = {name: _as_dtype(arrays[f"trace/{name}"], d)
-                 for name, d in zip(meta["trace_names"], meta["trace_dtypes"])}
+        trace = {
+            name: _as_dtype(arrays[f"trace/{name}"], d) for name, d in zip(meta["trace_names"], meta["trace_dtypes"])
+        }
         for key in ("step", "paths", "shapes", "evals", "wall_time", "key_data"):
             meta[key]  # noqa: B018 (a KeyError is a damaged file)
     except CheckpointError:
@@ -321,6 +339,18 @@ def _as_dtype(a: np.ndarray, name: str) -> np.ndarray:
     return a if a.dtype == dtype else a.view(dtype)
 
 
-__all__ = ["Checkpoint", "CheckpointError", "ConfigChangedError", "CorruptCheckpointError", "checkpoint_path",
-           "compare_fingerprints", "clear_checkpoints", "jsonable", "latest_checkpoint",
-           "list_checkpoints", "load_checkpoint", "read_fingerprint", "save_checkpoint"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "ConfigChangedError",
+    "CorruptCheckpointError",
+    "checkpoint_path",
+    "compare_fingerprints",
+    "clear_checkpoints",
+    "jsonable",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "read_fingerprint",
+    "save_checkpoint",
+]

@@ -26,6 +26,7 @@ changed config without ``--allow-changes``; no intact checkpoint); 3 when it fin
 result is not to be trusted (the last applied step's ELBO is not finite, or more than
 ``run.max_rejected_share`` of the updates were rejected); the results are written either way.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,9 +66,11 @@ def default_config() -> dict:
     but short: 100 steps instead of 500 and 5000 Monte Carlo draws per KL, so that the command
     uses about 30 s of CPU time on a 2-core machine and still shows the methods' ranking and plots.
     ``configs/dp_bernoulli.yaml`` spells out the same values, which a test checks."""
-    return {"experiment": DEFAULT_EXPERIMENT,
-            "algorithm": {"gibbs_burn_in": 50, "kl_samples": 5000, "eval_kl_samples": 5000},
-            "run": {"num_steps": 100, "chunk_size": 50, "eval_every": 50, "checkpoint_every": None}}
+    return {
+        "experiment": DEFAULT_EXPERIMENT,
+        "algorithm": {"gibbs_burn_in": 50, "kl_samples": 5000, "eval_kl_samples": 5000},
+        "run": {"num_steps": 100, "chunk_size": 50, "eval_every": 50, "checkpoint_every": None},
+    }
 
 
 def _write_atomic(path: str, text: str) -> None:
@@ -138,8 +141,9 @@ def _prepare_output(out_dir: str, config: dict) -> None:
         os.makedirs(out_dir, exist_ok=True)
         _write_atomic(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(jsonable(config), sort_keys=False))
     except OSError as e:
-        raise ConfigError(f"output.dir (--out): cannot write the output folder {out_dir!r}: "
-                          f"{e.strerror or e}") from None
+        raise ConfigError(
+            f"output.dir (--out): cannot write the output folder {out_dir!r}: {e.strerror or e}"
+        ) from None
 
 
 def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = False) -> tuple[RunResult, dict]:
@@ -179,44 +183,60 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(_blame(str(e), config)) from e
     checkpoints = os.path.join(out_dir, "checkpoints")
-    result = run(experiment.algorithm, jax.random.PRNGKey(config["seed"]), batch_fn=experiment.batch_fn,
-                 host_batches=experiment.host_batches, init_state=experiment.init_state, eval_fn=experiment.eval_fn,
-                 checkpoint_dir=checkpoints, resume=resume, config=rc, fingerprint=fingerprint,
-                 allow_changes=allow_changes)
+    result = run(
+        experiment.algorithm,
+        jax.random.PRNGKey(config["seed"]),
+        batch_fn=experiment.batch_fn,
+        host_batches=experiment.host_batches,
+        init_state=experiment.init_state,
+        eval_fn=experiment.eval_fn,
+        checkpoint_dir=checkpoints,
+        resume=resume,
+        config=rc,
+        fingerprint=fingerprint,
+        allow_changes=allow_changes,
+    )
     baselines = _run_baselines(experiment, rc, config["seed"], checkpoints, resume, fingerprint, allow_changes)
     summary = experiment.report(result, out_dir, baselines) if experiment.report is not None else {}
     plot_elbo(result.trace, result.evals, os.path.join(out_dir, "elbo.png"), title=name)
     last, last_mean = _final_elbo(result, rc.chunk_size)
     health = {"run": _health_entry(result, rc.max_rejected_share)}
     health.update({b: _health_entry(r, rc.max_rejected_share) for b, r in baselines.items()})
-    metrics = jsonable({
-        "experiment": name,
-        "config": config,
-        "summary": summary or {},
-        "final_elbo": last,
-        "final_elbo_mean": last_mean,
-        "num_steps": result.num_steps,
-        "wall_time": result.wall_time,
-        "converged": result.converged,
-        "health": health,
-        "evals": result.evals,
-        "elbo": result.trace.get("elbo", np.zeros((0,))),
-    })
+    metrics = jsonable(
+        {
+            "experiment": name,
+            "config": config,
+            "summary": summary or {},
+            "final_elbo": last,
+            "final_elbo_mean": last_mean,
+            "num_steps": result.num_steps,
+            "wall_time": result.wall_time,
+            "converged": result.converged,
+            "health": health,
+            "evals": result.evals,
+            "elbo": result.trace.get("elbo", np.zeros((0,))),
+        }
+    )
     _write_atomic(os.path.join(out_dir, "metrics.json"), json.dumps(metrics, indent=1))
     return result, metrics
 
 
 def _health_entry(result: RunResult, max_rejected_share: float) -> dict:
     h = run_health(result.trace)
-    return {"nonfinite_elbo_steps": int(h.nonfinite_steps.size),
-            "first_nonfinite_step": int(h.nonfinite_steps[0]) if h.nonfinite_steps.size else None,
-            "rejected_steps": int(h.rejected_steps.size), "rejected_share": h.rejected_share,
-            "first_rejected_step": int(h.rejected_steps[0]) if h.rejected_steps.size else None,
-            "final_elbo_finite": h.final_elbo_finite, "problems": h.problems(max_rejected_share)}
+    return {
+        "nonfinite_elbo_steps": int(h.nonfinite_steps.size),
+        "first_nonfinite_step": int(h.nonfinite_steps[0]) if h.nonfinite_steps.size else None,
+        "rejected_steps": int(h.rejected_steps.size),
+        "rejected_share": h.rejected_share,
+        "first_rejected_step": int(h.rejected_steps[0]) if h.rejected_steps.size else None,
+        "final_elbo_finite": h.final_elbo_finite,
+        "problems": h.problems(max_rejected_share),
+    }
 
 
-def _run_baselines(experiment, rc: RunConfig, seed: int, checkpoints: str, resume: bool, fingerprint=None,
-                   allow_changes: bool = False) -> dict:
+def _run_baselines(
+    experiment, rc: RunConfig, seed: int, checkpoints: str, resume: bool, fingerprint=None, allow_changes: bool = False
+) -> dict:
     """The experiment's baselines, in order, each with its own checkpoint folder and settings."""
     import jax
 
@@ -225,13 +245,25 @@ def _run_baselines(experiment, rc: RunConfig, seed: int, checkpoints: str, resum
         if b.name in results:
             raise ValueError(f"baseline names must be unique; {b.name!r} is repeated")
         brc = rc.replace(**b.settings)
-        results[b.name] = run(b.algorithm, jax.random.PRNGKey(seed if b.seed is None else b.seed),
-                              batch_fn=b.batch_fn, host_batches=b.host_batches, init_state=b.init_state,
-                              eval_fn=b.eval_fn, checkpoint_dir=os.path.join(checkpoints, b.name),
-                              resume=resume, config=brc, fingerprint=fingerprint, allow_changes=allow_changes)
+        results[b.name] = run(
+            b.algorithm,
+            jax.random.PRNGKey(seed if b.seed is None else b.seed),
+            batch_fn=b.batch_fn,
+            host_batches=b.host_batches,
+            init_state=b.init_state,
+            eval_fn=b.eval_fn,
+            checkpoint_dir=os.path.join(checkpoints, b.name),
+            resume=resume,
+            config=brc,
+            fingerprint=fingerprint,
+            allow_changes=allow_changes,
+        )
         if brc.progress:
-            print(f"vijax: baseline {b.name}: {results[b.name].num_steps} steps in "
-                  f"{results[b.name].wall_time:.1f}s", file=sys.stderr, flush=True)
+            print(
+                f"vijax: baseline {b.name}: {results[b.name].num_steps} steps in {results[b.name].wall_time:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
     return results
 
 
@@ -242,28 +274,29 @@ def _format(v) -> str:
 def _print_summary(metrics: dict, out_dir: str, file=None) -> None:
     file = sys.stdout if file is None else file
     status = "converged" if metrics["converged"] else "stopped at num_steps"
-    print(f"vijax: {metrics['experiment']}: {metrics['num_steps']} steps in "
-          f"{metrics['wall_time']:.1f}s ({status})", file=file)
+    print(
+        f"vijax: {metrics['experiment']}: {metrics['num_steps']} steps in {metrics['wall_time']:.1f}s ({status})",
+        file=file,
+    )
     chunk = metrics["config"]["run"]["chunk_size"]
-    print(f"  final ELBO {_format(metrics['final_elbo'])} (mean of the last {chunk} steps: "
-          f"{_format(metrics['final_elbo_mean'])})", file=file)
+    print(
+        f"  final ELBO {_format(metrics['final_elbo'])} (mean of the last {chunk} steps: "
+        f"{_format(metrics['final_elbo_mean'])})",
+        file=file,
+    )
     if metrics["evals"]:
         last = {k: v for k, v in metrics["evals"][-1].items() if k not in ("wall_time",)}
-        print("  last evaluation: " + ", ".join(f"{k}={_format(v)}" for k, v in last.items()),
-              file=file)
+        print("  last evaluation: " + ", ".join(f"{k}={_format(v)}" for k, v in last.items()), file=file)
     note = psis_note(metrics["evals"])
     if note is not None:
         print("  " + note, file=file)
-    scalars = {k: v for k, v in metrics["summary"].items()
-               if isinstance(v, (int, float, str, bool)) or v is None}
+    scalars = {k: v for k, v in metrics["summary"].items() if isinstance(v, (int, float, str, bool)) or v is None}
     if scalars:
-        print("  summary: " + ", ".join(f"{k}={_format(v)}" for k, v in scalars.items()),
-              file=file)
+        print("  summary: " + ", ".join(f"{k}={_format(v)}" for k, v in scalars.items()), file=file)
     for name, entry in metrics.get("health", {}).items():
         for line in entry["problems"]:
             print(f"  {'' if name == 'run' else 'baseline ' + name + ': '}{line}", file=file)
-    print(f"  results in {out_dir}/ (metrics.json, elbo.png, config.yaml, checkpoints/)",
-          file=file)
+    print(f"  results in {out_dir}/ (metrics.json, elbo.png, config.yaml, checkpoints/)", file=file)
 
 
 def _keys_text(experiment: Optional[str] = None) -> str:
@@ -280,37 +313,70 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vijax {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser(
-        "run", help="run an experiment config (default: the embedded one)",
+        "run",
+        help="run an experiment config (default: the embedded one)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="config keys (type, default, allowed range); a config may set any of them, --set KEY=VALUE too:\n"
-               + _keys_text() + "\n\nThe model, data and algorithm keys depend on the experiment: "
-               "`vijax list EXPERIMENT` lists them with their types and defaults.")
-    p_run.add_argument("config", nargs="?", default=None,
-                       help=f"a YAML config; without it, the defaults of {DEFAULT_EXPERIMENT}")
-    p_run.add_argument("--resume", action="store_true",
-                       help="continue from the latest intact checkpoint in <out>/checkpoints (refused when the "
-                            "config differs from the checkpoint's)")
-    p_run.add_argument("--allow-changes", action="store_true",
-                       help="with --resume: continue although config values changed (e.g. run.num_steps)")
+        + _keys_text()
+        + "\n\nThe model, data and algorithm keys depend on the experiment: "
+        "`vijax list EXPERIMENT` lists them with their types and defaults.",
+    )
+    p_run.add_argument(
+        "config", nargs="?", default=None, help=f"a YAML config; without it, the defaults of {DEFAULT_EXPERIMENT}"
+    )
+    p_run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the latest intact checkpoint in <out>/checkpoints (refused when the "
+        "config differs from the checkpoint's)",
+    )
+    p_run.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="with --resume: continue although config values changed (e.g. run.num_steps)",
+    )
     p_run.add_argument("--out", default=None, help="output folder (overrides output.dir)")
-    p_run.add_argument("--set", dest="overrides", action="append", default=[],
-                       metavar="KEY=VALUE", help="override a config value, e.g. model.K=7")
+    p_run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. model.K=7",
+    )
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     cache = p_run.add_mutually_exclusive_group()
-    cache.add_argument("--no-compile-cache", action="store_true",
-                       help="do not use JAX's persistent compilation cache (run.compile_cache=false)")
-    cache.add_argument("--compile-cache", metavar="DIR", default=None,
-                       help="the folder of JAX's persistent compilation cache (run.compile_cache; default: "
-                            "$VIJAX_COMPILE_CACHE, else $XDG_CACHE_HOME/vijax/jax or ~/.cache/vijax/jax)")
+    cache.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="do not use JAX's persistent compilation cache (run.compile_cache=false)",
+    )
+    cache.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        default=None,
+        help="the folder of JAX's persistent compilation cache (run.compile_cache; default: "
+        "$VIJAX_COMPILE_CACHE, else $XDG_CACHE_HOME/vijax/jax or ~/.cache/vijax/jax)",
+    )
     p_list = sub.add_parser("list", help="list the registered experiments, one line each; with a name, its config keys")
-    p_list.add_argument("experiment", nargs="?", default=None,
-                        help="an experiment: every key of its config with type, default and allowed range")
+    p_list.add_argument(
+        "experiment",
+        nargs="?",
+        default=None,
+        help="an experiment: every key of its config with type, default and allowed range",
+    )
     p_prep = sub.add_parser("prepare", help="convert a corpus (UCI, lda-c or text) to the memory-mapped .npz format")
     p_prep.add_argument("input", help="the corpus file (optionally gzipped)")
-    p_prep.add_argument("--format", required=True, choices=("uci", "ldac", "text"),
-                        help="uci: docword.*.txt; ldac: 'M id:count ...' per line; text: one document per line")
+    p_prep.add_argument(
+        "--format",
+        required=True,
+        choices=("uci", "ldac", "text"),
+        help="uci: docword.*.txt; ldac: 'M id:count ...' per line; text: one document per line",
+    )
     p_prep.add_argument("--vocab", default=None, help="one word per line (text: without it, one is built)")
-    p_prep.add_argument("--vocab-size", type=int, default=None, help="ldac without --vocab: V (default: largest id + 1)")
+    p_prep.add_argument(
+        "--vocab-size", type=int, default=None, help="ldac without --vocab: V (default: largest id + 1)"
+    )
     p_prep.add_argument("--out", required=True, help="the .npz file to write")
     return parser
 
@@ -323,8 +389,10 @@ def _prepare(args) -> int:
     except (ValueError, OSError) as e:
         print(f"vijax: error: {e}", file=sys.stderr)
         return EXIT_CANNOT_START
-    print(f"{args.out}: {corpus.num_docs} documents, {corpus.vocab_size} words, {corpus.num_tokens} tokens "
-          f"({corpus.nnz} entries, {corpus.num_empty} empty documents)")
+    print(
+        f"{args.out}: {corpus.num_docs} documents, {corpus.vocab_size} words, {corpus.num_tokens} tokens "
+        f"({corpus.nnz} entries, {corpus.num_empty} empty documents)"
+    )
     return EXIT_OK
 
 
@@ -345,8 +413,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import_builtin_experiments()
     if args.command == "list" and args.experiment is not None:
         if args.experiment not in EXPERIMENTS:
-            print(f"vijax: error: unknown experiment {args.experiment!r}; registered: {sorted(EXPERIMENTS)}",
-                  file=sys.stderr)
+            print(
+                f"vijax: error: unknown experiment {args.experiment!r}; registered: {sorted(EXPERIMENTS)}",
+                file=sys.stderr,
+            )
             return EXIT_CANNOT_START
         print(f"{args.experiment}: {EXPERIMENTS[args.experiment].description}")
         print(_keys_text(args.experiment))
@@ -383,10 +453,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _print_summary(metrics, config["output"]["dir"])
     problems = metrics["health"]["run"]["problems"]
     if problems:
-        print(f"vijax: error: {metrics['experiment']}: " + "; ".join(problems)
-              + f" (results written to {config['output']['dir']}/)", file=sys.stderr)
+        print(
+            f"vijax: error: {metrics['experiment']}: "
+            + "; ".join(problems)
+            + f" (results written to {config['output']['dir']}/)",
+            file=sys.stderr,
+        )
         return EXIT_UNTRUSTED
     return EXIT_OK
 
 
-__all__ = ["DEFAULT_EXPERIMENT", "EXIT_CANNOT_START", "EXIT_OK", "EXIT_UNTRUSTED", "default_config", "import_builtin_experiments", "main", "run_experiment"]
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "EXIT_CANNOT_START",
+    "EXIT_OK",
+    "EXIT_UNTRUSTED",
+    "default_config",
+    "import_builtin_experiments",
+    "main",
+    "run_experiment",
+]

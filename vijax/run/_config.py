@@ -16,6 +16,7 @@ where the default is a float; bools are not ints; a list is accepted for a tuple
 None accepts anything; a dict default is validated recursively). Missing keys take their
 defaults. Scientific notation without a dot (``1e-3``) reads as a float, not as YAML 1.1's string.
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,6 +39,7 @@ RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig))
 TOP_LEVEL_KEYS = ("experiment", "seed", "model", "data", "algorithm", "run", "output")
 SECTIONS = ("model", "data", "algorithm")
 
+
 class ConfigError(ValueError):
     """An invalid config; the message names the offending key's full path."""
 
@@ -47,9 +49,8 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def parse_yaml(text: str) -> Any:
@@ -82,8 +83,9 @@ def _check_type(path: str, value: Any, default: Any) -> Any:
     else:
         ok = isinstance(value, type(default))
     if not ok:
-        raise ConfigError(f"{path}: expected {_type_name(default)} (like the default "
-                          f"{default!r}), got {_type_name(value)} {value!r}")
+        raise ConfigError(
+            f"{path}: expected {_type_name(default)} (like the default {default!r}), got {_type_name(value)} {value!r}"
+        )
     return value
 
 
@@ -93,8 +95,9 @@ def _merge(prefix: str, given: Mapping, defaults: Mapping) -> dict:
     for key, value in given.items():
         path = f"{prefix}.{key}" if prefix else str(key)
         if key not in defaults:
-            raise ConfigError(f"unknown config key {path!r}; allowed keys of "
-                              f"{prefix or 'the config'}: {sorted(map(str, defaults))}")
+            raise ConfigError(
+                f"unknown config key {path!r}; allowed keys of {prefix or 'the config'}: {sorted(map(str, defaults))}"
+            )
         out[key] = _check_type(path, value, defaults[key])
     return out
 
@@ -137,13 +140,12 @@ def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
                 node[k] = {}
             node = node[k]
             if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {'.'.join(keys[:i + 1])} is not a mapping")
+                raise ConfigError(f"override {item!r}: {'.'.join(keys[: i + 1])} is not a mapping")
         node[keys[-1]] = parse_yaml(text) if text.strip() else None
     return out
 
 
-def load_config(path_or_dict: Union[str, os.PathLike, Mapping],
-                overrides: Iterable[str] = ()) -> dict:
+def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Iterable[str] = ()) -> dict:
     """Loads, overrides, validates and fills in a run config.
 
     Args:
@@ -173,20 +175,22 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping],
             raw = parse_yaml(f.read())
         raw = {} if raw is None else raw
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path_or_dict}: a config must be a mapping, "
-                              f"got {_type_name(raw)}")
+            raise ConfigError(f"{path_or_dict}: a config must be a mapping, got {_type_name(raw)}")
     raw = apply_overrides(raw, overrides)
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
-            raise ConfigError(f"unknown top-level config key {key!r}; allowed: "
-                              f"{list(TOP_LEVEL_KEYS)}")
+            raise ConfigError(f"unknown top-level config key {key!r}; allowed: {list(TOP_LEVEL_KEYS)}")
     name = raw.get("experiment")
     if not isinstance(name, str):
-        raise ConfigError(f"experiment: expected the name of a registered experiment, got "
-                          f"{_type_name(name)} {name!r}; registered: {sorted(EXPERIMENTS)}")
+        raise ConfigError(
+            f"experiment: expected the name of a registered experiment, got "
+            f"{_type_name(name)} {name!r}; registered: {sorted(EXPERIMENTS)}"
+        )
     if name not in EXPERIMENTS:
-        raise ConfigError(f"experiment: unknown experiment {name!r}; registered: {sorted(EXPERIMENTS)} (the "
-                          "built-in experiments register when vijax.run.experiments is imported)")
+        raise ConfigError(
+            f"experiment: unknown experiment {name!r}; registered: {sorted(EXPERIMENTS)} (the "
+            "built-in experiments register when vijax.run.experiments is imported)"
+        )
     spec = EXPERIMENTS[name]
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -218,8 +222,12 @@ class ConfigKey(NamedTuple):
 
 
 # the bounds check_run_setting enforces besides each setting's type and minimum (for `vijax run --help`)
-_EXTRA_BOUNDS = {"num_steps": "< 2**31 - 1", "tol": "> 0", "max_rejected_share": "<= 1",
-                 "compile_cache": "true, false or a folder"}
+_EXTRA_BOUNDS = {
+    "num_steps": "< 2**31 - 1",
+    "tol": "> 0",
+    "max_rejected_share": "<= 1",
+    "compile_cache": "true, false or a folder",
+}
 
 
 def run_setting_schema(name: str) -> tuple[str, Any, str]:
@@ -227,7 +235,9 @@ def run_setting_schema(name: str) -> tuple[str, Any, str]:
     ``vijax.run._runner.check_run_setting`` enforces them (``("int", 100, ">= 1")``)."""
     default, types, nullable, minimum = _SETTINGS[name]
     kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
-    bounds = ([f">= {minimum}"] if minimum is not None else []) + ([_EXTRA_BOUNDS[name]] if name in _EXTRA_BOUNDS else [])
+    bounds = ([f">= {minimum}"] if minimum is not None else []) + (
+        [_EXTRA_BOUNDS[name]] if name in _EXTRA_BOUNDS else []
+    )
     return kinds, default, " and ".join(bounds) or "any"
 
 
@@ -250,8 +260,14 @@ def _section_keys(prefix: str, defaults: Mapping, out: list) -> None:
         if isinstance(default, Mapping):
             _section_keys(path, default, out)
         elif path == "algorithm.name":
-            out.append(ConfigKey(path, "str", default, "a registered algorithm the model qualifies for: "
-                                 + ", ".join(sorted(ALGORITHMS))))
+            out.append(
+                ConfigKey(
+                    path,
+                    "str",
+                    default,
+                    "a registered algorithm the model qualifies for: " + ", ".join(sorted(ALGORITHMS)),
+                )
+            )
         else:
             out.append(ConfigKey(path, _schema_type(default), default, "range checked when the experiment is built"))
 
@@ -268,8 +284,10 @@ def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
     if experiment is not None and experiment not in EXPERIMENTS:
         raise ConfigError(f"experiment: unknown experiment {experiment!r}; registered: {sorted(EXPERIMENTS)}")
     defaults = EXPERIMENTS[experiment].defaults if experiment is not None else {}
-    keys = [ConfigKey("experiment", "str", experiment, "required: a registered experiment (vijax list)"),
-            ConfigKey("seed", "int", 0, "any; the run's key is jax.random.PRNGKey(seed)")]
+    keys = [
+        ConfigKey("experiment", "str", experiment, "required: a registered experiment (vijax list)"),
+        ConfigKey("seed", "int", 0, "any; the run's key is jax.random.PRNGKey(seed)"),
+    ]
     for section in SECTIONS:
         _section_keys(section, defaults.get(section, {}), keys)
     run_defaults = defaults.get("run", {})
@@ -281,8 +299,15 @@ def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
 
 
 # run settings that do not change what a run computes (its state and trace): a resume may change them
-FINGERPRINT_IGNORED = ("output.dir", "run.progress", "run.eval_every", "run.checkpoint_every",
-                       "run.max_rejected_share", "run.prefetch", "run.check_values")
+FINGERPRINT_IGNORED = (
+    "output.dir",
+    "run.progress",
+    "run.eval_every",
+    "run.checkpoint_every",
+    "run.max_rejected_share",
+    "run.prefetch",
+    "run.check_values",
+)
 _IDENTITY_BYTES = 1 << 20  # a data file is identified by its size and the SHA-256 of its first and last MiB
 
 
@@ -338,5 +363,15 @@ def config_fingerprint(config: Mapping) -> dict:
     return {"hash": digest, "values": values}
 
 
-__all__ = ["ConfigError", "ConfigKey", "FINGERPRINT_IGNORED", "apply_overrides", "config_fingerprint", "config_keys",
-           "file_identity", "load_config", "parse_yaml", "run_setting_schema"]
+__all__ = [
+    "ConfigError",
+    "ConfigKey",
+    "FINGERPRINT_IGNORED",
+    "apply_overrides",
+    "config_fingerprint",
+    "config_keys",
+    "file_identity",
+    "load_config",
+    "parse_yaml",
+    "run_setting_schema",
+]

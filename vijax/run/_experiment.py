@@ -1,6 +1,7 @@
 """What a config's ``experiment:`` name resolves to, the registry of experiment builders, and
 the helpers builders share: the configured algorithm of an ``algorithm`` section
 (``configured_algorithm``), the evaluation steps of a ``run`` section (``eval_steps``)."""
+
 from __future__ import annotations
 
 import re
@@ -95,6 +96,7 @@ class ExperimentSpec(NamedTuple):
 
 EXPERIMENTS: dict[str, ExperimentSpec] = {}
 
+
 def register_experiment(name: str, defaults: dict, description: str = ""):
     """Decorator registering ``build(sections, seed) -> Experiment`` under ``name``.
 
@@ -115,9 +117,16 @@ def register_experiment(name: str, defaults: dict, description: str = ""):
     return deco
 
 
-def configured_algorithm(section: Mapping, defaults: Mapping, model, *, num_data: Optional[int] = None,
-                         schedule=None, schedule_keys: Sequence[str] = (),
-                         resolved: Optional[Mapping] = None) -> VIAlgorithm:
+def configured_algorithm(
+    section: Mapping,
+    defaults: Mapping,
+    model,
+    *,
+    num_data: Optional[int] = None,
+    schedule=None,
+    schedule_keys: Sequence[str] = (),
+    resolved: Optional[Mapping] = None,
+) -> VIAlgorithm:
     """The registered algorithm that a config's ``algorithm`` section names, for ``model``.
 
     ``section["name"]`` picks the algorithm in ``vijax.inference.ALGORITHMS``; it gets
@@ -158,12 +167,15 @@ def configured_algorithm(section: Mapping, defaults: Mapping, model, *, num_data
     for key in section:
         if key in unused and section[key] != defaults.get(key):
             taken = list(spec.settings) + (["a step size"] if spec.takes_schedule else [])
-            raise ConfigError(f"algorithm.{key}: algorithm {name!r} does not take it (it takes {taken}); "
-                              f"leave it at the default {defaults.get(key)!r} or choose another algorithm.name")
+            raise ConfigError(
+                f"algorithm.{key}: algorithm {name!r} does not take it (it takes {taken}); "
+                f"leave it at the default {defaults.get(key)!r} or choose another algorithm.name"
+            )
     settings = {k: (resolved or {}).get(k, section[k]) for k in spec.settings if k in section}
     try:
-        return make_algorithm(name, model, num_data=num_data, schedule=schedule if spec.takes_schedule else None,
-                              **settings)
+        return make_algorithm(
+            name, model, num_data=num_data, schedule=schedule if spec.takes_schedule else None, **settings
+        )
     except (TypeError, ValueError) as e:
         head = re.match(r"^\s*([A-Za-z_]\w*)", str(e))
         if head and head.group(1) in settings:  # a setting's value out of range: name its key
@@ -190,5 +202,13 @@ def eval_steps(run: Mapping) -> list[int]:
     return steps or [0]
 
 
-__all__ = ["EXPERIMENTS", "Baseline", "Experiment", "ExperimentSpec", "check_methods", "configured_algorithm",
-           "eval_steps", "register_experiment"]
+__all__ = [
+    "EXPERIMENTS",
+    "Baseline",
+    "Experiment",
+    "ExperimentSpec",
+    "check_methods",
+    "configured_algorithm",
+    "eval_steps",
+    "register_experiment",
+]

@@ -2,9 +2,10 @@
 updates an algorithm rejected (``info.accepted`` False: a non-finite update it did not apply,
 leaving the state as it was). ``run`` warns with their step numbers; ``vijax run`` turns
 ``RunHealth.problems`` into exit status 3."""
+
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple, Optional
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -38,29 +39,41 @@ class RunHealth(NamedTuple):
         steps rejected (not checked when None). Empty for a healthy run."""
         out = []
         if self.num_steps and not self.final_elbo_finite:
-            where = (f"at step {self.final_step}" if self.final_step is not None else "(no step was applied)")
+            where = f"at step {self.final_step}" if self.final_step is not None else "(no step was applied)"
             first = f"; first non-finite at step {int(self.nonfinite_steps[0])}" if self.nonfinite_steps.size else ""
             out.append(f"the run ended with a non-finite ELBO {where}{first}")
         if max_rejected_share is not None and self.rejected_share > max_rejected_share:
-            out.append(f"{self.rejected_share:.1%} of the updates were rejected as non-finite (more than "
-                       f"run.max_rejected_share = {max_rejected_share:g}); first at step {int(self.rejected_steps[0])}")
+            out.append(
+                f"{self.rejected_share:.1%} of the updates were rejected as non-finite (more than "
+                f"run.max_rejected_share = {max_rejected_share:g}); first at step {int(self.rejected_steps[0])}"
+            )
         return out
 
     def notes(self) -> list[str]:
         """Lines describing non-finite ELBOs and rejected steps (empty when there were none)."""
         out = []
         if self.nonfinite_steps.size:
-            out.append(f"ELBO not finite at {self.nonfinite_steps.size} of {self.num_steps} steps ("
-                       + _steps_text(self.nonfinite_steps) + ")")
+            out.append(
+                f"ELBO not finite at {self.nonfinite_steps.size} of {self.num_steps} steps ("
+                + _steps_text(self.nonfinite_steps)
+                + ")"
+            )
         if self.rejected_steps.size:
-            out.append(f"{self.rejected_steps.size} of {self.num_steps} steps rejected as non-finite ("
-                       + _steps_text(self.rejected_steps) + ")")
+            out.append(
+                f"{self.rejected_steps.size} of {self.num_steps} steps rejected as non-finite ("
+                + _steps_text(self.rejected_steps)
+                + ")"
+            )
         return out
 
 
 def _steps_text(steps: np.ndarray) -> str:
     shown = ", ".join(str(int(t)) for t in steps[:5])
-    return f"step {shown}" if steps.size == 1 else f"steps {shown}" + (f", ..., {int(steps[-1])}" if steps.size > 5 else "")
+    return (
+        f"step {shown}"
+        if steps.size == 1
+        else f"steps {shown}" + (f", ..., {int(steps[-1])}" if steps.size > 5 else "")
+    )
 
 
 def applied_steps(trace: Mapping) -> tuple[np.ndarray, float]:
@@ -84,9 +97,14 @@ def run_health(trace: Mapping) -> RunHealth:
     applied, share = applied_steps(trace)
     idx = np.flatnonzero(applied)
     final = int(idx[-1]) if idx.size else None
-    return RunHealth(num_steps=n, nonfinite_steps=steps[~finite], rejected_steps=steps[~applied], rejected_share=share,
-                     final_step=None if final is None else int(steps[final]),
-                     final_elbo_finite=final is not None and bool(finite[final]))
+    return RunHealth(
+        num_steps=n,
+        nonfinite_steps=steps[~finite],
+        rejected_steps=steps[~applied],
+        rejected_share=share,
+        final_step=None if final is None else int(steps[final]),
+        final_elbo_finite=final is not None and bool(finite[final]),
+    )
 
 
 def psis_note(evals: Sequence[dict]) -> Optional[str]:
@@ -97,8 +115,10 @@ def psis_note(evals: Sequence[dict]) -> Optional[str]:
         return None
     k = float(evals[-1]["khat"])
     if k > KHAT_THRESHOLD:
-        return (f"PSIS k-hat {k:.3g} is above {KHAT_THRESHOLD}: q's importance weights have a heavy tail, and "
-                "its posterior estimates are not to be trusted (Yao et al. 2018)")
+        return (
+            f"PSIS k-hat {k:.3g} is above {KHAT_THRESHOLD}: q's importance weights have a heavy tail, and "
+            "its posterior estimates are not to be trusted (Yao et al. 2018)"
+        )
     return f"PSIS k-hat {k:.3g} <= {KHAT_THRESHOLD}: q passes the diagnostic"
 
 
@@ -108,7 +128,7 @@ def raise_batch_error(error: Exception) -> None:
     ValueError, naming the value, its position and the step; any other error unchanged."""
     lines = [ln for ln in str(error).splitlines() if ln.startswith("ValueError: ")]
     if lines:
-        raise ValueError(lines[-1][len("ValueError: "):]) from None
+        raise ValueError(lines[-1][len("ValueError: ") :]) from None
     raise error
 
 

@@ -3,6 +3,7 @@
 Figures are built with ``matplotlib.figure.Figure`` directly (no ``pyplot``, so no global state
 and no GUI backend: PNGs are rendered by Agg whatever the session's backend is).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,7 @@ def moving_average(x: np.ndarray, window: int) -> np.ndarray:
 
 def _robust_ylim(values: np.ndarray) -> Optional[tuple[float, float]]:
     """Limits that ignore the first 5% of steps (an early ELBO can be far below the rest)."""
-    tail = values[len(values) // 20:]
+    tail = values[len(values) // 20 :]
     tail = tail[np.isfinite(tail)]
     if tail.size == 0:
         return None
@@ -81,8 +82,7 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
         window = max(len(elbo) // 50, 1)
         ax.plot(steps, elbo, lw=0.6, alpha=0.35, color="C0", label="ELBO (per step)")
         if window > 1:
-            ax.plot(steps, moving_average(elbo, window), lw=1.5, color="C0",
-                    label=f"moving average ({window} steps)")
+            ax.plot(steps, moving_average(elbo, window), lw=1.5, color="C0", label=f"moving average ({window} steps)")
         limits = _robust_ylim(elbo)
         if limits is not None:
             ax.set_ylim(*limits)

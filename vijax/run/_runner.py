@@ -30,9 +30,9 @@ after each multiple of ``eval_every`` (``checkpoint_every``), and once more when
 (last step reached or converged); ``eval_every=None`` with an ``eval_fn`` evaluates only at the end.
 A ``KeyboardInterrupt`` writes a checkpoint of the last completed chunk before re-raising.
 """
+
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 import warnings
@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 from vijax.data import PrefetchHostBatches
 from vijax.inference import VIAlgorithm, value_checks
 from . import _cache, _checkpoint
+from ._run_config import _SETTINGS, RunConfig, check_run_setting  # noqa: F401  (re-exported)
 from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -98,6 +99,7 @@ def _make_chunk_fn(step_fn: Callable, batch_fn: Optional[Callable], chunk_size: 
 def _as_strong_arrays(tree: PyTree) -> PyTree:
     """Leaves as ``jax.Array`` without weak types, so a state loaded from a checkpoint has the
     same abstract values (and compiled program) as one built by ``init``."""
+
     def leaf(x):
         x = jnp.asarray(x)
         return jnp.asarray(x, dtype=x.dtype)
@@ -149,7 +151,7 @@ def _tolerance_met(means: Sequence[float], tol: Optional[float], patience: int) 
     """Whether the last ``patience`` relative changes of the chunk means are all below ``tol``."""
     if tol is None or len(means) < patience + 1:
         return False
-    m = np.asarray(means[-(patience + 1):], dtype=np.float64)
+    m = np.asarray(means[-(patience + 1) :], dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.abs(np.diff(m)) / np.abs(m[1:])
     return bool(np.all(rel < tol))
@@ -172,160 +174,14 @@ def _eval_entry(eval_fn: Callable, state: PyTree, step: int, wall_time: float) -
 def _postfix(mean_of: dict, evals: list) -> dict:
     post = {k: f"{v:.5g}" for k, v in mean_of.items()}
     if evals:
-        post.update({k: (f"{v:.5g}" if isinstance(v, float) else v)
-                     for k, v in evals[-1].items() if k not in ("step", "wall_time")
-                     and isinstance(v, (int, float))})
+        post.update(
+            {
+                k: (f"{v:.5g}" if isinstance(v, float) else v)
+                for k, v in evals[-1].items()
+                if k not in ("step", "wall_time") and isinstance(v, (int, float))
+            }
+        )
     return post
-
-
-# ----------------------------------------------------------------------------- settings
-# name -> (default, accepted types, may be None, minimum): the one table of run settings, read by
-# RunConfig (and so by run()) and by the YAML schema of a config's ``run`` section.
-_SETTINGS = {
-    "num_steps": (1000, (int,), False, 0),
-    "chunk_size": (100, (int,), False, 1),
-    "tol": (None, (float,), True, None),
-    "patience": (3, (int,), False, 1),
-    "eval_every": (None, (int,), True, 1),
-    "checkpoint_every": (None, (int,), True, 1),
-    "progress": (True, (bool,), False, None),
-    "max_rejected_share": (0.5, (float,), False, 0.0),  # vijax run fails when more steps were rejected
-    # process settings, applied by ``RunConfig.apply_process_settings`` before JAX makes arrays:
-    "x64": (False, (bool,), False, None),  # float64 (jax_enable_x64) instead of float32
-    "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
-    # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
-    "compile_cache": (True, (bool, str), False, None),
-    "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
-    "check_values": (True, (bool,), False, None),  # value checks of every step's batch (docs/design.md)
-}
-
-
-def _type_name(x) -> str:
-    return "null" if x is None else type(x).__name__
-
-
-def check_run_setting(name: str, value, label: str):
-    """``value`` checked against (and an int converted to float where a float is expected) the
-    run setting ``name``; ValueError starting with ``label`` otherwise."""
-    _, types, nullable, minimum = _SETTINGS[name]
-    if value is None and nullable:
-        return None
-    if float in types and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = float(value)
-    if isinstance(value, np.integer) and int in types:
-        value = int(value)
-    if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-        kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
-        raise ValueError(f"{label}: expected {kinds}, got {_type_name(value)} {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{label}: must be >= {minimum}, got {value!r}")
-    if name == "num_steps" and value >= 2**31 - 1:
-        raise ValueError(f"{label}: must be < 2**31 - 1, got {value!r}")
-    if name == "max_rejected_share" and not value <= 1.0:
-        raise ValueError(f"{label}: must lie in [0, 1], got {value!r}")
-    if name == "compile_cache" and isinstance(value, str) and not value.strip():
-        raise ValueError(f"{label}: expected true, false or a folder, got an empty string")
-    if name == "tol" and not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{label}: must be positive or null, got {value!r}")
-    return value
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """The settings of one run: the defaults that ``run()``, the YAML ``run:`` section and the
-    command line share. Every field is checked on construction (ValueError naming it).
-
-    Attributes:
-      num_steps: the total number of updates, counting those done before a resume.
-      chunk_size: updates per jitted ``lax.scan`` call.
-      tol: relative ELBO tolerance of the stopping rule, or None to run all steps.
-      patience: consecutive chunk boundaries below ``tol`` needed to stop.
-      eval_every: evaluation period in updates (rounded up to chunk boundaries); None: at the end.
-      checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the
-        end only.
-      progress: show a tqdm bar (it switches itself off when stderr is not a terminal).
-      max_rejected_share: the largest share of rejected steps (``info.accepted`` False: a
-        non-finite update the algorithm did not apply) that ``vijax run`` accepts; above it the
-        command exits with status 3. ``run`` itself only reports (``run_health``).
-      x64: run in float64 (``jax_enable_x64``); a process setting, see ``apply_process_settings``.
-      cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use
-        the cores); None leaves JAX's default. A process setting.
-      compile_cache: JAX's persistent compilation cache, so that a second start of the same
-        program does not compile again: True (the default folder: ``$VIJAX_COMPILE_CACHE``, else
-        ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off) or a folder. A
-        process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
-      prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
-        ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
-        (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
-        results, are the same either way.
-      check_values: the value checks of every step's batch (``vijax.inference.value_checks``);
-        a failing one stops the run with a ValueError naming the value, its position and the step.
-    """
-
-    num_steps: int = _SETTINGS["num_steps"][0]
-    chunk_size: int = _SETTINGS["chunk_size"][0]
-    tol: Optional[float] = _SETTINGS["tol"][0]
-    patience: int = _SETTINGS["patience"][0]
-    eval_every: Optional[int] = _SETTINGS["eval_every"][0]
-    checkpoint_every: Optional[int] = _SETTINGS["checkpoint_every"][0]
-    progress: bool = _SETTINGS["progress"][0]
-    max_rejected_share: float = _SETTINGS["max_rejected_share"][0]
-    x64: bool = _SETTINGS["x64"][0]
-    cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
-    compile_cache: Union[bool, str] = _SETTINGS["compile_cache"][0]
-    prefetch: int = _SETTINGS["prefetch"][0]
-    check_values: bool = _SETTINGS["check_values"][0]
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, check_run_setting(f.name, getattr(self, f.name), f.name))
-
-    @classmethod
-    def from_dict(cls, values: Mapping, prefix: str = "run") -> "RunConfig":
-        """A RunConfig from a mapping (a config's ``run`` section); errors name ``<prefix>.<key>``."""
-        unknown = sorted(set(values) - set(_SETTINGS))
-        if unknown:
-            raise ValueError(f"unknown config key {prefix + '.' + str(unknown[0])!r}; allowed keys of "
-                             f"{prefix}: {sorted(_SETTINGS)}")
-        checked = {k: check_run_setting(k, v, f"{prefix}.{k}") for k, v in values.items()}
-        return cls(**checked)
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def replace(self, **settings) -> "RunConfig":
-        """A copy with ``settings`` changed (checked like the constructor's); ValueError naming an
-        unknown setting."""
-        unknown = sorted(set(settings) - set(_SETTINGS))
-        if unknown:
-            raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(_SETTINGS)}")
-        return dataclasses.replace(self, **settings)
-
-    def apply_process_settings(self) -> None:
-        """Applies ``x64``, ``cpu_devices`` and ``compile_cache`` to this process. The first two
-        must happen before JAX makes arrays (``cpu_devices`` before it starts its backends);
-        ValueError naming the setting when that is too late."""
-        if self.x64:
-            jax.config.update("jax_enable_x64", True)
-        if self.cpu_devices is not None:
-            try:
-                jax.config.update("jax_num_cpu_devices", int(self.cpu_devices))
-            except RuntimeError as e:
-                if len(jax.devices("cpu")) != self.cpu_devices:
-                    raise ValueError(f"run.cpu_devices: cannot set {self.cpu_devices} CPU devices, JAX has already "
-                                     f"started with {len(jax.devices('cpu'))} ({e}); set it before any JAX "
-                                     "computation") from None
-        _cache.enable_compile_cache(self.compile_cache)
-
-    def check_process_settings(self) -> None:
-        """Raises ValueError when this process does not run with ``x64`` / ``cpu_devices`` (call
-        ``apply_process_settings`` first thing)."""
-        if self.x64 and not jax.config.jax_enable_x64:
-            raise ValueError("x64=True but JAX runs in float32: call RunConfig.apply_process_settings() (or "
-                             "jax.config.update('jax_enable_x64', True)) before any array is made")
-        if self.cpu_devices is not None and len(jax.devices("cpu")) != self.cpu_devices:
-            raise ValueError(f"cpu_devices={self.cpu_devices} but JAX shows {len(jax.devices('cpu'))} CPU devices: "
-                             "call RunConfig.apply_process_settings() before any JAX computation")
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -344,13 +200,15 @@ class _Progress:
     def restore_means(self, chunk_size, tol, patience):
         """Means of the complete grid chunks so far (L_0, L_1, ...) and the stopping rule's verdict."""
         elbo_so_far = _concat(self.parts).get("elbo", np.zeros((0,)))
-        self.means = [_chunk_mean(elbo_so_far[c * chunk_size:(c + 1) * chunk_size])
-                      for c in range(self.step // chunk_size)]
+        self.means = [
+            _chunk_mean(elbo_so_far[c * chunk_size : (c + 1) * chunk_size]) for c in range(self.step // chunk_size)
+        ]
         self.converged = _tolerance_met(self.means, tol, patience)
 
 
-def _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint=None,
-                      allow_changes=False) -> _Progress:
+def _initial_progress(
+    alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint=None, allow_changes=False
+) -> _Progress:
     """The start of a run: ``init_state`` (or ``alg.init``), or the newest intact checkpoint on
     resume (a corrupt newer one is reported, renamed ``<name>.corrupt`` and skipped)."""
     if init_state is None:
@@ -367,36 +225,48 @@ def _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resum
         except _checkpoint.CorruptCheckpointError as e:
             corrupt.append(e)
             os.replace(path, path + ".corrupt")  # out of the history, kept for inspection
-            warnings.warn(f"{e}; it is renamed {os.path.basename(path)}.corrupt and the previous checkpoint is "
-                          "used", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"{e}; it is renamed {os.path.basename(path)}.corrupt and the previous checkpoint is used",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         except _checkpoint.CheckpointError as e:  # another state structure: name the config keys if known
             changed = _checkpoint.compare_fingerprints(_checkpoint.read_fingerprint(path), fingerprint)
             if changed:
                 raise _checkpoint.ConfigChangedError(
-                    f"checkpoint {path} was written with another config; changed: " + "; ".join(changed)
+                    f"checkpoint {path} was written with another config; changed: "
+                    + "; ".join(changed)
                     + ". Its state has another structure, so it cannot be continued: run without resume",
-                    changed) from e
+                    changed,
+                ) from e
             raise
     if ck is None:
         if corrupt:
             raise _checkpoint.CheckpointError(
-                f"no intact checkpoint to resume in {checkpoint_dir}: " + "; ".join(str(e) for e in corrupt))
+                f"no intact checkpoint to resume in {checkpoint_dir}: " + "; ".join(str(e) for e in corrupt)
+            )
         return _Progress(state)
     changed = _checkpoint.compare_fingerprints(ck.fingerprint, fingerprint)
     if changed and not allow_changes:
         raise _checkpoint.ConfigChangedError(
-            f"checkpoint {path} was written with another config; changed: " + "; ".join(changed)
+            f"checkpoint {path} was written with another config; changed: "
+            + "; ".join(changed)
             + ". Resume with allow_changes=True (vijax run --resume --allow-changes) to continue with the new "
-            "values, or without resume to start again", changed)
+            "values, or without resume to start again",
+            changed,
+        )
     if not np.array_equal(ck.key_data, key_data):
-        raise _checkpoint.CheckpointError(f"checkpoint {path} was written by a run with another key "
-                                          f"({ck.key_data.tolist()} != {key_data.tolist()})")
+        raise _checkpoint.CheckpointError(
+            f"checkpoint {path} was written by a run with another key ({ck.key_data.tolist()} != {key_data.tolist()})"
+        )
     if changed:
-        warnings.warn(f"resuming {path} with changed config values: " + "; ".join(changed), UserWarning,
-                      stacklevel=3)
+        warnings.warn(f"resuming {path} with changed config values: " + "; ".join(changed), UserWarning, stacklevel=3)
     elif fingerprint is not None and ck.fingerprint is None:
-        warnings.warn(f"checkpoint {path} records no config fingerprint (an older vijax wrote it); the config "
-                      "is not checked", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"checkpoint {path} records no config fingerprint (an older vijax wrote it); the config is not checked",
+            UserWarning,
+            stacklevel=3,
+        )
     return _Progress(_as_strong_arrays(ck.state), ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
 
 
@@ -408,18 +278,35 @@ def _save(prog: _Progress, checkpoint_dir, key_data, elapsed, fingerprint=None) 
         _checkpoint.clear_checkpoints(checkpoint_dir)
         prog.fresh = False
     prog.parts = [_concat(prog.parts)] if prog.parts else []
-    _checkpoint.save_checkpoint(checkpoint_dir, prog.step, prog.state, _concat(prog.parts), prog.evals,
-                                wall_time=elapsed(), key_data=key_data, fingerprint=fingerprint)
+    _checkpoint.save_checkpoint(
+        checkpoint_dir,
+        prog.step,
+        prog.state,
+        _concat(prog.parts),
+        prog.evals,
+        wall_time=elapsed(),
+        key_data=key_data,
+        fingerprint=fingerprint,
+    )
     prog.saved_at = prog.step
 
 
-def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey, Array], PyTree]] = None,
-        host_batches: Optional[Callable[[int, int], PyTree]] = None,
-        init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
-        eval_fn: Optional[Callable[[PyTree], dict]] = None, checkpoint_dir: Optional[str] = None,
-        resume: bool = False, progress_fields: Optional[Sequence[str]] = None,
-        config: Optional[RunConfig] = None, fingerprint: Optional[Mapping] = None, allow_changes: bool = False,
-        **settings) -> RunResult:
+def run(
+    alg: VIAlgorithm,
+    key: PRNGKey,
+    *,
+    batch_fn: Optional[Callable[[PRNGKey, Array], PyTree]] = None,
+    host_batches: Optional[Callable[[int, int], PyTree]] = None,
+    init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
+    eval_fn: Optional[Callable[[PyTree], dict]] = None,
+    checkpoint_dir: Optional[str] = None,
+    resume: bool = False,
+    progress_fields: Optional[Sequence[str]] = None,
+    config: Optional[RunConfig] = None,
+    fingerprint: Optional[Mapping] = None,
+    allow_changes: bool = False,
+    **settings,
+) -> RunResult:
     """Runs ``alg`` for ``num_steps`` updates (or until converged); see the module docstring for
     the key layout, the chunk grid, the stopping rule and the evaluation/checkpoint cadence.
 
@@ -492,8 +379,7 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     key_data = _key_data(key)
     fields = tuple(progress_fields) if progress_fields is not None else ("elbo",)
     fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
-    prog = _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint,
-                             allow_changes)
+    prog = _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint, allow_changes)
     prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
 
     def elapsed():
@@ -503,12 +389,28 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     prefetcher = None
     if host_batches is not None and rc.prefetch > 0:
         host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
-    bar = tqdm(total=rc.num_steps, initial=min(prog.step, rc.num_steps), unit="step", desc="vijax",
-               disable=None if rc.progress else True, dynamic_ncols=True)
+    bar = tqdm(
+        total=rc.num_steps,
+        initial=min(prog.step, rc.num_steps),
+        unit="step",
+        desc="vijax",
+        disable=None if rc.progress else True,
+        dynamic_ncols=True,
+    )
     try:
         with value_checks(rc.check_values):  # read when the chunk is traced
-            _run_chunks(prog, rc, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed,
-                        lambda: _save(prog, checkpoint_dir, key_data, elapsed, fingerprint))
+            _run_chunks(
+                prog,
+                rc,
+                chunk_fn,
+                step_base,
+                host_batches,
+                eval_fn,
+                fields,
+                bar,
+                elapsed,
+                lambda: _save(prog, checkpoint_dir, key_data, elapsed, fingerprint),
+            )
     except jax.errors.JaxRuntimeError as e:
         raise_batch_error(e)
     except KeyboardInterrupt:
@@ -527,8 +429,14 @@ def run(alg: VIAlgorithm, key: PRNGKey, *, batch_fn: Optional[Callable[[PRNGKey,
     health = run_health(_concat(prog.parts))
     if health.notes():
         warnings.warn("vijax.run: " + "; ".join(health.notes()), RuntimeWarning, stacklevel=2)
-    return RunResult(state=prog.state, trace=_concat(prog.parts), evals=prog.evals, converged=prog.converged,
-                     num_steps=prog.step, wall_time=elapsed())
+    return RunResult(
+        state=prog.state,
+        trace=_concat(prog.parts),
+        evals=prog.evals,
+        converged=prog.converged,
+        num_steps=prog.step,
+        wall_time=elapsed(),
+    )
 
 
 def _compile_up_front(chunk_fn, prog: _Progress, step_base, pending, chunk_size: int, bar) -> None:
@@ -546,8 +454,9 @@ def _compile_up_front(chunk_fn, prog: _Progress, step_base, pending, chunk_size:
         bar.write(f"vijax: compiled in {time.perf_counter() - start:.1f} s")
 
 
-def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batches, eval_fn, fields, bar,
-                elapsed, save) -> None:
+def _run_chunks(
+    prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed, save
+) -> None:
     """The chunks from ``prog.step`` to ``rc.num_steps`` (or convergence), with the evaluations,
     checkpoints and progress of the module docstring."""
     chunk_size = rc.chunk_size
@@ -572,8 +481,12 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
             bad = ~np.all(np.isfinite(np.asarray(part["elbo"], np.float64).reshape(len(part["step"]), -1)), axis=1)
             if bad.any():
                 prog.warned_nonfinite = True
-                warnings.warn(f"vijax.run: the ELBO is not finite at step {int(part['step'][bad][0])} (the first "
-                              "such step; the end of the run summarises them)", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"vijax.run: the ELBO is not finite at step {int(part['step'][bad][0])} (the first "
+                    "such step; the end of the run summarises them)",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         if prog.step % chunk_size == 0:
             prog.means.append(_chunk_mean(_tail(prog.parts, "elbo", chunk_size)))
             prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
@@ -582,8 +495,7 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
             prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
         if _crossed(t0, prog.step, rc.checkpoint_every) or finished:
             save()
-        bar.set_postfix(_postfix({f: _chunk_mean(part[f]) for f in fields if f in part}, prog.evals),
-                        refresh=False)
+        bar.set_postfix(_postfix({f: _chunk_mean(part[f]) for f in fields if f in part}, prog.evals), refresh=False)
         bar.update(t_end - t0)
 
 

@@ -12,6 +12,7 @@
 This layer sits between ``vijax.expfam`` and ``vijax.models``: it imports neither models nor
 anything above them.
 """
+
 from vijax.solvers._blocks import Tile, by_length_tiles, tile_shape, tile_spread, tile_sum
 from vijax.solvers._fixed_point import iterate_per_row, squarem_per_row
 from vijax.solvers._gibbs import GIBBS_CHUNK, collapsed_gibbs_allocations

@@ -16,6 +16,7 @@ Inside a tile, the computation is dense over (chunks, width); what belongs to on
 by :func:`tile_sum` (sum over the row's chunks: one small (rows, chunks) matrix product) and spread
 back by :func:`tile_spread`.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -66,8 +67,7 @@ def tile_shape(length: int, slots: int = 512, width: int = 32) -> tuple[int, int
     return r, width, min(r, max(8, r // 2))
 
 
-def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slots: int = 512,
-                    width: int = 32):
+def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slots: int = 512, width: int = 32):
     """Runs ``fit_tile(tile, acc) -> (out (M, k), acc)`` over the tiles of rows sorted by length;
     returns the per-row outputs (S, k) in the batch's order and the final acc.
 
@@ -103,8 +103,13 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     n_c = jnp.pad(jnp.take(n, order, axis=0), pad_cols).reshape(s * per_row, w)
     chunks = (jnp.take(lengths, order) + (w - 1)) // w  # (S,) chunks per sorted row
     # first chunk of each sorted row in the packed stream; past the last row, a value no tile reaches
-    first = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(chunks, dtype=jnp.int32),
-                             jnp.full((m,), jnp.iinfo(jnp.int32).max // 2, jnp.int32)])
+    first = jnp.concatenate(
+        [
+            jnp.zeros((1,), jnp.int32),
+            jnp.cumsum(chunks, dtype=jnp.int32),
+            jnp.full((m,), jnp.iinfo(jnp.int32).max // 2, jnp.int32),
+        ]
+    )
     local = jnp.arange(r, dtype=jnp.int32)  # chunks of a tile
     rows = jnp.arange(m, dtype=jnp.int32)  # rows of a tile
 

@@ -10,6 +10,7 @@ References:
   Varadhan and Roland (2008). Simple and globally convergent methods for accelerating the
   convergence of any EM algorithm. Scandinavian Journal of Statistics 35(2), §2-3 (SQUAREM).
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -23,8 +24,9 @@ _SQUAREM_MAX_STEP = 32.0  # bound on |s|, the extrapolation step of squarem_per_
 _SQUAREM_STEP_GROWTH = 4.0  # factor on a row's bound on |s| after an accepted step that reached it
 
 
-def squarem_per_row(update: Callable[[Array], tuple[Array, Array]], x0: Array, tol: float, max_iters: int,
-                    floor: Array) -> Array:
+def squarem_per_row(
+    update: Callable[[Array], tuple[Array, Array]], x0: Array, tol: float, max_iters: int, floor: Array
+) -> Array:
     """The fixed point of ``update`` for each row of ``x0`` (B, K), by safeguarded SQUAREM cycles
     (the squared extrapolation of Varadhan and Roland 2008, §3), each row on its own.
 
@@ -92,8 +94,14 @@ def squarem_per_row(update: Callable[[Array], tuple[Array, Array]], x0: Array, t
     return jax.lax.while_loop(cond, body, init)[1]
 
 
-def iterate_per_row(update: Callable[[Array], Array], summary: Callable[[Array], Array], x0: Array,
-                    tol: float, max_iters: int, groups: Array | None = None) -> Array:
+def iterate_per_row(
+    update: Callable[[Array], Array],
+    summary: Callable[[Array], Array],
+    x0: Array,
+    tol: float,
+    max_iters: int,
+    groups: Array | None = None,
+) -> Array:
     """x <- update(x) for a block of rows (x's leading axis), each row frozen after the first
     update that changes its ``summary`` (B, K) by a mean absolute amount below ``tol`` (or after
     ``max_iters`` updates), so that a row's result does not depend on the rows it is computed

@@ -17,6 +17,7 @@ References:
   Mimno, Hoffman and Blei (2012). Sparse stochastic inference for latent Dirichlet allocation. ICML.
   Hoffman and Blei (2015). Structured stochastic variational inference. AISTATS, §4.1.
 """
+
 from __future__ import annotations
 
 import jax
@@ -27,8 +28,9 @@ from vijax.types import Array, PRNGKey
 GIBBS_CHUNK = 32  # tokens per chunk: the uniforms of a chunk are drawn in one call, outside its token loop
 
 
-def collapsed_gibbs_allocations(logb: Array, n: Array, key: PRNGKey, alpha: Array, sweeps: int, burn_in: int,
-                                chunk: int = GIBBS_CHUNK) -> Array:
+def collapsed_gibbs_allocations(
+    logb: Array, n: Array, key: PRNGKey, alpha: Array, sweeps: int, burn_in: int, chunk: int = GIBBS_CHUNK
+) -> Array:
     """Average per-slot component counts (S, L, K) of the kept sweeps of collapsed Gibbs sampling
     of every token's component, with each row's proportions integrated out and the weights fixed.
 
@@ -119,6 +121,7 @@ def collapsed_gibbs_allocations(logb: Array, n: Array, key: PRNGKey, alpha: Arra
     def sweep(old, nk, sweep_keys):
         """Every token of every document once, in order t = 0..N_d-1, from the allocation ``old``
         (S, L, K); returns the new allocation and N (S, K)."""
+
         def chunk_body(c, carry):
             new, nk, rem = carry
             t = c * chunk + offsets  # (C,)
@@ -127,14 +130,20 @@ def collapsed_gibbs_allocations(logb: Array, n: Array, key: PRNGKey, alpha: Arra
             active = t[None, :] < total[:, None]
             first = active & (t[None, :] == jnp.take_along_axis(start, slot, axis=1))
             u = jax.vmap(lambda kd: jax.random.uniform(jax.random.fold_in(kd, c), (chunk, 2), dt))(sweep_keys)
-            xs = (jnp.swapaxes(old[rows[:, None], slot], 0, 1), jnp.swapaxes(b[rows[:, None], slot], 0, 1),
-                  active.T, first.T, jnp.swapaxes(u, 0, 1))
+            xs = (
+                jnp.swapaxes(old[rows[:, None], slot], 0, 1),
+                jnp.swapaxes(b[rows[:, None], slot], 0, 1),
+                active.T,
+                first.T,
+                jnp.swapaxes(u, 0, 1),
+            )
             (nk, rem), topic = jax.lax.scan(token_step, (nk, rem), xs)
             new = new.at[rows[:, None], slot, topic.T].add(active.astype(jnp.int32))  # one scatter per chunk
             return new, nk, rem
 
-        new, nk, _ = jax.lax.fori_loop(0, num_chunks, chunk_body,
-                                       (jnp.zeros_like(old), nk, jnp.zeros((s, k), jnp.int32)))
+        new, nk, _ = jax.lax.fori_loop(
+            0, num_chunks, chunk_body, (jnp.zeros_like(old), nk, jnp.zeros((s, k), jnp.int32))
+        )
         return new, nk
 
     def sweep_keys(i):

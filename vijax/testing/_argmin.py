@@ -1,4 +1,5 @@
 """A numerical argmin for checking closed-form proximal steps."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,10 +22,14 @@ def fd_hessian(grad, t, *args, h=1e-5):
 def newton_argmin(f, grad, x0, *args, gtol=1e-12, maxiter=1000):
     """argmin_x f(x, *args) by scipy's trust-region Newton method (``trust-exact``) with the exact
     gradient ``grad`` and the finite-difference Hessian of ``grad``; returns scipy's result."""
-    return scipy.optimize.minimize(lambda x: float(f(x, *args)), np.asarray(x0, float),
-                                   jac=lambda x: np.asarray(grad(x, *args)),
-                                   hess=lambda x: fd_hessian(grad, x, *args), method="trust-exact",
-                                   options={"gtol": gtol, "maxiter": maxiter})
+    return scipy.optimize.minimize(
+        lambda x: float(f(x, *args)),
+        np.asarray(x0, float),
+        jac=lambda x: np.asarray(grad(x, *args)),
+        hess=lambda x: fd_hessian(grad, x, *args),
+        method="trust-exact",
+        options={"gtol": gtol, "maxiter": maxiter},
+    )
 
 
 __all__ = ["fd_hessian", "newton_argmin"]

@@ -1,4 +1,5 @@
 """Tree assertions and Monte Carlo helpers with explicit tolerances."""
+
 from __future__ import annotations
 
 import jax
@@ -12,8 +13,7 @@ def assert_trees_close(a, b, rtol: float = 1e-6, atol: float = 0.0, err_msg: str
     lb, tb = jax.tree_util.tree_flatten(b)
     assert ta == tb, f"tree structures differ: {ta} vs {tb}. {err_msg}"
     for i, (x, y) in enumerate(zip(la, lb)):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol,
-                                   err_msg=f"leaf {i}. {err_msg}")
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol, err_msg=f"leaf {i}. {err_msg}")
 
 
 def mc_mean_and_stderr(samples, axis: int = 0):

@@ -7,6 +7,7 @@ Prior mapping (scikit-learn's diagonal Wishart is a product of Gammas):
 Posterior mapping: a_k = nu_k / 2, b_kd = nu_k covariances_kd / 2 (its covariances are
 normalized by nu_k), kappa_k = mean_precision_k.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,6 +53,10 @@ def sklearn_to_q(est, dtype=None):
     cov = np.asarray(est.covariances_)
     kappa = np.broadcast_to(np.asarray(est.mean_precision_)[:, None], cov.shape)
     dirichlet = expfam.Dirichlet.from_concentration(jnp.asarray(est.weight_concentration_, dt))
-    ng = expfam.NormalGamma.from_params(jnp.asarray(est.means_, dt), jnp.asarray(kappa, dt),
-                                        jnp.asarray(np.broadcast_to(nu / 2, cov.shape), dt), jnp.asarray(nu * cov / 2, dt))
+    ng = expfam.NormalGamma.from_params(
+        jnp.asarray(est.means_, dt),
+        jnp.asarray(kappa, dt),
+        jnp.asarray(np.broadcast_to(nu / 2, cov.shape), dt),
+        jnp.asarray(nu * cov / 2, dt),
+    )
     return dirichlet, ng

@@ -1,6 +1,7 @@
 """Registered experiments: importing this package imports every module in it, and each module
 registers its builders with ``vijax.run.register_experiment``. A new experiment is a new module
 here; nothing else needs editing."""
+
 import importlib
 import pkgutil
 

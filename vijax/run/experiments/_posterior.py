@@ -15,6 +15,7 @@ parameters and the bijectors; ``ngvi`` gets z -> log p(x | T(z)) and the log-pri
 log p(T(z)) + log |det dT/dz| on the flat unconstrained vector z, built with the same
 ``GaussianGuide.constrain`` that ``bbvi`` uses, and NUTS samples that flat density too.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,23 @@ NUTS_DEFAULTS = {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 
 # (1.0: constant); baselines: the other methods; moment_draws: draws of q at each evaluation (the
 # ELBO estimate, q's means and sds); psis_draws: the first so many of them give k-hat; nuts: the
 # reference's settings (samples: 0 switches it off).
-ALG_KEYS = ("name", "family", "optimizer", "estimator", "num_samples", "init_scale", "rank", "gradient",
-            "learning_rate", "ngvi_step_size", "step_decay", "baselines", "psis_draws", "moment_draws", "nuts")
+ALG_KEYS = (
+    "name",
+    "family",
+    "optimizer",
+    "estimator",
+    "num_samples",
+    "init_scale",
+    "rank",
+    "gradient",
+    "learning_rate",
+    "ngvi_step_size",
+    "step_decay",
+    "baselines",
+    "psis_draws",
+    "moment_draws",
+    "nuts",
+)
 
 
 class Target(NamedTuple):
@@ -117,8 +133,10 @@ def _pieces(name: str, family: str, section: dict, target: Target, num_steps: in
         extras = {"init_params": target.template, "bijectors": target.bijectors, "log_prior": target.log_prior}
         return target.log_lik, extras, _schedule(section["learning_rate"], section, num_steps), True
     if family not in NGVI_FAMILIES:
-        raise ConfigError(f"algorithm.family: {name!r} fits q on the flat unconstrained vector, as one of "
-                          f"{NGVI_FAMILIES}; got {family!r}")
+        raise ConfigError(
+            f"algorithm.family: {name!r} fits q on the flat unconstrained vector, as one of "
+            f"{NGVI_FAMILIES}; got {family!r}"
+        )
     guide, log_lik, log_prior = _flat(target)
     extras = {"family": _ngvi_q0(family, guide.loc0, section["init_scale"]), "log_prior": log_prior}
     return log_lik, extras, _schedule(section["ngvi_step_size"], section, num_steps), False
@@ -127,6 +145,7 @@ def _pieces(name: str, family: str, section: dict, target: Target, num_steps: in
 def _method(label: str, alg, pytree_guide: bool, target: Target, num_draws: int) -> Method:
     full, n = target.full_batch, num_draws
     if pytree_guide:  # bbvi: its own sampler and log-weights
+
         def draws(st, key):
             return jax.vmap(target.quantities)(alg.sample(st, key, n)), alg.log_weights(st, full, key, n)
 
@@ -156,8 +175,10 @@ def check_section(section: dict) -> tuple[str, list[str]]:
         if not isinstance(section[key], int) or section[key] < 10:
             raise ConfigError(f"algorithm.{key}: at least 10 draws, got {section[key]!r}")
     if section["psis_draws"] > section["moment_draws"]:
-        raise ConfigError(f"algorithm.psis_draws: at most moment_draws ({section['moment_draws']}), the draws it is "
-                          f"taken from; got {section['psis_draws']}")
+        raise ConfigError(
+            f"algorithm.psis_draws: at most moment_draws ({section['moment_draws']}), the draws it is "
+            f"taken from; got {section['psis_draws']}"
+        )
     if not 0.0 < section["step_decay"] <= 1.0:
         raise ConfigError(f"algorithm.step_decay: in (0, 1], got {section['step_decay']!r}")
     nuts = section["nuts"]
@@ -179,8 +200,15 @@ def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tu
         configured_algorithm(section, defaults, None)
     model, extras, step, pytree = _pieces(name, family, section, target, num_steps)
     added = {k: None for k in extras if k not in section}
-    alg = configured_algorithm(dict(section, **added), dict(defaults, **added), model, num_data=target.num_data,
-                               schedule=step, schedule_keys=("learning_rate", "ngvi_step_size"), resolved=extras)
+    alg = configured_algorithm(
+        dict(section, **added),
+        dict(defaults, **added),
+        model,
+        num_data=target.num_data,
+        schedule=step,
+        schedule_keys=("learning_rate", "ngvi_step_size"),
+        resolved=extras,
+    )
     main = _method(main_label, alg, pytree, target, section["moment_draws"])
     out = []
     for label in others:
@@ -188,8 +216,15 @@ def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tu
         model, extras, step, pytree = _pieces(b_name, b_family, section, target, num_steps)
         settings = {k: section[k] for k in ALGORITHMS[b_name].settings if k in section}
         settings.update({"family": b_family}, **extras)  # ngvi's extras replace the family by its q
-        out.append(_method(label, make_algorithm(b_name, model, num_data=target.num_data, schedule=step, **settings),
-                           pytree, target, section["moment_draws"]))
+        out.append(
+            _method(
+                label,
+                make_algorithm(b_name, model, num_data=target.num_data, schedule=step, **settings),
+                pytree,
+                target,
+                section["moment_draws"],
+            )
+        )
     return main, out
 
 
@@ -209,8 +244,10 @@ def evaluator(method: Method, num_psis: int, key) -> Callable:
 
 
 def baselines(others: list[Method], batch_fn, section: dict, key) -> tuple:
-    return tuple(Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
-                 for m in others)
+    return tuple(
+        Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
+        for m in others
+    )
 
 
 def q_moments(method: Method, state, key) -> tuple[np.ndarray, np.ndarray]:
@@ -264,8 +301,14 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
     k_init, k_run = jax.random.split(key)
     init = guide.loc0[None, :] + 0.1 * jax.random.normal(k_init, (nuts["chains"], guide.dim), guide.loc0.dtype)
     kernel = NUTS(potential_fn=lambda z: -joint(z, full), target_accept_prob=nuts["target_accept"])
-    mcmc = MCMC(kernel, num_warmup=nuts["warmup"], num_samples=nuts["samples"],
-                num_chains=nuts["chains"], chain_method="vectorized", progress_bar=False)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=nuts["warmup"],
+        num_samples=nuts["samples"],
+        num_chains=nuts["chains"],
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     mcmc.run(k_run, init_params=init, extra_fields=("diverging",))
     z = mcmc.get_samples(group_by_chain=True)
     qs = jax.jit(jax.vmap(jax.vmap(lambda v: target.quantities(guide.constrain(v)[0]))))(z)
@@ -274,9 +317,16 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
     rhat = np.asarray(split_gelman_rubin(qs), np.float64) if nuts["samples"] >= 4 else np.full(qs.shape[-1], np.nan)
     flat = qs.reshape(-1, qs.shape[-1])
     sd = flat.std(axis=0)
-    ref = {"mean": flat.mean(axis=0), "sd": sd, "ess": ess, "rhat": rhat, "mcse": sd / np.sqrt(ess),
-           "divergences": int(np.sum(mcmc.get_extra_fields()["diverging"])), "draws": int(flat.shape[0]),
-           "wall_time": time.time() - t0}
+    ref = {
+        "mean": flat.mean(axis=0),
+        "sd": sd,
+        "ess": ess,
+        "rhat": rhat,
+        "mcse": sd / np.sqrt(ess),
+        "divergences": int(np.sum(mcmc.get_extra_fields()["diverging"])),
+        "draws": int(flat.shape[0]),
+        "wall_time": time.time() - t0,
+    }
     _MEMO[fp] = ref
     _save(path, fp, ref)
     return dict(ref, cached=False)
@@ -290,6 +340,7 @@ def _save(path: str, fp: str, ref: dict) -> None:
 
 
 # ---- the report --------------------------------------------------------------------------------
+
 
 def _fmt(v) -> str:
     if v is None or (isinstance(v, float) and np.isnan(v)):
@@ -312,14 +363,28 @@ def compare(fits: dict, ref: Optional[tuple]) -> dict:
             continue
         z = np.abs(mean - ref[0]) / ref[1]
         r = sd / ref[1]
-        out[label] = {"max |Δmean|/sd": float(z.max()), "mean |Δmean|/sd": float(z.mean()),
-                      "min sd ratio": float(r.min()), "median sd ratio": float(np.median(r)),
-                      "max sd ratio": float(r.max())}
+        out[label] = {
+            "max |Δmean|/sd": float(z.max()),
+            "mean |Δmean|/sd": float(z.mean()),
+            "min sd ratio": float(r.min()),
+            "median sd ratio": float(np.median(r)),
+            "max sd ratio": float(r.max()),
+        }
     return out
 
 
-def report(title: str, target: Target, runs: dict, fits: dict, refs: dict, ref_name: Optional[str], nuts: dict,
-           out_dir: str, figure: str, notes: str = "") -> dict:
+def report(
+    title: str,
+    target: Target,
+    runs: dict,
+    fits: dict,
+    refs: dict,
+    ref_name: Optional[str],
+    nuts: dict,
+    out_dir: str,
+    figure: str,
+    notes: str = "",
+) -> dict:
     """Writes ``results.md`` and ``figure`` and returns the summary.
 
     Args:
@@ -334,20 +399,32 @@ def report(title: str, target: Target, runs: dict, fits: dict, refs: dict, ref_n
     for label, res in runs.items():
         last = res.evals[-1] if res.evals else {}
         khat = last.get("khat")
-        rows.append({"method": label, "steps": res.num_steps, "ELBO": last.get("elbo_mc"), "k-hat": khat,
-                     "PSIS ESS": last.get("psis_ess"),
-                     "k-hat <= 0.7": None if khat is None or np.isnan(khat) else bool(khat <= KHAT_THRESHOLD),
-                     **cmp[label], "wall time (s)": res.wall_time})
+        rows.append(
+            {
+                "method": label,
+                "steps": res.num_steps,
+                "ELBO": last.get("elbo_mc"),
+                "k-hat": khat,
+                "PSIS ESS": last.get("psis_ess"),
+                "k-hat <= 0.7": None if khat is None or np.isnan(khat) else bool(khat <= KHAT_THRESHOLD),
+                **cmp[label],
+                "wall time (s)": res.wall_time,
+            }
+        )
     cols = list(rows[0])
     lines = [f"# {title}\n", notes, ""]
     if "error" in nuts:
         lines.append(f"NUTS reference: none ({nuts['error']}).\n")
     else:
-        lines.append(f"NUTS reference (NumPyro): {nuts['draws']} draws, min ESS {np.min(nuts['ess']):.0f}, "
-                     f"max R-hat {np.max(nuts['rhat']):.4f}, {nuts['divergences']} divergences, "
-                     f"{nuts['wall_time']:.1f} s{' (cached)' if nuts.get('cached') else ''}.\n")
-    lines.append(f"Compared with: {ref_name or 'nothing (no reference)'}. ELBO, k-hat and PSIS ESS from "
-                 "the last evaluation's log-weights; Δmean and sd ratios over every reported quantity.\n")
+        lines.append(
+            f"NUTS reference (NumPyro): {nuts['draws']} draws, min ESS {np.min(nuts['ess']):.0f}, "
+            f"max R-hat {np.max(nuts['rhat']):.4f}, {nuts['divergences']} divergences, "
+            f"{nuts['wall_time']:.1f} s{' (cached)' if nuts.get('cached') else ''}.\n"
+        )
+    lines.append(
+        f"Compared with: {ref_name or 'nothing (no reference)'}. ELBO, k-hat and PSIS ESS from "
+        "the last evaluation's log-weights; Δmean and sd ratios over every reported quantity.\n"
+    )
     lines.append(md_table(rows, cols))
     qrows = []
     for i, q in enumerate(target.names):
@@ -361,15 +438,23 @@ def report(title: str, target: Target, runs: dict, fits: dict, refs: dict, ref_n
         f.write("\n".join(lines))
     khats = {r["method"]: r["k-hat"] for r in rows}
     _plot(os.path.join(out_dir, figure), target.names, fits, refs, ref_name, khats, title)
-    summary = {"table": rows, "quantities": list(target.names), "reference": ref_name,
-               "moments": {k: {"mean": np.asarray(m).tolist(), "sd": np.asarray(s).tolist()}
-                           for k, (m, s) in list(refs.items()) + list(fits.items())}}
+    summary = {
+        "table": rows,
+        "quantities": list(target.names),
+        "reference": ref_name,
+        "moments": {
+            k: {"mean": np.asarray(m).tolist(), "sd": np.asarray(s).tolist()}
+            for k, (m, s) in list(refs.items()) + list(fits.items())
+        },
+    }
     if "error" in nuts:
         summary["nuts"] = {"error": nuts["error"]}
     else:
         summary["nuts"] = {k: nuts[k] for k in ("draws", "divergences", "wall_time", "cached")} | {
-            "min_ess": float(np.min(nuts["ess"])), "max_rhat": float(np.max(nuts["rhat"])),
-            "max_mcse_over_sd": float(np.max(nuts["mcse"] / nuts["sd"]))}
+            "min_ess": float(np.min(nuts["ess"])),
+            "max_rhat": float(np.max(nuts["rhat"])),
+            "max_mcse_over_sd": float(np.max(nuts["mcse"] / nuts["sd"])),
+        }
     return summary
 
 
@@ -407,5 +492,19 @@ def _plot(path, names, fits, refs, ref_name, khats, title):
     fig.savefig(path, dpi=100)
 
 
-__all__ = ["ALG_KEYS", "METHODS", "NUTS_DEFAULTS", "Method", "Target", "baselines", "check_section", "compare",
-           "evaluator", "md_table", "methods", "nuts_reference", "q_moments", "report"]
+__all__ = [
+    "ALG_KEYS",
+    "METHODS",
+    "NUTS_DEFAULTS",
+    "Method",
+    "Target",
+    "baselines",
+    "check_section",
+    "compare",
+    "evaluator",
+    "md_table",
+    "methods",
+    "nuts_reference",
+    "q_moments",
+    "report",
+]

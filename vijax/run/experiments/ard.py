@@ -8,6 +8,7 @@ posterior mean and sd, E[alpha], the noise sd, the held-out RMSE and mean log pr
 Student-t predictive), the same for scikit-learn's ARD when scikit-learn is installed, and writes
 ``results.md`` and ``ard_coefficients.png``.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,22 +22,32 @@ from vijax.models import ARDRegression
 from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
 
 _MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
-_DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "noise": 1.0, "correlation": 0.5,
-         "seed": 0}
+_DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "noise": 1.0, "correlation": 0.5, "seed": 0}
 _ALG = {"name": "cavi"}
 
 
 @register_experiment(
     "ard_regression",
-    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
-              "run": {"num_steps": 500, "chunk_size": 50, "tol": 1e-8, "patience": 2, "eval_every": 50, "x64": True}},
-    description="Blei et al. 2017, app. A: ARD linear regression by CAVI on sparse synthetic data, vs scikit-learn")
+    defaults={
+        "model": dict(_MODEL),
+        "data": dict(_DATA),
+        "algorithm": dict(_ALG),
+        "run": {"num_steps": 500, "chunk_size": 50, "tol": 1e-8, "patience": 2, "eval_every": 50, "x64": True},
+    },
+    description="Blei et al. 2017, app. A: ARD linear regression by CAVI on sparse synthetic data, vs scikit-learn",
+)
 def build(sections: dict, seed: int) -> Experiment:
     d, m = sections["data"], sections["model"]
     try:
-        data = sample_sparse_regression(jax.random.PRNGKey(d["seed"]), d["num_train"] + d["num_test"], d["dim"],
-                                        d["num_relevant"], noise=d["noise"], correlation=d["correlation"],
-                                        dtype=jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+        data = sample_sparse_regression(
+            jax.random.PRNGKey(d["seed"]),
+            d["num_train"] + d["num_test"],
+            d["dim"],
+            d["num_relevant"],
+            noise=d["noise"],
+            correlation=d["correlation"],
+            dtype=jnp.float64 if jax.config.jax_enable_x64 else jnp.float32,
+        )
     except ValueError as e:
         raise ConfigError(f"data: {e}") from None
     try:
@@ -51,8 +62,10 @@ def build(sections: dict, seed: int) -> Experiment:
 
     def heldout(q_alpha):
         mean, _ = model.predict(q_alpha, train, x_test)
-        return {"heldout_rmse": jnp.sqrt(jnp.mean((y_test - mean) ** 2)),
-                "heldout_log_predictive": jnp.mean(model.log_predictive(q_alpha, train, x_test, y_test))}
+        return {
+            "heldout_rmse": jnp.sqrt(jnp.mean((y_test - mean) ** 2)),
+            "heldout_log_predictive": jnp.mean(model.log_predictive(q_alpha, train, x_test, y_test)),
+        }
 
     heldout_jit = jax.jit(heldout)
 
@@ -64,42 +77,78 @@ def build(sections: dict, seed: int) -> Experiment:
         post = model.posterior(q, train)
         w_true = np.asarray(data.w)
         w_mean = np.asarray(post.mean)
-        w_sd = np.sqrt(np.diag(np.asarray(post.cov_scale)) * float(post.tau_rate) / max(float(post.tau_shape) - 1, 1e-12))
+        w_sd = np.sqrt(
+            np.diag(np.asarray(post.cov_scale)) * float(post.tau_rate) / max(float(post.tau_shape) - 1, 1e-12)
+        )
         relevant = w_true != 0
-        summary = {"coef_rmse": float(np.sqrt(np.mean((w_mean - w_true) ** 2))),
-                   "max_abs_irrelevant_coef": float(np.max(np.abs(w_mean[~relevant]))) if (~relevant).any() else 0.0,
-                   "noise_sd": float(np.sqrt(post.tau_rate / post.tau_shape)), "true_noise_sd": data.noise,
-                   **eval_fn(result.state)}
-        rows = [("vijax CAVI (VB-ARD)", summary["coef_rmse"], summary["heldout_rmse"],
-                 summary["heldout_log_predictive"], summary["noise_sd"])]
+        summary = {
+            "coef_rmse": float(np.sqrt(np.mean((w_mean - w_true) ** 2))),
+            "max_abs_irrelevant_coef": float(np.max(np.abs(w_mean[~relevant]))) if (~relevant).any() else 0.0,
+            "noise_sd": float(np.sqrt(post.tau_rate / post.tau_shape)),
+            "true_noise_sd": data.noise,
+            **eval_fn(result.state),
+        }
+        rows = [
+            (
+                "vijax CAVI (VB-ARD)",
+                summary["coef_rmse"],
+                summary["heldout_rmse"],
+                summary["heldout_log_predictive"],
+                summary["noise_sd"],
+            )
+        ]
         w_sk = None
         try:
             from sklearn.linear_model import ARDRegression as SkARD  # deferred: optional, slow to import
         except ImportError:
             summary["sklearn"] = "scikit-learn not installed: no comparison"
         else:
-            sk = SkARD(fit_intercept=False, max_iter=1000, tol=1e-8, alpha_1=m["a0"], alpha_2=m["b0"],
-                       lambda_1=m["c0"], lambda_2=m["d0"]).fit(np.asarray(train[0]), np.asarray(train[1]))
+            sk = SkARD(
+                fit_intercept=False,
+                max_iter=1000,
+                tol=1e-8,
+                alpha_1=m["a0"],
+                alpha_2=m["b0"],
+                lambda_1=m["c0"],
+                lambda_2=m["d0"],
+            ).fit(np.asarray(train[0]), np.asarray(train[1]))
             w_sk = sk.coef_
             mean_sk, sd_sk = sk.predict(np.asarray(x_test), return_std=True)
             y_np = np.asarray(y_test)
             lp_sk = float(np.mean(-0.5 * np.log(2 * np.pi * sd_sk**2) - 0.5 * (y_np - mean_sk) ** 2 / sd_sk**2))
-            summary["sklearn"] = {"coef_rmse": float(np.sqrt(np.mean((w_sk - w_true) ** 2))),
-                                  "heldout_rmse": float(np.sqrt(np.mean((y_np - mean_sk) ** 2))),
-                                  "heldout_log_predictive": lp_sk, "noise_sd": float(1 / np.sqrt(sk.alpha_)),
-                                  "max_abs_coef_difference": float(np.max(np.abs(w_sk - w_mean)))}
+            summary["sklearn"] = {
+                "coef_rmse": float(np.sqrt(np.mean((w_sk - w_true) ** 2))),
+                "heldout_rmse": float(np.sqrt(np.mean((y_np - mean_sk) ** 2))),
+                "heldout_log_predictive": lp_sk,
+                "noise_sd": float(1 / np.sqrt(sk.alpha_)),
+                "max_abs_coef_difference": float(np.max(np.abs(w_sk - w_mean))),
+            }
             s = summary["sklearn"]
-            rows.append(("scikit-learn ARDRegression", s["coef_rmse"], s["heldout_rmse"], s["heldout_log_predictive"],
-                         s["noise_sd"]))
+            rows.append(
+                (
+                    "scikit-learn ARDRegression",
+                    s["coef_rmse"],
+                    s["heldout_rmse"],
+                    s["heldout_log_predictive"],
+                    s["noise_sd"],
+                )
+            )
         _plot(os.path.join(out_dir, "ard_coefficients.png"), w_true, w_mean, w_sd, w_sk)
-        lines = ["# ARD linear regression (Blei et al. 2017, appendix A)", "",
-                 f"{n} training and {d['num_test']} test points, D = {d['dim']} inputs of which {d['num_relevant']} "
-                 f"are relevant, AR(1) design correlation {d['correlation']}, noise sd {d['noise']}; "
-                 f"{result.num_steps} CAVI steps.", "",
-                 "| method | coefficient RMSE | held-out RMSE | held-out mean log predictive | noise sd |",
-                 "|---|---|---|---|---|"]
+        lines = [
+            "# ARD linear regression (Blei et al. 2017, appendix A)",
+            "",
+            f"{n} training and {d['num_test']} test points, D = {d['dim']} inputs of which {d['num_relevant']} "
+            f"are relevant, AR(1) design correlation {d['correlation']}, noise sd {d['noise']}; "
+            f"{result.num_steps} CAVI steps.",
+            "",
+            "| method | coefficient RMSE | held-out RMSE | held-out mean log predictive | noise sd |",
+            "|---|---|---|---|---|",
+        ]
         lines += [f"| {r[0]} | {r[1]:.4f} | {r[2]:.4f} | {r[3]:.4f} | {r[4]:.4f} |" for r in rows]
-        lines += ["", "Figure: ard_coefficients.png (true coefficients, the posterior means with 2 sd, scikit-learn's)."]
+        lines += [
+            "",
+            "Figure: ard_coefficients.png (true coefficients, the posterior means with 2 sd, scikit-learn's).",
+        ]
         with open(os.path.join(out_dir, "results.md"), "w") as f:
             f.write("\n".join(lines) + "\n")
         return summary

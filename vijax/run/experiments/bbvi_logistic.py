@@ -16,6 +16,7 @@ the posterior means and sds of every coefficient under each q with NumPyro's NUT
 ``<out>/nuts_reference.npz``; without NumPyro the report says so and compares nothing), and
 writes ``results.md`` and ``logistic_<dataset>.png``.
 """
+
 from __future__ import annotations
 
 import jax
@@ -31,13 +32,25 @@ _MODEL = {"prior_scale": 1.0, "intercept": True}
 # dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic
 # data; split_seed: the train/test split of the scikit-learn sets; batch_size: None for the full
 # data at every step.
-_DATA = {"dataset": "breast_cancer", "num_data": 500, "num_features": 5, "seed": 0, "split_seed": 0,
-         "batch_size": None}
+_DATA = {"dataset": "breast_cancer", "num_data": 500, "num_features": 5, "seed": 0, "split_seed": 0, "batch_size": None}
 # See vijax/run/experiments/_posterior.py (ALG_KEYS) for the meaning of each key.
-_ALG = {"name": "bbvi", "family": "fullrank", "optimizer": "adam", "estimator": "reparam", "num_samples": 8,
-        "init_scale": 0.1, "rank": 2, "gradient": None, "learning_rate": 0.01, "ngvi_step_size": 0.05,
-        "step_decay": 0.1, "baselines": ["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"], "psis_draws": 2000,
-        "moment_draws": 20000, "nuts": dict(NUTS_DEFAULTS, samples=2500)}
+_ALG = {
+    "name": "bbvi",
+    "family": "fullrank",
+    "optimizer": "adam",
+    "estimator": "reparam",
+    "num_samples": 8,
+    "init_scale": 0.1,
+    "rank": 2,
+    "gradient": None,
+    "learning_rate": 0.01,
+    "ngvi_step_size": 0.05,
+    "step_decay": 0.1,
+    "baselines": ["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"],
+    "psis_draws": 2000,
+    "moment_draws": 20000,
+    "nuts": dict(NUTS_DEFAULTS, samples=2500),
+}
 
 
 def synthetic(num_data: int, num_features: int, seed: int, intercept: bool = True):
@@ -48,7 +61,7 @@ def synthetic(num_data: int, num_features: int, seed: int, intercept: bool = Tru
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((num_data, num_features))
     w = rng.standard_normal(num_features + int(intercept))
-    logits = x @ w[int(intercept):] + (w[0] if intercept else 0.0)
+    logits = x @ w[int(intercept) :] + (w[0] if intercept else 0.0)
     y = np.where(rng.uniform(size=num_data) < 1.0 / (1.0 + np.exp(-logits)), 1.0, -1.0)
     return x, y, w
 
@@ -88,15 +101,21 @@ def target(model: dict, x, y) -> Target:
 
     names = (("b",) if model["intercept"] else ()) + tuple(f"w{i + 1}" for i in range(d - int(model["intercept"])))
     fingerprint = x.tobytes() + y.tobytes() + repr(sorted(model.items())).encode()
-    return Target(log_lik, log_prior, {"w": jnp.zeros(d, dtype)}, None, jnp.arange(n), n, lambda p: p["w"], names,
-                  fingerprint)
+    return Target(
+        log_lik, log_prior, {"w": jnp.zeros(d, dtype)}, None, jnp.arange(n), n, lambda p: p["w"], names, fingerprint
+    )
 
 
 @register_experiment(
     "bbvi_logistic",
-    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
-              "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False}},
-    description="Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat")
+    defaults={
+        "model": dict(_MODEL),
+        "data": dict(_DATA),
+        "algorithm": dict(_ALG),
+        "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
+    },
+    description="Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat",
+)
 def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     x, y, name = load(data, model["intercept"])
@@ -119,16 +138,33 @@ def build(sections: dict, seed: int) -> Experiment:
         nuts = nuts_reference(tgt, section["nuts"], out_dir)
         refs = {} if "error" in nuts else {"NUTS": (nuts["mean"], nuts["sd"])}
         mb = "the full data" if data["batch_size"] is None else f"minibatches of {data['batch_size']} (N/M scaling)"
-        notes = (f"{name}: N = {n}, {x.shape[1]} coefficients{' (b: intercept)' if model['intercept'] else ''}, "
-                 f"w ~ N(0, {model['prior_scale']:g}^2 I). {result.num_steps} steps on {mb}, "
-                 f"S = {section['num_samples']}, bbvi: Adam rate {section['learning_rate']:g}, estimator "
-                 f"{section['estimator']}; ngvi: rho {section['ngvi_step_size']:g}; both decaying to "
-                 f"{section['step_decay']:g} x along a cosine; ELBO and moments of q from "
-                 f"{section['moment_draws']} draws, k-hat from the first {section['psis_draws']}.\n")
-        summary = report(f"Bayesian logistic regression on {name}", tgt, runs, fits, refs,
-                         "NUTS" if refs else None, nuts, out_dir, f"logistic_{name}.png", notes)
+        notes = (
+            f"{name}: N = {n}, {x.shape[1]} coefficients{' (b: intercept)' if model['intercept'] else ''}, "
+            f"w ~ N(0, {model['prior_scale']:g}^2 I). {result.num_steps} steps on {mb}, "
+            f"S = {section['num_samples']}, bbvi: Adam rate {section['learning_rate']:g}, estimator "
+            f"{section['estimator']}; ngvi: rho {section['ngvi_step_size']:g}; both decaying to "
+            f"{section['step_decay']:g} x along a cosine; ELBO and moments of q from "
+            f"{section['moment_draws']} draws, k-hat from the first {section['psis_draws']}.\n"
+        )
+        summary = report(
+            f"Bayesian logistic regression on {name}",
+            tgt,
+            runs,
+            fits,
+            refs,
+            "NUTS" if refs else None,
+            nuts,
+            out_dir,
+            f"logistic_{name}.png",
+            notes,
+        )
         return summary | {"dataset": name, "num_data": n, "num_coefficients": int(x.shape[1])}
 
-    return Experiment(main.algorithm, lambda key: main.algorithm.init(key, full), batch_fn,
-                      evaluator(main, section["psis_draws"], eval_key), make_report,
-                      baselines=baselines(others, batch_fn, section, eval_key))
+    return Experiment(
+        main.algorithm,
+        lambda key: main.algorithm.init(key, full),
+        batch_fn,
+        evaluator(main, section["psis_draws"], eval_key),
+        make_report,
+        baselines=baselines(others, batch_fn, section, eval_key),
+    )

@@ -9,12 +9,12 @@ their traces share the step axis. ``info.elbo`` is the mean-field method's ELBO 
 each method's own trace is ``<method>.elbo`` (SSVI's: a one-draw estimate of the structured ELBO;
 Gibbs's: the collapsed log joint log p(y, z)).
 """
+
 from __future__ import annotations
 
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import sample_bernoulli_mixture
@@ -26,15 +26,28 @@ from vijax.run import Experiment, check_methods, register_experiment
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
 # Hoffman & Blei (2015, §4.2): components used and KL(p(y|pi,phi) || p(y|pi_hat,phi_hat)); the paper did not run SSVI.
-PAPER = {"truth": {"components_used": 56}, "meanfield": {"components_used": 17, "kl": 5.23},
-         "ssvi_a": {"components_used": 54, "kl": 1.94}, "ssvi": {"components_used": None, "kl": None},
-         "gibbs": {"components_used": 55, "kl": 1.9}}
+PAPER = {
+    "truth": {"components_used": 56},
+    "meanfield": {"components_used": 17, "kl": 5.23},
+    "ssvi_a": {"components_used": 54, "kl": 1.94},
+    "ssvi": {"components_used": None, "kl": None},
+    "gibbs": {"components_used": 55, "kl": 1.9},
+}
 
 _DEFAULTS = {
     "model": {"num_components": 100, "alpha": 20.0, "a": 1.0, "b": 1.0, "init_pseudo_count": 0.01},
     "data": {"num_points": 1000, "dim": 100, "seed": 8},
-    "algorithm": {"methods": list(METHODS), "local": "exact", "rho_scale": 1.0, "rho_tau": 1.0, "rho_kappa": 0.75,
-                  "ramp": False, "gibbs_burn_in": 100, "kl_samples": 20000, "eval_kl_samples": 2000},
+    "algorithm": {
+        "methods": list(METHODS),
+        "local": "exact",
+        "rho_scale": 1.0,
+        "rho_tau": 1.0,
+        "rho_kappa": 0.75,
+        "ramp": False,
+        "gibbs_burn_in": 100,
+        "kl_samples": 20000,
+        "eval_kl_samples": 2000,
+    },
     "run": {"num_steps": 500, "chunk_size": 50, "eval_every": 100, "checkpoint_every": 250, "x64": True},
 }
 
@@ -49,8 +62,9 @@ def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
         if m == "gibbs":
             algs[m] = bernoulli_collapsed_gibbs(model, burn_in=acfg["gibbs_burn_in"])
         else:  # the E-step x M-step matrix: the same local step with three global updates
-            algs[m] = make_algorithm(M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"],
-                                     ramp=acfg["ramp"])
+            algs[m] = make_algorithm(
+                M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"], ramp=acfg["ramp"]
+            )
     first_vi = next((m for m in methods if m != "gibbs"), methods[0])
     groups = {m: int(m == "gibbs") for m in methods} if "gibbs" in methods and len(methods) > 1 else None
     return lock_step(algs, primary=first_vi, info_fields=("elbo",), init_groups=groups)
@@ -64,15 +78,25 @@ def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
 
 
 @register_experiment(
-    "dp_bernoulli", defaults=_DEFAULTS,
-    description="Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)")
+    "dp_bernoulli",
+    defaults=_DEFAULTS,
+    description="Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)",
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
-    model = BernoulliMixture(m["num_components"], d["dim"], alpha=m["alpha"], a=m["a"], b=m["b"],
-                             init_pseudo_count=m["init_pseudo_count"])
-    data = sample_bernoulli_mixture(jax.random.PRNGKey(d["seed"]), d["num_points"], m["num_components"], d["dim"],
-                                    alpha=m["alpha"], a=m["a"], b=m["b"])
+    model = BernoulliMixture(
+        m["num_components"], d["dim"], alpha=m["alpha"], a=m["a"], b=m["b"], init_pseudo_count=m["init_pseudo_count"]
+    )
+    data = sample_bernoulli_mixture(
+        jax.random.PRNGKey(d["seed"]),
+        d["num_points"],
+        m["num_components"],
+        d["dim"],
+        alpha=m["alpha"],
+        a=m["a"],
+        b=m["b"],
+    )
     y = data.y
     model.check_data(y)
     alg = _combined(model, methods, a, d["num_points"])
@@ -87,8 +111,11 @@ def build(sections: dict, seed: int) -> Experiment:
         for meth in methods:  # the jitted dict comes back with sorted keys
             w, p = est[meth]
             kl = bernoulli_mixture_kl(kl_key, data.weights, data.probs, w, p, num_samples)
-            out[meth] = {"components_used": components_used(w, p, y), "kl": float(kl.value),
-                         "kl_stderr": float(kl.stderr)}
+            out[meth] = {
+                "components_used": components_used(w, p, y),
+                "kl": float(kl.value),
+                "kl_stderr": float(kl.stderr),
+            }
         return out
 
     def eval_fn(state) -> dict:
@@ -115,12 +142,24 @@ def build(sections: dict, seed: int) -> Experiment:
 
 def table_rows(res: dict, truth_components: int) -> list[dict]:
     """One row per method (and the truth) with ours and the paper's numbers side by side."""
-    rows = [{"method": "truth", "components_used": truth_components,
-             "paper_components_used": PAPER["truth"]["components_used"]}]
+    rows = [
+        {
+            "method": "truth",
+            "components_used": truth_components,
+            "paper_components_used": PAPER["truth"]["components_used"],
+        }
+    ]
     for meth, r in res.items():
-        rows.append({"method": LABELS[meth], "components_used": r["components_used"], "kl": round(r["kl"], 3),
-                     "kl_stderr": round(r["kl_stderr"], 3), "paper_components_used": PAPER[meth]["components_used"],
-                     "paper_kl": PAPER[meth]["kl"]})
+        rows.append(
+            {
+                "method": LABELS[meth],
+                "components_used": r["components_used"],
+                "kl": round(r["kl"], 3),
+                "kl_stderr": round(r["kl_stderr"], 3),
+                "paper_components_used": PAPER[meth]["components_used"],
+                "paper_kl": PAPER[meth]["kl"],
+            }
+        )
     return rows
 
 
@@ -159,10 +198,14 @@ def _plot(path, result, res, data, estimates, methods):
         w = np.sort(np.asarray(estimates[meth][0]))[::-1]
         axes[2].semilogy(np.arange(1, len(w) + 1), w, color=c, label=LABELS[meth])
     axes[1].axhline(data.components_used, color="k", lw=1, label="truth")
-    axes[2].semilogy(np.arange(1, len(data.weights) + 1), np.sort(np.asarray(data.weights))[::-1], "k", lw=1,
-                     label="truth")
-    axes[0].set(xlabel="step (one update or Gibbs sweep)", ylabel="KL(truth || fit), nats",
-                title="KL to the data distribution (paper: dotted)")
+    axes[2].semilogy(
+        np.arange(1, len(data.weights) + 1), np.sort(np.asarray(data.weights))[::-1], "k", lw=1, label="truth"
+    )
+    axes[0].set(
+        xlabel="step (one update or Gibbs sweep)",
+        ylabel="KL(truth || fit), nats",
+        title="KL to the data distribution (paper: dotted)",
+    )
     axes[1].set(xlabel="step", ylabel="components used", title="components with a datum (MAP assignment)")
     axes[2].set(xlabel="rank", ylabel="weight", title="sorted mixture weights", ylim=(1e-6, 1))
     for ax in axes:

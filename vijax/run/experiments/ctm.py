@@ -9,6 +9,7 @@ named in ``algorithm.compare`` is a ``Baseline`` with the same seed, batches and
 chunks of the first run's evaluation period, so that all evaluate at the same steps. ``report``
 draws all of them into ``fig3_ctm.png``.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,24 @@ from vijax.metrics import corpus_document_completion
 from vijax.models.ctm import CTM
 from vijax.run import Baseline, Experiment, configured_algorithm, eval_steps, register_experiment
 
-_MODEL = {"num_topics": 10, "local_steps": 15, "local_step_size": 0.3, "topic_smoothing": 0.01,
-          "cov_shrinkage": 0.01, "init_mass": 100.0, "eval_local_steps": 30, "eval_samples": 1000}
-_ALG = {"name": "prox_svi", "covariance": "full", "compare": "diagonal", "step_size": 0.001, "batch_size": 2,
-        "num_samples": 10}
+_MODEL = {
+    "num_topics": 10,
+    "local_steps": 15,
+    "local_step_size": 0.3,
+    "topic_smoothing": 0.01,
+    "cov_shrinkage": 0.01,
+    "init_mass": 100.0,
+    "eval_local_steps": 30,
+    "eval_samples": 1000,
+}
+_ALG = {
+    "name": "prox_svi",
+    "covariance": "full",
+    "compare": "diagonal",
+    "step_size": 0.001,
+    "batch_size": 2,
+    "num_samples": 10,
+}
 _DATA = {"train_fraction": 0.5, "max_test_docs": 200, "eval_batch": 50, "observed_fraction": 0.5}
 _LABEL = {"full": "PG-SVI", "diagonal": "PG-SVI-MF"}
 
@@ -41,9 +56,18 @@ class _Eval:
 
 
 def _model(m, vocab_size, covariance):
-    return CTM(m["num_topics"], vocab_size, covariance=covariance, local_steps=m["local_steps"],
-               local_step_size=m["local_step_size"], topic_smoothing=m["topic_smoothing"], cov_shrinkage=m["cov_shrinkage"],
-               init_mass=m["init_mass"], eval_local_steps=m["eval_local_steps"], eval_samples=m["eval_samples"])
+    return CTM(
+        m["num_topics"],
+        vocab_size,
+        covariance=covariance,
+        local_steps=m["local_steps"],
+        local_step_size=m["local_step_size"],
+        topic_smoothing=m["topic_smoothing"],
+        cov_shrinkage=m["cov_shrinkage"],
+        init_mass=m["init_mass"],
+        eval_local_steps=m["eval_local_steps"],
+        eval_samples=m["eval_samples"],
+    )
 
 
 def _variants(a) -> list[str]:
@@ -72,8 +96,9 @@ def _build(sections, seed, train, test, reference=None):
 
     def make(cov):
         model = _model(m, train.vocab_size, cov)
-        alg = configured_algorithm(a, _ALG, model, num_data=train.num_docs, schedule=a["step_size"],
-                                   schedule_keys=("step_size",))
+        alg = configured_algorithm(
+            a, _ALG, model, num_data=train.num_docs, schedule=a["step_size"], schedule_keys=("step_size",)
+        )
         return alg, _Eval(model, observed, heldout, d["eval_batch"])
 
     alg, evaluator = make(variants[0])
@@ -83,8 +108,15 @@ def _build(sections, seed, train, test, reference=None):
     others = []
     for cov in variants[1:]:
         alg2, eval2 = make(cov)
-        others.append(Baseline(cov, alg2, eval_fn=eval2, host_batches=mb.host_batches,
-                               settings={"chunk_size": every, "eval_every": every, "tol": None}))
+        others.append(
+            Baseline(
+                cov,
+                alg2,
+                eval_fn=eval2,
+                host_batches=mb.host_batches,
+                settings={"chunk_size": every, "eval_every": every, "tol": None},
+            )
+        )
 
     def report(result, out_dir, baselines):
         curves = {variants[0]: result.evals} | {cov: baselines[cov].evals for cov in variants[1:]}
@@ -98,8 +130,9 @@ def _build(sections, seed, train, test, reference=None):
         _plot(os.path.join(out_dir, "fig3_ctm.png"), curves, reference, m["num_topics"])
         return summary
 
-    return Experiment(alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches,
-                      baselines=tuple(others))
+    return Experiment(
+        alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches, baselines=tuple(others)
+    )
 
 
 def _plot(path, curves, reference, num_topics):
@@ -136,17 +169,34 @@ def _true_params_score(truth, observed, heldout, model, eval_batch):
 
 @register_experiment(
     "ctm_synthetic",
-    defaults={"model": dict(_MODEL), "algorithm": dict(_ALG),
-              "data": dict(_DATA, num_docs=400, vocab_size=500, true_topics=10, doc_length=100,
-                           topic_concentration=0.05, correlation=1.0),
-              "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200}},
-    description="CTM by PG-SVI (full) and PG-SVI-MF (diagonal) on a synthetic CTM corpus (Khan et al. 2016, Fig. 3)")
+    defaults={
+        "model": dict(_MODEL),
+        "algorithm": dict(_ALG),
+        "data": dict(
+            _DATA,
+            num_docs=400,
+            vocab_size=500,
+            true_topics=10,
+            doc_length=100,
+            topic_concentration=0.05,
+            correlation=1.0,
+        ),
+        "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200},
+    },
+    description="CTM by PG-SVI (full) and PG-SVI-MF (diagonal) on a synthetic CTM corpus (Khan et al. 2016, Fig. 3)",
+)
 def build_synthetic(sections: dict, seed: int) -> Experiment:
     _check_algorithm(sections["algorithm"])
     d = sections["data"]
-    corpus, truth = sample_ctm_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"],
-                                      doc_length=d["doc_length"], topic_concentration=d["topic_concentration"],
-                                      correlation=d["correlation"])
+    corpus, truth = sample_ctm_corpus(
+        seed,
+        d["num_docs"],
+        d["true_topics"],
+        d["vocab_size"],
+        doc_length=d["doc_length"],
+        topic_concentration=d["topic_concentration"],
+        correlation=d["correlation"],
+    )
     train, test = _split(corpus, seed, d)
     reference = None
     if d["true_topics"] == sections["model"]["num_topics"]:
@@ -165,16 +215,22 @@ def _split(corpus, seed, d):
 
 @register_experiment(
     "ctm_corpus",
-    defaults={"model": dict(_MODEL), "algorithm": dict(_ALG),
-              "data": dict(_DATA, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt", max_docs=1000),
-              "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200}},
-    description="CTM by PG-SVI and PG-SVI-MF on an lda-c corpus (default: wiki_bnpy, 50% training documents)")
+    defaults={
+        "model": dict(_MODEL),
+        "algorithm": dict(_ALG),
+        "data": dict(_DATA, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt", max_docs=1000),
+        "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200},
+    },
+    description="CTM by PG-SVI and PG-SVI-MF on an lda-c corpus (default: wiki_bnpy, 50% training documents)",
+)
 def build_corpus(sections: dict, seed: int) -> Experiment:
     _check_algorithm(sections["algorithm"])
     d = sections["data"]
     path, vocab = resolve_data_path(d["path"]), resolve_data_path(d["vocab"])
     if path is None:
-        raise ValueError(f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
+        raise ValueError(
+            f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)"
+        )
     corpus = read_ldac(path, vocab)
     if d["max_docs"] and d["max_docs"] < corpus.num_docs:
         idx = np.random.default_rng(seed).choice(corpus.num_docs, d["max_docs"], replace=False)

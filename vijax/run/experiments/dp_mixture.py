@@ -14,6 +14,7 @@ held-out log predictive against T), and for Gaussian components adds scikit-lear
 ``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_process")`` at each T with
 the same priors when scikit-learn is installed.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,16 @@ from vijax.data import sample_bernoulli_mixture, sample_gmm
 from vijax.models import DPMixture, conjugate_elbo
 from vijax.run import Baseline, ConfigError, Experiment, configured_algorithm, register_experiment
 
-_MODEL = {"components": "gaussian", "truncations": ["blei_jordan", "kurihara"], "truncation_levels": [2, 4, 8, 16, 32],
-          "alpha": 1.0, "kappa0": 1.0, "a": 1.0, "b": 1.0, "min_fraction": 0.01}
+_MODEL = {
+    "components": "gaussian",
+    "truncations": ["blei_jordan", "kurihara"],
+    "truncation_levels": [2, 4, 8, 16, 32],
+    "alpha": 1.0,
+    "kappa0": 1.0,
+    "a": 1.0,
+    "b": 1.0,
+    "min_fraction": 0.01,
+}
 _DATA = {"num_train": 500, "num_test": 500, "num_clusters": 6, "dim": 2, "spread": 8.0, "seed": 0}
 _ALG = {"name": "cavi", "local": "meanfield", "step_size": None}
 
@@ -46,16 +55,22 @@ def _data(d: dict, components: str):
 
 def _model(m: dict, x_train, truncation: str, t: int) -> DPMixture:
     if m["components"] == "gaussian":
-        return DPMixture.gaussian_from_data(np.asarray(x_train), t, alpha=m["alpha"], truncation=truncation,
-                                           kappa0=m["kappa0"])
+        return DPMixture.gaussian_from_data(
+            np.asarray(x_train), t, alpha=m["alpha"], truncation=truncation, kappa0=m["kappa0"]
+        )
     return DPMixture.bernoulli(t, x_train.shape[1], alpha=m["alpha"], truncation=truncation, a=m["a"], b=m["b"])
 
 
 @register_experiment(
     "dp_mixture_truncation",
-    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
-              "run": {"num_steps": 300, "chunk_size": 25, "tol": 1e-7, "patience": 2, "eval_every": 100, "x64": True}},
-    description="Raise your ELBO, DPMM: clusters found vs truncation T, Blei-Jordan (v_T = 1) vs Kurihara et al. tails")
+    defaults={
+        "model": dict(_MODEL),
+        "data": dict(_DATA),
+        "algorithm": dict(_ALG),
+        "run": {"num_steps": 300, "chunk_size": 25, "tol": 1e-7, "patience": 2, "eval_every": 100, "x64": True},
+    },
+    description="Raise your ELBO, DPMM: clusters found vs truncation T, Blei-Jordan (v_T = 1) vs Kurihara et al. tails",
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     if m["components"] not in ("gaussian", "bernoulli"):
@@ -87,7 +102,9 @@ def build(sections: dict, seed: int) -> Experiment:
             except ValueError as e:
                 raise ConfigError(f"model: {e}") from None
             model.check_data(x_train)
-            alg = configured_algorithm(a, _ALG, model, num_data=n, schedule=a["step_size"], schedule_keys=("step_size",))
+            alg = configured_algorithm(
+                a, _ALG, model, num_data=n, schedule=a["step_size"], schedule_keys=("step_size",)
+            )
             runs.append((f"{trunc}_T{t}", trunc, t, model, alg))
 
     def make_eval(model):
@@ -97,17 +114,26 @@ def build(sections: dict, seed: int) -> Experiment:
     def fit_summary(model, q):
         loc = model.local_step(expfam.tree_mean_params(q), x_train)
         tail = float(jnp.sum(loc.local_params[:, -1])) if model.truncation == "kurihara" else 0.0
-        return {"clusters_found": model.clusters_found(loc.local_params, m["min_fraction"] * n),
-                "tail_mass": tail,  # sum_n q(z_n > T): data the Kurihara et al. tail holds
-                "elbo": float(conjugate_elbo(model.prior(), q, loc)),
-                "heldout_log_predictive": float(jnp.mean(model.log_predictive(q, x_test)))}
+        return {
+            "clusters_found": model.clusters_found(loc.local_params, m["min_fraction"] * n),
+            "tail_mass": tail,  # sum_n q(z_n > T): data the Kurihara et al. tail holds
+            "elbo": float(conjugate_elbo(model.prior(), q, loc)),
+            "heldout_log_predictive": float(jnp.mean(model.log_predictive(q, x_test))),
+        }
 
     def report(result, out_dir, baselines):
         rows = []
         for name, trunc, t, model, _ in runs:
             res = result if name == runs[0][0] else baselines[name]
-            rows.append({"run": name, "truncation": trunc, "T": t, "steps": int(res.num_steps),
-                         **fit_summary(model, res.state.q_global)})
+            rows.append(
+                {
+                    "run": name,
+                    "truncation": trunc,
+                    "T": t,
+                    "steps": int(res.num_steps),
+                    **fit_summary(model, res.state.q_global),
+                }
+            )
         summary = {"true_clusters": int(np.unique(np.asarray(z[:n])).size), "runs": rows}
         if m["components"] == "gaussian":
             summary["sklearn"] = _sklearn_counts(m, levels, np.asarray(x_train), np.asarray(x_test), seed)
@@ -117,11 +143,24 @@ def build(sections: dict, seed: int) -> Experiment:
         return summary
 
     first = runs[0]
-    others = tuple(Baseline(name, alg, init_state=(lambda key, alg=alg: alg.init(key, x_train)),
-                            batch_fn=lambda key, t: x_train, eval_fn=make_eval(model))
-                   for name, _, _, model, alg in runs[1:])
-    return Experiment(first[4], lambda key: first[4].init(key, x_train), lambda key, t: x_train,
-                      make_eval(first[3]), report, baselines=others)
+    others = tuple(
+        Baseline(
+            name,
+            alg,
+            init_state=(lambda key, alg=alg: alg.init(key, x_train)),
+            batch_fn=lambda key, t: x_train,
+            eval_fn=make_eval(model),
+        )
+        for name, _, _, model, alg in runs[1:]
+    )
+    return Experiment(
+        first[4],
+        lambda key: first[4].init(key, x_train),
+        lambda key, t: x_train,
+        make_eval(first[3]),
+        report,
+        baselines=others,
+    )
 
 
 def _sklearn_counts(m, levels, x_train, x_test, seed):
@@ -134,31 +173,57 @@ def _sklearn_counts(m, levels, x_train, x_test, seed):
     for t in levels:
         comps = DPMixture.gaussian_from_data(x_train, t, alpha=m["alpha"], kappa0=m["kappa0"]).components
         est = BayesianGaussianMixture(
-            n_components=t, covariance_type="diag", weight_concentration_prior_type="dirichlet_process",
-            weight_concentration_prior=m["alpha"], mean_prior=np.broadcast_to(comps.loc0, (comps.dim,)).copy(),
-            mean_precision_prior=comps.kappa0, degrees_of_freedom_prior=2 * comps.a0,
-            covariance_prior=2 * np.broadcast_to(comps.b0, (comps.dim,)).copy(), max_iter=500, random_state=seed)
+            n_components=t,
+            covariance_type="diag",
+            weight_concentration_prior_type="dirichlet_process",
+            weight_concentration_prior=m["alpha"],
+            mean_prior=np.broadcast_to(comps.loc0, (comps.dim,)).copy(),
+            mean_precision_prior=comps.kappa0,
+            degrees_of_freedom_prior=2 * comps.a0,
+            covariance_prior=2 * np.broadcast_to(comps.b0, (comps.dim,)).copy(),
+            max_iter=500,
+            random_state=seed,
+        )
         est.fit(x_train)
         n_k = est.predict_proba(x_train).sum(0)
-        out.append({"T": t, "clusters_found": int(np.sum(n_k >= m["min_fraction"] * x_train.shape[0])),
-                    "heldout_log_likelihood": float(est.score(x_test))})
+        out.append(
+            {
+                "T": t,
+                "clusters_found": int(np.sum(n_k >= m["min_fraction"] * x_train.shape[0])),
+                "heldout_log_likelihood": float(est.score(x_test)),
+            }
+        )
     return out
 
 
 def _table(summary, m, d, a) -> str:
-    lines = ["# Clusters found by a truncated DP mixture as T grows", "",
-             f"{m['components']} components, {d['num_train']} training points from {summary['true_clusters']} "
-             f"clusters (dim {d['dim']}), alpha = {m['alpha']}, algorithm {a['name']}; a cluster is found when it "
-             f"holds at least {m['min_fraction']:.0%} of the training data in expectation.", "",
-             "| truncation | T | steps | clusters found | sum_n q(z_n > T) | ELBO | held-out mean log predictive |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['truncation']} | {r['T']} | {r['steps']} | {r['clusters_found']} | {r['tail_mass']:.3g} | "
-              f"{r['elbo']:.2f} | {r['heldout_log_predictive']:.4f} |" for r in summary["runs"]]
+    lines = [
+        "# Clusters found by a truncated DP mixture as T grows",
+        "",
+        f"{m['components']} components, {d['num_train']} training points from {summary['true_clusters']} "
+        f"clusters (dim {d['dim']}), alpha = {m['alpha']}, algorithm {a['name']}; a cluster is found when it "
+        f"holds at least {m['min_fraction']:.0%} of the training data in expectation.",
+        "",
+        "| truncation | T | steps | clusters found | sum_n q(z_n > T) | ELBO | held-out mean log predictive |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['truncation']} | {r['T']} | {r['steps']} | {r['clusters_found']} | {r['tail_mass']:.3g} | "
+        f"{r['elbo']:.2f} | {r['heldout_log_predictive']:.4f} |"
+        for r in summary["runs"]
+    ]
     if isinstance(summary.get("sklearn"), list):
-        lines += ["", "scikit-learn `BayesianGaussianMixture(weight_concentration_prior_type=\"dirichlet_process\")`, "
-                  "same priors, its own k-means start (its score is the plug-in log-likelihood, not a predictive):", "",
-                  "| T | clusters found | held-out mean log-likelihood |", "|---|---|---|"]
-        lines += [f"| {r['T']} | {r['clusters_found']} | {r['heldout_log_likelihood']:.4f} |" for r in summary["sklearn"]]
+        lines += [
+            "",
+            "scikit-learn `BayesianGaussianMixture(weight_concentration_prior_type=\"dirichlet_process\")`, "
+            "same priors, its own k-means start (its score is the plug-in log-likelihood, not a predictive):",
+            "",
+            "| T | clusters found | held-out mean log-likelihood |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {r['T']} | {r['clusters_found']} | {r['heldout_log_likelihood']:.4f} |" for r in summary["sklearn"]
+        ]
     lines += ["", "Figure: dp_truncation.png."]
     return "\n".join(lines)
 
@@ -171,7 +236,9 @@ def _plot(path, summary, truncs, levels):
     for i, trunc in enumerate(truncs):
         rows = [r for r in summary["runs"] if r["truncation"] == trunc]
         ax[0].plot([r["T"] for r in rows], [r["clusters_found"] for r in rows], "o-", color=f"C{i}", label=trunc)
-        ax[1].plot([r["T"] for r in rows], [r["heldout_log_predictive"] for r in rows], "o-", color=f"C{i}", label=trunc)
+        ax[1].plot(
+            [r["T"] for r in rows], [r["heldout_log_predictive"] for r in rows], "o-", color=f"C{i}", label=trunc
+        )
     if isinstance(summary.get("sklearn"), list):
         sk = summary["sklearn"]
         ax[0].plot([r["T"] for r in sk], [r["clusters_found"] for r in sk], "x--", color="C3", label="scikit-learn DP")

@@ -14,6 +14,7 @@ run (cached in ``<out>/nuts_reference.npz``) and with the exact moments by one-d
 quadrature over tau (``exact_moments``: theta and mu integrate out in closed form), which also
 checks NUTS itself; writes ``results.md`` and ``eight_schools.png``.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,10 +35,24 @@ BIJECTORS = {"exp": tfp.bijectors.Exp, "softplus": tfp.bijectors.Softplus}
 _MODEL = {"mu_scale": 5.0, "tau_scale": 5.0, "tau_bijector": "exp"}
 _DATA = {"y": list(Y), "sigma": list(SIGMA)}
 # See vijax/run/experiments/_posterior.py (ALG_KEYS) for the meaning of each key.
-_ALG = {"name": "bbvi", "family": "fullrank", "optimizer": "adam", "estimator": "reparam", "num_samples": 8,
-        "init_scale": 0.1, "rank": 2, "gradient": None, "learning_rate": 0.01, "ngvi_step_size": 0.02,
-        "step_decay": 0.1, "baselines": ["bbvi-meanfield", "ngvi-fullrank"], "psis_draws": 2000, "moment_draws": 20000,
-        "nuts": dict(NUTS_DEFAULTS), "quadrature_points": 4000}
+_ALG = {
+    "name": "bbvi",
+    "family": "fullrank",
+    "optimizer": "adam",
+    "estimator": "reparam",
+    "num_samples": 8,
+    "init_scale": 0.1,
+    "rank": 2,
+    "gradient": None,
+    "learning_rate": 0.01,
+    "ngvi_step_size": 0.02,
+    "step_decay": 0.1,
+    "baselines": ["bbvi-meanfield", "ngvi-fullrank"],
+    "psis_draws": 2000,
+    "moment_draws": 20000,
+    "nuts": dict(NUTS_DEFAULTS),
+    "quadrature_points": 4000,
+}
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -79,8 +94,9 @@ def target(model: dict, y, sigma) -> Target:
     return Target(log_lik, log_prior, template, bijectors, batch, None, quantities, names, fingerprint)
 
 
-def exact_moments(y, sigma, mu_scale: float = 5.0, tau_scale: float = 5.0,
-                  num_points: int = 4000) -> tuple[np.ndarray, np.ndarray]:
+def exact_moments(
+    y, sigma, mu_scale: float = 5.0, tau_scale: float = 5.0, num_points: int = 4000
+) -> tuple[np.ndarray, np.ndarray]:
     """Posterior means and sds of (mu, tau, theta_1..J) by quadrature over log tau.
 
     Given tau, mu and theta are Gaussian in closed form (Gelman et al., *BDA*, §5.4): with
@@ -100,25 +116,36 @@ def exact_moments(y, sigma, mu_scale: float = 5.0, tau_scale: float = 5.0,
     u = np.linspace(-12.0, 9.0, int(num_points))
     tau = np.exp(u)
     v = s2[None, :] + tau[:, None] ** 2
-    prec = 1.0 / mu_scale ** 2 + np.sum(1.0 / v, axis=1)
+    prec = 1.0 / mu_scale**2 + np.sum(1.0 / v, axis=1)
     m = np.sum(y[None, :] / v, axis=1) / prec
-    log_w = (-0.5 * np.sum(np.log(v), axis=1) - 0.5 * np.sum(y[None, :] ** 2 / v, axis=1)
-             + 0.5 * prec * m ** 2 - 0.5 * np.log(prec) - np.log1p((tau / tau_scale) ** 2) + u)
+    log_w = (
+        -0.5 * np.sum(np.log(v), axis=1)
+        - 0.5 * np.sum(y[None, :] ** 2 / v, axis=1)
+        + 0.5 * prec * m**2
+        - 0.5 * np.log(prec)
+        - np.log1p((tau / tau_scale) ** 2)
+        + u
+    )
     w = np.exp(log_w - log_w.max())
     w /= w.sum()
     b = s2[None, :] / v
     th_mean = (1.0 - b) * y[None, :] + b * m[:, None]
-    th_var = (1.0 - b) * s2[None, :] + b ** 2 / prec[:, None]
+    th_var = (1.0 - b) * s2[None, :] + b**2 / prec[:, None]
     means = np.concatenate([[w @ m, w @ tau], w @ th_mean])
-    second = np.concatenate([[w @ (1.0 / prec + m ** 2), w @ tau ** 2], w @ (th_var + th_mean ** 2)])
-    return means, np.sqrt(second - means ** 2)
+    second = np.concatenate([[w @ (1.0 / prec + m**2), w @ tau**2], w @ (th_var + th_mean**2)])
+    return means, np.sqrt(second - means**2)
 
 
 @register_experiment(
     "eight_schools",
-    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
-              "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False}},
-    description="eight schools (non-centred): bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat")
+    defaults={
+        "model": dict(_MODEL),
+        "data": dict(_DATA),
+        "algorithm": dict(_ALG),
+        "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
+    },
+    description="eight schools (non-centred): bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat",
+)
 def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     tgt = target(model, data["y"], data["sigma"])
@@ -138,24 +165,36 @@ def build(sections: dict, seed: int) -> Experiment:
         nuts = nuts_reference(tgt, section["nuts"], out_dir)
         if "error" not in nuts:
             refs["NUTS"] = (nuts["mean"], nuts["sd"])
-        refs["exact"] = exact_moments(data["y"], data["sigma"], model["mu_scale"], model["tau_scale"],
-                                      section["quadrature_points"])
+        refs["exact"] = exact_moments(
+            data["y"], data["sigma"], model["mu_scale"], model["tau_scale"], section["quadrature_points"]
+        )
         ref_name = "NUTS" if "NUTS" in refs else "exact"
         check = ""
         if "NUTS" in refs:
             c = compare({"NUTS": refs["NUTS"]}, refs["exact"])["NUTS"]
-            check = (f"NUTS against the exact moments (quadrature over tau): max |Δmean|/sd "
-                     f"{c['max |Δmean|/sd']:.3f}, sd ratios {c['min sd ratio']:.3f}–{c['max sd ratio']:.3f}.\n")
-        notes = (f"Non-centred, tau through {model['tau_bijector']}; mu ~ N(0, {model['mu_scale']:g}^2), tau ~ "
-                 f"half-Cauchy(0, {model['tau_scale']:g}). {result.num_steps} steps, S = {section['num_samples']}, "
-                 f"Adam rate {section['learning_rate']:g} (bbvi), rho {section['ngvi_step_size']:g} (ngvi), both "
-                 f"decaying to {section['step_decay']:g} x along a cosine; "
-                 f"ELBO and moments of q from {section['moment_draws']} draws, k-hat from the first "
-                 f"{section['psis_draws']}.\n\n{check}")
-        summary = report("Eight schools (non-centred)", tgt, runs, fits, refs, ref_name, nuts, out_dir,
-                         "eight_schools.png", notes)
+            check = (
+                f"NUTS against the exact moments (quadrature over tau): max |Δmean|/sd "
+                f"{c['max |Δmean|/sd']:.3f}, sd ratios {c['min sd ratio']:.3f}–{c['max sd ratio']:.3f}.\n"
+            )
+        notes = (
+            f"Non-centred, tau through {model['tau_bijector']}; mu ~ N(0, {model['mu_scale']:g}^2), tau ~ "
+            f"half-Cauchy(0, {model['tau_scale']:g}). {result.num_steps} steps, S = {section['num_samples']}, "
+            f"Adam rate {section['learning_rate']:g} (bbvi), rho {section['ngvi_step_size']:g} (ngvi), both "
+            f"decaying to {section['step_decay']:g} x along a cosine; "
+            f"ELBO and moments of q from {section['moment_draws']} draws, k-hat from the first "
+            f"{section['psis_draws']}.\n\n{check}"
+        )
+        summary = report(
+            "Eight schools (non-centred)", tgt, runs, fits, refs, ref_name, nuts, out_dir, "eight_schools.png", notes
+        )
         summary["nuts_vs_exact"] = c if "NUTS" in refs else None
         return summary
 
-    return Experiment(main.algorithm, lambda key: main.algorithm.init(key, batch), batch_fn, evaluate, make_report,
-                      baselines=baselines(others, batch_fn, section, eval_key))
+    return Experiment(
+        main.algorithm,
+        lambda key: main.algorithm.init(key, batch),
+        batch_fn,
+        evaluate,
+        make_report,
+        baselines=baselines(others, batch_fn, section, eval_key),
+    )

@@ -10,12 +10,12 @@ initial q and on the same data), so their traces share the step axis. ``info.elb
 mean-field method's ELBO (exact for it, at the pre-update q); each method's own trace is
 ``<method>.elbo`` (SSVI-A's is a one-draw estimate of the structured ELBO, not comparable).
 """
+
 from __future__ import annotations
 
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import sample_speech_spectrogram
@@ -30,16 +30,32 @@ THRESHOLD = 0.9
 # Hoffman & Blei (2015, §4.3) give figure 5 only as a plot; its text: "SSVI-A recovers good approximations of
 # nearly all of the bases used to generate the data, whereas MF performs quite poorly ... MF
 # grossly underestimates the number of components".
-PAPER = {"meanfield": "quite poor: grossly underestimates the number of components",
-         "ssvi_a": "nearly all of the 50 bases recovered"}
+PAPER = {
+    "meanfield": "quite poor: grossly underestimates the number of components",
+    "ssvi_a": "nearly all of the 50 bases recovered",
+}
 
 _DEFAULTS = {
-    "model": {"num_components": 100, "a": 0.25, "b": 0.2, "alpha": 1.0, "c": 1.0, "max_iters": 100, "tol": 1e-4,
-              "init_shape": 100.0},
-    "data": {"num_freqs": 257, "num_atoms": 50, "num_frames": 1000, "shape": 0.2, "rate": 0.2, "peak": 20.0,
-             "seed": 0},
-    "algorithm": {"methods": ["meanfield", "ssvi_a"], "local": "meanfield", "batch_size": 0, "rho_scale": 1.0,
-                  "rho_tau": 1.0, "rho_kappa": 0.75, "ramp": False},
+    "model": {
+        "num_components": 100,
+        "a": 0.25,
+        "b": 0.2,
+        "alpha": 1.0,
+        "c": 1.0,
+        "max_iters": 100,
+        "tol": 1e-4,
+        "init_shape": 100.0,
+    },
+    "data": {"num_freqs": 257, "num_atoms": 50, "num_frames": 1000, "shape": 0.2, "rate": 0.2, "peak": 20.0, "seed": 0},
+    "algorithm": {
+        "methods": ["meanfield", "ssvi_a"],
+        "local": "meanfield",
+        "batch_size": 0,
+        "rho_scale": 1.0,
+        "rho_tau": 1.0,
+        "rho_kappa": 0.75,
+        "ramp": False,
+    },
     "run": {"num_steps": 150, "chunk_size": 10, "eval_every": 50},
 }
 
@@ -47,21 +63,43 @@ _DEFAULTS = {
 def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
     """The methods in lock step from one q (``vijax.inference.lock_step``)."""
     schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
-    algs = {m: make_algorithm(M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"],
-                              ramp=acfg["ramp"]) for m in methods}
+    algs = {
+        m: make_algorithm(
+            M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"], ramp=acfg["ramp"]
+        )
+        for m in methods
+    }
     return lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))
 
 
 @register_experiment(
-    "gap_nmf", defaults=_DEFAULTS,
-    description="Hoffman & Blei 2015, §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A (figure 5)")
+    "gap_nmf",
+    defaults=_DEFAULTS,
+    description="Hoffman & Blei 2015, §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A (figure 5)",
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
-    model = GaPNMF(m["num_components"], d["num_freqs"], a=m["a"], b=m["b"], alpha=m["alpha"], c=m["c"],
-                   max_iters=m["max_iters"], tol=m["tol"], init_shape=m["init_shape"])
-    data = sample_speech_spectrogram(jax.random.PRNGKey(d["seed"]), d["num_freqs"], d["num_atoms"], d["num_frames"],
-                                     shape=d["shape"], rate=d["rate"], peak=d["peak"])
+    model = GaPNMF(
+        m["num_components"],
+        d["num_freqs"],
+        a=m["a"],
+        b=m["b"],
+        alpha=m["alpha"],
+        c=m["c"],
+        max_iters=m["max_iters"],
+        tol=m["tol"],
+        init_shape=m["init_shape"],
+    )
+    data = sample_speech_spectrogram(
+        jax.random.PRNGKey(d["seed"]),
+        d["num_freqs"],
+        d["num_atoms"],
+        d["num_frames"],
+        shape=d["shape"],
+        rate=d["rate"],
+        peak=d["peak"],
+    )
     frames = data.y.T  # (T, F): one frame per row
     model.check_data(frames)
     n = frames.shape[0]
@@ -73,6 +111,7 @@ def build(sections: dict, seed: int) -> Experiment:
     if s in (0, n):
         batch_fn = lambda key, t: frames  # noqa: E731
     else:
+
         def batch_fn(key, t):
             return frames[jax.random.choice(key, n, (s,), replace=False)]
 
@@ -84,9 +123,12 @@ def build(sections: dict, seed: int) -> Experiment:
         out = {}
         for meth, ew in _dictionaries(state).items():
             corr = dictionary_correlations(data.w, ew)
-            out[meth] = {"recovered": int(np.sum(corr > THRESHOLD)), "mean_correlation": float(np.mean(corr)),
-                         "components_used": gap_nmf_components_used(model, state[meth].q_global, frames),
-                         "corr": corr}
+            out[meth] = {
+                "recovered": int(np.sum(corr > THRESHOLD)),
+                "mean_correlation": float(np.mean(corr)),
+                "components_used": gap_nmf_components_used(model, state[meth].q_global, frames),
+                "corr": corr,
+            }
         return out
 
     def eval_fn(state) -> dict:
@@ -100,9 +142,16 @@ def build(sections: dict, seed: int) -> Experiment:
             summary[f"{meth}_mean_correlation"] = round(r["mean_correlation"], 4)
             summary[f"{meth}_components_used"] = r["components_used"]
             summary[f"{meth}_paper"] = PAPER.get(meth, "not run in the paper")
-        summary["table"] = [{"method": LABELS[meth], "recovered (corr > 0.9)": r["recovered"],
-                             "of": d["num_atoms"], "components used": r["components_used"],
-                             "paper (figure 5)": PAPER.get(meth, "not run")} for meth, r in res.items()]
+        summary["table"] = [
+            {
+                "method": LABELS[meth],
+                "recovered (corr > 0.9)": r["recovered"],
+                "of": d["num_atoms"],
+                "components used": r["components_used"],
+                "paper (figure 5)": PAPER.get(meth, "not run"),
+            }
+            for meth, r in res.items()
+        ]
         _plot(os.path.join(out_dir, "gap_nmf_correlations.png"), res, methods, d["num_atoms"], result)
         _plot_dictionary(os.path.join(out_dir, "gap_nmf_dictionary.png"), np.asarray(data.w))
         return summary
@@ -120,8 +169,14 @@ def _plot(path, res, methods, num_atoms, result):
     for meth in methods:
         color, ls = styles[meth]
         r = res[meth]
-        ax.plot(np.arange(1, num_atoms + 1), r["corr"], ls, color=color, lw=2,
-                label=f"{LABELS[meth]} ({r['recovered']} > {THRESHOLD})")
+        ax.plot(
+            np.arange(1, num_atoms + 1),
+            r["corr"],
+            ls,
+            color=color,
+            lw=2,
+            label=f"{LABELS[meth]} ({r['recovered']} > {THRESHOLD})",
+        )
     ax.axhline(THRESHOLD, color="0.6", lw=0.8)
     ax.set_xlabel("true dictionary column (sorted)")
     ax.set_ylabel("correlation with best match in E_q[W]")
@@ -136,7 +191,7 @@ def _plot(path, res, methods, num_atoms, result):
         if key in result.trace:
             elbo = np.asarray(result.trace[key], np.float64)
             ax2.plot(steps, elbo, ls, color=color, label=LABELS[meth])
-            tails.append(elbo[len(elbo) // 10:])
+            tails.append(elbo[len(elbo) // 10 :])
     tail = np.concatenate(tails) if tails else np.array([])
     tail = tail[np.isfinite(tail)]
     if tail.size:  # the first steps' ELBO is far below the rest

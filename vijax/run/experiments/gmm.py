@@ -1,5 +1,6 @@
 """Gaussian-mixture experiments of Blei et al. 2017: the 2-D simulation of §3.4 (the default ``vijax run``)
 and the image-histogram study of §3.4 / appendix B on synthetic 576-dimensional histograms."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,14 @@ from vijax.run import ConfigError, Experiment, configured_algorithm, register_ex
 
 # covariance: "diag" (DiagonalGMM, Normal-Gamma components; a0 their Gamma shape) or "full" (FullGMM,
 # Normal-Wishart components with scikit-learn's empirical-Bayes priors: nu0 = D, W0^-1 = cov(x); a0 unused).
-_MODEL_DEFAULTS = {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0, "empirical_bayes": True,
-                   "covariance": "diag"}
+_MODEL_DEFAULTS = {
+    "num_components": 5,
+    "alpha0": 1.0,
+    "kappa0": 1.0,
+    "a0": 1.0,
+    "empirical_bayes": True,
+    "covariance": "diag",
+}
 # name: any registered algorithm (vijax.inference.ALGORITHMS) on the full data at every step;
 # local and ramp reach those that take them; step_size (a constant step, None: the algorithm's
 # default schedule) those with a step size (CAVI has none).
@@ -43,8 +50,9 @@ def _model(cfg: dict, x):
 def _algorithm(cfg: dict, model, num_data: int):
     """The configured algorithm (CAVI by default) on the full data, with ``num_restarts``
     independent restarts run together by ``vmap``."""
-    alg = configured_algorithm(cfg, _ALG_DEFAULTS, model, num_data=num_data, schedule=cfg["step_size"],
-                               schedule_keys=("step_size",))
+    alg = configured_algorithm(
+        cfg, _ALG_DEFAULTS, model, num_data=num_data, schedule=cfg["step_size"], schedule_keys=("step_size",)
+    )
     return restarts(alg, cfg["num_restarts"])
 
 
@@ -73,9 +81,11 @@ def _build(sections: dict, seed: int, data) -> tuple:
 
 def _summary(model, q, x_test, truth=None) -> dict:
     w, means, var = (np.asarray(a) for a in model.point_estimates(q))
-    out = {"heldout_log_predictive": mean_log_predictive(model, q, x_test),
-           "components_used": int(np.sum(w > 0.01)),
-           "weights": np.round(w, 4).tolist()}
+    out = {
+        "heldout_log_predictive": mean_log_predictive(model, q, x_test),
+        "components_used": int(np.sum(w > 0.01)),
+        "weights": np.round(w, 4).tolist(),
+    }
     if truth is not None:
         _, dist = match_components(truth.means, means, w, min_weight=0.01)
         out["max_center_error"] = float(np.max(dist))
@@ -84,17 +94,21 @@ def _summary(model, q, x_test, truth=None) -> dict:
 
 @register_experiment(
     "gmm_simulation",
-    defaults={"model": dict(_MODEL_DEFAULTS),
-              "data": {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0},
-              "algorithm": dict(_ALG_DEFAULTS),
-              "run": {"num_steps": 200, "chunk_size": 5, "tol": 1e-6, "patience": 2, "eval_every": 5}},
-    description="Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data (the default)")
+    defaults={
+        "model": dict(_MODEL_DEFAULTS),
+        "data": {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0},
+        "algorithm": dict(_ALG_DEFAULTS),
+        "run": {"num_steps": 200, "chunk_size": 5, "tol": 1e-6, "patience": 2, "eval_every": 5},
+    },
+    description="Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data (the default)",
+)
 def build_simulation(sections: dict, seed: int) -> Experiment:
     dcfg = sections["data"]
     key_data = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))[0]  # same draw as before
     n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
-    full = sample_gmm(key_data, n_tr + n_te, dcfg["num_clusters"], dcfg["dim"], spread=dcfg["spread"],
-                      dtype=jnp.float32)  # note: JAX draws differ with and without x64 (run.x64)
+    full = sample_gmm(
+        key_data, n_tr + n_te, dcfg["num_clusters"], dcfg["dim"], spread=dcfg["spread"], dtype=jnp.float32
+    )  # note: JAX draws differ with and without x64 (run.x64)
     x_train, x_test = full.x[:n_tr], full.x[n_tr:]
     model, alg, xj = _build(sections, seed, (x_train, x_test))
     best = _best_fn(model, xj)
@@ -114,27 +128,48 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
             if "state" in init_q:
                 idx = int(jnp.argmax(result.trace["elbo"][-1]))
                 q0 = select_restart(init_q["state"].q_global, idx)
-            _plot_ellipses(os.path.join(out_dir, "fit.png"), model, np.asarray(x_train), np.asarray(full.z[:n_tr]),
-                           q0, q, result, sections["algorithm"]["name"].upper())
+            _plot_ellipses(
+                os.path.join(out_dir, "fit.png"),
+                model,
+                np.asarray(x_train),
+                np.asarray(full.z[:n_tr]),
+                q0,
+                q,
+                result,
+                sections["algorithm"]["name"].upper(),
+            )
         return summary
 
-    return Experiment(alg, init_state, lambda key, t: xj,
-                      lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
-                      report)
+    return Experiment(
+        alg,
+        init_state,
+        lambda key, t: xj,
+        lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
+        report,
+    )
 
 
 @register_experiment(
     "gmm_histograms",
-    defaults={"model": dict(_MODEL_DEFAULTS, num_components=30, alpha0=1.0),
-              "data": {"num_train": 10000, "num_test": 10000, "num_types": 30, "pixels": 1024, "concentration": 0.1},
-              "algorithm": dict(_ALG_DEFAULTS),
-              "run": {"num_steps": 300, "chunk_size": 10, "tol": 1e-6, "patience": 2, "eval_every": 10}},
-    description="Blei et al. 2017, §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour histograms")
+    defaults={
+        "model": dict(_MODEL_DEFAULTS, num_components=30, alpha0=1.0),
+        "data": {"num_train": 10000, "num_test": 10000, "num_types": 30, "pixels": 1024, "concentration": 0.1},
+        "algorithm": dict(_ALG_DEFAULTS),
+        "run": {"num_steps": 300, "chunk_size": 10, "tol": 1e-6, "patience": 2, "eval_every": 10},
+    },
+    description="Blei et al. 2017, §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour histograms",
+)
 def build_histograms(sections: dict, seed: int) -> Experiment:
     dcfg = sections["data"]
     n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
-    full = sample_histogram_mixture(jax.random.PRNGKey(seed + 1_000_003), n_tr + n_te, dcfg["num_types"],
-                                    pixels=dcfg["pixels"], concentration=dcfg["concentration"], dtype=jnp.float32)
+    full = sample_histogram_mixture(
+        jax.random.PRNGKey(seed + 1_000_003),
+        n_tr + n_te,
+        dcfg["num_types"],
+        pixels=dcfg["pixels"],
+        concentration=dcfg["concentration"],
+        dtype=jnp.float32,
+    )
     x_train, x_test = full.x[:n_tr], full.x[n_tr:]
     model, alg, xj = _build(sections, seed, (x_train, x_test))
     best = _best_fn(model, xj)
@@ -146,9 +181,13 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
         summary["test_purity"] = cluster_purity(np.asarray(full.z[n_tr:]), z_hat)
         return summary
 
-    return Experiment(alg, lambda key: alg.init(key, xj), lambda key, t: xj,
-                      lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
-                      report)
+    return Experiment(
+        alg,
+        lambda key: alg.init(key, xj),
+        lambda key, t: xj,
+        lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
+        report,
+    )
 
 
 def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
@@ -169,8 +208,17 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
                 if np.ndim(v) == 2:  # a full covariance: the ellipse of its eigenvectors
                     evals, evecs = np.linalg.eigh(v[:2, :2])
                     angle = float(np.degrees(np.arctan2(evecs[1, 1], evecs[0, 1])))
-                    ax.add_patch(Ellipse(m[:2], 4 * np.sqrt(evals[1]), 4 * np.sqrt(evals[0]), angle=angle,
-                                         fill=False, lw=2, color="k"))
+                    ax.add_patch(
+                        Ellipse(
+                            m[:2],
+                            4 * np.sqrt(evals[1]),
+                            4 * np.sqrt(evals[0]),
+                            angle=angle,
+                            fill=False,
+                            lw=2,
+                            color="k",
+                        )
+                    )
                 else:
                     ax.add_patch(Ellipse(m, 4 * np.sqrt(v[0]), 4 * np.sqrt(v[1]), fill=False, lw=2, color="k"))
                 ax.annotate(f"{wk:.2f}", m, fontsize=8)

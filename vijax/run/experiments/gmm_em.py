@@ -8,6 +8,7 @@ same start for the same number of iterations (its training log-likelihood per po
 difference between the two fits' means), when scikit-learn is installed and the run did not resume
 from a checkpoint.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -21,8 +22,13 @@ from vijax.models import GaussianMixtureEM, GMMParams
 from vijax.run import Experiment, configured_algorithm, register_experiment
 
 _DEFAULTS = {
-    "model": {"num_components": 5, "covariance_type": "full", "reg_covar": 1e-6, "init": "kmeans++",
-              "block_size": 8192},
+    "model": {
+        "num_components": 5,
+        "covariance_type": "full",
+        "reg_covar": 1e-6,
+        "init": "kmeans++",
+        "block_size": 8192,
+    },
     "data": {"num_train": 2000, "num_test": 1000, "num_clusters": 5, "dim": 3, "spread": 4.0, "seed": 7},
     "algorithm": {"name": "em"},
     "run": {"num_steps": 50, "chunk_size": 10, "eval_every": 10, "x64": True},
@@ -38,10 +44,18 @@ def sklearn_from_start(model: GaussianMixtureEM, start: GMMParams, x: np.ndarray
         return None
     cov = np.asarray(start.covariances, np.float64)
     prec = np.linalg.inv(cov) if model.covariance_type in ("full", "tied") else 1.0 / cov
-    ref = GaussianMixture(model.num_components, covariance_type=model.covariance_type, reg_covar=model.reg_covar,
-                          max_iter=iters, tol=0.0, weights_init=np.asarray(start.weights, np.float64),
-                          means_init=np.asarray(start.means, np.float64), precisions_init=prec,
-                          init_params="random", random_state=0)
+    ref = GaussianMixture(
+        model.num_components,
+        covariance_type=model.covariance_type,
+        reg_covar=model.reg_covar,
+        max_iter=iters,
+        tol=0.0,
+        weights_init=np.asarray(start.weights, np.float64),
+        means_init=np.asarray(start.means, np.float64),
+        precisions_init=prec,
+        init_params="random",
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning: tol = 0 runs every iteration
         ref.fit(np.asarray(x, np.float64))
@@ -51,26 +65,42 @@ def sklearn_from_start(model: GaussianMixtureEM, start: GMMParams, x: np.ndarray
 def _diag_mixture_ll_per_point(truth, x: np.ndarray) -> float:
     """Mean log-density of rows ``x`` under the true axis-aligned mixture (weights, means, scales)."""
     w, mu, sd = truth
-    lp = (np.log(w)[None, :] - np.sum(np.log(sd), 1)[None, :] - 0.5 * x.shape[1] * np.log(2 * np.pi)
-          - 0.5 * np.sum(((x[:, None, :] - mu[None]) / sd[None]) ** 2, -1))
+    lp = (
+        np.log(w)[None, :]
+        - np.sum(np.log(sd), 1)[None, :]
+        - 0.5 * x.shape[1] * np.log(2 * np.pi)
+        - 0.5 * np.sum(((x[:, None, :] - mu[None]) / sd[None]) ** 2, -1)
+    )
     m = lp.max(1, keepdims=True)
     return float(np.mean(m[:, 0] + np.log(np.exp(lp - m).sum(1))))
 
 
-@register_experiment("gmm_em", defaults=_DEFAULTS,
-                     description="Gaussian mixtures by EM (full, diag, spherical, tied covariances), "
-                                 "compared with scikit-learn's GaussianMixture from the same start")
+@register_experiment(
+    "gmm_em",
+    defaults=_DEFAULTS,
+    description="Gaussian mixtures by EM (full, diag, spherical, tied covariances), "
+    "compared with scikit-learn's GaussianMixture from the same start",
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     n_tr, n_te = d["num_train"], d["num_test"]
     data = sample_gmm(jax.random.PRNGKey(d["seed"]), n_tr + n_te, d["num_clusters"], d["dim"], spread=d["spread"])
     x_train, x_test = data.x[:n_tr], data.x[n_tr:]
-    model = GaussianMixtureEM(m["num_components"], d["dim"], covariance_type=m["covariance_type"],
-                              reg_covar=m["reg_covar"], init=m["init"], block_size=m["block_size"])
+    model = GaussianMixtureEM(
+        m["num_components"],
+        d["dim"],
+        covariance_type=m["covariance_type"],
+        reg_covar=m["reg_covar"],
+        init=m["init"],
+        block_size=m["block_size"],
+    )
     model.check_data(x_train)
     alg = configured_algorithm(a, _DEFAULTS["algorithm"], model)
-    truth = (np.asarray(data.weights, np.float64), np.asarray(data.means, np.float64),
-             np.asarray(data.scales, np.float64))
+    truth = (
+        np.asarray(data.weights, np.float64),
+        np.asarray(data.means, np.float64),
+        np.asarray(data.scales, np.float64),
+    )
     start = {}
     init = jax.jit(lambda key: alg.init(key, x_train))
 
@@ -87,10 +117,12 @@ def build(sections: dict, seed: int) -> Experiment:
 
     def report(result, out_dir, baselines) -> dict:
         params = result.state.q_global
-        out = {"train_ll_per_point": per_point(params, x_train),
-               "heldout_ll_per_point": per_point(params, x_test),
-               "true_heldout_ll_per_point": _diag_mixture_ll_per_point(truth, np.asarray(x_test, np.float64)),
-               "num_steps": int(result.state.count)}
+        out = {
+            "train_ll_per_point": per_point(params, x_train),
+            "heldout_ll_per_point": per_point(params, x_test),
+            "true_heldout_ll_per_point": _diag_mixture_ll_per_point(truth, np.asarray(x_test, np.float64)),
+            "num_steps": int(result.state.count),
+        }
         ref = sklearn_from_start(model, start["params"], x_train, out["num_steps"]) if "params" in start else None
         if ref is not None:
             out["sklearn_train_ll_per_point"] = float(ref.score(np.asarray(x_train, np.float64)))

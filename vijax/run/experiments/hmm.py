@@ -8,6 +8,7 @@ Evaluated on held-out sequences from the same HMM: the log-likelihood per step o
 and the accuracy of the Viterbi path after matching fitted states to true ones (Hungarian matching
 on the confusion counts).
 """
+
 from __future__ import annotations
 
 import jax
@@ -20,10 +21,23 @@ from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions
 from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
 
 _DEFAULTS = {
-    "model": {"emissions": "categorical", "num_states": 5, "num_symbols": 10, "dim": 2, "concentration": 1.0,
-              "schedule": "sequential"},
-    "data": {"num_train": 500, "num_test": 200, "length": 60, "min_length": 20, "stickiness": 5.0, "spread": 3.0,
-             "seed": 3},
+    "model": {
+        "emissions": "categorical",
+        "num_states": 5,
+        "num_symbols": 10,
+        "dim": 2,
+        "concentration": 1.0,
+        "schedule": "sequential",
+    },
+    "data": {
+        "num_train": 500,
+        "num_test": 200,
+        "length": 60,
+        "min_length": 20,
+        "stickiness": 5.0,
+        "spread": 3.0,
+        "seed": 3,
+    },
     # name: any registered algorithm the model meets (em, cavi: the full data at every step; svi, ssvi, ssvi_a,
     # map: minibatches of batch_size sequences); step_size: a constant step (None: the algorithm's default)
     "algorithm": {"name": "em", "batch_size": 50, "step_size": None, "local": "meanfield"},
@@ -41,8 +55,9 @@ def true_params(key, cfg_model: dict, cfg_data: dict) -> HMMParams:
     if cfg_model["emissions"] == "categorical":
         em = CategoricalEmissions(jax.random.dirichlet(k3, jnp.full((k, cfg_model["num_symbols"]), 0.3)))
     else:
-        em = GaussianEmissions(cfg_data["spread"] * jax.random.normal(k3, (k, cfg_model["dim"])),
-                               jnp.ones((k, cfg_model["dim"])))
+        em = GaussianEmissions(
+            cfg_data["spread"] * jax.random.normal(k3, (k, cfg_model["dim"])), jnp.ones((k, cfg_model["dim"]))
+        )
     return HMMParams(pi, trans, em)
 
 
@@ -67,8 +82,9 @@ def state_accuracy(true_states: np.ndarray, paths: np.ndarray, k: int) -> float:
     return float(conf[rows, cols].sum() / keep.sum())
 
 
-@register_experiment("hmm", defaults=_DEFAULTS,
-                     description="HMMs (Rabiner 1989): Baum-Welch, CAVI or SVI on sequences of unequal length")
+@register_experiment(
+    "hmm", defaults=_DEFAULTS, description="HMMs (Rabiner 1989): Baum-Welch, CAVI or SVI on sequences of unequal length"
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     model = _model(m)
@@ -79,8 +95,14 @@ def build(sections: dict, seed: int) -> Experiment:
     model.check_data(train.data)
     n = d["num_train"]
     full = a["name"] in ("em", "cavi")
-    alg = configured_algorithm(a, _DEFAULTS["algorithm"], model, num_data=None if full else n,
-                               schedule=a["step_size"], schedule_keys=("step_size", "batch_size"))
+    alg = configured_algorithm(
+        a,
+        _DEFAULTS["algorithm"],
+        model,
+        num_data=None if full else n,
+        schedule=a["step_size"],
+        schedule_keys=("step_size", "batch_size"),
+    )
     steps_test = float(np.sum(np.asarray(test.data.lengths)))
     truth_ll = float(jnp.sum(model.log_likelihood(truth, test.data))) / steps_test
 
@@ -96,10 +118,13 @@ def build(sections: dict, seed: int) -> Experiment:
         est = _estimate(result.state)
         paths, _ = model.viterbi(est, test.data)
         out = eval_fn(result.state)
-        out.update(true_heldout_ll_per_step=truth_ll,
-                   viterbi_state_accuracy=state_accuracy(np.asarray(test.states), np.asarray(paths), m["num_states"]),
-                   true_path_accuracy=state_accuracy(np.asarray(test.states),
-                                                     np.asarray(model.viterbi(truth, test.data)[0]), m["num_states"]))
+        out.update(
+            true_heldout_ll_per_step=truth_ll,
+            viterbi_state_accuracy=state_accuracy(np.asarray(test.states), np.asarray(paths), m["num_states"]),
+            true_path_accuracy=state_accuracy(
+                np.asarray(test.states), np.asarray(model.viterbi(truth, test.data)[0]), m["num_states"]
+            ),
+        )
         return out
 
     def batch_fn(key, step):

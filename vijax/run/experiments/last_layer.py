@@ -22,6 +22,7 @@ calibration error (Guo et al. 2017, ``algorithm.num_bins`` bins); the report wri
 ``results.md`` and ``last_layer_<dataset>.png`` (reliability diagrams and the predictive
 probabilities of the test cases).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,14 @@ _DATA = {"dataset": "breast_cancer", "split_seed": 0, "batch_size": None}
 # family: q's Gaussian family (fullrank, meanfield, lowrank); num_samples: draws of (w, b) per
 # step; learning_rate: Adam's, for both methods; predictive_draws: draws of (w, b) in the
 # Bayesian predictive; num_bins: the calibration bins; point_baseline: also train the point head.
-_ALG = {"family": "fullrank", "num_samples": 4, "learning_rate": 0.01, "predictive_draws": 500, "num_bins": 10,
-        "point_baseline": True}
+_ALG = {
+    "family": "fullrank",
+    "num_samples": 4,
+    "learning_rate": 0.01,
+    "predictive_draws": 500,
+    "num_bins": 10,
+    "point_baseline": True,
+}
 
 
 class TrainState(NamedTuple):
@@ -82,8 +89,10 @@ def trainer(objective, init_params, optimizer: optax.GradientTransformation) -> 
     def step(state, batch, key):
         value, grads = jax.value_and_grad(objective)(state.q_global, batch, key)
         updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)
-        return (TrainState(optax.apply_updates(state.q_global, updates), opt_state, safe_increment(state.count)),
-                TrainInfo(value))
+        return (
+            TrainState(optax.apply_updates(state.q_global, updates), opt_state, safe_increment(state.count)),
+            TrainInfo(value),
+        )
 
     return VIAlgorithm(init, step)
 
@@ -94,16 +103,22 @@ def _load(data: dict):
         raise ConfigError(f"data.dataset: one of {DATASETS}, got {name!r}")
     d = load_binary_dataset(name, labels="01", seed=data["split_seed"])
     dtype = jnp.zeros(()).dtype
-    return (jnp.asarray(d.x_train, dtype), jnp.asarray(d.y_train, dtype), jnp.asarray(d.x_test, dtype),
-            np.asarray(d.y_test), name)
+    return (
+        jnp.asarray(d.x_train, dtype),
+        jnp.asarray(d.y_train, dtype),
+        jnp.asarray(d.x_test, dtype),
+        np.asarray(d.y_test),
+        name,
+    )
 
 
 def _check(model: dict, section: dict):
     for key in ("prior_scale", "learning_rate"):
         where = model if key in model else section
         if not (isinstance(where[key], (int, float)) and where[key] > 0):
-            raise ConfigError(f"{'model' if where is model else 'algorithm'}.{key}: must be positive, "
-                              f"got {where[key]!r}")
+            raise ConfigError(
+                f"{'model' if where is model else 'algorithm'}.{key}: must be positive, got {where[key]!r}"
+            )
     t = model["net_prior_scale"]
     if t is not None and not (isinstance(t, (int, float)) and t > 0):
         raise ConfigError(f"model.net_prior_scale: must be positive or null, got {t!r}")
@@ -122,9 +137,14 @@ def _gaussian_log_prior(tree, scale) -> jax.Array:
 
 @register_experiment(
     "bayes_last_layer",
-    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
-              "run": {"num_steps": 2000, "chunk_size": 500, "eval_every": 500, "x64": False, "progress": False}},
-    description="a Bayesian last layer (full-rank q) on an MLP trained end to end, against a point-estimate head")
+    defaults={
+        "model": dict(_MODEL),
+        "data": dict(_DATA),
+        "algorithm": dict(_ALG),
+        "run": {"num_steps": 2000, "chunk_size": 500, "eval_every": 500, "x64": False, "progress": False},
+    },
+    description="a Bayesian last layer (full-rank q) on an MLP trained end to end, against a point-estimate head",
+)
 def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     _check(model, section)
@@ -136,8 +156,15 @@ def build(sections: dict, seed: int) -> Experiment:
     except ValueError as e:
         raise ConfigError(f"model.{str(e).split()[0]}: {e}") from None
     try:
-        head = bayesian_last_layer(net, x[0], likelihood="bernoulli", prior_scale=model["prior_scale"], num_data=n,
-                                   family=section["family"], num_samples=section["num_samples"])
+        head = bayesian_last_layer(
+            net,
+            x[0],
+            likelihood="bernoulli",
+            prior_scale=model["prior_scale"],
+            num_data=n,
+            family=section["family"],
+            num_samples=section["num_samples"],
+        )
     except ValueError as e:
         raise ConfigError(f"algorithm.{str(e).split()[0]}: {e}") from None
     f = sizes[-1]
@@ -170,8 +197,11 @@ def build(sections: dict, seed: int) -> Experiment:
     def point_objective(params, idx, key):
         feats = head.features(params["net"], x[idx])
         scale = n / idx.shape[0]
-        return (scale * jnp.sum(log_lik(params["head"], feats, y[idx]))
-                + _gaussian_log_prior(params["head"], model["prior_scale"]) + net_prior(params["net"]))
+        return (
+            scale * jnp.sum(log_lik(params["head"], feats, y[idx]))
+            + _gaussian_log_prior(params["head"], model["prior_scale"])
+            + net_prior(params["net"])
+        )
 
     adam = optax.adam(section["learning_rate"])
     bayes, point = trainer(bayes_objective, init_bayes, adam), trainer(point_objective, init_point, adam)
@@ -189,10 +219,12 @@ def build(sections: dict, seed: int) -> Experiment:
 
     def scores(probs) -> dict:
         p = np.clip(np.asarray(probs, np.float64), 1e-12, 1 - 1e-12)
-        return {"accuracy": float(np.mean((p > 0.5) == (y_test == 1))),
-                "log_predictive": float(np.mean(np.where(y_test == 1, np.log(p), np.log1p(-p)))),
-                "ece": expected_calibration_error(p, y_test, section["num_bins"]),
-                "brier": float(np.mean((p - y_test) ** 2))}
+        return {
+            "accuracy": float(np.mean((p > 0.5) == (y_test == 1))),
+            "log_predictive": float(np.mean(np.where(y_test == 1, np.log(p), np.log1p(-p)))),
+            "ece": expected_calibration_error(p, y_test, section["num_bins"]),
+            "brier": float(np.mean((p - y_test) ** 2)),
+        }
 
     def bayes_eval(state):
         return scores(bayes_probs(state.q_global))
@@ -212,31 +244,40 @@ def build(sections: dict, seed: int) -> Experiment:
         rows += [dict(method=m, **scores(p), wall_time=runs[m][0].wall_time) for m, p in probs.items()]
         mb = "the whole training set" if data["batch_size"] is None else f"minibatches of {data['batch_size']}"
         prior = "none" if t is None else f"N(0, {t:g}^2 I)"
-        notes = (f"{name}: N = {n} training / {len(y_test)} test cases, {d} features; MLP {sizes} "
-                 f"({model['activation']}), head (w, b) ~ N(0, {model['prior_scale']:g}^2 I), network prior {prior}; "
-                 f"{result.num_steps} Adam steps at rate {section['learning_rate']:g} on {mb}; bayes: "
-                 f"{section['family']} q, S = {section['num_samples']} draws per step, predictive from {draws} "
-                 f"draws; ECE with {section['num_bins']} equal-width bins.")
+        notes = (
+            f"{name}: N = {n} training / {len(y_test)} test cases, {d} features; MLP {sizes} "
+            f"({model['activation']}), head (w, b) ~ N(0, {model['prior_scale']:g}^2 I), network prior {prior}; "
+            f"{result.num_steps} Adam steps at rate {section['learning_rate']:g} on {mb}; bayes: "
+            f"{section['family']} q, S = {section['num_samples']} draws per step, predictive from {draws} "
+            f"draws; ECE with {section['num_bins']} equal-width bins."
+        )
         _write_results(out_dir, rows, notes, name)
         _plot(os.path.join(out_dir, f"last_layer_{name}.png"), probs, y_test, section["num_bins"], name)
         return {"dataset": name, "table": rows}
 
-    baselines = ((Baseline("point", point, batch_fn=batch_fn, eval_fn=point_eval),)
-                 if section["point_baseline"] else ())
+    baselines = (Baseline("point", point, batch_fn=batch_fn, eval_fn=point_eval),) if section["point_baseline"] else ()
     return Experiment(bayes, lambda key: bayes.init(key), batch_fn, bayes_eval, make_report, baselines=baselines)
 
 
 def _write_results(out_dir: str, rows: list, notes: str, name: str) -> None:
     cols = ("accuracy", "log_predictive", "ece", "brier")
-    lines = [f"# Bayesian last layer vs point-estimate head on {name}", "", notes, "",
-             "| method | held-out accuracy | mean log predictive | ECE | Brier | wall time (s) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"# Bayesian last layer vs point-estimate head on {name}",
+        "",
+        notes,
+        "",
+        "| method | held-out accuracy | mean log predictive | ECE | Brier | wall time (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         wall = f"{r['wall_time']:.1f}" if "wall_time" in r else "—"
         lines.append(f"| {r['method']} | " + " | ".join(f"{r[c]:.4f}" for c in cols) + f" | {wall} |")
-    lines += ["", "Mean log predictive: the average over test cases of log p(y | x) (higher is better); ECE and "
-              "Brier: lower is better. The test set is small, so differences of a few test cases (1/"
-              "the test size in accuracy) are within noise."]
+    lines += [
+        "",
+        "Mean log predictive: the average over test cases of log p(y | x) (higher is better); ECE and "
+        "Brier: lower is better. The test set is small, so differences of a few test cases (1/"
+        "the test size in accuracy) are within noise.",
+    ]
     with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -250,12 +291,21 @@ def _plot(path: str, probs: dict, y_test: np.ndarray, num_bins: int, name: str) 
     for (m, p), c in zip(probs.items(), ("C0", "C1")):
         r = reliability(p, y_test, num_bins)
         full = r.count > 0
-        ax1.plot(r.confidence[full], r.accuracy[full], "-", color=c,
-                 label=f"{m} (ECE {expected_calibration_error(p, y_test, num_bins):.3f})")
+        ax1.plot(
+            r.confidence[full],
+            r.accuracy[full],
+            "-",
+            color=c,
+            label=f"{m} (ECE {expected_calibration_error(p, y_test, num_bins):.3f})",
+        )
         ax1.scatter(r.confidence[full], r.accuracy[full], s=8 + 2 * r.count[full], color=c, alpha=0.6)
         ax2.hist(p, bins=np.linspace(0, 1, 26), histtype="step", color=c, lw=1.5, label=m)
-    ax1.set(xlabel="confidence (probability of the predicted class)", ylabel="accuracy",
-            title=f"reliability, {name} test set (marker area: cases)", xlim=(0.45, 1.01))
+    ax1.set(
+        xlabel="confidence (probability of the predicted class)",
+        ylabel="accuracy",
+        title=f"reliability, {name} test set (marker area: cases)",
+        xlim=(0.45, 1.01),
+    )
     ax1.legend(fontsize=8)
     ax2.set(xlabel="predictive P(y = 1)", ylabel="test cases", yscale="log", title="predictive probabilities")
     ax2.legend(fontsize=8)

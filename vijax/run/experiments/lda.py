@@ -8,6 +8,7 @@ rho_t = scale (t + tau)^-kappa.
 
 ``MODEL_DEFAULTS`` and ``DATA_DEFAULTS`` are the model section and the data keys shared with the
 other LDA experiments (``lda_ssvi``)."""
+
 from __future__ import annotations
 
 import os
@@ -22,10 +23,26 @@ from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
 from vijax.run import Experiment, configured_algorithm, register_experiment
 
-MODEL_DEFAULTS = {"num_topics": 50, "alpha": 0.02, "eta": 0.02, "max_iters": 100, "tol": 1e-3,
-                  "cvb0_iters": 100, "gibbs_sweeps": 10, "gibbs_burn_in": 5}
-_ALG = {"name": "svi", "local": "meanfield", "batch_size": 256, "tau": 64.0, "kappa": 0.7, "scale": 1.0,
-        "ramp": False, "data_parallel": False}  # data_parallel: the local step split over all devices
+MODEL_DEFAULTS = {
+    "num_topics": 50,
+    "alpha": 0.02,
+    "eta": 0.02,
+    "max_iters": 100,
+    "tol": 1e-3,
+    "cvb0_iters": 100,
+    "gibbs_sweeps": 10,
+    "gibbs_burn_in": 5,
+}
+_ALG = {
+    "name": "svi",
+    "local": "meanfield",
+    "batch_size": 256,
+    "tau": 64.0,
+    "kappa": 0.7,
+    "scale": 1.0,
+    "ramp": False,
+    "data_parallel": False,
+}  # data_parallel: the local step split over all devices
 _CORPUS_ALG = dict(_ALG, batch_size=64, tau=1024.0)
 # the data keys of every LDA experiment: the test split and document completion's evaluation
 DATA_DEFAULTS = {"test_fraction": 0.1, "max_test_docs": 1000, "eval_batch": 100, "observed_fraction": 0.5}
@@ -57,15 +74,31 @@ class _Eval:
 def make_model(m: dict, vocab_size: int, **override) -> LDA:
     """The LDA of a config's model section (keys of ``MODEL_DEFAULTS``), with ``override`` replacing keys."""
     m = dict(m, **override)
-    return LDA(m["num_topics"], vocab_size, alpha=m["alpha"], eta=m["eta"], max_iters=m["max_iters"], tol=m["tol"],
-               cvb0_iters=m["cvb0_iters"], gibbs_sweeps=m["gibbs_sweeps"], gibbs_burn_in=m["gibbs_burn_in"])
+    return LDA(
+        m["num_topics"],
+        vocab_size,
+        alpha=m["alpha"],
+        eta=m["eta"],
+        max_iters=m["max_iters"],
+        tol=m["tol"],
+        cvb0_iters=m["cvb0_iters"],
+        gibbs_sweeps=m["gibbs_sweeps"],
+        gibbs_burn_in=m["gibbs_burn_in"],
+    )
 
 
 def synthetic_corpus(d: dict, seed: int):
     """``(train, test, true_topics)`` for a data section with the keys of ``lda_synthetic``: a corpus
     drawn from LDA, split into training and (at most ``max_test_docs``) test documents."""
-    sample = sample_lda_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"], alpha=d["true_alpha"],
-                               eta=d["true_eta"], doc_length_mean=d["doc_length_mean"])
+    sample = sample_lda_corpus(
+        seed,
+        d["num_docs"],
+        d["true_topics"],
+        d["vocab_size"],
+        alpha=d["true_alpha"],
+        eta=d["true_eta"],
+        doc_length_mean=d["doc_length_mean"],
+    )
     train, test = sample.corpus.split_documents(seed, d["test_fraction"])
     return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), np.asarray(sample.topics)
 
@@ -78,7 +111,9 @@ def ldac_corpus(d: dict, seed: int, required: bool = True):
     if path is None:
         if not required:
             return None
-        raise ValueError(f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
+        raise ValueError(
+            f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)"
+        )
     corpus = read_ldac(path, vocab)
     train, test = corpus.split_documents(seed, d["test_fraction"])
     return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), corpus.vocab
@@ -89,12 +124,18 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
     model = make_model(m, train.vocab_size)
     s = a["batch_size"]
     if a["data_parallel"] and s % len(jax.devices()):
-        raise ValueError(f"algorithm.batch_size: {s} must be a multiple of the {len(jax.devices())} devices "
-                         "for algorithm.data_parallel")
-    alg = configured_algorithm(a, alg_defaults, data_parallel(model) if a["data_parallel"] else model,
-                               num_data=train.num_docs, schedule=schedules.robbins_monro(a["scale"], tau=a["tau"],
-                                                                                         kappa=a["kappa"]),
-                               schedule_keys=("scale", "tau", "kappa"))
+        raise ValueError(
+            f"algorithm.batch_size: {s} must be a multiple of the {len(jax.devices())} devices "
+            "for algorithm.data_parallel"
+        )
+    alg = configured_algorithm(
+        a,
+        alg_defaults,
+        data_parallel(model) if a["data_parallel"] else model,
+        num_data=train.num_docs,
+        schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]),
+        schedule_keys=("scale", "tau", "kappa"),
+    )
     # one padded length for the whole run (one compiled shape): the mean-field and CVB0 E-steps cost what the
     # documents' own lengths cost whatever the padding; Gibbs computes over the padded length
     mb = Minibatcher(train, s, seed, length=None if a.get("local") == "gibbs" else "corpus")
@@ -104,9 +145,11 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
     def report(result, out_dir, baselines):
         q = result.state.q_global
         topics = np.asarray(model.expected_topics(q))
-        summary = {"heldout_per_word": result.evals[-1]["heldout_per_word"] if result.evals else None,
-                   "docs_seen": int(result.num_steps) * s,
-                   "docs_per_s": int(result.num_steps) * s / max(result.wall_time, 1e-9)}
+        summary = {
+            "heldout_per_word": result.evals[-1]["heldout_per_word"] if result.evals else None,
+            "docs_seen": int(result.num_steps) * s,
+            "docs_per_s": int(result.num_steps) * s / max(result.wall_time, 1e-9),
+        }
         if true_topics is not None:
             rec = topic_recovery(true_topics, topics)
             summary["topic_recovery_mean_cosine"] = float(rec.mean_cosine)
@@ -142,11 +185,22 @@ def _plot_heldout(path, evals):
 
 @register_experiment(
     "lda_synthetic",
-    defaults={"model": dict(MODEL_DEFAULTS), "algorithm": dict(_ALG),
-              "data": dict(DATA_DEFAULTS, num_docs=50000, vocab_size=5000, true_topics=50, true_alpha=0.1,
-                           true_eta=0.02, doc_length_mean=100.0),
-              "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200}},
-    description="online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)")
+    defaults={
+        "model": dict(MODEL_DEFAULTS),
+        "algorithm": dict(_ALG),
+        "data": dict(
+            DATA_DEFAULTS,
+            num_docs=50000,
+            vocab_size=5000,
+            true_topics=50,
+            true_alpha=0.1,
+            true_eta=0.02,
+            doc_length_mean=100.0,
+        ),
+        "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200},
+    },
+    description="online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)",
+)
 def build_synthetic(sections: dict, seed: int) -> Experiment:
     train, test, topics = synthetic_corpus(sections["data"], seed)
     return _build(sections, seed, train, test, _ALG, true_topics=topics)
@@ -154,15 +208,25 @@ def build_synthetic(sections: dict, seed: int) -> Experiment:
 
 @register_experiment(
     "lda_corpus",
-    defaults={"model": dict(MODEL_DEFAULTS, num_topics=100, alpha=0.01, eta=0.01),
-              "algorithm": dict(_CORPUS_ALG),
-              "data": dict(DATA_DEFAULTS, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt"),
-              "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100}},
-    description="online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)")
+    defaults={
+        "model": dict(MODEL_DEFAULTS, num_topics=100, alpha=0.01, eta=0.01),
+        "algorithm": dict(_CORPUS_ALG),
+        "data": dict(DATA_DEFAULTS, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt"),
+        "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100},
+    },
+    description="online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)",
+)
 def build_corpus(sections: dict, seed: int) -> Experiment:
     train, test, vocab = ldac_corpus(sections["data"], seed)
     return _build(sections, seed, train, test, _CORPUS_ALG, vocab=vocab)
 
 
-__all__ = ["DATA_DEFAULTS", "MODEL_DEFAULTS", "build_corpus", "build_synthetic", "ldac_corpus", "make_model",
-           "synthetic_corpus"]
+__all__ = [
+    "DATA_DEFAULTS",
+    "MODEL_DEFAULTS",
+    "build_corpus",
+    "build_synthetic",
+    "ldac_corpus",
+    "make_model",
+    "synthetic_corpus",
+]

@@ -25,6 +25,7 @@ evaluation period, so that all evaluate at the same steps. The report reads thei
 writes ``grid.json`` (every setting's curve) besides the plots. The whole grid is 81 settings per
 corpus: the config's default is a small part of it that runs in minutes on two CPU cores.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -61,9 +62,14 @@ class _RestartEval:
     def __call__(self, state) -> dict:
         t0 = time.perf_counter()
         per_word = np.asarray(self._score(state.q_global), np.float64)  # (restarts,)
-        out = {"heldout_mean": float(np.mean(per_word)), "heldout_std": float(np.std(per_word)),
-               "heldout_min": float(np.min(per_word)), "heldout_max": float(np.max(per_word)),
-               "docs_seen": int(state.count[0]) * self.batch_size, "eval_s_before": self.eval_s}
+        out = {
+            "heldout_mean": float(np.mean(per_word)),
+            "heldout_std": float(np.std(per_word)),
+            "heldout_min": float(np.min(per_word)),
+            "heldout_max": float(np.max(per_word)),
+            "docs_seen": int(state.count[0]) * self.batch_size,
+            "eval_s_before": self.eval_s,
+        }
         out.update({f"heldout_r{i}": float(v) for i, v in enumerate(per_word)})
         self.eval_s += time.perf_counter() - t0
         return out
@@ -84,8 +90,12 @@ def _settings(a: dict, m: dict) -> list[tuple[str, str, float, float]]:
         for v in m[name]:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise ValueError(f"model.{name} must hold positive numbers, got {v!r}")
-    return [(g, l, float(al), float(e)) for al, e in itertools.product(m["alphas"], m["etas"])
-            for l in a["locals"] for g in a["global_updates"]]
+    return [
+        (g, l, float(al), float(e))
+        for al, e in itertools.product(m["alphas"], m["etas"])
+        for l in a["locals"]
+        for g in a["global_updates"]
+    ]
 
 
 def _label(setting) -> str:
@@ -115,8 +125,12 @@ class _Corpus:
     def make(self, setting):
         g, l, al, e = setting
         model = make_model(self.m, self.train.vocab_size, alpha=al, eta=e)
-        alg = restarts(make_algorithm(M_STEPS[g], model, num_data=self.train.num_docs, schedule=self.schedule,
-                                      local=l, ramp=self.a["ramp"]), self.a["restarts"])
+        alg = restarts(
+            make_algorithm(
+                M_STEPS[g], model, num_data=self.train.num_docs, schedule=self.schedule, local=l, ramp=self.a["ramp"]
+            ),
+            self.a["restarts"],
+        )
         return alg, _RestartEval(model, self.observed, self.heldout, self.a["batch_size"])
 
 
@@ -125,8 +139,9 @@ def _load(name, sections, seed):
     if name == "synthetic":
         train, test, _ = synthetic_corpus(d, seed)
         return train, test
-    got = ldac_corpus(dict(d, path=d["wiki_path"], vocab=d["wiki_vocab"], max_test_docs=d["wiki_max_test_docs"]),
-                      seed, required=False)
+    got = ldac_corpus(
+        dict(d, path=d["wiki_path"], vocab=d["wiki_vocab"], max_test_docs=d["wiki_max_test_docs"]), seed, required=False
+    )
     if got is None:
         return None
     train, test, _ = got
@@ -138,9 +153,17 @@ def _load(name, sections, seed):
 def _curve(setting, evals, corpus) -> dict:
     g, l, al, e = setting
     rows = [{k: v for k, v in ev.items()} | {"train_time_s": ev["wall_time"] - ev["eval_s_before"]} for ev in evals]
-    return {"corpus": corpus, "global_update": g, "local": l, "alpha": al, "eta": e, "label": _label(setting),
-            "evals": rows, "final_mean": rows[-1]["heldout_mean"] if rows else None,
-            "final_std": rows[-1]["heldout_std"] if rows else None}
+    return {
+        "corpus": corpus,
+        "global_update": g,
+        "local": l,
+        "alpha": al,
+        "eta": e,
+        "label": _label(setting),
+        "evals": rows,
+        "final_mean": rows[-1]["heldout_mean"] if rows else None,
+        "final_std": rows[-1]["heldout_std"] if rows else None,
+    }
 
 
 def _plot(curves, corpus, out_dir):
@@ -186,11 +209,20 @@ def _plot(curves, corpus, out_dir):
     for j, e in enumerate(etas):
         ax = axes[0, j]
         for p_i, (g, l) in enumerate(pairs):
-            sel = sorted((c for c in curves if c["eta"] == e and (c["global_update"], c["local"]) == (g, l)),
-                         key=lambda c: c["alpha"])
+            sel = sorted(
+                (c for c in curves if c["eta"] == e and (c["global_update"], c["local"]) == (g, l)),
+                key=lambda c: c["alpha"],
+            )
             if sel:
-                ax.errorbar([c["alpha"] for c in sel], [c["final_mean"] for c in sel], yerr=[c["final_std"] for c in sel],
-                            fmt="o-", capsize=3, color=colors[p_i % len(colors)], label=f"{g} / {l}")
+                ax.errorbar(
+                    [c["alpha"] for c in sel],
+                    [c["final_mean"] for c in sel],
+                    yerr=[c["final_std"] for c in sel],
+                    fmt="o-",
+                    capsize=3,
+                    color=colors[p_i % len(colors)],
+                    label=f"{g} / {l}",
+                )
         ax.set_xscale("log")
         ax.set_xlabel("α")
         ax.set_title(f"η = {e:g}", fontsize=9)
@@ -207,17 +239,36 @@ def _plot(curves, corpus, out_dir):
     "lda_ssvi",
     defaults={
         "model": {k: v for k, v in MODEL_DEFAULTS.items() if k not in ("alpha", "eta")}
-        | {"num_topics": 10, "alphas": [0.1], "etas": [0.01], "cvb0_iters": 50, "gibbs_sweeps": 6,
-           "gibbs_burn_in": 3},
-        "algorithm": {"global_updates": ["meanfield", "ssvi_a", "ssvi"], "locals": ["meanfield", "cvb0", "gibbs"],
-                      "restarts": 5, "batch_size": 100, "tau": 1.0, "kappa": 0.75, "scale": 1.0, "ramp": True},
-        "data": dict(DATA_DEFAULTS, corpora=["synthetic", "wiki_bnpy"], num_docs=3000, vocab_size=500,
-                     true_topics=10, true_alpha=0.1, true_eta=0.05, doc_length_mean=60.0, max_test_docs=300,
-                     wiki_path="wiki_bnpy/train.ldac.gz", wiki_vocab="wiki_bnpy/vocab.txt",
-                     wiki_max_train_docs=0, wiki_max_test_docs=200),
+        | {"num_topics": 10, "alphas": [0.1], "etas": [0.01], "cvb0_iters": 50, "gibbs_sweeps": 6, "gibbs_burn_in": 3},
+        "algorithm": {
+            "global_updates": ["meanfield", "ssvi_a", "ssvi"],
+            "locals": ["meanfield", "cvb0", "gibbs"],
+            "restarts": 5,
+            "batch_size": 100,
+            "tau": 1.0,
+            "kappa": 0.75,
+            "scale": 1.0,
+            "ramp": True,
+        },
+        "data": dict(
+            DATA_DEFAULTS,
+            corpora=["synthetic", "wiki_bnpy"],
+            num_docs=3000,
+            vocab_size=500,
+            true_topics=10,
+            true_alpha=0.1,
+            true_eta=0.05,
+            doc_length_mean=60.0,
+            max_test_docs=300,
+            wiki_path="wiki_bnpy/train.ldac.gz",
+            wiki_vocab="wiki_bnpy/vocab.txt",
+            wiki_max_train_docs=0,
+            wiki_max_test_docs=200,
+        ),
         "run": {"num_steps": 30, "chunk_size": 10, "eval_every": 10},
     },
-    description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman & Blei 2015, §4.1, app. D)")
+    description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman & Blei 2015, §4.1, app. D)",
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, a, d = sections["model"], sections["algorithm"], sections["data"]
     settings = _settings(a, m)
@@ -247,16 +298,38 @@ def build(sections: dict, seed: int) -> Experiment:
         curves += [_curve(setting, baselines[b.name].evals, corpus) for corpus, setting, b in grid]
         plots = [p for corpus in corpora for p in _plot(curves, corpus.name, out_dir)]
         with open(os.path.join(out_dir, "grid.json"), "w") as fh:
-            json.dump({"restarts": a["restarts"], "num_steps": num_steps, "batch_size": a["batch_size"],
-                       "device": str(jax.devices()[0]), "curves": curves}, fh, indent=1)
-        best = {c.name: max((cv for cv in curves if cv["corpus"] == c.name), key=lambda cv: cv["final_mean"])["label"]
-                for c in corpora}
-        return {"skipped_corpora": skipped, "num_settings": len(curves), "best": best,
-                "final": {f"{cv['corpus']}/{cv['label']}": [cv["final_mean"], cv["final_std"]] for cv in curves},
-                "plots": [os.path.basename(p) for p in plots]}
+            json.dump(
+                {
+                    "restarts": a["restarts"],
+                    "num_steps": num_steps,
+                    "batch_size": a["batch_size"],
+                    "device": str(jax.devices()[0]),
+                    "curves": curves,
+                },
+                fh,
+                indent=1,
+            )
+        best = {
+            c.name: max((cv for cv in curves if cv["corpus"] == c.name), key=lambda cv: cv["final_mean"])["label"]
+            for c in corpora
+        }
+        return {
+            "skipped_corpora": skipped,
+            "num_settings": len(curves),
+            "best": best,
+            "final": {f"{cv['corpus']}/{cv['label']}": [cv["final_mean"], cv["final_std"]] for cv in curves},
+            "plots": [os.path.basename(p) for p in plots],
+        }
 
-    return Experiment(alg0, lambda key: alg0.init(key), None, eval0, report, host_batches=first.host_batches,
-                      baselines=tuple(b for _, _, b in grid))
+    return Experiment(
+        alg0,
+        lambda key: alg0.init(key),
+        None,
+        eval0,
+        report,
+        host_batches=first.host_batches,
+        baselines=tuple(b for _, _, b in grid),
+    )
 
 
 def _grid_baselines(corpora, settings, run_section) -> list:
@@ -271,6 +344,17 @@ def _grid_baselines(corpora, settings, run_section) -> list:
             if corpus is corpora[0] and setting == settings[0]:
                 continue
             alg, ev = corpus.make(setting)
-            grid.append((corpus.name, setting, Baseline(_baseline_name(corpus.name, i, setting), alg, eval_fn=ev,
-                                                        host_batches=corpus.host_batches, settings=settings_)))
+            grid.append(
+                (
+                    corpus.name,
+                    setting,
+                    Baseline(
+                        _baseline_name(corpus.name, i, setting),
+                        alg,
+                        eval_fn=ev,
+                        host_batches=corpus.host_batches,
+                        settings=settings_,
+                    ),
+                )
+            )
     return grid

@@ -17,6 +17,7 @@ perplexities coincide; what differs is the objective (p(d, w) or p(w | d)). ``mo
 > 1 (MAP-EM) keeps every word possible: with maximum likelihood (1.0) a held-out word that no topic
 gives probability scores log 0.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,31 +33,60 @@ from vijax.run import Baseline, Experiment, configured_algorithm, register_exper
 
 _DEFAULTS = {
     # word_concentration: Dirichlet(c) on p(w | z) (MAP-EM; 1 = maximum likelihood); lda_alpha, lda_eta: LDA's priors
-    "model": {"num_topics": 10, "word_concentration": 1.05, "fold_in_iters": 100, "lda_alpha": 0.1, "lda_eta": 0.05,
-              "lda_max_iters": 100},
-    "data": {"num_docs": 2000, "vocab_size": 500, "true_topics": 10, "true_alpha": 0.1, "true_eta": 0.05,
-             "doc_length_mean": 80.0, "test_fraction": 0.2, "observed_fraction": 0.5, "eval_batch": 200, "seed": 0},
+    "model": {
+        "num_topics": 10,
+        "word_concentration": 1.05,
+        "fold_in_iters": 100,
+        "lda_alpha": 0.1,
+        "lda_eta": 0.05,
+        "lda_max_iters": 100,
+    },
+    "data": {
+        "num_docs": 2000,
+        "vocab_size": 500,
+        "true_topics": 10,
+        "true_alpha": 0.1,
+        "true_eta": 0.05,
+        "doc_length_mean": 80.0,
+        "test_fraction": 0.2,
+        "observed_fraction": 0.5,
+        "eval_batch": 200,
+        "seed": 0,
+    },
     "algorithm": {"name": "em"},
     "run": {"num_steps": 100, "chunk_size": 25, "eval_every": 50, "x64": True},
 }
 
 
-@register_experiment("plsa", defaults=_DEFAULTS,
-                     description="pLSA1 and pLSA2 by EM beside LDA (CAVI): held-out perplexity on one corpus")
+@register_experiment(
+    "plsa", defaults=_DEFAULTS, description="pLSA1 and pLSA2 by EM beside LDA (CAVI): held-out perplexity on one corpus"
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
-    sample = sample_lda_corpus(d["seed"], d["num_docs"], d["true_topics"], d["vocab_size"], alpha=d["true_alpha"],
-                               eta=d["true_eta"], doc_length_mean=d["doc_length_mean"])
+    sample = sample_lda_corpus(
+        d["seed"],
+        d["num_docs"],
+        d["true_topics"],
+        d["vocab_size"],
+        alpha=d["true_alpha"],
+        eta=d["true_eta"],
+        doc_length_mean=d["doc_length_mean"],
+    )
     train, test = sample.corpus.split_documents(d["seed"], d["test_fraction"])
     observed, heldout = test.split_tokens(d["seed"] + 1, d["observed_fraction"])
     batch = train.batch(np.arange(train.num_docs))
     k, v = m["num_topics"], train.vocab_size
-    plsa = {name: PLSA(k, v, variant=name, word_concentration=m["word_concentration"],
-                       fold_in_iters=m["fold_in_iters"]) for name in ("plsa1", "plsa2")}
+    plsa = {
+        name: PLSA(k, v, variant=name, word_concentration=m["word_concentration"], fold_in_iters=m["fold_in_iters"])
+        for name in ("plsa1", "plsa2")
+    }
     lda = LDA(k, v, alpha=m["lda_alpha"], eta=m["lda_eta"], max_iters=m["lda_max_iters"])
     plsa["plsa1"].check_data(batch)
-    algs = {"plsa1": configured_algorithm(a, _DEFAULTS["algorithm"], plsa["plsa1"]), "plsa2": em(plsa["plsa2"]),
-            "lda_cavi": cavi(lda)}
+    algs = {
+        "plsa1": configured_algorithm(a, _DEFAULTS["algorithm"], plsa["plsa1"]),
+        "plsa2": em(plsa["plsa2"]),
+        "lda_cavi": cavi(lda),
+    }
     models = dict(plsa, lda_cavi=lda)
 
     def scores(name, q) -> dict:
@@ -69,29 +99,62 @@ def build(sections: dict, seed: int) -> Experiment:
 
     def report(result, out_dir, baselines) -> dict:
         runs = {"plsa1": result, **baselines}
-        rows = {name: dict(scores(name, res.state.q_global), steps=int(res.num_steps),
-                           final_objective=float(np.asarray(res.trace["elbo"])[-1]), wall_time=res.wall_time)
-                for name, res in runs.items()}
+        rows = {
+            name: dict(
+                scores(name, res.state.q_global),
+                steps=int(res.num_steps),
+                final_objective=float(np.asarray(res.trace["elbo"])[-1]),
+                wall_time=res.wall_time,
+            )
+            for name, res in runs.items()
+        }
         if d["true_topics"] == k:  # the same fold-in with the true topics: what the data allow
             truth = PLSAParams(None, None, jax.numpy.asarray(sample.topics))
             rows["true_topics"] = dict(scores("plsa2", truth), steps=0, final_objective=None, wall_time=0.0)
-        summary = {"runs": rows, "train_docs": train.num_docs, "test_docs": test.num_docs,
-                   "heldout_tokens": int(heldout.num_tokens)}
-        labels = {"plsa1": "pLSA1 (EM)", "plsa2": "pLSA2 (EM)", "lda_cavi": "LDA (CAVI)",
-                  "true_topics": "the true topics, p(z | d) folded in"}
+        summary = {
+            "runs": rows,
+            "train_docs": train.num_docs,
+            "test_docs": test.num_docs,
+            "heldout_tokens": int(heldout.num_tokens),
+        }
+        labels = {
+            "plsa1": "pLSA1 (EM)",
+            "plsa2": "pLSA2 (EM)",
+            "lda_cavi": "LDA (CAVI)",
+            "true_topics": "the true topics, p(z | d) folded in",
+        }
         with open(os.path.join(out_dir, "results.md"), "w") as f:
-            f.write(f"# Held-out perplexity: pLSA1, pLSA2 and LDA\n\nLDA corpus: {train.num_docs} training and "
-                    f"{test.num_docs} test documents, V = {v}, {d['true_topics']} true topics; K = {k}; document "
-                    f"completion on {d['observed_fraction']:.0%} observed tokens of each test document.\n\n"
-                    "| model | steps | fit time (s) | held-out per-word log p | perplexity |\n|---|---|---|---|---|\n")
-            f.writelines(f"| {labels[name]} | {row['steps']} | {row['wall_time']:.1f} | {row['heldout_per_word']:.4f} | "
-                        f"{row['perplexity']:.2f} |\n" for name, row in rows.items())
+            f.write(
+                f"# Held-out perplexity: pLSA1, pLSA2 and LDA\n\nLDA corpus: {train.num_docs} training and "
+                f"{test.num_docs} test documents, V = {v}, {d['true_topics']} true topics; K = {k}; document "
+                f"completion on {d['observed_fraction']:.0%} observed tokens of each test document.\n\n"
+                "| model | steps | fit time (s) | held-out per-word log p | perplexity |\n|---|---|---|---|---|\n"
+            )
+            f.writelines(
+                f"| {labels[name]} | {row['steps']} | {row['wall_time']:.1f} | {row['heldout_per_word']:.4f} | "
+                f"{row['perplexity']:.2f} |\n"
+                for name, row in rows.items()
+            )
         return summary
 
-    others = tuple(Baseline(name, algs[name], init_state=init(name), batch_fn=lambda key, t: batch,
-                            eval_fn=lambda s, name=name: scores(name, s.q_global)) for name in ("plsa2", "lda_cavi"))
-    return Experiment(algs["plsa1"], init("plsa1"), lambda key, t: batch,
-                      lambda s: scores("plsa1", s.q_global), report, baselines=others)
+    others = tuple(
+        Baseline(
+            name,
+            algs[name],
+            init_state=init(name),
+            batch_fn=lambda key, t: batch,
+            eval_fn=lambda s, name=name: scores(name, s.q_global),
+        )
+        for name in ("plsa2", "lda_cavi")
+    )
+    return Experiment(
+        algs["plsa1"],
+        init("plsa1"),
+        lambda key, t: batch,
+        lambda s: scores("plsa1", s.q_global),
+        report,
+        baselines=others,
+    )
 
 
 __all__ = ["build"]

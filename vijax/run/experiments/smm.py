@@ -11,6 +11,7 @@ heavy-tailed data often seed a component at an outlier. Both are scored by the m
 density per point: the t mixture's plug-in log-likelihood, the Gaussian mixture's exact posterior
 predictive (Bishop 2006, eq. 10.81).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,23 +28,25 @@ from vijax.run import Baseline, Experiment, configured_algorithm, register_exper
 
 _DEFAULTS = {
     "model": {"num_components": 3, "dof": 10.0, "learn_dof": True, "reg_covar": 1e-6},
-    "data": {"num_train": 1000, "num_test": 2000, "num_clusters": 3, "dim": 2, "dof": 2.0, "spread": 6.0,
-             "seed": 0},
+    "data": {"num_train": 1000, "num_test": 2000, "num_clusters": 3, "dim": 2, "dof": 2.0, "spread": 6.0, "seed": 0},
     # each fit runs num_restarts starts together (vmap) and keeps the one with the best training objective
     "algorithm": {"name": "em", "num_restarts": 4},
     "run": {"num_steps": 200, "chunk_size": 25, "eval_every": 50, "x64": True},
 }
 
 
-@register_experiment("smm", defaults=_DEFAULTS,
-                     description="Student-t mixture by EM vs a Gaussian mixture (CAVI) on heavy-tailed data")
+@register_experiment(
+    "smm", defaults=_DEFAULTS, description="Student-t mixture by EM vs a Gaussian mixture (CAVI) on heavy-tailed data"
+)
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
-    sample = sample_student_t_mixture(d["seed"], d["num_train"] + d["num_test"], d["num_clusters"], d["dim"],
-                                      dof=d["dof"], spread=d["spread"])
-    x_train, x_test = jnp.asarray(sample.x[:d["num_train"]]), jnp.asarray(sample.x[d["num_train"]:])
-    model = StudentTMixture(m["num_components"], d["dim"], dof=m["dof"], learn_dof=m["learn_dof"],
-                            reg_covar=m["reg_covar"])
+    sample = sample_student_t_mixture(
+        d["seed"], d["num_train"] + d["num_test"], d["num_clusters"], d["dim"], dof=d["dof"], spread=d["spread"]
+    )
+    x_train, x_test = jnp.asarray(sample.x[: d["num_train"]]), jnp.asarray(sample.x[d["num_train"] :])
+    model = StudentTMixture(
+        m["num_components"], d["dim"], dof=m["dof"], learn_dof=m["learn_dof"], reg_covar=m["reg_covar"]
+    )
     model.check_data(x_train)
     r = a["num_restarts"]
     alg = restarts(configured_algorithm({"name": a["name"]}, {"name": "em"}, model), r)
@@ -66,37 +69,57 @@ def build(sections: dict, seed: int) -> Experiment:
 
     truth = None  # the true mixture, scored when the model has as many components
     if d["num_clusters"] == m["num_components"]:
-        truth = StudentTMixtureParams(jnp.asarray(sample.weights), jnp.asarray(sample.means),
-                                      jnp.asarray(sample.scales), jnp.full((d["num_clusters"],), d["dof"]))
+        truth = StudentTMixtureParams(
+            jnp.asarray(sample.weights),
+            jnp.asarray(sample.means),
+            jnp.asarray(sample.scales),
+            jnp.full((d["num_clusters"],), d["dof"]),
+        )
 
     def report(result, out_dir, baselines) -> dict:
         p = best_smm(result.state.q_global)
         order = np.argsort(-np.asarray(p.weights))
-        summary = {"smm_heldout_log_density": float(smm_ll(result.state.q_global)),
-                   "gmm_heldout_log_density": float(gmm_ll(baselines["gmm_cavi"].state.q_global)),
-                   "true_heldout_log_density": (None if truth is None
-                                                else float(jnp.mean(model.log_likelihood(truth, x_test)))),
-                   "learned_dofs": np.round(np.asarray(p.dofs)[order], 3).tolist(),
-                   "weights": np.round(np.asarray(p.weights)[order], 3).tolist(), "true_dof": d["dof"],
-                   "smm_steps": int(result.num_steps), "gmm_steps": int(baselines["gmm_cavi"].num_steps)}
+        summary = {
+            "smm_heldout_log_density": float(smm_ll(result.state.q_global)),
+            "gmm_heldout_log_density": float(gmm_ll(baselines["gmm_cavi"].state.q_global)),
+            "true_heldout_log_density": (
+                None if truth is None else float(jnp.mean(model.log_likelihood(truth, x_test)))
+            ),
+            "learned_dofs": np.round(np.asarray(p.dofs)[order], 3).tolist(),
+            "weights": np.round(np.asarray(p.weights)[order], 3).tolist(),
+            "true_dof": d["dof"],
+            "smm_steps": int(result.num_steps),
+            "gmm_steps": int(baselines["gmm_cavi"].num_steps),
+        }
         with open(os.path.join(out_dir, "results.md"), "w") as f:
-            f.write(f"# Student-t mixture (EM) vs Gaussian mixture (CAVI)\n\n{d['num_train']} training and "
-                    f"{d['num_test']} test points from {d['num_clusters']} t components with {d['dof']} degrees of "
-                    f"freedom (dim {d['dim']}); K = {m['num_components']}, best of {r} starts each.\n\n"
-                    "| model | steps | held-out mean log density |\n|---|---|---|\n"
-                    f"| Student-t mixture, EM (dofs {summary['learned_dofs']}) | {summary['smm_steps']} | "
-                    f"{summary['smm_heldout_log_density']:.4f} |\n"
-                    f"| Bayesian Gaussian mixture, CAVI (posterior predictive) | {summary['gmm_steps']} | "
-                    f"{summary['gmm_heldout_log_density']:.4f} |\n"
-                    + ("" if truth is None
-                       else f"| the true t mixture | - | {summary['true_heldout_log_density']:.4f} |\n"))
+            f.write(
+                f"# Student-t mixture (EM) vs Gaussian mixture (CAVI)\n\n{d['num_train']} training and "
+                f"{d['num_test']} test points from {d['num_clusters']} t components with {d['dof']} degrees of "
+                f"freedom (dim {d['dim']}); K = {m['num_components']}, best of {r} starts each.\n\n"
+                "| model | steps | held-out mean log density |\n|---|---|---|\n"
+                f"| Student-t mixture, EM (dofs {summary['learned_dofs']}) | {summary['smm_steps']} | "
+                f"{summary['smm_heldout_log_density']:.4f} |\n"
+                f"| Bayesian Gaussian mixture, CAVI (posterior predictive) | {summary['gmm_steps']} | "
+                f"{summary['gmm_heldout_log_density']:.4f} |\n"
+                + ("" if truth is None else f"| the true t mixture | - | {summary['true_heldout_log_density']:.4f} |\n")
+            )
         return summary
 
-    baseline = Baseline("gmm_cavi", gmm_alg, init_state=jax.jit(lambda key: gmm_alg.init(key, x_train)),
-                        batch_fn=lambda key, t: x_train,
-                        eval_fn=lambda s: {"heldout_log_density": float(gmm_ll(s.q_global))})
-    return Experiment(alg, jax.jit(lambda key: alg.init(key, x_train)), lambda key, t: x_train,
-                      lambda s: {"heldout_log_density": float(smm_ll(s.q_global))}, report, baselines=(baseline,))
+    baseline = Baseline(
+        "gmm_cavi",
+        gmm_alg,
+        init_state=jax.jit(lambda key: gmm_alg.init(key, x_train)),
+        batch_fn=lambda key, t: x_train,
+        eval_fn=lambda s: {"heldout_log_density": float(gmm_ll(s.q_global))},
+    )
+    return Experiment(
+        alg,
+        jax.jit(lambda key: alg.init(key, x_train)),
+        lambda key, t: x_train,
+        lambda s: {"heldout_log_density": float(smm_ll(s.q_global))},
+        report,
+        baselines=(baseline,),
+    )
 
 
 __all__ = ["build"]

@@ -21,6 +21,7 @@ Monte Carlo spread); the Bayesian decoder also with theta at q's mean. It writes
 model's own test log-likelihood (simple Monte Carlo over its prior), the reference a fitted model
 approaches from below in expectation.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,17 +43,41 @@ _MODEL = {"latent_dim": 2, "hidden": [64], "activation": "tanh", "likelihood": "
 # dataset: "digits" or "synthetic"; binarize, threshold, split_seed, test_fraction: the digits;
 # num_train, num_test, dim, true_latent_dim, true_hidden, logit_scale, seed: the synthetic data;
 # batch_size: the minibatch M (N / M scaling).
-_DATA = {"dataset": "digits", "binarize": True, "threshold": 0.5, "split_seed": 0, "test_fraction": 0.2,
-         "num_train": 1000, "num_test": 200, "dim": 64, "true_latent_dim": 2, "true_hidden": 16, "logit_scale": 3.0,
-         "seed": 0, "batch_size": 100}
+_DATA = {
+    "dataset": "digits",
+    "binarize": True,
+    "threshold": 0.5,
+    "split_seed": 0,
+    "test_fraction": 0.2,
+    "num_train": 1000,
+    "num_test": 200,
+    "dim": 64,
+    "true_latent_dim": 2,
+    "true_hidden": 16,
+    "logit_scale": 3.0,
+    "seed": 0,
+    "batch_size": 100,
+}
 # name: the registered algorithm (aevb); optimizer, num_samples (z draws per datum and step),
 # bayesian_decoder, prior_scale, init_scale: aevb's settings; learning_rate: the optimizer's rate;
 # compare: also run the other decoder (point <-> Bayesian) as a baseline; elbo_samples: z draws per
 # test point for the test ELBO; iw_samples: K of the importance-weighted estimate, in chunks of
 # iw_chunk; iw_repeats: independent repeats of it (its spread); num_images: images per figure row.
-_ALG = {"name": "aevb", "optimizer": "adam", "learning_rate": 3e-3, "num_samples": 1, "bayesian_decoder": False,
-        "prior_scale": 1.0, "init_scale": 0.01, "compare": True, "elbo_samples": 10, "iw_samples": 1000,
-        "iw_chunk": 250, "iw_repeats": 5, "num_images": 10}
+_ALG = {
+    "name": "aevb",
+    "optimizer": "adam",
+    "learning_rate": 3e-3,
+    "num_samples": 1,
+    "bayesian_decoder": False,
+    "prior_scale": 1.0,
+    "init_scale": 0.01,
+    "compare": True,
+    "elbo_samples": 10,
+    "iw_samples": 1000,
+    "iw_chunk": 250,
+    "iw_repeats": 5,
+    "num_images": 10,
+}
 
 
 REFERENCE_SAMPLES = 20000  # prior draws of the synthetic data's log p(x) under its own decoder
@@ -68,8 +93,14 @@ def load(data: dict):
             return d.x_train, d.x_test, d.image_shape, d.name, None
         if name == "synthetic":
             n, p = data["num_train"], data["num_test"]
-            s = sample_latent_bernoulli(jax.random.PRNGKey(data["seed"]), n + p, data["dim"],
-                                        data["true_latent_dim"], data["true_hidden"], logit_scale=data["logit_scale"])
+            s = sample_latent_bernoulli(
+                jax.random.PRNGKey(data["seed"]),
+                n + p,
+                data["dim"],
+                data["true_latent_dim"],
+                data["true_hidden"],
+                logit_scale=data["logit_scale"],
+            )
             x = np.asarray(s.x, np.float64)
             side = int(round(np.sqrt(data["dim"])))
             shape = (side, side) if side * side == data["dim"] else (1, data["dim"])
@@ -83,9 +114,14 @@ def _model(model: dict, dim: int, seed: int) -> VAE:
     d, hidden = model["latent_dim"], list(model["hidden"])
     k_enc, k_dec = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 11))
     try:
-        return VAE(mlp(k_enc, [dim] + hidden + [2 * d], model["activation"]),
-                   mlp(k_dec, [d] + hidden + [dim], model["activation"]), latent_dim=d, data_dim=dim,
-                   likelihood=model["likelihood"], obs_scale=model["obs_scale"])
+        return VAE(
+            mlp(k_enc, [dim] + hidden + [2 * d], model["activation"]),
+            mlp(k_dec, [d] + hidden + [dim], model["activation"]),
+            latent_dim=d,
+            data_dim=dim,
+            likelihood=model["likelihood"],
+            obs_scale=model["obs_scale"],
+        )
     except ValueError as e:
         raise ConfigError(f"model: {e}") from None
 
@@ -105,14 +141,25 @@ def _estimates(alg, state, x_test, section: dict, key, theta: str = "sample") ->
     """Test ELBO and IW log-likelihood (mean over test points, SE over them, sd over repeats)."""
     p = x_test.shape[0]
     elbo = np.asarray(alg.elbo(state, x_test, key, section["elbo_samples"], theta=theta))
-    reps = np.stack([np.asarray(alg.iwae_log_likelihood(state, x_test, jax.random.fold_in(key, r),
-                                                        section["iw_samples"], section["iw_chunk"], theta=theta))
-                     for r in range(section["iw_repeats"])])  # (R, P)
+    reps = np.stack(
+        [
+            np.asarray(
+                alg.iwae_log_likelihood(
+                    state, x_test, jax.random.fold_in(key, r), section["iw_samples"], section["iw_chunk"], theta=theta
+                )
+            )
+            for r in range(section["iw_repeats"])
+        ]
+    )  # (R, P)
     per_point = reps.mean(0)
-    return {"test ELBO": float(elbo.mean()), "ELBO SE": float(elbo.std() / np.sqrt(p)),
-            "IW log-lik": float(per_point.mean()), "IW SE (test points)": float(per_point.std() / np.sqrt(p)),
-            "IW sd over repeats": float(reps.mean(1).std(ddof=1)) if len(reps) > 1 else float("nan"),
-            "IW mean per-point sd": float(reps.std(0, ddof=1).mean()) if len(reps) > 1 else float("nan")}
+    return {
+        "test ELBO": float(elbo.mean()),
+        "ELBO SE": float(elbo.std() / np.sqrt(p)),
+        "IW log-lik": float(per_point.mean()),
+        "IW SE (test points)": float(per_point.std() / np.sqrt(p)),
+        "IW sd over repeats": float(reps.mean(1).std(ddof=1)) if len(reps) > 1 else float("nan"),
+        "IW mean per-point sd": float(reps.std(0, ddof=1).mean()) if len(reps) > 1 else float("nan"),
+    }
 
 
 def _grid(fig, rows: dict, shape, n: int, col: int = 0):
@@ -121,8 +168,7 @@ def _grid(fig, rows: dict, shape, n: int, col: int = 0):
     for i, (label, imgs) in enumerate(rows.items()):
         for j in range(n):
             ax = axes[i, j]
-            ax.imshow(np.asarray(imgs[j]).reshape(shape), cmap="gray_r", vmin=0.0, vmax=1.0,
-                      interpolation="nearest")
+            ax.imshow(np.asarray(imgs[j]).reshape(shape), cmap="gray_r", vmin=0.0, vmax=1.0, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
         axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
@@ -140,9 +186,14 @@ def _figure(path: str, rows: dict, shape, n: int, title: str) -> None:
 
 @register_experiment(
     "vae",
-    defaults={"model": dict(_MODEL), "data": dict(_DATA), "algorithm": dict(_ALG),
-              "run": {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False}},
-    description="a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images")
+    defaults={
+        "model": dict(_MODEL),
+        "data": dict(_DATA),
+        "algorithm": dict(_ALG),
+        "run": {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False},
+    },
+    description="a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images",
+)
 def build(sections: dict, seed: int) -> Experiment:
     model_s, data, section = sections["model"], sections["data"], sections["algorithm"]
     x_train, x_test, shape, name, truth = load(data)
@@ -171,8 +222,15 @@ def build(sections: dict, seed: int) -> Experiment:
         settings = {k: section[k] for k in ("optimizer", "num_samples", "prior_scale", "init_scale")}
         other = make_algorithm("aevb", model, num_data=n, schedule=lr, bayesian_decoder=not bayes, **settings)
         algs[_label(not bayes)] = other
-        baselines = (Baseline(_label(not bayes), other, lambda key: other.init(key, x_train[:1]), batch_fn,
-                              _evaluator(other, xte, section["elbo_samples"], eval_key)),)
+        baselines = (
+            Baseline(
+                _label(not bayes),
+                other,
+                lambda key: other.init(key, x_train[:1]),
+                batch_fn,
+                _evaluator(other, xte, section["elbo_samples"], eval_key),
+            ),
+        )
 
     def report(result, out_dir, results):
         runs = {_label(bayes): result} | {b.name: results[b.name] for b in baselines}
@@ -183,31 +241,71 @@ def build(sections: dict, seed: int) -> Experiment:
             before = float(jnp.mean(alg.elbo(start, xte, eval_key, section["elbo_samples"])))
             est = _estimates(alg, res.state, xte, section, eval_key)
             elbo = np.asarray(res.trace.get("elbo", np.zeros(0)))
-            tail = elbo[-min(len(elbo), 100):] / n
-            rows.append({"method": label, "theta": "q(θ) draws" if "bayes" in label else "point", "steps": res.num_steps,
-                         "test ELBO at start": before, **est,
-                         "train ELBO / N (last 100 steps)": float(tail.mean()) if len(tail) else float("nan"),
-                         "KL(q(θ)‖p(θ)) / N": float(alg.decoder_kl(res.state)) / n,
-                         "rejected steps": int(res.state.num_rejected), "wall time (s)": res.wall_time})
+            tail = elbo[-min(len(elbo), 100) :] / n
+            rows.append(
+                {
+                    "method": label,
+                    "theta": "q(θ) draws" if "bayes" in label else "point",
+                    "steps": res.num_steps,
+                    "test ELBO at start": before,
+                    **est,
+                    "train ELBO / N (last 100 steps)": float(tail.mean()) if len(tail) else float("nan"),
+                    "KL(q(θ)‖p(θ)) / N": float(alg.decoder_kl(res.state)) / n,
+                    "rejected steps": int(res.state.num_rejected),
+                    "wall time (s)": res.wall_time,
+                }
+            )
             if "bayes" in label:
-                rows.append({"method": label, "theta": "E_q[θ]", "steps": res.num_steps,
-                             **_estimates(alg, res.state, xte, section, eval_key, theta="mean")})
+                rows.append(
+                    {
+                        "method": label,
+                        "theta": "E_q[θ]",
+                        "steps": res.num_steps,
+                        **_estimates(alg, res.state, xte, section, eval_key, theta="mean"),
+                    }
+                )
             recs[label] = np.asarray(alg.reconstruct(res.state, xte[: section["num_images"]]))
             samples[label] = np.asarray(alg.sample(res.state, jax.random.fold_in(eval_key, 99), section["num_images"]))
-        _figure(os.path.join(out_dir, "vae_reconstructions.png"), recs, shape, section["num_images"],
-                f"{name}: test images and their reconstructions E[x | z = μ(x)]")
-        _figure(os.path.join(out_dir, "vae_samples.png"), samples, shape, section["num_images"],
-                f"{name}: E[x | z] for z ~ N(0, I) (θ ~ q(θ) for the Bayesian decoder)")
+        _figure(
+            os.path.join(out_dir, "vae_reconstructions.png"),
+            recs,
+            shape,
+            section["num_images"],
+            f"{name}: test images and their reconstructions E[x | z = μ(x)]",
+        )
+        _figure(
+            os.path.join(out_dir, "vae_samples.png"),
+            samples,
+            shape,
+            section["num_images"],
+            f"{name}: E[x | z] for z ~ N(0, I) (θ ~ q(θ) for the Bayesian decoder)",
+        )
         summary = {"table": rows, "dataset": name, "num_train": int(n), "num_test": int(x_test.shape[0])}
         if truth is not None:  # log p(x_test) under the decoder that generated the data
             ref = np.asarray(latent_bernoulli_log_prob(truth, xte, jax.random.fold_in(eval_key, 7), REFERENCE_SAMPLES))
             summary["true_model_log_lik"] = {"mean": float(ref.mean()), "se": float(ref.std() / np.sqrt(len(ref)))}
-        _write(out_dir, name, rows, model_s, data, section, sections["run"], x_train.shape, x_test.shape,
-               summary.get("true_model_log_lik"))
+        _write(
+            out_dir,
+            name,
+            rows,
+            model_s,
+            data,
+            section,
+            sections["run"],
+            x_train.shape,
+            x_test.shape,
+            summary.get("true_model_log_lik"),
+        )
         return summary
 
-    return Experiment(main, lambda key: main.init(key, x_train[:1]), batch_fn,
-                      _evaluator(main, xte, section["elbo_samples"], eval_key), report, baselines=baselines)
+    return Experiment(
+        main,
+        lambda key: main.init(key, x_train[:1]),
+        batch_fn,
+        _evaluator(main, xte, section["elbo_samples"], eval_key),
+        report,
+        baselines=baselines,
+    )
 
 
 def _fmt(v) -> str:
@@ -217,30 +315,50 @@ def _fmt(v) -> str:
 
 
 def _write(out_dir, name, rows, model, data, section, run, train_shape, test_shape, truth) -> None:
-    cols = ["method", "theta", "steps", "test ELBO at start", "test ELBO", "ELBO SE", "IW log-lik",
-            "IW SE (test points)", "IW sd over repeats", "IW mean per-point sd", "train ELBO / N (last 100 steps)",
-            "KL(q(θ)‖p(θ)) / N", "rejected steps", "wall time (s)"]
-    lines = [f"# A VAE on {name}: AEVB and fully Bayesian AEVB\n",
-             f"{train_shape[0]} training and {test_shape[0]} test points of {train_shape[1]} pixels; "
-             f"d = {model['latent_dim']} latents, {model['activation']} MLPs with hidden widths {list(model['hidden'])}, "
-             f"{model['likelihood']} likelihood; {run['num_steps']} {section['optimizer']} steps at rate "
-             f"{section['learning_rate']:g} on minibatches of {data['batch_size']} (N/M scaling), S = "
-             f"{section['num_samples']} draws of z per datum; Bayesian decoder: q(θ) mean-field Gaussian, "
-             f"p(θ) = N(0, {section['prior_scale']:g}² I), initial sd {section['init_scale']:g}, one θ per step.\n",
-             f"Per test point (nats): the test ELBO from {section['elbo_samples']} draws of z; the importance-weighted "
-             f"log-likelihood (Burda et al. 2016) with K = {section['iw_samples']} and the encoder as proposal, "
-             f"repeated {section['iw_repeats']} times: its mean over test points (averaged over the repeats), the "
-             "standard error over test points, the sd of the test mean over the repeats and the mean over test "
-             "points of each point's sd over the repeats. For the Bayesian decoder θ ~ q(θ) per draw (a bound on "
-             "the log predictive density under q(θ)), and in the row 'E_q[θ]' at q's mean.\n",
-             f"Machine: {platform.machine()} {platform.system()}, {os.cpu_count()} CPU(s), JAX on "
-             f"{jax.default_backend()}; wall time is the training run's own.\n",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    cols = [
+        "method",
+        "theta",
+        "steps",
+        "test ELBO at start",
+        "test ELBO",
+        "ELBO SE",
+        "IW log-lik",
+        "IW SE (test points)",
+        "IW sd over repeats",
+        "IW mean per-point sd",
+        "train ELBO / N (last 100 steps)",
+        "KL(q(θ)‖p(θ)) / N",
+        "rejected steps",
+        "wall time (s)",
+    ]
+    lines = [
+        f"# A VAE on {name}: AEVB and fully Bayesian AEVB\n",
+        f"{train_shape[0]} training and {test_shape[0]} test points of {train_shape[1]} pixels; "
+        f"d = {model['latent_dim']} latents, {model['activation']} MLPs with hidden widths {list(model['hidden'])}, "
+        f"{model['likelihood']} likelihood; {run['num_steps']} {section['optimizer']} steps at rate "
+        f"{section['learning_rate']:g} on minibatches of {data['batch_size']} (N/M scaling), S = "
+        f"{section['num_samples']} draws of z per datum; Bayesian decoder: q(θ) mean-field Gaussian, "
+        f"p(θ) = N(0, {section['prior_scale']:g}² I), initial sd {section['init_scale']:g}, one θ per step.\n",
+        f"Per test point (nats): the test ELBO from {section['elbo_samples']} draws of z; the importance-weighted "
+        f"log-likelihood (Burda et al. 2016) with K = {section['iw_samples']} and the encoder as proposal, "
+        f"repeated {section['iw_repeats']} times: its mean over test points (averaged over the repeats), the "
+        "standard error over test points, the sd of the test mean over the repeats and the mean over test "
+        "points of each point's sd over the repeats. For the Bayesian decoder θ ~ q(θ) per draw (a bound on "
+        "the log predictive density under q(θ)), and in the row 'E_q[θ]' at q's mean.\n",
+        f"Machine: {platform.machine()} {platform.system()}, {os.cpu_count()} CPU(s), JAX on "
+        f"{jax.default_backend()}; wall time is the training run's own.\n",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
     if truth is not None:
-        lines.append(f"\nThe generating model's own log p(x) on the test points (simple Monte Carlo over the prior, "
-                     f"{REFERENCE_SAMPLES} draws): {truth['mean']:.3f} ± {truth['se']:.3f} (SE over test points).")
-    lines.append("\nFigures: vae_reconstructions.png (test images, then each decoder's reconstruction), "
-                 "vae_samples.png (each decoder's means for prior draws).\n")
+        lines.append(
+            f"\nThe generating model's own log p(x) on the test points (simple Monte Carlo over the prior, "
+            f"{REFERENCE_SAMPLES} draws): {truth['mean']:.3f} ± {truth['se']:.3f} (SE over test points)."
+        )
+    lines.append(
+        "\nFigures: vae_reconstructions.png (test images, then each decoder's reconstruction), "
+        "vae_samples.png (each decoder's means for prior draws).\n"
+    )
     with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))

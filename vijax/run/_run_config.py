@@ -1,0 +1,172 @@
+"""The settings of a run: ``RunConfig`` and the one table of run settings (``_SETTINGS``), read by
+``vijax.run.run`` and by the YAML schema of a config's ``run`` section."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional, Union
+
+import jax
+import numpy as np
+
+from . import _cache
+
+
+# ----------------------------------------------------------------------------- settings
+# name -> (default, accepted types, may be None, minimum): the one table of run settings, read by
+# RunConfig (and so by run()) and by the YAML schema of a config's ``run`` section.
+_SETTINGS = {
+    "num_steps": (1000, (int,), False, 0),
+    "chunk_size": (100, (int,), False, 1),
+    "tol": (None, (float,), True, None),
+    "patience": (3, (int,), False, 1),
+    "eval_every": (None, (int,), True, 1),
+    "checkpoint_every": (None, (int,), True, 1),
+    "progress": (True, (bool,), False, None),
+    "max_rejected_share": (0.5, (float,), False, 0.0),  # vijax run fails when more steps were rejected
+    # process settings, applied by ``RunConfig.apply_process_settings`` before JAX makes arrays:
+    "x64": (False, (bool,), False, None),  # float64 (jax_enable_x64) instead of float32
+    "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
+    # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
+    "compile_cache": (True, (bool, str), False, None),
+    "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
+    "check_values": (True, (bool,), False, None),  # value checks of every step's batch (docs/design.md)
+}
+
+
+def _type_name(x) -> str:
+    return "null" if x is None else type(x).__name__
+
+
+def check_run_setting(name: str, value, label: str):
+    """``value`` checked against (and an int converted to float where a float is expected) the
+    run setting ``name``; ValueError starting with ``label`` otherwise."""
+    _, types, nullable, minimum = _SETTINGS[name]
+    if value is None and nullable:
+        return None
+    if float in types and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, np.integer) and int in types:
+        value = int(value)
+    if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+        kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
+        raise ValueError(f"{label}: expected {kinds}, got {_type_name(value)} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{label}: must be >= {minimum}, got {value!r}")
+    if name == "num_steps" and value >= 2**31 - 1:
+        raise ValueError(f"{label}: must be < 2**31 - 1, got {value!r}")
+    if name == "max_rejected_share" and not value <= 1.0:
+        raise ValueError(f"{label}: must lie in [0, 1], got {value!r}")
+    if name == "compile_cache" and isinstance(value, str) and not value.strip():
+        raise ValueError(f"{label}: expected true, false or a folder, got an empty string")
+    if name == "tol" and not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{label}: must be positive or null, got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """The settings of one run: the defaults that ``run()``, the YAML ``run:`` section and the
+    command line share. Every field is checked on construction (ValueError naming it).
+
+    Attributes:
+      num_steps: the total number of updates, counting those done before a resume.
+      chunk_size: updates per jitted ``lax.scan`` call.
+      tol: relative ELBO tolerance of the stopping rule, or None to run all steps.
+      patience: consecutive chunk boundaries below ``tol`` needed to stop.
+      eval_every: evaluation period in updates (rounded up to chunk boundaries); None: at the end.
+      checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the
+        end only.
+      progress: show a tqdm bar (it switches itself off when stderr is not a terminal).
+      max_rejected_share: the largest share of rejected steps (``info.accepted`` False: a
+        non-finite update the algorithm did not apply) that ``vijax run`` accepts; above it the
+        command exits with status 3. ``run`` itself only reports (``run_health``).
+      x64: run in float64 (``jax_enable_x64``); a process setting, see ``apply_process_settings``.
+      cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use
+        the cores); None leaves JAX's default. A process setting.
+      compile_cache: JAX's persistent compilation cache, so that a second start of the same
+        program does not compile again: True (the default folder: ``$VIJAX_COMPILE_CACHE``, else
+        ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off) or a folder. A
+        process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
+      prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
+        ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
+        (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
+        results, are the same either way.
+      check_values: the value checks of every step's batch (``vijax.inference.value_checks``);
+        a failing one stops the run with a ValueError naming the value, its position and the step.
+    """
+
+    num_steps: int = _SETTINGS["num_steps"][0]
+    chunk_size: int = _SETTINGS["chunk_size"][0]
+    tol: Optional[float] = _SETTINGS["tol"][0]
+    patience: int = _SETTINGS["patience"][0]
+    eval_every: Optional[int] = _SETTINGS["eval_every"][0]
+    checkpoint_every: Optional[int] = _SETTINGS["checkpoint_every"][0]
+    progress: bool = _SETTINGS["progress"][0]
+    max_rejected_share: float = _SETTINGS["max_rejected_share"][0]
+    x64: bool = _SETTINGS["x64"][0]
+    cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
+    compile_cache: Union[bool, str] = _SETTINGS["compile_cache"][0]
+    prefetch: int = _SETTINGS["prefetch"][0]
+    check_values: bool = _SETTINGS["check_values"][0]
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, check_run_setting(f.name, getattr(self, f.name), f.name))
+
+    @classmethod
+    def from_dict(cls, values: Mapping, prefix: str = "run") -> "RunConfig":
+        """A RunConfig from a mapping (a config's ``run`` section); errors name ``<prefix>.<key>``."""
+        unknown = sorted(set(values) - set(_SETTINGS))
+        if unknown:
+            raise ValueError(
+                f"unknown config key {prefix + '.' + str(unknown[0])!r}; allowed keys of {prefix}: {sorted(_SETTINGS)}"
+            )
+        checked = {k: check_run_setting(k, v, f"{prefix}.{k}") for k, v in values.items()}
+        return cls(**checked)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **settings) -> "RunConfig":
+        """A copy with ``settings`` changed (checked like the constructor's); ValueError naming an
+        unknown setting."""
+        unknown = sorted(set(settings) - set(_SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(_SETTINGS)}")
+        return dataclasses.replace(self, **settings)
+
+    def apply_process_settings(self) -> None:
+        """Applies ``x64``, ``cpu_devices`` and ``compile_cache`` to this process. The first two
+        must happen before JAX makes arrays (``cpu_devices`` before it starts its backends);
+        ValueError naming the setting when that is too late."""
+        if self.x64:
+            jax.config.update("jax_enable_x64", True)
+        if self.cpu_devices is not None:
+            try:
+                jax.config.update("jax_num_cpu_devices", int(self.cpu_devices))
+            except RuntimeError as e:
+                if len(jax.devices("cpu")) != self.cpu_devices:
+                    raise ValueError(
+                        f"run.cpu_devices: cannot set {self.cpu_devices} CPU devices, JAX has already "
+                        f"started with {len(jax.devices('cpu'))} ({e}); set it before any JAX "
+                        "computation"
+                    ) from None
+        _cache.enable_compile_cache(self.compile_cache)
+
+    def check_process_settings(self) -> None:
+        """Raises ValueError when this process does not run with ``x64`` / ``cpu_devices`` (call
+        ``apply_process_settings`` first thing)."""
+        if self.x64 and not jax.config.jax_enable_x64:
+            raise ValueError(
+                "x64=True but JAX runs in float32: call RunConfig.apply_process_settings() (or "
+                "jax.config.update('jax_enable_x64', True)) before any array is made"
+            )
+        if self.cpu_devices is not None and len(jax.devices("cpu")) != self.cpu_devices:
+            raise ValueError(
+                f"cpu_devices={self.cpu_devices} but JAX shows {len(jax.devices('cpu'))} CPU devices: "
+                "call RunConfig.apply_process_settings() before any JAX computation"
+            )
+
+
+__all__ = ["RunConfig", "check_run_setting"]
