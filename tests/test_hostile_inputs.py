@@ -20,7 +20,7 @@ import pytest
 
 import vijax.models as vm
 from vijax import expfam
-from vijax.data import BowBatch, read_uci_bow
+from vijax.data import BowBatch, Corpus, prepare_corpus, read_ldac, read_uci_bow, read_word_list
 from vijax.inference import ALGORITHMS, make_algorithm, value_checks
 from vijax.run import CheckpointError, RunConfig, run
 
@@ -490,6 +490,53 @@ def test_truncated_or_corrupt_uci_file_named(tmp_path, content):
     with pytest.raises(ValueError, match="docword.txt"):
         read_uci_bow(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docword.txt"]
+
+
+# every reader of vijax.data (and `vijax prepare`'s prepare_corpus), each with malformed files:
+# (reader, file name, content, the words the error must contain)
+_READ_LDAC = lambda p: read_ldac(p, vocab_size=5)  # noqa: E731
+READER_CASES = [
+    (_READ_LDAC, "pairs.ldac", "3 0:1 1:2\n", "M = 3 but the line has 2"),
+    (_READ_LDAC, "text.ldac", "2 0:1 x:y\n", "expected integers"),
+    (_READ_LDAC, "negative.ldac", "1 0:-3\n", "count -3 out of range"),
+    (_READ_LDAC, "huge.ldac", "1 99999999999999999999:1\n", "too large"),
+    (_READ_LDAC, "beyond.ldac", "2 0:1 7:2\n", "word id 7 >= vocabulary size 5"),
+    (read_word_list, "words.txt", "a\n\nb\n", "blank line 2"),
+    (lambda p: Corpus.load_npz(p), "garbage.npz", "PK\x03\x04 not really an archive", "not a readable .npz"),
+    (lambda p: Corpus.load_npz(p, mmap=False), "text.npz", "plain text", "not a readable .npz"),
+    (
+        lambda p: prepare_corpus(p, "ldac", p.parent / "out.npz", vocab_size=5),
+        "bad.ldac",
+        "1 0:1\n1 0:x\n",
+        "expected integers",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", range(len(READER_CASES)))
+def test_every_reader_names_the_file_of_a_malformed_input(tmp_path, case):
+    """Each reader refuses a malformed file with a ValueError naming the file and the problem, and
+    leaves nothing behind (prepare_corpus writes no partial output)."""
+    reader, name, content, words = READER_CASES[case]
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ValueError) as err:
+        reader(path)
+    assert words in str(err.value) and name in str(err.value), str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_truncated_npz_corpus_is_named(tmp_path):
+    """A corpus archive cut short (a copy interrupted) is refused naming the file, with and without mmap."""
+    good = tmp_path / "good.npz"
+    read_ldac_text = tmp_path / "c.ldac"
+    read_ldac_text.write_text("2 0:1 3:2\n1 4:1\n")
+    read_ldac(read_ldac_text, vocab_size=5).save_npz(good)
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    for mmap in (True, False):
+        with pytest.raises(ValueError, match="cut.npz"):
+            Corpus.load_npz(cut, mmap=mmap)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])

@@ -56,7 +56,24 @@ def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray
 
     Returns:
       dict ``name -> array`` (names without the ``.npy`` suffix).
+
+    Raises:
+      FileNotFoundError: for a missing file.
+      ValueError: naming the file, for one that is not a readable ``.npz`` archive (truncated,
+        corrupt, another format).
     """
+    try:
+        return _open_npz(path, mmap)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, KeyError) as e:
+        msg = str(e)
+        if os.fspath(path) in msg:
+            raise
+        raise ValueError(f"{os.fspath(path)!r} is not a readable .npz archive (truncated or corrupt?): {msg}") from e
+
+
+def _open_npz(path: str | os.PathLike, mmap: bool) -> dict[str, np.ndarray]:
     if not mmap:
         with np.load(path, allow_pickle=False) as z:
             return {name: z[name] for name in z.files}
