@@ -572,3 +572,29 @@ def test_model_own_step_paths_check_their_batch():
         sampler.step(state, Y01.at[1, 1].set(3.0), jax.random.PRNGKey(1))
     with pytest.raises(ValueError, match="y must have 3 columns"):
         jax.jit(sampler.step)(state, Y01[:, :2], jax.random.PRNGKey(1))
+
+
+def _experiment_names():
+    from vijax.run import EXPERIMENTS, import_builtin_experiments
+
+    import_builtin_experiments()
+    return sorted(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("experiment", _experiment_names())
+def test_every_experiment_config_refuses_unknown_keys_and_wrong_types(experiment):
+    """Every registered experiment's config (the schema is its defaults): an unknown key in each
+    section, and a value of the wrong type, are refused naming the dotted key."""
+    from vijax.run import EXPERIMENTS, ConfigError, load_config
+
+    defaults = EXPERIMENTS[experiment].defaults
+    for section in ("model", "data", "algorithm", "run"):
+        with pytest.raises((ValueError, ConfigError), match=rf"{section}\.no_such_key"):
+            load_config({"experiment": experiment, section: {"no_such_key": 1}})
+    for section in ("model", "data", "algorithm"):
+        numeric = [
+            k for k, v in defaults.get(section, {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
+        if numeric:
+            with pytest.raises((ValueError, ConfigError), match=rf"{section}\.{numeric[0]}"):
+                load_config({"experiment": experiment, section: {numeric[0]: "not a number"}})
