@@ -350,6 +350,7 @@ def test_v_convention_gives_the_natural_gradient():
 
 
 # ---------------------------------------------------------------------------- pytrees, jit, vmap
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_pytree_of_families_jit_and_vmap():
     q = (
         Dirichlet.from_concentration(jnp.ones((3, 4)) * 2.0),

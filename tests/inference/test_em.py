@@ -102,6 +102,7 @@ def test_em_never_lowers_the_hmm_log_likelihood(kind):
     )
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_em_compiles_once_and_vmaps_over_restarts():
     model = CategoricalHMM(2, 3)
     obs = jnp.asarray(np.random.default_rng(1).integers(0, 3, (8, 10)))

@@ -62,6 +62,7 @@ def test_gmm_cavi_and_svi_split_equal_whole():
         assert_trees_close(s2.q_global, s1.q_global, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_ssvi_and_restarts_split_equal_whole(docs):
     """SSVI samples beta outside the local step, so the same key gives the same update; restarts
     (a vmap over the step) compose with the shard_map inside it."""

@@ -102,6 +102,7 @@ def test_squarem_and_plain_iterations_share_the_fixed_point_and_squarem_gets_clo
     np.testing.assert_array_equal(gamma(max_iters=2, accelerate=True), gamma(max_iters=2, accelerate=False))
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_meanfield_iterations_never_lower_the_elbo_with_or_without_squarem():
     """The per-document ELBO (phi optimal given gamma) after i evaluations of the update, i = 3, 6,
     ..., never falls as i grows: coordinate ascent for the plain iteration, the objective check on

@@ -26,6 +26,7 @@ def _gmm(tmp_path, **algorithm):
     )
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_gmm_runs_svi_on_the_full_data(tmp_path):
     result, metrics = run_experiment(_gmm(tmp_path, name="svi"))
     assert metrics["num_steps"] == 4 and int(result.state.count[0]) == 4

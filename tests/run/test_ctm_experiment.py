@@ -11,6 +11,7 @@ from vijax.run import load_config, run_experiment
 _SMALL_MODEL = {"num_topics": 3, "local_steps": 5, "eval_local_steps": 5, "eval_samples": 50}
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_ctm_synthetic_short_run(tmp_path):
     cfg = load_config(
         {

@@ -11,6 +11,7 @@ from vijax.run import ConfigError, load_config, run_experiment
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_tiny_run_counts_clusters_for_both_truncations(tmp_path):
     raw = yaml.safe_load((CONFIGS / "dp_mixture_truncation.yaml").read_text())
     raw["output"] = {"dir": str(tmp_path)}

@@ -22,6 +22,7 @@ def _cfg(tmp_path, **sections):
     return load_config(cfg)
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_small_run_recovers_the_dictionary(tmp_path):
     _, metrics = run_experiment(_cfg(tmp_path))
     summary = metrics["summary"]

@@ -5,6 +5,7 @@ import os
 import pathlib
 
 import numpy as np
+import pytest
 
 from vijax.run import load_config, run_experiment
 
@@ -27,6 +28,7 @@ def test_simulation_config_recovers_the_clusters(tmp_path):
     assert json.loads((tmp_path / "metrics.json").read_text())["summary"] == s
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_histogram_experiment_small(tmp_path):
     cfg = load_config(
         {
@@ -42,6 +44,7 @@ def test_histogram_experiment_small(tmp_path):
     assert np.isfinite(metrics["summary"]["heldout_log_predictive"])
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_full_covariance_run_writes_rotated_ellipses_and_a_bad_choice_is_named(tmp_path):
     import pytest
 

@@ -10,6 +10,7 @@ from vijax.run import load_config, run_experiment
 from vijax.run.experiments.gp_classification import PAPER, examples_to_converge, passes_to_within
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_compare_small(tmp_path):
     cfg = load_config(
         {

@@ -10,6 +10,7 @@ from vijax.run import ConfigError, load_config, run_experiment
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "hmm_categorical.yaml"
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_baum_welch_config_approaches_the_true_parameters(tmp_path):
     bad = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "algorithm.batch_size=10"])
     with pytest.raises(ConfigError, match="algorithm.batch_size"):  # em takes the whole data set

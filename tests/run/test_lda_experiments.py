@@ -11,6 +11,7 @@ from vijax.models import LDA
 from vijax.run import load_config, run, run_experiment
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_lda_synthetic_small_learns(tmp_path):
     cfg = load_config(
         {
@@ -31,6 +32,7 @@ def test_lda_synthetic_small_learns(tmp_path):
     assert (tmp_path / "heldout.png").stat().st_size > 0
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 @pytest.mark.skipif(shared_data_path("wiki_bnpy", "train.ldac.gz") is None, reason="reference data absent")
 def test_lda_wiki_config_runs_briefly(tmp_path):
     cfg = load_config(
@@ -78,6 +80,7 @@ def _tiny_lda(tmp_path, **algorithm):
     )
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_lda_data_parallel_follows_the_single_device_run(tmp_path):
     """algorithm.data_parallel splits each minibatch over the (two simulated) devices: the same
     trajectory as one device, up to float32 rounding of the summed statistics."""

@@ -59,6 +59,7 @@ def _check_grid(tmp_path, metrics, labels):
         assert (tmp_path / name).stat().st_size > 0
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_grid_runs_every_setting_with_restarts(tmp_path):
     """Two settings (SVI and SSVI with the CVB0 E-step), two restarts each, 6 steps."""
     _, metrics = run_experiment(load_config(dict(TINY, output={"dir": str(tmp_path)})))

@@ -37,6 +37,7 @@ def _check_rows(rows, metrics, tmp_path):
     assert "IW sd over repeats" in (tmp_path / "results.md").read_text()
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
 def test_tiny_run_of_the_bayesian_decoder_writes_its_results(tmp_path):
     cfg = load_config(
         dict(
