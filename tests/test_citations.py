@@ -1,5 +1,5 @@
 """Papers are cited as a reader would (authors, title, year, section): the names of the project's
-private copies of the papers ("seed 000", the files' hash names) never appear in the repo."""
+private copies of the papers (numbered seed names, the files' hash names) never appear in the repo."""
 
 import pathlib
 import re
