@@ -8,6 +8,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# pytest workers (pytest-xdist, test files spread over them whole): one per core of the CI machine's
+# two; each worker holds a JAX process of 2-3 GiB
+TEST_WORKERS ?= 2
 
 .PHONY: run test test-slow test-compat bench docs notebooks dist clean
 
@@ -24,7 +27,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow
