@@ -85,34 +85,46 @@ def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True,
         local=local,
         schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA),
     )
-    return vijax_runner(alg, model, train, obs, held, batches, seed)
+    return vijax_runner(alg, model, train, obs, held, batches, seed, one_length=local != "gibbs")
 
 
-def vijax_runner(alg, model, train, obs, held, batches, seed=0):
+def vijax_runner(alg, model, train, obs, held, batches, seed=0, one_length=True):
     """A ``_Runner`` for any vijax LDA algorithm: the step is jitted returning the new state alone,
-    and every bucketed minibatch shape is compiled up front (timed apart, ``compile_s``: the first
-    calls of each shape, whose updates are discarded). ``setup_s`` is the initial state's."""
+    and every minibatch shape is compiled up front (timed apart, ``compile_s``: the first calls of
+    each shape, whose updates are discarded; ``programs``: how many shapes). With ``one_length``
+    every minibatch is padded to the corpus's longest document's bucket, as ``vijax run``'s LDA
+    experiments do (``Minibatcher(length="corpus")``): one shape, one compilation, and the
+    tiled E-steps' cost follows the documents' own lengths, not the padding. Otherwise (Gibbs, whose
+    cost follows the padded length) each minibatch has its own bucketed length.
+    ``setup_s`` is the initial state's."""
     step = jax.jit(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
+    length = bucket_length(int(train.doc_unique_words.max())) if one_length else None
+
+    def batch_of(idx):
+        return train.batch(idx, length=length)
+
     t0 = time.perf_counter()
     state = jax.block_until_ready(alg.init(jax.random.PRNGKey(2 * seed)))
     setup_s = time.perf_counter() - t0
     key = jax.random.PRNGKey(2 * seed + 1)
-    # compile every padded shape up front (bucketed lengths), timed separately
+    # compile every padded shape up front, timed separately
     t0 = time.perf_counter()
     first_of_length = {}
     for idx in batches:
-        first_of_length.setdefault(bucket_length(int(train.doc_unique_words[idx].max())), idx)
+        first_of_length.setdefault(length or bucket_length(int(train.doc_unique_words[idx].max())), idx)
     for idx in first_of_length.values():
         # twice: a data_parallel step returns its state replicated over the devices, a new input sharding
-        jax.block_until_ready(step(step(state, train.batch(idx), key, 0), train.batch(idx), key, 0))
-    return _Runner(
+        jax.block_until_ready(step(step(state, batch_of(idx), key, 0), batch_of(idx), key, 0))
+    runner = _Runner(
         state,
-        lambda st, idx, t: step(st, train.batch(idx), key, t),
+        lambda st, idx, t: step(st, batch_of(idx), key, t),
         lambda st: _heldout(model, st.q_global.concentration, obs, held),
         jax.block_until_ready,
         compile_s=time.perf_counter() - t0,
         setup_s=setup_s,
     )
+    runner.programs = len(first_of_length)
+    return runner
 
 
 def run_sklearn(train, obs, held, k, alpha, eta, s, batches, model, n_jobs=None, seed=0):
@@ -192,6 +204,7 @@ class _Runner:
     def __init__(self, state, step, score, block=lambda st: None, compile_s=None, setup_s=0.0):
         self.state, self.step, self.score, self.block, self.compile_s = state, step, score, block, compile_s
         self.setup_s = setup_s
+        self.programs = 0  # compiled shapes (vijax)
         self.elapsed, self.curve = 0.0, []
 
 
@@ -227,6 +240,7 @@ def _run_schedule(runners: dict, batches: dict, checkpoints: dict, interleaved: 
             "curve": r.curve,
             "setup_s": r.setup_s,
             "compile_s": r.compile_s or 0.0,
+            "programs": r.programs,
             "end_to_end_s": r.setup_s + (r.compile_s or 0.0) + r.elapsed,
         }
         for name, r in runners.items()
@@ -384,6 +398,12 @@ def main(argv=None):
     )
     p.add_argument("--seeds", type=int, default=5, help="runs per setting, each method started from its own seed")
     p.add_argument("--slow-seeds", type=int, default=3, help="runs per setting of the slow E-steps (CVB0, Gibbs)")
+    p.add_argument(
+        "--passes",
+        type=int,
+        default=1,
+        help="passes over the training documents (each pass a new random order; the issue's scenario: 8)",
+    )
     p.add_argument("--no-wiki", action="store_true")
     p.add_argument("--wiki-docs", type=int, default=4000, help="training documents processed on wiki_bnpy")
     p.add_argument(
@@ -407,7 +427,7 @@ def main(argv=None):
     load_start = os.getloadavg()
     rows = []
     print(
-        f"{'corpus':>10} {'S':>5} {'method':>21} | {'docs':>6} {'compile s':>9} {'steady docs/s':>13} "
+        f"{'corpus':>10} {'S':>5} {'method':>21} | {'docs':>6} {'programs':>8} {'compile s':>9} {'steady docs/s':>13} "
         f"{'end-to-end s':>12} | held-out/word at end (mean ± sd over seeds) | at equal time (seed 0)"
     )
     for name, train, test in [] if args.stream_only else _corpora(args):
@@ -430,7 +450,7 @@ def main(argv=None):
                     docs = args.gibbs_docs if method == "vijax-gibbs" else train.num_docs
                     if name == "wiki_bnpy":
                         docs = min(docs, args.wiki_docs)
-                    n_batches = max(1, min(docs, train.num_docs) // s)
+                    n_batches = max(1, args.passes * min(docs, train.num_docs) // s)
                     batches[method] = _batches(train, s, 0, n_batches)  # the same sequence for every method and seed
                     checkpoints[method] = set(np.unique(np.linspace(1, n_batches, 6).round().astype(int)).tolist())
                     common = (train, obs, held, args.k, args.alpha, args.eta, s, batches[method])
@@ -471,7 +491,7 @@ def main(argv=None):
             for r in group:
                 eq = "   n/a" if r["heldout_at_equal_time"] is None else f"{r['heldout_at_equal_time']:8.4f}"
                 print(
-                    f"{name:>10} {s:>5} {r['method']:>21} | {r['docs']:>6} {r['compile_s']:9.2f} "
+                    f"{name:>10} {s:>5} {r['method']:>21} | {r['docs']:>6} {r['programs']:>8} {r['compile_s']:9.2f} "
                     f"{r['docs_per_s']:13.0f} {r['end_to_end_s']:12.2f} | "
                     f"{r['heldout_end']:8.4f} ± {r['heldout_end_sd']:.4f}   | {eq} (t = {r['equal_time_s']:.1f} s)",
                     flush=True,
