@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 
 
 def is_tracer(x: Any) -> bool:
@@ -250,6 +251,7 @@ def check_key(name: str, key: Any) -> None:
 # few reductions of the batch and no host round trip when the batch is good) for traced ones.
 
 _VALUE_CHECKS = [True]
+_FUNCTIONAL = [False]
 
 
 def value_checks_enabled() -> bool:
@@ -279,6 +281,40 @@ def value_checks(enabled: bool):
         yield
     finally:
         _VALUE_CHECKS[0] = before
+
+
+@contextlib.contextmanager
+def functional_value_checks():
+    """Context manager for code that traces a function it then transforms with
+    ``jax.experimental.checkify.checkify(..., errors=checkify.user_checks)`` (the runner's chunk):
+    within the block, a traced value check is a ``checkify.check`` instead of a host callback, so
+    that the failure comes back as checkify's error value (raised by ``err.throw()``, a ValueError
+    with the same words) and the compiled program has no host callback, which JAX's persistent
+    compilation cache refuses to store. Traced outside ``checkify``, such a check raises at trace
+    time; concrete checks raise at once as always."""
+    before = _FUNCTIONAL[0]
+    _FUNCTIONAL[0] = True
+    try:
+        yield
+    finally:
+        _FUNCTIONAL[0] = before
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _functional_checks(checks, shapes, flags, firsts, values, count) -> None:
+    """``checkify.check`` of each check, its words those of ``_failure_text`` (the value and its
+    position formatted by checkify when it fails)."""
+    for c, shape, flag, first, value in zip(checks, shapes, flags, firsts, values):
+        pos = [jnp.asarray(p) for p in jnp.unravel_index(first, shape)] if shape else []
+        text = f"{_escape(c.name)} {{}} at [{', '.join(['{}'] * len(pos))}] {_escape(c.requirement)}"
+        args = [value, *pos]
+        if count is not None:
+            text += " (in step {})"
+            args.append(jnp.asarray(count) + 1)
+        checkify.check(jnp.logical_not(flag), text, *args)
 
 
 class ValueCheck(NamedTuple):
@@ -375,6 +411,9 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
     if not any(is_tracer(a) for a in flags + firsts + values + ([count] if count is not None else [])):
         report(flags, firsts, values, count)
         return
+    if _FUNCTIONAL[0]:
+        _functional_checks(checks, shapes, flags, firsts, values, count)
+        return
     count_arg = jnp.zeros((), jnp.int32) if count is None else count
     any_bad = jnp.any(jnp.stack(flags))
     jax.lax.cond(
@@ -394,6 +433,7 @@ __all__ = [
     "enforce_value_checks",
     "finite_nonnegative",
     "finite_values",
+    "functional_value_checks",
     "ids_in_range",
     "set_value_checks",
     "value_checks",

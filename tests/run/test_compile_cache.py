@@ -7,6 +7,7 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from tests.run.test_cli import write_config
@@ -107,3 +108,23 @@ def test_command_line_flags(tmp_path, restore_cache_dir):
     assert "compile_cache: false" in (out / "config.yaml").read_text()
     with pytest.raises(SystemExit):
         main(["run", config, "--no-compile-cache", "--compile-cache", str(tmp_path)])
+
+
+def test_a_checked_step_s_chunk_is_cached(tmp_path, restore_cache_dir):
+    """A step with value checks (here CAVI on a Gaussian mixture) traced by the runner has no host
+    callback (its checks are checkify checks, vijax._validate.functional_value_checks), so JAX's
+    persistent cache stores its chunk: it stores no program with a host callback, and the second
+    start of a run would compile again. (A bad batch still fails the run naming the value, its
+    position and the step: tests/test_hostile_inputs.py, test_value_check_under_jit_and_in_the_runner.)"""
+    from vijax.inference import cavi
+    from vijax.models import DiagonalGMM
+
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(40, 2)))
+    alg = cavi(DiagonalGMM.from_data(x, num_components=2))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    try:
+        folder = tmp_path / "cache"
+        run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: x, compile_cache=str(folder), num_steps=2, progress=False)
+        assert any(name.startswith("jit_chunk") for name in os.listdir(folder))
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)

@@ -40,10 +40,12 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 from tqdm.auto import tqdm
 
+from vijax._validate import functional_value_checks
 from vijax.data import PrefetchHostBatches
 from vijax.inference import VIAlgorithm, value_checks
 from . import _cache, _checkpoint
@@ -76,13 +78,24 @@ class RunResult(NamedTuple):
 
 class _Chunk(NamedTuple):
     """The jitted chunk function with the batch function's captured arrays bound as its first
-    argument: ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``."""
+    argument: ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``. With
+    ``checked``, the function is checkified (``_make_chunk_fn``) and a call raises the first
+    failed value check of its steps' batches as a ValueError."""
 
     fn: Callable
     consts: tuple
+    checked: bool = False
 
     def __call__(self, *args):
-        return self.fn(self.consts, *args)
+        out = self.fn(self.consts, *args)
+        if not self.checked:
+            return out
+        error, out = out
+        try:
+            error.throw()
+        except checkify.JaxRuntimeError as e:  # the words of enforce_value_checks, without checkify's suffix
+            raise ValueError(str(e).split(" (`check` failed)")[0].strip()) from None
+        return out
 
     def lower(self, *args):
         return self.fn.lower(self.consts, *args)
@@ -104,15 +117,25 @@ def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
     return batch_of, tuple(closed.consts)
 
 
-def _make_chunk_fn(step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base) -> _Chunk:
+def _make_chunk_fn(
+    step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base, checked: bool = False
+) -> _Chunk:
     """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk.
 
     ``host`` is None with a ``batch_fn``, or the chunk's stacked host batches (leading axis
     ``chunk_size``) that the scan walks through. The arrays ``batch_fn`` captures are arguments of
-    the compiled chunk, not constants in it (``_hoist_constants``)."""
+    the compiled chunk, not constants in it (``_hoist_constants``). With ``checked`` (the run's
+    ``check_values``), the steps' value checks are traced as ``checkify`` checks
+    (``vijax._validate.functional_value_checks``) and the chunk is checkified, so that the compiled
+    program has no host callback: JAX's persistent compilation cache stores no program with one,
+    and a second run would compile again."""
     batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
 
     def chunk(consts, state, step_base, t0, t_end, host):
+        with functional_value_checks():  # read while the steps are traced
+            return scan_steps(consts, state, step_base, t0, t_end, host)
+
+    def scan_steps(consts, state, step_base, t0, t_end, host):
         ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
 
         def body(state, xs):
@@ -126,6 +149,10 @@ def _make_chunk_fn(step_fn: Callable, batch_fn: Optional[Callable], chunk_size: 
 
         return jax.lax.scan(body, state, (ts, host))
 
+    if checked:
+        checked_chunk = checkify.checkify(chunk, errors=checkify.user_checks)
+        checked_chunk.__name__ = "chunk"  # the program's name (and its persistent cache entry's)
+        return _Chunk(jax.jit(checked_chunk), consts, True)
     return _Chunk(jax.jit(chunk), consts)
 
 
@@ -418,7 +445,7 @@ def run(
     def elapsed():
         return prog.wall0 + time.perf_counter() - start
 
-    chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base)
+    chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
     prefetcher = None
     if host_batches is not None and rc.prefetch > 0:
         host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
