@@ -76,29 +76,38 @@ class RunResult(NamedTuple):
     wall_time: float
 
 
-class _Chunk(NamedTuple):
-    """The jitted chunk function with the batch function's captured arrays bound as its first
-    argument: ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``. With
-    ``checked``, the function is checkified (``_make_chunk_fn``) and a call raises the first
-    failed value check of its steps' batches as a ValueError."""
+class _Chunk:
+    """The jitted chunk with the batch function's captured arrays bound as its first argument:
+    ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``. With a ``checked``
+    (checkified) version, a call raises the first failed value check of its steps' batches as a
+    ValueError; where checkify cannot transform the steps (seen: a multi-process data-parallel
+    step, whose error state comes back per device), the ``plain`` version is used, whose checks
+    are host callbacks (and whose program JAX's persistent cache does not store)."""
 
-    fn: Callable
-    consts: tuple
-    checked: bool = False
-
-    def __call__(self, *args):
-        out = self.fn(self.consts, *args)
-        if not self.checked:
-            return out
-        error, out = out
-        try:
-            error.throw()
-        except checkify.JaxRuntimeError as e:  # the words of enforce_value_checks, without checkify's suffix
-            raise ValueError(str(e).split(" (`check` failed)")[0].strip()) from None
-        return out
+    def __init__(self, plain: Callable, checked: Optional[Callable], consts: tuple):
+        self.plain, self.checked, self.consts = plain, checked, consts
 
     def lower(self, *args):
-        return self.fn.lower(self.consts, *args)
+        if self.checked is not None:
+            try:
+                return self.checked.lower(self.consts, *args)
+            except (TypeError, NotImplementedError):
+                self.checked = None
+        return self.plain.lower(self.consts, *args)
+
+    def __call__(self, *args):
+        if self.checked is not None:
+            try:
+                error, out = self.checked(self.consts, *args)
+            except (TypeError, NotImplementedError):
+                self.checked = None
+            else:
+                try:
+                    error.throw()
+                except checkify.JaxRuntimeError as e:  # the words of enforce_value_checks, less checkify's suffix
+                    raise ValueError(str(e).split(" (`check` failed)")[0].strip()) from None
+                return out
+        return self.plain(self.consts, *args)
 
 
 def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
@@ -119,7 +128,7 @@ def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
 
 def _make_chunk_fn(
     step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base, checked: bool = False
-) -> _Chunk:
+) -> "_Chunk":
     """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk.
 
     ``host`` is None with a ``batch_fn``, or the chunk's stacked host batches (leading axis
@@ -131,11 +140,11 @@ def _make_chunk_fn(
     and a second run would compile again."""
     batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
 
-    def chunk(consts, state, step_base, t0, t_end, host):
+    def functional_chunk(consts, state, step_base, t0, t_end, host):
         with functional_value_checks():  # read while the steps are traced
-            return scan_steps(consts, state, step_base, t0, t_end, host)
+            return chunk(consts, state, step_base, t0, t_end, host)
 
-    def scan_steps(consts, state, step_base, t0, t_end, host):
+    def chunk(consts, state, step_base, t0, t_end, host):
         ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
 
         def body(state, xs):
@@ -149,11 +158,12 @@ def _make_chunk_fn(
 
         return jax.lax.scan(body, state, (ts, host))
 
+    checked_chunk = None
     if checked:
-        checked_chunk = checkify.checkify(chunk, errors=checkify.user_checks)
+        checked_chunk = checkify.checkify(functional_chunk, errors=checkify.user_checks)
         checked_chunk.__name__ = "chunk"  # the program's name (and its persistent cache entry's)
-        return _Chunk(jax.jit(checked_chunk), consts, True)
-    return _Chunk(jax.jit(chunk), consts)
+        checked_chunk = jax.jit(checked_chunk)
+    return _Chunk(jax.jit(chunk), checked_chunk, consts)
 
 
 def _as_strong_arrays(tree: PyTree) -> PyTree:
