@@ -63,9 +63,7 @@ def _measure(alg, key, rc, batch_fn, host_batches, init_state) -> dict:
     jax.block_until_ready(state)
     init_s = time.perf_counter() - start
     start, cpu = time.perf_counter(), time.process_time()
-    lowered = vr.lower_run(
-        alg, key, batch_fn=batch_fn, host_batches=host_batches, init_state=state, config=rc
-    )
+    lowered = vr.lower_run(alg, key, batch_fn=batch_fn, host_batches=host_batches, init_state=state, config=rc)
     lower_s, lower_cpu = time.perf_counter() - start, time.process_time() - cpu
     kb = len(lowered.as_text()) / 1000
     start, cpu = time.perf_counter(), time.process_time()
@@ -134,8 +132,11 @@ def _table(rows: list) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", help="config files (default: every configs/*.yaml)")
-    parser.add_argument("--out", default=None, help="the JSON to write (default with no configs named: "
-                        "benchmarks/results/compile_time.json)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="the JSON to write (default with no configs named: benchmarks/results/compile_time.json)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -149,7 +150,10 @@ def main(argv=None) -> None:
         try:
             proc = subprocess.run(
                 [sys.executable, __file__, "--child", path],
-                cwd=ROOT, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=CHILD_TIMEOUT_S,
                 env=os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
             )  # this checkout's vijax, not an installed one
             got = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -174,8 +178,10 @@ def main(argv=None) -> None:
         "rows": rows,
     }
     print(_table(rows))
-    print(f"{len(measured) - len(result['over_budget'])} of {len(measured)} within {BUDGET_S} s; "
-          f"{result['total_s']} s in all")
+    print(
+        f"{len(measured) - len(result['over_budget'])} of {len(measured)} within {BUDGET_S} s; "
+        f"{result['total_s']} s in all"
+    )
     if out:
         pathlib.Path(out).write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {out}")

@@ -116,8 +116,6 @@ def test_bernoulli_mixture_step_program_size(method):
     assert size < BERNOULLI_BOUNDS[method] * KB, f"{size / KB:.0f} kB"
 
 
-
-
 # ----------------------------------------------------------------------------- the other configs
 # The chunk program a run compiles (vijax.run.lower_run: a lax.scan of steps, the batch function's
 # arrays as arguments; chunk_size 2, on which the size does not depend), lowered with the init only
@@ -168,7 +166,10 @@ def _hmm_em():
 def _gap_nmf():  # lock step of mean-field SVI and SSVI-A from one q
     model = GaPNMF(4, 6, max_iters=10)
     schedule = schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)
-    algs = {m: make_algorithm(M_STEPS[m], model, num_data=8, schedule=schedule, local="meanfield") for m in ("meanfield", "ssvi_a")}
+    algs = {
+        m: make_algorithm(M_STEPS[m], model, num_data=8, schedule=schedule, local="meanfield")
+        for m in ("meanfield", "ssvi_a")
+    }
     frames = 1.0 + (jnp.arange(8 * 6, dtype=jnp.float64).reshape(8, 6) % 5)
     return lock_step(algs, primary="meanfield", info_fields=("elbo", "num_damped")), frames
 
@@ -262,9 +263,12 @@ def test_built_config_step_program_size(config, run):
     assert size < BUILT_BOUNDS[config, run] * KB, f"{size / KB:.0f} kB"
 
 
-@pytest.mark.xfail(strict=True, reason="GPClassification keeps K and its Cholesky factor as arrays its steps "
-                   "close over: they are constants in the program (about N^2 numbers each; 6.8 MB of text at "
-                   "breast_cancer's N = 456, 19 MB at usps's)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="GPClassification keeps K and its Cholesky factor as arrays its steps "
+    "close over: they are constants in the program (about N^2 numbers each; 6.8 MB of text at "
+    "breast_cancer's N = 456, 19 MB at usps's)",
+)
 def test_gpc_program_does_not_grow_with_the_data():
     small, large = (_chunk_size(*_gpc_n("prox_svi", n)) for n in (12, 48))
     assert large < 1.05 * small, (small, large)

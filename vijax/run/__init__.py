@@ -17,14 +17,7 @@ where). The built-in experiments live in
 """
 
 from ._cache import compile_cache_dir, enable_compile_cache
-from ._cli import (
-    DEFAULT_EXPERIMENT,
-    build_experiment,
-    default_config,
-    import_builtin_experiments,
-    main,
-    run_experiment,
-)
+from ._cli import DEFAULT_EXPERIMENT, build_experiment, default_config, import_builtin_experiments, main, run_experiment
 from ._config import ConfigError, load_config, parse_yaml
 from ._experiment import (
     EXPERIMENTS,
