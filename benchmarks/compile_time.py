@@ -16,6 +16,7 @@ here is reported as skipped.
 
     python benchmarks/compile_time.py                      # every config -> results/compile_time.json
     python benchmarks/compile_time.py configs/gmm_em.yaml  # some (no JSON written unless --out)
+    python benchmarks/compile_time.py --summary benchmarks/results/compile_time.json  # per config
 """
 
 from __future__ import annotations
@@ -129,6 +130,29 @@ def _table(rows: list) -> str:
     return "\n".join(lines)
 
 
+def summary(rows: list) -> str:
+    """One line per config (the largest figures over its runs; the runs over budget named)."""
+    lines = [
+        "| config | runs | lower s | compile s (CPU s) | kB | within 2 s | over budget |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in dict.fromkeys(r["config"] for r in rows):
+        rs = [r for r in rows if r["config"] == name and "compile_s" in r]
+        if not rs:
+            why = next((r.get("skipped") or r.get("error") for r in rows if r["config"] == name), "")
+            lines.append(f"| {name} | skipped: {why} | | | | | |")
+            continue
+        slow = max(rs, key=lambda r: r["compile_s"])
+        over = [f"{r['run']} {r['compile_s']:.1f} s" for r in rs if not r["within_budget"]]
+        lines.append(
+            f"| {name} | {len(rs)} | {max(r['lower_s'] for r in rs):.2f} | {slow['compile_s']:.2f} "
+            f"({slow['compile_cpu_s']:.2f}) | {max(r['kb'] for r in rs):,.0f} | "
+            f"{sum(r['within_budget'] for r in rs)} of {len(rs)} | "
+            f"{', '.join(over[:3]) + (f' (+{len(over) - 3})' if len(over) > 3 else '') or '-'} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", help="config files (default: every configs/*.yaml)")
@@ -137,8 +161,12 @@ def main(argv=None) -> None:
         default=None,
         help="the JSON to write (default with no configs named: benchmarks/results/compile_time.json)",
     )
+    parser.add_argument("--summary", default=None, metavar="JSON", help="print a results JSON's per-config table")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.summary is not None:
+        print(summary(json.loads(pathlib.Path(args.summary).read_text())["rows"]))
+        return
     if args.child is not None:
         _child(args.child)
         return
