@@ -10,8 +10,13 @@ unrolled again, a branch duplicated), not on a small change.
 
 Covered: LDA's E-steps (mean-field with and without SQUAREM, CVB0, Gibbs) and global updates (SVI,
 SSVI-A, SSVI) of configs/lda_ssvi.yaml, data-parallel SVI (configs/lda_synthetic.yaml); the
-Bernoulli mixture's four methods of configs/dp_bernoulli.yaml (the default experiment). Not (yet)
-covered: the steps of the CTM, GaP-NMF, GMM, GP-classification, BBVI and VAE configs.
+Bernoulli mixture's four methods of configs/dp_bernoulli.yaml (the default experiment); and one
+step per model x algorithm of every other config, as the runner's chunk program
+(``vijax.run.lower_run``): ARD, GMM CAVI (with restarts) and EM, the DP mixture's two truncations,
+the categorical HMM, GaP-NMF (lock step), CTM, VAE, GP classification (PG-SVI, Adam, GD), the
+Bayesian last layer and its point baseline, BBVI and NGVI (logistic regression), eight schools,
+pLSA and its LDA baseline, the Student-t mixture and its GMM baseline. Compile times at the
+configs' real sizes: benchmarks/compile_time.py.
 """
 
 import functools
