@@ -14,8 +14,8 @@ Bernoulli mixture's four methods of configs/dp_bernoulli.yaml (the default exper
 step per model x algorithm of every other config, as the runner's chunk program
 (``vijax.run.lower_run``): ARD, GMM CAVI (with restarts) and EM, the DP mixture's two truncations,
 the categorical HMM, GaP-NMF (lock step), CTM, VAE, GP classification (PG-SVI, Adam, GD), the
-Bayesian last layer and its point baseline, BBVI and NGVI (logistic regression), eight schools,
-pLSA and its LDA baseline, the Student-t mixture and its GMM baseline. Compile times at the
+Bayesian last layer and its point baseline, BBVI and NGVI (logistic regression; eight schools'
+are the same algorithms on another log-density), pLSA and its LDA baseline, the Student-t mixture and its GMM baseline. Compile times at the
 configs' real sizes: benchmarks/compile_time.py.
 """
 
@@ -234,7 +234,6 @@ def test_config_step_program_size(name):
 TINY = {
     "bayes_last_layer": ["model.hidden=[4, 3]"],
     "bbvi_logistic": ["data.dataset=synthetic", "data.num_data=20", "data.num_features=3"],
-    "eight_schools": [],
     "plsa": ["model.num_topics=3", "data.num_docs=20", "data.vocab_size=30", "data.true_topics=3", "data.eval_batch=4"],
     "smm": ["data.num_train=20", "data.num_test=10", "algorithm.num_restarts=2"],
 }
@@ -243,7 +242,6 @@ BUILT_BOUNDS = {
     ("bayes_last_layer", "point"): 400,  # 268 kB
     ("bbvi_logistic", "run"): 120,  # 81 kB
     ("bbvi_logistic", "ngvi-fullrank"): 185,  # 122 kB
-    ("eight_schools", "run"): 125,  # 82 kB
     ("plsa", "run"): 42,  # 28 kB
     ("plsa", "lda_cavi"): 300,  # 202 kB
     ("smm", "run"): 90,  # 59 kB
