@@ -6,7 +6,9 @@ a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the
 ``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
 folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
 ``configured_algorithm`` builds the registered algorithm a config's ``algorithm.name`` names,
-``eval_steps`` gives the steps at which a run's settings evaluate. ``run_health`` reads a trace's
+``eval_steps`` gives the steps at which a run's settings evaluate; ``build_experiment`` builds a
+resolved config's experiment as the command does, and ``lower_run`` gives the chunk program a run
+compiles, lowered (for compile-time and program-size measurements). ``run_health`` reads a trace's
 non-finite ELBOs and rejected steps; a resume that cannot be trusted raises ``CheckpointError``
 (``CorruptCheckpointError``, ``ConfigChangedError``). ``enable_compile_cache`` turns on JAX's
 persistent compilation cache (``run`` and the command do by default; ``compile_cache_dir`` says
@@ -15,7 +17,7 @@ where). The built-in experiments live in
 """
 
 from ._cache import compile_cache_dir, enable_compile_cache
-from ._cli import DEFAULT_EXPERIMENT, default_config, import_builtin_experiments, main, run_experiment
+from ._cli import DEFAULT_EXPERIMENT, build_experiment, default_config, import_builtin_experiments, main, run_experiment
 from ._config import ConfigError, load_config, parse_yaml
 from ._experiment import (
     EXPERIMENTS,
@@ -29,6 +31,7 @@ from ._experiment import (
 )
 from ._checkpoint import CheckpointError, ConfigChangedError, CorruptCheckpointError
 from ._health import RunHealth, run_health
+from ._lower import lower_run
 from ._runner import RunConfig, RunResult, run
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "RunConfig",
     "RunHealth",
     "RunResult",
+    "build_experiment",
     "check_methods",
     "compile_cache_dir",
     "configured_algorithm",
@@ -52,6 +56,7 @@ __all__ = [
     "eval_steps",
     "import_builtin_experiments",
     "load_config",
+    "lower_run",
     "main",
     "parse_yaml",
     "register_experiment",

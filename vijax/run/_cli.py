@@ -44,7 +44,7 @@ import yaml
 
 from ._checkpoint import CheckpointError, jsonable
 from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, load_config
-from ._experiment import EXPERIMENTS
+from ._experiment import EXPERIMENTS, Experiment
 from ._plots import plot_elbo
 from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
 
@@ -146,6 +146,24 @@ def _prepare_output(out_dir: str, config: dict) -> None:
         ) from None
 
 
+def build_experiment(config: dict) -> Experiment:
+    """The ``Experiment`` of a resolved config (from ``load_config``), built by its registered
+    builder as ``vijax run`` builds it. Apply the run's process settings first
+    (``RunConfig(**config["run"]).apply_process_settings()``: ``x64`` before any array is made).
+
+    Raises:
+      ConfigError: an invalid value, naming its key when the builder's error tells which.
+      FileNotFoundError, ValueError: never; the builder's are turned into a ``ConfigError``.
+    """
+    sections = {s: copy.deepcopy(config[s]) for s in SECTIONS} | {"run": RunConfig(**config["run"]).as_dict()}
+    try:
+        return EXPERIMENTS[config["experiment"]].build(sections, config["seed"])
+    except ConfigError:
+        raise
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(_blame(str(e), config)) from e
+
+
 def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = False) -> tuple[RunResult, dict]:
     """Runs a resolved config (from ``load_config``) and writes its results folder.
 
@@ -175,13 +193,7 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
         raise ConfigError(str(e)) from None
     _prepare_output(out_dir, config)
     fingerprint = config_fingerprint(config)
-    sections = {s: copy.deepcopy(config[s]) for s in SECTIONS} | {"run": rc.as_dict()}
-    try:
-        experiment = EXPERIMENTS[name].build(sections, config["seed"])
-    except ConfigError:
-        raise
-    except (ValueError, FileNotFoundError) as e:
-        raise ConfigError(_blame(str(e), config)) from e
+    experiment = build_experiment(config)
     checkpoints = os.path.join(out_dir, "checkpoints")
     result = run(
         experiment.algorithm,
