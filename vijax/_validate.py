@@ -300,6 +300,16 @@ def functional_value_checks():
         _FUNCTIONAL[0] = before
 
 
+def raise_check_error(error) -> None:
+    """Raises the first failed check of a ``checkify`` error value (traced under
+    ``functional_value_checks``) as the ValueError ``enforce_value_checks`` raises for a concrete
+    batch (the same words, without checkify's suffix); nothing when no check failed."""
+    try:
+        error.throw()
+    except checkify.JaxRuntimeError as e:
+        raise ValueError(str(e).split(" (`check` failed)")[0].strip()) from None
+
+
 def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
@@ -434,6 +444,7 @@ __all__ = [
     "finite_nonnegative",
     "finite_values",
     "functional_value_checks",
+    "raise_check_error",
     "ids_in_range",
     "set_value_checks",
     "value_checks",

@@ -13,13 +13,15 @@ keys are always passed (never None) and never reused.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
 
-from vijax._validate import enforce_value_checks, is_tracer
+from vijax._validate import enforce_value_checks, functional_value_checks, is_tracer, raise_check_error
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -103,6 +105,49 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
         enforce_value_checks(batch_checks(batch), count)
 
 
+def jit_step(step: Callable, **jit_kwargs) -> Callable:
+    """``jax.jit(step)`` whose batch value checks are ``checkify`` checks instead of host
+    callbacks: a bad batch still raises the step's ValueError (naming the value, its position and
+    the step), and the compiled program holds no host callback, so that JAX's persistent
+    compilation cache can store it (it stores no program with one; a plain ``jax.jit`` of a checked
+    step compiles again at every start). The runner compiles its chunks this way.
+
+    Args:
+      step: any function whose checks are ``check_step_batch``'s (an algorithm's ``step``, or a
+        function calling it).
+      **jit_kwargs: passed to ``jax.jit`` (e.g. ``donate_argnums``).
+
+    Returns:
+      The compiled function, with the same arguments and results as ``step``; ``.lower(...)``
+      lowers the checkified program.
+
+    Examples:
+        >>> import jax, numpy as np
+        >>> from vijax.inference import cavi, jit_step
+        >>> from vijax.models import DiagonalGMM
+        >>> x = np.random.default_rng(0).normal(size=(20, 1))
+        >>> alg = cavi(DiagonalGMM.from_data(x, num_components=2))
+        >>> step = jit_step(alg.step)
+        >>> state, info = step(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
+    """
+
+    def functional(*args, **kwargs):
+        with functional_value_checks():  # read while the step is traced
+            return step(*args, **kwargs)
+
+    functional.__name__ = getattr(step, "__name__", "step")
+    compiled = jax.jit(checkify.checkify(functional, errors=checkify.user_checks), **jit_kwargs)
+
+    @functools.wraps(step)
+    def call(*args, **kwargs):
+        error, out = compiled(*args, **kwargs)
+        raise_check_error(error)
+        return out
+
+    call.lower = compiled.lower
+    return call
+
+
 def keep_if_finite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[PyTree, Array]:
     """``(state, accepted)``: ``new_state`` where every float leaf of it and every ``values`` (the
     step's ELBO) is finite, else ``old_state`` (selected by ``jnp.where``, never by multiplying,
@@ -145,6 +190,7 @@ __all__ = [
     "VIAlgorithm",
     "check_protocol",
     "check_step_batch",
+    "jit_step",
     "keep_if_finite",
     "protocol_members",
     "reject_nonfinite",

@@ -45,7 +45,7 @@ from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 from tqdm.auto import tqdm
 
-from vijax._validate import functional_value_checks
+from vijax._validate import functional_value_checks, raise_check_error
 from vijax.data import PrefetchHostBatches
 from vijax.inference import VIAlgorithm, value_checks
 from . import _cache, _checkpoint
@@ -102,10 +102,7 @@ class _Chunk:
             except (TypeError, NotImplementedError):
                 self.checked = None
             else:
-                try:
-                    error.throw()
-                except checkify.JaxRuntimeError as e:  # the words of enforce_value_checks, less checkify's suffix
-                    raise ValueError(str(e).split(" (`check` failed)")[0].strip()) from None
+                raise_check_error(error)
                 return out
         return self.plain(self.consts, *args)
 

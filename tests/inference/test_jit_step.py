@@ -1,0 +1,38 @@
+"""``vijax.inference.jit_step``: the same results as ``jax.jit`` of a step, the same error for a bad
+batch, and a program without host callbacks (which JAX's persistent compilation cache refuses)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vijax.inference import cavi, jit_step
+from vijax.models import DiagonalGMM
+
+
+@pytest.fixture(scope="module")
+def fit():
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(30, 2)))
+    alg = cavi(DiagonalGMM.from_data(x, num_components=2))
+    return alg, x, alg.init(jax.random.PRNGKey(0), x)
+
+
+def test_same_steps_as_jax_jit_and_the_same_error(fit):
+    alg, x, state = fit
+    plain, checked = jax.jit(alg.step), jit_step(alg.step)
+    a, b = state, state
+    for t in range(2):
+        key = jax.random.PRNGKey(t + 1)
+        (a, ia), (b, ib) = plain(a, x, key), checked(b, x, key)
+        np.testing.assert_array_equal(np.asarray(ia.elbo), np.asarray(ib.elbo))
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite \(in step 1\)"):
+        checked(state, x.at[3, 1].set(jnp.inf), jax.random.PRNGKey(1))
+
+
+def test_no_host_callback_in_the_program(fit):
+    alg, x, state = fit
+    args = (state, x, jax.random.PRNGKey(1))
+    assert "callback" in jax.jit(alg.step).lower(*args).as_text()  # the checks' host callback
+    assert "callback" not in jit_step(alg.step).lower(*args).as_text()
