@@ -55,7 +55,7 @@ import scipy.sparse as sp
 
 from vijax.data import Corpus, Minibatcher, bucket_length, read_ldac, sample_lda_corpus, shared_data_path
 from vijax.expfam import Dirichlet
-from vijax.inference import data_parallel, schedules, svi
+from vijax.inference import data_parallel, jit_step, schedules, svi
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA
 from vijax.run import enable_compile_cache
@@ -90,14 +90,16 @@ def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True,
 
 def vijax_runner(alg, model, train, obs, held, batches, seed=0, one_length=True):
     """A ``_Runner`` for any vijax LDA algorithm: the step is jitted returning the new state alone,
-    and every minibatch shape is compiled up front (timed apart, ``compile_s``: the first calls of
+    compiled by ``vijax.inference.jit_step`` (its batch checks without host callbacks, so that JAX's
+    persistent cache can store it), and every minibatch shape is compiled up front (timed apart, ``compile_s``: the first calls of
     each shape, whose updates are discarded; ``programs``: how many shapes). With ``one_length``
     every minibatch is padded to the corpus's longest document's bucket, as ``vijax run``'s LDA
     experiments do (``Minibatcher(length="corpus")``): one shape, one compilation, and the
     tiled E-steps' cost follows the documents' own lengths, not the padding. Otherwise (Gibbs, whose
     cost follows the padded length) each minibatch has its own bucketed length.
     ``setup_s`` is the initial state's."""
-    step = jax.jit(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
+    # jit_step: the value checks without host callbacks, so that the persistent cache (--compile-cache) can store it
+    step = jit_step(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
     length = bucket_length(int(train.doc_unique_words.max())) if one_length else None
 
     def batch_of(idx):
