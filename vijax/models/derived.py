@@ -210,7 +210,10 @@ class DerivedConjugateModel:
         ]
 
     def check_data(self, batch) -> None:
-        """Every leaf of ``batch`` has the same leading size >= 1 and finite values."""
+        """Every leaf of ``batch`` has the same leading size >= 1 and finite values, and
+        ``log_joint`` gives a scalar for one datum of it (checked on its shapes alone, so also at
+        trace time): a batch of other widths than ``log_joint`` reads is refused here, not by an
+        obscure error from inside the derived update."""
         leaves = jax.tree_util.tree_leaves(batch)
         if not leaves:
             raise ValueError("batch holds no arrays")
@@ -219,6 +222,7 @@ class DerivedConjugateModel:
             raise ValueError(
                 f"batch: every array must have the same leading (data) size >= 1, got {sorted(map(str, sizes))}"
             )
+        self._check_datum_shape(batch)
         for leaf in leaves:
             if (
                 not is_tracer(leaf)
@@ -226,6 +230,32 @@ class DerivedConjugateModel:
                 and not np.all(np.isfinite(np.asarray(leaf)))
             ):
                 raise ValueError("batch must be finite (no NaN or inf)")
+
+    def _check_datum_shape(self, batch) -> None:
+        """ValueError unless ``log_joint`` runs on one datum of ``batch`` (abstractly, at the
+        priors' and the locals' starting statistics) and returns a scalar."""
+        datum = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a)[1:], jnp.result_type(a)), batch)
+        shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), datum)
+
+        if self.locals is not None:  # a malformed locals spec gets its own named error first
+            jax.eval_shape(lambda x: (_check_spec(self._spec(x)), jnp.zeros(()))[1], datum)
+
+        def one(x):
+            mu = {n: s.q0.mean_params() for n, s in self._spec(x).items()}
+            return self.log_joint(expfam.tree_mean_params(self.priors), mu, x)
+
+        try:
+            out = jax.eval_shape(one, datum)
+        except Exception as err:
+            raise ValueError(
+                f"batch: log_joint failed on one datum (per-datum shapes {shapes}) with the statistics of the "
+                f"globals ({_stats_layout(self.priors)}): {type(err).__name__}: {err}"
+            ) from None
+        if jnp.shape(out) != ():
+            raise ValueError(
+                f"batch: log_joint returns shape {jnp.shape(out)} for one datum of per-datum shapes {shapes}, "
+                "not a scalar: is the batch wider than the data log_joint was written for?"
+            )
 
     def check_conjugacy(self, batch, num_checked: int = 8) -> None:
         """Raises ValueError naming the variable unless ``log_joint``, on the first
