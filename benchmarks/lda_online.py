@@ -85,13 +85,10 @@ def run_vijax(train, obs, held, k, alpha, eta, s, batches, local, parallel=True,
         local=local,
         schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA),
     )
-    # one device: jit_step (cacheable checks); data_parallel: jax.jit, as the runner does (checkify
-    # under shard_map made the two-device step 40% slower)
-    jit = jax.jit if parallel else jit_step
-    return vijax_runner(alg, model, train, obs, held, batches, seed, one_length=local != "gibbs", jit=jit)
+    return vijax_runner(alg, model, train, obs, held, batches, seed, one_length=local != "gibbs")
 
 
-def vijax_runner(alg, model, train, obs, held, batches, seed=0, one_length=True, jit=jit_step):
+def vijax_runner(alg, model, train, obs, held, batches, seed=0, one_length=True):
     """A ``_Runner`` for any vijax LDA algorithm: the step is jitted returning the new state alone,
     compiled by ``vijax.inference.jit_step`` (its batch checks without host callbacks, so that JAX's
     persistent cache can store it), and every minibatch shape is compiled up front (timed apart, ``compile_s``: the first calls of
@@ -102,7 +99,7 @@ def vijax_runner(alg, model, train, obs, held, batches, seed=0, one_length=True,
     cost follows the padded length) each minibatch has its own bucketed length.
     ``setup_s`` is the initial state's."""
     # jit_step: the value checks without host callbacks, so that the persistent cache (--compile-cache) can store it
-    step = jit(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
+    step = jit_step(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
     length = bucket_length(int(train.doc_unique_words.max())) if one_length else None
 
     def batch_of(idx):

@@ -40,14 +40,12 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import checkify
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 from tqdm.auto import tqdm
 
-from vijax._validate import functional_value_checks, raise_check_error
 from vijax.data import PrefetchHostBatches
-from vijax.inference import VIAlgorithm, value_checks
+from vijax.inference import VIAlgorithm, jit_step, value_checks
 from . import _cache, _checkpoint
 from ._run_config import _SETTINGS, RunConfig, check_run_setting  # noqa: F401  (re-exported)
 from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
@@ -76,50 +74,18 @@ class RunResult(NamedTuple):
     wall_time: float
 
 
-class _Chunk:
-    """The jitted chunk with the batch function's captured arrays bound as its first argument:
-    ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``. With a ``checked``
-    (checkified) version, a call raises the first failed value check of its steps' batches as a
-    ValueError; where checkify cannot transform the steps (seen: a multi-process data-parallel
-    step, whose error state comes back per device) or the steps run under ``shard_map``, the
-    ``plain`` version is used, whose checks are host callbacks (and whose program JAX's persistent
-    cache does not store)."""
+class _Chunk(NamedTuple):
+    """The compiled chunk with the batch function's captured arrays bound as its first argument:
+    ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``."""
 
-    def __init__(self, plain: Callable, checked: Optional[Callable], consts: tuple):
-        self.plain, self.checked, self.consts = plain, checked, consts
-        self._decided = checked is None
-
-    def _decide(self, *args):
-        """Keeps the checked version unless checkify cannot transform the steps, or they run under
-        ``shard_map`` (``data_parallel``): checkify passes its error state in and out of every
-        ``shard_map`` call, which made the two-device LDA SVI step 40% slower (7,100 against
-        12,400 documents/s, K = 50, S = 256)."""
-        if self._decided:
-            return None
-        self._decided = True
-        try:
-            lowered = self.checked.lower(self.consts, *args)
-        except (TypeError, NotImplementedError):
-            self.checked = None
-            return None
-        if "manual_computation" in lowered.as_text():  # a shard_map in the program
-            self.checked = None
-            return None
-        return lowered
-
-    def lower(self, *args):
-        lowered = self._decide(*args)
-        if lowered is not None:
-            return lowered
-        return (self.checked or self.plain).lower(self.consts, *args)
+    fn: Callable
+    consts: tuple
 
     def __call__(self, *args):
-        self._decide(*args)
-        if self.checked is not None:
-            error, out = self.checked(self.consts, *args)
-            raise_check_error(error)
-            return out
-        return self.plain(self.consts, *args)
+        return self.fn(self.consts, *args)
+
+    def lower(self, *args):
+        return self.fn.lower(self.consts, *args)
 
 
 def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
@@ -152,10 +118,6 @@ def _make_chunk_fn(
     and a second run would compile again."""
     batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
 
-    def functional_chunk(consts, state, step_base, t0, t_end, host):
-        with functional_value_checks():  # read while the steps are traced
-            return chunk(consts, state, step_base, t0, t_end, host)
-
     def chunk(consts, state, step_base, t0, t_end, host):
         ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
 
@@ -170,12 +132,7 @@ def _make_chunk_fn(
 
         return jax.lax.scan(body, state, (ts, host))
 
-    checked_chunk = None
-    if checked:
-        checked_chunk = checkify.checkify(functional_chunk, errors=checkify.user_checks)
-        checked_chunk.__name__ = "chunk"  # the program's name (and its persistent cache entry's)
-        checked_chunk = jax.jit(checked_chunk)
-    return _Chunk(jax.jit(chunk), checked_chunk, consts)
+    return _Chunk(jit_step(chunk) if checked else jax.jit(chunk), consts)
 
 
 def _as_strong_arrays(tree: PyTree) -> PyTree:
