@@ -35,7 +35,7 @@ import numpy as np
 
 from vijax.data import Minibatcher, bucket_length, sample_lda_corpus
 from vijax.models import LDA
-from vijax.solvers import tile_shape
+from vijax.solvers import by_length_tiles, tile_shape
 
 
 def _best(fn, *args, reps: int = 7) -> float:
@@ -48,16 +48,20 @@ def _best(fn, *args, reps: int = 7) -> float:
     return best
 
 
-def _num_tiles(lengths: np.ndarray, r: int, w: int, m: int) -> int:
-    """Tiles ``by_length_tiles`` packs: rows sorted by length, each tile taking whole rows while
-    their chunks fit in r and it holds fewer than m."""
-    chunks = [int(-(-n // w)) for n in sorted(lengths) if n > 0]
-    tiles, used, rows = 0, r + 1, m
-    for c in chunks:
-        if used + c > r or rows >= m:
-            tiles, used, rows = tiles + 1, 0, 0
-        used, rows = used + c, rows + 1
-    return tiles
+def _num_tiles(batch, k: int, slots: int, width: int) -> int:
+    """The tiles ``vijax.solvers.by_length_tiles`` packs the batch into, counted by running it with a
+    tile function that only counts."""
+    n = jnp.asarray(batch.counts)
+    _, count = by_length_tiles(
+        jnp.asarray(batch.word_ids),
+        n,
+        k,
+        lambda tile, c: (jnp.zeros((tile.member.shape[0], k), n.dtype), c + 1),
+        0,
+        slots,
+        width,
+    )
+    return int(count)
 
 
 def estep_seconds(k, v, batch, log_beta, *, accelerate, tol, max_iters) -> float:
@@ -101,7 +105,7 @@ def main(argv=None) -> dict:
     lengths = np.asarray(corpus.doc_unique_words)[np.asarray(Minibatcher(corpus, s, 0).step_indices(0))]
     unique = int(lengths.sum())
     r, w, m = tile_shape(bucket_length(int(corpus.doc_unique_words.max())), 512, 32)
-    tiles = _num_tiles(lengths, r, w, m)
+    tiles = _num_tiles(batch, k, 512, 32)
     log_beta = jnp.log(jax.random.dirichlet(jax.random.PRNGKey(1), jnp.full((v,), 0.1), (k,))).astype(dtype)
     load0 = os.getloadavg()
 
