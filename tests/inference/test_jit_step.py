@@ -55,3 +55,25 @@ def test_a_data_parallel_step_keeps_the_callback_checks():
     a, b = step(state, batch, jax.random.PRNGKey(1))[0], jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))[0]
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+def test_a_vmapped_step_with_a_while_loop_falls_back_to_jax_jit():
+    """checkify cannot transform a batched while_loop (a vmapped step whose loop stops per member,
+    e.g. LDA restarts in lock step): jit_step runs jax.jit's program, with the same results."""
+    from jax import lax
+
+    def count_up(x):
+        return lax.while_loop(lambda c: c < x, lambda c: c + 1.0, 0.0)
+
+    step = jit_step(jax.vmap(count_up))
+    np.testing.assert_array_equal(np.asarray(step(jnp.array([0.5, 2.0, 3.5]))), [1.0, 2.0, 4.0])
+
+
+def test_an_error_of_the_step_itself_is_raised():
+    """The fallback does not swallow the step's own errors: jax.jit's tracing raises them."""
+
+    def bad(x):
+        raise ValueError("bad step argument x")
+
+    with pytest.raises(ValueError, match="bad step argument x"):
+        jit_step(bad)(jnp.ones(2))

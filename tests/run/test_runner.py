@@ -483,3 +483,22 @@ def test_arrays_the_batch_function_captures_are_arguments_of_the_compiled_chunk(
         assert (n,) in [c.shape for c in chunk.consts]  # big (and MU) are arguments
         sizes.append(len(chunk.lower(state, key, np.int32(0), np.int32(4), None).as_text()))
     assert sizes[1] < sizes[0] + 2_000, sizes  # 100,000 float32 constants would be > 400 kB of text
+
+
+def test_restarts_of_a_step_with_data_dependent_loops_run():
+    """Restarts in lock step (vmap) of LDA's mean-field SVI step: its E-step's while loops become
+    batched, which checkify cannot transform ("checkify-of-vmap-of-while", as in the lda_ssvi
+    experiment); the runner's chunk falls back to the host-callback checks, runs, and a bad batch
+    still raises the step's ValueError."""
+    from vijax.data import BowBatch
+    from vijax.inference import restarts, svi
+    from vijax.models import LDA
+
+    alg = restarts(svi(LDA(3, 20, max_iters=10), num_data=40), 2)
+    ids = jnp.arange(4 * 6, dtype=jnp.int32).reshape(4, 6) % 20
+    batch = BowBatch(ids, jnp.ones((4, 6), jnp.float32))
+    result = run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: batch, num_steps=4, chunk_size=2, progress=False)
+    assert result.trace["elbo"].shape == (4, 2) and np.all(np.isfinite(result.trace["elbo"]))
+    bad = BowBatch(ids.at[1, 2].set(25), batch.counts)
+    with pytest.raises(ValueError, match="out of range"):
+        run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: bad, num_steps=2, chunk_size=2, progress=False)
