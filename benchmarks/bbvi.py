@@ -68,6 +68,7 @@ from scipy import special
 
 from vijax import expfam
 from vijax.inference import bbvi, ngvi
+from vijax.run import fast_cpu_compile
 
 GH_NODES, GH_WEIGHTS = np.polynomial.hermite.hermgauss(64)
 
@@ -630,6 +631,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "bbvi.json"))
     p.add_argument("--md", default=os.path.join(os.path.dirname(__file__), "results", "bbvi.md"))
     args = p.parse_args(argv)
+    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
     if args.quick:
         args.n, args.d, args.steps, args.ngvi_steps, args.rounds, args.pg_steps = 2000, 20, 400, 20, 3, 300
     if jax.config.jax_enable_x64:

@@ -24,6 +24,7 @@ import numpy as np
 from vijax.data import BowBatch
 from vijax.inference import cavi, svi, value_checks
 from vijax.models import LDA, DiagonalGMM
+from vijax.run import fast_cpu_compile
 
 
 def _compiled(alg, state, batch, checks: bool):
@@ -69,6 +70,7 @@ def main(argv=None) -> dict:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "check_overhead.json"))
     a = p.parse_args(argv)
+    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
     rng = np.random.default_rng(0)
     s, length, k, v = 64, 128, 20, 5000
     ids = jnp.asarray(np.sort(rng.choice(v, (s, length)), 1), jnp.int32)

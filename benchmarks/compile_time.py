@@ -12,9 +12,12 @@ the steadier figure on a loaded machine), the lowered StableHLO text in kB, the 
 programs the run compiles (1 with a ``batch_fn``; with host batches, the distinct stacked shapes
 over the run's chunks, counted for at most a few seconds: ">= n" when cut short), the load average
 before and after, and whether the compile meets the 2 s budget. A config whose data is absent
-here is reported as skipped.
+here is reported as skipped. Each process starts as ``vijax run`` does, with XLA's fast CPU compile
+settings (``vijax.run.fast_cpu_compile``); ``--compare-flags`` also measures every config with XLA's
+defaults, each in its own process (the "fast flags" column).
 
-    python benchmarks/compile_time.py                      # every config -> results/compile_time.json
+    python benchmarks/compile_time.py --compare-flags      # every config -> results/compile_time.json
+    python benchmarks/compile_time.py                      # every config, the fast settings only
     python benchmarks/compile_time.py configs/gmm_em.yaml  # some (no JSON written unless --out)
     python benchmarks/compile_time.py --summary benchmarks/results/compile_time.json  # per config
 """
@@ -85,13 +88,13 @@ def _measure(alg, key, rc, batch_fn, host_batches, init_state) -> dict:
     }
 
 
-def _child(path: str) -> None:
+def _child(path: str, fast: bool) -> None:
     """Measures one config; prints one JSON row per run (the experiment's, then each baseline's)."""
     import vijax.run as vr
 
     vr.import_builtin_experiments()
     config = vr.load_config(path)
-    rc = vr.RunConfig(**config["run"]).replace(compile_cache=False, progress=False)
+    rc = vr.RunConfig(**config["run"]).replace(compile_cache=False, progress=False, fast_cpu_compile=fast)
     rc.apply_process_settings()  # x64 before any array; the persistent cache off: a cold start
     name = pathlib.Path(path).stem
     try:
@@ -108,22 +111,31 @@ def _child(path: str) -> None:
         seed = config["seed"] if b.seed is None else b.seed
         runs.append((b.name, b.algorithm, rc.replace(**b.settings), seed, b.batch_fn, b.host_batches, b.init_state))
     for label, alg, brc, seed, batch_fn, host_batches, init_state in runs:
-        row = {"config": name, "run": label}
+        row = {"config": name, "run": label, "fast_cpu_compile": fast}
         row |= _measure(alg, jax.random.PRNGKey(seed), brc, batch_fn, host_batches, init_state)
         print(json.dumps(row), flush=True)
 
 
+def _last_error(stderr: str) -> str:
+    """The exception line of a child's traceback (the last line naming an error), not JAX's
+    closing note about filtered frames."""
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    named = [ln for ln in lines if "Error" in ln.split(":", 1)[0]]
+    return (named[-1] if named else lines[-1] if lines else "failed")[:200]
+
+
 def _table(rows: list) -> str:
     lines = [
-        "| config | run | lower s | compile s (CPU s) | kB | programs | <= 2 s | load before/after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| config | run | fast flags | lower s | compile s (CPU s) | kB | programs | <= 2 s | load before/after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
+        flags = "yes" if r.get("fast_cpu_compile", False) else "no"
         if "skipped" in r or "error" in r:
-            lines.append(f"| {r['config']} | {r['run']} | {r.get('skipped') or r.get('error')} | | | | | |")
+            lines.append(f"| {r['config']} | {r['run']} | {flags} | {r.get('skipped') or r.get('error')} | | | | | |")
             continue
         lines.append(
-            f"| {r['config']} | {r['run']} | {r['lower_s']:.2f} | {r['compile_s']:.2f} ({r['compile_cpu_s']:.2f}) | "
+            f"| {r['config']} | {r['run']} | {flags} | {r['lower_s']:.2f} | {r['compile_s']:.2f} ({r['compile_cpu_s']:.2f}) | "
             f"{r['kb']:.0f} | {r['programs']} | {'yes' if r['within_budget'] else '**no**'} | "
             f"{r['load_before']:.1f} / {r['load_after']:.1f} |"
         )
@@ -133,19 +145,21 @@ def _table(rows: list) -> str:
 def summary(rows: list) -> str:
     """One line per config (the largest figures over its runs; the runs over budget named)."""
     lines = [
-        "| config | runs | lower s | compile s (CPU s) | kB | within 2 s | over budget |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| config | fast flags | runs | lower s | compile s (CPU s) | kB | within 2 s | over budget |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for name in dict.fromkeys(r["config"] for r in rows):
-        rs = [r for r in rows if r["config"] == name and "compile_s" in r]
+    for name, fast in dict.fromkeys((r["config"], r.get("fast_cpu_compile", False)) for r in rows):
+        mine = [r for r in rows if r["config"] == name and r.get("fast_cpu_compile", False) == fast]
+        rs = [r for r in mine if "compile_s" in r]
+        flags = "yes" if fast else "no"
         if not rs:
-            why = next((r.get("skipped") or r.get("error") for r in rows if r["config"] == name), "")
-            lines.append(f"| {name} | skipped: {why} | | | | | |")
+            why = next((r.get("skipped") or r.get("error") for r in mine), "")
+            lines.append(f"| {name} | {flags} | skipped: {why} | | | | | |")
             continue
         slow = max(rs, key=lambda r: r["compile_s"])
         over = [f"{r['run']} {r['compile_s']:.1f} s" for r in rs if not r["within_budget"]]
         lines.append(
-            f"| {name} | {len(rs)} | {max(r['lower_s'] for r in rs):.2f} | {slow['compile_s']:.2f} "
+            f"| {name} | {flags} | {len(rs)} | {max(r['lower_s'] for r in rs):.2f} | {slow['compile_s']:.2f} "
             f"({slow['compile_cpu_s']:.2f}) | {max(r['kb'] for r in rs):,.0f} | "
             f"{sum(r['within_budget'] for r in rs)} of {len(rs)} | "
             f"{', '.join(over[:3]) + (f' (+{len(over) - 3})' if len(over) > 3 else '') or '-'} |"
@@ -162,22 +176,30 @@ def main(argv=None) -> None:
         help="the JSON to write (default with no configs named: benchmarks/results/compile_time.json)",
     )
     parser.add_argument("--summary", default=None, metavar="JSON", help="print a results JSON's per-config table")
+    parser.add_argument(
+        "--compare-flags",
+        action="store_true",
+        help="measure every config twice, in separate processes: with XLA's default CPU compile settings "
+        "and with vijax.run.fast_cpu_compile's (as vijax run starts; the default is those alone)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-default-flags", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.summary is not None:
         print(summary(json.loads(pathlib.Path(args.summary).read_text())["rows"]))
         return
     if args.child is not None:
-        _child(args.child)
+        _child(args.child, fast=not args.child_default_flags)
         return
     paths = args.configs or sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*.yaml"))
     out = args.out or (None if args.configs else str(ROOT / "benchmarks" / "results" / "compile_time.json"))
     rows, start = [], time.perf_counter()
-    for path in paths:
+    settings = [["--child-default-flags"], []] if args.compare_flags else [[]]
+    for path, flags in ((p, f) for p in paths for f in settings):
         name = pathlib.Path(path).stem
         try:
             proc = subprocess.run(
-                [sys.executable, __file__, "--child", path],
+                [sys.executable, __file__, "--child", path, *flags],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
@@ -186,9 +208,11 @@ def main(argv=None) -> None:
             )  # this checkout's vijax, not an installed one
             got = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
             if proc.returncode != 0:
-                got.append({"config": name, "run": "?", "error": proc.stderr.strip().splitlines()[-1][:200]})
+                got.append(
+                    {"config": name, "run": "?", "fast_cpu_compile": not flags, "error": _last_error(proc.stderr)}
+                )
         except subprocess.TimeoutExpired:
-            got = [{"config": name, "run": "?", "error": f"over {CHILD_TIMEOUT_S} s"}]
+            got = [{"config": name, "run": "?", "fast_cpu_compile": not flags, "error": f"over {CHILD_TIMEOUT_S} s"}]
         for r in got:
             print(_table([r]).splitlines()[-1], flush=True)
         rows += got
@@ -202,14 +226,21 @@ def main(argv=None) -> None:
         "jax": jax.__version__,
         "budget_s": BUDGET_S,
         "total_s": round(time.perf_counter() - start, 1),
-        "over_budget": [f"{r['config']}/{r['run']}" for r in measured if not r["within_budget"]],
+        "over_budget": [
+            f"{r['config']}/{r['run']}" + ("" if r.get("fast_cpu_compile") else " (default flags)")
+            for r in measured
+            if not r["within_budget"]
+        ],
         "rows": rows,
     }
     print(_table(rows))
-    print(
-        f"{len(measured) - len(result['over_budget'])} of {len(measured)} within {BUDGET_S} s; "
-        f"{result['total_s']} s in all"
-    )
+    for fast in dict.fromkeys(r.get("fast_cpu_compile", False) for r in measured):
+        mine = [r for r in measured if r.get("fast_cpu_compile", False) == fast]
+        print(
+            f"{'fast' if fast else 'default'} XLA CPU flags: {sum(r['within_budget'] for r in mine)} of {len(mine)} "
+            f"within {BUDGET_S} s"
+        )
+    print(f"{result['total_s']} s in all")
     if out:
         pathlib.Path(out).write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {out}")

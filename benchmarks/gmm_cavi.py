@@ -36,6 +36,7 @@ from vijax.data import sample_gmm  # noqa: E402
 from vijax.inference import CAVIState, cavi  # noqa: E402
 from vijax.models import DiagonalGMM, conjugate_elbo  # noqa: E402
 from vijax.testing import matched_sklearn_bgmm, sklearn_to_q  # noqa: E402
+from vijax.run import fast_cpu_compile  # noqa: E402
 
 
 def _elbo_fn(model, x):
@@ -131,6 +132,7 @@ def main(argv=None):
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "gmm_cavi.json"))
     args = p.parse_args(argv)
+    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
     rows = []
     hdr = (
         f"{'N':>9} {'D':>3} | {'method':>12} | {'compile s':>9} | {'steady ms/iter':>14} | {'iters':>5} | "

@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 from vijax.data import sample_gmm  # noqa: E402
 from vijax.inference import EMState, em  # noqa: E402
 from vijax.models import GaussianMixtureEM  # noqa: E402
+from vijax.run import fast_cpu_compile  # noqa: E402
 
 
 def run_vijax(covariance_type, start, x, iters, dtype, block_size):
@@ -159,6 +160,7 @@ def main(argv=None):
     p.add_argument("--small", action="store_true", help="N = 2e4 (a quick look)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
     if args.small:
         args.num_points = 20_000
     if args.f64 and "vijax_f64" not in args.peers:

@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 from vijax.data import sample_hmm  # noqa: E402
 from vijax.inference import EMState, em  # noqa: E402
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams  # noqa: E402
+from vijax.run import fast_cpu_compile  # noqa: E402
 
 
 def random_params(rng, kind, k, v, d, sticky):
@@ -253,6 +254,7 @@ def main(argv=None):
     p.add_argument("--peers", nargs="+", default=["vijax", "vijax_f32", "hmmlearn", "dynamax"])
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "hmm.json"))
     args = p.parse_args(argv)
+    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
     rows = [r for kind in args.kinds for r in bench(kind, args)]
     print(
         f"\n| emissions | library | compile s | ms / iteration (median, min) | x hmmlearn | wall s ({args.iters} it.) "

@@ -58,7 +58,7 @@ from vijax.expfam import Dirichlet
 from vijax.inference import data_parallel, jit_step, schedules, svi
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA
-from vijax.run import enable_compile_cache
+from vijax.run import enable_compile_cache, fast_cpu_compile
 
 KAPPA, TAU, MAX_ITERS, TOL = 0.7, 64.0, 100, 1e-3
 SLOW = ("vijax-cvb0", "vijax-gibbs")  # run for the first --slow-seeds seeds only
@@ -352,7 +352,7 @@ import json, os, resource, time, jax
 from vijax.data import Corpus, Minibatcher
 from vijax.inference import data_parallel, schedules, svi
 from vijax.models import LDA
-from vijax.run import enable_compile_cache
+from vijax.run import enable_compile_cache, fast_cpu_compile
 from vijax.run import run
 corpus = Corpus.load_npz({path!r}, mmap=True)  # validation reads the file once, in blocks
 model = LDA(50, 5000, alpha=0.1, eta=0.02)
@@ -419,10 +419,17 @@ def main(argv=None):
         "run, or the seeds after the first, load vijax's compiled steps instead of compiling them. "
         "Default: off, every vijax compile_s is a cold compile",
     )
+    p.add_argument(
+        "--no-fast-cpu-compile",
+        action="store_true",
+        help="XLA's default CPU compile settings instead of vijax.run.fast_cpu_compile's (as vijax run starts)",
+    )
     p.add_argument("--stream-docs", type=int, default=0)
     p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
     args = p.parse_args(argv)
+    if not args.no_fast_cpu_compile:
+        fast_cpu_compile()  # before anything runs on the backend, as vijax run does
     jax.config.update("jax_num_cpu_devices", args.devices)  # before anything runs on the backend
     enable_compile_cache(args.compile_cache if args.compile_cache is not None else False)
     warnings.simplefilter("ignore")
@@ -521,6 +528,7 @@ def main(argv=None):
         "cpus": os.cpu_count(),
         "jax_devices": len(jax.devices()),
         "jax": jax.__version__,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "schedule": args.schedule,
         "seeds": args.seeds,
         "slow_seeds": args.slow_seeds,

@@ -62,6 +62,7 @@ def test_defaults_filled():
         "x64": False,
         "cpu_devices": None,
         "compile_cache": True,
+        "fast_cpu_compile": True,
         "prefetch": 2,
         "check_values": True,
     }

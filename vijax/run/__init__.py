@@ -10,7 +10,8 @@ folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
 resolved config's experiment as the command does, and ``lower_run`` gives the chunk program a run
 compiles, lowered (for compile-time and program-size measurements). ``run_health`` reads a trace's
 non-finite ELBOs and rejected steps; a resume that cannot be trusted raises ``CheckpointError``
-(``CorruptCheckpointError``, ``ConfigChangedError``). ``enable_compile_cache`` turns on JAX's
+(``CorruptCheckpointError``, ``ConfigChangedError``). ``fast_cpu_compile`` starts the process
+with XLA's faster CPU compile settings (``vijax run`` does). ``enable_compile_cache`` turns on JAX's
 persistent compilation cache (``run`` and the command do by default; ``compile_cache_dir`` says
 where). The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
@@ -33,6 +34,7 @@ from ._checkpoint import CheckpointError, ConfigChangedError, CorruptCheckpointE
 from ._health import RunHealth, run_health
 from ._lower import lower_run
 from ._runner import RunConfig, RunResult, run
+from ._xla_flags import fast_cpu_compile
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
@@ -53,6 +55,7 @@ __all__ = [
     "configured_algorithm",
     "default_config",
     "enable_compile_cache",
+    "fast_cpu_compile",
     "eval_steps",
     "import_builtin_experiments",
     "load_config",

@@ -9,7 +9,7 @@ from typing import Mapping, Optional, Union
 import jax
 import numpy as np
 
-from . import _cache
+from . import _cache, _xla_flags
 
 
 # ----------------------------------------------------------------------------- settings
@@ -29,6 +29,7 @@ _SETTINGS = {
     "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
     # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
     "compile_cache": (True, (bool, str), False, None),
+    "fast_cpu_compile": (True, (bool,), False, None),  # XLA's fast CPU compile flags (vijax/run/_xla_flags.py)
     "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
     "check_values": (True, (bool,), False, None),  # value checks of every step's batch (docs/design.md)
 }
@@ -88,6 +89,9 @@ class RunConfig:
         program does not compile again: True (the default folder: ``$VIJAX_COMPILE_CACHE``, else
         ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off) or a folder. A
         process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
+      fast_cpu_compile: start the process with XLA's fast CPU compile settings
+        (``vijax.run.fast_cpu_compile``: about half the compile time, steps at least as fast). A
+        process setting: it takes effect only before JAX's first computation (``vijax run``).
       prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
         ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
         (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
@@ -107,6 +111,7 @@ class RunConfig:
     x64: bool = _SETTINGS["x64"][0]
     cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
     compile_cache: Union[bool, str] = _SETTINGS["compile_cache"][0]
+    fast_cpu_compile: bool = _SETTINGS["fast_cpu_compile"][0]
     prefetch: int = _SETTINGS["prefetch"][0]
     check_values: bool = _SETTINGS["check_values"][0]
 
@@ -137,9 +142,12 @@ class RunConfig:
         return dataclasses.replace(self, **settings)
 
     def apply_process_settings(self) -> None:
-        """Applies ``x64``, ``cpu_devices`` and ``compile_cache`` to this process. The first two
-        must happen before JAX makes arrays (``cpu_devices`` before it starts its backends);
-        ValueError naming the setting when that is too late."""
+        """Applies ``x64``, ``cpu_devices``, ``fast_cpu_compile`` and ``compile_cache`` to this
+        process. The first three must happen before JAX makes arrays (``cpu_devices`` before it
+        starts its backends); ValueError naming ``x64`` or ``cpu_devices`` when that is too late
+        (``fast_cpu_compile`` then changes nothing: it only makes compilation faster)."""
+        if self.fast_cpu_compile:
+            _xla_flags.fast_cpu_compile()
         if self.x64:
             jax.config.update("jax_enable_x64", True)
         if self.cpu_devices is not None:
