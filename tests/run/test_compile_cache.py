@@ -128,3 +128,20 @@ def test_a_checked_step_s_chunk_is_cached(tmp_path, restore_cache_dir):
         assert any(name.startswith("jit_chunk") for name in os.listdir(folder))
     finally:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def test_small_programs_are_cached_too_unless_the_user_chose_a_threshold(tmp_path, restore_cache_dir):
+    """JAX writes only programs that took at least 1 s to compile by default; vijax lowers that to
+    MIN_COMPILE_TIME_S (an LDA init's Gamma draws compile in 0.6-1 s) but keeps a user's own value."""
+    from vijax.run._cache import MIN_COMPILE_TIME_S
+
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    try:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)  # JAX's default
+        enable_compile_cache(str(tmp_path / "a"))
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == MIN_COMPILE_TIME_S < 1.0
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 3.0)  # the user's
+        enable_compile_cache(str(tmp_path / "b"))
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 3.0
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
