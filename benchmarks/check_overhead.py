@@ -1,10 +1,13 @@
 """The cost of the value checks of a step's batch (docs/design.md, "Checked steps").
 
-Times the jitted step with value checks on and off (``vijax.inference.value_checks``; the
-switch is read at trace time, so each setting is its own compiled step), in alternating rounds
-(the fastest of a few calls each) so that load on a shared machine falls on both alike, and
-reports the median over rounds of the ratio on / off - 1, with its interquartile range. Two steps: LDA SVI on a minibatch of S documents (K topics, V words,
-L distinct words per document) and diagonal-GMM CAVI on N points.
+Three programs of each step: value checks off (``vijax.inference.value_checks(False)``; the
+switch is read at trace time), the checks as host callbacks (``jax.jit`` of the checked step), and
+the checks as checkify checks (``vijax.inference.jit_step``, as the runner compiles its chunk).
+Each is lowered and compiled once, timed (wall seconds, the persistent cache off: cold), then the
+three are timed in rounds (the fastest of a few calls each, the order rotating) so that load on a
+shared machine falls on all alike; reported: the median over rounds of the ratio to the unchecked
+step - 1, with its interquartile range, and the compile seconds. Two steps: LDA SVI on a minibatch
+of S documents (K topics, V words, L distinct words per document) and diagonal-GMM CAVI on N points.
 
     python benchmarks/check_overhead.py            # writes benchmarks/results/check_overhead.json
 """
@@ -22,14 +25,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import BowBatch
-from vijax.inference import cavi, svi, value_checks
+from vijax.inference import cavi, jit_step, svi, value_checks
 from vijax.models import LDA, DiagonalGMM
-from vijax.run import fast_cpu_compile
+from vijax.run import enable_compile_cache, fast_cpu_compile
 
 
-def _compiled(alg, state, batch, checks: bool):
-    with value_checks(checks):
-        return jax.jit(alg.step).lower(state, batch, jax.random.PRNGKey(1)).compile()
+def _compiled(alg, state, batch, how: str):
+    """The step's compiled program ("off", "callback" or "checkify") and its lower + compile seconds."""
+    args = (state, batch, jax.random.PRNGKey(1))
+
+    def step(*a):  # a function of its own per program: jit caches traces by function, and the
+        return alg.step(*a)  # value-checks switch is read at trace time
+
+    t = time.perf_counter()
+    with value_checks(how != "off"):
+        lowered = (jit_step(step) if how == "checkify" else jax.jit(step)).lower(*args)
+    compiled = lowered.compile()
+    return compiled, time.perf_counter() - t
 
 
 def _time(step, state, batch, reps: int) -> float:
@@ -43,25 +55,26 @@ def _time(step, state, batch, reps: int) -> float:
     return best
 
 
+WAYS = ("off", "callback", "checkify")
+
+
 def measure(alg, state, batch, rounds: int, reps: int) -> dict:
-    """Per round, the fastest of ``reps`` calls with checks on and off, back to back (the order
-    alternating); the overhead is the median over rounds of the ratio on / off - 1."""
-    on, off = _compiled(alg, state, batch, True), _compiled(alg, state, batch, False)
-    t_on, t_off = [], []
+    """Per round, the fastest of ``reps`` calls of each program, back to back (the order rotating);
+    the overhead of a way of checking is the median over rounds of its ratio to "off" - 1."""
+    compiled = {how: _compiled(alg, state, batch, how) for how in WAYS}
+    times = {how: [] for how in WAYS}
     for r in range(rounds):
-        if r % 2:
-            t_on.append(_time(on, state, batch, reps)), t_off.append(_time(off, state, batch, reps))
-        else:
-            t_off.append(_time(off, state, batch, reps)), t_on.append(_time(on, state, batch, reps))
-    ratios = np.asarray(t_on) / np.asarray(t_off) - 1.0
-    return {
-        "median_s_checks_on": float(np.median(t_on)),
-        "median_s_checks_off": float(np.median(t_off)),
-        "overhead": float(np.median(ratios)),
-        "overhead_iqr": [float(q) for q in np.percentile(ratios, [25, 75])],
-        "rounds": rounds,
-        "reps": reps,
-    }
+        for how in WAYS[r % 3 :] + WAYS[: r % 3]:
+            times[how].append(_time(compiled[how][0], state, batch, reps))
+    out = {"rounds": rounds, "reps": reps}
+    for how in WAYS:
+        out[f"median_s_{how}"] = float(np.median(times[how]))
+        out[f"compile_s_{how}"] = round(compiled[how][1], 3)
+        if how != "off":
+            ratios = np.asarray(times[how]) / np.asarray(times["off"]) - 1.0
+            out[f"overhead_{how}"] = float(np.median(ratios))
+            out[f"overhead_{how}_iqr"] = [float(q) for q in np.percentile(ratios, [25, 75])]
+    return out
 
 
 def main(argv=None) -> dict:
@@ -71,6 +84,7 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "check_overhead.json"))
     a = p.parse_args(argv)
     fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    enable_compile_cache(False)  # every compile cold
     rng = np.random.default_rng(0)
     s, length, k, v = 64, 128, 20, 5000
     ids = jnp.asarray(np.sort(rng.choice(v, (s, length)), 1), jnp.int32)
@@ -91,13 +105,20 @@ def main(argv=None) -> dict:
         measure(gmm, gmm.init(jax.random.PRNGKey(0), x), x, a.rounds, a.reps), points=20_000, dim=2, components=5
     )
     res["machine"] = f"{platform.machine()} {os.cpu_count()} cores, jax {jax.__version__}"
+    res["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+    print("| step | checks | step ms | overhead (IQR) | compile s |")
+    print("| --- | --- | ---: | --- | ---: |")
     for name, r in res.items():
-        if isinstance(r, dict):
-            print(
-                f"{name:9s} on {r['median_s_checks_on'] * 1e3:8.3f} ms  off {r['median_s_checks_off'] * 1e3:8.3f} ms  "
-                f"overhead {100 * r['overhead']:+.2f} % (IQR {100 * r['overhead_iqr'][0]:+.2f} .. "
-                f"{100 * r['overhead_iqr'][1]:+.2f} %)"
+        if not isinstance(r, dict):
+            continue
+        for how in WAYS:
+            over = (
+                "-"
+                if how == "off"
+                else f"{100 * r[f'overhead_{how}']:+.1f} % ({100 * r[f'overhead_{how}_iqr'][0]:+.1f} .. "
+                f"{100 * r[f'overhead_{how}_iqr'][1]:+.1f} %)"
             )
+            print(f"| {name} | {how} | {r[f'median_s_{how}'] * 1e3:.3f} | {over} | {r[f'compile_s_{how}']:.2f} |")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=2)

@@ -400,10 +400,20 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
     if not value_checks_enabled() or not checks:
         return
     flags = [jnp.any(c.bad) for c in checks]
-    firsts = [jnp.argmax(jnp.ravel(c.bad)) if c.values.size else jnp.zeros((), jnp.int32) for c in checks]
-    values = [
-        jnp.ravel(c.values)[f] if c.values.size else jnp.zeros((), c.values.dtype) for c, f in zip(checks, firsts)
-    ]
+
+    def locate(bads, vals):  # the first failure's flat position and value, per check
+        firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
+        return firsts, [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
+
+    bads, vals = [c.bad for c in checks], [jnp.asarray(c.values) for c in checks]
+    if any(is_tracer(a) for a in flags):
+        # traced: located only when a check fails (a pass over the batch saved at every good step)
+        nothing = ([jnp.zeros((), jnp.int32) for _ in checks], [jnp.zeros((), v.dtype) for v in vals])
+        firsts, values = jax.lax.cond(
+            jnp.any(jnp.stack(flags)), lambda b, v: locate(b, v), lambda b, v: nothing, bads, vals
+        )
+    else:
+        firsts, values = locate(bads, vals)
     shapes = [tuple(c.values.shape) for c in checks]
     where = "" if count is None else " (in step {})"
 
