@@ -74,18 +74,71 @@ class RunResult(NamedTuple):
     wall_time: float
 
 
-class _Chunk(NamedTuple):
-    """The compiled chunk with the batch function's captured arrays bound as its first argument:
-    ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``."""
+class _Rehoist(Exception):
+    """Raised while a chunk is traced when its step captures large arrays not yet its arguments."""
 
-    fn: Callable
-    consts: tuple
+    def __init__(self, arrays):
+        super().__init__("the step captures large arrays; tracing again with them as arguments")
+        self.arrays = arrays
+
+
+STEP_CONSTANT_MIN_SIZE = 100  # a step's captured arrays with at least this many elements become chunk arguments
+
+
+class _Chunk:
+    """The compiled chunk with the batch function's and the step's captured arrays bound as its
+    first arguments: ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``.
+
+    The step's large captured arrays (``STEP_CONSTANT_MIN_SIZE`` elements or more: a model's data,
+    GP classification's N x N kernel matrix and its Cholesky factor) are found when the chunk is
+    first traced: the step is traced to a jaxpr, and if it captures such arrays that are not yet
+    arguments, the tracing stops (``_Rehoist``) and starts again with them as arguments, once.
+    Without this they would be constants in the program, which then grows with the data (19 MB of
+    program text for GP classification on usps) and is copied into every program."""
+
+    def __init__(self, make_jit: Callable, consts: tuple):
+        self.make_jit, self.consts, self.step_consts, self.rehoisted = make_jit, consts, (), False
+        self.fn = make_jit(self.step_consts)
+
+    def _retrying(self, method: str, args):
+        while True:
+            try:
+                target = self.fn if method == "call" else self.fn.lower
+                return target(self.consts, self.step_consts, *args)
+            except _Rehoist as e:
+                if self.rehoisted:  # pragma: no cover - make_jit embeds what it cannot match the second time
+                    raise RuntimeError("vijax.run: the step's captured arrays changed between two traces") from e
+                self.step_consts, self.rehoisted = tuple(e.arrays), True
+                self.fn = self.make_jit(self.step_consts)
 
     def __call__(self, *args):
-        return self.fn(self.consts, *args)
+        return self._retrying("call", args)
 
     def lower(self, *args):
-        return self.fn.lower(self.consts, *args)
+        return self._retrying("lower", args)
+
+
+def _step_with_arguments(step_fn: Callable, hoisted: tuple, step_consts: tuple, rehoisted: bool) -> Callable:
+    """``step_fn`` traced to a jaxpr whose captured arrays that are in ``hoisted`` (by identity) are
+    replaced by ``step_consts`` (the chunk's arguments for them). A large captured array that is not
+    among them raises ``_Rehoist`` on the first attempt, and stays a constant after that."""
+
+    def step(state, batch, key):
+        # a function of its own at every trace: make_jaxpr caches traces by function, and the value
+        # checks trace differently under checkify and in jit_step's fallback
+        closed, out = jax.make_jaxpr(lambda *a: step_fn(*a), return_shape=True)(state, batch, key)
+        consts = list(closed.consts)
+        large = [c for c in consts if not isinstance(c, jax.core.Tracer) and np.size(c) >= STEP_CONSTANT_MIN_SIZE]
+        if not rehoisted and any(all(c is not h for h in hoisted) for c in large):
+            raise _Rehoist(large)
+        for i, c in enumerate(consts):
+            for h, arg in zip(hoisted, step_consts):
+                if c is h:
+                    consts[i] = arg
+        flat = jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, consts))(*jax.tree.leaves((state, batch, key)))
+        return jax.tree.unflatten(jax.tree.structure(out), flat)
+
+    return step
 
 
 def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
@@ -111,28 +164,33 @@ def _make_chunk_fn(
 
     ``host`` is None with a ``batch_fn``, or the chunk's stacked host batches (leading axis
     ``chunk_size``) that the scan walks through. The arrays ``batch_fn`` captures are arguments of
-    the compiled chunk, not constants in it (``_hoist_constants``). With ``checked`` (the run's
-    ``check_values``), the steps' value checks are traced as ``checkify`` checks
-    (``vijax._validate.functional_value_checks``) and the chunk is checkified, so that the compiled
-    program has no host callback: JAX's persistent compilation cache stores no program with one,
-    and a second run would compile again."""
+    the compiled chunk, not constants in it (``_hoist_constants``), and so are the step's large
+    captured arrays (``_Chunk``). With ``checked`` (the run's ``check_values``), the steps' value
+    checks are traced as ``checkify`` checks (``vijax._validate.functional_value_checks``) and the
+    chunk is checkified, so that the compiled program has no host callback: JAX's persistent
+    compilation cache stores no program with one, and a second run would compile again."""
     batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
 
-    def chunk(consts, state, step_base, t0, t_end, host):
-        ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
+    def make_jit(hoisted: tuple, rehoisted: bool = False):
+        def chunk(consts, step_consts, state, step_base, t0, t_end, host):
+            ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
+            step = _step_with_arguments(step_fn, hoisted, step_consts, rehoisted)
 
-        def body(state, xs):
-            t, host_batch = xs
-            batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))
-            batch = batch_of(consts, batch_key, t) if host_batch is None else host_batch
-            new_state, info = step_fn(state, batch, step_key)
-            active = t < t_end
-            state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
-            return state, info
+            def body(state, xs):
+                t, host_batch = xs
+                batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))
+                batch = batch_of(consts, batch_key, t) if host_batch is None else host_batch
+                new_state, info = step(state, batch, step_key)
+                active = t < t_end
+                state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
+                return state, info
 
-        return jax.lax.scan(body, state, (ts, host))
+            return jax.lax.scan(body, state, (ts, host))
 
-    return _Chunk(jit_step(chunk) if checked else jax.jit(chunk), consts)
+        return jit_step(chunk) if checked else jax.jit(chunk)
+
+    chunk = _Chunk(lambda hoisted: make_jit(hoisted, bool(hoisted)), consts)
+    return chunk
 
 
 def _as_strong_arrays(tree: PyTree) -> PyTree:
