@@ -406,12 +406,11 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
         return firsts, [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
 
     bads, vals = [c.bad for c in checks], [jnp.asarray(c.values) for c in checks]
-    if any(is_tracer(a) for a in flags):
+    any_bad = jnp.any(jnp.stack(flags))
+    if is_tracer(any_bad):
         # traced: located only when a check fails (a pass over the batch saved at every good step)
         nothing = ([jnp.zeros((), jnp.int32) for _ in checks], [jnp.zeros((), v.dtype) for v in vals])
-        firsts, values = jax.lax.cond(
-            jnp.any(jnp.stack(flags)), lambda b, v: locate(b, v), lambda b, v: nothing, bads, vals
-        )
+        firsts, values = jax.lax.cond(any_bad, lambda b, v: locate(b, v), lambda b, v: nothing, bads, vals)
     else:
         firsts, values = locate(bads, vals)
     shapes = [tuple(c.values.shape) for c in checks]
@@ -435,7 +434,6 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
         _functional_checks(checks, shapes, flags, firsts, values, count)
         return
     count_arg = jnp.zeros((), jnp.int32) if count is None else count
-    any_bad = jnp.any(jnp.stack(flags))
     jax.lax.cond(
         any_bad,
         lambda *a: jax.debug.callback(report, *a),

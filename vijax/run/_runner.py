@@ -44,6 +44,7 @@ from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 from tqdm.auto import tqdm
 
+from vijax._validate import is_tracer
 from vijax.data import PrefetchHostBatches
 from vijax.inference import VIAlgorithm, jit_step, value_checks
 from . import _cache, _checkpoint
@@ -97,39 +98,36 @@ class _Chunk:
     program text for GP classification on usps) and is copied into every program."""
 
     def __init__(self, make_jit: Callable, consts: tuple):
-        self.make_jit, self.consts, self.step_consts, self.rehoisted = make_jit, consts, (), False
+        self.make_jit, self.consts, self.step_consts = make_jit, consts, ()
         self.fn = make_jit(self.step_consts)
 
-    def _retrying(self, method: str, args):
-        while True:
-            try:
-                target = self.fn if method == "call" else self.fn.lower
-                return target(self.consts, self.step_consts, *args)
-            except _Rehoist as e:
-                if self.rehoisted:  # pragma: no cover - make_jit embeds what it cannot match the second time
-                    raise RuntimeError("vijax.run: the step's captured arrays changed between two traces") from e
-                self.step_consts, self.rehoisted = tuple(e.arrays), True
-                self.fn = self.make_jit(self.step_consts)
+    def _apply(self, lower: bool, args):
+        try:
+            return (self.fn.lower if lower else self.fn)(self.consts, self.step_consts, *args)
+        except _Rehoist as e:  # at most once: the new chunk embeds what it cannot match
+            self.step_consts = tuple(e.arrays)
+            self.fn = self.make_jit(self.step_consts)
+            return (self.fn.lower if lower else self.fn)(self.consts, self.step_consts, *args)
 
     def __call__(self, *args):
-        return self._retrying("call", args)
+        return self._apply(False, args)
 
     def lower(self, *args):
-        return self._retrying("lower", args)
+        return self._apply(True, args)
 
 
-def _step_with_arguments(step_fn: Callable, hoisted: tuple, step_consts: tuple, rehoisted: bool) -> Callable:
+def _step_with_arguments(step_fn: Callable, hoisted: tuple, step_consts: tuple) -> Callable:
     """``step_fn`` traced to a jaxpr whose captured arrays that are in ``hoisted`` (by identity) are
-    replaced by ``step_consts`` (the chunk's arguments for them). A large captured array that is not
-    among them raises ``_Rehoist`` on the first attempt, and stays a constant after that."""
+    replaced by ``step_consts`` (the chunk's arguments for them). With nothing hoisted yet, a large
+    captured array raises ``_Rehoist``; once some are, any other stays a constant."""
 
     def step(state, batch, key):
         # a function of its own at every trace: make_jaxpr caches traces by function, and the value
         # checks trace differently under checkify and in jit_step's fallback
         closed, out = jax.make_jaxpr(lambda *a: step_fn(*a), return_shape=True)(state, batch, key)
         consts = list(closed.consts)
-        large = [c for c in consts if not isinstance(c, jax.core.Tracer) and np.size(c) >= STEP_CONSTANT_MIN_SIZE]
-        if not rehoisted and any(all(c is not h for h in hoisted) for c in large):
+        large = [c for c in consts if not is_tracer(c) and np.size(c) >= STEP_CONSTANT_MIN_SIZE]
+        if large and not hoisted:
             raise _Rehoist(large)
         for i, c in enumerate(consts):
             for h, arg in zip(hoisted, step_consts):
@@ -171,10 +169,10 @@ def _make_chunk_fn(
     compilation cache stores no program with one, and a second run would compile again."""
     batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
 
-    def make_jit(hoisted: tuple, rehoisted: bool = False):
+    def make_jit(hoisted: tuple):
         def chunk(consts, step_consts, state, step_base, t0, t_end, host):
             ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
-            step = _step_with_arguments(step_fn, hoisted, step_consts, rehoisted)
+            step = _step_with_arguments(step_fn, hoisted, step_consts)
 
             def body(state, xs):
                 t, host_batch = xs
@@ -189,8 +187,7 @@ def _make_chunk_fn(
 
         return jit_step(chunk) if checked else jax.jit(chunk)
 
-    chunk = _Chunk(lambda hoisted: make_jit(hoisted, bool(hoisted)), consts)
-    return chunk
+    return _Chunk(make_jit, consts)
 
 
 def _as_strong_arrays(tree: PyTree) -> PyTree:
