@@ -90,7 +90,7 @@ class RunConfig:
         ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off) or a folder. A
         process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
       fast_cpu_compile: start the process with XLA's fast CPU compile settings
-        (``vijax.run.fast_cpu_compile``: about half the compile time, steps at least as fast). A
+        (``vijax.run.fast_cpu_compile``: about half the compile time). A
         process setting: it takes effect only before JAX's first computation (``vijax run``).
       prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
         ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host

@@ -1,8 +1,9 @@
 """XLA's CPU compiler settings that vijax's own processes start with: ``fast_cpu_compile``.
 
 On a CPU, XLA compiles each fused kernel of a program with LLVM, and most of a vijax step's
-compile time is there. Two of XLA's CPU settings halve it and leave the compiled steps at least as
-fast (measured on the shared 2-core x86_64 VM, ``benchmarks/compile_time.py --compare-flags`` and
+compile time is there. Two of XLA's CPU settings about halve it (every config's chunk:
+``benchmarks/compile_time.py --compare-flags``) and ran the LDA SVI step 11% faster
+(``benchmarks/xla_flags.py``, the one step timed with and without them; shared 2-core x86_64 VM,
 docs/design.md, "Compile time and program size"):
 
 - ``--xla_cpu_use_fusion_emitters=false``: the classic elemental kernel emitter instead of the
@@ -60,7 +61,7 @@ def _backends_started() -> bool:
 def fast_cpu_compile() -> bool:
     """Adds XLA's fast CPU compile settings (this module's docstring) to ``XLA_FLAGS``, for this
     process and the processes it starts, keeping any flag already there. About halves the compile
-    time of vijax's steps on a CPU; the steps run at least as fast.
+    time of vijax's steps on a CPU (the LDA SVI step, the one timed at steady state, ran 11% faster).
 
     Call it before the first JAX computation (``vijax run`` does, through
     ``RunConfig.apply_process_settings``); later it changes nothing, since XLA has read its flags.
