@@ -284,8 +284,8 @@ class LDA:
         g_kv ~ Gamma(100, rate 100) (mean 1, sd 0.1), i.e. nearly flat topics with small random
         differences that break the symmetry between topics. ``batch`` is not used. Drawn by
         ``vijax.expfam.sample_log_gamma`` (Marsaglia & Tsang's sampler on the whole array), whose
-        program compiles in 0.6 s against 1.0 s for ``jax.random.gamma``'s (K = 50, V = 5,000,
-        2-core CPU): part of every cold start."""
+        program compiled in 0.6 s against 1.0 s for ``jax.random.gamma``'s in one timing (K = 50,
+        V = 5,000, 2-core CPU): part of every cold start."""
         dt = float_dtype(self.dtype)
         shape = jnp.full((self.num_topics, self.vocab_size), 100.0, dt)
         g = jnp.exp(expfam.sample_log_gamma(key, shape)) / 100.0
