@@ -11,12 +11,15 @@ Per row: trace+lower seconds, XLA compile seconds (wall, and the compiling proce
 the steadier figure on a loaded machine), the lowered StableHLO text in kB, the number of chunk
 programs the run compiles (1 with a ``batch_fn``; with host batches, the distinct stacked shapes
 over the run's chunks, counted for at most a few seconds: ">= n" when cut short), the load average
-before and after, and whether the compile meets the 2 s budget. A config whose data is absent
+before and after, and whether the compile meets the 2 s budget. The budget is per step: with
+``--per-step``, a run whose program holds several steps (methods in lock step, vmapped restarts)
+is also measured with each step alone (rows "<method> alone", "1 restart"). A config whose data is absent
 here is reported as skipped. Each process starts as ``vijax run`` does, with XLA's fast CPU compile
 settings (``vijax.run.fast_cpu_compile``); ``--compare-flags`` also measures every config with XLA's
 defaults, each in its own process (the "fast flags" column).
 
     python benchmarks/compile_time.py --compare-flags      # every config -> results/compile_time.json
+    python benchmarks/compile_time.py --per-step configs/dp_bernoulli.yaml  # also each step alone
     python benchmarks/compile_time.py                      # every config, the fast settings only
     python benchmarks/compile_time.py configs/gmm_em.yaml  # some (no JSON written unless --out)
     python benchmarks/compile_time.py --summary benchmarks/results/compile_time.json  # per config
@@ -88,7 +91,7 @@ def _measure(alg, key, rc, batch_fn, host_batches, init_state) -> dict:
     }
 
 
-def _child(path: str, fast: bool) -> None:
+def _child(path: str, fast: bool, per_step: bool = False) -> None:
     """Measures one config; prints one JSON row per run (the experiment's, then each baseline's)."""
     import vijax.run as vr
 
@@ -114,6 +117,41 @@ def _child(path: str, fast: bool) -> None:
         row = {"config": name, "run": label, "fast_cpu_compile": fast}
         row |= _measure(alg, jax.random.PRNGKey(seed), brc, batch_fn, host_batches, init_state)
         print(json.dumps(row), flush=True)
+    if per_step:
+        for label, alone in _single_steps(config, exp, jax.random.PRNGKey(config["seed"])):
+            e = vr.build_experiment(alone)
+            row = {"config": name, "run": label, "fast_cpu_compile": fast, "single_step": True}
+            row |= _measure(
+                e.algorithm, jax.random.PRNGKey(config["seed"]), rc, e.batch_fn, e.host_batches, e.init_state
+            )
+            print(json.dumps(row), flush=True)
+
+
+def _single_steps(config: dict, exp, key) -> list:
+    """The configs of one step each, for a run whose program holds several: each method alone where
+    the run drives ``algorithm.methods`` in lock step (its state is a dict keyed by them, as
+    ``vijax.inference.lock_step``'s is), and one restart where it runs ``algorithm.restarts`` /
+    ``num_restarts`` > 1 in lock step (``vmap``)."""
+    import copy
+
+    import jax
+
+    acfg, out = config.get("algorithm", {}), []
+    methods = acfg.get("methods") or []
+    if len(methods) > 1:
+        init_key = jax.random.split(key)[0]
+        state = exp.algorithm.init(init_key) if exp.init_state is None else exp.init_state(init_key)
+        if isinstance(state, dict) and set(state) == set(methods):
+            for m in methods:
+                alone = copy.deepcopy(config)
+                alone["algorithm"]["methods"] = [m]
+                out.append((f"{m} alone", alone))
+    for k in ("restarts", "num_restarts"):
+        if isinstance(acfg.get(k), int) and acfg[k] > 1:
+            alone = copy.deepcopy(config)
+            alone["algorithm"][k] = 1
+            out.append(("1 restart", alone))
+    return out
 
 
 def _last_error(stderr: str) -> str:
@@ -145,24 +183,27 @@ def _table(rows: list) -> str:
 def summary(rows: list) -> str:
     """One line per config (the largest figures over its runs; the runs over budget named)."""
     lines = [
-        "| config | fast flags | runs | lower s | compile s (CPU s) | kB | within 2 s | over budget |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| config | fast flags | runs | lower s | compile s (CPU s) | kB | within 2 s | over budget | slowest step alone |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, fast in dict.fromkeys((r["config"], r.get("fast_cpu_compile", False)) for r in rows):
         mine = [r for r in rows if r["config"] == name and r.get("fast_cpu_compile", False) == fast]
-        rs = [r for r in mine if "compile_s" in r]
+        steps = [r for r in mine if "compile_s" in r and r.get("single_step")]
+        rs = [r for r in mine if "compile_s" in r and not r.get("single_step")]
         flags = "yes" if fast else "no"
         if not rs:
             why = next((r.get("skipped") or r.get("error") for r in mine), "")
-            lines.append(f"| {name} | {flags} | skipped: {why} | | | | | |")
+            lines.append(f"| {name} | {flags} | skipped: {why} | | | | | | |")
             continue
         slow = max(rs, key=lambda r: r["compile_s"])
+        top = max(steps, key=lambda r: r["compile_s"], default=None)
+        alone = "-" if top is None else f"{top['run']} {top['compile_s']:.1f} s"
         over = [f"{r['run']} {r['compile_s']:.1f} s" for r in rs if not r["within_budget"]]
         lines.append(
             f"| {name} | {flags} | {len(rs)} | {max(r['lower_s'] for r in rs):.2f} | {slow['compile_s']:.2f} "
             f"({slow['compile_cpu_s']:.2f}) | {max(r['kb'] for r in rs):,.0f} | "
             f"{sum(r['within_budget'] for r in rs)} of {len(rs)} | "
-            f"{', '.join(over[:3]) + (f' (+{len(over) - 3})' if len(over) > 3 else '') or '-'} |"
+            f"{', '.join(over[:3]) + (f' (+{len(over) - 3})' if len(over) > 3 else '') or '-'} | {alone} |"
         )
     return "\n".join(lines)
 
@@ -182,6 +223,12 @@ def main(argv=None) -> None:
         help="measure every config twice, in separate processes: with XLA's default CPU compile settings "
         "and with vijax.run.fast_cpu_compile's (as vijax run starts; the default is those alone)",
     )
+    parser.add_argument(
+        "--per-step",
+        action="store_true",
+        help="also measure, for a run whose program holds several steps (methods in lock step, vmapped "
+        "restarts), the program of each step alone (the 2 s budget is per step)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-default-flags", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -189,7 +236,7 @@ def main(argv=None) -> None:
         print(summary(json.loads(pathlib.Path(args.summary).read_text())["rows"]))
         return
     if args.child is not None:
-        _child(args.child, fast=not args.child_default_flags)
+        _child(args.child, fast=not args.child_default_flags, per_step=args.per_step)
         return
     paths = args.configs or sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*.yaml"))
     out = args.out or (None if args.configs else str(ROOT / "benchmarks" / "results" / "compile_time.json"))
@@ -199,7 +246,7 @@ def main(argv=None) -> None:
         name = pathlib.Path(path).stem
         try:
             proc = subprocess.run(
-                [sys.executable, __file__, "--child", path, *flags],
+                [sys.executable, __file__, "--child", path, *flags, *(["--per-step"] if args.per_step else [])],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
@@ -235,11 +282,15 @@ def main(argv=None) -> None:
     }
     print(_table(rows))
     for fast in dict.fromkeys(r.get("fast_cpu_compile", False) for r in measured):
-        mine = [r for r in measured if r.get("fast_cpu_compile", False) == fast]
-        print(
-            f"{'fast' if fast else 'default'} XLA CPU flags: {sum(r['within_budget'] for r in mine)} of {len(mine)} "
-            f"within {BUDGET_S} s"
-        )
+        for alone in (False, True):
+            mine = [
+                r for r in measured if r.get("fast_cpu_compile", False) == fast and r.get("single_step", False) == alone
+            ]
+            if mine:
+                print(
+                    f"{'fast' if fast else 'default'} XLA CPU flags: {sum(r['within_budget'] for r in mine)} of "
+                    f"{len(mine)} {'single steps (run alone)' if alone else 'run programs'} within {BUDGET_S} s"
+                )
     print(f"{result['total_s']} s in all")
     if out:
         pathlib.Path(out).write_text(json.dumps(result, indent=1) + "\n")

@@ -46,6 +46,10 @@ def test_implements_names_the_capabilities():
     assert expfam.implements(expfam.MultivariateNormal, "reparam_sample_and_stats")
     assert expfam.implements(expfam.NormalGamma, "reparam_sample_and_stats")
     assert not expfam.implements(expfam.NormalGamma, "mode_stats")
+    for cls in (Gamma, Beta, Dirichlet):  # drawn from Gamma variables: pooled in a pytree's draw
+        assert expfam.implements(cls, "from_log_gammas") and expfam.implements(cls, "log_gamma_shapes")
+    for cls in (Normal, expfam.MultivariateNormal, expfam.NormalGamma):
+        assert not expfam.implements(cls, "from_log_gammas")
     for cls in (expfam.Categorical, expfam.Poisson):
         assert not expfam.implements(cls, "reparam_sample_and_stats")
         assert not expfam.implements(cls, "mode_stats")

@@ -4,13 +4,15 @@ Every family offers the same pure methods (``log_normalizer``, ``mean_params``, 
 ``inv_fisher_vp``, ``sufficient_stats``, ``log_prob``, ``entropy``, ``kl``, ``sample``,
 ``is_valid``, ``to_tfp``) and, where it has them, the optional capabilities that algorithms ask
 for by name (``implements(family, name)``), each a Protocol a family satisfies by defining its
-methods: ``HasMode`` (``mode``, ``mode_stats``; MAP-EM) and ``Reparameterizable``
-(``reparam_sample_and_stats``; SSVI). Functions named ``tree_*`` map over pytrees of families.
+methods: ``HasMode`` (``mode``, ``mode_stats``; MAP-EM), ``Reparameterizable``
+(``reparam_sample_and_stats``; SSVI) and ``GammaBased`` (``log_gamma_shapes``,
+``from_log_gammas``: draws made of Gamma variables, pooled over a pytree). Functions named ``tree_*`` map over pytrees of families.
 """
 
 from vijax.expfam._base import (
     CAPABILITIES,
     AbstractExpFamily,
+    GammaBased,
     HasMode,
     Reparameterizable,
     autodiff_fisher_vp,
@@ -52,6 +54,7 @@ from vijax.expfam._poisson import Poisson
 __all__ = [
     "CAPABILITIES",
     "AbstractExpFamily",
+    "GammaBased",
     "HasMode",
     "Reparameterizable",
     "Bernoulli",

@@ -165,13 +165,36 @@ class Reparameterizable(Protocol):
         appendix B); t(x) is structured like ``mean_params()``. See ``vijax.expfam._inversion``."""
 
 
-CAPABILITIES = {"mode": HasMode, "mode_stats": HasMode, "reparam_sample_and_stats": Reparameterizable}
+@runtime_checkable
+class GammaBased(Protocol):
+    """A family whose draw by inversion is a function of independent Gamma(a, 1) variables
+    (Gamma, Beta, Dirichlet). ``vijax.expfam.reparam_sample_and_stats`` of a pytree draws the
+    Gamma variables of all such families in one call of ``standard_log_gamma``, so that a step
+    holds one rejection loop and one implicit derivative, not one per family (each compiles in
+    about 0.6 s on a 2-core CPU)."""
+
+    def log_gamma_shapes(self) -> Array:
+        """The shapes a of the Gamma(a, 1) variables of one draw (any array shape)."""
+
+    def from_log_gammas(self, log_g: Array) -> tuple[Array, Params]:
+        """(x, t(x)) from log g, g ~ Gamma(``log_gamma_shapes()``, 1) (same shape); the draw of
+        ``reparam_sample_and_stats`` is ``from_log_gammas(standard_log_gamma(key, log_gamma_shapes()))``."""
+
+
+CAPABILITIES = {
+    "mode": HasMode,
+    "mode_stats": HasMode,
+    "reparam_sample_and_stats": Reparameterizable,
+    "from_log_gammas": GammaBased,
+    "log_gamma_shapes": GammaBased,
+}
 
 
 def implements(family: Any, capability: str) -> bool:
     """Whether ``family`` (a family instance or class) has the optional capability named
     ``capability`` (``"mode"`` / ``"mode_stats"``: :class:`HasMode`;
-    ``"reparam_sample_and_stats"``: :class:`Reparameterizable`).
+    ``"reparam_sample_and_stats"``: :class:`Reparameterizable`; ``"log_gamma_shapes"`` /
+    ``"from_log_gammas"``: :class:`GammaBased`).
 
     Examples:
         >>> from vijax.expfam import Categorical, Gamma

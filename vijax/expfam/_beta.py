@@ -109,7 +109,14 @@ class Beta(AbstractExpFamily):
 
     def reparam_sample_and_stats(self, key):
         """The two-component Dirichlet x = g_a / (g_a + g_b), t = (log x, log(1 - x)) in log space."""
-        log_g = standard_log_gamma(key, jnp.stack([self.concentration1, self.concentration0], axis=-1))
+        return self.from_log_gammas(standard_log_gamma(key, self.log_gamma_shapes()))
+
+    def log_gamma_shapes(self):
+        """(a, b) stacked on a last axis: the shapes of g_a, g_b (``vijax.expfam.GammaBased``)."""
+        return jnp.stack([self.concentration1, self.concentration0], axis=-1)
+
+    def from_log_gammas(self, log_g):
+        """(x, t(x)) from log (g_a, g_b) on the last axis: x = g_a / (g_a + g_b)."""
         log_parts = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
         return jnp.exp(log_parts[..., 0]), (log_parts[..., 0], log_parts[..., 1])
 

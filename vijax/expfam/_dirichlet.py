@@ -89,7 +89,14 @@ class Dirichlet(AbstractExpFamily):
 
     def reparam_sample_and_stats(self, key):
         """Normalised Gamma(alpha_k, 1) draws (Hoffman and Blei 2015, eq. 27-28), t = log x in log space."""
-        log_g = standard_log_gamma(key, self.concentration)
+        return self.from_log_gammas(standard_log_gamma(key, self.log_gamma_shapes()))
+
+    def log_gamma_shapes(self):
+        """alpha: the shapes of the Gamma(alpha_k, 1) draws (``vijax.expfam.GammaBased``)."""
+        return self.concentration
+
+    def from_log_gammas(self, log_g):
+        """(x, t(x)) from log g, g_k ~ Gamma(alpha_k, 1): x = g / sum_k g_k."""
         log_x = log_g - jax.nn.logsumexp(log_g, axis=-1, keepdims=True)
         return jnp.exp(log_x), (log_x,)
 

@@ -86,7 +86,14 @@ class Gamma(AbstractExpFamily):
 
     def reparam_sample_and_stats(self, key):
         """beta = g / b with log g ~ log Gamma(a, 1) by ``standard_log_gamma`` (implicit derivative)."""
-        log_g = standard_log_gamma(key, self.concentration)
+        return self.from_log_gammas(standard_log_gamma(key, self.log_gamma_shapes()))
+
+    def log_gamma_shapes(self):
+        """The shapes a of the Gamma(a, 1) variables a draw is made of (``vijax.expfam.GammaBased``)."""
+        return self.concentration
+
+    def from_log_gammas(self, log_g):
+        """(beta, t(beta)) from log g, g ~ Gamma(``log_gamma_shapes()``, 1): beta = g / b."""
         log_x = log_g - jnp.log(self.rate)
         x = jnp.exp(log_x)
         return x, (log_x, x)

@@ -62,6 +62,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 from jax import lax
+import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax.expfam._base import implements, is_family, tree_from_natural, tree_natural_params
@@ -177,12 +178,16 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey) -> tuple[PyTree, PyTree]:
     """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta).
 
     Both are differentiable in q's natural parameters at fixed u (the implicit derivative).
+    Families made of Gamma variables (``GammaBased``: Gamma, Beta, Dirichlet) are drawn together,
+    by one ``standard_log_gamma`` over all their shapes, so that the program holds one rejection
+    loop and one implicit derivative however many such families q has.
     t(beta) is computed in log space (finite even where beta underflows), structured like
     ``expfam.tree_mean_params(q)`` so that it can replace E_q[t(beta)] as a model's globals view.
 
     Args:
       q: a family or a pytree of families (Gamma, Beta, Dirichlet, Normal), any batch shapes.
-      key: PRNG key; a single family uses it as is, each family of a larger pytree its own split.
+      key: PRNG key; a single family uses it as is, each family of a larger pytree its own split
+        (the pooled Gamma draw the split of the first family in it).
 
     Returns:
       (beta, t(beta)): beta structured like q with each family replaced by its draw
@@ -190,7 +195,18 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey) -> tuple[PyTree, PyTree]:
     """
     check_invertible(q)
     fams, treedef, keys = _family_keys(q, key)
-    out = [f.reparam_sample_and_stats(k) for f, k in zip(fams, keys)]
+    out = [None] * len(fams)
+    pooled = [i for i, f in enumerate(fams) if implements(f, "from_log_gammas")]
+    if len(pooled) > 1:  # one rejection loop and one implicit derivative for all of them
+        shapes = [jnp.asarray(fams[i].log_gamma_shapes()) for i in pooled]
+        dtype = jnp.result_type(*shapes)
+        log_g = standard_log_gamma(keys[pooled[0]], jnp.concatenate([a.astype(dtype).ravel() for a in shapes]))
+        ends = np.cumsum([a.size for a in shapes])
+        for i, a, part in zip(pooled, shapes, jnp.split(log_g, ends[:-1])):
+            out[i] = fams[i].from_log_gammas(part.reshape(a.shape).astype(a.dtype))
+    for i, (f, k) in enumerate(zip(fams, keys)):
+        if out[i] is None:
+            out[i] = f.reparam_sample_and_stats(k)
     return (
         jax.tree_util.tree_unflatten(treedef, [o[0] for o in out]),
         jax.tree_util.tree_unflatten(treedef, [o[1] for o in out]),
