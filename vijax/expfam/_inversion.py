@@ -70,12 +70,36 @@ from vijax.types import Array, PRNGKey, PyTree
 
 
 # --------------------------------------------------------------------------- standard log-gamma
+# log_gamma_quantile_grad of more elements than this runs in blocks of this many, sorted by a
+QUANTILE_GRAD_BLOCK = 1024
+
+
 def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
     """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23).
 
     -(dP/da)(a, g) / (g p(g; a)) with P the regularized lower incomplete gamma function; the
     small-g expansion where g < sqrt(eps) (see the module docstring). Elementwise.
+
+    XLA evaluates ``igamma_grad_a`` on a whole array by series or continued-fraction loops that run
+    until the array's slowest element has converged (about sqrt(a) iterations for a draw near
+    its mean). Above ``QUANTILE_GRAD_BLOCK`` elements, the elements are sorted by a and evaluated
+    in blocks of that many (``lax.map``), so that each block iterates as long as its own largest a
+    needs: the same values, in less time when a spans a range (1.4x for a log-uniform on
+    [e^-1, e^6], 20,100 elements, float64, a one-off timing).
     """
+    a = jnp.broadcast_to(jnp.asarray(a, log_g.dtype), log_g.shape)
+    n, block = log_g.size, QUANTILE_GRAD_BLOCK
+    if n <= 2 * block:
+        return _log_gamma_quantile_grad(a, log_g)
+    nb = -(-n // block)
+    order = jnp.argsort(a.ravel())
+    a_s = jnp.pad(a.ravel()[order], (0, nb * block - n), constant_values=1.0).reshape(nb, block)
+    g_s = jnp.pad(log_g.ravel()[order], (0, nb * block - n)).reshape(nb, block)
+    out = lax.map(lambda ag: _log_gamma_quantile_grad(*ag), (a_s, g_s)).ravel()[:n]
+    return jnp.zeros_like(out).at[order].set(out, unique_indices=True).reshape(log_g.shape)
+
+
+def _log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
     dt = log_g.dtype
     g = jnp.exp(log_g)
     small = g < jnp.sqrt(jnp.finfo(dt).eps)
