@@ -1,0 +1,104 @@
+"""One SSVI draw and V product of a model with several Gamma-based families: pooled or per family.
+
+The globals of the DP mixture of Bernoullis (Hoffman & Blei 2015, §4.2; the default ``vijax run``):
+a Dirichlet(100) and a Beta(100 x 100), float64, concentrations as after a fit (log-uniform
+between e^-1 and e^6). Two ways, side by side in one process:
+
+- ``pooled``: ``vijax.expfam.stats_and_v_product`` of the pytree, which draws the Gamma variables of
+  all its ``GammaBased`` families in one ``standard_log_gamma`` (one rejection loop, one implicit
+  derivative, the latter in blocks sorted by shape);
+- ``per family``: ``stats_and_v_product`` of each family on its own key split (as the draw was made
+  before the pooling: one rejection loop and one ``igamma_grad_a`` per family; the derivative in
+  blocks sorted by shape in both ways, so this measures the pooling alone).
+
+Reported for each: compile time (lowering and XLA compile, the persistent cache off), steady-state
+milliseconds per call (median of rounds, the two ways alternating), and end to end (compile plus
+the first call).
+
+    python benchmarks/gamma_draw.py      # writes benchmarks/results/gamma_draw.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+from vijax.run import fast_cpu_compile
+
+fast_cpu_compile()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from vijax import expfam  # noqa: E402
+
+
+def _globals(key):
+    k1, k2, k3 = jax.random.split(key, 3)
+    dirichlet = expfam.Dirichlet.from_concentration(jnp.exp(jax.random.uniform(k1, (100,), minval=-1.0, maxval=4.0)))
+    c1 = jnp.exp(jax.random.uniform(k2, (100, 100), minval=-1.0, maxval=6.0))
+    c0 = jnp.exp(jax.random.uniform(k3, (100, 100), minval=-1.0, maxval=6.0))
+    return dirichlet, expfam.Beta.from_concentrations(c1, c0)
+
+
+def pooled(q, key):
+    stats, v = expfam.stats_and_v_product(q, key)
+    return stats, v(stats)
+
+
+def per_family(q, key):
+    out = []
+    for f, k in zip(q, jax.random.split(key, len(q))):
+        stats, v = expfam.stats_and_v_product(f, k)
+        out.append((stats, v(stats)))
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument(
+        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gamma_draw.json")
+    )
+    args = p.parse_args(argv)
+    jax.config.update("jax_enable_x64", True)
+    q, key = _globals(jax.random.PRNGKey(0)), jax.random.PRNGKey(1)
+    ways = {"pooled": pooled, "per family": per_family}
+    compiled, rows = {}, {}
+    for name, fn in ways.items():
+        start = time.perf_counter()
+        compiled[name] = jax.jit(fn).lower(q, key).compile()
+        compile_s = time.perf_counter() - start
+        jax.block_until_ready(compiled[name](q, key))
+        rows[name] = {"compile_s": round(compile_s, 3), "end_to_end_s": round(time.perf_counter() - start, 3)}
+    times = {name: [] for name in ways}
+    for r in range(args.rounds):
+        for name in list(ways)[r % 2 :] + list(ways)[: r % 2]:
+            start = time.perf_counter()
+            jax.block_until_ready(compiled[name](q, jax.random.fold_in(key, r)))
+            times[name].append(time.perf_counter() - start)
+    for name in ways:
+        rows[name]["steady_ms"] = round(1e3 * float(np.median(times[name])), 2)
+    print("| way | compile s | steady ms per draw + V product | end to end s (compile + first call) |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, r in rows.items():
+        print(f"| {name} | {r['compile_s']:.2f} | {r['steady_ms']:.1f} | {r['end_to_end_s']:.2f} |")
+    result = {
+        "benchmark": "SSVI draw + V product, Dirichlet(100) and Beta(100 x 100), float64 (benchmarks/gamma_draw.py)",
+        "machine": f"the shared 2-core x86_64 VM ({platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()})",
+        "jax": jax.__version__,
+        "rounds": args.rounds,
+        "rows": rows,
+    }
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=1)
+        fh.write("\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
