@@ -425,7 +425,6 @@ class LDA:
         dt = log_beta.dtype
         log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K), <= 0, max 0 per word
         b = jnp.exp(log_b)
-        b_kv = b.T  # gathered per block as (block, K, width): K-major contractions run faster on CPU
         tiny = jnp.finfo(dt).tiny
 
         def exp_e_log_theta(gamma):
@@ -435,7 +434,8 @@ class LDA:
         def fit_tile(tile, acc):
             stats, zterm = acc
             ids_t, n_t = tile.ids, tile.n
-            bb = jnp.transpose(jnp.take(b_kv, ids_t, axis=1), (1, 0, 2))  # (chunks, K, width)
+            # rows of b (V, K) gathered, then laid out K-major; clip: the ids are in range (checked)
+            bb = jnp.transpose(jnp.take(b, ids_t, axis=0, mode="clip"), (0, 2, 1))  # (chunks, K, width)
 
             def update_and_objective(gamma):
                 # F(gamma), and the document's ELBO at gamma with phi optimal given gamma (up to a

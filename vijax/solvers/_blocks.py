@@ -99,9 +99,9 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
     order = jnp.argsort(lengths, stable=True)
     pad_cols = ((0, 0), (0, per_row * w - l))
-    ids_c = jnp.pad(jnp.take(ids, order, axis=0), pad_cols).reshape(s * per_row, w)  # chunk c of row d: d * per_row + c
-    n_c = jnp.pad(jnp.take(n, order, axis=0), pad_cols).reshape(s * per_row, w)
-    chunks = (jnp.take(lengths, order) + (w - 1)) // w  # (S,) chunks per sorted row
+    ids_c = jnp.pad(jnp.take(ids, order, axis=0, mode="clip"), pad_cols).reshape(s * per_row, w)  # chunk c of row d: d * per_row + c
+    n_c = jnp.pad(jnp.take(n, order, axis=0, mode="clip"), pad_cols).reshape(s * per_row, w)
+    chunks = (jnp.take(lengths, order, mode="clip") + (w - 1)) // w  # (S,) chunks per sorted row
     # first chunk of each sorted row in the packed stream; past the last row, a value no tile reaches
     first = jnp.concatenate(
         [
@@ -122,10 +122,10 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
         valid = local < used
         src = (start + jnp.minimum(row, m - 1)) * per_row + (local - jnp.take(bounds, row, mode="clip"))
         src = jnp.where(valid, src, 0)
-        n_t = jnp.where(valid[:, None], jnp.take(n_c, src, axis=0), 0).astype(dt)
+        n_t = jnp.where(valid[:, None], jnp.take(n_c, src, axis=0, mode="clip"), 0).astype(dt)
         row = jnp.where(valid, row, m)
         member = (row[None, :] == rows[:, None]).astype(dt)
-        out_t, acc = fit_tile(Tile(jnp.take(ids_c, src, axis=0), n_t, row, member), acc)
+        out_t, acc = fit_tile(Tile(jnp.take(ids_c, src, axis=0, mode="clip"), n_t, row, member), acc)
         keep = (rows < count)[:, None]
         out_t = jnp.where(keep, out_t, jax.lax.dynamic_slice(out, (start, jnp.int32(0)), (m, k)))
         return start + count, jax.lax.dynamic_update_slice(out, out_t, (start, jnp.int32(0))), acc
