@@ -1,0 +1,196 @@
+"""Where an LDA SVI step's time goes, kernel by kernel (tracker issue 16).
+
+Runs vijax's online-LDA SVI step (public API: ``LDA``, ``svi``, one JAX CPU device, the settings of
+``benchmarks/lda_online.py``: K = 50, S = 256, kappa = 0.7, tau = 64, at most 100 E-step updates at
+tolerance 1e-3, every minibatch padded to the corpus's one length) on the synthetic corpus and, where
+the reference data are present, on wiki_bnpy. After ``--warmup`` steps it traces ``--steps`` more
+with JAX's profiler (``jax.profiler.start_trace``; XLA's per-kernel trace events switched on with
+``--xla_cpu_enable_xprof_traceme``) and sums the kernels' time per step by kind:
+
+- ``contractions``: the E-step's two (chunks, K, width) batched contractions per update (``dot``);
+- ``per-document sums``: the sum of each document's chunks (``tile_sum``, a small matrix product
+  that XLA hands to its YNNPACK kernels, ``ynn_fusion``);
+- ``row reductions``: sums over K (XLA's CPU compiler splits a reduction over more than 32
+  elements into a ``reduce-window`` and a ``reduce``, two kernels);
+- ``gathers``: the topic columns of a tile's words and the chunk layout;
+- ``elementwise``: every other fused kernel (special functions, exponentials, logs, SQUAREM's
+  arithmetic), and ``other``.
+
+It also counts the kernels launched per step, the SQUAREM cycles (the kernels launched once per
+cycle), and the kernels per cycle. The profiler's own cost inflates every kernel, so the shares
+matter, not the absolute times; the step's time without the profiler is reported beside them, with
+the compile time (first call) and the end-to-end time (first call to the last untraced step).
+
+    python benchmarks/lda_step_kernels.py        # writes benchmarks/results/lda_step_kernels.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import platform
+import re
+import tempfile
+import time
+
+from vijax.run import fast_cpu_compile
+
+# XLA reads its flags once, when JAX starts: the fast compile settings of `vijax run` and the
+# per-kernel trace events, before anything runs
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
+fast_cpu_compile()
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from vijax.data import Minibatcher, read_ldac, sample_lda_corpus, shared_data_path  # noqa: E402
+from vijax.inference import schedules, svi  # noqa: E402
+from vijax.models import LDA  # noqa: E402
+
+KINDS = ("contractions", "per-document sums", "row reductions", "gathers", "elementwise", "other")
+
+
+def _kind(name: str) -> str:
+    if name.startswith("dot"):
+        return "contractions"
+    if name.startswith("ynn"):
+        return "per-document sums"
+    if name.startswith("reduce"):
+        return "row reductions"
+    if "gather" in name:
+        return "gathers"
+    if name.endswith("fusion") or re.search(r"_fusion(\.\d+)?$", name) or re.match(r"^[a-z-]+(\.\d+)?$", name):
+        return "elementwise"
+    return "other"
+
+
+def _is_kernel(name: str) -> bool:
+    """A kernel's trace event (not the runtime's, Python's, or a loop's or call's enclosing event)."""
+    return not (
+        name.startswith(("$", "end: ", "while", "call", "conditional", "Pjit", "Transpose::"))
+        or "Execute" in name
+        or "::" in name
+    )
+
+
+def _trace_summary(trace_dir: str, steps: int) -> dict:
+    path = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)[0]
+    with gzip.open(path) as fh:
+        data = json.load(fh)
+    events = [e for e in (data["traceEvents"] if isinstance(data, dict) else data) if e.get("ph") == "X"]
+    time_us, count = collections.Counter(), collections.Counter()
+    for e in events:
+        if _is_kernel(e["name"]):
+            time_us[e["name"]] += e.get("dur", 0)
+            count[e["name"]] += 1
+    by_kind = collections.Counter()
+    for name, t in time_us.items():
+        by_kind[_kind(name)] += t
+    total = sum(time_us.values())
+    # the SQUAREM cycles: an update holds the two contractions, a cycle three updates, so each of
+    # the cycle's six dot kernels is launched once per cycle
+    dots = sorted(c for n, c in count.items() if n.startswith("dot"))
+    cycles = dots[len(dots) // 2] // steps if dots else 0
+    per_cycle = sum(1 for c in count.values() if cycles and c // steps == cycles)
+    return {
+        "kernels_per_step": sum(count.values()) // steps,
+        "squarem_cycles_per_step": cycles,
+        "kernels_per_cycle": per_cycle,
+        "traced_kernel_ms_per_step": total / steps / 1e3,
+        "share": {k: by_kind[k] / total for k in KINDS},
+        "top_kernels": [
+            {"name": n, "ms_per_step": t / steps / 1e3, "launches_per_step": count[n] // steps}
+            for n, t in time_us.most_common(12)
+        ],
+    }
+
+
+def profile(name, corpus, k: int, s: int, warmup: int, steps: int, seed: int = 0) -> dict:
+    model = LDA(k, corpus.vocab_size, alpha=0.1, eta=0.02, max_iters=100, tol=1e-3)
+    alg = svi(
+        model, num_data=corpus.num_docs, local="meanfield", schedule=schedules.robbins_monro(1.0, tau=64.0, kappa=0.7)
+    )
+    step = jax.jit(lambda st, batch, key: alg.step(st, batch, key)[0])
+    mb = Minibatcher(corpus, s, seed, length="corpus")
+    key = jax.random.PRNGKey(seed)
+    batches = [mb.step_batch(t) for t in range(warmup + steps)]
+    t0 = time.perf_counter()
+    state = jax.block_until_ready(alg.init(jax.random.fold_in(key, 0)))
+    state = jax.block_until_ready(step(state, batches[0], jax.random.fold_in(key, 1)))
+    compile_s = time.perf_counter() - t0
+    times = []
+    for t in range(1, warmup):
+        t1 = time.perf_counter()
+        state = jax.block_until_ready(step(state, batches[t], jax.random.fold_in(key, t + 1)))
+        times.append(time.perf_counter() - t1)
+    end_to_end_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as trace_dir:
+        jax.profiler.start_trace(trace_dir, create_perfetto_trace=True)
+        for t in range(warmup, warmup + steps):
+            state = jax.block_until_ready(step(state, batches[t], jax.random.fold_in(key, t + 1)))
+        jax.profiler.stop_trace()
+        out = _trace_summary(trace_dir, steps)
+    step_ms = 1e3 * float(np.median(times[len(times) // 2 :]))
+    row = {
+        "corpus": name,
+        "S": s,
+        "K": k,
+        "compile_s": compile_s,
+        "step_ms": step_ms,
+        "docs_per_s": s / step_ms * 1e3,
+        "end_to_end_s": end_to_end_s,
+        "end_to_end_steps": warmup,
+        **out,
+    }
+    print(
+        f"{name}, S = {s}: compile (first call) {compile_s:.2f} s, step {step_ms:.1f} ms ({row['docs_per_s']:.0f} docs/s), "
+        f"end to end {end_to_end_s:.2f} s for {warmup} steps; {out['kernels_per_step']} kernels per step, "
+        f"{out['squarem_cycles_per_step']} SQUAREM cycles of {out['kernels_per_cycle']} kernels"
+    )
+    print("  share of the traced kernels' time: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in out["share"].items()))
+    return row
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--k", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=20, help="untimed-by-the-profiler steps (the step time is theirs)")
+    p.add_argument("--steps", type=int, default=5, help="steps traced")
+    p.add_argument("--no-wiki", action="store_true")
+    p.add_argument(
+        "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "lda_step_kernels.json")
+    )
+    args = p.parse_args(argv)
+    corpora = [("synthetic", sample_lda_corpus(0, 20000, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100).corpus)]
+    path = shared_data_path("wiki_bnpy", "train.ldac.gz")
+    if path is not None and not args.no_wiki:
+        corpora.append(("wiki_bnpy", read_ldac(path, shared_data_path("wiki_bnpy", "vocab.txt"))))
+    load0 = os.getloadavg()
+    rows = [profile(name, c, args.k, args.batch_size, args.warmup, args.steps) for name, c in corpora]
+    result = {
+        "benchmark": "LDA SVI step, kernel by kernel (benchmarks/lda_step_kernels.py)",
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "jax": jax.__version__,
+            "jax_devices": len(jax.devices()),
+            "loadavg_1_5_15_min_at_start": load0,
+            "loadavg_1_5_15_min_at_end": os.getloadavg(),
+        },
+        "rows": rows,
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=1)
+        fh.write("\n")
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
