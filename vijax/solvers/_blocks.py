@@ -99,7 +99,8 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
     order = jnp.argsort(lengths, stable=True)
     pad_cols = ((0, 0), (0, per_row * w - l))
-    ids_c = jnp.pad(jnp.take(ids, order, axis=0, mode="clip"), pad_cols).reshape(s * per_row, w)  # chunk c of row d: d * per_row + c
+    # chunk c of row d: d * per_row + c (clip: every index here is in range by construction)
+    ids_c = jnp.pad(jnp.take(ids, order, axis=0, mode="clip"), pad_cols).reshape(s * per_row, w)
     n_c = jnp.pad(jnp.take(n, order, axis=0, mode="clip"), pad_cols).reshape(s * per_row, w)
     chunks = (jnp.take(lengths, order, mode="clip") + (w - 1)) // w  # (S,) chunks per sorted row
     # first chunk of each sorted row in the packed stream; past the last row, a value no tile reaches
