@@ -155,19 +155,29 @@ def main(argv=None) -> dict:
         f"(= {out['plain_updates_equiv']:.0f} updates), SQUAREM {out['squarem_default_ms']:.1f} ms "
         f"(= {out['squarem_updates_equiv']:.0f} updates)"
     )
-    out["machine"] = {
+    out["machine"] = machine(load0)
+    write_json(args.out, out)
+    return out
+
+
+def machine(load_at_start) -> dict:
+    """The machine fields of an LDA profiling script's JSON (``lda_step_kernels.py`` uses them too)."""
+    return {
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "jax": jax.__version__,
         "jax_devices": len(jax.devices()),
-        "loadavg_1_5_15_min_at_start": load0,
+        "loadavg_1_5_15_min_at_start": load_at_start,
         "loadavg_1_5_15_min_at_end": os.getloadavg(),
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(out, fh, indent=1)
-    print(f"wrote {args.out}")
-    return out
+
+
+def write_json(path: str, result: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(result, fh, indent=1)
+        fh.write("\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

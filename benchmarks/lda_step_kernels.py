@@ -32,7 +32,6 @@ import glob
 import gzip
 import json
 import os
-import platform
 import re
 import tempfile
 import time
@@ -50,6 +49,8 @@ import numpy as np  # noqa: E402
 from vijax.data import Minibatcher, read_ldac, sample_lda_corpus, shared_data_path  # noqa: E402
 from vijax.inference import schedules, svi  # noqa: E402
 from vijax.models import LDA  # noqa: E402
+
+from lda_estep_profile import machine, write_json  # noqa: E402  (this folder's profiling script)
 
 KINDS = ("contractions", "per-document sums", "row reductions", "gathers", "elementwise", "other")
 
@@ -174,21 +175,10 @@ def main(argv=None) -> dict:
     rows = [profile(name, c, args.k, args.batch_size, args.warmup, args.steps) for name, c in corpora]
     result = {
         "benchmark": "LDA SVI step, kernel by kernel (benchmarks/lda_step_kernels.py)",
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "jax": jax.__version__,
-            "jax_devices": len(jax.devices()),
-            "loadavg_1_5_15_min_at_start": load0,
-            "loadavg_1_5_15_min_at_end": os.getloadavg(),
-        },
+        "machine": machine(load0),
         "rows": rows,
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=1)
-        fh.write("\n")
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
     return result
 
 
