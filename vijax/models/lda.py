@@ -53,7 +53,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import finite_nonnegative, ids_in_range
+from vijax._validate import enforce_value_checks, finite_nonnegative, ids_in_range, is_tracer
 from vijax._validate import (
     check_bool,
     check_choice,
@@ -351,7 +351,10 @@ class LDA:
 
         Args:
           globals_view: ``(log_beta,)`` with log_beta (K, V): E_q[log beta] or log of a sample.
-          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L).
+          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L). Concrete
+            word ids outside [0, V) raise ValueError; traced ones (under the caller's ``jit``) are
+            not checked here: the E-step gathers clip them, and every public ``step`` checks its
+            batch (``batch_checks``).
           key: PRNG key; required by ``"gibbs"``, ignored by the deterministic methods.
           method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
           hyper: optional ``{"alpha": scalar}`` (traced or not) replacing the model's alpha; an
@@ -372,6 +375,8 @@ class LDA:
             raise ValueError(f"word_ids and counts must both be (S, L) with S >= 1, got {ids.shape} and {counts.shape}")
         if method == "gibbs" and key is None:
             raise ValueError("local_step(method='gibbs') needs a PRNG key")
+        if not is_tracer(ids):  # a bare call; a traced batch is checked by the step that traces it
+            enforce_value_checks([ids_in_range("batch word id", ids, v)])
         log_beta = jnp.asarray(log_beta)
         alpha, _ = self._resolve_hyper(hyper, log_beta.dtype)
         return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
