@@ -149,14 +149,16 @@ def collapsed_gibbs_allocations(
     def sweep_keys(i):
         return jax.vmap(lambda kd: jax.random.fold_in(kd, i))(doc_keys)
 
-    alloc, nk = sweep(jnp.zeros((s, num_slots, k), jnp.int32), jnp.zeros((s, k), jnp.int32), sweep_keys(0))
-
     def body(i, carry):
+        # i = 0 is the initialization pass (from the empty allocation, nothing to remove), then
+        # the sweeps 1..sweeps, of which those after burn_in are kept: one copy of the sweep in
+        # the program
         alloc, nk, acc = carry
-        alloc, nk = sweep(alloc, nk, sweep_keys(i + 1))
-        return alloc, nk, acc + (i >= burn_in).astype(dt) * alloc.astype(dt)
+        alloc, nk = sweep(alloc, nk, sweep_keys(i))
+        return alloc, nk, acc + (i > burn_in).astype(dt) * alloc.astype(dt)
 
-    acc = jax.lax.fori_loop(0, sweeps, body, (alloc, nk, jnp.zeros((s, num_slots, k), dt)))[2]
+    init = (jnp.zeros((s, num_slots, k), jnp.int32), jnp.zeros((s, k), jnp.int32), jnp.zeros((s, num_slots, k), dt))
+    acc = jax.lax.fori_loop(0, sweeps + 1, body, init)[2]
     return acc / (sweeps - burn_in)
 
 
