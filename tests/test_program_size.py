@@ -15,7 +15,8 @@ step per model x algorithm of every other config, as the runner's chunk program
 (``vijax.run.lower_run``): ARD, GMM CAVI (with restarts) and EM, the DP mixture's two truncations,
 the categorical HMM, GaP-NMF (lock step), CTM, VAE, GP classification (PG-SVI, Adam, GD), the
 Bayesian last layer and its point baseline, BBVI and NGVI (logistic regression; eight schools'
-are the same algorithms on another log-density), pLSA and its LDA baseline, the Student-t mixture and its GMM baseline. Compile times at the
+are the same algorithms on another log-density), pLSA and its LDA baseline, the Student-t mixture and its GMM baseline. Also counted
+in the jaxpr: the Gamma sampler's random calls and the Gibbs sampler's copies of its sweep. Compile times at the
 configs' real sizes: benchmarks/compile_time.py.
 """
 
@@ -23,6 +24,7 @@ import functools
 import pathlib
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import pytest
 
@@ -274,3 +276,40 @@ def test_gpc_program_does_not_grow_with_the_data():
     for method in ("prox_svi", "adam"):
         small, large = (_chunk_size(*_gpc_n(method, n)) for n in (12, 48))
         assert large < 1.05 * small, (method, small, large)
+
+
+def _primitive_counts(fn, *args) -> dict:
+    """How often each primitive occurs in ``fn``'s jaxpr, nested jaxprs (loop bodies) included."""
+    counts: dict = {}
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return counts
+
+
+def test_gamma_sampler_makes_one_random_call_per_round():
+    """Each random call is a threefry program of its own for XLA (about 0.1 s of compile in the
+    SSVI chunks): the rejection sampler folds the round into the key and draws all its uniforms
+    at once, two random primitives in all (it had six)."""
+    from vijax.expfam import sample_log_gamma
+
+    counts = _primitive_counts(sample_log_gamma, jax.random.PRNGKey(0), jnp.ones((3, 4)))
+    calls = {p: c for p, c in counts.items() if p in ("random_bits", "random_split", "random_fold_in")}
+    assert calls == {"random_bits": 1, "random_fold_in": 1}, calls
+
+
+def test_gibbs_sampler_holds_one_copy_of_the_sweep():
+    """The initialization pass is the sweep loop's first iteration, not a second copy of the sweep
+    (whose chunk loop is the one ``while`` of the program; it had two)."""
+    from vijax.solvers import collapsed_gibbs_allocations
+
+    def alloc(logb, n, key):
+        return collapsed_gibbs_allocations(logb, n, key, 0.3, sweeps=3, burn_in=1)
+
+    counts = _primitive_counts(alloc, jnp.zeros((2, 5, 3)), jnp.ones((2, 5)), jax.random.PRNGKey(0))
+    assert counts.get("while") == 1, counts
