@@ -351,10 +351,8 @@ class LDA:
 
         Args:
           globals_view: ``(log_beta,)`` with log_beta (K, V): E_q[log beta] or log of a sample.
-          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L). Concrete
-            word ids outside [0, V) raise ValueError; traced ones (under the caller's ``jit``) are
-            not checked here: the E-step gathers clip them, and every public ``step`` checks its
-            batch (``batch_checks``).
+          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L); concrete ids
+            outside [0, V) raise ValueError (traced ones are checked by the steps' ``batch_checks``).
           key: PRNG key; required by ``"gibbs"``, ignored by the deterministic methods.
           method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
           hyper: optional ``{"alpha": scalar}`` (traced or not) replacing the model's alpha; an
@@ -564,8 +562,7 @@ class LDA:
 # _TILE_WIDTH slots and packed whole into tiles of at least _*_SLOTS slots (more when the batch's
 # padded length is longer), one compiled E-step for any mix of lengths.
 _TILE_WIDTH = 32
-_MF_SLOTS = 512
-_CVB0_SLOTS = 512
+_MF_SLOTS = _CVB0_SLOTS = 512
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -574,10 +571,8 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined.
     ``alpha`` is an array argument (not the static model's field), so it may be traced."""
     dt = log_beta.dtype
-    alpha = alpha.astype(dt)
-    n = jnp.asarray(counts).astype(dt)
-    # floored so that a sampled beta with exact zeros (log = -inf) gives zero weight instead of NaN
-    # (a word with zero weight under every topic is spread evenly).
+    alpha, n = alpha.astype(dt), jnp.asarray(counts).astype(dt)
+    # floored: a sampled beta with exact zeros (log = -inf) gives zero weight, not NaN (spread evenly)
     log_beta = jnp.maximum(log_beta, 0.5 * jnp.finfo(dt).min)
     if method in ("meanfield", "cvb0"):
         fit = model._meanfield if method == "meanfield" else model._cvb0
