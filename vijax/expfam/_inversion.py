@@ -145,9 +145,10 @@ def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
     Round i makes one random call, ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on
     [-1, 1): x = sqrt(2) erfinv(u_0) (the transform ``jax.random.normal`` uses), U = (u_1 + 1) / 2,
     and in round 0 the boost's uniform (u_2 + 1) / 2, independent of every proposal. Each random
-    call is a threefry program of its own for XLA to compile (about 0.1 s each on a 2-core CPU),
-    so one call per round instead of four (split, normal, uniform, and the boost's) makes the
-    SSVI chunk programs of ``configs/lda_ssvi.yaml`` compile about 0.3 s faster.
+    call is a threefry program of its own for XLA to compile (about 0.1 s each on a 2-core CPU):
+    two calls in all (the fold_in and the uniform) instead of six (a split and the boost's uniform
+    before the loop; a fold_in, a split, a normal and a uniform in it) make the SSVI chunk programs
+    of ``configs/lda_ssvi.yaml`` compile about 0.3 s faster.
     """
     a = jnp.asarray(a)
     dt = a.dtype
