@@ -130,6 +130,7 @@ def _implicit_log_gamma_jvp(primals, tangents):
     return log_g, log_gamma_quantile_grad(a, log_g) * da
 
 
+@jax.jit
 def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
     """log g, g ~ Gamma(a, 1) elementwise, by Marsaglia and Tsang's (2000) rejection sampler run
     on the whole array at once (not differentiable; see :func:`standard_log_gamma`).
