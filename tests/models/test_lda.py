@@ -565,7 +565,15 @@ def test_empty_documents_are_valid_data_and_bad_calls_are_named():
         model.local_step(view, batch, None, "exact")
     with pytest.raises(ValueError, match="globals_view"):
         model.local_step((jnp.zeros((3, 5)),), batch)
-    for method in model.local_methods:  # a bare call checks concrete word ids (no silent clip)
-        bad = BowBatch(jnp.array([[0, 7]]), jnp.array([[1.0, 2.0]]))
-        with pytest.raises(ValueError, match=r"batch word id 7 at \[0, 1\] is out of range \[0, 5\)"):
-            model.local_step(view, bad, jax.random.PRNGKey(0), method)
+    bad_batches = [  # a bare call runs the steps' value checks (no silent clip, no NaN)
+        (
+            BowBatch(jnp.array([[0, 7]]), jnp.array([[1.0, 2.0]])),
+            r"batch word id 7 at \[0, 1\] is out of range \[0, 5\)",
+        ),
+        (BowBatch(jnp.array([[0, 1]]), jnp.array([[1.0, jnp.nan]])), r"batch count nan at \[0, 1\]"),
+        (BowBatch(jnp.array([[0, 1]]), jnp.array([[-2.0, 1.0]])), r"batch count -2.0 at \[0, 0\]"),
+    ]
+    for method in model.local_methods:
+        for bad, match in bad_batches:
+            with pytest.raises(ValueError, match=match):
+                model.local_step(view, bad, jax.random.PRNGKey(0), method)

@@ -346,8 +346,8 @@ class LDA:
 
         Args:
           globals_view: ``(log_beta,)`` with log_beta (K, V): E_q[log beta] or log of a sample.
-          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L); concrete ids
-            outside [0, V) raise ValueError (traced ones are checked by the steps' ``batch_checks``).
+          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L); a concrete one
+            failing ``batch_checks`` (ids in [0, V), counts finite >= 0) raises ValueError.
           key: PRNG key; required by ``"gibbs"``, ignored by the deterministic methods.
           method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
           hyper: optional ``{"alpha": scalar}`` (traced or not) replacing the model's alpha; an
@@ -368,8 +368,8 @@ class LDA:
             raise ValueError(f"word_ids and counts must both be (S, L) with S >= 1, got {ids.shape} and {counts.shape}")
         if method == "gibbs" and key is None:
             raise ValueError("local_step(method='gibbs') needs a PRNG key")
-        if not is_tracer(ids):  # a bare call; a traced batch is checked by the step that traces it
-            enforce_value_checks([ids_in_range("batch word id", ids, v)])
+        if not (is_tracer(ids) or is_tracer(counts)):  # a bare call: the steps' checks (a traced batch: by the step)
+            enforce_value_checks(self.batch_checks(batch))
         log_beta = jnp.asarray(log_beta)
         alpha, _ = self._resolve_hyper(hyper, log_beta.dtype)
         return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
@@ -436,7 +436,7 @@ class LDA:
             bb = jnp.transpose(jnp.take(b, ids_t, axis=0, mode="clip"), (0, 2, 1))  # (chunks, K, width)
 
             def update_and_objective(gamma):
-                # F(gamma), and the ELBO at gamma, phi optimal: sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha))
+                # F(gamma), and the ELBO at gamma, phi optimal: sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + c
                 # one call on [gamma, sum(gamma)]: one copy of the series in the program instead of two
                 psi, lgam = digamma_and_gammaln(jnp.concatenate([gamma, jnp.sum(gamma, -1, keepdims=True)], -1))
                 psi, lgam, psi_sum, lgam_sum = psi[:, :k], lgam[:, :k], psi[:, k], lgam[:, k]
