@@ -24,7 +24,6 @@ import functools
 import pathlib
 
 import jax
-import jax.extend.core
 import jax.numpy as jnp
 import pytest
 
@@ -47,6 +46,7 @@ from vijax.models import (
     mlp,
 )
 from vijax.run import build_experiment, import_builtin_experiments, load_config, lower_run
+from vijax.testing import primitive_counts
 
 import_builtin_experiments()
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -278,27 +278,13 @@ def test_gpc_program_does_not_grow_with_the_data():
         assert large < 1.05 * small, (method, small, large)
 
 
-def _primitive_counts(fn, *args) -> dict:
-    """How often each primitive occurs in ``fn``'s jaxpr, nested jaxprs (loop bodies) included."""
-    counts: dict = {}
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                walk(sub)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return counts
-
-
 def test_gamma_sampler_makes_one_random_call_per_round():
     """Each random call is a threefry program of its own for XLA (about 0.1 s of compile in the
     SSVI chunks): the rejection sampler folds the round into the key and draws all its uniforms
     at once, two random primitives in all (it had six)."""
     from vijax.expfam import sample_log_gamma
 
-    counts = _primitive_counts(sample_log_gamma, jax.random.PRNGKey(0), jnp.ones((3, 4)))
+    counts = primitive_counts(sample_log_gamma, jax.random.PRNGKey(0), jnp.ones((3, 4)))
     calls = {p: c for p, c in counts.items() if p in ("random_bits", "random_split", "random_fold_in")}
     assert calls == {"random_bits": 1, "random_fold_in": 1}, calls
 
@@ -311,5 +297,5 @@ def test_gibbs_sampler_holds_one_copy_of_the_sweep():
     def alloc(logb, n, key):
         return collapsed_gibbs_allocations(logb, n, key, 0.3, sweeps=3, burn_in=1)
 
-    counts = _primitive_counts(alloc, jnp.zeros((2, 5, 3)), jnp.ones((2, 5)), jax.random.PRNGKey(0))
+    counts = primitive_counts(alloc, jnp.zeros((2, 5, 3)), jnp.ones((2, 5)), jax.random.PRNGKey(0))
     assert counts.get("while") == 1, counts

@@ -1,8 +1,9 @@
-"""Tree assertions and Monte Carlo helpers with explicit tolerances."""
+"""Tree assertions, Monte Carlo helpers with explicit tolerances, and primitive counts of a program."""
 
 from __future__ import annotations
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -21,3 +22,25 @@ def mc_mean_and_stderr(samples, axis: int = 0):
     samples = jnp.asarray(samples)
     n = samples.shape[axis]
     return jnp.mean(samples, axis), jnp.std(samples, axis) / jnp.sqrt(n)
+
+
+def primitive_counts(fn, *args) -> dict:
+    """How often each primitive occurs in ``jax.make_jaxpr(fn)(*args)``, the jaxprs nested in its
+    equations (loop bodies, branches, inner ``jit``s) included: a regression guard on a program's
+    structure (a loop body copied twice, a random call added) that does not depend on its text.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> primitive_counts(lambda x: jax.lax.fori_loop(0, jnp.int32(x.size), lambda i, y: y * 2, x), jnp.ones(3))["while"]
+        1
+    """
+    counts: dict = {}
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return counts
