@@ -2,7 +2,7 @@
 
 Three programs of each step: value checks off (``vijax.inference.value_checks(False)``; the
 switch is read at trace time), the checks as host callbacks (``jax.jit`` of the checked step), and
-the checks as checkify checks (``vijax.inference.jit_step``, as the runner compiles its chunk).
+the checks as outputs of the program (``vijax.inference.jit_step``: collected checks, as the runner compiles its chunk).
 Each is lowered and compiled once, timed (wall seconds, the persistent cache off: cold), then the
 three are timed in rounds (the fastest of a few calls each, the order rotating) so that load on a
 shared machine falls on all alike; reported: the median over rounds of the ratio to the unchecked
@@ -32,7 +32,7 @@ from vijax.run import enable_compile_cache, fast_cpu_compile
 
 
 def _compiled(alg, state, batch, how: str):
-    """The step's compiled program ("off", "callback" or "checkify"), its lower + compile seconds and
+    """The step's compiled program ("off", "callback" or "jit_step"), its lower + compile seconds and
     its end-to-end seconds (lowering to the result of its first call)."""
     args = (state, batch, jax.random.PRNGKey(1))
 
@@ -41,7 +41,7 @@ def _compiled(alg, state, batch, how: str):
 
     t = time.perf_counter()
     with value_checks(how != "off"):
-        lowered = (jit_step(step) if how == "checkify" else jax.jit(step)).lower(*args)
+        lowered = (jit_step(step) if how == "jit_step" else jax.jit(step)).lower(*args)
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
     jax.block_until_ready(compiled(*args))
@@ -59,7 +59,7 @@ def _time(step, state, batch, reps: int) -> float:
     return best
 
 
-WAYS = ("off", "callback", "checkify")
+WAYS = ("off", "callback", "jit_step")
 
 
 def measure(alg, state, batch, rounds: int, reps: int) -> dict:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import zlib
 from typing import Any, NamedTuple, Sequence
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
@@ -310,6 +312,94 @@ def raise_check_error(error) -> None:
         raise ValueError(str(e).split(" (`check` failed)")[0].strip()) from None
 
 
+class NestedValueCheck(Exception):
+    """A traced value check that a ``collected_value_checks`` block cannot return: it runs below the
+    block's own trace (in a loop body, under ``vmap`` or ``cond``). Raised at trace time, so that
+    the caller can trace the function again another way (``jit_step`` then uses checkify)."""
+
+
+_COLLECTORS: list = []  # the active collected_value_checks blocks, innermost last
+_REPORTS: dict = {}  # a collected program's report key -> its checks' (names, requirements, shapes, counted)
+
+
+def _trace_state():
+    return jax.extend.core.get_opaque_trace_state(convention="vijax")
+
+
+class _Collector:
+    """The traced value checks of one ``collected_value_checks`` block."""
+
+    def __init__(self):
+        self.trace = _trace_state()
+        self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
+
+    def add(self, checks, shapes, flags, firsts, values, count) -> None:
+        if _trace_state() != self.trace:
+            raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
+        meta = (tuple((c.name, c.requirement) for c in checks), tuple(shapes), count is not None)
+        count = jnp.zeros((), jnp.int32) if count is None else jnp.asarray(count)
+        self.groups.append((meta, flags, firsts, values, count))
+
+    def results(self) -> dict:
+        metas = tuple(g[0] for g in self.groups)
+        key = zlib.crc32(repr(metas).encode()) & 0x7FFFFFFF  # stable across processes: the same program text
+        _REPORTS[key] = metas
+        flags = [f for g in self.groups for f in g[1]]
+        return {
+            "failed": jnp.any(jnp.stack(flags)) if flags else jnp.zeros((), bool),
+            "key": jnp.asarray(key, jnp.int32),
+            "groups": [g[1:] for g in self.groups],
+        }
+
+
+@contextlib.contextmanager
+def collected_value_checks():
+    """Context manager, entered inside a function being traced (``jit_step``'s): within the block, a
+    traced value check is neither a host callback nor a checkify check but a set of arrays the
+    block collects; ``sink.results()`` returns them, to be made outputs of the traced function and
+    handed to ``raise_collected`` after the call (a ValueError with the words a concrete batch
+    gets). A check below the block's own trace (a loop body, ``vmap``, ``cond``) raises
+    ``NestedValueCheck``. The program then holds no host callback (so JAX's persistent cache can
+    store it) and none of checkify's error state threaded through its loops, and its tracing skips
+    checkify's second walk of the whole jaxpr."""
+    sink = _Collector()
+    _COLLECTORS.append(sink)
+    try:
+        yield sink
+    finally:
+        _COLLECTORS.pop()
+
+
+def raise_collected(results: dict) -> None:
+    """Raises the first failed check of ``collected_value_checks``' results as a ValueError; nothing
+    when no check failed (reads only the ``failed`` flags from the device then). Results stacked by
+    a loop (the runner's scan of steps: leading axes on every array) raise their first failing row's."""
+    failed = np.asarray(results["failed"])
+    if not failed.any():
+        return
+    if failed.ndim:
+        row = np.unravel_index(int(np.flatnonzero(failed)[0]), failed.shape)
+        results = jax.tree.map(lambda a: np.asarray(a)[row], results)
+    for (names, shapes, counted), (flags, firsts, values, count) in zip(
+        _REPORTS[int(np.asarray(results["key"]))], results["groups"]
+    ):
+        _report(names, shapes, flags, firsts, values, count if counted else None)
+
+
+def _report(names, shapes, flags, firsts, values, count) -> None:
+    """Raises the ValueError of the first failing check (under ``vmap``, its first failing member);
+    ``names``: the checks' (name, requirement) pairs."""
+    flags = [np.asarray(f) for f in flags]
+    for i, (name, requirement) in enumerate(names):
+        if flags[i].any():
+            j = int(np.flatnonzero(flags[i].ravel())[0])
+            first, value = np.asarray(firsts[i]).ravel()[j], np.asarray(values[i]).ravel()[j]
+            text = _failure_text(name, requirement, shapes[i], first, value)
+            if count is not None:
+                text += f" (in step {int(np.asarray(count).ravel()[0]) + 1})"
+            raise ValueError(text)
+
+
 def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
@@ -381,10 +471,10 @@ def values_match(name: str, x: Any, expected: Any, what: str, rtol: float = 1e-4
     return ValueCheck(name, x, ~(jnp.abs(x - expected) <= rtol * (1.0 + jnp.abs(expected))), f"is not {what}")
 
 
-def _failure_text(check: ValueCheck, shape: tuple, flat_index: int, value: Any) -> str:
+def _failure_text(name: str, requirement: str, shape: tuple, flat_index: int, value: Any) -> str:
     pos = [int(i) for i in np.unravel_index(int(flat_index), shape)] if shape else []
     v = value.item() if hasattr(value, "item") else value
-    return f"{check.name} {v!r} at {pos} {check.requirement}"
+    return f"{name} {v!r} at {pos} {requirement}"
 
 
 def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> None:
@@ -414,21 +504,16 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
     else:
         firsts, values = locate(bads, vals)
     shapes = [tuple(c.values.shape) for c in checks]
-    where = "" if count is None else " (in step {})"
+    names = [(c.name, c.requirement) for c in checks]
 
     def report(flags, firsts, values, count):
-        flags = [np.asarray(f) for f in flags]
-        for i, c in enumerate(checks):
-            if flags[i].any():
-                j = int(np.flatnonzero(flags[i].ravel())[0])  # under vmap: the first failing member
-                first, value = np.asarray(firsts[i]).ravel()[j], np.asarray(values[i]).ravel()[j]
-                text = _failure_text(c, shapes[i], first, value)
-                if count is not None:
-                    text += where.format(int(np.asarray(count).ravel()[0]) + 1)
-                raise ValueError(text)
+        _report(names, shapes, flags, firsts, values, count)
 
     if not any(is_tracer(a) for a in flags + firsts + values + ([count] if count is not None else [])):
         report(flags, firsts, values, count)
+        return
+    if _COLLECTORS:
+        _COLLECTORS[-1].add(checks, shapes, flags, firsts, values, count)
         return
     if _FUNCTIONAL[0]:
         _functional_checks(checks, shapes, flags, firsts, values, count)
@@ -451,8 +536,11 @@ __all__ = [
     "enforce_value_checks",
     "finite_nonnegative",
     "finite_values",
+    "NestedValueCheck",
+    "collected_value_checks",
     "functional_value_checks",
     "raise_check_error",
+    "raise_collected",
     "ids_in_range",
     "set_value_checks",
     "value_checks",

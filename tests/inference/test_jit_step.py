@@ -35,12 +35,65 @@ def test_no_host_callback_in_the_program(fit):
     alg, x, state = fit
     args = (state, x, jax.random.PRNGKey(1))
     assert "callback" in jax.jit(alg.step).lower(*args).as_text()  # the checks' host callback
-    assert "callback" not in jit_step(alg.step).lower(*args).as_text()
+    step = jit_step(alg.step)
+    assert step.check_mode() is None
+    text = step.lower(*args).as_text()
+    assert "callback" not in text and step.check_mode() == "collected"
+    assert jit_step(alg.step).lower(*args).as_text() == text  # the same program text: one cache entry
 
 
-def test_a_data_parallel_step_keeps_the_callback_checks():
-    """Under shard_map (data_parallel) checkify made the two-device LDA step 40% slower: jit_step
-    runs jax.jit's program there (host-callback checks), and the same steps as jax.jit."""
+def test_checks_below_the_step_level_are_checkify_checks(fit):
+    """A check in a loop body (a scan of steps, as the runner's chunk) cannot be an output of the
+    program: jit_step traces it with checkify checks instead, with the same error."""
+    alg, x, state = fit
+
+    def two_steps(state, xs, key):
+        def body(s, xk):
+            s, info = alg.step(s, xk[0], xk[1])
+            return s, info.elbo
+
+        return jax.lax.scan(body, state, (xs, jax.random.split(key)))
+
+    step = jit_step(two_steps)
+    xs = jnp.stack([x, x])
+    a, elbos = step(state, xs, jax.random.PRNGKey(1))
+    b, elbos_jit = jax.jit(two_steps)(state, xs, jax.random.PRNGKey(1))
+    np.testing.assert_array_equal(np.asarray(elbos), np.asarray(elbos_jit))
+    assert step.check_mode() == "checkify" and "callback" not in step.lower(state, xs, jax.random.PRNGKey(1)).as_text()
+    with pytest.raises(ValueError, match=r"batch x nan at \[4, 0\] is not finite \(in step 2\)"):
+        step(state, xs.at[1, 4, 0].set(jnp.nan), jax.random.PRNGKey(1))
+
+
+def test_several_checked_steps_in_one_program_report_the_failing_one(fit):
+    """Two algorithms' steps side by side (lock_step): each step's checks are collected, and the
+    error is that of the step whose batch fails, at its own step count."""
+    from vijax.inference import lock_step
+
+    alg, x, state = fit
+    both = lock_step({"a": alg, "b": alg})
+    states = {"a": state, "b": alg.step(state, x, jax.random.PRNGKey(5))[0]}  # b is one step ahead
+    step = jit_step(both.step)
+    new, info = step(states, x, jax.random.PRNGKey(1))
+    ref, ref_info = jax.jit(both.step)(states, x, jax.random.PRNGKey(1))
+    np.testing.assert_array_equal(np.asarray(info["elbo"]), np.asarray(ref_info["elbo"]))
+    assert step.check_mode() == "collected"
+    with pytest.raises(ValueError, match=r"batch x -?inf at \[2, 0\] is not finite \(in step 1\)"):
+        step(states, x.at[2, 0].set(-jnp.inf), jax.random.PRNGKey(1))
+
+
+def test_under_the_callers_jit_it_is_jax_jit(fit):
+    alg, x, state = fit
+    step = jit_step(alg.step)
+    out = jax.jit(lambda s, b, k: step(s, b, k)[1].elbo)(state, x, jax.random.PRNGKey(1))
+    np.testing.assert_array_equal(
+        np.asarray(out), np.asarray(jax.jit(alg.step)(state, x, jax.random.PRNGKey(1))[1].elbo)
+    )
+
+
+def test_a_data_parallel_step_has_its_checks_outside_the_shard_map():
+    """Under shard_map (data_parallel) checkify made the two-device LDA step 40% slower: the step's
+    checks run before its shard_map, so jit_step collects them there as outputs (no checkify, no
+    host callback), with the same steps as jax.jit and the same error for a bad batch."""
     from vijax.data import BowBatch
     from vijax.inference import data_parallel, svi
     from vijax.models import LDA
@@ -51,22 +104,29 @@ def test_a_data_parallel_step_keeps_the_callback_checks():
     state = alg.init(jax.random.PRNGKey(0))
     step = jit_step(alg.step)
     text = step.lower(state, batch, jax.random.PRNGKey(1)).as_text()
-    assert "manual_computation" in text and "callback" in text
+    assert "manual_computation" in text and "callback" not in text
     a, b = step(state, batch, jax.random.PRNGKey(1))[0], jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))[0]
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    with pytest.raises(ValueError, match=r"batch word id 99 at \[2, 3\] is out of range \[0, 30\) \(in step 1\)"):
+        step(state, BowBatch(ids.at[2, 3].set(99), batch.counts), jax.random.PRNGKey(1))
 
 
 def test_a_vmapped_step_with_a_while_loop_falls_back_to_jax_jit():
     """checkify cannot transform a batched while_loop (a vmapped step whose loop stops per member,
-    e.g. LDA restarts in lock step): jit_step runs jax.jit's program, with the same results."""
+    e.g. LDA restarts in lock step), and checks under vmap cannot be collected: jit_step runs
+    jax.jit's program, with the same results."""
     from jax import lax
 
+    from vijax._validate import enforce_value_checks, finite_values
+
     def count_up(x):
+        enforce_value_checks([finite_values("x", x)])
         return lax.while_loop(lambda c: c < x, lambda c: c + 1.0, 0.0)
 
     step = jit_step(jax.vmap(count_up))
     np.testing.assert_array_equal(np.asarray(step(jnp.array([0.5, 2.0, 3.5]))), [1.0, 2.0, 4.0])
+    assert step.check_mode() == "plain"
 
 
 def test_an_error_of_the_step_itself_is_raised():

@@ -112,7 +112,7 @@ def test_command_line_flags(tmp_path, restore_cache_dir):
 
 def test_a_checked_step_s_chunk_is_cached(tmp_path, restore_cache_dir):
     """A step with value checks (here CAVI on a Gaussian mixture) traced by the runner has no host
-    callback (its checks are checkify checks, vijax._validate.functional_value_checks), so JAX's
+    callback (its checks are outputs of the chunk, vijax._validate.collected_value_checks), so JAX's
     persistent cache stores its chunk: it stores no program with a host callback, and the second
     start of a run would compile again. (A bad batch still fails the run naming the value, its
     position and the step: tests/test_hostile_inputs.py, test_value_check_under_jit_and_in_the_runner.)"""

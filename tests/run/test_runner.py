@@ -463,7 +463,7 @@ def test_arrays_the_batch_function_captures_are_arguments_of_the_compiled_chunk(
     same run as one computing it, and the data is an argument of the compiled chunk, not a constant
     embedded in it (XLA folds what depends on a constant at compile time: the default experiment's
     chunk compiled 1.6x slower): the lowered chunk does not grow with the captured array."""
-    from vijax.run._runner import _make_chunk_fn
+    from vijax.run._chunk import _make_chunk_fn
 
     def sized(n):
         big = jnp.linspace(0.0, 1.0, n)  # captured; the batch's mean term is mu + 0 * big.sum()
@@ -485,8 +485,33 @@ def test_arrays_the_batch_function_captures_are_arguments_of_the_compiled_chunk(
     assert sizes[1] < sizes[0] + 2_000, sizes  # 100,000 float32 constants would be > 400 kB of text
 
 
+def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_step():
+    """The chunk's steps' value checks come back as outputs of its scan (no checkify, no host
+    callback): a bad batch at step 3 raises naming step 3; a bad batch of a step past the run's
+    end (the last chunk's unused rows) is not applied, nor checked."""
+    from vijax.inference import cavi
+    from vijax.models import DiagonalGMM
+    from vijax.run._chunk import _make_chunk_fn
+
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(20, 2)))
+    alg = cavi(DiagonalGMM.from_data(x, num_components=2))
+    key = jax.random.PRNGKey(0)
+    chunk = _make_chunk_fn(alg.step, lambda k, t: x, 2, key, checked=True)
+    state = alg.init(key, x)
+    assert "callback" not in chunk.lower(state, key, np.int32(0), np.int32(2), None).as_text() and chunk.collect
+
+    def bad_from(t_bad):
+        return lambda k, t: jnp.where(t >= t_bad, x.at[3, 1].set(jnp.nan), x)
+
+    with pytest.raises(ValueError, match=r"batch x nan at \[3, 1\] is not finite \(in step 3\)"):
+        run(alg, key, batch_fn=bad_from(2), num_steps=4, chunk_size=2, progress=False)
+    result = run(alg, key, batch_fn=bad_from(3), num_steps=3, chunk_size=2, progress=False)
+    assert result.num_steps == 3
+
+
 def test_restarts_of_a_step_with_data_dependent_loops_run():
-    """Restarts in lock step (vmap) of LDA's mean-field SVI step: its E-step's while loops become
+    """Restarts in lock step (vmap) of LDA's mean-field SVI step: its checks sit under the vmap
+    (they cannot be collected as the chunk's outputs) and its E-step's while loops become
     batched, which checkify cannot transform ("checkify-of-vmap-of-while", as in the lda_ssvi
     experiment); the runner's chunk falls back to the host-callback checks, runs, and a bad batch
     still raises the step's ValueError."""

@@ -21,7 +21,15 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import checkify
 
-from vijax._validate import enforce_value_checks, functional_value_checks, is_tracer, raise_check_error
+from vijax._validate import (
+    NestedValueCheck,
+    collected_value_checks,
+    enforce_value_checks,
+    functional_value_checks,
+    is_tracer,
+    raise_check_error,
+    raise_collected,
+)
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -106,20 +114,30 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
 
 
 def jit_step(step: Callable, **jit_kwargs) -> Callable:
-    """``jax.jit(step)`` whose batch value checks are ``checkify`` checks instead of host
-    callbacks: a bad batch still raises the step's ValueError (naming the value, its position and
-    the step), and the compiled program holds no host callback, so that JAX's persistent
+    """``jax.jit(step)`` whose batch value checks come back as outputs of the program instead of
+    host callbacks: a bad batch still raises the step's ValueError (naming the value, its position
+    and the step), and the compiled program holds no host callback, so that JAX's persistent
     compilation cache can store it (it stores no program with one; a plain ``jax.jit`` of a checked
     step compiles again at every start). The runner compiles its chunks this way.
 
-    At the first call (or ``lower``) it falls back to ``jax.jit(step)``, whose checks are host
-    callbacks, where checkify cannot transform the step (seen: a multi-process data-parallel
-    step, whose error state comes back per device; a vmapped step with a data-dependent
-    ``while_loop``, such as restarts of LDA in lock step: "checkify-of-vmap-of-while"; an error of
-    the step itself is then raised by ``jax.jit``'s tracing) or the step runs under ``shard_map``
-    (``data_parallel``): checkify passes its error state in and out of every ``shard_map`` call,
-    which made the two-device LDA SVI step 40% slower (7,100 against 12,400 documents/s, K = 50,
-    S = 256, the shared 2-core VM).
+    At the first call (or ``lower``) it picks, in this order:
+
+    - **collected checks** (``vijax._validate.collected_value_checks``), where every check runs at
+      the step's own level (not in a loop body, ``vmap`` or ``cond``), as in an algorithm's step
+      (``check_step_batch`` comes first): the checks' flags, positions and values are extra outputs,
+      read after the call (one boolean when nothing failed). No checkify transformation, which
+      walks and re-traces the whole step (about half of LDA's SVI step's lowering, 0.49 against
+      0.21–0.25 s) and threads its error state through every loop;
+    - **checkify** checks (``functional_value_checks``), where a check sits deeper (the runner's
+      chunk, a ``lax.scan`` of steps); the first attempt stops at that check, early in the trace;
+    - ``jax.jit(step)``, whose checks are host callbacks, where checkify cannot transform the step
+      (seen: a multi-process data-parallel step, whose error state comes back per device; a vmapped
+      step with a data-dependent ``while_loop``, such as restarts of LDA in lock step:
+      "checkify-of-vmap-of-while"; an error of the step itself is then raised by ``jax.jit``'s
+      tracing) or the checks run under ``shard_map``: checkify passes its error state in and out of
+      every ``shard_map`` call, which made the two-device LDA SVI step 40% slower.
+
+    Called with tracers (under a caller's ``jit``, ``vmap`` or ``grad``), it is ``jax.jit(step)``.
 
     Args:
       step: any function whose checks are ``check_step_batch``'s (an algorithm's ``step``, or a
@@ -128,7 +146,8 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
 
     Returns:
       The compiled function, with the same arguments and results as ``step``; ``.lower(...)``
-      lowers the program it runs.
+      lowers the program it runs; ``.check_mode()`` says which of the three ways it took
+      (``"collected"``, ``"checkify"``, ``"plain"``; None before the first call or lowering).
 
     Examples:
         >>> import jax, numpy as np
@@ -139,46 +158,69 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
         >>> step = jit_step(alg.step)
         >>> state, info = step(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
     """
+    name = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
+
+    def collecting(*args, **kwargs):
+        with collected_value_checks() as sink:
+            out = step(*args, **kwargs)
+        return out, sink.results()
 
     def functional(*args, **kwargs):
         with functional_value_checks():  # read while the step is traced
             return step(*args, **kwargs)
 
     checked_fn = checkify.checkify(functional, errors=checkify.user_checks)
-    checked_fn.__name__ = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
-    checked, plain = jax.jit(checked_fn, **jit_kwargs), jax.jit(step, **jit_kwargs)
-    use_plain = []  # decided at the first lowering: [False] checkify, [True] the callback checks
+    collecting.__name__ = checked_fn.__name__ = name
+    programs = {
+        "collected": jax.jit(collecting, **jit_kwargs),
+        "checkify": jax.jit(checked_fn, **jit_kwargs),
+        "plain": jax.jit(step, **jit_kwargs),
+    }
+    mode = []  # decided at the first lowering: ["collected"], ["checkify"] or ["plain"]
 
-    def lower_checked(*args, **kwargs):
-        """The checkified program, lowered; None (and the plain one from now on) where it does not serve."""
-        if use_plain:
+    def choose(*args, **kwargs):
+        """The first lowering: the program of the first way that serves, lowered (None for plain)."""
+        if mode:
             return None
         try:
-            lowered = checked.lower(*args, **kwargs)
+            lowered = programs["collected"].lower(*args, **kwargs)
+            mode.append("collected")
+            return lowered
+        except NestedValueCheck:
+            pass
+        try:
+            lowered = programs["checkify"].lower(*args, **kwargs)
         except Exception:  # noqa: BLE001 - checkify's own limits; a fault of the step raises again below, from jax.jit's
             lowered = None
         if lowered is None or "manual_computation" in lowered.as_text():  # no checkify, or a shard_map
-            use_plain.append(True)
+            mode.append("plain")
             return None
-        use_plain.append(False)
+        mode.append("checkify")
         return lowered
 
     @functools.wraps(step)
     def call(*args, **kwargs):
-        lower_checked(*args, **kwargs)
-        if use_plain[0]:
-            return plain(*args, **kwargs)
-        error, out = checked(*args, **kwargs)
-        raise_check_error(error)
+        if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):  # under the caller's transformation
+            return programs["plain"](*args, **kwargs)
+        choose(*args, **kwargs)
+        if mode[0] == "plain":
+            return programs["plain"](*args, **kwargs)
+        if mode[0] == "collected":
+            out, results = programs["collected"](*args, **kwargs)
+            raise_collected(results)
+        else:
+            error, out = programs["checkify"](*args, **kwargs)
+            raise_check_error(error)
         return out
 
     def lower(*args, **kwargs):
-        lowered = lower_checked(*args, **kwargs)
-        if lowered is not None:
-            return lowered
-        return (plain if use_plain[0] else checked).lower(*args, **kwargs)
+        lowered = choose(*args, **kwargs)
+        return lowered if lowered is not None else programs[mode[0]].lower(*args, **kwargs)
 
     call.lower = lower
+    call.check_mode = lambda: (
+        mode[0] if mode else None
+    )  # "collected", "checkify" or "plain"; None before the first call
     return call
 
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from vijax.inference import VIAlgorithm, value_checks
 from vijax.types import Array, PRNGKey, PyTree
-from ._runner import RunConfig, _initial_progress, _key_data, _make_chunk_fn
+from ._chunk import _make_chunk_fn
+from ._runner import RunConfig, _initial_progress, _key_data
 
 
 def _abstract_init(alg, init_state, init_key):

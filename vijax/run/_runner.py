@@ -40,14 +40,13 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
-from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 from tqdm.auto import tqdm
 
-from vijax._validate import is_tracer
 from vijax.data import PrefetchHostBatches
-from vijax.inference import VIAlgorithm, jit_step, value_checks
+from vijax.inference import VIAlgorithm, value_checks
 from . import _cache, _checkpoint
+from ._chunk import _make_chunk_fn
 from ._run_config import _SETTINGS, RunConfig, check_run_setting  # noqa: F401  (re-exported)
 from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
 from vijax.types import Array, PRNGKey, PyTree
@@ -73,121 +72,6 @@ class RunResult(NamedTuple):
     converged: bool
     num_steps: int
     wall_time: float
-
-
-class _Rehoist(Exception):
-    """Raised while a chunk is traced when its step captures large arrays not yet its arguments."""
-
-    def __init__(self, arrays):
-        super().__init__("the step captures large arrays; tracing again with them as arguments")
-        self.arrays = arrays
-
-
-STEP_CONSTANT_MIN_SIZE = 100  # a step's captured arrays with at least this many elements become chunk arguments
-
-
-class _Chunk:
-    """The compiled chunk with the batch function's and the step's captured arrays bound as its
-    first arguments: ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``.
-
-    The step's large captured arrays (``STEP_CONSTANT_MIN_SIZE`` elements or more: a model's data,
-    GP classification's N x N kernel matrix and its Cholesky factor) are found when the chunk is
-    first traced: the step is traced to a jaxpr, and if it captures such arrays that are not yet
-    arguments, the tracing stops (``_Rehoist``) and starts again with them as arguments, once.
-    Without this they would be constants in the program, which then grows with the data (19 MB of
-    program text for GP classification on usps) and is copied into every program."""
-
-    def __init__(self, make_jit: Callable, consts: tuple):
-        self.make_jit, self.consts, self.step_consts = make_jit, consts, ()
-        self.fn = make_jit(self.step_consts)
-
-    def _apply(self, lower: bool, args):
-        try:
-            return (self.fn.lower if lower else self.fn)(self.consts, self.step_consts, *args)
-        except _Rehoist as e:  # at most once: the new chunk embeds what it cannot match
-            self.step_consts = tuple(e.arrays)
-            self.fn = self.make_jit(self.step_consts)
-            return (self.fn.lower if lower else self.fn)(self.consts, self.step_consts, *args)
-
-    def __call__(self, *args):
-        return self._apply(False, args)
-
-    def lower(self, *args):
-        return self._apply(True, args)
-
-
-def _step_with_arguments(step_fn: Callable, hoisted: tuple, step_consts: tuple) -> Callable:
-    """``step_fn`` traced to a jaxpr whose captured arrays that are in ``hoisted`` (by identity) are
-    replaced by ``step_consts`` (the chunk's arguments for them). With nothing hoisted yet, a large
-    captured array raises ``_Rehoist``; once some are, any other stays a constant."""
-
-    def step(state, batch, key):
-        # a function of its own at every trace: make_jaxpr caches traces by function, and the value
-        # checks trace differently under checkify and in jit_step's fallback
-        closed, out = jax.make_jaxpr(lambda *a: step_fn(*a), return_shape=True)(state, batch, key)
-        consts = list(closed.consts)
-        large = [c for c in consts if not is_tracer(c) and np.size(c) >= STEP_CONSTANT_MIN_SIZE]
-        if large and not hoisted:
-            raise _Rehoist(large)
-        for i, c in enumerate(consts):
-            for h, arg in zip(hoisted, step_consts):
-                if c is h:
-                    consts[i] = arg
-        flat = jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, consts))(*jax.tree.leaves((state, batch, key)))
-        return jax.tree.unflatten(jax.tree.structure(out), flat)
-
-    return step
-
-
-def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
-    """``(batch_of(consts, key, t), consts)``: ``batch_fn`` with the arrays it captures (e.g. the
-    full data set of a batch algorithm, ``lambda key, t: y``) made arguments. Captured arrays
-    would otherwise be embedded in the compiled chunk as constants, and XLA folds what depends on
-    them at compile time: the default experiment's chunk took 12.6 s to compile with its 1000 x 100
-    data as a constant (2.1 MB of program text), 7.8 s with it as an argument (0.5 MB)."""
-    key = jax.eval_shape(lambda b: jax.random.split(jax.random.fold_in(b, 0))[0], step_base)
-    closed, out = jax.make_jaxpr(batch_fn, return_shape=True)(key, jax.ShapeDtypeStruct((), jnp.int32))
-    tree = jax.tree.structure(out)
-
-    def batch_of(consts, batch_key, t):
-        return jax.tree.unflatten(tree, jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, list(consts)))(batch_key, t))
-
-    return batch_of, tuple(closed.consts)
-
-
-def _make_chunk_fn(
-    step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base, checked: bool = False
-) -> "_Chunk":
-    """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk.
-
-    ``host`` is None with a ``batch_fn``, or the chunk's stacked host batches (leading axis
-    ``chunk_size``) that the scan walks through. The arrays ``batch_fn`` captures are arguments of
-    the compiled chunk, not constants in it (``_hoist_constants``), and so are the step's large
-    captured arrays (``_Chunk``). With ``checked`` (the run's ``check_values``), the steps' value
-    checks are traced as ``checkify`` checks (``vijax._validate.functional_value_checks``) and the
-    chunk is checkified, so that the compiled program has no host callback: JAX's persistent
-    compilation cache stores no program with one, and a second run would compile again."""
-    batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
-
-    def make_jit(hoisted: tuple):
-        def chunk(consts, step_consts, state, step_base, t0, t_end, host):
-            ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
-            step = _step_with_arguments(step_fn, hoisted, step_consts)
-
-            def body(state, xs):
-                t, host_batch = xs
-                batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))
-                batch = batch_of(consts, batch_key, t) if host_batch is None else host_batch
-                new_state, info = step(state, batch, step_key)
-                active = t < t_end
-                state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
-                return state, info
-
-            return jax.lax.scan(body, state, (ts, host))
-
-        return jit_step(chunk) if checked else jax.jit(chunk)
-
-    return _Chunk(make_jit, consts)
 
 
 def _as_strong_arrays(tree: PyTree) -> PyTree:
