@@ -16,7 +16,7 @@ import contextlib
 import math
 import numbers
 import zlib
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.extend.core
@@ -333,17 +333,18 @@ class _Collector:
         self.trace = _trace_state()
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
 
-    def add(self, checks, shapes, flags, firsts, values, count) -> None:
+    def add(self, names, shapes, flags, firsts, values, count) -> None:
         if _trace_state() != self.trace:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
-        meta = (tuple((c.name, c.requirement) for c in checks), tuple(shapes), count is not None)
+        meta = (tuple(names), tuple(shapes), count is not None)
         count = jnp.zeros((), jnp.int32) if count is None else jnp.asarray(count)
         self.groups.append((meta, flags, firsts, values, count))
 
     def results(self) -> dict:
         metas = tuple(g[0] for g in self.groups)
         key = zlib.crc32(repr(metas).encode()) & 0x7FFFFFFF  # stable across processes: the same program text
-        _REPORTS[key] = metas
+        if _REPORTS.setdefault(key, metas) != metas:  # never seen; wrong words would be worse than stopping
+            raise RuntimeError(f"two sets of value checks share the report key {key}: {metas} and {_REPORTS[key]}")
         flags = [f for g in self.groups for f in g[1]]
         return {
             "failed": jnp.any(jnp.stack(flags)) if flags else jnp.zeros((), bool),
@@ -404,12 +405,12 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _functional_checks(checks, shapes, flags, firsts, values, count) -> None:
+def _functional_checks(names, shapes, flags, firsts, values, count) -> None:
     """``checkify.check`` of each check, its words those of ``_failure_text`` (the value and its
     position formatted by checkify when it fails)."""
-    for c, shape, flag, first, value in zip(checks, shapes, flags, firsts, values):
+    for (name, requirement), shape, flag, first, value in zip(names, shapes, flags, firsts, values):
         pos = [jnp.asarray(p) for p in jnp.unravel_index(first, shape)] if shape else []
-        text = f"{_escape(c.name)} {{}} at [{', '.join(['{}'] * len(pos))}] {_escape(c.requirement)}"
+        text = f"{_escape(name)} {{}} at [{', '.join(['{}'] * len(pos))}] {_escape(requirement)}"
         args = [value, *pos]
         if count is not None:
             text += " (in step {})"
@@ -484,8 +485,10 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
 
     Concrete arrays raise at once. Traced ones (inside ``jit``/``scan``/``vmap``) raise from the
     compiled computation through ``jax.debug.callback`` (a ``JaxRuntimeError`` whose text holds
-    the message), only when a check fails. Nothing is checked when ``value_checks_enabled()`` is
-    False.
+    the message), only when a check fails; within ``collected_value_checks`` they are collected
+    as outputs of the traced function instead (``jit_step``, the runner's chunk), within
+    ``functional_value_checks`` they are ``checkify`` checks. Nothing is checked when
+    ``value_checks_enabled()`` is False.
     """
     if not value_checks_enabled() or not checks:
         return
@@ -503,31 +506,74 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
         firsts, values = jax.lax.cond(any_bad, lambda b, v: locate(b, v), lambda b, v: nothing, bads, vals)
     else:
         firsts, values = locate(bads, vals)
-    shapes = [tuple(c.values.shape) for c in checks]
-    names = [(c.name, c.requirement) for c in checks]
+    _dispatch(
+        [(c.name, c.requirement) for c in checks], [tuple(c.values.shape) for c in checks], flags, firsts, values, count
+    )
 
-    def report(flags, firsts, values, count):
-        _report(names, shapes, flags, firsts, values, count)
 
+def _dispatch(names, shapes, flags, firsts, values, count) -> None:
+    """Enforces located checks (``names``: (name, requirement) pairs; per check its flag, first
+    failing flat position and value): at once when concrete, else by the innermost
+    ``collected_value_checks`` block, as checkify checks under ``functional_value_checks``, or by a
+    host callback under a ``lax.cond`` that fires only on a failure."""
     if not any(is_tracer(a) for a in flags + firsts + values + ([count] if count is not None else [])):
-        report(flags, firsts, values, count)
+        _report(names, shapes, flags, firsts, values, count)
         return
     if _COLLECTORS:
-        _COLLECTORS[-1].add(checks, shapes, flags, firsts, values, count)
+        _COLLECTORS[-1].add(names, shapes, flags, firsts, values, count)
         return
     if _FUNCTIONAL[0]:
-        _functional_checks(checks, shapes, flags, firsts, values, count)
+        _functional_checks(names, shapes, flags, firsts, values, count)
         return
     count_arg = jnp.zeros((), jnp.int32) if count is None else count
     jax.lax.cond(
-        any_bad,
-        lambda *a: jax.debug.callback(report, *a),
+        jnp.any(jnp.stack(flags)),
+        lambda *a: jax.debug.callback(lambda *b: _report(names, shapes, *b), *a),
         lambda *a: None,
         flags,
         firsts,
         values,
         count_arg if count is not None else None,
     )
+
+
+def vmap_with_checks(fn: Callable, in_axes=0) -> Callable:
+    """``jax.vmap(fn, in_axes)`` whose value checks (``enforce_value_checks`` traced inside ``fn``)
+    are collected inside the vmap and enforced once outside it, for the first failing member:
+    by the caller's ``collected_value_checks`` block, checkify or a host callback, as any check at
+    the caller's level. Without it, a check under ``vmap`` cannot be collected (``NestedValueCheck``)
+    and its ``lax.cond`` becomes a select, so its callback runs at every call (the vmapped restarts
+    of ``vijax.inference.restarts``). Where ``fn``'s checks sit deeper still (in a loop body of
+    ``fn``), it is ``jax.vmap(fn, in_axes)``. ``fn``'s outputs are batched along axis 0."""
+
+    def wrapped(*args):
+        metas = []
+
+        def inner(*a):
+            with collected_value_checks() as sink:
+                out = fn(*a)
+            metas[:] = [g[0] for g in sink.groups]
+            return out, [g[1:] for g in sink.groups]
+
+        try:
+            out, groups = jax.vmap(inner, in_axes=in_axes)(*args)
+        except NestedValueCheck:
+            return jax.vmap(fn, in_axes=in_axes)(*args)
+        for (names, shapes, counted), (flags, firsts, values, count) in zip(metas, groups):
+            # per check: any member failing, and the first failing member's position and value
+            members = [jnp.argmax(jnp.ravel(f)) for f in flags]
+            i = jnp.argmax(jnp.stack([jnp.any(f) for f in flags]))  # the first failing check's member's count
+            _dispatch(
+                names,
+                shapes,
+                [jnp.any(f) for f in flags],
+                [jnp.ravel(p)[j] for p, j in zip(firsts, members)],
+                [jnp.ravel(v)[j] for v, j in zip(values, members)],
+                jnp.ravel(count)[jnp.stack(members)[i]] if counted else None,
+            )
+        return out
+
+    return wrapped
 
 
 __all__ = [
@@ -548,6 +594,7 @@ __all__ = [
     "values_in_interval",
     "values_in_set",
     "values_match",
+    "vmap_with_checks",
     "check_bool",
     "check_choice",
     "check_data_array",

@@ -137,3 +137,28 @@ def test_an_error_of_the_step_itself_is_raised():
 
     with pytest.raises(ValueError, match="bad step argument x"):
         jit_step(bad)(jnp.ones(2))
+
+
+def test_checks_under_vmap_are_enforced_outside_it():
+    """vmap_with_checks (the vmap of restarts): the members' checks are collected inside the vmap and
+    enforced outside it for the first failing member, so jit_step still collects them (no host
+    callback); eagerly, under jit_step and under jax.jit, a bad batch raises the same words."""
+    from vijax._validate import enforce_value_checks, finite_values, vmap_with_checks
+
+    def member(scale, x, count):
+        enforce_value_checks([finite_values("batch x", x * scale)], count)
+        return jnp.sum(x * scale)
+
+    f = vmap_with_checks(member, in_axes=(0, None, 0))
+    scales, counts, x = jnp.array([1.0, 2.0, 3.0]), jnp.array([4, 4, 4]), jnp.arange(6.0).reshape(3, 2)
+    step = jit_step(f)
+    np.testing.assert_allclose(np.asarray(step(scales, x, counts)), [15.0, 30.0, 45.0])
+    assert step.check_mode() == "collected" and "callback" not in step.lower(scales, x, counts).as_text()
+    bad = scales.at[1].set(jnp.inf)  # only member 1 fails, at every entry: the first is [0, 0]
+    words = r"batch x inf at \[0, 0\] is not finite \(in step 5\)"
+    with pytest.raises(ValueError, match=words):
+        step(bad, x.at[0, 0].set(1.0), counts)
+    with pytest.raises(ValueError, match=words):
+        f(bad, x.at[0, 0].set(1.0), counts)
+    with pytest.raises(Exception, match=words):  # jax.jit: a host callback's JaxRuntimeError
+        jax.block_until_ready(jax.jit(f)(bad, x.at[0, 0].set(1.0), counts))

@@ -510,20 +510,24 @@ def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_
 
 
 def test_restarts_of_a_step_with_data_dependent_loops_run():
-    """Restarts in lock step (vmap) of LDA's mean-field SVI step: its checks sit under the vmap
-    (they cannot be collected as the chunk's outputs) and its E-step's while loops become
-    batched, which checkify cannot transform ("checkify-of-vmap-of-while", as in the lda_ssvi
-    experiment); the runner's chunk falls back to the host-callback checks, runs, and a bad batch
-    still raises the step's ValueError."""
+    """Restarts in lock step (vmap) of LDA's mean-field SVI step, as in the lda_ssvi experiment: its
+    E-step's while loops become batched, which checkify cannot transform ("checkify-of-vmap-of-while"),
+    and its checks run under the vmap; ``restarts`` enforces them outside the vmap
+    (``vmap_with_checks``), so the chunk collects them: no host callback, and a bad batch still
+    raises the step's ValueError."""
     from vijax.data import BowBatch
     from vijax.inference import restarts, svi
     from vijax.models import LDA
+    from vijax.run._chunk import _make_chunk_fn
 
     alg = restarts(svi(LDA(3, 20, max_iters=10), num_data=40), 2)
     ids = jnp.arange(4 * 6, dtype=jnp.int32).reshape(4, 6) % 20
     batch = BowBatch(ids, jnp.ones((4, 6), jnp.float32))
     result = run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: batch, num_steps=4, chunk_size=2, progress=False)
     assert result.trace["elbo"].shape == (4, 2) and np.all(np.isfinite(result.trace["elbo"]))
+    chunk = _make_chunk_fn(alg.step, lambda k, t: batch, 2, jax.random.PRNGKey(1), checked=True)
+    text = chunk.lower(alg.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1), np.int32(0), np.int32(2), None).as_text()
+    assert chunk.collect and "callback" not in text
     bad = BowBatch(ids.at[1, 2].set(25), batch.counts)
     with pytest.raises(ValueError, match="out of range"):
         run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: bad, num_steps=2, chunk_size=2, progress=False)

@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 import jax
 
-from vijax._validate import check_int
+from vijax._validate import check_int, vmap_with_checks
 from vijax.inference.base import VIAlgorithm
 from vijax.types import Array, PyTree
 
@@ -24,7 +24,9 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     The state gains a leading axis of size ``num_restarts``; every restart sees the same batch
     and its own key (``jax.random.split`` of the step's key). ``info`` fields gain the same axis,
     so the runner's stopping rule sees the mean ELBO over restarts. Pick the winner with
-    ``select_restart(state, jnp.argmax(info.elbo))``.
+    ``select_restart(state, jnp.argmax(info.elbo))``. The step's batch checks run inside the vmap and
+    are enforced outside it (``vmap_with_checks``), so that ``jit_step`` and the runner can return
+    them as outputs of the program (no host callback at every step, and a cacheable program).
     """
     check_int("num_restarts", num_restarts)
 
@@ -32,7 +34,8 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
         return jax.vmap(lambda k: alg.init(k, batch))(jax.random.split(key, num_restarts))
 
     def step(state, batch, key):
-        return jax.vmap(alg.step, in_axes=(0, None, 0))(state, batch, jax.random.split(key, num_restarts))
+        # the restarts' batch checks enforced once, outside the vmap (vmap_with_checks)
+        return vmap_with_checks(alg.step, in_axes=(0, None, 0))(state, batch, jax.random.split(key, num_restarts))
 
     return VIAlgorithm(init, step)
 
