@@ -246,11 +246,8 @@ def check_key(name: str, key: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- value checks of a step's batch
-# One validator per kind of check. Each returns a ``ValueCheck``: where the values of an array
-# (concrete or traced) break a rule, with the words of the error. ``enforce_value_checks`` raises
-# the first failure: a ValueError at once for concrete arrays, and from inside a compiled step
-# (``jax.debug.callback`` under a ``lax.cond`` that only fires on a failure, so the check costs a
-# few reductions of the batch and no host round trip when the batch is good) for traced ones.
+# One validator per kind of check, each returning a ``ValueCheck`` (where an array breaks a rule, and
+# the error's words); ``enforce_value_checks`` raises the first failure (see its docstring).
 
 _VALUE_CHECKS = [True]
 _FUNCTIONAL = [False]
@@ -313,28 +310,23 @@ def raise_check_error(error) -> None:
 
 
 class NestedValueCheck(Exception):
-    """A traced value check that a ``collected_value_checks`` block cannot return: it runs below the
-    block's own trace (in a loop body, under ``vmap`` or ``cond``). Raised at trace time, so that
-    the caller can trace the function again another way (``jit_step`` then uses checkify)."""
+    """Raised at trace time by a traced value check below a ``collected_value_checks`` block's own
+    trace (a loop body, ``vmap``, ``cond``), so that the caller traces again another way."""
 
 
 _COLLECTORS: list = []  # the active collected_value_checks blocks, innermost last
 _REPORTS: dict = {}  # a collected program's report key -> its checks' (names, requirements, shapes, counted)
 
 
-def _trace_state():
-    return jax.extend.core.get_opaque_trace_state(convention="vijax")
-
-
 class _Collector:
     """The traced value checks of one ``collected_value_checks`` block."""
 
     def __init__(self):
-        self.trace = _trace_state()
+        self.trace = jax.extend.core.get_opaque_trace_state(convention="vijax")
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
 
     def add(self, names, shapes, flags, firsts, values, count) -> None:
-        if _trace_state() != self.trace:
+        if jax.extend.core.get_opaque_trace_state(convention="vijax") != self.trace:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
         meta = (tuple(names), tuple(shapes), count is not None)
         count = jnp.zeros((), jnp.int32) if count is None else jnp.asarray(count)
@@ -355,14 +347,11 @@ class _Collector:
 
 @contextlib.contextmanager
 def collected_value_checks():
-    """Context manager, entered inside a function being traced (``jit_step``'s): within the block, a
-    traced value check is neither a host callback nor a checkify check but a set of arrays the
-    block collects; ``sink.results()`` returns them, to be made outputs of the traced function and
-    handed to ``raise_collected`` after the call (a ValueError with the words a concrete batch
-    gets). A check below the block's own trace (a loop body, ``vmap``, ``cond``) raises
-    ``NestedValueCheck``. The program then holds no host callback (so JAX's persistent cache can
-    store it) and none of checkify's error state threaded through its loops, and its tracing skips
-    checkify's second walk of the whole jaxpr."""
+    """Context manager, entered inside a function being traced (``jit_step``'s): a traced value check
+    in the block is a set of arrays it collects; ``sink.results()`` returns them, to be outputs of the
+    traced function, raised after the call by ``raise_collected`` (the words a concrete batch gets).
+    A check below the block's own trace (a loop body, ``vmap``, ``cond``) raises ``NestedValueCheck``.
+    No host callback (JAX's persistent cache stores the program), no checkify walk or error state."""
     sink = _Collector()
     _COLLECTORS.append(sink)
     try:
@@ -372,9 +361,8 @@ def collected_value_checks():
 
 
 def raise_collected(results: dict) -> None:
-    """Raises the first failed check of ``collected_value_checks``' results as a ValueError; nothing
-    when no check failed (reads only the ``failed`` flags from the device then). Results stacked by
-    a loop (the runner's scan of steps: leading axes on every array) raise their first failing row's."""
+    """Raises the first failed check of ``collected_value_checks``' results (reads only the ``failed``
+    flags when none failed); results stacked by a loop (the runner's scan) raise their first row's."""
     failed = np.asarray(results["failed"])
     if not failed.any():
         return
@@ -538,13 +526,10 @@ def _dispatch(names, shapes, flags, firsts, values, count) -> None:
 
 
 def vmap_with_checks(fn: Callable, in_axes=0) -> Callable:
-    """``jax.vmap(fn, in_axes)`` whose value checks (``enforce_value_checks`` traced inside ``fn``)
-    are collected inside the vmap and enforced once outside it, for the first failing member:
-    by the caller's ``collected_value_checks`` block, checkify or a host callback, as any check at
-    the caller's level. Without it, a check under ``vmap`` cannot be collected (``NestedValueCheck``)
-    and its ``lax.cond`` becomes a select, so its callback runs at every call (the vmapped restarts
-    of ``vijax.inference.restarts``). Where ``fn``'s checks sit deeper still (in a loop body of
-    ``fn``), it is ``jax.vmap(fn, in_axes)``. ``fn``'s outputs are batched along axis 0."""
+    """``jax.vmap(fn, in_axes)`` (outputs on axis 0) whose value checks are collected inside the vmap
+    and enforced once outside it, for the first failing member, as any check at the caller's level
+    (``restarts``; a check under a plain ``vmap`` cannot be collected, and its callback runs at every
+    call). Where ``fn``'s checks sit deeper (a loop body), it is ``jax.vmap(fn, in_axes)``."""
 
     def wrapped(*args):
         metas = []
