@@ -1,0 +1,85 @@
+"""The one home of argument validation, shared by every layer (``expfam`` up to ``run``).
+
+Each check raises ``ValueError`` with a message that starts with the argument's name (or the
+config key's path, which callers pass as ``name``), so that a user sees which input is wrong.
+Checks of array *values* look only at concrete arrays: inside ``jit`` a tracer passes, because
+validation happens before compilation. A traced step checks the values of its batch with the
+value checks of ``_values`` (``ids_in_range``, ``finite_nonnegative``, ``finite_values``,
+``values_in_set``, enforced by ``enforce_value_checks``), which work eagerly and under ``jit``,
+``vmap`` and ``lax.scan``; ``value_checks(False)`` turns them off (see docs/design.md, "Checked
+steps").
+
+Two modules: ``_args`` (arguments) and ``_values`` (a step's batch values).
+"""
+
+from ._args import (
+    batch_size,
+    check_bool,
+    check_choice,
+    check_data_array,
+    check_finite,
+    check_float_dtype,
+    check_int,
+    check_key,
+    check_positive,
+    check_positive_fields,
+    check_positive_scalar,
+    check_scalar,
+    float_dtype,
+    is_tracer,
+    set_static_floats,
+)
+from ._values import (
+    NestedValueCheck,
+    ValueCheck,
+    collected_value_checks,
+    enforce_value_checks,
+    finite_nonnegative,
+    finite_values,
+    functional_value_checks,
+    ids_in_range,
+    raise_check_error,
+    raise_collected,
+    set_value_checks,
+    value_checks,
+    value_checks_enabled,
+    values_in_interval,
+    values_in_set,
+    values_match,
+    vmap_with_checks,
+)
+
+__all__ = [
+    "ValueCheck",
+    "batch_size",
+    "enforce_value_checks",
+    "finite_nonnegative",
+    "finite_values",
+    "NestedValueCheck",
+    "collected_value_checks",
+    "functional_value_checks",
+    "raise_check_error",
+    "raise_collected",
+    "ids_in_range",
+    "set_value_checks",
+    "value_checks",
+    "value_checks_enabled",
+    "values_in_interval",
+    "values_in_set",
+    "values_match",
+    "vmap_with_checks",
+    "check_bool",
+    "check_choice",
+    "check_data_array",
+    "check_finite",
+    "check_float_dtype",
+    "check_int",
+    "check_key",
+    "check_positive",
+    "check_positive_fields",
+    "check_positive_scalar",
+    "check_scalar",
+    "float_dtype",
+    "is_tracer",
+    "set_static_floats",
+]
