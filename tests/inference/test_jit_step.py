@@ -42,6 +42,25 @@ def test_no_host_callback_in_the_program(fit):
     assert jit_step(alg.step).lower(*args).as_text() == text  # the same program text: one cache entry
 
 
+def test_the_program_returns_per_row_flags_and_a_failure_is_located_by_a_second_run(fit):
+    """The collected program reduces each check within the batch's rows only (no reduction across
+    rows: a batch sharded over devices needs no collective for its checks); a failure runs the step
+    again, located; with donated arguments one program returns everything."""
+    alg, x, state = fit
+    args = (state, x, jax.random.PRNGKey(1))
+    step = jit_step(alg.step)
+    results = jax.tree.leaves(step.lower(*args).out_info[1])  # (step's outputs, checks' results)
+    assert [(tuple(a.shape), a.dtype) for a in results] == [((30,), jnp.bool_)]  # a flag per row of x (30, 2)
+    bad = x.at[7, 0].set(jnp.nan)
+    with pytest.raises(ValueError, match=r"batch x nan at \[7, 0\] is not finite \(in step 1\)"):
+        step(state, bad, jax.random.PRNGKey(1))
+    donating = jit_step(alg.step, donate_argnums=0)
+    assert len(jax.tree.leaves(donating.lower(*args).out_info[1])) > 1  # flags, position, value, step, ...
+    fresh = jax.tree.map(jnp.copy, state)
+    with pytest.raises(ValueError, match=r"batch x nan at \[7, 0\] is not finite \(in step 1\)"):
+        donating(fresh, bad, jax.random.PRNGKey(1))
+
+
 def test_checks_below_the_step_level_are_checkify_checks(fit):
     """A check in a loop body (a scan of steps, as the runner's chunk) cannot be an output of the
     program: jit_step traces it with checkify checks instead, with the same error."""

@@ -30,6 +30,7 @@ from ._args import (
     set_static_floats,
 )
 from ._values import (
+    collected_failed,
     NestedValueCheck,
     ValueCheck,
     collected_value_checks,
@@ -50,6 +51,7 @@ from ._values import (
 )
 
 __all__ = [
+    "collected_failed",
     "ValueCheck",
     "batch_size",
     "enforce_value_checks",

@@ -91,18 +91,35 @@ _REPORTS: dict = {}  # a collected program's report key -> its checks' (names, r
 class _Collector:
     """The traced value checks of one ``collected_value_checks`` block."""
 
-    def __init__(self):
+    def __init__(self, locate: bool = True):
         self.trace = jax.extend.core.get_opaque_trace_state(convention="vijax")
+        self.locate = locate
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
+        self.rows = []  # unlocated: per check, its bad entries reduced over all but the leading axis
 
-    def add(self, names, shapes, flags, firsts, values, count) -> None:
+    def _at_own_level(self) -> None:
         if jax.extend.core.get_opaque_trace_state(convention="vijax") != self.trace:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
+
+    def add_rows(self, bads) -> None:
+        """Unlocated checks: per check, whether each row (leading index) holds a bad entry; a
+        reduction within each row, none across rows, so a batch sharded over its rows needs no
+        collective (a global flag, an all-reduce returned as an output, cost the two-device LDA step
+        5-10 %)."""
+        self._at_own_level()
+        for b in bads:
+            if b.size:
+                self.rows.append(jnp.any(b.reshape(b.shape[0], -1), axis=1) if b.ndim > 1 else b)
+
+    def add(self, names, shapes, flags, firsts, values, count) -> None:
+        self._at_own_level()
         meta = (tuple(names), tuple(shapes), count is not None)
         count = jnp.zeros((), jnp.int32) if count is None else jnp.asarray(count)
         self.groups.append((meta, flags, firsts, values, count))
 
     def results(self) -> dict:
+        if not self.locate:
+            return {"rows": self.rows + [f for g in self.groups for f in g[1]]}
         metas = tuple(g[0] for g in self.groups)
         key = zlib.crc32(repr(metas).encode()) & 0x7FFFFFFF  # stable across processes: the same program text
         if _REPORTS.setdefault(key, metas) != metas:  # never seen; wrong words would be worse than stopping
@@ -116,18 +133,25 @@ class _Collector:
 
 
 @contextlib.contextmanager
-def collected_value_checks():
+def collected_value_checks(locate: bool = True):
     """Context manager, entered inside a function being traced (``jit_step``'s): a traced value check
     in the block is a set of arrays it collects; ``sink.results()`` returns them, to be outputs of the
     traced function, raised after the call by ``raise_collected`` (the words a concrete batch gets).
     A check below the block's own trace (a loop body, ``vmap``, ``cond``) raises ``NestedValueCheck``.
-    No host callback (JAX's persistent cache stores the program), no checkify walk or error state."""
-    sink = _Collector()
+    No host callback (JAX's persistent cache stores the program), no checkify walk or error state.
+    ``locate=False``: only per-row flags, read by ``collected_failed`` (no position, value or step;
+    the caller runs a located program to raise)."""
+    sink = _Collector(locate)
     _COLLECTORS.append(sink)
     try:
         yield sink
     finally:
         _COLLECTORS.pop()
+
+
+def collected_failed(results: dict) -> bool:
+    """Whether any check of ``collected_value_checks(locate=False)``' results failed."""
+    return any(bool(np.asarray(r).any()) for r in results["rows"])
 
 
 def raise_collected(results: dict) -> None:
@@ -249,6 +273,9 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
     ``value_checks_enabled()`` is False.
     """
     if not value_checks_enabled() or not checks:
+        return
+    if _COLLECTORS and not _COLLECTORS[-1].locate and any(is_tracer(c.bad) for c in checks):
+        _COLLECTORS[-1].add_rows([jnp.asarray(c.bad) for c in checks])
         return
     flags = [jnp.any(c.bad) for c in checks]
 

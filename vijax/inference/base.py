@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jax.experimental import checkify
 
 from vijax._validate import (
+    collected_failed,
     NestedValueCheck,
     collected_value_checks,
     enforce_value_checks,
@@ -124,8 +125,11 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
 
     - **collected checks** (``vijax._validate.collected_value_checks``), where every check runs at
       the step's own level (not in a loop body, ``vmap`` or ``cond``), as in an algorithm's step
-      (``check_step_batch`` comes first): the checks' flags, positions and values are extra outputs,
-      read after the call (one boolean when nothing failed). No checkify transformation, which
+      (``check_step_batch`` comes first): per check, whether each row of the batch holds a bad
+      value (no reduction across rows, so none across the devices of a sharded batch) is an extra
+      output, read after the call; on a failure the step runs again in a program that also returns
+      the first failure's position, value and step, to raise (with ``donate_argnums`` the one
+      program returns them all). No checkify transformation, which
       walks and re-traces the whole step (about half of LDA's SVI step's lowering, 0.49 against
       0.21–0.25 s) and threads its error state through every loop;
     - **checkify** checks (``functional_value_checks``), where a check sits deeper (the runner's
@@ -159,8 +163,14 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
         >>> state, info = step(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
     """
     name = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
+    donated = any(jit_kwargs.get(k) not in (None, (), []) for k in ("donate_argnums", "donate_argnames"))
 
-    def collecting(*args, **kwargs):
+    def collecting(*args, **kwargs):  # per-row flags only, unless the arguments are donated
+        with collected_value_checks(locate=donated) as sink:
+            out = step(*args, **kwargs)
+        return out, sink.results()
+
+    def locating(*args, **kwargs):  # run again on a failure: the first failure's position and value
         with collected_value_checks() as sink:
             out = step(*args, **kwargs)
         return out, sink.results()
@@ -170,9 +180,10 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
             return step(*args, **kwargs)
 
     checked_fn = checkify.checkify(functional, errors=checkify.user_checks)
-    collecting.__name__ = checked_fn.__name__ = name
+    collecting.__name__ = locating.__name__ = checked_fn.__name__ = name
     programs = {
         "collected": jax.jit(collecting, **jit_kwargs),
+        "located": jax.jit(locating, **jit_kwargs),
         "checkify": jax.jit(checked_fn, **jit_kwargs),
         "plain": jax.jit(step, **jit_kwargs),
     }
@@ -207,7 +218,11 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
             return programs["plain"](*args, **kwargs)
         if mode[0] == "collected":
             out, results = programs["collected"](*args, **kwargs)
-            raise_collected(results)
+            if donated:
+                raise_collected(results)
+            elif collected_failed(results):
+                raise_collected(programs["located"](*args, **kwargs)[1])
+                raise RuntimeError("a value check failed in the step but not when it was run again")
         else:
             error, out = programs["checkify"](*args, **kwargs)
             raise_check_error(error)
