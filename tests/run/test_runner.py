@@ -498,13 +498,21 @@ def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_
     key = jax.random.PRNGKey(0)
     chunk = _make_chunk_fn(alg.step, lambda k, t: x, 2, key, checked=True)
     state = alg.init(key, x)
-    assert "callback" not in chunk.lower(state, key, np.int32(0), np.int32(2), None).as_text() and chunk.collect
+    lowered = chunk.lower(state, key, np.int32(0), np.int32(2), None)
+    assert "callback" not in lowered.as_text() and chunk.collect
+    # per step, a flag per row of x (20, 2) and nothing else: no reduction across the batch's rows
+    assert [tuple(a.shape) for a in jax.tree.leaves(lowered.out_info[1][1])] == [(2, 20)]
+    assert chunk.located is None  # the located chunk is compiled at a first failure only
 
     def bad_from(t_bad):
         return lambda k, t: jnp.where(t >= t_bad, x.at[3, 1].set(jnp.nan), x)
 
     with pytest.raises(ValueError, match=r"batch x nan at \[3, 1\] is not finite \(in step 3\)"):
         run(alg, key, batch_fn=bad_from(2), num_steps=4, chunk_size=2, progress=False)
+    failing = _make_chunk_fn(alg.step, bad_from(1), 2, key, checked=True)
+    with pytest.raises(ValueError, match=r"batch x nan at \[3, 1\] is not finite \(in step 2\)"):
+        failing(state, key, np.int32(0), np.int32(2), None)
+    assert failing.located is not None
     result = run(alg, key, batch_fn=bad_from(3), num_steps=3, chunk_size=2, progress=False)
     assert result.num_steps == 3
 

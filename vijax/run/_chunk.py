@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 
-from vijax._validate import NestedValueCheck, collected_value_checks, is_tracer, raise_collected
+from vijax._validate import NestedValueCheck, collected_failed, collected_value_checks, is_tracer, raise_collected
 from vijax.inference import jit_step
 
 
@@ -37,7 +37,10 @@ class _Chunk:
     program text for GP classification on usps) and is copied into every program.
 
     With value checks, each step's checks are collected as outputs of the scan
-    (``vijax._validate.collected_value_checks``, one row per step) and raised after the call; where
+    (``vijax._validate.collected_value_checks``, one row per step: per check, a flag per row of the
+    batch, with no reduction across rows, so none across the devices of a sharded batch); on a
+    failure the chunk runs again from the same arguments in a program that also returns the first
+    failure's position, value and step, and raises its error (compiled only then). Where
     a step's checks sit below its own level (under the ``vmap`` of restarts) the tracing stops
     (``NestedValueCheck``) and the chunk is compiled by ``jit_step`` instead (checkify checks, or
     host callbacks where checkify cannot transform it)."""
@@ -45,6 +48,7 @@ class _Chunk:
     def __init__(self, make_jit: Callable, consts: tuple, collect: bool):
         self.make_jit, self.consts, self.step_consts, self.collect = make_jit, consts, (), collect
         self.fn = make_jit(self.step_consts, collect)
+        self.located = None  # the chunk returning located checks, compiled at a first failure
 
     def _apply(self, lower: bool, args):
         for _ in range(3):  # at most one re-hoist and one change of the checks' way
@@ -59,8 +63,11 @@ class _Chunk:
         if lower:
             return out
         state, (infos, checks) = out
-        if checks is not None:
-            raise_collected(checks)
+        if checks is not None and collected_failed(checks):
+            if self.located is None:
+                self.located = self.make_jit(self.step_consts, self.collect, locate=True)
+            raise_collected(self.located(self.consts, self.step_consts, *args)[1][1])
+            raise RuntimeError("a value check failed in the chunk but not when it was run again")
         return state, infos
 
     def __call__(self, *args):
@@ -70,17 +77,19 @@ class _Chunk:
         return self._apply(True, args)
 
 
-def _step_with_arguments(step_fn: Callable, hoisted: tuple, step_consts: tuple, collect: bool) -> Callable:
+def _step_with_arguments(
+    step_fn: Callable, hoisted: tuple, step_consts: tuple, collect: bool, locate: bool = False
+) -> Callable:
     """``step_fn`` traced to a jaxpr whose captured arrays that are in ``hoisted`` (by identity) are
     replaced by ``step_consts`` (the chunk's arguments for them). With nothing hoisted yet, a large
     captured array raises ``_Rehoist``; once some are, any other stays a constant. Returns
     ``(step_fn's outputs, checks)``: with ``collect``, its value checks' results
-    (``collected_value_checks``), else None."""
+    (``collected_value_checks(locate)``), else None."""
 
     def traced(*args):
         if not collect:
             return step_fn(*args), None
-        with collected_value_checks() as sink:
+        with collected_value_checks(locate) as sink:
             out = step_fn(*args)
         return out, sink.results()
 
@@ -133,10 +142,10 @@ def _make_chunk_fn(
     again."""
     batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
 
-    def make_jit(hoisted: tuple, collect: bool):
+    def make_jit(hoisted: tuple, collect: bool, locate: bool = False):
         def chunk(consts, step_consts, state, step_base, t0, t_end, host):
             ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
-            step = _step_with_arguments(step_fn, hoisted, step_consts, collect)
+            step = _step_with_arguments(step_fn, hoisted, step_consts, collect, locate)
 
             def body(state, xs):
                 t, host_batch = xs
@@ -145,8 +154,10 @@ def _make_chunk_fn(
                 (new_state, info), checks = step(state, batch, step_key)
                 active = t < t_end
                 state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
-                if checks is not None:  # a step past t_end is not applied: nor are its checks
+                if checks is not None and locate:  # a step past t_end is not applied: nor are its checks
                     checks = {**checks, "failed": checks["failed"] & active}
+                elif checks is not None:
+                    checks = {"rows": [r & active for r in checks["rows"]]}
                 return state, (info, checks)
 
             return jax.lax.scan(body, state, (ts, host))
