@@ -128,8 +128,9 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
       (``check_step_batch`` comes first): per check, whether each row of the batch holds a bad
       value (no reduction across rows, so none across the devices of a sharded batch) is an extra
       output, read after the call; on a failure the step runs again in a program that also returns
-      the first failure's position, value and step, to raise (with ``donate_argnums`` the one
-      program returns them all). No checkify transformation, which
+      the first failure's position, value and step, to raise (with ``donate_argnums``, or in a
+      run of several processes, each holding only its own rows' flags, the one program returns
+      them all). No checkify transformation, which
       walks and re-traces the whole step (about half of LDA's SVI step's lowering, 0.49 against
       0.21–0.25 s) and threads its error state through every loop;
     - **checkify** checks (``functional_value_checks``), where a check sits deeper (the runner's
@@ -165,8 +166,8 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
     name = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
     donated = any(jit_kwargs.get(k) not in (None, (), []) for k in ("donate_argnums", "donate_argnames"))
 
-    def collecting(*args, **kwargs):  # per-row flags only, unless the arguments are donated
-        with collected_value_checks(locate=donated) as sink:
+    def collecting(*args, **kwargs):  # per-row flags only, unless donated or several processes
+        with collected_value_checks(locate=donated or jax.process_count() > 1) as sink:
             out = step(*args, **kwargs)
         return out, sink.results()
 
@@ -218,7 +219,7 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
             return programs["plain"](*args, **kwargs)
         if mode[0] == "collected":
             out, results = programs["collected"](*args, **kwargs)
-            if donated:
+            if "rows" not in results:  # located already
                 raise_collected(results)
             elif collected_failed(results):
                 raise_collected(programs["located"](*args, **kwargs)[1])

@@ -63,7 +63,9 @@ class _Chunk:
         if lower:
             return out
         state, (infos, checks) = out
-        if checks is not None and collected_failed(checks):
+        if checks is not None and "rows" not in checks:  # located already (several processes)
+            raise_collected(checks)
+        elif checks is not None and collected_failed(checks):
             if self.located is None:
                 self.located = self.make_jit(self.step_consts, self.collect, locate=True)
             raise_collected(self.located(self.consts, self.step_consts, *args)[1][1])
@@ -145,7 +147,9 @@ def _make_chunk_fn(
     def make_jit(hoisted: tuple, collect: bool, locate: bool = False):
         def chunk(consts, step_consts, state, step_base, t0, t_end, host):
             ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
-            step = _step_with_arguments(step_fn, hoisted, step_consts, collect, locate)
+            # several processes: one located program (each process holds only its rows' flags)
+            located = locate or jax.process_count() > 1
+            step = _step_with_arguments(step_fn, hoisted, step_consts, collect, located)
 
             def body(state, xs):
                 t, host_batch = xs
@@ -154,7 +158,7 @@ def _make_chunk_fn(
                 (new_state, info), checks = step(state, batch, step_key)
                 active = t < t_end
                 state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
-                if checks is not None and locate:  # a step past t_end is not applied: nor are its checks
+                if checks is not None and located:  # a step past t_end is not applied: nor are its checks
                     checks = {**checks, "failed": checks["failed"] & active}
                 elif checks is not None:
                     checks = {"rows": [r & active for r in checks["rows"]]}
