@@ -9,8 +9,12 @@ shared machine falls on all alike; reported: the median over rounds of the ratio
 step - 1, with its interquartile range, the compile seconds, and end to end (lowering, compiling and
 the first step). Two steps: LDA SVI on a minibatch
 of S documents (K topics, V words, L distinct words per document) and diagonal-GMM CAVI on N points.
+With ``--devices n`` (n > 1), JAX shows n CPU devices and the LDA step is ``data_parallel`` over
+them (the batch sharded by rows: a check reduced over the whole batch is then an all-reduce); the
+GMM row is left out.
 
     python benchmarks/check_overhead.py            # writes benchmarks/results/check_overhead.json
+    python benchmarks/check_overhead.py --devices 2 --out benchmarks/results/check_overhead_2dev.json
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import BowBatch
-from vijax.inference import cavi, jit_step, svi, value_checks
+from vijax.inference import cavi, data_parallel, jit_step, svi, value_checks
 from vijax.models import LDA, DiagonalGMM
 from vijax.run import enable_compile_cache, fast_cpu_compile
 
@@ -86,15 +90,18 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--devices", type=int, default=1, help="CPU devices; > 1: the LDA step data_parallel over them")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "check_overhead.json"))
     a = p.parse_args(argv)
+    if a.devices > 1:
+        jax.config.update("jax_num_cpu_devices", a.devices)  # before JAX starts its backends
     fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
     enable_compile_cache(False)  # every compile cold
     rng = np.random.default_rng(0)
     s, length, k, v = 64, 128, 20, 5000
     ids = jnp.asarray(np.sort(rng.choice(v, (s, length)), 1), jnp.int32)
     batch = BowBatch(ids, jnp.asarray(rng.integers(1, 4, (s, length)), jnp.float32))
-    lda = svi(LDA(k, v), num_data=10_000, schedule=0.5)
+    lda = svi(data_parallel(LDA(k, v)) if a.devices > 1 else LDA(k, v), num_data=10_000, schedule=0.5)
     res = {
         "lda_svi": dict(
             measure(lda, lda.init(jax.random.PRNGKey(0)), batch, a.rounds, a.reps),
@@ -102,13 +109,15 @@ def main(argv=None) -> dict:
             length=length,
             topics=k,
             vocab=v,
+            devices=jax.device_count(),
         )
     }
-    x = jnp.asarray(rng.normal(size=(20_000, 2)), jnp.float32)
-    gmm = cavi(DiagonalGMM(5, 2))
-    res["gmm_cavi"] = dict(
-        measure(gmm, gmm.init(jax.random.PRNGKey(0), x), x, a.rounds, a.reps), points=20_000, dim=2, components=5
-    )
+    if a.devices <= 1:
+        x = jnp.asarray(rng.normal(size=(20_000, 2)), jnp.float32)
+        gmm = cavi(DiagonalGMM(5, 2))
+        res["gmm_cavi"] = dict(
+            measure(gmm, gmm.init(jax.random.PRNGKey(0), x), x, a.rounds, a.reps), points=20_000, dim=2, components=5
+        )
     res["machine"] = f"{platform.machine()} {os.cpu_count()} cores, jax {jax.__version__}"
     res["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     print("| step | checks | step ms | overhead (IQR) | compile s | end-to-end s (first step) |")
