@@ -43,14 +43,15 @@ def test_no_host_callback_in_the_program(fit):
 
 
 def test_the_program_returns_per_row_flags_and_a_failure_is_located_by_a_second_run(fit):
-    """The collected program reduces each check within the batch's rows only (no reduction across
-    rows: a batch sharded over devices needs no collective for its checks); a failure runs the step
-    again, located; with donated arguments one program returns everything."""
+    """The collected program never reduces a check across the batch's rows (a batch sharded over
+    devices needs no collective for its checks): a small batch's bad entries come back as they are,
+    a large one's per row; a failure runs the step again, located; with donated arguments one
+    program returns everything."""
     alg, x, state = fit
     args = (state, x, jax.random.PRNGKey(1))
     step = jit_step(alg.step)
     results = jax.tree.leaves(step.lower(*args).out_info[1])  # (step's outputs, checks' results)
-    assert [(tuple(a.shape), a.dtype) for a in results] == [((30,), jnp.bool_)]  # a flag per row of x (30, 2)
+    assert [(tuple(a.shape), a.dtype) for a in results] == [((30, 2), jnp.bool_)]  # x's bad entries, unreduced
     bad = x.at[7, 0].set(jnp.nan)
     with pytest.raises(ValueError, match=r"batch x nan at \[7, 0\] is not finite \(in step 1\)"):
         step(state, bad, jax.random.PRNGKey(1))
@@ -59,6 +60,20 @@ def test_the_program_returns_per_row_flags_and_a_failure_is_located_by_a_second_
     fresh = jax.tree.map(jnp.copy, state)
     with pytest.raises(ValueError, match=r"batch x nan at \[7, 0\] is not finite \(in step 1\)"):
         donating(fresh, bad, jax.random.PRNGKey(1))
+
+
+def test_a_large_check_comes_back_per_row():
+    from vijax._validate import collected_failed, collected_value_checks, enforce_value_checks, finite_values
+
+    def f(x):
+        with collected_value_checks(locate=False) as sink:
+            enforce_value_checks([finite_values("x", x)])
+        return sink.results()
+
+    x = jnp.zeros((300, 300))  # 90,000 entries: above the unreduced size
+    rows = jax.eval_shape(f, x)["rows"]
+    assert [r.shape for r in rows] == [(300,)]
+    assert not collected_failed(jax.jit(f)(x)) and collected_failed(jax.jit(f)(x.at[299, 5].set(jnp.inf)))
 
 
 def test_checks_below_the_step_level_are_checkify_checks(fit):

@@ -500,8 +500,8 @@ def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_
     state = alg.init(key, x)
     lowered = chunk.lower(state, key, np.int32(0), np.int32(2), None)
     assert "callback" not in lowered.as_text() and chunk.collect
-    # per step, a flag per row of x (20, 2) and nothing else: no reduction across the batch's rows
-    assert [tuple(a.shape) for a in jax.tree.leaves(lowered.out_info[1][1])] == [(2, 20)]
+    # per step, x's (20, 2) bad entries and nothing else: no reduction across the batch's rows
+    assert [tuple(a.shape) for a in jax.tree.leaves(lowered.out_info[1][1])] == [(2, 20, 2)]
     assert chunk.located is None  # the located chunk is compiled at a first failure only
 
     def bad_from(t_bad):

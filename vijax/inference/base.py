@@ -125,9 +125,9 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
 
     - **collected checks** (``vijax._validate.collected_value_checks``), where every check runs at
       the step's own level (not in a loop body, ``vmap`` or ``cond``), as in an algorithm's step
-      (``check_step_batch`` comes first): per check, whether each row of the batch holds a bad
-      value (no reduction across rows, so none across the devices of a sharded batch) is an extra
-      output, read after the call; on a failure the step runs again in a program that also returns
+      (``check_step_batch`` comes first): per check, its bad entries (or for a large batch whether
+      each row holds one; no reduction across rows, so none across the devices of a sharded
+      batch) are an extra output, read after the call; on a failure the step runs again in a program that also returns
       the first failure's position, value and step, to raise (with ``donate_argnums``, or in a
       run of several processes, each holding only its own rows' flags, the one program returns
       them all). No checkify transformation, which

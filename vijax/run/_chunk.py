@@ -37,8 +37,9 @@ class _Chunk:
     program text for GP classification on usps) and is copied into every program.
 
     With value checks, each step's checks are collected as outputs of the scan
-    (``vijax._validate.collected_value_checks``, one row per step: per check, a flag per row of the
-    batch, with no reduction across rows, so none across the devices of a sharded batch); on a
+    (``vijax._validate.collected_value_checks``, one row per step: per check, its bad entries, or for a
+    large batch a flag per row; no reduction across rows, so none across the devices of a sharded
+    batch); on a
     failure the chunk runs again from the same arguments in a program that also returns the first
     failure's position, value and step, and raises its error (compiled only then). Where
     a step's checks sit below its own level (under the ``vmap`` of restarts) the tracing stops
