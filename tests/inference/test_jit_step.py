@@ -42,7 +42,7 @@ def test_no_host_callback_in_the_program(fit):
     assert jit_step(alg.step).lower(*args).as_text() == text  # the same program text: one cache entry
 
 
-def test_the_program_returns_per_row_flags_and_a_failure_is_located_by_a_second_run(fit):
+def test_the_program_returns_unreduced_checks_and_a_failure_is_located_by_a_second_run(fit):
     """The collected program never reduces a check across the batch's rows (a batch sharded over
     devices needs no collective for its checks): a small batch's bad entries come back as they are,
     a large one's per row; a failure runs the step again, located; with donated arguments one
