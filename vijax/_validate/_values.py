@@ -96,7 +96,7 @@ class _Collector:
         self.trace = jax.extend.core.get_opaque_trace_state(convention="vijax")
         self.locate = locate
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
-        self.rows = []  # unlocated: per check, its bad entries reduced over all but the leading axis
+        self.rows = []  # unlocated: per check, its bad entries (a large check's: per row)
 
     def _at_own_level(self) -> None:
         if jax.extend.core.get_opaque_trace_state(convention="vijax") != self.trace:
@@ -142,8 +142,9 @@ def collected_value_checks(locate: bool = True):
     traced function, raised after the call by ``raise_collected`` (the words a concrete batch gets).
     A check below the block's own trace (a loop body, ``vmap``, ``cond``) raises ``NestedValueCheck``.
     No host callback (JAX's persistent cache stores the program), no checkify walk or error state.
-    ``locate=False``: only per-row flags, read by ``collected_failed`` (no position, value or step;
-    the caller runs a located program to raise)."""
+    ``locate=False``: only the checks' bad entries (a large check's per row; see ``add_rows``), read by
+    ``collected_failed``, no position, value or step: ``raise_collected`` runs a located program to
+    raise."""
     sink = _Collector(locate)
     _COLLECTORS.append(sink)
     try:
@@ -157,9 +158,16 @@ def collected_failed(results: dict) -> bool:
     return any(bool(np.asarray(r).any()) for r in results["rows"])
 
 
-def raise_collected(results: dict) -> None:
+def raise_collected(results: dict, locate_again: Callable[[], dict] | None = None) -> None:
     """Raises the first failed check of ``collected_value_checks``' results (reads only the ``failed``
-    flags when none failed); results stacked by a loop (the runner's scan) raise their first row's."""
+    flags when none failed); results stacked by a loop (the runner's scan) raise their first row's.
+    Unlocated results (``locate=False``) that hold a failure raise the results of ``locate_again()``
+    (the same arguments through the located program)."""
+    if "rows" in results:
+        if collected_failed(results):
+            raise_collected(locate_again())
+            raise RuntimeError("a value check failed but not when the program was run again, located")
+        return
     failed = np.asarray(results["failed"])
     if not failed.any():
         return

@@ -22,7 +22,6 @@ import jax.numpy as jnp
 from jax.experimental import checkify
 
 from vijax._validate import (
-    collected_failed,
     NestedValueCheck,
     collected_value_checks,
     enforce_value_checks,
@@ -219,11 +218,7 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
             return programs["plain"](*args, **kwargs)
         if mode[0] == "collected":
             out, results = programs["collected"](*args, **kwargs)
-            if "rows" not in results:  # located already
-                raise_collected(results)
-            elif collected_failed(results):
-                raise_collected(programs["located"](*args, **kwargs)[1])
-                raise RuntimeError("a value check failed in the step but not when it was run again")
+            raise_collected(results, lambda: programs["located"](*args, **kwargs)[1])
         else:
             error, out = programs["checkify"](*args, **kwargs)
             raise_check_error(error)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 
-from vijax._validate import NestedValueCheck, collected_failed, collected_value_checks, is_tracer, raise_collected
+from vijax._validate import NestedValueCheck, collected_value_checks, is_tracer, raise_collected
 from vijax.inference import jit_step
 
 
@@ -64,14 +64,15 @@ class _Chunk:
         if lower:
             return out
         state, (infos, checks) = out
-        if checks is not None and "rows" not in checks:  # located already (several processes)
-            raise_collected(checks)
-        elif checks is not None and collected_failed(checks):
-            if self.located is None:
-                self.located = self.make_jit(self.step_consts, self.collect, locate=True)
-            raise_collected(self.located(self.consts, self.step_consts, *args)[1][1])
-            raise RuntimeError("a value check failed in the chunk but not when it was run again")
+        if checks is not None:
+            raise_collected(checks, lambda: self._located()(self.consts, self.step_consts, *args)[1][1])
         return state, infos
+
+    def _located(self):
+        """The chunk returning located checks, compiled at a first failure only."""
+        if self.located is None:
+            self.located = self.make_jit(self.step_consts, self.collect, locate=True)
+        return self.located
 
     def __call__(self, *args):
         return self._apply(False, args)
