@@ -1,17 +1,20 @@
 """One process of the multi-process data-parallel test (tests/inference/test_distributed.py):
-``python _mp_worker.py PORT NUM_PROCESSES PROCESS_ID OUT.npz`` (NUM_PROCESSES 1: the one-process
-reference, reading both halves). Each process reads only its own
+``python _mp_worker.py PORT NUM_PROCESSES PROCESS_ID OUT.npz [bad]`` (NUM_PROCESSES 1: the
+one-process reference, reading both halves). Each process reads only its own
 block of the corpus, runs SVI on LDA through ``vijax.run.run`` with ``global_host_batches`` and
-writes the final topics and the ELBO trace."""
+writes the final topics and the ELBO trace. With ``bad``, process 1 reads a negative count in
+its first row of step BAD_STEP (0-based): the run must stop there with an error on every process
+and write nothing."""
 
 import sys
 
 import numpy as np
 
 D, K, V, S, STEPS, CHUNK = 48, 3, 25, 8, 6, 3
+BAD_STEP = 4  # in the second chunk
 
 
-def fit(shards, num_shards):
+def fit(shards, num_shards, bad=False):
     import jax
 
     from vijax.data import Minibatcher, bucket_length, sample_lda_corpus
@@ -25,7 +28,12 @@ def fit(shards, num_shards):
 
     def local_host_batches(t0, n):  # this process's rows of steps t0 .. t0 + n - 1
         parts = [mb.host_batches(t0, n, length) for mb in local]
-        return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
+        batches = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
+        if bad and t0 <= BAD_STEP < t0 + n:
+            counts = np.array(batches.counts)
+            counts[BAD_STEP - t0, 0, 0] = -1.0
+            batches = batches._replace(counts=counts)
+        return batches
 
     model = data_parallel(LDA(K, V))
     alg = svi(model, num_data=D)
@@ -44,6 +52,7 @@ def fit(shards, num_shards):
 
 if __name__ == "__main__":
     port, nproc, pid, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    bad = sys.argv[5:] == ["bad"]
     from vijax.inference import initialize_processes
 
     if nproc > 1:
@@ -51,6 +60,9 @@ if __name__ == "__main__":
     import jax
 
     # one process alone reads every shard (the reference); else each its own
-    elbo, leaves = fit([jax.process_index()], nproc) if nproc > 1 else fit([0, 1], 2)
+    if nproc > 1:
+        elbo, leaves = fit([jax.process_index()], nproc, bad=bad and jax.process_index() == 1)
+    else:
+        elbo, leaves = fit([0, 1], 2)
     np.savez(out, elbo, *leaves)
     print("process", jax.process_index(), "of", jax.process_count(), "devices", jax.devices(), flush=True)

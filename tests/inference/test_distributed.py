@@ -1,5 +1,6 @@
 """Data parallelism across processes: two local CPU processes (JAX's gloo CPU collectives), each
-reading its own half of the corpus, give the one-process result (SVI on LDA, 6 steps)."""
+reading its own half of the corpus, give the one-process result (SVI on LDA, 6 steps), and a bad
+batch in one of them stops both with the same located error."""
 
 import os
 import socket
@@ -35,7 +36,9 @@ def test_process_shard_blocks_cover_the_items_once():
         global_batch(LDA(2, 5), np.zeros((2, 3)))
 
 
-def test_two_cpu_processes_equal_one(tmp_path):
+def _run_processes(tmp_path, runs, *extra) -> list:
+    """Runs ``_mp_worker.py`` once per (num_processes, process_id) of ``runs``, side by side;
+    returns each process's return code and output."""
     port, root = _free_port(), os.path.dirname(os.path.dirname(HERE))
     env = dict(
         os.environ,
@@ -43,17 +46,10 @@ def test_two_cpu_processes_equal_one(tmp_path):
         JAX_PLATFORMS="cpu",
         XLA_FLAGS="",
     )
-    runs = [(2, 0), (2, 1), (1, 0)]  # two processes, and the one-process reference (in float32 alike)
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                os.path.join(HERE, "_mp_worker.py"),
-                str(port),
-                str(n),
-                str(p),
-                str(tmp_path / f"{n}_{p}.npz"),
-            ],
+            [sys.executable, os.path.join(HERE, "_mp_worker.py"), str(port), str(n), str(p)]
+            + [str(tmp_path / f"{n}_{p}.npz"), *extra],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -64,14 +60,20 @@ def test_two_cpu_processes_equal_one(tmp_path):
     outs = []
     for p in procs:
         try:
-            outs.append(p.communicate(timeout=180)[0])
+            outs.append((p.communicate(timeout=180)[0], p.returncode))
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
-            pytest.fail("the two-process run did not finish in 180 s")
-    for p, out in zip(procs, outs):
-        assert p.returncode == 0, out
-    assert "process 0 of 2" in outs[0] and "process 1 of 2" in outs[1]
+            pytest.fail("the multi-process run did not finish in 180 s")
+    return outs
+
+
+def test_two_cpu_processes_equal_one(tmp_path):
+    runs = [(2, 0), (2, 1), (1, 0)]  # two processes, and the one-process reference (in float32 alike)
+    outs = _run_processes(tmp_path, runs)
+    for out, code in outs:
+        assert code == 0, out
+    assert "process 0 of 2" in outs[0][0] and "process 1 of 2" in outs[1][0]
     ref = np.load(tmp_path / "1_0.npz")
     for p in range(2):
         got = np.load(tmp_path / f"2_{p}.npz")
@@ -79,3 +81,14 @@ def test_two_cpu_processes_equal_one(tmp_path):
         # the psum adds two partial sums where one process adds all terms at once: float32 rounding
         for name in ref.files:
             np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_bad_batch_in_one_process_stops_every_process_at_its_step(tmp_path):
+    """Process 1 reads a negative count at step 5 (its first row: row 4 of the global batch of 8).
+    Both processes raise the same located error, the global row and the step named, and neither
+    writes a result."""
+    outs = _run_processes(tmp_path, [(2, 0), (2, 1)], "bad")
+    for p, (out, code) in enumerate(outs):
+        assert code != 0, out
+        assert "ValueError: batch count -1.0 at [4, 0] is not a finite number >= 0 (in step 5)" in out, out
+        assert not (tmp_path / f"2_{p}.npz").exists()
