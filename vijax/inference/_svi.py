@@ -45,7 +45,7 @@ from vijax._validate import batch_size, check_key, check_scalar
 from vijax.inference._conjugate import check_factory_args, initial_globals
 from vijax.inference._scale import data_scale
 from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
-from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo
+from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 
@@ -132,13 +132,16 @@ def step(
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
     scale, full = data_scale(state.count, s, num_data, ramp)
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
-    elbo = conjugate_elbo(prior, state.q_global, loc, scale=full)
+    # the guard tests the ELBO's data term, not the KL of the old q(beta), which depends on neither
+    # the batch nor the update: a step whose info is unused (discarded under jit) skips the KL
+    data_term, kl = conjugate_elbo_terms(prior, state.q_global, loc, scale=full)
+    elbo = data_term - kl
     if hyper is not None:
         hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, scale), hyper, rho, hyper_step)
     new, ok = reject_nonfinite(
         SVIState(q_new, safe_increment(state.count), hyper if hyper is not None else state.hyper, state.num_rejected),
         state,
-        elbo,
+        data_term,
     )
     return new, SVIInfo(elbo, jnp.asarray(rho), num_damped, new.hyper if hyper is not None else None, ok)
 

@@ -6,6 +6,7 @@ from vijax.models._base import (
     HyperparameterModel,
     LocalResult,
     conjugate_elbo,
+    conjugate_elbo_terms,
     conjugate_posterior,
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
@@ -106,5 +107,6 @@ __all__ = [
     "LocalResult",
     "UnivariateGMM",
     "conjugate_elbo",
+    "conjugate_elbo_terms",
     "conjugate_posterior",
 ]

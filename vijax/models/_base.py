@@ -92,9 +92,22 @@ def conjugate_elbo(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.
 
     ``scale`` = N / S turns a minibatch's local result into an unbiased full-data estimate.
     """
+    data_term, kl = conjugate_elbo_terms(prior, q_global, local, scale)
+    return data_term - kl
+
+
+def conjugate_elbo_terms(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.0) -> tuple[Array, Array]:
+    """The two terms of :func:`conjugate_elbo`, L = data_term - kl: the data term
+    scale * (<sbar, E_q[t(beta)]> + local_terms) and KL(q(beta) || p(beta)).
+
+    Apart, so that a step can test the data term alone (cheap: E_q[t(beta)] is the local step's
+    input) and leave the KL, which costs the log-normalizer of every global factor (log Gamma
+    over LDA's K x V topics), to the callers that read the ELBO: under ``jit``, a step whose
+    ELBO is not used does not compute it.
+    """
     expected_t = expfam.tree_mean_params(q_global)
     data_term = expfam.tree_inner(local.suff_stats, expected_t) + local.local_terms
-    return scale * data_term - expfam.tree_kl(q_global, prior)
+    return scale * data_term, expfam.tree_kl(q_global, prior)
 
 
 def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
