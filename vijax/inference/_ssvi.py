@@ -115,7 +115,9 @@ def step(
         view=_draw_view(mode),
     )
     elbo = data_term - expfam.tree_kl(q, prior)
-    new, ok = reject_nonfinite(SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
+    # the guard tests the data term, as svi's: the KL of the old q(beta) depends on neither the
+    # batch nor the update, and a step whose info is unused skips it
+    new, ok = reject_nonfinite(SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, data_term)
     return new, SSVIInfo(elbo, jnp.asarray(rho), num_damped, ok)
 
 
