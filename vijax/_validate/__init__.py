@@ -31,6 +31,7 @@ from ._args import (
 )
 from ._values import (
     collected_failed,
+    collecting_checks,
     NestedValueCheck,
     ValueCheck,
     collected_value_checks,
@@ -52,6 +53,7 @@ from ._values import (
 
 __all__ = [
     "collected_failed",
+    "collecting_checks",
     "ValueCheck",
     "batch_size",
     "enforce_value_checks",

@@ -144,13 +144,26 @@ def collected_value_checks(locate: bool = True):
     No host callback (JAX's persistent cache stores the program), no checkify walk or error state.
     ``locate=False``: only the checks' bad entries (a large check's per row; see ``add_rows``), read by
     ``collected_failed``, no position, value or step: ``raise_collected`` runs a located program to
-    raise."""
-    sink = _Collector(locate)
+    raise. In a run of several processes the checks are always located: each process holds only its
+    own rows' entries, and every process must raise alike."""
+    sink = _Collector(locate or jax.process_count() > 1)
     _COLLECTORS.append(sink)
     try:
         yield sink
     finally:
         _COLLECTORS.pop()
+
+
+def collecting_checks(fn: Callable, locate: bool = True) -> Callable:
+    """``fn`` returning ``(its outputs, its value checks' results)``: ``fn`` run in a
+    ``collected_value_checks(locate)`` block, to be traced (``jit_step``, the runner's chunk)."""
+
+    def run(*args, **kwargs):
+        with collected_value_checks(locate) as sink:
+            out = fn(*args, **kwargs)
+        return out, sink.results()
+
+    return run
 
 
 def collected_failed(results: dict) -> bool:

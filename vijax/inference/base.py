@@ -23,7 +23,7 @@ from jax.experimental import checkify
 
 from vijax._validate import (
     NestedValueCheck,
-    collected_value_checks,
+    collecting_checks,
     enforce_value_checks,
     functional_value_checks,
     is_tracer,
@@ -165,15 +165,9 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
     name = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
     donated = any(jit_kwargs.get(k) not in (None, (), []) for k in ("donate_argnums", "donate_argnames"))
 
-    def collecting(*args, **kwargs):  # per-row flags only, unless donated or several processes
-        with collected_value_checks(locate=donated or jax.process_count() > 1) as sink:
-            out = step(*args, **kwargs)
-        return out, sink.results()
-
-    def locating(*args, **kwargs):  # run again on a failure: the first failure's position and value
-        with collected_value_checks() as sink:
-            out = step(*args, **kwargs)
-        return out, sink.results()
+    # the bad entries only (donated arguments cannot run twice: located at once); on a failure the
+    # located program runs again for the first failure's position and value
+    collecting, locating = collecting_checks(step, locate=donated), collecting_checks(step)
 
     def functional(*args, **kwargs):
         with functional_value_checks():  # read while the step is traced

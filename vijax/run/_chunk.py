@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 import numpy as np
 
-from vijax._validate import NestedValueCheck, collected_value_checks, is_tracer, raise_collected
+from vijax._validate import NestedValueCheck, collecting_checks, is_tracer, raise_collected
 from vijax.inference import jit_step
 
 
@@ -93,9 +93,7 @@ def _step_with_arguments(
     def traced(*args):
         if not collect:
             return step_fn(*args), None
-        with collected_value_checks(locate) as sink:
-            out = step_fn(*args)
-        return out, sink.results()
+        return collecting_checks(step_fn, locate)(*args)
 
     def step(state, batch, key):
         # a function of its own at every trace: make_jaxpr caches traces by function, and the value
@@ -149,9 +147,7 @@ def _make_chunk_fn(
     def make_jit(hoisted: tuple, collect: bool, locate: bool = False):
         def chunk(consts, step_consts, state, step_base, t0, t_end, host):
             ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
-            # several processes: one located program (each process holds only its rows' flags)
-            located = locate or jax.process_count() > 1
-            step = _step_with_arguments(step_fn, hoisted, step_consts, collect, located)
+            step = _step_with_arguments(step_fn, hoisted, step_consts, collect, locate)
 
             def body(state, xs):
                 t, host_batch = xs
@@ -160,7 +156,9 @@ def _make_chunk_fn(
                 (new_state, info), checks = step(state, batch, step_key)
                 active = t < t_end
                 state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
-                if checks is not None and located:  # a step past t_end is not applied: nor are its checks
+                # a step past t_end is not applied: nor are its checks (located ones, as in a run of
+                # several processes, have a "failed" flag; unlocated ones their bad entries)
+                if checks is not None and "failed" in checks:
                     checks = {**checks, "failed": checks["failed"] & active}
                 elif checks is not None:
                     checks = {"rows": [r & active for r in checks["rows"]]}
