@@ -8,7 +8,7 @@ import pytest
 import tensorflow_probability.substrates.jax as tfp
 
 from vijax import expfam
-from vijax.models import DiagonalGMM, UnivariateGMM, conjugate_elbo, conjugate_posterior
+from vijax.models import DiagonalGMM, UnivariateGMM, conjugate_elbo, conjugate_elbo_terms, conjugate_posterior
 from vijax.testing import matched_sklearn_bgmm, sklearn_to_q
 
 tfd = tfp.distributions
@@ -35,6 +35,26 @@ def test_univariate_elbo_equals_eq21():
     ours = conjugate_elbo(model.prior(), q, loc)
     ref = _elbo_eq21(x, np.asarray(q.mean), np.asarray(q.variance), np.asarray(loc.local_params), 5.0)
     np.testing.assert_allclose(ours, ref, rtol=1e-10)
+
+
+def test_elbo_terms_are_the_kl_by_tfp_and_a_data_term_that_alone_scales():
+    """conjugate_elbo_terms: kl = KL(q(mu) || p(mu)) by TFP, independent of the scale; the data term
+    is eq. (21) plus that KL at scale 1 and doubles at scale 2 (the svi guard tests it alone)."""
+    r = np.random.default_rng(3)
+    x = r.normal(size=40) * 3
+    model = UnivariateGMM(num_components=3, prior_variance=5.0)
+    q_old = expfam.Normal.from_mean_variance(jnp.array([-2.0, 0.5, 3.0]), jnp.array([0.4, 1.0, 2.0]))
+    loc = model.local_step(q_old.mean_params(), jnp.asarray(x))
+    q = expfam.Normal.from_mean_variance(jnp.array([-1.0, 0.0, 2.0]), jnp.array([0.3, 0.7, 1.5]))
+    data_term, kl = conjugate_elbo_terms(model.prior(), q, loc)
+    kl_tfp = jnp.sum(tfd.kl_divergence(q.to_tfp(), tfd.Normal(0.0, np.sqrt(5.0))))
+    np.testing.assert_allclose(kl, kl_tfp, rtol=1e-10)
+    ref = _elbo_eq21(x, np.asarray(q.mean), np.asarray(q.variance), np.asarray(loc.local_params), 5.0)
+    np.testing.assert_allclose(data_term, ref + kl_tfp, rtol=1e-10)
+    data2, kl2 = conjugate_elbo_terms(model.prior(), q, loc, scale=2.0)
+    np.testing.assert_allclose(data2, 2 * data_term, rtol=1e-12)
+    np.testing.assert_allclose(kl2, kl, rtol=1e-12)
+    np.testing.assert_allclose(conjugate_elbo(model.prior(), q, loc, scale=2.0), data2 - kl2, rtol=1e-12)
 
 
 def test_univariate_global_update_is_eq34():
