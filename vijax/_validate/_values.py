@@ -178,6 +178,8 @@ def raise_collected(results: dict, locate_again: Callable[[], dict] | None = Non
     (the same arguments through the located program)."""
     if "rows" in results:
         if collected_failed(results):
+            if locate_again is None:
+                raise RuntimeError("a value check failed, and no located program was given to say where")
             raise_collected(locate_again())
             raise RuntimeError("a value check failed but not when the program was run again, located")
         return
