@@ -25,13 +25,18 @@ def _elbo_eq21(x, m, s2, phi, sigma2):
     return e_log_p_mu + e_log_p_c + e_log_lik - e_log_q_c - e_log_q_mu
 
 
-def test_univariate_elbo_equals_eq21():
-    r = np.random.default_rng(0)
-    x = r.normal(size=40) * 3
+def _univariate_case(seed):
+    """40 points, K = 3, prior variance 5: the model, a q(mu), and the local step at another q."""
+    x = np.random.default_rng(seed).normal(size=40) * 3
     model = UnivariateGMM(num_components=3, prior_variance=5.0)
     q_old = expfam.Normal.from_mean_variance(jnp.array([-2.0, 0.5, 3.0]), jnp.array([0.4, 1.0, 2.0]))
     loc = model.local_step(q_old.mean_params(), jnp.asarray(x))
     q = expfam.Normal.from_mean_variance(jnp.array([-1.0, 0.0, 2.0]), jnp.array([0.3, 0.7, 1.5]))
+    return x, model, q, loc
+
+
+def test_univariate_elbo_equals_eq21():
+    x, model, q, loc = _univariate_case(0)
     ours = conjugate_elbo(model.prior(), q, loc)
     ref = _elbo_eq21(x, np.asarray(q.mean), np.asarray(q.variance), np.asarray(loc.local_params), 5.0)
     np.testing.assert_allclose(ours, ref, rtol=1e-10)
@@ -40,12 +45,7 @@ def test_univariate_elbo_equals_eq21():
 def test_elbo_terms_are_the_kl_by_tfp_and_a_data_term_that_alone_scales():
     """conjugate_elbo_terms: kl = KL(q(mu) || p(mu)) by TFP, independent of the scale; the data term
     is eq. (21) plus that KL at scale 1 and doubles at scale 2 (the svi guard tests it alone)."""
-    r = np.random.default_rng(3)
-    x = r.normal(size=40) * 3
-    model = UnivariateGMM(num_components=3, prior_variance=5.0)
-    q_old = expfam.Normal.from_mean_variance(jnp.array([-2.0, 0.5, 3.0]), jnp.array([0.4, 1.0, 2.0]))
-    loc = model.local_step(q_old.mean_params(), jnp.asarray(x))
-    q = expfam.Normal.from_mean_variance(jnp.array([-1.0, 0.0, 2.0]), jnp.array([0.3, 0.7, 1.5]))
+    x, model, q, loc = _univariate_case(3)
     data_term, kl = conjugate_elbo_terms(model.prior(), q, loc)
     kl_tfp = jnp.sum(tfd.kl_divergence(q.to_tfp(), tfd.Normal(0.0, np.sqrt(5.0))))
     np.testing.assert_allclose(kl, kl_tfp, rtol=1e-10)
