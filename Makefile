@@ -1,5 +1,6 @@
 # make run         : create .venv if needed, install vijax, run the embedded default experiment.
-# make test        : create .venv if needed, install vijax with test extras, lint (ruff), run the test suite (not `slow`).
+# make test        : create .venv if needed, install vijax with test extras, lint (ruff), run the test suite (not `slow`)
+#                    and every docstring example of the package (doctests).
 # make test-compat : the wheel in fresh virtual environments with the newest allowed and the oldest
 #                    supported JAX, running the README example and a fast subset (docs/compat.md).
 # make docs        : the API reference site, built strictly (a broken reference fails) into site/.
@@ -27,7 +28,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --doctest-modules tests vijax
 
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow

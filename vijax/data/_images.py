@@ -52,7 +52,7 @@ def load_digits_images(
 
     Examples:
         >>> d = load_digits_images(binarize=True)
-        >>> d.x_train.shape, d.x_test.shape, d.image_shape, sorted(set(d.x_train.ravel()))
+        >>> d.x_train.shape, d.x_test.shape, d.image_shape, sorted(set(d.x_train.ravel().tolist()))
         ((1438, 64), (359, 64), (8, 8), [0.0, 1.0])
     """
     from sklearn.datasets import load_digits as sk  # deferred: scikit-learn is slow to import
