@@ -40,10 +40,9 @@ import tempfile
 from typing import Optional, Sequence
 
 import numpy as np
-import yaml
 
 from ._checkpoint import CheckpointError, jsonable
-from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, load_config
+from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, dump_yaml, load_config
 from ._experiment import EXPERIMENTS, Experiment
 from ._plots import plot_elbo
 from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
@@ -134,12 +133,24 @@ def _blame(message: str, config: dict) -> str:
     return f"invalid config for experiment {config['experiment']!r}: {message}"
 
 
+def _check_checkpoint_folder(path: str) -> None:
+    """ConfigError naming ``output.dir`` when ``path``, a checkpoint folder of the run, is a file."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ConfigError(
+            f"output.dir (--out): {path!r} is a file, not a folder of the run's checkpoints; "
+            "move it away or choose another output folder"
+        )
+
+
 def _prepare_output(out_dir: str, config: dict) -> None:
     """Creates the output folder and writes config.yaml; ConfigError naming ``output.dir`` when the
     folder cannot be made or written."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ConfigError(f"output.dir (--out): {out_dir!r} is a file, not a folder")
+    _check_checkpoint_folder(os.path.join(out_dir, "checkpoints"))
     try:
         os.makedirs(out_dir, exist_ok=True)
-        _write_atomic(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(jsonable(config), sort_keys=False))
+        _write_atomic(os.path.join(out_dir, "config.yaml"), dump_yaml(jsonable(config)))
     except OSError as e:
         raise ConfigError(
             f"output.dir (--out): cannot write the output folder {out_dir!r}: {e.strerror or e}"
@@ -195,6 +206,8 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
     fingerprint = config_fingerprint(config)
     experiment = build_experiment(config)
     checkpoints = os.path.join(out_dir, "checkpoints")
+    for b in experiment.baselines:
+        _check_checkpoint_folder(os.path.join(checkpoints, b.name))
     result = run(
         experiment.algorithm,
         jax.random.PRNGKey(config["seed"]),
@@ -443,9 +456,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         source = args.config if args.config is not None else default_config()
         config = load_config(source, args.overrides)
-    except (ConfigError, OSError, yaml.YAMLError) as e:
+    except ConfigError as e:
         print(f"vijax: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_START
     if args.out is not None:
         config["output"]["dir"] = args.out
     if args.no_progress:
