@@ -6,7 +6,8 @@ array bytes lie contiguously in the archive, so ``open_npz`` finds where they st
 with ``np.memmap``. ``StreamingNpzWriter`` writes such an archive when the length of an array is not
 known in advance: rows are appended to one raw spool file per array, and ``close`` writes the
 ``.npy`` header with the final shape and copies the spool into the archive in fixed-size blocks.
-Neither side ever holds a whole array in memory.
+Neither side ever holds a whole array in memory. The archive is assembled in a temporary file
+beside its path and renamed into place (``os.replace``), so a failure leaves no partial archive.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Mapping
 
 import numpy as np
 from numpy.lib import format as npy_format
+
+from vijax.data._paths import check_regular_file
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the fixed 30 bytes of a zip local file header
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -60,8 +63,9 @@ def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray
     Raises:
       FileNotFoundError: for a missing file.
       ValueError: naming the file, for one that is not a readable ``.npz`` archive (truncated,
-        corrupt, another format).
+        corrupt, another format) or not a regular file (a directory, a device).
     """
+    check_regular_file(path)
     try:
         return _open_npz(path, mmap)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
@@ -107,9 +111,11 @@ class StreamingNpzWriter:
     """Writes an uncompressed ``.npz`` whose arrays grow along their first axis, chunk by chunk.
 
     Each streamed array is spooled to a raw file in a temporary folder beside ``path``; only the
-    chunk being appended is ever in memory. ``close`` assembles the archive (copying the spools in
-    blocks of 1 MiB) and removes the folder; leaving a ``with`` block by an exception removes
-    it without writing ``path``.
+    chunk being appended is ever in memory. ``close`` assembles the archive in that folder (copying
+    the spools in blocks of 1 MiB), flushes it to disk, moves it to ``path`` with ``os.replace`` and
+    removes the folder: ``path`` is either untouched or the complete archive, never a partial one
+    (also when ``close`` fails, say on a full disk). Leaving a ``with`` block by an exception
+    removes the folder without writing ``path``.
 
     Args:
       path: the archive to write (replaced if it exists).
@@ -152,7 +158,11 @@ class StreamingNpzWriter:
         try:
             for entry in self._streams.values():
                 entry[3].close()
-            with zipfile.ZipFile(self.path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            tmp = os.path.join(self._tmpdir, "archive.npz")
+            with (
+                open(tmp, "wb") as dst,
+                zipfile.ZipFile(dst, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf,
+            ):
                 for name, (dtype, trailing, n, fh) in self._streams.items():
                     header = {
                         "descr": npy_format.dtype_to_descr(dtype),
@@ -165,6 +175,10 @@ class StreamingNpzWriter:
                 for name, array in self._arrays.items():
                     with zf.open(name + ".npy", "w", force_zip64=True) as out:
                         npy_format.write_array(out, array, allow_pickle=False)
+                zf.close()  # writes the central directory before the flush
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
         finally:
             self._discard()
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import os
 import pathlib
+import stat
 from typing import Optional
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def shared_data_path(*parts: str) -> Optional[pathlib.Path]:
@@ -43,3 +52,30 @@ def resolve_data_path(path: str | os.PathLike | None) -> Optional[pathlib.Path]:
     if os.path.exists(path):
         return pathlib.Path(path)
     return shared_data_path(*os.fspath(path).split("/"))
+
+
+def check_regular_file(path: str | os.PathLike) -> str:
+    """``path`` as a string, after checking that it names a regular file (or a link to one).
+
+    A directory, a device (``/dev/zero``), a named pipe or a socket is refused before it is
+    opened: reading one fails obscurely, blocks, or never ends.
+
+    Raises:
+      FileNotFoundError: naming ``path`` when nothing is there.
+      ValueError: naming ``path`` and what it is, when it is not a regular file.
+
+    Examples:
+        >>> check_regular_file("/")
+        Traceback (most recent call last):
+        ...
+        ValueError: /: is a directory, not a file
+    """
+    name = os.fspath(path)
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: no such file") from None
+    if not stat.S_ISREG(mode):
+        kind = next((k for test, k in _KINDS if test(mode)), "something other than a regular file")
+        raise ValueError(f"{name}: is {kind}, not a file")
+    return name

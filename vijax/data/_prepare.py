@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import pathlib
 from typing import Optional
 
 
 from vijax.data._csr import Corpus, CorpusWriter
-from vijax.data._readers import _ldac_chunks, open_text, read_uci_bow, read_word_list
+from vijax.data._paths import check_regular_file
+from vijax.data._readers import _ldac_chunks, _vocabulary_words, read_line_chunks, read_uci_bow
 from vijax.data._text import build_vocabulary, corpus_from_texts, load_vocabulary
 
 FORMATS = ("uci", "ldac", "text")
@@ -26,9 +28,28 @@ _WRITE_DOCS_PER_CHUNK = 100_000
 
 
 def _text_lines(path):
-    with open_text(path) as fh:
-        for line in fh:
+    for _, lines in read_line_chunks(path, _TEXT_DOCS_PER_CHUNK):
+        for line in lines:
             yield line.rstrip("\n")
+
+
+def _check_out_path(out_path, sources) -> None:
+    """Refuses an output that would replace one of the ``sources`` (``what -> path``), or that
+    cannot be written: the folder must exist and the path must not be a directory."""
+    out = os.fspath(out_path)
+    if os.path.isdir(out):
+        raise ValueError(f"out_path: {out} is a directory; give the .npz file to write")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise ValueError(f"out_path: the folder {folder} of {out} does not exist")
+    for what, src in sources.items():
+        if src is None:
+            continue
+        same = pathlib.Path(out).resolve() == pathlib.Path(src).resolve()
+        if not same and os.path.exists(out):
+            same = os.path.samefile(out, src)
+        if same:
+            raise ValueError(f"out_path: {out} is the {what} file {os.fspath(src)}; writing it would destroy it")
 
 
 def prepare_corpus(
@@ -45,13 +66,18 @@ def prepare_corpus(
       input_path: the corpus file (optionally gzipped).
       fmt: ``"uci"`` (``docword.*.txt``), ``"ldac"`` (``M id:count ...`` per line) or ``"text"``
         (one document per line, tokenised with ``tokenize``).
-      out_path: the ``.npz`` file to write (replaced if present).
+      out_path: the ``.npz`` file to write (replaced if present, never the input or the vocabulary).
+        It is written to a temporary file in the same folder, then renamed: a failure leaves no
+        partial output, and an existing file is replaced only by a complete one.
       vocab_path: one word per line: the vocabulary (for text, the words kept; without one a
         vocabulary is built from the file with ``build_vocabulary``'s defaults).
       vocab_size: lda-c only: V when there is no vocabulary file (default: the largest id + 1).
 
     Raises:
-      ValueError: an unknown ``fmt``, or a malformed input (naming the file and line).
+      ValueError: an unknown ``fmt``; ``out_path`` naming the input or vocabulary file (compared
+        after resolving links, and by ``os.path.samefile``), a directory, or a missing folder;
+        a malformed input (naming the file and line; see ``read_uci_bow`` and ``read_ldac``);
+        an input or vocabulary that is not a regular file.
       FileNotFoundError: naming a missing input or vocabulary file.
 
     Examples:
@@ -64,8 +90,12 @@ def prepare_corpus(
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     for what, p in (("input", input_path), ("vocabulary", vocab_path)):
-        if p is not None and not os.path.isfile(p):
-            raise FileNotFoundError(f"{what} file {os.fspath(p)!r} does not exist")
+        if p is not None:
+            try:
+                check_regular_file(p)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{what} file {os.fspath(p)!r} does not exist") from None
+    _check_out_path(out_path, {"input": input_path, "vocabulary": vocab_path})
     if vocab_size is not None and fmt != "ldac":
         raise ValueError("vocab_size applies to the ldac format only")
     if fmt == "uci":
@@ -76,7 +106,7 @@ def prepare_corpus(
     elif fmt == "ldac":
         vocab = None
         if vocab_path is not None:
-            vocab = read_word_list(vocab_path)
+            vocab = _vocabulary_words(vocab_path)
             if vocab_size is not None and vocab_size != len(vocab):
                 raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
             vocab_size = len(vocab)

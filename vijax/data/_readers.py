@@ -1,4 +1,9 @@
-"""Readers of the standard bag-of-words text formats (UCI and lda-c), streaming line by line."""
+"""Readers of the standard bag-of-words text formats (UCI and lda-c), streaming line by line.
+
+Every reader refuses, with a ``ValueError`` naming the file (and the line where there is one), a
+path that is not a regular file (a directory, ``/dev/zero``), text that is not UTF-8, and gzip data
+that is truncated or corrupt.
+"""
 
 from __future__ import annotations
 
@@ -7,44 +12,108 @@ import io
 import itertools
 import warnings
 import os
+import zlib
 from typing import Iterator, Optional
 
 import numpy as np
 
 from vijax.data._csr import Corpus
+from vijax.data._paths import check_regular_file
 
 _LINES_PER_CHUNK = 1 << 16
 _SENTINEL = -(1 << 62)  # stands for a line end (UCI) among the parsed integers
 _COLON = -1  # stands for a colon (lda-c): a -1 of the data lands where no colon belongs, an error
 _INT64_MAX = np.iinfo(np.int64).max  # NumPy's parser saturates larger integers to this value
 _ID_LIMIT = np.iinfo(np.int32).max  # ids and sizes are stored as int32
+_COUNT_LIMIT = 1 << 24  # counts are stored as float32, exact for whole numbers up to 2**24
+_READ_ERRORS = (UnicodeDecodeError, EOFError, OSError, zlib.error)  # OSError covers gzip.BadGzipFile
+
+
+def _is_gzip(name: str) -> bool:
+    with open(name, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
 
 
 def open_text(path: str | os.PathLike) -> io.TextIOBase:
     """Opens a text file for reading, decompressing it on the fly when it is gzipped.
 
-    Gzip is recognised by its magic bytes, whatever the file name.
+    Gzip is recognised by its magic bytes, whatever the file name. Decoding is UTF-8 (strict).
+
+    Raises:
+      FileNotFoundError: naming ``path`` when it does not exist.
+      ValueError: naming ``path`` when it is not a regular file (a directory, a device).
     """
-    with open(path, "rb") as fh:
-        gzipped = fh.read(2) == b"\x1f\x8b"
-    if gzipped:
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, "r", encoding="utf-8")
+    name = check_regular_file(path)
+    if _is_gzip(name):
+        return io.TextIOWrapper(gzip.open(name, "rb"), encoding="utf-8")
+    return open(name, "r", encoding="utf-8")
+
+
+def _unreadable(name: str, lines_read: int, exc: BaseException) -> ValueError:
+    """The error for a file whose reading failed after ``lines_read`` lines: the file is read again
+    in binary, line by line, to find the first line that is not UTF-8 or where the gzip data breaks
+    (a text stream decodes blocks ahead of the lines it returns)."""
+    gzipped = _is_gzip(name)
+    n = 0
+    try:
+        with gzip.open(name, "rb") if gzipped else open(name, "rb") as fh:
+            for raw in fh:
+                n += 1
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    return ValueError(
+                        f"{name}, line {n}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})"
+                    )
+    except _READ_ERRORS as e:
+        what = "the gzip data is truncated or corrupt" if gzipped else "reading failed"
+        return ValueError(f"{name}: {what} {f'after line {n}' if n else 'before the first line'} ({e})")
+    return ValueError(f"{name}: reading failed after line {lines_read} ({exc})")
+
+
+def read_line_chunks(path: str | os.PathLike, lines_per_chunk: Optional[int] = None) -> Iterator[tuple[int, list]]:
+    """The lines of a text file (optionally gzipped), ``lines_per_chunk`` at a time (default 65,536),
+    each chunk with the 1-based number of its first line: ``(first_line, lines)``.
+
+    Raises:
+      FileNotFoundError: naming ``path`` when it does not exist.
+      ValueError: naming ``path``: not a regular file; and, naming the line, text that is not
+        UTF-8 or gzip data that is truncated or corrupt.
+    """
+    name = check_regular_file(path)
+    size = _LINES_PER_CHUNK if lines_per_chunk is None else lines_per_chunk
+    done = 0
+    with open_text(name) as fh:
+        while True:
+            try:
+                lines = list(itertools.islice(fh, size))
+            except _READ_ERRORS as e:
+                raise _unreadable(name, done, e) from e
+            if not lines:
+                return
+            yield done + 1, lines
+            done += len(lines)
 
 
 def read_word_list(path: str | os.PathLike) -> list[str]:
     """The words of a one-word-per-line file, in order (surrounding white space stripped).
 
     Blank lines are skipped only at the end of the file; a blank line between words would shift
-    every later id, so it is an error.
+    every later id, so it is an error. Word ``i`` is line ``i + 1``.
     """
-    with open_text(path) as fh:
-        words = [line.strip() for line in fh]
+    words = [line.strip() for _, lines in read_line_chunks(path) for line in lines]
     while words and not words[-1]:
         words.pop()
     if "" in words:
         raise ValueError(f"{os.fspath(path)!r}: blank line {words.index('') + 1} inside the word list")
     return words
+
+
+def _vocabulary_words(vocab_path) -> tuple:
+    """The words of a vocabulary file, distinct (``load_vocabulary`` without lower-casing)."""
+    from vijax.data._text import load_vocabulary  # _text reads word lists with this module
+
+    return load_vocabulary(vocab_path, lowercase=False).words
 
 
 def _parse_ints(text: str, what: str) -> np.ndarray:
@@ -60,14 +129,6 @@ def _parse_ints(text: str, what: str) -> np.ndarray:
         bad = next((t for t in text.split() if not t.lstrip("+-").isdigit()), "?")
         raise ValueError(f"{what}: expected integers, found {bad!r}")
     return vals
-
-
-def _chunked_lines(fh) -> Iterator[list[str]]:
-    while True:
-        lines = list(itertools.islice(fh, _LINES_PER_CHUNK))
-        if not lines:
-            return
-        yield lines
 
 
 def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] = None) -> Corpus:
@@ -86,68 +147,71 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
       The ``Corpus`` (ids 0-based).
 
     Raises:
+      FileNotFoundError: naming a missing file.
       ValueError: naming the file and, for an entry, its line: a malformed header (D or W beyond
         int32), a line without exactly three integers, an id outside ``[1, D]`` / ``[1, W]``, a
-        negative count (or one beyond int32), or NNZ not matching the lines.
+        negative count or one above 2**24 (counts are float32, exact only up to 2**24), NNZ not
+        matching the lines, a vocabulary that repeats a word (naming both lines) or whose length
+        is not W; a path that is not a regular file, text that is not UTF-8, gzip data that is
+        truncated or corrupt.
     """
     name = os.fspath(docword_path)
-    with open_text(docword_path) as fh:
-        header, lineno = [], 0
-        for line in fh:
-            lineno += 1
+    vocab = None if vocab_path is None else _vocabulary_words(vocab_path)  # a bad one fails first
+    chunks = read_line_chunks(docword_path)
+    header, rest = [], None
+    for first, lines in chunks:
+        for i, line in enumerate(lines):
             if line.strip():
                 header.append(line)
             if len(header) == 3:
+                rest = (first + i + 1, lines[i + 1 :])
                 break
-        if len(header) < 3:
-            raise ValueError(f"{name}: expected the three header lines D, W, NNZ")
-        try:
-            num_docs, num_words, nnz = (int(h) for h in header)
-        except ValueError:
-            raise ValueError(
-                f"{name}: the header lines D, W, NNZ must be integers, got {[h.strip() for h in header]}"
-            ) from None
-        for label, value in (("D", num_docs), ("W", num_words)):
-            if not 0 <= value < _ID_LIMIT:
-                raise ValueError(f"{name}: header {label} = {value} is out of range [0, {_ID_LIMIT})")
-        if nnz < 0:
-            raise ValueError(f"{name}: header NNZ = {nnz} is negative")
-        docs, words, counts = [], [], []
-        seen = 0
-        for lines in _chunked_lines(fh):
-            first = lineno + 1
-            lineno += len(lines)
-            if not lines[-1].endswith("\n"):
-                lines[-1] += "\n"
-            text = "".join(lines).replace("\n", f" {_SENTINEL}\n")
-            vals = _parse_ints(text, f"{name}: lines {first}-{lineno}")
-            ends = np.flatnonzero(vals == _SENTINEL)  # one per line
-            widths = np.diff(ends, prepend=-1) - 1
-            bad = (widths != 3) & (widths != 0)
-            if bad.any() or ends.size != len(lines):
-                i = int(np.argmax(bad)) if bad.any() else 0
+        if rest is not None:
+            break
+    if len(header) < 3:
+        raise ValueError(f"{name}: expected the three header lines D, W, NNZ")
+    try:
+        num_docs, num_words, nnz = (int(h) for h in header)
+    except ValueError:
+        raise ValueError(
+            f"{name}: the header lines D, W, NNZ must be integers, got {[h.strip() for h in header]}"
+        ) from None
+    for label, value in (("D", num_docs), ("W", num_words)):
+        if not 0 <= value < _ID_LIMIT:
+            raise ValueError(f"{name}: header {label} = {value} is out of range [0, {_ID_LIMIT})")
+    if nnz < 0:
+        raise ValueError(f"{name}: header NNZ = {nnz} is negative")
+    if vocab is not None and len(vocab) != num_words:
+        raise ValueError(f"{os.fspath(vocab_path)}: {len(vocab)} words but the header gives W = {num_words}")
+    docs, words, counts = [], [], []
+    seen = 0
+    for first, lines in itertools.chain([rest] if rest[1] else [], chunks):
+        last = first + len(lines) - 1
+        if not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        text = "".join(lines).replace("\n", f" {_SENTINEL}\n")
+        vals = _parse_ints(text, f"{name}: lines {first}-{last}")
+        ends = np.flatnonzero(vals == _SENTINEL)  # one per line
+        widths = np.diff(ends, prepend=-1) - 1
+        bad = (widths != 3) & (widths != 0)
+        if bad.any() or ends.size != len(lines):
+            i = int(np.argmax(bad)) if bad.any() else 0
+            raise ValueError(f"{name}, line {first + i}: expected 'docID wordID count', found {int(widths[i])} numbers")
+        rows = np.flatnonzero(widths == 3)  # the data lines of the chunk (blank ones skipped)
+        vals = np.delete(vals, ends).reshape(-1, 3)
+        seen += vals.shape[0]
+        d, w, c = vals[:, 0], vals[:, 1], vals[:, 2]
+        for what, v, lo, hi in (("docID", d, 1, num_docs), ("wordID", w, 1, num_words), ("count", c, 0, _COUNT_LIMIT)):
+            out = (v < lo) | (v > hi)
+            if out.any():
+                i = int(np.argmax(out))
                 raise ValueError(
-                    f"{name}, line {first + i}: expected 'docID wordID count', found {int(widths[i])} numbers"
+                    f"{name}, line {first + int(rows[i])}: {what} {int(v[i])}{_big(v[i])} out of range [{lo}, {hi}]"
+                    + _float32_note(what, v[i])
                 )
-            rows = np.flatnonzero(widths == 3)  # the data lines of the chunk (blank ones skipped)
-            vals = np.delete(vals, ends).reshape(-1, 3)
-            seen += vals.shape[0]
-            d, w, c = vals[:, 0], vals[:, 1], vals[:, 2]
-            for what, v, lo, hi in (
-                ("docID", d, 1, num_docs),
-                ("wordID", w, 1, num_words),
-                ("count", c, 0, _ID_LIMIT - 1),
-            ):
-                out = (v < lo) | (v > hi)
-                if out.any():
-                    i = int(np.argmax(out))
-                    big = " (too large for an integer)" if v[i] == _INT64_MAX else ""
-                    raise ValueError(
-                        f"{name}, line {first + int(rows[i])}: {what} {int(v[i])}{big} out of range [{lo}, {hi}]"
-                    )
-            docs.append((d - 1).astype(np.int32))
-            words.append((w - 1).astype(np.int32))
-            counts.append(c.astype(np.float32))
+        docs.append((d - 1).astype(np.int32))
+        words.append((w - 1).astype(np.int32))
+        counts.append(c.astype(np.float32))
     if seen != nnz:
         raise ValueError(f"{name}: the header gives NNZ = {nnz} but the file has {seen} entries")
     docs = np.concatenate(docs) if docs else np.zeros(0, np.int32)
@@ -157,12 +221,18 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
         order = np.argsort(docs, kind="stable")
         docs, words, counts = docs[order], words[order], counts[order]
     ptr = np.concatenate([[0], np.cumsum(np.bincount(docs, minlength=num_docs))]).astype(np.int64)
-    vocab = None
-    if vocab_path is not None:
-        vocab = read_word_list(vocab_path)
-        if len(vocab) != num_words:
-            raise ValueError(f"{os.fspath(vocab_path)}: {len(vocab)} words but the header gives W = {num_words}")
     return Corpus(ptr, words, counts, num_words, vocab)
+
+
+def _big(value) -> str:
+    return " (too large for an integer)" if value == _INT64_MAX else ""
+
+
+def _float32_note(what: str, value) -> str:
+    """Why a count above 2**24 is refused (rounding it would change the data silently)."""
+    if what == "count" and _COUNT_LIMIT < value < _INT64_MAX:
+        return ": counts are stored as float32, which holds whole numbers exactly only up to 2**24"
+    return ""
 
 
 def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -170,59 +240,56 @@ def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, 
     ids, counts)``, checked (ValueError naming the file and line)."""
     name = os.fspath(path)
     id_limit = _ID_LIMIT if vocab_size is None else vocab_size
-    lineno = 0
-    with open_text(path) as fh:
-        for lines in _chunked_lines(fh):
-            sizes = np.empty(len(lines), np.int64)
-            where = np.empty(len(lines), np.int64)  # the line number of each kept line
-            kept = 0
-            chunk_first = lineno + 1
-            for line in lines:
-                lineno += 1
-                if not line.strip():
-                    continue
-                head, rest = (line.split(None, 1) + [""])[:2]
-                try:
-                    m = int(head)
-                except ValueError:
-                    raise ValueError(
-                        f"{name}, line {lineno}: expected the number of pairs M first, got {head.strip()!r}"
-                    ) from None
-                if rest.count(":") != m:
-                    raise ValueError(
-                        f"{name}, line {lineno}: M = {m} but the line has {rest.count(':')} id:count pairs"
-                    )
-                sizes[kept], where[kept] = m, lineno
-                kept += 1
-            sizes, where = sizes[:kept], where[:kept]
-            # each line must read [M, (id, colon, count) * M]: a colon stands for _COLON
-            vals = _parse_ints("".join(lines).replace(":", " -1 "), f"{name}, lines {chunk_first}-{lineno}")
-            widths = 1 + 3 * sizes
-            heads = np.cumsum(widths) - widths
-            if vals.size != int(np.sum(widths)):
-                raise ValueError(f"{name}, lines {chunk_first}-{lineno}: malformed id:count pairs")
-            local = np.arange(vals.size) - np.repeat(heads, widths)
-            colon = local % 3 == 2
-            wrong = (vals == _COLON) != colon
-            wrong[heads] |= vals[heads] != sizes
-            if wrong.any():
-                line = int(where[np.searchsorted(heads, int(np.argmax(wrong)), side="right") - 1])
-                raise ValueError(f"{name}, line {line}: malformed id:count pairs (expected 'M id:count ...')")
-            is_pair = local > 0
-            pairs = vals[is_pair & ~colon].reshape(-1, 2)
-            line_of = np.repeat(where, sizes)
-            for what, v, hi in (("word id", pairs[:, 0], id_limit - 1), ("count", pairs[:, 1], _ID_LIMIT - 1)):
-                out = (v < 0) | (v > hi)
-                if out.any():
-                    i = int(np.argmax(out))
-                    big = " (too large for an integer)" if v[i] == _INT64_MAX else ""
-                    limit = (
-                        f" >= vocabulary size {vocab_size}"
-                        if what == "word id" and vocab_size is not None and v[i] >= vocab_size
-                        else f" out of range [0, {hi}]"
-                    )
-                    raise ValueError(f"{name}, line {int(line_of[i])}: {what} {int(v[i])}{big}{limit}")
-            yield sizes, pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
+    for chunk_first, lines in read_line_chunks(path):
+        lineno = chunk_first - 1
+        sizes = np.empty(len(lines), np.int64)
+        where = np.empty(len(lines), np.int64)  # the line number of each kept line
+        kept = 0
+        for line in lines:
+            lineno += 1
+            if not line.strip():
+                continue
+            head, rest = (line.split(None, 1) + [""])[:2]
+            try:
+                m = int(head)
+            except ValueError:
+                raise ValueError(
+                    f"{name}, line {lineno}: expected the number of pairs M first, got {head.strip()!r}"
+                ) from None
+            if rest.count(":") != m:
+                raise ValueError(f"{name}, line {lineno}: M = {m} but the line has {rest.count(':')} id:count pairs")
+            sizes[kept], where[kept] = m, lineno
+            kept += 1
+        sizes, where = sizes[:kept], where[:kept]
+        # each line must read [M, (id, colon, count) * M]: a colon stands for _COLON
+        vals = _parse_ints("".join(lines).replace(":", " -1 "), f"{name}, lines {chunk_first}-{lineno}")
+        widths = 1 + 3 * sizes
+        heads = np.cumsum(widths) - widths
+        if vals.size != int(np.sum(widths)):
+            raise ValueError(f"{name}, lines {chunk_first}-{lineno}: malformed id:count pairs")
+        local = np.arange(vals.size) - np.repeat(heads, widths)
+        colon = local % 3 == 2
+        wrong = (vals == _COLON) != colon
+        wrong[heads] |= vals[heads] != sizes
+        if wrong.any():
+            line = int(where[np.searchsorted(heads, int(np.argmax(wrong)), side="right") - 1])
+            raise ValueError(f"{name}, line {line}: malformed id:count pairs (expected 'M id:count ...')")
+        is_pair = local > 0
+        pairs = vals[is_pair & ~colon].reshape(-1, 2)
+        line_of = np.repeat(where, sizes)
+        for what, v, hi in (("word id", pairs[:, 0], id_limit - 1), ("count", pairs[:, 1], _COUNT_LIMIT)):
+            out = (v < 0) | (v > hi)
+            if out.any():
+                i = int(np.argmax(out))
+                limit = (
+                    f" >= vocabulary size {vocab_size}"
+                    if what == "word id" and vocab_size is not None and v[i] >= vocab_size
+                    else f" out of range [0, {hi}]"
+                )
+                raise ValueError(
+                    f"{name}, line {int(line_of[i])}: {what} {int(v[i])}{_big(v[i])}{limit}" + _float32_note(what, v[i])
+                )
+        yield sizes, pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
 
 
 def read_ldac(
@@ -243,8 +310,12 @@ def read_ldac(
       The ``Corpus``.
 
     Raises:
+      FileNotFoundError: naming a missing file.
       ValueError: naming the file and line: a malformed line (M not matching its pairs, a token
-        that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32).
+        that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32),
+        a count above 2**24 (counts are float32, exact only up to 2**24), a vocabulary that
+        repeats a word (naming both lines); a path that is not a regular file, text that is not
+        UTF-8, gzip data that is truncated or corrupt.
 
     Examples:
       >>> import tempfile, os
@@ -256,7 +327,7 @@ def read_ldac(
     """
     vocab = None
     if vocab_path is not None:
-        vocab = read_word_list(vocab_path)
+        vocab = _vocabulary_words(vocab_path)
         if vocab_size is not None and vocab_size != len(vocab):
             raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
         vocab_size = len(vocab)

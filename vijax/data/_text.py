@@ -48,11 +48,24 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
+class _RepeatedWord(ValueError):
+    """A vocabulary's words repeat ``word``, at positions ``first`` < ``second`` (0-based)."""
+
+    def __init__(self, word: str, first: int, second: int):
+        super().__init__(
+            f"words: {word!r} is repeated, at positions {first} and {second}; a vocabulary must not repeat a word"
+        )
+        self.word, self.first, self.second = word, first, second
+
+
 class Vocabulary:
     """An immutable, ordered list of distinct words and the map from word to id.
 
     Args:
       words: the words; word ``i`` gets id ``i``.
+
+    Raises:
+      ValueError: naming ``words``, the first repeated word and its two positions.
 
     Examples:
       >>> v = Vocabulary(["topic", "model"])
@@ -66,8 +79,11 @@ class Vocabulary:
         words = tuple(str(w) for w in words)
         index = {w: i for i, w in enumerate(words)}
         if len(index) != len(words):
-            dup = next(w for w, n in collections.Counter(words).items() if n > 1)
-            raise ValueError(f"a vocabulary must not repeat a word, found {dup!r} twice")
+            first: dict = {}
+            for i, w in enumerate(words):
+                if w in first:
+                    raise _RepeatedWord(w, first[w], i)
+                first[w] = i
         self._words = words
         self._index = index
 
@@ -124,10 +140,21 @@ def load_vocabulary(path: str | os.PathLike, lowercase: bool = True) -> Vocabula
         capitalised entry could never match (``dictnostops.txt`` has one, "None" on line 3051).
 
     Raises:
-      ValueError: a blank line inside the list, or a word repeated (after lower-casing).
+      FileNotFoundError: naming a missing file.
+      ValueError: naming the file: a blank line inside the list, a word repeated (after
+        lower-casing; naming the word and both lines), not a regular file, not UTF-8 (naming
+        the line), truncated or corrupt gzip data.
     """
     words = read_word_list(path)
-    return Vocabulary([w.lower() for w in words] if lowercase else words)
+    try:
+        return Vocabulary([w.lower() for w in words] if lowercase else words)
+    except _RepeatedWord as e:
+        a, b = words[e.first], words[e.second]
+        how = "" if a == b else f" (as {a!r} and {b!r}, lower-cased)"
+        raise ValueError(
+            f"{os.fspath(path)}, lines {e.first + 1} and {e.second + 1}: the word {e.word!r} is repeated{how}; "
+            "a vocabulary must not repeat a word"
+        ) from None
 
 
 def build_vocabulary(
@@ -205,8 +232,8 @@ def corpus_from_texts(texts: Iterable[str], vocabulary: Vocabulary | Sequence[st
         uniq, cnt = np.unique(vocabulary.encode(tokenize(text)), return_counts=True)
         lengths.append(uniq.size)
         ids.append(uniq.astype(np.int32))
-        counts.append(cnt.astype(np.float32))
+        counts.append(cnt)  # int64: Corpus refuses a count float32 cannot hold before it casts
     ptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
     ids = np.concatenate(ids) if ids else np.zeros(0, np.int32)
-    counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)
+    counts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
     return Corpus(ptr, ids, counts, len(vocabulary), vocabulary.words)
