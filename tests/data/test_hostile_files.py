@@ -305,3 +305,27 @@ def test_uci_header_and_entries_across_chunk_boundaries(tmp_path, monkeypatch):
         bad = _write(tmp_path / "bad.txt", path.read_text().replace("2 1 1", "2 1 -1"))
         with pytest.raises(ValueError, match=_exact(f"{bad}, line 10: count -1 out of range [0, 16777216]")):
             read_uci_bow(bad)
+
+
+def test_the_labelled_csv_reader_names_non_utf8_lines_and_non_files(tmp_path):
+    from vijax.data._uci import read_labelled_csv
+
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"0.5,1\n0.25,-1\n0.\xe9,1\n")
+    with pytest.raises(ValueError, match=_exact(f"{path}, line 3: not UTF-8 text (byte 0xe9 at column 3)")):
+        read_labelled_csv(path)
+    with pytest.raises(ValueError, match=_exact(f"{tmp_path}: is a directory, not a file")):
+        read_labelled_csv(tmp_path)
+
+
+def test_a_damaged_usps_file_is_named(tmp_path, monkeypatch):
+    from vijax.data import _uci, load_usps_3v5
+
+    path = tmp_path / "usps_resampled.mat.gz"
+    path.write_bytes(gzip.compress(b"MATLAB 5.0 MAT-file" + bytes(200))[:40])
+    monkeypatch.setattr(_uci, "_need", lambda *parts: path)
+    with pytest.raises(ValueError) as err:
+        load_usps_3v5()
+    assert str(err.value).startswith(f"{path}: not a readable gzipped MATLAB file (truncated or corrupt?): "), str(
+        err.value
+    )

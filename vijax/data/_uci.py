@@ -23,11 +23,12 @@ Labels: ``labels="pm1"`` (the default, the reference code's coding) gives float 
 from __future__ import annotations
 
 import gzip
+import zlib
 from typing import NamedTuple
 
 import numpy as np
 
-from vijax.data._paths import shared_data_path
+from vijax.data._paths import check_regular_file, shared_data_path
 
 DATASETS = ("sonar", "ionosphere", "usps_3v5", "breast_cancer", "digits_3v5")
 SHARED_DATASETS = ("sonar", "ionosphere", "usps_3v5")
@@ -85,10 +86,16 @@ def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
 
     ValueError naming the file (and, where NumPy or the check can tell, the line) for a line
     with another number of columns, a value that is not a number, a non-finite value or a label
-    other than -1/+1.
+    other than -1/+1, text that is not UTF-8 (naming the line), or a path that is not a regular
+    file.
     """
+    from vijax.data._readers import _unreadable
+
+    check_regular_file(path)
     try:
-        a = np.loadtxt(path, delimiter=",", ndmin=2)
+        a = np.loadtxt(path, delimiter=",", ndmin=2, encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise _unreadable(str(path), 0, e) from None
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
     if a.shape[0] < 1 or a.shape[1] < 2:
@@ -122,8 +129,12 @@ def load_usps_3v5(labels: str = "pm1") -> BinaryData:
     """USPS 3 (+1) vs 5 (-1) of R&W's resampled set: 767 train / 773 test (threes first)."""
     import scipy.io
 
-    with gzip.open(_need("usps", "usps_resampled.mat.gz")) as f:
-        mat = scipy.io.loadmat(f)
+    path = check_regular_file(_need("usps", "usps_resampled.mat.gz"))
+    try:
+        with gzip.open(path) as f:
+            mat = scipy.io.loadmat(f)
+    except (EOFError, OSError, zlib.error, ValueError, TypeError) as e:
+        raise ValueError(f"{path}: not a readable gzipped MATLAB file (truncated or corrupt?): {e}") from e
 
     def pick(patterns, onehot):
         pos, neg = onehot[3] == 1, onehot[5] == 1  # row r = digit r (0-based)
