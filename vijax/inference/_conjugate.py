@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import batch_size, check_bool, check_int
-from vijax.inference._scale import data_scale
+from vijax._validate import check_bool, check_int
+from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel
@@ -28,6 +29,14 @@ def check_factory_args(model, algorithm: str, *, num_data, schedule, local: str,
     check_conjugate_model(model, algorithm)
     check_local(model, local)
     return schedule
+
+
+def float_leaf_dtype(q: PyTree):
+    """The dtype of q's first floating-point leaf (that of the natural parameters), or None."""
+    for leaf in jax.tree_util.tree_leaves(q):
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+            return jnp.result_type(leaf)
+    return None
 
 
 def initial_globals(key: PRNGKey, batch: PyTree, model: ConditionallyConjugateModel) -> PyTree:
@@ -81,16 +90,24 @@ def view_step(
       (N/S) (<sum eta-hat_n, stats> + local_terms), the data part of every estimate of the ELBO
       (or of the MAP objective) these algorithms report.
     """
-    s = batch_size(batch)
-    rho = schedule(count)
+    check_num_data(num_data, model, batch, count)
+    present = num_present(model, batch)
+    rho = step_size(schedule(count), present)
     key_beta, key_local = jax.random.split(key)
     prior = model.prior()
     stats, transform = view(q, key_beta)
     loc = model.local_step(stats, batch, key_local, method=local)
-    scale, full = data_scale(count, s, num_data, ramp)
+    scale, full = data_scale(count, present, num_data, ramp, float_leaf_dtype(q))
     q_new, num_damped = expfam.conjugate_update(q, prior, transform(loc.suff_stats), rho, scale)
     data_term = full * (expfam.tree_inner(loc.suff_stats, stats) + loc.local_terms)
     return q_new, num_damped, rho, prior, stats, data_term
 
 
-__all__ = ["check_conjugate_model", "check_factory_args", "check_local", "initial_globals", "view_step"]
+__all__ = [
+    "check_conjugate_model",
+    "check_factory_args",
+    "check_local",
+    "float_leaf_dtype",
+    "initial_globals",
+    "view_step",
+]

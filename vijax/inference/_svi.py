@@ -12,7 +12,11 @@ through the shared domain-guarded interpolation (``vijax.expfam.conjugate_update
 Blei 2015, §2.6), which keeps early noisy minibatches from being weighted as if they were the
 whole data set.
 
-The batch size S is the leading dimension of the first leaf of ``batch`` (static under jit).
+S is the number of data points the minibatch holds: the leading dimension of the first leaf of
+``batch`` (static under jit), or for a model with ``present_rows`` (LDA) the rows that hold data,
+so that the empty rows a ``Minibatcher`` pads a batch with change neither the update nor the ELBO
+estimate (``vijax.inference._scale``). A batch with more data points than ``num_data`` raises
+ValueError; a batch without any is not stepped on (rho_t taken as 0).
 
 Hyperparameter updates (Hoffman and Blei 2015, §2.6; Hoffman et al. 2010). With ``hyper_step`` set, the model's
 scalar hyperparameters h (``model.hyperparameters()``, e.g. LDA's alpha and eta) live in the state
@@ -41,9 +45,9 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import batch_size, check_key, check_scalar
-from vijax.inference._conjugate import check_factory_args, initial_globals
-from vijax.inference._scale import data_scale
+from vijax._validate import check_key, check_scalar
+from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
+from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -123,14 +127,15 @@ def step(
 ):
     """One natural-gradient step on a minibatch; with ``hyper_step``, then one hyperparameter step."""
     check_key("key", key)
-    s = batch_size(batch)
     check_step_batch(model, batch, state.count)
-    rho = schedule(state.count)
+    check_num_data(num_data, model, batch, state.count)
+    present = num_present(model, batch)
+    rho = step_size(schedule(state.count), present)
     hyper = state.hyper if hyper_step is not None else None
     kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
     prior = model.prior(**kw)
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
-    scale, full = data_scale(state.count, s, num_data, ramp)
+    scale, full = data_scale(state.count, present, num_data, ramp, float_leaf_dtype(state.q_global))
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
     # the guard tests the ELBO's data term, not the KL of the old q(beta), which depends on neither
     # the batch nor the update: a step whose info is unused (discarded under jit) skips the KL

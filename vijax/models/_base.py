@@ -57,6 +57,10 @@ class ConditionallyConjugateModel(Protocol):
       parameter of the prior, whose second derivative is minus the prior's Fisher information).
 
     Models without hyperparameters (the GMMs) offer none of these and are called without ``hyper``.
+
+    Optional, for padded batches: ``present_rows(batch) -> (S,) bool``, the rows that hold a data
+    point. SVI, SSVI and MAP-EM then scale a batch by N / (their number) instead of N / S, so that
+    padding rows (LDA's empty documents, which a ``Minibatcher`` adds) are not counted as data.
     """
 
     local_methods: tuple[str, ...]

@@ -338,6 +338,17 @@ class LDA:
         if np.any(c != np.round(c)):
             raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
 
+    @staticmethod
+    def present_rows(batch) -> Array:
+        """(S,) bool: the documents of ``batch`` that hold a token. The stochastic algorithms scale
+        a batch by N / (their number) (``ConditionallyConjugateModel``'s optional hook), so that
+        the empty rows a ``Minibatcher`` pads a batch with do not count as documents. An empty
+        document of the corpus adds nothing to the statistics or the ELBO either (its q(theta) is
+        the prior) and is not counted: ``num_data`` = ``corpus.num_docs - corpus.num_empty`` makes
+        the estimate unbiased (``num_docs`` weights a corpus with E empty documents by
+        num_docs / (num_docs - E))."""
+        return jnp.any(jnp.asarray(batch.counts) != 0, axis=-1)
+
     # ------------------------------------------------------------------------------ local steps
     def local_step(
         self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield", hyper: dict | None = None
