@@ -525,7 +525,7 @@ FINGERPRINT_IGNORED = (
     "run.prefetch",
     "run.check_values",
 )
-_IDENTITY_BYTES = 1 << 20  # a data file is identified by its size and the SHA-256 of its first and last MiB
+_IDENTITY_BYTES = 1 << 20  # a data file is identified by its size and the SHA-256 of its content, read by MiB
 
 
 def _flatten(prefix: str, value: Any, out: dict) -> None:
@@ -537,15 +537,15 @@ def _flatten(prefix: str, value: Any, out: dict) -> None:
 
 
 def file_identity(path: Union[str, os.PathLike]) -> str:
-    """A cheap identity of a data file: ``"<size> bytes, sha256 <hex>"`` of its first and last
-    MiB (the whole file when it is smaller), independent of its name and modification time."""
+    """The identity of a data file: ``"<size> bytes, sha256 <hex>"``, the SHA-256 of its whole
+    content (streamed a MiB at a time, about 0.4 s per 256 MB read from the page cache),
+    independent of its name and modification time: any change to the content changes it, one
+    that keeps the size included."""
     size = os.path.getsize(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        h.update(f.read(_IDENTITY_BYTES))
-        if size > 2 * _IDENTITY_BYTES:
-            f.seek(size - _IDENTITY_BYTES)
-        h.update(f.read(_IDENTITY_BYTES))
+        for block in iter(lambda: f.read(_IDENTITY_BYTES), b""):
+            h.update(block)
     return f"{size} bytes, sha256 {h.hexdigest()[:16]}"
 
 
