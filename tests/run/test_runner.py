@@ -242,7 +242,9 @@ def test_checkpoint_files_atomic_and_pruned(tmp_path):
         checkpoint_every=20,
         progress=False,
     )
-    assert sorted(os.listdir(ckpt)) == ["ckpt_0000000080.npz", "ckpt_0000000100.npz"]
+    # the run's lock file stays, emptied when the run released it (vijax.run._lock)
+    assert sorted(os.listdir(ckpt)) == [".vijax.lock", "ckpt_0000000080.npz", "ckpt_0000000100.npz"]
+    assert os.path.getsize(os.path.join(ckpt, ".vijax.lock")) == 0
     # A new (not resumed) run in the same folder replaces the old history, so that a later
     # resume cannot pick up the old run's step-100 checkpoint.
     run(
@@ -254,7 +256,7 @@ def test_checkpoint_files_atomic_and_pruned(tmp_path):
         checkpoint_dir=ckpt,
         progress=False,
     )
-    assert sorted(os.listdir(ckpt)) == ["ckpt_0000000030.npz"]
+    assert sorted(os.listdir(ckpt)) == [".vijax.lock", "ckpt_0000000030.npz"]
 
 
 def test_resume_without_checkpoint_starts_fresh(tmp_path):

@@ -18,16 +18,24 @@ Files are written atomically: into a temporary file in the same folder, flushed 
 then moved into place with ``os.replace``, and the folder is fsync-ed so that the rename itself
 survives a power loss; a crash leaves the previous checkpoint intact. A file that cannot be read
 back (truncated, not a zip, a member missing, a checksum that does not match) raises
-``CorruptCheckpointError`` naming the file; the runner then falls back to the previous one.
+``CorruptCheckpointError`` naming the file; ``find_resumable`` then renames it ``<name>.corrupt``
+and falls back to the previous one.
+
+Every reader takes the file's bytes as an optional argument (``data``): in a run of several
+processes only process 0 reads the folder and sends the bytes of the checkpoint it chose to the
+others (``vijax.run._checkpoint_store``), which load them with the same code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
 import tempfile
+import warnings
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -152,7 +160,56 @@ def latest_checkpoint(directory: str) -> Optional[str]:
 def clear_checkpoints(directory: str) -> None:
     """Removes every checkpoint file from ``directory`` (other files are left alone)."""
     for _, path in list_checkpoints(directory):
-        os.remove(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def check_checkpoint_dir(directory: str, name: str = "checkpoint_dir") -> None:
+    """ValueError starting with ``name`` when ``directory`` exists and is not a folder."""
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise ValueError(
+            f"{name}: {directory!r} is a file, not a folder of checkpoints; move it away or choose another folder"
+        )
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of a checkpoint file (``FileNotFoundError`` when it is gone)."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def find_resumable(directory: str, *, stacklevel: int = 2) -> tuple[Optional[str], Optional[bytes]]:
+    """The newest checkpoint of ``directory`` that reads back intact, as ``(path, bytes)``;
+    ``(None, None)`` when there is none at all.
+
+    A newer one that does not read back intact (``CorruptCheckpointError``) is reported with a
+    ``RuntimeWarning`` naming it, renamed ``<name>.corrupt`` (out of the history, kept for
+    inspection) and skipped. Only the file's integrity is checked here: whether it fits the run
+    (structure, key, fingerprint) is ``load_checkpoint``'s and the runner's business.
+
+    Raises:
+      CheckpointError: there are checkpoints but none reads back intact (each one named).
+    """
+    corrupt = []
+    for _, path in reversed(list_checkpoints(directory)):
+        try:
+            data = read_bytes(path)
+            _read(path, data)
+        except FileNotFoundError:
+            continue
+        except CorruptCheckpointError as e:
+            corrupt.append(e)
+            os.replace(path, path + ".corrupt")
+            warnings.warn(
+                f"{e}; it is renamed {os.path.basename(path)}.corrupt and the previous checkpoint is used",
+                RuntimeWarning,
+                stacklevel=stacklevel + 1,
+            )
+            continue
+        return path, data
+    if corrupt:
+        raise CheckpointError(f"no intact checkpoint to resume in {directory}: " + "; ".join(str(e) for e in corrupt))
+    return None, None
 
 
 def _leaf_paths(tree: PyTree) -> tuple[list[str], list[Any]]:
@@ -202,7 +259,11 @@ def save_checkpoint(
 
     Returns:
       The path written.
+
+    Raises:
+      ValueError: naming ``directory`` when it is a file, not a folder.
     """
+    check_checkpoint_dir(directory)
     os.makedirs(directory, exist_ok=True)
     paths, leaves = _leaf_paths(state)
     leaves = [np.asarray(leaf) for leaf in leaves]
@@ -237,16 +298,18 @@ def save_checkpoint(
             os.remove(tmp)
         raise
     for _, old in list_checkpoints(directory)[: -max(keep, 1)]:
-        os.remove(old)
+        with contextlib.suppress(FileNotFoundError):  # gone already: what rotation wants
+            os.remove(old)
     return final
 
 
-def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
+def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -> Checkpoint:
     """Loads a checkpoint into the tree structure of ``template``.
 
     Args:
       path: a file written by ``save_checkpoint``.
       template: a state pytree (or its ``jax.eval_shape``) with the expected structure.
+      data: the file's bytes, read already (then ``path`` only names it); None reads ``path``.
 
     Returns:
       The ``Checkpoint``.
@@ -256,7 +319,7 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
       CheckpointError: (a ValueError) if the checkpoint's leaves (paths, shapes or dtypes) do not
         match the template's.
     """
-    meta, leaves, trace = _read(path)
+    meta, leaves, trace = _read(path, data)
     paths, t_leaves = _leaf_paths(template)
     expected = [(p, tuple(np.shape(x)), _dtype_name(x)) for p, x in zip(paths, t_leaves)]
     found = [(p, tuple(s), d) for p, s, d in zip(meta["paths"], meta["shapes"], meta["dtypes"])]
@@ -284,21 +347,22 @@ def load_checkpoint(path: str, template: PyTree) -> Checkpoint:
     )
 
 
-def read_fingerprint(path: str) -> Optional[dict]:
-    """The fingerprint a checkpoint was saved with (None if none), reading only its meta data;
-    ``CorruptCheckpointError`` when that cannot be read."""
+def read_fingerprint(path: str, data: Optional[bytes] = None) -> Optional[dict]:
+    """The fingerprint a checkpoint was saved with (None if none), reading only its meta data
+    (from ``data``, its bytes, when given); ``CorruptCheckpointError`` when that cannot be read."""
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with np.load(path if data is None else io.BytesIO(data), allow_pickle=False) as f:
             return json.loads(str(f["__meta__"])).get("fingerprint")
     except Exception as e:
         raise CorruptCheckpointError(path, f"{type(e).__name__}: {e}") from None
 
 
-def _read(path: str) -> tuple[dict, list, dict]:
-    """The meta data, state leaves and trace of a checkpoint file, checksum verified;
-    ``CorruptCheckpointError`` for anything that does not read back intact."""
+def _read(path: str, data: Optional[bytes] = None) -> tuple[dict, list, dict]:
+    """The meta data, state leaves and trace of a checkpoint file (of its bytes ``data`` when
+    given), checksum verified; ``CorruptCheckpointError`` for anything that does not read back
+    intact."""
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with np.load(path if data is None else io.BytesIO(data), allow_pickle=False) as f:
             arrays = {name: f[name] for name in f.files}
         meta = json.loads(str(arrays["__meta__"]))
         if meta.get("version") not in _READABLE_VERSIONS:
@@ -344,13 +408,16 @@ __all__ = [
     "CheckpointError",
     "ConfigChangedError",
     "CorruptCheckpointError",
+    "check_checkpoint_dir",
     "checkpoint_path",
     "compare_fingerprints",
     "clear_checkpoints",
+    "find_resumable",
     "jsonable",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "read_bytes",
     "read_fingerprint",
     "save_checkpoint",
 ]

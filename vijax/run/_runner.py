@@ -33,7 +33,6 @@ A ``KeyboardInterrupt`` writes a checkpoint of the last completed chunk before r
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
@@ -46,6 +45,7 @@ from tqdm.auto import tqdm
 from vijax.data import PrefetchHostBatches
 from vijax.inference import VIAlgorithm, value_checks
 from . import _cache, _checkpoint
+from ._checkpoint_store import CheckpointStore
 from ._chunk import _make_chunk_fn
 from ._run_config import _SETTINGS, RunConfig, check_run_setting  # noqa: F401  (re-exported)
 from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
@@ -185,45 +185,32 @@ class _Progress:
 
 
 def _initial_progress(
-    alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint=None, allow_changes=False
+    alg, init_state, init_key, key_data, store, resume, fingerprint=None, allow_changes=False
 ) -> _Progress:
-    """The start of a run: ``init_state`` (or ``alg.init``), or the newest intact checkpoint on
-    resume (a corrupt newer one is reported, renamed ``<name>.corrupt`` and skipped)."""
+    """The start of a run: ``init_state`` (or ``alg.init``), or on resume the newest intact
+    checkpoint that ``store`` finds (``_checkpoint.find_resumable``: a corrupt newer one is
+    reported, renamed ``<name>.corrupt`` and skipped). Every process of a run checks the same bytes
+    against its own template, so all of them accept the checkpoint or raise the same error."""
     if init_state is None:
         state = alg.init(init_key)
     else:
         state = init_state(init_key) if callable(init_state) else init_state
     state = _as_strong_arrays(state)
-    found = _checkpoint.list_checkpoints(checkpoint_dir) if resume else []
-    ck, corrupt = None, []
-    for _, path in reversed(found):
-        try:
-            ck = _checkpoint.load_checkpoint(path, state)
-            break
-        except _checkpoint.CorruptCheckpointError as e:
-            corrupt.append(e)
-            os.replace(path, path + ".corrupt")  # out of the history, kept for inspection
-            warnings.warn(
-                f"{e}; it is renamed {os.path.basename(path)}.corrupt and the previous checkpoint is used",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        except _checkpoint.CheckpointError as e:  # another state structure: name the config keys if known
-            changed = _checkpoint.compare_fingerprints(_checkpoint.read_fingerprint(path), fingerprint)
-            if changed:
-                raise _checkpoint.ConfigChangedError(
-                    f"checkpoint {path} was written with another config; changed: "
-                    + "; ".join(changed)
-                    + ". Its state has another structure, so it cannot be continued: run without resume",
-                    changed,
-                ) from e
-            raise
-    if ck is None:
-        if corrupt:
-            raise _checkpoint.CheckpointError(
-                f"no intact checkpoint to resume in {checkpoint_dir}: " + "; ".join(str(e) for e in corrupt)
-            )
+    path, data = store.resumable() if resume else (None, None)
+    if path is None:
         return _Progress(state)
+    try:
+        ck = _checkpoint.load_checkpoint(path, state, data)
+    except _checkpoint.CheckpointError as e:  # another state structure: name the config keys if known
+        changed = _checkpoint.compare_fingerprints(_checkpoint.read_fingerprint(path, data), fingerprint)
+        if changed:
+            raise _checkpoint.ConfigChangedError(
+                f"checkpoint {path} was written with another config; changed: "
+                + "; ".join(changed)
+                + ". Its state has another structure, so it cannot be continued: run without resume",
+                changed,
+            ) from e
+        raise
     changed = _checkpoint.compare_fingerprints(ck.fingerprint, fingerprint)
     if changed and not allow_changes:
         raise _checkpoint.ConfigChangedError(
@@ -248,24 +235,24 @@ def _initial_progress(
     return _Progress(_as_strong_arrays(ck.state), ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
 
 
-def _save(prog: _Progress, checkpoint_dir, key_data, elapsed, fingerprint=None) -> None:
-    """A checkpoint of ``prog`` (unless there is nothing new to save)."""
-    if checkpoint_dir is None or prog.saved_at == prog.step or prog.step == 0:
+def _save(prog: _Progress, store, key_data, elapsed, fingerprint=None, collective=True) -> None:
+    """A checkpoint of ``prog`` (unless there is nothing new to save); every process of a run
+    calls it alike (``CheckpointStore.save``), but for an interrupt (``collective=False``)."""
+    if not store.enabled or prog.saved_at == prog.step or prog.step == 0:
         return
-    if prog.fresh:
-        _checkpoint.clear_checkpoints(checkpoint_dir)
-        prog.fresh = False
     prog.parts = [_concat(prog.parts)] if prog.parts else []
-    _checkpoint.save_checkpoint(
-        checkpoint_dir,
+    store.save(
         prog.step,
         prog.state,
         _concat(prog.parts),
         prog.evals,
+        fresh=prog.fresh,
+        collective=collective,
         wall_time=elapsed(),
         key_data=key_data,
         fingerprint=fingerprint,
     )
+    prog.fresh = False
     prog.saved_at = prog.step
 
 
@@ -306,7 +293,12 @@ def run(
         ``alg.init(init_key)``. On resume it only gives the expected tree structure.
       eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks.
       checkpoint_dir: folder for checkpoints; a final checkpoint is always written there. A run
-        that does not resume one removes the folder's older checkpoints at its first save.
+        that does not resume one removes the folder's older checkpoints at its first save. The run
+        holds the folder (a lock file ``.vijax.lock`` in it, ``vijax.run._lock``): another run into
+        it, from any process, fails at once naming the folder and this process's pid. In a run of
+        several processes (``jax.distributed``) process 0 alone reads and writes it (give it to
+        process 0; the others may have the same path or None): on resume it sends the checkpoint
+        to the others, so every process continues from it (``vijax.run._checkpoint_store``).
       resume: continue from the latest checkpoint in ``checkpoint_dir`` (from scratch if there is
         none). It must be the same ``key``; a checkpoint at or past ``num_steps`` is returned as is.
         A newest checkpoint that does not read back intact (truncated, checksum mismatch) is reported
@@ -328,8 +320,10 @@ def run(
 
     Raises:
       ValueError: for bad arguments or settings, an ``info`` without ``elbo``, a checkpoint whose
-        state structure or key does not match this run, or process settings (``x64``,
-        ``cpu_devices``) this process does not have. ``CheckpointError`` (a ValueError) when no
+        state structure or key does not match this run, process settings (``x64``,
+        ``cpu_devices``) this process does not have, a ``checkpoint_dir`` that is a file or that
+        another run holds, or ``resume`` / ``checkpoint_every`` that differ between the processes
+        of a run. ``CheckpointError`` (a ValueError) when no
         checkpoint reads back intact, ``ConfigChangedError`` (one too) for a changed fingerprint.
 
     Examples:
@@ -348,59 +342,59 @@ def run(
     rc = (config if config is not None else RunConfig()).replace(**settings)
     rc.check_process_settings()
     _cache.enable_compile_cache(rc.compile_cache)
-    if checkpoint_dir is None and (rc.checkpoint_every is not None or resume):
-        raise ValueError("checkpoint_every and resume need a checkpoint_dir")
     if (batch_fn is None) == (host_batches is None):
         raise ValueError("give exactly one of batch_fn and host_batches")
+    store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every)
     start = time.perf_counter()
     init_key, step_base = jax.random.split(key)
     key_data = _key_data(key)
     fields = tuple(progress_fields) if progress_fields is not None else ("elbo",)
     fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
-    prog = _initial_progress(alg, init_state, init_key, key_data, checkpoint_dir, resume, fingerprint, allow_changes)
-    prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
+    with store.held():  # the folder is this run's until it returns (vijax.run._lock)
+        prog = _initial_progress(alg, init_state, init_key, key_data, store, resume, fingerprint, allow_changes)
+        prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
 
-    def elapsed():
-        return prog.wall0 + time.perf_counter() - start
+        def elapsed():
+            return prog.wall0 + time.perf_counter() - start
 
-    chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
-    prefetcher = None
-    if host_batches is not None and rc.prefetch > 0:
-        host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
-    bar = tqdm(
-        total=rc.num_steps,
-        initial=min(prog.step, rc.num_steps),
-        unit="step",
-        desc="vijax",
-        disable=None if rc.progress else True,
-        dynamic_ncols=True,
-    )
-    try:
-        with value_checks(rc.check_values):  # read when the chunk is traced
-            _run_chunks(
-                prog,
-                rc,
-                chunk_fn,
-                step_base,
-                host_batches,
-                eval_fn,
-                fields,
-                bar,
-                elapsed,
-                lambda: _save(prog, checkpoint_dir, key_data, elapsed, fingerprint),
-            )
-    except jax.errors.JaxRuntimeError as e:
-        raise_batch_error(e)
-    except KeyboardInterrupt:
-        _save(prog, checkpoint_dir, key_data, elapsed, fingerprint)
-        raise
-    finally:
-        bar.close()
-        if prefetcher is not None:
-            prefetcher.close()
-    if eval_fn is not None and (not prog.evals or prog.evals[-1]["step"] != prog.step):
-        prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
-    _save(prog, checkpoint_dir, key_data, elapsed, fingerprint)
+        chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
+        prefetcher = None
+        if host_batches is not None and rc.prefetch > 0:
+            host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
+        bar = tqdm(
+            total=rc.num_steps,
+            initial=min(prog.step, rc.num_steps),
+            unit="step",
+            desc="vijax",
+            disable=None if rc.progress else True,
+            dynamic_ncols=True,
+        )
+        try:
+            with value_checks(rc.check_values):  # read when the chunk is traced
+                _run_chunks(
+                    prog,
+                    rc,
+                    chunk_fn,
+                    step_base,
+                    host_batches,
+                    eval_fn,
+                    fields,
+                    bar,
+                    elapsed,
+                    lambda: _save(prog, store, key_data, elapsed, fingerprint),
+                )
+        except jax.errors.JaxRuntimeError as e:
+            raise_batch_error(e)
+        except KeyboardInterrupt:
+            _save(prog, store, key_data, elapsed, fingerprint, collective=False)
+            raise
+        finally:
+            bar.close()
+            if prefetcher is not None:
+                prefetcher.close()
+        if eval_fn is not None and (not prog.evals or prog.evals[-1]["step"] != prog.step):
+            prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
+        _save(prog, store, key_data, elapsed, fingerprint)
     note = psis_note(prog.evals)
     if note is not None and "above" in note:
         warnings.warn(note, stacklevel=2)

@@ -1,0 +1,103 @@
+"""A folder that one run writes at a time: an advisory lock held for the run.
+
+``hold_folder(path, name)`` creates the folder, opens the lock file ``<path>/.vijax.lock`` and takes
+an exclusive ``fcntl.flock`` on it without waiting. A second run into the same folder, from any
+process on a machine that sees the folder, fails at once with an error naming the folder and the
+holder's process id (the holder writes ``"<pid> <host>"`` into the file once it has the lock). The
+kernel drops the lock when its holder ends, however it ends (``SIGKILL`` included): the file stays,
+and the next run takes the lock again. The file is never deleted: a deleted lock file would let one
+run lock the old file while another locks a new one.
+
+Within one process a folder is held once: ``hold_folder`` on a folder that this process already
+holds, or on one inside it (``vijax run`` holds ``--out``, and its runs then use
+``<out>/checkpoints``), holds nothing more. In a run of several processes (``jax.distributed``)
+only process 0, the one that writes, takes the lock, so the processes of one run never block each
+other. Where ``fcntl`` does not exist (Windows), nothing is locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from typing import Iterator, Type
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (Windows)
+    fcntl = None
+
+LOCK_FILE = ".vijax.lock"
+_HELD: dict = {}  # real path of a folder this process holds -> its lock file's descriptor
+
+
+def _writer_process() -> bool:
+    """Whether this process writes the run's files: process 0 of a ``jax.distributed`` run, or
+    the only process (no JAX backend is started for the question when there is no such run)."""
+    import jax
+
+    return not jax.distributed.is_initialized() or jax.process_index() == 0
+
+
+def _held_by_this_process(real: str) -> bool:
+    return any(real == p or real.startswith(p.rstrip(os.sep) + os.sep) for p in _HELD)
+
+
+def _holder(fd: int) -> str:
+    """The holder's ``"pid N on HOST"`` as it wrote it, or a phrase saying it has not yet."""
+    try:
+        text = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
+    except OSError:
+        text = []
+    if len(text) >= 2 and text[0].isdigit():
+        return f"pid {text[0]} on {text[1]}"
+    return "a process that has not yet written its pid"
+
+
+@contextlib.contextmanager
+def hold_folder(path: str, name: str, error: Type[Exception] = ValueError) -> Iterator[None]:
+    """Holds the folder ``path`` for the ``with`` block (creating it), as the module docstring says.
+
+    Args:
+      path: the folder.
+      name: the argument or config key it comes from, which starts every error message.
+      error: the class of the errors raised (``ValueError`` or a subclass taking a message, e.g.
+        the caller's ``ConfigError``).
+
+    Raises:
+      error: ``path`` is a file, cannot be created, or another run holds it (its pid named).
+    """
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise error(f"{name}: {path!r} is a file, not a folder; move it away or choose another folder")
+    real = os.path.realpath(path)
+    if fcntl is None or _held_by_this_process(real) or not _writer_process():
+        os.makedirs(path, exist_ok=True)
+        yield
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise error(f"{name}: cannot write the output folder {path!r}: {e.strerror or e}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise error(
+                f"{name}: the folder {path!r} is in use by another vijax run ({_holder(fd)}); wait until "
+                "it ends or choose another folder"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        _HELD[real] = fd
+        try:
+            yield
+        finally:
+            del _HELD[real]
+            os.ftruncate(fd, 0)  # before the unlock: the next holder writes its own pid
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["LOCK_FILE", "hold_folder"]
