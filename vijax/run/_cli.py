@@ -42,6 +42,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._checkpoint import CheckpointError, jsonable
+from ._lock import hold_folder
 from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, dump_yaml, load_config
 from ._experiment import EXPERIMENTS, Experiment
 from ._plots import plot_elbo
@@ -190,10 +191,17 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
 
     Raises:
       ConfigError: an invalid value (naming its key, also for errors the experiment's builder
-        raises), or an output folder that cannot be written.
+        raises), or an output folder that cannot be written or that another run holds (its pid
+        named: the run holds ``output.dir`` until it returns, ``vijax.run._lock``).
       vijax.run._checkpoint.CheckpointError: a resume refused (``ConfigChangedError``: changed
         config) or impossible (no intact checkpoint).
     """
+    with hold_folder(config["output"]["dir"], "output.dir (--out)", error=ConfigError):
+        return _run_experiment_held(config, resume, allow_changes)
+
+
+def _run_experiment_held(config: dict, resume: bool, allow_changes: bool) -> tuple[RunResult, dict]:
+    """``run_experiment`` in the output folder it holds."""
     import jax  # deferred so that ``vijax list`` and argument errors stay fast
 
     name, out_dir = config["experiment"], config["output"]["dir"]
