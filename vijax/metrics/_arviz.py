@@ -72,7 +72,8 @@ def to_arviz(
     Raises:
       ValueError: naming ``key`` (families without a key), ``num_draws``, ``names`` (wrong
         count), ``q_or_draws`` (draws with unequal leading sizes, or neither families nor arrays),
-        ``log_weights`` (not one per draw) or ``num_chains`` (not dividing S).
+        ``log_weights`` (not one per draw) or ``num_chains`` (not dividing S); ``q_or_draws``
+        also for no draws (S = 0) and for draws that are not finite (naming the variable).
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -82,8 +83,6 @@ def to_arviz(
         >>> idata.posterior["rate"].shape   # (chain, draw, *event)
         (1, 100, 2)
     """
-    import arviz as az  # deferred: slow to import
-
     from vijax._validate import check_int
     from vijax.metrics._psis import psis
 
@@ -107,14 +106,21 @@ def to_arviz(
             f"q_or_draws: every leaf needs the same leading number of draws, got {sorted(map(str, sizes))}"
         )
     s = sizes.pop()
+    if s == 0:
+        raise ValueError("q_or_draws holds no draws (S = 0)")
     if names is not None:
         names = list(names)
         if len(names) != len(draws):
             raise ValueError(f"names: {len(draws)} variables, got {len(names)} names")
         leaf_names = names
+    for name, d in zip(leaf_names, draws):
+        if np.issubdtype(d.dtype, np.inexact) and not np.all(np.isfinite(d)):
+            raise ValueError(f"q_or_draws: the draws of {name!r} have NaN or infinite entries")
     check_int("num_chains", num_chains)
     if s % num_chains:
         raise ValueError(f"num_chains={num_chains} must divide the number of draws {s}")
+    import arviz as az  # deferred (slow to import) until the arguments are checked
+
     shape = lambda a: a.reshape((num_chains, s // num_chains) + a.shape[1:])
     posterior = {n: shape(d) for n, d in zip(leaf_names, draws)}
     if log_weights is None:

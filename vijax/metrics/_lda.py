@@ -10,6 +10,10 @@ held-out words are scored with the plug-in predictive sum_k E[theta_dk] E_q[beta
 
 Documents whose observed or held-out part is empty are skipped (and counted): with nothing
 observed theta_d is not fitted to the document, and with nothing held out there is nothing to score.
+When no held-out token is scored at all, the per-word score is undefined (0 / 0), never 0 (which
+would read as a perfect score): ``corpus_document_completion``, ``DocumentCompletion.per_word`` and
+``perplexity`` raise a ValueError starting "heldout has no tokens" on concrete values. Inside
+``jit`` (``document_completion`` and ``per_word`` stay jit-able) the same case gives NaN.
 """
 
 from __future__ import annotations
@@ -20,7 +24,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._validate import check_finite, check_int, is_tracer
 from vijax.types import Array, PRNGKey
+
+
+def _check_q(q_global) -> None:
+    """q_global's parameters must be finite (concrete values only; tracers pass)."""
+    for leaf in jax.tree_util.tree_leaves(q_global):
+        check_finite("q_global", leaf)
+
+
+def _docs(n) -> str:
+    return f"{int(n)} document{'' if int(n) == 1 else 's'}"
+
+
+def _no_tokens(num_tokens, num_skipped) -> None:
+    """Raises ValueError when a concrete total of scored held-out tokens is 0."""
+    if is_tracer(num_tokens) or float(num_tokens) > 0:
+        return
+    raise ValueError(
+        f"heldout has no tokens to score: num_tokens = 0 ({_docs(num_skipped)} skipped for an empty observed or "
+        "held-out part); the per-word log predictive is undefined"
+    )
 
 
 class DocumentCompletion(NamedTuple):
@@ -40,7 +65,13 @@ class DocumentCompletion(NamedTuple):
 
     @property
     def per_word(self) -> Array:
-        """Per-word held-out log predictive probability, log_prob / num_tokens."""
+        """Per-word held-out log predictive probability, log_prob / num_tokens.
+
+        Raises:
+          ValueError: starting "heldout has no tokens" when a concrete ``num_tokens`` is 0 (under
+            ``jit`` or ``vmap`` the result is then NaN).
+        """
+        _no_tokens(self.num_tokens, self.num_skipped)
         return self.log_prob / self.num_tokens
 
 
@@ -59,7 +90,13 @@ def document_completion(
 
     Returns:
       DocumentCompletion(log_prob, num_tokens, num_docs, num_skipped); ``.per_word`` is the
-      per-word log predictive. Jit-able (data are validated only when concrete).
+      per-word log predictive. Jit-able (data are validated only when concrete). A batch without
+      a scored token gives zero totals (totals of several batches add up); its ``per_word`` is
+      undefined (see the module docstring).
+
+    Raises:
+      ValueError: naming the batch for invalid data (``model.check_data``), ``q_global`` for
+        NaN or infinite parameters (concrete values only).
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -75,6 +112,7 @@ def document_completion(
     del key
     model.check_data(batch_observed)
     model.check_data(batch_heldout)
+    _check_q(q_global)
     if q_global.__class__ is tuple and len(q_global) == 1:
         (q_global,) = q_global
     per_doc = model.log_predictive(q_global, batch_observed, batch_heldout)  # (S,)
@@ -90,9 +128,13 @@ def document_completion(
 
 
 def perplexity(model, q_global, batch_observed, batch_heldout, key: PRNGKey | None = None) -> Array:
-    """exp(-per-word held-out log predictive) by document completion (see ``document_completion``)."""
-    res = document_completion(model, q_global, batch_observed, batch_heldout, key)
-    return jnp.exp(-res.log_prob / res.num_tokens)
+    """exp(-per-word held-out log predictive) by document completion (see ``document_completion``).
+
+    Raises:
+      ValueError: as ``document_completion``; and starting "heldout has no tokens" when no
+        held-out token is scored (concrete values; under ``jit`` the result is then NaN).
+    """
+    return jnp.exp(-document_completion(model, q_global, batch_observed, batch_heldout, key).per_word)
 
 
 _jitted_completion = jax.jit(lambda model, q, o, h: document_completion(model, q, o, h), static_argnums=0)
@@ -109,11 +151,21 @@ def corpus_document_completion(model, q_global, observed, heldout, batch_docs: i
         corpus of ``test.split_tokens(seed)``).
       heldout: a ``vijax.data.Corpus`` with the same documents in the same order, the held-out part.
       batch_docs: documents per evaluation batch.
+
+    Raises:
+      ValueError: ``heldout`` with another number of documents than ``observed``; ``batch_docs``
+        not a positive integer; ``q_global`` with NaN or infinite parameters; and, starting
+        "heldout has no tokens", a held-out part without a token (checked before any work) or
+        without a token in a document whose observed part has one (nothing could be scored).
     """
     if observed.num_docs != heldout.num_docs:
-        raise ValueError(f"observed has {observed.num_docs} documents but heldout has {heldout.num_docs}")
-    if batch_docs < 1:
-        raise ValueError(f"batch_docs must be >= 1, got {batch_docs}")
+        raise ValueError(f"heldout has {heldout.num_docs} documents but observed has {observed.num_docs}")
+    check_int("batch_docs", batch_docs)
+    if heldout.num_tokens == 0:
+        raise ValueError(
+            f"heldout has no tokens: its {_docs(heldout.num_docs)} are all empty, so there is nothing to score"
+        )
+    _check_q(q_global)
     lp = nt = nd = ns = 0.0
     for start in range(0, observed.num_docs, batch_docs):
         idx = np.arange(start, min(start + batch_docs, observed.num_docs))
@@ -123,4 +175,9 @@ def corpus_document_completion(model, q_global, observed, heldout, batch_docs: i
         lp, nt = lp + float(r.log_prob), nt + float(r.num_tokens)
         nd += int(r.num_docs)
         ns += int(r.num_skipped) - (batch_docs - len(idx))  # padding rows are not documents
+    if nt == 0:
+        raise ValueError(
+            f"heldout has no tokens in a document whose observed part has tokens: all {_docs(ns)} were "
+            "skipped, so there is nothing to score"
+        )
     return DocumentCompletion(lp, nt, int(nd), int(ns))

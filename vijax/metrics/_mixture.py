@@ -12,9 +12,34 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_int
+from vijax._validate import check_data_array, check_int, is_tracer
 from vijax.models.bernoulli_mixture import map_assignments, mixture_log_prob
 from vijax.types import Array, PRNGKey
+
+
+def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int | None = None) -> None:
+    """A mixture of K Bernoulli vectors: weights (K,) finite, >= 0, not all 0; probs (K, D) finite
+    in [0, 1] (and D = ``dim`` when given). Shapes are checked also while tracing, values only when
+    concrete; the ValueError names the argument."""
+    w_shape, p_shape = np.shape(weights), np.shape(probs)
+    if len(w_shape) != 1 or w_shape[0] < 1:
+        raise ValueError(f"{weights_name} must be (K,) with K >= 1 components, got shape {w_shape}")
+    if len(p_shape) != 2 or p_shape[0] != w_shape[0] or p_shape[1] < 1:
+        raise ValueError(
+            f"{probs_name} must be (K, D) with the K = {w_shape[0]} of {weights_name}, got shape {p_shape}"
+        )
+    if dim is not None and p_shape[1] != dim:
+        raise ValueError(f"{probs_name} must have D = {dim} columns, got shape {p_shape}")
+    if not is_tracer(weights):
+        w = np.asarray(weights, np.float64)
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
+            raise ValueError(f"{weights_name} must be finite, >= 0 and not all 0, got {w}")
+    if not is_tracer(probs):
+        p = np.asarray(probs, np.float64)
+        if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
+            raise ValueError(
+                f"{probs_name} must be finite probabilities in [0, 1], got NaN, infinite or outside entries"
+            )
 
 
 def components_used(weights: Array, probs: Array, y: Array) -> int:
@@ -28,13 +53,28 @@ def components_used(weights: Array, probs: Array, y: Array) -> int:
     insensitive to the tiny weight a fit leaves on an unused component (mean-field's superfluous
     components keep E[pi_k] ≈ (alpha / K) / (N + alpha) > 0), which is how the paper's "not
     significantly associated with data" reads.
+
+    Raises:
+      ValueError: naming ``weights`` or ``probs`` (see ``bernoulli_mixture_kl``), or ``y`` when
+        it is empty, not (N, D) or not finite.
     """
+    _check_mixture("weights", weights, "probs", probs)
+    check_data_array("y", y, 2, np.shape(probs)[1])
     return count_distinct(map_assignments(weights, probs, y))
 
 
 def count_distinct(z) -> int:
-    """The number of distinct labels in ``z``."""
-    return int(np.unique(np.asarray(z)).size)
+    """The number of distinct labels in ``z``.
+
+    Raises:
+      ValueError: naming ``z`` when it is empty or holds NaN.
+    """
+    a = np.asarray(z)
+    if a.size == 0:
+        raise ValueError(f"z is empty (shape {a.shape}): there are no labels to count")
+    if np.issubdtype(a.dtype, np.floating) and np.isnan(a).any():
+        raise ValueError("z holds NaN labels")
+    return int(np.unique(a).size)
 
 
 class KLEstimate(NamedTuple):
@@ -63,8 +103,15 @@ def bernoulli_mixture_kl(
       fit_weights: the fitted pi_hat (K',).
       fit_probs: the fitted phi_hat (K', D).
       num_samples: M >= 2.
+
+    Raises:
+      ValueError: naming the argument: weights not (K,) or not finite, >= 0 and not all 0; probs
+        not (K, D) with the weights' K and one D, or not finite probabilities in [0, 1]
+        (values checked when concrete; a jitted caller gets shape checks only); ``num_samples``.
     """
     check_int("num_samples", num_samples, 2)
+    _check_mixture("true_weights", true_weights, "true_probs", true_probs)
+    _check_mixture("fit_weights", fit_weights, "fit_probs", fit_probs, np.shape(true_probs)[1])
     return _kl_monte_carlo(key, true_weights, true_probs, fit_weights, fit_probs, num_samples)
 
 
@@ -80,7 +127,9 @@ def _kl_monte_carlo(key, true_weights, true_probs, fit_weights, fit_probs, num_s
 
 def bernoulli_mixture_kl_exact(true_weights: Array, true_probs: Array, fit_weights: Array, fit_probs: Array) -> Array:
     """The KL of :func:`bernoulli_mixture_kl` by enumerating all 2^D binary vectors (for tests;
-    D <= 16)."""
+    D <= 16). Raises ValueError naming an invalid argument, as ``bernoulli_mixture_kl``."""
+    _check_mixture("true_weights", true_weights, "true_probs", true_probs)
+    _check_mixture("fit_weights", fit_weights, "fit_probs", fit_probs, np.shape(true_probs)[1])
     d = true_probs.shape[-1]
     if d > 16:
         raise ValueError(f"bernoulli_mixture_kl_exact enumerates 2^D vectors; D = {d} is too large (at most 16)")

@@ -4,9 +4,11 @@ stochastic variational inference", AISTATS, §4.3)."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from vijax import expfam
+from vijax._validate import check_data_array, check_finite, check_scalar
 
 
 def dictionary_correlations(true_w, est_w) -> np.ndarray:
@@ -20,8 +22,19 @@ def dictionary_correlations(true_w, est_w) -> np.ndarray:
 
     Returns:
       (K_true,) correlations, largest first.
+
+    Raises:
+      ValueError: naming ``true_w`` or ``est_w`` when empty, not 2-D, not finite, or with
+        another number of rows F (at least 2 are needed for a correlation) or no column.
     """
-    a, b = np.asarray(true_w, np.float64), np.asarray(est_w, np.float64)
+    a, b = np.asarray(true_w), np.asarray(est_w)
+    for name, x in (("true_w", a), ("est_w", b)):
+        check_data_array(name, x, 2)
+        if x.shape[0] < 2 or x.shape[1] < 1:
+            raise ValueError(f"{name} must be (F, K) with F >= 2 frequencies and K >= 1 columns, got shape {x.shape}")
+    if b.shape[0] != a.shape[0]:
+        raise ValueError(f"est_w must have the F = {a.shape[0]} rows of true_w, got shape {b.shape}")
+    a, b = a.astype(np.float64), b.astype(np.float64)
     a = a - a.mean(0)
     b = b - b.mean(0)
     na, nb = np.linalg.norm(a, axis=0), np.linalg.norm(b, axis=0)
@@ -41,9 +54,22 @@ def gap_nmf_components_used(model, q, frames, min_share: float = 1e-3) -> int:
       q: its q(W, theta).
       frames: the spectrogram frames (T, F), one per row.
       min_share: the least share of the counts of a component that counts as used.
+
+    Raises:
+      ValueError: naming ``frames`` (empty, not finite, negative or all zero), ``q`` (NaN or
+        infinite parameters) or ``min_share`` (not a finite number >= 0).
     """
+    y = np.asarray(frames)
+    check_data_array("frames", y, 2)
+    if (y < 0).any() or not (y > 0).any():
+        raise ValueError(f"frames must be non-negative with some positive entry, got min {y.min()} and max {y.max()}")
+    for leaf in jax.tree_util.tree_leaves(q):
+        check_finite("q", leaf)
+    check_scalar("min_share", min_share, low=0.0, include_low=True)
     stats = model.local_step(expfam.tree_mean_params(q), frames).suff_stats[1][0]  # (K,) sum_fn E z_fkn
-    share = np.asarray(stats) / max(float(np.sum(np.asarray(frames))), 1e-300)
+    share = np.asarray(stats, np.float64) / float(np.sum(y, dtype=np.float64))
+    if not np.all(np.isfinite(share)):
+        raise ValueError("q: the expected counts of its components are not finite (local step under q)")
     return int(np.sum(share >= min_share))
 
 

@@ -1,14 +1,43 @@
-"""Held-out predictive scores and matching of fitted components to the truth."""
+"""Held-out predictive scores and matching of fitted components to the truth. Host-side: each
+function checks its inputs eagerly and raises a ValueError naming the argument for empty,
+misshaped or non-finite ones (never a NaN score)."""
 
 from __future__ import annotations
 
-import numpy as np
+import jax
 import jax.numpy as jnp
+import numpy as np
+
+from vijax._validate import check_data_array, check_finite
 
 
 def mean_log_predictive(model, q_global, x_test) -> float:
-    """Average over held-out points of log p(x* | x) under q (``model.log_predictive``)."""
-    return float(jnp.mean(model.log_predictive(q_global, jnp.asarray(x_test))))
+    """Average over held-out points of log p(x* | x) under q (``model.log_predictive``).
+
+    Args:
+      model: a model with ``log_predictive(q, x)`` giving one value per point.
+      q_global: the fitted q.
+      x_test: the held-out points, (N,) or (N, D) with N >= 1.
+
+    Returns:
+      The mean as a Python float (-inf when some point has zero predictive density).
+
+    Raises:
+      ValueError: naming ``x_test`` when it is empty, not numeric or not finite (or, from
+        ``model.check_data``, misshaped for the model), ``q_global`` for NaN or infinite
+        parameters, and ``x_test[i]`` where the log predictive is NaN.
+    """
+    x = np.asarray(x_test)
+    check_data_array("x_test", x, max(x.ndim, 1))
+    if hasattr(model, "check_data"):
+        model.check_data(x)
+    for leaf in jax.tree_util.tree_leaves(q_global):
+        check_finite("q_global", leaf)
+    lp = np.asarray(model.log_predictive(q_global, jnp.asarray(x)), np.float64)
+    if np.isnan(lp).any():
+        i = int(np.argmax(np.isnan(lp.reshape(lp.shape[0], -1)).any(axis=1)))
+        raise ValueError(f"x_test[{i}]: the log predictive density under q_global is NaN")
+    return float(np.mean(lp))
 
 
 def match_components(true_means, fitted_means, fitted_weights=None, min_weight: float = 0.0):
@@ -16,14 +45,36 @@ def match_components(true_means, fitted_means, fitted_weights=None, min_weight: 
 
     Components with weight below ``min_weight`` are left out of the match.
 
+    Args:
+      true_means: (K_true, D), K_true >= 1.
+      fitted_means: (K_fit, D), K_fit >= 1.
+      fitted_weights: (K_fit,) or None.
+      min_weight: the least weight of a fitted component that takes part.
+
     Returns:
-      (indices of the fitted component matched to each true one, distances).
+      (indices of the fitted component matched to each true one, distances); -1 and inf for a
+      true component left unmatched (fewer fitted components than true ones take part).
+
+    Raises:
+      ValueError: naming the argument that is empty, misshaped or not finite.
     """
     from scipy.optimize import linear_sum_assignment
 
-    t = np.asarray(true_means)
-    f = np.asarray(fitted_means)
-    keep = np.arange(f.shape[0]) if fitted_weights is None else np.flatnonzero(np.asarray(fitted_weights) >= min_weight)
+    t = np.asarray(true_means, np.float64)
+    f = np.asarray(fitted_means, np.float64)
+    check_data_array("true_means", t, 2)
+    check_data_array("fitted_means", f, 2)
+    if f.shape[1] != t.shape[1]:
+        raise ValueError(f"fitted_means must have the D = {t.shape[1]} columns of true_means, got shape {f.shape}")
+    if fitted_weights is None:
+        keep = np.arange(f.shape[0])
+    else:
+        w = np.asarray(fitted_weights, np.float64)
+        check_data_array("fitted_weights", w, 1)
+        if w.shape != (f.shape[0],):
+            raise ValueError(f"fitted_weights must have one weight per fitted component ({f.shape[0]},), got {w.shape}")
+        check_finite("min_weight", min_weight)
+        keep = np.flatnonzero(w >= min_weight)
     cost = np.linalg.norm(t[:, None, :] - f[keep][None, :, :], axis=-1)
     rows, cols = linear_sum_assignment(cost)
     match = np.full(t.shape[0], -1)

@@ -6,6 +6,17 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from vijax._validate import check_data_array, check_int
+
+
+def _topics(name: str, x) -> np.ndarray:
+    """``x`` as a float (K, V) array with K, V >= 1 and finite entries, or ValueError naming ``name``."""
+    a = np.asarray(x)
+    check_data_array(name, a, 2)
+    if a.shape[1] < 1:
+        raise ValueError(f"{name} must have at least one word (V >= 1), got shape {a.shape}")
+    return a.astype(np.float64)
+
 
 def top_words(topics, vocab: Optional[Sequence[str]] = None, n: int = 10) -> list[list]:
     """The ``n`` heaviest words of each topic, heaviest first.
@@ -19,16 +30,18 @@ def top_words(topics, vocab: Optional[Sequence[str]] = None, n: int = 10) -> lis
     Returns:
       K lists of ``n`` words (or int ids). Ties keep the lower id first.
 
+    Raises:
+      ValueError: naming ``topics`` (not (K, V) with K, V >= 1, or not finite), ``vocab`` (not V
+        words) or ``n`` (not a positive integer).
+
     Examples:
       >>> top_words(np.array([[0.1, 0.6, 0.3], [0.5, 0.2, 0.3]]), ["a", "b", "c"], n=2)
       [['b', 'c'], ['a', 'c']]
     """
-    t = np.asarray(topics)
-    if t.ndim != 2:
-        raise ValueError(f"topics must be (K, V), got shape {t.shape}")
+    t = _topics("topics", topics)
     if vocab is not None and len(vocab) != t.shape[1]:
         raise ValueError(f"vocab has {len(vocab)} words but topics have V = {t.shape[1]}")
-    n = min(int(n), t.shape[1])
+    n = min(check_int("n", n), t.shape[1])
     order = np.argsort(-t, axis=1, kind="stable")[:, :n]
     if vocab is None:
         return [[int(i) for i in row] for row in order]
@@ -72,6 +85,10 @@ def topic_recovery(true_topics, fitted_topics) -> TopicRecovery:
     Returns:
       ``TopicRecovery(mean_cosine, matching, cosine)``.
 
+    Raises:
+      ValueError: naming ``true_topics`` or ``fitted_topics`` when not (K, V) with K, V >= 1 and
+        finite, or when their V differ.
+
     Examples:
       >>> true = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])
       >>> r = topic_recovery(true, true[::-1])
@@ -80,14 +97,16 @@ def topic_recovery(true_topics, fitted_topics) -> TopicRecovery:
     """
     from scipy.optimize import linear_sum_assignment
 
-    t = np.asarray(true_topics, np.float64)
-    f = np.asarray(fitted_topics, np.float64)
-    if t.ndim != 2 or f.ndim != 2 or t.shape[1] != f.shape[1]:
-        raise ValueError(f"topics must be (K, V) with the same V, got {t.shape} and {f.shape}")
+    t = _topics("true_topics", true_topics)
+    f = _topics("fitted_topics", fitted_topics)
+    if t.shape[1] != f.shape[1]:
+        raise ValueError(
+            f"fitted_topics must have the same V = {t.shape[1]} columns as true_topics, got shape {f.shape}"
+        )
     sim = _unit_rows(t) @ _unit_rows(f).T  # (K_true, K_fit)
     rows, cols = linear_sum_assignment(sim, maximize=True)
     matching = np.full(t.shape[0], -1, np.int64)
     cosine = np.zeros(t.shape[0])
     matching[rows] = cols
     cosine[rows] = sim[rows, cols]
-    return TopicRecovery(float(cosine.mean()) if cosine.size else float("nan"), matching, cosine)
+    return TopicRecovery(float(cosine.mean()), matching, cosine)
