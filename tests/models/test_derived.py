@@ -235,3 +235,101 @@ def test_bad_data_are_named_at_init():
     alg = make_algorithm("cavi", derived)
     with pytest.raises(ValueError, match="batch must be finite"):
         alg.init(jax.random.key(0), X1.at[3].set(jnp.nan))
+
+
+def normal_gamma_priors():
+    return {
+        "mu": expfam.Normal.from_mean_variance(jnp.asarray(0.0), 10.0),
+        "tau": expfam.Gamma.from_shape_rate(2.0, 2.0),
+    }
+
+
+def gaussian_log_joint(g, l, x):
+    """log N(x | mu, 1/tau) in t(mu) = (mu, mu^2), t(tau) = (log tau, tau): mu and tau interact."""
+    (mu, mu2), (log_tau, tau) = g["mu"], g["tau"]
+    return 0.5 * log_tau - 0.5 * jnp.log(2 * jnp.pi) - 0.5 * tau * (x**2 - 2 * x * mu + mu2)
+
+
+@pytest.mark.parametrize(
+    "term, why",
+    [
+        (lambda mu: jnp.abs(mu), "depends on them"),  # zero Hessian, but its gradient is sign(mu)
+        (lambda mu: jnp.maximum(mu, 0.0), "depends on them"),
+        (lambda mu: jnp.floor(mu), "along a random line"),  # a zero gradient: only the secant test sees it
+    ],
+    ids=["abs", "max", "floor"],
+)
+def test_a_non_smooth_term_is_not_conjugate(term, why):
+    def log_joint(g, l, x):
+        return gaussian_log_joint(g, l, x) - term(g["mu"][0])
+
+    with pytest.raises(ValueError, match=f"not conjugate in global variable 'mu'.*{why}"):
+        conjugate_model(log_joint, priors=normal_gamma_priors(), example=X1)
+
+
+@pytest.mark.parametrize("name", ["cavi", "svi"])
+def test_a_log_joint_that_is_not_conjugate_is_refused_at_the_first_step_after_a_start_without_data(name):
+    """No data at construction nor at init: the first (jitted) step reads the log-joint's structure
+    from the batch's shapes and refuses it before any update."""
+
+    def log_joint(g, l, x):
+        return gaussian_log_joint(g, l, x) - jnp.abs(g["mu"][0])
+
+    model = conjugate_model(log_joint, priors=normal_gamma_priors())
+    alg = make_algorithm(name, model, **({} if name == "cavi" else dict(num_data=X1.shape[0])))
+    state = alg.init(jax.random.key(0))
+    with pytest.raises(ValueError, match="log_joint is not conjugate in global variable 'mu'"):
+        jax.jit(alg.step)(state, X1, jax.random.key(1))
+
+
+def test_the_domain_of_the_global_update_is_checked_on_all_the_data():
+    """A Gamma prior (rate 20) on a coin's probability in Beta's statistics: the derived rate
+    20 - sum(1 - x) is positive on the first 8 data (all heads) and negative on all 60."""
+    x = jnp.concatenate([jnp.ones(8), jnp.asarray((RNG.random(52) < 0.3).astype(float))])
+    assert float(jnp.sum(1 - x[:8])) == 0.0 and float(jnp.sum(1 - x)) > 20
+
+    def coin(g, l, x):
+        (t0, t1) = g["p"]
+        return x * t0 + (1 - x) * t1
+
+    with pytest.raises(ValueError, match="global variable 'p' leaves its prior family Gamma's domain"):
+        conjugate_model(coin, priors={"p": expfam.Gamma.from_shape_rate(2.0, 20.0)}, example=x)
+
+
+def test_a_nan_prior_is_named_as_the_prior():
+    """A NaN natural parameter passes Normal's domain test (eta2 < 0): named, not blamed on z."""
+    prior = expfam.Normal(jnp.array([0.0, jnp.nan, 0.0]), -0.05 * jnp.ones(3))
+    with pytest.raises(ValueError, match="^priors\\['mu'\\] has NaN natural parameters$"):
+        conjugate_model(gmm1_log_joint, priors={"mu": prior}, locals=categorical_local(K), example=X1)
+
+
+@pytest.mark.parametrize(
+    "init, match",
+    [
+        (lambda p: {"mu": p["mu"]}, "^init must have the structure of priors: expected \\{'mu': Normal .*'tau': Gamma"),
+        (
+            lambda p: {**p, "tau": expfam.Gamma.from_shape_rate(jnp.ones(2), 1.0)},
+            "^init must have the structure of priors",
+        ),
+        (lambda p: (p["mu"], p["tau"]), "^init must have the structure of priors: .* got tuple"),
+        (
+            lambda p: {**p, "mu": expfam.Normal(jnp.asarray(jnp.nan), jnp.asarray(-0.5))},
+            "^init\\(key, batch\\)\\['mu'\\] has NaN",
+        ),
+    ],
+    ids=["a name missing", "other shapes", "a tuple", "NaN"],
+)
+def test_an_init_unlike_the_priors_is_named(init, match):
+    priors = normal_gamma_priors()
+    model = conjugate_model(gaussian_log_joint, priors=priors, init=lambda key, batch: init(priors))
+    with pytest.raises(ValueError, match=match):
+        make_algorithm("cavi", model).init(jax.random.key(0))
+
+
+def test_globals_that_do_not_interact_share_one_block():
+    """The diagonal GMM's weights and components: one block, the usual CAVI step (one local step)."""
+    pi, theta = DiagonalGMM(K, D).prior()
+    derived = conjugate_model(gmm2_log_joint, priors={"pi": pi, "theta": theta}, locals=categorical_local(K))
+    assert derived.global_blocks(X2) == ({"pi": True, "theta": True},)
+    model = conjugate_model(gaussian_log_joint, priors=normal_gamma_priors())
+    assert model.global_blocks(X1) == ({"mu": True, "tau": False}, {"mu": False, "tau": True})

@@ -25,18 +25,42 @@ f_n(mu) = E_q[log p(x_n, z_n | beta)], and
 
 Several local variables (LDA's theta_d and z_d) are updated in the order given, in sweeps until
 the mean absolute change of their mean parameters is below ``tol`` or ``max_iters`` sweeps; one
-local variable is exact after one sweep. ``check_conjugacy(batch)`` (run by ``init_globals`` on
-concrete data) verifies the linearity with a Hessian-vector product per variable and the domain of
-each derived update, and names the variable that fails.
+local variable is exact after one sweep.
+
+Globals that interact. Two globals interact when the log-joint holds a product of their
+statistics (x ~ N(mu, 1/tau): tau * (x mu - mu^2 / 2); Bishop 2006, §10.1.3): the statistics of
+one then depend on the other's q, and updating both at once from the old q is not coordinate
+ascent (the ELBO can fall, and the ELBO of the new q is not the one the old statistics give).
+``global_blocks(batch)`` groups the globals into blocks of globals that do not interact with one
+another (a greedy colouring of the interaction graph, in the order of ``priors``); CAVI updates
+the blocks in turn, each after a local step at the current q, so every update is a coordinate
+optimum and the ELBO it reports, that of the returned q with the last local step's locals, never
+decreases. Globals that do not interact (a mixture's weights and components) form one block: one
+local step per CAVI step, as for a hand-written model. SVI and SSVI update every global at once
+from a stochastic natural gradient: the Fisher information of a mean-field q(beta) is block
+diagonal, so the simultaneous step is the natural gradient of the ELBO in every global, correct
+for any schedule that would be correct for a model whose globals do not interact.
+
+Checks, naming the variable. The structure of the log-joint is read from the program of its
+gradient (a jaxpr, traced from the shapes of one datum, so also inside ``jit`` and at every
+step's first trace): a variable whose gradient depends on its own statistics is not linear in
+them (E[mu]**2, log of a statistic, |mu|: the gradient of a non-smooth function depends on its
+argument even where its Hessian is zero), and the globals whose gradients depend on each other's
+statistics interact. On concrete data (``example=`` and ``init_globals``), ``check_conjugacy``
+also tests the log-joint along random lines through each variable's statistics on a sample of
+the data spread over the batch (a rounding or step function has a zero gradient but is not
+linear), and the domain of each derived update on all the data.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -82,6 +106,8 @@ class DerivedConjugateModel:
     max_iters: int = 100
     tol: float = 1e-6
     init: Callable | None = None
+    # the blocks of globals found for each datum shape (_structure), read at trace time
+    _blocks: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     local_methods = ("meanfield",)
 
     def prior(self) -> dict:
@@ -153,7 +179,30 @@ class DerivedConjugateModel:
         coordinate ascent, the statistics sum_n grad_{mu_beta} f_n and the local terms (compiled
         once per model and shapes; inlined inside an outer ``jit``)."""
         check_choice("method", method, self.local_methods)
+        self._structure(batch)  # the log-joint's linearity, from the shapes (cached): also under jit
         return _local_step(self, dict(globals_view), batch)
+
+    def global_blocks(self, batch) -> tuple:
+        """The globals as blocks to update in turn (module docstring, "Globals that interact"): a
+        tuple of dicts name -> bool (True for the block's globals), one per block; globals that do
+        not interact share a block. Read from the shapes of ``batch`` alone (also under ``jit``).
+        CAVI updates the blocks one after the other, each after a local step; one block is the
+        usual CAVI step.
+
+        Raises:
+          ValueError: as :meth:`check_data`, or naming a variable the log-joint is not linear in.
+        """
+        return tuple({name: name in block for name in self.priors} for block in self._structure(batch))
+
+    def _structure(self, batch) -> tuple:
+        """The blocks of globals (tuples of names) for data of ``batch``'s per-datum shapes,
+        computed once per shapes: ValueError naming a variable whose gradient depends on its own
+        statistics, or a local named like a global."""
+        datum = _datum_shapes(batch)
+        sig = (jax.tree_util.tree_structure(datum), tuple((a.shape, a.dtype) for a in jax.tree_util.tree_leaves(datum)))
+        if sig not in self._blocks:
+            self._blocks[sig] = _blocks_of(self, datum)
+        return self._blocks[sig]
 
     def _local_step(self, view: dict, batch) -> LocalResult:
         q, f, ent = jax.vmap(self._datum_terms, (None, 0))(view, batch)
@@ -168,13 +217,17 @@ class DerivedConjugateModel:
 
     # ------------------------------------------------------------------ start and checks
     def init_globals(self, key: PRNGKey, batch=None) -> dict:
-        """``init(key, batch)`` if given; otherwise, with data, one global update from locals whose
-        natural parameters are the starts' plus standard-normal noise (breaks the symmetry of a
-        mixture's components); without data, the prior."""
+        """``init(key, batch)`` if given (checked: the structure of ``priors``, and on concrete
+        values finite and inside the families' domains); otherwise, with data, one global update
+        from locals whose natural parameters are the starts' plus standard-normal noise (breaks the
+        symmetry of a mixture's components); without data, the prior. Concrete data are checked
+        first (:meth:`check_conjugacy`)."""
         if batch is not None and not _traced((key, batch)):  # concrete: outside jit/vmap
             self.check_conjugacy(batch)
         if self.init is not None:
-            return self.init(key, batch)
+            q = self.init(key, batch)
+            _check_like_priors("init(key, batch)", q, self.priors, "init must have the structure of priors")
+            return q
         if batch is None:
             return self.priors
         view = expfam.tree_mean_params(self.priors)
@@ -210,10 +263,11 @@ class DerivedConjugateModel:
         ]
 
     def check_data(self, batch) -> None:
-        """Every leaf of ``batch`` has the same leading size >= 1 and finite values, and
-        ``log_joint`` gives a scalar for one datum of it (checked on its shapes alone, so also at
-        trace time): a batch of other widths than ``log_joint`` reads is refused here, not by an
-        obscure error from inside the derived update."""
+        """Every leaf of ``batch`` has the same leading size >= 1 and finite values, ``log_joint``
+        gives a scalar for one datum of it and is linear in each variable's statistics (both
+        checked on its shapes alone, so also at trace time: at the first trace of every step): a
+        batch of other widths than ``log_joint`` reads, or a log-joint that is not conjugate, is
+        refused here, not by an obscure error or a wrong update from inside the derived step."""
         leaves = jax.tree_util.tree_leaves(batch)
         if not leaves:
             raise ValueError("batch holds no arrays")
@@ -223,6 +277,7 @@ class DerivedConjugateModel:
                 f"batch: every array must have the same leading (data) size >= 1, got {sorted(map(str, sizes))}"
             )
         self._check_datum_shape(batch)
+        self._structure(batch)
         for leaf in leaves:
             if (
                 not is_tracer(leaf)
@@ -234,7 +289,7 @@ class DerivedConjugateModel:
     def _check_datum_shape(self, batch) -> None:
         """ValueError unless ``log_joint`` runs on one datum of ``batch`` (abstractly, at the
         priors' and the locals' starting statistics) and returns a scalar."""
-        datum = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a)[1:], jnp.result_type(a)), batch)
+        datum = _datum_shapes(batch)
         shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), datum)
 
         if self.locals is not None:  # a malformed locals spec gets its own named error first
@@ -257,55 +312,52 @@ class DerivedConjugateModel:
                 "not a scalar: is the batch wider than the data log_joint was written for?"
             )
 
-    def check_conjugacy(self, batch, num_checked: int = 8) -> None:
-        """Raises ValueError naming the variable unless ``log_joint``, on the first
-        ``num_checked`` data of ``batch``, (1) runs on the statistics of the families, (2) is
-        linear in each variable's statistics (a Hessian-vector product along a random direction
-        within each variable is zero) and (3) derives updates inside the families' domains."""
-        self.check_data(batch)
-        sub = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[:num_checked], batch)
-        view = expfam.tree_mean_params(self.priors)
-        x0 = jax.tree_util.tree_map(lambda a: a[0], sub)
-        spec = self._spec(x0)
-        if self.locals is not None:
-            _check_spec(spec)
-        try:
-            mu0 = {n: s.q0.mean_params() for n, s in spec.items()}
-            value = self.log_joint(view, mu0, x0)
-        except Exception as err:
-            raise ValueError(
-                f"log_joint failed on one datum with the statistics of the globals ({_stats_layout(self.priors)}) "
-                f"and of the locals ({_stats_layout({n: s.q0 for n, s in spec.items()})}): "
-                f"{type(err).__name__}: {err}"
-            ) from err
-        if jnp.shape(value) != ():
-            raise ValueError(f"log_joint must return a scalar for one datum, got shape {jnp.shape(value)}")
-        clash = set(spec) & set(self.priors)
-        if clash:
-            raise ValueError(f"locals and priors name the same variables: {sorted(clash)}")
+    def check_conjugacy(self, batch, num_checked: int = 64) -> None:
+        """Raises ValueError naming the variable unless ``log_joint`` on ``batch``
 
-        sizes, bends = _curvatures(self, sub)
-        for (where, name), size, bend in zip(_variables(self, spec), sizes, bends):
-            size, bend = max(float(size), 1.0), float(bend)
-            if not np.isfinite(bend) or bend > 1e-6 * size:
+        1. runs on the statistics of the families and returns a scalar (:meth:`check_data`);
+        2. is linear in each variable's statistics: structurally, its gradient with respect to them
+           does not depend on them (for every datum: read from the program, :meth:`check_data`),
+           and numerically, along a random line through them at ``num_checked`` data spread
+           evenly over the batch (a rounding or step function has a zero gradient);
+        3. derives updates inside the families' domains and a finite ELBO at the priors'
+           statistics, on all the data (in chunks of at most 4096 data: one local step's work,
+           once).
+        """
+        check_int("num_checked", num_checked)
+        self.check_data(batch)
+        n = jax.tree_util.tree_leaves(batch)[0].shape[0]
+        picks = np.unique(np.linspace(0, n - 1, min(n, num_checked)).round().astype(int))
+        sub = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[picks], batch)
+        x0 = jax.tree_util.tree_map(lambda a: a[0], sub)
+        names = _variables(self, self._spec(x0))
+        gaps = np.asarray(_secant_gaps(self, sub, _directions(self, x0)))  # (variables, data)
+        for (where, name), gap in zip(names, gaps):
+            worst = int(np.argmax(np.where(np.isnan(gap), np.inf, gap)))
+            if not gap[worst] <= _secant_tol(sub, self.priors):
                 raise ValueError(
-                    f"log_joint is not conjugate in {where} variable {name!r}: it is not linear in "
-                    f"{name}'s statistics (its gradient with respect to them changes with them; "
-                    f"relative curvature {bend / size:.3g}). Write every term as a coefficient times "
-                    f"E[t({name})], e.g. E[mu^2] from the statistics, never E[mu]**2."
+                    f"log_joint is not conjugate in {where} variable {name!r}: it is not linear in {name}'s "
+                    f"statistics along a random line through them (relative gap {gap[worst]:.3g} at datum "
+                    f"{int(picks[worst])}): a step, rounding or comparison of them has a zero gradient but is "
+                    "not linear. Write every term as a coefficient times E[t(" + name + ")]."
                 )
-        loc = _local_step(self, view, sub)
-        bad = jax.tree_util.tree_map(
-            lambda fam: bool(jnp.all(fam.is_valid())), loc.local_params, is_leaf=expfam.is_family
-        )
-        for name, ok in bad.items():
+        view = expfam.tree_mean_params(self.priors)
+        stats, local_ok, local_terms = None, {}, 0.0
+        for start in range(0, n, 4096):
+            chunk = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[start : start + 4096], batch)
+            loc = _local_step(self, view, chunk)
+            stats = loc.suff_stats if stats is None else jax.tree_util.tree_map(jnp.add, stats, loc.suff_stats)
+            local_terms = local_terms + float(loc.local_terms)
+            for name, fam in loc.local_params.items():
+                local_ok[name] = local_ok.get(name, True) and bool(jnp.all(fam.is_valid()))
+        for name, ok in local_ok.items():
             if not ok:
                 raise ValueError(
                     f"the derived update of local variable {name!r} leaves its family "
-                    f"{type(spec[name].q0).__name__}'s domain: does the family match the "
-                    f"variable's support and its use in log_joint?"
+                    f"{type(self._spec(jax.tree_util.tree_map(lambda a: a[0], sub))[name].q0).__name__}'s "
+                    "domain: does the family match the variable's support and its use in log_joint?"
                 )
-        post = conjugate_posterior(self.priors, loc.suff_stats)
+        post = conjugate_posterior(self.priors, stats)
         for name, fam in post.items():
             if not bool(jnp.all(fam.is_valid())):
                 raise ValueError(
@@ -313,7 +365,7 @@ class DerivedConjugateModel:
                     f"{type(fam).__name__}'s domain: does priors[{name!r}] match the variable's "
                     f"support and its use in log_joint?"
                 )
-        if not np.isfinite(float(loc.local_terms)):
+        if not np.isfinite(local_terms):
             raise ValueError("log_joint gives a non-finite ELBO on the data at the prior's statistics")
 
 
@@ -326,37 +378,139 @@ def _variables(model: DerivedConjugateModel, spec: dict) -> list:
     return [("global", n) for n in model.priors] + [("local", n) for n in spec]
 
 
+def _datum_shapes(batch):
+    """One datum of ``batch`` as ``jax.ShapeDtypeStruct`` leaves."""
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a)[1:], jnp.result_type(a)), batch)
+
+
+# primitives whose one inner program maps its inputs to its outputs one to one (followed inside)
+_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call"})
+
+
+def _dependencies(jaxpr, inputs: list) -> list:
+    """For each output of ``jaxpr``, the bit mask of the inputs it depends on (``inputs``: one
+    mask per input), following the data flow through every equation (into inner ``jit``s; any
+    other inner program, a loop or a branch, as depending on all its inputs)."""
+    env = {}
+
+    def read(v):
+        return 0 if isinstance(v, jax.extend.core.Literal) else env.get(v, 0)
+
+    env.update(zip(jaxpr.invars, inputs))
+    for eqn in jaxpr.eqns:
+        masks = [read(v) for v in eqn.invars]
+        inner = list(jax.extend.core.jaxprs_in_params(eqn.params))
+        if (
+            eqn.primitive.name in _CALLS
+            and len(inner) == 1
+            and len(inner[0].invars) == len(masks)
+            and len(inner[0].outvars) == len(eqn.outvars)
+        ):
+            out = _dependencies(inner[0], masks)
+        else:
+            out = [functools.reduce(operator.or_, masks, 0)] * len(eqn.outvars)
+        env.update(zip(eqn.outvars, out))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _blocks_of(model: DerivedConjugateModel, datum) -> tuple:
+    """The blocks of globals for one datum of shapes ``datum`` (module docstring), from the
+    program of the log-joint's gradient in every variable's statistics: which statistics each
+    gradient depends on. ValueError for a variable whose gradient depends on its own statistics."""
+    spec = jax.eval_shape(lambda x: {n: s.q0.mean_params() for n, s in model._spec(x).items()}, datum)
+    clash = set(spec) & set(model.priors)
+    if clash:
+        raise ValueError(f"locals and priors name the same variables: {sorted(clash)}")
+    view = jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), expfam.tree_mean_params(model.priors)
+    )
+    names = _variables(model, spec)
+    index = {name: i for i, (_, name) in enumerate(names)}
+    labels = (
+        {n: jax.tree_util.tree_map(lambda _: index[n], view[n]) for n in view},
+        {n: jax.tree_util.tree_map(lambda _: index[n], spec[n]) for n in spec},
+    )
+
+    def grad(stats, x):
+        return jax.grad(lambda s: model.log_joint(s[0], s[1], x))(stats)
+
+    closed = jax.make_jaxpr(grad)((view, spec), datum)
+    inputs = [1 << i for i in jax.tree_util.tree_leaves(labels)]
+    inputs += [0] * (len(closed.jaxpr.invars) - len(inputs))  # the datum's leaves
+    outputs = _dependencies(closed.jaxpr, inputs)
+    depends = [0] * len(names)  # per variable: the variables its gradient depends on
+    for i, mask in zip(jax.tree_util.tree_leaves(labels), outputs):
+        depends[i] |= mask
+    for i, (where, name) in enumerate(names):
+        if depends[i] >> i & 1:
+            raise ValueError(
+                f"log_joint is not conjugate in {where} variable {name!r}: it is not linear in {name}'s "
+                f"statistics (its gradient with respect to them depends on them: a product or power of "
+                f"them, a log, abs, max or another function of them). Write every term as a coefficient "
+                f"times E[t({name})], e.g. E[mu^2] from the statistics, never E[mu]**2."
+            )
+    blocks: list = []  # greedy colouring of the globals' interaction graph, in the order of priors
+    for i, name in enumerate(model.priors):
+        for block in blocks:
+            if not any((depends[i] >> index[o] & 1) or (depends[index[o]] >> i & 1) for o in block):
+                block.append(name)
+                break
+        else:
+            blocks.append([name])
+    return tuple(tuple(b) for b in blocks)
+
+
+def _secant_tol(sub, priors) -> float:
+    """The relative gap a linear log-joint stays under along a line: 1e4 ulps of the statistics'
+    float type (2e-12 in float64, 1e-3 in float32)."""
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(expfam.tree_mean_params(priors)))
+    return 1e4 * float(jnp.finfo(dtype).eps)
+
+
+def _directions(model: DerivedConjugateModel, x0) -> dict:
+    """Per variable, a fixed pseudo-random direction within its statistics (standard normal, the
+    same for every datum), shaped like its statistics for the datum ``x0``."""
+    stats = {**expfam.tree_mean_params(model.priors)}
+    stats.update(jax.eval_shape(lambda x: {n: s.q0.mean_params() for n, s in model._spec(x).items()}, x0))
+    rng = np.random.default_rng(0)
+    return {
+        n: tuple(rng.standard_normal(jnp.shape(t)).astype(jnp.result_type(t)) for t in part)
+        for n, part in stats.items()
+    }
+
+
 @functools.partial(jax.jit, static_argnums=0)
-def _curvatures(model: DerivedConjugateModel, sub) -> tuple[list, list]:
-    """Per variable (globals, then locals): the summed |gradient| of the log-joint in its statistics
-    and the summed |Hessian-vector product| along a random direction within them, over the data of
-    ``sub`` (zero exactly when the log-joint is linear in them)."""
+def _secant_gaps(model: DerivedConjugateModel, sub, directions: dict) -> jax.Array:
+    """(variables, data): per datum of ``sub`` and variable (globals, then locals), the largest
+    relative gap |f(p + h r) - f(p) - h <grad f(p), r>| / (|f(p)| + |f(p + h r)| + |h <grad f(p), r>| + 1)
+    for h in (1, 10), p the priors' and the locals' starting statistics and r the variable's
+    direction scaled by 1 + |p| (zero where f is linear in them; NaN where f(p + h r) is not
+    finite though f(p) is; 0 where f(p) is not finite, left to the ELBO check)."""
     view = expfam.tree_mean_params(model.priors)
 
     def one(x, where, name):
         mu = {n: s.q0.mean_params() for n, s in model._spec(x).items()}
         part = view[name] if where == "global" else mu[name]
-        keys = jax.random.split(jax.random.key(0), len(part))
-        r = tuple(jax.random.normal(k, t.shape, t.dtype) for k, t in zip(keys, part))
+        r = tuple(d * (1 + jnp.abs(t)) for d, t in zip(directions[name], part))
+        dt = jnp.result_type(part[0])
 
-        def at(p):
+        def along(h):
+            p = tuple(t + h * d for t, d in zip(part, r))
             args = ({**view, name: p}, mu) if where == "global" else (view, {**mu, name: p})
             return model.log_joint(*args, x)
 
-        def grad_in(p):
-            return jax.grad(at)(p)
-
-        g, hv = jax.jvp(grad_in, (part,), (r,))
-        total = lambda t: sum(jnp.sum(jnp.abs(a)) for a in t)
-        return total(g), total(hv)
+        f0, slope = jax.jvp(along, (jnp.zeros((), dt),), (jnp.ones((), dt),))
+        gaps = []
+        for h in (1.0, 10.0):
+            fh = along(jnp.asarray(h, dt))
+            gap = jnp.abs(fh - f0 - h * slope) / (jnp.abs(f0) + jnp.abs(fh) + jnp.abs(h * slope) + 1.0)
+            gaps.append(jnp.where(jnp.isfinite(fh), gap, jnp.nan))
+        return jnp.where(jnp.isfinite(f0) & jnp.isfinite(slope), jnp.maximum(*gaps), 0.0)
 
     x0 = jax.tree_util.tree_map(lambda a: a[0], sub)
-    sizes, bends = [], []
-    for where, name in _variables(model, model._spec(x0)):
-        g, hv = jax.vmap(lambda x: one(x, where, name))(sub)
-        sizes.append(jnp.sum(g))
-        bends.append(jnp.sum(hv))
-    return sizes, bends
+    return jnp.stack(
+        [jax.vmap(lambda x: one(x, where, name))(sub) for where, name in _variables(model, model._spec(x0))]
+    )
 
 
 def _check_spec(spec) -> None:
@@ -367,6 +521,37 @@ def _check_spec(spec) -> None:
             raise ValueError(
                 f"locals(x)[{name!r}] must be Local(q0, weight) with q0 a vijax.expfam family, got {type(loc).__name__}"
             )
+
+
+def _describe(tree) -> str:
+    """A pytree of families as the errors show it: name -> family and its parameters' shapes."""
+    if isinstance(tree, dict):
+        return "{" + ", ".join(f"{n!r}: {_describe(v)}" for n, v in tree.items()) + "}"
+    if expfam.is_family(tree):
+        return f"{type(tree).__name__} with natural parameters of shapes {[tuple(jnp.shape(p)) for p in tree.natural_params]}"
+    return type(tree).__name__
+
+
+def _check_like_priors(name: str, q, priors: dict, structure_error: str) -> None:
+    """ValueError, starting with ``name``, unless ``q`` is a dict of the priors' names, each a
+    family of the prior's type and parameter shapes (``structure_error``: the words before the
+    expected and the given structures) with finite natural parameters inside its domain (the
+    values checked where concrete)."""
+    same = isinstance(q, dict) and set(q) == set(priors)
+    for n, p in priors.items():
+        same = same and expfam.is_family(q[n]) and type(q[n]) is type(p)
+        same = same and [jnp.shape(a) for a in q[n].natural_params] == [jnp.shape(a) for a in p.natural_params]
+    if not same:
+        raise ValueError(f"{structure_error}: expected {_describe(priors)}, got {_describe(q)}")
+    for n, fam in q.items():
+        leaves = [a for a in fam.natural_params if not is_tracer(a)]
+        if any(np.isnan(np.asarray(a)).any() for a in leaves):
+            raise ValueError(f"{name}[{n!r}] has NaN natural parameters")
+        if any(not np.isfinite(np.asarray(a)).all() for a in leaves):
+            raise ValueError(f"{name}[{n!r}] has infinite natural parameters")
+        valid = fam.is_valid()
+        if not is_tracer(valid) and not bool(jnp.all(valid)):
+            raise ValueError(f"{name}[{n!r}] has natural parameters outside its domain")
 
 
 def _expand(w, event_ndims: int):
@@ -421,8 +606,7 @@ def conjugate_model(
     for name, fam in priors.items():
         if not expfam.is_family(fam):
             raise ValueError(f"priors[{name!r}] must be a vijax.expfam family, got {type(fam).__name__}")
-        if not bool(jnp.all(fam.is_valid())):
-            raise ValueError(f"priors[{name!r}] has natural parameters outside its domain")
+    _check_like_priors("priors", priors, priors, "priors")
     if locals is not None and not callable(locals):
         raise ValueError("locals must be None (no local variables) or a function x -> {name: Local(q0, weight)}")
     check_int("max_iters", max_iters)
