@@ -329,3 +329,20 @@ def test_a_damaged_usps_file_is_named(tmp_path, monkeypatch):
     assert str(err.value).startswith(f"{path}: not a readable gzipped MATLAB file (truncated or corrupt?): "), str(
         err.value
     )
+
+
+def test_vocabulary_save_replaces_the_file_whole_or_not_at_all(tmp_path, monkeypatch):
+    from vijax.data import _text
+
+    path = tmp_path / "vocab.txt"
+    Vocabulary(["a", "b"]).save(path)
+    assert path.read_text() == "a\nb\n" and load_vocabulary(path).words == ("a", "b")
+
+    def fail(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_text.os, "replace", fail)
+    with pytest.raises(OSError, match="No space left on device"):
+        Vocabulary(["c", "d", "e"]).save(path)
+    assert path.read_text() == "a\nb\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab.txt"]

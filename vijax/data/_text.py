@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import uuid
 from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -124,9 +125,20 @@ class Vocabulary:
         return np.fromiter((index[t] for t in tokens if t in index), dtype=np.int32)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the words, one per line (the format ``load_vocabulary`` reads)."""
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.writelines(w + "\n" for w in self._words)
+        """Writes the words, one per line (the format ``load_vocabulary`` reads), to a temporary
+        file beside ``path`` that then replaces it: a failed write leaves no partial list."""
+        name = os.fspath(path)
+        tmp = os.path.join(
+            os.path.dirname(os.path.abspath(name)), f".{os.path.basename(name)}.{uuid.uuid4().hex[:12]}.tmp"
+        )
+        try:
+            with open(tmp, "x", encoding="utf-8") as fh:
+                fh.writelines(w + "\n" for w in self._words)
+            os.replace(tmp, name)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
 
 def load_vocabulary(path: str | os.PathLike, lowercase: bool = True) -> Vocabulary:
