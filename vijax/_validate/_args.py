@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from typing import Any, Sequence
 
 import jax
@@ -71,6 +72,8 @@ def check_scalar(
         ...
         ValueError: rho must be a finite number in (0, 1], got 0.0
     """
+    if _is_numeric_0d_array(value):
+        value = value.item() if isinstance(value, np.ndarray) else float(value)
     ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real) and math.isfinite(value)
     if ok and low is not None:
         ok = value >= low if include_low else value > low
@@ -81,26 +84,45 @@ def check_scalar(
     return float(value)
 
 
+def _is_numeric_0d_array(value: Any) -> bool:
+    """Whether ``value`` is a concrete 0-d NumPy or JAX array of an integer or float dtype."""
+    if is_tracer(value) or not isinstance(value, (np.ndarray, jax.Array)) or np.ndim(value) != 0:
+        return False
+    return bool(jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating))
+
+
+def real_array(name: str, value: Any, expected: str) -> np.ndarray:
+    """A concrete ``value`` as a float64 NumPy array, after checking that it is numbers: a real
+    scalar or an array (or nested list) of integers or floats. Refused, with a ValueError that
+    starts with ``name`` and says ``expected``: None, strings and bytes (even "1.0": no silent
+    parsing), bools and bool arrays, complex numbers, ragged lists and objects."""
+    if value is None or isinstance(value, (str, bytes, bool, np.bool_)):
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {expected}, got {value!r}") from None
+    if not (jnp.issubdtype(a.dtype, jnp.integer) or jnp.issubdtype(a.dtype, jnp.floating)):
+        raise ValueError(f"{name} must be {expected}, got {value!r} (dtype {a.dtype})")
+    return a.astype(np.float64)
+
+
 def check_positive(name: str, value: Any) -> None:
-    """Raises ValueError naming ``name`` unless every entry of a concrete ``value`` (a scalar or
-    an array) is finite and > 0. Tracers pass.
+    """Raises ValueError naming ``name`` unless every entry of a concrete ``value`` (a real
+    scalar or an array of integers or floats) is finite and > 0. A string (even "1.0"), bytes,
+    a bool, None or a non-numeric array is refused too. Tracers pass.
 
     Examples:
         >>> check_positive("concentration", [1.0, 0.0])
         Traceback (most recent call last):
         ...
         ValueError: concentration must be finite and > 0, got min 0.0
+        >>> check_positive("concentration", "1.0")
+        Traceback (most recent call last):
+        ...
+        ValueError: concentration must be a finite number > 0 (or an array of them), got '1.0'
     """
-    if is_tracer(value):
-        return
-    try:
-        a = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be finite and > 0, got non-numeric {value!r}") from None
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite and > 0, got non-finite entries")
-    if a.size and not np.all(a > 0):
-        raise ValueError(f"{name} must be finite and > 0, got min {float(a.min())!r}")
+    _check_positive(name, value, scalar=False)
 
 
 def check_positive_scalar(name: str, value: Any) -> None:
@@ -112,17 +134,35 @@ def check_positive_scalar(name: str, value: Any) -> None:
         Traceback (most recent call last):
         ...
         ValueError: beta must be a scalar, got shape (2,)
+        >>> check_positive_scalar("beta", True)
+        Traceback (most recent call last):
+        ...
+        ValueError: beta must be a finite number > 0, got True
     """
-    check_positive(name, value)
-    if not is_tracer(value) and np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+    _check_positive(name, value, scalar=True)
 
 
-def check_positive_fields(obj: Any, names: Sequence[str]) -> None:
+def _check_positive(name: str, value: Any, scalar: bool) -> None:
+    if is_tracer(value):
+        return
+    a = real_array(name, value, "a finite number > 0" if scalar else "a finite number > 0 (or an array of them)")
+    if scalar and a.ndim != 0:
+        raise ValueError(f"{name} must be a scalar, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite and > 0, got " + (repr(value) if scalar else "non-finite entries"))
+    if a.size and not np.all(a > 0):
+        raise ValueError(
+            f"{name} must be finite and > 0, got " + (repr(value) if scalar else f"min {float(a.min())!r}")
+        )
+
+
+def check_positive_fields(obj: Any, names: Sequence[str], scalar: bool = False) -> None:
     """:func:`check_positive` of each field ``names`` of ``obj`` (a dataclass's hyperparameters),
-    in order; the ValueError names the first field that is not finite and > 0."""
+    in order (:func:`check_positive_scalar` with ``scalar``); the ValueError names the first field
+    that is not finite and > 0 (or not a scalar)."""
+    check = check_positive_scalar if scalar else check_positive
     for name in names:
-        check_positive(name, getattr(obj, name))
+        check(name, getattr(obj, name))
 
 
 def check_finite(name: str, value: Any) -> None:
@@ -163,16 +203,125 @@ def float_dtype(dtype=None):
     return jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
 
 
+HALF_PRECISION = ("float16", "bfloat16")
+
+
 def check_float_dtype(dtype, name: str = "dtype") -> None:
-    """Raises ValueError naming ``name`` unless ``dtype`` is None or a floating dtype."""
+    """Raises ValueError naming ``name`` unless ``dtype`` is None, float32 or float64.
+
+    Half precision (float16, bfloat16) is refused: the models' digamma and log-gamma terms,
+    Cholesky factors and sums over data overflow or lose every digit there (NaN ELBOs, or
+    NotImplementedError from XLA's linear algebra), so every model computes in float32 or
+    float64 (docs/design.md, the rule on hyperparameters and dtypes).
+
+    Examples:
+        >>> check_float_dtype("float16")
+        Traceback (most recent call last):
+        ...
+        ValueError: dtype must be float32 or float64 (half precision float16 is not supported: the models compute in float32 or float64), got 'float16'
+    """
     if dtype is None:
         return
     try:
-        ok = jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
+        dt = jnp.dtype(dtype)
+        ok = jnp.issubdtype(dt, jnp.floating)
     except TypeError:
-        ok = False
+        dt, ok = None, False
+    if ok and dt.name in HALF_PRECISION:
+        raise ValueError(
+            f"{name} must be float32 or float64 (half precision {dt.name} is not supported: the models "
+            f"compute in float32 or float64), got {dtype!r}"
+        )
     if not ok:
-        raise ValueError(f"{name} must be a float dtype, got {dtype!r}")
+        raise ValueError(f"{name} must be a float dtype (float32 or float64), got {dtype!r}")
+
+
+def physical_memory_bytes() -> int | None:
+    """The bytes of memory the allocations of a model can use: the machine's physical memory
+    (``os.sysconf``), or the default JAX device's own memory where it reports a smaller one (a
+    GPU). None where neither is known."""
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+        if stats.get("bytes_limit"):
+            limits.append(int(stats["bytes_limit"]))
+    except Exception:  # noqa: BLE001 -- a backend without memory statistics
+        pass
+    return min(limits) if limits else None
+
+
+def check_allocation(name: str, num_elements: int, itemsize: int) -> None:
+    """Raises ValueError naming ``name`` (the argument or arguments that set a size) when an array
+    of ``num_elements`` entries of ``itemsize`` bytes would not fit in the memory the machine has
+    (:func:`physical_memory_bytes`). Checked before anything is allocated, so that an absurd size
+    (``LDA(10**30, 6)``) gets an error instead of an overflow deep in NumPy or an abort in XLA.
+    The sizes are Python ints: no overflow.
+
+    Examples:
+        >>> check_allocation("num_topics * vocab_size", 10**30 * 6, 4)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: num_topics * vocab_size asks for an array of 6e+30 entries (2.4e+31 bytes), more than the ... bytes of memory available
+    """
+    num_elements, itemsize = int(num_elements), int(itemsize)
+    need = num_elements * itemsize
+    have = physical_memory_bytes()
+    if have is not None and need > have:
+        raise ValueError(
+            f"{name} asks for an array of {num_elements:.3g} entries ({need:.3g} bytes), more than the "
+            f"{have:.3g} bytes of memory available"
+        )
+
+
+def check_enough_points(name: str, num_components: int, num_points: int, how: str = "k-means++") -> None:
+    """Raises ValueError naming ``name`` when a model seeded from its data (``how``: k-means++, or
+    rows drawn at random) is asked for more components than the data given to ``init`` has
+    points: the extra components would start as copies of points already used (or empty), a
+    degenerate start that no later step repairs.
+
+    Examples:
+        >>> check_enough_points("num_components", 10, 5)
+        Traceback (most recent call last):
+        ...
+        ValueError: num_components (10) must be <= the number of data points given to init (5): each component is seeded at a distinct data point (k-means++); give init more data or use fewer components
+    """
+    if int(num_components) > int(num_points):
+        raise ValueError(
+            f"{name} ({num_components}) must be <= the number of data points given to init ({num_points}): "
+            f"each component is seeded at a distinct data point ({how}); give init more data or use fewer components"
+        )
+
+
+def check_nonconstant_columns(name: str, x: Any) -> None:
+    """Raises ValueError naming ``name`` and a column of the concrete (N, D) data ``x`` that is
+    constant to float32 rounding (its variance below (1e-6 max |x_d|)^2, or 0): a prior fitted
+    to the data's spread (the mixtures' ``from_data``) has no scale there. Identical points make
+    every column constant.
+
+    Examples:
+        >>> check_nonconstant_columns("x", [[1.0, 5.0], [2.0, 5.0]])
+        Traceback (most recent call last):
+        ...
+        ValueError: x column 1 is constant (variance 0): a prior fitted to the data's spread (from_data) would have no scale there (an unbounded precision, NaN at every step); drop the column or give the prior's parameters explicitly
+    """
+    a = np.asarray(x, dtype=np.float64)
+    var, scale = a.var(0), np.max(np.abs(a), axis=0)
+    flat = np.flatnonzero(~(var > (1e-6 * scale) ** 2))
+    if not flat.size:
+        return
+    what = (
+        f"has identical rows (every column is constant, variance {float(var.max()):.3g})"
+        if flat.size == a.shape[1]
+        else f"column {int(flat[0])} is constant (variance {float(var[flat[0]]):.3g})"
+    )
+    raise ValueError(
+        f"{name} {what}: a prior fitted to the data's spread (from_data) would have no scale there (an "
+        "unbounded precision, NaN at every step); drop the column or give the prior's parameters explicitly"
+    )
 
 
 def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) -> None:
@@ -186,6 +335,12 @@ def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) 
         raise ValueError(f"{name} must have {last_dim} columns (the model's dim), got shape {shape}")
     if shape[0] < 1:
         raise ValueError(f"{name} is empty")
+    dtype = jnp.result_type(x) if is_tracer(x) else np.asarray(x).dtype
+    if jnp.dtype(dtype).name in HALF_PRECISION:
+        raise ValueError(
+            f"{name} must be float32 or float64 (or integer) data, got {jnp.dtype(dtype).name}: half precision "
+            f"is not supported (the models compute in float32 or float64); cast it with .astype('float32')"
+        )
     if is_tracer(x):
         if not jnp.issubdtype(x.dtype, jnp.number):
             raise ValueError(f"{name} must be numeric, got dtype {x.dtype}")
@@ -202,7 +357,7 @@ def set_static_floats(obj: Any, names: Sequence[str]) -> None:
     for name in names:
         value = getattr(obj, name)
         try:
-            if isinstance(value, (bool, str)) or np.ndim(value) != 0:
+            if isinstance(value, (bool, np.bool_, str, bytes)) or value is None or np.ndim(value) != 0:
                 raise TypeError
             value = float(value)
         except (TypeError, ValueError):

@@ -43,7 +43,15 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import finite_values
-from vijax._validate import check_choice, check_data_array, check_int, check_positive_fields, float_dtype
+from vijax._validate import (
+    check_allocation,
+    check_choice,
+    check_data_array,
+    check_float_dtype,
+    check_int,
+    check_positive_fields,
+    float_dtype,
+)
 from vijax.expfam._special import digamma
 from vijax.models._base import LocalResult
 from vijax.types import Array, PRNGKey
@@ -113,7 +121,9 @@ class ARDRegression:
 
     def __post_init__(self):
         check_int("dim", self.dim)
-        check_positive_fields(self, ("a0", "b0", "c0", "d0"))
+        check_positive_fields(self, ("a0", "b0", "c0", "d0"), scalar=True)
+        check_float_dtype(self.dtype)
+        check_allocation("dim**2", self.dim * self.dim, float_dtype(self.dtype).itemsize)  # the posterior's covariance
 
     def prior(self) -> expfam.Gamma:
         """p(alpha): D independent Gamma(c0, d0)."""

@@ -34,6 +34,8 @@ from vijax._validate import values_in_set
 from vijax._validate import (
     check_choice,
     check_data_array,
+    check_allocation,
+    check_float_dtype,
     check_int,
     check_positive_fields,
     float_dtype,
@@ -116,8 +118,10 @@ class BernoulliMixture:
     def __post_init__(self):
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
-        check_positive_fields(self, ("alpha", "a", "b", "init_pseudo_count"))
+        check_positive_fields(self, ("alpha", "a", "b", "init_pseudo_count"), scalar=True)
         set_static_floats(self, ("alpha", "a", "b", "init_pseudo_count"))  # hashable, static under jit
+        check_float_dtype(self.dtype)
+        check_allocation("num_components * dim", self.num_components * self.dim, float_dtype(self.dtype).itemsize)
 
     # -- the model ------------------------------------------------------------------------------
     def prior(self) -> tuple[expfam.Dirichlet, expfam.Beta]:

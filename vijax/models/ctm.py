@@ -52,7 +52,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from vijax._validate import finite_nonnegative, ids_in_range
-from vijax._validate import check_choice, check_int, check_positive_fields, check_scalar
+from vijax._validate import check_allocation, check_choice, check_int, check_positive_fields, check_scalar
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 
@@ -142,8 +142,10 @@ class CTM:
         check_int("local_steps", self.local_steps)
         check_int("eval_local_steps", self.eval_local_steps)
         check_int("eval_samples", self.eval_samples)
-        check_positive_fields(self, ("local_step_size", "topic_smoothing", "init_mass"))
+        check_positive_fields(self, ("local_step_size", "topic_smoothing", "init_mass"), scalar=True)
         check_scalar("cov_shrinkage", self.cov_shrinkage, low=0.0, high=1.0, include_low=True)
+        k, v = self.num_topics, self.vocab_size
+        check_allocation("num_topics * vocab_size", k * v + (k - 1) ** 2, jnp.result_type(float).itemsize)
 
     # ------------------------------------------------------------------ data and globals
     def batch_checks(self, batch) -> list:

@@ -75,7 +75,7 @@ import numpy as np
 from jax.scipy.special import digamma
 
 from vijax import expfam
-from vijax._validate import check_choice, check_int, check_positive, float_dtype
+from vijax._validate import check_choice, check_int, check_positive_scalar, float_dtype
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.models.bernoulli_mixture import BernoulliMixture, _component_log_lik
 from vijax.models.gmm import _LOG_2PI, DiagonalGMM
@@ -125,9 +125,7 @@ class DPMixture:
                 "components must be a DiagonalGMM or a BernoulliMixture (the component family), "
                 f"got {type(self.components).__name__}"
             )
-        check_positive("alpha", self.alpha)
-        if isinstance(self.alpha, (bool, str)) or np.ndim(self.alpha) != 0:
-            raise ValueError(f"alpha must be a real scalar, got {self.alpha!r}")
+        check_positive_scalar("alpha", self.alpha)
         object.__setattr__(self, "alpha", float(self.alpha))
         check_choice("truncation", self.truncation, TRUNCATIONS)
 

@@ -34,7 +34,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import finite_nonnegative, finite_values
-from vijax._validate import check_int, check_positive
+from vijax._validate import check_allocation, check_int, check_positive_scalar, check_scalar
 from vijax.models._nonconjugate import mean_param_grad
 from vijax.types import Array, PRNGKey
 
@@ -71,8 +71,9 @@ class PoissonGammaSoftplus:
 
     def __post_init__(self):
         check_int("dim", self.dim)
-        check_positive("prior_shape", self.prior_shape)
-        check_positive("prior_rate", self.prior_rate)
+        check_positive_scalar("prior_shape", self.prior_shape)
+        check_positive_scalar("prior_rate", self.prior_rate)
+        check_allocation("dim", self.dim, jnp.result_type(float).itemsize)
 
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch: finite features, counts finite and >= 0."""
@@ -136,9 +137,9 @@ class NoisyDirichletMultinomial:
 
     def __post_init__(self):
         check_int("num_categories", self.num_categories, minimum=2)
-        if not (np.isfinite(self.noise) and 0.0 <= self.noise < 1.0):
-            raise ValueError(f"noise must lie in [0, 1), got {self.noise!r}")
-        check_positive("prior_concentration", self.prior_concentration)
+        check_scalar("noise", self.noise, low=0.0, high=1.0, include_low=True, include_high=False)
+        check_positive_scalar("prior_concentration", self.prior_concentration)
+        check_allocation("num_categories", self.num_categories, jnp.result_type(float).itemsize)
 
     def batch_checks(self, batch) -> list:
         """The value check of a step's batch: counts finite and >= 0."""

@@ -32,7 +32,19 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import finite_values
-from vijax._validate import check_choice, check_data_array, check_int, check_positive_fields, float_dtype
+from vijax._validate import (
+    check_allocation,
+    check_choice,
+    check_data_array,
+    check_enough_points,
+    check_float_dtype,
+    check_int,
+    check_nonconstant_columns,
+    check_positive_fields,
+    check_scalar,
+    float_dtype,
+    real_array,
+)
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.models.gmm import _kmeanspp_centers
 from vijax.types import Array, PRNGKey
@@ -74,17 +86,19 @@ class FullGMM:
     def __post_init__(self):
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
-        check_positive_fields(self, ("alpha0", "kappa0"))
+        check_positive_fields(self, ("alpha0", "kappa0"), scalar=True)
         d = self.dim
-        if np.shape(self.loc0) not in ((), (d,)) or not np.all(np.isfinite(np.asarray(self.loc0, float))):
+        loc0 = real_array("loc0", self.loc0, f"a finite scalar or an array of shape ({d},)")
+        if loc0.shape not in ((), (d,)) or not np.all(np.isfinite(loc0)):
             raise ValueError(f"loc0 must be a finite scalar or have shape ({d},), got {self.loc0!r}")
         if self.dof0 is None:
             object.__setattr__(self, "dof0", float(d))
-        if not float(self.dof0) > d - 1:
-            raise ValueError(f"dof0 must be > D - 1 = {d - 1}, got {self.dof0!r}")
+        object.__setattr__(self, "dof0", check_scalar("dof0", self.dof0, low=d - 1.0))
+        check_float_dtype(self.dtype)
+        check_allocation("num_components * dim**2", self.num_components * d * d, float_dtype(self.dtype).itemsize)
         if self.scale_inv0 is None:
             object.__setattr__(self, "scale_inv0", np.eye(d))
-        s = np.asarray(self.scale_inv0, float)
+        s = real_array("scale_inv0", self.scale_inv0, f"a symmetric positive-definite ({d}, {d}) matrix")
         if s.shape != (d, d):
             raise ValueError(f"scale_inv0 must have shape ({d}, {d}), got {s.shape}")
         if not np.all(np.isfinite(s)) or not np.allclose(s, s.T) or np.linalg.eigvalsh(s).min() <= 0:
@@ -105,11 +119,27 @@ class FullGMM:
         dtype=None,
     ) -> "FullGMM":
         """scikit-learn's defaults for ``BayesianGaussianMixture(covariance_type="full")``:
-        m0 = mean(x), alpha0 = 1/K, nu0 = D, W0^-1 = the empirical covariance of x."""
-        x = np.asarray(x, dtype=float)
+        m0 = mean(x), alpha0 = 1/K, nu0 = D, W0^-1 = the empirical covariance of x.
+
+        Raises:
+          ValueError: naming ``x`` when a column of ``x`` is constant (or all rows are equal), or
+            when its empirical covariance is singular (linearly dependent columns): W0^-1 must be
+            positive definite. Drop the column(s), or build :class:`FullGMM` with an explicit
+            ``scale_inv0``.
+        """
         check_data_array("x", x, ndim=2)
+        check_int("num_components", num_components)
+        x = np.asarray(x, dtype=float)
         d = x.shape[1]
+        check_nonconstant_columns("x", x)
         cov = np.atleast_2d(np.cov(x.T))
+        eig = np.linalg.eigvalsh(cov)
+        if not eig[0] > 1e-12 * eig[-1]:
+            raise ValueError(
+                f"x has linearly dependent columns (empirical covariance of rank {int(np.sum(eig > 1e-12 * eig[-1]))} "
+                f"< {d}, eigenvalues {eig[0]:.3g} to {eig[-1]:.3g}): from_data's W0^-1 is that covariance and must be "
+                "positive definite; drop the dependent column(s) or give scale_inv0 explicitly"
+            )
         return cls(
             num_components,
             d,
@@ -159,6 +189,7 @@ class FullGMM:
             dirichlet, nw = self.prior()
             mu = nw.sample(key)[..., -1]  # a draw is [Lambda | mu]
             return dirichlet, expfam.NormalWishart.from_params(mu, nw.kappa, nw.scale, nw.dof)
+        check_enough_points("num_components", self.num_components, np.shape(x)[0])
         x = jnp.asarray(x, dt)
         centers = _kmeanspp_centers(key, x, self.num_components)
         d2 = jnp.sum(x**2, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers**2, 1)[None, :]

@@ -84,6 +84,7 @@ from jax.scipy.special import digamma, gammaln
 from vijax import expfam
 from vijax._validate import finite_nonnegative
 from vijax._validate import (
+    check_allocation,
     check_choice,
     check_data_array,
     check_float_dtype,
@@ -141,6 +142,8 @@ class GaPNMF:
         check_int("max_iters", self.max_iters)
         check_scalar("tol", self.tol, low=0.0, include_low=True)
         check_float_dtype(self.dtype)
+        k, f = self.num_components, self.num_freqs
+        check_allocation("num_freqs * num_components", f * k, float_dtype(self.dtype).itemsize)
 
     # ------------------------------------------------------------------------------ globals
     def prior(self) -> tuple[expfam.Gamma, expfam.Gamma]:

@@ -42,7 +42,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import finite_nonnegative, finite_values, values_in_set
-from vijax._validate import check_choice, check_int, check_positive_scalar
+from vijax._validate import check_allocation, check_choice, check_int, check_positive_scalar, check_scalar
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey
 
@@ -84,10 +84,10 @@ class GLM:
     def __post_init__(self):
         check_int("dim", self.dim)
         check_choice("likelihood", self.likelihood, LIKELIHOODS)
-        if not np.isfinite(self.prior_mean):
-            raise ValueError(f"prior_mean must be finite, got {self.prior_mean!r}")
+        check_scalar("prior_mean", self.prior_mean)
         check_positive_scalar("prior_var", self.prior_var)
         check_choice("linearization", self.linearization, LINEARIZATIONS)
+        check_allocation("dim**2", self.dim * self.dim, jnp.result_type(float).itemsize)  # q's covariance
 
     # ------------------------------------------------------------------ data
     def batch_checks(self, batch) -> list:

@@ -13,13 +13,19 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import (
+    check_allocation,
     check_choice,
     check_data_array,
+    check_enough_points,
+    check_float_dtype,
     check_int,
+    check_nonconstant_columns,
     check_positive,
     check_positive_fields,
+    check_positive_scalar,
     finite_values,
     float_dtype,
+    real_array,
     values_match,
 )
 from vijax.models._base import LocalResult, conjugate_posterior
@@ -79,7 +85,9 @@ class UnivariateGMM:
 
     def __post_init__(self):
         check_int("num_components", self.num_components)
-        check_positive("prior_variance", self.prior_variance)
+        check_positive_scalar("prior_variance", self.prior_variance)
+        check_float_dtype(self.dtype)
+        check_allocation("num_components", self.num_components, float_dtype(self.dtype).itemsize)
 
     def prior(self) -> expfam.Normal:
         dt = float_dtype(self.dtype)
@@ -99,6 +107,7 @@ class UnivariateGMM:
         if x is None:
             m = jnp.sqrt(self.prior_variance) * jax.random.normal(key, (self.num_components,), dt)
         else:
+            check_enough_points("num_components", self.num_components, np.shape(x)[0], "rows drawn at random")
             m = _random_rows(key, jnp.asarray(x, dt), self.num_components)
         return expfam.Normal.from_mean_variance(m, jnp.ones_like(m))
 
@@ -168,13 +177,16 @@ class DiagonalGMM:
     def __post_init__(self):
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
-        check_positive_fields(self, ("alpha0", "kappa0", "a0", "b0"))
-        if not np.all(np.isfinite(np.asarray(self.loc0, dtype=float))):
+        check_positive_fields(self, ("alpha0", "kappa0", "a0"), scalar=True)
+        check_positive("b0", self.b0)
+        if not np.all(np.isfinite(real_array("loc0", self.loc0, "a finite number or array"))):
             raise ValueError(f"loc0 must be finite, got {self.loc0!r}")
         for name in ("loc0", "b0"):
             shape = np.shape(getattr(self, name))
             if shape not in ((), (self.dim,)):
                 raise ValueError(f"{name} must be a scalar or have shape ({self.dim},), got {shape}")
+        check_float_dtype(self.dtype)
+        check_allocation("num_components * dim", self.num_components * self.dim, float_dtype(self.dtype).itemsize)
 
     @classmethod
     def from_data(
@@ -189,13 +201,22 @@ class DiagonalGMM:
     ) -> "DiagonalGMM":
         """Empirical-Bayes defaults in the manner of scikit-learn's ``BayesianGaussianMixture``:
         m0 = mean(x), alpha0 = 1/K, a0 = D/2 (its degrees_of_freedom_prior = D), and b0 = a0 var(x)
-        so that the prior mean of each precision is 1/var(x)."""
-        x = np.asarray(x, dtype=float)
+        so that the prior mean of each precision is 1/var(x).
+
+        Raises:
+          ValueError: naming ``x`` and the column when a column of ``x`` is constant (all rows
+            equal there, e.g. identical points): its b0 would be 0, an unbounded precision that
+            gives a NaN ELBO at every step. Drop the column, or build :class:`DiagonalGMM` with
+            an explicit ``b0`` > 0.
+        """
         check_data_array("x", x, ndim=2)
+        check_int("num_components", num_components)
+        x = np.asarray(x, dtype=float)
         d = x.shape[1]
         a0 = d / 2.0 if a0 is None else a0
         alpha0 = 1.0 / num_components if alpha0 is None else alpha0
-        var = np.maximum(x.var(0), 1e-12)
+        var = x.var(0)
+        check_nonconstant_columns("x", x)
         return cls(num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, a0=a0, b0=a0 * var, dtype=dtype)
 
     def prior(self):
@@ -243,6 +264,7 @@ class DiagonalGMM:
             draw = prior[1].sample(key)
             ng = expfam.NormalGamma.from_params(draw[..., 0], prior[1].kappa, prior[1].concentration, prior[1].rate)
             return prior[0], ng
+        check_enough_points("num_components", self.num_components, np.shape(x)[0])
         x = jnp.asarray(x, dt)[:, : self.dim]  # raw data, or the data part of features(x)
         centers = _kmeanspp_centers(key, x, self.num_components)
         d2 = jnp.sum(x**2, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers**2, 1)[None, :]

@@ -17,6 +17,14 @@ sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N. ``reg_covar`` (>= 0) is added t
 in scikit-learn's ``GaussianMixture``, whose iterates these are (N_k gets scikit-learn's guard
 10 eps against empty components).
 
+A covariance the M-step cannot resolve is refused, as scikit-learn refuses one whose Cholesky
+factorization fails: when a pivot of its Cholesky factor (a conditional variance; for diag and
+spherical, a variance) is not above 10 eps times the component's largest second moment about the
+center (the rounding error of E[x x^T] - mu mu^T in the dtype), the step raises a ValueError
+naming ``reg_covar`` and the component. That is a component collapsed onto duplicate or collinear
+points (with ``reg_covar`` = 0, or below that rounding level in float32): its likelihood would be
+unbounded (a spurious large log-likelihood, then NaN).
+
 Cost: the data are processed in blocks of ``block_size`` rows under ``lax.scan`` (memory O(block
 * K * D)), with the quadratic forms and the statistics as matrix products: for full and tied
 covariances ||(x_n - mu_k)^T P_k||^2 with P_k the Cholesky factor of the precision (one
@@ -37,11 +45,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import (
+    ValueCheck,
+    check_allocation,
     check_choice,
     check_data_array,
+    check_enough_points,
     check_float_dtype,
     check_int,
     check_scalar,
+    enforce_value_checks,
     float_dtype,
     finite_values,
     is_tracer,
@@ -127,6 +139,8 @@ class GaussianMixtureEM:
         check_choice("init", self.init, INITS)
         check_int("block_size", self.block_size)
         check_float_dtype(self.dtype)
+        k, d, itemsize = self.num_components, self.dim, float_dtype(self.dtype).itemsize
+        check_allocation("num_components * dim**2", k * d * d if self.covariance_type == "full" else k * d, itemsize)
 
     # -- checks ---------------------------------------------------------------------------------------
     def batch_checks(self, x) -> list:
@@ -282,7 +296,30 @@ class GaussianMixtureEM:
         return GMMStats(counts, sums, second, c)
 
     def m_step(self, stats: GMMStats) -> GMMParams:
-        """The maximum-likelihood theta of the statistics (the tutorial's §GMM), plus ``reg_covar``."""
+        """The maximum-likelihood theta of the statistics (the tutorial's §GMM), plus ``reg_covar``.
+
+        Raises:
+          ValueError: naming ``reg_covar`` and the component when a covariance is singular to
+            rounding (see the module docstring): eagerly, or from the compiled step under ``jit``.
+        """
+        params, pivots, bad = self._m_step(stats)
+        enforce_value_checks([self._singular_check(pivots, bad)])
+        return params
+
+    def _singular_check(self, pivots: Array, bad: Array) -> ValueCheck:
+        where = {"full": "component", "spherical": "component", "diag": "component, dim", "tied": "dim"}
+        return ValueCheck(
+            "reg_covar is too small: the M-step's covariance pivot",
+            pivots,
+            bad,
+            f"([{where[self.covariance_type]}]) is within rounding of 0, a singular covariance: the component "
+            f"collapsed onto duplicate or collinear points (reg_covar={self.reg_covar:g}); raise reg_covar, use "
+            "fewer components, or float64",
+        )
+
+    def _m_step(self, stats: GMMStats) -> tuple[GMMParams, Array, Array]:
+        """(theta, its covariances' Cholesky pivots (variances for diag and spherical) and where they
+        are within rounding of 0) of :meth:`m_step`."""
         counts, sums, second, c = stats
         dt = counts.dtype
         nk = counts + 10.0 * jnp.finfo(dt).eps  # scikit-learn's guard against empty components
@@ -296,7 +333,21 @@ class GaussianMixtureEM:
             cov = second / nk[:, None] - m * m + self.reg_covar
             if self.covariance_type == "spherical":
                 cov = jnp.mean(cov, -1)
-        return GMMParams(nk / jnp.sum(nk), m + c[None, :], cov)
+        # rounding level of cov = E[x x^T] - mu mu^T: 10 eps times the largest second moment about c
+        eps = 10.0 * jnp.finfo(dt).eps
+        if self.covariance_type in ("full", "tied"):
+            diag = jnp.diagonal(second, axis1=-2, axis2=-1)
+            level = eps * jnp.max(diag / (nk[:, None] if self.covariance_type == "full" else jnp.sum(nk)), -1)
+            pivots = jnp.diagonal(jnp.linalg.cholesky(cov), axis1=-2, axis2=-1) ** 2
+            bad = ~(pivots > level[..., None])
+            pivots, bad = jnp.min(pivots, -1), jnp.any(bad, -1)  # per component (tied: one)
+        else:
+            level = eps * second / nk[:, None]
+            pivots = cov
+            if self.covariance_type == "spherical":
+                level = jnp.max(level, -1)
+            bad = ~(pivots > level)
+        return GMMParams(nk / jnp.sum(nk), m + c[None, :], cov), jnp.atleast_1d(pivots), jnp.atleast_1d(bad)
 
     def params_from_responsibilities(self, x: Array, resp: Array) -> GMMParams:
         """theta = the M-step of given responsibilities (N, K): the way to start from a reference's
@@ -309,10 +360,12 @@ class GaussianMixtureEM:
                 raise ValueError(
                     f"resp must be non-negative with rows summing to 1 and one row per row of x, got shape {r.shape}"
                 )
-        return _jit_method(self, "_params_from_responsibilities", x, resp)
+        params, pivots, bad = _jit_method(self, "_params_from_responsibilities", x, resp)
+        enforce_value_checks([self._singular_check(pivots, bad)])
+        return params
 
-    def _params_from_responsibilities(self, x: Array, resp: Array) -> GMMParams:
-        return self.m_step(self.stats_from_responsibilities(x, resp))
+    def _params_from_responsibilities(self, x: Array, resp: Array) -> tuple[GMMParams, Array, Array]:
+        return self._m_step(self.stats_from_responsibilities(x, resp))
 
     def log_prior(self, params: GMMParams) -> Array:
         """0: maximum likelihood."""
@@ -320,10 +373,22 @@ class GaussianMixtureEM:
 
     def init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
         """With data: one M-step from k-means++ hard responsibilities or random ones (``init``).
-        Without: uniform weights, means N(0, I), identity covariances. Compiled."""
-        return _jit_method(self, "_init_params", key, x)
+        Without: uniform weights, means N(0, I), identity covariances. Compiled.
 
-    def _init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
+        Raises:
+          ValueError: naming ``num_components`` when ``x`` has fewer rows than components (as
+            scikit-learn's ``GaussianMixture``), or ``reg_covar`` when the first M-step gives a
+            singular covariance (see :meth:`m_step`).
+        """
+        if x is None:
+            return _jit_method(self, "_init_params", key, x)[0]
+        check_enough_points("num_components", self.num_components, np.shape(x)[0], self.init)
+        params, pivots, bad = _jit_method(self, "_init_params", key, x)
+        enforce_value_checks([self._singular_check(pivots, bad)])
+        return params
+
+    def _init_params(self, key: PRNGKey, x: Array = None):
+        """(theta, pivots, where singular) of :meth:`init_params` (theta alone without data)."""
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         if x is None:
@@ -333,7 +398,7 @@ class GaussianMixtureEM:
                 "diag": jnp.ones((k, d), dt),
                 "spherical": jnp.ones((k,), dt),
             }[self.covariance_type]
-            return GMMParams(jnp.full((k,), 1.0 / k, dt), jax.random.normal(key, (k, d), dt), cov)
+            return (GMMParams(jnp.full((k,), 1.0 / k, dt), jax.random.normal(key, (k, d), dt), cov),)
         x = jnp.asarray(x, dt)
         if self.init == "random":
             u = jax.random.uniform(key, (x.shape[0], k), dt)
@@ -342,7 +407,7 @@ class GaussianMixtureEM:
             centers = _kmeanspp_centers(key, x, k)
             d2 = jnp.sum(x * x, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers * centers, 1)[None, :]
             resp = jax.nn.one_hot(jnp.argmin(d2, 1), k, dtype=dt)
-        return self.m_step(self.stats_from_responsibilities(x, resp))
+        return self._m_step(self.stats_from_responsibilities(x, resp))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -46,7 +46,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import ids_in_range
-from vijax._validate import check_data_array, check_int, check_positive_scalar
+from vijax._validate import (
+    check_allocation,
+    check_data_array,
+    check_float_dtype,
+    check_int,
+    check_positive_scalar,
+    check_scalar,
+)
 from vijax.models._nonconjugate import ProxUpdate, structured_prox_update
 from vijax.types import Array, PRNGKey
 
@@ -257,15 +264,16 @@ class GPClassification:
         ypm = to_pm1_labels(y, "y")
         if np.asarray(x).shape[0] != ypm.shape[0]:
             raise ValueError(f"x has {np.asarray(x).shape[0]} rows but y has {ypm.shape[0]} labels")
-        for name, val in (("log_lengthscale", log_lengthscale), ("log_scale", log_scale)):
-            if not np.isfinite(val):
-                raise ValueError(f"{name} must be finite, got {val!r}")
-        for name, val in (("jitter", jitter), ("init_gamma", init_gamma)):
-            if not (np.isfinite(val) and val >= 0):
-                raise ValueError(f"{name} must be finite and >= 0, got {val!r}")
+        log_lengthscale = check_scalar("log_lengthscale", log_lengthscale)
+        log_scale = check_scalar("log_scale", log_scale)
+        jitter = check_scalar("jitter", jitter, low=0.0, include_low=True)
+        init_gamma = check_scalar("init_gamma", init_gamma, low=0.0, include_low=True)
         if mean_update not in ("exact", "paper"):
             raise ValueError(f"mean_update must be 'exact' or 'paper', got {mean_update!r}")
+        check_float_dtype(dtype)
         dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+        n = ypm.shape[0]
+        check_allocation("x (its N**2 kernel matrix)", n * n, dtype.itemsize)
         self.dtype = dtype
         self.x = jnp.asarray(x, dtype)
         self.y = jnp.asarray(ypm, dtype)

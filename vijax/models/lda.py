@@ -55,6 +55,7 @@ from jax.scipy.special import gammaln
 from vijax import expfam
 from vijax._validate import enforce_value_checks, finite_nonnegative, ids_in_range, is_tracer
 from vijax._validate import (
+    check_allocation,
     check_bool,
     check_choice,
     check_float_dtype,
@@ -206,6 +207,7 @@ class LDA:
             )
         check_positive("init_scale", self.init_scale)
         check_float_dtype(self.dtype)
+        check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
         check_bool("accelerate", self.accelerate)
 
     # ------------------------------------------------------------------------------ hyperparameters

@@ -57,7 +57,9 @@ import numpy as np
 from vijax._validate import (
     finite_nonnegative,
     ids_in_range,
+    check_allocation,
     check_choice,
+    check_float_dtype,
     check_int,
     check_scalar,
     float_dtype,
@@ -133,6 +135,8 @@ class PLSA:
         check_scalar("word_concentration", self.word_concentration, low=1.0, include_low=True)
         check_int("fold_in_iters", self.fold_in_iters)
         set_static_floats(self, ("word_concentration",))
+        check_float_dtype(self.dtype)
+        check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
 
     # -- data ----------------------------------------------------------------------------------------
     def batch_checks(self, batch) -> list:

@@ -49,8 +49,11 @@ from jax.scipy.special import gammaln
 
 from vijax._validate import (
     finite_values,
+    check_allocation,
     check_bool,
     check_data_array,
+    check_enough_points,
+    check_float_dtype,
     check_int,
     check_scalar,
     float_dtype,
@@ -129,6 +132,9 @@ class StudentTMixture:
             raise ValueError(f"dof_bounds must satisfy 0 < low < high < inf, got {self.dof_bounds!r}")
         object.__setattr__(self, "dof_bounds", (low, high))
         set_static_floats(self, ("dof", "reg_covar"))
+        check_float_dtype(self.dtype)
+        k, d = self.num_components, self.dim
+        check_allocation("num_components * dim**2", k * d * d, float_dtype(self.dtype).itemsize)
 
     # -- data and parameters -------------------------------------------------------------------------
     def batch_checks(self, x) -> list:
@@ -169,6 +175,7 @@ class StudentTMixture:
         if x is None:
             means, cov = jax.random.normal(key, (k, d), dt), jnp.eye(d, dtype=dt)
         else:
+            check_enough_points("num_components", k, np.shape(x)[0])
             x = jnp.asarray(x, dt)
             means = _kmeanspp_centers(key, x, k)
             xc = x - jnp.mean(x, 0, keepdims=True)
