@@ -209,6 +209,16 @@ class LDA:
         check_float_dtype(self.dtype)
         check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
         check_bool("accelerate", self.accelerate)
+        # the initial topics' ELBO (log Gamma of K x V entries near init_scale, and their sums)
+        # must be representable: fmax / (2 K V log fmax), a few times below where it overflows
+        fmax = float(np.finfo(float_dtype(self.dtype)).max)
+        largest = fmax / (2.0 * self.num_topics * self.vocab_size * np.log(fmax))
+        if self.init_scale > largest:
+            raise ValueError(
+                f"init_scale must be <= {largest:.3g} (beyond it the ELBO of the initial topics overflows "
+                f"{np.dtype(float_dtype(self.dtype)).name} for K = {self.num_topics}, V = {self.vocab_size}), "
+                f"got {self.init_scale!r}"
+            )
 
     # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:

@@ -1,0 +1,51 @@
+"""A start whose ELBO cannot be represented is refused, so that a step never reports a non-finite
+ELBO with ``accepted`` True: the steps' guard tests the update and the ELBO's data term (cheap),
+and the one term it leaves out, the KL of the old q from the prior, is finite for every start
+that ``init`` accepts (and stays so along the steps, which only move q towards the data)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vijax.data import sample_lda_corpus
+from vijax.inference import map_em, ssvi, ssvi_a, svi
+from vijax.models import LDA
+
+K, V = 3, 30
+F32 = jnp.float32  # JAX's default float (the tests run with x64 enabled)
+ALGORITHMS = {"svi": svi, "ssvi": ssvi, "ssvi_a": ssvi_a, "map_em": map_em}
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return sample_lda_corpus(0, num_docs=8, num_topics=K, vocab_size=V, alpha=0.5).corpus.batch(range(8))
+
+
+def test_lda_refuses_an_init_scale_whose_elbo_overflows():
+    """init_scale = 1e37 (float32, K = 3, V = 30): the KL of the initial topics was NaN (log Gamma
+    of 3e38 is inf) and svi reported a NaN ELBO with accepted True. The bound fmax / (2 K V log
+    fmax) = 2.13e34 is 15x below the first scale that overflows here (3.2e35, found by a search
+    in steps of 10^0.5)."""
+    with pytest.raises(ValueError, match=r"^init_scale must be <= 2\.13e\+34 .* got 1e\+37"):
+        LDA(K, V, init_scale=1e37, dtype=F32)
+    LDA(K, V, init_scale=2.1e34, dtype=F32)
+    LDA(K, V, init_scale=1e37, dtype=jnp.float64)  # representable in float64
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_at_the_largest_init_scale_every_accepted_step_reports_a_finite_elbo(batch, name):
+    alg = ALGORITHMS[name](LDA(K, V, init_scale=2.1e34, dtype=F32), num_data=8, schedule=0.5)
+    state = alg.init(jax.random.PRNGKey(0))
+    for t in range(2):
+        state, info = alg.step(state, batch, jax.random.PRNGKey(t + 1))
+        assert bool(info.accepted) and np.isfinite(float(info.elbo)), (t, float(info.elbo))
+
+
+def test_init_refuses_a_start_with_a_non_finite_kl(batch):
+    """Any conjugate model's concrete start is checked at init, naming the model (here LDA with its
+    construction check bypassed)."""
+    model = LDA(K, V, dtype=F32)
+    object.__setattr__(model, "init_scale", 1e37)  # a frozen dataclass: past __post_init__'s check
+    with pytest.raises(ValueError, match=r"^model: the initial q of LDA has a KL from the prior that is not finite"):
+        svi(model, num_data=8).init(jax.random.PRNGKey(0))
