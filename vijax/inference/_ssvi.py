@@ -115,8 +115,9 @@ def step(
         view=_draw_view(mode),
     )
     elbo = data_term - expfam.tree_kl(q, prior)
-    # the guard tests the data term, as svi's: the KL of the old q(beta) depends on neither the
-    # batch nor the update, and a step whose info is unused skips it
+    # the guard tests the new state and the data term, as svi's: the KL of the old q(beta) depends
+    # on neither the batch nor the update, a step whose info is unused skips it, and it is finite
+    # for every start init accepts
     new, ok = reject_nonfinite(SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, data_term)
     return new, SSVIInfo(elbo, jnp.asarray(rho), num_damped, ok)
 

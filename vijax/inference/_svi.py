@@ -137,8 +137,9 @@ def step(
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
     scale, full = data_scale(state.count, present, num_data, ramp, float_leaf_dtype(state.q_global))
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
-    # the guard tests the ELBO's data term, not the KL of the old q(beta), which depends on neither
-    # the batch nor the update: a step whose info is unused (discarded under jit) skips the KL
+    # the guard tests the new state and the ELBO's data term, not the KL of the old q(beta), which
+    # depends on neither the batch nor the update: a step whose info is unused (discarded under jit)
+    # skips the KL. It is finite for every start init accepts (``check_representable_start``).
     data_term, kl = conjugate_elbo_terms(prior, state.q_global, loc, scale=full)
     elbo = data_term - kl
     if hyper is not None:
