@@ -33,12 +33,12 @@ def test_config_run_shrinks_irrelevant_coefficients_and_matches_scikit_learn(tmp
 @pytest.mark.parametrize(
     "section, value, pattern",
     [
-        ("data", {"num_relevant": 40}, "data: num_relevant"),
-        ("data", {"correlation": 1.5}, "data: correlation"),
-        ("model", {"a0": -1.0}, "model: a0"),
+        ("data", {"num_relevant": 40}, r"^data\.num_relevant must be an integer in \[0, data\.dim = 30\], got 40$"),
+        ("data", {"correlation": 1.5}, r"^data\.correlation must be a finite number in \[0, 1\), got 1\.5$"),
+        ("model", {"a0": -1.0}, r"^model\.a0 must be a finite number > 0, got -1\.0$"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, section, value, pattern):
     raw = {"experiment": "ard_regression", section: value, "output": {"dir": str(tmp_path)}}
-    with pytest.raises(ConfigError, match=pattern):
-        run_experiment(load_config(raw))
+    with pytest.raises(ConfigError, match=pattern):  # at load, before anything is built
+        load_config(raw)

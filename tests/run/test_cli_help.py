@@ -6,8 +6,7 @@ import re
 import pytest
 
 from vijax.run import EXPERIMENTS, import_builtin_experiments, main
-from vijax.run._config import RUN_SETTINGS, config_keys, run_setting_schema
-from vijax.run._runner import check_run_setting
+from vijax.run._config import RUN_SETTINGS, _check_run, config_keys, run_setting_schema
 
 
 def _help(capsys) -> str:
@@ -65,8 +64,9 @@ def test_list_unknown_experiment_is_an_error_naming_it(capsys):
 
 
 def _accepts(name, value) -> bool:
+    """Whether a config's ``run`` section (what the help text describes) accepts ``value``."""
     try:
-        check_run_setting(name, value, name)
+        _check_run({name: value}, {})
         return True
     except ValueError:
         return False

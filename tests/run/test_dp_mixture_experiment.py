@@ -31,7 +31,7 @@ def test_tiny_run_counts_clusters_for_both_truncations(tmp_path):
 @pytest.mark.parametrize(
     "section, value, pattern",
     [
-        ("model", {"components": "poisson"}, "model: components"),
+        ("model", {"components": "poisson"}, "model.components must be 'gaussian' or 'bernoulli'"),
         ("model", {"truncation_levels": [0]}, "truncation_level"),
         ("model", {"truncations": ["sethuraman"]}, "truncation"),
         ("model", {"alpha": -1.0}, "alpha"),

@@ -102,6 +102,5 @@ def test_bad_grid_is_refused(tmp_path, override, match):
     raw = {k: dict(v) if isinstance(v, dict) else v for k, v in TINY.items()}
     for section, values in override.items():
         raw[section] = dict(raw[section], **values)
-    cfg = load_config(dict(raw, output={"dir": str(tmp_path)}))
-    with pytest.raises(ValueError, match=match):
-        run_experiment(cfg)
+    with pytest.raises(ValueError, match=match):  # the numbers at load, the names when the experiment is built
+        run_experiment(load_config(dict(raw, output={"dir": str(tmp_path)})))

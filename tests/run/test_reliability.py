@@ -241,9 +241,9 @@ def test_run_health_counts_steps():
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("model.num_components=0", "model.num_components: num_components must be an integer >= 1, got 0"),
-        ("algorithm.rho_kappa=2.0", "algorithm.rho_kappa: kappa must lie in (0.5, 1], got 2.0"),
-        ("data.num_points=-3", "data.num_points: num_points must be an integer >= 1, got -3"),
+        ("model.num_components=0", "model.num_components must be an integer >= 1, got 0"),
+        ("algorithm.rho_kappa=2.0", "algorithm.rho_kappa must be a finite number in (0.5, 1], got 2.0"),
+        ("data.num_points=-3", "data.num_points must be an integer >= 1, got -3"),
     ],
 )
 def test_out_of_range_values_name_the_config_key(tmp_path, capsys, override, message):

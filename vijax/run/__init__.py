@@ -27,6 +27,7 @@ from ._experiment import (
     ExperimentSpec,
     check_methods,
     configured_algorithm,
+    data_file,
     eval_steps,
     register_experiment,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "check_methods",
     "compile_cache_dir",
     "configured_algorithm",
+    "data_file",
     "default_config",
     "enable_compile_cache",
     "fast_cpu_compile",

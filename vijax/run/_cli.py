@@ -462,7 +462,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{name:<{width}}  {EXPERIMENTS[name].description}")
         return 0
     try:
-        source = args.config if args.config is not None else default_config()
+        source = args.config
+        if source is None:  # the embedded default, unless --set names another experiment (its own defaults)
+            named = [o.split("=", 1)[1].strip() for o in args.overrides if o.split("=", 1)[0].strip() == "experiment"]
+            source = default_config() if not named or named[-1] == DEFAULT_EXPERIMENT else {}
         config = load_config(source, args.overrides)
     except ConfigError as e:
         print(f"vijax: error: {e}", file=sys.stderr)

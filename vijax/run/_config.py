@@ -14,7 +14,10 @@ Rules: a key that the schema does not list is an error naming its full path (``m
 and the allowed keys; a value must have its default's type (an int is accepted, and converted,
 where the default is a float; bools are not ints; a list is accepted for a tuple; a default of
 None accepts anything; a dict default is validated recursively). Missing keys take their
-defaults.
+defaults. Then the experiment's bounds (``register_experiment(..., bounds=...)``, e.g.
+``"data.test_fraction": "in (0, 1)"``; null where a bound starts "null or") and the memory its
+arrays need (``memory=...``) are checked, naming the key (``vijax/run/_bounds.py``): all before
+anything is built or fitted.
 
 The YAML is read by the YAML 1.2 core schema (``parse_yaml``): ``010`` is 10, ``1:30``, ``1_000``
 and ``yes`` are strings, ``1e-3`` is a float; a key given twice, aliases that expand beyond a
@@ -36,6 +39,7 @@ import yaml
 
 from vijax.inference import ALGORITHMS
 
+from ._bounds import MAX_SEED, SEED, check_bounds, check_memory, parse_bound
 from ._experiment import EXPERIMENTS
 from ._runner import _SETTINGS, RunConfig
 
@@ -253,14 +257,15 @@ def _type_name(x: Any) -> str:
     return "null" if x is None else type(x).__name__
 
 
-def _check_type(path: str, value: Any, default: Any) -> Any:
-    """``value`` checked against (and converted to) the type of ``default``."""
-    if default is None:
+def _check_type(path: str, value: Any, default: Any, nullable: frozenset = frozenset()) -> Any:
+    """``value`` checked against (and converted to) the type of ``default``; None is accepted for
+    the keys in ``nullable`` (their bound starts with "null or")."""
+    if default is None or (value is None and path in nullable):
         return value
     if isinstance(default, Mapping):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{path}: expected a mapping, got {_type_name(value)} {value!r}")
-        return _merge(path, value, default)
+        return _merge(path, value, default, nullable)
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, int):
@@ -280,7 +285,7 @@ def _check_type(path: str, value: Any, default: Any) -> Any:
     return value
 
 
-def _merge(prefix: str, given: Mapping, defaults: Mapping) -> dict:
+def _merge(prefix: str, given: Mapping, defaults: Mapping, nullable: frozenset = frozenset()) -> dict:
     """``defaults`` updated with ``given``, validating every key of ``given``."""
     out = copy.deepcopy(dict(defaults))
     for key, value in given.items():
@@ -289,8 +294,12 @@ def _merge(prefix: str, given: Mapping, defaults: Mapping) -> dict:
             raise ConfigError(
                 f"unknown config key {path!r}; allowed keys of {prefix or 'the config'}: {sorted(map(str, defaults))}"
             )
-        out[key] = _check_type(path, value, defaults[key])
+        out[key] = _check_type(path, value, defaults[key], nullable)
     return out
+
+
+# run settings whose minimum in a config is above RunConfig's (a program may run no steps; `vijax run` may not)
+_CONFIG_MINIMUM = {"num_steps": 1}
 
 
 def _check_run(given: Mapping, experiment_defaults: Mapping) -> dict:
@@ -301,9 +310,13 @@ def _check_run(given: Mapping, experiment_defaults: Mapping) -> dict:
                 where = repr(f"run.{key}") if source == "run" else f"{key!r} in {source}"
                 raise ConfigError(f"unknown config key {where}; allowed keys of run: {sorted(RUN_SETTINGS)}")
     try:
-        return RunConfig.from_dict({**experiment_defaults, **given}).as_dict()
+        run = RunConfig.from_dict({**experiment_defaults, **given}).as_dict()
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    for key, minimum in _CONFIG_MINIMUM.items():
+        if run[key] < minimum:
+            raise ConfigError(f"run.{key} must be an integer >= {minimum} in a config, got {run[key]!r}")
+    return run
 
 
 def read_config_text(path: Union[str, os.PathLike]) -> str:
@@ -379,7 +392,11 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
 
     Raises:
       ConfigError: (a ``ValueError``) naming the offending key, for an unknown top-level or
-        section key, a value of the wrong type, or an unknown experiment.
+        section key, a value of the wrong type, a value outside the experiment's bounds
+        (``data.eval_batch must be an integer >= 1, got 0``), a seed outside [0, 2**32 - 1],
+        sizes whose arrays would not fit in this machine's memory, or an unknown experiment;
+        naming the file for a config file that cannot be read as YAML (``read_config_text``,
+        ``parse_yaml``).
 
     Examples:
       >>> load_config({"experiment": "nope"})  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -412,12 +429,18 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"seed: expected int, got {_type_name(seed)} {seed!r}")
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(
+            f"seed must be an integer {SEED}, got {seed!r} (jax.random.PRNGKey reads 32 bits of a seed: "
+            "outside this range two seeds would give the same run)"
+        )
     config: dict[str, Any] = {"experiment": name, "seed": seed}
+    nullable = frozenset(k for k, text in spec.bounds.items() if parse_bound(text).nullable)
     for section in SECTIONS:
         given = raw.get(section) or {}
         if not isinstance(given, Mapping):
             raise ConfigError(f"{section}: expected a mapping, got {_type_name(given)} {given!r}")
-        config[section] = _merge(section, given, spec.defaults.get(section, {}))
+        config[section] = _merge(section, given, spec.defaults.get(section, {}), nullable)
     run_given = raw.get("run") or {}
     if not isinstance(run_given, Mapping):
         raise ConfigError(f"run: expected a mapping, got {_type_name(run_given)} {run_given!r}")
@@ -426,6 +449,12 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
     if not isinstance(output, Mapping):
         raise ConfigError(f"output: expected a mapping, got {_type_name(output)} {output!r}")
     config["output"] = _merge("output", output, {"dir": f"results/{name}"})
+    try:
+        check_bounds(config, spec.bounds, spec.defaults)
+        if spec.memory is not None:
+            check_memory(spec.memory(config), config, spec.defaults)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return config
 
 
@@ -451,6 +480,7 @@ def run_setting_schema(name: str) -> tuple[str, Any, str]:
     """The type, default and allowed range of the run setting ``name``, as
     ``vijax.run._runner.check_run_setting`` enforces them (``("int", 100, ">= 1")``)."""
     default, types, nullable, minimum = _SETTINGS[name]
+    minimum = _CONFIG_MINIMUM.get(name, minimum)
     kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
     bounds = ([f">= {minimum}"] if minimum is not None else []) + (
         [_EXTRA_BOUNDS[name]] if name in _EXTRA_BOUNDS else []
@@ -471,11 +501,11 @@ def _schema_type(default: Any) -> str:
     return type(default).__name__
 
 
-def _section_keys(prefix: str, defaults: Mapping, out: list) -> None:
+def _section_keys(prefix: str, defaults: Mapping, out: list, bounds: Mapping) -> None:
     for key, default in defaults.items():
         path = f"{prefix}.{key}"
         if isinstance(default, Mapping):
-            _section_keys(path, default, out)
+            _section_keys(path, default, out, bounds)
         elif path == "algorithm.name":
             out.append(
                 ConfigKey(
@@ -485,8 +515,10 @@ def _section_keys(prefix: str, defaults: Mapping, out: list) -> None:
                     "a registered algorithm the model qualifies for: " + ", ".join(sorted(ALGORITHMS)),
                 )
             )
+        elif path in bounds:
+            out.append(ConfigKey(path, _schema_type(default), default, bounds[path]))
         else:
-            out.append(ConfigKey(path, _schema_type(default), default, "range checked when the experiment is built"))
+            out.append(ConfigKey(path, _schema_type(default), default, "checked when the experiment is built"))
 
 
 def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
@@ -503,10 +535,11 @@ def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
     defaults = EXPERIMENTS[experiment].defaults if experiment is not None else {}
     keys = [
         ConfigKey("experiment", "str", experiment, "required: a registered experiment (vijax list)"),
-        ConfigKey("seed", "int", 0, "any; the run's key is jax.random.PRNGKey(seed)"),
+        ConfigKey("seed", "int", 0, f"{SEED}; the run's key is jax.random.PRNGKey(seed)"),
     ]
+    bounds = EXPERIMENTS[experiment].bounds if experiment is not None else {}
     for section in SECTIONS:
-        _section_keys(section, defaults.get(section, {}), keys)
+        _section_keys(section, defaults.get(section, {}), keys, bounds)
     run_defaults = defaults.get("run", {})
     for name in RUN_SETTINGS:
         kind, default, allowed = run_setting_schema(name)

@@ -4,11 +4,13 @@ the helpers builders share: the configured algorithm of an ``algorithm`` section
 
 from __future__ import annotations
 
+import pathlib
 import re
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from vijax.inference import ALGORITHMS, VIAlgorithm, make_algorithm
 from vijax.types import Array, PRNGKey, PyTree
+from ._bounds import Need, check_bound_table
 from ._runner import RunConfig, _crossed
 
 
@@ -87,17 +89,30 @@ class ExperimentSpec(NamedTuple):
     have its default's type (an int is accepted where the default is a float; a default of None
     accepts any value). ``defaults`` may also hold a ``"run"`` dict overriding the generic run
     defaults (``num_steps``, ``chunk_size``, ...) for this experiment.
+
+    ``bounds`` maps dotted keys (``"data.num_test"``) to their allowed values (``">= 1"``,
+    ``"in (0, 1)"``, ``"null or int >= 1"``: ``vijax/run/_bounds.py``), and ``memory(config)``
+    lists the arrays a resolved config makes (``Need(what, keys, bytes)``); both are checked by
+    ``load_config``, before anything is built.
     """
 
     build: Callable[[dict, int], Experiment]  # (sections: {"model","data","algorithm","run"}, seed)
     defaults: dict
     description: str = ""
+    bounds: Mapping[str, str] = {}
+    memory: Optional[Callable[[Mapping], Sequence[Need]]] = None
 
 
 EXPERIMENTS: dict[str, ExperimentSpec] = {}
 
 
-def register_experiment(name: str, defaults: dict, description: str = ""):
+def register_experiment(
+    name: str,
+    defaults: dict,
+    description: str = "",
+    bounds: Optional[Mapping[str, str]] = None,
+    memory: Optional[Callable[[Mapping], Sequence[Need]]] = None,
+):
     """Decorator registering ``build(sections, seed) -> Experiment`` under ``name``.
 
     Args:
@@ -105,13 +120,22 @@ def register_experiment(name: str, defaults: dict, description: str = ""):
         the earlier builder (so reloading a module is harmless).
       defaults: the config schema with default values; see ``ExperimentSpec``.
       description: one line shown by ``vijax list``.
+      bounds: the allowed values of numeric keys, ``{"data.num_test": ">= 1", ...}``
+        (``vijax/run/_bounds.py``), checked when a config is loaded.
+      memory: ``config -> [Need(what, keys, bytes), ...]``, the arrays a resolved config makes,
+        checked against this machine's memory when a config is loaded.
 
     Returns:
       A decorator that registers ``build`` and returns it unchanged.
+
+    Raises:
+      ValueError: a bound of a key the defaults lack, a bound that does not parse, or a default
+        outside its bound.
     """
+    check_bound_table(name, bounds or {}, defaults)
 
     def deco(build):
-        EXPERIMENTS[name] = ExperimentSpec(build, defaults, description)
+        EXPERIMENTS[name] = ExperimentSpec(build, defaults, description, dict(bounds or {}), memory)
         return build
 
     return deco
@@ -183,6 +207,47 @@ def configured_algorithm(
         raise ConfigError(f"algorithm.name: {name!r} cannot run here: {e}") from None
 
 
+def check_split(key: str, fraction: float, num_docs: int, num_train: int, num_test: int) -> None:
+    """ValueError naming ``key`` (a test or training fraction) when the split of ``num_docs``
+    documents it made leaves no training or no test document."""
+    if num_train < 1 or num_test < 1:
+        raise ValueError(
+            f"{key}: {fraction!r} of {num_docs} documents leaves {num_train} for training and {num_test} "
+            "for testing; each needs at least one"
+        )
+
+
+def data_file(key: str, value: str, required: bool = True) -> Optional[pathlib.Path]:
+    """The data file that the config key ``key`` (``"data.path"``) names with ``value``: the path
+    itself, or a name under the shared data folder (``vijax.data.resolve_data_path``).
+
+    Args:
+      key: the dotted config key, for the messages.
+      value: its value; an empty string names no file (None is returned unless ``required``).
+      required: whether a missing file is an error; if not, None is returned for it (a folder
+        or a device is an error either way).
+
+    Raises:
+      ValueError: naming ``key``: a file not found, a folder, or not a regular file (``/dev/zero``).
+    """
+    from vijax.data import resolve_data_path  # deferred: vijax.data is not needed to register experiments
+
+    if not value:
+        if required:
+            raise ValueError(f"{key}: empty; give the path of a data file")
+        return None
+    path = resolve_data_path(value)
+    if path is None:
+        if not required:
+            return None
+        raise ValueError(f"{key}: {value!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
+    if path.is_dir():
+        raise ValueError(f"{key}: {value!r} is a folder, not a data file")
+    if not path.is_file():
+        raise ValueError(f"{key}: {value!r} is not a regular file (a device or a pipe), not a data file")
+    return path
+
+
 def eval_steps(run: Mapping) -> list[int]:
     """The steps at which ``vijax.run.run`` evaluates a run with the settings ``run`` (a config's
     resolved ``run`` section) that reaches ``num_steps``: the first chunk boundary at or after each
@@ -209,6 +274,7 @@ __all__ = [
     "ExperimentSpec",
     "check_methods",
     "configured_algorithm",
+    "data_file",
     "eval_steps",
     "register_experiment",
 ]

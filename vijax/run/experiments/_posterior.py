@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import warnings
+import zipfile
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -32,6 +34,7 @@ from vijax import expfam
 from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, make_algorithm
 from vijax.metrics import KHAT_THRESHOLD, psis
 from vijax.run import Baseline, ConfigError, configured_algorithm
+from vijax.run._bounds import SEED, Need, float_bytes
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
 NGVI_FAMILIES = ("fullrank", "meanfield")
@@ -61,6 +64,48 @@ ALG_KEYS = (
     "moment_draws",
     "nuts",
 )
+
+# the allowed values of those keys (vijax/run/_bounds.py); NUTS's split R-hat compares chains: 2 or more
+ALG_BOUNDS = {
+    "algorithm.num_samples": ">= 1",
+    "algorithm.init_scale": "> 0",
+    "algorithm.rank": ">= 1",
+    "algorithm.learning_rate": "> 0",
+    "algorithm.ngvi_step_size": "in (0, 1]",
+    "algorithm.step_decay": "in (0, 1]",
+    "algorithm.psis_draws": "in [10, algorithm.moment_draws]",
+    "algorithm.moment_draws": ">= 10",
+    "algorithm.nuts.warmup": ">= 0",
+    "algorithm.nuts.samples": ">= 0",
+    "algorithm.nuts.chains": ">= 2",
+    "algorithm.nuts.target_accept": "in (0, 1)",
+    "algorithm.nuts.seed": SEED,
+}
+
+
+def memory_needs(config, num_data: int, num_params: int, data_key: str) -> list[Need]:
+    """The arrays of a run of these methods on ``num_data`` data and ``num_params`` parameters
+    (``data_key``: the config key that sets the number of data, for the blame)."""
+    a, f = config["algorithm"], float_bytes(config)
+    nuts, methods = a["nuts"], 1 + len(a["baselines"])
+    return [
+        Need(
+            "the draws' log-weights on the data (algorithm.moment_draws x the data)",
+            ("algorithm.moment_draws", data_key),
+            2 * a["moment_draws"] * (num_data + num_params) * f,
+        ),
+        Need(
+            "a step's draws (algorithm.num_samples x the data)",
+            ("algorithm.num_samples", data_key),
+            methods * a["num_samples"] * (num_data + num_params) * f,
+        ),
+        Need("the full-rank factors (parameters x parameters)", (data_key,), methods * 4 * num_params**2 * f),
+        Need(
+            "the NUTS draws (algorithm.nuts.chains x algorithm.nuts.samples x the parameters)",
+            ("algorithm.nuts.chains", "algorithm.nuts.samples"),
+            nuts["chains"] * nuts["samples"] * 2 * num_params * 8,
+        ),
+    ]
 
 
 class Target(NamedTuple):
@@ -171,23 +216,7 @@ def check_section(section: dict) -> tuple[str, list[str]]:
         raise ConfigError(f"algorithm.baselines must be distinct names from {METHODS}, got {others}")
     if main in others:
         raise ConfigError(f"algorithm.baselines: {main!r} is the runner's own method (algorithm.name-family)")
-    for key in ("psis_draws", "moment_draws"):
-        if not isinstance(section[key], int) or section[key] < 10:
-            raise ConfigError(f"algorithm.{key}: at least 10 draws, got {section[key]!r}")
-    if section["psis_draws"] > section["moment_draws"]:
-        raise ConfigError(
-            f"algorithm.psis_draws: at most moment_draws ({section['moment_draws']}), the draws it is "
-            f"taken from; got {section['psis_draws']}"
-        )
-    if not 0.0 < section["step_decay"] <= 1.0:
-        raise ConfigError(f"algorithm.step_decay: in (0, 1], got {section['step_decay']!r}")
-    nuts = section["nuts"]
-    for key, low in (("warmup", 0), ("samples", 0), ("chains", 1)):
-        if not isinstance(nuts[key], int) or nuts[key] < low:
-            raise ConfigError(f"algorithm.nuts.{key}: an integer >= {low}, got {nuts[key]!r}")
-    if not 0.0 < nuts["target_accept"] < 1.0:
-        raise ConfigError(f"algorithm.nuts.target_accept: in (0, 1), got {nuts['target_accept']!r}")
-    return main, others
+    return main, others  # the numbers: ALG_BOUNDS, checked when the config loads
 
 
 def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tuple[Method, list[Method]]:
@@ -281,13 +310,10 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
         if not os.path.exists(path):
             _save(path, fp, _MEMO[fp])
         return dict(_MEMO[fp], cached=True)
-    if os.path.exists(path):
-        with np.load(path) as f:
-            if str(f["fingerprint"]) == fp:
-                ref = {k: f[k] for k in f.files if k != "fingerprint"}
-                ref = {k: (v if v.ndim else v.item()) for k, v in ref.items()}
-                _MEMO[fp] = ref
-                return dict(ref, cached=True)
+    ref = _load(path, fp)
+    if ref is not None:
+        _MEMO[fp] = ref
+        return dict(ref, cached=True)
     try:
         from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
         from numpyro.infer import MCMC, NUTS
@@ -330,6 +356,29 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
     _MEMO[fp] = ref
     _save(path, fp, ref)
     return dict(ref, cached=False)
+
+
+_REF_KEYS = ("mean", "sd", "ess", "rhat", "mcse", "divergences", "draws", "wall_time")
+
+
+def _load(path: str, fp: str) -> Optional[dict]:
+    """The reference cached in ``path`` under the fingerprint ``fp``; None when there is none, it
+    is another run's, or the file cannot be read (truncated, not an .npz: a warning names it,
+    and the reference is computed again and the file replaced)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if str(f["fingerprint"]) != fp:
+                return None
+            ref = {k: f[k] for k in _REF_KEYS}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        warnings.warn(
+            f"{path}: the cached NUTS reference cannot be read ({type(e).__name__}: {e}); running NUTS again",
+            stacklevel=3,
+        )
+        return None
+    return {k: (v if v.ndim else v.item()) for k, v in ref.items()}
 
 
 def _save(path: str, fp: str, ref: dict) -> None:
@@ -493,6 +542,7 @@ def _plot(path, names, fits, refs, ref_name, khats, title):
 
 
 __all__ = [
+    "ALG_BOUNDS",
     "ALG_KEYS",
     "METHODS",
     "NUTS_DEFAULTS",
@@ -502,6 +552,7 @@ __all__ = [
     "check_section",
     "compare",
     "evaluator",
+    "memory_needs",
     "md_table",
     "methods",
     "nuts_reference",

@@ -20,10 +20,33 @@ import numpy as np
 from vijax.data import sample_sparse_regression
 from vijax.models import ARDRegression
 from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 _MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
 _DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "noise": 1.0, "correlation": 0.5, "seed": 0}
 _ALG = {"name": "cavi"}
+_BOUNDS = {
+    **{f"model.{k}": "> 0" for k in _MODEL},
+    "data.num_train": ">= 1",
+    "data.num_test": ">= 1",
+    "data.dim": ">= 1",
+    "data.num_relevant": "in [0, data.dim]",
+    "data.noise": "> 0",
+    "data.correlation": "in [0, 1)",
+    "data.seed": SEED,
+}
+
+
+def _memory(config) -> list[Need]:
+    d, f = config["data"], float_bytes(config)
+    return [
+        Need(
+            "the data ((data.num_train + data.num_test) x data.dim)",
+            ("data.num_train", "data.num_test", "data.dim"),
+            (d["num_train"] + d["num_test"]) * d["dim"] * f,
+        ),
+        Need("the posterior's covariances (4 x data.dim x data.dim)", ("data.dim",), 4 * d["dim"] ** 2 * f),
+    ]
 
 
 @register_experiment(
@@ -35,6 +58,8 @@ _ALG = {"name": "cavi"}
         "run": {"num_steps": 500, "chunk_size": 50, "tol": 1e-8, "patience": 2, "eval_every": 50, "x64": True},
     },
     description="Blei et al. 2017, app. A: ARD linear regression by CAVI on sparse synthetic data, vs scikit-learn",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     d, m = sections["data"], sections["model"]

@@ -25,8 +25,20 @@ import numpy as np
 
 from vijax.data import DATASETS, dataset_available, epoch_batches, load_binary_dataset
 from vijax.run import ConfigError, Experiment, register_experiment
+from vijax.run._bounds import SEED, Need
 
-from ._posterior import NUTS_DEFAULTS, Target, baselines, evaluator, methods, nuts_reference, q_moments, report
+from ._posterior import (
+    ALG_BOUNDS,
+    NUTS_DEFAULTS,
+    Target,
+    baselines,
+    evaluator,
+    memory_needs,
+    methods,
+    nuts_reference,
+    q_moments,
+    report,
+)
 
 _MODEL = {"prior_scale": 1.0, "intercept": True}
 # dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic
@@ -53,11 +65,28 @@ _ALG = {
 }
 
 
+_BOUNDS = {
+    "model.prior_scale": "> 0",
+    "data.num_data": ">= 2",
+    "data.num_features": ">= 1",
+    "data.seed": SEED,
+    "data.split_seed": SEED,
+    "data.batch_size": "null or int >= 1",
+    **ALG_BOUNDS,
+}
+_REFERENCE_SIZE = (1000, 257)  # the reference data sets: at most 767 training points, 256 features + intercept
+
+
+def _memory(config) -> list[Need]:
+    d = config["data"]
+    n, p = (d["num_data"], d["num_features"] + 1) if d["dataset"] == "synthetic" else _REFERENCE_SIZE
+    data = Need("the data (data.num_data x data.num_features)", ("data.num_data", "data.num_features"), 2 * n * p * 8)
+    return memory_needs(config, n, p, "data.num_features") + [data]
+
+
 def synthetic(num_data: int, num_features: int, seed: int, intercept: bool = True):
     """(x (N, D), y in {-1, +1} (N,), w_true): standard-normal features, w_true ~ N(0, I) (with
     the intercept first when ``intercept``), y drawn from the model."""
-    if num_data < 2 or num_features < 1:
-        raise ConfigError(f"data.num_data >= 2 and data.num_features >= 1, got {num_data} and {num_features}")
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((num_data, num_features))
     w = rng.standard_normal(num_features + int(intercept))
@@ -86,8 +115,6 @@ def load(data: dict, intercept: bool):
 def target(model: dict, x, y) -> Target:
     """The posterior of w as a ``Target``; a batch is an index vector into the data."""
     s = model["prior_scale"]
-    if not s > 0:
-        raise ConfigError(f"model.prior_scale: must be positive, got {s!r}")
     n, d = x.shape
     dtype = jnp.zeros(()).dtype
     xs, ys = jnp.asarray(x, dtype), jnp.asarray(y, dtype)
@@ -115,6 +142,8 @@ def target(model: dict, x, y) -> Target:
         "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
     },
     description="Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]

@@ -22,6 +22,7 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import bernoulli_mixture_kl, components_used
 from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
 from vijax.run import Experiment, check_methods, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
@@ -50,6 +51,45 @@ _DEFAULTS = {
     },
     "run": {"num_steps": 500, "chunk_size": 50, "eval_every": 100, "checkpoint_every": 250, "x64": True},
 }
+
+
+_BOUNDS = {
+    "model.num_components": ">= 1",
+    **{f"model.{k}": "> 0" for k in ("alpha", "a", "b", "init_pseudo_count")},
+    "data.num_points": ">= 1",
+    "data.dim": ">= 1",
+    "data.seed": SEED,
+    "algorithm.rho_scale": "> 0",
+    "algorithm.rho_tau": "> 0",
+    "algorithm.rho_kappa": "in (0.5, 1]",
+    "algorithm.gibbs_burn_in": ">= 0",
+    "algorithm.kl_samples": ">= 2",
+    "algorithm.eval_kl_samples": ">= 2",
+}
+
+
+def _memory(config) -> list[Need]:
+    m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
+    n, k, dim, methods = d["num_points"], m["num_components"], d["dim"], max(len(a["methods"]), 1)
+    samples = max(a["kl_samples"], a["eval_kl_samples"])
+    return [
+        Need("the data (data.num_points x data.dim)", ("data.num_points", "data.dim"), n * dim * f),
+        Need(
+            "each method's responsibilities (data.num_points x model.num_components)",
+            ("data.num_points", "model.num_components"),
+            methods * n * k * f,
+        ),
+        Need(
+            "each method's parameters (model.num_components x data.dim)",
+            ("model.num_components", "data.dim"),
+            methods * 4 * k * dim * f,
+        ),
+        Need(
+            "the KL's draws (algorithm.kl_samples x (data.dim + model.num_components))",
+            ("algorithm.kl_samples", "algorithm.eval_kl_samples", "data.dim", "model.num_components"),
+            samples * (dim + 2 * k) * f,
+        ),
+    ]
 
 
 def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
@@ -81,6 +121,8 @@ def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
     "dp_bernoulli",
     defaults=_DEFAULTS,
     description="Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]

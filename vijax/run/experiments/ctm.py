@@ -17,10 +17,12 @@ import os
 import jax
 import numpy as np
 
-from vijax.data import Minibatcher, read_ldac, resolve_data_path, sample_ctm_corpus
+from vijax.data import Minibatcher, read_ldac, sample_ctm_corpus
 from vijax.metrics import corpus_document_completion
 from vijax.models.ctm import CTM
-from vijax.run import Baseline, Experiment, configured_algorithm, eval_steps, register_experiment
+from vijax.run import Baseline, Experiment, configured_algorithm, data_file, eval_steps, register_experiment
+from vijax.run._bounds import Need, check_memory, float_bytes
+from vijax.run._experiment import check_split
 
 _MODEL = {
     "num_topics": 10,
@@ -42,6 +44,66 @@ _ALG = {
 }
 _DATA = {"train_fraction": 0.5, "max_test_docs": 200, "eval_batch": 50, "observed_fraction": 0.5}
 _LABEL = {"full": "PG-SVI", "diagonal": "PG-SVI-MF"}
+_BOUNDS = {
+    "model.num_topics": ">= 2",
+    "model.local_steps": ">= 1",
+    "model.local_step_size": "> 0",
+    "model.topic_smoothing": "> 0",
+    "model.cov_shrinkage": "in [0, 1]",
+    "model.init_mass": "> 0",
+    "model.eval_local_steps": ">= 1",
+    "model.eval_samples": ">= 1",
+    "algorithm.step_size": "> 0",
+    "algorithm.batch_size": ">= 1",
+    "algorithm.num_samples": ">= 1",
+    "data.train_fraction": "in (0, 1)",
+    "data.max_test_docs": ">= 1",
+    "data.eval_batch": ">= 1",
+    "data.observed_fraction": "in (0, 1)",
+}
+_SYNTHETIC_BOUNDS = {
+    **_BOUNDS,
+    "data.num_docs": ">= 2",
+    "data.vocab_size": ">= 1",
+    "data.true_topics": ">= 2",
+    "data.doc_length": ">= 1",
+    "data.topic_concentration": "> 0",
+    "data.correlation": ">= 0",
+}
+_CORPUS_BOUNDS = {**_BOUNDS, "data.max_docs": ">= 0"}
+
+
+def _memory_needs(config, vocab_size: int, doc_length: float, num_docs: int, corpus_key: str = "") -> list[Need]:
+    """The arrays of a CTM run over ``num_docs`` documents of about ``doc_length`` distinct words
+    and a vocabulary of ``vocab_size`` words (the sizes of the corpus ``corpus_key`` names, when
+    it is read from a file)."""
+    m, a, d, f = config["model"], config["algorithm"], config["data"], float_bytes(config)
+    k = m["num_topics"]
+    variants = 1 + len([c for c in a["compare"].split(",") if c.strip() not in ("", "none")])
+    docs = (corpus_key,) if corpus_key else ("data.num_docs", "data.doc_length")
+    return [
+        Need("the corpus (documents x words)", docs, 2 * num_docs * doc_length * 4),
+        Need(
+            "each variant's topics (model.num_topics x vocabulary)",
+            ("model.num_topics",) + ((corpus_key,) if corpus_key else ("data.vocab_size",)),
+            variants * 3 * k * vocab_size * f,
+        ),
+        Need(
+            "a minibatch's draws (algorithm.batch_size x algorithm.num_samples x model.num_topics)",
+            ("algorithm.batch_size", "algorithm.num_samples", "model.num_topics"),
+            a["batch_size"] * (a["num_samples"] * k + doc_length * k + k * k) * f,
+        ),
+        Need(
+            "an evaluation batch's draws (data.eval_batch x model.eval_samples x model.num_topics)",
+            ("data.eval_batch", "model.eval_samples", "model.num_topics"),
+            d["eval_batch"] * m["eval_samples"] * (k + doc_length) * f,
+        ),
+    ]
+
+
+def _synthetic_memory(config) -> list[Need]:
+    d = config["data"]
+    return _memory_needs(config, d["vocab_size"], min(d["doc_length"], d["vocab_size"]), d["num_docs"])
 
 
 class _Eval:
@@ -79,12 +141,8 @@ def _variants(a) -> list[str]:
 
 
 def _check_algorithm(a) -> list[str]:
-    """Checks the algorithm section before any data are made; returns the variants to run."""
-    if not (np.isfinite(a["step_size"]) and a["step_size"] > 0):
-        raise ValueError(f"algorithm.step_size must be a finite number > 0, got {a['step_size']!r}")
-    for key in ("batch_size", "num_samples"):  # ints already (the config's types)
-        if a[key] < 1:
-            raise ValueError(f"algorithm.{key} must be an integer >= 1, got {a[key]!r}")
+    """Checks the algorithm section before any data are made (its numbers are checked by the
+    bounds when the config loads); returns the variants to run."""
     return _variants(a)
 
 
@@ -184,6 +242,8 @@ def _true_params_score(truth, observed, heldout, model, eval_batch):
         "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200},
     },
     description="CTM by PG-SVI (full) and PG-SVI-MF (diagonal) on a synthetic CTM corpus (Khan et al. 2016, Fig. 3)",
+    bounds=_SYNTHETIC_BOUNDS,
+    memory=_synthetic_memory,
 )
 def build_synthetic(sections: dict, seed: int) -> Experiment:
     _check_algorithm(sections["algorithm"])
@@ -207,9 +267,8 @@ def build_synthetic(sections: dict, seed: int) -> Experiment:
 
 
 def _split(corpus, seed, d):
-    if not 0.0 < d["train_fraction"] < 1.0:
-        raise ValueError(f"data.train_fraction must lie in (0, 1), got {d['train_fraction']!r}")
     train, test = corpus.split_documents(seed, 1.0 - d["train_fraction"])
+    check_split("data.train_fraction", d["train_fraction"], corpus.num_docs, train.num_docs, test.num_docs)
     return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"])))
 
 
@@ -222,19 +281,18 @@ def _split(corpus, seed, d):
         "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200},
     },
     description="CTM by PG-SVI and PG-SVI-MF on an lda-c corpus (default: wiki_bnpy, 50% training documents)",
+    bounds=_CORPUS_BOUNDS,  # the memory its arrays need: checked when the corpus is read (build_corpus)
 )
 def build_corpus(sections: dict, seed: int) -> Experiment:
     _check_algorithm(sections["algorithm"])
     d = sections["data"]
-    path, vocab = resolve_data_path(d["path"]), resolve_data_path(d["vocab"])
-    if path is None:
-        raise ValueError(
-            f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)"
-        )
+    path, vocab = data_file("data.path", d["path"]), data_file("data.vocab", d["vocab"], required=bool(d["vocab"]))
     corpus = read_ldac(path, vocab)
     if d["max_docs"] and d["max_docs"] < corpus.num_docs:
         idx = np.random.default_rng(seed).choice(corpus.num_docs, d["max_docs"], replace=False)
         corpus = corpus.subset(np.sort(idx))
+    longest = float(np.max(corpus.doc_unique_words, initial=1))
+    check_memory(_memory_needs(sections, corpus.vocab_size, longest, corpus.num_docs, "data.path"), sections)
     train, test = _split(corpus, seed, d)
     return _build(sections, seed, train, test)
 

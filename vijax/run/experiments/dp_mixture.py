@@ -27,6 +27,7 @@ from vijax import expfam
 from vijax.data import sample_bernoulli_mixture, sample_gmm
 from vijax.models import DPMixture, conjugate_elbo
 from vijax.run import Baseline, ConfigError, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 _MODEL = {
     "components": "gaussian",
@@ -40,6 +41,41 @@ _MODEL = {
 }
 _DATA = {"num_train": 500, "num_test": 500, "num_clusters": 6, "dim": 2, "spread": 8.0, "seed": 0}
 _ALG = {"name": "cavi", "local": "meanfield", "step_size": None}
+_BOUNDS = {
+    "model.truncation_levels": "non-empty, each >= 1",
+    **{f"model.{k}": "> 0" for k in ("alpha", "kappa0", "a", "b")},
+    "model.min_fraction": "in (0, 1)",
+    "data.num_train": ">= 1",
+    "data.num_test": ">= 1",
+    "data.num_clusters": ">= 1",
+    "data.dim": ">= 1",
+    "data.spread": "> 0",
+    "data.seed": SEED,
+    "algorithm.step_size": "null or number in (0, 1]",
+}
+
+
+def _memory(config) -> list[Need]:
+    m, d, f = config["model"], config["data"], float_bytes(config)
+    t = max(m["truncation_levels"], default=1)
+    runs = len(m["truncations"]) * len(m["truncation_levels"])
+    return [
+        Need(
+            "the data ((data.num_train + data.num_test) x data.dim)",
+            ("data.num_train", "data.num_test", "data.dim"),
+            (d["num_train"] + d["num_test"]) * d["dim"] * f,
+        ),
+        Need(
+            "the responsibilities (data.num_train x the largest of model.truncation_levels)",
+            ("data.num_train", "model.truncation_levels"),
+            4 * d["num_train"] * t * f,
+        ),
+        Need(
+            "the runs' components (model.truncation_levels x data.dim x data.dim)",
+            ("model.truncation_levels", "data.dim"),
+            runs * t * (d["dim"] + 2) ** 2 * f,
+        ),
+    ]
 
 
 def _data(d: dict, components: str):
@@ -70,24 +106,21 @@ def _model(m: dict, x_train, truncation: str, t: int) -> DPMixture:
         "run": {"num_steps": 300, "chunk_size": 25, "tol": 1e-7, "patience": 2, "eval_every": 100, "x64": True},
     },
     description="Raise your ELBO, DPMM: clusters found vs truncation T, Blei-Jordan (v_T = 1) vs Kurihara et al. tails",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     if m["components"] not in ("gaussian", "bernoulli"):
-        raise ConfigError(f"model: components must be 'gaussian' or 'bernoulli', got {m['components']!r}")
+        raise ConfigError(f"model.components must be 'gaussian' or 'bernoulli', got {m['components']!r}")
     levels, truncs = list(m["truncation_levels"]), list(m["truncations"])
-    if not levels or not truncs:
-        raise ConfigError("model: truncation_levels and truncations must be non-empty lists")
-    if not 0.0 < m["min_fraction"] < 1.0:
-        raise ConfigError(f"model: min_fraction must be in (0, 1), got {m['min_fraction']!r}")
-    try:  # the cheap checks before the data are drawn
-        DPMixture.bernoulli(1, 1, alpha=m["alpha"])
-        for trunc in truncs:
+    if not truncs:
+        raise ConfigError("model.truncations must be a non-empty list")
+    for trunc in truncs:  # the cheap checks before the data are drawn (the numbers: the bounds)
+        try:
             DPMixture.bernoulli(1, 1, truncation=trunc)
-        for t in levels:
-            DPMixture.bernoulli(t, 1)
-    except ValueError as e:
-        raise ConfigError(f"model: {e}") from None
+        except ValueError as e:
+            raise ConfigError(f"model.truncations: {e}") from None
     try:
         x, z = _data(d, m["components"])
     except ValueError as e:

@@ -25,8 +25,21 @@ import numpy as np
 import tensorflow_probability.substrates.jax as tfp
 
 from vijax.run import ConfigError, Experiment, register_experiment
+from vijax.run._bounds import Need
 
-from ._posterior import NUTS_DEFAULTS, Target, baselines, compare, evaluator, methods, nuts_reference, q_moments, report
+from ._posterior import (
+    ALG_BOUNDS,
+    NUTS_DEFAULTS,
+    Target,
+    baselines,
+    compare,
+    evaluator,
+    memory_needs,
+    methods,
+    nuts_reference,
+    q_moments,
+    report,
+)
 
 Y = (28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0)
 SIGMA = (15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0)
@@ -54,6 +67,24 @@ _ALG = {
     "quadrature_points": 4000,
 }
 _LOG_2PI = math.log(2.0 * math.pi)
+_BOUNDS = {
+    "model.mu_scale": "> 0",
+    "model.tau_scale": "> 0",
+    "data.y": "non-empty, each finite",
+    "data.sigma": "non-empty, each > 0",
+    **ALG_BOUNDS,
+    "algorithm.quadrature_points": ">= 100",
+}
+
+
+def _memory(config) -> list[Need]:
+    j = len(config["data"]["y"])
+    quadrature = Need(
+        "the quadrature (algorithm.quadrature_points x the schools)",
+        ("algorithm.quadrature_points", "data.y"),
+        8 * config["algorithm"]["quadrature_points"] * j * 8,
+    )
+    return memory_needs(config, j, j + 2, "data.y") + [quadrature]
 
 
 def _normal_lp(x, loc, scale):
@@ -65,12 +96,12 @@ def target(model: dict, y, sigma) -> Target:
     """The non-centred posterior as a ``Target``; the batch is the data ``(y, sigma)``."""
     if model["tau_bijector"] not in BIJECTORS:
         raise ConfigError(f"model.tau_bijector: one of {tuple(BIJECTORS)}, got {model['tau_bijector']!r}")
-    for key in ("mu_scale", "tau_scale"):
-        if not model[key] > 0:
-            raise ConfigError(f"model.{key}: must be positive, got {model[key]!r}")
     y, sigma = np.asarray(y, np.float64), np.asarray(sigma, np.float64)
     if y.ndim != 1 or y.shape != sigma.shape or y.size < 1 or not np.all(np.isfinite(y)) or not np.all(sigma > 0):
-        raise ConfigError(f"data.y and data.sigma: finite lists of equal length, sigma > 0; got {y} and {sigma}")
+        raise ConfigError(
+            f"data.sigma must be a list as long as data.y ({y.size}) of numbers > 0, got {sigma.tolist()} "
+            f"(data.y: {y.tolist()})"
+        )
     mu_scale, tau_scale = model["mu_scale"], model["tau_scale"]
 
     def log_lik(p, batch):
@@ -145,12 +176,12 @@ def exact_moments(
         "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
     },
     description="eight schools (non-centred): bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     tgt = target(model, data["y"], data["sigma"])
-    if not isinstance(section["quadrature_points"], int) or section["quadrature_points"] < 100:
-        raise ConfigError(f"algorithm.quadrature_points: an integer >= 100, got {section['quadrature_points']!r}")
     main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])
     batch = tgt.full_batch
     batch_fn = lambda key, t: batch  # noqa: E731  (the whole data at every step)

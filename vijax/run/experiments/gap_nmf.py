@@ -23,6 +23,7 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models.gap_nmf import GaPNMF
 from vijax.run import Experiment, check_methods, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI"}
@@ -60,6 +61,52 @@ _DEFAULTS = {
 }
 
 
+_BOUNDS = {
+    "model.num_components": ">= 1",
+    **{f"model.{k}": "> 0" for k in ("a", "b", "alpha", "c", "init_shape")},
+    "model.max_iters": ">= 1",
+    "model.tol": ">= 0",
+    "data.num_freqs": ">= 2",
+    "data.num_atoms": ">= 1",
+    "data.num_frames": ">= 1",
+    "data.shape": "> 0",
+    "data.rate": "> 0",
+    "data.peak": "> 0",
+    "data.seed": SEED,
+    "algorithm.batch_size": "in [0, data.num_frames]",
+    "algorithm.rho_scale": "> 0",
+    "algorithm.rho_tau": "> 0",
+    "algorithm.rho_kappa": "in (0.5, 1]",
+}
+
+
+def _memory(config) -> list[Need]:
+    m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
+    fr, t, k = d["num_freqs"], d["num_frames"], m["num_components"]
+    s = a["batch_size"] or t
+    methods = max(len(a["methods"]), 1)
+    return [
+        Need(
+            "the spectrogram (data.num_freqs x data.num_frames)", ("data.num_freqs", "data.num_frames"), 2 * fr * t * f
+        ),
+        Need(
+            "the E-step's auxiliary variables (data.num_freqs x the frames of a step x model.num_components)",
+            ("data.num_freqs", "data.num_frames", "algorithm.batch_size", "model.num_components"),
+            methods * 2 * fr * s * k * f,
+        ),
+        Need(
+            "each method's factors (model.num_components x (data.num_freqs + data.num_frames))",
+            ("model.num_components", "data.num_freqs", "data.num_frames"),
+            methods * 4 * k * (fr + t) * f,
+        ),
+        Need(
+            "the true dictionary (data.num_atoms x data.num_freqs)",
+            ("data.num_atoms", "data.num_freqs"),
+            2 * d["num_atoms"] * fr * f,
+        ),
+    ]
+
+
 def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
     """The methods in lock step from one q (``vijax.inference.lock_step``)."""
     schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
@@ -76,6 +123,8 @@ def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
     "gap_nmf",
     defaults=_DEFAULTS,
     description="Hoffman & Blei 2015, §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A (figure 5)",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
@@ -103,9 +152,7 @@ def build(sections: dict, seed: int) -> Experiment:
     frames = data.y.T  # (T, F): one frame per row
     model.check_data(frames)
     n = frames.shape[0]
-    s = a["batch_size"]
-    if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= n:
-        raise ValueError(f"algorithm.batch_size must be an integer in [0, num_frames={n}] (0 = all frames), got {s!r}")
+    s = a["batch_size"]  # in [0, data.num_frames] (the bounds); 0: all frames
     alg = _combined(model, methods, a, n)
 
     if s in (0, n):

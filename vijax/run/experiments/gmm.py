@@ -16,6 +16,7 @@ from vijax.models import conjugate_elbo
 from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM, FullGMM
 from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import Need, float_bytes
 
 # covariance: "diag" (DiagonalGMM, Normal-Gamma components; a0 their Gamma shape) or "full" (FullGMM,
 # Normal-Wishart components with scikit-learn's empirical-Bayes priors: nu0 = D, W0^-1 = cov(x); a0 unused).
@@ -33,10 +34,44 @@ _MODEL_DEFAULTS = {
 _ALG_DEFAULTS = {"name": "cavi", "local": "meanfield", "ramp": False, "step_size": None, "num_restarts": 5}
 
 
+_BOUNDS = {
+    "model.num_components": ">= 1",
+    **{f"model.{k}": "> 0" for k in ("alpha0", "kappa0", "a0")},
+    "algorithm.step_size": "null or number in (0, 1]",
+    "algorithm.num_restarts": ">= 1",
+    "data.num_train": ">= 1",
+    "data.num_test": ">= 1",
+}
+_HISTOGRAM_DIM = 3 * 192  # sample_histogram_mixture's channels x bins
+
+
+def _memory(config, dim: int, dim_keys: tuple) -> list[Need]:
+    m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
+    n, k, r = d["num_train"] + d["num_test"], m["num_components"], a["num_restarts"]
+    cov = dim * dim if m["covariance"] == "full" else dim
+    return [
+        Need(
+            "the data and its features ((data.num_train + data.num_test) x the dimension)",
+            ("data.num_train", "data.num_test") + dim_keys,
+            3 * n * dim * f,
+        ),
+        Need(
+            "the restarts' responsibilities (algorithm.num_restarts x data.num_train x model.num_components)",
+            ("algorithm.num_restarts", "data.num_train", "model.num_components"),
+            3 * r * d["num_train"] * k * f,
+        ),
+        Need(
+            "the restarts' components (algorithm.num_restarts x model.num_components x the dimension)",
+            ("algorithm.num_restarts", "model.num_components") + dim_keys,
+            4 * r * k * (dim + cov) * f,
+        ),
+    ]
+
+
 def _model(cfg: dict, x):
     k = cfg["num_components"]
     if cfg["covariance"] not in ("diag", "full"):
-        raise ConfigError(f"model.covariance: 'diag' or 'full', got {cfg['covariance']!r}")
+        raise ConfigError(f"model.covariance must be 'diag' or 'full', got {cfg['covariance']!r}")
     if cfg["covariance"] == "full":
         if cfg["empirical_bayes"]:
             return FullGMM.from_data(x, k, alpha0=cfg["alpha0"], kappa0=cfg["kappa0"])
@@ -101,6 +136,8 @@ def _summary(model, q, x_test, truth=None) -> dict:
         "run": {"num_steps": 200, "chunk_size": 5, "tol": 1e-6, "patience": 2, "eval_every": 5},
     },
     description="Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data (the default)",
+    bounds=dict(_BOUNDS, **{"data.num_clusters": ">= 1", "data.dim": ">= 1", "data.spread": "> 0"}),
+    memory=lambda config: _memory(config, config["data"]["dim"], ("data.dim",)),
 )
 def build_simulation(sections: dict, seed: int) -> Experiment:
     dcfg = sections["data"]
@@ -158,6 +195,8 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
         "run": {"num_steps": 300, "chunk_size": 10, "tol": 1e-6, "patience": 2, "eval_every": 10},
     },
     description="Blei et al. 2017, §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour histograms",
+    bounds=dict(_BOUNDS, **{"data.num_types": ">= 1", "data.pixels": ">= 1", "data.concentration": "> 0"}),
+    memory=lambda config: _memory(config, _HISTOGRAM_DIM, ()),
 )
 def build_histograms(sections: dict, seed: int) -> Experiment:
     dcfg = sections["data"]

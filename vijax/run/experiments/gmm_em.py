@@ -20,6 +20,7 @@ import numpy as np
 from vijax.data import sample_gmm
 from vijax.models import GaussianMixtureEM, GMMParams
 from vijax.run import Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 _DEFAULTS = {
     "model": {
@@ -33,6 +34,40 @@ _DEFAULTS = {
     "algorithm": {"name": "em"},
     "run": {"num_steps": 50, "chunk_size": 10, "eval_every": 10, "x64": True},
 }
+
+_BOUNDS = {
+    "model.num_components": ">= 1",
+    "model.reg_covar": ">= 0",
+    "model.block_size": ">= 1",
+    "data.num_train": ">= 1",
+    "data.num_test": ">= 1",
+    "data.num_clusters": ">= 1",
+    "data.dim": ">= 1",
+    "data.spread": "> 0",
+    "data.seed": SEED,
+}
+
+
+def _memory(config) -> list[Need]:
+    m, d, f = config["model"], config["data"], float_bytes(config)
+    k, dim, n = m["num_components"], d["dim"], d["num_train"] + d["num_test"]
+    return [
+        Need(
+            "the data ((data.num_train + data.num_test) x data.dim)",
+            ("data.num_train", "data.num_test", "data.dim"),
+            n * dim * f,
+        ),
+        Need(
+            "the responsibilities of a block (model.block_size x model.num_components x data.dim)",
+            ("model.block_size", "model.num_components", "data.dim"),
+            3 * min(m["block_size"], n) * k * (dim + 1) * f,
+        ),
+        Need(
+            "the covariances (model.num_components x data.dim x data.dim)",
+            ("model.num_components", "data.dim"),
+            4 * k * dim * dim * f,
+        ),
+    ]
 
 
 def sklearn_from_start(model: GaussianMixtureEM, start: GMMParams, x: np.ndarray, iters: int):
@@ -80,6 +115,8 @@ def _diag_mixture_ll_per_point(truth, x: np.ndarray) -> float:
     defaults=_DEFAULTS,
     description="Gaussian mixtures by EM (full, diag, spherical, tied covariances), "
     "compared with scikit-learn's GaussianMixture from the same start",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]

@@ -37,6 +37,7 @@ from vijax.data import epoch_batches, load_binary_dataset
 from vijax.inference import ProxSVIState, VIAlgorithm, optax_vi, prox_svi, replace_elbo
 from vijax.models.gp_classification import GPClassification
 from vijax.run import Baseline, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 # dataset -> settings. beta_n is beta * N (PG-SVI's beta = beta_n / N, r = 1 / (1 + beta)).
 PAPER = {
@@ -155,6 +156,58 @@ _COMPARE_ALG = {
 }
 
 
+_MODEL_BOUNDS = {
+    "model.log_lengthscale": "null or number finite",
+    "model.log_scale": "null or number finite",
+    "model.jitter": "null or number > 0",
+    "data.split_seed": SEED,
+}
+_COMPARE_BOUNDS = {
+    **_MODEL_BOUNDS,
+    "algorithm.batch_size": "null or int >= 1",
+    "algorithm.num_samples": "null or int >= 1",
+    "algorithm.beta_n": "null or number > 0",
+    **{f"algorithm.{m}_rate": "null or number > 0" for m in ("sgd", "adam", "adagrad", "rmsprop", "adadelta")},
+    "algorithm.sgd_kappa": "in [0, 1]",
+    "algorithm.rmsprop_decay": "null or number in (0, 1)",
+    "algorithm.adadelta_rho": "null or number in (0, 1)",
+    "algorithm.within": "> 0",
+    "algorithm.blas_threads": "null or int >= 1",
+}
+_STEP_SIZE_BOUNDS = {
+    **_MODEL_BOUNDS,
+    **{f"algorithm.{k}": "non-empty, each > 0" for k in ("gd_rates", "pg_betas", "pg_mc_betas", "pg_svi_betas")},
+    "algorithm.pg_mc_samples": ">= 1",
+    "algorithm.num_samples": "null or int >= 1",
+    "algorithm.batch_size": "null or int >= 1",
+    "algorithm.max_passes_batch": ">= 1",
+    "algorithm.max_passes_svi": ">= 1",
+    "algorithm.tol": "> 0",
+    "algorithm.optimum_steps": ">= 1",
+    "algorithm.blas_threads": "null or int >= 1",
+}
+_MAX_POINTS = 1000  # the data sets of PAPER have at most 767 training points
+
+
+def _memory(config) -> list[Need]:
+    """The Monte Carlo draws of a step (the data set's own settings where the config has None)."""
+    a, f = config["algorithm"], float_bytes(config)
+    paper = PAPER.get(config["data"]["dataset"], {})
+    samples = a["num_samples"] if a["num_samples"] is not None else paper.get("num_samples", 1)
+    batch = a["batch_size"] if a["batch_size"] is not None else paper.get("batch_size", 1)
+    needs = [
+        Need(
+            "a step's draws (algorithm.num_samples x algorithm.batch_size)",
+            ("algorithm.num_samples", "algorithm.batch_size"),
+            4 * samples * batch * f,
+        )
+    ]
+    if "pg_mc_samples" in a:  # gpc_step_size
+        mc = Need("the PG-MC draws (algorithm.pg_mc_samples x the data)", ("algorithm.pg_mc_samples",), 0)
+        needs.append(mc._replace(bytes=4 * a["pg_mc_samples"] * _MAX_POINTS * f))
+    return needs
+
+
 def _resolve(sections: dict) -> tuple[dict, object]:
     """The settings of the configured data set with the config's non-None values on top."""
     name = sections["data"]["dataset"]
@@ -259,6 +312,8 @@ def _md_table(rows: list, cols: list) -> str:
         "run": {"num_steps": 560, "chunk_size": 56, "eval_every": 56, "x64": True, "progress": False},
     },
     description="Khan et al. 2016, Fig. 2: GP classification, PG-SVI vs SGD/Adagrad/RMSprop/Adadelta/Adam by passes",
+    bounds=_COMPARE_BOUNDS,
+    memory=_memory,
 )
 def build_compare(sections: dict, seed: int) -> Experiment:
     s, data = _resolve(sections)
@@ -377,6 +432,8 @@ def examples_to_converge(elbos, target: float, tol: float, examples_per_point: i
         "run": {"num_steps": 20, "chunk_size": 10, "x64": True, "progress": False},
     },
     description="Khan et al. 2016, Fig. 1: examples seen until the ELBO stops changing vs step size (GD, PG, PG-MC, PG-SVI)",
+    bounds=_STEP_SIZE_BOUNDS,
+    memory=_memory,
 )
 def build_step_size(sections: dict, seed: int) -> Experiment:
     s, data = _resolve(sections)

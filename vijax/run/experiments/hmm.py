@@ -19,6 +19,7 @@ from vijax.data import sample_hmm
 from vijax.inference import EMState
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams
 from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 _DEFAULTS = {
     "model": {
@@ -43,6 +44,45 @@ _DEFAULTS = {
     "algorithm": {"name": "em", "batch_size": 50, "step_size": None, "local": "meanfield"},
     "run": {"num_steps": 100, "chunk_size": 10, "eval_every": 10, "checkpoint_every": 50, "x64": True},
 }
+
+_BOUNDS = {
+    "model.num_states": ">= 1",
+    "model.num_symbols": ">= 1",
+    "model.dim": ">= 1",
+    "model.concentration": "> 0",
+    "data.num_train": ">= 1",
+    "data.num_test": ">= 1",
+    "data.length": ">= 1",
+    "data.min_length": "in [1, data.length]",
+    "data.stickiness": ">= 0",
+    "data.spread": "> 0",
+    "data.seed": SEED,
+    "algorithm.batch_size": ">= 1",
+    "algorithm.step_size": "null or number in (0, 1]",
+}
+
+
+def _memory(config) -> list[Need]:
+    m, d, f = config["model"], config["data"], float_bytes(config)
+    k, t = m["num_states"], d["length"]
+    obs = m["dim"] if m["emissions"] == "gaussian" else 1
+    return [
+        Need(
+            "the sequences ((data.num_train + data.num_test) x data.length)",
+            ("data.num_train", "data.num_test", "data.length", "model.dim"),
+            2 * (d["num_train"] + d["num_test"]) * t * (obs + 1) * f,
+        ),
+        Need(
+            "the forward-backward messages (data.num_train x data.length x model.num_states^2)",
+            ("data.num_train", "data.length", "model.num_states"),
+            3 * d["num_train"] * t * k * (k + 2) * f,
+        ),
+        Need(
+            "the emission parameters (model.num_states x model.num_symbols)",
+            ("model.num_states", "model.num_symbols"),
+            4 * k * (m["num_symbols"] if m["emissions"] == "categorical" else 2 * m["dim"]) * f,
+        ),
+    ]
 
 
 def true_params(key, cfg_model: dict, cfg_data: dict) -> HMMParams:
@@ -83,18 +123,27 @@ def state_accuracy(true_states: np.ndarray, paths: np.ndarray, k: int) -> float:
 
 
 @register_experiment(
-    "hmm", defaults=_DEFAULTS, description="HMMs (Rabiner 1989): Baum-Welch, CAVI or SVI on sequences of unequal length"
+    "hmm",
+    defaults=_DEFAULTS,
+    description="HMMs (Rabiner 1989): Baum-Welch, CAVI or SVI on sequences of unequal length",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
+    n = d["num_train"]
+    full = a["name"] in ("em", "cavi")
+    if not full and a["batch_size"] > n:
+        raise ConfigError(
+            f"algorithm.batch_size must be at most data.num_train ({n}) for {a['name']!r}, which draws minibatches "
+            f"without replacement; got {a['batch_size']}"
+        )
     model = _model(m)
     k_truth, k_train, k_test = jax.random.split(jax.random.PRNGKey(d["seed"]), 3)
     truth = true_params(k_truth, m, d)
     train = sample_hmm(k_train, truth, num_sequences=d["num_train"], length=d["length"], min_length=d["min_length"])
     test = sample_hmm(k_test, truth, num_sequences=d["num_test"], length=d["length"], min_length=d["min_length"])
     model.check_data(train.data)
-    n = d["num_train"]
-    full = a["name"] in ("em", "cavi")
     alg = configured_algorithm(
         a,
         _DEFAULTS["algorithm"],

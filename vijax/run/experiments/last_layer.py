@@ -40,6 +40,7 @@ from vijax.inference import VIAlgorithm, bayesian_last_layer, head_log_likelihoo
 from vijax.metrics import expected_calibration_error, reliability
 from vijax.models import mlp
 from vijax.run import Baseline, ConfigError, Experiment, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 DATASETS = ("breast_cancer", "digits_3v5")
 # hidden: the MLP's hidden widths, the last one the head's input width F; activation: one of
@@ -60,6 +61,41 @@ _ALG = {
     "num_bins": 10,
     "point_baseline": True,
 }
+
+_BOUNDS = {
+    "model.hidden": "non-empty, each >= 1",
+    "model.prior_scale": "> 0",
+    "model.net_prior_scale": "null or > 0",
+    "data.split_seed": SEED,
+    "data.batch_size": "null or int >= 1",
+    "algorithm.num_samples": ">= 1",
+    "algorithm.learning_rate": "> 0",
+    "algorithm.predictive_draws": ">= 1",
+    "algorithm.num_bins": ">= 1",
+}
+_MAX_DATA = (1000, 256)  # the data sets (vijax.data.DATASETS): at most 767 training points of 256 features
+
+
+def _memory(config) -> list[Need]:
+    m, a, f = config["model"], config["algorithm"], float_bytes(config)
+    n, d = _MAX_DATA
+    sizes = [d] + list(m["hidden"])
+    weights = sum(x * y for x, y in zip(sizes[:-1], sizes[1:]))
+    width = sizes[-1] + 1
+    return [
+        Need("the network's weights and Adam's moments (model.hidden)", ("model.hidden",), 2 * 3 * weights * f),
+        Need("the activations (the data x model.hidden)", ("model.hidden",), 3 * n * sum(sizes) * f),
+        Need(
+            "q's covariance and draws (algorithm.num_samples x the head's width)",
+            ("algorithm.num_samples", "model.hidden"),
+            (3 * width * width + a["num_samples"] * (width + n)) * f,
+        ),
+        Need(
+            "the predictive draws (algorithm.predictive_draws x the test data)",
+            ("algorithm.predictive_draws",),
+            2 * a["predictive_draws"] * (n + width) * f,
+        ),
+    ]
 
 
 class TrainState(NamedTuple):
@@ -112,24 +148,6 @@ def _load(data: dict):
     )
 
 
-def _check(model: dict, section: dict):
-    for key in ("prior_scale", "learning_rate"):
-        where = model if key in model else section
-        if not (isinstance(where[key], (int, float)) and where[key] > 0):
-            raise ConfigError(
-                f"{'model' if where is model else 'algorithm'}.{key}: must be positive, got {where[key]!r}"
-            )
-    t = model["net_prior_scale"]
-    if t is not None and not (isinstance(t, (int, float)) and t > 0):
-        raise ConfigError(f"model.net_prior_scale: must be positive or null, got {t!r}")
-    hidden = model["hidden"]
-    if not hidden or not all(isinstance(h, int) and h >= 1 for h in hidden):
-        raise ConfigError(f"model.hidden: a non-empty list of positive widths, got {hidden!r}")
-    for key in ("num_samples", "predictive_draws", "num_bins"):
-        if not (isinstance(section[key], int) and section[key] >= 1):
-            raise ConfigError(f"algorithm.{key}: must be a positive integer, got {section[key]!r}")
-
-
 def _gaussian_log_prior(tree, scale) -> jax.Array:
     flat = ravel_pytree(tree)[0]
     return jnp.sum(-0.5 * (flat / scale) ** 2 - math.log(scale) - 0.5 * math.log(2 * math.pi))
@@ -144,10 +162,11 @@ def _gaussian_log_prior(tree, scale) -> jax.Array:
         "run": {"num_steps": 2000, "chunk_size": 500, "eval_every": 500, "x64": False, "progress": False},
     },
     description="a Bayesian last layer (full-rank q) on an MLP trained end to end, against a point-estimate head",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
-    _check(model, section)
     x, y, x_test, y_test, name = _load(data)
     n, d = x.shape
     sizes = [d] + list(model["hidden"])

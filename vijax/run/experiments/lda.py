@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Optional
 
 import jax
 import numpy as np
 
-from vijax.data import Minibatcher, read_ldac, resolve_data_path, sample_lda_corpus
+from vijax.data import Minibatcher, read_ldac, sample_lda_corpus
 from vijax.inference import data_parallel, schedules
 from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
-from vijax.run import Experiment, configured_algorithm, register_experiment
+from vijax.run import Experiment, configured_algorithm, data_file, register_experiment
+from vijax.run._bounds import Need, check_memory, float_bytes
+from vijax.run._experiment import check_split
 
 MODEL_DEFAULTS = {
     "num_topics": 50,
@@ -46,6 +49,84 @@ _ALG = {
 _CORPUS_ALG = dict(_ALG, batch_size=64, tau=1024.0)
 # the data keys of every LDA experiment: the test split and document completion's evaluation
 DATA_DEFAULTS = {"test_fraction": 0.1, "max_test_docs": 1000, "eval_batch": 100, "observed_fraction": 0.5}
+
+# the allowed values of the shared keys (vijax/run/_bounds.py)
+MODEL_BOUNDS = {
+    "model.num_topics": ">= 1",
+    "model.alpha": "> 0",
+    "model.eta": "> 0",
+    "model.max_iters": ">= 1",
+    "model.tol": ">= 0",
+    "model.cvb0_iters": ">= 1",
+    "model.gibbs_sweeps": ">= 1",
+    "model.gibbs_burn_in": "in [0, model.gibbs_sweeps)",
+}
+DATA_BOUNDS = {
+    "data.test_fraction": "in (0, 1)",
+    "data.max_test_docs": ">= 1",
+    "data.eval_batch": ">= 1",
+    "data.observed_fraction": "in (0, 1)",
+}
+SYNTHETIC_BOUNDS = {
+    "data.num_docs": ">= 2",
+    "data.vocab_size": ">= 1",
+    "data.true_topics": ">= 1",
+    "data.true_alpha": "> 0",
+    "data.true_eta": "> 0",
+    "data.doc_length_mean": "> 0",
+}
+_ALG_BOUNDS = {
+    "algorithm.batch_size": ">= 1",
+    "algorithm.tau": "> 0",
+    "algorithm.kappa": "in (0.5, 1]",
+    "algorithm.scale": "> 0",
+}
+
+
+def memory_needs(
+    config, num_docs: float, num_entries: float, width: float, vocab_size: float, corpus_keys=None, copies: int = 1
+) -> list[Need]:
+    """The arrays of an LDA run on ``num_docs`` documents with ``num_entries`` (document, word)
+    entries in all, padded to ``width`` distinct words, and a vocabulary of ``vocab_size`` words
+    (``corpus_keys``: the config keys that set them, for the blame; ``copies``: the fits held at
+    once, e.g. restarts)."""
+    m, a, d, f = config["model"], config["algorithm"], config["data"], float_bytes(config)
+    k = m["num_topics"]
+    docs_keys, vocab_keys = corpus_keys or (("data.num_docs", "data.doc_length_mean"), ("data.vocab_size",))
+    doc_words = width
+    return [
+        Need("the corpus (its (document, word) entries)", docs_keys, 3 * num_entries * 4),
+        Need(
+            "the topics (model.num_topics x the vocabulary)",
+            ("model.num_topics",) + vocab_keys,
+            copies * 4 * k * vocab_size * f,
+        ),
+        Need(
+            "a minibatch's E-step (algorithm.batch_size x distinct words x model.num_topics)",
+            ("algorithm.batch_size", "model.num_topics") + docs_keys[1:],
+            copies * 3 * a["batch_size"] * doc_words * k * f,  # padded to batch_size rows
+        ),
+        Need(
+            "an evaluation batch (data.eval_batch x distinct words x model.num_topics)",
+            ("data.eval_batch", "model.num_topics") + docs_keys[1:],
+            copies * 3 * d["eval_batch"] * doc_words * k * f,  # padded to eval_batch rows
+        ),
+    ]
+
+
+def synthetic_memory(config, copies: int = 1) -> list[Need]:
+    """``memory_needs`` of a synthetic corpus (``sample_lda_corpus``: Poisson document lengths)."""
+    d = config["data"]
+    width = min(4.0 * d["doc_length_mean"] + 20.0, d["vocab_size"])  # the padded width: a long document's
+    needs = memory_needs(
+        config, d["num_docs"], d["num_docs"] * d["doc_length_mean"], width, d["vocab_size"], copies=copies
+    )
+    true = Need(
+        "the true topics (data.true_topics x data.vocab_size)",
+        ("data.true_topics", "data.vocab_size"),
+        2 * d["true_topics"] * d["vocab_size"] * 8,
+    )
+    return needs + [true]
 
 
 class _Eval:
@@ -100,22 +181,34 @@ def synthetic_corpus(d: dict, seed: int):
         doc_length_mean=d["doc_length_mean"],
     )
     train, test = sample.corpus.split_documents(seed, d["test_fraction"])
+    check_split("data.test_fraction", d["test_fraction"], d["num_docs"], train.num_docs, test.num_docs)
     return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), np.asarray(sample.topics)
 
 
-def ldac_corpus(d: dict, seed: int, required: bool = True):
+def ldac_corpus(
+    d: dict,
+    seed: int,
+    required: bool = True,
+    keys: tuple[str, str] = ("data.path", "data.vocab"),
+    sections: Optional[dict] = None,
+):
     """``(train, test, vocab)`` for a data section with the keys of ``lda_corpus`` (``path`` and
-    ``vocab`` either paths or names under the shared data folder). If the file is absent: a
-    ValueError naming ``data.path`` when ``required``, else None."""
-    path, vocab = resolve_data_path(d["path"]), resolve_data_path(d["vocab"])
+    ``vocab`` either paths or names under the shared data folder; an empty ``vocab``: none). If
+    the corpus file is absent: a ValueError naming ``data.path`` when ``required``, else None. A
+    vocabulary file that is named but absent, a folder or a device is a ValueError naming
+    ``data.vocab`` either way; ``keys`` are the two keys' names in the messages. With the config's
+    ``sections``, the run's arrays on this corpus are checked against the machine's memory."""
+    path = data_file(keys[0], d["path"], required=required)
     if path is None:
-        if not required:
-            return None
-        raise ValueError(
-            f"data.path: {d['path']!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)"
-        )
+        return None
+    vocab = data_file(keys[1], d["vocab"]) if d["vocab"] else None
     corpus = read_ldac(path, vocab)
+    if sections is not None:
+        width = float(np.max(corpus.doc_unique_words, initial=1))
+        needs = memory_needs(sections, corpus.num_docs, corpus.nnz, width, corpus.vocab_size, ((keys[0],), (keys[0],)))
+        check_memory(needs, sections)
     train, test = corpus.split_documents(seed, d["test_fraction"])
+    check_split("data.test_fraction", d["test_fraction"], corpus.num_docs, train.num_docs, test.num_docs)
     return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), corpus.vocab
 
 
@@ -200,6 +293,8 @@ def _plot_heldout(path, evals):
         "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200},
     },
     description="online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)",
+    bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **SYNTHETIC_BOUNDS, **_ALG_BOUNDS},
+    memory=synthetic_memory,
 )
 def build_synthetic(sections: dict, seed: int) -> Experiment:
     train, test, topics = synthetic_corpus(sections["data"], seed)
@@ -215,18 +310,24 @@ def build_synthetic(sections: dict, seed: int) -> Experiment:
         "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100},
     },
     description="online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)",
+    bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **_ALG_BOUNDS},
 )
 def build_corpus(sections: dict, seed: int) -> Experiment:
-    train, test, vocab = ldac_corpus(sections["data"], seed)
+    train, test, vocab = ldac_corpus(sections["data"], seed, sections=sections)
     return _build(sections, seed, train, test, _CORPUS_ALG, vocab=vocab)
 
 
 __all__ = [
+    "DATA_BOUNDS",
     "DATA_DEFAULTS",
+    "MODEL_BOUNDS",
     "MODEL_DEFAULTS",
+    "SYNTHETIC_BOUNDS",
     "build_corpus",
     "build_synthetic",
     "ldac_corpus",
     "make_model",
+    "memory_needs",
     "synthetic_corpus",
+    "synthetic_memory",
 ]

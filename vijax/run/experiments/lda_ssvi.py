@@ -41,9 +41,33 @@ from vijax.inference import M_STEPS, make_algorithm, restarts, schedules
 from vijax.metrics import document_completion
 from vijax.models import LDA
 from vijax.run import Baseline, Experiment, eval_steps, register_experiment
-from vijax.run.experiments.lda import DATA_DEFAULTS, MODEL_DEFAULTS, ldac_corpus, make_model, synthetic_corpus
+from vijax.run.experiments.lda import (
+    DATA_BOUNDS,
+    DATA_DEFAULTS,
+    MODEL_BOUNDS,
+    MODEL_DEFAULTS,
+    SYNTHETIC_BOUNDS,
+    ldac_corpus,
+    make_model,
+    synthetic_corpus,
+    synthetic_memory,
+)
 
 CORPORA = ("synthetic", "wiki_bnpy")
+_BOUNDS = {
+    **{k: v for k, v in MODEL_BOUNDS.items() if k not in ("model.alpha", "model.eta")},
+    "model.alphas": "non-empty, each > 0",
+    "model.etas": "non-empty, each > 0",
+    "algorithm.restarts": ">= 1",
+    "algorithm.batch_size": ">= 1",
+    "algorithm.tau": "> 0",
+    "algorithm.kappa": "in (0.5, 1]",
+    "algorithm.scale": "> 0",
+    **DATA_BOUNDS,
+    **SYNTHETIC_BOUNDS,
+    "data.wiki_max_train_docs": ">= 0",
+    "data.wiki_max_test_docs": ">= 1",
+}
 
 
 class _RestartEval:
@@ -86,10 +110,6 @@ def _settings(a: dict, m: dict) -> list[tuple[str, str, float, float]]:
     for l in a["locals"]:
         if l not in LDA.local_methods:
             raise ValueError(f"algorithm.locals: {l!r} is not one of LDA's local steps {LDA.local_methods}")
-    for name in ("alphas", "etas"):
-        for v in m[name]:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f"model.{name} must hold positive numbers, got {v!r}")
     return [
         (g, l, float(al), float(e))
         for al, e in itertools.product(m["alphas"], m["etas"])
@@ -140,7 +160,11 @@ def _load(name, sections, seed):
         train, test, _ = synthetic_corpus(d, seed)
         return train, test
     got = ldac_corpus(
-        dict(d, path=d["wiki_path"], vocab=d["wiki_vocab"], max_test_docs=d["wiki_max_test_docs"]), seed, required=False
+        dict(d, path=d["wiki_path"], vocab=d["wiki_vocab"], max_test_docs=d["wiki_max_test_docs"]),
+        seed,
+        required=False,
+        keys=("data.wiki_path", "data.wiki_vocab"),
+        sections=sections,
     )
     if got is None:
         return None
@@ -268,12 +292,12 @@ def _plot(curves, corpus, out_dir):
         "run": {"num_steps": 30, "chunk_size": 10, "eval_every": 10},
     },
     description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman & Blei 2015, §4.1, app. D)",
+    bounds=_BOUNDS,
+    memory=lambda config: synthetic_memory(config, copies=config["algorithm"]["restarts"]),
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, a, d = sections["model"], sections["algorithm"], sections["data"]
     settings = _settings(a, m)
-    if isinstance(a["restarts"], bool) or a["restarts"] < 1:
-        raise ValueError(f"algorithm.restarts must be >= 1, got {a['restarts']!r}")
     for c in d["corpora"]:
         if c not in CORPORA:
             raise ValueError(f"data.corpora: {c!r} is not one of {CORPORA}")

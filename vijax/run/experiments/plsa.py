@@ -30,6 +30,9 @@ from vijax.inference import cavi, em
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA, PLSA, PLSAParams
 from vijax.run import Baseline, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run._experiment import check_split
+from vijax.run.experiments.lda import SYNTHETIC_BOUNDS
 
 _DEFAULTS = {
     # word_concentration: Dirichlet(c) on p(w | z) (MAP-EM; 1 = maximum likelihood); lda_alpha, lda_eta: LDA's priors
@@ -57,9 +60,50 @@ _DEFAULTS = {
     "run": {"num_steps": 100, "chunk_size": 25, "eval_every": 50, "x64": True},
 }
 
+_BOUNDS = {
+    "model.num_topics": ">= 1",
+    "model.word_concentration": ">= 1",
+    "model.fold_in_iters": ">= 1",
+    "model.lda_alpha": "> 0",
+    "model.lda_eta": "> 0",
+    "model.lda_max_iters": ">= 1",
+    **SYNTHETIC_BOUNDS,
+    "data.test_fraction": "in (0, 1)",
+    "data.observed_fraction": "in (0, 1)",
+    "data.eval_batch": ">= 1",
+    "data.seed": SEED,
+}
+
+
+def _memory(config) -> list[Need]:
+    """The E-steps run on the whole training corpus at once (EM and CAVI): documents x words x topics."""
+    d, k, f = config["data"], config["model"]["num_topics"], float_bytes(config)
+    width = min(4.0 * d["doc_length_mean"] + 20.0, d["vocab_size"])
+    return [
+        Need(
+            "the E-step of the whole corpus (data.num_docs x distinct words x model.num_topics)",
+            ("data.num_docs", "data.doc_length_mean", "data.vocab_size", "model.num_topics"),
+            3 * 3 * d["num_docs"] * width * k * f,
+        ),
+        Need(
+            "the topics (model.num_topics x data.vocab_size)",
+            ("model.num_topics", "data.vocab_size"),
+            3 * 4 * k * d["vocab_size"] * f,
+        ),
+        Need(
+            "an evaluation batch (data.eval_batch x distinct words x model.num_topics)",
+            ("data.eval_batch", "model.num_topics"),
+            3 * d["eval_batch"] * width * k * f,  # padded to eval_batch rows
+        ),
+    ]
+
 
 @register_experiment(
-    "plsa", defaults=_DEFAULTS, description="pLSA1 and pLSA2 by EM beside LDA (CAVI): held-out perplexity on one corpus"
+    "plsa",
+    defaults=_DEFAULTS,
+    description="pLSA1 and pLSA2 by EM beside LDA (CAVI): held-out perplexity on one corpus",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
@@ -73,6 +117,7 @@ def build(sections: dict, seed: int) -> Experiment:
         doc_length_mean=d["doc_length_mean"],
     )
     train, test = sample.corpus.split_documents(d["seed"], d["test_fraction"])
+    check_split("data.test_fraction", d["test_fraction"], d["num_docs"], train.num_docs, test.num_docs)
     observed, heldout = test.split_tokens(d["seed"] + 1, d["observed_fraction"])
     batch = train.batch(np.arange(train.num_docs))
     k, v = m["num_topics"], train.vocab_size

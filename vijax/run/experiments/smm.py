@@ -25,6 +25,7 @@ from vijax.data import sample_student_t_mixture
 from vijax.inference import cavi, restarts, select_restart
 from vijax.models import FullGMM, StudentTMixture, StudentTMixtureParams, conjugate_elbo
 from vijax.run import Baseline, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 _DEFAULTS = {
     "model": {"num_components": 3, "dof": 10.0, "learn_dof": True, "reg_covar": 1e-6},
@@ -34,9 +35,49 @@ _DEFAULTS = {
     "run": {"num_steps": 200, "chunk_size": 25, "eval_every": 50, "x64": True},
 }
 
+_BOUNDS = {
+    "model.num_components": ">= 1",
+    "model.dof": "> 0",
+    "model.reg_covar": ">= 0",
+    "data.num_train": ">= 1",
+    "data.num_test": ">= 1",
+    "data.num_clusters": ">= 1",
+    "data.dim": ">= 1",
+    "data.dof": "> 0",
+    "data.spread": "> 0",
+    "data.seed": SEED,
+    "algorithm.num_restarts": ">= 1",
+}
+
+
+def _memory(config) -> list[Need]:
+    m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
+    k, dim, r = m["num_components"], d["dim"], a["num_restarts"]
+    return [
+        Need(
+            "the data ((data.num_train + data.num_test) x data.dim)",
+            ("data.num_train", "data.num_test", "data.dim"),
+            2 * (d["num_train"] + d["num_test"]) * dim * f,
+        ),
+        Need(
+            "both fits' responsibilities (algorithm.num_restarts x data.num_train x model.num_components)",
+            ("algorithm.num_restarts", "data.num_train", "model.num_components"),
+            2 * 4 * r * d["num_train"] * k * f,
+        ),
+        Need(
+            "both fits' components (algorithm.num_restarts x model.num_components x data.dim^2)",
+            ("algorithm.num_restarts", "model.num_components", "data.dim"),
+            2 * 4 * r * k * dim * (dim + 1) * f,
+        ),
+    ]
+
 
 @register_experiment(
-    "smm", defaults=_DEFAULTS, description="Student-t mixture by EM vs a Gaussian mixture (CAVI) on heavy-tailed data"
+    "smm",
+    defaults=_DEFAULTS,
+    description="Student-t mixture by EM vs a Gaussian mixture (CAVI) on heavy-tailed data",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]

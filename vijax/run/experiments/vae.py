@@ -35,6 +35,7 @@ from vijax.data import epoch_batches, latent_bernoulli_log_prob, load_digits_ima
 from vijax.inference import make_algorithm
 from vijax.models import VAE, mlp
 from vijax.run import Baseline, ConfigError, Experiment, configured_algorithm, register_experiment
+from vijax.run._bounds import SEED, Need, float_bytes
 
 # latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
 # a name in vijax.models.ACTIVATIONS; likelihood: "bernoulli" or "gaussian"; obs_scale: the
@@ -78,6 +79,62 @@ _ALG = {
     "iw_repeats": 5,
     "num_images": 10,
 }
+
+
+_BOUNDS = {
+    "model.latent_dim": ">= 1",
+    "model.hidden": "each >= 1",
+    "model.obs_scale": "> 0",
+    "data.threshold": "in (0, 1)",
+    "data.split_seed": SEED,
+    "data.test_fraction": "in (0, 1)",
+    "data.num_train": ">= 1",
+    "data.num_test": ">= 1",
+    "data.dim": ">= 1",
+    "data.true_latent_dim": ">= 1",
+    "data.true_hidden": ">= 1",
+    "data.logit_scale": "> 0",
+    "data.seed": SEED,
+    "data.batch_size": ">= 1",
+    "algorithm.learning_rate": "> 0",
+    "algorithm.num_samples": ">= 1",
+    "algorithm.prior_scale": "> 0",
+    "algorithm.init_scale": "> 0",
+    **{f"algorithm.{k}": ">= 1" for k in ("elbo_samples", "iw_samples", "iw_chunk", "iw_repeats", "num_images")},
+}
+_DIGITS = (1797, 64)  # scikit-learn's digits: 1797 images of 8 x 8 pixels
+
+
+def _memory(config) -> list[Need]:
+    m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
+    n, dim = (d["num_train"] + d["num_test"], d["dim"]) if d["dataset"] == "synthetic" else _DIGITS
+    test = d["num_test"] if d["dataset"] == "synthetic" else n
+    width = dim + sum(m["hidden"]) + 2 * m["latent_dim"]
+    sizes = [dim] + list(m["hidden"]) + [2 * m["latent_dim"]]
+    weights = 2 * sum(x * y for x, y in zip(sizes[:-1], sizes[1:]))
+    return [
+        Need(
+            "the data (data.num_train + data.num_test) x data.dim",
+            ("data.num_train", "data.num_test", "data.dim"),
+            2 * n * dim * f,
+        ),
+        Need("the networks' weights (model.hidden)", ("model.hidden", "data.dim", "model.latent_dim"), 8 * weights * f),
+        Need(
+            "a step's activations (data.batch_size x algorithm.num_samples x the layers)",
+            ("data.batch_size", "algorithm.num_samples", "model.hidden", "model.latent_dim", "data.dim"),
+            3 * d["batch_size"] * a["num_samples"] * width * f,
+        ),
+        Need(
+            "the importance-weighted estimate's chunk (algorithm.iw_chunk x the test data x the layers)",
+            ("algorithm.iw_chunk", "data.num_test", "model.hidden", "model.latent_dim", "data.dim"),
+            2 * min(a["iw_chunk"], a["iw_samples"]) * test * width * f,
+        ),
+        Need(
+            "the test ELBO's draws (algorithm.elbo_samples x the test data x the layers)",
+            ("algorithm.elbo_samples", "data.num_test", "model.hidden", "model.latent_dim", "data.dim"),
+            2 * a["elbo_samples"] * test * width * f,
+        ),
+    ]
 
 
 REFERENCE_SAMPLES = 20000  # prior draws of the synthetic data's log p(x) under its own decoder
@@ -193,14 +250,13 @@ def _figure(path: str, rows: dict, shape, n: int, title: str) -> None:
         "run": {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False},
     },
     description="a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images",
+    bounds=_BOUNDS,
+    memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
     model_s, data, section = sections["model"], sections["data"], sections["algorithm"]
     x_train, x_test, shape, name, truth = load(data)
     n, dim = x_train.shape
-    for key in ("elbo_samples", "iw_samples", "iw_chunk", "iw_repeats", "num_images"):
-        if not isinstance(section[key], int) or section[key] < 1:
-            raise ConfigError(f"algorithm.{key}: a positive integer, got {section[key]!r}")
     model = _model(model_s, dim, seed)
     lr = section["learning_rate"]
     main = configured_algorithm(section, _ALG, model, num_data=n, schedule=lr, schedule_keys=("learning_rate",))
