@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.run.test_config import TOY
-from vijax.run import ConfigError, load_config, main, parse_yaml
+from vijax.run import ConfigError, build_experiment, load_config, main, parse_yaml
 from vijax.run._config import MAX_DEPTH, dump_yaml
 
 
@@ -64,14 +64,15 @@ def test_yaml_refusals_name_the_key(text, message):
 
 
 def test_alias_bomb_and_deep_nesting_refused_quickly():
-    """A "billion laughs" document (9 aliases per level, 9 levels: 9**9 values once expanded) and
-    5,000 levels of nesting, as flow brackets and as block mappings, are refused in well under a
-    second each (PyYAML alone: no end, or a RecursionError)."""
+    """A "billion laughs" document (9 aliases per level, 9 levels: 9**9 values once expanded),
+    5,000 levels of flow brackets, 1,000 of block mappings (a 1 MiB file) and aliases nesting
+    each other 120 levels deep are refused in under a second each (PyYAML alone: no end, or a
+    RecursionError)."""
     bomb = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n' + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8)
     )
     deep_flow = "a: " + "[" * 5000 + "]" * 5000
-    deep_block = "".join("  " * i + f"k{i}:\n" for i in range(5000))
+    deep_block = "".join("  " * i + f"k{i}:\n" for i in range(1000))  # 1 MiB: the largest config file
     chained = "a0: &a0 [[[[1]]]]\n" + "".join(f"a{i}: &a{i} [[[[*a{i - 1}]]]]\n" for i in range(1, 30))
     cases = [
         (bomb, "c.yaml: its aliases expand to more than 1,000,000 values (line 6)"),
@@ -162,3 +163,98 @@ def test_checkpoints_path_that_is_a_file_refused_before_the_run(tmp_path, capsys
     err = capsys.readouterr().err
     assert f"vijax: error: output.dir (--out): {str(out / 'checkpoints')!r} is a file, not a folder" in err
     assert not (out / "metrics.json").exists()
+
+
+def _tiny_ldac(tmp_path):
+    path = tmp_path / "tiny.ldac"
+    path.write_text("".join(f"2 {i % 5}:1 {(i + 1) % 5}:2\n" for i in range(12)))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"w{i}\n" for i in range(5)))
+    return path, vocab
+
+
+def _lda_corpus(tmp_path, **data):
+    cfg = load_config(
+        {
+            "experiment": "lda_corpus",
+            "model": {"num_topics": 2},
+            "algorithm": {"batch_size": 4},
+            "data": data,
+            "output": {"dir": str(tmp_path / "out")},
+        }
+    )
+    return build_experiment(cfg)
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("path", "{tmp}", "data.path: '{tmp}' is a folder, not a data file"),
+        ("path", "/dev/zero", "data.path: '/dev/zero' is not a regular file (a device or a pipe), not a data file"),
+        ("path", "{tmp}/no.ldac", "data.path: '{tmp}/no.ldac' not found (directly, or under $VIJAX_SHARED_DATA"),
+        ("vocab", "{tmp}/vocabb.txt", "data.vocab: '{tmp}/vocabb.txt' not found (directly, or under"),
+        ("vocab", "wiki_bnpy/vocabb.txt", "data.vocab: 'wiki_bnpy/vocabb.txt' not found"),
+        ("vocab", "{tmp}", "data.vocab: '{tmp}' is a folder, not a data file"),
+    ],
+)
+def test_data_files_named_by_their_key(tmp_path, key, value, message):
+    """A corpus or vocabulary path that is a folder, a device or absent is refused when the
+    experiment is built, naming the key; a mistyped vocabulary is no longer ignored."""
+    path, vocab = _tiny_ldac(tmp_path)
+    data = {"path": str(path), "vocab": str(vocab), "test_fraction": 0.25}
+    data[key] = value.format(tmp=tmp_path)
+    with pytest.raises(ConfigError) as e:
+        _lda_corpus(tmp_path, **data)
+    assert str(e.value).startswith(message.format(tmp=tmp_path)), str(e.value)
+
+
+def test_corpus_with_and_without_a_vocabulary_builds(tmp_path):
+    path, vocab = _tiny_ldac(tmp_path)
+    assert _lda_corpus(tmp_path, path=str(path), vocab=str(vocab), test_fraction=0.25).algorithm is not None
+    assert _lda_corpus(tmp_path, path=str(path), vocab="", test_fraction=0.25).algorithm is not None
+    with pytest.raises(ConfigError, match=r"^data\.test_fraction: 0\.01 of 12 documents leaves 12 for training and 0"):
+        _lda_corpus(tmp_path, path=str(path), vocab="", test_fraction=0.01)
+
+
+def test_ctm_and_lda_ssvi_vocabularies_named_by_their_key(tmp_path):
+    path, _ = _tiny_ldac(tmp_path)
+    ctm = {"experiment": "ctm_corpus", "data": {"path": str(path), "vocab": str(tmp_path / "v.txt")}}
+    with pytest.raises(ConfigError, match=r"^data\.vocab: '.*v\.txt' not found"):
+        build_experiment(load_config(ctm))
+    ssvi = {
+        "experiment": "lda_ssvi",
+        "data": {"corpora": ["wiki_bnpy"], "wiki_path": str(path), "wiki_vocab": str(tmp_path / "v.txt")},
+    }
+    with pytest.raises(ConfigError, match=r"^data\.wiki_vocab: '.*v\.txt' not found"):
+        build_experiment(load_config(ssvi))
+
+
+def test_truncated_nuts_reference_is_recomputed_with_a_warning(tmp_path):
+    """A cached NUTS reference cut short (a run killed while writing, a full disk) is not an
+    error after the fit: a warning names the file and the reference is computed again."""
+    import numpy as np
+
+    from vijax.run.experiments._posterior import _load, _save
+
+    ref = {"mean": np.zeros(3), "sd": np.ones(3), "ess": np.ones(3), "rhat": np.ones(3), "mcse": np.ones(3)}
+    ref |= {"divergences": 0, "draws": 100, "wall_time": 1.0}
+    path = str(tmp_path / "nuts_reference.npz")
+    _save(path, "abc", ref)
+    assert _load(path, "abc")["draws"] == 100 and _load(path, "other") is None
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])
+    with pytest.warns(UserWarning, match=r"nuts_reference\.npz: the cached NUTS reference cannot be read"):
+        assert _load(path, "abc") is None
+
+
+def test_set_experiment_without_a_config_starts_from_that_experiments_defaults(tmp_path, capsys):
+    """`vijax run --set experiment=X` (no config file) uses X's defaults, not the embedded
+    default's algorithm keys (which X does not have): the config loads, and the run stops at the
+    output folder (a file here), before anything is built."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    status = main(["run", "--set", f"experiment={TOY}", "--out", str(blocker), "--no-progress", "--no-compile-cache"])
+    assert status == 2
+    assert capsys.readouterr().err.startswith(
+        f"vijax: error: output.dir (--out): {str(blocker)!r} is a file, not a folder"
+    )
