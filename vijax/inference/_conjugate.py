@@ -8,10 +8,9 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from vijax import expfam
-from vijax._validate import check_bool, check_int, is_tracer
+from vijax._validate import check_bool, check_int
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
@@ -45,29 +44,7 @@ def initial_globals(key: PRNGKey, batch: PyTree, model: ConditionallyConjugateMo
     ``model.check_data``."""
     if batch is not None:
         model.check_data(batch)
-    q0 = model.init_globals(key, batch)
-    check_representable_start(q0, model)
-    return q0
-
-
-def check_representable_start(q0: PyTree, model: ConditionallyConjugateModel) -> None:
-    """Raises ValueError (naming ``model``) when a concrete start q0 has natural parameters that
-    are not finite or a KL from the prior that is not: its ELBO could never be reported (the
-    steps' non-finite guard tests the update and the ELBO's data term, not this KL, which a step
-    whose info is unused does not compute), e.g. LDA's topics at an ``init_scale`` whose log Gamma
-    overflows. A traced start (under ``vmap`` or ``jit``) is not checked."""
-    leaves = jax.tree_util.tree_leaves(q0)
-    if any(is_tracer(x) for x in leaves):
-        return
-    kl = float(expfam.tree_kl(q0, model.prior()))
-    if np.isfinite(kl) and all(bool(jnp.all(jnp.isfinite(x))) for x in leaves):
-        return
-    largest = max((float(jnp.max(jnp.abs(x))) for x in leaves if jnp.size(x)), default=float("nan"))
-    raise ValueError(
-        f"model: the initial q of {type(model).__name__} has a KL from the prior that is not finite ({kl}); "
-        f"its natural parameters (largest magnitude {largest:.3g}) are beyond what "
-        f"{float_leaf_dtype(q0)} represents: start from a smaller q (e.g. a smaller init_scale)"
-    )
+    return model.init_globals(key, batch)
 
 
 def check_conjugate_model(model, algorithm: str) -> None:
@@ -130,7 +107,6 @@ __all__ = [
     "check_conjugate_model",
     "check_factory_args",
     "check_local",
-    "check_representable_start",
     "float_leaf_dtype",
     "initial_globals",
     "view_step",

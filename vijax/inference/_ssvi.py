@@ -117,7 +117,7 @@ def step(
     elbo = data_term - expfam.tree_kl(q, prior)
     # the guard tests the new state and the data term, as svi's: the KL of the old q(beta) depends
     # on neither the batch nor the update, a step whose info is unused skips it, and it is finite
-    # for every start init accepts
+    # at the models' starts (LDA bounds its init_scale to make it so)
     new, ok = reject_nonfinite(SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, data_term)
     return new, SSVIInfo(elbo, jnp.asarray(rho), num_damped, ok)
 

@@ -139,7 +139,7 @@ def step(
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
     # the guard tests the new state and the ELBO's data term, not the KL of the old q(beta), which
     # depends on neither the batch nor the update: a step whose info is unused (discarded under jit)
-    # skips the KL. It is finite for every start init accepts (``check_representable_start``).
+    # skips the KL. It is finite at the models' starts (LDA bounds its init_scale to make it so).
     data_term, kl = conjugate_elbo_terms(prior, state.q_global, loc, scale=full)
     elbo = data_term - kl
     if hyper is not None:
