@@ -321,8 +321,8 @@ class DerivedConjugateModel:
            and numerically, along a random line through them at ``num_checked`` data spread
            evenly over the batch (a rounding or step function has a zero gradient);
         3. derives updates inside the families' domains and a finite ELBO at the priors'
-           statistics, on all the data (in chunks of at most 4096 data: one local step's work,
-           once).
+           statistics, on all the data: one local step's work, once (in chunks whose locals hold
+           about 2^22 numbers).
         """
         check_int("num_checked", num_checked)
         self.check_data(batch)
@@ -342,19 +342,21 @@ class DerivedConjugateModel:
                     "not linear. Write every term as a coefficient times E[t(" + name + ")]."
                 )
         view = expfam.tree_mean_params(self.priors)
+        per_datum = sum(int(np.prod(a.shape)) for a in jax.tree_util.tree_leaves(_local_stats_shapes(self, x0)))
+        size = max(1, _CHECK_CHUNK // max(per_datum, 1))  # the locals of about 2^22 numbers at a time
         stats, local_ok, local_terms = None, {}, 0.0
-        for start in range(0, n, 4096):
-            chunk = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[start : start + 4096], batch)
+        for start in range(0, n, size):
+            chunk = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[start : start + size], batch)
             loc = _local_step(self, view, chunk)
             stats = loc.suff_stats if stats is None else jax.tree_util.tree_map(jnp.add, stats, loc.suff_stats)
-            local_terms = local_terms + float(loc.local_terms)
+            local_terms = local_terms + loc.local_terms
             for name, fam in loc.local_params.items():
-                local_ok[name] = local_ok.get(name, True) and bool(jnp.all(fam.is_valid()))
+                local_ok[name] = local_ok.get(name, True) & jnp.all(fam.is_valid())
         for name, ok in local_ok.items():
-            if not ok:
+            if not bool(ok):
                 raise ValueError(
                     f"the derived update of local variable {name!r} leaves its family "
-                    f"{type(self._spec(jax.tree_util.tree_map(lambda a: a[0], sub))[name].q0).__name__}'s "
+                    f"{type(self._spec(x0)[name].q0).__name__}'s "
                     "domain: does the family match the variable's support and its use in log_joint?"
                 )
         post = conjugate_posterior(self.priors, stats)
@@ -365,7 +367,7 @@ class DerivedConjugateModel:
                     f"{type(fam).__name__}'s domain: does priors[{name!r}] match the variable's "
                     f"support and its use in log_joint?"
                 )
-        if not np.isfinite(local_terms):
+        if not np.isfinite(float(local_terms)):
             raise ValueError("log_joint gives a non-finite ELBO on the data at the prior's statistics")
 
 
@@ -376,6 +378,14 @@ def _local_step(model: DerivedConjugateModel, view: dict, batch) -> LocalResult:
 
 def _variables(model: DerivedConjugateModel, spec: dict) -> list:
     return [("global", n) for n in model.priors] + [("local", n) for n in spec]
+
+
+_CHECK_CHUNK = 2**22  # numbers of local statistics per chunk of check_conjugacy's local steps
+
+
+def _local_stats_shapes(model: DerivedConjugateModel, x) -> dict:
+    """The locals' statistics for the datum ``x`` as ``jax.ShapeDtypeStruct`` leaves."""
+    return jax.eval_shape(lambda x: {n: s.q0.mean_params() for n, s in model._spec(x).items()}, x)
 
 
 def _datum_shapes(batch):
@@ -417,7 +427,7 @@ def _blocks_of(model: DerivedConjugateModel, datum) -> tuple:
     """The blocks of globals for one datum of shapes ``datum`` (module docstring), from the
     program of the log-joint's gradient in every variable's statistics: which statistics each
     gradient depends on. ValueError for a variable whose gradient depends on its own statistics."""
-    spec = jax.eval_shape(lambda x: {n: s.q0.mean_params() for n, s in model._spec(x).items()}, datum)
+    spec = _local_stats_shapes(model, datum)
     clash = set(spec) & set(model.priors)
     if clash:
         raise ValueError(f"locals and priors name the same variables: {sorted(clash)}")
@@ -471,7 +481,7 @@ def _directions(model: DerivedConjugateModel, x0) -> dict:
     """Per variable, a fixed pseudo-random direction within its statistics (standard normal, the
     same for every datum), shaped like its statistics for the datum ``x0``."""
     stats = {**expfam.tree_mean_params(model.priors)}
-    stats.update(jax.eval_shape(lambda x: {n: s.q0.mean_params() for n, s in model._spec(x).items()}, x0))
+    stats.update(_local_stats_shapes(model, x0))
     rng = np.random.default_rng(0)
     return {
         n: tuple(rng.standard_normal(jnp.shape(t)).astype(jnp.result_type(t)) for t in part)
