@@ -516,7 +516,11 @@ def _section_keys(prefix: str, defaults: Mapping, out: list, bounds: Mapping) ->
                 )
             )
         elif path in bounds:
-            out.append(ConfigKey(path, _schema_type(default), default, bounds[path]))
+            bound = parse_bound(bounds[path])
+            kind = (
+                _schema_type(default) if default is not None else {"int": "int", "number": "float (or int)"}[bound.kind]
+            )
+            out.append(ConfigKey(path, f"{kind} or null" if bound.nullable else kind, default, bounds[path]))
         else:
             out.append(ConfigKey(path, _schema_type(default), default, "checked when the experiment is built"))
 
