@@ -76,6 +76,28 @@ def raise_together(error: Optional[BaseException], what: str) -> None:
     raise _checkpoint.CheckpointError(f"{what}: process {source} failed: {message}")
 
 
+def replicated(state: PyTree) -> PyTree:
+    """In a run of several processes, the state's leaves that this process holds (all of them, at
+    the start) as arrays replicated over every device of every process, as the chunks leave them:
+    so every chunk, the first one included (of a fresh run, or of a resumed one continuing inside
+    the chunk grid), runs one and the same compiled program. Every process must hold the same
+    values (the same init, or the same checkpoint). One process: ``state`` as it is."""
+    if jax.process_count() == 1:
+        return state
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    everywhere = NamedSharding(Mesh(np.array(jax.devices()), ("processes",)), PartitionSpec())
+
+    def leaf(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return x
+        if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(leaf(jax.random.key_data(x)), impl=jax.random.key_impl(x))
+        return jax.device_put(np.asarray(x), everywhere)  # host values, the same in every process
+
+    return jax.tree.map(leaf, state)
+
+
 def _host_leaf(x):
     """A leaf as one host array; leaves split across processes gathered (collective)."""
     if isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated:
@@ -197,4 +219,4 @@ def _setting(name: str, value: int):
     return None if value < 0 else value
 
 
-__all__ = ["CheckpointStore", "raise_together"]
+__all__ = ["CheckpointStore", "raise_together", "replicated"]

@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 from vijax.data import PrefetchHostBatches
 from vijax.inference import VIAlgorithm, value_checks
 from . import _cache, _checkpoint
-from ._checkpoint_store import CheckpointStore
+from ._checkpoint_store import CheckpointStore, replicated
 from ._chunk import _make_chunk_fn
 from ._run_config import _SETTINGS, RunConfig, check_run_setting  # noqa: F401  (re-exported)
 from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
@@ -352,6 +352,7 @@ def run(
     fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
     with store.held():  # the folder is this run's until it returns (vijax.run._lock)
         prog = _initial_progress(alg, init_state, init_key, key_data, store, resume, fingerprint, allow_changes)
+        prog.state = replicated(prog.state)  # several processes: placed as every chunk leaves it
         prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
 
         def elapsed():

@@ -1,0 +1,61 @@
+"""One process of a two-process run (tests/run/test_multiprocess_resume.py):
+``python _mp_resume_worker.py PORT PROCESS_ID CHECKPOINT_DIR OUT.npz NUM_STEPS RESUME KILL_AT CACHE``.
+
+SVI on a mixture of unit-variance Gaussians (``UnivariateGMM``, cheap to compile), data-parallel
+over the two processes (each reads its own half of 32 points, 2 of them a step), through
+``vijax.run.run`` with checkpoints every 2 steps; ``CHECKPOINT_DIR`` ``-`` gives this process none
+(the other processes of a run need none). With ``KILL_AT`` >= 0 the process kills itself
+(``SIGKILL``) when it is asked for the batches of update ``KILL_AT`` or later. It writes the final
+state's leaves and the trace to ``OUT.npz``."""
+
+import os
+import signal
+import sys
+
+import numpy as np
+
+N, K, CHUNK, EVERY = 32, 2, 2, 2
+
+
+def main(port, process_id, checkpoint_dir, out, num_steps, resume, kill_at, cache):
+    from vijax.inference import initialize_processes
+
+    initialize_processes(f"localhost:{port}", 2, process_id)  # first thing, before any JAX computation
+    from vijax.run import RunConfig, run
+
+    RunConfig(fast_cpu_compile=True, compile_cache=cache).apply_process_settings()  # before JAX starts
+    import jax
+
+    from vijax.inference import data_parallel, global_host_batches, process_shard, svi
+    from vijax.models import UnivariateGMM
+
+    data = np.random.default_rng(0).normal(size=N).astype(np.float32) + np.repeat([-2.0, 2.0], N // 2)
+    mine = data[np.asarray(process_shard(N))]
+
+    def local_batches(t0, n):  # this process's rows of updates t0 .. t0 + n - 1: a function of t alone
+        if 0 <= kill_at <= t0:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return np.stack([np.random.default_rng(t).choice(mine, 2, replace=False) for t in range(t0, t0 + n)])
+
+    model = data_parallel(UnivariateGMM(K))
+    result = run(
+        svi(model, num_data=N),
+        jax.random.PRNGKey(0),
+        host_batches=global_host_batches(model, local_batches),
+        num_steps=num_steps,
+        chunk_size=CHUNK,
+        checkpoint_every=EVERY,
+        checkpoint_dir=None if checkpoint_dir == "-" else checkpoint_dir,
+        resume=resume,
+        prefetch=0,  # the batches of update t are asked for when update t - CHUNK runs: KILL_AT is exact
+        progress=False,
+        compile_cache=cache,
+    )
+    arrays = {f"state/{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(result.state))}
+    arrays.update({f"trace/{k}": v for k, v in result.trace.items()})
+    np.savez(out, **arrays)
+
+
+if __name__ == "__main__":
+    port, pid, ckpt, out, steps, resume, kill_at, cache = sys.argv[1:9]
+    main(int(port), int(pid), ckpt, out, int(steps), resume == "1", int(kill_at), cache)
