@@ -24,6 +24,7 @@ approaches from below in expectation.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 
@@ -108,7 +109,7 @@ _DIGITS = (1797, 64)  # scikit-learn's digits: 1797 images of 8 x 8 pixels
 def _memory(config) -> list[Need]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     n, dim = (d["num_train"] + d["num_test"], d["dim"]) if d["dataset"] == "synthetic" else _DIGITS
-    test = d["num_test"] if d["dataset"] == "synthetic" else n
+    test = d["num_test"] if d["dataset"] == "synthetic" else math.ceil(d["test_fraction"] * n)
     width = dim + sum(m["hidden"]) + 2 * m["latent_dim"]
     sizes = [dim] + list(m["hidden"]) + [2 * m["latent_dim"]]
     weights = 2 * sum(x * y for x, y in zip(sizes[:-1], sizes[1:]))
