@@ -593,7 +593,9 @@ def conjugate_model(
       max_iters: the most local sweeps when there are several local variables.
       tol: the local sweeps' convergence tolerance when there are several local variables.
       init: optional ``(key, batch) -> q_global``.
-      example: optional data; when given, ``check_conjugacy(example)`` runs now.
+      example: optional data; when given, ``check_conjugacy(example)`` runs now. Without it the
+        log-joint's structure is checked at ``init`` with data or at the first trace of a step
+        (from the batch's shapes), before any update.
 
     Raises:
       ValueError: naming the argument or the variable (``check_conjugacy``).
