@@ -15,10 +15,12 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import vijax.models as vm
 from vijax import expfam
+from vijax.data import BowBatch
 
 X = jnp.array([[1.0, 0.5, 0.1], [-1.0, 0.2, 0.3], [0.3, -0.4, 0.2], [0.9, 1.0, -0.5]])
 Y = jnp.array([1.0, 0.0, 1.0, 0.0])
@@ -233,3 +235,76 @@ def test_half_precision_data_refused_naming_the_data(dtype):
             jax.eval_shape(model.check_data, x)
     with pytest.raises(ValueError, match=r"^x must be float32 or float64"):
         vm.UnivariateGMM(2).check_data(x[:, 0])
+    ids, counts = jnp.array([[0, 1], [2, 0]]), jnp.array([[1.0, 2.0], [3.0, 0.0]], dtype)
+    for model in (vm.LDA(2, 3), vm.PLSA(2, 3), vm.CTM(2, 3)):
+        with pytest.raises(ValueError, match=r"^counts must be float32 or float64"):
+            model.check_data(BowBatch(ids, counts))
+    with pytest.raises(ValueError, match=r"^counts must be float32 or float64"):
+        vm.NoisyDirichletMultinomial(2).check_data(counts)
+    for model in (vm.GLM(3), vm.PoissonGammaSoftplus(3)):
+        with pytest.raises(ValueError, match=r"^x must be float32 or float64"):
+            model.check_data((x, jnp.asarray(Y)))
+        with pytest.raises(ValueError, match=r"^y must be float32 or float64"):
+            model.check_data((jnp.asarray(X), jnp.asarray(Y, dtype)))
+
+
+def test_from_data_refuses_a_constant_column_naming_it():
+    """A constant column made the empirical prior's b0 = a0 var(x) zero: NaN at every step. Now a
+    ValueError naming the column (all columns: identical points)."""
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    x[:, 1] = 5.0
+    for make in (vm.DiagonalGMM.from_data, vm.FullGMM.from_data, vm.DPMixture.gaussian_from_data):
+        with pytest.raises(ValueError, match=r"^x column 1 is constant \(variance 0\)"):
+            make(x, 3)
+    with pytest.raises(ValueError, match=r"^x has identical rows"):
+        vm.DiagonalGMM.from_data(np.tile([[1.0, 2.0]], (20, 1)), 2)
+    with pytest.raises(ValueError, match=r"^x has linearly dependent columns \(empirical covariance of rank 1 < 2"):
+        vm.FullGMM.from_data(np.c_[x[:, 0], 2.0 * x[:, 0]], 2)
+
+
+def _duplicates_and_far_cluster():
+    rng = np.random.default_rng(1)
+    return np.concatenate([np.tile([[1.0, 2.0]], (30, 1)), rng.normal(size=(30, 2)) + 100.0])
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+def test_em_singular_covariance_names_reg_covar(covariance_type):
+    """30 duplicate points: with reg_covar = 0 their component's covariance is 0 to rounding
+    (log-likelihood +28 to +141 reported, then NaN). Refused, naming reg_covar: at init (diag,
+    spherical), from the compiled EM step (full), as scikit-learn's GaussianMixture refuses it (its
+    Cholesky factorization fails; diag and spherical variances it refuses only when <= 0, which
+    rounding decides: a positive 8e-13 passes there)."""
+    from sklearn.mixture import GaussianMixture
+
+    from vijax.inference import em
+    from vijax.inference._em import init_from
+
+    x = jnp.asarray(_duplicates_and_far_cluster())
+    model = vm.GaussianMixtureEM(2, 2, covariance_type=covariance_type, reg_covar=0.0)
+    if covariance_type != "full":  # at init (the component on the duplicates: k-means++ picks its index)
+        with pytest.raises(ValueError, match=r"^reg_covar is too small: the M-step's covariance pivot"):
+            model.init_params(jax.random.PRNGKey(0), x)
+        return
+    start = vm.GMMParams(jnp.array([0.5, 0.5]), jnp.array([[1.0, 2.0], [100.0, 100.0]]), jnp.eye(2)[None].repeat(2, 0))
+    with pytest.raises(Exception, match=r"reg_covar is too small: the M-step's covariance pivot .* at \[0\]") as e:
+        jax.block_until_ready(jax.jit(em(model).step)(init_from(start), x, jax.random.PRNGKey(1)))
+    assert isinstance(e.value, (ValueError, jax.errors.JaxRuntimeError))
+    with pytest.raises(ValueError, match="ill-defined empirical covariance"):
+        GaussianMixture(2, reg_covar=0.0, means_init=np.asarray(start.means)).fit(np.asarray(x))
+
+
+def test_more_components_than_points_refused_at_init_with_data():
+    """Seeding from the data (k-means++ or random rows) needs num_components <= N (scikit-learn's
+    GaussianMixture refuses too). A DP mixture's truncation level is an upper bound: it may exceed N."""
+    x = jnp.asarray(X)  # 4 points
+    words = r"^num_components \(5\) must be <= the number of data points given to init \(4\)"
+    for model in (vm.DiagonalGMM(5, 3), vm.FullGMM(5, 3)):
+        with pytest.raises(ValueError, match=words):
+            model.init_globals(jax.random.PRNGKey(0), x)
+    for model in (vm.GaussianMixtureEM(5, 3), vm.GaussianMixtureEM(5, 3, init="random"), vm.StudentTMixture(5, 3)):
+        with pytest.raises(ValueError, match=words):
+            model.init_params(jax.random.PRNGKey(0), x)
+    with pytest.raises(ValueError, match=words):
+        vm.UnivariateGMM(5).init_globals(jax.random.PRNGKey(0), x[:, 0])
+    sticks, comps = vm.DPMixture.gaussian(5, 3).init_globals(jax.random.PRNGKey(0), x)
+    assert comps.loc.shape == (5, 3) and np.all(np.isfinite(np.asarray(comps.loc)))

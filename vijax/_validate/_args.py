@@ -324,6 +324,27 @@ def check_nonconstant_columns(name: str, x: Any) -> None:
     )
 
 
+def check_data_dtype(name: str, x: Any) -> None:
+    """Raises ValueError naming ``name`` when the data ``x`` (an array, a tracer or anything with a
+    ``dtype``) are in half precision (float16, bfloat16): the models compute in float32 or
+    float64 and refuse such data rather than overflow (x**2 in float16) or lose digits silently.
+
+    Examples:
+        >>> check_data_dtype("x", np.zeros(2, np.float16))
+        Traceback (most recent call last):
+        ...
+        ValueError: x must be float32 or float64 (or integer) data, got float16: half precision is not supported (the models compute in float32 or float64); cast it with .astype('float32')
+    """
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(x).dtype
+    if jnp.dtype(dtype).name in HALF_PRECISION:
+        raise ValueError(
+            f"{name} must be float32 or float64 (or integer) data, got {jnp.dtype(dtype).name}: half precision "
+            f"is not supported (the models compute in float32 or float64); cast it with .astype('float32')"
+        )
+
+
 def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) -> None:
     """Shape and finiteness checks of data: ``ndim`` dimensions, at least one row, ``last_dim``
     columns when given, a numeric dtype (all of these also of a tracer, at trace time), and finite
@@ -335,12 +356,7 @@ def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) 
         raise ValueError(f"{name} must have {last_dim} columns (the model's dim), got shape {shape}")
     if shape[0] < 1:
         raise ValueError(f"{name} is empty")
-    dtype = jnp.result_type(x) if is_tracer(x) else np.asarray(x).dtype
-    if jnp.dtype(dtype).name in HALF_PRECISION:
-        raise ValueError(
-            f"{name} must be float32 or float64 (or integer) data, got {jnp.dtype(dtype).name}: half precision "
-            f"is not supported (the models compute in float32 or float64); cast it with .astype('float32')"
-        )
+    check_data_dtype(name, x)
     if is_tracer(x):
         if not jnp.issubdtype(x.dtype, jnp.number):
             raise ValueError(f"{name} must be numeric, got dtype {x.dtype}")

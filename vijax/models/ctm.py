@@ -52,7 +52,14 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from vijax._validate import finite_nonnegative, ids_in_range
-from vijax._validate import check_allocation, check_choice, check_int, check_positive_fields, check_scalar
+from vijax._validate import (
+    check_allocation,
+    check_choice,
+    check_data_dtype,
+    check_int,
+    check_positive_fields,
+    check_scalar,
+)
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 
@@ -156,6 +163,7 @@ class CTM:
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``word_ids`` or ``counts`` (shapes and dtypes also of tracers)."""
         ids, counts = batch
+        check_data_dtype("counts", counts)
         if np.ndim(ids) != 2 or np.shape(ids) != np.shape(counts):
             raise ValueError(
                 f"word_ids and counts must be (M, L) arrays of one shape, got {np.shape(ids)}, {np.shape(counts)}"

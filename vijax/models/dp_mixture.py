@@ -247,7 +247,10 @@ class DPMixture:
         components held N / T data: q(v_k) = Beta(1 + N / T, alpha + (T - k) N / T). Without data
         the sticks are the prior's."""
         dt = self._dtype()
-        comps = self.components.init_globals(key, x)[1]
+        if x is not None and self._gaussian:  # T may exceed N (an upper bound): extra components start empty
+            comps = self.components._seeded_globals(key, x)[1]
+        else:
+            comps = self.components.init_globals(key, x)[1]
         t, s = self.truncation_level, self.num_sticks
         if x is None:
             return self.prior()[0], comps

@@ -34,12 +34,14 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import finite_nonnegative, finite_values
-from vijax._validate import check_allocation, check_int, check_positive_scalar, check_scalar
+from vijax._validate import check_allocation, check_data_dtype, check_int, check_positive_scalar, check_scalar
 from vijax.models._nonconjugate import mean_param_grad
 from vijax.types import Array, PRNGKey
 
 
 def _check_xy_counts(x, y, dim):
+    check_data_dtype("x", x)
+    check_data_dtype("y", y)
     if np.ndim(x) != 2 or np.shape(x)[1] != dim:
         raise ValueError(f"x must have shape (M, {dim}), got {np.shape(x)}")
     if np.shape(y) != np.shape(x)[:1]:
@@ -146,6 +148,7 @@ class NoisyDirichletMultinomial:
         return [finite_nonnegative("batch count", batch)]
 
     def check_data(self, batch) -> None:
+        check_data_dtype("counts", batch)
         if isinstance(batch, jax.core.Tracer):
             if batch.ndim != 2 or batch.shape[1] != self.num_categories:
                 raise ValueError(f"counts must have shape (M, {self.num_categories}), got {batch.shape}")

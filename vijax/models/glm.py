@@ -42,7 +42,14 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import finite_nonnegative, finite_values, values_in_set
-from vijax._validate import check_allocation, check_choice, check_int, check_positive_scalar, check_scalar
+from vijax._validate import (
+    check_allocation,
+    check_choice,
+    check_data_dtype,
+    check_int,
+    check_positive_scalar,
+    check_scalar,
+)
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey
 
@@ -105,6 +112,8 @@ class GLM:
         """Raises ValueError naming ``x`` or ``y`` for data the model cannot take (shapes also of
         tracers, values of concrete arrays)."""
         x, y = batch
+        check_data_dtype("x", x)
+        check_data_dtype("y", y)
         if np.ndim(x) != 2 or np.shape(x)[1] != self.dim:
             raise ValueError(f"x must have shape (M, {self.dim}), got {np.shape(x)}")
         if np.shape(y) != np.shape(x)[:1]:

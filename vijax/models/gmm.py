@@ -257,14 +257,23 @@ class DiagonalGMM:
 
     def init_globals(self, key: PRNGKey, x: Array | None = None):
         """Hard-assign each point to the nearest of K k-means++ seeds, then one M-step.
-        Without data: a prior draw of the means with the prior's precisions."""
-        dt = float_dtype(self.dtype)
+        Without data: a prior draw of the means with the prior's precisions.
+
+        Raises:
+          ValueError: naming ``num_components`` when ``x`` has fewer rows than components.
+        """
         if x is None:
             prior = self.prior()
             draw = prior[1].sample(key)
             ng = expfam.NormalGamma.from_params(draw[..., 0], prior[1].kappa, prior[1].concentration, prior[1].rate)
             return prior[0], ng
         check_enough_points("num_components", self.num_components, np.shape(x)[0])
+        return self._seeded_globals(key, x)
+
+    def _seeded_globals(self, key: PRNGKey, x: Array):
+        """:meth:`init_globals` with data, for any number of points (the DP mixture's truncation
+        level may exceed it: the extra components then start empty, at the prior)."""
+        dt = float_dtype(self.dtype)
         x = jnp.asarray(x, dt)[:, : self.dim]  # raw data, or the data part of features(x)
         centers = _kmeanspp_centers(key, x, self.num_components)
         d2 = jnp.sum(x**2, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers**2, 1)[None, :]

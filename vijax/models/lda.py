@@ -58,6 +58,7 @@ from vijax._validate import (
     check_allocation,
     check_bool,
     check_choice,
+    check_data_dtype,
     check_float_dtype,
     check_int,
     check_positive,
@@ -320,6 +321,7 @@ class LDA:
         if not (hasattr(batch, "word_ids") and hasattr(batch, "counts")):
             raise ValueError(f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
         ids, counts = batch.word_ids, batch.counts
+        check_data_dtype("counts", counts)
         if np.ndim(ids) != 2 or np.ndim(counts) != 2:
             raise ValueError(
                 f"word_ids and counts must be 2-D (S, L), got shapes {np.shape(ids)} and {np.shape(counts)}"

@@ -59,6 +59,7 @@ from vijax._validate import (
     ids_in_range,
     check_allocation,
     check_choice,
+    check_data_dtype,
     check_float_dtype,
     check_int,
     check_scalar,
@@ -153,6 +154,7 @@ class PLSA:
         negative or non-finite counts (shapes and dtypes only while tracing)."""
         batch = _as_batch(batch)
         ids, cnt = batch.word_ids, batch.counts
+        check_data_dtype("counts", cnt)
         tracing = is_tracer(ids) or is_tracer(cnt) or isinstance(ids, jax.ShapeDtypeStruct)
         if not tracing:
             ids, cnt = np.asarray(ids), np.asarray(cnt)
