@@ -39,6 +39,7 @@ optax (a Bayesian last layer whose ``batch`` holds a network's features; docs/co
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
@@ -46,9 +47,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vijax._validate import batch_size, check_choice, check_int, check_key
-from vijax.inference._guides import make_guide
+from vijax._validate import batch_size, check_choice, check_int, check_key, is_tracer
+from vijax.inference._guides import check_shapes, make_guide
 from vijax.inference._optax_vi import make_optimizer
+from vijax.inference._scale import check_num_data
 from vijax.inference.base import check_step_batch, safe_increment
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -103,7 +105,8 @@ def log_joint(
     """``(params, batch) -> log p(batch, params)``: ``log_density`` (scaled by N / M when
     ``num_data`` = N is given, M the batch's leading size) plus ``log_prior(params)``.
 
-    The result is checked at trace time: a non-scalar or non-float output raises ValueError.
+    The result is checked at trace time: a non-scalar or non-float output raises ValueError, and
+    so does a batch of more than ``num_data`` data points (M > N would weight each by N / M < 1).
     """
 
     def joint(params, batch):
@@ -114,6 +117,7 @@ def log_joint(
                 f"{getattr(out, 'dtype', '')}"
             )
         if num_data is not None:
+            check_num_data(num_data, None, batch)  # M > N would down-weight the likelihood (trace time)
             out = out * (num_data / batch_size(batch))
         if log_prior is not None:
             lp = log_prior(params)
@@ -220,32 +224,100 @@ def init(
     guide,
     optimizer: optax.GradientTransformation,
     joint: Optional[Callable] = None,
+    log_density: Optional[Callable] = None,
+    has_prior: bool = False,
 ) -> BBVIState:
     """q at the guide's start and the optimizer's state.
 
     With a ``batch`` (and ``joint``), the log-density is evaluated at q's centre and at a few draws
     of q; a non-finite value raises ValueError (a NaN-returning log-density, or a parameter whose
-    bijector does not map to its support).
+    bijector does not map to its support). With ``log_density`` (the estimators that differentiate
+    it: all but ``"score"``), its gradient at those draws is checked too (``check_gradient_flows``;
+    with ``batch`` None, where ``log_density`` accepts None).
     """
     check_key("key", key)
     vparams = guide.init()
-    if batch is not None and joint is not None:
-        _check_finite_start(key, batch, guide, vparams, joint)
+    # checked on concrete values only: not under a caller's vmap (restarts) or jit
+    concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
+    if concrete and joint is not None and (batch is not None or log_density is not None):
+        _check_start(key, batch, guide, vparams, joint, log_density, has_prior)
     zero = jnp.zeros((), jnp.int32)
     return BBVIState(vparams, optimizer.init(vparams), zero, zero)
 
 
-def _check_finite_start(key, batch, guide, vparams, joint) -> None:
-    at_mean = float(jax.jit(joint)(guide.mean(vparams), batch))
-    if not np.isfinite(at_mean):
-        raise ValueError(f"log_density is not finite ({at_mean}) at the initial parameters (q's centre)")
-    z = _draws(guide, vparams, key, 4)
-    vals = np.asarray(jax.jit(jax.vmap(lambda zs: joint(guide.constrain(zs)[0], batch)))(z))
-    if not np.all(np.isfinite(vals)):
+NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
+
+
+def _nonzero(tree) -> Array:
+    """Whether any float leaf of ``tree`` holds a non-zero entry."""
+    leaves = [x for x in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    return jnp.any(jnp.stack([jnp.any(x != 0) for x in leaves])) if leaves else jnp.array(False)
+
+
+def gradient_probe(joint: Callable, log_density: Optional[Callable], params_of: Callable, batch) -> Callable:
+    """``z -> (joint value, whether d joint / d params != 0, whether d log_density / d params != 0)``
+    at one draw z of q, ``params_of(z)`` the parameters ``joint(params, batch)`` takes; without
+    ``log_density`` no gradient is taken (both flags True)."""
+
+    def probe(z):
+        params = params_of(z)
+        if log_density is None:
+            return joint(params, batch), jnp.array(True), jnp.array(True)
+        value, g_joint = jax.value_and_grad(joint)(params, batch)
+        return value, _nonzero(g_joint), _nonzero(jax.grad(log_density)(params, batch))
+
+    return probe
+
+
+def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) -> None:
+    """Raises ValueError when the log-joint's gradient with respect to the parameters is exactly zero
+    at every draw of ``where`` (``joint_moves`` all False): a log-density that is not differentiable
+    (``jnp.round``, ``jnp.floor``, ``lax.stop_gradient``, a comparison) or does not depend on the
+    parameters leaves q's entropy as the only gradient, so the mean never moves and the scale
+    grows without bound. Warns (UserWarning) when only ``log_density``'s gradient is zero while a
+    prior's is not: the fit then returns the prior, which is right only for a likelihood that is
+    constant in the parameters. Exactly zero at several random draws has probability zero for a
+    log-density that depends smoothly on the parameters."""
+    if not np.any(np.asarray(joint_moves)):
         raise ValueError(
-            f"log_density is not finite ({vals}) at draws of the initial q: does every constrained "
-            "parameter have a bijector onto its support (bijectors=...)?"
+            f"log_density: its gradient with respect to the parameters is exactly zero at {where}: it is "
+            "not differentiable (jnp.round, jnp.floor, lax.stop_gradient, a comparison...) or does not "
+            "depend on the parameters, so the ELBO's only gradient would be q's entropy (the mean never "
+            "moves, the scale grows without bound)"
         )
+    if has_prior and not np.any(np.asarray(lik_moves)):
+        warnings.warn(
+            f"log_density: its gradient with respect to the parameters is exactly zero at {where}; only "
+            "the prior moves q, and the fit will return the prior. A log-density that is not "
+            "differentiable (jnp.round, jnp.floor, lax.stop_gradient...) is ignored this way.",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> None:
+    z = _draws(guide, vparams, key, NUM_START_DRAWS)
+    probe = jax.jit(jax.vmap(gradient_probe(joint, log_density, lambda zs: guide.constrain(zs)[0], batch)))
+    if batch is None:  # a log-density that takes no data (one that needs a batch is not checked)
+        if log_density is None:
+            return
+        try:
+            _, joint_moves, lik_moves = probe(z)
+        except Exception:  # noqa: BLE001 - log_density does not accept batch=None
+            return
+    else:
+        at_mean = float(jax.jit(joint)(guide.mean(vparams), batch))
+        if not np.isfinite(at_mean):
+            raise ValueError(f"log_density is not finite ({at_mean}) at the initial parameters (q's centre)")
+        vals, joint_moves, lik_moves = probe(z)
+        vals = np.asarray(vals)
+        if not np.all(np.isfinite(vals)):
+            raise ValueError(
+                f"log_density is not finite ({vals}) at draws of the initial q: does every constrained "
+                "parameter have a bijector onto its support (bijectors=...)?"
+            )
+    if log_density is not None:
+        check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
 
 
 def step(
@@ -261,11 +333,16 @@ def step(
     num_samples: int,
     prior: Any = None,
     data_owner: Any = None,
+    template: PyTree = None,
 ) -> tuple[BBVIState, BBVIInfo]:
     """One optimizer step on the Monte Carlo ELBO (see the module docstring). The batch is checked
     by ``data_owner`` (``check_data`` / ``batch_checks``, as ``check_step_batch`` does) when it has them:
-    the factory passes the model whose bound method ``log_density`` is, or ``log_density`` itself."""
+    the factory passes the model whose bound method ``log_density`` is, or ``log_density`` itself.
+    ``state.q_global`` must have the structure and shapes of ``template`` (the guide's
+    ``init()``, as ``jax.eval_shape`` gives it), else ValueError naming ``state.q_global``."""
     check_key("key", key)
+    if template is not None:  # another bbvi's state (another family or parameters) fails here, not deep inside
+        check_shapes("state.q_global", state.q_global, template, "this bbvi's variational parameters")
     check_step_batch(data_owner, batch, state.count)
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
         state.q_global,
@@ -383,6 +460,7 @@ def as_top_level_api(
     if prior is not None:
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
+    template = jax.eval_shape(guide.init)
     objective = dict(
         guide=guide, joint=joint, estimator=estimator, entropy=entropy, num_samples=num_samples, prior=prior
     )
@@ -403,9 +481,17 @@ def as_top_level_api(
         return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
 
     return BBVI(
-        init=lambda key, batch=None: init(key, batch, guide=guide, optimizer=optimizer, joint=joint),
+        init=lambda key, batch=None: init(
+            key,
+            batch,
+            guide=guide,
+            optimizer=optimizer,
+            joint=joint,
+            log_density=None if estimator == "score" else log_density,  # score needs no gradient of it
+            has_prior=prior is not None or log_prior is not None,
+        ),
         step=lambda state, batch, key: step(
-            state, batch, key, **settings, data_owner=getattr(log_density, "__self__", log_density)
+            state, batch, key, **settings, data_owner=getattr(log_density, "__self__", log_density), template=template
         ),
         guide=guide,
         log_weights=log_weights,
@@ -424,6 +510,8 @@ __all__ = [
     "as_top_level_api",
     "bbvi",
     "elbo",
+    "check_gradient_flows",
+    "gradient_probe",
     "guarded_update",
     "init",
     "log_joint",

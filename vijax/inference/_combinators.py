@@ -9,13 +9,24 @@
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Mapping
 
 import jax
 
-from vijax._validate import check_int, vmap_with_checks
+from vijax._validate import check_allocation, check_int, vmap_with_checks
 from vijax.inference.base import VIAlgorithm
 from vijax.types import Array, PyTree
+
+
+def check_algorithm(name: str, alg) -> None:
+    """Raises ValueError naming ``name`` unless ``alg`` is an algorithm: an object with callable
+    ``init`` and ``step`` (a ``VIAlgorithm``, ``BBVI``, ``NGVI``...)."""
+    if not (callable(getattr(alg, "init", None)) and callable(getattr(alg, "step", None))):
+        raise ValueError(
+            f"{name} must be an algorithm (a VIAlgorithm with init and step, e.g. vijax.inference.svi(...)), "
+            f"got {alg!r}"
+        )
 
 
 def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
@@ -27,10 +38,25 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     ``select_restart(state, jnp.argmax(info.elbo))``. The step's batch checks run inside the vmap and
     are enforced outside it (``vmap_with_checks``), so that ``jit_step`` and the runner can return
     them as outputs of the program (no host callback at every step, and a cacheable program).
+
+    Raises:
+      ValueError: naming ``alg`` when it is not an algorithm, or ``num_restarts`` when it is not an
+        integer >= 1 or the restarts' keys (at construction) or states (at ``init``, from
+        ``jax.eval_shape`` of one restart's) would not fit in the machine's memory
+        (``vijax._validate.check_allocation``).
     """
-    check_int("num_restarts", num_restarts)
+    check_algorithm("alg", alg)
+    num_restarts = check_int("num_restarts", num_restarts)
+    # each step splits the key into one per restart (8 bytes each): refused before any allocation
+    check_allocation("num_restarts (the key of each restart)", num_restarts, 8)
 
     def init(key, batch=None):
+        one = jax.eval_shape(lambda k: alg.init(k, batch), key)  # a restart's state, nothing allocated
+        per = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(one))
+        # the R states, and the R new ones a step makes before the old are freed
+        check_allocation(
+            f"num_restarts ({num_restarts} restarts of a {per}-byte state, twice)", 2 * num_restarts * per, 1
+        )
         return jax.vmap(lambda k: alg.init(k, batch))(jax.random.split(key, num_restarts))
 
     def step(state, batch, key):
@@ -65,11 +91,14 @@ def lock_step(
         itself.
 
     Raises:
-      ValueError: for no algorithms, an unknown ``primary``, or ``init_groups`` that do not name
-        every algorithm with a group in 0 .. G - 1.
+      ValueError: for no algorithms or a value of ``algorithms`` that is not an algorithm (naming
+        it), an unknown ``primary``, or ``init_groups`` that do not name every algorithm with a
+        group in 0 .. G - 1.
     """
-    if not algorithms:
-        raise ValueError("lock_step needs at least one algorithm")
+    if not isinstance(algorithms, Mapping) or not algorithms:
+        raise ValueError(f"algorithms must be a non-empty dict name -> VIAlgorithm, got {algorithms!r}")
+    for name, alg in algorithms.items():
+        check_algorithm(f"algorithms[{name!r}]", alg)
     names = tuple(algorithms)
     if primary is not None and primary not in algorithms:
         raise ValueError(f"primary={primary!r} is not one of {names}")
@@ -117,4 +146,4 @@ def select_restart(tree: PyTree, index) -> PyTree:
     return jax.tree_util.tree_map(lambda a: a[index], tree)
 
 
-__all__ = ["lock_step", "replace_elbo", "restarts", "select_restart"]
+__all__ = ["check_algorithm", "lock_step", "replace_elbo", "restarts", "select_restart"]

@@ -65,6 +65,21 @@ def check_structures(name: str, tree: PyTree, like: PyTree, like_name: str, is_l
         raise ValueError(f"{name} must have the pytree structure of {like_name}: got {got}, expected {want}")
 
 
+def check_shapes(name: str, tree: PyTree, like: PyTree, like_name: str, is_leaf=None) -> None:
+    """``check_structures``, then the shape of every array leaf: raises ValueError naming ``name``
+    and the first leaf whose shape differs from ``like``'s (checked at trace time: shapes are
+    static)."""
+    check_structures(name, tree, like, like_name, is_leaf=is_leaf)
+    got = jax.tree_util.tree_flatten_with_path(tree)[0]
+    want = jax.tree_util.tree_leaves(like)
+    for (path, a), b in zip(got, want):
+        if jnp.shape(a) != jnp.shape(b):
+            raise ValueError(
+                f"{name}{jax.tree_util.keystr(path)} must have shape {tuple(jnp.shape(b))} (as in {like_name}), "
+                f"got {tuple(jnp.shape(a))}"
+            )
+
+
 class GaussianGuide:
     """A Gaussian over the flat unconstrained parameter vector (see the module docstring).
 
@@ -351,4 +366,4 @@ def make_guide(
     return guide
 
 
-__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "check_structures", "make_guide"]
+__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "check_shapes", "check_structures", "make_guide"]

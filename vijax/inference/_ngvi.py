@@ -50,10 +50,17 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._validate import check_choice, check_int, check_key
+from vijax._validate import check_choice, check_int, check_key, is_tracer
 from vijax.inference import schedules
-from vijax.inference._bbvi import _all_finite, guarded_update, log_joint
-from vijax.inference._guides import check_structures
+from vijax.inference._bbvi import (
+    NUM_START_DRAWS,
+    _all_finite,
+    check_gradient_flows,
+    gradient_probe,
+    guarded_update,
+    log_joint,
+)
+from vijax.inference._guides import check_shapes, check_structures
 from vijax.inference.base import check_step_batch, safe_increment
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -146,17 +153,45 @@ def _hessian_gradient(q, f, key, num_samples):
     return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
 
 
-def init(key: PRNGKey, batch: PyTree = None, *, family: PyTree, joint: Optional[Callable] = None) -> NGVIState:
+def init(
+    key: PRNGKey,
+    batch: PyTree = None,
+    *,
+    family: PyTree,
+    joint: Optional[Callable] = None,
+    log_density: Optional[Callable] = None,
+    has_prior: bool = False,
+) -> NGVIState:
     """The initial q (``family``). With a ``batch`` (and ``joint``), the log-density is evaluated at
-    q's mean; a non-finite value raises ValueError."""
+    q's mean; a non-finite value raises ValueError. With ``log_density``, its gradient at a few
+    draws of q is checked (``bbvi``'s ``check_gradient_flows``: exactly zero everywhere raises
+    ValueError; with ``batch`` None, where ``log_density`` accepts None)."""
     check_key("key", key)
+    if any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch))):  # under vmap (restarts) or jit
+        return NGVIState(family, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
     if batch is not None and joint is not None:
         mean = jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), family, is_leaf=expfam.is_family)
         val = float(jax.jit(joint)(mean, batch))
         if not np.isfinite(val):
             raise ValueError(f"log_density is not finite ({val}) at the mean of the initial q (family)")
+    if joint is not None and log_density is not None:
+        _check_gradient(key, batch, family, joint, log_density, has_prior)
     zero = jnp.zeros((), jnp.int32)
     return NGVIState(family, zero, zero)
+
+
+def _check_gradient(key, batch, family, joint, log_density, has_prior) -> None:
+    keys = jax.random.split(key, NUM_START_DRAWS)
+    probe = jax.jit(
+        jax.vmap(lambda k: gradient_probe(joint, log_density, lambda z: z, batch)(expfam.reparam_sample(family, k)))
+    )
+    try:
+        _, joint_moves, lik_moves = probe(keys)
+    except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked
+        if batch is not None:
+            raise
+        return
+    check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
 
 
 def step(
@@ -170,10 +205,14 @@ def step(
     gradient: str,
     prior: Any = None,
     data_owner: Any = None,
+    family: PyTree = None,
 ) -> tuple[NGVIState, NGVIInfo]:
     """One natural-gradient step (see the module docstring). The batch is checked by ``data_owner``
-    when it has ``check_data`` / ``batch_checks`` (see ``bbvi.step``)."""
+    when it has ``check_data`` / ``batch_checks`` (see ``bbvi.step``); ``state.q_global`` must have
+    the structure and shapes of ``family`` (the initial q), else ValueError."""
     check_key("key", key)
+    if family is not None:  # another ngvi's state (other families or shapes) fails here, not deep inside
+        check_shapes("state.q_global", state.q_global, family, "this ngvi's family")
     check_step_batch(data_owner, batch, state.count)
     q = state.q_global
     rho = schedule(state.count)
@@ -281,6 +320,7 @@ def as_top_level_api(
                 raise ValueError(
                     f"prior: a {type(p).__name__} where q has a {type(f).__name__}; the prior must be in q's family"
                 )
+        check_shapes("prior", prior, family, "family")  # its natural parameters enter q's update
     sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(0.5, tau=1.0, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
 
@@ -303,7 +343,14 @@ def as_top_level_api(
         return jax.vmap(w)(sample(state, key, num_samples))
 
     return NGVI(
-        init=lambda key, batch=None: init(key, batch, family=family, joint=joint),
+        init=lambda key, batch=None: init(
+            key,
+            batch,
+            family=family,
+            joint=joint,
+            log_density=log_density,
+            has_prior=prior is not None or log_prior is not None,
+        ),
         step=lambda state, batch, key: step(
             state,
             batch,
@@ -314,6 +361,7 @@ def as_top_level_api(
             gradient=gradient,
             prior=prior,
             data_owner=getattr(log_density, "__self__", log_density),
+            family=family,
         ),
         log_weights=log_weights,
         sample=sample,

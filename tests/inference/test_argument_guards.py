@@ -1,0 +1,122 @@
+"""Bad arguments of the black-box algorithms and the combinators get a ValueError that names them:
+num_data below the minibatch, a log-density whose gradient is exactly zero (not differentiable),
+another algorithm's state, a prior shaped unlike q, a non-algorithm in lock_step, and restarts
+that cannot fit in memory (checked before anything is allocated)."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import vijax._validate._args as args_module
+from vijax.expfam import Normal
+from vijax.inference import bbvi, lock_step, ngvi, restarts, svi
+from vijax.models import LDA
+
+Q0 = Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2))
+KEY = jax.random.PRNGKey(0)
+
+
+def _quadratic(params, batch):
+    return -0.5 * jnp.sum((params["z"] - 1.0) ** 2)
+
+
+# ------------------------------------------------------------------ num_data below the minibatch
+
+
+def test_bbvi_and_ngvi_refuse_num_data_below_the_batch_at_trace_time():
+    """M = 10 > N = 3 would weight the likelihood by N / M = 0.3 (before: silently)."""
+    x = jnp.ones(10)
+    alg = bbvi(lambda p, b: -0.5 * jnp.sum((p["z"] - b) ** 2), init_params={"z": jnp.zeros(())}, num_data=3)
+    with pytest.raises(ValueError, match=r"^num_data = 3 is smaller than the batch's 10 data points"):
+        jax.jit(alg.step)(alg.init(KEY), x, KEY)
+    alg = ngvi(lambda z, b: -0.5 * jnp.sum((z - b[:2]) ** 2), family=Q0, num_data=3)
+    with pytest.raises(ValueError, match=r"^num_data = 3 is smaller than the batch's 10 data points"):
+        jax.jit(alg.step)(alg.init(KEY), x, KEY)
+
+
+# ------------------------------------------------------------------ non-differentiable log-densities
+
+FLAT = {"round": jnp.round, "floor": jnp.floor, "stop_gradient": jax.lax.stop_gradient}
+
+
+@pytest.mark.parametrize("op", sorted(FLAT))
+def test_a_log_density_with_zero_gradient_is_refused_at_init(op):
+    """Before: every step accepted, the mean never moved and the scale grew. The gradient is tested
+    at 4 draws of q, not at its centre (which may be a mode)."""
+    f = FLAT[op]
+    alg = bbvi(lambda p, b: -0.5 * jnp.sum((f(p["z"]) - 1.0) ** 2), init_params={"z": jnp.zeros(2)})
+    with pytest.raises(ValueError, match=r"^log_density: its gradient with respect to the parameters is exactly zero"):
+        alg.init(KEY)
+    alg = ngvi(lambda z, b: -0.5 * jnp.sum((f(z) - 1.0) ** 2), family=Q0)
+    with pytest.raises(ValueError, match=r"^log_density: its gradient with respect to the parameters is exactly zero"):
+        alg.init(KEY)
+
+
+def test_zero_gradient_cases_that_are_not_errors():
+    """A start at the mode (zero gradient at q's centre only) passes; the score-function estimator
+    does not differentiate the log-density; with a prior the fit returns it: a warning."""
+    bbvi(_quadratic, init_params={"z": jnp.ones(2)}).init(KEY)  # centre at the mode
+    bbvi(
+        lambda p, b: jnp.sum(jnp.round(p["z"])), init_params={"z": jnp.zeros(2)}, estimator="score", num_samples=2
+    ).init(KEY)
+    alg = bbvi(
+        lambda p, b: jnp.sum(jnp.round(p["z"])),
+        init_params={"z": jnp.zeros(2)},
+        log_prior=lambda p: -jnp.sum(p["z"] ** 2),
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        alg.init(KEY)
+    assert any("only the prior moves q" in str(w.message) for w in caught)
+
+
+# ------------------------------------------------------------------ another algorithm's state, a mis-shaped prior
+
+
+def test_bbvi_refuses_another_bbvis_state():
+    meanfield = bbvi(_quadratic, init_params={"z": jnp.zeros(2)})
+    state = meanfield.init(KEY)
+    fullrank = bbvi(_quadratic, init_params={"z": jnp.zeros(2)}, family="fullrank")
+    with pytest.raises(ValueError, match=r"^state\.q_global must have the pytree structure"):
+        fullrank.step(state, None, KEY)
+    three = bbvi(_quadratic, init_params={"z": jnp.zeros(3)})
+    with pytest.raises(ValueError, match=r"^state\.q_global\['loc'\] must have shape \(3,\) .* got \(2,\)"):
+        jax.jit(three.step)(state, None, KEY)
+
+
+def test_ngvi_refuses_a_prior_of_another_shape_and_another_ngvis_state():
+    with pytest.raises(ValueError, match=r"^prior\.eta1 must have shape \(2,\) \(as in family\), got \(3,\)"):
+        ngvi(lambda z, b: -0.5 * jnp.sum(z**2), family=Q0, prior=Normal.from_mean_variance(jnp.zeros(3), jnp.ones(3)))
+    other = ngvi(lambda z, b: -0.5 * jnp.sum(z**2), family=Normal.from_mean_variance(jnp.zeros(3), jnp.ones(3)))
+    alg = ngvi(lambda z, b: -0.5 * jnp.sum(z**2), family=Q0)
+    with pytest.raises(ValueError, match=r"^state\.q_global.* must have shape \(2,\)"):
+        alg.step(other.init(KEY), None, KEY)
+
+
+# ------------------------------------------------------------------ combinators
+
+
+def test_lock_step_names_a_value_that_is_not_an_algorithm():
+    with pytest.raises(ValueError, match=r"^algorithms\['a'\] must be an algorithm .* got 3"):
+        lock_step({"a": 3})
+    with pytest.raises(ValueError, match=r"^algorithms must be a non-empty dict"):
+        lock_step([svi(LDA(2, 5), num_data=4)])
+
+
+def test_restarts_that_cannot_fit_in_memory_are_refused_before_allocating(monkeypatch):
+    """10**30 restarts: refused at construction (their keys alone). 10**7 restarts of LDA(3, 30)'s
+    368-byte state with the machine's memory taken as 1 GiB: refused at init, from the shape of one
+    restart's state (jax.eval_shape), before the vmapped init allocates 7.4 GB."""
+    alg = svi(LDA(3, 30), num_data=10)
+    with pytest.raises(ValueError, match=r"^num_restarts \(the key of each restart\) asks for .*\(8e\+30 bytes\)"):
+        restarts(alg, 10**30)
+    with pytest.raises(ValueError, match=r"^num_restarts must be an integer"):
+        restarts(alg, 1e8)
+    with pytest.raises(ValueError, match=r"^alg must be an algorithm"):
+        restarts(LDA(3, 30), 2)
+    monkeypatch.setattr(args_module, "physical_memory_bytes", lambda: 2**30)
+    many = restarts(alg, 10**7)
+    with pytest.raises(ValueError, match=r"^num_restarts \(10000000 restarts of a \d+-byte state, twice\) asks for"):
+        many.init(KEY)
