@@ -237,21 +237,13 @@ def check_float_dtype(dtype, name: str = "dtype") -> None:
 
 
 def physical_memory_bytes() -> int | None:
-    """The bytes of memory the allocations of a model can use: the machine's physical memory
-    (``os.sysconf``), or the default JAX device's own memory where it reports a smaller one (a
-    GPU). None where neither is known."""
-    limits = []
+    """The machine's physical memory in bytes (``os.sysconf``), None where it is not known. (Not
+    the accelerator's: asking JAX would start its backend, which a model's constructor must not do
+    before ``jax.distributed.initialize``; an accelerator's own limit is XLA's to report.)"""
     try:
-        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
-        pass
-    try:
-        stats = jax.devices()[0].memory_stats() or {}
-        if stats.get("bytes_limit"):
-            limits.append(int(stats["bytes_limit"]))
-    except Exception:  # noqa: BLE001 -- a backend without memory statistics
-        pass
-    return min(limits) if limits else None
+        return None
 
 
 def check_allocation(name: str, num_elements: int, itemsize: int) -> None:
