@@ -218,7 +218,7 @@ def check_float_dtype(dtype, name: str = "dtype") -> None:
         >>> check_float_dtype("float16")
         Traceback (most recent call last):
         ...
-        ValueError: dtype must be float32 or float64 (half precision float16 is not supported: the models compute in float32 or float64), got 'float16'
+        ValueError: dtype must be float32 or float64 (half precision is not supported: the models compute in float32 or float64), got float16
     """
     if dtype is None:
         return
@@ -229,8 +229,8 @@ def check_float_dtype(dtype, name: str = "dtype") -> None:
         dt, ok = None, False
     if ok and dt.name in HALF_PRECISION:
         raise ValueError(
-            f"{name} must be float32 or float64 (half precision {dt.name} is not supported: the models "
-            f"compute in float32 or float64), got {dtype!r}"
+            f"{name} must be float32 or float64 (half precision is not supported: the models compute in "
+            f"float32 or float64), got {dt.name}"
         )
     if not ok:
         raise ValueError(f"{name} must be a float dtype (float32 or float64), got {dtype!r}")
