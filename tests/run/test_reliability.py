@@ -305,3 +305,94 @@ def test_blame_picks_the_key_by_name_then_value():
     assert _blame("num_components must be >= 1, got 2", cfg).startswith("data.num_components: ")
     assert _blame("num_components must be >= 1, got 9", cfg).startswith("invalid config for experiment 'e': ")
     assert _blame("model.x: already named", cfg) == "model.x: already named"
+
+
+# ----------------------------------------------------------------------------- a folder per run
+_HOLD = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("lock", sys.argv[1])
+lock = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lock)
+with lock.hold_folder(sys.argv[2], "folder"):
+    print("held", flush=True)
+    sys.stdin.read()  # until the test closes it, or kills this process
+"""
+
+
+def _holder(folder):
+    """Another process holding ``folder`` with ``vijax.run._lock`` (loaded alone: a quick start)."""
+    import subprocess
+    import sys
+
+    from vijax.run import _lock
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, _lock.__file__, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_run_into_a_folder_another_run_holds_fails_at_once_naming_it_and_the_pid(tmp_path):
+    """silent-bad before: two runs wrote one folder, each rotating the other's checkpoints. The
+    second one now fails before anything runs; a holder killed with SIGKILL leaves the folder free."""
+    import signal
+    import socket
+
+    ckpt = tmp_path / "ck"
+    holder = _holder(ckpt)
+    calls = []
+    base = toy_algorithm()
+    alg = base._replace(init=lambda key, batch=None: calls.append(1) or base.init(key))
+    message = (
+        f"checkpoint_dir: the folder {str(ckpt)!r} is in use by another vijax run (pid {holder.pid} on "
+        f"{socket.gethostname()}); wait until it ends or choose another folder"
+    )
+    try:
+        with pytest.raises(ValueError) as e:
+            run(alg, jax.random.PRNGKey(SEED), num_steps=20, checkpoint_dir=str(ckpt), **KW)
+        assert str(e.value) == message and calls == []
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    res = run(alg, jax.random.PRNGKey(SEED), num_steps=20, checkpoint_dir=str(ckpt), **KW)
+    assert res.num_steps == 20 and [s for s, _ in _checkpoint.list_checkpoints(ckpt)] == [20]
+
+
+def test_cli_into_an_out_another_run_holds_exits_2_and_writes_nothing(tmp_path, capsys):
+    """silent-bad before: config.yaml of one run beside metrics.json and checkpoints of another."""
+    import socket
+
+    out = tmp_path / "out"
+    holder = _holder(out)
+    try:
+        code = main(["run", write_config(tmp_path), "--out", str(out), "--no-progress"])
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert code == EXIT_CANNOT_START
+    assert capsys.readouterr().err == (
+        f"vijax: error: output.dir (--out): the folder {str(out)!r} is in use by another vijax run (pid "
+        f"{holder.pid} on {socket.gethostname()}); wait until it ends or choose another folder\n"
+    )
+    assert sorted(os.listdir(out)) == [".vijax.lock"]  # no config.yaml, checkpoints, metrics.json
+
+
+def test_checkpoint_dir_that_is_a_file_is_refused_before_the_run(tmp_path):
+    """obscure before: a FileExistsError ([Errno 17]) at the first checkpoint, after fitting."""
+    path = tmp_path / "ck"
+    path.write_text("not a folder")
+    calls = []
+    base = toy_algorithm()
+    alg = base._replace(init=lambda key, batch=None: calls.append(1) or base.init(key))
+    for resume in (False, True):
+        with pytest.raises(ValueError) as e:
+            run(alg, jax.random.PRNGKey(SEED), num_steps=20, checkpoint_dir=str(path), resume=resume, **KW)
+        assert str(e.value) == (
+            f"checkpoint_dir: {str(path)!r} is a file, not a folder of checkpoints; move it away or choose "
+            "another folder"
+        )
+    assert calls == [] and path.read_text() == "not a folder"

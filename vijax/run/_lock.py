@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 from typing import Iterator, Type
 
 try:
@@ -34,9 +35,8 @@ _HELD: dict = {}  # real path of a folder this process holds -> its lock file's 
 def _writer_process() -> bool:
     """Whether this process writes the run's files: process 0 of a ``jax.distributed`` run, or
     the only process (no JAX backend is started for the question when there is no such run)."""
-    import jax
-
-    return not jax.distributed.is_initialized() or jax.process_index() == 0
+    jax = sys.modules.get("jax")  # not imported: no distributed run (nor a reason to import it)
+    return jax is None or not jax.distributed.is_initialized() or jax.process_index() == 0
 
 
 def _held_by_this_process(real: str) -> bool:
