@@ -25,7 +25,9 @@ def _free_port() -> int:
 
 def _start(tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1)) -> list:
     """The two processes of one run, side by side: process p gets ``checkpoint_dirs[p]`` (``-``:
-    none), writes ``<name>_<p>.npz``, and kills itself at update ``kill_at[p]`` (-1: never)."""
+    none) and ``resume`` (or ``resume[p]``), writes ``<name>_<p>.npz``, and kills itself at update
+    ``kill_at[p]`` (-1: never)."""
+    resume = resume if isinstance(resume, tuple) else (resume, resume)
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
@@ -36,7 +38,7 @@ def _start(tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1)) -
     return [
         subprocess.Popen(
             [sys.executable, os.path.join(HERE, "_mp_resume_worker.py"), str(port), str(p), checkpoint_dirs[p]]
-            + [str(tmp_path / f"{name}_{p}.npz"), str(STEPS), str(int(resume)), str(kill_at[p]), cache],
+            + [str(tmp_path / f"{name}_{p}.npz"), str(STEPS), str(int(resume[p])), str(kill_at[p]), cache],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -92,3 +94,20 @@ def test_two_processes_killed_and_resumed_equal_an_uninterrupted_run(tmp_path):
             assert sorted(got.files) == sorted(full.files)
             for key in full.files:  # bit-identical: same bytes, NaN payloads and signed zeros included
                 assert got[key].dtype == full[key].dtype and got[key].tobytes() == full[key].tobytes(), (name, p, key)
+
+
+@pytest.mark.slow
+def test_two_processes_refuse_together(tmp_path):
+    """Settings that differ between the processes, and an error of process 0 alone (its
+    checkpoint_dir a file), raise on both processes at the start, where a process that went on
+    would wait for the other forever."""
+    outs = _wait(_start(tmp_path, "mixed", [str(tmp_path / "ck"), "-"], resume=(True, False)))
+    for out, code in outs:
+        assert code != 0
+        assert "ValueError: resume must be the same in every process of the run; got process 0: True, " in out, out
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    (out0, code0), (out1, code1) = _wait(_start(tmp_path, "file", [str(blocker), "-"]))
+    message = f"checkpoint_dir: {str(blocker)!r} is a file, not a folder of checkpoints"
+    assert code0 != 0 and f"ValueError: {message}" in out0, out0
+    assert code1 != 0 and f"CheckpointError: checkpoint_dir: process 0 failed: {message}" in out1, out1
