@@ -223,6 +223,12 @@ def test_half_precision_dtype_refused(make, dtype):
         make(dtype)
 
 
+def test_half_precision_networks_refused():
+    half = vm.Network(lambda p, x: p @ x, jnp.ones((4, 3), jnp.float16))
+    with pytest.raises(ValueError, match="^encoder.params must be float32 or float64 .half precision"):
+        vm.VAE(half, vm.Network(lambda p, z: p @ z, jnp.ones((3, 2))), latent_dim=2, data_dim=3)
+
+
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
 def test_half_precision_data_refused_naming_the_data(dtype):
     """Eagerly and at trace time (the step's shape and dtype check): no silent overflow of x**2 in

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import finite_values, values_in_interval
-from vijax._validate import check_choice, check_data_array, check_int, check_scalar, is_tracer
+from vijax._validate import check_choice, check_data_array, check_float_dtype, check_int, check_scalar, is_tracer
 from vijax.models._network import Network, check_network
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -84,6 +84,9 @@ class VAE:
         check_int("data_dim", self.data_dim)
         check_choice("likelihood", self.likelihood, LIKELIHOODS)
         object.__setattr__(self, "obs_scale", check_scalar("obs_scale", self.obs_scale, low=0.0))
+        for name in ("encoder", "decoder"):  # half-precision weights: refused as any model's half dtype
+            net = getattr(self, name)
+            check_float_dtype(_float_dtype(net.params if isinstance(net, Network) else None), f"{name}.params")
         dt = _float_dtype(self.encoder.params if isinstance(self.encoder, Network) else None)
         check_network(self.encoder, jnp.zeros((self.data_dim,), dt), (2 * self.latent_dim,), "encoder")
         check_network(self.decoder, jnp.zeros((self.latent_dim,), dt), (self.data_dim,), "decoder")
