@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_key, check_scalar
 from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
-from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
+from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
 from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -143,7 +143,9 @@ def step(
     data_term, kl = conjugate_elbo_terms(prior, state.q_global, loc, scale=full)
     elbo = data_term - kl
     if hyper is not None:
-        hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, scale), hyper, rho, hyper_step)
+        rows = present_rows(model, batch)  # padding rows get weight 0 (their documents' alpha terms)
+        weight = scale if rows is None else jnp.where(rows, scale, jnp.zeros_like(scale))
+        hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, weight), hyper, rho, hyper_step)
     new, ok = reject_nonfinite(
         SVIState(q_new, safe_increment(state.count), hyper if hyper is not None else state.hyper, state.num_rejected),
         state,

@@ -60,7 +60,8 @@ class ConditionallyConjugateModel(Protocol):
 
     Optional, for padded batches: ``present_rows(batch) -> (S,) bool``, the rows that hold a data
     point. SVI, SSVI and MAP-EM then scale a batch by N / (their number) instead of N / S, so that
-    padding rows (LDA's empty documents, which a ``Minibatcher`` adds) are not counted as data.
+    padding rows (LDA's empty documents, which a ``Minibatcher`` adds) are not counted as data; SVI
+    then passes ``hyper_objective`` an (S,) ``scale``, 0 on the padding rows.
     """
 
     local_methods: tuple[str, ...]

@@ -271,7 +271,8 @@ class LDA:
           hyper: ``{"alpha": scalar, "eta": scalar}``.
           q_global: q(beta), ``Dirichlet`` with concentration lambda (K, V).
           local: a :class:`LocalResult` of ``local_step``; its ``local_params`` are gamma (S, K).
-          scale: weight of the batch's documents, N / S for an unbiased corpus estimate.
+          scale: weight of the batch's documents, N / S for an unbiased corpus estimate: a scalar,
+            or an (S,) weight per document (SVI gives 0 to the padding rows of ``present_rows``).
 
         Returns:
           The scalar L(alpha, eta).
@@ -281,9 +282,9 @@ class LDA:
         alpha, eta = self._resolve_hyper(hyper, gamma.dtype)
         (e_log_beta,) = q_global.mean_params()  # (K, V)
         t_docs = jnp.sum(digamma(gamma), axis=-1) - k * digamma(jnp.sum(gamma, axis=-1))  # (S,)
-        l_alpha = jnp.sum(gammaln(k * alpha) - k * gammaln(alpha) + (alpha - 1.0) * t_docs)
+        l_alpha = jnp.sum(scale * (gammaln(k * alpha) - k * gammaln(alpha) + (alpha - 1.0) * t_docs))
         l_eta = k * (gammaln(v * eta) - v * gammaln(eta)) + (eta - 1.0) * jnp.sum(e_log_beta)
-        return scale * l_alpha + l_eta
+        return l_alpha + l_eta
 
     # ------------------------------------------------------------------------------ globals
     def prior(self, hyper: dict | None = None) -> expfam.Dirichlet:
