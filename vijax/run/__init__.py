@@ -6,7 +6,8 @@ a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the
 ``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
 folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
 ``configured_algorithm`` builds the registered algorithm a config's ``algorithm.name`` names,
-``eval_steps`` gives the steps at which a run's settings evaluate; ``build_experiment`` builds a
+``eval_steps`` gives the steps at which a run's settings evaluate; ``SEED_BOUND``, ``MemoryNeed``,
+``float_bytes``, ``check_memory`` and ``check_split`` declare and check a config's ranges and memory; ``build_experiment`` builds a
 resolved config's experiment as the command does, and ``lower_run`` gives the chunk program a run
 compiles, lowered (for compile-time and program-size measurements). ``run_health`` reads a trace's
 non-finite ELBOs and rejected steps; a resume that cannot be trusted raises ``CheckpointError``
@@ -17,6 +18,9 @@ where). The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
 
+from ._bounds import SEED as SEED_BOUND
+from ._bounds import Need as MemoryNeed
+from ._bounds import check_memory, float_bytes
 from ._cache import compile_cache_dir, enable_compile_cache
 from ._cli import DEFAULT_EXPERIMENT, build_experiment, default_config, import_builtin_experiments, main, run_experiment
 from ._config import ConfigError, load_config, parse_yaml
@@ -26,6 +30,7 @@ from ._experiment import (
     Experiment,
     ExperimentSpec,
     check_methods,
+    check_split,
     configured_algorithm,
     data_file,
     eval_steps,
@@ -47,17 +52,22 @@ __all__ = [
     "CorruptCheckpointError",
     "Experiment",
     "ExperimentSpec",
+    "MemoryNeed",
+    "SEED_BOUND",
     "RunConfig",
     "RunHealth",
     "RunResult",
     "build_experiment",
+    "check_memory",
     "check_methods",
+    "check_split",
     "compile_cache_dir",
     "configured_algorithm",
     "data_file",
     "default_config",
     "enable_compile_cache",
     "fast_cpu_compile",
+    "float_bytes",
     "eval_steps",
     "import_builtin_experiments",
     "load_config",

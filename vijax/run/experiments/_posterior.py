@@ -33,8 +33,7 @@ import optax
 from vijax import expfam
 from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, make_algorithm
 from vijax.metrics import KHAT_THRESHOLD, psis
-from vijax.run import Baseline, ConfigError, configured_algorithm
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import Baseline, ConfigError, configured_algorithm, float_bytes, MemoryNeed, SEED_BOUND
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
 NGVI_FAMILIES = ("fullrank", "meanfield")
@@ -79,28 +78,28 @@ ALG_BOUNDS = {
     "algorithm.nuts.samples": ">= 0",
     "algorithm.nuts.chains": ">= 2",
     "algorithm.nuts.target_accept": "in (0, 1)",
-    "algorithm.nuts.seed": SEED,
+    "algorithm.nuts.seed": SEED_BOUND,
 }
 
 
-def memory_needs(config, num_data: int, num_params: int, data_key: str) -> list[Need]:
+def memory_needs(config, num_data: int, num_params: int, data_key: str) -> list[MemoryNeed]:
     """The arrays of a run of these methods on ``num_data`` data and ``num_params`` parameters
     (``data_key``: the config key that sets the number of data, for the blame)."""
     a, f = config["algorithm"], float_bytes(config)
     nuts, methods = a["nuts"], 1 + len(a["baselines"])
     return [
-        Need(
+        MemoryNeed(
             "the draws' log-weights on the data (algorithm.moment_draws x the data)",
             ("algorithm.moment_draws", data_key),
             2 * a["moment_draws"] * (num_data + num_params) * f,
         ),
-        Need(
+        MemoryNeed(
             "a step's draws (algorithm.num_samples x the data)",
             ("algorithm.num_samples", data_key),
             methods * a["num_samples"] * (num_data + num_params) * f,
         ),
-        Need("the full-rank factors (parameters x parameters)", (data_key,), methods * 4 * num_params**2 * f),
-        Need(
+        MemoryNeed("the full-rank factors (parameters x parameters)", (data_key,), methods * 4 * num_params**2 * f),
+        MemoryNeed(
             "the NUTS draws (algorithm.nuts.chains x algorithm.nuts.samples x the parameters)",
             ("algorithm.nuts.chains", "algorithm.nuts.samples"),
             nuts["chains"] * nuts["samples"] * 2 * num_params * 8,

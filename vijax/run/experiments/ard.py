@@ -19,8 +19,15 @@ import numpy as np
 
 from vijax.data import sample_sparse_regression
 from vijax.models import ARDRegression
-from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import (
+    ConfigError,
+    configured_algorithm,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+    SEED_BOUND,
+)
 
 _MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
 _DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "noise": 1.0, "correlation": 0.5, "seed": 0}
@@ -33,19 +40,19 @@ _BOUNDS = {
     "data.num_relevant": "in [0, data.dim]",
     "data.noise": "> 0",
     "data.correlation": "in [0, 1)",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     d, f = config["data"], float_bytes(config)
     return [
-        Need(
+        MemoryNeed(
             "the data ((data.num_train + data.num_test) x data.dim)",
             ("data.num_train", "data.num_test", "data.dim"),
             (d["num_train"] + d["num_test"]) * d["dim"] * f,
         ),
-        Need("the posterior's covariances (4 x data.dim x data.dim)", ("data.dim",), 4 * d["dim"] ** 2 * f),
+        MemoryNeed("the posterior's covariances (4 x data.dim x data.dim)", ("data.dim",), 4 * d["dim"] ** 2 * f),
     ]
 
 

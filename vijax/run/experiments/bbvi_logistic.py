@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import DATASETS, dataset_available, epoch_batches, load_binary_dataset
-from vijax.run import ConfigError, Experiment, register_experiment
-from vijax.run._bounds import SEED, Need
+from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment, SEED_BOUND
 
 from ._posterior import (
     ALG_BOUNDS,
@@ -69,18 +68,20 @@ _BOUNDS = {
     "model.prior_scale": "> 0",
     "data.num_data": ">= 2",
     "data.num_features": ">= 1",
-    "data.seed": SEED,
-    "data.split_seed": SEED,
+    "data.seed": SEED_BOUND,
+    "data.split_seed": SEED_BOUND,
     "data.batch_size": "null or int >= 1",
     **ALG_BOUNDS,
 }
 _REFERENCE_SIZE = (1000, 257)  # the reference data sets: at most 767 training points, 256 features + intercept
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     d = config["data"]
     n, p = (d["num_data"], d["num_features"] + 1) if d["dataset"] == "synthetic" else _REFERENCE_SIZE
-    data = Need("the data (data.num_data x data.num_features)", ("data.num_data", "data.num_features"), 2 * n * p * 8)
+    data = MemoryNeed(
+        "the data (data.num_data x data.num_features)", ("data.num_data", "data.num_features"), 2 * n * p * 8
+    )
     return memory_needs(config, n, p, "data.num_features") + [data]
 
 

@@ -21,8 +21,7 @@ from vijax.data import sample_bernoulli_mixture
 from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
 from vijax.metrics import bernoulli_mixture_kl, components_used
 from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
-from vijax.run import Experiment, check_methods, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
@@ -58,7 +57,7 @@ _BOUNDS = {
     **{f"model.{k}": "> 0" for k in ("alpha", "a", "b", "init_pseudo_count")},
     "data.num_points": ">= 1",
     "data.dim": ">= 1",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
     "algorithm.rho_scale": "> 0",
     "algorithm.rho_tau": "> 0",
     "algorithm.rho_kappa": "in (0.5, 1]",
@@ -68,23 +67,23 @@ _BOUNDS = {
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     n, k, dim, methods = d["num_points"], m["num_components"], d["dim"], max(len(a["methods"]), 1)
     samples = max(a["kl_samples"], a["eval_kl_samples"])
     return [
-        Need("the data (data.num_points x data.dim)", ("data.num_points", "data.dim"), n * dim * f),
-        Need(
+        MemoryNeed("the data (data.num_points x data.dim)", ("data.num_points", "data.dim"), n * dim * f),
+        MemoryNeed(
             "each method's responsibilities (data.num_points x model.num_components)",
             ("data.num_points", "model.num_components"),
             methods * n * k * f,
         ),
-        Need(
+        MemoryNeed(
             "each method's parameters (model.num_components x data.dim)",
             ("model.num_components", "data.dim"),
             methods * 4 * k * dim * f,
         ),
-        Need(
+        MemoryNeed(
             "the KL's draws (algorithm.kl_samples x (data.dim + model.num_components))",
             ("algorithm.kl_samples", "algorithm.eval_kl_samples", "data.dim", "model.num_components"),
             samples * (dim + 2 * k) * f,

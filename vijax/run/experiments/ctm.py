@@ -20,9 +20,18 @@ import numpy as np
 from vijax.data import Minibatcher, read_ldac, sample_ctm_corpus
 from vijax.metrics import corpus_document_completion
 from vijax.models.ctm import CTM
-from vijax.run import Baseline, Experiment, configured_algorithm, data_file, eval_steps, register_experiment
-from vijax.run._bounds import Need, check_memory, float_bytes
-from vijax.run._experiment import check_split
+from vijax.run import (
+    Baseline,
+    check_memory,
+    check_split,
+    configured_algorithm,
+    data_file,
+    eval_steps,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+)
 
 _MODEL = {
     "num_topics": 10,
@@ -73,7 +82,7 @@ _SYNTHETIC_BOUNDS = {
 _CORPUS_BOUNDS = {**_BOUNDS, "data.max_docs": ">= 0"}
 
 
-def _memory_needs(config, vocab_size: int, doc_length: float, num_docs: int, corpus_key: str = "") -> list[Need]:
+def _memory_needs(config, vocab_size: int, doc_length: float, num_docs: int, corpus_key: str = "") -> list[MemoryNeed]:
     """The arrays of a CTM run over ``num_docs`` documents of about ``doc_length`` distinct words
     and a vocabulary of ``vocab_size`` words (the sizes of the corpus ``corpus_key`` names, when
     it is read from a file)."""
@@ -82,18 +91,18 @@ def _memory_needs(config, vocab_size: int, doc_length: float, num_docs: int, cor
     variants = 1 + len([c for c in a["compare"].split(",") if c.strip() not in ("", "none")])
     docs = (corpus_key,) if corpus_key else ("data.num_docs", "data.doc_length")
     return [
-        Need("the corpus (documents x words)", docs, 2 * num_docs * doc_length * 4),
-        Need(
+        MemoryNeed("the corpus (documents x words)", docs, 2 * num_docs * doc_length * 4),
+        MemoryNeed(
             "each variant's topics (model.num_topics x vocabulary)",
             ("model.num_topics",) + ((corpus_key,) if corpus_key else ("data.vocab_size",)),
             variants * 3 * k * vocab_size * f,
         ),
-        Need(
+        MemoryNeed(
             "a minibatch's draws (algorithm.batch_size x algorithm.num_samples x model.num_topics)",
             ("algorithm.batch_size", "algorithm.num_samples", "model.num_topics"),
             a["batch_size"] * (a["num_samples"] * k + doc_length * k + k * k) * f,
         ),
-        Need(
+        MemoryNeed(
             "an evaluation batch's draws (data.eval_batch x model.eval_samples x model.num_topics)",
             ("data.eval_batch", "model.eval_samples", "model.num_topics"),
             d["eval_batch"] * m["eval_samples"] * (k + doc_length) * f,
@@ -101,7 +110,7 @@ def _memory_needs(config, vocab_size: int, doc_length: float, num_docs: int, cor
     ]
 
 
-def _synthetic_memory(config) -> list[Need]:
+def _synthetic_memory(config) -> list[MemoryNeed]:
     d = config["data"]
     return _memory_needs(config, d["vocab_size"], min(d["doc_length"], d["vocab_size"]), d["num_docs"])
 

@@ -26,8 +26,16 @@ import numpy as np
 from vijax import expfam
 from vijax.data import sample_bernoulli_mixture, sample_gmm
 from vijax.models import DPMixture, conjugate_elbo
-from vijax.run import Baseline, ConfigError, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import (
+    Baseline,
+    ConfigError,
+    configured_algorithm,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+    SEED_BOUND,
+)
 
 _MODEL = {
     "components": "gaussian",
@@ -50,27 +58,27 @@ _BOUNDS = {
     "data.num_clusters": ">= 1",
     "data.dim": ">= 1",
     "data.spread": "> 0",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
     "algorithm.step_size": "null or number in (0, 1]",
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, d, f = config["model"], config["data"], float_bytes(config)
     t = max(m["truncation_levels"], default=1)
     runs = len(m["truncations"]) * len(m["truncation_levels"])
     return [
-        Need(
+        MemoryNeed(
             "the data ((data.num_train + data.num_test) x data.dim)",
             ("data.num_train", "data.num_test", "data.dim"),
             (d["num_train"] + d["num_test"]) * d["dim"] * f,
         ),
-        Need(
+        MemoryNeed(
             "the responsibilities (data.num_train x the largest of model.truncation_levels)",
             ("data.num_train", "model.truncation_levels"),
             4 * d["num_train"] * t * f,
         ),
-        Need(
+        MemoryNeed(
             "the runs' components (model.truncation_levels x data.dim x data.dim)",
             ("model.truncation_levels", "data.dim"),
             runs * t * (d["dim"] + 2) ** 2 * f,

@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow_probability.substrates.jax as tfp
 
-from vijax.run import ConfigError, Experiment, register_experiment
-from vijax.run._bounds import Need
+from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment
 
 from ._posterior import (
     ALG_BOUNDS,
@@ -77,9 +76,9 @@ _BOUNDS = {
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     j = len(config["data"]["y"])
-    quadrature = Need(
+    quadrature = MemoryNeed(
         "the quadrature (algorithm.quadrature_points x the schools)",
         ("algorithm.quadrature_points", "data.y"),
         8 * config["algorithm"]["quadrature_points"] * j * 8,

@@ -22,8 +22,7 @@ from vijax.data import sample_speech_spectrogram
 from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models.gap_nmf import GaPNMF
-from vijax.run import Experiment, check_methods, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI"}
@@ -72,7 +71,7 @@ _BOUNDS = {
     "data.shape": "> 0",
     "data.rate": "> 0",
     "data.peak": "> 0",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
     "algorithm.batch_size": "in [0, data.num_frames]",
     "algorithm.rho_scale": "> 0",
     "algorithm.rho_tau": "> 0",
@@ -80,26 +79,26 @@ _BOUNDS = {
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     fr, t, k = d["num_freqs"], d["num_frames"], m["num_components"]
     s = a["batch_size"] or t
     methods = max(len(a["methods"]), 1)
     return [
-        Need(
+        MemoryNeed(
             "the spectrogram (data.num_freqs x data.num_frames)", ("data.num_freqs", "data.num_frames"), 2 * fr * t * f
         ),
-        Need(
+        MemoryNeed(
             "the E-step's auxiliary variables (data.num_freqs x the frames of a step x model.num_components)",
             ("data.num_freqs", "data.num_frames", "algorithm.batch_size", "model.num_components"),
             methods * 2 * fr * s * k * f,
         ),
-        Need(
+        MemoryNeed(
             "each method's factors (model.num_components x (data.num_freqs + data.num_frames))",
             ("model.num_components", "data.num_freqs", "data.num_frames"),
             methods * 4 * k * (fr + t) * f,
         ),
-        Need(
+        MemoryNeed(
             "the true dictionary (data.num_atoms x data.num_freqs)",
             ("data.num_atoms", "data.num_freqs"),
             2 * d["num_atoms"] * fr * f,

@@ -15,8 +15,7 @@ from vijax.inference import restarts, select_restart
 from vijax.models import conjugate_elbo
 from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM, FullGMM
-from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import Need, float_bytes
+from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 
 # covariance: "diag" (DiagonalGMM, Normal-Gamma components; a0 their Gamma shape) or "full" (FullGMM,
 # Normal-Wishart components with scikit-learn's empirical-Bayes priors: nu0 = D, W0^-1 = cov(x); a0 unused).
@@ -45,22 +44,22 @@ _BOUNDS = {
 _HISTOGRAM_DIM = 3 * 192  # sample_histogram_mixture's channels x bins
 
 
-def _memory(config, dim: int, dim_keys: tuple) -> list[Need]:
+def _memory(config, dim: int, dim_keys: tuple) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     n, k, r = d["num_train"] + d["num_test"], m["num_components"], a["num_restarts"]
     cov = dim * dim if m["covariance"] == "full" else dim
     return [
-        Need(
+        MemoryNeed(
             "the data and its features ((data.num_train + data.num_test) x the dimension)",
             ("data.num_train", "data.num_test") + dim_keys,
             3 * n * dim * f,
         ),
-        Need(
+        MemoryNeed(
             "the restarts' responsibilities (algorithm.num_restarts x data.num_train x model.num_components)",
             ("algorithm.num_restarts", "data.num_train", "model.num_components"),
             3 * r * d["num_train"] * k * f,
         ),
-        Need(
+        MemoryNeed(
             "the restarts' components (algorithm.num_restarts x model.num_components x the dimension)",
             ("algorithm.num_restarts", "model.num_components") + dim_keys,
             4 * r * k * (dim + cov) * f,

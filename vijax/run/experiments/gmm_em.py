@@ -19,8 +19,7 @@ import numpy as np
 
 from vijax.data import sample_gmm
 from vijax.models import GaussianMixtureEM, GMMParams
-from vijax.run import Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
 
 _DEFAULTS = {
     "model": {
@@ -44,25 +43,25 @@ _BOUNDS = {
     "data.num_clusters": ">= 1",
     "data.dim": ">= 1",
     "data.spread": "> 0",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, d, f = config["model"], config["data"], float_bytes(config)
     k, dim, n = m["num_components"], d["dim"], d["num_train"] + d["num_test"]
     return [
-        Need(
+        MemoryNeed(
             "the data ((data.num_train + data.num_test) x data.dim)",
             ("data.num_train", "data.num_test", "data.dim"),
             n * dim * f,
         ),
-        Need(
+        MemoryNeed(
             "the responsibilities of a block (model.block_size x model.num_components x data.dim)",
             ("model.block_size", "model.num_components", "data.dim"),
             3 * min(m["block_size"], n) * k * (dim + 1) * f,
         ),
-        Need(
+        MemoryNeed(
             "the covariances (model.num_components x data.dim x data.dim)",
             ("model.num_components", "data.dim"),
             4 * k * dim * dim * f,

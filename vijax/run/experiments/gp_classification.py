@@ -36,8 +36,16 @@ import numpy as np
 from vijax.data import epoch_batches, load_binary_dataset
 from vijax.inference import ProxSVIState, VIAlgorithm, optax_vi, prox_svi, replace_elbo
 from vijax.models.gp_classification import GPClassification
-from vijax.run import Baseline, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from ._gpc_plots import plot_compare, plot_step_size
+from vijax.run import (
+    Baseline,
+    configured_algorithm,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+    SEED_BOUND,
+)
 
 # dataset -> settings. beta_n is beta * N (PG-SVI's beta = beta_n / N, r = 1 / (1 + beta)).
 PAPER = {
@@ -160,7 +168,7 @@ _MODEL_BOUNDS = {
     "model.log_lengthscale": "null or number finite",
     "model.log_scale": "null or number finite",
     "model.jitter": "null or number > 0",
-    "data.split_seed": SEED,
+    "data.split_seed": SEED_BOUND,
 }
 _COMPARE_BOUNDS = {
     **_MODEL_BOUNDS,
@@ -189,21 +197,21 @@ _STEP_SIZE_BOUNDS = {
 _MAX_POINTS = 1000  # the data sets of PAPER have at most 767 training points
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     """The Monte Carlo draws of a step (the data set's own settings where the config has None)."""
     a, f = config["algorithm"], float_bytes(config)
     paper = PAPER.get(config["data"]["dataset"], {})
     samples = a["num_samples"] if a["num_samples"] is not None else paper.get("num_samples", 1)
     batch = a["batch_size"] if a["batch_size"] is not None else paper.get("batch_size", 1)
     needs = [
-        Need(
+        MemoryNeed(
             "a step's draws (algorithm.num_samples x algorithm.batch_size)",
             ("algorithm.num_samples", "algorithm.batch_size"),
             4 * samples * batch * f,
         )
     ]
     if "pg_mc_samples" in a:  # gpc_step_size
-        mc = Need("the PG-MC draws (algorithm.pg_mc_samples x the data)", ("algorithm.pg_mc_samples",), 0)
+        mc = MemoryNeed("the PG-MC draws (algorithm.pg_mc_samples x the data)", ("algorithm.pg_mc_samples",), 0)
         needs.append(mc._replace(bytes=4 * a["pg_mc_samples"] * _MAX_POINTS * f))
     return needs
 
@@ -364,7 +372,7 @@ def build_compare(sections: dict, seed: int) -> Experiment:
                 f"{num_steps / spp:g} passes of {spp} minibatches of {mb}, S = {s['num_samples']}\n\n"
                 f"settings: {s}\n\n{table}"
             )
-        _plot_compare(os.path.join(out_dir, f"fig2_{data.name}.png"), curves, data.name)
+        plot_compare(os.path.join(out_dir, f"fig2_{data.name}.png"), curves, data.name, LABELS)
         return {
             "dataset": data.name,
             "num_train": n,
@@ -376,25 +384,6 @@ def build_compare(sections: dict, seed: int) -> Experiment:
         }
 
     return Experiment(alg, lambda key: alg.init(key), batch_fn, evaluate, report, baselines=others)
-
-
-def _plot_compare(path, curves, name):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4))
-    ax = fig.subplots(1, 2)
-    for m, c in curves.items():
-        p = np.maximum(np.asarray(c["passes"]), 1e-2)
-        ax[0].plot(p, -np.asarray(c["elbo"]), label=LABELS[m], lw=2 if m == "pg_svi" else 1)
-        ax[1].plot(p, c["log_loss"], label=LABELS[m], lw=2 if m == "pg_svi" else 1)
-    for a, t in zip(ax, ("negative ELBO", "test log-loss (bits)")):
-        a.set_xscale("log")
-        a.set_xlabel("passes")
-        a.set_title(f"{name}: {t}")
-    ax[0].set_yscale("log")
-    ax[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
 
 
 # ---- Figure 1 ---------------------------------------------------------------------------------
@@ -471,11 +460,12 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
                 f"passes of {spp} minibatches of {mb}, S = {s['num_samples']}; PG-MC S = {a['pg_mc_samples']}"
                 f"\n\n" + _md_table(rows, list(rows[0]))
             )
-        _plot_step_size(
+        plot_step_size(
             os.path.join(out_dir, f"fig1_{data.name}.png"),
             out,
             data.name,
             max(a["max_passes_batch"], a["max_passes_svi"]) * n,
+            LABELS,
         )
         return {
             "dataset": data.name,
@@ -584,25 +574,3 @@ def _elbo_curve(point: _Point, baselines: dict, init_key) -> list:
     if point.method == "pg_svi":
         return [e0] + [ev["elbo_exact"] for ev in res.evals]
     return [e0] + list(res.trace["elbo"])
-
-
-def _plot_step_size(path, out, name, cap):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 4))
-    ax = fig.subplots()
-    for m, lst in out.items():
-        ss = np.array([r[0] for r in lst], float)
-        ex = np.array([np.nan if r[1] is None else r[1] for r in lst], float)
-        (line,) = ax.plot(ss, ex, "o-", label=LABELS[m])
-        miss = np.isnan(ex)
-        if miss.any():
-            ax.plot(ss[miss], np.full(miss.sum(), cap), "x", color=line.get_color())
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("step size")
-    ax.set_ylabel("examples seen until converged")
-    ax.set_title(f"{name} (x: not converged within the budget)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)

@@ -18,8 +18,15 @@ import numpy as np
 from vijax.data import sample_hmm
 from vijax.inference import EMState
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams
-from vijax.run import ConfigError, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import (
+    ConfigError,
+    configured_algorithm,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+    SEED_BOUND,
+)
 
 _DEFAULTS = {
     "model": {
@@ -56,28 +63,28 @@ _BOUNDS = {
     "data.min_length": "in [1, data.length]",
     "data.stickiness": ">= 0",
     "data.spread": "> 0",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
     "algorithm.batch_size": ">= 1",
     "algorithm.step_size": "null or number in (0, 1]",
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, d, f = config["model"], config["data"], float_bytes(config)
     k, t = m["num_states"], d["length"]
     obs = m["dim"] if m["emissions"] == "gaussian" else 1
     return [
-        Need(
+        MemoryNeed(
             "the sequences ((data.num_train + data.num_test) x data.length)",
             ("data.num_train", "data.num_test", "data.length", "model.dim"),
             2 * (d["num_train"] + d["num_test"]) * t * (obs + 1) * f,
         ),
-        Need(
+        MemoryNeed(
             "the forward-backward messages (data.num_train x data.length x model.num_states^2)",
             ("data.num_train", "data.length", "model.num_states"),
             3 * d["num_train"] * t * k * (k + 2) * f,
         ),
-        Need(
+        MemoryNeed(
             "the emission parameters (model.num_states x model.num_symbols)",
             ("model.num_states", "model.num_symbols"),
             4 * k * (m["num_symbols"] if m["emissions"] == "categorical" else 2 * m["dim"]) * f,

@@ -39,8 +39,7 @@ from vijax.data import epoch_batches, load_binary_dataset
 from vijax.inference import VIAlgorithm, bayesian_last_layer, head_log_likelihood, safe_increment
 from vijax.metrics import expected_calibration_error, reliability
 from vijax.models import mlp
-from vijax.run import Baseline, ConfigError, Experiment, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import Baseline, ConfigError, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
 
 DATASETS = ("breast_cancer", "digits_3v5")
 # hidden: the MLP's hidden widths, the last one the head's input width F; activation: one of
@@ -66,7 +65,7 @@ _BOUNDS = {
     "model.hidden": "non-empty, each >= 1",
     "model.prior_scale": "> 0",
     "model.net_prior_scale": "null or > 0",
-    "data.split_seed": SEED,
+    "data.split_seed": SEED_BOUND,
     "data.batch_size": "null or int >= 1",
     "algorithm.num_samples": ">= 1",
     "algorithm.learning_rate": "> 0",
@@ -76,21 +75,21 @@ _BOUNDS = {
 _MAX_DATA = (1000, 256)  # the data sets (vijax.data.DATASETS): at most 767 training points of 256 features
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, a, f = config["model"], config["algorithm"], float_bytes(config)
     n, d = _MAX_DATA
     sizes = [d] + list(m["hidden"])
     weights = sum(x * y for x, y in zip(sizes[:-1], sizes[1:]))
     width = sizes[-1] + 1
     return [
-        Need("the network's weights and Adam's moments (model.hidden)", ("model.hidden",), 2 * 3 * weights * f),
-        Need("the activations (the data x model.hidden)", ("model.hidden",), 3 * n * sum(sizes) * f),
-        Need(
+        MemoryNeed("the network's weights and Adam's moments (model.hidden)", ("model.hidden",), 2 * 3 * weights * f),
+        MemoryNeed("the activations (the data x model.hidden)", ("model.hidden",), 3 * n * sum(sizes) * f),
+        MemoryNeed(
             "q's covariance and draws (algorithm.num_samples x the head's width)",
             ("algorithm.num_samples", "model.hidden"),
             (3 * width * width + a["num_samples"] * (width + n)) * f,
         ),
-        Need(
+        MemoryNeed(
             "the predictive draws (algorithm.predictive_draws x the test data)",
             ("algorithm.predictive_draws",),
             2 * a["predictive_draws"] * (n + width) * f,

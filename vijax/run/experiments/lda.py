@@ -22,9 +22,16 @@ from vijax.data import Minibatcher, read_ldac, sample_lda_corpus
 from vijax.inference import data_parallel, schedules
 from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
-from vijax.run import Experiment, configured_algorithm, data_file, register_experiment
-from vijax.run._bounds import Need, check_memory, float_bytes
-from vijax.run._experiment import check_split
+from vijax.run import (
+    check_memory,
+    check_split,
+    configured_algorithm,
+    data_file,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+)
 
 MODEL_DEFAULTS = {
     "num_topics": 50,
@@ -85,7 +92,7 @@ _ALG_BOUNDS = {
 
 def memory_needs(
     config, num_docs: float, num_entries: float, width: float, vocab_size: float, corpus_keys=None, copies: int = 1
-) -> list[Need]:
+) -> list[MemoryNeed]:
     """The arrays of an LDA run on ``num_docs`` documents with ``num_entries`` (document, word)
     entries in all, padded to ``width`` distinct words, and a vocabulary of ``vocab_size`` words
     (``corpus_keys``: the config keys that set them, for the blame; ``copies``: the fits held at
@@ -95,18 +102,18 @@ def memory_needs(
     docs_keys, vocab_keys = corpus_keys or (("data.num_docs", "data.doc_length_mean"), ("data.vocab_size",))
     doc_words = width
     return [
-        Need("the corpus (its (document, word) entries)", docs_keys, 3 * num_entries * 4),
-        Need(
+        MemoryNeed("the corpus (its (document, word) entries)", docs_keys, 3 * num_entries * 4),
+        MemoryNeed(
             "the topics (model.num_topics x the vocabulary)",
             ("model.num_topics",) + vocab_keys,
             copies * 4 * k * vocab_size * f,
         ),
-        Need(
+        MemoryNeed(
             "a minibatch's E-step (algorithm.batch_size x distinct words x model.num_topics)",
             ("algorithm.batch_size", "model.num_topics") + docs_keys[1:],
             copies * 3 * a["batch_size"] * doc_words * k * f,  # padded to batch_size rows
         ),
-        Need(
+        MemoryNeed(
             "an evaluation batch (data.eval_batch x distinct words x model.num_topics)",
             ("data.eval_batch", "model.num_topics") + docs_keys[1:],
             copies * 3 * d["eval_batch"] * doc_words * k * f,  # padded to eval_batch rows
@@ -114,14 +121,14 @@ def memory_needs(
     ]
 
 
-def synthetic_memory(config, copies: int = 1) -> list[Need]:
+def synthetic_memory(config, copies: int = 1) -> list[MemoryNeed]:
     """``memory_needs`` of a synthetic corpus (``sample_lda_corpus``: Poisson document lengths)."""
     d = config["data"]
     width = min(4.0 * d["doc_length_mean"] + 20.0, d["vocab_size"])  # the padded width: a long document's
     needs = memory_needs(
         config, d["num_docs"], d["num_docs"] * d["doc_length_mean"], width, d["vocab_size"], copies=copies
     )
-    true = Need(
+    true = MemoryNeed(
         "the true topics (data.true_topics x data.vocab_size)",
         ("data.true_topics", "data.vocab_size"),
         2 * d["true_topics"] * d["vocab_size"] * 8,

@@ -29,9 +29,16 @@ from vijax.data import sample_lda_corpus
 from vijax.inference import cavi, em
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA, PLSA, PLSAParams
-from vijax.run import Baseline, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
-from vijax.run._experiment import check_split
+from vijax.run import (
+    Baseline,
+    check_split,
+    configured_algorithm,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+    SEED_BOUND,
+)
 from vijax.run.experiments.lda import SYNTHETIC_BOUNDS
 
 _DEFAULTS = {
@@ -71,26 +78,26 @@ _BOUNDS = {
     "data.test_fraction": "in (0, 1)",
     "data.observed_fraction": "in (0, 1)",
     "data.eval_batch": ">= 1",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     """The E-steps run on the whole training corpus at once (EM and CAVI): documents x words x topics."""
     d, k, f = config["data"], config["model"]["num_topics"], float_bytes(config)
     width = min(4.0 * d["doc_length_mean"] + 20.0, d["vocab_size"])
     return [
-        Need(
+        MemoryNeed(
             "the E-step of the whole corpus (data.num_docs x distinct words x model.num_topics)",
             ("data.num_docs", "data.doc_length_mean", "data.vocab_size", "model.num_topics"),
             3 * 3 * d["num_docs"] * width * k * f,
         ),
-        Need(
+        MemoryNeed(
             "the topics (model.num_topics x data.vocab_size)",
             ("model.num_topics", "data.vocab_size"),
             3 * 4 * k * d["vocab_size"] * f,
         ),
-        Need(
+        MemoryNeed(
             "an evaluation batch (data.eval_batch x distinct words x model.num_topics)",
             ("data.eval_batch", "model.num_topics"),
             3 * d["eval_batch"] * width * k * f,  # padded to eval_batch rows

@@ -24,8 +24,15 @@ from vijax import expfam
 from vijax.data import sample_student_t_mixture
 from vijax.inference import cavi, restarts, select_restart
 from vijax.models import FullGMM, StudentTMixture, StudentTMixtureParams, conjugate_elbo
-from vijax.run import Baseline, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import (
+    Baseline,
+    configured_algorithm,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+    SEED_BOUND,
+)
 
 _DEFAULTS = {
     "model": {"num_components": 3, "dof": 10.0, "learn_dof": True, "reg_covar": 1e-6},
@@ -45,26 +52,26 @@ _BOUNDS = {
     "data.dim": ">= 1",
     "data.dof": "> 0",
     "data.spread": "> 0",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
     "algorithm.num_restarts": ">= 1",
 }
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     k, dim, r = m["num_components"], d["dim"], a["num_restarts"]
     return [
-        Need(
+        MemoryNeed(
             "the data ((data.num_train + data.num_test) x data.dim)",
             ("data.num_train", "data.num_test", "data.dim"),
             2 * (d["num_train"] + d["num_test"]) * dim * f,
         ),
-        Need(
+        MemoryNeed(
             "both fits' responsibilities (algorithm.num_restarts x data.num_train x model.num_components)",
             ("algorithm.num_restarts", "data.num_train", "model.num_components"),
             2 * 4 * r * d["num_train"] * k * f,
         ),
-        Need(
+        MemoryNeed(
             "both fits' components (algorithm.num_restarts x model.num_components x data.dim^2)",
             ("algorithm.num_restarts", "model.num_components", "data.dim"),
             2 * 4 * r * k * dim * (dim + 1) * f,

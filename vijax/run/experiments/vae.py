@@ -35,8 +35,16 @@ import numpy as np
 from vijax.data import epoch_batches, latent_bernoulli_log_prob, load_digits_images, sample_latent_bernoulli
 from vijax.inference import make_algorithm
 from vijax.models import VAE, mlp
-from vijax.run import Baseline, ConfigError, Experiment, configured_algorithm, register_experiment
-from vijax.run._bounds import SEED, Need, float_bytes
+from vijax.run import (
+    Baseline,
+    ConfigError,
+    configured_algorithm,
+    Experiment,
+    float_bytes,
+    MemoryNeed,
+    register_experiment,
+    SEED_BOUND,
+)
 
 # latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
 # a name in vijax.models.ACTIVATIONS; likelihood: "bernoulli" or "gaussian"; obs_scale: the
@@ -87,7 +95,7 @@ _BOUNDS = {
     "model.hidden": "each >= 1",
     "model.obs_scale": "> 0",
     "data.threshold": "in (0, 1)",
-    "data.split_seed": SEED,
+    "data.split_seed": SEED_BOUND,
     "data.test_fraction": "in (0, 1)",
     "data.num_train": ">= 1",
     "data.num_test": ">= 1",
@@ -95,7 +103,7 @@ _BOUNDS = {
     "data.true_latent_dim": ">= 1",
     "data.true_hidden": ">= 1",
     "data.logit_scale": "> 0",
-    "data.seed": SEED,
+    "data.seed": SEED_BOUND,
     "data.batch_size": ">= 1",
     "algorithm.learning_rate": "> 0",
     "algorithm.num_samples": ">= 1",
@@ -106,7 +114,7 @@ _BOUNDS = {
 _DIGITS = (1797, 64)  # scikit-learn's digits: 1797 images of 8 x 8 pixels
 
 
-def _memory(config) -> list[Need]:
+def _memory(config) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     n, dim = (d["num_train"] + d["num_test"], d["dim"]) if d["dataset"] == "synthetic" else _DIGITS
     test = d["num_test"] if d["dataset"] == "synthetic" else math.ceil(d["test_fraction"] * n)
@@ -114,23 +122,25 @@ def _memory(config) -> list[Need]:
     sizes = [dim] + list(m["hidden"]) + [2 * m["latent_dim"]]
     weights = 2 * sum(x * y for x, y in zip(sizes[:-1], sizes[1:]))
     return [
-        Need(
+        MemoryNeed(
             "the data (data.num_train + data.num_test) x data.dim",
             ("data.num_train", "data.num_test", "data.dim"),
             2 * n * dim * f,
         ),
-        Need("the networks' weights (model.hidden)", ("model.hidden", "data.dim", "model.latent_dim"), 8 * weights * f),
-        Need(
+        MemoryNeed(
+            "the networks' weights (model.hidden)", ("model.hidden", "data.dim", "model.latent_dim"), 8 * weights * f
+        ),
+        MemoryNeed(
             "a step's activations (data.batch_size x algorithm.num_samples x the layers)",
             ("data.batch_size", "algorithm.num_samples", "model.hidden", "model.latent_dim", "data.dim"),
             3 * d["batch_size"] * a["num_samples"] * width * f,
         ),
-        Need(
+        MemoryNeed(
             "the importance-weighted estimate's chunk (algorithm.iw_chunk x the test data x the layers)",
             ("algorithm.iw_chunk", "data.num_test", "model.hidden", "model.latent_dim", "data.dim"),
             2 * min(a["iw_chunk"], a["iw_samples"]) * test * width * f,
         ),
-        Need(
+        MemoryNeed(
             "the test ELBO's draws (algorithm.elbo_samples x the test data x the layers)",
             ("algorithm.elbo_samples", "data.num_test", "model.hidden", "model.latent_dim", "data.dim"),
             2 * a["elbo_samples"] * test * width * f,
