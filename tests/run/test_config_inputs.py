@@ -11,7 +11,7 @@ import yaml
 
 from tests.run.test_config import TOY
 from vijax.run import ConfigError, build_experiment, load_config, main, parse_yaml
-from vijax.run._config import MAX_DEPTH, dump_yaml
+from vijax.run._yaml import MAX_DEPTH, dump_yaml
 
 
 @pytest.mark.parametrize(

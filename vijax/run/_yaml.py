@@ -1,0 +1,246 @@
+"""Reading a config's YAML as it was written: the YAML 1.2 core schema (``010`` is 10, ``1:30``,
+``1_000`` and ``yes`` are strings, ``1e-3`` a float), a key given twice refused naming it and its
+lines, aliases bounded at ``MAX_VALUES`` values and nesting at ``MAX_DEPTH`` levels, config files
+that are folders, not UTF-8 or larger than ``MAX_CONFIG_BYTES`` refused naming the path; and
+``dump_yaml``, whose output YAML 1.1 and 1.2 readers read back the same.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Union
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """An invalid config; the message names the offending key's full path."""
+
+
+# the limits of a config file: it is a few hundred bytes of YAML in a few levels of mappings
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_VALUES = 1_000_000  # values after expanding aliases (a "billion laughs" file expands to 10**9)
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader that resolves plain scalars by the YAML 1.2 core schema (YAML 1.2.2, §10.3):
+    ``010`` is 10 (not YAML 1.1's octal 8), ``1:30`` and ``1_000`` are strings (not 90 and 1000),
+    ``yes``/``on`` are strings, ``1e-3`` is a float, and there are no timestamps or merge keys."""
+
+    yaml_implicit_resolvers: dict = {}  # replaces YAML 1.1's; filled below
+
+
+_INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT_RE = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$"
+)
+_CORE_RESOLVERS = (  # (tag, pattern, first characters); the int before the float, which also matches it
+    ("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")),
+    ("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789")),
+    ("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789")),
+)
+for _tag, _pattern, _first in _CORE_RESOLVERS:
+    _Loader.add_implicit_resolver(_tag, _pattern, _first)
+
+
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    try:
+        if _INT_RE.match(text):
+            base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+            return int(text[2:] if base != 10 else text, base)
+    except ValueError as e:  # more digits than Python converts
+        raise yaml.constructor.ConstructorError(None, None, f"cannot read the integer: {e}", node.start_mark) from None
+    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 integer", node.start_mark)
+
+
+def _construct_float(loader: _Loader, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node)
+    special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
+    if text.lower() in special:
+        return special[text.lower()]
+    if _INT_RE.match(text):  # !!float 0x10
+        return float(_construct_int(loader, node))
+    if _FLOAT_RE.match(text):
+        return float(text)
+    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 number", node.start_mark)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+
+
+class _Dumper(yaml.SafeDumper):
+    """A SafeDumper that quotes every string that YAML 1.1 or 1.2 would read as something else
+    (``'010'``, ``'0o10'``, ``'yes'``), so that what it writes reads the same under both."""
+
+    yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeDumper.yaml_implicit_resolvers.items()}
+
+
+for _first_char, _resolvers in _Loader.yaml_implicit_resolvers.items():
+    _Dumper.yaml_implicit_resolvers.setdefault(_first_char, []).extend(_resolvers)
+
+
+def dump_yaml(value: Any) -> str:
+    """``value`` (plain dicts, lists, strings, numbers, bools, None) as YAML that ``parse_yaml``
+    (YAML 1.2) and YAML 1.1 readers both read back as ``value``, keys in their order."""
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=False)
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _key_path(prefix: str, key: Any) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+def _check_nodes(loader: _Loader, root: yaml.Node, source: str, prefix: str) -> None:
+    """Refuses, before anything is constructed, a mapping key given twice (YAML would keep the
+    last silently), a key that is not a plain value, an alias that refers to itself, and aliases
+    that expand the document beyond ``MAX_VALUES`` values or ``MAX_DEPTH`` levels."""
+    size: dict[int, int] = {}  # id(node) -> values under it, aliases expanded
+    depth: dict[int, int] = {}
+    stack = [(root, prefix, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, path, done = stack.pop()
+        children = (  # a key is a scalar: one value, not visited
+            [value for _, value in node.value]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
+        if done:
+            open_nodes.discard(id(node))
+            size[id(node)] = 1 + sum(1 + size[id(c)] for c in children)  # each item and its key or index
+            depth[id(node)] = 1 + max((depth[id(c)] for c in children), default=0)
+            if size[id(node)] > MAX_VALUES:
+                raise ConfigError(
+                    f"{source}: its aliases expand to more than {MAX_VALUES:,} values (line {_line(node)}); "
+                    "a config needs far fewer"
+                )
+            if depth[id(node)] > MAX_DEPTH:
+                raise ConfigError(
+                    f"{source}: nested more than {MAX_DEPTH} levels deep (line {_line(node)}, aliases expanded); "
+                    "a config is a few levels of mappings"
+                )
+            continue
+        if id(node) in size:
+            continue
+        if id(node) in open_nodes:
+            raise ConfigError(f"{path or source}: refers to itself through an alias (line {_line(node)} of {source})")
+        open_nodes.add(id(node))
+        stack.append((node, path, True))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise ConfigError(
+                        f"{path or source}: a key must be a plain value, got a "
+                        f"{'mapping' if isinstance(key_node, yaml.MappingNode) else 'list'} "
+                        f"(line {_line(key_node)} of {source})"
+                    )
+                key = loader.construct_object(key_node)
+                key_path = _key_path(path, key)
+                if key in seen:
+                    raise ConfigError(
+                        f"{key_path}: given twice in {source} (lines {seen[key]} and {_line(key_node)}); "
+                        "each key may appear once"
+                    )
+                seen[key] = _line(key_node)
+                stack.append((value_node, key_path, False))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]", False) for i, item in enumerate(node.value))
+
+
+# the brackets of flow collections, outside quoted scalars and comments (a rough scan, enough to bound the depth)
+_FLOW_TOKENS = re.compile(r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\n]|'')*'|#[^\n]*|[\[\]{}]""")
+
+
+def parse_yaml(text: str, source: str = "<string>", prefix: str = "") -> Any:
+    """Parses YAML text with vijax's loader: safe (plain data only), the YAML 1.2 core schema
+    (``010`` is 10, ``1:30`` and ``yes`` are strings, ``1e-3`` a float), and refusing what would
+    be read differently from what was written or would not end: a key given twice, aliases
+    expanding beyond ``MAX_VALUES`` values, nesting deeper than ``MAX_DEPTH``.
+
+    Args:
+      text: the YAML text.
+      source: what the text is, for the messages (a file's path, ``--set KEY=VALUE``).
+      prefix: the dotted config key the text is the value of (``--set model={...}``), for the
+        messages.
+
+    Raises:
+      ConfigError: naming the key (``model.num_components: given twice ...``) or the source.
+
+    Examples:
+      >>> parse_yaml("a: 010\\nb: 1:30\\nc: 1e-3")
+      {'a': 10, 'b': '1:30', 'c': 0.001}
+      >>> parse_yaml("a: 1\\na: 2")
+      Traceback (most recent call last):
+      ...
+      vijax.run._yaml.ConfigError: a: given twice in <string> (lines 1 and 2); each key may appear once
+    """
+    level = 0
+    for match in _FLOW_TOKENS.finditer(text):  # PyYAML's scanner is quadratic in the depth of [ and {
+        char = match.group()
+        level += 1 if char in "[{" else -1 if char in "]}" else 0
+        if level > MAX_DEPTH:
+            raise ConfigError(
+                f"{source}: nested more than {MAX_DEPTH} levels deep (line {text.count(chr(10), 0, match.start()) + 1}); "
+                "a config is a few levels of mappings"
+            )
+    try:
+        for event in yaml.parse(text, Loader=_Loader):  # the composer recurses: bound the depth first
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                level += 1
+                if level > MAX_DEPTH:
+                    raise ConfigError(
+                        f"{source}: nested more than {MAX_DEPTH} levels deep (line {event.start_mark.line + 1}); "
+                        "a config is a few levels of mappings"
+                    )
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                level -= 1
+        loader = _Loader(text)
+        try:
+            root = loader.get_single_node()
+            if root is None:
+                return None
+            _check_nodes(loader, root, source, prefix)
+            return loader.construct_document(root)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+
+
+def read_config_text(path: Union[str, os.PathLike]) -> str:
+    """The text of the config file ``path``; ConfigError naming the path when it is missing, a
+    folder, unreadable, larger than ``MAX_CONFIG_BYTES`` (``/dev/zero``) or not UTF-8."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except IsADirectoryError:
+        raise ConfigError(f"{name}: is a folder, not a YAML config file") from None
+    except FileNotFoundError:
+        raise ConfigError(f"{name}: no such config file") from None
+    except OSError as e:
+        raise ConfigError(f"{name}: cannot read the config file: {e.strerror or e}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{name}: larger than {MAX_CONFIG_BYTES >> 20} MiB, not a config (a config is a short YAML file; "
+            "data belong in the data files it names)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}); save the config as UTF-8"
+        ) from None
