@@ -85,6 +85,23 @@ def test_reaches_optimum_and_trace():
     assert res.evals == [] and res.wall_time > 0
 
 
+def test_zero_steps_return_the_start_state_and_an_empty_trace():
+    """``num_steps=0`` (allowed in code, refused in a config) runs nothing: the start state, an
+    empty trace, no evaluation, health of zero steps."""
+    start = ToyState(jnp.arange(3.0), jnp.zeros((), jnp.int32))
+    res = run(
+        toy_algorithm(),
+        jax.random.PRNGKey(SEED),
+        batch_fn=toy_batch_fn(),
+        num_steps=0,
+        progress=False,
+        init_state=start,
+    )
+    np.testing.assert_array_equal(np.asarray(res.state.x), np.arange(3.0))
+    assert int(res.state.count) == 0 and res.num_steps == 0 and res.evals == []
+    assert {k: v.shape for k, v in res.trace.items()} == {"step": (0,)}
+
+
 def test_compiles_once_with_partial_chunk():
     counter = {"traces": 0}
     res = run(

@@ -92,7 +92,7 @@ def run_health(trace: Mapping) -> RunHealth:
     """Non-finite ELBOs and rejected steps in a ``RunResult.trace`` (see ``RunHealth``)."""
     steps = np.asarray(trace.get("step", np.zeros((0,), np.int64)))
     n = len(steps)
-    elbo = np.asarray(trace.get("elbo", np.zeros((n,))), dtype=np.float64).reshape(n, -1)
+    elbo = np.asarray(trace.get("elbo", np.zeros((n,))), dtype=np.float64).reshape(n, -1 if n else 1)
     finite = np.all(np.isfinite(elbo), axis=1)
     applied, share = applied_steps(trace)
     idx = np.flatnonzero(applied)
