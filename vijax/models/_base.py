@@ -20,6 +20,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vijax import expfam
 from vijax.types import Array, PRNGKey, PyTree
@@ -119,6 +120,22 @@ def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
     """The coordinate-optimal q(beta): natural parameters eta + scale * sbar."""
     nat = jax.tree_util.tree_map(lambda e, s: e + scale * s, expfam.tree_natural_params(prior), suff_stats)
     return expfam.tree_from_natural(prior, nat)
+
+
+def rows_with_data(batch) -> Array:
+    """(S,) bool: the rows of a bag-of-words batch (``counts`` (S, L)) that hold a token, LDA's
+    ``present_rows`` (above): the rows a ``Minibatcher`` pads a batch with are all zero. An empty
+    document of the corpus adds nothing to the statistics or the ELBO either (its q(theta) is the
+    prior) and is not counted: ``num_data = corpus.num_docs - corpus.num_empty`` makes the estimate
+    unbiased (``num_docs`` weights a corpus with E empty documents by num_docs / (num_docs - E))."""
+    return jnp.any(jnp.asarray(batch.counts) != 0, axis=-1)
+
+
+def largest_safe_scale(num_entries: int, dtype) -> float:
+    """fmax / (2 n log fmax): the largest x for which sums over n entries near x of x log x (log Gamma,
+    x times a log) stay finite in ``dtype``, a few times below where they overflow."""
+    fmax = float(np.finfo(dtype).max)
+    return fmax / (2.0 * num_entries * np.log(fmax))
 
 
 def entropy_of_probs(probs: Array, axis: int = -1) -> Array:

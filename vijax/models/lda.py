@@ -61,14 +61,13 @@ from vijax._validate import (
     check_data_dtype,
     check_float_dtype,
     check_int,
-    check_positive,
     check_positive_fields,
     check_scalar,
     float_dtype,
     set_static_floats,
 )
 from vijax.expfam._special import digamma, digamma_and_gammaln
-from vijax.models._base import LocalResult, entropy_of_probs
+from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
 from vijax.solvers import (
     by_length_tiles,
     collapsed_gibbs_allocations,
@@ -206,20 +205,11 @@ class LDA:
                 f"gibbs_burn_in must be < gibbs_sweeps ({self.gibbs_sweeps}) so that at least "
                 f"one sweep is kept, got {self.gibbs_burn_in}"
             )
-        check_positive("init_scale", self.init_scale)
         check_float_dtype(self.dtype)
+        high = largest_safe_scale(self.num_topics * self.vocab_size, float_dtype(self.dtype))  # an ELBO that fits
+        check_scalar("init_scale", self.init_scale, low=0.0, high=high)
         check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
         check_bool("accelerate", self.accelerate)
-        # the initial topics' ELBO (log Gamma of K x V entries near init_scale, and their sums)
-        # must be representable: fmax / (2 K V log fmax), a few times below where it overflows
-        fmax = float(np.finfo(float_dtype(self.dtype)).max)
-        largest = fmax / (2.0 * self.num_topics * self.vocab_size * np.log(fmax))
-        if self.init_scale > largest:
-            raise ValueError(
-                f"init_scale must be <= {largest:.3g} (beyond it the ELBO of the initial topics overflows "
-                f"{np.dtype(float_dtype(self.dtype)).name} for K = {self.num_topics}, V = {self.vocab_size}), "
-                f"got {self.init_scale!r}"
-            )
 
     # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:
@@ -271,8 +261,7 @@ class LDA:
           hyper: ``{"alpha": scalar, "eta": scalar}``.
           q_global: q(beta), ``Dirichlet`` with concentration lambda (K, V).
           local: a :class:`LocalResult` of ``local_step``; its ``local_params`` are gamma (S, K).
-          scale: weight of the batch's documents, N / S for an unbiased corpus estimate: a scalar,
-            or an (S,) weight per document (SVI gives 0 to the padding rows of ``present_rows``).
+          scale: the weight (N / S) of the batch's documents: a scalar or one per document (S,).
 
         Returns:
           The scalar L(alpha, eta).
@@ -353,16 +342,7 @@ class LDA:
         if np.any(c != np.round(c)):
             raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
 
-    @staticmethod
-    def present_rows(batch) -> Array:
-        """(S,) bool: the documents of ``batch`` that hold a token. The stochastic algorithms scale
-        a batch by N / (their number) (``ConditionallyConjugateModel``'s optional hook), so that
-        the empty rows a ``Minibatcher`` pads a batch with do not count as documents. An empty
-        document of the corpus adds nothing to the statistics or the ELBO either (its q(theta) is
-        the prior) and is not counted: ``num_data`` = ``corpus.num_docs - corpus.num_empty`` makes
-        the estimate unbiased (``num_docs`` weights a corpus with E empty documents by
-        num_docs / (num_docs - E))."""
-        return jnp.any(jnp.asarray(batch.counts) != 0, axis=-1)
+    present_rows = staticmethod(rows_with_data)  # documents with a token: SVI's N / S counts these
 
     # ------------------------------------------------------------------------------ local steps
     def local_step(
