@@ -189,6 +189,7 @@ class LDA:
     dtype: Any = None
     accelerate: bool = True
     local_methods = ("meanfield", "cvb0", "gibbs")
+    present_rows = staticmethod(rows_with_data)  # documents with a token: SVI's N / S counts these
 
     def __post_init__(self):
         set_static_floats(self, ("alpha", "eta", "tol", "init_scale"))
@@ -341,8 +342,6 @@ class LDA:
             raise ValueError(f"counts must be >= 0, got min {c.min()!r}")
         if np.any(c != np.round(c)):
             raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
-
-    present_rows = staticmethod(rows_with_data)  # documents with a token: SVI's N / S counts these
 
     # ------------------------------------------------------------------------------ local steps
     def local_step(
