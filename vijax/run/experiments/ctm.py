@@ -123,7 +123,7 @@ class _Eval:
 
     def __call__(self, state) -> dict:
         r = corpus_document_completion(self.model, state.q_global, self.observed, self.heldout, self.eval_batch)
-        return {"heldout_per_word": r.log_prob / max(r.num_tokens, 1.0)}
+        return {"heldout_per_word": float(r.per_word)}
 
 
 def _model(m, vocab_size, covariance):
@@ -231,7 +231,7 @@ def _true_params_score(truth, observed, heldout, model, eval_batch):
     second = (sigma - kappa * np.eye(mu.shape[0])) / (1.0 - kappa) + np.outer(mu, mu)
     g = CTMGlobals(jax.numpy.asarray(1e12 * truth["topics"]), jax.numpy.asarray(mu), jax.numpy.asarray(second))
     r = corpus_document_completion(model, g, observed, heldout, eval_batch)
-    return r.log_prob / max(r.num_tokens, 1.0)
+    return float(r.per_word)
 
 
 @register_experiment(

@@ -153,7 +153,7 @@ class _Eval:
         if self.last is not None and steps > self.last[0]:
             rate = (steps - self.last[0]) * self.batch_size / (now - self.last[1])
         self.last = (steps, now)
-        out = {"heldout_per_word": r.log_prob / max(r.num_tokens, 1.0), "docs_seen": steps * self.batch_size}
+        out = {"heldout_per_word": float(r.per_word), "docs_seen": steps * self.batch_size}
         if rate is not None:
             out["docs_per_s"] = rate
         return out

@@ -78,6 +78,12 @@ class _RestartEval:
 
     def __init__(self, model, observed, heldout, batch_size):
         n = observed.num_docs
+        if not np.any((np.asarray(observed.doc_unique_words) > 0) & (np.asarray(heldout.doc_unique_words) > 0)):
+            # checked here: under jit the per-word score of a held-out set without tokens is NaN
+            raise ValueError(
+                f"heldout has no tokens in a document whose observed part has tokens (of {n} test documents): "
+                "there is nothing to score (data.observed_fraction splits each test document's tokens)"
+            )
         ob = observed.batch(np.arange(n), length=bucket_length(int(observed.doc_unique_words.max(initial=1))))
         hb = heldout.batch(np.arange(n), length=bucket_length(int(heldout.doc_unique_words.max(initial=1))))
         self._score = jax.jit(jax.vmap(lambda q: document_completion(model, q, ob, hb).per_word))

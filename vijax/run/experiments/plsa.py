@@ -143,7 +143,7 @@ def build(sections: dict, seed: int) -> Experiment:
 
     def scores(name, q) -> dict:
         r = corpus_document_completion(models[name], q, observed, heldout, d["eval_batch"])
-        per_word = r.log_prob / max(r.num_tokens, 1.0)
+        per_word = float(r.per_word)
         return {"heldout_per_word": per_word, "perplexity": float(np.exp(-per_word))}
 
     def init(name):
