@@ -1,15 +1,18 @@
-"""Bad arguments of the black-box algorithms and the combinators get a ValueError that names them:
-num_data below the minibatch, a log-density whose gradient is exactly zero (not differentiable),
-another algorithm's state, a prior shaped unlike q, a non-algorithm in lock_step, and restarts
-that cannot fit in memory (checked before anything is allocated)."""
+"""Bad arguments get a ValueError that names them: LDA's init_scale beyond what its ELBO can
+represent; for the black-box algorithms and the combinators, num_data below the minibatch, a
+log-density whose gradient is exactly zero (not differentiable), another algorithm's state, a
+prior shaped unlike q, a non-algorithm in lock_step, and restarts that cannot fit in memory
+(checked before anything is allocated)."""
 
 import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import vijax._validate._args as args_module
+from vijax import expfam
 from vijax.expfam import Normal
 from vijax.inference import bbvi, lock_step, ngvi, restarts, svi
 from vijax.models import LDA
@@ -20,6 +23,27 @@ KEY = jax.random.PRNGKey(0)
 
 def _quadratic(params, batch):
     return -0.5 * jnp.sum((params["z"] - 1.0) ** 2)
+
+
+# ------------------------------------------------------------------ an LDA start whose ELBO overflows
+
+
+def test_lda_refuses_an_init_scale_whose_elbo_overflows():
+    """init_scale = 1e37 (float32, K = 3, V = 30): the KL of the initial topics was NaN (log Gamma of
+    3e38 is inf) and svi, ssvi and ssvi_a reported a NaN ELBO with accepted True (their guard
+    leaves that KL out, so that a step whose info is unused does not compute it). The bound
+    fmax / (2 K V log fmax) = 2.13e34 is 15x below the first scale that overflows here (3.2e35, a
+    search in steps of 10^0.5): at the bound that KL is finite (and a step only moves q towards the
+    data), beyond it NaN."""
+    with pytest.raises(ValueError, match=r"^init_scale must be a finite number in \(0, 2\.13075e\+34\], got 1e\+37"):
+        LDA(3, 30, init_scale=1e37, dtype=jnp.float32)
+    LDA(3, 30, init_scale=1e37, dtype=jnp.float64)  # representable in float64
+    kl = jax.jit(expfam.tree_kl)
+    at_bound = LDA(3, 30, init_scale=2.1e34, dtype=jnp.float32)
+    assert np.isfinite(float(kl(at_bound.init_globals(KEY), at_bound.prior())))
+    beyond = LDA(3, 30, dtype=jnp.float32)
+    object.__setattr__(beyond, "init_scale", 1e37)  # past the check (a frozen dataclass): the reported case
+    assert np.isnan(float(kl(beyond.init_globals(KEY), beyond.prior())))
 
 
 # ------------------------------------------------------------------ num_data below the minibatch

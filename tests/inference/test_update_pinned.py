@@ -2,9 +2,9 @@
 
     lambda' = (1 - rho_t) lambda + rho_t (eta + (N_t / S) s),     rho_t = scale (t + tau)^-kappa,
 
-computed independently of the algorithms' code: in closed form on a one-component Gaussian model
+computed independently of the algorithms' code, in closed form on a one-component Gaussian model
 (every responsibility is 1, so s = (sum x, -S / 2) for q(mu) = N(m, v) with natural parameters
-(m / v, -1 / (2 v))), and for LDA from its prior and local step's statistics. A prior weighted by
+(m / v, -1 / (2 v))); LDA's SVI step: tests/inference/test_minibatch_scale.py. A prior weighted by
 N / S, a statistic weighted by 1, or rho_t taken at t + 1 fails these."""
 
 import jax
@@ -12,10 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax import expfam
-from vijax.data import sample_lda_corpus
 from vijax.inference import map_em, schedules, ssvi_a, svi
-from vijax.models import LDA, UnivariateGMM
+from vijax.models import UnivariateGMM
 
 SIGMA2, N = 4.0, 50
 X = np.array([0.3, -1.2, 2.5, 0.7])  # S = 4, N / S = 12.5
@@ -47,23 +45,6 @@ def test_one_step_of_a_one_component_gaussian_is_the_closed_form(factory, ramp, 
     mean, var = _expected_normal(m, v, rho, scale)
     np.testing.assert_allclose(float(new.q_global.mean[0]), mean, rtol=1e-12)
     np.testing.assert_allclose(float(new.q_global.variance[0]), var, rtol=1e-12)
-
-
-def test_one_lda_svi_step_is_the_interpolation_towards_eta_plus_scaled_statistics():
-    """LDA, S = 6 of N = 40, rho = 0.3: lambda' = 0.7 lambda + 0.3 (eta + (40 / 6) c) with c the
-    local step's statistics at E_q[log beta] (Dirichlet natural parameters lambda - 1); rtol 1e-10."""
-    corpus = sample_lda_corpus(0, num_docs=40, num_topics=2, vocab_size=10, alpha=0.5).corpus
-    batch = corpus.batch(range(6))
-    model = LDA(2, 10, eta=0.3, accelerate=False)  # the plain E-step: a smaller program to compile
-    alg = svi(model, num_data=40, schedule=0.3)
-    state = alg.init(jax.random.PRNGKey(0))
-    key = jax.random.PRNGKey(1)
-    new, _ = alg.step(state, batch, key)
-    (c,) = model.local_step(expfam.tree_mean_params(state.q_global), batch, key).suff_stats
-    (lam,) = state.q_global.natural_params
-    (eta,) = model.prior().natural_params
-    expected = 0.7 * np.asarray(lam) + 0.3 * (np.asarray(eta) + 40.0 / 6.0 * np.asarray(c))
-    np.testing.assert_allclose(np.asarray(new.q_global.natural_params[0]), expected, rtol=1e-10)
 
 
 @pytest.mark.parametrize(("scale", "tau", "kappa"), [(0.9, 2.5, 0.6), (1.0, 1.0, 0.7), (3.0, 9.0, 1.0)])
