@@ -2,10 +2,11 @@
 
 S is the number of data points a minibatch holds: the batch's leading size (``batch_size``,
 static under jit), or, for a model that defines ``present_rows(batch)`` (the optional hook of
-``ConditionallyConjugateModel``: a bool per row), the number of rows that hold data. A ``Minibatcher`` fills a batch with
-empty rows (all counts 0) when the corpus is smaller than the batch or at the end of an epoch; LDA
-counts only its documents with a token, so that a padded batch gives the update and ELBO estimate
-of the same batch without its padding (S is then a traced scalar: the step compiles once).
+``ConditionallyConjugateModel``: a bool per row), the number of rows that hold data. A
+``Minibatcher`` fills a batch with empty rows (all counts 0) when the corpus is smaller than the
+batch or at the end of an epoch; LDA counts only its documents with a token, so that a padded
+batch gives the update and ELBO estimate of the same batch without its padding (S is then a traced
+scalar: the step still compiles once per shape).
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ def data_scale(count: Array, present, num_data: int, ramp: bool, dtype=None):
     N_t = min((t + 1) S, N) over the first sweep (Hoffman and Blei 2015, Structured stochastic
     variational inference, Algorithm 1 and §2.6), so that N_t / S = min(t + 1, N / S).
 
-    ``present`` is S (``num_present``): a static int gives Python floats, as before; a traced
-    count gives arrays of ``dtype`` (q's float dtype), N / max(S, 1) (a batch without data has
-    zero statistics whatever their multiplier; its step is not taken, see ``step_size``)."""
+    ``present`` is S (``num_present``): a static int gives Python floats; a traced count gives
+    arrays of ``dtype`` (q's float dtype), N / max(S, 1) (a batch without data has zero
+    statistics whatever their multiplier; its step is not taken, see ``step_size``)."""
     if is_tracer(present) or hasattr(present, "shape"):
         full = jnp.asarray(num_data, dtype) / jnp.maximum(jnp.asarray(present), 1).astype(dtype)
     else:
