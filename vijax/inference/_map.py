@@ -128,7 +128,8 @@ def as_top_level_api(
 
     Raises:
       ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the model
-        lacks, or global families without a mode.
+        lacks, or global families without a mode; at ``step``, a batch with more data points than
+        ``num_data``.
 
     Examples:
         >>> import jax, jax.numpy as jnp

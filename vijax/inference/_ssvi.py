@@ -171,7 +171,8 @@ def as_top_level_api(
 
     Raises:
       ValueError: for ``num_data`` < 1, an unknown ``mode``, a bad ``schedule`` or ``ramp``, a
-        ``local`` method the model lacks, or globals that cannot be sampled by inversion.
+        ``local`` method the model lacks, or globals that cannot be sampled by inversion; at
+        ``step``, a batch with more data points than ``num_data``.
     """
     check_choice("mode", mode, MODES)
     schedule = check_factory_args(model, "ssvi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)

@@ -200,7 +200,8 @@ def as_top_level_api(
 
     Raises:
       ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the
-        model lacks, ``hyper_step`` <= 0 or a ``hyper_step`` for a model without hyperparameters.
+        model lacks, ``hyper_step`` <= 0 or a ``hyper_step`` for a model without hyperparameters;
+        at ``step``, a batch with more data points than ``num_data``.
     """
     schedule = check_factory_args(model, "svi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     if hyper_step is not None:
