@@ -1,6 +1,9 @@
 """HMMs: exact inference against brute-force enumeration of every path, padding against separate runs,
 the associative scan against the sequential one, Baum–Welch against hmmlearn from the same start,
-the Bayesian local step's ELBO terms against enumeration, and bad input."""
+the Bayesian local step's ELBO terms against enumeration, long sequences with structural zeros
+(states that trail by thousands of nats: enumeration of every path of non-zero probability and
+hmmlearn, both schedules, float32 and float64; EM and the Bayesian local step on such data), and bad
+input (more in test_hmm_inputs.py)."""
 
 import itertools
 
@@ -52,23 +55,23 @@ def _log_b(params, x):
     return np.sum(-0.5 * np.log(2 * np.pi * v)[None] - 0.5 * (x[:, None, :] - m[None]) ** 2 / v[None], -1)
 
 
-def _enumerate(params, x):
-    """log p(x), marginals, transition counts, the best path and its score, by summing every path."""
-    log_pi, log_a = np.log(np.asarray(params.initial_probs)), np.log(np.asarray(params.transition_matrix))
-    lb = _log_b(params, x)
+def _enumerate(params, x, paths=None):
+    """log p(x), marginals, pairwise marginals, the best path and its score, by summing the paths
+    ``paths`` (P, T) (default: every path), in float64 numpy."""
+    with np.errstate(divide="ignore"):  # structural zeros: log 0 = -inf
+        log_pi = np.log(np.asarray(params.initial_probs, np.float64))
+        log_a = np.log(np.asarray(params.transition_matrix, np.float64))
+    lb = _log_b(jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params), np.asarray(x))
     t, k = lb.shape
-    paths = list(itertools.product(range(k), repeat=t))
-    lps = np.array(
-        [log_pi[z[0]] + lb[0, z[0]] + sum(log_a[z[s - 1], z[s]] + lb[s, z[s]] for s in range(1, t)) for z in paths]
-    )
+    paths = np.array(list(itertools.product(range(k), repeat=t)) if paths is None else paths).reshape(-1, t)
+    lps = log_pi[paths[:, 0]] + lb[np.arange(t)[None, :], paths].sum(1) + log_a[paths[:, :-1], paths[:, 1:]].sum(1)
     ll = np.logaddexp.reduce(lps)
     w = np.exp(lps - ll)
-    gamma, xi = np.zeros((t, k)), np.zeros((max(t - 1, 0), k, k))
-    for z, p in zip(paths, w):
-        gamma[np.arange(t), z] += p
-        for s in range(1, t):
-            xi[s - 1, z[s - 1], z[s]] += p
-    return ll, gamma, xi, np.array(paths[int(np.argmax(lps))]), lps.max()
+    onehot = np.eye(k)[paths]  # (P, T, K)
+    gamma = np.einsum("p,ptk->tk", w, onehot)
+    xi = np.einsum("p,pti,ptj->tij", w, onehot[:, :-1], onehot[:, 1:])
+    best = int(np.argmax(lps))
+    return ll, gamma, xi, paths[best], lps[best]
 
 
 @pytest.mark.parametrize("schedule", ["sequential", "parallel"])
@@ -121,6 +124,15 @@ def test_padded_batch_equals_separate_runs(kind):
     np.testing.assert_allclose(model.posterior(params, junk).marginals, post.marginals, atol=1e-12)
 
 
+# the gaps measured between the schedules, times about 10 (random 4-state chain, T = 300 and 157,
+# log-likelihoods about -1300): float32 log-likelihood 2.4e-7 relative, marginals 7.3e-5, transition
+# counts 2.2e-4 (of at most 47); float64 2.4e-16, 1.6e-13, 2.7e-13
+SCHEDULE_TOL = {
+    "float32": {"ll_rtol": 3e-6, "gamma_atol": 1e-3, "counts_atol": 3e-3},
+    "float64": {"ll_rtol": 3e-15, "gamma_atol": 2e-12, "counts_atol": 3e-12},
+}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_associative_scan_equals_sequential_on_long_sequences(dtype):
     model, params = _params("gaussian", seed=4, k=4)
@@ -129,11 +141,96 @@ def test_associative_scan_equals_sequential_on_long_sequences(dtype):
     data = data._replace(obs=data.obs.astype(dtype))
     seq = GaussianHMM(4, D, dtype=dtype).posterior(params, data)
     par = GaussianHMM(4, D, dtype=dtype, schedule="parallel").posterior(params, data)
-    rtol = 1e-10 if dtype == "float64" else 2e-4
-    np.testing.assert_allclose(par.log_likelihood, seq.log_likelihood, rtol=rtol)
-    np.testing.assert_allclose(par.marginals, seq.marginals, atol=1e3 * rtol)
-    np.testing.assert_allclose(par.transition_counts, seq.transition_counts, rtol=1e2 * rtol, atol=1e2 * rtol)
+    tol = SCHEDULE_TOL[dtype]
+    np.testing.assert_allclose(par.log_likelihood, seq.log_likelihood, rtol=tol["ll_rtol"])
+    np.testing.assert_allclose(par.marginals, seq.marginals, atol=tol["gamma_atol"])
+    np.testing.assert_allclose(par.transition_counts, seq.transition_counts, atol=tol["counts_atol"])
     assert np.all(np.isfinite(seq.log_likelihood)) and seq.log_likelihood.dtype == dtype
+    # and where a state trails by thousands of nats with no way in (see _structural)
+    for case in ("blocks", "left_to_right"):
+        params, x, _ = _structural(case, dtype)
+        obs = jnp.asarray(x[None, :, None], dtype)
+        seq = GaussianHMM(3, 1, dtype=dtype).posterior(params, obs)
+        par = GaussianHMM(3, 1, dtype=dtype, schedule="parallel").posterior(params, obs)
+        np.testing.assert_allclose(par.log_likelihood, seq.log_likelihood, rtol=STRUCTURAL_TOL[dtype]["ll_rtol"])
+        np.testing.assert_allclose(par.marginals, seq.marginals, atol=tol["gamma_atol"])
+        np.testing.assert_allclose(par.transition_counts, seq.transition_counts, atol=tol["counts_atol"])
+
+
+# -- long sequences with structural zeros ----------------------------------------------------------
+# Two chains of 3 states with unit-variance Gaussian emissions at 0, 10 and 20 (a step away from its
+# state's mean costs 50 or 200 nats), T = 120:
+# "blocks": A = I, pi = (1/2, 1/2, 0); x = 40 zeros, then 80 tens. The forward message of state 1
+#   trails state 0 by 40 x 50 = 2000 nats at t = 39 (no way in from state 0), then overtakes it;
+#   state 2 is unreachable (a structural -inf throughout). Paths of non-zero probability: 2.
+# "left_to_right": pi = (1, 0, 0), 0 -> {0, 1}, 1 -> {1, 2}, 2 -> 2; x = 0, 10, twenty 20s, 98 zeros.
+#   State 0 (reached only from itself) trails state 2 by 50 + 200 x 20 nats, then wins by
+#   200 x 78: the likeliest path stays in state 0. Paths: every (s1 <= s2) switch pair, 7,260.
+# Before the per-destination fix, float64's sequential schedule gave -5129.34 for the first instead of
+# -2129.34, and NaN marginals and counts.
+T_LONG = 120
+
+
+def _structural(case, dtype):
+    means = GaussianEmissions(jnp.array([[0.0], [10.0], [20.0]]), jnp.ones((3, 1)))
+    if case == "blocks":
+        params = HMMParams(jnp.array([0.5, 0.5, 0.0]), jnp.eye(3), means)
+        x = np.concatenate([np.zeros(40), np.full(T_LONG - 40, 10.0)])
+        paths = np.repeat(np.arange(3)[:, None], T_LONG, 1)
+    else:
+        a = jnp.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.0, 0.0, 1.0]])
+        params = HMMParams(jnp.array([1.0, 0.0, 0.0]), a, means)
+        x = np.concatenate([[0.0, 10.0], np.full(20, 20.0), np.zeros(T_LONG - 22)])
+        s1, s2 = np.array([(i, j) for i in range(1, T_LONG + 1) for j in range(i, T_LONG + 1)]).T
+        steps = np.arange(T_LONG)[None, :]
+        paths = (steps >= s1[:, None]).astype(int) + (steps >= s2[:, None])
+    params = jax.tree_util.tree_map(lambda v: v.astype(dtype), params)
+    return params, x, paths
+
+
+# the largest gaps measured to the enumeration (over both cases and schedules), times 3-10:
+# log-likelihood and Viterbi score 4.5e-6 relative in float32 (the sequential schedule's messages,
+# about -4000, carry float32's rounding of each step), 5.1e-15 in float64; marginals, pairwise
+# marginals and counts (the posterior is all but certain here) 5e-30 and 5e-60
+STRUCTURAL_TOL = {
+    "float32": {"ll_rtol": 2e-5, "gamma_atol": 1e-6, "counts_atol": 1e-5},
+    "float64": {"ll_rtol": 3e-14, "gamma_atol": 1e-12, "counts_atol": 1e-11},
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("schedule", ["sequential", "parallel"])
+@pytest.mark.parametrize("case", ["blocks", "left_to_right"])
+def test_long_sequences_with_structural_zeros_equal_enumeration_and_hmmlearn(case, schedule, dtype):
+    params, x, paths = _structural(case, dtype)
+    model = GaussianHMM(3, 1, dtype=dtype, schedule=schedule)
+    obs = jnp.asarray(x[None, :, None], dtype)
+    post = model.posterior(params, obs)
+    ll, gamma, xi, best, best_lp = _enumerate(params, x[:, None], paths)
+    tol = STRUCTURAL_TOL[dtype]
+    np.testing.assert_allclose(post.log_likelihood[0], ll, rtol=tol["ll_rtol"])
+    np.testing.assert_allclose(post.marginals[0], gamma, atol=tol["gamma_atol"])
+    np.testing.assert_allclose(post.transition_counts[0], xi.sum(0), atol=tol["counts_atol"])
+    assert post.log_likelihood.dtype == dtype
+    ref = _hmmlearn_model(params)
+    np.testing.assert_allclose(post.log_likelihood[0], ref.score(x[:, None]), rtol=tol["ll_rtol"])
+    np.testing.assert_allclose(post.marginals[0], ref.predict_proba(x[:, None]), atol=tol["gamma_atol"])
+    if schedule == "sequential":  # the same messages; Viterbi has no schedule
+        np.testing.assert_allclose(model.pairwise_marginals(params, obs)[0], xi, atol=tol["gamma_atol"])
+        path, score = model.viterbi(params, obs)
+        np.testing.assert_array_equal(path[0], best)
+        np.testing.assert_allclose(score[0], best_lp, rtol=tol["ll_rtol"])
+        np.testing.assert_array_equal(path[0], ref.decode(x[:, None])[1])
+
+
+def _hmmlearn_model(params):
+    """hmmlearn's GaussianHMM (log-space forward-backward) holding ``params``, in float64."""
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
+    ref = hmm.GaussianHMM(n_components=p.initial_probs.shape[0], covariance_type="diag", init_params="")
+    ref.startprob_, ref.transmat_ = p.initial_probs, p.transition_matrix
+    ref.means_, ref.covars_ = p.emissions.means, p.emissions.variances
+    return ref
 
 
 def test_messages_reject_an_unknown_schedule():
@@ -301,11 +398,11 @@ def test_bad_input_names_the_argument():
         model.log_likelihood(params, HMMData(jnp.zeros((2, 3), jnp.int32), jnp.array([0, 2])))
     # symbols out of range in the padding are fine
     model.log_likelihood(params, HMMData(jnp.array([[0, 1, 99]]), jnp.array([2])))
-    with pytest.raises(ValueError, match="transition_matrix must sum to 1"):
+    with pytest.raises(ValueError, match=r"params.transition_matrix row sum 2.0 at \[0\] is not 1"):
         model.log_likelihood(params._replace(transition_matrix=params.transition_matrix * 2), jnp.array([[0, 1]]))
-    with pytest.raises(ValueError, match="initial_probs must have shape"):
+    with pytest.raises(ValueError, match=r"params.initial_probs must have shape \(3,\)"):
         model.log_likelihood(params._replace(initial_probs=jnp.ones(2) / 2), jnp.array([[0, 1]]))
-    with pytest.raises(ValueError, match="emissions.probs must be finite and non-negative"):
+    with pytest.raises(ValueError, match=r"params.emissions.probs -0.1 at \[0, 0\] is not a finite number >= 0"):
         bad = params.emissions.probs.at[0, 0].set(-0.1)
         model.log_likelihood(params._replace(emissions=CategoricalEmissions(bad)), jnp.array([[0, 1]]))
     for field in ("transition_concentration", "initial_concentration", "emission_concentration"):

@@ -7,8 +7,9 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from vijax._validate import check_int, check_key
-from vijax.models import CategoricalEmissions, GaussianEmissions, HMMData, HMMParams
+from vijax._validate import check_int, check_key, enforce_value_checks
+from vijax.models import CategoricalEmissions, HMMData, HMMParams
+from vijax.models.hmm import param_checks
 from vijax.types import Array, PRNGKey
 
 
@@ -24,6 +25,11 @@ def sample_hmm(
     emissions), each of a length drawn uniformly from [min_length, length] (all ``length`` when
     ``min_length`` is None), padded to ``length`` with zeros.
 
+    ``params`` are checked as the models check them (``vijax.models.hmm.param_checks``; K from
+    ``params.initial_probs``): a ValueError naming the field for a wrong type, shape or dtype, and for
+    probabilities that are negative or do not sum to 1, or variances that are not > 0 (at once, or
+    from the compiled computation under ``jit``).
+
     Examples:
         >>> import jax.numpy as jnp
         >>> from vijax.models import CategoricalEmissions, HMMParams
@@ -38,10 +44,7 @@ def sample_hmm(
     check_int("length", length)
     if min_length is not None:
         check_int("min_length", min_length, maximum=length)
-    if not isinstance(params.emissions, (CategoricalEmissions, GaussianEmissions)):
-        raise ValueError(
-            f"params.emissions must be CategoricalEmissions or GaussianEmissions, got {type(params.emissions).__name__}"
-        )
+    enforce_value_checks(param_checks(params))
     k_len, k_z0, k_z, k_x = jax.random.split(key, 4)
     log_pi, log_a = jnp.log(params.initial_probs), jnp.log(params.transition_matrix)
     z0 = jax.random.categorical(k_z0, log_pi, shape=(num_sequences,))

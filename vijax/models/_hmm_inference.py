@@ -1,22 +1,44 @@
-"""Exact inference in a hidden Markov model, one sequence at a time (vmap for batches).
+"""Exact inference in a hidden Markov model, for one sequence or a batch of padded sequences.
 
 Rabiner (1989), A tutorial on hidden Markov models and selected applications in speech recognition,
 §III (the forward-backward procedure, eq. 18-27, and the Viterbi algorithm, eq. 30-35). Every
-message is kept in log space; a message-times-matrix product is computed as
-m + log(exp(v - m) @ A) with m = max(v), so each step is one dense product (batched over sequences
-under vmap) that neither underflows nor overflows, and a zero in A stays an exact -inf.
+message is kept in log space.
 
 Inputs are log pi (K,), log A (K, K) (rows: from, columns: to) and the per-step emission
-log-likelihoods log b (T, K), with a ``length`` L <= T: steps t >= L are padding, where the forward
-message carries over unchanged and the backward message is log 1, so the results for the first L
-steps equal those of the unpadded sequence. pi and A may be sub-normalized (exp E[log pi] in the
-mean-field local step of a Bayesian HMM); the log-likelihood is then log Z of the tilted chain.
+log-likelihoods log b, (T, K) for one sequence or (B, T, K) for a batch, with a ``length`` L <= T
+per sequence: steps t >= L are padding, where the forward message carries over unchanged and the
+backward message is log 1, so the results for the first L steps equal those of the unpadded
+sequence. pi and A may be sub-normalized (exp E[log pi] in the mean-field local step of a Bayesian
+HMM); the log-likelihood is then log Z of the tilted chain. The entries of A are taken to be at most
+1 beyond the bound below (which scales with max(1, max A)).
 
 Two schedules give the same messages: ``"sequential"`` (``lax.scan``, O(T K^2) work, T steps) and
 ``"parallel"`` (``lax.associative_scan`` over the T matrices M_t(i, j) = log A_ij + log b_t(j) in
-the log-semiring, O(T K^3) work in O(log T) depth; Särkkä and García-Fernández 2021, Temporal
-parallelization of Bayesian smoothers, and Hassan et al. 2021 for HMMs), for long sequences on
-parallel hardware.
+the log-semiring, O(T K^3) work in O(log T) depth, a full log-sum-exp in every product; Särkkä and
+García-Fernández 2021, Temporal parallelization of Bayesian smoothers, and Hassan et al. 2021 for
+HMMs), for long sequences on parallel hardware.
+
+**The sequential schedule's products.** One step of the forward pass is
+a_j = log sum_i exp(v_i) A_ij. A full log-sum-exp per destination costs K^2 exponentials; this
+module computes it as m + log r_j with m = max(v) and r = exp(v - m) @ A, one dense product per step
+(batched over the sequences) and K exponentials. That is exact to a few ulps wherever
+r_j >= rho = 2 K tiny max(1, max A) / eps (tiny the smallest normal number, eps the machine
+epsilon): each term that underflows (exp(v_i - m) or its product with A_ij below tiny, flushed or
+subnormal) is off by less than 2 tiny max(1, max A), together less than eps r_j. It is *not* exact
+when a destination's sum falls below rho: a state reached only from states that trail the leader
+by more than about -log rho (669 nats in float64 and 68 in float32 for K = 10) -- a block-diagonal
+or near-deterministic chain on a long sequence -- gets r_j = 0 and would stay at -inf for good.
+Each pass therefore checks, for the whole batch, whether a real step of any sequence had a
+destination with 0 < r_j < rho, or r_j = 0 although a finite source reaches it (A_ij > 0: a
+structural zero, r_j = 0 with no such source, is exact); the first inexact step of a pass is always
+one of these, since every step before it is exact. Only then is the pass run again with a full
+log-sum-exp per destination (``lax.cond``; under a caller's ``vmap`` both branches run). The
+expected transition counts do the same: xi_t(i, j) = u_i A_ij v_j / z_t with separately shifted
+u = exp(log alpha_{t-1} - c_t) and v = exp(log b_t + log beta_t - d_t) is exact where
+z_t >= 4 K^2 tiny max(1, max A) / eps, else they are summed from
+exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j) - log p(x)) (K^2 exponentials per
+step). ``pairwise_marginals``, whose output has that size anyway, is always computed that way.
+Viterbi is max-plus in log space: no exponential, nothing to underflow.
 """
 
 from __future__ import annotations
@@ -32,9 +54,9 @@ SCHEDULES = ("sequential", "parallel")
 
 
 class Messages(NamedTuple):
-    log_alpha: Array  # (T, K), forward messages, each up to a constant
-    log_beta: Array  # (T, K), backward messages, each up to a constant
-    log_likelihood: Array  # scalar log p(x_{0:L-1})
+    log_alpha: Array  # (..., T, K), log p(x_{0:t}, z_t) (carried unchanged over the padding)
+    log_beta: Array  # (..., T, K), log p(x_{t+1:L-1} | z_t) (0 at and after the last real step)
+    log_likelihood: Array  # (...), log p(x_{0:L-1})
 
 
 class Posterior(NamedTuple):
@@ -56,49 +78,100 @@ def _lse(x: Array, axis: int = -1) -> Array:
 
 
 def _shift(v: Array) -> Array:
-    """max(v) (0 where v is all -inf), the shift that keeps exp(v - shift) in range."""
+    """max(v) over the last axis, kept (0 where v is all -inf): the shift that keeps exp(v - shift) <= 1."""
     m = jnp.max(v, axis=-1, keepdims=True)
     return jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
 
 
-def _log_vecmat(log_v: Array, mat: Array) -> Array:
-    """log(exp(log_v) @ mat) for mat >= 0."""
-    m = _shift(log_v)
-    return m + jnp.log(jnp.exp(log_v - m) @ mat)
-
-
-def _log_matvec(mat: Array, log_v: Array) -> Array:
-    """log(mat @ exp(log_v)) for mat >= 0."""
-    m = _shift(log_v)
-    return m + jnp.log(mat @ jnp.exp(log_v - m))
-
-
 def _mask(length, num_steps: int) -> Array:
-    return jnp.arange(num_steps) < length
+    """(..., T) bool: the real steps of sequences of lengths ``length`` (...)."""
+    length = jnp.asarray(length)
+    return jnp.arange(num_steps).reshape((1,) * length.ndim + (num_steps,)) < length[..., None]
+
+
+def _time_major(x: Array) -> Array:
+    return jnp.swapaxes(x, 0, 1)
+
+
+def _transition_factors(log_trans: Array):
+    """A with its structural zeros kept and every other entry at least tiny (so that a product with
+    A is positive wherever log A_ij > -inf; the change, below tiny per entry, is within the error
+    bound above), and the bound's factor tiny max(1, max A) / eps."""
+    info = jnp.finfo(log_trans.dtype)
+    trans = jnp.where(log_trans > -jnp.inf, jnp.maximum(jnp.exp(log_trans), info.tiny), 0.0)
+    scale = info.tiny * jnp.maximum(1.0, jnp.max(trans)) / info.eps
+    return trans, jax.lax.stop_gradient(scale)
+
+
+def _sweep(step, first: Array, inputs, reverse: bool = False) -> Array:
+    """``lax.scan`` of ``step`` over time from ``first`` (B, K); inputs are (B, T-1, ...) arrays, and so
+    are the messages returned."""
+    _, out = jax.lax.scan(step, first, tuple(_time_major(x) for x in inputs), reverse=reverse)
+    return _time_major(out)
+
+
+def _inexact(r: Array, src: Array, trans: Array, real: Array, rho) -> Array:
+    """Whether a fast product r = exp(src - m) @ trans of a real step was inexact: a sum 0 < r_j < rho,
+    or r_j = 0 although a finite src_i has trans_ij > 0 (an underflow; r_j = 0 with no such source
+    is a structural zero, exact). The second test, a product of its own, runs only at a step with a
+    zero sum (``lax.cond``)."""
+    low = real[:, None] & (r < rho)
+    zero = low & (r == 0)
+    lost = lambda: jnp.any(zero & (jnp.isfinite(src).astype(trans.dtype) @ trans > 0))
+    return jnp.any(low & (r > 0)) | jax.lax.cond(jnp.any(zero), lost, lambda: jnp.zeros((), bool))
+
+
+def _log_product(src: Array, log_trans: Array, trans: Array, real: Array, rho) -> Array:
+    """log sum_i exp(src_i) A_ij for each row of ``src`` (B, K): by the fast product, or, at a step
+    where that is inexact for any row (``_inexact``), by a full log-sum-exp per destination
+    (``lax.cond``: only such a step pays for it)."""
+    m = _shift(src)
+    r = jnp.exp(src - m) @ trans
+    exact = lambda ops: _lse(ops[0][:, :, None] + ops[1][None], axis=1)
+    fast = lambda ops: ops[2] + jnp.log(ops[3])
+    return jax.lax.cond(_inexact(r, src, trans, real, rho), exact, fast, (src, log_trans, m, r))
+
+
+def _forward(log_init, log_trans, log_em, mask) -> Array:
+    """Forward messages (B, T, K): a_t(j) = log sum_i exp(a_{t-1}(i)) A_ij + log b_t(j)."""
+    trans, scale = _transition_factors(log_trans)
+    rho = 2 * log_trans.shape[-1] * scale
+
+    def step(a_prev, inputs):
+        le, real = inputs
+        a = jnp.where(real[:, None], _log_product(a_prev, log_trans, trans, real, rho) + le, a_prev)
+        return a, a
+
+    a0 = log_init[None] + log_em[:, 0]
+    return jnp.concatenate([a0[:, None], _sweep(step, a0, (log_em[:, 1:], mask[:, 1:]))], axis=1)
+
+
+def _backward(log_trans, log_em, mask) -> Array:
+    """Backward messages (B, T, K): beta_t(i) = log sum_j A_ij exp(log b_{t+1}(j) + beta_{t+1}(j)), 0 at
+    and after the last real step."""
+    trans, scale = _transition_factors(log_trans)
+    rho = 2 * log_trans.shape[-1] * scale
+
+    def step(b_next, inputs):
+        le_next, real_next = inputs
+        w = le_next + b_next
+        b = jnp.where(real_next[:, None], _log_product(w, log_trans.T, trans.T, real_next, rho), b_next)
+        return b, b
+
+    b_last = jnp.zeros_like(log_em[:, 0])
+    return jnp.concatenate([_sweep(step, b_last, (log_em[:, 1:], mask[:, 1:]), reverse=True), b_last[:, None]], axis=1)
 
 
 def _sequential(log_init: Array, log_trans: Array, log_em: Array, length) -> Messages:
-    """Unnormalized log messages: each step adds its own shift back, so no per-step normalization
-    (and no log-sum-exp) is needed; log p(x) = logsumexp(log alpha_{T-1})."""
-    mask = _mask(length, log_em.shape[0])
-    trans = jnp.exp(log_trans)
-    a0 = log_init + log_em[0]
+    """Batched messages by ``lax.scan`` (see the module docstring)."""
+    mask = _mask(length, log_em.shape[1])
+    alphas = _forward(log_init, log_trans, log_em, mask)
+    return Messages(alphas, _backward(log_trans, log_em, mask), _lse(alphas[:, -1]))
 
-    def forward(a_prev, inputs):
-        le, m = inputs
-        a = jnp.where(m, _log_vecmat(a_prev, trans) + le, a_prev)
-        return a, a
 
-    a_last, alphas = jax.lax.scan(forward, a0, (log_em[1:], mask[1:]))
-
-    def backward(b_next, inputs):
-        le_next, m_next = inputs
-        b = jnp.where(m_next, _log_matvec(trans, le_next + b_next), b_next)
-        return b, b
-
-    b_last = jnp.zeros_like(a0)
-    _, betas = jax.lax.scan(backward, b_last, (log_em[1:], mask[1:]), reverse=True)
-    return Messages(jnp.concatenate([a0[None], alphas]), jnp.concatenate([betas, b_last[None]]), _lse(a_last))
+def _unless(bad, exact, fast, *operands):
+    """``exact(*operands)`` if ``bad`` else ``fast`` (one ``lax.cond``, the operands passed explicitly)."""
+    return jax.lax.cond(bad, lambda ops: exact(*ops[1:]), lambda ops: ops[0], (fast, *operands))
 
 
 def _log_matmul(a: Array, b: Array) -> Array:
@@ -106,7 +179,7 @@ def _log_matmul(a: Array, b: Array) -> Array:
     return _lse(a[..., :, :, None] + b[..., None, :, :], axis=-2)
 
 
-def _parallel(log_init: Array, log_trans: Array, log_em: Array, length) -> Messages:
+def _parallel_one(log_init: Array, log_trans: Array, log_em: Array, length) -> Messages:
     num_steps, k = log_em.shape
     mask = _mask(length, num_steps)
     log_eye = jnp.where(jnp.eye(k, dtype=bool), 0.0, -jnp.inf).astype(log_em.dtype)
@@ -120,17 +193,24 @@ def _parallel(log_init: Array, log_trans: Array, log_em: Array, length) -> Messa
     return Messages(log_alpha, log_beta, _lse(log_alpha[-1]))
 
 
-def messages(log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential") -> Messages:
-    """Forward and backward messages of one sequence (Rabiner 1989, eq. 19-25), in log space.
+def _parallel(log_init: Array, log_trans: Array, log_em: Array, length) -> Messages:
+    return jax.vmap(lambda e, n: _parallel_one(log_init, log_trans, e, n))(log_em, length)
 
-    Args:
-      log_init: log pi, (K,).
-      log_trans: log A, (K, K), rows the previous state.
-      log_em: log p(x_t | z_t = k), (T, K).
-      length: L, the number of real steps (default T); steps t >= L are padding.
-      schedule: ``"sequential"`` (lax.scan) or ``"parallel"`` (lax.associative_scan).
-    """
-    length = log_em.shape[0] if length is None else length
+
+def _batched(log_em: Array, length):
+    """(log_em as (B, T, K), lengths (B,), whether a single sequence was given)."""
+    single = log_em.ndim == 2
+    length = jnp.full(log_em.shape[:-2], log_em.shape[-2], jnp.int32) if length is None else jnp.asarray(length)
+    if single:
+        return log_em[None], length[None], True
+    return log_em, length, False
+
+
+def _unbatch(tree, single: bool):
+    return jax.tree_util.tree_map(lambda a: a[0], tree) if single else tree
+
+
+def _messages(log_init, log_trans, log_em, length, schedule) -> Messages:
     if schedule == "sequential":
         return _sequential(log_init, log_trans, log_em, length)
     if schedule == "parallel":
@@ -138,45 +218,107 @@ def messages(log_init: Array, log_trans: Array, log_em: Array, length=None, sche
     raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
 
 
-def _pair_weights(msg: Messages, log_trans: Array, log_em: Array, length):
-    """u_t, v_t, w_t with p(z_{t-1} = i, z_t = j | x) = w_t u_t(i) A_ij v_t(j) for t = 1..T-1."""
-    mask = _mask(length, log_em.shape[0])[1:]
-    trans = jnp.exp(log_trans)
-    la = msg.log_alpha[:-1]
-    lv = log_em[1:] + msg.log_beta[1:]
-    u = jnp.exp(la - _shift(la))
-    v = jnp.exp(lv - _shift(lv))
-    z = jnp.einsum("ti,ij,tj->t", u, trans, v)
-    w = jnp.where(mask, 1.0 / jnp.where(mask, z, 1.0), 0.0)
-    return u, v, w, trans
+def messages(log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential") -> Messages:
+    """Forward and backward messages (Rabiner 1989, eq. 19-25), in log space.
+
+    Args:
+      log_init: log pi, (K,).
+      log_trans: log A, (K, K), rows the previous state.
+      log_em: log p(x_t | z_t = k), (T, K) for one sequence or (B, T, K) for a batch.
+      length: L, the number of real steps (default T), a scalar or (B,); steps t >= L are padding.
+      schedule: ``"sequential"`` (lax.scan) or ``"parallel"`` (lax.associative_scan).
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    log_em, length, single = _batched(log_em, length)
+    return _unbatch(_messages(log_init, log_trans, log_em, length, schedule), single)
+
+
+def _pair_logs(msg: Messages, log_em: Array):
+    """log alpha_{t-1} and log b_t + log beta_t for t = 1..T-1, (B, T-1, K) each."""
+    return msg.log_alpha[:, :-1], log_em[:, 1:] + msg.log_beta[:, 1:]
+
+
+def _exact_pairs(la: Array, log_trans: Array, lv: Array, real: Array) -> Array:
+    """xi_t(i, j) proportional to exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j)),
+    normalized over (i, j) at each step (each a log-sum-exp: the messages' rounding, common to a
+    step's terms, cancels; log p(x) in its place left float32's xi_t summing to 1.01), zero at padded
+    steps; la, lv and real have any leading axes (..., K), (..., K), (...)."""
+    log_xi = la[..., :, None] + log_trans + lv[..., None, :]
+    log_z = jax.nn.logsumexp(log_xi, axis=(-2, -1), keepdims=True)
+    return jnp.where(real[..., None, None], jnp.exp(log_xi - log_z), 0.0)
+
+
+def _exact_counts(msg: Messages, log_trans: Array, log_em: Array, mask: Array) -> Array:
+    """sum_t xi_t from exact log xi_t, one step at a time (``lax.scan``: a (B, K, K) carry, never the
+    (B, T-1, K, K) array)."""
+    la, lv = _pair_logs(msg, log_em)
+
+    def add(total, inputs):
+        la_t, lv_t, real_t = inputs  # (B, K), (B, K), (B,)
+        return total + _exact_pairs(la_t, log_trans[None], lv_t, real_t), None
+
+    first = jnp.zeros(la.shape[:1] + log_trans.shape, la.dtype)
+    total, _ = jax.lax.scan(add, first, (_time_major(la), _time_major(lv), _time_major(mask[:, 1:])))
+    return total
+
+
+def _fast_counts(msg: Messages, log_trans: Array, log_em: Array, mask: Array):
+    """sum_t xi_t, (B, K, K), by one contraction of separately shifted factors, and whether it was
+    inexact for a step of any sequence (see the module docstring)."""
+    trans, scale = _transition_factors(log_trans)
+    la, lv = _pair_logs(msg, log_em)
+    real = mask[:, 1:]
+    u, v = jnp.exp(la - _shift(la)), jnp.exp(lv - _shift(lv))
+    z = jnp.einsum("bti,ij,btj->bt", u, trans, v)
+    rho = 4 * log_trans.shape[-1] ** 2 * scale
+    bad = jnp.any(real & jnp.isfinite(msg.log_likelihood)[:, None] & (z < rho))
+    w = jnp.where(real, 1.0 / jnp.where(real, z, 1.0), 0.0)
+    return trans[None] * jnp.einsum("bti,btj->bij", u * w[..., None], v), bad
+
+
+def _marginals(msg: Messages, mask: Array) -> Array:
+    return jax.nn.softmax(msg.log_alpha + msg.log_beta, axis=-1) * mask[..., None]
 
 
 def posterior(log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential") -> Posterior:
     """Log-likelihood, smoothed marginals gamma_t (Rabiner 1989, eq. 27) and expected transition
-    counts sum_t xi_t (eq. 37-38) of one sequence; see :func:`messages` for the arguments."""
-    length = log_em.shape[0] if length is None else length
-    msg = messages(log_init, log_trans, log_em, length, schedule)
-    mask = _mask(length, log_em.shape[0])
-    gamma = jax.nn.softmax(msg.log_alpha + msg.log_beta, axis=-1) * mask[:, None]
-    u, v, w, trans = _pair_weights(msg, log_trans, log_em, length)
-    counts = trans * ((u * w[:, None]).T @ v)
-    return Posterior(msg.log_likelihood, gamma, counts)
+    counts sum_t xi_t (eq. 37-38) of one sequence or a batch; see :func:`messages` for the arguments."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    log_em, length, single = _batched(log_em, length)
+    mask = _mask(length, log_em.shape[1])
+    msg = _messages(log_init, log_trans, log_em, length, schedule)
+    counts, bad = _fast_counts(msg, log_trans, log_em, mask)
+    counts = _unless(bad, _recount, counts, log_init, log_trans, log_em, length)
+    return _unbatch(Posterior(msg.log_likelihood, _marginals(msg, mask), counts), single)
+
+
+def _recount(log_init: Array, log_trans: Array, log_em: Array, length) -> Array:
+    """The transition counts from exact log xi_t, the messages computed again (sequentially) from the
+    inputs: a fallback branch that reads the fast results costs the step when it is not taken."""
+    msg = _sequential(log_init, log_trans, log_em, length)
+    return _exact_counts(msg, log_trans, log_em, _mask(length, log_em.shape[1]))
 
 
 def pairwise_marginals(
     log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential"
 ) -> Array:
-    """xi_t(i, j) = p(z_{t-1} = i, z_t = j | x) for t = 1..T-1, (T-1, K, K) (Rabiner 1989, eq. 37);
-    zero at padded steps."""
-    length = log_em.shape[0] if length is None else length
-    msg = messages(log_init, log_trans, log_em, length, schedule)
-    u, v, w, trans = _pair_weights(msg, log_trans, log_em, length)
-    return w[:, None, None] * u[:, :, None] * trans[None] * v[:, None, :]
+    """xi_t(i, j) = p(z_{t-1} = i, z_t = j | x) for t = 1..T-1, (T-1, K, K) per sequence (Rabiner 1989,
+    eq. 37), computed from the log messages; zero at padded steps."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    log_em, length, single = _batched(log_em, length)
+    msg = _messages(log_init, log_trans, log_em, length, schedule)
+    la, lv = _pair_logs(msg, log_em)
+    real = _mask(length, log_em.shape[1])[:, 1:]
+    return _unbatch(_exact_pairs(la, log_trans[None, None], lv, real), single)
 
 
 def viterbi(log_init: Array, log_trans: Array, log_em: Array, length=None) -> tuple[Array, Array]:
     """The most probable state path and its log joint probability (Rabiner 1989, eq. 32-35), in
-    log space; padded steps get state -1.
+    log space (max-plus: nothing underflows); padded steps get state -1. One sequence (vmap for a
+    batch).
 
     Returns:
       (path (T,) int32, log p(x, path) scalar).

@@ -41,15 +41,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import finite_values, ids_in_range
 from vijax._validate import (
     check_choice,
+    check_data_dtype,
+    check_float_dtype,
     check_int,
+    check_key,
     check_positive,
     check_positive_fields,
     check_scalar,
+    enforce_value_checks,
+    finite_nonnegative,
+    finite_values,
     float_dtype,
+    ids_in_range,
     is_tracer,
+    values_in_interval,
+    values_match,
 )
 from vijax.models import _hmm_inference as inference
 from vijax.models._base import LocalResult, conjugate_posterior
@@ -92,16 +100,71 @@ def as_data(data) -> HMMData:
     return HMMData(obs, jnp.full((obs.shape[0],), obs.shape[1], jnp.int32))
 
 
-def _check_probs(name: str, p, shape: tuple, atol: float = 1e-4) -> None:
-    if is_tracer(p):
-        return
-    a = np.asarray(p, dtype=np.float64)
-    if a.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
-    if not np.all(np.isfinite(a)) or np.any(a < 0):
-        raise ValueError(f"{name} must be finite and non-negative")
-    if not np.allclose(a.sum(-1), 1.0, atol=atol):
-        raise ValueError(f"{name} must sum to 1 along its last axis (sums: {np.round(a.sum(-1), 6).tolist()})")
+_SUM_RTOL = 5e-5  # a probability vector must sum to 1 within 2 * _SUM_RTOL = 1e-4 (values_match's scale)
+
+
+def _field(name: str, value, shape: tuple, what: str = "") -> Array:
+    """``value`` as an array after the checks that cost nothing at run time (also of a tracer): float32
+    or float64 (half precision refused, as for a model's ``dtype``), and ``shape``."""
+    a = value if hasattr(value, "dtype") and hasattr(value, "shape") else np.asarray(value)
+    check_float_dtype(a.dtype, name)
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}{what}, got {tuple(a.shape)}")
+    return jnp.asarray(a)
+
+
+def _probability_checks(name: str, p: Array) -> list:
+    return [
+        finite_nonnegative(name, p),
+        values_match(
+            f"{name} row sum" if p.ndim > 1 else f"{name} sum",
+            jnp.sum(p, -1),
+            jnp.ones((), p.dtype),
+            "1 (within 1e-4: probabilities sum to 1)",
+            rtol=_SUM_RTOL,
+        ),
+    ]
+
+
+def param_checks(params, num_states: int | None = None, emissions_type=None, emission_width: int | None = None) -> list:
+    """The checks of HMM parameters, shared by the models and ``vijax.data.sample_hmm``. Raises
+    ValueError at once (also for traced parameters) naming the field for what costs nothing at run time:
+    not an ``HMMParams``, emissions of another type, a dtype that is not float32 or float64,
+    a shape that does not fit K = ``num_states`` (default: from ``params.initial_probs``) and the
+    emission width (V symbols or D dimensions; default: from the emissions). Returns the checks of the
+    values (``ValueCheck``s, for ``enforce_value_checks``): probabilities finite, >= 0 and summing to 1
+    (pi, each row of A and of B), Gaussian means finite and variances finite and at least the smallest
+    normal number of their dtype (1 / sigma^2 finite)."""
+    if not isinstance(params, HMMParams):
+        raise ValueError(
+            f"params must be HMMParams(initial_probs, transition_matrix, emissions), got {type(params).__name__}"
+        )
+    kinds = (CategoricalEmissions, GaussianEmissions) if emissions_type is None else (emissions_type,)
+    em = params.emissions
+    if not isinstance(em, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise ValueError(f"params.emissions must be {names}, got {type(em).__name__}")
+    if num_states is None:
+        pi = _field("params.initial_probs", params.initial_probs, np.shape(params.initial_probs)[:1])
+        k, from_ = pi.shape[0], " (K, from params.initial_probs)"
+    else:
+        k, from_ = num_states, ""
+        pi = _field("params.initial_probs", params.initial_probs, (k,), " (K = num_states)")
+    trans = _field("params.transition_matrix", params.transition_matrix, (k, k), from_)
+    checks = _probability_checks("params.initial_probs", pi) + _probability_checks("params.transition_matrix", trans)
+    if isinstance(em, CategoricalEmissions):
+        width = np.shape(em.probs)[-1:] if emission_width is None else (emission_width,)
+        probs = _field("params.emissions.probs", em.probs, (k, *width), from_ or " (K, num_symbols)")
+        return checks + _probability_checks("params.emissions.probs", probs)
+    width = np.shape(em.means)[-1:] if emission_width is None else (emission_width,)
+    means = _field("params.emissions.means", em.means, (k, *width), from_ or " (K, dim)")
+    var = _field("params.emissions.variances", em.variances, (k, *width), from_ or " (K, dim)")
+    tiny = float(jnp.finfo(var.dtype).tiny)
+    return checks + [
+        finite_values("params.emissions.means", means),
+        finite_values("params.emissions.variances", var),
+        values_in_interval("params.emissions.variances", var, tiny, float("inf")),
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +183,7 @@ class _HMM:
         check_int("num_states", self.num_states)
         check_positive_fields(self, ("initial_concentration", "transition_concentration"))
         check_choice("schedule", self.schedule, inference.SCHEDULES)
+        check_float_dtype(self.dtype)
 
     # -- data ---------------------------------------------------------------------------------------
     def check_data(self, data) -> None:
@@ -164,8 +228,7 @@ class _HMM:
 
     # -- inference (a batch at a time) ---------------------------------------------------------------
     def _posterior(self, log_init, log_trans, log_em, lengths) -> inference.Posterior:
-        fb = lambda le, n: inference.posterior(log_init, log_trans, le, n, self.schedule)
-        return jax.vmap(fb)(log_em, lengths)
+        return inference.posterior(log_init, log_trans, log_em, lengths, self.schedule)
 
     def _local(self, view, data):
         """Forward-backward at a view ((log pi,), (log A,), emission view): (stats, log Z (B,), gamma)."""
@@ -180,7 +243,10 @@ class _HMM:
         return stats, post.log_likelihood, post.marginals
 
     def _view(self, params: HMMParams):
-        """The plug-in statistics t(beta) of point parameters, in the layout of ``prior()``'s mean params."""
+        """The plug-in statistics t(beta) of point parameters (cast to the model's dtype), in the layout
+        of ``prior()``'s mean params."""
+        dt = float_dtype(self.dtype)
+        params = jax.tree_util.tree_map(lambda a: jnp.asarray(a).astype(dt), params)
         return (
             (jnp.log(params.initial_probs),),
             (jnp.log(params.transition_matrix),),
@@ -188,11 +254,13 @@ class _HMM:
         )
 
     def check_params(self, params: HMMParams) -> None:
-        """Raises ValueError naming the field: shapes, rows summing to 1, positive variances."""
-        k = self.num_states
-        _check_probs("initial_probs", params.initial_probs, (k,))
-        _check_probs("transition_matrix", params.transition_matrix, (k, k))
-        self._check_emissions(params.emissions)
+        """Raises ValueError naming the field (``params.transition_matrix``...): not an ``HMMParams``,
+        emissions of the other kind, half-precision or non-real dtypes, shapes that do not fit the model,
+        and, at once for concrete parameters or from the compiled computation for traced ones (the
+        value checks of ``vijax._validate``; off under ``value_checks(False)``), negative or non-finite
+        probabilities, rows that do not sum to 1 (within 1e-4), non-finite means, variances that are
+        not finite and > 0."""
+        enforce_value_checks(param_checks(params, self.num_states, self._emissions_type, self._emission_width))
 
     def _checked(self, params: HMMParams, data) -> HMMData:
         self.check_params(params)
@@ -218,7 +286,10 @@ class _HMM:
 
     # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
     def e_step(self, params: HMMParams, data):
-        """Expected counts under p(z | x, params) and log p(x | params) summed over the batch."""
+        """Expected counts under p(z | x, params) and log p(x | params) summed over the batch.
+        ``params`` are checked (``check_params``), so also the estimate of an EM step; the batch is
+        the step's to check (``check_data``, ``batch_checks``)."""
+        self.check_params(params)
         stats, log_lik, _ = self._local(self._view(params), data)
         return stats, jnp.sum(log_lik)
 
@@ -232,7 +303,10 @@ class _HMM:
         )
 
     def log_prior(self, params: HMMParams) -> Array:
-        """sum (c - 1) log p over pi and the rows of A (and B): log p(params) up to a constant (0 for c = 1)."""
+        """sum (c - 1) log p over pi and the rows of A (and B): log p(params) up to a constant (0 for c = 1).
+        ``params`` are checked (``check_params``)."""
+        self.check_params(params)
+        params = jax.tree_util.tree_map(lambda a: jnp.asarray(a).astype(float_dtype(self.dtype)), params)
         terms = [
             (self.initial_concentration, params.initial_probs),
             (self.transition_concentration, params.transition_matrix),
@@ -244,7 +318,11 @@ class _HMM:
         return total
 
     def init_params(self, key: PRNGKey, data=None) -> HMMParams:
-        """pi and the rows of A drawn from Dirichlet(1); emissions from ``_init_emissions``."""
+        """pi and the rows of A drawn from Dirichlet(1); emissions from ``_init_emissions`` (``data``, when
+        given, checked by ``check_data``)."""
+        check_key("key", key)
+        if data is not None:
+            self.check_data(data)
         dt = float_dtype(self.dtype)
         k = self.num_states
         k1, k2, k3 = jax.random.split(key, 3)
@@ -302,7 +380,7 @@ def _jit_posterior(model: _HMM, params: HMMParams, data: HMMData) -> inference.P
 @functools.partial(jax.jit, static_argnums=0)
 def _jit_pairwise(model: _HMM, params: HMMParams, data: HMMData) -> Array:
     li, lt, le, lengths = _log_terms(model, params, data)
-    return jax.vmap(lambda e, n: inference.pairwise_marginals(li, lt, e, n, model.schedule))(le, lengths)
+    return inference.pairwise_marginals(li, lt, le, lengths, model.schedule)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -343,10 +421,16 @@ class CategoricalHMM(_HMM):
     _: dataclasses.KW_ONLY
     emission_concentration: float = 1.0
 
+    _emissions_type = CategoricalEmissions
+
     def __post_init__(self):
         self._check_common()
         check_int("num_symbols", self.num_symbols)
         check_positive("emission_concentration", self.emission_concentration)
+
+    @property
+    def _emission_width(self) -> int:
+        return self.num_symbols
 
     def _check_obs_shape(self, obs):
         if obs.ndim != 2 or not np.issubdtype(obs.dtype, np.integer):
@@ -375,11 +459,6 @@ class CategoricalHMM(_HMM):
 
     def _emission_view(self, emissions):
         return (jnp.log(emissions.probs),)
-
-    def _check_emissions(self, emissions):
-        if not isinstance(emissions, CategoricalEmissions):
-            raise ValueError(f"emissions must be CategoricalEmissions, got {type(emissions).__name__}")
-        _check_probs("emissions.probs", emissions.probs, (self.num_states, self.num_symbols))
 
     def _emission_m_step(self, em_stats):
         return CategoricalEmissions(_map_rows(em_stats[0], self.emission_concentration))
@@ -435,6 +514,8 @@ class GaussianHMM(_HMM):
     b0: float = 1.0
     min_variance: float = 1e-6
 
+    _emissions_type = GaussianEmissions
+
     def __post_init__(self):
         self._check_common()
         check_int("dim", self.dim)
@@ -442,8 +523,13 @@ class GaussianHMM(_HMM):
         check_scalar("loc0", self.loc0)
         check_scalar("min_variance", self.min_variance, low=0.0, include_low=True)
 
+    @property
+    def _emission_width(self) -> int:
+        return self.dim
+
     def _check_obs_shape(self, obs):
-        if obs.ndim != 3 or obs.shape[2] != self.dim or not np.issubdtype(obs.dtype, np.number):
+        check_data_dtype("obs", obs)
+        if obs.ndim != 3 or obs.shape[2] != self.dim or not jnp.issubdtype(obs.dtype, jnp.number):
             raise ValueError(f"obs must be numbers of shape (B, T, dim={self.dim}), got {obs.dtype} {obs.shape}")
 
     def _obs_value_check(self, obs):
@@ -473,20 +559,6 @@ class GaussianHMM(_HMM):
     def _emission_view(self, emissions):
         tau = 1.0 / emissions.variances
         return (tau * emissions.means, tau * emissions.means**2, tau, jnp.log(tau))
-
-    def _check_emissions(self, emissions):
-        if not isinstance(emissions, GaussianEmissions):
-            raise ValueError(f"emissions must be GaussianEmissions, got {type(emissions).__name__}")
-        shape = (self.num_states, self.dim)
-        for name in ("means", "variances"):
-            value = getattr(emissions, name)
-            if is_tracer(value):
-                continue
-            a = np.asarray(value)
-            if a.shape != shape or not np.all(np.isfinite(a)):
-                raise ValueError(f"emissions.{name} must be finite with shape {shape}, got {a.shape}")
-        if not is_tracer(emissions.variances) and np.any(np.asarray(emissions.variances) <= 0):
-            raise ValueError("emissions.variances must be > 0")
 
     def _emission_m_step(self, em_stats):
         s1, neg_half_n, neg_half_s2, _ = em_stats
