@@ -9,8 +9,7 @@ log-likelihoods log b, (T, K) for one sequence or (B, T, K) for a batch, with a 
 per sequence: steps t >= L are padding, where the forward message carries over unchanged and the
 backward message is log 1, so the results for the first L steps equal those of the unpadded
 sequence. pi and A may be sub-normalized (exp E[log pi] in the mean-field local step of a Bayesian
-HMM); the log-likelihood is then log Z of the tilted chain. The entries of A are taken to be at most
-1 beyond the bound below (which scales with max(1, max A)).
+HMM); the log-likelihood is then log Z of the tilted chain.
 
 Two schedules give the same messages: ``"sequential"`` (``lax.scan``, O(T K^2) work, T steps) and
 ``"parallel"`` (``lax.associative_scan`` over the T matrices M_t(i, j) = log A_ij + log b_t(j) in
@@ -19,26 +18,30 @@ García-Fernández 2021, Temporal parallelization of Bayesian smoothers, and Has
 HMMs), for long sequences on parallel hardware.
 
 **The sequential schedule's products.** One step of the forward pass is
-a_j = log sum_i exp(v_i) A_ij. A full log-sum-exp per destination costs K^2 exponentials; this
-module computes it as m + log r_j with m = max(v) and r = exp(v - m) @ A, one dense product per step
-(batched over the sequences) and K exponentials. That is exact to a few ulps wherever
-r_j >= rho = 2 K tiny max(1, max A) / eps (tiny the smallest normal number, eps the machine
-epsilon): each term that underflows (exp(v_i - m) or its product with A_ij below tiny, flushed or
-subnormal) is off by less than 2 tiny max(1, max A), together less than eps r_j. It is *not* exact
-when a destination's sum falls below rho: a state reached only from states that trail the leader
-by more than about -log rho (669 nats in float64 and 68 in float32 for K = 10) -- a block-diagonal
-or near-deterministic chain on a long sequence -- gets r_j = 0 and would stay at -inf for good.
-Each pass therefore checks, for the whole batch, whether a real step of any sequence had a
-destination with 0 < r_j < rho, or r_j = 0 although a finite source reaches it (A_ij > 0: a
-structural zero, r_j = 0 with no such source, is exact); the first inexact step of a pass is always
-one of these, since every step before it is exact. Only then is the pass run again with a full
-log-sum-exp per destination (``lax.cond``; under a caller's ``vmap`` both branches run). The
-expected transition counts do the same: xi_t(i, j) = u_i A_ij v_j / z_t with separately shifted
-u = exp(log alpha_{t-1} - c_t) and v = exp(log b_t + log beta_t - d_t) is exact where
-z_t >= 4 K^2 tiny max(1, max A) / eps, else they are summed from
-exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j) - log p(x)) (K^2 exponentials per
-step). ``pairwise_marginals``, whose output has that size anyway, is always computed that way.
-Viterbi is max-plus in log space: no exponential, nothing to underflow.
+a_j = log sum_i exp(v_i) A_ij (the backward pass is its transpose). A full log-sum-exp per
+destination costs K^2 exponentials; this module computes m + log r_j with m = max(v) and
+r = exp(v - m) @ A, one dense product per step (batched over the sequences) and K exponentials.
+That is exact to a few ulps wherever r_j >= rho = 2 K tiny max(1, max A) / eps (tiny the smallest
+normal number, eps the machine epsilon): each term that underflows (exp(v_i - m), or its product with
+A_ij, below tiny: flushed or subnormal) is off by less than 2 tiny max(1, max A), together less than
+eps r_j. It is *not* exact when a destination's sum falls below rho: a state reached only from states
+that trail the leader by more than about -log rho (669 nats in float64 and 68 in float32 for K = 10)
+-- a block-diagonal or near-deterministic chain on a long sequence -- gets r_j = 0 and, with the
+shift of the whole message alone, would stay at -inf for good. So every step checks, for the whole
+batch, whether a real step of any sequence has a destination with 0 < r_j < rho, or r_j = 0 although
+a finite source reaches it (A_ij > 0; r_j = 0 with no such source is a structural zero, exact), and
+only such a step computes the full log-sum-exp, m_j = max_i (v_i + log A_ij) per destination
+(``lax.cond``; under a caller's ``vmap`` both branches run). The messages are exact at every step.
+At B = 1000, T = 100, K = 10 (float64, one CPU thread) the posterior takes about 10% longer than
+with the shift of the whole message alone (69-78 ms against 60-71 ms, best of 15); a full
+log-sum-exp at every step took about twice as long.
+
+The expected transition counts sum_t xi_t(i, j), xi_t = u_i A_ij v_j / z_t with separately shifted
+u = exp(log alpha_{t-1} - c_t) and v = exp(log b_t + log beta_t - d_t), are one contraction over the
+steps, exact where every z_t >= 4 K^2 tiny max(1, max A) / eps; otherwise (the forward leader with no
+way into the backward leader) the batch's counts are summed from exact log xi_t, each step's
+normalized by its own log-sum-exp. ``pairwise_marginals``, whose output has that size anyway, is
+always computed that way. Viterbi is max-plus in log space: no exponential, nothing to underflow.
 """
 
 from __future__ import annotations
