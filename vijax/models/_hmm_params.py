@@ -79,8 +79,11 @@ def param_checks(params, num_states: int | None = None, emissions_type=None, emi
         names = " or ".join(k.__name__ for k in kinds)
         raise ValueError(f"params.emissions must be {names}, got {type(em).__name__}")
     if num_states is None:
-        pi = _field("params.initial_probs", params.initial_probs, np.shape(params.initial_probs)[:1])
-        k, from_ = pi.shape[0], " (K, from params.initial_probs)"
+        shape = np.shape(params.initial_probs)
+        if len(shape) != 1:
+            raise ValueError(f"params.initial_probs must have shape (K,), got {shape}")
+        pi = _field("params.initial_probs", params.initial_probs, shape)
+        k, from_ = shape[0], " (K, from params.initial_probs)"
     else:
         k, from_ = num_states, ""
         pi = _field("params.initial_probs", params.initial_probs, (k,), " (K = num_states)")
