@@ -6,7 +6,9 @@ Baum–Welch and Bayesian fits by CAVI/SVI/SSVI.
 with p(x | theta_k) Categorical(B[k]) (``CategoricalHMM``) or prod_d N(mu_kd, sigma^2_kd)
 (``GaussianHMM``). Rabiner (1989), A tutorial on hidden Markov models, §III; the tutorial *Raise
 your ELBO*, §HMM. Exact inference (forward-backward, posterior marginals, Viterbi) is in log space,
-with ``lax.scan`` or, for long sequences, ``lax.associative_scan`` (``schedule="parallel"``).
+with ``lax.scan`` or, for long sequences, ``lax.associative_scan`` (``schedule="parallel"``), exact
+also where a state trails the others by more than float's range (block-diagonal or near-deterministic
+chains on long sequences; ``_hmm_inference``).
 
 Data: an array of observations, (B, T) ints or (B, T, D) floats, or an ``HMMData(obs, lengths)`` for
 sequences of unequal length padded to T (steps t >= lengths[b] are ignored; their values may be
@@ -27,7 +29,11 @@ Two ways to fit:
   models SSVI serves.
 
 Parameters of the Gaussian model are means and variances; EM floors the variances at
-``min_variance``.
+``min_variance``. Every method taking ``HMMParams`` (``log_likelihood``, ``posterior``,
+``pairwise_marginals``, ``viterbi``, ``e_step``, so also an EM step, ``log_prior``) checks them
+(``check_params``): a ValueError naming the field, the value and where (e.g. ``params.transition_matrix
+row sum 1.8 at [1] is not 1``), from the compiled computation when traced. The models compute in
+float32 or float64 (``dtype``); parameters of the other one are cast to it, half precision is refused.
 """
 
 from __future__ import annotations
@@ -317,7 +323,7 @@ class CategoricalHMM(_HMM):
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
       emission_concentration: Dirichlet concentration (> 0) on the rows of B.
       schedule: ``"sequential"`` or ``"parallel"`` forward-backward.
-      dtype: float dtype (default: JAX's default float).
+      dtype: float32 or float64 (default: JAX's default float); half precision is refused.
 
     Examples:
         >>> model = CategoricalHMM(num_states=2, num_symbols=3)
@@ -412,7 +418,7 @@ class GaussianHMM(_HMM):
       b0: the Normal-Gamma prior's Gamma rate (a scalar > 0).
       min_variance: EM's variance floor (>= 0).
       schedule: ``"sequential"`` or ``"parallel"``.
-      dtype: float dtype.
+      dtype: float32 or float64 (default: JAX's default float); half precision is refused.
     """
 
     dim: int
