@@ -70,6 +70,30 @@ def test_log_gamma_derivative_matches_igammainv_finite_difference():
     np.testing.assert_array_equal(draw, log_g)
 
 
+def test_large_shape_derivative_is_wilson_hilferty_and_matches_the_exact_rule():
+    """Above LARGE_SHAPE = 1e6 the derivative takes Wilson and Hilferty's approximation (XLA's
+    igamma_grad_a needs about sqrt(a) iterations: a concentration of 1e20 never finished). At
+    a = 2e6 it equals the exact rule (igamma_grad_a over the density) to 1e-8 relative; up to
+    1e20 it returns in one pass, close to 1/a (the draw is about a)."""
+    from vijax.expfam._inversion import LARGE_SHAPE, _log_gamma_quantile_grad, _wilson_hilferty_grad
+
+    a = jnp.full((400,), 2 * LARGE_SHAPE)
+    log_g = sample_log_gamma(KEY, a)
+    exact = -jax.lax.igamma_grad_a(a, jnp.exp(log_g)) * jnp.exp(-(a * log_g - jnp.exp(log_g) - jax.lax.lgamma(a)))
+    np.testing.assert_allclose(np.asarray(_log_gamma_quantile_grad(a, log_g)), np.asarray(exact), rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(_wilson_hilferty_grad(a, log_g)), np.asarray(exact), rtol=1e-8)
+    huge = jnp.array([1e8, 1e12, 1e20])
+    grad = log_gamma_quantile_grad(huge, sample_log_gamma(KEY, huge))
+    np.testing.assert_allclose(np.asarray(grad * huge), 1.0, rtol=1e-3)
+
+
+def test_rejection_loop_ends_for_nan_and_infinite_shapes():
+    """A NaN or infinite shape never accepts: the loop stops after MAX_GAMMA_ROUNDS rounds and
+    gives NaN there (the step's non-finite guard then rejects), finite draws elsewhere."""
+    out = np.asarray(sample_log_gamma(KEY, jnp.array([0.5, 3.0, jnp.nan, jnp.inf])))
+    assert np.isnan(out[2:]).all() and np.isfinite(out[:2]).all()
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_log_gamma_sampler_matches_scipy(dtype):
     """Kolmogorov-Smirnov against scipy's Gamma CDF, 20000 draws per shape (incl. a < 1, where

@@ -77,6 +77,10 @@ class Dirichlet(AbstractExpFamily):
     def is_valid(self):
         return jnp.all(self.eta > -1.0, axis=-1)
 
+    def kl_certificate(self, other):
+        """Both concentrations (see ``tree_kl_is_certified``)."""
+        return (self.concentration, other.concentration)
+
     def mode(self):
         """(alpha - 1) / sum(alpha - 1) with alpha - 1 clipped at 0 (the boundary where alpha_k < 1);
         uniform where every alpha_k <= 1."""

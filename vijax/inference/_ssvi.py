@@ -49,7 +49,7 @@ from vijax import expfam
 from vijax._validate import check_choice, check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
 from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
-from vijax.models import ConditionallyConjugateModel
+from vijax.models import ConditionallyConjugateModel, kl_guard
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 MODES = ("full", "approx")
@@ -115,10 +115,11 @@ def step(
         view=_draw_view(mode),
     )
     elbo = data_term - expfam.tree_kl(q, prior)
-    # the guard tests the new state and the data term, as svi's: the KL of the old q(beta) depends
-    # on neither the batch nor the update, a step whose info is unused skips it, and it is finite
-    # at the models' starts (LDA bounds its init_scale to make it so)
-    new, ok = reject_nonfinite(SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, data_term)
+    # the guard tests the new state, the data term and kl_guard, as svi's (a step whose info is
+    # unused skips the KL wherever a comparison per parameter proves it finite)
+    new, ok = reject_nonfinite(
+        SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, data_term, kl_guard(prior, q)
+    )
     return new, SSVIInfo(elbo, jnp.asarray(rho), num_damped, ok)
 
 

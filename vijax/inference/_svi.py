@@ -49,7 +49,7 @@ from vijax._validate import check_key, check_scalar
 from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
 from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
-from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms
+from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms, kl_guard
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 
@@ -137,9 +137,9 @@ def step(
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
     scale, full = data_scale(state.count, present, num_data, ramp, float_leaf_dtype(state.q_global))
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
-    # the guard tests the new state and the ELBO's data term, not the KL of the old q(beta), which
-    # depends on neither the batch nor the update: a step whose info is unused (discarded under jit)
-    # skips the KL. It is finite at the models' starts (LDA bounds its init_scale to make it so).
+    # the guard tests the new state, the ELBO's data term and kl_guard: the KL of the old q(beta)
+    # only where it is not proven finite by a comparison per parameter, so that a step whose info is
+    # unused (discarded under jit) skips LDA's K x V log Gamma, and an accepted step's ELBO is finite
     data_term, kl = conjugate_elbo_terms(prior, state.q_global, loc, scale=full)
     elbo = data_term - kl
     if hyper is not None:
@@ -150,6 +150,7 @@ def step(
         SVIState(q_new, safe_increment(state.count), hyper if hyper is not None else state.hyper, state.num_rejected),
         state,
         data_term,
+        kl_guard(prior, state.q_global),
     )
     return new, SVIInfo(elbo, jnp.asarray(rho), num_damped, new.hyper if hyper is not None else None, ok)
 

@@ -7,6 +7,7 @@ from vijax.models._base import (
     LocalResult,
     conjugate_elbo,
     conjugate_elbo_terms,
+    kl_guard,
     conjugate_posterior,
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
@@ -108,5 +109,6 @@ __all__ = [
     "UnivariateGMM",
     "conjugate_elbo",
     "conjugate_elbo_terms",
+    "kl_guard",
     "conjugate_posterior",
 ]
