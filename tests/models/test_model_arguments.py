@@ -21,6 +21,7 @@ import pytest
 import vijax.models as vm
 from vijax import expfam
 from vijax.data import BowBatch
+from vijax.inference import cavi
 
 X = jnp.array([[1.0, 0.5, 0.1], [-1.0, 0.2, 0.3], [0.3, -0.4, 0.2], [0.9, 1.0, -0.5]])
 Y = jnp.array([1.0, 0.0, 1.0, 0.0])
@@ -254,14 +255,25 @@ def test_half_precision_data_refused_naming_the_data(dtype):
             model.check_data((jnp.asarray(X), jnp.asarray(Y, dtype)))
 
 
-def test_from_data_refuses_a_constant_column_naming_it():
-    """A constant column made the empirical prior's b0 = a0 var(x) zero: NaN at every step. Now a
-    ValueError naming the column (all columns: identical points)."""
+def test_from_data_floors_a_constant_column_and_refuses_identical_points():
+    """A constant column made the empirical prior's b0 = a0 var(x) zero: NaN at every step. The
+    diagonal priors now take 1e-6 times the other columns' mean variance there (finite CAVI
+    steps); identical points (every column constant) are refused, and so is a constant or
+    dependent column for full covariances (the empirical covariance is singular)."""
     x = np.random.default_rng(0).normal(size=(40, 3))
     x[:, 1] = 5.0
-    for make in (vm.DiagonalGMM.from_data, vm.FullGMM.from_data, vm.DPMixture.gaussian_from_data):
-        with pytest.raises(ValueError, match=r"^x column 1 is constant \(variance 0\)"):
-            make(x, 3)
+    var = x.var(0)
+    for make in (vm.DiagonalGMM.from_data, lambda x, k: vm.DPMixture.gaussian_from_data(x, k).components):
+        model = make(x, 3)
+        b0 = np.broadcast_to(np.asarray(model.b0, float), (3,))
+        np.testing.assert_allclose(b0, model.a0 * np.array([var[0], 1e-6 * (var[0] + var[2]) / 2, var[2]]), rtol=1e-12)
+    alg = cavi(vm.DiagonalGMM.from_data(x, 3))
+    state = alg.init(jax.random.PRNGKey(0), jnp.asarray(x))
+    for t in range(3):
+        state, info = alg.step(state, jnp.asarray(x), jax.random.PRNGKey(t))
+        assert bool(info.accepted) and np.isfinite(float(info.elbo))
+    with pytest.raises(ValueError, match=r"^x column 1 is constant \(variance 0\)"):
+        vm.FullGMM.from_data(x, 3)
     with pytest.raises(ValueError, match=r"^x has identical rows"):
         vm.DiagonalGMM.from_data(np.tile([[1.0, 2.0]], (20, 1)), 2)
     with pytest.raises(ValueError, match=r"^x has linearly dependent columns \(empirical covariance of rank 1 < 2"):

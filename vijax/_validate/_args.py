@@ -288,6 +288,13 @@ def check_enough_points(name: str, num_components: int, num_points: int, how: st
         )
 
 
+def constant_columns(x: Any) -> np.ndarray:
+    """(D,) bool: the columns of the concrete (N, D) data ``x`` that are constant to float32
+    rounding (variance below (1e-6 max |x_d|)^2, or 0)."""
+    a = np.asarray(x, dtype=np.float64)
+    return ~(a.var(0) > (1e-6 * np.max(np.abs(a), axis=0)) ** 2)
+
+
 def check_nonconstant_columns(name: str, x: Any) -> None:
     """Raises ValueError naming ``name`` and a column of the concrete (N, D) data ``x`` that is
     constant to float32 rounding (its variance below (1e-6 max |x_d|)^2, or 0): a prior fitted
@@ -301,8 +308,8 @@ def check_nonconstant_columns(name: str, x: Any) -> None:
         ValueError: x column 1 is constant (variance 0): a prior fitted to the data's spread (from_data) would have no scale there (an unbounded precision, NaN at every step); drop the column or give the prior's parameters explicitly
     """
     a = np.asarray(x, dtype=np.float64)
-    var, scale = a.var(0), np.max(np.abs(a), axis=0)
-    flat = np.flatnonzero(~(var > (1e-6 * scale) ** 2))
+    var = a.var(0)
+    flat = np.flatnonzero(constant_columns(a))
     if not flat.size:
         return
     what = (

@@ -20,6 +20,7 @@ from vijax._validate import (
     check_float_dtype,
     check_int,
     check_nonconstant_columns,
+    constant_columns,
     check_positive,
     check_positive_fields,
     check_positive_scalar,
@@ -203,11 +204,13 @@ class DiagonalGMM:
         m0 = mean(x), alpha0 = 1/K, a0 = D/2 (its degrees_of_freedom_prior = D), and b0 = a0 var(x)
         so that the prior mean of each precision is 1/var(x).
 
+        A constant column (all rows equal there: a colour bin that no image uses) has no spread
+        to fit, and b0 = a0 var(x) would be 0, an unbounded precision: its variance is taken as
+        1e-6 times the mean variance of the other columns, a tight but proper prior.
+
         Raises:
-          ValueError: naming ``x`` and the column when a column of ``x`` is constant (all rows
-            equal there, e.g. identical points): its b0 would be 0, an unbounded precision that
-            gives a NaN ELBO at every step. Drop the column, or build :class:`DiagonalGMM` with
-            an explicit ``b0`` > 0.
+          ValueError: naming ``x`` when every column is constant (identical points): there is no
+            spread to fit at all. Build :class:`DiagonalGMM` with an explicit ``b0`` > 0.
         """
         check_data_array("x", x, ndim=2)
         check_int("num_components", num_components)
@@ -216,7 +219,10 @@ class DiagonalGMM:
         a0 = d / 2.0 if a0 is None else a0
         alpha0 = 1.0 / num_components if alpha0 is None else alpha0
         var = x.var(0)
-        check_nonconstant_columns("x", x)
+        constant = constant_columns(x)
+        if constant.all():
+            check_nonconstant_columns("x", x)  # raises, naming the identical rows
+        var = np.where(constant, 1e-6 * var[~constant].mean(), var)
         return cls(num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, a0=a0, b0=a0 * var, dtype=dtype)
 
     def prior(self):
