@@ -74,6 +74,7 @@ MODELS = {
 # exported classes that are not model constructors (protocols, parameter and result containers)
 NOT_MODELS = {
     "AEVBModel",
+    "BlockedGlobalsModel",
     "ARDPosterior",
     "CTMGlobals",
     "CategoricalEmissions",
@@ -92,6 +93,7 @@ NOT_MODELS = {
     "LocalResult",
     "Network",
     "PLSAParams",
+    "PaddedBatchModel",
     "ParamsModel",
     "ProxModel",
     "ProxUpdate",
@@ -102,21 +104,6 @@ NOT_MODELS = {
 # float hyperparameters without a float default: (model, name) -> whether None is allowed
 EXTRA_FLOATS = {("GPClassification", "log_lengthscale"): False, ("GPClassification", "log_scale"): False}
 EXTRA_FLOATS[("FullGMM", "dof0")] = True  # None: the default, nu0 = D
-
-# the cases another module does not refuse yet, pinned so that a fix fails here (then remove it):
-# the HMMs check their scalar hyperparameters as arrays (a list passes); DerivedConjugateModel
-# checks ``tol`` in ``conjugate_model`` only, not in its own constructor.
-PENDING = {
-    ("CategoricalHMM", "initial_concentration"): {"list"},
-    ("CategoricalHMM", "transition_concentration"): {"list"},
-    ("CategoricalHMM", "emission_concentration"): {"list"},
-    ("GaussianHMM", "initial_concentration"): {"list"},
-    ("GaussianHMM", "transition_concentration"): {"list"},
-    ("GaussianHMM", "kappa0"): {"list"},
-    ("GaussianHMM", "a0"): {"list"},
-    ("GaussianHMM", "b0"): {"list"},
-    ("DerivedConjugateModel", "tol"): {"str", "bytes", "list", "bool", "None", "nan", "inf"},
-}
 
 BAD = {
     "str": "1.0",
@@ -158,7 +145,7 @@ def test_every_listed_model_constructs_with_its_defaults():
 @pytest.mark.parametrize("name, arg, none_ok", CASES, ids=[f"{n}-{a}" for n, a, _ in CASES])
 def test_bad_float_hyperparameter_named_at_construction(name, arg, none_ok):
     """Each value of ``BAD`` (None only where it is not the default) raises a ValueError that
-    starts with the argument's name; the cases of ``PENDING`` are the only exceptions."""
+    starts with the argument's name."""
     not_refused = {}
     for what, value in BAD.items():
         if what == "None" and none_ok:
@@ -171,7 +158,7 @@ def test_bad_float_hyperparameter_named_at_construction(name, arg, none_ok):
                 not_refused[what] = f"ValueError not starting with {arg!r}: {e}"
         except Exception as e:  # noqa: BLE001 -- any other failure is an obscure one
             not_refused[what] = f"{type(e).__name__}: {e}"
-    assert set(not_refused) == PENDING.get((name, arg), set()), not_refused
+    assert not not_refused, not_refused
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from vijax import expfam
 from vijax._validate import batch_size, check_int, check_key
 from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
 from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
-from vijax.models import ConditionallyConjugateModel, conjugate_elbo
+from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -72,7 +72,7 @@ def step(
         )
     check_step_batch(model, batch, state.count)
     prior = model.prior()
-    blocks = model.global_blocks(batch) if hasattr(model, "global_blocks") else ()
+    blocks = model.global_blocks(batch) if isinstance(model, BlockedGlobalsModel) else ()
     if len(blocks) > 1:
         q_new, num_damped, loc = _update_in_blocks(state.q_global, prior, batch, key, blocks, model, local)
     else:

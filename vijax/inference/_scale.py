@@ -15,13 +15,13 @@ import jax.numpy as jnp
 
 from vijax._validate import ValueCheck, batch_size, enforce_value_checks, is_tracer
 from vijax.types import Array, PyTree
+from vijax.models import PaddedBatchModel
 
 
 def present_rows(model, batch: PyTree):
     """``model.present_rows(batch)`` ((S,) bool: the rows that hold a data point) where the model
     defines it, else None (every row does)."""
-    hook = getattr(model, "present_rows", None)
-    return None if hook is None else jnp.asarray(hook(batch))
+    return jnp.asarray(model.present_rows(batch)) if isinstance(model, PaddedBatchModel) else None
 
 
 def num_present(model, batch: PyTree):

@@ -93,6 +93,24 @@ class HyperparameterModel(ConditionallyConjugateModel, Protocol):
         """The ELBO's h-dependent terms, concave in each h, differentiable by ``jax.grad``."""
 
 
+@runtime_checkable
+class PaddedBatchModel(Protocol):
+    """A model whose batches may hold padding rows (see :class:`ConditionallyConjugateModel`):
+    SVI, SSVI and MAP-EM scale a batch by N over ``present_rows(batch).sum()``."""
+
+    def present_rows(self, batch: PyTree) -> Array:
+        """(S,) bool: the rows of ``batch`` that hold a data point."""
+
+
+@runtime_checkable
+class BlockedGlobalsModel(Protocol):
+    """A model whose global variables interact (a product of two globals' statistics in the
+    log-joint, as ``conjugate_model``'s x ~ N(mu, 1/tau)): CAVI updates the blocks in turn."""
+
+    def global_blocks(self, batch: PyTree) -> tuple:
+        """Blocks of globals that do not interact, each a pytree of bools structured like q(beta)."""
+
+
 def conjugate_elbo(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.0) -> Array:
     """L = scale * (<sbar, E_q[t(beta)]> + local_terms) - KL(q(beta) || p(beta)).
 

@@ -119,6 +119,10 @@ class DerivedConjugateModel:
     _blocks: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     local_methods = ("meanfield",)
 
+    def __post_init__(self):
+        check_int("max_iters", self.max_iters)
+        check_scalar("tol", self.tol, low=0.0)
+
     def prior(self) -> dict:
         return self.priors
 
@@ -483,9 +487,7 @@ def conjugate_model(
     _check_like_priors("priors", priors, priors, "priors")
     if locals is not None and not callable(locals):
         raise ValueError("locals must be None (no local variables) or a function x -> {name: Local(q0, weight)}")
-    check_int("max_iters", max_iters)
-    check_scalar("tol", tol, low=0.0)
-    model = DerivedConjugateModel(log_joint, dict(priors), locals, max_iters, float(tol), init)
+    model = DerivedConjugateModel(log_joint, dict(priors), locals, max_iters, tol, init)
     if example is not None:
         model.check_conjugacy(example)
     return model

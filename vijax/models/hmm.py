@@ -53,8 +53,8 @@ from vijax._validate import (
     check_float_dtype,
     check_int,
     check_key,
-    check_positive,
     check_positive_fields,
+    check_positive_scalar,
     check_scalar,
     enforce_value_checks,
     finite_values,
@@ -96,7 +96,7 @@ class _HMM:
 
     def _check_common(self):
         check_int("num_states", self.num_states)
-        check_positive_fields(self, ("initial_concentration", "transition_concentration"))
+        check_positive_fields(self, ("initial_concentration", "transition_concentration"), scalar=True)
         check_choice("schedule", self.schedule, inference.SCHEDULES)
         check_float_dtype(self.dtype)
 
@@ -341,7 +341,7 @@ class CategoricalHMM(_HMM):
     def __post_init__(self):
         self._check_common()
         check_int("num_symbols", self.num_symbols)
-        check_positive("emission_concentration", self.emission_concentration)
+        check_positive_scalar("emission_concentration", self.emission_concentration)
 
     @property
     def _emission_width(self) -> int:
@@ -434,7 +434,7 @@ class GaussianHMM(_HMM):
     def __post_init__(self):
         self._check_common()
         check_int("dim", self.dim)
-        check_positive_fields(self, ("kappa0", "a0", "b0"))
+        check_positive_fields(self, ("kappa0", "a0", "b0"), scalar=True)
         check_scalar("loc0", self.loc0)
         check_scalar("min_variance", self.min_variance, low=0.0, include_low=True)
 

@@ -232,7 +232,7 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
         a,
         alg_defaults,
         data_parallel(model) if a["data_parallel"] else model,
-        num_data=train.num_docs,
+        num_data=train.num_docs - train.num_empty,  # LDA counts the documents with a token (present_rows)
         schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]),
         schedule_keys=("scale", "tau", "kappa"),
     )

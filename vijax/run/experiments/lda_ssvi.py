@@ -153,7 +153,12 @@ class _Corpus:
         model = make_model(self.m, self.train.vocab_size, alpha=al, eta=e)
         alg = restarts(
             make_algorithm(
-                M_STEPS[g], model, num_data=self.train.num_docs, schedule=self.schedule, local=l, ramp=self.a["ramp"]
+                M_STEPS[g],
+                model,
+                num_data=self.train.num_docs - self.train.num_empty,
+                schedule=self.schedule,
+                local=l,
+                ramp=self.a["ramp"],
             ),
             self.a["restarts"],
         )
