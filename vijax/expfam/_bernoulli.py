@@ -22,7 +22,7 @@ class Bernoulli(AbstractExpFamily):
 
     Examples:
         >>> q = Bernoulli.from_probs(0.25)
-        >>> float(q.mean_params()[0])
+        >>> round(float(q.mean_params()[0]), 6)
         0.25
     """
 

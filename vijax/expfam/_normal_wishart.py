@@ -55,9 +55,8 @@ class NormalWishart(AbstractExpFamily):
     Examples:
         >>> import jax.numpy as jnp
         >>> q = NormalWishart.from_params(jnp.zeros(2), 1.0, jnp.eye(2), 4.0)
-        >>> q.mean_params()[2]  # E[Lambda] = nu W
-        Array([[4., 0.],
-               [0., 4.]], dtype=float32)
+        >>> q.mean_params()[2].tolist()  # E[Lambda] = nu W
+        [[4.0, 0.0], [0.0, 4.0]]
     """
 
     eta1: jax.Array  # kappa m, (..., D)

@@ -53,7 +53,6 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import enforce_value_checks, finite_nonnegative, ids_in_range, is_tracer
 from vijax._validate import (
     check_allocation,
     check_bool,
@@ -63,11 +62,16 @@ from vijax._validate import (
     check_int,
     check_positive_fields,
     check_scalar,
+    enforce_value_checks,
+    finite_nonnegative,
     float_dtype,
+    ids_in_range,
+    is_tracer,
     set_static_floats,
 )
 from vijax.expfam._special import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
+from vijax.models._lda_cvb0 import MF_SLOTS, TILE_WIDTH, cvb0_estep
 from vijax.solvers import (
     by_length_tiles,
     collapsed_gibbs_allocations,
@@ -400,8 +404,8 @@ class LDA:
         computed once per call on (K, V), not per slot.
 
         **Tiles of one shape** (:func:`vijax.solvers.by_length_tiles`): the documents, sorted by
-        length and cut into chunks of ``_TILE_WIDTH`` slots, are packed whole into tiles of R chunks
-        (at least ``_MF_SLOTS`` slots), each tile iterating until *its* documents meet the
+        length and cut into chunks of ``TILE_WIDTH`` slots, are packed whole into tiles of R chunks
+        (at least ``MF_SLOTS`` slots), each tile iterating until *its* documents meet the
         tolerance; a document's fixed point depends neither on its tile nor on the padding. One
         tile shape, so the E-step compiles once whatever the mix of lengths. The gathered b of a
         tile is laid out (chunks, K, width); a document's sums over its chunks are
@@ -475,48 +479,14 @@ class LDA:
             return gamma, (stats, zterm + jnp.sum(n_t * jnp.log(z)))
 
         gamma, (stats, zterm) = by_length_tiles(
-            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), _MF_SLOTS, _TILE_WIDTH
+            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), MF_SLOTS, TILE_WIDTH
         )
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
     def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """CVB0 for a batch (see the class docstring), in the length-sorted tiles of
-        :meth:`_meanfield`; returns gamma = alpha + N_d (S, K), the statistics c (K, V) and the
-        local terms (the mean-field ELBO terms at phi = g, gamma). Each document stops after the
-        first sweep that changes N_d by a mean absolute amount below ``tol``, or after
-        ``cvb0_iters`` sweeps."""
-        k, v = log_beta.shape
-        dt = log_beta.dtype
-        log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
-
-        def fit_tile(tile, acc):
-            stats, term = acc
-            ids_t, n_t = tile.ids, tile.n
-            logb = jnp.take(log_b, ids_t, axis=0)  # (chunks, width, K)
-            present = (n_t > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
-
-            def topic_counts(g):
-                return tile_sum(tile, jnp.sum(n_t[..., None] * g, axis=1))  # (documents, K)
-
-            def update(g):
-                others = jnp.maximum(tile_spread(tile, topic_counts(g))[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
-                return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
-
-            g = iterate_per_row(
-                update, topic_counts, jax.nn.softmax(logb, axis=-1), self.tol, self.cvb0_iters, groups=tile.row
-            )
-            gamma = alpha + topic_counts(g)
-            stats = stats.at[ids_t.reshape(-1)].add((n_t[..., None] * g).reshape(-1, k))
-            e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
-            elt = tile_spread(tile, e_log_theta)[:, None, :]
-            term = term + jnp.sum(n_t * (jnp.sum(g * elt, axis=-1) + entropy_of_probs(g)))
-            return gamma, (stats, term)
-
-        gamma, (stats, term) = by_length_tiles(
-            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), _CVB0_SLOTS, _TILE_WIDTH
-        )
-        return gamma, stats.T, term
+        """CVB0 for a batch (see the class docstring): :func:`vijax.models._lda_cvb0.cvb0_estep`."""
+        return cvb0_estep(log_beta, ids, n, alpha, self.tol, self.cvb0_iters)
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
         """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
@@ -555,12 +525,6 @@ class LDA:
         p = jnp.sum(held_topics * e_theta[:, None, :], axis=-1)
         n = jnp.asarray(batch_heldout.counts).astype(p.dtype)
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
-
-
-# Tiles of the E-steps (LDA._meanfield, vijax.solvers.by_length_tiles): documents in chunks of _TILE_WIDTH
-# slots packed whole into tiles of at least _*_SLOTS slots, one compiled E-step for any mix of lengths.
-_TILE_WIDTH = 32
-_MF_SLOTS = _CVB0_SLOTS = 512
 
 
 @functools.partial(jax.jit, static_argnums=2)

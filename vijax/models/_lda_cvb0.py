@@ -1,0 +1,59 @@
+"""The CVB0 local step of :class:`vijax.models.LDA` (Asuncion et al. 2009, eq. 5; Hoffman & Blei 2015,
+§2.5), and the tile sizes of LDA's E-steps.
+
+The E-steps pack documents, sorted by length, in chunks of ``TILE_WIDTH`` slots whole into tiles
+of at least ``MF_SLOTS`` / ``CVB0_SLOTS`` slots (:func:`vijax.solvers.by_length_tiles`): one
+compiled E-step for any mix of lengths.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from vijax.expfam._special import digamma
+from vijax.models._base import entropy_of_probs
+from vijax.solvers import by_length_tiles, iterate_per_row, tile_spread, tile_sum
+from vijax.types import Array
+
+TILE_WIDTH = 32
+MF_SLOTS = CVB0_SLOTS = 512
+
+
+def cvb0_estep(
+    log_beta: Array, ids: Array, n: Array, alpha: Array, tol: float, max_sweeps: int
+) -> tuple[Array, Array, Array]:
+    """CVB0 for a batch (see :class:`vijax.models.LDA`), in the length-sorted tiles of
+    :meth:`vijax.models.LDA._meanfield`; returns gamma = alpha + N_d (S, K), the statistics c (K, V) and the
+    local terms (the mean-field ELBO terms at phi = g, gamma). Each document stops after the
+    first sweep that changes N_d by a mean absolute amount below ``tol``, or after
+    ``max_sweeps`` sweeps."""
+    k, v = log_beta.shape
+    dt = log_beta.dtype
+    log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
+
+    def fit_tile(tile, acc):
+        stats, term = acc
+        ids_t, n_t = tile.ids, tile.n
+        logb = jnp.take(log_b, ids_t, axis=0)  # (chunks, width, K)
+        present = (n_t > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
+
+        def topic_counts(g):
+            return tile_sum(tile, jnp.sum(n_t[..., None] * g, axis=1))  # (documents, K)
+
+        def update(g):
+            others = jnp.maximum(tile_spread(tile, topic_counts(g))[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
+            return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
+
+        g = iterate_per_row(update, topic_counts, jax.nn.softmax(logb, axis=-1), tol, max_sweeps, groups=tile.row)
+        gamma = alpha + topic_counts(g)
+        stats = stats.at[ids_t.reshape(-1)].add((n_t[..., None] * g).reshape(-1, k))
+        e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
+        elt = tile_spread(tile, e_log_theta)[:, None, :]
+        term = term + jnp.sum(n_t * (jnp.sum(g * elt, axis=-1) + entropy_of_probs(g)))
+        return gamma, (stats, term)
+
+    gamma, (stats, term) = by_length_tiles(
+        ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), CVB0_SLOTS, TILE_WIDTH
+    )
+    return gamma, stats.T, term
