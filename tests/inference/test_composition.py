@@ -174,7 +174,8 @@ def _exact_gaussian_elbo(net, theta, vparams, guide, x, y, noise, prior_scale):
 def _network(kind, key, sizes):
     if kind == "mlp":
         return mlp(key, sizes)
-    eqx = pytest.importorskip("equinox")
+    import equinox as eqx
+
     return from_equinox(eqx.nn.MLP(sizes[0], sizes[-1], sizes[1], 1, activation=jnp.tanh, key=key))
 
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-az = pytest.importorskip("arviz")
+import arviz as az
 
 import vijax
 from vijax import expfam

@@ -94,7 +94,8 @@ def test_cavi_never_decreases_the_elbo_and_shrinks_irrelevant_coefficients(fitte
 
 
 def test_equals_scikit_learn_ard_regression_on_the_same_data(fitted):
-    sklearn = pytest.importorskip("sklearn.linear_model")
+    import sklearn.linear_model as sklearn
+
     model, data, state, _ = fitted
     x, y = (np.asarray(a) for a in data)
     sk = sklearn.ARDRegression(fit_intercept=False, max_iter=1000, tol=1e-10).fit(x, y)

@@ -21,7 +21,8 @@ def test_mlp_is_the_composition_of_its_layers_and_differentiable():
 
 
 def test_equinox_module_becomes_a_network_with_array_leaves_as_params():
-    eqx = pytest.importorskip("equinox")
+    import equinox as eqx
+
     module = eqx.nn.MLP(3, 2, 4, 1, key=jax.random.key(1))
     net = from_equinox(module)
     x = jnp.ones(3)
