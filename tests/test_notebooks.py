@@ -11,7 +11,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+# Executing a notebook is mostly compiling its programs (20-75 s each here): `make test` runs the first
+# one (the kernel, the install cell, the small-size switch); `make test-slow` and `make notebooks` run all.
+SMOKE = "01_cavi_gmm.ipynb"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p if p.name == SMOKE else pytest.param(p, marks=pytest.mark.slow) for p in NOTEBOOKS],
+    ids=[p.name for p in NOTEBOOKS],
+)
 def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("VIJAX_NOTEBOOK_SMALL", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")

@@ -69,6 +69,14 @@ def test_iwae_is_exact_with_the_exact_posterior_as_proposal():
     np.testing.assert_allclose(est, _exact_log_px(), rtol=1e-10)
 
 
+def test_num_data_below_the_batch_is_refused_at_step():
+    # X holds 5 data points: num_data = 4 would weight each by 4/5 < 1, silently down-weighting the likelihood
+    alg = aevb(_linear_vae(), num_data=4)
+    state = alg.init(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"^num_data = 4 is smaller than the batch's 5 data points"):
+        alg.step(state, X, jax.random.PRNGKey(1))
+
+
 def test_elbo_and_iwae_against_closed_forms_with_an_imperfect_encoder():
     vae = _linear_vae(mean_scale=0.8, log_scale_shift=0.4)
     alg = aevb(vae, num_data=5)

@@ -163,6 +163,11 @@ def test_global_step_statistics():
     )
     np.testing.assert_allclose(new.mean_stats, jnp.mean(qs.mean, 0), rtol=1e-6)
     assert np.isfinite(float(elbo))
+    # two empty rows (a Minibatcher's padding) are not documents: N / S still counts the 3 with words
+    padded = corpus.batch([0, 1, 2], num_rows=5, length=batch.word_ids.shape[1])
+    new_p, _ = jax.jit(model.prox_step, static_argnums=(4, 5))(g, padded, jax.random.PRNGKey(1), 1e12, 4, 30)
+    np.testing.assert_allclose(np.asarray(new_p.topic_stats).sum(0), 10.0 * words, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(new_p.mean_stats, new.mean_stats, rtol=1e-6)
 
 
 @pytest.mark.slow
@@ -211,3 +216,9 @@ def test_bad_input():
         CTM(1, V)
     with pytest.raises(ValueError, match="schedule"):
         prox_svi(model, num_data=10, schedule=0.0)
+    # num_data below the batch's documents (with a token) is refused at step, naming num_data
+    alg = prox_svi(model, num_data=2, schedule=1.0)
+    state = alg.init(jax.random.PRNGKey(0))
+    three = BowBatch(np.array([[0, 1], [2, 3], [4, 5]]), np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"^num_data = 2 is smaller than the batch's number of rows with data"):
+        alg.step(state, three, jax.random.PRNGKey(1))

@@ -59,6 +59,7 @@ from vijax._validate import batch_size, check_bool, check_choice, check_int, che
 from vijax.inference._bbvi import _all_finite, guarded_update
 from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import make_optimizer
+from vijax.inference._scale import check_num_data
 from vijax.inference.base import check_protocol, check_step_batch, safe_increment
 from vijax.models import AEVBModel
 from vijax.types import Array, PRNGKey, PyTree
@@ -188,6 +189,8 @@ def step(
     """One optimizer step on the minibatch ELBO (see the module docstring)."""
     check_key("key", key)
     check_step_batch(model, batch, state.count)
+    if num_data is not None:
+        check_num_data(num_data, model, batch, state.count)
     elbo, grads = jax.value_and_grad(_objective)(
         state.q_global, batch, key, model=model, decoder=decoder, num_data=num_data, num_samples=num_samples
     )

@@ -208,7 +208,7 @@ def as_top_level_api(
         >>> model = GPClassification(x, (x[:, 0] > 0).astype(int), 0.0, 0.0, jitter=1e-6)
         >>> alg = optax_vi(model, optimizer="adam", schedule=0.1)
         >>> state = alg.init(jax.random.PRNGKey(0))
-        >>> state, info = alg.step(state, np.arange(6), jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(state, np.arange(6), jax.random.PRNGKey(1))
     """
     if isinstance(optimizer, str):
         optimizer = make_optimizer(optimizer, 1.0 if schedule is None else schedule, **hyper)

@@ -41,7 +41,9 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import batch_size, check_choice, check_int, check_key
+from vijax._validate import check_choice, check_int, check_key
+from vijax.inference._conjugate import float_leaf_dtype
+from vijax.inference._scale import check_num_data, data_scale, num_present
 from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
 from vijax.inference.schedules import as_schedule
 from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, euclidean_natural_grad_step, kl_prox_update
@@ -87,8 +89,8 @@ def step(
     The ELBO reported in ``info`` is the model's estimate at the pre-update q (as SVI reports).
     """
     check_key("key", key)
-    m = batch_size(batch)
     check_step_batch(model, batch, state.count)
+    check_num_data(num_data, model, batch, state.count)
     q = state.q_global
     beta = jnp.asarray(schedule(state.count))
     if divergence == "kl":
@@ -104,7 +106,8 @@ def step(
         return new, ProxSVIInfo(upd.elbo, beta, upd.num_damped, ok)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
-    g_scaled = jax.tree_util.tree_map(lambda g: (num_data / m) * g, model.loglik_grad(q, batch, key_grad, num_samples))
+    scale, _ = data_scale(state.count, num_present(model, batch), num_data, False, float_leaf_dtype(q))
+    g_scaled = jax.tree_util.tree_map(lambda g: scale * g, model.loglik_grad(q, batch, key_grad, num_samples))
     target = euclidean_natural_grad_step(q, model.prior(), g_scaled, beta)
     q_new, num_damped = expfam.tree_interpolate(q, target, 1.0)
     new, ok = reject_nonfinite(ProxSVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)

@@ -100,8 +100,9 @@ class ARDRegression:
         >>> model = ARDRegression(dim=5)
         >>> alg = vijax.cavi(model)
         >>> state = alg.init(jax.random.PRNGKey(0), (X, y))
+        >>> step = jax.jit(alg.step)   # one compiled step
         >>> for t in range(50):
-        ...     state, info = alg.step(state, (X, y), jax.random.PRNGKey(t))
+        ...     state, info = step(state, (X, y), jax.random.PRNGKey(t))
         >>> w = model.posterior(state.q_global, (X, y)).mean   # E_q[w]: the zeros shrunk away
         >>> bool(np.allclose(w, [2.0, 0, 0, -1.0, 0], atol=0.05))
         True

@@ -60,6 +60,7 @@ from vijax._validate import (
     check_positive_fields,
     check_scalar,
 )
+from vijax.models._base import rows_with_data
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 
@@ -141,6 +142,7 @@ class CTM:
     eval_local_steps: int = 50
     eval_samples: int = 1000
     eval_seed: int = 0
+    present_rows = staticmethod(rows_with_data)  # documents with a token: prox_svi's N / S counts these
 
     def __post_init__(self):
         check_int("num_topics", self.num_topics, minimum=2)
@@ -343,7 +345,7 @@ class CTM:
         m = batch.word_ids.shape[0]
         valid = (jnp.sum(batch.counts, -1) > 0).astype(params.mu.dtype)
         n_valid = jnp.maximum(jnp.sum(valid), 1.0)
-        scale = num_data / m
+        scale = num_data / n_valid  # N / S over the documents with a token (padding rows are not data)
 
         def doc_stats(q, ids, counts, kk):
             a = params.log_topics[:, ids]
@@ -385,7 +387,8 @@ class CTM:
         return ProxUpdate(new, elbo, jnp.zeros((), jnp.int32))
 
     def elbo(self, g: CTMGlobals, batch, key: PRNGKey, num_samples: int, num_data: int) -> Array:
-        """Full-data ELBO estimate (locals fitted to the minibatch, terms scaled by N/M)."""
+        """Full-data ELBO estimate (locals fitted to the minibatch, terms scaled by N/S, S the documents
+        with a token)."""
         params = self.params(g)
         k_fit, k_elbo = jax.random.split(key)
         qs = self._fit_batch(params, batch, k_fit, num_samples, self.local_steps)
@@ -395,7 +398,7 @@ class CTM:
             qs, batch.word_ids, batch.counts, kes
         )
         valid = (jnp.sum(batch.counts, -1) > 0).astype(elbos.dtype)
-        return num_data / m * jnp.sum(valid * elbos)
+        return num_data / jnp.maximum(jnp.sum(valid), 1.0) * jnp.sum(valid * elbos)
 
     # ------------------------------------------------------------------ evaluation
     def log_predictive(self, g: CTMGlobals, observed, heldout) -> Array:
