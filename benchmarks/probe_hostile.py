@@ -1,34 +1,53 @@
-"""A probe of the public ``step`` of every registered algorithm with hostile batches, as a new user
-would feed them (issue 15's probe, step part): for each (model, algorithm) pair, a valid tiny batch
-and its corruptions (an out-of-range id or label, a negative, NaN or infinite value, one extra
-trailing axis, a string array), each fed to the step eagerly and under ``jax.jit``.
+"""A probe of vijax's public entry points with hostile inputs, as a new user would give them,
+generated from the registries: every model class of ``vijax.models`` (its constructor's float
+and size arguments), every algorithm of ``vijax.inference.ALGORITHMS`` (its factory's arguments,
+and its step fed corrupted batches, eagerly and under ``jax.jit``), the file readers of
+``vijax.data`` (malformed, truncated, binary, non-UTF-8 and non-regular files), and every
+registered experiment's config (each numeric key out of its range or of the wrong type, unknown
+keys, YAML read differently from what was written).
 
-Each outcome is one of: ``clear`` (a ValueError, or a JaxRuntimeError carrying one, whose message
-names the batch or a field; also ``jax.jit``'s own TypeError for a string array, which names the
-argument ``batch`` before any vijax code runs), ``handled`` (the step returned with ``info.accepted`` False: the
-non-finite update was rejected and the state kept), ``obscure`` (another exception), or
-``silent`` (the step returned an update from bad data as if it were fine).
+Each input is classified as one of:
 
-    python benchmarks/probe_hostile.py     # prints the tally, writes benchmarks/results/probe_hostile.json
+- ``clear``: refused with a ValueError (or a JaxRuntimeError carrying one) whose message names
+  the argument, the config key, the file or the batch; also ``jax.jit``'s own TypeError for a
+  string array, which names the argument ``batch`` before any vijax code runs;
+- ``handled``: a step returned with ``info.accepted`` False (the non-finite update rejected, the
+  state kept);
+- ``obscure``: another exception, or a ValueError that does not name what is wrong, or no answer
+  within ``TIMEOUT_S`` seconds;
+- ``silent``: accepted as if it were fine.
 
-Run with another checkout first on ``PYTHONPATH`` to probe that version (the "before" figures).
+    python benchmarks/probe_hostile.py     # prints the tally by category, writes benchmarks/results/probe_hostile.json
+
+It exits with status 1 when any input is ``obscure`` or ``silent`` (after writing the JSON).
 """
 
 from __future__ import annotations
 
+import gzip
+import inspect
 import json
 import os
+import signal
 import sys
+import tempfile
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax import models as vm
-from vijax.data import BowBatch
-from vijax.inference import make_algorithm
+import vijax.models as vm
+from vijax import expfam
+from vijax.data import BowBatch, Corpus, load_vocabulary, prepare_corpus, read_ldac, read_uci_bow, read_word_list
+from vijax.inference import ALGORITHMS, make_algorithm
+from vijax.run import EXPERIMENTS, import_builtin_experiments, load_config
 
+TIMEOUT_S = 60
+OUTCOMES = ("clear", "handled", "obscure", "silent")
 KEY = jax.random.PRNGKey(0)
+X = jnp.array([[1.0, 0.5, 0.1], [-1.0, 0.2, 0.3], [0.3, -0.4, 0.2], [0.9, 1.0, -0.5]])
+Y = jnp.array([1.0, 0.0, 1.0, 0.0])
 X1 = jnp.array([-2.0, -1.5, 1.5, 2.0, 0.1])
 X2 = jnp.array([[-2.0, 0.1], [-1.5, 0.3], [1.5, -0.2], [2.0, 0.0], [0.1, 0.2]])
 Y01 = jnp.array([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
@@ -37,135 +56,331 @@ BOW = BowBatch(jnp.array([[0, 1, 2, 3], [4, 5, 0, 1], [2, 3, 4, 5]], jnp.int32),
 OBS = jnp.array([[0, 1, 1, 0], [1, 1, 0, 0]], jnp.int32)
 
 
-def _set(tree, value, field=None, index=0):
-    """``tree`` with its ``field``-th leaf's first entry set to ``value``."""
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    i = index if field is None else field
-    leaf = leaves[i]
-    leaves[i] = leaf.at[(0,) * leaf.ndim].set(jnp.asarray(value, leaf.dtype))
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+class _Timeout(Exception):
+    pass
 
 
-# (label, model, algorithm, settings, valid batch, {corruption: batch})
-def cases():
-    gmm = {"nan": _set(X2, np.nan), "inf": _set(X2, np.inf), "wide": jnp.concatenate([X2, X2], 1)}
-    return [
-        (
-            "LDA/svi",
-            vm.LDA(2, 6),
-            "svi",
-            {"num_data": 3},
-            BOW,
-            {
-                "id>=V": _set(BOW, 60, 0),
-                "id<0": _set(BOW, -1, 0),
-                "count<0": _set(BOW, -2.0, 1),
-                "count nan": _set(BOW, np.nan, 1),
-                "count inf": _set(BOW, np.inf, 1),
-            },
-        ),
-        (
-            "LDA/ssvi",
-            vm.LDA(2, 6),
-            "ssvi",
-            {"num_data": 3},
-            BOW,
-            {"id>=V": _set(BOW, 60, 0), "count nan": _set(BOW, np.nan, 1)},
-        ),
-        (
-            "LDA/map",
-            vm.LDA(2, 6),
-            "map",
-            {"num_data": 3},
-            BOW,
-            {"id>=V": _set(BOW, 60, 0), "count<0": _set(BOW, -2.0, 1)},
-        ),
-        (
-            "UnivariateGMM/cavi",
-            vm.UnivariateGMM(num_components=2),
-            "cavi",
-            {},
-            X1,
-            {"nan": _set(X1, np.nan), "inf": _set(X1, np.inf), "2-D": X1[:, None]},
-        ),
-        ("DiagonalGMM/svi", vm.DiagonalGMM(2, 2), "svi", {"num_data": 5}, X2, gmm),
-        ("FullGMM/cavi", vm.FullGMM(2, 2), "cavi", {}, X2, gmm),
-        (
-            "BernoulliMixture/cavi",
-            vm.BernoulliMixture(2, 3),
-            "cavi",
-            {},
-            Y01,
-            {"y=2": _set(Y01, 2.0), "y=-1": _set(Y01, -1.0), "y nan": _set(Y01, np.nan)},
-        ),
-        (
-            "GLM/prox_svi",
-            vm.GLM(2),
-            "prox_svi",
-            {"num_data": 4, "schedule": 0.1},
-            XY,
-            {
-                "label -1": _set(XY, -1.0, 1),
-                "label 2": _set(XY, 2.0, 1),
-                "x nan": _set(XY, np.nan, 0),
-                "x wide": (jnp.concatenate([XY[0], XY[0]], 1), XY[1]),
-            },
-        ),
-        (
-            "CategoricalHMM/em",
-            vm.CategoricalHMM(num_states=2, num_symbols=2),
-            "em",
-            {},
-            OBS,
-            {"symbol>=V": _set(OBS, 5), "symbol<0": _set(OBS, -1)},
-        ),
-        (
-            "GPClassification/optax",
-            vm.GPClassification(*XY, log_lengthscale=0.0, log_scale=0.0),
-            "optax",
-            {"num_data": 4, "optimizer": "adam", "schedule": 0.01},
-            jnp.array([0, 1, 2], jnp.int32),
-            {"index>=N": jnp.array([0, 9, 2], jnp.int32), "index<0": jnp.array([0, -1, 2], jnp.int32)},
-        ),
-    ]
+def _alarm(signum, frame):
+    raise _Timeout()
 
 
-def classify(call, info_of=lambda out: out[1]) -> str:
+def classify(call: Callable[[], Any], names: tuple, accepted_of=None) -> str:
+    """The outcome of ``call()``: ``clear`` when it raises a ValueError naming one of ``names``."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIMEOUT_S)
     try:
         out = call()
         jax.block_until_ready(out)
-    except (ValueError, TypeError) as e:
-        # jax.jit's own refusal of a non-array argument names it ("... at path batch"): clear too
-        return "clear" if isinstance(e, ValueError) or "at path batch" in str(e) else "obscure"
+    except _Timeout:
+        return "obscure"
+    except ValueError as e:
+        return "clear" if any(n in str(e) for n in names) else "obscure"
+    except TypeError as e:  # jax.jit's own refusal of a non-array argument names it ("... at path batch")
+        return "clear" if "at path batch" in str(e) else "obscure"
     except jax.errors.JaxRuntimeError as e:
-        return "clear" if "ValueError: " in str(e) else "obscure"
+        return "clear" if "ValueError: " in str(e) and any(n in str(e) for n in names) else "obscure"
     except Exception:  # noqa: BLE001 -- anything else is an obscure failure
         return "obscure"
-    accepted = getattr(info_of(out), "accepted", None)
-    return "handled" if accepted is not None and not bool(np.all(np.asarray(accepted))) else "silent"
+    finally:
+        signal.alarm(0)
+    if accepted_of is not None:
+        accepted = getattr(accepted_of(out), "accepted", None)
+        if accepted is not None and not bool(np.all(np.asarray(accepted))):
+            return "handled"
+    return "silent"
 
 
-def main() -> dict:
-    tally = {"clear": 0, "handled": 0, "obscure": 0, "silent": 0}
-    rows = []
-    for label, model, name, settings, batch, bad in cases():
-        alg = make_algorithm(name, model, **settings)
+# ------------------------------------------------------------------------------- constructors
+def _network(shape):
+    return vm.Network(lambda p, x: p @ x, jnp.ones(shape))
+
+
+# model class -> a constructor with valid required arguments (every dimension 3), given by keyword so
+# that a case can replace any of them
+def _kw(cls, **required):
+    return lambda **kw: cls(**{**required, **kw})
+
+
+MODELS = {
+    "ARDRegression": _kw(vm.ARDRegression, dim=3),
+    "BernoulliMixture": _kw(vm.BernoulliMixture, num_components=3, dim=3),
+    "CTM": _kw(vm.CTM, num_topics=3, vocab_size=3),
+    "CategoricalHMM": _kw(vm.CategoricalHMM, num_states=3, num_symbols=3),
+    "DiagonalGMM": _kw(vm.DiagonalGMM, num_components=3, dim=3),
+    "DPMixture": lambda **kw: vm.DPMixture(vm.DiagonalGMM(3, 3), **kw),
+    "FullGMM": _kw(vm.FullGMM, num_components=3, dim=3),
+    "GLM": _kw(vm.GLM, dim=3),
+    "GPClassification": _kw(vm.GPClassification, x=X, y=Y, log_lengthscale=0.0, log_scale=0.0),
+    "GaPNMF": _kw(vm.GaPNMF, num_components=3, num_freqs=3),
+    "GaussianHMM": _kw(vm.GaussianHMM, num_states=3, dim=3),
+    "GaussianMixtureEM": _kw(vm.GaussianMixtureEM, num_components=3, dim=3),
+    "LDA": _kw(vm.LDA, num_topics=3, vocab_size=3),
+    "NoisyDirichletMultinomial": _kw(vm.NoisyDirichletMultinomial, num_categories=3),
+    "PLSA": _kw(vm.PLSA, num_topics=3, vocab_size=3),
+    "PoissonGammaSoftplus": _kw(vm.PoissonGammaSoftplus, dim=3),
+    "StudentTMixture": _kw(vm.StudentTMixture, num_components=3, dim=3),
+    "UnivariateGMM": _kw(vm.UnivariateGMM, num_components=3),
+    "VAE": _kw(vm.VAE, encoder=_network((4, 3)), decoder=_network((3, 2)), latent_dim=2, data_dim=3),
+}
+BAD_FLOATS = {"str": "1.0", "bytes": b"1.0", "bool": True, "nan": float("nan"), "inf": float("inf")}
+BAD_SIZES = {"zero": 0, "negative": -1, "fraction": 2.5, "str": "3", "absurd": 10**30}
+
+
+def constructor_cases():
+    """(label, call, names): every float argument given each of BAD_FLOATS, and every size argument
+    (an int without a default, or named like a size) each of BAD_SIZES."""
+    for name, make in MODELS.items():
+        for p in inspect.signature(getattr(vm, name)).parameters.values():
+            default = p.default
+            if isinstance(default, float):
+                for what, value in BAD_FLOATS.items():
+                    yield f"{name}({p.name}={what})", (lambda m=make, a=p.name, v=value: m(**{a: v})), (p.name,)
+            is_size = (default is inspect.Parameter.empty and p.annotation in ("int", int)) or (
+                isinstance(default, int) and not isinstance(default, bool) and p.name.endswith(("_iters", "_steps"))
+            )
+            if is_size and name not in ("GPClassification",):
+                for what, value in BAD_SIZES.items():
+                    if what == "zero" and p.name.endswith("_iters"):
+                        continue
+                    yield f"{name}({p.name}={what})", (lambda m=make, a=p.name, v=value: m(**{a: v})), (p.name,)
+
+
+# ------------------------------------------------------------------------------- algorithms
+# algorithm -> (model, valid batch, valid settings)
+ALGORITHM_CASES = {
+    "cavi": (lambda: vm.UnivariateGMM(2), X1, {}),
+    "em": (lambda: vm.CategoricalHMM(2, 2), OBS, {}),
+    "svi": (lambda: vm.LDA(2, 6), BOW, {"num_data": 3, "schedule": 0.5}),
+    "ssvi": (lambda: vm.LDA(2, 6), BOW, {"num_data": 3, "schedule": 0.5}),
+    "ssvi_a": (lambda: vm.LDA(2, 6), BOW, {"num_data": 3, "schedule": 0.5}),
+    "map": (lambda: vm.LDA(2, 6), BOW, {"num_data": 3, "schedule": 0.5}),
+    "prox_svi": (lambda: vm.GLM(2), XY, {"num_data": 4, "schedule": 0.1}),
+    "optax": (
+        lambda: vm.GPClassification(*XY, log_lengthscale=0.0, log_scale=0.0),
+        jnp.array([0, 1, 2], jnp.int32),
+        {"num_data": 4, "optimizer": "adam", "schedule": 0.01},
+    ),
+    "aevb": (
+        lambda: vm.VAE(vm.mlp(jax.random.PRNGKey(1), (4, 8, 4)), vm.mlp(jax.random.PRNGKey(2), (2, 8, 4)), 2, 4),
+        Y01[:, :2].repeat(2, 1)[:, :4],
+        {"num_data": 4, "schedule": 0.01},
+    ),
+}
+
+
+def _glm_density(w, batch):
+    x, y = batch
+    logits = x @ w
+    return jnp.sum(y * logits - jnp.logaddexp(0.0, logits)) - 0.5 * jnp.sum(w**2)
+
+
+ALGORITHM_CASES["bbvi"] = (lambda: _glm_density, XY, {"num_data": 4, "init_params": jnp.zeros(2)})
+ALGORITHM_CASES["ngvi"] = (
+    lambda: _glm_density,
+    XY,
+    {"num_data": 4, "family": expfam.Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2))},
+)
+
+BAD_SETTINGS = {
+    "num_data": {"zero": 0, "negative": -1, "fraction": 2.5, "str": "4", "below the batch": 1},
+    "schedule": {"zero": 0.0, "negative": -0.1, "nan": float("nan"), "str": "0.1"},
+}
+
+
+def algorithm_cases():
+    """(label, call, names): each registered algorithm's factory given bad settings (num_data below
+    the batch is refused at the step), and an unknown keyword."""
+    for name, (make, batch, settings) in ALGORITHM_CASES.items():
+        for key, bad in BAD_SETTINGS.items():
+            if key not in settings:
+                continue
+            for what, value in bad.items():
+
+                def call(make=make, batch=batch, settings=settings, key=key, value=value, name=name):
+                    alg = make_algorithm(name, make(), **{**settings, key: value})
+                    state = alg.init(jax.random.PRNGKey(1), batch)
+                    return alg.step(state, batch, jax.random.PRNGKey(2))
+
+                yield f"{name}({key}={what})", call, (key,)
+        yield (
+            f"{name}(no_such_setting=1)",
+            lambda make=make, settings=settings, name=name: make_algorithm(name, make(), **settings, no_such_setting=1),
+            ("no_such_setting",),
+        )
+
+
+def _set(tree, value, field=0):
+    """``tree`` with its ``field``-th leaf's first entry set to ``value``."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    leaf = leaves[field]
+    leaves[field] = leaf.at[(0,) * leaf.ndim].set(jnp.asarray(value, leaf.dtype))
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _corruptions(batch) -> dict:
+    """Corrupted copies of a valid batch: a NaN, an infinity, an out-of-range id (int leaves), a
+    negative value, one more trailing axis, a string array."""
+    out = {}
+    for i, leaf in enumerate(jax.tree_util.tree_leaves(batch)):
+        if jnp.issubdtype(leaf.dtype, jnp.integer):
+            out[f"leaf {i} id 10**6"] = _set(batch, 10**6, i)
+            out[f"leaf {i} id -1"] = _set(batch, -1, i)
+        else:
+            out[f"leaf {i} nan"] = _set(batch, np.nan, i)
+            out[f"leaf {i} inf"] = _set(batch, np.inf, i)
+    out["one more axis"] = jax.tree_util.tree_map(lambda a: jnp.stack([a, a], -1), batch)
+    out["strings"] = np.array(["a", "b"])
+    return out
+
+
+def step_cases():
+    """(label, call, names, accepted_of): each registered algorithm's step (eagerly and under
+    jit) fed each corruption of its valid batch."""
+    for name, (make, batch, settings) in ALGORITHM_CASES.items():
+        alg = make_algorithm(name, make(), **settings)
         state = alg.init(jax.random.PRNGKey(1), batch)
         jitted = jax.jit(alg.step)
-        for what, b in list(bad.items()) + [("strings", np.array(["a", "b"]))]:
+        for what, bad in _corruptions(batch).items():
+            if what == "one more axis" and name in ("bbvi", "ngvi"):
+                continue  # a user's log-density defines its batch's shape: vijax cannot call another one wrong
             for mode, fn in (("eager", alg.step), ("jit", jitted)):
-                outcome = classify(lambda: fn(state, b, jax.random.PRNGKey(2)))
-                tally[outcome] += 1
-                rows.append({"case": label, "input": what, "mode": mode, "outcome": outcome})
-    total = sum(tally.values())
-    print(f"{total} hostile inputs: " + ", ".join(f"{k} {v}" for k, v in tally.items()))
-    for r in rows:
-        if r["outcome"] in ("silent", "obscure"):
-            print(f"  {r['outcome']:8s} {r['case']:24s} {r['input']:10s} {r['mode']}")
-    res = {"tally": tally, "rows": rows}
+                yield (
+                    f"{name}.step[{what}, {mode}]",
+                    lambda fn=fn, state=state, bad=bad: fn(state, bad, jax.random.PRNGKey(2)),
+                    ("batch", "obs", " x ", "y ", "count", "word id", "symbol", "index", "label", "num_data", "must"),
+                )
+
+
+# ------------------------------------------------------------------------------- readers
+READERS = {
+    "read_uci_bow": lambda p: read_uci_bow(p),
+    "read_ldac": lambda p: read_ldac(p, vocab_size=5),
+    "read_word_list": read_word_list,
+    "load_vocabulary": load_vocabulary,
+    "Corpus.load_npz": lambda p: Corpus.load_npz(p),
+    "prepare_corpus": lambda p: prepare_corpus(p, "ldac", os.path.join(os.path.dirname(p), "out.npz"), vocab_size=5),
+}
+FILES = {
+    "empty": b"",
+    "binary": bytes(range(256)),
+    "not UTF-8": b"3\n5\n2\n1 1 \xff\n",
+    "truncated gzip": gzip.compress(b"2 0:1 3:2\n1 4:1\n" * 50)[:40],
+    "text": b"x y z\n",
+    "negative count": b"1 0:-3\n",
+    "repeated word": b"apple\npear\napple\n",
+}
+
+
+def reader_cases(folder: str):
+    """(label, call, names): each reader given each malformed file, a folder and /dev/zero."""
+    for reader, read in READERS.items():
+        for what, content in FILES.items():
+            path = os.path.join(folder, f"{reader}_{what.replace(' ', '_')}" + (".gz" if "gzip" in what else ""))
+            with open(path, "wb") as f:
+                f.write(content)
+            yield f"{reader}[{what}]", (lambda read=read, path=path: read(path)), (os.path.basename(path),)
+        yield f"{reader}[a folder]", (lambda read=read: read(folder)), (folder,)
+        yield f"{reader}[/dev/zero]", (lambda read=read: read("/dev/zero")), ("/dev/zero",)
+
+
+def _is_silent_ok(reader: str, what: str) -> bool:
+    """Inputs a reader may legitimately accept (a word list of words that happen to be text)."""
+    return (reader in ("read_word_list", "load_vocabulary") and what in ("text", "negative count")) or (
+        reader == "read_word_list" and what == "repeated word"
+    )
+
+
+# ------------------------------------------------------------------------------- configs
+def config_cases():
+    """(label, call, names): every registered experiment's config with an unknown key per section,
+    each numeric key given a string and NaN (and -1 for an int key), and YAML read differently from
+    what was written (a key given twice, an alias bomb)."""
+    import_builtin_experiments()
+    for name, spec in sorted(EXPERIMENTS.items()):
+        for section in ("model", "data", "algorithm", "run"):
+            key = f"{section}.no_such_key"
+            yield (
+                f"{name}: {key}",
+                lambda name=name, section=section: load_config({"experiment": name, section: {"no_such_key": 1}}),
+                (key,),
+            )
+        for section in ("model", "data", "algorithm"):
+            for key, default in spec.defaults.get(section, {}).items():
+                if isinstance(default, bool) or not isinstance(default, (int, float)):
+                    continue
+                values = {"str": "x", "nan": float("nan")}
+                if isinstance(default, int):
+                    values["negative"] = -1
+                for what, value in values.items():
+                    yield (
+                        f"{name}: {section}.{key}={what}",
+                        lambda name=name, section=section, key=key, value=value: load_config(
+                            {"experiment": name, section: {key: value}}
+                        ),
+                        (f"{section}.{key}",),
+                    )
+    yield (
+        "yaml: a key given twice",
+        lambda: load_config(_yaml("experiment: gmm_simulation\nseed: 1\nseed: 2\n")),
+        ("seed",),
+    )
+    bomb = "experiment: gmm_simulation\na: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi")
+    )
+    yield "yaml: an alias bomb", lambda: load_config(_yaml(bomb)), ("aliases",)
+
+
+def _yaml(text: str) -> str:
+    fd, path = tempfile.mkstemp(suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+# ------------------------------------------------------------------------------- main
+def main() -> dict:
+    missing = sorted(set(ALGORITHMS) - set(ALGORITHM_CASES))
+    if missing:
+        raise SystemExit(f"add the registered algorithm(s) {missing} to ALGORITHM_CASES in {__file__}")
+    tally: dict = {}
+    rows = []
+
+    def record(category, label, outcome):
+        tally.setdefault(category, dict.fromkeys(OUTCOMES, 0))[outcome] += 1
+        rows.append({"category": category, "input": label, "outcome": outcome})
+
+    for label, call, names in constructor_cases():
+        record("constructor", label, classify(call, names))
+    for label, call, names in algorithm_cases():
+        record("algorithm", label, classify(call, names, accepted_of=lambda out: out[1]))
+    for label, call, names in step_cases():
+        record("step", label, classify(call, names, accepted_of=lambda out: out[1]))
+    with tempfile.TemporaryDirectory() as folder:
+        for label, call, names in reader_cases(folder):
+            outcome = classify(call, names)
+            reader, what = label[:-1].split("[", 1)
+            if outcome == "silent" and _is_silent_ok(reader, what):
+                continue  # a valid input for that reader
+            record("reader", label, outcome)
+    for label, call, names in config_cases():
+        record("config", label, classify(call, names))
+
+    total = {k: sum(t[k] for t in tally.values()) for k in OUTCOMES}
+    n = sum(total.values())
+    print(f"{n} hostile inputs: " + ", ".join(f"{k} {v}" for k, v in total.items()))
+    print(f"{'category':12s} " + " ".join(f"{k:>8s}" for k in OUTCOMES))
+    for category, t in tally.items():
+        print(f"{category:12s} " + " ".join(f"{t[k]:8d}" for k in OUTCOMES))
+    bad = [r for r in rows if r["outcome"] in ("obscure", "silent")]
+    for r in bad:
+        print(f"  {r['outcome']:8s} {r['category']:12s} {r['input']}")
+    res = {"total": total, "by_category": tally, "rows": rows}
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "probe_hostile.json")
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
+    if bad:
+        raise SystemExit(f"{len(bad)} of {n} hostile inputs are obscure or silent (listed above)")
     return res
 
 

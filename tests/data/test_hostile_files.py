@@ -346,3 +346,20 @@ def test_vocabulary_save_replaces_the_file_whole_or_not_at_all(tmp_path, monkeyp
         Vocabulary(["c", "d", "e"]).save(path)
     assert path.read_text() == "a\nb\n"
     assert [p.name for p in tmp_path.iterdir()] == ["vocab.txt"]
+
+
+# ------------------------------------------------------------------ empty files
+@pytest.mark.parametrize(
+    "read,words",
+    [
+        (lambda p: read_ldac(p, vocab_size=5), "holds no documents (an empty lda-c file)"),
+        (read_word_list, "holds no words: an empty word list"),
+        (load_vocabulary, "holds no words: an empty word list"),
+        (lambda p: prepare_corpus(p, "ldac", p.with_name("out.npz"), vocab_size=5), "is empty: no documents"),
+    ],
+)
+def test_an_empty_file_is_refused_naming_it(tmp_path, read, words):
+    path = _write(tmp_path / "empty.txt", "")
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ".*" + re.escape(words)):
+        read(path)
+    assert not (tmp_path / "out.npz").exists()

@@ -144,3 +144,27 @@ def test_restarts_that_cannot_fit_in_memory_are_refused_before_allocating(monkey
     many = restarts(alg, 10**7)
     with pytest.raises(ValueError, match=r"^num_restarts \(10000000 restarts of a \d+-byte state, twice\) asks for"):
         many.init(KEY)
+
+
+def test_a_string_batch_is_refused_naming_batch():
+    alg = bbvi(lambda p, b: -0.5 * jnp.sum((p["z"] - b) ** 2), init_params={"z": jnp.zeros(())}, num_data=3)
+    state = alg.init(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="^batch must be a pytree of numeric arrays, got an array of dtype <U1$"):
+        alg.step(state, np.array(["a", "b"]), jax.random.PRNGKey(1))
+
+
+def test_optimizer_algorithms_name_schedule_for_a_bad_learning_rate():
+    from vijax.inference import make_algorithm
+    from vijax.models import GPClassification
+
+    x = jnp.array([[1.0], [-1.0], [0.5]])
+    model = GPClassification(x, jnp.array([1, 0, 1]), log_lengthscale=0.0, log_scale=0.0)
+    for bad in (0.0, float("nan"), "0.1"):
+        with pytest.raises(ValueError, match=r"^schedule must be a finite number > 0"):
+            make_algorithm("optax", model, num_data=3, optimizer="adam", schedule=bad)
+    with pytest.raises(ValueError, match=r"^schedule must be a finite number > 0"):
+        bbvi(lambda p, b: -jnp.sum(p**2), init_params=jnp.zeros(2), num_data=3, schedule=-1.0)
+    # num_data below the batch: refused at step, as in every stochastic algorithm
+    alg = make_algorithm("optax", model, num_data=1, optimizer="adam", schedule=0.1)
+    with pytest.raises(ValueError, match=r"^num_data = 1 is smaller than the batch's 3 data points"):
+        alg.step(alg.init(jax.random.PRNGKey(0)), jnp.arange(3), jax.random.PRNGKey(1))

@@ -179,6 +179,9 @@ def test_bad_float_hyperparameter_named_at_construction(name, arg, none_ok):
         (lambda: vm.GLM(10**8), r"dim\*\*2"),
         (lambda: vm.PoissonGammaSoftplus(10**16), "dim"),
         (lambda: vm.NoisyDirichletMultinomial(10**16), "num_categories"),
+        (lambda: vm.CategoricalHMM(10**8, 10**8), "num_states * (num_states + num_symbols)"),
+        (lambda: vm.GaussianHMM(10**8, 10**8), "num_states * (num_states + 2 * dim)"),
+        (lambda: vm.FullGMM(3, 10**30), r"num_components \* dim\*\*2"),  # named before dof0's default
     ],
 )
 def test_absurd_sizes_refused_before_allocation(make, words):
@@ -313,3 +316,23 @@ def test_more_components_than_points_refused_at_init_with_data():
         vm.UnivariateGMM(5).init_globals(jax.random.PRNGKey(0), x[:, 0])
     sticks, comps = vm.DPMixture.gaussian(5, 3).init_globals(jax.random.PRNGKey(0), x)
     assert comps.loc.shape == (5, 3) and np.all(np.isfinite(np.asarray(comps.loc)))
+
+
+@pytest.mark.parametrize(
+    "make,name",
+    [
+        (lambda n: vm.LDA(2, 3, max_iters=n), "max_iters"),
+        (lambda n: vm.LDA(2, 3, cvb0_iters=n), "cvb0_iters"),
+        (lambda n: vm.LDA(2, 3, gibbs_sweeps=n), "gibbs_sweeps"),
+        (lambda n: vm.CTM(2, 3, local_steps=n), "local_steps"),
+        (lambda n: vm.CTM(2, 3, eval_local_steps=n), "eval_local_steps"),
+        (lambda n: vm.GaPNMF(2, 3, max_iters=n), "max_iters"),
+        (lambda n: vm.PLSA(2, 3, fold_in_iters=n), "fold_in_iters"),
+        (lambda n: vm.StudentTMixture(2, 2, dof_steps=n), "dof_steps"),
+    ],
+)
+def test_iteration_counts_beyond_int32_refused(make, name):
+    """A lax loop counts in int32: 2**31 iterations would never stop (or wrap); 2**31 - 1 is accepted."""
+    make(2**31 - 1)
+    with pytest.raises(ValueError, match=rf"^{name} must be an integer in \[1, 2147483647\], got {10**30}$"):
+        make(10**30)

@@ -13,6 +13,7 @@ Two modules: ``_args`` (arguments) and ``_values`` (a step's batch values).
 """
 
 from ._args import (
+    INT32_MAX,
     batch_size,
     check_allocation,
     check_bool,
@@ -58,6 +59,7 @@ from ._values import (
 )
 
 __all__ = [
+    "INT32_MAX",
     "collected_failed",
     "collecting_checks",
     "ValueCheck",

@@ -18,6 +18,10 @@ def is_tracer(x: Any) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
+# the largest count a lax loop (an int32 counter) can reach: the bound of every iteration-count setting
+INT32_MAX = 2**31 - 1
+
+
 def check_int(name: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
     """``value`` as a Python int, after checking that it is an integer (not a bool) in
     ``[minimum, maximum]``.

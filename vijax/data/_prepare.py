@@ -96,6 +96,8 @@ def prepare_corpus(
             except FileNotFoundError:
                 raise FileNotFoundError(f"{what} file {os.fspath(p)!r} does not exist") from None
     _check_out_path(out_path, {"input": input_path, "vocabulary": vocab_path})
+    if os.path.getsize(input_path) == 0:
+        raise ValueError(f"input file {os.fspath(input_path)!r} is empty: no documents to prepare")
     if vocab_size is not None and fmt != "ldac":
         raise ValueError("vocab_size applies to the ldac format only")
     if fmt == "uci":

@@ -106,6 +106,8 @@ def read_word_list(path: str | os.PathLike) -> list[str]:
         words.pop()
     if "" in words:
         raise ValueError(f"{os.fspath(path)!r}: blank line {words.index('') + 1} inside the word list")
+    if not words:
+        raise ValueError(f"{os.fspath(path)!r} holds no words: an empty word list")
     return words
 
 
@@ -315,7 +317,7 @@ def read_ldac(
         that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32),
         a count above 2**24 (counts are float32, exact only up to 2**24), a vocabulary that
         repeats a word (naming both lines); a path that is not a regular file, text that is not
-        UTF-8, gzip data that is truncated or corrupt.
+        UTF-8, gzip data that is truncated or corrupt; a file without documents.
 
     Examples:
       >>> import tempfile, os
@@ -336,7 +338,9 @@ def read_ldac(
         lengths.append(sizes)
         words.append(ids)
         counts.append(cnt)
-    lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    if sum(len(x) for x in lengths) == 0:
+        raise ValueError(f"{os.fspath(path)!r} holds no documents (an empty lda-c file)")
+    lengths = np.concatenate(lengths)
     ids = np.concatenate(words) if words else np.zeros(0, np.int64)
     counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)
     ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)

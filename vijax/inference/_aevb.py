@@ -292,7 +292,7 @@ def as_top_level_api(
     prior_scale = check_scalar("prior_scale", prior_scale, low=0.0)
     init_scale = check_scalar("init_scale", init_scale, low=0.0)
     if isinstance(optimizer, str):
-        optimizer = make_optimizer(optimizer, 1e-3 if schedule is None else schedule, **hyper)
+        optimizer = make_optimizer(optimizer, 1e-3 if schedule is None else schedule, rate_name="schedule", **hyper)
     elif hyper or schedule is not None:
         raise ValueError(
             "schedule and optimizer hyperparameters are only taken with an optimizer name; an "

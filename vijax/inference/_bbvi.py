@@ -448,7 +448,7 @@ def as_top_level_api(
             "needs the whole log-joint (give log_prior instead)"
         )
     if isinstance(optimizer, str):
-        optimizer = make_optimizer(optimizer, 0.01 if schedule is None else schedule, **hyper)
+        optimizer = make_optimizer(optimizer, 0.01 if schedule is None else schedule, rate_name="schedule", **hyper)
     elif hyper or schedule is not None:
         raise ValueError(
             "schedule and optimizer hyperparameters are only taken with an optimizer name; an "

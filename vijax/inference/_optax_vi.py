@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from vijax._validate import check_int, check_key, check_scalar
+from vijax.inference._scale import check_num_data
 from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
 from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
@@ -53,13 +54,17 @@ class OptaxVIInfo(NamedTuple):
     accepted: Array = None
 
 
-def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax.GradientTransformation:
+def make_optimizer(
+    name: str, learning_rate: float = 1.0, *, rate_name: str = "learning_rate", **hyper: Any
+) -> optax.GradientTransformation:
     """An optax transformation of appendix G by name (a descent direction on -ELBO).
 
     Args:
       name: one of ``OPTIMIZERS``.
       learning_rate: alpha (gd) or alpha_0 (the others), > 0; for gd, adagrad, rmsprop and adam
         also a callable ``count -> alpha_k`` (an optax schedule).
+      rate_name: the name a refused ``learning_rate`` is reported under (the algorithms pass
+        ``"schedule"``, the argument their user gave).
       **hyper: ``kappa`` (sgd, default 0.6); ``eps`` (adagrad, rmsprop, adadelta, adam; default
         1e-8); ``decay`` (rmsprop rho, default 0.9); ``rho`` (adadelta, default 0.9); ``b1``,
         ``b2`` (adam, default 0.9, 0.999).
@@ -90,10 +95,10 @@ def make_optimizer(name: str, learning_rate: float = 1.0, **hyper: Any) -> optax
     if callable(learning_rate):
         if name in ("sgd", "adadelta"):
             raise ValueError(
-                f"learning_rate: optimizer {name!r} takes a number (its own decay is built in), got {learning_rate!r}"
+                f"{rate_name}: optimizer {name!r} takes a number (its own decay is built in), got {learning_rate!r}"
             )
     else:
-        check_scalar("learning_rate", learning_rate, low=0.0, high=None)
+        check_scalar(rate_name, learning_rate, low=0.0, high=None)
     eps = hyper.get("eps", 1e-8)
     if name == "gd":
         return optax.sgd(learning_rate)
@@ -166,6 +171,8 @@ def step(
     """One ascent step on ``model.elbo_params`` (the same draws give the value and the gradient)."""
     check_key("key", key)
     check_step_batch(model, batch, state.count)
+    if num_data is not None:
+        check_num_data(num_data, model, batch, state.count)
     elbo, grads = jax.value_and_grad(model.elbo_params)(state.q_global, batch, key, num_samples, num_data)
     neg = jax.tree.map(jnp.negative, grads)
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
@@ -211,7 +218,7 @@ def as_top_level_api(
         >>> state, info = jax.jit(alg.step)(state, np.arange(6), jax.random.PRNGKey(1))
     """
     if isinstance(optimizer, str):
-        optimizer = make_optimizer(optimizer, 1.0 if schedule is None else schedule, **hyper)
+        optimizer = make_optimizer(optimizer, 1.0 if schedule is None else schedule, rate_name="schedule", **hyper)
     else:
         if hyper:
             raise ValueError(f"hyperparameters {sorted(hyper)} are only taken with an optimizer name")

@@ -93,10 +93,17 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
       concrete batch, an error from inside the compiled step for a traced one; off under
       ``vijax.inference.value_checks(False)``.
 
-    A model without ``check_data`` / ``batch_checks`` (a plain log-density) is not checked; a
+    Every batch must be a pytree of numeric arrays (strings and object arrays are refused, naming
+    ``batch``). A model without ``check_data`` / ``batch_checks`` (a plain log-density) is not
+    checked further; a
     ``check_data`` that only works on concrete arrays (it converts the batch to NumPy) runs on a
     concrete batch as it is, and is skipped on a traced one.
     """
+    for leaf in jax.tree_util.tree_leaves(batch):  # also for a plain log-density's batch
+        kind = getattr(getattr(leaf, "dtype", None), "kind", None)
+        if isinstance(leaf, (str, bytes)) or kind in ("U", "S", "O"):  # (ml_dtypes such as bfloat16 are "V")
+            what = type(leaf).__name__ if kind is None else f"an array of dtype {leaf.dtype}"
+            raise ValueError(f"batch must be a pytree of numeric arrays, got {what}")
     check_data = getattr(model, "check_data", None)
     if check_data is not None:
         named = "name" in inspect.signature(check_data).parameters  # a model whose errors name the argument

@@ -53,6 +53,7 @@ from jax.scipy.special import logsumexp
 
 from vijax._validate import finite_nonnegative, ids_in_range
 from vijax._validate import (
+    INT32_MAX,
     check_allocation,
     check_choice,
     check_data_dtype,
@@ -148,8 +149,8 @@ class CTM:
         check_int("num_topics", self.num_topics, minimum=2)
         check_int("vocab_size", self.vocab_size)
         check_choice("covariance", self.covariance, COVARIANCES)
-        check_int("local_steps", self.local_steps)
-        check_int("eval_local_steps", self.eval_local_steps)
+        check_int("local_steps", self.local_steps, maximum=INT32_MAX)
+        check_int("eval_local_steps", self.eval_local_steps, maximum=INT32_MAX)
         check_int("eval_samples", self.eval_samples)
         check_positive_fields(self, ("local_step_size", "topic_smoothing", "init_mass"), scalar=True)
         check_scalar("cov_shrinkage", self.cov_shrinkage, low=0.0, high=1.0, include_low=True)

@@ -64,7 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import finite_values
+from vijax._validate import INT32_MAX, finite_values
 from vijax._validate import check_choice, check_int, check_scalar, is_tracer
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.models._conjugacy import (
@@ -120,7 +120,7 @@ class DerivedConjugateModel:
     local_methods = ("meanfield",)
 
     def __post_init__(self):
-        check_int("max_iters", self.max_iters)
+        check_int("max_iters", self.max_iters, maximum=INT32_MAX)
         check_scalar("tol", self.tol, low=0.0)
 
     def prior(self) -> dict:

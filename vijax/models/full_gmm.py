@@ -87,6 +87,8 @@ class FullGMM:
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
         check_positive_fields(self, ("alpha0", "kappa0"), scalar=True)
+        check_float_dtype(self.dtype)
+        check_allocation("num_components * dim**2", self.num_components * self.dim**2, float_dtype(self.dtype).itemsize)
         d = self.dim
         loc0 = real_array("loc0", self.loc0, f"a finite scalar or an array of shape ({d},)")
         if loc0.shape not in ((), (d,)) or not np.all(np.isfinite(loc0)):
@@ -94,8 +96,6 @@ class FullGMM:
         if self.dof0 is None:
             object.__setattr__(self, "dof0", float(d))
         object.__setattr__(self, "dof0", check_scalar("dof0", self.dof0, low=d - 1.0))
-        check_float_dtype(self.dtype)
-        check_allocation("num_components * dim**2", self.num_components * d * d, float_dtype(self.dtype).itemsize)
         if self.scale_inv0 is None:
             object.__setattr__(self, "scale_inv0", np.eye(d))
         s = real_array("scale_inv0", self.scale_inv0, f"a symmetric positive-definite ({d}, {d}) matrix")

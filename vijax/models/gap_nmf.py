@@ -84,6 +84,7 @@ from jax.scipy.special import digamma, gammaln
 from vijax import expfam
 from vijax._validate import finite_nonnegative
 from vijax._validate import (
+    INT32_MAX,
     check_allocation,
     check_choice,
     check_data_array,
@@ -139,7 +140,7 @@ class GaPNMF:
         check_int("num_components", self.num_components)
         check_int("num_freqs", self.num_freqs)
         check_positive_fields(self, ("a", "b", "alpha", "c", "init_shape"))
-        check_int("max_iters", self.max_iters)
+        check_int("max_iters", self.max_iters, maximum=INT32_MAX)
         check_scalar("tol", self.tol, low=0.0, include_low=True)
         check_float_dtype(self.dtype)
         k, f = self.num_components, self.num_freqs

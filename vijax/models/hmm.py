@@ -48,6 +48,7 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import (
+    check_allocation,
     check_choice,
     check_data_dtype,
     check_float_dtype,
@@ -341,6 +342,8 @@ class CategoricalHMM(_HMM):
     def __post_init__(self):
         self._check_common()
         check_int("num_symbols", self.num_symbols)
+        k, itemsize = self.num_states, float_dtype(self.dtype).itemsize
+        check_allocation("num_states * (num_states + num_symbols)", k * (k + self.num_symbols), itemsize)
         check_positive_scalar("emission_concentration", self.emission_concentration)
 
     @property
@@ -434,6 +437,8 @@ class GaussianHMM(_HMM):
     def __post_init__(self):
         self._check_common()
         check_int("dim", self.dim)
+        k, itemsize = self.num_states, float_dtype(self.dtype).itemsize
+        check_allocation("num_states * (num_states + 2 * dim)", k * (k + 2 * self.dim), itemsize)
         check_positive_fields(self, ("kappa0", "a0", "b0"), scalar=True)
         check_scalar("loc0", self.loc0)
         check_scalar("min_variance", self.min_variance, low=0.0, include_low=True)

@@ -54,6 +54,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import (
+    INT32_MAX,
     check_allocation,
     check_bool,
     check_choice,
@@ -200,10 +201,10 @@ class LDA:
         check_int("num_topics", self.num_topics)
         check_int("vocab_size", self.vocab_size)
         check_positive_fields(self, ("alpha", "eta"))
-        check_int("max_iters", self.max_iters)
+        check_int("max_iters", self.max_iters, maximum=INT32_MAX)
         check_scalar("tol", self.tol, low=0.0, include_low=True)
-        check_int("cvb0_iters", self.cvb0_iters)
-        check_int("gibbs_sweeps", self.gibbs_sweeps)
+        check_int("cvb0_iters", self.cvb0_iters, maximum=INT32_MAX)
+        check_int("gibbs_sweeps", self.gibbs_sweeps, maximum=INT32_MAX)
         check_int("gibbs_burn_in", self.gibbs_burn_in, minimum=0)
         if self.gibbs_burn_in >= self.gibbs_sweeps:
             raise ValueError(

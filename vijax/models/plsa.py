@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import (
+    INT32_MAX,
     finite_nonnegative,
     ids_in_range,
     check_allocation,
@@ -134,7 +135,7 @@ class PLSA:
         check_int("vocab_size", self.vocab_size)
         check_choice("variant", self.variant, VARIANTS)
         check_scalar("word_concentration", self.word_concentration, low=1.0, include_low=True)
-        check_int("fold_in_iters", self.fold_in_iters)
+        check_int("fold_in_iters", self.fold_in_iters, maximum=INT32_MAX)
         set_static_floats(self, ("word_concentration",))
         check_float_dtype(self.dtype)
         check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)

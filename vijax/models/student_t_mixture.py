@@ -48,6 +48,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax._validate import (
+    INT32_MAX,
     finite_values,
     check_allocation,
     check_bool,
@@ -122,7 +123,7 @@ class StudentTMixture:
         check_int("dim", self.dim)
         check_scalar("dof", self.dof, low=0.0)
         check_bool("learn_dof", self.learn_dof)
-        check_int("dof_steps", self.dof_steps)
+        check_int("dof_steps", self.dof_steps, maximum=INT32_MAX)
         check_scalar("reg_covar", self.reg_covar, low=0.0, include_low=True)
         try:
             low, high = (float(b) for b in self.dof_bounds)

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import finite_values, values_in_interval
+from vijax._validate import INT32_MAX, finite_values, values_in_interval
 from vijax._validate import check_choice, check_data_array, check_float_dtype, check_int, check_scalar, is_tracer
 from vijax.models._network import Network, check_network
 from vijax.types import Array, PRNGKey, PyTree
@@ -80,8 +80,8 @@ class VAE:
     obs_scale: float = 1.0
 
     def __post_init__(self):
-        check_int("latent_dim", self.latent_dim)
-        check_int("data_dim", self.data_dim)
+        check_int("latent_dim", self.latent_dim, maximum=INT32_MAX)
+        check_int("data_dim", self.data_dim, maximum=INT32_MAX)
         check_choice("likelihood", self.likelihood, LIKELIHOODS)
         object.__setattr__(self, "obs_scale", check_scalar("obs_scale", self.obs_scale, low=0.0))
         for name in ("encoder", "decoder"):  # half-precision weights: refused as any model's half dtype
