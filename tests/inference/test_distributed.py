@@ -83,6 +83,7 @@ def test_two_cpu_processes_equal_one(tmp_path):
             np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow  # two JAX processes (about 20 s); the same check runs in one process in test_runner.py
 def test_a_bad_batch_in_one_process_stops_every_process_at_its_step(tmp_path):
     """Process 1 reads a negative count at step 5 (its first row: row 4 of the global batch of 8).
     Both processes raise the same located error, the global row and the step named, and neither

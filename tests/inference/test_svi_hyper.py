@@ -200,6 +200,7 @@ def test_recovers_alpha_and_eta_through_the_runner():
     assert np.all(np.isfinite(res.trace["elbo"])) and np.all(alpha > 0) and np.all(eta > 0)
 
 
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 def test_compiles_once_vmaps_and_keeps_the_dtype(dtype):
     batch = _batch(10, dtype=dtype)
     model = LDA(K, V, alpha=0.3, eta=0.2, dtype=dtype)
