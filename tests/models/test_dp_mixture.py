@@ -65,7 +65,6 @@ def test_expected_log_weights_equal_sampled_stick_breaking(trunc):
     np.testing.assert_allclose(w.sum(), 1.0, rtol=1e-12)
 
 
-@pytest.mark.slow
 def test_blei_jordan_elbo_equals_monte_carlo():
     """ELBO = E_q[log p(x, z, v, mu, tau) - log q(z, v, mu, tau)] with TFP densities (v_T = 1)."""
     x = jnp.asarray(_gauss_data(1, (6, 4)))
