@@ -14,6 +14,7 @@ for _name in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.pytho
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # about 30 s; `make docs` builds the same site strictly
 def test_docs_build_strict(tmp_path):
     site = tmp_path / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
