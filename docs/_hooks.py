@@ -2,10 +2,10 @@
 
 - The notebooks (``notebooks/*.ipynb``, committed with their outputs) join the site's files as
   ``notebooks/NN_*.ipynb``, before mkdocs-jupyter renders them (this hook runs first).
-- ``benchmarks.md`` is generated from the README's benchmark sections (every heading that names a
-  benchmark, with its subsections) and the tables in ``benchmarks/results/*.md``, so the figures
-  are written in one place. Links into ``docs/`` are made relative to the site; links to other
-  files of the repository become their path in code.
+- ``benchmarks.md`` is generated from ``benchmarks/README.md`` (every section, written relative to
+  ``benchmarks/``) and the tables in ``benchmarks/results/*.md``, so the figures are written in one
+  place. Links into ``docs/`` are made relative to the site; links to other files of the
+  repository become their path in code.
 - Getting started shows the README's Python example; docstrings' Sphinx roles are dropped.
 """
 
@@ -25,6 +25,10 @@ def _relink(text: str) -> str:
         bang, label, target = match.groups()
         if re.match(r"^[a-z]+:|^#", target):
             return match.group(0)
+        if target.startswith("../"):  # benchmarks/README.md's links, relative to benchmarks/
+            target = target.removeprefix("../")
+        elif not target.startswith("docs/"):
+            target = "benchmarks/" + target
         if target.startswith("docs/"):
             return f"{bang}[{label}]({target.removeprefix('docs/')})"
         return f"{label} (`{target}`)"
@@ -56,13 +60,9 @@ def _sections(markdown: str, pattern: str) -> list[str]:
 
 
 def benchmarks_page() -> str:
-    readme = (ROOT / "README.md").read_text()
-    parts = [
-        "# Benchmarks\n",
-        "The benchmark sections of the README (the scripts are in `benchmarks/`, their raw results in "
-        "`benchmarks/results/`), followed by the full tables the scripts write as markdown.\n",
-    ]
-    parts += [_relink(section) for section in _sections(readme, r"\bBenchmark\b")]
+    source = (ROOT / "benchmarks" / "README.md").read_text()
+    parts = [_relink(source.split("\n## ", 1)[0]).strip() + "\n"]  # its title and introduction
+    parts += [_relink(section) for section in _sections(source, r"^Benchmark\b")]
     for table in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
         parts.append(f"## Full results: `benchmarks/results/{table.name}`\n")
         body = re.sub(
