@@ -244,18 +244,7 @@ def _hmmlearn_fit(kind, params, data, n_iter):
         ref.emissionprob_ = np.asarray(params.emissions.probs)
         x = x[:, None]
     else:
-        ref = hmm.GaussianHMM(
-            n_components=K,
-            covariance_type="diag",
-            n_iter=n_iter,
-            tol=-np.inf,
-            init_params="",
-            means_prior=0.0,
-            means_weight=0.0,
-            covars_prior=0.0,
-            covars_weight=1.0,
-            min_covar=0.0,
-        )
+        ref = _hmmlearn_gaussian(K, n_iter)
         ref.means_ = np.asarray(params.emissions.means)
         ref.covars_ = np.asarray(params.emissions.variances)
     ref.startprob_ = np.asarray(params.initial_probs)
@@ -439,23 +428,12 @@ def test_em_step_with_structural_zeros_equals_hmmlearn(case):
     by thousands of nats: hmmlearn's estimate (log-space forward-backward) from the same start, and
     its log-likelihood, float64 (gaps measured: log-likelihood and means 5e-16 relative, transition
     matrix 8e-14, variances 4e-12 relative; tolerances 1e-10)."""
-    from hmmlearn import hmm
 
     params, _, _ = _structural(case, "float64")
     if case == "blocks":  # every state possible at the start, so that each has data
         params = params._replace(initial_probs=jnp.full(3, 1 / 3))
     xs = _structural_sequences(case)
-    ref = hmm.GaussianHMM(
-        n_components=3,
-        covariance_type="diag",
-        n_iter=1,
-        tol=-np.inf,
-        init_params="",
-        means_weight=0.0,
-        covars_prior=0.0,
-        covars_weight=1.0,
-        min_covar=0.0,
-    )
+    ref = _hmmlearn_gaussian(3, 1)
     start = jax.tree_util.tree_map(np.asarray, params)
     ref.startprob_, ref.transmat_ = start.initial_probs, start.transition_matrix
     ref.means_, ref.covars_ = start.emissions.means, start.emissions.variances
@@ -496,3 +474,22 @@ def test_bayesian_local_step_where_a_state_trails_by_thousands_of_nats(schedule,
     log_z = float(loc.local_terms) + float(tree_inner(loc.suff_stats, view))
     np.testing.assert_allclose(log_z, sum(lz for lz, _ in refs), rtol=1e-12 if dtype == "float64" else 1e-6)
     np.testing.assert_allclose(loc.local_terms, sum(h for _, h in refs), atol=1e-10 if dtype == "float64" else 3e-3)
+
+
+def _hmmlearn_gaussian(k, n_iter):
+    """hmmlearn's diagonal Gaussian HMM as plain maximum-likelihood Baum-Welch: no priors, no
+    covariance floor, no initialization, every iteration run (tol -inf)."""
+    from hmmlearn import hmm
+
+    return hmm.GaussianHMM(
+        n_components=k,
+        covariance_type="diag",
+        n_iter=n_iter,
+        tol=-np.inf,
+        init_params="",
+        means_prior=0.0,
+        means_weight=0.0,
+        covars_prior=0.0,
+        covars_weight=1.0,
+        min_covar=0.0,
+    )
