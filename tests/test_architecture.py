@@ -1,6 +1,7 @@
 """The architecture's rules (docs/design.md), checked on the source so that they cannot erode:
-layers import only downwards, experiments/notebooks/benchmarks use package-level names only,
-modules stay small, and every registered algorithm follows the one factory convention."""
+layers import only downwards, no package imports another package's private module,
+experiments/notebooks/benchmarks use package-level names only, modules stay small, and every
+registered algorithm follows the one factory convention."""
 
 import ast
 import inspect
@@ -58,6 +59,58 @@ def test_layers_import_only_downwards_and_modules_stay_small(path):
     if "data" in path.parts:
         assert not any(m.startswith("vijax.models._") for m, _ in _vijax_imports(path)), path
     assert len(path.read_text().splitlines()) <= 600, f"{path} has more than 600 lines"
+
+
+# the documented exceptions: every layer validates through the private package vijax._validate, and
+# `python -m vijax` runs the console script's entry point
+SHARED_PRIVATE = {"vijax._validate"}
+ENTRY_POINTS = {"vijax/__main__.py": {"vijax.run._cli"}}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _imported_paths(path: pathlib.Path):
+    """(dotted path, line) of everything a vijax module imports: the module of each import, and
+    for ``from m import _a`` also ``m._a`` (``_a`` may be a private submodule; public names of an
+    allowed module stay allowed); relative imports resolved against the importing module's package."""
+    package = ["vijax", *path.relative_to(ROOT / "vijax").parent.parts]  # what `from .` names
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            yield module, node.lineno
+            for alias in node.names:
+                if _is_private(alias.name):
+                    yield f"{module}.{alias.name}", node.lineno
+
+
+def _other_packages_private(path: pathlib.Path, module: str) -> bool:
+    """Whether ``module``, imported by the file at ``path``, is (inside) a private module of a
+    top-level vijax package other than the file's own."""
+    parts = module.split(".")
+    if parts[0] != "vijax" or len(parts) < 2:
+        return False
+    own = path.relative_to(ROOT / "vijax").parts
+    if len(own) > 1 and parts[1] == own[0]:
+        return False  # the file's own package
+    if module in SHARED_PRIVATE or module in ENTRY_POINTS.get(path.relative_to(ROOT).as_posix(), ()):
+        return False
+    return any(_is_private(p) for p in parts[1:])
+
+
+def test_no_package_imports_another_packages_private_module():
+    offenders = [
+        f"{p.relative_to(ROOT)}:{line} imports {module}"
+        for p in sorted((ROOT / "vijax").rglob("*.py"))
+        for module, line in _imported_paths(p)
+        if _other_packages_private(p, module)
+    ]
+    assert not offenders, offenders
 
 
 def _sources_outside_the_library():

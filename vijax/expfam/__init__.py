@@ -7,6 +7,8 @@ for by name (``implements(family, name)``), each a Protocol a family satisfies b
 methods: ``HasMode`` (``mode``, ``mode_stats``; MAP-EM), ``Reparameterizable``
 (``reparam_sample_and_stats``; SSVI) and ``GammaBased`` (``log_gamma_shapes``,
 ``from_log_gammas``: draws made of Gamma variables, pooled over a pytree). Functions named ``tree_*`` map over pytrees of families.
+``digamma`` and ``digamma_and_gammaln`` are the fast elementwise special functions that the families'
+mean parameters and the models' inner loops (LDA, ARD, Student-t mixtures) evaluate.
 """
 
 from vijax.expfam._base import (
@@ -52,6 +54,7 @@ from vijax.expfam._normal import Normal
 from vijax.expfam._normal_gamma import NormalGamma
 from vijax.expfam._normal_wishart import NormalWishart
 from vijax.expfam._poisson import Poisson
+from vijax.expfam._special import digamma, digamma_and_gammaln
 
 __all__ = [
     "CAPABILITIES",
@@ -73,6 +76,8 @@ __all__ = [
     "check_invertible",
     "conjugate_update",
     "dense_fisher",
+    "digamma",
+    "digamma_and_gammaln",
     "floored_log",
     "implements",
     "inner",

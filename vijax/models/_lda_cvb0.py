@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from vijax.expfam._special import digamma
+from vijax.expfam import digamma
 from vijax.models._base import entropy_of_probs
 from vijax.solvers import by_length_tiles, iterate_per_row, tile_spread, tile_sum
 from vijax.types import Array

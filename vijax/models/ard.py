@@ -52,7 +52,7 @@ from vijax._validate import (
     check_positive_fields,
     float_dtype,
 )
-from vijax.expfam._special import digamma
+from vijax.expfam import digamma
 from vijax.models._base import LocalResult
 from vijax.types import Array, PRNGKey
 

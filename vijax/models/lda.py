@@ -70,7 +70,7 @@ from vijax._validate import (
     is_tracer,
     set_static_floats,
 )
-from vijax.expfam._special import digamma, digamma_and_gammaln
+from vijax.expfam import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
 from vijax.models._lda_cvb0 import MF_SLOTS, TILE_WIDTH, cvb0_estep
 from vijax.solvers import (

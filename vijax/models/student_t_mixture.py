@@ -61,7 +61,7 @@ from vijax._validate import (
     is_tracer,
     set_static_floats,
 )
-from vijax.expfam._special import digamma
+from vijax.expfam import digamma
 from vijax.models.gmm import _kmeanspp_centers
 from vijax.types import Array, PRNGKey
 
