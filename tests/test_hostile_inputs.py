@@ -196,6 +196,21 @@ MODELS = {
             (lambda b: b._replace(counts=b.counts.at[1, 3].set(-2.0)), "batch count -2.0 at [1, 3]"),
         ],
     ),
+    "Mixture": (
+        lambda: vm.Mixture(vm.GammaPoisson(3), vm.DirichletWeights(2)),
+        lambda: Y01 * 3.0,
+        "svi",
+        [
+            (lambda x: x.at[1, 2].set(-1.0), "batch x -1.0 at [1, 2] is not a finite number >= 0"),
+            (lambda x: x.at[0, 1].set(0.5), "batch x 0.5 at [0, 1] is not an integer count"),
+        ],
+    ),
+    "HMM": (
+        lambda: vm.HMM(2, vm.GammaPoisson(1)),
+        lambda: OBS[..., None].astype(jnp.float32),
+        "cavi",
+        [(lambda o: o.at[1, 2, 0].set(jnp.nan), "batch obs nan at [1, 2, 0] is not a finite number >= 0")],
+    ),
     "DerivedConjugateModel": (
         _derived,
         lambda: X1,
@@ -206,6 +221,14 @@ MODELS = {
 
 # the exported classes that are not models (protocols, results, networks)
 NOT_MODELS = {
+    "Component",  # components and weights are parts of models (Mixture, HMM), tested through them
+    "BetaBernoulli",
+    "DirichletCategorical",
+    "GammaPoisson",
+    "NormalGammaDiagonal",
+    "NormalWishartFull",
+    "DirichletWeights",
+    "StickBreaking",
     "LocalResult",
     "Local",
     "Network",

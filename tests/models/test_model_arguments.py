@@ -69,10 +69,20 @@ MODELS = {
     "StudentTMixture": lambda **kw: vm.StudentTMixture(3, 3, **kw),
     "UnivariateGMM": lambda **kw: vm.UnivariateGMM(3, **kw),
     "VAE": _vae,
+    "HMM": lambda **kw: vm.HMM(3, vm.GammaPoisson(3), **kw),
+    "BetaBernoulli": lambda **kw: vm.BetaBernoulli(3, **kw),
+    "DirichletCategorical": lambda **kw: vm.DirichletCategorical(3, **kw),
+    "GammaPoisson": lambda **kw: vm.GammaPoisson(3, **kw),
+    "NormalGammaDiagonal": lambda **kw: vm.NormalGammaDiagonal(3, **kw),
+    "NormalWishartFull": lambda **kw: vm.NormalWishartFull(3, **kw),
+    "DirichletWeights": lambda **kw: vm.DirichletWeights(3, **kw),
+    "StickBreaking": lambda **kw: vm.StickBreaking(3, **kw),
 }
 
 # exported classes that are not model constructors (protocols, parameter and result containers)
 NOT_MODELS = {
+    "Component",  # abstract
+    "Mixture",  # its hyperparameters are its component's and weights' (listed above)
     "AEVBModel",
     "BlockedGlobalsModel",
     "ARDPosterior",
@@ -104,6 +114,7 @@ NOT_MODELS = {
 # float hyperparameters without a float default: (model, name) -> whether None is allowed
 EXTRA_FLOATS = {("GPClassification", "log_lengthscale"): False, ("GPClassification", "log_scale"): False}
 EXTRA_FLOATS[("FullGMM", "dof0")] = True  # None: the default, nu0 = D
+EXTRA_FLOATS[("NormalWishartFull", "dof0")] = True
 
 BAD = {
     "str": "1.0",

@@ -17,6 +17,10 @@ from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_poi
 from vijax.models.ard import ARDPosterior, ARDRegression
 from vijax.models.bernoulli_mixture import BernoulliMixture
 from vijax.models.dp_mixture import DPMixture
+from vijax.models._components import Component
+from vijax.models._components_discrete import BetaBernoulli, DirichletCategorical, GammaPoisson
+from vijax.models._components_gaussian import NormalGammaDiagonal, NormalWishartFull
+from vijax.models.mixture import DirichletWeights, Mixture, StickBreaking
 from vijax.models._nonconjugate import (
     AEVBModel,
     GradientProxModel,
@@ -42,7 +46,15 @@ from vijax.models.gp_classification import GPClassification, GPGradient, GPPoste
 from vijax.models.gmm import DiagonalGMM, UnivariateGMM
 from vijax.models.full_gmm import FullGMM
 from vijax.models.gmm_em import GaussianMixtureEM, GMMParams, GMMStats
-from vijax.models.hmm import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMData, HMMParams
+from vijax.models.hmm import (
+    HMM,
+    CategoricalEmissions,
+    CategoricalHMM,
+    GaussianEmissions,
+    GaussianHMM,
+    HMMData,
+    HMMParams,
+)
 from vijax.models.lda import LDA
 from vijax.models.plsa import PLSA, PLSAParams
 from vijax.models.student_t_mixture import StudentTMixture, StudentTMixtureParams
@@ -50,6 +62,15 @@ from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
 
 __all__ = [
+    "BetaBernoulli",
+    "Component",
+    "DirichletCategorical",
+    "DirichletWeights",
+    "GammaPoisson",
+    "Mixture",
+    "NormalGammaDiagonal",
+    "NormalWishartFull",
+    "StickBreaking",
     "FullGMM",
     "GaussianMixtureEM",
     "GMMParams",
@@ -107,6 +128,7 @@ __all__ = [
     "CategoricalHMM",
     "GaussianEmissions",
     "GaussianHMM",
+    "HMM",
     "HMMData",
     "HMMParams",
     "LocalResult",

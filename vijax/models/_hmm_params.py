@@ -60,7 +60,9 @@ def _probability_checks(name: str, p: Array) -> list:
     ]
 
 
-def param_checks(params, num_states: int | None = None, emissions_type=None, emission_width: int | None = None) -> list:
+def param_checks(
+    params, num_states: int | None = None, emissions_type=None, emission_width: int | None = None, emission_checks=None
+) -> list:
     """The checks of HMM parameters, shared by the models and ``vijax.data.sample_hmm``. Raises
     ValueError at once (also for traced parameters) naming the field for what costs nothing at run time:
     not an ``HMMParams``, emissions of another type, a dtype that is not float32 or float64,
@@ -68,7 +70,8 @@ def param_checks(params, num_states: int | None = None, emissions_type=None, emi
     emission width (V symbols or D dimensions; default: from the emissions). Returns the checks of the
     values (``ValueCheck``s, for ``enforce_value_checks``): probabilities finite, >= 0 and summing to 1
     (pi, each row of A and of B), Gaussian means finite and variances finite and at least the smallest
-    normal number of their dtype (1 / sigma^2 finite)."""
+    normal number of their dtype (1 / sigma^2 finite). Emissions of another type (a component's own
+    ``point_type``) get the probability checks of pi and A, plus ``emission_checks(emissions, K)``."""
     if not isinstance(params, HMMParams):
         raise ValueError(
             f"params must be HMMParams(initial_probs, transition_matrix, emissions), got {type(params).__name__}"
@@ -89,6 +92,8 @@ def param_checks(params, num_states: int | None = None, emissions_type=None, emi
         pi = _field("params.initial_probs", params.initial_probs, (k,), " (K = num_states)")
     trans = _field("params.transition_matrix", params.transition_matrix, (k, k), from_)
     checks = _probability_checks("params.initial_probs", pi) + _probability_checks("params.transition_matrix", trans)
+    if not isinstance(em, (CategoricalEmissions, GaussianEmissions)):
+        return checks + list(emission_checks(em, k) if emission_checks else [])
     if isinstance(em, CategoricalEmissions):
         width = np.shape(em.probs)[-1:] if emission_width is None else (emission_width,)
         probs = _field("params.emissions.probs", em.probs, (k, *width), from_ or " (K, num_symbols)")

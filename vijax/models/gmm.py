@@ -9,7 +9,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import (
@@ -21,35 +20,19 @@ from vijax._validate import (
     check_int,
     check_nonconstant_columns,
     constant_columns,
-    check_positive,
-    check_positive_fields,
     check_positive_scalar,
     finite_values,
     float_dtype,
-    real_array,
-    values_match,
 )
-from vijax.models._base import LocalResult, conjugate_posterior
+from vijax.models._base import LocalResult
+from vijax.models._components_gaussian import NormalGammaDiagonal, kmeanspp_centers, normal_gamma_log_predictive
+from vijax.models.mixture import DirichletWeights, Mixture
 from vijax.types import Array, PRNGKey
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-def _kmeanspp_centers(key: PRNGKey, x: Array, k: int) -> Array:
-    """k-means++ seeding (Arthur and Vassilvitskii, 2007): each new center is a data point drawn
-    with probability proportional to its squared distance to the nearest center so far."""
-    keys = jax.random.split(key, k)
-    first = x[jax.random.randint(keys[0], (), 0, x.shape[0])]
-    centers = jnp.zeros((k, x.shape[1]), x.dtype).at[0].set(first)
-    d2 = jnp.sum((x - first[None, :]) ** 2, axis=1)
-
-    def body(i, carry):
-        centers, d2 = carry
-        idx = jax.random.categorical(keys[i], jnp.log(d2 + jnp.finfo(x.dtype).tiny))
-        c = x[idx]
-        return centers.at[i].set(c), jnp.minimum(d2, jnp.sum((x - c[None, :]) ** 2, axis=1))
-
-    return jax.lax.fori_loop(1, k, body, (centers, d2))[0]
+_kmeanspp_centers = kmeanspp_centers  # the name the EM mixtures import
 
 
 def _random_rows(key: PRNGKey, x: Array, k: int) -> Array:
@@ -134,17 +117,16 @@ class UnivariateGMM:
         return jax.nn.logsumexp(lp, axis=-1) - jnp.log(self.num_components)
 
 
-@dataclasses.dataclass(frozen=True)
-class DiagonalGMM:
+class DiagonalGMM(Mixture):
     """Bayesian Gaussian mixture with diagonal precisions (Blei et al. 2017, appendix B)::
 
         pi ~ Dirichlet(alpha0 1_K),  tau_kd ~ Gamma(a0, b0_d),  mu_kd | tau_kd ~ N(m0_d, 1/(kappa0 tau_kd)),
         z_n ~ Categorical(pi),  x_nd | z_n = k ~ N(mu_kd, 1/tau_kd).
 
-    Mean-field q(pi) Dirichlet, q(mu_kd, tau_kd) Normal-Gamma, q(z_n) Categorical. In the
-    exponential-family form of ``vijax.models._base``, a datum assigned to k contributes
-    s = (x, -1/2, -x^2/2, 1/2) to the Normal-Gamma statistics (tau mu, tau mu^2, tau, log tau)
-    and z_n to the Dirichlet's log pi; log h = -D/2 log 2 pi.
+    A :class:`~vijax.models.Mixture` of :class:`~vijax.models.NormalGammaDiagonal` components with
+    :class:`~vijax.models.DirichletWeights`. Mean-field q(pi) Dirichlet, q(mu_kd, tau_kd) Normal-Gamma,
+    q(z_n) Categorical. A datum assigned to k contributes s = (x, -1/2, -x^2/2, 1/2) to the Normal-Gamma
+    statistics (tau mu, tau mu^2, tau, log tau) and z_n to the Dirichlet's log pi; log h = -D/2 log 2 pi.
 
     The E-step is one (N, 2D) x (2D, K) product of [x, x^2] with [E(tau mu), -E(tau)/2] and the
     M-step one (K, N) x (N, 2D) product: the whole step touches the data twice.
@@ -165,29 +147,30 @@ class DiagonalGMM:
         [(), (4, 2)]
     """
 
-    num_components: int
-    dim: int
-    alpha0: float = 1.0
-    loc0: Any = 0.0
-    kappa0: float = 1.0
-    a0: float = 1.0
-    b0: Any = 1.0
-    dtype: Any = None
-    local_methods = ("meanfield",)
+    def __init__(
+        self,
+        num_components: int,
+        dim: int,
+        alpha0: float = 1.0,
+        loc0: Any = 0.0,
+        kappa0: float = 1.0,
+        a0: float = 1.0,
+        b0: Any = 1.0,
+        dtype: Any = None,
+    ):
+        check_int("num_components", num_components)
+        check_int("dim", dim)
+        check_positive_scalar("alpha0", alpha0)
+        component = NormalGammaDiagonal(dim, loc0=loc0, kappa0=kappa0, a0=a0, b0=b0, dtype=dtype)
+        check_allocation("num_components * dim", num_components * dim, float_dtype(dtype).itemsize)
+        super().__init__(component, DirichletWeights(num_components, alpha0))
 
-    def __post_init__(self):
-        check_int("num_components", self.num_components)
-        check_int("dim", self.dim)
-        check_positive_fields(self, ("alpha0", "kappa0", "a0"), scalar=True)
-        check_positive("b0", self.b0)
-        if not np.all(np.isfinite(real_array("loc0", self.loc0, "a finite number or array"))):
-            raise ValueError(f"loc0 must be finite, got {self.loc0!r}")
-        for name in ("loc0", "b0"):
-            shape = np.shape(getattr(self, name))
-            if shape not in ((), (self.dim,)):
-                raise ValueError(f"{name} must be a scalar or have shape ({self.dim},), got {shape}")
-        check_float_dtype(self.dtype)
-        check_allocation("num_components * dim", self.num_components * self.dim, float_dtype(self.dtype).itemsize)
+    dim = property(lambda self: self.component.dim)
+    alpha0 = property(lambda self: self.weights.concentration)
+    loc0 = property(lambda self: self.component.loc0)
+    kappa0 = property(lambda self: self.component.kappa0)
+    a0 = property(lambda self: self.component.a0)
+    b0 = property(lambda self: self.component.b0)
 
     @classmethod
     def from_data(
@@ -225,42 +208,6 @@ class DiagonalGMM:
         var = np.where(constant, 1e-6 * var[~constant].mean(), var)
         return cls(num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, a0=a0, b0=a0 * var, dtype=dtype)
 
-    def prior(self):
-        dt = float_dtype(self.dtype)
-        k, d = self.num_components, self.dim
-        full = lambda v: jnp.broadcast_to(jnp.asarray(v, dt), (k, d))
-        return (
-            expfam.Dirichlet.from_concentration(jnp.full((k,), self.alpha0, dt)),
-            expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0)),
-        )
-
-    def batch_checks(self, x) -> list:
-        """The value checks of a step's batch: finite values; for precomputed features (N, 2D),
-        also their second half the square of their first (so that data of another width is not
-        silently read as features)."""
-        checks = [finite_values("batch x", x)]
-        if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:
-            d = self.dim
-            checks.append(
-                values_match(
-                    "batch feature x**2",
-                    x[:, d:],
-                    x[:, :d] ** 2,
-                    f"the square of its data column (features must be [x, x**2], (N, {2 * d}); data is (N, {d}))",
-                )
-            )
-        return checks
-
-    def check_data(self, x) -> None:
-        if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:  # precomputed features
-            check_data_array("x", x, ndim=2, last_dim=2 * self.dim)
-        else:
-            check_data_array("x", x, ndim=2, last_dim=self.dim)
-
-    def posterior_from_responsibilities(self, x: Array, resp: Array):
-        """The coordinate-optimal q(beta) for given responsibilities ``resp`` (N, K) (the M-step)."""
-        return conjugate_posterior(self.prior(), self.stats(x, resp))
-
     def init_globals(self, key: PRNGKey, x: Array | None = None):
         """Hard-assign each point to the nearest of K k-means++ seeds, then one M-step.
         Without data: a prior draw of the means with the prior's precisions.
@@ -268,85 +215,24 @@ class DiagonalGMM:
         Raises:
           ValueError: naming ``num_components`` when ``x`` has fewer rows than components.
         """
-        if x is None:
-            prior = self.prior()
-            draw = prior[1].sample(key)
-            ng = expfam.NormalGamma.from_params(draw[..., 0], prior[1].kappa, prior[1].concentration, prior[1].rate)
-            return prior[0], ng
-        check_enough_points("num_components", self.num_components, np.shape(x)[0])
-        return self._seeded_globals(key, x)
-
-    def _seeded_globals(self, key: PRNGKey, x: Array):
-        """:meth:`init_globals` with data, for any number of points (the DP mixture's truncation
-        level may exceed it: the extra components then start empty, at the prior)."""
-        dt = float_dtype(self.dtype)
-        x = jnp.asarray(x, dt)[:, : self.dim]  # raw data, or the data part of features(x)
-        centers = _kmeanspp_centers(key, x, self.num_components)
-        d2 = jnp.sum(x**2, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers**2, 1)[None, :]
-        resp = jax.nn.one_hot(jnp.argmin(d2, 1), self.num_components, dtype=dt)
-        return self.posterior_from_responsibilities(x, resp)
+        if x is not None:
+            check_enough_points("num_components", self.num_components, np.shape(x)[0])
+        return super().init_globals(key, x)
 
     def features(self, x: Array) -> Array:
         """[x, x^2], shape (N, 2D): the statistics the E- and M-steps read. Every method taking
         ``x`` also takes these features, so a loop over a fixed data set can compute them once
         and save one pass over the data per step."""
-        return x if x.shape[-1] == 2 * self.dim else jnp.concatenate([x, x**2], axis=-1)
-
-    def stats(self, x: Array, phi: Array):
-        """The statistics ((sum_n phi_n,), Normal-Gamma statistics) of responsibilities ``phi`` (N, K)
-        for data ``x`` (N, D) or its :meth:`features`."""
-        n_k = jnp.sum(phi, 0)
-        sx = phi.T @ self.features(x)
-        s1, s2 = sx[:, : self.dim], sx[:, self.dim :]
-        half_n = jnp.broadcast_to(0.5 * n_k[:, None], s1.shape)
-        return (n_k,), (s1, -half_n, -0.5 * s2, half_n)
-
-    def log_resp(self, globals_view, x: Array) -> Array:
-        """log phi_nk (normalized), the mean-field update of q(z_n) (Bishop eq. 10.46-10.49)."""
-        (e_log_pi,), ng_view = globals_view
-        return jax.nn.log_softmax(e_log_pi[None, :] + self.component_log_lik(ng_view, x), axis=-1)
+        return self.component.features(x)
 
     def component_log_lik(self, ng_view, x: Array) -> Array:
         """<s(x_n), E[t(mu_k, tau_k)]>, shape (N, K): the expected log-likelihood of x_n under
         component k without log h = -D/2 log 2 pi, at a Normal-Gamma view (E(tau mu), E(tau mu^2),
         E(tau), E(log tau)), each (K, D)."""
-        e_tm, e_tm2, e_t, e_logt = ng_view
-        w = jnp.concatenate([e_tm, -0.5 * e_t], axis=1)  # (K, 2D)
-        const = jnp.sum(0.5 * e_logt - 0.5 * e_tm2, axis=1)
-        return self.features(x) @ w.T + const[None, :]
-
-    def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
-        check_choice("method", method, self.local_methods)
-        if x.ndim != 2 or x.shape[1] not in (self.dim, 2 * self.dim):
-            raise ValueError(f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}")
-        log_phi = self.log_resp(globals_view, x)
-        phi = jnp.exp(log_phi)
-        local_terms = -jnp.sum(phi * log_phi) - 0.5 * x.shape[0] * self.dim * _LOG_2PI
-        return LocalResult(self.stats(x, phi), local_terms, phi)
-
-    def log_predictive(self, q, x: Array) -> Array:
-        """Exact log posterior predictive under q, per point: a mixture over k with weights E[pi_k]
-        of products over d of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
-        dirichlet, ng = q
-        alpha = dirichlet.concentration
-        log_w = jnp.log(alpha) - jnp.log(jnp.sum(alpha))
-        return jax.nn.logsumexp(self.component_log_predictive(ng, x) + log_w[None], axis=-1)
+        return self.component.expected_log_lik_without_base(ng_view, x)
 
     @staticmethod
     def component_log_predictive(ng, x: Array) -> Array:
         """log of each component's predictive density under a Normal-Gamma q (or prior), shape
         (N, K): products over d of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
-        a, b, m, kappa = ng.concentration, ng.rate, ng.loc, ng.kappa  # (K, D)
-        nu = 2.0 * a
-        scale2 = b * (kappa + 1.0) / (a * kappa)
-        z2 = (x[:, None, :] - m[None]) ** 2 / scale2[None]
-        lp = (gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi * scale2))[None] - (
-            nu[None] + 1
-        ) / 2 * jnp.log1p(z2 / nu[None])
-        return jnp.sum(lp, -1)
-
-    def point_estimates(self, q):
-        """(weights E[pi], means E[mu], variances 1/E[tau]) of a fitted q."""
-        dirichlet, ng = q
-        alpha = dirichlet.concentration
-        return alpha / jnp.sum(alpha), ng.loc, ng.rate / ng.concentration
+        return normal_gamma_log_predictive(ng, x)

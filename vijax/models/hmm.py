@@ -1,10 +1,13 @@
-"""Hidden Markov models with categorical or diagonal-Gaussian emissions: maximum-likelihood (MAP) fits by
+"""Hidden Markov models over any conjugate emission component: maximum-likelihood (MAP) fits by
 Baum–Welch and Bayesian fits by CAVI/SVI/SSVI.
 
     z_0 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  x_t | z_t = k ~ p(x | theta_k),
 
-with p(x | theta_k) Categorical(B[k]) (``CategoricalHMM``) or prod_d N(mu_kd, sigma^2_kd)
-(``GaussianHMM``). Rabiner (1989), A tutorial on hidden Markov models, §III; the tutorial *Raise
+with p(x | theta) a :class:`~vijax.models.Component`: ``HMM(num_states, emissions=GammaPoisson(dim=3))``
+is a Poisson HMM. ``CategoricalHMM`` (Categorical(B[k]), ``DirichletCategorical`` emissions) and
+``GaussianHMM`` (prod_d N(mu_kd, sigma^2_kd), ``NormalGammaDiagonal`` emissions) are constructors over
+:class:`HMM`. EM needs emissions with point estimates (``point_view``, ``point_m_step``, ...: the
+categorical, Gaussian and Poisson components have them); the Bayesian fit needs only the component. Rabiner (1989), A tutorial on hidden Markov models, §III; the tutorial *Raise
 your ELBO*, §HMM. Exact inference (forward-backward, posterior marginals, Viterbi) is in log space,
 with ``lax.scan`` or, for long sequences, ``lax.associative_scan`` (``schedule="parallel"``), exact
 also where a state trails the others by more than float's range (block-diagonal or near-deterministic
@@ -38,7 +41,6 @@ float32 or float64 (``dtype``); parameters of the other one are cast to it, half
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -54,21 +56,20 @@ from vijax._validate import (
     check_float_dtype,
     check_int,
     check_key,
-    check_positive_fields,
     check_positive_scalar,
     check_scalar,
     enforce_value_checks,
-    finite_values,
     float_dtype,
     ids_in_range,
     is_tracer,
 )
 from vijax.models import _hmm_inference as inference
-from vijax.models._hmm_params import CategoricalEmissions, GaussianEmissions, HMMData, HMMParams, param_checks
 from vijax.models._base import LocalResult, conjugate_posterior
+from vijax.models._components import Component
+from vijax.models._components_discrete import DirichletCategorical
+from vijax.models._components_gaussian import NormalGammaDiagonal
+from vijax.models._hmm_params import CategoricalEmissions, GaussianEmissions, HMMData, HMMParams, param_checks
 from vijax.types import Array, PRNGKey
-
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def as_data(data) -> HMMData:
@@ -83,25 +84,75 @@ def as_data(data) -> HMMData:
     return HMMData(obs, jnp.full((obs.shape[0],), obs.shape[1], jnp.int32))
 
 
-@dataclasses.dataclass(frozen=True)
-class _HMM:
-    """Shared by both emission kinds; see the module docstring."""
+def _needs_em(emissions: Component, what: str) -> None:
+    if not hasattr(emissions, "point_m_step"):
+        raise ValueError(
+            f"{what} needs emissions with point estimates (point_view, point_m_step, init_point, ...); "
+            f"{type(emissions).__name__} has none: fit this HMM by a Bayesian algorithm (cavi, svi, ssvi)"
+        )
 
-    num_states: int
-    _: dataclasses.KW_ONLY
-    initial_concentration: float = 1.0
-    transition_concentration: float = 1.0
-    schedule: str = "sequential"
-    dtype: Any = None
+
+class HMM:
+    """A hidden Markov model with ``emissions`` any conjugate :class:`~vijax.models.Component` (see
+    the module docstring).
+
+    Args:
+      num_states: K >= 1.
+      emissions: the emission component (``DirichletCategorical``, ``NormalGammaDiagonal``,
+        ``GammaPoisson``, or a user's own); its ``dtype`` is the model's.
+      initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
+      transition_concentration: Dirichlet concentration (> 0) on the rows of A.
+      schedule: ``"sequential"`` or ``"parallel"`` forward-backward.
+
+    Examples:
+        >>> from vijax.models import GammaPoisson
+        >>> model = HMM(2, GammaPoisson(dim=3))
+        >>> [f.batch_shape for f in model.prior()]
+        [(), (2,), (2, 3)]
+    """
+
     local_methods = ("meanfield",)
 
-    def _check_common(self):
-        check_int("num_states", self.num_states)
-        check_positive_fields(self, ("initial_concentration", "transition_concentration"), scalar=True)
-        check_choice("schedule", self.schedule, inference.SCHEDULES)
-        check_float_dtype(self.dtype)
+    def __init__(
+        self,
+        num_states: int,
+        emissions: Component,
+        *,
+        initial_concentration: float = 1.0,
+        transition_concentration: float = 1.0,
+        schedule: str = "sequential",
+    ):
+        check_int("num_states", num_states)
+        check_positive_scalar("initial_concentration", initial_concentration)
+        check_positive_scalar("transition_concentration", transition_concentration)
+        check_choice("schedule", schedule, inference.SCHEDULES)
+        if not isinstance(emissions, Component):
+            raise ValueError(f"emissions must be a vijax.models.Component, got {type(emissions).__name__}")
+        self.num_states = num_states
+        self.emissions = emissions
+        self.initial_concentration = float(initial_concentration)
+        self.transition_concentration = float(transition_concentration)
+        self.schedule = schedule
+
+    @property
+    def dtype(self):
+        return self.emissions.dtype
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.num_states}, {self.emissions!r})"
 
     # -- data ---------------------------------------------------------------------------------------
+    def _check_obs_shape(self, obs):
+        em = self.emissions
+        if em.event_ndim == 0:
+            if obs.ndim != 2 or not jnp.issubdtype(obs.dtype, jnp.integer):
+                raise ValueError(f"obs must be integers of shape (B, T), got {obs.dtype} {obs.shape}")
+            return
+        check_data_dtype("obs", obs)
+        d = em.dim
+        if obs.ndim != 3 or obs.shape[2] != d or not jnp.issubdtype(obs.dtype, jnp.number):
+            raise ValueError(f"obs must be numbers of shape (B, T, dim={d}), got {obs.dtype} {obs.shape}")
+
     def check_data(self, data) -> None:
         """Raises ValueError naming the problem: obs's shape/dtype/values, lengths outside [1, T]."""
         data = as_data(data)
@@ -124,23 +175,37 @@ class _HMM:
             raise ValueError(
                 f"lengths must be in [1, T={t}] (T: obs's padded length), got min {lengths.min()}, max {lengths.max()}"
             )
-        self._check_obs_values(obs[np.arange(t)[None, :] < lengths[:, None]])
+        observed = obs[np.arange(t)[None, :] < lengths[:, None]]
+        self.emissions.check_data(observed, "obs (at its unpadded steps)")
 
     def batch_checks(self, data) -> list:
-        """The value checks of a step's batch: lengths in [1, T]; the observations at every unpadded
-        step (symbols in range, or finite values)."""
+        """The value checks of a step's batch: lengths in [1, T]; the emissions' checks of the
+        observations at every unpadded step."""
         data = as_data(data)
         t = data.obs.shape[1]
         mask = jnp.arange(t)[None, :] < data.lengths[:, None]
-        obs_check = self._obs_value_check(data.obs)
-        if obs_check.bad.ndim == 3:
-            mask = mask[..., None]
-        return [ids_in_range("batch length", data.lengths, t + 1, low=1), obs_check._replace(bad=obs_check.bad & mask)]
+        checks = [ids_in_range("batch length", data.lengths, t + 1, low=1)]
+        for c in self.emissions.batch_checks(data.obs, "obs"):
+            m = mask.reshape(mask.shape + (1,) * (c.bad.ndim - 2))
+            checks.append(c._replace(bad=c.bad & m))
+        return checks
 
-    def _prepare(self, data) -> HMMData:
+    def _prepare(self, data) -> tuple[HMMData, Array]:
         data = as_data(data)
         mask = jnp.arange(data.obs.shape[1])[None, :] < data.lengths[:, None]
-        return HMMData(self._clean_obs(data.obs, mask), data.lengths), mask
+        m = mask.reshape(mask.shape + (1,) * (data.obs.ndim - 2))
+        obs = self.emissions.prepare(jnp.where(m, data.obs, 0), float_dtype(self.dtype))
+        return HMMData(obs, data.lengths), mask
+
+    def _log_emissions(self, em_view, obs) -> Array:
+        """E[log p(x_bt | theta_k)], (B, T, K)."""
+        b, t = obs.shape[:2]
+        flat = obs.reshape((b * t,) + obs.shape[2:])
+        return self.emissions.expected_log_lik(em_view, flat).reshape(b, t, -1)
+
+    def _emission_stats(self, obs, gamma):
+        b, t, k = gamma.shape
+        return self.emissions.stats(obs.reshape((b * t,) + obs.shape[2:]), gamma.reshape(b * t, k))
 
     # -- inference (a batch at a time) ---------------------------------------------------------------
     def _posterior(self, log_init, log_trans, log_em, lengths) -> inference.Posterior:
@@ -148,7 +213,7 @@ class _HMM:
 
     def _local(self, view, data):
         """Forward-backward at a view ((log pi,), (log A,), emission view): (stats, log Z (B,), gamma)."""
-        data, mask = self._prepare(data)
+        data, _ = self._prepare(data)
         (log_init,), (log_trans,), em_view = view
         post = self._posterior(log_init, log_trans, self._log_emissions(em_view, data.obs), data.lengths)
         stats = (
@@ -166,17 +231,19 @@ class _HMM:
         return (
             (jnp.log(params.initial_probs),),
             (jnp.log(params.transition_matrix),),
-            self._emission_view(params.emissions),
+            self.emissions.point_view(params.emissions),
         )
 
     def check_params(self, params: HMMParams) -> None:
         """Raises ValueError naming the field (``params.transition_matrix``...): not an ``HMMParams``,
-        emissions of the other kind, half-precision or non-real dtypes, shapes that do not fit the model,
+        emissions of another kind, half-precision or non-real dtypes, shapes that do not fit the model,
         and, at once for concrete parameters or from the compiled computation for traced ones (the
         value checks of ``vijax._validate``; off under ``value_checks(False)``), negative or non-finite
-        probabilities, rows that do not sum to 1 (within 1e-4), non-finite means, variances that are
-        not finite and > 0."""
-        enforce_value_checks(param_checks(params, self.num_states, self._emissions_type, self._emission_width))
+        probabilities, rows that do not sum to 1 (within 1e-4), and the emissions' own value checks
+        (finite means, variances finite and > 0, ...)."""
+        _needs_em(self.emissions, "an HMM's point parameters")
+        em = self.emissions
+        enforce_value_checks(param_checks(params, self.num_states, em.point_type, em.point_width, em.point_checks))
 
     def _checked(self, params: HMMParams, data) -> HMMData:
         self.check_params(params)
@@ -210,33 +277,35 @@ class _HMM:
         return stats, jnp.sum(log_lik)
 
     def m_step(self, stats) -> HMMParams:
-        """Baum–Welch re-estimation (Rabiner 1989, eq. 40a-b), MAP under the Dirichlet concentrations."""
+        """Baum–Welch re-estimation (Rabiner 1989, eq. 40a-b), MAP under the Dirichlet concentrations;
+        the emissions' ``point_m_step``."""
         (n0,), (nt,), em_stats = stats
         return HMMParams(
-            _map_rows(n0, self.initial_concentration),
-            _map_rows(nt, self.transition_concentration),
-            self._emission_m_step(em_stats),
+            map_rows(n0, self.initial_concentration),
+            map_rows(nt, self.transition_concentration),
+            self.emissions.point_m_step(em_stats),
         )
 
     def log_prior(self, params: HMMParams) -> Array:
-        """sum (c - 1) log p over pi and the rows of A (and B): log p(params) up to a constant (0 for c = 1).
-        ``params`` are checked (``check_params``)."""
+        """sum (c - 1) log p over pi and the rows of A, plus the emissions' ``point_log_prior``: log
+        p(params) up to a constant (0 for c = 1). ``params`` are checked (``check_params``)."""
         self.check_params(params)
-        params = jax.tree_util.tree_map(lambda a: jnp.asarray(a).astype(float_dtype(self.dtype)), params)
-        terms = [
+        dt = float_dtype(self.dtype)
+        params = jax.tree_util.tree_map(lambda a: jnp.asarray(a).astype(dt), params)
+        total = self.emissions.point_log_prior(params.emissions).astype(dt)
+        for c, p in (
             (self.initial_concentration, params.initial_probs),
             (self.transition_concentration, params.transition_matrix),
-        ] + self._emission_prior_terms(params)
-        total = jnp.zeros((), float_dtype(self.dtype))
-        for c, p in terms:
+        ):
             if c != 1.0:
                 total = total + (c - 1.0) * jnp.sum(jnp.log(p))
         return total
 
     def init_params(self, key: PRNGKey, data=None) -> HMMParams:
-        """pi and the rows of A drawn from Dirichlet(1); emissions from ``_init_emissions`` (``data``, when
-        given, checked by ``check_data``)."""
+        """pi and the rows of A drawn from Dirichlet(1); emissions from the component's ``init_point``
+        (``data``, when given, checked by ``check_data``)."""
         check_key("key", key)
+        _needs_em(self.emissions, "init_params")
         if data is not None:
             self.check_data(data)
         dt = float_dtype(self.dtype)
@@ -244,28 +313,52 @@ class _HMM:
         k1, k2, k3 = jax.random.split(key, 3)
         pi = jax.random.dirichlet(k1, jnp.ones(k, dt), dtype=dt)
         trans = jax.random.dirichlet(k2, jnp.ones(k, dt), (k,), dtype=dt)
-        return HMMParams(pi, trans, self._init_emissions(k3, None if data is None else self._prepare(data)))
+        prepared = None
+        if data is not None:
+            d, mask = self._prepare(data)
+            b, t = mask.shape
+            prepared = (d.obs.reshape((b * t,) + d.obs.shape[2:]), mask.reshape(-1))
+        return HMMParams(pi, trans, self.emissions.init_point(k3, k, prepared))
 
     # -- Bayesian (vijax.models.ConditionallyConjugateModel) -----------------------------------------
     def prior(self):
-        """(Dirichlet q(pi), Dirichlet rows of A (K, K), emission prior)."""
+        """(Dirichlet q(pi), Dirichlet rows of A (K, K), the emissions' prior of K copies)."""
         dt = float_dtype(self.dtype)
         k = self.num_states
         return (
             expfam.Dirichlet.from_concentration(jnp.full((k,), self.initial_concentration, dt)),
             expfam.Dirichlet.from_concentration(jnp.full((k, k), self.transition_concentration, dt)),
-            self._emission_prior(),
+            self.emissions.prior(k),
         )
 
     def init_globals(self, key: PRNGKey, data=None):
-        """The prior updated by one E-step at ``init_params(key, data)`` (without data: by one
-        pseudo-observation of those parameters per state)."""
-        params = self.init_params(key, data)
-        if data is None:
-            stats = ((params.initial_probs,), (params.transition_matrix,), self._pseudo_stats(params.emissions))
+        """Emissions with point estimates: the prior updated by one E-step at ``init_params(key, data)``
+        (without data: by one pseudo-observation of those parameters per state). Other emissions: the
+        component's ``initial_q`` of the unpadded observations, and pi, A from one E-step at it."""
+        if hasattr(self.emissions, "point_m_step"):
+            params = self.init_params(key, data)
+            if data is None:
+                stats = (
+                    (params.initial_probs,),
+                    (params.transition_matrix,),
+                    self.emissions.pseudo_stats(params.emissions),
+                )
+            else:
+                stats = self._local(self._view(params), data)[0]
+            return conjugate_posterior(self.prior(), stats)
+        if data is not None:
+            self.check_data(data)
+            d = as_data(data)
+            observed = np.asarray(d.obs)[np.arange(d.obs.shape[1])[None, :] < np.asarray(d.lengths)[:, None]]
         else:
-            stats = self._local(self._view(params), data)[0]
-        return conjugate_posterior(self.prior(), stats)
+            observed = None
+        q_em, _ = self.emissions.initial_q(key, self.num_states, observed)
+        prior = self.prior()
+        if data is None:
+            return prior[0], prior[1], q_em
+        view = expfam.tree_mean_params((prior[0], prior[1], q_em))
+        stats = self._local(view, data)[0]
+        return conjugate_posterior(prior[:2], stats[:2]) + (q_em,)
 
     def local_step(self, globals_view, data, key=None, method: str = "meanfield") -> LocalResult:
         """Forward-backward with exp E[log pi], exp E[log A] and exp E[log p(x | theta)];
@@ -278,34 +371,36 @@ class _HMM:
         """The posterior means of pi, A and the emission parameters under q(beta)."""
         q_init, q_trans, q_em = q
         mean = lambda d: d.concentration / jnp.sum(d.concentration, -1, keepdims=True)
-        return HMMParams(mean(q_init), mean(q_trans), self._expected_emissions(q_em))
+        em = self.emissions
+        point = em.expected_point(q_em) if hasattr(em, "expected_point") else em.point_estimate(q_em)
+        return HMMParams(mean(q_init), mean(q_trans), point)
 
 
-def _log_terms(model: _HMM, params: HMMParams, data: HMMData):
+def _log_terms(model: HMM, params: HMMParams, data: HMMData):
     data, _ = model._prepare(data)
     (li,), (lt,), ev = model._view(params)
     return li, lt, model._log_emissions(ev, data.obs), data.lengths
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _jit_posterior(model: _HMM, params: HMMParams, data: HMMData) -> inference.Posterior:
+def _jit_posterior(model: HMM, params: HMMParams, data: HMMData) -> inference.Posterior:
     li, lt, le, lengths = _log_terms(model, params, data)
     return model._posterior(li, lt, le, lengths)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _jit_pairwise(model: _HMM, params: HMMParams, data: HMMData) -> Array:
+def _jit_pairwise(model: HMM, params: HMMParams, data: HMMData) -> Array:
     li, lt, le, lengths = _log_terms(model, params, data)
     return inference.pairwise_marginals(li, lt, le, lengths, model.schedule)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _jit_viterbi(model: _HMM, params: HMMParams, data: HMMData):
+def _jit_viterbi(model: HMM, params: HMMParams, data: HMMData):
     li, lt, le, lengths = _log_terms(model, params, data)
     return jax.vmap(lambda e, n: inference.viterbi(li, lt, e, n))(le, lengths)
 
 
-def _map_rows(counts: Array, concentration: float) -> Array:
+def map_rows(counts: Array, concentration: float) -> Array:
     """argmax of Dirichlet(c) x Multinomial(counts) per row: (counts + c - 1)_+ normalized (uniform
     for an all-zero row)."""
     c = jnp.maximum(counts + (concentration - 1.0), 0.0)
@@ -313,9 +408,9 @@ def _map_rows(counts: Array, concentration: float) -> Array:
     return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
 
 
-@dataclasses.dataclass(frozen=True)
-class CategoricalHMM(_HMM):
-    """An HMM with categorical emissions over ``num_symbols`` symbols (Rabiner 1989, §III).
+class CategoricalHMM(HMM):
+    """An HMM with categorical emissions over ``num_symbols`` symbols (Rabiner 1989, §III):
+    ``HMM(num_states, DirichletCategorical(num_symbols, emission_concentration, dtype))``.
 
     Args:
       num_states: K >= 1.
@@ -333,77 +428,44 @@ class CategoricalHMM(_HMM):
         (1,)
     """
 
-    num_symbols: int
-    _: dataclasses.KW_ONLY
-    emission_concentration: float = 1.0
-
-    _emissions_type = CategoricalEmissions
-
-    def __post_init__(self):
-        self._check_common()
-        check_int("num_symbols", self.num_symbols)
-        k, itemsize = self.num_states, float_dtype(self.dtype).itemsize
-        check_allocation("num_states * (num_states + num_symbols)", k * (k + self.num_symbols), itemsize)
-        check_positive_scalar("emission_concentration", self.emission_concentration)
+    def __init__(
+        self,
+        num_states: int,
+        num_symbols: int,
+        *,
+        initial_concentration: float = 1.0,
+        transition_concentration: float = 1.0,
+        emission_concentration: float = 1.0,
+        schedule: str = "sequential",
+        dtype: Any = None,
+    ):
+        check_int("num_states", num_states)
+        check_float_dtype(dtype)
+        check_int("num_symbols", num_symbols)
+        itemsize = float_dtype(dtype).itemsize
+        check_allocation("num_states * (num_states + num_symbols)", num_states * (num_states + num_symbols), itemsize)
+        check_positive_scalar("emission_concentration", emission_concentration)
+        emissions = DirichletCategorical(num_symbols, float(emission_concentration), dtype=dtype)
+        super().__init__(
+            num_states,
+            emissions,
+            initial_concentration=initial_concentration,
+            transition_concentration=transition_concentration,
+            schedule=schedule,
+        )
 
     @property
-    def _emission_width(self) -> int:
-        return self.num_symbols
+    def num_symbols(self) -> int:
+        return self.emissions.num_symbols
 
-    def _check_obs_shape(self, obs):
-        if obs.ndim != 2 or not np.issubdtype(obs.dtype, np.integer):
-            raise ValueError(f"obs must be integers of shape (B, T), got {obs.dtype} {obs.shape}")
-
-    def _obs_value_check(self, obs):
-        return ids_in_range("batch obs symbol", obs, self.num_symbols)
-
-    def _check_obs_values(self, observed):
-        if np.any(observed < 0) or np.any(observed >= self.num_symbols):
-            raise ValueError(
-                f"obs must hold symbols in [0, num_symbols={self.num_symbols}) at every unpadded step, "
-                f"got values in [{observed.min()}, {observed.max()}]"
-            )
-
-    def _clean_obs(self, obs, mask):
-        return jnp.where(mask, obs, 0)
-
-    def _log_emissions(self, em_view, obs):
-        (log_b,) = em_view  # (K, V)
-        return jnp.take(log_b.T, obs, axis=0, mode="clip")  # (B, T, K)
-
-    def _emission_stats(self, obs, gamma):
-        k = gamma.shape[-1]
-        return (jax.ops.segment_sum(gamma.reshape(-1, k), obs.reshape(-1), num_segments=self.num_symbols).T,)
-
-    def _emission_view(self, emissions):
-        return (jnp.log(emissions.probs),)
-
-    def _emission_m_step(self, em_stats):
-        return CategoricalEmissions(_map_rows(em_stats[0], self.emission_concentration))
-
-    def _emission_prior_terms(self, params):
-        return [(self.emission_concentration, params.emissions.probs)]
-
-    def _init_emissions(self, key, data):
-        dt = float_dtype(self.dtype)
-        v = self.num_symbols
-        return CategoricalEmissions(jax.random.dirichlet(key, jnp.ones(v, dt), (self.num_states,), dtype=dt))
-
-    def _emission_prior(self):
-        dt = float_dtype(self.dtype)
-        conc = jnp.full((self.num_states, self.num_symbols), self.emission_concentration, dt)
-        return expfam.Dirichlet.from_concentration(conc)
-
-    def _pseudo_stats(self, emissions):
-        return (emissions.probs,)
-
-    def _expected_emissions(self, q_em):
-        return CategoricalEmissions(q_em.concentration / jnp.sum(q_em.concentration, -1, keepdims=True))
+    @property
+    def emission_concentration(self) -> float:
+        return self.emissions.concentration
 
 
-@dataclasses.dataclass(frozen=True)
-class GaussianHMM(_HMM):
-    """An HMM with diagonal-Gaussian emissions in ``dim`` dimensions (Rabiner 1989, §IV-A, eq. 52-54).
+class GaussianHMM(HMM):
+    """An HMM with diagonal-Gaussian emissions in ``dim`` dimensions (Rabiner 1989, §IV-A, eq. 52-54):
+    ``HMM(num_states, NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``.
 
     The Bayesian model puts a Normal-Gamma prior on each (mu_kd, tau_kd = 1 / sigma^2_kd):
     tau ~ Gamma(a0, b0), mu | tau ~ N(loc0, 1 / (kappa0 tau)), as ``DiagonalGMM`` does. EM is
@@ -424,99 +486,47 @@ class GaussianHMM(_HMM):
       dtype: float32 or float64 (default: JAX's default float); half precision is refused.
     """
 
-    dim: int
-    _: dataclasses.KW_ONLY
-    loc0: float = 0.0
-    kappa0: float = 1.0
-    a0: float = 1.0
-    b0: float = 1.0
-    min_variance: float = 1e-6
+    def __init__(
+        self,
+        num_states: int,
+        dim: int,
+        *,
+        initial_concentration: float = 1.0,
+        transition_concentration: float = 1.0,
+        loc0: float = 0.0,
+        kappa0: float = 1.0,
+        a0: float = 1.0,
+        b0: float = 1.0,
+        min_variance: float = 1e-6,
+        schedule: str = "sequential",
+        dtype: Any = None,
+    ):
+        check_int("num_states", num_states)
+        check_float_dtype(dtype)
+        check_int("dim", dim)
+        itemsize = float_dtype(dtype).itemsize
+        check_allocation("num_states * (num_states + 2 * dim)", num_states * (num_states + 2 * dim), itemsize)
+        for name, v in (("kappa0", kappa0), ("a0", a0), ("b0", b0)):
+            check_positive_scalar(name, v)
+        check_scalar("loc0", loc0)
+        check_scalar("min_variance", min_variance, low=0.0, include_low=True)
+        emissions = NormalGammaDiagonal(
+            dim, loc0=float(loc0), kappa0=kappa0, a0=a0, b0=b0, min_variance=float(min_variance), dtype=dtype
+        )
+        super().__init__(
+            num_states,
+            emissions,
+            initial_concentration=initial_concentration,
+            transition_concentration=transition_concentration,
+            schedule=schedule,
+        )
 
-    _emissions_type = GaussianEmissions
-
-    def __post_init__(self):
-        self._check_common()
-        check_int("dim", self.dim)
-        k, itemsize = self.num_states, float_dtype(self.dtype).itemsize
-        check_allocation("num_states * (num_states + 2 * dim)", k * (k + 2 * self.dim), itemsize)
-        check_positive_fields(self, ("kappa0", "a0", "b0"), scalar=True)
-        check_scalar("loc0", self.loc0)
-        check_scalar("min_variance", self.min_variance, low=0.0, include_low=True)
-
-    @property
-    def _emission_width(self) -> int:
-        return self.dim
-
-    def _check_obs_shape(self, obs):
-        check_data_dtype("obs", obs)
-        if obs.ndim != 3 or obs.shape[2] != self.dim or not jnp.issubdtype(obs.dtype, jnp.number):
-            raise ValueError(f"obs must be numbers of shape (B, T, dim={self.dim}), got {obs.dtype} {obs.shape}")
-
-    def _obs_value_check(self, obs):
-        return finite_values("batch obs", obs)
-
-    def _check_obs_values(self, observed):
-        if not np.all(np.isfinite(observed)):
-            raise ValueError("obs must be finite (no NaN or inf) at every unpadded step")
-
-    def _clean_obs(self, obs, mask):
-        return jnp.where(mask[..., None], obs, 0.0).astype(float_dtype(self.dtype))
-
-    def _log_emissions(self, em_view, obs):
-        e_tm, e_tm2, e_t, e_logt = em_view  # (K, D) each
-        w = jnp.concatenate([e_tm, -0.5 * e_t], axis=1)  # (K, 2D)
-        const = jnp.sum(0.5 * e_logt - 0.5 * e_tm2, axis=1) - 0.5 * self.dim * _LOG_2PI
-        feats = jnp.concatenate([obs, obs**2], axis=-1)
-        return feats @ w.T + const.reshape((1,) * (feats.ndim - 1) + (-1,))
-
-    def _emission_stats(self, obs, gamma):
-        n = jnp.sum(gamma, (0, 1))
-        s1 = jnp.einsum("btk,btd->kd", gamma, obs)
-        s2 = jnp.einsum("btk,btd->kd", gamma, obs**2)
-        half_n = jnp.broadcast_to(0.5 * n[:, None], s1.shape)
-        return (s1, -half_n, -0.5 * s2, half_n)
-
-    def _emission_view(self, emissions):
-        tau = 1.0 / emissions.variances
-        return (tau * emissions.means, tau * emissions.means**2, tau, jnp.log(tau))
-
-    def _emission_m_step(self, em_stats):
-        s1, neg_half_n, neg_half_s2, _ = em_stats
-        n = -2.0 * neg_half_n
-        safe = jnp.where(n > 0, n, 1.0)
-        means = jnp.where(n > 0, s1 / safe, 0.0)
-        var = jnp.where(n > 0, -2.0 * neg_half_s2 / safe - means**2, 1.0)
-        return GaussianEmissions(means, jnp.maximum(var, self.min_variance))
-
-    def _emission_prior_terms(self, params):
-        return []
-
-    def _init_emissions(self, key, prepared):
-        dt = float_dtype(self.dtype)
-        k, d = self.num_states, self.dim
-        if prepared is None:
-            return GaussianEmissions(jax.random.normal(key, (k, d), dt), jnp.ones((k, d), dt))
-        data, mask = prepared
-        x = data.obs.reshape(-1, d)
-        w = mask.reshape(-1).astype(dt)
-        n = jnp.sum(w)
-        mean = w @ x / n
-        var = jnp.maximum(w @ (x - mean[None]) ** 2 / n, max(self.min_variance, 1e-6))
-        rows = jax.random.choice(key, x.shape[0], (k,), replace=bool(x.shape[0] < k), p=w / n)
-        return GaussianEmissions(x[rows], jnp.broadcast_to(var, (k, d)))
-
-    def _emission_prior(self):
-        dt = float_dtype(self.dtype)
-        full = lambda v: jnp.full((self.num_states, self.dim), v, dt)
-        return expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0))
-
-    def _pseudo_stats(self, emissions):
-        m, v = emissions.means, emissions.variances
-        half = jnp.full_like(m, 0.5)
-        return (m, -half, -0.5 * (m**2 + v), half)
-
-    def _expected_emissions(self, q_em):
-        return GaussianEmissions(q_em.loc, q_em.rate / jnp.maximum(q_em.concentration - 1.0, 1e-12))
+    dim = property(lambda self: self.emissions.dim)
+    loc0 = property(lambda self: self.emissions.loc0)
+    kappa0 = property(lambda self: self.emissions.kappa0)
+    a0 = property(lambda self: self.emissions.a0)
+    b0 = property(lambda self: self.emissions.b0)
+    min_variance = property(lambda self: self.emissions.min_variance)
 
 
 __all__ = [
@@ -524,7 +534,10 @@ __all__ = [
     "CategoricalHMM",
     "GaussianEmissions",
     "GaussianHMM",
+    "HMM",
     "HMMData",
     "HMMParams",
     "as_data",
+    "map_rows",
+    "param_checks",
 ]

@@ -1,0 +1,150 @@
+r"""Conjugate components: a likelihood p(x | theta) and its conjugate prior p(theta), the building
+block of :class:`~vijax.models.Mixture` (finite or Dirichlet-process) and of the HMMs' emissions.
+
+A component is an exponential-family likelihood written in the statistics of its prior's family::
+
+    log p(x | theta) = <s(x), t(theta)> + log h(x),
+
+where t(theta) are the sufficient statistics of the prior p(theta) (an ``expfam`` family) and s(x)
+is the datum's contribution to them. Everything a mixture or an HMM needs follows from s and h
+(Blei et al. 2017, §4.2; Bishop 2006, §10.2; the dynamax split of models into components):
+
+- the statistics of weighted data, sum_n w_nk s(x_n) (K copies, shaped like the prior's
+  natural parameters): the M-step / global update eta + sum_n w_nk s(x_n);
+- the expected log-likelihood E_q[log p(x_n | theta_k)] = <s(x_n), E_q[t(theta_k)]> + log h(x_n),
+  an (N, K) array: the E-step's logits, at the mean parameters of q (CAVI, SVI) or at t(theta) of a
+  draw (SSVI);
+- the posterior predictive of one datum, p(x | q_k) = h(x) exp(A(eta_k + s(x)) - A(eta_k)) with A the
+  family's log-normalizer (exact for any conjugate pair: integrate theta out of the datum's
+  likelihood times q_k).
+
+**EM (a capability, optional).** Point estimates of theta for maximum-likelihood or MAP EM (the HMMs'
+Baum–Welch): ``point_type`` (the parameters' NamedTuple), ``point_width``, ``point_view(params)``
+(t(theta) at a point), ``point_m_step(stats)``, ``point_log_prior(params)``, ``init_point(key, num,
+prepared)``, ``pseudo_stats(params)`` and ``expected_point(q)``; ``DirichletCategorical`` and
+``NormalGammaDiagonal`` have them. A component without them still serves every Bayesian fit.
+
+A new component is a subclass of :class:`Component` that defines ``prior(num)`` (the prior of
+``num`` copies, batch shape (num, ...)), ``suff_stats(x)`` (s(x_n) per datum, one (N, ...) array per
+natural parameter of the prior) and, where h(x) is not 1, ``log_base_measure(x)``. Everything else
+has a generic default that the built-in components replace with faster or closed forms:
+:class:`NormalGammaDiagonal` (diagonal Gaussian), :class:`NormalWishartFull` (full-covariance
+Gaussian), :class:`BetaBernoulli` (products of Bernoullis), :class:`DirichletCategorical`
+(categorical symbols) and :class:`GammaPoisson` (Poisson counts).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax._validate import check_data_array, finite_values, float_dtype
+from vijax.models._base import conjugate_posterior
+from vijax.types import Array, PRNGKey
+
+LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def floor_log(v: Array) -> Array:
+    """-inf -> a large finite negative number (log 0 from a sampled probability that underflowed),
+    small enough that a few of them still sum to a finite number, so that 0 * floor = 0 in an
+    E-step's matrix products instead of 0 * (-inf) = NaN."""
+    return jnp.maximum(v, jnp.finfo(v.dtype).min / (4.0 * (v.shape[-1] + 1)))
+
+
+def _flat_event(x: Array, event_ndim: int) -> Array:
+    """``x`` with its leading (batch) axes flattened into one."""
+    return jnp.reshape(x, (-1,) + tuple(x.shape[x.ndim - event_ndim :]))
+
+
+class Component(abc.ABC):
+    """The interface of a conjugate component (see the module docstring).
+
+    Required: ``prior(num)``, ``suff_stats(x)``. Attributes: ``dtype`` (the float dtype of the prior;
+    None: JAX's default), ``data_name`` (the name errors give the data, ``"x"``), ``event_ndim``
+    (the dimensions of one datum: 1 for vectors, 0 for symbols).
+    """
+
+    data_name = "x"
+    event_ndim = 1
+    dtype: Any = None
+
+    # -- required ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def prior(self, num: int):
+        """The prior of ``num`` independent copies: an ``expfam`` family of batch shape (num, ...)."""
+
+    @abc.abstractmethod
+    def suff_stats(self, x: Array) -> tuple:
+        """s(x_n) per datum: a tuple like the prior's natural parameters, each (N, ...) with the shape
+        of one copy's parameter after the leading N."""
+
+    # -- generic, replaceable ---------------------------------------------------------------------
+    def log_base_measure(self, x: Array) -> Array:
+        """log h(x_n), shape (N,) (default 0)."""
+        return jnp.zeros(x.shape[:1], float_dtype(self.dtype))
+
+    def prepare(self, x: Array, dtype) -> Array:
+        """The data as the local step reads them (cast to the globals' float ``dtype``)."""
+        return jnp.asarray(x).astype(dtype)
+
+    def stats(self, x: Array, weights: Array) -> tuple:
+        """sum_n w_nk s(x_n) for weights (N, K): a tuple like the prior's natural parameters."""
+        return tuple(jnp.tensordot(weights.T, s.astype(weights.dtype), axes=1) for s in self.suff_stats(x))
+
+    def expected_log_lik(self, view, x: Array) -> Array:
+        """E[log p(x_n | theta_k)] = <s(x_n), view_k> + log h(x_n), shape (N, K), at a view (E_q[t(theta)]
+        of K copies, or t(theta) of a draw)."""
+        s = self.suff_stats(x)
+        total = sum(
+            jnp.tensordot(si, vi, axes=(tuple(range(1, si.ndim)), tuple(range(1, vi.ndim)))) for si, vi in zip(s, view)
+        )
+        return total + self.log_base_measure(x).astype(total.dtype)[:, None]
+
+    def log_predictive(self, q, x: Array) -> Array:
+        """log p(x_n | q_k) = log h(x_n) + A(eta_k + s(x_n)) - A(eta_k), shape (N, K): each component's
+        posterior (or prior) predictive density, theta integrated out."""
+        eta = q.natural_params
+        s = self.suff_stats(x)
+        joined = tuple(e[None] + si.astype(e.dtype)[:, None] for e, si in zip(eta, s))
+        a_post = type(q).from_natural(joined).log_normalizer()
+        a_post = jnp.sum(a_post.reshape(a_post.shape[:2] + (-1,)), -1)
+        a0 = q.log_normalizer()
+        a0 = jnp.sum(a0.reshape(a0.shape[:1] + (-1,)), -1)
+        return a_post - a0[None] + self.log_base_measure(x).astype(a_post.dtype)[:, None]
+
+    def point_estimate(self, q):
+        """A point estimate of each copy's parameters from q (the posterior mean)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no point_estimate")
+
+    def check_data(self, x, name: str | None = None) -> None:
+        """Raises ValueError naming the data (``name``, default ``data_name``) for what the component
+        cannot take (default: a finite numeric array with one axis more than a datum)."""
+        check_data_array(name or self.data_name, x, ndim=1 + self.event_ndim)
+
+    def batch_checks(self, x, name: str | None = None) -> list:
+        """The value checks of a step's batch, ``ValueCheck``s named ``batch <name>`` (default: finite
+        values). They hold for any leading axes (an HMM's (B, T, ...) observations)."""
+        return [finite_values(f"batch {name or self.data_name}", x)]
+
+    def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
+        """A starting q of ``num`` copies and the data count each starts with, ``(q, counts (num,))``.
+
+        Default: each copy is the prior updated by one datum drawn at random (with replacement when
+        there are fewer data than copies), each counting N / num data. Without data a component
+        that cannot draw its own seeds raises ValueError: pass data to ``init_globals``."""
+        if x is None:
+            raise ValueError(f"{type(self).__name__} starts from data: pass the data to init_globals(key, x)")
+        dt = float_dtype(self.dtype)
+        x = self.prepare(x, dt) if self.event_ndim else jnp.asarray(x)
+        n = x.shape[0]
+        seeds = x[jax.random.choice(key, n, (num,), replace=n < num)]
+        q = conjugate_posterior(self.prior(num), self.stats(seeds, jnp.eye(num, dtype=dt)))
+        return q, jnp.full((num,), n / num, dt)
+
+
+__all__ = ["Component", "LOG_2PI", "floor_log"]

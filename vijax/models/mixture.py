@@ -1,0 +1,352 @@
+r"""One Bayesian mixture over any conjugate component, with finite (Dirichlet) or Dirichlet-process
+(stick-breaking) weights.
+
+    pi ~ weights prior,  theta_k ~ p(theta) (the component's prior),
+    z_n ~ Categorical(pi),  x_n | z_n = k ~ p(x | theta_k).
+
+Mean-field q(pi) q(theta) q(z) (Blei et al. 2017, §4.2; Bishop 2006, §10.2). The local step is
+
+    log r_nk = E[log pi_k] + E[log p(x_n | theta_k)] - log Z_n,
+
+the statistics are (the weights' statistics of r, the component's sum_n r_nk s(x_n)) and
+``local_terms`` = sum_n H[r_n] + sum_n log h(x_n), so ``conjugate_elbo`` is the mean-field ELBO.
+
+**Weights.** :class:`DirichletWeights` pi ~ Dirichlet(c 1_K) (a finite mixture), or
+:class:`StickBreaking` v_k ~ Beta(1, alpha), pi_k = v_k prod_{j<k} (1 - v_j) (a DP(alpha) mixture,
+Sethuraman's construction) truncated in one of the two ways of the tutorial *Raise your ELBO* (its
+section on DPMMs): Blei and Jordan (2006), v_T = 1; or Kurihara, Welling and Vlassis (2007), q equal
+to the prior beyond T, with the infinite tail summed in closed form.
+
+**Why the sticks are conditionally conjugate.** log p(z_n = k | v) = log v_k + sum_{j<k} log(1 - v_j)
+is linear in t(v_j) = (log v_j, log(1 - v_j)): a datum contributes (1[z_n = j], 1[z_n > j]) to
+stick j's statistics, and the optimal q(v_j) = Beta(1 + sum_n r_nj, alpha + sum_n q(z_n > j)).
+
+**The Kurihara et al. tail.** With q = p for k > T every expectation of a tail factor is under the
+prior, w ~ Beta(1, alpha): E_p[log w] = psi(1) - psi(1 + alpha), log g := E_p[log(1 - w)] = -1/alpha,
+and c_n := E_p[log p(x_n | theta)] is the same for every k > T. With s_nk = exp(E[log pi_k] +
+E[log p(x_n | theta_k)]) and A_n = sum_{j<=T} E[log(1 - v_j)] + E_p[log w] + c_n,
+
+    log s_nk = A_n + (k - T - 1) log g      (k > T),
+
+a geometric series: sum_{k>T} s_nk = e^{A_n} / (1 - g). Hence S_n = sum_{k<=T} s_nk + e^{A_n} / (1 - g),
+r_nk = s_nk / S_n, R_n := q(z_n > T) = e^{A_n} / ((1 - g) S_n) and q(z_n > j) = sum_{j<k<=T} r_nk + R_n
+(the tutorial's eq. 14). The stick statistics are (r_nj, q(z_n > j)) for j = 1..T; the component
+statistics use r_n1..r_nT only. What is left of the tail's ELBO terms, with rho_n = e^{A_n} / S_n, is
+
+    sum_{m>=0} rho_n g^m (E_p[log w] + m log g + c_n - log rho_n - m log g) = R_n (E_p[log w] + c_n - log rho_n):
+
+the m log g terms cancel, so the infinite sum is closed. The tutorial reaches the same value as
+log S_n at the optimal r (its eq. 13 and the line after). Under SSVI the views of sticks and
+components are a draw's t(.) for k <= T; the tail keeps the prior's expectations.
+
+**scikit-learn.** ``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_process")``
+keeps T free sticks (as Kurihara et al.) but sets q(z_n > T) = 0; from the same responsibilities
+its M-step equals Blei and Jordan's on sticks 1..T-1 and every component, and Kurihara et al.'s
+(with no tail mass) on all T sticks and components.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import digamma
+
+from vijax import expfam
+from vijax._validate import check_choice, check_int, check_positive_scalar, float_dtype
+from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
+from vijax.models._components import Component, floor_log
+from vijax.types import Array, PRNGKey
+
+TRUNCATIONS = ("blei_jordan", "kurihara")
+
+
+@dataclasses.dataclass(frozen=True)
+class DirichletWeights:
+    """Finite mixture weights pi ~ Dirichlet(concentration 1_K).
+
+    Args:
+      num_components: K >= 1.
+      concentration: the Dirichlet parameter of each weight (> 0).
+    """
+
+    num_components: int
+    concentration: float = 1.0
+    has_tail = False
+
+    def __post_init__(self):
+        check_int("num_components", self.num_components)
+        check_positive_scalar("concentration", self.concentration)
+
+    def prior(self, dtype) -> expfam.Dirichlet:
+        return expfam.Dirichlet.from_concentration(jnp.full((self.num_components,), self.concentration, dtype))
+
+    def expected_log_weights(self, view) -> Array:
+        """E[log pi] (K,) from the view (E[log pi],)."""
+        return view[0]
+
+    def stats(self, resp: Array, tail: Array | None = None) -> tuple:
+        """(sum_n r_n,)."""
+        return (jnp.sum(resp, 0),)
+
+    def initial_q(self, counts: Array, num_data: int | None, dtype) -> expfam.Dirichlet:
+        """The prior updated by ``counts`` (K,) data per component."""
+        return conjugate_posterior(self.prior(dtype), (counts,))
+
+    def expected_weights(self, q: expfam.Dirichlet) -> Array:
+        """E_q[pi] (K,)."""
+        alpha = q.concentration
+        return alpha / jnp.sum(alpha, -1, keepdims=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class StickBreaking:
+    """Dirichlet-process weights by stick-breaking, v_k ~ Beta(1, alpha), truncated at T (see the module
+    docstring).
+
+    Args:
+      truncation_level: T >= 1.
+      alpha: DP concentration (> 0).
+      truncation: ``"blei_jordan"`` (v_T = 1; T - 1 free sticks) or ``"kurihara"`` (q = prior beyond T;
+        T free sticks and a closed-form tail).
+    """
+
+    truncation_level: int
+    alpha: float = 1.0
+    truncation: str = "blei_jordan"
+
+    def __post_init__(self):
+        check_int("truncation_level", self.truncation_level)
+        check_positive_scalar("alpha", self.alpha)
+        check_choice("truncation", self.truncation, TRUNCATIONS)
+
+    @property
+    def num_components(self) -> int:
+        """T."""
+        return self.truncation_level
+
+    @property
+    def has_tail(self) -> bool:
+        return self.truncation == "kurihara"
+
+    @property
+    def num_sticks(self) -> int:
+        """T - 1 (Blei and Jordan) or T (Kurihara et al.)."""
+        return self.truncation_level - (self.truncation == "blei_jordan")
+
+    def prior(self, dtype) -> expfam.Beta:
+        s = self.num_sticks
+        return expfam.Beta.from_concentrations(jnp.ones((s,), dtype), jnp.full((s,), float(self.alpha), dtype))
+
+    def expected_log_weights(self, view) -> Array:
+        """E[log pi_k] = E[log v_k] + sum_{j<k} E[log(1 - v_j)] for k = 1..T (E[log v_T] = 0 for
+        Blei and Jordan), from the sticks' view (E[log v], E[log(1 - v)])."""
+        e_log_v, e_log_1m = view
+        if self.truncation == "blei_jordan":
+            e_log_v = jnp.concatenate([e_log_v, jnp.zeros((1,), e_log_v.dtype)])
+            e_log_1m = jnp.concatenate([e_log_1m, jnp.zeros((1,), e_log_1m.dtype)])
+        return e_log_v + jnp.cumsum(e_log_1m) - e_log_1m
+
+    def stats(self, resp: Array, tail: Array | None = None) -> tuple:
+        """(sum_n r_nj, sum_n q(z_n > j)) for j = 1..num_sticks, from responsibilities ``resp`` (N, T)
+        and, for Kurihara et al., the tail mass ``tail`` (N,)."""
+        n_k = jnp.sum(resp, 0)
+        above = jnp.cumsum(n_k[::-1])[::-1] - n_k  # sum_{k > j, k <= T} N_k
+        if tail is not None:
+            above = above + jnp.sum(tail)
+        s = self.num_sticks
+        return n_k[:s], above[:s]
+
+    def initial_q(self, counts: Array, num_data: int | None, dtype) -> expfam.Beta:
+        """Sticks as if each of the T components held N / T data: Beta(1 + N / T, alpha + (T - k) N / T);
+        without data, the prior."""
+        if num_data is None:
+            return self.prior(dtype)
+        t, s = self.truncation_level, self.num_sticks
+        per = num_data / t
+        k = jnp.arange(1, s + 1, dtype=dtype)
+        return expfam.Beta.from_concentrations(jnp.full((s,), 1.0 + per, dtype), self.alpha + (t - k) * per)
+
+    def tail_constants(self, dtype) -> tuple[Array, Array]:
+        """(E_p[log w], log g) of the prior's sticks (the module docstring)."""
+        a = jnp.asarray(self.alpha, dtype)
+        return digamma(jnp.ones((), dtype)) - digamma(1.0 + a), digamma(a) - digamma(1.0 + a)
+
+    def expected_weights(self, q: expfam.Beta) -> Array:
+        """E_q[pi_k] = E[v_k] prod_{j<k} E[1 - v_j] (independent sticks), k = 1..T; for Kurihara et al.
+        a last entry E_q[sum_{k>T} pi_k] = prod_{j<=T} E[1 - v_j]. Sums to one."""
+        a, b = q.concentration1, q.concentration0
+        ev = jnp.concatenate([a / (a + b), jnp.ones((1,), a.dtype)])
+        rest = jnp.concatenate([jnp.ones((1,), ev.dtype), jnp.cumprod(1.0 - ev[:-1])])
+        return ev * rest
+
+
+class Mixture:
+    """A Bayesian mixture of a conjugate ``component`` with ``weights`` (see the module docstring);
+    a ``ConditionallyConjugateModel``, so CAVI, SVI, SSVI, SSVI-A and MAP-EM fit it.
+
+    Globals: ``(q(pi) or q(v), q(theta))``, the second a family of batch shape (K, ...). A globals view is
+    the same structure of mean parameters (or of a draw's t(.) under SSVI). ``local_params`` of a local
+    step: r (N, K); for Kurihara et al. (N, T + 1), the last column the tail mass q(z_n > T).
+
+    Local methods of a finite mixture: ``"meanfield"``; ``"exact"`` (the same formula at a draw's t(beta):
+    with one z per datum the optimal q(z_n | beta) *is* p(z_n | x_n, beta), Hoffman & Blei 2015, §2.5);
+    ``"gibbs"`` (z_n ~ Categorical(r_n), one-hot statistics; needs a key). A DP mixture offers
+    ``"meanfield"``.
+
+    Args:
+      component: a :class:`~vijax.models.Component` (e.g. ``NormalGammaDiagonal(dim=2)``).
+      weights: :class:`DirichletWeights` or :class:`StickBreaking`.
+
+    Examples:
+        >>> from vijax.models import GammaPoisson
+        >>> model = Mixture(GammaPoisson(dim=3), DirichletWeights(4))
+        >>> [f.batch_shape for f in model.prior()]
+        [(), (4, 3)]
+    """
+
+    def __init__(self, component: Component, weights):
+        if not isinstance(component, Component):
+            raise ValueError(f"component must be a vijax.models.Component, got {type(component).__name__}")
+        if not isinstance(weights, (DirichletWeights, StickBreaking)):
+            raise ValueError(f"weights must be DirichletWeights or StickBreaking, got {type(weights).__name__}")
+        self._component = component
+        self._weights = weights
+
+    @property
+    def component(self) -> Component:
+        return self._component
+
+    @property
+    def weights(self):
+        return self._weights
+
+    @property
+    def local_methods(self) -> tuple[str, ...]:
+        return ("meanfield", "exact", "gibbs") if isinstance(self._weights, DirichletWeights) else ("meanfield",)
+
+    @property
+    def num_components(self) -> int:
+        """K (the truncation level T of a DP mixture)."""
+        return self._weights.num_components
+
+    @property
+    def dtype(self):
+        return self._component.dtype
+
+    def _dtype(self):
+        return float_dtype(self._component.dtype)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._component!r}, {self._weights!r})"
+
+    # -- the model ------------------------------------------------------------------------------
+    def prior(self):
+        """(the weights' prior, the component's prior of K copies)."""
+        return self._weights.prior(self._dtype()), self._component.prior(self.num_components)
+
+    def check_data(self, x) -> None:
+        """The component's check of the data."""
+        self._component.check_data(x)
+
+    def batch_checks(self, x) -> list:
+        """The component's value checks of a step's batch."""
+        return self._component.batch_checks(x)
+
+    def stats(self, x: Array, resp: Array, tail: Array | None = None):
+        """The statistics (weights', component's) of responsibilities ``resp`` (N, K) (and of the tail
+        mass ``tail`` (N,) for Kurihara et al.)."""
+        return self._weights.stats(resp, tail), self._component.stats(x, resp)
+
+    def posterior_from_responsibilities(self, x: Array, resp: Array, tail: Array | None = None):
+        """The coordinate-optimal q(beta) for responsibilities ``resp`` (N, K) (the M-step)."""
+        dt = self._dtype()
+        x = self._component.prepare(x, dt)
+        return conjugate_posterior(self.prior(), self.stats(x, jnp.asarray(resp, dt), tail))
+
+    def init_globals(self, key: PRNGKey, x: Array | None = None):
+        """The component's starting q (:meth:`Component.initial_q`) and the weights' q from the data
+        counts it starts with."""
+        dt = self._dtype()
+        q_comp, counts = self._component.initial_q(key, self.num_components, x)
+        num_data = None if x is None else np.shape(x)[0]
+        return self._weights.initial_q(counts, num_data, dt), q_comp
+
+    def log_resp(self, globals_view, x: Array) -> Array:
+        """log r_nk (normalized over k) at a globals view, shape (N, K) (finite weights)."""
+        w_view, c_view = globals_view
+        log_w = floor_log(self._weights.expected_log_weights(w_view))
+        return jax.nn.log_softmax(log_w[None, :] + self._component.expected_log_lik(c_view, x), axis=-1)
+
+    def local_step(self, globals_view, x: Array, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
+        """The local step ``method`` (see the class docstring) for a batch ``x``."""
+        check_choice("method", method, self.local_methods)
+        comp = self._component
+        if hasattr(comp, "check_shape"):
+            comp.check_shape(x)
+        if method == "gibbs" and key is None:
+            raise ValueError("local_step(method='gibbs') needs a PRNG key")
+        dt = jax.tree_util.tree_leaves(globals_view)[0].dtype
+        x = comp.prepare(x, dt)
+        if self._weights.has_tail:
+            return self._local_step_with_tail(globals_view, x)
+        log_r = self.log_resp(globals_view, x)
+        r = jnp.exp(log_r)
+        local_terms = jnp.sum(entropy_of_probs(r)) + jnp.sum(comp.log_base_measure(x))
+        if method == "gibbs":
+            z = jax.random.categorical(key, log_r, axis=-1)
+            r = jax.nn.one_hot(z, self.num_components, dtype=r.dtype)
+        return LocalResult(self.stats(x, r), local_terms, r)
+
+    def _local_step_with_tail(self, globals_view, x: Array) -> LocalResult:
+        """Kurihara et al.'s truncation: the closed-form tail of the module docstring."""
+        w_view, c_view = globals_view
+        comp = self._component
+        log_s = self._weights.expected_log_weights(w_view)[None, :] + comp.expected_log_lik(c_view, x)
+        e_log_w, log_g = self._weights.tail_constants(log_s.dtype)
+        prior_view = jax.tree_util.tree_map(lambda u: u[:1], expfam.tree_mean_params(comp.prior(1)))
+        c = comp.expected_log_lik(prior_view, x)[:, 0]  # E_p[log p(x_n | theta)]
+        log_tail_first = jnp.sum(w_view[1]) + e_log_w + c  # log s_{n, T+1} = A_n
+        log_tail_sum = log_tail_first - jnp.log(-jnp.expm1(log_g))  # A_n - log(1 - g)
+        log_norm = jax.nn.logsumexp(jnp.concatenate([log_s, log_tail_sum[:, None]], axis=1), axis=1)  # log S_n
+        r = jnp.exp(log_s - log_norm[:, None])
+        tail = jnp.exp(log_tail_sum - log_norm)  # R_n = q(z_n > T)
+        log_rho = log_tail_first - log_norm
+        h = comp.log_base_measure(x)
+        # sum_{k<=T} r_nk (log h_n - log r_nk) + R_n (E_p[log w] + c_n - log rho_n), c_n including log h_n
+        local_terms = jnp.sum(entropy_of_probs(r)) + jnp.sum((1.0 - tail) * h) + jnp.sum(tail * (e_log_w + c - log_rho))
+        return LocalResult(self.stats(x, r, tail), local_terms, jnp.concatenate([r, tail[:, None]], axis=1))
+
+    # -- point estimates and the predictive -----------------------------------------------------
+    def expected_weights(self, q) -> Array:
+        """E_q[pi] (K,), with a last entry for a Kurihara et al. tail's total mass."""
+        return self._weights.expected_weights(q[0])
+
+    def point_estimates(self, q):
+        """(E_q[pi], the component's point estimate), e.g. (weights, means, variances) for Gaussians."""
+        est = self._component.point_estimate(q[1])
+        w = self.expected_weights(q)
+        return (w, *est) if isinstance(est, tuple) else (w, est)
+
+    def log_predictive(self, q, x: Array) -> Array:
+        """log p(x_n | q) per row: sum_k E[pi_k] p(x_n | q_k), each component's predictive under q(theta_k)
+        (and for Kurihara et al. the tail's mass times the prior predictive)."""
+        comp = self._component
+        x = comp.prepare(x, self._dtype())
+        w = self.expected_weights(q)
+        lp = comp.log_predictive(q[1], x)
+        if self._weights.has_tail:
+            lp = jnp.concatenate([lp, comp.log_predictive(comp.prior(1), x)], axis=1)
+        log_w = jnp.log(jnp.maximum(w, jnp.finfo(w.dtype).tiny))
+        return jax.nn.logsumexp(lp + log_w[None, :], axis=-1)
+
+    def clusters_found(self, resp: Array, min_count: float = 1.0) -> int:
+        """The number of components k <= K with expected count sum_n r_nk >= ``min_count`` (``resp``
+        the ``local_params`` of a local step; a Kurihara tail column is not counted)."""
+        n_k = np.asarray(jnp.sum(resp[:, : self.num_components], 0))
+        return int(np.sum(n_k >= min_count))
+
+
+__all__ = ["DirichletWeights", "Mixture", "StickBreaking", "TRUNCATIONS"]
