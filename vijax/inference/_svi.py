@@ -82,6 +82,36 @@ def init(
     return SVIState(q0, jnp.zeros((), jnp.int32), hyper, jnp.zeros((), jnp.int32))
 
 
+def inject_hyperparameters(state: SVIState, model: HyperparameterModel, **values) -> SVIState:
+    """``state`` with the model's hyperparameters held in it (optax's ``inject_hyperparams``): every
+    later step uses these values instead of the model's fixed ones (and, with ``hyper_step``, learns
+    from them). As they are arrays of the state, a grid of settings is one ``vmap``ped program::
+
+        states = jax.vmap(lambda a, e: inject_hyperparameters(s0, model, alpha=a, eta=e))(alphas, etas)
+        states, infos = jax.vmap(alg.step, in_axes=(0, None, None))(states, batch, key)
+
+    Args:
+      state: an ``SVIState`` (from ``svi(...).init``).
+      model: the ``HyperparameterModel`` the algorithm was built with.
+      **values: hyperparameter name -> scalar (possibly traced); names missing keep the state's
+        value, or the model's fixed one.
+
+    Raises:
+      ValueError: naming a value that is not one of ``model.hyperparameters()``, or a model without
+        hyperparameters.
+    """
+    if not isinstance(model, HyperparameterModel):
+        raise ValueError(f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}")
+    fixed = model.hyperparameters()
+    unknown = sorted(set(values) - set(fixed))
+    if unknown:
+        raise ValueError(f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(fixed)}")
+    dt = float_leaf_dtype(state.q_global)
+    base = dict(state.hyper) if state.hyper is not None else {n: jnp.asarray(v, dt) for n, v in fixed.items()}
+    base.update({n: jnp.asarray(v, dt) for n, v in values.items()})
+    return state._replace(hyper=base)
+
+
 def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_step: float = 1.0) -> dict:
     """One damped Newton step per scalar hyperparameter, in log space (see the module docstring)::
 
@@ -131,7 +161,7 @@ def step(
     check_num_data(num_data, model, batch, state.count)
     present = num_present(model, batch)
     rho = step_size(schedule(state.count), present)
-    hyper = state.hyper if hyper_step is not None else None
+    hyper = state.hyper  # values in the state are used (set by init or inject_hyperparameters), learned with hyper_step
     kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
     prior = model.prior(**kw)
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
@@ -142,17 +172,17 @@ def step(
     # unused (discarded under jit) skips LDA's K x V log Gamma, and an accepted step's ELBO is finite
     data_term, kl = conjugate_elbo_terms(prior, state.q_global, loc, scale=full)
     elbo = data_term - kl
-    if hyper is not None:
+    if hyper is not None and hyper_step is not None:
         rows = present_rows(model, batch)  # padding rows get weight 0 (their documents' alpha terms)
         weight = scale if rows is None else jnp.where(rows, scale, jnp.zeros_like(scale))
         hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, weight), hyper, rho, hyper_step)
     new, ok = reject_nonfinite(
-        SVIState(q_new, safe_increment(state.count), hyper if hyper is not None else state.hyper, state.num_rejected),
+        SVIState(q_new, safe_increment(state.count), hyper, state.num_rejected),
         state,
         data_term,
         kl_guard(prior, state.q_global),
     )
-    return new, SVIInfo(elbo, jnp.asarray(rho), num_damped, new.hyper if hyper is not None else None, ok)
+    return new, SVIInfo(elbo, jnp.asarray(rho), num_damped, new.hyper if hyper_step is not None else None, ok)
 
 
 def as_top_level_api(
@@ -230,4 +260,13 @@ def as_top_level_api(
 
 svi = as_top_level_api
 
-__all__ = ["SVIInfo", "SVIState", "as_top_level_api", "hyper_newton_step", "init", "step", "svi"]
+__all__ = [
+    "SVIInfo",
+    "SVIState",
+    "as_top_level_api",
+    "hyper_newton_step",
+    "init",
+    "inject_hyperparameters",
+    "step",
+    "svi",
+]
