@@ -15,8 +15,8 @@ _spec = importlib.util.spec_from_file_location("benchmarks_agree", ROOT / "bench
 agree = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(agree)
 
-# the benchmarks that compare vijax with a peer, each ending with the agreement rule
-PEER_BENCHMARKS = ("bbvi.py", "gmm_cavi.py", "gmm_em.py", "lda_online.py")
+# the benchmarks that compare vijax with a peer (hyper_grid.py: three ways of vijax), each ending with the agreement rule
+PEER_BENCHMARKS = ("bbvi.py", "gmm_cavi.py", "gmm_em.py", "hyper_grid.py", "lda_online.py")
 
 
 @pytest.mark.parametrize(
