@@ -56,11 +56,10 @@ import jax.numpy as jnp
 import optax
 
 from vijax._validate import batch_size, check_bool, check_choice, check_int, check_key, check_scalar
-from vijax.inference._bbvi import _all_finite, guarded_update
 from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import make_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import check_protocol, check_step_batch, safe_increment
+from vijax.inference.base import check_protocol, Proposal, checked_step
 from vijax.models import AEVBModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -175,6 +174,7 @@ def init(
     return AEVBState(q, optimizer.init(q), zero, zero)
 
 
+@checked_step
 def step(
     state: AEVBState,
     batch: Array,
@@ -187,8 +187,6 @@ def step(
     num_samples: int,
 ) -> tuple[AEVBState, AEVBInfo]:
     """One optimizer step on the minibatch ELBO (see the module docstring)."""
-    check_key("key", key)
-    check_step_batch(model, batch, state.count)
     if num_data is not None:
         check_num_data(num_data, model, batch, state.count)
     elbo, grads = jax.value_and_grad(_objective)(
@@ -196,14 +194,7 @@ def step(
     )
     updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)
     new = optax.apply_updates(state.q_global, updates)
-    ok = jnp.isfinite(elbo) & _all_finite(grads) & _all_finite(new)
-    new_state = AEVBState(
-        guarded_update(new, state.q_global, ok),
-        guarded_update(opt_state, state.opt_state, ok),
-        safe_increment(state.count),
-        state.num_rejected + (~ok).astype(jnp.int32),
-    )
-    return new_state, AEVBInfo(elbo, ok)
+    return Proposal(AEVBState(new, opt_state, state.count, state.num_rejected), AEVBInfo(elbo, None), (elbo, grads))
 
 
 def _as_float(x) -> Array:

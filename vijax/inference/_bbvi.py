@@ -51,7 +51,7 @@ from vijax._validate import batch_size, check_choice, check_int, check_key, is_t
 from vijax.inference._guides import check_shapes, make_guide
 from vijax.inference._optax_vi import make_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import check_step_batch, safe_increment
+from vijax.inference.base import Proposal, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
 ESTIMATORS = ("reparam", "stl", "score", "iwae")
@@ -212,11 +212,6 @@ def _all_finite(tree) -> Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
-def guarded_update(new: PyTree, old: PyTree, ok: Array) -> PyTree:
-    """``new`` where ``ok`` else ``old``, leaf by leaf (a rejected step leaves the state as it was)."""
-    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-
-
 def init(
     key: PRNGKey,
     batch: PyTree = None,
@@ -320,6 +315,7 @@ def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> N
         check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
 
 
+@checked_step
 def step(
     state: BBVIState,
     batch: PyTree,
@@ -332,18 +328,16 @@ def step(
     entropy: str,
     num_samples: int,
     prior: Any = None,
-    data_owner: Any = None,
+    model: Any = None,
     template: PyTree = None,
 ) -> tuple[BBVIState, BBVIInfo]:
     """One optimizer step on the Monte Carlo ELBO (see the module docstring). The batch is checked
-    by ``data_owner`` (``check_data`` / ``batch_checks``, as ``check_step_batch`` does) when it has them:
+    by ``model`` (``check_data`` / ``batch_checks``, as ``check_step_batch`` does) when it has them:
     the factory passes the model whose bound method ``log_density`` is, or ``log_density`` itself.
     ``state.q_global`` must have the structure and shapes of ``template`` (the guide's
     ``init()``, as ``jax.eval_shape`` gives it), else ValueError naming ``state.q_global``."""
-    check_key("key", key)
     if template is not None:  # another bbvi's state (another family or parameters) fails here, not deep inside
         check_shapes("state.q_global", state.q_global, template, "this bbvi's variational parameters")
-    check_step_batch(data_owner, batch, state.count)
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
         state.q_global,
         batch,
@@ -358,14 +352,8 @@ def step(
     neg = jax.tree.map(jnp.negative, grads)
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
     new = optax.apply_updates(state.q_global, updates)
-    ok = jnp.isfinite(elbo) & _all_finite(grads) & _all_finite(new)
-    new_state = BBVIState(
-        guarded_update(new, state.q_global, ok),
-        guarded_update(opt_state, state.opt_state, ok),
-        safe_increment(state.count),
-        state.num_rejected + (~ok).astype(jnp.int32),
-    )
-    return new_state, BBVIInfo(elbo, optax.tree.norm(grads), ok)
+    info = BBVIInfo(elbo, optax.tree.norm(grads), None)
+    return Proposal(BBVIState(new, opt_state, state.count, state.num_rejected), info, (elbo, grads))
 
 
 def as_top_level_api(
@@ -491,7 +479,7 @@ def as_top_level_api(
             has_prior=prior is not None or log_prior is not None,
         ),
         step=lambda state, batch, key: step(
-            state, batch, key, **settings, data_owner=getattr(log_density, "__self__", log_density), template=template
+            state, batch, key, **settings, model=getattr(log_density, "__self__", log_density), template=template
         ),
         guide=guide,
         log_weights=log_weights,
@@ -512,7 +500,6 @@ __all__ = [
     "elbo",
     "check_gradient_flows",
     "gradient_probe",
-    "guarded_update",
     "init",
     "log_joint",
     "step",

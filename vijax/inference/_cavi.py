@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import batch_size, check_int, check_key
 from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
-from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
+from vijax.inference.base import VIAlgorithm, Proposal, checked_step
 from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -54,6 +54,7 @@ def init_from(q_global: PyTree) -> CAVIState:
     return CAVIState(q_global, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
+@checked_step
 def step(
     state: CAVIState,
     batch: PyTree,
@@ -64,13 +65,11 @@ def step(
     num_data: Optional[int] = None,
 ):
     """One full sweep: local step at E_q[t(beta)], then the global coordinate update."""
-    check_key("key", key)
     if num_data is not None and batch_size(batch) != num_data:
         raise ValueError(
             f"CAVI takes the whole data set at every step: the batch has {batch_size(batch)} "
             f"data points but num_data={num_data}"
         )
-    check_step_batch(model, batch, state.count)
     prior = model.prior()
     blocks = model.global_blocks(batch) if isinstance(model, BlockedGlobalsModel) else ()
     if len(blocks) > 1:
@@ -79,8 +78,7 @@ def step(
         loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local)
         q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, 1.0)
     elbo = conjugate_elbo(prior, q_new, loc)
-    new, ok = reject_nonfinite(CAVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
-    return new, CAVIInfo(elbo, num_damped, ok)
+    return Proposal(CAVIState(q_new, state.count, state.num_rejected), CAVIInfo(elbo, num_damped), (elbo,))
 
 
 def _update_in_blocks(q, prior, batch, key, blocks, model, local):

@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional
 import jax.numpy as jnp
 
 from vijax._validate import batch_size, check_int, check_key
-from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step
 from vijax.models import EMModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -58,21 +58,19 @@ def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
     return log_likelihood + model.log_prior(params)
 
 
+@checked_step
 def step(state: EMState, batch: PyTree, key: PRNGKey, *, model: EMModel, num_data: Optional[int] = None):
     """One EM iteration: the E-step at theta, then the M-step. ``key`` is checked and unused (EM is
     deterministic), kept for the one ``step(state, batch, key)`` signature."""
-    check_key("key", key)
     if num_data is not None and batch_size(batch) != num_data:
         raise ValueError(
             f"EM takes the whole data set at every step: the batch has {batch_size(batch)} "
             f"data points but num_data={num_data}"
         )
-    check_step_batch(model, batch, state.count)
     stats, log_lik = model.e_step(state.q_global, batch)
     new = model.m_step(stats)
     elbo = objective(model, state.q_global, log_lik)
-    new_state, ok = reject_nonfinite(EMState(new, safe_increment(state.count), state.num_rejected), state, elbo)
-    return new_state, EMInfo(elbo, log_lik, ok)
+    return Proposal(EMState(new, state.count, state.num_rejected), EMInfo(elbo, log_lik), (elbo,))
 
 
 def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlgorithm:

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
+from vijax.inference.base import VIAlgorithm, Proposal, checked_step
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -66,6 +66,7 @@ def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
     return expfam.tree_inner(nat, stats) - logz
 
 
+@checked_step
 def step(
     state: MAPState,
     batch: PyTree,
@@ -79,8 +80,6 @@ def step(
 ):
     """One MAP-EM step: the local step at the mode of q(beta), then SVI's update. ``key`` is split
     as SSVI's (its first half, the draw's key there, is unused)."""
-    check_key("key", key)
-    check_step_batch(model, batch, state.count)
     q_new, num_damped, rho, prior, stats, data_term = view_step(
         state.q_global,
         state.count,
@@ -94,8 +93,9 @@ def step(
         view=_mode_view,
     )
     elbo = data_term + _log_density_at(prior, stats)
-    new, ok = reject_nonfinite(MAPState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
-    return new, MAPInfo(elbo, jnp.asarray(rho), num_damped, ok)
+    return Proposal(
+        MAPState(q_new, state.count, state.num_rejected), MAPInfo(elbo, jnp.asarray(rho), num_damped), (elbo,)
+    )
 
 
 def check_model_has_modes(model: ConditionallyConjugateModel) -> None:

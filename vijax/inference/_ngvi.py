@@ -52,16 +52,9 @@ from jax.flatten_util import ravel_pytree
 from vijax import expfam
 from vijax._validate import check_choice, check_int, check_key, is_tracer
 from vijax.inference import schedules
-from vijax.inference._bbvi import (
-    NUM_START_DRAWS,
-    _all_finite,
-    check_gradient_flows,
-    gradient_probe,
-    guarded_update,
-    log_joint,
-)
+from vijax.inference._bbvi import NUM_START_DRAWS, check_gradient_flows, gradient_probe, log_joint
 from vijax.inference._guides import check_shapes, check_structures
-from vijax.inference.base import check_step_batch, safe_increment
+from vijax.inference.base import Proposal, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
 GRADIENTS = ("reparam", "hessian")
@@ -194,6 +187,7 @@ def _check_gradient(key, batch, family, joint, log_density, has_prior) -> None:
     check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
 
 
+@checked_step
 def step(
     state: NGVIState,
     batch: PyTree,
@@ -204,16 +198,14 @@ def step(
     num_samples: int,
     gradient: str,
     prior: Any = None,
-    data_owner: Any = None,
+    model: Any = None,
     family: PyTree = None,
 ) -> tuple[NGVIState, NGVIInfo]:
-    """One natural-gradient step (see the module docstring). The batch is checked by ``data_owner``
+    """One natural-gradient step (see the module docstring). The batch is checked by ``model``
     when it has ``check_data`` / ``batch_checks`` (see ``bbvi.step``); ``state.q_global`` must have
     the structure and shapes of ``family`` (the initial q), else ValueError."""
-    check_key("key", key)
     if family is not None:  # another ngvi's state (other families or shapes) fails here, not deep inside
         check_shapes("state.q_global", state.q_global, family, "this ngvi's family")
-    check_step_batch(data_owner, batch, state.count)
     q = state.q_global
     rho = schedule(state.count)
     f = lambda z: joint(z, batch)  # noqa: E731
@@ -234,11 +226,8 @@ def step(
     # indefinite Hessian estimate, say) made no progress: it is counted as rejected, not accepted.
     old_leaves, new_leaves = jax.tree_util.tree_leaves(q), jax.tree_util.tree_leaves(new_q)
     moved = jnp.any(jnp.stack([jnp.any(a != b) for a, b in zip(old_leaves, new_leaves)])) | (rho == 0)
-    ok = jnp.isfinite(elbo) & moved & _all_finite(new_q)
-    new_state = NGVIState(
-        guarded_update(new_q, q, ok), safe_increment(state.count), state.num_rejected + (~ok).astype(jnp.int32)
-    )
-    return new_state, NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped, ok)
+    info = NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped, None)
+    return Proposal(NGVIState(new_q, state.count, state.num_rejected), info, (elbo,), valid=moved)
 
 
 def as_top_level_api(
@@ -360,7 +349,7 @@ def as_top_level_api(
             num_samples=num_samples,
             gradient=gradient,
             prior=prior,
-            data_owner=getattr(log_density, "__self__", log_density),
+            model=getattr(log_density, "__self__", log_density),
             family=family,
         ),
         log_weights=log_weights,

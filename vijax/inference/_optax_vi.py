@@ -28,7 +28,7 @@ import optax
 
 from vijax._validate import check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step
 from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -158,6 +158,7 @@ def init(
     return OptaxVIState(params, optimizer.init(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
+@checked_step
 def step(
     state: OptaxVIState,
     batch: PyTree,
@@ -169,8 +170,6 @@ def step(
     num_data: Optional[int],
 ) -> tuple[OptaxVIState, OptaxVIInfo]:
     """One ascent step on ``model.elbo_params`` (the same draws give the value and the gradient)."""
-    check_key("key", key)
-    check_step_batch(model, batch, state.count)
     if num_data is not None:
         check_num_data(num_data, model, batch, state.count)
     elbo, grads = jax.value_and_grad(model.elbo_params)(state.q_global, batch, key, num_samples, num_data)
@@ -178,10 +177,9 @@ def step(
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
     params = optax.apply_updates(state.q_global, updates)
     gnorm = optax.tree.norm(grads)
-    new, ok = reject_nonfinite(
-        OptaxVIState(params, opt_state, safe_increment(state.count), state.num_rejected), state, elbo, gnorm
+    return Proposal(
+        OptaxVIState(params, opt_state, state.count, state.num_rejected), OptaxVIInfo(elbo, gnorm), (elbo, gnorm)
     )
-    return new, OptaxVIInfo(elbo, gnorm, ok)
 
 
 def as_top_level_api(

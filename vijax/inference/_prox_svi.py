@@ -44,7 +44,7 @@ from vijax import expfam
 from vijax._validate import check_choice, check_int, check_key
 from vijax.inference._conjugate import float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
-from vijax.inference.base import VIAlgorithm, check_protocol, check_step_batch, reject_nonfinite, safe_increment
+from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step
 from vijax.inference.schedules import as_schedule
 from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, euclidean_natural_grad_step, kl_prox_update
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -73,6 +73,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIStat
     return ProxSVIState(model.init_variational(key, batch), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
+@checked_step
 def step(
     state: ProxSVIState,
     batch: PyTree,
@@ -88,8 +89,6 @@ def step(
 
     The ELBO reported in ``info`` is the model's estimate at the pre-update q (as SVI reports).
     """
-    check_key("key", key)
-    check_step_batch(model, batch, state.count)
     check_num_data(num_data, model, batch, state.count)
     q = state.q_global
     beta = jnp.asarray(schedule(state.count))
@@ -100,18 +99,18 @@ def step(
             else (lambda *args: kl_prox_update(model, *args))
         )
         upd = prox(q, batch, key, beta, num_samples, num_data)
-        new, ok = reject_nonfinite(
-            ProxSVIState(upd.q, safe_increment(state.count), state.num_rejected), state, upd.elbo
+        return Proposal(
+            ProxSVIState(upd.q, state.count, state.num_rejected),
+            ProxSVIInfo(upd.elbo, beta, upd.num_damped),
+            (upd.elbo,),
         )
-        return new, ProxSVIInfo(upd.elbo, beta, upd.num_damped, ok)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
     scale, _ = data_scale(state.count, num_present(model, batch), num_data, False, float_leaf_dtype(q))
     g_scaled = jax.tree_util.tree_map(lambda g: scale * g, model.loglik_grad(q, batch, key_grad, num_samples))
     target = euclidean_natural_grad_step(q, model.prior(), g_scaled, beta)
     q_new, num_damped = expfam.tree_interpolate(q, target, 1.0)
-    new, ok = reject_nonfinite(ProxSVIState(q_new, safe_increment(state.count), state.num_rejected), state, elbo)
-    return new, ProxSVIInfo(elbo, beta, num_damped, ok)
+    return Proposal(ProxSVIState(q_new, state.count, state.num_rejected), ProxSVIInfo(elbo, beta, num_damped), (elbo,))
 
 
 def as_top_level_api(

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_choice, check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
+from vijax.inference.base import VIAlgorithm, Proposal, checked_step
 from vijax.models import ConditionallyConjugateModel, kl_guard
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -86,6 +86,7 @@ def _draw_view(mode: str):
     return lambda q, key: (expfam.reparam_stats(q, key), lambda s: s)
 
 
+@checked_step
 def step(
     state: SSVIState,
     batch: PyTree,
@@ -99,8 +100,6 @@ def step(
     ramp: bool = False,
 ):
     """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
-    check_key("key", key)
-    check_step_batch(model, batch, state.count)
     q = state.q_global
     q_new, num_damped, rho, prior, _, data_term = view_step(
         q,
@@ -117,10 +116,8 @@ def step(
     elbo = data_term - expfam.tree_kl(q, prior)
     # the guard tests the new state, the data term and kl_guard, as svi's (a step whose info is
     # unused skips the KL wherever a comparison per parameter proves it finite)
-    new, ok = reject_nonfinite(
-        SSVIState(q_new, safe_increment(state.count), state.num_rejected), state, data_term, kl_guard(prior, q)
-    )
-    return new, SSVIInfo(elbo, jnp.asarray(rho), num_damped, ok)
+    info = SSVIInfo(elbo, jnp.asarray(rho), num_damped)
+    return Proposal(SSVIState(q_new, state.count, state.num_rejected), info, (data_term, kl_guard(prior, q)))
 
 
 def check_model_invertible(model: ConditionallyConjugateModel) -> None:

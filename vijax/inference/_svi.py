@@ -48,7 +48,7 @@ from vijax import expfam
 from vijax._validate import check_key, check_scalar
 from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
-from vijax.inference.base import VIAlgorithm, check_step_batch, reject_nonfinite, safe_increment
+from vijax.inference.base import VIAlgorithm, Proposal, checked_step
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms, kl_guard
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -143,6 +143,7 @@ def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_st
     return new
 
 
+@checked_step
 def step(
     state: SVIState,
     batch: PyTree,
@@ -156,8 +157,6 @@ def step(
     hyper_step: Optional[float] = None,
 ):
     """One natural-gradient step on a minibatch; with ``hyper_step``, then one hyperparameter step."""
-    check_key("key", key)
-    check_step_batch(model, batch, state.count)
     check_num_data(num_data, model, batch, state.count)
     present = num_present(model, batch)
     rho = step_size(schedule(state.count), present)
@@ -176,13 +175,10 @@ def step(
         rows = present_rows(model, batch)  # padding rows get weight 0 (their documents' alpha terms)
         weight = scale if rows is None else jnp.where(rows, scale, jnp.zeros_like(scale))
         hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, weight), hyper, rho, hyper_step)
-    new, ok = reject_nonfinite(
-        SVIState(q_new, safe_increment(state.count), hyper, state.num_rejected),
-        state,
-        data_term,
-        kl_guard(prior, state.q_global),
+    info = SVIInfo(elbo, jnp.asarray(rho), num_damped, hyper if hyper_step is not None else None)
+    return Proposal(
+        SVIState(q_new, state.count, hyper, state.num_rejected), info, (data_term, kl_guard(prior, state.q_global))
     )
-    return new, SVIInfo(elbo, jnp.asarray(rho), num_damped, new.hyper if hyper_step is not None else None, ok)
 
 
 def as_top_level_api(

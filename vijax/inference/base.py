@@ -23,6 +23,7 @@ from jax.experimental import checkify
 
 from vijax._validate import (
     NestedValueCheck,
+    check_key,
     collecting_checks,
     enforce_value_checks,
     functional_value_checks,
@@ -236,34 +237,58 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
     return call
 
 
-def keep_if_finite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[PyTree, Array]:
-    """``(state, accepted)``: ``new_state`` where every float leaf of it and every ``values`` (the
-    step's ELBO) is finite, else ``old_state`` (selected by ``jnp.where``, never by multiplying,
-    so an infinity in the rejected update cannot leak into the kept state: inf * 0 is NaN).
-    Integer leaves (counts) always come from ``new_state``."""
-    floats = [
-        x for x in jax.tree_util.tree_leaves((new_state, values)) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-    ]
-    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in floats])) if floats else jnp.array(True)
+class Proposal(NamedTuple):
+    """What a step's body returns to :func:`checked_step`: the proposed new state (its ``count`` and
+    ``num_rejected`` are set by the combinator), the info (its ``accepted`` field is set by the
+    combinator), the values that must be finite beside the state's float leaves (the ELBO, or the
+    parts of it a guard tests; the gradients) and, optionally, one more condition of acceptance
+    (a bool array; ``ngvi``: the step moved q)."""
 
-    def pick(new, old):
-        if old is None or not jnp.issubdtype(jnp.result_type(new), jnp.inexact):
-            return new
-        return jnp.where(ok, new, old)
-
-    return jax.tree_util.tree_map(pick, new_state, old_state), ok
+    state: PyTree
+    info: PyTree
+    guard: tuple = ()
+    valid: Any = None
 
 
-def reject_nonfinite(new_state: PyTree, old_state: PyTree, *values: Any) -> tuple[PyTree, Array]:
-    """``keep_if_finite`` for a state with a ``num_rejected`` field (None: not counted): returns
-    ``(state, accepted)`` with ``num_rejected`` increased by one for a rejected step."""
-    # the old state read as the new one's type (a step may be handed another algorithm's state that
-    # holds the same q_global and count, e.g. CAVI continuing from SVI's)
-    old_state = new_state._replace(**{f: getattr(old_state, f) for f in new_state._fields if hasattr(old_state, f)})
-    state, ok = keep_if_finite(new_state, old_state, *values)
-    if getattr(old_state, "num_rejected", None) is not None:
-        state = state._replace(num_rejected=old_state.num_rejected + (~ok).astype(jnp.int32))
-    return state, ok
+def checked_step(body: Callable) -> Callable:
+    """The one home of a step's cross-cutting concerns, so that a step's body is math only and a new
+    algorithm gets them by construction::
+
+        @checked_step
+        def step(state, batch, key, *, model, **settings) -> Proposal: ...
+
+    The wrapped ``step(state, batch, key, *, model, **settings)`` checks ``key`` and the batch
+    (:func:`check_step_batch` on ``model``'s checks, with the step number), calls the body,
+    increments ``count`` (saturating), and where a float leaf of the proposed state or a ``guard``
+    value is not finite (or ``valid`` is False) keeps every other leaf of the old state (selected by
+    ``jnp.where``, never by multiplying: an infinity in the rejected update cannot leak into the
+    kept state), counting the step in ``num_rejected``; it sets ``info.accepted``. The old state is
+    read as the new one's type, so a step may be handed another algorithm's state holding the same
+    fields (CAVI continuing from SVI's).
+    """
+
+    @functools.wraps(body)
+    def step(state, batch, key, *, model, **settings):
+        check_key("key", key)
+        check_step_batch(model, batch, state.count)
+        proposal = body(state, batch, key, model=model, **settings)
+        proposed = proposal.state
+        old = proposed._replace(**{f: getattr(state, f) for f in proposed._fields if hasattr(state, f)})
+        floats = [
+            x
+            for x in jax.tree_util.tree_leaves((proposed, proposal.guard))
+            if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+        ]
+        ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in floats])) if floats else jnp.array(True)
+        if proposal.valid is not None:
+            ok = ok & proposal.valid
+        new = jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), proposed, old)
+        new = new._replace(count=safe_increment(state.count))
+        if getattr(state, "num_rejected", None) is not None:  # None: not counted
+            new = new._replace(num_rejected=state.num_rejected + (~ok).astype(jnp.int32))
+        return new, proposal.info._replace(accepted=ok)
+
+    return step
 
 
 def safe_increment(count: Array) -> Array:
@@ -276,11 +301,11 @@ __all__ = [
     "InitFn",
     "StepFn",
     "VIAlgorithm",
+    "Proposal",
     "check_protocol",
     "check_step_batch",
+    "checked_step",
     "jit_step",
-    "keep_if_finite",
     "protocol_members",
-    "reject_nonfinite",
     "safe_increment",
 ]
