@@ -54,6 +54,10 @@ class OptaxVIInfo(NamedTuple):
     accepted: Array = None
 
 
+# the hyperparameters make_optimizer takes beside the learning rate (for the registry's settings)
+OPTIMIZER_SETTINGS = ("kappa", "eps", "decay", "rho", "b1", "b2")
+
+
 def make_optimizer(
     name: str, learning_rate: float = 1.0, *, rate_name: str = "learning_rate", **hyper: Any
 ) -> optax.GradientTransformation:

@@ -13,7 +13,8 @@ local step (E-step) in ``model.local_methods`` as the ``local`` setting.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import inspect
+from typing import Callable, NamedTuple, Optional
 
 from vijax.inference._aevb import aevb
 from vijax.inference._bbvi import bbvi
@@ -21,7 +22,7 @@ from vijax.inference._cavi import cavi
 from vijax.inference._em import em
 from vijax.inference._map import map_em
 from vijax.inference._ngvi import ngvi
-from vijax.inference._optax_vi import optax_vi
+from vijax.inference._optax_vi import OPTIMIZER_SETTINGS, optax_vi
 from vijax.inference._prox_svi import prox_svi
 from vijax.inference._ssvi import ssvi, ssvi_a
 from vijax.inference._svi import svi
@@ -51,26 +52,40 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {}
 M_STEPS: dict[str, str] = {"meanfield": "svi", "ssvi_a": "ssvi_a", "ssvi": "ssvi", "map": "map"}
 
 
+def factory_settings(factory: Callable) -> tuple[tuple[str, ...], bool]:
+    """(settings, takes_schedule) read from a factory's signature: its keyword parameters after the
+    model other than ``num_data`` and ``schedule`` (plus ``make_optimizer``'s hyperparameters
+    ``OPTIMIZER_SETTINGS`` when it takes ``**hyper``), and whether it has a ``schedule``."""
+    params = list(inspect.signature(factory).parameters.values())[1:]
+    names = [
+        p.name
+        for p in params
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("num_data", "schedule")
+    ]
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        names += [n for n in OPTIMIZER_SETTINGS if n not in names]
+    return tuple(names), any(p.name == "schedule" for p in params)
+
+
 def register_algorithm(
-    name: str,
-    factory: Callable[..., VIAlgorithm],
-    *,
-    settings: tuple[str, ...] = (),
-    takes_schedule: bool = True,
-    description: str = "",
+    name: str, factory: Callable[..., VIAlgorithm], *, description: str = "", settings: Optional[tuple[str, ...]] = None
 ) -> None:
-    """Registers ``factory`` under ``name`` (registering a name again replaces it).
+    """Registers ``factory`` under ``name`` (registering a name again replaces it). Its settings and
+    whether it takes a step size are read from its signature (:func:`factory_settings`): a new
+    algorithm is its module plus this one line.
 
     Args:
       name: the name configs use (``algorithm.name``).
-      factory: ``factory(model, *, num_data, schedule, **settings) -> VIAlgorithm``.
-      settings: the names of the keyword settings it accepts besides ``num_data``/``schedule``.
-      takes_schedule: False for an algorithm without a step size.
+      factory: ``factory(model, *, num_data, [schedule,] **settings) -> VIAlgorithm``.
       description: one line for listings.
+      settings: only to restrict the signature's settings (None: all of them).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
-    ALGORITHMS[name] = AlgorithmSpec(factory, tuple(settings), takes_schedule, description)
+    found, takes_schedule = factory_settings(factory)
+    ALGORITHMS[name] = AlgorithmSpec(
+        factory, found if settings is None else tuple(settings), takes_schedule, description
+    )
 
 
 def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings) -> VIAlgorithm:
@@ -111,102 +126,35 @@ def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings
     return spec.factory(model, num_data=num_data, schedule=schedule, **settings)
 
 
+register_algorithm("cavi", cavi, description="coordinate ascent VI on the whole data (Blei et al. 2017, §4.2)")
 register_algorithm(
-    "cavi",
-    cavi,
-    settings=("local",),
-    takes_schedule=False,
-    description="coordinate ascent VI on the whole data (Blei et al. 2017, §4.2)",
+    "em", em, description="maximum-likelihood / MAP EM for a model with an E-step and an M-step (Dempster et al. 1977)"
 )
-register_algorithm(
-    "em",
-    em,
-    takes_schedule=False,
-    description="maximum-likelihood / MAP EM for a model with an E-step and an M-step (Dempster et al. 1977)",
-)
-register_algorithm(
-    "svi",
-    svi,
-    settings=("local", "ramp", "hyper_step"),
-    description="natural-gradient SVI, the mean-field M-step (Blei et al. 2017, §4.3)",
-)
+register_algorithm("svi", svi, description="natural-gradient SVI, the mean-field M-step (Blei et al. 2017, §4.3)")
 register_algorithm(
     "ssvi",
     ssvi,
-    settings=("local", "ramp"),
     description="structured SVI with the V matrix (Hoffman and Blei 2015, eq. 11)",
+    settings=("local", "ramp"),  # not ssvi's mode: the registered names "ssvi" and "ssvi_a" are the modes
+)
+register_algorithm("ssvi_a", ssvi_a, description="structured SVI without V, SSVI-A (Hoffman and Blei 2015, eq. 10)")
+register_algorithm(
+    "map", map_em, description="stochastic MAP-EM: a point estimate of the globals (Hoffman and Blei 2015, §2.5)"
 )
 register_algorithm(
-    "ssvi_a",
-    ssvi_a,
-    settings=("local", "ramp"),
-    description="structured SVI without V, SSVI-A (Hoffman and Blei 2015, eq. 10)",
+    "prox_svi", prox_svi, description="proximal-gradient SVI for non-conjugate models (Khan et al. 2016)"
 )
+register_algorithm("optax", optax_vi, description="gradient VI on a model's parameters with an optax optimizer")
 register_algorithm(
-    "map",
-    map_em,
-    settings=("local", "ramp"),
-    description="stochastic MAP-EM: a point estimate of the globals (Hoffman and Blei 2015, §2.5)",
-)
-register_algorithm(
-    "prox_svi",
-    prox_svi,
-    settings=("divergence", "num_samples"),
-    description="proximal-gradient SVI for non-conjugate models (Khan et al. 2016)",
-)
-register_algorithm(
-    "optax",
-    optax_vi,
-    settings=("optimizer", "num_samples", "kappa", "eps", "decay", "rho", "b1", "b2"),
-    description="gradient VI on a model's parameters with an optax optimizer",
-)
-register_algorithm(
-    "bbvi",
-    bbvi,
-    settings=(
-        "family",
-        "init_params",
-        "bijectors",
-        "optimizer",
-        "estimator",
-        "entropy",
-        "num_samples",
-        "log_prior",
-        "prior",
-        "init_scale",
-        "rank",
-        "kappa",
-        "eps",
-        "decay",
-        "rho",
-        "b1",
-        "b2",
-    ),
-    description="black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)",
+    "bbvi", bbvi, description="black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)"
 )
 register_algorithm(
     "aevb",
     aevb,
-    settings=(
-        "optimizer",
-        "num_samples",
-        "bayesian_decoder",
-        "prior_scale",
-        "init_scale",
-        "kappa",
-        "eps",
-        "decay",
-        "rho",
-        "b1",
-        "b2",
-    ),
     description="auto-encoding variational Bayes, a point or a mean-field Bayesian decoder (Kingma and Welling 2014)",
 )
 register_algorithm(
-    "ngvi",
-    ngvi,
-    settings=("family", "num_samples", "gradient", "prior", "log_prior"),
-    description="natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)",
+    "ngvi", ngvi, description="natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)"
 )
 
-__all__ = ["ALGORITHMS", "AlgorithmSpec", "M_STEPS", "make_algorithm", "register_algorithm"]
+__all__ = ["ALGORITHMS", "AlgorithmSpec", "M_STEPS", "factory_settings", "make_algorithm", "register_algorithm"]
