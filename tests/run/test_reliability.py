@@ -307,6 +307,21 @@ def test_blame_picks_the_key_by_name_then_value():
     assert _blame("model.x: already named", cfg) == "model.x: already named"
 
 
+def test_blame_reads_an_argument_error_from_its_fields_not_its_text():
+    """An ArgumentError names its argument and value as data: the key is found from them even where
+    the message's first word is not the argument, and the value decides between two keys."""
+    from vijax._validate import ArgumentError
+    from vijax.run._cli import _blame
+
+    cfg = {"experiment": "e", "model": {"prior": {"kappa": 0.3}}, "algorithm": {"kappa": 0.7}, "data": {}}
+    for section in ("run", "output"):
+        cfg[section] = {}
+    err = ArgumentError("kappa", "the decay exponent must lie in (0.5, 1], got 0.3", 0.3)
+    assert _blame(err, cfg).startswith("model.prior.kappa: the decay exponent")
+    assert _blame(ArgumentError("kappa", "too big", 0.7), cfg).startswith("algorithm.kappa: ")
+    assert _blame(ArgumentError("kappa", "bad", 0.5), cfg).startswith("invalid config for experiment 'e': ")
+
+
 # ----------------------------------------------------------------------------- a folder per run
 _HOLD = """
 import importlib.util, sys

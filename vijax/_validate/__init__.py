@@ -13,6 +13,7 @@ Two modules: ``_args`` (arguments) and ``_values`` (a step's batch values).
 """
 
 from ._args import (
+    ArgumentError,
     INT32_MAX,
     batch_size,
     check_allocation,
@@ -59,6 +60,7 @@ from ._values import (
 )
 
 __all__ = [
+    "ArgumentError",
     "INT32_MAX",
     "collected_failed",
     "collecting_checks",

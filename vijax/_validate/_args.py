@@ -13,6 +13,29 @@ import jax.numpy as jnp
 import numpy as np
 
 
+_NO_VALUE = object()
+
+
+class ArgumentError(ValueError):
+    """A ValueError about one argument, naming it as data: ``argument`` (the name the caller passed
+    to the check, a config key's path where the caller passes one) and ``value`` (the refused value,
+    where one was given), so that a caller maps the error to its own names (the CLI to a config's
+    ``section.key``) without reading the message. Its text is the message, which starts with the
+    argument's name."""
+
+    def __init__(self, argument: str, message: str, value: Any = _NO_VALUE):
+        super().__init__(message)
+        self.argument = argument
+        self.value = value
+
+    @property
+    def has_value(self) -> bool:
+        return self.value is not _NO_VALUE
+
+
+ArgumentError.__module__ = "vijax._validate"  # its public home (tracebacks and doctests print it)
+
+
 def is_tracer(x: Any) -> bool:
     """Whether ``x`` is a JAX tracer (an abstract value inside ``jit``/``vmap``/``grad``)."""
     return isinstance(x, jax.core.Tracer)
@@ -32,7 +55,7 @@ def check_int(name: str, value: Any, minimum: int = 1, maximum: int | None = Non
         >>> check_int("num_topics", 0)
         Traceback (most recent call last):
         ...
-        ValueError: num_topics must be an integer >= 1, got 0
+        vijax._validate.ArgumentError: num_topics must be an integer >= 1, got 0
     """
     if (
         isinstance(value, bool)
@@ -41,7 +64,7 @@ def check_int(name: str, value: Any, minimum: int = 1, maximum: int | None = Non
         or (maximum is not None and value > maximum)
     ):
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+        raise ArgumentError(name, f"{name} must be an integer {bound}, got {value!r}", value)
     return int(value)
 
 
@@ -74,7 +97,7 @@ def check_scalar(
         >>> check_scalar("rho", 0.0, low=0.0, high=1.0)
         Traceback (most recent call last):
         ...
-        ValueError: rho must be a finite number in (0, 1], got 0.0
+        vijax._validate.ArgumentError: rho must be a finite number in (0, 1], got 0.0
     """
     if _is_numeric_0d_array(value):
         value = value.item() if isinstance(value, np.ndarray) else float(value)
@@ -84,7 +107,9 @@ def check_scalar(
     if ok and high is not None:
         ok = value <= high if include_high else value < high
     if not ok:
-        raise ValueError(f"{name} must be {_interval(low, high, include_low, include_high)}, got {value!r}")
+        raise ArgumentError(
+            name, f"{name} must be {_interval(low, high, include_low, include_high)}, got {value!r}", value
+        )
     return float(value)
 
 
@@ -101,13 +126,13 @@ def real_array(name: str, value: Any, expected: str) -> np.ndarray:
     starts with ``name`` and says ``expected``: None, strings and bytes (even "1.0": no silent
     parsing), bools and bool arrays, complex numbers, ragged lists and objects."""
     if value is None or isinstance(value, (str, bytes, bool, np.bool_)):
-        raise ValueError(f"{name} must be {expected}, got {value!r}")
+        raise ArgumentError(name, f"{name} must be {expected}, got {value!r}", value)
     try:
         a = np.asarray(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be {expected}, got {value!r}") from None
+        raise ArgumentError(name, f"{name} must be {expected}, got {value!r}", value) from None
     if not (jnp.issubdtype(a.dtype, jnp.integer) or jnp.issubdtype(a.dtype, jnp.floating)):
-        raise ValueError(f"{name} must be {expected}, got {value!r} (dtype {a.dtype})")
+        raise ArgumentError(name, f"{name} must be {expected}, got {value!r} (dtype {a.dtype})")
     return a.astype(np.float64)
 
 
@@ -120,11 +145,11 @@ def check_positive(name: str, value: Any) -> None:
         >>> check_positive("concentration", [1.0, 0.0])
         Traceback (most recent call last):
         ...
-        ValueError: concentration must be finite and > 0, got min 0.0
+        vijax._validate.ArgumentError: concentration must be finite and > 0, got min 0.0
         >>> check_positive("concentration", "1.0")
         Traceback (most recent call last):
         ...
-        ValueError: concentration must be a finite number > 0 (or an array of them), got '1.0'
+        vijax._validate.ArgumentError: concentration must be a finite number > 0 (or an array of them), got '1.0'
     """
     _check_positive(name, value, scalar=False)
 
@@ -137,11 +162,11 @@ def check_positive_scalar(name: str, value: Any) -> None:
         >>> check_positive_scalar("beta", [0.5, 0.5])
         Traceback (most recent call last):
         ...
-        ValueError: beta must be a scalar, got shape (2,)
+        vijax._validate.ArgumentError: beta must be a scalar, got shape (2,)
         >>> check_positive_scalar("beta", True)
         Traceback (most recent call last):
         ...
-        ValueError: beta must be a finite number > 0, got True
+        vijax._validate.ArgumentError: beta must be a finite number > 0, got True
     """
     _check_positive(name, value, scalar=True)
 
@@ -151,12 +176,14 @@ def _check_positive(name: str, value: Any, scalar: bool) -> None:
         return
     a = real_array(name, value, "a finite number > 0" if scalar else "a finite number > 0 (or an array of them)")
     if scalar and a.ndim != 0:
-        raise ValueError(f"{name} must be a scalar, got shape {a.shape}")
+        raise ArgumentError(name, f"{name} must be a scalar, got shape {a.shape}")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite and > 0, got " + (repr(value) if scalar else "non-finite entries"))
+        raise ArgumentError(
+            name, f"{name} must be finite and > 0, got " + (repr(value) if scalar else "non-finite entries")
+        )
     if a.size and not np.all(a > 0):
-        raise ValueError(
-            f"{name} must be finite and > 0, got " + (repr(value) if scalar else f"min {float(a.min())!r}")
+        raise ArgumentError(
+            name, f"{name} must be finite and > 0, got " + (repr(value) if scalar else f"min {float(a.min())!r}")
         )
 
 
@@ -176,9 +203,9 @@ def check_finite(name: str, value: Any) -> None:
         return
     a = np.asarray(value)
     if not np.issubdtype(a.dtype, np.number) and a.dtype != bool:
-        raise ValueError(f"{name} must be numeric and finite, got dtype {a.dtype}")
+        raise ArgumentError(name, f"{name} must be numeric and finite, got dtype {a.dtype}")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite, got NaN or infinite entries")
+        raise ArgumentError(name, f"{name} must be finite, got NaN or infinite entries")
 
 
 def check_choice(name: str, value: Any, choices: Sequence) -> Any:
@@ -188,17 +215,17 @@ def check_choice(name: str, value: Any, choices: Sequence) -> Any:
         >>> check_choice("divergence", "l2", ("kl", "euclidean"))
         Traceback (most recent call last):
         ...
-        ValueError: divergence must be one of ('kl', 'euclidean'), got 'l2'
+        vijax._validate.ArgumentError: divergence must be one of ('kl', 'euclidean'), got 'l2'
     """
     if isinstance(value, (list, dict, set)) or value not in tuple(choices):
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise ArgumentError(name, f"{name} must be one of {tuple(choices)}, got {value!r}", value)
     return value
 
 
 def check_bool(name: str, value: Any) -> bool:
     """``value`` after checking that it is True or False."""
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise ArgumentError(name, f"{name} must be True or False, got {value!r}", value)
     return bool(value)
 
 
@@ -222,7 +249,7 @@ def check_float_dtype(dtype, name: str = "dtype") -> None:
         >>> check_float_dtype("float16")
         Traceback (most recent call last):
         ...
-        ValueError: dtype must be float32 or float64 (half precision is not supported: the models compute in float32 or float64), got float16
+        vijax._validate.ArgumentError: dtype must be float32 or float64 (half precision is not supported: the models compute in float32 or float64), got float16
     """
     if dtype is None:
         return
@@ -232,12 +259,13 @@ def check_float_dtype(dtype, name: str = "dtype") -> None:
     except TypeError:
         dt, ok = None, False
     if ok and dt.name in HALF_PRECISION:
-        raise ValueError(
+        raise ArgumentError(
+            name,
             f"{name} must be float32 or float64 (half precision is not supported: the models compute in "
-            f"float32 or float64), got {dt.name}"
+            f"float32 or float64), got {dt.name}",
         )
     if not ok:
-        raise ValueError(f"{name} must be a float dtype (float32 or float64), got {dtype!r}")
+        raise ArgumentError(name, f"{name} must be a float dtype (float32 or float64), got {dtype!r}")
 
 
 def physical_memory_bytes() -> int | None:
@@ -261,15 +289,16 @@ def check_allocation(name: str, num_elements: int, itemsize: int) -> None:
         >>> check_allocation("num_topics * vocab_size", 10**30 * 6, 4)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: num_topics * vocab_size asks for an array of 6e+30 entries (2.4e+31 bytes), more than the ... bytes of memory available
+        vijax._validate.ArgumentError: num_topics * vocab_size asks for an array of 6e+30 entries (2.4e+31 bytes), more than the ... bytes of memory available
     """
     num_elements, itemsize = int(num_elements), int(itemsize)
     need = num_elements * itemsize
     have = physical_memory_bytes()
     if have is not None and need > have:
-        raise ValueError(
+        raise ArgumentError(
+            name,
             f"{name} asks for an array of {num_elements:.3g} entries ({need:.3g} bytes), more than the "
-            f"{have:.3g} bytes of memory available"
+            f"{have:.3g} bytes of memory available",
         )
 
 
@@ -283,12 +312,13 @@ def check_enough_points(name: str, num_components: int, num_points: int, how: st
         >>> check_enough_points("num_components", 10, 5)
         Traceback (most recent call last):
         ...
-        ValueError: num_components (10) must be <= the number of data points given to init (5): each component is seeded at a distinct data point (k-means++); give init more data or use fewer components
+        vijax._validate.ArgumentError: num_components (10) must be <= the number of data points given to init (5): each component is seeded at a distinct data point (k-means++); give init more data or use fewer components
     """
     if int(num_components) > int(num_points):
-        raise ValueError(
+        raise ArgumentError(
+            name,
             f"{name} ({num_components}) must be <= the number of data points given to init ({num_points}): "
-            f"each component is seeded at a distinct data point ({how}); give init more data or use fewer components"
+            f"each component is seeded at a distinct data point ({how}); give init more data or use fewer components",
         )
 
 
@@ -309,7 +339,7 @@ def check_nonconstant_columns(name: str, x: Any) -> None:
         >>> check_nonconstant_columns("x", [[1.0, 5.0], [2.0, 5.0]])
         Traceback (most recent call last):
         ...
-        ValueError: x column 1 is constant (variance 0): a prior fitted to the data's spread (from_data) would have no scale there (an unbounded precision, NaN at every step); drop the column or give the prior's parameters explicitly
+        vijax._validate.ArgumentError: x column 1 is constant (variance 0): a prior fitted to the data's spread (from_data) would have no scale there (an unbounded precision, NaN at every step); drop the column or give the prior's parameters explicitly
     """
     a = np.asarray(x, dtype=np.float64)
     var = a.var(0)
@@ -321,9 +351,10 @@ def check_nonconstant_columns(name: str, x: Any) -> None:
         if flat.size == a.shape[1]
         else f"column {int(flat[0])} is constant (variance {float(var[flat[0]]):.3g})"
     )
-    raise ValueError(
+    raise ArgumentError(
+        name,
         f"{name} {what}: a prior fitted to the data's spread (from_data) would have no scale there (an "
-        "unbounded precision, NaN at every step); drop the column or give the prior's parameters explicitly"
+        "unbounded precision, NaN at every step); drop the column or give the prior's parameters explicitly",
     )
 
 
@@ -336,15 +367,16 @@ def check_data_dtype(name: str, x: Any) -> None:
         >>> check_data_dtype("x", np.zeros(2, np.float16))
         Traceback (most recent call last):
         ...
-        ValueError: x must be float32 or float64 (or integer) data, got float16: half precision is not supported (the models compute in float32 or float64); cast it with .astype('float32')
+        vijax._validate.ArgumentError: x must be float32 or float64 (or integer) data, got float16: half precision is not supported (the models compute in float32 or float64); cast it with .astype('float32')
     """
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         dtype = np.asarray(x).dtype
     if jnp.dtype(dtype).name in HALF_PRECISION:
-        raise ValueError(
+        raise ArgumentError(
+            name,
             f"{name} must be float32 or float64 (or integer) data, got {jnp.dtype(dtype).name}: half precision "
-            f"is not supported (the models compute in float32 or float64); cast it with .astype('float32')"
+            f"is not supported (the models compute in float32 or float64); cast it with .astype('float32')",
         )
 
 
@@ -354,19 +386,19 @@ def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) 
     values (concrete arrays only)."""
     shape = np.shape(x)
     if len(shape) != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {shape}")
+        raise ArgumentError(name, f"{name} must have {ndim} dimension(s), got shape {shape}")
     if last_dim is not None and shape[-1] != last_dim:
-        raise ValueError(f"{name} must have {last_dim} columns (the model's dim), got shape {shape}")
+        raise ArgumentError(name, f"{name} must have {last_dim} columns (the model's dim), got shape {shape}")
     if shape[0] < 1:
-        raise ValueError(f"{name} is empty")
+        raise ArgumentError(name, f"{name} is empty")
     check_data_dtype(name, x)
     if is_tracer(x):
         if not jnp.issubdtype(x.dtype, jnp.number):
-            raise ValueError(f"{name} must be numeric, got dtype {x.dtype}")
+            raise ArgumentError(name, f"{name} must be numeric, got dtype {x.dtype}")
         return
     a = np.asarray(x)
     if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be numeric and finite (no NaN or inf)")
+        raise ArgumentError(name, f"{name} must be numeric and finite (no NaN or inf)")
 
 
 def set_static_floats(obj: Any, names: Sequence[str]) -> None:
@@ -380,7 +412,7 @@ def set_static_floats(obj: Any, names: Sequence[str]) -> None:
                 raise TypeError
             value = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a real scalar, got {value!r}") from None
+            raise ArgumentError(name, f"{name} must be a real scalar, got {value!r}", value) from None
         object.__setattr__(obj, name, value)
 
 
@@ -400,7 +432,7 @@ def check_key(name: str, key: Any) -> None:
     """Raises ValueError naming ``name`` unless ``key`` is a PRNG key (a typed key or a raw
     ``uint32[2]`` array, possibly batched or traced): keys are always passed, never None."""
     if key is None:
-        raise ValueError(f"{name} must be a PRNG key (jax.random.key or PRNGKey), got None")
+        raise ArgumentError(name, f"{name} must be a PRNG key (jax.random.key or PRNGKey), got None")
     dtype = getattr(key, "dtype", None)
     if dtype is None or not (jnp.issubdtype(dtype, jax.dtypes.prng_key) or dtype == jnp.uint32):
-        raise ValueError(f"{name} must be a PRNG key (jax.random.key or PRNGKey), got {key!r}")
+        raise ArgumentError(name, f"{name} must be a PRNG key (jax.random.key or PRNGKey), got {key!r}")

@@ -76,7 +76,7 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
         >>> as_schedule(2.0)
         Traceback (most recent call last):
         ...
-        ValueError: schedule must be a finite number in (0, 1], got 2.0
+        vijax._validate.ArgumentError: schedule must be a finite number in (0, 1], got 2.0
     """
     if schedule is None:
         if default is None:

@@ -41,6 +41,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from vijax._validate import ArgumentError
+
 from ._checkpoint import CheckpointError, jsonable
 from ._lock import hold_folder
 from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, dump_yaml, load_config
@@ -95,13 +97,8 @@ def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Op
     return jsonable(float(elbo[applied][-1])), jsonable(float(np.mean(tail)) if tail.size else None)
 
 
-def _blame(message: str, config: dict) -> str:
-    """A builder's error message prefixed with the config key it is about, when that key can be
-    told from the message: its leading name (``kappa must ...``) matches the key's last part
-    (``algorithm.kappa``) or a word of it (``algorithm.rho_kappa``), and, among several, the
-    value after ``got`` matches the key's value."""
-    if re.match(r"^(model|data|algorithm|run|output)\.", message):
-        return message  # already names its key
+def _config_values(config: dict) -> dict:
+    """``section.key`` (nested keys joined by dots) -> value, for every leaf of the config's sections."""
     values: dict = {}
     for section in SECTIONS:
         stack = [(section, config.get(section) or {})]
@@ -112,25 +109,59 @@ def _blame(message: str, config: dict) -> str:
                     stack.append((f"{prefix}.{k}", v))
                 else:
                     values[f"{prefix}.{k}"] = v
-    head = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)", message)
-    got = re.search(r"\bgot (\S+?)[,;.)]?(?:\s|$)", message)
+    return values
+
+
+def _same(a, b) -> bool:
+    """Whether two config values are equal (False where comparing them fails)."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 -- arrays of different shapes, ...
+        return False
+
+
+def _pick(scores: dict) -> Optional[str]:
+    """The key of the one highest score, or None (no key, or a tie)."""
+    if not scores:
+        return None
+    best = max(scores.values())
+    keys = [k for k, v in scores.items() if v == best]
+    return keys[0] if len(keys) == 1 else None
+
+
+def _blame(error: Exception, config: dict) -> str:
+    """A builder's error message prefixed with the config key it is about.
+
+    An ``ArgumentError`` names its argument (and value) as data: the key is the one whose last part
+    is the argument (or holds it as a word: ``algorithm.rho_kappa`` for ``kappa``), the value
+    deciding between several. Any other ValueError is read from its text: its leading name stands
+    for the argument and the value after ``got`` for its value."""
+    message = str(error)
+    if re.match(r"^(model|data|algorithm|run|output)\.", message):
+        return message  # already names its key
+    values = _config_values(config)
+    if isinstance(error, ArgumentError):
+        name, has_value, value = error.argument, error.has_value, error.value
+    else:
+        head = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)", message)
+        got = re.search(r"\bgot (\S+?)[,;.)]?(?:\s|$)", message)
+        name = head.group(1) if head else None
+        has_value, value = got is not None, got.group(1).strip("'\"") if got else None
     scores = {}
-    for key, value in values.items():
+    for key, v in values.items():
         last = key.rsplit(".", 1)[-1]
-        score = 0
-        if head and last == head.group(1):
-            score = 4
-        elif head and head.group(1) in last.split("_"):
-            score = 2
-        if got and score and got.group(1).strip("'\"") in (str(value), repr(value)):
+        score = 4 if name == last else 2 if name and name in last.split("_") else 0
+        if (
+            score
+            and has_value
+            and (_same(v, value) if isinstance(error, ArgumentError) else value in (str(v), repr(v)))
+        ):
             score += 1
         if score:
             scores[key] = score
-    if scores:
-        best = max(scores.values())
-        keys = [k for k, v in scores.items() if v == best]
-        if len(keys) == 1:
-            return f"{keys[0]}: {message}"
+    key = _pick(scores)
+    if key is not None:
+        return f"{key}: {message}"
     return f"invalid config for experiment {config['experiment']!r}: {message}"
 
 
@@ -173,7 +204,7 @@ def build_experiment(config: dict) -> Experiment:
     except ConfigError:
         raise
     except (ValueError, FileNotFoundError) as e:
-        raise ConfigError(_blame(str(e), config)) from e
+        raise ConfigError(_blame(e, config)) from e
 
 
 def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = False) -> tuple[RunResult, dict]:
