@@ -80,7 +80,7 @@ def _enumerate(params, x, paths=None):
 @pytest.mark.parametrize("kind", ["categorical", "gaussian"])
 def test_inference_equals_enumeration_of_every_path(kind, schedule):
     model, params = _params(kind)
-    model = HMM(model.num_states, model.emissions, schedule=schedule)
+    model = HMM(model.num_states, model.emissions, forward_backward=schedule)
     lengths, t = [5, 3, 1], 5
     data = _data(kind, lengths, t)
     post = model.posterior(params, data)
@@ -142,7 +142,7 @@ def test_associative_scan_equals_sequential_on_long_sequences(dtype):
     data = _data("gaussian", [300, 157], 300, seed=5)
     data = data._replace(obs=data.obs.astype(dtype))
     seq = GaussianHMM(4, D, dtype=dtype).posterior(params, data)
-    par = GaussianHMM(4, D, dtype=dtype, schedule="parallel").posterior(params, data)
+    par = GaussianHMM(4, D, dtype=dtype, forward_backward="parallel").posterior(params, data)
     tol = SCHEDULE_TOL[dtype]
     np.testing.assert_allclose(par.log_likelihood, seq.log_likelihood, rtol=tol["ll_rtol"])
     np.testing.assert_allclose(par.marginals, seq.marginals, atol=tol["gamma_atol"])
@@ -197,7 +197,7 @@ STRUCTURAL_TOL = {
 @pytest.mark.parametrize("case", ["blocks", "left_to_right"])
 def test_long_sequences_with_structural_zeros_equal_enumeration_and_hmmlearn(case, schedule, dtype):
     params, x, paths = _structural(case, dtype)
-    model = GaussianHMM(3, 1, dtype=dtype, schedule=schedule)
+    model = GaussianHMM(3, 1, dtype=dtype, forward_backward=schedule)
     obs = jnp.asarray(x[None, :, None], dtype)
     post = model.posterior(params, obs)
     ll, gamma, xi, best, best_lp = _enumerate(params, x[:, None], paths)
@@ -229,10 +229,10 @@ def _hmmlearn_model(params):
 
 
 def test_messages_reject_an_unknown_schedule():
-    with pytest.raises(ValueError, match="schedule"):
-        _hmm_inference.messages(jnp.zeros(2), jnp.zeros((2, 2)), jnp.zeros((3, 2)), schedule="fast")
-    with pytest.raises(ValueError, match="schedule"):
-        CategoricalHMM(2, 2, schedule="fast")
+    with pytest.raises(ValueError, match="forward_backward"):
+        _hmm_inference.messages(jnp.zeros(2), jnp.zeros((2, 2)), jnp.zeros((3, 2)), forward_backward="fast")
+    with pytest.raises(ValueError, match="forward_backward"):
+        CategoricalHMM(2, 2, forward_backward="fast")
 
 
 def _hmmlearn_fit(kind, params, data, n_iter):
@@ -469,7 +469,7 @@ def test_bayesian_local_step_where_a_state_trails_by_thousands_of_nats(schedule,
     view = jax.tree_util.tree_map(lambda f: f.mean_params(), q, is_leaf=lambda f: hasattr(f, "mean_params"))
     lengths = [8, 6]
     data = HMMData(jnp.array([[0, 1, 2, 0, 0, 0, 0, 0], [0, 1, 2, 2, 0, 0, 3, 3]]), jnp.array(lengths))
-    model = CategoricalHMM(K, V, schedule=schedule, dtype=dtype)
+    model = CategoricalHMM(K, V, forward_backward=schedule, dtype=dtype)
     loc = jax.jit(model.local_step)(view, data)
     refs = [_tilted_enumeration(view, np.asarray(data.obs[b, :n])) for b, n in enumerate(lengths)]
     log_z = float(loc.local_terms) + float(tree_inner(loc.suff_stats, view))

@@ -11,13 +11,13 @@ backward message is log 1, so the results for the first L steps equal those of t
 sequence. pi and A may be sub-normalized (exp E[log pi] in the mean-field local step of a Bayesian
 HMM); the log-likelihood is then log Z of the tilted chain.
 
-Two schedules give the same messages: ``"sequential"`` (``lax.scan``, O(T K^2) work, T steps) and
+Two modes (``forward_backward``) give the same messages: ``"sequential"`` (``lax.scan``, O(T K^2) work, T steps) and
 ``"parallel"`` (``lax.associative_scan`` over the T matrices M_t(i, j) = log A_ij + log b_t(j) in
 the log-semiring, O(T K^3) work in O(log T) depth, a full log-sum-exp in every product; Särkkä and
 García-Fernández 2021, Temporal parallelization of Bayesian smoothers, and Hassan et al. 2021 for
 HMMs), for long sequences on parallel hardware.
 
-**The sequential schedule's products.** One step of the forward pass is
+**The sequential mode's products.** One step of the forward pass is
 a_j = log sum_i exp(v_i) A_ij (the backward pass is its transpose). A full log-sum-exp per
 destination costs K^2 exponentials; this module computes m + log r_j with m = max(v) and
 r = exp(v - m) @ A, one dense product per step (batched over the sequences) and K exponentials.
@@ -53,7 +53,7 @@ import jax.numpy as jnp
 
 from vijax.types import Array
 
-SCHEDULES = ("sequential", "parallel")
+FORWARD_BACKWARD = ("sequential", "parallel")
 
 
 class Messages(NamedTuple):
@@ -216,15 +216,17 @@ def _unbatch(tree, single: bool):
     return jax.tree_util.tree_map(lambda a: a[0], tree) if single else tree
 
 
-def _messages(log_init, log_trans, log_em, length, schedule) -> Messages:
-    if schedule == "sequential":
+def _messages(log_init, log_trans, log_em, length, forward_backward) -> Messages:
+    if forward_backward == "sequential":
         return _sequential(log_init, log_trans, log_em, length)
-    if schedule == "parallel":
+    if forward_backward == "parallel":
         return _parallel(log_init, log_trans, log_em, length)
-    raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    raise ValueError(f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}")
 
 
-def messages(log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential") -> Messages:
+def messages(
+    log_init: Array, log_trans: Array, log_em: Array, length=None, forward_backward: str = "sequential"
+) -> Messages:
     """Forward and backward messages (Rabiner 1989, eq. 19-25), in log space.
 
     Args:
@@ -232,12 +234,12 @@ def messages(log_init: Array, log_trans: Array, log_em: Array, length=None, sche
       log_trans: log A, (K, K), rows the previous state.
       log_em: log p(x_t | z_t = k), (T, K) for one sequence or (B, T, K) for a batch.
       length: L, the number of real steps (default T), a scalar or (B,); steps t >= L are padding.
-      schedule: ``"sequential"`` (lax.scan) or ``"parallel"`` (lax.associative_scan).
+      forward_backward: ``"sequential"`` (lax.scan) or ``"parallel"`` (lax.associative_scan).
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if forward_backward not in FORWARD_BACKWARD:
+        raise ValueError(f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}")
     log_em, length, single = _batched(log_em, length)
-    return _unbatch(_messages(log_init, log_trans, log_em, length, schedule), single)
+    return _unbatch(_messages(log_init, log_trans, log_em, length, forward_backward), single)
 
 
 def _pair_logs(msg: Messages, log_em: Array):
@@ -287,14 +289,16 @@ def _marginals(msg: Messages, mask: Array) -> Array:
     return jax.nn.softmax(msg.log_alpha + msg.log_beta, axis=-1) * mask[..., None]
 
 
-def posterior(log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential") -> Posterior:
+def posterior(
+    log_init: Array, log_trans: Array, log_em: Array, length=None, forward_backward: str = "sequential"
+) -> Posterior:
     """Log-likelihood, smoothed marginals gamma_t (Rabiner 1989, eq. 27) and expected transition
     counts sum_t xi_t (eq. 37-38) of one sequence or a batch; see :func:`messages` for the arguments."""
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if forward_backward not in FORWARD_BACKWARD:
+        raise ValueError(f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}")
     log_em, length, single = _batched(log_em, length)
     mask = _mask(length, log_em.shape[1])
-    msg = _messages(log_init, log_trans, log_em, length, schedule)
+    msg = _messages(log_init, log_trans, log_em, length, forward_backward)
     counts, bad = _fast_counts(msg, log_trans, log_em, mask)
     counts = _unless(bad, _recount, counts, log_init, log_trans, log_em, length)
     return _unbatch(Posterior(msg.log_likelihood, _marginals(msg, mask), counts), single)
@@ -310,14 +314,14 @@ def _recount(log_init: Array, log_trans: Array, log_em: Array, length) -> Array:
 
 
 def pairwise_marginals(
-    log_init: Array, log_trans: Array, log_em: Array, length=None, schedule: str = "sequential"
+    log_init: Array, log_trans: Array, log_em: Array, length=None, forward_backward: str = "sequential"
 ) -> Array:
     """xi_t(i, j) = p(z_{t-1} = i, z_t = j | x) for t = 1..T-1, (T-1, K, K) per sequence (Rabiner 1989,
     eq. 37), computed from the log messages; zero at padded steps."""
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if forward_backward not in FORWARD_BACKWARD:
+        raise ValueError(f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}")
     log_em, length, single = _batched(log_em, length)
-    msg = _messages(log_init, log_trans, log_em, length, schedule)
+    msg = _messages(log_init, log_trans, log_em, length, forward_backward)
     la, lv = _pair_logs(msg, log_em)
     real = _mask(length, log_em.shape[1])[:, 1:]
     return _unbatch(_exact_pairs(la, log_trans[None, None], lv, real), single)
@@ -354,4 +358,4 @@ def viterbi(log_init: Array, log_trans: Array, log_em: Array, length=None) -> tu
     return jnp.where(mask, path, -1), jnp.max(d_last)
 
 
-__all__ = ["Messages", "Posterior", "SCHEDULES", "messages", "pairwise_marginals", "posterior", "viterbi"]
+__all__ = ["Messages", "Posterior", "FORWARD_BACKWARD", "messages", "pairwise_marginals", "posterior", "viterbi"]

@@ -9,7 +9,7 @@ is a Poisson HMM. ``CategoricalHMM`` (Categorical(B[k]), ``DirichletCategorical`
 :class:`HMM`. EM needs emissions with point estimates (``point_view``, ``point_m_step``, ...: the
 categorical, Gaussian and Poisson components have them); the Bayesian fit needs only the component. Rabiner (1989), A tutorial on hidden Markov models, §III; the tutorial *Raise
 your ELBO*, §HMM. Exact inference (forward-backward, posterior marginals, Viterbi) is in log space,
-with ``lax.scan`` or, for long sequences, ``lax.associative_scan`` (``schedule="parallel"``), exact
+with ``lax.scan`` or, for long sequences, ``lax.associative_scan`` (``forward_backward="parallel"``), exact
 also where a state trails the others by more than float's range (block-diagonal or near-deterministic
 chains on long sequences; ``_hmm_inference``).
 
@@ -102,7 +102,7 @@ class HMM:
         ``GammaPoisson``, or a user's own); its ``dtype`` is the model's.
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
-      schedule: ``"sequential"`` or ``"parallel"`` forward-backward.
+      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``).
 
     Examples:
         >>> from vijax.models import GammaPoisson
@@ -120,19 +120,19 @@ class HMM:
         *,
         initial_concentration: float = 1.0,
         transition_concentration: float = 1.0,
-        schedule: str = "sequential",
+        forward_backward: str = "sequential",
     ):
         check_int("num_states", num_states)
         check_positive_scalar("initial_concentration", initial_concentration)
         check_positive_scalar("transition_concentration", transition_concentration)
-        check_choice("schedule", schedule, inference.SCHEDULES)
+        check_choice("forward_backward", forward_backward, inference.FORWARD_BACKWARD)
         if not isinstance(emissions, Component):
             raise ValueError(f"emissions must be a vijax.models.Component, got {type(emissions).__name__}")
         self.num_states = num_states
         self.emissions = emissions
         self.initial_concentration = float(initial_concentration)
         self.transition_concentration = float(transition_concentration)
-        self.schedule = schedule
+        self.forward_backward = forward_backward
 
     @property
     def dtype(self):
@@ -209,7 +209,7 @@ class HMM:
 
     # -- inference (a batch at a time) ---------------------------------------------------------------
     def _posterior(self, log_init, log_trans, log_em, lengths) -> inference.Posterior:
-        return inference.posterior(log_init, log_trans, log_em, lengths, self.schedule)
+        return inference.posterior(log_init, log_trans, log_em, lengths, self.forward_backward)
 
     def _local(self, view, data):
         """Forward-backward at a view ((log pi,), (log A,), emission view): (stats, log Z (B,), gamma)."""
@@ -391,7 +391,7 @@ def _jit_posterior(model: HMM, params: HMMParams, data: HMMData) -> inference.Po
 @functools.partial(jax.jit, static_argnums=0)
 def _jit_pairwise(model: HMM, params: HMMParams, data: HMMData) -> Array:
     li, lt, le, lengths = _log_terms(model, params, data)
-    return inference.pairwise_marginals(li, lt, le, lengths, model.schedule)
+    return inference.pairwise_marginals(li, lt, le, lengths, model.forward_backward)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -418,7 +418,7 @@ class CategoricalHMM(HMM):
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
       emission_concentration: Dirichlet concentration (> 0) on the rows of B.
-      schedule: ``"sequential"`` or ``"parallel"`` forward-backward.
+      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``).
       dtype: float32 or float64 (default: JAX's default float); half precision is refused.
 
     Examples:
@@ -436,7 +436,7 @@ class CategoricalHMM(HMM):
         initial_concentration: float = 1.0,
         transition_concentration: float = 1.0,
         emission_concentration: float = 1.0,
-        schedule: str = "sequential",
+        forward_backward: str = "sequential",
         dtype: Any = None,
     ):
         check_int("num_states", num_states)
@@ -451,7 +451,7 @@ class CategoricalHMM(HMM):
             emissions,
             initial_concentration=initial_concentration,
             transition_concentration=transition_concentration,
-            schedule=schedule,
+            forward_backward=forward_backward,
         )
 
     @property
@@ -482,7 +482,7 @@ class GaussianHMM(HMM):
       a0: the Normal-Gamma prior's Gamma shape (a scalar > 0).
       b0: the Normal-Gamma prior's Gamma rate (a scalar > 0).
       min_variance: EM's variance floor (>= 0).
-      schedule: ``"sequential"`` or ``"parallel"``.
+      forward_backward: ``"sequential"`` or ``"parallel"``.
       dtype: float32 or float64 (default: JAX's default float); half precision is refused.
     """
 
@@ -498,7 +498,7 @@ class GaussianHMM(HMM):
         a0: float = 1.0,
         b0: float = 1.0,
         min_variance: float = 1e-6,
-        schedule: str = "sequential",
+        forward_backward: str = "sequential",
         dtype: Any = None,
     ):
         check_int("num_states", num_states)
@@ -518,7 +518,7 @@ class GaussianHMM(HMM):
             emissions,
             initial_concentration=initial_concentration,
             transition_concentration=transition_concentration,
-            schedule=schedule,
+            forward_backward=forward_backward,
         )
 
     dim = property(lambda self: self.emissions.dim)

@@ -35,7 +35,7 @@ _DEFAULTS = {
         "num_symbols": 10,
         "dim": 2,
         "concentration": 1.0,
-        "schedule": "sequential",
+        "forward_backward": "sequential",
     },
     "data": {
         "num_train": 500,
@@ -110,7 +110,7 @@ def true_params(key, cfg_model: dict, cfg_data: dict) -> HMMParams:
 
 def _model(cfg: dict):
     c = cfg["concentration"]
-    common = dict(initial_concentration=c, transition_concentration=c, schedule=cfg["schedule"])
+    common = dict(initial_concentration=c, transition_concentration=c, forward_backward=cfg["forward_backward"])
     if cfg["emissions"] == "categorical":
         return CategoricalHMM(cfg["num_states"], cfg["num_symbols"], emission_concentration=c, **common)
     if cfg["emissions"] == "gaussian":
