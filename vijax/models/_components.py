@@ -72,6 +72,7 @@ class Component(abc.ABC):
     data_name = "x"
     event_ndim = 1
     dtype: Any = None
+    distinct_seeds = False  # whether initial_q seeds each copy at a distinct datum (a finite mixture needs N >= K)
 
     # -- required ---------------------------------------------------------------------------------
     @abc.abstractmethod

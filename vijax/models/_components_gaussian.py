@@ -88,6 +88,8 @@ class NormalGammaDiagonal(Component):
     dtype: Any = None
     point_type = GaussianEmissions
 
+    distinct_seeds = True
+
     def __post_init__(self):
         check_int("dim", self.dim)
         check_positive_fields(self, ("kappa0", "a0"), scalar=True)
@@ -260,6 +262,8 @@ class NormalWishartFull(Component):
     dof0: float | None = None
     scale_inv0: Any = None
     dtype: Any = None
+
+    distinct_seeds = True
 
     def __post_init__(self):
         check_int("dim", self.dim)

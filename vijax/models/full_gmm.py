@@ -30,7 +30,6 @@ import numpy as np
 from vijax._validate import (
     check_allocation,
     check_data_array,
-    check_enough_points,
     check_float_dtype,
     check_int,
     check_nonconstant_columns,
@@ -39,7 +38,7 @@ from vijax._validate import (
 )
 from vijax.models._components_gaussian import NormalWishartFull
 from vijax.models.mixture import DirichletWeights, Mixture
-from vijax.types import Array, PRNGKey
+from vijax.types import Array
 
 
 class FullGMM(Mixture):
@@ -131,13 +130,6 @@ class FullGMM(Mixture):
             scale_inv0=cov,
             dtype=dtype,
         )
-
-    def init_globals(self, key: PRNGKey, x: Array | None = None):
-        """Hard-assign each point to the nearest of K k-means++ seeds, then one M-step. Without
-        data: the prior's components with their means at prior draws."""
-        if x is not None:
-            check_enough_points("num_components", self.num_components, np.shape(x)[0])
-        return super().init_globals(key, x)
 
     def features(self, x: Array) -> Array:
         """x itself: the statistics are x and x x^T, formed inside the steps (the interface of

@@ -208,17 +208,6 @@ class DiagonalGMM(Mixture):
         var = np.where(constant, 1e-6 * var[~constant].mean(), var)
         return cls(num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, a0=a0, b0=a0 * var, dtype=dtype)
 
-    def init_globals(self, key: PRNGKey, x: Array | None = None):
-        """Hard-assign each point to the nearest of K k-means++ seeds, then one M-step.
-        Without data: a prior draw of the means with the prior's precisions.
-
-        Raises:
-          ValueError: naming ``num_components`` when ``x`` has fewer rows than components.
-        """
-        if x is not None:
-            check_enough_points("num_components", self.num_components, np.shape(x)[0])
-        return super().init_globals(key, x)
-
     def features(self, x: Array) -> Array:
         """[x, x^2], shape (N, 2D): the statistics the E- and M-steps read. Every method taking
         ``x`` also takes these features, so a loop over a fixed data set can compute them once

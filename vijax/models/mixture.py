@@ -55,7 +55,7 @@ import numpy as np
 from jax.scipy.special import digamma
 
 from vijax import expfam
-from vijax._validate import check_choice, check_int, check_positive_scalar, float_dtype
+from vijax._validate import check_choice, check_enough_points, check_int, check_positive_scalar, float_dtype
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.models._components import Component, floor_log
 from vijax.types import Array, PRNGKey
@@ -268,8 +268,16 @@ class Mixture:
 
     def init_globals(self, key: PRNGKey, x: Array | None = None):
         """The component's starting q (:meth:`Component.initial_q`) and the weights' q from the data
-        counts it starts with."""
+        counts it starts with.
+
+        Raises:
+          ValueError: naming ``num_components`` when a finite mixture whose component seeds each copy at
+            a distinct datum (the Gaussians' k-means++) is given fewer rows than components.
+        """
         dt = self._dtype()
+        if x is not None and self._component.distinct_seeds and isinstance(self._weights, DirichletWeights):
+            # a DP mixture's truncation level is an upper bound: its extra components start empty
+            check_enough_points("num_components", self.num_components, np.shape(x)[0])
         q_comp, counts = self._component.initial_q(key, self.num_components, x)
         num_data = None if x is None else np.shape(x)[0]
         return self._weights.initial_q(counts, num_data, dt), q_comp
