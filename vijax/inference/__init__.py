@@ -27,7 +27,7 @@ from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_a
 from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
 from vijax.inference._svi import SVIInfo, SVIState, inject_hyperparameters, svi
 from vijax._validate import set_value_checks, value_checks, value_checks_enabled
-from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, jit_step, safe_increment
+from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, init_from, jit_step, safe_increment
 
 __all__ = [
     "check_step_batch",
@@ -106,4 +106,5 @@ __all__ = [
     "ssvi_a",
     "svi",
     "inject_hyperparameters",
+    "init_from",
 ]

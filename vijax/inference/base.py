@@ -237,6 +237,40 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
     return call
 
 
+def init_from(alg: VIAlgorithm, q_global: PyTree, key: PRNGKey, batch: PyTree = None) -> PyTree:
+    """A starting state of ``alg`` (any ``VIAlgorithm``) that holds a given ``q_global``: a previous
+    fit's q to continue from or restart another algorithm at (Hoffman & Blei 2015, Fig. 3 restarts
+    SVI from each method's solution). The rest of the state (count 0, no rejections, an optimizer's
+    fresh state) is ``alg.init(key, batch)``'s.
+
+    Raises:
+      ValueError: naming ``q_global`` when its structure, shapes or dtypes differ from the q this
+        algorithm starts with.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from vijax.inference import svi
+        >>> from vijax.models import UnivariateGMM
+        >>> alg = svi(UnivariateGMM(num_components=2), num_data=4)
+        >>> q = UnivariateGMM(num_components=2).prior()
+        >>> state = init_from(alg, q, jax.random.PRNGKey(0))
+        >>> bool(jnp.all(state.q_global.eta1 == q.eta1)), int(state.count)
+        (True, 0)
+    """
+    state = alg.init(key, batch)
+    want = jax.tree_util.tree_structure(state.q_global)
+    got = jax.tree_util.tree_structure(q_global)
+    if want != got:
+        raise ValueError(f"q_global must be structured as this algorithm's q ({want}), got {got}")
+    for a, b in zip(jax.tree_util.tree_leaves(state.q_global), jax.tree_util.tree_leaves(q_global)):
+        if jnp.shape(a) != jnp.shape(b) or jnp.result_type(a) != jnp.result_type(b):
+            raise ValueError(
+                f"q_global must have this algorithm's shapes and dtypes: a leaf is {jnp.result_type(b)} "
+                f"{jnp.shape(b)} where the algorithm's q has {jnp.result_type(a)} {jnp.shape(a)}"
+            )
+    return state._replace(q_global=q_global)
+
+
 class Proposal(NamedTuple):
     """What a step's body returns to :func:`checked_step`: the proposed new state (its ``count`` and
     ``num_rejected`` are set by the combinator), the info (its ``accepted`` field is set by the
@@ -302,6 +336,7 @@ __all__ = [
     "StepFn",
     "VIAlgorithm",
     "Proposal",
+    "init_from",
     "check_protocol",
     "check_step_batch",
     "checked_step",

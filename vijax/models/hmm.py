@@ -344,7 +344,7 @@ class HMM:
                     self.emissions.pseudo_stats(params.emissions),
                 )
             else:
-                stats = self._local(self._view(params), data)[0]
+                stats = jax.jit(lambda v, d: self._local(v, d)[0])(self._view(params), as_data(data))
             return conjugate_posterior(self.prior(), stats)
         if data is not None:
             self.check_data(data)
@@ -357,7 +357,7 @@ class HMM:
         if data is None:
             return prior[0], prior[1], q_em
         view = expfam.tree_mean_params((prior[0], prior[1], q_em))
-        stats = self._local(view, data)[0]
+        stats = jax.jit(lambda v, d: self._local(v, d)[0])(view, as_data(data))
         return conjugate_posterior(prior[:2], stats[:2]) + (q_em,)
 
     def local_step(self, globals_view, data, key=None, method: str = "meanfield") -> LocalResult:
