@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vijax._validate import check_scalar
+from vijax._validate import check_scalar, is_tracer
 
 
 def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> optax.Schedule:
@@ -22,12 +22,16 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
     §4.3; Hoffman et al. 2013).
 
     With kappa in (0.5, 1] the sum of rho_t diverges and the sum of rho_t^2 converges (the
-    Robbins-Monro conditions). ``rho_0 = scale * tau^(-kappa)`` must lie in (0, 1].
+    Robbins-Monro conditions). ``rho_0 = scale * tau^(-kappa)`` must lie in (0, 1]. The constants
+    may be traced (a grid of schedules under ``vmap``, see :func:`as_schedule`); only concrete ones
+    are checked.
 
     Examples:
         >>> float(robbins_monro(1.0, tau=1.0, kappa=1.0)(3))
         0.25
     """
+    if any(is_tracer(v) for v in (scale, tau, kappa)):
+        return lambda count: scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)
     if not 0.5 < kappa <= 1.0:
         raise ValueError(f"kappa must lie in (0.5, 1], got {kappa!r}")
     if not tau > 0:
@@ -64,6 +68,12 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
       upper: the largest allowed step size (1 for the interpolation weight rho of SVI; None for
         an unbounded step such as PG-SVI's beta or a learning rate).
 
+    A traced number (or a callable over traced constants) is taken as it is, unchecked, as every
+    argument check passes a tracer: so a grid of step sizes is one ``vmap``ped program, the factory
+    called inside it::
+
+        step = jax.vmap(lambda rho, s: svi(model, num_data=N, schedule=rho).step(s, batch, key))
+
     Returns:
       A callable ``count -> step size``.
 
@@ -82,10 +92,12 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
         if default is None:
             raise ValueError(f"{name} is required: a number > 0 or a callable count -> step size")
         return default
+    if is_tracer(schedule):
+        return lambda count: schedule
     if callable(schedule):
         try:
             first = np.asarray(schedule(jnp.zeros((), jnp.int32)), dtype=float)
-        except jax.errors.ConcretizationTypeError:  # pragma: no cover - a schedule that only traces
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):  # over traced constants
             return schedule
         if first.ndim != 0 or not np.isfinite(first) or first <= 0 or (upper is not None and first > upper):
             bound = "> 0" if upper is None else f"in (0, {upper:g}]"
