@@ -37,11 +37,12 @@ from vijax._validate import (
     float_dtype,
 )
 from vijax.models._components_gaussian import NormalWishartFull
+from vijax.models.gmm import GaussianMixtureNames
 from vijax.models.mixture import DirichletWeights, Mixture
 from vijax.types import Array
 
 
-class FullGMM(Mixture):
+class FullGMM(GaussianMixtureNames, Mixture):
     """Bayesian Gaussian mixture with full precision matrices (Bishop 2006, §10.2).
 
     Args:
@@ -80,10 +81,6 @@ class FullGMM(Mixture):
         component = NormalWishartFull(dim, loc0=loc0, kappa0=kappa0, dof0=dof0, scale_inv0=scale_inv0, dtype=dtype)
         super().__init__(component, DirichletWeights(num_components, alpha0))
 
-    dim = property(lambda self: self.component.dim)
-    alpha0 = property(lambda self: self.weights.concentration)
-    loc0 = property(lambda self: self.component.loc0)
-    kappa0 = property(lambda self: self.component.kappa0)
     dof0 = property(lambda self: self.component.degrees_of_freedom)
     scale_inv0 = property(lambda self: self.component.scale_inv)
 

@@ -117,7 +117,17 @@ class UnivariateGMM:
         return jax.nn.logsumexp(lp, axis=-1) - jnp.log(self.num_components)
 
 
-class DiagonalGMM(Mixture):
+class GaussianMixtureNames:
+    """The prior's argument names of the Gaussian mixtures as read-only attributes (shared by
+    :class:`DiagonalGMM` and ``FullGMM``)."""
+
+    dim = property(lambda self: self.component.dim)
+    alpha0 = property(lambda self: self.weights.concentration)
+    loc0 = property(lambda self: self.component.loc0)
+    kappa0 = property(lambda self: self.component.kappa0)
+
+
+class DiagonalGMM(GaussianMixtureNames, Mixture):
     """Bayesian Gaussian mixture with diagonal precisions (Blei et al. 2017, appendix B)::
 
         pi ~ Dirichlet(alpha0 1_K),  tau_kd ~ Gamma(a0, b0_d),  mu_kd | tau_kd ~ N(m0_d, 1/(kappa0 tau_kd)),
@@ -165,10 +175,6 @@ class DiagonalGMM(Mixture):
         check_allocation("num_components * dim", num_components * dim, float_dtype(dtype).itemsize)
         super().__init__(component, DirichletWeights(num_components, alpha0))
 
-    dim = property(lambda self: self.component.dim)
-    alpha0 = property(lambda self: self.weights.concentration)
-    loc0 = property(lambda self: self.component.loc0)
-    kappa0 = property(lambda self: self.component.kappa0)
     a0 = property(lambda self: self.component.a0)
     b0 = property(lambda self: self.component.b0)
 
