@@ -57,3 +57,38 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_the_readme_example(tmp_path):
 
     out = _run([py, "example.py"], cwd=work, env=env, timeout=600)
     assert out.split()[-2:] == ["ok", vijax.__version__]
+
+
+SHIPPED = ("LICENSE", "CITATION.cff", "CONTRIBUTING.md", "README.md", "CHANGELOG.md")
+
+
+def test_license_citation_and_contributing_guide_are_declared_for_the_sdist():
+    """LICENSE is the Apache-2.0 text pyproject names (and its license-files), CITATION.cff is at the
+    package's version, and MANIFEST.in ships them with CONTRIBUTING.md in the sdist (built for real
+    by the slow test below)."""
+    import tomllib
+
+    import vijax
+
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    assert f'version: "{vijax.__version__}"' in (ROOT / "CITATION.cff").read_text()
+    manifest = (ROOT / "MANIFEST.in").read_text().split()
+    assert all(name in manifest for name in SHIPPED)
+
+
+@pytest.mark.slow
+def test_sdist_ships_the_license_citation_and_contributing_guide(tmp_path):
+    """The sdist built as pip builds (an isolated environment with the setuptools pyproject asks for)."""
+    import tarfile
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    py = str(venv / "bin" / "python")
+    _run([py, "-m", "pip", "install", "-q", "setuptools>=77", "wheel"])
+    _run([py, "-c", f"from setuptools import build_meta as b; b.build_sdist({str(tmp_path)!r})"], cwd=ROOT)
+    (sdist,) = tmp_path.glob("vijax-*.tar.gz")
+    names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    assert set(SHIPPED) <= names, sorted(names)[:20]
