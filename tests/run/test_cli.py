@@ -128,3 +128,19 @@ def test_python_dash_m_vijax_is_the_command():
 
     out = subprocess.run([sys.executable, "-m", "vijax", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == f"vijax {vijax.__version__}"
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    """``vijax list | head -1`` where the reader has gone: the command's output goes to a pipe whose
+    read end is closed, and the command ends with status 1 and no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+        "from vijax.run._cli import main\n"
+        "sys.exit(main(['list']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr

@@ -461,7 +461,21 @@ def _prepare(args) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``vijax`` command.
+    """Entry point of the ``vijax`` command (see :func:`_main`). A reader that closes the output
+    early (``vijax list | head -1``) ends the command quietly, with status 1 as other Unix tools,
+    instead of a BrokenPipeError traceback."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # a pipe's buffered output fails here, not at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # Python flushes stdout again at exit: point it nowhere
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
+    """The ``vijax`` command's work.
 
     Args:
       argv: the arguments (without the program name); ``sys.argv[1:]`` when None.
