@@ -144,3 +144,20 @@ def test_a_closed_pipe_ends_the_command_quietly():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_elbo_plot_names_the_metrics_it_has_no_panel_for(tmp_path):
+    """Six held-out metrics, four panels: the two others are named (a warning and a note in the
+    figure), not dropped silently."""
+    import warnings
+
+    from vijax.run._plots import plot_elbo
+
+    trace = {"step": list(range(10)), "elbo": [float(-i) for i in range(10)]}
+    evals = [{"step": s, **{f"m{j}": float(s * j) for j in range(6)}} for s in (0, 5, 9)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = plot_elbo(trace, evals, str(tmp_path / "elbo.png"))
+    messages = [str(w.message) for w in caught]
+    assert any("not plotted" in m and "m4, m5" in m for m in messages), messages
+    assert (tmp_path / "elbo.png").stat().st_size > 0 and path.endswith("elbo.png")

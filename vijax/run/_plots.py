@@ -7,6 +7,7 @@ and no GUI backend: PNGs are rendered by Agg whatever the session's backend is).
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Optional, Sequence
 
 import numpy as np
@@ -66,6 +67,9 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
       path: the PNG file to write (its folder is created).
       title: a title for the figure.
 
+    At most four held-out metrics get a panel; the others are named in a note under the figure and
+    in a warning (their values are in the run's evals), never dropped silently.
+
     Returns:
       ``path``.
     """
@@ -74,7 +78,8 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
     steps = np.asarray(trace["step"])
     elbo = np.asarray(trace["elbo"], dtype=np.float64)
     elbo = elbo.reshape(len(elbo), -1).mean(axis=1) if elbo.ndim > 1 else elbo
-    metrics = eval_metric_names(evals)[:_MAX_EVAL_PANELS]
+    names = eval_metric_names(evals)
+    metrics, dropped = names[:_MAX_EVAL_PANELS], names[_MAX_EVAL_PANELS:]
     fig = Figure(figsize=(7, 3 + 2.2 * len(metrics)), layout="constrained")
     axes = fig.subplots(1 + len(metrics), 1, sharex=True, squeeze=False)[:, 0]
     ax = axes[0]
@@ -98,6 +103,10 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
+    if dropped:
+        note = f"not plotted (only {_MAX_EVAL_PANELS} metric panels): {', '.join(dropped)}; their values are in evals"
+        fig.supxlabel(note, fontsize="small")
+        warnings.warn(f"{os.path.basename(path)}: {note}", stacklevel=2)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
     return path
