@@ -76,13 +76,25 @@ def test_run_writes_the_cache_where_told_and_not_when_off(tmp_path, monkeypatch,
         monkeypatch.setenv(ENV_VAR, str(tmp_path / "env"))
         _toy_run()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env")
+        # a library call without the setting or the variable leaves JAX's setting (writes nothing unasked)
+        monkeypatch.delenv(ENV_VAR)
+        enable_compile_cache(False)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        _toy_run()
+        assert jax.config.jax_compilation_cache_dir is None and not (tmp_path / "xdg").exists()
     finally:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
-def test_command_line_flags(tmp_path, restore_cache_dir):
+def test_command_line_flags(tmp_path, monkeypatch, restore_cache_dir):
     config = write_config(tmp_path)
     out = tmp_path / "out"
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    enable_compile_cache(False)
+    assert main(["run", config, "--out", str(out), "--no-progress", "--set", "run.num_steps=40"]) == 0
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xdg" / "vijax" / "jax")  # on for the command
+    assert "compile_cache: true" in (out / "config.yaml").read_text()
     assert (
         main(
             [

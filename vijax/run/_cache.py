@@ -1,6 +1,8 @@
-"""JAX's persistent compilation cache, which ``vijax run`` and ``vijax.run.run`` turn on by default,
-so that a second start of the same program loads its compiled XLA executables from disk instead of
-compiling them again.
+"""JAX's persistent compilation cache, which the ``vijax`` command turns on by default and a library
+call of ``vijax.run.run`` uses where asked to (``compile_cache=True`` or a folder, or the variable
+``VIJAX_COMPILE_CACHE``), so that a second start of the same program loads its compiled XLA
+executables from disk instead of compiling them again: a library does not write to a user's home
+unasked.
 
 Where it lives, first match wins:
 
@@ -43,8 +45,15 @@ def compile_cache_dir(setting: Union[bool, str] = True) -> Optional[str]:
     docstring), or None when it is off.
 
     Args:
-      setting: ``True`` (the default place), ``False`` (off) or a folder.
+      setting: ``True`` (the default place), ``False`` (off), a folder, or None (a library call's
+        default: the environment variable's folder or off where it is set, else JAX's current
+        folder, None where JAX has none).
     """
+    if setting is None:
+        env = os.environ.get(ENV_VAR)
+        if env is None:
+            return jax.config.jax_compilation_cache_dir or None
+        return None if env.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(env.strip()))
     if setting is False:
         return None
     if isinstance(setting, str):
@@ -66,7 +75,8 @@ def enable_compile_cache(setting: Union[bool, str] = True) -> Optional[str]:
     programs compiled before are not written, later ones are.
 
     Args:
-      setting: ``True`` (the default place), ``False`` (off) or a folder.
+      setting: ``True`` (the default place), ``False`` (off), a folder, or None (see
+        :func:`compile_cache_dir`: JAX's setting kept unless the environment variable is set).
 
     Returns:
       The folder in use, or None when the cache is off.

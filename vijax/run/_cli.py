@@ -523,6 +523,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         config["run"]["compile_cache"] = False
     elif args.compile_cache is not None:
         config["run"]["compile_cache"] = args.compile_cache
+    elif config["run"].get("compile_cache") is None:
+        config["run"]["compile_cache"] = True  # on for the command (opt-in for library calls of run)
     if args.allow_changes and not args.resume:
         print("vijax: error: --allow-changes only applies with --resume", file=sys.stderr)
         return EXIT_CANNOT_START

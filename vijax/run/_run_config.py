@@ -28,7 +28,9 @@ _SETTINGS = {
     "x64": (False, (bool,), False, None),  # float64 (jax_enable_x64) instead of float32
     "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
     # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
-    "compile_cache": (True, (bool, str), False, None),
+    # null: the caller's default (on for the vijax command; for vijax.run.run only where
+    # VIJAX_COMPILE_CACHE says, else JAX's setting left as it is)
+    "compile_cache": (None, (bool, str), True, None),
     "fast_cpu_compile": (True, (bool,), False, None),  # XLA's fast CPU compile flags (vijax/run/_xla_flags.py)
     "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
     "check_values": (True, (bool,), False, None),  # value checks of every step's batch (docs/design.md)
@@ -87,8 +89,10 @@ class RunConfig:
         the cores); None leaves JAX's default. A process setting.
       compile_cache: JAX's persistent compilation cache, so that a second start of the same
         program does not compile again: True (the default folder: ``$VIJAX_COMPILE_CACHE``, else
-        ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off) or a folder. A
-        process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
+        ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off), a folder, or None
+        (the default): on for the ``vijax`` command; opt-in for a library call of ``run``, which
+        then leaves JAX's setting as it is unless ``$VIJAX_COMPILE_CACHE`` names a folder (or off).
+        A process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
       fast_cpu_compile: start the process with XLA's fast CPU compile settings
         (``vijax.run.fast_cpu_compile``: about half the compile time). A
         process setting: it takes effect only before JAX's first computation (``vijax run``).

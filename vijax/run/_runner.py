@@ -312,8 +312,8 @@ def run(
       config: the run settings (``RunConfig``); default ``RunConfig()``.
       **settings: ``RunConfig`` fields overriding ``config`` (``num_steps``, ``chunk_size``,
         ``tol``, ``patience``, ``eval_every``, ``checkpoint_every``, ``progress``,
-        ``compile_cache``). JAX's persistent compilation cache is on by default
-        (``compile_cache=False`` turns it off, for this process).
+        ``compile_cache``). JAX's persistent compilation cache is opt-in here
+        (``compile_cache=True`` or a folder, or ``$VIJAX_COMPILE_CACHE``); the ``vijax`` command turns it on.
 
     Returns:
       A ``RunResult``.
