@@ -61,7 +61,7 @@ def test_defaults_filled():
         "max_rejected_share": 0.5,
         "x64": False,
         "cpu_devices": None,
-        "compile_cache": True,
+        "compile_cache": None,  # the caller's default: the vijax command turns it on
         "fast_cpu_compile": True,
         "prefetch": 2,
         "check_values": True,
