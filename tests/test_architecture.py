@@ -195,3 +195,17 @@ def test_a_new_algorithm_is_its_step_body_and_one_registration_line():
             make_algorithm("toy", DiagonalGMM(2, 1), num_data=4, scale=2.0)
     finally:
         del ALGORITHMS["toy"]
+
+
+def test_import_vijax_loads_nothing_heavy():
+    """``import vijax`` leaves TFP (about 0.4 s), ArviZ, matplotlib and scikit-learn to their first
+    use; a fresh interpreter shows which modules it loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, vijax\n"
+        "print(sorted(m for m in ('tensorflow_probability', 'arviz', 'matplotlib', 'sklearn') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

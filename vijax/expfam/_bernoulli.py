@@ -5,10 +5,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.types import tfp_jax
 
 
 @register_family
@@ -87,4 +87,5 @@ class Bernoulli(AbstractExpFamily):
         return jnp.isfinite(self.eta)
 
     def to_tfp(self):
+        tfp = tfp_jax()
         return tfp.distributions.Bernoulli(logits=self.eta, dtype=self.dtype)

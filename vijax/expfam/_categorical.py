@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 import numpy as np
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.types import tfp_jax
 
 
 @register_family
@@ -115,4 +115,5 @@ class Categorical(AbstractExpFamily):
         return jnp.all(jnp.isfinite(self.eta), -1)
 
     def to_tfp(self):
+        tfp = tfp_jax()
         return tfp.distributions.Categorical(logits=self.eta)

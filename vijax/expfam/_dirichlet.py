@@ -5,12 +5,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln, polygamma
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
 from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._special import digamma
+from vijax.types import tfp_jax
 
 
 @register_family
@@ -105,4 +105,5 @@ class Dirichlet(AbstractExpFamily):
         return jnp.exp(log_x), (log_x,)
 
     def to_tfp(self):
+        tfp = tfp_jax()
         return tfp.distributions.Dirichlet(concentration=self.concentration)

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.types import tfp_jax
 
 
 def _sym(m: jax.Array) -> jax.Array:
@@ -223,6 +223,7 @@ class MultivariateNormal(AbstractExpFamily):
         )
 
     def to_tfp(self):
+        tfp = tfp_jax()
         return tfp.distributions.MultivariateNormalTriL(loc=self.mean, scale_tril=jnp.linalg.cholesky(self.covariance))
 
 

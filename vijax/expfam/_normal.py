@@ -5,10 +5,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.types import tfp_jax
 
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
@@ -89,4 +89,5 @@ class Normal(AbstractExpFamily):
         return x, (x, x**2)
 
     def to_tfp(self):
+        tfp = tfp_jax()
         return tfp.distributions.Normal(loc=self.mean, scale=jnp.sqrt(self.variance))

@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import digamma, gammaln
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 from vijax.expfam._inversion import standard_log_gamma
+from vijax.types import tfp_jax
 
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
@@ -108,6 +108,7 @@ class NormalGamma(AbstractExpFamily):
 
     def to_tfp(self):
         """A ``JointDistributionSequential`` over ``[tau, mu]`` (note the order)."""
+        tfp = tfp_jax()
         tfd = tfp.distributions
         m, k = self.loc, self.kappa
         return tfd.JointDistributionSequential(

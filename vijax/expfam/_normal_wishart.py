@@ -11,13 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import multigammaln
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, _flatten, _layout, _unflatten, as_float, dense_fisher, register_family
 from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._mvn import _check_spd, _eye_like, _matvec, _outer, _sym
 from vijax.expfam._special import digamma
+from vijax.types import tfp_jax
 
 _LOG_2 = float(np.log(2.0))
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -225,6 +225,7 @@ class NormalWishart(AbstractExpFamily):
 
     def to_tfp(self):
         """A ``JointDistributionSequential`` over ``[Lambda, mu]``."""
+        tfp = tfp_jax()
         tfd = tfp.distributions
         _, chol_w, _ = self._scale_chol()
         m, k = self.loc, self.kappa

@@ -7,10 +7,10 @@ import math
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
-import tensorflow_probability.substrates.jax as tfp
 
 from vijax._validate import check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.types import tfp_jax
 
 # E[log x!] (see `expected_log_factorial`): a fixed window of _NUM_TERMS terms of the series for
 # rates below _SWITCH_RATE, the asymptotic expansion of the Poisson entropy above it.
@@ -141,4 +141,5 @@ class Poisson(AbstractExpFamily):
         return jnp.isfinite(self.eta)
 
     def to_tfp(self):
+        tfp = tfp_jax()
         return tfp.distributions.Poisson(log_rate=self.eta)

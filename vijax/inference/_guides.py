@@ -32,15 +32,12 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow_probability.substrates.jax as tfp
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
 from vijax._validate import check_int, check_scalar
-from vijax.types import Array, PRNGKey, PyTree
+from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
-tfb = tfp.bijectors
-tfd = tfp.distributions
 KINDS = ("meanfield", "fullrank", "lowrank")
 _LOG_2PI_E = math.log(2.0 * math.pi) + 1.0
 
@@ -54,7 +51,7 @@ def _path(path) -> str:
 
 
 def _is_bijector(b) -> bool:
-    return isinstance(b, tfb.Bijector)
+    return isinstance(b, tfp_jax().bijectors.Bijector)
 
 
 def check_structures(name: str, tree: PyTree, like: PyTree, like_name: str, is_leaf=None) -> None:
@@ -211,10 +208,10 @@ class GaussianGuide:
         """q(z) as a TFP distribution over the flat unconstrained vector."""
         loc = vparams["loc"]
         if self.kind == "meanfield":
-            return tfd.MultivariateNormalDiag(loc, jax.nn.softplus(vparams["scale"]))
+            return tfp_jax().distributions.MultivariateNormalDiag(loc, jax.nn.softplus(vparams["scale"]))
         if self.kind == "fullrank":
-            return tfd.MultivariateNormalTriL(loc, self._scale_tril(vparams))
-        return tfd.MultivariateNormalDiagPlusLowRankCovariance(
+            return tfp_jax().distributions.MultivariateNormalTriL(loc, self._scale_tril(vparams))
+        return tfp_jax().distributions.MultivariateNormalDiagPlusLowRankCovariance(
             loc, cov_diag_factor=jax.nn.softplus(vparams["scale"]) ** 2, cov_perturb_factor=vparams["factor"]
         )
 
@@ -225,7 +222,7 @@ class GaussianGuide:
                 "prior: an analytic KL needs every bijector to be the identity (a prior on the "
                 "unconstrained vector); with bijectors put the prior inside log_density"
             )
-        return tfd.kl_divergence(self.to_tfp(vparams), prior)
+        return tfp_jax().distributions.kl_divergence(self.to_tfp(vparams), prior)
 
     # ----------------------------------------------------------------- constrained parameters
     def constrain(self, z: Array) -> tuple[PyTree, Array]:

@@ -29,14 +29,13 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-import tensorflow_probability.substrates.jax as tfp
 from jax.flatten_util import ravel_pytree
 
 from vijax._validate import check_choice, check_int, check_key, check_scalar
 from vijax.inference._bbvi import BBVI, as_top_level_api as bbvi
 from vijax.inference._guides import KINDS
 from vijax.models import Network, check_network
-from vijax.types import Array, PRNGKey, PyTree
+from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
 LIKELIHOODS = ("gaussian", "bernoulli", "categorical")
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -193,7 +192,7 @@ def bayesian_last_layer(
         return jnp.sum(log_lik(head, feats, y))
 
     analytic = estimator in ("reparam", "score")
-    prior = tfp.distributions.MultivariateNormalDiag(jnp.zeros(dim, dtype), jnp.full((dim,), prior_scale, dtype))
+    prior = tfp_jax().distributions.MultivariateNormalDiag(jnp.zeros(dim, dtype), jnp.full((dim,), prior_scale, dtype))
     vi = bbvi(
         log_density,
         family=family,
