@@ -10,7 +10,7 @@ import pytest
 
 from vijax.inference._prox_svi import ProxSVIState, prox_svi
 from vijax.inference import restarts
-from vijax.models._nonconjugate import kl_prox_closed_form
+from vijax.expfam import kl_prox_closed_form
 from vijax.models.glm import GLM
 
 

@@ -13,7 +13,7 @@ from vijax.testing._argmin import newton_argmin
 from vijax.data import BowBatch
 from vijax.inference._prox_svi import prox_svi
 from vijax.metrics import corpus_document_completion
-from vijax.models._nonconjugate import kl_prox_closed_form, prox_objective
+from vijax.expfam import kl_prox_closed_form, prox_objective
 from vijax.models.ctm import CTM, CTMGlobals, LocalQ
 from vijax.data import sample_ctm_corpus
 

@@ -11,7 +11,7 @@ import pytest
 from vijax import expfam
 from vijax.testing._argmin import newton_argmin
 from vijax.inference._prox_svi import prox_svi
-from vijax.models._nonconjugate import kl_prox_closed_form, mean_param_grad, prox_objective
+from vijax.expfam import kl_prox_closed_form, mean_param_grad, prox_objective
 from vijax.models.expfam_prox import NoisyDirichletMultinomial, PoissonGammaSoftplus
 
 BETAS = [0.05, 1.0, 20.0]

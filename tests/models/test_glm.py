@@ -9,7 +9,7 @@ import pytest
 
 from vijax import expfam
 from vijax.testing._argmin import newton_argmin
-from vijax.models._nonconjugate import kl_prox_closed_form, prox_objective
+from vijax.expfam import kl_prox_closed_form, prox_objective
 from vijax.models.glm import GLM
 
 BETAS = [0.05, 1.0, 20.0]

@@ -39,6 +39,13 @@ from vijax.expfam._categorical import Categorical
 from vijax.expfam._dirichlet import Dirichlet
 from vijax.expfam._gamma import Gamma
 from vijax.expfam._interpolate import conjugate_update, tree_interpolate
+from vijax.expfam._prox import (
+    euclidean_natural_grad_step,
+    kl_prox_closed_form,
+    kl_prox_target,
+    mean_param_grad,
+    prox_objective,
+)
 from vijax.expfam._inversion import (
     check_invertible,
     reparam_sample,
@@ -57,6 +64,11 @@ from vijax.expfam._poisson import Poisson
 from vijax.expfam._special import digamma, digamma_and_gammaln
 
 __all__ = [
+    "mean_param_grad",
+    "kl_prox_target",
+    "kl_prox_closed_form",
+    "prox_objective",
+    "euclidean_natural_grad_step",
     "CAPABILITIES",
     "AbstractExpFamily",
     "GammaBased",

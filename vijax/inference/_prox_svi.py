@@ -46,7 +46,8 @@ from vijax.inference._conjugate import float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
 from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step
 from vijax.inference.schedules import as_schedule
-from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, euclidean_natural_grad_step, kl_prox_update
+from vijax.expfam import euclidean_natural_grad_step
+from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, kl_prox_update
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 DIVERGENCES = ("kl", "euclidean")

@@ -10,7 +10,7 @@ with the KL divergence reads
                  = r_k lambda_k + (1 - r_k) (eta + g),          r_k = 1 / (1 + beta_k),
 
 where g = (N/M) * sum_{n in minibatch} grad_mu E_q[log p(y_n | .)] (the conjugate-computation form;
-the derivation is in docs/prox_svi.md; ``prox_objective`` below is the objective, which the tests
+the derivation is in docs/prox_svi.md; ``vijax.expfam.prox_objective`` is the objective, which the tests
 minimise numerically to check the closed form).
 
 A model for ``vijax.inference.prox_svi`` is a :class:`ProxModel` (``init_variational``, ``elbo``
@@ -140,43 +140,6 @@ class AEVBModel(Protocol):
         """Raises ValueError naming ``name`` for data the model cannot take."""
 
 
-def mean_param_grad(fn: Callable[[PyTree], Array], q: PyTree) -> PyTree:
-    """grad_mu fn for a function of a pytree of families, by the chain rule through lambda.
-
-    Since grad_lambda fn = F(lambda) grad_mu fn (F = hess A, the Fisher matrix),
-    grad_mu fn = F^-1 grad_lambda fn, computed per family with ``inv_fisher_vp`` (closed form for
-    every vijax family; for MultivariateNormal the pseudo-inverse, exact on the symmetric
-    directions where such gradients live). ``fn`` may be a Monte Carlo estimate with fixed noise
-    drawn inside (reparameterised samples): the result is then the exact mean-parameter gradient of
-    that estimate.
-
-    Args:
-      fn: q -> scalar, differentiable in the natural parameters (fields) of q's families.
-      q: pytree of ``AbstractExpFamily``.
-
-    Returns:
-      A pytree like ``expfam.tree_natural_params(q)``.
-    """
-    grad_nat = jax.grad(fn)(q)  # a pytree of families whose fields are d fn / d lambda
-    return jax.tree_util.tree_map(
-        lambda f, g: tuple(f.inv_fisher_vp(g.natural_params)), q, grad_nat, is_leaf=expfam.is_family
-    )
-
-
-def kl_prox_target(prior: PyTree, g_hat: PyTree, scale=1.0) -> PyTree:
-    """eta + scale * g_hat, the point the KL-proximal step interpolates towards."""
-    return jax.tree_util.tree_map(lambda e, g: e + scale * g, expfam.tree_natural_params(prior), g_hat)
-
-
-def kl_prox_closed_form(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
-    """The undamped closed-form KL-proximal step r lambda_k + (1 - r)(eta + g), r = 1/(1 + beta)."""
-    r = 1.0 / (1.0 + beta)
-    new = jax.tree_util.tree_map(
-        lambda lam, t: r * lam + (1.0 - r) * t, expfam.tree_natural_params(q), kl_prox_target(prior, g)
-    )
-    return expfam.tree_from_natural(q, new)
-
-
 def kl_prox_update(
     model: GradientProxModel, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: int, num_data: int
 ) -> ProxUpdate:
@@ -214,35 +177,6 @@ def structured_prox_update(
     return ProxUpdate(q_new, elbo, jnp.zeros((), jnp.int32))
 
 
-def prox_objective(q_new: PyTree, q_k: PyTree, prior: PyTree, g: PyTree, beta) -> Array:
-    """The KL-proximal objective of iteration (9) with f linearised in the mean parameters:
-
-        -<g, mu(q_new)> + KL(q_new || p) + (1/beta) KL(q_new || q_k).
-
-    (The constant f(q_k) - <g, mu(q_k)> is dropped.) Its minimiser is ``kl_prox_closed_form``;
-    tests minimise it numerically as the oracle.
-    """
-    lin = expfam.tree_inner(g, expfam.tree_mean_params(q_new))
-    return -lin + expfam.tree_kl(q_new, prior) + expfam.tree_kl(q_new, q_k) / beta
-
-
-def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
-    """lambda + beta * grad_lambda L, with grad_lambda L = F(lambda) (eta + g - lambda).
-
-    The ELBO's Euclidean gradient in the natural parameters (the split h = 0 of Khan et al. 2016, §3.1:
-    the whole negative ELBO is linearised; ``fisher_vp`` maps the mean-parameter gradient g and
-    the prior's natural-parameter gap to lambda-space).
-    """
-
-    def fam_step(f, e, gg):
-        direction = tuple(ei + gi - li for ei, gi, li in zip(e, gg, f.natural_params))
-        grad = f.fisher_vp(direction)
-        return tuple(li + beta * di for li, di in zip(f.natural_params, grad))
-
-    new = jax.tree_util.tree_map(fam_step, q, expfam.tree_natural_params(prior), g, is_leaf=expfam.is_family)
-    return new
-
-
 __all__ = [
     "AEVBModel",
     "GradientProxModel",
@@ -250,11 +184,6 @@ __all__ = [
     "ProxModel",
     "ProxUpdate",
     "StructuredProxModel",
-    "euclidean_natural_grad_step",
-    "kl_prox_closed_form",
-    "kl_prox_target",
     "kl_prox_update",
-    "mean_param_grad",
-    "prox_objective",
     "structured_prox_update",
 ]

@@ -35,7 +35,7 @@ from jax.scipy.special import gammaln
 from vijax import expfam
 from vijax._validate import finite_nonnegative, finite_values
 from vijax._validate import check_allocation, check_data_dtype, check_int, check_positive_scalar, check_scalar
-from vijax.models._nonconjugate import mean_param_grad
+from vijax.expfam import mean_param_grad
 from vijax.types import Array, PRNGKey
 
 
