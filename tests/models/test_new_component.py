@@ -348,3 +348,19 @@ def test_hmm_cavi_never_decreases_the_elbo():
     assert np.all(np.isfinite(elbos))
     assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1])), np.diff(elbos)
     assert elbos[-1] > elbos[0]
+
+
+def test_a_batch_of_the_wrong_shape_is_named_by_the_generic_component_check():
+    """Component.check_shape (the default of every component without its own): the local step of a
+    mixture refuses data whose datum has the wrong dimensions, naming the data and the shape."""
+    from vijax import expfam as ef
+    from vijax.models import DirichletCategorical, GammaPoisson
+
+    symbols = vm.Mixture(DirichletCategorical(4), vm.DirichletWeights(2))
+    view = ef.tree_mean_params(symbols.prior())
+    assert symbols.local_step(view, jnp.array([0, 1, 3])).local_params.shape == (3, 2)
+    with pytest.raises(ValueError, match=r"^x must have shape \(N,\), got \(3, 1\)"):
+        symbols.local_step(view, jnp.zeros((3, 1), jnp.int32))
+    counts = vm.Mixture(GammaPoisson(3), vm.DirichletWeights(2))
+    with pytest.raises(ValueError, match=r"^x must have shape \(N, 3\), got \(4, 2\)"):
+        counts.local_step(ef.tree_mean_params(counts.prior()), jnp.ones((4, 2)))

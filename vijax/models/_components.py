@@ -127,6 +127,18 @@ class Component(abc.ABC):
         cannot take (default: a finite numeric array with one axis more than a datum)."""
         check_data_array(name or self.data_name, x, ndim=1 + self.event_ndim)
 
+    def check_shape(self, x: Array) -> None:
+        """Raises ValueError naming the data when a local step's batch (possibly traced) does not have
+        a datum's dimensions after its leading axis (default: ``event_ndim`` of them, the last one
+        ``dim`` where the component has one)."""
+        dim = getattr(self, "dim", None)
+        want = (None,) * self.event_ndim if dim is None or self.event_ndim != 1 else (dim,)
+        ok = x.ndim == 1 + self.event_ndim and all(w is None or w == s for w, s in zip(want, x.shape[1:]))
+        if not ok:
+            dims = ["N"] + ["..." if w is None else str(w) for w in want]
+            shape = "(N,)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
+            raise ValueError(f"{self.data_name} must have shape {shape}, got {x.shape}")
+
     def batch_checks(self, x, name: str | None = None) -> list:
         """The value checks of a step's batch, ``ValueCheck``s named ``batch <name>`` (default: finite
         values). They hold for any leading axes (an HMM's (B, T, ...) observations)."""

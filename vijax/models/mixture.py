@@ -292,8 +292,7 @@ class Mixture:
         """The local step ``method`` (see the class docstring) for a batch ``x``."""
         check_choice("method", method, self.local_methods)
         comp = self._component
-        if hasattr(comp, "check_shape"):
-            comp.check_shape(x)
+        comp.check_shape(x)
         if method == "gibbs" and key is None:
             raise ValueError("local_step(method='gibbs') needs a PRNG key")
         dt = jax.tree_util.tree_leaves(globals_view)[0].dtype
