@@ -196,3 +196,19 @@ def test_checks_under_vmap_are_enforced_outside_it():
         f(bad, x.at[0, 0].set(1.0), counts)
     with pytest.raises(Exception, match=words):  # jax.jit: a host callback's JaxRuntimeError
         jax.block_until_ready(jax.jit(f)(bad, x.at[0, 0].set(1.0), counts))
+
+
+def test_the_value_check_switch_is_an_argument(fit):
+    """``jit_step(step, check_values=False)`` compiles a step without value checks whatever the
+    process-wide switch says (a bad batch gives a non-finite step, rejected by the step's guard),
+    and ``check_values=True`` checks under ``value_checks(False)``."""
+    from vijax.inference import value_checks
+
+    alg, x, state = fit
+    bad = x.at[3, 1].set(jnp.inf)
+    unchecked = jit_step(alg.step, check_values=False)
+    new, info = unchecked(state, bad, jax.random.PRNGKey(1))
+    assert not bool(info.accepted) and int(new.num_rejected) == 1
+    checked = jit_step(alg.step, check_values=True)
+    with value_checks(False), pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite"):
+        checked(state, bad, jax.random.PRNGKey(1))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,7 @@ from vijax._validate import (
     is_tracer,
     raise_check_error,
     raise_collected,
+    value_checks,
 )
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -121,7 +122,7 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
         enforce_value_checks(batch_checks(batch), count)
 
 
-def jit_step(step: Callable, **jit_kwargs) -> Callable:
+def jit_step(step: Callable, *, check_values: Optional[bool] = None, **jit_kwargs) -> Callable:
     """``jax.jit(step)`` whose batch value checks come back as outputs of the program instead of
     host callbacks: a bad batch still raises the step's ValueError (naming the value, its position
     and the step), and the compiled program holds no host callback, so that JAX's persistent
@@ -154,6 +155,10 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
     Args:
       step: any function whose checks are ``check_step_batch``'s (an algorithm's ``step``, or a
         function calling it).
+      check_values: whether the compiled step checks the values of its batches (the shape and
+        dtype checks always run); None follows ``vijax.inference.value_checks`` where the step is
+        first traced. An argument, so that one program's setting does not depend on the state of
+        the process (the runner passes ``RunConfig.check_values``).
       **jit_kwargs: passed to ``jax.jit`` (e.g. ``donate_argnums``).
 
     Returns:
@@ -213,6 +218,12 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
 
     @functools.wraps(step)
     def call(*args, **kwargs):
+        if check_values is not None:
+            with value_checks(check_values):  # read where the programs are traced
+                return _call(*args, **kwargs)
+        return _call(*args, **kwargs)
+
+    def _call(*args, **kwargs):
         if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):  # under the caller's transformation
             return programs["plain"](*args, **kwargs)
         choose(*args, **kwargs)
@@ -227,6 +238,12 @@ def jit_step(step: Callable, **jit_kwargs) -> Callable:
         return out
 
     def lower(*args, **kwargs):
+        if check_values is not None:
+            with value_checks(check_values):
+                return _lower(*args, **kwargs)
+        return _lower(*args, **kwargs)
+
+    def _lower(*args, **kwargs):
         lowered = choose(*args, **kwargs)
         return lowered if lowered is not None else programs[mode[0]].lower(*args, **kwargs)
 
