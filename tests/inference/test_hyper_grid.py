@@ -63,3 +63,33 @@ def test_inject_hyperparameters_refuses_unknown_names_and_models_without_them():
     s1 = svi(gmm, num_data=10).init(jax.random.PRNGKey(0), jnp.ones((10, 2)) * jnp.arange(10)[:, None])
     with pytest.raises(ValueError, match="^model must offer hyperparameters"):
         inject_hyperparameters(s1, gmm, alpha=1.0)
+
+
+@pytest.mark.parametrize("name", ["ssvi", "map"])
+def test_ssvi_and_map_grids_equal_runs_one_by_one(name):
+    """SSVI and MAP-EM read the hyperparameters in their state too: a vmapped (alpha, eta) grid of
+    two steps equals each setting's own model."""
+    from vijax.inference import make_algorithm
+
+    batches = _batches()[:2]
+    key = jax.random.PRNGKey(3)
+    alg = make_algorithm(name, LDA(K, V), num_data=D, schedule=0.7)
+    s0 = alg.init(key)
+    model = LDA(K, V)
+
+    def run(a, e):
+        s = inject_hyperparameters(s0, model, alpha=a, eta=e)
+        for i, b in enumerate(batches):
+            s, info = alg.step(s, b, jax.random.fold_in(key, i))
+        return s, info
+
+    states, infos = jax.jit(jax.vmap(run))(ALPHAS[:2], ETAS[:2])
+    for g in range(2):
+        one = make_algorithm(name, LDA(K, V, alpha=float(ALPHAS[g]), eta=float(ETAS[g])), num_data=D, schedule=0.7)
+        s = one.init(key)
+        for i, b in enumerate(batches):
+            s, info = jax.jit(one.step)(s, b, jax.random.fold_in(key, i))
+        got = jax.tree_util.tree_map(lambda u: u[g], states.q_global)
+        for u, v in zip(expfam.tree_natural_params(got), expfam.tree_natural_params(s.q_global)):
+            np.testing.assert_allclose(u, v, rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(infos.elbo[g], info.elbo, rtol=2e-5)

@@ -25,7 +25,8 @@ from vijax.inference._distributed import global_batch, global_host_batches, init
 from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
 from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_algorithm, register_algorithm
 from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
-from vijax.inference._svi import SVIInfo, SVIState, inject_hyperparameters, svi
+from vijax.inference._conjugate import inject_hyperparameters
+from vijax.inference._svi import SVIInfo, SVIState, svi
 from vijax._validate import set_value_checks, value_checks, value_checks_enabled
 from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, init_from, jit_step, safe_increment
 

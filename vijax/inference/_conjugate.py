@@ -14,7 +14,7 @@ from vijax._validate import check_bool, check_int
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
-from vijax.models import ConditionallyConjugateModel
+from vijax.models import ConditionallyConjugateModel, HyperparameterModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 
@@ -75,6 +75,7 @@ def view_step(
     local: str,
     ramp: bool,
     view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]],
+    hyper: PyTree = None,
 ):
     """The step shared by SSVI, SSVI-A and MAP-EM: the local step at a view of the globals built
     from q, then the conjugate update (Hoffman and Blei 2015, Algorithm 1, lines 3-9)::
@@ -83,7 +84,8 @@ def view_step(
         loc = model.local_step(stats, batch, key_local)  # the minibatch's sum of eta-hat_n
         lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t / S) transform(sum eta-hat_n))
 
-    with ``key_beta, key_local = jax.random.split(key)``.
+    with ``key_beta, key_local = jax.random.split(key)``; ``hyper`` (the state's hyperparameters, see
+    :func:`inject_hyperparameters`; None: the model's fixed values) goes to ``prior`` and ``local_step``.
 
     Returns:
       (q_new, num_damped, rho, prior, stats, data_term), data_term being
@@ -94,13 +96,48 @@ def view_step(
     present = num_present(model, batch)
     rho = step_size(schedule(count), present)
     key_beta, key_local = jax.random.split(key)
-    prior = model.prior()
+    kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
+    prior = model.prior(**kw)
     stats, transform = view(q, key_beta)
-    loc = model.local_step(stats, batch, key_local, method=local)
+    loc = model.local_step(stats, batch, key_local, method=local, **kw)
     scale, full = data_scale(count, present, num_data, ramp, float_leaf_dtype(q))
     q_new, num_damped = expfam.conjugate_update(q, prior, transform(loc.suff_stats), rho, scale)
     data_term = full * (expfam.tree_inner(loc.suff_stats, stats) + loc.local_terms)
     return q_new, num_damped, rho, prior, stats, data_term
+
+
+def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) -> PyTree:
+    """``state`` with the model's hyperparameters held in it (optax's ``inject_hyperparams``): every
+    later step uses these values instead of the model's fixed ones (and, with ``hyper_step``, learns
+    from them; SVI only). As they are arrays of the state, a grid of settings is one ``vmap``ped program::
+
+        states = jax.vmap(lambda a, e: inject_hyperparameters(s0, model, alpha=a, eta=e))(alphas, etas)
+        states, infos = jax.vmap(alg.step, in_axes=(0, None, None))(states, batch, key)
+
+    Args:
+      state: a state of ``svi``, ``ssvi``, ``ssvi_a`` or ``map`` (their ``hyper`` field).
+      model: the ``HyperparameterModel`` the algorithm was built with.
+      **values: hyperparameter name -> scalar (possibly traced); names missing keep the state's
+        value, or the model's fixed one.
+
+    Raises:
+      ValueError: naming a value that is not one of ``model.hyperparameters()``, or a model without
+        hyperparameters.
+    """
+    if "hyper" not in getattr(state, "_fields", ()):
+        raise ValueError(
+            f"state must be a state of svi, ssvi, ssvi_a or map (with a hyper field), got {type(state).__name__}"
+        )
+    if not isinstance(model, HyperparameterModel):
+        raise ValueError(f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}")
+    fixed = model.hyperparameters()
+    unknown = sorted(set(values) - set(fixed))
+    if unknown:
+        raise ValueError(f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(fixed)}")
+    dt = float_leaf_dtype(state.q_global)
+    base = dict(state.hyper) if state.hyper is not None else {n: jnp.asarray(v, dt) for n, v in fixed.items()}
+    base.update({n: jnp.asarray(v, dt) for n, v in values.items()})
+    return state._replace(hyper=base)
 
 
 __all__ = [
@@ -109,5 +146,6 @@ __all__ = [
     "check_local",
     "float_leaf_dtype",
     "initial_globals",
+    "inject_hyperparameters",
     "view_step",
 ]

@@ -38,6 +38,7 @@ class MAPState(NamedTuple):
     q_global: PyTree  # pytree of families; beta-hat is the mode of each
     count: Array  # int32 scalar; drives rho_t and the ramp
     num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
+    hyper: PyTree = None  # the model's hyperparameters held in the state (inject_hyperparameters); None: fixed
 
 
 class MAPInfo(NamedTuple):
@@ -91,10 +92,13 @@ def step(
         local=local,
         ramp=ramp,
         view=_mode_view,
+        hyper=getattr(state, "hyper", None),
     )
     elbo = data_term + _log_density_at(prior, stats)
     return Proposal(
-        MAPState(q_new, state.count, state.num_rejected), MAPInfo(elbo, jnp.asarray(rho), num_damped), (elbo,)
+        MAPState(q_new, state.count, state.num_rejected, getattr(state, "hyper", None)),
+        MAPInfo(elbo, jnp.asarray(rho), num_damped),
+        (elbo,),
     )
 
 

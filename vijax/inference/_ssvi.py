@@ -59,6 +59,7 @@ class SSVIState(NamedTuple):
     q_global: PyTree  # pytree of families, natural parameters lambda
     count: Array  # int32 scalar; drives rho_t and the ramp
     num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
+    hyper: PyTree = None  # the model's hyperparameters held in the state (inject_hyperparameters); None: fixed
 
 
 class SSVIInfo(NamedTuple):
@@ -112,12 +113,17 @@ def step(
         local=local,
         ramp=ramp,
         view=_draw_view(mode),
+        hyper=getattr(state, "hyper", None),
     )
     elbo = data_term - expfam.tree_kl(q, prior)
     # the guard tests the new state, the data term and kl_guard, as svi's (a step whose info is
     # unused skips the KL wherever a comparison per parameter proves it finite)
     info = SSVIInfo(elbo, jnp.asarray(rho), num_damped)
-    return Proposal(SSVIState(q_new, state.count, state.num_rejected), info, (data_term, kl_guard(prior, q)))
+    return Proposal(
+        SSVIState(q_new, state.count, state.num_rejected, getattr(state, "hyper", None)),
+        info,
+        (data_term, kl_guard(prior, q)),
+    )
 
 
 def check_model_invertible(model: ConditionallyConjugateModel) -> None:

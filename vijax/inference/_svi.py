@@ -82,36 +82,6 @@ def init(
     return SVIState(q0, jnp.zeros((), jnp.int32), hyper, jnp.zeros((), jnp.int32))
 
 
-def inject_hyperparameters(state: SVIState, model: HyperparameterModel, **values) -> SVIState:
-    """``state`` with the model's hyperparameters held in it (optax's ``inject_hyperparams``): every
-    later step uses these values instead of the model's fixed ones (and, with ``hyper_step``, learns
-    from them). As they are arrays of the state, a grid of settings is one ``vmap``ped program::
-
-        states = jax.vmap(lambda a, e: inject_hyperparameters(s0, model, alpha=a, eta=e))(alphas, etas)
-        states, infos = jax.vmap(alg.step, in_axes=(0, None, None))(states, batch, key)
-
-    Args:
-      state: an ``SVIState`` (from ``svi(...).init``).
-      model: the ``HyperparameterModel`` the algorithm was built with.
-      **values: hyperparameter name -> scalar (possibly traced); names missing keep the state's
-        value, or the model's fixed one.
-
-    Raises:
-      ValueError: naming a value that is not one of ``model.hyperparameters()``, or a model without
-        hyperparameters.
-    """
-    if not isinstance(model, HyperparameterModel):
-        raise ValueError(f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}")
-    fixed = model.hyperparameters()
-    unknown = sorted(set(values) - set(fixed))
-    if unknown:
-        raise ValueError(f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(fixed)}")
-    dt = float_leaf_dtype(state.q_global)
-    base = dict(state.hyper) if state.hyper is not None else {n: jnp.asarray(v, dt) for n, v in fixed.items()}
-    base.update({n: jnp.asarray(v, dt) for n, v in values.items()})
-    return state._replace(hyper=base)
-
-
 def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_step: float = 1.0) -> dict:
     """One damped Newton step per scalar hyperparameter, in log space (see the module docstring)::
 
@@ -256,13 +226,4 @@ def as_top_level_api(
 
 svi = as_top_level_api
 
-__all__ = [
-    "SVIInfo",
-    "SVIState",
-    "as_top_level_api",
-    "hyper_newton_step",
-    "init",
-    "inject_hyperparameters",
-    "step",
-    "svi",
-]
+__all__ = ["SVIInfo", "SVIState", "as_top_level_api", "hyper_newton_step", "init", "step", "svi"]
