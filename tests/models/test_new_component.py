@@ -364,3 +364,11 @@ def test_a_batch_of_the_wrong_shape_is_named_by_the_generic_component_check():
     counts = vm.Mixture(GammaPoisson(3), vm.DirichletWeights(2))
     with pytest.raises(ValueError, match=r"^x must have shape \(N, 3\), got \(4, 2\)"):
         counts.local_step(ef.tree_mean_params(counts.prior()), jnp.ones((4, 2)))
+
+
+def test_the_default_point_estimate_is_the_posterior_mean():
+    """Component.point_estimate without an override: E_q[theta] from the family's TFP distribution,
+    here the Gamma's a / b (what the test's component writes by hand)."""
+    q = vm.Mixture(COMP, vm.DirichletWeights(2)).prior()[1]
+    q = expfam.Gamma.from_shape_rate(q.concentration * jnp.array([[1.0, 2.0]]), q.rate * 3.0)
+    np.testing.assert_allclose(vm.Component.point_estimate(COMP, q), COMP.point_estimate(q), rtol=1e-12)

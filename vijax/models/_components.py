@@ -119,8 +119,10 @@ class Component(abc.ABC):
         return a_post - a0[None] + self.log_base_measure(x).astype(a_post.dtype)[:, None]
 
     def point_estimate(self, q):
-        """A point estimate of each copy's parameters from q (the posterior mean)."""
-        raise NotImplementedError(f"{type(self).__name__} defines no point_estimate")
+        """A point estimate of each copy's parameters from q: the posterior mean of theta, read from
+        the family's TFP distribution (``q.to_tfp().mean()``; a component replaces it where theta has
+        several parts, as the Gaussians' (means, variances))."""
+        return q.to_tfp().mean()
 
     def check_data(self, x, name: str | None = None) -> None:
         """Raises ValueError naming the data (``name``, default ``data_name``) for what the component
