@@ -53,6 +53,14 @@ def bernoulli_log_lik(probs: Array, y: Array) -> Array:
     return y @ floor_log(jnp.log(probs)).T + (1.0 - y) @ floor_log(jnp.log1p(-probs)).T
 
 
+def map_rows(counts: Array, concentration: float) -> Array:
+    """argmax of Dirichlet(c) x Multinomial(counts) per row: (counts + c - 1)_+ normalized (uniform
+    for an all-zero row)."""
+    c = jnp.maximum(counts + (concentration - 1.0), 0.0)
+    tot = jnp.sum(c, -1, keepdims=True)
+    return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
+
+
 @dataclasses.dataclass(frozen=True)
 class BetaBernoulli(Component):
     """Products of D Bernoullis y_d ~ Bernoulli(phi_d) with phi_d ~ Beta(a, b) (Hoffman & Blei 2015,
@@ -203,9 +211,7 @@ class DirichletCategorical(Component):
 
     def point_m_step(self, stats) -> CategoricalEmissions:
         """MAP rows (counts + c - 1)_+ normalized under the Dirichlet(c) prior (c = 1: maximum likelihood)."""
-        c = jnp.maximum(stats[0] + (self.concentration - 1.0), 0.0)
-        tot = jnp.sum(c, -1, keepdims=True)
-        return CategoricalEmissions(jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1]))
+        return CategoricalEmissions(map_rows(stats[0], self.concentration))
 
     def point_log_prior(self, params: CategoricalEmissions) -> Array:
         """(c - 1) sum log p (0 for c = 1)."""
@@ -288,4 +294,4 @@ class GammaPoisson(Component):
         ]
 
 
-__all__ = ["BetaBernoulli", "DirichletCategorical", "GammaPoisson", "bernoulli_log_lik", "check_binary"]
+__all__ = ["BetaBernoulli", "DirichletCategorical", "GammaPoisson", "bernoulli_log_lik", "check_binary", "map_rows"]

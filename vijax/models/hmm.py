@@ -66,7 +66,7 @@ from vijax._validate import (
 from vijax.models import _hmm_inference as inference
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.models._components import Component
-from vijax.models._components_discrete import DirichletCategorical
+from vijax.models._components_discrete import DirichletCategorical, map_rows
 from vijax.models._components_gaussian import NormalGammaDiagonal
 from vijax.models._hmm_params import CategoricalEmissions, GaussianEmissions, HMMData, HMMParams, param_checks
 from vijax.types import Array, PRNGKey
@@ -344,7 +344,7 @@ class HMM:
                     self.emissions.pseudo_stats(params.emissions),
                 )
             else:
-                stats = jax.jit(lambda v, d: self._local(v, d)[0])(self._view(params), as_data(data))
+                stats = _jit_stats(self, self._view(params), as_data(data))
             return conjugate_posterior(self.prior(), stats)
         if data is not None:
             self.check_data(data)
@@ -357,7 +357,7 @@ class HMM:
         if data is None:
             return prior[0], prior[1], q_em
         view = expfam.tree_mean_params((prior[0], prior[1], q_em))
-        stats = jax.jit(lambda v, d: self._local(v, d)[0])(view, as_data(data))
+        stats = _jit_stats(self, view, as_data(data))
         return conjugate_posterior(prior[:2], stats[:2]) + (q_em,)
 
     def local_step(self, globals_view, data, key=None, method: str = "meanfield") -> LocalResult:
@@ -383,6 +383,12 @@ def _log_terms(model: HMM, params: HMMParams, data: HMMData):
 
 
 @functools.partial(jax.jit, static_argnums=0)
+def _jit_stats(model: HMM, view, data: HMMData):
+    """The expected statistics of one E-step at a view (``init_globals``), compiled once per model."""
+    return model._local(view, data)[0]
+
+
+@functools.partial(jax.jit, static_argnums=0)
 def _jit_posterior(model: HMM, params: HMMParams, data: HMMData) -> inference.Posterior:
     li, lt, le, lengths = _log_terms(model, params, data)
     return model._posterior(li, lt, le, lengths)
@@ -398,14 +404,6 @@ def _jit_pairwise(model: HMM, params: HMMParams, data: HMMData) -> Array:
 def _jit_viterbi(model: HMM, params: HMMParams, data: HMMData):
     li, lt, le, lengths = _log_terms(model, params, data)
     return jax.vmap(lambda e, n: inference.viterbi(li, lt, e, n))(le, lengths)
-
-
-def map_rows(counts: Array, concentration: float) -> Array:
-    """argmax of Dirichlet(c) x Multinomial(counts) per row: (counts + c - 1)_+ normalized (uniform
-    for an all-zero row)."""
-    c = jnp.maximum(counts + (concentration - 1.0), 0.0)
-    tot = jnp.sum(c, -1, keepdims=True)
-    return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
 
 
 class CategoricalHMM(HMM):

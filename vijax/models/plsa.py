@@ -68,7 +68,7 @@ from vijax._validate import (
     is_tracer,
     set_static_floats,
 )
-from vijax.models.hmm import map_rows as _map_rows
+from vijax.models._components_discrete import map_rows as _map_rows
 from vijax.types import Array, PRNGKey
 
 VARIANTS = ("plsa1", "plsa2")
