@@ -1,0 +1,87 @@
+"""Import time of vijax beside JAX and the peers a user also imports, each in fresh interpreters.
+
+What a user waits for before the first line of a script runs: ``import jax`` (the floor every JAX
+library pays), ``import vijax`` (TFP's JAX substrate is loaded at its first use, not here),
+``import vijax`` followed by that first use of TFP (``vijax.types.tfp_jax()``: what ``import
+vijax`` cost when it imported TFP), and the peers ``numpyro``, ``blackjax``, ``sklearn.mixture`` and
+``gensim`` where installed. Import has no compile or steady state: each row is the wall time of one
+fresh interpreter's imports (the median and the range over ``--repeats`` runs, the interpreter's own
+start subtracted: ``python -c pass``, measured the same way). Writes
+``benchmarks/results/import_time.json``.
+
+    python benchmarks/import_time.py --repeats 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+CASES = {
+    "jax": "import jax",
+    "vijax": "import vijax",
+    "vijax + first TFP use": "import vijax, vijax.types; vijax.types.tfp_jax()",
+    "numpyro": "import numpyro",
+    "blackjax": "import blackjax",
+    "sklearn.mixture": "import sklearn.mixture",
+    "gensim": "import gensim",
+}
+
+
+def _wall(code: str) -> float | None:
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True)
+    return time.perf_counter() - t0 if done.returncode == 0 else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "import_time.json"))
+    args = parser.parse_args(argv)
+    base = statistics.median(_wall("pass") for _ in range(args.repeats))
+    rows = []
+    for name, code in CASES.items():
+        times = [_wall(code) for _ in range(args.repeats)]
+        if any(t is None for t in times):
+            rows.append({"case": name, "code": code, "installed": False})
+            continue
+        net = [t - base for t in times]
+        rows.append(
+            {
+                "case": name,
+                "code": code,
+                "installed": True,
+                "median_s": statistics.median(net),
+                "min_s": min(net),
+                "max_s": max(net),
+            }
+        )
+    print(f"{'imports':<24} {'median s':>9} {'range s':>15}")
+    for r in rows:
+        if r["installed"]:
+            print(f"{r['case']:<24} {r['median_s']:>9.3f} {r['min_s']:>7.3f}–{r['max_s']:.3f}")
+        else:
+            print(f"{r['case']:<24} {'not installed':>9}")
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(
+            {"machine": machine, "repeats": args.repeats, "interpreter_start_s": base, "rows": rows}, fh, indent=2
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
