@@ -135,3 +135,25 @@ def test_bad_input(model):
         optax_vi(object(), optimizer="adam")
     assert set(OPTIMIZERS) == {"gd", "sgd", "adagrad", "rmsprop", "adadelta", "adam"}
     assert isinstance(optax_vi(model, optimizer=optax.sgd(0.1)).init(jax.random.PRNGKey(0)).q_global, dict)
+
+
+def test_one_default_learning_rate_per_optimizer():
+    """optax_vi, bbvi and aevb take a named optimizer through one helper, with the optimizer's own
+    default rate: one Adam step from the same gradient moves a parameter by the same amount."""
+    from vijax.inference import DEFAULT_LEARNING_RATES, resolve_optimizer
+
+    g = {"w": jnp.array([2.0, -3.0])}
+    for name, rate in DEFAULT_LEARNING_RATES.items():
+        by_default = resolve_optimizer(name)
+        explicit = make_optimizer(name, rate)
+        u1, _ = by_default.update(g, by_default.init(g), g)
+        u2, _ = explicit.update(g, explicit.init(g), g)
+        np.testing.assert_allclose(u1["w"], u2["w"], rtol=1e-12, err_msg=name)
+    u, _ = resolve_optimizer("adam").update(g, resolve_optimizer("adam").init(g), g)
+    np.testing.assert_allclose(jnp.abs(u["w"]), 1e-3, rtol=1e-4)  # Adam's first step: the rate itself
+    with pytest.raises(ValueError, match="schedule: a learning rate"):
+        resolve_optimizer(optax.sgd(0.1), 0.5)
+    with pytest.raises(ValueError, match="b1: a learning rate"):
+        resolve_optimizer(optax.sgd(0.1), b1=0.5)
+    with pytest.raises(ValueError, match="optimizer must be a name"):
+        resolve_optimizer(3)

@@ -19,7 +19,15 @@ from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
 from vijax.inference._last_layer import LIKELIHOODS, LastLayer, bayesian_last_layer, head_log_likelihood
 from vijax.inference._map import MAPInfo, MAPState, map_em
 from vijax.inference._ngvi import GRADIENTS, NGVI, NGVIInfo, NGVIState, ngvi
-from vijax.inference._optax_vi import OPTIMIZERS, OptaxVIInfo, OptaxVIState, make_optimizer, optax_vi
+from vijax.inference._optax_vi import (
+    DEFAULT_LEARNING_RATES,
+    OPTIMIZERS,
+    OptaxVIInfo,
+    OptaxVIState,
+    make_optimizer,
+    optax_vi,
+    resolve_optimizer,
+)
 from vijax.inference._parallel import DataParallel, data_parallel
 from vijax.inference._distributed import global_batch, global_host_batches, initialize_processes, process_shard
 from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
@@ -74,6 +82,8 @@ __all__ = [
     "MAPState",
     "MODES",
     "OPTIMIZERS",
+    "DEFAULT_LEARNING_RATES",
+    "resolve_optimizer",
     "OptaxVIInfo",
     "OptaxVIState",
     "ProxSVIInfo",

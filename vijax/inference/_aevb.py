@@ -57,7 +57,7 @@ import optax
 
 from vijax._validate import batch_size, check_bool, check_choice, check_int, check_key, check_scalar
 from vijax.inference._guides import GaussianGuide
-from vijax.inference._optax_vi import make_optimizer
+from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import check_protocol, Proposal, checked_step
 from vijax.models import AEVBModel
@@ -242,7 +242,8 @@ def as_top_level_api(
     Args:
       model: an ``AEVBModel`` (``vijax.models.VAE``).
       num_data: N for the N / M scaling of a minibatch of M (None: every batch is the whole data).
-      schedule: the learning rate of a named optimizer (a number or ``count -> rate``; default 1e-3).
+      schedule: the learning rate of a named optimizer (a number or ``count -> rate``; default: the
+        optimizer's, ``DEFAULT_LEARNING_RATES``, 1e-3 for Adam).
       optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
         ``optax.GradientTransformation``.
       num_samples: S >= 1 draws of z per datum and step.
@@ -282,15 +283,7 @@ def as_top_level_api(
     bayesian_decoder = check_bool("bayesian_decoder", bayesian_decoder)
     prior_scale = check_scalar("prior_scale", prior_scale, low=0.0)
     init_scale = check_scalar("init_scale", init_scale, low=0.0)
-    if isinstance(optimizer, str):
-        optimizer = make_optimizer(optimizer, 1e-3 if schedule is None else schedule, rate_name="schedule", **hyper)
-    elif hyper or schedule is not None:
-        raise ValueError(
-            "schedule and optimizer hyperparameters are only taken with an optimizer name; an "
-            "optax.GradientTransformation has its own"
-        )
-    elif not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
+    optimizer = resolve_optimizer(optimizer, schedule, **hyper)
     decoder = _Decoder(model.network_params()["decoder"], bayesian_decoder, init_scale, prior_scale)
     settings = dict(model=model, decoder=decoder, optimizer=optimizer, num_data=num_data, num_samples=num_samples)
 

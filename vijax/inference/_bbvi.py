@@ -49,7 +49,7 @@ import optax
 
 from vijax._validate import batch_size, check_choice, check_int, check_key, is_tracer
 from vijax.inference._guides import check_shapes, make_guide
-from vijax.inference._optax_vi import make_optimizer
+from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import Proposal, checked_step
 from vijax.types import Array, PRNGKey, PyTree
@@ -387,7 +387,8 @@ def as_top_level_api(
         constrained) or None leaves (identity).
       optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
         ``optax.GradientTransformation``.
-      schedule: the learning rate of a named optimizer (default 0.01).
+      schedule: the learning rate of a named optimizer (default: the optimizer's,
+        ``DEFAULT_LEARNING_RATES``, 1e-3 for Adam).
       num_data: N for the N / M minibatch scaling of ``log_density`` (None: no scaling).
       estimator: one of ``ESTIMATORS``.
       entropy: ``"analytic"`` (closed-form H[q], default) or ``"mc"``; ``"stl"`` and ``"iwae"``
@@ -435,15 +436,7 @@ def as_top_level_api(
             f"prior: an analytic KL is taken by the 'reparam' and 'score' estimators; {estimator!r} "
             "needs the whole log-joint (give log_prior instead)"
         )
-    if isinstance(optimizer, str):
-        optimizer = make_optimizer(optimizer, 0.01 if schedule is None else schedule, rate_name="schedule", **hyper)
-    elif hyper or schedule is not None:
-        raise ValueError(
-            "schedule and optimizer hyperparameters are only taken with an optimizer name; an "
-            "optax.GradientTransformation has its own"
-        )
-    elif not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
+    optimizer = resolve_optimizer(optimizer, schedule, **hyper)
     guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
     if prior is not None:
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now

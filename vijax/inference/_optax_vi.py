@@ -57,16 +57,23 @@ class OptaxVIInfo(NamedTuple):
 # the hyperparameters make_optimizer takes beside the learning rate (for the registry's settings)
 OPTIMIZER_SETTINGS = ("kappa", "eps", "decay", "rho", "b1", "b2")
 
+# One default learning rate per optimizer, the same for every algorithm that takes an optimizer by
+# name (``optax_vi``, ``bbvi``, ``aevb``, ``bayesian_last_layer``): the rates their authors and the
+# common libraries give (Kingma & Ba 2014 for Adam; Zeiler 2012 for Adadelta, whose rate scales
+# the unit-free update).
+DEFAULT_LEARNING_RATES = {"gd": 0.01, "sgd": 0.01, "adagrad": 0.01, "rmsprop": 1e-3, "adadelta": 1.0, "adam": 1e-3}
+
 
 def make_optimizer(
-    name: str, learning_rate: float = 1.0, *, rate_name: str = "learning_rate", **hyper: Any
+    name: str, learning_rate=None, *, rate_name: str = "learning_rate", **hyper: Any
 ) -> optax.GradientTransformation:
     """An optax transformation of appendix G by name (a descent direction on -ELBO).
 
     Args:
       name: one of ``OPTIMIZERS``.
       learning_rate: alpha (gd) or alpha_0 (the others), > 0; for gd, adagrad, rmsprop and adam
-        also a callable ``count -> alpha_k`` (an optax schedule).
+        also a callable ``count -> alpha_k`` (an optax schedule); None: the optimizer's default
+        (``DEFAULT_LEARNING_RATES``).
       rate_name: the name a refused ``learning_rate`` is reported under (the algorithms pass
         ``"schedule"``, the argument their user gave).
       **hyper: ``kappa`` (sgd, default 0.6); ``eps`` (adagrad, rmsprop, adadelta, adam; default
@@ -96,6 +103,8 @@ def make_optimizer(
     extra = sorted(set(hyper) - set(allowed))
     if extra:
         raise ValueError(f"optimizer {name!r} takes no hyperparameter(s) {extra}; it takes {allowed}")
+    if learning_rate is None:
+        learning_rate = DEFAULT_LEARNING_RATES[name]
     if callable(learning_rate):
         if name in ("sgd", "adadelta"):
             raise ValueError(
@@ -128,6 +137,32 @@ def make_optimizer(
     if not (0 <= b1 < 1 and 0 <= b2 < 1):
         raise ValueError(f"b1 and b2 must lie in [0, 1), got {b1!r}, {b2!r}")
     return optax.adam(learning_rate, b1=b1, b2=b2, eps=eps)
+
+
+def resolve_optimizer(
+    optimizer: Union[str, optax.GradientTransformation], schedule=None, **hyper: Any
+) -> optax.GradientTransformation:
+    """The one way an algorithm takes its optimizer: a name in ``OPTIMIZERS`` with its learning
+    rate ``schedule`` (None: the optimizer's default, ``DEFAULT_LEARNING_RATES``) and
+    hyperparameters ``hyper`` (``make_optimizer``), or an ``optax.GradientTransformation``, which
+    has its own rate and hyperparameters.
+
+    Raises:
+      ValueError: naming ``optimizer``, ``schedule`` or the hyperparameter.
+    """
+    if isinstance(optimizer, str):
+        return make_optimizer(optimizer, schedule, rate_name="schedule", **hyper)
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(
+            f"optimizer must be a name in {OPTIMIZERS} or an optax.GradientTransformation, got {optimizer!r}"
+        )
+    if hyper or schedule is not None:
+        given = sorted(hyper) + (["schedule"] if schedule is not None else [])
+        raise ValueError(
+            f"{', '.join(given)}: a learning rate and optimizer hyperparameters are only taken with an "
+            "optimizer name; an optax.GradientTransformation has its own"
+        )
+    return optimizer
 
 
 class _AdadeltaState(NamedTuple):
@@ -204,7 +239,8 @@ def as_top_level_api(
         ``hyper``) or any ``optax.GradientTransformation``.
       num_data: N for the N/M minibatch scaling (None: the model's own N).
       schedule: the learning rate of a named optimizer (``make_optimizer``'s ``learning_rate``;
-        default 1.0); must be None with a ``GradientTransformation``, which has its own.
+        default: the optimizer's, ``DEFAULT_LEARNING_RATES``); must be None with a
+        ``GradientTransformation``, which has its own.
       num_samples: Monte Carlo samples per example, or None for the model's exact expectation.
 
     Returns:
@@ -219,18 +255,7 @@ def as_top_level_api(
         >>> state = alg.init(jax.random.PRNGKey(0))
         >>> state, info = jax.jit(alg.step)(state, np.arange(6), jax.random.PRNGKey(1))
     """
-    if isinstance(optimizer, str):
-        optimizer = make_optimizer(optimizer, 1.0 if schedule is None else schedule, rate_name="schedule", **hyper)
-    else:
-        if hyper:
-            raise ValueError(f"hyperparameters {sorted(hyper)} are only taken with an optimizer name")
-        if schedule is not None:
-            raise ValueError(
-                "schedule (the learning rate) is only taken with an optimizer name; an "
-                "optax.GradientTransformation has its own"
-            )
-        if not isinstance(optimizer, optax.GradientTransformation):
-            raise ValueError(f"optimizer must be a name or an optax.GradientTransformation, got {optimizer!r}")
+    optimizer = resolve_optimizer(optimizer, schedule, **hyper)
     if num_samples is not None:
         check_int("num_samples", num_samples)
     if num_data is not None:
@@ -247,7 +272,9 @@ def as_top_level_api(
 optax_vi = as_top_level_api
 
 __all__ = [
+    "DEFAULT_LEARNING_RATES",
     "OPTIMIZERS",
+    "resolve_optimizer",
     "OptaxVIInfo",
     "OptaxVIState",
     "as_top_level_api",
