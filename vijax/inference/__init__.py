@@ -14,7 +14,15 @@ from vijax.inference._aevb import AEVB, THETA_DRAWS, AEVBInfo, AEVBState, aevb, 
 from vijax.inference._bbvi import BBVI, ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
 from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
 from vijax.inference._em import EMInfo, EMState, em
-from vijax.inference._combinators import lock_step, replace_elbo, restarts, select_restart
+from vijax.inference._combinators import (
+    GridState,
+    factory_grid,
+    hyperparameter_grid,
+    lock_step,
+    replace_elbo,
+    restarts,
+    select_restart,
+)
 from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
 from vijax.inference._last_layer import LIKELIHOODS, LastLayer, bayesian_last_layer, head_log_likelihood
 from vijax.inference._map import MAPInfo, MAPState, map_em
@@ -110,6 +118,9 @@ __all__ = [
     "register_algorithm",
     "replace_elbo",
     "restarts",
+    "GridState",
+    "factory_grid",
+    "hyperparameter_grid",
     "safe_increment",
     "schedules",
     "select_restart",

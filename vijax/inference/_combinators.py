@@ -1,6 +1,10 @@
 """Combinators: algorithms built from algorithms, so that experiments never write their own loops.
 
 - :func:`restarts`: R independent copies in lock step under ``vmap``;
+- :func:`hyperparameter_grid`: a grid of a model's hyperparameters (LDA's alpha x eta) as one
+  ``vmap``ped program, the values held in each point's state (``inject_hyperparameters``);
+- :func:`factory_grid`: a grid of an algorithm factory's constants (a step size, a learning rate)
+  as one ``vmap``ped program, the values held in the state (:class:`GridState`);
 - :func:`lock_step`: several algorithms side by side on the same batches, one state dict, for
   comparisons in one run (and one checkpoint);
 - :func:`replace_elbo`: an algorithm whose ``info.elbo`` is another function of the new state
@@ -9,12 +13,16 @@
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-from vijax._validate import check_allocation, check_int, vmap_with_checks
+from vijax._validate import ArgumentError, check_allocation, check_int, real_array, vmap_with_checks
+from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters
 from vijax.inference.base import VIAlgorithm
 from vijax.types import Array, PyTree
 
@@ -62,6 +70,184 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     def step(state, batch, key):
         # the restarts' batch checks enforced once, outside the vmap (vmap_with_checks)
         return vmap_with_checks(alg.step, in_axes=(0, None, 0))(state, batch, jax.random.split(key, num_restarts))
+
+    return VIAlgorithm(init, step)
+
+
+def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int]:
+    """The grid's values as float64 NumPy arrays of one length G >= 1, and G; ValueError naming the
+    argument that is not a non-empty 1-D sequence of finite numbers, or whose length differs."""
+    if not values:
+        raise ValueError(f"values: name at least one {what} with one value per grid point (e.g. alpha=[0.1, 0.5])")
+    arrays, length = {}, None
+    for name, v in values.items():
+        a = real_array(name, v, "a 1-D sequence of finite numbers, one per grid point")
+        if a.ndim != 1 or a.size == 0:
+            raise ArgumentError(
+                name, f"{name} must be a non-empty 1-D sequence (one value per grid point), got shape {a.shape}"
+            )
+        if not np.all(np.isfinite(a)):
+            raise ArgumentError(name, f"{name} must be finite, got {a.tolist()}")
+        if length is not None and a.size != length:
+            first = next(iter(arrays))
+            raise ArgumentError(
+                name,
+                f"{name} has {a.size} values but {first} has {length}: every value lists one entry per grid "
+                "point (expand a product of settings, e.g. with itertools.product, before passing it)",
+            )
+        arrays[name], length = a, a.size
+    return arrays, length
+
+
+def _check_grid_memory(state_shape, num_points: int, name: str) -> None:
+    """Refuses, before allocating, G states (and the G new ones a step makes) that would not fit."""
+    per = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(state_shape))
+    check_allocation(f"{name} ({num_points} points of a {per}-byte state, twice)", 2 * num_points * per, 1)
+
+
+def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
+    """A grid of a model's hyperparameters (LDA's alpha and eta) as one ``vmap``ped program.
+
+    ``values`` maps each hyperparameter to G values, one per grid point (a product of settings
+    already expanded: ``alpha=[a1, a1, a2, a2], eta=[e1, e2, e1, e2]``). ``init(key, batch=None)``
+    makes ONE initial state, ``alg.init(key, batch)``, and holds each point's values in a copy of
+    it (:func:`vijax.inference.inject_hyperparameters`, under ``vmap``): the state is ``alg``'s with
+    a leading axis of size G (``state.hyper[name][g]`` is point g's value). ``step(state, batch, key)``
+    is ``vmap(alg.step, in_axes=(0, None, None))``: every point sees the same batch and the same
+    key, so point g follows exactly the run of ``alg`` built with the model's hyperparameters set to
+    point g's values, from the same key (up to the rounding of the batched program), and the whole
+    grid compiles once. ``info`` fields gain the leading axis G. As in :func:`restarts`, the step's
+    batch checks are collected inside the vmap and enforced outside it (``vmap_with_checks``).
+
+    Restarts go outside: ``restarts(hyperparameter_grid(alg, model, ...), R)`` has states with
+    leading axes (R, G); restart r of point g equals restart r of ``restarts(alg_g, R)``, ``alg_g``
+    the algorithm of point g's model (the same R keys at init and at every step). (The other order
+    would inject unbatched values into states with a restart axis.) Point g of every restart:
+    ``jax.tree_util.tree_map(lambda a: a[:, g], state)``.
+
+    Example (Hoffman and Blei, "Structured Stochastic Variational Inference", 2015, §4.1: the grid
+    of alpha x eta)::
+
+        alphas, etas = zip(*itertools.product([0.01, 0.1, 0.5], [0.01, 0.1, 1.0]))
+        alg = restarts(hyperparameter_grid(ssvi(model, num_data=N), model, alpha=alphas, eta=etas), 5)
+
+    Args:
+      alg: an algorithm whose state has a ``hyper`` field (``svi``, ``ssvi``, ``ssvi_a``, ``map``).
+      model: the ``HyperparameterModel`` ``alg`` was built with.
+      **values: hyperparameter name -> a 1-D sequence of G finite numbers; the hyperparameters
+        not named keep the model's values.
+
+    Raises:
+      ValueError: naming ``alg`` when it is not an algorithm, ``model`` without hyperparameters,
+        ``values`` when none is given, the value that is not a hyperparameter of the model, not a
+        non-empty 1-D sequence of finite numbers, or of another length than the first; at ``init``,
+        ``state`` for an algorithm without a ``hyper`` field, and ``values`` when the G states would
+        not fit in memory.
+    """
+    from vijax.models import HyperparameterModel
+
+    check_algorithm("alg", alg)
+    if not isinstance(model, HyperparameterModel):
+        raise ValueError(f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}")
+    known = model.hyperparameters()
+    unknown = [n for n in values if n not in known]
+    if unknown:
+        raise ArgumentError(
+            unknown[0], f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(known)}"
+        )
+    arrays, num_points = _grid_values(values, "hyperparameter")
+
+    def init(key, batch=None):
+        one = jax.eval_shape(lambda k: alg.init(k, batch), key)
+        if "hyper" not in getattr(one, "_fields", ()):
+            raise ValueError(
+                f"state must be a state of svi, ssvi, ssvi_a or map (with a hyper field), got {type(one).__name__}"
+            )
+        _check_grid_memory(one, num_points, "values")
+        state = alg.init(key, batch)
+        dt = float_leaf_dtype(state.q_global)
+        vals = {n: jnp.asarray(a, dt) for n, a in arrays.items()}  # the dtype a model's own value would get
+        return jax.vmap(lambda v: inject_hyperparameters(state, model, **v))(vals)
+
+    def step(state, batch, key):
+        # the points' batch checks enforced once, outside the vmap (vmap_with_checks)
+        return vmap_with_checks(alg.step, in_axes=(0, None, None))(state, batch, key)
+
+    return VIAlgorithm(init, step)
+
+
+class GridState(NamedTuple):
+    """The state of :func:`factory_grid`: ``state``, the algorithm's state at each point (leaves with
+    a leading axis G); ``values``, name -> (G,) array, the factory's constants at each point."""
+
+    state: PyTree
+    values: dict
+
+
+def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
+    """A grid of an algorithm factory's constants (a step size, a learning rate, a schedule's
+    scale) as one ``vmap``ped program: the constants live in the state (as optax's
+    ``inject_hyperparams`` holds an optimizer's), so that every point shares one compiled step.
+
+    ``factory(**point)`` builds the algorithm of one grid point; ``values`` maps each of its keyword
+    arguments to G values, one per point. The state is a :class:`GridState`: the points' states
+    (leading axis G) and their values. ``init(key, batch=None)`` is
+    ``vmap(lambda v: factory(**v).init(key, batch))`` over the values (every point from the same
+    key); ``step(state, batch, key)`` calls ``factory(**v).step(s, batch, key)`` under ``vmap`` over
+    the points with the same batch and the same key, so point g follows the run of
+    ``factory(**point_g)`` exactly (up to the rounding of the batched program). Inside the vmap the
+    factory gets traced scalars, which the factories' argument checks let through
+    (``vijax.inference.schedules.as_schedule``); every point is also built once with its concrete
+    values at construction, so that a bad value is refused by the factory's own checks, naming its
+    argument. The step's batch checks are collected inside the vmap and enforced outside it
+    (``vmap_with_checks``). Restarts go outside, as with :func:`hyperparameter_grid`:
+    ``restarts(factory_grid(...), R)``.
+
+    Example (Khan et al., "Faster Stochastic Variational Inference using Proximal-Gradient Methods
+    with General Divergence Functions", 2016, §6.1, Fig. 1: a sweep of PG-SVI's step size)::
+
+        alg = factory_grid(lambda beta: prox_svi(model, num_data=N, schedule=beta), beta=[0.1, 0.3, 1.0])
+
+    Args:
+      factory: keyword arguments -> ``VIAlgorithm``.
+      **values: a keyword argument of ``factory`` -> a 1-D sequence of G finite numbers.
+
+    Raises:
+      ValueError: naming ``factory`` when it is not callable, ``values`` when none is given, the
+        value that ``factory`` does not take, that is not a non-empty 1-D sequence of finite numbers
+        or has another length than the first, or that the factory refuses (its own ValueError); at
+        ``init``, ``values`` when the G states would not fit in memory.
+    """
+    if not callable(factory):
+        raise ValueError(f"factory must be a callable keyword arguments -> VIAlgorithm, got {factory!r}")
+    try:
+        inspect.signature(factory).bind_partial(**{n: None for n in values})
+    except TypeError as e:
+        bad = next(iter(values)) if values else "values"
+        try:
+            params = inspect.signature(factory).parameters
+            bad = next((n for n in values if n not in params), bad)
+        except (TypeError, ValueError):
+            pass
+        raise ArgumentError(bad, f"{bad} is not an argument of factory {factory!r} ({e})") from None
+    except ValueError:  # no signature (a builtin): the calls below tell
+        pass
+    arrays, num_points = _grid_values(values, "argument of the factory")
+    for g in range(num_points):  # the factory's own checks, on concrete values
+        check_algorithm("factory(...)", factory(**{n: float(a[g]) for n, a in arrays.items()}))
+
+    def init(key, batch=None):
+        vals = {n: jnp.asarray(a) for n, a in arrays.items()}
+        one = jax.eval_shape(lambda k, v: factory(**v).init(k, batch), key, {n: v[0] for n, v in vals.items()})
+        _check_grid_memory(one, num_points, "values")
+        return GridState(jax.vmap(lambda v: factory(**v).init(key, batch))(vals), vals)
+
+    def step(state, batch, key):
+        def one(s, v, b, k):
+            return factory(**v).step(s, b, k)
+
+        new, info = vmap_with_checks(one, in_axes=(0, 0, None, None))(state.state, state.values, batch, key)
+        return GridState(new, state.values), info
 
     return VIAlgorithm(init, step)
 
@@ -146,4 +332,13 @@ def select_restart(tree: PyTree, index) -> PyTree:
     return jax.tree_util.tree_map(lambda a: a[index], tree)
 
 
-__all__ = ["check_algorithm", "lock_step", "replace_elbo", "restarts", "select_restart"]
+__all__ = [
+    "GridState",
+    "check_algorithm",
+    "factory_grid",
+    "hyperparameter_grid",
+    "lock_step",
+    "replace_elbo",
+    "restarts",
+    "select_restart",
+]
