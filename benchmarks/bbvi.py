@@ -77,7 +77,7 @@ import numpy as np
 from scipy import special
 
 from vijax import expfam
-from vijax.inference import bbvi, ngvi
+from vijax.inference import bbvi, guide, ngvi
 from vijax.run import fast_cpu_compile
 
 from _agree import compare, exit_on_disagreement, verdict  # this folder's agreement rule
@@ -230,7 +230,7 @@ def vijax_bbvi(family: str, d: int, lr: float, s: int, estimator: str = "reparam
     )
 
     def gaussian(state):
-        q = alg.guide.to_tfp(state.q_global)
+        q = guide(alg).to_tfp(state.q_global)
         return _f64(q.mean()), _diag_or_full(family, q.covariance())
 
     label = "" if estimator == "reparam" else f"{estimator.upper()}, "
@@ -486,7 +486,7 @@ def poisson_gamma(n: int, steps: int, s: int, rhos, lrs, seed: int = 2) -> dict:
         trajectory(
             f"vijax-bbvi (Adam {lr:g})",
             alg,
-            lambda st, alg=alg: (alg.guide.to_tfp(st.q_global).concentration, alg.guide.to_tfp(st.q_global).rate),
+            lambda st, alg=alg: (guide(alg).to_tfp(st.q_global).concentration, guide(alg).to_tfp(st.q_global).rate),
         )
     return {
         "n": n,

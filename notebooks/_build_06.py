@@ -109,7 +109,7 @@ VAE = [
     ),
     code(
         "from vijax.data import load_digits_images\n"
-        "from vijax.inference import aevb\n"
+        "from vijax.inference import aevb, elbo, iwae_log_likelihood, reconstruct, sample\n"
         "from vijax.models import VAE, mlp\n"
         "\n"
         "digits = load_digits_images(seed=0, binarize=True)\n"
@@ -134,8 +134,8 @@ VAE = [
         "    t0 = time.perf_counter()\n"
         "    state, _ = fit(alg, jax.random.PRNGKey(2))\n"
         "    k_e, k_iw = jax.random.split(jax.random.PRNGKey(3))\n"
-        "    test_elbo = float(jnp.mean(alg.elbo(state, x_test, k_e, 10)))\n"
-        "    iw = np.array([np.asarray(alg.iwae_log_likelihood(state, x_test, k, num_samples=200 if SMALL else 1000))\n"
+        "    test_elbo = float(jnp.mean(elbo(alg, state.q_global, x_test, k_e, num_samples=10)))\n"
+        "    iw = np.array([np.asarray(iwae_log_likelihood(alg, state, x_test, k, num_samples=200 if SMALL else 1000))\n"
         "                   for k in jax.random.split(k_iw, 3)])          # 3 independent repeats\n"
         "    fits[name] = (alg, state)\n"
         "    print(f'{name:20}  test ELBO {test_elbo:8.2f}   IW log-lik {iw.mean():8.2f} '\n"
@@ -145,8 +145,8 @@ VAE = [
     ),
     code(
         "alg, state = fits['AEVB']\n"
-        "recon = np.asarray(alg.reconstruct(state, x_test[:8]))\n"
-        "samples = np.asarray(alg.sample(state, jax.random.PRNGKey(4), 8))\n"
+        "recon = np.asarray(reconstruct(alg, state, x_test[:8]))\n"
+        "samples = np.asarray(sample(alg, state, jax.random.PRNGKey(4), 8))\n"
         "fig, axes = plt.subplots(3, 8, figsize=(8, 3.2))\n"
         "for j in range(8):\n"
         "    for i, (img, label) in enumerate([(x_test[j], 'data'), (recon[j], 'reconstruction'), (samples[j], 'sample')]):\n"

@@ -9,6 +9,7 @@ import pytest
 import tensorflow_probability.substrates.jax as tfp
 from jax.scipy.special import digamma
 
+from vijax import inference as vi
 from vijax import expfam
 from vijax.inference import ALGORITHMS, bbvi, log_joint, make_algorithm
 from vijax.inference._bbvi import _objective
@@ -43,7 +44,7 @@ def mc_gradient(alg, vparams, estimator, entropy="analytic", num_samples=2, prio
                 v,
                 None,
                 key,
-                guide=alg.guide,
+                guide=vi.guide(alg),
                 joint=joint,
                 estimator=estimator,
                 entropy=entropy,
@@ -58,7 +59,7 @@ def mc_gradient(alg, vparams, estimator, entropy="analytic", num_samples=2, prio
 
 def start(alg):
     """A start away from the optimum (so that every gradient is far from zero)."""
-    v = alg.guide.init()
+    v = vi.guide(alg).init()
     return jax.tree.map(lambda x: x + 0.3 * jnp.sin(jnp.arange(x.size, dtype=x.dtype)).reshape(x.shape) - 0.2, v)
 
 
@@ -85,7 +86,7 @@ def assert_unbiased(mean, se, exact, k=5.0):
 def test_gradient_estimators_are_unbiased(family, estimator, entropy, num_samples):
     alg = bbvi(gaussian_target, family=family, init_params={"z": jnp.zeros(D)}, rank=2)
     v = start(alg)
-    exact = jax.grad(lambda p: exact_elbo(alg.guide, p))(v)
+    exact = jax.grad(lambda p: exact_elbo(vi.guide(alg), p))(v)
     mean, se = mc_gradient(alg, v, estimator, entropy, num_samples)
     assert_unbiased(mean, se, exact)
 
@@ -94,10 +95,10 @@ def test_guides_entropy_and_log_prob_match_tfp():
     for family in ("meanfield", "fullrank", "lowrank"):
         alg = bbvi(gaussian_target, family=family, init_params={"z": jnp.zeros(D)}, rank=2)
         v = start(alg)
-        q = alg.guide.to_tfp(v)
-        z = alg.guide.sample(v, jax.random.PRNGKey(0))
-        np.testing.assert_allclose(alg.guide.entropy(v), q.entropy(), rtol=1e-10)
-        np.testing.assert_allclose(alg.guide.log_prob(v, z), q.log_prob(z), rtol=1e-10)
+        q = vi.guide(alg).to_tfp(v)
+        z = vi.guide(alg).sample(v, jax.random.PRNGKey(0))
+        np.testing.assert_allclose(vi.guide(alg).entropy(v), q.entropy(), rtol=1e-10)
+        np.testing.assert_allclose(vi.guide(alg).log_prob(v, z), q.log_prob(z), rtol=1e-10)
 
 
 def test_expfam_guide_gradient_is_unbiased():
@@ -107,17 +108,17 @@ def test_expfam_guide_gradient_is_unbiased():
         return 2.0 * jnp.sum(jnp.log(params)) - 2.0 * jnp.sum(params)
 
     alg = bbvi(target, family=expfam.Gamma.from_shape_rate(jnp.array([1.5, 4.0]), jnp.array([1.0, 3.0])))
-    v = alg.guide.init()
+    v = vi.guide(alg).init()
 
     def exact(vp):
-        q = alg.guide.q(vp)
+        q = vi.guide(alg).q(vp)
         e_log, e_x = q.mean_params()
         return jnp.sum(2.0 * e_log - 2.0 * e_x) + jnp.sum(q.entropy())
 
     mean, se = mc_gradient(alg, v, "reparam", joint=log_joint(target))
     assert_unbiased(mean, se, jax.grad(exact)(v))
-    a, b = alg.guide.q(v).concentration, alg.guide.q(v).rate  # the closed form's own check
-    np.testing.assert_allclose(alg.guide.q(v).mean_params()[0], digamma(a) - jnp.log(b), rtol=1e-12)
+    a, b = vi.guide(alg).q(v).concentration, vi.guide(alg).q(v).rate  # the closed form's own check
+    np.testing.assert_allclose(vi.guide(alg).q(v).mean_params()[0], digamma(a) - jnp.log(b), rtol=1e-12)
 
 
 def test_iwae_bound_lies_between_elbo_and_evidence_and_is_exact_at_the_posterior():
@@ -127,17 +128,17 @@ def test_iwae_bound_lies_between_elbo_and_evidence_and_is_exact_at_the_posterior
     joint = log_joint(gaussian_target)
     bounds = jax.vmap(
         lambda k: _objective(
-            v, None, k, guide=alg.guide, joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
+            v, None, k, guide=vi.guide(alg), joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
         )[1]
     )(KEYS[:1000])
     se = np.std(bounds) / np.sqrt(bounds.shape[0])
-    assert float(exact_elbo(alg.guide, v)) + 3 * se < float(np.mean(bounds)) < log_z
+    assert float(exact_elbo(vi.guide(alg), v)) + 3 * se < float(np.mean(bounds)) < log_z
     chol = np.linalg.cholesky(np.linalg.inv(A))
     d = np.diag(chol)
     post = {"loc": MU_P, "scale": jnp.asarray(np.log(np.expm1(d))), "chol": jnp.asarray(chol / d[:, None])}
     at_post = jax.vmap(
         lambda k: _objective(
-            post, None, k, guide=alg.guide, joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
+            post, None, k, guide=vi.guide(alg), joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
         )[1]
     )(KEYS[:10])
     np.testing.assert_allclose(at_post, log_z, rtol=1e-10)
@@ -171,7 +172,7 @@ def test_stl_reaches_the_exact_posterior(family):
     state = alg.init(jax.random.PRNGKey(0), y)
     steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(c, y, k), s, ks))
     state, info = steps(state, jax.random.split(jax.random.PRNGKey(1), 1500))  # 1500 steps, Adam 0.05
-    q = alg.guide.to_tfp(state.q_global)
+    q = vi.guide(alg).to_tfp(state.q_global)
     np.testing.assert_allclose(q.mean(), mean, atol=0.01 * np.sqrt(var))
     np.testing.assert_allclose(q.covariance(), var * np.eye(D), atol=0.01 * var)
     assert bool(np.all(info.accepted))
@@ -189,10 +190,12 @@ def test_minibatch_scaling_and_analytic_kl():
     v = start(whole)
     kw = dict(entropy="analytic", num_samples=3, estimator="reparam")
     const = -0.5 * D * np.log(2 * np.pi)  # E[ELBO with KL] - E[ELBO with the unnormalized log_prior]
-    ea = jax.vmap(lambda k: _objective(v, y, k, guide=with_kl.guide, joint=log_joint(log_lik), prior=prior, **kw)[1])
+    ea = jax.vmap(
+        lambda k: _objective(v, y, k, guide=vi.guide(with_kl), joint=log_joint(log_lik), prior=prior, **kw)[1]
+    )
     eb = jax.vmap(
         lambda k: _objective(
-            v, y, k, guide=whole.guide, joint=log_joint(log_lik, log_prior=log_prior), prior=None, **kw
+            v, y, k, guide=vi.guide(whole), joint=log_joint(log_lik, log_prior=log_prior), prior=None, **kw
         )[1]
     )
     diff = ea(KEYS[:2000]) - eb(KEYS[:2000])
@@ -211,11 +214,11 @@ def test_bijectors_map_to_the_support_and_log_weights_are_exact_at_the_posterior
         log_prior=log_prior,
     )
     state = alg.init(jax.random.PRNGKey(0), y)
-    draws = alg.sample(state, jax.random.PRNGKey(1), 50)
+    draws = vi.sample(alg, state, jax.random.PRNGKey(1), 50)
     assert draws["s"].shape == (50,) and bool(np.all(draws["s"] > 0)) and draws["t"].shape == (50, D)
-    np.testing.assert_allclose(alg.guide.mean(state.q_global)["s"], 1.0, rtol=1e-10)
+    np.testing.assert_allclose(vi.guide(alg).mean(state.q_global)["s"], 1.0, rtol=1e-10)
     # Gaussian target in t only, q exact there: weights vary only through s
-    lw = alg.log_weights(state, y, jax.random.PRNGKey(2), 20)
+    lw = vi.log_weights(alg, state, y, jax.random.PRNGKey(2), 20)
     assert lw.shape == (20,) and bool(np.all(np.isfinite(lw)))
 
 
@@ -314,10 +317,10 @@ def test_a_network_parameter_pytree_is_fitted_whole():
 
     alg = bbvi(log_density, family="fullrank", init_params=params, init_scale=0.5, num_samples=4, schedule=0.05)
     state0 = alg.init(jax.random.PRNGKey(0), (x, y))
-    assert alg.guide.dim == 17 and state0.q_global["chol"].shape == (17, 17)
+    assert vi.guide(alg).dim == 17 and state0.q_global["chol"].shape == (17, 17)
     steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(c, (x, y), k), s, ks))
     state, info = steps(state0, jax.random.split(jax.random.PRNGKey(1), 300))
-    mean = alg.guide.mean(state.q_global)
+    mean = vi.guide(alg).mean(state.q_global)
     assert jax.tree_util.tree_structure(mean) == jax.tree_util.tree_structure(params)
-    elbo = jax.jit(lambda s: jnp.mean(alg.log_weights(s, (x, y), jax.random.PRNGKey(2), 4000)))  # 4000-draw ELBO
+    elbo = jax.jit(lambda s: jnp.mean(vi.log_weights(alg, s, (x, y), jax.random.PRNGKey(2), 4000)))  # 4000-draw ELBO
     assert float(elbo(state)) > float(elbo(state0)) + 1.0

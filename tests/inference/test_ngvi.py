@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from vijax import inference as vi
 from vijax import expfam
 from vijax.inference import ngvi
 from vijax.inference._ngvi import _hessian_gradient, _reparam_gradient
@@ -84,9 +85,9 @@ def test_one_newton_step_solves_a_conjugate_gaussian_model(family):
     np.testing.assert_allclose(var, POST_VAR * (np.ones(D) if var.ndim == 1 else np.eye(D)), rtol=1e-10, atol=1e-14)
     assert bool(info.accepted) and int(info.num_damped) == 0
     # at the exact posterior every importance weight is the evidence
-    lw = alg.log_weights(state, Y, jax.random.PRNGKey(2), 50)
+    lw = vi.log_weights(alg, state, Y, jax.random.PRNGKey(2), 50)
     assert lw.shape == (50,) and float(np.std(lw)) < 1e-8
-    assert jax.tree_util.tree_leaves(alg.sample(state, jax.random.PRNGKey(3), 5))[0].shape == (5, D)
+    assert jax.tree_util.tree_leaves(vi.sample(alg, state, jax.random.PRNGKey(3), 5))[0].shape == (5, D)
 
 
 def test_reparam_steps_reach_the_poisson_gamma_posterior_with_the_prior_in_the_update():

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax.inference import ALGORITHMS, M_STEPS, make_algorithm, register_algorithm, schedules, svi
+from vijax.inference import ALGORITHMS, M_STEPS, VIAlgorithm, make_algorithm, register_algorithm, schedules, svi
 from vijax.expfam import Normal
 from vijax.models import GLM, VAE, CategoricalHMM, GPClassification, UnivariateGMM, mlp
 
@@ -49,6 +49,7 @@ def test_every_registered_algorithm_takes_a_step_by_name(name):
     model, batch, n = _model_and_batch(name)
     schedule = None if not ALGORITHMS[name].takes_schedule else {"optax": 0.05, "aevb": 1e-3}.get(name, 0.5)
     alg = make_algorithm(name, model, num_data=n, schedule=schedule, **SETTINGS.get(name, {}))
+    assert type(alg) is VIAlgorithm and alg._fields == ("init", "step")  # one algorithm type
     state = alg.init(KEY, batch)
     state, info = jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))
     assert hasattr(state, "q_global") and int(state.count) == 1

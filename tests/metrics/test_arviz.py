@@ -9,6 +9,7 @@ import pytest
 import arviz as az
 
 import vijax
+from vijax import inference as vi
 from vijax import expfam
 from vijax.inference import bbvi, prox_svi
 from vijax.models import GLM, DiagonalGMM
@@ -71,7 +72,7 @@ def test_bbvi_draws_with_log_weights_carry_the_psis_khat():
     for t in range(300):
         state, _ = step(state, data, jax.random.PRNGKey(t))
     key = jax.random.PRNGKey(5)
-    draws, lw = alg.sample(state, key, 1000), alg.log_weights(state, data, key, 1000)
+    draws, lw = vi.sample(alg, state, key, 1000), vi.log_weights(alg, state, data, key, 1000)
     idata = vijax.to_arviz({"w": draws}, log_weights=lw)
     assert idata.sample_stats["log_weight"].shape == (1, 1000)
     assert idata.sample_stats.attrs["khat"] < 0.7  # q is close to the Gaussian target

@@ -3,17 +3,22 @@
 Auto-encoding variational Bayes (``aevb``: a VAE with a point or a Bayesian decoder).
 Black-box VI on any log-density: ``bbvi`` (an optax optimizer on a Monte Carlo ELBO) and ``ngvi``
 (natural-gradient VI for exponential-family q). Factories take the model (or log-density) first and keyword-only ``num_data`` and ``schedule``; every state holds
-``q_global`` and ``count``. Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
+``q_global`` and ``count``. Every factory returns ``VIAlgorithm(init, step)``; what an algorithm
+offers beyond them (``bbvi``'s ``guide``, draws, PSIS log-weights, a differentiable ``elbo``;
+``aevb``'s evaluations) are module functions over the algorithm and its state: ``guide``,
+``sample``, ``log_weights``, ``elbo``, ``iwae_log_likelihood``, ``reconstruct``, ``decoder_kl``.
+Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
 A Bayesian last layer on a network, trained end to end by the user's own loop:
 ``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``
 (across processes: ``initialize_processes``, ``process_shard``, ``global_batch``, ``global_host_batches``).
 """
 
 from vijax.inference import schedules
-from vijax.inference._aevb import AEVB, THETA_DRAWS, AEVBInfo, AEVBState, aevb, gaussian_kl
-from vijax.inference._bbvi import BBVI, ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
+from vijax.inference._aevb import THETA_DRAWS, AEVBInfo, AEVBState, aevb, gaussian_kl
+from vijax.inference._bbvi import ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
 from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
 from vijax.inference._em import EMInfo, EMState, em
+from vijax.inference._extras import decoder_kl, elbo, guide, iwae_log_likelihood, log_weights, reconstruct, sample
 from vijax.inference._combinators import (
     GridState,
     factory_grid,
@@ -26,7 +31,7 @@ from vijax.inference._combinators import (
 from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
 from vijax.inference._last_layer import LIKELIHOODS, LastLayer, bayesian_last_layer, head_log_likelihood
 from vijax.inference._map import MAPInfo, MAPState, map_em
-from vijax.inference._ngvi import GRADIENTS, NGVI, NGVIInfo, NGVIState, ngvi
+from vijax.inference._ngvi import GRADIENTS, NGVIInfo, NGVIState, ngvi
 from vijax.inference._optax_vi import (
     DEFAULT_LEARNING_RATES,
     OPTIMIZERS,
@@ -47,19 +52,24 @@ from vijax._validate import set_value_checks, value_checks, value_checks_enabled
 from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, init_from, jit_step, safe_increment
 
 __all__ = [
+    "decoder_kl",
+    "elbo",
+    "guide",
+    "iwae_log_likelihood",
+    "log_weights",
+    "reconstruct",
+    "sample",
     "check_step_batch",
     "jit_step",
     "set_value_checks",
     "value_checks",
     "value_checks_enabled",
-    "AEVB",
     "AEVBInfo",
     "AEVBState",
     "ALGORITHMS",
     "THETA_DRAWS",
     "aevb",
     "gaussian_kl",
-    "BBVI",
     "BBVIInfo",
     "BBVIState",
     "ESTIMATORS",
@@ -71,7 +81,6 @@ __all__ = [
     "LastLayer",
     "bayesian_last_layer",
     "head_log_likelihood",
-    "NGVI",
     "NGVIInfo",
     "NGVIState",
     "bbvi",

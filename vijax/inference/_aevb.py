@@ -27,13 +27,14 @@ Both are ascended with an optax optimizer (``schedule`` is its learning rate). A
 estimate, gradient or new parameters are not finite is not applied (``info.accepted`` False,
 ``state.num_rejected`` counts it), as in ``bbvi``.
 
-**Evaluation.**
+**Evaluation**, module functions of ``vijax.inference`` over the algorithm and its state (the
+algorithm is ``VIAlgorithm(init, step)``; they read its settings from ``step``):
 
-- ``elbo(state, x, key, num_samples)``: per-datum ELBO estimates (N,). With the Bayesian
+- ``vijax.inference.elbo(alg, state.q_global, x, key, num_samples=1, theta="sample")``: per-datum ELBO estimates (N,). With the Bayesian
   decoder, theta is drawn from q(theta) once per Monte Carlo sample (shared by the data): the
   estimate is of E_q(theta)[ELBO_n(theta)], a lower bound on log E_q(theta) p(x_n | theta), the
   predictive density of x_n under q(theta) (the global KL is not part of a datum's bound).
-- ``iwae_log_likelihood(state, x, key, num_samples=K)``: per-datum estimates of log p(x_n) by
+- ``iwae_log_likelihood(alg, state, x, key, num_samples=K, chunk_size=256, theta="sample")``: per-datum estimates of log p(x_n) by
   importance sampling with the encoder as proposal (Burda, Grosse and Salakhutdinov 2016),
   log (1/K) sum_k p(x_n | z_k) p(z_k) / q(z_k | x_n), whose expectation increases with K to
   log p(x_n). K is taken in chunks of ``chunk_size`` (a ``lax.scan`` with a running
@@ -42,14 +43,16 @@ estimate, gradient or new parameters are not finite is not applied (``info.accep
   (shared by the data), so the weights' mean is the predictive density E_q(theta) p(x_n | theta)
   and the estimate converges to its log; ``theta="mean"`` plugs in q's mean instead (log p(x_n)
   at theta = E_q[theta]).
-- ``reconstruct(state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta (deterministic);
-  ``sample(state, key, num_samples)``: E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta).
+- ``reconstruct(alg, state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta (deterministic);
+  ``sample(alg, state, key, num_samples)``: E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta).
+- ``decoder_kl(alg, state)``: KL(q(theta) || p(theta)) (0 for a point decoder).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +62,7 @@ from vijax._validate import batch_size, check_bool, check_choice, check_int, che
 from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import check_protocol, Proposal, checked_step
+from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, check_protocol, checked_step
 from vijax.models import AEVBModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -83,20 +86,6 @@ class AEVBInfo(NamedTuple):
 
     elbo: Array
     accepted: Array
-
-
-class AEVB(NamedTuple):
-    """``aevb``'s algorithm: ``init``/``step`` as every ``VIAlgorithm``, plus ``elbo``,
-    ``iwae_log_likelihood``, ``reconstruct`` and ``sample`` (see the module docstring), and
-    ``decoder_kl(state)``: KL(q(theta) || p(theta)) (0 for a point decoder)."""
-
-    init: Callable
-    step: Callable
-    elbo: Callable
-    iwae_log_likelihood: Callable
-    reconstruct: Callable
-    sample: Callable
-    decoder_kl: Callable
 
 
 def gaussian_kl(loc: Array, scale: Array, prior_scale: float) -> Array:
@@ -235,7 +224,7 @@ def as_top_level_api(
     prior_scale: float = 1.0,
     init_scale: float = 0.01,
     **hyper: Any,
-) -> AEVB:
+) -> VIAlgorithm:
     """AEVB (Kingma and Welling 2014) or fully Bayesian AEVB (the *Raise your ELBO* tutorial,
     §Fully Bayesian AEVB) for ``model`` (see the module docstring).
 
@@ -254,11 +243,11 @@ def as_top_level_api(
         decoder close to its initial network.
 
     Returns:
-      An :class:`AEVB`: ``init(key, batch=None)``, ``step(state, batch, key) -> (state, AEVBInfo)``,
-      ``elbo(state, x, key, num_samples=1, theta="sample") -> (N,)``,
-      ``iwae_log_likelihood(state, x, key, num_samples=1000, chunk_size=256, theta="sample") -> (N,)``,
-      ``reconstruct(state, x) -> (N, D)``, ``sample(state, key, num_samples) -> (S, D)``,
-      ``decoder_kl(state)``.
+      ``VIAlgorithm(init, step)``: ``init(key, batch=None)``,
+      ``step(state, batch, key) -> (state, AEVBInfo)``; evaluated by the module functions of
+      ``vijax.inference`` (the module docstring): ``elbo(alg, state.q_global, x, key) -> (N,)``,
+      ``iwae_log_likelihood(alg, state, x, key) -> (N,)``, ``reconstruct(alg, state, x) -> (N, D)``,
+      ``sample(alg, state, key, num_samples) -> (S, D)``, ``decoder_kl(alg, state)``.
 
     Raises:
       ValueError: naming the argument: a model that is not an ``AEVBModel``, a bad setting;
@@ -273,7 +262,8 @@ def as_top_level_api(
         >>> alg = aevb(vae, num_data=100, schedule=1e-2)
         >>> x = jnp.ones((10, 4))
         >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(1)), x, jax.random.PRNGKey(2))
-        >>> bool(info.accepted), alg.iwae_log_likelihood(state, x, jax.random.PRNGKey(3), 64).shape
+        >>> from vijax.inference import iwae_log_likelihood
+        >>> bool(info.accepted), iwae_log_likelihood(alg, state, x, jax.random.PRNGKey(3), 64).shape
         (True, (10,))
     """
     check_protocol(model, AEVBModel, "aevb")
@@ -287,72 +277,112 @@ def as_top_level_api(
     decoder = _Decoder(model.network_params()["decoder"], bayesian_decoder, init_scale, prior_scale)
     settings = dict(model=model, decoder=decoder, optimizer=optimizer, num_data=num_data, num_samples=num_samples)
 
-    def _elbo(q, x, key, s, theta):
-        k_theta, k_z = jax.random.split(key)
-        if decoder.bayesian and theta == "sample":  # one theta per Monte Carlo sample, shared by the data
-            thetas, _ = decoder.draws(q["decoder"], k_theta, s, "sample")
-            per = jax.vmap(lambda th, k: _batch_elbo(model, q["encoder"], th, x, k, 1))(
-                thetas, jax.random.split(k_z, s)
-            )
-            return jnp.mean(per, axis=0)
-        return _batch_elbo(model, q["encoder"], decoder.point(q["decoder"]), x, k_z, s)
-
-    def _iwae(q, x, key, k_total, c, theta):
-        def chunk(acc, i):
-            k_theta, k_z = jax.random.split(jax.random.fold_in(key, i))
-            th, axis = decoder.draws(q["decoder"], k_theta, c, theta)
-            w = _log_weights(model, q["encoder"], th, axis, x, k_z, c)  # (c, N)
-            valid = (i * c + jnp.arange(c)) < k_total  # the last chunk's surplus draws weigh nothing
-            w = jnp.where(valid[:, None], w, -jnp.inf)
-            return jnp.logaddexp(acc, jax.scipy.special.logsumexp(w, axis=0)), None
-
-        start = jnp.full((x.shape[0],), -jnp.inf, x.dtype)
-        acc, _ = jax.lax.scan(chunk, start, jnp.arange(-(-k_total // c)))
-        return acc - math.log(k_total)
-
-    def _reconstruct(q, x):
-        th = decoder.point(q["decoder"])
-        return jax.vmap(lambda xn: model.mean(th, model.encode(q["encoder"], xn)[0]))(x)
-
-    def _sample(q, key, s):
-        k_theta, k_z = jax.random.split(key)
-        thetas, axis = decoder.draws(q["decoder"], k_theta, s, "sample")
-        z = jax.random.normal(k_z, (s, model.latent_dim), jnp.result_type(float))
-        return jax.vmap(model.mean, (axis, 0))(thetas, z)
-
-    # checked on the host, then one compiled program per setting (inlined under a caller's jit)
-    jit_elbo = jax.jit(_elbo, static_argnums=(3, 4))
-    jit_iwae = jax.jit(_iwae, static_argnums=(3, 4, 5))
-    jit_reconstruct, jit_sample = jax.jit(_reconstruct), jax.jit(_sample, static_argnums=(2,))
-
-    def elbo(state, x, key, num_samples=1, theta="sample"):
-        s = _check_eval(model, x, key, num_samples, theta)
-        return jit_elbo(state.q_global, _as_float(x), key, s, theta)
-
-    def iwae_log_likelihood(state, x, key, num_samples=1000, chunk_size=256, theta="sample"):
-        k_total = _check_eval(model, x, key, num_samples, theta)
-        c = min(check_int("chunk_size", chunk_size), k_total)
-        return jit_iwae(state.q_global, _as_float(x), key, k_total, c, theta)
-
-    def reconstruct(state, x):
-        model.check_data(x, "x")
-        return jit_reconstruct(state.q_global, _as_float(x))
-
-    def sample(state, key, num_samples):
-        check_key("key", key)
-        return jit_sample(state.q_global, key, check_int("num_samples", num_samples))
-
-    return AEVB(
-        init=lambda key, batch=None: init(key, batch, model=model, decoder=decoder, optimizer=optimizer),
-        step=lambda state, batch, key: step(state, batch, key, **settings),
-        elbo=elbo,
-        iwae_log_likelihood=iwae_log_likelihood,
-        reconstruct=reconstruct,
-        sample=sample,
-        decoder_kl=lambda state: decoder.kl(state.q_global["decoder"]),
+    return VIAlgorithm(
+        init=bind_settings(init, model=model, decoder=decoder, optimizer=optimizer),
+        step=bind_settings(step, **settings),
     )
+
+
+# The evaluations: checked on the host, then one compiled program per model and setting (the model
+# and decoder are static: hashed by identity), inlined under a caller's jit.
+
+
+@functools.partial(jax.jit, static_argnames=("model", "decoder", "num_samples", "theta"))
+def _elbo_eval(q, x, key, *, model, decoder, num_samples, theta):
+    k_theta, k_z = jax.random.split(key)
+    if decoder.bayesian and theta == "sample":  # one theta per Monte Carlo sample, shared by the data
+        thetas, _ = decoder.draws(q["decoder"], k_theta, num_samples, "sample")
+        per = jax.vmap(lambda th, k: _batch_elbo(model, q["encoder"], th, x, k, 1))(
+            thetas, jax.random.split(k_z, num_samples)
+        )
+        return jnp.mean(per, axis=0)
+    return _batch_elbo(model, q["encoder"], decoder.point(q["decoder"]), x, k_z, num_samples)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "decoder", "k_total", "chunk", "theta"))
+def _iwae_eval(q, x, key, *, model, decoder, k_total, chunk, theta):
+    def one(acc, i):
+        k_theta, k_z = jax.random.split(jax.random.fold_in(key, i))
+        th, axis = decoder.draws(q["decoder"], k_theta, chunk, theta)
+        w = _log_weights(model, q["encoder"], th, axis, x, k_z, chunk)  # (chunk, N)
+        valid = (i * chunk + jnp.arange(chunk)) < k_total  # the last chunk's surplus draws weigh nothing
+        w = jnp.where(valid[:, None], w, -jnp.inf)
+        return jnp.logaddexp(acc, jax.scipy.special.logsumexp(w, axis=0)), None
+
+    start = jnp.full((x.shape[0],), -jnp.inf, x.dtype)
+    acc, _ = jax.lax.scan(one, start, jnp.arange(-(-k_total // chunk)))
+    return acc - math.log(k_total)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "decoder"))
+def _reconstruct_eval(q, x, *, model, decoder):
+    th = decoder.point(q["decoder"])
+    return jax.vmap(lambda xn: model.mean(th, model.encode(q["encoder"], xn)[0]))(x)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "decoder", "num_samples"))
+def _sample_eval(q, key, *, model, decoder, num_samples):
+    k_theta, k_z = jax.random.split(key)
+    thetas, axis = decoder.draws(q["decoder"], k_theta, num_samples, "sample")
+    z = jax.random.normal(k_z, (num_samples, model.latent_dim), jnp.result_type(float))
+    return jax.vmap(model.mean, (axis, 0))(thetas, z)
+
+
+def elbo(q_global: PyTree, x, key: PRNGKey, num_samples: int = 1, theta: str = "sample", *, model, decoder) -> Array:
+    """(N,) per-datum ELBO estimates at ``q_global`` (see the module docstring)."""
+    s = _check_eval(model, x, key, num_samples, theta)
+    return _elbo_eval(q_global, _as_float(x), key, model=model, decoder=decoder, num_samples=s, theta=theta)
+
+
+def iwae_log_likelihood(
+    q_global: PyTree,
+    x,
+    key: PRNGKey,
+    num_samples: int = 1000,
+    chunk_size: int = 256,
+    theta: str = "sample",
+    *,
+    model,
+    decoder,
+) -> Array:
+    """(N,) importance-sampled estimates of log p(x_n), K = ``num_samples`` in chunks of ``chunk_size``."""
+    k_total = _check_eval(model, x, key, num_samples, theta)
+    c = min(check_int("chunk_size", chunk_size), k_total)
+    return _iwae_eval(q_global, _as_float(x), key, model=model, decoder=decoder, k_total=k_total, chunk=c, theta=theta)
+
+
+def reconstruct(q_global: PyTree, x, *, model, decoder) -> Array:
+    """(N, D): E[x | z = mu_phi(x); theta] at q's mean theta."""
+    model.check_data(x, "x")
+    return _reconstruct_eval(q_global, _as_float(x), model=model, decoder=decoder)
+
+
+def sample(q_global: PyTree, key: PRNGKey, num_samples: int, *, model, decoder) -> Array:
+    """(S, D): E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta)."""
+    check_key("key", key)
+    s = check_int("num_samples", num_samples)
+    return _sample_eval(q_global, key, model=model, decoder=decoder, num_samples=s)
+
+
+def decoder_kl(q_global: PyTree, *, decoder) -> Array:
+    """KL(q(theta) || p(theta)) (0 for a point decoder)."""
+    return decoder.kl(q_global["decoder"])
 
 
 aevb = as_top_level_api
 
-__all__ = ["AEVB", "AEVBInfo", "AEVBState", "THETA_DRAWS", "aevb", "as_top_level_api", "gaussian_kl", "init", "step"]
+__all__ = [
+    "AEVBInfo",
+    "AEVBState",
+    "THETA_DRAWS",
+    "aevb",
+    "as_top_level_api",
+    "decoder_kl",
+    "elbo",
+    "gaussian_kl",
+    "init",
+    "iwae_log_likelihood",
+    "reconstruct",
+    "sample",
+    "step",
+]

@@ -31,8 +31,8 @@ added once. Draws are made with ``vmap`` over S keys; ``step`` is pure, so it ``
 A step whose ELBO estimate, gradient or new parameters are not finite is not applied: the state
 keeps its parameters, ``info.accepted`` is False and ``state.num_rejected`` counts it.
 
-``BBVI.elbo(vparams, batch, key)`` is the objective ``step`` ascends as a plain differentiable
-function, so that q can be one part of a larger model trained by the user's own ``jax.grad`` and
+``vijax.inference.elbo(alg, vparams, batch, key)`` is the objective ``step`` ascends as a plain
+differentiable function, so that q can be one part of a larger model trained by the user's own ``jax.grad`` and
 optax (a Bayesian last layer whose ``batch`` holds a network's features; docs/composition.md).
 """
 
@@ -51,14 +51,14 @@ from vijax._validate import batch_size, check_choice, check_int, check_key, is_t
 from vijax.inference._guides import check_shapes, make_guide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import Proposal, checked_step
+from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
 ESTIMATORS = ("reparam", "stl", "score", "iwae")
 
 
 class BBVIState(NamedTuple):
-    """q_global: the variational parameters (``BBVI.guide`` reads them); opt_state: optax's
+    """q_global: the variational parameters (``vijax.inference.guide(alg)`` reads them); opt_state: optax's
     state; count: int32 steps taken; num_rejected: int32 steps not applied (non-finite)."""
 
     q_global: PyTree
@@ -74,29 +74,6 @@ class BBVIInfo(NamedTuple):
     elbo: Array
     grad_norm: Array
     accepted: Array
-
-
-class BBVI(NamedTuple):
-    """``bbvi``'s algorithm: ``init``/``step`` as every ``VIAlgorithm``, plus
-
-    - ``guide``: the variational family (``guide.mean(state.q_global)`` is the parameter pytree at
-      q's centre, ``guide.to_tfp(state.q_global)`` q as TFP distributions);
-    - ``log_weights(state, batch, key, num_samples) -> (S,)``: log p(x, z_s) - log q(z_s) for draws
-      z_s ~ q (in the unconstrained space, Jacobian included), for PSIS (``vijax.metrics.psis``);
-    - ``sample(state, key, num_samples)``: a pytree of parameter draws with a leading S axis;
-    - ``elbo(vparams, batch, key) -> scalar``: the Monte Carlo ELBO estimate (the bound for
-      ``"iwae"``) that ``step`` ascends, as a differentiable function (see :func:`elbo`): its
-      gradient in ``vparams`` is the configured estimator, and it is differentiable in anything
-      ``batch`` depends on (features computed by a network, hyperparameters), so it can be one
-      term of a larger model's objective under the user's own ``jax.grad``.
-    """
-
-    init: Callable
-    step: Callable
-    guide: Any
-    log_weights: Callable
-    sample: Callable
-    elbo: Callable
 
 
 def log_joint(
@@ -373,7 +350,7 @@ def as_top_level_api(
     init_scale: float = 0.1,
     rank: int = 1,
     **hyper: Any,
-) -> BBVI:
+) -> VIAlgorithm:
     """Black-box VI on ``log_density`` (see the module docstring).
 
     Args:
@@ -400,8 +377,11 @@ def as_top_level_api(
       rank: the number of columns of the low-rank factor (``"lowrank"``).
 
     Returns:
-      A :class:`BBVI` (``init(key, batch=None)``, ``step(state, batch, key)``, ``guide``,
-      ``log_weights``, ``sample``, ``elbo(vparams, batch, key)``).
+      ``VIAlgorithm(init, step)``: ``init(key, batch=None)``, ``step(state, batch, key)``. Its
+      guide, draws, log-weights and differentiable ELBO are read by the module functions
+      ``vijax.inference.guide(alg)``, ``sample(alg, state, key, num_samples)``,
+      ``log_weights(alg, state, batch, key, num_samples)`` and
+      ``elbo(alg, q_global, batch, key)``.
 
     Raises:
       ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
@@ -442,49 +422,50 @@ def as_top_level_api(
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
     template = jax.eval_shape(guide.init)
-    objective = dict(
-        guide=guide, joint=joint, estimator=estimator, entropy=entropy, num_samples=num_samples, prior=prior
+    settings = dict(
+        guide=guide,
+        joint=joint,
+        estimator=estimator,
+        entropy=entropy,
+        num_samples=num_samples,
+        prior=prior,
+        optimizer=optimizer,
     )
-    settings = dict(objective, optimizer=optimizer)
-
-    def log_weights(state, batch, key, num_samples):
-        vparams = state.q_global
-        z = _draws(guide, vparams, key, check_int("num_samples", num_samples))
-
-        def w(zs):
-            params, log_det = guide.constrain(zs)
-            return joint(params, batch) + log_det - guide.log_prob(vparams, zs)
-
-        return jax.vmap(w)(z)
-
-    def sample(state, key, num_samples):
-        z = _draws(guide, state.q_global, key, check_int("num_samples", num_samples))
-        return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
-
-    return BBVI(
-        init=lambda key, batch=None: init(
-            key,
-            batch,
+    has_prior = prior is not None or log_prior is not None
+    return VIAlgorithm(
+        init=bind_settings(
+            init,
             guide=guide,
             optimizer=optimizer,
             joint=joint,
             log_density=None if estimator == "score" else log_density,  # score needs no gradient of it
-            has_prior=prior is not None or log_prior is not None,
+            has_prior=has_prior,
         ),
-        step=lambda state, batch, key: step(
-            state, batch, key, **settings, model=getattr(log_density, "__self__", log_density), template=template
-        ),
-        guide=guide,
-        log_weights=log_weights,
-        sample=sample,
-        elbo=lambda vparams, batch, key: elbo(vparams, batch, key, **objective),
+        step=bind_settings(step, **settings, model=getattr(log_density, "__self__", log_density), template=template),
     )
+
+
+def sample(q_global: PyTree, key: PRNGKey, num_samples: int, *, guide) -> PyTree:
+    """A pytree of parameter draws from q (constrained), with a leading axis of ``num_samples``."""
+    z = _draws(guide, q_global, key, check_int("num_samples", num_samples))
+    return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
+
+
+def log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, *, guide, joint) -> Array:
+    """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q in the unconstrained space (Jacobian
+    included), for PSIS (``vijax.metrics.psis``)."""
+    z = _draws(guide, q_global, key, check_int("num_samples", num_samples))
+
+    def w(zs):
+        params, log_det = guide.constrain(zs)
+        return joint(params, batch) + log_det - guide.log_prob(q_global, zs)
+
+    return jax.vmap(w)(z)
 
 
 bbvi = as_top_level_api
 
 __all__ = [
-    "BBVI",
     "BBVIInfo",
     "BBVIState",
     "ESTIMATORS",
@@ -495,5 +476,7 @@ __all__ = [
     "gradient_probe",
     "init",
     "log_joint",
+    "log_weights",
+    "sample",
     "step",
 ]

@@ -14,7 +14,7 @@ flat vector of (w, b) and theta is a point estimate; both maximise one ELBO
 
 (Blei, Kucukelbir and McAuliffe 2017, §5, with the network's features as the covariates; the
 Bayesian last layer of Snoek et al. 2015 and Harrison, Willes and Snoek 2024, trained by VI).
-The ELBO is ``vijax.inference.bbvi``'s (``BBVI.elbo``) on batches of (features, labels): the
+The ELBO is ``vijax.inference.bbvi``'s (``vijax.inference.elbo``) on batches of (features, labels): the
 features pass through the batch, so ``jax.grad`` of :meth:`LastLayer.elbo` reaches theta through
 phi_theta(x_n) and lambda through the reparameterized draws. Training is the user's own loop
 (``jax.grad`` and optax; docs/composition.md). With the ``"reparam"`` and ``"score"`` estimators
@@ -32,7 +32,9 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from vijax._validate import check_choice, check_int, check_key, check_scalar
-from vijax.inference._bbvi import BBVI, as_top_level_api as bbvi
+from vijax.inference import _extras
+from vijax.inference._bbvi import as_top_level_api as bbvi
+from vijax.inference.base import VIAlgorithm
 from vijax.inference._guides import KINDS
 from vijax.models import Network, check_network
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
@@ -44,15 +46,15 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 class LastLayer(NamedTuple):
     """A Bayesian last layer on ``net`` (see the module docstring). Head parameters are the dict
     ``{"w": (F,) or (F, K), "b": () or (K,)}``; ``vparams`` are q's variational parameters (those of
-    ``vi.guide``); ``batch`` is ``(x (M, ...), y (M,))`` with ``x`` the network's input.
+    ``vijax.inference.guide(vi)``); ``batch`` is ``(x (M, ...), y (M,))`` with ``x`` the network's input.
 
     Attributes:
       net: the network giving the features.
-      vi: the head's :class:`vijax.inference.BBVI` on batches ``(features (M, F), y (M,))``: with
+      vi: the head's ``bbvi`` algorithm (a ``VIAlgorithm``) on batches ``(features (M, F), y (M,))``: with
         fixed features ``vi.step`` fits q(W) alone.
       init: ``key -> vparams``: q's start, its mean drawn N(0, 1/F) (LeCun, as ``mlp``'s layers).
       elbo: ``(net_params, vparams, batch, key) -> scalar``: the ELBO estimate, differentiable in
-        both (``BBVI.elbo`` on the batch's features).
+        both (``vijax.inference.elbo(vi, ...)`` on the batch's features).
       features: ``(net_params, x (M, ...)) -> (M, F)``.
       log_likelihood: ``(head_params, features (M, F), y (M,)) -> (M,)``: log p(y_n | W, phi_n)
         (a point-estimate head uses it directly).
@@ -64,7 +66,7 @@ class LastLayer(NamedTuple):
     """
 
     net: Network
-    vi: BBVI
+    vi: VIAlgorithm
     init: Callable[[PRNGKey], PyTree]
     elbo: Callable[[PyTree, PyTree, Any, PRNGKey], Array]
     features: Callable[[PyTree, Array], Array]
@@ -207,7 +209,7 @@ def bayesian_last_layer(
         prior=prior if analytic else None,
         log_prior=None if analytic else (lambda head: prior.log_prob(ravel_pytree(head)[0])),
     )
-    guide = vi.guide
+    guide = _extras.guide(vi)
 
     def features(net_params, x):
         return jax.vmap(net.apply, (None, 0))(net_params, x)
@@ -220,7 +222,7 @@ def bayesian_last_layer(
 
     def elbo(net_params, vparams, batch, key):
         x, y = batch
-        return vi.elbo(vparams, (features(net_params, x), y), key)
+        return _extras.elbo(vi, vparams, (features(net_params, x), y), key)
 
     def heads(vparams, key, num_samples):
         keys = jax.random.split(key, check_int("num_samples", num_samples))

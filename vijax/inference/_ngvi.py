@@ -54,7 +54,7 @@ from vijax._validate import check_choice, check_int, check_key, is_tracer
 from vijax.inference import schedules
 from vijax.inference._bbvi import NUM_START_DRAWS, check_gradient_flows, gradient_probe, log_joint
 from vijax.inference._guides import check_shapes, check_structures
-from vijax.inference.base import Proposal, checked_step
+from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
 GRADIENTS = ("reparam", "hessian")
@@ -67,18 +67,6 @@ class NGVIState(NamedTuple):
     q_global: PyTree
     count: Array
     num_rejected: Array
-
-
-class NGVI(NamedTuple):
-    """``ngvi``'s algorithm: ``init``/``step`` as every ``VIAlgorithm``, plus
-    ``log_weights(state, batch, key, num_samples) -> (S,)`` (log p(x, z_s) - log q(z_s) for draws
-    z_s ~ q, for PSIS: ``vijax.metrics.psis``) and ``sample(state, key, num_samples)`` (draws
-    structured like q, with a leading S axis)."""
-
-    init: Callable
-    step: Callable
-    log_weights: Callable
-    sample: Callable
 
 
 class NGVIInfo(NamedTuple):
@@ -240,7 +228,7 @@ def as_top_level_api(
     gradient: Optional[str] = None,
     prior: PyTree = None,
     log_prior: Optional[Callable] = None,
-):
+) -> VIAlgorithm:
     """Natural-gradient VI on ``log_density`` with q in an exponential family.
 
     Args:
@@ -262,8 +250,9 @@ def as_top_level_api(
       log_prior: ``z -> scalar`` added once per step (the whole log-joint then reaches g_hat).
 
     Returns:
-      An :class:`NGVI` (``init``, ``step``, ``log_weights``, ``sample``); ``state.q_global`` is the
-      pytree of families.
+      ``VIAlgorithm(init, step)``; ``state.q_global`` is the pytree of families. Draws and PSIS
+      log-weights: ``vijax.inference.sample(alg, state, key, num_samples)`` and
+      ``log_weights(alg, state, batch, key, num_samples)``.
 
     Raises:
       ValueError: naming the argument: a family without a reparameterized sampler, ``"hessian"``
@@ -313,37 +302,16 @@ def as_top_level_api(
     sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(0.5, tau=1.0, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
 
-    def sample(state, key, num_samples):
-        keys = jax.random.split(key, check_int("num_samples", num_samples))
-        return jax.vmap(lambda k: expfam.reparam_sample(state.q_global, k))(keys)
-
-    def log_weights(state, batch, key, num_samples):
-        q = state.q_global
-
-        def w(z):
-            if prior is None:
-                log_p = joint(z, batch)
-            else:
-                lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), prior, z, is_leaf=expfam.is_family)
-                log_p = joint(z, batch) + sum(jax.tree_util.tree_leaves(lp))
-            lq = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), q, z, is_leaf=expfam.is_family)
-            return log_p - sum(jax.tree_util.tree_leaves(lq))
-
-        return jax.vmap(w)(sample(state, key, num_samples))
-
-    return NGVI(
-        init=lambda key, batch=None: init(
-            key,
-            batch,
+    return VIAlgorithm(
+        init=bind_settings(
+            init,
             family=family,
             joint=joint,
             log_density=log_density,
             has_prior=prior is not None or log_prior is not None,
         ),
-        step=lambda state, batch, key: step(
-            state,
-            batch,
-            key,
+        step=bind_settings(
+            step,
             joint=joint,
             schedule=sched,
             num_samples=num_samples,
@@ -352,11 +320,29 @@ def as_top_level_api(
             model=getattr(log_density, "__self__", log_density),
             family=family,
         ),
-        log_weights=log_weights,
-        sample=sample,
     )
+
+
+def sample(q_global: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
+    """Draws structured like q (the pytree of families), with a leading axis of ``num_samples``."""
+    keys = jax.random.split(key, check_int("num_samples", num_samples))
+    return jax.vmap(lambda k: expfam.reparam_sample(q_global, k))(keys)
+
+
+def log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, *, joint, prior=None) -> Array:
+    """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q, for PSIS (``vijax.metrics.psis``)."""
+
+    def w(z):
+        log_p = joint(z, batch)
+        if prior is not None:
+            lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), prior, z, is_leaf=expfam.is_family)
+            log_p = log_p + sum(jax.tree_util.tree_leaves(lp))
+        lq = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), q_global, z, is_leaf=expfam.is_family)
+        return log_p - sum(jax.tree_util.tree_leaves(lq))
+
+    return jax.vmap(w)(sample(q_global, key, num_samples))
 
 
 ngvi = as_top_level_api
 
-__all__ = ["GRADIENTS", "NGVI", "NGVIInfo", "NGVIState", "as_top_level_api", "init", "ngvi", "step"]
+__all__ = ["GRADIENTS", "NGVIInfo", "NGVIState", "as_top_level_api", "init", "log_weights", "ngvi", "sample", "step"]

@@ -14,6 +14,7 @@ keys are always passed (never None) and never reused.
 from __future__ import annotations
 
 import functools
+import types
 import inspect
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
@@ -342,6 +343,21 @@ def checked_step(body: Callable) -> Callable:
     return step
 
 
+def bind_settings(fn: Callable, **settings: Any) -> Callable:
+    """``fn`` with a factory's settings bound as keywords, as a plain function (what ``jax.jit``,
+    ``chex.assert_max_traces`` and ``inspect`` take as they take any function, unlike a
+    ``functools.partial``). The settings stay readable: ``.func`` is ``fn`` and ``.keywords`` the
+    settings, as on a partial; the module functions over an algorithm (``vijax.inference.sample``,
+    ``guide``, ...) read them there."""
+
+    @functools.wraps(fn)
+    def bound(*args, **kwargs):
+        return fn(*args, **kwargs, **settings)
+
+    bound.func, bound.keywords = fn, types.MappingProxyType(settings)
+    return bound
+
+
 def safe_increment(count: Array) -> Array:
     """count + 1, saturating at the int32 maximum (as optax does)."""
     big = jnp.array(jnp.iinfo(jnp.int32).max, jnp.int32)
@@ -356,6 +372,7 @@ __all__ = [
     "init_from",
     "check_protocol",
     "check_step_batch",
+    "bind_settings",
     "checked_step",
     "jit_step",
     "protocol_members",

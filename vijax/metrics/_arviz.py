@@ -54,13 +54,13 @@ def to_arviz(
     Args:
       q_or_draws: either a pytree of ``vijax.expfam`` families (a state's ``q_global`` from CAVI,
         SVI, SSVI, PG-SVI, ...), from which ``num_draws`` draws are taken with ``key``; or a pytree
-        of arrays of draws, each with the same leading number of draws S (e.g. ``BBVI.sample``).
+        of arrays of draws, each with the same leading number of draws S (e.g. ``vijax.inference.sample(alg, state, key, S)``).
       key: the PRNG key for the draws (needed for families; each leaf gets its own split).
       num_draws: S, the number of draws from families.
       names: the posterior variables' names, one per leaf in pytree order (default: each leaf's
         path in the pytree, or its family's class name).
       log_weights: optional (S,) log importance weights log p(x, z_s) - log q(z_s) of the same draws
-        (``BBVI.log_weights`` / ``NGVI.log_weights`` with the same key): stored in
+        (``vijax.inference.log_weights`` of a ``bbvi`` or ``ngvi`` algorithm, with the same key): stored in
         ``sample_stats.log_weight`` with PSIS-smoothed ones in ``sample_stats.psis_log_weight``, and
         the PSIS k-hat (``vijax.metrics.psis``) in ``sample_stats.attrs["khat"]``.
       num_chains: S draws are shown to ArviZ as ``num_chains`` chains of S / num_chains draws

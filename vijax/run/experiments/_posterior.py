@@ -31,7 +31,7 @@ import numpy as np
 import optax
 
 from vijax import expfam
-from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, make_algorithm
+from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, log_weights, make_algorithm, sample
 from vijax.metrics import KHAT_THRESHOLD, psis
 from vijax.run import Baseline, ConfigError, configured_algorithm, float_bytes, MemoryNeed, SEED_BOUND
 
@@ -191,14 +191,14 @@ def _method(label: str, alg, pytree_guide: bool, target: Target, num_draws: int)
     if pytree_guide:  # bbvi: its own sampler and log-weights
 
         def draws(st, key):
-            return jax.vmap(target.quantities)(alg.sample(st, key, n)), alg.log_weights(st, full, key, n)
+            return jax.vmap(target.quantities)(sample(alg, st, key, n)), log_weights(alg, st, full, key, n)
 
         return Method(label, alg, jax.jit(draws))
     guide = _flat(target)[0]
 
     def flat_draws(st, key):  # ngvi's own draws and log-weights (the same key: the same draws)
-        z = alg.sample(st, key, n)
-        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), alg.log_weights(st, full, key, n)
+        z = sample(alg, st, key, n)
+        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), log_weights(alg, st, full, key, n)
 
     return Method(label, alg, jax.jit(flat_draws))
 

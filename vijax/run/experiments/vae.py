@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import epoch_batches, latent_bernoulli_log_prob, load_digits_images, sample_latent_bernoulli
+from vijax import inference
 from vijax.inference import make_algorithm
 from vijax.models import VAE, mlp
 from vijax.run import (
@@ -200,7 +201,7 @@ def _label(bayesian: bool) -> str:
 
 def _evaluator(alg, x_test, num_samples: int, key):
     def evaluate(state) -> dict:
-        return {"test_elbo": float(jnp.mean(alg.elbo(state, x_test, key, num_samples)))}
+        return {"test_elbo": float(jnp.mean(inference.elbo(alg, state.q_global, x_test, key, num_samples=num_samples)))}
 
     return evaluate
 
@@ -208,12 +209,20 @@ def _evaluator(alg, x_test, num_samples: int, key):
 def _estimates(alg, state, x_test, section: dict, key, theta: str = "sample") -> dict:
     """Test ELBO and IW log-likelihood (mean over test points, SE over them, sd over repeats)."""
     p = x_test.shape[0]
-    elbo = np.asarray(alg.elbo(state, x_test, key, section["elbo_samples"], theta=theta))
+    elbo = np.asarray(
+        inference.elbo(alg, state.q_global, x_test, key, num_samples=section["elbo_samples"], theta=theta)
+    )
     reps = np.stack(
         [
             np.asarray(
-                alg.iwae_log_likelihood(
-                    state, x_test, jax.random.fold_in(key, r), section["iw_samples"], section["iw_chunk"], theta=theta
+                inference.iwae_log_likelihood(
+                    alg,
+                    state,
+                    x_test,
+                    jax.random.fold_in(key, r),
+                    section["iw_samples"],
+                    section["iw_chunk"],
+                    theta=theta,
                 )
             )
             for r in range(section["iw_repeats"])
@@ -305,7 +314,9 @@ def build(sections: dict, seed: int) -> Experiment:
         for label, res in runs.items():
             alg = algs[label]
             start = alg.init(jax.random.PRNGKey(seed))
-            before = float(jnp.mean(alg.elbo(start, xte, eval_key, section["elbo_samples"])))
+            before = float(
+                jnp.mean(inference.elbo(alg, start.q_global, xte, eval_key, num_samples=section["elbo_samples"]))
+            )
             est = _estimates(alg, res.state, xte, section, eval_key)
             elbo = np.asarray(res.trace.get("elbo", np.zeros(0)))
             tail = elbo[-min(len(elbo), 100) :] / n
@@ -317,7 +328,7 @@ def build(sections: dict, seed: int) -> Experiment:
                     "test ELBO at start": before,
                     **est,
                     "train ELBO / N (last 100 steps)": float(tail.mean()) if len(tail) else float("nan"),
-                    "KL(q(θ)‖p(θ)) / N": float(alg.decoder_kl(res.state)) / n,
+                    "KL(q(θ)‖p(θ)) / N": float(inference.decoder_kl(alg, res.state)) / n,
                     "rejected steps": int(res.state.num_rejected),
                     "wall time (s)": res.wall_time,
                 }
@@ -331,8 +342,10 @@ def build(sections: dict, seed: int) -> Experiment:
                         **_estimates(alg, res.state, xte, section, eval_key, theta="mean"),
                     }
                 )
-            recs[label] = np.asarray(alg.reconstruct(res.state, xte[: section["num_images"]]))
-            samples[label] = np.asarray(alg.sample(res.state, jax.random.fold_in(eval_key, 99), section["num_images"]))
+            recs[label] = np.asarray(inference.reconstruct(alg, res.state, xte[: section["num_images"]]))
+            samples[label] = np.asarray(
+                inference.sample(alg, res.state, jax.random.fold_in(eval_key, 99), section["num_images"])
+            )
         _figure(
             os.path.join(out_dir, "vae_reconstructions.png"),
             recs,

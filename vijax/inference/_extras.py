@@ -1,0 +1,117 @@
+"""What an algorithm offers beyond ``init`` and ``step``, as module functions over the algorithm and
+its state (BlackJAX's ``vi`` modules' lesson): every factory returns ``VIAlgorithm(init, step)``,
+whose ``step`` is the module's ``step`` with the factory's settings bound (``functools.partial``);
+these functions read the settings they need (the guide, the log-joint, the decoder) from there.
+
+- ``guide(alg)``: ``bbvi``'s variational family (``guide(alg).mean(state.q_global)``, ``.to_tfp``);
+- ``sample(alg, state, key, num_samples)``: draws from q (``bbvi``: constrained parameters;
+  ``ngvi``: structured like q) or, for ``aevb``, data from the generative model;
+- ``log_weights(alg, state, batch, key, num_samples)``: log p(x, z_s) - log q(z_s) (``bbvi``,
+  ``ngvi``), for PSIS (``vijax.metrics.psis``);
+- ``elbo(alg, q_global, batch, key, **options)``: the ELBO estimate at ``q_global`` as a
+  differentiable function (``bbvi``: the scalar ``step`` ascends; ``aevb``: per datum);
+- ``iwae_log_likelihood``, ``reconstruct``, ``decoder_kl``: ``aevb``'s evaluations.
+
+An algorithm wrapped by a combinator (``restarts``, ``jit_step``...) no longer carries its factory's
+settings: call these on the algorithm the factory returned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vijax.inference import _aevb, _bbvi, _ngvi
+from vijax.types import Array, PRNGKey, PyTree
+
+_MODULES = {"bbvi": _bbvi, "ngvi": _ngvi, "aevb": _aevb}
+
+
+def _settings(alg: Any, what: str, kinds: tuple[str, ...]) -> tuple[str, dict]:
+    """(the factory's name, the settings its step was built with), or ValueError naming ``alg``."""
+    func = getattr(getattr(alg, "step", None), "func", None)
+    for kind in kinds:
+        if func is _MODULES[kind].step:
+            return kind, alg.step.keywords
+    raise ValueError(
+        f"alg: {what} takes an algorithm returned by {' or '.join(kinds)} (as its factory returned it, not "
+        f"wrapped by a combinator), got {type(alg).__name__}"
+        + (f" stepping with {getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}" if func else "")
+    )
+
+
+def guide(alg: Any):
+    """``bbvi``'s variational family (``GaussianGuide`` or ``ExpFamilyGuide``): ``init()``,
+    ``mean(q_global)`` (the parameter pytree at q's centre), ``to_tfp(q_global)``, ``sample``..."""
+    _, kw = _settings(alg, "guide", ("bbvi",))
+    return kw["guide"]
+
+
+def sample(alg: Any, state: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
+    """``num_samples`` draws, stacked on a leading axis: of the parameters from q (``bbvi``,
+    constrained; ``ngvi``, structured like q) or of data from the fitted model (``aevb``:
+    E[x | z; theta] for z ~ N(0, I), theta ~ q(theta))."""
+    kind, kw = _settings(alg, "sample", ("bbvi", "ngvi", "aevb"))
+    if kind == "bbvi":
+        return _bbvi.sample(state.q_global, key, num_samples, guide=kw["guide"])
+    if kind == "ngvi":
+        return _ngvi.sample(state.q_global, key, num_samples)
+    return _aevb.sample(state.q_global, key, num_samples, model=kw["model"], decoder=kw["decoder"])
+
+
+def log_weights(alg: Any, state: PyTree, batch: PyTree, key: PRNGKey, num_samples: int) -> Array:
+    """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q (``bbvi``: in the unconstrained space, the
+    Jacobian included; ``ngvi``), for PSIS (``vijax.metrics.psis``)."""
+    kind, kw = _settings(alg, "log_weights", ("bbvi", "ngvi"))
+    if kind == "bbvi":
+        return _bbvi.log_weights(state.q_global, batch, key, num_samples, guide=kw["guide"], joint=kw["joint"])
+    return _ngvi.log_weights(state.q_global, batch, key, num_samples, joint=kw["joint"], prior=kw["prior"])
+
+
+def elbo(alg: Any, q_global: PyTree, batch: PyTree, key: PRNGKey, **options: Any) -> Array:
+    """The ELBO estimate at ``q_global`` (``state.q_global``, or any parameters of its structure),
+    differentiable in ``q_global`` and in anything ``batch`` depends on.
+
+    - ``bbvi``: the scalar ``step`` ascends (the configured estimator; the importance-weighted
+      bound for ``"iwae"``), so q can be one part of a larger model trained by the user's own
+      ``jax.grad`` (docs/composition.md); no options.
+    - ``aevb``: (N,) per-datum estimates; options ``num_samples=1``, ``theta="sample"``.
+    """
+    kind, kw = _settings(alg, "elbo", ("bbvi", "aevb"))
+    if kind == "bbvi":
+        if options:
+            raise ValueError(f"{sorted(options)[0]}: bbvi's elbo takes no options (its settings are the factory's)")
+        names = ("guide", "joint", "estimator", "entropy", "num_samples", "prior")
+        return _bbvi.elbo(q_global, batch, key, **{n: kw[n] for n in names})
+    return _aevb.elbo(q_global, batch, key, **options, model=kw["model"], decoder=kw["decoder"])
+
+
+def iwae_log_likelihood(
+    alg: Any,
+    state: PyTree,
+    x: Array,
+    key: PRNGKey,
+    num_samples: int = 1000,
+    chunk_size: int = 256,
+    theta: str = "sample",
+) -> Array:
+    """``aevb``: (N,) importance-sampled estimates of log p(x_n) (Burda, Grosse and Salakhutdinov
+    2016), K = ``num_samples`` draws in chunks of ``chunk_size`` (see ``vijax.inference.aevb``)."""
+    _, kw = _settings(alg, "iwae_log_likelihood", ("aevb",))
+    return _aevb.iwae_log_likelihood(
+        state.q_global, x, key, num_samples, chunk_size, theta, model=kw["model"], decoder=kw["decoder"]
+    )
+
+
+def reconstruct(alg: Any, state: PyTree, x: Array) -> Array:
+    """``aevb``: (N, D) E[x | z = mu_phi(x); theta] at q's mean theta."""
+    _, kw = _settings(alg, "reconstruct", ("aevb",))
+    return _aevb.reconstruct(state.q_global, x, model=kw["model"], decoder=kw["decoder"])
+
+
+def decoder_kl(alg: Any, state: PyTree) -> Array:
+    """``aevb``: KL(q(theta) || p(theta)) (0 for a point decoder)."""
+    _, kw = _settings(alg, "decoder_kl", ("aevb",))
+    return _aevb.decoder_kl(state.q_global, decoder=kw["decoder"])
+
+
+__all__ = ["decoder_kl", "elbo", "guide", "iwae_log_likelihood", "log_weights", "reconstruct", "sample"]
