@@ -18,12 +18,23 @@ every restart, at the evaluation steps, against documents seen and against the t
 and a band of one standard deviation; ``hyper_<corpus>.png``, the final score against alpha, a
 panel per eta, a line per (E-step, M-step) with error bars of one standard deviation.
 
-The runner (``vijax run configs/lda_ssvi.yaml``) drives the first setting of the first corpus;
-every other setting of every corpus is a ``Baseline`` of the experiment (checkpointed and
-resumed like the first), run for the same number of steps with a chunk of the first run's
-evaluation period, so that all evaluate at the same steps. The report reads their results and
-writes ``grid.json`` (every setting's curve) besides the plots. The whole grid is 81 settings per
-corpus: the config's default is a small part of it that runs in minutes on two CPU cores.
+One program per (M-step, E-step) pair: the alpha x eta grid of a pair runs as one compiled step,
+``restarts(hyperparameter_grid(alg, model, alpha=..., eta=...), R)``
+(``vijax.inference.hyperparameter_grid``: alpha and eta held in each grid point's state, every
+point from the same initial state, on the same minibatches with the same keys as a run of that
+setting alone; state leaves of shape (R, G, ...)). Every global update of ``M_STEPS`` (SVI,
+SSVI-A, SSVI, MAP) holds the hyperparameters in its state (its ``hyper`` field) and every E-step of
+LDA reads alpha from it, so every pair is one program; a global update whose state had no
+``hyper`` field would run one program per setting instead (plain ``restarts`` of the setting's own
+model). The training wall time of a setting is its program's, shared by the settings of a pair.
+
+The runner (``vijax run configs/lda_ssvi.yaml``) drives the first pair's grid on the first corpus;
+every other pair of every corpus is a ``Baseline`` of the experiment (checkpointed and resumed like
+the first), run for the same number of steps with a chunk of the first run's evaluation period, so
+that all evaluate at the same steps. The report splits each program's evaluations into one curve
+per setting and writes ``grid.json`` (every setting's curve) besides the plots. The whole grid is
+81 settings per corpus (9 programs): the config's default is a small part of it that runs in
+minutes on two CPU cores.
 """
 
 from __future__ import annotations
@@ -33,12 +44,14 @@ import json
 import os
 import time
 
+from typing import NamedTuple
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import Minibatcher, bucket_length
-from vijax.inference import M_STEPS, make_algorithm, restarts, schedules
-from vijax.metrics import document_completion
+from vijax.inference import M_STEPS, hyperparameter_grid, make_algorithm, restarts, schedules
 from vijax.models import LDA
 from vijax.run import Baseline, Experiment, eval_steps, register_experiment
 from vijax.run.experiments.lda import (
@@ -70,13 +83,29 @@ _BOUNDS = {
 }
 
 
-class _RestartEval:
-    """Held-out per-word log predictive of every restart (document completion on fixed test
-    batches, one jitted ``vmap`` over restarts), with the mean, standard deviation, minimum and
-    maximum over restarts, documents seen, and the seconds spent in earlier evaluations (so that
-    the training wall time is ``wall_time - eval_s_before``)."""
+def _per_word(model, q, observed, heldout, hyper):
+    """The held-out per-word log predictive by document completion (as
+    ``vijax.metrics.document_completion(...).per_word``), the fit of each document's gamma with the
+    hyperparameters ``hyper`` (None: the model's)."""
+    per_doc = model.log_predictive(q, observed, heldout, hyper=hyper)  # (S,)
+    n_obs = jnp.sum(observed.counts, axis=-1)
+    n_held = jnp.sum(heldout.counts, axis=-1).astype(per_doc.dtype)
+    keep = (n_obs > 0) & (n_held > 0)
+    return jnp.sum(jnp.where(keep, per_doc, 0.0)) / jnp.sum(jnp.where(keep, n_held, 0.0))
 
-    def __init__(self, model, observed, heldout, batch_size):
+
+class _GridEval:
+    """Held-out per-word log predictive of every restart of every setting of a program (document
+    completion on fixed test batches, one jitted ``vmap`` over restarts and settings), per setting
+    ``j`` under keys ``p<j>|...``: the mean, standard deviation, minimum and maximum over restarts
+    and each restart's score; shared: documents seen, and the seconds spent in earlier evaluations
+    (so that the training wall time is ``wall_time - eval_s_before``).
+
+    ``grid``: the state is a ``hyperparameter_grid``'s under ``restarts`` (leaves (R, G, ...),
+    ``state.hyper`` each setting's alpha and eta); otherwise that of ``restarts`` of one setting's
+    own model (leaves (R, ...))."""
+
+    def __init__(self, model, observed, heldout, batch_size, grid):
         n = observed.num_docs
         if not np.any((np.asarray(observed.doc_unique_words) > 0) & (np.asarray(heldout.doc_unique_words) > 0)):
             # checked here: under jit the per-word score of a held-out set without tokens is NaN
@@ -86,23 +115,54 @@ class _RestartEval:
             )
         ob = observed.batch(np.arange(n), length=bucket_length(int(observed.doc_unique_words.max(initial=1))))
         hb = heldout.batch(np.arange(n), length=bucket_length(int(heldout.doc_unique_words.max(initial=1))))
-        self._score = jax.jit(jax.vmap(lambda q: document_completion(model, q, ob, hb).per_word))
+        one = lambda q, hyper: _per_word(model, q, ob, hb, hyper)
+        if grid:  # over restarts, then settings
+            self._score = jax.jit(lambda st: jax.vmap(jax.vmap(one))(st.q_global, st.hyper))
+        else:
+            self._score = jax.jit(lambda st: jax.vmap(lambda q: one(q, None))(st.q_global)[:, None])
         self.batch_size, self.eval_s = batch_size, 0.0
 
     def __call__(self, state) -> dict:
         t0 = time.perf_counter()
-        per_word = np.asarray(self._score(state.q_global), np.float64)  # (restarts,)
-        out = {
-            "heldout_mean": float(np.mean(per_word)),
-            "heldout_std": float(np.std(per_word)),
-            "heldout_min": float(np.min(per_word)),
-            "heldout_max": float(np.max(per_word)),
-            "docs_seen": int(state.count[0]) * self.batch_size,
-            "eval_s_before": self.eval_s,
-        }
-        out.update({f"heldout_r{i}": float(v) for i, v in enumerate(per_word)})
+        scores = np.asarray(self._score(state), np.float64)  # (restarts, settings)
+        out = {}  # in the order of a setting's row: its summaries, the shared entries, its restarts
+        for j, per_word in enumerate(scores.T):
+            out[f"p{j}|heldout_mean"] = float(np.mean(per_word))
+            out[f"p{j}|heldout_std"] = float(np.std(per_word))
+            out[f"p{j}|heldout_min"] = float(np.min(per_word))
+            out[f"p{j}|heldout_max"] = float(np.max(per_word))
+        out["docs_seen"] = int(np.ravel(state.count)[0]) * self.batch_size
+        out["eval_s_before"] = self.eval_s
+        for j, per_word in enumerate(scores.T):
+            out.update({f"p{j}|heldout_r{i}": float(v) for i, v in enumerate(per_word)})
         self.eval_s += time.perf_counter() - t0
         return out
+
+
+def _point_evals(evals: list, j: int) -> list:
+    """Setting ``j``'s evaluations out of its program's (``_GridEval``'s keys): the shared entries
+    and that setting's, without its prefix."""
+    tag = f"p{j}|"
+    return [
+        {(k[len(tag) :] if k.startswith(tag) else k): v for k, v in ev.items() if k.startswith(tag) or "|" not in k}
+        for ev in evals
+    ]
+
+
+def _holds_hyperparameters(alg) -> bool:
+    """Whether ``alg``'s state has a ``hyper`` field (``inject_hyperparameters``), from the shape
+    of its initial state (nothing computed)."""
+    return "hyper" in getattr(jax.eval_shape(alg.init, jax.random.PRNGKey(0)), "_fields", ())
+
+
+class _Program(NamedTuple):
+    """One compiled program of a corpus: the settings it runs (indices into the experiment's
+    settings), its algorithm and evaluation, and its baseline name."""
+
+    name: str
+    indices: tuple
+    algorithm: object
+    eval_fn: object
 
 
 def _settings(a: dict, m: dict) -> list[tuple[str, str, float, float]]:
@@ -148,21 +208,40 @@ class _Corpus:
         self.host_batches = lambda t0, n: mb.host_batches(t0, n, length=length)
         self.schedule = schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"])
 
-    def make(self, setting):
-        g, l, al, e = setting
-        model = make_model(self.m, self.train.vocab_size, alpha=al, eta=e)
-        alg = restarts(
-            make_algorithm(
-                M_STEPS[g],
-                model,
-                num_data=self.train.num_docs - self.train.num_empty,
-                schedule=self.schedule,
-                local=l,
-                ramp=self.a["ramp"],
-            ),
-            self.a["restarts"],
+    def _base(self, g, l, model):
+        return make_algorithm(
+            M_STEPS[g],
+            model,
+            num_data=self.train.num_docs - self.train.num_empty,
+            schedule=self.schedule,
+            local=l,
+            ramp=self.a["ramp"],
         )
-        return alg, _RestartEval(model, self.observed, self.heldout, self.a["batch_size"])
+
+    def programs(self, settings) -> list:
+        """One ``_Program`` per (M-step, E-step) pair, in the order of ``settings``: its alpha x eta
+        grid (``hyperparameter_grid`` under ``restarts``), or one per setting where the M-step's
+        state cannot hold the hyperparameters (no ``hyper`` field)."""
+        pairs = list(dict.fromkeys((g, l) for g, l, _, _ in settings))
+        out = []
+        for p_i, (g, l) in enumerate(pairs):
+            idx = [i for i, (g2, l2, _, _) in enumerate(settings) if (g2, l2) == (g, l)]
+            model = make_model(self.m, self.train.vocab_size, alpha=settings[idx[0]][2], eta=settings[idx[0]][3])
+            base = self._base(g, l, model)
+            if _holds_hyperparameters(base):
+                alphas = [settings[i][2] for i in idx]
+                etas = [settings[i][3] for i in idx]
+                alg = restarts(hyperparameter_grid(base, model, alpha=alphas, eta=etas), self.a["restarts"])
+                ev = _GridEval(model, self.observed, self.heldout, self.a["batch_size"], grid=True)
+                out.append(_Program(f"{self.name}_{p_i}_{g}_{l}", tuple(idx), alg, ev))
+                continue
+            for i in idx:  # one program per setting
+                _, _, al, e = settings[i]
+                own = make_model(self.m, self.train.vocab_size, alpha=al, eta=e)
+                alg = restarts(self._base(g, l, own), self.a["restarts"])
+                ev = _GridEval(own, self.observed, self.heldout, self.a["batch_size"], grid=False)
+                out.append(_Program(_baseline_name(self.name, i, settings[i]), (i,), alg, ev))
+        return out
 
 
 def _load(name, sections, seed):
@@ -304,7 +383,10 @@ def _plot(curves, corpus, out_dir):
     },
     description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman & Blei 2015, §4.1, app. D)",
     bounds=_BOUNDS,
-    memory=lambda config: synthetic_memory(config, copies=config["algorithm"]["restarts"]),
+    # every (alpha, eta) setting of a pair's program holds its restarts' states
+    memory=lambda config: synthetic_memory(
+        config, copies=config["algorithm"]["restarts"] * len(config["model"]["alphas"]) * len(config["model"]["etas"])
+    ),
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, a, d = sections["model"], sections["algorithm"], sections["data"]
@@ -322,15 +404,32 @@ def build(sections: dict, seed: int) -> Experiment:
     if not corpora:
         raise ValueError(f"data.corpora: none of {d['corpora']} is available (wiki_bnpy needs the reference data)")
     first = corpora[0]
-    alg0, eval0 = first.make(settings[0])
-    grid = _grid_baselines(corpora, settings, sections["run"])
+    programs = [(c, prog) for c in corpora for prog in c.programs(settings)]
+    (_, own), others = programs[0], programs[1:]
+    every = max(eval_steps(sections["run"])[0], 1)
+    run_settings = {"chunk_size": every, "eval_every": every, "tol": None}
+    grid = [
+        (
+            c,
+            prog,
+            Baseline(
+                prog.name, prog.algorithm, eval_fn=prog.eval_fn, host_batches=c.host_batches, settings=run_settings
+            ),
+        )
+        for c, prog in others
+    ]
 
     def report(result, out_dir, baselines):
         if not result.evals:
             return {"skipped_corpora": skipped}
         num_steps = int(result.num_steps)
-        curves = [_curve(settings[0], result.evals, first.name)]
-        curves += [_curve(setting, baselines[b.name].evals, corpus) for corpus, setting, b in grid]
+        runs = [(first, own, result.evals)] + [(c, prog, baselines[b.name].evals) for c, prog, b in grid]
+        curves = [
+            (corpora.index(c), i, _curve(settings[i], _point_evals(evals, j), c.name))
+            for c, prog, evals in runs
+            for j, i in enumerate(prog.indices)
+        ]
+        curves = [cv for _, _, cv in sorted(curves, key=lambda t: t[:2])]  # each corpus's settings in order
         plots = [p for corpus in corpora for p in _plot(curves, corpus.name, out_dir)]
         with open(os.path.join(out_dir, "grid.json"), "w") as fh:
             json.dump(
@@ -357,39 +456,11 @@ def build(sections: dict, seed: int) -> Experiment:
         }
 
     return Experiment(
-        alg0,
-        lambda key: alg0.init(key),
+        own.algorithm,
+        lambda key: own.algorithm.init(key),
         None,
-        eval0,
+        own.eval_fn,
         report,
         host_batches=first.host_batches,
         baselines=tuple(b for _, _, b in grid),
     )
-
-
-def _grid_baselines(corpora, settings, run_section) -> list:
-    """``(corpus name, setting, Baseline)`` of every setting of every corpus but the first setting
-    of the first corpus (the experiment's own run): the same keys, steps and minibatches, with a
-    chunk of the first run's evaluation period, so that every setting evaluates at its steps."""
-    every = max(eval_steps(run_section)[0], 1)
-    settings_ = {"chunk_size": every, "eval_every": every, "tol": None}
-    grid = []
-    for corpus in corpora:
-        for i, setting in enumerate(settings):
-            if corpus is corpora[0] and setting == settings[0]:
-                continue
-            alg, ev = corpus.make(setting)
-            grid.append(
-                (
-                    corpus.name,
-                    setting,
-                    Baseline(
-                        _baseline_name(corpus.name, i, setting),
-                        alg,
-                        eval_fn=ev,
-                        host_batches=corpus.host_batches,
-                        settings=settings_,
-                    ),
-                )
-            )
-    return grid
