@@ -10,8 +10,11 @@ report writes ``fig2_<dataset>.png``, ``results.md`` and returns the table.
 the step size, for batch
 gradient descent on (m, L) ('GD'), batch proximal-gradient with exact gradients ('PG'), with Monte
 Carlo gradients ('PG-MC') and PG-SVI. The runner drives a short batch-PG run; the optimum and
-every point of the grid are ``Baseline`` runs; the report writes ``fig1_<dataset>.png`` and
-``results.md``. "Converged" is L_p >= L* - tol |L*| after pass p, with L* the optimum (a long
+each method's sweep are ``Baseline`` runs. A method's sweep is one compiled program
+(``vijax.inference.factory_grid``: the swept constant, GD's learning rate or the PG methods' beta,
+held in the state; every step size under ``vmap`` on the same batches with the same keys as its
+own run), so its step sizes share one wall time, the whole sweep's. The report writes
+``fig1_<dataset>.png`` and ``results.md``. "Converged" is L_p >= L* - tol |L*| after pass p, with L* the optimum (a long
 batch-PG run). The paper's rule, a change between
 consecutive passes below a threshold, declared small-step GD converged after one pass far from
 the optimum (|dL| is small because GD barely moves), so we measure the distance to L* instead.
@@ -32,9 +35,10 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from vijax.data import epoch_batches, load_binary_dataset
-from vijax.inference import ProxSVIState, VIAlgorithm, optax_vi, prox_svi, replace_elbo
+from vijax.inference import ProxSVIState, VIAlgorithm, factory_grid, optax_vi, prox_svi, replace_elbo
 from vijax.models.gp_classification import GPClassification
 from ._gpc_plots import plot_compare, plot_step_size
 from vijax.run import (
@@ -203,17 +207,27 @@ def _memory(config) -> list[MemoryNeed]:
     paper = PAPER.get(config["data"]["dataset"], {})
     samples = a["num_samples"] if a["num_samples"] is not None else paper.get("num_samples", 1)
     batch = a["batch_size"] if a["batch_size"] is not None else paper.get("batch_size", 1)
-    needs = [
+    if "pg_mc_samples" not in a:  # gpc_compare
+        return [
+            MemoryNeed(
+                "a step's draws (algorithm.num_samples x algorithm.batch_size)",
+                ("algorithm.num_samples", "algorithm.batch_size"),
+                4 * samples * batch * f,
+            )
+        ]
+    # gpc_step_size: every step size of a method in one program (a grid under vmap), each with its draws
+    return [
         MemoryNeed(
-            "a step's draws (algorithm.num_samples x algorithm.batch_size)",
-            ("algorithm.num_samples", "algorithm.batch_size"),
-            4 * samples * batch * f,
-        )
+            "a PG-SVI step's draws (algorithm.num_samples x algorithm.batch_size x the step sizes)",
+            ("algorithm.num_samples", "algorithm.batch_size", "algorithm.pg_svi_betas"),
+            4 * samples * batch * len(a["pg_svi_betas"]) * f,
+        ),
+        MemoryNeed(
+            "the PG-MC draws (algorithm.pg_mc_samples x the data x the step sizes)",
+            ("algorithm.pg_mc_samples", "algorithm.pg_mc_betas"),
+            4 * a["pg_mc_samples"] * _MAX_POINTS * len(a["pg_mc_betas"]) * f,
+        ),
     ]
-    if "pg_mc_samples" in a:  # gpc_step_size
-        mc = MemoryNeed("the PG-MC draws (algorithm.pg_mc_samples x the data)", ("algorithm.pg_mc_samples",), 0)
-        needs.append(mc._replace(bytes=4 * a["pg_mc_samples"] * _MAX_POINTS * f))
-    return needs
 
 
 def _resolve(sections: dict) -> tuple[dict, object]:
@@ -441,12 +455,13 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
         t0 = time.time()
         init_key = jax.random.split(jax.random.PRNGKey(seed))[0]  # the baselines' init key
         # L*: the optimum, from a long batch-PG run with exact gradients (beta = 1)
-        target = float(max(_elbo_curve(points[0], baselines, init_key)))
+        target = float(np.max(_elbo_curves(points[0], baselines, init_key)))
         out = {}
-        for p in points[1:]:
-            e, res = _elbo_curve(p, baselines, init_key), baselines[p.baseline.name]
-            examples = examples_to_converge(e, target, a["tol"], spp * mb if p.method == "pg_svi" else n)
-            out.setdefault(p.method, []).append((p.step_size, examples, e[-1], res.wall_time))
+        for p in points[1:]:  # one program per method: its step sizes' curves, its wall time
+            curves, res = _elbo_curves(p, baselines, init_key), baselines[p.baseline.name]
+            for step_size, e in zip(p.step_sizes, curves):
+                examples = examples_to_converge(e, target, a["tol"], spp * mb if p.method == "pg_svi" else n)
+                out.setdefault(p.method, []).append((step_size, examples, float(e[-1]), res.wall_time))
         rows = [
             {"method": LABELS[m], "step size": ss, "examples to converge": ex, "final ELBO": fe, "wall time (s)": w}
             for m, lst in out.items()
@@ -457,8 +472,9 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
                 f"# Figure 1 on {data.name}: examples seen until L >= L* - {a['tol']} |L*|, "
                 f"L* = {target:.6g} (batch PG, {a['optimum_steps']} steps)\n\n"
                 f"batch methods: at most {a['max_passes_batch']} passes; PG-SVI: at most {a['max_passes_svi']} "
-                f"passes of {spp} minibatches of {mb}, S = {s['num_samples']}; PG-MC S = {a['pg_mc_samples']}"
-                f"\n\n" + _md_table(rows, list(rows[0]))
+                f"passes of {spp} minibatches of {mb}, S = {s['num_samples']}; PG-MC S = {a['pg_mc_samples']}. "
+                "Each method's step sizes run as one program (a grid under vmap): its wall time is the "
+                "whole grid's.\n\n" + _md_table(rows, list(rows[0]))
             )
         plot_step_size(
             os.path.join(out_dir, f"fig1_{data.name}.png"),
@@ -481,28 +497,31 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
 
 
 class _Point(NamedTuple):
-    """One run of Figure 1: a method at one step size (or the optimum), as a ``Baseline``, with
-    the exact ELBO of its states."""
+    """One program of Figure 1: a method over its step sizes (a ``factory_grid``, the step size in
+    the state; or the optimum's single run), as a ``Baseline``, with the exact ELBO of each step
+    size's state."""
 
     method: str  # "optimum", "gd", "pg", "pg_mc" or "pg_svi"
-    step_size: float
+    step_sizes: tuple  # one per grid point (the optimum: (1.0,))
     baseline: Baseline
-    exact: Callable  # state -> the exact ELBO
+    exact: Callable  # state -> the exact ELBO of each point, shape (G,)
 
 
 def _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp) -> list:
-    """The optimum's run (first), then every method's step sizes: the batch methods on the full
-    data with their exact ELBO as ``info.elbo``, PG-SVI on minibatches with the exact ELBO
-    evaluated after every pass."""
+    """The optimum's run (first), then one program per method over its step sizes
+    (``factory_grid``: the step size held in the state, every step size on the same batches with
+    the same keys as its own run): the batch methods on the full data with their exact ELBO as
+    ``info.elbo``, PG-SVI on minibatches with the exact ELBO evaluated after every pass."""
     n = exact_model.num_data
+    on_grid = lambda f: lambda st: jax.vmap(f)(st.state)  # a point's exact ELBO, over the grid
     exact_q = lambda st: exact_model.elbo(st.q_global)
     exact_p = lambda st: exact_model.elbo_params(st.q_global)
 
-    def batch(method, i, step_size, alg, exact, steps):
-        name = method if method == "optimum" else f"{method}_{i}_{step_size:g}"  # unique, also for repeated sizes
+    def batch(method, sizes, alg, exact, steps):
+        name = method if method == "optimum" else f"{method}_grid"
         return _Point(
             method,
-            step_size,
+            tuple(sizes),
             Baseline(
                 name,
                 replace_elbo(alg, exact),
@@ -513,64 +532,47 @@ def _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp)
         )
 
     steps = a["max_passes_batch"]
-    points = [
-        batch(
-            "optimum",
-            0,
-            1.0,
-            prox_svi(exact_model, num_data=n, schedule=1.0, num_samples=1),
-            exact_q,
-            a["optimum_steps"],
+    optimum = prox_svi(exact_model, num_data=n, schedule=1.0, num_samples=1)
+    points = [batch("optimum", [1.0], optimum, lambda st: exact_q(st)[None], a["optimum_steps"])]
+    # optimizer="gd" is optax.sgd(lr) (make_optimizer), built here from the traced rate, which the
+    # named optimizer's concrete check of its rate would refuse (the config's bounds check the rates)
+    gd = factory_grid(lambda lr: optax_vi(exact_model, optimizer=optax.sgd(lr)), lr=a["gd_rates"])
+    points.append(batch("gd", a["gd_rates"], gd, on_grid(exact_p), steps))
+    pg = factory_grid(lambda beta: prox_svi(exact_model, num_data=n, schedule=beta, num_samples=1), beta=a["pg_betas"])
+    points.append(batch("pg", a["pg_betas"], pg, on_grid(exact_q), steps))
+    pg_mc = factory_grid(
+        lambda beta: prox_svi(mc_model, num_data=n, schedule=beta, num_samples=a["pg_mc_samples"]),
+        beta=a["pg_mc_betas"],
+    )
+    points.append(batch("pg_mc", a["pg_mc_betas"], pg_mc, on_grid(exact_q), steps))
+    pg_svi = factory_grid(
+        lambda beta: prox_svi(mc_model, num_data=n, schedule=beta, num_samples=s["num_samples"]), beta=a["pg_svi_betas"]
+    )
+    exact_svi = jax.jit(on_grid(exact_q))
+    points.append(
+        _Point(
+            "pg_svi",
+            tuple(a["pg_svi_betas"]),
+            Baseline(
+                "pg_svi_grid",
+                pg_svi,
+                batch_fn=svi_batches,
+                eval_fn=lambda st: {f"elbo_exact_{i}": float(v) for i, v in enumerate(np.asarray(exact_svi(st)))},
+                settings={"num_steps": a["max_passes_svi"] * spp, "chunk_size": spp, "eval_every": spp, "tol": None},
+            ),
+            on_grid(exact_q),
         )
-    ]
-    points += [
-        batch("gd", i, lr, optax_vi(exact_model, optimizer="gd", schedule=lr), exact_p, steps)
-        for i, lr in enumerate(a["gd_rates"])
-    ]
-    points += [
-        batch("pg", i, beta, prox_svi(exact_model, num_data=n, schedule=beta, num_samples=1), exact_q, steps)
-        for i, beta in enumerate(a["pg_betas"])
-    ]
-    points += [
-        batch(
-            "pg_mc",
-            i,
-            beta,
-            prox_svi(mc_model, num_data=n, schedule=beta, num_samples=a["pg_mc_samples"]),
-            exact_q,
-            steps,
-        )
-        for i, beta in enumerate(a["pg_mc_betas"])
-    ]
-    for i, beta in enumerate(a["pg_svi_betas"]):
-        alg = prox_svi(mc_model, num_data=n, schedule=beta, num_samples=s["num_samples"])
-        points.append(
-            _Point(
-                "pg_svi",
-                beta,
-                Baseline(
-                    f"pg_svi_{i}_{beta:g}",
-                    alg,
-                    batch_fn=svi_batches,
-                    eval_fn=lambda st: {"elbo_exact": float(exact_q(st))},
-                    settings={
-                        "num_steps": a["max_passes_svi"] * spp,
-                        "chunk_size": spp,
-                        "eval_every": spp,
-                        "tol": None,
-                    },
-                ),
-                exact_q,
-            )
-        )
+    )
     return points
 
 
-def _elbo_curve(point: _Point, baselines: dict, init_key) -> list:
-    """The exact ELBO of a point's run: at the initial state (0 examples seen), then after every
-    step (batch methods) or every pass (PG-SVI)."""
+def _elbo_curves(point: _Point, baselines: dict, init_key) -> np.ndarray:
+    """The exact ELBO of each step size's run, shape (G, 1 + evaluations): at the initial state (0
+    examples seen), then after every step (batch methods) or every pass (PG-SVI)."""
     res = baselines[point.baseline.name]
-    e0 = float(point.exact(point.baseline.algorithm.init(init_key)))
+    e0 = np.asarray(point.exact(point.baseline.algorithm.init(init_key)), float)  # (G,)
     if point.method == "pg_svi":
-        return [e0] + [ev["elbo_exact"] for ev in res.evals]
-    return [e0] + list(res.trace["elbo"])
+        later = np.array([[ev[f"elbo_exact_{i}"] for i in range(len(e0))] for ev in res.evals], float)
+    else:
+        later = np.asarray(res.trace["elbo"], float).reshape(len(res.trace["elbo"]), len(e0))
+    return np.concatenate([e0[None], later.reshape(-1, len(e0))]).T
