@@ -19,6 +19,9 @@ TEST_WORKERS ?= 2
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	# a distribution named `vijax` (this project's former name, or the unrelated project of that name)
+	# would hold the same import package and command
+	$(PY) -m pip uninstall -q -y vijax 2>/dev/null || true
 	$(PY) -m pip install -q -c constraints.txt -e '.[test,bench,docs]'
 	touch $@
 

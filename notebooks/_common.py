@@ -8,15 +8,15 @@ md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 
 INSTALL = code(
     "# Installs vijax where it is missing (Colab): VIJAX_SOURCE if set (a wheel, a checkout or a git URL),\n"
-    "# else this repository when run from a clone, else a vijax release >= 0.1 (the versions below 0.1 of\n"
-    "# the name on PyPI are an unrelated project). pip leaves the environment's own JAX in place when its\n"
-    "# version is in vijax's supported range (jax>=0.9.2,<0.11).\n"
+    "# else this repository when run from a clone, else the release on PyPI: the distribution vijax-toolkit\n"
+    "# (imported as vijax; the name vijax on PyPI is an unrelated project). pip leaves the environment's own\n"
+    "# JAX in place when its version is in vijax's supported range (jax>=0.9.2,<0.11).\n"
     "import importlib.util, os, subprocess, sys\n"
     "if importlib.util.find_spec('vijax') is None:\n"
     "    source = os.environ.get('VIJAX_SOURCE')\n"
     "    if source is None and os.path.isfile('pyproject.toml') and os.path.isdir('vijax'):\n"
     "        source = '.'\n"
-    "    if subprocess.call([sys.executable, '-m', 'pip', 'install', '-q', source or 'vijax>=0.1']) != 0:\n"
+    "    if subprocess.call([sys.executable, '-m', 'pip', 'install', '-q', source or 'vijax-toolkit']) != 0:\n"
     "        raise RuntimeError('installing vijax failed: set VIJAX_SOURCE to a wheel, a checkout or '\n"
     "                           '\"git+<URL of the vijax repository>\" and run this cell again')"
 )

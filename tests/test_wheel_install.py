@@ -1,6 +1,7 @@
 """The built wheel installs into a fresh virtual environment (no system site-packages, nothing of
-this checkout on the path) through the notebooks' install cell, as on Colab with VIJAX_SOURCE
-pointing at the wheel, and the README's Python example runs there. Slow: pip installs JAX and the
+this checkout on the path) through the notebooks' install cell, which installs ``vijax-toolkit`` by
+name as on Colab, here from the built wheel in a local package folder (``PIP_FIND_LINKS``), and the
+README's Python example runs there. Slow: pip installs JAX and the
 other dependencies (at the versions of constraints.txt; pip may use its cache)."""
 
 import json
@@ -24,12 +25,12 @@ def _run(args, **kwargs):
 @pytest.mark.slow
 def test_wheel_installs_in_a_fresh_venv_and_runs_the_readme_example(tmp_path):
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(ROOT)])
-    (wheel,) = (tmp_path / "dist").glob("vijax-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("vijax_toolkit-*.whl")
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
     py = str(venv / "bin" / "python")
     assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
-    work = tmp_path / "work"  # not a clone: the install cell must take VIJAX_SOURCE
+    work = tmp_path / "work"  # not a clone: the install cell installs the distribution by name
     work.mkdir()
     cell = next(
         c
@@ -38,7 +39,10 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_the_readme_example(tmp_path):
     )
     (work / "install_cell.py").write_text("".join(cell["source"]))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    env.update(VIJAX_SOURCE=str(wheel), PIP_CONSTRAINT=str(ROOT / "constraints.txt"))
+    # the cell as a Colab user runs it once the package is published (no VIJAX_SOURCE: it installs the
+    # distribution by name), with the built wheel served from a local package folder
+    env.update(PIP_FIND_LINKS=str(wheel.parent), PIP_CONSTRAINT=str(ROOT / "constraints.txt"))
+    env.pop("VIJAX_SOURCE", None)
     _run([py, "install_cell.py"], cwd=work, env=env, timeout=1800)
     readme = (ROOT / "README.md").read_text()
     example = readme[readme.index("```python\n") + len("```python\n") :]
@@ -89,6 +93,49 @@ def test_sdist_ships_the_license_citation_and_contributing_guide(tmp_path):
     py = str(venv / "bin" / "python")
     _run([py, "-m", "pip", "install", "-q", "setuptools>=77", "wheel"])
     _run([py, "-c", f"from setuptools import build_meta as b; b.build_sdist({str(tmp_path)!r})"], cwd=ROOT)
-    (sdist,) = tmp_path.glob("vijax-*.tar.gz")
+    (sdist,) = tmp_path.glob("vijax_toolkit-*.tar.gz")
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
     assert set(SHIPPED) <= names, sorted(names)[:20]
+    assert {
+        f"configs/{p.name}" for p in (ROOT / "configs").glob("*.yaml")
+    } <= names  # the wheel built from it ships them
+
+
+def test_the_wheel_ships_the_configs_and_its_command_runs_one_by_name(tmp_path):
+    """The fast part of the install check: the wheel (built without dependencies) is named
+    ``vijax-toolkit``, holds every ``configs/*.yaml`` as package data, and, unpacked outside the
+    checkout (its dependencies from this environment), ``vijax run gmm_simulation`` runs the shipped
+    config from an empty folder, as ``vijax run configs/gmm_simulation.yaml`` (the README's form) does."""
+    import zipfile
+
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(ROOT)])
+    (wheel,) = (tmp_path / "dist").glob("vijax_toolkit-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    configs = sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
+    assert {f"vijax/run/configs/{n}" for n in configs} <= names
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "Name: vijax-toolkit" in zipfile.ZipFile(wheel).read(meta).decode()
+    site = tmp_path / "site"
+    _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site), str(wheel)])
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(site), JAX_PLATFORMS="cpu")
+    code = "import sys, vijax; from vijax.run import main; assert str(vijax.__file__).startswith(sys.argv[1]); sys.exit(main(sys.argv[2:]))"
+    short = ["--set", "run.num_steps=3", "--set", "run.eval_every=3", "--no-progress", "--no-compile-cache"]
+    for arg in ("gmm_simulation", "configs/gmm_simulation.yaml"):
+        out = _run(
+            [sys.executable, "-c", code, str(site), "run", arg, "--out", str(work / "out"), *short],
+            cwd=work,
+            env=env,
+            timeout=600,
+        )
+        assert "gmm_simulation" in out or "gmm" in out
+        assert (work / "out" / "metrics.json").is_file()
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(site), "run", "no_such_config"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "shipped: " in done.stderr and "gmm_simulation" in done.stderr

@@ -161,3 +161,23 @@ def test_elbo_plot_names_the_metrics_it_has_no_panel_for(tmp_path):
     messages = [str(w.message) for w in caught]
     assert any("not plotted" in m and "m4, m5" in m for m in messages), messages
     assert (tmp_path / "elbo.png").stat().st_size > 0 and path.endswith("elbo.png")
+
+
+def test_a_shipped_config_runs_by_name_from_any_folder(tmp_path, monkeypatch):
+    """`vijax run NAME` and the README's `vijax run configs/NAME.yaml` read the shipped config where no
+    such file is here; a file that is here wins; an unknown name lists the shipped ones."""
+    from vijax.run import ConfigError, resolve_config, shipped_config_dir, shipped_configs
+
+    monkeypatch.chdir(tmp_path)  # an empty folder
+    folder = shipped_config_dir()
+    assert folder is not None and "gmm_simulation" in shipped_configs()
+    want = str(folder / "gmm_simulation.yaml")
+    assert resolve_config("gmm_simulation") == want
+    assert resolve_config("gmm_simulation.yaml") == want
+    assert resolve_config("configs/gmm_simulation.yaml") == want
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "gmm_simulation.yaml").write_text("experiment: gmm_simulation\n")
+    assert resolve_config("configs/gmm_simulation.yaml") == "configs/gmm_simulation.yaml"  # the user's own
+    assert resolve_config("elsewhere/x.yaml") == "elsewhere/x.yaml"  # load_config names the missing file
+    with pytest.raises(ConfigError, match="config: no file 'gmm_simulaton' here and no shipped config.*gmm_simulation"):
+        resolve_config("gmm_simulaton")

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from vijax.run import EXPERIMENTS, import_builtin_experiments, main
+from vijax.run import DEFAULT_EXPERIMENT, EXPERIMENTS, import_builtin_experiments, main
 from vijax.run._config import RUN_SETTINGS, _check_run, config_keys, run_setting_schema
 
 
@@ -39,8 +39,14 @@ def test_run_help_lists_every_common_key_with_type_default_and_range(capsys):
 def test_list_one_line_per_experiment_and_every_key_of_each(capsys):
     import_builtin_experiments()
     assert main(["list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out
+    listing, _, shipped = out.partition("\n\nconfigs shipped with vijax")
+    lines = listing.splitlines()
     assert sorted(line.split()[0] for line in lines) == sorted(EXPERIMENTS)
+    # one default, the command's; the shipped configs named after the experiments
+    assert [line.split()[0] for line in lines if "[the default of `vijax run`]" in line] == [DEFAULT_EXPERIMENT]
+    assert sum("(the default)" in line for line in lines) == 0
+    assert "gmm_simulation" in shipped and "dp_bernoulli" in shipped
     # other test modules register toy experiments (no description) in the same process
     builtin = {n: s for n, s in EXPERIMENTS.items() if getattr(s.build, "__module__", "").startswith("vijax.")}
     assert len(builtin) >= 20

@@ -3,7 +3,7 @@
 A :class:`Network` is the pair ``(apply, params)`` with ``apply(params, x) -> y`` for **one** datum
 (algorithms ``vmap`` it over a batch). It is the one way vijax takes a network: the VAE's encoder
 and decoder, and the feature map under a Bayesian last layer. ``mlp`` builds one in plain JAX;
-``from_equinox`` adapts an Equinox module (the optional extra ``vijax[nn]``), whose array leaves
+``from_equinox`` adapts an Equinox module (the optional extra ``vijax-toolkit[nn]``), whose array leaves
 become ``params`` and whose other fields stay fixed in ``apply``.
 """
 
@@ -67,11 +67,11 @@ def mlp(key: PRNGKey, sizes: Sequence[int], activation: str = "tanh") -> Network
 def from_equinox(module) -> Network:
     """A :class:`Network` from an Equinox module: its inexact-array leaves are the parameters.
 
-    Needs ``equinox`` (``pip install vijax[nn]``)."""
+    Needs ``equinox`` (``pip install "vijax-toolkit[nn]"``)."""
     try:
         import equinox as eqx
     except ImportError as err:  # pragma: no cover - the extra is installed in the test environment
-        raise ImportError("from_equinox needs equinox: pip install 'vijax[nn]'") from err
+        raise ImportError("from_equinox needs equinox: pip install 'vijax-toolkit[nn]'") from err
     params, static = eqx.partition(module, eqx.is_inexact_array)
 
     def apply(params, x):

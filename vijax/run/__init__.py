@@ -4,7 +4,9 @@
 a relative-tolerance stopping rule and bit-identical checkpoint/resume, with the settings of a
 ``RunConfig``; ``load_config`` reads and validates a YAML config against a registered
 ``ExperimentSpec``; ``run_experiment`` runs one (and its ``Baseline`` runs) into a results
-folder; ``main`` is ``vijax run`` / ``vijax list``. For experiment builders:
+folder; ``main`` is ``vijax run`` / ``vijax list``; ``shipped_configs`` names the configs vijax ships
+(``shipped_config_dir``: in the wheel, or a checkout's ``configs/``) and ``resolve_config`` finds the
+file ``vijax run NAME`` reads. For experiment builders:
 ``configured_algorithm`` builds the registered algorithm a config's ``algorithm.name`` names,
 ``eval_steps`` gives the steps at which a run's settings evaluate; ``SEED_BOUND``, ``MemoryNeed``,
 ``float_bytes``, ``check_memory`` and ``check_split`` declare and check a config's ranges and memory; ``build_experiment`` builds a
@@ -23,6 +25,7 @@ from ._bounds import Need as MemoryNeed
 from ._bounds import check_memory, float_bytes
 from ._cache import compile_cache_dir, enable_compile_cache
 from ._cli import DEFAULT_EXPERIMENT, build_experiment, default_config, import_builtin_experiments, main, run_experiment
+from ._shipped import resolve_config, shipped_config_dir, shipped_configs
 from ._config import ConfigError, load_config, parse_yaml
 from ._experiment import (
     EXPERIMENTS,
@@ -73,6 +76,9 @@ __all__ = [
     "load_config",
     "lower_run",
     "main",
+    "resolve_config",
+    "shipped_config_dir",
+    "shipped_configs",
     "parse_yaml",
     "register_experiment",
     "run",

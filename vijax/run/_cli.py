@@ -46,6 +46,7 @@ from vijax._validate import ArgumentError
 from ._checkpoint import CheckpointError, jsonable
 from ._lock import hold_folder
 from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, dump_yaml, load_config
+from ._shipped import resolve_config, shipped_configs
 from ._experiment import EXPERIMENTS, Experiment
 from ._plots import plot_elbo
 from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
@@ -386,7 +387,11 @@ def _parser() -> argparse.ArgumentParser:
         "`vijax list EXPERIMENT` lists them with their types and defaults.",
     )
     p_run.add_argument(
-        "config", nargs="?", default=None, help=f"a YAML config; without it, the defaults of {DEFAULT_EXPERIMENT}"
+        "config",
+        nargs="?",
+        default=None,
+        help=f"a YAML config's path, or the name of a shipped config (`vijax list` lists them); "
+        f"without it, the defaults of {DEFAULT_EXPERIMENT}",
     )
     p_run.add_argument(
         "--resume",
@@ -504,14 +509,18 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             print("no experiments registered")
         width = max((len(n) for n in EXPERIMENTS), default=0)
         for name in sorted(EXPERIMENTS):
-            print(f"{name:<{width}}  {EXPERIMENTS[name].description}")
+            mark = "  [the default of `vijax run`]" if name == DEFAULT_EXPERIMENT else ""
+            print(f"{name:<{width}}  {EXPERIMENTS[name].description}{mark}")
+        configs = shipped_configs()
+        if configs:
+            print(f"\nconfigs shipped with vijax (`vijax run NAME`): {', '.join(configs)}")
         return 0
     try:
         source = args.config
         if source is None:  # the embedded default, unless --set names another experiment (its own defaults)
             named = [o.split("=", 1)[1].strip() for o in args.overrides if o.split("=", 1)[0].strip() == "experiment"]
             source = default_config() if not named or named[-1] == DEFAULT_EXPERIMENT else {}
-        config = load_config(source, args.overrides)
+        config = load_config(resolve_config(source) if isinstance(source, str) else source, args.overrides)
     except ConfigError as e:
         print(f"vijax: error: {e}", file=sys.stderr)
         return EXIT_CANNOT_START

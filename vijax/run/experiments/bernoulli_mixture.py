@@ -119,7 +119,7 @@ def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
 @register_experiment(
     "dp_bernoulli",
     defaults=_DEFAULTS,
-    description="Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs (the default)",
+    description="Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs",
     bounds=_BOUNDS,
     memory=_memory,
 )

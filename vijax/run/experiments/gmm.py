@@ -134,7 +134,7 @@ def _summary(model, q, x_test, truth=None) -> dict:
         "algorithm": dict(_ALG_DEFAULTS),
         "run": {"num_steps": 200, "chunk_size": 5, "tol": 1e-6, "patience": 2, "eval_every": 5},
     },
-    description="Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data (the default)",
+    description="Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data",
     bounds=dict(_BOUNDS, **{"data.num_clusters": ">= 1", "data.dim": ">= 1", "data.spread": "> 0"}),
     memory=lambda config: _memory(config, config["data"]["dim"], ("data.dim",)),
 )
