@@ -119,3 +119,32 @@ def test_register_algorithm_makes_a_new_algorithm_reachable():
         assert float(info.step_size) == 0.5
     finally:
         del ALGORITHMS["svi_half"]
+
+
+# settings of the same name that keep different defaults, and why (a new difference fails the test below)
+DIFFERENT_DEFAULTS = {
+    # q(theta) over a decoder's weights starts narrow, so the first steps see the decoder's own network
+    ("init_scale", "aevb"),
+    # optax_vi's model has an exact expectation (None); the Monte Carlo algorithms draw one sample
+    ("num_samples", "optax"),
+    # a network's last layer has few weights, whose correlations a full-rank q keeps at little cost
+    ("family", "last_layer"),
+}
+
+
+def test_settings_of_the_same_name_have_the_same_default():
+    """One default for one setting across the registered algorithms (and the Bayesian last layer),
+    except the documented differences above."""
+    import inspect
+
+    from vijax.inference import bayesian_last_layer
+
+    factories = {name: spec.factory for name, spec in ALGORITHMS.items()} | {"last_layer": bayesian_last_layer}
+    defaults = {}
+    for name, factory in factories.items():
+        for p in inspect.signature(factory).parameters.values():
+            if p.default is not inspect.Parameter.empty:
+                defaults.setdefault(p.name, {})[name] = p.default
+    for setting, by_algorithm in defaults.items():
+        values = {repr(v) for a, v in by_algorithm.items() if (setting, a) not in DIFFERENT_DEFAULTS}
+        assert len(values) <= 1, (setting, by_algorithm)
