@@ -2,7 +2,7 @@
 
 - The notebooks (``notebooks/*.ipynb``, committed with their outputs) join the site's files as
   ``notebooks/NN_*.ipynb``, before mkdocs-jupyter renders them (this hook runs first).
-- ``benchmarks.md`` is generated from ``benchmarks/README.md`` (every section, written relative to
+- ``benchmarks.md`` is generated from ``benchmarks/README.md`` (its "Benchmark" and "Lab notes" sections, written relative to
   ``benchmarks/``) and the tables in ``benchmarks/results/*.md``, so the figures are written in one
   place. Links into ``docs/`` are made relative to the site; links to other files of the
   repository become their path in code.
@@ -62,7 +62,7 @@ def _sections(markdown: str, pattern: str) -> list[str]:
 def benchmarks_page() -> str:
     source = (ROOT / "benchmarks" / "README.md").read_text()
     parts = [_relink(source.split("\n## ", 1)[0]).strip() + "\n"]  # its title and introduction
-    parts += [_relink(section) for section in _sections(source, r"^Benchmark\b")]
+    parts += [_relink(section) for section in _sections(source, r"^(Benchmark|Lab notes)\b")]
     for table in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
         parts.append(f"## Full results: `benchmarks/results/{table.name}`\n")
         body = re.sub(
