@@ -1,0 +1,42 @@
+"""The documents a user reads speak of the software only: no sessions, issue numbers or commit hashes
+(what was tried, and when, belongs to the CHANGELOG)."""
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCUMENTS = sorted(
+    [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md"]
+    + list((ROOT / "docs").glob("*.md"))
+    + list((ROOT / "docs" / "api").glob("*.md"))
+)
+
+NARRATION = [
+    (
+        re.compile(r"\b(this|that|a later|an earlier|the last|the previous|earlier|later) sessions?\b", re.I),
+        "a session",
+    ),
+    (re.compile(r"\bissues? #?\d+\b|\(#\d+\)|\bPR #?\d+\b", re.I), "an issue number"),
+    # a commit hash: 7-40 hexadecimal characters with at least one letter and one digit, not a number
+    (re.compile(r"(?<![\w#/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w/.-])"), "a commit hash"),
+]
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=[str(p.relative_to(ROOT)) for p in DOCUMENTS])
+def test_documents_name_no_session_issue_or_commit(path):
+    found = [
+        f"{path.relative_to(ROOT)}:{i}: {what}: {m.group(0)!r}"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        for pattern, what in NARRATION
+        for m in pattern.finditer(line)
+    ]
+    assert not found, found
+
+
+def test_the_patterns_catch_what_they_name():
+    text = "as this session found; see issue 16 and (#12); fixed in 856cb60~1 and 95c9b05"
+    hits = [m.group(0) for pattern, _ in NARRATION for m in pattern.finditer(text)]
+    assert hits == ["this session", "issue 16", "(#12)", "856cb60", "95c9b05"]
+    assert not [m for pattern, _ in NARRATION for m in pattern.finditer("−26007187.1, 1e-5, sha256, #1f77b4")]
