@@ -29,7 +29,7 @@ from vijax.types import Array, PyTree
 
 def check_algorithm(name: str, alg) -> None:
     """Raises ValueError naming ``name`` unless ``alg`` is an algorithm: an object with callable
-    ``init`` and ``step`` (a ``VIAlgorithm``, ``BBVI``, ``NGVI``...)."""
+    ``init`` and ``step`` (a ``VIAlgorithm``, as every factory returns)."""
     if not (callable(getattr(alg, "init", None)) and callable(getattr(alg, "step", None))):
         raise ValueError(
             f"{name} must be an algorithm (a VIAlgorithm with init and step, e.g. vijax.inference.svi(...)), "
