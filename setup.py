@@ -14,6 +14,9 @@ ROOT = pathlib.Path(__file__).resolve().parent
 
 class BuildPyWithConfigs(build_py):
     def run(self):
+        # an in-tree build (`pip wheel .`) reuses build/lib: start it empty, so that a module removed
+        # from the source since the last build is not shipped
+        shutil.rmtree(pathlib.Path(self.build_lib) / "vijax", ignore_errors=True)
         super().run()
         source = ROOT / "configs"
         if not source.is_dir():  # a build from an sdist made without them: nothing to copy
