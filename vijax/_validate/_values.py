@@ -228,12 +228,20 @@ def _functional_checks(names, shapes, flags, firsts, values, count) -> None:
 
 class ValueCheck(NamedTuple):
     """Where the values of ``values`` break a rule: ``bad`` (a bool array of ``values``' shape) is
-    True there; the error reads ``f"{name} {value} at {position} {requirement}"``."""
+    True there; the error reads ``f"{name} {value} at {position} {requirement}"``.
+
+    ``covered_by``: the name of another check of the same list that every batch failing this one
+    also fails (the match of features [x, x**2], which fails at every non-finite entry, covers their
+    finiteness). A traced step then computes only the covering check at every step, and this one's
+    entries only where a failure is located, so that a batch costs one pass, not two; the error is
+    still this check's where it fails (the checks are reported in their order). A name not in the
+    list: the check is computed as any other."""
 
     name: str
     values: Any
     bad: Any
     requirement: str
+    covered_by: Any = None
 
 
 def ids_in_range(name: str, ids: Any, high: int, low: int = 0) -> ValueCheck:
@@ -275,9 +283,13 @@ def values_in_interval(name: str, x: Any, low: float, high: float) -> ValueCheck
 
 def values_match(name: str, x: Any, expected: Any, what: str, rtol: float = 1e-4) -> ValueCheck:
     """Values must equal ``expected`` to a relative tolerance ``rtol`` (|x - e| <= rtol (1 + |e|)):
-    a derived quantity given with its source (``what`` names the rule in the error)."""
+    a derived quantity given with its source (``what`` names the rule in the error). The check
+    fails wherever ``x`` or ``expected`` is not finite (the tolerance is capped at a finite value,
+    so that no finite ``x`` matches an infinite ``expected``)."""
     x, expected = jnp.asarray(x), jnp.asarray(expected)
-    return ValueCheck(name, x, ~(jnp.abs(x - expected) <= rtol * (1.0 + jnp.abs(expected))), f"is not {what}")
+    e = jnp.abs(expected)
+    big = jnp.finfo(jnp.result_type(e, float)).max
+    return ValueCheck(name, x, ~(jnp.abs(x - expected) <= rtol * (1.0 + jnp.minimum(e, big))), f"is not {what}")
 
 
 def _failure_text(name: str, requirement: str, shape: tuple, flat_index: int, value: Any) -> str:
@@ -286,7 +298,7 @@ def _failure_text(name: str, requirement: str, shape: tuple, flat_index: int, va
     return f"{name} {v!r} at {pos} {requirement}"
 
 
-def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> None:
+def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[ValueCheck]], count: Any = None) -> None:
     """Raises ValueError for the first failing check, naming the argument, the offending value and
     its position (e.g. ``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a
     step's state count, possibly traced) adds ``in step <count + 1>``.
@@ -297,26 +309,47 @@ def enforce_value_checks(checks: Sequence[ValueCheck], count: Any = None) -> Non
     as outputs of the traced function instead (``jit_step``, the runner's chunk), within
     ``functional_value_checks`` they are ``checkify`` checks. Nothing is checked when
     ``value_checks_enabled()`` is False.
+
+    ``checks`` may be a function that returns them (``check_step_batch`` passes
+    ``lambda: model.batch_checks(batch)``): traced, every good step then costs one reduction per
+    check (``jnp.any`` of its entries, which XLA fuses with the computation of the entries into one
+    pass over the batch, no array of flags written), and the checks are built again inside the
+    ``lax.cond`` that locates a failure, so that their arrays are computed there, only on a failure.
+    A list's arrays are the ``lax.cond``'s operands: computed at every step. A check covered by
+    another (``ValueCheck.covered_by``) is computed only where a failure is located.
     """
-    if not value_checks_enabled() or not checks:
+    if not value_checks_enabled():
         return
+    build = checks if callable(checks) else (lambda: checks)
+    checks = list(build())
+    if not checks:
+        return
+    names = {c.name for c in checks}
+    own = [c.covered_by is None or c.covered_by not in names for c in checks]  # computed at every step
     if _COLLECTORS and not _COLLECTORS[-1].locate and any(is_tracer(c.bad) for c in checks):
-        _COLLECTORS[-1].add_rows([jnp.asarray(c.bad) for c in checks])
+        _COLLECTORS[-1].add_rows([jnp.asarray(c.bad) for c, o in zip(checks, own) if o])
         return
-    flags = [jnp.any(c.bad) for c in checks]
 
-    def locate(bads, vals):  # the first failure's flat position and value, per check
+    def located(checks):  # per check: whether it failed, its first failure's flat position and value
+        bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
         firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
-        return firsts, [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
+        values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
+        return [jnp.any(b) for b in bads], firsts, values
 
-    bads, vals = [c.bad for c in checks], [jnp.asarray(c.values) for c in checks]
-    any_bad = jnp.any(jnp.stack(flags))
-    if is_tracer(any_bad):
-        # traced: located only when a check fails (a pass over the batch saved at every good step)
-        nothing = ([jnp.zeros((), jnp.int32) for _ in checks], [jnp.zeros((), v.dtype) for v in vals])
-        firsts, values = jax.lax.cond(any_bad, lambda b, v: locate(b, v), lambda b, v: nothing, bads, vals)
+    maybe = [jnp.any(c.bad) for c, o in zip(checks, own) if o]
+    any_bad = jnp.any(jnp.stack(maybe)) if maybe else jnp.zeros((), bool)
+    if is_tracer(any_bad) or any(is_tracer(c.bad) for c in checks):
+        # traced: located only when a check fails (a pass over the batch saved at every good step),
+        # from checks built again in the branch (their arrays computed there, not passed in)
+        dtypes = [jnp.asarray(c.values).dtype for c in checks]
+        nothing = (
+            [jnp.zeros((), bool) for _ in checks],
+            [jnp.zeros((), jnp.int32) for _ in checks],
+            [jnp.zeros((), d) for d in dtypes],
+        )
+        flags, firsts, values = jax.lax.cond(any_bad, lambda: located(list(build())), lambda: nothing)
     else:
-        firsts, values = locate(bads, vals)
+        flags, firsts, values = located(checks)
     _dispatch(
         [(c.name, c.requirement) for c in checks], [tuple(c.values.shape) for c in checks], flags, firsts, values, count
     )

@@ -94,7 +94,9 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
     - values: ``model.batch_checks(batch)`` (a list of ``vijax._validate.ValueCheck``) enforced by
       ``enforce_value_checks`` with the step number ``count + 1``: a ValueError at once for a
       concrete batch, an error from inside the compiled step for a traced one; off under
-      ``vijax.inference.value_checks(False)``.
+      ``vijax.inference.value_checks(False)``. Traced, a good batch costs one fused reduction per
+      check (a check covered by another, none); ``batch_checks`` runs again, inside a ``lax.cond``,
+      only to locate a failure.
 
     Every batch must be a pytree of numeric arrays (strings and object arrays are refused, naming
     ``batch``). A model without ``check_data`` / ``batch_checks`` (a plain log-density) is not
@@ -120,7 +122,8 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
             raise ValueError(f"batch must be a pytree of numeric arrays, got {type(batch).__name__} ({e})") from None
     batch_checks = getattr(model, "batch_checks", None)
     if batch_checks is not None:
-        enforce_value_checks(batch_checks(batch), count)
+        # built again where a traced failure is located: a good step costs one fused pass per check
+        enforce_value_checks(lambda: batch_checks(batch), count)
 
 
 def jit_step(step: Callable, *, check_values: Optional[bool] = None, **jit_kwargs) -> Callable:

@@ -159,20 +159,21 @@ class NormalGammaDiagonal(Component):
             check_data_array(name, x, ndim=2, last_dim=self.dim)
 
     def batch_checks(self, x, name: str | None = None) -> list:
-        """Finite values; for features (N, 2D), also their second half the square of their first."""
+        """Finite values; for features (N, 2D), also their second half the square of their first.
+        That match fails at every non-finite entry of either half, so it covers the finiteness
+        check (``ValueCheck.covered_by``): a traced step makes one pass over features, not two."""
         name = name or self.data_name
-        checks = [finite_values(f"batch {name}", x)]
-        if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:
-            d = self.dim
-            checks.append(
-                values_match(
-                    f"batch feature {name}**2",
-                    x[:, d:],
-                    x[:, :d] ** 2,
-                    f"the square of its data column (features must be [x, x**2], (N, {2 * d}); data is (N, {d}))",
-                )
-            )
-        return checks
+        finite = finite_values(f"batch {name}", x)
+        if not (np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim):
+            return [finite]
+        d = self.dim
+        match = values_match(
+            f"batch feature {name}**2",
+            x[:, d:],
+            x[:, :d] ** 2,
+            f"the square of its data column (features must be [x, x**2], (N, {2 * d}); data is (N, {d}))",
+        )
+        return [finite._replace(covered_by=match.name), match]
 
     def check_shape(self, x: Array) -> None:
         if x.ndim != 2 or x.shape[1] not in (self.dim, 2 * self.dim):

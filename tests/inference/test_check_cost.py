@@ -1,0 +1,112 @@
+"""What a traced step's batch checks cost, and that the cheaper form still names every bad value.
+
+A good batch costs one fused reduction per check: the checks' arrays are built again inside the
+``lax.cond`` that locates a failure, never passed into it, and a check covered by another
+(``ValueCheck.covered_by``: the finiteness of [x, x**2] features, covered by their match) is
+computed only there. The timings are in ``benchmarks/check_overhead.py``; here: the program's
+structure, and the errors (value, position, step) for features under ``jax.jit`` and ``jit_step``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.extend.core
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vijax._validate import enforce_value_checks, finite_values, values_match
+from vijax.inference import cavi, jit_step
+from vijax.models import DiagonalGMM
+
+X = np.random.default_rng(0).normal(size=(40, 3))
+
+
+def _started(dim=3):
+    model = DiagonalGMM(2, dim)
+    feats = model.features(jnp.asarray(X[:, :dim]))
+    alg = cavi(model)
+    return model, alg, alg.init(jax.random.PRNGKey(0), feats), feats
+
+
+def _cond_operands(jaxpr):
+    """The shapes and dtypes of every operand of every ``cond`` in ``jaxpr`` (nested ones too)."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "cond":
+            out += [(tuple(v.aval.shape), v.aval.dtype) for v in eqn.invars[1:]]
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            out += _cond_operands(sub)
+    return out
+
+
+def test_located_branch_rebuilds_the_checks_instead_of_taking_their_arrays():
+    """Traced with a function that builds the checks, the locating ``lax.cond`` takes the batch,
+    not a bool array of its shape (nor a slice of it); given a list, it takes the checks' arrays."""
+    x = jnp.asarray(X)
+
+    def checks(b):
+        return [finite_values("x", b), values_match("x half", b[:, 1:], b[:, :2] ** 2, "the square")]
+
+    def built(b):
+        enforce_value_checks(lambda: checks(b))
+        return b
+
+    def listed(b):
+        enforce_value_checks(checks(b))
+        return b
+
+    def large(f):  # the conds' operands with a row per datum
+        return [(s, dt) for s, dt in _cond_operands(jax.make_jaxpr(f)(x).jaxpr) if s and s[0] == x.shape[0]]
+
+    assert large(built) == [(x.shape, x.dtype)]  # the batch itself, nothing computed from it
+    assert (x.shape, jnp.dtype(bool)) in large(listed)  # a list's arrays: computed at every step
+
+
+def test_covered_check_is_not_reduced_at_a_good_step():
+    """The step's program reduces the features' match only: of the two checks, one reduction of a
+    bool array the batch's size outside the locating cond (the finiteness is computed there only)."""
+    model, alg, state, feats = _started()
+    checks = model.batch_checks(feats)
+    assert [c.covered_by for c in checks] == ["batch feature x**2", None]
+    jaxpr = jax.make_jaxpr(lambda s, b, k: alg.step(s, b, k))(state, feats, jax.random.PRNGKey(1)).jaxpr
+    reduced = [
+        tuple(e.invars[0].aval.shape)
+        for e in jaxpr.eqns
+        if e.primitive.name == "reduce_or" and e.invars[0].aval.size >= feats.shape[0]
+    ]
+    assert reduced == [(feats.shape[0], 3)], reduced
+
+
+@pytest.mark.parametrize(
+    "where, value, words",
+    [
+        ((5, 1), np.nan, "batch x nan at [5, 1] is not finite (in step 1)"),
+        ((7, 0), np.inf, "batch x inf at [7, 0] is not finite (in step 1)"),  # x inf, its square finite
+        ((3, 4), -np.inf, "batch x -inf at [3, 4] is not finite (in step 1)"),
+        ((9, 5), 7.0, "batch feature x**2 7.0 at [9, 2] is not the square of its data column"),
+    ],
+)
+@pytest.mark.parametrize("how", ["jit", "jit_step"])
+def test_bad_features_are_named_with_position_and_step(where, value, words, how):
+    """Either half of [x, x**2] non-finite (the finiteness check, covered by the match, is still the
+    error), or a square that is not one: named with the value, the position and the step."""
+    _, alg, state, feats = _started()
+    bad = feats.at[where].set(value)
+    step = jax.jit(alg.step) if how == "jit" else jit_step(alg.step)
+    error = jax.errors.JaxRuntimeError if how == "jit" else ValueError
+    with pytest.raises(error, match=re.escape(words)):
+        jax.block_until_ready(step(state, bad, jax.random.PRNGKey(1)))
+    out = step(state, feats, jax.random.PRNGKey(1))  # the same program takes a good batch
+    assert bool(out[1].accepted)
+    if how == "jit_step":
+        assert step.check_mode() == "collected"
+
+
+def test_values_match_fails_where_either_side_is_not_finite():
+    """No finite value matches an infinite one (the tolerance is capped), and NaN matches nothing."""
+    x = jnp.array([1.0, 1.0, np.inf, np.nan, np.inf, 4.0])
+    e = jnp.array([np.inf, np.nan, 1.0, 1.0, np.inf, 4.0])
+    np.testing.assert_array_equal(np.asarray(values_match("x", x, e, "e").bad), [True] * 5 + [False])
