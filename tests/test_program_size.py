@@ -238,7 +238,7 @@ TINY = {
     "bayes_last_layer": ["model.hidden=[4, 3]"],
     "bbvi_logistic": ["data.dataset=synthetic", "data.num_data=20", "data.num_features=3"],
     "plsa": ["model.num_topics=3", "data.num_docs=20", "data.vocab_size=30", "data.true_topics=3", "data.eval_batch=4"],
-    "smm": ["data.num_train=20", "data.num_test=10", "algorithm.num_restarts=2"],
+    "student_t_mixture": ["data.num_train=20", "data.num_test=10", "algorithm.num_restarts=2"],
 }
 BUILT_BOUNDS = {
     ("bayes_last_layer", "run"): 495,  # 330 kB
@@ -247,8 +247,8 @@ BUILT_BOUNDS = {
     ("bbvi_logistic", "ngvi-fullrank"): 185,  # 122 kB
     ("plsa", "run"): 110,  # 71 kB
     ("plsa", "lda_cavi"): 465,  # 307 kB
-    ("smm", "run"): 135,  # 88 kB
-    ("smm", "gmm_cavi"): 395,  # 263 kB
+    ("student_t_mixture", "run"): 135,  # 88 kB
+    ("student_t_mixture", "gmm_cavi"): 395,  # 263 kB
 }
 
 

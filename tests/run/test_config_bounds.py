@@ -185,7 +185,7 @@ def test_reported_sizes_refused(name, override, message):
         ("gmm_simulation", "run.num_steps=0", "run.num_steps must be an integer >= 1 in a config, got 0"),
         ("gmm_simulation", "data.num_test=0", "data.num_test must be an integer >= 1, got 0"),
         ("gmm_simulation", "data.num_clusters=0", "data.num_clusters must be an integer >= 1, got 0"),
-        ("smm", "data.num_clusters=0", "data.num_clusters must be an integer >= 1, got 0"),
+        ("student_t_mixture", "data.num_clusters=0", "data.num_clusters must be an integer >= 1, got 0"),
         ("dp_mixture_truncation", "data.num_clusters=0", "data.num_clusters must be an integer >= 1, got 0"),
         ("plsa", "data.test_fraction=1.0", "data.test_fraction must be a finite number in (0, 1), got 1.0"),
         ("lda_synthetic", "data.test_fraction=1.0", "data.test_fraction must be a finite number in (0, 1), got 1.0"),

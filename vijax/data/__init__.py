@@ -68,3 +68,7 @@ __all__ = sorted(
 from vijax.data._student_t import StudentTMixtureData, sample_student_t_mixture  # noqa: E402
 
 __all__ += ["StudentTMixtureData", "sample_student_t_mixture"]
+
+from vijax.data._categorical_mixture import CategoricalMixtureData, sample_categorical_mixture  # noqa: E402
+
+__all__ += ["CategoricalMixtureData", "sample_categorical_mixture"]

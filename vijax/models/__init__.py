@@ -52,6 +52,7 @@ from vijax.models.hmm import (
 )
 from vijax.models.lda import LDA
 from vijax.models.plsa import PLSA, PLSAParams
+from vijax.models.smm import SMM, SMMParams, SMMStats
 from vijax.models.student_t_mixture import StudentTMixture, StudentTMixtureParams
 from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
@@ -112,6 +113,9 @@ __all__ = [
     "LDA",
     "PLSA",
     "PLSAParams",
+    "SMM",
+    "SMMParams",
+    "SMMStats",
     "StudentTMixture",
     "StudentTMixtureParams",
     "CategoricalEmissions",

@@ -10,8 +10,8 @@ covariance. Peel and McLachlan (2000), *Robust mixture modelling using the t dis
 Statistics and Computing 10; Liu and Rubin (1995), *ML estimation of the t distribution using EM and
 its extensions, ECM and ECME*. The EM of the tutorial *Raise your ELBO* (§EM, eq. 2.3-2.5) with the
 latent variables (z_n, u_n); it is the tutorial's Gaussian mixture when every nu_k is infinite
-(u_n = 1). (The tutorial's own "SMM" is its *simple* mixture of categoricals, the model behind pLSA:
-see ``vijax.models.PLSA``.)
+(u_n = 1). (The tutorial's "SMM" is its *simple* mixture of categoricals, ``vijax.models.SMM``; the model
+behind pLSA, ``vijax.models.PLSA``.)
 
 E-step, with delta_nk = (x_n - mu_k)^T Sigma_k^-1 (x_n - mu_k) and D the dimension
 (Peel and McLachlan 2000; Liu and Rubin 1995)::

@@ -1,0 +1,166 @@
+"""The simple mixture model (SMM) of the tutorial *Raise your ELBO* (2019, §SMM), fitted by EM.
+
+The tutorial obtains it from the Gaussian mixture by one change: a datum is a symbol of a finite
+alphabet, P(x = w | z = k) = eta_kw with eta a stochastic matrix (K, V), so that both x and z are
+discrete. With mixture weights pi_k = P(z = k), the E-step is Bayes' theorem,
+
+    r_ik = P(z_i = k | x_i) = pi_k eta_{k x_i} / sum_j pi_j eta_{j x_i},
+
+and the M-step (the tutorial's eq. 2.7 and 2.8) sets
+
+    pi_k = (1/m) sum_i r_ik,        eta_kw = sum_i r_ik 1[x_i = w] / sum_i r_ik,
+
+so the statistics are the expected counts N_k = sum_i r_ik (K,) and N_kw = sum_i r_ik 1[x_i = w]
+(K, V). pLSA1 is this model with x_i replaced by a (document, word) pair (``vijax.models.PLSA``).
+
+With ``concentration`` c > 1, pi and each row of eta get a symmetric Dirichlet(c) prior and the
+M-step is MAP: pi_k ∝ N_k + c - 1, eta_kw ∝ N_kw + c - 1 (``log_prior`` adds log p(theta)). c = 1
+(the default) is the tutorial's maximum likelihood; an empty component (N_k = 0) then gets pi_k = 0
+and a uniform eta row (its row is not identified by the data).
+
+The data are one integer array of symbols, shape (m,), values in [0, V). EM sees all of it at every
+step (``vijax.inference.em``); ``e_step`` reports log p(x | theta) = sum_i log sum_k pi_k eta_{k x_i}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax._validate import (
+    check_allocation,
+    check_float_dtype,
+    check_int,
+    check_scalar,
+    float_dtype,
+    ids_in_range,
+    is_tracer,
+)
+from vijax.models._components_discrete import map_rows
+from vijax.types import Array, PRNGKey
+
+
+class SMMParams(NamedTuple):
+    """``weights`` pi, P(z = k), shape (K,); ``probs`` eta, P(x = w | z = k), shape (K, V)."""
+
+    weights: Array
+    probs: Array
+
+
+class SMMStats(NamedTuple):
+    """The expected counts of an E-step: ``component`` N_k (K,) and ``symbol`` N_kw (K, V)."""
+
+    component: Array
+    symbol: Array
+
+
+@dataclasses.dataclass(frozen=True)
+class SMM:
+    """The tutorial's simple mixture model: K components over an alphabet of V symbols, fitted by
+    ``vijax.inference.em`` (see the module docstring).
+
+    Args:
+      num_components: K >= 1.
+      num_symbols: V >= 1, the size of the alphabet; data are integers in [0, V).
+      concentration: c >= 1, the symmetric Dirichlet(c) prior of pi and of each row of eta (MAP-EM);
+        1 (the default) is maximum likelihood.
+      dtype: the float dtype of the parameters (None: JAX's default float).
+
+    Raises:
+      ValueError: naming the argument: K or V not a positive integer, c < 1, a dtype that is not a
+        float dtype, or K x V parameters that would not fit in memory.
+
+    Examples:
+        >>> import jax, numpy as np
+        >>> from vijax.inference import em
+        >>> x = np.array([0, 0, 1, 0, 2, 2, 2, 1, 2, 2])
+        >>> model = SMM(num_components=2, num_symbols=3)
+        >>> alg = em(model)
+        >>> state = alg.init(jax.random.PRNGKey(0), x)
+        >>> for t in range(20):
+        ...     state, info = alg.step(state, x, jax.random.PRNGKey(t))
+        >>> state.q_global.probs.shape
+        (2, 3)
+    """
+
+    num_components: int
+    num_symbols: int
+    _: dataclasses.KW_ONLY
+    concentration: float = 1.0
+    dtype: Any = None
+
+    def __post_init__(self):
+        check_int("num_components", self.num_components)
+        check_int("num_symbols", self.num_symbols)
+        check_scalar("concentration", self.concentration, low=1.0, include_low=True)
+        check_float_dtype(self.dtype)
+        check_allocation(
+            "num_components * num_symbols", self.num_components * self.num_symbols, float_dtype(self.dtype).itemsize
+        )
+
+    # -- data ----------------------------------------------------------------------------------------
+    def batch_checks(self, batch) -> list:
+        """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): symbols in
+        [0, V)."""
+        return [ids_in_range("batch symbol", batch, self.num_symbols)]
+
+    def check_data(self, batch, name: str = "x") -> None:
+        """Raises ValueError naming ``name``: not a 1-D integer array with at least one symbol, or
+        (for concrete data) a symbol outside [0, V) (shapes and dtypes only while tracing)."""
+        tracing = is_tracer(batch) or isinstance(batch, jax.ShapeDtypeStruct)
+        x = batch if tracing else np.asarray(batch)
+        if x.ndim != 1 or x.shape[0] < 1 or not np.issubdtype(x.dtype, np.integer):
+            raise ValueError(
+                f"{name} must be a 1-D array of integer symbols with at least one, got {x.dtype} {x.shape}"
+            )
+        if not tracing and (x.min() < 0 or x.max() >= self.num_symbols):
+            raise ValueError(
+                f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{x.min()}, {x.max()}]"
+            )
+
+    # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
+    def init_params(self, key: PRNGKey, batch=None) -> SMMParams:
+        """eta's rows drawn from Dirichlet(1) (this breaks the symmetry between components); pi
+        uniform. The batch is not needed (the sizes are the model's)."""
+        dt = float_dtype(self.dtype)
+        k = self.num_components
+        e = jax.random.exponential(key, (k, self.num_symbols), dt)  # normalized: Dirichlet(1) rows
+        return SMMParams(jnp.full((k,), 1.0 / k, dt), e / jnp.sum(e, -1, keepdims=True))
+
+    def responsibilities(self, params: SMMParams, x: Array) -> tuple[Array, Array]:
+        """(r (m, K), log p(x_i | theta) (m,)): the E-step's posterior of each datum's component
+        and its marginal log-likelihood, in log space."""
+        logits = jnp.log(params.weights)[None, :] + jnp.log(params.probs).T[x]  # (m, K)
+        log_px = jax.scipy.special.logsumexp(logits, axis=-1)
+        return jnp.exp(logits - log_px[:, None]), log_px
+
+    def e_step(self, params: SMMParams, batch) -> tuple[SMMStats, Array]:
+        """(N_k, N_kw) under p(z | x, theta), and log p(x | theta) summed over the data."""
+        x = jnp.asarray(batch)
+        r, log_px = self.responsibilities(params, x)
+        symbol = jax.ops.segment_sum(r, x, num_segments=self.num_symbols).T  # (K, V)
+        return SMMStats(jnp.sum(r, 0), symbol), jnp.sum(log_px)
+
+    def m_step(self, stats: SMMStats) -> SMMParams:
+        """Eq. 2.7 and 2.8 (MAP with the Dirichlet(c) priors when c > 1)."""
+        c = self.concentration
+        return SMMParams(map_rows(stats.component, c), map_rows(stats.symbol, c))
+
+    def log_prior(self, params: SMMParams) -> Array:
+        """log p(theta) up to a constant: (c - 1)(sum_k log pi_k + sum_kw log eta_kw); 0 for maximum
+        likelihood (c = 1)."""
+        if self.concentration == 1.0:
+            return jnp.zeros((), params.weights.dtype)
+        c1 = self.concentration - 1.0
+        return c1 * (jnp.sum(jnp.log(params.weights)) + jnp.sum(jnp.log(params.probs)))
+
+    def log_predictive(self, params: SMMParams, x: Array) -> Array:
+        """(m,) log p(x_i | theta) = log sum_k pi_k eta_{k x_i} of held-out symbols."""
+        return self.responsibilities(params, jnp.asarray(x))[1]
+
+
+__all__ = ["SMM", "SMMParams", "SMMStats"]
