@@ -57,11 +57,13 @@ class AbstractExpFamily(abc.ABC):
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
+        """The batch shape: the leading axes of the first natural parameter, before its event axes."""
         leaf, nd = self.natural_params[0], self._event_ndims[0]
         return tuple(leaf.shape[: leaf.ndim - nd])
 
     @property
     def dtype(self):
+        """The floating dtype of the natural parameters (that of the first field)."""
         return self.natural_params[0].dtype
 
     # ----------------------------------------------------------------- abstract interface
@@ -130,6 +132,11 @@ class AbstractExpFamily(abc.ABC):
         return other.log_normalizer() - self.log_normalizer() - inner(self, diff, self.mean_params())
 
     def replace_natural(self, natural_params: Sequence[Array]):
+        """A family of the same type with the given natural parameters (``from_natural``; no validation).
+
+        Args:
+            natural_params: one array per field, structured like ``natural_params``.
+        """
         return type(self).from_natural(tuple(natural_params))
 
     def kl_certificate(self, other: "AbstractExpFamily") -> Optional[tuple]:
@@ -170,7 +177,8 @@ class Reparameterizable(Protocol):
     def reparam_sample_and_stats(self, key: PRNGKey) -> tuple[Array, Params]:
         """One draw x = R(u; eta) and its statistics t(x), both differentiable in the natural
         parameters at fixed u (the implicit derivative -(dQ/d eta) / q; Hoffman and Blei 2015,
-        appendix B); t(x) is structured like ``mean_params()``. See ``vijax.expfam._inversion``."""
+        appendix B); t(x) is structured like ``mean_params()``. See ``vijax.expfam.standard_log_gamma`` and
+        ``vijax.expfam.reparam_sample_and_stats`` (of a pytree of families)."""
 
 
 @runtime_checkable
@@ -286,6 +294,7 @@ def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
 
 # --------------------------------------------------------------------------- trees of families
 def is_family(x: Any) -> bool:
+    """Whether ``x`` is a family instance (an ``AbstractExpFamily``): the ``is_leaf`` of the ``tree_*`` maps."""
     return isinstance(x, AbstractExpFamily)
 
 

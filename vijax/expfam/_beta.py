@@ -104,6 +104,7 @@ class Beta(AbstractExpFamily):
         return jnp.where(tot > 0, a / jnp.where(tot > 0, tot, 1.0), 0.5)
 
     def mode_stats(self):
+        """t(x) = (log m, log(1 - m)) at the mode m, floored by ``floored_log`` at a boundary mode."""
         m = self.mode()
         return floored_log(m), floored_log(1.0 - m)
 

@@ -67,6 +67,7 @@ class Categorical(AbstractExpFamily):
 
     @property
     def logits(self) -> jax.Array:
+        """The logits ``eta`` (the natural parameter itself), shape batch + (K,)."""
         return self.eta
 
     @property
@@ -76,6 +77,7 @@ class Categorical(AbstractExpFamily):
 
     @property
     def num_categories(self) -> int:
+        """K, the number of outcomes (the size of the last axis)."""
         return self.eta.shape[-1]
 
     def log_normalizer(self):

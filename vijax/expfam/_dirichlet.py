@@ -33,6 +33,15 @@ class Dirichlet(AbstractExpFamily):
 
     @classmethod
     def from_concentration(cls, concentration) -> "Dirichlet":
+        """From the concentration ``alpha`` (batch + (K,), every entry finite and > 0).
+
+        Args:
+            concentration: alpha, with the event (category) axis last.
+
+        Raises:
+            ValueError: naming ``concentration`` when an entry is not finite and > 0, or when it has
+                no event axis (a scalar).
+        """
         check_positive("concentration", concentration)
         alpha = as_float(concentration)
         if alpha.ndim < 1:
@@ -41,6 +50,7 @@ class Dirichlet(AbstractExpFamily):
 
     @property
     def concentration(self) -> jax.Array:
+        """alpha = eta + 1, shape batch + (K,)."""
         return self.eta + 1.0
 
     def log_normalizer(self):
@@ -89,6 +99,7 @@ class Dirichlet(AbstractExpFamily):
         return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
 
     def mode_stats(self):
+        """t(x) = log m at the mode m, floored by ``floored_log`` where m_k = 0 (a boundary mode)."""
         return (floored_log(self.mode()),)
 
     def reparam_sample_and_stats(self, key):

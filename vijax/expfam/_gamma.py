@@ -32,6 +32,15 @@ class Gamma(AbstractExpFamily):
 
     @classmethod
     def from_shape_rate(cls, shape, rate) -> "Gamma":
+        """From the shape ``alpha`` and the rate ``beta`` (E[x] = alpha / beta), broadcast together.
+
+        Args:
+            shape: alpha, finite and > 0.
+            rate: beta, finite and > 0 (the inverse scale).
+
+        Raises:
+            ValueError: naming ``shape`` or ``rate`` when an entry is not finite and > 0.
+        """
         check_positive("shape", shape)
         check_positive("rate", rate)
         a, b = jnp.broadcast_arrays(as_float(shape), as_float(rate))
@@ -39,10 +48,12 @@ class Gamma(AbstractExpFamily):
 
     @property
     def concentration(self) -> jax.Array:
+        """The shape alpha = eta1 + 1, with the batch shape."""
         return self.eta1 + 1.0
 
     @property
     def rate(self) -> jax.Array:
+        """The rate beta = -eta2, with the batch shape."""
         return -self.eta2
 
     def log_normalizer(self):
@@ -81,6 +92,7 @@ class Gamma(AbstractExpFamily):
         return jnp.maximum(self.concentration - 1.0, 0.0) / self.rate
 
     def mode_stats(self):
+        """t(x) = (log m, m) at the mode m, with log m floored by ``floored_log`` at m = 0 (alpha < 1)."""
         m = self.mode()
         return floored_log(m), m
 

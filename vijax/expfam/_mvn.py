@@ -117,6 +117,7 @@ class MultivariateNormal(AbstractExpFamily):
 
     @property
     def event_shape(self) -> tuple[int, ...]:
+        """(D,): the shape of one draw."""
         return self.eta1.shape[-1:]
 
     @property

@@ -34,6 +34,15 @@ class Normal(AbstractExpFamily):
 
     @classmethod
     def from_mean_variance(cls, mean, variance) -> "Normal":
+        """From the mean ``mu`` and the variance ``sigma^2``, broadcast together.
+
+        Args:
+            mean: mu, finite.
+            variance: sigma^2, finite and > 0.
+
+        Raises:
+            ValueError: naming ``mean`` when not finite, or ``variance`` when not finite and > 0.
+        """
         check_finite("mean", mean)
         check_positive("variance", variance)
         m, v = jnp.broadcast_arrays(as_float(mean), as_float(variance))
@@ -41,10 +50,12 @@ class Normal(AbstractExpFamily):
 
     @property
     def variance(self) -> jax.Array:
+        """sigma^2 = -1 / (2 eta2), with the batch shape."""
         return -0.5 / self.eta2
 
     @property
     def mean(self) -> jax.Array:
+        """mu = eta1 sigma^2, with the batch shape."""
         return self.eta1 * self.variance
 
     def log_normalizer(self):
@@ -77,9 +88,11 @@ class Normal(AbstractExpFamily):
         return self.eta2 < 0.0
 
     def mode(self):
+        """The mode, equal to the mean mu."""
         return self.mean
 
     def mode_stats(self):
+        """t(x) = (mu, mu^2) at the mode x = mu."""
         return self.sufficient_stats(self.mode())
 
     def reparam_sample_and_stats(self, key):

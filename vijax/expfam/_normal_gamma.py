@@ -56,18 +56,22 @@ class NormalGamma(AbstractExpFamily):
 
     @property
     def kappa(self):
+        """kappa = -2 eta2, the precision scale of mu given tau (mu | tau ~ N(m, 1 / (kappa tau)))."""
         return -2.0 * self.eta2
 
     @property
     def loc(self):
+        """m = eta1 / kappa, the mean of mu."""
         return self.eta1 / self.kappa
 
     @property
     def concentration(self):
+        """a = eta4 + 1/2, the Gamma shape of tau."""
         return self.eta4 + 0.5
 
     @property
     def rate(self):
+        """b = -eta3 - kappa m^2 / 2, the Gamma rate of tau."""
         return -self.eta3 + self.eta1**2 / (4.0 * self.eta2)
 
     def log_normalizer(self):

@@ -91,18 +91,22 @@ class NormalWishart(AbstractExpFamily):
     # ------------------------------------------------------------ conventional parameters
     @property
     def dim(self) -> int:
+        """D, the dimension of mu (Lambda is D x D)."""
         return self.eta1.shape[-1]
 
     @property
     def kappa(self):
+        """kappa = -2 eta2, the precision scale of mu given Lambda (mu | Lambda ~ N(m, (kappa Lambda)^-1))."""
         return -2.0 * self.eta2
 
     @property
     def loc(self):
+        """m = eta1 / kappa, the mean of mu, shape batch + (D,)."""
         return self.eta1 / self.kappa[..., None]
 
     @property
     def dof(self):
+        """nu = 2 eta4 + D, the Wishart degrees of freedom (> D - 1)."""
         return 2.0 * self.eta4 + self.dim
 
     @property
@@ -121,6 +125,7 @@ class NormalWishart(AbstractExpFamily):
 
     @property
     def scale(self):
+        """W, the Wishart scale matrix (E[Lambda] = nu W), shape batch + (D, D); inverted from ``scale_inv``."""
         return self._scale_chol()[2]
 
     # ------------------------------------------------------------ the interface

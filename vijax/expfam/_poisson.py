@@ -102,10 +102,12 @@ class Poisson(AbstractExpFamily):
 
     @property
     def rate(self) -> jax.Array:
+        """lambda = exp(eta), with the batch shape."""
         return jnp.exp(self.eta)
 
     @property
     def log_rate(self) -> jax.Array:
+        """log lambda = eta (the natural parameter itself)."""
         return self.eta
 
     def log_normalizer(self):
