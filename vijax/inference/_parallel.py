@@ -55,6 +55,7 @@ class DataParallel:
 
     @property
     def num_devices(self) -> int:
+        """The number of devices along ``axis_name`` of the mesh: the batch is split into this many shards."""
         return int(self.mesh.shape[self.axis_name])
 
     def __getattr__(self, name):

@@ -93,11 +93,19 @@ class BernoulliMixture(Mixture):
         super().__init__(component, DirichletWeights(num_components, float(alpha) / num_components))
         self._alpha = float(alpha)
 
-    alpha = property(lambda self: self._alpha)
-    dim = property(lambda self: self.component.dim)
-    a = property(lambda self: self.component.a)
-    b = property(lambda self: self.component.b)
-    init_pseudo_count = property(lambda self: self.component.init_pseudo_count)
+    alpha = property(
+        lambda self: self._alpha,
+        doc="alpha: the DP concentration; each weight's Dirichlet parameter is alpha / K (Hoffman & Blei 2015, §4.2).",
+    )
+    dim = property(lambda self: self.component.dim, doc="D: the number of binary features of a datum.")
+    a = property(lambda self: self.component.a, doc="a: the Beta(a, b) prior's parameter for the exponent of phi_kd.")
+    b = property(
+        lambda self: self.component.b, doc="b: the Beta(a, b) prior's parameter for the exponent of 1 - phi_kd."
+    )
+    init_pseudo_count = property(
+        lambda self: self.component.init_pseudo_count,
+        doc="c: the weight of a seeding datum in the initial q(phi) (see ``init_globals``).",
+    )
 
     def init_globals(self, key, y=None):
         """A random starting q(beta).

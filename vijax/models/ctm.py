@@ -252,6 +252,8 @@ class CTM:
         return 0.5 * (tr + diff @ sol - k + logdet_s - logdet_v)
 
     def prior_local(self, params: CTMParams) -> LocalQ:
+        """The prior N(mu, Sigma) as a local q(z_d) (its diagonal for ``covariance="diagonal"``): where the local
+        steps of ``fit_local`` start."""
         if self.covariance == "full":
             return LocalQ(params.mu, params.sigma)
         return LocalQ(params.mu, jnp.diagonal(params.sigma))

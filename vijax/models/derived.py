@@ -124,6 +124,7 @@ class DerivedConjugateModel:
         check_scalar("tol", self.tol, low=0.0)
 
     def prior(self) -> dict:
+        """The globals' priors p(beta): the ``priors`` dict, name -> family."""
         return self.priors
 
     # ------------------------------------------------------------------ per datum

@@ -74,12 +74,26 @@ class DPMixture(Mixture):
         super().__init__(components.component, StickBreaking(components.num_components, float(alpha), truncation))
         self._components = components
 
-    components = property(lambda self: self._components)
-    alpha = property(lambda self: self.weights.alpha)
-    truncation = property(lambda self: self.weights.truncation)
-    truncation_level = property(lambda self: self.weights.truncation_level)
-    num_sticks = property(lambda self: self.weights.num_sticks)
-    dim = property(lambda self: self.component.dim)
+    components = property(
+        lambda self: self._components,
+        doc="The finite Mixture of the same component with T components that the model was built from.",
+    )
+    alpha = property(
+        lambda self: self.weights.alpha,
+        doc="alpha: the DP concentration of the stick-breaking prior v_k ~ Beta(1, alpha) (Blei & Jordan 2006).",
+    )
+    truncation = property(
+        lambda self: self.weights.truncation,
+        doc="The truncation: ``'blei_jordan'`` (v_T = 1) or ``'kurihara'`` (q = prior beyond T).",
+    )
+    truncation_level = property(
+        lambda self: self.weights.truncation_level, doc="T: the number of components q represents."
+    )
+    num_sticks = property(
+        lambda self: self.weights.num_sticks,
+        doc="The number of Beta sticks in q: T - 1 for Blei and Jordan, T for Kurihara et al.",
+    )
+    dim = property(lambda self: self.component.dim, doc="D: the component's data dimension.")
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod

@@ -82,9 +82,12 @@ class PoissonGammaSoftplus:
         return [finite_values("batch x", batch[0]), finite_nonnegative("batch count y", batch[1])]
 
     def check_data(self, batch) -> None:
+        """Raises ValueError naming ``x`` or ``y`` unless x is a finite (M, dim) array and y holds M
+        non-negative integer counts."""
         _check_xy_counts(*batch, self.dim)
 
     def prior(self, dtype=None) -> expfam.Gamma:
+        """p(theta_d) = Gamma(``prior_shape``, ``prior_rate``) for d = 1..D: a ``Gamma`` of batch shape (D,)."""
         dt = dtype or jnp.result_type(float)
         return expfam.Gamma(
             jnp.full((self.dim,), self.prior_shape - 1.0, dt), jnp.full((self.dim,), -self.prior_rate, dt)
@@ -107,9 +110,14 @@ class PoissonGammaSoftplus:
         return jnp.sum(jnp.mean(ll, 0))
 
     def loglik_grad(self, q: expfam.Gamma, batch, key: PRNGKey, num_samples: int):
+        """g_hat: the gradient of ``expected_loglik`` (reparameterised Gamma draws) with respect to q's
+        mean parameters (E[log theta], E[theta]), each (D,), by ``mean_param_grad``.
+        """
         return mean_param_grad(lambda qq: self.expected_loglik(qq, batch, key, num_samples), q)
 
     def elbo(self, q, batch, key, num_samples, num_data):
+        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(y_n | theta)] - KL(q || p): the likelihood term
+        by Monte Carlo, the KL exact."""
         scale = num_data / batch[0].shape[0]
         return scale * self.expected_loglik(q, batch, key, num_samples) - jnp.sum(q.kl(self.prior(q.dtype)))
 
@@ -148,6 +156,7 @@ class NoisyDirichletMultinomial:
         return [finite_nonnegative("batch count", batch)]
 
     def check_data(self, batch) -> None:
+        """Raises ValueError naming ``counts`` unless the batch is an (M, K) array of non-negative integer counts."""
         check_data_dtype("counts", batch)
         if isinstance(batch, jax.core.Tracer):
             if batch.ndim != 2 or batch.shape[1] != self.num_categories:
@@ -160,25 +169,35 @@ class NoisyDirichletMultinomial:
             raise ValueError("counts must be non-negative integers")
 
     def prior(self, dtype=None) -> expfam.Dirichlet:
+        """p(theta) = Dirichlet(alpha0 1_K), alpha0 = ``prior_concentration``: a ``Dirichlet`` with event shape (K,)."""
         dt = dtype or jnp.result_type(float)
         return expfam.Dirichlet(jnp.full((self.num_categories,), self.prior_concentration - 1.0, dt))
 
     def init_variational(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
+        """The prior with its concentrations jittered by up to 10 % (the batch, if given, is only checked)."""
         if batch is not None:
             self.check_data(batch)
         u = jax.random.uniform(key, (self.num_categories,), jnp.result_type(float), 0.9, 1.1)
         return expfam.Dirichlet(self.prior_concentration * u - 1.0)
 
     def expected_loglik(self, q: expfam.Dirichlet, counts, key: PRNGKey, num_samples: int) -> Array:
+        """Sum over the batch of the Monte Carlo E_q[log p(c_n | theta)], multinomial coefficients
+        included, from ``num_samples`` reparameterised Dirichlet draws.
+        """
         theta = q.sample(key, (num_samples,))  # (S, K)
         probs = (1.0 - self.noise) * theta + self.noise / self.num_categories
         log_coef = gammaln(jnp.sum(counts, -1) + 1.0) - jnp.sum(gammaln(counts + 1.0), -1)
         return jnp.sum(log_coef) + jnp.mean(jnp.log(probs) @ jnp.sum(counts, 0))
 
     def loglik_grad(self, q: expfam.Dirichlet, counts, key: PRNGKey, num_samples: int):
+        """g_hat: the gradient of ``expected_loglik`` with respect to q's mean parameters E[log theta]
+        (K,), by ``mean_param_grad``; sum_n c_n when ``noise`` = 0.
+        """
         return mean_param_grad(lambda qq: self.expected_loglik(qq, counts, key, num_samples), q)
 
     def elbo(self, q, counts, key, num_samples, num_data):
+        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(c_n | theta)] - KL(q || p): the likelihood term
+        by Monte Carlo, the KL exact."""
         scale = num_data / counts.shape[0]
         return scale * self.expected_loglik(q, counts, key, num_samples) - jnp.sum(q.kl(self.prior(q.dtype)))
 

@@ -81,8 +81,13 @@ class FullGMM(GaussianMixtureNames, Mixture):
         component = NormalWishartFull(dim, loc0=loc0, kappa0=kappa0, dof0=dof0, scale_inv0=scale_inv0, dtype=dtype)
         super().__init__(component, DirichletWeights(num_components, alpha0))
 
-    dof0 = property(lambda self: self.component.degrees_of_freedom)
-    scale_inv0 = property(lambda self: self.component.scale_inv)
+    dof0 = property(
+        lambda self: self.component.degrees_of_freedom,
+        doc="nu0: the Wishart degrees of freedom of the prior on each precision matrix.",
+    )
+    scale_inv0 = property(
+        lambda self: self.component.scale_inv, doc="W0^-1: the inverse of the Wishart scale matrix, (D, D)."
+    )
 
     @classmethod
     def from_data(

@@ -135,6 +135,7 @@ class GLM:
 
     # ------------------------------------------------------------------ q and prior
     def prior(self, dtype=None) -> expfam.MultivariateNormal:
+        """p(z) = N(m0 1, s0^2 I_D) (``prior_mean``, ``prior_var``) as a ``MultivariateNormal``."""
         dt = dtype or jnp.result_type(float)
         prec = 1.0 / self.prior_var
         return expfam.MultivariateNormal(
@@ -200,6 +201,9 @@ class GLM:
         return gm - 2.0 * gv @ q.mean, gv
 
     def elbo(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int, num_data: int) -> Array:
+        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(y_n | x_n^T z)] - KL(q || p) (Monte Carlo
+        for the logistic likelihood, exact for the Poisson one; the KL is exact).
+        """
         noise = self._noise(key, batch, num_samples, q.dtype)
         scale = num_data / batch[0].shape[0]
         return scale * self.expected_loglik(q.mean, q.covariance, batch, noise) - q.kl(self.prior(q.dtype))

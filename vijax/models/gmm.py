@@ -74,6 +74,7 @@ class UnivariateGMM:
         check_allocation("num_components", self.num_components, float_dtype(self.dtype).itemsize)
 
     def prior(self) -> expfam.Normal:
+        """p(mu_k) = N(0, sigma^2) for k = 1..K: a ``Normal`` of batch shape (K,)."""
         dt = float_dtype(self.dtype)
         k = self.num_components
         return expfam.Normal.from_mean_variance(jnp.zeros(k, dt), jnp.full(k, self.prior_variance, dt))
@@ -83,6 +84,7 @@ class UnivariateGMM:
         return [finite_values("batch x", x)]
 
     def check_data(self, x) -> None:
+        """Raises ValueError naming ``x`` unless it is a 1-d (N,) array of finite numbers."""
         check_data_array("x", x, ndim=1)
 
     def init_globals(self, key: PRNGKey, x: Array | None = None) -> expfam.Normal:
@@ -121,10 +123,16 @@ class GaussianMixtureNames:
     """The prior's argument names of the Gaussian mixtures as read-only attributes (shared by
     :class:`DiagonalGMM` and ``FullGMM``)."""
 
-    dim = property(lambda self: self.component.dim)
-    alpha0 = property(lambda self: self.weights.concentration)
-    loc0 = property(lambda self: self.component.loc0)
-    kappa0 = property(lambda self: self.component.kappa0)
+    dim = property(lambda self: self.component.dim, doc="D: the data dimension.")
+    alpha0 = property(
+        lambda self: self.weights.concentration, doc="alpha0: the Dirichlet concentration of each mixture weight."
+    )
+    loc0 = property(
+        lambda self: self.component.loc0, doc="m0: the prior mean of each component mean (a scalar or (D,))."
+    )
+    kappa0 = property(
+        lambda self: self.component.kappa0, doc="kappa0: the prior precision scale of the component means."
+    )
 
 
 class DiagonalGMM(GaussianMixtureNames, Mixture):
@@ -175,8 +183,11 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         check_allocation("num_components * dim", num_components * dim, float_dtype(dtype).itemsize)
         super().__init__(component, DirichletWeights(num_components, alpha0))
 
-    a0 = property(lambda self: self.component.a0)
-    b0 = property(lambda self: self.component.b0)
+    a0 = property(lambda self: self.component.a0, doc="a0: the Gamma shape of the prior on each precision tau_kd.")
+    b0 = property(
+        lambda self: self.component.b0,
+        doc="b0: the Gamma rate of the prior on each precision tau_kd (a scalar or (D,)).",
+    )
 
     @classmethod
     def from_data(

@@ -152,6 +152,8 @@ class GaussianMixtureEM:
         check_data_array("x", x, ndim=2, last_dim=self.dim)
 
     def covariance_shape(self) -> tuple:
+        """The shape of ``GMMParams.covariances`` for ``covariance_type``: (K, D, D) full, (D, D) tied,
+        (K, D) diag, (K,) spherical."""
         k, d = self.num_components, self.dim
         return {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[self.covariance_type]
 

@@ -136,6 +136,7 @@ class HMM:
 
     @property
     def dtype(self):
+        """The float dtype of the emissions' families."""
         return self.emissions.dtype
 
     def __repr__(self):
@@ -454,10 +455,12 @@ class CategoricalHMM(HMM):
 
     @property
     def num_symbols(self) -> int:
+        """V: the number of emission symbols."""
         return self.emissions.num_symbols
 
     @property
     def emission_concentration(self) -> float:
+        """The Dirichlet concentration on each row of the emission matrix B."""
         return self.emissions.concentration
 
 
@@ -519,12 +522,12 @@ class GaussianHMM(HMM):
             forward_backward=forward_backward,
         )
 
-    dim = property(lambda self: self.emissions.dim)
-    loc0 = property(lambda self: self.emissions.loc0)
-    kappa0 = property(lambda self: self.emissions.kappa0)
-    a0 = property(lambda self: self.emissions.a0)
-    b0 = property(lambda self: self.emissions.b0)
-    min_variance = property(lambda self: self.emissions.min_variance)
+    dim = property(lambda self: self.emissions.dim, doc="D: the dimension of an observation.")
+    loc0 = property(lambda self: self.emissions.loc0, doc="The Normal-Gamma prior's location m0 of each emission mean.")
+    kappa0 = property(lambda self: self.emissions.kappa0, doc="kappa0: the Normal-Gamma prior's precision scale.")
+    a0 = property(lambda self: self.emissions.a0, doc="a0: the Normal-Gamma prior's Gamma shape.")
+    b0 = property(lambda self: self.emissions.b0, doc="b0: the Normal-Gamma prior's Gamma rate.")
+    min_variance = property(lambda self: self.emissions.min_variance, doc="EM's floor on the emission variances.")
 
 
 __all__ = [

@@ -225,7 +225,7 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
       ConfigError: an invalid value (naming its key, also for errors the experiment's builder
         raises), or an output folder that cannot be written or that another run holds (its pid
         named: the run holds ``output.dir`` until it returns, ``vijax.run._lock``).
-      vijax.run._checkpoint.CheckpointError: a resume refused (``ConfigChangedError``: changed
+      CheckpointError: a resume refused (``ConfigChangedError``: changed
         config) or impossible (no intact checkpoint).
     """
     with hold_folder(config["output"]["dir"], "output.dir (--out)", error=ConfigError):

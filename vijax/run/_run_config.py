@@ -135,6 +135,7 @@ class RunConfig:
         return cls(**checked)
 
     def as_dict(self) -> dict:
+        """The settings as a plain dict, setting name -> value (``dataclasses.asdict``)."""
         return dataclasses.asdict(self)
 
     def replace(self, **settings) -> "RunConfig":
