@@ -13,8 +13,8 @@ maximum of the likelihood: EM reaches the maximum likelihood in one step, and th
 returns depend on the start (both tested in ``tests/models/test_smm.py``). The report gives the
 training log-likelihood of the best start and of the frequencies, its spread over the starts, the L1
 distance of the fitted marginal to the training frequencies, and, matched to the true
-components (the assignment minimizing the summed L1 distances of eta rows, by enumeration of the K!
-matchings for K <= 7), how far each start's components are from the true ones: equal likelihoods,
+components (the Hungarian matching of eta rows, ``vijax.metrics.match_components``), how far each
+start's components are from the true ones: equal likelihoods,
 different components. ``smm_components.png`` shows the true eta beside two starts' matched eta.
 (pLSA1 and LDA, ``vijax.models.PLSA`` and ``LDA``, give each datum several symbols, which makes the
 components identifiable.)
@@ -22,7 +22,6 @@ components identifiable.)
 
 from __future__ import annotations
 
-import itertools
 import os
 
 import jax
@@ -31,6 +30,7 @@ import numpy as np
 
 from vijax.data import sample_categorical_mixture
 from vijax.inference import restarts, select_restart
+from vijax.metrics import match_components
 from vijax.models import SMM, SMMParams
 from vijax.run import Experiment, MemoryNeed, SEED_BOUND, configured_algorithm, float_bytes, register_experiment
 
@@ -60,8 +60,6 @@ _BOUNDS = {
     "algorithm.num_restarts": ">= 1",
 }
 
-MAX_MATCHED = 7  # components matched by enumerating the K! assignments
-
 
 def _memory(config) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
@@ -80,12 +78,11 @@ def _memory(config) -> list[MemoryNeed]:
     ]
 
 
-def match_components(fitted: np.ndarray, true: np.ndarray) -> tuple[int, ...]:
-    """The permutation p (fitted row p[k] for true row k) that minimizes sum_k |eta_fitted[p[k]] -
-    eta_true[k]|_1, by enumeration (K <= ``MAX_MATCHED``)."""
-    k = true.shape[0]
-    cost = np.abs(fitted[:, None, :] - true[None, :, :]).sum(-1)  # (fitted, true)
-    return min(itertools.permutations(range(k)), key=lambda p: sum(cost[p[j], j] for j in range(k)))
+def _matched(fitted: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """The fitted eta rows in the order of the true ones (``vijax.metrics.match_components``: the
+    Hungarian matching by Euclidean distance of the rows)."""
+    idx, _ = match_components(true, fitted)
+    return fitted[idx]
 
 
 def _plot(path, true: np.ndarray, fitted: list) -> None:
@@ -167,12 +164,11 @@ def build(sections: dict, seed: int) -> Experiment:
             f"{summary['train_log_likelihood_spread_over_starts']:.2e}; L1 distance of the fitted marginal "
             f"to the frequencies {summary['marginal_l1_to_frequencies']:.2e}.\n",
         ]
-        if m["num_components"] == d["num_clusters"] <= MAX_MATCHED:
+        if m["num_components"] == d["num_clusters"]:
             errors = []
             for i in range(r):
-                fitted = np.asarray(q.probs[i])
-                perm = list(match_components(fitted, sample.probs))
-                errors.append(float(np.abs(fitted[perm] - sample.probs).sum(-1).max()))
+                fitted = _matched(np.asarray(q.probs[i]), sample.probs)
+                errors.append(float(np.abs(fitted - sample.probs).sum(-1).max()))
             summary["max_l1_eta_error_per_start"] = errors
             lines.append(
                 "\nLargest L1 distance of a matched eta row to the true one, per start: "
@@ -180,10 +176,7 @@ def build(sections: dict, seed: int) -> Experiment:
                 + " (equal likelihoods, different components: the model is not identifiable from one "
                 "symbol per datum).\n"
             )
-            shown = [
-                np.asarray(q.probs[i])[list(match_components(np.asarray(q.probs[i]), sample.probs))]
-                for i in (0, min(1, r - 1))
-            ]
+            shown = [_matched(np.asarray(q.probs[i]), sample.probs) for i in (0, min(1, r - 1))]
             _plot(os.path.join(out_dir, "smm_components.png"), sample.probs, shown)
         with open(os.path.join(out_dir, "results.md"), "w") as f:
             f.write("".join(lines))
@@ -198,4 +191,4 @@ def build(sections: dict, seed: int) -> Experiment:
     )
 
 
-__all__ = ["build", "match_components"]
+__all__ = ["build"]
