@@ -131,6 +131,24 @@ def test_domain_guard_and_non_finite_rejection():
     np.testing.assert_array_equal(s1.q_global.eta1, s0.q_global.eta1)
 
 
+def test_a_step_at_the_exact_optimum_is_accepted():
+    """On a Gaussian target the Hessian estimate is exact: once q is the optimum a step changes
+    nothing, with nothing damped, and is accepted (not counted as a rejected step)."""
+    alg = ngvi(
+        lambda t, b: -0.5 * jnp.sum((t - 1.0) ** 2 / 0.25),
+        family=expfam.Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2)),
+        schedule=1.0,
+        gradient="hessian",
+    )
+    step = jax.jit(alg.step)
+    state = alg.init(jax.random.PRNGKey(0))
+    for t in range(3):
+        state, info = step(state, None, jax.random.PRNGKey(t + 1))
+    np.testing.assert_allclose(state.q_global.to_tfp().mean(), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(state.q_global.to_tfp().variance(), 0.25, rtol=1e-12)
+    assert bool(info.accepted) and int(state.num_rejected) == 0 and int(info.num_damped) == 0
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [

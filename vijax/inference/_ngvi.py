@@ -211,9 +211,12 @@ def step(
         elbo = mean_f - expfam.tree_kl(q, prior)
     new_q, num_damped = expfam.tree_interpolate(q, target, rho)
     # A step that the domain guard left wholly unchanged (no halving of rho was valid anywhere: an
-    # indefinite Hessian estimate, say) made no progress: it is counted as rejected, not accepted.
+    # indefinite Hessian estimate, say) made no progress: it is counted as rejected, not accepted. A
+    # step that changes nothing without any damping is at a fixed point (an exact gradient at the
+    # optimum: a Gaussian target with the Hessian estimate) and is accepted.
     old_leaves, new_leaves = jax.tree_util.tree_leaves(q), jax.tree_util.tree_leaves(new_q)
     moved = jnp.any(jnp.stack([jnp.any(a != b) for a, b in zip(old_leaves, new_leaves)])) | (rho == 0)
+    moved = moved | (num_damped == 0)
     info = NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped, None)
     return Proposal(NGVIState(new_q, state.count, state.num_rejected), info, (elbo,), valid=moved)
 
