@@ -1,8 +1,9 @@
 # make run         : create .venv if needed, install vijax, run the embedded default experiment.
 # make test        : create .venv if needed, install vijax with test extras, lint (ruff), run the test suite (not `slow`)
 #                    and every docstring example of the package (doctests).
-# make test-compat : the wheel in fresh virtual environments with the newest allowed and the oldest
-#                    supported JAX, running the README example and a fast subset (docs/compat.md).
+# make test-compat : the commit's wheel in fresh virtual environments with every dependency at its
+#                    stated floor and at the newest allowed, running the README example and a fast
+#                    subset (runner, CLI, jit_step included); writes the result into docs/compat.md.
 # make docs        : the API reference site, built strictly (a broken reference fails) into site/.
 # make notebooks   : rebuild the notebooks and execute them at their documented size, saving outputs.
 # make dist        : the wheel and sdist into dist/, checked by twine.

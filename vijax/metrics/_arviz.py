@@ -40,6 +40,15 @@ def _leaves(tree: PyTree):
     return names, leaves
 
 
+def _import_arviz():
+    """ArviZ, or an ImportError that names the extra that installs it."""
+    try:
+        import arviz
+    except ImportError as e:
+        raise ImportError("to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]'") from e
+    return arviz
+
+
 def to_arviz(
     q_or_draws: PyTree,
     key: Optional[PRNGKey] = None,
@@ -70,6 +79,7 @@ def to_arviz(
       ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with log_weights).
 
     Raises:
+      ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
       ValueError: naming ``key`` (families without a key), ``num_draws``, ``names`` (wrong
         count), ``q_or_draws`` (draws with unequal leading sizes, or neither families nor arrays),
         ``log_weights`` (not one per draw) or ``num_chains`` (not dividing S); ``q_or_draws``
@@ -119,7 +129,7 @@ def to_arviz(
     check_int("num_chains", num_chains)
     if s % num_chains:
         raise ValueError(f"num_chains={num_chains} must divide the number of draws {s}")
-    import arviz as az  # deferred (slow to import) until the arguments are checked
+    az = _import_arviz()  # deferred (slow to import) until the arguments are checked
 
     shape = lambda a: a.reshape((num_chains, s // num_chains) + a.shape[1:])
     posterior = {n: shape(d) for n, d in zip(leaf_names, draws)}

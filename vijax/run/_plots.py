@@ -58,6 +58,15 @@ def eval_metric_names(evals: Sequence[dict]) -> list[str]:
     return names
 
 
+def _figure_class():
+    """``matplotlib.figure.Figure``, or an ImportError that names the extra that installs matplotlib."""
+    try:
+        from matplotlib.figure import Figure  # deferred: importing matplotlib is slow
+    except ImportError as e:
+        raise ImportError("the plots of vijax run need matplotlib: pip install 'vijax-toolkit[plots]'") from e
+    return Figure
+
+
 def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") -> str:
     """Writes a PNG of the ELBO trace and, if any, the held-out metrics against steps.
 
@@ -72,8 +81,11 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
 
     Returns:
       ``path``.
+
+    Raises:
+      ImportError: matplotlib is not installed (``pip install 'vijax-toolkit[plots]'``).
     """
-    from matplotlib.figure import Figure  # deferred: importing matplotlib is slow
+    Figure = _figure_class()
 
     steps = np.asarray(trace["step"])
     elbo = np.asarray(trace["elbo"], dtype=np.float64)
