@@ -42,6 +42,18 @@ def test_histogram_experiment_small(tmp_path):
     _, metrics = run_experiment(cfg)
     assert metrics["summary"]["test_purity"] > 0.95
     assert np.isfinite(metrics["summary"]["heldout_log_predictive"])
+    # Blei et al. 2017, Figure 2: every start's final ELBO (the default 5 starts) and their figure
+    finals = metrics["summary"]["final_elbo_per_restart"]
+    assert len(finals) == 5 and 1 <= metrics["summary"]["distinct_local_optima"] <= 5
+    assert (tmp_path / "elbo_restarts.png").is_file()
+
+
+def test_distinct_local_optima_count_values_apart_by_more_than_the_tolerance():
+    from vijax.run.experiments.gmm import _restart_optima
+
+    out = _restart_optima(np.array([-100.0, -100.0 * (1 + 1e-9), -90.0, -80.0, -90.00001]))
+    assert out["distinct_local_optima"] == 3  # -100 twice (within 1e-6), -90 twice, -80
+    assert out["final_elbo_per_restart"][2] == -90.0
 
 
 @pytest.mark.slow  # CI time budget: run by `make test-slow`

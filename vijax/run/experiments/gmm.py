@@ -217,6 +217,10 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
         summary = _summary(model, q, x_test)
         z_hat = np.asarray(jnp.argmax(model.log_resp(expfam.tree_mean_params(q), jnp.asarray(x_test)), axis=1))
         summary["test_purity"] = cluster_purity(np.asarray(full.z[n_tr:]), z_hat)
+        elbos = np.asarray(result.trace["elbo"], np.float64)
+        if elbos.ndim == 2:  # (steps, restarts): Blei et al. 2017, Figure 2
+            summary.update(_restart_optima(elbos[-1]))
+            _plot_restarts(os.path.join(out_dir, "elbo_restarts.png"), np.asarray(result.trace["step"]), elbos)
         return summary
 
     return Experiment(
@@ -226,6 +230,32 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
         lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
         report,
     )
+
+
+def _restart_optima(final: np.ndarray, rtol: float = 1e-6) -> dict:
+    """The final ELBO of each restart, and how many distinct local optima they reached: final values
+    that differ by more than ``rtol`` relatively are different optima (Blei et al. 2017, Figure 2)."""
+    ordered = np.sort(final)
+    distinct = 1 + int(np.sum(np.diff(ordered) > rtol * np.abs(ordered[1:])))
+    return {"final_elbo_per_restart": final.tolist(), "distinct_local_optima": distinct}
+
+
+def _plot_restarts(path, steps: np.ndarray, elbos: np.ndarray) -> None:
+    """The ELBO of each restart against the iteration (Blei et al. 2017, Figure 2)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.0))
+    ax = fig.subplots()
+    for r in range(elbos.shape[1]):
+        ax.plot(steps, elbos[:, r], lw=1.2)
+    top = elbos[-1].max()
+    span = top - np.median(elbos[max(0, len(steps) // 10)])
+    ax.set_ylim(top - 3 * max(span, 1e-9), top + 0.1 * max(span, 1e-9))
+    ax.set_xlabel("CAVI iteration")
+    ax.set_ylabel("ELBO")
+    ax.set_title(f"{elbos.shape[1]} starts: different local optima")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
