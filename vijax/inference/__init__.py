@@ -7,7 +7,9 @@ Black-box VI on any log-density: ``bbvi`` (an optax optimizer on a Monte Carlo E
 offers beyond them (``bbvi``'s ``guide``, draws, PSIS log-weights, a differentiable ``elbo``;
 ``aevb``'s evaluations) are module functions over the algorithm and its state: ``guide``,
 ``sample``, ``log_weights``, ``elbo``, ``iwae_log_likelihood``, ``reconstruct``, ``decoder_kl``.
-Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
+``bbvi`` and ``ngvi`` also take a NumPyro or TFP model as a ``vijax.interop.Target``
+(``vijax.from_numpyro``, ``vijax.from_tfp``); ``auto_family(target)`` matches an exponential family
+to each site's support. Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
 A Bayesian last layer on a network, trained end to end by the user's own loop:
 ``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``
 (across processes: ``initialize_processes``, ``process_shard``, ``global_batch``, ``global_host_batches``).
@@ -28,7 +30,7 @@ from vijax.inference._combinators import (
     restarts,
     select_restart,
 )
-from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide
+from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide, auto_family
 from vijax.inference._last_layer import LIKELIHOODS, LastLayer, bayesian_last_layer, head_log_likelihood
 from vijax.inference._map import MAPInfo, MAPState, map_em
 from vijax.inference._ngvi import GRADIENTS, NGVIInfo, NGVIState, ngvi
@@ -52,6 +54,7 @@ from vijax._validate import set_value_checks, value_checks, value_checks_enabled
 from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, init_from, jit_step, safe_increment
 
 __all__ = [
+    "auto_family",
     "decoder_kl",
     "elbo",
     "guide",

@@ -48,6 +48,7 @@ import numpy as np
 import optax
 
 from vijax._validate import batch_size, check_choice, check_int, check_key, is_tracer
+from vijax.interop import Target
 from vijax.inference._guides import check_shapes, make_guide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
@@ -104,6 +105,26 @@ def log_joint(
         return out
 
     return joint
+
+
+# what a target carries itself, and why an algorithm given a target refuses the argument
+_TARGET_OWNS = {
+    "init_params": "its starting point (target.init_params)",
+    "bijectors": "the model's own transforms (target.transform)",
+    "num_data": "the model's own minibatch scaling (a subsampled plate scales by N / M)",
+    "prior": "the model's prior, inside its log-joint",
+    "log_prior": "the model's prior, inside its log-joint",
+}
+
+
+def check_target_arguments(**given: Any) -> None:
+    """Raises ValueError naming the first argument of ``given`` that is not None: with a
+    ``vijax.interop.Target`` in place of the log-density, the target carries it (``_TARGET_OWNS``)."""
+    for name, value in given.items():
+        if value is not None:
+            raise ValueError(
+                f"{name}: a target (vijax.from_numpyro, from_tfp) carries {_TARGET_OWNS[name]}; give no {name}"
+            )
 
 
 def _draws(guide, vparams, key, num_samples):
@@ -355,10 +376,17 @@ def as_top_level_api(
 
     Args:
       log_density: ``(params, batch) -> scalar``, jit-able; the log-joint (or, with ``num_data``
-        or ``prior``, the log-likelihood of the batch).
+        or ``prior``, the log-likelihood of the batch). Or a ``vijax.interop.Target``
+        (``vijax.from_numpyro``, ``vijax.from_tfp``): its ``log_prob``, with the Gaussian families
+        on the target's unconstrained space through the model's own transforms (NumPyro's
+        AutoNormal, AutoMultivariateNormal, AutoLowRankMultivariateNormal), started at
+        ``target.init_params``; the parameters are then a dict keyed by site name, the batch the
+        target's (None or a dict, see ``vijax.from_numpyro``), and ``init_params``, ``bijectors``,
+        ``num_data``, ``prior`` and ``log_prior`` are refused (the target carries them).
       family: ``"meanfield"``, ``"fullrank"``, ``"lowrank"`` (Gaussians on the unconstrained
         parameters; need ``init_params``) or a pytree of ``vijax.expfam`` families (the initial q,
-        one family per parameter leaf: Gamma, Beta, Dirichlet, Normal).
+        one family per parameter leaf: Gamma, Beta, Dirichlet, Normal; for a target,
+        ``vijax.inference.auto_family(target)``).
       init_params: the parameter pytree: its structure, shapes and q's initial centre.
       bijectors: None or a pytree like ``init_params`` of ``tfp.bijectors`` (unconstrained ->
         constrained) or None leaves (identity).
@@ -385,7 +413,8 @@ def as_top_level_api(
 
     Raises:
       ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
-        pytrees, a template outside its bijector's support, ``prior`` with ``log_prior``.
+        pytrees, a template outside its bijector's support, ``prior`` with ``log_prior``, an
+        argument a target carries itself.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -397,6 +426,12 @@ def as_top_level_api(
         >>> bool(info.accepted)
         True
     """
+    target = log_density if isinstance(log_density, Target) else None
+    if target is not None:
+        check_target_arguments(
+            init_params=init_params, bijectors=bijectors, num_data=num_data, prior=prior, log_prior=log_prior
+        )
+        log_density = target.log_prob
     if not callable(log_density):
         raise ValueError(f"log_density must be a function (params, batch) -> scalar, got {log_density!r}")
     check_choice("estimator", estimator, ESTIMATORS)
@@ -417,7 +452,12 @@ def as_top_level_api(
             "needs the whole log-joint (give log_prior instead)"
         )
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
-    guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
+    if target is None:
+        guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
+    elif isinstance(family, str):  # Gaussian on the unconstrained space, through the model's own map
+        guide = make_guide(family, target.init_params, init_scale=init_scale, rank=rank, transform=target.transform)
+    else:
+        guide = make_guide(family, target.constrain(target.init_params), init_scale=init_scale, rank=rank)
     if prior is not None:
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
@@ -441,7 +481,12 @@ def as_top_level_api(
             log_density=None if estimator == "score" else log_density,  # score needs no gradient of it
             has_prior=has_prior,
         ),
-        step=bind_settings(step, **settings, model=getattr(log_density, "__self__", log_density), template=template),
+        step=bind_settings(
+            step,
+            **settings,
+            model=target if target is not None else getattr(log_density, "__self__", log_density),
+            template=template,
+        ),
     )
 
 
@@ -473,6 +518,7 @@ __all__ = [
     "bbvi",
     "elbo",
     "check_gradient_flows",
+    "check_target_arguments",
     "gradient_probe",
     "init",
     "log_joint",

@@ -36,6 +36,7 @@ from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
 from vijax._validate import check_int, check_scalar
+from vijax.interop import Target
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
 KINDS = ("meanfield", "fullrank", "lowrank")
@@ -87,10 +88,14 @@ class GaussianGuide:
         are ``tfp.bijectors.Bijector`` (unconstrained -> constrained) or None (identity).
       init_scale: q's initial standard deviation in every coordinate, > 0.
       rank: the number of columns of W for ``"lowrank"``.
+      transform: instead of ``bijectors``, a map ``u -> (params, log |det J|)`` from a pytree
+        shaped like ``template``, which is then the unconstrained starting point (a target's own
+        map, ``vijax.interop.Target.transform``).
 
     Raises:
       ValueError: an unknown ``kind``, ``bijectors`` shaped unlike ``template``, a template leaf
-        outside its bijector's image (named by its path), a non-float or non-finite template.
+        outside its bijector's image (named by its path), a non-float or non-finite template,
+        both ``bijectors`` and ``transform``.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class GaussianGuide:
         bijectors: PyTree = None,
         init_scale: float = 0.1,
         rank: int = 1,
+        transform: Optional[Callable[[PyTree], tuple[PyTree, Array]]] = None,
     ):
         if kind not in KINDS:
             raise ValueError(f"family: unknown Gaussian family {kind!r}; choose one of {KINDS}")
@@ -113,6 +119,9 @@ class GaussianGuide:
                 raise ValueError(f"init_params: {_path(path)} must be a float array, got dtype {a.dtype}")
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"init_params: {_path(path)} has NaN or infinite entries")
+        if transform is not None and bijectors is not None:
+            raise ValueError("bijectors: a guide with a transform (a target's own map) takes no bijectors")
+        self.transform = transform
         if bijectors is None:
             bijectors = jax.tree.map(lambda _: None, template)
         check_structures(
@@ -134,7 +143,7 @@ class GaussianGuide:
         tree = jax.tree_util.tree_structure(template)
         self.loc0, self._unravel = ravel_pytree(jax.tree_util.tree_unflatten(tree, unconstrained))
         self.dim = int(self.loc0.shape[0])
-        self.identity = all(b is None for b in self._bij_leaves)
+        self.identity = transform is None and all(b is None for b in self._bij_leaves)
 
     # ----------------------------------------------------------------- variational parameters
     def init(self) -> dict:
@@ -228,6 +237,9 @@ class GaussianGuide:
     def constrain(self, z: Array) -> tuple[PyTree, Array]:
         """(params, log |det dT/dz|) for one flat draw z."""
         u = self._unravel(z)
+        if self.transform is not None:
+            params, log_det = self.transform(u)
+            return params, jnp.asarray(log_det, z.dtype)
         leaves, tree = jax.tree_util.tree_flatten(u)
         out, log_det = [], jnp.zeros((), z.dtype)
         for leaf, b in zip(leaves, self._bij_leaves):
@@ -332,7 +344,13 @@ class ExpFamilyGuide:
 
 
 def make_guide(
-    family: Any, init_params: PyTree = None, *, bijectors: PyTree = None, init_scale: float = 0.1, rank: int = 1
+    family: Any,
+    init_params: PyTree = None,
+    *,
+    bijectors: PyTree = None,
+    init_scale: float = 0.1,
+    rank: int = 1,
+    transform: Optional[Callable] = None,
 ):
     """The guide for ``family`` (a Gaussian kind with ``init_params``, or a pytree of families).
 
@@ -345,7 +363,9 @@ def make_guide(
                 f"init_params: the {family!r} family needs the parameter pytree (its structure, "
                 "shapes and q's initial centre)"
             )
-        return GaussianGuide(init_params, family, bijectors=bijectors, init_scale=init_scale, rank=rank)
+        return GaussianGuide(
+            init_params, family, bijectors=bijectors, init_scale=init_scale, rank=rank, transform=transform
+        )
     if bijectors is not None:
         raise ValueError(
             "bijectors: an expfam family samples in its own support; bijectors are for the Gaussian families"
@@ -363,4 +383,64 @@ def make_guide(
     return guide
 
 
-__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "check_shapes", "check_structures", "make_guide"]
+def auto_family(target: Target, *, init_scale: float = 0.1) -> dict:
+    """Exponential families matched to the supports of a target's sites, for ``ngvi`` (its default
+    with a target) or ``bbvi``: Normal for the real line, Gamma for the positive reals, Beta for the
+    unit interval, Dirichlet for the simplex, each with the site's shape and centred at the target's
+    starting point x = ``target.constrain(target.init_params)``.
+
+    The spread matches a Gaussian of standard deviation s = ``init_scale`` on the unconstrained
+    space (NumPyro's AutoNormal starts there): Normal(x, s^2); Gamma with shape 1 / s^2 and mean x
+    (the coefficient of variation s, as exp of N(log x, s^2)); Beta and Dirichlet with mean x and
+    total concentration 1 / s^2, each concentration at least 1 (so that every density is bounded
+    at the start).
+
+    Args:
+      target: a ``vijax.interop.Target`` (``vijax.from_numpyro``, ``vijax.from_tfp``).
+      init_scale: s > 0.
+
+    Returns:
+      A dict site name -> family, the ``family`` argument of ``ngvi`` and ``bbvi``.
+
+    Raises:
+      ValueError: naming the site whose support no family matches (``Site.support == "other"``:
+        use a Gaussian family of ``bbvi``, which goes through the library's own bijector).
+
+    Examples:
+        >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+        >>> import vijax
+        >>> def model(k):
+        ...     rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        ...     numpyro.sample("k", dist.Poisson(rate), obs=k)
+        >>> q = auto_family(vijax.from_numpyro(model, jnp.array(3.0)))
+        >>> type(q["rate"]).__name__
+        'Gamma'
+    """
+    if not isinstance(target, Target):
+        raise ValueError(f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {target!r}")
+    s = check_scalar("init_scale", init_scale, low=0.0)
+    start = target.constrain(target.init_params)
+    conc = 1.0 / (s * s)
+    families = {}
+    for name, site in target.sites.items():
+        x = jnp.asarray(start[name])
+        if site.support == "real":
+            families[name] = expfam.Normal.from_mean_variance(x, jnp.full(x.shape, s * s, x.dtype))
+        elif site.support == "positive":
+            families[name] = expfam.Gamma.from_shape_rate(jnp.full(x.shape, conc, x.dtype), conc / x)
+        elif site.support == "unit_interval":
+            families[name] = expfam.Beta.from_concentrations(
+                jnp.maximum(conc * x, 1.0), jnp.maximum(conc * (1.0 - x), 1.0)
+            )
+        elif site.support == "simplex":
+            families[name] = expfam.Dirichlet.from_concentration(jnp.maximum(conc * x, 1.0))
+        else:
+            raise ValueError(
+                f"site {name!r}: no exponential family of vijax.expfam matches its support {site.constraint}; "
+                "fit it with a Gaussian family of bbvi (family='meanfield', 'fullrank' or 'lowrank'), "
+                "which goes through the model's own bijector"
+            )
+    return families
+
+
+__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "auto_family", "check_shapes", "check_structures", "make_guide"]

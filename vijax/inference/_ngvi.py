@@ -52,8 +52,15 @@ from jax.flatten_util import ravel_pytree
 from vijax import expfam
 from vijax._validate import check_choice, check_int, check_key, is_tracer
 from vijax.inference import schedules
-from vijax.inference._bbvi import NUM_START_DRAWS, check_gradient_flows, gradient_probe, log_joint
-from vijax.inference._guides import check_shapes, check_structures
+from vijax.interop import Target
+from vijax.inference._bbvi import (
+    NUM_START_DRAWS,
+    check_gradient_flows,
+    check_target_arguments,
+    gradient_probe,
+    log_joint,
+)
+from vijax.inference._guides import auto_family, check_shapes, check_structures
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -224,7 +231,7 @@ def step(
 def as_top_level_api(
     log_density: Callable,
     *,
-    family: PyTree,
+    family: PyTree = None,
     schedule=None,
     num_data: Optional[int] = None,
     num_samples: int = 1,
@@ -237,9 +244,14 @@ def as_top_level_api(
     Args:
       log_density: ``(z, batch) -> scalar``, jit-able, with ``z`` structured like the draws of
         ``family`` (a family's draw in place of each family); the log-joint, or the
-        log-likelihood when ``prior`` or ``num_data`` is given.
+        log-likelihood when ``prior`` or ``num_data`` is given. Or a ``vijax.interop.Target``
+        (``vijax.from_numpyro``, ``vijax.from_tfp``): its ``log_prob`` at constrained values,
+        ``z`` a dict keyed by site name; ``num_data``, ``prior`` and ``log_prior`` are then
+        refused (the model scales its own minibatches and holds its prior).
       family: the initial q, a family or pytree of ``vijax.expfam`` families with a reparameterized
-        sampler (Normal, MultivariateNormal, Gamma, Beta, Dirichlet).
+        sampler (Normal, MultivariateNormal, Gamma, Beta, Dirichlet). With a target, None (the
+        default) is ``vijax.inference.auto_family(target)``: a family per site matched to its
+        support.
       schedule: rho, a number in (0, 1] or a callable ``count -> rho`` (default
         ``schedules.robbins_monro(0.5, tau=1.0, kappa=0.7)``: a half Newton step first, since a
         full one can land where a non-log-concave target's Hessian is indefinite).
@@ -259,7 +271,9 @@ def as_top_level_api(
 
     Raises:
       ValueError: naming the argument: a family without a reparameterized sampler, ``"hessian"``
-        with a non-Gaussian q, zero samples, a prior shaped unlike q, ``prior`` with ``log_prior``.
+        with a non-Gaussian q, zero samples, a prior shaped unlike q, ``prior`` with ``log_prior``,
+        an argument a target carries itself, a family shaped unlike a target's sites; naming the
+        site whose support ``auto_family`` cannot match.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -271,9 +285,20 @@ def as_top_level_api(
         >>> [round(float(m), 6) for m in state.q_global.mean]  # the exact posterior N(1, 1)
         [1.0, 1.0]
     """
+    target = log_density if isinstance(log_density, Target) else None
+    if target is not None:
+        check_target_arguments(num_data=num_data, prior=prior, log_prior=log_prior)
+        log_density = target.log_prob
+        if family is None:
+            family = auto_family(target)
     if not callable(log_density):
         raise ValueError(f"log_density must be a function (z, batch) -> scalar, got {log_density!r}")
+    if family is None:
+        raise ValueError("family: the initial q (a pytree of vijax.expfam families) is needed with a log-density")
     expfam.check_invertible(family)
+    if target is not None:  # q's draws must be the target's constrained sites
+        draw = jax.eval_shape(lambda k: expfam.reparam_sample(family, k), jax.random.PRNGKey(0))
+        check_shapes("family", draw, target.constrain(target.init_params), "the target's sites")
     fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
     for f in fams:
         if not bool(np.all(np.asarray(f.is_valid()))):
@@ -320,7 +345,7 @@ def as_top_level_api(
             num_samples=num_samples,
             gradient=gradient,
             prior=prior,
-            model=getattr(log_density, "__self__", log_density),
+            model=target if target is not None else getattr(log_density, "__self__", log_density),
             family=family,
         ),
     )

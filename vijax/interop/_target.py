@@ -1,0 +1,122 @@
+"""The target: a model from another library as what vijax's algorithms take (see the package
+docstring)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional
+
+import jax
+
+from vijax.types import Array, PyTree
+
+# the supports ``vijax.inference.auto_family`` matches to a family; every other support is "other"
+SUPPORTS = ("real", "positive", "unit_interval", "simplex", "other")
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """A latent site of a target.
+
+    Attributes:
+      name: the site's name in the model.
+      shape: the shape of its constrained value.
+      unconstrained_shape: the shape of its unconstrained value (one less in the last axis for a
+        simplex).
+      support: one of ``SUPPORTS``: ``"real"``, ``"positive"``, ``"unit_interval"``,
+        ``"simplex"``, or ``"other"`` (a support the Gaussian families handle through the
+        library's bijector but no exponential family of ``vijax.expfam`` matches).
+      constraint: the library's own description of the support: a NumPyro constraint, or the TFP
+        bijector onto it.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    unconstrained_shape: tuple[int, ...]
+    support: str
+    constraint: Any
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Target:
+    """A model's log-density over its latent sites, on the constrained and the unconstrained space.
+
+    Parameters are dicts keyed by site name. ``transform`` is the library's map from the
+    unconstrained space (NumPyro's ``biject_to`` of each site's support, TFP's
+    ``experimental_default_event_space_bijector``), so that
+
+        log_density(u, batch) = log_prob(constrain(u), batch) + log |det d constrain / du|.
+
+    Attributes:
+      log_prob: ``(params, batch) -> scalar``, the log-joint at constrained values (no Jacobian),
+        with the model's own minibatch scaling; what ``vijax.inference.ngvi`` and ``bbvi`` take.
+      log_density: ``(params_u, batch) -> scalar``, the log-joint on the unconstrained space,
+        Jacobian included (NumPyro's ``-potential_energy``).
+      transform: ``params_u -> (params, log |det J|)``.
+      unconstrain: ``params -> params_u``, the inverse of ``constrain``.
+      sites: site name -> :class:`Site`, the latent sites in the model's order.
+      init_params: the unconstrained starting point (NumPyro's ``init_to_median``; for TFP the
+        median of 15 prior draws on the unconstrained space).
+      plates: the subsampled plates, name -> (size N, subsample size M); a batch gives each one's
+        indices (see ``batch_keys``), and the model scales its sites by N / M.
+      batch_keys: what a batch may hold: the names of the model's arguments (NumPyro), of the
+        observed sites (TFP), and of the subsampled plates; None where the model takes ``**kwargs``.
+      library: ``"numpyro"`` or ``"tfp"``.
+    """
+
+    log_prob: Callable[[PyTree, Any], Array]
+    log_density: Callable[[PyTree, Any], Array]
+    transform: Callable[[PyTree], tuple[PyTree, Array]]
+    unconstrain: Callable[[PyTree], PyTree]
+    sites: Mapping[str, Site]
+    init_params: dict
+    plates: Mapping[str, tuple[int, int]]
+    batch_keys: Optional[tuple[str, ...]]
+    library: str
+
+    def constrain(self, params_u: PyTree) -> dict:
+        """The constrained values of unconstrained ``params_u`` (a dict keyed by site name)."""
+        return self.transform(params_u)[0]
+
+    def check_data(self, batch: Any, name: str = "batch") -> None:
+        """Raises ValueError naming ``name`` unless ``batch`` is None or a dict of what the model
+        takes (``batch_keys``) that gives every subsampled plate's indices. Runs on abstract values
+        (``bbvi``'s and ``ngvi``'s steps call it at trace time)."""
+        check_batch(batch, self.batch_keys, self.plates, name)
+
+
+def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str) -> dict:
+    """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``)."""
+    if batch is None:
+        data = {}
+    elif isinstance(batch, Mapping):
+        data = dict(batch)
+    else:
+        raise ValueError(
+            f"{name} must be None or a dict of the model's arguments (or observed values) and subsampled "
+            f"plates' indices, got {type(batch).__name__}"
+        )
+    for key in data:
+        if not isinstance(key, str):
+            raise ValueError(f"{name}: its keys must be strings (argument, observed site or plate names), got {key!r}")
+        if keys is not None and key not in keys and key not in plates:
+            raise ValueError(
+                f"{name}[{key!r}]: the model has no such argument, observed site or subsampled plate; "
+                f"it takes {sorted(set(keys) | set(plates))}"
+            )
+    for plate, (size, sub) in plates.items():
+        if plate not in data:
+            raise ValueError(
+                f"{name}[{plate!r}]: the model's plate {plate!r} subsamples {sub} of {size}; give the "
+                f"minibatch's indices as {name}[{plate!r}] (an int array), so that the model scales by N / M"
+            )
+        idx = data[plate]
+        if jax.numpy.ndim(idx) != 1 or not jax.numpy.issubdtype(jax.numpy.result_type(idx), jax.numpy.integer):
+            raise ValueError(
+                f"{name}[{plate!r}]: the plate's indices must be a 1-d int array, got shape "
+                f"{jax.numpy.shape(idx)} dtype {jax.numpy.result_type(idx)}"
+            )
+    return data
+
+
+__all__ = ["SUPPORTS", "Site", "Target", "check_batch"]

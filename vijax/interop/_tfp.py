@@ -1,0 +1,193 @@
+"""``from_tfp``: a TFP ``JointDistribution`` (JAX substrate) with pinned observations as a
+:class:`~vijax.interop.Target`, through TFP's own machinery (``experimental_pin``,
+``experimental_default_event_space_bijector``, the joint's ``log_prob``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax.types import tfp_jax
+
+from vijax.interop._target import Site, Target, check_batch
+
+NUM_INIT_DRAWS = 15  # the prior draws whose unconstrained median is the starting point (as init_to_median)
+
+
+def _as_dict(struct) -> dict:
+    return dict(struct._asdict()) if hasattr(struct, "_asdict") else dict(struct)
+
+
+def _names(joint_dist) -> tuple[str, ...]:
+    dtype = joint_dist.dtype
+    if isinstance(dtype, Mapping) or hasattr(dtype, "_asdict"):
+        return tuple(_as_dict(dtype))
+    raise ValueError(
+        "joint_dist: its parts have no names (a JointDistributionSequential's list); use "
+        "JointDistributionNamed, or a JointDistributionCoroutine whose distributions have name=..."
+    )
+
+
+def _unwrap(dist):
+    """The distribution inside ``Sample`` and ``Independent`` wrappers."""
+    while hasattr(dist, "distribution") and type(dist).__name__ in ("Sample", "Independent"):
+        dist = dist.distribution
+    return dist
+
+
+def support_kind(dist) -> str:
+    """The ``SUPPORTS`` name of a TFP distribution's support, read from its default event-space
+    bijector (through ``Sample`` and ``Independent``)."""
+    tfb = tfp_jax().bijectors
+    bij = _unwrap(dist).experimental_default_event_space_bijector()
+    if isinstance(bij, tfb.Identity):
+        return "real"
+    if isinstance(bij, (tfb.Softplus, tfb.Exp)) and getattr(bij, "low", None) is None:
+        return "positive"
+    if isinstance(bij, tfb.Sigmoid):
+        low, high = getattr(bij, "low", None), getattr(bij, "high", None)
+        if (low is None and high is None) or (
+            low is not None and high is not None and np.all(np.asarray(low) == 0) and np.all(np.asarray(high) == 1)
+        ):
+            return "unit_interval"
+    if isinstance(bij, (tfb.SoftmaxCentered, tfb.IteratedSigmoidCentered)):
+        return "simplex"
+    return "other"
+
+
+def _allowing_rank_promotion(fn):
+    """``fn`` run with JAX's rank promotion allowed (TFP's code broadcasts by it)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with jax.numpy_rank_promotion("allow"):
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+@_allowing_rank_promotion
+def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target:
+    """A TFP joint distribution with ``observed`` pinned, as a target for ``vijax.inference.bbvi``
+    and ``ngvi``.
+
+    The latent sites are the joint's unpinned parts; the map from the unconstrained space is the
+    pinned joint's ``experimental_default_event_space_bijector()``, and ``log_prob`` is the joint's
+    own ``log_prob`` at the latent and the observed values. A batch is None or a dict of observed
+    values replacing the pinned ones (same names); a TFP joint has no subsampling, so a minibatch's
+    scaling belongs in the joint itself. TFP's code relies on JAX's rank promotion; its calls run
+    with rank promotion allowed.
+
+    Args:
+      joint_dist: a ``tfp.distributions.JointDistribution`` of the JAX substrate with named parts
+        (``JointDistributionNamed``, or a coroutine whose distributions have ``name=...``) and a
+        scalar ``log_prob`` (no batch shape).
+      observed: the observed parts' values, by name.
+
+    Returns:
+      A :class:`~vijax.interop.Target`; ``init_params`` is the median of 15 prior draws (key
+      ``PRNGKey(0)``) on the unconstrained space.
+
+    Raises:
+      ValueError: naming the site: a discrete latent part (an integer dtype, or, as TFP's Poisson,
+        no default event-space bijector), an observed name that is not a part; or a joint with
+        batch shape or unnamed parts.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from tensorflow_probability.substrates import jax as tfp
+        >>> import vijax
+        >>> tfd = tfp.distributions
+        >>> joint = tfd.JointDistributionNamed(dict(
+        ...     rate=tfd.Gamma(2.0, 1.0),
+        ...     counts=lambda rate: tfd.Sample(tfd.Poisson(rate), 3)))
+        >>> target = vijax.from_tfp(joint, observed={"counts": jnp.array([1.0, 3.0, 2.0])})
+        >>> [(s.name, s.support) for s in target.sites.values()]
+        [('rate', 'positive')]
+    """
+    tfd = tfp_jax().distributions
+    if not isinstance(joint_dist, tfd.JointDistribution):
+        raise ValueError(
+            f"joint_dist must be a tfp.distributions.JointDistribution (JAX substrate), got {joint_dist!r}"
+        )
+    names = _names(joint_dist)
+    observed = dict(observed or {})
+    for name in observed:
+        if name not in names:
+            raise ValueError(f"observed[{name!r}]: the joint has no part {name!r}; its parts are {list(names)}")
+    latent = [n for n in names if n not in observed]
+    if not latent:
+        raise ValueError("observed: every part of the joint is observed; there is nothing to fit")
+    dtypes = _as_dict(joint_dist.dtype)
+    for name in latent:
+        if not np.issubdtype(np.dtype(dtypes[name]), np.floating):
+            raise ValueError(
+                f"site {name!r}: a discrete latent part (dtype {np.dtype(dtypes[name])}); vijax fits continuous "
+                "latent sites only (observe it, or marginalise it in the joint)"
+            )
+    dists = _as_dict(joint_dist.sample_distributions(seed=jax.random.PRNGKey(0))[0])
+    bijectors = {}
+    for name in latent:
+        inner = _unwrap(dists[name])
+        try:
+            bijectors[name] = dists[name].experimental_default_event_space_bijector()
+        except NotImplementedError:
+            bijectors[name] = None
+        if bijectors[name] is None:
+            raise ValueError(
+                f"site {name!r}: {type(inner).__name__} has no default event-space bijector (a discrete part, "
+                "or a support TFP does not map onto); vijax fits continuous latent sites with a bijector only"
+            )
+    pinned = joint_dist.experimental_pin(**observed)
+    bijector = pinned.experimental_default_event_space_bijector()
+    struct = pinned.event_shape
+    u_shapes = _as_dict(bijector.inverse_event_shape(struct))
+    shapes = _as_dict(struct)
+    sites = {n: Site(n, tuple(shapes[n]), tuple(u_shapes[n]), support_kind(dists[n]), bijectors[n]) for n in latent}
+
+    def structured(d):
+        return type(struct)(**d) if hasattr(struct, "_asdict") else dict(d)
+
+    @_allowing_rank_promotion
+    def log_prob(params, batch=None):
+        data = check_batch(batch, tuple(observed), {}, "batch")
+        return joint_dist.log_prob(**{**params, **observed, **data})
+
+    @_allowing_rank_promotion
+    def transform(params_u):
+        u = structured({n: params_u[n] for n in latent})
+        return _as_dict(bijector.forward(u)), bijector.forward_log_det_jacobian(u)
+
+    @_allowing_rank_promotion
+    def log_density(params_u, batch=None):
+        params, log_det = transform(params_u)
+        return log_prob(params, batch) + log_det
+
+    @_allowing_rank_promotion
+    def unconstrain(params):
+        return _as_dict(bijector.inverse(structured({n: params[n] for n in latent})))
+
+    draws = _as_dict(joint_dist.sample(NUM_INIT_DRAWS, seed=jax.random.PRNGKey(0)))
+    u_draws = jax.vmap(unconstrain)({n: draws[n] for n in latent})
+    init_params = {n: jnp.median(u_draws[n], axis=0) for n in latent}
+    out = jax.eval_shape(log_density, init_params)
+    if out.shape != ():
+        raise ValueError(f"joint_dist: its log_prob has batch shape {out.shape}; vijax needs a scalar log-joint")
+    return Target(
+        log_prob=log_prob,
+        log_density=log_density,
+        transform=transform,
+        unconstrain=unconstrain,
+        sites=sites,
+        init_params=init_params,
+        plates={},
+        batch_keys=tuple(observed),
+        library="tfp",
+    )
+
+
+__all__ = ["from_tfp", "support_kind"]
