@@ -1,15 +1,14 @@
 """NumPyro and TFP models as targets (``vijax.from_numpyro``, ``vijax.from_tfp``): the ELBO of bbvi
 against NumPyro's own ``Trace_ELBO`` at the same parameters and draws, the constrained values
 against NumPyro's ``constrain_fn``, the log-densities against the libraries' log-probabilities plus
-a Jacobian taken by autodiff, minibatch scaling by the model's own subsampled plate, conjugate fits
-through a target against the closed-form posterior, and errors that name the site or argument."""
+a Jacobian taken by autodiff, and errors that name the site or argument. The algorithms' fits
+through a target: ``test_fits.py``."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
@@ -19,32 +18,10 @@ from numpyro.infer.util import constrain_fn, potential_energy
 from numpyro.infer.util import log_density as numpyro_log_density
 
 import vijax
-from vijax.inference import auto_family, bbvi, elbo, guide, make_algorithm, ngvi, sample
+from vijax.inference import auto_family, bbvi, elbo, guide, ngvi, sample
 from vijax.types import tfp_jax
 
-J = 8
-Y = jnp.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
-SIGMA = jnp.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
-
-
-def eight_schools(sigma, y=None):
-    """Non-centred eight schools: a real, a positive and a real vector site."""
-    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
-    tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
-    with numpyro.plate("J", sigma.shape[0]):
-        theta_tilde = numpyro.sample("theta_tilde", dist.Normal(0.0, 1.0))
-        numpyro.sample("obs", dist.Normal(mu + tau * theta_tilde, sigma), obs=y)
-
-
-def every_support(y):
-    """One latent site of each support auto_family matches."""
-    mu = numpyro.sample("mu", dist.Normal(0.0, 3.0))
-    scale = numpyro.sample("scale", dist.Gamma(2.0 * jnp.ones(2), 1.0).to_event(1))
-    p = numpyro.sample("p", dist.Beta(2.0, 3.0))
-    w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
-    loc = mu + jnp.sum(w * jnp.arange(3.0)) + p
-    with numpyro.plate("data", y.shape[0]):
-        numpyro.sample("y", dist.Normal(loc, scale[0] + scale[1]), obs=y)
+from tests.interop._models import SIGMA, M, T, X, Y, eight_schools, every_support, normal_mean, regression
 
 
 def _perturbed(q, key, scale=0.3):
@@ -184,106 +161,6 @@ def test_from_tfp_log_density_is_the_joint_log_prob_plus_the_bijectors_jacobian(
     np.testing.assert_allclose(c["p"], jax.nn.sigmoid(0.8), rtol=1e-6)
     np.testing.assert_allclose(ours, expected, rtol=1e-6)
     np.testing.assert_allclose(ours2, expected2, rtol=1e-6)  # a batch replaces the observed values
-
-
-N, M = 8, 2
-X = jnp.linspace(-1.0, 1.0, N)
-T = 0.5 + 2.0 * X + jnp.sin(3.0 * X)
-
-
-def regression(x, t, subsample_size=None):
-    """Normal regression with a positive noise scale; the data plate subsampled by index."""
-    w = numpyro.sample("w", dist.Normal(jnp.zeros(2), 2.0).to_event(1))
-    noise = numpyro.sample("noise", dist.LogNormal(0.0, 1.0))
-    with numpyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx:
-        numpyro.sample("t", dist.Normal(w[0] + w[1] * x[idx], noise), obs=t[idx])
-
-
-def test_minibatch_elbo_averaged_over_a_partition_is_the_full_data_elbo():
-    """The subsampled plate scales by N / M itself: the ELBO estimate at the same draws, averaged
-    over the N / M minibatches of a partition, equals the full-data ELBO (rtol 1e-6)."""
-    full = vijax.from_numpyro(regression, X, T)
-    mini = vijax.from_numpyro(regression, X, T, subsample_size=M)
-    assert mini.plates == {"data": (N, M)} and full.plates == {}
-    alg_full, alg_mini = bbvi(full, entropy="mc", num_samples=3), bbvi(mini, entropy="mc", num_samples=3)
-    q = _perturbed(alg_full.init(jax.random.PRNGKey(0)).q_global, jax.random.PRNGKey(5))
-    key = jax.random.PRNGKey(7)
-    perm = jax.random.permutation(jax.random.PRNGKey(8), N)
-    minibatch = jax.jit(lambda idx: elbo(alg_mini, q, {"data": idx}, key))
-    averaged = np.mean([float(minibatch(perm[i : i + M])) for i in range(0, N, M)])
-    np.testing.assert_allclose(averaged, float(elbo(alg_full, q, None, key)), rtol=1e-6)
-    # a training step on a minibatch, jitted, through the target's batch convention
-    state, info = jax.jit(alg_mini.step)(alg_mini.init(jax.random.PRNGKey(0)), {"data": perm[:M]}, key)
-    assert bool(info.accepted)
-
-
-def normal_mean(y):
-    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
-    with numpyro.plate("data", y.shape[0]):
-        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
-
-
-def gamma_poisson(k):
-    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
-    with numpyro.plate("data", k.shape[0]):
-        numpyro.sample("k", dist.Poisson(rate), obs=k)
-
-
-def _fit(alg, num_steps, key):
-    def body(state, k):
-        state, info = alg.step(state, None, k)
-        return state, info.elbo
-
-    return jax.jit(lambda k: jax.lax.scan(body, alg.init(jax.random.PRNGKey(0)), jax.random.split(k, num_steps)))(key)
-
-
-def test_ngvi_and_bbvi_through_a_target_reach_the_closed_form_posterior():
-    """A Normal mean with known variance: ngvi with auto_family (a Normal; the Hessian gradient with
-    antithetic draws is exact for a quadratic log-density) reaches the posterior in one step with
-    rho = 1 (rtol 1e-6); bbvi's mean-field Gaussian with the "sticking the landing" estimator (whose
-    gradient vanishes at an exact posterior; Adam, cosine decay from 0.05, 500 steps, 8 draws) within
-    1e-4 posterior standard deviations of the mean and 1e-4 of the standard deviation (measured: 4e-8
-    over 5 seeds)."""
-    y = jax.random.normal(jax.random.PRNGKey(3), (20,)) + 1.5
-    precision = 1.0 / 100.0 + y.shape[0]
-    post_mean, post_sd = float(jnp.sum(y) / precision), float(1.0 / np.sqrt(precision))
-    target = vijax.from_numpyro(normal_mean, y)
-    alg = ngvi(target, schedule=1.0)
-    state, _ = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
-    q = state.q_global["mu"]
-    np.testing.assert_allclose([float(q.mean), float(q.variance)], [post_mean, post_sd**2], rtol=1e-6)
-    schedule = optax.cosine_decay_schedule(0.05, 500, alpha=0.05)
-    alg = bbvi(target, family="meanfield", schedule=schedule, num_samples=8, estimator="stl")
-    state, _ = _fit(alg, 500, jax.random.PRNGKey(2))
-    m, s = float(state.q_global["loc"][0]), float(jax.nn.softplus(state.q_global["scale"][0]))
-    assert abs(m - post_mean) < 1e-4 * post_sd and abs(s / post_sd - 1.0) < 1e-4, (m, s, post_mean, post_sd)
-
-
-def test_ngvi_auto_family_fits_gamma_poisson():
-    """Gamma-Poisson: ngvi's automatic family is a Gamma; after 300 steps (8 draws, the default
-    Robbins-Monro rho) its mean and standard deviation are within 5% of the exact Gamma(2 + sum k,
-    1 + n). Draws through vijax.inference.sample are structured by site name."""
-    k = jnp.array([3.0, 1.0, 4.0, 2.0, 5.0])
-    target = vijax.from_numpyro(gamma_poisson, k)
-    assert type(auto_family(target)["rate"]).__name__ == "Gamma"
-    alg = make_algorithm("ngvi", target, num_samples=8)  # the registry (what the runner builds) takes a target
-    state, elbos = _fit(alg, 300, jax.random.PRNGKey(2))
-    shape, rate = 2.0 + float(jnp.sum(k)), 1.0 + k.shape[0]
-    q = state.q_global["rate"].to_tfp()
-    np.testing.assert_allclose([float(q.mean()), float(q.stddev())], [shape / rate, np.sqrt(shape) / rate], rtol=0.05)
-    draws = sample(alg, state, jax.random.PRNGKey(4), 5)
-    assert set(draws) == {"rate"} and draws["rate"].shape == (5,) and bool(jnp.all(draws["rate"] > 0))
-
-
-def test_bbvi_on_a_target_draws_constrained_values_by_site_name():
-    target = vijax.from_numpyro(eight_schools, SIGMA, Y)
-    alg = bbvi(target, family="meanfield")
-    state = alg.init(jax.random.PRNGKey(0), None)
-    draws = sample(alg, state, jax.random.PRNGKey(1), 4)
-    assert {n: d.shape for n, d in draws.items()} == {"mu": (4,), "tau": (4,), "theta_tilde": (4, J)}
-    assert bool(jnp.all(draws["tau"] > 0))
-    centre = guide(alg).mean(state.q_global)
-    np.testing.assert_allclose(centre["tau"], target.constrain(target.init_params)["tau"], rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------- errors
