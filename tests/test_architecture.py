@@ -20,6 +20,7 @@ LAYERS = {
     "expfam": 1,
     "solvers": 2,
     "models": 3,
+    "interop": 3,  # NumPyro and TFP models as targets: beside the models, below the algorithms
     "inference": 4,
     "data": 5,
     "metrics": 5,

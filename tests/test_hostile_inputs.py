@@ -184,6 +184,12 @@ MODELS = {
         "em",
         [(lambda x: x.at[1, 0].set(jnp.inf), "batch x inf at [1, 0] is not finite")],
     ),
+    "SMM": (
+        lambda: vm.SMM(2, 4),
+        lambda: jnp.array([0, 1, 3, 2, 2, 0]),
+        "em",
+        [(lambda x: x.at[2].set(7), "batch symbol 7 at [2] is out of range [0, 4)")],
+    ),
     "PLSA": (
         lambda: vm.PLSA(2, 6),
         _bow,
@@ -244,6 +250,8 @@ NOT_MODELS = {
     "GMMParams",
     "GMMStats",
     "PLSAParams",
+    "SMMParams",
+    "SMMStats",
     "StudentTMixtureParams",
 }
 
