@@ -296,6 +296,9 @@ class ExpFamilyGuide:
         self.identity = True
 
     def init(self) -> PyTree:
+        """The starting variational parameters: each family's canonical parameters, the positive ones
+        through the inverse softplus (a Normal's mean as it is)."""
+
         def canon(f):
             return tuple(
                 _softplus_inv(p) if i or type(f) is not expfam.Normal else p
@@ -317,13 +320,17 @@ class ExpFamilyGuide:
         return jax.tree_util.tree_map(build, self.family, vparams, is_leaf=expfam.is_family)
 
     def sample(self, vparams, key: PRNGKey) -> PyTree:
+        """A reparameterized draw z ~ q(vparams), a pytree shaped like the parameters
+        (``vijax.expfam.reparam_sample``)."""
         return expfam.reparam_sample(self.q(vparams), key)
 
     def log_prob(self, vparams, z: PyTree) -> Array:
+        """log q(z): the sum over families and elements of their log densities at ``z``."""
         lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), self.q(vparams), z, is_leaf=expfam.is_family)
         return sum(jax.tree_util.tree_leaves(lp))
 
     def entropy(self, vparams) -> Array:
+        """H[q]: the sum of the families' closed-form entropies."""
         h = jax.tree_util.tree_map(lambda f: jnp.sum(f.entropy()), self.q(vparams), is_leaf=expfam.is_family)
         return sum(jax.tree_util.tree_leaves(h))
 
@@ -333,13 +340,17 @@ class ExpFamilyGuide:
         return expfam.tree_kl(self.q(vparams), prior)
 
     def to_tfp(self, vparams):
+        """q(vparams) as a pytree of TFP (JAX substrate) distributions."""
         return jax.tree_util.tree_map(lambda f: f.to_tfp(), self.q(vparams), is_leaf=expfam.is_family)
 
     def constrain(self, z: PyTree) -> tuple[PyTree, Array]:
+        """(z, 0): q's draws already lie in the parameters' domains, so no transform and a zero
+        log-Jacobian."""
         leaves = jax.tree_util.tree_leaves(z)
         return z, jnp.zeros((), leaves[0].dtype)
 
     def mean(self, vparams) -> PyTree:
+        """E_q[z], a pytree shaped like the parameters (each family's mean)."""
         return jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), self.q(vparams), is_leaf=expfam.is_family)
 
 
