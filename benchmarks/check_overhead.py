@@ -11,10 +11,20 @@ the first step). Two steps: LDA SVI on a minibatch
 of S documents (K topics, V words, L distinct words per document) and diagonal-GMM CAVI on N points.
 With ``--devices n`` (n > 1), JAX shows n CPU devices and the LDA step is ``data_parallel`` over
 them (the batch sharded by rows: a check reduced over the whole batch is then an all-reduce); the
-GMM row is left out.
+GMM rows are left out.
+
+At the sizes of ``benchmarks/gmm_cavi.py`` (``--gmm-sizes``, default N = 1e5 and 1e6; D = 64,
+K = 30; [x, x**2] features, float64 and float32) the GMM CAVI step is also timed as ``bare``: the
+step's body (local step, conjugate update, ELBO) without ``checked_step``, that is, without the
+non-finite guard and without any check, the step as it was before checked steps. There every
+overhead is the ratio to ``bare`` - 1: ``off`` is the guard's cost, ``callback`` and ``jit_step``
+the guard's and the value checks'. ``bare_state`` and ``off_state`` return the state only (the
+info dropped, so that XLA may leave out what only the ELBO needs): the guard's cost where the
+ELBO is not read. Fewer rounds there (``--big-rounds``, one call each: a step takes 20-600 ms).
 
     python benchmarks/check_overhead.py            # writes benchmarks/results/check_overhead.json
     python benchmarks/check_overhead.py --devices 2 --out benchmarks/results/check_overhead_2dev.json
+    python benchmarks/check_overhead.py --gmm-sizes 100000 --gmm-dtypes f32   # a quicker look
 """
 
 from __future__ import annotations
@@ -26,26 +36,44 @@ import platform
 import time
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
-from vijax.data import BowBatch
-from vijax.inference import cavi, data_parallel, jit_step, svi, value_checks
-from vijax.models import LDA, DiagonalGMM
-from vijax.run import enable_compile_cache, fast_cpu_compile
+jax.config.update("jax_enable_x64", True)  # the float64 rows; every other array's dtype is given
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from vijax.data import BowBatch, sample_gmm  # noqa: E402
+from vijax.inference import cavi, data_parallel, jit_step, svi, value_checks  # noqa: E402
+from vijax.inference import _cavi  # noqa: E402  (the step's body, for the bare program)
+from vijax.models import LDA, DiagonalGMM  # noqa: E402
+from vijax.run import enable_compile_cache, fast_cpu_compile  # noqa: E402
 
 
-def _compiled(alg, state, batch, how: str):
-    """The step's compiled program ("off", "callback" or "jit_step"), its lower + compile seconds and
-    its end-to-end seconds (lowering to the result of its first call)."""
+def _bare_cavi(model):
+    """The CAVI step's body without ``checked_step``: no guard, no checks (count + 1 as the step)."""
+
+    def step(state, batch, key):
+        p = _cavi.step.__wrapped__(state, batch, key, model=model, local="meanfield", num_data=None)
+        return p.state._replace(count=state.count + 1), p.info
+
+    return step
+
+
+def _compiled(alg, state, batch, how: str, bare=None):
+    """The step's compiled program ("bare", "off", "callback" or "jit_step"; "*_state": the same
+    returning the state only), its lower + compile seconds and its end-to-end seconds (lowering to
+    the result of its first call)."""
     args = (state, batch, jax.random.PRNGKey(1))
+    base = how.removesuffix("_state")
+    inner = bare if base == "bare" else alg.step
 
     def step(*a):  # a function of its own per program: jit caches traces by function, and the
-        return alg.step(*a)  # value-checks switch is read at trace time
+        out = inner(*a)  # value-checks switch is read at trace time
+        return out[0] if how.endswith("_state") else out
 
     t = time.perf_counter()
-    with value_checks(how != "off"):
-        lowered = (jit_step(step) if how == "jit_step" else jax.jit(step)).lower(*args)
+    with value_checks(base not in ("off", "bare")):
+        lowered = (jit_step(step) if base == "jit_step" else jax.jit(step)).lower(*args)
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
     jax.block_until_ready(compiled(*args))
@@ -64,26 +92,55 @@ def _time(step, state, batch, reps: int) -> float:
 
 
 WAYS = ("off", "callback", "jit_step")
+BIG_WAYS = ("bare", "off", "callback", "jit_step", "bare_state", "off_state")
 
 
-def measure(alg, state, batch, rounds: int, reps: int) -> dict:
+def measure(alg, state, batch, rounds: int, reps: int, ways=WAYS, bare=None) -> dict:
     """Per round, the fastest of ``reps`` calls of each program, back to back (the order rotating);
-    the overhead of a way of checking is the median over rounds of its ratio to "off" - 1."""
-    compiled = {how: _compiled(alg, state, batch, how) for how in WAYS}
-    times = {how: [] for how in WAYS}
+    the overhead of a way of checking is the median over rounds of its ratio to the first way (for
+    a "*_state" way, to "bare_state") - 1."""
+    compiled = {how: _compiled(alg, state, batch, how, bare) for how in ways}
+    times = {how: [] for how in ways}
     for r in range(rounds):
-        for how in WAYS[r % 3 :] + WAYS[: r % 3]:
+        for how in ways[r % len(ways) :] + ways[: r % len(ways)]:
             times[how].append(_time(compiled[how][0], state, batch, reps))
     out = {"rounds": rounds, "reps": reps}
-    for how in WAYS:
+    for how in ways:
         out[f"median_s_{how}"] = float(np.median(times[how]))
         out[f"compile_s_{how}"] = round(compiled[how][1], 3)
         out[f"end_to_end_s_{how}"] = round(compiled[how][2], 3)
-        if how != "off":
-            ratios = np.asarray(times[how]) / np.asarray(times["off"]) - 1.0
+        ref = "bare_state" if how.endswith("_state") else ways[0]
+        if how != ref:
+            ratios = np.asarray(times[how]) / np.asarray(times[ref]) - 1.0
             out[f"overhead_{how}"] = float(np.median(ratios))
             out[f"overhead_{how}_iqr"] = [float(q) for q in np.percentile(ratios, [25, 75])]
     return out
+
+
+def gmm_at_size(n: int, dtype: str, rounds: int, reps: int, d: int = 64, k: int = 30) -> dict:
+    """GMM CAVI at ``benchmarks/gmm_cavi.py``'s sizes: its data, its [x, x**2] features."""
+    dt = {"f64": jnp.float64, "f32": jnp.float32}[dtype]
+    x = np.asarray(sample_gmm(jax.random.PRNGKey(0), n, k, d, spread=3.0).x, np.float64)
+    model = DiagonalGMM(k, d, dtype=dt)
+    feats = model.features(jnp.asarray(x, dt))
+    del x
+    alg = cavi(model)
+    state = alg.init(jax.random.PRNGKey(0), feats)
+    res = measure(alg, state, feats, rounds, reps, BIG_WAYS, _bare_cavi(model))
+    return dict(res, points=n, dim=d, components=k, dtype=dtype, features=True)
+
+
+def _row(name, how, r) -> str:
+    key = f"overhead_{how}"
+    over = (
+        "-"
+        if key not in r
+        else f"{100 * r[key]:+.1f} % ({100 * r[f'{key}_iqr'][0]:+.1f} .. {100 * r[f'{key}_iqr'][1]:+.1f} %)"
+    )
+    return (
+        f"| {name} | {how} | {r[f'median_s_{how}'] * 1e3:.3f} | {over} | {r[f'compile_s_{how}']:.2f} | "
+        f"{r[f'end_to_end_s_{how}']:.2f} |"
+    )
 
 
 def main(argv=None) -> dict:
@@ -91,6 +148,9 @@ def main(argv=None) -> dict:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--devices", type=int, default=1, help="CPU devices; > 1: the LDA step data_parallel over them")
+    p.add_argument("--gmm-sizes", type=int, nargs="*", default=[100_000, 1_000_000], help="N of the large GMM rows")
+    p.add_argument("--gmm-dtypes", nargs="*", default=["f64", "f32"], choices=["f64", "f32"])
+    p.add_argument("--big-rounds", type=int, default=9, help="rounds of the large GMM rows (one call each)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "check_overhead.json"))
     a = p.parse_args(argv)
     if a.devices > 1:
@@ -101,7 +161,8 @@ def main(argv=None) -> dict:
     s, length, k, v = 64, 128, 20, 5000
     ids = jnp.asarray(np.sort(rng.choice(v, (s, length)), 1), jnp.int32)
     batch = BowBatch(ids, jnp.asarray(rng.integers(1, 4, (s, length)), jnp.float32))
-    lda = svi(data_parallel(LDA(k, v)) if a.devices > 1 else LDA(k, v), num_data=10_000, schedule=0.5)
+    lda_model = LDA(k, v, dtype=jnp.float32)
+    lda = svi(data_parallel(lda_model) if a.devices > 1 else lda_model, num_data=10_000, schedule=0.5)
     res = {
         "lda_svi": dict(
             measure(lda, lda.init(jax.random.PRNGKey(0)), batch, a.rounds, a.reps),
@@ -114,27 +175,24 @@ def main(argv=None) -> dict:
     }
     if a.devices <= 1:
         x = jnp.asarray(rng.normal(size=(20_000, 2)), jnp.float32)
-        gmm = cavi(DiagonalGMM(5, 2))
+        gmm = cavi(DiagonalGMM(5, 2, dtype=jnp.float32))
         res["gmm_cavi"] = dict(
             measure(gmm, gmm.init(jax.random.PRNGKey(0), x), x, a.rounds, a.reps), points=20_000, dim=2, components=5
         )
+        for n in a.gmm_sizes:
+            for dt in a.gmm_dtypes:
+                res[f"gmm_cavi_N{n}_{dt}"] = gmm_at_size(n, dt, a.big_rounds, 1)
+                print(f"gmm_cavi N = {n} {dt} done", flush=True)
     res["machine"] = f"{platform.machine()} {os.cpu_count()} cores, jax {jax.__version__}"
     res["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+    res["loadavg_1_5_15_min_at_end"] = os.getloadavg()
     print("| step | checks | step ms | overhead (IQR) | compile s | end-to-end s (first step) |")
     print("| --- | --- | ---: | --- | ---: | ---: |")
     for name, r in res.items():
         if not isinstance(r, dict):
             continue
-        for how in WAYS:
-            over = (
-                "-"
-                if how == "off"
-                else f"{100 * r[f'overhead_{how}']:+.1f} % ({100 * r[f'overhead_{how}_iqr'][0]:+.1f} .. "
-                f"{100 * r[f'overhead_{how}_iqr'][1]:+.1f} %)"
-            )
-            print(
-                f"| {name} | {how} | {r[f'median_s_{how}'] * 1e3:.3f} | {over} | {r[f'compile_s_{how}']:.2f} | {r[f'end_to_end_s_{how}']:.2f} |"
-            )
+        for how in BIG_WAYS if "median_s_bare" in r else WAYS:
+            print(_row(name, how, r))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=2)
