@@ -4,6 +4,9 @@ Both fit the same data (K = 30 components, D dimensions, N points) with matched 
 same initial responsibilities (``vijax.testing.matched_sklearn_bgmm``). scikit-learn runs
 ``--iters`` iterations; its fitted q is scored with vijax's ELBO (local step at that q, then
 Blei et al.'s (2017) ELBO), and vijax CAVI runs until its ELBO reaches that value (relative slack 1e-7; every state is scored in float64, outside the timed region).
+vijax's step is compiled by ``vijax.inference.jit_step``, as the runner compiles it: the value checks
+of its batch on, their results outputs of the program (``benchmarks/check_overhead.py`` times them,
+and a plain ``jax.jit``'s host-callback checks, against the step without checks or guard).
 Reported for each method, in one run: compile time (vijax's jit compile and one warm-up call;
 scikit-learn compiles nothing), steady-state time per iteration, and end-to-end wall time from the
 first call to the final state (scikit-learn: its ``fit``; vijax: the [x, x^2] features and the
@@ -18,6 +21,7 @@ names each check that failed.
 
     python benchmarks/gmm_cavi.py                   # the README's table (N up to 1e6, D = 64)
     python benchmarks/gmm_cavi.py --sizes 10000 --dims 8 --iters 20   # a quick look
+    python benchmarks/gmm_cavi.py --sizes 100000 1000000              # the two large sizes only
 
 Writes ``benchmarks/results/gmm_cavi.json`` and prints a table.
 """
@@ -39,7 +43,7 @@ import numpy as np  # noqa: E402
 
 from vijax import expfam  # noqa: E402
 from vijax.data import sample_gmm  # noqa: E402
-from vijax.inference import CAVIState, cavi  # noqa: E402
+from vijax.inference import CAVIState, cavi, jit_step  # noqa: E402
 from vijax.models import DiagonalGMM, conjugate_elbo  # noqa: E402
 from vijax.testing import matched_sklearn_bgmm, sklearn_to_q  # noqa: E402
 from vijax.run import fast_cpu_compile  # noqa: E402
@@ -100,13 +104,13 @@ def bench_one(n: int, d: int, k: int, iters: int, seed: int = 0) -> dict:
         model = DiagonalGMM.from_data(x64, k, dtype=dt)
         x = model.features(jnp.asarray(x64, dt))  # [x, x^2] once, as vijax's runner does
         alg = cavi(model)
-        step = jax.jit(alg.step)
+        step = jit_step(alg.step)  # as the runner compiles it: the batch checks on, as outputs of the program
         q0 = model.posterior_from_responsibilities(x, jnp.asarray(resp0, dt))  # scikit-learn's start
         state = jax.block_until_ready(CAVIState(q0, jnp.zeros((), jnp.int32)))
         t_setup = time.perf_counter() - t0
         key = jax.random.PRNGKey(1)
         t0 = time.perf_counter()
-        step = step.lower(state, x, key).compile()  # the compiled step; calls below reuse it
+        jax.block_until_ready(step(state, x, key))  # compiles the step (calls below reuse it); result dropped
         jax.block_until_ready(step(state, x, key))  # warm-up call (thread pools, buffers); result dropped
         t_compile = time.perf_counter() - t0
         # Time only the steps (each synced); score every state with the float64 ELBO outside
