@@ -129,6 +129,8 @@ DIFFERENT_DEFAULTS = {
     ("num_samples", "optax"),
     # a network's last layer has few weights, whose correlations a full-rank q keeps at little cost
     ("family", "last_layer"),
+    # ngvi's family is the initial q itself (None: chosen by the support of a target's sites)
+    ("family", "ngvi"),
 }
 
 

@@ -17,7 +17,11 @@ from vijax.run._config import config_keys
 BUILTIN = sorted(n for n, s in EXPERIMENTS.items() if s.build.__module__.startswith("vijax.run.experiments"))
 
 # keys whose default is null and whose values are not numbers (choices checked when the experiment is built)
-NON_NUMERIC_NULL = {("bbvi_logistic", "algorithm.gradient"), ("eight_schools", "algorithm.gradient")}
+NON_NUMERIC_NULL = {
+    ("bbvi_logistic", "algorithm.gradient"),
+    ("eight_schools", "algorithm.gradient"),
+    ("mean_field_gaussian", "algorithm.gradient"),
+}
 # experiments whose sizes come from a data file: their memory is checked when the file is read
 SIZES_FROM_FILES = {"ctm_corpus", "lda_corpus"}
 # keys of a memory need whose large values cost nothing more: clipped to the data (a block of all of it, a
