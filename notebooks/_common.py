@@ -10,7 +10,7 @@ INSTALL = code(
     "# Installs vijax where it is missing (Colab): VIJAX_SOURCE if set (a wheel, a checkout or a git URL),\n"
     "# else this repository when run from a clone, else the release on PyPI: the distribution vijax-toolkit\n"
     "# (imported as vijax; the name vijax on PyPI is an unrelated project). pip leaves the environment's own\n"
-    "# JAX in place when its version is in vijax's supported range (jax>=0.9.2,<0.11).\n"
+    "# JAX in place when its version is in vijax's supported range (jax>=0.10.0,<0.11).\n"
     "import importlib.util, os, subprocess, sys\n"
     "if importlib.util.find_spec('vijax') is None:\n"
     "    source = os.environ.get('VIJAX_SOURCE')\n"

@@ -115,7 +115,7 @@ def test_version_is_written_in_one_place_and_the_command_prints_it(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.strip() == f"vijax {vijax.__version__}"
-    assert importlib.metadata.version("vijax") == vijax.__version__  # pyproject reads it from vijax/__init__.py
+    assert importlib.metadata.version("vijax-toolkit") == vijax.__version__  # pyproject reads it from vijax/__init__.py
     pyproject = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject and "\nversion =" not in pyproject.split("[tool.setuptools.dynamic]")[0]
 

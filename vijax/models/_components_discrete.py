@@ -201,12 +201,16 @@ class DirichletCategorical(Component):
 
     @property
     def point_width(self) -> int:
+        """V: the number of symbols (the width of each row of ``CategoricalEmissions.probs``)."""
         return self.num_symbols
 
     def point_checks(self, params: CategoricalEmissions, num: int) -> list:
+        """No checks of its own: the probability checks of the HMM's parameters cover
+        ``CategoricalEmissions``."""
         return []  # the probability checks of HMM parameters cover CategoricalEmissions
 
     def point_view(self, params: CategoricalEmissions) -> tuple:
+        """t(theta) at a point: (log probs,), (K, V)."""
         return (jnp.log(params.probs),)
 
     def point_m_step(self, stats) -> CategoricalEmissions:
@@ -224,9 +228,11 @@ class DirichletCategorical(Component):
         return CategoricalEmissions(jax.random.dirichlet(key, jnp.ones(self.num_symbols, dt), (num,), dtype=dt))
 
     def pseudo_stats(self, params: CategoricalEmissions) -> tuple:
+        """The expected statistics of one pseudo-observation per row: (probs,), (K, V)."""
         return (params.probs,)
 
     def expected_point(self, q: expfam.Dirichlet) -> CategoricalEmissions:
+        """E_q[p]: the rows' posterior means as ``CategoricalEmissions`` (K, V)."""
         return CategoricalEmissions(self.point_estimate(q))
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):

@@ -182,9 +182,12 @@ class NormalGammaDiagonal(Component):
     # -- EM: point estimates (GaussianEmissions(means, variances)) ------------------------------------
     @property
     def point_width(self) -> int:
+        """D: the width of an emission (the last axis of ``GaussianEmissions.means``)."""
         return self.dim
 
     def point_checks(self, params: GaussianEmissions, num: int) -> list:
+        """The value checks of point emissions: means and variances finite, variances at least the
+        dtype's smallest normal number."""
         tiny = float(jnp.finfo(params.variances.dtype).tiny)
         return [
             finite_values("params.emissions.means", params.means),
@@ -193,6 +196,7 @@ class NormalGammaDiagonal(Component):
         ]
 
     def point_view(self, params: GaussianEmissions) -> tuple:
+        """t(theta) at a point: (tau mu, tau mu^2, tau, log tau) with tau = 1 / variances, each (K, D)."""
         tau = 1.0 / params.variances
         return tau * params.means, tau * params.means**2, tau, jnp.log(tau)
 
@@ -206,6 +210,7 @@ class NormalGammaDiagonal(Component):
         return GaussianEmissions(means, jnp.maximum(var, self.min_variance))
 
     def point_log_prior(self, params: GaussianEmissions) -> Array:
+        """0: EM for these emissions is maximum likelihood (the Normal-Gamma prior is not used)."""
         return jnp.zeros((), float_dtype(self.dtype))
 
     def init_point(self, key: PRNGKey, num: int, prepared=None) -> GaussianEmissions:

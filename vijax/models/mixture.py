@@ -81,6 +81,7 @@ class DirichletWeights:
         check_positive_scalar("concentration", self.concentration)
 
     def prior(self, dtype) -> expfam.Dirichlet:
+        """p(pi) = Dirichlet(concentration 1_K), a ``Dirichlet`` with event shape (K,) in ``dtype``."""
         return expfam.Dirichlet.from_concentration(jnp.full((self.num_components,), self.concentration, dtype))
 
     def expected_log_weights(self, view) -> Array:
@@ -129,6 +130,8 @@ class StickBreaking:
 
     @property
     def has_tail(self) -> bool:
+        """Whether q has a closed-form tail beyond T (``truncation="kurihara"``; Kurihara, Welling &
+        Vlassis 2007)."""
         return self.truncation == "kurihara"
 
     @property
@@ -137,6 +140,8 @@ class StickBreaking:
         return self.truncation_level - (self.truncation == "blei_jordan")
 
     def prior(self, dtype) -> expfam.Beta:
+        """The sticks' prior v_k ~ Beta(1, alpha), a ``Beta`` of batch shape (num_sticks,) (Blei &
+        Jordan 2006)."""
         s = self.num_sticks
         return expfam.Beta.from_concentrations(jnp.ones((s,), dtype), jnp.full((s,), float(self.alpha), dtype))
 
@@ -217,14 +222,18 @@ class Mixture:
 
     @property
     def component(self) -> Component:
+        """The conjugate component shared by the K mixture components."""
         return self._component
 
     @property
     def weights(self):
+        """The weights' prior: ``DirichletWeights`` (finite) or ``StickBreaking`` (DP)."""
         return self._weights
 
     @property
     def local_methods(self) -> tuple[str, ...]:
+        """The local-step methods: ("meanfield", "exact", "gibbs") with Dirichlet weights,
+        ("meanfield",) with stick-breaking."""
         return ("meanfield", "exact", "gibbs") if isinstance(self._weights, DirichletWeights) else ("meanfield",)
 
     @property
@@ -234,6 +243,7 @@ class Mixture:
 
     @property
     def dtype(self):
+        """The component's float dtype (None: JAX's default float)."""
         return self._component.dtype
 
     def _dtype(self):
