@@ -24,12 +24,18 @@ NARRATION = [
 ]
 
 
+# docs/compat.md is the record `make test-compat` writes, which names the commit it ran at (the
+# release checklist asks for it): a commit hash is its content there, not narration
+RECORDS_OF_A_COMMIT = {ROOT / "docs" / "compat.md"}
+
+
 @pytest.mark.parametrize("path", DOCUMENTS, ids=[str(p.relative_to(ROOT)) for p in DOCUMENTS])
 def test_documents_name_no_session_issue_or_commit(path):
     found = [
         f"{path.relative_to(ROOT)}:{i}: {what}: {m.group(0)!r}"
         for i, line in enumerate(path.read_text().splitlines(), 1)
         for pattern, what in NARRATION
+        if not (what == "a commit hash" and path in RECORDS_OF_A_COMMIT)
         for m in pattern.finditer(line)
     ]
     assert not found, found
