@@ -1,7 +1,8 @@
 """Import time of vijax beside JAX and the peers a user also imports, each in fresh interpreters.
 
 What a user waits for before the first line of a script runs: ``import jax`` (the floor every JAX
-library pays), ``import vijax`` (TFP's JAX substrate is loaded at its first use, not here),
+library pays), ``import vijax`` (its layers, JAX with them, load at their first use: PEP 562), every
+layer loaded (what a script that uses vijax pays; TFP's JAX substrate still loads at its own first use),
 ``import vijax`` followed by that first use of TFP (``vijax.types.tfp_jax()``: what ``import
 vijax`` cost when it imported TFP), and the peers ``numpyro``, ``blackjax``, ``sklearn.mixture`` and
 ``gensim`` where installed. Import has no compile or steady state: each row is the wall time of one
@@ -26,6 +27,7 @@ import time
 CASES = {
     "jax": "import jax",
     "vijax": "import vijax",
+    "vijax, every layer": "import vijax; [getattr(vijax, n) for n in vijax._LAYERS if n != 'interop']",
     "vijax + first TFP use": "import vijax, vijax.types; vijax.types.tfp_jax()",
     "numpyro": "import numpyro",
     "blackjax": "import blackjax",
