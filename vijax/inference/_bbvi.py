@@ -19,7 +19,13 @@ tutorial and Blei, Kucukelbir and McAuliffe (2017, §5) are:
   reparameterized sampler; with ``entropy="analytic"`` f_s = f(z_s) and grad H[q] is added exactly,
   with ``entropy="mc"`` f_s = f(z_s) - log q(z_s);
 - ``"iwae"``: the importance-weighted bound (Burda, Grosse and Salakhutdinov 2016)
-  log (1/S) sum_s exp(f(z_s) - log q(z_s)) with reparameterized draws (S = K samples).
+  log (1/S) sum_s exp(f(z_s) - log q(z_s)) with reparameterized draws (S = K samples);
+- ``"renyi"``: the variational Renyi bound of order ``alpha`` (Li and Turner 2016, *Renyi
+  Divergence Variational Inference*, §3-4), L_alpha = log p(x) - D_alpha(q || p(. | x)), estimated
+  with reparameterized draws as (1 / (1 - alpha)) log (1/S) sum_s w_s^(1 - alpha),
+  log w_s = f(z_s) - log q(z_s): alpha = 0 is the ``"iwae"`` bound, alpha -> 1 the ELBO (taken
+  exactly at alpha = 1 as (1/S) sum_s log w_s, the ``"reparam"`` estimator with
+  ``entropy="mc"``), and alpha > 0 interpolates (``vr_bound``).
 
 Given ``prior`` (a TFP distribution on the flat unconstrained vector for the Gaussian families with
 identity bijectors, or a pytree of families of q's types for ``vijax.expfam`` q), ``log_density``
@@ -47,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vijax._validate import batch_size, check_choice, check_int, check_key, is_tracer
+from vijax._validate import batch_size, check_choice, check_int, check_key, check_scalar, is_tracer
 from vijax.interop import Target
 from vijax.inference._guides import check_shapes, make_guide
 from vijax.inference._optax_vi import resolve_optimizer
@@ -55,7 +61,8 @@ from vijax.inference._scale import check_num_data
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
-ESTIMATORS = ("reparam", "stl", "score", "iwae")
+ESTIMATORS = ("reparam", "stl", "score", "iwae", "renyi")
+DEFAULT_ALPHA = 0.5  # the order of the Renyi bound when none is given (Li and Turner's experiments)
 
 
 class BBVIState(NamedTuple):
@@ -131,7 +138,24 @@ def _draws(guide, vparams, key, num_samples):
     return jax.vmap(guide.sample, (None, 0))(vparams, jax.random.split(key, num_samples))
 
 
-def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_samples, prior):
+def vr_bound(log_w: Array, alpha: float) -> Array:
+    """The Monte Carlo variational Renyi bound (1 / (1 - alpha)) log (1/S) sum_s exp((1 - alpha)
+    log_w_s) of (S,) log-weights (Li and Turner 2016, §4): the IWAE bound at alpha = 0, the mean of
+    ``log_w`` at alpha = 1 (the limit). With c = 1 - alpha, x = c (log_w - mean) and m = max x, it
+    is computed as mean(log_w) + (m + log1p(mean(expm1(x - m)))) / c, which keeps its precision
+    as alpha -> 1 (a logsumexp loses the O(c) term to rounding) and never overflows."""
+    if alpha == 0.0:
+        return jax.scipy.special.logsumexp(log_w) - math.log(log_w.shape[0])
+    mean = jnp.mean(log_w)
+    if alpha == 1.0:
+        return mean
+    c = 1.0 - alpha
+    x = c * (log_w - mean)
+    m = jnp.max(x)
+    return mean + (m + jnp.log1p(jnp.mean(jnp.expm1(x - m)))) / c
+
+
+def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_samples, prior, alpha=None):
     """(surrogate whose gradient is the estimator, ELBO estimate)."""
     z = _draws(guide, vparams, key, num_samples)
     if estimator == "score":
@@ -150,11 +174,10 @@ def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_sam
         h = guide.entropy(vparams)
     if estimator == "stl":
         logq = jax.vmap(guide.log_prob, (None, 0))(jax.lax.stop_gradient(vparams), z)
-    elif not analytic or estimator == "score" or estimator == "iwae":
+    elif not analytic or estimator in ("score", "iwae", "renyi"):
         logq = jax.vmap(guide.log_prob, (None, 0))(vparams, z)
-    if estimator == "iwae":
-        w = logp - logq
-        bound = jax.scipy.special.logsumexp(w) - math.log(num_samples)
+    if estimator in ("iwae", "renyi"):
+        bound = vr_bound(logp - logq, 0.0 if estimator == "iwae" else alpha)
         return bound, bound
     if estimator == "score":
         fs = jax.lax.stop_gradient(logp if analytic else logp - logq)
@@ -180,9 +203,10 @@ def elbo(
     entropy: str,
     num_samples: int,
     prior: Any = None,
+    alpha: Optional[float] = None,
 ) -> Array:
     """The ELBO estimate of ``step`` as a differentiable scalar: its value is the Monte Carlo ELBO
-    (the importance-weighted bound for ``"iwae"``), its gradient in ``vparams`` the estimator,
+    (the importance-weighted bound for ``"iwae"``, the Renyi bound for ``"renyi"``), its gradient in ``vparams`` the estimator,
     and its gradient in anything ``batch`` depends on the Monte Carlo estimate of that gradient
     at the same draws (the draws z_s = m + S eps_s depend on vparams and the key only).
 
@@ -199,6 +223,7 @@ def elbo(
         entropy=entropy,
         num_samples=num_samples,
         prior=prior,
+        alpha=alpha,
     )
     if estimator != "score":
         return surrogate
@@ -326,6 +351,7 @@ def step(
     entropy: str,
     num_samples: int,
     prior: Any = None,
+    alpha: Optional[float] = None,
     model: Any = None,
     template: PyTree = None,
 ) -> tuple[BBVIState, BBVIInfo]:
@@ -346,6 +372,7 @@ def step(
         entropy=entropy,
         num_samples=num_samples,
         prior=prior,
+        alpha=alpha,
     )
     neg = jax.tree.map(jnp.negative, grads)
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
@@ -370,6 +397,7 @@ def as_top_level_api(
     prior: Any = None,
     init_scale: float = 0.1,
     rank: int = 1,
+    alpha: Optional[float] = None,
     **hyper: Any,
 ) -> VIAlgorithm:
     """Black-box VI on ``log_density`` (see the module docstring).
@@ -396,13 +424,15 @@ def as_top_level_api(
         ``DEFAULT_LEARNING_RATES``, 1e-3 for Adam).
       num_data: N for the N / M minibatch scaling of ``log_density`` (None: no scaling).
       estimator: one of ``ESTIMATORS``.
-      entropy: ``"analytic"`` (closed-form H[q], default) or ``"mc"``; ``"stl"`` and ``"iwae"``
-        are Monte Carlo by definition.
+      entropy: ``"analytic"`` (closed-form H[q], default) or ``"mc"``; ``"stl"``, ``"iwae"`` and
+        ``"renyi"`` are Monte Carlo by definition.
       num_samples: S >= 1 draws per step (K of the IWAE bound; S >= 2 for ``"score"``).
       log_prior: ``params -> scalar`` added once per step (with minibatches).
       prior: for an analytic KL (see the module docstring); excludes ``log_prior``.
       init_scale: q's initial standard deviation (Gaussian families).
       rank: the number of columns of the low-rank factor (``"lowrank"``).
+      alpha: the order of the ``"renyi"`` bound, a finite alpha >= 0 (default ``DEFAULT_ALPHA``,
+        0.5): 0 is the IWAE bound, 1 the ELBO; taken by ``estimator="renyi"`` only.
 
     Returns:
       ``VIAlgorithm(init, step)``: ``init(key, batch=None)``, ``step(state, batch, key)``. Its
@@ -436,6 +466,10 @@ def as_top_level_api(
         raise ValueError(f"log_density must be a function (params, batch) -> scalar, got {log_density!r}")
     check_choice("estimator", estimator, ESTIMATORS)
     check_choice("entropy", entropy, ("analytic", "mc"))
+    if estimator == "renyi":
+        alpha = check_scalar("alpha", DEFAULT_ALPHA if alpha is None else alpha, low=0.0, include_low=True)
+    elif alpha is not None:
+        raise ValueError(f"alpha: the order of the Renyi bound is taken by estimator='renyi' only, not {estimator!r}")
     num_samples = check_int("num_samples", num_samples)
     if estimator == "score" and num_samples < 2:
         raise ValueError(
@@ -469,6 +503,7 @@ def as_top_level_api(
         entropy=entropy,
         num_samples=num_samples,
         prior=prior,
+        alpha=alpha,
         optimizer=optimizer,
     )
     has_prior = prior is not None or log_prior is not None
@@ -513,6 +548,7 @@ bbvi = as_top_level_api
 __all__ = [
     "BBVIInfo",
     "BBVIState",
+    "DEFAULT_ALPHA",
     "ESTIMATORS",
     "as_top_level_api",
     "bbvi",
@@ -525,4 +561,5 @@ __all__ = [
     "log_weights",
     "sample",
     "step",
+    "vr_bound",
 ]

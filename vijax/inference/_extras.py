@@ -72,7 +72,7 @@ def elbo(alg: Any, q_global: PyTree, batch: PyTree, key: PRNGKey, **options: Any
     differentiable in ``q_global`` and in anything ``batch`` depends on.
 
     - ``bbvi``: the scalar ``step`` ascends (the configured estimator; the importance-weighted
-      bound for ``"iwae"``), so q can be one part of a larger model trained by the user's own
+      bound for ``"iwae"``, the Renyi bound for ``"renyi"``), so q can be one part of a larger model trained by the user's own
       ``jax.grad`` (docs/composition.md); no options.
     - ``aevb``: (N,) per-datum estimates; options ``num_samples=1``, ``theta="sample"``.
     """
@@ -80,7 +80,7 @@ def elbo(alg: Any, q_global: PyTree, batch: PyTree, key: PRNGKey, **options: Any
     if kind == "bbvi":
         if options:
             raise ValueError(f"{sorted(options)[0]}: bbvi's elbo takes no options (its settings are the factory's)")
-        names = ("guide", "joint", "estimator", "entropy", "num_samples", "prior")
+        names = ("guide", "joint", "estimator", "entropy", "num_samples", "prior", "alpha")
         return _bbvi.elbo(q_global, batch, key, **{n: kw[n] for n in names})
     return _aevb.elbo(q_global, batch, key, **options, model=kw["model"], decoder=kw["decoder"])
 
