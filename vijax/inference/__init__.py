@@ -50,6 +50,7 @@ from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_a
 from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
 from vijax.inference._conjugate import inject_hyperparameters
 from vijax.inference._svi import SVIInfo, SVIState, svi
+from vijax.inference.sgrld import SGRLDInfo, SGRLDState, sgrld_lda, sgrld_schedule, sgrld_topics, topics_dirichlet
 from vijax._validate import set_value_checks, value_checks, value_checks_enabled
 from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, init_from, jit_step, safe_increment
 
@@ -141,4 +142,5 @@ __all__ = [
     "svi",
     "inject_hyperparameters",
     "init_from",
+    *("SGRLDInfo", "SGRLDState", "sgrld_lda", "sgrld_schedule", "sgrld_topics", "topics_dirichlet"),
 ]

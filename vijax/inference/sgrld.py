@@ -1,0 +1,203 @@
+"""Stochastic gradient Riemannian Langevin dynamics for LDA (Patterson and Teh 2013, *Stochastic
+gradient Riemannian Langevin dynamics on the probability simplex*, §3-4), the sampler that
+Hoffman and Blei (2015, *Structured stochastic variational inference*, §4.1) compare SSVI with.
+
+**Expanded-mean parametrisation.** Each topic beta_k is represented by unnormalised weights
+theta_k in [0, inf)^V, beta_kw = pi_kw = theta_kw / theta_k. (theta_k. = sum_w theta_kw), with
+independent priors theta_kw ~ Gamma(eta, 1), so that pi_k ~ Dirichlet(eta 1_V) as in LDA. Given
+the topic counts n_kw of a corpus's topic assignments z, the log posterior of theta is::
+
+    log p(theta | w, z) = sum_kw [ (eta - 1) log theta_kw - theta_kw + n_kw log theta_kw ]
+                          - sum_k n_k. log theta_k. + const,
+
+and with the Riemannian metric G(theta) = diag(theta)^-1 the Langevin drift
+G^-1 grad log p + sum_j d(G^-1)_ij / d theta_j is (Patterson and Teh 2013, eq. 11 and §4)::
+
+    drift_kw = eta - theta_kw + n_kw - pi_kw n_k. .
+
+The observed-data gradient is the expectation of the complete-data one over p(z | w, theta)
+(Fisher's identity), estimated on a minibatch of S of the N documents. One step::
+
+    theta_kw <- | theta_kw + (eps_t / 2) (eta - theta_kw + (N / S) sum_d E[n_dkw - pi_kw n_dk.])
+                  + sqrt(eps_t theta_kw) xi_kw |,   xi_kw ~ N(0, 1),
+
+the absolute value mirroring a proposal that leaves [0, inf) back into it (Patterson and Teh
+2013, §3, "mirroring"). The expectations E[n_dkw | w_d, pi, alpha] (theta_d integrated out) come from
+collapsed Gibbs sampling of the minibatch's topic assignments with the topics fixed at the current
+pi: LDA's ``"gibbs"`` local step (``vijax.models.LDA``, ``gibbs_sweeps`` and ``gibbs_burn_in``),
+the average over its kept sweeps. The step sizes are eps_t = a (1 + t / b)^(-c) (:func:`sgrld_schedule`).
+
+``SGRLDState.q_global`` is theta itself, (K, V): a sample, not a variational distribution; the
+topics are :func:`sgrld_topics` (pi) and :func:`topics_dirichlet` gives a Dirichlet whose mean is pi,
+so that a held-out scorer written for q(beta) (``LDA.log_predictive``, which uses E_q[beta] as its
+point estimate) scores the sample's topics unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from vijax import expfam
+from vijax._validate import check_bool, check_int, check_key, check_scalar
+from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
+from vijax.inference.base import Proposal, VIAlgorithm, checked_step
+from vijax.inference.schedules import as_schedule
+from vijax.types import Array, PRNGKey, PyTree, Schedule
+
+
+class SGRLDState(NamedTuple):
+    """The sampler's state.
+
+    Attributes:
+      q_global: theta, (K, V), the current sample in the expanded-mean parametrisation (every entry
+        > 0); the topics are ``sgrld_topics(q_global)``.
+      count: int32 scalar, the number of steps taken (drives eps_t).
+      num_rejected: int32 scalar, steps rejected as non-finite (the state kept).
+    """
+
+    q_global: Array
+    count: Array
+    num_rejected: Array = None
+
+
+class SGRLDInfo(NamedTuple):
+    """What one step reports.
+
+    Attributes:
+      elbo: the Gibbs E-step's mean-field bound on log p(w_batch | beta = pi) at the step's starting
+        sample, scaled by N / S: a running measure of fit (no ELBO of a variational q exists here).
+      step_size: eps_t.
+      accepted: whether the update was applied (False: non-finite, the state kept).
+    """
+
+    elbo: Array
+    step_size: Array
+    accepted: Array = None
+
+
+def sgrld_schedule(a: float = 0.5, b: float = 10.0, c: float = 0.6) -> Schedule:
+    """eps_t = a (1 + t / b)^(-c), t = 0, 1, ... (Patterson and Teh 2013, §4; Welling and Teh 2011).
+
+    Examples:
+        >>> round(float(sgrld_schedule(0.5, 10.0, 1.0)(10)), 6)
+        0.25
+    """
+    a = check_scalar("a", a, low=0.0)
+    b = check_scalar("b", b, low=0.0)
+    c = check_scalar("c", c, low=0.0, include_low=True)
+    return lambda count: a * (1.0 + jnp.asarray(count, jnp.float32) / b) ** (-c)
+
+
+def sgrld_topics(theta: Array) -> Array:
+    """pi_kw = theta_kw / sum_w theta_kw, (K, V): the topics of an expanded-mean sample."""
+    return theta / jnp.sum(theta, axis=-1, keepdims=True)
+
+
+def topics_dirichlet(theta: Array) -> expfam.Dirichlet:
+    """A Dirichlet whose mean is the topics pi of ``theta`` (its concentration is pi_k / min_w pi_kw,
+    floored at 1e-30 of the row's largest weight, so every concentration is >= 1 and the
+    natural parameters (concentration - 1) keep every weight to the float's relative precision).
+    Hands a sample to scorers written for q(beta), which read E_q[beta] = its mean."""
+    pi = sgrld_topics(theta)
+    pi = jnp.maximum(pi, 1e-30 * jnp.max(pi, axis=-1, keepdims=True))
+    return expfam.Dirichlet.from_concentration(pi / jnp.min(pi, axis=-1, keepdims=True))
+
+
+def drift(theta: Array, counts: Array, eta) -> Array:
+    """The Riemannian Langevin drift in the expanded-mean parametrisation given topic counts
+    ``counts`` = n_kw (K, V) (expected, and scaled to the corpus, in the stochastic step)::
+
+        eta - theta_kw + n_kw - pi_kw n_k. ,   pi_kw = theta_kw / theta_k. ,
+
+    equal to theta * grad log p(theta | w, z) + 1, the preconditioned gradient of the module
+    docstring's log posterior plus the metric's correction term."""
+    pi = sgrld_topics(theta)
+    return eta - theta + counts - pi * jnp.sum(counts, axis=-1, keepdims=True)
+
+
+def init(key: PRNGKey, batch: PyTree = None, *, model) -> SGRLDState:
+    """theta = the concentration of ``model.init_globals(key)`` (LDA: init_scale * Gamma(100, 100)
+    draws, nearly flat topics, the same starting topics as SVI's from the same key)."""
+    check_key("key", key)
+    theta = model.init_globals(key, batch).concentration
+    return SGRLDState(theta, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+
+@checked_step
+def step(state: SGRLDState, batch: PyTree, key: PRNGKey, *, model, num_data: int, schedule: Schedule, ramp: bool):
+    """One SGRLD step on a minibatch (module docstring)."""
+    check_num_data(num_data, model, batch, state.count)
+    present = num_present(model, batch)
+    theta = state.q_global
+    dt = theta.dtype
+    eps = jnp.asarray(step_size(schedule(state.count), present), dt)  # 0 for a batch without documents
+    k_gibbs, k_noise = jax.random.split(key)
+    pi = sgrld_topics(theta)
+    log_pi = jnp.log(pi)
+    loc = model.local_step((log_pi,), batch, k_gibbs, method="gibbs")
+    (counts,) = loc.suff_stats  # sum_d E[n_dkw], (K, V)
+    scale, full = data_scale(state.count, present, num_data, ramp, dt)
+    eta = jnp.asarray(model.eta, dt)
+    xi = jax.random.normal(k_noise, theta.shape, dt)
+    proposal = theta + 0.5 * eps * drift(theta, scale * counts, eta) + jnp.sqrt(eps * theta) * xi
+    new = jnp.maximum(jnp.abs(proposal), jnp.finfo(dt).tiny)  # mirrored into (0, inf)
+    fit = full * (jnp.sum(counts * log_pi) + loc.local_terms)
+    return Proposal(SGRLDState(new, state.count, state.num_rejected), SGRLDInfo(fit, eps), (fit,))
+
+
+def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIAlgorithm:
+    """SGRLD for LDA (Patterson and Teh 2013) with the Gibbs E-step; see the module docstring.
+
+    Args:
+      model: a ``vijax.models.LDA`` (its ``eta``, ``alpha`` and Gibbs settings are used).
+      num_data: N, the number of documents the minibatches are drawn from.
+      schedule: eps_t: a number > 0 or a callable ``count -> eps``; default ``sgrld_schedule()``.
+      ramp: use N_t = min((t + 1) S, N) instead of N over the first sweep (as SVI's ``ramp``).
+
+    Returns:
+      ``VIAlgorithm(init, step)`` with ``SGRLDState`` / ``SGRLDInfo``; the step jits and vmaps
+      (``vijax.inference.restarts``), its key split between the Gibbs sweeps and the noise.
+
+    Raises:
+      ValueError: naming ``model`` when it is not an LDA, ``num_data`` < 1, a bad ``schedule``
+        or ``ramp``; at ``step``, a bad batch or one with more documents than ``num_data``.
+
+    Examples:
+        >>> import jax
+        >>> from vijax.data import sample_lda_corpus
+        >>> from vijax.models import LDA
+        >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30, alpha=0.1).corpus
+        >>> alg = sgrld_lda(LDA(3, 30, gibbs_sweeps=2, gibbs_burn_in=1), num_data=40)
+        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), docs.batch(range(10)), jax.random.PRNGKey(1))
+        >>> state.q_global.shape, bool(info.accepted)
+        ((3, 30), True)
+    """
+    from vijax.models import LDA
+
+    if not isinstance(model, LDA):
+        raise ValueError(f"model must be a vijax.models.LDA (SGRLD here is LDA's sampler), got {type(model).__name__}")
+    num_data = check_int("num_data", num_data)
+    check_bool("ramp", ramp)
+    schedule = as_schedule(schedule, default=sgrld_schedule(), upper=None)
+    return VIAlgorithm(
+        init=lambda key, batch=None: init(key, batch, model=model),
+        step=lambda state, batch, key: step(
+            state, batch, key, model=model, num_data=num_data, schedule=schedule, ramp=ramp
+        ),
+    )
+
+
+__all__ = [
+    "SGRLDInfo",
+    "SGRLDState",
+    "drift",
+    "init",
+    "sgrld_lda",
+    "sgrld_schedule",
+    "sgrld_topics",
+    "step",
+    "topics_dirichlet",
+]
