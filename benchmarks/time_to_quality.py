@@ -631,9 +631,10 @@ def plot(result: dict, path: str) -> str | None:
             c = r["curve"]
             ax.plot([p["time_s"] for p in c], [p["quality"] for p in c], marker=".", label=r["method"])
         ax.axhline(model["target"], color="grey", ls="--", lw=0.8, label="target")
-        lo = min(min(p["quality"] for p in r["curve"][1:] or r["curve"]) for r in model["rows"])
-        ax.set_ylim(max(lo, model["target"] - 20 * model["tolerance"]), model["best"] + 2 * model["tolerance"])
+        tol, lowest_final = model["tolerance"], min(r["final_quality"] for r in model["rows"])
+        ax.set_ylim(min(model["target"] - 20 * tol, lowest_final - 5 * tol), model["best"] + 2 * tol)
         ax.set_xscale("log")
+        ax.set_xlim(left=0.05)
         ax.set_xlabel("wall time from the first call, s (evaluation excluded)")
         ax.set_title(model["model"], fontsize=9)
         ax.set_ylabel(model["quality"], fontsize=8)
