@@ -54,6 +54,7 @@ from jax.scipy.special import logsumexp
 from vijax._validate import finite_nonnegative, ids_in_range
 from vijax._validate import (
     INT32_MAX,
+    ArgumentError,
     check_allocation,
     check_choice,
     check_data_dtype,
@@ -61,11 +62,14 @@ from vijax._validate import (
     check_positive_fields,
     check_scalar,
 )
+from vijax.models import _ctm_local
 from vijax.models._base import rows_with_data
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 
 COVARIANCES = ("full", "diagonal")
+LOCAL_METHODS = _ctm_local.LOCAL_METHODS
+_METHOD_COVARIANCE = {"laplace": "full", "delta": "full", "meanfield": "diagonal"}
 
 
 class CTMGlobals(NamedTuple):
@@ -121,6 +125,14 @@ class CTM:
       eval_local_steps: local steps when fitting the observed half of a test document.
       eval_samples: draws from q for the held-out predictive.
       eval_seed: seed of the evaluation's Monte Carlo draws (``log_predictive`` is deterministic).
+      local_method: the per-document step (``LOCAL_METHODS``): ``"prox"``, the KL-proximal steps
+        above; or a baseline of Khan et al.'s Figure 3, each keeping a multinomial q(t_n) over the
+        topic assignments: ``"laplace"`` and ``"delta"`` (Laplace and delta-method variational
+        inference, Wang & Blei 2013; need ``covariance="full"``) or ``"meanfield"`` (Blei &
+        Lafferty 2007, diagonal q and the zeta bound; needs ``covariance="diagonal"``). The
+        baselines iterate their fixed point to convergence, at most ``local_steps`` (training) or
+        ``eval_local_steps`` (evaluation) iterations, take the topic statistics from phi and draw
+        no Monte Carlo samples in the fit (``vijax.models._ctm_local`` has the details).
 
     A batch is a ``vijax.data.BowBatch`` (word_ids, counts), each (M, L), of M documents (padding
     rows: all-zero counts). The synthetic generator is ``vijax.data.sample_ctm_corpus``.
@@ -143,12 +155,21 @@ class CTM:
     eval_local_steps: int = 50
     eval_samples: int = 1000
     eval_seed: int = 0
+    local_method: str = "prox"
     present_rows = staticmethod(rows_with_data)  # documents with a token: prox_svi's N / S counts these
 
     def __post_init__(self):
         check_int("num_topics", self.num_topics, minimum=2)
         check_int("vocab_size", self.vocab_size)
         check_choice("covariance", self.covariance, COVARIANCES)
+        check_choice("local_method", self.local_method, LOCAL_METHODS)
+        need = _METHOD_COVARIANCE.get(self.local_method, self.covariance)
+        if self.covariance != need:
+            raise ArgumentError(
+                "local_method",
+                f"local_method={self.local_method!r} needs covariance={need!r}, got covariance={self.covariance!r}",
+                self.local_method,
+            )
         check_int("local_steps", self.local_steps, maximum=INT32_MAX)
         check_int("eval_local_steps", self.eval_local_steps, maximum=INT32_MAX)
         check_int("eval_samples", self.eval_samples)
@@ -210,21 +231,7 @@ class CTM:
     def _psi_terms(self, z, a, counts):
         """psi(z_s) and its gradient and Hessian (in the K - 1 free coordinates) for draws z (S, K-1);
         a (K, L) = log beta[:, words]. The logits are (z, 0) (module docstring)."""
-        w = jnp.sum(counts)
-        z = jnp.concatenate([z, jnp.zeros(z.shape[:-1] + (1,), z.dtype)], -1)
-        logits = a.T[None, :, :] + z[:, None, :]  # (S, L, K)
-        lse = logsumexp(logits, -1)  # (S, L)
-        p = jnp.exp(logits - lse[..., None])
-        s = jax.nn.softmax(z, -1)  # (S, K)
-        psi = jnp.sum(counts[None, :] * lse, -1) - w * logsumexp(z, -1)
-        grad = jnp.einsum("l,slk->sk", counts, p) - w * s
-        yp = counts[None, :, None] * p
-        hess = (
-            jax.vmap(jnp.diag)(jnp.sum(yp, 1))
-            - jnp.einsum("slk,slj->skj", yp, p)
-            - w * (jax.vmap(jnp.diag)(s) - s[:, :, None] * s[:, None, :])
-        )
-        return psi, grad[:, :-1], hess[:, :-1, :-1], p
+        return _ctm_local.psi_terms(z, a, counts)
 
     def expected_loglik_grads(self, q: LocalQ, a, counts, key, num_samples):
         """(E psi, dE psi/dm, dE psi/dV) by Bonnet/Price with S draws (dV: (K, K), or (K,) diagonal)."""
@@ -325,7 +332,21 @@ class CTM:
         tail = steps - steps // 2
         return jax.tree_util.tree_map(lambda x: jnp.mean(x[-tail:], 0), path)
 
+    def _fit_batch_baseline(self, params, batch, steps):
+        """(q, counts * phi) of the minibatch's documents by ``local_method`` (not ``"prox"``)."""
+        prec0 = _sym(jnp.linalg.inv(params.sigma))
+
+        def one(ids, counts):
+            mean, cov, resp = _ctm_local.fit_document(
+                self.local_method, params.mu, prec0, params.log_topics[:, ids], counts, steps
+            )
+            return LocalQ(mean, cov), resp
+
+        return jax.vmap(one)(batch.word_ids, batch.counts)
+
     def _fit_batch(self, params, batch, key, num_samples, steps):
+        if self.local_method != "prox":
+            return self._fit_batch_baseline(params, batch, steps)[0]
         keys = jax.random.split(key, batch.word_ids.shape[0])
         return jax.vmap(lambda i, c, k: self.fit_local(params, i, c, k, num_samples, steps))(
             batch.word_ids, batch.counts, keys
@@ -344,7 +365,6 @@ class CTM:
         move by the KL-proximal weight r = 1/(1 + beta). Returns (new globals, ELBO estimate)."""
         params = self.params(g)
         k_fit, k_stats, k_elbo = jax.random.split(key, 3)
-        qs = self._fit_batch(params, batch, k_fit, num_samples, self.local_steps)
         m = batch.word_ids.shape[0]
         valid = (jnp.sum(batch.counts, -1) > 0).astype(params.mu.dtype)
         n_valid = jnp.maximum(jnp.sum(valid), 1.0)
@@ -357,8 +377,12 @@ class CTM:
             resp = jnp.mean(p, 0) * counts[:, None]  # (L, K)
             return resp
 
-        kss = jax.random.split(k_stats, m)
-        resp = jax.vmap(doc_stats)(qs, batch.word_ids, batch.counts, kss)  # (M, L, K)
+        if self.local_method == "prox":
+            qs = self._fit_batch(params, batch, k_fit, num_samples, self.local_steps)
+            kss = jax.random.split(k_stats, m)
+            resp = jax.vmap(doc_stats)(qs, batch.word_ids, batch.counts, kss)  # (M, L, K)
+        else:  # the baselines' q(t_n) = phi_n
+            qs, resp = self._fit_batch_baseline(params, batch, self.local_steps)
         topic_hat = (
             jnp.zeros_like(g.topic_stats).at[:, batch.word_ids.reshape(-1)].add(resp.reshape(-1, self.num_topics).T)
         )
@@ -424,4 +448,4 @@ class CTM:
         return jax.vmap(score)(qs, heldout.word_ids, heldout.counts, keys)
 
 
-__all__ = ["COVARIANCES", "CTM", "CTMGlobals", "CTMParams", "LocalQ"]
+__all__ = ["COVARIANCES", "CTM", "CTMGlobals", "CTMParams", "LOCAL_METHODS", "LocalQ"]
