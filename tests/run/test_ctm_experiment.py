@@ -32,7 +32,7 @@ def test_ctm_synthetic_short_run(tmp_path):
     )
     _, metrics = run_experiment(cfg)
     s = metrics["summary"]
-    for name in ("PG-SVI", "PG-SVI-MF"):
+    for name in ("PG-SVI", "PG-SVI-MF", "Laplace", "Delta", "MF"):
         assert np.isfinite(s[f"{name}_heldout_per_word"])
         assert -np.log(30) - 1.0 < s[f"{name}_heldout_per_word"] < 0.0
     assert np.isfinite(s["true_params_heldout_per_word"])
