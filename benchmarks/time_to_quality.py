@@ -625,8 +625,12 @@ def plot(result: dict, path: str) -> str | None:
     except ImportError:
         return None
     models = result["models"]
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), squeeze=False)
-    for ax, model in zip(axes[0], models):
+    cols = min(3, len(models))
+    rows_ = -(-len(models) // cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.6 * cols, 3.8 * rows_), squeeze=False)
+    for ax in axes.flat[len(models) :]:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models):
         for r in model["rows"]:
             c = r["curve"]
             ax.plot([p["time_s"] for p in c], [p["quality"] for p in c], marker=".", label=r["method"])
@@ -750,7 +754,9 @@ def main(argv=None):
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="where JAX runs (the peers: CPU)")
     p.add_argument("--models", nargs="+", choices=list(BENCHES), default=list(BENCHES))
     p.add_argument("--no-wiki", action="store_true", help="leave out the wiki_bnpy LDA row")
-    p.add_argument("--render", action="store_true", help="only write the markdown table again from --out")
+    p.add_argument(
+        "--render", action="store_true", help="only write the markdown table (and the plot) again from --out"
+    )
     p.add_argument("--out", default=os.path.join(RESULTS, "time_to_quality.json"))
     p.add_argument("--md", default=None, help="default: --out with .md")
     p.add_argument("--png", default=None, help="default: --out with .png")
@@ -759,9 +765,11 @@ def main(argv=None):
     if args.render:
         with open(args.out) as fh:
             result = json.load(fh)
+        if result.get("plot"):
+            plot(result, args.png or os.path.splitext(args.out)[0] + ".png")
         with open(md, "w") as fh:
             fh.write(markdown(result))
-        print(f"wrote {md}")
+        print(f"wrote {md}" + (" and the plot" if result.get("plot") else ""))
         return
     if args.device == "cpu":
         jax.config.update("jax_platforms", "cpu")
