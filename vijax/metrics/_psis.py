@@ -5,7 +5,9 @@ generalized Pareto distribution fitted to the largest weights says how far q's t
 the posterior's (Yao, Vehtari, Simpson and Gelman 2018, *Yes, but did it work?: evaluating
 variational inference*): k-hat < 0.5 good, up to ``KHAT_THRESHOLD`` = 0.7 usable, above it the
 importance weights (and q) are not to be trusted. The fit is ArviZ's maintained ``psislw``; this
-module only turns it into one function of the log-weights.
+module only turns it into one function of the log-weights. ArviZ is optional (the extra
+``vijax-toolkit[arviz]``): it is imported when ``psis`` runs, which without it raises an ImportError
+that names the extra.
 """
 
 from __future__ import annotations
@@ -29,6 +31,18 @@ class PSISResult(NamedTuple):
     log_weights: np.ndarray
 
 
+def _psislw():
+    """ArviZ's ``psislw`` (deferred: ArviZ is slow to import and optional), or an ImportError that
+    names the extra that installs it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from arviz import psislw
+    except ImportError as e:
+        raise ImportError("psis needs ArviZ (its psislw): pip install 'vijax-toolkit[arviz]'", name="arviz") from e
+    return psislw
+
+
 def psis(log_weights) -> PSISResult:
     """The PSIS diagnostic of raw log-weights log p(x, z_s) - log q(z_s), z_s ~ q.
 
@@ -40,6 +54,7 @@ def psis(log_weights) -> PSISResult:
 
     Raises:
       ValueError: a misshaped array, fewer than 10 draws, NaN or +inf weights.
+      ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
 
     Examples:
         >>> import numpy as np
@@ -52,13 +67,12 @@ def psis(log_weights) -> PSISResult:
         raise ValueError(f"log_weights must have shape (S,) with S >= 10 draws, got {lw.shape}")
     if np.any(np.isnan(lw)) or np.any(lw == np.inf):
         raise ValueError("log_weights has NaN or +inf entries: the log-density or log q is not finite at some draws")
+    psislw = _psislw()  # also for equal weights, so that a missing ArviZ shows on any input
     if np.ptp(lw) == 0.0:  # q proportional to the target: every weight equal, no tail to fit
         return PSISResult(-np.inf, float(lw.shape[0]), True, lw - np.log(lw.shape[0]) - lw[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import arviz
-
-        smoothed, khat = arviz.psislw(lw - np.max(lw))
+        smoothed, khat = psislw(lw - np.max(lw))
     smoothed = np.asarray(smoothed)
     w = np.exp(smoothed - np.max(smoothed))
     w = w / np.sum(w)

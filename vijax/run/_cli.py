@@ -20,11 +20,17 @@ and prints a short summary. JAX's persistent compilation cache is on (``run.comp
 ``--compile-cache DIR``, ``--no-compile-cache``; ``vijax/run/_cache.py``), so a second run of the
 same config starts without compiling.
 
+Without matplotlib (the extra ``vijax-toolkit[plots]``) the run writes everything but the plots and
+says once, on stderr, that they were skipped and how to get them. An experiment whose results need
+ArviZ (the PSIS k-hat of ``eight_schools``, ``bbvi_logistic``, ``mean_field_gaussian``) does not
+start without it: exit status 2 and the line that names the extra ``vijax-toolkit[arviz]``.
+
 Exit status: 0 for a run that finished with a finite ELBO; 2 when it could not start (an invalid
 config or value, naming its key; an output folder that cannot be written; ``--resume`` with a
-changed config without ``--allow-changes``; no intact checkpoint); 3 when it finished but its
-result is not to be trusted (the last applied step's ELBO is not finite, or more than
-``run.max_rejected_share`` of the updates were rejected); the results are written either way.
+changed config without ``--allow-changes``; no intact checkpoint; a missing extra the experiment
+needs); 3 when it finished but its result is not to be trusted (the last applied step's ELBO is not
+finite, or more than ``run.max_rejected_share`` of the updates were rejected); the results are
+written either way.
 """
 
 from __future__ import annotations
@@ -48,10 +54,13 @@ from ._lock import hold_folder
 from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, dump_yaml, load_config
 from ._shipped import resolve_config, shipped_configs
 from ._experiment import EXPERIMENTS, Experiment
-from ._plots import plot_elbo
+from ._plots import plot_elbo, plots_missing
 from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
 
 EXIT_OK, EXIT_CANNOT_START, EXIT_UNTRUSTED = 0, 2, 3
+# the modules of the extras `arviz` and `plots`: an experiment that cannot start without one of them
+# raises an ImportError whose name is the module and whose message names the extra
+OPTIONAL_MODULES = ("arviz", "matplotlib")
 
 DEFAULT_EXPERIMENT = "dp_bernoulli"
 BUILTIN_EXPERIMENTS = "vijax.run.experiments"
@@ -262,8 +271,18 @@ def _run_experiment_held(config: dict, resume: bool, allow_changes: bool) -> tup
         allow_changes=allow_changes,
     )
     baselines = _run_baselines(experiment, rc, config["seed"], checkpoints, resume, fingerprint, allow_changes)
-    summary = experiment.report(result, out_dir, baselines) if experiment.report is not None else {}
-    plot_elbo(result.trace, result.evals, os.path.join(out_dir, "elbo.png"), title=name)
+    skipped = plots_missing()  # None, or the line that says the plots are skipped (no matplotlib)
+    if skipped is not None:
+        print(f"vijax: {skipped}", file=sys.stderr, flush=True)
+    try:
+        summary = experiment.report(result, out_dir, baselines) if experiment.report is not None else {}
+    except ImportError as e:  # a report that draws without `optional_plot` (vijax/run/experiments/_plotting.py)
+        if skipped is None or (e.name or "").split(".")[0] != "matplotlib":
+            raise
+        print(f"vijax: {name}: its report needs matplotlib, so its summary is left out too", file=sys.stderr)
+        summary = {}
+    if skipped is None:
+        plot_elbo(result.trace, result.evals, os.path.join(out_dir, "elbo.png"), title=name)
     last, last_mean = _final_elbo(result, rc.chunk_size)
     health = {"run": _health_entry(result, rc.max_rejected_share)}
     health.update({b: _health_entry(r, rc.max_rejected_share) for b, r in baselines.items()})
@@ -361,7 +380,9 @@ def _print_summary(metrics: dict, out_dir: str, file=None) -> None:
     for name, entry in metrics.get("health", {}).items():
         for line in entry["problems"]:
             print(f"  {'' if name == 'run' else 'baseline ' + name + ': '}{line}", file=file)
-    print(f"  results in {out_dir}/ (metrics.json, elbo.png, config.yaml, checkpoints/)", file=file)
+    plots = plots_missing() is None
+    files = "metrics.json, elbo.png, config.yaml, checkpoints/" if plots else "metrics.json, config.yaml, checkpoints/"
+    print(f"  results in {out_dir}/ ({files}){'' if plots else '; plots skipped: no matplotlib'}", file=file)
 
 
 def _keys_text(experiment: Optional[str] = None) -> str:
@@ -540,6 +561,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         _, metrics = run_experiment(config, resume=args.resume, allow_changes=args.allow_changes)
     except (ConfigError, CheckpointError) as e:
+        print(f"vijax: error: {e}", file=sys.stderr)
+        return EXIT_CANNOT_START
+    except ImportError as e:  # an optional dependency the experiment needs (its message names the extra)
+        if e.name not in OPTIONAL_MODULES:
+            raise
         print(f"vijax: error: {e}", file=sys.stderr)
         return EXIT_CANNOT_START
     _print_summary(metrics, config["output"]["dir"])

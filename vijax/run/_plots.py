@@ -2,6 +2,11 @@
 
 Figures are built with ``matplotlib.figure.Figure`` directly (no ``pyplot``, so no global state
 and no GUI backend: PNGs are rendered by Agg whatever the session's backend is).
+
+matplotlib is optional (the extra ``vijax-toolkit[plots]``): ``plot_elbo`` called without it raises
+an ImportError that names the extra, while ``vijax run`` asks ``plots_missing`` first, skips the
+plots (its own and the experiment's, whose plot functions do nothing then), writes every other
+result and says so once.
 """
 
 from __future__ import annotations
@@ -58,13 +63,26 @@ def eval_metric_names(evals: Sequence[dict]) -> list[str]:
     return names
 
 
+PLOTS_EXTRA = "pip install 'vijax-toolkit[plots]'"
+
+
 def _figure_class():
     """``matplotlib.figure.Figure``, or an ImportError that names the extra that installs matplotlib."""
     try:
         from matplotlib.figure import Figure  # deferred: importing matplotlib is slow
     except ImportError as e:
-        raise ImportError("the plots of vijax run need matplotlib: pip install 'vijax-toolkit[plots]'") from e
+        raise ImportError(f"the plots of vijax run need matplotlib: {PLOTS_EXTRA}", name="matplotlib") from e
     return Figure
+
+
+def plots_missing() -> Optional[str]:
+    """None where matplotlib imports; else the one line ``vijax run`` prints: the plots are skipped
+    and how to get them."""
+    try:
+        _figure_class()
+    except ImportError:
+        return f"matplotlib is not installed: the plots (elbo.png and the experiment's figures) were skipped; {PLOTS_EXTRA}"
+    return None
 
 
 def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") -> str:
@@ -124,4 +142,4 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
     return path
 
 
-__all__ = ["eval_metric_names", "moving_average", "plot_elbo"]
+__all__ = ["eval_metric_names", "moving_average", "plot_elbo", "plots_missing"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from ._plotting import optional_plot
 
 
+@optional_plot
 def plot_compare(path, curves, name, labels):
     """Figure 2 of Khan et al. 2016: negative ELBO and test log-loss against passes, one line per method."""
     from matplotlib.figure import Figure
@@ -25,6 +27,7 @@ def plot_compare(path, curves, name, labels):
     fig.savefig(path, dpi=100)
 
 
+@optional_plot
 def plot_step_size(path, out, name, cap, labels):
     """Figure 1 of Khan et al. 2016: examples seen until converged against the step size (x: not
     converged within the budget ``cap``)."""

@@ -34,6 +34,7 @@ from vijax import expfam
 from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, log_weights, make_algorithm, sample
 from vijax.metrics import KHAT_THRESHOLD, psis
 from vijax.run import Baseline, ConfigError, configured_algorithm, float_bytes, MemoryNeed, SEED_BOUND
+from ._plotting import optional_plot
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
 NGVI_FAMILIES = ("fullrank", "meanfield")
@@ -259,7 +260,13 @@ def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tu
 def evaluator(method: Method, num_psis: int, key) -> Callable:
     """``state -> {elbo_mc, khat, psis_ess}``: the ELBO estimated from the log-weights
     log p(x, z) - log q(z) of ``method.draws`` (a fixed key, so that every evaluation sees the
-    same noise), and the PSIS k-hat and effective sample size of the first ``num_psis`` of them."""
+    same noise), and the PSIS k-hat and effective sample size of the first ``num_psis`` of them.
+    PSIS needs ArviZ (the extra ``vijax-toolkit[arviz]``): without it this raises the ImportError
+    that names the extra now, when the experiment is built, not at the run's first evaluation."""
+    try:
+        psis(np.zeros(10))
+    except ImportError as e:
+        raise ImportError(f"this experiment reports the PSIS k-hat of each fit: {e}", name=e.name) from e
 
     def evaluate(state) -> dict:
         lw = np.asarray(method.draws(state, key)[1], np.float64)
@@ -506,6 +513,7 @@ def report(
     return summary
 
 
+@optional_plot
 def _plot(path, names, fits, refs, ref_name, khats, title):
     from matplotlib.figure import Figure
 

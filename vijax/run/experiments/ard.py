@@ -28,6 +28,7 @@ from vijax.run import (
     register_experiment,
     SEED_BOUND,
 )
+from ._plotting import optional_plot
 
 _MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
 _DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "noise": 1.0, "correlation": 0.5, "seed": 0}
@@ -188,6 +189,7 @@ def build(sections: dict, seed: int) -> Experiment:
     return Experiment(alg, lambda key: alg.init(key, train), lambda key, t: train, eval_fn, report)
 
 
+@optional_plot
 def _plot(path, w_true, w_mean, w_sd, w_sk):
     from matplotlib.figure import Figure
 

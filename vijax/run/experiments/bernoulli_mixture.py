@@ -22,6 +22,7 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import bernoulli_mixture_kl, components_used
 from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
+from ._plotting import optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
@@ -219,6 +220,7 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@optional_plot
 def _plot(path, result, res, data, estimates, methods):
     """KL and components used against steps for each method (paper's final values dotted), and the
     sorted fitted weights against the true ones."""

@@ -41,6 +41,7 @@ from vijax.run import (
     MemoryNeed,
     register_experiment,
 )
+from ._plotting import optional_plot
 
 _MODEL = {
     "num_topics": 10,
@@ -228,6 +229,7 @@ def _build(sections, seed, train, test, reference=None):
     )
 
 
+@optional_plot
 def _plot(path, curves, reference, num_topics, passes_per_step):
     from matplotlib.figure import Figure
 

@@ -36,6 +36,7 @@ from vijax.run import (
     register_experiment,
     SEED_BOUND,
 )
+from ._plotting import optional_plot
 
 _MODEL = {
     "components": "gaussian",
@@ -269,6 +270,7 @@ def _table(summary, m, d, a) -> str:
     return "\n".join(lines)
 
 
+@optional_plot
 def _plot(path, summary, truncs, levels):
     from matplotlib.figure import Figure
 

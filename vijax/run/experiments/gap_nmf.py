@@ -23,6 +23,7 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models.gap_nmf import GaPNMF
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
+from ._plotting import optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI"}
@@ -205,6 +206,7 @@ def build(sections: dict, seed: int) -> Experiment:
     return Experiment(alg, lambda key: alg.init(key, frames), batch_fn, eval_fn, report)
 
 
+@optional_plot
 def _plot(path, res, methods, num_atoms, result):
     """Figure 5: sorted best-match correlations per method; and each method's ELBO trace."""
     from matplotlib.figure import Figure
@@ -252,6 +254,7 @@ def _plot(path, res, methods, num_atoms, result):
     fig.savefig(path, dpi=110)
 
 
+@optional_plot
 def _plot_dictionary(path, w):
     """Figure 4: the true dictionary in dB."""
     from matplotlib.figure import Figure

@@ -16,6 +16,7 @@ from vijax.models import conjugate_elbo
 from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM, FullGMM
 from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+from ._plotting import optional_plot
 
 # covariance: "diag" (DiagonalGMM, Normal-Gamma components; a0 their Gamma shape) or "full" (FullGMM,
 # Normal-Wishart components with scikit-learn's empirical-Bayes priors: nu0 = D, W0^-1 = cov(x); a0 unused).
@@ -240,6 +241,7 @@ def _restart_optima(final: np.ndarray, rtol: float = 1e-6) -> dict:
     return {"final_elbo_per_restart": final.tolist(), "distinct_local_optima": distinct}
 
 
+@optional_plot
 def _plot_restarts(path, steps: np.ndarray, elbos: np.ndarray) -> None:
     """The ELBO of each restart against the iteration (Blei et al. 2017, Figure 2)."""
     from matplotlib.figure import Figure
@@ -258,6 +260,7 @@ def _plot_restarts(path, steps: np.ndarray, elbos: np.ndarray) -> None:
     fig.savefig(path, dpi=100)
 
 
+@optional_plot
 def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
     """Data coloured by true cluster with the 2-sigma contours of the fitted components, at the
     start and at the end (Blei et al. 2017, figure 3), and the ELBO and held-out traces."""

@@ -33,6 +33,7 @@ from vijax.models import DiagonalGMM
 from vijax.run import Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
 
 from .gmm import _algorithm, _best_fn
+from ._plotting import optional_plot
 
 _DEFAULTS = {
     "model": {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0},
@@ -158,6 +159,7 @@ def _seconds(t) -> str:
     return "never" if t is None else f"{t:.2f}"
 
 
+@optional_plot
 def _plot(path, cavi: tuple, nuts: dict) -> None:
     from matplotlib.figure import Figure
 

@@ -40,6 +40,7 @@ from vijax.inference import VIAlgorithm, bayesian_last_layer, head_log_likelihoo
 from vijax.metrics import expected_calibration_error, reliability
 from vijax.models import mlp
 from vijax.run import Baseline, ConfigError, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
+from ._plotting import optional_plot
 
 DATASETS = ("breast_cancer", "digits_3v5")
 # hidden: the MLP's hidden widths, the last one the head's input width F; activation: one of
@@ -300,6 +301,7 @@ def _write_results(out_dir: str, rows: list, notes: str, name: str) -> None:
         fh.write("\n".join(lines) + "\n")
 
 
+@optional_plot
 def _plot(path: str, probs: dict, y_test: np.ndarray, num_bins: int, name: str) -> None:
     from matplotlib.figure import Figure
 

@@ -32,6 +32,7 @@ from vijax.run import (
     MemoryNeed,
     register_experiment,
 )
+from ._plotting import optional_plot
 
 MODEL_DEFAULTS = {
     "num_topics": 50,
@@ -265,6 +266,7 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
     return Experiment(alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches)
 
 
+@optional_plot
 def _plot_heldout(path, evals):
     if not evals:
         return

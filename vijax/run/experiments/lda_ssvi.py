@@ -65,6 +65,7 @@ from vijax.run.experiments.lda import (
     synthetic_corpus,
     synthetic_memory,
 )
+from ._plotting import optional_plot
 
 CORPORA = ("synthetic", "wiki_bnpy")
 _BOUNDS = {
@@ -280,6 +281,7 @@ def _curve(setting, evals, corpus) -> dict:
     }
 
 
+@optional_plot
 def _plot(curves, corpus, out_dir):
     """The two figures of one corpus (module docstring); returns their paths."""
     import matplotlib
@@ -430,7 +432,7 @@ def build(sections: dict, seed: int) -> Experiment:
             for j, i in enumerate(prog.indices)
         ]
         curves = [cv for _, _, cv in sorted(curves, key=lambda t: t[:2])]  # each corpus's settings in order
-        plots = [p for corpus in corpora for p in _plot(curves, corpus.name, out_dir)]
+        plots = [p for corpus in corpora for p in _plot(curves, corpus.name, out_dir) or ()]  # () without matplotlib
         with open(os.path.join(out_dir, "grid.json"), "w") as fh:
             json.dump(
                 {

@@ -25,6 +25,7 @@ import numpy as np
 from vijax.run import ConfigError, Experiment, register_experiment
 
 from ._posterior import ALG_BOUNDS, NUTS_DEFAULTS, Target, baselines, evaluator, memory_needs, methods, report
+from ._plotting import optional_plot
 
 _MODEL = {"correlation": 0.9, "mean": [0.0, 0.0], "sd": [1.0, 1.0]}
 # See vijax/run/experiments/_posterior.py (ALG_KEYS) for the meaning of each key.
@@ -97,6 +98,7 @@ def _ellipse(ax, mean, cov, **style) -> None:
     ax.plot(pts[0], pts[1], **style)
 
 
+@optional_plot
 def _plot_ellipses(path, mu, sigma, fits, draws) -> None:
     from matplotlib.figure import Figure
 

@@ -33,6 +33,7 @@ from vijax.inference import restarts, select_restart
 from vijax.metrics import match_components
 from vijax.models import SMM, SMMParams
 from vijax.run import Experiment, MemoryNeed, SEED_BOUND, configured_algorithm, float_bytes, register_experiment
+from ._plotting import optional_plot
 
 _DEFAULTS = {
     "model": {"num_components": 4, "concentration": 1.0},
@@ -85,6 +86,7 @@ def _matched(fitted: np.ndarray, true: np.ndarray) -> np.ndarray:
     return fitted[idx]
 
 
+@optional_plot
 def _plot(path, true: np.ndarray, fitted: list) -> None:
     from matplotlib.figure import Figure
 

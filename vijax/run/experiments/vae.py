@@ -46,6 +46,7 @@ from vijax.run import (
     register_experiment,
     SEED_BOUND,
 )
+from ._plotting import optional_plot
 
 # latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
 # a name in vijax.models.ACTIVATIONS; likelihood: "bernoulli" or "gaussian"; obs_scale: the
@@ -251,6 +252,7 @@ def _grid(fig, rows: dict, shape, n: int, col: int = 0):
         axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
 
 
+@optional_plot
 def _figure(path: str, rows: dict, shape, n: int, title: str) -> None:
     from matplotlib.figure import Figure  # deferred: importing matplotlib is slow
 

@@ -1,0 +1,187 @@
+"""ArviZ and matplotlib are optional (the extras ``vijax-toolkit[arviz]`` and ``[plots]``): vijax and
+every layer import without them and without loading them; what needs one raises an ImportError
+that names its extra; ``vijax run`` without matplotlib writes its results, skips the plots and says
+so once; an experiment whose results need ArviZ does not start without it and names the extra."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LAYERS = ("types", "expfam", "solvers", "models", "interop", "inference", "data", "metrics", "testing", "run")
+OPTIONAL = ("arviz", "matplotlib")
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _block(monkeypatch, *modules):
+    """Makes ``import m`` (and of its submodules) raise ImportError, as where m is not installed."""
+    for module in modules:
+        for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+            monkeypatch.delitem(sys.modules, name)
+        monkeypatch.setitem(sys.modules, module, None)
+
+
+def test_every_layer_and_the_experiments_import_without_arviz_and_matplotlib_and_never_try_them():
+    # a fresh interpreter where importing either fails, as where they are not installed, and where
+    # every attempt is recorded: importing vijax, every layer and every experiment attempts none
+    done = _python(f"""
+        import importlib, sys
+
+        class Missing:
+            attempts = []
+
+            @classmethod
+            def find_spec(cls, name, path=None, target=None):
+                if name.split(".")[0] in {OPTIONAL!r}:
+                    cls.attempts.append(name)
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+        for name in [m for m in sys.modules if m.split(".")[0] in {OPTIONAL!r}]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, Missing)
+        import vijax
+        for layer in {LAYERS!r}:
+            importlib.import_module("vijax." + layer)
+        vijax.to_arviz, vijax.cavi  # the re-exported names resolve
+        import vijax.run.experiments  # every built-in experiment registers
+        from vijax.run import EXPERIMENTS
+        print(len(EXPERIMENTS), Missing.attempts)
+        try:
+            vijax.to_arviz({{"w": __import__("numpy").zeros((20, 2))}})
+        except ImportError as e:
+            print(e, Missing.attempts)
+        """)
+    lines = done.stdout.splitlines()
+    count, attempts = lines[0].split(" ", 1)
+    assert int(count) >= 20 and attempts == "[]", done.stdout
+    assert lines[1] == "to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]' ['arviz']", done.stdout
+
+
+def test_to_arviz_and_psis_without_arviz_name_the_extra(monkeypatch):
+    import vijax
+    from vijax.metrics import psis
+
+    _block(monkeypatch, "arviz")
+    with pytest.raises(ImportError, match=r"to_arviz needs ArviZ: pip install 'vijax-toolkit\[arviz\]'") as e:
+        vijax.to_arviz({"w": np.zeros((20, 2))})
+    assert e.value.name == "arviz"
+    # any input, equal weights included (the one case that needs no fit), so a missing ArviZ shows at once
+    for lw in (np.linspace(-3.0, 0.0, 50), np.zeros(50)):
+        with pytest.raises(ImportError, match=r"psis needs ArviZ.*vijax-toolkit\[arviz\]"):
+            psis(lw)
+    with pytest.raises(ValueError, match="log_weights"):  # the arguments are still checked first
+        psis(np.zeros(3))
+
+
+def _toy_config(tmp_path) -> str:
+    from tests.run.test_config import TOY
+
+    path = tmp_path / "toy.yaml"
+    path.write_text(f"experiment: {TOY}\nseed: 1\nrun: {{num_steps: 40, chunk_size: 20, eval_every: 20}}\n")
+    return str(path)
+
+
+def test_vijax_run_without_matplotlib_writes_the_results_and_says_once_the_plots_were_skipped(
+    tmp_path, monkeypatch, capsys
+):
+    from vijax.run import main
+
+    _block(monkeypatch, "matplotlib")
+    out = tmp_path / "out"
+    assert main(["run", _toy_config(tmp_path), "--out", str(out), "--no-progress", "--no-compile-cache"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("plots (elbo.png and the experiment's figures) were skipped") == 1, captured.err
+    assert "pip install 'vijax-toolkit[plots]'" in captured.err and "Traceback" not in captured.err
+    assert "plots skipped: no matplotlib" in captured.out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["num_steps"] == 40 and (out / "config.yaml").is_file() and (out / "checkpoints").is_dir()
+    assert not (out / "elbo.png").exists()
+
+
+def test_a_report_that_draws_without_optional_plot_costs_its_summary_not_the_run(tmp_path, monkeypatch, capsys):
+    from vijax.run import _cli, main
+
+    def report(result, out_dir, baselines):
+        from matplotlib.figure import Figure  # not under optional_plot
+
+        return {"figure": Figure}
+
+    build = _cli.build_experiment
+    monkeypatch.setattr(_cli, "build_experiment", lambda config: build(config)._replace(report=report))
+    _block(monkeypatch, "matplotlib")
+    out = tmp_path / "out"
+    assert main(["run", _toy_config(tmp_path), "--out", str(out), "--no-progress", "--no-compile-cache"]) == 0
+    err = capsys.readouterr().err
+    assert "its report needs matplotlib, so its summary is left out too" in err and "Traceback" not in err
+    assert json.loads((out / "metrics.json").read_text())["summary"] == {}
+
+
+def _imports_matplotlib(fn) -> bool:
+    return any(
+        (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "matplotlib")
+        or (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "matplotlib" for a in n.names))
+        for n in ast.walk(fn)
+    )
+
+
+def test_every_plot_function_of_the_experiments_is_skipped_without_matplotlib(monkeypatch):
+    """Each experiment's function that imports matplotlib is an ``optional_plot`` (a new experiment's
+    too), which does nothing where matplotlib is missing and plots where it is there."""
+    from vijax.run.experiments._plotting import optional_plot
+
+    plots = []
+    for path in sorted((ROOT / "vijax" / "run" / "experiments").glob("*.py")):
+        if path.name == "_plotting.py":
+            continue
+        for fn in ast.parse(path.read_text()).body:
+            if isinstance(fn, ast.FunctionDef) and _imports_matplotlib(fn):
+                plots.append(f"{path.name}:{fn.name}")
+                assert any(getattr(d, "id", None) == "optional_plot" for d in fn.decorator_list), plots[-1]
+    assert len(plots) >= 15, plots
+    calls = []
+    plot = optional_plot(lambda path: calls.append(path) or path)
+    assert plot("a.png") == "a.png" and calls == ["a.png"]
+    _block(monkeypatch, "matplotlib")
+    assert plot("b.png") is None and calls == ["a.png"]
+
+
+@pytest.mark.slow  # about 10-20 s on 2 cores (compilation and scikit-learn's ARD); the fast test above covers each plot
+def test_an_experiments_own_plots_are_skipped_and_its_report_still_written(tmp_path, monkeypatch, capsys):
+    """ard_regression's report draws ard_coefficients.png beside results.md and its summary: without
+    matplotlib the summary, results.md and metrics.json are written, the figure is not."""
+    from vijax.run import main
+
+    _block(monkeypatch, "matplotlib")
+    out = tmp_path / "out"
+    args = ["run", str(ROOT / "configs" / "ard_regression.yaml"), "--out", str(out), "--no-progress"]
+    assert main(args + ["--no-compile-cache", "--set", "run.num_steps=5"]) == 0
+    summary = json.loads((out / "metrics.json").read_text())["summary"]
+    assert np.isfinite(summary["coef_rmse"]) and (out / "results.md").is_file()
+    assert not (out / "ard_coefficients.png").exists() and not (out / "elbo.png").exists()
+    assert capsys.readouterr().err.count("were skipped") == 1
+
+
+def test_an_experiment_that_reports_psis_does_not_start_without_arviz(tmp_path, monkeypatch, capsys):
+    from vijax.run import import_builtin_experiments, main
+
+    import_builtin_experiments()
+    _block(monkeypatch, "arviz")
+    out = tmp_path / "out"
+    args = ["run", str(ROOT / "configs" / "mean_field_gaussian.yaml"), "--out", str(out), "--no-progress"]
+    assert main(args + ["--no-compile-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "PSIS k-hat" in err and "pip install 'vijax-toolkit[arviz]'" in err and "Traceback" not in err
+    assert not (out / "metrics.json").exists() and not (out / "checkpoints").exists()

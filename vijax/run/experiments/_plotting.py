@@ -1,0 +1,22 @@
+"""The experiments' figures need matplotlib, which is optional (the extra ``vijax-toolkit[plots]``):
+a plot function under ``optional_plot`` does nothing and returns None where matplotlib does not
+import, so that the report still writes its tables and summary; ``vijax run`` says once that the
+plots were skipped and how to get them (``vijax/run/_cli.py``)."""
+
+from __future__ import annotations
+
+import functools
+
+
+def optional_plot(plot):
+    """``plot``, or a no-op returning None where ``matplotlib.figure`` does not import."""
+
+    @functools.wraps(plot)
+    def plot_if_matplotlib(*args, **kwargs):
+        try:
+            import matplotlib.figure  # noqa: F401  (deferred: importing matplotlib is slow)
+        except ImportError:
+            return None
+        return plot(*args, **kwargs)
+
+    return plot_if_matplotlib
