@@ -190,3 +190,11 @@ def test_a_model_other_than_lda_is_refused():
 
     with pytest.raises(ValueError, match="model"):
         sgrld_lda(UnivariateGMM(num_components=2), num_data=10)
+
+
+def test_a_bad_batch_is_named_at_step():
+    """The step's batch checks (checked_step): a word id out of range is refused before anything runs."""
+    alg = sgrld_lda(LDA(2, 5), num_data=10)
+    bad = BowBatch(jnp.asarray([[0, 7]]), jnp.asarray([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match="word id"):
+        alg.step(alg.init(jax.random.PRNGKey(0)), bad, jax.random.PRNGKey(1))
