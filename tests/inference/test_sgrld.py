@@ -81,6 +81,7 @@ def test_drift_with_expected_counts_is_the_marginal_posteriors_drift():
     np.testing.assert_allclose(drift(theta, _exact_expected_counts(theta), ETA), want, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow  # CI time budget; LDA's Gibbs E-step has its own enumeration test in CI (tests/models/test_lda.py)
 def test_gibbs_expected_counts_match_enumeration():
     """The E-step SGRLD uses (LDA's collapsed Gibbs with the topics fixed at pi): its expected
     counts, averaged over 2,000 independent chains (rows of one batch, each with its own key) of

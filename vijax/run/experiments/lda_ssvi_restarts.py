@@ -53,6 +53,7 @@ from vijax.inference import (
     init_from,
     make_algorithm,
     restarts,
+    safe_increment,
     schedules,
     sgrld_lda,
     sgrld_schedule,
@@ -109,7 +110,9 @@ def then(first: VIAlgorithm, second: VIAlgorithm, at: int) -> VIAlgorithm:
     (``init_from(second, q, key)``: count 0, the rest of ``second``'s state fresh), in one program:
     a ``lax.cond`` on the step count runs one phase per step. ``second``'s q must have ``first``'s
     structure, shapes and dtypes (``init_from`` checks at trace time). Keys: each step's key is
-    split into the phase's step key and the key of the switch's ``init_from``."""
+    split into the phase's step key and the key of the switch's ``init_from``. Under ``vmap`` the
+    ``lax.cond`` would become a select that runs both phases at every step: put ``restarts`` inside,
+    ``then(restarts(a, R), restarts(b, R), at)``, as the experiment does."""
     at = int(at)
 
     def init(key, batch=None):
@@ -133,7 +136,7 @@ def then(first: VIAlgorithm, second: VIAlgorithm, at: int) -> VIAlgorithm:
             return st._replace(q_global=s2.q_global, second=s2), ThenInfo(info.elbo, jnp.int32(1), info.accepted)
 
         new, info = jax.lax.cond(state.count < at, run_first, run_second, state)
-        return new._replace(count=state.count + 1), info
+        return new._replace(count=safe_increment(state.count)), info
 
     return VIAlgorithm(init, step)
 
