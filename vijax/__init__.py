@@ -6,7 +6,7 @@ algorithms that models share), ``models``, ``inference`` (algorithms as ``init``
 TFP models come in as targets through ``interop`` (``from_numpyro``, ``from_tfp``).
 
 ``import vijax`` loads none of them (nor JAX): each layer, and the names re-exported here (``cavi``,
-``from_numpyro``, ``from_tfp``, ``to_arviz``), is imported at its first use (PEP 562), so a
+``from_numpyro``, ``from_tfp``, ``predictive``, ``to_arviz``), is imported at its first use (PEP 562), so a
 program pays only for the layers it touches.
 """
 
@@ -15,9 +15,15 @@ import importlib
 __version__ = "0.1.0"
 
 _LAYERS = ("data", "expfam", "inference", "interop", "metrics", "models", "run", "solvers")
-_NAMES = {"cavi": "inference", "from_numpyro": "interop", "from_tfp": "interop", "to_arviz": "metrics"}
+_NAMES = {
+    "cavi": "inference",
+    "from_numpyro": "interop",
+    "from_tfp": "interop",
+    "predictive": "interop",
+    "to_arviz": "metrics",
+}
 
-__all__ = ["__version__", "cavi", "from_numpyro", "from_tfp", "to_arviz", *_LAYERS]
+__all__ = ["__version__", "cavi", "from_numpyro", "from_tfp", "predictive", "to_arviz", *_LAYERS]
 
 
 def __getattr__(name: str):

@@ -7,15 +7,19 @@
 log-density on the unconstrained space (Jacobian included), the map between them, the latent sites
 (name, shape, support) and a starting point. ``vijax.inference.bbvi`` and ``ngvi`` take a target in
 place of a log-density; ``vijax.inference.auto_family`` matches an exponential family to each
-site's support.
+site's support. At draws of a fit, ``predictive``, ``log_likelihood`` and ``observed_data`` give
+the posterior predictive draws, the pointwise log-likelihood and the observed values, by site name,
+through the library's own machinery (``vijax.to_arviz(draws, key, target=target)`` gathers them for
+ArviZ).
 
 A target is a model, so the package sits at the models' level of the layers (docs/design.md): it
-imports ``vijax.types`` only, and NumPyro and TFP at first use (``import vijax`` loads neither);
+imports ``vijax.types`` and the argument checks only, and NumPyro and TFP at first use (``import vijax`` loads neither);
 the algorithms in ``vijax.inference`` import it.
 """
 
 from vijax.interop._numpyro import from_numpyro
+from vijax.interop._predictive import log_likelihood, observed_data, predictive
 from vijax.interop._target import SUPPORTS, Site, Target
 from vijax.interop._tfp import from_tfp
 
-__all__ = ["SUPPORTS", "Site", "Target", "from_numpyro", "from_tfp"]
+__all__ = ["SUPPORTS", "Site", "Target", "from_numpyro", "from_tfp", "log_likelihood", "observed_data", "predictive"]

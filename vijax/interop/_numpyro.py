@@ -226,6 +226,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         plates=plates,
         batch_keys=None if takes_any else named,
         library="numpyro",
+        bind=call,
     )
 
 

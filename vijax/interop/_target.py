@@ -62,6 +62,10 @@ class Target:
       batch_keys: what a batch may hold: the names of the model's arguments (NumPyro), of the
         observed sites (TFP), and of the subsampled plates; None where the model takes ``**kwargs``.
       library: ``"numpyro"`` or ``"tfp"``.
+      bind: ``batch -> the library's model at that batch``, for ``vijax.interop.predictive``,
+        ``log_likelihood`` and ``observed_data``: for NumPyro ``(model, args, kwargs)`` (the model
+        with the batch's plate indices substituted, called as ``log_prob`` calls it); for TFP
+        ``(joint_dist, observed)`` (the batch's observed values in place of the pinned ones).
     """
 
     log_prob: Callable[[PyTree, Any], Array]
@@ -73,6 +77,7 @@ class Target:
     plates: Mapping[str, tuple[int, int]]
     batch_keys: Optional[tuple[str, ...]]
     library: str
+    bind: Optional[Callable[[Any], tuple]] = None
 
     def constrain(self, params_u: PyTree) -> dict:
         """The constrained values of unconstrained ``params_u`` (a dict keyed by site name)."""

@@ -171,6 +171,9 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     def unconstrain(params):
         return _as_dict(bijector.inverse(structured({n: params[n] for n in latent})))
 
+    def bind(batch):
+        return joint_dist, {**observed, **check_batch(batch, tuple(observed), {}, "batch")}
+
     draws = _as_dict(joint_dist.sample(NUM_INIT_DRAWS, seed=jax.random.PRNGKey(0)))
     u_draws = jax.vmap(unconstrain)({n: draws[n] for n in latent})
     init_params = {n: jnp.median(u_draws[n], axis=0) for n in latent}
@@ -187,6 +190,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
         plates={},
         batch_keys=tuple(observed),
         library="tfp",
+        bind=bind,
     )
 
 

@@ -45,7 +45,7 @@ def _import_arviz():
     try:
         import arviz
     except ImportError as e:
-        raise ImportError("to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]'", name="arviz") from e
+        raise ImportError("to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]'") from e
     return arviz
 
 
@@ -57,8 +57,18 @@ def to_arviz(
     names: Optional[Sequence[str]] = None,
     log_weights: Any = None,
     num_chains: int = 1,
+    target: Any = None,
+    batch: Any = None,
 ):
     """An ``arviz.InferenceData`` holding draws from a fitted q.
+
+    With ``target`` (``vijax.from_numpyro``, ``vijax.from_tfp``), ``q_or_draws`` is the draws of
+    the target's latent sites (``vijax.inference.sample(alg, state, key, S)``; of restarts, each
+    site with leading axes (C, S): C chains) and the result holds, under the model's site names, the
+    groups ``posterior``, ``posterior_predictive`` (``vijax.predictive`` with ``key``),
+    ``log_likelihood`` (``vijax.interop.log_likelihood``) and ``observed_data``, with dims
+    (chain, draw, ...), so that ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work
+    as on a NumPyro MCMC fit.
 
     Args:
       q_or_draws: either a pytree of ``vijax.expfam`` families (a state's ``q_global`` from CAVI,
@@ -71,19 +81,28 @@ def to_arviz(
       log_weights: optional (S,) log importance weights log p(x, z_s) - log q(z_s) of the same draws
         (``vijax.inference.log_weights`` of a ``bbvi`` or ``ngvi`` algorithm, with the same key): stored in
         ``sample_stats.log_weight`` with PSIS-smoothed ones in ``sample_stats.psis_log_weight``, and
-        the PSIS k-hat (``vijax.metrics.psis``) in ``sample_stats.attrs["khat"]``.
+        the PSIS k-hat (``vijax.metrics.psis``) in ``sample_stats.attrs["khat"]``. With a
+        target's (C, S) draws, shape (C * S,) or (C, S).
       num_chains: S draws are shown to ArviZ as ``num_chains`` chains of S / num_chains draws
-        (independent draws, so any split is valid; R-hat is then about 1 by construction).
+        (independent draws, so any split is valid; R-hat is then about 1 by construction). With
+        a target's (C, S) draws, 1 or C.
+      target: a ``vijax.interop.Target`` whose latent sites ``q_or_draws`` holds (see above).
+      batch: with ``target``, the target's batch for the predictive draws, the log-likelihood and
+        the observed data (None: the data the target was built with).
 
     Returns:
-      ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with log_weights).
+      ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with log_weights;
+      with ``target``, the groups above).
 
     Raises:
       ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
       ValueError: naming ``key`` (families without a key), ``num_draws``, ``names`` (wrong
         count), ``q_or_draws`` (draws with unequal leading sizes, or neither families nor arrays),
         ``log_weights`` (not one per draw) or ``num_chains`` (not dividing S); ``q_or_draws``
-        also for no draws (S = 0) and for draws that are not finite (naming the variable).
+        also for no draws (S = 0) and for draws that are not finite (naming the variable); with
+        ``target``, naming ``q_or_draws`` (families, or not the target's sites), ``key`` (None),
+        ``names`` (given: the sites name the variables), ``num_draws`` (given), ``target`` (no
+        observed site) or ``batch``.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -94,8 +113,11 @@ def to_arviz(
         (1, 100, 2)
     """
     from vijax._validate import check_int
-    from vijax.metrics._psis import psis
 
+    if target is not None:
+        return _target_inference_data(q_or_draws, key, target, batch, names, num_draws, num_chains, log_weights)
+    if batch is not None:
+        raise ValueError("batch: taken with a target only (the target's data for the predictive draws)")
     leaf_names, leaves = _leaves(q_or_draws)
     if not leaves:
         raise ValueError("q_or_draws holds no families and no arrays")
@@ -135,13 +157,94 @@ def to_arviz(
     posterior = {n: shape(d) for n, d in zip(leaf_names, draws)}
     if log_weights is None:
         return az.from_dict(posterior=posterior)
+    return _with_log_weights(az, {"posterior": posterior}, log_weights, (num_chains, s // num_chains))
+
+
+def _with_log_weights(az, groups: dict, log_weights: Any, chains_draws: tuple[int, int]):
+    """``az.from_dict(**groups)`` with ``sample_stats`` holding the log-weights of the (chain, draw)
+    draws and their PSIS-smoothed ones, k-hat and ESS in its attrs."""
+    from vijax.metrics._psis import psis
+
+    s = chains_draws[0] * chains_draws[1]
     lw = np.asarray(log_weights, np.float64)
-    if lw.shape != (s,):
+    if lw.shape not in ((s,), chains_draws):
         raise ValueError(f"log_weights must have one value per draw, shape ({s},), got {lw.shape}")
+    lw = lw.reshape(-1)
     result = psis(lw)
-    idata = az.from_dict(
-        posterior=posterior, sample_stats={"log_weight": shape(lw), "psis_log_weight": shape(result.log_weights)}
-    )
+    shape = lambda a: a.reshape(chains_draws)  # noqa: E731
+    stats = {"log_weight": shape(lw), "psis_log_weight": shape(result.log_weights)}
+    idata = az.from_dict(**groups, sample_stats=stats)
     idata.sample_stats.attrs["khat"] = float(result.khat)
     idata.sample_stats.attrs["psis_ess"] = float(result.ess)
     return idata
+
+
+def _target_inference_data(draws, key, target, batch, names, num_draws, num_chains, log_weights):
+    """``to_arviz`` with a target (see its docstring): the posterior, posterior predictive,
+    log-likelihood and observed data of ``draws`` of the target's latent sites, by site name."""
+    from vijax._validate import check_int
+    from vijax.interop import Target, log_likelihood, observed_data, predictive
+
+    if not isinstance(target, Target):
+        raise ValueError(
+            f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {type(target).__name__}"
+        )
+    if names is not None:
+        raise ValueError("names: with a target the variables are named after the model's sites; give no names")
+    if num_draws != 1000:
+        raise ValueError(
+            "num_draws: with a target q_or_draws holds the draws (vijax.inference.sample); give no num_draws"
+        )
+    if key is None:
+        raise ValueError("key: a PRNG key is needed for the posterior predictive draws")
+    if not isinstance(draws, dict) or any(is_family(v) for v in draws.values()):
+        raise ValueError(
+            "q_or_draws: with a target, a dict of draws of its latent sites (vijax.inference.sample(alg, state, key, S))"
+        )
+    num_chains = check_int("num_chains", num_chains)
+    arrays = {}
+    lead = None
+    for name, value in draws.items():
+        site = target.sites.get(name)
+        if site is None:
+            raise ValueError(
+                f"q_or_draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(target.sites)}"
+            )
+        value = np.asarray(value)
+        k = value.ndim - len(site.shape)
+        if k not in (1, 2) or value.shape[k:] != site.shape or (lead is not None and value.shape[:k] != lead):
+            raise ValueError(
+                f"q_or_draws[{name!r}]: shape {value.shape}; every site needs (S, *site shape) or, chains of "
+                f"restarts, (C, S, *site shape), the same (S,) or (C, S) for all (site shape {site.shape})"
+            )
+        lead = value.shape[:k]
+        if np.issubdtype(value.dtype, np.inexact) and not np.all(np.isfinite(value)):
+            raise ValueError(f"q_or_draws: the draws of {name!r} have NaN or infinite entries")
+        arrays[name] = value
+    missing = [n for n in target.sites if n not in arrays]
+    if missing:
+        raise ValueError(
+            f"q_or_draws: the latent sites {missing} have no draws; give every site of {list(target.sites)}"
+        )
+    if lead is None or 0 in lead:
+        raise ValueError("q_or_draws holds no draws")
+    if len(lead) == 2 and num_chains not in (1, lead[0]):
+        raise ValueError(f"num_chains={num_chains}: the draws hold {lead[0]} chains (leading axes {lead})")
+    if len(lead) == 1:
+        if lead[0] % num_chains:
+            raise ValueError(f"num_chains={num_chains} must divide the number of draws {lead[0]}")
+        lead = (num_chains, lead[0] // num_chains)
+        arrays = {n: v.reshape(lead + v.shape[1:]) for n, v in arrays.items()}
+    # the batch's checks are the interop functions'
+    observed = observed_data(target, batch)
+    groups = {
+        "posterior": arrays,
+        "posterior_predictive": predictive(target, arrays, key, batch, sites=tuple(observed)),
+        "log_likelihood": log_likelihood(target, arrays, batch),
+        "observed_data": observed,
+    }
+    az = _import_arviz()
+    groups = {g: {n: np.asarray(v) for n, v in d.items()} for g, d in groups.items()}
+    if log_weights is None:
+        return az.from_dict(**groups)
+    return _with_log_weights(az, groups, log_weights, lead)

@@ -1,0 +1,270 @@
+"""Posterior predictive draws, pointwise log-likelihoods and the observed data of a target, at draws
+of its latent sites (``vijax.inference.sample`` of a fitted ``bbvi``), through the library's own
+machinery: NumPyro's ``Predictive`` and ``log_likelihood``; TFP's ``JointDistribution.sample`` with
+the latent parts given and ``sample_distributions``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from vijax._validate import check_key
+from vijax.interop._target import Target
+from vijax.types import Array, PRNGKey
+
+
+def _check_target(target: Any) -> Target:
+    if not isinstance(target, Target) or target.bind is None:
+        raise ValueError(
+            f"target must be a target of vijax.from_numpyro or vijax.from_tfp, got {type(target).__name__}"
+        )
+    return target
+
+
+def _flatten(target: Target, draws: Any) -> tuple[dict, tuple[int, ...]]:
+    """(draws with their leading axes flattened to one, the leading shape), or ValueError naming
+    ``draws``: a dict holding every latent site of ``target``, each of shape (*lead, *site.shape)
+    with the same ``lead``."""
+    if not isinstance(draws, Mapping):
+        raise ValueError(
+            f"draws must be a dict of the target's latent sites (vijax.inference.sample), got {type(draws).__name__}"
+        )
+    for name in draws:
+        if name not in target.sites:
+            raise ValueError(
+                f"draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(target.sites)}"
+            )
+    lead = None
+    flat = {}
+    for name, site in target.sites.items():
+        if name not in draws:
+            raise ValueError(f"draws: the latent site {name!r} has no draws; give every site of {list(target.sites)}")
+        value = jnp.asarray(draws[name])
+        k = value.ndim - len(site.shape)
+        if k < 1 or tuple(value.shape[k:]) != site.shape:
+            raise ValueError(
+                f"draws[{name!r}]: shape {value.shape}, expected (S, *{site.shape}) (draws on leading axes of the "
+                f"site's shape {site.shape})"
+            )
+        if lead is None:
+            lead = tuple(value.shape[:k])
+        elif tuple(value.shape[:k]) != lead:
+            raise ValueError(f"draws[{name!r}]: leading shape {value.shape[:k]}, other sites have {lead}")
+        flat[name] = value.reshape((-1,) + site.shape)
+    if math.prod(lead) == 0:
+        raise ValueError("draws: no draws (a leading axis of size 0)")
+    return flat, lead
+
+
+def _unflatten(values: Mapping[str, Array], lead: tuple[int, ...]) -> dict:
+    return {n: jnp.reshape(v, lead + tuple(jnp.shape(v)[1:])) for n, v in values.items()}
+
+
+def _numpyro_trace(fn, args, kwargs, params):
+    from numpyro import handlers
+
+    with jax.numpy_rank_promotion("allow"):
+        seeded = handlers.seed(handlers.substitute(fn, data=params), rng_seed=0)
+        return handlers.trace(seeded).get_trace(*args, **kwargs)
+
+
+def _first(flat: dict) -> dict:
+    return {n: v[0] for n, v in flat.items()}
+
+
+def _unobserved(model):
+    """``model`` with its observed sample sites drawn as latent ones (a NumPyro handler), so that
+    ``Predictive`` draws them rather than returning the observed values."""
+    from numpyro.primitives import Messenger
+
+    class Unobserved(Messenger):
+        def process_message(self, msg):
+            if msg["type"] == "sample" and msg["is_observed"]:
+                msg["value"], msg["is_observed"] = None, False
+
+    return Unobserved(model)
+
+
+def observed_data(target: Target, batch: Any = None) -> dict:
+    """The observed sites' values, by site name: the arrays a NumPyro model's ``obs=`` receives (with
+    ``batch``'s arguments and plate indices, as the target's ``log_prob`` takes them), or a TFP joint's
+    pinned values (``batch``'s in their place).
+
+    Raises:
+      ValueError: naming ``target`` when it has no observed site, or not a target of ``from_numpyro``
+        or ``from_tfp``; naming ``batch`` as ``Target.check_data`` does.
+    """
+    target = _check_target(target)
+    if target.library == "tfp":
+        _, observed = target.bind(batch)
+        values = dict(observed)
+    else:
+        fn, args, kwargs = target.bind(batch)
+        trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
+        values = {n: m["value"] for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
+    if not values:
+        raise ValueError("target: the model has no observed site (no obs= value, no pinned part)")
+    return values
+
+
+def predictive(
+    target: Target,
+    draws: Mapping[str, Array],
+    key: PRNGKey,
+    batch: Any = None,
+    *,
+    sites: Optional[Sequence[str]] = None,
+) -> dict:
+    """Posterior predictive draws: for each draw of the latent sites, a draw of the model's observed
+    sites (or of ``sites``) given them, in constrained space under the model's site names.
+
+    For a NumPyro model this is NumPyro's ``Predictive`` with ``posterior_samples=draws``, the
+    observed sites drawn as latent ones (their ``obs=`` values set aside); for a TFP joint, the
+    joint's ``sample`` with the latent parts given. ``batch`` is the target's (see
+    ``vijax.from_numpyro``): new arguments of the model (new inputs) give predictions there.
+
+    Args:
+      target: from ``vijax.from_numpyro`` or ``vijax.from_tfp``.
+      draws: a dict of every latent site's draws, each of shape (*lead, *site.shape) with the same
+        leading shape (``vijax.inference.sample(alg, state, key, S)``: lead = (S,); chains of
+        restarts: (C, S)).
+      key: the PRNG key of the predictive draws.
+      batch: the target's batch (None: the data the target was built with).
+      sites: the sites to return (default: the observed sites, those of the model that are not the
+        target's latent sites, even where ``batch`` sets their value to None); any sample or deterministic site of
+        a NumPyro model, any part of a TFP joint. A latent site returns its given draws.
+
+    Returns:
+      A dict, site name -> array of shape (*lead, *site's shape).
+
+    Raises:
+      ValueError: naming ``sites`` (a name the model does not have; no observed site to default
+        to), ``draws`` (a missing or unknown site, shapes), ``key``, ``target`` or ``batch``.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+        >>> import vijax
+        >>> def model(y):
+        ...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        ...     with numpyro.plate("data", y.shape[0]):
+        ...         numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+        >>> target = vijax.from_numpyro(model, jnp.array([0.5, 1.5, 1.0]))
+        >>> draws = {"mu": jnp.array([0.0, 1.0, 2.0, 3.0, 4.0])}    # five posterior draws
+        >>> vijax.predictive(target, draws, jax.random.PRNGKey(0))["y"].shape
+        (5, 3)
+    """
+    target = _check_target(target)
+    check_key("key", key)
+    flat, lead = _flatten(target, draws)
+    if target.library == "tfp":
+        joint, observed = target.bind(batch)
+        names = tuple(joint.dtype._asdict() if hasattr(joint.dtype, "_asdict") else joint.dtype)
+        wanted = _wanted(sites, names, tuple(observed))
+
+        def one(k, params):
+            with jax.numpy_rank_promotion("allow"):
+                out = joint.sample(seed=k, **params)
+            out = dict(out._asdict()) if hasattr(out, "_asdict") else dict(out)
+            return {n: out[n] for n in wanted}
+
+        n = next(iter(flat.values())).shape[0]
+        return _unflatten(jax.vmap(one)(jax.random.split(key, n), flat), lead)
+    from numpyro.infer import Predictive
+
+    fn, args, kwargs = target.bind(batch)
+    trace = _numpyro_trace(fn, args, kwargs, _first(flat))
+    known = tuple(n for n, m in trace.items() if m["type"] in ("sample", "deterministic"))
+    # the observed sites: every sample site but the latent ones (an observed value set to None in
+    # the batch, for predictions at new inputs, makes a site latent in the trace)
+    observed = tuple(n for n, m in trace.items() if m["type"] == "sample" and n not in target.sites)
+    wanted = _wanted(sites, known, observed)
+    with jax.numpy_rank_promotion("allow"):
+        out = Predictive(_unobserved(fn), posterior_samples=flat, return_sites=list(wanted), parallel=True)(
+            key, *args, **kwargs
+        )
+    return _unflatten({n: out[n] for n in wanted}, lead)
+
+
+def _wanted(sites, known: tuple, observed: tuple) -> tuple:
+    if sites is None:
+        if not observed:
+            raise ValueError("sites: the model has no observed site to draw; name the sites to return")
+        return observed
+    if isinstance(sites, str):
+        sites = (sites,)
+    for name in sites:
+        if name not in known:
+            raise ValueError(f"sites: the model has no site {name!r}; its sites are {list(known)}")
+    return tuple(sites)
+
+
+def _pointwise_tfp(dist, value):
+    """log p of ``value`` per element of a ``Sample`` of a scalar distribution or an ``Independent``
+    (the terms the part's ``log_prob`` sums), else the part's ``log_prob``."""
+    name = type(dist).__name__
+    if name == "Independent":
+        return _pointwise_tfp(dist.distribution, value)
+    inner = getattr(dist, "distribution", None)
+    if name == "Sample" and tuple(inner.batch_shape) == () and tuple(inner.event_shape) == ():
+        return inner.log_prob(value)
+    return dist.log_prob(value)
+
+
+def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None) -> dict:
+    """The pointwise log-likelihood of the observed sites at each draw of the latent sites, as ArviZ's
+    ``log_likelihood`` group holds it (``az.loo``, ``az.waic``, ``az.compare``).
+
+    For a NumPyro model this is ``numpyro.infer.log_likelihood`` (each observed site's
+    ``log_prob`` at its value, one term per element of its batch shape, without a subsampled plate's
+    N / M scale); for a TFP joint, each observed part's ``log_prob`` given the latent draws (through
+    ``sample_distributions``), one term per element of a ``Sample`` of a scalar distribution or of an
+    ``Independent`` (the terms the part's ``log_prob`` sums), else one per part.
+
+    Args:
+      target: from ``vijax.from_numpyro`` or ``vijax.from_tfp``.
+      draws: as ``predictive`` takes them.
+      batch: the target's batch (None: the data the target was built with).
+
+    Returns:
+      A dict, observed site name -> array of shape (*lead, *the site's batch shape).
+
+    Raises:
+      ValueError: naming ``target`` (no observed site), ``draws`` or ``batch``.
+
+    Examples:
+        >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+        >>> import vijax
+        >>> def model(y):
+        ...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        ...     with numpyro.plate("data", y.shape[0]):
+        ...         numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+        >>> target = vijax.from_numpyro(model, jnp.array([0.5, 1.5, 1.0]))
+        >>> ll = vijax.interop.log_likelihood(target, {"mu": jnp.array([0.5, 1.0])})
+        >>> ll["y"].shape
+        (2, 3)
+    """
+    target = _check_target(target)
+    flat, lead = _flatten(target, draws)
+    observed_data(target, batch)  # the error naming target when there is no observed site
+    if target.library == "tfp":
+        joint, observed = target.bind(batch)
+
+        def one(params):
+            with jax.numpy_rank_promotion("allow"):
+                dists, _ = joint.sample_distributions(seed=jax.random.PRNGKey(0), value={**params, **observed})
+                dists = dict(dists._asdict()) if hasattr(dists, "_asdict") else dict(dists)
+                return {n: _pointwise_tfp(dists[n], jnp.asarray(v)) for n, v in observed.items()}
+
+        return _unflatten(jax.vmap(one)(flat), lead)
+    from numpyro.infer import log_likelihood as numpyro_log_likelihood
+
+    fn, args, kwargs = target.bind(batch)
+    with jax.numpy_rank_promotion("allow"):
+        out = numpyro_log_likelihood(fn, flat, *args, parallel=True, **kwargs)
+    return _unflatten(out, lead)
+
+
+__all__ = ["log_likelihood", "observed_data", "predictive"]
