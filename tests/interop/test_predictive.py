@@ -4,6 +4,7 @@ closed forms (the Gaussian likelihood, the exact leave-one-out predictive densit
 linear regression), TFP's own ``log_prob``, and NumPyro's NUTS (slow)."""
 
 import math
+import pathlib
 import warnings
 
 import arviz as az
@@ -229,3 +230,26 @@ def test_bad_input_is_named():
             vijax.to_arviz(args.pop("q_or_draws"), args.pop("key"), **args)
     with pytest.raises(ValueError, match="batch"):
         vijax.to_arviz(w, key, batch={"x": XS})
+
+
+@pytest.mark.slow
+def test_the_guide_example_runs():
+    """The example of docs/numpyro_tfp.md's section on checks and comparisons, as written (slow:
+    two full-rank fits compile, about 14 s of CPU; the pieces it runs are tested above)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "numpyro_tfp.md").read_text()
+    section = text[text.index("## Checks and comparisons") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    code = code[: code.index("```")]
+    scope: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, "docs/numpyro_tfp.md", "exec"), scope)
+    assert set(scope["table"].index) == {"elbo", "renyi"}
+    # both fits are near the posterior: their elpd_loo agree within the reported standard error
+    assert abs(scope["table"]["elpd_loo"].diff().iloc[-1]) < scope["table"]["se"].min()
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
