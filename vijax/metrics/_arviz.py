@@ -45,7 +45,7 @@ def _import_arviz():
     try:
         import arviz
     except ImportError as e:
-        raise ImportError("to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]'") from e
+        raise ImportError("to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]'", name="arviz") from e
     return arviz
 
 
