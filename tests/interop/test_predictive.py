@@ -19,9 +19,9 @@ from tensorflow_probability.substrates import jax as tfp
 
 import vijax
 from vijax.inference import bbvi, sample
-from vijax.interop import log_likelihood, observed_data, predictive
+from vijax.interop import log_likelihood, observed_data, predictive, site_dims
 
-from tests.interop._models import normal_mean, regression
+from tests.interop._models import SIGMA, Y, eight_schools, normal_mean, regression
 
 tfd = tfp.distributions
 NOISE = 0.5  # the regression's known noise scale
@@ -127,6 +127,7 @@ def test_tfp_pointwise_log_likelihood_and_predictive():
     assert pred.shape == (S, 4)
     assert abs(float(pred.mean()) - 3.0) < 4 * 0.5 / math.sqrt(4 * S)
     np.testing.assert_allclose(observed_data(target)["y"], y)
+    assert site_dims(target) == {"mu": (), "sigma": (), "y": ("y_dim_0",)}  # no plates: ArviZ's names
 
 
 def test_to_arviz_of_a_target_and_its_loo_match_the_exact_leave_one_out(fit):
@@ -138,6 +139,9 @@ def test_to_arviz_of_a_target_and_its_loo_match_the_exact_leave_one_out(fit):
     assert idata.posterior_predictive["y"].shape == idata.log_likelihood["y"].shape == (2, S // 2, N)
     np.testing.assert_allclose(idata.observed_data["y"], YS)
     np.testing.assert_allclose(idata.posterior["w"].values.reshape(S, 2), draws["w"], rtol=1e-6)
+    # the plate names the data axis, as az.from_numpyro names it
+    assert idata.log_likelihood["y"].dims == idata.posterior_predictive["y"].dims == ("chain", "draw", "data")
+    assert idata.observed_data["y"].dims == ("data",) and idata.posterior["w"].dims == ("chain", "draw", "w_dim_0")
     # the predictive draws spread by the noise and the posterior: var = NOISE^2 + x' cov x
     m, cov = posterior(XS, YS)
     design = np.stack([np.ones(N), np.asarray(XS)], 1)
@@ -187,11 +191,20 @@ def test_loo_of_a_bbvi_fit_agrees_with_nuts():
         f"elpd_loo vijax {loo_vi.elpd_loo:.3f} (SE {loo_vi.se:.3f}), NUTS {loo_nuts.elpd_loo:.3f} (SE {loo_nuts.se:.3f})"
     )
     assert set(table.index) == {"vijax", "nuts"}
+    for group in ("posterior", "log_likelihood", "observed_data"):  # the same names and dims as NumPyro's
+        for name in getattr(nuts, group).data_vars:
+            assert getattr(idata, group)[name].dims == getattr(nuts, group)[name].dims, (group, name)
     # the posterior predictive check runs as on a NumPyro fit
     import matplotlib
 
     matplotlib.use("Agg")
     az.plot_ppc(idata, num_pp_samples=50)
+
+
+def test_site_dims_name_a_plates_axes():
+    target = vijax.from_numpyro(eight_schools, SIGMA, Y)
+    dims = site_dims(target)
+    assert dims == {"mu": (), "tau": (), "theta_tilde": ("J",), "obs": ("J",)}
 
 
 def test_bad_input_is_named():

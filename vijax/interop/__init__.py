@@ -8,7 +8,8 @@ log-density on the unconstrained space (Jacobian included), the map between them
 (name, shape, support) and a starting point. ``vijax.inference.bbvi`` and ``ngvi`` take a target in
 place of a log-density; ``vijax.inference.auto_family`` matches an exponential family to each
 site's support. At draws of a fit, ``predictive``, ``log_likelihood`` and ``observed_data`` give
-the posterior predictive draws, the pointwise log-likelihood and the observed values, by site name,
+the posterior predictive draws, the pointwise log-likelihood and the observed values, by site name
+(``site_dims``: their axes' names),
 through the library's own machinery (``vijax.to_arviz(draws, key, target=target)`` gathers them for
 ArviZ).
 
@@ -18,8 +19,18 @@ the algorithms in ``vijax.inference`` import it.
 """
 
 from vijax.interop._numpyro import from_numpyro
-from vijax.interop._predictive import log_likelihood, observed_data, predictive
+from vijax.interop._predictive import log_likelihood, observed_data, predictive, site_dims
 from vijax.interop._target import SUPPORTS, Site, Target
 from vijax.interop._tfp import from_tfp
 
-__all__ = ["SUPPORTS", "Site", "Target", "from_numpyro", "from_tfp", "log_likelihood", "observed_data", "predictive"]
+__all__ = [
+    "SUPPORTS",
+    "Site",
+    "Target",
+    "from_numpyro",
+    "from_tfp",
+    "log_likelihood",
+    "observed_data",
+    "predictive",
+    "site_dims",
+]

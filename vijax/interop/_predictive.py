@@ -110,6 +110,40 @@ def observed_data(target: Target, batch: Any = None) -> dict:
     return values
 
 
+def site_dims(target: Target, batch: Any = None) -> dict:
+    """The names of each site's axes, as ArviZ's ``dims`` (what ``az.from_numpyro`` infers): an axis
+    of a NumPyro plate is named after the plate, every other axis of site ``name`` is
+    ``name_dim_i`` (ArviZ's default); a TFP joint has no plates, so all are ArviZ's default.
+
+    Returns:
+      A dict, site name (latent, observed and deterministic) -> tuple of axis names, one per axis
+      of the site's value (no chain and draw axes).
+
+    Raises:
+      ValueError: naming ``target`` or ``batch``.
+    """
+    target = _check_target(target)
+    if target.library == "tfp":
+        joint, observed = target.bind(batch)
+        shapes = {n: tuple(s.shape) for n, s in target.sites.items()}
+        shapes.update({n: tuple(jnp.shape(v)) for n, v in observed.items()})
+        return {n: tuple(f"{n}_dim_{i}" for i in range(len(shape))) for n, shape in shapes.items()}
+    fn, args, kwargs = target.bind(batch)
+    trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
+    dims = {}
+    for name, msg in trace.items():
+        if msg["type"] not in ("sample", "deterministic"):
+            continue
+        ndim = jnp.ndim(msg["value"])
+        axes = [f"{name}_dim_{i}" for i in range(ndim)]
+        batch_ndim = ndim - (getattr(msg.get("fn"), "event_dim", 0) if msg["type"] == "sample" else 0)
+        for frame in msg["cond_indep_stack"]:
+            if 0 <= batch_ndim + frame.dim < ndim:
+                axes[batch_ndim + frame.dim] = frame.name
+        dims[name] = tuple(axes)
+    return dims
+
+
 def predictive(
     target: Target,
     draws: Mapping[str, Array],
@@ -267,4 +301,4 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
     return _unflatten(out, lead)
 
 
-__all__ = ["log_likelihood", "observed_data", "predictive"]
+__all__ = ["log_likelihood", "observed_data", "predictive", "site_dims"]

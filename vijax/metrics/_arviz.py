@@ -67,8 +67,9 @@ def to_arviz(
     site with leading axes (C, S): C chains) and the result holds, under the model's site names, the
     groups ``posterior``, ``posterior_predictive`` (``vijax.predictive`` with ``key``),
     ``log_likelihood`` (``vijax.interop.log_likelihood``) and ``observed_data``, with dims
-    (chain, draw, ...), so that ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work
-    as on a NumPyro MCMC fit.
+    (chain, draw, ...), a NumPyro plate's axes named after the plate (``vijax.interop.site_dims``),
+    so that ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work as on a NumPyro MCMC
+    fit.
 
     Args:
       q_or_draws: either a pytree of ``vijax.expfam`` families (a state's ``q_global`` from CAVI,
@@ -183,7 +184,7 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
     """``to_arviz`` with a target (see its docstring): the posterior, posterior predictive,
     log-likelihood and observed data of ``draws`` of the target's latent sites, by site name."""
     from vijax._validate import check_int
-    from vijax.interop import Target, log_likelihood, observed_data, predictive
+    from vijax.interop import Target, log_likelihood, observed_data, predictive, site_dims
 
     if not isinstance(target, Target):
         raise ValueError(
@@ -245,6 +246,8 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
     }
     az = _import_arviz()
     groups = {g: {n: np.asarray(v) for n, v in d.items()} for g, d in groups.items()}
+    # a NumPyro plate's axes named after the plate, as az.from_numpyro names them
+    dims = {n: list(d) for n, d in site_dims(target, batch).items() if n in arrays or n in observed}
     if log_weights is None:
-        return az.from_dict(**groups)
-    return _with_log_weights(az, groups, log_weights, lead)
+        return az.from_dict(**groups, dims=dims)
+    return _with_log_weights(az, {**groups, "dims": dims}, log_weights, lead)
