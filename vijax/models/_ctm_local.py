@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import logsumexp, xlogy
 
 LOCAL_METHODS = ("prox", "laplace", "delta", "meanfield")
 
 _STEP_TOL = 1e-7  # Newton loops stop when the largest coordinate of the accepted step is below this
-_BACKTRACK = 0.5 ** jnp.arange(16)  # candidate step lengths of the line search
+_BACKTRACK = 0.5 ** np.arange(16)  # candidate step lengths of the line search (NumPy: no JAX call at import)
 _ARMIJO = 1e-4
 _LAMBDA_NEWTON = 4  # Newton steps on lambda per mean-field sweep
 _BISECTION = 64  # bisection steps on each log nu2_i
