@@ -35,7 +35,6 @@ from ._args import (
     float_dtype,
     is_tracer,
     real_array,
-    set_static_floats,
 )
 from ._values import (
     collected_failed,
@@ -101,5 +100,4 @@ __all__ = [
     "float_dtype",
     "is_tracer",
     "real_array",
-    "set_static_floats",
 ]

@@ -401,21 +401,6 @@ def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) 
         raise ArgumentError(name, f"{name} must be numeric and finite (no NaN or inf)")
 
 
-def set_static_floats(obj: Any, names: Sequence[str]) -> None:
-    """Replaces the fields ``names`` of a frozen dataclass by plain Python floats (hashable, so
-    the object can be a static argument under ``jit``); raises ValueError naming a field that is
-    not a real scalar."""
-    for name in names:
-        value = getattr(obj, name)
-        try:
-            if isinstance(value, (bool, np.bool_, str, bytes)) or value is None or np.ndim(value) != 0:
-                raise TypeError
-            value = float(value)
-        except (TypeError, ValueError):
-            raise ArgumentError(name, f"{name} must be a real scalar, got {value!r}", value) from None
-        object.__setattr__(obj, name, value)
-
-
 def batch_size(batch: Any) -> int:
     """S (or M): the leading dimension of the batch's first leaf (static under ``jit``).
 

@@ -52,7 +52,17 @@ from vijax.inference._conjugate import inject_hyperparameters
 from vijax.inference._svi import SVIInfo, SVIState, svi
 from vijax.inference.sgrld import SGRLDInfo, SGRLDState, sgrld_lda, sgrld_schedule, sgrld_topics, topics_dirichlet
 from vijax._validate import set_value_checks, value_checks, value_checks_enabled
-from vijax.inference.base import InitFn, StepFn, VIAlgorithm, check_step_batch, init_from, jit_step, safe_increment
+from vijax.inference.base import (
+    BoundFunction,
+    InitFn,
+    StepFn,
+    VIAlgorithm,
+    bind_settings,
+    check_step_batch,
+    init_from,
+    jit_step,
+    safe_increment,
+)
 
 __all__ = [
     "auto_family",
@@ -65,6 +75,8 @@ __all__ = [
     "sample",
     "check_step_batch",
     "jit_step",
+    "BoundFunction",
+    "bind_settings",
     "set_value_checks",
     "value_checks",
     "value_checks_enabled",

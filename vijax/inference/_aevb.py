@@ -50,7 +50,6 @@ algorithm is ``VIAlgorithm(init, step)``; they read its settings from ``step``):
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, NamedTuple, Optional, Union
 
@@ -63,7 +62,7 @@ from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, check_protocol, checked_step
-from vijax.models import AEVBModel
+from vijax.models import AEVBModel, filter_jit
 from vijax.types import Array, PRNGKey, PyTree
 
 THETA_DRAWS = ("sample", "mean")
@@ -287,7 +286,7 @@ def as_top_level_api(
 # and decoder are static: hashed by identity), inlined under a caller's jit.
 
 
-@functools.partial(jax.jit, static_argnames=("model", "decoder", "num_samples", "theta"))
+@filter_jit
 def _elbo_eval(q, x, key, *, model, decoder, num_samples, theta):
     k_theta, k_z = jax.random.split(key)
     if decoder.bayesian and theta == "sample":  # one theta per Monte Carlo sample, shared by the data
@@ -299,7 +298,7 @@ def _elbo_eval(q, x, key, *, model, decoder, num_samples, theta):
     return _batch_elbo(model, q["encoder"], decoder.point(q["decoder"]), x, k_z, num_samples)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "decoder", "k_total", "chunk", "theta"))
+@filter_jit
 def _iwae_eval(q, x, key, *, model, decoder, k_total, chunk, theta):
     def one(acc, i):
         k_theta, k_z = jax.random.split(jax.random.fold_in(key, i))
@@ -314,13 +313,13 @@ def _iwae_eval(q, x, key, *, model, decoder, k_total, chunk, theta):
     return acc - math.log(k_total)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "decoder"))
+@filter_jit
 def _reconstruct_eval(q, x, *, model, decoder):
     th = decoder.point(q["decoder"])
     return jax.vmap(lambda xn: model.mean(th, model.encode(q["encoder"], xn)[0]))(x)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "decoder", "num_samples"))
+@filter_jit
 def _sample_eval(q, key, *, model, decoder, num_samples):
     k_theta, k_z = jax.random.split(key)
     thetas, axis = decoder.draws(q["decoder"], k_theta, num_samples, "sample")

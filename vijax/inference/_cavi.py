@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import batch_size, check_int, check_key
 from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
-from vijax.inference.base import VIAlgorithm, Proposal, checked_step
+from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
 from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -138,8 +138,7 @@ def as_top_level_api(
     if num_data is not None:
         check_int("num_data", num_data)
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(state, batch, key, model=model, local=local, num_data=num_data),
+        init=bind_settings(init, model=model), step=bind_settings(step, model=model, local=local, num_data=num_data)
     )
 
 

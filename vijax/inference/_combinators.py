@@ -23,7 +23,7 @@ import numpy as np
 
 from vijax._validate import ArgumentError, check_allocation, check_int, real_array, vmap_with_checks
 from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters
-from vijax.inference.base import VIAlgorithm
+from vijax.inference.base import VIAlgorithm, bind_settings
 from vijax.types import Array, PyTree
 
 
@@ -67,11 +67,12 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
         )
         return jax.vmap(lambda k: alg.init(k, batch))(jax.random.split(key, num_restarts))
 
-    def step(state, batch, key):
-        # the restarts' batch checks enforced once, outside the vmap (vmap_with_checks)
-        return vmap_with_checks(alg.step, in_axes=(0, None, 0))(state, batch, jax.random.split(key, num_restarts))
+    return VIAlgorithm(init, bind_settings(_restarts_step, inner=alg.step, num_restarts=num_restarts))
 
-    return VIAlgorithm(init, step)
+
+def _restarts_step(state, batch, key, *, inner, num_restarts):
+    # the restarts' batch checks enforced once, outside the vmap (vmap_with_checks)
+    return vmap_with_checks(inner, in_axes=(0, None, 0))(state, batch, jax.random.split(key, num_restarts))
 
 
 def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int]:
@@ -169,11 +170,12 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
         vals = {n: jnp.asarray(a, dt) for n, a in arrays.items()}  # the dtype a model's own value would get
         return jax.vmap(lambda v: inject_hyperparameters(state, model, **v))(vals)
 
-    def step(state, batch, key):
-        # the points' batch checks enforced once, outside the vmap (vmap_with_checks)
-        return vmap_with_checks(alg.step, in_axes=(0, None, None))(state, batch, key)
+    return VIAlgorithm(init, bind_settings(_grid_step, inner=alg.step))
 
-    return VIAlgorithm(init, step)
+
+def _grid_step(state, batch, key, *, inner):
+    # the points' batch checks enforced once, outside the vmap (vmap_with_checks)
+    return vmap_with_checks(inner, in_axes=(0, None, None))(state, batch, key)
 
 
 class GridState(NamedTuple):
@@ -301,18 +303,22 @@ def lock_step(
         keys = jax.random.split(key, len(set(init_groups.values())))
         return {m: alg.init(keys[init_groups[m]], batch) for m, alg in algorithms.items()}
 
-    def step(state, batch, key):
-        keys = jax.random.split(key, len(names))
-        new, info = {}, {}
-        for m, k in zip(names, keys):
-            new[m], inf = algorithms[m].step(state[m], batch, k)
-            info[m] = {f: getattr(inf, f) for f in info_fields if hasattr(inf, f)}
-        lead = primary if primary is not None else next((m for m in names if "elbo" in info[m]), None)
-        if lead is not None and "elbo" in info[lead]:
-            info["elbo"] = info[lead]["elbo"]
-        return new, info
+    steps = tuple(algorithms[m].step for m in names)  # a tuple: the split keys follow the names' order
+    return VIAlgorithm(
+        init, bind_settings(_lock_step_step, names=names, steps=steps, primary=primary, info_fields=info_fields)
+    )
 
-    return VIAlgorithm(init, step)
+
+def _lock_step_step(state, batch, key, *, names, steps, primary, info_fields):
+    keys = jax.random.split(key, len(names))
+    new, info = {}, {}
+    for m, step, k in zip(names, steps, keys):
+        new[m], inf = step(state[m], batch, k)
+        info[m] = {f: getattr(inf, f) for f in info_fields if hasattr(inf, f)}
+    lead = primary if primary is not None else next((m for m in names if "elbo" in info[m]), None)
+    if lead is not None and "elbo" in info[lead]:
+        info["elbo"] = info[lead]["elbo"]
+    return new, info
 
 
 def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgorithm:
@@ -320,11 +326,12 @@ def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgo
     batch method that reports a Monte Carlo estimate, so that the runner's stopping rule and trace
     see the exact value). ``info`` must be a NamedTuple with an ``elbo`` field."""
 
-    def step(state, batch, key):
-        state, info = alg.step(state, batch, key)
-        return state, info._replace(elbo=elbo_fn(state))
+    return VIAlgorithm(alg.init, bind_settings(_replace_elbo_step, inner=alg.step, elbo_fn=elbo_fn))
 
-    return VIAlgorithm(alg.init, step)
+
+def _replace_elbo_step(state, batch, key, *, inner, elbo_fn):
+    state, info = inner(state, batch, key)
+    return state, info._replace(elbo=elbo_fn(state))
 
 
 def select_restart(tree: PyTree, index) -> PyTree:

@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional
 import jax.numpy as jnp
 
 from vijax._validate import batch_size, check_int, check_key
-from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step
+from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
 from vijax.models import EMModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -99,10 +99,7 @@ def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlg
     check_protocol(model, EMModel, "em")
     if num_data is not None:
         check_int("num_data", num_data)
-    return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(state, batch, key, model=model, num_data=num_data),
-    )
+    return VIAlgorithm(init=bind_settings(init, model=model), step=bind_settings(step, model=model, num_data=num_data))
 
 
 em = as_top_level_api

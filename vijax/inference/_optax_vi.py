@@ -28,7 +28,7 @@ import optax
 
 from vijax._validate import check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step
+from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
 from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -262,10 +262,8 @@ def as_top_level_api(
         check_int("num_data", num_data)
     check_protocol(model, ParamsModel, "optax_vi")
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model, optimizer=optimizer),
-        step=lambda state, batch, key: step(
-            state, batch, key, model=model, optimizer=optimizer, num_samples=num_samples, num_data=num_data
-        ),
+        init=bind_settings(init, model=model, optimizer=optimizer),
+        step=bind_settings(step, model=model, optimizer=optimizer, num_samples=num_samples, num_data=num_data),
     )
 
 

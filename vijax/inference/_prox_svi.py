@@ -44,7 +44,7 @@ from vijax import expfam
 from vijax._validate import check_choice, check_int, check_key
 from vijax.inference._conjugate import float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
-from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step
+from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
 from vijax.inference.schedules import as_schedule
 from vijax.expfam import euclidean_natural_grad_step
 from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, kl_prox_update
@@ -168,16 +168,9 @@ def as_top_level_api(
             f"{type(model).__name__} has none"
         )
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(
-            state,
-            batch,
-            key,
-            model=model,
-            num_data=num_data,
-            schedule=schedule,
-            divergence=divergence,
-            num_samples=num_samples,
+        init=bind_settings(init, model=model),
+        step=bind_settings(
+            step, model=model, num_data=num_data, schedule=schedule, divergence=divergence, num_samples=num_samples
         ),
     )
 

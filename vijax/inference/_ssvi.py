@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_choice, check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, Proposal, checked_step
+from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
 from vijax.models import ConditionallyConjugateModel, kl_guard
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -182,10 +182,8 @@ def as_top_level_api(
     schedule = check_factory_args(model, "ssvi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_invertible(model)
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(
-            state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp
-        ),
+        init=bind_settings(init, model=model),
+        step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp),
     )
 
 

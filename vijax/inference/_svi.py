@@ -48,7 +48,7 @@ from vijax import expfam
 from vijax._validate import check_key, check_scalar
 from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
-from vijax.inference.base import VIAlgorithm, Proposal, checked_step
+from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms, kl_guard
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -209,17 +209,9 @@ def as_top_level_api(
                 f"{type(model).__name__} does not offer hyperparameters() and hyper_objective()"
             )
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model, learn_hyper=hyper_step is not None),
-        step=lambda state, batch, key: step(
-            state,
-            batch,
-            key,
-            model=model,
-            num_data=num_data,
-            schedule=schedule,
-            local=local,
-            ramp=ramp,
-            hyper_step=hyper_step,
+        init=bind_settings(init, model=model, learn_hyper=hyper_step is not None),
+        step=bind_settings(
+            step, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, hyper_step=hyper_step
         ),
     )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import types
 import inspect
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -346,19 +346,47 @@ def checked_step(body: Callable) -> Callable:
     return step
 
 
-def bind_settings(fn: Callable, **settings: Any) -> Callable:
-    """``fn`` with a factory's settings bound as keywords, as a plain function (what ``jax.jit``,
-    ``chex.assert_max_traces`` and ``inspect`` take as they take any function, unlike a
-    ``functools.partial``). The settings stay readable: ``.func`` is ``fn`` and ``.keywords`` the
+class BoundFunction:
+    """``func`` with a factory's settings bound as keywords (see :func:`bind_settings`): callable
+    as ``func`` is, and a registered pytree whose children are the settings (a model's arrays, a
+    network's weights are its leaves; functions, names and numbers are leaves too, which the runner
+    keeps static). ``.func`` and ``.keywords`` read as on a ``functools.partial``."""
+
+    def __init__(self, func: Callable, keywords: Mapping[str, Any]):
+        self.func, self.keywords = func, types.MappingProxyType(dict(keywords))
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args, **kwargs):
+        return self.func(*args, **kwargs, **self.keywords)
+
+    def __repr__(self) -> str:
+        return f"bind_settings({getattr(self.func, '__qualname__', self.func)!r}, {', '.join(self.keywords)})"
+
+
+jax.tree_util.register_pytree_with_keys(
+    BoundFunction,
+    lambda b: ([(jax.tree_util.GetAttrKey("keywords"), dict(b.keywords))], b.func),
+    lambda func, children: BoundFunction(func, children[0]),
+    flatten_func=lambda b: ([dict(b.keywords)], b.func),
+)
+
+
+def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
+    """``fn`` with a factory's settings bound as keywords (a :class:`BoundFunction`): what
+    ``jax.jit``, ``chex.assert_max_traces`` and ``inspect`` take as they take ``fn``, unlike a
+    ``functools.partial``. The settings stay readable: ``.func`` is ``fn`` and ``.keywords`` the
     settings, as on a partial; the module functions over an algorithm (``vijax.inference.sample``,
-    ``guide``, ...) read them there."""
+    ``guide``, ...) read them there. As a pytree, the bound step hands the arrays of its settings
+    (a model's data, a kernel matrix) to the runner, which passes them to its compiled chunk as
+    arguments instead of embedding them as constants.
 
-    @functools.wraps(fn)
-    def bound(*args, **kwargs):
-        return fn(*args, **kwargs, **settings)
-
-    bound.func, bound.keywords = fn, types.MappingProxyType(settings)
-    return bound
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> step = bind_settings(lambda x, *, scale: x * scale, scale=jnp.arange(3.0))
+        >>> step(2.0), jax.tree_util.tree_leaves(step)
+        (Array([0., 2., 4.], dtype=float32), [Array([0., 1., 2.], dtype=float32)])
+    """
+    return BoundFunction(fn, settings)
 
 
 def safe_increment(count: Array) -> Array:
@@ -375,6 +403,7 @@ __all__ = [
     "init_from",
     "check_protocol",
     "check_step_batch",
+    "BoundFunction",
     "bind_settings",
     "checked_step",
     "jit_step",

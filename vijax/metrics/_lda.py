@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import check_finite, check_int, is_tracer
+from vijax.models import filter_jit
 from vijax.types import Array, PRNGKey
 
 
@@ -137,7 +138,7 @@ def perplexity(model, q_global, batch_observed, batch_heldout, key: PRNGKey | No
     return jnp.exp(-document_completion(model, q_global, batch_observed, batch_heldout, key).per_word)
 
 
-_jitted_completion = jax.jit(lambda model, q, o, h: document_completion(model, q, o, h), static_argnums=0)
+_jitted_completion = filter_jit(document_completion)  # a model's arrays traced, the rest static
 
 
 def corpus_document_completion(model, q_global, observed, heldout, batch_docs: int = 100) -> DocumentCompletion:

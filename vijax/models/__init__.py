@@ -18,6 +18,7 @@ from vijax.models.ard import ARDPosterior, ARDRegression
 from vijax.models.bernoulli_mixture import BernoulliMixture
 from vijax.models.dp_mixture import DPMixture
 from vijax.models._components import Component
+from vijax.models._pytree import PytreeModel, filter_jit, split_arrays, static_float
 from vijax.models._components_discrete import BetaBernoulli, DirichletCategorical, GammaPoisson
 from vijax.models._components_gaussian import NormalGammaDiagonal, NormalWishartFull
 from vijax.models.mixture import DirichletWeights, Mixture, StickBreaking
@@ -58,6 +59,10 @@ from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
 from vijax.models.vae import VAE
 
 __all__ = [
+    "PytreeModel",
+    "filter_jit",
+    "split_arrays",
+    "static_float",
     "BetaBernoulli",
     "Component",
     "DirichletCategorical",

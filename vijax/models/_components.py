@@ -45,6 +45,7 @@ import numpy as np
 from vijax._validate import check_data_array, finite_values, float_dtype
 from vijax.models._base import conjugate_posterior
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -61,7 +62,7 @@ def _flat_event(x: Array, event_ndim: int) -> Array:
     return jnp.reshape(x, (-1,) + tuple(x.shape[x.ndim - event_ndim :]))
 
 
-class Component(abc.ABC):
+class Component(PytreeModel):
     """The interface of a conjugate component (see the module docstring).
 
     Required: ``prior(num)``, ``suff_stats(x)``. Attributes: ``dtype`` (the float dtype of the prior;

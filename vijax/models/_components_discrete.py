@@ -61,7 +61,7 @@ def map_rows(counts: Array, concentration: float) -> Array:
     return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class BetaBernoulli(Component):
     """Products of D Bernoullis y_d ~ Bernoulli(phi_d) with phi_d ~ Beta(a, b) (Hoffman & Blei 2015,
     §4.2). A datum contributes s = (y, 1 - y) to (log phi, log(1 - phi)); log h = 0.
@@ -74,6 +74,7 @@ class BetaBernoulli(Component):
     b: float = 1.0
     init_pseudo_count: float = 1.0
     dtype: Any = None
+    static_floats = ("a", "b", "init_pseudo_count")
     data_name = "y"
 
     def __post_init__(self):
@@ -137,7 +138,7 @@ class BetaBernoulli(Component):
         return q, jnp.full((num,), n / num, dt)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class DirichletCategorical(Component):
     """A symbol x in {0, ..., V - 1} ~ Categorical(p) with p ~ Dirichlet(c 1_V). A datum contributes
     s = onehot(x) to log p; log h = 0. Data are integer arrays of shape (N,)."""
@@ -145,6 +146,7 @@ class DirichletCategorical(Component):
     num_symbols: int
     concentration: float = 1.0
     dtype: Any = None
+    static_floats = ("concentration",)
     event_ndim = 0
 
     def __post_init__(self):
@@ -244,7 +246,7 @@ class DirichletCategorical(Component):
         return conjugate_posterior(self.prior(num), (probs,)), jnp.full((num,), n / num, dt)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class GammaPoisson(Component):
     """Counts x_d ~ Poisson(lambda_d) with lambda_d ~ Gamma(a0, b0) (shape, rate). A datum contributes
     s = (x, -1) to (log lambda, lambda); log h = -sum_d log x_d!. The predictive of a datum is a
@@ -254,6 +256,7 @@ class GammaPoisson(Component):
     a0: float = 1.0
     b0: float = 1.0
     dtype: Any = None
+    static_floats = ("a0", "b0")
 
     def __post_init__(self):
         check_int("dim", self.dim)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any
 
 import jax
@@ -26,6 +27,7 @@ from vijax._validate import (
     values_match,
 )
 from vijax.models._base import conjugate_posterior
+from vijax.models._pytree import array_or_float, optional_float
 from vijax.models._components import LOG_2PI, Component
 from vijax.models._hmm_params import GaussianEmissions
 from vijax.types import Array, PRNGKey
@@ -68,7 +70,7 @@ def normal_gamma_log_predictive(ng: expfam.NormalGamma, x: Array) -> Array:
     return jnp.sum(lp, -1)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class NormalGammaDiagonal(Component):
     """Diagonal Gaussian x_d ~ N(mu_d, 1 / tau_d) with Normal-Gamma priors tau_d ~ Gamma(a0, b0_d),
     mu_d | tau_d ~ N(m0_d, 1 / (kappa0 tau_d)) (Blei et al. 2017, appendix B). A datum contributes
@@ -86,6 +88,8 @@ class NormalGammaDiagonal(Component):
     b0: Any = 1.0
     min_variance: float = 1e-6
     dtype: Any = None
+    static_floats = ("kappa0", "a0", "min_variance")
+    converters = types.MappingProxyType(dict.fromkeys(("loc0", "b0"), array_or_float))
     point_type = GaussianEmissions
 
     distinct_seeds = True
@@ -102,9 +106,6 @@ class NormalGammaDiagonal(Component):
             if shape not in ((), (self.dim,)):
                 raise ValueError(f"{name} must be a scalar or have shape ({self.dim},), got {shape}")
         check_float_dtype(self.dtype)
-
-    def __hash__(self):  # loc0, b0 may be arrays: hash by identity
-        return id(self)
 
     def prior(self, num: int) -> expfam.NormalGamma:
         dt = float_dtype(self.dtype)
@@ -252,7 +253,7 @@ class NormalGammaDiagonal(Component):
         return conjugate_posterior(prior, self.stats(x, resp)), jnp.sum(resp, 0)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class NormalWishartFull(Component):
     """Full-covariance Gaussian x ~ N(mu, Lambda^-1) with a Normal-Wishart prior Lambda ~ Wishart(W0, nu0),
     mu | Lambda ~ N(m0, (kappa0 Lambda)^-1) (Bishop 2006, §10.2). A datum contributes
@@ -268,6 +269,8 @@ class NormalWishartFull(Component):
     dof0: float | None = None
     scale_inv0: Any = None
     dtype: Any = None
+    static_floats = ("kappa0",)
+    converters = types.MappingProxyType({"dof0": optional_float, "loc0": array_or_float, "scale_inv0": array_or_float})
 
     distinct_seeds = True
 
@@ -286,23 +289,21 @@ class NormalWishartFull(Component):
         if not np.all(np.isfinite(s)) or not np.allclose(s, s.T) or np.linalg.eigvalsh(s).min() <= 0:
             raise ValueError("scale_inv0 must be a finite, symmetric positive-definite matrix")
 
-    def __hash__(self):  # arrays in the fields: hash by identity
-        return id(self)
-
     @property
     def degrees_of_freedom(self) -> float:
         """nu0 (``dof0``, default D)."""
         return float(self.dim if self.dof0 is None else check_scalar("dof0", self.dof0))
 
     @property
-    def scale_inv(self) -> np.ndarray:
-        """W0^-1 (``scale_inv0``, default the identity)."""
-        return np.eye(self.dim) if self.scale_inv0 is None else np.asarray(self.scale_inv0, float)
+    def scale_inv(self) -> Array:
+        """W0^-1 (``scale_inv0``, default the identity): an array (a leaf of the component, traced
+        where the component is a ``jit`` argument)."""
+        return np.eye(self.dim) if self.scale_inv0 is None else self.scale_inv0
 
     def prior(self, num: int) -> expfam.NormalWishart:
         dt = float_dtype(self.dtype)
         d = self.dim
-        scale = np.linalg.inv(self.scale_inv)
+        scale = jnp.linalg.inv(jnp.asarray(self.scale_inv, dt))
         return expfam.NormalWishart.from_params(
             jnp.broadcast_to(jnp.asarray(self.loc0, dt), (num, d)),
             jnp.full((num,), self.kappa0, dt),

@@ -133,7 +133,7 @@ def directions(model: DerivedConjugateModel, x0) -> dict:
     }
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def secant_gaps(model: DerivedConjugateModel, sub, directions: dict) -> jax.Array:
     """(variables, data): per datum of ``sub`` and variable (globals, then locals), the largest
     relative gap |f(p + h r) - f(p) - h <grad f(p), r>| / (|f(p)| + |f(p + h r)| + |h <grad f(p), r>| + 1)

@@ -55,6 +55,7 @@ from vijax._validate import (
 from vijax.expfam import digamma
 from vijax.models._base import LocalResult
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -79,8 +80,8 @@ def _gamma_entropy(a: Array, b: Array) -> Array:
     return a - jnp.log(b) + gammaln(a) + (1.0 - a) * digamma(a)
 
 
-@dataclasses.dataclass(frozen=True)
-class ARDRegression:
+@dataclasses.dataclass(frozen=True, eq=False)
+class ARDRegression(PytreeModel):
     """Bayesian linear regression with an ARD prior (Blei et al. 2017, appendix A).
 
     Args:

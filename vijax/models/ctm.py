@@ -66,6 +66,7 @@ from vijax.models import _ctm_local
 from vijax.models._base import rows_with_data
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 COVARIANCES = ("full", "diagonal")
 LOCAL_METHODS = _ctm_local.LOCAL_METHODS
@@ -106,8 +107,8 @@ def _sym(a):
     return 0.5 * (a + jnp.swapaxes(a, -1, -2))
 
 
-@dataclasses.dataclass(frozen=True)
-class CTM:
+@dataclasses.dataclass(frozen=True, eq=False)
+class CTM(PytreeModel):
     """Correlated topic model for ``prox_svi`` (module docstring).
 
     Args:

@@ -55,7 +55,6 @@ linear), and the domain of each derived update on all the data.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -78,6 +77,7 @@ from vijax.models._conjugacy import (
     variables,
 )
 from vijax.types import PRNGKey
+from vijax.models._pytree import PytreeModel, TraceCache
 
 
 class Local(NamedTuple):
@@ -97,7 +97,7 @@ def _stats_layout(families: dict) -> str:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class DerivedConjugateModel:
+class DerivedConjugateModel(PytreeModel):
     """A :class:`~vijax.models.ConditionallyConjugateModel` whose local step is derived from
     ``log_joint`` (module docstring). Build it with :func:`conjugate_model`.
 
@@ -116,7 +116,7 @@ class DerivedConjugateModel:
     tol: float = 1e-6
     init: Callable | None = None
     # the blocks of globals found for each datum shape (_structure), read at trace time
-    _blocks: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+    _blocks: TraceCache = dataclasses.field(default_factory=TraceCache, init=False, repr=False, compare=False)
     local_methods = ("meanfield",)
 
     def __post_init__(self):
@@ -385,7 +385,7 @@ class DerivedConjugateModel:
             raise ValueError("log_joint gives a non-finite ELBO on the data at the prior's statistics")
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def _local_step(model: DerivedConjugateModel, view: dict, batch) -> LocalResult:
     return model._local_step(view, batch)
 

@@ -37,6 +37,7 @@ from vijax._validate import finite_nonnegative, finite_values
 from vijax._validate import check_allocation, check_data_dtype, check_int, check_positive_scalar, check_scalar
 from vijax.expfam import mean_param_grad
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 
 def _check_xy_counts(x, y, dim):
@@ -57,8 +58,8 @@ def _check_xy_counts(x, y, dim):
         raise ValueError("y (counts) must be non-negative integers")
 
 
-@dataclasses.dataclass(frozen=True)
-class PoissonGammaSoftplus:
+@dataclasses.dataclass(frozen=True, eq=False)
+class PoissonGammaSoftplus(PytreeModel):
     """theta_d ~ Gamma(prior_shape, prior_rate), y_n ~ Poisson(softplus(x_n^T theta)); batch (x, y).
 
     Examples:
@@ -131,8 +132,8 @@ class PoissonGammaSoftplus:
         return x, y, theta
 
 
-@dataclasses.dataclass(frozen=True)
-class NoisyDirichletMultinomial:
+@dataclasses.dataclass(frozen=True, eq=False)
+class NoisyDirichletMultinomial(PytreeModel):
     """theta ~ Dirichlet(alpha0 1_K), c_n ~ Multinomial(sum c_n, (1 - noise) theta + noise / K); batch: counts (M, K).
 
     Examples:

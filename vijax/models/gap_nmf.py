@@ -73,7 +73,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
@@ -93,14 +92,14 @@ from vijax._validate import (
     check_positive_fields,
     check_scalar,
     float_dtype,
-    set_static_floats,
 )
 from vijax.models._base import LocalResult, conjugate_elbo
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 
-@dataclasses.dataclass(frozen=True)
-class GaPNMF:
+@dataclasses.dataclass(frozen=True, eq=False)
+class GaPNMF(PytreeModel):
     """GaP-KL-NMF (Hoffman & Blei 2015, eq. 12) as a model with globals (W, theta) and per-frame locals.
 
     Args:
@@ -134,9 +133,9 @@ class GaPNMF:
     init_shape: float = 100.0
     dtype: Any = None
     local_methods = ("meanfield",)
+    static_floats = ("a", "b", "alpha", "c", "tol", "init_shape")
 
     def __post_init__(self):
-        set_static_floats(self, ("a", "b", "alpha", "c", "tol", "init_shape"))
         check_int("num_components", self.num_components)
         check_int("num_freqs", self.num_freqs)
         check_positive_fields(self, ("a", "b", "alpha", "c", "init_shape"))
@@ -278,7 +277,7 @@ class GaPNMF:
         return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), gamma0, inf))[1]
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def _local_step(model: GaPNMF, log_w, w, log_theta, theta, y) -> LocalResult:
     """The body of ``GaPNMF.local_step``, compiled once per (model, shapes); inlined under an outer jit."""
     dt = log_w.dtype

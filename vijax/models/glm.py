@@ -52,6 +52,7 @@ from vijax._validate import (
 )
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 LIKELIHOODS = ("logistic", "poisson")
 LINEARIZATIONS = ("mean", "moments")
@@ -61,8 +62,8 @@ def _sym(a):
     return 0.5 * (a + a.T)
 
 
-@dataclasses.dataclass(frozen=True)
-class GLM:
+@dataclasses.dataclass(frozen=True, eq=False)
+class GLM(PytreeModel):
     """Bayesian GLM z ~ N(prior_mean 1, prior_var I), y_n ~ p(y | x_n^T z), for ``prox_svi``.
 
     Args:

@@ -28,6 +28,7 @@ from vijax.models._base import LocalResult
 from vijax.models._components_gaussian import NormalGammaDiagonal, kmeanspp_centers, normal_gamma_log_predictive
 from vijax.models.mixture import DirichletWeights, Mixture
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -42,8 +43,8 @@ def _random_rows(key: PRNGKey, x: Array, k: int) -> Array:
     return x[idx]
 
 
-@dataclasses.dataclass(frozen=True)
-class UnivariateGMM:
+@dataclasses.dataclass(frozen=True, eq=False)
+class UnivariateGMM(PytreeModel):
     """The Bayesian mixture of unit-variance Gaussians of Blei et al. 2017, §3 (eq. 7)::
 
         mu_k ~ N(0, sigma^2),  c_i ~ Categorical(1/K),  x_i | c_i, mu ~ N(c_i^T mu, 1).

@@ -36,6 +36,7 @@ estimate of their mean, before either, which keeps the expanded forms accurate i
 
 from __future__ import annotations
 
+import types
 import dataclasses
 import functools
 from typing import Any, NamedTuple
@@ -60,6 +61,7 @@ from vijax._validate import (
 )
 from vijax.models.gmm import _kmeanspp_centers
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 COVARIANCE_TYPES = ("full", "diag", "spherical", "tied")
@@ -89,8 +91,8 @@ class GMMStats(NamedTuple):
     center: Array
 
 
-@dataclasses.dataclass(frozen=True)
-class GaussianMixtureEM:
+@dataclasses.dataclass(frozen=True, eq=False)
+class GaussianMixtureEM(PytreeModel):
     """A Gaussian mixture for maximum-likelihood EM (``vijax.inference.em``; the ``EMModel`` protocol).
 
     The tutorial *Raise your ELBO*, §EM and §GMM; Dempster, Laird and Rubin (1977); the updates are
@@ -130,12 +132,14 @@ class GaussianMixtureEM:
     init: str = "kmeans++"
     block_size: int = 8192
     dtype: Any = None
+    converters = types.MappingProxyType(
+        {"reg_covar": lambda name, value: check_scalar(name, value, low=0.0, include_low=True)}
+    )
 
     def __post_init__(self):
         check_int("num_components", self.num_components)
         check_int("dim", self.dim)
         check_choice("covariance_type", self.covariance_type, COVARIANCE_TYPES)
-        object.__setattr__(self, "reg_covar", check_scalar("reg_covar", self.reg_covar, low=0.0, include_low=True))
         check_choice("init", self.init, INITS)
         check_int("block_size", self.block_size)
         check_float_dtype(self.dtype)
@@ -412,7 +416,7 @@ class GaussianMixtureEM:
         return self._m_step(self.stats_from_responsibilities(x, resp))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(jax.jit, static_argnums=1)
 def _jit_method(model: GaussianMixtureEM, name: str, *args):
     """``model.<name>(*args)`` compiled once per model and shapes (the model is hashable and static)."""
     return getattr(model, name)(*args)

@@ -56,6 +56,7 @@ from vijax._validate import (
 )
 from vijax.models._nonconjugate import ProxUpdate, structured_prox_update
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 _GH_NODES = 64
 
@@ -215,7 +216,7 @@ def expected_loglik(
 # ---- the model --------------------------------------------------------------------------------
 
 
-class GPClassification:
+class GPClassification(PytreeModel):
     """Binary GP classification with a Bernoulli-logit likelihood (Khan et al. 2016, §3.1, §6, app. D).
 
     Args:

@@ -41,7 +41,6 @@ float32 or float64 (``dtype``); parameters of the other one are cast to it, half
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -70,6 +69,7 @@ from vijax.models._components_discrete import DirichletCategorical, map_rows
 from vijax.models._components_gaussian import NormalGammaDiagonal
 from vijax.models._hmm_params import CategoricalEmissions, GaussianEmissions, HMMData, HMMParams, param_checks
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 
 def as_data(data) -> HMMData:
@@ -92,7 +92,7 @@ def _needs_em(emissions: Component, what: str) -> None:
         )
 
 
-class HMM:
+class HMM(PytreeModel):
     """A hidden Markov model with ``emissions`` any conjugate :class:`~vijax.models.Component` (see
     the module docstring).
 
@@ -383,25 +383,25 @@ def _log_terms(model: HMM, params: HMMParams, data: HMMData):
     return li, lt, model._log_emissions(ev, data.obs), data.lengths
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def _jit_stats(model: HMM, view, data: HMMData):
     """The expected statistics of one E-step at a view (``init_globals``), compiled once per model."""
     return model._local(view, data)[0]
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def _jit_posterior(model: HMM, params: HMMParams, data: HMMData) -> inference.Posterior:
     li, lt, le, lengths = _log_terms(model, params, data)
     return model._posterior(li, lt, le, lengths)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def _jit_pairwise(model: HMM, params: HMMParams, data: HMMData) -> Array:
     li, lt, le, lengths = _log_terms(model, params, data)
     return inference.pairwise_marginals(li, lt, le, lengths, model.forward_backward)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def _jit_viterbi(model: HMM, params: HMMParams, data: HMMData):
     li, lt, le, lengths = _log_terms(model, params, data)
     return jax.vmap(lambda e, n: inference.viterbi(li, lt, e, n))(le, lengths)

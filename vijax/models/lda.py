@@ -68,7 +68,6 @@ from vijax._validate import (
     float_dtype,
     ids_in_range,
     is_tracer,
-    set_static_floats,
 )
 from vijax.expfam import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
@@ -82,10 +81,11 @@ from vijax.solvers import (
     tile_sum,
 )
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 
-@dataclasses.dataclass(frozen=True)
-class LDA:
+@dataclasses.dataclass(frozen=True, eq=False)
+class LDA(PytreeModel):
     """Latent Dirichlet allocation with symmetric priors and three local steps.
 
     Every local step takes ``(log_beta,)`` (K, V) and a :class:`~vijax.data.BowBatch` of S
@@ -195,9 +195,9 @@ class LDA:
     accelerate: bool = True
     local_methods = ("meanfield", "cvb0", "gibbs")
     present_rows = staticmethod(rows_with_data)  # documents with a token: SVI's N / S counts these
+    static_floats = ("alpha", "eta", "tol", "init_scale")
 
     def __post_init__(self):
-        set_static_floats(self, ("alpha", "eta", "tol", "init_scale"))
         check_int("num_topics", self.num_topics)
         check_int("vocab_size", self.vocab_size)
         check_positive_fields(self, ("alpha", "eta"))
@@ -535,7 +535,7 @@ def _random_start(key: PRNGKey, scale: Array, shape: tuple) -> expfam.Dirichlet:
     return expfam.Dirichlet.from_natural((scale * g - 1.0,))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(jax.jit, static_argnums=1)
 def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Array, key, alpha: Array) -> LocalResult:
     """The body of ``LDA.local_step``, compiled once per (model, method, shapes) so that eager
     calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined.

@@ -59,12 +59,13 @@ from vijax._validate import check_choice, check_enough_points, check_int, check_
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.models._components import Component, floor_log
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 TRUNCATIONS = ("blei_jordan", "kurihara")
 
 
-@dataclasses.dataclass(frozen=True)
-class DirichletWeights:
+@dataclasses.dataclass(frozen=True, eq=False)
+class DirichletWeights(PytreeModel):
     """Finite mixture weights pi ~ Dirichlet(concentration 1_K).
 
     Args:
@@ -75,6 +76,7 @@ class DirichletWeights:
     num_components: int
     concentration: float = 1.0
     has_tail = False
+    static_floats = ("concentration",)
 
     def __post_init__(self):
         check_int("num_components", self.num_components)
@@ -102,8 +104,8 @@ class DirichletWeights:
         return alpha / jnp.sum(alpha, -1, keepdims=True)
 
 
-@dataclasses.dataclass(frozen=True)
-class StickBreaking:
+@dataclasses.dataclass(frozen=True, eq=False)
+class StickBreaking(PytreeModel):
     """Dirichlet-process weights by stick-breaking, v_k ~ Beta(1, alpha), truncated at T (see the module
     docstring).
 
@@ -117,6 +119,7 @@ class StickBreaking:
     truncation_level: int
     alpha: float = 1.0
     truncation: str = "blei_jordan"
+    static_floats = ("alpha",)
 
     def __post_init__(self):
         check_int("truncation_level", self.truncation_level)
@@ -188,7 +191,7 @@ class StickBreaking:
         return ev * rest
 
 
-class Mixture:
+class Mixture(PytreeModel):
     """A Bayesian mixture of a conjugate ``component`` with ``weights`` (see the module docstring);
     a ``ConditionallyConjugateModel``, so CAVI, SVI, SSVI, SSVI-A and MAP-EM fit it.
 

@@ -66,10 +66,10 @@ from vijax._validate import (
     check_scalar,
     float_dtype,
     is_tracer,
-    set_static_floats,
 )
 from vijax.models._components_discrete import map_rows as _map_rows
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 VARIANTS = ("plsa1", "plsa2")
 
@@ -100,8 +100,8 @@ def _as_batch(batch) -> _Bow:
     raise ValueError(f"batch must be a vijax.data.BowBatch (word_ids, counts), got {type(batch).__name__}")
 
 
-@dataclasses.dataclass(frozen=True)
-class PLSA:
+@dataclasses.dataclass(frozen=True, eq=False)
+class PLSA(PytreeModel):
     """pLSA1 or pLSA2 with K topics over V words, fitted by EM (``vijax.inference.em``).
 
     Args:
@@ -129,6 +129,7 @@ class PLSA:
     word_concentration: float = 1.0
     fold_in_iters: int = 50
     dtype: Any = None
+    static_floats = ("word_concentration",)
 
     def __post_init__(self):
         check_int("num_topics", self.num_topics)
@@ -136,7 +137,6 @@ class PLSA:
         check_choice("variant", self.variant, VARIANTS)
         check_scalar("word_concentration", self.word_concentration, low=1.0, include_low=True)
         check_int("fold_in_iters", self.fold_in_iters, maximum=INT32_MAX)
-        set_static_floats(self, ("word_concentration",))
         check_float_dtype(self.dtype)
         check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
 
@@ -283,7 +283,7 @@ def _fold_in_probs(model: PLSA, params: PLSAParams, batch: _Bow) -> Array:
     return jax.lax.fori_loop(0, model.fold_in_iters, body, theta)
 
 
-_fold_in = jax.jit(_fold_in_probs, static_argnums=0)
+_fold_in = jax.jit(_fold_in_probs)
 
 
 @jax.jit

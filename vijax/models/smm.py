@@ -42,6 +42,7 @@ from vijax._validate import (
 )
 from vijax.models._components_discrete import map_rows
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 
 class SMMParams(NamedTuple):
@@ -58,8 +59,8 @@ class SMMStats(NamedTuple):
     symbol: Array
 
 
-@dataclasses.dataclass(frozen=True)
-class SMM:
+@dataclasses.dataclass(frozen=True, eq=False)
+class SMM(PytreeModel):
     """The tutorial's simple mixture model: K components over an alphabet of V symbols, fitted by
     ``vijax.inference.em`` (see the module docstring).
 

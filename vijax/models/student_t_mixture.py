@@ -38,8 +38,8 @@ jointly and the log-likelihood never decreases (tested).
 
 from __future__ import annotations
 
+import types
 import dataclasses
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -59,11 +59,12 @@ from vijax._validate import (
     check_scalar,
     float_dtype,
     is_tracer,
-    set_static_floats,
+    ArgumentError,
 )
 from vijax.expfam import digamma
 from vijax.models.gmm import _kmeanspp_centers
 from vijax.types import Array, PRNGKey
+from vijax.models._pytree import PytreeModel
 
 
 class StudentTMixtureParams(NamedTuple):
@@ -84,8 +85,19 @@ class StudentTStats(NamedTuple):
     num_points: Array  # scalar N
 
 
-@dataclasses.dataclass(frozen=True)
-class StudentTMixture:
+def _dof_bounds(value) -> tuple[float, float]:
+    """``dof_bounds`` as a checked pair of floats (low, high), 0 < low < high < inf."""
+    try:
+        low, high = (float(b) for b in value)
+    except (TypeError, ValueError):
+        raise ArgumentError("dof_bounds", f"dof_bounds must be a pair (low, high), got {value!r}", value) from None
+    if not 0.0 < low < high < np.inf:
+        raise ArgumentError("dof_bounds", f"dof_bounds must satisfy 0 < low < high < inf, got {value!r}", value)
+    return low, high
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StudentTMixture(PytreeModel):
     """A mixture of K multivariate Student-t distributions with full scale matrices, fitted by EM
     (``vijax.inference.em``; the ``EMModel`` protocol).
 
@@ -117,6 +129,8 @@ class StudentTMixture:
     dof_steps: int = 60
     reg_covar: float = 1e-6
     dtype: Any = None
+    static_floats = ("dof", "reg_covar")
+    converters = types.MappingProxyType({"dof_bounds": lambda name, value: _dof_bounds(value)})
 
     def __post_init__(self):
         check_int("num_components", self.num_components)
@@ -125,14 +139,6 @@ class StudentTMixture:
         check_bool("learn_dof", self.learn_dof)
         check_int("dof_steps", self.dof_steps, maximum=INT32_MAX)
         check_scalar("reg_covar", self.reg_covar, low=0.0, include_low=True)
-        try:
-            low, high = (float(b) for b in self.dof_bounds)
-        except (TypeError, ValueError):
-            raise ValueError(f"dof_bounds must be a pair (low, high), got {self.dof_bounds!r}") from None
-        if not 0.0 < low < high < np.inf:
-            raise ValueError(f"dof_bounds must satisfy 0 < low < high < inf, got {self.dof_bounds!r}")
-        object.__setattr__(self, "dof_bounds", (low, high))
-        set_static_floats(self, ("dof", "reg_covar"))
         check_float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         check_allocation("num_components * dim**2", k * d * d, float_dtype(self.dtype).itemsize)
@@ -263,7 +269,7 @@ class StudentTMixture:
         return jnp.zeros((), params.weights.dtype)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jax.jit
 def _jit_log_likelihood(model: StudentTMixture, params: StudentTMixtureParams, x: Array) -> Array:
     return jax.nn.logsumexp(model._component_log_probs(params, x)[0], axis=-1)
 

@@ -23,6 +23,7 @@ The KL divergence from q(z | x) to the prior is the tutorial's closed form,
 
 from __future__ import annotations
 
+import types
 import dataclasses
 import math
 
@@ -34,6 +35,7 @@ from vijax._validate import INT32_MAX, finite_values, values_in_interval
 from vijax._validate import check_choice, check_data_array, check_float_dtype, check_int, check_scalar, is_tracer
 from vijax.models._network import Network, check_network
 from vijax.types import Array, PRNGKey, PyTree
+from vijax.models._pytree import PytreeModel
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -47,7 +49,7 @@ def _float_dtype(tree) -> jnp.dtype:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class VAE:
+class VAE(PytreeModel):
     """A VAE with a diagonal-Gaussian encoder and a standard-normal prior (see the module docstring).
 
     Args:
@@ -78,12 +80,12 @@ class VAE:
     data_dim: int
     likelihood: str = "bernoulli"
     obs_scale: float = 1.0
+    converters = types.MappingProxyType({"obs_scale": lambda name, value: check_scalar(name, value, low=0.0)})
 
     def __post_init__(self):
         check_int("latent_dim", self.latent_dim, maximum=INT32_MAX)
         check_int("data_dim", self.data_dim, maximum=INT32_MAX)
         check_choice("likelihood", self.likelihood, LIKELIHOODS)
-        object.__setattr__(self, "obs_scale", check_scalar("obs_scale", self.obs_scale, low=0.0))
         for name in ("encoder", "decoder"):  # half-precision weights: refused as any model's half dtype
             net = getattr(self, name)
             check_float_dtype(_float_dtype(net.params if isinstance(net, Network) else None), f"{name}.params")
