@@ -227,6 +227,7 @@ MODELS = {
 
 # the exported classes that are not models (protocols, results, networks)
 NOT_MODELS = {
+    "PytreeModel",  # the base every model and component subclasses (tests/models/test_pytree.py)
     "Component",  # components and weights are parts of models (Mixture, HMM), tested through them
     "BetaBernoulli",
     "DirichletCategorical",
