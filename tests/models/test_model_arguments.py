@@ -82,6 +82,7 @@ MODELS = {
 
 # exported classes that are not model constructors (protocols, parameter and result containers)
 NOT_MODELS = {
+    "PytreeModel",  # the base of models and components
     "Component",  # abstract
     "Mixture",  # its hyperparameters are its component's and weights' (listed above)
     "AEVBModel",

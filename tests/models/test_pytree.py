@@ -2,6 +2,7 @@
 (``vijax.models.PytreeModel``), so ``jit`` takes a model as an argument and the runner passes a
 bound step's arrays to its chunk."""
 
+import inspect
 import pathlib
 
 import jax
@@ -108,6 +109,8 @@ def test_static_floats_are_python_floats_and_anything_else_is_named():
     assert e.value.argument == "dof_bounds"
     assert M.StudentTMixture(2, 2, dof_bounds=[1, 5]).dof_bounds == (1.0, 5.0)
     assert type(M.GaussianMixtureEM(2, 2, reg_covar=np.float64(1e-3)).reg_covar) is float
+    # the converting metaclass keeps the constructor's signature (the registry and the docs read it)
+    assert list(inspect.signature(M.LDA).parameters)[:3] == ["num_topics", "vocab_size", "alpha"]
 
 
 def test_a_bound_step_is_a_pytree_of_its_settings():

@@ -174,6 +174,12 @@ class _ModelType(abc.ABCMeta):
             cls, _flatten_with_keys, functools.partial(_unflatten, cls), flatten_func=_flatten
         )
 
+    @property
+    def __signature__(cls) -> inspect.Signature:
+        """The constructor's signature (``inspect.signature(Model)``), not this ``__call__``'s."""
+        sig = _signature(cls.__init__)
+        return sig.replace(parameters=list(sig.parameters.values())[1:])
+
     def __call__(cls, *args, **kwargs):
         converters = {**dict.fromkeys(cls.static_floats, static_float), **cls.converters}
         if converters:
