@@ -383,8 +383,8 @@ def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
     Examples:
         >>> import jax, jax.numpy as jnp
         >>> step = bind_settings(lambda x, *, scale: x * scale, scale=jnp.arange(3.0))
-        >>> step(2.0), jax.tree_util.tree_leaves(step)
-        (Array([0., 2., 4.], dtype=float32), [Array([0., 1., 2.], dtype=float32)])
+        >>> step(2.0).tolist(), [leaf.tolist() for leaf in jax.tree_util.tree_leaves(step)]
+        ([0.0, 2.0, 4.0], [[0.0, 1.0, 2.0]])
     """
     return BoundFunction(fn, settings)
 
