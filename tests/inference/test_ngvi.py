@@ -172,3 +172,18 @@ def test_non_finite_log_density_at_init_is_named():
     alg = ngvi(lambda t, b: jnp.sum(jnp.log(t)), family=expfam.Normal.from_mean_variance(-1.0, 1.0))
     with pytest.raises(ValueError, match="not finite"):
         alg.init(jax.random.PRNGKey(0), jnp.zeros(1))
+
+
+def test_a_second_init_reuses_the_compiled_gradient_check():
+    """The start's gradient check (draws of q, the log-density's gradient at them) is compiled once
+    per algorithm and shapes: initialising again (a new fit in the same session) compiles nothing."""
+    from vijax.inference import _ngvi
+
+    x = jnp.asarray([1.0, 2.0, 4.0])
+    alg = ngvi(lambda lam, b: jnp.sum(b * jnp.log(lam) - lam), family=expfam.Gamma.from_shape_rate(1.0, 1.0))
+    before = _ngvi._probe.jitted._cache_size()
+    alg.init(jax.random.PRNGKey(0), x)
+    programs = _ngvi._probe.jitted._cache_size()
+    assert programs == before + 1  # the check ran, compiled
+    state = alg.init(jax.random.PRNGKey(1), x)
+    assert _ngvi._probe.jitted._cache_size() == programs and int(state.count) == 0

@@ -55,6 +55,7 @@ import optax
 
 from vijax._validate import batch_size, check_choice, check_int, check_key, check_scalar, is_tracer
 from vijax.interop import Target
+from vijax.models import filter_jit
 from vijax.inference._guides import check_shapes, make_guide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
@@ -313,9 +314,15 @@ def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) ->
         )
 
 
+@filter_jit  # compiled once per (guide, joint, log_density, shapes): a second init reuses it
+def _probe(z, batch, guide, joint, log_density):
+    """``gradient_probe`` at each of the draws ``z`` (leading axis)."""
+    return jax.vmap(gradient_probe(joint, log_density, lambda zs: guide.constrain(zs)[0], batch))(z)
+
+
 def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> None:
     z = _draws(guide, vparams, key, NUM_START_DRAWS)
-    probe = jax.jit(jax.vmap(gradient_probe(joint, log_density, lambda zs: guide.constrain(zs)[0], batch)))
+    probe = lambda z: _probe(z, batch, guide, joint, log_density)  # noqa: E731
     if batch is None:  # a log-density that takes no data (one that needs a batch is not checked)
         if log_density is None:
             return

@@ -53,6 +53,7 @@ from vijax import expfam
 from vijax._validate import check_choice, check_int, check_key, is_tracer
 from vijax.inference import schedules
 from vijax.interop import Target
+from vijax.models import filter_jit
 from vijax.inference._bbvi import (
     NUM_START_DRAWS,
     check_gradient_flows,
@@ -168,13 +169,20 @@ def init(
     return NGVIState(family, zero, zero)
 
 
+def _probe_draws(keys, batch, family, joint, log_density):
+    """``gradient_probe`` at one draw of ``family`` per key."""
+    return jax.vmap(lambda k: gradient_probe(joint, log_density, lambda z: z, batch)(expfam.reparam_sample(family, k)))(
+        keys
+    )
+
+
+_probe = filter_jit(_probe_draws)  # compiled once per (joint, log_density, shapes): a second init reuses it
+
+
 def _check_gradient(key, batch, family, joint, log_density, has_prior) -> None:
     keys = jax.random.split(key, NUM_START_DRAWS)
-    probe = jax.jit(
-        jax.vmap(lambda k: gradient_probe(joint, log_density, lambda z: z, batch)(expfam.reparam_sample(family, k)))
-    )
     try:
-        _, joint_moves, lik_moves = probe(keys)
+        _, joint_moves, lik_moves = _probe(keys, batch, family, joint, log_density)
     except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked
         if batch is not None:
             raise

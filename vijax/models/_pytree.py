@@ -119,6 +119,7 @@ def filter_jit(fn: Callable) -> Callable:
         static = _Static(treedef, tuple(_ARRAY if _is_array(leaf) else leaf for leaf in leaves))
         return compiled(static, [leaf for leaf in leaves if _is_array(leaf)])
 
+    call.jitted = compiled  # the jitted function (its ``_cache_size()`` counts the programs)
     return call
 
 
