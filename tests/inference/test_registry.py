@@ -6,7 +6,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax.inference import ALGORITHMS, M_STEPS, VIAlgorithm, make_algorithm, register_algorithm, schedules, svi
+from vijax.inference import (
+    ALGORITHMS,
+    BoundFunction,
+    M_STEPS,
+    VIAlgorithm,
+    make_algorithm,
+    register_algorithm,
+    schedules,
+    svi,
+)
 from vijax.expfam import Normal
 from vijax.models import GLM, VAE, CategoricalHMM, GPClassification, UnivariateGMM, mlp
 
@@ -50,6 +59,8 @@ def test_every_registered_algorithm_takes_a_step_by_name(name):
     schedule = None if not ALGORITHMS[name].takes_schedule else {"optax": 0.05, "aevb": 1e-3}.get(name, 0.5)
     alg = make_algorithm(name, model, num_data=n, schedule=schedule, **SETTINGS.get(name, {}))
     assert type(alg) is VIAlgorithm and alg._fields == ("init", "step")  # one algorithm type
+    # its step is bound to the factory's settings (a pytree holding the model: the runner passes its arrays)
+    assert isinstance(alg.step, BoundFunction) and alg.step.keywords.get("model", model) is model
     state = alg.init(KEY, batch)
     state, info = jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))
     assert hasattr(state, "q_global") and int(state.count) == 1

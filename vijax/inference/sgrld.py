@@ -43,7 +43,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_bool, check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
-from vijax.inference.base import Proposal, VIAlgorithm, checked_step
+from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.inference.schedules import as_schedule
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -183,10 +183,8 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
     check_bool("ramp", ramp)
     schedule = as_schedule(schedule, default=sgrld_schedule(), upper=None)
     return VIAlgorithm(
-        init=lambda key, batch=None: init(key, batch, model=model),
-        step=lambda state, batch, key: step(
-            state, batch, key, model=model, num_data=num_data, schedule=schedule, ramp=ramp
-        ),
+        init=bind_settings(init, model=model),
+        step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, ramp=ramp),
     )
 
 
