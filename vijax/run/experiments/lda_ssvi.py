@@ -351,6 +351,23 @@ def _plot(curves, corpus, out_dir):
     return paths
 
 
+# the corpora of the SSVI experiments (this one and lda_ssvi_restarts): the synthetic corpus's
+# settings and wiki_bnpy's files
+CORPUS_DEFAULTS = dict(
+    DATA_DEFAULTS,
+    num_docs=3000,
+    vocab_size=500,
+    true_topics=10,
+    true_alpha=0.1,
+    true_eta=0.05,
+    doc_length_mean=60.0,
+    max_test_docs=300,
+    wiki_path="wiki_bnpy/train.ldac.gz",
+    wiki_vocab="wiki_bnpy/vocab.txt",
+    wiki_max_test_docs=200,
+)
+
+
 @register_experiment(
     "lda_ssvi",
     defaults={
@@ -366,21 +383,7 @@ def _plot(curves, corpus, out_dir):
             "scale": 1.0,
             "ramp": True,
         },
-        "data": dict(
-            DATA_DEFAULTS,
-            corpora=["synthetic", "wiki_bnpy"],
-            num_docs=3000,
-            vocab_size=500,
-            true_topics=10,
-            true_alpha=0.1,
-            true_eta=0.05,
-            doc_length_mean=60.0,
-            max_test_docs=300,
-            wiki_path="wiki_bnpy/train.ldac.gz",
-            wiki_vocab="wiki_bnpy/vocab.txt",
-            wiki_max_train_docs=0,
-            wiki_max_test_docs=200,
-        ),
+        "data": dict(CORPUS_DEFAULTS, corpora=["synthetic", "wiki_bnpy"], wiki_max_train_docs=0),
         "run": {"num_steps": 30, "chunk_size": 10, "eval_every": 10},
     },
     description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman & Blei 2015, §4.1, app. D)",

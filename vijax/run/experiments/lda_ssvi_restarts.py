@@ -63,7 +63,6 @@ from vijax.models import LDA, conjugate_elbo
 from vijax.run import Baseline, Experiment, eval_steps, register_experiment
 from vijax.run.experiments.lda import (
     DATA_BOUNDS,
-    DATA_DEFAULTS,
     MODEL_BOUNDS,
     MODEL_DEFAULTS,
     SYNTHETIC_BOUNDS,
@@ -72,7 +71,7 @@ from vijax.run.experiments.lda import (
     synthetic_corpus,
     synthetic_memory,
 )
-from vijax.run.experiments.lda_ssvi import _per_word
+from vijax.run.experiments.lda_ssvi import CORPUS_DEFAULTS, _per_word
 
 from ._plotting import optional_plot
 
@@ -331,21 +330,7 @@ _BOUNDS = {
             "sgrld_b": 10.0,
             "sgrld_c": 0.6,
         },
-        "data": dict(
-            DATA_DEFAULTS,
-            corpus="synthetic",
-            num_docs=3000,
-            vocab_size=500,
-            true_topics=10,
-            true_alpha=0.1,
-            true_eta=0.05,
-            doc_length_mean=60.0,
-            max_test_docs=300,
-            wiki_path="wiki_bnpy/train.ldac.gz",
-            wiki_vocab="wiki_bnpy/vocab.txt",
-            wiki_max_train_docs=2000,
-            wiki_max_test_docs=200,
-        ),
+        "data": dict(CORPUS_DEFAULTS, corpus="synthetic", wiki_max_train_docs=2000),
         "run": {"num_steps": 90, "chunk_size": 10, "eval_every": 10},
     },
     description="SVI restarted from SVI / Gibbs-within-SVI / SSVI-A / SSVI solutions on LDA, SGRLD beside (Hoffman & Blei 2015, Fig. 3)",
