@@ -81,7 +81,33 @@ class _Worker:
         self._thread.join()
 
 
-class prefetch:
+class _Owner:
+    """What ``prefetch`` and ``PrefetchHostBatches`` share: an optional ``_Worker`` that ``close()``
+    stops, at the end of a ``with`` block or when the object is collected."""
+
+    _worker: Optional[_Worker] = None
+
+    def close(self) -> None:
+        """Stops the thread (idempotent)."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class prefetch(_Owner):
     """An iterator over ``iterable``'s items, produced ``depth`` ahead in a background thread.
 
     Args:
@@ -108,27 +134,8 @@ class prefetch:
             raise StopIteration
         return item
 
-    def close(self) -> None:
-        """Stops the thread (idempotent)."""
-        if self._worker is not None:
-            self._worker.stop()
-            self._worker = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class PrefetchHostBatches:
+class PrefetchHostBatches(_Owner):
     """``host_batches(t0, n)`` (the runner's interface, e.g. ``Minibatcher.host_batches``) with
     the next calls ``(t0 + n, n), (t0 + 2n, n), ...`` computed ahead in a background thread.
 
@@ -180,20 +187,5 @@ class PrefetchHostBatches:
 
     def close(self) -> None:
         """Stops the thread (idempotent); a later call starts it again."""
-        if self._worker is not None:
-            self._worker.stop()
-            self._worker = None
-            self._next = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        super().close()
+        self._next = None
