@@ -10,7 +10,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from vijax.data._bow import BowBatch
-from vijax.data._npz import StreamingNpzWriter, open_npz
+from vijax.data._npz import _FileWriter, StreamingNpzWriter, open_npz
 
 MIN_BUCKET = 8
 _FORMAT = "vijax.Corpus/1"
@@ -406,7 +406,7 @@ class Corpus:
         )
 
 
-class CorpusWriter:
+class CorpusWriter(_FileWriter):
     """Writes a corpus to an ``.npz`` file document chunk by document chunk.
 
     Only the chunk being appended is in memory: each array is spooled to disk as it comes, and
@@ -498,18 +498,11 @@ class CorpusWriter:
         """Assembles the ``.npz`` file."""
         for name in self._extra:
             if self._npz.length(name) != self.num_docs:
-                self._npz._discard()
+                self._discard()
                 raise ValueError(
                     f"extra stream {name!r} has {self._npz.length(name)} rows for {self.num_docs} documents"
                 )
         self._npz.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self._npz._discard()
-        return False
+    def _discard(self) -> None:
+        self._npz._discard()

@@ -107,7 +107,22 @@ def _open_npz(path: str | os.PathLike, mmap: bool) -> dict[str, np.ndarray]:
     return out
 
 
-class StreamingNpzWriter:
+class _FileWriter:
+    """A writer that ``close()`` finishes; a ``with`` block that raises discards what it wrote
+    (``_discard()``) instead."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self._discard()
+        return False
+
+
+class StreamingNpzWriter(_FileWriter):
     """Writes an uncompressed ``.npz`` whose arrays grow along their first axis, chunk by chunk.
 
     Each streamed array is spooled to a raw file in a temporary folder beside ``path``; only the
@@ -187,13 +202,3 @@ class StreamingNpzWriter:
             entry[3].close()
         shutil.rmtree(self._tmpdir, ignore_errors=True)
         self._closed = True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self._discard()
-        return False

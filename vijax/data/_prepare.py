@@ -19,7 +19,7 @@ from typing import Optional
 
 from vijax.data._csr import Corpus, CorpusWriter
 from vijax.data._paths import check_regular_file
-from vijax.data._readers import _ldac_chunks, _vocabulary_words, read_line_chunks, read_uci_bow
+from vijax.data._readers import _ldac_chunks, _ldac_vocabulary, read_line_chunks, read_uci_bow
 from vijax.data._text import build_vocabulary, corpus_from_texts, load_vocabulary
 
 FORMATS = ("uci", "ldac", "text")
@@ -106,12 +106,7 @@ def prepare_corpus(
             for start in range(0, corpus.num_docs, _WRITE_DOCS_PER_CHUNK):
                 w.append(corpus.subset(range(start, min(start + _WRITE_DOCS_PER_CHUNK, corpus.num_docs))))
     elif fmt == "ldac":
-        vocab = None
-        if vocab_path is not None:
-            vocab = _vocabulary_words(vocab_path)
-            if vocab_size is not None and vocab_size != len(vocab):
-                raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
-            vocab_size = len(vocab)
+        vocab, vocab_size = _ldac_vocabulary(vocab_path, vocab_size)
         if vocab_size is None:  # a first pass for the largest word id
             vocab_size = 1 + max(
                 (int(ids.max()) for _, ids, _ in _ldac_chunks(input_path, None) if ids.size), default=-1

@@ -118,6 +118,17 @@ def _vocabulary_words(vocab_path) -> tuple:
     return load_vocabulary(vocab_path, lowercase=False).words
 
 
+def _ldac_vocabulary(vocab_path, vocab_size) -> tuple[Optional[tuple], Optional[int]]:
+    """``(words, V)``: the vocabulary file's words and their number, checked against a given
+    ``vocab_size``; ``(None, vocab_size)`` without a vocabulary file."""
+    if vocab_path is None:
+        return None, vocab_size
+    vocab = _vocabulary_words(vocab_path)
+    if vocab_size is not None and vocab_size != len(vocab):
+        raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
+    return vocab, len(vocab)
+
+
 def _parse_ints(text: str, what: str) -> np.ndarray:
     """All white-space separated integers of ``text`` (C-speed parsing), or ValueError."""
     with warnings.catch_warnings():
@@ -327,12 +338,7 @@ def read_ldac(
       >>> c.num_docs, c.vocab_size, c.num_tokens, c.num_empty
       (3, 5, 6, 1)
     """
-    vocab = None
-    if vocab_path is not None:
-        vocab = _vocabulary_words(vocab_path)
-        if vocab_size is not None and vocab_size != len(vocab):
-            raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
-        vocab_size = len(vocab)
+    vocab, vocab_size = _ldac_vocabulary(vocab_path, vocab_size)
     lengths, words, counts = [], [], []
     for sizes, ids, cnt in _ldac_chunks(path, vocab_size):
         lengths.append(sizes)
