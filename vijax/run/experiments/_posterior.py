@@ -33,7 +33,7 @@ import optax
 from vijax import expfam
 from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, log_weights, make_algorithm, sample
 from vijax.metrics import KHAT_THRESHOLD, psis
-from vijax.run import Baseline, ConfigError, configured_algorithm, float_bytes, MemoryNeed, SEED_BOUND
+from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, SEED_BOUND
 from ._plotting import optional_plot
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
@@ -282,6 +282,27 @@ def baselines(others: list[Method], batch_fn, section: dict, key) -> tuple:
     return tuple(
         Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
         for m in others
+    )
+
+
+def all_runs(main: Method, others: list[Method], result, results: dict) -> dict:
+    """``{label: RunResult}`` of the configured method (``result``) and of its baselines (``results``)."""
+    return {main.label: result} | {m.label: results[m.label] for m in others}
+
+
+def experiment(main: Method, others: list[Method], section: dict, key, make_report, batch, batch_fn=None) -> Experiment:
+    """The ``Experiment`` that runs ``main`` from ``main.algorithm.init(key, batch)`` on
+    ``batch_fn(key, t)`` (None: ``batch`` at every step) and ``others`` as baselines on the same
+    batches, each evaluated by ``evaluator`` with ``algorithm.psis_draws`` and the fixed ``key``."""
+    if batch_fn is None:
+        batch_fn = lambda key, t: batch  # noqa: E731  (the whole data at every step)
+    return Experiment(
+        main.algorithm,
+        lambda key: main.algorithm.init(key, batch),
+        batch_fn,
+        evaluator(main, section["psis_draws"], key),
+        make_report,
+        baselines=baselines(others, batch_fn, section, key),
     )
 
 

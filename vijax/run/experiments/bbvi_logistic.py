@@ -30,8 +30,8 @@ from ._posterior import (
     ALG_BOUNDS,
     NUTS_DEFAULTS,
     Target,
-    baselines,
-    evaluator,
+    all_runs,
+    experiment,
     memory_needs,
     methods,
     nuts_reference,
@@ -163,7 +163,7 @@ def build(sections: dict, seed: int) -> Experiment:
     by_label = {m.label: m for m in [main] + others}
 
     def make_report(result, out_dir, results):
-        runs = {main.label: result} | {m.label: results[m.label] for m in others}
+        runs = all_runs(main, others, result, results)
         fits = {lbl: q_moments(by_label[lbl], res.state, eval_key) for lbl, res in runs.items()}
         nuts = nuts_reference(tgt, section["nuts"], out_dir)
         refs = {} if "error" in nuts else {"NUTS": (nuts["mean"], nuts["sd"])}
@@ -190,11 +190,4 @@ def build(sections: dict, seed: int) -> Experiment:
         )
         return summary | {"dataset": name, "num_data": n, "num_coefficients": int(x.shape[1])}
 
-    return Experiment(
-        main.algorithm,
-        lambda key: main.algorithm.init(key, full),
-        batch_fn,
-        evaluator(main, section["psis_draws"], eval_key),
-        make_report,
-        baselines=baselines(others, batch_fn, section, eval_key),
-    )
+    return experiment(main, others, section, eval_key, make_report, full, batch_fn)

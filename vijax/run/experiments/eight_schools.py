@@ -30,9 +30,9 @@ from ._posterior import (
     ALG_BOUNDS,
     NUTS_DEFAULTS,
     Target,
-    baselines,
+    all_runs,
     compare,
-    evaluator,
+    experiment,
     memory_needs,
     methods,
     nuts_reference,
@@ -182,14 +182,11 @@ def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     tgt = target(model, data["y"], data["sigma"])
     main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])
-    batch = tgt.full_batch
-    batch_fn = lambda key, t: batch  # noqa: E731  (the whole data at every step)
     eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
-    evaluate = evaluator(main, section["psis_draws"], eval_key)
     by_label = {m.label: m for m in [main] + others}
 
     def make_report(result, out_dir, results):
-        runs = {main.label: result} | {m.label: results[m.label] for m in others}
+        runs = all_runs(main, others, result, results)
         fits = {lbl: q_moments(by_label[lbl], res.state, eval_key) for lbl, res in runs.items()}
         refs = {}
         nuts = nuts_reference(tgt, section["nuts"], out_dir)
@@ -220,11 +217,4 @@ def build(sections: dict, seed: int) -> Experiment:
         summary["nuts_vs_exact"] = c if "NUTS" in refs else None
         return summary
 
-    return Experiment(
-        main.algorithm,
-        lambda key: main.algorithm.init(key, batch),
-        batch_fn,
-        evaluate,
-        make_report,
-        baselines=baselines(others, batch_fn, section, eval_key),
-    )
+    return experiment(main, others, section, eval_key, make_report, tgt.full_batch)

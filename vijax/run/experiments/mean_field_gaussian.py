@@ -24,7 +24,7 @@ import numpy as np
 
 from vijax.run import ConfigError, Experiment, register_experiment
 
-from ._posterior import ALG_BOUNDS, NUTS_DEFAULTS, Target, baselines, evaluator, memory_needs, methods, report
+from ._posterior import ALG_BOUNDS, NUTS_DEFAULTS, Target, all_runs, experiment, memory_needs, methods, report
 from ._plotting import optional_plot
 
 _MODEL = {"correlation": 0.9, "mean": [0.0, 0.0], "sd": [1.0, 1.0]}
@@ -136,14 +136,11 @@ def build(sections: dict, seed: int) -> Experiment:
     tgt = target(model)
     mu, sigma = covariance(model)
     main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])
-    batch = tgt.full_batch
-    batch_fn = lambda key, t: batch  # noqa: E731
     eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 1)
-    evaluate = evaluator(main, section["psis_draws"], eval_key)
     by_label = {m.label: m for m in [main] + others}
 
     def make_report(result, out_dir, results):
-        runs = {main.label: result} | {m.label: results[m.label] for m in others}
+        runs = all_runs(main, others, result, results)
         draws = {lbl: np.asarray(by_label[lbl].draws(res.state, eval_key)[0], np.float64) for lbl, res in runs.items()}
         fits = {lbl: (z.mean(0), z.std(0)) for lbl, z in draws.items()}
         refs = {"exact": (mu, np.sqrt(np.diag(sigma))), "mean-field optimum": mean_field_optimum(mu, sigma)}
@@ -170,14 +167,7 @@ def build(sections: dict, seed: int) -> Experiment:
         _plot_ellipses(os.path.join(out_dir, "mean_field_gaussian.png"), mu, sigma, fits, draws)
         return summary
 
-    return Experiment(
-        main.algorithm,
-        lambda key: main.algorithm.init(key, batch),
-        batch_fn,
-        evaluate,
-        make_report,
-        baselines=baselines(others, batch_fn, section, eval_key),
-    )
+    return experiment(main, others, section, eval_key, make_report, tgt.full_batch)
 
 
 __all__ = ["build", "covariance", "mean_field_optimum", "target"]
