@@ -19,15 +19,8 @@ import numpy as np
 
 from vijax.data import sample_sparse_regression
 from vijax.models import ARDRegression
-from vijax.run import (
-    ConfigError,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-    SEED_BOUND,
-)
+from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+from ._common import train_test_bounds, train_test_need
 from ._plotting import optional_plot
 
 _MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
@@ -35,24 +28,14 @@ _DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "nois
 _ALG = {"name": "cavi"}
 _BOUNDS = {
     **{f"model.{k}": "> 0" for k in _MODEL},
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-    "data.dim": ">= 1",
-    "data.num_relevant": "in [0, data.dim]",
-    "data.noise": "> 0",
-    "data.correlation": "in [0, 1)",
-    "data.seed": SEED_BOUND,
+    **train_test_bounds(dim=">= 1", num_relevant="in [0, data.dim]", noise="> 0", correlation="in [0, 1)"),
 }
 
 
 def _memory(config) -> list[MemoryNeed]:
     d, f = config["data"], float_bytes(config)
     return [
-        MemoryNeed(
-            "the data ((data.num_train + data.num_test) x data.dim)",
-            ("data.num_train", "data.num_test", "data.dim"),
-            (d["num_train"] + d["num_test"]) * d["dim"] * f,
-        ),
+        train_test_need(config),
         MemoryNeed("the posterior's covariances (4 x data.dim x data.dim)", ("data.dim",), 4 * d["dim"] ** 2 * f),
     ]
 

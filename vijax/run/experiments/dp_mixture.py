@@ -34,8 +34,8 @@ from vijax.run import (
     float_bytes,
     MemoryNeed,
     register_experiment,
-    SEED_BOUND,
 )
+from ._common import train_test_bounds, train_test_need
 from ._plotting import optional_plot
 
 _MODEL = {
@@ -54,12 +54,7 @@ _BOUNDS = {
     "model.truncation_levels": "non-empty, each >= 1",
     **{f"model.{k}": "> 0" for k in ("alpha", "kappa0", "a", "b")},
     "model.min_fraction": "in (0, 1)",
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-    "data.num_clusters": ">= 1",
-    "data.dim": ">= 1",
-    "data.spread": "> 0",
-    "data.seed": SEED_BOUND,
+    **train_test_bounds(num_clusters=">= 1", dim=">= 1", spread="> 0"),
     "algorithm.step_size": "null or number in (0, 1]",
 }
 
@@ -69,11 +64,7 @@ def _memory(config) -> list[MemoryNeed]:
     t = max(m["truncation_levels"], default=1)
     runs = len(m["truncations"]) * len(m["truncation_levels"])
     return [
-        MemoryNeed(
-            "the data ((data.num_train + data.num_test) x data.dim)",
-            ("data.num_train", "data.num_test", "data.dim"),
-            (d["num_train"] + d["num_test"]) * d["dim"] * f,
-        ),
+        train_test_need(config),
         MemoryNeed(
             "the responsibilities (data.num_train x the largest of model.truncation_levels)",
             ("data.num_train", "model.truncation_levels"),

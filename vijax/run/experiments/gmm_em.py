@@ -19,7 +19,9 @@ import numpy as np
 
 from vijax.data import sample_gmm
 from vijax.models import GaussianMixtureEM, GMMParams
-from vijax.run import configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
+from vijax.run import configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+
+from ._common import train_test_bounds, train_test_need
 
 _DEFAULTS = {
     "model": {
@@ -38,12 +40,7 @@ _BOUNDS = {
     "model.num_components": ">= 1",
     "model.reg_covar": ">= 0",
     "model.block_size": ">= 1",
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-    "data.num_clusters": ">= 1",
-    "data.dim": ">= 1",
-    "data.spread": "> 0",
-    "data.seed": SEED_BOUND,
+    **train_test_bounds(num_clusters=">= 1", dim=">= 1", spread="> 0"),
 }
 
 
@@ -51,11 +48,7 @@ def _memory(config) -> list[MemoryNeed]:
     m, d, f = config["model"], config["data"], float_bytes(config)
     k, dim, n = m["num_components"], d["dim"], d["num_train"] + d["num_test"]
     return [
-        MemoryNeed(
-            "the data ((data.num_train + data.num_test) x data.dim)",
-            ("data.num_train", "data.num_test", "data.dim"),
-            n * dim * f,
-        ),
+        train_test_need(config),
         MemoryNeed(
             "the responsibilities of a block (model.block_size x model.num_components x data.dim)",
             ("model.block_size", "model.num_components", "data.dim"),

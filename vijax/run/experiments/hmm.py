@@ -18,15 +18,9 @@ import numpy as np
 from vijax.data import sample_hmm
 from vijax.inference import EMState
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams
-from vijax.run import (
-    ConfigError,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-    SEED_BOUND,
-)
+from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+
+from ._common import train_test_bounds
 
 _DEFAULTS = {
     "model": {
@@ -57,13 +51,7 @@ _BOUNDS = {
     "model.num_symbols": ">= 1",
     "model.dim": ">= 1",
     "model.concentration": "> 0",
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-    "data.length": ">= 1",
-    "data.min_length": "in [1, data.length]",
-    "data.stickiness": ">= 0",
-    "data.spread": "> 0",
-    "data.seed": SEED_BOUND,
+    **train_test_bounds(length=">= 1", min_length="in [1, data.length]", stickiness=">= 0", spread="> 0"),
     "algorithm.batch_size": ">= 1",
     "algorithm.step_size": "null or number in (0, 1]",
 }

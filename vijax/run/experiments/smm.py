@@ -32,7 +32,8 @@ from vijax.data import sample_categorical_mixture
 from vijax.inference import restarts, select_restart
 from vijax.metrics import match_components
 from vijax.models import SMM, SMMParams
-from vijax.run import Experiment, MemoryNeed, SEED_BOUND, configured_algorithm, float_bytes, register_experiment
+from vijax.run import Experiment, MemoryNeed, configured_algorithm, float_bytes, register_experiment
+from ._common import train_test_bounds
 from ._plotting import optional_plot
 
 _DEFAULTS = {
@@ -52,12 +53,7 @@ _DEFAULTS = {
 _BOUNDS = {
     "model.num_components": ">= 1",
     "model.concentration": ">= 1",
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-    "data.num_clusters": ">= 1",
-    "data.num_symbols": ">= 1",
-    "data.concentration": "> 0",
-    "data.seed": SEED_BOUND,
+    **train_test_bounds(num_clusters=">= 1", num_symbols=">= 1", concentration="> 0"),
     "algorithm.num_restarts": ">= 1",
 }
 

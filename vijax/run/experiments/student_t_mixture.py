@@ -24,15 +24,9 @@ from vijax import expfam
 from vijax.data import sample_student_t_mixture
 from vijax.inference import cavi, restarts, select_restart
 from vijax.models import FullGMM, StudentTMixture, StudentTMixtureParams, conjugate_elbo
-from vijax.run import (
-    Baseline,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-    SEED_BOUND,
-)
+from vijax.run import Baseline, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+
+from ._common import train_test_bounds, train_test_need
 
 _DEFAULTS = {
     "model": {"num_components": 3, "dof": 10.0, "learn_dof": True, "reg_covar": 1e-6},
@@ -46,13 +40,7 @@ _BOUNDS = {
     "model.num_components": ">= 1",
     "model.dof": "> 0",
     "model.reg_covar": ">= 0",
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-    "data.num_clusters": ">= 1",
-    "data.dim": ">= 1",
-    "data.dof": "> 0",
-    "data.spread": "> 0",
-    "data.seed": SEED_BOUND,
+    **train_test_bounds(num_clusters=">= 1", dim=">= 1", dof="> 0", spread="> 0"),
     "algorithm.num_restarts": ">= 1",
 }
 
@@ -61,11 +49,7 @@ def _memory(config) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     k, dim, r = m["num_components"], d["dim"], a["num_restarts"]
     return [
-        MemoryNeed(
-            "the data ((data.num_train + data.num_test) x data.dim)",
-            ("data.num_train", "data.num_test", "data.dim"),
-            2 * (d["num_train"] + d["num_test"]) * dim * f,
-        ),
+        train_test_need(config, 2),
         MemoryNeed(
             "both fits' responsibilities (algorithm.num_restarts x data.num_train x model.num_components)",
             ("algorithm.num_restarts", "data.num_train", "model.num_components"),

@@ -46,6 +46,7 @@ from vijax.run import (
     register_experiment,
     SEED_BOUND,
 )
+from ._common import train_test_bounds
 from ._plotting import optional_plot
 
 # latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
@@ -99,13 +100,7 @@ _BOUNDS = {
     "data.threshold": "in (0, 1)",
     "data.split_seed": SEED_BOUND,
     "data.test_fraction": "in (0, 1)",
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-    "data.dim": ">= 1",
-    "data.true_latent_dim": ">= 1",
-    "data.true_hidden": ">= 1",
-    "data.logit_scale": "> 0",
-    "data.seed": SEED_BOUND,
+    **train_test_bounds(dim=">= 1", true_latent_dim=">= 1", true_hidden=">= 1", logit_scale="> 0"),
     "data.batch_size": ">= 1",
     "algorithm.learning_rate": "> 0",
     "algorithm.num_samples": ">= 1",
