@@ -1,8 +1,9 @@
 """The built wheel installs into a fresh virtual environment (no system site-packages, nothing of
 this checkout on the path) through the notebooks' install cell, which installs ``vijax-toolkit`` by
 name as on Colab, here from the built wheel in a local package folder (``PIP_FIND_LINKS``), and the
-README's Python example runs there. Slow: pip installs JAX and the
-other dependencies (at the versions of constraints.txt; pip may use its cache)."""
+README's Python example, ``vijax --version`` and ``vijax run gmm_simulation`` run there from an empty
+folder. Slow: pip installs JAX and the other dependencies (at the versions of constraints.txt; pip may
+use its cache)."""
 
 import json
 import os
@@ -61,6 +62,12 @@ def test_wheel_installs_in_a_fresh_venv_and_runs_the_readme_example(tmp_path):
 
     out = _run([py, "example.py"], cwd=work, env=env, timeout=600)
     assert out.split()[-2:] == ["ok", vijax.__version__]
+    # the installed command, from the empty folder: its version and a shipped experiment by name
+    command = str(venv / "bin" / "vijax")
+    assert _run([command, "--version"], cwd=work, env=env).split() == ["vijax", vijax.__version__]
+    short = ["--set", "run.num_steps=3", "--set", "run.eval_every=3", "--no-progress", "--no-compile-cache"]
+    _run([command, "run", "gmm_simulation", "--out", str(work / "out"), *short], cwd=work, env=env, timeout=600)
+    assert (work / "out" / "metrics.json").is_file()
 
 
 SHIPPED = ("LICENSE", "CITATION.cff", "CONTRIBUTING.md", "README.md", "CHANGELOG.md")
