@@ -114,6 +114,18 @@ def _build(sections: dict, seed: int, data) -> tuple:
     return model, alg, xj
 
 
+def _heldout_experiment(alg, model, xj, x_test, best, report, init=None) -> Experiment:
+    """``alg`` on the full features ``xj`` at every step (from ``init(key)``, by default
+    ``alg.init(key, xj)``), evaluated by the held-out mean log predictive of the best restart's q."""
+    return Experiment(
+        alg,
+        init or (lambda key: alg.init(key, xj)),
+        lambda key, t: xj,
+        lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
+        report,
+    )
+
+
 def _summary(model, q, x_test, truth=None) -> dict:
     w, means, var = (np.asarray(a) for a in model.point_estimates(q))
     out = {
@@ -177,13 +189,7 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
             )
         return summary
 
-    return Experiment(
-        alg,
-        init_state,
-        lambda key, t: xj,
-        lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
-        report,
-    )
+    return _heldout_experiment(alg, model, xj, x_test, best, report, init_state)
 
 
 @register_experiment(
@@ -224,13 +230,7 @@ def build_histograms(sections: dict, seed: int) -> Experiment:
             _plot_restarts(os.path.join(out_dir, "elbo_restarts.png"), np.asarray(result.trace["step"]), elbos)
         return summary
 
-    return Experiment(
-        alg,
-        lambda key: alg.init(key, xj),
-        lambda key, t: xj,
-        lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
-        report,
-    )
+    return _heldout_experiment(alg, model, xj, x_test, best, report)
 
 
 def _restart_optima(final: np.ndarray, rtol: float = 1e-6) -> dict:

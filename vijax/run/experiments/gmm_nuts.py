@@ -28,11 +28,10 @@ import numpy as np
 
 from vijax.data import sample_gmm
 from vijax.inference import select_restart
-from vijax.metrics import mean_log_predictive
 from vijax.models import DiagonalGMM
 from vijax.run import Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
 
-from .gmm import _algorithm, _best_fn
+from .gmm import _algorithm, _best_fn, _heldout_experiment
 from ._plotting import optional_plot
 
 _DEFAULTS = {
@@ -236,13 +235,7 @@ def build(sections: dict, seed: int) -> Experiment:
             )
         return summary
 
-    return Experiment(
-        alg,
-        lambda key: alg.init(key, xj),
-        lambda key, t: xj,
-        lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
-        report,
-    )
+    return _heldout_experiment(alg, model, xj, x_test, best, report)
 
 
 __all__ = ["build", "first_time_within", "nuts_curve"]
