@@ -178,7 +178,8 @@ def make_model(m: dict, vocab_size: int, **override) -> LDA:
 
 def synthetic_corpus(d: dict, seed: int):
     """``(train, test, true_topics)`` for a data section with the keys of ``lda_synthetic``: a corpus
-    drawn from LDA, split into training and (at most ``max_test_docs``) test documents."""
+    drawn from LDA, split into training and test documents (at most ``max_test_docs`` of them where
+    the section has that key)."""
     sample = sample_lda_corpus(
         seed,
         d["num_docs"],
@@ -190,7 +191,9 @@ def synthetic_corpus(d: dict, seed: int):
     )
     train, test = sample.corpus.split_documents(seed, d["test_fraction"])
     check_split("data.test_fraction", d["test_fraction"], d["num_docs"], train.num_docs, test.num_docs)
-    return train, test.subset(np.arange(min(test.num_docs, d["max_test_docs"]))), np.asarray(sample.topics)
+    if "max_test_docs" in d:
+        test = test.subset(np.arange(min(test.num_docs, d["max_test_docs"])))
+    return train, test, np.asarray(sample.topics)
 
 
 def ldac_corpus(

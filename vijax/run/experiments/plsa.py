@@ -25,13 +25,11 @@ import os
 import jax
 import numpy as np
 
-from vijax.data import sample_lda_corpus
 from vijax.inference import cavi, em
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA, PLSA, PLSAParams
 from vijax.run import (
     Baseline,
-    check_split,
     configured_algorithm,
     Experiment,
     float_bytes,
@@ -39,7 +37,7 @@ from vijax.run import (
     register_experiment,
     SEED_BOUND,
 )
-from vijax.run.experiments.lda import SYNTHETIC_BOUNDS
+from vijax.run.experiments.lda import SYNTHETIC_BOUNDS, synthetic_corpus
 
 _DEFAULTS = {
     # word_concentration: Dirichlet(c) on p(w | z) (MAP-EM; 1 = maximum likelihood); lda_alpha, lda_eta: LDA's priors
@@ -114,17 +112,7 @@ def _memory(config) -> list[MemoryNeed]:
 )
 def build(sections: dict, seed: int) -> Experiment:
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
-    sample = sample_lda_corpus(
-        d["seed"],
-        d["num_docs"],
-        d["true_topics"],
-        d["vocab_size"],
-        alpha=d["true_alpha"],
-        eta=d["true_eta"],
-        doc_length_mean=d["doc_length_mean"],
-    )
-    train, test = sample.corpus.split_documents(d["seed"], d["test_fraction"])
-    check_split("data.test_fraction", d["test_fraction"], d["num_docs"], train.num_docs, test.num_docs)
+    train, test, topics = synthetic_corpus(d, d["seed"])
     observed, heldout = test.split_tokens(d["seed"] + 1, d["observed_fraction"])
     batch = train.batch(np.arange(train.num_docs))
     k, v = m["num_topics"], train.vocab_size
@@ -161,7 +149,7 @@ def build(sections: dict, seed: int) -> Experiment:
             for name, res in runs.items()
         }
         if d["true_topics"] == k:  # the same fold-in with the true topics: what the data allow
-            truth = PLSAParams(None, None, jax.numpy.asarray(sample.topics))
+            truth = PLSAParams(None, None, jax.numpy.asarray(topics))
             rows["true_topics"] = dict(scores("plsa2", truth), steps=0, final_objective=None, wall_time=0.0)
         summary = {
             "runs": rows,
