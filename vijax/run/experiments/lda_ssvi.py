@@ -55,6 +55,7 @@ from vijax.inference import M_STEPS, hyperparameter_grid, make_algorithm, restar
 from vijax.models import LDA
 from vijax.run import Baseline, Experiment, eval_steps, register_experiment
 from vijax.run.experiments.lda import (
+    _ALG_BOUNDS,
     DATA_BOUNDS,
     DATA_DEFAULTS,
     MODEL_BOUNDS,
@@ -68,19 +69,23 @@ from vijax.run.experiments.lda import (
 from ._plotting import optional_plot
 
 CORPORA = ("synthetic", "wiki_bnpy")
+# the data bounds of lda_ssvi and lda_ssvi_restarts (their data defaults: CORPUS_DEFAULTS)
+CORPUS_BOUNDS = {
+    **DATA_BOUNDS,
+    **SYNTHETIC_BOUNDS,
+    "data.wiki_max_train_docs": ">= 0",
+    "data.wiki_max_test_docs": ">= 1",
+}
+# the SVI settings of lda_ssvi's and lda_ssvi_restarts' fits: restarts per setting, S, tau, kappa,
+# the step's scale and its ramp
+SVI_DEFAULTS = {"restarts": 5, "batch_size": 100, "tau": 1.0, "kappa": 0.75, "scale": 1.0, "ramp": True}
 _BOUNDS = {
     **{k: v for k, v in MODEL_BOUNDS.items() if k not in ("model.alpha", "model.eta")},
     "model.alphas": "non-empty, each > 0",
     "model.etas": "non-empty, each > 0",
     "algorithm.restarts": ">= 1",
-    "algorithm.batch_size": ">= 1",
-    "algorithm.tau": "> 0",
-    "algorithm.kappa": "in (0.5, 1]",
-    "algorithm.scale": "> 0",
-    **DATA_BOUNDS,
-    **SYNTHETIC_BOUNDS,
-    "data.wiki_max_train_docs": ">= 0",
-    "data.wiki_max_test_docs": ">= 1",
+    **_ALG_BOUNDS,
+    **CORPUS_BOUNDS,
 }
 
 
@@ -245,7 +250,9 @@ class _Corpus:
         return out
 
 
-def _load(name, sections, seed):
+def _load(name, sections, seed, required=False):
+    """``(train, test)`` of the corpus ``name`` (one of ``CORPORA``); None where the wiki_bnpy
+    file is absent and not ``required`` (a ValueError naming ``data.wiki_path`` where it is)."""
     d = sections["data"]
     if name == "synthetic":
         train, test, _ = synthetic_corpus(d, seed)
@@ -253,7 +260,7 @@ def _load(name, sections, seed):
     got = ldac_corpus(
         dict(d, path=d["wiki_path"], vocab=d["wiki_vocab"], max_test_docs=d["wiki_max_test_docs"]),
         seed,
-        required=False,
+        required=required,
         keys=("data.wiki_path", "data.wiki_vocab"),
         sections=sections,
     )
@@ -376,12 +383,7 @@ CORPUS_DEFAULTS = dict(
         "algorithm": {
             "global_updates": ["meanfield", "ssvi_a", "ssvi"],
             "locals": ["meanfield", "cvb0", "gibbs"],
-            "restarts": 5,
-            "batch_size": 100,
-            "tau": 1.0,
-            "kappa": 0.75,
-            "scale": 1.0,
-            "ramp": True,
+            **SVI_DEFAULTS,
         },
         "data": dict(CORPUS_DEFAULTS, corpora=["synthetic", "wiki_bnpy"], wiki_max_train_docs=0),
         "run": {"num_steps": 30, "chunk_size": 10, "eval_every": 10},

@@ -61,21 +61,11 @@ from vijax.inference import (
 )
 from vijax.models import LDA, conjugate_elbo
 from vijax.run import Baseline, Experiment, eval_steps, register_experiment
-from vijax.run.experiments.lda import (
-    DATA_BOUNDS,
-    MODEL_BOUNDS,
-    MODEL_DEFAULTS,
-    SYNTHETIC_BOUNDS,
-    ldac_corpus,
-    make_model,
-    synthetic_corpus,
-    synthetic_memory,
-)
-from vijax.run.experiments.lda_ssvi import CORPUS_DEFAULTS, _per_word
+from vijax.run.experiments.lda import _ALG_BOUNDS, MODEL_BOUNDS, MODEL_DEFAULTS, make_model, synthetic_memory
+from vijax.run.experiments.lda_ssvi import CORPORA, CORPUS_BOUNDS, CORPUS_DEFAULTS, SVI_DEFAULTS, _load, _per_word
 
 from ._plotting import optional_plot
 
-CORPORA = ("synthetic", "wiki_bnpy")
 PAPER_SOURCES = ("meanfield/meanfield", "meanfield/gibbs", "ssvi_a/gibbs", "ssvi/gibbs")
 _NAMES = {
     "meanfield/meanfield": "SVI",
@@ -211,22 +201,6 @@ class _Eval:
         return out
 
 
-def _load(sections, seed):
-    d = sections["data"]
-    if d["corpus"] == "synthetic":
-        train, test, _ = synthetic_corpus(d, seed)
-        return train, test
-    train, test, _ = ldac_corpus(
-        dict(d, path=d["wiki_path"], vocab=d["wiki_vocab"], max_test_docs=d["wiki_max_test_docs"]),
-        seed,
-        keys=("data.wiki_path", "data.wiki_vocab"),
-        sections=sections,
-    )
-    if d["wiki_max_train_docs"] and train.num_docs > d["wiki_max_train_docs"]:
-        train = train.subset(np.arange(d["wiki_max_train_docs"]))
-    return train, test
-
-
 def _summary_row(evals, at, num_steps, key):
     """(mean, min, max) of ``key`` at the switch step and at the end."""
     by_step = {e["step"]: e for e in evals}
@@ -294,18 +268,12 @@ def _plot(runs, at, corpus, out_dir):
 _BOUNDS = {
     **MODEL_BOUNDS,
     "algorithm.restarts": ">= 1",
-    "algorithm.batch_size": ">= 1",
-    "algorithm.tau": "> 0",
-    "algorithm.kappa": "in (0.5, 1]",
-    "algorithm.scale": "> 0",
+    **_ALG_BOUNDS,
     "algorithm.restart_steps": ">= 1",
     "algorithm.sgrld_a": "> 0",
     "algorithm.sgrld_b": "> 0",
     "algorithm.sgrld_c": ">= 0",
-    **DATA_BOUNDS,
-    **SYNTHETIC_BOUNDS,
-    "data.wiki_max_train_docs": ">= 0",
-    "data.wiki_max_test_docs": ">= 1",
+    **CORPUS_BOUNDS,
 }
 
 
@@ -317,12 +285,7 @@ _BOUNDS = {
         ),
         "algorithm": {
             "sources": list(PAPER_SOURCES),
-            "restarts": 5,
-            "batch_size": 100,
-            "tau": 1.0,
-            "kappa": 0.75,
-            "scale": 1.0,
-            "ramp": True,
+            **SVI_DEFAULTS,
             "restart_steps": 30,
             "restart_fresh_schedule": False,
             "sgrld": True,
@@ -353,7 +316,7 @@ def build(sections: dict, seed: int) -> Experiment:
             f"algorithm.restart_steps: the sources' last step {at} (run.num_steps - restart_steps) must be an "
             f"evaluation step of the run ({eval_steps(r)}): make it a multiple of run.chunk_size and run.eval_every"
         )
-    train, test = _load(sections, seed)
+    train, test = _load(d["corpus"], sections, seed, required=True)
     model = make_model(m, train.vocab_size)
     observed, heldout = test.split_tokens(seed + 1, d["observed_fraction"])
     n_test = observed.num_docs
