@@ -1,6 +1,6 @@
 """The cost of the value checks of a step's batch (docs/design.md, "Checked steps").
 
-Three programs of each step: value checks off (``vijax.inference.value_checks(False)``; the
+Three programs of each step: value checks off (``vijax.inference.with_value_checks(alg, False)``; the
 switch is read at trace time), the checks as host callbacks (``jax.jit`` of the checked step), and
 the checks as outputs of the program (``vijax.inference.jit_step``: collected checks, as the runner compiles its chunk).
 Each is lowered and compiled once, timed (wall seconds, the persistent cache off: cold), then the
@@ -43,7 +43,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from vijax.data import BowBatch, sample_gmm  # noqa: E402
-from vijax.inference import cavi, data_parallel, jit_step, svi, value_checks  # noqa: E402
+from vijax.inference import cavi, data_parallel, jit_step, svi, with_value_checks  # noqa: E402
 from vijax.inference import _cavi  # noqa: E402  (the step's body, for the bare program)
 from vijax.models import LDA, DiagonalGMM  # noqa: E402
 from vijax.run import enable_compile_cache, fast_cpu_compile  # noqa: E402
@@ -65,15 +65,14 @@ def _compiled(alg, state, batch, how: str, bare=None):
     the result of its first call)."""
     args = (state, batch, jax.random.PRNGKey(1))
     base = how.removesuffix("_state")
-    inner = bare if base == "bare" else alg.step
+    inner = bare if base == "bare" else with_value_checks(alg, base != "off").step
 
     def step(*a):  # a function of its own per program: jit caches traces by function, and the
         out = inner(*a)  # value-checks switch is read at trace time
         return out[0] if how.endswith("_state") else out
 
     t = time.perf_counter()
-    with value_checks(base not in ("off", "bare")):
-        lowered = (jit_step(step) if base == "jit_step" else jax.jit(step)).lower(*args)
+    lowered = (jit_step(step) if base == "jit_step" else jax.jit(step)).lower(*args)
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
     jax.block_until_ready(compiled(*args))

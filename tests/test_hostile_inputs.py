@@ -21,7 +21,7 @@ import pytest
 import vijax.models as vm
 from vijax import expfam
 from vijax.data import BowBatch, Corpus, prepare_corpus, read_ldac, read_uci_bow, read_word_list
-from vijax.inference import ALGORITHMS, make_algorithm, value_checks
+from vijax.inference import ALGORITHMS, make_algorithm, with_value_checks
 from vijax.run import CheckpointError, RunConfig, run
 
 KEY = jax.random.PRNGKey(0)
@@ -228,6 +228,7 @@ MODELS = {
 # the exported classes that are not models (protocols, results, networks)
 NOT_MODELS = {
     "PytreeModel",  # the base every model and component subclasses (tests/models/test_pytree.py)
+    "ValueCheck",  # a value check's result, what batch_checks returns
     "Component",  # components and weights are parts of models (Mixture, HMM), tested through them
     "BetaBernoulli",
     "DirichletCategorical",
@@ -418,8 +419,7 @@ def test_nonfinite_step_is_rejected_under_jit(alg_name):
     model = vm.UnivariateGMM(num_components=2)
     alg = _algorithm(alg_name, model, 5)
     state = alg.init(jax.random.PRNGKey(1))
-    with value_checks(False):
-        new, info = jax.jit(alg.step)(state, X1.at[0].set(jnp.inf), jax.random.PRNGKey(2))
+    new, info = jax.jit(with_value_checks(alg, False).step)(state, X1.at[0].set(jnp.inf), jax.random.PRNGKey(2))
     assert not bool(info.accepted) and int(new.num_rejected) == 1 and int(new.count) == 1
     for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -456,8 +456,7 @@ def test_nonfinite_step_is_rejected_state_kept(alg_name):
         bad = jax.tree_util.tree_map(
             lambda a: a.at[(0,) * a.ndim].set(jnp.inf) if jnp.issubdtype(a.dtype, jnp.floating) else a, batch
         )
-    with value_checks(False):
-        new, info = alg.step(state, bad, jax.random.PRNGKey(2))
+    new, info = with_value_checks(alg, False).step(state, bad, jax.random.PRNGKey(2))
     assert not bool(info.accepted) and int(new.num_rejected) == 1
     for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # exact: the old state, kept

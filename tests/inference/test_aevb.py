@@ -17,7 +17,7 @@ import tensorflow_probability.substrates.jax as tfp
 from tests.models.test_vae import np_mlp
 from vijax import inference as vi
 from vijax.data import sample_latent_bernoulli
-from vijax.inference import value_checks
+from vijax.inference import with_value_checks
 from vijax.inference import aevb, make_algorithm
 from vijax.models import VAE, Network
 
@@ -170,8 +170,7 @@ def test_step_scaling_bayesian_kl_gradients_jit_and_vmap_over_seeds():
             assert np.all(np.asarray(a) != np.asarray(b)), jax.tree_util.keystr(path)
     assert set(b1.q_global["decoder"]) == {"loc", "scale"}
     # a non-finite step (NaN data reach a traced step unchecked: value checks off) is rejected, and the state kept
-    with value_checks(False):
-        s3, bad = jax.jit(point.step)(s2, np.full_like(x, np.nan), keys[2])
+    s3, bad = jax.jit(with_value_checks(point, False).step)(s2, np.full_like(x, np.nan), keys[2])
     assert not bool(bad.accepted) and int(s3.num_rejected) == 1 and int(s3.count) == 3
     chex.assert_trees_all_equal(s3.q_global, s2.q_global)
     # the decoder's KL at scales away from the start

@@ -29,6 +29,9 @@ class UnitVarianceMixture:
         if np.ndim(x) != 1:
             raise ValueError("x must be 1-D")
 
+    def batch_checks(self, x):
+        return []
+
     def init_params(self, key, x=None):
         return MixParams(jnp.full(self.k, 1.0 / self.k), jax.random.normal(key, (self.k,)))
 
@@ -131,6 +134,9 @@ def test_em_errors_name_the_problem():
 
         def check_data(self, batch):
             pass
+
+        def batch_checks(self, batch):
+            return []
 
     with pytest.raises(ValueError, match="em needs a EMModel: NoMStep offers no m_step"):
         em(NoMStep())

@@ -199,10 +199,10 @@ def test_checks_under_vmap_are_enforced_outside_it():
 
 
 def test_the_value_check_switch_is_an_argument(fit):
-    """``jit_step(step, check_values=False)`` compiles a step without value checks whatever the
-    process-wide switch says (a bad batch gives a non-finite step, rejected by the step's guard),
-    and ``check_values=True`` checks under ``value_checks(False)``."""
-    from vijax.inference import value_checks
+    """``jit_step(step, check_values=False)`` compiles a step without value checks (a bad batch
+    gives a non-finite step, rejected by the step's guard), ``check_values=True`` checks, and an
+    algorithm made by ``with_value_checks(alg, False)`` keeps its own setting under either."""
+    from vijax.inference import with_value_checks
 
     alg, x, state = fit
     bad = x.at[3, 1].set(jnp.inf)
@@ -210,5 +210,10 @@ def test_the_value_check_switch_is_an_argument(fit):
     new, info = unchecked(state, bad, jax.random.PRNGKey(1))
     assert not bool(info.accepted) and int(new.num_rejected) == 1
     checked = jit_step(alg.step, check_values=True)
-    with value_checks(False), pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite"):
+    with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite"):
         checked(state, bad, jax.random.PRNGKey(1))
+    own = jit_step(with_value_checks(alg, False).step, check_values=True)
+    new, info = own(state, bad, jax.random.PRNGKey(1))
+    assert not bool(info.accepted) and int(new.num_rejected) == 1
+    with pytest.raises(ValueError, match="^enabled must be"):
+        with_value_checks(alg, "no")

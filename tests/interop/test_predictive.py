@@ -266,3 +266,31 @@ def test_the_guide_example_runs():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def _eight_schools_with_theta(sigma, y=None):
+    """Eight schools with the school effects as a deterministic site."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+    with numpyro.plate("J", sigma.shape[0]):
+        theta_tilde = numpyro.sample("theta_tilde", dist.Normal(0.0, 1.0))
+        theta = numpyro.deterministic("theta", mu + tau * theta_tilde)
+        numpyro.sample("obs", dist.Normal(theta, sigma), obs=y)
+
+
+def test_to_arviz_puts_deterministic_sites_in_the_posterior():
+    """A NumPyro deterministic site is a function of the draws: the posterior group holds it (named
+    and dimensioned as az.from_numpyro does), equal to the function at every draw."""
+    target = vijax.from_numpyro(_eight_schools_with_theta, SIGMA, Y)
+    k = jax.random.split(jax.random.PRNGKey(3), 3)
+    draws = {
+        "mu": jax.random.normal(k[0], (40,)),
+        "tau": jnp.exp(jax.random.normal(k[1], (40,))),
+        "theta_tilde": jax.random.normal(k[2], (40, 8)),
+    }
+    idata = vijax.to_arviz(draws, jax.random.PRNGKey(4), target=target)
+    theta = draws["mu"][:, None] + draws["tau"][:, None] * draws["theta_tilde"]
+    np.testing.assert_allclose(idata.posterior["theta"].values[0], theta, rtol=1e-6)
+    assert idata.posterior["theta"].dims == ("chain", "draw", "J")
+    assert set(idata.posterior_predictive.data_vars) == {"obs"}
+    assert set(idata.log_likelihood.data_vars) == {"obs"}

@@ -35,6 +35,9 @@ class _Uniform:
     def check_data(self, batch):
         pass
 
+    def batch_checks(self, batch):
+        return []
+
     def log_predictive(self, q, observed, heldout):
         return -jnp.sum(heldout.counts, axis=-1) * jnp.log(4.0)
 

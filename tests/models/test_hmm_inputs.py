@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from vijax.data import sample_hmm
-from vijax.inference import EMState, em, jit_step, value_checks
+from vijax._validate import value_checks
+from vijax.inference import EMState, em, jit_step, with_value_checks
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams
 
 OBS = jnp.array([[0, 1, 1, 0], [1, 0, 0, 1]])
@@ -124,8 +125,9 @@ def test_traced_parameters_are_checked_in_the_compiled_step():
         jit_step(alg.step)(state, OBS, jax.random.PRNGKey(0))
     with pytest.raises(Exception, match=words):
         jax.block_until_ready(jax.jit(MODEL.e_step)(params, OBS))
-    with value_checks(False):
+    with value_checks(False):  # the trace-time scope that with_value_checks and jit_step enter
         jax.block_until_ready(jax.jit(lambda p, x: MODEL.e_step(p, x))(params, OBS))
+    jax.block_until_ready(jax.jit(with_value_checks(alg, False).step)(state, OBS, jax.random.PRNGKey(0)))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])

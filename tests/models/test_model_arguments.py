@@ -86,6 +86,8 @@ NOT_MODELS = {
     "Component",  # abstract
     "Mixture",  # its hyperparameters are its component's and weights' (listed above)
     "AEVBModel",
+    "BatchChecked",  # a protocol
+    "ValueCheck",  # a validator's result
     "BlockedGlobalsModel",
     "ARDPosterior",
     "CTMGlobals",

@@ -18,7 +18,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax.inference import ALGORITHMS, M_STEPS, data_parallel, make_algorithm
-from vijax.models import ConditionallyConjugateModel, LocalResult
+from vijax.models import ConditionallyConjugateModel, LocalResult, finite_nonnegative
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +38,12 @@ class PoissonGamma:
         stats = (jnp.sum(x), -jnp.asarray(x.shape[0], x.dtype))
         return LocalResult(stats, -jnp.sum(gammaln(x + 1.0)), None)
 
-    def check_data(self, x):
-        if np.any(np.asarray(x) < 0):
-            raise ValueError("x must be non-negative counts")
+    def check_data(self, x):  # shapes and dtypes: a step runs it on abstract values
+        if jnp.ndim(x) != 1:
+            raise ValueError("x must be a 1-D array of counts")
+
+    def batch_checks(self, x):  # values: at once for a concrete batch, inside the compiled step for a traced one
+        return [finite_nonnegative("x", x)]
 
 
 X = jnp.asarray(np.random.default_rng(0).poisson(3.0, 200), jnp.float64)
@@ -87,3 +90,32 @@ def test_and_with_data_parallel_and_minibatches():
     q0 = PoissonGamma().init_globals(KEY)
     want_a = 0.5 * q0.concentration + 0.5 * (2.0 + 4.0 * jnp.sum(X[:50]))
     np.testing.assert_allclose(state.q_global.concentration, want_a, rtol=1e-12)
+
+
+def test_its_declared_checks_run_at_every_step_eager_or_compiled():
+    """BatchChecked: check_data (shapes) and batch_checks (values) are the model's only declaration;
+    a negative count is named with its position and the step, eagerly and from the compiled step."""
+    from vijax.inference import jit_step
+    from vijax.models import BatchChecked
+
+    model = PoissonGamma()
+    assert isinstance(model, BatchChecked)
+    alg = make_algorithm("svi", model, num_data=200, schedule=0.5)
+    state = alg.init(KEY, X)
+    bad = X[:50].at[7].set(-1.0)
+    for step in (alg.step, jit_step(alg.step)):
+        with pytest.raises(ValueError, match=r"^x -1\.0 at \[7\] is not a finite number >= 0 \(in step 1\)"):
+            step(state, bad, KEY)
+    with pytest.raises(ValueError, match="x must be a 1-D array of counts"):
+        alg.step(state, X[:50, None], KEY)
+
+
+def test_a_check_data_that_reads_values_is_refused_by_name():
+    class ReadsValues(PoissonGamma):
+        def check_data(self, x):
+            if np.any(np.asarray(x) < 0):
+                raise ValueError("x must be non-negative")
+
+    alg = make_algorithm("svi", ReadsValues(), num_data=200, schedule=0.5)
+    with pytest.raises(TypeError, match="^ReadsValues.check_data must check shapes and dtypes only"):
+        alg.step(alg.init(KEY, X), X[:50], KEY)

@@ -293,6 +293,9 @@ def test_cli_resume_with_another_seed_or_model_size_names_the_keys(tmp_path, cap
 
 
 def test_blame_picks_the_key_by_name_then_value():
+    """The key comes from an ArgumentError's fields (name, then value between several); the text of
+    any other error is never parsed: it is reported as the experiment's."""
+    from vijax._validate import ArgumentError
     from vijax.run._cli import _blame
 
     cfg = {
@@ -301,10 +304,12 @@ def test_blame_picks_the_key_by_name_then_value():
         "data": {"num_components": 2},
         "algorithm": {"rho_kappa": 0.7},
     }
-    assert _blame("kappa must lie in (0.5, 1], got 0.3", cfg).startswith("model.prior.kappa: ")
-    assert _blame("num_components must be >= 1, got 2", cfg).startswith("data.num_components: ")
-    assert _blame("num_components must be >= 1, got 9", cfg).startswith("invalid config for experiment 'e': ")
-    assert _blame("model.x: already named", cfg) == "model.x: already named"
+    assert _blame(ArgumentError("kappa", "kappa must lie in (0.5, 1]", 0.3), cfg).startswith("model.prior.kappa: ")
+    assert _blame(ArgumentError("num_components", "num_components bad", 2), cfg).startswith("data.num_components: ")
+    generic = "invalid config for experiment 'e': "
+    assert _blame(ArgumentError("num_components", "num_components bad", 9), cfg).startswith(generic)
+    assert _blame(ValueError("kappa must lie in (0.5, 1], got 0.3"), cfg).startswith(generic)
+    assert _blame(ValueError("model.x: already named"), cfg) == "model.x: already named"
 
 
 def test_blame_reads_an_argument_error_from_its_fields_not_its_text():

@@ -6,8 +6,9 @@ Checks of array *values* look only at concrete arrays: inside ``jit`` a tracer p
 validation happens before compilation. A traced step checks the values of its batch with the
 value checks of ``_values`` (``ids_in_range``, ``finite_nonnegative``, ``finite_values``,
 ``values_in_set``, enforced by ``enforce_value_checks``), which work eagerly and under ``jit``,
-``vmap`` and ``lax.scan``; ``value_checks(False)`` turns them off (see docs/design.md, "Checked
-steps").
+``vmap`` and ``lax.scan``; a step traced within ``value_checks(False)`` has none (entered by the
+arguments that turn them off: ``jit_step(check_values=False)``, ``with_value_checks``; see
+docs/design.md, "Checked steps").
 
 Two modules: ``_args`` (arguments) and ``_values`` (a step's batch values).
 """
@@ -49,7 +50,6 @@ from ._values import (
     ids_in_range,
     raise_check_error,
     raise_collected,
-    set_value_checks,
     value_checks,
     value_checks_enabled,
     values_in_interval,
@@ -74,7 +74,6 @@ __all__ = [
     "raise_check_error",
     "raise_collected",
     "ids_in_range",
-    "set_value_checks",
     "value_checks",
     "value_checks_enabled",
     "values_in_interval",

@@ -409,7 +409,7 @@ def batch_size(batch: Any) -> int:
     """
     leaves = jax.tree_util.tree_leaves(batch)
     if not leaves or jnp.ndim(leaves[0]) == 0:
-        raise ValueError("batch must hold arrays with a leading minibatch dimension")
+        raise ArgumentError("batch", "batch must hold arrays with a leading minibatch dimension")
     return leaves[0].shape[0]
 
 

@@ -24,20 +24,17 @@ _FUNCTIONAL = [False]
 
 
 def value_checks_enabled() -> bool:
-    """Whether steps check the values of their batches (read when a step is traced)."""
+    """Whether the value checks traced now are on (``value_checks``' innermost block; on outside any)."""
     return _VALUE_CHECKS[0]
-
-
-def set_value_checks(enabled: bool) -> None:
-    """Turns the value checks of every step on or off (the default is on). The switch is read when
-    a step is traced: a step already compiled by ``jit`` keeps what it was traced with.
-    Shape and dtype checks are always on (they cost nothing at run time)."""
-    _VALUE_CHECKS[0] = check_bool("enabled", enabled)
 
 
 @contextlib.contextmanager
 def value_checks(enabled: bool):
-    """Context manager: the value checks on or off (``set_value_checks``) within the block.
+    """Context manager, entered while a step is traced: the value checks traced within the block on
+    or off (shape and dtype checks always run). Not a public switch: a user sets it as an argument
+    (``vijax.inference.jit_step(check_values=)``, ``with_value_checks(alg, enabled)``, the runner's
+    ``RunConfig.check_values``), which enter this block around their own tracing, so that a compiled
+    program's checks are decided by its arguments, never by the state of the process.
 
     Examples:
         >>> with value_checks(False):
@@ -45,7 +42,7 @@ def value_checks(enabled: bool):
         False
     """
     before = _VALUE_CHECKS[0]
-    set_value_checks(enabled)
+    _VALUE_CHECKS[0] = check_bool("enabled", enabled)
     try:
         yield
     finally:

@@ -11,6 +11,7 @@ import numpy as np
 
 from vijax.data._bow import BowBatch
 from vijax.data._npz import _FileWriter, StreamingNpzWriter, open_npz
+from vijax._validate import ArgumentError
 
 MIN_BUCKET = 8
 _FORMAT = "vijax.Corpus/1"
@@ -283,14 +284,16 @@ class Corpus:
         idx = self._doc_indices(doc_indices)
         rows = idx.size if num_rows is None else int(num_rows)
         if rows < idx.size:
-            raise ValueError(f"num_rows = {rows} is smaller than the {idx.size} documents requested")
+            raise ArgumentError("num_rows", f"num_rows = {rows} is smaller than the {idx.size} documents requested")
         starts = self.doc_ptr[idx]
         lens = self.doc_ptr[idx + 1] - starts
         longest = int(lens.max()) if lens.size else 0
         if length is None:
             length = bucket_length(longest) if bucket else longest
         elif length < longest:
-            raise ValueError(f"length = {length} is shorter than the longest document of the batch ({longest})")
+            raise ArgumentError(
+                "length", f"length = {length} is shorter than the longest document of the batch ({longest})"
+            )
         word_ids = np.zeros((rows, length), np.int32)
         counts = np.zeros((rows, length), dtype)
         src, r, c = _gather_positions(starts, lens)
@@ -317,7 +320,9 @@ class Corpus:
           test_fraction: in [0, 1]; the test set has ``round(test_fraction * D)`` documents.
         """
         if not 0.0 <= test_fraction <= 1.0:
-            raise ValueError(f"test_fraction must lie in [0, 1], got {test_fraction}")
+            raise ArgumentError(
+                "test_fraction", f"test_fraction must lie in [0, 1], got {test_fraction}", value=test_fraction
+            )
         num_test = int(round(test_fraction * self.num_docs))
         perm = as_rng(seed).permutation(self.num_docs)
         test = np.sort(perm[:num_test])
@@ -342,7 +347,11 @@ class Corpus:
           (observed, heldout): two corpora with the same documents, in the same order.
         """
         if not 0.0 <= observed_fraction <= 1.0:
-            raise ValueError(f"observed_fraction must lie in [0, 1], got {observed_fraction}")
+            raise ArgumentError(
+                "observed_fraction",
+                f"observed_fraction must lie in [0, 1], got {observed_fraction}",
+                value=observed_fraction,
+            )
         rng = as_rng(seed)
         obs = np.empty(self.nnz, np.float32)
         lengths = self.doc_lengths
@@ -446,7 +455,7 @@ class CorpusWriter(_FileWriter):
         if reserved & (set(extra_streams) | set(extra_arrays)):
             raise ValueError(f"extra array names may not be any of {sorted(reserved)}")
         if vocab is not None and len(vocab) != vocab_size:
-            raise ValueError(f"vocab has {len(vocab)} words but vocab_size is {vocab_size}")
+            raise ArgumentError("vocab", f"vocab has {len(vocab)} words but vocab_size is {vocab_size}")
         self.vocab_size = int(vocab_size)
         self._extra = set(extra_streams)
         self._npz = StreamingNpzWriter(
@@ -469,7 +478,7 @@ class CorpusWriter(_FileWriter):
     def append(self, chunk: Corpus) -> None:
         """Appends the documents of ``chunk`` (a ``Corpus`` over the same vocabulary size)."""
         if chunk.vocab_size != self.vocab_size:
-            raise ValueError(f"chunk has vocab_size {chunk.vocab_size}, the writer {self.vocab_size}")
+            raise ArgumentError("chunk", f"chunk has vocab_size {chunk.vocab_size}, the writer {self.vocab_size}")
         self._append(chunk.doc_unique_words, chunk.word_ids, chunk.counts)
 
     def append_arrays(self, doc_unique_words, word_ids, counts) -> None:

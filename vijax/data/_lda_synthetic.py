@@ -7,7 +7,7 @@ from typing import Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from vijax._validate import check_int, check_positive
+from vijax._validate import ArgumentError, check_int, check_positive
 from vijax.data._csr import Corpus, CorpusWriter, _seed_entropy
 from vijax.data._npz import open_npz
 
@@ -65,7 +65,9 @@ def _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean) -
     check_int("num_topics", num_topics, 1)
     check_int("vocab_size", vocab_size, 1)
     if not doc_length_mean >= 0:
-        raise ValueError(f"doc_length_mean must be non-negative, got {doc_length_mean!r}")
+        raise ArgumentError(
+            "doc_length_mean", f"doc_length_mean must be non-negative, got {doc_length_mean!r}", value=doc_length_mean
+        )
     alpha = _concentration("alpha", alpha, num_topics)
     eta = _concentration("eta", eta, vocab_size)
     entropy = _seed_entropy(key)

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 import jax
 import numpy as np
 
-from vijax._validate import check_int
+from vijax._validate import ArgumentError, check_int
 from vijax.data._bow import BowBatch
 from vijax.data._csr import Corpus, _readonly, _seed_entropy, bucket_length
 
@@ -70,25 +70,31 @@ class Minibatcher:
         length: Optional[int | str] = None,
     ):
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+            raise ArgumentError(
+                "batch_size", f"batch_size must be a positive integer, got {batch_size!r}", value=batch_size
+            )
         if drop_remainder and batch_size > corpus.num_docs:
-            raise ValueError(
+            raise ArgumentError(
+                "batch_size",
                 f"batch_size = {batch_size} exceeds the {corpus.num_docs} documents, so "
-                "drop_remainder would leave no batch"
+                "drop_remainder would leave no batch",
             )
         if corpus.num_docs == 0:
             raise ValueError("the corpus has no documents")
         if num_epochs is not None and num_epochs < 0:
-            raise ValueError(f"num_epochs must be non-negative or None, got {num_epochs}")
+            raise ArgumentError(
+                "num_epochs", f"num_epochs must be non-negative or None, got {num_epochs}", value=num_epochs
+            )
         longest = int(np.max(corpus.doc_unique_words))
         if length == "corpus":
             length = bucket_length(longest)
         elif length is not None:
             check_int("length", length)
             if length < longest:
-                raise ValueError(
+                raise ArgumentError(
+                    "length",
                     f"length = {length} is shorter than the corpus's longest document ({longest} "
-                    "distinct words); use length='corpus'"
+                    "distinct words); use length='corpus'",
                 )
         self.length = None if length is None else int(length)
         self.corpus = corpus
@@ -165,7 +171,7 @@ class Minibatcher:
         """Yields ``stack_batches`` of ``steps`` consecutive minibatches, (steps, S, L) each, for a
         ``lax.scan`` over steps; the last chunk of a finite run may be shorter."""
         if steps < 1:
-            raise ValueError(f"steps must be positive, got {steps}")
+            raise ArgumentError("steps", f"steps must be positive, got {steps}", value=steps)
         it = iter(self)
         while True:
             group = list(itertools.islice(it, steps))
@@ -219,7 +225,7 @@ def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Opti
     longest = max(np.shape(b.word_ids)[1] for b in batches)
     length = longest if length is None else int(length)
     if length < longest:
-        raise ValueError(f"length = {length} is shorter than a batch ({longest})")
+        raise ArgumentError("length", f"length = {length} is shorter than a batch ({longest})")
     (s,) = rows
     word_ids = np.zeros((len(batches), s, length), np.int32)
     counts = np.zeros((len(batches), s, length), np.asarray(batches[0].counts).dtype)

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from vijax.data._paths import check_regular_file
+from vijax._validate import ArgumentError
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the fixed 30 bytes of a zip local file header
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -152,7 +153,7 @@ class StreamingNpzWriter(_FileWriter):
         dtype, trailing, _, fh = self._streams[name]
         rows = np.ascontiguousarray(rows, dtype=dtype)
         if rows.shape[1:] != trailing:
-            raise ValueError(f"rows for {name!r} must have trailing shape {trailing}, got {rows.shape[1:]}")
+            raise ArgumentError("rows", f"rows for {name!r} must have trailing shape {trailing}, got {rows.shape[1:]}")
         fh.write(rows.tobytes())
         self._streams[name][2] += rows.shape[0]
 

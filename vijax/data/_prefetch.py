@@ -20,6 +20,7 @@ from __future__ import annotations
 import queue
 import threading
 from typing import Callable, Iterable, Iterator, Optional
+from vijax._validate import ArgumentError
 
 _DONE = object()
 
@@ -31,7 +32,7 @@ class _Failure:
 
 def _check_depth(depth) -> int:
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth must be a positive integer, got {depth!r}")
+        raise ArgumentError("depth", f"depth must be a positive integer, got {depth!r}", value=depth)
     return depth
 
 
@@ -156,7 +157,7 @@ class PrefetchHostBatches(_Owner):
 
     def __init__(self, host_batches: Callable, depth: int = 2):
         if not callable(host_batches):
-            raise ValueError(f"host_batches must be callable, got {type(host_batches).__name__}")
+            raise ArgumentError("host_batches", f"host_batches must be callable, got {type(host_batches).__name__}")
         self.host_batches = host_batches
         self.depth = _check_depth(depth)
         self._worker: Optional[_Worker] = None

@@ -21,6 +21,7 @@ from vijax.data._csr import Corpus, CorpusWriter
 from vijax.data._paths import check_regular_file
 from vijax.data._readers import _ldac_chunks, _ldac_vocabulary, read_line_chunks, read_uci_bow
 from vijax.data._text import build_vocabulary, corpus_from_texts, load_vocabulary
+from vijax._validate import ArgumentError
 
 FORMATS = ("uci", "ldac", "text")
 _TEXT_DOCS_PER_CHUNK = 10_000
@@ -38,10 +39,10 @@ def _check_out_path(out_path, sources) -> None:
     cannot be written: the folder must exist and the path must not be a directory."""
     out = os.fspath(out_path)
     if os.path.isdir(out):
-        raise ValueError(f"out_path: {out} is a directory; give the .npz file to write")
+        raise ArgumentError("out_path", f"out_path: {out} is a directory; give the .npz file to write")
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
-        raise ValueError(f"out_path: the folder {folder} of {out} does not exist")
+        raise ArgumentError("out_path", f"out_path: the folder {folder} of {out} does not exist")
     for what, src in sources.items():
         if src is None:
             continue
@@ -49,7 +50,9 @@ def _check_out_path(out_path, sources) -> None:
         if not same and os.path.exists(out):
             same = os.path.samefile(out, src)
         if same:
-            raise ValueError(f"out_path: {out} is the {what} file {os.fspath(src)}; writing it would destroy it")
+            raise ArgumentError(
+                "out_path", f"out_path: {out} is the {what} file {os.fspath(src)}; writing it would destroy it"
+            )
 
 
 def prepare_corpus(
@@ -99,7 +102,7 @@ def prepare_corpus(
     if os.path.getsize(input_path) == 0:
         raise ValueError(f"input file {os.fspath(input_path)!r} is empty: no documents to prepare")
     if vocab_size is not None and fmt != "ldac":
-        raise ValueError("vocab_size applies to the ldac format only")
+        raise ArgumentError("vocab_size", "vocab_size applies to the ldac format only")
     if fmt == "uci":
         corpus = read_uci_bow(input_path, vocab_path)
         with CorpusWriter(out_path, corpus.vocab_size, corpus.vocab) as w:

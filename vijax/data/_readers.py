@@ -19,6 +19,7 @@ import numpy as np
 
 from vijax.data._csr import Corpus
 from vijax.data._paths import check_regular_file
+from vijax._validate import ArgumentError
 
 _LINES_PER_CHUNK = 1 << 16
 _SENTINEL = -(1 << 62)  # stands for a line end (UCI) among the parsed integers
@@ -125,7 +126,9 @@ def _ldac_vocabulary(vocab_path, vocab_size) -> tuple[Optional[tuple], Optional[
         return None, vocab_size
     vocab = _vocabulary_words(vocab_path)
     if vocab_size is not None and vocab_size != len(vocab):
-        raise ValueError(f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words")
+        raise ArgumentError(
+            "vocab_size", f"vocab_size = {vocab_size} but {os.fspath(vocab_path)} has {len(vocab)} words"
+        )
     return vocab, len(vocab)
 
 
@@ -140,7 +143,7 @@ def _parse_ints(text: str, what: str) -> np.ndarray:
             vals = None
     if vals is None:
         bad = next((t for t in text.split() if not t.lstrip("+-").isdigit()), "?")
-        raise ValueError(f"{what}: expected integers, found {bad!r}")
+        raise ArgumentError(what, f"{what}: expected integers, found {bad!r}")
     return vals
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from vijax.data._csr import Corpus
 from vijax.data._readers import read_word_list
+from vijax._validate import ArgumentError
 
 # A short list of English function words, written for vijax: articles, pronouns, auxiliaries,
 # prepositions, conjunctions and the commonest adverbs. Topic models learn little from them.
@@ -198,9 +199,11 @@ def build_vocabulary(
       The ``Vocabulary``.
     """
     if not 0.0 < max_doc_fraction <= 1.0:
-        raise ValueError(f"max_doc_fraction must lie in (0, 1], got {max_doc_fraction}")
+        raise ArgumentError(
+            "max_doc_fraction", f"max_doc_fraction must lie in (0, 1], got {max_doc_fraction}", value=max_doc_fraction
+        )
     if max_size is not None and max_size < 0:
-        raise ValueError(f"max_size must be non-negative, got {max_size}")
+        raise ArgumentError("max_size", f"max_size must be non-negative, got {max_size}", value=max_size)
     stop = frozenset(stop_words or ())
     total: collections.Counter = collections.Counter()
     doc_freq: collections.Counter = collections.Counter()

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from vijax.data._paths import check_regular_file, shared_data_path
+from vijax._validate import ArgumentError
 
 DATASETS = ("sonar", "ionosphere", "usps_3v5", "breast_cancer", "digits_3v5")
 SHARED_DATASETS = ("sonar", "ionosphere", "usps_3v5")
@@ -48,23 +49,23 @@ def check_features(x, name: str = "x") -> np.ndarray:
     """x as a float64 (N, D) array; ValueError naming ``name`` if it is not 2-D or not finite."""
     a = np.asarray(x, dtype=np.float64)
     if a.ndim != 2 or a.shape[0] < 1:
-        raise ValueError(f"{name} must be a non-empty 2-D array, got shape {a.shape}")
+        raise ArgumentError(name, f"{name} must be a non-empty 2-D array, got shape {a.shape}")
     if not np.all(np.isfinite(a)):
         bad = int(np.sum(~np.isfinite(a)))
-        raise ValueError(f"{name} has {bad} non-finite value(s) (NaN or inf)")
+        raise ArgumentError(name, f"{name} has {bad} non-finite value(s) (NaN or inf)")
     return a
 
 
 def _labels(y_pm1: np.ndarray, labels: str) -> np.ndarray:
     y = np.asarray(y_pm1)
     if not set(np.unique(y).tolist()) <= {-1, 1}:
-        raise ValueError(f"labels must be -1/+1 in the source, got {np.unique(y)[:5]}")
+        raise ArgumentError("labels", f"labels must be -1/+1 in the source, got {np.unique(y)[:5]}")
     return y.astype(np.float64) if labels == "pm1" else (y > 0).astype(np.int64)
 
 
 def _finish(xtr, ytr, xte, yte, name, labels) -> BinaryData:
     if labels not in ("pm1", "01"):
-        raise ValueError(f"labels must be 'pm1' or '01', got {labels!r}")
+        raise ArgumentError("labels", f"labels must be 'pm1' or '01', got {labels!r}", value=labels)
     return BinaryData(
         check_features(xtr, f"{name} training features"),
         _labels(ytr, labels),
@@ -97,14 +98,15 @@ def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
     except UnicodeDecodeError as e:
         raise _unreadable(str(path), 0, e) from None
     except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
+        raise ArgumentError(path, f"{path}: {e}") from None
     if a.shape[0] < 1 or a.shape[1] < 2:
-        raise ValueError(f"{path}: expected rows of features and a label, got shape {a.shape}")
+        raise ArgumentError(path, f"{path}: expected rows of features and a label, got shape {a.shape}")
     bad = ~np.all(np.isfinite(a), axis=1) | ~np.isin(a[:, -1], (-1.0, 1.0))
     if bad.any():
         row = int(np.argmax(bad))
-        raise ValueError(
-            f"{path}, data row {row + 1}: a non-finite value or a label other than -1/+1 (label {float(a[row, -1])})"
+        raise ArgumentError(
+            path,
+            f"{path}, data row {row + 1}: a non-finite value or a label other than -1/+1 (label {float(a[row, -1])})",
         )
     return a[:, :-1], a[:, -1]
 
@@ -150,7 +152,9 @@ def load_usps_3v5(labels: str = "pm1") -> BinaryData:
 def _split(x, y, seed: int, test_fraction: float):
     """A stratified random split: ``test_fraction`` of each class, rounded, goes to the test set."""
     if not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
+        raise ArgumentError(
+            "test_fraction", f"test_fraction must lie in (0, 1), got {test_fraction!r}", value=test_fraction
+        )
     rng = np.random.default_rng(seed)
     test = np.zeros(len(y), bool)
     for c in np.unique(y):

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from vijax._validate import check_int
+from vijax._validate import ArgumentError, check_int
 from vijax.types import Array, PRNGKey
 
 
@@ -41,7 +41,9 @@ def sample_gmm(
     check_int("num_components", num_components, 1)
     check_int("dim", dim, 1)
     if not (spread > 0 and 0 < scale_range[0] <= scale_range[1] and weight_concentration > 0):
-        raise ValueError("spread, scale_range and weight_concentration must be positive (scale_range increasing)")
+        raise ArgumentError(
+            "spread", "spread, scale_range and weight_concentration must be positive (scale_range increasing)"
+        )
     dt = dtype or jnp.result_type(float)
     k_m, k_s, k_w, k_z, k_x = jax.random.split(key, 5)
     means = spread * jax.random.normal(k_m, (num_components, dim), dt)
@@ -116,9 +118,9 @@ def sample_sparse_regression(
     check_int("dim", dim)
     check_int("num_relevant", num_relevant, minimum=0, maximum=dim)
     if not noise > 0:
-        raise ValueError(f"noise must be > 0, got {noise!r}")
+        raise ArgumentError("noise", f"noise must be > 0, got {noise!r}", value=noise)
     if not 0.0 <= correlation < 1.0:
-        raise ValueError(f"correlation must be in [0, 1), got {correlation!r}")
+        raise ArgumentError("correlation", f"correlation must be in [0, 1), got {correlation!r}", value=correlation)
     k_x, k_sign, k_mag, k_eps = jax.random.split(key, 4)
     idx = jnp.arange(dim)
     cov = jnp.asarray(correlation, dtype) ** jnp.abs(idx[:, None] - idx[None, :]).astype(dtype)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_finite, check_positive
+from vijax._validate import ArgumentError, check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 from vijax.types import tfp_jax
 
@@ -45,7 +45,7 @@ class Bernoulli(AbstractExpFamily):
         """
         check_positive("probs", probs)
         if not isinstance(probs, jax.core.Tracer) and not np.all(np.asarray(probs) < 1):
-            raise ValueError(f"probs must be < 1, got max {np.asarray(probs).max()!r}")
+            raise ArgumentError("probs", f"probs must be < 1, got max {np.asarray(probs).max()!r}")
         p = as_float(probs)
         return cls(jnp.log(p) - jnp.log1p(-p))
 

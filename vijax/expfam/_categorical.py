@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 import numpy as np
 
-from vijax._validate import check_finite, check_positive
+from vijax._validate import ArgumentError, check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 from vijax.types import tfp_jax
 
@@ -43,7 +43,7 @@ class Categorical(AbstractExpFamily):
         check_finite("logits", logits)
         logits = as_float(logits)
         if logits.ndim < 1:
-            raise ValueError(f"logits must have at least one (event) axis, got shape {logits.shape}")
+            raise ArgumentError("logits", f"logits must have at least one (event) axis, got shape {logits.shape}")
         return cls(logits)
 
     @classmethod
@@ -57,11 +57,11 @@ class Categorical(AbstractExpFamily):
         check_positive("probs", probs)
         p = as_float(probs)
         if p.ndim < 1:
-            raise ValueError(f"probs must have at least one (event) axis, got shape {p.shape}")
+            raise ArgumentError("probs", f"probs must have at least one (event) axis, got shape {p.shape}")
         if not isinstance(probs, jax.core.Tracer):
             sums = np.sum(np.asarray(p, np.float64), -1)
             if not np.allclose(sums, 1.0, rtol=0.0, atol=1e-4):
-                raise ValueError(f"probs must sum to 1 along the last axis, got sums {sums!r}")
+                raise ArgumentError("probs", f"probs must sum to 1 along the last axis, got sums {sums!r}")
         log_p = jnp.log(p)
         return cls(log_p - logsumexp(log_p, -1, keepdims=True))
 

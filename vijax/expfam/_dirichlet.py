@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln, polygamma
 
-from vijax._validate import check_positive
+from vijax._validate import ArgumentError, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
 from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._special import digamma
@@ -45,7 +45,9 @@ class Dirichlet(AbstractExpFamily):
         check_positive("concentration", concentration)
         alpha = as_float(concentration)
         if alpha.ndim < 1:
-            raise ValueError(f"concentration must have at least one (event) axis, got shape {alpha.shape}")
+            raise ArgumentError(
+                "concentration", f"concentration must have at least one (event) axis, got shape {alpha.shape}"
+            )
         return cls(alpha - 1.0)
 
     @property

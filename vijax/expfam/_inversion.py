@@ -67,6 +67,7 @@ from jax.scipy.special import digamma, gammaln
 
 from vijax.expfam._base import implements, is_family, tree_from_natural, tree_natural_params
 from vijax.types import Array, PRNGKey, PyTree
+from vijax._validate import ArgumentError
 
 
 # --------------------------------------------------------------------------- standard log-gamma
@@ -219,10 +220,10 @@ def check_invertible(q: PyTree) -> None:
     before any compilation."""
     fams = jax.tree_util.tree_leaves(q, is_leaf=is_family)
     if not fams:
-        raise ValueError("q must be a pytree holding at least one exponential family")
+        raise ArgumentError("q", "q must be a pytree holding at least one exponential family")
     for f in fams:
         if not is_family(f):
-            raise ValueError(f"q must be a pytree of exponential families, found a {type(f).__name__}")
+            raise ArgumentError("q", f"q must be a pytree of exponential families, found a {type(f).__name__}")
         if not implements(f, "reparam_sample_and_stats"):
             raise ValueError(
                 f"sampling by inversion needs a family that implements reparam_sample_and_stats "

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from vijax._validate import check_finite
+from vijax._validate import ArgumentError, check_finite
 from vijax.expfam._base import AbstractExpFamily, as_float, register_family
 from vijax.types import tfp_jax
 
@@ -43,14 +43,16 @@ def _check_spd(name: str, m) -> None:
         return
     a = np.asarray(m, dtype=np.float64)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-        raise ValueError(f"{name} must be a (batch of) square matrices, got shape {a.shape}")
+        raise ArgumentError(name, f"{name} must be a (batch of) square matrices, got shape {a.shape}")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite, got NaN or infinite entries")
+        raise ArgumentError(name, f"{name} must be finite, got NaN or infinite entries")
     scale = np.max(np.abs(a), initial=0.0)
     if not np.allclose(a, np.swapaxes(a, -1, -2), rtol=1e-5, atol=1e-6 * scale):
-        raise ValueError(f"{name} must be symmetric")
+        raise ArgumentError(name, f"{name} must be symmetric")
     if not np.all(np.linalg.eigvalsh(a) > 0):
-        raise ValueError(f"{name} must be positive definite, got min eigenvalue {np.linalg.eigvalsh(a).min()!r}")
+        raise ArgumentError(
+            name, f"{name} must be positive definite, got min eigenvalue {np.linalg.eigvalsh(a).min()!r}"
+        )
 
 
 @register_family
@@ -232,9 +234,9 @@ def _broadcast_mean_matrix(mean, matrix, name: str):
     """Casts to a common float dtype and broadcasts batch dimensions explicitly."""
     mean, matrix = as_float(mean), as_float(matrix)
     if mean.ndim < 1:
-        raise ValueError(f"mean must have at least one (event) axis, got shape {mean.shape}")
+        raise ArgumentError("mean", f"mean must have at least one (event) axis, got shape {mean.shape}")
     if matrix.ndim < 2 or matrix.shape[-2:] != (mean.shape[-1], mean.shape[-1]):
-        raise ValueError(f"{name} must have shape batch + {(mean.shape[-1],) * 2}, got {matrix.shape}")
+        raise ArgumentError(name, f"{name} must have shape batch + {(mean.shape[-1],) * 2}, got {matrix.shape}")
     dtype = jnp.result_type(mean, matrix)
     batch = jnp.broadcast_shapes(mean.shape[:-1], matrix.shape[:-2])
     d = mean.shape[-1]

@@ -12,7 +12,7 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import multigammaln
 
-from vijax._validate import check_finite, check_positive
+from vijax._validate import ArgumentError, check_finite, check_positive
 from vijax.expfam._base import AbstractExpFamily, _flatten, _layout, _unflatten, as_float, dense_fisher, register_family
 from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._mvn import _check_spd, _eye_like, _matvec, _outer, _sym
@@ -77,7 +77,7 @@ class NormalWishart(AbstractExpFamily):
         m = as_float(loc)
         d = m.shape[-1]
         if not isinstance(dof, jax.core.Tracer) and not np.all(np.asarray(dof, float) > d - 1):
-            raise ValueError(f"dof must be > D - 1 = {d - 1}, got {dof!r}")
+            raise ArgumentError("dof", f"dof must be > D - 1 = {d - 1}, got {dof!r}", value=dof)
         k, nu = as_float(kappa), as_float(dof)
         w = as_float(scale)
         batch = jnp.broadcast_shapes(m.shape[:-1], jnp.shape(k), jnp.shape(nu), w.shape[:-2])

@@ -51,7 +51,6 @@ from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
 from vijax.inference._conjugate import inject_hyperparameters
 from vijax.inference._svi import SVIInfo, SVIState, svi
 from vijax.inference.sgrld import SGRLDInfo, SGRLDState, sgrld_lda, sgrld_schedule, sgrld_topics, topics_dirichlet
-from vijax._validate import set_value_checks, value_checks, value_checks_enabled
 from vijax.inference.base import (
     BoundFunction,
     InitFn,
@@ -62,6 +61,7 @@ from vijax.inference.base import (
     init_from,
     jit_step,
     safe_increment,
+    with_value_checks,
 )
 
 __all__ = [
@@ -77,9 +77,7 @@ __all__ = [
     "jit_step",
     "BoundFunction",
     "bind_settings",
-    "set_value_checks",
-    "value_checks",
-    "value_checks_enabled",
+    "with_value_checks",
     "AEVBInfo",
     "AEVBState",
     "ALGORITHMS",

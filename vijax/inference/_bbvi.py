@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vijax._validate import batch_size, check_choice, check_int, check_key, check_scalar, is_tracer
+from vijax._validate import ArgumentError, batch_size, check_choice, check_int, check_key, check_scalar, is_tracer
 from vijax.interop import Target
 from vijax.models import filter_jit
 from vijax.inference._guides import check_shapes, make_guide
@@ -98,9 +98,10 @@ def log_joint(
     def joint(params, batch):
         out = log_density(params, batch)
         if not hasattr(out, "shape") or jnp.shape(out) != () or not jnp.issubdtype(jnp.result_type(out), jnp.floating):
-            raise ValueError(
+            raise ArgumentError(
+                "log_density",
                 f"log_density must return a float scalar, got {getattr(out, 'shape', type(out))} "
-                f"{getattr(out, 'dtype', '')}"
+                f"{getattr(out, 'dtype', '')}",
             )
         if num_data is not None:
             check_num_data(num_data, None, batch)  # M > N would down-weight the likelihood (trace time)
@@ -108,7 +109,7 @@ def log_joint(
         if log_prior is not None:
             lp = log_prior(params)
             if jnp.shape(lp) != ():
-                raise ValueError(f"log_prior must return a scalar, got shape {jnp.shape(lp)}")
+                raise ArgumentError("log_prior", f"log_prior must return a scalar, got shape {jnp.shape(lp)}")
             out = out + lp
         return out
 
@@ -333,13 +334,16 @@ def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> N
     else:
         at_mean = float(jax.jit(joint)(guide.mean(vparams), batch))
         if not np.isfinite(at_mean):
-            raise ValueError(f"log_density is not finite ({at_mean}) at the initial parameters (q's centre)")
+            raise ArgumentError(
+                "log_density", f"log_density is not finite ({at_mean}) at the initial parameters (q's centre)"
+            )
         vals, joint_moves, lik_moves = probe(z)
         vals = np.asarray(vals)
         if not np.all(np.isfinite(vals)):
-            raise ValueError(
+            raise ArgumentError(
+                "log_density",
                 f"log_density is not finite ({vals}) at draws of the initial q: does every constrained "
-                "parameter have a bijector onto its support (bijectors=...)?"
+                "parameter have a bijector onto its support (bijectors=...)?",
             )
     if log_density is not None:
         check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
@@ -470,27 +474,36 @@ def as_top_level_api(
         )
         log_density = target.log_prob
     if not callable(log_density):
-        raise ValueError(f"log_density must be a function (params, batch) -> scalar, got {log_density!r}")
+        raise ArgumentError(
+            "log_density",
+            f"log_density must be a function (params, batch) -> scalar, got {log_density!r}",
+            value=log_density,
+        )
     check_choice("estimator", estimator, ESTIMATORS)
     check_choice("entropy", entropy, ("analytic", "mc"))
     if estimator == "renyi":
         alpha = check_scalar("alpha", DEFAULT_ALPHA if alpha is None else alpha, low=0.0, include_low=True)
     elif alpha is not None:
-        raise ValueError(f"alpha: the order of the Renyi bound is taken by estimator='renyi' only, not {estimator!r}")
+        raise ArgumentError(
+            "alpha", f"alpha: the order of the Renyi bound is taken by estimator='renyi' only, not {estimator!r}"
+        )
     num_samples = check_int("num_samples", num_samples)
     if estimator == "score" and num_samples < 2:
-        raise ValueError(
+        raise ArgumentError(
+            "num_samples",
             "num_samples: the score-function estimator's leave-one-out control variate needs "
-            f"num_samples >= 2, got {num_samples}"
+            f"num_samples >= 2, got {num_samples}",
+            value=num_samples,
         )
     if num_data is not None:
         num_data = check_int("num_data", num_data)
     if prior is not None and log_prior is not None:
-        raise ValueError("prior (an analytic KL) and log_prior are exclusive: give one")
+        raise ArgumentError("prior", "prior (an analytic KL) and log_prior are exclusive: give one")
     if prior is not None and estimator not in ("reparam", "score"):
-        raise ValueError(
+        raise ArgumentError(
+            "prior",
             f"prior: an analytic KL is taken by the 'reparam' and 'score' estimators; {estimator!r} "
-            "needs the whole log-joint (give log_prior instead)"
+            "needs the whole log-joint (give log_prior instead)",
         )
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
     if target is None:

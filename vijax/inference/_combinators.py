@@ -31,9 +31,10 @@ def check_algorithm(name: str, alg) -> None:
     """Raises ValueError naming ``name`` unless ``alg`` is an algorithm: an object with callable
     ``init`` and ``step`` (a ``VIAlgorithm``, as every factory returns)."""
     if not (callable(getattr(alg, "init", None)) and callable(getattr(alg, "step", None))):
-        raise ValueError(
+        raise ArgumentError(
+            name,
             f"{name} must be an algorithm (a VIAlgorithm with init and step, e.g. vijax.inference.svi(...)), "
-            f"got {alg!r}"
+            f"got {alg!r}",
         )
 
 
@@ -79,7 +80,9 @@ def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int
     """The grid's values as float64 NumPy arrays of one length G >= 1, and G; ValueError naming the
     argument that is not a non-empty 1-D sequence of finite numbers, or whose length differs."""
     if not values:
-        raise ValueError(f"values: name at least one {what} with one value per grid point (e.g. alpha=[0.1, 0.5])")
+        raise ArgumentError(
+            "values", f"values: name at least one {what} with one value per grid point (e.g. alpha=[0.1, 0.5])"
+        )
     arrays, length = {}, None
     for name, v in values.items():
         a = real_array(name, v, "a 1-D sequence of finite numbers, one per grid point")
@@ -149,7 +152,9 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
 
     check_algorithm("alg", alg)
     if not isinstance(model, HyperparameterModel):
-        raise ValueError(f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}")
+        raise ArgumentError(
+            "model", f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}"
+        )
     known = model.hyperparameters()
     unknown = [n for n in values if n not in known]
     if unknown:
@@ -221,7 +226,9 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
         ``init``, ``values`` when the G states would not fit in memory.
     """
     if not callable(factory):
-        raise ValueError(f"factory must be a callable keyword arguments -> VIAlgorithm, got {factory!r}")
+        raise ArgumentError(
+            "factory", f"factory must be a callable keyword arguments -> VIAlgorithm, got {factory!r}", value=factory
+        )
     try:
         inspect.signature(factory).bind_partial(**{n: None for n in values})
     except TypeError as e:
@@ -284,17 +291,22 @@ def lock_step(
         group in 0 .. G - 1.
     """
     if not isinstance(algorithms, Mapping) or not algorithms:
-        raise ValueError(f"algorithms must be a non-empty dict name -> VIAlgorithm, got {algorithms!r}")
+        raise ArgumentError(
+            "algorithms",
+            f"algorithms must be a non-empty dict name -> VIAlgorithm, got {algorithms!r}",
+            value=algorithms,
+        )
     for name, alg in algorithms.items():
         check_algorithm(f"algorithms[{name!r}]", alg)
     names = tuple(algorithms)
     if primary is not None and primary not in algorithms:
-        raise ValueError(f"primary={primary!r} is not one of {names}")
+        raise ArgumentError("primary", f"primary={primary!r} is not one of {names}")
     if init_groups is not None:
         groups = sorted(set(init_groups.values()))
         if set(init_groups) != set(names) or groups != list(range(len(groups))):
-            raise ValueError(
-                f"init_groups must map every algorithm of {names} to a group 0 .. G - 1, got {dict(init_groups)!r}"
+            raise ArgumentError(
+                "init_groups",
+                f"init_groups must map every algorithm of {names} to a group 0 .. G - 1, got {dict(init_groups)!r}",
             )
 
     def init(key, batch=None):

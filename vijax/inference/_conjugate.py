@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_bool, check_int
+from vijax._validate import ArgumentError, check_bool, check_int
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
@@ -58,8 +58,8 @@ def check_local(model: ConditionallyConjugateModel, local: str) -> None:
     """Raises ValueError, before anything compiles, when ``model`` offers no local step ``local``
     (its ``local_methods``)."""
     if local not in model.local_methods:
-        raise ValueError(
-            f"local={local!r} is not offered by {type(model).__name__}; choose one of {model.local_methods}"
+        raise ArgumentError(
+            "local", f"local={local!r} is not offered by {type(model).__name__}; choose one of {model.local_methods}"
         )
 
 
@@ -125,11 +125,14 @@ def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) 
         hyperparameters.
     """
     if "hyper" not in getattr(state, "_fields", ()):
-        raise ValueError(
-            f"state must be a state of svi, ssvi, ssvi_a or map (with a hyper field), got {type(state).__name__}"
+        raise ArgumentError(
+            "state",
+            f"state must be a state of svi, ssvi, ssvi_a or map (with a hyper field), got {type(state).__name__}",
         )
     if not isinstance(model, HyperparameterModel):
-        raise ValueError(f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}")
+        raise ArgumentError(
+            "model", f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}"
+        )
     fixed = model.hyperparameters()
     unknown = sorted(set(values) - set(fixed))
     if unknown:

@@ -36,6 +36,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from vijax.inference._parallel import DataParallel
 from vijax.types import PyTree
+from vijax._validate import ArgumentError
 
 
 def initialize_processes(
@@ -63,9 +64,15 @@ def initialize_processes(
         ``num_processes`` below 1.
     """
     if num_processes is not None and (isinstance(num_processes, bool) or int(num_processes) < 1):
-        raise ValueError(f"num_processes must be a positive integer, got {num_processes!r}")
+        raise ArgumentError(
+            "num_processes", f"num_processes must be a positive integer, got {num_processes!r}", value=num_processes
+        )
     if process_id is not None and num_processes is not None and not 0 <= int(process_id) < int(num_processes):
-        raise ValueError(f"process_id must lie in [0, num_processes = {num_processes}), got {process_id!r}")
+        raise ArgumentError(
+            "process_id",
+            f"process_id must lie in [0, num_processes = {num_processes}), got {process_id!r}",
+            value=process_id,
+        )
     if cpu_collectives is not None:
         jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
     jax.distributed.initialize(coordinator_address, num_processes, process_id, **kwargs)
@@ -83,7 +90,7 @@ def process_shard(num_items: int, process_index: Optional[int] = None, process_c
     p = jax.process_index() if process_index is None else int(process_index)
     n = jax.process_count() if process_count is None else int(process_count)
     if n < 1 or not 0 <= p < n:
-        raise ValueError(f"process_index must lie in [0, process_count = {n}), got {p}")
+        raise ArgumentError("process_index", f"process_index must lie in [0, process_count = {n}), got {p}")
     base, extra = divmod(int(num_items), n)
     start = p * base + min(p, extra)
     return range(start, start + base + (p < extra))
@@ -98,7 +105,7 @@ def global_batch(model: DataParallel, local_batch: PyTree, axis: int = 0) -> PyT
     chunks of a ``lax.scan`` (``Minibatcher.host_batches``).
     """
     if not isinstance(model, DataParallel):
-        raise ValueError(f"model must be a data_parallel model, got {type(model).__name__}")
+        raise ArgumentError("model", f"model must be a data_parallel model, got {type(model).__name__}")
     spec = PartitionSpec(*([None] * int(axis)), model.axis_name)
     sharding = NamedSharding(model.mesh, spec)
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), local_batch)

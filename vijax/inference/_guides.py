@@ -35,7 +35,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._validate import check_int, check_scalar
+from vijax._validate import ArgumentError, check_int, check_scalar
 from vijax.interop import Target
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
@@ -60,7 +60,7 @@ def check_structures(name: str, tree: PyTree, like: PyTree, like_name: str, is_l
     got = jax.tree_util.tree_structure(tree, is_leaf=is_leaf)
     want = jax.tree_util.tree_structure(like, is_leaf=is_leaf)
     if got != want:
-        raise ValueError(f"{name} must have the pytree structure of {like_name}: got {got}, expected {want}")
+        raise ArgumentError(name, f"{name} must have the pytree structure of {like_name}: got {got}, expected {want}")
 
 
 def check_shapes(name: str, tree: PyTree, like: PyTree, like_name: str, is_leaf=None) -> None:
@@ -72,9 +72,10 @@ def check_shapes(name: str, tree: PyTree, like: PyTree, like_name: str, is_leaf=
     want = jax.tree_util.tree_leaves(like)
     for (path, a), b in zip(got, want):
         if jnp.shape(a) != jnp.shape(b):
-            raise ValueError(
+            raise ArgumentError(
+                name,
                 f"{name}{jax.tree_util.keystr(path)} must have shape {tuple(jnp.shape(b))} (as in {like_name}), "
-                f"got {tuple(jnp.shape(a))}"
+                f"got {tuple(jnp.shape(a))}",
             )
 
 
@@ -120,7 +121,9 @@ class GaussianGuide:
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"init_params: {_path(path)} has NaN or infinite entries")
         if transform is not None and bijectors is not None:
-            raise ValueError("bijectors: a guide with a transform (a target's own map) takes no bijectors")
+            raise ArgumentError(
+                "bijectors", "bijectors: a guide with a transform (a target's own map) takes no bijectors"
+            )
         self.transform = transform
         if bijectors is None:
             bijectors = jax.tree.map(lambda _: None, template)
@@ -227,9 +230,10 @@ class GaussianGuide:
     def kl(self, vparams, prior) -> Array:
         """KL(q || prior) in closed form, ``prior`` a TFP distribution over the flat vector."""
         if not self.identity:
-            raise ValueError(
+            raise ArgumentError(
+                "prior",
                 "prior: an analytic KL needs every bijector to be the identity (a prior on the "
-                "unconstrained vector); with bijectors put the prior inside log_density"
+                "unconstrained vector); with bijectors put the prior inside log_density",
             )
         return tfp_jax().distributions.kl_divergence(self.to_tfp(vparams), prior)
 
@@ -280,18 +284,23 @@ class ExpFamilyGuide:
     def __init__(self, family: PyTree):
         fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
         if not fams or not all(expfam.is_family(f) for f in fams):
-            raise ValueError(
+            raise ArgumentError(
+                "family",
                 "family must be 'meanfield', 'fullrank', 'lowrank' or a pytree of vijax.expfam "
-                f"families, got {family!r}"
+                f"families, got {family!r}",
+                value=family,
             )
         for f in fams:
             if type(f) not in _CANONICAL or not expfam.implements(f, "reparam_sample_and_stats"):
-                raise ValueError(
+                raise ArgumentError(
+                    "family",
                     f"family: {type(f).__name__} has no reparameterized sampler for bbvi; use one of "
-                    f"{sorted(c.__name__ for c in _CANONICAL)} or a Gaussian family"
+                    f"{sorted(c.__name__ for c in _CANONICAL)} or a Gaussian family",
                 )
             if not bool(np.all(np.asarray(f.is_valid()))):
-                raise ValueError(f"family: the initial {type(f).__name__} has natural parameters outside its domain")
+                raise ArgumentError(
+                    "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
+                )
         self.family = family
         self.identity = True
 
@@ -370,16 +379,18 @@ def make_guide(
     """
     if isinstance(family, str):
         if init_params is None:
-            raise ValueError(
+            raise ArgumentError(
+                "init_params",
                 f"init_params: the {family!r} family needs the parameter pytree (its structure, "
-                "shapes and q's initial centre)"
+                "shapes and q's initial centre)",
             )
         return GaussianGuide(
             init_params, family, bijectors=bijectors, init_scale=init_scale, rank=rank, transform=transform
         )
     if bijectors is not None:
-        raise ValueError(
-            "bijectors: an expfam family samples in its own support; bijectors are for the Gaussian families"
+        raise ArgumentError(
+            "bijectors",
+            "bijectors: an expfam family samples in its own support; bijectors are for the Gaussian families",
         )
     guide = ExpFamilyGuide(family)
     if init_params is not None:
@@ -387,9 +398,10 @@ def make_guide(
         check_structures("family", draw, init_params, "init_params")
         for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(draw), jax.tree_util.tree_leaves(init_params)):
             if tuple(a.shape) != tuple(np.shape(b)):
-                raise ValueError(
+                raise ArgumentError(
+                    "family",
                     f"family: the draw for {_path(path)} has shape {tuple(a.shape)}, but init_params "
-                    f"has {tuple(np.shape(b))}"
+                    f"has {tuple(np.shape(b))}",
                 )
     return guide
 
@@ -428,7 +440,11 @@ def auto_family(target: Target, *, init_scale: float = 0.1) -> dict:
         'Gamma'
     """
     if not isinstance(target, Target):
-        raise ValueError(f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {target!r}")
+        raise ArgumentError(
+            "target",
+            f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {target!r}",
+            value=target,
+        )
     s = check_scalar("init_scale", init_scale, low=0.0)
     start = target.constrain(target.init_params)
     conc = 1.0 / (s * s)

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from vijax._validate import check_choice, check_int, check_key, check_scalar
+from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_scalar
 from vijax.inference import _extras
 from vijax.inference._bbvi import as_top_level_api as bbvi
 from vijax.inference.base import VIAlgorithm
@@ -162,21 +162,29 @@ def bayesian_last_layer(
     check_choice("family", family, KINDS)
     if likelihood == "categorical":
         if num_classes is None:
-            raise ValueError("num_classes: the categorical likelihood needs the number of classes K >= 2")
+            raise ArgumentError(
+                "num_classes", "num_classes: the categorical likelihood needs the number of classes K >= 2"
+            )
         k = check_int("num_classes", num_classes, minimum=2)
     elif num_classes is not None:
-        raise ValueError(f"num_classes is only taken by the categorical likelihood, not {likelihood!r}")
+        raise ArgumentError(
+            "num_classes", f"num_classes is only taken by the categorical likelihood, not {likelihood!r}"
+        )
     noise_scale = check_scalar("noise_scale", noise_scale, low=0.0)
     prior_scale = check_scalar("prior_scale", prior_scale, low=0.0)
     if not isinstance(net, Network):
-        raise ValueError(f"net must be a vijax.models.Network (apply, params), got {type(net).__name__}")
+        raise ArgumentError("net", f"net must be a vijax.models.Network (apply, params), got {type(net).__name__}")
     try:
         out = jax.eval_shape(net.apply, net.params, example)
     except Exception as err:  # the user's function failed on a datum of this shape
-        raise ValueError(f"net: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}") from err
+        raise ArgumentError(
+            "net", f"net: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}"
+        ) from err
     if num_features is None:
         if not hasattr(out, "shape") or len(out.shape) != 1:
-            raise ValueError(f"net must map one datum to a vector of features, got {jax.tree.map(jnp.shape, out)}")
+            raise ArgumentError(
+                "net", f"net must map one datum to a vector of features, got {jax.tree.map(jnp.shape, out)}"
+            )
         num_features = out.shape[0]
     f = check_int("num_features", num_features)
     check_network(net, example, (f,), "net")

@@ -50,7 +50,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._validate import check_choice, check_int, check_key, is_tracer
+from vijax._validate import ArgumentError, check_choice, check_int, check_key, is_tracer
 from vijax.inference import schedules
 from vijax.interop import Target
 from vijax.models import filter_jit
@@ -162,7 +162,9 @@ def init(
         mean = jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), family, is_leaf=expfam.is_family)
         val = float(jax.jit(joint)(mean, batch))
         if not np.isfinite(val):
-            raise ValueError(f"log_density is not finite ({val}) at the mean of the initial q (family)")
+            raise ArgumentError(
+                "log_density", f"log_density is not finite ({val}) at the mean of the initial q (family)"
+            )
     if joint is not None and log_density is not None:
         _check_gradient(key, batch, family, joint, log_density, has_prior)
     zero = jnp.zeros((), jnp.int32)
@@ -300,9 +302,15 @@ def as_top_level_api(
         if family is None:
             family = auto_family(target)
     if not callable(log_density):
-        raise ValueError(f"log_density must be a function (z, batch) -> scalar, got {log_density!r}")
+        raise ArgumentError(
+            "log_density",
+            f"log_density must be a function (z, batch) -> scalar, got {log_density!r}",
+            value=log_density,
+        )
     if family is None:
-        raise ValueError("family: the initial q (a pytree of vijax.expfam families) is needed with a log-density")
+        raise ArgumentError(
+            "family", "family: the initial q (a pytree of vijax.expfam families) is needed with a log-density"
+        )
     expfam.check_invertible(family)
     if target is not None:  # q's draws must be the target's constrained sites
         draw = jax.eval_shape(lambda k: expfam.reparam_sample(family, k), jax.random.PRNGKey(0))
@@ -310,7 +318,9 @@ def as_top_level_api(
     fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
     for f in fams:
         if not bool(np.all(np.asarray(f.is_valid()))):
-            raise ValueError(f"family: the initial {type(f).__name__} has natural parameters outside its domain")
+            raise ArgumentError(
+                "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
+            )
     gaussian = all(type(f) is expfam.Normal for f in fams) or (
         len(fams) == 1 and type(fams[0]) is expfam.MultivariateNormal and fams[0].batch_shape == ()
     )
@@ -318,21 +328,25 @@ def as_top_level_api(
         "gradient", ("hessian" if gaussian else "reparam") if gradient is None else gradient, GRADIENTS
     )
     if gradient == "hessian" and not gaussian:
-        raise ValueError(
+        raise ArgumentError(
+            "gradient",
             "gradient='hessian' needs q to be a pytree of Normal families or one MultivariateNormal; "
-            f"got {[type(f).__name__ for f in fams]}"
+            f"got {[type(f).__name__ for f in fams]}",
         )
     num_samples = check_int("num_samples", num_samples)
     if num_data is not None:
         num_data = check_int("num_data", num_data)
     if prior is not None:
         if log_prior is not None:
-            raise ValueError("prior (whose natural parameters enter the update) and log_prior are exclusive")
+            raise ArgumentError(
+                "prior", "prior (whose natural parameters enter the update) and log_prior are exclusive"
+            )
         check_structures("prior", prior, family, "family", is_leaf=expfam.is_family)
         for p, f in zip(jax.tree_util.tree_leaves(prior, is_leaf=expfam.is_family), fams):
             if type(p) is not type(f):
-                raise ValueError(
-                    f"prior: a {type(p).__name__} where q has a {type(f).__name__}; the prior must be in q's family"
+                raise ArgumentError(
+                    "prior",
+                    f"prior: a {type(p).__name__} where q has a {type(f).__name__}; the prior must be in q's family",
                 )
         check_shapes("prior", prior, family, "family")  # its natural parameters enter q's update
     sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(0.5, tau=1.0, kappa=0.7))

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vijax._validate import check_int, check_key, check_scalar
+from vijax._validate import ArgumentError, check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
 from vijax.models import ParamsModel
@@ -107,8 +107,9 @@ def make_optimizer(
         learning_rate = DEFAULT_LEARNING_RATES[name]
     if callable(learning_rate):
         if name in ("sgd", "adadelta"):
-            raise ValueError(
-                f"{rate_name}: optimizer {name!r} takes a number (its own decay is built in), got {learning_rate!r}"
+            raise ArgumentError(
+                rate_name,
+                f"{rate_name}: optimizer {name!r} takes a number (its own decay is built in), got {learning_rate!r}",
             )
     else:
         check_scalar(rate_name, learning_rate, low=0.0, high=None)
@@ -153,8 +154,10 @@ def resolve_optimizer(
     if isinstance(optimizer, str):
         return make_optimizer(optimizer, schedule, rate_name="schedule", **hyper)
     if not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(
-            f"optimizer must be a name in {OPTIMIZERS} or an optax.GradientTransformation, got {optimizer!r}"
+        raise ArgumentError(
+            "optimizer",
+            f"optimizer must be a name in {OPTIMIZERS} or an optax.GradientTransformation, got {optimizer!r}",
+            value=optimizer,
         )
     if hyper or schedule is not None:
         given = sorted(hyper) + (["schedule"] if schedule is not None else [])

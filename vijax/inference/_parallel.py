@@ -37,7 +37,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from vijax._validate import batch_size
+from vijax._validate import ArgumentError, batch_size
 from vijax.inference.base import check_protocol
 from vijax.models import ConditionallyConjugateModel, LocalResult
 from vijax.types import PRNGKey
@@ -141,11 +141,11 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
         True
     """
     if isinstance(model, DataParallel):
-        raise ValueError("model is already data_parallel")
+        raise ArgumentError("model", "model is already data_parallel")
     check_protocol(model, ConditionallyConjugateModel, "data_parallel")
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
-        raise ValueError("devices must name at least one device")
+        raise ArgumentError("devices", "devices must name at least one device")
     if not isinstance(axis_name, str) or not axis_name:
-        raise ValueError(f"axis_name must be a non-empty string, got {axis_name!r}")
+        raise ArgumentError("axis_name", f"axis_name must be a non-empty string, got {axis_name!r}", value=axis_name)
     return DataParallel(model, Mesh(np.array(devices), (axis_name,)), axis_name)

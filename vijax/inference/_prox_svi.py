@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_choice, check_int, check_key
+from vijax._validate import ArgumentError, check_choice, check_int, check_key
 from vijax.inference._conjugate import float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
 from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
@@ -162,10 +162,11 @@ def as_top_level_api(
     if not isinstance(model, GradientProxModel) and (
         divergence == "euclidean" or not isinstance(model, StructuredProxModel)
     ):
-        raise ValueError(
+        raise ArgumentError(
+            "divergence",
             f"divergence={divergence!r} needs model.prior and model.loglik_grad (a GradientProxModel)"
             f"{'' if divergence == 'euclidean' else ' or model.prox_update (a StructuredProxModel)'}; "
-            f"{type(model).__name__} has none"
+            f"{type(model).__name__} has none",
         )
     return VIAlgorithm(
         init=bind_settings(init, model=model),

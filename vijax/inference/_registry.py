@@ -27,6 +27,7 @@ from vijax.inference._prox_svi import prox_svi
 from vijax.inference._ssvi import ssvi, ssvi_a
 from vijax.inference._svi import svi
 from vijax.inference.base import VIAlgorithm
+from vijax._validate import ArgumentError
 
 
 class AlgorithmSpec(NamedTuple):
@@ -81,7 +82,7 @@ def register_algorithm(
       settings: only to restrict the signature's settings (None: all of them).
     """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
+        raise ArgumentError("name", f"name must be a non-empty string, got {name!r}", value=name)
     found, takes_schedule = factory_settings(factory)
     ALGORITHMS[name] = AlgorithmSpec(
         factory, found if settings is None else tuple(settings), takes_schedule, description

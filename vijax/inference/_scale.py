@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from vijax._validate import ValueCheck, batch_size, enforce_value_checks, is_tracer
+from vijax._validate import ArgumentError, ValueCheck, batch_size, enforce_value_checks, is_tracer
 from vijax.types import Array, PyTree
 from vijax.models import PaddedBatchModel
 
@@ -45,9 +45,10 @@ def check_num_data(num_data: int, model, batch: PyTree, count=None) -> None:
     if rows is None:
         s = batch_size(batch)
         if s > num_data:
-            raise ValueError(
+            raise ArgumentError(
+                "num_data",
                 f"num_data = {num_data} is smaller than the batch's {s} data points (its leading size): "
-                "num_data is N, the number of data points the minibatches are drawn from"
+                "num_data is N, the number of data points the minibatches are drawn from",
             )
         return
     values = jnp.cumsum(rows.astype(jnp.int32))  # the ordinal of each present row

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_key, check_scalar
+from vijax._validate import ArgumentError, check_key, check_scalar
 from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
 from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
@@ -204,9 +204,10 @@ def as_top_level_api(
     if hyper_step is not None:
         hyper_step = check_scalar("hyper_step", hyper_step, low=0.0, high=None)
         if not isinstance(model, HyperparameterModel):
-            raise ValueError(
+            raise ArgumentError(
+                "hyper_step",
                 f"hyper_step needs a model with hyperparameters (a HyperparameterModel); "
-                f"{type(model).__name__} does not offer hyperparameters() and hyper_objective()"
+                f"{type(model).__name__} does not offer hyperparameters() and hyper_objective()",
             )
     return VIAlgorithm(
         init=bind_settings(init, model=model, learn_hyper=hyper_step is not None),

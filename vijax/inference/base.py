@@ -15,24 +15,25 @@ from __future__ import annotations
 
 import functools
 import types
-import inspect
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import checkify
 
 from vijax._validate import (
+    ArgumentError,
     NestedValueCheck,
+    check_bool,
     check_key,
     collecting_checks,
-    enforce_value_checks,
     functional_value_checks,
     is_tracer,
     raise_check_error,
     raise_collected,
     value_checks,
 )
+from vijax.models import check_step_batch
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -71,62 +72,14 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
     runtime-checkable ``typing.Protocol``), naming the members it lacks."""
     if not isinstance(model, protocol):
         missing = [m for m in protocol_members(protocol) if not hasattr(model, m)]
-        raise ValueError(
+        raise ArgumentError(
+            algorithm,
             f"{algorithm} needs a {protocol.__name__}: {type(model).__name__} offers no "
-            f"{', '.join(missing) or 'member of it'}"
+            f"{', '.join(missing) or 'member of it'}",
         )
 
 
-_CONCRETE_ONLY = (
-    jax.errors.TracerArrayConversionError,
-    jax.errors.ConcretizationTypeError,
-    jax.errors.TracerBoolConversionError,
-    jax.errors.TracerIntegerConversionError,
-)
-
-
-def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
-    """The checks every public ``step`` runs on its batch (docs/design.md, "Checked steps"):
-
-    - shapes and dtypes, at trace time (so also under the caller's ``jit``): ``model.check_data``
-      run on the batch's abstract values (``jax.eval_shape``), so that only its shape and dtype
-      checks run, never a host copy of the data;
-    - values: ``model.batch_checks(batch)`` (a list of ``vijax._validate.ValueCheck``) enforced by
-      ``enforce_value_checks`` with the step number ``count + 1``: a ValueError at once for a
-      concrete batch, an error from inside the compiled step for a traced one; off under
-      ``vijax.inference.value_checks(False)``. Traced, a good batch costs one fused reduction per
-      check (a check covered by another, none); ``batch_checks`` runs again, inside a ``lax.cond``,
-      only to locate a failure.
-
-    Every batch must be a pytree of numeric arrays (strings and object arrays are refused, naming
-    ``batch``). A model without ``check_data`` / ``batch_checks`` (a plain log-density) is not
-    checked further; a
-    ``check_data`` that only works on concrete arrays (it converts the batch to NumPy) runs on a
-    concrete batch as it is, and is skipped on a traced one.
-    """
-    for leaf in jax.tree_util.tree_leaves(batch):  # also for a plain log-density's batch
-        kind = getattr(getattr(leaf, "dtype", None), "kind", None)
-        if isinstance(leaf, (str, bytes)) or kind in ("U", "S", "O"):  # (ml_dtypes such as bfloat16 are "V")
-            what = type(leaf).__name__ if kind is None else f"an array of dtype {leaf.dtype}"
-            raise ValueError(f"batch must be a pytree of numeric arrays, got {what}")
-    check_data = getattr(model, "check_data", None)
-    if check_data is not None:
-        named = "name" in inspect.signature(check_data).parameters  # a model whose errors name the argument
-        run_check = (lambda b: check_data(b, "batch")) if named else check_data
-        try:
-            jax.eval_shape(lambda b: (run_check(b), jnp.zeros(()))[1], batch)
-        except _CONCRETE_ONLY:  # a check_data written for concrete arrays only (a user's model)
-            if not any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(batch)):
-                run_check(batch)
-        except TypeError as e:
-            raise ValueError(f"batch must be a pytree of numeric arrays, got {type(batch).__name__} ({e})") from None
-    batch_checks = getattr(model, "batch_checks", None)
-    if batch_checks is not None:
-        # built again where a traced failure is located: a good step costs one fused pass per check
-        enforce_value_checks(lambda: batch_checks(batch), count)
-
-
-def jit_step(step: Callable, *, check_values: Optional[bool] = None, **jit_kwargs) -> Callable:
+def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Callable:
     """``jax.jit(step)`` whose batch value checks come back as outputs of the program instead of
     host callbacks: a bad batch still raises the step's ValueError (naming the value, its position
     and the step), and the compiled program holds no host callback, so that JAX's persistent
@@ -160,9 +113,9 @@ def jit_step(step: Callable, *, check_values: Optional[bool] = None, **jit_kwarg
       step: any function whose checks are ``check_step_batch``'s (an algorithm's ``step``, or a
         function calling it).
       check_values: whether the compiled step checks the values of its batches (the shape and
-        dtype checks always run); None follows ``vijax.inference.value_checks`` where the step is
-        first traced. An argument, so that one program's setting does not depend on the state of
-        the process (the runner passes ``RunConfig.check_values``).
+        dtype checks always run). An argument, so that a program's checks never depend on the
+        state of the process (the runner passes ``RunConfig.check_values``); a step made by
+        :func:`with_value_checks` keeps its own setting.
       **jit_kwargs: passed to ``jax.jit`` (e.g. ``donate_argnums``).
 
     Returns:
@@ -220,12 +173,12 @@ def jit_step(step: Callable, *, check_values: Optional[bool] = None, **jit_kwarg
         mode.append("checkify")
         return lowered
 
+    check_values = check_bool("check_values", check_values)
+
     @functools.wraps(step)
     def call(*args, **kwargs):
-        if check_values is not None:
-            with value_checks(check_values):  # read where the programs are traced
-                return _call(*args, **kwargs)
-        return _call(*args, **kwargs)
+        with value_checks(check_values):  # read where the programs are traced
+            return _call(*args, **kwargs)
 
     def _call(*args, **kwargs):
         if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):  # under the caller's transformation
@@ -242,10 +195,8 @@ def jit_step(step: Callable, *, check_values: Optional[bool] = None, **jit_kwarg
         return out
 
     def lower(*args, **kwargs):
-        if check_values is not None:
-            with value_checks(check_values):
-                return _lower(*args, **kwargs)
-        return _lower(*args, **kwargs)
+        with value_checks(check_values):
+            return _lower(*args, **kwargs)
 
     def _lower(*args, **kwargs):
         lowered = choose(*args, **kwargs)
@@ -256,6 +207,41 @@ def jit_step(step: Callable, *, check_values: Optional[bool] = None, **jit_kwarg
         mode[0] if mode else None
     )  # "collected", "checkify" or "plain"; None before the first call
     return call
+
+
+def _step_with_value_checks(*args, inner: Callable, enabled: bool, **kwargs):
+    with value_checks(enabled):  # read while the inner step is traced
+        return inner(*args, **kwargs)
+
+
+def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
+    """``alg`` whose step checks the values of its batches or not (``enabled``), wherever it is
+    traced (a user's ``jax.jit``, ``vmap`` or ``lax.scan``, ``jit_step``, the runner): the switch is
+    this argument, part of the algorithm, not a setting of the process. Shape and dtype checks
+    always run. Off, a step costs no pass over its batch for the checks, and a bad value gives
+    whatever the model's math gives (a NaN step is still rejected by the step's finite-state
+    check).
+
+    Examples:
+        >>> import jax, numpy as np
+        >>> from vijax.inference import cavi, with_value_checks
+        >>> from vijax.models import DiagonalGMM
+        >>> x = np.random.default_rng(0).normal(size=(20, 1))
+        >>> alg = cavi(DiagonalGMM.from_data(x, num_components=2))
+        >>> bad = x.copy()
+        >>> bad[3, 0] = np.nan
+        >>> state = alg.init(jax.random.PRNGKey(0), x)
+        >>> alg.step(state, bad, jax.random.PRNGKey(1))
+        Traceback (most recent call last):
+        ...
+        ValueError: batch x nan at [3, 0] is not a finite number (in step 1)
+        >>> unchecked = with_value_checks(alg, False)
+        >>> state, info = unchecked.step(state, bad, jax.random.PRNGKey(1))
+        >>> bool(info.accepted)
+        False
+    """
+    enabled = check_bool("enabled", enabled)
+    return alg._replace(step=bind_settings(_step_with_value_checks, inner=alg.step, enabled=enabled))
 
 
 def init_from(alg: VIAlgorithm, q_global: PyTree, key: PRNGKey, batch: PyTree = None) -> PyTree:
@@ -282,12 +268,13 @@ def init_from(alg: VIAlgorithm, q_global: PyTree, key: PRNGKey, batch: PyTree = 
     want = jax.tree_util.tree_structure(state.q_global)
     got = jax.tree_util.tree_structure(q_global)
     if want != got:
-        raise ValueError(f"q_global must be structured as this algorithm's q ({want}), got {got}")
+        raise ArgumentError("q_global", f"q_global must be structured as this algorithm's q ({want}), got {got}")
     for a, b in zip(jax.tree_util.tree_leaves(state.q_global), jax.tree_util.tree_leaves(q_global)):
         if jnp.shape(a) != jnp.shape(b) or jnp.result_type(a) != jnp.result_type(b):
-            raise ValueError(
+            raise ArgumentError(
+                "q_global",
                 f"q_global must have this algorithm's shapes and dtypes: a leaf is {jnp.result_type(b)} "
-                f"{jnp.shape(b)} where the algorithm's q has {jnp.result_type(a)} {jnp.shape(a)}"
+                f"{jnp.shape(b)} where the algorithm's q has {jnp.result_type(a)} {jnp.shape(a)}",
             )
     return state._replace(q_global=q_global)
 
@@ -407,6 +394,7 @@ __all__ = [
     "bind_settings",
     "checked_step",
     "jit_step",
+    "with_value_checks",
     "protocol_members",
     "safe_increment",
 ]

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_bool, check_int, check_key, check_scalar
+from vijax._validate import ArgumentError, check_bool, check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.inference.schedules import as_schedule
@@ -178,7 +178,9 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
     from vijax.models import LDA
 
     if not isinstance(model, LDA):
-        raise ValueError(f"model must be a vijax.models.LDA (SGRLD here is LDA's sampler), got {type(model).__name__}")
+        raise ArgumentError(
+            "model", f"model must be a vijax.models.LDA (SGRLD here is LDA's sampler), got {type(model).__name__}"
+        )
     num_data = check_int("num_data", num_data)
     check_bool("ramp", ramp)
     schedule = as_schedule(schedule, default=sgrld_schedule(), upper=None)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax.interop._target import Site, Target, check_batch
+from vijax._validate import ArgumentError
 
 
 def _numpyro():
@@ -150,12 +151,12 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     from numpyro.infer.util import log_density, potential_energy, transform_fn
 
     if not callable(model):
-        raise ValueError(f"model must be a function of NumPyro primitives, got {model!r}")
+        raise ArgumentError("model", f"model must be a function of NumPyro primitives, got {model!r}", value=model)
     signature = inspect.signature(model)
     try:
         signature.bind(*args, **kwargs)
     except TypeError as err:
-        raise ValueError(f"model: it does not take these arguments: {err}") from err
+        raise ArgumentError("model", f"model: it does not take these arguments: {err}") from err
     named = tuple(n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     # one trace finds the sites, checks each as the model meets it, and applies the init strategy
@@ -169,7 +170,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         trace = handlers.trace(seeded).get_trace(*args, **kwargs)
     latent = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"]]
     if not latent:
-        raise ValueError("model: it has no latent sample site (every site is observed)")
+        raise ArgumentError("model", "model: it has no latent sample site (every site is observed)")
     transforms = {n: biject_to(trace[n]["fn"].support) for n in latent}
     sites = {}
     for n in latent:

@@ -11,15 +11,15 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
-from vijax._validate import check_key
+from vijax._validate import ArgumentError, check_key
 from vijax.interop._target import Target
 from vijax.types import Array, PRNGKey
 
 
 def _check_target(target: Any) -> Target:
     if not isinstance(target, Target) or target.bind is None:
-        raise ValueError(
-            f"target must be a target of vijax.from_numpyro or vijax.from_tfp, got {type(target).__name__}"
+        raise ArgumentError(
+            "target", f"target must be a target of vijax.from_numpyro or vijax.from_tfp, got {type(target).__name__}"
         )
     return target
 
@@ -29,33 +29,37 @@ def _flatten(target: Target, draws: Any) -> tuple[dict, tuple[int, ...]]:
     ``draws``: a dict holding every latent site of ``target``, each of shape (*lead, *site.shape)
     with the same ``lead``."""
     if not isinstance(draws, Mapping):
-        raise ValueError(
-            f"draws must be a dict of the target's latent sites (vijax.inference.sample), got {type(draws).__name__}"
+        raise ArgumentError(
+            "draws",
+            f"draws must be a dict of the target's latent sites (vijax.inference.sample), got {type(draws).__name__}",
         )
     for name in draws:
         if name not in target.sites:
-            raise ValueError(
-                f"draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(target.sites)}"
+            raise ArgumentError(
+                "draws", f"draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(target.sites)}"
             )
     lead = None
     flat = {}
     for name, site in target.sites.items():
         if name not in draws:
-            raise ValueError(f"draws: the latent site {name!r} has no draws; give every site of {list(target.sites)}")
+            raise ArgumentError(
+                "draws", f"draws: the latent site {name!r} has no draws; give every site of {list(target.sites)}"
+            )
         value = jnp.asarray(draws[name])
         k = value.ndim - len(site.shape)
         if k < 1 or tuple(value.shape[k:]) != site.shape:
-            raise ValueError(
+            raise ArgumentError(
+                "draws",
                 f"draws[{name!r}]: shape {value.shape}, expected (S, *{site.shape}) (draws on leading axes of the "
-                f"site's shape {site.shape})"
+                f"site's shape {site.shape})",
             )
         if lead is None:
             lead = tuple(value.shape[:k])
         elif tuple(value.shape[:k]) != lead:
-            raise ValueError(f"draws[{name!r}]: leading shape {value.shape[:k]}, other sites have {lead}")
+            raise ArgumentError("draws", f"draws[{name!r}]: leading shape {value.shape[:k]}, other sites have {lead}")
         flat[name] = value.reshape((-1,) + site.shape)
     if math.prod(lead) == 0:
-        raise ValueError("draws: no draws (a leading axis of size 0)")
+        raise ArgumentError("draws", "draws: no draws (a leading axis of size 0)")
     return flat, lead
 
 
@@ -106,7 +110,7 @@ def observed_data(target: Target, batch: Any = None) -> dict:
         trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
         values = {n: m["value"] for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
     if not values:
-        raise ValueError("target: the model has no observed site (no obs= value, no pinned part)")
+        raise ArgumentError("target", "target: the model has no observed site (no obs= value, no pinned part)")
     return values
 
 
@@ -225,13 +229,13 @@ def predictive(
 def _wanted(sites, known: tuple, observed: tuple) -> tuple:
     if sites is None:
         if not observed:
-            raise ValueError("sites: the model has no observed site to draw; name the sites to return")
+            raise ArgumentError("sites", "sites: the model has no observed site to draw; name the sites to return")
         return observed
     if isinstance(sites, str):
         sites = (sites,)
     for name in sites:
         if name not in known:
-            raise ValueError(f"sites: the model has no site {name!r}; its sites are {list(known)}")
+            raise ArgumentError("sites", f"sites: the model has no site {name!r}; its sites are {list(known)}")
     return tuple(sites)
 
 

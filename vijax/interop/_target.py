@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping, Optional
 import jax
 
 from vijax.types import Array, PyTree
+from vijax._validate import ArgumentError
 
 # the supports ``vijax.inference.auto_family`` matches to a family; every other support is "other"
 SUPPORTS = ("real", "positive", "unit_interval", "simplex", "other")
@@ -89,6 +90,11 @@ class Target:
         (``bbvi``'s and ``ngvi``'s steps call it at trace time)."""
         check_batch(batch, self.batch_keys, self.plates, name)
 
+    def batch_checks(self, batch: Any) -> list:
+        """No value checks: the values a user's model accepts are its own to check (its log-density
+        returns NaN or -inf for a value outside its support, which the step rejects)."""
+        return []
+
 
 def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str) -> dict:
     """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``)."""
@@ -97,29 +103,35 @@ def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str
     elif isinstance(batch, Mapping):
         data = dict(batch)
     else:
-        raise ValueError(
+        raise ArgumentError(
+            name,
             f"{name} must be None or a dict of the model's arguments (or observed values) and subsampled "
-            f"plates' indices, got {type(batch).__name__}"
+            f"plates' indices, got {type(batch).__name__}",
         )
     for key in data:
         if not isinstance(key, str):
-            raise ValueError(f"{name}: its keys must be strings (argument, observed site or plate names), got {key!r}")
+            raise ArgumentError(
+                name, f"{name}: its keys must be strings (argument, observed site or plate names), got {key!r}"
+            )
         if keys is not None and key not in keys and key not in plates:
-            raise ValueError(
+            raise ArgumentError(
+                name,
                 f"{name}[{key!r}]: the model has no such argument, observed site or subsampled plate; "
-                f"it takes {sorted(set(keys) | set(plates))}"
+                f"it takes {sorted(set(keys) | set(plates))}",
             )
     for plate, (size, sub) in plates.items():
         if plate not in data:
-            raise ValueError(
+            raise ArgumentError(
+                name,
                 f"{name}[{plate!r}]: the model's plate {plate!r} subsamples {sub} of {size}; give the "
-                f"minibatch's indices as {name}[{plate!r}] (an int array), so that the model scales by N / M"
+                f"minibatch's indices as {name}[{plate!r}] (an int array), so that the model scales by N / M",
             )
         idx = data[plate]
         if jax.numpy.ndim(idx) != 1 or not jax.numpy.issubdtype(jax.numpy.result_type(idx), jax.numpy.integer):
-            raise ValueError(
+            raise ArgumentError(
+                name,
                 f"{name}[{plate!r}]: the plate's indices must be a 1-d int array, got shape "
-                f"{jax.numpy.shape(idx)} dtype {jax.numpy.result_type(idx)}"
+                f"{jax.numpy.shape(idx)} dtype {jax.numpy.result_type(idx)}",
             )
     return data
 

@@ -14,6 +14,7 @@ import numpy as np
 from vijax.types import tfp_jax
 
 from vijax.interop._target import Site, Target, check_batch
+from vijax._validate import ArgumentError
 
 NUM_INIT_DRAWS = 15  # the prior draws whose unconstrained median is the starting point (as init_to_median)
 
@@ -26,9 +27,10 @@ def _names(joint_dist) -> tuple[str, ...]:
     dtype = joint_dist.dtype
     if isinstance(dtype, Mapping) or hasattr(dtype, "_asdict"):
         return tuple(_as_dict(dtype))
-    raise ValueError(
+    raise ArgumentError(
+        "joint_dist",
         "joint_dist: its parts have no names (a JointDistributionSequential's list); use "
-        "JointDistributionNamed, or a JointDistributionCoroutine whose distributions have name=..."
+        "JointDistributionNamed, or a JointDistributionCoroutine whose distributions have name=...",
     )
 
 
@@ -111,17 +113,21 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     """
     tfd = tfp_jax().distributions
     if not isinstance(joint_dist, tfd.JointDistribution):
-        raise ValueError(
-            f"joint_dist must be a tfp.distributions.JointDistribution (JAX substrate), got {joint_dist!r}"
+        raise ArgumentError(
+            "joint_dist",
+            f"joint_dist must be a tfp.distributions.JointDistribution (JAX substrate), got {joint_dist!r}",
+            value=joint_dist,
         )
     names = _names(joint_dist)
     observed = dict(observed or {})
     for name in observed:
         if name not in names:
-            raise ValueError(f"observed[{name!r}]: the joint has no part {name!r}; its parts are {list(names)}")
+            raise ArgumentError(
+                "observed", f"observed[{name!r}]: the joint has no part {name!r}; its parts are {list(names)}"
+            )
     latent = [n for n in names if n not in observed]
     if not latent:
-        raise ValueError("observed: every part of the joint is observed; there is nothing to fit")
+        raise ArgumentError("observed", "observed: every part of the joint is observed; there is nothing to fit")
     dtypes = _as_dict(joint_dist.dtype)
     for name in latent:
         if not np.issubdtype(np.dtype(dtypes[name]), np.floating):
@@ -179,7 +185,9 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     init_params = {n: jnp.median(u_draws[n], axis=0) for n in latent}
     out = jax.eval_shape(log_density, init_params)
     if out.shape != ():
-        raise ValueError(f"joint_dist: its log_prob has batch shape {out.shape}; vijax needs a scalar log-joint")
+        raise ArgumentError(
+            "joint_dist", f"joint_dist: its log_prob has batch shape {out.shape}; vijax needs a scalar log-joint"
+        )
     return Target(
         log_prob=log_prob,
         log_density=log_density,

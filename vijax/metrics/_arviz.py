@@ -10,6 +10,7 @@ import numpy as np
 
 from vijax.expfam import is_family
 from vijax.types import PRNGKey, PyTree
+from vijax._validate import ArgumentError
 
 
 def _path_name(path) -> str:
@@ -65,7 +66,8 @@ def to_arviz(
     With ``target`` (``vijax.from_numpyro``, ``vijax.from_tfp``), ``q_or_draws`` is the draws of
     the target's latent sites (``vijax.inference.sample(alg, state, key, S)``; of restarts, each
     site with leading axes (C, S): C chains) and the result holds, under the model's site names, the
-    groups ``posterior``, ``posterior_predictive`` (``vijax.predictive`` with ``key``),
+    groups ``posterior`` (the draws, and a NumPyro model's deterministic sites computed from them),
+    ``posterior_predictive`` (``vijax.predictive`` with ``key``),
     ``log_likelihood`` (``vijax.interop.log_likelihood``) and ``observed_data``, with dims
     (chain, draw, ...), a NumPyro plate's axes named after the plate (``vijax.interop.site_dims``),
     so that ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work as on a NumPyro MCMC
@@ -118,13 +120,13 @@ def to_arviz(
     if target is not None:
         return _target_inference_data(q_or_draws, key, target, batch, names, num_draws, num_chains, log_weights)
     if batch is not None:
-        raise ValueError("batch: taken with a target only (the target's data for the predictive draws)")
+        raise ArgumentError("batch", "batch: taken with a target only (the target's data for the predictive draws)")
     leaf_names, leaves = _leaves(q_or_draws)
     if not leaves:
-        raise ValueError("q_or_draws holds no families and no arrays")
+        raise ArgumentError("q_or_draws", "q_or_draws holds no families and no arrays")
     if any(is_family(leaf) for leaf in leaves):
         if key is None:
-            raise ValueError("key: a PRNG key is needed to draw from the families of q_or_draws")
+            raise ArgumentError("key", "key: a PRNG key is needed to draw from the families of q_or_draws")
         check_int("num_draws", num_draws)
         keys = jax.random.split(key, len(leaves))
         draws = [
@@ -135,23 +137,24 @@ def to_arviz(
         draws = [np.asarray(leaf) for leaf in leaves]
     sizes = {d.shape[0] if d.ndim else None for d in draws}
     if len(sizes) != 1 or None in sizes:
-        raise ValueError(
-            f"q_or_draws: every leaf needs the same leading number of draws, got {sorted(map(str, sizes))}"
+        raise ArgumentError(
+            "q_or_draws",
+            f"q_or_draws: every leaf needs the same leading number of draws, got {sorted(map(str, sizes))}",
         )
     s = sizes.pop()
     if s == 0:
-        raise ValueError("q_or_draws holds no draws (S = 0)")
+        raise ArgumentError("q_or_draws", "q_or_draws holds no draws (S = 0)")
     if names is not None:
         names = list(names)
         if len(names) != len(draws):
-            raise ValueError(f"names: {len(draws)} variables, got {len(names)} names")
+            raise ArgumentError("names", f"names: {len(draws)} variables, got {len(names)} names")
         leaf_names = names
     for name, d in zip(leaf_names, draws):
         if np.issubdtype(d.dtype, np.inexact) and not np.all(np.isfinite(d)):
-            raise ValueError(f"q_or_draws: the draws of {name!r} have NaN or infinite entries")
+            raise ArgumentError("q_or_draws", f"q_or_draws: the draws of {name!r} have NaN or infinite entries")
     check_int("num_chains", num_chains)
     if s % num_chains:
-        raise ValueError(f"num_chains={num_chains} must divide the number of draws {s}")
+        raise ArgumentError("num_chains", f"num_chains={num_chains} must divide the number of draws {s}")
     az = _import_arviz()  # deferred (slow to import) until the arguments are checked
 
     shape = lambda a: a.reshape((num_chains, s // num_chains) + a.shape[1:])
@@ -169,7 +172,7 @@ def _with_log_weights(az, groups: dict, log_weights: Any, chains_draws: tuple[in
     s = chains_draws[0] * chains_draws[1]
     lw = np.asarray(log_weights, np.float64)
     if lw.shape not in ((s,), chains_draws):
-        raise ValueError(f"log_weights must have one value per draw, shape ({s},), got {lw.shape}")
+        raise ArgumentError("log_weights", f"log_weights must have one value per draw, shape ({s},), got {lw.shape}")
     lw = lw.reshape(-1)
     result = psis(lw)
     shape = lambda a: a.reshape(chains_draws)  # noqa: E731
@@ -187,17 +190,21 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
     from vijax.interop import Target, log_likelihood, observed_data, predictive, site_dims
 
     if not isinstance(target, Target):
-        raise ValueError(
-            f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {type(target).__name__}"
+        raise ArgumentError(
+            "target",
+            f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {type(target).__name__}",
         )
     if names is not None:
-        raise ValueError("names: with a target the variables are named after the model's sites; give no names")
+        raise ArgumentError(
+            "names", "names: with a target the variables are named after the model's sites; give no names"
+        )
     if num_draws != 1000:
-        raise ValueError(
-            "num_draws: with a target q_or_draws holds the draws (vijax.inference.sample); give no num_draws"
+        raise ArgumentError(
+            "num_draws",
+            "num_draws: with a target q_or_draws holds the draws (vijax.inference.sample); give no num_draws",
         )
     if key is None:
-        raise ValueError("key: a PRNG key is needed for the posterior predictive draws")
+        raise ArgumentError("key", "key: a PRNG key is needed for the posterior predictive draws")
     if not isinstance(draws, dict) or any(is_family(v) for v in draws.values()):
         raise ValueError(
             "q_or_draws: with a target, a dict of draws of its latent sites (vijax.inference.sample(alg, state, key, S))"
@@ -230,24 +237,31 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
     if lead is None or 0 in lead:
         raise ValueError("q_or_draws holds no draws")
     if len(lead) == 2 and num_chains not in (1, lead[0]):
-        raise ValueError(f"num_chains={num_chains}: the draws hold {lead[0]} chains (leading axes {lead})")
+        raise ArgumentError(
+            "num_chains", f"num_chains={num_chains}: the draws hold {lead[0]} chains (leading axes {lead})"
+        )
     if len(lead) == 1:
         if lead[0] % num_chains:
-            raise ValueError(f"num_chains={num_chains} must divide the number of draws {lead[0]}")
+            raise ArgumentError("num_chains", f"num_chains={num_chains} must divide the number of draws {lead[0]}")
         lead = (num_chains, lead[0] // num_chains)
         arrays = {n: v.reshape(lead + v.shape[1:]) for n, v in arrays.items()}
     # the batch's checks are the interop functions'
     observed = observed_data(target, batch)
+    every_dims = site_dims(target, batch)
+    # a NumPyro model's deterministic sites (neither latent nor observed): functions of the draws,
+    # in the posterior group as az.from_numpyro puts them; drawn in the one predictive call
+    derived = tuple(n for n in every_dims if n not in target.sites and n not in observed)
+    drawn = predictive(target, arrays, key, batch, sites=tuple(observed) + derived)
     groups = {
-        "posterior": arrays,
-        "posterior_predictive": predictive(target, arrays, key, batch, sites=tuple(observed)),
+        "posterior": {**arrays, **{n: drawn[n] for n in derived}},
+        "posterior_predictive": {n: drawn[n] for n in observed},
         "log_likelihood": log_likelihood(target, arrays, batch),
         "observed_data": observed,
     }
     az = _import_arviz()
     groups = {g: {n: np.asarray(v) for n, v in d.items()} for g, d in groups.items()}
     # a NumPyro plate's axes named after the plate, as az.from_numpyro names them
-    dims = {n: list(d) for n, d in site_dims(target, batch).items() if n in arrays or n in observed}
+    dims = {n: list(d) for n, d in every_dims.items() if n in groups["posterior"] or n in observed}
     if log_weights is None:
         return az.from_dict(**groups, dims=dims)
     return _with_log_weights(az, {**groups, "dims": dims}, log_weights, lead)

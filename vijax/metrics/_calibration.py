@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from vijax._validate import check_int
+from vijax._validate import ArgumentError, check_int
 
 
 class Reliability(NamedTuple):
@@ -33,20 +33,22 @@ class Reliability(NamedTuple):
 def _confidence_and_correct(probs, labels):
     p, y = np.asarray(probs, np.float64), np.asarray(labels)
     if p.size and not np.all(np.isfinite(p)):
-        raise ValueError("probs has non-finite entries")
+        raise ArgumentError("probs", "probs has non-finite entries")
     if np.any(p < 0) or np.any(p > 1):
-        raise ValueError(f"probs must be probabilities in [0, 1], got entries from {p.min()} to {p.max()}")
+        raise ArgumentError("probs", f"probs must be probabilities in [0, 1], got entries from {p.min()} to {p.max()}")
     if p.ndim == 1:
         if p.shape != y.shape:
-            raise ValueError(f"labels must have the shape of probs {p.shape}, got {y.shape}")
+            raise ArgumentError("labels", f"labels must have the shape of probs {p.shape}, got {y.shape}")
         if not np.all((y == 0) | (y == 1)):
-            raise ValueError("labels must be 0 or 1 for binary probabilities P(y = 1)")
+            raise ArgumentError("labels", "labels must be 0 or 1 for binary probabilities P(y = 1)")
         pred = p > 0.5
         return np.where(pred, p, 1.0 - p), pred == (y == 1)
     if p.ndim != 2 or y.shape != (p.shape[0],) or p.shape[1] < 1:
-        raise ValueError(f"probs must be (N,) or (N, C) with labels (N,), got {p.shape} and {y.shape}")
+        raise ArgumentError("probs", f"probs must be (N,) or (N, C) with labels (N,), got {p.shape} and {y.shape}")
     if y.size and not (np.all(np.isfinite(y)) and np.all(y == np.round(y)) and y.min() >= 0 and y.max() < p.shape[1]):
-        raise ValueError(f"labels must be class indices in [0, {p.shape[1]}) for probs (N, C = {p.shape[1]})")
+        raise ArgumentError(
+            "labels", f"labels must be class indices in [0, {p.shape[1]}) for probs (N, C = {p.shape[1]})"
+        )
     pred = np.argmax(p, axis=1)
     return p[np.arange(p.shape[0]), pred], pred == y
 
@@ -56,7 +58,7 @@ def reliability(probs, labels, num_bins: int = 10) -> Reliability:
     num_bins = check_int("num_bins", num_bins)
     conf, correct = _confidence_and_correct(probs, labels)
     if conf.size == 0:
-        raise ValueError("probs must hold at least one prediction")
+        raise ArgumentError("probs", "probs must hold at least one prediction")
     edges = np.linspace(0.0, 1.0, num_bins + 1)
     idx = np.clip(np.searchsorted(edges, conf, side="right") - 1, 0, num_bins - 1)
     count = np.bincount(idx, minlength=num_bins)

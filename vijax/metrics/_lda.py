@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_finite, check_int, is_tracer
+from vijax._validate import ArgumentError, check_finite, check_int, is_tracer
 from vijax.models import filter_jit
 from vijax.types import Array, PRNGKey
 
@@ -160,11 +160,12 @@ def corpus_document_completion(model, q_global, observed, heldout, batch_docs: i
         without a token in a document whose observed part has one (nothing could be scored).
     """
     if observed.num_docs != heldout.num_docs:
-        raise ValueError(f"heldout has {heldout.num_docs} documents but observed has {observed.num_docs}")
+        raise ArgumentError("heldout", f"heldout has {heldout.num_docs} documents but observed has {observed.num_docs}")
     check_int("batch_docs", batch_docs)
     if heldout.num_tokens == 0:
-        raise ValueError(
-            f"heldout has no tokens: its {_docs(heldout.num_docs)} are all empty, so there is nothing to score"
+        raise ArgumentError(
+            "heldout",
+            f"heldout has no tokens: its {_docs(heldout.num_docs)} are all empty, so there is nothing to score",
         )
     _check_q(q_global)
     lp = nt = nd = ns = 0.0
@@ -177,8 +178,9 @@ def corpus_document_completion(model, q_global, observed, heldout, batch_docs: i
         nd += int(r.num_docs)
         ns += int(r.num_skipped) - (batch_docs - len(idx))  # padding rows are not documents
     if nt == 0:
-        raise ValueError(
+        raise ArgumentError(
+            "heldout",
             f"heldout has no tokens in a document whose observed part has tokens: all {_docs(ns)} were "
-            "skipped, so there is nothing to score"
+            "skipped, so there is nothing to score",
         )
     return DocumentCompletion(lp, nt, int(nd), int(ns))

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_data_array, check_int, is_tracer
+from vijax._validate import ArgumentError, check_data_array, check_int, is_tracer
 from vijax.models.bernoulli_mixture import map_assignments, mixture_log_prob
 from vijax.types import Array, PRNGKey
 
@@ -23,22 +23,22 @@ def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int 
     concrete; the ValueError names the argument."""
     w_shape, p_shape = np.shape(weights), np.shape(probs)
     if len(w_shape) != 1 or w_shape[0] < 1:
-        raise ValueError(f"{weights_name} must be (K,) with K >= 1 components, got shape {w_shape}")
+        raise ArgumentError(weights_name, f"{weights_name} must be (K,) with K >= 1 components, got shape {w_shape}")
     if len(p_shape) != 2 or p_shape[0] != w_shape[0] or p_shape[1] < 1:
-        raise ValueError(
-            f"{probs_name} must be (K, D) with the K = {w_shape[0]} of {weights_name}, got shape {p_shape}"
+        raise ArgumentError(
+            probs_name, f"{probs_name} must be (K, D) with the K = {w_shape[0]} of {weights_name}, got shape {p_shape}"
         )
     if dim is not None and p_shape[1] != dim:
-        raise ValueError(f"{probs_name} must have D = {dim} columns, got shape {p_shape}")
+        raise ArgumentError(probs_name, f"{probs_name} must have D = {dim} columns, got shape {p_shape}")
     if not is_tracer(weights):
         w = np.asarray(weights, np.float64)
         if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
-            raise ValueError(f"{weights_name} must be finite, >= 0 and not all 0, got {w}")
+            raise ArgumentError(weights_name, f"{weights_name} must be finite, >= 0 and not all 0, got {w}")
     if not is_tracer(probs):
         p = np.asarray(probs, np.float64)
         if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-            raise ValueError(
-                f"{probs_name} must be finite probabilities in [0, 1], got NaN, infinite or outside entries"
+            raise ArgumentError(
+                probs_name, f"{probs_name} must be finite probabilities in [0, 1], got NaN, infinite or outside entries"
             )
 
 
@@ -71,9 +71,9 @@ def count_distinct(z) -> int:
     """
     a = np.asarray(z)
     if a.size == 0:
-        raise ValueError(f"z is empty (shape {a.shape}): there are no labels to count")
+        raise ArgumentError("z", f"z is empty (shape {a.shape}): there are no labels to count")
     if np.issubdtype(a.dtype, np.floating) and np.isnan(a).any():
-        raise ValueError("z holds NaN labels")
+        raise ArgumentError("z", "z holds NaN labels")
     return int(np.unique(a).size)
 
 
@@ -160,9 +160,9 @@ def cluster_purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
         if z.ndim != 1 or z.size == 0 or not np.issubdtype(z.dtype, np.integer):
             raise ValueError(f"{name} must be a non-empty 1-D array of integer labels, got {z.dtype} {z.shape}")
     if z_hat.shape != z_true.shape:
-        raise ValueError(f"z_hat must have the shape of z_true {z_true.shape}, got {z_hat.shape}")
+        raise ArgumentError("z_hat", f"z_hat must have the shape of z_true {z_true.shape}, got {z_hat.shape}")
     if z_true.min() < 0:
-        raise ValueError(f"z_true must hold non-negative labels, got {z_true.min()}")
+        raise ArgumentError("z_true", f"z_true must hold non-negative labels, got {z_true.min()}")
     total = 0
     for c in np.unique(z_hat):
         total += np.bincount(z_true[z_hat == c]).max()

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import check_data_array, check_finite, check_scalar
+from vijax._validate import ArgumentError, check_data_array, check_finite, check_scalar
 
 
 def dictionary_correlations(true_w, est_w) -> np.ndarray:
@@ -33,7 +33,7 @@ def dictionary_correlations(true_w, est_w) -> np.ndarray:
         if x.shape[0] < 2 or x.shape[1] < 1:
             raise ValueError(f"{name} must be (F, K) with F >= 2 frequencies and K >= 1 columns, got shape {x.shape}")
     if b.shape[0] != a.shape[0]:
-        raise ValueError(f"est_w must have the F = {a.shape[0]} rows of true_w, got shape {b.shape}")
+        raise ArgumentError("est_w", f"est_w must have the F = {a.shape[0]} rows of true_w, got shape {b.shape}")
     a, b = a.astype(np.float64), b.astype(np.float64)
     a = a - a.mean(0)
     b = b - b.mean(0)
@@ -62,14 +62,16 @@ def gap_nmf_components_used(model, q, frames, min_share: float = 1e-3) -> int:
     y = np.asarray(frames)
     check_data_array("frames", y, 2)
     if (y < 0).any() or not (y > 0).any():
-        raise ValueError(f"frames must be non-negative with some positive entry, got min {y.min()} and max {y.max()}")
+        raise ArgumentError(
+            "frames", f"frames must be non-negative with some positive entry, got min {y.min()} and max {y.max()}"
+        )
     for leaf in jax.tree_util.tree_leaves(q):
         check_finite("q", leaf)
     check_scalar("min_share", min_share, low=0.0, include_low=True)
     stats = model.local_step(expfam.tree_mean_params(q), frames).suff_stats[1][0]  # (K,) sum_fn E z_fkn
     share = np.asarray(stats, np.float64) / float(np.sum(y, dtype=np.float64))
     if not np.all(np.isfinite(share)):
-        raise ValueError("q: the expected counts of its components are not finite (local step under q)")
+        raise ArgumentError("q", "q: the expected counts of its components are not finite (local step under q)")
     return int(np.sum(share >= min_share))
 
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_data_array, check_finite
+from vijax._validate import ArgumentError, check_data_array, check_finite
 
 
 def mean_log_predictive(model, q_global, x_test) -> float:
@@ -36,7 +36,7 @@ def mean_log_predictive(model, q_global, x_test) -> float:
     lp = np.asarray(model.log_predictive(q_global, jnp.asarray(x)), np.float64)
     if np.isnan(lp).any():
         i = int(np.argmax(np.isnan(lp.reshape(lp.shape[0], -1)).any(axis=1)))
-        raise ValueError(f"x_test[{i}]: the log predictive density under q_global is NaN")
+        raise ArgumentError("x_test", f"x_test[{i}]: the log predictive density under q_global is NaN")
     return float(np.mean(lp))
 
 
@@ -65,14 +65,19 @@ def match_components(true_means, fitted_means, fitted_weights=None, min_weight: 
     check_data_array("true_means", t, 2)
     check_data_array("fitted_means", f, 2)
     if f.shape[1] != t.shape[1]:
-        raise ValueError(f"fitted_means must have the D = {t.shape[1]} columns of true_means, got shape {f.shape}")
+        raise ArgumentError(
+            "fitted_means", f"fitted_means must have the D = {t.shape[1]} columns of true_means, got shape {f.shape}"
+        )
     if fitted_weights is None:
         keep = np.arange(f.shape[0])
     else:
         w = np.asarray(fitted_weights, np.float64)
         check_data_array("fitted_weights", w, 1)
         if w.shape != (f.shape[0],):
-            raise ValueError(f"fitted_weights must have one weight per fitted component ({f.shape[0]},), got {w.shape}")
+            raise ArgumentError(
+                "fitted_weights",
+                f"fitted_weights must have one weight per fitted component ({f.shape[0]},), got {w.shape}",
+            )
         check_finite("min_weight", min_weight)
         keep = np.flatnonzero(w >= min_weight)
     cost = np.linalg.norm(t[:, None, :] - f[keep][None, :, :], axis=-1)

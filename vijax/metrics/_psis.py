@@ -16,6 +16,7 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+from vijax._validate import ArgumentError
 
 KHAT_THRESHOLD = 0.7
 
@@ -64,9 +65,11 @@ def psis(log_weights) -> PSISResult:
     """
     lw = np.asarray(log_weights, dtype=np.float64)
     if lw.ndim != 1 or lw.shape[0] < 10:
-        raise ValueError(f"log_weights must have shape (S,) with S >= 10 draws, got {lw.shape}")
+        raise ArgumentError("log_weights", f"log_weights must have shape (S,) with S >= 10 draws, got {lw.shape}")
     if np.any(np.isnan(lw)) or np.any(lw == np.inf):
-        raise ValueError("log_weights has NaN or +inf entries: the log-density or log q is not finite at some draws")
+        raise ArgumentError(
+            "log_weights", "log_weights has NaN or +inf entries: the log-density or log q is not finite at some draws"
+        )
     psislw = _psislw()  # also for equal weights, so that a missing ArviZ shows on any input
     if np.ptp(lw) == 0.0:  # q proportional to the target: every weight equal, no tail to fit
         return PSISResult(-np.inf, float(lw.shape[0]), True, lw - np.log(lw.shape[0]) - lw[0])

@@ -6,7 +6,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from vijax._validate import check_data_array, check_int
+from vijax._validate import ArgumentError, check_data_array, check_int
 
 
 def _topics(name: str, x) -> np.ndarray:
@@ -14,7 +14,7 @@ def _topics(name: str, x) -> np.ndarray:
     a = np.asarray(x)
     check_data_array(name, a, 2)
     if a.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one word (V >= 1), got shape {a.shape}")
+        raise ArgumentError(name, f"{name} must have at least one word (V >= 1), got shape {a.shape}")
     return a.astype(np.float64)
 
 
@@ -40,7 +40,7 @@ def top_words(topics, vocab: Optional[Sequence[str]] = None, n: int = 10) -> lis
     """
     t = _topics("topics", topics)
     if vocab is not None and len(vocab) != t.shape[1]:
-        raise ValueError(f"vocab has {len(vocab)} words but topics have V = {t.shape[1]}")
+        raise ArgumentError("vocab", f"vocab has {len(vocab)} words but topics have V = {t.shape[1]}")
     n = min(check_int("n", n), t.shape[1])
     order = np.argsort(-t, axis=1, kind="stable")[:, :n]
     if vocab is None:
@@ -100,8 +100,9 @@ def topic_recovery(true_topics, fitted_topics) -> TopicRecovery:
     t = _topics("true_topics", true_topics)
     f = _topics("fitted_topics", fitted_topics)
     if t.shape[1] != f.shape[1]:
-        raise ValueError(
-            f"fitted_topics must have the same V = {t.shape[1]} columns as true_topics, got shape {f.shape}"
+        raise ArgumentError(
+            "fitted_topics",
+            f"fitted_topics must have the same V = {t.shape[1]} columns as true_topics, got shape {f.shape}",
         )
     sim = _unit_rows(t) @ _unit_rows(f).T  # (K_true, K_fit)
     rows, cols = linear_sum_assignment(sim, maximize=True)

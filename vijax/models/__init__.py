@@ -1,6 +1,16 @@
 """Models: priors, local steps, expected sufficient statistics, ELBOs and predictives."""
 
+from vijax._validate import (
+    ValueCheck,
+    finite_nonnegative,
+    finite_values,
+    ids_in_range,
+    values_in_interval,
+    values_in_set,
+)
+
 from vijax.models._base import (
+    BatchChecked,
     ConditionallyConjugateModel,
     EMModel,
     BlockedGlobalsModel,
@@ -11,6 +21,7 @@ from vijax.models._base import (
     conjugate_elbo_terms,
     kl_guard,
     conjugate_posterior,
+    check_step_batch,
 )
 from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
 from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_point_estimates
@@ -111,6 +122,14 @@ __all__ = [
     "structured_prox_update",
     "bernoulli_collapsed_gibbs",
     "bernoulli_gibbs_point_estimates",
+    "BatchChecked",
+    "check_step_batch",
+    "ValueCheck",
+    "finite_nonnegative",
+    "finite_values",
+    "ids_in_range",
+    "values_in_interval",
+    "values_in_set",
     "ConditionallyConjugateModel",
     "EMModel",
     "DiagonalGMM",

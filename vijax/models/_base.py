@@ -16,13 +16,14 @@ optimal q(beta) has natural parameters eta + sum_n E_q[s_n] (Blei et al. 2017, e
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
+from vijax._validate import ArgumentError, enforce_value_checks
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -42,7 +43,81 @@ class LocalResult(NamedTuple):
 
 
 @runtime_checkable
-class ConditionallyConjugateModel(Protocol):
+class BatchChecked(Protocol):
+    """How a model declares the checks of a step's batch: every protocol of a model that steps on
+    batches extends it, and an algorithm's step runs both (``vijax.inference.check_step_batch``),
+    the same way for a concrete batch and a traced one.
+
+    - ``check_data(batch)``: shapes and dtypes. At a step it runs on the batch's abstract values
+      (``jax.eval_shape``), so it must not read values (a ``TypeError`` names the model otherwise);
+      called on concrete data (``init``, ``from_data``) it may check values too.
+    - ``batch_checks(batch) -> list[vijax.models.ValueCheck]``: the value checks (ids in range,
+      counts non-negative, finite data), enforced eagerly or inside the compiled step with the step
+      number; an empty list where there are none.
+    """
+
+    def check_data(self, batch: PyTree) -> None:
+        """Raises an error naming the problem for a batch whose shapes or dtypes the model cannot take."""
+
+    def batch_checks(self, batch: PyTree) -> list:
+        """The value checks of a step's batch (``ValueCheck``s; possibly none)."""
+
+
+_CONCRETE_ONLY = (
+    jax.errors.TracerArrayConversionError,
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
+
+def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
+    """The checks every public ``step`` runs on its batch (docs/design.md, "Checked steps"), the
+    same way for a concrete batch and a traced one:
+
+    - every batch must be a pytree of numeric arrays (strings and object arrays are refused,
+      naming ``batch``);
+    - a model that declares its checks (:class:`vijax.models.BatchChecked`, which every protocol of
+      a model that steps on batches extends) has its ``check_data`` run on the batch's abstract
+      values (``jax.eval_shape``: shapes and dtypes, at trace time, never a host copy of the data)
+      and its ``batch_checks(batch)`` enforced by ``enforce_value_checks`` with the step number
+      ``count + 1``: a ValueError at once for a concrete batch, an error from inside the compiled
+      step for a traced one; off where the step is traced with ``check_values=False``
+      (``jit_step``, ``with_value_checks``, the runner's ``RunConfig.check_values``). Traced, a good
+      batch costs one fused reduction per check (a check covered by another, none);
+      ``batch_checks`` runs again, inside a ``lax.cond``, only to locate a failure.
+
+    Anything else (a plain log-density) is not checked further.
+
+    Raises:
+      TypeError: naming the model when its ``check_data`` reads values (it cannot run on abstract
+        values); value checks belong in ``batch_checks``.
+    """
+    for leaf in jax.tree_util.tree_leaves(batch):  # also for a plain log-density's batch
+        kind = getattr(getattr(leaf, "dtype", None), "kind", None)
+        if isinstance(leaf, (str, bytes)) or kind in ("U", "S", "O"):  # (ml_dtypes such as bfloat16 are "V")
+            what = type(leaf).__name__ if kind is None else f"an array of dtype {leaf.dtype}"
+            raise ArgumentError("batch", f"batch must be a pytree of numeric arrays, got {what}")
+    if not isinstance(model, BatchChecked):
+        return
+    try:
+        jax.eval_shape(lambda b: (model.check_data(b), jnp.zeros(()))[1], batch)
+    except _CONCRETE_ONLY as e:
+        raise TypeError(
+            f"{type(model).__name__}.check_data must check shapes and dtypes only: a step runs it on the "
+            "batch's abstract values (jax.eval_shape), concrete or traced; put value checks in "
+            f"batch_checks ({type(e).__name__})"
+        ) from None
+    except TypeError as e:
+        raise ArgumentError(
+            "batch", f"batch must be a pytree of numeric arrays, got {type(batch).__name__} ({e})"
+        ) from None
+    # built again where a traced failure is located: a good step costs one fused pass per check
+    enforce_value_checks(lambda: model.batch_checks(batch), count)
+
+
+@runtime_checkable
+class ConditionallyConjugateModel(BatchChecked, Protocol):
     """What CAVI, SVI and SSVI need from a model.
 
     Optional, for hyperparameter updates (``svi(..., hyper_step=...)``; Hoffman & Blei 2015, §2.6): a model
@@ -75,9 +150,6 @@ class ConditionallyConjugateModel(Protocol):
 
     def local_step(self, globals_view: PyTree, batch: PyTree, key: PRNGKey, method: str = "meanfield") -> LocalResult:
         """Local variational update given E_q[t(beta)] (or a sample's t(beta))."""
-
-    def check_data(self, batch: PyTree) -> None:
-        """Raises ValueError naming the problem for data the model cannot take."""
 
 
 @runtime_checkable
@@ -176,7 +248,7 @@ def entropy_of_probs(probs: Array, axis: int = -1) -> Array:
 
 
 @runtime_checkable
-class EMModel(Protocol):
+class EMModel(BatchChecked, Protocol):
     """What ``vijax.inference.em`` needs from a model: a point estimate theta of its parameters,
     an E-step and an M-step (Dempster, Laird and Rubin 1977; the tutorial *Raise your ELBO*, §EM).
 
@@ -201,6 +273,3 @@ class EMModel(Protocol):
 
     def log_prior(self, params: PyTree) -> Array:
         """log p(theta) up to a constant; 0 for maximum likelihood."""
-
-    def check_data(self, batch: PyTree) -> None:
-        """Raises ValueError naming the problem for data the model cannot take."""

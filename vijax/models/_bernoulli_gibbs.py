@@ -32,7 +32,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
-from vijax._validate import check_int, enforce_value_checks
+from vijax._validate import check_int
+from vijax.models._base import check_step_batch
 from vijax.types import Array, PRNGKey
 
 
@@ -156,9 +157,8 @@ def posterior_means(model, counts: Array, ones: Array) -> tuple[Array, Array]:
 def step(state: GibbsState, y: Array, key: PRNGKey, *, model, burn_in: int = 0) -> tuple[GibbsState, GibbsInfo]:
     """One sweep; its Rao-Blackwellized means are accumulated once ``burn_in`` sweeps (counting the
     first pass) are done. ``y`` is checked as every step checks its batch (docs/design.md, "Checked
-    steps"): its shape at trace time, its values (0 or 1) by ``enforce_value_checks``."""
-    jax.eval_shape(lambda b: (model.check_data(b), jnp.zeros(()))[1], y)  # shapes and dtypes only
-    enforce_value_checks(model.batch_checks(y), state.count)
+    steps", ``check_step_batch``): its shape at trace time, its values (0 or 1) by its value checks."""
+    check_step_batch(model, y, state.count)
     y = jnp.asarray(y).astype(state.ones.dtype)
     state = _sweep(state, y, key, model)
     keep = state.count > burn_in

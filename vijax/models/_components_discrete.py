@@ -14,6 +14,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import (
+    ArgumentError,
     check_data_array,
     check_data_dtype,
     check_float_dtype,
@@ -40,10 +41,10 @@ def check_binary(name: str, y: Any) -> None:
     if a.dtype == bool:
         return
     if not np.issubdtype(a.dtype, np.number):
-        raise ValueError(f"{name} must be numeric binary data (0/1), got dtype {a.dtype}")
+        raise ArgumentError(name, f"{name} must be numeric binary data (0/1), got dtype {a.dtype}")
     bad = ~((a == 0) | (a == 1))
     if np.any(bad):
-        raise ValueError(f"{name} must hold only 0 and 1 (binary data), got {a[bad].ravel()[0]!r}")
+        raise ArgumentError(name, f"{name} must hold only 0 and 1 (binary data), got {a[bad].ravel()[0]!r}")
 
 
 def bernoulli_log_lik(probs: Array, y: Array) -> Array:
@@ -119,7 +120,7 @@ class BetaBernoulli(Component):
 
     def check_shape(self, y: Array) -> None:
         if y.ndim != 2 or y.shape[1] != self.dim:
-            raise ValueError(f"y must have shape (N, {self.dim}), got {y.shape}")
+            raise ArgumentError("y", f"y must have shape (N, {self.dim}), got {y.shape}")
 
     def initial_q(self, key: PRNGKey, num: int, y: Array | None = None):
         """Each copy k seeded by one datum y_(k) chosen at random (with replacement when N < num):
@@ -183,16 +184,17 @@ class DirichletCategorical(Component):
         name = name or self.data_name
         shape = np.shape(x)
         if len(shape) != 1 or shape[0] < 1:
-            raise ValueError(f"{name} must be a non-empty array of symbols of shape (N,), got shape {shape}")
+            raise ArgumentError(name, f"{name} must be a non-empty array of symbols of shape (N,), got shape {shape}")
         check_data_dtype(name, x)
         dtype = x.dtype if is_tracer(x) else np.asarray(x).dtype
         if not jnp.issubdtype(dtype, jnp.integer):
-            raise ValueError(f"{name} must hold integer symbols, got dtype {dtype}")
+            raise ArgumentError(name, f"{name} must hold integer symbols, got dtype {dtype}")
         if not is_tracer(x):
             a = np.asarray(x)
             if np.any(a < 0) or np.any(a >= self.num_symbols):
-                raise ValueError(
-                    f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{a.min()}, {a.max()}]"
+                raise ArgumentError(
+                    name,
+                    f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{a.min()}, {a.max()}]",
                 )
 
     def batch_checks(self, x, name: str | None = None) -> list:
@@ -292,7 +294,7 @@ class GammaPoisson(Component):
         if not is_tracer(x):
             a = np.asarray(x)
             if np.any(a < 0) or np.any(a != np.round(a)):
-                raise ValueError(f"{name} must hold counts (integers >= 0)")
+                raise ArgumentError(name, f"{name} must hold counts (integers >= 0)")
 
     def batch_checks(self, x, name: str | None = None) -> list:
         name = name or self.data_name

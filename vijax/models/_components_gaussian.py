@@ -14,6 +14,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import (
+    ArgumentError,
     check_data_array,
     check_float_dtype,
     check_int,
@@ -178,7 +179,9 @@ class NormalGammaDiagonal(Component):
 
     def check_shape(self, x: Array) -> None:
         if x.ndim != 2 or x.shape[1] not in (self.dim, 2 * self.dim):
-            raise ValueError(f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}")
+            raise ArgumentError(
+                "x", f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}"
+            )
 
     # -- EM: point estimates (GaussianEmissions(means, variances)) ------------------------------------
     @property
@@ -355,7 +358,7 @@ class NormalWishartFull(Component):
 
     def check_shape(self, x: Array) -> None:
         if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (N, {self.dim}), got {x.shape}")
+            raise ArgumentError("x", f"x must have shape (N, {self.dim}), got {x.shape}")
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
         """Hard assignment to the nearest of ``num`` k-means++ seeds, then one M-step. Without data:

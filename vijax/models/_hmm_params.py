@@ -8,7 +8,14 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_float_dtype, finite_nonnegative, finite_values, values_in_interval, values_match
+from vijax._validate import (
+    ArgumentError,
+    check_float_dtype,
+    finite_nonnegative,
+    finite_values,
+    values_in_interval,
+    values_match,
+)
 from vijax.types import Array
 
 
@@ -43,7 +50,7 @@ def _field(name: str, value, shape: tuple, what: str = "") -> Array:
     a = value if hasattr(value, "dtype") and hasattr(value, "shape") else np.asarray(value)
     check_float_dtype(a.dtype, name)
     if tuple(a.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}{what}, got {tuple(a.shape)}")
+        raise ArgumentError(name, f"{name} must have shape {tuple(shape)}{what}, got {tuple(a.shape)}")
     return jnp.asarray(a)
 
 
@@ -73,18 +80,19 @@ def param_checks(
     normal number of their dtype (1 / sigma^2 finite). Emissions of another type (a component's own
     ``point_type``) get the probability checks of pi and A, plus ``emission_checks(emissions, K)``."""
     if not isinstance(params, HMMParams):
-        raise ValueError(
-            f"params must be HMMParams(initial_probs, transition_matrix, emissions), got {type(params).__name__}"
+        raise ArgumentError(
+            "params",
+            f"params must be HMMParams(initial_probs, transition_matrix, emissions), got {type(params).__name__}",
         )
     kinds = (CategoricalEmissions, GaussianEmissions) if emissions_type is None else (emissions_type,)
     em = params.emissions
     if not isinstance(em, kinds):
         names = " or ".join(k.__name__ for k in kinds)
-        raise ValueError(f"params.emissions must be {names}, got {type(em).__name__}")
+        raise ArgumentError("params", f"params.emissions must be {names}, got {type(em).__name__}")
     if num_states is None:
         shape = np.shape(params.initial_probs)
         if len(shape) != 1:
-            raise ValueError(f"params.initial_probs must have shape (K,), got {shape}")
+            raise ArgumentError("params", f"params.initial_probs must have shape (K,), got {shape}")
         pi = _field("params.initial_probs", params.initial_probs, shape)
         k, from_ = shape[0], " (K, from params.initial_probs)"
     else:

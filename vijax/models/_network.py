@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from vijax import _validate
 from vijax.types import Array, PRNGKey, PyTree
+from vijax._validate import ArgumentError
 
 ACTIVATIONS = {
     "tanh": jnp.tanh,
@@ -42,7 +43,7 @@ def mlp(key: PRNGKey, sizes: Sequence[int], activation: str = "tanh") -> Network
     _validate.check_key("key", key)
     sizes = tuple(sizes)
     if len(sizes) < 2:
-        raise ValueError(f"sizes must name at least an input and an output width, got {sizes}")
+        raise ArgumentError("sizes", f"sizes must name at least an input and an output width, got {sizes}", value=sizes)
     for i, s in enumerate(sizes):
         _validate.check_int(f"sizes[{i}]", s, minimum=1)
     _validate.check_choice("activation", activation, tuple(ACTIVATIONS))
@@ -84,15 +85,16 @@ def check_network(net: Network, example: Array, expected_shape: tuple, name: str
     """Raises ValueError naming ``name`` unless ``net.apply(net.params, example)`` (one datum) has
     the shape ``expected_shape``; traces shapes only (``jax.eval_shape``), computes nothing."""
     if not isinstance(net, Network):
-        raise ValueError(f"{name} must be a vijax.models.Network (apply, params), got {type(net).__name__}")
+        raise ArgumentError(name, f"{name} must be a vijax.models.Network (apply, params), got {type(net).__name__}")
     try:
         out = jax.eval_shape(net.apply, net.params, example)
     except Exception as err:  # the user's function failed on a datum of this shape
-        raise ValueError(
-            f"{name}: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}"
+        raise ArgumentError(
+            name, f"{name}: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}"
         ) from err
     shapes = jax.tree_util.tree_map(lambda o: tuple(o.shape), out)
     if shapes != expected_shape:
-        raise ValueError(
-            f"{name} must map one datum of shape {tuple(jnp.shape(example))} to shape {expected_shape}, got {shapes}"
+        raise ArgumentError(
+            name,
+            f"{name} must map one datum of shape {tuple(jnp.shape(example))} to shape {expected_shape}, got {shapes}",
         )

@@ -37,11 +37,12 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax._validate import batch_size
+from vijax.models._base import BatchChecked
 from vijax.types import Array, PRNGKey, PyTree
 
 
 @runtime_checkable
-class ProxModel(Protocol):
+class ProxModel(BatchChecked, Protocol):
     """What ``prox_svi`` needs from every non-conjugate model (Khan et al. 2016, §3); the step itself
     needs a :class:`GradientProxModel` (the generic closed form) or a :class:`StructuredProxModel`
     (a model's own)."""
@@ -51,9 +52,6 @@ class ProxModel(Protocol):
 
     def elbo(self, q: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, num_data: int) -> Array:
         """A Monte Carlo estimate of the full-data ELBO (minibatch terms scaled by N/M)."""
-
-    def check_data(self, batch: PyTree) -> None:
-        """Raises ValueError naming the problem for data the model cannot take."""
 
 
 @runtime_checkable
@@ -90,7 +88,7 @@ class StructuredProxModel(ProxModel, Protocol):
 
 
 @runtime_checkable
-class ParamsModel(Protocol):
+class ParamsModel(BatchChecked, Protocol):
     """What the optax baselines (``vijax.inference.optax_vi``) need: variational parameters as a
     pytree and a stochastic ELBO differentiable in them."""
 
@@ -104,7 +102,7 @@ class ParamsModel(Protocol):
 
 
 @runtime_checkable
-class AEVBModel(Protocol):
+class AEVBModel(BatchChecked, Protocol):
     """What auto-encoding variational Bayes (``vijax.inference.aevb``) needs: an amortized
     diagonal-Gaussian q(z | x) (the encoder), a decoder's log-likelihood log p(x | z; theta) and a
     standard-normal prior, all for ONE datum (``vijax.models.VAE``)."""
@@ -136,7 +134,7 @@ class AEVBModel(Protocol):
     def mean(self, dec_params: PyTree, z: Array) -> Array:
         """E[x | z; theta]."""
 
-    def check_data(self, x: Array, name: str = "x") -> None:
+    def check_data(self, x: Array, name: str = "batch") -> None:
         """Raises ValueError naming ``name`` for data the model cannot take."""
 
 

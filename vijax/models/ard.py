@@ -44,6 +44,7 @@ from jax.scipy.special import gammaln
 from vijax import expfam
 from vijax._validate import finite_values
 from vijax._validate import (
+    ArgumentError,
     check_allocation,
     check_choice,
     check_data_array,
@@ -139,7 +140,7 @@ class ARDRegression(PytreeModel):
     def check_data(self, data) -> None:
         """(X, y): X (N, D) and y (N,), finite; raises ValueError naming ``X`` or ``y``."""
         if not isinstance(data, (tuple, list)) or len(data) != 2:
-            raise ValueError("data must be the pair (X, y)")
+            raise ArgumentError("data", "data must be the pair (X, y)")
         x, y = data
         check_data_array("X", x, ndim=2, last_dim=self.dim)
         check_data_array("y", y, ndim=1)

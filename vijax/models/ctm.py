@@ -133,7 +133,7 @@ class CTM(PytreeModel):
         Lafferty 2007, diagonal q and the zeta bound; needs ``covariance="diagonal"``). The
         baselines iterate their fixed point to convergence, at most ``local_steps`` (training) or
         ``eval_local_steps`` (evaluation) iterations, take the topic statistics from phi and draw
-        no Monte Carlo samples in the fit (``vijax.models._ctm_local`` has the details).
+        no Monte Carlo samples in the fit (docs/prox_svi.md, "Correlated topic model", has the details).
 
     A batch is a ``vijax.data.BowBatch`` (word_ids, counts), each (M, L), of M documents (padding
     rows: all-zero counts). The synthetic generator is ``vijax.data.sample_ctm_corpus``.

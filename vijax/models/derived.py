@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import INT32_MAX, finite_values
+from vijax._validate import ArgumentError, INT32_MAX, finite_values
 from vijax._validate import check_choice, check_int, check_scalar, is_tracer
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.models._conjugacy import (
@@ -284,11 +284,12 @@ class DerivedConjugateModel(PytreeModel):
         refused here, not by an obscure error or a wrong update from inside the derived step."""
         leaves = jax.tree_util.tree_leaves(batch)
         if not leaves:
-            raise ValueError("batch holds no arrays")
+            raise ArgumentError("batch", "batch holds no arrays")
         sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in leaves}
         if len(sizes) != 1 or None in sizes or 0 in sizes:
-            raise ValueError(
-                f"batch: every array must have the same leading (data) size >= 1, got {sorted(map(str, sizes))}"
+            raise ArgumentError(
+                "batch",
+                f"batch: every array must have the same leading (data) size >= 1, got {sorted(map(str, sizes))}",
             )
         self._check_datum_shape(batch)
         self._structure(batch)
@@ -298,7 +299,7 @@ class DerivedConjugateModel(PytreeModel):
                 and jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
                 and not np.all(np.isfinite(np.asarray(leaf)))
             ):
-                raise ValueError("batch must be finite (no NaN or inf)")
+                raise ArgumentError("batch", "batch must be finite (no NaN or inf)")
 
     def _check_datum_shape(self, batch) -> None:
         """ValueError unless ``log_joint`` runs on one datum of ``batch`` (abstractly, at the
@@ -316,14 +317,16 @@ class DerivedConjugateModel(PytreeModel):
         try:
             out = jax.eval_shape(one, datum)
         except Exception as err:
-            raise ValueError(
+            raise ArgumentError(
+                "batch",
                 f"batch: log_joint failed on one datum (per-datum shapes {shapes}) with the statistics of the "
-                f"globals ({_stats_layout(self.priors)}): {type(err).__name__}: {err}"
+                f"globals ({_stats_layout(self.priors)}): {type(err).__name__}: {err}",
             ) from None
         if jnp.shape(out) != ():
-            raise ValueError(
+            raise ArgumentError(
+                "batch",
                 f"batch: log_joint returns shape {jnp.shape(out)} for one datum of per-datum shapes {shapes}, "
-                "not a scalar: is the batch wider than the data log_joint was written for?"
+                "not a scalar: is the batch wider than the data log_joint was written for?",
             )
 
     def check_conjugacy(self, batch, num_checked: int = 64) -> None:
@@ -419,16 +422,16 @@ def _check_like_priors(name: str, q, priors: dict, structure_error: str) -> None
         same = same and expfam.is_family(q[n]) and type(q[n]) is type(p)
         same = same and [jnp.shape(a) for a in q[n].natural_params] == [jnp.shape(a) for a in p.natural_params]
     if not same:
-        raise ValueError(f"{structure_error}: expected {_describe(priors)}, got {_describe(q)}")
+        raise ArgumentError(structure_error, f"{structure_error}: expected {_describe(priors)}, got {_describe(q)}")
     for n, fam in q.items():
         leaves = [a for a in fam.natural_params if not is_tracer(a)]
         if any(np.isnan(np.asarray(a)).any() for a in leaves):
-            raise ValueError(f"{name}[{n!r}] has NaN natural parameters")
+            raise ArgumentError(name, f"{name}[{n!r}] has NaN natural parameters")
         if any(not np.isfinite(np.asarray(a)).all() for a in leaves):
-            raise ValueError(f"{name}[{n!r}] has infinite natural parameters")
+            raise ArgumentError(name, f"{name}[{n!r}] has infinite natural parameters")
         valid = fam.is_valid()
         if not is_tracer(valid) and not bool(jnp.all(valid)):
-            raise ValueError(f"{name}[{n!r}] has natural parameters outside its domain")
+            raise ArgumentError(name, f"{name}[{n!r}] has natural parameters outside its domain")
 
 
 def _expand(w, event_ndims: int):
@@ -479,15 +482,17 @@ def conjugate_model(
         ('meanfield',)
     """
     if not callable(log_joint):
-        raise ValueError(f"log_joint must be callable, got {type(log_joint).__name__}")
+        raise ArgumentError("log_joint", f"log_joint must be callable, got {type(log_joint).__name__}")
     if not isinstance(priors, dict) or not priors:
-        raise ValueError("priors must be a non-empty dict name -> vijax.expfam family")
+        raise ArgumentError("priors", "priors must be a non-empty dict name -> vijax.expfam family")
     for name, fam in priors.items():
         if not expfam.is_family(fam):
-            raise ValueError(f"priors[{name!r}] must be a vijax.expfam family, got {type(fam).__name__}")
+            raise ArgumentError("priors", f"priors[{name!r}] must be a vijax.expfam family, got {type(fam).__name__}")
     _check_like_priors("priors", priors, priors, "priors")
     if locals is not None and not callable(locals):
-        raise ValueError("locals must be None (no local variables) or a function x -> {name: Local(q0, weight)}")
+        raise ArgumentError(
+            "locals", "locals must be None (no local variables) or a function x -> {name: Local(q0, weight)}"
+        )
     model = DerivedConjugateModel(log_joint, dict(priors), locals, max_iters, tol, init)
     if example is not None:
         model.check_conjugacy(example)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vijax._validate import check_int, check_positive_scalar
+from vijax._validate import ArgumentError, check_int, check_positive_scalar
 from vijax.models._components import Component
 from vijax.models.bernoulli_mixture import BernoulliMixture
 from vijax.models.gmm import DiagonalGMM
@@ -66,9 +66,10 @@ class DPMixture(Mixture):
             t = check_int("truncation_level", truncation_level)
             components = Mixture(components, DirichletWeights(t))
         elif not isinstance(components, Mixture) or not isinstance(components.weights, DirichletWeights):
-            raise ValueError(
+            raise ArgumentError(
+                "components",
                 "components must be a finite Mixture (DiagonalGMM, BernoulliMixture, ...) or a Component, "
-                f"got {type(components).__name__}"
+                f"got {type(components).__name__}",
             )
         check_positive_scalar("alpha", alpha)
         super().__init__(components.component, StickBreaking(components.num_components, float(alpha), truncation))

@@ -33,7 +33,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import finite_nonnegative, finite_values
+from vijax._validate import ArgumentError, finite_nonnegative, finite_values
 from vijax._validate import check_allocation, check_data_dtype, check_int, check_positive_scalar, check_scalar
 from vijax.expfam import mean_param_grad
 from vijax.types import Array, PRNGKey
@@ -44,18 +44,18 @@ def _check_xy_counts(x, y, dim):
     check_data_dtype("x", x)
     check_data_dtype("y", y)
     if np.ndim(x) != 2 or np.shape(x)[1] != dim:
-        raise ValueError(f"x must have shape (M, {dim}), got {np.shape(x)}")
+        raise ArgumentError("x", f"x must have shape (M, {dim}), got {np.shape(x)}")
     if np.shape(y) != np.shape(x)[:1]:
-        raise ValueError(f"y must have shape ({np.shape(x)[0]},) to match x, got {np.shape(y)}")
+        raise ArgumentError("y", f"y must have shape ({np.shape(x)[0]},) to match x, got {np.shape(y)}")
     if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
         return
     x, y = np.asarray(x), np.asarray(y)
     if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
-        raise ValueError("x (features) must be numeric and finite (no NaN or inf)")
+        raise ArgumentError("x", "x (features) must be numeric and finite (no NaN or inf)")
     if y.shape != x.shape[:1]:
-        raise ValueError(f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
+        raise ArgumentError("y", f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
     if not np.all(np.isfinite(y)) or not np.all((y >= 0) & (y == np.round(y))):
-        raise ValueError("y (counts) must be non-negative integers")
+        raise ArgumentError("y", "y (counts) must be non-negative integers")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from vijax._validate import (
+    ArgumentError,
     check_allocation,
     check_data_array,
     check_float_dtype,
@@ -117,10 +118,11 @@ class FullGMM(GaussianMixtureNames, Mixture):
         cov = np.atleast_2d(np.cov(x.T))
         eig = np.linalg.eigvalsh(cov)
         if not eig[0] > 1e-12 * eig[-1]:
-            raise ValueError(
+            raise ArgumentError(
+                "x",
                 f"x has linearly dependent columns (empirical covariance of rank {int(np.sum(eig > 1e-12 * eig[-1]))} "
                 f"< {d}, eigenvalues {eig[0]:.3g} to {eig[-1]:.3g}): from_data's W0^-1 is that covariance and must be "
-                "positive definite; drop the dependent column(s) or give scale_inv0 explicitly"
+                "positive definite; drop the dependent column(s) or give scale_inv0 explicitly",
             )
         return cls(
             num_components,

@@ -83,6 +83,7 @@ from jax.scipy.special import digamma, gammaln
 from vijax import expfam
 from vijax._validate import finite_nonnegative
 from vijax._validate import (
+    ArgumentError,
     INT32_MAX,
     check_allocation,
     check_choice,
@@ -196,9 +197,11 @@ class GaPNMF(PytreeModel):
             return
         y = np.asarray(batch)
         if np.issubdtype(y.dtype, np.complexfloating):
-            raise ValueError("batch (spectrogram frames) must be real magnitudes, got complex values")
+            raise ArgumentError("batch", "batch (spectrogram frames) must be real magnitudes, got complex values")
         if np.any(y < 0):
-            raise ValueError(f"batch (spectrogram frames) must be >= 0 (magnitudes or counts), got min {y.min()!r}")
+            raise ArgumentError(
+                "batch", f"batch (spectrogram frames) must be >= 0 (magnitudes or counts), got min {y.min()!r}"
+            )
 
     # ------------------------------------------------------------------------------ local step
     def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
@@ -225,12 +228,15 @@ class GaPNMF(PytreeModel):
             or jnp.shape(log_theta) != (k,)
             or jnp.shape(theta) != (k,)
         ):
-            raise ValueError(
+            raise ArgumentError(
+                "globals_view",
                 f"globals_view must be ((log_w, w), (log_theta, theta)) with shapes ({f}, {k}) and "
-                f"({k},), got {[jnp.shape(x) for x in (log_w, w, log_theta, theta)]}"
+                f"({k},), got {[jnp.shape(x) for x in (log_w, w, log_theta, theta)]}",
             )
         if jnp.ndim(batch) != 2 or jnp.shape(batch)[1] != f or jnp.shape(batch)[0] < 1:
-            raise ValueError(f"batch must be (S, {f}) spectrogram frames with S >= 1, got shape {jnp.shape(batch)}")
+            raise ArgumentError(
+                "batch", f"batch must be (S, {f}) spectrogram frames with S >= 1, got shape {jnp.shape(batch)}"
+            )
         dt = jnp.result_type(log_w)
         return _local_step(
             self,

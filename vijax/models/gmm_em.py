@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import (
+    ArgumentError,
     ValueCheck,
     check_allocation,
     check_choice,
@@ -171,16 +172,16 @@ class GaussianMixtureEM(PytreeModel):
                 continue
             a = np.asarray(value, dtype=np.float64)
             if a.shape != shape or not np.all(np.isfinite(a)):
-                raise ValueError(f"params.{name} must be finite with shape {shape}, got shape {a.shape}")
+                raise ArgumentError("params", f"params.{name} must be finite with shape {shape}, got shape {a.shape}")
         if not is_tracer(params.weights):
             w = np.asarray(params.weights, dtype=np.float64)
             if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=1e-4):
-                raise ValueError(f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
+                raise ArgumentError("params", f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
         if not is_tracer(params.covariances):
             c = np.asarray(params.covariances, dtype=np.float64)
             ok = np.all(np.linalg.eigvalsh(c) > 0) if self.covariance_type in ("full", "tied") else np.all(c > 0)
             if not ok:
-                raise ValueError("params.covariances must be positive definite (positive variances)")
+                raise ArgumentError("params", "params.covariances must be positive definite (positive variances)")
 
     # -- densities ------------------------------------------------------------------------------------
     def _precision_terms(self, params: GMMParams, center: Array):
@@ -363,8 +364,9 @@ class GaussianMixtureEM(PytreeModel):
         if not is_tracer(resp):
             r = np.asarray(resp, dtype=np.float64)
             if r.shape[0] != np.shape(x)[0] or np.any(r < 0) or not np.allclose(r.sum(1), 1.0, atol=1e-4):
-                raise ValueError(
-                    f"resp must be non-negative with rows summing to 1 and one row per row of x, got shape {r.shape}"
+                raise ArgumentError(
+                    "resp",
+                    f"resp must be non-negative with rows summing to 1 and one row per row of x, got shape {r.shape}",
                 )
         params, pivots, bad = _jit_method(self, "_params_from_responsibilities", x, resp)
         enforce_value_checks([self._singular_check(pivots, bad)])

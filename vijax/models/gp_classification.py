@@ -47,6 +47,7 @@ import numpy as np
 
 from vijax._validate import ids_in_range
 from vijax._validate import (
+    ArgumentError,
     check_allocation,
     check_data_array,
     check_float_dtype,
@@ -89,12 +90,12 @@ def to_pm1_labels(y: Any, name: str = "y") -> np.ndarray:
     """Labels in {0, 1} or {-1, +1} as float {-1, +1} (0 -> -1); anything else is a ValueError."""
     a = np.asarray(y)
     if a.ndim != 1 or a.shape[0] < 1:
-        raise ValueError(f"{name} must be a non-empty 1-D array of labels, got shape {a.shape}")
+        raise ArgumentError(name, f"{name} must be a non-empty 1-D array of labels, got shape {a.shape}")
     if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be numeric and finite")
+        raise ArgumentError(name, f"{name} must be numeric and finite")
     vals = set(np.unique(a).tolist())
     if not (vals <= {0, 1} or vals <= {-1, 1}):
-        raise ValueError(f"{name} must hold labels in {{0, 1}} or {{-1, 1}}, got values {sorted(vals)[:6]}")
+        raise ArgumentError(name, f"{name} must hold labels in {{0, 1}} or {{-1, 1}}, got values {sorted(vals)[:6]}")
     return np.where(a > 0, 1.0, -1.0)
 
 
@@ -264,13 +265,15 @@ class GPClassification(PytreeModel):
         check_data_array("x", x, ndim=2)
         ypm = to_pm1_labels(y, "y")
         if np.asarray(x).shape[0] != ypm.shape[0]:
-            raise ValueError(f"x has {np.asarray(x).shape[0]} rows but y has {ypm.shape[0]} labels")
+            raise ArgumentError("x", f"x has {np.asarray(x).shape[0]} rows but y has {ypm.shape[0]} labels")
         log_lengthscale = check_scalar("log_lengthscale", log_lengthscale)
         log_scale = check_scalar("log_scale", log_scale)
         jitter = check_scalar("jitter", jitter, low=0.0, include_low=True)
         init_gamma = check_scalar("init_gamma", init_gamma, low=0.0, include_low=True)
         if mean_update not in ("exact", "paper"):
-            raise ValueError(f"mean_update must be 'exact' or 'paper', got {mean_update!r}")
+            raise ArgumentError(
+                "mean_update", f"mean_update must be 'exact' or 'paper', got {mean_update!r}", value=mean_update
+            )
         check_float_dtype(dtype)
         dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
         n = ypm.shape[0]
@@ -314,15 +317,18 @@ class GPClassification(PytreeModel):
         (shape and dtype also of a tracer)."""
         if isinstance(batch, jax.core.Tracer):
             if batch.ndim != 1 or batch.shape[0] < 1 or not jnp.issubdtype(batch.dtype, jnp.integer):
-                raise ValueError(
-                    f"batch must be a non-empty 1-D int array of training indices, got {batch.dtype} {batch.shape}"
+                raise ArgumentError(
+                    "batch",
+                    f"batch must be a non-empty 1-D int array of training indices, got {batch.dtype} {batch.shape}",
                 )
             return
         b = np.asarray(batch)
         if b.ndim != 1 or b.shape[0] < 1 or not np.issubdtype(b.dtype, np.integer):
-            raise ValueError(f"batch must be a non-empty 1-D int array of training indices, got {b.dtype} {b.shape}")
+            raise ArgumentError(
+                "batch", f"batch must be a non-empty 1-D int array of training indices, got {b.dtype} {b.shape}"
+            )
         if b.min() < 0 or b.max() >= self.num_data:
-            raise ValueError(f"batch indices must lie in [0, {self.num_data}), got [{b.min()}, {b.max()}]")
+            raise ArgumentError("batch", f"batch indices must lie in [0, {self.num_data}), got [{b.min()}, {b.max()}]")
 
     def _chol_B(self, d: Array):
         """s = sqrt(d) and the Cholesky factor of B = I + S K S."""

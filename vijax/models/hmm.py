@@ -49,6 +49,7 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import (
+    ArgumentError,
     check_allocation,
     check_choice,
     check_data_dtype,
@@ -86,9 +87,10 @@ def as_data(data) -> HMMData:
 
 def _needs_em(emissions: Component, what: str) -> None:
     if not hasattr(emissions, "point_m_step"):
-        raise ValueError(
+        raise ArgumentError(
+            what,
             f"{what} needs emissions with point estimates (point_view, point_m_step, init_point, ...); "
-            f"{type(emissions).__name__} has none: fit this HMM by a Bayesian algorithm (cavi, svi, ssvi)"
+            f"{type(emissions).__name__} has none: fit this HMM by a Bayesian algorithm (cavi, svi, ssvi)",
         )
 
 
@@ -127,7 +129,9 @@ class HMM(PytreeModel):
         check_positive_scalar("transition_concentration", transition_concentration)
         check_choice("forward_backward", forward_backward, inference.FORWARD_BACKWARD)
         if not isinstance(emissions, Component):
-            raise ValueError(f"emissions must be a vijax.models.Component, got {type(emissions).__name__}")
+            raise ArgumentError(
+                "emissions", f"emissions must be a vijax.models.Component, got {type(emissions).__name__}"
+            )
         self.num_states = num_states
         self.emissions = emissions
         self.initial_concentration = float(initial_concentration)
@@ -147,12 +151,12 @@ class HMM(PytreeModel):
         em = self.emissions
         if em.event_ndim == 0:
             if obs.ndim != 2 or not jnp.issubdtype(obs.dtype, jnp.integer):
-                raise ValueError(f"obs must be integers of shape (B, T), got {obs.dtype} {obs.shape}")
+                raise ArgumentError("obs", f"obs must be integers of shape (B, T), got {obs.dtype} {obs.shape}")
             return
         check_data_dtype("obs", obs)
         d = em.dim
         if obs.ndim != 3 or obs.shape[2] != d or not jnp.issubdtype(obs.dtype, jnp.number):
-            raise ValueError(f"obs must be numbers of shape (B, T, dim={d}), got {obs.dtype} {obs.shape}")
+            raise ArgumentError("obs", f"obs must be numbers of shape (B, T, dim={d}), got {obs.dtype} {obs.shape}")
 
     def check_data(self, data) -> None:
         """Raises ValueError naming the problem: obs's shape/dtype/values, lengths outside [1, T]."""

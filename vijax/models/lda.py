@@ -54,6 +54,7 @@ from jax.scipy.special import gammaln
 
 from vijax import expfam
 from vijax._validate import (
+    ArgumentError,
     INT32_MAX,
     check_allocation,
     check_bool,
@@ -228,13 +229,14 @@ class LDA(PytreeModel):
         hyper = {} if hyper is None else hyper
         unknown = set(hyper) - {"alpha", "eta"}
         if unknown:
-            raise ValueError(f"hyper may only hold 'alpha' and 'eta', got {sorted(unknown)}")
+            raise ArgumentError("hyper", f"hyper may only hold 'alpha' and 'eta', got {sorted(unknown)}")
         out = []
         for name in ("alpha", "eta"):
             value = hyper.get(name, getattr(self, name))
             if jnp.ndim(value) != 0:
-                raise ValueError(
-                    f"hyper[{name!r}] must be a scalar (LDA's priors are symmetric), got shape {jnp.shape(value)}"
+                raise ArgumentError(
+                    "hyper",
+                    f"hyper[{name!r}] must be a scalar (LDA's priors are symmetric), got shape {jnp.shape(value)}",
                 )
             out.append(jnp.asarray(value, dtype))
         return out[0], out[1]
@@ -315,7 +317,7 @@ class LDA(PytreeModel):
         integer ``word_ids`` in [0, V), ``counts`` finite, >= 0 and integer-valued, both (S, L)
         with S >= 1. Empty documents (all counts 0) are allowed. Traced arrays are not checked."""
         if not (hasattr(batch, "word_ids") and hasattr(batch, "counts")):
-            raise ValueError(f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
+            raise ArgumentError("batch", f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
         ids, counts = batch.word_ids, batch.counts
         check_data_dtype("counts", counts)
         if np.ndim(ids) != 2 or np.ndim(counts) != 2:
@@ -327,7 +329,7 @@ class LDA(PytreeModel):
                 f"word_ids and counts must have the same shape, got {np.shape(ids)} and {np.shape(counts)}"
             )
         if np.shape(ids)[0] < 1:
-            raise ValueError("batch holds no documents (S = 0)")
+            raise ArgumentError("batch", "batch holds no documents (S = 0)")
         if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
             raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
         if not jnp.issubdtype(jnp.result_type(counts), jnp.number) or jnp.issubdtype(
@@ -370,8 +372,9 @@ class LDA(PytreeModel):
         (log_beta,) = globals_view
         k, v = self.num_topics, self.vocab_size
         if log_beta.shape != (k, v):
-            raise ValueError(
-                f"globals_view must be (log_beta,) with log_beta of shape ({k}, {v}), got {log_beta.shape}"
+            raise ArgumentError(
+                "globals_view",
+                f"globals_view must be (log_beta,) with log_beta of shape ({k}, {v}), got {log_beta.shape}",
             )
         ids, counts = batch.word_ids, batch.counts
         if ids.ndim != 2 or ids.shape != counts.shape or ids.shape[0] < 1:
@@ -515,9 +518,10 @@ class LDA(PytreeModel):
         the model's alpha in the fit of gamma_d, as in :meth:`local_step`.
         """
         if batch_observed.word_ids.shape[0] != batch_heldout.word_ids.shape[0]:
-            raise ValueError(
+            raise ArgumentError(
+                "batch_observed",
                 "batch_observed and batch_heldout must hold the same number of documents, got "
-                f"{batch_observed.word_ids.shape[0]} and {batch_heldout.word_ids.shape[0]}"
+                f"{batch_observed.word_ids.shape[0]} and {batch_heldout.word_ids.shape[0]}",
             )
         topics = self.expected_topics(q_global)
         gamma = self.local_step((jnp.log(topics),), batch_observed, None, method="meanfield", hyper=hyper).local_params

@@ -55,7 +55,14 @@ import numpy as np
 from jax.scipy.special import digamma
 
 from vijax import expfam
-from vijax._validate import check_choice, check_enough_points, check_int, check_positive_scalar, float_dtype
+from vijax._validate import (
+    ArgumentError,
+    check_choice,
+    check_enough_points,
+    check_int,
+    check_positive_scalar,
+    float_dtype,
+)
 from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
 from vijax.models._components import Component, floor_log
 from vijax.types import Array, PRNGKey
@@ -217,9 +224,13 @@ class Mixture(PytreeModel):
 
     def __init__(self, component: Component, weights):
         if not isinstance(component, Component):
-            raise ValueError(f"component must be a vijax.models.Component, got {type(component).__name__}")
+            raise ArgumentError(
+                "component", f"component must be a vijax.models.Component, got {type(component).__name__}"
+            )
         if not isinstance(weights, (DirichletWeights, StickBreaking)):
-            raise ValueError(f"weights must be DirichletWeights or StickBreaking, got {type(weights).__name__}")
+            raise ArgumentError(
+                "weights", f"weights must be DirichletWeights or StickBreaking, got {type(weights).__name__}"
+            )
         self._component = component
         self._weights = weights
 

@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import (
+    ArgumentError,
     INT32_MAX,
     finite_nonnegative,
     ids_in_range,
@@ -97,7 +98,7 @@ def _as_batch(batch) -> _Bow:
     """A ``vijax.data.BowBatch`` (or any pair ``(word_ids, counts)``) as its two arrays."""
     if isinstance(batch, tuple) and len(batch) == 2:
         return _Bow(*batch)
-    raise ValueError(f"batch must be a vijax.data.BowBatch (word_ids, counts), got {type(batch).__name__}")
+    raise ArgumentError("batch", f"batch must be a vijax.data.BowBatch (word_ids, counts), got {type(batch).__name__}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -188,7 +189,9 @@ class PLSA(PytreeModel):
         p(d | z) and p(z | d) uniform. Needs the batch: the number of documents D is a dimension of
         the parameters."""
         if batch is None:
-            raise ValueError("batch: PLSA.init_params needs the corpus (its number of documents sizes the parameters)")
+            raise ArgumentError(
+                "batch", "batch: PLSA.init_params needs the corpus (its number of documents sizes the parameters)"
+            )
         dt = float_dtype(self.dtype)
         k, d = self.num_topics, _as_batch(batch).word_ids.shape[0]
         e = jax.random.exponential(key, (k, self.vocab_size), dt)  # normalized: Dirichlet(1) rows
@@ -203,9 +206,10 @@ class PLSA(PytreeModel):
         ids, cnt = batch.word_ids, jnp.asarray(batch.counts, params.word_probs.dtype)
         docs = params.doc_probs.shape[1] if self.variant == "plsa1" else params.topic_probs.shape[0]
         if ids.shape[0] != docs:  # static shapes: checked under jit too
-            raise ValueError(
+            raise ArgumentError(
+                "batch",
                 f"batch: pLSA's parameters are fitted to a corpus of {docs} documents (one row each), "
-                f"got {ids.shape[0]} rows"
+                f"got {ids.shape[0]} rows",
             )
         r, log_p = _responsibilities(self._doc_topic_logits(params), jnp.log(params.word_probs), ids, cnt)
         cr = cnt[..., None] * r  # (D, L, K)
@@ -251,9 +255,10 @@ class PLSA(PytreeModel):
         self.check_data(heldout)
         observed, heldout = _as_batch(observed), _as_batch(heldout)
         if observed.word_ids.shape[0] != heldout.word_ids.shape[0]:
-            raise ValueError(
+            raise ArgumentError(
+                "observed",
                 f"observed and heldout must hold the same documents: {observed.word_ids.shape[0]} "
-                f"and {heldout.word_ids.shape[0]} rows"
+                f"and {heldout.word_ids.shape[0]} rows",
             )
         return _score(_fold_in(self, params, observed), params.word_probs, heldout)
 

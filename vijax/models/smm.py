@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import (
+    ArgumentError,
     check_allocation,
     check_float_dtype,
     check_int,
@@ -109,18 +110,19 @@ class SMM(PytreeModel):
         [0, V)."""
         return [ids_in_range("batch symbol", batch, self.num_symbols)]
 
-    def check_data(self, batch, name: str = "x") -> None:
+    def check_data(self, batch, name: str = "batch") -> None:
         """Raises ValueError naming ``name``: not a 1-D integer array with at least one symbol, or
         (for concrete data) a symbol outside [0, V) (shapes and dtypes only while tracing)."""
         tracing = is_tracer(batch) or isinstance(batch, jax.ShapeDtypeStruct)
         x = batch if tracing else np.asarray(batch)
         if x.ndim != 1 or x.shape[0] < 1 or not np.issubdtype(x.dtype, np.integer):
-            raise ValueError(
-                f"{name} must be a 1-D array of integer symbols with at least one, got {x.dtype} {x.shape}"
+            raise ArgumentError(
+                name, f"{name} must be a 1-D array of integer symbols with at least one, got {x.dtype} {x.shape}"
             )
         if not tracing and (x.min() < 0 or x.max() >= self.num_symbols):
-            raise ValueError(
-                f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{x.min()}, {x.max()}]"
+            raise ArgumentError(
+                name,
+                f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{x.min()}, {x.max()}]",
             )
 
     # -- EM (vijax.models.EMModel) -------------------------------------------------------------------

@@ -162,17 +162,17 @@ class StudentTMixture(PytreeModel):
                 continue
             a = np.asarray(value, dtype=np.float64)
             if a.shape != shape or not np.all(np.isfinite(a)):
-                raise ValueError(f"params.{name} must be finite with shape {shape}, got {a.shape}")
+                raise ArgumentError("params", f"params.{name} must be finite with shape {shape}, got {a.shape}")
         if not is_tracer(params.weights):
             w = np.asarray(params.weights, dtype=np.float64)
             if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=1e-6):
-                raise ValueError("params.weights must be non-negative and sum to 1")
+                raise ArgumentError("params", "params.weights must be non-negative and sum to 1")
         if not is_tracer(params.dofs) and np.any(np.asarray(params.dofs) <= 0):
-            raise ValueError("params.dofs must be > 0")
+            raise ArgumentError("params", "params.dofs must be > 0")
         if not is_tracer(params.covariances):
             c = np.asarray(params.covariances, dtype=np.float64)
             if not np.allclose(c, np.swapaxes(c, -1, -2)) or np.any(np.linalg.eigvalsh(c)[..., 0] <= 0):
-                raise ValueError("params.covariances must be symmetric positive definite")
+                raise ArgumentError("params", "params.covariances must be symmetric positive definite")
 
     def init_params(self, key: PRNGKey, x=None) -> StudentTMixtureParams:
         """Uniform weights, nu_k = ``dof``; with data: k-means++ means and the data's covariance for

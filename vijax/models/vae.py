@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import INT32_MAX, finite_values, values_in_interval
+from vijax._validate import ArgumentError, INT32_MAX, finite_values, values_in_interval
 from vijax._validate import check_choice, check_data_array, check_float_dtype, check_int, check_scalar, is_tracer
 from vijax.models._network import Network, check_network
 from vijax.types import Array, PRNGKey, PyTree
@@ -155,16 +155,17 @@ class VAE(PytreeModel):
             return [values_in_interval("batch x", x, 0.0, 1.0)]
         return [finite_values("batch x", x)]
 
-    def check_data(self, x: Array, name: str = "x") -> None:
+    def check_data(self, x: Array, name: str = "batch") -> None:
         """Raises ValueError naming ``name`` unless a concrete ``x`` is (N, data_dim), finite and,
         for the Bernoulli likelihood, in [0, 1]. A tracer's shape and dtype are checked."""
         check_data_array(name, x, 2, self.data_dim)
         if self.likelihood == "bernoulli" and not is_tracer(x):
             a = np.asarray(x)
             if a.min() < 0.0 or a.max() > 1.0:
-                raise ValueError(
+                raise ArgumentError(
+                    name,
                     f"{name} must lie in [0, 1] for the Bernoulli likelihood, got values in "
-                    f"[{float(a.min()):g}, {float(a.max()):g}]"
+                    f"[{float(a.min()):g}, {float(a.max()):g}]",
                 )
 
 

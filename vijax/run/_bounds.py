@@ -28,6 +28,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
+from vijax._validate import ArgumentError
 
 SEED = "in [0, 4294967295]"  # a seed: jax.random.PRNGKey reads 32 bits of it without x64 (2**32 is 0)
 MAX_SEED = 2**32 - 1
@@ -119,7 +120,7 @@ def kind_of(default: Any, bound: Bound) -> str:
         return bound.kind
     sample = default[0] if bound.each and isinstance(default, (list, tuple)) and default else default
     if isinstance(sample, bool) or not isinstance(sample, (int, float)):
-        raise ValueError(f"bound {bound.text!r}: say 'int' or 'number' where the default is {default!r}")
+        raise ArgumentError("bound", f"bound {bound.text!r}: say 'int' or 'number' where the default is {default!r}")
     return "int" if isinstance(sample, int) else "number"
 
 
@@ -129,7 +130,7 @@ def check_bound(path: str, value: Any, bound: Bound, kind: str, config: Mapping)
         return
     if bound.each:
         if bound.nonempty and not len(value):
-            raise ValueError(f"{path} must be a non-empty list, got {value!r}")
+            raise ArgumentError(path, f"{path} must be a non-empty list, got {value!r}")
         for i, item in enumerate(value):
             check_bound(f"{path}[{i}]", item, bound._replace(each=False, nullable=False), kind, config)
         return
@@ -146,7 +147,7 @@ def check_bound(path: str, value: Any, bound: Bound, kind: str, config: Mapping)
         ok = value <= high if bound.include_high else value < high
     if not ok:
         null = "null or " if bound.nullable else ""
-        raise ValueError(f"{path} must be {null}{what}{' ' + interval if interval else ''}, got {value!r}")
+        raise ArgumentError(path, f"{path} must be {null}{what}{' ' + interval if interval else ''}, got {value!r}")
 
 
 def check_bounds(config: Mapping, bounds: Mapping[str, str], defaults: Mapping) -> None:

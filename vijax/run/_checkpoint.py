@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.types import PyTree
+from vijax._validate import ArgumentError
 
 _FORMAT_VERSION = 2  # 2: __checksum__ and the fingerprint; version 1 files load without a check
 _READABLE_VERSIONS = (1, 2)
@@ -167,8 +168,8 @@ def clear_checkpoints(directory: str) -> None:
 def check_checkpoint_dir(directory: str, name: str = "checkpoint_dir") -> None:
     """ValueError starting with ``name`` when ``directory`` exists and is not a folder."""
     if os.path.lexists(directory) and not os.path.isdir(directory):
-        raise ValueError(
-            f"{name}: {directory!r} is a file, not a folder of checkpoints; move it away or choose another folder"
+        raise ArgumentError(
+            name, f"{name}: {directory!r} is a file, not a folder of checkpoints; move it away or choose another folder"
         )
 
 

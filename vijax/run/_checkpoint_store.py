@@ -37,6 +37,7 @@ import numpy as np
 from . import _checkpoint
 from ._lock import hold_folder
 from vijax.types import PyTree
+from vijax._validate import ArgumentError
 
 
 def _multihost():
@@ -122,7 +123,7 @@ class CheckpointStore:
         writer = jax.process_index() == 0
         if not self.multi:
             if checkpoint_dir is None and (checkpoint_every is not None or resume):
-                raise ValueError("checkpoint_every and resume need a checkpoint_dir")
+                raise ArgumentError("checkpoint_every", "checkpoint_every and resume need a checkpoint_dir")
             self.enabled, self.directory = checkpoint_dir is not None, checkpoint_dir
             return
         mine = np.array(
@@ -135,14 +136,16 @@ class CheckpointStore:
                 got = ", ".join(f"process {i}: {_setting(name, v)}" for i, v in enumerate(rows[:, col].tolist()))
                 raise ValueError(f"{name} must be the same in every process of the run; got {got}")
         if not rows[0, 0] and (rows[0, 1] or rows[0, 2] >= 0):
-            raise ValueError(
-                "checkpoint_every and resume need a checkpoint_dir on process 0, which writes the checkpoints"
+            raise ArgumentError(
+                "checkpoint_every",
+                "checkpoint_every and resume need a checkpoint_dir on process 0, which writes the checkpoints",
             )
         others = [i for i in range(1, len(rows)) if rows[i, 0]]
         if not rows[0, 0] and others:
-            raise ValueError(
+            raise ArgumentError(
+                "checkpoint_dir",
                 f"checkpoint_dir is given to process {others[0]} but not to process 0, which writes the "
-                "checkpoints; give it to process 0 (the others need none)"
+                "checkpoints; give it to process 0 (the others need none)",
             )
         self.enabled = bool(rows[0, 0])
         self.directory = checkpoint_dir if writer else None

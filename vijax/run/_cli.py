@@ -40,7 +40,6 @@ import copy
 import importlib
 import json
 import os
-import re
 import sys
 import tempfile
 from typing import Optional, Sequence
@@ -144,28 +143,19 @@ def _blame(error: Exception, config: dict) -> str:
 
     An ``ArgumentError`` names its argument (and value) as data: the key is the one whose last part
     is the argument (or holds it as a word: ``algorithm.rho_kappa`` for ``kappa``), the value
-    deciding between several. Any other ValueError is read from its text: its leading name stands
-    for the argument and the value after ``got`` for its value."""
+    deciding between several. The text of any other error is not read: it is reported as the
+    experiment's."""
     message = str(error)
-    if re.match(r"^(model|data|algorithm|run|output)\.", message):
+    if message.startswith(("model.", "data.", "algorithm.", "run.", "output.")):
         return message  # already names its key
-    values = _config_values(config)
-    if isinstance(error, ArgumentError):
-        name, has_value, value = error.argument, error.has_value, error.value
-    else:
-        head = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)", message)
-        got = re.search(r"\bgot (\S+?)[,;.)]?(?:\s|$)", message)
-        name = head.group(1) if head else None
-        has_value, value = got is not None, got.group(1).strip("'\"") if got else None
+    if not isinstance(error, ArgumentError):
+        return f"invalid config for experiment {config['experiment']!r}: {message}"
+    name, has_value, value = error.argument, error.has_value, error.value
     scores = {}
-    for key, v in values.items():
+    for key, v in _config_values(config).items():
         last = key.rsplit(".", 1)[-1]
-        score = 4 if name == last else 2 if name and name in last.split("_") else 0
-        if (
-            score
-            and has_value
-            and (_same(v, value) if isinstance(error, ArgumentError) else value in (str(v), repr(v)))
-        ):
+        score = 4 if name == last else 2 if name in last.split("_") else 0
+        if score and has_value and _same(v, value):
             score += 1
         if score:
             scores[key] = score

@@ -5,9 +5,9 @@ the helpers builders share: the configured algorithm of an ``algorithm`` section
 from __future__ import annotations
 
 import pathlib
-import re
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
+from vijax._validate import ArgumentError
 from vijax.inference import ALGORITHMS, VIAlgorithm, make_algorithm
 from vijax.types import Array, PRNGKey, PyTree
 from ._bounds import Need, check_bound_table
@@ -201,9 +201,8 @@ def configured_algorithm(
             name, model, num_data=num_data, schedule=schedule if spec.takes_schedule else None, **settings
         )
     except (TypeError, ValueError) as e:
-        head = re.match(r"^\s*([A-Za-z_]\w*)", str(e))
-        if head and head.group(1) in settings:  # a setting's value out of range: name its key
-            raise ConfigError(f"algorithm.{head.group(1)}: {e}") from None
+        if isinstance(e, ArgumentError) and e.argument in settings:  # a setting's value out of range: name its key
+            raise ConfigError(f"algorithm.{e.argument}: {e}") from None
         raise ConfigError(f"algorithm.name: {name!r} cannot run here: {e}") from None
 
 
@@ -211,9 +210,10 @@ def check_split(key: str, fraction: float, num_docs: int, num_train: int, num_te
     """ValueError naming ``key`` (a test or training fraction) when the split of ``num_docs``
     documents it made leaves no training or no test document."""
     if num_train < 1 or num_test < 1:
-        raise ValueError(
+        raise ArgumentError(
+            key,
             f"{key}: {fraction!r} of {num_docs} documents leaves {num_train} for training and {num_test} "
-            "for testing; each needs at least one"
+            "for testing; each needs at least one",
         )
 
 
@@ -234,17 +234,19 @@ def data_file(key: str, value: str, required: bool = True) -> Optional[pathlib.P
 
     if not value:
         if required:
-            raise ValueError(f"{key}: empty; give the path of a data file")
+            raise ArgumentError(key, f"{key}: empty; give the path of a data file")
         return None
     path = resolve_data_path(value)
     if path is None:
         if not required:
             return None
-        raise ValueError(f"{key}: {value!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)")
+        raise ArgumentError(
+            key, f"{key}: {value!r} not found (directly, or under $VIJAX_SHARED_DATA or ../shared/data)"
+        )
     if path.is_dir():
-        raise ValueError(f"{key}: {value!r} is a folder, not a data file")
+        raise ArgumentError(key, f"{key}: {value!r} is a folder, not a data file")
     if not path.is_file():
-        raise ValueError(f"{key}: {value!r} is not a regular file (a device or a pipe), not a data file")
+        raise ArgumentError(key, f"{key}: {value!r} is not a regular file (a device or a pipe), not a data file")
     return path
 
 

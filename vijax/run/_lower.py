@@ -8,7 +8,8 @@ from typing import Callable, Optional, Union
 import jax
 import numpy as np
 
-from vijax.inference import VIAlgorithm, value_checks
+from vijax._validate import value_checks
+from vijax.inference import VIAlgorithm
 from vijax.types import Array, PRNGKey, PyTree
 from ._chunk import _make_chunk_fn
 from ._runner import RunConfig, _initial_progress, _key_data

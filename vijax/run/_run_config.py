@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from . import _cache, _xla_flags
+from vijax._validate import ArgumentError
 
 
 # ----------------------------------------------------------------------------- settings
@@ -53,17 +54,17 @@ def check_run_setting(name: str, value, label: str):
         value = int(value)
     if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
         kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
-        raise ValueError(f"{label}: expected {kinds}, got {_type_name(value)} {value!r}")
+        raise ArgumentError(label, f"{label}: expected {kinds}, got {_type_name(value)} {value!r}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{label}: must be >= {minimum}, got {value!r}")
+        raise ArgumentError(label, f"{label}: must be >= {minimum}, got {value!r}")
     if name == "num_steps" and value >= 2**31 - 1:
-        raise ValueError(f"{label}: must be < 2**31 - 1, got {value!r}")
+        raise ArgumentError(label, f"{label}: must be < 2**31 - 1, got {value!r}")
     if name == "max_rejected_share" and not value <= 1.0:
-        raise ValueError(f"{label}: must lie in [0, 1], got {value!r}")
+        raise ArgumentError(label, f"{label}: must lie in [0, 1], got {value!r}")
     if name == "compile_cache" and isinstance(value, str) and not value.strip():
-        raise ValueError(f"{label}: expected true, false or a folder, got an empty string")
+        raise ArgumentError(label, f"{label}: expected true, false or a folder, got an empty string")
     if name == "tol" and not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{label}: must be positive or null, got {value!r}")
+        raise ArgumentError(label, f"{label}: must be positive or null, got {value!r}")
     return value
 
 
@@ -100,7 +101,7 @@ class RunConfig:
         ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
         (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
         results, are the same either way.
-      check_values: the value checks of every step's batch (``vijax.inference.value_checks``);
+      check_values: the value checks of every step's batch (as ``vijax.inference.jit_step(check_values=)``);
         a failing one stops the run with a ValueError naming the value, its position and the step.
     """
 

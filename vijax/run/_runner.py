@@ -43,7 +43,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from vijax.data import PrefetchHostBatches
-from vijax.inference import VIAlgorithm, value_checks
+from vijax._validate import value_checks
+from vijax.inference import VIAlgorithm
 from . import _cache, _checkpoint
 from ._checkpoint_store import CheckpointStore, replicated
 from ._chunk import _make_chunk_fn
@@ -294,17 +295,17 @@ def run(
       eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks.
       checkpoint_dir: folder for checkpoints; a final checkpoint is always written there. A run
         that does not resume one removes the folder's older checkpoints at its first save. The run
-        holds the folder (a lock file ``.vijax.lock`` in it, ``vijax.run._lock``): another run into
+        holds the folder (a lock file ``.vijax.lock`` in it): another run into
         it, from any process, fails at once naming the folder and this process's pid. In a run of
         several processes (``jax.distributed``) process 0 alone reads and writes it (give it to
         process 0; the others may have the same path or None): on resume it sends the checkpoint
-        to the others, so every process continues from it (``vijax.run._checkpoint_store``).
+        to the others, so every process continues from it.
       resume: continue from the latest checkpoint in ``checkpoint_dir`` (from scratch if there is
         none). It must be the same ``key``; a checkpoint at or past ``num_steps`` is returned as is.
         A newest checkpoint that does not read back intact (truncated, checksum mismatch) is reported
         with a ``RuntimeWarning`` naming it, renamed ``<name>.corrupt``, and the previous one is used.
       fingerprint: ``{"hash", "values"}`` identifying what the run computes (``vijax run`` passes its
-        resolved config and data identity, ``vijax.run._config.config_fingerprint``); stored in every
+        resolved config and data identity); stored in every
         checkpoint, and on resume compared with the checkpoint's: a difference raises
         ``ConfigChangedError`` naming the changed keys. None: no check.
       allow_changes: resume despite a changed fingerprint (a warning lists the changes).

@@ -19,6 +19,9 @@ class ConfigError(ValueError):
     """An invalid config; the message names the offending key's full path."""
 
 
+ConfigError.__module__ = "vijax.run"  # its public home (tracebacks and doctests print it)
+
+
 # the limits of a config file: it is a few hundred bytes of YAML in a few levels of mappings
 MAX_CONFIG_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -184,7 +187,7 @@ def parse_yaml(text: str, source: str = "<string>", prefix: str = "") -> Any:
       >>> parse_yaml("a: 1\\na: 2")
       Traceback (most recent call last):
       ...
-      vijax.run._yaml.ConfigError: a: given twice in <string> (lines 1 and 2); each key may appear once
+      vijax.run.ConfigError: a: given twice in <string> (lines 1 and 2); each key may appear once
     """
     level = 0
     for match in _FLOW_TOKENS.finditer(text):  # PyYAML's scanner is quadratic in the depth of [ and {

@@ -67,6 +67,7 @@ from vijax.run.experiments.lda import (
     synthetic_memory,
 )
 from ._plotting import optional_plot
+from vijax._validate import ArgumentError
 
 CORPORA = ("synthetic", "wiki_bnpy")
 # the data bounds of lda_ssvi and lda_ssvi_restarts (their data defaults: CORPUS_DEFAULTS)
@@ -115,9 +116,10 @@ class _GridEval:
         n = observed.num_docs
         if not np.any((np.asarray(observed.doc_unique_words) > 0) & (np.asarray(heldout.doc_unique_words) > 0)):
             # checked here: under jit the per-word score of a held-out set without tokens is NaN
-            raise ValueError(
+            raise ArgumentError(
+                "heldout",
                 f"heldout has no tokens in a document whose observed part has tokens (of {n} test documents): "
-                "there is nothing to score (data.observed_fraction splits each test document's tokens)"
+                "there is nothing to score (data.observed_fraction splits each test document's tokens)",
             )
         ob = observed.batch(np.arange(n), length=bucket_length(int(observed.doc_unique_words.max(initial=1))))
         hb = heldout.batch(np.arange(n), length=bucket_length(int(heldout.doc_unique_words.max(initial=1))))
