@@ -60,7 +60,7 @@ def test_every_conjugate_algorithm_runs_on_it(name):
     model = PoissonGamma()
     schedule = None if name == "cavi" else 1.0
     alg = make_algorithm(name, model, num_data=200, schedule=schedule)
-    state, info = jax.jit(alg.step)(alg.init(KEY, X), X, KEY)
+    state, info = jax.jit(alg.step)(KEY, alg.init(KEY, X), X)
     q = state.q_global
     assert np.isfinite(float(info.elbo)) and bool(q.is_valid())
     if name != "ssvi":
@@ -72,7 +72,7 @@ def test_cavi_elbo_is_the_log_evidence_at_the_exact_posterior():
     """With the exact posterior the ELBO equals log p(x) (closed form of the Poisson-Gamma)."""
     model = PoissonGamma()
     alg = make_algorithm("cavi", model, num_data=200)
-    _, info = alg.step(alg.init(KEY, X), X, KEY)
+    _, info = alg.step(KEY, alg.init(KEY, X), X)
     a, b, n, s = 2.0, 1.0, 200, float(jnp.sum(X))
     log_evidence = (
         a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n) - float(jnp.sum(gammaln(X + 1.0)))
@@ -83,7 +83,7 @@ def test_cavi_elbo_is_the_log_evidence_at_the_exact_posterior():
 def test_and_with_data_parallel_and_minibatches():
     model = data_parallel(PoissonGamma())
     alg = make_algorithm("svi", model, num_data=200, schedule=0.5)
-    state, _ = jax.jit(alg.step)(alg.init(KEY, X), X[:50], KEY)
+    state, _ = jax.jit(alg.step)(KEY, alg.init(KEY, X), X[:50])
     q0 = PoissonGamma().init_globals(KEY)
     want_a = 0.5 * q0.concentration + 0.5 * (2.0 + 4.0 * jnp.sum(X[:50]))
     np.testing.assert_allclose(state.q_global.concentration, want_a, rtol=1e-12)

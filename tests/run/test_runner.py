@@ -127,7 +127,7 @@ def test_keys_follow_documented_layout_and_differ():
         kb, ks = jax.random.split(jax.random.fold_in(step_base, t))
         expected_step.append(float(jax.random.normal(ks, (3,))[0]))
         expected_batch.append(float(jax.random.normal(kb, ())))
-        state, _ = alg.step(state, toy_batch_fn(noise=0.1)(kb, t), ks)
+        state, _ = alg.step(ks, state, toy_batch_fn(noise=0.1)(kb, t))
     np.testing.assert_allclose(res.trace["step_noise"], expected_step, rtol=1e-12)
     np.testing.assert_allclose(res.trace["batch_noise"], expected_batch, rtol=1e-12)
     np.testing.assert_allclose(res.state.x, state.x, rtol=1e-10)
