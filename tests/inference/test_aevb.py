@@ -154,7 +154,7 @@ def test_step_scaling_bayesian_kl_gradients_jit_and_vmap_over_seeds():
     # sd, the point decoder's data term minus KL(q(theta) || N(0, 2^2 I)) (TFP's), not scaled by N / M
     bayes = aevb(vae, num_data=100, num_samples=3, bayesian_decoder=True, prior_scale=2.0, init_scale=1e-7)
     b0 = jax.vmap(lambda k: bayes.init(k))(keys)
-    b1, binfo = jax.jit(jax.vmap(bayes.step, (0, None, 0)))(b0, x, keys)
+    b1, binfo = jax.jit(jax.vmap(bayes.step, (0, 0, None)))(keys, b0, x)
     assert len(set(np.asarray(binfo.elbo).tolist())) == 3 and bool(jnp.all(binfo.accepted))
     assert b1.count.tolist() == [1, 1, 1]
     b0, b1 = jax.tree.map(lambda a: a[0], (b0, b1))
