@@ -333,7 +333,7 @@ def run(
       >>> class Info(NamedTuple):
       ...     elbo: jax.Array
       >>> alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()),
-      ...                   step=lambda x, b, k: (x + 0.5 * (b - x), Info(-(x - b) ** 2)))
+      ...                   step=lambda k, x, b: (x + 0.5 * (b - x), Info(-(x - b) ** 2)))
       >>> res = run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: jnp.ones(()),
       ...           num_steps=60, chunk_size=20, progress=False)
       >>> round(float(res.state), 6), res.trace["elbo"].shape, int(res.trace["step"][-1])
