@@ -155,7 +155,7 @@ def test_finite_mixture_cavi_equals_numpy_cavi():
     c, (a, b) = np.asarray(state.q_global[0].concentration), _np(state.q_global[1])
     elbos = []
     for t in range(20):
-        state, info = CAVI_STEP(state, jnp.asarray(x), jax.random.PRNGKey(t))
+        state, info = CAVI_STEP(jax.random.PRNGKey(t), state, jnp.asarray(x))
         c, a, b, want = np_cavi_step(x, c, a, b)
         np.testing.assert_allclose(float(info.elbo), want, rtol=1e-10)
         elbos.append(float(info.elbo))
