@@ -198,7 +198,7 @@ def exact_optimum(xy: np.ndarray, family: str, iters: int = 30) -> dict:
 
 # ----------------------------------------------------------------------------- the methods
 class Method(NamedTuple):
-    """A method on the logistic regression: ``init() -> state`` (host side), ``step(state, key, xy)
+    """A method on the logistic regression: ``init() -> state`` (host side), ``step(key, state, xy)
     -> state`` (pure, scanned under jit) and ``gaussian(state) -> (m, cov)`` in float64."""
 
     name: str
@@ -238,7 +238,7 @@ def vijax_bbvi(family: str, d: int, lr: float, s: int, estimator: str = "reparam
         f"vijax-bbvi ({label}Adam {lr:g})",
         family,
         lambda: alg.init(jax.random.PRNGKey(0)),
-        lambda st, key, xy: alg.step(st, xy, key)[0],
+        lambda key, st, xy: alg.step(key, st, xy)[0],
         gaussian,
     )
 
@@ -260,7 +260,7 @@ def vijax_ngvi(family: str, d: int, rho: float, s: int) -> Method:
         f"vijax-ngvi (rho {rho:g})",
         family,
         lambda: alg.init(jax.random.PRNGKey(0)),
-        lambda st, key, xy: alg.step(st, xy, key)[0],
+        lambda key, st, xy: alg.step(key, st, xy)[0],
         gaussian,
     )
 
@@ -295,7 +295,7 @@ def numpyro_svi(family: str, d: int, lr: float, s: int, xy0) -> Method:
         f"numpyro SVI (Adam {lr:g})",
         family,
         lambda: svi.init(jax.random.PRNGKey(0), xy0),
-        lambda st, key, xy: svi.update(st, xy)[0],
+        lambda key, st, xy: svi.update(st, xy)[0],
         gaussian,
     )
 
@@ -318,7 +318,7 @@ def blackjax_vi(family: str, d: int, lr: float, s: int) -> Method:
         chol = jnp.concatenate([jnp.full((d,), math.log(0.1)), jnp.zeros(d * (d - 1) // 2)])
         return FRVIState(mu, chol, opt.init((mu, chol)))
 
-    def step(state, key, xy):
+    def step(key, state, xy):
         return make(lambda w: log_joint(w, xy), opt, num_samples=s).step(key, state)[0]
 
     def gaussian(state):
@@ -344,7 +344,7 @@ def run(method: Method, xy, xy64, steps: int, chunk: int, seed: int = 1) -> tupl
     keys = jax.random.split(jax.random.PRNGKey(seed), steps).reshape(steps // chunk, chunk, -1)
 
     def run_chunk(state, keys, xy):
-        return jax.lax.scan(lambda st, k: (method.step(st, k, xy), None), state, keys)[0]
+        return jax.lax.scan(lambda st, k: (method.step(k, st, xy), None), state, keys)[0]
 
     t0 = time.perf_counter()
     compiled = jax.jit(run_chunk).lower(state, keys[0], xy).compile()
@@ -469,7 +469,7 @@ def poisson_gamma(n: int, steps: int, s: int, rhos, lrs, seed: int = 2) -> dict:
 
     def trajectory(name, alg, shape_rate):
         def body(st, k):
-            st = alg.step(st, xj, k)[0]
+            st = alg.step(k, st, xj)[0]
             return st, shape_rate(st)
 
         keys = jax.random.split(jax.random.PRNGKey(seed), steps)

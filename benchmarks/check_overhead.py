@@ -52,8 +52,8 @@ from vijax.run import enable_compile_cache, fast_cpu_compile  # noqa: E402
 def _bare_cavi(model):
     """The CAVI step's body without ``checked_step``: no guard, no checks (count + 1 as the step)."""
 
-    def step(state, batch, key):
-        p = _cavi.step.__wrapped__(state, batch, key, model=model, local="meanfield", num_data=None)
+    def step(key, state, batch):
+        p = _cavi.step.__wrapped__(key, state, batch, model=model, local="meanfield", num_data=None)
         return p.state._replace(count=state.count + 1), p.info
 
     return step
@@ -63,7 +63,7 @@ def _compiled(alg, state, batch, how: str, bare=None):
     """The step's compiled program ("bare", "off", "callback" or "jit_step"; "*_state": the same
     returning the state only), its lower + compile seconds and its end-to-end seconds (lowering to
     the result of its first call)."""
-    args = (state, batch, jax.random.PRNGKey(1))
+    args = (jax.random.PRNGKey(1), state, batch)
     base = how.removesuffix("_state")
     inner = bare if base == "bare" else with_value_checks(alg, base != "off").step
 
@@ -85,7 +85,7 @@ def _time(step, state, batch, reps: int) -> float:
     best = np.inf
     for _ in range(reps):
         t = time.perf_counter()
-        jax.block_until_ready(step(state, batch, key))
+        jax.block_until_ready(step(key, state, batch))
         best = min(best, time.perf_counter() - t)
     return best
 

@@ -110,15 +110,15 @@ def bench_one(n: int, d: int, k: int, iters: int, seed: int = 0) -> dict:
         t_setup = time.perf_counter() - t0
         key = jax.random.PRNGKey(1)
         t0 = time.perf_counter()
-        jax.block_until_ready(step(state, x, key))  # compiles the step (calls below reuse it); result dropped
-        jax.block_until_ready(step(state, x, key))  # warm-up call (thread pools, buffers); result dropped
+        jax.block_until_ready(step(key, state, x))  # compiles the step (calls below reuse it); result dropped
+        jax.block_until_ready(step(key, state, x))  # warm-up call (thread pools, buffers); result dropped
         t_compile = time.perf_counter() - t0
         # Time only the steps (each synced); score every state with the float64 ELBO outside
         # the timed region, so float32's own rounding of a sum over N points does not decide.
         reached, elbo, steps, stepping = None, None, 0, 0.0
         for _ in range(5 * iters):
             t0 = time.perf_counter()
-            state, info = step(state, x, key)
+            state, info = step(key, state, x)
             jax.block_until_ready(state)
             stepping += time.perf_counter() - t0
             steps += 1

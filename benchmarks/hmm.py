@@ -76,13 +76,13 @@ def run_vijax(model, start, data, iters, dtype):
     state = EMState(start, jnp.zeros((), jnp.int32))
     key = jax.random.PRNGKey(0)
     t0 = time.perf_counter()
-    step = jax.jit(alg.step).lower(state, data, key).compile()
-    jax.block_until_ready(step(state, data, key))  # warm-up call, result dropped
+    step = jax.jit(alg.step).lower(key, state, data).compile()
+    jax.block_until_ready(step(key, state, data))  # warm-up call, result dropped
     compile_s = time.perf_counter() - t0
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
-        state, info = step(state, data, key)
+        state, info = step(key, state, data)
         jax.block_until_ready(state)
         times.append(time.perf_counter() - t0)
     return jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), state.q_global), compile_s, times

@@ -6,7 +6,7 @@ alpha and eta) in SVI's state, so a whole grid of settings is one ``vmap``ped st
 train the same grid (default 3 x 3 = 9 settings) on a synthetic corpus (``sample_lda_corpus``), all
 from the same initial state, on the same minibatches with the same keys:
 
-- (a) ``grid``: the grid as one program, ``jax.jit(jax.vmap(step, in_axes=(0, None, None)))`` over
+- (a) ``grid``: the grid as one program, ``jax.jit(jax.vmap(step, in_axes=(None, 0, None)))`` over
   the 9 injected states, compiled once;
 - (b) ``one-by-one, injected``: one ``jax.jit(step)``, compiled once, run for each setting in turn
   with that setting's injected (unbatched) state;
@@ -95,7 +95,7 @@ def _timed_steps(step, state, batches, keys, times):
     """Runs ``step`` over every minibatch, each call waited for; appends each call's seconds."""
     for b, k in zip(batches, keys):
         t0 = time.perf_counter()
-        state = jax.block_until_ready(step(state, b, k))
+        state = jax.block_until_ready(step(k, state, b))
         times.append(time.perf_counter() - t0)
     return state
 
@@ -111,8 +111,8 @@ def run_grid(alg, model, s0, grid, batches, keys):
     jax.block_until_ready(states)
     setup = time.perf_counter() - t_start
     t0 = time.perf_counter()
-    step = jax.jit(jax.vmap(lambda s, b, k: alg.step(s, b, k)[0], in_axes=(0, None, None)))
-    step = step.lower(states, batches[0], keys[0]).compile()
+    step = jax.jit(jax.vmap(lambda k, s, b: alg.step(k, s, b)[0], in_axes=(None, 0, None)))
+    step = step.lower(keys[0], states, batches[0]).compile()
     compile_s = time.perf_counter() - t0
     times = []
     states = _timed_steps(step, states, batches, keys, times)
@@ -125,7 +125,7 @@ def run_injected(alg, model, s0, grid, batches, keys):
     """(b): one jitted step, compiled once, run for each setting's injected state in turn."""
     jax.clear_caches()
     t_start = time.perf_counter()
-    step = jax.jit(lambda s, b, k: alg.step(s, b, k)[0])
+    step = jax.jit(lambda k, s, b: alg.step(k, s, b)[0])
     compile_s, setup, qs, per_setting = 0.0, 0.0, [], []
     for g, (a, e) in enumerate(grid):
         t0 = time.perf_counter()
@@ -133,7 +133,7 @@ def run_injected(alg, model, s0, grid, batches, keys):
         setup += time.perf_counter() - t0
         if g == 0:  # every injected state has the same structure, shapes and dtypes: one program
             t0 = time.perf_counter()
-            step = step.lower(state, batches[0], keys[0]).compile()
+            step = step.lower(keys[0], state, batches[0]).compile()
             compile_s += time.perf_counter() - t0
         times = []
         state = _timed_steps(step, state, batches, keys, times)
@@ -161,7 +161,7 @@ def run_per_model(k, v, dtype, num_data, schedule, key, grid, batches, keys, s0)
         setup += time.perf_counter() - t0
         same_start &= bool(jnp.array_equal(state.q_global.concentration, s0.q_global.concentration))
         t0 = time.perf_counter()
-        step = jax.jit(lambda s, b, kk, alg=alg: alg.step(s, b, kk)[0]).lower(state, batches[0], keys[0]).compile()
+        step = jax.jit(lambda kk, s, b, alg=alg: alg.step(kk, s, b)[0]).lower(keys[0], state, batches[0]).compile()
         compile_s += time.perf_counter() - t0
         times = []
         state = _timed_steps(step, state, batches, keys, times)

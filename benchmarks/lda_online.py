@@ -113,7 +113,7 @@ def vijax_runner(alg, model, train, obs, held, batches, seed=0, one_length=True)
     cost follows the padded length) each minibatch has its own bucketed length.
     ``setup_s`` is the initial state's."""
     # jit_step: the value checks without host callbacks, so that the persistent cache (--compile-cache) can store it
-    step = jit_step(lambda st, batch, key, t: alg.step(st, batch, jax.random.fold_in(key, t))[0])
+    step = jit_step(lambda key, st, batch, t: alg.step(jax.random.fold_in(key, t), st, batch)[0])
     length = bucket_length(int(train.doc_unique_words.max())) if one_length else None
 
     def batch_of(idx):
@@ -130,10 +130,10 @@ def vijax_runner(alg, model, train, obs, held, batches, seed=0, one_length=True)
         first_of_length.setdefault(length or bucket_length(int(train.doc_unique_words[idx].max())), idx)
     for idx in first_of_length.values():
         # twice: a data_parallel step returns its state replicated over the devices, a new input sharding
-        jax.block_until_ready(step(step(state, batch_of(idx), key, 0), batch_of(idx), key, 0))
+        jax.block_until_ready(step(key, step(key, state, batch_of(idx), 0), batch_of(idx), 0))
     runner = _Runner(
         state,
-        lambda st, idx, t: step(st, batch_of(idx), key, t),
+        lambda st, idx, t: step(key, st, batch_of(idx), t),
         lambda st: _heldout(model, st.q_global.concentration, obs, held),
         jax.block_until_ready,
         compile_s=time.perf_counter() - t0,

@@ -115,24 +115,24 @@ def profile(name, corpus, k: int, s: int, warmup: int, steps: int, seed: int = 0
     alg = svi(
         model, num_data=corpus.num_docs, local="meanfield", schedule=schedules.robbins_monro(1.0, tau=64.0, kappa=0.7)
     )
-    step = jax.jit(lambda st, batch, key: alg.step(st, batch, key)[0])
+    step = jax.jit(lambda key, st, batch: alg.step(key, st, batch)[0])
     mb = Minibatcher(corpus, s, seed, length="corpus")
     key = jax.random.PRNGKey(seed)
     batches = [mb.step_batch(t) for t in range(warmup + steps)]
     t0 = time.perf_counter()
     state = jax.block_until_ready(alg.init(jax.random.fold_in(key, 0)))
-    state = jax.block_until_ready(step(state, batches[0], jax.random.fold_in(key, 1)))
+    state = jax.block_until_ready(step(jax.random.fold_in(key, 1), state, batches[0]))
     compile_s = time.perf_counter() - t0
     times = []
     for t in range(1, warmup):
         t1 = time.perf_counter()
-        state = jax.block_until_ready(step(state, batches[t], jax.random.fold_in(key, t + 1)))
+        state = jax.block_until_ready(step(jax.random.fold_in(key, t + 1), state, batches[t]))
         times.append(time.perf_counter() - t1)
     end_to_end_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as trace_dir:
         jax.profiler.start_trace(trace_dir, create_perfetto_trace=True)
         for t in range(warmup, warmup + steps):
-            state = jax.block_until_ready(step(state, batches[t], jax.random.fold_in(key, t + 1)))
+            state = jax.block_until_ready(step(jax.random.fold_in(key, t + 1), state, batches[t]))
         jax.profiler.stop_trace()
         out = _trace_summary(trace_dir, steps)
     step_ms = 1e3 * float(np.median(times[len(times) // 2 :]))

@@ -157,7 +157,7 @@ def ngvi_draws(target, alg, state):
     q = state.q_global
 
     def draws(key, num_samples):
-        z = sample(alg, state, key, num_samples)
+        z = sample(alg, key, state, num_samples)
         u = jax.vmap(target.unconstrain)(z)
         _, log_det = jax.vmap(target.transform)(u)
         lq = jax.tree_util.tree_map(
@@ -234,10 +234,10 @@ def vijax_method(model, args, kwargs, chunk: int, num_samples: int) -> Method:
         return alg.init(jax.random.PRNGKey(0))
 
     def run_chunk(state, key):
-        return jax.lax.scan(lambda s, k: (box["alg"].step(s, None, k)[0], None), state, jax.random.split(key, chunk))[0]
+        return jax.lax.scan(lambda s, k: (box["alg"].step(k, s, None)[0], None), state, jax.random.split(key, chunk))[0]
 
     def reference(state, key, s):
-        return jnp.mean(log_weights(box["alg"], state, None, key, s))
+        return jnp.mean(log_weights(box["alg"], key, state, None, s))
 
     return Method(
         "vijax-ngvi",

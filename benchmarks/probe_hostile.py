@@ -199,7 +199,7 @@ def algorithm_cases():
                 def call(make=make, batch=batch, settings=settings, key=key, value=value, name=name):
                     alg = make_algorithm(name, make(), **{**settings, key: value})
                     state = alg.init(jax.random.PRNGKey(1), batch)
-                    return alg.step(state, batch, jax.random.PRNGKey(2))
+                    return alg.step(jax.random.PRNGKey(2), state, batch)
 
                 yield f"{name}({key}={what})", call, (key,)
         yield (
@@ -246,7 +246,7 @@ def step_cases():
             for mode, fn in (("eager", alg.step), ("jit", jitted)):
                 yield (
                     f"{name}.step[{what}, {mode}]",
-                    lambda fn=fn, state=state, bad=bad: fn(state, bad, jax.random.PRNGKey(2)),
+                    lambda fn=fn, state=state, bad=bad: fn(jax.random.PRNGKey(2), state, bad),
                     ("batch", "obs", " x ", "y ", "count", "word id", "symbol", "index", "label", "num_data", "must"),
                 )
 

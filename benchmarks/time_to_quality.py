@@ -331,7 +331,7 @@ def bench_gmm(args) -> dict:
 
     def step(carry, t):
         state, feats, fn = carry
-        return fn(state, feats, key)[0], feats, fn
+        return fn(key, state, feats)[0], feats, fn
 
     vij = trace(
         Method(
@@ -408,7 +408,7 @@ def bench_hmm(args) -> dict:
 
     def step(carry, t):
         state, fn = carry
-        return fn(state, data, key)[0], fn
+        return fn(key, state, data)[0], fn
 
     rows = [
         trace(
@@ -507,7 +507,7 @@ def numpyro_autonormal(d: int, lr: float, num_samples: int, xy0) -> bbvi.Method:
         f"NumPyro SVI AutoNormal (Adam {lr:g})",
         "meanfield",
         lambda: svi_.init(jax.random.PRNGKey(0), xy0),
-        lambda st, key, xy: svi_.update(st, xy)[0],
+        lambda key, st, xy: svi_.update(st, xy)[0],
         gaussian,
     )
 

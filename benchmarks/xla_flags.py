@@ -59,16 +59,16 @@ def _child(rounds: int, fast: bool) -> dict:
     batches = [corpus.batch(np.arange(i * 256, (i + 1) * 256), length=length) for i in range(8)]
     key = jax.random.PRNGKey(1)
     # end to end, as a user meets it: from the first call (tracing, compiling) to the final state
-    step = jit_step(lambda st, batch, k: alg.step(st, batch, k)[0])
+    step = jit_step(lambda k, st, batch: alg.step(k, st, batch)[0])
     start, st = time.perf_counter(), state
     for b in batches:
-        st = step(st, b, key)
+        st = step(key, st, b)
     jax.block_until_ready(st)
     end_to_end_s = time.perf_counter() - start
     # compile apart: a program of its own (a new function: jit caches traces by function), lowered and compiled
-    fresh = jit_step(lambda st, batch, k: alg.step(st, batch, k)[0])
+    fresh = jit_step(lambda k, st, batch: alg.step(k, st, batch)[0])
     start = time.perf_counter()
-    lowered = fresh.lower(state, batches[0], key)
+    lowered = fresh.lower(key, state, batches[0])
     lower_s = time.perf_counter() - start
     start, cpu = time.perf_counter(), time.process_time()
     lowered.compile()
@@ -77,7 +77,7 @@ def _child(rounds: int, fast: bool) -> dict:
     for _ in range(rounds):
         start, st = time.perf_counter(), state
         for b in batches:
-            st = step(st, b, key)
+            st = step(key, st, b)
         jax.block_until_ready(st)
         best = min(best, (time.perf_counter() - start) / len(batches))
     return {

@@ -64,7 +64,7 @@ cells = [
         "\n"
         "alg = ngvi(target, num_samples=8)          # family=auto_family(target)\n"
         "num_steps = 200 if SMALL else 500\n"
-        "run = jax.jit(lambda key: jax.lax.scan(lambda s, k: alg.step(s, None, k), alg.init(key),\n"
+        "run = jax.jit(lambda key: jax.lax.scan(lambda s, k: alg.step(k, s, None), alg.init(key),\n"
         "                                       jax.random.split(key, num_steps)))\n"
         "state, info = run(jax.random.PRNGKey(0))\n"
         "elbo = np.asarray(info.elbo)\n"
@@ -87,8 +87,8 @@ cells = [
     ),
     code(
         "key = jax.random.PRNGKey(1)\n"
-        "draws = sample(alg, state, key, 2000)      # {'mu': (2000,), 'tau': (2000,), 'theta_tilde': (2000, 8)}\n"
-        "lw = log_weights(alg, state, None, key, 2000)  # the same draws (the same key)\n"
+        "draws = sample(alg, key, state, 2000)      # {'mu': (2000,), 'tau': (2000,), 'theta_tilde': (2000, 8)}\n"
+        "lw = log_weights(alg, key, state, None, 2000)  # the same draws (the same key)\n"
         "idata = vijax.to_arviz(draws, jax.random.PRNGKey(2), target=target, log_weights=lw)\n"
         "print('q against the posterior, PSIS k-hat:', round(float(idata.sample_stats.attrs['khat']), 2))\n"
         "az.summary(idata, var_names=['mu', 'tau', 'theta_tilde'], kind='stats')"

@@ -172,13 +172,13 @@ def test_a_new_algorithm_is_its_step_body_and_one_registration_line():
         accepted: jax.Array = None
 
     @checked_step
-    def step(state, batch, key, *, model, shift):
+    def step(key, state, batch, *, model, shift):
         new = state.q_global + shift * jnp.mean(batch)
         return Proposal(State(new, state.count, state.num_rejected), Info(-jnp.sum(new**2)), (jnp.log(new),))
 
     def toy(model, *, num_data, schedule=None, shift: float = 1.0):
         init = lambda key, batch=None: State(jnp.ones(()), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-        return VIAlgorithm(init, lambda s, b, k: step(s, b, k, model=model, shift=shift))
+        return VIAlgorithm(init, lambda k, s, b: step(k, s, b, model=model, shift=shift))
 
     register_algorithm("toy", toy, description="a test's algorithm")
     try:
@@ -186,12 +186,12 @@ def test_a_new_algorithm_is_its_step_body_and_one_registration_line():
         alg = make_algorithm("toy", DiagonalGMM(2, 1), num_data=4, shift=-1.0)
         s0 = alg.init(jax.random.PRNGKey(0))
         x = jnp.array([[0.25], [0.25], [0.25], [0.25]])
-        s1, info = alg.step(s0, x, jax.random.PRNGKey(1))
+        s1, info = alg.step(jax.random.PRNGKey(1), s0, x)
         assert bool(info.accepted) and float(s1.q_global) == 0.75 and int(s1.count) == 1
-        s2, info = alg.step(s1, x * 4, jax.random.PRNGKey(2))  # log(0.75 - 1) is NaN: rejected
+        s2, info = alg.step(jax.random.PRNGKey(2), s1, x * 4)  # log(0.75 - 1) is NaN: rejected
         assert not bool(info.accepted) and float(s2.q_global) == 0.75 and int(s2.num_rejected) == 1
         with pytest.raises(ValueError, match=r"batch x nan at \[1, 0\] is not finite"):
-            alg.step(s1, x.at[1, 0].set(jnp.nan), jax.random.PRNGKey(3))
+            alg.step(jax.random.PRNGKey(3), s1, x.at[1, 0].set(jnp.nan))
         with pytest.raises(ValueError, match="takes the settings"):
             make_algorithm("toy", DiagonalGMM(2, 1), num_data=4, scale=2.0)
     finally:

@@ -318,7 +318,7 @@ def test_bad_value_in_step_names_value_and_position(started, name, i):
     _, alg, state, batch = started[name]
     transform, words = MODELS[name][3][i]
     with pytest.raises(ValueError) as e:
-        alg.step(state, transform(batch), jax.random.PRNGKey(2))
+        alg.step(jax.random.PRNGKey(2), state, transform(batch))
     assert words in str(e.value) and "(in step 1)" in str(e.value)
 
 
@@ -329,9 +329,9 @@ def test_wrong_shape_or_dtype_fails_at_trace_time(started, name):
     _, alg, state, batch = started[name]
     wrong = jax.tree_util.tree_map(lambda a: jnp.stack([a, a], -1), batch)
     with pytest.raises(ValueError):
-        jax.jit(alg.step)(state, wrong, jax.random.PRNGKey(2))
+        jax.jit(alg.step)(jax.random.PRNGKey(2), state, wrong)
     with pytest.raises(ValueError, match="batch|must"):
-        alg.step(state, np.array(["a", "b"]), jax.random.PRNGKey(2))
+        alg.step(jax.random.PRNGKey(2), state, np.array(["a", "b"]))
 
 
 # algorithm -> the model of MODELS its step is checked with; every registered algorithm needs one
@@ -387,7 +387,7 @@ def test_every_algorithm_step_checks_values(alg_name):
         state = alg.init(jax.random.PRNGKey(1), batch)
     transform, words = cases[0]
     with pytest.raises(ValueError, match="at \\["):
-        alg.step(state, transform(batch), jax.random.PRNGKey(2))
+        alg.step(jax.random.PRNGKey(2), state, transform(batch))
 
 
 def test_value_check_under_jit_and_in_the_runner():
@@ -397,7 +397,7 @@ def test_value_check_under_jit_and_in_the_runner():
     _, alg, state, batch = (lambda m: (None, *m[1:]))(_started_gmm())
     bad = batch.at[3].set(jnp.inf)
     with pytest.raises(jax.errors.JaxRuntimeError, match="batch x inf at \\[3\\] is not finite"):
-        jax.block_until_ready(jax.jit(alg.step)(state, bad, jax.random.PRNGKey(2)))
+        jax.block_until_ready(jax.jit(alg.step)(jax.random.PRNGKey(2), state, bad))
     cfg = RunConfig(num_steps=4, chunk_size=4, progress=False, compile_cache=False)
     with pytest.raises(ValueError, match="batch x inf at \\[3\\] is not finite \\(in step 1\\)"):
         run(alg, KEY, batch_fn=lambda k, t: bad, config=cfg, init_state=state)
@@ -419,7 +419,7 @@ def test_nonfinite_step_is_rejected_under_jit(alg_name):
     model = vm.UnivariateGMM(num_components=2)
     alg = _algorithm(alg_name, model, 5)
     state = alg.init(jax.random.PRNGKey(1))
-    new, info = jax.jit(with_value_checks(alg, False).step)(state, X1.at[0].set(jnp.inf), jax.random.PRNGKey(2))
+    new, info = jax.jit(with_value_checks(alg, False).step)(jax.random.PRNGKey(2), state, X1.at[0].set(jnp.inf))
     assert not bool(info.accepted) and int(new.num_rejected) == 1 and int(new.count) == 1
     for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -456,7 +456,7 @@ def test_nonfinite_step_is_rejected_state_kept(alg_name):
         bad = jax.tree_util.tree_map(
             lambda a: a.at[(0,) * a.ndim].set(jnp.inf) if jnp.issubdtype(a.dtype, jnp.floating) else a, batch
         )
-    new, info = with_value_checks(alg, False).step(state, bad, jax.random.PRNGKey(2))
+    new, info = with_value_checks(alg, False).step(jax.random.PRNGKey(2), state, bad)
     assert not bool(info.accepted) and int(new.num_rejected) == 1
     for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # exact: the old state, kept
@@ -474,7 +474,7 @@ def test_elbo_of_discrete_data_is_nonpositive_at_extreme_hyperparameters(name, e
     alg = _algorithm("cavi", model, None)
     state = alg.init(jax.random.PRNGKey(1), batch)
     for t in range(2):
-        state, info = alg.step(state, batch, jax.random.PRNGKey(2 + t))
+        state, info = alg.step(jax.random.PRNGKey(2 + t), state, batch)
         assert (not bool(info.accepted)) or float(info.elbo) <= 1e-3 * abs(float(info.elbo)) + 1e-3, float(info.elbo)
 
 
@@ -485,7 +485,7 @@ def test_em_log_likelihood_nonpositive_at_extreme_concentration():
     model = vm.CategoricalHMM(num_states=2, num_symbols=2, emission_concentration=1e30)
     alg = make_algorithm("em", model)
     state = alg.init(jax.random.PRNGKey(1), OBS)
-    _, info = alg.step(state, OBS, jax.random.PRNGKey(2))
+    _, info = alg.step(jax.random.PRNGKey(2), state, OBS)
     assert (not bool(info.accepted)) or float(info.log_likelihood) <= 1e-6 * abs(float(info.log_likelihood))
 
 
@@ -598,9 +598,9 @@ def test_model_own_step_paths_check_their_batch():
     sampler = vm.bernoulli_collapsed_gibbs(vm.BernoulliMixture(2, 3))
     state = sampler.init(jax.random.PRNGKey(0), Y01)
     with pytest.raises(ValueError, match="batch y 3.0 at \\[1, 1\\] is not in \\{0, 1\\}"):
-        sampler.step(state, Y01.at[1, 1].set(3.0), jax.random.PRNGKey(1))
+        sampler.step(jax.random.PRNGKey(1), state, Y01.at[1, 1].set(3.0))
     with pytest.raises(ValueError, match="y must have 3 columns"):
-        jax.jit(sampler.step)(state, Y01[:, :2], jax.random.PRNGKey(1))
+        jax.jit(sampler.step)(jax.random.PRNGKey(1), state, Y01[:, :2])
 
 
 def _experiment_names():

@@ -76,7 +76,7 @@ def _lda_batch(s=8, length=40, v=30):
 def _size(alg, batch, init_batch=None):
     key = jax.random.PRNGKey(0)
     state = jax.eval_shape(lambda k: alg.init(k) if init_batch is None else alg.init(k, init_batch), key)
-    return len(jax.jit(alg.step).lower(state, batch, key).as_text())
+    return len(jax.jit(alg.step).lower(key, state, batch).as_text())
 
 
 def _lda_alg(model, m_step, local):
@@ -333,8 +333,8 @@ def test_svi_step_whose_info_is_unused_skips_the_kl_of_the_topics(m_step):
     batch = _lda_batch(s=5, length=8, v=v)
 
     def topic_lgammas(step):
-        return _lgammas_outside_branches(jax.jit(step).lower(state, batch, key).as_text(), f"{k}x{v}")
+        return _lgammas_outside_branches(jax.jit(step).lower(key, state, batch).as_text(), f"{k}x{v}")
 
-    unused, used = topic_lgammas(lambda s, b, kk: alg.step(s, b, kk)[0]), topic_lgammas(alg.step)
+    unused, used = topic_lgammas(lambda kk, s, b: alg.step(kk, s, b)[0]), topic_lgammas(alg.step)
     # full SSVI's own update needs log Gamma of the topics (the V matrix's quantile Jacobian)
     assert unused < used and (unused == 0 or m_step == "ssvi"), (unused, used)

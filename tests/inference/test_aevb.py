@@ -66,7 +66,7 @@ def test_iwae_is_exact_with_the_exact_posterior_as_proposal():
     # every importance weight is p(x): any K (here 7, in chunks of 3, the last one partly masked) gives log p(x)
     alg = aevb(_linear_vae(), num_data=5)
     state = alg.init(jax.random.PRNGKey(0))
-    est = vi.iwae_log_likelihood(alg, state, X, jax.random.PRNGKey(1), num_samples=7, chunk_size=3)
+    est = vi.iwae_log_likelihood(alg, jax.random.PRNGKey(1), state, X, num_samples=7, chunk_size=3)
     np.testing.assert_allclose(est, _exact_log_px(), rtol=1e-10)
 
 
@@ -75,7 +75,7 @@ def test_num_data_below_the_batch_is_refused_at_step():
     alg = aevb(_linear_vae(), num_data=4)
     state = alg.init(jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match=r"^num_data = 4 is smaller than the batch's 5 data points"):
-        alg.step(state, X, jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), state, X)
 
 
 def test_elbo_and_iwae_against_closed_forms_with_an_imperfect_encoder():
@@ -86,12 +86,12 @@ def test_elbo_and_iwae_against_closed_forms_with_an_imperfect_encoder():
     assert np.all(elbo_exact < exact - 0.05)  # the encoder is off: a gap to close
     # the ELBO estimate: 400 independent estimates of 25 draws each, their mean within 4 SE
     keys = jax.random.split(jax.random.PRNGKey(2), 400)
-    ests = np.asarray(jax.jit(jax.vmap(lambda k: vi.elbo(alg, state.q_global, X, k, num_samples=25)))(keys))
+    ests = np.asarray(jax.jit(jax.vmap(lambda k: vi.elbo(alg, k, state.q_global, X, num_samples=25)))(keys))
     assert np.all(np.abs(ests.mean(0) - elbo_exact) < 4 * ests.std(0) / np.sqrt(400) + 1e-12)
     # IWAE: its mean over R = 50 repeats increases with K and reaches log p(x)
     means, ses = [], []
     for k_is in (1, 8, 4096):
-        iw = jax.jit(jax.vmap(lambda k: vi.iwae_log_likelihood(alg, state, X, k, k_is, chunk_size=512)))
+        iw = jax.jit(jax.vmap(lambda k: vi.iwae_log_likelihood(alg, k, state, X, k_is, chunk_size=512)))
         r = np.asarray(iw(jax.random.split(jax.random.PRNGKey(k_is), 50)))  # (R, N)
         means.append(r.mean(0))
         ses.append(r.std(0) / np.sqrt(50) + 1e-12)
@@ -145,16 +145,16 @@ def test_step_scaling_bayesian_kl_gradients_jit_and_vmap_over_seeds():
     point = aevb(vae, num_data=100, num_samples=3)
     s0 = point.init(jax.random.PRNGKey(0), x)
     step = jax.jit(chex.assert_max_traces(point.step, n=1))
-    s1, info = step(s0, x, keys[0])
-    s2, _ = step(s1, x, keys[1])  # compiled once
+    s1, info = step(keys[0], s0, x)
+    s2, _ = step(keys[1], s1, x)  # compiled once
     # the step's estimate is (N / M) sum of the per-datum ELBOs (same key, same draws)
-    per = vi.elbo(point, s0.q_global, x, keys[0], num_samples=3)
+    per = vi.elbo(point, keys[0], s0.q_global, x, num_samples=3)
     np.testing.assert_allclose(info.elbo, 100 / 10 * jnp.sum(per), rtol=1e-10)
     # fully Bayesian, vmapped over three seeds: with q(theta) at the decoder's parameters and a tiny
     # sd, the point decoder's data term minus KL(q(theta) || N(0, 2^2 I)) (TFP's), not scaled by N / M
     bayes = aevb(vae, num_data=100, num_samples=3, bayesian_decoder=True, prior_scale=2.0, init_scale=1e-7)
     b0 = jax.vmap(lambda k: bayes.init(k))(keys)
-    b1, binfo = jax.jit(jax.vmap(bayes.step, (0, None, 0)))(b0, x, keys)
+    b1, binfo = jax.jit(jax.vmap(bayes.step, (0, 0, None)))(keys, b0, x)
     assert len(set(np.asarray(binfo.elbo).tolist())) == 3 and bool(jnp.all(binfo.accepted))
     assert b1.count.tolist() == [1, 1, 1]
     b0, b1 = jax.tree.map(lambda a: a[0], (b0, b1))
@@ -170,7 +170,7 @@ def test_step_scaling_bayesian_kl_gradients_jit_and_vmap_over_seeds():
             assert np.all(np.asarray(a) != np.asarray(b)), jax.tree_util.keystr(path)
     assert set(b1.q_global["decoder"]) == {"loc", "scale"}
     # a non-finite step (NaN data reach a traced step unchecked: value checks off) is rejected, and the state kept
-    s3, bad = jax.jit(with_value_checks(point, False).step)(s2, np.full_like(x, np.nan), keys[2])
+    s3, bad = jax.jit(with_value_checks(point, False).step)(keys[2], s2, np.full_like(x, np.nan))
     assert not bool(bad.accepted) and int(s3.num_rejected) == 1 and int(s3.count) == 3
     chex.assert_trees_all_equal(s3.q_global, s2.q_global)
     # the decoder's KL at scales away from the start
@@ -192,15 +192,15 @@ def test_training_on_synthetic_binary_data_raises_the_test_elbo():
     def train_and_eval(key):
         def body(state, t):
             idx = jax.random.choice(jax.random.fold_in(key, t), 500, (50,), replace=False)
-            return alg.step(state, train[idx], jax.random.fold_in(key, -t - 1))
+            return alg.step(jax.random.fold_in(key, -t - 1), state, train[idx])
 
         s0 = alg.init(key)
         s1, _ = jax.lax.scan(body, s0, jnp.arange(400))
         ek = jax.random.PRNGKey(9)
         return (
-            vi.elbo(alg, s0.q_global, test, ek, num_samples=10).mean(),
-            vi.elbo(alg, s1.q_global, test, ek, num_samples=10).mean(),
-            vi.iwae_log_likelihood(alg, s1, test, ek, 100).mean(),
+            vi.elbo(alg, ek, s0.q_global, test, num_samples=10).mean(),
+            vi.elbo(alg, ek, s1.q_global, test, num_samples=10).mean(),
+            vi.iwae_log_likelihood(alg, ek, s1, test, 100).mean(),
             s1.num_rejected,
         )
 
@@ -215,29 +215,29 @@ def test_reconstruct_sample_and_bad_input_name_the_argument():
     state = alg.init(jax.random.PRNGKey(0), x)
     rec = vi.reconstruct(alg, state, x)
     assert rec.shape == x.shape and bool(jnp.all((rec > 0) & (rec < 1)))
-    assert vi.sample(alg, state, jax.random.PRNGKey(1), 4).shape == (4, 6)
+    assert vi.sample(alg, jax.random.PRNGKey(1), state, 4).shape == (4, 6)
     key = jax.random.PRNGKey(2)
     for call in (
         lambda: alg.init(None),
-        lambda: alg.step(state, x, None),
-        lambda: vi.elbo(alg, state.q_global, x, None),
-        lambda: vi.iwae_log_likelihood(alg, state, x, None),
-        lambda: vi.sample(alg, state, None, 2),
+        lambda: alg.step(None, state, x),
+        lambda: vi.elbo(alg, None, state.q_global, x),
+        lambda: vi.iwae_log_likelihood(alg, None, state, x),
+        lambda: vi.sample(alg, None, state, 2),
     ):
         with pytest.raises(ValueError, match="^key must be a PRNG key"):
             call()
     with pytest.raises(ValueError, match="^batch must have 6 columns"):
-        alg.step(state, x[:, :5], key)
+        alg.step(key, state, x[:, :5])
     with pytest.raises(ValueError, match="^batch must have 6 columns"):
         alg.init(key, x[:, :5])
     with pytest.raises(ValueError, match="^batch x nan at \\[0, 0\\] is not in \\[0, 1\\]"):
-        alg.step(state, np.full_like(x, np.nan), key)
+        alg.step(key, state, np.full_like(x, np.nan))
     with pytest.raises(ValueError, match="^batch x .* is not in \\[0, 1\\]"):
-        alg.step(state, x + 1.0, key)
+        alg.step(key, state, x + 1.0)
     with pytest.raises(ValueError, match="^x must lie in \\[0, 1\\]"):
-        vi.iwae_log_likelihood(alg, state, x - 1.0, key)
+        vi.iwae_log_likelihood(alg, key, state, x - 1.0)
     with pytest.raises(ValueError, match="^theta"):
-        vi.elbo(alg, state.q_global, x, key, theta="mode")
+        vi.elbo(alg, key, state.q_global, x, theta="mode")
     with pytest.raises(ValueError, match="^num_samples"):
         aevb(vae, num_data=10, num_samples=0)
     with pytest.raises(ValueError, match="^prior_scale"):

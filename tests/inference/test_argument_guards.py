@@ -54,10 +54,10 @@ def test_bbvi_and_ngvi_refuse_num_data_below_the_batch_at_trace_time():
     x = jnp.ones(10)
     alg = bbvi(lambda p, b: -0.5 * jnp.sum((p["z"] - b) ** 2), init_params={"z": jnp.zeros(())}, num_data=3)
     with pytest.raises(ValueError, match=r"^num_data = 3 is smaller than the batch's 10 data points"):
-        jax.jit(alg.step)(alg.init(KEY), x, KEY)
+        jax.jit(alg.step)(KEY, alg.init(KEY), x)
     alg = ngvi(lambda z, b: -0.5 * jnp.sum((z - b[:2]) ** 2), family=Q0, num_data=3)
     with pytest.raises(ValueError, match=r"^num_data = 3 is smaller than the batch's 10 data points"):
-        jax.jit(alg.step)(alg.init(KEY), x, KEY)
+        jax.jit(alg.step)(KEY, alg.init(KEY), x)
 
 
 # ------------------------------------------------------------------ non-differentiable log-densities
@@ -104,10 +104,10 @@ def test_bbvi_refuses_another_bbvis_state():
     state = meanfield.init(KEY)
     fullrank = bbvi(_quadratic, init_params={"z": jnp.zeros(2)}, family="fullrank")
     with pytest.raises(ValueError, match=r"^state\.q_global must have the pytree structure"):
-        fullrank.step(state, None, KEY)
+        fullrank.step(KEY, state, None)
     three = bbvi(_quadratic, init_params={"z": jnp.zeros(3)})
     with pytest.raises(ValueError, match=r"^state\.q_global\['loc'\] must have shape \(3,\) .* got \(2,\)"):
-        jax.jit(three.step)(state, None, KEY)
+        jax.jit(three.step)(KEY, state, None)
 
 
 def test_ngvi_refuses_a_prior_of_another_shape_and_another_ngvis_state():
@@ -116,7 +116,7 @@ def test_ngvi_refuses_a_prior_of_another_shape_and_another_ngvis_state():
     other = ngvi(lambda z, b: -0.5 * jnp.sum(z**2), family=Normal.from_mean_variance(jnp.zeros(3), jnp.ones(3)))
     alg = ngvi(lambda z, b: -0.5 * jnp.sum(z**2), family=Q0)
     with pytest.raises(ValueError, match=r"^state\.q_global.* must have shape \(2,\)"):
-        alg.step(other.init(KEY), None, KEY)
+        alg.step(KEY, other.init(KEY), None)
 
 
 # ------------------------------------------------------------------ combinators
@@ -150,7 +150,7 @@ def test_a_string_batch_is_refused_naming_batch():
     alg = bbvi(lambda p, b: -0.5 * jnp.sum((p["z"] - b) ** 2), init_params={"z": jnp.zeros(())}, num_data=3)
     state = alg.init(jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="^batch must be a pytree of numeric arrays, got an array of dtype <U1$"):
-        alg.step(state, np.array(["a", "b"]), jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), state, np.array(["a", "b"]))
 
 
 def test_optimizer_algorithms_name_schedule_for_a_bad_learning_rate():
@@ -167,4 +167,4 @@ def test_optimizer_algorithms_name_schedule_for_a_bad_learning_rate():
     # num_data below the batch: refused at step, as in every stochastic algorithm
     alg = make_algorithm("optax", model, num_data=1, optimizer="adam", schedule=0.1)
     with pytest.raises(ValueError, match=r"^num_data = 1 is smaller than the batch's 3 data points"):
-        alg.step(alg.init(jax.random.PRNGKey(0)), jnp.arange(3), jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), jnp.arange(3))

@@ -170,7 +170,7 @@ def test_stl_reaches_the_exact_posterior(family):
         schedule=0.05,
     )
     state = alg.init(jax.random.PRNGKey(0), y)
-    steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(c, y, k), s, ks))
+    steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(k, c, y), s, ks))
     state, info = steps(state, jax.random.split(jax.random.PRNGKey(1), 1500))  # 1500 steps, Adam 0.05
     q = vi.guide(alg).to_tfp(state.q_global)
     np.testing.assert_allclose(q.mean(), mean, atol=0.01 * np.sqrt(var))
@@ -214,11 +214,11 @@ def test_bijectors_map_to_the_support_and_log_weights_are_exact_at_the_posterior
         log_prior=log_prior,
     )
     state = alg.init(jax.random.PRNGKey(0), y)
-    draws = vi.sample(alg, state, jax.random.PRNGKey(1), 50)
+    draws = vi.sample(alg, jax.random.PRNGKey(1), state, 50)
     assert draws["s"].shape == (50,) and bool(np.all(draws["s"] > 0)) and draws["t"].shape == (50, D)
     np.testing.assert_allclose(vi.guide(alg).mean(state.q_global)["s"], 1.0, rtol=1e-10)
     # Gaussian target in t only, q exact there: weights vary only through s
-    lw = vi.log_weights(alg, state, y, jax.random.PRNGKey(2), 20)
+    lw = vi.log_weights(alg, jax.random.PRNGKey(2), state, y, 20)
     assert lw.shape == (20,) and bool(np.all(np.isfinite(lw)))
 
 
@@ -227,9 +227,9 @@ def test_step_is_pure_jits_once_and_vmaps_over_seeds():
     alg = bbvi(log_lik, init_params={"t": jnp.zeros(D)}, log_prior=log_prior, num_samples=2, schedule=0.1)
     state = alg.init(jax.random.PRNGKey(0))
     keys = jax.random.split(jax.random.PRNGKey(1), 3)
-    batched = jax.vmap(alg.step, in_axes=(None, None, 0))(state, y, keys)
+    batched = jax.vmap(alg.step, in_axes=(0, None, None))(keys, state, y)
     for i in range(3):
-        one = jax.jit(alg.step)(state, y, keys[i])
+        one = jax.jit(alg.step)(keys[i], state, y)
         np.testing.assert_allclose(batched[0].q_global["loc"][i], one[0].q_global["loc"], rtol=1e-10)
         np.testing.assert_allclose(batched[1].elbo[i], one[1].elbo, rtol=1e-10)
     assert not np.allclose(batched[1].elbo[0], batched[1].elbo[1])  # each seed its own draws
@@ -242,7 +242,7 @@ def test_a_non_finite_step_is_rejected_and_counted():
 
     alg = bbvi(ld, init_params={"z": jnp.zeros(2)}, init_scale=1.0, num_samples=8, schedule=0.1)
     state = alg.init(jax.random.PRNGKey(0))
-    new, info = jax.jit(alg.step)(state, None, jax.random.PRNGKey(1))
+    new, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, None)
     assert not bool(info.accepted) and int(new.num_rejected) == 1 and int(new.count) == 1
     for a, b in zip(
         jax.tree_util.tree_leaves((new.q_global, new.opt_state)),
@@ -254,7 +254,7 @@ def test_a_non_finite_step_is_rejected_and_counted():
 def test_registered_and_made_by_name():
     assert "bbvi" in ALGORITHMS and "ngvi" in ALGORITHMS
     alg = make_algorithm("bbvi", gaussian_target, schedule=0.01, init_params={"z": jnp.zeros(D)}, family="fullrank")
-    state, info = alg.step(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
+    state, info = alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), None)
     assert state.q_global["chol"].shape == (D, D) and np.isfinite(float(info.elbo))
 
 
@@ -285,7 +285,7 @@ def test_bad_arguments_are_named(kwargs, match):
 def test_bad_log_densities_are_named():
     with pytest.raises(ValueError, match="float scalar"):
         alg = bbvi(lambda p, b: p["z"], init_params={"z": jnp.zeros(2)})
-        alg.step(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), None)
     with pytest.raises(ValueError, match="not finite"):
         bbvi(lambda p, b: jnp.sum(jnp.log(p["z"] - 5.0)), init_params={"z": jnp.zeros(2)}).init(
             jax.random.PRNGKey(0), jnp.zeros(1)
@@ -318,9 +318,9 @@ def test_a_network_parameter_pytree_is_fitted_whole():
     alg = bbvi(log_density, family="fullrank", init_params=params, init_scale=0.5, num_samples=4, schedule=0.05)
     state0 = alg.init(jax.random.PRNGKey(0), (x, y))
     assert vi.guide(alg).dim == 17 and state0.q_global["chol"].shape == (17, 17)
-    steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(c, (x, y), k), s, ks))
+    steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(k, c, (x, y)), s, ks))
     state, info = steps(state0, jax.random.split(jax.random.PRNGKey(1), 300))
     mean = vi.guide(alg).mean(state.q_global)
     assert jax.tree_util.tree_structure(mean) == jax.tree_util.tree_structure(params)
-    elbo = jax.jit(lambda s: jnp.mean(vi.log_weights(alg, s, (x, y), jax.random.PRNGKey(2), 4000)))  # 4000-draw ELBO
+    elbo = jax.jit(lambda s: jnp.mean(vi.log_weights(alg, jax.random.PRNGKey(2), s, (x, y), 4000)))  # 4000-draw ELBO
     assert float(elbo(state)) > float(elbo(state0)) + 1.0

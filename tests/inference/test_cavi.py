@@ -16,7 +16,7 @@ def _fit(alg, state, x, steps, seed=0):
     step = jax.jit(alg.step)
     elbos = []
     for t in range(steps):
-        state, info = step(state, x, jax.random.fold_in(jax.random.PRNGKey(seed), t))
+        state, info = step(jax.random.fold_in(jax.random.PRNGKey(seed), t), state, x)
         elbos.append(float(info.elbo))
     return state, np.array(elbos)
 
@@ -91,14 +91,14 @@ def test_step_compiles_once_and_vmaps_over_restarts():
     step = jax.jit(chex.assert_max_traces(alg.step, n=1))
     state = alg.init(jax.random.PRNGKey(0), x)
     for t in range(3):
-        state, _ = step(state, x, jax.random.PRNGKey(t))
+        state, _ = step(jax.random.PRNGKey(t), state, x)
     keys = jax.random.split(jax.random.PRNGKey(1), 4)
     states = jax.vmap(lambda k: alg.init(k, x))(keys)
-    states, infos = jax.jit(jax.vmap(alg.step, in_axes=(0, None, 0)))(states, x, keys)
+    states, infos = jax.jit(jax.vmap(alg.step, in_axes=(0, 0, None)))(keys, states, x)
     assert infos.elbo.shape == (4,)
-    one, info1 = alg.step(jax.tree_util.tree_map(lambda a: a[2], states), x, keys[2])
+    one, info1 = alg.step(keys[2], jax.tree_util.tree_map(lambda a: a[2], states), x)
     # restart 2 of the vmapped batch equals the same restart run alone
-    two, info2 = jax.vmap(alg.step, in_axes=(0, None, 0))(states, x, keys)
+    two, info2 = jax.vmap(alg.step, in_axes=(0, 0, None))(keys, states, x)
     np.testing.assert_allclose(info2.elbo[2], info1.elbo, rtol=1e-10)
 
 

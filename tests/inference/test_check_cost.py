@@ -71,7 +71,7 @@ def test_covered_check_is_not_reduced_at_a_good_step():
     model, alg, state, feats = _started()
     checks = model.batch_checks(feats)
     assert [c.covered_by for c in checks] == ["batch feature x**2", None]
-    jaxpr = jax.make_jaxpr(lambda s, b, k: alg.step(s, b, k))(state, feats, jax.random.PRNGKey(1)).jaxpr
+    jaxpr = jax.make_jaxpr(lambda k, s, b: alg.step(k, s, b))(jax.random.PRNGKey(1), state, feats).jaxpr
     reduced = [
         tuple(e.invars[0].aval.shape)
         for e in jaxpr.eqns
@@ -98,8 +98,8 @@ def test_bad_features_are_named_with_position_and_step(where, value, words, how)
     step = jax.jit(alg.step) if how == "jit" else jit_step(alg.step)
     error = jax.errors.JaxRuntimeError if how == "jit" else ValueError
     with pytest.raises(error, match=re.escape(words)):
-        jax.block_until_ready(step(state, bad, jax.random.PRNGKey(1)))
-    out = step(state, feats, jax.random.PRNGKey(1))  # the same program takes a good batch
+        jax.block_until_ready(step(jax.random.PRNGKey(1), state, bad))
+    out = step(jax.random.PRNGKey(1), state, feats)  # the same program takes a good batch
     assert bool(out[1].accepted)
     if how == "jit_step":
         assert step.check_mode() == "collected"

@@ -74,16 +74,16 @@ def test_pattern1_compiles_once_and_equals_stepping_separately(pattern1):
     s = pattern1
     traces = []
 
-    def counted(carry, batch, key):
+    def counted(key, carry, batch):
         traces.append(1)
-        return s["train_step"](carry, batch, key)
+        return s["train_step"](key, carry, batch)
 
     step = jax.jit(counted)
     keys = jax.random.split(jax.random.PRNGKey(5), 6)
     batch = (s["x"], s["y"])
     carry = s["carry0"]
     for k in keys:
-        carry, _ = step(carry, batch, k)
+        carry, _ = step(k, carry, batch)
     assert len(traces) == 1  # the second and later calls reuse the compiled program
 
     # the same updates as two separately jitted pieces: the vijax step, then the optax step
@@ -92,14 +92,14 @@ def test_pattern1_compiles_once_and_equals_stepping_separately(pattern1):
 
     @jax.jit
     def hyper_step(vi_state, log_sigma, opt_state, key):
-        grad = jax.grad(lambda ls: -inference.elbo(vi, vi_state.q_global, (s["x"], s["y"], ls), key))(log_sigma)
+        grad = jax.grad(lambda ls: -inference.elbo(vi, key, vi_state.q_global, (s["x"], s["y"], ls)))(log_sigma)
         updates, opt_state = hyper_opt.update(grad, opt_state)
         return optax.apply_updates(log_sigma, updates), opt_state
 
     vi_state, log_sigma, opt_state = s["carry0"]
     for k in keys:
         k_vi, k_hyper = jax.random.split(k)
-        vi_state, _ = vi_step(vi_state, (s["x"], s["y"], log_sigma), k_vi)
+        vi_state, _ = vi_step(k_vi, vi_state, (s["x"], s["y"], log_sigma))
         log_sigma, opt_state = hyper_step(vi_state, log_sigma, opt_state, k_hyper)
     _allclose(carry, (vi_state, log_sigma, opt_state), rtol=1e-9)  # float64, different fusions
 
@@ -124,8 +124,8 @@ def test_elbo_is_the_steps_objective_and_reaches_the_batch_for_every_estimator()
 
         @jax.jit
         def check(state, log_sigma):
-            _, info = vi.step(state, (x, y, log_sigma), key)
-            value, grad = jax.value_and_grad(lambda ls: inference.elbo(vi, state.q_global, (x, y, ls), key))(log_sigma)
+            _, info = vi.step(key, state, (x, y, log_sigma))
+            value, grad = jax.value_and_grad(lambda ls: inference.elbo(vi, key, state.q_global, (x, y, ls)))(log_sigma)
             return info.elbo, value, grad
 
         reported, value, grads[estimator] = check(state, jnp.asarray(0.1))
@@ -266,7 +266,7 @@ def test_gaussian_head_on_fixed_features_reaches_the_conjugate_posterior(estimat
     mu = cov @ u.T @ np.asarray(y) / noise**2
 
     def fit(state, keys):
-        return jax.lax.scan(lambda st, k: (head.vi.step(st, (phi, y), k)[0], None), state, keys)[0]
+        return jax.lax.scan(lambda st, k: (head.vi.step(k, st, (phi, y))[0], None), state, keys)[0]
 
     state = head.vi.init(k_q)
     state = state._replace(q_global=head.init(k_q))  # a random start, away from the answer

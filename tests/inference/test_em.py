@@ -56,7 +56,7 @@ def _run(alg, state, data, steps):
     step = jax.jit(alg.step)
     out = []
     for i in range(steps):
-        state, info = step(state, data, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, data)
         out.append(info)
     return state, jax.tree_util.tree_map(lambda *a: np.stack(a), *out)
 
@@ -113,11 +113,11 @@ def test_em_compiles_once_and_vmaps_over_restarts():
     step = jax.jit(chex.assert_max_traces(alg.step, n=1))
     state = alg.init(jax.random.PRNGKey(0), obs)
     for i in range(3):
-        state, _ = step(state, obs, jax.random.PRNGKey(i))
+        state, _ = step(jax.random.PRNGKey(i), state, obs)
     keys = jax.random.split(jax.random.PRNGKey(5), 4)
     states = jax.vmap(lambda k: alg.init(k, obs))(keys)
-    states, infos = jax.vmap(alg.step, in_axes=(0, None, 0))(states, obs, keys)
-    one_restart = jax.jit(lambda k: alg.step(alg.init(k, obs), obs, k))
+    states, infos = jax.vmap(alg.step, in_axes=(0, 0, None))(keys, states, obs)
+    one_restart = jax.jit(lambda k: alg.step(k, alg.init(k, obs), obs))
     for r in range(4):
         one, info = one_restart(keys[r])
         np.testing.assert_allclose(infos.log_likelihood[r], info.log_likelihood, rtol=1e-12)
@@ -145,7 +145,7 @@ def test_em_errors_name_the_problem():
     obs = jnp.zeros((4, 3), jnp.int32)
     alg = em(CategoricalHMM(2, 2), num_data=5)
     with pytest.raises(ValueError, match="whole data set"):
-        alg.step(alg.init(jax.random.PRNGKey(0), obs), obs, jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), obs), obs)
     with pytest.raises(ValueError, match="key"):
         alg.init(None, obs)
     with pytest.raises(ValueError, match="num_symbols"):

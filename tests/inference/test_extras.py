@@ -25,27 +25,27 @@ def test_bbvi_extras_are_functions_of_the_algorithm_and_state():
     assert type(alg) is VIAlgorithm
     state = alg.init(jax.random.PRNGKey(0), Y)
     g = vi.guide(alg)
-    draws = vi.sample(alg, state, jax.random.PRNGKey(1), 7)
+    draws = vi.sample(alg, jax.random.PRNGKey(1), state, 7)
     assert draws["mu"].shape == (7,)
     # the draws are q's: the guide's own sampler with the same keys
     keys = jax.random.split(jax.random.PRNGKey(1), 7)
     own = jax.vmap(lambda k: g.constrain(g.sample(state.q_global, k))[0]["mu"])(keys)
     np.testing.assert_allclose(draws["mu"], own, rtol=1e-12)
     # log-weights: log p(y, mu) - log q(mu) at the same draws (identity bijector: no Jacobian)
-    lw = vi.log_weights(alg, state, Y, jax.random.PRNGKey(1), 7)
+    lw = vi.log_weights(alg, jax.random.PRNGKey(1), state, Y, 7)
     q = g.to_tfp(state.q_global)
     want = jax.vmap(lambda m: _log_lik({"mu": m}, Y) - 0.5 * m**2)(draws["mu"]) - jax.vmap(q.log_prob)(
         draws["mu"][:, None]
     )
     np.testing.assert_allclose(lw, want, rtol=1e-6)
     # elbo: the objective step ascends, differentiable in q_global; it is info.elbo of the step
-    e = vi.elbo(alg, state.q_global, Y, jax.random.PRNGKey(2))
-    _, info = alg.step(state, Y, jax.random.PRNGKey(2))
+    e = vi.elbo(alg, jax.random.PRNGKey(2), state.q_global, Y)
+    _, info = alg.step(jax.random.PRNGKey(2), state, Y)
     np.testing.assert_allclose(e, info.elbo, rtol=1e-6)
-    grads = jax.grad(lambda v: vi.elbo(alg, v, Y, jax.random.PRNGKey(2)))(state.q_global)
+    grads = jax.grad(lambda v: vi.elbo(alg, jax.random.PRNGKey(2), v, Y))(state.q_global)
     assert all(np.all(np.isfinite(x)) for x in jax.tree_util.tree_leaves(grads))
     with pytest.raises(ValueError, match="num_samples: bbvi's elbo takes no options"):
-        vi.elbo(alg, state.q_global, Y, jax.random.PRNGKey(2), num_samples=3)
+        vi.elbo(alg, jax.random.PRNGKey(2), state.q_global, Y, num_samples=3)
 
 
 def test_the_step_is_a_plain_function_that_chex_and_jit_take():
@@ -53,16 +53,16 @@ def test_the_step_is_a_plain_function_that_chex_and_jit_take():
     step = jax.jit(chex.assert_max_traces(alg.step, n=1))
     state = alg.init(jax.random.PRNGKey(0))
     for i in range(3):
-        state, _ = step(state, Y, jax.random.PRNGKey(i + 1))
+        state, _ = step(jax.random.PRNGKey(i + 1), state, Y)
     assert int(state.count) == 3
 
 
 def test_ngvi_sample_and_log_weights():
     alg = ngvi(_log_lik_flat, family=expfam.Normal.from_mean_variance(0.0, 1.0), log_prior=lambda z: -0.5 * z**2)
     state = alg.init(jax.random.PRNGKey(0))
-    z = vi.sample(alg, state, jax.random.PRNGKey(1), 5)
+    z = vi.sample(alg, jax.random.PRNGKey(1), state, 5)
     assert z.shape == (5,)
-    lw = vi.log_weights(alg, state, Y, jax.random.PRNGKey(1), 5)
+    lw = vi.log_weights(alg, jax.random.PRNGKey(1), state, Y, 5)
     q = state.q_global.to_tfp()
     want = jax.vmap(lambda m: _log_lik_flat(m, Y) - 0.5 * m**2)(z) - q.log_prob(z)
     np.testing.assert_allclose(lw, want, rtol=1e-6)
@@ -75,11 +75,11 @@ def _log_lik_flat(mu, batch):
 def test_an_algorithm_they_do_not_apply_to_is_named():
     alg = bbvi(_log_lik, init_params={"mu": jnp.zeros(())})
     with pytest.raises(ValueError, match="alg: iwae_log_likelihood takes an algorithm returned by aevb"):
-        vi.iwae_log_likelihood(alg, alg.init(jax.random.PRNGKey(0)), Y, jax.random.PRNGKey(1))
+        vi.iwae_log_likelihood(alg, jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), Y)
     conj = svi(UnivariateGMM(num_components=2), num_data=4)
     with pytest.raises(
         ValueError, match=r"alg: sample takes an algorithm returned by bbvi or ngvi or aevb .*got VIAlgorithm"
     ):
-        vi.sample(conj, conj.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1), 3)
+        vi.sample(conj, jax.random.PRNGKey(1), conj.init(jax.random.PRNGKey(0)), 3)
     with pytest.raises(ValueError, match="not wrapped by a combinator"):
         vi.guide(restarts(alg, 2))

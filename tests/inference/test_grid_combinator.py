@@ -58,22 +58,22 @@ def test_hyperparameter_grid_equals_runs_one_by_one_and_compiles_once():
     grid = hyperparameter_grid(svi(model, num_data=D, schedule=0.7), model, alpha=ALPHAS, eta=ETAS)
     traces = []
 
-    def step(state, batch, k):
+    def step(k, state, batch):
         traces.append(1)  # a Python side effect: once per trace
-        return grid.step(state, batch, k)
+        return grid.step(k, state, batch)
 
     states = grid.init(key)
     assert states.q_global.concentration.shape == (2, K, V)
     np.testing.assert_array_equal(states.hyper["alpha"], ALPHAS)
     jitted = jax.jit(step)
     for i, b in enumerate(batches):
-        states, infos = jitted(states, b, jax.random.fold_in(key, i))
+        states, infos = jitted(jax.random.fold_in(key, i), states, b)
     assert len(traces) == 1 and infos.elbo.shape == (2,)
     for g, (a, e) in enumerate(zip(ALPHAS, ETAS)):
         one = svi(_lda(a, e), num_data=D, schedule=0.7)
         s = one.init(key)
         for i, b in enumerate(batches):
-            s, info = jax.jit(one.step)(s, b, jax.random.fold_in(key, i))
+            s, info = jax.jit(one.step)(jax.random.fold_in(key, i), s, b)
         _assert_q_close(jax.tree_util.tree_map(lambda u: u[g], states.q_global), s.q_global)
         np.testing.assert_allclose(infos.elbo[g], info.elbo, rtol=RTOL)
     assert not np.allclose(infos.elbo[0], infos.elbo[1])  # the settings do differ
@@ -90,13 +90,13 @@ def test_restarts_of_a_hyperparameter_grid_equal_restarts_of_each_setting():
     states = alg.init(key)
     step = jax.jit(alg.step)
     for i, b in enumerate(batches):
-        states, infos = step(states, b, jax.random.fold_in(key, i))
+        states, infos = step(jax.random.fold_in(key, i), states, b)
     assert infos.elbo.shape == (2, 2)
     for g, a in [(1, ALPHAS[1])]:  # one point (each own program costs a compilation); the other as the first test
         one = restarts(make_algorithm("ssvi", _lda(alpha=a), num_data=D, schedule=0.7), 2)
         s = one.init(key)
         for i, b in enumerate(batches):
-            s, info = jax.jit(one.step)(s, b, jax.random.fold_in(key, i))
+            s, info = jax.jit(one.step)(jax.random.fold_in(key, i), s, b)
         _assert_q_close(jax.tree_util.tree_map(lambda u: u[:, g], states.q_global), s.q_global)
         np.testing.assert_allclose(infos.elbo[:, g], info.elbo, rtol=RTOL)
 
@@ -113,22 +113,22 @@ def test_factory_grid_equals_runs_one_by_one_and_compiles_once():
     grid = factory_grid(make, beta=betas)
     traces = []
 
-    def step(state, batch, k):
+    def step(k, state, batch):
         traces.append(1)
-        return grid.step(state, batch, k)
+        return grid.step(k, state, batch)
 
     jitted = jax.jit(step)
     state = grid.init(key)
     assert isinstance(state, GridState) and state.values["beta"].shape == (2,)
     for i in range(3):
-        state, infos = jitted(state, (x[10 * i : 10 * i + 10], y[10 * i : 10 * i + 10]), jax.random.fold_in(key, i))
+        state, infos = jitted(jax.random.fold_in(key, i), state, (x[10 * i : 10 * i + 10], y[10 * i : 10 * i + 10]))
     assert len(traces) == 1 and infos.elbo.shape == (2,)
     for g, beta in enumerate(betas):
         one = make(beta)
         s = one.init(key)
         for i in range(3):
             s, info = jax.jit(one.step)(
-                s, (x[10 * i : 10 * i + 10], y[10 * i : 10 * i + 10]), jax.random.fold_in(key, i)
+                jax.random.fold_in(key, i), s, (x[10 * i : 10 * i + 10], y[10 * i : 10 * i + 10])
             )
         for u, v in zip(jax.tree_util.tree_leaves(state.state.q_global), jax.tree_util.tree_leaves(s.q_global)):
             np.testing.assert_allclose(u[g], v, rtol=RTOL, atol=1e-12)
@@ -142,10 +142,10 @@ def test_factory_grid_under_restarts_and_its_batch_checks_under_jit_step():
     grid = factory_grid(lambda beta: prox_svi(GLM(3, "logistic"), num_data=30, schedule=beta), beta=[0.1, 2.0])
     both = restarts(grid, 3)
     step, key = jit_step(both.step), jax.random.PRNGKey(0)
-    state, info = step(both.init(key), (x[:10], y[:10]), key)
+    state, info = step(key, both.init(key), (x[:10], y[:10]))
     assert info.elbo.shape == (3, 2) and state.values["beta"].shape == (3, 2) and np.all(np.isfinite(info.elbo))
     with pytest.raises(ValueError, match="batch label y"):
-        step(state, (x[:10], y[:10].at[4].set(3.0)), key)
+        step(key, state, (x[:10], y[:10].at[4].set(3.0)))
 
 
 @pytest.mark.parametrize(

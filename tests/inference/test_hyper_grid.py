@@ -28,21 +28,21 @@ def test_vmapped_grid_equals_runs_one_by_one_and_compiles_once():
     s0 = alg.init(key)
     traces = []
 
-    def step(state, batch, k):
+    def step(k, state, batch):
         traces.append(1)  # a Python side effect: runs once per trace
-        return alg.step(state, batch, k)
+        return alg.step(k, state, batch)
 
-    grid_step = jax.jit(jax.vmap(step, in_axes=(0, None, None)))
+    grid_step = jax.jit(jax.vmap(step, in_axes=(None, 0, None)))
     states = jax.vmap(lambda a, e: inject_hyperparameters(s0, alg_model(), alpha=a, eta=e))(ALPHAS, ETAS)
     for i, b in enumerate(batches):
-        states, infos = grid_step(states, b, jax.random.fold_in(key, i))
+        states, infos = grid_step(jax.random.fold_in(key, i), states, b)
     assert len(traces) == 1  # one program for the grid and every batch
     for g in range(len(ALPHAS)):
         a, e = float(ALPHAS[g]), float(ETAS[g])
         one = svi(LDA(K, V, alpha=a, eta=e), num_data=D, schedule=0.7)
         s = one.init(key)  # init does not depend on alpha or eta
         for i, b in enumerate(batches):
-            s, info = jax.jit(one.step)(s, b, jax.random.fold_in(key, i))
+            s, info = jax.jit(one.step)(jax.random.fold_in(key, i), s, b)
         got = jax.tree_util.tree_map(lambda u: u[g], states.q_global)
         for u, v in zip(expfam.tree_natural_params(got), expfam.tree_natural_params(s.q_global)):
             np.testing.assert_allclose(u, v, rtol=2e-5, atol=1e-6)
@@ -80,7 +80,7 @@ def test_ssvi_and_map_grids_equal_runs_one_by_one(name):
     def run(a, e):
         s = inject_hyperparameters(s0, model, alpha=a, eta=e)
         for i, b in enumerate(batches):
-            s, info = alg.step(s, b, jax.random.fold_in(key, i))
+            s, info = alg.step(jax.random.fold_in(key, i), s, b)
         return s, info
 
     states, infos = jax.jit(jax.vmap(run))(ALPHAS[:2], ETAS[:2])
@@ -88,7 +88,7 @@ def test_ssvi_and_map_grids_equal_runs_one_by_one(name):
         one = make_algorithm(name, LDA(K, V, alpha=float(ALPHAS[g]), eta=float(ETAS[g])), num_data=D, schedule=0.7)
         s = one.init(key)
         for i, b in enumerate(batches):
-            s, info = jax.jit(one.step)(s, b, jax.random.fold_in(key, i))
+            s, info = jax.jit(one.step)(jax.random.fold_in(key, i), s, b)
         got = jax.tree_util.tree_map(lambda u: u[g], states.q_global)
         for u, v in zip(expfam.tree_natural_params(got), expfam.tree_natural_params(s.q_global)):
             np.testing.assert_allclose(u, v, rtol=2e-5, atol=1e-6)

@@ -23,17 +23,17 @@ def test_same_steps_as_jax_jit_and_the_same_error(fit):
     a, b = state, state
     for t in range(2):
         key = jax.random.PRNGKey(t + 1)
-        (a, ia), (b, ib) = plain(a, x, key), checked(b, x, key)
+        (a, ia), (b, ib) = plain(key, a, x), checked(key, b, x)
         np.testing.assert_array_equal(np.asarray(ia.elbo), np.asarray(ib.elbo))
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
     with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite \(in step 1\)"):
-        checked(state, x.at[3, 1].set(jnp.inf), jax.random.PRNGKey(1))
+        checked(jax.random.PRNGKey(1), state, x.at[3, 1].set(jnp.inf))
 
 
 def test_no_host_callback_in_the_program(fit):
     alg, x, state = fit
-    args = (state, x, jax.random.PRNGKey(1))
+    args = (jax.random.PRNGKey(1), state, x)
     assert "callback" in jax.jit(alg.step).lower(*args).as_text()  # the checks' host callback
     step = jit_step(alg.step)
     assert step.check_mode() is None
@@ -48,18 +48,18 @@ def test_the_program_returns_unreduced_checks_and_a_failure_is_located_by_a_seco
     a large one's per row; a failure runs the step again, located; with donated arguments one
     program returns everything."""
     alg, x, state = fit
-    args = (state, x, jax.random.PRNGKey(1))
+    args = (jax.random.PRNGKey(1), state, x)
     step = jit_step(alg.step)
     results = jax.tree.leaves(step.lower(*args).out_info[1])  # (step's outputs, checks' results)
     assert [(tuple(a.shape), a.dtype) for a in results] == [((30, 2), jnp.bool_)]  # x's bad entries, unreduced
     bad = x.at[7, 0].set(jnp.nan)
     with pytest.raises(ValueError, match=r"batch x nan at \[7, 0\] is not finite \(in step 1\)"):
-        step(state, bad, jax.random.PRNGKey(1))
-    donating = jit_step(alg.step, donate_argnums=0)
+        step(jax.random.PRNGKey(1), state, bad)
+    donating = jit_step(alg.step, donate_argnums=1)
     assert len(jax.tree.leaves(donating.lower(*args).out_info[1])) > 1  # flags, position, value, step, ...
     fresh = jax.tree.map(jnp.copy, state)
     with pytest.raises(ValueError, match=r"batch x nan at \[7, 0\] is not finite \(in step 1\)"):
-        donating(fresh, bad, jax.random.PRNGKey(1))
+        donating(jax.random.PRNGKey(1), fresh, bad)
 
 
 def test_a_large_check_comes_back_per_row():
@@ -81,21 +81,21 @@ def test_checks_below_the_step_level_are_checkify_checks(fit):
     program: jit_step traces it with checkify checks instead, with the same error."""
     alg, x, state = fit
 
-    def two_steps(state, xs, key):
+    def two_steps(key, state, xs):
         def body(s, xk):
-            s, info = alg.step(s, xk[0], xk[1])
+            s, info = alg.step(xk[1], s, xk[0])
             return s, info.elbo
 
         return jax.lax.scan(body, state, (xs, jax.random.split(key)))
 
     step = jit_step(two_steps)
     xs = jnp.stack([x, x])
-    a, elbos = step(state, xs, jax.random.PRNGKey(1))
-    b, elbos_jit = jax.jit(two_steps)(state, xs, jax.random.PRNGKey(1))
+    a, elbos = step(jax.random.PRNGKey(1), state, xs)
+    b, elbos_jit = jax.jit(two_steps)(jax.random.PRNGKey(1), state, xs)
     np.testing.assert_array_equal(np.asarray(elbos), np.asarray(elbos_jit))
-    assert step.check_mode() == "checkify" and "callback" not in step.lower(state, xs, jax.random.PRNGKey(1)).as_text()
+    assert step.check_mode() == "checkify" and "callback" not in step.lower(jax.random.PRNGKey(1), state, xs).as_text()
     with pytest.raises(ValueError, match=r"batch x nan at \[4, 0\] is not finite \(in step 2\)"):
-        step(state, xs.at[1, 4, 0].set(jnp.nan), jax.random.PRNGKey(1))
+        step(jax.random.PRNGKey(1), state, xs.at[1, 4, 0].set(jnp.nan))
 
 
 def test_several_checked_steps_in_one_program_report_the_failing_one(fit):
@@ -105,22 +105,22 @@ def test_several_checked_steps_in_one_program_report_the_failing_one(fit):
 
     alg, x, state = fit
     both = lock_step({"a": alg, "b": alg})
-    states = {"a": state, "b": alg.step(state, x, jax.random.PRNGKey(5))[0]}  # b is one step ahead
+    states = {"a": state, "b": alg.step(jax.random.PRNGKey(5), state, x)[0]}  # b is one step ahead
     step = jit_step(both.step)
-    new, info = step(states, x, jax.random.PRNGKey(1))
-    ref, ref_info = jax.jit(both.step)(states, x, jax.random.PRNGKey(1))
+    new, info = step(jax.random.PRNGKey(1), states, x)
+    ref, ref_info = jax.jit(both.step)(jax.random.PRNGKey(1), states, x)
     np.testing.assert_array_equal(np.asarray(info["elbo"]), np.asarray(ref_info["elbo"]))
     assert step.check_mode() == "collected"
     with pytest.raises(ValueError, match=r"batch x -?inf at \[2, 0\] is not finite \(in step 1\)"):
-        step(states, x.at[2, 0].set(-jnp.inf), jax.random.PRNGKey(1))
+        step(jax.random.PRNGKey(1), states, x.at[2, 0].set(-jnp.inf))
 
 
 def test_under_the_callers_jit_it_is_jax_jit(fit):
     alg, x, state = fit
     step = jit_step(alg.step)
-    out = jax.jit(lambda s, b, k: step(s, b, k)[1].elbo)(state, x, jax.random.PRNGKey(1))
+    out = jax.jit(lambda k, s, b: step(k, s, b)[1].elbo)(jax.random.PRNGKey(1), state, x)
     np.testing.assert_array_equal(
-        np.asarray(out), np.asarray(jax.jit(alg.step)(state, x, jax.random.PRNGKey(1))[1].elbo)
+        np.asarray(out), np.asarray(jax.jit(alg.step)(jax.random.PRNGKey(1), state, x)[1].elbo)
     )
 
 
@@ -137,13 +137,13 @@ def test_a_data_parallel_step_has_its_checks_outside_the_shard_map():
     batch = BowBatch(ids, jnp.ones((8, 10), jnp.float32))
     state = alg.init(jax.random.PRNGKey(0))
     step = jit_step(alg.step)
-    text = step.lower(state, batch, jax.random.PRNGKey(1)).as_text()
+    text = step.lower(jax.random.PRNGKey(1), state, batch).as_text()
     assert "manual_computation" in text and "callback" not in text
-    a, b = step(state, batch, jax.random.PRNGKey(1))[0], jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))[0]
+    a, b = step(jax.random.PRNGKey(1), state, batch)[0], jax.jit(alg.step)(jax.random.PRNGKey(1), state, batch)[0]
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
     with pytest.raises(ValueError, match=r"batch word id 99 at \[2, 3\] is out of range \[0, 30\) \(in step 1\)"):
-        step(state, BowBatch(ids.at[2, 3].set(99), batch.counts), jax.random.PRNGKey(1))
+        step(jax.random.PRNGKey(1), state, BowBatch(ids.at[2, 3].set(99), batch.counts))
 
 
 def test_a_vmapped_step_with_a_while_loop_falls_back_to_jax_jit():
@@ -207,13 +207,13 @@ def test_the_value_check_switch_is_an_argument(fit):
     alg, x, state = fit
     bad = x.at[3, 1].set(jnp.inf)
     unchecked = jit_step(alg.step, check_values=False)
-    new, info = unchecked(state, bad, jax.random.PRNGKey(1))
+    new, info = unchecked(jax.random.PRNGKey(1), state, bad)
     assert not bool(info.accepted) and int(new.num_rejected) == 1
     checked = jit_step(alg.step, check_values=True)
     with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite"):
-        checked(state, bad, jax.random.PRNGKey(1))
+        checked(jax.random.PRNGKey(1), state, bad)
     own = jit_step(with_value_checks(alg, False).step, check_values=True)
-    new, info = own(state, bad, jax.random.PRNGKey(1))
+    new, info = own(jax.random.PRNGKey(1), state, bad)
     assert not bool(info.accepted) and int(new.num_rejected) == 1
     with pytest.raises(ValueError, match="^enabled must be"):
         with_value_checks(alg, "no")

@@ -58,7 +58,7 @@ def test_an_accepted_step_never_reports_a_non_finite_elbo(name):
     outcomes = []
     for scale in [1.0, 1e10, 1e20, 1e30, 1e35, 1e37, 1e38]:
         q = jax.tree_util.tree_map(lambda a: jnp.full_like(a, scale), state.q_global)
-        new, info = step(state._replace(q_global=q), batch, jax.random.PRNGKey(2))
+        new, info = step(jax.random.PRNGKey(2), state._replace(q_global=q), batch)
         accepted = bool(info.accepted)
         assert (not accepted) or np.isfinite(float(info.elbo)), (scale, float(info.elbo))
         if not accepted:

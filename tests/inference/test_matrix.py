@@ -47,12 +47,12 @@ def test_cells_of_the_lda_matrix_take_a_step(global_update, local, batch):
             model, num_data=60, local=local, mode="full" if global_update == "ssvi" else "approx", schedule=sched
         )
         (state, info), (ref_state, _) = jax.jit(
-            lambda k: (alg.step(alg.init(k), batch, k), ref.step(ref.init(k), batch, k))
+            lambda k: (alg.step(k, alg.init(k), batch), ref.step(k, ref.init(k), batch))
         )(KEY)
         np.testing.assert_array_equal(state.q_global.eta, ref_state.q_global.eta)
     else:
         state0 = alg.init(KEY)
-        state, info = jax.jit(alg.step)(state0, batch, KEY)
+        state, info = jax.jit(alg.step)(KEY, state0, batch)
         # the M-step's equation, cell by cell: lambda' = (1 - rho) lambda + rho (eta + (N / S) c), c the
         # E-step's statistics (each E-step checked against its own oracle in tests/models/test_lda.py)
         # at the row's view of q: E_q[log beta] (SVI, the step's key to the E-step) or log of q's mode
@@ -79,7 +79,7 @@ def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
     lam = 1.5 + jax.random.uniform(KEY, (K, V)) * 3.0
     state = MAPState(expfam.Dirichlet.from_concentration(lam), jnp.zeros((), jnp.int32))
     alg = make_algorithm("map", model, num_data=S, local="meanfield", schedule=ONE)
-    new, info = alg.step(state, batch, KEY)
+    new, info = alg.step(KEY, state, batch)
     mode = (lam - 1.0) / jnp.sum(lam - 1.0, -1, keepdims=True)
     _, key_local = jax.random.split(KEY)
     loc = model.local_step((jnp.log(mode),), batch, key_local, "meanfield")
@@ -101,8 +101,8 @@ def test_meanfield_row_is_svi(batch):
 
     a = make_algorithm("svi", model, num_data=60, local="cvb0", schedule=ONE)
     b = svi(model, num_data=60, local="cvb0", schedule=ONE)
-    sa, _ = a.step(a.init(KEY), batch, KEY)
-    sb, _ = b.step(b.init(KEY), batch, KEY)
+    sa, _ = a.step(KEY, a.init(KEY), batch)
+    sb, _ = b.step(KEY, b.init(KEY), batch)
     np.testing.assert_array_equal(sa.q_global.eta, sb.q_global.eta)
 
 
@@ -112,7 +112,7 @@ def test_map_with_normal_globals():
     x = jax.random.normal(KEY, (30,)) + 1.0
     model = UnivariateGMM(num_components=1, prior_variance=4.0)
     alg = make_algorithm("map", model, num_data=30, local="meanfield", schedule=ONE)
-    state, _ = alg.step(alg.init(KEY, x), x, KEY)
+    state, _ = alg.step(KEY, alg.init(KEY, x), x)
     np.testing.assert_allclose(state.q_global.mean, jnp.sum(x) / (30.0 + 0.25), rtol=1e-10)
 
 
@@ -127,7 +127,7 @@ def test_bad_combinations_raise_clear_errors():
     # NormalGamma draws by inversion (SSVI runs on the diagonal GMM) but has no mode (MAP-EM does not)
     gmm_ssvi = make_algorithm("ssvi_a", DiagonalGMM(num_components=2, dim=2), num_data=10, local="meanfield")
     x = jnp.asarray(np.random.default_rng(0).normal(size=(10, 2)))
-    _, info = gmm_ssvi.step(gmm_ssvi.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
+    _, info = gmm_ssvi.step(jax.random.PRNGKey(1), gmm_ssvi.init(jax.random.PRNGKey(0), x), x)
     assert np.isfinite(float(info.elbo))
     with pytest.raises(ValueError, match="map_em needs the mode.*NormalGamma"):
         make_algorithm("map", DiagonalGMM(num_components=2, dim=2), num_data=10, local="meanfield")

@@ -49,8 +49,8 @@ def test_a_padded_batch_takes_the_unpadded_step(batches, name, ramp):
     alg = ALGORITHMS[name](MODEL, num_data=5, schedule=0.5, ramp=ramp)
     state = alg.init(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(1)
-    plain, info_plain = alg.step(state, batches[0], key)
-    padded, info_padded = alg.step(state, batches[1], key)
+    plain, info_plain = alg.step(key, state, batches[0])
+    padded, info_padded = alg.step(key, state, batches[1])
     np.testing.assert_allclose(_nat(padded.q_global), _nat(plain.q_global), rtol=1e-6)
     np.testing.assert_allclose(float(info_padded.elbo), float(info_plain.elbo), rtol=1e-6)
     assert float(info_padded.step_size) == 0.5
@@ -98,7 +98,7 @@ def test_one_svi_step_is_the_interpolation_towards_eta_plus_scaled_statistics(ba
     alg = svi(model, num_data=5, schedule=0.3)
     state = alg.init(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(1)
-    new, _ = alg.step(state, batches[0], key)
+    new, _ = alg.step(key, state, batches[0])
     (c,) = model.local_step(expfam.tree_mean_params(state.q_global), batches[0], key).suff_stats
     (lam,) = state.q_global.natural_params
     (eta,) = model.prior().natural_params
@@ -111,7 +111,7 @@ def test_a_batch_without_data_is_not_stepped_on(corpus, batches):
     alg = svi(MODEL, num_data=5, schedule=0.5)
     state = alg.init(jax.random.PRNGKey(0))
     empty = corpus.batch([], num_rows=10, length=batches[1].word_ids.shape[1])
-    new, info = alg.step(state, empty, jax.random.PRNGKey(1))
+    new, info = alg.step(jax.random.PRNGKey(1), state, empty)
     np.testing.assert_array_equal(_nat(new.q_global), _nat(state.q_global))
     assert float(info.step_size) == 0.0 and bool(info.accepted)
 
@@ -123,8 +123,8 @@ def test_num_data_below_the_batch_is_refused(batches, name):
     alg = ALGORITHMS[name](MODEL, num_data=2, schedule=0.5)
     state = alg.init(jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match=r"^num_data = 2 is smaller than the batch's number of rows with data"):
-        alg.step(state, batches[1], jax.random.PRNGKey(1))
-    ALGORITHMS[name](MODEL, num_data=3, schedule=0.5).step(state, batches[1], jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), state, batches[1])
+    ALGORITHMS[name](MODEL, num_data=3, schedule=0.5).step(jax.random.PRNGKey(1), state, batches[1])
 
 
 def test_num_data_below_a_static_batch_size_is_refused_at_trace_time():
@@ -133,4 +133,4 @@ def test_num_data_below_a_static_batch_size_is_refused_at_trace_time():
     alg = svi(DiagonalGMM.from_data(x, 2), num_data=4, schedule=schedules.constant(0.5))
     state = alg.init(jax.random.PRNGKey(0), x)
     with pytest.raises(ValueError, match=r"^num_data = 4 is smaller than the batch's 10 data points"):
-        jax.jit(alg.step)(state, jnp.asarray(x), jax.random.PRNGKey(1))
+        jax.jit(alg.step)(jax.random.PRNGKey(1), state, jnp.asarray(x))

@@ -78,16 +78,16 @@ def test_gamma_gradient_is_unbiased_for_a_conjugate_term():
 )
 def test_one_newton_step_solves_a_conjugate_gaussian_model(family):
     alg = ngvi(log_joint, family=family, schedule=1.0, num_samples=1)
-    state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0), Y), Y, jax.random.PRNGKey(1))
+    state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), Y), Y)
     q = state.q_global
     np.testing.assert_allclose(q.mean, POST_MEAN, rtol=1e-10)
     var = q.variance if isinstance(q, expfam.Normal) else q.covariance
     np.testing.assert_allclose(var, POST_VAR * (np.ones(D) if var.ndim == 1 else np.eye(D)), rtol=1e-10, atol=1e-14)
     assert bool(info.accepted) and int(info.num_damped) == 0
     # at the exact posterior every importance weight is the evidence
-    lw = vi.log_weights(alg, state, Y, jax.random.PRNGKey(2), 50)
+    lw = vi.log_weights(alg, jax.random.PRNGKey(2), state, Y, 50)
     assert lw.shape == (50,) and float(np.std(lw)) < 1e-8
-    assert jax.tree_util.tree_leaves(vi.sample(alg, state, jax.random.PRNGKey(3), 5))[0].shape == (5, D)
+    assert jax.tree_util.tree_leaves(vi.sample(alg, jax.random.PRNGKey(3), state, 5))[0].shape == (5, D)
 
 
 def test_reparam_steps_reach_the_poisson_gamma_posterior_with_the_prior_in_the_update():
@@ -99,7 +99,7 @@ def test_reparam_steps_reach_the_poisson_gamma_posterior_with_the_prior_in_the_u
         prior=prior,
         num_samples=8,
     )  # Robbins-Monro rho_t = (t + 1)^-0.7, 400 steps
-    steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(c, x, k), s, ks))
+    steps = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: alg.step(k, c, x), s, ks))
     state, info = steps(alg.init(jax.random.PRNGKey(0), x), jax.random.split(jax.random.PRNGKey(2), 400))
     q = state.q_global
     exact_a, exact_b = 2.0 + float(x.sum()), 51.0
@@ -115,18 +115,18 @@ def test_domain_guard_and_non_finite_rejection():
         family=expfam.Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2)),
         schedule=1.0,
     )
-    state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
+    state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), None)
     assert int(info.num_damped) == 2 and bool(np.all(state.q_global.is_valid()))
     # no halving (down to rho / 2^10) keeps the precision positive: q is unchanged, the step rejected
     stuck = ngvi(
         lambda t, b: 0.5 * jnp.sum(t**2) * 1e6, family=expfam.Normal.from_mean_variance(0.0, 1.0), schedule=1.0
     )
     s0 = stuck.init(jax.random.PRNGKey(0))
-    s1, info = jax.jit(stuck.step)(s0, None, jax.random.PRNGKey(1))
+    s1, info = jax.jit(stuck.step)(jax.random.PRNGKey(1), s0, None)
     assert not bool(info.accepted) and int(s1.num_rejected) == 1 and int(info.num_damped) == 1
     bad = ngvi(lambda t, b: jnp.sum(t) * jnp.nan, family=expfam.Normal.from_mean_variance(0.0, 1.0), schedule=0.5)
     s0 = bad.init(jax.random.PRNGKey(0))
-    s1, info = jax.jit(bad.step)(s0, None, jax.random.PRNGKey(1))
+    s1, info = jax.jit(bad.step)(jax.random.PRNGKey(1), s0, None)
     assert not bool(info.accepted) and int(s1.num_rejected) == 1
     np.testing.assert_array_equal(s1.q_global.eta1, s0.q_global.eta1)
 
@@ -143,7 +143,7 @@ def test_a_step_at_the_exact_optimum_is_accepted():
     step = jax.jit(alg.step)
     state = alg.init(jax.random.PRNGKey(0))
     for t in range(3):
-        state, info = step(state, None, jax.random.PRNGKey(t + 1))
+        state, info = step(jax.random.PRNGKey(t + 1), state, None)
     np.testing.assert_allclose(state.q_global.to_tfp().mean(), 1.0, rtol=1e-12)
     np.testing.assert_allclose(state.q_global.to_tfp().variance(), 0.25, rtol=1e-12)
     assert bool(info.accepted) and int(state.num_rejected) == 0 and int(info.num_damped) == 0

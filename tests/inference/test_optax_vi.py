@@ -74,7 +74,7 @@ def test_named_optimizers_follow_appendix_g(model, name, lr, hyper):
     grad = jax.jit(lambda f: jax.flatten_util.ravel_pytree(jax.grad(model.elbo_params)(unravel(f), batch))[0])
     step = jax.jit(alg.step)
     for _ in range(4):
-        state, info = step(state, batch, jax.random.PRNGKey(0))
+        state, info = step(jax.random.PRNGKey(0), state, batch)
     want = _manual(name, lr, lambda p: np.asarray(grad(jnp.asarray(p))), np.asarray(flat0), 4, **hyper)
     np.testing.assert_allclose(jax.flatten_util.ravel_pytree(state.q_global)[0], want, rtol=1e-8, atol=1e-10)
     assert int(state.count) == 4 and np.isfinite(info.elbo)
@@ -86,7 +86,7 @@ def test_batch_gd_converges_to_the_pg_optimum(model):
     batch = jnp.arange(N)
     gd = optax_vi(model, optimizer="gd", schedule=0.05)
     run = jax.jit(
-        lambda s: jax.lax.scan(lambda s, _: (gd.step(s, batch, jax.random.PRNGKey(0))[0], None), s, None, length=3000)[
+        lambda s: jax.lax.scan(lambda s, _: (gd.step(jax.random.PRNGKey(0), s, batch)[0], None), s, None, length=3000)[
             0
         ]
     )
@@ -112,7 +112,7 @@ def test_jit_once_and_vmap_over_keys(model):
 
     def f(s, k):
         n_traces.append(1)
-        return alg.step(s, jnp.array([0, 2]), k)
+        return alg.step(k, s, jnp.array([0, 2]))
 
     jf = jax.jit(f)
     s1, _ = jf(state, jax.random.PRNGKey(0))

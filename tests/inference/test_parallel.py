@@ -45,7 +45,7 @@ def test_svi_step_with_hyperparameters_split_equals_whole(docs):
     par = svi(data_parallel(model), num_data=240, hyper_step=1.0, ramp=True)
     state = plain.init(jax.random.PRNGKey(0))
     batch = docs.batch(range(24))
-    (s1, i1), (s2, i2) = (jax.jit(a.step)(state, batch, jax.random.PRNGKey(1)) for a in (plain, par))
+    (s1, i1), (s2, i2) = (jax.jit(a.step)(jax.random.PRNGKey(1), state, batch) for a in (plain, par))
     assert_trees_close(s2, s1, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(i2.elbo, i1.elbo, rtol=1e-10)
     assert float(i1.hyper["alpha"]) != 0.5  # the hyperparameter step ran (and matched)
@@ -58,7 +58,7 @@ def test_gmm_cavi_and_svi_split_equal_whole():
     for make in (lambda m: cavi(m), lambda m: svi(m, num_data=60, schedule=schedules.constant(0.5))):
         a, b = make(model), make(data_parallel(model))
         state = a.init(jax.random.PRNGKey(0), x)
-        (s1, _), (s2, _) = a.step(state, x, jax.random.PRNGKey(1)), b.step(state, x, jax.random.PRNGKey(1))
+        (s1, _), (s2, _) = a.step(jax.random.PRNGKey(1), state, x), b.step(jax.random.PRNGKey(1), state, x)
         assert_trees_close(s2.q_global, s1.q_global, rtol=1e-10, atol=1e-10)
 
 
@@ -71,7 +71,7 @@ def test_ssvi_and_restarts_split_equal_whole(docs):
     for make in (lambda m: ssvi(m, num_data=240, mode="full"), lambda m: restarts(svi(m, num_data=240), 3)):
         a, b = make(model), make(data_parallel(model))
         state = a.init(jax.random.PRNGKey(0))
-        (s1, _), (s2, _) = (jax.jit(alg.step)(state, batch, jax.random.PRNGKey(2)) for alg in (a, b))
+        (s1, _), (s2, _) = (jax.jit(alg.step)(jax.random.PRNGKey(2), state, batch) for alg in (a, b))
         assert_trees_close(s2, s1, rtol=1e-8, atol=1e-8)
 
 
@@ -95,7 +95,7 @@ def test_matrix_algorithm_and_delegation(docs):
     model = data_parallel(LDA(3, 40))
     assert model.num_topics == 3 and model.local_methods == LDA(3, 40).local_methods
     alg = make_algorithm("ssvi_a", model, num_data=240, local="cvb0")
-    state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), docs.batch(range(24)), jax.random.PRNGKey(1))
+    state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), docs.batch(range(24)))
     assert np.isfinite(float(info.elbo))
     assert isinstance(state.q_global, expfam.Dirichlet)
 

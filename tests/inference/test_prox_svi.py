@@ -33,7 +33,7 @@ def test_kl_step_is_closed_form(beta):
     alg = prox_svi(model, num_data=40, schedule=beta)
     state = alg.init(jax.random.PRNGKey(0))
     batch = (x[:8], y[:8])
-    new, info = alg.step(state, batch, jax.random.PRNGKey(1))
+    new, info = alg.step(jax.random.PRNGKey(1), state, batch)
     g = model.loglik_grad(state.q_global, batch, jax.random.PRNGKey(1), 1)
     expected = kl_prox_closed_form(state.q_global, model.prior(), jax.tree_util.tree_map(lambda a: 5.0 * a, g), beta)
     chex.assert_trees_all_close(new.q_global, expected, rtol=1e-12, atol=1e-12)
@@ -47,7 +47,7 @@ def test_euclidean_step_is_natural_parameter_gradient_step():
     beta = 1e-3
     alg = prox_svi(model, num_data=40, schedule=beta, divergence="euclidean")
     state = alg.init(jax.random.PRNGKey(0))
-    new, _ = alg.step(state, (x, y), jax.random.PRNGKey(1))
+    new, _ = alg.step(jax.random.PRNGKey(1), state, (x, y))
     grad = jax.grad(lambda q: _exact_elbo(model, q, (x, y), 40))(state.q_global)
     for a, b, gr in zip(new.q_global.natural_params, state.q_global.natural_params, grad.natural_params):
         gr_sym = gr if gr.ndim == 1 else 0.5 * (gr + gr.T)  # eta2 only matters through its symmetric part
@@ -58,7 +58,7 @@ def _run(model, batch, divergence, beta, steps):
     alg = prox_svi(model, num_data=40, schedule=beta, divergence=divergence)
     step = jax.jit(alg.step)
     return jax.lax.scan(
-        lambda s, k: step(s, batch, k), alg.init(jax.random.PRNGKey(0)), jax.random.split(jax.random.PRNGKey(1), steps)
+        lambda s, k: step(k, s, batch), alg.init(jax.random.PRNGKey(0)), jax.random.split(jax.random.PRNGKey(1), steps)
     )
 
 
@@ -88,7 +88,7 @@ def test_schedule_step_size_and_kl_big_beta_is_full_step():
     model = GLM(2, "poisson")
     alg = prox_svi(model, num_data=40, schedule=lambda c: 1e12 * (1.0 + c))
     state = alg.init(jax.random.PRNGKey(0))
-    new, info = alg.step(state, (x, y), jax.random.PRNGKey(1))
+    new, info = alg.step(jax.random.PRNGKey(1), state, (x, y))
     g = model.loglik_grad(state.q_global, (x, y), None, 1)
     target = [e + gg for e, gg in zip(model.prior().natural_params, g)]
     for a, b in zip(new.q_global.natural_params, target):
@@ -124,15 +124,15 @@ def test_jit_no_retrace_and_vmap_over_restarts():
 
     @jax.jit
     @chex.assert_max_traces(n=1)
-    def step(s, b, k):
-        return alg.step(s, b, k)
+    def step(k, s, b):
+        return alg.step(k, s, b)
 
     state = alg.init(jax.random.PRNGKey(1))
     for t in range(3):
-        state, info = step(state, (x[:6], y[:6]), jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, (x[:6], y[:6]))
     assert isinstance(state, ProxSVIState) and bool(jnp.isfinite(info.elbo))
     multi = restarts(alg, 3)
     ms = multi.init(jax.random.PRNGKey(2))
-    ms, minfo = jax.jit(multi.step)(ms, (x[:6], y[:6]), jax.random.PRNGKey(3))
+    ms, minfo = jax.jit(multi.step)(jax.random.PRNGKey(3), ms, (x[:6], y[:6]))
     assert minfo.elbo.shape == (3,) and ms.q_global.eta1.shape == (3, 2)
     assert not np.allclose(ms.q_global.eta1[0], ms.q_global.eta1[1])  # restarts really differ

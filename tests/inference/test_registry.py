@@ -62,13 +62,13 @@ def test_every_registered_algorithm_takes_a_step_by_name(name):
     # its step is bound to the factory's settings (a pytree holding the model: the runner passes its arrays)
     assert isinstance(alg.step, BoundFunction) and alg.step.keywords.get("model", model) is model
     state = alg.init(KEY, batch)
-    state, info = jax.jit(alg.step)(state, batch, jax.random.PRNGKey(1))
+    state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, batch)
     assert hasattr(state, "q_global") and int(state.count) == 1
     assert np.isfinite(float(info.elbo))
     with pytest.raises(ValueError, match="key"):
         alg.init(None, batch)
     with pytest.raises(ValueError, match="key"):
-        alg.step(state, batch, None)
+        alg.step(None, state, batch)
 
 
 def test_factories_take_num_data_and_schedule_by_keyword_only():
@@ -101,15 +101,15 @@ def test_settings_and_schedules_are_checked_by_name():
     # CAVI checks that its batch is the whole data set
     alg = make_algorithm("cavi", model, num_data=40)
     with pytest.raises(ValueError, match="whole data set"):
-        alg.step(alg.init(KEY, X), X[:10], KEY)
+        alg.step(KEY, alg.init(KEY, X), X[:10])
 
 
 def test_a_number_is_a_constant_schedule_and_the_m_step_names_resolve():
     model = UnivariateGMM(num_components=2)
     a = make_algorithm("svi", model, num_data=40, schedule=0.25)
     b = svi(model, num_data=40, schedule=schedules.constant(0.25))
-    sa, ia = a.step(a.init(KEY, X), X, KEY)
-    sb, ib = b.step(b.init(KEY, X), X, KEY)
+    sa, ia = a.step(KEY, a.init(KEY, X), X)
+    sb, ib = b.step(KEY, b.init(KEY, X), X)
     np.testing.assert_array_equal(sa.q_global.mean, sb.q_global.mean)
     assert float(ia.step_size) == float(ib.step_size) == 0.25
     assert set(M_STEPS.values()) <= set(ALGORITHMS)
@@ -126,7 +126,7 @@ def test_register_algorithm_makes_a_new_algorithm_reachable():
     )
     try:
         alg = make_algorithm("svi_half", UnivariateGMM(num_components=2), num_data=40, local="meanfield")
-        _, info = alg.step(alg.init(KEY, X), X, KEY)
+        _, info = alg.step(KEY, alg.init(KEY, X), X)
         assert float(info.step_size) == 0.5
     finally:
         del ALGORITHMS["svi_half"]

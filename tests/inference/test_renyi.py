@@ -63,7 +63,7 @@ def test_closed_form_renyi_divergence_matches_quadrature(alpha):
 def test_monte_carlo_bound_matches_the_closed_form(alpha):
     num = 50_000
     alg = algorithm(alpha=alpha, num_samples=num)
-    value = float(vi.elbo(alg, q_params(), None, jax.random.PRNGKey(0)))
+    value = float(vi.elbo(alg, jax.random.PRNGKey(0), q_params(), None))
     # the estimator's standard error by the delta method, from an independent draw of the log-weights
     z = np.random.default_rng(1).normal(M, S, num)
     log_w = LOG_Z + stats.norm.logpdf(z, MU, SIGMA) - stats.norm.logpdf(z, M, S)
@@ -86,7 +86,7 @@ def test_limits_alpha_zero_is_iwae_and_alpha_one_is_the_elbo():
     assert all(a >= b - 1e-12 for a, b in zip(values, values[1:])), values
     # at the same draws, the estimator of bbvi: alpha = 0 is "iwae", alpha = 1 the ELBO with a MC entropy
     key, q = jax.random.PRNGKey(3), q_params()
-    at = lambda alg: vi.elbo(alg, q, None, key)  # noqa: E731
+    at = lambda alg: vi.elbo(alg, key, q, None)  # noqa: E731
     np.testing.assert_allclose(
         at(algorithm(alpha=0.0, num_samples=16)), at(algorithm("iwae", num_samples=16)), rtol=1e-12
     )
@@ -98,7 +98,7 @@ def test_gradient_at_alpha_one_is_the_elbo_gradient_and_finite_elsewhere():
     key, q = jax.random.PRNGKey(4), q_params()
 
     def grad(alg, v=q):
-        return jax.jit(jax.grad(lambda v: vi.elbo(alg, v, None, key)))(v)
+        return jax.jit(jax.grad(lambda v: vi.elbo(alg, key, v, None)))(v)
 
     g_elbo = grad(algorithm("reparam", entropy="mc", num_samples=8))
     g_one = grad(algorithm(alpha=1.0, num_samples=8))
@@ -125,7 +125,7 @@ def test_gradient_at_alpha_one_is_unbiased_for_the_closed_form_elbo_gradient():
         return LOG_Z - kl
 
     alg, q = algorithm(alpha=1.0, num_samples=4), q_params()
-    grads = jax.jit(jax.vmap(lambda k: jax.grad(lambda v: vi.elbo(alg, v, None, k))(q)))(
+    grads = jax.jit(jax.vmap(lambda k: jax.grad(lambda v: vi.elbo(alg, k, v, None))(q)))(
         jax.random.split(jax.random.PRNGKey(5), 2000)
     )
     want = jax.grad(exact)(q)
@@ -140,7 +140,7 @@ def test_fit_reaches_the_posterior():
     state = alg.init(jax.random.PRNGKey(6))
     step = jax.jit(alg.step)
     for t in range(600):
-        state, info = step(state, None, jax.random.PRNGKey(100 + t))
+        state, info = step(jax.random.PRNGKey(100 + t), state, None)
     loc, scale = float(state.q_global["loc"][0]), float(jax.nn.softplus(state.q_global["scale"][0]))
     assert abs(loc - MU) < 0.1 and abs(scale - SIGMA) < 0.1, (loc, scale)
     assert abs(float(info.elbo) - LOG_Z) < 0.05  # at q = p the bound is log Z for every alpha

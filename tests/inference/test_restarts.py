@@ -13,10 +13,10 @@ def test_restarts_equal_independent_runs():
     alg = restarts(base, 4)
     key, step_key = jax.random.PRNGKey(0), jax.random.PRNGKey(1)
     state = alg.init(key, x)
-    state, info = alg.step(state, x, step_key)
+    state, info = alg.step(step_key, state, x)
     assert info.elbo.shape == (4,)
     k_init, k_step = jax.random.split(key, 4)[2], jax.random.split(step_key, 4)[2]
-    one, info1 = base.step(base.init(k_init, x), x, k_step)
+    one, info1 = base.step(k_step, base.init(k_init, x), x)
     np.testing.assert_allclose(select_restart(state, 2).q_global.mean, one.q_global.mean, rtol=1e-12)
     np.testing.assert_allclose(info.elbo[2], info1.elbo, rtol=1e-12)
     with pytest.raises(ValueError, match="num_restarts"):
@@ -29,9 +29,9 @@ def test_lock_step_equals_separate_runs_with_split_keys():
     algs = {"cavi": cavi(model), "svi": svi(model, num_data=100)}
     both = lock_step(algs, primary="svi")
     key, step_key = jax.random.PRNGKey(3), jax.random.PRNGKey(4)
-    state, info = both.step(both.init(key, x), x, step_key)
+    state, info = both.step(step_key, both.init(key, x), x)
     for name, k in zip(algs, jax.random.split(step_key, 2)):
-        one, info1 = algs[name].step(algs[name].init(key, x), x, k)
+        one, info1 = algs[name].step(k, algs[name].init(key, x), x)
         np.testing.assert_allclose(state[name].q_global.mean, one.q_global.mean, rtol=1e-12)
         np.testing.assert_allclose(info[name]["elbo"], info1.elbo, rtol=1e-12)
     np.testing.assert_allclose(info["elbo"], info["svi"]["elbo"])
@@ -63,8 +63,8 @@ def test_replace_elbo_reports_a_function_of_the_new_state():
     base = cavi(UnivariateGMM(num_components=2))
     alg = replace_elbo(base, lambda s: jnp.sum(s.q_global.mean))
     key = jax.random.PRNGKey(6)
-    state, info = alg.step(alg.init(key, x), x, key)
-    ref, ref_info = base.step(base.init(key, x), x, key)
+    state, info = alg.step(key, alg.init(key, x), x)
+    ref, ref_info = base.step(key, base.init(key, x), x)
     np.testing.assert_array_equal(state.q_global.mean, ref.q_global.mean)
     np.testing.assert_allclose(info.elbo, jnp.sum(ref.q_global.mean), rtol=1e-12)
     np.testing.assert_array_equal(info.num_damped, ref_info.num_damped)

@@ -27,7 +27,7 @@ def test_svi_step_size_grid_compiles_once_and_equals_each_run():
         traces.append(1)
         alg = svi(model, num_data=40, schedule=schedules.robbins_monro(scale, tau=1.0, kappa=0.7))
         for i in range(3):
-            state, info = alg.step(state, X[10 * i : 10 * i + 10], jax.random.fold_in(KEY, i))
+            state, info = alg.step(jax.random.fold_in(KEY, i), state, X[10 * i : 10 * i + 10])
         return state, info
 
     scales = jnp.array([0.2, 0.6, 1.0])
@@ -46,9 +46,9 @@ def test_prox_svi_constant_step_grid_equals_each_run():
     y = jnp.asarray((r.uniform(size=30) < 1 / (1 + np.exp(-x @ np.array([1.5, -1.0])))).astype(float))
     model = GLM(2)
     s0 = prox_svi(model, num_data=30, schedule=0.5).init(KEY)
-    step = lambda beta, s: prox_svi(model, num_data=30, schedule=beta).step(s, (x, y), jax.random.PRNGKey(1))
+    step = lambda beta, s: prox_svi(model, num_data=30, schedule=beta).step(jax.random.PRNGKey(1), s, (x, y))
     betas = jnp.array([0.1, 0.5, 2.0])
     states, _ = jax.jit(jax.vmap(step, in_axes=(0, None)))(betas, s0)
     for g, beta in enumerate([0.1, 0.5, 2.0]):
-        one, _ = prox_svi(model, num_data=30, schedule=beta).step(s0, (x, y), jax.random.PRNGKey(1))
+        one, _ = prox_svi(model, num_data=30, schedule=beta).step(jax.random.PRNGKey(1), s0, (x, y))
         _close(jax.tree_util.tree_map(lambda u: u[g], states.q_global), one.q_global)

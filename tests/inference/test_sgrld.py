@@ -127,7 +127,7 @@ def test_step_is_the_mirrored_langevin_update():
     alg = sgrld_lda(model, num_data=240, schedule=0.3)
     state = alg.init(jax.random.PRNGKey(0))
     batch, key = docs.batch(range(20)), jax.random.PRNGKey(5)
-    new, info = alg.step(state, batch, key)  # eager: shares the compiled E-step with the call below
+    new, info = alg.step(key, state, batch)  # eager: shares the compiled E-step with the call below
     k_gibbs, k_noise = jax.random.split(key)
     theta = state.q_global
     (c,) = model.local_step((jnp.log(sgrld_topics(theta)),), batch, k_gibbs, method="gibbs").suff_stats
@@ -135,8 +135,8 @@ def test_step_is_the_mirrored_langevin_update():
     want = jnp.abs(theta + 0.15 * drift(theta, 12.0 * c, 0.05) + jnp.sqrt(0.3 * theta) * xi)
     np.testing.assert_allclose(new.q_global, want, rtol=1e-9)
     assert int(new.count) == 1 and bool(info.accepted) and float(info.step_size) == pytest.approx(0.3)
-    again, _ = alg.step(state, batch, key)
-    other, _ = alg.step(state, batch, jax.random.PRNGKey(6))
+    again, _ = alg.step(key, state, batch)
+    other, _ = alg.step(jax.random.PRNGKey(6), state, batch)
     assert np.array_equal(again.q_global, new.q_global) and not np.allclose(other.q_global, new.q_global)
 
 
@@ -159,7 +159,7 @@ def test_heldout_improves_over_the_initial_topics_under_restarts():
     before = np.array([score(t) for t in state.q_global])
     step = jax.jit(alg.step)
     for t in range(20):
-        state, info = step(state, train.batch(np.arange(10 * t, 10 * t + 10) % 200), jax.random.PRNGKey(100 + t))
+        state, info = step(jax.random.PRNGKey(100 + t), state, train.batch(np.arange(10 * t, 10 * t + 10) % 200))
     after = np.array([score(t) for t in state.q_global])
     assert info.elbo.shape == (2,) and np.all(np.isfinite(after))
     assert np.all(after > before + 0.3), (before, after)
@@ -198,4 +198,4 @@ def test_a_bad_batch_is_named_at_step():
     alg = sgrld_lda(LDA(2, 5), num_data=10)
     bad = BowBatch(jnp.asarray([[0, 7]]), jnp.asarray([[1.0, 2.0]]))
     with pytest.raises(ValueError, match="word id"):
-        alg.step(alg.init(jax.random.PRNGKey(0)), bad, jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), bad)

@@ -44,7 +44,7 @@ def test_one_ssvi_step_with_rho_one_is_the_hand_written_eq11_update(corpus):
     lam = 1.0 + jax.random.uniform(jax.random.PRNGKey(3), (K, V)) * 5.0
     state = SSVIState(_q0(lam), jnp.zeros((), jnp.int32))
     alg = ssvi(model, num_data=num_data, schedule=ONE, mode="full")
-    new, info = jax.jit(alg.step)(state, batch, KEY)
+    new, info = jax.jit(alg.step)(KEY, state, batch)
 
     key_beta, key_local = jax.random.split(KEY)
     log_g = sample_log_gamma(key_beta, lam)
@@ -76,7 +76,7 @@ def test_ssvi_a_step_with_rho_one_and_the_ramp(corpus):
     log_beta = log_g - jax.nn.logsumexp(log_g, -1, keepdims=True)
     (c,) = model.local_step((log_beta,), batch, key_local, "meanfield").suff_stats
     for ramp, mult in ((False, 100 / S), (True, 1.0)):
-        new, _ = jax.jit(ssvi(model, num_data=100, schedule=ONE, mode="approx", ramp=ramp).step)(state, batch, KEY)
+        new, _ = jax.jit(ssvi(model, num_data=100, schedule=ONE, mode="approx", ramp=ramp).step)(KEY, state, batch)
         np.testing.assert_allclose(new.q_global.eta, (0.3 - 1.0) + mult * c, rtol=1e-9)
 
 
@@ -88,7 +88,7 @@ def test_domain_safeguard_is_counted(corpus):
     batch = corpus.batch(range(S))
     lam = 1.0 + jax.random.uniform(jax.random.PRNGKey(5), (K, V))
     state = SSVIState(_q0(lam), jnp.zeros((), jnp.int32))
-    new, info = jax.jit(ssvi(model, num_data=10**7, schedule=ONE, mode="full").step)(state, batch, KEY)
+    new, info = jax.jit(ssvi(model, num_data=10**7, schedule=ONE, mode="full").step)(KEY, state, batch)
     assert int(info.num_damped) > 0
     assert bool(jnp.all(new.q_global.is_valid())) and bool(jnp.all(jnp.isfinite(new.q_global.eta)))
 
@@ -100,18 +100,18 @@ def test_steps_jit_vmap_and_do_not_retrace(corpus):
     traces = []
     alg = ssvi(model, num_data=200, mode="full", local="cvb0")
 
-    def counted(state, b, key):
+    def counted(key, state, b):
         traces.append(1)
-        return alg.step(state, b, key)
+        return alg.step(key, state, b)
 
     step = jax.jit(counted)
     state = alg.init(KEY)
     for t in range(3):
-        state, info = step(state, batch, jax.random.fold_in(KEY, t))
+        state, info = step(jax.random.fold_in(KEY, t), state, batch)
     assert len(traces) == 1
     assert isinstance(info, SSVIInfo) and np.isfinite(float(info.elbo)) and int(state.count) == 3
     many = restarts(ssvi(model, num_data=200, mode="approx", local="cvb0"), 2)
-    st, inf = jax.jit(many.step)(many.init(KEY), batch, KEY)
+    st, inf = jax.jit(many.step)(KEY, many.init(KEY), batch)
     assert st.q_global.eta.shape == (2, K, V) and inf.elbo.shape == (2,)
     assert not np.allclose(st.q_global.eta[0], st.q_global.eta[1])
 
@@ -133,7 +133,7 @@ def test_ssvi_recovers_a_conjugate_posterior():
         state = alg.init(KEY, x)
 
         def body(state, key, alg=alg):
-            state, info = alg.step(state, x, key)
+            state, info = alg.step(key, state, x)
             return state, (state.q_global.natural_params, info.num_damped)
 
         _, (nat, damped) = jax.jit(lambda s: jax.lax.scan(body, s, jax.random.split(KEY, 2000)))(state)
@@ -159,7 +159,7 @@ def test_ssvi_improves_heldout_log_predictive_on_synthetic_lda(mode):
     batches = [train.batch(rng.choice(train.num_docs, 16, replace=False), length=32) for _ in range(60)]
     stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *batches)
     state, info = jax.jit(
-        lambda s: jax.lax.scan(lambda st, xs: alg.step(st, xs[0], xs[1]), s, (stacked, jax.random.split(KEY, 60)))
+        lambda s: jax.lax.scan(lambda st, xs: alg.step(xs[1], st, xs[0]), s, (stacked, jax.random.split(KEY, 60)))
     )(state)
     after = corpus_document_completion(model, state.q_global, observed, heldout, 40)
     per_word = lambda r: r.log_prob / r.num_tokens  # noqa: E731

@@ -24,8 +24,8 @@ def test_full_batch_rho_one_equals_cavi_step():
     a_cavi = cavi(model)
     a_svi = svi(model, num_data=x.shape[0], schedule=schedules.constant(1.0))
     state = a_cavi.init(jax.random.PRNGKey(0), x)
-    s1, _ = a_cavi.step(state, x, jax.random.PRNGKey(1))
-    s2, info = a_svi.step(a_svi.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
+    s1, _ = a_cavi.step(jax.random.PRNGKey(1), state, x)
+    s2, info = a_svi.step(jax.random.PRNGKey(1), a_svi.init(jax.random.PRNGKey(0), x), x)
     assert_trees_close(s1.q_global, s2.q_global, rtol=1e-12, atol=1e-12)
     assert float(info.step_size) == 1.0
 
@@ -51,15 +51,15 @@ def test_converges_to_cavi_optimum():
     a = cavi(model)
     sc = a.init(jax.random.PRNGKey(0), x)
     for t in range(100):
-        sc, ic = jax.jit(a.step)(sc, x, jax.random.PRNGKey(t))
+        sc, ic = jax.jit(a.step)(jax.random.PRNGKey(t), sc, x)
     alg = svi(model, num_data=2000, schedule=schedules.robbins_monro(1.0, tau=10.0, kappa=0.7))
     ss = alg.init(jax.random.PRNGKey(0), x)
     step = jax.jit(alg.step)
     for t in range(600):
         idx = jax.random.choice(jax.random.PRNGKey(1000 + t), 2000, (100,), replace=False)
-        ss, info = step(ss, x[idx], jax.random.PRNGKey(t))
+        ss, info = step(jax.random.PRNGKey(t), ss, x[idx])
     np.testing.assert_allclose(np.sort(ss.q_global.mean), np.sort(sc.q_global.mean), rtol=0.02)
-    s_elbo = a.step(ss._replace(count=sc.count), x, jax.random.PRNGKey(0))[1].elbo  # ELBO after one sweep from q_svi
+    s_elbo = a.step(jax.random.PRNGKey(0), ss._replace(count=sc.count), x)[1].elbo  # ELBO after one sweep from q_svi
     np.testing.assert_allclose(s_elbo, ic.elbo, rtol=0.02)
 
 
@@ -68,7 +68,7 @@ def test_ramp_scales_the_first_sweep():
     model = DiagonalGMM.from_data(np.asarray(x), 2)
     alg = svi(model, num_data=200, schedule=schedules.constant(1.0), ramp=True)
     s0 = alg.init(jax.random.PRNGKey(0), x)
-    s1, _ = alg.step(s0, x[:50], jax.random.PRNGKey(1))
+    s1, _ = alg.step(jax.random.PRNGKey(1), s0, x[:50])
     # at t = 0, N_0 = S: lambda = eta + sbar (rho = 1), the full-data update of the batch alone
     view = expfam.tree_mean_params(s0.q_global)
     loc = model.local_step(view, x[:50])
@@ -83,11 +83,11 @@ def test_compiles_once_and_vmaps():
     step = jax.jit(chex.assert_max_traces(alg.step, n=1))
     s = alg.init(jax.random.PRNGKey(0), x)
     for t in range(3):
-        s, info = step(s, x[t * 20 : (t + 1) * 20], jax.random.PRNGKey(t))
+        s, info = step(jax.random.PRNGKey(t), s, x[t * 20 : (t + 1) * 20])
     assert int(s.count) == 3
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     ss = jax.vmap(lambda k: alg.init(k, x))(keys)
-    ss, infos = jax.vmap(alg.step, in_axes=(0, None, 0))(ss, x[:20], keys)
+    ss, infos = jax.vmap(alg.step, in_axes=(0, 0, None))(keys, ss, x[:20])
     assert infos.elbo.shape == (3,)
 
 

@@ -124,11 +124,11 @@ def test_one_step_with_rho_one_and_full_batch_is_cavi_then_the_newton_step():
     batch = _batch(8, num_docs=20, alpha=0.1, eta=0.1, doc_length=40.0)
     model = LDA(K, V, alpha=0.5, eta=0.3)
     n = batch.word_ids.shape[0]
-    s_cavi, _ = cavi(model).step(cavi(model).init(jax.random.PRNGKey(0)), batch, jax.random.PRNGKey(1))
+    s_cavi, _ = cavi(model).step(jax.random.PRNGKey(1), cavi(model).init(jax.random.PRNGKey(0)), batch)
     for hyper_step in (1.0, 0.05):
         alg = svi(model, num_data=n, schedule=schedules.constant(1.0), hyper_step=hyper_step)
         s0 = alg.init(jax.random.PRNGKey(0))
-        s1, info = alg.step(s0, batch, jax.random.PRNGKey(1))
+        s1, info = alg.step(jax.random.PRNGKey(1), s0, batch)
         assert_trees_close(s1.q_global, s_cavi.q_global, rtol=1e-12, atol=1e-12)
         gamma = model.local_step(s0.q_global.mean_params(), batch).local_params
         (g_a, c_a), (g_e, c_e) = _closed_form(0.5, 0.3, gamma, s1.q_global.concentration, 1.0)
@@ -139,7 +139,7 @@ def test_one_step_with_rho_one_and_full_batch_is_cavi_then_the_newton_step():
         np.testing.assert_allclose(
             info.elbo,
             svi(model, num_data=n, schedule=schedules.constant(1.0))
-            .step(s0._replace(hyper=None), batch, jax.random.PRNGKey(1))[1]
+            .step(jax.random.PRNGKey(1), s0._replace(hyper=None), batch)[1]
             .elbo,
             rtol=1e-12,
         )
@@ -153,14 +153,14 @@ def test_without_hyper_step_the_state_and_info_are_as_before():
     plain = svi(model, num_data=40, schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.7))
     learn = svi(model, num_data=40, schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.7), hyper_step=1.0)
     s0 = plain.init(jax.random.PRNGKey(0))
-    s1, info = plain.step(s0, batch, jax.random.PRNGKey(1))
+    s1, info = plain.step(jax.random.PRNGKey(1), s0, batch)
     assert s0.hyper is None and s1.hyper is None and info.hyper is None
     paths = lambda t: [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(t)[0]]  # noqa: E731
     assert paths(s1) == [".q_global.eta", ".count", ".num_rejected"]
     assert paths(info) == [".elbo", ".step_size", ".num_damped", ".accepted"]
     h0 = learn.init(jax.random.PRNGKey(0))
     assert_trees_close(h0.q_global, s0.q_global, rtol=0, atol=0)
-    h1, hinfo = learn.step(h0, batch, jax.random.PRNGKey(1))
+    h1, hinfo = learn.step(jax.random.PRNGKey(1), h0, batch)
     assert_trees_close(h1.q_global, s1.q_global, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(hinfo.elbo, info.elbo, rtol=1e-12)
     assert paths(hinfo) == [".elbo", ".step_size", ".num_damped", ".hyper['alpha']", ".hyper['eta']", ".accepted"]
@@ -209,13 +209,13 @@ def test_compiles_once_vmaps_and_keeps_the_dtype(dtype):
     step = jax.jit(chex.assert_max_traces(alg.step, n=1))
     s = alg.init(jax.random.PRNGKey(0))
     for t in range(3):
-        s, info = step(s, batch, jax.random.PRNGKey(t))
+        s, info = step(jax.random.PRNGKey(t), s, batch)
     assert int(s.count) == 3
     assert all(h.dtype == jnp.dtype(dtype) and h.shape == () and np.isfinite(h) for h in s.hyper.values())
     assert float(s.hyper["alpha"]) != 0.3
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     ss = jax.vmap(alg.init)(keys)
-    ss, infos = jax.jit(jax.vmap(alg.step, in_axes=(0, None, 0)))(ss, batch, keys)
+    ss, infos = jax.jit(jax.vmap(alg.step, in_axes=(0, 0, None)))(keys, ss, batch)
     assert infos.hyper["alpha"].shape == (3,) and infos.elbo.shape == (3,)
 
 

@@ -37,7 +37,7 @@ def test_one_step_of_a_one_component_gaussian_is_the_closed_form(factory, ramp, 
     state = alg.init(jax.random.PRNGKey(0))._replace(count=jnp.asarray(count, jnp.int32))
     q = state.q_global
     m, v = float(q.mean[0]), float(q.variance[0])
-    new, info = alg.step(state, jnp.asarray(X), jax.random.PRNGKey(1))
+    new, info = alg.step(jax.random.PRNGKey(1), state, jnp.asarray(X))
     # the schedule computes in float32 (rtol 1e-6); the update is then pinned at the rho it used
     np.testing.assert_allclose(float(info.step_size), 0.9 * (count + 2.5) ** -0.6, rtol=1e-6)
     rho = float(info.step_size)

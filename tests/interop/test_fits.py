@@ -31,17 +31,17 @@ def test_minibatch_elbo_averaged_over_a_partition_is_the_full_data_elbo():
     q = _perturbed(alg_full.init(jax.random.PRNGKey(0)).q_global, jax.random.PRNGKey(5))
     key = jax.random.PRNGKey(7)
     perm = jax.random.permutation(jax.random.PRNGKey(8), N)
-    minibatch = jax.jit(lambda idx: elbo(alg_mini, q, {"data": idx}, key))
+    minibatch = jax.jit(lambda idx: elbo(alg_mini, key, q, {"data": idx}))
     averaged = np.mean([float(minibatch(perm[i : i + M])) for i in range(0, N, M)])
-    np.testing.assert_allclose(averaged, float(elbo(alg_full, q, None, key)), rtol=1e-6)
+    np.testing.assert_allclose(averaged, float(elbo(alg_full, key, q, None)), rtol=1e-6)
     # a training step on a minibatch, jitted, through the target's batch convention
-    state, info = jax.jit(alg_mini.step)(alg_mini.init(jax.random.PRNGKey(0)), {"data": perm[:M]}, key)
+    state, info = jax.jit(alg_mini.step)(key, alg_mini.init(jax.random.PRNGKey(0)), {"data": perm[:M]})
     assert bool(info.accepted)
 
 
 def _fit(alg, num_steps, key):
     def body(state, k):
-        state, info = alg.step(state, None, k)
+        state, info = alg.step(k, state, None)
         return state, info.elbo
 
     return jax.jit(lambda k: jax.lax.scan(body, alg.init(jax.random.PRNGKey(0)), jax.random.split(k, num_steps)))(key)
@@ -59,7 +59,7 @@ def test_ngvi_and_bbvi_through_a_target_reach_the_closed_form_posterior():
     post_mean, post_sd = float(jnp.sum(y) / precision), float(1.0 / np.sqrt(precision))
     target = vijax.from_numpyro(normal_mean, y)
     alg = ngvi(target, schedule=1.0)
-    state, _ = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
+    state, _ = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), None)
     q = state.q_global["mu"]
     np.testing.assert_allclose([float(q.mean), float(q.variance)], [post_mean, post_sd**2], rtol=1e-6)
     schedule = optax.cosine_decay_schedule(0.05, 500, alpha=0.05)
@@ -92,7 +92,7 @@ def test_ngvi_auto_family_fits_gamma_poisson(library):
     shape, rate = 2.0 + float(jnp.sum(k)), 1.0 + k.shape[0]
     q = state.q_global["rate"].to_tfp()
     np.testing.assert_allclose([float(q.mean()), float(q.stddev())], [shape / rate, np.sqrt(shape) / rate], rtol=0.05)
-    draws = sample(alg, state, jax.random.PRNGKey(4), 5)
+    draws = sample(alg, jax.random.PRNGKey(4), state, 5)
     assert set(draws) == {"rate"} and draws["rate"].shape == (5,) and bool(jnp.all(draws["rate"] > 0))
 
 
@@ -126,7 +126,7 @@ def test_bbvi_on_a_target_draws_constrained_values_by_site_name():
     target = vijax.from_numpyro(eight_schools, SIGMA, Y)
     alg = bbvi(target, family="meanfield")
     state = alg.init(jax.random.PRNGKey(0), None)
-    draws = sample(alg, state, jax.random.PRNGKey(1), 4)
+    draws = sample(alg, jax.random.PRNGKey(1), state, 4)
     assert {n: d.shape for n, d in draws.items()} == {"mu": (4,), "tau": (4,), "theta_tilde": (4, J)}
     assert bool(jnp.all(draws["tau"] > 0))
     centre = guide(alg).mean(state.q_global)

@@ -173,10 +173,10 @@ def test_loo_of_a_bbvi_fit_agrees_with_nuts():
     state = alg.init(jax.random.PRNGKey(0))
 
     def run(s, keys):
-        return jax.lax.scan(lambda s, k: (alg.step(s, None, k)[0], None), s, keys)[0]
+        return jax.lax.scan(lambda s, k: (alg.step(k, s, None)[0], None), s, keys)[0]
 
     state = jax.jit(run)(state, jax.random.split(jax.random.PRNGKey(1), 3000))
-    idata = vijax.to_arviz(sample(alg, state, jax.random.PRNGKey(2), 4000), jax.random.PRNGKey(3), target=target)
+    idata = vijax.to_arviz(sample(alg, jax.random.PRNGKey(2), state, 4000), jax.random.PRNGKey(3), target=target)
     mcmc = MCMC(NUTS(linear), num_warmup=300, num_samples=1000, progress_bar=False)
     with jax.numpy_rank_promotion("allow"):  # NumPyro's and ArviZ's code broadcast by it
         mcmc.run(jax.random.PRNGKey(4), XS, YS)

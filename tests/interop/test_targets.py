@@ -67,7 +67,7 @@ def test_elbo_equals_numpyros_trace_elbo_at_the_same_parameters_and_draw(kind):
 
     @jax.jit
     def both(key):
-        ours = elbo(alg, q, None, key)
+        ours = elbo(alg, key, q, None)
         z = guide(alg).sample(q, jax.random.split(key, 1)[0])  # the draw elbo takes (S = 1)
         # AutoNormal's sites hold the constrained values; the others draw one flat latent vector
         fixed = target.constrain(unravel(z)) if kind == "meanfield" else {"_auto_latent": z}
@@ -215,7 +215,7 @@ def test_auto_family_names_a_support_it_cannot_match_and_bbvi_still_fits_it():
     with pytest.raises(ValueError, match="site 'cuts': no exponential family"):
         ngvi(target)
     alg = bbvi(target, family="meanfield")  # through NumPyro's ordered transform
-    draws = sample(alg, alg.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1), 3)
+    draws = sample(alg, jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), 3)
     assert bool(jnp.all(jnp.diff(draws["cuts"], axis=-1) > 0))
 
 
@@ -256,7 +256,7 @@ def test_a_batch_the_model_cannot_take_is_named():
         mini.log_prob(mini.constrain(u), jnp.arange(2))
     alg = bbvi(mini)
     with pytest.raises(ValueError, match=r"batch\['data'\]"):
-        alg.step(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), None)
     # an argument of the model by name: the minibatch's data in place of the full data
     full = vijax.from_numpyro(regression, X, T)
     c = full.constrain(u)

@@ -29,7 +29,7 @@ def test_a_fitted_gmm_q_becomes_inference_data_with_q_moments():
     state = alg.init(jax.random.PRNGKey(0), x)
     step = jax.jit(alg.step)
     for t in range(20):
-        state, _ = step(state, x, jax.random.PRNGKey(t))
+        state, _ = step(jax.random.PRNGKey(t), state, x)
     n = 4000
     idata = vijax.to_arviz(state.q_global, jax.random.PRNGKey(1), n, names=["weights", "mean_precision"], num_chains=4)
     post = idata.posterior
@@ -52,7 +52,7 @@ def test_a_glm_fitted_by_prox_svi_and_the_default_names():
     state = alg.init(jax.random.PRNGKey(0), (x, y))
     step = jax.jit(alg.step)
     for t in range(30):
-        state, _ = step(state, (x, y), jax.random.PRNGKey(t))
+        state, _ = step(jax.random.PRNGKey(t), state, (x, y))
     q = state.q_global
     assert isinstance(q, expfam.MultivariateNormal)
     idata = vijax.to_arviz(q, jax.random.PRNGKey(2), 4000)
@@ -70,9 +70,9 @@ def test_bbvi_draws_with_log_weights_carry_the_psis_khat():
     state = alg.init(jax.random.PRNGKey(0))
     step = jax.jit(alg.step)
     for t in range(300):
-        state, _ = step(state, data, jax.random.PRNGKey(t))
+        state, _ = step(jax.random.PRNGKey(t), state, data)
     key = jax.random.PRNGKey(5)
-    draws, lw = vi.sample(alg, state, key, 1000), vi.log_weights(alg, state, data, key, 1000)
+    draws, lw = vi.sample(alg, key, state, 1000), vi.log_weights(alg, key, state, data, 1000)
     idata = vijax.to_arviz({"w": draws}, log_weights=lw)
     assert idata.sample_stats["log_weight"].shape == (1, 1000)
     assert idata.sample_stats.attrs["khat"] < 0.7  # q is close to the Gaussian target

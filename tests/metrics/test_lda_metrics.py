@@ -124,9 +124,9 @@ def test_fitted_topics_predict_better_than_the_start():
     alg = cavi(model)
     states = jax.vmap(lambda key: alg.init(key, train))(jax.random.split(jax.random.PRNGKey(0), 4))
     start = perplexity(model, jax.tree_util.tree_map(lambda a: a[0], states.q_global), test_obs, test_held)
-    step = jax.jit(jax.vmap(alg.step, in_axes=(0, None, 0)))
+    step = jax.jit(jax.vmap(alg.step, in_axes=(0, 0, None)))
     for t in range(150):
-        states, info = step(states, train, jax.random.split(jax.random.PRNGKey(t), 4))
+        states, info = step(jax.random.split(jax.random.PRNGKey(t), 4), states, train)
     best = jax.tree_util.tree_map(lambda a: a[int(jnp.argmax(info.elbo))], states.q_global)
     fitted = perplexity(model, best, test_obs, test_held)
     truth = perplexity(model, expfam.Dirichlet.from_concentration(1e6 * beta + 1e-3), test_obs, test_held)

@@ -42,10 +42,10 @@ def test_a_q_equal_to_the_posterior_has_equal_weights_and_a_narrow_q_is_flagged(
 
     alg = bbvi(target, init_params={"z": jnp.zeros(1)}, init_scale=2.0)
     state = alg.init(jax.random.PRNGKey(0))
-    exact = psis(vi.log_weights(alg, state, None, jax.random.PRNGKey(1), 500))
+    exact = psis(vi.log_weights(alg, jax.random.PRNGKey(1), state, None, 500))
     assert exact.ok and exact.ess > 499
     # sigma ratio 8: k = 1 - 1/64; the estimate from 4000 draws varies by about 0.1, so average 4 fits
     narrow = bbvi(target, init_params={"z": jnp.zeros(1)}, init_scale=0.25)
     state = narrow.init(jax.random.PRNGKey(0))
-    ks = [psis(vi.log_weights(narrow, state, None, jax.random.PRNGKey(i), 4000)).khat for i in range(4)]
+    ks = [psis(vi.log_weights(narrow, jax.random.PRNGKey(i), state, None, 4000)).khat for i in range(4)]
     assert np.mean(ks) > KHAT_THRESHOLD

@@ -26,7 +26,7 @@ def _fit(model, data, steps):
     alg = vijax.cavi(model)
     state = alg.init(jax.random.PRNGKey(0), data)
     run = jax.jit(
-        lambda s: jax.lax.scan(lambda c, k: alg.step(c, data, k), s, jax.random.split(jax.random.PRNGKey(1), steps))
+        lambda s: jax.lax.scan(lambda c, k: alg.step(k, c, data), s, jax.random.split(jax.random.PRNGKey(1), steps))
     )
     return run(state)
 
@@ -142,12 +142,12 @@ def test_collinear_design_is_handled_and_the_step_compiles_once_and_vmaps():
     state = alg.init(jax.random.PRNGKey(0), data)
     step = jax.jit(alg.step)
     for t in range(20):
-        state, info = step(state, data, jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, data)
     assert step._cache_size() == 1
     assert np.isfinite(float(info.elbo))
     w = np.asarray(model.posterior(state.q_global, data).mean)
     np.testing.assert_allclose(w[0] + w[-1], 2.0, atol=0.1)  # the duplicated pair shares the effect
-    states = jax.vmap(lambda k: step(state, data, k)[0])(jax.random.split(jax.random.PRNGKey(9), 3))
+    states = jax.vmap(lambda k: step(k, state, data)[0])(jax.random.split(jax.random.PRNGKey(9), 3))
     assert states.q_global.concentration.shape == (3, x.shape[1])
 
 

@@ -106,7 +106,7 @@ def test_gibbs_local_step_is_unbiased():
 def test_cavi_equals_hand_computed_update():
     q0 = _random_q(jax.random.PRNGKey(10), MODEL)
     y = _binary(jax.random.PRNGKey(11), 7, 4)
-    state, _ = cavi(MODEL).step(init_from(q0), y, jax.random.PRNGKey(0))
+    state, _ = cavi(MODEL).step(jax.random.PRNGKey(0), init_from(q0), y)
     alpha = np.asarray(q0[0].concentration)
     a, b = np.asarray(q0[1].concentration1), np.asarray(q0[1].concentration0)
     lw = special.digamma(alpha) - special.digamma(alpha.sum())
@@ -148,7 +148,7 @@ def test_cavi_elbo_never_decreases():
     step = jax.jit(alg.step)
     elbos = []
     for t in range(25):
-        state, info = step(state, y, jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, y)
         elbos.append(float(info.elbo))
     elbos = np.array(elbos)
     assert np.all(np.diff(elbos) >= -1e-10 * np.abs(elbos[1:]))
@@ -237,7 +237,7 @@ def test_gibbs_state_stays_consistent():
     state = alg.init(jax.random.PRNGKey(22), y)
     step = jax.jit(alg.step)
     for t in range(4):
-        state, info = step(state, jnp.asarray(y), jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, jnp.asarray(y))
     counts, ones = _counts(model, y, state.z)
     np.testing.assert_allclose(state.counts, counts)
     np.testing.assert_allclose(state.ones, ones)
@@ -263,7 +263,7 @@ def test_gibbs_samples_the_exact_posterior():
     def run(key):
         k0, k1 = jax.random.split(key)
         state = alg.init(k0, jnp.asarray(y))
-        state, _ = jax.lax.scan(lambda s, k: (alg.step(s, jnp.asarray(y), k)[0], None), state, jax.random.split(k1, 8))
+        state, _ = jax.lax.scan(lambda s, k: (alg.step(k, s, jnp.asarray(y))[0], None), state, jax.random.split(k1, 8))
         return state.z
 
     z = np.asarray(jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(23), chains)))

@@ -184,7 +184,7 @@ def test_pg_svi_learns_a_synthetic_corpus(covariance):
     step = jax.jit(alg.step)
     idx = np.random.default_rng(0).integers(0, 120, (300, 2))
     for t in range(300):
-        state, info = step(state, train.batch(idx[t], length=64), jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, train.batch(idx[t], length=64))
     end = corpus_document_completion(model, state.q_global, obs, held, 40).per_word
     g_true = CTMGlobals(jnp.asarray(truth["topics"]), jnp.zeros(3), jnp.asarray(truth["sigma"]))
     ref = corpus_document_completion(
@@ -220,4 +220,4 @@ def test_bad_input():
     state = alg.init(jax.random.PRNGKey(0))
     three = BowBatch(np.array([[0, 1], [2, 3], [4, 5]]), np.ones((3, 2)))
     with pytest.raises(ValueError, match=r"^num_data = 2 is smaller than the batch's number of rows with data"):
-        alg.step(state, three, jax.random.PRNGKey(1))
+        alg.step(jax.random.PRNGKey(1), state, three)

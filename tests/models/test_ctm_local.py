@@ -152,7 +152,7 @@ def _learn(method, steps, seed=1):
     step = jax.jit(alg.step)
     idx = np.random.default_rng(0).integers(0, 80, (steps, 2))
     for t in range(steps):
-        state, info = step(state, train.batch(idx[t], length=32), jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, train.batch(idx[t], length=32))
     end = corpus_document_completion(model, state.q_global, obs, held, 40).per_word
     assert np.isfinite(float(info.elbo))
     return start, end

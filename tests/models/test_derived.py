@@ -141,7 +141,7 @@ def test_cavi_svi_and_ssvi_run_on_the_derived_model_as_on_the_hand_written_one(n
     steps = [jax.jit(alg.step) for alg in algs]
     for t in range(3):
         key = jax.random.key(10 + t)
-        (states[0], i0), (states[1], i1) = (steps[0](states[0], X1, key), steps[1](states[1], X1, key))
+        (states[0], i0), (states[1], i1) = (steps[0](key, states[0], X1), steps[1](key, states[1], X1))
         close(i0.elbo, i1.elbo, rtol=1e-9)
     close(states[0].q_global.natural_params, states[1].q_global["mu"].natural_params, rtol=1e-9)
 
@@ -152,7 +152,7 @@ def test_cavi_on_the_derived_diagonal_gmm_matches_and_never_decreases():
     states = [alg.init(jax.random.key(4), X2) for alg in algs]
     elbos = []
     for t in range(5):
-        out = [jax.jit(alg.step)(s, X2, jax.random.key(t)) for alg, s in zip(algs, states)]
+        out = [jax.jit(alg.step)(jax.random.key(t), s, X2) for alg, s in zip(algs, states)]
         states = [o[0] for o in out]
         close(out[0][1].elbo, out[1][1].elbo, rtol=1e-9)
         elbos.append(float(out[1][1].elbo))
@@ -279,7 +279,7 @@ def test_a_log_joint_that_is_not_conjugate_is_refused_at_the_first_step_after_a_
     alg = make_algorithm(name, model, **({} if name == "cavi" else dict(num_data=X1.shape[0])))
     state = alg.init(jax.random.key(0))
     with pytest.raises(ValueError, match="log_joint is not conjugate in global variable 'mu'"):
-        jax.jit(alg.step)(state, X1, jax.random.key(1))
+        jax.jit(alg.step)(jax.random.key(1), state, X1)
 
 
 def test_the_domain_of_the_global_update_is_checked_on_all_the_data():

@@ -146,7 +146,7 @@ def run_cavi(model, steps):
     alg = make_algorithm("cavi", model)
     state, step, elbos = alg.init(jax.random.key(0), jnp.asarray(X)), jax.jit(alg.step), []
     for t in range(steps):
-        state, info = step(state, jnp.asarray(X), jax.random.key(t))
+        state, info = step(jax.random.key(t), state, jnp.asarray(X))
         elbos.append(float(info.elbo))
         yield state, np.asarray(elbos)
 
@@ -178,7 +178,7 @@ def test_svi_reports_the_elbo_of_its_q_and_reaches_the_cavi_fixed_point():
     state, step = alg.init(jax.random.key(0), jnp.asarray(X)), jax.jit(alg.step)
     for t in range(150):
         before = state.q_global
-        state, info = step(state, jnp.asarray(X), jax.random.key(t))
+        state, info = step(jax.random.key(t), state, jnp.asarray(X))
         if t < 3:
             np.testing.assert_allclose(float(info.elbo), elbo_of(before), rtol=1e-9)
     np.testing.assert_allclose(q_params(state.q_global), independent_fixed_point(), rtol=1e-8)
@@ -207,7 +207,7 @@ def test_ssvi_is_on_average_the_natural_gradient_step_and_its_elbo_unbiased(name
     alg = make_algorithm(name, independent_model(), num_data=N, schedule=1.0)
     state = alg.init(jax.random.key(0))._replace(q_global=q)
     x = jnp.asarray(X)
-    new, info = jax.jit(jax.vmap(lambda k: alg.step(state, x, k)))(jax.random.split(jax.random.key(3), 2000))
+    new, info = jax.jit(jax.vmap(lambda k: alg.step(k, state, x)))(jax.random.split(jax.random.key(3), 2000))
     got = [new.q_global["mu"].eta1, new.q_global["mu"].eta2, new.q_global["tau"].eta1, new.q_global["tau"].eta2]
     for g, w in zip(got, want):
         mean, se = float(jnp.mean(g)), float(jnp.std(g)) / np.sqrt(g.size)
@@ -260,7 +260,7 @@ def test_cavi_with_locals_and_globals_that_interact_never_decreases_its_elbo():
     state, step, elbos = alg.init(jax.random.key(0), x), jax.jit(alg.step), []
     for t in range(30):
         before = state.q_global
-        state, info = step(state, x, jax.random.key(t))
+        state, info = step(jax.random.key(t), state, x)
         elbos.append(float(info.elbo))
     elbos, q = np.asarray(elbos), state.q_global
     assert np.all(np.diff(elbos) >= -1e-12 * np.abs(elbos[1:])), elbos

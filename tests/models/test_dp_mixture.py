@@ -166,7 +166,7 @@ def test_cavi_elbo_never_decreases(kind, trunc):
     step = jax.jit(alg.step)
     elbos = []
     for i in range(12):
-        state, info = step(state, x, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, x)
         elbos.append(float(info.elbo))
     elbos = np.array(elbos)
     assert np.all(np.diff(elbos) >= -1e-10 * np.abs(elbos[1:])), np.diff(elbos).min()
@@ -284,7 +284,7 @@ def test_svi_and_ssvi_a_by_name_find_the_clusters(name, kind, trunc):
     state = alg.init(jax.random.PRNGKey(10), x)
     step = jax.jit(alg.step)
     for i in range(40):
-        state, info = step(state, x, jax.random.PRNGKey(100 + i))
+        state, info = step(jax.random.PRNGKey(100 + i), state, x)
     assert np.isfinite(float(info.elbo))
     loc = model.local_step(expfam.tree_mean_params(state.q_global), x)
     truth = np.asarray(x[:, 0] < 0) if kind == "gauss" else np.asarray(x[:, :5].sum(1) > 2.5)  # the prototype's half
@@ -297,7 +297,7 @@ def test_ssvi_a_on_gaussian_components_takes_a_finite_step():
     model = DPMixture.gaussian(3, 2)  # Normal-Gamma components draw by inversion
     alg = make_algorithm("ssvi_a", model, num_data=10)
     x = jnp.asarray(np.random.default_rng(0).normal(size=(10, 2)))
-    _, info = alg.step(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
+    _, info = alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), x), x)
     assert np.isfinite(float(info.elbo))
 
 
@@ -328,7 +328,7 @@ def test_truncation_one():
     for trunc, s in (("blei_jordan", 0), ("kurihara", 1)):
         model = DPMixture.bernoulli(1, 4, truncation=trunc)
         assert model.prior()[0].batch_shape == (s,)
-        state, info = jax.jit(cavi(model).step)(cavi(model).init(jax.random.PRNGKey(0), y), y, jax.random.PRNGKey(1))
+        state, info = jax.jit(cavi(model).step)(jax.random.PRNGKey(1), cavi(model).init(jax.random.PRNGKey(0), y), y)
         assert np.isfinite(float(info.elbo))
 
 

@@ -110,7 +110,7 @@ def test_poisson_gamma_prox_svi_matches_quadrature_posterior():
     idx = np.random.default_rng(0).integers(0, 200, (400, 20))
     means = []
     for t in range(400):
-        state, info = step(state, (x[idx[t]], y[idx[t]]), jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, (x[idx[t]], y[idx[t]]))
         if t >= 200:
             means.append(np.asarray(state.q_global.mean_params()[1]))
     grid = np.linspace(1e-3, 6, 20001)

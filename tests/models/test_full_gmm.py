@@ -184,7 +184,7 @@ def test_cavi_is_monotone_and_equals_scikit_learn_full_from_the_same_responsibil
     state = _cavi.init_from(model.posterior_from_responsibilities(x, resp0))
     run = jax.jit(
         lambda s: jax.lax.scan(
-            lambda c, kk: alg.step(c, jnp.asarray(x), kk), s, jax.random.split(jax.random.PRNGKey(0), iters)
+            lambda c, kk: alg.step(kk, c, jnp.asarray(x)), s, jax.random.split(jax.random.PRNGKey(0), iters)
         )
     )
     state, info = run(state)
@@ -209,7 +209,7 @@ def test_stochastic_algorithms_run_by_name_and_find_the_clusters(name):
     def body(s, key):
         k_batch, k_step = jax.random.split(key)
         batch = x[jax.random.choice(k_batch, x.shape[0], (50,), replace=False)]
-        return alg.step(s, batch, k_step)
+        return alg.step(k_step, s, batch)
 
     state, info = jax.jit(lambda s: jax.lax.scan(body, s, jax.random.split(jax.random.PRNGKey(1), 100)))(state)
     assert np.all(np.isfinite(np.asarray(info.elbo)))

@@ -215,7 +215,7 @@ def test_cavi_elbo_never_decreases():
     step, elbo = jax.jit(alg.step), jax.jit(model.elbo)
     reported, exact = [], [float(elbo(state.q_global, y))]
     for i in range(20):
-        state, info = step(state, y, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, y)
         reported.append(float(info.elbo))
         exact.append(float(elbo(state.q_global, y)))
     for trace in (reported, exact):
@@ -248,11 +248,11 @@ def test_svi_reports_the_exact_elbo_and_runs_under_vmap():
     alg = svi(model, num_data=30, schedule=schedules.robbins_monro(1.0, tau=2.0, kappa=0.7))
     state = alg.init(jax.random.PRNGKey(0), y)
     q0 = state.q_global
-    state, info = jax.jit(alg.step)(state, y, jax.random.PRNGKey(1))
+    state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, y)
     np.testing.assert_allclose(info.elbo, model.elbo(q0, y), rtol=1e-10)  # at the pre-update q
     par = restarts(cavi(model), 3)
     st = par.init(jax.random.PRNGKey(2), y)
-    st, info = jax.jit(par.step)(st, y, jax.random.PRNGKey(3))
+    st, info = jax.jit(par.step)(jax.random.PRNGKey(3), st, y)
     assert info.elbo.shape == (3,) and np.all(np.isfinite(info.elbo))
     assert len(np.unique(np.asarray(info.elbo))) == 3
 

@@ -32,7 +32,7 @@ def _run(model, params, x, iters):
     @jax.jit
     def fit(p):
         state, info = jax.lax.scan(
-            lambda s, k: alg.step(s, x, k),
+            lambda s, k: alg.step(k, s, x),
             EMState(p, jnp.zeros((), jnp.int32)),
             jax.random.split(jax.random.PRNGKey(0), iters),
         )
@@ -107,7 +107,7 @@ def test_jit_traces_once_and_vmap_over_restarts():
         traces.append(1)
         k0, k1 = jax.random.split(key)
         s = alg.init(k0, x)
-        s, info = jax.lax.scan(lambda c, k: alg.step(c, x, k), s, jax.random.split(k1, 4))
+        s, info = jax.lax.scan(lambda c, k: alg.step(k, c, x), s, jax.random.split(k1, 4))
         return s.q_global, info.log_likelihood
 
     keys = jax.random.split(jax.random.PRNGKey(5), 2)

@@ -265,7 +265,7 @@ def test_baum_welch_equals_hmmlearn_from_the_same_start(kind):
     step = jax.jit(alg.step)
     lls = []
     for i in range(n_iter):
-        state, info = step(state, data, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, data)
         lls.append(float(info.log_likelihood))
     got = state.q_global
     np.testing.assert_allclose(got.initial_probs, ref.startprob_, atol=1e-8)
@@ -299,7 +299,7 @@ def test_sampled_data_and_map_em():
     step = jax.jit(alg.step)
     objs = []
     for i in range(15):
-        state, info = step(state, sample.data, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, sample.data)
         objs.append(float(info.elbo))
     assert np.all(np.diff(objs) >= -1e-8 * np.abs(objs[-1])), np.diff(objs)
     assert float(info.elbo) != float(info.log_likelihood)
@@ -337,7 +337,7 @@ def test_bayesian_local_step_equals_enumeration_and_cavi_never_lowers_the_elbo()
     step = jax.jit(alg.step)
     elbos = []
     for i in range(20):
-        state, info = step(state, data, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, data)
         elbos.append(float(info.elbo))
     assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[-1])), np.diff(elbos)
 
@@ -354,13 +354,13 @@ def test_stochastic_bayesian_fits_over_minibatches_of_sequences(name, kind):
     bayes = GaussianHMM(K, D, a0=2.0, b0=2.0, kappa0=0.1) if kind == "gaussian" else CategoricalHMM(K, V)
     alg = make_algorithm(name, bayes, num_data=128, schedule=0.3)
     state = alg.init(jax.random.PRNGKey(3))  # a data-free start: one pseudo-observation per state
-    full = jax.jit(lambda q: cavi(bayes).step(_cavi_state(q), sample.data, jax.random.PRNGKey(0))[1].elbo)
+    full = jax.jit(lambda q: cavi(bayes).step(jax.random.PRNGKey(0), _cavi_state(q), sample.data)[1].elbo)
     start = float(full(state.q_global))
     step = jax.jit(alg.step)
     for i in range(30):
         idx = jax.random.choice(jax.random.PRNGKey(100 + i), 128, (16,), replace=False)
         batch = jax.tree_util.tree_map(lambda a: a[idx], sample.data)
-        state, info = step(state, batch, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, batch)
     assert np.isfinite(float(info.elbo))
     assert float(full(state.q_global)) > start
 
@@ -441,7 +441,7 @@ def test_em_step_with_structural_zeros_equals_hmmlearn(case):
     ref.fit(xs.reshape(-1, 1), [T_LONG] * len(xs))
     alg = em(GaussianHMM(3, 1, min_variance=0.0))
     state, info = jax.jit(alg.step)(
-        alg.init(jax.random.PRNGKey(0), xs)._replace(q_global=params), xs, jax.random.PRNGKey(1)
+        jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), xs)._replace(q_global=params), xs
     )
     got = state.q_global
     np.testing.assert_allclose(info.log_likelihood, ref.monitor_.history[0], rtol=1e-10)

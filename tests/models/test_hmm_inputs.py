@@ -69,7 +69,7 @@ ENTRY_POINTS = {
     "log_prior": lambda p: MODEL.log_prior(p),
     "check_params": lambda p: MODEL.check_params(p),
     "em step from an EMState": lambda p: em(MODEL).step(
-        EMState(p, jnp.zeros((), jnp.int32)), OBS, jax.random.PRNGKey(0)
+        jax.random.PRNGKey(0), EMState(p, jnp.zeros((), jnp.int32)), OBS
     ),
     "sample_hmm": lambda p: sample_hmm(jax.random.PRNGKey(0), p, num_sequences=2, length=3),
 }
@@ -122,12 +122,12 @@ def test_traced_parameters_are_checked_in_the_compiled_step():
     state = EMState(params, jnp.zeros((), jnp.int32))
     alg = em(MODEL)
     with pytest.raises(ValueError, match=words):
-        jit_step(alg.step)(state, OBS, jax.random.PRNGKey(0))
+        jit_step(alg.step)(jax.random.PRNGKey(0), state, OBS)
     with pytest.raises(Exception, match=words):
         jax.block_until_ready(jax.jit(MODEL.e_step)(params, OBS))
     with value_checks(False):  # the trace-time scope that with_value_checks and jit_step enter
         jax.block_until_ready(jax.jit(lambda p, x: MODEL.e_step(p, x))(params, OBS))
-    jax.block_until_ready(jax.jit(with_value_checks(alg, False).step)(state, OBS, jax.random.PRNGKey(0)))
+    jax.block_until_ready(jax.jit(with_value_checks(alg, False).step)(jax.random.PRNGKey(0), state, OBS))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
@@ -140,7 +140,7 @@ def test_half_precision_is_refused_by_name(dtype):
     with pytest.raises(ValueError, match=f"obs must be float32 or float64 .*got {name}"):
         GaussianHMM(2, 1).log_likelihood(GAUSS, X.astype(dtype))
     with pytest.raises(ValueError, match=f"obs must be float32 or float64 .*got {name}"):
-        em(GaussianHMM(2, 1)).step(EMState(GAUSS, jnp.zeros((), jnp.int32)), X.astype(dtype), jax.random.PRNGKey(0))
+        em(GaussianHMM(2, 1)).step(jax.random.PRNGKey(0), EMState(GAUSS, jnp.zeros((), jnp.int32)), X.astype(dtype))
     half = jax.tree_util.tree_map(lambda a: a.astype(dtype), GAUSS)
     with pytest.raises(ValueError, match=f"params.initial_probs must be float32 or float64 .*got {name}"):
         sample_hmm(jax.random.PRNGKey(0), half, num_sequences=1, length=2)

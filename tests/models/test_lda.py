@@ -445,7 +445,7 @@ def test_cavi_meanfield_elbo_never_decreases():
     step = jax.jit(alg.step)
     elbos = []
     for t in range(30):
-        state, info = step(state, data, jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, data)
         elbos.append(float(info.elbo))
     elbos = np.array(elbos)
     assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[1:])), np.diff(elbos).min()
@@ -459,8 +459,8 @@ def test_svi_full_batch_rho_one_equals_cavi_step(method):
     model = LDA(3, 15, alpha=0.3)
     a_cavi = cavi(model, local=method)
     a_svi = svi(model, num_data=data.word_ids.shape[0], schedule=schedules.constant(1.0), local=method)
-    s1, i1 = a_cavi.step(a_cavi.init(jax.random.PRNGKey(0), data), data, jax.random.PRNGKey(1))
-    s2, _ = a_svi.step(a_svi.init(jax.random.PRNGKey(0), data), data, jax.random.PRNGKey(1))
+    s1, i1 = a_cavi.step(jax.random.PRNGKey(1), a_cavi.init(jax.random.PRNGKey(0), data), data)
+    s2, _ = a_svi.step(jax.random.PRNGKey(1), a_svi.init(jax.random.PRNGKey(0), data), data)
     assert_trees_close(s1.q_global, s2.q_global, rtol=1e-12, atol=1e-12)
     assert np.isfinite(float(i1.elbo))
 
@@ -482,9 +482,9 @@ def test_compiles_once_and_vmaps_over_keys():
     alg = cavi(model, local="meanfield")  # restarts in lock step: vmap of the whole CAVI step
     step = jax.jit(chex.assert_max_traces(alg.step, n=1))
     states = jax.vmap(lambda k: alg.init(k, data))(keys)
-    vstep = jax.jit(jax.vmap(step, in_axes=(0, None, 0)))
+    vstep = jax.jit(jax.vmap(step, in_axes=(0, 0, None)))
     for t in range(2):
-        states, infos = vstep(states, data, jax.random.split(jax.random.PRNGKey(t), 4))
+        states, infos = vstep(jax.random.split(jax.random.PRNGKey(t), 4), states, data)
     assert infos.elbo.shape == (4,) and np.all(np.isfinite(infos.elbo))
 
 

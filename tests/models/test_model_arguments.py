@@ -277,7 +277,7 @@ def test_from_data_floors_a_constant_column_and_refuses_identical_points():
     alg = cavi(vm.DiagonalGMM.from_data(x, 3))
     state = alg.init(jax.random.PRNGKey(0), jnp.asarray(x))
     for t in range(3):
-        state, info = alg.step(state, jnp.asarray(x), jax.random.PRNGKey(t))
+        state, info = alg.step(jax.random.PRNGKey(t), state, jnp.asarray(x))
         assert bool(info.accepted) and np.isfinite(float(info.elbo))
     with pytest.raises(ValueError, match=r"^x column 1 is constant \(variance 0\)"):
         vm.FullGMM.from_data(x, 3)
@@ -312,7 +312,7 @@ def test_em_singular_covariance_names_reg_covar(covariance_type):
         return
     start = vm.GMMParams(jnp.array([0.5, 0.5]), jnp.array([[1.0, 2.0], [100.0, 100.0]]), jnp.eye(2)[None].repeat(2, 0))
     with pytest.raises(Exception, match=r"reg_covar is too small: the M-step's covariance pivot .* at \[0\]") as e:
-        jax.block_until_ready(jax.jit(em(model).step)(init_from(start), x, jax.random.PRNGKey(1)))
+        jax.block_until_ready(jax.jit(em(model).step)(jax.random.PRNGKey(1), init_from(start), x))
     assert isinstance(e.value, (ValueError, jax.errors.JaxRuntimeError))
     with pytest.raises(ValueError, match="ill-defined empirical covariance"):
         GaussianMixture(2, reg_covar=0.0, means_init=np.asarray(start.means)).fit(np.asarray(x))

@@ -155,7 +155,7 @@ def test_finite_mixture_cavi_equals_numpy_cavi():
     c, (a, b) = np.asarray(state.q_global[0].concentration), _np(state.q_global[1])
     elbos = []
     for t in range(20):
-        state, info = CAVI_STEP(state, jnp.asarray(x), jax.random.PRNGKey(t))
+        state, info = CAVI_STEP(jax.random.PRNGKey(t), state, jnp.asarray(x))
         c, a, b, want = np_cavi_step(x, c, a, b)
         np.testing.assert_allclose(float(info.elbo), want, rtol=1e-10)
         elbos.append(float(info.elbo))
@@ -176,9 +176,9 @@ def test_svi_full_batch_rho_one_is_a_cavi_step_and_minibatch_steps_are_the_close
     in NumPy on (c, a, b), whose natural parameters are affine in them."""
     x = jnp.asarray(_data(3, N))
     key = jax.random.PRNGKey(4)
-    s_cavi, _ = CAVI_STEP(CAVI.init(key, x), x, key)
+    s_cavi, _ = CAVI_STEP(key, CAVI.init(key, x), x)
     full = svi(FINITE, num_data=N, schedule=schedules.constant(1.0))
-    s_svi, info = jax.jit(full.step)(full.init(key, x), x, key)
+    s_svi, info = jax.jit(full.step)(key, full.init(key, x), x)
     assert float(info.step_size) == 1.0
     assert_trees_close(s_svi.q_global, s_cavi.q_global, rtol=1e-10, atol=1e-10)
 
@@ -186,7 +186,7 @@ def test_svi_full_batch_rho_one_is_a_cavi_step_and_minibatch_steps_are_the_close
     c, (a, b) = np.asarray(state.q_global[0].concentration), _np(state.q_global[1])
     xs = np.asarray(x)
     for t, idx in enumerate(np.random.default_rng(5).permutation(N).reshape(4, 12)):
-        state, info = SVI_STEP(state, x[idx], jax.random.PRNGKey(t))
+        state, info = SVI_STEP(jax.random.PRNGKey(t), state, x[idx])
         rho, sc = float(info.step_size), N / len(idx)
         assert 0.0 < rho < 1.0
         r = np_resp(np_e_log_dirichlet(c)[None] + np_log_lik(xs[idx], a, b))
@@ -206,13 +206,13 @@ def test_svi_reaches_the_cavi_optimum():
     sc = CAVI.init(jax.random.PRNGKey(0), x)
     elbos = []
     for t in range(60):
-        sc, ic = CAVI_STEP(sc, x, jax.random.PRNGKey(t))
+        sc, ic = CAVI_STEP(jax.random.PRNGKey(t), sc, x)
         elbos.append(float(ic.elbo))
     ss = SVI.init(jax.random.PRNGKey(0), x)
     batches = np.concatenate([np.random.default_rng(t).permutation(N) for t in range(75)]).reshape(300, 12)
     for t, idx in enumerate(batches):
-        ss, _ = SVI_STEP(ss, x[idx], jax.random.PRNGKey(t))
-    _, info = CAVI_STEP(sc._replace(q_global=ss.q_global), x, jax.random.PRNGKey(0))
+        ss, _ = SVI_STEP(jax.random.PRNGKey(t), ss, x[idx])
+    _, info = CAVI_STEP(jax.random.PRNGKey(0), sc._replace(q_global=ss.q_global), x)
     opt = elbos[-1]
     assert abs(float(info.elbo) - opt) < 2e-3 * abs(opt), (float(info.elbo), opt)
     assert elbos[0] < opt - 1e-2 * abs(opt), (elbos[0], opt)
@@ -246,7 +246,7 @@ def test_dp_mixture_cavi_against_brute_force(truncation):
     step = jax.jit(alg.step)
     state = alg.init(jax.random.PRNGKey(6), jnp.asarray(x))
     q0 = state.q_global
-    state, info = step(state, jnp.asarray(x), jax.random.PRNGKey(0))
+    state, info = step(jax.random.PRNGKey(0), state, jnp.asarray(x))
 
     kbig = t if bj else t + 2000
 
@@ -273,7 +273,7 @@ def test_dp_mixture_cavi_against_brute_force(truncation):
 
     elbos = [float(info.elbo)]
     for i in range(9):
-        state, info = step(state, jnp.asarray(x), jax.random.PRNGKey(i + 1))
+        state, info = step(jax.random.PRNGKey(i + 1), state, jnp.asarray(x))
         elbos.append(float(info.elbo))
     assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1])), np.diff(elbos)
     assert elbos[-1] > elbos[0]
@@ -343,7 +343,7 @@ def test_hmm_cavi_never_decreases_the_elbo():
     step = jax.jit(alg.step)
     elbos = []
     for i in range(10):
-        state, info = step(state, x, jax.random.PRNGKey(i))
+        state, info = step(jax.random.PRNGKey(i), state, x)
         elbos.append(float(info.elbo))
     assert np.all(np.isfinite(elbos))
     assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1])), np.diff(elbos)

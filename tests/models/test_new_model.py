@@ -63,7 +63,7 @@ def test_every_conjugate_algorithm_runs_on_it(name):
     model = PoissonGamma()
     schedule = None if name == "cavi" else 1.0
     alg = make_algorithm(name, model, num_data=200, schedule=schedule)
-    state, info = jax.jit(alg.step)(alg.init(KEY, X), X, KEY)
+    state, info = jax.jit(alg.step)(KEY, alg.init(KEY, X), X)
     q = state.q_global
     assert np.isfinite(float(info.elbo)) and bool(q.is_valid())
     if name != "ssvi":
@@ -75,7 +75,7 @@ def test_cavi_elbo_is_the_log_evidence_at_the_exact_posterior():
     """With the exact posterior the ELBO equals log p(x) (closed form of the Poisson-Gamma)."""
     model = PoissonGamma()
     alg = make_algorithm("cavi", model, num_data=200)
-    _, info = alg.step(alg.init(KEY, X), X, KEY)
+    _, info = alg.step(KEY, alg.init(KEY, X), X)
     a, b, n, s = 2.0, 1.0, 200, float(jnp.sum(X))
     log_evidence = (
         a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n) - float(jnp.sum(gammaln(X + 1.0)))
@@ -86,7 +86,7 @@ def test_cavi_elbo_is_the_log_evidence_at_the_exact_posterior():
 def test_and_with_data_parallel_and_minibatches():
     model = data_parallel(PoissonGamma())
     alg = make_algorithm("svi", model, num_data=200, schedule=0.5)
-    state, _ = jax.jit(alg.step)(alg.init(KEY, X), X[:50], KEY)
+    state, _ = jax.jit(alg.step)(KEY, alg.init(KEY, X), X[:50])
     q0 = PoissonGamma().init_globals(KEY)
     want_a = 0.5 * q0.concentration + 0.5 * (2.0 + 4.0 * jnp.sum(X[:50]))
     np.testing.assert_allclose(state.q_global.concentration, want_a, rtol=1e-12)
@@ -105,9 +105,9 @@ def test_its_declared_checks_run_at_every_step_eager_or_compiled():
     bad = X[:50].at[7].set(-1.0)
     for step in (alg.step, jit_step(alg.step)):
         with pytest.raises(ValueError, match=r"^x -1\.0 at \[7\] is not a finite number >= 0 \(in step 1\)"):
-            step(state, bad, KEY)
+            step(KEY, state, bad)
     with pytest.raises(ValueError, match="x must be a 1-D array of counts"):
-        alg.step(state, X[:50, None], KEY)
+        alg.step(KEY, state, X[:50, None])
 
 
 def test_a_check_data_that_reads_values_is_refused_by_name():
@@ -118,4 +118,4 @@ def test_a_check_data_that_reads_values_is_refused_by_name():
 
     alg = make_algorithm("svi", ReadsValues(), num_data=200, schedule=0.5)
     with pytest.raises(TypeError, match="^ReadsValues.check_data must check shapes and dtypes only"):
-        alg.step(alg.init(KEY, X), X[:50], KEY)
+        alg.step(KEY, alg.init(KEY, X), X[:50])

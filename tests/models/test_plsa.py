@@ -87,7 +87,7 @@ def _fit(model, batch, steps, key=0):
     state = jax.jit(alg.init)(jax.random.PRNGKey(key), batch)
 
     def body(state, key):
-        state, info = alg.step(state, batch, key)
+        state, info = alg.step(key, state, batch)
         return state, info.elbo
 
     return jax.jit(lambda s: jax.lax.scan(body, s, jax.random.split(jax.random.PRNGKey(1), steps)))(state)

@@ -48,7 +48,7 @@ def test_em_equals_an_independent_numpy_em_and_never_decreases(c):
     step = jit_step(alg.step)
     trace = []
     for t in range(30):
-        state, info = step(state, x, jax.random.PRNGKey(t))
+        state, info = step(jax.random.PRNGKey(t), state, x)
         trace.append(float(info.elbo))
     pi, eta, want = _numpy_em(x, pi0, eta0, 30, c)
     np.testing.assert_allclose(state.q_global.weights, pi, rtol=1e-10)
@@ -92,4 +92,4 @@ def test_bad_input_is_named():
         alg.init(jax.random.PRNGKey(0), np.array([0.5, 1.0]))
     state = alg.init(jax.random.PRNGKey(0), np.array([0, 1, 2]))
     with pytest.raises(ValueError, match=r"batch symbol 7 at \[1\] is out of range \[0, 3\)"):
-        jit_step(alg.step)(state, jnp.array([0, 7, 1]), jax.random.PRNGKey(1))
+        jit_step(alg.step)(jax.random.PRNGKey(1), state, jnp.array([0, 7, 1]))

@@ -35,7 +35,7 @@ def _fit(model, x, steps, num_restarts=2):
     state = jax.jit(alg.init)(jax.random.PRNGKey(0), x)
 
     def body(state, key):
-        state, info = alg.step(state, x, key)
+        state, info = alg.step(key, state, x)
         return state, info.log_likelihood
 
     return jax.jit(lambda s: jax.lax.scan(body, s, jax.random.split(jax.random.PRNGKey(1), steps)))(state)

@@ -47,7 +47,7 @@ def test_folder_resolution(tmp_path, monkeypatch):
 
 
 def _toy_run(**settings):
-    step = lambda x, b, k: (x + 0.5 * (b - x) + 1e-3 * jnp.sin(x).sum(), {"elbo": -((x - b) ** 2).sum()})
+    step = lambda k, x, b: (x + 0.5 * (b - x) + 1e-3 * jnp.sin(x).sum(), {"elbo": -((x - b) ** 2).sum()})
     alg = VIAlgorithm(init=lambda key: jnp.zeros(3), step=step)
     return run(
         alg,

@@ -99,7 +99,7 @@ def test_settings_at_their_default_are_left_out_and_schedule_keys_checked():
 
 @pytest.mark.parametrize("num_steps, chunk_size, eval_every", [(10, 3, 4), (9, 3, 3), (5, 2, None), (4, 4, 10)])
 def test_eval_steps_are_the_runners(num_steps, chunk_size, eval_every):
-    alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()), step=lambda x, b, k: (x + 1.0, {"elbo": x}))
+    alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()), step=lambda k, x, b: (x + 1.0, {"elbo": x}))
     res = run(
         alg,
         jax.random.PRNGKey(0),

@@ -134,8 +134,8 @@ def test_step_size_grids_equal_runs_one_by_one():
             grid_step, own_step = jax.jit(grid.step), jax.jit(alg.step)
             for t in range(3):
                 k, b = jax.random.fold_in(key, t), (full if method == "gd" else svi_batches(key, t))
-                gs, _ = grid_step(gs, b, k)
-                st, _ = own_step(st, b, k)
+                gs, _ = grid_step(k, gs, b)
+                st, _ = own_step(k, st, b)
             for u, v in zip(jax.tree_util.tree_leaves(gs.state.q_global), jax.tree_util.tree_leaves(st.q_global)):
                 np.testing.assert_allclose(np.asarray(u)[1], v, rtol=1e-9, atol=1e-12)
             assert not np.allclose(

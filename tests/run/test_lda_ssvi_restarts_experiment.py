@@ -40,35 +40,35 @@ def test_restart_starts_from_the_sources_final_lambda_exactly():
     step = jax.jit(alg.step)
     state = alg.init(jax.random.PRNGKey(0))
     for t in range(2):
-        state, info = step(state, batches[t], keys[t])
+        state, info = step(keys[t], state, batches[t])
         assert int(info.phase) == 0 and int(state.first.count) == t + 1 and int(state.second.count) == 0
     assert _equal(state.q_global, state.first.q_global)
     empty = batches[2]._replace(counts=np.zeros_like(batches[2].counts))
-    handed, info = step(state, empty, keys[2])
+    handed, info = step(keys[2], state, empty)
     assert int(info.phase) == 1 and int(handed.count) == 3 and int(handed.second.count) == 1
     np.testing.assert_array_equal(handed.second.q_global.eta, state.first.q_global.eta)
     assert not np.array_equal(state.second.q_global.eta, state.first.q_global.eta)  # not the unstarted state's
     assert _equal(handed.first, state.first)
-    stepped, _ = step(state, batches[2], keys[2])
+    stepped, _ = step(keys[2], state, batches[2])
     assert not np.allclose(stepped.q_global.eta, state.first.q_global.eta)
 
 
 @pytest.mark.slow  # CI time budget (three more compiled steps)
 def test_each_phase_is_its_algorithms_step():
     """Steps 1-2 are first's steps with the step key's first half; step 3 is second's step from
-    init_from(second, first's final q, the key's second half) (rtol 1e-12: one program against another)."""
+    init_from(second, the key's second half, first's final q) (rtol 1e-12: one program against another)."""
     first, second, alg, batches, keys = _two_phases()
     step, first_step, second_step = jax.jit(alg.step), jax.jit(first.step), jax.jit(second.step)
     state = alg.init(jax.random.PRNGKey(0))
     ref = first.init(jax.random.split(jax.random.PRNGKey(0))[0])
     assert _equal(state.first, ref)
     for t in range(2):
-        state, _ = step(state, batches[t], keys[t])
-        ref, _ = first_step(ref, batches[t], jax.random.split(keys[t])[0])
+        state, _ = step(keys[t], state, batches[t])
+        ref, _ = first_step(jax.random.split(keys[t])[0], ref, batches[t])
         np.testing.assert_allclose(state.q_global.concentration, ref.q_global.concentration, rtol=1e-12)
     k_step, k_init = jax.random.split(keys[2])
-    want, _ = second_step(init_from(second, state.first.q_global, k_init), batches[2], k_step)
-    state, _ = step(state, batches[2], keys[2])
+    want, _ = second_step(k_step, init_from(second, k_init, state.first.q_global), batches[2])
+    state, _ = step(keys[2], state, batches[2])
     np.testing.assert_allclose(state.second.q_global.concentration, want.q_global.concentration, rtol=1e-12)
     np.testing.assert_allclose(state.q_global.concentration, want.q_global.concentration, rtol=1e-12)
 

@@ -18,7 +18,7 @@ class Info(NamedTuple):
 
 ALG = VIAlgorithm(
     init=lambda key, batch=None: jnp.zeros((3,)),
-    step=lambda x, b, k: (x + 0.5 * (b.mean(0) - x), Info(-jnp.sum((x - b.mean(0)) ** 2))),
+    step=lambda k, x, b: (x + 0.5 * (b.mean(0) - x), Info(-jnp.sum((x - b.mean(0)) ** 2))),
 )
 DATA = jnp.arange(50 * 3, dtype=jnp.float64).reshape(50, 3) / 7.0
 

@@ -193,7 +193,7 @@ REJECTING = "toy_rejecting"
 def _build_rejecting(sections, seed):
     every = sections["algorithm"]["reject_every"]
 
-    def step(state, batch, key):
+    def step(key, state, batch):
         ok = state % every == 0
         return state + 1, _Info(jnp.where(ok, -1.0, jnp.nan), ok)
 

@@ -38,7 +38,7 @@ def toy_algorithm(lr=0.1, noise=0.0, curvature=1.0, offset=-10.0, dim=3, counter
     def init(key, batch=None):
         return ToyState(jax.random.normal(key, (dim,)), jnp.zeros((), jnp.int32))
 
-    def step(state, batch, key):
+    def step(key, state, batch):
         if counter is not None:
             counter["traces"] += 1
         mu, batch_noise = batch
@@ -127,7 +127,7 @@ def test_keys_follow_documented_layout_and_differ():
         kb, ks = jax.random.split(jax.random.fold_in(step_base, t))
         expected_step.append(float(jax.random.normal(ks, (3,))[0]))
         expected_batch.append(float(jax.random.normal(kb, ())))
-        state, _ = alg.step(state, toy_batch_fn(noise=0.1)(kb, t), ks)
+        state, _ = alg.step(ks, state, toy_batch_fn(noise=0.1)(kb, t))
     np.testing.assert_allclose(res.trace["step_noise"], expected_step, rtol=1e-12)
     np.testing.assert_allclose(res.trace["batch_noise"], expected_batch, rtol=1e-12)
     np.testing.assert_allclose(res.state.x, state.x, rtol=1e-10)
@@ -333,7 +333,7 @@ def test_init_state_pytree_or_callable():
 
 
 def test_info_must_have_elbo_and_args_are_checked():
-    def step(state, batch, key):
+    def step(key, state, batch):
         return state, {"loss": jnp.sum(state)}
 
     alg = VIAlgorithm(lambda key, batch=None: jnp.zeros(2), step)
@@ -354,7 +354,7 @@ def test_info_must_have_elbo_and_args_are_checked():
 
 
 def test_dict_info_and_typed_key():
-    def step(state, batch, key):
+    def step(key, state, batch):
         return state + 1.0, {"elbo": -jnp.sum(state), "parts": {"a": state[0], "b": state[1]}}
 
     alg = VIAlgorithm(lambda key, batch=None: jnp.zeros(2), step)
@@ -460,7 +460,7 @@ def test_runner_reports_the_psis_khat_against_0_7():
     tests/metrics/test_psis.py) is reported: above 0.7 the runner warns, at or below it passes."""
     from vijax.run._runner import psis_note
 
-    alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()), step=lambda s, b, k: (s + b, {"elbo": -s}))
+    alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()), step=lambda k, s, b: (s + b, {"elbo": -s}))
     for khat, warns in ((0.9, True), (0.4, False)):
         kw = dict(
             batch_fn=lambda k, t: jnp.ones(()),

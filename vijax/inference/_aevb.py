@@ -30,11 +30,11 @@ estimate, gradient or new parameters are not finite is not applied (``info.accep
 **Evaluation**, module functions of ``vijax.inference`` over the algorithm and its state (the
 algorithm is ``VIAlgorithm(init, step)``; they read its settings from ``step``):
 
-- ``vijax.inference.elbo(alg, state.q_global, x, key, num_samples=1, theta="sample")``: per-datum ELBO estimates (N,). With the Bayesian
+- ``vijax.inference.elbo(alg, key, state.q_global, x, num_samples=1, theta="sample")``: per-datum ELBO estimates (N,). With the Bayesian
   decoder, theta is drawn from q(theta) once per Monte Carlo sample (shared by the data): the
   estimate is of E_q(theta)[ELBO_n(theta)], a lower bound on log E_q(theta) p(x_n | theta), the
   predictive density of x_n under q(theta) (the global KL is not part of a datum's bound).
-- ``iwae_log_likelihood(alg, state, x, key, num_samples=K, chunk_size=256, theta="sample")``: per-datum estimates of log p(x_n) by
+- ``iwae_log_likelihood(alg, key, state, x, num_samples=K, chunk_size=256, theta="sample")``: per-datum estimates of log p(x_n) by
   importance sampling with the encoder as proposal (Burda, Grosse and Salakhutdinov 2016),
   log (1/K) sum_k p(x_n | z_k) p(z_k) / q(z_k | x_n), whose expectation increases with K to
   log p(x_n). K is taken in chunks of ``chunk_size`` (a ``lax.scan`` with a running
@@ -44,7 +44,7 @@ algorithm is ``VIAlgorithm(init, step)``; they read its settings from ``step``):
   and the estimate converges to its log; ``theta="mean"`` plugs in q's mean instead (log p(x_n)
   at theta = E_q[theta]).
 - ``reconstruct(alg, state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta (deterministic);
-  ``sample(alg, state, key, num_samples)``: E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta).
+  ``sample(alg, key, state, num_samples)``: E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta).
 - ``decoder_kl(alg, state)``: KL(q(theta) || p(theta)) (0 for a point decoder).
 """
 
@@ -164,9 +164,9 @@ def init(
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: AEVBState,
     batch: Array,
-    key: PRNGKey,
     *,
     model,
     decoder: _Decoder,
@@ -243,10 +243,10 @@ def as_top_level_api(
 
     Returns:
       ``VIAlgorithm(init, step)``: ``init(key, batch=None)``,
-      ``step(state, batch, key) -> (state, AEVBInfo)``; evaluated by the module functions of
-      ``vijax.inference`` (the module docstring): ``elbo(alg, state.q_global, x, key) -> (N,)``,
-      ``iwae_log_likelihood(alg, state, x, key) -> (N,)``, ``reconstruct(alg, state, x) -> (N, D)``,
-      ``sample(alg, state, key, num_samples) -> (S, D)``, ``decoder_kl(alg, state)``.
+      ``step(key, state, batch) -> (state, AEVBInfo)``; evaluated by the module functions of
+      ``vijax.inference`` (the module docstring): ``elbo(alg, key, state.q_global, x) -> (N,)``,
+      ``iwae_log_likelihood(alg, key, state, x) -> (N,)``, ``reconstruct(alg, state, x) -> (N, D)``,
+      ``sample(alg, key, state, num_samples) -> (S, D)``, ``decoder_kl(alg, state)``.
 
     Raises:
       ValueError: naming the argument: a model that is not an ``AEVBModel``, a bad setting;
@@ -260,9 +260,9 @@ def as_top_level_api(
         >>> vae = VAE(mlp(k1, (4, 8, 4)), mlp(k2, (2, 8, 4)), latent_dim=2, data_dim=4)
         >>> alg = aevb(vae, num_data=100, schedule=1e-2)
         >>> x = jnp.ones((10, 4))
-        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(1)), x, jax.random.PRNGKey(2))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(2), alg.init(jax.random.PRNGKey(1)), x)
         >>> from vijax.inference import iwae_log_likelihood
-        >>> bool(info.accepted), iwae_log_likelihood(alg, state, x, jax.random.PRNGKey(3), 64).shape
+        >>> bool(info.accepted), iwae_log_likelihood(alg, jax.random.PRNGKey(3), state, x, 64).shape
         (True, (10,))
     """
     check_protocol(model, AEVBModel, "aevb")

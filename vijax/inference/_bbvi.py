@@ -37,7 +37,7 @@ added once. Draws are made with ``vmap`` over S keys; ``step`` is pure, so it ``
 A step whose ELBO estimate, gradient or new parameters are not finite is not applied: the state
 keeps its parameters, ``info.accepted`` is False and ``state.num_rejected`` counts it.
 
-``vijax.inference.elbo(alg, vparams, batch, key)`` is the objective ``step`` ascends as a plain
+``vijax.inference.elbo(alg, key, vparams, batch)`` is the objective ``step`` ascends as a plain
 differentiable function, so that q can be one part of a larger model trained by the user's own ``jax.grad`` and
 optax (a Bayesian last layer whose ``batch`` holds a network's features; docs/composition.md).
 """
@@ -351,9 +351,9 @@ def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> N
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: BBVIState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     guide,
     joint: Callable,
@@ -446,11 +446,11 @@ def as_top_level_api(
         0.5): 0 is the IWAE bound, 1 the ELBO; taken by ``estimator="renyi"`` only.
 
     Returns:
-      ``VIAlgorithm(init, step)``: ``init(key, batch=None)``, ``step(state, batch, key)``. Its
+      ``VIAlgorithm(init, step)``: ``init(key, batch=None)``, ``step(key, state, batch)``. Its
       guide, draws, log-weights and differentiable ELBO are read by the module functions
-      ``vijax.inference.guide(alg)``, ``sample(alg, state, key, num_samples)``,
-      ``log_weights(alg, state, batch, key, num_samples)`` and
-      ``elbo(alg, q_global, batch, key)``.
+      ``vijax.inference.guide(alg)``, ``sample(alg, key, state, num_samples)``,
+      ``log_weights(alg, key, state, batch, num_samples)`` and
+      ``elbo(alg, key, q_global, batch)``.
 
     Raises:
       ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
@@ -463,7 +463,7 @@ def as_top_level_api(
         ...     return -0.5 * jnp.sum((params["z"] - 1.0) ** 2)
         >>> alg = bbvi(log_density, init_params={"z": jnp.zeros(2)}, schedule=0.05)
         >>> state = alg.init(jax.random.PRNGKey(0))
-        >>> state, info = jax.jit(alg.step)(state, None, jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, None)
         >>> bool(info.accepted)
         True
     """

@@ -56,9 +56,9 @@ def init_from(q_global: PyTree) -> CAVIState:
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: CAVIState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     model: ConditionallyConjugateModel,
     local: str = "meanfield",
@@ -112,7 +112,7 @@ def _update_in_blocks(q, prior, batch, key, blocks, model, local):
 def as_top_level_api(
     model: ConditionallyConjugateModel, *, num_data: Optional[int] = None, local: str = "meanfield"
 ) -> VIAlgorithm:
-    """CAVI for ``model`` as a ``VIAlgorithm``: ``init(key, data)``, ``step(state, data, key)``.
+    """CAVI for ``model`` as a ``VIAlgorithm``: ``init(key, data)``, ``step(key, state, data)``.
 
     CAVI has no schedule (its step is the coordinate optimum, rho = 1).
 
@@ -131,7 +131,7 @@ def as_top_level_api(
         >>> x = jnp.concatenate([jnp.full(50, -5.0), jnp.full(50, 5.0)])
         >>> alg = cavi(UnivariateGMM(num_components=2))
         >>> state = alg.init(jax.random.PRNGKey(0), x)
-        >>> state, info = jax.jit(alg.step)(state, x, jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, x)
     """
     check_conjugate_model(model, "cavi")
     check_local(model, local)

@@ -71,9 +71,9 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     return VIAlgorithm(init, bind_settings(_restarts_step, inner=alg.step, num_restarts=num_restarts))
 
 
-def _restarts_step(state, batch, key, *, inner, num_restarts):
+def _restarts_step(key, state, batch, *, inner, num_restarts):
     # the restarts' batch checks enforced once, outside the vmap (vmap_with_checks)
-    return vmap_with_checks(inner, in_axes=(0, None, 0))(state, batch, jax.random.split(key, num_restarts))
+    return vmap_with_checks(inner, in_axes=(0, 0, None))(jax.random.split(key, num_restarts), state, batch)
 
 
 def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int]:
@@ -116,8 +116,8 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     already expanded: ``alpha=[a1, a1, a2, a2], eta=[e1, e2, e1, e2]``). ``init(key, batch=None)``
     makes ONE initial state, ``alg.init(key, batch)``, and holds each point's values in a copy of
     it (:func:`vijax.inference.inject_hyperparameters`, under ``vmap``): the state is ``alg``'s with
-    a leading axis of size G (``state.hyper[name][g]`` is point g's value). ``step(state, batch, key)``
-    is ``vmap(alg.step, in_axes=(0, None, None))``: every point sees the same batch and the same
+    a leading axis of size G (``state.hyper[name][g]`` is point g's value). ``step(key, state, batch)``
+    is ``vmap(alg.step, in_axes=(None, 0, None))``: every point sees the same batch and the same
     key, so point g follows exactly the run of ``alg`` built with the model's hyperparameters set to
     point g's values, from the same key (up to the rounding of the batched program), and the whole
     grid compiles once. ``info`` fields gain the leading axis G. As in :func:`restarts`, the step's
@@ -178,9 +178,9 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     return VIAlgorithm(init, bind_settings(_grid_step, inner=alg.step))
 
 
-def _grid_step(state, batch, key, *, inner):
+def _grid_step(key, state, batch, *, inner):
     # the points' batch checks enforced once, outside the vmap (vmap_with_checks)
-    return vmap_with_checks(inner, in_axes=(0, None, None))(state, batch, key)
+    return vmap_with_checks(inner, in_axes=(None, 0, None))(key, state, batch)
 
 
 class GridState(NamedTuple):
@@ -200,7 +200,7 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
     arguments to G values, one per point. The state is a :class:`GridState`: the points' states
     (leading axis G) and their values. ``init(key, batch=None)`` is
     ``vmap(lambda v: factory(**v).init(key, batch))`` over the values (every point from the same
-    key); ``step(state, batch, key)`` calls ``factory(**v).step(s, batch, key)`` under ``vmap`` over
+    key); ``step(key, state, batch)`` calls ``factory(**v).step(key, s, batch)`` under ``vmap`` over
     the points with the same batch and the same key, so point g follows the run of
     ``factory(**point_g)`` exactly (up to the rounding of the batched program). Inside the vmap the
     factory gets traced scalars, which the factories' argument checks let through
@@ -251,11 +251,11 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
         _check_grid_memory(one, num_points, "values")
         return GridState(jax.vmap(lambda v: factory(**v).init(key, batch))(vals), vals)
 
-    def step(state, batch, key):
-        def one(s, v, b, k):
-            return factory(**v).step(s, b, k)
+    def step(key, state, batch):
+        def one(k, s, v, b):
+            return factory(**v).step(k, s, b)
 
-        new, info = vmap_with_checks(one, in_axes=(0, 0, None, None))(state.state, state.values, batch, key)
+        new, info = vmap_with_checks(one, in_axes=(None, 0, 0, None))(key, state.state, state.values, batch)
         return GridState(new, state.values), info
 
     return VIAlgorithm(init, step)
@@ -321,11 +321,11 @@ def lock_step(
     )
 
 
-def _lock_step_step(state, batch, key, *, names, steps, primary, info_fields):
+def _lock_step_step(key, state, batch, *, names, steps, primary, info_fields):
     keys = jax.random.split(key, len(names))
     new, info = {}, {}
     for m, step, k in zip(names, steps, keys):
-        new[m], inf = step(state[m], batch, k)
+        new[m], inf = step(k, state[m], batch)
         info[m] = {f: getattr(inf, f) for f in info_fields if hasattr(inf, f)}
     lead = primary if primary is not None else next((m for m in names if "elbo" in info[m]), None)
     if lead is not None and "elbo" in info[lead]:
@@ -341,8 +341,8 @@ def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgo
     return VIAlgorithm(alg.init, bind_settings(_replace_elbo_step, inner=alg.step, elbo_fn=elbo_fn))
 
 
-def _replace_elbo_step(state, batch, key, *, inner, elbo_fn):
-    state, info = inner(state, batch, key)
+def _replace_elbo_step(key, state, batch, *, inner, elbo_fn):
+    state, info = inner(key, state, batch)
     return state, info._replace(elbo=elbo_fn(state))
 
 

@@ -112,7 +112,7 @@ def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) 
     from them; SVI only). As they are arrays of the state, a grid of settings is one ``vmap``ped program::
 
         states = jax.vmap(lambda a, e: inject_hyperparameters(s0, model, alpha=a, eta=e))(alphas, etas)
-        states, infos = jax.vmap(alg.step, in_axes=(0, None, None))(states, batch, key)
+        states, infos = jax.vmap(alg.step, in_axes=(None, 0, None))(key, states, batch)
 
     Args:
       state: a state of ``svi``, ``ssvi``, ``ssvi_a`` or ``map`` (their ``hyper`` field).

@@ -59,9 +59,9 @@ def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
 
 
 @checked_step
-def step(state: EMState, batch: PyTree, key: PRNGKey, *, model: EMModel, num_data: Optional[int] = None):
+def step(key: PRNGKey, state: EMState, batch: PyTree, *, model: EMModel, num_data: Optional[int] = None):
     """One EM iteration: the E-step at theta, then the M-step. ``key`` is checked and unused (EM is
-    deterministic), kept for the one ``step(state, batch, key)`` signature."""
+    deterministic), kept for the one ``step(key, state, batch)`` signature."""
     if num_data is not None and batch_size(batch) != num_data:
         raise ValueError(
             f"EM takes the whole data set at every step: the batch has {batch_size(batch)} "
@@ -74,7 +74,7 @@ def step(state: EMState, batch: PyTree, key: PRNGKey, *, model: EMModel, num_dat
 
 
 def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlgorithm:
-    """EM for ``model`` as a ``VIAlgorithm``: ``init(key, data)``, ``step(state, data, key)``.
+    """EM for ``model`` as a ``VIAlgorithm``: ``init(key, data)``, ``step(key, state, data)``.
 
     EM has no schedule (each M-step is an exact maximization).
 
@@ -91,7 +91,7 @@ def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlg
         >>> obs = jnp.array([[0, 1, 1, 0], [1, 1, 0, 0]])
         >>> alg = em(CategoricalHMM(num_states=2, num_symbols=2))
         >>> state = alg.init(jax.random.PRNGKey(0), obs)
-        >>> state, info = jax.jit(alg.step)(state, obs, jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, obs)
 
     References:
       Dempster, Laird and Rubin (1977), Maximum likelihood from incomplete data via the EM algorithm.

@@ -4,13 +4,15 @@ whose ``step`` is the module's ``step`` with the factory's settings bound (``fun
 these functions read the settings they need (the guide, the log-joint, the decoder) from there.
 
 - ``guide(alg)``: ``bbvi``'s variational family (``guide(alg).mean(state.q_global)``, ``.to_tfp``);
-- ``sample(alg, state, key, num_samples)``: draws from q (``bbvi``: constrained parameters;
+- ``sample(alg, key, state, num_samples)``: draws from q (``bbvi``: constrained parameters;
   ``ngvi``: structured like q) or, for ``aevb``, data from the generative model;
-- ``log_weights(alg, state, batch, key, num_samples)``: log p(x, z_s) - log q(z_s) (``bbvi``,
+- ``log_weights(alg, key, state, batch, num_samples)``: log p(x, z_s) - log q(z_s) (``bbvi``,
   ``ngvi``), for PSIS (``vijax.metrics.psis``);
-- ``elbo(alg, q_global, batch, key, **options)``: the ELBO estimate at ``q_global`` as a
+- ``elbo(alg, key, q_global, batch, **options)``: the ELBO estimate at ``q_global`` as a
   differentiable function (``bbvi``: the scalar ``step`` ascends; ``aevb``: per datum);
 - ``iwae_log_likelihood``, ``reconstruct``, ``decoder_kl``: ``aevb``'s evaluations.
+
+A function that takes a key takes it right after the algorithm, as ``step(key, state, batch)`` does.
 
 An algorithm wrapped by a combinator (``restarts``, ``jit_step``...) no longer carries its factory's
 settings: call these on the algorithm the factory returned.
@@ -46,7 +48,7 @@ def guide(alg: Any):
     return kw["guide"]
 
 
-def sample(alg: Any, state: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
+def sample(alg: Any, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
     """``num_samples`` draws, stacked on a leading axis: of the parameters from q (``bbvi``,
     constrained; ``ngvi``, structured like q) or of data from the fitted model (``aevb``:
     E[x | z; theta] for z ~ N(0, I), theta ~ q(theta))."""
@@ -58,7 +60,7 @@ def sample(alg: Any, state: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
     return _aevb.sample(state.q_global, key, num_samples, model=kw["model"], decoder=kw["decoder"])
 
 
-def log_weights(alg: Any, state: PyTree, batch: PyTree, key: PRNGKey, num_samples: int) -> Array:
+def log_weights(alg: Any, key: PRNGKey, state: PyTree, batch: PyTree, num_samples: int) -> Array:
     """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q (``bbvi``: in the unconstrained space, the
     Jacobian included; ``ngvi``), for PSIS (``vijax.metrics.psis``)."""
     kind, kw = _settings(alg, "log_weights", ("bbvi", "ngvi"))
@@ -67,7 +69,7 @@ def log_weights(alg: Any, state: PyTree, batch: PyTree, key: PRNGKey, num_sample
     return _ngvi.log_weights(state.q_global, batch, key, num_samples, joint=kw["joint"], prior=kw["prior"])
 
 
-def elbo(alg: Any, q_global: PyTree, batch: PyTree, key: PRNGKey, **options: Any) -> Array:
+def elbo(alg: Any, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any) -> Array:
     """The ELBO estimate at ``q_global`` (``state.q_global``, or any parameters of its structure),
     differentiable in ``q_global`` and in anything ``batch`` depends on.
 
@@ -87,9 +89,9 @@ def elbo(alg: Any, q_global: PyTree, batch: PyTree, key: PRNGKey, **options: Any
 
 def iwae_log_likelihood(
     alg: Any,
+    key: PRNGKey,
     state: PyTree,
     x: Array,
-    key: PRNGKey,
     num_samples: int = 1000,
     chunk_size: int = 256,
     theta: str = "sample",

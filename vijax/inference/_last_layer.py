@@ -230,7 +230,7 @@ def bayesian_last_layer(
 
     def elbo(net_params, vparams, batch, key):
         x, y = batch
-        return _extras.elbo(vi, vparams, (features(net_params, x), y), key)
+        return _extras.elbo(vi, key, vparams, (features(net_params, x), y))
 
     def heads(vparams, key, num_samples):
         keys = jax.random.split(key, check_int("num_samples", num_samples))

@@ -69,9 +69,9 @@ def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: MAPState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     model: ConditionallyConjugateModel,
     num_data: int,
@@ -140,7 +140,7 @@ def as_top_level_api(
         >>> from vijax.models import UnivariateGMM
         >>> x = jnp.concatenate([jnp.full(50, -5.0), jnp.full(50, 5.0)])
         >>> alg = map_em(UnivariateGMM(num_components=2), num_data=100, schedule=1.0)
-        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), x), x)
     """
     schedule = check_factory_args(model, "map_em", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_has_modes(model)

@@ -194,9 +194,9 @@ def _check_gradient(key, batch, family, joint, log_density, has_prior) -> None:
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: NGVIState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     joint: Callable,
     schedule: Callable,
@@ -276,8 +276,8 @@ def as_top_level_api(
 
     Returns:
       ``VIAlgorithm(init, step)``; ``state.q_global`` is the pytree of families. Draws and PSIS
-      log-weights: ``vijax.inference.sample(alg, state, key, num_samples)`` and
-      ``log_weights(alg, state, batch, key, num_samples)``.
+      log-weights: ``vijax.inference.sample(alg, key, state, num_samples)`` and
+      ``log_weights(alg, key, state, batch, num_samples)``.
 
     Raises:
       ValueError: naming the argument: a family without a reparameterized sampler, ``"hessian"``
@@ -291,7 +291,7 @@ def as_top_level_api(
         >>> q0 = Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2))
         >>> alg = ngvi(lambda z, batch: -0.5 * jnp.sum((z - 1.0) ** 2), family=q0, schedule=1.0,
         ...            gradient="hessian")
-        >>> state, info = alg.step(alg.init(jax.random.PRNGKey(0)), None, jax.random.PRNGKey(1))
+        >>> state, info = alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), None)
         >>> [round(float(m), 6) for m in state.q_global.mean]  # the exact posterior N(1, 1)
         [1.0, 1.0]
     """

@@ -202,9 +202,9 @@ def init(
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: OptaxVIState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     model: ParamsModel,
     optimizer: optax.GradientTransformation,
@@ -256,7 +256,7 @@ def as_top_level_api(
         >>> model = GPClassification(x, (x[:, 0] > 0).astype(int), 0.0, 0.0, jitter=1e-6)
         >>> alg = optax_vi(model, optimizer="adam", schedule=0.1)
         >>> state = alg.init(jax.random.PRNGKey(0))
-        >>> state, info = jax.jit(alg.step)(state, np.arange(6), jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, np.arange(6))
     """
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
     if num_samples is not None:

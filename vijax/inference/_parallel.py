@@ -135,8 +135,8 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
         >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30).corpus
         >>> model = data_parallel(LDA(3, 30))  # one device here: the same results, one block
         >>> alg = svi(model, num_data=40)
-        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), docs.batch(range(40)),
-        ...                                 jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)),
+        ...                                 docs.batch(range(40)))
         >>> model.num_devices == len(jax.devices())
         True
     """

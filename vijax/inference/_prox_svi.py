@@ -76,9 +76,9 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIStat
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: ProxSVIState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     model: ProxModel,
     num_data: int,
@@ -133,7 +133,7 @@ def as_top_level_api(
 
     Returns:
       ``VIAlgorithm`` whose ``init(key, batch=None)`` gives ``ProxSVIState`` and whose
-      ``step(state, batch, key)`` gives ``(ProxSVIState, ProxSVIInfo)``; both jit and vmap.
+      ``step(key, state, batch)`` gives ``(ProxSVIState, ProxSVIInfo)``; both jit and vmap.
 
     Raises:
       ValueError: for a missing ``schedule``, beta <= 0 (or a schedule giving beta_0 <= 0), an
@@ -146,7 +146,7 @@ def as_top_level_api(
         >>> x = jax.random.normal(jax.random.PRNGKey(0), (50, 3)); y = (x[:, 0] > 0).astype(float)
         >>> alg = prox_svi(GLM(3, "logistic"), num_data=50, schedule=1.0, num_samples=10)
         >>> state = alg.init(jax.random.PRNGKey(1))
-        >>> state, info = jax.jit(alg.step)(state, (x[:10], y[:10]), jax.random.PRNGKey(2))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(2), state, (x[:10], y[:10]))
         >>> bool(jnp.isfinite(info.elbo))
         True
 

@@ -89,9 +89,9 @@ def _draw_view(mode: str):
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: SSVIState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     model: ConditionallyConjugateModel,
     num_data: int,
@@ -158,7 +158,7 @@ def as_top_level_api(
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
 
     Returns:
-      ``VIAlgorithm(init, step)``; ``step(state, batch, key) -> (SSVIState, SSVIInfo)`` jits and
+      ``VIAlgorithm(init, step)``; ``step(key, state, batch) -> (SSVIState, SSVIInfo)`` jits and
       vmaps; ``SSVIInfo`` has ``elbo`` (module docstring), ``step_size`` (= ``.rho``) and
       ``num_damped``.
 
@@ -169,7 +169,7 @@ def as_top_level_api(
         >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30, alpha=0.1).corpus
         >>> alg = ssvi(LDA(3, 30), num_data=40, mode="full")
         >>> state = alg.init(jax.random.PRNGKey(0))
-        >>> state, info = jax.jit(alg.step)(state, docs.batch(range(8)), jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, docs.batch(range(8)))
         >>> int(state.count), info.elbo.shape
         (1, ())
 

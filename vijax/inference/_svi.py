@@ -115,9 +115,9 @@ def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_st
 
 @checked_step
 def step(
+    key: PRNGKey,
     state: SVIState,
     batch: PyTree,
-    key: PRNGKey,
     *,
     model: ConditionallyConjugateModel,
     num_data: int,
@@ -182,7 +182,7 @@ def as_top_level_api(
         >>> x = jnp.concatenate([jnp.full(500, -5.0), jnp.full(500, 5.0)])
         >>> alg = svi(UnivariateGMM(num_components=2), num_data=1000)
         >>> state = alg.init(jax.random.PRNGKey(0), x)
-        >>> state, info = jax.jit(alg.step)(state, x[::10], jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, x[::10])
 
         Learning LDA's alpha and eta along the way:
 
@@ -191,7 +191,7 @@ def as_top_level_api(
         >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30, alpha=0.1).corpus
         >>> batch = docs.batch(range(40))
         >>> alg = svi(LDA(3, 30, alpha=1.0, eta=0.5), num_data=40, hyper_step=1.0)
-        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), batch, jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), batch)
         >>> sorted(info.hyper), bool(info.hyper["alpha"] < 1.0)
         (['alpha', 'eta'], True)
 

@@ -5,10 +5,10 @@ model first and keyword-only ``num_data`` and ``schedule`` (and the algorithm's 
 
     alg = vijax.inference.svi(model, num_data=N, schedule=0.5)
     state = alg.init(key, batch)               # batch optional: data-dependent starts may use it
-    state, info = alg.step(state, batch, key)  # jit-able; info.elbo, info.step_size, ...
+    state, info = alg.step(key, state, batch)  # jit-able; info.elbo, info.step_size, ...
 
 Every state holds the global variational distribution as ``q_global`` and an int32 ``count``;
-keys are always passed (never None) and never reused.
+keys are always passed (never None), always first, and never reused.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ class InitFn(Protocol):
 
 
 class StepFn(Protocol):
-    def __call__(self, state: PyTree, batch: PyTree, key: PRNGKey) -> tuple[PyTree, Any]:
-        """One jit-able update: ``(state, batch, key) -> (new_state, info)``. ``info.elbo`` holds
+    def __call__(self, key: PRNGKey, state: PyTree, batch: PyTree) -> tuple[PyTree, Any]:
+        """One jit-able update: ``(key, state, batch) -> (new_state, info)``. ``info.elbo`` holds
         the ELBO (or its minibatch estimate scaled to the full data)."""
 
 
@@ -130,7 +130,7 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
         >>> x = np.random.default_rng(0).normal(size=(20, 1))
         >>> alg = cavi(DiagonalGMM.from_data(x, num_components=2))
         >>> step = jit_step(alg.step)
-        >>> state, info = step(alg.init(jax.random.PRNGKey(0), x), x, jax.random.PRNGKey(1))
+        >>> state, info = step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), x), x)
     """
     name = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
     donated = any(jit_kwargs.get(k) not in (None, (), []) for k in ("donate_argnums", "donate_argnames"))
@@ -231,12 +231,12 @@ def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
         >>> bad = x.copy()
         >>> bad[3, 0] = np.nan
         >>> state = alg.init(jax.random.PRNGKey(0), x)
-        >>> alg.step(state, bad, jax.random.PRNGKey(1))
+        >>> alg.step(jax.random.PRNGKey(1), state, bad)
         Traceback (most recent call last):
         ...
-        ValueError: batch x nan at [3, 0] is not a finite number (in step 1)
+        ValueError: batch x nan at [3, 0] is not finite (in step 1)
         >>> unchecked = with_value_checks(alg, False)
-        >>> state, info = unchecked.step(state, bad, jax.random.PRNGKey(1))
+        >>> state, info = unchecked.step(jax.random.PRNGKey(1), state, bad)
         >>> bool(info.accepted)
         False
     """
@@ -244,7 +244,7 @@ def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
     return alg._replace(step=bind_settings(_step_with_value_checks, inner=alg.step, enabled=enabled))
 
 
-def init_from(alg: VIAlgorithm, q_global: PyTree, key: PRNGKey, batch: PyTree = None) -> PyTree:
+def init_from(alg: VIAlgorithm, key: PRNGKey, q_global: PyTree, batch: PyTree = None) -> PyTree:
     """A starting state of ``alg`` (any ``VIAlgorithm``) that holds a given ``q_global``: a previous
     fit's q to continue from or restart another algorithm at (Hoffman & Blei 2015, Fig. 3 restarts
     SVI from each method's solution). The rest of the state (count 0, no rejections, an optimizer's
@@ -260,7 +260,7 @@ def init_from(alg: VIAlgorithm, q_global: PyTree, key: PRNGKey, batch: PyTree = 
         >>> from vijax.models import UnivariateGMM
         >>> alg = svi(UnivariateGMM(num_components=2), num_data=4)
         >>> q = UnivariateGMM(num_components=2).prior()
-        >>> state = init_from(alg, q, jax.random.PRNGKey(0))
+        >>> state = init_from(alg, jax.random.PRNGKey(0), q)
         >>> bool(jnp.all(state.q_global.eta1 == q.eta1)), int(state.count)
         (True, 0)
     """
@@ -297,9 +297,9 @@ def checked_step(body: Callable) -> Callable:
     algorithm gets them by construction::
 
         @checked_step
-        def step(state, batch, key, *, model, **settings) -> Proposal: ...
+        def step(key, state, batch, *, model, **settings) -> Proposal: ...
 
-    The wrapped ``step(state, batch, key, *, model, **settings)`` checks ``key`` and the batch
+    The wrapped ``step(key, state, batch, *, model, **settings)`` checks ``key`` and the batch
     (:func:`check_step_batch` on ``model``'s checks, with the step number), calls the body,
     increments ``count`` (saturating), and where a float leaf of the proposed state or a ``guard``
     value is not finite (or ``valid`` is False) keeps every other leaf of the old state (selected by
@@ -310,10 +310,10 @@ def checked_step(body: Callable) -> Callable:
     """
 
     @functools.wraps(body)
-    def step(state, batch, key, *, model, **settings):
+    def step(key, state, batch, *, model, **settings):
         check_key("key", key)
         check_step_batch(model, batch, state.count)
-        proposal = body(state, batch, key, model=model, **settings)
+        proposal = body(key, state, batch, model=model, **settings)
         proposed = proposal.state
         old = proposed._replace(**{f: getattr(state, f) for f in proposed._fields if hasattr(state, f)})
         floats = [

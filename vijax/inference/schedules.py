@@ -72,7 +72,7 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
     argument check passes a tracer: so a grid of step sizes is one ``vmap``ped program, the factory
     called inside it::
 
-        step = jax.vmap(lambda rho, s: svi(model, num_data=N, schedule=rho).step(s, batch, key))
+        step = jax.vmap(lambda rho, s: svi(model, num_data=N, schedule=rho).step(key, s, batch))
 
     Returns:
       A callable ``count -> step size``.

@@ -127,7 +127,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model) -> SGRLDState:
 
 
 @checked_step
-def step(state: SGRLDState, batch: PyTree, key: PRNGKey, *, model, num_data: int, schedule: Schedule, ramp: bool):
+def step(key: PRNGKey, state: SGRLDState, batch: PyTree, *, model, num_data: int, schedule: Schedule, ramp: bool):
     """One SGRLD step on a minibatch (module docstring)."""
     check_num_data(num_data, model, batch, state.count)
     present = num_present(model, batch)
@@ -171,7 +171,7 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
         >>> from vijax.models import LDA
         >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30, alpha=0.1).corpus
         >>> alg = sgrld_lda(LDA(3, 30, gibbs_sweeps=2, gibbs_burn_in=1), num_data=40)
-        >>> state, info = jax.jit(alg.step)(alg.init(jax.random.PRNGKey(0)), docs.batch(range(10)), jax.random.PRNGKey(1))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), docs.batch(range(10)))
         >>> state.q_global.shape, bool(info.accepted)
         ((3, 30), True)
     """

@@ -167,7 +167,7 @@ def predictive(
     Args:
       target: from ``vijax.from_numpyro`` or ``vijax.from_tfp``.
       draws: a dict of every latent site's draws, each of shape (*lead, *site.shape) with the same
-        leading shape (``vijax.inference.sample(alg, state, key, S)``: lead = (S,); chains of
+        leading shape (``vijax.inference.sample(alg, key, state, S)``: lead = (S,); chains of
         restarts: (C, S)).
       key: the PRNG key of the predictive draws.
       batch: the target's batch (None: the data the target was built with).

@@ -64,7 +64,7 @@ def to_arviz(
     """An ``arviz.InferenceData`` holding draws from a fitted q.
 
     With ``target`` (``vijax.from_numpyro``, ``vijax.from_tfp``), ``q_or_draws`` is the draws of
-    the target's latent sites (``vijax.inference.sample(alg, state, key, S)``; of restarts, each
+    the target's latent sites (``vijax.inference.sample(alg, key, state, S)``; of restarts, each
     site with leading axes (C, S): C chains) and the result holds, under the model's site names, the
     groups ``posterior`` (the draws, and a NumPyro model's deterministic sites computed from them),
     ``posterior_predictive`` (``vijax.predictive`` with ``key``),
@@ -76,7 +76,7 @@ def to_arviz(
     Args:
       q_or_draws: either a pytree of ``vijax.expfam`` families (a state's ``q_global`` from CAVI,
         SVI, SSVI, PG-SVI, ...), from which ``num_draws`` draws are taken with ``key``; or a pytree
-        of arrays of draws, each with the same leading number of draws S (e.g. ``vijax.inference.sample(alg, state, key, S)``).
+        of arrays of draws, each with the same leading number of draws S (e.g. ``vijax.inference.sample(alg, key, state, S)``).
       key: the PRNG key for the draws (needed for families; each leaf gets its own split).
       num_draws: S, the number of draws from families.
       names: the posterior variables' names, one per leaf in pytree order (default: each leaf's
@@ -207,7 +207,7 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
         raise ArgumentError("key", "key: a PRNG key is needed for the posterior predictive draws")
     if not isinstance(draws, dict) or any(is_family(v) for v in draws.values()):
         raise ValueError(
-            "q_or_draws: with a target, a dict of draws of its latent sites (vijax.inference.sample(alg, state, key, S))"
+            "q_or_draws: with a target, a dict of draws of its latent sites (vijax.inference.sample(alg, key, state, S))"
         )
     num_chains = check_int("num_chains", num_chains)
     arrays = {}

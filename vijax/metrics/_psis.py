@@ -48,7 +48,7 @@ def psis(log_weights) -> PSISResult:
     """The PSIS diagnostic of raw log-weights log p(x, z_s) - log q(z_s), z_s ~ q.
 
     Args:
-      log_weights: shape (S,), S >= 10 finite or -inf values (e.g. ``vijax.inference.log_weights(alg, state, batch, key, S)``).
+      log_weights: shape (S,), S >= 10 finite or -inf values (e.g. ``vijax.inference.log_weights(alg, key, state, batch, S)``).
 
     Returns:
       A :class:`PSISResult`; equal weights (q proportional to the target) give k-hat = -inf.

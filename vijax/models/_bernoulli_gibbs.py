@@ -38,7 +38,7 @@ from vijax.types import Array, PRNGKey
 
 
 class GibbsSampler(NamedTuple):
-    """``init(key, y) -> state`` and ``step(state, y, key) -> (state, info)``: the shape of
+    """``init(key, y) -> state`` and ``step(key, state, y) -> (state, info)``: the shape of
     ``vijax.inference.VIAlgorithm`` (which this layer does not import), so the runner drives it."""
 
     init: Callable
@@ -154,7 +154,7 @@ def posterior_means(model, counts: Array, ones: Array) -> tuple[Array, Array]:
     )
 
 
-def step(state: GibbsState, y: Array, key: PRNGKey, *, model, burn_in: int = 0) -> tuple[GibbsState, GibbsInfo]:
+def step(key: PRNGKey, state: GibbsState, y: Array, *, model, burn_in: int = 0) -> tuple[GibbsState, GibbsInfo]:
     """One sweep; its Rao-Blackwellized means are accumulated once ``burn_in`` sweeps (counting the
     first pass) are done. ``y`` is checked as every step checks its batch (docs/design.md, "Checked
     steps", ``check_step_batch``): its shape at trace time, its values (0 or 1) by its value checks."""
@@ -184,7 +184,7 @@ def point_estimates(model, state: GibbsState) -> tuple[Array, Array]:
 def collapsed_gibbs(model, *, burn_in: int = 0) -> GibbsSampler:
     """Collapsed Gibbs sampling for a ``BernoulliMixture`` as an (init, step) pair.
 
-    ``init(key, y)`` runs the sequential first pass; ``step(state, y, key)`` one sweep. Both jit
+    ``init(key, y)`` runs the sequential first pass; ``step(key, state, y)`` one sweep. Both jit
     (the sweep is a ``lax.fori_loop`` over the data) and vmap over chains.
 
     Args:
@@ -196,7 +196,7 @@ def collapsed_gibbs(model, *, burn_in: int = 0) -> GibbsSampler:
         >>> model = BernoulliMixture(num_components=5, dim=3)
         >>> y = jnp.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
         >>> alg = collapsed_gibbs(model)
-        >>> state, info = alg.step(alg.init(jax.random.PRNGKey(0), y), y, jax.random.PRNGKey(1))
+        >>> state, info = alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), y), y)
         >>> int(jnp.sum(state.counts))
         3
     """
@@ -207,7 +207,7 @@ def collapsed_gibbs(model, *, burn_in: int = 0) -> GibbsSampler:
             raise ValueError("collapsed Gibbs needs the data y to initialize")
         return init(key, y, model=model)
 
-    return GibbsSampler(init=init_fn, step=lambda state, y, key: step(state, y, key, model=model, burn_in=burn_in))
+    return GibbsSampler(init=init_fn, step=lambda key, state, y: step(key, state, y, model=model, burn_in=burn_in))
 
 
 __all__ = [

@@ -104,7 +104,7 @@ class ARDRegression(PytreeModel):
         >>> state = alg.init(jax.random.PRNGKey(0), (X, y))
         >>> step = jax.jit(alg.step)   # one compiled step
         >>> for t in range(50):
-        ...     state, info = step(state, (X, y), jax.random.PRNGKey(t))
+        ...     state, info = step(jax.random.PRNGKey(t), state, (X, y))
         >>> w = model.posterior(state.q_global, (X, y)).mean   # E_q[w]: the zeros shrunk away
         >>> bool(np.allclose(w, [2.0, 0, 0, -1.0, 0], atol=0.05))
         True

@@ -117,7 +117,7 @@ class GaussianMixtureEM(PytreeModel):
         >>> model = GaussianMixtureEM(3, 2, covariance_type="diag")
         >>> alg = em(model)
         >>> state = alg.init(jax.random.PRNGKey(1), x)
-        >>> state, info = jax.jit(alg.step)(state, x, jax.random.PRNGKey(2))
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(2), state, x)
         >>> state.q_global.covariances.shape
         (3, 2)
 

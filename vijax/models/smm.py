@@ -84,7 +84,7 @@ class SMM(PytreeModel):
         >>> alg = em(model)
         >>> state = alg.init(jax.random.PRNGKey(0), x)
         >>> for t in range(20):
-        ...     state, info = alg.step(state, x, jax.random.PRNGKey(t))
+        ...     state, info = alg.step(jax.random.PRNGKey(t), state, x)
         >>> state.q_global.probs.shape
         (2, 3)
     """

@@ -102,16 +102,16 @@ def _make_chunk_fn(
             ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
             bound = rebuild_step(step_arrays)
 
-            def step(state, batch, key):
+            def step(key, state, batch):
                 if not collect:
-                    return bound(state, batch, key), None
-                return collecting_checks(bound, locate)(state, batch, key)
+                    return bound(key, state, batch), None
+                return collecting_checks(bound, locate)(key, state, batch)
 
             def body(state, xs):
                 t, host_batch = xs
                 batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))
                 batch = batch_of(consts, batch_key, t) if host_batch is None else host_batch
-                (new_state, info), checks = step(state, batch, step_key)
+                (new_state, info), checks = step(step_key, state, batch)
                 active = t < t_end
                 state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
                 # a step past t_end is not applied: nor are its checks (located ones, as in a run of

@@ -57,7 +57,7 @@ def lower_run(
       >>> import jax, jax.numpy as jnp
       >>> from vijax.inference import VIAlgorithm
       >>> alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()),
-      ...                   step=lambda x, b, k: (x + 0.5 * (b - x), {"elbo": -(x - b) ** 2}))
+      ...                   step=lambda k, x, b: (x + 0.5 * (b - x), {"elbo": -(x - b) ** 2}))
       >>> low = lower_run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: jnp.ones(()), chunk_size=20)
       >>> "stablehlo" in low.as_text()
       True

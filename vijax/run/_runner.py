@@ -6,7 +6,7 @@ The conventions, which every caller can rely on:
 **Keys.** ``init_key, step_base = jax.random.split(key)``. ``init_key`` goes to the init (only when
 the run starts from scratch); update ``t`` (0-based) uses
 ``batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))`` and calls
-``state, info = alg.step(state, batch_fn(batch_key, t), step_key)``. No key is used twice, and the
+``state, info = alg.step(step_key, state, batch_fn(batch_key, t))``. No key is used twice, and the
 keys of step ``t`` depend only on ``key`` and ``t``, never on chunking or on where a run resumed.
 
 **Chunks.** Steps run in chunks laid on a fixed grid: chunk ``c`` covers updates
@@ -277,7 +277,7 @@ def run(
     the key layout, the chunk grid, the stopping rule and the evaluation/checkpoint cadence.
 
     Args:
-      alg: the ``VIAlgorithm``; ``alg.step(state, batch, key) -> (state, info)`` must be jit-able
+      alg: the ``VIAlgorithm``; ``alg.step(key, state, batch) -> (state, info)`` must be jit-able
         and ``info`` a pytree (e.g. a NamedTuple) of arrays with an ``elbo`` field.
       key: the run's PRNG key (raw ``uint32[2]`` or typed); split as documented above.
       batch_fn: ``(batch_key, t) -> batch``, pure and jit-able; ``t`` is the int32 index of the
@@ -334,7 +334,7 @@ def run(
       >>> class Info(NamedTuple):
       ...     elbo: jax.Array
       >>> alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()),
-      ...                   step=lambda x, b, k: (x + 0.5 * (b - x), Info(-(x - b) ** 2)))
+      ...                   step=lambda k, x, b: (x + 0.5 * (b - x), Info(-(x - b) ** 2)))
       >>> res = run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: jnp.ones(()),
       ...           num_steps=60, chunk_size=20, progress=False)
       >>> round(float(res.state), 6), res.trace["elbo"].shape, int(res.trace["step"][-1])

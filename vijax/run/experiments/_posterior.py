@@ -192,14 +192,14 @@ def _method(label: str, alg, pytree_guide: bool, target: Target, num_draws: int)
     if pytree_guide:  # bbvi: its own sampler and log-weights
 
         def draws(st, key):
-            return jax.vmap(target.quantities)(sample(alg, st, key, n)), log_weights(alg, st, full, key, n)
+            return jax.vmap(target.quantities)(sample(alg, key, st, n)), log_weights(alg, key, st, full, n)
 
         return Method(label, alg, jax.jit(draws))
     guide = _flat(target)[0]
 
     def flat_draws(st, key):  # ngvi's own draws and log-weights (the same key: the same draws)
-        z = sample(alg, st, key, n)
-        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), log_weights(alg, st, full, key, n)
+        z = sample(alg, key, st, n)
+        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), log_weights(alg, key, st, full, n)
 
     return Method(label, alg, jax.jit(flat_draws))
 

@@ -122,7 +122,7 @@ def trainer(objective, init_params, optimizer: optax.GradientTransformation) -> 
         params = init_params(key)
         return TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
-    def step(state, batch, key):
+    def step(key, state, batch):
         value, grads = jax.value_and_grad(objective)(state.q_global, batch, key)
         updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)
         return (

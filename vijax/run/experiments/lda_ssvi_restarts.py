@@ -96,7 +96,7 @@ class ThenInfo(NamedTuple):
 
 def then(first: VIAlgorithm, second: VIAlgorithm, at: int) -> VIAlgorithm:
     """``first`` for ``at`` steps, then ``second`` started from ``first``'s q
-    (``init_from(second, q, key)``: count 0, the rest of ``second``'s state fresh), in one program:
+    (``init_from(second, key, q)``: count 0, the rest of ``second``'s state fresh), in one program:
     a ``lax.cond`` on the step count runs one phase per step. ``second``'s q must have ``first``'s
     structure, shapes and dtypes (``init_from`` checks at trace time). Keys: each step's key is
     split into the phase's step key and the key of the switch's ``init_from``. Under ``vmap`` the
@@ -110,18 +110,18 @@ def then(first: VIAlgorithm, second: VIAlgorithm, at: int) -> VIAlgorithm:
         s2 = second.init(k2, batch)
         return ThenState(s1.q_global, jnp.zeros((), jnp.int32), s1, s2)
 
-    def step(state, batch, key):
+    def step(key, state, batch):
         k_step, k_init = jax.random.split(key)
 
         def run_first(st):
-            s1, info = first.step(st.first, batch, k_step)
+            s1, info = first.step(k_step, st.first, batch)
             return st._replace(q_global=s1.q_global, first=s1), ThenInfo(info.elbo, jnp.int32(0), info.accepted)
 
         def run_second(st):
             start = jax.lax.cond(
-                st.count == at, lambda: init_from(second, st.first.q_global, k_init), lambda: st.second
+                st.count == at, lambda: init_from(second, k_init, st.first.q_global), lambda: st.second
             )
-            s2, info = second.step(start, batch, k_step)
+            s2, info = second.step(k_step, start, batch)
             return st._replace(q_global=s2.q_global, second=s2), ThenInfo(info.elbo, jnp.int32(1), info.accepted)
 
         new, info = jax.lax.cond(state.count < at, run_first, run_second, state)

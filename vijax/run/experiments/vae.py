@@ -197,7 +197,7 @@ def _label(bayesian: bool) -> str:
 
 def _evaluator(alg, x_test, num_samples: int, key):
     def evaluate(state) -> dict:
-        return {"test_elbo": float(jnp.mean(inference.elbo(alg, state.q_global, x_test, key, num_samples=num_samples)))}
+        return {"test_elbo": float(jnp.mean(inference.elbo(alg, key, state.q_global, x_test, num_samples=num_samples)))}
 
     return evaluate
 
@@ -206,16 +206,16 @@ def _estimates(alg, state, x_test, section: dict, key, theta: str = "sample") ->
     """Test ELBO and IW log-likelihood (mean over test points, SE over them, sd over repeats)."""
     p = x_test.shape[0]
     elbo = np.asarray(
-        inference.elbo(alg, state.q_global, x_test, key, num_samples=section["elbo_samples"], theta=theta)
+        inference.elbo(alg, key, state.q_global, x_test, num_samples=section["elbo_samples"], theta=theta)
     )
     reps = np.stack(
         [
             np.asarray(
                 inference.iwae_log_likelihood(
                     alg,
+                    jax.random.fold_in(key, r),
                     state,
                     x_test,
-                    jax.random.fold_in(key, r),
                     section["iw_samples"],
                     section["iw_chunk"],
                     theta=theta,
@@ -312,7 +312,7 @@ def build(sections: dict, seed: int) -> Experiment:
             alg = algs[label]
             start = alg.init(jax.random.PRNGKey(seed))
             before = float(
-                jnp.mean(inference.elbo(alg, start.q_global, xte, eval_key, num_samples=section["elbo_samples"]))
+                jnp.mean(inference.elbo(alg, eval_key, start.q_global, xte, num_samples=section["elbo_samples"]))
             )
             est = _estimates(alg, res.state, xte, section, eval_key)
             elbo = np.asarray(res.trace.get("elbo", np.zeros(0)))
@@ -341,7 +341,7 @@ def build(sections: dict, seed: int) -> Experiment:
                 )
             recs[label] = np.asarray(inference.reconstruct(alg, res.state, xte[: section["num_images"]]))
             samples[label] = np.asarray(
-                inference.sample(alg, res.state, jax.random.fold_in(eval_key, 99), section["num_images"])
+                inference.sample(alg, jax.random.fold_in(eval_key, 99), res.state, section["num_images"])
             )
         _figure(
             os.path.join(out_dir, "vae_reconstructions.png"),
