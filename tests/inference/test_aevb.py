@@ -226,9 +226,9 @@ def test_reconstruct_sample_and_bad_input_name_the_argument():
     ):
         with pytest.raises(ValueError, match="^key must be a PRNG key"):
             call()
-    with pytest.raises(ValueError, match="^batch must have 6 columns"):
+    with pytest.raises(ValueError, match="^x must have 6 columns"):
         alg.step(key, state, x[:, :5])
-    with pytest.raises(ValueError, match="^batch must have 6 columns"):
+    with pytest.raises(ValueError, match="^x must have 6 columns"):
         alg.init(key, x[:, :5])
     with pytest.raises(ValueError, match="^batch x nan at \\[0, 0\\] is not in \\[0, 1\\]"):
         alg.step(key, state, np.full_like(x, np.nan))

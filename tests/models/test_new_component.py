@@ -23,7 +23,7 @@ from scipy import integrate, special, stats
 from vijax import expfam
 from vijax import models as vm
 from vijax.inference import cavi, schedules, svi
-from vijax.models import Component, DirichletWeights, DPMixture, Mixture, StickBreaking, conjugate_elbo
+from vijax.models import Component, DirichletWeights, DPMixture, Mixture, StickBreaking, ValueCheck, conjugate_elbo
 from vijax.testing import assert_trees_close
 
 
@@ -45,10 +45,14 @@ class ExponentialGamma(Component):
     def point_estimate(self, q):
         return q.concentration / q.rate  # E[lambda]
 
-    def check_data(self, x, name=None):
-        super().check_data(x, name)  # a finite (N, D) array
-        if np.shape(x)[1] != self.dim or np.any(np.asarray(x) <= 0):  # np.asarray: concrete data only
-            raise ValueError(f"{name or self.data_name} must hold positive values of shape (N, {self.dim})")
+    def check_data(self, x, name=None):  # shapes and dtypes: a step runs it on abstract values
+        super().check_data(x, name)  # a numeric (N, D) array
+        if np.shape(x)[1] != self.dim:
+            raise ValueError(f"{name or self.data_name} must have shape (N, {self.dim})")
+
+    def batch_checks(self, x, name=None):  # values, eagerly or inside the compiled step
+        x = jnp.asarray(x)
+        return [ValueCheck(f"batch {name or self.data_name}", x, ~(x > 0), "is not > 0")]
 
 
 A0, B0, C0, ALPHA = 2.0, 1.0, 1.5, 1.3
@@ -141,9 +145,12 @@ def test_generic_expected_log_lik_and_log_predictive_are_right():
     # the point estimate and the data checks
     np.testing.assert_allclose(COMP.point_estimate(q), a / b, rtol=1e-12)
     FINITE.check_data(x)
-    for bad, match in ((-x, "positive"), (x[:, :1], r"shape \(N, 2\)"), (np.where(x > 1.0, np.nan, x), "finite")):
+    for bad, match in ((x[:, :1], r"shape \(N, 2\)"), (np.where(x > 1.0, np.nan, x), "finite")):
         with pytest.raises(ValueError, match=match):
             CAVI.init(jax.random.PRNGKey(0), bad)
+    state = CAVI.init(jax.random.PRNGKey(0), x)  # values: the component's batch_checks, at every step
+    with pytest.raises(ValueError, match=r"^batch x -\S+ at \[0, 0\] is not > 0 \(in step 1\)"):
+        CAVI.step(jax.random.PRNGKey(1), state, -x)
 
 
 # -------------------------------------------------------------------------- finite mixture: CAVI

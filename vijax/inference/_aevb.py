@@ -155,7 +155,7 @@ def init(
     state; with a ``batch``, its shape and values are checked (``model.check_data``)."""
     check_key("key", key)
     if batch is not None:
-        model.check_data(batch, "batch")
+        model.check_data(batch)
     params = model.network_params()
     q = {"encoder": params["encoder"], "decoder": decoder.init(params["decoder"])}
     zero = jnp.zeros((), jnp.int32)

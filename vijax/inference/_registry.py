@@ -112,7 +112,7 @@ def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings
         >>> make_algorithm("ssvi", LDA(3, 30), num_data=100, local="exact")
         Traceback (most recent call last):
         ...
-        ValueError: local='exact' is not offered by LDA; choose one of ('meanfield', 'cvb0', 'gibbs')
+        vijax._validate.ArgumentError: local='exact' is not offered by LDA; choose one of ('meanfield', 'cvb0', 'gibbs')
     """
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}; registered: {sorted(ALGORITHMS)}")

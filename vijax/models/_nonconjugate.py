@@ -134,7 +134,7 @@ class AEVBModel(BatchChecked, Protocol):
     def mean(self, dec_params: PyTree, z: Array) -> Array:
         """E[x | z; theta]."""
 
-    def check_data(self, x: Array, name: str = "batch") -> None:
+    def check_data(self, x: Array, name: str = "x") -> None:
         """Raises ValueError naming ``name`` for data the model cannot take."""
 
 

@@ -110,7 +110,7 @@ class SMM(PytreeModel):
         [0, V)."""
         return [ids_in_range("batch symbol", batch, self.num_symbols)]
 
-    def check_data(self, batch, name: str = "batch") -> None:
+    def check_data(self, batch, name: str = "x") -> None:
         """Raises ValueError naming ``name``: not a 1-D integer array with at least one symbol, or
         (for concrete data) a symbol outside [0, V) (shapes and dtypes only while tracing)."""
         tracing = is_tracer(batch) or isinstance(batch, jax.ShapeDtypeStruct)

@@ -155,7 +155,7 @@ class VAE(PytreeModel):
             return [values_in_interval("batch x", x, 0.0, 1.0)]
         return [finite_values("batch x", x)]
 
-    def check_data(self, x: Array, name: str = "batch") -> None:
+    def check_data(self, x: Array, name: str = "x") -> None:
         """Raises ValueError naming ``name`` unless a concrete ``x`` is (N, data_dim), finite and,
         for the Bernoulli likelihood, in [0, 1]. A tracer's shape and dtype are checked."""
         check_data_array(name, x, 2, self.data_dim)
