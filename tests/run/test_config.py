@@ -150,3 +150,27 @@ def test_built_experiment_runs():
         progress=False,
     )
     assert res.num_steps == 40 and res.evals[-1]["distance"] < 0.1
+
+
+def test_an_experiments_description_is_its_builders_docstring_unless_given():
+    """``vijax list`` shows a description per experiment: the first paragraph of the builder's
+    docstring on one line, or the ``description=`` given (one builder under several names)."""
+    from vijax.run import import_builtin_experiments
+
+    import_builtin_experiments()
+    for name, spec in EXPERIMENTS.items():
+        assert spec.description and "\n" not in spec.description, name
+
+    def build(sections, seed):
+        """A first paragraph
+        on two lines.
+
+        Details not shown."""
+
+    register_experiment("_doc_test", {"model": {}})(build)
+    register_experiment("_doc_test_given", {"model": {}}, description="given")(build)
+    try:
+        assert EXPERIMENTS["_doc_test"].description == "A first paragraph on two lines."
+        assert EXPERIMENTS["_doc_test_given"].description == "given"
+    finally:
+        del EXPERIMENTS["_doc_test"], EXPERIMENTS["_doc_test_given"]

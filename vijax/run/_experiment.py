@@ -119,7 +119,8 @@ def register_experiment(
       name: the name a config's ``experiment:`` key refers to. Registering a name again replaces
         the earlier builder (so reloading a module is harmless).
       defaults: the config schema with default values; see ``ExperimentSpec``.
-      description: one line shown by ``vijax list``.
+      description: one line shown by ``vijax list``; by default the first paragraph of
+        ``build``'s docstring (give it where one builder is registered under several names).
       bounds: the allowed values of numeric keys, ``{"data.num_test": ">= 1", ...}``
         (``vijax/run/_bounds.py``), checked when a config is loaded.
       memory: ``config -> [Need(what, keys, bytes), ...]``, the arrays a resolved config makes,
@@ -135,7 +136,8 @@ def register_experiment(
     check_bound_table(name, bounds or {}, defaults)
 
     def deco(build):
-        EXPERIMENTS[name] = ExperimentSpec(build, defaults, description, dict(bounds or {}), memory)
+        text = description or " ".join((build.__doc__ or "").strip().split("\n\n")[0].split())
+        EXPERIMENTS[name] = ExperimentSpec(build, defaults, text, dict(bounds or {}), memory)
         return build
 
     return deco

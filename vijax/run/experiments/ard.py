@@ -48,11 +48,12 @@ def _memory(config) -> list[MemoryNeed]:
         "algorithm": dict(_ALG),
         "run": {"num_steps": 500, "chunk_size": 50, "tol": 1e-8, "patience": 2, "eval_every": 50, "x64": True},
     },
-    description="Blei et al. 2017, app. A: ARD linear regression by CAVI on sparse synthetic data, vs scikit-learn",
     bounds=_BOUNDS,
     memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """Blei et al. 2017, app. A: ARD linear regression by CAVI on sparse synthetic data, vs
+    scikit-learn"""
     d, m = sections["data"], sections["model"]
     try:
         data = sample_sparse_regression(

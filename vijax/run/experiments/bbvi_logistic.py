@@ -142,11 +142,12 @@ def target(model: dict, x, y) -> Target:
         "algorithm": dict(_ALG),
         "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
     },
-    description="Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat",
     bounds=_BOUNDS,
     memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS
+    k-hat"""
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     x, y, name = load(data, model["intercept"])
     tgt = target(model, x, y)

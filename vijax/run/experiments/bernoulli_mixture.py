@@ -117,14 +117,10 @@ def point_estimates(model, method: str, state) -> tuple[jax.Array, jax.Array]:
     return model.point_estimates(state.q_global)
 
 
-@register_experiment(
-    "dp_bernoulli",
-    defaults=_DEFAULTS,
-    description="Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs collapsed Gibbs",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("dp_bernoulli", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """Hoffman & Blei 2015, §4.2: DP mixture of Bernoullis; mean-field vs SSVI-A vs SSVI vs
+    collapsed Gibbs"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
     model = BernoulliMixture(

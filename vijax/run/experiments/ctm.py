@@ -283,11 +283,12 @@ def _true_params_score(truth, observed, heldout, model, eval_batch):
         ),
         "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200},
     },
-    description="CTM by PG-SVI, PG-SVI-MF and the Laplace, delta-method and mean-field baselines on a synthetic CTM corpus (Khan et al. 2016, Fig. 3)",
     bounds=_SYNTHETIC_BOUNDS,
     memory=_synthetic_memory,
 )
 def build_synthetic(sections: dict, seed: int) -> Experiment:
+    """CTM by PG-SVI, PG-SVI-MF and the Laplace, delta-method and mean-field baselines on a
+    synthetic CTM corpus (Khan et al. 2016, Fig. 3)"""
     _check_algorithm(sections["algorithm"])
     d = sections["data"]
     corpus, truth = sample_ctm_corpus(
@@ -322,10 +323,11 @@ def _split(corpus, seed, d):
         "data": dict(_DATA, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt", max_docs=1000),
         "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200},
     },
-    description="CTM by PG-SVI, PG-SVI-MF and the Laplace, delta-method and mean-field baselines on an lda-c corpus (default: wiki_bnpy, 50% training documents)",
     bounds=_CORPUS_BOUNDS,  # the memory its arrays need: checked when the corpus is read (build_corpus)
 )
 def build_corpus(sections: dict, seed: int) -> Experiment:
+    """CTM by PG-SVI, PG-SVI-MF and the Laplace, delta-method and mean-field baselines on an lda-c
+    corpus (default: wiki_bnpy, 50% training documents)"""
     _check_algorithm(sections["algorithm"])
     d = sections["data"]
     path, vocab = data_file("data.path", d["path"]), data_file("data.vocab", d["vocab"], required=bool(d["vocab"]))

@@ -105,11 +105,12 @@ def _model(m: dict, x_train, truncation: str, t: int) -> DPMixture:
         "algorithm": dict(_ALG),
         "run": {"num_steps": 300, "chunk_size": 25, "tol": 1e-7, "patience": 2, "eval_every": 100, "x64": True},
     },
-    description="Raise your ELBO, DPMM: clusters found vs truncation T, Blei-Jordan (v_T = 1) vs Kurihara et al. tails",
     bounds=_BOUNDS,
     memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """Raise your ELBO, DPMM: clusters found vs truncation T, Blei-Jordan (v_T = 1) vs Kurihara et
+    al. tails"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     if m["components"] not in ("gaussian", "bernoulli"):
         raise ConfigError(f"model.components must be 'gaussian' or 'bernoulli', got {m['components']!r}")

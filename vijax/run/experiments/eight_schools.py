@@ -174,11 +174,12 @@ def exact_moments(
         "algorithm": dict(_ALG),
         "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
     },
-    description="eight schools (non-centred): bbvi full-rank / mean-field and ngvi against NUTS, with PSIS k-hat",
     bounds=_BOUNDS,
     memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """eight schools (non-centred): bbvi full-rank / mean-field and ngvi against NUTS, with PSIS
+    k-hat"""
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     tgt = target(model, data["y"], data["sigma"])
     main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])

@@ -119,14 +119,10 @@ def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
     return lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))
 
 
-@register_experiment(
-    "gap_nmf",
-    defaults=_DEFAULTS,
-    description="Hoffman & Blei 2015, §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A (figure 5)",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("gap_nmf", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """Hoffman & Blei 2015, §4.3: GaP-KL-NMF on a synthetic speech spectrogram; mean-field vs SSVI-A
+    (figure 5)"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
     model = GaPNMF(

@@ -147,11 +147,11 @@ def _summary(model, q, x_test, truth=None) -> dict:
         "algorithm": dict(_ALG_DEFAULTS),
         "run": {"num_steps": 200, "chunk_size": 5, "tol": 1e-6, "patience": 2, "eval_every": 5},
     },
-    description="Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data",
     bounds=dict(_BOUNDS, **{"data.num_clusters": ">= 1", "data.dim": ">= 1", "data.spread": "> 0"}),
     memory=lambda config: _memory(config, config["data"]["dim"], ("data.dim",)),
 )
 def build_simulation(sections: dict, seed: int) -> Experiment:
+    """Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data"""
     dcfg = sections["data"]
     key_data = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))[0]  # same draw as before
     n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
@@ -200,11 +200,12 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
         "algorithm": dict(_ALG_DEFAULTS),
         "run": {"num_steps": 300, "chunk_size": 10, "tol": 1e-6, "patience": 2, "eval_every": 10},
     },
-    description="Blei et al. 2017, §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour histograms",
     bounds=dict(_BOUNDS, **{"data.num_types": ">= 1", "data.pixels": ">= 1", "data.concentration": "> 0"}),
     memory=lambda config: _memory(config, _HISTOGRAM_DIM, ()),
 )
 def build_histograms(sections: dict, seed: int) -> Experiment:
+    """Blei et al. 2017, §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour
+    histograms"""
     dcfg = sections["data"]
     n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
     full = sample_histogram_mixture(

@@ -102,15 +102,10 @@ def _diag_mixture_ll_per_point(truth, x: np.ndarray) -> float:
     return float(np.mean(m[:, 0] + np.log(np.exp(lp - m).sum(1))))
 
 
-@register_experiment(
-    "gmm_em",
-    defaults=_DEFAULTS,
-    description="Gaussian mixtures by EM (full, diag, spherical, tied covariances), "
-    "compared with scikit-learn's GaussianMixture from the same start",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("gmm_em", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """Gaussian mixtures by EM (full, diag, spherical, tied covariances), compared with
+    scikit-learn's GaussianMixture from the same start"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     n_tr, n_te = d["num_train"], d["num_test"]
     data = sample_gmm(jax.random.PRNGKey(d["seed"]), n_tr + n_te, d["num_clusters"], d["dim"], spread=d["spread"])

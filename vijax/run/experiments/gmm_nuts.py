@@ -178,15 +178,10 @@ def _plot(path, cavi: tuple, nuts: dict) -> None:
     fig.savefig(path, dpi=100)
 
 
-@register_experiment(
-    "gmm_cavi_vs_nuts",
-    defaults=_DEFAULTS,
-    description="Blei et al. 2017, Fig. 6: CAVI against NUTS (NumPyro) on a Gaussian mixture, "
-    "held-out log predictive against wall time",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("gmm_cavi_vs_nuts", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """Blei et al. 2017, Fig. 6: CAVI against NUTS (NumPyro) on a Gaussian mixture, held-out log
+    predictive against wall time"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     n_tr, n_te = d["num_train"], d["num_test"]
     key_data = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))[0]  # gmm_simulation's draw

@@ -283,11 +283,12 @@ def _md_table(rows: list, cols: list) -> str:
         "algorithm": dict(_COMPARE_ALG),
         "run": {"num_steps": 560, "chunk_size": 56, "eval_every": 56, "x64": True, "progress": False},
     },
-    description="Khan et al. 2016, Fig. 2: GP classification, PG-SVI vs SGD/Adagrad/RMSprop/Adadelta/Adam by passes",
     bounds=_COMPARE_BOUNDS,
     memory=_memory,
 )
 def build_compare(sections: dict, seed: int) -> Experiment:
+    """Khan et al. 2016, Fig. 2: GP classification, PG-SVI vs SGD/Adagrad/RMSprop/Adadelta/Adam by
+    passes"""
     s, data = _resolve(sections)
     methods = list(s["methods"])
     if any(m not in BASELINES for m in methods) or len(set(methods)) != len(methods):
@@ -384,11 +385,12 @@ def examples_to_converge(elbos, target: float, tol: float, examples_per_point: i
         },
         "run": {"num_steps": 20, "chunk_size": 10, "x64": True, "progress": False},
     },
-    description="Khan et al. 2016, Fig. 1: examples seen until the ELBO stops changing vs step size (GD, PG, PG-MC, PG-SVI)",
     bounds=_STEP_SIZE_BOUNDS,
     memory=_memory,
 )
 def build_step_size(sections: dict, seed: int) -> Experiment:
+    """Khan et al. 2016, Fig. 1: examples seen until the ELBO stops changing vs step size (GD, PG,
+    PG-MC, PG-SVI)"""
     s, data = _resolve(sections)
     a = sections["algorithm"]
     exact_model = _model(s, data, quadrature=True)

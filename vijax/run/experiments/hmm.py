@@ -117,14 +117,9 @@ def state_accuracy(true_states: np.ndarray, paths: np.ndarray, k: int) -> float:
     return float(conf[rows, cols].sum() / keep.sum())
 
 
-@register_experiment(
-    "hmm",
-    defaults=_DEFAULTS,
-    description="HMMs (Rabiner 1989): Baum-Welch, CAVI or SVI on sequences of unequal length",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("hmm", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """HMMs (Rabiner 1989): Baum-Welch, CAVI or SVI on sequences of unequal length"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     n = d["num_train"]
     full = a["name"] in ("em", "cavi")

@@ -161,11 +161,12 @@ def _gaussian_log_prior(tree, scale) -> jax.Array:
         "algorithm": dict(_ALG),
         "run": {"num_steps": 2000, "chunk_size": 500, "eval_every": 500, "x64": False, "progress": False},
     },
-    description="a Bayesian last layer (full-rank q) on an MLP trained end to end, against a point-estimate head",
     bounds=_BOUNDS,
     memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """a Bayesian last layer (full-rank q) on an MLP trained end to end, against a point-estimate
+    head"""
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     x, y, x_test, y_test, name = _load(data)
     n, d = x.shape

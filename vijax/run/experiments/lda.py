@@ -304,11 +304,11 @@ def _plot_heldout(path, evals):
         ),
         "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200},
     },
-    description="online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)",
     bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **SYNTHETIC_BOUNDS, **_ALG_BOUNDS},
     memory=synthetic_memory,
 )
 def build_synthetic(sections: dict, seed: int) -> Experiment:
+    """online LDA (SVI) on a synthetic LDA corpus with known topics (topic recovery)"""
     train, test, topics = synthetic_corpus(sections["data"], seed)
     return _build(sections, seed, train, test, _ALG, true_topics=topics)
 
@@ -321,10 +321,10 @@ def build_synthetic(sections: dict, seed: int) -> Experiment:
         "data": dict(DATA_DEFAULTS, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt"),
         "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100},
     },
-    description="online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)",
     bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **_ALG_BOUNDS},
 )
 def build_corpus(sections: dict, seed: int) -> Experiment:
+    """online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)"""
     train, test, vocab = ldac_corpus(sections["data"], seed, sections=sections)
     return _build(sections, seed, train, test, _CORPUS_ALG, vocab=vocab)
 

@@ -390,7 +390,6 @@ CORPUS_DEFAULTS = dict(
         "data": dict(CORPUS_DEFAULTS, corpora=["synthetic", "wiki_bnpy"], wiki_max_train_docs=0),
         "run": {"num_steps": 30, "chunk_size": 10, "eval_every": 10},
     },
-    description="SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman & Blei 2015, §4.1, app. D)",
     bounds=_BOUNDS,
     # every (alpha, eta) setting of a pair's program holds its restarts' states
     memory=lambda config: synthetic_memory(
@@ -398,6 +397,8 @@ CORPUS_DEFAULTS = dict(
     ),
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """SSVI / SSVI-A / SVI x mean-field / CVB0 / Gibbs E-steps on LDA over alpha, eta (Hoffman &
+    Blei 2015, §4.1, app. D)"""
     m, a, d = sections["model"], sections["algorithm"], sections["data"]
     settings = _settings(a, m)
     for c in d["corpora"]:

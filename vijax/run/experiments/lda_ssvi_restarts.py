@@ -296,11 +296,12 @@ _BOUNDS = {
         "data": dict(CORPUS_DEFAULTS, corpus="synthetic", wiki_max_train_docs=2000),
         "run": {"num_steps": 90, "chunk_size": 10, "eval_every": 10},
     },
-    description="SVI restarted from SVI / Gibbs-within-SVI / SSVI-A / SSVI solutions on LDA, SGRLD beside (Hoffman & Blei 2015, Fig. 3)",
     bounds=_BOUNDS,
     memory=lambda config: synthetic_memory(config, copies=2 * config["algorithm"]["restarts"]),
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """SVI restarted from SVI / Gibbs-within-SVI / SSVI-A / SSVI solutions on LDA, SGRLD beside
+    (Hoffman & Blei 2015, Fig. 3)"""
     m, a, d, r = sections["model"], sections["algorithm"], sections["data"], sections["run"]
     sources = _parse_sources(a)
     if d["corpus"] not in CORPORA:

@@ -126,12 +126,12 @@ def _plot_ellipses(path, mu, sigma, fits, draws) -> None:
         "algorithm": dict(_ALG),
         "run": {"num_steps": 3000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
     },
-    description="Blei et al. 2017, Fig. 1: mean-field under-dispersion on a correlated 2-D Gaussian "
-    "(bbvi mean-field / full-rank, ngvi) against the closed form",
     bounds=_BOUNDS,
     memory=lambda config: memory_needs(config, 1, 2, "model.mean"),
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """Blei et al. 2017, Fig. 1: mean-field under-dispersion on a correlated 2-D Gaussian (bbvi
+    mean-field / full-rank, ngvi) against the closed form"""
     model, section = sections["model"], sections["algorithm"]
     tgt = target(model)
     mu, sigma = covariance(model)

@@ -103,14 +103,9 @@ def _memory(config) -> list[MemoryNeed]:
     ]
 
 
-@register_experiment(
-    "plsa",
-    defaults=_DEFAULTS,
-    description="pLSA1 and pLSA2 by EM beside LDA (CAVI): held-out perplexity on one corpus",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("plsa", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """pLSA1 and pLSA2 by EM beside LDA (CAVI): held-out perplexity on one corpus"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     train, test, topics = synthetic_corpus(d, d["seed"])
     observed, heldout = test.split_tokens(d["seed"] + 1, d["observed_fraction"])

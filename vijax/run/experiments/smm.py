@@ -102,15 +102,10 @@ def _plot(path, true: np.ndarray, fitted: list) -> None:
     fig.savefig(path, dpi=100, bbox_inches="tight")
 
 
-@register_experiment(
-    "smm",
-    defaults=_DEFAULTS,
-    description="Raise your ELBO, §SMM: the simple mixture model (a mixture of categoricals) by EM, "
-    "against the true mixture",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("smm", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """Raise your ELBO, §SMM: the simple mixture model (a mixture of categoricals) by EM, against
+    the true mixture"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     sample = sample_categorical_mixture(
         d["seed"], d["num_train"] + d["num_test"], d["num_clusters"], d["num_symbols"], concentration=d["concentration"]

@@ -63,14 +63,9 @@ def _memory(config) -> list[MemoryNeed]:
     ]
 
 
-@register_experiment(
-    "student_t_mixture",
-    defaults=_DEFAULTS,
-    description="Student-t mixture by EM vs a Gaussian mixture (CAVI) on heavy-tailed data",
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("student_t_mixture", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
+    """Student-t mixture by EM vs a Gaussian mixture (CAVI) on heavy-tailed data"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     sample = sample_student_t_mixture(
         d["seed"], d["num_train"] + d["num_test"], d["num_clusters"], d["dim"], dof=d["dof"], spread=d["spread"]

@@ -266,11 +266,11 @@ def _figure(path: str, rows: dict, shape, n: int, title: str) -> None:
         "algorithm": dict(_ALG),
         "run": {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False},
     },
-    description="a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images",
     bounds=_BOUNDS,
     memory=_memory,
 )
 def build(sections: dict, seed: int) -> Experiment:
+    """a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images"""
     model_s, data, section = sections["model"], sections["data"], sections["algorithm"]
     x_train, x_test, shape, name, truth = load(data)
     n, dim = x_train.shape
