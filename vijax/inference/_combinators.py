@@ -51,8 +51,7 @@ def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     Raises:
       ValueError: naming ``alg`` when it is not an algorithm, or ``num_restarts`` when it is not an
         integer >= 1 or the restarts' keys (at construction) or states (at ``init``, from
-        ``jax.eval_shape`` of one restart's) would not fit in the machine's memory
-        (``vijax._validate.check_allocation``).
+        ``jax.eval_shape`` of one restart's) would not fit in the machine's memory.
     """
     check_algorithm("alg", alg)
     num_restarts = check_int("num_restarts", num_restarts)

@@ -88,7 +88,7 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
 
     At the first call (or ``lower``) it picks, in this order:
 
-    - **collected checks** (``vijax._validate.collected_value_checks``), where every check runs at
+    - **collected checks**, where every check runs at
       the step's own level (not in a loop body, ``vmap`` or ``cond``), as in an algorithm's step
       (``check_step_batch`` comes first): per check, its bad entries (or for a large batch whether
       each row holds one; no reduction across rows, so none across the devices of a sharded

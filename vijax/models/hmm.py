@@ -243,7 +243,7 @@ class HMM(PytreeModel):
         """Raises ValueError naming the field (``params.transition_matrix``...): not an ``HMMParams``,
         emissions of another kind, half-precision or non-real dtypes, shapes that do not fit the model,
         and, at once for concrete parameters or from the compiled computation for traced ones (the
-        value checks of ``vijax._validate``; off under ``value_checks(False)``), negative or non-finite
+        value checks, off under ``vijax.inference.with_value_checks(alg, False)``), negative or non-finite
         probabilities, rows that do not sum to 1 (within 1e-4), and the emissions' own value checks
         (finite means, variances finite and > 0, ...)."""
         _needs_em(self.emissions, "an HMM's point parameters")

@@ -223,7 +223,7 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
     Raises:
       ConfigError: an invalid value (naming its key, also for errors the experiment's builder
         raises), or an output folder that cannot be written or that another run holds (its pid
-        named: the run holds ``output.dir`` until it returns, ``vijax.run._lock``).
+        named: the run holds ``output.dir`` until it returns).
       CheckpointError: a resume refused (``ConfigChangedError``: changed
         config) or impossible (no intact checkpoint).
     """
