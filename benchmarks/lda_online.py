@@ -51,6 +51,7 @@ Writes ``benchmarks/results/lda_online.json``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -471,6 +472,9 @@ def main(argv=None):
     p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
     args = p.parse_args(argv)
+    if "gensim" in args.peers and importlib.util.find_spec("gensim") is None:
+        print("gensim: not installed, its rows skipped (pip install gensim)")
+        args.peers = [peer for peer in args.peers if peer != "gensim"]
     if not args.no_fast_cpu_compile:
         fast_cpu_compile()  # before anything runs on the backend, as vijax run does
     jax.config.update("jax_num_cpu_devices", args.devices)  # before anything runs on the backend
