@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vijax._validate import ArgumentError, check_scalar, is_tracer
+from vijax import _validate
+from vijax._validate import check_scalar, is_tracer
 
 
 def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> optax.Schedule:
@@ -33,11 +34,11 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
     if any(is_tracer(v) for v in (scale, tau, kappa)):
         return lambda count: scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)
     if not 0.5 < kappa <= 1.0:
-        raise ArgumentError("kappa", f"kappa must lie in (0.5, 1], got {kappa!r}", value=kappa)
+        raise _validate.ArgumentError("kappa", f"kappa must lie in (0.5, 1], got {kappa!r}", value=kappa)
     if not tau > 0:
-        raise ArgumentError("tau", f"tau must be > 0, got {tau!r}", value=tau)
+        raise _validate.ArgumentError("tau", f"tau must be > 0, got {tau!r}", value=tau)
     if not 0 < scale * tau ** (-kappa) <= 1.0:
-        raise ArgumentError(
+        raise _validate.ArgumentError(
             "scale", f"scale * tau^-kappa (the first step size) must lie in (0, 1], got {scale * tau ** (-kappa)!r}"
         )
 
@@ -90,7 +91,7 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
     """
     if schedule is None:
         if default is None:
-            raise ArgumentError(name, f"{name} is required: a number > 0 or a callable count -> step size")
+            raise _validate.ArgumentError(name, f"{name} is required: a number > 0 or a callable count -> step size")
         return default
     if is_tracer(schedule):
         return lambda count: schedule
@@ -101,10 +102,12 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
             return schedule
         if first.ndim != 0 or not np.isfinite(first) or first <= 0 or (upper is not None and first > upper):
             bound = "> 0" if upper is None else f"in (0, {upper:g}]"
-            raise ArgumentError(name, f"{name} must give a finite step size {bound}, got {first!r} at count 0")
+            raise _validate.ArgumentError(
+                name, f"{name} must give a finite step size {bound}, got {first!r} at count 0"
+            )
         return schedule
     if isinstance(schedule, bool) or not isinstance(schedule, numbers.Real):
-        raise ArgumentError(
+        raise _validate.ArgumentError(
             name, f"{name} must be a number or a callable count -> step size (or None), got {schedule!r}"
         )
     return optax.constant_schedule(check_scalar(name, schedule, low=0.0, high=upper))
