@@ -138,8 +138,9 @@ def test_em_errors_name_the_problem():
         def batch_checks(self, batch):
             return []
 
-    with pytest.raises(ValueError, match="em needs a EMModel: NoMStep offers no m_step"):
+    with pytest.raises(ValueError, match="em needs a EMModel: NoMStep offers no m_step") as e:
         em(NoMStep())
+    assert e.value.argument == "model"  # the argument at fault, as data (the CLI maps it to a key)
     with pytest.raises(ValueError, match="num_data"):
         em(CategoricalHMM(2, 2), num_data=0)
     obs = jnp.zeros((4, 3), jnp.int32)

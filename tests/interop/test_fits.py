@@ -122,6 +122,24 @@ def test_the_runner_fits_a_subsampled_target_from_minibatch_indices():
     np.testing.assert_allclose(ours, theirs, atol=0.15)
 
 
+def test_a_subsampled_plates_indices_out_of_range_are_named_at_the_step():
+    """Indexing clamps an out-of-range index silently; the target's batch checks refuse it, eagerly
+    and from the compiled step, naming the plate, the index, its position and the step."""
+    from vijax.inference import jit_step
+
+    alg = bbvi(vijax.from_numpyro(regression, X, T, subsample_size=M), schedule=0.05, num_samples=2)
+    key = jax.random.PRNGKey(0)
+    state = alg.init(key)
+    bad = {"data": jnp.array([3, N])}
+    for step in (alg.step, jit_step(alg.step)):
+        with pytest.raises(
+            ValueError, match=rf"^batch\['data'\] index {N} at \[1\] is out of range \[0, {N}\) \(in step 1\)"
+        ):
+            step(key, state, bad)
+    state, info = alg.step(key, state, {"data": jnp.array([0, N - 1])})
+    assert bool(info.accepted)
+
+
 def test_bbvi_on_a_target_draws_constrained_values_by_site_name():
     target = vijax.from_numpyro(eight_schools, SIGMA, Y)
     alg = bbvi(target, family="meanfield")

@@ -73,7 +73,7 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
     if not isinstance(model, protocol):
         missing = [m for m in protocol_members(protocol) if not hasattr(model, m)]
         raise ArgumentError(
-            algorithm,
+            "model",
             f"{algorithm} needs a {protocol.__name__}: {type(model).__name__} offers no "
             f"{', '.join(missing) or 'member of it'}",
         )

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping, Optional
 import jax
 
 from vijax.types import Array, PyTree
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, ids_in_range
 
 # the supports ``vijax.inference.auto_family`` matches to a family; every other support is "other"
 SUPPORTS = ("real", "positive", "unit_interval", "simplex", "other")
@@ -91,9 +91,12 @@ class Target:
         check_batch(batch, self.batch_keys, self.plates, name)
 
     def batch_checks(self, batch: Any) -> list:
-        """No value checks: the values a user's model accepts are its own to check (its log-density
-        returns NaN or -inf for a value outside its support, which the step rejects)."""
-        return []
+        """The value checks of a step's batch: every subsampled plate's indices in [0, its size)
+        (indexing would clamp an index out of range silently). The values of the model's own
+        arguments are its own to check (its log-density returns NaN or -inf outside its support,
+        which the step rejects)."""
+        data = {} if batch is None else batch
+        return [ids_in_range(f"batch[{plate!r}] index", data[plate], size) for plate, (size, _) in self.plates.items()]
 
 
 def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str) -> dict:

@@ -422,7 +422,7 @@ def _check_like_priors(name: str, q, priors: dict, structure_error: str) -> None
         same = same and expfam.is_family(q[n]) and type(q[n]) is type(p)
         same = same and [jnp.shape(a) for a in q[n].natural_params] == [jnp.shape(a) for a in p.natural_params]
     if not same:
-        raise ArgumentError(structure_error, f"{structure_error}: expected {_describe(priors)}, got {_describe(q)}")
+        raise ArgumentError(name, f"{structure_error}: expected {_describe(priors)}, got {_describe(q)}")
     for n, fam in q.items():
         leaves = [a for a in fam.natural_params if not is_tracer(a)]
         if any(np.isnan(np.asarray(a)).any() for a in leaves):

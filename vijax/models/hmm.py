@@ -88,7 +88,7 @@ def as_data(data) -> HMMData:
 def _needs_em(emissions: Component, what: str) -> None:
     if not hasattr(emissions, "point_m_step"):
         raise ArgumentError(
-            what,
+            "emissions",
             f"{what} needs emissions with point estimates (point_view, point_m_step, init_point, ...); "
             f"{type(emissions).__name__} has none: fit this HMM by a Bayesian algorithm (cavi, svi, ssvi)",
         )
