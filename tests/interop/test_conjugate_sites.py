@@ -1,0 +1,189 @@
+"""Conjugate sites found in a NumPyro model (``vijax.conjugate_sites``) and their closed-form update
+(``vijax.interop.complete_conditional``): the verdicts on conjugate and non-conjugate sites with
+their reasons, the refusal of a forced site that is not conjugate, and the update against the
+analytic posteriors and complete conditionals (Gamma-Poisson, Normal mean, Dirichlet-categorical)."""
+
+import pytest
+
+numpyro = pytest.importorskip("numpyro")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
+
+import vijax  # noqa: E402
+from vijax import expfam  # noqa: E402
+from vijax._validate import ArgumentError  # noqa: E402
+from vijax.interop import complete_conditional, conjugate_sites  # noqa: E402
+
+KEY = jax.random.PRNGKey(0)
+GROUP = jnp.array([0, 0, 1, 1, 1, 2])
+Y = jnp.array([3.0, 1.0, 4.0, 2.0, 5.0, 0.0])
+A, A0, B0 = 2.0, 3.0, 1.5
+
+
+def poisson_rates(group, y):
+    """Hierarchical Poisson: per-group Gamma(A, b) rates, b ~ Gamma(A0, B0), a Normal nuisance w
+    that scales the counts through exp(w) (so it is not conjugate)."""
+    b = numpyro.sample("b", dist.Gamma(A0, B0))
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    with numpyro.plate("groups", 3):
+        rates = numpyro.sample("rates", dist.Gamma(A, b))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Poisson(rates[group] * jnp.exp(0.0 * w)), obs=y)
+
+
+def gamma_poisson(k):
+    rate = numpyro.sample("rate", dist.Gamma(A, B0))
+    with numpyro.plate("data", k.shape[0]):
+        numpyro.sample("k", dist.Poisson(rate), obs=k)
+
+
+def dirichlet_categorical(z):
+    probs = numpyro.sample("probs", dist.Dirichlet(jnp.array([1.0, 2.0, 0.5, 3.0])))
+    with numpyro.plate("data", z.shape[0]):
+        numpyro.sample("z", dist.Categorical(probs=probs), obs=z)
+
+
+def normal_mean(y):
+    mu = numpyro.sample("mu", dist.Normal(1.0, 10.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, 2.0), obs=y)
+
+
+X = jnp.array([[1.0, -0.5], [1.0, 0.3], [1.0, 1.2], [1.0, -2.0]])
+LABELS = jnp.array([0.0, 1.0, 1.0, 0.0])
+
+
+def logistic(x, y):
+    w = numpyro.sample("w", dist.Normal(jnp.zeros(2), 1.0).to_event(1))
+    scale = numpyro.sample("scale", dist.LogNormal(0.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=scale * (x @ w)), obs=y)
+
+
+def test_gamma_rates_of_poisson_counts_are_conjugate_and_the_update_is_the_analytic_posterior():
+    """One Gamma rate of Poisson counts: conjugate (gap at rounding level), and the update is the
+    posterior Gamma(a + sum y, b + n) to 1e-6 (it is exact to rounding)."""
+    report = conjugate_sites(gamma_poisson, KEY, Y)
+    site = report["rate"]
+    assert (site.conjugate, site.family, site.prior, site.stats, site.reason) == (
+        True,
+        "Gamma",
+        "Gamma",
+        "[log x, x]",
+        None,
+    )
+    assert site.gap <= site.tolerance == pytest.approx(1e4 * np.finfo(np.float64).eps)
+    q = complete_conditional(gamma_poisson, "rate", {}, Y)
+    assert isinstance(q, expfam.Gamma)
+    np.testing.assert_allclose([q.concentration, q.rate], [A + float(Y.sum()), B0 + Y.shape[0]], rtol=1e-6)
+
+
+def test_hierarchical_poisson_every_gamma_is_conjugate_given_the_others_and_its_update_is_exact():
+    """Per-group rates given b: Gamma(A + sum_g y, b + n_g); b given the rates: Gamma(A0 + 3 A,
+    B0 + sum rates); averaged over S draws of the others, the coefficients (linear in the draws) are
+    those at the draws' mean. A Normal site that enters as exp(0 w) is conjugate too (the log-joint
+    is its prior only)."""
+    report = conjugate_sites(poisson_rates, KEY, GROUP, Y)
+    assert {n: (s.conjugate, s.family) for n, s in report.items()} == {
+        "b": (True, "Gamma"),
+        "w": (True, "Normal"),
+        "rates": (True, "Gamma"),
+    }
+    b = jnp.array([0.7, 1.9, 2.6])
+    rates = jnp.array([[0.5, 1.0, 2.0], [1.5, 0.2, 3.0], [2.5, 2.0, 0.1]])
+    w = jnp.array([0.3, -1.0, 2.0])
+    q = complete_conditional(poisson_rates, "rates", {"b": b, "w": w}, GROUP, Y)
+    sums = jnp.zeros(3).at[GROUP].add(Y)
+    counts = jnp.zeros(3).at[GROUP].add(1.0)
+    np.testing.assert_allclose(q.concentration, A + sums, rtol=1e-6)
+    np.testing.assert_allclose(q.rate, jnp.mean(b) + counts, rtol=1e-6)
+    q_b = complete_conditional(poisson_rates, "b", {"rates": rates[:1], "w": w[:1]}, GROUP, Y)
+    np.testing.assert_allclose([q_b.concentration, q_b.rate], [A0 + 3 * A, B0 + float(rates[0].sum())], rtol=1e-6)
+
+
+def test_dirichlet_over_categorical_draws_is_conjugate_and_its_update_adds_the_counts():
+    z = jnp.array([0, 1, 1, 3, 3, 3, 2])
+    report = conjugate_sites(dirichlet_categorical, KEY, z)
+    assert (report["probs"].conjugate, report["probs"].family, report["probs"].stats) == (True, "Dirichlet", "[log x]")
+    q = complete_conditional(dirichlet_categorical, "probs", {}, z)
+    np.testing.assert_allclose(q.concentration, jnp.array([1.0, 2.0, 0.5, 3.0]) + jnp.bincount(z, length=4), rtol=1e-6)
+
+
+def test_normal_mean_with_known_scale_is_conjugate_and_its_update_is_the_analytic_posterior():
+    """mu ~ N(1, 10^2), y ~ N(mu, 2^2): posterior precision 1/100 + n/4, mean (1/100 + sum y/4) / it."""
+    y = jnp.array([0.5, 2.5, 1.0, -0.3])
+    report = conjugate_sites(normal_mean, KEY, y)
+    assert (report["mu"].conjugate, report["mu"].family, report["mu"].stats) == (True, "Normal", "[x, x^2]")
+    q = complete_conditional(normal_mean, "mu", {}, y)
+    precision = 1 / 100 + y.shape[0] / 4
+    np.testing.assert_allclose(
+        [q.mean, q.variance], [(1 / 100 + float(y.sum()) / 4) / precision, 1 / precision], rtol=1e-6
+    )
+
+
+def test_logistic_regression_coefficient_is_not_conjugate_with_the_reason():
+    """A Normal coefficient under a Bernoulli-logit likelihood: not linear in [x, x^2], a gap far
+    above the tolerance; a LogNormal site has no family (named in the reason)."""
+    report = conjugate_sites(logistic, KEY, X, LABELS)
+    w = report["w"]
+    assert (w.conjugate, w.family) == (False, "Normal")
+    assert w.gap > 1e6 * w.tolerance
+    assert w.reason.startswith("log-joint not linear in [x, x^2] (Normal's statistics of 'w'): secant gap")
+    scale = report["scale"]
+    assert (scale.conjugate, scale.family, scale.prior) == (False, None, "LogNormal")
+    assert "its prior is a LogNormal" in scale.reason
+
+
+def test_a_product_of_two_elements_and_a_step_function_are_not_conjugate():
+    """Poisson(r0 r1) with both rates in one site is not linear in the site's [log x, x] (a product of
+    two elements: its complete conditional is not a product of Gammas); Poisson(floor(r) + 1) has a
+    zero gradient in the floor but is not linear: the values' gap finds both."""
+
+    def product(k):
+        r = numpyro.sample("r", dist.Gamma(2.0 * jnp.ones(2), 1.0).to_event(1))
+        with numpyro.plate("data", k.shape[0]):
+            numpyro.sample("k", dist.Poisson(r[0] * r[1]), obs=k)
+
+    def step(k):
+        r = numpyro.sample("r", dist.Gamma(2.0, 1.0))
+        with numpyro.plate("data", k.shape[0]):
+            numpyro.sample("k", dist.Poisson(jnp.floor(r) + 1.0), obs=k)
+
+    for model in (product, step):
+        site = conjugate_sites(model, KEY, Y)["r"]
+        assert not site.conjugate and site.gap > 1e3 * site.tolerance, (model.__name__, site)
+
+
+def test_forcing_a_site_that_is_not_conjugate_is_refused_naming_it():
+    with pytest.raises(ArgumentError, match="force: site 'w' is not conditionally conjugate") as err:
+        conjugate_sites(logistic, KEY, X, LABELS, force=["w"])
+    assert err.value.argument == "force" and err.value.value == "w"
+    with pytest.raises(ArgumentError, match="'nope' is not a latent site"):
+        conjugate_sites(gamma_poisson, KEY, Y, force=["nope"])
+    assert conjugate_sites(gamma_poisson, KEY, Y, force="rate")["rate"].conjugate
+    with pytest.raises(ArgumentError, match="site 'w' is not conditionally conjugate") as err:
+        complete_conditional(logistic, "w", {"scale": jnp.ones(1)}, X, LABELS)
+    assert err.value.argument == "site"
+    with pytest.raises(ArgumentError, match=r"draws: no values of the other latent sites \['scale'\]"):
+        complete_conditional(logistic, "w", {}, X, LABELS)
+
+
+def test_a_target_with_a_subsampled_plate_takes_the_batch_and_scales_the_update():
+    """From a target, the batch gives the plate's indices: the update holds N / M times the
+    minibatch's sum, the model's own scaling (Gamma(a + N/M sum y_batch, b + N))."""
+
+    def model(k, subsample_size=None):
+        rate = numpyro.sample("rate", dist.Gamma(A, B0))
+        with numpyro.plate("data", k.shape[0], subsample_size=subsample_size) as idx:
+            numpyro.sample("k", dist.Poisson(rate), obs=k[idx])
+
+    target = vijax.from_numpyro(model, Y, subsample_size=2)
+    idx = jnp.array([2, 4])
+    assert vijax.conjugate_sites(target, KEY, data=idx)["rate"].conjugate
+    q = complete_conditional(target, "rate", {}, data=idx)
+    np.testing.assert_allclose([q.concentration, q.rate], [A + 3.0 * float(Y[idx].sum()), B0 + 6.0], rtol=1e-6)
+    with pytest.raises(ArgumentError, match="a target takes its batch as keyword arguments"):
+        conjugate_sites(target, KEY, idx)

@@ -1,0 +1,415 @@
+"""``conjugate_sites``: which latent sites of a NumPyro model are conditionally conjugate, found
+from the model itself; ``complete_conditional``: the closed-form update of such a site.
+
+A latent site whose prior is an exponential family p(x) = h(x) exp(<eta, t(x)> - A(eta)) is
+conditionally conjugate when the model's log-joint, as a function of the site's value x with every
+other latent site fixed, is linear in t(x) (Blei, Kucukelbir and McAuliffe 2017, *Variational
+Inference: A Review for Statisticians*, §4.1, eq. 36-37):
+
+    log p(x, rest, data) = <c(rest, data), t(x)> + const.
+
+The complete conditional p(x | rest, data) is then the family with natural parameters c (the
+prior's eta plus the expected coefficients of the likelihood's terms), and the CAVI update of
+q(x) is the family with natural parameters E_q[c(rest)].
+
+The check. ``conjugate_model``'s checks (``vijax.models.conjugate_model``) take a log-joint
+written in the statistics, a function on the whole space of t; they read the program of its
+gradient with respect to t and test it along straight lines in that space. A NumPyro model gives
+its log-joint at values x only: a function on the curve {t(x)}, not on the space around it (no x
+has the statistics (log x, x) + h r for a generic line r), and its gradient with respect to x
+depends on x even where it is linear in t (a / x + b for Gamma's (log x, x)). Neither check
+applies, so this module has its own, small one, in the same spirit as ``conjugate_model``'s
+secant test: the site is moved to a few points u_m of an unconstrained coordinate (log x for
+Gamma, x for Normal, logit x for Beta, log x for Dirichlet, x = softmax(u)); the coefficients c
+are solved per element of the site from the gradients at the first points (grad_u f = J_t(u)^T c,
+J_t the Jacobian of the statistics, by least squares), and the values at every point are compared
+with the linear prediction: the relative secant gap
+
+    |f(u_m) - f(u_0) - <c, t(u_m) - t(u_0)>| / (|f(u_m)| + |f(u_0)| + |<c, t(u_m) - t(u_0)>| + 1)
+
+must stay under 1e4 ulps of the values' float type (2e-12 in float64, 1e-3 in float32, the
+tolerance of ``conjugate_model``'s secant test). A product of two elements, a term not linear in
+the statistics (a logistic likelihood of a Normal coefficient), or a step function of the value (a
+zero gradient) leaves a gap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax import expfam
+from vijax._validate import ArgumentError
+from vijax.interop._numpyro import from_numpyro
+from vijax.interop._target import Target
+from vijax.types import PRNGKey
+
+_NUM_FIT = 3  # the points whose gradients give the coefficients
+_NUM_POINTS = 5  # all points whose values are compared with the linear prediction
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """A vijax family with the unconstrained coordinate the check moves the site along."""
+
+    family: type
+    stats: str  # the statistics as the report names them
+    event_ndims: int  # of the value: 1 for Dirichlet (the simplex is the last axis)
+    value: Callable  # u -> x
+    unvalue: Callable  # x -> u
+
+
+_GAMMA = _Spec(expfam.Gamma, "[log x, x]", 0, jnp.exp, jnp.log)
+_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 0, lambda u: u, lambda x: x)
+_BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 0, jax.nn.sigmoid, jax.scipy.special.logit)
+_DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log)
+_MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
+
+
+class SiteConjugacy(NamedTuple):
+    """What ``conjugate_sites`` found for one latent site.
+
+    Attributes:
+      name: the site's name in the model.
+      conjugate: whether the log-joint is linear in the statistics of the prior's family at every
+        draw and point checked.
+      family: the ``vijax.expfam`` family matched to the prior (``"Gamma"``, ``"Normal"``,
+        ``"Beta"``, ``"Dirichlet"``), None where none matches.
+      prior: the NumPyro distribution of the prior (its class name, wrappers such as
+        ``Independent`` and ``ExpandedDistribution`` removed).
+      stats: the family's statistics as the reason names them (``"[log x, x]"``), None without a
+        family.
+      gap: the largest relative secant gap (module docstring) over the draws and points; NaN where
+        the log-joint was not finite at a point, or not checked (no family).
+      tolerance: the gap under which the site counts as conjugate.
+      reason: why the site is not conjugate, None when it is.
+    """
+
+    name: str
+    conjugate: bool
+    family: Optional[str]
+    prior: str
+    stats: Optional[str]
+    gap: float
+    tolerance: float
+    reason: Optional[str]
+
+
+def _numpyro_target(target_or_model: Any, args: tuple, kwargs: dict, fn_name: str) -> tuple[Target, Any]:
+    """(the target, its batch): a target and ``kwargs`` as its batch, or a model and its arguments."""
+    if isinstance(target_or_model, Target):
+        if target_or_model.library != "numpyro":
+            raise ArgumentError(
+                "target_or_model",
+                f"target_or_model: {fn_name} takes a NumPyro model or a target of one, got a "
+                f"{target_or_model.library} target",
+            )
+        if args:
+            raise ArgumentError(
+                "target_or_model",
+                "target_or_model: a target takes its batch as keyword arguments (the model's arguments and "
+                f"subsampled plates' indices), got {len(args)} positional arguments",
+            )
+        batch = dict(kwargs) or None
+        target_or_model.check_data(batch)
+        return target_or_model, batch
+    if not callable(target_or_model):
+        raise ArgumentError(
+            "target_or_model",
+            f"target_or_model must be a NumPyro model (a function) or a target, got {type(target_or_model).__name__}",
+            value=target_or_model,
+        )
+    return from_numpyro(target_or_model, *args, **kwargs), None
+
+
+def _trace(target: Target, key: PRNGKey, batch, values: Optional[dict] = None) -> dict:
+    """The model's trace at a prior draw of its latent sites (``values`` substituted)."""
+    from numpyro import handlers
+
+    fn, a, kw = target.bind(batch)
+    fn = handlers.seed(fn, key)
+    if values is not None:
+        fn = handlers.substitute(fn, data=values)
+    with jax.numpy_rank_promotion("allow"):
+        return handlers.trace(fn).get_trace(*a, **kw)
+
+
+def _spec_of(fn: Any) -> tuple[Optional[_Spec], str]:
+    """(the spec of the family matched to a NumPyro prior or None, the prior's class name)."""
+    import numpyro.distributions as dist
+
+    while isinstance(fn, (dist.Independent, dist.ExpandedDistribution)):
+        fn = fn.base_dist
+    for cls, spec in (
+        (dist.Gamma, _GAMMA),
+        (dist.Exponential, _GAMMA),
+        (dist.Normal, _NORMAL),
+        (dist.Beta, _BETA),
+        (dist.Dirichlet, _DIRICHLET),
+    ):
+        if isinstance(fn, cls):
+            return spec, type(fn).__name__
+    return None, type(fn).__name__
+
+
+def _element_stats(spec: _Spec, u_e):
+    """The statistics of one element (unconstrained ``u_e`` of shape (k,)), concatenated: (d,)."""
+    x = spec.value(u_e) if spec.event_ndims else spec.value(u_e[0])
+    fam = spec.family.from_natural(tuple(jnp.zeros_like(t) for t in _family_stats(spec, x)))
+    return jnp.concatenate([jnp.ravel(t) for t in fam.sufficient_stats(x)])
+
+
+def _family_stats(spec: _Spec, x):
+    """The statistics' layout of one element at ``x`` (for a family instance of the right shapes)."""
+    if spec.family is expfam.Dirichlet:
+        return (x,)
+    return (x, x)
+
+
+def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, u) -> tuple:
+    """Coefficients c of the site's statistics, per element (E, d), and the largest relative gap.
+
+    ``u``: (points, *site shape), the unconstrained points; the first ``_NUM_FIT`` give c."""
+    shape = u.shape[1:]
+    k = shape[-1] if spec.event_ndims else 1
+    elements = u.reshape(u.shape[0], -1, k)  # (M, E, k)
+
+    def f(u1):
+        return target.log_prob({**others, site: spec.value(u1)}, batch)
+
+    values, grads = jax.vmap(jax.value_and_grad(f))(u)
+    grads = grads.reshape(elements.shape)
+    stats_of = jax.vmap(jax.vmap(lambda ue: _element_stats(spec, ue)))
+    jac = jax.vmap(jax.vmap(jax.jacfwd(lambda ue: _element_stats(spec, ue))))(elements)  # (M, E, d, k)
+    t = stats_of(elements)  # (M, E, d)
+    a = jnp.swapaxes(jac[:_NUM_FIT], -1, -2)  # (F, E, k, d): grad_u f = J^T c per element
+    a = jnp.moveaxis(a, 0, 1).reshape(a.shape[1], -1, a.shape[-1])  # (E, F k, d)
+    b = jnp.moveaxis(grads[:_NUM_FIT], 0, 1).reshape(a.shape[0], -1)  # (E, F k)
+    c = jax.vmap(lambda a_e, b_e: jnp.linalg.lstsq(a_e, b_e)[0])(a, b)  # (E, d)
+    change = jnp.sum((t[1:] - t[:1]) * c[None], axis=(1, 2))  # (M - 1,)
+    gaps = jnp.abs(values[1:] - values[0] - change) / (jnp.abs(values[1:]) + jnp.abs(values[0]) + jnp.abs(change) + 1.0)
+    finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(grads)) & jnp.all(jnp.isfinite(c))
+    return c, jnp.where(finite, jnp.max(gaps), jnp.nan)
+
+
+def _natural(spec: _Spec, c, shape: tuple) -> tuple:
+    """The per-element coefficients (E, d) as the family's natural parameters of the site's shape."""
+    if spec.family is expfam.Dirichlet:
+        return (c.reshape(shape),)
+    return tuple(c[:, j].reshape(shape) for j in range(c.shape[1]))
+
+
+def _points(spec: _Spec, x, noise) -> jax.Array:
+    """(points, *shape): the unconstrained value of ``x`` moved by ``noise`` scaled by 1 + |u|."""
+    u = spec.unvalue(x)[None]
+    return u + noise * 0.5 * (1.0 + jnp.abs(u))
+
+
+def _tolerance(values) -> float:
+    """1e4 ulps of the float type of the log-joint's values (``conjugate_model``'s secant tolerance)."""
+    return 1e4 * float(jnp.finfo(jnp.result_type(values)).eps)
+
+
+def _check_names(argument: str, names: Any, sites) -> tuple:
+    if isinstance(names, str):
+        names = (names,)
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise ArgumentError(argument, f"{argument} must be a sequence of site names, got {names!r}") from None
+    for n in names:
+        if n not in sites:
+            raise ArgumentError(
+                argument, f"{argument}: {n!r} is not a latent site of the model; its latent sites are {list(sites)}"
+            )
+    return names
+
+
+def conjugate_sites(
+    target_or_model: Any, key: PRNGKey, *args: Any, force: Sequence[str] = (), num_draws: int = 2, **kwargs: Any
+) -> dict:
+    """Which latent sites of a NumPyro model are conditionally conjugate, each checked numerically.
+
+    For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet
+    distribution, the model's log-joint as a function of the site's value, with every other latent
+    site fixed at a draw from the prior, must be linear in the family's statistics (Gamma:
+    [log x, x]; Normal: [x, x^2]; Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir
+    and McAuliffe 2017, §4.1, eq. 36-37). It is checked at ``num_draws`` draws of the other sites,
+    each time at five points of the site's value, by the relative secant gap of the module
+    docstring (``vijax.interop.complete_conditional`` gives the closed-form update of a conjugate
+    site).
+
+    Args:
+      target_or_model: a NumPyro model (then ``*args`` and ``**kwargs`` are its arguments, as for
+        ``vijax.from_numpyro``), or a NumPyro target (then ``**kwargs`` is its batch: the model's
+        arguments to replace and the subsampled plates' indices).
+      key: a PRNG key, for the draws of the other sites and the points.
+      *args: the model's positional arguments.
+      force: names of sites that must be conjugate: ArgumentError naming the first that is not.
+      num_draws: the number of draws of the other sites (>= 1).
+      **kwargs: the model's keyword arguments, or the target's batch.
+
+    Returns:
+      A dict site name -> :class:`SiteConjugacy`, in the model's order.
+
+    Raises:
+      ArgumentError: naming ``force`` and the site, for a forced site that is not conjugate or that
+        the model does not have; naming ``target_or_model`` for a TFP target; and as
+        ``vijax.from_numpyro`` raises for the model.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+        >>> import vijax
+        >>> def model(k):
+        ...     rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        ...     w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        ...     with numpyro.plate("data", k.shape[0]):
+        ...         numpyro.sample("k", dist.Poisson(rate * jax.nn.sigmoid(w)), obs=k)
+        >>> report = vijax.conjugate_sites(model, jax.random.PRNGKey(0), jnp.array([3.0, 1.0, 4.0]))
+        >>> [(s.name, s.family, s.conjugate) for s in report.values()]
+        [('rate', 'Gamma', True), ('w', 'Normal', False)]
+        >>> report["w"].reason.startswith("log-joint not linear in [x, x^2]")
+        True
+    """
+    target, batch = _numpyro_target(target_or_model, args, kwargs, "conjugate_sites")
+    if isinstance(num_draws, bool) or not isinstance(num_draws, (int, np.integer)) or num_draws < 1:
+        raise ArgumentError("num_draws", f"num_draws must be an int >= 1, got {num_draws!r}", value=num_draws)
+    forced = _check_names("force", force, target.sites)
+    draw_keys = jax.random.split(key, 2 * num_draws)
+    traces = [_trace(target, draw_keys[2 * i], batch) for i in range(num_draws)]
+    report = {}
+    for site in target.sites:
+        spec, prior = _spec_of(traces[0][site]["fn"])
+        if spec is None:
+            report[site] = SiteConjugacy(
+                site,
+                False,
+                None,
+                prior,
+                None,
+                float("nan"),
+                float("nan"),
+                f"its prior is a {prior}: no exponential family of vijax.expfam is matched to it (matched: {_MATCHED})",
+            )
+            continue
+        gap, tol = 0.0, float("nan")
+        for i, tr in enumerate(traces):
+            others = {n: tr[n]["value"] for n in target.sites if n != site}
+            x = jnp.asarray(tr[site]["value"])
+            noise = jax.random.normal(draw_keys[2 * i + 1], (_NUM_POINTS, *x.shape), x.dtype)
+            _, g = _fit_jit(target, batch, site, spec, others, _points(spec, x, noise))
+            tol = _tolerance(x)
+            g = float(g)
+            gap = g if np.isnan(g) or np.isnan(gap) else max(gap, g)
+        ok = bool(gap <= tol)
+        reason = None
+        if not ok:
+            reason = (
+                f"log-joint not linear in {spec.stats} ({spec.family.__name__}'s statistics of {site!r}): "
+                + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
+                + f" (tolerance {tol:.3g})"
+            )
+        report[site] = SiteConjugacy(site, ok, spec.family.__name__, prior, spec.stats, gap, tol, reason)
+    for site in forced:
+        if not report[site].conjugate:
+            raise ArgumentError(
+                "force", f"force: site {site!r} is not conditionally conjugate: {report[site].reason}", value=site
+            )
+    return report
+
+
+_fit_jit = jax.jit(_fit, static_argnums=(0, 2, 3))
+
+
+def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: Any, **kwargs: Any):
+    """The closed-form update of a conditionally conjugate site: its complete conditional.
+
+    For each draw of the other latent sites, the coefficients c of the site's statistics in the
+    log-joint (solved as ``conjugate_sites`` solves them) are the natural parameters of the
+    complete conditional p(site | others, data) (the prior's plus the likelihood's; Blei,
+    Kucukelbir and McAuliffe 2017, eq. 37); they are averaged over the draws. With the other
+    sites' values (one draw) it is the exact complete conditional, and with no other latent site
+    the exact posterior; with S draws of a fitted q of the others it is the S-draw Monte Carlo
+    estimate of the CAVI update's natural parameters E_q[c(others)] (exact where c is linear in
+    the draws).
+
+    Args:
+      target_or_model: a NumPyro model or a target of one, as for :func:`conjugate_sites`.
+      site: the site's name.
+      draws: dict name -> values of every other latent site, each with a leading draw axis (S, ...)
+        (``vijax.inference.sample``'s output; the site's own entry, if given, is ignored); ``{}``
+        for a model whose only latent site is ``site``.
+      *args: the model's positional arguments.
+      **kwargs: the model's keyword arguments, or the target's batch.
+
+    Returns:
+      The ``vijax.expfam`` family (``Gamma``, ``Normal``, ``Beta`` or ``Dirichlet``) with the
+      site's shape as its batch shape (Dirichlet: its batch shape and the simplex's axis).
+
+    Raises:
+      ArgumentError: naming ``site`` for a site the model does not have, whose prior no family
+        matches, or where the log-joint is not linear in its statistics at the draws; naming
+        ``draws`` for a missing site or draws without a common leading axis.
+
+    Examples:
+        >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+        >>> from vijax.interop import complete_conditional
+        >>> def model(k):
+        ...     rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        ...     with numpyro.plate("data", k.shape[0]):
+        ...         numpyro.sample("k", dist.Poisson(rate), obs=k)
+        >>> q = complete_conditional(model, "rate", {}, jnp.array([3.0, 1.0, 4.0]))
+        >>> [round(float(v), 6) for v in (q.concentration, q.rate)]  # Gamma(2 + 8, 1 + 3)
+        [10.0, 4.0]
+    """
+    target, batch = _numpyro_target(target_or_model, args, kwargs, "complete_conditional")
+    _check_names("site", site, target.sites)
+    others = [n for n in target.sites if n != site]
+    if not isinstance(draws, dict):
+        raise ArgumentError("draws", f"draws must be a dict site name -> values, got {type(draws).__name__}")
+    missing = [n for n in others if n not in draws]
+    if missing:
+        raise ArgumentError("draws", f"draws: no values of the other latent sites {missing}")
+    draws = {n: jnp.asarray(draws[n]) for n in others}
+    sizes = {int(v.shape[0]) if v.ndim else None for v in draws.values()}
+    if len(sizes) > 1 or None in sizes or 0 in sizes:
+        raise ArgumentError(
+            "draws", f"draws: every site needs the same leading (draw) axis >= 1, got {sorted(map(str, sizes))}"
+        )
+    for n, v in draws.items():
+        if tuple(v.shape[1:]) != target.sites[n].shape:
+            raise ArgumentError(
+                "draws", f"draws[{n!r}]: shape {tuple(v.shape)}, expected (draws, *{target.sites[n].shape})"
+            )
+    start = target.constrain(target.init_params)
+    spec, prior = _spec_of(_trace(target, jax.random.PRNGKey(0), batch, start)[site]["fn"])
+    if spec is None:
+        raise ArgumentError(
+            "site",
+            f"site {site!r}: its prior is a {prior}: no exponential family is matched to it (matched: {_MATCHED})",
+        )
+    x = jnp.asarray(start[site])
+    noise = jnp.asarray(np.random.default_rng(0).standard_normal((_NUM_POINTS, *x.shape)), x.dtype)
+    u = _points(spec, x, noise)
+    if draws:
+        c, gaps = jax.vmap(lambda o: _fit_jit(target, batch, site, spec, o, u))(draws)
+        c, gap = jnp.mean(c, axis=0), float(jnp.max(jnp.where(jnp.isnan(gaps), jnp.inf, gaps)))
+    else:
+        c, gap = _fit_jit(target, batch, site, spec, {}, u)
+        gap = float(jnp.where(jnp.isnan(gap), jnp.inf, gap))
+    tol = _tolerance(x)
+    if not gap <= tol:
+        raise ArgumentError(
+            "site",
+            f"site {site!r} is not conditionally conjugate at these draws: log-joint not linear in {spec.stats} "
+            f"({spec.family.__name__}'s statistics): secant gap {gap:.3g} (tolerance {tol:.3g})",
+            value=site,
+        )
+    return spec.family.from_natural(_natural(spec, c, x.shape))
+
+
+__all__ = ["SiteConjugacy", "complete_conditional", "conjugate_sites"]
