@@ -17,13 +17,14 @@ __version__ = "0.1.0"
 _LAYERS = ("data", "expfam", "inference", "interop", "metrics", "models", "run", "solvers")
 _NAMES = {
     "cavi": "inference",
+    "conjugate_sites": "interop",
     "from_numpyro": "interop",
     "from_tfp": "interop",
     "predictive": "interop",
     "to_arviz": "metrics",
 }
 
-__all__ = ["__version__", "cavi", "from_numpyro", "from_tfp", "predictive", "to_arviz", *_LAYERS]
+__all__ = ["__version__", "cavi", "conjugate_sites", "from_numpyro", "from_tfp", "predictive", "to_arviz", *_LAYERS]
 
 
 def __getattr__(name: str):
