@@ -22,7 +22,8 @@ import tempfile
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 from vijax.run import fast_cpu_compile  # noqa: E402
 
-fast_cpu_compile()  # XLA's CPU compile settings of `vijax run` (before JAX starts): about half the compile time
+if os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":  # not on an accelerator (JAX_PLATFORMS=cuda, ...)
+    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run` (before JAX starts): about half the compile time
 _COMPILE_CACHE = tempfile.mkdtemp(prefix="vijax-test-compile-cache-")
 os.environ["VIJAX_COMPILE_CACHE"] = _COMPILE_CACHE
 atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)

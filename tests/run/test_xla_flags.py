@@ -65,6 +65,18 @@ def test_set_before_the_backends_start_and_not_after():
     assert _child("late", OURS)["ok"]  # already in force
 
 
+def test_nothing_is_added_for_a_jaxlib_that_does_not_know_the_flags(monkeypatch):
+    # jaxlib 0.11 stops the process at --xla_cpu_use_fusion_emitters (unknown to it)
+    from vijax.run import _xla_flags
+
+    monkeypatch.setattr(_xla_flags, "_jaxlib_version", lambda: (0, 11))
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    assert _xla_flags.fast_cpu_compile() is False
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    monkeypatch.undo()
+    assert _xla_flags._jaxlib_version() < _xla_flags.KNOWN_BELOW  # the installed one (pinned below 0.11)
+
+
 def test_run_config_setting():
     assert RunConfig().fast_cpu_compile is True
     with pytest.raises(ValueError, match="run.fast_cpu_compile"):

@@ -16,6 +16,10 @@ Both affect only how XLA compiles for the CPU (not the results of a step beyond 
 rounding, nor GPU/TPU programs). XLA reads ``XLA_FLAGS`` once, when JAX starts its backends, so
 they must be set before the first JAX computation of the process: ``vijax run`` does it
 (``RunConfig.fast_cpu_compile``, on by default), and so may a user's program, first thing.
+
+They are flags of the jaxlib versions vijax supports (below 0.11). jaxlib 0.11 no longer knows
+``--xla_cpu_use_fusion_emitters``, and XLA stops the whole process at a flag it does not know
+(seen with jaxlib 0.11.2: "Unknown flag in XLA_FLAGS"), so with a newer jaxlib nothing is added.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import os
 
 FLAGS = ("--xla_cpu_use_fusion_emitters=false",)
+KNOWN_BELOW = (0, 11)  # the jaxlib versions whose XLA knows these flags
 EXTRA_OPTIONS = ("xla_cpu_disable_loop_unrolling",)
 _EXTRA = "--xla_backend_extra_options="
 
@@ -52,6 +57,12 @@ def with_fast_cpu_compile(xla_flags: str) -> str:
     return " ".join([t for t in tokens if not t.startswith(_EXTRA)] + flags + [_EXTRA + ",".join(extra)])
 
 
+def _jaxlib_version() -> tuple:
+    from jaxlib import version  # the installed jaxlib's version, read without starting JAX
+
+    return tuple(int(p) for p in version.__version__.split(".")[:2])
+
+
 def _backends_started() -> bool:
     from jax._src import xla_bridge  # no public API says whether the backends have started
 
@@ -68,7 +79,8 @@ def fast_cpu_compile() -> bool:
 
     Returns:
       Whether the settings are in force: True when they were added before JAX started its
-      backends or were already in ``XLA_FLAGS``, False when JAX had started without them.
+      backends or were already in ``XLA_FLAGS``, False when JAX had started without them or
+      the installed jaxlib does not know them (0.11 and newer: nothing is added).
 
     Examples:
       >>> import vijax.run
@@ -76,6 +88,8 @@ def fast_cpu_compile() -> bool:
       True
     """
     before = os.environ.get("XLA_FLAGS", "")
+    if _jaxlib_version() >= KNOWN_BELOW:
+        return False  # an unknown flag would stop the process when JAX starts
     if _missing(before) == ([], []):
         return True
     if _backends_started():
