@@ -66,7 +66,8 @@ def logistic(x, y):
 def test_gamma_rates_of_poisson_counts_are_conjugate_and_the_update_is_the_analytic_posterior():
     """One Gamma rate of Poisson counts: conjugate (gap at rounding level), and the update is the
     posterior Gamma(a + sum y, b + n) to 1e-6 (it is exact to rounding)."""
-    report = conjugate_sites(gamma_poisson, KEY, Y)
+    target = vijax.from_numpyro(gamma_poisson, Y)
+    report = conjugate_sites(target, KEY)
     site = report["rate"]
     assert (site.conjugate, site.family, site.prior, site.stats, site.reason) == (
         True,
@@ -76,17 +77,18 @@ def test_gamma_rates_of_poisson_counts_are_conjugate_and_the_update_is_the_analy
         None,
     )
     assert site.gap <= site.tolerance == pytest.approx(1e4 * np.finfo(np.float64).eps)
-    q = complete_conditional(gamma_poisson, "rate", {}, Y)
+    q = complete_conditional(target, "rate", {})
     assert isinstance(q, expfam.Gamma)
     np.testing.assert_allclose([q.concentration, q.rate], [A + float(Y.sum()), B0 + Y.shape[0]], rtol=1e-6)
 
 
 def test_hierarchical_poisson_every_gamma_is_conjugate_given_the_others_and_its_update_is_exact():
     """Per-group rates given b: Gamma(A + sum_g y, b + n_g); b given the rates: Gamma(A0 + 3 A,
-    B0 + sum rates); averaged over S draws of the others, the coefficients (linear in the draws) are
-    those at the draws' mean. A Normal site that enters as exp(0 w) is conjugate too (the log-joint
+    B0 + sum rates) at one draw of the others; averaged over S draws, the coefficients (linear in the
+    draws) are those at the draws' mean. A Normal site that enters as exp(0 w) is conjugate too (the log-joint
     is its prior only)."""
-    report = conjugate_sites(poisson_rates, KEY, GROUP, Y)
+    target = vijax.from_numpyro(poisson_rates, GROUP, Y)
+    report = conjugate_sites(target, KEY, num_draws=3)
     assert {n: (s.conjugate, s.family) for n, s in report.items()} == {
         "b": (True, "Gamma"),
         "w": (True, "Normal"),
@@ -95,29 +97,33 @@ def test_hierarchical_poisson_every_gamma_is_conjugate_given_the_others_and_its_
     b = jnp.array([0.7, 1.9, 2.6])
     rates = jnp.array([[0.5, 1.0, 2.0], [1.5, 0.2, 3.0], [2.5, 2.0, 0.1]])
     w = jnp.array([0.3, -1.0, 2.0])
-    q = complete_conditional(poisson_rates, "rates", {"b": b, "w": w}, GROUP, Y)
+    q = complete_conditional(target, "rates", {"b": b, "w": w})
     sums = jnp.zeros(3).at[GROUP].add(Y)
     counts = jnp.zeros(3).at[GROUP].add(1.0)
     np.testing.assert_allclose(q.concentration, A + sums, rtol=1e-6)
     np.testing.assert_allclose(q.rate, jnp.mean(b) + counts, rtol=1e-6)
-    q_b = complete_conditional(poisson_rates, "b", {"rates": rates[:1], "w": w[:1]}, GROUP, Y)
-    np.testing.assert_allclose([q_b.concentration, q_b.rate], [A0 + 3 * A, B0 + float(rates[0].sum())], rtol=1e-6)
+    q_b = complete_conditional(target, "b", {"rates": rates, "w": w})
+    np.testing.assert_allclose([q_b.concentration, q_b.rate], [A0 + 3 * A, B0 + float(rates.sum(1).mean())], rtol=1e-6)
+    q_1 = complete_conditional(target, "b", {"rates": rates[:1], "w": w[:1]})  # one draw: the complete conditional
+    np.testing.assert_allclose([q_1.concentration, q_1.rate], [A0 + 3 * A, B0 + float(rates[0].sum())], rtol=1e-6)
 
 
 def test_dirichlet_over_categorical_draws_is_conjugate_and_its_update_adds_the_counts():
     z = jnp.array([0, 1, 1, 3, 3, 3, 2])
-    report = conjugate_sites(dirichlet_categorical, KEY, z)
+    target = vijax.from_numpyro(dirichlet_categorical, z)
+    report = conjugate_sites(target, KEY, num_draws=1)
     assert (report["probs"].conjugate, report["probs"].family, report["probs"].stats) == (True, "Dirichlet", "[log x]")
-    q = complete_conditional(dirichlet_categorical, "probs", {}, z)
+    q = complete_conditional(target, "probs", {})
     np.testing.assert_allclose(q.concentration, jnp.array([1.0, 2.0, 0.5, 3.0]) + jnp.bincount(z, length=4), rtol=1e-6)
 
 
 def test_normal_mean_with_known_scale_is_conjugate_and_its_update_is_the_analytic_posterior():
     """mu ~ N(1, 10^2), y ~ N(mu, 2^2): posterior precision 1/100 + n/4, mean (1/100 + sum y/4) / it."""
     y = jnp.array([0.5, 2.5, 1.0, -0.3])
-    report = conjugate_sites(normal_mean, KEY, y)
+    target = vijax.from_numpyro(normal_mean, y)
+    report = conjugate_sites(target, KEY, num_draws=1)
     assert (report["mu"].conjugate, report["mu"].family, report["mu"].stats) == (True, "Normal", "[x, x^2]")
-    q = complete_conditional(normal_mean, "mu", {}, y)
+    q = complete_conditional(target, "mu", {})
     precision = 1 / 100 + y.shape[0] / 4
     np.testing.assert_allclose(
         [q.mean, q.variance], [(1 / 100 + float(y.sum()) / 4) / precision, 1 / precision], rtol=1e-6

@@ -170,10 +170,24 @@ def _family_stats(spec: _Spec, x):
     return (x, x)
 
 
-def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, u) -> tuple:
+def _draws(target: Target, key: PRNGKey, num: int) -> dict:
+    """``num`` values of every latent site, (num, *shape) each: the target's start moved by standard
+    normal noise on the unconstrained space (no sampler is run: NumPyro's Gamma and Dirichlet
+    samplers cost a compilation each)."""
+    keys = jax.random.split(jax.random.fold_in(key, 0), len(target.sites))
+    moved = {
+        n: jnp.asarray(u)[None] + jax.random.normal(k, (num, *jnp.shape(u)), jnp.result_type(u))
+        for k, (n, u) in zip(keys, target.init_params.items())
+    }
+    return jax.vmap(target.constrain)(moved)
+
+
+def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) -> tuple:
     """Coefficients c of the site's statistics, per element (E, d), and the largest relative gap.
 
-    ``u``: (points, *site shape), the unconstrained points; the first ``_NUM_FIT`` give c."""
+    The site is moved to the points ``_points(spec, x, noise)`` ((points, *site shape), unconstrained);
+    the first ``_NUM_FIT`` give c."""
+    u = _points(spec, x, noise)
     shape = u.shape[1:]
     k = shape[-1] if spec.event_ndims else 1
     elements = u.reshape(u.shape[0], -1, k)  # (M, E, k)
@@ -236,12 +250,12 @@ def conjugate_sites(
 
     For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet
     distribution, the model's log-joint as a function of the site's value, with every other latent
-    site fixed at a draw from the prior, must be linear in the family's statistics (Gamma:
-    [log x, x]; Normal: [x, x^2]; Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir
-    and McAuliffe 2017, §4.1, eq. 36-37). It is checked at ``num_draws`` draws of the other sites,
-    each time at five points of the site's value, by the relative secant gap of the module
-    docstring (``vijax.interop.complete_conditional`` gives the closed-form update of a conjugate
-    site).
+    site fixed, must be linear in the family's statistics (Gamma: [log x, x]; Normal: [x, x^2];
+    Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir and McAuliffe 2017, §4.1,
+    eq. 36-37). It is checked at ``num_draws`` draws of the latent sites (the target's start moved
+    by standard normal noise on the unconstrained space), each time at five points of the site's
+    value around its draw, by the relative secant gap of the module docstring
+    (:func:`complete_conditional` gives the closed-form update of a conjugate site).
 
     Args:
       target_or_model: a NumPyro model (then ``*args`` and ``**kwargs`` are its arguments, as for
@@ -279,11 +293,11 @@ def conjugate_sites(
     if isinstance(num_draws, bool) or not isinstance(num_draws, (int, np.integer)) or num_draws < 1:
         raise ArgumentError("num_draws", f"num_draws must be an int >= 1, got {num_draws!r}", value=num_draws)
     forced = _check_names("force", force, target.sites)
-    draw_keys = jax.random.split(key, 2 * num_draws)
-    traces = [_trace(target, draw_keys[2 * i], batch) for i in range(num_draws)]
+    draws = _draws(target, key, num_draws)  # (draws, *shape) per site
+    priors = _trace(target, key, batch, {n: v[0] for n, v in draws.items()})
     report = {}
     for site in target.sites:
-        spec, prior = _spec_of(traces[0][site]["fn"])
+        spec, prior = _spec_of(priors[site]["fn"])
         if spec is None:
             report[site] = SiteConjugacy(
                 site,
@@ -296,16 +310,12 @@ def conjugate_sites(
                 f"its prior is a {prior}: no exponential family of vijax.expfam is matched to it (matched: {_MATCHED})",
             )
             continue
-        gap, tol = 0.0, float("nan")
-        for i, tr in enumerate(traces):
-            others = {n: tr[n]["value"] for n in target.sites if n != site}
-            x = jnp.asarray(tr[site]["value"])
-            noise = jax.random.normal(draw_keys[2 * i + 1], (_NUM_POINTS, *x.shape), x.dtype)
-            _, g = _fit_jit(target, batch, site, spec, others, _points(spec, x, noise))
-            tol = _tolerance(x)
-            g = float(g)
-            gap = g if np.isnan(g) or np.isnan(gap) else max(gap, g)
-        ok = bool(gap <= tol)
+        others = {n: v for n, v in draws.items() if n != site}
+        x = draws[site]
+        noise = jax.random.normal(jax.random.fold_in(key, 1), (num_draws, _NUM_POINTS, *x.shape[1:]), x.dtype)
+        _, gaps = _fit_draws(target, batch, site, spec, others, x, noise)
+        gap, tol = _worst(gaps), _tolerance(x)
+        ok = bool(gap <= tol)  # NaN: not finite at a point
         reason = None
         if not ok:
             reason = (
@@ -322,7 +332,14 @@ def conjugate_sites(
     return report
 
 
-_fit_jit = jax.jit(_fit, static_argnums=(0, 2, 3))
+# over draws of the other sites (and their points): one program per target, site and number of draws
+_fit_draws = jax.jit(jax.vmap(_fit, in_axes=(None, None, None, None, 0, 0, 0)), static_argnums=(0, 2, 3))
+
+
+def _worst(gaps) -> float:
+    """The largest gap, NaN where any is NaN (the log-joint not finite at a point)."""
+    gaps = np.asarray(gaps)
+    return float("nan") if np.isnan(gaps).any() else float(gaps.max())
 
 
 def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: Any, **kwargs: Any):
@@ -394,19 +411,25 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
         )
     x = jnp.asarray(start[site])
     noise = jnp.asarray(np.random.default_rng(0).standard_normal((_NUM_POINTS, *x.shape)), x.dtype)
-    u = _points(spec, x, noise)
-    if draws:
-        c, gaps = jax.vmap(lambda o: _fit_jit(target, batch, site, spec, o, u))(draws)
-        c, gap = jnp.mean(c, axis=0), float(jnp.max(jnp.where(jnp.isnan(gaps), jnp.inf, gaps)))
-    else:
-        c, gap = _fit_jit(target, batch, site, spec, {}, u)
-        gap = float(jnp.where(jnp.isnan(gap), jnp.inf, gap))
+    num = int(next(iter(draws.values())).shape[0]) if draws else 1
+    c, gaps = _fit_draws(
+        target,
+        batch,
+        site,
+        spec,
+        draws,
+        jnp.broadcast_to(x, (num, *x.shape)),
+        jnp.broadcast_to(noise, (num, *noise.shape)),
+    )
+    c, gap = jnp.mean(c, axis=0), _worst(gaps)
     tol = _tolerance(x)
     if not gap <= tol:
         raise ArgumentError(
             "site",
             f"site {site!r} is not conditionally conjugate at these draws: log-joint not linear in {spec.stats} "
-            f"({spec.family.__name__}'s statistics): secant gap {gap:.3g} (tolerance {tol:.3g})",
+            f"({spec.family.__name__}'s statistics): "
+            + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
+            + f" (tolerance {tol:.3g})",
             value=site,
         )
     return spec.family.from_natural(_natural(spec, c, x.shape))
