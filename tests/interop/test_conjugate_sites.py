@@ -1,7 +1,8 @@
 """Conjugate sites found in a NumPyro model (``vijax.conjugate_sites``) and their closed-form update
 (``vijax.interop.complete_conditional``): the verdicts on conjugate and non-conjugate sites with
 their reasons, the refusal of a forced site that is not conjugate, and the update against the
-analytic posteriors and complete conditionals (Gamma-Poisson, Normal mean, Dirichlet-categorical)."""
+analytic posteriors and complete conditionals (Gamma-Poisson, Normal mean, Dirichlet-categorical,
+Beta-Bernoulli)."""
 
 import pytest
 
@@ -127,6 +128,24 @@ def test_normal_mean_with_known_scale_is_conjugate_and_its_update_is_the_analyti
     precision = 1 / 100 + y.shape[0] / 4
     np.testing.assert_allclose(
         [q.mean, q.variance], [(1 / 100 + float(y.sum()) / 4) / precision, 1 / precision], rtol=1e-6
+    )
+
+
+def test_beta_probability_of_bernoulli_draws_is_conjugate_and_its_update_is_the_analytic_posterior():
+    """p ~ Beta(2, 3), y ~ Bernoulli(p): posterior Beta(2 + sum y, 3 + n - sum y)."""
+
+    def beta_bernoulli(y):
+        p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(probs=p), obs=y)
+
+    target = vijax.from_numpyro(beta_bernoulli, LABELS)
+    report = conjugate_sites(target, KEY, num_draws=1)
+    assert (report["p"].conjugate, report["p"].family, report["p"].stats) == (True, "Beta", "[log x, log(1 - x)]")
+    q = complete_conditional(target, "p", {})
+    ones = float(LABELS.sum())
+    np.testing.assert_allclose(
+        [q.concentration1, q.concentration0], [2.0 + ones, 3.0 + LABELS.shape[0] - ones], rtol=1e-6
     )
 
 
