@@ -78,8 +78,8 @@ from scipy import special
 
 from vijax import expfam
 from vijax.inference import bbvi, guide, ngvi
-from vijax.run import fast_cpu_compile
 
+from _device import add_device_argument, use_device  # this folder's --device switch
 from _agree import compare, exit_on_disagreement, verdict  # this folder's agreement rule
 
 GH_NODES, GH_WEIGHTS = np.polynomial.hermite.hermgauss(64)
@@ -675,8 +675,9 @@ def main(argv=None):
     p.add_argument("--pg-steps", type=int, default=3000, help="steps of the Poisson-Gamma runs")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "bbvi.json"))
     p.add_argument("--md", default=os.path.join(os.path.dirname(__file__), "results", "bbvi.md"))
+    add_device_argument(p)
     args = p.parse_args(argv)
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(args.device)
     if args.quick:
         args.n, args.d, args.steps, args.ngvi_steps, args.rounds, args.pg_steps = 2000, 20, 400, 20, 3, 300
     if jax.config.jax_enable_x64:

@@ -46,7 +46,8 @@ from vijax.data import BowBatch, sample_gmm  # noqa: E402
 from vijax.inference import cavi, data_parallel, jit_step, svi, with_value_checks  # noqa: E402
 from vijax.inference import _cavi  # noqa: E402  (the step's body, for the bare program)
 from vijax.models import LDA, DiagonalGMM  # noqa: E402
-from vijax.run import enable_compile_cache, fast_cpu_compile  # noqa: E402
+from vijax.run import enable_compile_cache  # noqa: E402
+from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 
 
 def _bare_cavi(model):
@@ -151,10 +152,11 @@ def main(argv=None) -> dict:
     p.add_argument("--gmm-dtypes", nargs="*", default=["f64", "f32"], choices=["f64", "f32"])
     p.add_argument("--big-rounds", type=int, default=9, help="rounds of the large GMM rows (one call each)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "check_overhead.json"))
+    add_device_argument(p)
     a = p.parse_args(argv)
     if a.devices > 1:
         jax.config.update("jax_num_cpu_devices", a.devices)  # before JAX starts its backends
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(a.device)
     enable_compile_cache(False)  # every compile cold
     rng = np.random.default_rng(0)
     s, length, k, v = 64, 128, 20, 5000

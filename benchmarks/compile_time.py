@@ -36,6 +36,8 @@ import subprocess
 import sys
 import time
 
+from _device import add_device_argument, child_env  # this folder's --device switch
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUDGET_S = 2.0  # issue 16: compile <= 2 s per step
 SHAPE_COUNT_SECONDS = 5.0  # at most this long counting a host-batch run's chunk shapes
@@ -229,6 +231,7 @@ def main(argv=None) -> None:
         help="also measure, for a run whose program holds several steps (methods in lock step, vmapped "
         "restarts), the program of each step alone (the 2 s budget is per step)",
     )
+    add_device_argument(parser)  # the children compile for it (JAX_PLATFORMS)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-default-flags", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -251,7 +254,8 @@ def main(argv=None) -> None:
                 capture_output=True,
                 text=True,
                 timeout=CHILD_TIMEOUT_S,
-                env=os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+                env=child_env(args.device)
+                | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
             )  # this checkout's vijax, not an installed one
             got = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
             if proc.returncode != 0:

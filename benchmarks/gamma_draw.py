@@ -37,15 +37,13 @@ import os
 import platform
 import time
 
-from vijax.run import fast_cpu_compile
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-fast_cpu_compile()
+from vijax import expfam
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from vijax import expfam  # noqa: E402
+from _device import add_device_argument, use_device  # this folder's --device switch
 
 
 def _globals(key):
@@ -89,7 +87,9 @@ def main(argv=None) -> None:
     p.add_argument(
         "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gamma_draw.json")
     )
+    add_device_argument(p)
     args = p.parse_args(argv)
+    use_device(args.device)
     jax.config.update("jax_enable_x64", True)
     q, key = _globals(jax.random.PRNGKey(0)), jax.random.PRNGKey(1)
     ways = {

@@ -46,8 +46,8 @@ from vijax.data import sample_gmm  # noqa: E402
 from vijax.inference import CAVIState, cavi, jit_step  # noqa: E402
 from vijax.models import DiagonalGMM, conjugate_elbo  # noqa: E402
 from vijax.testing import matched_sklearn_bgmm, sklearn_to_q  # noqa: E402
-from vijax.run import fast_cpu_compile  # noqa: E402
 
+from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 from _agree import compare, exit_on_disagreement, verdict  # noqa: E402  (this folder's agreement rule)
 
 REACH_RTOL = 1e-7  # vijax's ELBO counts as reaching scikit-learn's within this relative slack
@@ -145,8 +145,9 @@ def main(argv=None):
     p.add_argument("--k", type=int, default=30)
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "gmm_cavi.json"))
+    add_device_argument(p)
     args = p.parse_args(argv)
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(args.device)
     rows = []
     hdr = (
         f"{'N':>9} {'D':>3} | {'method':>12} | {'compile s':>9} | {'steady ms/iter':>14} | {'iters':>5} | "

@@ -53,8 +53,8 @@ import numpy as np  # noqa: E402
 from vijax.data import sample_gmm  # noqa: E402
 from vijax.inference import EMState, em  # noqa: E402
 from vijax.models import GaussianMixtureEM  # noqa: E402
-from vijax.run import fast_cpu_compile  # noqa: E402
 
+from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 from _agree import compare, exit_on_disagreement, verdict  # noqa: E402  (this folder's agreement rule)
 
 LOGLIK_RTOL = {"vijax_f64": 1e-9, "vijax_f32": 5e-5}  # |vijax - sklearn| / |sklearn|, final log-likelihood
@@ -169,8 +169,9 @@ def main(argv=None):
     p.add_argument("--f64", action="store_true", help="also run vijax in float64")
     p.add_argument("--small", action="store_true", help="N = 2e4 (a quick look)")
     p.add_argument("--out", default=None)
+    add_device_argument(p)
     args = p.parse_args(argv)
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(args.device)
     if args.small:
         args.num_points = 20_000
     if args.f64 and "vijax_f64" not in args.peers:

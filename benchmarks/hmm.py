@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 from vijax.data import sample_hmm  # noqa: E402
 from vijax.inference import EMState, em  # noqa: E402
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams  # noqa: E402
-from vijax.run import fast_cpu_compile  # noqa: E402
+from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 
 
 def random_params(rng, kind, k, v, d, sticky):
@@ -292,8 +292,9 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "hmm.json"))
     p.add_argument("--rtol", type=float, default=1e-8, help="agreement of the final log-likelihoods (float32: x100)")
     p.add_argument("--rtol-map", type=float, default=1e-3, help="the same for dynamax's Gaussian MAP fit")
+    add_device_argument(p)
     args = p.parse_args(argv)
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(args.device)
     rows = [r for kind in args.kinds for r in bench(kind, args)]
     disagree = disagreements(rows, args.rtol, args.rtol_map)
     print(

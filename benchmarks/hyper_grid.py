@@ -60,8 +60,8 @@ from vijax import expfam
 from vijax.data import Minibatcher, sample_lda_corpus
 from vijax.inference import inject_hyperparameters, schedules, svi
 from vijax.models import LDA, conjugate_elbo
-from vijax.run import fast_cpu_compile
 
+from _device import add_device_argument, use_device  # this folder's --device switch
 from _agree import compare, exit_on_disagreement, verdict  # this folder's agreement rule
 
 KAPPA, TAU = 0.7, 64.0
@@ -223,11 +223,12 @@ def main(argv=None):
     p.add_argument(
         "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "hyper_grid.json")
     )
+    add_device_argument(p)
     args = p.parse_args(argv)
     if args.float64:
         jax.config.update("jax_enable_x64", True)
     dtype = jnp.float64 if args.float64 else jnp.float32
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(args.device)
     load_start = os.getloadavg()
     grid = list(itertools.product(args.alphas, args.etas))
     corpus = sample_lda_corpus(

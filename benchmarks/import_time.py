@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from _device import add_device_argument, child_env  # this folder's --device switch
+
 CASES = {
     "jax": "import jax",
     "vijax": "import vijax",
@@ -36,9 +38,9 @@ CASES = {
 }
 
 
-def _wall(code: str) -> float | None:
+def _wall(code: str, env: dict | None = None) -> float | None:
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
     return time.perf_counter() - t0 if done.returncode == 0 else None
 
 
@@ -46,11 +48,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "import_time.json"))
+    add_device_argument(parser)  # the JAX platform of the importing processes (JAX_PLATFORMS)
     args = parser.parse_args(argv)
-    base = statistics.median(_wall("pass") for _ in range(args.repeats))
+    env = child_env(args.device)
+    base = statistics.median(_wall("pass", env) for _ in range(args.repeats))
     rows = []
     for name, code in CASES.items():
-        times = [_wall(code) for _ in range(args.repeats)]
+        times = [_wall(code, env) for _ in range(args.repeats)]
         if any(t is None for t in times):
             rows.append({"case": name, "code": code, "installed": False})
             continue

@@ -36,7 +36,7 @@ import numpy as np
 from vijax.data import Minibatcher, bucket_length, sample_lda_corpus
 from vijax.models import LDA
 from vijax.solvers import by_length_tiles, tile_shape
-from vijax.run import fast_cpu_compile
+from _device import add_device_argument, use_device  # this folder's --device switch
 
 
 def _best(fn, *args, reps: int = 7) -> float:
@@ -98,8 +98,9 @@ def main(argv=None) -> dict:
     p.add_argument("--vocab", type=int, default=5000)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_estep_profile.json"))
+    add_device_argument(p)
     args = p.parse_args(argv)
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(args.device)
     k, v, s = args.k, args.vocab, args.batch_size
     dtype = jnp.float32
     corpus = sample_lda_corpus(0, 4 * s, k, v, alpha=0.1, eta=0.02, doc_length_mean=100).corpus

@@ -70,8 +70,9 @@ from vijax.expfam import Dirichlet
 from vijax.inference import data_parallel, jit_step, schedules, svi
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA
-from vijax.run import enable_compile_cache, fast_cpu_compile
+from vijax.run import enable_compile_cache
 
+from _device import add_device_argument, use_device  # this folder's --device switch
 from _agree import compare, exit_on_disagreement, verdict  # this folder's agreement rule
 
 KAPPA, TAU, MAX_ITERS, TOL = 0.7, 64.0, 100, 1e-3
@@ -396,7 +397,7 @@ import json, os, resource, time, jax
 from vijax.data import Corpus, Minibatcher
 from vijax.inference import data_parallel, schedules, svi
 from vijax.models import LDA
-from vijax.run import enable_compile_cache, fast_cpu_compile
+from vijax.run import enable_compile_cache
 from vijax.run import run
 corpus = Corpus.load_npz({path!r}, mmap=True)  # validation reads the file once, in blocks
 model = LDA(50, 5000, alpha=0.1, eta=0.02)
@@ -471,12 +472,12 @@ def main(argv=None):
     p.add_argument("--stream-docs", type=int, default=0)
     p.add_argument("--stream-only", action="store_true", help="only the streaming test (keeps the JSON's other rows)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "lda_online.json"))
+    add_device_argument(p)
     args = p.parse_args(argv)
     if "gensim" in args.peers and importlib.util.find_spec("gensim") is None:
         print("gensim: not installed, its rows skipped (pip install gensim)")
         args.peers = [peer for peer in args.peers if peer != "gensim"]
-    if not args.no_fast_cpu_compile:
-        fast_cpu_compile()  # before anything runs on the backend, as vijax run does
+    use_device(args.device, fast_cpu=not args.no_fast_cpu_compile)  # before anything runs on the backend
     jax.config.update("jax_num_cpu_devices", args.devices)  # before anything runs on the backend
     enable_compile_cache(args.compile_cache if args.compile_cache is not None else False)
     warnings.simplefilter("ignore")

@@ -36,12 +36,9 @@ import re
 import tempfile
 import time
 
-from vijax.run import fast_cpu_compile
-
-# XLA reads its flags once, when JAX starts: the fast compile settings of `vijax run` and the
-# per-kernel trace events, before anything runs
+# XLA reads its flags once, when JAX starts: the per-kernel trace events, before anything runs
+# (the fast compile settings of `vijax run`: ``use_device`` in ``main``, before anything runs)
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
-fast_cpu_compile()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -51,6 +48,7 @@ from vijax.inference import schedules, svi  # noqa: E402
 from vijax.models import LDA  # noqa: E402
 
 from lda_estep_profile import machine, write_json  # noqa: E402  (this folder's profiling script)
+from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 
 KINDS = ("contractions", "per-document sums", "row reductions", "gathers", "elementwise", "other")
 
@@ -166,7 +164,9 @@ def main(argv=None) -> dict:
     p.add_argument(
         "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "lda_step_kernels.json")
     )
+    add_device_argument(p)
     args = p.parse_args(argv)
+    use_device(args.device)
     corpora = [("synthetic", sample_lda_corpus(0, 20000, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100).corpus)]
     path = shared_data_path("wiki_bnpy", "train.ldac.gz")
     if path is not None and not args.no_wiki:

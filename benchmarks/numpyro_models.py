@@ -67,6 +67,7 @@ import numpy as np
 import vijax
 from vijax import expfam
 from vijax.inference import auto_family, log_weights, ngvi, sample
+from _device import add_device_argument, use_device  # this folder's --device switch
 
 try:
     import numpyro
@@ -381,7 +382,9 @@ def main(argv=None) -> int:
     parser.add_argument("--final-samples", type=int, default=50000)
     parser.add_argument("--tolerance", type=float, default=0.5)
     parser.add_argument("--out", default=os.path.join(RESULTS, "numpyro_models.json"))
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    use_device(args.device)
     if args.quick:
         args.steps_vijax, args.steps_numpyro, args.chunk = 40, 200, 20
         args.eval_samples, args.final_samples = 200, 2000

@@ -24,12 +24,12 @@ It exits with status 1 when any input is ``obscure`` or ``silent`` (after writin
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import inspect
 import json
 import os
 import signal
-import sys
 import tempfile
 from typing import Any, Callable
 
@@ -42,6 +42,7 @@ from vijax import expfam
 from vijax.data import BowBatch, Corpus, load_vocabulary, prepare_corpus, read_ldac, read_uci_bow, read_word_list
 from vijax.inference import ALGORITHMS, make_algorithm
 from vijax.run import EXPERIMENTS, import_builtin_experiments, load_config
+from _device import add_device_argument, use_device  # this folder's --device switch
 
 TIMEOUT_S = 60
 OUTCOMES = ("clear", "handled", "obscure", "silent")
@@ -339,7 +340,14 @@ def _yaml(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------- main
-def main() -> dict:
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out", nargs="?", default=os.path.join(os.path.dirname(__file__), "results", "probe_hostile.json")
+    )
+    add_device_argument(parser)
+    args = parser.parse_args(argv)
+    use_device(args.device)
     missing = sorted(set(ALGORITHMS) - set(ALGORITHM_CASES))
     if missing:
         raise SystemExit(f"add the registered algorithm(s) {missing} to ALGORITHM_CASES in {__file__}")
@@ -376,8 +384,7 @@ def main() -> dict:
     for r in bad:
         print(f"  {r['outcome']:8s} {r['category']:12s} {r['input']}")
     res = {"total": total, "by_category": tally, "rows": rows}
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "probe_hostile.json")
-    with open(out, "w") as f:
+    with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
     if bad:
         raise SystemExit(f"{len(bad)} of {n} hostile inputs are obscure or silent (listed above)")

@@ -43,7 +43,7 @@ from vijax.data import sample_lda_corpus  # noqa: E402
 from vijax.expfam import Dirichlet, reparam_stats, stats_and_v_product  # noqa: E402
 from vijax.inference import M_STEPS, make_algorithm, schedules  # noqa: E402
 from vijax.models import LDA  # noqa: E402
-from vijax.run import fast_cpu_compile  # noqa: E402
+from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 
 GLOBALS = ("meanfield", "ssvi", "ssvi_a", "map")
 LABEL = {"meanfield": "SVI", "ssvi": "SSVI", "ssvi_a": "SSVI-A", "map": "MAP-EM"}
@@ -102,8 +102,9 @@ def main(argv=None):
     p.add_argument(
         "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "ssvi_cost.json")
     )
+    add_device_argument(p)
     args = p.parse_args(argv)
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
+    use_device(args.device)
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()
     syn = sample_lda_corpus(

@@ -33,6 +33,8 @@ import time
 
 import numpy as np
 
+from _device import add_device_argument, child_env  # this folder's --device switch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -172,7 +174,7 @@ def _spawn(phase, path, docs, args):
         "--chunk",
         str(args.chunk),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(args.device))
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     if out.returncode or not line:
         raise SystemExit(f"{phase} failed:\n{out.stdout}\n{out.stderr}")
@@ -190,6 +192,7 @@ def main():
     p.add_argument("--chunk", type=int, default=20)
     p.add_argument("--dir", default=None, help="where the corpora go (default: a temporary folder, removed)")
     p.add_argument("--out", default=os.path.join(HERE, "results", "streaming.json"))
+    add_device_argument(p)  # where the streaming child runs JAX (JAX_PLATFORMS)
     p.add_argument("--phase", choices=("write", "stream"), help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -76,12 +76,12 @@ from vijax.data import Minibatcher, read_ldac, sample_gmm, sample_hmm, sample_ld
 from vijax.expfam import Dirichlet  # noqa: E402
 from vijax.inference import CAVIState, EMState, VIAlgorithm, cavi, em, jit_step, schedules, svi  # noqa: E402
 from vijax.models import LDA, DiagonalGMM, GaussianEmissions, GaussianHMM, HMMParams  # noqa: E402
-from vijax.run import fast_cpu_compile  # noqa: E402
 from vijax.testing import matched_sklearn_bgmm, sklearn_to_q  # noqa: E402
 
 IMPORT_S["vijax"] = time.perf_counter() - _t0
 
 import bbvi  # noqa: E402  (this folder's BBVI benchmark: its data, log-joint, exact ELBO and runner)
+from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 from _agree import compare, exit_on_disagreement, verdict  # noqa: E402  (this folder's agreement rule)
 from lda_online import HELDOUT_TOL, KAPPA, TAU, run_gensim, run_sklearn, vijax_runner  # noqa: E402
 
@@ -724,7 +724,7 @@ def _machine(device: str, load_start) -> dict:
         "processor": cpu or "unknown CPU",
         "cpus": os.cpu_count(),
         "jax": jax.__version__,
-        "device": f"{device} ({jax.devices()[0].device_kind})",
+        "device": device,
         "versions": versions,
         "loadavg_1_5_15_min_at_start": load_start,
         "loadavg_1_5_15_min_at_end": os.getloadavg(),
@@ -754,7 +754,7 @@ def agreement(models: list) -> list:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes, a smoke run of about 20 s")
-    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="where JAX runs (the peers: CPU)")
+    add_device_argument(p)
     p.add_argument("--models", nargs="+", choices=list(BENCHES), default=list(BENCHES))
     p.add_argument("--no-wiki", action="store_true", help="leave out the wiki_bnpy LDA row")
     p.add_argument(
@@ -774,15 +774,7 @@ def main(argv=None):
             fh.write(markdown(result))
         print(f"wrote {md}" + (" and the plot" if result.get("plot") else ""))
         return
-    if args.device == "cpu":
-        jax.config.update("jax_platforms", "cpu")
-        fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
-    else:
-        jax.config.update("jax_platforms", "cuda")
-        try:
-            jax.devices()
-        except RuntimeError as e:
-            raise SystemExit(f"--device gpu: JAX sees no GPU ({e}); install jax[cuda12] or use --device cpu") from e
+    device = use_device(args.device)
     args.sizes = QUICK if args.quick else SIZES
     load_start = os.getloadavg()
     t_all = time.perf_counter()
@@ -793,7 +785,7 @@ def main(argv=None):
         models += got if isinstance(got, list) else [got]
     models = [summarize(m) for m in models]
     result = {
-        "machine": _machine(args.device, load_start),
+        "machine": _machine(device, load_start),
         "argv": list(argv if argv is not None else sys.argv[1:]),
         "sizes": args.sizes,
         "tolerance": TOLERANCE,

@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+from _device import add_device_argument  # this folder's --device switch
+
 SETTINGS = {
     "XLA defaults": "",
     "no loop unrolling": "--xla_backend_extra_options=xla_cpu_disable_loop_unrolling",
@@ -97,7 +99,12 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "xla_flags.json"))
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--child-fast", action="store_true", help=argparse.SUPPRESS)
+    add_device_argument(p)
     args = p.parse_args(argv)
+    if args.device != "cpu":
+        raise SystemExit(
+            f"--device {args.device}: this benchmark measures XLA's CPU compiler settings; use --device cpu"
+        )
     if args.child:
         print(json.dumps(_child(args.rounds, args.child_fast)))
         return {}
