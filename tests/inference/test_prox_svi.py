@@ -136,3 +136,67 @@ def test_jit_no_retrace_and_vmap_over_restarts():
     ms, minfo = jax.jit(multi.step)(jax.random.PRNGKey(3), ms, (x[:6], y[:6]))
     assert minfo.elbo.shape == (3,) and ms.q_global.eta1.shape == (3, 2)
     assert not np.allclose(ms.q_global.eta1[0], ms.q_global.eta1[1])  # restarts really differ
+
+
+def _logistic_vi_optimum(x, y):
+    """The Gaussian-VI optimum (m, sds) of a logistic GLM with prior N(0, I): scipy's L-BFGS on the
+    exact ELBO (80-node Gauss-Hermite per example) over (m, Cholesky factor); independent of prox_svi."""
+    import scipy.optimize
+
+    n, d = x.shape
+    t, w = np.polynomial.hermite_e.hermegauss(80)
+    w = w / w.sum()
+    tril = np.tril_indices(d)
+
+    def unpack(th):
+        lo = np.zeros((d, d))
+        lo[tril] = th[d:]
+        lo[np.diag_indices(d)] = np.exp(np.diag(lo))
+        return th[:d], lo
+
+    def neg_elbo(th):
+        m, lo = unpack(th)
+        v = lo @ lo.T
+        a = (x @ m)[:, None] + np.sqrt(np.einsum("nd,de,ne->n", x, v, x))[:, None] * t[None]
+        ell = np.sum((y[:, None] * a - np.logaddexp(0, a)) @ w)
+        return -(ell - 0.5 * (np.trace(v) + m @ m - d - 2 * np.sum(np.log(np.diag(lo)))))
+
+    res = scipy.optimize.minimize(neg_elbo, np.zeros(d + len(tril[0])), method="L-BFGS-B", options={"gtol": 1e-10})
+    m, lo = unpack(res.x)
+    return m, np.sqrt(np.diag(lo @ lo.T))
+
+
+@pytest.mark.slow  # 24,000 steps: 30 s on the shared 2-core VM at load 8
+def test_constant_step_noise_ball_is_centred_and_shrinks_with_the_step():
+    """Minibatches of 10 of a logistic GLM: with a constant beta the iterates fluctuate around the
+    VI optimum, about sqrt(rho N / 2M) posterior sds per coordinate when a step's memory (1/rho steps)
+    is shorter than a pass; their time average is on the optimum (the N/M scaling); a smaller step
+    shrinks the spread and a decreasing step removes it."""
+    n, d, m_b = 400, 3, 10
+    r = np.random.default_rng(0)
+    x = np.concatenate([np.ones((n, 1)), r.normal(size=(n, d - 1))], 1)
+    y = (r.random(n) < 1 / (1 + np.exp(-x @ np.array([-0.3, 1.5, -0.8])))).astype(float)
+    m_star, sd_star = _logistic_vi_optimum(x, y)
+    xj, yj, per_pass = jnp.asarray(x), jnp.asarray(y), n // m_b
+
+    def means(schedule, steps):
+        alg = prox_svi(GLM(d, "logistic"), num_data=n, schedule=schedule, num_samples=50)
+
+        def body(st, t):
+            idx = jax.random.permutation(jax.random.fold_in(jax.random.PRNGKey(1), t // per_pass), n)
+            b = jax.lax.dynamic_slice(idx, ((t % per_pass) * m_b,), (m_b,))
+            st, _ = alg.step(jax.random.fold_in(jax.random.PRNGKey(2), t), st, (xj[b], yj[b]))
+            return st, st.q_global.mean
+
+        _, ms = jax.jit(lambda st: jax.lax.scan(body, st, jnp.arange(steps)))(alg.init(jax.random.PRNGKey(0)))
+        return (np.asarray(ms) - m_star) / sd_star  # distance from the optimum in posterior sds
+
+    big = means(40.0 / n, 8000)[2000:]  # rho N / M = 3.8: the memory of a step is about a quarter pass
+    rho = (40.0 / n) / (1 + 40.0 / n)
+    rms_big = np.sqrt(np.mean(big**2))
+    assert 0.5 < rms_big / np.sqrt(rho * n / (2 * m_b)) < 1.25, rms_big
+    assert np.max(np.abs(big.mean(0))) < 0.15  # centred on the optimum
+    small = means(2.5 / n, 8000)[4000:]
+    assert np.sqrt(np.mean(small**2)) < 0.3 * rms_big
+    decreasing = means(lambda c: 10.0 / n / (1.0 + c / 200.0), 8000)[-500:]
+    assert np.max(np.abs(decreasing)) < 0.05
