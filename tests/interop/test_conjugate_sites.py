@@ -182,6 +182,25 @@ def test_a_product_of_two_elements_and_a_step_function_are_not_conjugate():
         assert not site.conjugate and site.gap > 1e3 * site.tolerance, (model.__name__, site)
 
 
+def test_a_float32_process_is_checked_in_float64():
+    """log p = y w x - exp(w x) with small x is nearly quadratic in w: a gap (2e-4 to 9e-4 at three
+    keys) under the float32 tolerance (1e4 ulps, 1.2e-3), which the check, run in float64 whatever
+    the process's setting, finds; the update comes back in the process's float32."""
+
+    def weak(x, y):
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Poisson(jnp.exp(w * x)), obs=y)
+
+    with jax.enable_x64(False):
+        site = conjugate_sites(weak, KEY, jnp.array([0.1, -0.2, 0.05, 0.15]), jnp.array([1.0, 0.0, 2.0, 1.0]))["w"]
+        q = complete_conditional(gamma_poisson, "rate", {}, jnp.asarray(Y, jnp.float32))
+    assert not site.conjugate and site.tolerance == pytest.approx(1e4 * np.finfo(np.float64).eps)
+    assert site.gap < 1e4 * np.finfo(np.float32).eps
+    assert q.concentration.dtype == jnp.float32
+    np.testing.assert_allclose([q.concentration, q.rate], [A + float(Y.sum()), B0 + Y.shape[0]], rtol=1e-6)
+
+
 def test_forcing_a_site_that_is_not_conjugate_is_refused_naming_it():
     with pytest.raises(ArgumentError, match="force: site 'w' is not conditionally conjugate") as err:
         conjugate_sites(logistic, KEY, X, LABELS, force=["w"])

@@ -176,7 +176,7 @@ def _draws(target: Target, key: PRNGKey, num: int) -> dict:
     samplers cost a compilation each)."""
     keys = jax.random.split(jax.random.fold_in(key, 0), len(target.sites))
     moved = {
-        n: jnp.asarray(u)[None] + jax.random.normal(k, (num, *jnp.shape(u)), jnp.result_type(u))
+        n: _float64(u)[None] + jax.random.normal(k, (num, *jnp.shape(u)), _float64(u).dtype)
         for k, (n, u) in zip(keys, target.init_params.items())
     }
     return jax.vmap(target.constrain)(moved)
@@ -221,6 +221,11 @@ def _points(spec: _Spec, x, noise) -> jax.Array:
     """(points, *shape): the unconstrained value of ``x`` moved by ``noise`` scaled by 1 + |u|."""
     u = spec.unvalue(x)[None]
     return u + noise * 0.5 * (1.0 + jnp.abs(u))
+
+
+def _float64(a) -> jax.Array:
+    """``a`` in float64 (the checks run with float64 enabled, whatever the process's setting)."""
+    return jnp.asarray(a, jnp.float64)
 
 
 def _tolerance(values) -> float:
@@ -293,6 +298,12 @@ def conjugate_sites(
     if isinstance(num_draws, bool) or not isinstance(num_draws, (int, np.integer)) or num_draws < 1:
         raise ArgumentError("num_draws", f"num_draws must be an int >= 1, got {num_draws!r}", value=num_draws)
     forced = _check_names("force", force, target.sites)
+    with jax.enable_x64(True):  # float64 whatever the process's setting: a tolerance of 2e-12, not 1e-3
+        return _report(target, key, batch, num_draws, forced)
+
+
+def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
+    """``conjugate_sites``'s report, run with float64 enabled."""
     draws = _draws(target, key, num_draws)  # (draws, *shape) per site
     priors = _trace(target, key, batch, {n: v[0] for n, v in draws.items()})
     report = {}
@@ -314,7 +325,7 @@ def conjugate_sites(
         x = draws[site]
         noise = jax.random.normal(jax.random.fold_in(key, 1), (num_draws, _NUM_POINTS, *x.shape[1:]), x.dtype)
         _, gaps = _fit_draws(target, batch, site, spec, others, x, noise)
-        gap, tol = _worst(gaps), _tolerance(x)
+        gap, tol = _worst(gaps), _tolerance(gaps)
         ok = bool(gap <= tol)  # NaN: not finite at a point
         reason = None
         if not ok:
@@ -391,18 +402,24 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
     missing = [n for n in others if n not in draws]
     if missing:
         raise ArgumentError("draws", f"draws: no values of the other latent sites {missing}")
-    draws = {n: jnp.asarray(draws[n]) for n in others}
-    sizes = {int(v.shape[0]) if v.ndim else None for v in draws.values()}
+    shapes = {n: tuple(np.shape(draws[n])) for n in others}
+    sizes = {s[0] if s else None for s in shapes.values()}
     if len(sizes) > 1 or None in sizes or 0 in sizes:
         raise ArgumentError(
             "draws", f"draws: every site needs the same leading (draw) axis >= 1, got {sorted(map(str, sizes))}"
         )
-    for n, v in draws.items():
-        if tuple(v.shape[1:]) != target.sites[n].shape:
-            raise ArgumentError(
-                "draws", f"draws[{n!r}]: shape {tuple(v.shape)}, expected (draws, *{target.sites[n].shape})"
-            )
-    start = target.constrain(target.init_params)
+    for n, shape in shapes.items():
+        if shape[1:] != target.sites[n].shape:
+            raise ArgumentError("draws", f"draws[{n!r}]: shape {shape}, expected (draws, *{target.sites[n].shape})")
+    with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
+        return _update(target, batch, site, {n: draws[n] for n in others})
+
+
+def _update(target: Target, batch, site: str, draws: dict):
+    """``complete_conditional``'s family, run with float64 enabled."""
+    draws = {n: _float64(v) for n, v in draws.items()}
+    dtype = jnp.result_type(target.init_params[site])
+    start = target.constrain({n: _float64(u) for n, u in target.init_params.items()})
     spec, prior = _spec_of(_trace(target, jax.random.PRNGKey(0), batch, start)[site]["fn"])
     if spec is None:
         raise ArgumentError(
@@ -422,7 +439,7 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
         jnp.broadcast_to(noise, (num, *noise.shape)),
     )
     c, gap = jnp.mean(c, axis=0), _worst(gaps)
-    tol = _tolerance(x)
+    tol = _tolerance(gaps)
     if not gap <= tol:
         raise ArgumentError(
             "site",
@@ -432,7 +449,7 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
             + f" (tolerance {tol:.3g})",
             value=site,
         )
-    return spec.family.from_natural(_natural(spec, c, x.shape))
+    return spec.family.from_natural(tuple(p.astype(dtype) for p in _natural(spec, c, x.shape)))
 
 
 __all__ = ["SiteConjugacy", "complete_conditional", "conjugate_sites"]
