@@ -70,11 +70,16 @@ def _gmm(n: int):
     return alg, alg.init(jax.random.PRNGKey(1), x), x, f"N = {n:,}, D = {d}, K = {k}"
 
 
+LDA_TILE_SLOTS = [None]  # --lda-tile-slots (None: LDA's default for the platform)
+
+
 def _lda(s: int):
     corpus = sample_lda_corpus(0, 4 * s, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100).corpus
     batch = next(iter(Minibatcher(corpus, s, seed=0, length="corpus")))
-    alg = svi(LDA(50, 5000, alpha=0.1, eta=0.02), num_data=corpus.num_docs)
-    return alg, alg.init(jax.random.PRNGKey(1), batch), batch, f"S = {s:,}, K = 50, V = 5,000"
+    slots = LDA_TILE_SLOTS[0]
+    alg = svi(LDA(50, 5000, alpha=0.1, eta=0.02, tile_slots=slots), num_data=corpus.num_docs)
+    label = f"S = {s:,}, K = 50, V = 5,000" + ("" if slots is None else f", tile_slots = {slots:,}")
+    return alg, alg.init(jax.random.PRNGKey(1), batch), batch, label
 
 
 def _hmm(_):
@@ -177,6 +182,7 @@ def main(argv=None) -> dict:
     p.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     p.add_argument("--calls", type=int, default=20, help="timed calls per case (the median counts)")
     p.add_argument("--quick", action="store_true", help="the smallest size of each case only")
+    p.add_argument("--lda-tile-slots", type=int, default=None, help="LDA(tile_slots=...) (default: the platform's)")
     p.add_argument("--out", default=None, help="the JSON (default results/gpu_scaling_<device>.json)")
     p.add_argument("--md", nargs="+", default=None, metavar="JSON", help="print the docs' table of these results")
     add_device_argument(p)
@@ -186,6 +192,7 @@ def main(argv=None) -> dict:
         print(markdown(results))
         return {}
     device = use_device(args.device)
+    LDA_TILE_SLOTS[0] = args.lda_tile_slots
     load_start = os.getloadavg()
     rows = []
     for name in args.cases:

@@ -194,6 +194,19 @@ def test_meanfield_length_buckets_match_the_reference_and_ignore_document_order(
     assert_trees_close(a.suff_stats, b.suff_stats, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(a.local_terms, b.local_terms, rtol=1e-10)
 
+    # the tile size (one tile of the whole batch, as on an accelerator, or many small ones) changes
+    # nothing either, for both tiled E-steps: each document stops on its own
+    batch = BowBatch(jnp.asarray(ids), jnp.asarray(counts))
+    for method in ("meanfield", "cvb0"):
+        ref = LDA(k, v, alpha=0.3, tile_slots=512).local_step((elb,), batch, method=method)
+        for slots in (64, 32768):
+            got = LDA(k, v, alpha=0.3, tile_slots=slots).local_step((elb,), batch, method=method)
+            np.testing.assert_allclose(got.local_params, ref.local_params, rtol=1e-10)
+            assert_trees_close(got.suff_stats, ref.suff_stats, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(got.local_terms, ref.local_terms, rtol=1e-10)
+    with pytest.raises(ValueError, match="tile_slots"):
+        LDA(k, v, tile_slots=0)
+
 
 def _elbo_written_out(model, q, batch, gamma, phi_of_doc):
     """Blei et al. (2003) eq. 15 plus the topics' terms, every expectation by hand."""

@@ -2,8 +2,12 @@
 §2.5), and the tile sizes of LDA's E-steps.
 
 The E-steps pack documents, sorted by length, in chunks of ``TILE_WIDTH`` slots whole into tiles
-of at least ``MF_SLOTS`` / ``CVB0_SLOTS`` slots (:func:`vijax.solvers.by_length_tiles`): one
-compiled E-step for any mix of lengths.
+of at least ``estep_slots(tile_slots)`` slots (:func:`vijax.solvers.by_length_tiles`): one
+compiled E-step for any mix of lengths. The tiles run one after another; on a CPU small tiles
+(``CPU_SLOTS``) keep a tile's arrays in cache and let each tile stop with its own documents, while
+on an accelerator every tile's loop is a string of small kernel launches, so there a tile holds
+a whole minibatch of typical size (``ACCELERATOR_SLOTS``: 256 documents of up to 128 distinct
+words in one tile). A document's result does not depend on its tile (each row stops on its own).
 """
 
 from __future__ import annotations
@@ -17,17 +21,27 @@ from vijax.solvers import by_length_tiles, iterate_per_row, tile_spread, tile_su
 from vijax.types import Array
 
 TILE_WIDTH = 32
-MF_SLOTS = CVB0_SLOTS = 512
+CPU_SLOTS = 512
+ACCELERATOR_SLOTS = 32768
+
+
+def estep_slots(tile_slots: int | None) -> int:
+    """The least number of slots per E-step tile: ``tile_slots`` where given, else by the
+    platform the program is traced for (JAX's default backend): ``CPU_SLOTS`` on a CPU,
+    ``ACCELERATOR_SLOTS`` elsewhere."""
+    if tile_slots is not None:
+        return int(tile_slots)
+    return CPU_SLOTS if jax.default_backend() == "cpu" else ACCELERATOR_SLOTS
 
 
 def cvb0_estep(
-    log_beta: Array, ids: Array, n: Array, alpha: Array, tol: float, max_sweeps: int
+    log_beta: Array, ids: Array, n: Array, alpha: Array, tol: float, max_sweeps: int, slots: int = CPU_SLOTS
 ) -> tuple[Array, Array, Array]:
     """CVB0 for a batch (see :class:`vijax.models.LDA`), in the length-sorted tiles of
     :meth:`vijax.models.LDA._meanfield`; returns gamma = alpha + N_d (S, K), the statistics c (K, V) and the
     local terms (the mean-field ELBO terms at phi = g, gamma). Each document stops after the
     first sweep that changes N_d by a mean absolute amount below ``tol``, or after
-    ``max_sweeps`` sweeps."""
+    ``max_sweeps`` sweeps. ``slots``: the least number of slots per tile."""
     k, v = log_beta.shape
     dt = log_beta.dtype
     log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
@@ -54,6 +68,6 @@ def cvb0_estep(
         return gamma, (stats, term)
 
     gamma, (stats, term) = by_length_tiles(
-        ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), CVB0_SLOTS, TILE_WIDTH
+        ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), slots, TILE_WIDTH
     )
     return gamma, stats.T, term

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +72,7 @@ from vijax._validate import (
 )
 from vijax.expfam import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
-from vijax.models._lda_cvb0 import MF_SLOTS, TILE_WIDTH, cvb0_estep
+from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots
 from vijax.solvers import (
     by_length_tiles,
     collapsed_gibbs_allocations,
@@ -166,6 +166,12 @@ class LDA(PytreeModel):
         True: about a third of the updates, the same stopping rule, the ELBO never lowered; rarely
         a different local optimum per document: see :meth:`_meanfield`); False is the plain
         coordinate-ascent iteration.
+      tile_slots: the least number of word slots per tile of the mean-field and CVB0 E-steps
+        (documents sorted by length, packed whole into tiles that run one after another; see
+        :meth:`_meanfield`). None (default): 512 on a CPU (tiles that stay in cache, each
+        stopping with its own documents), 32,768 on an accelerator, where every tile's loop is a
+        string of small kernel launches (a minibatch of 256 documents of up to 128 distinct
+        words in one tile). A document's result does not depend on it.
 
     ``alpha`` and ``eta`` are the defaults of the ``hyper`` argument of ``prior``, ``local_step``
     and ``log_predictive``: a dict ``{"alpha": a, "eta": e}`` (either key may be left out) of
@@ -194,6 +200,7 @@ class LDA(PytreeModel):
     init_scale: float = 1.0
     dtype: Any = None
     accelerate: bool = True
+    tile_slots: Optional[int] = None
     local_methods = ("meanfield", "cvb0", "gibbs")
     present_rows = staticmethod(rows_with_data)  # documents with a token: SVI's N / S counts these
     static_floats = ("alpha", "eta", "tol", "init_scale")
@@ -217,6 +224,8 @@ class LDA(PytreeModel):
         check_scalar("init_scale", self.init_scale, low=0.0, high=high)
         check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
         check_bool("accelerate", self.accelerate)
+        if self.tile_slots is not None:
+            check_int("tile_slots", self.tile_slots, maximum=2**24)
 
     # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:
@@ -409,7 +418,7 @@ class LDA(PytreeModel):
 
         **Tiles of one shape** (:func:`vijax.solvers.by_length_tiles`): the documents, sorted by
         length and cut into chunks of ``TILE_WIDTH`` slots, are packed whole into tiles of R chunks
-        (at least ``MF_SLOTS`` slots), each tile iterating until *its* documents meet the
+        (at least ``tile_slots`` slots), each tile iterating until *its* documents meet the
         tolerance; a document's fixed point depends neither on its tile nor on the padding. One
         tile shape, so the E-step compiles once whatever the mix of lengths. The gathered b of a
         tile is laid out (chunks, K, width); a document's sums over its chunks are
@@ -483,14 +492,14 @@ class LDA(PytreeModel):
             return gamma, (stats, zterm + jnp.sum(n_t * jnp.log(z)))
 
         gamma, (stats, zterm) = by_length_tiles(
-            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), MF_SLOTS, TILE_WIDTH
+            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), estep_slots(self.tile_slots), TILE_WIDTH
         )
         stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
     def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
         """CVB0 for a batch (see the class docstring): :func:`vijax.models._lda_cvb0.cvb0_estep`."""
-        return cvb0_estep(log_beta, ids, n, alpha, self.tol, self.cvb0_iters)
+        return cvb0_estep(log_beta, ids, n, alpha, self.tol, self.cvb0_iters, estep_slots(self.tile_slots))
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
         """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
