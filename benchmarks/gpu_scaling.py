@@ -71,6 +71,7 @@ def _gmm(n: int):
 
 
 LDA_TILE_SLOTS = [None]  # --lda-tile-slots (None: LDA's default for the platform)
+HMM_FORWARD_BACKWARD = [None]  # --hmm-forward-backward (None: the model's default)
 
 
 def _lda(s: int):
@@ -92,8 +93,10 @@ def _hmm(_):
         GaussianEmissions(jnp.asarray(rng.normal(size=(k, d)) * 2.0, jnp.float32), jnp.ones((k, d), jnp.float32)),
     )
     data = sample_hmm(jax.random.PRNGKey(0), truth, num_sequences=n, length=t).data
-    alg = em(GaussianHMM(k, d))
-    return alg, alg.init(jax.random.PRNGKey(1), data), data, f"{n} sequences, T = {t:,}, K = {k}, D = {d}"
+    mode = HMM_FORWARD_BACKWARD[0]
+    alg = em(GaussianHMM(k, d) if mode is None else GaussianHMM(k, d, forward_backward=mode))
+    label = f"{n} sequences, T = {t:,}, K = {k}, D = {d}" + ("" if mode is None else f", {mode}")
+    return alg, alg.init(jax.random.PRNGKey(1), data), data, label
 
 
 def _bbvi(_):
@@ -183,6 +186,7 @@ def main(argv=None) -> dict:
     p.add_argument("--calls", type=int, default=20, help="timed calls per case (the median counts)")
     p.add_argument("--quick", action="store_true", help="the smallest size of each case only")
     p.add_argument("--lda-tile-slots", type=int, default=None, help="LDA(tile_slots=...) (default: the platform's)")
+    p.add_argument("--hmm-forward-backward", choices=["sequential", "parallel"], default=None)
     p.add_argument("--out", default=None, help="the JSON (default results/gpu_scaling_<device>.json)")
     p.add_argument("--md", nargs="+", default=None, metavar="JSON", help="print the docs' table of these results")
     add_device_argument(p)
@@ -193,6 +197,7 @@ def main(argv=None) -> dict:
         return {}
     device = use_device(args.device)
     LDA_TILE_SLOTS[0] = args.lda_tile_slots
+    HMM_FORWARD_BACKWARD[0] = args.hmm_forward_backward
     load_start = os.getloadavg()
     rows = []
     for name in args.cases:

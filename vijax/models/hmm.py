@@ -41,7 +41,7 @@ float32 or float64 (``dtype``); parameters of the other one are cast to it, half
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -104,7 +104,11 @@ class HMM(PytreeModel):
         ``GammaPoisson``, or a user's own); its ``dtype`` is the model's.
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
-      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``).
+      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``);
+        None (default): by the platform the program is traced for, sequential on a CPU (O(T K^2)
+        work) and parallel on an accelerator (O(T K^3) work in O(log T) depth instead of T small
+        steps: 32x faster for 100 sequences of T = 1,000 at K = 10 on an H100, 40x slower on a
+        2-core CPU). Both give the same results.
 
     Examples:
         >>> from vijax.models import GammaPoisson
@@ -122,12 +126,13 @@ class HMM(PytreeModel):
         *,
         initial_concentration: float = 1.0,
         transition_concentration: float = 1.0,
-        forward_backward: str = "sequential",
+        forward_backward: Optional[str] = None,
     ):
         check_int("num_states", num_states)
         check_positive_scalar("initial_concentration", initial_concentration)
         check_positive_scalar("transition_concentration", transition_concentration)
-        check_choice("forward_backward", forward_backward, inference.FORWARD_BACKWARD)
+        if forward_backward is not None:
+            check_choice("forward_backward", forward_backward, inference.FORWARD_BACKWARD)
         if not isinstance(emissions, Component):
             raise ArgumentError(
                 "emissions", f"emissions must be a vijax.models.Component, got {type(emissions).__name__}"
@@ -214,7 +219,7 @@ class HMM(PytreeModel):
 
     # -- inference (a batch at a time) ---------------------------------------------------------------
     def _posterior(self, log_init, log_trans, log_em, lengths) -> inference.Posterior:
-        return inference.posterior(log_init, log_trans, log_em, lengths, self.forward_backward)
+        return inference.posterior(log_init, log_trans, log_em, lengths, _mode(self))
 
     def _local(self, view, data):
         """Forward-backward at a view ((log pi,), (log A,), emission view): (stats, log Z (B,), gamma)."""
@@ -381,6 +386,14 @@ class HMM(PytreeModel):
         return HMMParams(mean(q_init), mean(q_trans), point)
 
 
+def _mode(model: HMM) -> str:
+    """The model's forward-backward mode; None: by JAX's default backend when traced, sequential on a
+    CPU and parallel on an accelerator."""
+    if model.forward_backward is not None:
+        return model.forward_backward
+    return "sequential" if jax.default_backend() == "cpu" else "parallel"
+
+
 def _log_terms(model: HMM, params: HMMParams, data: HMMData):
     data, _ = model._prepare(data)
     (li,), (lt,), ev = model._view(params)
@@ -402,7 +415,7 @@ def _jit_posterior(model: HMM, params: HMMParams, data: HMMData) -> inference.Po
 @jax.jit
 def _jit_pairwise(model: HMM, params: HMMParams, data: HMMData) -> Array:
     li, lt, le, lengths = _log_terms(model, params, data)
-    return inference.pairwise_marginals(li, lt, le, lengths, model.forward_backward)
+    return inference.pairwise_marginals(li, lt, le, lengths, _mode(model))
 
 
 @jax.jit
@@ -421,7 +434,11 @@ class CategoricalHMM(HMM):
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
       emission_concentration: Dirichlet concentration (> 0) on the rows of B.
-      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``).
+      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``);
+        None (default): by the platform the program is traced for, sequential on a CPU (O(T K^2)
+        work) and parallel on an accelerator (O(T K^3) work in O(log T) depth instead of T small
+        steps: 32x faster for 100 sequences of T = 1,000 at K = 10 on an H100, 40x slower on a
+        2-core CPU). Both give the same results.
       dtype: float32 or float64 (default: JAX's default float); half precision is refused.
 
     Examples:
@@ -439,7 +456,7 @@ class CategoricalHMM(HMM):
         initial_concentration: float = 1.0,
         transition_concentration: float = 1.0,
         emission_concentration: float = 1.0,
-        forward_backward: str = "sequential",
+        forward_backward: Optional[str] = None,
         dtype: Any = None,
     ):
         check_int("num_states", num_states)
@@ -487,7 +504,7 @@ class GaussianHMM(HMM):
       a0: the Normal-Gamma prior's Gamma shape (a scalar > 0).
       b0: the Normal-Gamma prior's Gamma rate (a scalar > 0).
       min_variance: EM's variance floor (>= 0).
-      forward_backward: ``"sequential"`` or ``"parallel"``.
+      forward_backward: ``"sequential"``, ``"parallel"`` or None (by the platform, as :class:`HMM`).
       dtype: float32 or float64 (default: JAX's default float); half precision is refused.
     """
 
@@ -503,7 +520,7 @@ class GaussianHMM(HMM):
         a0: float = 1.0,
         b0: float = 1.0,
         min_variance: float = 1e-6,
-        forward_backward: str = "sequential",
+        forward_backward: Optional[str] = None,
         dtype: Any = None,
     ):
         check_int("num_states", num_states)
