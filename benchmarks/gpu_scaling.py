@@ -160,24 +160,28 @@ def measure(name: str, size, calls: int) -> dict:
 
 
 def markdown(results: list) -> str:
-    """The docs' table: each case's counts, the roofline on each GPU and the measured times."""
-    by_device = {r["machine"]["device"]: {(x["case"], x["size"]): x for x in r["rows"]} for r in results}
-    devices = list(by_device)
-    first = [x for x in results[0]["rows"] if "error" not in x]
-    head = ["case", "size", "GFLOP", "GB"] + [f"roofline {g} ms" for g, _, _ in GPUS]
-    head += [f"measured {d} ms (compile s)" for d in devices]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
-    for row in first:
-        key = (row["case"], row["size"])
-        cells = [row["case"] + (" (loops once)" if row["loops_counted_once"] else ""), row["size"]]
-        cells += [f"{row['flops'] / 1e9:.3g}", f"{row['bytes'] / 1e9:.3g}"]
-        cells += [f"{row['roofline_ms'][g]:.3g}" for g, _, _ in GPUS]
-        for d in devices:
-            got = by_device[d].get(key)
-            ok = got is not None and "error" not in got
-            cells.append(f"{got['step_ms']:.3g} ({got['compile_s']:.2g})" if ok else "—")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """The docs' tables: per results file (one device), each case's counts, its roofline on each
+    GPU of ``GPUS`` and the measured step and compile times."""
+    out = []
+    for result in results:
+        m = result["machine"]
+        out.append(f"**{m['device']}**, JAX {m['jax']}, {m['cpus']} CPU cores ({m['platform']}):")
+        out.append("")
+        head = ["case", "size", "GFLOP", "GB"] + [f"roofline {g} (ms)" for g, _, _ in GPUS]
+        head += ["measured (ms)", "compile (s)"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---|" * 2 + "---:|" * (len(head) - 2))
+        for row in result["rows"]:
+            if "error" in row:
+                out.append(f"| {row['case']} | {row['size']} | failed: {row['error']} |")
+                continue
+            cells = [row["case"] + (" (loops once)" if row["loops_counted_once"] else ""), row["size"]]
+            cells += [f"{row['flops'] / 1e9:.3g}", f"{row['bytes'] / 1e9:.3g}"]
+            cells += [f"{row['roofline_ms'][g]:.3g}" for g, _, _ in GPUS]
+            cells += [f"{row['step_ms']:.3g}", f"{row['compile_s']:.2g}"]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
 
 
 def main(argv=None) -> dict:
