@@ -4,6 +4,8 @@ their reasons, the refusal of a forced site that is not conjugate, and the updat
 analytic posteriors and complete conditionals (Gamma-Poisson, Normal mean, Dirichlet-categorical,
 Beta-Bernoulli)."""
 
+import dataclasses
+
 import pytest
 
 numpyro = pytest.importorskip("numpyro")
@@ -64,11 +66,23 @@ def logistic(x, y):
         numpyro.sample("y", dist.Bernoulli(logits=scale * (x @ w)), obs=y)
 
 
-def test_gamma_rates_of_poisson_counts_are_conjugate_and_the_update_is_the_analytic_posterior():
+# the tests share their targets, so that a site's program compiled for one (per target, site and
+# number of draws) serves the others
+@pytest.fixture(scope="module")
+def gamma_target():
+    return vijax.from_numpyro(gamma_poisson, Y)
+
+
+@pytest.fixture(scope="module")
+def logistic_target():
+    return vijax.from_numpyro(logistic, X, LABELS)
+
+
+def test_gamma_rates_of_poisson_counts_are_conjugate_and_the_update_is_the_analytic_posterior(gamma_target):
     """One Gamma rate of Poisson counts: conjugate (gap at rounding level), and the update is the
     posterior Gamma(a + sum y, b + n) to 1e-6 (it is exact to rounding)."""
-    target = vijax.from_numpyro(gamma_poisson, Y)
-    report = conjugate_sites(target, KEY)
+    target = gamma_target
+    report = conjugate_sites(target, KEY, num_draws=1)
     site = report["rate"]
     assert (site.conjugate, site.family, site.prior, site.stats, site.reason) == (
         True,
@@ -107,6 +121,9 @@ def test_hierarchical_poisson_every_gamma_is_conjugate_given_the_others_and_its_
     np.testing.assert_allclose([q_b.concentration, q_b.rate], [A0 + 3 * A, B0 + float(rates.sum(1).mean())], rtol=1e-6)
     q_1 = complete_conditional(target, "b", {"rates": rates[:1], "w": w[:1]})  # one draw: the complete conditional
     np.testing.assert_allclose([q_1.concentration, q_1.rate], [A0 + 3 * A, B0 + float(rates[0].sum())], rtol=1e-6)
+    # inside the caller's jit (a step's draws traced): the same update, unchecked
+    jitted = jax.jit(lambda b, w: complete_conditional(target, "rates", {"b": b, "w": w}).natural_params)(b, w)
+    np.testing.assert_allclose(jitted, q.natural_params, rtol=1e-10)
 
 
 def test_dirichlet_over_categorical_draws_is_conjugate_and_its_update_adds_the_counts():
@@ -149,10 +166,10 @@ def test_beta_probability_of_bernoulli_draws_is_conjugate_and_its_update_is_the_
     )
 
 
-def test_logistic_regression_coefficient_is_not_conjugate_with_the_reason():
+def test_logistic_regression_coefficient_is_not_conjugate_with_the_reason(logistic_target):
     """A Normal coefficient under a Bernoulli-logit likelihood: not linear in [x, x^2], a gap far
     above the tolerance; a LogNormal site has no family (named in the reason)."""
-    report = conjugate_sites(logistic, KEY, X, LABELS)
+    report = conjugate_sites(logistic_target, KEY)
     w = report["w"]
     assert (w.conjugate, w.family) == (False, "Normal")
     assert w.gap > 1e6 * w.tolerance
@@ -183,9 +200,9 @@ def test_a_product_of_two_elements_and_a_step_function_are_not_conjugate():
 
 
 def test_a_float32_process_is_checked_in_float64():
-    """log p = y w x - exp(w x) with small x is nearly quadratic in w: a gap (2e-4 to 9e-4 at three
-    keys) under the float32 tolerance (1e4 ulps, 1.2e-3), which the check, run in float64 whatever
-    the process's setting, finds; the update comes back in the process's float32."""
+    """log p = y w x - exp(w x) with x within +-0.1 is nearly quadratic in w: a gap (1e-5 to 1.6e-4
+    at five keys) under the float32 tolerance (1e4 ulps, 1.2e-3), which the check, run in float64
+    whatever the process's setting, finds; the update comes back in the process's float32."""
 
     def weak(x, y):
         w = numpyro.sample("w", dist.Normal(0.0, 1.0))
@@ -193,7 +210,7 @@ def test_a_float32_process_is_checked_in_float64():
             numpyro.sample("y", dist.Poisson(jnp.exp(w * x)), obs=y)
 
     with jax.enable_x64(False):
-        site = conjugate_sites(weak, KEY, jnp.array([0.1, -0.2, 0.05, 0.15]), jnp.array([1.0, 0.0, 2.0, 1.0]))["w"]
+        site = conjugate_sites(weak, KEY, jnp.array([0.05, -0.1, 0.025, 0.075]), jnp.array([1.0, 0.0, 2.0, 1.0]))["w"]
         q = complete_conditional(gamma_poisson, "rate", {}, jnp.asarray(Y, jnp.float32))
     assert not site.conjugate and site.tolerance == pytest.approx(1e4 * np.finfo(np.float64).eps)
     assert site.gap < 1e4 * np.finfo(np.float32).eps
@@ -201,15 +218,49 @@ def test_a_float32_process_is_checked_in_float64():
     np.testing.assert_allclose([q.concentration, q.rate], [A + float(Y.sum()), B0 + Y.shape[0]], rtol=1e-6)
 
 
-def test_forcing_a_site_that_is_not_conjugate_is_refused_naming_it():
+def test_arguments_are_checked_naming_them():
+    """Refused before any compilation: a TFP target, positional arguments with a target, a bad
+    num_draws, draws of another shape, without a common draw axis, or not a dict."""
+    target = vijax.from_numpyro(poisson_rates, GROUP, Y)
+    tfp_like = dataclasses.replace(target, library="tfp")
+    cases = [
+        (lambda: conjugate_sites(tfp_like, KEY), "target_or_model", "got a tfp target"),
+        (lambda: conjugate_sites(3.0, KEY), "target_or_model", "must be a NumPyro model"),
+        (lambda: conjugate_sites(target, KEY, num_draws=0), "num_draws", "num_draws must be an int >= 1"),
+        (lambda: conjugate_sites(target, KEY, force=[1]), "force", "1 is not a latent site"),
+        (lambda: complete_conditional(target, "nope", {}), "site", "'nope' is not a latent site"),
+        (lambda: complete_conditional(target, "rates", [1.0]), "draws", "draws must be a dict"),
+        (
+            lambda: complete_conditional(target, "rates", {"b": jnp.ones(2), "w": jnp.ones(3)}),
+            "draws",
+            "the same leading",
+        ),
+        (
+            lambda: complete_conditional(target, "b", {"rates": jnp.ones((2, 4)), "w": jnp.ones(2)}),
+            "draws",
+            r"draws\['rates'\]: shape \(2, 4\), expected \(draws, \*\(3,\)\)",
+        ),
+        (
+            lambda: complete_conditional(target, "w", {"b": jnp.ones(2), "rates": jnp.ones((2, 3))}, bad=1),
+            "batch",
+            "no such argument",
+        ),
+    ]
+    for call, argument, match in cases:
+        with pytest.raises(ArgumentError, match=match) as err:
+            call()
+        assert err.value.argument == argument, (argument, err.value)
+
+
+def test_forcing_a_site_that_is_not_conjugate_is_refused_naming_it(gamma_target, logistic_target):
     with pytest.raises(ArgumentError, match="force: site 'w' is not conditionally conjugate") as err:
-        conjugate_sites(logistic, KEY, X, LABELS, force=["w"])
+        conjugate_sites(logistic_target, KEY, force=["w"])
     assert err.value.argument == "force" and err.value.value == "w"
     with pytest.raises(ArgumentError, match="'nope' is not a latent site"):
-        conjugate_sites(gamma_poisson, KEY, Y, force=["nope"])
-    assert conjugate_sites(gamma_poisson, KEY, Y, force="rate")["rate"].conjugate
+        conjugate_sites(gamma_target, KEY, force=["nope"])
+    assert conjugate_sites(gamma_target, KEY, force="rate", num_draws=1)["rate"].conjugate
     with pytest.raises(ArgumentError, match="site 'w' is not conditionally conjugate") as err:
-        complete_conditional(logistic, "w", {"scale": jnp.ones(1)}, X, LABELS)
+        complete_conditional(logistic_target, "w", {"scale": jnp.ones(2)})
     assert err.value.argument == "site"
     with pytest.raises(ArgumentError, match=r"draws: no values of the other latent sites \['scale'\]"):
         complete_conditional(logistic, "w", {}, X, LABELS)
@@ -226,7 +277,7 @@ def test_a_target_with_a_subsampled_plate_takes_the_batch_and_scales_the_update(
 
     target = vijax.from_numpyro(model, Y, subsample_size=2)
     idx = jnp.array([2, 4])
-    assert vijax.conjugate_sites(target, KEY, data=idx)["rate"].conjugate
+    assert vijax.conjugate_sites(target, KEY, num_draws=1, data=idx)["rate"].conjugate
     q = complete_conditional(target, "rate", {}, data=idx)
     np.testing.assert_allclose([q.concentration, q.rate], [A + 3.0 * float(Y[idx].sum()), B0 + 6.0], rtol=1e-6)
     with pytest.raises(ArgumentError, match="a target takes its batch as keyword arguments"):

@@ -29,8 +29,8 @@ with the linear prediction: the relative secant gap
 
 must stay under 1e4 ulps of the values' float type (the tolerance of ``conjugate_model``'s secant
 test). The check runs with float64 enabled whatever the process's setting, so the tolerance is
-2.2e-12: at float32's 1.2e-3 a Poisson log-linear coefficient with small covariates (a gap of 2e-4
-to 9e-4) passed. A product of two elements, a term not linear in the statistics (a logistic
+2.2e-12: at float32's 1.2e-3 a Poisson log-linear coefficient with covariates within +-0.1 (gaps
+of 1e-5 to 1.6e-4 at five keys) passed. A product of two elements, a term not linear in the statistics (a logistic
 likelihood of a Normal coefficient), or a step function of the value (a zero gradient: the values
 are compared, not the gradients) leaves a gap.
 """
@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, is_tracer
 from vijax.interop._numpyro import from_numpyro
 from vijax.interop._target import Target
 from vijax.types import PRNGKey
@@ -63,10 +63,11 @@ class _Spec:
     event_ndims: int  # of the value: 1 for Dirichlet (the simplex is the last axis)
     value: Callable  # u -> x
     unvalue: Callable  # x -> u
+    bound: float = 30.0  # the points' |u| at most: x, log x and log(1 - x) stay finite and distinct
 
 
 _GAMMA = _Spec(expfam.Gamma, "[log x, x]", 0, jnp.exp, jnp.log)
-_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 0, lambda u: u, lambda x: x)
+_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 0, lambda u: u, lambda x: x, float("inf"))
 _BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 0, jax.nn.sigmoid, jax.scipy.special.logit)
 _DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log)
 _MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
@@ -172,16 +173,23 @@ def _family_stats(spec: _Spec, x):
     return (x, x)
 
 
-def _draws(target: Target, key: PRNGKey, num: int) -> dict:
-    """``num`` values of every latent site, (num, *shape) each: the target's start moved by standard
-    normal noise on the unconstrained space (no sampler is run: NumPyro's Gamma and Dirichlet
-    samplers cost a compilation each)."""
-    keys = jax.random.split(jax.random.fold_in(key, 0), len(target.sites))
-    moved = {
-        n: _float64(u)[None] + jax.random.normal(k, (num, *jnp.shape(u)), _float64(u).dtype)
-        for k, (n, u) in zip(keys, target.init_params.items())
-    }
-    return jax.vmap(target.constrain)(moved)
+def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
+    """(``num`` values of every latent site, (num, *shape) each: the target's start moved by uniform
+    noise in (-2, 2) on the unconstrained space, the spread of NumPyro's ``init_to_uniform``; the
+    noise that moves each site to its points, (num, points, *shape)), in one program per target
+    (no sampler is run: NumPyro's Gamma and Dirichlet samplers, and a normal draw, cost a compilation
+    each)."""
+    keys = jax.random.split(key, 2 * len(target.sites))
+    moved, noise = {}, {}
+    for i, (n, u) in enumerate(target.init_params.items()):
+        u = _float64(u)
+        moved[n] = u[None] + jax.random.uniform(keys[2 * i], (num, *u.shape), u.dtype, -2.0, 2.0)
+        shape = (num, _NUM_POINTS, *target.sites[n].shape)
+        noise[n] = jax.random.uniform(keys[2 * i + 1], shape, u.dtype, -2.0, 2.0)
+    return jax.vmap(target.constrain)(moved), noise
+
+
+_draws_jit = jax.jit(_draws, static_argnums=(0, 2))
 
 
 def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) -> tuple:
@@ -220,9 +228,11 @@ def _natural(spec: _Spec, c, shape: tuple) -> tuple:
 
 
 def _points(spec: _Spec, x, noise) -> jax.Array:
-    """(points, *shape): the unconstrained value of ``x`` moved by ``noise`` scaled by 1 + |u|."""
+    """(points, *shape): the unconstrained value u of ``x`` moved by ``noise`` (in (-2, 2)) times
+    (1 + |u|) / 2, within
+    [-bound, bound] (a Beta's points never reach the float's 0 or 1)."""
     u = spec.unvalue(x)[None]
-    return u + noise * 0.5 * (1.0 + jnp.abs(u))
+    return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
 
 
 def _float64(a) -> jax.Array:
@@ -260,8 +270,8 @@ def conjugate_sites(
     site fixed, must be linear in the family's statistics (Gamma: [log x, x]; Normal: [x, x^2];
     Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir and McAuliffe 2017, §4.1,
     eq. 36-37). It is checked at ``num_draws`` draws of the latent sites (the target's start moved
-    by standard normal noise on the unconstrained space), each time at five points of the site's
-    value around its draw, by the relative secant gap of the module docstring
+    by uniform noise in (-2, 2) on the unconstrained space, the spread of NumPyro's
+    ``init_to_uniform``), each time at five points of the site's value around its draw, by the relative secant gap of the module docstring
     (:func:`complete_conditional` gives the closed-form update of a conjugate site).
 
     Args:
@@ -306,7 +316,7 @@ def conjugate_sites(
 
 def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
     """``conjugate_sites``'s report, run with float64 enabled."""
-    draws = _draws(target, key, num_draws)  # (draws, *shape) per site
+    draws, noises = _draws_jit(target, key, num_draws)  # (draws, *shape) per site
     priors = _trace(target, key, batch, {n: v[0] for n, v in draws.items()})
     report = {}
     for site in target.sites:
@@ -325,8 +335,7 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
             continue
         others = {n: v for n, v in draws.items() if n != site}
         x = draws[site]
-        noise = jax.random.normal(jax.random.fold_in(key, 1), (num_draws, _NUM_POINTS, *x.shape[1:]), x.dtype)
-        _, gaps = _fit_draws(target, batch, site, spec, others, x, noise)
+        _, gaps = _fit_draws(target, batch, site, spec, others, x, noises[site])
         gap, tol = _worst(gaps), _tolerance(gaps)
         ok = bool(gap <= tol)  # NaN: not finite at a point
         reason = None
@@ -366,6 +375,11 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
     the exact posterior; with S draws of a fitted q of the others it is the S-draw Monte Carlo
     estimate of the CAVI update's natural parameters E_q[c(others)] (exact where c is linear in
     the draws).
+
+    Called on concrete values it runs in float64 and refuses a site that is not linear in its
+    statistics at the draws. Inside ``jit`` or ``vmap`` (traced draws or batch: a step of the
+    caller's) it runs in the process's float type and does not check: check the site with
+    :func:`conjugate_sites` first.
 
     Args:
       target_or_model: a NumPyro model or a target of one, as for :func:`conjugate_sites`.
@@ -413,15 +427,19 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
     for n, shape in shapes.items():
         if shape[1:] != target.sites[n].shape:
             raise ArgumentError("draws", f"draws[{n!r}]: shape {shape}, expected (draws, *{target.sites[n].shape})")
+    draws = {n: draws[n] for n in others}
+    if any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch))):  # inside the caller's jit or vmap
+        return _update(target, batch, site, draws, lambda a: jnp.asarray(a))
     with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
-        return _update(target, batch, site, {n: draws[n] for n in others})
+        return _update(target, batch, site, draws, _float64)
 
 
-def _update(target: Target, batch, site: str, draws: dict):
-    """``complete_conditional``'s family, run with float64 enabled."""
-    draws = {n: _float64(v) for n, v in draws.items()}
+def _update(target: Target, batch, site: str, draws: dict, cast: Callable):
+    """``complete_conditional``'s family, its values as ``cast`` gives them; the linearity checked
+    where the values are concrete."""
+    draws = {n: cast(v) for n, v in draws.items()}
     dtype = jnp.result_type(target.init_params[site])
-    start = target.constrain({n: _float64(u) for n, u in target.init_params.items()})
+    start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
     spec, prior = _spec_of(_trace(target, jax.random.PRNGKey(0), batch, start)[site]["fn"])
     if spec is None:
         raise ArgumentError(
@@ -429,7 +447,7 @@ def _update(target: Target, batch, site: str, draws: dict):
             f"site {site!r}: its prior is a {prior}: no exponential family is matched to it (matched: {_MATCHED})",
         )
     x = jnp.asarray(start[site])
-    noise = jnp.asarray(np.random.default_rng(0).standard_normal((_NUM_POINTS, *x.shape)), x.dtype)
+    noise = jnp.asarray(np.random.default_rng(0).uniform(-2.0, 2.0, (_NUM_POINTS, *x.shape)), x.dtype)
     num = int(next(iter(draws.values())).shape[0]) if draws else 1
     c, gaps = _fit_draws(
         target,
@@ -440,9 +458,9 @@ def _update(target: Target, batch, site: str, draws: dict):
         jnp.broadcast_to(x, (num, *x.shape)),
         jnp.broadcast_to(noise, (num, *noise.shape)),
     )
-    c, gap = jnp.mean(c, axis=0), _worst(gaps)
-    tol = _tolerance(gaps)
-    if not gap <= tol:
+    c = jnp.mean(c, axis=0)
+    if not is_tracer(gaps) and not _worst(gaps) <= _tolerance(gaps):
+        gap, tol = _worst(gaps), _tolerance(gaps)
         raise ArgumentError(
             "site",
             f"site {site!r} is not conditionally conjugate at these draws: log-joint not linear in {spec.stats} "
