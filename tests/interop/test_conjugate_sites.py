@@ -43,10 +43,12 @@ def gamma_poisson(k):
         numpyro.sample("k", dist.Poisson(rate), obs=k)
 
 
-def dirichlet_categorical(z):
-    probs = numpyro.sample("probs", dist.Dirichlet(jnp.array([1.0, 2.0, 0.5, 3.0])))
+def dirichlet_categorical(group, z):
+    """Per-group category probabilities: a (2, 4) Dirichlet site, one simplex per group."""
+    with numpyro.plate("groups", 2):
+        probs = numpyro.sample("probs", dist.Dirichlet(jnp.array([1.0, 2.0, 0.5, 3.0])))
     with numpyro.plate("data", z.shape[0]):
-        numpyro.sample("z", dist.Categorical(probs=probs), obs=z)
+        numpyro.sample("z", dist.Categorical(probs=probs[group]), obs=z)
 
 
 def normal_mean(y):
@@ -127,12 +129,15 @@ def test_hierarchical_poisson_every_gamma_is_conjugate_given_the_others_and_its_
 
 
 def test_dirichlet_over_categorical_draws_is_conjugate_and_its_update_adds_the_counts():
+    """Each group's Dirichlet(alpha + the group's counts)."""
+    group = jnp.array([0, 0, 0, 1, 1, 1, 1])
     z = jnp.array([0, 1, 1, 3, 3, 3, 2])
-    target = vijax.from_numpyro(dirichlet_categorical, z)
+    target = vijax.from_numpyro(dirichlet_categorical, group, z)
     report = conjugate_sites(target, KEY, num_draws=1)
     assert (report["probs"].conjugate, report["probs"].family, report["probs"].stats) == (True, "Dirichlet", "[log x]")
     q = complete_conditional(target, "probs", {})
-    np.testing.assert_allclose(q.concentration, jnp.array([1.0, 2.0, 0.5, 3.0]) + jnp.bincount(z, length=4), rtol=1e-6)
+    counts = jnp.stack([jnp.bincount(z[:3], length=4), jnp.bincount(z[3:], length=4)])
+    np.testing.assert_allclose(q.concentration, jnp.array([1.0, 2.0, 0.5, 3.0])[None] + counts, rtol=1e-6)
 
 
 def test_normal_mean_with_known_scale_is_conjugate_and_its_update_is_the_analytic_posterior():
@@ -179,24 +184,27 @@ def test_logistic_regression_coefficient_is_not_conjugate_with_the_reason(logist
     assert "its prior is a LogNormal" in scale.reason
 
 
-def test_a_product_of_two_elements_and_a_step_function_are_not_conjugate():
-    """Poisson(r0 r1) with both rates in one site is not linear in the site's [log x, x] (a product of
-    two elements: its complete conditional is not a product of Gammas); Poisson(floor(r) + 1) has a
-    zero gradient in the floor but is not linear: the values' gap finds both."""
+def test_interacting_elements_and_a_step_function_are_not_conjugate():
+    """A linear regression's weights in one Normal site: each weight is conjugate given the other,
+    but the products w0 w1 make the site's complete conditional a correlated Normal, not a product
+    of Normals (the reason says so); Poisson(floor(r) + 1) has a zero gradient in the floor but is
+    not linear: the values' gap finds both."""
 
-    def product(k):
-        r = numpyro.sample("r", dist.Gamma(2.0 * jnp.ones(2), 1.0).to_event(1))
-        with numpyro.plate("data", k.shape[0]):
-            numpyro.sample("k", dist.Poisson(r[0] * r[1]), obs=k)
+    def regression(x, t):
+        w = numpyro.sample("w", dist.Normal(jnp.zeros(2), 2.0).to_event(1))
+        with numpyro.plate("data", t.shape[0]):
+            numpyro.sample("t", dist.Normal(x @ w, 0.5), obs=t)
 
     def step(k):
         r = numpyro.sample("r", dist.Gamma(2.0, 1.0))
         with numpyro.plate("data", k.shape[0]):
             numpyro.sample("k", dist.Poisson(jnp.floor(r) + 1.0), obs=k)
 
-    for model in (product, step):
-        site = conjugate_sites(model, KEY, Y)["r"]
-        assert not site.conjugate and site.gap > 1e3 * site.tolerance, (model.__name__, site)
+    w = conjugate_sites(regression, KEY, X, LABELS)["w"]
+    r = conjugate_sites(step, KEY, Y)["r"]
+    for site in (w, r):
+        assert not site.conjugate and site.gap > 1e3 * site.tolerance, site
+    assert "its elements interact" in w.reason and "its elements interact" not in r.reason
 
 
 def test_a_float32_process_is_checked_in_float64():

@@ -340,11 +340,17 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
         ok = bool(gap <= tol)  # NaN: not finite at a point
         reason = None
         if not ok:
+            family = spec.family.__name__
             reason = (
-                f"log-joint not linear in {spec.stats} ({spec.family.__name__}'s statistics of {site!r}): "
+                f"log-joint not linear in {spec.stats} ({family}'s statistics of {site!r}): "
                 + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
                 + f" (tolerance {tol:.3g})"
             )
+            if np.prod(x.shape[1 : x.ndim - spec.event_ndims], dtype=int) > 1:
+                reason += (
+                    f"; or its elements interact (a product of two of them, as a linear regression's weights: "
+                    f"the complete conditional is then correlated, not a product of {family}s)"
+                )
         report[site] = SiteConjugacy(site, ok, spec.family.__name__, prior, spec.stats, gap, tol, reason)
     for site in forced:
         if not report[site].conjugate:
