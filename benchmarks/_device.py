@@ -18,7 +18,9 @@ import jax
 from vijax.run import fast_cpu_compile
 
 DEVICES = ("cpu", "gpu", "tpu")
-_PLATFORMS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
+# the CPU stays listed after an accelerator (the accelerator is the default device): a host callback
+# (jax.debug.callback, e.g. a value check deeper than a step) needs a CPU device to place its inputs on
+_PLATFORMS = {"cpu": "cpu", "gpu": "cuda,cpu", "tpu": "tpu,cpu"}
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +43,7 @@ def use_device(device: str, fast_cpu: bool = True) -> str:
     if device == "cpu" and fast_cpu:
         fast_cpu_compile()  # XLA's CPU compile settings of `vijax run`, before anything runs
     try:
-        devices = jax.devices()
+        devices = jax.devices(_PLATFORMS[device].split(",")[0])
     except Exception as e:  # a RuntimeError, or an AssertionError where no plugin for it is installed
         raise SystemExit(
             f"--device {device}: JAX sees no {device.upper()} ({e}); install the matching jax "
