@@ -87,9 +87,9 @@ def test_helpers():
 
 
 def test_optimum_baseline_reaches_a_stationary_point():
-    """gpc_compare's L*: the "optimum" baseline is batch PG with exact gradients whose info.elbo is
-    the exact ELBO; 100 steps of beta = 0.3 on 12 points end where the (m, L) ELBO gradient vanishes;
-    optimum_steps = 0 gives none."""
+    """L* of both experiments: the "optimum" baseline is batch PG with exact gradients whose
+    info.elbo is the exact ELBO; 100 steps of beta = 0.3 on 12 points end where the (m, L) ELBO
+    gradient vanishes."""
     import types
 
     import jax
@@ -102,10 +102,10 @@ def test_optimum_baseline_reaches_a_stationary_point():
     x = r.normal(size=(12, 2))
     data = types.SimpleNamespace(x_train=x, y_train=(x[:, 0] + 0.3 * r.normal(size=12) > 0).astype(int))
     s = {"log_lengthscale": 0.2, "log_scale": 1.0, "jitter": 1e-2, "mean_update": "paper"}
-    assert _optimum_baseline(s | {"optimum_steps": 0, "optimum_beta": 0.3}, data) is None
-    base = _optimum_baseline(s | {"optimum_steps": 100, "optimum_beta": 0.3}, data)
+    model = _model(s, data, quadrature=True)
+    base = _optimum_baseline(model, 0.3, 100)
     assert base.name == "optimum" and base.settings["num_steps"] == 100
-    alg, model = base.algorithm, _model(s, data, quadrature=True)
+    alg = base.algorithm
 
     def body(st, t):
         st, info = alg.step(jax.random.PRNGKey(0), st, base.batch_fn(None, t))
@@ -149,7 +149,8 @@ def test_step_size_grids_equal_runs_one_by_one():
 
     with jax.enable_x64(True):
         a = {"gd_rates": [3e-3, 1e-2], "pg_betas": [1.0], "pg_mc_betas": [1.0], "pg_svi_betas": [0.01, 0.03]}
-        a |= {"pg_mc_samples": 5, "num_samples": 5, "max_passes_batch": 3, "max_passes_svi": 1, "optimum_steps": 3}
+        a |= {"pg_mc_samples": 5, "num_samples": 5, "max_passes_batch": 3, "max_passes_svi": 1}
+        a |= {"optimum_steps": 3, "optimum_beta": 0.3}
         sections = {
             "model": {"mean_update": "paper"},
             "algorithm": dict(a),
