@@ -60,16 +60,17 @@ class _Spec:
 
     family: type
     stats: str  # the statistics as the report names them
+    num_params: int  # its natural parameters (and statistics), each of the value's shape
     event_ndims: int  # of the value: 1 for Dirichlet (the simplex is the last axis)
     value: Callable  # u -> x
     unvalue: Callable  # x -> u
     bound: float = 30.0  # the points' |u| at most: x, log x and log(1 - x) stay finite and distinct
 
 
-_GAMMA = _Spec(expfam.Gamma, "[log x, x]", 0, jnp.exp, jnp.log)
-_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 0, lambda u: u, lambda x: x, float("inf"))
-_BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 0, jax.nn.sigmoid, jax.scipy.special.logit)
-_DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log)
+_GAMMA = _Spec(expfam.Gamma, "[log x, x]", 2, 0, jnp.exp, jnp.log)
+_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 2, 0, lambda u: u, lambda x: x, float("inf"))
+_BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 2, 0, jax.nn.sigmoid, jax.scipy.special.logit)
+_DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log)
 _MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
 
 
@@ -160,17 +161,11 @@ def _spec_of(fn: Any) -> tuple[Optional[_Spec], str]:
 
 
 def _element_stats(spec: _Spec, u_e):
-    """The statistics of one element (unconstrained ``u_e`` of shape (k,)), concatenated: (d,)."""
+    """The family's statistics of one element (unconstrained ``u_e`` of shape (k,)), concatenated:
+    (d,) = (num_params k,)."""
     x = spec.value(u_e) if spec.event_ndims else spec.value(u_e[0])
-    fam = spec.family.from_natural(tuple(jnp.zeros_like(t) for t in _family_stats(spec, x)))
+    fam = spec.family.from_natural((jnp.zeros_like(x),) * spec.num_params)  # one element's family
     return jnp.concatenate([jnp.ravel(t) for t in fam.sufficient_stats(x)])
-
-
-def _family_stats(spec: _Spec, x):
-    """The statistics' layout of one element at ``x`` (for a family instance of the right shapes)."""
-    if spec.family is expfam.Dirichlet:
-        return (x,)
-    return (x, x)
 
 
 def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
@@ -221,16 +216,15 @@ def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) 
 
 
 def _natural(spec: _Spec, c, shape: tuple) -> tuple:
-    """The per-element coefficients (E, d) as the family's natural parameters of the site's shape."""
-    if spec.family is expfam.Dirichlet:
-        return (c.reshape(shape),)
-    return tuple(c[:, j].reshape(shape) for j in range(c.shape[1]))
+    """The per-element coefficients (E, num_params k) as the family's natural parameters, each of
+    the site's shape."""
+    c = c.reshape(c.shape[0], spec.num_params, -1)
+    return tuple(c[:, j].reshape(shape) for j in range(spec.num_params))
 
 
 def _points(spec: _Spec, x, noise) -> jax.Array:
     """(points, *shape): the unconstrained value u of ``x`` moved by ``noise`` (in (-2, 2)) times
-    (1 + |u|) / 2, within
-    [-bound, bound] (a Beta's points never reach the float's 0 or 1)."""
+    (1 + |u|) / 2, within [-bound, bound] (a Beta's points never reach the float's 0 or 1)."""
     u = spec.unvalue(x)[None]
     return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
 
