@@ -123,9 +123,36 @@ def test_hierarchical_poisson_every_gamma_is_conjugate_given_the_others_and_its_
     np.testing.assert_allclose([q_b.concentration, q_b.rate], [A0 + 3 * A, B0 + float(rates.sum(1).mean())], rtol=1e-6)
     q_1 = complete_conditional(target, "b", {"rates": rates[:1], "w": w[:1]})  # one draw: the complete conditional
     np.testing.assert_allclose([q_1.concentration, q_1.rate], [A0 + 3 * A, B0 + float(rates[0].sum())], rtol=1e-6)
-    # inside the caller's jit (a step's draws traced): the same update, unchecked
-    jitted = jax.jit(lambda b, w: complete_conditional(target, "rates", {"b": b, "w": w}).natural_params)(b, w)
-    np.testing.assert_allclose(jitted, q.natural_params, rtol=1e-10)
+
+
+def test_cavi_from_complete_conditionals_reaches_the_mean_field_fixed_point():
+    """CAVI by complete_conditional inside a jitted sweep: each site's coefficients are linear in the
+    other sites' values, so the update at the others' means is the exact CAVI update (E_q[c] =
+    c(E_q[others])); after 60 sweeps q equals the fixed point of the mean-field equations
+    E[rates_g] = (A + sum_g y) / (E[b] + n_g), E[b] = (A0 + 3 A) / (B0 + sum_g E[rates_g]), iterated
+    by hand, to 1e-9."""
+    target = vijax.from_numpyro(poisson_rates, GROUP, Y)
+    w = jnp.zeros(1)  # w enters as exp(0 w): no other site's coefficients depend on it
+
+    def mean(q):  # E[x], as one draw
+        return q.mean_params()[1][None]
+
+    @jax.jit
+    def sweep(q_b):
+        q_rates = complete_conditional(target, "rates", {"b": mean(q_b), "w": w})
+        return complete_conditional(target, "b", {"rates": mean(q_rates), "w": w}), q_rates
+
+    q_b = expfam.Gamma.from_shape_rate(A0, B0)
+    for _ in range(60):
+        q_b, q_rates = sweep(q_b)
+    sums, counts = jnp.zeros(3).at[GROUP].add(Y), jnp.zeros(3).at[GROUP].add(1.0)
+    mean_b = A0 / B0
+    for _ in range(500):
+        mean_rates = (A + sums) / (mean_b + counts)
+        mean_b = (A0 + 3 * A) / (B0 + float(mean_rates.sum()))
+    np.testing.assert_allclose(q_rates.concentration, A + sums, rtol=1e-9)
+    np.testing.assert_allclose(q_rates.rate, mean_b + counts, rtol=1e-9)
+    np.testing.assert_allclose([q_b.concentration, q_b.rate], [A0 + 3 * A, B0 + float(mean_rates.sum())], rtol=1e-9)
 
 
 def test_dirichlet_over_categorical_draws_is_conjugate_and_its_update_adds_the_counts():
