@@ -57,6 +57,7 @@ from vijax._validate import ArgumentError, batch_size, check_choice, check_int, 
 from vijax.interop import Target
 from vijax.models import filter_jit
 from vijax.inference._guides import check_shapes, make_guide
+from vijax.inference._flows import draws, flow_guide, is_flow
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
@@ -159,7 +160,7 @@ def vr_bound(log_w: Array, alpha: float) -> Array:
 
 def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_samples, prior, alpha=None):
     """(surrogate whose gradient is the estimator, ELBO estimate)."""
-    z = _draws(guide, vparams, key, num_samples)
+    z, logq = draws(guide, vparams, key, num_samples, estimator)  # with log q where a flow draws it in one pass
     if estimator == "score":
         z = jax.lax.stop_gradient(z)
 
@@ -176,7 +177,7 @@ def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_sam
         h = guide.entropy(vparams)
     if estimator == "stl":
         logq = jax.vmap(guide.log_prob, (None, 0))(jax.lax.stop_gradient(vparams), z)
-    elif not analytic or estimator in ("score", "iwae", "renyi"):
+    elif logq is None and (not analytic or estimator in ("score", "iwae", "renyi")):
         logq = jax.vmap(guide.log_prob, (None, 0))(vparams, z)
     if estimator in ("iwae", "renyi"):
         bound = vr_bound(logp - logq, 0.0 if estimator == "iwae" else alpha)
@@ -425,7 +426,9 @@ def as_top_level_api(
       family: ``"meanfield"``, ``"fullrank"``, ``"lowrank"`` (Gaussians on the unconstrained
         parameters; need ``init_params``) or a pytree of ``vijax.expfam`` families (the initial q,
         one family per parameter leaf: Gamma, Beta, Dirichlet, Normal; for a target,
-        ``vijax.inference.auto_family(target)``).
+        ``vijax.inference.auto_family(target)``), or a flowjax distribution of shape (d,) over the
+        flat unconstrained vector (a normalizing flow, ``vijax.inference._flows``: its trainable
+        arrays are q's parameters; Monte Carlo entropy only, no ``prior``).
       init_params: the parameter pytree: its structure, shapes and q's initial centre.
       bijectors: None or a pytree like ``init_params`` of ``tfp.bijectors`` (unconstrained ->
         constrained) or None leaves (identity).
@@ -506,7 +509,9 @@ def as_top_level_api(
             "needs the whole log-joint (give log_prior instead)",
         )
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
-    if target is None:
+    if is_flow(family):  # a flowjax distribution on the flat unconstrained vector (``_flows``)
+        guide = flow_guide(family, init_params, bijectors, target, estimator=estimator, entropy=entropy, prior=prior)
+    elif target is None:
         guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
     elif isinstance(family, str):  # Gaussian on the unconstrained space, through the model's own map
         guide = make_guide(family, target.init_params, init_scale=init_scale, rank=rank, transform=target.transform)
