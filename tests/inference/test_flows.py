@@ -16,7 +16,7 @@ import optax
 import pytest
 
 import vijax
-from vijax.inference import bbvi, guide, log_weights, sample
+from vijax.inference import bbvi, elbo, guide, log_weights, sample
 
 flowjax = pytest.importorskip("flowjax")
 import flowjax.distributions as fd  # noqa: E402
@@ -144,6 +144,10 @@ def test_step_jits_for_each_estimator(estimator):
     assert bool(info.accepted) and np.isfinite(float(info.elbo))
     moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), new.q_global, state.q_global)
     assert any(jax.tree.leaves(moved))
+    # the differentiable ELBO of vijax.inference.elbo has a finite gradient in every trainable array
+    grads = jax.grad(lambda q: elbo(alg, jax.random.PRNGKey(2), q, None))(state.q_global)
+    assert jax.tree.structure(grads) == jax.tree.structure(state.q_global)
+    assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
 
 
 def test_step_jits_state_is_a_pytree_and_guide(maf):
