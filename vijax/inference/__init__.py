@@ -9,7 +9,8 @@ offers beyond them (``bbvi``'s ``guide``, draws, PSIS log-weights, a differentia
 ``sample``, ``log_weights``, ``elbo``, ``iwae_log_likelihood``, ``reconstruct``, ``decoder_kl``.
 ``bbvi`` and ``ngvi`` also take a NumPyro or TFP model as a ``vijax.interop.Target``
 (``vijax.from_numpyro``, ``vijax.from_tfp``); ``auto_family(target)`` matches an exponential family
-to each site's support. Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
+to each site's support; ``conjugate_split`` updates a NumPyro model's conditionally conjugate
+sites (``vijax.conjugate_sites``) in closed form and the rest by ``bbvi``, in one step. Maximum-likelihood / MAP ``em`` for any model with an E-step and an M-step. Algorithms by name: ``ALGORITHMS`` / ``make_algorithm``.
 A Bayesian last layer on a network, trained end to end by the user's own loop:
 ``bayesian_last_layer`` (docs/composition.md). Combinators: ``restarts``, ``lock_step``, ``replace_elbo``, ``data_parallel``
 (across processes: ``initialize_processes``, ``process_shard``, ``global_batch``, ``global_host_batches``).
@@ -47,6 +48,7 @@ from vijax.inference._parallel import DataParallel, data_parallel
 from vijax.inference._distributed import global_batch, global_host_batches, initialize_processes, process_shard
 from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
 from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_algorithm, register_algorithm
+from vijax.inference._split import SplitInfo, SplitState, conjugate_split
 from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
 from vijax.inference._conjugate import inject_hyperparameters
 from vijax.inference._svi import SVIInfo, SVIState, svi
@@ -65,6 +67,9 @@ from vijax.inference.base import (
 )
 
 __all__ = [
+    "SplitInfo",
+    "SplitState",
+    "conjugate_split",
     "auto_family",
     "decoder_kl",
     "elbo",

@@ -1,0 +1,235 @@
+"""Conjugate sites in closed form, the rest by black-box VI, in one step (``conjugate_split``).
+
+For a NumPyro model some of whose latent sites are conditionally conjugate
+(``vijax.conjugate_sites``: a Gamma rate of Poisson counts, a Dirichlet over categorical draws, a
+Normal mean with known scale, ...), q factorises as q(conjugate sites) q(rest): each conjugate
+site's q is its prior's exponential family, and the rest is a ``bbvi`` family on the rest's
+unconstrained values. One step
+
+1. draws S values of the rest from q(rest) and of every conjugate site from its q;
+2. moves each conjugate site's natural parameters towards its complete conditional's, averaged
+   over those draws (``vijax.interop.complete_conditional``: the S-draw estimate of the CAVI
+   update E_q[eta(others, data)], Blei, Kucukelbir & McAuliffe 2017, eq. 37), by the step size
+   rho_t: lambda <- (1 - rho_t) lambda + rho_t eta_hat (rho = 1 at full batch is a coordinate
+   update; rho_t with subsampled plates is natural-gradient SVI, Hoffman et al. 2013, eq. 24, the
+   complete conditional already scaled by the plates' N / M); the sites in turn, each seeing the
+   others' new draws;
+3. takes one ``bbvi`` step on the rest, with the conjugate sites at one fresh draw from their
+   new q: the log-joint at the rest's constrained values plus the rest's log |det J|.
+
+The reported ELBO is ``bbvi``'s estimate at that draw plus the conjugate sites' entropies: an
+unbiased estimate of E_q[log p(x, data)] + H[q] (the rest's Jacobian inside, as ``bbvi`` on a
+target counts it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from vijax import expfam
+from vijax._validate import ArgumentError, check_int
+from vijax.interop import SiteConjugacy, Target, complete_conditional
+from vijax.inference._bbvi import bbvi
+from vijax.inference._extras import sample
+from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
+from vijax.inference.schedules import as_schedule, constant
+from vijax.types import Array, PRNGKey, PyTree, Schedule
+
+
+class SplitState(NamedTuple):
+    """q_global: site name -> the ``vijax.expfam`` family of each conjugate site's q; inner:
+    ``bbvi``'s state over the other sites (``inner.q_global`` its variational parameters); count:
+    int32 steps taken; num_rejected: int32 steps not applied (non-finite)."""
+
+    q_global: dict
+    inner: Any
+    count: Array
+    num_rejected: Array
+
+
+class SplitInfo(NamedTuple):
+    """elbo: the Monte Carlo ELBO estimate (module docstring); step_size: rho_t of the conjugate
+    sites; num_damped: their natural-parameter elements pulled back into the domain; inner:
+    ``bbvi``'s info; accepted: whether the step was applied."""
+
+    elbo: Array
+    step_size: Array
+    num_damped: Array
+    inner: Any
+    accepted: Array = None
+
+
+def _bijectors(target: Target, names) -> dict:
+    from numpyro.distributions.transforms import biject_to
+
+    return {n: biject_to(target.sites[n].constraint) for n in names}
+
+
+def _constrain(bijectors: dict, params_u: dict) -> tuple[dict, Array]:
+    """The rest's constrained values and log |det J| (one draw)."""
+    values = {n: b(params_u[n]) for n, b in bijectors.items()}
+    logdet = sum(jnp.sum(b.log_abs_det_jacobian(params_u[n], values[n])) for n, b in bijectors.items())
+    return values, jnp.asarray(logdet)
+
+
+def _rest_log_density(params_u: dict, pair, *, target: Target, bijectors: dict):
+    """log p(rest, conjugate draw, data) + log |det J| of the rest, for ``bbvi``; ``pair`` is
+    (the target's batch, the conjugate sites' constrained values)."""
+    batch, conjugate = pair
+    values, logdet = _constrain(bijectors, params_u)
+    return target.log_prob({**values, **conjugate}, batch) + logdet
+
+
+def _draw(q: PyTree, key: PRNGKey, num: int):
+    return q.sample(key, (num,))
+
+
+def init(
+    key: PRNGKey, batch: PyTree = None, *, target: Target, conjugate: tuple, inner: VIAlgorithm, bijectors: dict
+) -> SplitState:
+    """q(rest) from ``bbvi``'s start; each conjugate site's q the complete conditional at the
+    rest's start and the other conjugate sites' starting values (the target's start)."""
+    k_inner, k_rest = jax.random.split(key)
+    start = target.constrain(target.init_params)
+    conj = {n: jnp.asarray(start[n]) for n in conjugate}
+    inner_state = inner.init(k_inner, (batch, conj))
+    rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
+    draws = {**rest, **{n: v[None] for n, v in conj.items()}}
+    q = {}
+    for n in conjugate:
+        q[n] = complete_conditional(target, n, {m: v for m, v in draws.items() if m != n}, **_batch_kwargs(batch))
+    return SplitState(q, inner_state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+
+
+def _batch_kwargs(batch) -> dict:
+    return {} if batch is None else dict(batch)
+
+
+def _rest_draws(inner: VIAlgorithm, key: PRNGKey, inner_state, bijectors: dict, num: int) -> dict:
+    """``num`` draws of the rest from q(rest), constrained: (num, ...) per site."""
+    params_u = sample(inner, key, inner_state, num)
+    return jax.vmap(lambda u: _constrain(bijectors, u)[0])(params_u)
+
+
+@checked_step
+def step(
+    key: PRNGKey,
+    state: SplitState,
+    batch: PyTree,
+    *,
+    model: Target,
+    conjugate: tuple,
+    inner: VIAlgorithm,
+    bijectors: dict,
+    schedule: Schedule,
+    num_draws: int,
+) -> Proposal:
+    """One step (module docstring)."""
+    target = model
+    k_rest, k_conj, k_new, k_inner = jax.random.split(key, 4)
+    rho = jnp.asarray(schedule(state.count))
+    draws = _rest_draws(inner, k_rest, state.inner, bijectors, num_draws)
+    keys = dict(zip(conjugate, jax.random.split(k_conj, len(conjugate))))
+    draws.update({n: _draw(state.q_global[n], keys[n], num_draws) for n in conjugate})
+    q_new, damped = {}, jnp.zeros((), jnp.int32)
+    new_keys = dict(zip(conjugate, jax.random.split(k_new, len(conjugate))))
+    for n in conjugate:
+        others = {m: v for m, v in draws.items() if m != n}
+        eta_hat = complete_conditional(target, n, others, **_batch_kwargs(batch))
+        q_new[n], d = expfam.tree_interpolate(state.q_global[n], expfam.tree_natural_params(eta_hat), rho)
+        damped = damped + d
+        draws[n] = _draw(q_new[n], new_keys[n], num_draws)  # the next site sees the new q
+    conj_now = {n: draws[n][0] for n in conjugate}  # one fresh draw for the rest's step
+    inner_state, inner_info = inner.step(k_inner, state.inner, (batch, conj_now))
+    entropy = sum(jnp.sum(q_new[n].entropy()) for n in conjugate)
+    elbo = inner_info.elbo + entropy
+    info = SplitInfo(elbo, rho, damped, inner_info)
+    return Proposal(SplitState(q_new, inner_state, state.count, state.num_rejected), info, (elbo,))
+
+
+def as_top_level_api(
+    target: Target,
+    conjugate: Mapping[str, SiteConjugacy],
+    *,
+    schedule=None,
+    num_draws: int = 8,
+    family: Any = "meanfield",
+    optimizer: Any = "adam",
+    learning_rate: Optional[float] = None,
+    num_samples: int = 1,
+    init_scale: float = 0.1,
+) -> VIAlgorithm:
+    """Conjugate sites of a NumPyro model in closed form, the other sites by ``bbvi``, in one step
+    (see the module docstring).
+
+    Args:
+      target: a NumPyro target (``vijax.from_numpyro``); its batch is the model's arguments and
+        subsampled plates' indices, as for ``bbvi``.
+      conjugate: ``vijax.conjugate_sites(target, key)``'s report: the sites it found conjugate
+        get closed-form updates (run it with ``force=[...]`` to refuse a site you expect to be
+        conjugate and is not); at least one, and at least one site left for ``bbvi``.
+      schedule: rho_t of the conjugate sites: a number in (0, 1] or a callable ``count -> rho``
+        (default 1.0: a coordinate update, for full batches; use a decreasing schedule, e.g.
+        ``schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)``, with subsampled plates).
+      num_draws: S, draws of the other sites per conjugate update (>= 1).
+      family: ``bbvi``'s family for the rest (``"meanfield"``, ``"fullrank"``, ``"lowrank"``).
+      optimizer: ``bbvi``'s optimizer for the rest.
+      learning_rate: its learning rate (default: the optimizer's).
+      num_samples: ``bbvi``'s draws per step.
+      init_scale: q(rest)'s initial standard deviation.
+
+    Returns:
+      ``VIAlgorithm(init, step)``; the state is a :class:`SplitState` (``q_global``: the conjugate
+      sites' families; ``inner``: ``bbvi``'s state), the info a :class:`SplitInfo`.
+
+    Raises:
+      ArgumentError: naming the argument: a target that is not a NumPyro one, a ``conjugate``
+        that is not ``conjugate_sites``' report of this target, no conjugate site or no site
+        left for ``bbvi``, a bad ``schedule`` or ``num_draws``.
+    """
+    if not isinstance(target, Target) or target.library != "numpyro":
+        raise ArgumentError(
+            "target", f"target must be a NumPyro target (vijax.from_numpyro), got {type(target).__name__}"
+        )
+    if not isinstance(conjugate, Mapping) or not all(isinstance(s, SiteConjugacy) for s in conjugate.values()):
+        raise ArgumentError(
+            "conjugate", "conjugate must be the report of vijax.conjugate_sites(target, key): a dict of SiteConjugacy"
+        )
+    unknown = sorted(set(conjugate) - set(target.sites))
+    if unknown:
+        raise ArgumentError("conjugate", f"conjugate names sites the target does not have: {unknown}")
+    sites = tuple(n for n in target.sites if n in conjugate and conjugate[n].conjugate)
+    rest = tuple(n for n in target.sites if n not in sites)
+    if not sites:
+        raise ArgumentError("conjugate", "conjugate: the report finds no conjugate site; use bbvi or ngvi")
+    if not rest:
+        raise ArgumentError(
+            "conjugate", f"conjugate: every site is conjugate ({list(sites)}); nothing is left for bbvi"
+        )
+    num_draws = check_int("num_draws", num_draws)
+    rho = as_schedule(schedule, "schedule", default=constant(1.0))
+    bijectors = _bijectors(target, rest)
+    log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
+    options = {} if learning_rate is None else {"schedule": learning_rate}
+    inner = bbvi(
+        log_density,
+        family=family,
+        init_params={n: jnp.asarray(target.init_params[n]) for n in rest},
+        optimizer=optimizer,
+        num_samples=num_samples,
+        init_scale=init_scale,
+        **options,
+    )
+    settings = dict(conjugate=sites, inner=inner, bijectors=bijectors)
+    return VIAlgorithm(
+        init=bind_settings(init, target=target, **settings),
+        step=bind_settings(step, model=target, schedule=rho, num_draws=num_draws, **settings),
+    )
+
+
+conjugate_split = as_top_level_api
+
+__all__ = ["SplitInfo", "SplitState", "conjugate_split"]
