@@ -42,8 +42,10 @@ def _settings(alg: Any, what: str, kinds: tuple[str, ...]) -> tuple[str, dict]:
 
 
 def guide(alg: Any):
-    """``bbvi``'s variational family (``GaussianGuide`` or ``ExpFamilyGuide``): ``init()``,
-    ``mean(q_global)`` (the parameter pytree at q's centre), ``to_tfp(q_global)``, ``sample``..."""
+    """``bbvi``'s variational family (``GaussianGuide``, ``ExpFamilyGuide``, or for a flowjax flow
+    its guide, which adds ``flow(q_global)``, the fitted flow, and refuses ``to_tfp``): ``init()``,
+    ``mean(q_global)`` (the parameter pytree at q's centre; a flow's by Monte Carlo),
+    ``to_tfp(q_global)``, ``sample``..."""
     _, kw = _settings(alg, "guide", ("bbvi",))
     return kw["guide"]
 
