@@ -158,8 +158,9 @@ def vr_bound(log_w: Array, alpha: float) -> Array:
     return mean + (m + jnp.log1p(jnp.mean(jnp.expm1(x - m)))) / c
 
 
-def _objective(vparams, batch, key, *, guide, joint, estimator, entropy, num_samples, prior, alpha=None):
-    """(surrogate whose gradient is the estimator, ELBO estimate)."""
+def _objective(vparams, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha=None):
+    """(surrogate whose gradient is the estimator, ELBO estimate); the arguments after ``key`` are
+    the keywords of ``elbo`` and ``step``, in their order."""
     z, logq = draws(guide, vparams, key, num_samples, estimator)  # with log q where a flow draws it in one pass
     if estimator == "score":
         z = jax.lax.stop_gradient(z)
@@ -216,18 +217,7 @@ def elbo(
     For the score-function estimator the value is stop(ELBO) + (surrogate - stop(surrogate)).
     """
     check_key("key", key)
-    surrogate, value = _objective(
-        vparams,
-        batch,
-        key,
-        guide=guide,
-        joint=joint,
-        estimator=estimator,
-        entropy=entropy,
-        num_samples=num_samples,
-        prior=prior,
-        alpha=alpha,
-    )
+    surrogate, value = _objective(vparams, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha)
     if estimator != "score":
         return surrogate
     return jax.lax.stop_gradient(value) + surrogate - jax.lax.stop_gradient(surrogate)
@@ -375,16 +365,7 @@ def step(
     if template is not None:  # another bbvi's state (another family or parameters) fails here, not deep inside
         check_shapes("state.q_global", state.q_global, template, "this bbvi's variational parameters")
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
-        state.q_global,
-        batch,
-        key,
-        guide=guide,
-        joint=joint,
-        estimator=estimator,
-        entropy=entropy,
-        num_samples=num_samples,
-        prior=prior,
-        alpha=alpha,
+        state.q_global, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha
     )
     neg = jax.tree.map(jnp.negative, grads)
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)

@@ -15,7 +15,7 @@ from vijax.inference._scale import check_num_data, data_scale, num_present, step
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel
-from vijax.types import Array, PRNGKey, PyTree, Schedule
+from vijax.types import PRNGKey, PyTree, Schedule
 
 
 def check_factory_args(model, algorithm: str, *, num_data, schedule, local: str, ramp) -> Schedule:
@@ -64,8 +64,7 @@ def check_local(model: ConditionallyConjugateModel, local: str) -> None:
 
 
 def view_step(
-    q: PyTree,
-    count: Array,
+    state: PyTree,
     batch: PyTree,
     key: PRNGKey,
     *,
@@ -75,23 +74,25 @@ def view_step(
     local: str,
     ramp: bool,
     view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]],
-    hyper: PyTree = None,
 ):
     """The step shared by SSVI, SSVI-A and MAP-EM: the local step at a view of the globals built
-    from q, then the conjugate update (Hoffman and Blei 2015, Algorithm 1, lines 3-9)::
+    from q = ``state.q_global``, then the conjugate update (Hoffman and Blei 2015, Algorithm 1,
+    lines 3-9)::
 
         stats, transform = view(q, key_beta)            # t(beta) of a draw, or of the mode
         loc = model.local_step(stats, batch, key_local)  # the minibatch's sum of eta-hat_n
         lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t / S) transform(sum eta-hat_n))
 
-    with ``key_beta, key_local = jax.random.split(key)``; ``hyper`` (the state's hyperparameters, see
-    :func:`inject_hyperparameters`; None: the model's fixed values) goes to ``prior`` and ``local_step``.
+    with ``key_beta, key_local = jax.random.split(key)`` and t = ``state.count``; the state's
+    ``hyper`` field when it has one (its hyperparameters, see :func:`inject_hyperparameters`; None or
+    absent: the model's fixed values) goes to ``prior`` and ``local_step``.
 
     Returns:
       (q_new, num_damped, rho, prior, stats, data_term), data_term being
       (N/S) (<sum eta-hat_n, stats> + local_terms), the data part of every estimate of the ELBO
       (or of the MAP objective) these algorithms report.
     """
+    q, count, hyper = state.q_global, state.count, getattr(state, "hyper", None)
     check_num_data(num_data, model, batch, count)
     present = num_present(model, batch)
     rho = step_size(schedule(count), present)

@@ -45,7 +45,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: EMModel) -> EMState:
     check_key("key", key)
     if batch is not None:
         model.check_data(batch)
-    return EMState(model.init_params(key, batch), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return init_from(model.init_params(key, batch))
 
 
 def init_from(params: PyTree) -> EMState:

@@ -82,17 +82,7 @@ def step(
     """One MAP-EM step: the local step at the mode of q(beta), then SVI's update. ``key`` is split
     as SSVI's (its first half, the draw's key there, is unused)."""
     q_new, num_damped, rho, prior, stats, data_term = view_step(
-        state.q_global,
-        state.count,
-        batch,
-        key,
-        model=model,
-        num_data=num_data,
-        schedule=schedule,
-        local=local,
-        ramp=ramp,
-        view=_mode_view,
-        hyper=getattr(state, "hyper", None),
+        state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, view=_mode_view
     )
     elbo = data_term + _log_density_at(prior, stats)
     return Proposal(

@@ -103,8 +103,7 @@ def step(
     """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
     q = state.q_global
     q_new, num_damped, rho, prior, _, data_term = view_step(
-        q,
-        state.count,
+        state,
         batch,
         key,
         model=model,
@@ -113,7 +112,6 @@ def step(
         local=local,
         ramp=ramp,
         view=_draw_view(mode),
-        hyper=getattr(state, "hyper", None),
     )
     elbo = data_term - expfam.tree_kl(q, prior)
     # the guard tests the new state, the data term and kl_guard, as svi's (a step whose info is

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax.types import Array
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, check_choice
 
 FORWARD_BACKWARD = ("sequential", "parallel")
 
@@ -241,12 +241,7 @@ def messages(
       length: L, the number of real steps (default T), a scalar or (B,); steps t >= L are padding.
       forward_backward: ``"sequential"`` (lax.scan) or ``"parallel"`` (lax.associative_scan).
     """
-    if forward_backward not in FORWARD_BACKWARD:
-        raise ArgumentError(
-            "forward_backward",
-            f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}",
-            value=forward_backward,
-        )
+    check_choice("forward_backward", forward_backward, FORWARD_BACKWARD)
     log_em, length, single = _batched(log_em, length)
     return _unbatch(_messages(log_init, log_trans, log_em, length, forward_backward), single)
 
@@ -303,12 +298,7 @@ def posterior(
 ) -> Posterior:
     """Log-likelihood, smoothed marginals gamma_t (Rabiner 1989, eq. 27) and expected transition
     counts sum_t xi_t (eq. 37-38) of one sequence or a batch; see :func:`messages` for the arguments."""
-    if forward_backward not in FORWARD_BACKWARD:
-        raise ArgumentError(
-            "forward_backward",
-            f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}",
-            value=forward_backward,
-        )
+    check_choice("forward_backward", forward_backward, FORWARD_BACKWARD)
     log_em, length, single = _batched(log_em, length)
     mask = _mask(length, log_em.shape[1])
     msg = _messages(log_init, log_trans, log_em, length, forward_backward)
@@ -331,12 +321,7 @@ def pairwise_marginals(
 ) -> Array:
     """xi_t(i, j) = p(z_{t-1} = i, z_t = j | x) for t = 1..T-1, (T-1, K, K) per sequence (Rabiner 1989,
     eq. 37), computed from the log messages; zero at padded steps."""
-    if forward_backward not in FORWARD_BACKWARD:
-        raise ArgumentError(
-            "forward_backward",
-            f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}",
-            value=forward_backward,
-        )
+    check_choice("forward_backward", forward_backward, FORWARD_BACKWARD)
     log_em, length, single = _batched(log_em, length)
     msg = _messages(log_init, log_trans, log_em, length, forward_backward)
     la, lv = _pair_logs(msg, log_em)

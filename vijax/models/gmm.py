@@ -12,6 +12,7 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import (
+    ArgumentError,
     check_allocation,
     check_choice,
     check_data_array,
@@ -23,6 +24,7 @@ from vijax._validate import (
     check_positive_scalar,
     finite_values,
     float_dtype,
+    is_tracer,
 )
 from vijax.models._base import LocalResult
 from vijax.models._components_gaussian import NormalGammaDiagonal, kmeanspp_centers, normal_gamma_log_predictive
@@ -34,6 +36,24 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 _kmeanspp_centers = kmeanspp_centers  # the name the EM mixtures import
+
+
+def _check_em_params(params, shapes: dict, atol: float) -> None:
+    """The checks of an EM mixture's parameters (``GaussianMixtureEM``, ``StudentTMixture``):
+    raises ValueError naming ``params`` unless each field ``f`` in ``shapes`` is finite with shape
+    ``shapes[f]`` and ``params.weights`` is non-negative and sums to 1 within ``atol``. Traced
+    fields pass."""
+    for name, shape in shapes.items():
+        value = getattr(params, name)
+        if is_tracer(value):
+            continue
+        a = np.asarray(value, dtype=np.float64)
+        if a.shape != shape or not np.all(np.isfinite(a)):
+            raise ArgumentError("params", f"params.{name} must be finite with shape {shape}, got shape {a.shape}")
+    if not is_tracer(params.weights):
+        w = np.asarray(params.weights, dtype=np.float64)
+        if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=atol):
+            raise ArgumentError("params", f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
 
 
 def _random_rows(key: PRNGKey, x: Array, k: int) -> Array:

@@ -60,7 +60,7 @@ from vijax._validate import (
     finite_values,
     is_tracer,
 )
-from vijax.models.gmm import _kmeanspp_centers
+from vijax.models.gmm import _check_em_params, _kmeanspp_centers
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
@@ -166,17 +166,7 @@ class GaussianMixtureEM(PytreeModel):
         """Raises ValueError naming the field: shapes, weights on the simplex, covariances positive
         (definite)."""
         k, d = self.num_components, self.dim
-        for name, shape in (("weights", (k,)), ("means", (k, d)), ("covariances", self.covariance_shape())):
-            value = getattr(params, name)
-            if is_tracer(value):
-                continue
-            a = np.asarray(value, dtype=np.float64)
-            if a.shape != shape or not np.all(np.isfinite(a)):
-                raise ArgumentError("params", f"params.{name} must be finite with shape {shape}, got shape {a.shape}")
-        if not is_tracer(params.weights):
-            w = np.asarray(params.weights, dtype=np.float64)
-            if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=1e-4):
-                raise ArgumentError("params", f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
+        _check_em_params(params, {"weights": (k,), "means": (k, d), "covariances": self.covariance_shape()}, atol=1e-4)
         if not is_tracer(params.covariances):
             c = np.asarray(params.covariances, dtype=np.float64)
             ok = np.all(np.linalg.eigvalsh(c) > 0) if self.covariance_type in ("full", "tied") else np.all(c > 0)

@@ -62,7 +62,7 @@ from vijax._validate import (
     ArgumentError,
 )
 from vijax.expfam import digamma
-from vijax.models.gmm import _kmeanspp_centers
+from vijax.models.gmm import _check_em_params, _kmeanspp_centers
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
@@ -156,17 +156,7 @@ class StudentTMixture(PytreeModel):
         """Raises ValueError naming the field: shapes, weights on the simplex, SPD scales, positive dofs."""
         k, d = self.num_components, self.dim
         shapes = {"weights": (k,), "means": (k, d), "covariances": (k, d, d), "dofs": (k,)}
-        for name, shape in shapes.items():
-            value = getattr(params, name)
-            if is_tracer(value):
-                continue
-            a = np.asarray(value, dtype=np.float64)
-            if a.shape != shape or not np.all(np.isfinite(a)):
-                raise ArgumentError("params", f"params.{name} must be finite with shape {shape}, got {a.shape}")
-        if not is_tracer(params.weights):
-            w = np.asarray(params.weights, dtype=np.float64)
-            if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=1e-6):
-                raise ArgumentError("params", "params.weights must be non-negative and sum to 1")
+        _check_em_params(params, shapes, atol=1e-6)
         if not is_tracer(params.dofs) and np.any(np.asarray(params.dofs) <= 0):
             raise ArgumentError("params", "params.dofs must be > 0")
         if not is_tracer(params.covariances):

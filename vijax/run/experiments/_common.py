@@ -1,6 +1,7 @@
 """What the experiments on data sampled into a training and a test set share: the bounds of their
 ``data`` section (``data.num_train``, ``data.num_test``, their own keys, ``data.seed``) and the memory
-their data takes ((data.num_train + data.num_test) x data.dim floats).
+their data takes ((data.num_train + data.num_test) x data.dim floats); and, for any experiment, a
+config section's keys passed on as the keywords of the same names (``section_keywords``).
 """
 
 from __future__ import annotations
@@ -36,3 +37,14 @@ def train_test_need(config: Mapping, copies: int = 1) -> MemoryNeed:
         ("data.num_train", "data.num_test", "data.dim"),
         copies * (d["num_train"] + d["num_test"]) * d["dim"] * float_bytes(config),
     )
+
+
+def section_keywords(section: Mapping, *keys: str) -> dict:
+    """``{key: section[key]}`` for each of ``keys`` (in its order): the values of a config section
+    passed on as the keyword arguments of the same names.
+
+    Examples:
+      >>> section_keywords({"a": 1.0, "b": 2.0, "tol": 1e-6}, "a", "tol")
+      {'a': 1.0, 'tol': 1e-06}
+    """
+    return {key: section[key] for key in keys}

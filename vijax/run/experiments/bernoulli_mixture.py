@@ -22,6 +22,7 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import bernoulli_mixture_kl, components_used
 from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
+from ._common import section_keywords
 from ._plotting import optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
@@ -123,17 +124,10 @@ def build(sections: dict, seed: int) -> Experiment:
     collapsed Gibbs"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
-    model = BernoulliMixture(
-        m["num_components"], d["dim"], alpha=m["alpha"], a=m["a"], b=m["b"], init_pseudo_count=m["init_pseudo_count"]
-    )
+    prior = section_keywords(m, "alpha", "a", "b")  # the model's prior, from which the data are drawn
+    model = BernoulliMixture(m["num_components"], d["dim"], **prior, init_pseudo_count=m["init_pseudo_count"])
     data = sample_bernoulli_mixture(
-        jax.random.PRNGKey(d["seed"]),
-        d["num_points"],
-        m["num_components"],
-        d["dim"],
-        alpha=m["alpha"],
-        a=m["a"],
-        b=m["b"],
+        jax.random.PRNGKey(d["seed"]), d["num_points"], m["num_components"], d["dim"], **prior
     )
     y = data.y
     model.check_data(y)

@@ -23,6 +23,7 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models.gap_nmf import GaPNMF
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
+from ._common import section_keywords
 from ._plotting import optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
@@ -128,22 +129,14 @@ def build(sections: dict, seed: int) -> Experiment:
     model = GaPNMF(
         m["num_components"],
         d["num_freqs"],
-        a=m["a"],
-        b=m["b"],
-        alpha=m["alpha"],
-        c=m["c"],
-        max_iters=m["max_iters"],
-        tol=m["tol"],
-        init_shape=m["init_shape"],
+        **section_keywords(m, "a", "b", "alpha", "c", "max_iters", "tol", "init_shape"),
     )
     data = sample_speech_spectrogram(
         jax.random.PRNGKey(d["seed"]),
         d["num_freqs"],
         d["num_atoms"],
         d["num_frames"],
-        shape=d["shape"],
-        rate=d["rate"],
-        peak=d["peak"],
+        **section_keywords(d, "shape", "rate", "peak"),
     )
     frames = data.y.T  # (T, F): one frame per row
     model.check_data(frames)
