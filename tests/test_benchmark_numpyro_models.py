@@ -26,9 +26,13 @@ K = np.array([3.0, 1.0, 4.0, 2.0, 5.0, 0.0, 2.0])
 
 @pytest.fixture(scope="module")
 def nm():
-    spec = importlib.util.spec_from_file_location("benchmarks_numpyro_models", BENCH / "numpyro_models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BENCH))  # the script imports its folder's modules (_device)
+    try:
+        spec = importlib.util.spec_from_file_location("benchmarks_numpyro_models", BENCH / "numpyro_models.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
     return module
 
 
