@@ -63,6 +63,16 @@ def test_ratio_is_the_peers_time_over_vijaxs(ttq):
     assert m["rows"][1]["ratio_to_vijax"] == pytest.approx(3.0 / 6.0)  # the peer first: ratio < 1
 
 
+def test_a_peer_first_is_explained_by_vijaxs_set_up_and_compilation(ttq):
+    m = ttq.summarize(_model(ttq, [(4.0, -2.0), (6.0, -1.0)], [(1.0, -1.5), (3.0, -1.0)], tolerance=0.2))
+    assert (
+        "- peer reaches the target first (0.50×): vijax's set-up and compilation take 1.00 s of its 6.00 s; "
+        "its updates to the target take 5.00 s against peer's 3.00 s." in ttq.table(m)
+    )
+    m = ttq.summarize(_model(ttq, [(1.0, -1.0)], [(3.0, -1.0)]))  # vijax first: no such line
+    assert "reaches the target first" not in ttq.table(m)
+
+
 def test_evaluation_is_off_the_methods_clock(ttq):
     def step(st, t):
         time.sleep(0.002)
