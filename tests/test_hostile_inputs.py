@@ -627,3 +627,17 @@ def test_every_experiment_config_refuses_unknown_keys_and_wrong_types(experiment
         if numeric:
             with pytest.raises((ValueError, ConfigError), match=rf"{section}\.{numeric[0]}"):
                 load_config({"experiment": experiment, section: {numeric[0]: "not a number"}})
+
+
+def test_a_jitted_step_names_the_batch_for_a_string_array():
+    """A bound step's signature leaves out its bound settings, so ``inspect`` shows what a caller
+    passes and ``jax.jit``'s own refusal of a non-array argument names ``batch`` (not ``args[2]``)."""
+    from vijax.inference import cavi
+    from vijax.models import UnivariateGMM
+
+    x = np.random.default_rng(0).normal(size=20)
+    alg = cavi(UnivariateGMM(num_components=2))
+    assert list(inspect.signature(alg.step).parameters) == ["key", "state", "batch"]
+    state = alg.init(jax.random.PRNGKey(0), x)
+    with pytest.raises(TypeError, match="at path batch"):
+        jax.jit(alg.step)(jax.random.PRNGKey(1), state, np.array(["a", "b"]))

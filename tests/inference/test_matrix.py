@@ -7,7 +7,7 @@ import pytest
 
 from vijax import expfam
 from vijax.data import sample_lda_corpus
-from vijax.inference import MAPInfo, MAPState, SSVIState, SVIState, make_algorithm, schedules
+from vijax.inference import MAPInfo, MAPState, SSVIState, SVIState, make_algorithm
 from vijax.models import LDA, DiagonalGMM, UnivariateGMM
 
 K, V, S = 3, 20, 6

@@ -14,6 +14,7 @@ keys are always passed (never None), always first, and never reused.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
@@ -345,6 +346,14 @@ class BoundFunction:
 
     def __call__(self, *args, **kwargs):
         return self.func(*args, **kwargs, **self.keywords)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """``func``'s signature without the bound settings, which cannot be passed again: so that
+        ``inspect`` and ``jax.jit``'s errors name the arguments a caller passes (``batch``, not
+        ``args[2]``, for a string array given to a jitted step)."""
+        sig = inspect.signature(self.func)
+        return sig.replace(parameters=[p for name, p in sig.parameters.items() if name not in self.keywords])
 
     def __repr__(self) -> str:
         return f"bind_settings({getattr(self.func, '__qualname__', self.func)!r}, {', '.join(self.keywords)})"
