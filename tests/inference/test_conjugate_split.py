@@ -73,12 +73,14 @@ def test_separate_parts_reach_the_exact_posteriors():
     m_ref, log_s_ref = scipy.optimize.minimize(
         negative_elbo, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10}
     ).x
-    draws = vijax.inference.sample(alg.step.keywords["inner"], jax.random.PRNGKey(3), state.inner, 20000)["w"]
+    draws = vijax.inference.sample(alg, jax.random.PRNGKey(3), state, 20000)["w"]
     # within 0.1 of the optimum's sd: the final iterate's optimizer noise and the draws' error
     s_ref = float(np.exp(log_s_ref))
     assert abs(float(jnp.mean(draws)) - m_ref) < 0.1 * s_ref
     assert abs(float(jnp.std(draws)) - s_ref) < 0.1 * s_ref
     assert bool(info.accepted) and np.isfinite(float(info.elbo))
+    rate = vijax.inference.sample(alg, jax.random.PRNGKey(4), state, 20000)["rate"]  # every site, constrained
+    np.testing.assert_allclose(float(jnp.mean(rate)), float(q.concentration / q.rate), rtol=0.02)
 
 
 def test_interacting_sites_meet_at_the_coordinate_fixed_point():
@@ -90,7 +92,7 @@ def test_interacting_sites_meet_at_the_coordinate_fixed_point():
     )
     state, _ = _fit(alg, 1500, jax.random.PRNGKey(4))
     q = state.q_global["rate"]
-    draws = vijax.inference.sample(alg.step.keywords["inner"], jax.random.PRNGKey(5), state.inner, 20000)["w"]
+    draws = vijax.inference.sample(alg, jax.random.PRNGKey(5), state, 20000)["w"]
     e_sig = float(jnp.mean(jax.nn.sigmoid(draws)))
     assert float(q.concentration) == pytest.approx(2.0 + float(jnp.sum(Y)), rel=1e-5)
     # the rate parameter is 1 + n E_q[sigmoid(w)], up to the averaging of the last steps' draws (2%)

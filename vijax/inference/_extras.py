@@ -4,8 +4,8 @@ whose ``step`` is the module's ``step`` with the factory's settings bound (``fun
 these functions read the settings they need (the guide, the log-joint, the decoder) from there.
 
 - ``guide(alg)``: ``bbvi``'s variational family (``guide(alg).mean(state.q_global)``, ``.to_tfp``);
-- ``sample(alg, key, state, num_samples)``: draws from q (``bbvi``: constrained parameters;
-  ``ngvi``: structured like q) or, for ``aevb``, data from the generative model;
+- ``sample(alg, key, state, num_samples)``: draws from q (``bbvi``, ``conjugate_split``: constrained
+  parameters; ``ngvi``: structured like q) or, for ``aevb``, data from the generative model;
 - ``log_weights(alg, key, state, batch, num_samples)``: log p(x, z_s) - log q(z_s) (``bbvi``,
   ``ngvi``), for PSIS (``vijax.metrics.psis``);
 - ``elbo(alg, key, q_global, batch, **options)``: the ELBO estimate at ``q_global`` as a
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from vijax.inference import _aevb, _bbvi, _ngvi
+from vijax.inference import _aevb, _bbvi, _ngvi, _split
 from vijax.types import Array, PRNGKey, PyTree
 
-_MODULES = {"bbvi": _bbvi, "ngvi": _ngvi, "aevb": _aevb}
+_MODULES = {"bbvi": _bbvi, "ngvi": _ngvi, "aevb": _aevb, "conjugate_split": _split}
 
 
 def _settings(alg: Any, what: str, kinds: tuple[str, ...]) -> tuple[str, dict]:
@@ -52,9 +52,13 @@ def guide(alg: Any):
 
 def sample(alg: Any, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
     """``num_samples`` draws, stacked on a leading axis: of the parameters from q (``bbvi``,
-    constrained; ``ngvi``, structured like q) or of data from the fitted model (``aevb``:
-    E[x | z; theta] for z ~ N(0, I), theta ~ q(theta))."""
-    kind, kw = _settings(alg, "sample", ("bbvi", "ngvi", "aevb"))
+    constrained; ``ngvi``, structured like q; ``conjugate_split``, every site, constrained) or of
+    data from the fitted model (``aevb``: E[x | z; theta] for z ~ N(0, I), theta ~ q(theta))."""
+    kind, kw = _settings(alg, "sample", ("bbvi", "ngvi", "aevb", "conjugate_split"))
+    if kind == "conjugate_split":
+        return _split.sample(
+            state, key, num_samples, inner=kw["inner"], conjugate=kw["conjugate"], bijectors=kw["bijectors"]
+        )
     if kind == "bbvi":
         return _bbvi.sample(state.q_global, key, num_samples, guide=kw["guide"])
     if kind == "ngvi":

@@ -32,8 +32,8 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import ArgumentError, check_int
 from vijax.interop import SiteConjugacy, Target, complete_conditional
+from vijax.inference import _bbvi
 from vijax.inference._bbvi import bbvi
-from vijax.inference._extras import sample
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.inference.schedules import as_schedule, constant
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -110,8 +110,18 @@ def _batch_kwargs(batch) -> dict:
 
 def _rest_draws(inner: VIAlgorithm, key: PRNGKey, inner_state, bijectors: dict, num: int) -> dict:
     """``num`` draws of the rest from q(rest), constrained: (num, ...) per site."""
-    params_u = sample(inner, key, inner_state, num)
+    params_u = _bbvi.sample(inner_state.q_global, key, num, guide=inner.step.keywords["guide"])
     return jax.vmap(lambda u: _constrain(bijectors, u)[0])(params_u)
+
+
+def sample(state: SplitState, key: PRNGKey, num_samples: int, *, inner: VIAlgorithm, conjugate: tuple, bijectors: dict):
+    """``num_samples`` draws of every latent site from q, constrained, stacked on a leading axis: the
+    rest from ``bbvi``'s q, each conjugate site from its family (``vijax.inference.sample``)."""
+    k_rest, k_conj = jax.random.split(key)
+    out = _rest_draws(inner, k_rest, state.inner, bijectors, num_samples)
+    keys = jax.random.split(k_conj, len(conjugate))
+    out.update({n: _draw(state.q_global[n], k, num_samples) for n, k in zip(conjugate, keys)})
+    return out
 
 
 @checked_step
