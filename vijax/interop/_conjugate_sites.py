@@ -447,7 +447,10 @@ def _update(target: Target, batch, site: str, draws: dict, cast: Callable):
             f"site {site!r}: its prior is a {prior}: no exponential family is matched to it (matched: {_MATCHED})",
         )
     x = jnp.asarray(start[site])
-    noise = jnp.asarray(np.random.default_rng(0).uniform(-2.0, 2.0, (_NUM_POINTS, *x.shape)), x.dtype)
+    # traced (a caller's step): no check is made, so only the points that give the coefficients
+    checked = not any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch)))
+    points = _NUM_POINTS if checked else _NUM_FIT
+    noise = jnp.asarray(np.random.default_rng(0).uniform(-2.0, 2.0, (_NUM_POINTS, *x.shape))[:points], x.dtype)
     num = int(next(iter(draws.values())).shape[0]) if draws else 1
     c, gaps = _fit_draws(
         target,
@@ -459,7 +462,7 @@ def _update(target: Target, batch, site: str, draws: dict, cast: Callable):
         jnp.broadcast_to(noise, (num, *noise.shape)),
     )
     c = jnp.mean(c, axis=0)
-    if not is_tracer(gaps) and not _worst(gaps) <= _tolerance(gaps):
+    if checked and not _worst(gaps) <= _tolerance(gaps):
         gap, tol = _worst(gaps), _tolerance(gaps)
         raise ArgumentError(
             "site",
