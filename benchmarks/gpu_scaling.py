@@ -15,7 +15,8 @@ at the size of the benchmark it comes from:
 
 Per case: XLA's flop and byte counts of the compiled step, the compile time (trace, lower and
 compile), the steady-state step time (median of ``--calls`` synchronised calls after two
-warm-up calls) and the achieved rates, and the roofline time ``max(flops / peak, bytes /
+warm-up calls), the end-to-end time (from lowering to the last of those 2 + ``--calls`` steps)
+and the achieved rates, and the roofline time ``max(flops / peak, bytes /
 bandwidth)`` on each GPU of ``GPUS`` (vendor figures: float32 without tensor cores, and the
 memory bandwidth). **XLA counts the body of a loop once** (a ``while`` whose trip count depends on
 the data, or a ``scan``): for the cases whose step holds such a loop (the LDA E-step, iterated per
@@ -126,7 +127,7 @@ def measure(name: str, size, calls: int) -> dict:
     build, _, loops = CASES[name]
     alg, state, batch, label = build(size)
     key = jax.random.PRNGKey(2)
-    t0 = time.perf_counter()
+    start = t0 = time.perf_counter()
     compiled = jax.jit(alg.step).lower(key, state, batch).compile()
     compile_s = time.perf_counter() - t0
     for _ in range(2):
@@ -136,6 +137,7 @@ def measure(name: str, size, calls: int) -> dict:
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(key, state, batch))
         times.append(time.perf_counter() - t0)
+    end_to_end_s = time.perf_counter() - start  # lowering, compiling, the 2 + calls steps
     step_s = statistics.median(times)
     cost = _cost(compiled)
     row = {
@@ -144,6 +146,7 @@ def measure(name: str, size, calls: int) -> dict:
         "loops_counted_once": loops,
         "compile_s": compile_s,
         "step_ms": 1e3 * step_s,
+        "end_to_end_s": end_to_end_s,
         **cost,
         "gflops_achieved": cost["flops"] / step_s / 1e9,
         "gbytes_per_s_achieved": cost["bytes"] / step_s / 1e9,
@@ -168,7 +171,7 @@ def markdown(results: list) -> str:
         out.append(f"**{m['device']}**, JAX {m['jax']}, {m['cpus']} CPU cores ({m['platform']}):")
         out.append("")
         head = ["case", "size", "GFLOP", "GB"] + [f"roofline {g} (ms)" for g, _, _ in GPUS]
-        head += ["measured (ms)", "compile (s)"]
+        head += ["measured (ms)", "compile (s)", "end to end (s)"]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * 2 + "---:|" * (len(head) - 2))
         for row in result["rows"]:
@@ -178,7 +181,8 @@ def markdown(results: list) -> str:
             cells = [row["case"] + (" (loops once)" if row["loops_counted_once"] else ""), row["size"]]
             cells += [f"{row['flops'] / 1e9:.3g}", f"{row['bytes'] / 1e9:.3g}"]
             cells += [f"{row['roofline_ms'][g]:.3g}" for g, _, _ in GPUS]
-            cells += [f"{row['step_ms']:.3g}", f"{row['compile_s']:.2g}"]
+            e2e = row.get("end_to_end_s")
+            cells += [f"{row['step_ms']:.3g}", f"{row['compile_s']:.2g}", "—" if e2e is None else f"{e2e:.2g}"]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
