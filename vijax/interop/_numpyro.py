@@ -5,13 +5,14 @@ machinery (``handlers.trace``/``seed``/``substitute``, the init strategies, ``bi
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
 
 from vijax.interop._target import Site, Target, check_batch
 from vijax._validate import ArgumentError
+from vijax.types import Array
 
 
 def _numpyro():
@@ -41,6 +42,14 @@ def support_kind(support: Any) -> str:
     return "other"
 
 
+def _differs(scale, value: float) -> bool:
+    """Whether a concrete ``scale`` is not ``value`` (a traced one is not judged)."""
+    try:
+        return not bool(jnp.allclose(jnp.asarray(scale), value, rtol=1e-6))
+    except jax.errors.ConcretizationTypeError:
+        return False
+
+
 def _is(bound, value: float) -> bool:
     try:
         return bool(jnp.all(jnp.asarray(bound) == value))
@@ -48,9 +57,23 @@ def _is(bound, value: float) -> bool:
         return False
 
 
+def enumerated(msg: dict) -> bool:
+    """Whether the sample message is a latent discrete site the target sums out: a finite support
+    (the distribution's ``has_enumerate_support``) marked ``infer={"enumerate": "parallel"}``."""
+    return (
+        msg["type"] == "sample"
+        and not msg["is_observed"]
+        and msg["fn"].support.is_discrete
+        and msg["infer"].get("enumerate") == "parallel"
+        and bool(getattr(msg["fn"], "has_enumerate_support", False))
+    )
+
+
 def check_site(msg: dict, plates: dict) -> None:
     """Raises ValueError naming a site vijax cannot fit: a ``numpyro.param``, a discrete latent
-    site, a latent site inside a subsampled plate (of ``plates``), a support without a bijector."""
+    site it cannot sum out (infinite support, or finite but not marked
+    ``infer={"enumerate": "parallel"}``), a continuous latent site inside a subsampled plate (of
+    ``plates``), a support without a bijector. A site summed out (``enumerated``) passes."""
     from numpyro.distributions.transforms import biject_to
 
     name = msg["name"]
@@ -61,17 +84,27 @@ def check_site(msg: dict, plates: dict) -> None:
         )
     fn = msg["fn"]
     if fn.support.is_discrete:
-        finite = getattr(fn, "has_enumerate_support", False)
+        if enumerated(msg):
+            return
+        if getattr(fn, "has_enumerate_support", False):
+            mark = msg["infer"].get("enumerate")
+            raise ValueError(
+                f"site {name!r}: a discrete latent site ({type(fn).__name__}, finite support"
+                + (f", marked enumerate={mark!r}" if mark is not None else "")
+                + "); vijax sums such a site out where the model marks it "
+                'infer={"enumerate": "parallel"} (needs funsor: pip install funsor)'
+            )
         raise ValueError(
-            f"site {name!r}: a discrete latent site ({type(fn).__name__}, "
-            + ("finite support: summing it out is not supported" if finite else "infinite support")
-            + "); vijax fits continuous latent sites only (observe it, or marginalise it in the model)"
+            f"site {name!r}: a discrete latent site ({type(fn).__name__}, infinite support); vijax fits "
+            "continuous latent sites and sums out finite discrete ones only (observe it, or marginalise it "
+            "in the model)"
         )
     for frame in msg["cond_indep_stack"]:
         if frame.name in plates:
             raise ValueError(
-                f"site {name!r}: a latent site inside the subsampled plate {frame.name!r}; local latent "
-                "variables under subsampling are not supported (subsample only observed sites)"
+                f"site {name!r}: a latent site inside the subsampled plate {frame.name!r}; local continuous "
+                "latent variables under subsampling are not supported (subsample only observed sites and "
+                "summed-out discrete ones)"
             )
     try:
         biject_to(fn.support)
@@ -79,6 +112,120 @@ def check_site(msg: dict, plates: dict) -> None:
         raise ValueError(
             f"site {name!r}: NumPyro has no bijector onto its support {fn.support} "
             f"({type(fn).__name__}); vijax cannot fit it"
+        ) from err
+
+
+def plate_nesting(trace: dict) -> int:
+    """The number of nested plates of a trace (NumPyro's ``max_plate_nesting``): the most negative
+    plate dim of any site, negated."""
+    dims = [-frame.dim for msg in trace.values() for frame in msg.get("cond_indep_stack", ()) if frame.dim is not None]
+    return max(dims, default=0)
+
+
+def enum_model(fn: Callable, nesting: int) -> Callable:
+    """``fn`` under NumPyro's ``enum`` handler (``numpyro.contrib.funsor``), its enumerated sites on
+    the dims left of ``nesting`` plates, as ``initialize_model`` prepares a model for HMC."""
+    from numpyro.contrib.funsor import enum
+
+    return enum(fn, first_available_dim=-nesting - 1)
+
+
+def marginal_log_prob(
+    fn: Callable, args: tuple, kwargs: dict, params: dict, nesting: int, plates: Mapping, keep: Optional[str] = None
+) -> Array:
+    """The log-joint of a NumPyro model at ``params`` with its enumerated sites summed out, each
+    subsampled plate's terms scaled by N / M after the sum; or, with ``keep`` (an observed site),
+    that site's log-likelihood with the enumerated sites it depends on summed out, one term per
+    element of its plates, unscaled (``vijax.interop.log_likelihood``).
+
+    The model runs under NumPyro's ``enum`` handler and its plates as funsor's
+    (``numpyro.contrib.funsor``); the factors are contracted by funsor's ``sum_product``
+    (log-sum-exp over the enumerated values, sum over plates). Unlike NumPyro's
+    ``contrib.funsor.log_density``, which multiplies each site's log-probability by its plate's
+    N / M before the sum over the enumerated values (log Σ_z (p(z) p(y | z))^(N/M), not
+    (N/M) log Σ_z p(z) p(y | z)), the scale enters funsor's contraction as the plate's power
+    (``plate_to_scale``), so a subsampled plate gives an unbiased minibatch log-joint.
+
+    Raises:
+      ValueError: naming a site scaled by other than its subsampled plates' N / M (a
+        ``handlers.scale`` in the model); naming an enumerated site outside a subsampled plate
+        whose sites depend on it (the minibatch log-joint would be biased).
+    """
+    import funsor
+    from numpyro import handlers
+    from numpyro.contrib.funsor import plate_to_enum_plate, trace as packed_trace
+
+    model = handlers.substitute(enum_model(fn, nesting), data=params)
+    with plate_to_enum_plate():
+        trace = packed_trace(model).get_trace(*args, **kwargs)
+    factors, plate_names, summed = [], set(), {}
+    for name, site in trace.items():
+        if site["type"] != "sample":
+            continue
+        if keep is not None and site["is_observed"] and name != keep:
+            continue
+        frames = [f.name for f in site["cond_indep_stack"] if f.dim is not None]
+        if keep is not None and not site["is_observed"] and not enumerated(site):
+            continue  # the continuous sites' priors: not part of the likelihood
+        value = site["value"]
+        log_prob = (
+            site["fn"].log_prob(value, site["intermediates"]) if site["intermediates"] else site["fn"].log_prob(value)
+        )
+        expected = 1.0
+        for frame in frames:
+            if frame in plates:
+                expected *= plates[frame][0] / plates[frame][1]
+        scale = site["scale"]
+        if scale is not None and _differs(scale, expected):
+            raise ValueError(
+                f"site {name!r}: scaled by {scale} where its subsampled plates give {expected}; vijax sums "
+                "out enumerated sites with a plate's N / M scale only (no handlers.scale)"
+            )
+        dim_to_name = site["infer"]["dim_to_name"]
+        if all(d == 1 for d in jnp.shape(log_prob)) and not dim_to_name:
+            log_prob = jnp.squeeze(log_prob)
+        factors.append(funsor.to_funsor(log_prob, output=funsor.Real, dim_to_name=dim_to_name))
+        plate_names |= set(frames)
+        if enumerated(site):
+            summed[name] = set(frames)
+        for var in set(dim_to_name.values()) & set(summed):
+            for frame in set(frames) & set(plates) - summed[var]:
+                raise ValueError(
+                    f"site {var!r}: summed out outside the subsampled plate {frame!r}, whose site {name!r} depends "
+                    "on it; a minibatch's log-joint would not be unbiased (the plate's N / M would fall inside "
+                    f"the sum over {var!r}); subsample no plate such a site reaches, or move it into the plate"
+                )
+    kept = set()
+    if keep is not None:
+        kept = {f.name for f in trace[keep]["cond_indep_stack"] if f.dim is not None}
+    scales = {} if keep is not None else {p: plates[p][0] / plates[p][1] for p in plate_names if p in plates}
+    with funsor.interpretations.lazy:
+        lazy = funsor.sum_product.sum_product(
+            funsor.ops.logaddexp,
+            funsor.ops.add,
+            factors,
+            eliminate=frozenset(set(summed) | (plate_names - kept)),
+            plates=frozenset(plate_names),
+            pow_op=funsor.ops.mul,
+            plate_to_scale=scales,
+        )
+    result = funsor.optimizer.apply_optimizer(lazy)
+    if keep is None:
+        return result.data
+    site = trace[keep]
+    name_to_dim = {f.name: f.dim for f in site["cond_indep_stack"] if f.dim is not None}
+    value_shape = jnp.shape(site["value"])
+    return jnp.broadcast_to(
+        funsor.to_data(result, name_to_dim=name_to_dim), value_shape[: len(value_shape) - site["fn"].event_dim]
+    )
+
+
+def _funsor(site: str) -> None:
+    try:
+        import funsor  # noqa: F401
+    except ImportError as err:  # pragma: no cover - funsor is an optional dependency
+        raise ImportError(
+            f"site {site!r} is summed out by enumeration, which needs funsor: pip install funsor"
         ) from err
 
 
@@ -95,7 +242,7 @@ def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
             return None
         if msg["type"] == "param" or (msg["type"] == "sample" and not msg["is_observed"]):
             check_site(msg, plates)
-            return strategy(msg)
+            return None if enumerated(msg) else strategy(msg)
         return None
 
     return substitute_fn
@@ -112,6 +259,13 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     N / M itself. A model with a subsampled plate needs its indices in every batch. The unbiased
     minibatch ELBO is then the model's own: no ``num_data`` is given to the algorithm.
 
+    A discrete latent site of finite support marked ``infer={"enumerate": "parallel"}`` (a
+    mixture's assignments) is summed out, as NumPyro's HMC sums it: the log-density is the
+    marginal one, computed by NumPyro's ``enum`` handler and funsor (``pip install funsor``), and
+    the site is listed in the target's ``enumerated``, not in its ``sites``. Such a site may sit in
+    a subsampled plate. ``vijax.predictive`` draws it from its conditional posterior;
+    ``vijax.interop.log_likelihood`` gives the observed sites' likelihood with it summed out.
+
     NumPyro's code relies on JAX's rank promotion; its calls run with rank promotion allowed.
 
     Args:
@@ -126,9 +280,11 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       ``ngvi``'s ``init`` check the log-density at the start.
 
     Raises:
-      ValueError: naming the site: a discrete latent site, a support without a bijector, a
-        ``numpyro.param``, a latent site inside a subsampled plate; or arguments the model does
-        not take.
+      ValueError: naming the site: a discrete latent site of infinite support, or of finite
+        support not marked for parallel enumeration; a support without a bijector; a
+        ``numpyro.param``; a continuous latent site inside a subsampled plate; or arguments the
+        model does not take.
+      ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -168,9 +324,17 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     with jax.numpy_rank_promotion("allow"):
         seeded = handlers.substitute(handlers.seed(model, rng_seed=0), substitute_fn=strategy)
         trace = handlers.trace(seeded).get_trace(*args, **kwargs)
-    latent = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"]]
+    summed = tuple(n for n, m in trace.items() if enumerated(m))
+    latent = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"] and n not in summed]
     if not latent:
-        raise ArgumentError("model", "model: it has no latent sample site (every site is observed)")
+        raise ArgumentError(
+            "model",
+            "model: it has no continuous latent sample site to fit (every site is observed"
+            + (f" or summed out: {list(summed)})" if summed else ")"),
+        )
+    if summed:
+        _funsor(summed[0])
+        nesting = plate_nesting(trace)
     transforms = {n: biject_to(trace[n]["fn"].support) for n in latent}
     sites = {}
     for n in latent:
@@ -198,11 +362,16 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     def log_prob(params, batch=None):
         fn, a, kw = call(batch)
         with jax.numpy_rank_promotion("allow"):
+            if summed:
+                return marginal_log_prob(fn, a, kw, params, nesting, plates)
             return log_density(fn, a, kw, params)[0]
 
     def log_density_u(params_u, batch=None):
         fn, a, kw = call(batch)
         with jax.numpy_rank_promotion("allow"):
+            if summed:
+                params, log_det = transform(params_u)
+                return marginal_log_prob(fn, a, kw, params, nesting, plates) + log_det
             return -potential_energy(fn, a, kw, params_u)
 
     def transform(params_u):
@@ -228,7 +397,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         batch_keys=None if takes_any else named,
         library="numpyro",
         bind=call,
+        enumerated=summed,
     )
 
 
-__all__ = ["from_numpyro", "support_kind"]
+__all__ = ["enum_model", "enumerated", "from_numpyro", "marginal_log_prob", "plate_nesting", "support_kind"]

@@ -160,7 +160,10 @@ def predictive(
     sites (or of ``sites``) given them, in constrained space under the model's site names.
 
     For a NumPyro model this is NumPyro's ``Predictive`` with ``posterior_samples=draws``, the
-    observed sites drawn as latent ones (their ``obs=`` values set aside); for a TFP joint, the
+    observed sites drawn as latent ones (their ``obs=`` values set aside); a site the target sums out
+    (``Target.enumerated``) is first drawn from its conditional posterior given the observed values
+    and each draw (``Predictive(infer_discrete=True)``), so that the replicates are those of
+    p(y_rep | z, θ) at posterior draws of both, and ``sites=[name]`` returns those draws; for a TFP joint, the
     joint's ``sample`` with the latent parts given. ``batch`` is the target's (see
     ``vijax.from_numpyro``): new arguments of the model (new inputs) give predictions there.
 
@@ -215,11 +218,21 @@ def predictive(
     fn, args, kwargs = target.bind(batch)
     trace = _numpyro_trace(fn, args, kwargs, _first(flat))
     known = tuple(n for n, m in trace.items() if m["type"] in ("sample", "deterministic"))
-    # the observed sites: every sample site but the latent ones (an observed value set to None in
-    # the batch, for predictions at new inputs, makes a site latent in the trace)
-    observed = tuple(n for n, m in trace.items() if m["type"] == "sample" and n not in target.sites)
+    # the observed sites: every sample site but the latent and summed-out ones (an observed value
+    # set to None in the batch, for predictions at new inputs, makes a site latent in the trace)
+    observed = tuple(
+        n for n, m in trace.items() if m["type"] == "sample" and n not in target.sites and n not in target.enumerated
+    )
     wanted = _wanted(sites, known, observed)
     with jax.numpy_rank_promotion("allow"):
+        if target.enumerated:
+            # the summed-out sites drawn from their conditional posterior given the observed values
+            # and each draw (NumPyro's infer_discrete), then the observed sites given all of them
+            key, key_discrete = jax.random.split(key)
+            discrete = Predictive(
+                fn, posterior_samples=flat, return_sites=list(target.enumerated), infer_discrete=True, parallel=True
+            )(key_discrete, *args, **kwargs)
+            flat = {**flat, **{n: discrete[n] for n in target.enumerated}}
         out = Predictive(_unobserved(fn), posterior_samples=flat, return_sites=list(wanted), parallel=True)(
             key, *args, **kwargs
         )
@@ -257,7 +270,9 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
 
     For a NumPyro model this is ``numpyro.infer.log_likelihood`` (each observed site's
     ``log_prob`` at its value, one term per element of its batch shape, without a subsampled plate's
-    N / M scale); for a TFP joint, each observed part's ``log_prob`` given the latent draws (through
+    N / M scale); where the target sums discrete sites out (``Target.enumerated``), each observed
+    site's likelihood with them summed out, log Σ_z p(z | θ) p(y | z, θ) per element (what the
+    target's log-density holds, and what ``az.loo`` needs); for a TFP joint, each observed part's ``log_prob`` given the latent draws (through
     ``sample_distributions``), one term per element of a ``Sample`` of a scalar distribution or of an
     ``Independent`` (the terms the part's ``log_prob`` sums), else one per part.
 
@@ -300,6 +315,18 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
     from numpyro.infer import log_likelihood as numpyro_log_likelihood
 
     fn, args, kwargs = target.bind(batch)
+    if target.enumerated:
+        from vijax.interop._numpyro import marginal_log_prob, plate_nesting
+
+        trace = _numpyro_trace(fn, args, kwargs, _first(flat))
+        nesting = plate_nesting(trace)
+        names = [n for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]]
+
+        def one(params):
+            with jax.numpy_rank_promotion("allow"):
+                return {n: marginal_log_prob(fn, args, kwargs, params, nesting, target.plates, keep=n) for n in names}
+
+        return _unflatten(jax.vmap(one)(flat), lead)
     with jax.numpy_rank_promotion("allow"):
         out = numpyro_log_likelihood(fn, flat, *args, parallel=True, **kwargs)
     return _unflatten(out, lead)

@@ -67,6 +67,9 @@ class Target:
         ``log_likelihood`` and ``observed_data``: for NumPyro ``(model, args, kwargs)`` (the model
         with the batch's plate indices substituted, called as ``log_prob`` calls it); for TFP
         ``(joint_dist, observed)`` (the batch's observed values in place of the pinned ones).
+      enumerated: the discrete latent sites summed out of ``log_prob`` and ``log_density`` (a
+        NumPyro site of finite support marked ``infer={"enumerate": "parallel"}``, marginalised
+        by NumPyro's ``enum`` handler and funsor); they are not in ``sites``.
     """
 
     log_prob: Callable[[PyTree, Any], Array]
@@ -79,6 +82,7 @@ class Target:
     batch_keys: Optional[tuple[str, ...]]
     library: str
     bind: Optional[Callable[[Any], tuple]] = None
+    enumerated: tuple[str, ...] = ()
 
     def constrain(self, params_u: PyTree) -> dict:
         """The constrained values of unconstrained ``params_u`` (a dict keyed by site name)."""
