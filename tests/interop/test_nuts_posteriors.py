@@ -180,8 +180,9 @@ def test_hierarchical_poisson_conjugate_split_against_nuts():
     exp(w x))] over NUTS' draws of b and w within 4 MCSE (a check of the reference).
 
     Measured: against the mean-field optimum within 0.011 sd, sds within 1.2% (spread: 0.020 sd,
-    1.3%), the conjugate sites' rates within 0.07% of the optimum's; against NUTS within 0.05 sd, sd ratios b 0.90, w 0.95, rates 0.93-0.99 (spread: within
-    0.066 sd, 0.91-1.02): the mean-field shortfall, the optimum's own. NUTS' plain rates' means
+    1.3%), the conjugate sites' rates within 0.07% of the optimum's; against NUTS within 0.05 sd,
+    sd ratios b 0.90, w 0.95, rates 0.93-0.99 (spread: within 0.066 sd, 0.91-1.02): the mean-field
+    shortfall, the optimum's own. NUTS' plain rates' means
     within 2.1 MCSE of the Rao-Blackwellised ones. With rho_t = 1 (the default, for exact
     conditionals) and a constant Adam rate of 0.02, w's q ended 0.3 sd from the optimum: the
     64-draw update and Adam's steps jitter around it, which the decreasing steps remove."""
@@ -209,9 +210,7 @@ def test_hierarchical_poisson_conjugate_split_against_nuts():
     np.testing.assert_allclose(q_b.rate, (A0 + G * A) / optimum["b"][0], rtol=0.01)
     for site, (m, s) in optimum.items():
         dz, ratio = (vi[site].mean(0) - m) / s, vi[site].std(0) / s
-        print(
-            f"{site:6s} mean-field optimum {np.round(m, 3)} ({np.round(s, 3)})  dz {np.round(dz, 3)}  sd ratio {np.round(ratio, 3)}"
-        )
+        print(f"{site:6s} mean-field optimum {np.round(m, 3)} ({np.round(s, 3)})", f"dz {dz} sd ratio {ratio}")
         assert np.all(np.abs(dz) < 0.05) and np.all(np.abs(ratio - 1.0) < 0.05), (site, dz, ratio)
     # against NUTS
     nuts, divergences = _nuts(poisson_rates, XP, GROUP, COUNTS, seed=1)
