@@ -271,3 +271,19 @@ def test_ngvi_refuses_a_family_shaped_unlike_the_sites():
     target = vijax.from_numpyro(normal_mean, jnp.zeros(3))
     with pytest.raises(ValueError, match="family"):
         ngvi(target, family={"mu": Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2))})
+
+
+def test_the_compiled_prior_median_is_numpyros_init_to_median():
+    """``prior_median`` (NumPyro's ``init_to_median`` compiled as one program, from_numpyro's start)
+    gives the strategy's own op-by-op value at the same key (rtol 1e-6)."""
+    from numpyro.infer import init_to_median
+
+    from vijax.interop._numpyro import prior_median
+
+    key = jax.random.PRNGKey(3)
+    for fn, shape in [(dist.Dirichlet(jnp.array([1.0, 2.0, 3.0])), ()), (dist.HalfNormal(2.0), (4,))]:
+        site = {"type": "sample", "name": "s", "fn": fn, "is_observed": False, "value": None}
+        site["kwargs"] = {"rng_key": key, "sample_shape": shape}
+        with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank promotion
+            expected = init_to_median(site, num_samples=15)
+        np.testing.assert_allclose(prior_median(fn, key, shape), expected, rtol=1e-6)
