@@ -570,10 +570,18 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
 
 
 def _kl_theta(gamma: Array, alpha: Array) -> Array:
-    """KL(Dir(gamma_d) || Dir(alpha 1_K)) per document, (S,)."""
-    q_theta = expfam.Dirichlet.from_natural((gamma - 1.0,))
-    p_theta = expfam.Dirichlet.from_natural((jnp.broadcast_to(alpha - 1.0, gamma.shape),))
-    return q_theta.kl(p_theta)
+    """KL(Dir(gamma_d) || Dir(alpha 1_K)) per document, (S,), in closed form::
+
+        log Gamma(sum_k gamma_dk) - sum_k log Gamma(gamma_dk) - log Gamma(K alpha) + K log Gamma(alpha)
+        + sum_k (gamma_dk - alpha) (psi(gamma_dk) - psi(sum_j gamma_dj)),
+
+    the Dirichlet KL of ``vijax.expfam`` with the prior's log normalizer taken once for the scalar
+    alpha, not per document and topic."""
+    k = gamma.shape[-1]
+    total = jnp.sum(gamma, axis=-1)
+    e_log_theta = digamma(gamma) - digamma(total)[:, None]
+    prior = k * gammaln(alpha) - gammaln(k * alpha)
+    return gammaln(total) - jnp.sum(gammaln(gamma), axis=-1) + prior + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
 
 
 def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:

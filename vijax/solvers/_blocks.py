@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vijax.types import Array
 
@@ -96,12 +97,13 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     dt = n.dtype
     r, w, m = tile_shape(l, slots, width)
     per_row = -(-l // w)  # chunks of a padded row
-    lengths = jnp.max(jnp.where(n > 0, jnp.arange(1, l + 1, dtype=jnp.int32), 0), axis=1)  # (S,)
-    order = jnp.argsort(lengths, stable=True)
+    # index vectors as constants of the program (an iota is a kernel of its own to compile)
+    lengths = jnp.max(jnp.where(n > 0, np.arange(1, l + 1, dtype=np.int32), 0), axis=1)  # (S,)
+    _, order = jax.lax.sort((lengths, np.arange(s, dtype=np.int32)), num_keys=1, is_stable=True)
     pad_cols = ((0, 0), (0, per_row * w - l))
-    # chunk c of row d: d * per_row + c (clip: every index here is in range by construction)
-    ids_c = jnp.pad(jnp.take(ids, order, axis=0, mode="clip"), pad_cols).reshape(s * per_row, w)
-    n_c = jnp.pad(jnp.take(n, order, axis=0, mode="clip"), pad_cols).reshape(s * per_row, w)
+    # chunk c of row d: d * per_row + c, in the batch's own order (no sorted copy of the batch)
+    ids_c = jnp.pad(ids, pad_cols).reshape(s * per_row, w)
+    n_c = jnp.pad(n, pad_cols).reshape(s * per_row, w)
     chunks = (jnp.take(lengths, order, mode="clip") + (w - 1)) // w  # (S,) chunks per sorted row
     # first chunk of each sorted row in the packed stream; past the last row, a value no tile reaches
     first = jnp.concatenate(
@@ -111,29 +113,33 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
             jnp.full((m,), jnp.iinfo(jnp.int32).max // 2, jnp.int32),
         ]
     )
-    local = jnp.arange(r, dtype=jnp.int32)  # chunks of a tile
-    rows = jnp.arange(m, dtype=jnp.int32)  # rows of a tile
+    local = np.arange(r, dtype=np.int32)  # chunks of a tile
+    rows = np.arange(m, dtype=np.int32)  # rows of a tile
 
     def body(carry):
         start, out, acc = carry
         bounds = jax.lax.dynamic_slice(first, (start,), (m + 1,)) - first[start]  # (M + 1,)
         count = jnp.sum(bounds[1:] <= r).astype(jnp.int32)  # rows that fit (>= 1: any row fits a tile)
         used = bounds[count]
-        row = jnp.searchsorted(bounds[1:], local, side="right").astype(jnp.int32)  # (R,) row of each chunk
+        # (R,) row of each chunk: how many rows end at or before it (searchsorted, side="right", as
+        # one comparison of R x M values: no loop of its own in the program)
+        row = jnp.sum(bounds[None, 1:] <= local[:, None], axis=1, dtype=jnp.int32)
         valid = local < used
-        src = (start + jnp.minimum(row, m - 1)) * per_row + (local - jnp.take(bounds, row, mode="clip"))
+        # the tile's rows in the batch (clip: past the last row, a row no valid chunk or kept output uses)
+        batch_row = jnp.take(order, start + rows, mode="clip")  # (M,)
+        src = jnp.take(batch_row, row, mode="clip") * per_row + (local - jnp.take(bounds, row, mode="clip"))
         src = jnp.where(valid, src, 0)
         n_t = jnp.where(valid[:, None], jnp.take(n_c, src, axis=0, mode="clip"), 0).astype(dt)
         row = jnp.where(valid, row, m)
         member = (row[None, :] == rows[:, None]).astype(dt)
         out_t, acc = fit_tile(Tile(jnp.take(ids_c, src, axis=0, mode="clip"), n_t, row, member), acc)
-        keep = (rows < count)[:, None]
-        out_t = jnp.where(keep, out_t, jax.lax.dynamic_slice(out, (start, jnp.int32(0)), (m, k)))
-        return start + count, jax.lax.dynamic_update_slice(out, out_t, (start, jnp.int32(0))), acc
+        # each kept row's output written at its row of the batch; the others (index S) dropped
+        out = out.at[jnp.where(rows < count, batch_row, s)].set(out_t, mode="drop")
+        return start + count, out, acc
 
-    carry = (jnp.zeros((), jnp.int32), jnp.zeros((s + m, k), dt), acc0)
+    carry = (jnp.zeros((), jnp.int32), jnp.zeros((s, k), dt), acc0)
     _, out, acc = jax.lax.while_loop(lambda c: c[0] < s, body, carry)
-    return jnp.zeros((s, k), dt).at[order].set(out[:s]), acc
+    return out, acc
 
 
 __all__ = ["Tile", "by_length_tiles", "tile_shape", "tile_spread", "tile_sum"]
