@@ -168,3 +168,49 @@ def test_sites_that_cannot_be_summed_out_are_named():
         target.log_prob({"mu": 0.5})
     with pytest.raises(ValueError, match=r"no continuous latent sample site .*summed out: \['z'\]"):
         vijax.from_numpyro(only_discrete, 0.3)
+
+
+@pytest.mark.slow
+def test_a_dirichlet_categorical_mixture_against_nuts():
+    """Three groups of 100 points at -4, 0, 4; the assignments summed out by both: vijax's ngvi with
+    its automatic families (a Dirichlet on the weights, Normals on the locations) against NumPyro's
+    NUTS on the same enumerated model (1,000 draws after 500 of warm-up), the components sorted by
+    location in each draw (both stay in one labelling): posterior means within 0.25 NUTS posterior
+    sd and sds within 30% (a mean-field q on a posterior whose correlations are small here;
+    measured: means within 0.04 sd, sds 0.96-1.08 of NUTS')."""
+    from numpyro.infer import MCMC, NUTS
+
+    rng = np.random.default_rng(0)
+    y = jnp.asarray(np.concatenate([rng.normal(m, 1.0, 100) for m in (-4.0, 0.0, 4.0)]))
+
+    def three(y):
+        w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
+        mu = numpyro.sample("mu", dist.Normal(jnp.array([-1.0, 0.0, 1.0]), 5.0).to_event(1))
+        with numpyro.plate("data", y.shape[0]):
+            z = numpyro.sample("z", dist.Categorical(w), infer={"enumerate": "parallel"})
+            numpyro.sample("y", dist.Normal(mu[z], 1.0), obs=y)
+
+    mcmc = MCMC(NUTS(three), num_warmup=500, num_samples=1000, progress_bar=False)
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank promotion
+        mcmc.run(jax.random.PRNGKey(0), y)
+    nuts = mcmc.get_samples()
+    target = vijax.from_numpyro(three, y)
+    alg = vijax.inference.ngvi(target, num_samples=16)
+
+    def body(state, k):
+        return alg.step(k, state, None)[0], None
+
+    state = jax.jit(lambda k: jax.lax.scan(body, alg.init(jax.random.PRNGKey(1)), jax.random.split(k, 600))[0])(
+        jax.random.PRNGKey(2)
+    )
+    ours = sample(alg, jax.random.PRNGKey(3), state, 4000)
+
+    def summary(draws):
+        order = jnp.argsort(draws["mu"], axis=1)
+        mu, w = jnp.take_along_axis(draws["mu"], order, 1), jnp.take_along_axis(draws["w"], order, 1)
+        both = jnp.concatenate([mu, w], axis=1)
+        return np.asarray(jnp.mean(both, 0)), np.asarray(jnp.std(both, 0))
+
+    (m_vi, s_vi), (m_nuts, s_nuts) = summary(ours), summary(nuts)
+    assert np.all(np.abs(m_vi - m_nuts) < 0.25 * s_nuts), (m_vi, m_nuts, s_nuts)
+    assert np.all(np.abs(s_vi / s_nuts - 1.0) < 0.3), (s_vi, s_nuts)
