@@ -1,10 +1,12 @@
-"""Conjugate sites in closed form, the rest by black-box VI, in one step (``conjugate_split``).
+"""Conjugate sites in closed form, the rest by ``bbvi`` or ``ngvi``, in one step (``conjugate_split``).
 
 For a NumPyro model some of whose latent sites are conditionally conjugate
 (``vijax.conjugate_sites``: a Gamma rate of Poisson counts, a Dirichlet over categorical draws, a
 Normal mean with known scale, ...), q factorises as q(conjugate sites) q(rest): each conjugate
-site's q is its prior's exponential family, and the rest is a ``bbvi`` family on the rest's
-unconstrained values. One step
+site's q is its prior's exponential family, and q(rest) is either (``rest="bbvi"``) a Gaussian
+``bbvi`` family on the rest's unconstrained values or (``rest="ngvi"``) an ``ngvi`` exponential
+family per site over its constrained values, matched to its support (``auto_family``: Normal,
+Gamma, Beta, Dirichlet). One step
 
 1. draws S values of the rest from q(rest) and of every conjugate site from its q;
 2. moves each conjugate site's natural parameters towards its complete conditional's, averaged
@@ -14,26 +16,30 @@ unconstrained values. One step
    update; rho_t with subsampled plates is natural-gradient SVI, Hoffman et al. 2013, eq. 24, the
    complete conditional already scaled by the plates' N / M); the sites in turn, each seeing the
    others' new draws;
-3. takes one ``bbvi`` step on the rest, with the conjugate sites at one fresh draw from their
-   new q: the log-joint at the rest's constrained values plus the rest's log |det J|.
+3. takes one step on the rest, with the conjugate sites at one fresh draw from their new q: a
+   ``bbvi`` step on the log-joint at the rest's constrained values plus the rest's log |det J|, or
+   an ``ngvi`` step (a natural-gradient step of its own step size, Khan and Lin 2017) on the
+   log-joint at the rest's constrained values (no Jacobian: ngvi's q is over those values).
 
-The reported ELBO is ``bbvi``'s estimate at that draw plus the conjugate sites' entropies: an
-unbiased estimate of E_q[log p(x, data)] + H[q] (the rest's Jacobian inside, as ``bbvi`` on a
-target counts it).
+The reported ELBO is the rest's step's estimate at that draw plus the conjugate sites' entropies:
+an unbiased estimate of E_q[log p(x, data)] + H[q] (with ``bbvi`` the rest's Jacobian inside, as
+``bbvi`` on a target counts it; with ``ngvi`` the entropy of q(rest) over constrained values).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_int
+from vijax._validate import ArgumentError, check_choice, check_int
 from vijax.interop import SiteConjugacy, Target, complete_conditional
-from vijax.inference import _bbvi
+from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
+from vijax.inference._guides import auto_family
+from vijax.inference._ngvi import ngvi
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.inference.schedules import as_schedule, constant
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -41,7 +47,8 @@ from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 class SplitState(NamedTuple):
     """q_global: site name -> the ``vijax.expfam`` family of each conjugate site's q; inner:
-    ``bbvi``'s state over the other sites (``inner.q_global`` its variational parameters); count:
+    the state of ``bbvi`` or ``ngvi`` over the other sites (``inner.q_global``: ``bbvi``'s
+    variational parameters, or ``ngvi``'s dict site name -> family); count:
     int32 steps taken; num_rejected: int32 steps not applied (non-finite)."""
 
     q_global: dict
@@ -53,7 +60,7 @@ class SplitState(NamedTuple):
 class SplitInfo(NamedTuple):
     """elbo: the Monte Carlo ELBO estimate (module docstring); step_size: rho_t of the conjugate
     sites; num_damped: their natural-parameter elements pulled back into the domain; inner:
-    ``bbvi``'s info; accepted: whether the step was applied."""
+    the info of the rest's ``bbvi`` or ``ngvi`` step; accepted: whether the step was applied."""
 
     elbo: Array
     step_size: Array
@@ -83,6 +90,12 @@ def _rest_log_density(params_u: dict, pair, *, target: Target, bijectors: dict):
     return target.log_prob({**values, **conjugate}, batch) + logdet
 
 
+def _rest_log_density_ngvi(values: dict, pair, *, target: Target):
+    """log p(rest, conjugate draw, data) at the rest's constrained values, for ``ngvi``."""
+    batch, conjugate = pair
+    return target.log_prob({**values, **conjugate}, batch)
+
+
 def _draw(q: PyTree, key: PRNGKey, num: int):
     return q.sample(key, (num,))
 
@@ -90,7 +103,7 @@ def _draw(q: PyTree, key: PRNGKey, num: int):
 def init(
     key: PRNGKey, batch: PyTree = None, *, target: Target, conjugate: tuple, inner: VIAlgorithm, bijectors: dict
 ) -> SplitState:
-    """q(rest) from ``bbvi``'s start; each conjugate site's q the complete conditional at the
+    """q(rest) from its algorithm's start; each conjugate site's q the complete conditional at the
     rest's start and the other conjugate sites' starting values (the target's start)."""
     k_inner, k_rest = jax.random.split(key)
     start = target.constrain(target.init_params)
@@ -110,13 +123,15 @@ def _batch_kwargs(batch) -> dict:
 
 def _rest_draws(inner: VIAlgorithm, key: PRNGKey, inner_state, bijectors: dict, num: int) -> dict:
     """``num`` draws of the rest from q(rest), constrained: (num, ...) per site."""
+    if inner.step.func is _ngvi.step:  # q over the constrained values already
+        return _ngvi.sample(inner_state.q_global, key, num)
     params_u = _bbvi.sample(inner_state.q_global, key, num, guide=inner.step.keywords["guide"])
     return jax.vmap(lambda u: _constrain(bijectors, u)[0])(params_u)
 
 
 def sample(state: SplitState, key: PRNGKey, num_samples: int, *, inner: VIAlgorithm, conjugate: tuple, bijectors: dict):
     """``num_samples`` draws of every latent site from q, constrained, stacked on a leading axis: the
-    rest from ``bbvi``'s q, each conjugate site from its family (``vijax.inference.sample``)."""
+    rest from q(rest), each conjugate site from its family (``vijax.inference.sample``)."""
     k_rest, k_conj = jax.random.split(key)
     out = _rest_draws(inner, k_rest, state.inner, bijectors, num_samples)
     keys = jax.random.split(k_conj, len(conjugate))
@@ -160,45 +175,69 @@ def step(
     return Proposal(SplitState(q_new, inner_state, state.count, state.num_rejected), info, (elbo,))
 
 
+RESTS = ("bbvi", "ngvi")
+_BBVI_ONLY = ("family", "optimizer", "learning_rate")
+_NGVI_ONLY = ("rest_schedule", "gradient")
+
+
 def as_top_level_api(
     target: Target,
     conjugate: Mapping[str, SiteConjugacy],
     *,
     schedule=None,
     num_draws: int = 8,
-    family: Any = "meanfield",
-    optimizer: Any = "adam",
-    learning_rate: Optional[float] = None,
+    rest: str = "bbvi",
+    family: Any = None,
+    optimizer: Any = None,
+    learning_rate: Union[float, Schedule, None] = None,
     num_samples: int = 1,
     init_scale: float = 0.1,
+    rest_schedule=None,
+    gradient: Optional[str] = None,
 ) -> VIAlgorithm:
-    """Conjugate sites of a NumPyro model in closed form, the other sites by ``bbvi``, in one step
-    (see the module docstring).
+    """Conjugate sites of a NumPyro model in closed form, the other sites by ``bbvi`` or ``ngvi``,
+    in one step (see the module docstring).
 
     Args:
       target: a NumPyro target (``vijax.from_numpyro``); its batch is the model's arguments and
         subsampled plates' indices, as for ``bbvi``.
       conjugate: ``vijax.conjugate_sites(target, key)``'s report: the sites it found conjugate
         get closed-form updates (run it with ``force=[...]`` to refuse a site you expect to be
-        conjugate and is not); at least one, and at least one site left for ``bbvi``.
+        conjugate and is not); at least one, and at least one site left for the rest.
       schedule: rho_t of the conjugate sites: a number in (0, 1] or a callable ``count -> rho``
         (default 1.0: a coordinate update, for full batches; use a decreasing schedule, e.g.
         ``schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)``, with subsampled plates).
       num_draws: S, draws of the other sites per conjugate update (>= 1).
-      family: ``bbvi``'s family for the rest (``"meanfield"``, ``"fullrank"``, ``"lowrank"``).
-      optimizer: ``bbvi``'s optimizer for the rest.
-      learning_rate: its learning rate (default: the optimizer's).
-      num_samples: ``bbvi``'s draws per step.
-      init_scale: q(rest)'s initial standard deviation.
+      rest: how the other sites are fitted: ``"bbvi"`` (a Gaussian family on their unconstrained
+        values, by a stochastic optimizer) or ``"ngvi"`` (an exponential family per site over its
+        constrained values, ``auto_family``'s choice for its support, by natural-gradient steps).
+      family: ``bbvi``'s family for the rest (``"meanfield"``, the default, ``"fullrank"``,
+        ``"lowrank"``); ``rest="bbvi"`` only.
+      optimizer: ``bbvi``'s optimizer for the rest (default ``"adam"``); ``rest="bbvi"`` only.
+      learning_rate: its learning rate, a number or an optax schedule ``count -> rate``
+        (``optax.cosine_decay_schedule(0.05, 2000)``, say; default: the optimizer's);
+        ``rest="bbvi"`` only.
+      num_samples: draws of q(rest) per step of ``bbvi`` or ``ngvi`` (>= 1).
+      init_scale: q(rest)'s initial spread: ``bbvi``'s standard deviation on the unconstrained
+        space, or for ``ngvi`` ``auto_family``'s ``init_scale`` (the same spread, matched).
+      rest_schedule: ``ngvi``'s step size rho_t for the rest, a number in (0, 1] or a callable
+        ``count -> rho`` (default ``ngvi``'s, ``schedules.robbins_monro(0.5, tau=1.0,
+        kappa=0.7)``); ``rest="ngvi"`` only.
+      gradient: ``ngvi``'s estimator for the rest, ``"reparam"`` or ``"hessian"`` (default: ``"hessian"``
+        when every rest site is real, so that its q is Normal, ``"reparam"`` otherwise);
+        ``rest="ngvi"`` only.
 
     Returns:
       ``VIAlgorithm(init, step)``; the state is a :class:`SplitState` (``q_global``: the conjugate
-      sites' families; ``inner``: ``bbvi``'s state), the info a :class:`SplitInfo`.
+      sites' families; ``inner``: the state of ``bbvi`` or ``ngvi``), the info a :class:`SplitInfo`.
 
     Raises:
       ArgumentError: naming the argument: a target that is not a NumPyro one, a ``conjugate``
         that is not ``conjugate_sites``' report of this target, no conjugate site or no site
-        left for ``bbvi``, a bad ``schedule`` or ``num_draws``.
+        left for the rest, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
+        ``rest`` (``family``, ``optimizer``, ``learning_rate`` with ``"ngvi"``; ``rest_schedule``,
+        ``gradient`` with ``"bbvi"``), with ``"ngvi"`` a rest site whose support no exponential
+        family matches (``rest``).
     """
     if not isinstance(target, Target) or target.library != "numpyro":
         raise ArgumentError(
@@ -211,32 +250,63 @@ def as_top_level_api(
     unknown = sorted(set(conjugate) - set(target.sites))
     if unknown:
         raise ArgumentError("conjugate", f"conjugate names sites the target does not have: {unknown}")
+    rest = check_choice("rest", rest, RESTS)
+    given = dict(family=family, optimizer=optimizer, learning_rate=learning_rate)
+    given.update(rest_schedule=rest_schedule, gradient=gradient)
+    other = _BBVI_ONLY if rest == "ngvi" else _NGVI_ONLY
+    for name in other:
+        if given[name] is not None:
+            raise ArgumentError(
+                name, f"{name}: an option of rest={RESTS[rest == 'bbvi']!r} only; with rest={rest!r} give no {name}"
+            )
     sites = tuple(n for n in target.sites if n in conjugate and conjugate[n].conjugate)
-    rest = tuple(n for n in target.sites if n not in sites)
+    others = tuple(n for n in target.sites if n not in sites)
     if not sites:
         raise ArgumentError("conjugate", "conjugate: the report finds no conjugate site; use bbvi or ngvi")
-    if not rest:
+    if not others:
         raise ArgumentError(
-            "conjugate", f"conjugate: every site is conjugate ({list(sites)}); nothing is left for bbvi"
+            "conjugate", f"conjugate: every site is conjugate ({list(sites)}); nothing is left for {rest}"
         )
     num_draws = check_int("num_draws", num_draws)
     rho = as_schedule(schedule, "schedule", default=constant(1.0))
-    bijectors = _bijectors(target, rest)
-    log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
-    options = {} if learning_rate is None else {"schedule": learning_rate}
-    inner = bbvi(
-        log_density,
-        family=family,
-        init_params={n: jnp.asarray(target.init_params[n]) for n in rest},
-        optimizer=optimizer,
-        num_samples=num_samples,
-        init_scale=init_scale,
-        **options,
-    )
+    if rest == "ngvi":
+        inner = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient)
+        bijectors = {}
+    else:
+        bijectors = _bijectors(target, others)
+        log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
+        options = {} if learning_rate is None else {"schedule": learning_rate}
+        inner = bbvi(
+            log_density,
+            family="meanfield" if family is None else family,
+            init_params={n: jnp.asarray(target.init_params[n]) for n in others},
+            optimizer="adam" if optimizer is None else optimizer,
+            num_samples=num_samples,
+            init_scale=init_scale,
+            **options,
+        )
     settings = dict(conjugate=sites, inner=inner, bijectors=bijectors)
     return VIAlgorithm(
         init=bind_settings(init, target=target, **settings),
         step=bind_settings(step, model=target, schedule=rho, num_draws=num_draws, **settings),
+    )
+
+
+def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient) -> VIAlgorithm:
+    """``ngvi`` over the rest's constrained values, ``auto_family``'s family per site."""
+    try:
+        families = auto_family(target, init_scale=init_scale)
+    except ArgumentError:
+        raise
+    except ValueError as e:  # a site whose support no exponential family matches
+        raise ArgumentError("rest", f"rest='ngvi': {e}; or give rest='bbvi'") from e
+    log_density = bind_settings(_rest_log_density_ngvi, target=target)
+    return ngvi(
+        log_density,
+        family={n: families[n] for n in others},
+        schedule=rest_schedule,
+        num_samples=num_samples,
+        gradient=gradient,
     )
 
 
