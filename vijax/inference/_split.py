@@ -299,7 +299,7 @@ def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_sche
     except ArgumentError:
         raise
     except ValueError as e:  # a site whose support no exponential family matches
-        raise ArgumentError("rest", f"rest='ngvi': {e}; or give rest='bbvi'") from e
+        raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
     log_density = bind_settings(_rest_log_density_ngvi, target=target)
     return ngvi(
         log_density,
