@@ -514,6 +514,44 @@ def test_init_globals_is_online_lda_start():
     np.testing.assert_allclose(model.prior().concentration, 0.01)
 
 
+def test_init_globals_compiles_nothing_and_is_one_draw_per_key():
+    """The random start is drawn on the host: no XLA compilation before a user's first step, and
+    a key gives the same start eagerly, jitted and in a vmapped batch of keys (restarts)."""
+    model = LDA(7, 33, init_scale=3.0)  # a shape no other test draws
+    compiles = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    key = jax.random.PRNGKey(11)
+    jax.block_until_ready(key)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        q = model.init_globals(key)
+        jax.block_until_ready(q.natural_params)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiles == []
+    keys = jax.random.split(jax.random.PRNGKey(12), 3)
+    batch = jax.vmap(model.init_globals)(keys)
+    for i in range(3):
+        np.testing.assert_array_equal(batch.natural_params[0][i], model.init_globals(keys[i]).natural_params[0])
+    np.testing.assert_array_equal(jax.jit(model.init_globals)(key).natural_params[0], q.natural_params[0])
+    assert not np.allclose(batch.natural_params[0][0], batch.natural_params[0][1])
+    typed = model.init_globals(jax.random.key(11))  # a typed key: its data seeds the draw
+    assert typed.batch_shape == (7,) and np.all(np.isfinite(typed.natural_params[0]))
+
+
+def test_kl_theta_is_the_dirichlet_kl():
+    from vijax.models.lda import _kl_theta
+
+    gamma = jnp.exp(jax.random.normal(jax.random.PRNGKey(0), (5, 4))) * 3.0
+    alpha = jnp.asarray(0.3)
+    want = expfam.Dirichlet.from_concentration(gamma).kl(expfam.Dirichlet.from_concentration(jnp.full((5, 4), 0.3)))
+    np.testing.assert_allclose(_kl_theta(gamma, alpha), want, rtol=tol(gamma.dtype), atol=tol(gamma.dtype))
+
+
 # ------------------------------------------------------------------------------------ validation
 @pytest.mark.parametrize(
     "kwargs, match",

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vijax.solvers import by_length_tiles, tile_shape, tile_spread, tile_sum
+from vijax.testing import primitive_counts
 
 
 @pytest.mark.parametrize("length", [1, 20, 32, 33, 100, 128, 256, 1000, 2048])
@@ -63,3 +64,22 @@ def test_every_row_is_fitted_once_in_the_batch_order(lengths):
     np.testing.assert_allclose(out[:, 2], [-(-m // 32) for m in lengths])  # a row's chunks: ceil(length / 32)
     np.testing.assert_allclose(total, n.sum())
     assert traces == [(16, 32)]  # one tile shape, traced once
+
+
+def test_the_tiles_are_one_loop_with_no_copy_of_the_batch():
+    """The program's structure, which sets what XLA compiles: one loop (the tiles'; the chunks'
+    rows found by a comparison, not by searchsorted's loop), one sort (the lengths), no sorted
+    copy of the batch and no scatter back to the batch's order (each tile writes its rows in
+    place: one scatter)."""
+    ids, n = _batch([220, 3, 40, 0, 25], 256)
+
+    def fit_tile(tile, acc):
+        return tile_sum(tile, jnp.sum(tile.n, 1))[:, None], acc + jnp.sum(tile.n)
+
+    counts = primitive_counts(
+        lambda i, c: by_length_tiles(i, c, 1, fit_tile, jnp.zeros(()), 512, 32), jnp.asarray(ids), jnp.asarray(n)
+    )
+    assert counts["while"] == 1 and counts["sort"] == 1 and counts["scatter"] == 1, counts
+    assert "scan" not in counts and "dynamic_update_slice" not in counts, counts  # searchsorted's loop; the copy
+    assert "iota" not in counts, counts  # index vectors are constants, not kernels of their own
+    assert counts["gather"] <= 6, counts  # the tile's chunks, counts and rows: no sorted (S, L) copy

@@ -73,6 +73,7 @@ from vijax._validate import (
 from vijax.expfam import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
 from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots
+from vijax.models._lda_start import random_start
 from vijax.solvers import (
     by_length_tiles,
     collapsed_gibbs_allocations,
@@ -302,9 +303,17 @@ class LDA(PytreeModel):
     def init_globals(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
         """The random start of online LDA (Hoffman et al. 2010): lambda_kv = init_scale * g_kv,
         g_kv ~ Gamma(100, rate 100) (mean 1, sd 0.1: nearly flat topics, the symmetry broken).
-        ``batch`` is not used. One compiled program (``expfam.sample_log_gamma``)."""
-        scale = jnp.asarray(self.init_scale, float_dtype(self.dtype))
-        return _random_start(key, scale, (self.num_topics, self.vocab_size))
+        ``batch`` is not used.
+
+        The draws are made on the host by NumPy (``Generator.gamma``), from a generator seeded
+        with the key's data (``jax.random.key_data``), so that no program compiles for them: a
+        random draw on the device was a program of its own for XLA to compile, about half a
+        second on a 2-core CPU before a user's first step. Under ``jit`` or ``vmap`` (restarts)
+        the same function runs as a host callback (``jax.pure_callback``), one draw per key: a key
+        gives the same start eagerly, jitted or in a batch of keys. (A jitted init holds that
+        callback, so JAX's persistent cache does not store its program, which compiles in
+        milliseconds.)"""
+        return random_start(key, float(self.init_scale), (self.num_topics, self.vocab_size), float_dtype(self.dtype))
 
     @staticmethod
     def expected_topics(q: expfam.Dirichlet) -> Array:
@@ -539,13 +548,6 @@ class LDA(PytreeModel):
         p = jnp.sum(held_topics * e_theta[:, None, :], axis=-1)
         n = jnp.asarray(batch_heldout.counts).astype(p.dtype)
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
-
-
-@functools.partial(jax.jit, static_argnums=2)
-def _random_start(key: PRNGKey, scale: Array, shape: tuple) -> expfam.Dirichlet:
-    """Dirichlet(lambda), lambda = scale * g with g ~ Gamma(100, rate 100) of ``shape``."""
-    g = jnp.exp(expfam.sample_log_gamma(key, jnp.full(shape, 100.0, scale.dtype))) / 100.0
-    return expfam.Dirichlet.from_natural((scale * g - 1.0,))
 
 
 @functools.partial(jax.jit, static_argnums=1)
