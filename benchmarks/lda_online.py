@@ -28,8 +28,8 @@ state; the peers' estimator) + compilation + every update, the held-out scoring 
 corpus is in memory in each library's format before the clock starts. The headline ratio is the
 end-to-end one (peer's time over vijax's), printed with the steady-state one beside it, and with
 the end-to-end time of the process's first fit: the first method built is vijax's, and its seed 0
-pays the process's one-time costs (compiling the random start, JAX's first tracing of the library's
-code), which the medians over seeds, from in-process caches, leave out; a user's single run pays them.
+pays the process's one-time costs (JAX's first tracing of the library's code; the recorded runs also
+compiled the random start, which LDA now draws on the host), which the medians over seeds, from in-process caches, leave out; a user's single run pays them.
 JAX's persistent compilation cache is off unless ``--compile-cache DIR`` is given.
 
 Agreement: in each setting, vijax's mean-field SVI must end with a held-out score per word (mean
