@@ -17,8 +17,6 @@ from numpyro import handlers
 import vijax
 from vijax.inference import bbvi, sample
 
-pytest.importorskip("funsor")
-
 Y = jnp.array([-1.0, 0.3, 2.5])
 
 
