@@ -233,9 +233,9 @@ def _funsor(site: str) -> None:
 @functools.partial(jax.jit, static_argnames=("sample_shape",))
 def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
     """NumPyro's ``init_to_median`` (the median of 15 prior draws on the unconstrained space) at a
-    site of distribution ``fn`` (a NumPyro distribution, a pytree), compiled as one program: the
-    same draws and value as the strategy's own op-by-op run, whose many small compilations took
-    5.7 of the 15 s of ``from_numpyro`` on a Dirichlet site (2-core CPU, loaded)."""
+    site of distribution ``fn`` (a NumPyro distribution, a pytree), compiled as one program (one
+    per distribution type and shape, cached across calls) rather than op by op: the same draws
+    and value as the strategy's own run (tested)."""
     from numpyro.infer import init_to_median
 
     site = {
