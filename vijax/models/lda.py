@@ -457,7 +457,8 @@ class LDA(PytreeModel):
         tiny = jnp.finfo(dt).tiny
 
         def exp_e_log_theta(gamma):
-            psi = digamma(jnp.concatenate([gamma, jnp.sum(gamma, -1, keepdims=True)], -1))
+            # the series of the SQUAREM update (log Gamma unused here): one kernel, compiled once for both
+            psi = digamma_and_gammaln(jnp.concatenate([gamma, jnp.sum(gamma, -1, keepdims=True)], -1))[0]
             return jnp.exp(psi[:, :k] - psi[:, k:])
 
         def fit_tile(tile, acc):
