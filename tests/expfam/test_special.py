@@ -41,3 +41,36 @@ def test_fast_gammaln_derivative_is_digamma():
     x = np.geomspace(1e-3, 1e4, 301)
     got = np.asarray(jax.vmap(jax.grad(lambda t: digamma_and_gammaln(t)[1]))(jnp.asarray(x)))
     np.testing.assert_allclose(got, scipy_digamma(x), rtol=1e-9, atol=1e-12)
+
+
+def _series_fused_freely(x):
+    # the series as in digamma_and_gammaln, without its optimization barrier: XLA fuses it as it likes
+    from vijax.expfam._special import _psi, _shifted
+
+    small, num, den, y, log_y, r, r2 = _shifted(x)
+    lgam = (
+        (y - 0.5) * log_y
+        - y
+        + 0.91893853320467274178
+        + r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 * (1 / 1680 - r2 * (1 / 1188)))))
+    )
+    return _psi(small, num, den, y, log_y, r2), lgam - jnp.where(small, jnp.log(den), 0.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_kernel_series_changes_no_value(dtype):
+    # digamma_and_gammaln is compiled as one kernel (an optimization barrier around its two
+    # results); under jit, in a program shaped as LDA's E-step calls it, its values are those of
+    # the same series left to XLA's fusion, and its psi is digamma's
+    import jax
+
+    a = jnp.asarray(np.random.default_rng(0).gamma(0.3, 3.0, size=(64, 50)) + 1e-3, dtype)
+
+    def on_rows(f):
+        return jax.jit(lambda a: f(jnp.concatenate([a, jnp.sum(a, -1, keepdims=True)], -1)))(a)
+
+    psi, lgam = on_rows(digamma_and_gammaln)
+    ref_psi, ref_lgam = on_rows(_series_fused_freely)
+    np.testing.assert_array_equal(np.asarray(psi), np.asarray(ref_psi))
+    np.testing.assert_array_equal(np.asarray(lgam), np.asarray(ref_lgam))
+    np.testing.assert_array_equal(np.asarray(psi), np.asarray(on_rows(digamma)))
