@@ -230,3 +230,28 @@ def test_rest_options_of_the_other_algorithm_are_refused_by_name(interacting_rep
     with pytest.raises(ArgumentError, match="rest='ngvi'.*'u'") as e:
         conjugate_split(vijax.from_numpyro(bounded, Y), {"rate": report["rate"]}, rest="ngvi")
     assert e.value.argument == "rest"
+
+
+def test_conjugate_draws_are_exact_draws_of_each_family():
+    """The step's draws of the conjugate sites (one ``expfam.reparam_sample`` of the families, the
+    Gamma-based ones by one rejection loop): each family's mean and variance (Monte Carlo, 5
+    standard errors), and a Normal's draws are ``q.sample``'s at its split of the key."""
+    from vijax import expfam
+    from vijax.inference import _split
+
+    fams = [
+        expfam.Gamma.from_shape_rate(jnp.array([0.5, 3.0, 40.0]), jnp.array([1.0, 2.0, 0.5])),
+        expfam.Normal.from_mean_variance(jnp.array([1.0, -2.0]), jnp.array([4.0, 0.25])),
+        expfam.Dirichlet.from_concentration(jnp.array([0.5, 2.0, 3.0])),
+    ]
+    n, key = 20000, jax.random.PRNGKey(3)
+    draws = _split._draw_all(fams, ("g", "n", "d"), key, n)
+    for name, f in zip(("g", "n", "d"), fams):
+        d = f.to_tfp()
+        x = np.asarray(draws[name], np.float64)
+        assert x.shape == (n, *d.batch_shape, *d.event_shape)
+        mean, var = np.asarray(d.mean()), np.asarray(d.variance())
+        np.testing.assert_array_less(np.abs(x.mean(0) - mean), 5 * np.sqrt(var / n))
+        np.testing.assert_allclose(x.var(0), var, rtol=0.06)
+    keys = jax.random.split(key, 3)
+    np.testing.assert_allclose(draws["n"], fams[1].sample(keys[1], (n,)), rtol=1e-6, atol=1e-6)

@@ -187,3 +187,34 @@ def test_a_second_init_reuses_the_compiled_gradient_check():
     assert programs == before + 1  # the check ran, compiled
     state = alg.init(jax.random.PRNGKey(1), x)
     assert _ngvi._probe.jitted._cache_size() == programs and int(state.count) == 0
+
+
+def test_the_start_checks_draw_from_the_initial_q_on_the_host():
+    """The start's gradient check draws q on the host (numpy's samplers, seeded by the key): the
+    draws have q's mean and variance (Monte Carlo, 5 standard errors), its dtype and shape, the same
+    key gives the same draws, and a family numpy has no sampler for is drawn by inversion."""
+    from vijax.inference import _ngvi
+
+    q = {
+        "a": expfam.Normal.from_mean_variance(jnp.array([1.0, -2.0]), jnp.array([4.0, 0.25])),
+        "b": expfam.Gamma.from_shape_rate(3.0, 2.0),
+        "c": expfam.Beta.from_concentrations(2.0, 5.0),
+        "d": expfam.Dirichlet.from_concentration(jnp.array([[1.0, 2.0, 3.0], [0.5, 0.5, 4.0]])),
+    }
+    n = 20000
+    z = _ngvi._start_draws(jax.random.PRNGKey(0), q, n)
+    for name, f in q.items():
+        d = f.to_tfp()
+        x = np.asarray(z[name], np.float64)
+        assert z[name].dtype == jnp.result_type(*jax.tree_util.tree_leaves(f)) and x.shape == (
+            n,
+            *d.batch_shape,
+            *d.event_shape,
+        )
+        mean, var = np.asarray(d.mean()), np.asarray(d.variance())
+        np.testing.assert_array_less(np.abs(x.mean(0) - mean), 5 * np.sqrt(var / n))
+        np.testing.assert_allclose(x.var(0), var, rtol=0.05)
+    again = _ngvi._start_draws(jax.random.PRNGKey(0), q, 4)
+    np.testing.assert_array_equal(again["b"], _ngvi._start_draws(jax.random.PRNGKey(0), q, 4)["b"])
+    mvn = expfam.MultivariateNormal.from_mean_covariance(jnp.zeros(2), jnp.eye(2))
+    assert _ngvi._start_draws(jax.random.PRNGKey(0), {"m": mvn, "b": q["b"]}, 4)["m"].shape == (4, 2)

@@ -317,3 +317,44 @@ def test_a_target_with_a_subsampled_plate_takes_the_batch_and_scales_the_update(
     np.testing.assert_allclose([q.concentration, q.rate], [A + 3.0 * float(Y[idx].sum()), B0 + 6.0], rtol=1e-6)
     with pytest.raises(ArgumentError, match="a target takes its batch as keyword arguments"):
         conjugate_sites(target, KEY, idx)
+
+
+def test_complete_conditionals_are_each_sites_complete_conditional(logistic_target):
+    """Several sites' updates in one program give each site's ``complete_conditional`` (float64
+    fits, cast to the process's float type: equal to float32 rounding), and a site that is not
+    conjugate at the draws is refused by name as ``complete_conditional`` refuses it."""
+    from vijax.interop import complete_conditionals
+
+    target = vijax.from_numpyro(poisson_rates, GROUP, Y)
+    draws = {"b": jnp.array([1.2, 0.7]), "w": jnp.array([0.1, -0.3]), "rates": jnp.array([[1.0, 2.0, 0.5]] * 2)}
+    requests = {n: {m: v for m, v in draws.items() if m != n} for n in ("rates", "b")}
+    both = complete_conditionals(target, requests)
+    assert list(both) == ["rates", "b"]
+    for n, q in both.items():
+        one = complete_conditional(target, n, requests[n])
+        for a, b in zip(expfam.tree_natural_params(q), expfam.tree_natural_params(one)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=0.0)
+    # b ~ Gamma(A0, B0) with Gamma(A, b) rates: natural parameters (A0 - 1 + 3 A, -(B0 + sum rates)), mean over draws
+    np.testing.assert_allclose(
+        np.asarray(expfam.tree_natural_params(both["b"])), [A0 - 1 + 3 * A, -(B0 + 3.5)], rtol=1e-5
+    )
+    with pytest.raises(ArgumentError, match="'w' is not conditionally conjugate"):
+        complete_conditionals(logistic_target, {"w": {"scale": jnp.array([1.5])}})
+    with pytest.raises(ArgumentError, match="requests"):
+        complete_conditionals(target, [("b", draws)])
+
+
+def test_the_report_is_one_program_per_target():
+    """Every site's check runs in one compiled program (not one per site): a fresh target of a
+    three-site model adds one program to the report's cache."""
+    from vijax.interop import _conjugate_sites
+
+    target = vijax.from_numpyro(poisson_rates, GROUP, Y)
+    before = _conjugate_sites._gaps_jit._cache_size()
+    report = conjugate_sites(target, KEY)
+    assert _conjugate_sites._gaps_jit._cache_size() == before + 1
+    assert [(n, r.conjugate) for n, r in report.items()] == [
+        ("b", True),
+        ("w", True),
+        ("rates", True),
+    ]  # w enters as exp(0 w)

@@ -56,6 +56,7 @@ from vijax.interop import Target
 from vijax.models import filter_jit
 from vijax.inference._bbvi import (
     NUM_START_DRAWS,
+    _nonzero,
     check_gradient_flows,
     check_target_arguments,
     gradient_probe,
@@ -158,37 +159,96 @@ def init(
     check_key("key", key)
     if any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch))):  # under vmap (restarts) or jit
         return NGVIState(family, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-    if batch is not None and joint is not None:
-        mean = jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), family, is_leaf=expfam.is_family)
-        val = float(jax.jit(joint)(mean, batch))
-        if not np.isfinite(val):
-            raise ArgumentError(
-                "log_density", f"log_density is not finite ({val}) at the mean of the initial q (family)"
-            )
-    if joint is not None and log_density is not None:
-        _check_gradient(key, batch, family, joint, log_density, has_prior)
+    at_mean = batch is not None and joint is not None
+    if at_mean and log_density is None:
+        _check_at_mean(float(_probe(family, None, batch, joint, None, has_prior, True)[0]))
+    elif log_density is not None and joint is not None:
+        _check_start(key, batch, family, joint, log_density, has_prior, at_mean)
     zero = jnp.zeros((), jnp.int32)
     return NGVIState(family, zero, zero)
 
 
-def _probe_draws(keys, batch, family, joint, log_density):
-    """``gradient_probe`` at one draw of ``family`` per key."""
-    return jax.vmap(lambda k: gradient_probe(joint, log_density, lambda z: z, batch)(expfam.reparam_sample(family, k)))(
-        keys
-    )
+def _start_values(family, z, batch, joint, log_density, has_prior, at_mean):
+    """The start's checks as one program: (joint at q's mean or 0 where ``at_mean`` is False;
+    without draws ``z`` None, else at each draw of ``z`` (leading axis) the joint's value, whether
+    d joint / dz != 0 and whether d log_density / dz != 0; without a prior the log-density is the
+    joint and one gradient serves both)."""
+    value = 0.0
+    if at_mean:
+        mean = jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), family, is_leaf=expfam.is_family)
+        value = joint(mean, batch)
+    if z is None:
+        return value, None
+    if has_prior:
+        return value, jax.vmap(gradient_probe(joint, log_density, lambda zz: zz, batch))(z)
+
+    def one(zz):
+        val, grad = jax.value_and_grad(joint)(zz, batch)
+        moves = _nonzero(grad)
+        return val, moves, moves
+
+    return value, jax.vmap(one)(z)
 
 
-_probe = filter_jit(_probe_draws)  # compiled once per (joint, log_density, shapes): a second init reuses it
+# compiled once per (joint, log_density, shapes): a second init reuses it
+_probe = filter_jit(_start_values)
 
 
-def _check_gradient(key, batch, family, joint, log_density, has_prior) -> None:
-    keys = jax.random.split(key, NUM_START_DRAWS)
+def _check_at_mean(value: float) -> None:
+    if not np.isfinite(value):
+        raise ArgumentError("log_density", f"log_density is not finite ({value}) at the mean of the initial q (family)")
+
+
+def _host_draw(f, rng: np.random.Generator):
+    """One draw of the family ``f`` by numpy's samplers (the distribution of
+    ``expfam.reparam_sample``, with nothing to compile), in its float type; None for a family
+    other than Normal, Gamma, Beta and Dirichlet."""
+    t = type(f)
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(f))
+    if t is expfam.Normal:
+        eta1, eta2 = np.asarray(f.eta1, np.float64), np.asarray(f.eta2, np.float64)
+        x = rng.normal(-0.5 * eta1 / eta2, np.sqrt(-0.5 / eta2))
+    elif t is expfam.Gamma:
+        x = rng.gamma(np.asarray(f.eta1, np.float64) + 1.0, -1.0 / np.asarray(f.eta2, np.float64))
+    elif t is expfam.Beta:
+        x = rng.beta(np.asarray(f.eta1, np.float64) + 1.0, np.asarray(f.eta2, np.float64) + 1.0)
+    elif t is expfam.Dirichlet:
+        alpha = np.asarray(f.eta, np.float64) + 1.0
+        x = np.stack([rng.dirichlet(a) for a in alpha.reshape(-1, alpha.shape[-1])]).reshape(alpha.shape)
+    else:
+        return None
+    return np.asarray(x, dtype)
+
+
+def _start_draws(key, family, num: int):
+    """``num`` draws of ``family`` stacked on a leading axis, for the start's gradient check: on the
+    host by numpy's samplers, seeded by ``key`` (the check needs no differentiable draw, and a
+    Gamma-based family's sampler would cost the check a compilation of its own), or, for a family
+    numpy has no sampler for, by ``expfam.reparam_sample`` at the key's splits."""
+    fams, treedef = jax.tree_util.tree_flatten(family, is_leaf=expfam.is_family)
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key) if _typed(key) else key).ravel())
+    draws = [[_host_draw(f, rng) for f in fams] for _ in range(num)]
+    if any(d is None for row in draws for d in row):
+        keys = jax.random.split(key, num)
+        return jax.vmap(lambda k: expfam.reparam_sample(family, k))(keys)
+    return jax.tree_util.tree_unflatten(treedef, [np.stack(col) for col in zip(*draws)])
+
+
+def _typed(key) -> bool:
+    return jnp.issubdtype(jnp.result_type(key), jax.dtypes.prng_key)
+
+
+def _check_start(key, batch, family, joint, log_density, has_prior, at_mean) -> None:
+    """The log-density at q's mean (``at_mean``) and its gradient at draws of q, in one program."""
+    z = _start_draws(key, family, NUM_START_DRAWS)
     try:
-        _, joint_moves, lik_moves = _probe(keys, batch, family, joint, log_density)
+        value, (_, joint_moves, lik_moves) = _probe(family, z, batch, joint, log_density, has_prior, at_mean)
     except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked
         if batch is not None:
             raise
         return
+    if at_mean:
+        _check_at_mean(float(value))
     check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
 
 

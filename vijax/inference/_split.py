@@ -35,7 +35,7 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax._validate import ArgumentError, check_choice, check_int
-from vijax.interop import SiteConjugacy, Target, complete_conditional
+from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
 from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
 from vijax.inference._guides import auto_family
@@ -97,7 +97,19 @@ def _rest_log_density_ngvi(values: dict, pair, *, target: Target):
 
 
 def _draw(q: PyTree, key: PRNGKey, num: int):
-    return q.sample(key, (num,))
+    """``num`` draws of the family ``q``, (num, *batch, *event): one ``expfam.reparam_sample`` of q
+    broadcast to a leading axis of ``num`` (exact samplers: a Gamma-based family by one vectorised
+    rejection loop), not ``q.sample`` (``jax.random.gamma``'s sampler, a loop element by element
+    whose program costs several times more to compile; ``benchmarks/numpyro_models.py``)."""
+    return _draw_all([q], ("q",), key, num)["q"]
+
+
+def _draw_all(families: list, names: tuple, key: PRNGKey, num: int) -> dict:
+    """``num`` draws of each family (``_draw``), in one ``expfam.reparam_sample`` of the list: each
+    family on its split of ``key`` (one per family, in the list's order), and the Gamma-based ones
+    together, by one rejection loop."""
+    wide = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, (num, *jnp.shape(p))), families)
+    return dict(zip(names, expfam.reparam_sample(wide, key)))
 
 
 def init(
@@ -111,9 +123,8 @@ def init(
     inner_state = inner.init(k_inner, (batch, conj))
     rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
     draws = {**rest, **{n: v[None] for n, v in conj.items()}}
-    q = {}
-    for n in conjugate:
-        q[n] = complete_conditional(target, n, {m: v for m, v in draws.items() if m != n}, **_batch_kwargs(batch))
+    requests = {n: {m: v for m, v in draws.items() if m != n} for n in conjugate}
+    q = complete_conditionals(target, requests, **_batch_kwargs(batch))  # complete_conditional's, one program
     return SplitState(q, inner_state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
@@ -134,8 +145,7 @@ def sample(state: SplitState, key: PRNGKey, num_samples: int, *, inner: VIAlgori
     rest from q(rest), each conjugate site from its family (``vijax.inference.sample``)."""
     k_rest, k_conj = jax.random.split(key)
     out = _rest_draws(inner, k_rest, state.inner, bijectors, num_samples)
-    keys = jax.random.split(k_conj, len(conjugate))
-    out.update({n: _draw(state.q_global[n], k, num_samples) for n, k in zip(conjugate, keys)})
+    out.update(_draw_all([state.q_global[n] for n in conjugate], conjugate, k_conj, num_samples))
     return out
 
 
@@ -157,8 +167,7 @@ def step(
     k_rest, k_conj, k_new, k_inner = jax.random.split(key, 4)
     rho = jnp.asarray(schedule(state.count))
     draws = _rest_draws(inner, k_rest, state.inner, bijectors, num_draws)
-    keys = dict(zip(conjugate, jax.random.split(k_conj, len(conjugate))))
-    draws.update({n: _draw(state.q_global[n], keys[n], num_draws) for n in conjugate})
+    draws.update(_draw_all([state.q_global[n] for n in conjugate], conjugate, k_conj, num_draws))
     q_new, damped = {}, jnp.zeros((), jnp.int32)
     new_keys = dict(zip(conjugate, jax.random.split(k_new, len(conjugate))))
     for n in conjugate:

@@ -171,20 +171,21 @@ def _element_stats(spec: _Spec, u_e):
 def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
     """(``num`` values of every latent site, (num, *shape) each: the target's start moved by uniform
     noise in (-2, 2) on the unconstrained space, the spread of NumPyro's ``init_to_uniform``; the
-    noise that moves each site to its points, (num, points, *shape)), in one program per target
-    (no sampler is run: NumPyro's Gamma and Dirichlet samplers, and a normal draw, cost a compilation
-    each)."""
-    keys = jax.random.split(key, 2 * len(target.sites))
+    noise that moves each site to its points, (num, points, *shape)). All the noise is one
+    ``jax.random.uniform`` call, cut into the sites' parts (no sampler is run: NumPyro's Gamma and
+    Dirichlet samplers, and each random call, cost a compilation of their own)."""
+    dtype = jnp.float64
+    shapes = []
+    for n, u in target.init_params.items():
+        shapes += [(num, *jnp.shape(u)), (num, _NUM_POINTS, *target.sites[n].shape)]
+    sizes = [int(np.prod(s, dtype=int)) for s in shapes]
+    flat = jax.random.uniform(key, (sum(sizes),), dtype, -2.0, 2.0)
+    parts = [p.reshape(s) for p, s in zip(jnp.split(flat, np.cumsum(sizes)[:-1]), shapes)]
     moved, noise = {}, {}
     for i, (n, u) in enumerate(target.init_params.items()):
-        u = _float64(u)
-        moved[n] = u[None] + jax.random.uniform(keys[2 * i], (num, *u.shape), u.dtype, -2.0, 2.0)
-        shape = (num, _NUM_POINTS, *target.sites[n].shape)
-        noise[n] = jax.random.uniform(keys[2 * i + 1], shape, u.dtype, -2.0, 2.0)
+        moved[n] = _float64(u)[None] + parts[2 * i]
+        noise[n] = parts[2 * i + 1]
     return jax.vmap(target.constrain)(moved), noise
-
-
-_draws_jit = jax.jit(_draws, static_argnums=(0, 2))
 
 
 def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) -> tuple:
@@ -308,13 +309,43 @@ def conjugate_sites(
         return _report(target, key, batch, num_draws, forced)
 
 
+def _specs(target: Target, key: PRNGKey, batch, num_draws: int) -> dict:
+    """site -> (the spec of the family matched to its prior or None, the prior's class name), read
+    from the model's trace at its first draw, traced abstractly (nothing is compiled or run)."""
+    specs = {}
+
+    def read(k, b):
+        draws, _ = _draws(target, k, num_draws)
+        priors = _trace(target, k, b, {n: v[0] for n, v in draws.items()})
+        specs.update({n: _spec_of(priors[n]["fn"]) for n in target.sites})
+        return 0.0
+
+    jax.eval_shape(read, key, batch)
+    return specs
+
+
+def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -> dict:
+    """site -> its gaps over the draws, for the ``checked`` (site, spec) pairs: one program."""
+    draws, noises = _draws(target, key, num_draws)  # (draws, *shape) per site
+    out = {}
+    for site, spec in checked:
+        others = {n: v for n, v in draws.items() if n != site}
+        out[site] = _fit_over_draws(target, batch, site, spec, others, draws[site], noises[site])[1]
+    return out
+
+
+# every site's check in one program per target, sites checked and number of draws
+_gaps_jit = jax.jit(_gaps, static_argnums=(0, 3, 4))
+
+
 def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
     """``conjugate_sites``'s report, run with float64 enabled."""
-    draws, noises = _draws_jit(target, key, num_draws)  # (draws, *shape) per site
-    priors = _trace(target, key, batch, {n: v[0] for n, v in draws.items()})
+    specs = _specs(target, key, batch, num_draws)
+    checked = tuple((n, spec) for n, (spec, _) in specs.items() if spec is not None)
+    gaps_of = _gaps_jit(target, key, batch, num_draws, checked)
     report = {}
     for site in target.sites:
-        spec, prior = _spec_of(priors[site]["fn"])
+        spec, prior = specs[site]
         if spec is None:
             report[site] = SiteConjugacy(
                 site,
@@ -327,9 +358,7 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
                 f"its prior is a {prior}: no exponential family of vijax.expfam is matched to it (matched: {_MATCHED})",
             )
             continue
-        others = {n: v for n, v in draws.items() if n != site}
-        x = draws[site]
-        _, gaps = _fit_draws(target, batch, site, spec, others, x, noises[site])
+        gaps = gaps_of[site]
         gap, tol = _worst(gaps), _tolerance(gaps)
         ok = bool(gap <= tol)  # NaN: not finite at a point
         reason = None
@@ -340,7 +369,7 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
                 + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
                 + f" (tolerance {tol:.3g})"
             )
-            if np.prod(x.shape[1 : x.ndim - spec.event_ndims], dtype=int) > 1:
+            if np.prod(target.sites[site].shape[: len(target.sites[site].shape) - spec.event_ndims], dtype=int) > 1:
                 reason += (
                     f"; or its elements interact (a product of two of them, as a linear regression's weights: "
                     f"the complete conditional is then correlated, not a product of {family}s)"
@@ -354,8 +383,10 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
     return report
 
 
-# over draws of the other sites (and their points): one program per target, site and number of draws
-_fit_draws = jax.jit(jax.vmap(_fit, in_axes=(None, None, None, None, 0, 0, 0)), static_argnums=(0, 2, 3))
+# over draws of the other sites (and their points)
+_fit_over_draws = jax.vmap(_fit, in_axes=(None, None, None, None, 0, 0, 0))
+# one program per target, site and number of draws (``complete_conditional``)
+_fit_draws = jax.jit(_fit_over_draws, static_argnums=(0, 2, 3))
 
 
 def _worst(gaps) -> float:
@@ -411,6 +442,15 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
         [10.0, 4.0]
     """
     target, batch = _numpyro_target(target_or_model, args, kwargs, "complete_conditional")
+    draws = _checked_draws(target, site, draws)
+    if any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch))):  # inside the caller's jit or vmap
+        return _update(target, batch, site, draws, lambda a: jnp.asarray(a))
+    with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
+        return _update(target, batch, site, draws, _float64)
+
+
+def _checked_draws(target: Target, site: str, draws: Any) -> dict:
+    """``complete_conditional``'s ``site`` and ``draws`` checked: the other sites' draws."""
     _check_names("site", site, target.sites)
     others = [n for n in target.sites if n != site]
     if not isinstance(draws, dict):
@@ -427,41 +467,95 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
     for n, shape in shapes.items():
         if shape[1:] != target.sites[n].shape:
             raise ArgumentError("draws", f"draws[{n!r}]: shape {shape}, expected (draws, *{target.sites[n].shape})")
-    draws = {n: draws[n] for n in others}
-    if any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch))):  # inside the caller's jit or vmap
-        return _update(target, batch, site, draws, lambda a: jnp.asarray(a))
-    with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
-        return _update(target, batch, site, draws, _float64)
+    return {n: draws[n] for n in others}
 
 
 def _update(target: Target, batch, site: str, draws: dict, cast: Callable):
     """``complete_conditional``'s family, its values as ``cast`` gives them; the linearity checked
     where the values are concrete."""
-    draws = {n: cast(v) for n, v in draws.items()}
-    dtype = jnp.result_type(target.init_params[site])
+    # traced (a caller's step): no check is made, so only the points that give the coefficients
+    checked = not any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch)))
+    part = _part(
+        target, batch, site, {n: cast(v) for n, v in draws.items()}, cast, checked, _start_trace(target, batch, cast)
+    )
+    return _finish(site, part, _fit_draws(target, batch, site, part.spec, *part.inputs), checked)
+
+
+def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kwargs: Any) -> dict:
+    """:func:`complete_conditional` of several sites at once: ``requests`` maps each site to its
+    ``draws`` (the other latent sites' values, as :func:`complete_conditional` takes them).
+
+    The families are :func:`complete_conditional`'s, site by site (tested). Called on concrete
+    values (float64, checked), the sites' fits run as one compiled program, one compilation
+    rather than one per site (``conjugate_split``'s start); inside ``jit`` or ``vmap`` each site
+    is :func:`complete_conditional`'s unchecked update.
+
+    Args:
+      target_or_model: a NumPyro model or a target of one, as for :func:`conjugate_sites`.
+      requests: dict site name -> ``draws`` of the other latent sites for that site.
+      *args: the model's positional arguments.
+      **kwargs: the model's keyword arguments, or the target's batch.
+
+    Returns:
+      A dict site name -> its ``vijax.expfam`` family, in the order of ``requests``.
+
+    Raises:
+      ArgumentError: as :func:`complete_conditional` raises, for the first site that fails;
+        naming ``requests`` where it is not a dict.
+    """
+    target, batch = _numpyro_target(target_or_model, args, kwargs, "complete_conditionals")
+    if not isinstance(requests, dict):
+        raise ArgumentError("requests", f"requests must be a dict site name -> draws, got {type(requests).__name__}")
+    requests = {site: _checked_draws(target, site, draws) for site, draws in requests.items()}
+    if any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch))):
+        return {site: _update(target, batch, site, draws, lambda a: jnp.asarray(a)) for site, draws in requests.items()}
+    with jax.enable_x64(True):
+        start = _start_trace(target, batch, _float64)
+        parts = {
+            site: _part(target, batch, site, {n: _float64(v) for n, v in draws.items()}, _float64, True, start)
+            for site, draws in requests.items()
+        }
+        specs = tuple((n, p.spec) for n, p in parts.items())
+        fits = _fits_jit(target, batch, specs, [p.inputs for p in parts.values()])
+        return {n: _finish(n, p, fit, True) for (n, p), fit in zip(parts.items(), fits)}
+
+
+class _Part(NamedTuple):
+    spec: _Spec
+    shape: tuple
+    dtype: Any
+    inputs: tuple  # the other sites' draws, the site's value and the noise, each with the draw axis
+
+
+def _start_trace(target: Target, batch, cast: Callable) -> tuple[dict, dict]:
+    """(the target's start, constrained, as ``cast`` gives it; the model's trace there)."""
     start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
-    spec, prior = _spec_of(_trace(target, jax.random.PRNGKey(0), batch, start)[site]["fn"])
+    return start, _trace(target, jax.random.PRNGKey(0), batch, start)
+
+
+def _part(target: Target, batch, site: str, draws: dict, cast: Callable, checked: bool, start_trace) -> _Part:
+    """What ``_fit_draws`` takes for one site (its spec, the site at the target's start, fixed noise)."""
+    start, trace = start_trace
+    spec, prior = _spec_of(trace[site]["fn"])
     if spec is None:
         raise ArgumentError(
             "site",
             f"site {site!r}: its prior is a {prior}: no exponential family is matched to it (matched: {_MATCHED})",
         )
     x = jnp.asarray(start[site])
-    # traced (a caller's step): no check is made, so only the points that give the coefficients
-    checked = not any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch)))
     points = _NUM_POINTS if checked else _NUM_FIT
     noise = jnp.asarray(np.random.default_rng(0).uniform(-2.0, 2.0, (_NUM_POINTS, *x.shape))[:points], x.dtype)
     num = int(next(iter(draws.values())).shape[0]) if draws else 1
-    c, gaps = _fit_draws(
-        target,
-        batch,
-        site,
-        spec,
-        draws,
-        jnp.broadcast_to(x, (num, *x.shape)),
-        jnp.broadcast_to(noise, (num, *noise.shape)),
-    )
+    inputs = (draws, jnp.broadcast_to(x, (num, *x.shape)), jnp.broadcast_to(noise, (num, *noise.shape)))
+    return _Part(spec, x.shape, jnp.result_type(target.init_params[site]), inputs)
+
+
+def _finish(site: str, part: _Part, fit: tuple, checked: bool):
+    """The family of the mean coefficients over the draws; ArgumentError where a checked gap is
+    over the tolerance."""
+    c, gaps = fit
     c = jnp.mean(c, axis=0)
+    spec = part.spec
     if checked and not _worst(gaps) <= _tolerance(gaps):
         gap, tol = _worst(gaps), _tolerance(gaps)
         raise ArgumentError(
@@ -472,7 +566,15 @@ def _update(target: Target, batch, site: str, draws: dict, cast: Callable):
             + f" (tolerance {tol:.3g})",
             value=site,
         )
-    return spec.family.from_natural(tuple(p.astype(dtype) for p in _natural(spec, c, x.shape)))
+    return spec.family.from_natural(tuple(p.astype(part.dtype) for p in _natural(spec, c, part.shape)))
 
 
-__all__ = ["SiteConjugacy", "complete_conditional", "conjugate_sites"]
+def _fits(target: Target, batch, specs: tuple, inputs: list) -> list:
+    return [_fit_over_draws(target, batch, site, spec, *i) for (site, spec), i in zip(specs, inputs)]
+
+
+# several sites' fits (``complete_conditionals``): one program per target and sites
+_fits_jit = jax.jit(_fits, static_argnums=(0, 2))
+
+
+__all__ = ["SiteConjugacy", "complete_conditional", "complete_conditionals", "conjugate_sites"]
