@@ -101,7 +101,8 @@ def _reparam_gradient(q, f, key, num_samples):
         def g(n):
             qq = expfam.tree_from_natural(q, n)
             z = expfam.reparam_sample(qq, k)
-            return f(z) - _log_h(qq, z), f(z)
+            fz = f(z)  # one trace of the log-density (a NumPyro model's is slow to trace)
+            return fz - _log_h(qq, z), fz
 
         (_, val), grad = jax.value_and_grad(g, has_aux=True)(nat)
         return grad, val
