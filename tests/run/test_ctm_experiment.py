@@ -35,6 +35,9 @@ def test_ctm_synthetic_short_run(tmp_path):
     for name in ("PG-SVI", "PG-SVI-MF", "Laplace", "Delta", "MF"):
         assert np.isfinite(s[f"{name}_heldout_per_word"])
         assert -np.log(30) - 1.0 < s[f"{name}_heldout_per_word"] < 0.0
+        # the curve's peak: at least the final score, at one of the evaluated steps (20 and 40)
+        assert s[f"{name}_best_heldout_per_word"] >= s[f"{name}_heldout_per_word"]
+        assert s[f"{name}_best_step"] in (20, 40)
     assert np.isfinite(s["true_params_heldout_per_word"])
     assert s["num_train_docs"] == 20
     assert (tmp_path / "fig3_ctm.png").stat().st_size > 0

@@ -218,6 +218,9 @@ def _build(sections, seed, train, test, reference=None):
             if ev:
                 summary[f"{_LABEL[cov]}_heldout_per_word"] = ev[-1]["heldout_per_word"]
                 summary[f"{_LABEL[cov]}_wall_time"] = ev[-1]["wall_time"]
+                best = max(ev, key=lambda e: e["heldout_per_word"])  # the curve's peak (a drift shows as best > final)
+                summary[f"{_LABEL[cov]}_best_heldout_per_word"] = best["heldout_per_word"]
+                summary[f"{_LABEL[cov]}_best_step"] = best["step"]
         if reference is not None:
             summary["true_params_heldout_per_word"] = reference
         passes = a["batch_size"] / train.num_docs
