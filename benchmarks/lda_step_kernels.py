@@ -22,6 +22,18 @@ matter, not the absolute times; the step's time without the profiler is reported
 the compile time (first call) and the end-to-end time (first call to the last untraced step).
 
     python benchmarks/lda_step_kernels.py        # writes benchmarks/results/lda_step_kernels.json
+
+``--compile`` measures instead the first step's compile as a user's script meets it (the scenario
+of ``benchmarks/user_script.py``: 2,000 synthetic documents, ``LDA(50, 5000)``, ``svi``, a
+minibatch of 256 padded to the corpus's length, the user's own ``jax.jit(alg.step)``, XLA's
+default settings or, with ``--fast-cpu-compile``, ``vijax.run.fast_cpu_compile``'s). Each round
+is a fresh Python process timing the trace and lowering and the compile (wall and the process's CPU
+seconds, the steadier figure on a loaded machine). One more process compiles the step with XLA's
+dump switched on (``--xla_dump_to``) and counts the distinct kernels XLA's CPU compiler generates
+code for (one LLVM module each; XLA compiles identical fused kernels once), the size of their
+optimized LLVM IR (code generation time grows with it), and names the largest.
+
+    python benchmarks/lda_step_kernels.py --compile   # writes benchmarks/results/lda_step_compile.json
 """
 
 from __future__ import annotations
@@ -33,11 +45,14 @@ import gzip
 import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 import time
 
 # XLA reads its flags once, when JAX starts: the per-kernel trace events, before anything runs
 # (the fast compile settings of `vijax run`: ``use_device`` in ``main``, before anything runs)
+_CALLER_XLA_FLAGS = os.environ.get("XLA_FLAGS", "")  # what --compile's fresh processes start with
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
 
 import jax  # noqa: E402
@@ -154,6 +169,78 @@ def profile(name, corpus, k: int, s: int, warmup: int, steps: int, seed: int = 0
     return row
 
 
+FIRST_STEP = """
+import json, os, sys, time
+{fast}import jax
+from vijax.data import Minibatcher, sample_lda_corpus
+from vijax.inference import schedules, svi
+from vijax.models import LDA
+corpus = sample_lda_corpus(20261126, 2000, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100).corpus
+alg = svi(LDA(50, 5000, alpha=0.1, eta=0.02), num_data=corpus.num_docs,
+          schedule=schedules.robbins_monro(1.0, tau=64.0, kappa=0.7))
+batch = next(iter(Minibatcher(corpus, 256, seed=0, num_epochs=1, length="corpus")))
+state = jax.block_until_ready(alg.init(jax.random.PRNGKey(0), batch))
+load = os.getloadavg()
+t0 = time.perf_counter()
+lowered = jax.jit(alg.step).lower(jax.random.PRNGKey(1), state, batch)
+t1, c1 = time.perf_counter(), time.process_time()
+lowered.compile()
+print("RESULT " + json.dumps(dict(lower_s=t1 - t0, compile_s=time.perf_counter() - t1,
+      compile_cpu_s=time.process_time() - c1, loadavg_1_5_15_min=load)))
+"""
+
+
+def _first_step_child(fast: bool, extra_flags: str = "") -> dict:
+    """The first step's lowering and compile in a fresh process (``FIRST_STEP``)."""
+    code = FIRST_STEP.format(fast="import vijax.run\nvijax.run.fast_cpu_compile()\n" if fast else "")
+    env = dict(os.environ, XLA_FLAGS=(_CALLER_XLA_FLAGS + " " + extra_flags).strip(), JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not line:
+        raise SystemExit(f"the first-step process failed:\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(line[-1][7:])
+
+
+def _kernels(fast: bool) -> dict:
+    """Distinct kernels of the step (the LLVM modules of XLA's dump for the step's program) and
+    the size of their optimized IR, the largest named."""
+    with tempfile.TemporaryDirectory() as dump:
+        _first_step_child(fast, f"--xla_dump_to={dump}")
+        names = os.listdir(dump)
+        modules = collections.Counter(n.split(".")[0] for n in names if n.endswith(".ir-no-opt.ll"))
+        step = modules.most_common(1)[0][0]  # the step's program: by far the most kernels
+        sizes = {
+            n[len(step) + 1 : -len(".ir-with-opt.ll")]: os.path.getsize(os.path.join(dump, n))
+            for n in names
+            if n.startswith(step + ".") and n.endswith(".ir-with-opt.ll")
+        }
+    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:8]
+    return {
+        "distinct_kernels": modules[step],
+        "optimized_ir_kb": sum(sizes.values()) / 1e3,
+        "largest_kernels_ir_kb": [{"kernel": k, "ir_kb": v / 1e3} for k, v in largest],
+    }
+
+
+def compile_profile(rounds: int, fast: bool) -> dict:
+    """``--compile``: the first step's compile over ``rounds`` fresh processes, and its kernels."""
+    runs = []
+    for r in range(rounds):
+        runs.append(_first_step_child(fast))
+        print(
+            f"round {r}: lower {runs[-1]['lower_s']:.2f} s, compile {runs[-1]['compile_s']:.2f} s "
+            f"(CPU {runs[-1]['compile_cpu_s']:.2f} s), load {runs[-1]['loadavg_1_5_15_min'][0]:.2f}"
+        )
+    row = {key: float(np.median([run[key] for run in runs])) for key in ("lower_s", "compile_s", "compile_cpu_s")}
+    row.update({key + "_range": [min(run[key] for run in runs), max(run[key] for run in runs)] for key in row})
+    row.update(_kernels(fast))
+    print(
+        f"compile (median of {rounds}) {row['compile_s']:.2f} s, CPU {row['compile_cpu_s']:.2f} s; "
+        f"{row['distinct_kernels']} distinct kernels, {row['optimized_ir_kb']:.0f} kB of optimized LLVM IR"
+    )
+    return {"fast_cpu_compile": fast, "rounds": rounds, **row, "runs": runs}
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch-size", type=int, default=256)
@@ -164,8 +251,21 @@ def main(argv=None) -> dict:
     p.add_argument(
         "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "lda_step_kernels.json")
     )
+    p.add_argument("--compile", action="store_true", help="the first step's compile and kernels (see above)")
+    p.add_argument("--rounds", type=int, default=3, help="with --compile: fresh processes timed")
+    p.add_argument("--fast-cpu-compile", action="store_true", help="with --compile: fast_cpu_compile first")
     add_device_argument(p)
     args = p.parse_args(argv)
+    if args.compile:
+        load0 = os.getloadavg()
+        result = {
+            "benchmark": "LDA SVI first step's compile, as a user's jax.jit (benchmarks/lda_step_kernels.py --compile)",
+            **compile_profile(args.rounds, args.fast_cpu_compile),
+            "machine": machine(load0),
+        }
+        default = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "lda_step_compile.json")
+        write_json(args.out if args.out != p.get_default("out") else default, result)
+        return result
     use_device(args.device)
     corpora = [("synthetic", sample_lda_corpus(0, 20000, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100).corpus)]
     path = shared_data_path("wiki_bnpy", "train.ldac.gz")
