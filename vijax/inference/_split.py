@@ -115,13 +115,17 @@ def _draw_all(families: list, names: tuple, key: PRNGKey, num: int) -> dict:
 def init(
     key: PRNGKey, batch: PyTree = None, *, target: Target, conjugate: tuple, inner: VIAlgorithm, bijectors: dict
 ) -> SplitState:
-    """q(rest) from its algorithm's start; each conjugate site's q the complete conditional at the
-    rest's start and the other conjugate sites' starting values (the target's start)."""
+    """q(rest) from its algorithm's start; each conjugate site's q the complete conditional at one
+    draw of q(rest) (``ngvi``'s: drawn on the host by numpy's samplers) and the other conjugate
+    sites' starting values (the target's start)."""
     k_inner, k_rest = jax.random.split(key)
     start = target.constrain(target.init_params)
     conj = {n: jnp.asarray(start[n]) for n in conjugate}
     inner_state = inner.init(k_inner, (batch, conj))
-    rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
+    if inner.step.func is _ngvi.step:  # one draw of q(rest) on the host: no sampler to compile for it
+        rest = _ngvi._start_draws(k_rest, inner_state.q_global, 1)
+    else:
+        rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
     draws = {**rest, **{n: v[None] for n, v in conj.items()}}
     requests = {n: {m: v for m, v in draws.items() if m != n} for n in conjugate}
     q = complete_conditionals(target, requests, **_batch_kwargs(batch))  # complete_conditional's, one program
