@@ -72,7 +72,7 @@ from vijax._validate import (
 )
 from vijax.expfam import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
-from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots
+from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots, ratio_and_log
 from vijax.models._lda_start import random_start
 from vijax.solvers import (
     by_length_tiles,
@@ -497,7 +497,7 @@ class LDA(PytreeModel):
             e = tile_spread(tile, exp_e_log_theta(gamma))  # (chunks, K)
             z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, e), tiny)
             # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
-            n_over_z, n_log_z = _ratio_and_log(n_t, z)
+            n_over_z, n_log_z = ratio_and_log(n_t, z)
             u = n_over_z[..., None] * e[:, None, :]  # (chunks, width, K)
             stats = stats.at[ids_t.reshape(-1)].add(u.reshape(-1, k))
             return gamma, (stats, zterm + jnp.sum(n_log_z))
@@ -571,16 +571,6 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     phi = expected / jnp.maximum(n, 1.0)[..., None]
     stats = _scatter_counts(n[..., None] * phi, ids, model.vocab_size)
     return LocalResult((stats,), model._local_terms(gamma, phi, n, alpha), gamma)
-
-
-def _ratio_and_log(n: Array, z: Array) -> tuple[Array, Array]:
-    """(n / z, n log z), computed together in one elementwise kernel (one array, held back from
-    fusion with its users by an optimization barrier; the values are those of the two expressions).
-    Fused into the sum that reads it, the log made XLA's CPU compiler unroll that reduction with a
-    copy of the log's code per element (the step's largest kernel; such a sum compiled alone took
-    about 0.2 s, an elementwise log or a plain sum about 0.03 s, on a loaded 2-core CPU)."""
-    both = jax.lax.optimization_barrier(jnp.stack([n / z, n * jnp.log(z)]))
-    return both[0], both[1]
 
 
 def _kl_theta(gamma: Array, alpha: Array) -> Array:
