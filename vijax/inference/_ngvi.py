@@ -227,16 +227,12 @@ def _start_draws(key, family, num: int):
     Gamma-based family's sampler would cost the check a compilation of its own), or, for a family
     numpy has no sampler for, by ``expfam.reparam_sample`` at the key's splits."""
     fams, treedef = jax.tree_util.tree_flatten(family, is_leaf=expfam.is_family)
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key) if _typed(key) else key).ravel())
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())  # a typed or a raw key's words
     draws = [[_host_draw(f, rng) for f in fams] for _ in range(num)]
     if any(d is None for row in draws for d in row):
         keys = jax.random.split(key, num)
         return jax.vmap(lambda k: expfam.reparam_sample(family, k))(keys)
     return jax.tree_util.tree_unflatten(treedef, [np.stack(col) for col in zip(*draws)])
-
-
-def _typed(key) -> bool:
-    return jnp.issubdtype(jnp.result_type(key), jax.dtypes.prng_key)
 
 
 def _check_start(key, batch, family, joint, log_density, has_prior, at_mean) -> None:
