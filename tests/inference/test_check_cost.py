@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax._validate import enforce_value_checks, finite_values, values_match
+from vijax._validate import enforce_value_checks, finite_values, ids_in_range, values_match
 from vijax.inference import cavi, jit_step
 from vijax.models import DiagonalGMM
 
@@ -110,3 +110,37 @@ def test_values_match_fails_where_either_side_is_not_finite():
     x = jnp.array([1.0, 1.0, np.inf, np.nan, np.inf, 4.0])
     e = jnp.array([np.inf, np.nan, 1.0, 1.0, np.inf, 4.0])
     np.testing.assert_array_equal(np.asarray(values_match("x", x, e, "e").bad), [True] * 5 + [False])
+
+
+def _primitives(jaxpr, inside_cond=False):
+    """The names of the primitives of ``jaxpr`` (nested ones too), those inside a ``cond`` only."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if inside_cond:
+            out.append(eqn.primitive.name)
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            out += _primitives(sub, inside_cond or eqn.primitive.name == "cond")
+    return out
+
+
+def test_check_of_closed_over_data_is_located_behind_a_barrier():
+    """Data a ``jit`` closes over is a constant of its program: the locating branch's argmax over a
+    check of it would be evaluated by XLA's constant folding, one element at a time (seconds for
+    150,000 ids). The branch takes the checks' flags through an optimization barrier, and a bad id
+    of such data is still named with its position."""
+    ids = np.random.default_rng(0).integers(0, 100, size=(30, 50)).astype(np.int32)
+    bad_ids = ids.copy()
+    bad_ids[2, 5] = 100
+
+    def scorer(data):
+        def f(y):
+            enforce_value_checks(lambda: [ids_in_range("ids", jnp.asarray(data), 100), finite_values("y", y)])
+            return y + 1.0
+
+        return f
+
+    y = jnp.ones(3)
+    assert "optimization_barrier" in _primitives(jax.make_jaxpr(scorer(ids))(y).jaxpr, inside_cond=True)
+    np.testing.assert_array_equal(np.asarray(jax.jit(scorer(ids))(y)), 2.0)
+    with pytest.raises(Exception, match=re.escape("ids") + ".*" + re.escape("[2, 5]")):
+        jax.block_until_ready(jax.jit(scorer(bad_ids))(y))

@@ -327,8 +327,10 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
         _COLLECTORS[-1].add_rows([jnp.asarray(c.bad) for c, o in zip(checks, own) if o])
         return
 
-    def located(checks):  # per check: whether it failed, its first failure's flat position and value
+    def located(checks, barrier=False):  # per check: whether it failed, its first failure's flat position and value
         bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
+        if barrier:  # a check of a constant (data closed over by a jit) is not folded by XLA's argmax
+            bads = list(jax.lax.optimization_barrier(bads))
         firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
         values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
         return [jnp.any(b) for b in bads], firsts, values
@@ -344,7 +346,7 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
             [jnp.zeros((), jnp.int32) for _ in checks],
             [jnp.zeros((), d) for d in dtypes],
         )
-        flags, firsts, values = jax.lax.cond(any_bad, lambda: located(list(build())), lambda: nothing)
+        flags, firsts, values = jax.lax.cond(any_bad, lambda: located(list(build()), True), lambda: nothing)
     else:
         flags, firsts, values = located(checks)
     _dispatch(
