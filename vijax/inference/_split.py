@@ -32,9 +32,10 @@ from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_choice, check_int
+from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
 from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
 from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
@@ -119,17 +120,23 @@ def init(
     draw of q(rest) (``ngvi``'s: drawn on the host by numpy's samplers) and the other conjugate
     sites' starting values (the target's start)."""
     k_inner, k_rest = jax.random.split(key)
-    start = target.constrain(target.init_params)
-    conj = {n: jnp.asarray(start[n]) for n in conjugate}
+    conj = _start(target, conjugate)
     inner_state = inner.init(k_inner, (batch, conj))
     if inner.step.func is _ngvi.step:  # one draw of q(rest) on the host: no sampler to compile for it
         rest = _ngvi._start_draws(k_rest, inner_state.q_global, 1)
     else:
         rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
-    draws = {**rest, **{n: v[None] for n, v in conj.items()}}
+    draws = {**rest, **{n: (v if is_tracer(v) else np.asarray(v))[None] for n, v in conj.items()}}  # host: no program
     requests = {n: {m: v for m, v in draws.items() if m != n} for n in conjugate}
     q = complete_conditionals(target, requests, **_batch_kwargs(batch))  # complete_conditional's, one program
-    return SplitState(q, inner_state, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    zero = jnp.asarray(np.int32(0))  # no program to compile for a constant
+    return SplitState(q, inner_state, zero, zero)
+
+
+# the conjugate sites' start (the target's, constrained): one small program, not one per operation
+_start = jax.jit(
+    lambda target, names: {n: target.constrain(target.init_params)[n] for n in names}, static_argnums=(0, 1)
+)
 
 
 def _batch_kwargs(batch) -> dict:

@@ -385,8 +385,6 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
 
 # over draws of the other sites (and their points)
 _fit_over_draws = jax.vmap(_fit, in_axes=(None, None, None, None, 0, 0, 0))
-# one program per target, site and number of draws (``complete_conditional``)
-_fit_draws = jax.jit(_fit_over_draws, static_argnums=(0, 2, 3))
 
 
 def _worst(gaps) -> float:
@@ -442,11 +440,7 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
         [10.0, 4.0]
     """
     target, batch = _numpyro_target(target_or_model, args, kwargs, "complete_conditional")
-    draws = _checked_draws(target, site, draws)
-    if any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch))):  # inside the caller's jit or vmap
-        return _update(target, batch, site, draws, lambda a: jnp.asarray(a))
-    with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
-        return _update(target, batch, site, draws, _float64)
+    return _conditionals(target, batch, {site: _checked_draws(target, site, draws)})[site]
 
 
 def _checked_draws(target: Target, site: str, draws: Any) -> dict:
@@ -468,17 +462,6 @@ def _checked_draws(target: Target, site: str, draws: Any) -> dict:
         if shape[1:] != target.sites[n].shape:
             raise ArgumentError("draws", f"draws[{n!r}]: shape {shape}, expected (draws, *{target.sites[n].shape})")
     return {n: draws[n] for n in others}
-
-
-def _update(target: Target, batch, site: str, draws: dict, cast: Callable):
-    """``complete_conditional``'s family, its values as ``cast`` gives them; the linearity checked
-    where the values are concrete."""
-    # traced (a caller's step): no check is made, so only the points that give the coefficients
-    checked = not any(is_tracer(a) for a in jax.tree_util.tree_leaves((draws, batch)))
-    part = _part(
-        target, batch, site, {n: cast(v) for n, v in draws.items()}, cast, checked, _start_trace(target, batch, cast)
-    )
-    return _finish(site, part, _fit_draws(target, batch, site, part.spec, *part.inputs), checked)
 
 
 def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kwargs: Any) -> dict:
@@ -506,75 +489,86 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
     target, batch = _numpyro_target(target_or_model, args, kwargs, "complete_conditionals")
     if not isinstance(requests, dict):
         raise ArgumentError("requests", f"requests must be a dict site name -> draws, got {type(requests).__name__}")
-    requests = {site: _checked_draws(target, site, draws) for site, draws in requests.items()}
+    return _conditionals(target, batch, {site: _checked_draws(target, site, d) for site, d in requests.items()})
+
+
+def _conditionals(target: Target, batch, requests: dict) -> dict:
+    """The sites' families (``complete_conditionals``): on concrete values one program in float64
+    (the model traced abstractly for the priors, the start constrained, the fits and the natural
+    parameters inside it: nothing runs op by op) and the gaps checked on the host; on traced
+    values (a caller's step) the unchecked fits, in the process's float type."""
     if any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch))):
-        return {site: _update(target, batch, site, draws, lambda a: jnp.asarray(a)) for site, draws in requests.items()}
-    with jax.enable_x64(True):
-        start = _start_trace(target, batch, _float64)
-        parts = {
-            site: _part(target, batch, site, {n: _float64(v) for n, v in draws.items()}, _float64, True, start)
-            for site, draws in requests.items()
-        }
-        specs = tuple((n, p.spec) for n, p in parts.items())
-        fits = _fits_jit(target, batch, specs, [p.inputs for p in parts.values()])
-        return {n: _finish(n, p, fit, True) for (n, p), fit in zip(parts.items(), fits)}
+        priors = _priors(target, batch, True)
+        specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
+        fits = _solve(target, batch, specs, list(requests.values()), False)
+        return {n: spec.family.from_natural(nat) for (n, spec), (nat, _) in zip(specs, fits)}
+    with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
+        priors = _priors(target, batch, False)
+        specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
+        fits = _solve_jit(target, batch, specs, list(requests.values()), True)
+    out = {}
+    for (site, spec), (nat, gaps) in zip(specs, fits):
+        gap, tol = _worst(gaps), _tolerance(gaps)
+        if not gap <= tol:
+            raise ArgumentError(
+                "site",
+                f"site {site!r} is not conditionally conjugate at these draws: log-joint not linear in {spec.stats} "
+                f"({spec.family.__name__}'s statistics): "
+                + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
+                + f" (tolerance {tol:.3g})",
+                value=site,
+            )
+        out[site] = spec.family.from_natural(nat)
+    return out
 
 
-class _Part(NamedTuple):
-    spec: _Spec
-    shape: tuple
-    dtype: Any
-    inputs: tuple  # the other sites' draws, the site's value and the noise, each with the draw axis
+def _priors(target: Target, batch, traced: bool) -> dict:
+    """site -> (spec or None, the prior's class name), from the model's trace at its start: traced
+    abstractly (nothing compiled or run) where ``batch`` is concrete."""
+    found = {}
+
+    def read(b):
+        start = target.constrain(dict(target.init_params))
+        trace = _trace(target, jax.random.PRNGKey(0), b, start)
+        found.update({n: _spec_of(trace[n]["fn"]) for n in target.sites})
+        return 0.0
+
+    read(batch) if traced else jax.eval_shape(read, batch)
+    return found
 
 
-def _start_trace(target: Target, batch, cast: Callable) -> tuple[dict, dict]:
-    """(the target's start, constrained, as ``cast`` gives it; the model's trace there)."""
-    start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
-    return start, _trace(target, jax.random.PRNGKey(0), batch, start)
-
-
-def _part(target: Target, batch, site: str, draws: dict, cast: Callable, checked: bool, start_trace) -> _Part:
-    """What ``_fit_draws`` takes for one site (its spec, the site at the target's start, fixed noise)."""
-    start, trace = start_trace
-    spec, prior = _spec_of(trace[site]["fn"])
+def _site_spec(site: str, spec_prior: tuple) -> _Spec:
+    spec, prior = spec_prior
     if spec is None:
         raise ArgumentError(
             "site",
             f"site {site!r}: its prior is a {prior}: no exponential family is matched to it (matched: {_MATCHED})",
         )
-    x = jnp.asarray(start[site])
+    return spec
+
+
+def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> list:
+    """Per site (its natural parameters: the mean coefficients over the draws, in the site's float
+    type; its gaps). ``checked``: float64 and all ``_NUM_POINTS`` points, else the process's float
+    type and the ``_NUM_FIT`` points that give the coefficients."""
+    cast = _float64 if checked else jnp.asarray
+    start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
     points = _NUM_POINTS if checked else _NUM_FIT
-    noise = jnp.asarray(np.random.default_rng(0).uniform(-2.0, 2.0, (_NUM_POINTS, *x.shape))[:points], x.dtype)
-    num = int(next(iter(draws.values())).shape[0]) if draws else 1
-    inputs = (draws, jnp.broadcast_to(x, (num, *x.shape)), jnp.broadcast_to(noise, (num, *noise.shape)))
-    return _Part(spec, x.shape, jnp.result_type(target.init_params[site]), inputs)
+    out = []
+    for (site, spec), d in zip(specs, draws):
+        d = {n: cast(v) for n, v in d.items()}
+        x = jnp.asarray(start[site])
+        noise = jnp.asarray(np.random.default_rng(0).uniform(-2.0, 2.0, (_NUM_POINTS, *x.shape))[:points], x.dtype)
+        num = int(next(iter(d.values())).shape[0]) if d else 1
+        x_n, noise_n = jnp.broadcast_to(x, (num, *x.shape)), jnp.broadcast_to(noise, (num, *noise.shape))
+        c, gaps = _fit_over_draws(target, batch, site, spec, d, x_n, noise_n)
+        dtype = jnp.result_type(target.init_params[site])
+        out.append((tuple(p.astype(dtype) for p in _natural(spec, jnp.mean(c, axis=0), x.shape)), gaps))
+    return out
 
 
-def _finish(site: str, part: _Part, fit: tuple, checked: bool):
-    """The family of the mean coefficients over the draws; ArgumentError where a checked gap is
-    over the tolerance."""
-    c, gaps = fit
-    c = jnp.mean(c, axis=0)
-    spec = part.spec
-    if checked and not _worst(gaps) <= _tolerance(gaps):
-        gap, tol = _worst(gaps), _tolerance(gaps)
-        raise ArgumentError(
-            "site",
-            f"site {site!r} is not conditionally conjugate at these draws: log-joint not linear in {spec.stats} "
-            f"({spec.family.__name__}'s statistics): "
-            + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
-            + f" (tolerance {tol:.3g})",
-            value=site,
-        )
-    return spec.family.from_natural(tuple(p.astype(part.dtype) for p in _natural(spec, c, part.shape)))
-
-
-def _fits(target: Target, batch, specs: tuple, inputs: list) -> list:
-    return [_fit_over_draws(target, batch, site, spec, *i) for (site, spec), i in zip(specs, inputs)]
-
-
-# several sites' fits (``complete_conditionals``): one program per target and sites
-_fits_jit = jax.jit(_fits, static_argnums=(0, 2))
+# the sites' fits (``complete_conditional(s)`` on concrete values): one program per target and sites
+_solve_jit = jax.jit(_solve, static_argnums=(0, 2, 4))
 
 
 __all__ = ["SiteConjugacy", "complete_conditional", "complete_conditionals", "conjugate_sites"]
