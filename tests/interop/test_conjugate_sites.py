@@ -358,3 +358,33 @@ def test_the_report_is_one_program_per_target():
         ("w", True),
         ("rates", True),
     ]  # w enters as exp(0 w)
+
+
+def test_complete_conditionals_on_concrete_draws_compile_one_program(caplog):
+    """The start of ``conjugate_split``: every site's fit, the start and the natural parameters in
+    one program, nothing op by op (shapes used by no other test, so that no compilation is cached)."""
+    import logging
+
+    from vijax.interop import complete_conditionals
+
+    group, y = jnp.arange(17) % 7, jnp.arange(17.0) % 5
+
+    def model(group, y):
+        b = numpyro.sample("b", dist.Gamma(A0, B0))
+        with numpyro.plate("groups", 7):
+            rates = numpyro.sample("rates", dist.Gamma(A, b))
+        with numpyro.plate("data", 17):
+            numpyro.sample("y", dist.Poisson(rates[group]), obs=y)
+
+    target = vijax.from_numpyro(model, group, y)
+    draws = {"b": np.full((3,), 1.5, np.float32), "rates": np.full((3, 7), 2.0, np.float32)}
+    requests = {"b": {"rates": draws["rates"]}, "rates": {"b": draws["b"]}}
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        q = complete_conditionals(target, requests)
+    compiled = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
+    assert len(compiled) == 1 and "_solve" in compiled[0], compiled
+    # and the families are the closed-form complete conditionals at these draws
+    counts = np.bincount(np.asarray(group), weights=np.asarray(y), minlength=7)
+    np.testing.assert_allclose(q["rates"].concentration, A + counts, rtol=1e-6)
+    np.testing.assert_allclose(q["b"].concentration, A0 + 7 * A, rtol=1e-6)
+    np.testing.assert_allclose(q["b"].rate, B0 + 7 * 2.0, rtol=1e-6)

@@ -206,6 +206,9 @@ def _family_mean(f):
     return f.to_tfp().mean()
 
 
+# ``auto_family`` as one program (the target's start and the families' parameters), not one per operation
+auto_family_jit = jax.jit(auto_family, static_argnums=0, static_argnames=("init_scale",))
+
 # compiled once per (joint, log_density, shapes): a second init reuses it
 _probe = filter_jit(_start_values)
 
@@ -372,7 +375,7 @@ def as_top_level_api(
         check_target_arguments(num_data=num_data, prior=prior, log_prior=log_prior)
         log_density = target.log_prob
         if family is None:
-            family = auto_family(target)
+            family = auto_family_jit(target)
     if not callable(log_density):
         raise ArgumentError(
             "log_density",
@@ -389,7 +392,7 @@ def as_top_level_api(
         check_shapes("family", draw, target.constrain(target.init_params), "the target's sites")
     fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
     for f in fams:
-        if not bool(np.all(np.asarray(f.is_valid()))):
+        if not bool(np.all(np.asarray(jax.tree_util.tree_map(np.asarray, f).is_valid()))):  # numpy: no program
             raise ArgumentError(
                 "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
             )

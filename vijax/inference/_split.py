@@ -39,7 +39,6 @@ from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
 from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
 from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
-from vijax.inference._guides import auto_family
 from vijax.inference._ngvi import ngvi
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.inference.schedules import as_schedule, constant
@@ -315,7 +314,7 @@ def as_top_level_api(
 def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient) -> VIAlgorithm:
     """``ngvi`` over the rest's constrained values, ``auto_family``'s family per site."""
     try:
-        families = auto_family(target, init_scale=init_scale)
+        families = _ngvi.auto_family_jit(target, init_scale=init_scale)  # one program
     except ArgumentError:
         raise
     except ValueError as e:  # a site whose support no exponential family matches
