@@ -54,6 +54,7 @@ from vijax.data import sample_hmm  # noqa: E402
 from vijax.inference import EMState, em  # noqa: E402
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams  # noqa: E402
 from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
+from _dynamax import dynamax_em  # noqa: E402  (this folder's dynamax EM step)
 
 
 def random_params(rng, kind, k, v, d, sticky):
@@ -129,54 +130,7 @@ def run_hmmlearn(kind, start, data, iters):
 
 
 def run_dynamax(kind, start, data, iters):
-    from dynamax.hidden_markov_model import CategoricalHMM as DCat
-    from dynamax.hidden_markov_model import DiagonalGaussianHMM as DGauss
-
-    k = start.initial_probs.shape[0]
-    if kind == "categorical":
-        v = start.emissions.probs.shape[1]
-        hmm = DCat(
-            k,
-            1,
-            v,
-            initial_probs_concentration=1.0,
-            transition_matrix_concentration=1.0,
-            emission_prior_concentration=1.0,
-        )
-        params, props = hmm.initialize(
-            jax.random.PRNGKey(0),
-            initial_probs=start.initial_probs,
-            transition_matrix=start.transition_matrix,
-            emission_probs=start.emissions.probs[:, None, :],
-        )
-        y = data.obs[..., None]
-    else:
-        d = start.emissions.means.shape[1]
-        hmm = DGauss(
-            k,
-            d,
-            initial_probs_concentration=1.0,
-            transition_matrix_concentration=1.0,
-            emission_prior_mean_concentration=1e-8,
-            emission_prior_concentration=1e-8,
-            emission_prior_scale=1e-8,
-        )
-        params, props = hmm.initialize(
-            jax.random.PRNGKey(0),
-            initial_probs=start.initial_probs,
-            transition_matrix=start.transition_matrix,
-            emission_means=start.emissions.means,
-            emission_scale_diags=jnp.sqrt(start.emissions.variances),
-        )
-        y = data.obs
-
-    # per iteration: fit_em's own EM step (a vmapped e_step, log_prior, m_step), compiled once here
-    def em_step(carry):
-        prm, mstate = carry
-        stats, lls = jax.vmap(lambda e: hmm.e_step(prm, e))(y)
-        lp = hmm.log_prior(prm) + lls.sum()
-        return hmm.m_step(prm, props, stats, mstate), lp
-
+    hmm, params, props, y, em_step = dynamax_em(kind, start, data.obs)
     carry = (params, hmm.initialize_m_step_state(params, props))
     t0 = time.perf_counter()
     step = jax.jit(em_step).lower(carry).compile()

@@ -86,6 +86,7 @@ import bbvi  # noqa: E402  (this folder's BBVI benchmark: its data, log-joint, e
 from _device import add_device_argument, use_device  # noqa: E402  (this folder's --device switch)
 from _agree import compare, exit_on_disagreement, verdict  # noqa: E402  (this folder's agreement rule)
 from lda_online import HELDOUT_TOL, KAPPA, TAU, run_gensim, run_sklearn, vijax_runner  # noqa: E402
+from _dynamax import dynamax_em  # noqa: E402  (this folder's dynamax EM step, as hmm.py runs it)
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # the target: the best quality any method reaches in the run, less this much
@@ -495,47 +496,32 @@ def bench_hmm(args) -> dict:
 
 
 def dynamax_hmm(start_params: HMMParams, obs, score_hmm) -> Method:
-    """dynamax's ``DiagonalGaussianHMM`` from the same parameters, scored by ``score_hmm``: one iteration of its own
-    ``fit_em`` body (a vmapped ``e_step``, ``m_step``) per step, jitted by the user and compiled at
-    the first call (its ``fit_em`` compiles a scan of all iterations, so it has no curve)."""
-    hmm_mod = _import("dynamax.hidden_markov_model")
-    k, d = start_params.emissions.means.shape
-    model = hmm_mod.DiagonalGaussianHMM(
-        k,
-        d,
-        initial_probs_concentration=1.0,
-        transition_matrix_concentration=1.0,
-        emission_prior_mean_concentration=1e-8,
-        emission_prior_concentration=1e-8,
-        emission_prior_scale=1e-8,
-    )
+    """dynamax's ``DiagonalGaussianHMM`` from the same parameters, scored by ``score_hmm``: one
+    iteration of its own ``fit_em`` body per step (``_dynamax.dynamax_em``, as in ``hmm.py``), jitted by the user and compiled
+    at the first call (its ``fit_em`` compiles a scan of all iterations, so it has no curve); its
+    set-up is its ``initialize``."""
+    _import("dynamax.hidden_markov_model")
 
     def start():
-        params, props = model.initialize(
-            jax.random.PRNGKey(0),
-            initial_probs=start_params.initial_probs,
-            transition_matrix=start_params.transition_matrix,
-            emission_means=start_params.emissions.means,
-            emission_scale_diags=jnp.sqrt(start_params.emissions.variances),
-        )
-
-        @jax.jit
-        def em_step(prm, m_state):
-            stats, _ = jax.vmap(lambda e: model.e_step(prm, e))(obs)
-            return model.m_step(prm, props, stats, m_state)
-
-        return (params, model.initialize_m_step_state(params, props), em_step), {}
+        model, params, props, _, em_step = dynamax_em("gaussian", start_params, obs)
+        return (params, model.initialize_m_step_state(params, props)), jax.jit(lambda c: em_step(c)[0])
 
     def step(carry, t):
-        prm, m_state, fn = carry
-        return (*fn(prm, m_state), fn)
+        return carry[1](carry[0]), carry[1]
 
     def score(carry):
-        p = carry[0]
+        p = carry[0][0]
         emissions = GaussianEmissions(p.emissions.means, p.emissions.scale_diags**2)
         return float(score_hmm(HMMParams(p.initial.probs, p.transitions.transition_matrix, emissions)))
 
-    return Method("dynamax DiagonalGaussianHMM", "dynamax", start, step, score, lambda c: jax.block_until_ready(c[:2]))
+    return Method(
+        "dynamax DiagonalGaussianHMM",
+        "dynamax",
+        lambda: (start(), {}),
+        step,
+        score,
+        lambda c: jax.block_until_ready(c[0]),
+    )
 
 
 # ----------------------------------------------------------------------------- BBVI
