@@ -552,33 +552,6 @@ def test_kl_theta_is_the_dirichlet_kl():
     np.testing.assert_allclose(_kl_theta(gamma, alpha), want, rtol=tol(gamma.dtype), atol=tol(gamma.dtype))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_squarem_objective_log_kernel_changes_no_value(dtype):
-    # the SQUAREM update takes z and log z from one flat kernel (value_and_log) instead of the log
-    # fused into the sum over a chunk's slots: under jit, on a tile's shapes, the objective's sum
-    # and the update's contraction are those of the plain expressions, bit for bit
-    from vijax.models._lda_cvb0 import value_and_log
-
-    r = np.random.default_rng(0)
-    bb = jnp.asarray(r.random((16, 50, 32)), dtype)
-    n = jnp.asarray(r.integers(0, 5, (16, 32)), dtype)
-    raw = jnp.asarray(r.gamma(1.0, 1e-3, (16, 32)), dtype)
-    tiny = jnp.finfo(dtype).tiny
-
-    def plain(n, raw):
-        z = jnp.maximum(raw, tiny)
-        return jnp.concatenate([jnp.einsum("ckl,cl->ck", bb, n / z), jnp.sum(n * jnp.log(z), -1, keepdims=True)], -1)
-
-    def split(n, raw):
-        z, log_z = value_and_log(jnp.maximum(raw, tiny))
-        return jnp.concatenate([jnp.einsum("ckl,cl->ck", bb, n / z), jnp.sum(n * log_z, -1, keepdims=True)], -1)
-
-    np.testing.assert_array_equal(np.asarray(jax.jit(split)(n, raw)), np.asarray(jax.jit(plain)(n, raw)))
-    z, log_z = jax.jit(value_and_log)(raw)
-    np.testing.assert_array_equal(np.asarray(z), np.asarray(raw))
-    np.testing.assert_array_equal(np.asarray(log_z), np.asarray(jax.jit(jnp.log)(raw)))
-
-
 # ------------------------------------------------------------------------------------ validation
 @pytest.mark.parametrize(
     "kwargs, match",

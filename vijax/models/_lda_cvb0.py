@@ -1,6 +1,5 @@
 """The CVB0 local step of :class:`vijax.models.LDA` (Asuncion et al. 2009, eq. 5; Hoffman & Blei 2015,
-§2.5), the tile sizes of LDA's E-steps, and the one-kernel ratio and log of the mean-field E-step's tile
-and of its SQUAREM update.
+§2.5), the tile sizes of LDA's E-steps, and the one-kernel ratio and log of the mean-field E-step's tile.
 
 The E-steps pack documents, sorted by length, in chunks of ``TILE_WIDTH`` slots whole into tiles
 of at least ``estep_slots(tile_slots)`` slots (:func:`vijax.solvers.by_length_tiles`): one
@@ -82,13 +81,3 @@ def ratio_and_log(n: Array, z: Array) -> tuple[Array, Array]:
     about 0.2 s, an elementwise log or a plain sum about 0.03 s, on a loaded 2-core CPU)."""
     both = jax.lax.optimization_barrier(jnp.stack([n / z, n * jnp.log(z)]))
     return both[0], both[1]
-
-
-def value_and_log(z: Array) -> tuple[Array, Array]:
-    """(z, log z), computed together in one elementwise kernel over z's elements laid out flat (one
-    array, held back from fusion with its users by an optimization barrier; the values are those of
-    ``z`` and ``jnp.log(z)``). Fused into a sum over a tile's chunk of 32 slots, the log made XLA's
-    CPU compiler unroll that sum with a copy of the log's code per slot; over the flat layout the
-    log is one vectorized loop."""
-    both = jax.lax.optimization_barrier(jnp.stack([z.reshape(-1), jnp.log(z).reshape(-1)]))
-    return both[0].reshape(z.shape), both[1].reshape(z.shape)

@@ -72,7 +72,7 @@ from vijax._validate import (
 )
 from vijax.expfam import digamma, digamma_and_gammaln
 from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
-from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots, ratio_and_log, value_and_log
+from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots, ratio_and_log
 from vijax.models._lda_start import random_start
 from vijax.solvers import (
     by_length_tiles,
@@ -474,12 +474,12 @@ class LDA(PytreeModel):
                 psi, lgam, psi_sum, lgam_sum = psi[:, :k], lgam[:, :k], psi[:, k], lgam[:, k]
                 e_log_theta = psi - psi_sum[:, None]
                 e = jnp.exp(e_log_theta)
-                z, log_z = value_and_log(jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny))
+                z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
                 # one sum over each document's chunks for both the update and the objective
                 sums = tile_sum(
                     tile,
                     jnp.concatenate(
-                        [jnp.einsum("ckl,cl->ck", bb, n_t / z), jnp.sum(n_t * log_z, axis=-1, keepdims=True)], -1
+                        [jnp.einsum("ckl,cl->ck", bb, n_t / z), jnp.sum(n_t * jnp.log(z), axis=-1, keepdims=True)], -1
                     ),
                 )
                 kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
