@@ -31,7 +31,10 @@ is a fresh Python process timing the trace and lowering and the compile (wall an
 seconds, the steadier figure on a loaded machine). One more process compiles the step with XLA's
 dump switched on (``--xla_dump_to``) and counts the distinct kernels XLA's CPU compiler generates
 code for (one LLVM module each; XLA compiles identical fused kernels once), the size of their
-optimized LLVM IR (code generation time grows with it), and names the largest.
+optimized LLVM IR (code generation time grows with it), and names the largest; with XLA's own
+timers logged (``TF_CPP_VMODULE``) it gives the time of the HLO passes, the thread time of the
+kernels' MLIR emission and LLVM compile, and a fit of a kernel's thread time as a fixed cost plus a
+cost per kB of its IR.
 
     python benchmarks/lda_step_kernels.py --compile   # writes benchmarks/results/lda_step_compile.json
 """
@@ -190,22 +193,62 @@ print("RESULT " + json.dumps(dict(lower_s=t1 - t0, compile_s=time.perf_counter()
 """
 
 
-def _first_step_child(fast: bool, extra_flags: str = "") -> dict:
-    """The first step's lowering and compile in a fresh process (``FIRST_STEP``)."""
+def _first_step_child(fast: bool, extra_flags: str = "", timers: bool = False) -> dict:
+    """The first step's lowering and compile in a fresh process (``FIRST_STEP``); with ``timers``,
+    XLA's own timers logged (its HLO passes, and each kernel's MLIR emission and LLVM compile) are
+    returned too, as ``stderr``."""
     code = FIRST_STEP.format(fast="import vijax.run\nvijax.run.fast_cpu_compile()\n" if fast else "")
     env = dict(os.environ, XLA_FLAGS=(_CALLER_XLA_FLAGS + " " + extra_flags).strip(), JAX_PLATFORMS="cpu")
+    if timers:
+        env.update(TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="cpu_compiler=1,fusion_compiler=2,ir_compiler=2")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not line:
         raise SystemExit(f"the first-step process failed:\n{proc.stdout}\n{proc.stderr}")
-    return json.loads(line[-1][7:])
+    return dict(json.loads(line[-1][7:]), **({"stderr": proc.stderr} if timers else {}))
+
+
+def _ms(text: str) -> float:
+    value, unit = re.search(r"time: ([\d.]+) (us|ms|s) ", text).groups()
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def _xla_timers(log: str, ir_kb: dict) -> dict:
+    """XLA's timers for the step's program (the log after its ``Compiling: jit_step``): the HLO
+    passes, and per kernel the thread time of its MLIR emission and LLVM compile (wall time of
+    tasks that share the cores), fitted as a fixed cost per kernel plus a cost per kB of IR."""
+    lines = log.splitlines()
+    start = max((i for i, ln in enumerate(lines) if "Compiling: jit_step" in ln), default=0)
+    hlo = [_ms(ln) for ln in lines if "Running HLO passes on [jit_step]" in ln]
+    per_kernel = collections.Counter()
+    mlir = llvm = 0.0
+    for ln in lines[start:]:
+        m = re.search(r"Compiled (MLIR|LLVM) module: (\S+) time", ln)
+        if m:
+            t = _ms(ln)
+            mlir, llvm = mlir + t * (m[1] == "MLIR"), llvm + t * (m[1] == "LLVM")
+            name = m[2].replace("__compute_module_", "").replace("_kernel_module", "").replace("_elemental", "")
+            per_kernel[name] += t
+    names = [k for k in per_kernel if k in ir_kb]
+    fit = [float("nan"), float("nan")]
+    if len(names) > 2:
+        x = np.array([ir_kb[k] for k in names])
+        fit = np.linalg.lstsq(np.vstack([np.ones_like(x), x]).T, np.array([per_kernel[k] for k in names]), rcond=None)[
+            0
+        ]
+    return {
+        "hlo_passes_s": hlo[-1] / 1e3 if hlo else None,
+        "mlir_emission_thread_s": mlir / 1e3,
+        "llvm_compile_thread_s": llvm / 1e3,
+        "kernel_thread_ms_fit": {"per_kernel": float(fit[0]), "per_kb_of_ir": float(fit[1]), "kernels": len(names)},
+    }
 
 
 def _kernels(fast: bool) -> dict:
     """Distinct kernels of the step (the LLVM modules of XLA's dump for the step's program) and
     the size of their optimized IR, the largest named."""
     with tempfile.TemporaryDirectory() as dump:
-        _first_step_child(fast, f"--xla_dump_to={dump}")
+        log = _first_step_child(fast, f"--xla_dump_to={dump}", timers=True)["stderr"]
         names = os.listdir(dump)
         modules = collections.Counter(n.split(".")[0] for n in names if n.endswith(".ir-no-opt.ll"))
         step = modules.most_common(1)[0][0]  # the step's program: by far the most kernels
@@ -215,10 +258,15 @@ def _kernels(fast: bool) -> dict:
             if n.startswith(step + ".") and n.endswith(".ir-with-opt.ll")
         }
     largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:8]
+    bare = {  # the kernel's name as XLA's timers give it
+        k.split(".", 1)[1].replace("__compute_module_", "").replace("_kernel_module", "").replace("_elemental", ""): v
+        for k, v in sizes.items()
+    }
     return {
         "distinct_kernels": modules[step],
         "optimized_ir_kb": sum(sizes.values()) / 1e3,
         "largest_kernels_ir_kb": [{"kernel": k, "ir_kb": v / 1e3} for k, v in largest],
+        **_xla_timers(log, {k: v / 1e3 for k, v in bare.items()}),
     }
 
 
@@ -237,6 +285,12 @@ def compile_profile(rounds: int, fast: bool) -> dict:
     print(
         f"compile (median of {rounds}) {row['compile_s']:.2f} s, CPU {row['compile_cpu_s']:.2f} s; "
         f"{row['distinct_kernels']} distinct kernels, {row['optimized_ir_kb']:.0f} kB of optimized LLVM IR"
+    )
+    fit = row["kernel_thread_ms_fit"]
+    print(
+        f"XLA's timers: HLO passes {row['hlo_passes_s']:.2f} s; kernels' thread time: MLIR emission "
+        f"{row['mlir_emission_thread_s']:.2f} s, LLVM {row['llvm_compile_thread_s']:.2f} s, per kernel "
+        f"{fit['per_kernel']:.1f} ms + {fit['per_kb_of_ir']:.2f} ms per kB of IR ({fit['kernels']} kernels)"
     )
     return {"fast_cpu_compile": fast, "rounds": rounds, **row, "runs": runs}
 
