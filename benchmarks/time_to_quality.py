@@ -93,6 +93,9 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 TOLERANCE = {"lda": 0.02, "gmm": 0.01, "hmm": 1e-3, "bbvi": 0.5}
 # agreement: vijax's final quality may fall at most this much below a peer's
 AGREE = {"lda": HELDOUT_TOL, "gmm": 0.01, "hmm": 1e-3, "bbvi": 0.5}
+# a peer whose estimate is a posterior mode under its priors (dynamax's M-step) differs from the
+# maximum-likelihood EM by O(K / N): 0.0067 nats per observation at the --quick size, 1.1e-5 at the full
+AGREE_MAP = 0.01
 UNITS = {
     "lda": "held-out log predictive per word",
     "gmm": "held-out log predictive per point",
@@ -476,10 +479,12 @@ def bench_hmm(args) -> dict:
     notes = []
     if _installed("dynamax"):
         rows.append(trace(dynamax_hmm(start_params, data.obs, score_p), iters, set(range(1, iters + 1))))
+        rows[-1]["agree_tol"] = AGREE_MAP
         _progress("hmm", rows[-1])
         notes.append(
             "dynamax's M-step is the mode under its priors, set as flat as its API allows "
-            "(Dirichlet concentrations 1, Normal-inverse-Gamma 1e-8): the same EM to a few digits"
+            "(Dirichlet concentrations 1, Normal-inverse-Gamma 1e-8): another estimator, O(K / N) from "
+            f"maximum likelihood, held to agree within {AGREE_MAP} nats per observation"
         )
     else:
         notes.append("dynamax: not installed, its row skipped")
@@ -799,7 +804,7 @@ def agreement(models: list) -> list:
                     v["final_quality"],
                     p["method"],
                     p["final_quality"],
-                    AGREE[model["kind"]],
+                    p.get("agree_tol", AGREE[model["kind"]]),
                     at_least=True,
                 )
             )
