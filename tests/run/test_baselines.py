@@ -81,7 +81,9 @@ def test_baseline_names_and_settings_are_checked(tmp_path):
         toy_batch_fn(),
         baselines=(Baseline("b", toy_algorithm(), batch_fn=toy_batch_fn(), settings={"chunks": 3}),),
     )
-    register_experiment("toy_bad_baseline", {"model": {}, "data": {}, "algorithm": {}})(lambda s, seed: bad)
+    register_experiment(  # described: the registry's every entry has a description (test_config.py)
+        "toy_bad_baseline", {"model": {}, "data": {}, "algorithm": {}}, description="toy with a bad baseline setting"
+    )(lambda s, seed: bad)
     with pytest.raises(ValueError, match="unknown run setting"):
         run_experiment(
             load_config(
