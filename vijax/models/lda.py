@@ -585,7 +585,10 @@ def _kl_theta(gamma: Array, alpha: Array) -> Array:
     total = jnp.sum(gamma, axis=-1)
     e_log_theta = digamma(gamma) - digamma(total)[:, None]
     prior = k * gammaln(alpha) - gammaln(k * alpha)
-    return gammaln(total) - jnp.sum(gammaln(gamma), axis=-1) + prior + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
+    # log Gamma of gamma's values laid out flat: XLA's CPU compiler emits it as one vectorized loop
+    # instead of unrolling it over the K topics of a row (a third of the code; the same values)
+    lgam = gammaln(gamma.reshape(-1)).reshape(gamma.shape)
+    return gammaln(total) - jnp.sum(lgam, axis=-1) + prior + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
 
 
 def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
