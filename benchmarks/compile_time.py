@@ -1,4 +1,4 @@
-"""Compile time of every config's step (tracker issue 16: "<= 2 s per step on this 2-core CPU").
+"""Compile time of every config's step (the target: at most 2 s per step on a 2-core CPU).
 
 For each config in ``configs/`` (or those named), in a fresh Python process (cold, as a user's
 ``vijax run`` starts, and so that one config's memory does not stay), the experiment is built as
@@ -39,7 +39,7 @@ import time
 from _device import add_device_argument, child_env  # this folder's --device switch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-BUDGET_S = 2.0  # issue 16: compile <= 2 s per step
+BUDGET_S = 2.0  # the target: compile <= 2 s per step
 SHAPE_COUNT_SECONDS = 5.0  # at most this long counting a host-batch run's chunk shapes
 CHILD_TIMEOUT_S = 300
 

@@ -1,4 +1,4 @@
-"""Where the time of LDA's mean-field E-step goes, against the roofline (tracker issue 16).
+"""Where the time of LDA's mean-field E-step goes, against the roofline.
 
 The inner update of a document d (Hoffman et al. 2010; ``LDA._meanfield``) is two contractions
 over its U_d distinct words and K topics, z = e_d . b_w and sum_w (n_w / z_w) b_w: about

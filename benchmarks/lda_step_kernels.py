@@ -1,4 +1,4 @@
-"""Where an LDA SVI step's time goes, kernel by kernel (tracker issue 16).
+"""Where an LDA SVI step's time goes, kernel by kernel.
 
 Runs vijax's online-LDA SVI step (public API: ``LDA``, ``svi``, one JAX CPU device, the settings of
 ``benchmarks/lda_online.py``: K = 50, S = 256, kappa = 0.7, tau = 64, at most 100 E-step updates at

@@ -1,7 +1,7 @@
 """XLA's CPU compiler settings against the LDA SVI step: compile time and step time per setting.
 
-The evidence for ``vijax.run.fast_cpu_compile`` (tracker issue 16, "compile one LDA svi step in
-<= 2 s with no loss of steady-state speed"). For each setting, in a fresh process (XLA reads
+The evidence for ``vijax.run.fast_cpu_compile`` (the target: compile one LDA svi step in at most
+2 s with no loss of steady-state speed). For each setting, in a fresh process (XLA reads
 ``XLA_FLAGS`` once, when JAX starts): LDA's mean-field SVI step with its default SQUAREM E-step
 (K = 50, V = 5,000, S = 256 synthetic documents of about 100 words, padded to one length; one
 CPU device, float32; the step returning the new state alone, compiled by

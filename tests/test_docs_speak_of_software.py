@@ -11,6 +11,9 @@ DOCUMENTS = sorted(
     [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md"]
     + list((ROOT / "docs").glob("*.md"))
     + list((ROOT / "docs" / "api").glob("*.md"))
+    # the benchmarks' docstrings are their --help, and the configs' comments a user's starting point
+    + list((ROOT / "benchmarks").glob("*.py"))
+    + list((ROOT / "configs").glob("*.yaml"))
 )
 
 NARRATION = [
