@@ -1,4 +1,4 @@
-"""A user's first LDA fit, end to end, as they write it: vijax against scikit-learn, each in a
+"""A user's first LDA fit, end to end, as they write it: vijax against scikit-learn and gensim, each in a
 fresh Python process, import included.
 
 The scenario: a corpus the library has not seen (2,000 synthetic documents from a seed no test
@@ -22,7 +22,10 @@ Each method is a script a user would write (printed with ``--show``):
   cache stores the step);
 - ``scikit-learn``: its ``LatentDirichletAllocation(learning_method="online")``, ``partial_fit``
   on each minibatch of the lda-c file read into a SciPy sparse matrix (a plain parser, as
-  scikit-learn has none for lda-c).
+  scikit-learn has none for lda-c);
+- ``gensim`` (when installed): its ``LdaModel`` (the same K, alpha, eta, decay = kappa, offset =
+  tau, at most 100 E-step updates at tolerance 1e-3, float64) and ``update`` on each minibatch of
+  the lda-c file read by its own ``BleiCorpus`` (with the vocabulary file beside it).
 
 Timed inside each script from its first line to the final topics: import, read, set-up (the
 initial state), the first update (for vijax: tracing and compiling the step, then the update)
@@ -38,6 +41,7 @@ alternate the methods' order; the table gives the median and range over rounds.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -124,7 +128,36 @@ print("RESULT " + json.dumps(dict(import_s=T_IMPORT - T0, read_s=T_READ - T_IMPO
       first_s=T_FIRST - T_SETUP, rest_s=T_END - T_FIRST, end_to_end_s=T_END - T0)))
 """
 
-METHODS = ("vijax", "vijax, cache", "vijax, jit_step, cache", "scikit-learn")
+GENSIM = """
+import time
+T0 = time.perf_counter()
+import json
+import numpy as np
+from gensim.corpora import BleiCorpus
+from gensim.models import LdaModel
+T_IMPORT = time.perf_counter()
+corpus = BleiCorpus({path!r})  # lda-c, with its vocabulary file beside it
+docs = list(corpus)
+order = np.load({order!r})
+T_READ = time.perf_counter()
+lda = LdaModel(num_topics={k}, id2word=corpus.id2word, chunksize={batch}, alpha={alpha}, eta={eta},
+    decay={kappa}, offset={tau}, iterations=100, gamma_threshold=1e-3, eval_every=None, random_state=0,
+    dtype=np.float64)
+T_SETUP = time.perf_counter()
+def update(idx):
+    lda.update([docs[i] for i in idx[idx >= 0]], chunksize={batch}, decay={kappa}, offset={tau}, passes=1,
+        update_every=1, eval_every=None, iterations=100, gamma_threshold=1e-3)
+update(order[0])
+T_FIRST = time.perf_counter()
+for idx in order[1:]:
+    update(idx)
+T_END = time.perf_counter()
+np.save({out!r}, lda.state.get_lambda())
+print("RESULT " + json.dumps(dict(import_s=T_IMPORT - T0, read_s=T_READ - T_IMPORT, setup_s=T_SETUP - T_READ,
+      first_s=T_FIRST - T_SETUP, rest_s=T_END - T_FIRST, end_to_end_s=T_END - T0)))
+"""
+
+METHODS = ("vijax", "vijax, cache", "vijax, jit_step, cache", "scikit-learn", "gensim")
 PHASES = ("import_s", "read_s", "setup_s", "first_s", "rest_s", "end_to_end_s")
 
 
@@ -140,6 +173,8 @@ def script(method: str, folder: str, passes: int, fast: bool, out: str) -> str:
     path = os.path.join(folder, "train.ldac")
     if method == "scikit-learn":
         return SKLEARN.format(path=path, order=os.path.join(folder, "order.npy"), **common)
+    if method == "gensim":
+        return GENSIM.format(path=path, order=os.path.join(folder, "order.npy"), **common)
     cache = ""
     if "cache" in method:
         cache = f"import vijax.run\nvijax.run.enable_compile_cache({os.path.join(folder, 'cache')!r})\n"
@@ -156,6 +191,8 @@ def prepare(folder: str, docs: int, passes: int, seed: int):
     test = sample.corpus.subset(range(docs, docs + 200))
     path = os.path.join(folder, "train.ldac")
     _write_ldac(train, path)
+    with open(path + ".vocab", "w") as fh:  # the vocabulary file gensim's BleiCorpus reads beside it
+        fh.write("".join(f"w{i}\n" for i in range(V)))
     read_back = read_ldac(path, vocab_size=V)
     assert read_back.num_docs == docs and int(np.sum(read_back.counts)) == int(np.sum(train.counts))
     mb = Minibatcher(read_back, BATCH, seed=0)
@@ -186,21 +223,26 @@ def summarize(runs: dict) -> list:
             row[key] = statistics.median(values)
             row[key + "_range"] = [min(values), max(values)]
         rows.append(row)
-    base = next((r for r in rows if r["method"] == "scikit-learn"), None)
-    for r in rows:
-        r["vs_sklearn_end_to_end"] = None if base is None else r["end_to_end_s"] / base["end_to_end_s"]
+    for peer, key in (("scikit-learn", "vs_sklearn_end_to_end"), ("gensim", "vs_gensim_end_to_end")):
+        base = next((r for r in rows if r["method"] == peer), None)
+        for r in rows:
+            r[key] = None if base is None else r["end_to_end_s"] / base["end_to_end_s"]
     return rows
 
 
 def table(rows: list) -> str:
-    head = "| method | import s | read s | set-up s | first update s | other updates s | end to end s | × scikit-learn | held-out per word |"
-    lines = [head, "|---|" + "---:|" * 8]
+    head = (
+        "| method | import s | read s | set-up s | first update s | other updates s | end to end s "
+        "| × scikit-learn | × gensim | held-out per word |"
+    )
+    lines = [head, "|---|" + "---:|" * 9]
     for r in rows:
         lo, hi = r["end_to_end_s_range"]
-        ratio = "—" if r["vs_sklearn_end_to_end"] is None else f"{r['vs_sklearn_end_to_end']:.2f}"
+        ratios = ["—" if r.get(k) is None else f"{r[k]:.2f}" for k in ("vs_sklearn_end_to_end", "vs_gensim_end_to_end")]
         lines.append(
             f"| {r['method']} | {r['import_s']:.2f} | {r['read_s']:.2f} | {r['setup_s']:.2f} | {r['first_s']:.2f} | "
-            f"{r['rest_s']:.2f} | {r['end_to_end_s']:.2f} ({lo:.2f}–{hi:.2f}) | {ratio} | {r['heldout_per_word']:.3f} |"
+            f"{r['rest_s']:.2f} | {r['end_to_end_s']:.2f} ({lo:.2f}–{hi:.2f}) | {ratios[0]} | {ratios[1]} | "
+            f"{r['heldout_per_word']:.3f} |"
         )
     return "\n".join(lines)
 
@@ -231,7 +273,7 @@ def main(argv=None) -> dict:
             return r.log_prob / r.num_tokens
 
         for r in range(args.rounds):
-            order = list(METHODS)
+            order = [m for m in METHODS if m != "gensim" or importlib.util.find_spec("gensim") is not None]
             order = order[r % len(order) :] + order[: r % len(order)]
             for method in order:
                 for label in (f"{method} (cold)", f"{method} (warm)") if "cache" in method else (method,):
