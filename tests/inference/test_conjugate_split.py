@@ -10,6 +10,9 @@ scale), by quadrature and closed-form expectations."""
 
 from __future__ import annotations
 
+import re
+
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +24,7 @@ numpyro = pytest.importorskip("numpyro")
 dist = numpyro.distributions
 
 import vijax  # noqa: E402
+from vijax import expfam  # noqa: E402
 from vijax._validate import ArgumentError  # noqa: E402
 from vijax.inference import conjugate_split, schedules  # noqa: E402
 
@@ -208,10 +212,13 @@ def test_ngvi_rest_reaches_the_mean_field_optimum():
 
 def test_rest_options_of_the_other_algorithm_are_refused_by_name(interacting_report):
     target, report = interacting_report
-    for name, value in [("family", "fullrank"), ("optimizer", "sgd"), ("learning_rate", 0.01)]:
+    for name, value in [("optimizer", "sgd"), ("learning_rate", 0.01)]:
         with pytest.raises(ArgumentError, match=f"^{name}: .*rest='bbvi'") as e:
             conjugate_split(target, report, rest="ngvi", **{name: value})
         assert e.value.argument == name
+    with pytest.raises(ArgumentError, match="^family: with rest='ngvi', a dict") as e:  # bbvi's kind of family
+        conjugate_split(target, report, rest="ngvi", family="fullrank")
+    assert e.value.argument == "family"
     for name, value in [("rest_schedule", 0.5), ("gradient", "reparam")]:
         with pytest.raises(ArgumentError, match=f"^{name}: .*rest='ngvi'") as e:
             conjugate_split(target, report, **{name: value})
@@ -230,6 +237,35 @@ def test_rest_options_of_the_other_algorithm_are_refused_by_name(interacting_rep
     with pytest.raises(ArgumentError, match="rest='ngvi'.*'u'") as e:
         conjugate_split(vijax.from_numpyro(bounded, Y), {"rate": report["rate"]}, rest="ngvi")
     assert e.value.argument == "rest"
+
+
+def test_ngvi_rest_takes_the_users_family_per_site():
+    """``family`` with ``rest="ngvi"``: a rest site's family replaces ``auto_family``'s (the state
+    starts from it; the same family as ``auto_family``'s gives the default's fit, bit for bit), and
+    a family that names no rest site, does not match its site's support or does not draw its
+    site's shape is refused by name."""
+    target = vijax.from_numpyro(interacting_and_scale, Y, Z)
+    report = vijax.conjugate_sites(target, jax.random.PRNGKey(1))
+    auto = vijax.inference.auto_family(target)
+    wide = expfam.Gamma.from_shape_rate(jnp.asarray(4.0), jnp.asarray(2.0))
+    alg = conjugate_split(target, report, rest="ngvi", family={"sigma": wide})
+    state = alg.init(jax.random.PRNGKey(0))
+    chex.assert_trees_all_equal(state.inner.q_global["sigma"], wide)
+    chex.assert_trees_all_equal(state.inner.q_global["w"], auto["w"])
+    same = conjugate_split(target, report, rest="ngvi", family={"w": auto["w"]})
+    default = conjugate_split(target, report, rest="ngvi")
+    chex.assert_trees_all_equal(_fit(same, 5, jax.random.PRNGKey(2))[0], _fit(default, 5, jax.random.PRNGKey(2))[0])
+    normal = expfam.Normal.from_mean_variance(jnp.asarray(0.0), jnp.asarray(1.0))
+    mvn = expfam.MultivariateNormal.from_mean_covariance(jnp.zeros(2), jnp.eye(2))
+    for family, words in [
+        ({"rate": wide}, "not left for ngvi: ['rate']"),
+        ({"sigma": normal}, "site 'sigma' has support 'positive', which takes Gamma; got Normal"),
+        ({"w": mvn}, "family['w'] draws shape (2,); site 'w' has shape ()"),
+        ({"w": "meanfield"}, "site 'w' has support 'real', which takes Normal or MultivariateNormal; got str"),
+    ]:
+        with pytest.raises(ArgumentError, match=re.escape(words)) as e:
+            conjugate_split(target, report, rest="ngvi", family=family)
+        assert e.value.argument == "family"
 
 
 def test_conjugate_draws_are_exact_draws_of_each_family():

@@ -195,7 +195,14 @@ def step(
 
 
 RESTS = ("bbvi", "ngvi")
-_BBVI_ONLY = ("family", "optimizer", "learning_rate")
+_BBVI_ONLY = ("optimizer", "learning_rate")
+# the exponential families a user may give ngvi for a rest site, by the site's support
+_NGVI_FAMILIES = {
+    "real": (expfam.Normal, expfam.MultivariateNormal),
+    "positive": (expfam.Gamma,),
+    "unit_interval": (expfam.Beta,),
+    "simplex": (expfam.Dirichlet,),
+}
 _NGVI_ONLY = ("rest_schedule", "gradient")
 
 
@@ -230,8 +237,12 @@ def as_top_level_api(
       rest: how the other sites are fitted: ``"bbvi"`` (a Gaussian family on their unconstrained
         values, by a stochastic optimizer) or ``"ngvi"`` (an exponential family per site over its
         constrained values, ``auto_family``'s choice for its support, by natural-gradient steps).
-      family: ``bbvi``'s family for the rest (``"meanfield"``, the default, ``"fullrank"``,
-        ``"lowrank"``); ``rest="bbvi"`` only.
+      family: with ``rest="bbvi"``, its family for the rest (``"meanfield"``, the default,
+        ``"fullrank"``, ``"lowrank"``); with ``rest="ngvi"``, a dict of rest site -> exponential
+        family of ``vijax.expfam`` over the site's constrained values, for the sites whose
+        ``auto_family`` choice you replace (a ``MultivariateNormal`` over a real vector site, say);
+        a Normal or MultivariateNormal for a real site, a Gamma for a positive one, a Beta for the
+        unit interval, a Dirichlet for the simplex, each drawing the site's shape.
       optimizer: ``bbvi``'s optimizer for the rest (default ``"adam"``); ``rest="bbvi"`` only.
       learning_rate: its learning rate, a number or an optax schedule ``count -> rate``
         (``optax.cosine_decay_schedule(0.05, 2000)``, say; default: the optimizer's);
@@ -254,9 +265,10 @@ def as_top_level_api(
       ArgumentError: naming the argument: a target that is not a NumPyro one, a ``conjugate``
         that is not ``conjugate_sites``' report of this target, no conjugate site or no site
         left for the rest, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
-        ``rest`` (``family``, ``optimizer``, ``learning_rate`` with ``"ngvi"``; ``rest_schedule``,
+        ``rest`` (``optimizer``, ``learning_rate`` with ``"ngvi"``; ``rest_schedule``,
         ``gradient`` with ``"bbvi"``), with ``"ngvi"`` a rest site whose support no exponential
-        family matches (``rest``).
+        family matches (``rest``) or a ``family`` that names no rest site, is not an exponential
+        family, does not match its site's support or does not draw its site's shape (``family``).
     """
     if not isinstance(target, Target) or target.library != "numpyro":
         raise ArgumentError(
@@ -289,7 +301,7 @@ def as_top_level_api(
     num_draws = check_int("num_draws", num_draws)
     rho = as_schedule(schedule, "schedule", default=constant(1.0))
     if rest == "ngvi":
-        inner = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient)
+        inner = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
         bijectors = {}
     else:
         bijectors = _bijectors(target, others)
@@ -311,22 +323,61 @@ def as_top_level_api(
     )
 
 
-def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient) -> VIAlgorithm:
-    """``ngvi`` over the rest's constrained values, ``auto_family``'s family per site."""
+def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient, given) -> VIAlgorithm:
+    """``ngvi`` over the rest's constrained values: the ``given`` family of a site, else
+    ``auto_family``'s."""
+    given = _given_families(target, others, given)
     try:
         families = _ngvi.auto_family_jit(target, init_scale=init_scale)  # one program
     except ArgumentError:
         raise
     except ValueError as e:  # a site whose support no exponential family matches
-        raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
+        if set(others) <= set(given):
+            families = {}
+        else:
+            raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
     log_density = bind_settings(_rest_log_density_ngvi, target=target)
     return ngvi(
         log_density,
-        family={n: families[n] for n in others},
+        family={n: given[n] if n in given else families[n] for n in others},
         schedule=rest_schedule,
         num_samples=num_samples,
         gradient=gradient,
     )
+
+
+def _given_families(target: Target, others: tuple, given) -> dict:
+    """The user's families for rest sites (``family`` with ``rest="ngvi"``), checked against the
+    sites: names, exponential families, supports and the shapes they draw."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ArgumentError(
+            "family", f"family: with rest='ngvi', a dict of rest site -> exponential family, got {given!r}"
+        )
+    unknown = sorted(set(given) - set(others))
+    if unknown:
+        raise ArgumentError(
+            "family", f"family names sites that are not left for ngvi: {unknown} (rest: {list(others)})"
+        )
+    start = jax.eval_shape(lambda p: target.constrain(p), target.init_params)
+    for name, f in given.items():
+        site = target.sites[name]
+        allowed = _NGVI_FAMILIES.get(site.support, ())
+        if not expfam.is_family(f) or not isinstance(f, allowed):
+            names = " or ".join(c.__name__ for c in allowed) or "none (use rest='bbvi')"
+            raise ArgumentError(
+                "family",
+                f"family[{name!r}]: site {name!r} has support {site.support!r}, which takes {names}; "
+                f"got {type(f).__name__}",
+            )
+        drawn = jax.eval_shape(lambda q: expfam.reparam_sample(q, jax.random.PRNGKey(0)), f).shape
+        if tuple(drawn) != tuple(start[name].shape):
+            raise ArgumentError(
+                "family",
+                f"family[{name!r}] draws shape {tuple(drawn)}; site {name!r} has shape {tuple(start[name].shape)}",
+            )
+    return dict(given)
 
 
 conjugate_split = as_top_level_api
