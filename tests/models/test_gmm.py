@@ -175,3 +175,23 @@ def test_kmeanspp_seeds_cover_separated_clusters():
         seeds = np.asarray(_kmeanspp_centers(jax.random.PRNGKey(seed), x, 4))
         nearest = np.argmin(np.linalg.norm(seeds[:, None] - centers[None], axis=-1), axis=1)
         assert sorted(nearest.tolist()) == [0, 1, 2, 3]
+
+
+def test_data_start_is_one_program_and_the_same_start(caplog):
+    """``init_globals(key, x)`` of a mixture compiles one program (k-means++ seeding, the counts
+    and the M-step; op by op it compiled 26 on a first start), and that program's start is the
+    operations' own: the same seeds, hence the same q, as the start computed op by op."""
+    import logging
+
+    from vijax.models.mixture import _initial_globals_from_data
+
+    x = np.random.default_rng(3).normal(size=(37, 3)) + np.repeat(np.eye(3) * 6, [12, 12, 13], axis=0)
+    model = DiagonalGMM.from_data(x, 5)  # sizes used by no other test, so nothing is cached
+    key = jax.random.PRNGKey(4)
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        q = model.init_globals(key, x)
+    compiled = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
+    assert len(compiled) == 1 and "_initial_globals_from_data" in compiled[0], compiled
+    with jax.disable_jit():
+        eager = _initial_globals_from_data(model, key, x)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), q, eager)
