@@ -331,11 +331,8 @@ def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_sche
         families = _ngvi.auto_family_jit(target, init_scale=init_scale)  # one program
     except ArgumentError:
         raise
-    except ValueError as e:  # a site whose support no exponential family matches
-        if set(others) <= set(given):
-            families = {}
-        else:
-            raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
+    except ValueError as e:  # a site whose support no exponential family matches (none can be given for it)
+        raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
     log_density = bind_settings(_rest_log_density_ngvi, target=target)
     return ngvi(
         log_density,
