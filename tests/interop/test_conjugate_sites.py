@@ -4,8 +4,6 @@ their reasons, the refusal of a forced site that is not conjugate, and the updat
 analytic posteriors and complete conditionals (Gamma-Poisson, Normal mean, Dirichlet-categorical,
 Beta-Bernoulli)."""
 
-import dataclasses
-
 import pytest
 
 numpyro = pytest.importorskip("numpyro")
@@ -254,12 +252,12 @@ def test_a_float32_process_is_checked_in_float64():
 
 
 def test_arguments_are_checked_naming_them():
-    """Refused before any compilation: a TFP target, positional arguments with a target, a bad
-    num_draws, draws of another shape, without a common draw axis, or not a dict."""
+    """Refused before any compilation: positional arguments with a target, a bad num_draws, draws
+    of another shape, without a common draw axis, or not a dict (a TFP target is taken:
+    ``test_conjugate_sites_tfp.py``)."""
     target = vijax.from_numpyro(poisson_rates, GROUP, Y)
-    tfp_like = dataclasses.replace(target, library="tfp")
     cases = [
-        (lambda: conjugate_sites(tfp_like, KEY), "target_or_model", "got a tfp target"),
+        (lambda: conjugate_sites(target, KEY, 1.0), "target_or_model", "as keyword arguments"),
         (lambda: conjugate_sites(3.0, KEY), "target_or_model", "must be a NumPyro model"),
         (lambda: conjugate_sites(target, KEY, num_draws=0), "num_draws", "num_draws must be an int >= 1"),
         (lambda: conjugate_sites(target, KEY, force=[1]), "force", "1 is not a latent site"),

@@ -1,5 +1,5 @@
-"""``conjugate_sites``: which latent sites of a NumPyro model are conditionally conjugate, found
-from the model itself; ``complete_conditional``: the closed-form update of such a site.
+"""``conjugate_sites``: which latent sites of a NumPyro model or a TFP joint distribution are
+conditionally conjugate, found from the model itself; ``complete_conditional``: the closed-form update of such a site.
 
 A latent site whose prior is an exponential family p(x) = h(x) exp(<eta, t(x)> - A(eta)) is
 conditionally conjugate when the model's log-joint, as a function of the site's value x with every
@@ -12,66 +12,39 @@ The complete conditional p(x | rest, data) is then the family with natural param
 prior's eta plus the expected coefficients of the likelihood's terms), and the CAVI update of
 q(x) is the family with natural parameters E_q[c(rest)].
 
-The check. ``conjugate_model``'s checks (``vijax.models.conjugate_model``) take a log-joint
-written in the statistics, a function on the whole space of t; they read the program of its
-gradient with respect to t and test it along straight lines in that space. A NumPyro model gives
-its log-joint at values x only: a function on the curve {t(x)}, not on the space around it (no x
-has the statistics (log x, x) + h r for a generic line r), and its gradient with respect to x
-depends on x even where it is linear in t (a / x + b for Gamma's (log x, x)). Neither check
-applies, so this module has its own, small one, in the same spirit as ``conjugate_model``'s
-secant test: the site is moved to a few points u_m of an unconstrained coordinate (log x for
-Gamma, x for Normal, logit x for Beta, log x for Dirichlet, x = softmax(u)); the coefficients c
-are solved per element of the site from the gradients at the first points (grad_u f = J_t(u)^T c,
-J_t the Jacobian of the statistics, by least squares), and the values at every point are compared
-with the linear prediction: the relative secant gap
-
-    |f(u_m) - f(u_0) - <c, t(u_m) - t(u_0)>| / (|f(u_m)| + |f(u_0)| + |<c, t(u_m) - t(u_0)>| + 1)
-
-must stay under 1e4 ulps of the values' float type (the tolerance of ``conjugate_model``'s secant
-test). The check runs with float64 enabled whatever the process's setting, so the tolerance is
-2.2e-12: at float32's 1.2e-3 a Poisson log-linear coefficient with covariates within +-0.1 (gaps
-of 1e-5 to 1.6e-4 at five keys) passed. A product of two elements, a term not linear in the statistics (a logistic
-likelihood of a Normal coefficient), or a step function of the value (a zero gradient: the values
-are compared, not the gradients) leaves a gap.
+The check (``vijax.interop._site_fit``'s docstring) moves the site to a few points of an
+unconstrained coordinate, solves c from the log-joint's gradients there and compares the values
+with the linear prediction by a relative secant gap, at 1e4 ulps of float64. The log-joint is the
+target's ``log_prob`` and the priors are read from the model (NumPyro's trace, or the TFP joint's
+distributions at the draws): a NumPyro model and a TFP ``JointDistribution`` take the same check
+and the same solve.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax import expfam
 from vijax._validate import ArgumentError, is_tracer
 from vijax.interop._numpyro import from_numpyro
+from vijax.interop._site_fit import (
+    _MATCHED,
+    _NUM_FIT,
+    _NUM_POINTS,
+    _draws,
+    _fit_over_draws,
+    _float64,
+    _natural,
+    _Spec,
+    _tolerance,
+    _worst,
+    prior_specs,
+)
 from vijax.interop._target import Target
 from vijax.types import PRNGKey
-
-_NUM_FIT = 3  # the points whose gradients give the coefficients
-_NUM_POINTS = 5  # all points whose values are compared with the linear prediction
-
-
-@dataclasses.dataclass(frozen=True)
-class _Spec:
-    """A vijax family with the unconstrained coordinate the check moves the site along."""
-
-    family: type
-    stats: str  # the statistics as the report names them
-    num_params: int  # its natural parameters (and statistics), each of the value's shape
-    event_ndims: int  # of the value: 1 for Dirichlet (the simplex is the last axis)
-    value: Callable  # u -> x
-    unvalue: Callable  # x -> u
-    bound: float = 30.0  # the points' |u| at most: x, log x and log(1 - x) stay finite and distinct
-
-
-_GAMMA = _Spec(expfam.Gamma, "[log x, x]", 2, 0, jnp.exp, jnp.log)
-_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 2, 0, lambda u: u, lambda x: x, float("inf"))
-_BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 2, 0, jax.nn.sigmoid, jax.scipy.special.logit)
-_DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log)
-_MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
 
 
 class SiteConjugacy(NamedTuple):
@@ -103,20 +76,16 @@ class SiteConjugacy(NamedTuple):
     reason: Optional[str]
 
 
-def _numpyro_target(target_or_model: Any, args: tuple, kwargs: dict, fn_name: str) -> tuple[Target, Any]:
-    """(the target, its batch): a target and ``kwargs`` as its batch, or a model and its arguments."""
+def _as_target(target_or_model: Any, args: tuple, kwargs: dict) -> tuple[Target, Any]:
+    """(the target, its batch): a target (NumPyro or TFP) and ``kwargs`` as its batch, or a NumPyro
+    model and its arguments."""
     if isinstance(target_or_model, Target):
-        if target_or_model.library != "numpyro":
-            raise ArgumentError(
-                "target_or_model",
-                f"target_or_model: {fn_name} takes a NumPyro model or a target of one, got a "
-                f"{target_or_model.library} target",
-            )
         if args:
             raise ArgumentError(
                 "target_or_model",
                 "target_or_model: a target takes its batch as keyword arguments (the model's arguments and "
-                f"subsampled plates' indices), got {len(args)} positional arguments",
+                "subsampled plates' indices, or a TFP joint's observed values), got "
+                f"{len(args)} positional arguments",
             )
         batch = dict(kwargs) or None
         target_or_model.check_data(batch)
@@ -124,120 +93,11 @@ def _numpyro_target(target_or_model: Any, args: tuple, kwargs: dict, fn_name: st
     if not callable(target_or_model):
         raise ArgumentError(
             "target_or_model",
-            f"target_or_model must be a NumPyro model (a function) or a target, got {type(target_or_model).__name__}",
+            "target_or_model must be a NumPyro model (a function) or a target (vijax.from_numpyro, "
+            f"vijax.from_tfp), got {type(target_or_model).__name__}",
             value=target_or_model,
         )
     return from_numpyro(target_or_model, *args, **kwargs), None
-
-
-def _trace(target: Target, key: PRNGKey, batch, values: Optional[dict] = None) -> dict:
-    """The model's trace at a prior draw of its latent sites (``values`` substituted)."""
-    from numpyro import handlers
-
-    fn, a, kw = target.bind(batch)
-    fn = handlers.seed(fn, key)
-    if values is not None:
-        fn = handlers.substitute(fn, data=values)
-    with jax.numpy_rank_promotion("allow"):
-        return handlers.trace(fn).get_trace(*a, **kw)
-
-
-def _spec_of(fn: Any) -> tuple[Optional[_Spec], str]:
-    """(the spec of the family matched to a NumPyro prior or None, the prior's class name)."""
-    import numpyro.distributions as dist
-
-    while isinstance(fn, (dist.Independent, dist.ExpandedDistribution)):
-        fn = fn.base_dist
-    for cls, spec in (
-        (dist.Gamma, _GAMMA),
-        (dist.Exponential, _GAMMA),
-        (dist.Normal, _NORMAL),
-        (dist.Beta, _BETA),
-        (dist.Dirichlet, _DIRICHLET),
-    ):
-        if isinstance(fn, cls):
-            return spec, type(fn).__name__
-    return None, type(fn).__name__
-
-
-def _element_stats(spec: _Spec, u_e):
-    """The family's statistics of one element (unconstrained ``u_e`` of shape (k,)), concatenated:
-    (d,) = (num_params k,)."""
-    x = spec.value(u_e) if spec.event_ndims else spec.value(u_e[0])
-    fam = spec.family.from_natural((jnp.zeros_like(x),) * spec.num_params)  # one element's family
-    return jnp.concatenate([jnp.ravel(t) for t in fam.sufficient_stats(x)])
-
-
-def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
-    """(``num`` values of every latent site, (num, *shape) each: the target's start moved by uniform
-    noise in (-2, 2) on the unconstrained space, the spread of NumPyro's ``init_to_uniform``; the
-    noise that moves each site to its points, (num, points, *shape)). All the noise is one
-    ``jax.random.uniform`` call, cut into the sites' parts (no sampler is run: NumPyro's Gamma and
-    Dirichlet samplers, and each random call, cost a compilation of their own)."""
-    dtype = jnp.float64
-    shapes = []
-    for n, u in target.init_params.items():
-        shapes += [(num, *jnp.shape(u)), (num, _NUM_POINTS, *target.sites[n].shape)]
-    sizes = [int(np.prod(s, dtype=int)) for s in shapes]
-    flat = jax.random.uniform(key, (sum(sizes),), dtype, -2.0, 2.0)
-    parts = [p.reshape(s) for p, s in zip(jnp.split(flat, np.cumsum(sizes)[:-1]), shapes)]
-    moved, noise = {}, {}
-    for i, (n, u) in enumerate(target.init_params.items()):
-        moved[n] = _float64(u)[None] + parts[2 * i]
-        noise[n] = parts[2 * i + 1]
-    return jax.vmap(target.constrain)(moved), noise
-
-
-def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) -> tuple:
-    """Coefficients c of the site's statistics, per element (E, d), and the largest relative gap.
-
-    The site is moved to the points ``_points(spec, x, noise)`` ((points, *site shape), unconstrained);
-    the first ``_NUM_FIT`` give c."""
-    u = _points(spec, x, noise)
-    shape = u.shape[1:]
-    k = shape[-1] if spec.event_ndims else 1
-    elements = u.reshape(u.shape[0], -1, k)  # (M, E, k)
-
-    def f(u1):
-        return target.log_prob({**others, site: spec.value(u1)}, batch)
-
-    values, grads = jax.vmap(jax.value_and_grad(f))(u)
-    grads = grads.reshape(elements.shape)
-    stats_of = jax.vmap(jax.vmap(lambda ue: _element_stats(spec, ue)))
-    jac = jax.vmap(jax.vmap(jax.jacfwd(lambda ue: _element_stats(spec, ue))))(elements)  # (M, E, d, k)
-    t = stats_of(elements)  # (M, E, d)
-    a = jnp.swapaxes(jac[:_NUM_FIT], -1, -2)  # (F, E, k, d): grad_u f = J^T c per element
-    a = jnp.moveaxis(a, 0, 1).reshape(a.shape[1], -1, a.shape[-1])  # (E, F k, d)
-    b = jnp.moveaxis(grads[:_NUM_FIT], 0, 1).reshape(a.shape[0], -1)  # (E, F k)
-    c = jax.vmap(lambda a_e, b_e: jnp.linalg.lstsq(a_e, b_e)[0])(a, b)  # (E, d)
-    change = jnp.sum((t[1:] - t[:1]) * c[None], axis=(1, 2))  # (M - 1,)
-    gaps = jnp.abs(values[1:] - values[0] - change) / (jnp.abs(values[1:]) + jnp.abs(values[0]) + jnp.abs(change) + 1.0)
-    finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(grads)) & jnp.all(jnp.isfinite(c))
-    return c, jnp.where(finite, jnp.max(gaps), jnp.nan)
-
-
-def _natural(spec: _Spec, c, shape: tuple) -> tuple:
-    """The per-element coefficients (E, num_params k) as the family's natural parameters, each of
-    the site's shape."""
-    c = c.reshape(c.shape[0], spec.num_params, -1)
-    return tuple(c[:, j].reshape(shape) for j in range(spec.num_params))
-
-
-def _points(spec: _Spec, x, noise) -> jax.Array:
-    """(points, *shape): the unconstrained value u of ``x`` moved by ``noise`` (in (-2, 2)) times
-    (1 + |u|) / 2, within [-bound, bound] (a Beta's points never reach the float's 0 or 1)."""
-    u = spec.unvalue(x)[None]
-    return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
-
-
-def _float64(a) -> jax.Array:
-    """``a`` in float64 (the checks run with float64 enabled, whatever the process's setting)."""
-    return jnp.asarray(a, jnp.float64)
-
-
-def _tolerance(values) -> float:
-    """1e4 ulps of the float type of the log-joint's values (``conjugate_model``'s secant tolerance)."""
-    return 1e4 * float(jnp.finfo(jnp.result_type(values)).eps)
 
 
 def _check_names(argument: str, names: Any, sites) -> tuple:
@@ -301,7 +161,7 @@ def conjugate_sites(
         >>> report["w"].reason.startswith("log-joint not linear in [x, x^2]")
         True
     """
-    target, batch = _numpyro_target(target_or_model, args, kwargs, "conjugate_sites")
+    target, batch = _as_target(target_or_model, args, kwargs)
     if isinstance(num_draws, bool) or not isinstance(num_draws, (int, np.integer)) or num_draws < 1:
         raise ArgumentError("num_draws", f"num_draws must be an int >= 1, got {num_draws!r}", value=num_draws)
     forced = _check_names("force", force, target.sites)
@@ -316,8 +176,7 @@ def _specs(target: Target, key: PRNGKey, batch, num_draws: int) -> dict:
 
     def read(k, b):
         draws, _ = _draws(target, k, num_draws)
-        priors = _trace(target, k, b, {n: v[0] for n, v in draws.items()})
-        specs.update({n: _spec_of(priors[n]["fn"]) for n in target.sites})
+        specs.update(prior_specs(target, k, b, {n: v[0] for n, v in draws.items()}))
         return 0.0
 
     jax.eval_shape(read, key, batch)
@@ -383,16 +242,6 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
     return report
 
 
-# over draws of the other sites (and their points)
-_fit_over_draws = jax.vmap(_fit, in_axes=(None, None, None, None, 0, 0, 0))
-
-
-def _worst(gaps) -> float:
-    """The largest gap, NaN where any is NaN (the log-joint not finite at a point)."""
-    gaps = np.asarray(gaps)
-    return float("nan") if np.isnan(gaps).any() else float(gaps.max())
-
-
 def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: Any, **kwargs: Any):
     """The closed-form update of a conditionally conjugate site: its complete conditional.
 
@@ -439,7 +288,7 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
         >>> [round(float(v), 6) for v in (q.concentration, q.rate)]  # Gamma(2 + 8, 1 + 3)
         [10.0, 4.0]
     """
-    target, batch = _numpyro_target(target_or_model, args, kwargs, "complete_conditional")
+    target, batch = _as_target(target_or_model, args, kwargs)
     return _conditionals(target, batch, {site: _checked_draws(target, site, draws)})[site]
 
 
@@ -486,7 +335,7 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
       ArgumentError: as :func:`complete_conditional` raises, for the first site that fails;
         naming ``requests`` where it is not a dict.
     """
-    target, batch = _numpyro_target(target_or_model, args, kwargs, "complete_conditionals")
+    target, batch = _as_target(target_or_model, args, kwargs)
     if not isinstance(requests, dict):
         raise ArgumentError("requests", f"requests must be a dict site name -> draws, got {type(requests).__name__}")
     return _conditionals(target, batch, {site: _checked_draws(target, site, d) for site, d in requests.items()})
@@ -529,8 +378,7 @@ def _priors(target: Target, batch, traced: bool) -> dict:
 
     def read(b):
         start = target.constrain(dict(target.init_params))
-        trace = _trace(target, jax.random.PRNGKey(0), b, start)
-        found.update({n: _spec_of(trace[n]["fn"]) for n in target.sites})
+        found.update(prior_specs(target, jax.random.PRNGKey(0), b, start))
         return 0.0
 
     read(batch) if traced else jax.eval_shape(read, batch)

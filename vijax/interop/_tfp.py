@@ -163,9 +163,12 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
         data = check_batch(batch, tuple(observed), {}, "batch")
         return joint_dist.log_prob(**{**params, **observed, **data})
 
+    # the bijectors' inputs are fresh copies: TFP caches a bijector's results by its input's identity,
+    # and an array passed again in another trace (the target's init_params) would return the values
+    # traced the first time (an escaped tracer)
     @_allowing_rank_promotion
     def transform(params_u):
-        u = structured({n: params_u[n] for n in latent})
+        u = structured({n: jnp.array(params_u[n]) for n in latent})
         return _as_dict(bijector.forward(u)), bijector.forward_log_det_jacobian(u)
 
     @_allowing_rank_promotion
@@ -175,7 +178,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
 
     @_allowing_rank_promotion
     def unconstrain(params):
-        return _as_dict(bijector.inverse(structured({n: params[n] for n in latent})))
+        return _as_dict(bijector.inverse(structured({n: jnp.array(params[n]) for n in latent})))
 
     def bind(batch):
         return joint_dist, {**observed, **check_batch(batch, tuple(observed), {}, "batch")}
