@@ -1,6 +1,6 @@
 """Conjugate sites in closed form, the rest by ``bbvi`` or ``ngvi``, in one step (``conjugate_split``).
 
-For a NumPyro model some of whose latent sites are conditionally conjugate
+For a NumPyro model or a TFP joint distribution some of whose latent sites are conditionally conjugate
 (``vijax.conjugate_sites``: a Gamma rate of Poisson counts, a Dirichlet over categorical draws, a
 Normal mean with known scale, ...), q factorises as q(conjugate sites) q(rest): each conjugate
 site's q is its prior's exponential family, and q(rest) is either (``rest="bbvi"``) a Gaussian
@@ -70,16 +70,39 @@ class SplitInfo(NamedTuple):
 
 
 def _bijectors(target: Target, names) -> dict:
+    """site -> ``u -> (its constrained value, log |det J|)`` of each site of ``names``: NumPyro's
+    ``biject_to`` of its support, or the TFP bijector of the site (``Site.constraint``)."""
+    if target.library == "tfp":
+        return {n: _tfp_bijection(target.sites[n]) for n in names}
     from numpyro.distributions.transforms import biject_to
 
-    return {n: biject_to(target.sites[n].constraint) for n in names}
+    return {n: _numpyro_bijection(biject_to(target.sites[n].constraint)) for n in names}
+
+
+def _numpyro_bijection(b):
+    def bijection(u):
+        x = b(u)
+        return x, jnp.sum(b.log_abs_det_jacobian(u, x))
+
+    return bijection
+
+
+def _tfp_bijection(site):
+    b, ndims = site.constraint, len(site.unconstrained_shape)
+
+    def bijection(u):
+        with jax.numpy_rank_promotion("allow"):  # TFP's code broadcasts by rank promotion
+            u = jnp.array(u)  # a fresh copy: TFP caches by the input's identity (``from_tfp``)
+            return b.forward(u), b.forward_log_det_jacobian(u, event_ndims=ndims)
+
+    return bijection
 
 
 def _constrain(bijectors: dict, params_u: dict) -> tuple[dict, Array]:
     """The rest's constrained values and log |det J| (one draw)."""
-    values = {n: b(params_u[n]) for n, b in bijectors.items()}
-    logdet = sum(jnp.sum(b.log_abs_det_jacobian(params_u[n], values[n])) for n, b in bijectors.items())
-    return values, jnp.asarray(logdet)
+    pairs = {n: b(params_u[n]) for n, b in bijectors.items()}
+    logdet = sum(ld for _, ld in pairs.values())
+    return {n: x for n, (x, _) in pairs.items()}, jnp.asarray(logdet)
 
 
 def _rest_log_density(params_u: dict, pair, *, target: Target, bijectors: dict):
@@ -221,12 +244,15 @@ def as_top_level_api(
     rest_schedule=None,
     gradient: Optional[str] = None,
 ) -> VIAlgorithm:
-    """Conjugate sites of a NumPyro model in closed form, the other sites by ``bbvi`` or ``ngvi``,
+    """Conjugate sites of a NumPyro model or a TFP joint distribution in closed form, the other
+    sites by ``bbvi`` or ``ngvi``,
     in one step (see the module docstring).
 
     Args:
-      target: a NumPyro target (``vijax.from_numpyro``); its batch is the model's arguments and
-        subsampled plates' indices, as for ``bbvi``.
+      target: a NumPyro target (``vijax.from_numpyro``; its batch is the model's arguments and
+        subsampled plates' indices, as for ``bbvi``) or a TFP one (``vijax.from_tfp``; its batch
+        is None or observed values in place of the pinned ones, full batch: a TFP joint has no
+        subsampled plate).
       conjugate: ``vijax.conjugate_sites(target, key)``'s report: the sites it found conjugate
         get closed-form updates (run it with ``force=[...]`` to refuse a site you expect to be
         conjugate and is not); at least one, and at least one site left for the rest.
@@ -262,17 +288,21 @@ def as_top_level_api(
       sites' families; ``inner``: the state of ``bbvi`` or ``ngvi``), the info a :class:`SplitInfo`.
 
     Raises:
-      ArgumentError: naming the argument: a target that is not a NumPyro one, a ``conjugate``
+      ArgumentError: naming the argument: a target that is not a NumPyro or TFP one, a ``conjugate``
         that is not ``conjugate_sites``' report of this target, no conjugate site or no site
         left for the rest, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
         ``rest`` (``optimizer``, ``learning_rate`` with ``"ngvi"``; ``rest_schedule``,
         ``gradient`` with ``"bbvi"``), with ``"ngvi"`` a rest site whose support no exponential
         family matches (``rest``) or a ``family`` that names no rest site, is not an exponential
         family, does not match its site's support or does not draw its site's shape (``family``).
+        With ``"bbvi"`` and a TFP target, a rest site of support ``"other"`` (``rest``: its
+        bijector may depend on other sites).
     """
-    if not isinstance(target, Target) or target.library != "numpyro":
+    if not isinstance(target, Target) or target.library not in ("numpyro", "tfp"):
         raise ArgumentError(
-            "target", f"target must be a NumPyro target (vijax.from_numpyro), got {type(target).__name__}"
+            "target",
+            f"target must be a target of a NumPyro model or a TFP joint (vijax.from_numpyro, vijax.from_tfp), "
+            f"got {type(target).__name__}",
         )
     if not isinstance(conjugate, Mapping) or not all(isinstance(s, SiteConjugacy) for s in conjugate.values()):
         raise ArgumentError(
@@ -304,6 +334,7 @@ def as_top_level_api(
         inner = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
         bijectors = {}
     else:
+        _check_tfp_supports(target, others)
         bijectors = _bijectors(target, others)
         log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
         options = {} if learning_rate is None else {"schedule": learning_rate}
@@ -321,6 +352,20 @@ def as_top_level_api(
         init=bind_settings(init, target=target, **settings),
         step=bind_settings(step, model=target, schedule=rho, num_draws=num_draws, **settings),
     )
+
+
+def _check_tfp_supports(target: Target, others: tuple) -> None:
+    """With ``bbvi``, a TFP rest site is mapped by its own bijector (``Site.constraint``, built at
+    one prior draw): refused where its support is none of the four named ones (a bounded
+    ``Uniform``'s, say), whose bounds may be other sites' values."""
+    odd = [n for n in others if target.library == "tfp" and target.sites[n].support == "other"]
+    if odd:
+        raise ArgumentError(
+            "rest",
+            f"rest='bbvi': the TFP sites {odd} have a support other than the real line, the positive reals, "
+            "the unit interval or the simplex; its bijector may depend on other sites' values, which the split "
+            "does not follow (fit the whole joint by bbvi, or give the site one of those supports)",
+        )
 
 
 def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient, given) -> VIAlgorithm:
