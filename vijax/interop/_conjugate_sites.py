@@ -12,8 +12,8 @@ The complete conditional p(x | rest, data) is then the family with natural param
 prior's eta plus the expected coefficients of the likelihood's terms), and the CAVI update of
 q(x) is the family with natural parameters E_q[c(rest)].
 
-The check (``vijax.interop._site_fit``'s docstring) moves the site to a few points of an
-unconstrained coordinate, solves c from the log-joint's gradients there and compares the values
+The check (docs/numpyro_tfp.md, "Conjugate sites found for you") moves the site to a few points
+of an unconstrained coordinate, solves c from the log-joint's gradients there and compares the values
 with the linear prediction by a relative secant gap, at 1e4 ulps of float64. The log-joint is the
 target's ``log_prob`` and the priors are read from the model (NumPyro's trace, or the TFP joint's
 distributions at the draws): a NumPyro model and a TFP ``JointDistribution`` take the same check
@@ -56,8 +56,9 @@ class SiteConjugacy(NamedTuple):
         draw and point checked.
       family: the ``vijax.expfam`` family matched to the prior (``"Gamma"``, ``"Normal"``,
         ``"Beta"``, ``"Dirichlet"``), None where none matches.
-      prior: the NumPyro distribution of the prior (its class name, wrappers such as
-        ``Independent`` and ``ExpandedDistribution`` removed).
+      prior: the NumPyro or TFP distribution of the prior (its class name, wrappers such as
+        ``Independent`` and ``ExpandedDistribution``, or TFP's ``Independent`` and ``Sample``,
+        removed).
       stats: the family's statistics as the reason names them (``"[log x, x]"``), None without a
         family.
       gap: the largest relative secant gap (module docstring) over the draws and points; NaN where
@@ -118,7 +119,8 @@ def _check_names(argument: str, names: Any, sites) -> tuple:
 def conjugate_sites(
     target_or_model: Any, key: PRNGKey, *args: Any, force: Sequence[str] = (), num_draws: int = 2, **kwargs: Any
 ) -> dict:
-    """Which latent sites of a NumPyro model are conditionally conjugate, each checked numerically.
+    """Which latent sites of a NumPyro model or a TFP joint distribution are conditionally
+    conjugate, each checked numerically.
 
     For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet
     distribution, the model's log-joint as a function of the site's value, with every other latent
@@ -126,13 +128,17 @@ def conjugate_sites(
     Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir and McAuliffe 2017, §4.1,
     eq. 36-37). It is checked at ``num_draws`` draws of the latent sites (the target's start moved
     by uniform noise in (-2, 2) on the unconstrained space, the spread of NumPyro's
-    ``init_to_uniform``), each time at five points of the site's value around its draw, by the relative secant gap of the module docstring
-    (:func:`complete_conditional` gives the closed-form update of a conjugate site).
+    ``init_to_uniform``), each time at five points of the site's value around its draw, by the
+    relative secant gap of the module docstring (:func:`complete_conditional` gives the
+    closed-form update of a conjugate site). A TFP target's priors are the joint's distributions
+    of each site given its parents at the draws (TFP's Gamma, Exponential, Chi2, Normal, Beta,
+    Dirichlet, inside ``Independent`` or ``Sample``); the check and the solve are the same.
 
     Args:
       target_or_model: a NumPyro model (then ``*args`` and ``**kwargs`` are its arguments, as for
-        ``vijax.from_numpyro``), or a NumPyro target (then ``**kwargs`` is its batch: the model's
-        arguments to replace and the subsampled plates' indices).
+        ``vijax.from_numpyro``), or a target (then ``**kwargs`` is its batch): a NumPyro one
+        (``vijax.from_numpyro``: the model's arguments to replace and the subsampled plates'
+        indices) or a TFP one (``vijax.from_tfp``: observed values in place of the pinned ones).
       key: a PRNG key, for the draws of the other sites and the points.
       *args: the model's positional arguments.
       force: names of sites that must be conjugate: ArgumentError naming the first that is not.
@@ -144,8 +150,8 @@ def conjugate_sites(
 
     Raises:
       ArgumentError: naming ``force`` and the site, for a forced site that is not conjugate or that
-        the model does not have; naming ``target_or_model`` for a TFP target; and as
-        ``vijax.from_numpyro`` raises for the model.
+        the model does not have; naming ``target_or_model`` for positional arguments with a
+        target; and as ``vijax.from_numpyro`` raises for the model.
 
     Examples:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -260,7 +266,8 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
     :func:`conjugate_sites` first.
 
     Args:
-      target_or_model: a NumPyro model or a target of one, as for :func:`conjugate_sites`.
+      target_or_model: a NumPyro model, or a target of a NumPyro model or a TFP joint, as for
+        :func:`conjugate_sites`.
       site: the site's name.
       draws: dict name -> values of every other latent site, each with a leading draw axis (S, ...)
         (``vijax.inference.sample``'s output; the site's own entry, if given, is ignored); ``{}``
@@ -323,7 +330,8 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
     is :func:`complete_conditional`'s unchecked update.
 
     Args:
-      target_or_model: a NumPyro model or a target of one, as for :func:`conjugate_sites`.
+      target_or_model: a NumPyro model, or a target of a NumPyro model or a TFP joint, as for
+        :func:`conjugate_sites`.
       requests: dict site name -> ``draws`` of the other latent sites for that site.
       *args: the model's positional arguments.
       **kwargs: the model's keyword arguments, or the target's batch.
