@@ -8,14 +8,17 @@ is the one coercion they share.
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from vijax import _validate
 from vijax._validate import check_scalar, is_tracer
+
+if TYPE_CHECKING:  # optax is imported by the algorithms that use its optimizers, not for a type
+    import optax
 
 
 def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> optax.Schedule:
@@ -45,6 +48,7 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
     def schedule(count):
         return scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)
 
+    schedule.first_step = scale * tau ** (-kappa)  # checked here: as_schedule need not evaluate it
     return schedule
 
 
@@ -96,8 +100,9 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
     if is_tracer(schedule):
         return lambda count: schedule
     if callable(schedule):
-        try:
-            first = np.asarray(schedule(jnp.zeros((), jnp.int32)), dtype=float)
+        first = getattr(schedule, "first_step", None)  # robbins_monro's, checked when it was made
+        try:  # one compiled evaluation (op by op, each operation would compile on its own)
+            first = np.asarray(jax.jit(schedule)(np.int32(0)) if first is None else first, dtype=float)
         except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):  # over traced constants
             return schedule
         if first.ndim != 0 or not np.isfinite(first) or first <= 0 or (upper is not None and first > upper):
@@ -110,7 +115,8 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
         raise _validate.ArgumentError(
             name, f"{name} must be a number or a callable count -> step size (or None), got {schedule!r}"
         )
-    return optax.constant_schedule(check_scalar(name, schedule, low=0.0, high=upper))
+    value = check_scalar(name, schedule, low=0.0, high=upper)
+    return lambda count: value  # optax.constant_schedule's
 
 
 __all__ = ["as_schedule", "constant", "default_schedule", "robbins_monro"]
