@@ -1,8 +1,10 @@
 """Import time of vijax beside JAX and the peers a user also imports, each in fresh interpreters.
 
 What a user waits for before the first line of a script runs: ``import jax`` (the floor every JAX
-library pays), ``import vijax`` (its layers, JAX with them, load at their first use: PEP 562), every
-layer loaded (what a script that uses vijax pays; TFP's JAX substrate still loads at its own first use),
+library pays), ``import vijax`` (its layers, JAX with them, load at their first use: PEP 562), the imports of a
+user's LDA script (``read_ldac``, ``Minibatcher``, ``svi``, ``schedules``, ``LDA``: each package
+loads only the modules of the names used), every public name of every layer but ``interop`` loaded
+(TFP's JAX substrate still loads at its own first use),
 ``import vijax`` followed by that first use of TFP (``vijax.types.tfp_jax()``: what ``import
 vijax`` cost when it imported TFP), and the peers ``numpyro``, ``blackjax``, ``sklearn.mixture`` and
 ``gensim`` where installed. Import has no compile or steady state: each row is the wall time of one
@@ -29,7 +31,10 @@ from _device import add_device_argument, child_env  # this folder's --device swi
 CASES = {
     "jax": "import jax",
     "vijax": "import vijax",
-    "vijax, every layer": "import vijax; [getattr(vijax, n) for n in vijax._LAYERS if n != 'interop']",
+    "vijax, LDA script": "from vijax.data import Minibatcher, read_ldac; from vijax.inference import schedules, svi; "
+    "from vijax.models import LDA",
+    "vijax, every name": "import vijax; [getattr(m, n) for m in (vijax.data, vijax.expfam, vijax.inference, "
+    "vijax.metrics, vijax.models, vijax.run, vijax.solvers) for n in m.__all__]",
     "vijax + first TFP use": "import vijax, vijax.types; vijax.types.tfp_jax()",
     "numpyro": "import numpyro",
     "blackjax": "import blackjax",

@@ -63,9 +63,10 @@ def test_layers_import_only_downwards_and_modules_stay_small(path):
     assert len(path.read_text().splitlines()) <= 600, f"{path} has more than 600 lines"
 
 
-# the documented exceptions: every layer validates through the private package vijax._validate, and
-# `python -m vijax` runs the console script's entry point
-SHARED_PRIVATE = {"vijax._validate"}
+# the documented exceptions: every layer validates through the private package vijax._validate, the
+# packages load their names at first use through vijax._lazy, and `python -m vijax` runs the console
+# script's entry point
+SHARED_PRIVATE = {"vijax._validate", "vijax._lazy"}
 ENTRY_POINTS = {"vijax/__main__.py": {"vijax.run._cli"}}
 
 
@@ -210,3 +211,39 @@ def test_import_vijax_loads_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_packages_load_only_the_modules_a_program_uses():
+    """A user's LDA script imports LDA's, SVI's and the corpus reader's modules, not every model's,
+    every algorithm's nor optax (vijax._lazy); every public name still resolves."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from vijax.data import Minibatcher, read_ldac\n"
+        "from vijax.inference import schedules, svi\n"
+        "from vijax.models import LDA\n"
+        "print(sorted(m for m in ('optax', 'vijax.models.ctm', 'vijax.models.vae', 'vijax.inference._aevb',\n"
+        "    'vijax.inference._registry', 'vijax.data._hmm', 'vijax.models.lda') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['vijax.models.lda']", out
+    import vijax
+
+    for layer in ("data", "expfam", "inference", "interop", "metrics", "models", "run", "solvers"):
+        package = getattr(vijax, layer)
+        assert set(package.__all__) <= set(dir(package)), layer
+        for name in package.__all__:
+            assert getattr(package, name) is not None, (layer, name)
+    with pytest.raises(AttributeError, match="'vijax.models' has no attribute 'Nope'"):
+        vijax.models.Nope
+
+
+def test_lazy_names_rejects_a_name_listed_twice():
+    from vijax._lazy import lazy_names
+
+    with pytest.raises(ValueError, match="'LDA' is listed twice"):
+        lazy_names("pkg", {"pkg.a": ("LDA",), "pkg.b": ("LDA",)}, ())
+    getattr_, _ = lazy_names("vijax", {"vijax.models": ("LDA",)}, ())
+    assert getattr_("LDA").__name__ == "LDA"

@@ -10,32 +10,26 @@ TFP models come in as targets through ``interop`` (``from_numpyro``, ``from_tfp`
 program pays only for the layers it touches.
 """
 
-import importlib
+from vijax._lazy import lazy_names
 
 __version__ = "0.1.0"
 
-_LAYERS = ("data", "expfam", "inference", "interop", "metrics", "models", "run", "solvers")
-_NAMES = {
-    "cavi": "inference",
-    "conjugate_sites": "interop",
-    "from_numpyro": "interop",
-    "from_tfp": "interop",
-    "predictive": "interop",
-    "to_arviz": "metrics",
+# the layers, and the names re-exported here, each loaded at its first use (vijax._lazy)
+_MODULES = {
+    "vijax.data": (),
+    "vijax.expfam": (),
+    "vijax.inference": ("cavi",),
+    "vijax.interop": ("conjugate_sites", "from_numpyro", "from_tfp", "predictive"),
+    "vijax.metrics": ("to_arviz",),
+    "vijax.models": (),
+    "vijax.run": (),
+    "vijax.solvers": (),
 }
 
-__all__ = ["__version__", "cavi", "conjugate_sites", "from_numpyro", "from_tfp", "predictive", "to_arviz", *_LAYERS]
+__all__ = [
+    "__version__",
+    *("cavi", "conjugate_sites", "from_numpyro", "from_tfp", "predictive", "to_arviz"),
+    *("data", "expfam", "inference", "interop", "metrics", "models", "run", "solvers"),
+]
 
-
-def __getattr__(name: str):
-    if name in _LAYERS:
-        return importlib.import_module(f"vijax.{name}")
-    if name in _NAMES:
-        value = getattr(importlib.import_module(f"vijax.{_NAMES[name]}"), name)
-        globals()[name] = value  # later lookups skip this function
-        return value
-    raise AttributeError(f"module 'vijax' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)

@@ -3,38 +3,30 @@
 memory-mapped storage), the minibatchers (host-side ``Minibatcher`` of corpora,
 device-side ``epoch_batches`` of indices), and the location of optional reference data."""
 
+from vijax._lazy import lazy_names
 from vijax.data import corpus as _corpus
-from vijax.data._bernoulli import BernoulliMixtureData, sample_bernoulli_mixture
-from vijax.data._hmm import HMMSample, sample_hmm
-from vijax.data._images import (
-    ImageData,
-    LatentBernoulliData,
-    latent_bernoulli_log_prob,
-    load_digits_images,
-    sample_latent_bernoulli,
-)
-from vijax.data._minibatch import epoch_batches
-from vijax.data._paths import resolve_data_path, shared_data_path
-from vijax.data._uci import (
-    DATASETS,
-    BinaryData,
-    dataset_available,
-    load_binary_dataset,
-    load_breast_cancer,
-    load_digits_3v5,
-    load_ionosphere,
-    load_sonar,
-    load_usps_3v5,
-)
-from vijax.data._spectra import SpectrogramData, sample_speech_spectrogram, speech_like_dictionary
 from vijax.data.corpus import *  # noqa: F401,F403  (the corpus layer's public names, see its __all__)
-from vijax.data.synthetic import GMMData, RegressionData, sample_gmm, sample_histogram_mixture, sample_sparse_regression
 
-__all__ = sorted(
-    _corpus.__all__
-    + [
-        "BinaryData",
+# name -> the module it is read from at its first use (vijax._lazy): the generators and loaders, some
+# of which build models, load only when used
+_MODULES = {
+    "vijax.data._bernoulli": ("BernoulliMixtureData", "sample_bernoulli_mixture"),
+    "vijax.data._categorical_mixture": ("CategoricalMixtureData", "sample_categorical_mixture"),
+    "vijax.data._hmm": ("HMMSample", "sample_hmm"),
+    "vijax.data._images": (
+        "ImageData",
+        "LatentBernoulliData",
+        "latent_bernoulli_log_prob",
+        "load_digits_images",
+        "sample_latent_bernoulli",
+    ),
+    "vijax.data._minibatch": ("epoch_batches",),
+    "vijax.data._paths": ("resolve_data_path", "shared_data_path"),
+    "vijax.data._spectra": ("SpectrogramData", "sample_speech_spectrogram", "speech_like_dictionary"),
+    "vijax.data._student_t": ("StudentTMixtureData", "sample_student_t_mixture"),
+    "vijax.data._uci": (
         "DATASETS",
+        "BinaryData",
         "dataset_available",
         "load_binary_dataset",
         "load_breast_cancer",
@@ -42,33 +34,16 @@ __all__ = sorted(
         "load_ionosphere",
         "load_sonar",
         "load_usps_3v5",
-        "BernoulliMixtureData",
-        "HMMSample",
-        "sample_hmm",
+    ),
+    "vijax.data.synthetic": (
         "GMMData",
-        "SpectrogramData",
-        "sample_bernoulli_mixture",
-        "sample_speech_spectrogram",
-        "speech_like_dictionary",
+        "RegressionData",
         "sample_gmm",
         "sample_histogram_mixture",
-        "RegressionData",
         "sample_sparse_regression",
-        "shared_data_path",
-        "epoch_batches",
-        "resolve_data_path",
-        "ImageData",
-        "LatentBernoulliData",
-        "latent_bernoulli_log_prob",
-        "load_digits_images",
-        "sample_latent_bernoulli",
-    ]
-)
+    ),
+}
 
-from vijax.data._student_t import StudentTMixtureData, sample_student_t_mixture  # noqa: E402
+__all__ = sorted(_corpus.__all__ + [name for names in _MODULES.values() for name in names])
 
-__all__ += ["StudentTMixtureData", "sample_student_t_mixture"]
-
-from vijax.data._categorical_mixture import CategoricalMixtureData, sample_categorical_mixture  # noqa: E402
-
-__all__ += ["CategoricalMixtureData", "sample_categorical_mixture"]
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)

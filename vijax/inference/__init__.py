@@ -16,55 +16,75 @@ A Bayesian last layer on a network, trained end to end by the user's own loop:
 (across processes: ``initialize_processes``, ``process_shard``, ``global_batch``, ``global_host_batches``).
 """
 
-from vijax.inference import schedules
-from vijax.inference._aevb import THETA_DRAWS, AEVBInfo, AEVBState, aevb, gaussian_kl
-from vijax.inference._bbvi import ESTIMATORS, BBVIInfo, BBVIState, bbvi, log_joint
-from vijax.inference._cavi import CAVIInfo, CAVIState, cavi
-from vijax.inference._em import EMInfo, EMState, em
-from vijax.inference._extras import decoder_kl, elbo, guide, iwae_log_likelihood, log_weights, reconstruct, sample
-from vijax.inference._combinators import (
-    GridState,
-    factory_grid,
-    hyperparameter_grid,
-    lock_step,
-    replace_elbo,
-    restarts,
-    select_restart,
-)
-from vijax.inference._guides import KINDS, ExpFamilyGuide, GaussianGuide, auto_family
-from vijax.inference._last_layer import LIKELIHOODS, LastLayer, bayesian_last_layer, head_log_likelihood
-from vijax.inference._map import MAPInfo, MAPState, map_em
-from vijax.inference._ngvi import GRADIENTS, NGVIInfo, NGVIState, ngvi
-from vijax.inference._optax_vi import (
-    DEFAULT_LEARNING_RATES,
-    OPTIMIZERS,
-    OptaxVIInfo,
-    OptaxVIState,
-    make_optimizer,
-    optax_vi,
-    resolve_optimizer,
-)
-from vijax.inference._parallel import DataParallel, data_parallel
-from vijax.inference._distributed import global_batch, global_host_batches, initialize_processes, process_shard
-from vijax.inference._prox_svi import DIVERGENCES, ProxSVIInfo, ProxSVIState, prox_svi
-from vijax.inference._registry import ALGORITHMS, M_STEPS, AlgorithmSpec, make_algorithm, register_algorithm
-from vijax.inference._split import SplitInfo, SplitState, conjugate_split
-from vijax.inference._ssvi import MODES, SSVIInfo, SSVIState, ssvi, ssvi_a
-from vijax.inference._conjugate import inject_hyperparameters
-from vijax.inference._svi import SVIInfo, SVIState, svi
-from vijax.inference.sgrld import SGRLDInfo, SGRLDState, sgrld_lda, sgrld_schedule, sgrld_topics, topics_dirichlet
-from vijax.inference.base import (
-    BoundFunction,
-    InitFn,
-    StepFn,
-    VIAlgorithm,
-    bind_settings,
-    check_step_batch,
-    init_from,
-    jit_step,
-    safe_increment,
-    with_value_checks,
-)
+from vijax._lazy import lazy_names
+
+# name -> the module it is read from at its first use (vijax._lazy): a program loads only what it uses
+_MODULES = {
+    "vijax.inference.schedules": (),
+    "vijax.inference._aevb": ("THETA_DRAWS", "AEVBInfo", "AEVBState", "aevb", "gaussian_kl"),
+    "vijax.inference._bbvi": ("ESTIMATORS", "BBVIInfo", "BBVIState", "bbvi", "log_joint"),
+    "vijax.inference._cavi": ("CAVIInfo", "CAVIState", "cavi"),
+    "vijax.inference._em": ("EMInfo", "EMState", "em"),
+    "vijax.inference._extras": (
+        "decoder_kl",
+        "elbo",
+        "guide",
+        "iwae_log_likelihood",
+        "log_weights",
+        "reconstruct",
+        "sample",
+    ),
+    "vijax.inference._combinators": (
+        "GridState",
+        "factory_grid",
+        "hyperparameter_grid",
+        "lock_step",
+        "replace_elbo",
+        "restarts",
+        "select_restart",
+    ),
+    "vijax.inference._guides": ("KINDS", "ExpFamilyGuide", "GaussianGuide", "auto_family"),
+    "vijax.inference._last_layer": ("LIKELIHOODS", "LastLayer", "bayesian_last_layer", "head_log_likelihood"),
+    "vijax.inference._map": ("MAPInfo", "MAPState", "map_em"),
+    "vijax.inference._ngvi": ("GRADIENTS", "NGVIInfo", "NGVIState", "ngvi"),
+    "vijax.inference._optax_vi": (
+        "DEFAULT_LEARNING_RATES",
+        "OPTIMIZERS",
+        "OptaxVIInfo",
+        "OptaxVIState",
+        "make_optimizer",
+        "optax_vi",
+        "resolve_optimizer",
+    ),
+    "vijax.inference._parallel": ("DataParallel", "data_parallel"),
+    "vijax.inference._distributed": ("global_batch", "global_host_batches", "initialize_processes", "process_shard"),
+    "vijax.inference._prox_svi": ("DIVERGENCES", "ProxSVIInfo", "ProxSVIState", "prox_svi"),
+    "vijax.inference._registry": ("ALGORITHMS", "M_STEPS", "AlgorithmSpec", "make_algorithm", "register_algorithm"),
+    "vijax.inference._split": ("SplitInfo", "SplitState", "conjugate_split"),
+    "vijax.inference._ssvi": ("MODES", "SSVIInfo", "SSVIState", "ssvi", "ssvi_a"),
+    "vijax.inference._conjugate": ("inject_hyperparameters",),
+    "vijax.inference._svi": ("SVIInfo", "SVIState", "svi"),
+    "vijax.inference.sgrld": (
+        "SGRLDInfo",
+        "SGRLDState",
+        "sgrld_lda",
+        "sgrld_schedule",
+        "sgrld_topics",
+        "topics_dirichlet",
+    ),
+    "vijax.inference.base": (
+        "BoundFunction",
+        "InitFn",
+        "StepFn",
+        "VIAlgorithm",
+        "bind_settings",
+        "check_step_batch",
+        "init_from",
+        "jit_step",
+        "safe_increment",
+        "with_value_checks",
+    ),
+}
 
 __all__ = [
     "SplitInfo",
@@ -159,3 +179,5 @@ __all__ = [
     "init_from",
     *("SGRLDInfo", "SGRLDState", "sgrld_lda", "sgrld_schedule", "sgrld_topics", "topics_dirichlet"),
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)

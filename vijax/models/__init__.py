@@ -1,73 +1,78 @@
 """Models: priors, local steps, expected sufficient statistics, ELBOs and predictives."""
 
-from vijax._validate import (
-    ValueCheck,
-    finite_nonnegative,
-    finite_values,
-    ids_in_range,
-    values_in_interval,
-    values_in_set,
-)
+from vijax._lazy import lazy_names
 
-from vijax.models._base import (
-    BatchChecked,
-    ConditionallyConjugateModel,
-    EMModel,
-    BlockedGlobalsModel,
-    HyperparameterModel,
-    PaddedBatchModel,
-    LocalResult,
-    conjugate_elbo,
-    conjugate_elbo_terms,
-    kl_guard,
-    conjugate_posterior,
-    check_step_batch,
-)
-from vijax.models._bernoulli_gibbs import collapsed_gibbs as bernoulli_collapsed_gibbs
-from vijax.models._bernoulli_gibbs import point_estimates as bernoulli_gibbs_point_estimates
-from vijax.models.ard import ARDPosterior, ARDRegression
-from vijax.models.bernoulli_mixture import BernoulliMixture
-from vijax.models.dp_mixture import DPMixture
-from vijax.models._components import Component
-from vijax.models._pytree import PytreeModel, filter_jit, split_arrays, static_float
-from vijax.models._components_discrete import BetaBernoulli, DirichletCategorical, GammaPoisson
-from vijax.models._components_gaussian import NormalGammaDiagonal, NormalWishartFull
-from vijax.models.mixture import DirichletWeights, Mixture, StickBreaking
-from vijax.models._nonconjugate import (
-    AEVBModel,
-    GradientProxModel,
-    ParamsModel,
-    ProxModel,
-    ProxUpdate,
-    StructuredProxModel,
-    kl_prox_update,
-    structured_prox_update,
-)
-from vijax.models.ctm import CTM, CTMGlobals
-from vijax.models.derived import DerivedConjugateModel, Local, conjugate_model
-from vijax.models._network import ACTIVATIONS, Network, check_network, from_equinox, mlp
-from vijax.models.expfam_prox import NoisyDirichletMultinomial, PoissonGammaSoftplus
-from vijax.models.gap_nmf import GaPNMF
-from vijax.models.glm import GLM
-from vijax.models.gp_classification import GPClassification, GPGradient, GPPosterior
-from vijax.models.gmm import DiagonalGMM, UnivariateGMM
-from vijax.models.full_gmm import FullGMM
-from vijax.models.gmm_em import GaussianMixtureEM, GMMParams, GMMStats
-from vijax.models.hmm import (
-    HMM,
-    CategoricalEmissions,
-    CategoricalHMM,
-    GaussianEmissions,
-    GaussianHMM,
-    HMMData,
-    HMMParams,
-)
-from vijax.models.lda import LDA
-from vijax.models.plsa import PLSA, PLSAParams
-from vijax.models.smm import SMM, SMMParams, SMMStats
-from vijax.models.student_t_mixture import StudentTMixture, StudentTMixtureParams
-from vijax.models.vae import LIKELIHOODS as VAE_LIKELIHOODS
-from vijax.models.vae import VAE
+# name -> the module it is read from at its first use (vijax._lazy): a program loads only what it uses
+_MODULES = {
+    "vijax._validate": (
+        "ValueCheck",
+        "finite_nonnegative",
+        "finite_values",
+        "ids_in_range",
+        "values_in_interval",
+        "values_in_set",
+    ),
+    "vijax.models._base": (
+        "BatchChecked",
+        "ConditionallyConjugateModel",
+        "EMModel",
+        "BlockedGlobalsModel",
+        "HyperparameterModel",
+        "PaddedBatchModel",
+        "LocalResult",
+        "conjugate_elbo",
+        "conjugate_elbo_terms",
+        "kl_guard",
+        "conjugate_posterior",
+        "check_step_batch",
+    ),
+    "vijax.models._bernoulli_gibbs": (
+        "bernoulli_collapsed_gibbs=collapsed_gibbs",
+        "bernoulli_gibbs_point_estimates=point_estimates",
+    ),
+    "vijax.models.ard": ("ARDPosterior", "ARDRegression"),
+    "vijax.models.bernoulli_mixture": ("BernoulliMixture",),
+    "vijax.models.dp_mixture": ("DPMixture",),
+    "vijax.models._components": ("Component",),
+    "vijax.models._pytree": ("PytreeModel", "filter_jit", "split_arrays", "static_float"),
+    "vijax.models._components_discrete": ("BetaBernoulli", "DirichletCategorical", "GammaPoisson"),
+    "vijax.models._components_gaussian": ("NormalGammaDiagonal", "NormalWishartFull"),
+    "vijax.models.mixture": ("DirichletWeights", "Mixture", "StickBreaking"),
+    "vijax.models._nonconjugate": (
+        "AEVBModel",
+        "GradientProxModel",
+        "ParamsModel",
+        "ProxModel",
+        "ProxUpdate",
+        "StructuredProxModel",
+        "kl_prox_update",
+        "structured_prox_update",
+    ),
+    "vijax.models.ctm": ("CTM", "CTMGlobals"),
+    "vijax.models.derived": ("DerivedConjugateModel", "Local", "conjugate_model"),
+    "vijax.models._network": ("ACTIVATIONS", "Network", "check_network", "from_equinox", "mlp"),
+    "vijax.models.expfam_prox": ("NoisyDirichletMultinomial", "PoissonGammaSoftplus"),
+    "vijax.models.gap_nmf": ("GaPNMF",),
+    "vijax.models.glm": ("GLM",),
+    "vijax.models.gp_classification": ("GPClassification", "GPGradient", "GPPosterior"),
+    "vijax.models.gmm": ("DiagonalGMM", "UnivariateGMM"),
+    "vijax.models.full_gmm": ("FullGMM",),
+    "vijax.models.gmm_em": ("GaussianMixtureEM", "GMMParams", "GMMStats"),
+    "vijax.models.hmm": (
+        "HMM",
+        "CategoricalEmissions",
+        "CategoricalHMM",
+        "GaussianEmissions",
+        "GaussianHMM",
+        "HMMData",
+        "HMMParams",
+    ),
+    "vijax.models.lda": ("LDA",),
+    "vijax.models.plsa": ("PLSA", "PLSAParams"),
+    "vijax.models.smm": ("SMM", "SMMParams", "SMMStats"),
+    "vijax.models.student_t_mixture": ("StudentTMixture", "StudentTMixtureParams"),
+    "vijax.models.vae": ("VAE_LIKELIHOODS=LIKELIHOODS", "VAE"),
+}
 
 __all__ = [
     "PytreeModel",
@@ -156,3 +161,5 @@ __all__ = [
     "kl_guard",
     "conjugate_posterior",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)

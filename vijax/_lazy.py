@@ -1,0 +1,52 @@
+"""Names of a package imported at their first use (PEP 562), so that a program pays only for
+the modules it touches: ``from vijax.models import LDA`` loads LDA's module, not every model's.
+
+A package lists, per module, the names it re-exports (``"name"``, or ``"name=attribute"`` for a
+name that differs from the module's own) and replaces its imports by::
+
+    __getattr__, __dir__ = lazy_names(__name__, {"vijax.models.lda": ("LDA",), ...}, __all__)
+
+Each name is looked up once; the value is then stored in the package, so later lookups are plain
+attribute reads. Nothing here imports JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Callable, Iterable, Mapping
+
+
+def lazy_names(
+    package: str, modules: Mapping[str, Iterable[str]], public: Iterable[str]
+) -> tuple[Callable[[str], object], Callable[[], list]]:
+    """``(__getattr__, __dir__)`` for ``package``: each name of ``modules[module]`` is read from
+    ``module`` at its first lookup, and a listed module of the package is its attribute too, as
+    after an import (``"vijax.inference.schedules": ()`` makes ``schedules`` the module)."""
+    table: dict[str, tuple[str, str | None]] = {}
+    for module, names in modules.items():
+        for entry in names:
+            name, _, attribute = entry.partition("=")
+            if name in table:
+                raise ValueError(f"{package}: the name {name!r} is listed twice")
+            table[name] = (module, attribute or name)
+    for module in modules:
+        parent, _, child = module.rpartition(".")
+        if parent == package and table.setdefault(child, (module, None)) != (module, None):
+            raise ValueError(f"{package}: the name {child!r} is both a module and a name of another")
+    public = tuple(public)
+
+    def __getattr__(name: str):
+        try:
+            module, attribute = table[name]
+        except KeyError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+        loaded = importlib.import_module(module)
+        value = loaded if attribute is None else getattr(loaded, attribute)
+        setattr(sys.modules[package], name, value)  # later lookups skip this function
+        return value
+
+    def __dir__() -> list:
+        return sorted(set(vars(sys.modules[package])) | set(public))
+
+    return __getattr__, __dir__
