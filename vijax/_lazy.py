@@ -4,7 +4,9 @@ the modules it touches: ``from vijax.models import LDA`` loads LDA's module, not
 A package lists, per module, the names it re-exports (``"name"``, or ``"name=attribute"`` for a
 name that differs from the module's own) and replaces its imports by::
 
-    __getattr__, __dir__ = lazy_names(__name__, {"vijax.models.lda": ("LDA",), ...}, __all__)
+    _MODULES = {"vijax.models.lda": ("LDA",), ...}
+    __all__ = exported(_MODULES)
+    __getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)
 
 Each name is looked up once; the value is then stored in the package, so later lookups are plain
 attribute reads. Nothing here imports JAX.
@@ -15,6 +17,16 @@ from __future__ import annotations
 import importlib
 import sys
 from typing import Callable, Iterable, Mapping
+
+
+def exported(modules: Mapping[str, Iterable[str]]) -> list:
+    """The names a package's table re-exports, in its order: each listed name, and the module
+    itself where no name is listed (``"vijax.inference.schedules": ()`` exports ``schedules``)."""
+    return [
+        entry.partition("=")[0]
+        for module, names in modules.items()
+        for entry in (names or (module.rpartition(".")[2],))
+    ]
 
 
 def lazy_names(

@@ -3,7 +3,7 @@
 memory-mapped storage), the minibatchers (host-side ``Minibatcher`` of corpora,
 device-side ``epoch_batches`` of indices), and the location of optional reference data."""
 
-from vijax._lazy import lazy_names
+from vijax._lazy import exported, lazy_names
 from vijax.data import corpus as _corpus
 from vijax.data.corpus import *  # noqa: F401,F403  (the corpus layer's public names, see its __all__)
 
@@ -44,6 +44,6 @@ _MODULES = {
     ),
 }
 
-__all__ = sorted(_corpus.__all__ + [name for names in _MODULES.values() for name in names])
+__all__ = sorted(_corpus.__all__ + exported(_MODULES))
 
 __getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)
