@@ -241,7 +241,9 @@ def test_packages_load_only_the_modules_a_program_uses():
 
 
 def test_lazy_names_rejects_a_name_listed_twice():
-    from vijax._lazy import lazy_names
+    from vijax._lazy import exported, lazy_names
+
+    assert exported({"pkg.a": ("X", "Y=Z"), "pkg.b": ()}) == ["X", "Y", "b"]
 
     with pytest.raises(ValueError, match="'LDA' is listed twice"):
         lazy_names("pkg", {"pkg.a": ("LDA",), "pkg.b": ("LDA",)}, ())
