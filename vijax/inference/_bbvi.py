@@ -252,7 +252,7 @@ def init(
     concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
     if concrete and joint is not None and (batch is not None or log_density is not None):
         _check_start(key, batch, guide, vparams, joint, log_density, has_prior)
-    zero = jnp.zeros((), jnp.int32)
+    zero = jax.device_put(np.int32(0))  # no program to compile for a constant (jnp.asarray compiles one)
     return BBVIState(vparams, optimizer.init(vparams), zero, zero)
 
 
@@ -307,28 +307,30 @@ def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) ->
 
 
 @filter_jit  # compiled once per (guide, joint, log_density, shapes): a second init reuses it
-def _probe(z, batch, guide, joint, log_density):
-    """``gradient_probe`` at each of the draws ``z`` (leading axis)."""
-    return jax.vmap(gradient_probe(joint, log_density, lambda zs: guide.constrain(zs)[0], batch))(z)
+def _probe(key, vparams, batch, guide, joint, log_density, at_mean: bool):
+    """(the joint at q's centre where ``at_mean``, else None; ``gradient_probe`` at
+    ``NUM_START_DRAWS`` draws of q, ``_draws`` at ``key``), in one program (op by op, each
+    operation of the guide's sampler and map is a compilation of its own)."""
+    z = _draws(guide, vparams, key, NUM_START_DRAWS)
+    value = joint(guide.mean(vparams), batch) if at_mean else None
+    return value, jax.vmap(gradient_probe(joint, log_density, lambda zs: guide.constrain(zs)[0], batch))(z)
 
 
 def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> None:
-    z = _draws(guide, vparams, key, NUM_START_DRAWS)
-    probe = lambda z: _probe(z, batch, guide, joint, log_density)  # noqa: E731
     if batch is None:  # a log-density that takes no data (one that needs a batch is not checked)
         if log_density is None:
             return
         try:
-            _, joint_moves, lik_moves = probe(z)
+            _, (_, joint_moves, lik_moves) = _probe(key, vparams, batch, guide, joint, log_density, False)
         except Exception:  # noqa: BLE001 - log_density does not accept batch=None
             return
     else:
-        at_mean = float(jax.jit(joint)(guide.mean(vparams), batch))
+        at_mean, (vals, joint_moves, lik_moves) = _probe(key, vparams, batch, guide, joint, log_density, True)
+        at_mean = float(at_mean)
         if not np.isfinite(at_mean):
             raise ArgumentError(
                 "log_density", f"log_density is not finite ({at_mean}) at the initial parameters (q's centre)"
             )
-        vals, joint_moves, lik_moves = probe(z)
         vals = np.asarray(vals)
         if not np.all(np.isfinite(vals)):
             raise ArgumentError(
@@ -497,7 +499,8 @@ def as_top_level_api(
     elif isinstance(family, str):  # Gaussian on the unconstrained space, through the model's own map
         guide = make_guide(family, target.init_params, init_scale=init_scale, rank=rank, transform=target.transform)
     else:
-        guide = make_guide(family, target.constrain(target.init_params), init_scale=init_scale, rank=rank)
+        shapes = jax.eval_shape(target.constrain, target.init_params)  # shapes only: nothing to compile
+        guide = make_guide(family, shapes, init_scale=init_scale, rank=rank)
     if prior is not None:
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)

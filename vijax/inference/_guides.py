@@ -26,6 +26,7 @@ Every guide offers ``init() -> vparams`` and, for variational parameters ``vpara
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Optional
 
@@ -45,6 +46,27 @@ _LOG_2PI_E = math.log(2.0 * math.pi) + 1.0
 
 def _softplus_inv(x):
     return x + jnp.log(-jnp.expm1(-x))
+
+
+def _softplus_inv_host(x: float, dtype) -> np.ndarray:
+    """``_softplus_inv`` of a number in ``dtype``, by numpy (no program to compile)."""
+    x = np.asarray(x, dtype)
+    return x + np.log(-np.expm1(-x))
+
+
+def _ravel_host(tree: PyTree) -> tuple[Array, Callable]:
+    """``jax.flatten_util.ravel_pytree`` of a pytree of concrete arrays, the flat vector made by
+    numpy and the unravel function taken from an abstract trace: nothing to compile (op by op,
+    each leaf's reshape and the concatenation are a compilation each)."""
+    box = {}
+
+    def flat(t):
+        vec, box["unravel"] = ravel_pytree(t)
+        return vec
+
+    out = jax.eval_shape(flat, tree)
+    leaves = [np.ravel(np.asarray(x)).astype(out.dtype) for x in jax.tree_util.tree_leaves(tree)]
+    return jax.device_put(np.concatenate(leaves) if leaves else np.zeros((0,), out.dtype)), box["unravel"]
 
 
 def _path(path) -> str:
@@ -136,7 +158,7 @@ class GaussianGuide:
         self._bij_leaves = jax.tree_util.tree_leaves(bijectors, is_leaf=lambda b: b is None or _is_bijector(b))
         unconstrained = []
         for (path, leaf), b in zip(jax.tree_util.tree_leaves_with_path(template), self._bij_leaves):
-            u = jnp.asarray(leaf) if b is None else b.inverse(jnp.asarray(leaf))
+            u = np.asarray(leaf) if b is None else b.inverse(jnp.asarray(leaf))
             if not np.all(np.isfinite(np.asarray(u))):
                 raise ValueError(
                     f"init_params: {_path(path)} lies outside the support of its bijector "
@@ -144,7 +166,7 @@ class GaussianGuide:
                 )
             unconstrained.append(u)
         tree = jax.tree_util.tree_structure(template)
-        self.loc0, self._unravel = ravel_pytree(jax.tree_util.tree_unflatten(tree, unconstrained))
+        self.loc0, self._unravel = _ravel_host(jax.tree_util.tree_unflatten(tree, unconstrained))
         self.dim = int(self.loc0.shape[0])
         self.identity = transform is None and all(b is None for b in self._bij_leaves)
 
@@ -152,12 +174,13 @@ class GaussianGuide:
     def init(self) -> dict:
         """vparams at q's start: centre at the template, standard deviation ``init_scale``."""
         d, dt = self.dim, self.loc0.dtype
-        rho = jnp.full((d,), _softplus_inv(jnp.asarray(self.init_scale, dt)), dt)
+        # made by numpy and put on the device: nothing to compile (the inverse softplus to float rounding)
+        rho = jax.device_put(np.full((d,), _softplus_inv_host(self.init_scale, dt), dt))
         if self.kind == "meanfield":
             return {"loc": self.loc0, "scale": rho}
         if self.kind == "fullrank":
-            return {"loc": self.loc0, "scale": rho, "chol": jnp.zeros((d, d), dt)}
-        return {"loc": self.loc0, "factor": jnp.zeros((d, self.rank), dt), "scale": rho}
+            return {"loc": self.loc0, "scale": rho, "chol": jax.device_put(np.zeros((d, d), dt))}
+        return {"loc": self.loc0, "factor": jax.device_put(np.zeros((d, self.rank), dt)), "scale": rho}
 
     def _scale_tril(self, vparams) -> Array:
         """L = diag(s) (I + U), U the strict lower triangle of ``chol``: each row's off-diagonal
@@ -445,7 +468,14 @@ def auto_family(target: Target, *, init_scale: float = 0.1) -> dict:
             f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {target!r}",
             value=target,
         )
-    s = check_scalar("init_scale", init_scale, low=0.0)
+    return auto_family_checked(target, check_scalar("init_scale", init_scale, low=0.0))[0]
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def auto_family_checked(target: Target, s: float) -> tuple[dict, list]:
+    """(``auto_family(target, init_scale=s)``, whether each family, in the order of its leaves,
+    has natural parameters inside its domain), as one compiled program (the target's start and the
+    families' parameters; one per target and scale), not one per operation."""
     start = target.constrain(target.init_params)
     conc = 1.0 / (s * s)
     families = {}
@@ -467,7 +497,8 @@ def auto_family(target: Target, *, init_scale: float = 0.1) -> dict:
                 "fit it with a Gaussian family of bbvi (family='meanfield', 'fullrank' or 'lowrank'), "
                 "which goes through the model's own bijector"
             )
-    return families
+    valid = [jnp.all(f.is_valid()) for f in jax.tree_util.tree_leaves(families, is_leaf=expfam.is_family)]
+    return families, valid
 
 
 __all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "auto_family", "check_shapes", "check_structures", "make_guide"]

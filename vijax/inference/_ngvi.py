@@ -62,7 +62,7 @@ from vijax.inference._bbvi import (
     gradient_probe,
     log_joint,
 )
-from vijax.inference._guides import auto_family, check_shapes, check_structures
+from vijax.inference._guides import auto_family, auto_family_checked, check_shapes, check_structures
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -165,7 +165,7 @@ def init(
         _check_at_mean(float(_probe(family, None, batch, joint, None, has_prior, True)[0]))
     elif log_density is not None and joint is not None:
         _check_start(key, batch, family, joint, log_density, has_prior, at_mean)
-    zero = jnp.asarray(np.int32(0))  # no program to compile for a constant
+    zero = jax.device_put(np.int32(0))  # no program to compile for a constant (jnp.asarray compiles one)
     return NGVIState(family, zero, zero)
 
 
@@ -206,8 +206,8 @@ def _family_mean(f):
     return f.to_tfp().mean()
 
 
-# ``auto_family`` as one program (the target's start and the families' parameters), not one per operation
-auto_family_jit = jax.jit(auto_family, static_argnums=0, static_argnames=("init_scale",))
+# ``auto_family``, itself one program (the target's start and the families' parameters)
+auto_family_jit = auto_family
 
 # compiled once per (joint, log_density, shapes): a second init reuses it
 _probe = filter_jit(_start_values)
@@ -371,11 +371,12 @@ def as_top_level_api(
         [1.0, 1.0]
     """
     target = log_density if isinstance(log_density, Target) else None
+    valid = None  # whether each family is inside its domain, where the family's program says
     if target is not None:
         check_target_arguments(num_data=num_data, prior=prior, log_prior=log_prior)
         log_density = target.log_prob
         if family is None:
-            family = auto_family_jit(target)
+            family, valid = auto_family_checked(target, 0.1)  # one program, its domain check included
     if not callable(log_density):
         raise ArgumentError(
             "log_density",
@@ -387,12 +388,14 @@ def as_top_level_api(
             "family", "family: the initial q (a pytree of vijax.expfam families) is needed with a log-density"
         )
     expfam.check_invertible(family)
-    if target is not None:  # q's draws must be the target's constrained sites
-        draw = jax.eval_shape(lambda k: expfam.reparam_sample(family, k), jax.random.PRNGKey(0))
-        check_shapes("family", draw, target.constrain(target.init_params), "the target's sites")
+    if target is not None:  # q's draws must be the target's constrained sites (shapes only: nothing to compile)
+        draw = jax.eval_shape(lambda: expfam.reparam_sample(family, jax.random.PRNGKey(0)))
+        check_shapes("family", draw, jax.eval_shape(target.constrain, target.init_params), "the target's sites")
     fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
-    for f in fams:
-        if not bool(np.all(np.asarray(jax.tree_util.tree_map(np.asarray, f).is_valid()))):  # numpy: no program
+    if valid is None:  # numpy: no program (a family whose check calls jnp on it compiles that call)
+        valid = [np.all(np.asarray(jax.tree_util.tree_map(np.asarray, f).is_valid())) for f in fams]
+    for f, ok in zip(fams, valid):
+        if not bool(ok):
             raise ArgumentError(
                 "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
             )
