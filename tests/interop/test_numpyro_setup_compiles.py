@@ -93,15 +93,16 @@ _CASES = {
 }
 
 
-# the Gamma samplers' and funsor's cases take 5-8 s each to compile and run both ways: outside CI
+# funsor's case takes about 4 s to compile and run both ways: outside CI
 @pytest.mark.parametrize(
-    "case",
-    ["bounded", "eight_schools", *(pytest.param(c, marks=pytest.mark.slow) for c in ("hierarchical", "mixture"))],
+    "case", ["bounded", "eight_schools", "hierarchical", pytest.param("mixture", marks=pytest.mark.slow)]
 )
 def test_program_start_is_the_op_by_op_start(case, monkeypatch):
     """The target from the compiled start equals the one from NumPyro's op-by-op run of the same
-    trace (the fallback, forced): the same sites, supports and constraints, the start to 1e-6
-    relative (the programs fuse NumPyro's samplers differently: a few ulp), the log-densities there."""
+    trace (the fallback, forced): the same sites, supports and constraints, the same start bit for
+    bit (each site's draws kept apart from the rest of the program by optimization barriers, as in
+    their own programs; fused with it, a Gamma site's start differed by a few ulp), the same
+    log-density there."""
     model, args, kwargs = _CASES[case]
     target = vijax.from_numpyro(model, *args, **kwargs)
 
@@ -115,9 +116,9 @@ def test_program_start_is_the_op_by_op_start(case, monkeypatch):
     ]
     assert target.plates == eager.plates and target.enumerated == eager.enumerated
     for name in target.sites:
-        np.testing.assert_allclose(target.init_params[name], eager.init_params[name], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(
-        target.log_density(target.init_params, None), eager.log_density(target.init_params, None), rtol=1e-6
+        np.testing.assert_array_equal(target.init_params[name], eager.init_params[name])
+    np.testing.assert_array_equal(
+        target.log_density(target.init_params, None), eager.log_density(eager.init_params, None)
     )
     if case == "bounded":
         assert target.sites["p"].support == "unit_interval"
