@@ -420,7 +420,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       A :class:`~vijax.interop.Target`. Its ``init_params`` come from NumPyro's ``init_to_median``
       (the median of 15 prior draws, seed 0) applied as NumPyro's ``initialize_model`` applies an
       init strategy, without its compiled search for a finite potential: ``bbvi``'s and
-      ``ngvi``'s ``init`` check the log-density at the start.
+      ``ngvi``'s ``init`` check the log-density at the start. That trace runs as one compiled
+      program (the model's arrays its arguments), kept for a later target of the same model and
+      data shapes; op by op, as NumPyro runs it, where the model needs concrete values.
 
     Raises:
       ValueError: naming the site: a discrete latent site of infinite support, or of finite
