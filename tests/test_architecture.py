@@ -237,7 +237,7 @@ def test_packages_load_only_the_modules_a_program_uses():
         for name in package.__all__:
             assert getattr(package, name) is not None, (layer, name)
     with pytest.raises(AttributeError, match="'vijax.models' has no attribute 'Nope'"):
-        vijax.models.Nope
+        _ = vijax.models.Nope
 
 
 def test_lazy_names_rejects_a_name_listed_twice():
