@@ -74,6 +74,8 @@ def test_schedules_are_checked_without_compiling_operation_by_operation(caplog):
         as_schedule(lambda count: 0.3 * (count + 3.0) ** -0.55)
         compiled_other = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
     assert compiled_rm == [] and len(compiled_other) == 1, (compiled_rm, compiled_other)
-    with pytest.raises(ArgumentError, match="schedule must give a finite step size in \\(0, 1\\], got array\\(2.\\) at count 0"):
+    with pytest.raises(
+        ArgumentError, match="schedule must give a finite step size in \\(0, 1\\], got array\\(2.\\) at count 0"
+    ):
         as_schedule(lambda count: 2.0 + 0.0 * count)
     assert float(as_schedule(0.25)(jnp.int32(9))) == 0.25
