@@ -20,68 +20,42 @@ where). The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
 """
 
-from ._bounds import SEED as SEED_BOUND
-from ._bounds import Need as MemoryNeed
-from ._bounds import check_memory, float_bytes
-from ._cache import compile_cache_dir, enable_compile_cache
-from ._cli import DEFAULT_EXPERIMENT, build_experiment, default_config, import_builtin_experiments, main, run_experiment
-from ._shipped import resolve_config, shipped_config_dir, shipped_configs
-from ._config import ConfigError, load_config, parse_yaml
-from ._experiment import (
-    EXPERIMENTS,
-    Baseline,
-    Experiment,
-    ExperimentSpec,
-    check_methods,
-    check_split,
-    configured_algorithm,
-    data_file,
-    eval_steps,
-    register_experiment,
-)
-from ._checkpoint import CheckpointError, ConfigChangedError, CorruptCheckpointError
-from ._health import RunHealth, run_health
-from ._lower import lower_run
-from ._runner import RunConfig, RunResult, run
-from ._xla_flags import fast_cpu_compile
+from vijax._lazy import exported, lazy_names
 
-__all__ = [
-    "DEFAULT_EXPERIMENT",
-    "EXPERIMENTS",
-    "Baseline",
-    "CheckpointError",
-    "ConfigChangedError",
-    "ConfigError",
-    "CorruptCheckpointError",
-    "Experiment",
-    "ExperimentSpec",
-    "MemoryNeed",
-    "SEED_BOUND",
-    "RunConfig",
-    "RunHealth",
-    "RunResult",
-    "build_experiment",
-    "check_memory",
-    "check_methods",
-    "check_split",
-    "compile_cache_dir",
-    "configured_algorithm",
-    "data_file",
-    "default_config",
-    "enable_compile_cache",
-    "fast_cpu_compile",
-    "float_bytes",
-    "eval_steps",
-    "import_builtin_experiments",
-    "load_config",
-    "lower_run",
-    "main",
-    "resolve_config",
-    "shipped_config_dir",
-    "shipped_configs",
-    "parse_yaml",
-    "register_experiment",
-    "run",
-    "run_experiment",
-    "run_health",
-]
+# name -> the module it is read from at its first use (vijax._lazy): `enable_compile_cache` or
+# `fast_cpu_compile` load neither the runner nor the experiments
+_MODULES = {
+    "vijax.run._bounds": ("SEED_BOUND=SEED", "MemoryNeed=Need", "check_memory", "float_bytes"),
+    "vijax.run._cache": ("compile_cache_dir", "enable_compile_cache"),
+    "vijax.run._cli": (
+        "DEFAULT_EXPERIMENT",
+        "build_experiment",
+        "default_config",
+        "import_builtin_experiments",
+        "main",
+        "run_experiment",
+    ),
+    "vijax.run._shipped": ("resolve_config", "shipped_config_dir", "shipped_configs"),
+    "vijax.run._config": ("ConfigError", "load_config", "parse_yaml"),
+    "vijax.run._experiment": (
+        "EXPERIMENTS",
+        "Baseline",
+        "Experiment",
+        "ExperimentSpec",
+        "check_methods",
+        "check_split",
+        "configured_algorithm",
+        "data_file",
+        "eval_steps",
+        "register_experiment",
+    ),
+    "vijax.run._checkpoint": ("CheckpointError", "ConfigChangedError", "CorruptCheckpointError"),
+    "vijax.run._health": ("RunHealth", "run_health"),
+    "vijax.run._lower": ("lower_run",),
+    "vijax.run._runner": ("RunConfig", "RunResult", "run"),
+    "vijax.run._xla_flags": ("fast_cpu_compile",),
+}
+
+__all__ = exported(_MODULES)
+
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)
