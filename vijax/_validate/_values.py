@@ -331,23 +331,13 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
         bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
         if barrier:  # a check of a constant (data closed over by a jit) is not folded by XLA's argmax
             bads = list(jax.lax.optimization_barrier(bads))
-        return _locate(bads, vals, jnp)
+        firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
+        values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
+        return [jnp.any(b) for b in bads], firsts, values
 
     maybe = [jnp.any(c.bad) for c, o in zip(checks, own) if o]
     any_bad = jnp.any(jnp.stack(maybe)) if maybe else jnp.zeros((), bool)
-    traced = is_tracer(any_bad) or any(is_tracer(c.bad) for c in checks)
-    report = [(c.name, c.requirement) for c in checks], [tuple(c.values.shape) for c in checks]
-    if traced and not _COLLECTORS and not _FUNCTIONAL[0]:
-        # a plain jit: on a failure the branch hands the checks' arrays, built there, to a host
-        # callback that locates the failure with numpy and raises; no locating kernels compiled
-        def on_failure(count):
-            rebuilt = list(build())
-            arrays = [jnp.asarray(c.bad) for c in rebuilt], [jnp.asarray(c.values) for c in rebuilt]
-            jax.debug.callback(lambda b, v, n: _report(*report, *_locate(b, v, np), n), *arrays, count)
-
-        jax.lax.cond(any_bad, on_failure, lambda count: None, count)
-        return
-    if traced:
+    if is_tracer(any_bad) or any(is_tracer(c.bad) for c in checks):
         # traced: located only when a check fails (a pass over the batch saved at every good step),
         # from checks built again in the branch (their arrays computed there, not passed in)
         dtypes = [jnp.asarray(c.values).dtype for c in checks]
@@ -359,15 +349,9 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
         flags, firsts, values = jax.lax.cond(any_bad, lambda: located(list(build()), True), lambda: nothing)
     else:
         flags, firsts, values = located(checks)
-    _dispatch(*report, flags, firsts, values, count)
-
-
-def _locate(bads: list, values: list, xp) -> tuple[list, list, list]:
-    """Per check, with ``xp`` = ``jax.numpy`` (in a program) or ``numpy`` (on the host): whether
-    it failed, the flat position of its first failure and the value there."""
-    firsts = [xp.argmax(xp.ravel(b)).astype(xp.int32) if b.size else xp.zeros((), xp.int32) for b in bads]
-    found = [xp.ravel(v)[f] if v.size else xp.zeros((), v.dtype) for v, f in zip(values, firsts)]
-    return [xp.any(b) for b in bads], firsts, found
+    _dispatch(
+        [(c.name, c.requirement) for c in checks], [tuple(c.values.shape) for c in checks], flags, firsts, values, count
+    )
 
 
 def _dispatch(names, shapes, flags, firsts, values, count) -> None:
