@@ -429,7 +429,10 @@ def make_guide(
     return guide
 
 
-def auto_family(target: Target, *, init_scale: float = 0.1) -> dict:
+DEFAULT_INIT_SCALE = 0.1  # auto_family's spread: a Gaussian's standard deviation on the unconstrained space
+
+
+def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> dict:
     """Exponential families matched to the supports of a target's sites, for ``ngvi`` (its default
     with a target) or ``bbvi``: Normal for the real line, Gamma for the positive reals, Beta for the
     unit interval, Dirichlet for the simplex, each with the site's shape and centred at the target's

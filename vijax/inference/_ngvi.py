@@ -62,7 +62,7 @@ from vijax.inference._bbvi import (
     gradient_probe,
     log_joint,
 )
-from vijax.inference._guides import auto_family, auto_family_checked, check_shapes, check_structures
+from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked, check_shapes, check_structures
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -205,9 +205,6 @@ def _family_mean(f):
         return f.concentration / jnp.sum(f.concentration, axis=-1, keepdims=True)
     return f.to_tfp().mean()
 
-
-# ``auto_family``, itself one program (the target's start and the families' parameters)
-auto_family_jit = auto_family
 
 # compiled once per (joint, log_density, shapes): a second init reuses it
 _probe = filter_jit(_start_values)
@@ -376,7 +373,7 @@ def as_top_level_api(
         check_target_arguments(num_data=num_data, prior=prior, log_prior=log_prior)
         log_density = target.log_prob
         if family is None:
-            family, valid = auto_family_checked(target, 0.1)  # one program, its domain check included
+            family, valid = auto_family_checked(target, DEFAULT_INIT_SCALE)  # one program, its domain check included
     if not callable(log_density):
         raise ArgumentError(
             "log_density",

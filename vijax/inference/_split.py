@@ -39,6 +39,7 @@ from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
 from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
 from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
+from vijax.inference._guides import auto_family
 from vijax.inference._ngvi import ngvi
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.inference.schedules import as_schedule, constant
@@ -373,7 +374,7 @@ def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_sche
     ``auto_family``'s."""
     given = _given_families(target, others, given)
     try:
-        families = _ngvi.auto_family_jit(target, init_scale=init_scale)  # one program
+        families = auto_family(target, init_scale=init_scale)  # one program
     except ArgumentError:
         raise
     except ValueError as e:  # a site whose support no exponential family matches (none can be given for it)
