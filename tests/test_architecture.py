@@ -251,3 +251,52 @@ def test_lazy_names_rejects_a_name_listed_twice():
         lazy_names("pkg", {"pkg.a": ("LDA",), "pkg.b": ("LDA",)}, ())
     getattr_, _ = lazy_names("vijax", {"vijax.models": ("LDA",)}, ())
     assert getattr_("LDA").__name__ == "LDA"
+
+
+def _runtime_protocols() -> set[str]:
+    """The names of the runtime-checkable protocols the package defines."""
+    import importlib
+
+    names = set()
+    for module in ("vijax.expfam._base", "vijax.models._base", "vijax.models._nonconjugate"):
+        for name, obj in vars(importlib.import_module(module)).items():
+            if isinstance(obj, type) and getattr(obj, "_is_runtime_protocol", False):
+                names.add(name)
+    return names
+
+
+def test_protocols_are_tested_with_implements_not_isinstance():
+    """From Python 3.12 ``isinstance(x, P)`` on a runtime-checkable protocol looks members up
+    statically and misses those a wrapper hands on through ``__getattr__``: a ``data_parallel``
+    model then fails ``check_protocol`` and, silently, the optional protocols (a padded batch's
+    rows, a model's batch checks). The package tests protocols with ``vijax._validate.implements``
+    only."""
+    protocols = _runtime_protocols()
+    assert {"ConditionallyConjugateModel", "PaddedBatchModel", "BatchChecked", "HasMode"} <= protocols
+    found = []
+    for path in sorted((ROOT / "vijax").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("isinstance", "issubclass")):
+                continue
+            if len(node.args) < 2:
+                continue
+            kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            named = {getattr(k, "id", None) or getattr(k, "attr", None) for k in kinds}
+            if named & protocols:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, found
+
+
+def test_implements_sees_the_members_a_wrapper_hands_on():
+    from vijax._validate import implements
+    from vijax.inference import data_parallel
+    from vijax.models import LDA, ConditionallyConjugateModel, PaddedBatchModel
+    from vijax.models._base import BatchChecked, HyperparameterModel
+
+    class Static:  # what Python 3.12's isinstance sees of a wrapper: no member handed on
+        pass
+
+    wrapped = data_parallel(LDA(3, 40))
+    for protocol in (ConditionallyConjugateModel, PaddedBatchModel, BatchChecked, HyperparameterModel):
+        assert implements(LDA(3, 40), protocol) and implements(wrapped, protocol), protocol
+        assert not implements(Static(), protocol)

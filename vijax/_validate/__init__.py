@@ -34,7 +34,9 @@ from ._args import (
     check_positive_scalar,
     check_scalar,
     float_dtype,
+    implements,
     is_tracer,
+    protocol_members,
     real_array,
 )
 from ._values import (
@@ -97,6 +99,8 @@ __all__ = [
     "check_positive_scalar",
     "check_scalar",
     "float_dtype",
+    "implements",
     "is_tracer",
+    "protocol_members",
     "real_array",
 ]

@@ -3,10 +3,11 @@ starts with the argument's name (see the package docstring)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,28 @@ ArgumentError.__module__ = "vijax._validate"  # its public home (tracebacks and 
 def is_tracer(x: Any) -> bool:
     """Whether ``x`` is a JAX tracer (an abstract value inside ``jit``/``vmap``/``grad``)."""
     return isinstance(x, jax.core.Tracer)
+
+
+@functools.cache
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The methods and attributes a ``typing.Protocol`` declares (its own and its bases')."""
+    names = []
+    for cls in protocol.__mro__:
+        if cls in (Protocol, object) or not getattr(cls, "_is_protocol", False):
+            continue
+        for name in list(getattr(cls, "__annotations__", {})) + list(vars(cls)):
+            if not name.startswith("_") and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def implements(obj: Any, protocol: type) -> bool:
+    """Whether ``obj`` offers every member ``protocol`` (a ``typing.Protocol``) declares, each looked
+    up as an attribute (``hasattr``), so that a wrapper which hands attributes on through
+    ``__getattr__`` (``vijax.inference.DataParallel``) offers its model's. The one structural-type
+    test of the package: from Python 3.12 ``isinstance`` on a runtime-checkable protocol looks
+    members up statically (``inspect.getattr_static``) and misses the ones such a wrapper hands on."""
+    return all(hasattr(obj, m) for m in protocol_members(protocol))
 
 
 # the largest count a lax loop (an int32 counter) can reach: the bound of every iteration-count setting

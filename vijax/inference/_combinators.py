@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import ArgumentError, check_allocation, check_int, real_array, vmap_with_checks
+from vijax._validate import ArgumentError, check_allocation, check_int, implements, real_array, vmap_with_checks
 from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters
 from vijax.inference.base import VIAlgorithm, bind_settings
 from vijax.types import Array, PyTree
@@ -150,7 +150,7 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     from vijax.models import HyperparameterModel
 
     check_algorithm("alg", alg)
-    if not isinstance(model, HyperparameterModel):
+    if not implements(model, HyperparameterModel):
         raise ArgumentError(
             "model", f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}"
         )

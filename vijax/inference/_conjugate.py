@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_bool, check_int
+from vijax._validate import ArgumentError, check_bool, check_int, implements
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
@@ -130,7 +130,7 @@ def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) 
             "state",
             f"state must be a state of svi, ssvi, ssvi_a or map (with a hyper field), got {type(state).__name__}",
         )
-    if not isinstance(model, HyperparameterModel):
+    if not implements(model, HyperparameterModel):
         raise ArgumentError(
             "model", f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}"
         )

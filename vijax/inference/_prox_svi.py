@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_choice, check_int, check_key
+from vijax._validate import ArgumentError, check_choice, check_int, check_key, implements
 from vijax.inference._conjugate import float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
 from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
@@ -96,7 +96,7 @@ def step(
     if divergence == "kl":
         prox = (
             model.prox_update
-            if isinstance(model, StructuredProxModel)
+            if implements(model, StructuredProxModel)
             else (lambda *args: kl_prox_update(model, *args))
         )
         upd = prox(q, batch, key, beta, num_samples, num_data)
@@ -159,8 +159,8 @@ def as_top_level_api(
     check_choice("divergence", divergence, DIVERGENCES)
     schedule = as_schedule(schedule, upper=None)
     check_protocol(model, ProxModel, "prox_svi")
-    if not isinstance(model, GradientProxModel) and (
-        divergence == "euclidean" or not isinstance(model, StructuredProxModel)
+    if not implements(model, GradientProxModel) and (
+        divergence == "euclidean" or not implements(model, StructuredProxModel)
     ):
         raise ArgumentError(
             "divergence",

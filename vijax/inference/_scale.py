@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from vijax._validate import ArgumentError, ValueCheck, batch_size, enforce_value_checks, is_tracer
+from vijax._validate import ArgumentError, ValueCheck, batch_size, enforce_value_checks, implements, is_tracer
 from vijax.types import Array, PyTree
 from vijax.models import PaddedBatchModel
 
@@ -21,7 +21,7 @@ from vijax.models import PaddedBatchModel
 def present_rows(model, batch: PyTree):
     """``model.present_rows(batch)`` ((S,) bool: the rows that hold a data point) where the model
     defines it, else None (every row does)."""
-    return jnp.asarray(model.present_rows(batch)) if isinstance(model, PaddedBatchModel) else None
+    return jnp.asarray(model.present_rows(batch)) if implements(model, PaddedBatchModel) else None
 
 
 def num_present(model, batch: PyTree):

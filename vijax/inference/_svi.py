@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_key, check_scalar
+from vijax._validate import ArgumentError, check_key, check_scalar, implements
 from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
 from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
@@ -203,7 +203,7 @@ def as_top_level_api(
     schedule = check_factory_args(model, "svi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     if hyper_step is not None:
         hyper_step = check_scalar("hyper_step", hyper_step, low=0.0, high=None)
-        if not isinstance(model, HyperparameterModel):
+        if not implements(model, HyperparameterModel):
             raise ArgumentError(
                 "hyper_step",
                 f"hyper_step needs a model with hyperparameters (a HyperparameterModel); "

@@ -29,7 +29,9 @@ from vijax._validate import (
     check_key,
     collecting_checks,
     functional_value_checks,
+    implements,
     is_tracer,
+    protocol_members,
     raise_check_error,
     raise_collected,
     value_checks,
@@ -56,22 +58,10 @@ class VIAlgorithm(NamedTuple):
     step: StepFn
 
 
-def protocol_members(protocol: type) -> list[str]:
-    """The methods and attributes a ``typing.Protocol`` declares (its own and its bases')."""
-    names = []
-    for cls in protocol.__mro__:
-        if cls in (Protocol, object) or not getattr(cls, "_is_protocol", False):
-            continue
-        for name in list(getattr(cls, "__annotations__", {})) + list(vars(cls)):
-            if not name.startswith("_") and name not in names:
-                names.append(name)
-    return names
-
-
 def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
     """Raises ValueError, before anything compiles, unless ``model`` satisfies ``protocol`` (a
     runtime-checkable ``typing.Protocol``), naming the members it lacks."""
-    if not isinstance(model, protocol):
+    if not implements(model, protocol):
         missing = [m for m in protocol_members(protocol) if not hasattr(model, m)]
         raise ArgumentError(
             "model",

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError, enforce_value_checks
+from vijax._validate import ArgumentError, enforce_value_checks, implements
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -98,7 +98,7 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
         if isinstance(leaf, (str, bytes)) or kind in ("U", "S", "O"):  # (ml_dtypes such as bfloat16 are "V")
             what = type(leaf).__name__ if kind is None else f"an array of dtype {leaf.dtype}"
             raise ArgumentError("batch", f"batch must be a pytree of numeric arrays, got {what}")
-    if not isinstance(model, BatchChecked):
+    if not implements(model, BatchChecked):
         return
     try:
         jax.eval_shape(lambda b: (model.check_data(b), jnp.zeros(()))[1], batch)
