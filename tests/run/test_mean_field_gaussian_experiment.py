@@ -7,6 +7,7 @@ import math
 import pathlib
 
 import numpy as np
+import pytest
 
 from vijax.run import import_builtin_experiments, main
 
@@ -33,3 +34,22 @@ def test_mean_field_is_under_dispersed_as_the_closed_form_says(tmp_path):
     np.testing.assert_allclose(moments["bbvi-fullrank"]["sd"], [1.0, 1.0], rtol=0.05)
     assert abs(s["correlation_of_q"]["bbvi-fullrank"] - 0.8) < 0.03
     assert (out / "mean_field_gaussian.png").is_file() and (out / "results.md").is_file()
+
+
+@pytest.mark.slow
+def test_the_configs_size_gives_the_documented_figure(tmp_path):
+    """The config as shipped (rho = 0.9, 3,000 steps, 20,000 draws for q's moments): the figures of
+    docs/papers.md's Blei et al. Fig. 1 row. sd of q's Monte Carlo sd about 0.5%: 3% on the sds."""
+    import_builtin_experiments()
+    out = tmp_path / "out"
+    assert main(["run", str(CONFIG), "--out", str(out), "--no-progress", "--no-compile-cache"]) == 0
+    s = json.loads((out / "metrics.json").read_text())["summary"]
+    ratio = math.sqrt(1 - 0.9**2)  # 0.436
+    moments = s["moments"]
+    for label in ("bbvi-meanfield", "ngvi-meanfield"):
+        np.testing.assert_allclose(moments[label]["sd"], [ratio, ratio], rtol=0.03, err_msg=label)
+        assert abs(s["correlation_of_q"][label]) < 0.03
+    np.testing.assert_allclose(moments["bbvi-fullrank"]["sd"], [1.0, 1.0], rtol=0.03)
+    assert abs(s["correlation_of_q"]["bbvi-fullrank"] - 0.9) < 0.02
+    khat = {row["method"]: row["k-hat"] for row in s["table"]}
+    assert khat["bbvi-meanfield"] > 0.7 and khat["ngvi-meanfield"] > 0.7 and khat["bbvi-fullrank"] < 0.7
