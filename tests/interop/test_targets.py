@@ -219,6 +219,41 @@ def test_auto_family_names_a_support_it_cannot_match_and_bbvi_still_fits_it():
     assert bool(jnp.all(jnp.diff(draws["cuts"], axis=-1) > 0))
 
 
+def test_a_joint_distribution_sequential_is_the_same_target_as_its_named_twin():
+    """A JointDistributionSequential's parts are named as TFP resolves them (the callables'
+    argument names, ``x`` for the part no callable takes): its target has the named twin's sites,
+    log-density, predictive draws, pointwise log-likelihood and conjugate sites; an unknown part
+    name is refused with the resolved names."""
+    tfd = tfp_jax().distributions
+    y = jnp.linspace(-1.0, 2.0, 6)
+    seq = tfd.JointDistributionSequential(
+        [tfd.Normal(0.0, 1.0), tfd.Gamma(2.0, 2.0), lambda s, mu: tfd.Sample(tfd.Normal(mu, s), 6)]
+    )
+    named = tfd.JointDistributionNamed(
+        dict(mu=tfd.Normal(0.0, 1.0), s=tfd.Gamma(2.0, 2.0), x=lambda s, mu: tfd.Sample(tfd.Normal(mu, s), 6))
+    )
+    ts, tn = (vijax.from_tfp(j, observed={"x": y}) for j in (seq, named))
+    assert {n: s.support for n, s in ts.sites.items()} == {"mu": "real", "s": "positive"}
+    assert {n: s.support for n, s in tn.sites.items()} == {"mu": "real", "s": "positive"}
+    u = {"mu": jnp.array(0.3), "s": jnp.array(-0.2)}
+    np.testing.assert_allclose(ts.log_density(u), tn.log_density(u), rtol=1e-6)
+    assert jax.tree.all(jax.tree.map(lambda a, b: np.allclose(a, b, rtol=1e-6), ts.constrain(u), tn.constrain(u)))
+    back = ts.unconstrain(ts.constrain(u))
+    np.testing.assert_allclose([back["mu"], back["s"]], [0.3, -0.2], rtol=1e-5)
+    draws = {"mu": jnp.array([0.1, 0.2]), "s": jnp.array([1.0, 1.5])}
+    key = jax.random.PRNGKey(0)
+    np.testing.assert_array_equal(vijax.predictive(ts, draws, key)["x"], vijax.predictive(tn, draws, key)["x"])
+    np.testing.assert_allclose(
+        vijax.interop.log_likelihood(ts, draws)["x"], vijax.interop.log_likelihood(tn, draws)["x"], rtol=1e-6
+    )
+    found = {n: r.conjugate for n, r in vijax.conjugate_sites(ts, key).items()}
+    assert found == {n: r.conjugate for n, r in vijax.conjugate_sites(tn, key).items()} == {"mu": True, "s": False}
+    with pytest.raises(
+        ValueError, match=r"observed\['y'\]: the joint has no part 'y'; its parts are \['mu', 's', 'x'\]"
+    ):
+        vijax.from_tfp(seq, observed={"y": y})
+
+
 def test_tfp_discrete_latent_and_unknown_observed_are_named():
     tfd = tfp_jax().distributions
     joint = tfd.JointDistributionNamed(dict(n=tfd.Poisson(3.0), y=lambda n: tfd.Normal(n, 1.0)))

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from vijax._validate import ArgumentError, check_key
 from vijax.interop._target import Target
+from vijax.interop._tfp import as_parts, part_names
 from vijax.types import Array, PRNGKey
 
 
@@ -202,13 +203,13 @@ def predictive(
     flat, lead = _flatten(target, draws)
     if target.library == "tfp":
         joint, observed = target.bind(batch)
-        names = tuple(joint.dtype._asdict() if hasattr(joint.dtype, "_asdict") else joint.dtype)
+        names = part_names(joint)
         wanted = _wanted(sites, names, tuple(observed))
 
         def one(k, params):
             with jax.numpy_rank_promotion("allow"):
                 out = joint.sample(seed=k, **params)
-            out = dict(out._asdict()) if hasattr(out, "_asdict") else dict(out)
+            out = as_parts(out, names)
             return {n: out[n] for n in wanted}
 
         n = next(iter(flat.values())).shape[0]
@@ -304,11 +305,12 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
     observed_data(target, batch)  # the error naming target when there is no observed site
     if target.library == "tfp":
         joint, observed = target.bind(batch)
+        names = part_names(joint)
 
         def one(params):
             with jax.numpy_rank_promotion("allow"):
-                dists, _ = joint.sample_distributions(seed=jax.random.PRNGKey(0), value={**params, **observed})
-                dists = dict(dists._asdict()) if hasattr(dists, "_asdict") else dict(dists)
+                dists, _ = joint.sample_distributions(seed=jax.random.PRNGKey(0), **params, **observed)
+                dists = as_parts(dists, names)
                 return {n: _pointwise_tfp(dists[n], jnp.asarray(v)) for n, v in observed.items()}
 
         return _unflatten(jax.vmap(one)(flat), lead)

@@ -40,7 +40,7 @@ import numpy as np
 
 from vijax import expfam
 from vijax.interop._target import Target
-from vijax.interop._tfp import _as_dict, _unwrap
+from vijax.interop._tfp import _unwrap, as_parts, part_names
 from vijax.types import PRNGKey, tfp_jax
 
 _NUM_FIT = 3  # the points whose gradients give the coefficients
@@ -75,7 +75,7 @@ def prior_specs(target: Target, key: PRNGKey, batch, values: dict) -> dict:
     if target.library == "tfp":
         joint, observed = target.bind(batch)
         with jax.numpy_rank_promotion("allow"):
-            dists = _as_dict(joint.sample_distributions(seed=key, **values, **observed)[0])
+            dists = as_parts(joint.sample_distributions(seed=key, **values, **observed)[0], part_names(joint))
         return {n: _tfp_spec(dists[n]) for n in target.sites}
     trace = _trace(target, key, batch, values)
     return {n: _numpyro_spec(trace[n]["fn"]) for n in target.sites}

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,15 +23,24 @@ def _as_dict(struct) -> dict:
     return dict(struct._asdict()) if hasattr(struct, "_asdict") else dict(struct)
 
 
-def _names(joint_dist) -> tuple[str, ...]:
+def part_names(joint_dist) -> tuple[str, ...]:
+    """The names of a joint's parts, in its order: a ``JointDistributionNamed``'s keys, a
+    coroutine's ``name=``s, a ``JointDistributionSequential``'s as TFP resolves them
+    (``resolve_graph``: the argument names of the callables that take a part; ``x``, ``x1``, ... for
+    the parts no callable takes)."""
     dtype = joint_dist.dtype
     if isinstance(dtype, Mapping) or hasattr(dtype, "_asdict"):
         return tuple(_as_dict(dtype))
-    raise ArgumentError(
-        "joint_dist",
-        "joint_dist: its parts have no names (a JointDistributionSequential's list); use "
-        "JointDistributionNamed, or a JointDistributionCoroutine whose distributions have name=...",
-    )
+    return tuple(name for name, _ in joint_dist.resolve_graph())
+
+
+def as_parts(struct, names: Sequence[str]) -> dict:
+    """A structure of a joint's parts (values, shapes, distributions) as a dict by part name: a
+    dict or named tuple by its own names, a ``JointDistributionSequential``'s list by ``names``
+    (the parts it holds, in order)."""
+    if isinstance(struct, Mapping) or hasattr(struct, "_asdict"):
+        return _as_dict(struct)
+    return dict(zip(names, struct, strict=True))
 
 
 def _unwrap(dist):
@@ -97,9 +106,11 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     with rank promotion allowed.
 
     Args:
-      joint_dist: a ``tfp.distributions.JointDistribution`` of the JAX substrate with named parts
-        (``JointDistributionNamed``, or a coroutine whose distributions have ``name=...``) and a
-        scalar ``log_prob`` (no batch shape).
+      joint_dist: a ``tfp.distributions.JointDistribution`` of the JAX substrate with a scalar
+        ``log_prob`` (no batch shape). Its parts are named by their names
+        (``JointDistributionNamed``, a coroutine's ``name=...``) or, for a
+        ``JointDistributionSequential``, as TFP resolves them (``joint_dist.resolve_graph()``:
+        the argument names of the callables that take a part, ``x`` for a part no callable takes).
       observed: the observed parts' values, by name.
 
     Returns:
@@ -109,7 +120,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     Raises:
       ValueError: naming the site: a discrete latent part (an integer dtype, or, as TFP's Poisson,
         no default event-space bijector), an observed name that is not a part; or a joint with
-        batch shape or unnamed parts.
+        batch shape.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -130,7 +141,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
             f"joint_dist must be a tfp.distributions.JointDistribution (JAX substrate), got {joint_dist!r}",
             value=joint_dist,
         )
-    names = _names(joint_dist)
+    names = part_names(joint_dist)
     observed = dict(observed or {})
     for name in observed:
         if name not in names:
@@ -140,14 +151,14 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     latent = [n for n in names if n not in observed]
     if not latent:
         raise ArgumentError("observed", "observed: every part of the joint is observed; there is nothing to fit")
-    dtypes = _as_dict(joint_dist.dtype)
+    dtypes = as_parts(joint_dist.dtype, names)
     for name in latent:
         if not np.issubdtype(np.dtype(dtypes[name]), np.floating):
             raise ValueError(
                 f"site {name!r}: a discrete latent part (dtype {np.dtype(dtypes[name])}); vijax fits continuous "
                 "latent sites only (observe it, or marginalise it in the joint)"
             )
-    dists = _as_dict(_prior_distributions(joint_dist))
+    dists = as_parts(_prior_distributions(joint_dist), names)
     bijectors = {}
     for name in latent:
         inner = _unwrap(dists[name])
@@ -163,12 +174,14 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     pinned = joint_dist.experimental_pin(**observed)
     bijector = pinned.experimental_default_event_space_bijector()
     struct = pinned.event_shape
-    u_shapes = _as_dict(bijector.inverse_event_shape(struct))
-    shapes = _as_dict(struct)
+    u_shapes = as_parts(bijector.inverse_event_shape(struct), latent)
+    shapes = as_parts(struct, latent)
     sites = {n: Site(n, tuple(shapes[n]), tuple(u_shapes[n]), support_kind(dists[n]), bijectors[n]) for n in latent}
 
     def structured(d):
-        return type(struct)(**d) if hasattr(struct, "_asdict") else dict(d)
+        if hasattr(struct, "_asdict"):
+            return type(struct)(**d)
+        return dict(d) if isinstance(struct, Mapping) else [d[n] for n in latent]
 
     @_allowing_rank_promotion
     def log_prob(params, batch=None):
@@ -181,7 +194,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     @_allowing_rank_promotion
     def transform(params_u):
         u = structured({n: jnp.array(params_u[n]) for n in latent})
-        return _as_dict(bijector.forward(u)), bijector.forward_log_det_jacobian(u)
+        return as_parts(bijector.forward(u), latent), bijector.forward_log_det_jacobian(u)
 
     @_allowing_rank_promotion
     def log_density(params_u, batch=None):
@@ -190,7 +203,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
 
     @_allowing_rank_promotion
     def unconstrain(params):
-        return _as_dict(bijector.inverse(structured({n: jnp.array(params[n]) for n in latent})))
+        return as_parts(bijector.inverse(structured({n: jnp.array(params[n]) for n in latent})), latent)
 
     def bind(batch):
         return joint_dist, {**observed, **check_batch(batch, tuple(observed), {}, "batch")}
@@ -198,7 +211,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     @jax.jit  # one program, not one compilation per operation of TFP's samplers
     @_allowing_rank_promotion
     def start(key):
-        draws = _as_dict(joint_dist.sample(NUM_INIT_DRAWS, seed=key))
+        draws = as_parts(joint_dist.sample(NUM_INIT_DRAWS, seed=key), names)
         u_draws = jax.vmap(unconstrain)({n: draws[n] for n in latent})
         return {n: jnp.median(u_draws[n], axis=0) for n in latent}
 
