@@ -99,10 +99,11 @@ def test_lda_data_parallel_step_program_size():
 
 def test_lda_program_does_not_grow_with_the_padded_length():
     """The tiles have one shape whatever the mix of lengths: a batch padded to 1024 slots lowers to
-    about the program of one padded to 40 (the buckets once made it grow with the length)."""
+    the program of one padded to 40 and the text of the larger shapes, about 9 kB (the buckets
+    once made it grow with the length, a copy of the E-step per bucket)."""
     alg = _lda_alg(LDA(3, 30), "meanfield", "meanfield")
     short, long = _size(alg, _lda_batch(length=40)), _size(alg, _lda_batch(length=1024))
-    assert long < 1.05 * short, (short, long)
+    assert long - short < 12 * KB, (short, long)
 
 
 @pytest.mark.parametrize("method", sorted(BERNOULLI_BOUNDS))
