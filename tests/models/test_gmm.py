@@ -195,3 +195,23 @@ def test_data_start_is_one_program_and_the_same_start(caplog):
     with jax.disable_jit():
         eager = _initial_globals_from_data(model, key, x)
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), q, eager)
+
+
+def test_point_estimates_and_log_predictive_of_a_fit_are_one_program_each(caplog):
+    """Called on a fitted q outside jit (the README's last line), each is one compiled program, not
+    its operations compiled one by one (9 programs for point_estimates before), with the values of
+    the same computation traced inside a user's jit."""
+    import logging
+
+    x = np.random.default_rng(3).normal(size=(41, 3))  # shapes no other test uses: nothing cached
+    model = DiagonalGMM.from_data(x, num_components=5)
+    q = model.posterior_from_responsibilities(x, np.full((41, 5), 0.2))
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        est = model.point_estimates(q)
+        lp = model.log_predictive(q, x.tolist())  # a nested list too: made an array before the program
+        compiled = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
+    assert len(compiled) == 2, compiled
+    inside = jax.jit(lambda q, x: (model.point_estimates(q), model.log_predictive(q, x)))(q, jnp.asarray(x))
+    for a, b in zip(jax.tree_util.tree_leaves((est, lp)), jax.tree_util.tree_leaves(inside)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert lp.shape == (41,) and est[0].shape == (5,) and est[1].shape == (5, 3)

@@ -356,6 +356,9 @@ class Mixture(PytreeModel):
         """E_q[pi] (K,), with a last entry for a Kurihara et al. tail's total mass."""
         return self._weights.expected_weights(q[0])
 
+    # jitted (the model is a pytree): called on a fitted q outside jit, one program instead of its
+    # operations compiled one by one
+    @jax.jit
     def point_estimates(self, q):
         """(E_q[pi], the component's point estimate), e.g. (weights, means, variances) for Gaussians."""
         est = self._component.point_estimate(q[1])
@@ -365,6 +368,11 @@ class Mixture(PytreeModel):
     def log_predictive(self, q, x: Array) -> Array:
         """log p(x_n | q) per row: sum_k E[pi_k] p(x_n | q_k), each component's predictive under q(theta_k)
         (and for Kurihara et al. the tail's mass times the prior predictive)."""
+        # a list becomes an array before the program (one argument, not one per number)
+        return self._log_predictive(q, x if isinstance(x, jax.Array) else np.asarray(x))
+
+    @jax.jit
+    def _log_predictive(self, q, x: Array) -> Array:
         comp = self._component
         x = comp.prepare(x, self._dtype())
         w = self.expected_weights(q)
