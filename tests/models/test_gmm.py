@@ -215,3 +215,22 @@ def test_point_estimates_and_log_predictive_of_a_fit_are_one_program_each(caplog
     for a, b in zip(jax.tree_util.tree_leaves((est, lp)), jax.tree_util.tree_leaves(inside)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert lp.shape == (41,) and est[0].shape == (5,) and est[1].shape == (5, 3)
+
+
+def test_univariate_gmm_start_and_log_predictive_are_one_program_each(caplog):
+    """UnivariateGMM's start (rows drawn at random) and its predictive outside jit: one program each."""
+    import logging
+
+    x = jnp.asarray(np.random.default_rng(4).normal(size=43), jnp.float32)  # a shape no other test uses
+    model = UnivariateGMM(num_components=4)
+    key = jax.random.PRNGKey(0)
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        q = model.init_globals(key, x)
+        lp = model.log_predictive(q, np.linspace(-3.0, 3.0, 29))
+        compiled = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
+    assert len(compiled) == 2 and "_start_at_random_rows" in compiled[0] and "_log_predictive" in compiled[1], compiled
+    assert set(np.asarray(q.mean).tolist()) <= set(np.asarray(x).tolist())  # distinct data points
+    var = 1.0 + np.asarray(q.variance)
+    grid = np.linspace(-3.0, 3.0, 29)[:, None]
+    ref = np.log(np.mean(np.exp(-0.5 * (grid - np.asarray(q.mean)) ** 2 / var) / np.sqrt(2 * np.pi * var), axis=1))
+    np.testing.assert_allclose(lp, ref, rtol=1e-5)

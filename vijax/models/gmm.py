@@ -4,6 +4,7 @@ model of Blei et al. 2017, appendix B (Bishop 2006, §10.2, with diagonal precis
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -56,11 +57,15 @@ def _check_em_params(params, shapes: dict, atol: float) -> None:
             raise ArgumentError("params", f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
 
 
-def _random_rows(key: PRNGKey, x: Array, k: int) -> Array:
-    """``k`` distinct rows of ``x`` (with replacement when there are fewer than ``k`` rows)."""
+# one program (run op by op, a first start compiled about eighteen operations)
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _start_at_random_rows(key: PRNGKey, x: Array, k: int, dt) -> expfam.Normal:
+    """N(m_k, 1) with m the values of ``k`` distinct rows of ``x`` (with replacement when there are
+    fewer than ``k`` rows)."""
+    x = jnp.asarray(x, dt)
     n = x.shape[0]
-    idx = jax.random.choice(key, n, (k,), replace=n < k)
-    return x[idx]
+    m = x[jax.random.choice(key, n, (k,), replace=n < k)]
+    return expfam.Normal.from_mean_variance(m, jnp.ones_like(m))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -115,7 +120,7 @@ class UnivariateGMM(PytreeModel):
             m = jnp.sqrt(self.prior_variance) * jax.random.normal(key, (self.num_components,), dt)
         else:
             check_enough_points("num_components", self.num_components, np.shape(x)[0], "rows drawn at random")
-            m = _random_rows(key, jnp.asarray(x, dt), self.num_components)
+            return _start_at_random_rows(key, x if isinstance(x, jax.Array) else np.asarray(x), self.num_components, dt)
         return expfam.Normal.from_mean_variance(m, jnp.ones_like(m))
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
@@ -135,6 +140,11 @@ class UnivariateGMM(PytreeModel):
     def log_predictive(self, q: expfam.Normal, x: Array) -> Array:
         """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2), per point (Blei et al. 2017, §3.3,
         integrating mu_k over q instead of plugging in m_k)."""
+        # one program outside jit (a list made an array first: one argument, not one per number)
+        return self._log_predictive(q, x if isinstance(x, jax.Array) else np.asarray(x))
+
+    @jax.jit
+    def _log_predictive(self, q: expfam.Normal, x: Array) -> Array:
         var = (1.0 + q.variance)[None, :]
         lp = -0.5 * (x[:, None] - q.mean[None, :]) ** 2 / var - 0.5 * jnp.log(2 * jnp.pi * var)
         return jax.nn.logsumexp(lp, axis=-1) - jnp.log(self.num_components)
