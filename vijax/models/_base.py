@@ -226,6 +226,13 @@ def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
     return expfam.tree_from_natural(prior, nat)
 
 
+def program_argument(x) -> Array:
+    """``x`` as one argument of a jitted evaluation: a JAX array (or tracer) as it is, anything else
+    (a NumPy array, a nested list) made a NumPy array on the host first, so that a list is one
+    argument, not one per number, and no conversion is compiled on its own."""
+    return x if isinstance(x, jax.Array) else np.asarray(x)
+
+
 def rows_with_data(batch) -> Array:
     """(S,) bool: the rows of a bag-of-words batch (``counts`` (S, L)) that hold a token, LDA's
     ``present_rows`` (above): the rows a ``Minibatcher`` pads a batch with are all zero. An empty

@@ -27,7 +27,7 @@ from vijax._validate import (
     float_dtype,
     is_tracer,
 )
-from vijax.models._base import LocalResult
+from vijax.models._base import LocalResult, program_argument
 from vijax.models._components_gaussian import NormalGammaDiagonal, kmeanspp_centers, normal_gamma_log_predictive
 from vijax.models.mixture import DirichletWeights, Mixture
 from vijax.types import Array, PRNGKey
@@ -120,7 +120,7 @@ class UnivariateGMM(PytreeModel):
             m = jnp.sqrt(self.prior_variance) * jax.random.normal(key, (self.num_components,), dt)
         else:
             check_enough_points("num_components", self.num_components, np.shape(x)[0], "rows drawn at random")
-            return _start_at_random_rows(key, x if isinstance(x, jax.Array) else np.asarray(x), self.num_components, dt)
+            return _start_at_random_rows(key, program_argument(x), self.num_components, dt)
         return expfam.Normal.from_mean_variance(m, jnp.ones_like(m))
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
@@ -140,8 +140,7 @@ class UnivariateGMM(PytreeModel):
     def log_predictive(self, q: expfam.Normal, x: Array) -> Array:
         """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2), per point (Blei et al. 2017, §3.3,
         integrating mu_k over q instead of plugging in m_k)."""
-        # one program outside jit (a list made an array first: one argument, not one per number)
-        return self._log_predictive(q, x if isinstance(x, jax.Array) else np.asarray(x))
+        return self._log_predictive(q, program_argument(x))  # one program outside jit
 
     @jax.jit
     def _log_predictive(self, q: expfam.Normal, x: Array) -> Array:

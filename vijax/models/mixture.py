@@ -63,7 +63,7 @@ from vijax._validate import (
     check_positive_scalar,
     float_dtype,
 )
-from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs
+from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs, program_argument
 from vijax.models._components import Component, floor_log
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -368,8 +368,7 @@ class Mixture(PytreeModel):
     def log_predictive(self, q, x: Array) -> Array:
         """log p(x_n | q) per row: sum_k E[pi_k] p(x_n | q_k), each component's predictive under q(theta_k)
         (and for Kurihara et al. the tail's mass times the prior predictive)."""
-        # a list becomes an array before the program (one argument, not one per number)
-        return self._log_predictive(q, x if isinstance(x, jax.Array) else np.asarray(x))
+        return self._log_predictive(q, program_argument(x))  # one program outside jit
 
     @jax.jit
     def _log_predictive(self, q, x: Array) -> Array:
