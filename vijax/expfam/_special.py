@@ -2,7 +2,8 @@
 
 Each is a jitted function: called on concrete arrays (a family's ``mean_params`` outside ``jit``)
 it runs as one compiled program per shape, not its ~65 operations one by one (a first eager
-``digamma`` 0.09 s instead of 0.53 s, a Dirichlet's first ``mean_params`` 0.3 s instead of 1.3 s);
+``digamma`` about 0.1 s instead of 0.6 s, a Dirichlet's first ``mean_params`` 0.2 s instead of 1.0 s:
+``benchmarks/eager_calls.py``);
 inside a user's ``jit`` each distinct call is traced and lowered once and XLA inlines it, so the
 compiled step and its values are unchanged (LDA's SVI step: the same states bit for bit, its
 lowered text 36% shorter)."""
