@@ -135,6 +135,26 @@ def test_expected_loglik_grads_are_unbiased_for_the_gradient():
     np.testing.assert_array_less(np.abs(dv - gv_ref), k * se_v)
 
 
+def test_local_fits_stopped_early_under_a_broad_prior_spread_wider_than_their_fixed_point():
+    """Why PG-SVI's Sigma grows (docs/prox_svi.md): under a broad prior (Sigma = 25 I, the true topics),
+    15 local steps from the prior, with 200 draws per local gradient (so not Monte Carlo noise), leave
+    the local means spread (trace of their covariance over 40 documents, summed over three corpora)
+    more than twice as wide as 400 steps (10 draws) do. The M-step adds that spread to Sigma."""
+    model = CTM(4, 30, covariance="diagonal", topic_smoothing=1e-12, cov_shrinkage=0.0)
+    fit = jax.jit(
+        lambda params, batch, steps, draws: model._fit_batch(params, batch, jax.random.PRNGKey(0), draws, steps).mean,
+        static_argnums=(2, 3),
+    )
+    spread = {15: 0.0, 400: 0.0}
+    for seed in range(3):
+        corpus, truth = sample_ctm_corpus(seed, 40, 4, 30, doc_length=80)
+        batch = corpus.batch(np.arange(40), length=80)
+        params = model.params(CTMGlobals(jnp.asarray(truth["topics"]), jnp.zeros(3), 25.0 * jnp.eye(3)))
+        for steps, draws in ((15, 200), (400, 10)):
+            spread[steps] += float(np.trace(np.cov(np.asarray(fit(params, batch, steps, draws)).T)))
+    assert spread[15] > 2.0 * spread[400]
+
+
 def test_log_predictive_with_identical_topics_is_exact():
     """If every topic is the same distribution b, p(w | observed) = b_w whatever q is."""
     model = CTM(K, V, topic_smoothing=1e-300, eval_samples=50)

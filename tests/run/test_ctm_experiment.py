@@ -92,3 +92,38 @@ def test_ctm_wiki_config_runs_briefly(tmp_path):
     assert np.isfinite(metrics["summary"]["PG-SVI_heldout_per_word"])
     assert "PG-SVI-MF_heldout_per_word" not in metrics["summary"]
     assert (tmp_path / "fig3_ctm.png").exists()
+
+
+@pytest.mark.slow  # about 3.5 minutes on 2 cores: `make test-slow`
+def test_batch_pg_svi_collapses_with_15_local_steps_and_not_with_200(tmp_path):
+    """docs/prox_svi.md, "Why PG-SVI's Sigma grows": the synthetic config with batch variational EM
+    (all 200 training documents per step, the full global step), PG-SVI-MF, 40 passes. With the
+    default 15 local steps the held-out score falls from its best (about -5.30) to about -5.48 and
+    Sigma grows past 1,000; with 200 local steps it ends above -5.35 (-5.28 in float32, -5.30 in
+    float64) and Sigma stays below 100."""
+    sets = [
+        "algorithm.batch_size=200",
+        "algorithm.step_size=1.0e6",
+        "run.num_steps=40",
+        "run.chunk_size=4",
+        "run.eval_every=4",
+        "run.checkpoint_every=null",
+        "algorithm.covariance=diagonal",
+        "algorithm.compare=none",
+    ]
+    out = {}
+    for steps in (15, 200):
+        cfg = load_config(
+            "configs/ctm_synthetic.yaml",
+            overrides=sets + [f"model.local_steps={steps}", f"output.dir={tmp_path / str(steps)}"],
+        )
+        result, metrics = run_experiment(cfg)
+        g = result.state.q_global
+        sigma = np.asarray(g.second_stats) - np.outer(np.asarray(g.mean_stats), np.asarray(g.mean_stats))
+        out[steps] = (metrics["summary"], np.linalg.eigvalsh(sigma).max())
+    (s15, sig15), (s200, sig200) = out[15], out[200]
+    assert s15["PG-SVI-MF_best_heldout_per_word"] - s15["PG-SVI-MF_heldout_per_word"] > 0.1
+    assert s15["PG-SVI-MF_heldout_per_word"] < -5.4, s15
+    assert sig15 > 1000.0, sig15
+    assert s200["PG-SVI-MF_heldout_per_word"] > -5.35, s200
+    assert sig200 < 100.0, sig200

@@ -321,7 +321,10 @@ class CTM(PytreeModel):
         scales with the prior's; the M-step adds that spread of the local means to Sigma at every
         step, so Sigma grew (largest eigenvalue 531 after 2000 steps on wiki_bnpy, and the held-out
         score fell after 1000 steps). Averaging the iterates divides that noise variance by about
-        steps / 2."""
+        steps / 2. Too few steps leave the means spread wider than at their fixed point where Sigma
+        is broad (the first steps from a weak prior overshoot), and the M-step adds that spread too:
+        ``local_steps`` must be enough for the corpus (docs/prox_svi.md, "Why PG-SVI's Sigma
+        grows")."""
         a = params.log_topics[:, word_ids]  # (K, L)
         prec0 = _sym(jnp.linalg.inv(params.sigma))
 
