@@ -234,3 +234,25 @@ def test_univariate_gmm_start_and_log_predictive_are_one_program_each(caplog):
     grid = np.linspace(-3.0, 3.0, 29)[:, None]
     ref = np.log(np.mean(np.exp(-0.5 * (grid - np.asarray(q.mean)) ** 2 / var) / np.sqrt(2 * np.pi * var), axis=1))
     np.testing.assert_allclose(lp, ref, rtol=1e-5)
+
+
+def test_log_predictive_and_the_data_start_refuse_bad_data_naming_x():
+    """A NaN, a wrong width or a wrong number of dimensions is refused by name (the jitted
+    evaluations and the jitted start would otherwise return NaN or broadcast silently)."""
+    x = np.random.default_rng(5).normal(size=(20, 3))
+    model = DiagonalGMM.from_data(x, num_components=2)
+    q = model.posterior_from_responsibilities(x, np.full((20, 2), 0.5))
+    with pytest.raises(ValueError, match="x must be numeric and finite"):
+        model.log_predictive(q, np.full((2, 3), np.nan))
+    with pytest.raises(ValueError, match=r"x must have 3 columns"):
+        model.log_predictive(q, np.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"x must have 3 columns"):
+        jax.jit(model.log_predictive)(q, jnp.ones((2, 4)))  # the width also of a traced x
+    uni = UnivariateGMM(num_components=2)
+    qu = uni.init_globals(jax.random.PRNGKey(0), np.arange(5.0))
+    with pytest.raises(ValueError, match="x must be numeric and finite"):
+        uni.log_predictive(qu, np.array([np.nan, 1.0]))
+    with pytest.raises(ValueError, match=r"x must have 1 dimension"):
+        uni.log_predictive(qu, np.ones((2, 2)))
+    with pytest.raises(ValueError, match="x must be numeric and finite"):
+        uni.init_globals(jax.random.PRNGKey(0), np.array([np.nan, 1.0, 2.0]))

@@ -119,6 +119,7 @@ class UnivariateGMM(PytreeModel):
         if x is None:
             m = jnp.sqrt(self.prior_variance) * jax.random.normal(key, (self.num_components,), dt)
         else:
+            self.check_data(x)
             check_enough_points("num_components", self.num_components, np.shape(x)[0], "rows drawn at random")
             return _start_at_random_rows(key, program_argument(x), self.num_components, dt)
         return expfam.Normal.from_mean_variance(m, jnp.ones_like(m))
@@ -140,7 +141,9 @@ class UnivariateGMM(PytreeModel):
     def log_predictive(self, q: expfam.Normal, x: Array) -> Array:
         """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2), per point (Blei et al. 2017, §3.3,
         integrating mu_k over q instead of plugging in m_k)."""
-        return self._log_predictive(q, program_argument(x))  # one program outside jit
+        x = program_argument(x)
+        self.check_data(x)
+        return self._log_predictive(q, x)  # one program outside jit
 
     @jax.jit
     def _log_predictive(self, q: expfam.Normal, x: Array) -> Array:

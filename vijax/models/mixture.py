@@ -368,7 +368,9 @@ class Mixture(PytreeModel):
     def log_predictive(self, q, x: Array) -> Array:
         """log p(x_n | q) per row: sum_k E[pi_k] p(x_n | q_k), each component's predictive under q(theta_k)
         (and for Kurihara et al. the tail's mass times the prior predictive)."""
-        return self._log_predictive(q, program_argument(x))  # one program outside jit
+        x = program_argument(x)
+        self._component.check_data(x)  # its dimensions and width (also traced) and its values
+        return self._log_predictive(q, x)  # one program outside jit
 
     @jax.jit
     def _log_predictive(self, q, x: Array) -> Array:
