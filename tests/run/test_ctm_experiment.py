@@ -94,7 +94,7 @@ def test_ctm_wiki_config_runs_briefly(tmp_path):
     assert (tmp_path / "fig3_ctm.png").exists()
 
 
-@pytest.mark.slow  # about 3.5 minutes on 2 cores: `make test-slow`
+@pytest.mark.slow  # about 4 minutes on 2 cores: `make test-slow`
 def test_batch_pg_svi_collapses_with_15_local_steps_and_not_with_200(tmp_path):
     """docs/prox_svi.md, "Why PG-SVI's Sigma grows": the synthetic config with batch variational EM
     (all 200 training documents per step, the full global step), PG-SVI-MF, 40 passes. With the
