@@ -34,7 +34,10 @@ Methods, each from its library's own start:
 Each method's step runs under ``jax.jit`` as a ``lax.scan`` over ``--chunk`` steps (NumPyro:
 ``svi.update``, as ``svi.run`` scans it; vijax: ``alg.step``). A method's clock holds its set-up
 (building the target or the SVI object and the initial state), the compilation of the chunk and
-every chunk run; imports are left out, and so is scoring: after each chunk, outside the clock, q
+every chunk run; imports are left out, and so is scoring. Each method runs in a fresh Python
+process (this script with ``--one MODEL METHOD``), its JAX caches empty as in a user's first
+script: it reuses nothing that another method or the scoring compiled (the scoring's target is
+built after the set-up and the compilation are timed). After each chunk, outside the clock, q
 is scored by ONE Monte Carlo estimator of the ELBO, the same for every method,
 
     ELBO(q) ~ (1/S) sum_s [log p(x, T(u_s)) + log |det J_T(u_s)| - log q_u(u_s)],  u_s ~ q_u,
@@ -67,6 +70,8 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -342,8 +347,12 @@ def numpyro_method(model, args, kwargs, guide_cls, lr: float, chunk: int, enumer
     return Method(name, "numpyro", guide_cls.__name__, setup, run_chunk, draws_of, reference), box
 
 
-def trace(method: Method, target, steps: int, chunk: int, eval_samples: int, final_samples: int, seed: int = 1):
-    """Runs ``method`` for ``steps`` steps in chunks, scoring q after each chunk off the clock."""
+def trace(
+    method: Method, make_target: Callable, steps: int, chunk: int, eval_samples: int, final_samples: int, seed: int = 1
+):
+    """Runs ``method`` for ``steps`` steps in chunks, scoring q after each chunk off the clock.
+    ``make_target()`` gives the scoring target; it is called once the set-up and the compilation
+    are timed, so that nothing it compiles reaches the method's clock."""
     t0 = time.perf_counter()
     state = jax.block_until_ready(method.setup())
     setup_s = time.perf_counter() - t0
@@ -351,6 +360,7 @@ def trace(method: Method, target, steps: int, chunk: int, eval_samples: int, fin
     t0 = time.perf_counter()
     compiled = jax.jit(method.chunk).lower(state, keys[0]).compile()
     compile_s = time.perf_counter() - t0
+    target = make_target()
     eval_key = jax.random.PRNGKey(12345)
 
     def draws_of(st):
@@ -386,6 +396,51 @@ def trace(method: Method, target, steps: int, chunk: int, eval_samples: int, fin
         "library_elbo_agrees": bool(abs(ref - float(final)) <= 4.0 * np.hypot(float(se), ref_se) + 1e-6),
         "curve": curve,
     }, state
+
+
+METHODS = ("vijax-ngvi", "vijax-conjugate_split", "numpyro-AutoNormal", "numpyro-AutoMVN")
+# the sites each model sums out (its ``infer={"enumerate": "parallel"}`` marks): a NumPyro method
+# needs them for its ELBO and guide before its clock starts, and its process builds no target then
+ENUMERATED = {"dirichlet_categorical_mixture": ("z",)}
+
+
+def run_method(name: str, method: str, args) -> dict:
+    """``method`` (one of ``METHODS``) on the model ``name`` in this process: its row for the JSON.
+    The scoring target is built only after the method's set-up and compilation are timed."""
+    model, margs, mkw = model_data(name)
+    if method == "vijax-ngvi":
+        m, box = vijax_method(model, margs, mkw, args.chunk, args.ngvi_samples)
+    elif method == "vijax-conjugate_split":
+        m, box = split_method(model, margs, mkw, args.chunk, args.ngvi_samples)
+    elif method in METHODS:
+        guide_cls = AutoNormal if method == "numpyro-AutoNormal" else AutoMultivariateNormal
+        m, box = numpyro_method(model, margs, mkw, guide_cls, args.lr, args.chunk, ENUMERATED.get(name, ()))
+    else:
+        raise SystemExit(f"--one: unknown method {method!r}; one of {', '.join(METHODS)}")
+    steps = args.steps_vijax if m.library == "vijax" else args.steps_numpyro
+    row, _ = trace(
+        m, lambda: vijax.from_numpyro(model, *margs, **mkw), steps, args.chunk, args.eval_samples, args.final_samples
+    )
+    if method == "vijax-ngvi":
+        row["families"] = {s: type(f).__name__ for s, f in box["family"].items()}
+    if method == "vijax-conjugate_split":
+        row["conjugate"] = [n for n, r in box["report"].items() if r.conjugate]
+    return row
+
+
+def run_in_fresh_process(name: str, method: str, args) -> dict:
+    """``run_method`` in a fresh Python process (this script with ``--one``): each method starts with
+    JAX's caches empty, as a user's script does, and reuses nothing another method, the scoring
+    target or this process compiled (one process for all let a later method reuse the programs of
+    an earlier one: vijax's target start, built for the scoring, came to vijax's set-up compiled)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", name, method, "--device", args.device]
+    for flag in ("steps_vijax", "steps_numpyro", "chunk", "lr", "ngvi_samples", "eval_samples", "final_samples"):
+        cmd += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    line = [ln for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
+    if done.returncode or not line:
+        raise SystemExit(f"{name} / {method} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return json.loads(line[-1][4:])
 
 
 def check_not_supported(name: str) -> str:
@@ -451,6 +506,12 @@ def main(argv=None) -> int:
     parser.add_argument("--final-samples", type=int, default=50000)
     parser.add_argument("--tolerance", type=float, default=0.5)
     parser.add_argument("--out", default=os.path.join(RESULTS, "numpyro_models.json"))
+    parser.add_argument(
+        "--one",
+        nargs=2,
+        metavar=("MODEL", "METHOD"),
+        help="run one method on one model in this process and print its row",
+    )
     add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
@@ -459,24 +520,23 @@ def main(argv=None) -> int:
         args.eval_samples, args.final_samples = 200, 2000
         if args.out == os.path.join(RESULTS, "numpyro_models.json"):
             args.out = os.path.join(RESULTS, "numpyro_models_quick.json")
+    if args.one:
+        print("ROW " + json.dumps(run_method(args.one[0], args.one[1], args)), flush=True)
+        return 0
     load_start, t_start = os.getloadavg(), time.perf_counter()
     results = {"models": {}}
     for name in args.models:
         model, margs, mkw = model_data(name)
-        target = vijax.from_numpyro(model, *margs, **mkw)  # for the estimator (off every clock)
-        rows = []
-        v, vbox = vijax_method(model, margs, mkw, args.chunk, args.ngvi_samples)
-        row, _ = trace(v, target, args.steps_vijax, args.chunk, args.eval_samples, args.final_samples)
-        row["families"] = {s: type(f).__name__ for s, f in vbox["family"].items()}
-        rows.append(row)
-        if not target.enumerated and has_split(target):  # off the clock: whether the row applies
-            c, cbox = split_method(model, margs, mkw, args.chunk, args.ngvi_samples)
-            row, _ = trace(c, target, args.steps_vijax, args.chunk, args.eval_samples, args.final_samples)
-            row["conjugate"] = [n for n, r in cbox["report"].items() if r.conjugate]
-            rows.append(row)
-        for guide_cls in (AutoNormal, AutoMultivariateNormal):
-            m, _ = numpyro_method(model, margs, mkw, guide_cls, args.lr, args.chunk, target.enumerated)
-            rows.append(trace(m, target, args.steps_numpyro, args.chunk, args.eval_samples, args.final_samples)[0])
+        target = vijax.from_numpyro(model, *margs, **mkw)  # this process's only: which rows apply
+        if tuple(target.enumerated) != ENUMERATED.get(name, ()):
+            raise SystemExit(
+                f"{name}: ENUMERATED says {ENUMERATED.get(name, ())}, the target sums out {target.enumerated}"
+            )
+        methods = ["vijax-ngvi"]
+        if not target.enumerated and has_split(target):
+            methods.append("vijax-conjugate_split")
+        methods += ["numpyro-AutoNormal", "numpyro-AutoMVN"]
+        rows = [run_in_fresh_process(name, method, args) for method in methods]
         results["models"][name] = {"rows": rows, **summarize(rows, args.tolerance)}
         print(f"{name}: done at {time.perf_counter() - t_start:.0f} s", flush=True)
     for name in NOT_RUN:

@@ -125,3 +125,40 @@ def test_quick_run_writes_every_model(tmp_path):
         split = ["vijax-conjugate_split"] if name in ("eight_schools", "poisson_gamma") else []
         assert methods == ["vijax-ngvi", *split, "numpyro-AutoNormal", "numpyro-AutoMVN"], methods
         assert all(r["library_elbo_agrees"] for r in rows)
+
+
+def test_each_method_runs_in_a_fresh_process_with_the_runs_settings(nm, monkeypatch):
+    """The parent starts this script with ``--one MODEL METHOD`` and every setting of its run, and
+    takes the row the child prints; a child that fails stops the run, naming the model and method."""
+    import argparse
+
+    seen = {}
+
+    def fake_run(cmd, capture_output, text):
+        seen["cmd"] = cmd
+        return subprocess.CompletedProcess(cmd, 0, stdout='noise\nROW {"method": "numpyro-AutoMVN"}\n', stderr="")
+
+    monkeypatch.setattr(nm.subprocess, "run", fake_run)
+    args = argparse.Namespace(
+        device="cpu",
+        steps_vijax=40,
+        steps_numpyro=200,
+        chunk=20,
+        lr=0.01,
+        ngvi_samples=8,
+        eval_samples=200,
+        final_samples=2000,
+    )
+    assert nm.run_in_fresh_process("logistic", "numpyro-AutoMVN", args) == {"method": "numpyro-AutoMVN"}
+    cmd = seen["cmd"]
+    assert cmd[0] == sys.executable and cmd[1].endswith("numpyro_models.py")
+    assert cmd[cmd.index("--one") + 1 : cmd.index("--one") + 3] == ["logistic", "numpyro-AutoMVN"]
+    for flag, value in vars(args).items():
+        assert cmd[cmd.index("--" + flag.replace("_", "-")) + 1] == str(value), flag
+
+    def failing_run(cmd, capture_output, text):
+        return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="Traceback: boom")
+
+    monkeypatch.setattr(nm.subprocess, "run", failing_run)
+    with pytest.raises(SystemExit, match="(?s)logistic / vijax-ngvi failed:.*boom"):
+        nm.run_in_fresh_process("logistic", "vijax-ngvi", args)
