@@ -128,8 +128,8 @@ def test_quick_run_writes_every_model(tmp_path):
 
 
 def test_each_method_runs_in_a_fresh_process_with_the_runs_settings(nm, monkeypatch):
-    """The parent starts this script with ``--one MODEL METHOD`` and every setting of its run, and
-    takes the row the child prints; a child that fails stops the run, naming the model and method."""
+    """The parent starts this script with ``--one MODEL METHOD``, every setting of its run and the
+    model's summed-out sites, and takes the row the child prints; a child that fails stops the run, naming the model and method."""
     import argparse
 
     seen = {}
@@ -149,10 +149,12 @@ def test_each_method_runs_in_a_fresh_process_with_the_runs_settings(nm, monkeypa
         eval_samples=200,
         final_samples=2000,
     )
-    assert nm.run_in_fresh_process("logistic", "numpyro-AutoMVN", args) == {"method": "numpyro-AutoMVN"}
+    row = nm.run_in_fresh_process("dirichlet_categorical_mixture", "numpyro-AutoMVN", args, ("z",))
+    assert row == {"method": "numpyro-AutoMVN"}
     cmd = seen["cmd"]
     assert cmd[0] == sys.executable and cmd[1].endswith("numpyro_models.py")
-    assert cmd[cmd.index("--one") + 1 : cmd.index("--one") + 3] == ["logistic", "numpyro-AutoMVN"]
+    assert cmd[cmd.index("--one") + 1 : cmd.index("--one") + 3] == ["dirichlet_categorical_mixture", "numpyro-AutoMVN"]
+    assert cmd[cmd.index("--enumerated") + 1] == "z"
     for flag, value in vars(args).items():
         assert cmd[cmd.index("--" + flag.replace("_", "-")) + 1] == str(value), flag
 
