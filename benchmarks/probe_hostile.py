@@ -1,8 +1,8 @@
 """A probe of vijax's public entry points with hostile inputs, as a new user would give them,
 generated from the registries: every model class of ``vijax.models`` (its constructor's float
 and size arguments), every algorithm of ``vijax.inference.ALGORITHMS`` (its factory's arguments,
-and its step fed corrupted batches, eagerly and under ``jax.jit``), the file readers of
-``vijax.data`` (malformed, truncated, binary, non-UTF-8 and non-regular files), and every
+and its step fed corrupted batches and states that are not states, eagerly and under
+``jax.jit``), the file readers of ``vijax.data`` (malformed, truncated, binary, non-UTF-8 and non-regular files), and every
 registered experiment's config (each numeric key out of its range or of the wrong type, unknown
 keys, YAML read differently from what was written).
 
@@ -236,7 +236,7 @@ def _corruptions(batch) -> dict:
 
 def step_cases():
     """(label, call, names, accepted_of): each registered algorithm's step (eagerly and under
-    jit) fed each corruption of its valid batch."""
+    jit) fed each corruption of its valid batch, and a state that is not one."""
     for name, (make, batch, settings) in ALGORITHM_CASES.items():
         alg = make_algorithm(name, make(), **settings)
         state = alg.init(jax.random.PRNGKey(1), batch)
@@ -249,6 +249,14 @@ def step_cases():
                     f"{name}.step[{what}, {mode}]",
                     lambda fn=fn, state=state, bad=bad: fn(jax.random.PRNGKey(2), state, bad),
                     ("batch", "obs", " x ", "y ", "count", "word id", "symbol", "index", "label", "num_data", "must"),
+                )
+        # a state that is not one: the (state, info) pair a step returns, None, its q alone
+        for what, bad in (("(state, info)", (state, None)), ("None", None), ("q alone", (state.q_global,))):
+            for mode, fn in (("eager", alg.step), ("jit", jitted)):
+                yield (
+                    f"{name}.step[state {what}, {mode}]",
+                    lambda fn=fn, bad=bad: fn(jax.random.PRNGKey(2), bad, batch),
+                    ("state",),
                 )
 
 

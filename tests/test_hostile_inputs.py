@@ -388,6 +388,13 @@ def test_every_algorithm_step_checks_values(alg_name):
     transform, words = cases[0]
     with pytest.raises(ValueError, match="at \\["):
         alg.step(jax.random.PRNGKey(2), state, transform(batch))
+    # a state that is not one is named before anything is computed: the (state, info) pair a step
+    # returns, passed back whole (the commonest slip), None, and a q without its state
+    with pytest.raises(ValueError, match="state: got the \\(state, info\\) pair"):
+        alg.step(jax.random.PRNGKey(2), (state, None), batch)
+    for bad in (None, (state.q_global,)):
+        with pytest.raises(ValueError, match="state must be an algorithm's state"):
+            jax.jit(alg.step)(jax.random.PRNGKey(2), bad, batch)
 
 
 def test_value_check_under_jit_and_in_the_runner():

@@ -283,6 +283,37 @@ class Proposal(NamedTuple):
     valid: Any = None
 
 
+def _is_state(x: Any) -> bool:
+    return isinstance(x, tuple) and "count" in getattr(x, "_fields", ())
+
+
+def check_step_state(state: Any) -> None:
+    """Raises ValueError naming ``state`` unless it is an algorithm's state: a NamedTuple with a
+    ``count`` field (what ``alg.init`` returns and ``alg.step`` returns first). The commonest slip,
+    the ``(state, info)`` pair of a step passed back whole, is named as such.
+
+    Examples:
+        >>> check_step_state((1.0, 2.0))
+        Traceback (most recent call last):
+        ...
+        vijax._validate.ArgumentError: state must be an algorithm's state (from alg.init, or the first output of alg.step), got tuple
+    """
+    if _is_state(state):
+        return
+    if isinstance(state, tuple) and len(state) == 2 and _is_state(state[0]):
+        raise ArgumentError(
+            "state",
+            "state: got the (state, info) pair that a step returns; pass its state on: "
+            "state, info = alg.step(key, state, batch)",
+        )
+    got = type(state).__name__
+    if "accepted" in getattr(state, "_fields", ()):
+        got += " (a step's info)"
+    raise ArgumentError(
+        "state", f"state must be an algorithm's state (from alg.init, or the first output of alg.step), got {got}"
+    )
+
+
 def checked_step(body: Callable) -> Callable:
     """The one home of a step's cross-cutting concerns, so that a step's body is math only and a new
     algorithm gets them by construction::
@@ -290,8 +321,9 @@ def checked_step(body: Callable) -> Callable:
         @checked_step
         def step(key, state, batch, *, model, **settings) -> Proposal: ...
 
-    The wrapped ``step(key, state, batch, *, model, **settings)`` checks ``key`` and the batch
-    (:func:`check_step_batch` on ``model``'s checks, with the step number), calls the body,
+    The wrapped ``step(key, state, batch, *, model, **settings)`` checks ``key``, ``state``
+    (:func:`check_step_state`) and the batch (:func:`check_step_batch` on ``model``'s checks, with
+    the step number), calls the body,
     increments ``count`` (saturating), and where a float leaf of the proposed state or a ``guard``
     value is not finite (or ``valid`` is False) keeps every other leaf of the old state (selected by
     ``jnp.where``, never by multiplying: an infinity in the rejected update cannot leak into the
@@ -303,6 +335,7 @@ def checked_step(body: Callable) -> Callable:
     @functools.wraps(body)
     def step(key, state, batch, *, model, **settings):
         check_key("key", key)
+        check_step_state(state)
         check_step_batch(model, batch, state.count)
         proposal = body(key, state, batch, model=model, **settings)
         proposed = proposal.state
