@@ -7,6 +7,7 @@ E[t(beta)] = mean_params and E[V] = I.
 """
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -107,6 +108,36 @@ def test_log_gamma_sampler_matches_scipy(dtype):
     for j, aj in enumerate(np.asarray(a, np.float64)):
         p = scipy.stats.kstest(lg[:, j], lambda y, aj=aj: scipy.stats.gamma.cdf(np.exp(y), aj)).pvalue
         assert p > 1e-3, (aj, p)
+
+
+def test_gamma_draws_of_nearby_sizes_share_one_loop_length():
+    """``sample_log_gamma`` pads its input to a power of two (to a multiple of GAMMA_BUCKET_STEP
+    beyond it), so that a step's draws of 240 and 248 variables hold while loops over 256 elements
+    each (XLA compiles identical loops once); the padding is sliced off and shape 1 keeps it finite."""
+    from vijax.expfam._inversion import GAMMA_BUCKET_STEP, _bucket
+
+    assert [_bucket(n) for n in (0, 1, 3, 240, 256, GAMMA_BUCKET_STEP + 1)] == [
+        1,
+        1,
+        4,
+        256,
+        256,
+        2 * GAMMA_BUCKET_STEP,
+    ]
+
+    def two(key):
+        return sample_log_gamma(key, jnp.full((8, 30), 2.0)), sample_log_gamma(key, jnp.full((248,), 0.5))
+
+    def loops(jaxpr):  # the rejection loops (a while carrying the per-element done flags): their lengths
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "while":
+                yield from (v.aval.shape for v in eqn.invars if v.aval.dtype == jnp.bool_)
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                yield from loops(sub)
+
+    assert list(loops(jax.make_jaxpr(two)(KEY).jaxpr)) == [(256,), (256,)]
+    out = jax.jit(two)(KEY)
+    assert out[0].shape == (8, 30) and out[1].shape == (248,) and all(bool(jnp.all(jnp.isfinite(o))) for o in out)
 
 
 def test_log_gamma_derivative_series_branch_is_continuous():

@@ -94,22 +94,19 @@ def _log_h(q: PyTree, z: PyTree) -> Array:
 
 
 def _reparam_gradient(q, f, key, num_samples):
-    """(g_hat structured like the natural parameters, mean f over the draws)."""
+    """(g_hat structured like the natural parameters, mean f over the draws): the gradient of the
+    mean over ``num_samples`` draws, made together (one rejection loop for the Gamma-based
+    families' draws, not one under ``vmap`` of the keys)."""
     nat = expfam.tree_natural_params(q)
 
-    def one(k):
-        def g(n):
-            qq = expfam.tree_from_natural(q, n)
-            z = expfam.reparam_sample(qq, k)
-            fz = f(z)  # one trace of the log-density (a NumPyro model's is slow to trace)
-            return fz - _log_h(qq, z), fz
+    def g(n):
+        qq = expfam.tree_from_natural(q, n)
+        z = expfam.reparam_sample(qq, key, num_samples)
+        fz = jax.vmap(f)(z)  # one trace of the log-density (a NumPyro model's is slow to trace)
+        return jnp.mean(fz - jax.vmap(lambda zz: _log_h(qq, zz))(z)), jnp.mean(fz)
 
-        (_, val), grad = jax.value_and_grad(g, has_aux=True)(nat)
-        return grad, val
-
-    grads, vals = jax.vmap(one)(jax.random.split(key, num_samples))
-    g_lam = jax.tree.map(lambda x: jnp.mean(x, 0), grads)
-    return expfam.tree_inv_fisher_vp(q, g_lam), jnp.mean(vals)
+    (_, val), g_lam = jax.value_and_grad(g, has_aux=True)(nat)
+    return expfam.tree_inv_fisher_vp(q, g_lam), val
 
 
 def _hessian_gradient(q, f, key, num_samples):
@@ -450,8 +447,7 @@ def as_top_level_api(
 
 def sample(q_global: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
     """Draws structured like q (the pytree of families), with a leading axis of ``num_samples``."""
-    keys = jax.random.split(key, check_int("num_samples", num_samples))
-    return jax.vmap(lambda k: expfam.reparam_sample(q_global, k))(keys)
+    return expfam.reparam_sample(q_global, key, check_int("num_samples", num_samples))
 
 
 def log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, *, joint, prior=None) -> Array:

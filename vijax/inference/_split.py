@@ -132,8 +132,7 @@ def _draw_all(families: list, names: tuple, key: PRNGKey, num: int) -> dict:
     """``num`` draws of each family (``_draw``), in one ``expfam.reparam_sample`` of the list: each
     family on its split of ``key`` (one per family, in the list's order), and the Gamma-based ones
     together, by one rejection loop."""
-    wide = jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, (num, *jnp.shape(p))), families)
-    return dict(zip(names, expfam.reparam_sample(wide, key)))
+    return dict(zip(names, expfam.reparam_sample(families, key, num)))
 
 
 def init(
