@@ -322,3 +322,27 @@ def test_the_compiled_prior_median_is_numpyros_init_to_median():
         with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank promotion
             expected = init_to_median(site, num_samples=15)
         np.testing.assert_allclose(prior_median(fn, key, shape), expected, rtol=1e-6)
+
+
+def test_traced_log_densities_skip_the_checks_the_start_made(monkeypatch):
+    """Traced at latent values with the model's own data, ``log_prob`` and ``log_density`` build
+    their distributions with NumPyro's validation off: the start checked those concrete values
+    (the data, the constants), and each check run again would compile an operation of its own. A
+    new batch, or concrete values, keep NumPyro's checks; the values are the same either way."""
+    from numpyro.distributions.distribution import Distribution
+
+    target = vijax.from_numpyro(eight_schools, SIGMA, y=Y)
+    calls = []
+    original = Distribution.validate_args
+    monkeypatch.setattr(
+        Distribution, "validate_args", lambda self, strict=True: calls.append(1) or original(self, strict)
+    )
+    params = target.constrain(target.init_params)
+    traced = jax.jit(target.log_prob)(params)
+    jax.jit(target.log_density)(target.init_params)
+    assert not calls
+    np.testing.assert_allclose(target.log_prob(params), traced, rtol=1e-6)
+    assert calls, "concrete values are checked"
+    calls.clear()
+    jax.make_jaxpr(lambda p: target.log_prob(p, {"sigma": SIGMA, "y": Y}))(params)
+    assert calls, "a new batch is checked"

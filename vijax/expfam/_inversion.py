@@ -262,8 +262,8 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
     by one ``standard_log_gamma`` over all their shapes (and all ``num`` draws), so that the program
     holds one rejection loop and one implicit derivative however many such families and draws q
     has; ``sample_log_gamma`` pads its shapes to few lengths, so that the draws of a step (several
-    calls of a few hundred variables each) share one compiled loop. ``num`` draws of a family are
-    its draw with its parameters broadcast to a leading axis of ``num``.
+    calls of a few hundred variables each) share one compiled loop. ``num`` draws of the other
+    families are made under ``vmap`` on splits of their key (a MultivariateNormal's factor once).
     t(beta) is computed in log space (finite even where beta underflows), structured like
     ``expfam.tree_mean_params(q)`` so that it can replace E_q[t(beta)] as a model's globals view.
 
@@ -281,9 +281,10 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
     check_invertible(q)
     fams, treedef, keys = _family_keys(q, key)
     lead = () if num is None else (int(num),)
-    wide = [jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, lead + jnp.shape(p)), f) for f in fams]
     out = [None] * len(fams)
     pooled = [i for i, f in enumerate(fams) if implements(f, "from_log_gammas")]
+    # the Gamma-based families' parameters broadcast to the draws (elementwise: no larger than them)
+    wide = {i: jax.tree_util.tree_map(lambda p: jnp.broadcast_to(p, lead + jnp.shape(p)), fams[i]) for i in pooled}
     if pooled:  # one rejection loop and one implicit derivative for all of them
         shapes = [jnp.asarray(wide[i].log_gamma_shapes()) for i in pooled]
         dtype = jnp.result_type(*shapes)
@@ -291,9 +292,13 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
         ends = np.cumsum([a.size for a in shapes])
         for i, a, part in zip(pooled, shapes, jnp.split(log_g, ends[:-1])):
             out[i] = wide[i].from_log_gammas(part.reshape(a.shape).astype(a.dtype))
-    for i, (f, k) in enumerate(zip(wide, keys)):
-        if out[i] is None:
-            out[i] = f.reparam_sample_and_stats(k)
+    for i, (f, k) in enumerate(zip(fams, keys)):
+        if out[i] is None:  # the others under vmap: a MultivariateNormal's factor is computed once
+            out[i] = (
+                f.reparam_sample_and_stats(k)
+                if num is None
+                else jax.vmap(f.reparam_sample_and_stats)(jax.random.split(k, num))
+            )
     return (
         jax.tree_util.tree_unflatten(treedef, [o[0] for o in out]),
         jax.tree_util.tree_unflatten(treedef, [o[1] for o in out]),

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_int, implements
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
+from vijax.inference._guides import check_shapes
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel
@@ -99,6 +100,7 @@ def view_step(
     key_beta, key_local = jax.random.split(key)
     kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
     prior = model.prior(**kw)
+    check_shapes("state.q_global", q, prior, "the model's prior", is_leaf=expfam.is_family)
     stats, transform = view(q, key_beta)
     loc = model.local_step(stats, batch, key_local, method=local, **kw)
     scale, full = data_scale(count, present, num_data, ramp, float_leaf_dtype(q))
