@@ -121,10 +121,10 @@ def _rest_log_density_ngvi(values: dict, pair, *, target: Target):
 
 
 def _draw(q: PyTree, key: PRNGKey, num: int):
-    """``num`` draws of the family ``q``, (num, *batch, *event): one ``expfam.reparam_sample`` of q
-    broadcast to a leading axis of ``num`` (exact samplers: a Gamma-based family by one vectorised
-    rejection loop), not ``q.sample`` (``jax.random.gamma``'s sampler, a loop element by element
-    whose program costs several times more to compile; ``benchmarks/numpyro_models.py``)."""
+    """``num`` draws of the family ``q``, (num, *batch, *event): ``expfam.reparam_sample(q, key, num)``
+    (exact samplers: a Gamma-based family by one vectorised rejection loop over all the draws),
+    not ``q.sample`` (``jax.random.gamma``'s sampler, a loop element by element whose program
+    costs several times more to compile; ``benchmarks/numpyro_models.py``)."""
     return _draw_all([q], ("q",), key, num)["q"]
 
 

@@ -394,7 +394,7 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
 
 
 def _checks_left(batch, params):
-    """NumPyro's validation of distribution arguments and observed values, on where it can still
+    """NumPyro's validation of distribution arguments and observed values, kept where it can still
     find something. Traced at latent values (under ``jit``, ``grad`` or ``vmap``: a step, the
     conjugacy check) with the model's own data (``batch`` None), every check NumPyro would run is
     on a concrete value, the data or a constant, which the start (``_start``) has validated with
