@@ -650,14 +650,17 @@ def test_a_jitted_step_names_the_batch_for_a_string_array():
         jax.jit(alg.step)(jax.random.PRNGKey(1), state, np.array(["a", "b"]))
 
 
-@pytest.mark.parametrize("alg_name", ["cavi", "svi", "ssvi", "map"])
+@pytest.mark.parametrize("alg_name", ["cavi", "svi", "ssvi", "map", "prox_svi"])
 def test_a_state_of_another_model_size_is_named(alg_name):
-    """A state made for the model with 6 topics (3 components), stepped by the algorithm of the
-    model with 5 (2), is refused naming ``state.q_global`` and the shapes, before the local step (it met
+    """A state made for the model with 6 topics (3 components, 3 features), stepped by the
+    algorithm of the model with 5 (2, 2), is refused naming ``state.q_global`` and the shapes, before the local step (it met
     JAX's broadcasting TypeError, or named an internal argument)."""
-    model = (lambda k: vm.UnivariateGMM(num_components=k - 3)) if alg_name == "cavi" else (lambda k: vm.LDA(k, 6))
-    batch = X1 if alg_name == "cavi" else _bow()
-    other = _algorithm(alg_name, model(6), _num_data(batch)).init(jax.random.PRNGKey(1), batch)
+    model = {"cavi": lambda k: vm.UnivariateGMM(num_components=k - 3), "prox_svi": lambda k: vm.GLM(k - 3)}.get(
+        alg_name, lambda k: vm.LDA(k, 6)
+    )
+    batch = X1 if alg_name == "cavi" else _glm_batch() if alg_name == "prox_svi" else _bow()
+    wide = (jnp.concatenate([batch[0], batch[0][:, :1]], 1), batch[1]) if alg_name == "prox_svi" else batch
+    other = _algorithm(alg_name, model(6), _num_data(batch)).init(jax.random.PRNGKey(1), wide)
     alg = _algorithm(alg_name, model(5), _num_data(batch))
     with pytest.raises(ValueError, match=r"state\.q_global.* must have shape \([25].*got \([36]"):
         alg.step(jax.random.PRNGKey(2), other, batch)

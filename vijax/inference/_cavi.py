@@ -25,8 +25,7 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax._validate import batch_size, check_int, check_key, implements
-from vijax.inference._conjugate import check_conjugate_model, check_local, initial_globals
-from vijax.inference._guides import check_shapes
+from vijax.inference._conjugate import check_conjugate_model, check_local, check_q_global, initial_globals
 from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
 from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
@@ -72,7 +71,7 @@ def step(
             f"data points but num_data={num_data}"
         )
     prior = model.prior()
-    check_shapes("state.q_global", state.q_global, prior, "the model's prior", is_leaf=expfam.is_family)
+    check_q_global(state.q_global, prior)
     blocks = model.global_blocks(batch) if implements(model, BlockedGlobalsModel) else ()
     if len(blocks) > 1:
         q_new, num_damped, loc = _update_in_blocks(state.q_global, prior, batch, key, blocks, model, local)

@@ -64,6 +64,14 @@ def check_local(model: ConditionallyConjugateModel, local: str) -> None:
         )
 
 
+def check_q_global(q_global: PyTree, prior: PyTree) -> None:
+    """Raises ValueError naming ``state.q_global`` unless it has the structure and shapes of the
+    model's ``prior`` (every family of q in its prior's family): a state made for a model of another
+    size (say 6 topics stepped with ``LDA(5, V)``) is named here, at the step, not by a broadcasting
+    error deep inside it. Shapes are static: nothing is computed."""
+    check_shapes("state.q_global", q_global, prior, "the model's prior", is_leaf=expfam.is_family)
+
+
 def view_step(
     state: PyTree,
     batch: PyTree,
@@ -100,7 +108,7 @@ def view_step(
     key_beta, key_local = jax.random.split(key)
     kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
     prior = model.prior(**kw)
-    check_shapes("state.q_global", q, prior, "the model's prior", is_leaf=expfam.is_family)
+    check_q_global(q, prior)
     stats, transform = view(q, key_beta)
     loc = model.local_step(stats, batch, key_local, method=local, **kw)
     scale, full = data_scale(count, present, num_data, ramp, float_leaf_dtype(q))

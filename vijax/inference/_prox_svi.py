@@ -42,7 +42,7 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax._validate import ArgumentError, check_choice, check_int, check_key, implements
-from vijax.inference._conjugate import float_leaf_dtype
+from vijax.inference._conjugate import check_q_global, float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
 from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
 from vijax.inference.schedules import as_schedule
@@ -92,6 +92,8 @@ def step(
     """
     check_num_data(num_data, model, batch, state.count)
     q = state.q_global
+    if implements(model, GradientProxModel):  # q in its prior's families (a CTM's globals are its own)
+        check_q_global(q, model.prior())
     beta = jnp.asarray(schedule(state.count))
     if divergence == "kl":
         prox = (

@@ -46,9 +46,8 @@ import jax.numpy as jnp
 
 from vijax import expfam
 from vijax._validate import ArgumentError, check_key, check_scalar, implements
-from vijax.inference._conjugate import check_factory_args, float_leaf_dtype, initial_globals
+from vijax.inference._conjugate import check_factory_args, check_q_global, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
-from vijax.inference._guides import check_shapes
 from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms, kl_guard
 from vijax.types import Array, PRNGKey, PyTree, Schedule
@@ -134,7 +133,7 @@ def step(
     hyper = state.hyper  # values in the state are used (set by init or inject_hyperparameters), learned with hyper_step
     kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
     prior = model.prior(**kw)
-    check_shapes("state.q_global", state.q_global, prior, "the model's prior", is_leaf=expfam.is_family)
+    check_q_global(state.q_global, prior)
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
     scale, full = data_scale(state.count, present, num_data, ramp, float_leaf_dtype(state.q_global))
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)

@@ -399,8 +399,8 @@ def _checks_left(batch, params):
     conjugacy check) with the model's own data (``batch`` None), every check NumPyro would run is
     on a concrete value, the data or a constant, which the start (``_start``) has validated with
     the same data; each would compile a small operation of its own (a comparison and an ``all``,
-    once per shape and dtype: seven pairs, about 0.3 s, in eight schools' ``conjugate_split``
-    set-up and chunk). Those traces run with validation off; a new batch, or concrete latent
+    once per shape and dtype: seven pairs in eight schools' ``conjugate_split`` set-up and
+    chunk). Those traces run with validation off; a new batch, or concrete latent
     values, keep NumPyro's checks."""
     if batch is None and any(is_tracer(x) for x in jax.tree_util.tree_leaves(params)):
         from numpyro.distributions.distribution import validation_enabled
