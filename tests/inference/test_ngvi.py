@@ -218,3 +218,40 @@ def test_the_start_checks_draw_from_the_initial_q_on_the_host():
     np.testing.assert_array_equal(again["b"], _ngvi._start_draws(jax.random.PRNGKey(0), q, 4)["b"])
     mvn = expfam.MultivariateNormal.from_mean_covariance(jnp.zeros(2), jnp.eye(2))
     assert _ngvi._start_draws(jax.random.PRNGKey(0), {"m": mvn, "b": q["b"]}, 4)["m"].shape == (4, 2)
+
+
+def _logistic_problem(n=300, d=4):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(n, d))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(x @ rng.normal(size=d) + 0.5)))).astype(float)
+    x, y = jnp.asarray(x), jnp.asarray(y)
+
+    def log_joint_w(w, batch):  # w ~ N(0, I), y ~ Bernoulli(sigmoid(x w))
+        return jnp.sum(y * (x @ w) - jnp.logaddexp(0.0, x @ w)) - 0.5 * jnp.sum(w**2)
+
+    return log_joint_w, d
+
+
+def test_the_default_schedule_reaches_a_logistic_regressions_mean_field_optimum_within_60_steps():
+    """A log-concave target (Bayesian logistic regression) with the default Gaussian q, estimator
+    and schedule: after 60 steps q = N(m, diag v) meets the mean-field ELBO's stationarity
+    conditions (Opper and Archambeau 2009), E_q[grad f] = 0 and 1 / v = -E_q[diag hess f],
+    estimated independently of the step with 20,000 antithetic draws. The previous default
+    (rho_t = 0.5 (t + 1)^-0.7) stopped short of them."""
+    f, d = _logistic_problem()
+    q0 = expfam.Normal.from_mean_variance(jnp.zeros(d), jnp.full(d, 0.01))
+    for schedule, reached in ((None, True), (vi.schedules.robbins_monro(0.5, tau=1.0, kappa=0.7), False)):
+        alg = ngvi(f, family=q0, num_samples=8, **({} if schedule is None else {"schedule": schedule}))
+        run = jax.jit(lambda s, ks: jax.lax.scan(lambda c, k: (alg.step(k, c, None)[0], None), s, ks)[0])
+        q = run(alg.init(jax.random.PRNGKey(0)), jax.random.split(jax.random.PRNGKey(1), 60)).q_global
+        eps = jax.random.normal(jax.random.PRNGKey(2), (10_000, d))
+        sd = jnp.sqrt(q.variance)[None, :]
+        z = jnp.concatenate([q.mean[None, :] + sd * eps, q.mean[None, :] - sd * eps])
+        grad = np.asarray(jnp.mean(jax.vmap(jax.grad(f), (0, None))(z, None), 0))
+        hess = np.asarray(jnp.mean(jax.vmap(lambda w: jnp.diag(jax.hessian(f)(w, None)))(z), 0))
+        # at the optimum: |E grad| within 5% of sqrt(-E hess), and the precision within 3% (the
+        # new default: at most 1.4% and 0.2%; the old one: 11-62% and 6-12%)
+        stationary = np.all(np.abs(grad) < 0.05 * np.sqrt(-hess)) and np.allclose(
+            1.0 / np.asarray(q.variance), -hess, rtol=0.02
+        )
+        assert stationary == reached, (schedule, grad, 1.0 / np.asarray(q.variance), -hess)
