@@ -121,8 +121,12 @@ def _hessian_gradient(q, f, key, num_samples):
         return f(jax.tree_util.tree_unflatten(treedef, unravel(flat)))
 
     def at(flat):
-        val, grad = jax.value_and_grad(fz)(flat)
-        hess = jax.hessian(fz)(flat)
+        def value_and_grad(x):
+            val, grad = jax.value_and_grad(fz)(x)
+            return grad, (val, grad)
+
+        # forward over reverse: the Hessian with the value and gradient, the log-density traced once
+        hess, (val, grad) = jax.jacfwd(value_and_grad, has_aux=True)(flat)
         return val, grad, (hess if single_mvn else jnp.diag(hess))
 
     def one(k):
