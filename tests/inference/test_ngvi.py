@@ -59,6 +59,43 @@ def test_mean_parameter_gradient_is_unbiased(estimate):
         np.testing.assert_array_less(np.abs(np.mean(est, 0) - ex), 5 * se + 1e-9)
 
 
+def test_the_hessian_estimate_of_a_q_with_gaussian_and_other_factors_is_unbiased():
+    """gradient="hessian" on q = MultivariateNormal x Normal x Gamma: Price's theorem for the two
+    Gaussian factors, the reparameterization gradient for the Gamma, each against the exact
+    mean-parameter gradient (the expectation is linear in the Normal's and the Gamma's mean
+    parameters, with a product coupling them)."""
+    q = {
+        "x": mvn(),
+        "w": expfam.Normal.from_mean_variance(jnp.array([0.4, -1.0]), jnp.array([0.5, 2.0])),
+        "lam": expfam.Gamma.from_shape_rate(3.0, 1.5),
+    }
+
+    def f(z):  # f_quad(x) + lam sum(w) - 0.7 |w|^2 + 2 log lam - lam
+        return (
+            f_quad(z["x"])
+            + z["lam"] * jnp.sum(z["w"])
+            - 0.7 * jnp.sum(z["w"] ** 2)
+            + 2.0 * jnp.log(z["lam"])
+            - z["lam"]
+        )
+
+    keys = jax.random.split(jax.random.PRNGKey(4), 3000)
+    g = jax.jit(jax.vmap(lambda k: _hessian_gradient(q, f, k, 1)[0]))(keys)
+    e_lam = 2.0  # E[lam] = 3 / 1.5
+    exact = {
+        "x": exact_mean_gradient(q["x"]),
+        "w": (jnp.full(2, e_lam), jnp.full(2, -0.7)),  # d/dE[w], d/dE[w^2]
+        "lam": (2.0, float(jnp.sum(q["w"].mean)) - 1.0),  # d/dE[log lam], d/dE[lam]
+    }
+    for site in ("x", "w", "lam"):
+        for est, ex in zip(g[site], exact[site]):
+            ex = jnp.asarray(ex)
+            ex = 0.5 * (ex + ex.T) if ex.ndim == 2 else ex
+            est = 0.5 * (est + jnp.swapaxes(est, -1, -2)) if est.ndim == 3 else est
+            se = np.std(est, 0) / np.sqrt(est.shape[0])
+            np.testing.assert_array_less(np.abs(np.mean(est, 0) - ex), 5 * se + 1e-9)
+
+
 def test_gamma_gradient_is_unbiased_for_a_conjugate_term():
     """Poisson log-likelihood sum x log lam - n lam is linear in t = (log lam, lam): grad_mu = (sum x, -n)."""
     x = jnp.array([2.0, 4.0, 3.0, 0.0, 5.0])
@@ -153,7 +190,7 @@ def test_a_step_at_the_exact_optimum_is_accepted():
     "kwargs,match",
     [
         (dict(family=expfam.Categorical.from_probs(jnp.array([0.5, 0.5]))), "Categorical"),
-        (dict(family=expfam.Gamma.from_shape_rate(1.0, 1.0), gradient="hessian"), "hessian"),
+        (dict(family=expfam.Gamma.from_shape_rate(1.0, 1.0), gradient="hessian"), "hessian"),  # no Gaussian factor
         (dict(gradient="newton"), "gradient"),
         (dict(num_samples=0), "num_samples"),
         (dict(prior=expfam.Gamma.from_shape_rate(1.0, 1.0)), "prior"),

@@ -26,13 +26,16 @@ Estimating g_hat (``gradient``):
   Beta, Dirichlet): g_hat = F(lambda)^-1 (1/S) sum_s grad_lambda f(z_s(lambda)) with z_s = R(u_s;
   lambda) drawn by inversion (Hoffman and Blei 2015, appendix B) and F = hess A; since
   grad_lambda = F grad_mu, this is the reparameterization estimate of grad_mu E_q[f].
-- ``"hessian"`` (Normal mean-field pytrees and a MultivariateNormal): Bonnet's and Price's
+- ``"hessian"`` (the Gaussian factors of q: Normals and unbatched MultivariateNormals): Bonnet's and Price's
   theorems, grad_m E[f] = E[grad f], grad_Sigma E[f] = 1/2 E[hess f], so that with
   mu = (m, Sigma + m m^T): g_mu2 = 1/2 E[hess f], g_mu1 = E[grad f] - E[hess f] m (the diagonal of
   the Hessian for mean-field). The precision update becomes Lambda <- (1 - rho) Lambda - rho E[hess f]:
   a stochastic Newton step, with far less variance than ``"reparam"`` for Gaussians. Each draw
   z = m + L eps is paired with its antithetic m - L eps (still unbiased; exact when log p is
-  quadratic, so that a conjugate Gaussian model is solved in one step with rho = 1).
+  quadratic, so that a conjugate Gaussian model is solved in one step with rho = 1). The other
+  factors of a q that has both (a Gamma, Beta or Dirichlet beside Normals) take the
+  ``"reparam"`` estimate over the same draws, theirs kept when the Gaussian draws are mirrored
+  (unbiased, as q factorizes).
 
 The ELBO reported in ``info.elbo`` is the Monte Carlo estimate (1/S) sum_s log p(x, z_s) + H[q]
 (or E[log lik] - KL(q || prior)) at the parameters before the step. A step whose estimate or new
@@ -110,9 +113,17 @@ def _reparam_gradient(q, f, key, num_samples):
     return expfam.tree_inv_fisher_vp(q, g_lam), val
 
 
+def _is_gaussian(f_) -> bool:
+    """Whether Price's theorem gives this family's update (a Normal, or one unbatched MultivariateNormal)."""
+    return type(f_) is expfam.Normal or (type(f_) is expfam.MultivariateNormal and f_.batch_shape == ())
+
+
 def _hessian_gradient(q, f, key, num_samples):
-    """Price's theorem for Gaussian q (see the module docstring)."""
+    """Price's theorem for the Gaussian factors of q, the reparameterization gradient for the others
+    (see the module docstring)."""
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=expfam.is_family)
+    if not (all(type(f_) is expfam.Normal for f_ in fams) or (len(fams) == 1 and _is_gaussian(fams[0]))):
+        return _mixed_gradient(q, f, key, num_samples)
     single_mvn = len(fams) == 1 and isinstance(fams[0], expfam.MultivariateNormal)
     means = [f_.mean for f_ in fams]
     flat_mean, unravel = ravel_pytree(means)
@@ -143,6 +154,74 @@ def _hessian_gradient(q, f, key, num_samples):
     else:
         g1, h1 = unravel(g), unravel(h)
         out = [(gi - hi * mi, 0.5 * hi) for gi, hi, mi in zip(g1, h1, means)]
+    return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
+
+
+def _mixed_gradient(q, f, key, num_samples):
+    """``"hessian"`` for a q with Gaussian and other factors. Every factor is drawn (the others by
+    ``reparam_sample``, all draws together); each Gaussian draw is paired with its mirror about the
+    mean, the other factors' draws kept (unbiased, as q factorizes). The Gaussian factors' update
+    is Price's, from the gradient and Hessian in their coordinates at every draw; the others' is the
+    reparameterization gradient of the mean over the same draws, mapped by F^-1."""
+    fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=expfam.is_family)
+    gi = [i for i, f_ in enumerate(fams) if _is_gaussian(f_)]
+    ri = [i for i in range(len(fams)) if i not in gi]
+    gauss, rest = [fams[i] for i in gi], [fams[i] for i in ri]
+    flat_mean, unravel = ravel_pytree([f_.mean for f_ in gauss])
+    key_g, key_r = jax.random.split(key)
+    zg = jax.vmap(lambda d: ravel_pytree(d)[0])(expfam.reparam_sample(gauss, key_g, num_samples))
+    zg = jnp.concatenate([zg, 2.0 * flat_mean[None, :] - zg])  # (2 S, D): the draws and their mirrors
+
+    def fz(flat, others):
+        leaves = [None] * len(fams)
+        for i, x in zip(gi, unravel(flat)):
+            leaves[i] = x
+        for i, x in zip(ri, others):
+            leaves[i] = x
+        return f(jax.tree_util.tree_unflatten(treedef, leaves))
+
+    def twice(tree):
+        return jax.tree.map(lambda a: jnp.concatenate([a, a]), tree)
+
+    def rest_objective(nat):
+        qq = [f_.replace_natural(n) for f_, n in zip(rest, nat)]
+        zr = expfam.reparam_sample(qq, key_r, num_samples)
+        log_h = jnp.mean(jax.vmap(lambda zz: _log_h(qq, zz))(zr))
+        return jnp.mean(jax.vmap(fz)(jax.lax.stop_gradient(zg), twice(zr))) - log_h, zr
+
+    if rest:
+        g_lam, zr = jax.grad(rest_objective, has_aux=True)([f_.natural_params for f_ in rest])
+    else:  # Gaussian factors only (a MultivariateNormal beside others)
+        g_lam, zr = [], []
+
+    def at(flat, others):
+        def value_and_grad(x):
+            val, grad = jax.value_and_grad(fz)(x, others)
+            return grad, (val, grad)
+
+        hess, (val, grad) = jax.jacfwd(value_and_grad, has_aux=True)(flat)
+        return val, grad, hess
+
+    vals, grads, hess = jax.vmap(at)(zg, jax.lax.stop_gradient(twice(zr)))
+    g, h = jnp.mean(grads, 0), jnp.mean(hess, 0)
+    out = [None] * len(fams)
+    start = 0
+    for i, f_ in zip(gi, gauss):
+        size = f_.mean.size
+        block, gb, m = (
+            h[start : start + size, start : start + size],
+            g[start : start + size],
+            flat_mean[start : start + size],
+        )
+        if type(f_) is expfam.MultivariateNormal:
+            block = 0.5 * (block + block.T)
+            out[i] = (gb - block @ m, 0.5 * block)
+        else:
+            d = jnp.diag(block)
+            out[i] = ((gb - d * m).reshape(f_.mean.shape), (0.5 * d).reshape(f_.mean.shape))
+        start += size
+    for i, f_, gl in zip(ri, rest, g_lam):
+        out[i] = f_.inv_fisher_vp(tuple(gl))
     return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
 
 
@@ -341,12 +420,15 @@ def as_top_level_api(
         rho_t = 0.5 ((t + tau) / tau)^-0.7, i.e. ``schedules.robbins_monro(0.5 tau^0.7, tau=tau,
         kappa=0.7)``, with tau = 10 for the Hessian estimate, whose antithetic draws are precise
         enough for long steps (a logistic regression reaches its mean-field optimum in about 50
-        steps instead of stopping short after 400), and tau = 1 for the reparameterization one.
+        steps instead of stopping short after 400), and tau = 1 for the reparameterization
+        estimate alone, whose noise needs the faster decay.
       num_data: N for the N / M scaling of ``log_density`` over a minibatch of M.
       num_samples: S >= 1 Monte Carlo draws per step.
-      gradient: ``"reparam"`` or ``"hessian"`` (Gaussian q only), see the module docstring; None:
-        ``"hessian"`` for a Gaussian q (the reparameterization estimate of a full-rank precision is
-        too noisy for large steps), ``"reparam"`` otherwise.
+      gradient: ``"reparam"`` or ``"hessian"`` (for q's Gaussian factors; the others by
+        ``"reparam"``), see the module docstring; None: ``"hessian"`` when q has a Gaussian
+        factor (the reparameterization estimate of a precision is too noisy for large steps: on a
+        mixture's component means it jumped far from the data and left q at a local optimum),
+        ``"reparam"`` otherwise.
       prior: the prior as a pytree of families of q's types (its natural parameters eta enter the
         update; ``log_density`` is then the log-likelihood).
       log_prior: ``z -> scalar`` added once per step (the whole log-joint then reaches g_hat).
@@ -358,7 +440,7 @@ def as_top_level_api(
 
     Raises:
       ValueError: naming the argument: a family without a reparameterized sampler, ``"hessian"``
-        with a non-Gaussian q, zero samples, a prior shaped unlike q, ``prior`` with ``log_prior``,
+        for a q without a Gaussian factor, zero samples, a prior shaped unlike q, ``prior`` with ``log_prior``,
         an argument a target carries itself, a family shaped unlike a target's sites; naming the
         site whose support ``auto_family`` cannot match.
 
@@ -401,16 +483,14 @@ def as_top_level_api(
             raise ArgumentError(
                 "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
             )
-    gaussian = all(type(f) is expfam.Normal for f in fams) or (
-        len(fams) == 1 and type(fams[0]) is expfam.MultivariateNormal and fams[0].batch_shape == ()
-    )
+    some_gaussian = any(_is_gaussian(f) for f in fams)
     gradient = check_choice(
-        "gradient", ("hessian" if gaussian else "reparam") if gradient is None else gradient, GRADIENTS
+        "gradient", ("hessian" if some_gaussian else "reparam") if gradient is None else gradient, GRADIENTS
     )
-    if gradient == "hessian" and not gaussian:
+    if gradient == "hessian" and not some_gaussian:
         raise ArgumentError(
             "gradient",
-            "gradient='hessian' needs q to be a pytree of Normal families or one MultivariateNormal; "
+            "gradient='hessian' needs a Normal or an unbatched MultivariateNormal in q; "
             f"got {[type(f).__name__ for f in fams]}",
         )
     num_samples = check_int("num_samples", num_samples)

@@ -277,11 +277,11 @@ def as_top_level_api(
       init_scale: q(rest)'s initial spread: ``bbvi``'s standard deviation on the unconstrained
         space, or for ``ngvi`` ``auto_family``'s ``init_scale`` (the same spread, matched).
       rest_schedule: ``ngvi``'s step size rho_t for the rest, a number in (0, 1] or a callable
-        ``count -> rho`` (default ``ngvi``'s, ``schedules.robbins_monro(0.5, tau=1.0,
-        kappa=0.7)``); ``rest="ngvi"`` only.
-      gradient: ``ngvi``'s estimator for the rest, ``"reparam"`` or ``"hessian"`` (default: ``"hessian"``
-        when every rest site is real, so that its q is Normal, ``"reparam"`` otherwise);
-        ``rest="ngvi"`` only.
+        ``count -> rho`` (default ``ngvi``'s: rho_t = 0.5 ((t + tau) / tau)^-0.7, tau = 10 with
+        the Hessian estimate and 1 otherwise); ``rest="ngvi"`` only.
+      gradient: ``ngvi``'s estimator for the rest, ``"reparam"`` or ``"hessian"`` (default, as
+        ``ngvi`` chooses: ``"hessian"`` when a rest site is real, so that its q has a Normal
+        factor, ``"reparam"`` otherwise); ``rest="ngvi"`` only.
 
     Returns:
       ``VIAlgorithm(init, step)``; the state is a :class:`SplitState` (``q_global``: the conjugate
