@@ -292,3 +292,18 @@ def test_the_default_schedule_reaches_a_logistic_regressions_mean_field_optimum_
             1.0 / np.asarray(q.variance), -hess, rtol=0.02
         )
         assert stationary == reached, (schedule, grad, 1.0 / np.asarray(q.variance), -hess)
+
+
+def test_the_default_estimate_and_schedule_follow_qs_factors():
+    """The Hessian estimate (and the slowly decaying schedule) wherever q has a Gaussian factor; the
+    reparameterization estimate (and the faster decay) for a q without one."""
+    normal, gamma = expfam.Normal.from_mean_variance(0.0, 1.0), expfam.Gamma.from_shape_rate(2.0, 1.0)
+    f = lambda z, b: -0.5 * jnp.sum(jnp.asarray(jax.tree_util.tree_leaves(z)) ** 2)  # noqa: E731
+    for family, gradient, rho_10 in (
+        (normal, "hessian", 0.5 * 2.0**-0.7),
+        ({"a": normal, "b": gamma}, "hessian", 0.5 * 2.0**-0.7),
+        (gamma, "reparam", 0.5 * 11.0**-0.7),
+    ):
+        settings = ngvi(f, family=family).step.keywords
+        assert settings["gradient"] == gradient
+        np.testing.assert_allclose(float(settings["schedule"](10)), rho_10, rtol=1e-6)
