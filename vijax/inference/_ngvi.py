@@ -428,7 +428,8 @@ def as_top_level_api(
         ``"reparam"``), see the module docstring; None: ``"hessian"`` when q has a Gaussian
         factor (the reparameterization estimate of a precision is too noisy for large steps: on a
         mixture's component means it jumped far from the data and left q at a local optimum),
-        ``"reparam"`` otherwise.
+        ``"reparam"`` otherwise. A Hessian step costs D forward passes of the log-joint's
+        gradient per draw, D the Gaussian factors' total size: for large ones, ``"reparam"``.
       prior: the prior as a pytree of families of q's types (its natural parameters eta enter the
         update; ``log_density`` is then the log-likelihood).
       log_prior: ``z -> scalar`` added once per step (the whole log-joint then reaches g_hat).
