@@ -300,8 +300,8 @@ cells = [
         "$\\hat k$ is the check that such a q is still usable.\n\n"
         "Other options of `bbvi`: `family='meanfield'` or `'lowrank'`, `estimator='stl'`, `'score'` or "
         "`'iwae'`, minibatches with `num_data=N` and `log_prior`, and a pytree of `vijax.expfam` families as "
-        "q; `ngvi` takes a pytree of `expfam.Normal` (mean-field) or, with `gradient='reparam'`, Gamma, "
-        "Beta and Dirichlet families."
+        "q; `ngvi` takes a pytree of `expfam.Normal`, Gamma, Beta and Dirichlet families (Price's Hessian "
+        "estimate for the Normals, the reparameterization gradient for the others)."
     ),
 ]
 write(cells, "notebooks/05_bring_your_own_model.ipynb")
