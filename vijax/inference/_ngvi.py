@@ -118,6 +118,36 @@ def _is_gaussian(f_) -> bool:
     return type(f_) is expfam.Normal or (type(f_) is expfam.MultivariateNormal and f_.batch_shape == ())
 
 
+def _value_grad_hessian(fn, x, *args):
+    """fn(x, *args)'s value, gradient and Hessian in x from one forward-over-reverse pass (``fn``
+    traced once, not once for the gradient and again for the Hessian)."""
+
+    def value_and_grad(y):
+        val, grad = jax.value_and_grad(fn)(y, *args)
+        return grad, (val, grad)
+
+    hess, (val, grad) = jax.jacfwd(value_and_grad, has_aux=True)(x)
+    return val, grad, hess
+
+
+def _price_updates(gauss: list, g: Array, h: Array) -> list:
+    """Each Gaussian factor's mean-parameter gradient (g_mu1, g_mu2) = (E[grad f] - E[hess f] m,
+    E[hess f] / 2) from ``g`` = E[grad f] and ``h`` = E[hess f] over the factors' flat coordinates
+    (in ``gauss``'s order): ``h`` the full matrix, or its diagonal where every factor is a Normal."""
+    out, start = [], 0
+    for f_ in gauss:
+        part = slice(start, start + f_.mean.size)
+        start = part.stop
+        if type(f_) is expfam.MultivariateNormal:
+            hb = h[part, part]
+            hb = 0.5 * (hb + hb.T)
+            out.append((g[part] - hb @ f_.mean, 0.5 * hb))
+        else:
+            d = (h[part] if h.ndim == 1 else jnp.diag(h[part, part])).reshape(f_.mean.shape)
+            out.append((g[part].reshape(f_.mean.shape) - d * f_.mean, 0.5 * d))
+    return out
+
+
 def _hessian_gradient(q, f, key, num_samples):
     """Price's theorem for the Gaussian factors of q, the reparameterization gradient for the others
     (see the module docstring)."""
@@ -125,19 +155,13 @@ def _hessian_gradient(q, f, key, num_samples):
     if not (all(type(f_) is expfam.Normal for f_ in fams) or (len(fams) == 1 and _is_gaussian(fams[0]))):
         return _mixed_gradient(q, f, key, num_samples)
     single_mvn = len(fams) == 1 and isinstance(fams[0], expfam.MultivariateNormal)
-    means = [f_.mean for f_ in fams]
-    flat_mean, unravel = ravel_pytree(means)
+    flat_mean, unravel = ravel_pytree([f_.mean for f_ in fams])
 
     def fz(flat):
         return f(jax.tree_util.tree_unflatten(treedef, unravel(flat)))
 
     def at(flat):
-        def value_and_grad(x):
-            val, grad = jax.value_and_grad(fz)(x)
-            return grad, (val, grad)
-
-        # forward over reverse: the Hessian with the value and gradient, the log-density traced once
-        hess, (val, grad) = jax.jacfwd(value_and_grad, has_aux=True)(flat)
+        val, grad, hess = _value_grad_hessian(fz, flat)
         return val, grad, (hess if single_mvn else jnp.diag(hess))
 
     def one(k):
@@ -147,13 +171,7 @@ def _hessian_gradient(q, f, key, num_samples):
         return jax.tree.map(lambda x: jnp.mean(x, 0), both)
 
     vals, grads, hess = jax.vmap(one)(jax.random.split(key, num_samples))
-    g, h = jnp.mean(grads, 0), jnp.mean(hess, 0)
-    if single_mvn:
-        h = 0.5 * (h + h.T)
-        out = [(g - h @ flat_mean, 0.5 * h)]
-    else:
-        g1, h1 = unravel(g), unravel(h)
-        out = [(gi - hi * mi, 0.5 * hi) for gi, hi, mi in zip(g1, h1, means)]
+    out = _price_updates(fams, jnp.mean(grads, 0), jnp.mean(hess, 0))
     return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
 
 
@@ -194,32 +212,10 @@ def _mixed_gradient(q, f, key, num_samples):
     else:  # Gaussian factors only (a MultivariateNormal beside others)
         g_lam, zr = [], []
 
-    def at(flat, others):
-        def value_and_grad(x):
-            val, grad = jax.value_and_grad(fz)(x, others)
-            return grad, (val, grad)
-
-        hess, (val, grad) = jax.jacfwd(value_and_grad, has_aux=True)(flat)
-        return val, grad, hess
-
-    vals, grads, hess = jax.vmap(at)(zg, jax.lax.stop_gradient(twice(zr)))
-    g, h = jnp.mean(grads, 0), jnp.mean(hess, 0)
+    vals, grads, hess = jax.vmap(lambda x, o: _value_grad_hessian(fz, x, o))(zg, jax.lax.stop_gradient(twice(zr)))
     out = [None] * len(fams)
-    start = 0
-    for i, f_ in zip(gi, gauss):
-        size = f_.mean.size
-        block, gb, m = (
-            h[start : start + size, start : start + size],
-            g[start : start + size],
-            flat_mean[start : start + size],
-        )
-        if type(f_) is expfam.MultivariateNormal:
-            block = 0.5 * (block + block.T)
-            out[i] = (gb - block @ m, 0.5 * block)
-        else:
-            d = jnp.diag(block)
-            out[i] = ((gb - d * m).reshape(f_.mean.shape), (0.5 * d).reshape(f_.mean.shape))
-        start += size
+    for i, pair in zip(gi, _price_updates(gauss, jnp.mean(grads, 0), jnp.mean(hess, 0))):
+        out[i] = pair
     for i, f_, gl in zip(ri, rest, g_lam):
         out[i] = f_.inv_fisher_vp(tuple(gl))
     return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
