@@ -164,6 +164,34 @@ def test_domain_guard_and_non_finite_rejection():
     np.testing.assert_array_equal(s1.q_global.eta1, s0.q_global.eta1)
 
 
+def test_a_non_finite_batch_is_rejected_by_the_hessian_estimate_of_a_mixed_q():
+    """A NaN in the data of a q with Normal and Gamma factors (the Hessian estimate for the Normals,
+    the reparameterization one for the Gamma): the step is rejected and q kept, every parameter
+    finite; the next good batch is accepted."""
+
+    def f(z, batch):
+        x, y = batch
+        return (
+            jnp.sum(-0.5 * (y - x @ z["w"]) ** 2 * z["s"] + 0.5 * jnp.log(z["s"])) - 0.5 * jnp.sum(z["w"] ** 2) - z["s"]
+        )
+
+    family = {
+        "w": expfam.Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2)),
+        "s": expfam.Gamma.from_shape_rate(2.0, 1.0),
+    }
+    good = (jnp.ones((5, 2)), jnp.arange(5.0))
+    alg = ngvi(f, family=family, num_samples=4)
+    assert alg.step.keywords["gradient"] == "hessian"
+    s0 = alg.init(jax.random.PRNGKey(0), good)
+    step = jax.jit(alg.step)
+    s1, info = step(jax.random.PRNGKey(1), s0, (good[0], good[1].at[2].set(jnp.nan)))
+    assert not bool(info.accepted) and int(s1.num_rejected) == 1
+    for a, b in zip(jax.tree_util.tree_leaves(s1.q_global), jax.tree_util.tree_leaves(s0.q_global)):
+        np.testing.assert_array_equal(a, b)
+    s2, info = step(jax.random.PRNGKey(2), s1, good)
+    assert bool(info.accepted) and all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(s2.q_global))
+
+
 def test_a_step_at_the_exact_optimum_is_accepted():
     """On a Gaussian target the Hessian estimate is exact: once q is the optimum a step changes
     nothing, with nothing damped, and is accepted (not counted as a rejected step)."""
