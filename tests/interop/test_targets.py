@@ -16,6 +16,7 @@ from numpyro.infer import Trace_ELBO
 from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoMultivariateNormal, AutoNormal
 from numpyro.infer.util import constrain_fn, potential_energy
 from numpyro.infer.util import log_density as numpyro_log_density
+from scipy import stats
 
 import vijax
 from vijax.inference import auto_family, bbvi, elbo, guide, ngvi, sample
@@ -308,20 +309,53 @@ def test_ngvi_refuses_a_family_shaped_unlike_the_sites():
         ngvi(target, family={"mu": Normal.from_mean_variance(jnp.zeros(2), jnp.ones(2))})
 
 
-def test_the_compiled_prior_median_is_numpyros_init_to_median():
-    """``prior_median`` (NumPyro's ``init_to_median`` compiled as one program, from_numpyro's start)
-    gives the strategy's own op-by-op value at the same key (rtol 1e-6)."""
+def _init_to_median(fn, key, shape):
     from numpyro.infer import init_to_median
 
-    from vijax.interop._numpyro import prior_median
+    site = {"type": "sample", "name": "s", "fn": fn, "is_observed": False, "value": None}
+    site["kwargs"] = {"rng_key": key, "sample_shape": shape}
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank promotion
+        return init_to_median(site, num_samples=15)
+
+
+def test_the_compiled_prior_median_is_numpyros_init_to_median():
+    """``prior_median`` (NumPyro's ``init_to_median`` compiled as one program, from_numpyro's start)
+    gives the strategy's own op-by-op value at the same key (rtol 1e-6) for sites whose sampler
+    draws no Gamma variable, and for a site that does, the strategy's value on the draws of
+    ``VectorGammaDraws`` (whose law the next test checks)."""
+    from vijax.interop._numpyro import VectorGammaDraws, prior_median
 
     key = jax.random.PRNGKey(3)
-    for fn, shape in [(dist.Dirichlet(jnp.array([1.0, 2.0, 3.0])), ()), (dist.HalfNormal(2.0), (4,))]:
-        site = {"type": "sample", "name": "s", "fn": fn, "is_observed": False, "value": None}
-        site["kwargs"] = {"rng_key": key, "sample_shape": shape}
-        with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank promotion
-            expected = init_to_median(site, num_samples=15)
-        np.testing.assert_allclose(prior_median(fn, key, shape), expected, rtol=1e-6)
+    for fn, shape in [(dist.HalfNormal(2.0), (4,)), (dist.Normal(1.0, 2.0), ()), (dist.HalfCauchy(5.0), (2,))]:
+        np.testing.assert_allclose(prior_median(fn, key, shape), _init_to_median(fn, key, shape), rtol=1e-6)
+    for fn, shape in [(dist.Dirichlet(jnp.array([1.0, 2.0, 3.0])), ()), (dist.Gamma(2.0, 3.0), (4,))]:
+        np.testing.assert_allclose(
+            prior_median(fn, key, shape), _init_to_median(VectorGammaDraws(fn), key, shape), rtol=1e-6
+        )
+
+
+@pytest.mark.parametrize(
+    "fn, marginal",
+    [
+        (dist.Gamma(0.3, 2.0), stats.gamma(0.3, scale=0.5)),
+        (dist.Gamma(4.0, 0.5), stats.gamma(4.0, scale=2.0)),
+        (dist.Beta(2.0, 5.0), stats.beta(2.0, 5.0)),
+        (dist.Dirichlet(jnp.array([0.5, 1.0, 3.0])), stats.beta(0.5, 4.0)),  # the first coordinate
+        (dist.InverseGamma(3.0, 2.0), stats.invgamma(3.0, scale=2.0)),
+        (dist.StudentT(4.0, 1.0, 2.0), stats.t(4.0, loc=1.0, scale=2.0)),
+    ],
+)
+def test_the_starts_gamma_draws_have_the_distributions_law(fn, marginal):
+    """``VectorGammaDraws`` (from_numpyro's start draws its Gamma variables by vijax's sampler):
+    4,000 draws of each distribution (the first coordinate of a Dirichlet) against its law,
+    a Kolmogorov-Smirnov test at the 0.1% level, one fixed key; and the draws are not NumPyro's
+    own (another random stream), so the test sees the replacement."""
+    from vijax.interop._numpyro import VectorGammaDraws
+
+    key = jax.random.PRNGKey(7)
+    draws = np.asarray(VectorGammaDraws(fn)(sample_shape=(4000,), rng_key=key)).reshape(4000, -1)[:, 0]
+    assert stats.kstest(draws, marginal.cdf).pvalue > 1e-3
+    assert not np.allclose(draws, np.asarray(fn(sample_shape=(4000,), rng_key=key)).reshape(4000, -1)[:, 0])
 
 
 def test_traced_log_densities_skip_the_checks_the_start_made(monkeypatch):

@@ -56,8 +56,9 @@ class Target:
       transform: ``params_u -> (params, log |det J|)``.
       unconstrain: ``params -> params_u``, the inverse of ``constrain``.
       sites: site name -> :class:`Site`, the latent sites in the model's order.
-      init_params: the unconstrained starting point (NumPyro's ``init_to_median``; for TFP the
-        median of 15 prior draws on the unconstrained space).
+      init_params: the unconstrained starting point (NumPyro's ``init_to_median``, its Gamma
+        variables drawn by vijax's sampler; for TFP the median of 15 prior draws on the
+        unconstrained space).
       plates: the subsampled plates, name -> (size N, subsample size M); a batch gives each one's
         indices (see ``batch_keys``), and the model scales its sites by N / M.
       batch_keys: what a batch may hold: the names of the model's arguments (NumPyro), of the
