@@ -8,17 +8,17 @@ between e^-1 and e^6). Two ways, side by side in one process:
   all its ``GammaBased`` families in one ``standard_log_gamma`` (one rejection loop, one implicit
   derivative, the latter in blocks sorted by shape);
 - ``per family``: ``stats_and_v_product`` of each family on its own key split (as the draw was made
-  before the pooling: one rejection loop and one ``igamma_grad_a`` per family; the derivative in
+  before the pooling: one rejection loop and one implicit derivative per family; the derivative in
   blocks sorted by shape in both ways, so this measures the pooling alone).
 
 and, on the Beta(100 x 100) alone (20,000 Gamma variables), the implicit derivative two ways:
 
 - ``Beta, derivative in sorted blocks``: ``stats_and_v_product`` ``jax.vmap``-ed over the family
   cut in 2 halves (on split keys): each call sees 10,000 Gamma variables, above the blocking size,
-  so ``igamma_grad_a`` runs in blocks of ``QUANTILE_GRAD_BLOCK`` elements sorted by shape (each
+  so the implicit derivative runs in blocks of ``QUANTILE_GRAD_BLOCK`` elements sorted by shape (each
   block iterating as long as its own largest shape needs);
 - ``Beta, derivative on one array``: the same call ``jax.vmap``-ed over the family's 100 rows:
-  each call sees 200 Gamma variables, under the blocking size, so XLA evaluates ``igamma_grad_a``
+  each call sees 200 Gamma variables, under the blocking size, so the implicit derivative is evaluated
   on one array of all 20,000, iterating until the slowest element converges (the rule before the
   blocks). The rejection loop and the vmap are the same in both.
 
