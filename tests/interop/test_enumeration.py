@@ -66,6 +66,28 @@ def test_the_marginal_log_density_is_the_sum_over_every_assignment():
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree_util.tree_leaves(grad))
 
 
+def test_the_start_traces_a_summed_out_site_at_its_first_support_value(monkeypatch):
+    """From_numpyro's start does not draw a summed-out site (a Categorical's sampler that raises is
+    never called): its value in the start's trace is its support's first value at each element
+    (0 for a Categorical or a Bernoulli, ``low`` for a DiscreteUniform; shape
+    ``sample_shape + batch_shape``), so the start compiles no random bits for it."""
+    from vijax.interop._numpyro import _first_support_value
+
+    cat = dist.Categorical(jnp.full((4, 3), 1.0 / 3))
+    np.testing.assert_array_equal(_first_support_value(cat, (2,)), np.zeros((2, 4), np.int32))
+    uniform = dist.DiscreteUniform(2, 4).expand([3])
+    np.testing.assert_array_equal(_first_support_value(uniform, ()), [2, 2, 2])
+    np.testing.assert_array_equal(_first_support_value(dist.Bernoulli(0.3), ()), 0)
+
+    def no_draw(*args, **kwargs):
+        raise AssertionError("the start drew a summed-out site")
+
+    monkeypatch.setattr(dist.CategoricalProbs, "sample", no_draw)
+    monkeypatch.setattr(dist.BernoulliProbs, "sample", no_draw)
+    start = vijax.from_numpyro(two_level_mixture, Y + 0.25).init_params  # data of its own: a fresh start
+    assert set(start) == {"w", "mu"} and all(bool(jnp.all(jnp.isfinite(v))) for v in start.values())
+
+
 def test_a_subsampled_plate_scales_the_summed_terms_by_n_over_m():
     """With the data plate subsampled (M = 2 of N = 6), the log-joint averaged over the minibatches
     of a partition equals the full log-joint (rtol 1e-10): the N / M scale multiplies
