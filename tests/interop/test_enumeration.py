@@ -66,18 +66,18 @@ def test_the_marginal_log_density_is_the_sum_over_every_assignment():
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree_util.tree_leaves(grad))
 
 
-def test_the_start_traces_a_summed_out_site_at_its_first_support_value(monkeypatch):
+def test_the_start_traces_a_summed_out_site_at_itsfirst_support_value(monkeypatch):
     """From_numpyro's start does not draw a summed-out site (a Categorical's sampler that raises is
     never called): its value in the start's trace is its support's first value at each element
     (0 for a Categorical or a Bernoulli, ``low`` for a DiscreteUniform; shape
     ``sample_shape + batch_shape``), so the start compiles no random bits for it."""
-    from vijax.interop._numpyro import _first_support_value
+    from vijax.interop._prior_draws import first_support_value
 
     cat = dist.Categorical(jnp.full((4, 3), 1.0 / 3))
-    np.testing.assert_array_equal(_first_support_value(cat, (2,)), np.zeros((2, 4), np.int32))
+    np.testing.assert_array_equal(first_support_value(cat, (2,)), np.zeros((2, 4), np.int32))
     uniform = dist.DiscreteUniform(2, 4).expand([3])
-    np.testing.assert_array_equal(_first_support_value(uniform, ()), [2, 2, 2])
-    np.testing.assert_array_equal(_first_support_value(dist.Bernoulli(0.3), ()), 0)
+    np.testing.assert_array_equal(first_support_value(uniform, ()), [2, 2, 2])
+    np.testing.assert_array_equal(first_support_value(dist.Bernoulli(0.3), ()), 0)
 
     def no_draw(*args, **kwargs):
         raise AssertionError("the start drew a summed-out site")

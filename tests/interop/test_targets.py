@@ -323,7 +323,7 @@ def test_the_compiled_prior_median_is_numpyros_init_to_median():
     gives the strategy's own op-by-op value at the same key (rtol 1e-6) for sites whose sampler
     draws no Gamma variable, and for a site that does, the strategy's value on the draws of
     ``VectorGammaDraws`` (whose law the next test checks)."""
-    from vijax.interop._numpyro import VectorGammaDraws, prior_median
+    from vijax.interop._prior_draws import VectorGammaDraws, prior_median
 
     key = jax.random.PRNGKey(3)
     for fn, shape in [(dist.HalfNormal(2.0), (4,)), (dist.Normal(1.0, 2.0), ()), (dist.HalfCauchy(5.0), (2,))]:
@@ -350,7 +350,7 @@ def test_the_starts_gamma_draws_have_the_distributions_law(fn, marginal):
     4,000 draws of each distribution (the first coordinate of a Dirichlet) against its law,
     a Kolmogorov-Smirnov test at the 0.1% level, one fixed key; and the draws are not NumPyro's
     own (another random stream), so the test sees the replacement."""
-    from vijax.interop._numpyro import VectorGammaDraws
+    from vijax.interop._prior_draws import VectorGammaDraws
 
     key = jax.random.PRNGKey(7)
     draws = np.asarray(VectorGammaDraws(fn)(sample_shape=(4000,), rng_key=key)).reshape(4000, -1)[:, 0]
