@@ -58,6 +58,7 @@ References:
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import jax
@@ -66,7 +67,7 @@ from jax import lax
 import numpy as np
 from jax.scipy.special import digamma
 
-from vijax.expfam._base import implements, is_family, tree_from_natural, tree_natural_params
+from vijax.expfam._base import implements, is_family, standard_normal, tree_from_natural, tree_natural_params
 from vijax.types import Array, PRNGKey, PyTree
 from vijax._validate import ArgumentError
 
@@ -346,15 +347,19 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
     by one ``standard_log_gamma`` over all their shapes (and all ``num`` draws), so that the program
     holds one rejection loop and one implicit derivative however many such families and draws q
     has; ``sample_log_gamma`` pads its shapes to few lengths, so that the draws of a step (several
-    calls of a few hundred variables each) share one compiled loop. ``num`` draws of the other
-    families are made under ``vmap`` on splits of their key (a MultivariateNormal's factor once).
+    calls of a few hundred variables each) share one compiled loop. Likewise the families that are
+    affine maps of standard normals (``NormalBased``: Normal, MultivariateNormal) take theirs from
+    one flat ``standard_normal`` call for all of them and all ``num`` draws (under ``vmap`` of
+    split keys, one call per family, XLA compiled the hash of each two-axis draw as a kernel
+    several times larger); a MultivariateNormal's factor is computed once. ``num`` draws of the
+    others are made under ``vmap`` on splits of their key.
     t(beta) is computed in log space (finite even where beta underflows), structured like
     ``expfam.tree_mean_params(q)`` so that it can replace E_q[t(beta)] as a model's globals view.
 
     Args:
       q: a family or a pytree of families (Gamma, Beta, Dirichlet, Normal), any batch shapes.
       key: PRNG key; a single family uses it as is, each family of a larger pytree its own split
-        (the pooled Gamma draw the split of the first family in it).
+        (the pooled Gamma draw the split of the first family in it, the pooled normals likewise).
       num: None (one draw) or the number of draws, on a new leading axis.
 
     Returns:
@@ -376,8 +381,16 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
         ends = np.cumsum([a.size for a in shapes])
         for i, a, part in zip(pooled, shapes, jnp.split(log_g, ends[:-1])):
             out[i] = wide[i].from_log_gammas(part.reshape(a.shape).astype(a.dtype))
+    normal = [i for i, f in enumerate(fams) if implements(f, "from_normals")]
+    if normal:  # one flat draw of standard normals for all of them
+        shapes = [lead + tuple(fams[i].normal_shape()) for i in normal]
+        dtype = jnp.result_type(*[fams[i].dtype for i in normal])
+        eps = standard_normal(keys[normal[0]], (sum(math.prod(s) for s in shapes),), dtype)
+        ends = np.cumsum([math.prod(s) for s in shapes])
+        for i, s, part in zip(normal, shapes, jnp.split(eps, ends[:-1])):
+            out[i] = fams[i].from_normals(part.reshape(s).astype(fams[i].dtype))
     for i, (f, k) in enumerate(zip(fams, keys)):
-        if out[i] is None:  # the others under vmap: a MultivariateNormal's factor is computed once
+        if out[i] is None:  # the others (NormalGamma, NormalWishart) under vmap on splits of the key
             out[i] = (
                 f.reparam_sample_and_stats(k)
                 if num is None

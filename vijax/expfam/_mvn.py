@@ -10,7 +10,7 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from vijax._validate import ArgumentError, check_finite
-from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family, standard_normal
 from vijax.types import tfp_jax
 
 
@@ -202,18 +202,25 @@ class MultivariateNormal(AbstractExpFamily):
 
     def sample(self, key, shape=()):
         """Reparameterized draws x = mu + L^-T z, z ~ N(0, I), so that Cov[x] = (L L^T)^-1."""
-        shape = tuple(shape) + self.batch_shape
-        d = self.eta1.shape[-1]
-        chol = self._chol()
-        z = jax.random.normal(key, shape + (d,), self.dtype)
-        chol_b = jnp.broadcast_to(chol, shape + (d, d))
-        x = solve_triangular(chol_b, z[..., None], lower=True, trans="T")[..., 0]
-        return x + jnp.broadcast_to(_cho_solve_vec(chol, self.eta1), shape + (d,))
+        return self.from_normals(standard_normal(key, tuple(shape) + self.normal_shape(), self.dtype))[0]
 
     def reparam_sample_and_stats(self, key):
         """One draw x = mu + L^-T z (``sample``), explicit in the natural parameters, and
         t(x) = (x, x x^T); for natural-gradient VI and SSVI (``vijax.expfam.Reparameterizable``)."""
-        x = self.sample(key)
+        return self.from_normals(standard_normal(key, self.normal_shape(), self.dtype))
+
+    def normal_shape(self):
+        """d standard normals per member of the batch."""
+        return self.batch_shape + (self.eta1.shape[-1],)
+
+    def from_normals(self, z):
+        """x = mu + L^-T z and t(x) = (x, x x^T) for ``z`` of shape ``sample_shape + batch_shape +
+        (d,)``; the Cholesky factor L of the precision is computed once for all the draws."""
+        d = self.eta1.shape[-1]
+        chol = self._chol()
+        chol_b = jnp.broadcast_to(chol, z.shape[:-1] + (d, d))
+        x = solve_triangular(chol_b, z[..., None], lower=True, trans="T")[..., 0]
+        x = x + jnp.broadcast_to(_cho_solve_vec(chol, self.eta1), z.shape)
         return x, (x, _outer(x, x))
 
     def is_valid(self):

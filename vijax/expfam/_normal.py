@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import check_finite, check_positive
-from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family, standard_normal
 from vijax.types import tfp_jax
 
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
@@ -80,9 +80,7 @@ class Normal(AbstractExpFamily):
         return x, x**2
 
     def sample(self, key, shape=()):
-        shape = tuple(shape) + self.batch_shape
-        eps = jax.random.normal(key, shape, self.dtype)
-        return jnp.broadcast_to(self.mean, shape) + jnp.broadcast_to(jnp.sqrt(self.variance), shape) * eps
+        return self.from_normals(standard_normal(key, tuple(shape) + self.batch_shape, self.dtype))[0]
 
     def is_valid(self):
         return self.eta2 < 0.0
@@ -97,8 +95,15 @@ class Normal(AbstractExpFamily):
 
     def reparam_sample_and_stats(self, key):
         """x = mu + sigma eps, eps ~ N(0, 1): explicit, and equal to -(dQ/d eta) / q."""
-        eps = jax.random.normal(key, self.batch_shape, self.dtype)
-        x = self.mean + jnp.sqrt(self.variance) * eps
+        return self.from_normals(standard_normal(key, self.batch_shape, self.dtype))
+
+    def normal_shape(self):
+        """One standard normal per element of the batch."""
+        return self.batch_shape
+
+    def from_normals(self, eps):
+        """x = mu + sigma eps and t(x) = (x, x^2), for ``eps`` of shape ``sample_shape + batch_shape``."""
+        x = jnp.broadcast_to(self.mean, eps.shape) + jnp.broadcast_to(jnp.sqrt(self.variance), eps.shape) * eps
         return x, (x, x**2)
 
     def to_tfp(self):

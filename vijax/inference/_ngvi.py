@@ -164,13 +164,13 @@ def _hessian_gradient(q, f, key, num_samples):
         val, grad, hess = _value_grad_hessian(fz, flat)
         return val, grad, (hess if single_mvn else jnp.diag(hess))
 
-    def one(k):
-        z = ravel_pytree(jax.tree_util.tree_leaves(expfam.reparam_sample(q, k)))[0]
+    def one(z):
         # the antithetic pair m +- (z - m): unbiased, and exact for a quadratic log-density
         both = jax.vmap(at)(jnp.stack([z, 2.0 * flat_mean - z]))
         return jax.tree.map(lambda x: jnp.mean(x, 0), both)
 
-    vals, grads, hess = jax.vmap(one)(jax.random.split(key, num_samples))
+    draws = expfam.reparam_sample(q, key, num_samples)  # all draws together: one random call per factor
+    vals, grads, hess = jax.vmap(one)(jax.vmap(lambda d: ravel_pytree(jax.tree_util.tree_leaves(d))[0])(draws))
     out = _price_updates(fams, jnp.mean(grads, 0), jnp.mean(hess, 0))
     return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
 
