@@ -202,7 +202,7 @@ class MultivariateNormal(AbstractExpFamily):
 
     def sample(self, key, shape=()):
         """Reparameterized draws x = mu + L^-T z, z ~ N(0, I), so that Cov[x] = (L L^T)^-1."""
-        return self.from_normals(standard_normal(key, tuple(shape) + self.normal_shape(), self.dtype))[0]
+        return self._affine(standard_normal(key, tuple(shape) + self.normal_shape(), self.dtype))
 
     def reparam_sample_and_stats(self, key):
         """One draw x = mu + L^-T z (``sample``), explicit in the natural parameters, and
@@ -216,12 +216,17 @@ class MultivariateNormal(AbstractExpFamily):
     def from_normals(self, z):
         """x = mu + L^-T z and t(x) = (x, x x^T) for ``z`` of shape ``sample_shape + batch_shape +
         (d,)``; the Cholesky factor L of the precision is computed once for all the draws."""
+        x = self._affine(z)
+        return x, (x, _outer(x, x))
+
+    def _affine(self, z):
+        """mu + L^-T z for ``z`` of shape ``sample_shape + batch_shape + (d,)`` (``sample`` without
+        the statistics, whose d x d outer products would cost memory for many draws)."""
         d = self.eta1.shape[-1]
         chol = self._chol()
         chol_b = jnp.broadcast_to(chol, z.shape[:-1] + (d, d))
         x = solve_triangular(chol_b, z[..., None], lower=True, trans="T")[..., 0]
-        x = x + jnp.broadcast_to(_cho_solve_vec(chol, self.eta1), z.shape)
-        return x, (x, _outer(x, x))
+        return x + jnp.broadcast_to(_cho_solve_vec(chol, self.eta1), z.shape)
 
     def is_valid(self):
         """Finite parameters and a positive-definite precision (its Cholesky factor exists)."""

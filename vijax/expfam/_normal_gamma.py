@@ -12,7 +12,7 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax._validate import check_finite, check_positive
-from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.expfam._base import AbstractExpFamily, as_float, register_family, standard_normal
 from vijax.expfam._inversion import standard_log_gamma
 from vijax.types import tfp_jax
 
@@ -92,7 +92,7 @@ class NormalGamma(AbstractExpFamily):
         k_tau, k_mu = jax.random.split(key)
         a = jnp.broadcast_to(self.concentration, shape)
         tau = jax.random.gamma(k_tau, a, shape, dtype=self.dtype) / jnp.broadcast_to(self.rate, shape)
-        eps = jax.random.normal(k_mu, shape, self.dtype)
+        eps = standard_normal(k_mu, shape, self.dtype)
         mu = jnp.broadcast_to(self.loc, shape) + eps / jnp.sqrt(jnp.broadcast_to(self.kappa, shape) * tau)
         return jnp.stack([mu, tau], axis=-1)
 
@@ -103,7 +103,7 @@ class NormalGamma(AbstractExpFamily):
         k_tau, k_mu = jax.random.split(key)
         log_tau = standard_log_gamma(k_tau, self.concentration) - jnp.log(self.rate)
         tau = jnp.exp(log_tau)
-        eps = jax.random.normal(k_mu, self.batch_shape, self.dtype)
+        eps = standard_normal(k_mu, self.batch_shape, self.dtype)
         mu = self.loc + eps * jax.lax.rsqrt(self.kappa * tau)
         return jnp.stack([mu, tau], axis=-1), (tau * mu, tau * mu**2, tau, log_tau)
 

@@ -13,7 +13,16 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import multigammaln
 
 from vijax._validate import ArgumentError, check_finite, check_positive
-from vijax.expfam._base import AbstractExpFamily, _flatten, _layout, _unflatten, as_float, dense_fisher, register_family
+from vijax.expfam._base import (
+    AbstractExpFamily,
+    _flatten,
+    _layout,
+    _unflatten,
+    as_float,
+    dense_fisher,
+    register_family,
+    standard_normal,
+)
 from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._mvn import _check_spd, _eye_like, _matvec, _outer, _sym
 from vijax.expfam._special import digamma
@@ -203,8 +212,8 @@ class NormalWishart(AbstractExpFamily):
         k_chi, k_norm, k_eps = jax.random.split(key, 3)
         half_dfs = _half_dfs(self.dof, d)
         g = jax.random.gamma(k_chi, jnp.broadcast_to(half_dfs, shape + (d,)), dtype=self.dtype)
-        normals = jax.random.normal(k_norm, shape + (d, d), self.dtype)
-        eps = jax.random.normal(k_eps, shape + (d,), self.dtype)
+        normals = standard_normal(k_norm, shape + (d, d), self.dtype)
+        eps = standard_normal(k_eps, shape + (d,), self.dtype)
         lam, mu, _ = self._bartlett(jnp.log(2.0 * g), normals, eps)
         return jnp.concatenate([lam, mu[..., None]], axis=-1)
 
@@ -215,8 +224,8 @@ class NormalWishart(AbstractExpFamily):
         k_chi, k_norm, k_eps = jax.random.split(key, 3)
         half_dfs = _half_dfs(self.dof, d)
         log_chi2 = _LOG_2 + standard_log_gamma(k_chi, half_dfs)
-        normals = jax.random.normal(k_norm, self.batch_shape + (d, d), self.dtype)
-        eps = jax.random.normal(k_eps, self.batch_shape + (d,), self.dtype)
+        normals = standard_normal(k_norm, self.batch_shape + (d, d), self.dtype)
+        eps = standard_normal(k_eps, self.batch_shape + (d,), self.dtype)
         lam, mu, log_det = self._bartlett(log_chi2, normals, eps)
         lam_mu = _matvec(lam, mu)
         return jnp.concatenate([lam, mu[..., None]], axis=-1), (lam_mu, jnp.sum(mu * lam_mu, -1), lam, log_det)
