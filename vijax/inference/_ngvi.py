@@ -149,36 +149,10 @@ def _price_updates(gauss: list, g: Array, h: Array) -> list:
 
 
 def _hessian_gradient(q, f, key, num_samples):
-    """Price's theorem for the Gaussian factors of q, the reparameterization gradient for the others
-    (see the module docstring)."""
-    fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=expfam.is_family)
-    if not (all(type(f_) is expfam.Normal for f_ in fams) or (len(fams) == 1 and _is_gaussian(fams[0]))):
-        return _mixed_gradient(q, f, key, num_samples)
-    single_mvn = len(fams) == 1 and isinstance(fams[0], expfam.MultivariateNormal)
-    flat_mean, unravel = ravel_pytree([f_.mean for f_ in fams])
-
-    def fz(flat):
-        return f(jax.tree_util.tree_unflatten(treedef, unravel(flat)))
-
-    def at(flat):
-        val, grad, hess = _value_grad_hessian(fz, flat)
-        return val, grad, (hess if single_mvn else jnp.diag(hess))
-
-    def one(z):
-        # the antithetic pair m +- (z - m): unbiased, and exact for a quadratic log-density
-        both = jax.vmap(at)(jnp.stack([z, 2.0 * flat_mean - z]))
-        return jax.tree.map(lambda x: jnp.mean(x, 0), both)
-
-    draws = expfam.reparam_sample(q, key, num_samples)  # all draws together: one random call per factor
-    vals, grads, hess = jax.vmap(one)(jax.vmap(lambda d: ravel_pytree(jax.tree_util.tree_leaves(d))[0])(draws))
-    out = _price_updates(fams, jnp.mean(grads, 0), jnp.mean(hess, 0))
-    return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
-
-
-def _mixed_gradient(q, f, key, num_samples):
-    """``"hessian"`` for a q with Gaussian and other factors. Every factor is drawn (the others by
-    ``reparam_sample``, all draws together); each Gaussian draw is paired with its mirror about the
-    mean, the other factors' draws kept (unbiased, as q factorizes). The Gaussian factors' update
+    """``"hessian"``: Price's theorem for the Gaussian factors of q, the reparameterization gradient
+    for the others (see the module docstring). Every factor is drawn (by ``reparam_sample``, all
+    draws of the Gaussian factors together, and of the others together); each Gaussian draw is
+    paired with its mirror about the mean, the other factors' draws kept (unbiased, as q factorizes). The Gaussian factors' update
     is Price's, from the gradient and Hessian in their coordinates at every draw; the others' is the
     reparameterization gradient of the mean over the same draws, mapped by F^-1."""
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=expfam.is_family)
@@ -186,7 +160,7 @@ def _mixed_gradient(q, f, key, num_samples):
     ri = [i for i in range(len(fams)) if i not in gi]
     gauss, rest = [fams[i] for i in gi], [fams[i] for i in ri]
     flat_mean, unravel = ravel_pytree([f_.mean for f_ in gauss])
-    key_g, key_r = jax.random.split(key)
+    key_g, key_r = jax.random.split(key) if rest else (key, None)
     zg = jax.vmap(lambda d: ravel_pytree(d)[0])(expfam.reparam_sample(gauss, key_g, num_samples))
     zg = jnp.concatenate([zg, 2.0 * flat_mean[None, :] - zg])  # (2 S, D): the draws and their mirrors
 
@@ -209,10 +183,16 @@ def _mixed_gradient(q, f, key, num_samples):
 
     if rest:
         g_lam, zr = jax.grad(rest_objective, has_aux=True)([f_.natural_params for f_ in rest])
-    else:  # Gaussian factors only (a MultivariateNormal beside others)
+    else:  # Gaussian factors only
         g_lam, zr = [], []
 
-    vals, grads, hess = jax.vmap(lambda x, o: _value_grad_hessian(fz, x, o))(zg, jax.lax.stop_gradient(twice(zr)))
+    mean_field = all(type(f_) is expfam.Normal for f_ in gauss)  # the Hessian's diagonal is all they need
+
+    def at(x, o):
+        val, grad, hess = _value_grad_hessian(fz, x, o)
+        return val, grad, (jnp.diag(hess) if mean_field else hess)
+
+    vals, grads, hess = jax.vmap(at)(zg, jax.lax.stop_gradient(twice(zr)))
     out = [None] * len(fams)
     for i, pair in zip(gi, _price_updates(gauss, jnp.mean(grads, 0), jnp.mean(hess, 0))):
         out[i] = pair
