@@ -334,6 +334,31 @@ def test_the_compiled_prior_median_is_numpyros_init_to_median():
         )
 
 
+def test_the_starts_draws_are_flat_random_bits_with_numpyros_values():
+    """The start's draws of a site with a batch shape (15 draws of a Normal of 10 values: random
+    bits of shape (15, 10), whose hash XLA's CPU compiler emits as a far larger kernel than a flat
+    one's) come from flat random bits reshaped: NumPyro's own values bit for bit."""
+    from vijax.interop._prior_draws import VectorGammaDraws, prior_median
+
+    fn, key = dist.Normal(jnp.zeros(10), 1.0), jax.random.PRNGKey(5)
+    draw = VectorGammaDraws(fn)
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank promotion
+        closed = jax.make_jaxpr(lambda k: draw(sample_shape=(15,), rng_key=k))(key)
+        assert [e.params["shape"] for e in _eqns(closed.jaxpr) if e.primitive.name == "random_bits"] == [(150,)]
+        np.testing.assert_array_equal(draw(sample_shape=(15,), rng_key=key), fn(sample_shape=(15,), rng_key=key))
+    np.testing.assert_array_equal(prior_median(fn, key), _init_to_median(fn, key, ()))
+
+
+def _eqns(jaxpr):
+    """Every equation of ``jaxpr`` and of the jaxprs its equations call."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for value in eqn.params.values():
+            inner = getattr(value, "jaxpr", value)
+            if hasattr(inner, "eqns"):
+                yield from _eqns(inner)
+
+
 @pytest.mark.parametrize(
     "fn, marginal",
     [
