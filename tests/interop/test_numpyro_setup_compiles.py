@@ -185,3 +185,23 @@ def test_gaussian_guide_start_is_the_jnp_start():
         np.testing.assert_allclose(v["scale"], _softplus_inv(jnp.full((8,), scale)), rtol=1e-6)
         assert v["factor"].shape == (8, 2) and not np.any(np.asarray(v["factor"]))
         jax.tree_util.tree_map(np.testing.assert_array_equal, g._unravel(v["loc"]), template)
+
+
+def _twins():
+    a = numpyro.sample("a", dist.Normal(jnp.zeros(3), 1.0).to_event(1))
+    b = numpyro.sample("b", dist.Normal(jnp.zeros(3), 1.0).to_event(1))
+    numpyro.sample("y", dist.Normal(a + b, 1.0), obs=jnp.zeros(3))
+
+
+def test_the_start_keys_each_site_without_splitting_a_key():
+    """The start's i-th site draws with ``jax.random.key(i)``: its program splits no key (NumPyro's
+    ``seed`` splits one key per site, a hash the program would compile once per site), and two
+    sites of the same prior start at different values (medians of draws of independent streams)."""
+    target = vijax.from_numpyro(_twins)
+    program = next(reversed(_numpyro._PROGRAMS))  # the text of the start's jaxpr, the last compiled
+    assert "random_bits[" in program and "random_split" not in program and "random_fold_in" not in program
+    a, b = np.asarray(target.init_params["a"]), np.asarray(target.init_params["b"])
+    assert not np.allclose(a, b)
+    from vijax.interop._prior_draws import prior_median
+
+    np.testing.assert_array_equal(a, prior_median(dist.Normal(jnp.zeros(3), 1.0).to_event(1), jax.random.key(1)))

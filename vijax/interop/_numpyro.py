@@ -307,9 +307,30 @@ def _compiled(program: Callable) -> Any:
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), fn(tuple(closed.consts)))
 
 
+def _site_keys(model: Callable) -> Callable:
+    """``model`` under a handler that gives each message NumPyro's ``seed`` would give a key
+    (a sample site without a value, a subsampled plate...) the key ``jax.random.key(i)``, i = 1, 2,
+    ... in the order the model meets them: independent streams, where ``seed`` splits one key per
+    message, a hash that the start's program would compile once per site."""
+    from numpyro.primitives import Messenger
+
+    class SiteKeys(Messenger):
+        def process_message(self, msg):
+            if msg["type"] not in ("sample", "prng_key", "plate", "control_flow"):
+                return
+            if msg["kwargs"]["rng_key"] is not None or msg["value"] is not None:
+                return
+            self.count += 1
+            msg["kwargs"]["rng_key"] = jax.random.key(self.count)
+
+    keyed = SiteKeys(model)
+    keyed.count = 0
+    return keyed
+
+
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start as one compiled program: one trace under a seed (seed 0) with NumPyro's
-    init strategy applied as ``initialize_model`` applies it (``_checked_strategy`` of
+    """The model's start as one compiled program: one trace, each site keyed by ``_site_keys``, with
+    NumPyro's init strategy applied as ``initialize_model`` applies it (``_checked_strategy`` of
     ``prior_median``: each latent site checked as the model meets it, then its median of 15 prior
     draws), the unconstrained start, and the subsampled plates, summed-out sites and supports read
     off the trace. Returns a dict: ``plates``, ``summed``, ``latent`` (names), ``nesting``,
@@ -331,7 +352,7 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
         plates: dict = {}
         strategy = _checked_strategy(prior_median, plates)
         with jax.numpy_rank_promotion("allow"):
-            seeded = handlers.substitute(handlers.seed(model, rng_seed=0), substitute_fn=strategy)
+            seeded = handlers.substitute(_site_keys(model), substitute_fn=strategy)
             trace = handlers.trace(seeded).get_trace(*args, **kwargs)
             summed = tuple(n for n, m in trace.items() if enumerated(m))
             latent = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"] and n not in summed]
@@ -411,7 +432,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
 
     Returns:
       A :class:`~vijax.interop.Target`. Its ``init_params`` come from NumPyro's ``init_to_median``
-      (the median of 15 prior draws on the unconstrained space, seed 0; Gamma variables, those of
+      (the median of 15 prior draws on the unconstrained space, the i-th site the model meets
+      drawn with the key ``jax.random.key(i)``, not a key split from seed 0; Gamma variables, those of
       Gamma, Beta and Dirichlet sites among them, drawn by vijax's vectorised sampler, from
       another random stream than NumPyro's) applied as NumPyro's ``initialize_model`` applies an
       init strategy, without its compiled search for a finite potential: ``bbvi``'s and
@@ -455,7 +477,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     named = tuple(n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     # one trace finds the sites, checks each as the model meets it, and applies the init strategy
-    # as initialize_model applies it (a substitute_fn under a seed), without initialize_model's
+    # as initialize_model applies it (a substitute_fn under keys per site), without initialize_model's
     # compiled search for a finite potential (4.7 s against 4 ms for a one-site model on a 2-core
     # CPU): bbvi's and ngvi's init check the log-density at the start
     start = _start(model, args, kwargs)
