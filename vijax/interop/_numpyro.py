@@ -315,17 +315,19 @@ def _site_keys(model: Callable) -> Callable:
     from numpyro.primitives import Messenger
 
     class SiteKeys(Messenger):
+        def __init__(self, fn):
+            super().__init__(fn)
+            self.count = 0
+
         def process_message(self, msg):
             if msg["type"] not in ("sample", "prng_key", "plate", "control_flow"):
                 return
             if msg["kwargs"]["rng_key"] is not None or msg["value"] is not None:
-                return
+                return  # as seed: no key where the message has one or a value
             self.count += 1
             msg["kwargs"]["rng_key"] = jax.random.key(self.count)
 
-    keyed = SiteKeys(model)
-    keyed.count = 0
-    return keyed
+    return SiteKeys(model)
 
 
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
