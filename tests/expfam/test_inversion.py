@@ -546,14 +546,19 @@ def test_standard_normal_is_jax_random_normal_drawn_flat(shape):
 
 def test_normal_based_families_of_a_pytree_share_one_random_call():
     """Normal and MultivariateNormal families of a pytree take the standard normals of all their
-    draws from one random call (one ``random_bits`` in the program of 20,000 draws) and keep
+    draws from one random call (one ``random_bits`` in the program of 20,000 draws, and no split of
+    the key) and keep
     their laws: mean and variance of the draws (5 standard errors; variances within 6%), and the
     MultivariateNormal's covariance within 6%."""
     mvn = expfam.MultivariateNormal.from_mean_covariance(jnp.array([1.0, -1.0]), jnp.array([[2.0, 0.6], [0.6, 0.5]]))
     q = (Normal.from_mean_variance(jnp.array([0.5, -3.0, 2.0]), jnp.array([1.0, 0.1, 9.0])), mvn)
     n = 20000
     counts = primitive_counts(lambda k: reparam_sample(q, k, n), KEY)
-    assert counts.get("random_bits", 0) == 1
+    # and no key split: the pooled normals read the key itself (a split is a hash compiled into
+    # the program); a pytree that also holds a Gamma-based family splits it, one key per family
+    assert counts.get("random_bits", 0) == 1 and counts.get("random_split", 0) == 0
+    mixed = primitive_counts(lambda k: reparam_sample(q + (Gamma.from_shape_rate(2.0, 1.0),), k, n), KEY)
+    assert mixed.get("random_split", 0) == 1
     draws = reparam_sample(q, KEY, n)
     assert draws[0].shape == (n, 3) and draws[1].shape == (n, 2)
     for x, f in zip(draws, q):

@@ -334,8 +334,13 @@ def check_invertible(q: PyTree) -> None:
 
 
 def _family_keys(q: PyTree, key: PRNGKey):
+    """(q's families, its treedef, a key per family): ``key`` itself for every family where one
+    draw serves them all (one family, or Normal-based families only, whose pooled normals read one
+    key), else a split per family. A split is a threefry hash that XLA compiles into the program
+    (a loop of about twenty kernels on a CPU)."""
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
-    return fams, treedef, ([key] if len(fams) == 1 else list(jax.random.split(key, len(fams))))
+    one = len(fams) == 1 or all(implements(f, "from_normals") for f in fams)
+    return fams, treedef, ([key] * len(fams) if one else list(jax.random.split(key, len(fams))))
 
 
 def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) -> tuple[PyTree, PyTree]:
@@ -358,8 +363,9 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
 
     Args:
       q: a family or a pytree of families (Gamma, Beta, Dirichlet, Normal), any batch shapes.
-      key: PRNG key; a single family uses it as is, each family of a larger pytree its own split
-        (the pooled Gamma draw the split of the first family in it, the pooled normals likewise).
+      key: PRNG key; a single family, or Normal-based families only, use it as is; each family of
+        another pytree its own split (the pooled Gamma draw the split of the first family in it,
+        the pooled normals likewise).
       num: None (one draw) or the number of draws, on a new leading axis.
 
     Returns:
