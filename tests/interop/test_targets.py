@@ -349,6 +349,17 @@ def test_the_starts_draws_are_flat_random_bits_with_numpyros_values():
     np.testing.assert_array_equal(prior_median(fn, key), _init_to_median(fn, key, ()))
 
 
+def test_the_starts_flat_draws_keep_a_batch_of_keys():
+    """A draw of several axes under ``vmap`` of keys (one ``random_bits`` of a batch of keys, whose
+    output leads with the keys' axes) is drawn flat per key: the values of the draw it replaces."""
+    from vijax.interop._prior_draws import _eval_vector_gamma
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 5)
+    draw = jax.vmap(lambda k: jax.random.normal(k, (3, 4)))
+    closed = jax.make_jaxpr(draw)(keys)
+    np.testing.assert_array_equal(_eval_vector_gamma(closed.jaxpr, closed.consts, keys)[0], draw(keys))
+
+
 def _eqns(jaxpr):
     """Every equation of ``jaxpr`` and of the jaxprs its equations call."""
     for eqn in jaxpr.eqns:

@@ -44,7 +44,7 @@ def _eval_vector_gamma(jaxpr, consts, *args) -> list:
         elif eqn.primitive.name == "random_bits" and len(eqn.params["shape"]) > 1:
             shape = eqn.params["shape"]
             flat = eqn.primitive.bind(*vals, **{**eqn.params, "shape": (math.prod(shape),)})
-            out = [flat.reshape(shape)]
+            out = [flat.reshape(flat.shape[:-1] + shape)]  # keys' batch axes (a vmap's) lead
         elif eqn.primitive.name in ("jit", "pjit"):
             inner = eqn.params["jaxpr"]
             out = _eval_vector_gamma(inner.jaxpr, inner.consts, *vals)
