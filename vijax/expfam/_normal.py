@@ -80,7 +80,7 @@ class Normal(AbstractExpFamily):
         return x, x**2
 
     def sample(self, key, shape=()):
-        return self.from_normals(standard_normal(key, tuple(shape) + self.batch_shape, self.dtype))[0]
+        return self._affine(standard_normal(key, tuple(shape) + self.batch_shape, self.dtype))
 
     def is_valid(self):
         return self.eta2 < 0.0
@@ -103,8 +103,13 @@ class Normal(AbstractExpFamily):
 
     def from_normals(self, eps):
         """x = mu + sigma eps and t(x) = (x, x^2), for ``eps`` of shape ``sample_shape + batch_shape``."""
-        x = jnp.broadcast_to(self.mean, eps.shape) + jnp.broadcast_to(jnp.sqrt(self.variance), eps.shape) * eps
+        x = self._affine(eps)
         return x, (x, x**2)
+
+    def _affine(self, eps):
+        """mu + sigma eps (``sample`` without the statistics: outside ``jit`` x^2 would be computed
+        for nothing)."""
+        return jnp.broadcast_to(self.mean, eps.shape) + jnp.broadcast_to(jnp.sqrt(self.variance), eps.shape) * eps
 
     def to_tfp(self):
         tfp = tfp_jax()
