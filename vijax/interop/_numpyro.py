@@ -15,7 +15,7 @@ import numpy as np
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from vijax.interop._prior_draws import first_support_value, prior_median
-from vijax.interop._target import Site, Target, check_batch
+from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._validate import ArgumentError, is_tracer
 from vijax.types import Array
 
@@ -543,8 +543,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
             return transform_fn(transforms, params, invert=True)
 
     return Target(
-        log_prob=log_prob,
-        log_density=log_density_u,
+        log_prob=traced_once(log_prob),
+        log_density=traced_once(log_density_u),
         transform=transform,
         unconstrain=unconstrain,
         sites=sites,

@@ -7,9 +7,10 @@ import dataclasses
 from typing import Any, Callable, Mapping, Optional
 
 import jax
+from jax.extend.core import jaxpr_as_fun
 
 from vijax.types import Array, PyTree
-from vijax._validate import ArgumentError, ids_in_range
+from vijax._validate import ArgumentError, ids_in_range, is_tracer
 
 # the supports ``vijax.inference.auto_family`` matches to a family; every other support is "other"
 SUPPORTS = ("real", "positive", "unit_interval", "simplex", "other")
@@ -144,4 +145,39 @@ def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str
     return data
 
 
-__all__ = ["SUPPORTS", "Site", "Target", "check_batch"]
+def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any]:
+    """``fn(params, batch)`` (a library's log-density), where ``params`` are traced and ``batch`` is
+    None, evaluated from one jaxpr of ``fn`` per parameter shapes: each later trace (``init``'s
+    check, a step's gradient and Hessian under ``vmap``, the conjugacy check) replays that jaxpr's
+    operations instead of running the library's Python again under every transformation (NumPyro's
+    handlers and distributions, TFP's bijectors). The same operations, so the same values.
+    Concrete parameters or a batch call ``fn`` itself, so that the library checks concrete values
+    as before; so does a ``fn`` whose jaxpr would hold an enclosing trace's values (a target built
+    under the caller's ``jit``), which a kept jaxpr must not outlive."""
+    cache: dict = {}
+
+    def wrapped(params: PyTree, batch: Any = None) -> Any:
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        if batch is not None or not any(is_tracer(x) for x in leaves):
+            return fn(params, batch)
+        avals = tuple(jax.typeof(x) for x in leaves)
+        key = (treedef, avals)
+        if key not in cache:
+            structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in avals]
+            closed, out = jax.make_jaxpr(
+                lambda *xs: fn(jax.tree_util.tree_unflatten(treedef, xs), None), return_shape=True
+            )(*structs)
+            if any(is_tracer(c) for c in closed.consts):
+                return fn(params, batch)
+            cache[key] = closed, jax.tree_util.tree_structure(out)
+        closed, out_tree = cache[key]
+        # the replay runs the custom derivative rules of the library's code (a jvp of xlogy), which
+        # the library runs with JAX's rank promotion allowed, as both libraries' log-densities run
+        with jax.numpy_rank_promotion("allow"):
+            out = jaxpr_as_fun(closed)(*leaves)
+        return jax.tree_util.tree_unflatten(out_tree, out)
+
+    return wrapped
+
+
+__all__ = ["SUPPORTS", "Site", "Target", "check_batch", "traced_once"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from vijax.types import tfp_jax
 
-from vijax.interop._target import Site, Target, check_batch
+from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._validate import ArgumentError
 
 NUM_INIT_DRAWS = 15  # the prior draws whose unconstrained median is the starting point (as init_to_median)
@@ -222,8 +222,8 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
             "joint_dist", f"joint_dist: its log_prob has batch shape {out.shape}; vijax needs a scalar log-joint"
         )
     return Target(
-        log_prob=log_prob,
-        log_density=log_density,
+        log_prob=traced_once(log_prob),
+        log_density=traced_once(log_density),
         transform=transform,
         unconstrain=unconstrain,
         sites=sites,
