@@ -280,6 +280,24 @@ def gradient_probe(joint: Callable, log_density: Optional[Callable], params_of: 
     return probe
 
 
+def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -> Callable:
+    """``(z, v) -> (joint value, whether d joint / dz . v != 0, whether d log_density / dz . v != 0)``
+    at one draw z of q and a direction v (z's structure): ``gradient_probe``'s flags by forward mode.
+    A non-zero gradient has a non-zero derivative along a random direction with probability one,
+    and one forward pass is a smaller program to trace and compile than a reverse one (``ngvi``'s
+    start check on a NumPyro mixture: 0.19-0.20 s against 0.27 s). Without ``log_density`` the
+    joint's flag serves both."""
+
+    def probe(z, v):
+        value, d_joint = jax.jvp(lambda p: joint(p, batch), (z,), (v,))
+        if log_density is None:
+            return value, d_joint != 0, d_joint != 0
+        d_lik = jax.jvp(lambda p: log_density(p, batch), (z,), (v,))[1]
+        return value, d_joint != 0, d_lik != 0
+
+    return probe
+
+
 def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) -> None:
     """Raises ValueError when the log-joint's gradient with respect to the parameters is exactly zero
     at every draw of ``where`` (``joint_moves`` all False): a log-density that is not differentiable
@@ -564,6 +582,7 @@ __all__ = [
     "elbo",
     "check_gradient_flows",
     "check_target_arguments",
+    "directional_probe",
     "gradient_probe",
     "init",
     "log_joint",

@@ -59,10 +59,9 @@ from vijax.interop import Target
 from vijax.models import filter_jit
 from vijax.inference._bbvi import (
     NUM_START_DRAWS,
-    _nonzero,
     check_gradient_flows,
     check_target_arguments,
-    gradient_probe,
+    directional_probe,
     log_joint,
 )
 from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked, check_shapes, check_structures
@@ -226,26 +225,19 @@ def init(
     return NGVIState(family, zero, zero)
 
 
-def _start_values(family, z, batch, joint, log_density, has_prior, at_mean):
+def _start_values(family, draws, batch, joint, log_density, has_prior, at_mean):
     """The start's checks as one program: (joint at q's mean or 0 where ``at_mean`` is False;
-    without draws ``z`` None, else at each draw of ``z`` (leading axis) the joint's value, whether
-    d joint / dz != 0 and whether d log_density / dz != 0; without a prior the log-density is the
-    joint and one gradient serves both)."""
+    without ``draws`` None, else, for ``draws`` = (z, v), at each draw of ``z`` (leading axis) the
+    joint's value, whether d joint / dz != 0 and whether d log_density / dz != 0, each by its
+    derivative along the direction v (``directional_probe``); without a prior the log-density is
+    the joint and one derivative serves both)."""
     value = 0.0
     if at_mean:
         mean = jax.tree_util.tree_map(_family_mean, family, is_leaf=expfam.is_family)
         value = joint(mean, batch)
-    if z is None:
+    if draws is None:
         return value, None
-    if has_prior:
-        return value, jax.vmap(gradient_probe(joint, log_density, lambda zz: zz, batch))(z)
-
-    def one(zz):
-        val, grad = jax.value_and_grad(joint)(zz, batch)
-        moves = _nonzero(grad)
-        return val, moves, moves
-
-    return value, jax.vmap(one)(z)
+    return value, jax.vmap(directional_probe(joint, log_density if has_prior else None, batch))(*draws)
 
 
 def _family_mean(f):
@@ -307,11 +299,20 @@ def _start_draws(key, family, num: int):
     return jax.tree_util.tree_unflatten(treedef, [np.stack(col) for col in zip(*draws)])
 
 
+def _directions(key, z):
+    """A standard normal direction for each draw of ``z`` (its leaves' shapes and float types), drawn
+    on the host by numpy from ``key``'s words (a stream apart from ``_start_draws``')."""
+    rng = np.random.default_rng([*np.asarray(jax.random.key_data(key)).ravel().tolist(), 1])
+    return jax.tree_util.tree_map(lambda x: rng.standard_normal(np.shape(x)).astype(x.dtype), z)
+
+
 def _check_start(key, batch, family, joint, log_density, has_prior, at_mean) -> None:
-    """The log-density at q's mean (``at_mean``) and its gradient at draws of q, in one program."""
+    """The log-density at q's mean (``at_mean``) and its derivative at draws of q along random
+    directions, in one program."""
     z = _start_draws(key, family, NUM_START_DRAWS)
+    draws = (z, _directions(key, z))
     try:
-        value, (_, joint_moves, lik_moves) = _probe(family, z, batch, joint, log_density, has_prior, at_mean)
+        value, (_, joint_moves, lik_moves) = _probe(family, draws, batch, joint, log_density, has_prior, at_mean)
     except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked
         if batch is not None:
             raise
