@@ -52,6 +52,8 @@ class Target:
     Attributes:
       log_prob: ``(params, batch) -> scalar``, the log-joint at constrained values (no Jacobian),
         with the model's own minibatch scaling; what ``vijax.inference.ngvi`` and ``bbvi`` take.
+        Traced without a batch, it and ``log_density`` replay one jaxpr of the library's code per
+        parameter shapes (:func:`traced_once`).
       log_density: ``(params_u, batch) -> scalar``, the log-joint on the unconstrained space,
         Jacobian included (NumPyro's ``-potential_energy``).
       transform: ``params_u -> (params, log |det J|)``.
