@@ -96,11 +96,12 @@ def test_zero_gradient_cases_that_are_not_errors():
     assert any("only the prior moves q" in str(w.message) for w in caught)
 
 
-def test_ngvi_checks_the_gradient_along_random_directions():
-    """ngvi's start check takes the derivative along a random direction at each draw: a log-density
-    of z1 - z2 alone (zero derivative along (1, 1), a non-zero gradient) passes; with a prior and a
-    likelihood of rounded values, the warning that only the prior moves q."""
+def test_the_start_checks_the_gradient_along_random_directions():
+    """bbvi's and ngvi's start checks take the derivative along a random direction at each draw: a
+    log-density of z1 - z2 alone (zero derivative along (1, 1), a non-zero gradient) passes; with a
+    prior and a likelihood of rounded values, ngvi warns that only the prior moves q."""
     ngvi(lambda z, b: -0.5 * (z[0] - z[1] - 1.0) ** 2, family=Q0).init(KEY)
+    bbvi(lambda p, b: -0.5 * (p["z"][0] - p["z"][1] - 1.0) ** 2, init_params={"z": jnp.zeros(2)}).init(KEY)
     alg = ngvi(lambda z, b: jnp.sum(jnp.round(z)), family=Q0, log_prior=lambda z: -0.5 * jnp.sum(z**2))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -243,8 +243,9 @@ def init(
     With a ``batch`` (and ``joint``), the log-density is evaluated at q's centre and at a few draws
     of q; a non-finite value raises ValueError (a NaN-returning log-density, or a parameter whose
     bijector does not map to its support). With ``log_density`` (the estimators that differentiate
-    it: all but ``"score"``), its gradient at those draws is checked too (``check_gradient_flows``;
-    with ``batch`` None, where ``log_density`` accepts None).
+    it: all but ``"score"``), its gradient at those draws is checked too, by the derivative along a
+    random direction (``directional_probe``, ``check_gradient_flows``; with ``batch`` None, where
+    ``log_density`` accepts None).
     """
     check_key("key", key)
     vparams = guide.init()
@@ -265,28 +266,12 @@ def _nonzero(tree) -> Array:
     return jnp.any(jnp.stack([jnp.any(x != 0) for x in leaves])) if leaves else jnp.array(False)
 
 
-def gradient_probe(joint: Callable, log_density: Optional[Callable], params_of: Callable, batch) -> Callable:
-    """``z -> (joint value, whether d joint / d params != 0, whether d log_density / d params != 0)``
-    at one draw z of q, ``params_of(z)`` the parameters ``joint(params, batch)`` takes; without
-    ``log_density`` no gradient is taken (both flags True)."""
-
-    def probe(z):
-        params = params_of(z)
-        if log_density is None:
-            return joint(params, batch), jnp.array(True), jnp.array(True)
-        value, g_joint = jax.value_and_grad(joint)(params, batch)
-        return value, _nonzero(g_joint), _nonzero(jax.grad(log_density)(params, batch))
-
-    return probe
-
-
 def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -> Callable:
     """``(z, v) -> (joint value, whether d joint / dz . v != 0, whether d log_density / dz . v != 0)``
-    at one draw z of q and a direction v (z's structure): ``gradient_probe``'s flags by forward mode.
-    A non-zero gradient has a non-zero derivative along a random direction with probability one,
-    and one forward pass is a smaller program to trace and compile than a reverse one (``ngvi``'s
-    start check on a NumPyro mixture: 0.19-0.20 s against 0.27 s). Without ``log_density`` the
-    joint's flag serves both."""
+    at one draw z of q and a direction v (z's structure), by forward mode: a non-zero gradient has a
+    non-zero derivative along a random direction with probability one, and one forward pass is a
+    smaller program to trace and compile than a reverse one (``ngvi``'s start check on a NumPyro
+    mixture: 0.19-0.20 s against 0.27 s). Without ``log_density`` the joint's flag serves both."""
 
     def probe(z, v):
         value, d_joint = jax.jvp(lambda p: joint(p, batch), (z,), (v,))
@@ -296,6 +281,13 @@ def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -
         return value, d_joint != 0, d_lik != 0
 
     return probe
+
+
+def directions(key, z):
+    """A standard normal direction for each draw of ``z`` (arrays or shape structs: their shapes and
+    float types), drawn on the host by numpy from ``key``'s words (a stream apart from the draws')."""
+    rng = np.random.default_rng([*np.asarray(jax.random.key_data(key)).ravel().tolist(), 1])
+    return jax.tree_util.tree_map(lambda x: rng.standard_normal(x.shape).astype(x.dtype), z)
 
 
 def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) -> None:
@@ -325,25 +317,31 @@ def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) ->
 
 
 @filter_jit  # compiled once per (guide, joint, log_density, shapes): a second init reuses it
-def _probe(key, vparams, batch, guide, joint, log_density, at_mean: bool):
-    """(the joint at q's centre where ``at_mean``, else None; ``gradient_probe`` at
-    ``NUM_START_DRAWS`` draws of q, ``_draws`` at ``key``), in one program (op by op, each
+def _probe(key, v, vparams, batch, guide, joint, log_density, at_mean: bool):
+    """(the joint at q's centre where ``at_mean``, else None; at ``NUM_START_DRAWS`` draws of q
+    (``_draws`` at ``key``, unconstrained) the joint's value and, where ``log_density`` is given,
+    ``directional_probe``'s flags along the directions ``v``), in one program (op by op, each
     operation of the guide's sampler and map is a compilation of its own)."""
     z = _draws(guide, vparams, key, NUM_START_DRAWS)
     value = joint(guide.mean(vparams), batch) if at_mean else None
-    return value, jax.vmap(gradient_probe(joint, log_density, lambda zs: guide.constrain(zs)[0], batch))(z)
+    if log_density is None:  # nothing is differentiated: the values only
+        vals = jax.vmap(lambda zs: joint(guide.constrain(zs)[0], batch))(z)
+        return value, (vals, None, None)
+    on_z = lambda f: lambda zs, b: f(guide.constrain(zs)[0], b)  # noqa: E731
+    return value, jax.vmap(directional_probe(on_z(joint), on_z(log_density), batch))(z, v)
 
 
 def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> None:
+    v = directions(key, jax.eval_shape(lambda: _draws(guide, vparams, key, NUM_START_DRAWS)))
     if batch is None:  # a log-density that takes no data (one that needs a batch is not checked)
         if log_density is None:
             return
         try:
-            _, (_, joint_moves, lik_moves) = _probe(key, vparams, batch, guide, joint, log_density, False)
+            _, (_, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, False)
         except Exception:  # noqa: BLE001 - log_density does not accept batch=None
             return
     else:
-        at_mean, (vals, joint_moves, lik_moves) = _probe(key, vparams, batch, guide, joint, log_density, True)
+        at_mean, (vals, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, True)
         at_mean = float(at_mean)
         if not np.isfinite(at_mean):
             raise ArgumentError(
@@ -583,7 +581,7 @@ __all__ = [
     "check_gradient_flows",
     "check_target_arguments",
     "directional_probe",
-    "gradient_probe",
+    "directions",
     "init",
     "log_joint",
     "log_weights",

@@ -62,6 +62,7 @@ from vijax.inference._bbvi import (
     check_gradient_flows,
     check_target_arguments,
     directional_probe,
+    directions,
     log_joint,
 )
 from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked, check_shapes, check_structures
@@ -299,18 +300,11 @@ def _start_draws(key, family, num: int):
     return jax.tree_util.tree_unflatten(treedef, [np.stack(col) for col in zip(*draws)])
 
 
-def _directions(key, z):
-    """A standard normal direction for each draw of ``z`` (its leaves' shapes and float types), drawn
-    on the host by numpy from ``key``'s words (a stream apart from ``_start_draws``')."""
-    rng = np.random.default_rng([*np.asarray(jax.random.key_data(key)).ravel().tolist(), 1])
-    return jax.tree_util.tree_map(lambda x: rng.standard_normal(np.shape(x)).astype(x.dtype), z)
-
-
 def _check_start(key, batch, family, joint, log_density, has_prior, at_mean) -> None:
     """The log-density at q's mean (``at_mean``) and its derivative at draws of q along random
     directions, in one program."""
     z = _start_draws(key, family, NUM_START_DRAWS)
-    draws = (z, _directions(key, z))
+    draws = (z, directions(key, z))
     try:
         value, (_, joint_moves, lik_moves) = _probe(family, draws, batch, joint, log_density, has_prior, at_mean)
     except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked
