@@ -260,12 +260,6 @@ def init(
 NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
 
 
-def _nonzero(tree) -> Array:
-    """Whether any float leaf of ``tree`` holds a non-zero entry."""
-    leaves = [x for x in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
-    return jnp.any(jnp.stack([jnp.any(x != 0) for x in leaves])) if leaves else jnp.array(False)
-
-
 def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -> Callable:
     """``(z, v) -> (joint value, whether d joint / dz . v != 0, whether d log_density / dz . v != 0)``
     at one draw z of q and a direction v (z's structure), by forward mode: a non-zero gradient has a
@@ -332,10 +326,12 @@ def _probe(key, v, vparams, batch, guide, joint, log_density, at_mean: bool):
 
 
 def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> None:
-    v = directions(key, jax.eval_shape(lambda: _draws(guide, vparams, key, NUM_START_DRAWS)))
+    if batch is None and log_density is None:
+        return
+    v = None
+    if log_density is not None:  # a direction per draw, from the draws' shapes (no program)
+        v = directions(key, jax.eval_shape(lambda: _draws(guide, vparams, key, NUM_START_DRAWS)))
     if batch is None:  # a log-density that takes no data (one that needs a batch is not checked)
-        if log_density is None:
-            return
         try:
             _, (_, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, False)
         except Exception:  # noqa: BLE001 - log_density does not accept batch=None
