@@ -63,6 +63,7 @@ from vijax.inference._bbvi import (
     check_target_arguments,
     directional_probe,
     directions,
+    host_rng,
     log_joint,
 )
 from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked, check_shapes, check_structures
@@ -286,13 +287,13 @@ def _host_draw(f, rng: np.random.Generator):
     return np.asarray(x, dtype)
 
 
-def _start_draws(key, family, num: int):
+def _start_draws(key, family, num: int, rng=None):
     """``num`` draws of ``family`` stacked on a leading axis, for the start's gradient check: on the
-    host by numpy's samplers, seeded by ``key`` (the check needs no differentiable draw, and a
-    Gamma-based family's sampler would cost the check a compilation of its own), or, for a family
-    numpy has no sampler for, by ``expfam.reparam_sample`` at the key's splits."""
+    host by numpy's samplers from ``rng`` (None: ``host_rng(key)``; the check needs no differentiable
+    draw, and a Gamma-based family's sampler would cost the check a compilation of its own), or,
+    for a family numpy has no sampler for, by ``expfam.reparam_sample`` at the key's splits."""
     fams, treedef = jax.tree_util.tree_flatten(family, is_leaf=expfam.is_family)
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())  # a typed or a raw key's words
+    rng = host_rng(key) if rng is None else rng
     draws = [[_host_draw(f, rng) for f in fams] for _ in range(num)]
     if any(d is None for row in draws for d in row):
         keys = jax.random.split(key, num)
@@ -303,8 +304,9 @@ def _start_draws(key, family, num: int):
 def _check_start(key, batch, family, joint, log_density, has_prior, at_mean) -> None:
     """The log-density at q's mean (``at_mean``) and its derivative at draws of q along random
     directions, in one program."""
-    z = _start_draws(key, family, NUM_START_DRAWS)
-    draws = (z, directions(key, z))
+    rng = host_rng(key)
+    z = _start_draws(key, family, NUM_START_DRAWS, rng)
+    draws = (z, directions(rng, z))
     try:
         value, (_, joint_moves, lik_moves) = _probe(family, draws, batch, joint, log_density, has_prior, at_mean)
     except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked

@@ -154,8 +154,7 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
     operations instead of running the library's Python again under every transformation (NumPyro's
     handlers and distributions, TFP's bijectors). The same operations, so the same values.
     Concrete parameters or a batch call ``fn`` itself, so that the library checks concrete values
-    as before; so does a ``fn`` whose jaxpr would hold an enclosing trace's values (a target built
-    under the caller's ``jit``), which a kept jaxpr must not outlive."""
+    as before."""
     cache: dict = {}
 
     def wrapped(params: PyTree, batch: Any = None) -> Any:
@@ -169,8 +168,6 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
             closed, out = jax.make_jaxpr(
                 lambda *xs: fn(jax.tree_util.tree_unflatten(treedef, xs), None), return_shape=True
             )(*structs)
-            if any(is_tracer(c) for c in closed.consts):
-                return fn(params, batch)
             cache[key] = closed, jax.tree_util.tree_structure(out)
         closed, out_tree = cache[key]
         # the replay runs the custom derivative rules of the library's code (a jvp of xlogy), which
