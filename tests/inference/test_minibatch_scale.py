@@ -134,3 +134,17 @@ def test_num_data_below_a_static_batch_size_is_refused_at_trace_time():
     state = alg.init(jax.random.PRNGKey(0), x)
     with pytest.raises(ValueError, match=r"^num_data = 4 is smaller than the batch's 10 data points"):
         jax.jit(alg.step)(jax.random.PRNGKey(1), state, jnp.asarray(x))
+
+
+def test_a_batch_of_at_most_num_data_rows_compiles_no_num_data_check(batches):
+    """S rows cannot hold more than N rows with data when S <= N: the step's program then holds no
+    check of num_data (no host callback under a plain ``jax.jit``), where S > N needs one."""
+    rows = batches[1].word_ids.shape[0]
+
+    def callbacks(num_data):
+        alg = svi(MODEL, num_data=num_data, schedule=0.5)
+        state = alg.init(jax.random.PRNGKey(0))
+        return jax.jit(alg.step).lower(jax.random.PRNGKey(1), state, batches[1]).as_text().count("callback")
+
+    assert callbacks(rows + 1) < callbacks(rows - 1)
+    assert callbacks(rows) == callbacks(rows + 1) == callbacks(10 * rows)
