@@ -8,12 +8,20 @@ import zlib
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
-import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from ._args import check_bool, is_tracer
+
+# jax.extend (which loads Pallas) and checkify are imported where they are used, not with
+# ``import vijax``: about 20 ms of a user's first script (benchmarks/import_time.py)
+
+
+def _trace_state():
+    import jax.extend.core
+
+    return jax.extend.core.get_opaque_trace_state(convention="vijax")
+
 
 # ----------------------------------------------------------------------------- value checks of a step's batch
 # One validator per kind of check, each returning a ``ValueCheck`` (where an array breaks a rule, and
@@ -70,6 +78,8 @@ def raise_check_error(error) -> None:
     """Raises the first failed check of a ``checkify`` error value (traced under
     ``functional_value_checks``) as the ValueError ``enforce_value_checks`` raises for a concrete
     batch (the same words, without checkify's suffix); nothing when no check failed."""
+    from jax.experimental import checkify
+
     try:
         error.throw()
     except checkify.JaxRuntimeError as e:
@@ -90,13 +100,13 @@ class _Collector:
     """The traced value checks of one ``collected_value_checks`` block."""
 
     def __init__(self, locate: bool = True):
-        self.trace = jax.extend.core.get_opaque_trace_state(convention="vijax")
+        self.trace = _trace_state()
         self.locate = locate
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
         self.rows = []  # unlocated: per check, its bad entries (a large check's: per row)
 
     def _at_own_level(self) -> None:
-        if jax.extend.core.get_opaque_trace_state(convention="vijax") != self.trace:
+        if _trace_state() != self.trace:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
 
     def add_rows(self, bads) -> None:
@@ -213,6 +223,8 @@ def _escape(text: str) -> str:
 def _functional_checks(names, shapes, flags, firsts, values, count) -> None:
     """``checkify.check`` of each check, its words those of ``_failure_text`` (the value and its
     position formatted by checkify when it fails)."""
+    from jax.experimental import checkify
+
     for (name, requirement), shape, flag, first, value in zip(names, shapes, flags, firsts, values):
         pos = [jnp.asarray(p) for p in jnp.unravel_index(first, shape)] if shape else []
         text = f"{_escape(name)} {{}} at [{', '.join(['{}'] * len(pos))}] {_escape(requirement)}"

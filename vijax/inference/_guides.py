@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -37,8 +37,10 @@ from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
 from vijax._validate import ArgumentError, check_int, check_scalar
-from vijax.interop import Target
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
+
+if TYPE_CHECKING:  # vijax.interop is imported at first use (auto_family): not with svi and the others
+    from vijax.interop import Target
 
 KINDS = ("meanfield", "fullrank", "lowrank")
 _LOG_2PI_E = math.log(2.0 * math.pi) + 1.0
@@ -465,6 +467,8 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
         >>> type(q["rate"]).__name__
         'Gamma'
     """
+    from vijax.interop import Target
+
     if not isinstance(target, Target):
         raise ArgumentError(
             "target",
