@@ -13,8 +13,8 @@ import numpy as np
 
 from ._args import check_bool, is_tracer
 
-# jax.extend (which loads Pallas) and checkify are imported where they are used, not with
-# ``import vijax``: about 20 ms of a user's first script (benchmarks/import_time.py)
+# jax.extend (which loads JAX's Pallas modules) and checkify are imported where they are used,
+# not with the validators that every script imports (benchmarks/import_time.py)
 
 
 def _trace_state():
