@@ -12,7 +12,7 @@ Each method is a script a user would write (printed with ``--show``):
 
 - ``vijax``: ``import jax`` and vijax's names, ``read_ldac``, ``LDA``, ``svi``, ``Minibatcher``,
   ``alg.init`` and the user's own ``jax.jit(alg.step)`` (XLA's default settings: the script does
-  not call ``vijax.run.fast_cpu_compile``; ``--fast-cpu-compile`` adds that first line);
+  not call ``vijax.run.fast_cpu_compile``);
 - ``vijax, cache``: the same, first line ``vijax.run.enable_compile_cache(DIR)``, run twice: the
   first run fills the cache (``cold``), the second reads it (``warm``), as a second run of the
   same script. A plain ``jax.jit`` of a step checks its batch's values with host callbacks, and
@@ -20,6 +20,11 @@ Each method is a script a user would write (printed with ``--show``):
 - ``vijax, jit_step, cache``: the same with ``vijax.inference.jit_step(alg.step)`` instead of
   ``jax.jit`` (the checks' results are outputs of the program: no host callback, so the
   cache stores the step);
+- ``vijax, fast_cpu_compile`` and ``vijax, fast_cpu_compile, jit_step, cache``: the first and
+  the third with ``vijax.run.fast_cpu_compile()`` as the script's first line after ``import jax``
+  (XLA's fast CPU compile settings, which ``vijax run`` applies and docs/guide.md recommends
+  for a program of one's own; the flag ``--fast-cpu-compile`` adds that line to every vijax
+  script);
 - ``scikit-learn``: its ``LatentDirichletAllocation(learning_method="online")``, ``partial_fit``
   on each minibatch of the lda-c file read into a SciPy sparse matrix (a plain parser, as
   scikit-learn has none for lda-c);
@@ -157,7 +162,15 @@ print("RESULT " + json.dumps(dict(import_s=T_IMPORT - T0, read_s=T_READ - T_IMPO
       first_s=T_FIRST - T_SETUP, rest_s=T_END - T_FIRST, end_to_end_s=T_END - T0)))
 """
 
-METHODS = ("vijax", "vijax, cache", "vijax, jit_step, cache", "scikit-learn", "gensim")
+METHODS = (
+    "vijax",
+    "vijax, cache",
+    "vijax, jit_step, cache",
+    "vijax, fast_cpu_compile",
+    "vijax, fast_cpu_compile, jit_step, cache",
+    "scikit-learn",
+    "gensim",
+)
 PHASES = ("import_s", "read_s", "setup_s", "first_s", "rest_s", "end_to_end_s")
 
 
@@ -178,6 +191,7 @@ def script(method: str, folder: str, passes: int, fast: bool, out: str) -> str:
     cache = ""
     if "cache" in method:
         cache = f"import vijax.run\nvijax.run.enable_compile_cache({os.path.join(folder, 'cache')!r})\n"
+    fast = fast or "fast_cpu_compile" in method
     fast_line = "import vijax.run\nvijax.run.fast_cpu_compile()\n" if fast else ""
     jit = "jit_step" if "jit_step" in method else "jax.jit"
     jit_import = "jit_step, " if "jit_step" in method else ""
