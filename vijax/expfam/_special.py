@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
 from vijax.types import Array
 
@@ -47,37 +49,58 @@ def digamma_and_gammaln(x: Array) -> tuple[Array, Array]:
     """
     small, num, den, y, log_y, r, r2 = _shifted(x)
     psi = _psi(small, num, den, y, log_y, r2)
-    lgam = (
-        (y - 0.5) * log_y
-        - y
-        + 0.91893853320467274178
-        + r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 * (1 / 1680 - r2 * (1 / 1188)))))
-    )
+    c = _constant(y)
+    series = lax.mul(r2, lax.sub(c(1 / 1680), lax.mul(r2, c(1 / 1188))))
+    series = lax.mul(r, lax.sub(c(1 / 12), lax.mul(r2, lax.sub(c(1 / 360), lax.mul(r2, lax.sub(c(1 / 1260), series))))))
+    lgam = lax.add(lax.add(lax.sub(lax.mul(lax.sub(y, c(0.5)), log_y), y), c(0.91893853320467274178)), series)
     # one array held back from fusion with its users (an optimization barrier, which changes no
     # value): XLA's CPU compiler then emits the whole series as one kernel, where it splits it into
     # about ten (the log, each division and their users apart) so that no user recomputes them:
     # fewer kernels to generate, and fewer to launch in each of LDA's SQUAREM cycles
-    both = jax.lax.optimization_barrier(jnp.stack([psi, lgam - jnp.where(small, jnp.log(den), 0.0)]))
+    both = lax.optimization_barrier(jnp.stack([psi, lax.sub(lgam, lax.select(small, lax.log(den), _zeros(den)))]))
     return both[0], both[1]
 
 
+def _float(x: Array) -> Array:
+    """``x`` as an array of the float dtype jnp's arithmetic would give it (int -> the default float)."""
+    x = jnp.asarray(x)
+    return x.astype(jnp.result_type(x, 1.0))
+
+
+def _zeros(x: Array) -> Array:
+    return lax.full_like(x, 0.0)
+
+
+def _constant(x: Array):
+    """A Python number as a scalar of ``x``'s dtype (what jnp's weak typing makes of it)."""
+    return lambda v: np.asarray(v, x.dtype)
+
+
+# The series are written with ``jax.lax``'s operations (the same arithmetic as ``jax.numpy``'s,
+# bit for bit, tested): they trace about 4x faster, and a step traces one copy per distinct
+# input shape (LDA's SVI step five).
 def _shifted(x: Array):
     """The recurrence shared by psi and log Gamma: x < 10 is shifted to y = x + 10, with
     num / den = sum_{i < 10} 1 / (x + i) and den = prod_{i < 10} (x + i)."""
-    small = x < 10.0
-    xc = jnp.where(small, x, 1.0)
-    num, den = jnp.zeros_like(x), jnp.ones_like(x)
+    x = _float(x)
+    c = _constant(x)
+    small = lax.lt(x, c(10.0))
+    xc = lax.select(small, x, lax.full_like(x, 1.0))
+    num, den = _zeros(x), lax.full_like(x, 1.0)
     for i in range(10):  # num / den = sum_{i < 10} 1 / (xc + i), den = prod_{i < 10} (xc + i)
-        t = xc + i
-        num, den = num * t + den, den * t
-    y = jnp.where(small, x + 10.0, x)
-    log_y, r, r2 = jnp.log(y), 1.0 / y, 1.0 / (y * y)
+        t = lax.add(xc, c(i))
+        num, den = lax.add(lax.mul(num, t), den), lax.mul(den, t)
+    y = lax.select(small, lax.add(x, c(10.0)), x)
+    log_y, r, r2 = lax.log(y), lax.div(c(1.0), y), lax.div(c(1.0), lax.mul(y, y))
     return small, num, den, y, log_y, r, r2
 
 
 def _psi(small, num, den, y, log_y, r2):
-    psi = log_y - 0.5 / y - r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 * (1 / 240 - r2 * (1 / 132)))))
-    return psi - jnp.where(small, num / den, 0.0)
+    c = _constant(y)
+    series = lax.mul(r2, lax.sub(c(1 / 252), lax.mul(r2, lax.sub(c(1 / 240), lax.mul(r2, c(1 / 132))))))
+    series = lax.mul(r2, lax.sub(c(1 / 12), lax.mul(r2, lax.sub(c(1 / 120), series))))
+    psi = lax.sub(lax.sub(log_y, lax.div(c(0.5), y)), series)
+    return lax.sub(psi, lax.select(small, lax.div(num, den), _zeros(num)))
 
 
 __all__ = ["digamma", "digamma_and_gammaln"]
