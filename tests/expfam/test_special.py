@@ -118,3 +118,10 @@ def test_lax_series_is_the_jnp_series_bit_for_bit(dtype):
     np.testing.assert_array_equal(np.asarray(jax.jit(digamma)(x)), np.asarray(jax.jit(_digamma_in_jnp)(x)))
     grads = [jax.jit(jax.vmap(jax.grad(f)))(x[:500]) for f in (digamma, _digamma_in_jnp)]
     np.testing.assert_array_equal(np.asarray(grads[0]), np.asarray(grads[1]))
+
+
+def test_results_are_typed_as_jnp_would_type_them():
+    """A Python number in gives a weakly typed result, as jax.numpy's arithmetic would (so that
+    it does not promote the arrays it meets); an array of floats gives its own dtype."""
+    assert digamma(2.0).weak_type and digamma_and_gammaln(3)[1].weak_type
+    assert not digamma(jnp.ones(3, jnp.float32)).weak_type and digamma(jnp.ones(3, jnp.float32)).dtype == jnp.float32

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from vijax.types import Array
@@ -62,9 +61,10 @@ def digamma_and_gammaln(x: Array) -> tuple[Array, Array]:
 
 
 def _float(x: Array) -> Array:
-    """``x`` as an array of the float dtype jnp's arithmetic would give it (int -> the default float)."""
+    """``x`` in the float dtype jnp's arithmetic gives it: a float array as it is, an integer one
+    times 1.0 (the default float; weakly typed where ``x`` is, as a Python number)."""
     x = jnp.asarray(x)
-    return x.astype(jnp.result_type(x, 1.0))
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x * 1.0
 
 
 def _zeros(x: Array) -> Array:
@@ -72,8 +72,9 @@ def _zeros(x: Array) -> Array:
 
 
 def _constant(x: Array):
-    """A Python number as a scalar of ``x``'s dtype (what jnp's weak typing makes of it)."""
-    return lambda v: np.asarray(v, x.dtype)
+    """A Python number as a scalar of ``x``'s dtype, weakly typed where ``x`` is (what jnp makes
+    of the number), so that the series' results are typed as jnp's would be."""
+    return lambda v: lax.full_like(x, v, shape=())
 
 
 # The series are written with ``jax.lax``'s operations: the same arithmetic as ``jax.numpy``'s,
