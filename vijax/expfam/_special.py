@@ -56,19 +56,19 @@ def digamma_and_gammaln(x: Array) -> tuple[Array, Array]:
     # value): XLA's CPU compiler then emits the whole series as one kernel, where it splits it into
     # about ten (the log, each division and their users apart) so that no user recomputes them:
     # fewer kernels to generate, and fewer to launch in each of LDA's SQUAREM cycles
-    both = lax.optimization_barrier(jnp.stack([psi, lax.sub(lgam, lax.select(small, lax.log(den), _zeros(den)))]))
+    both = lax.optimization_barrier(
+        jnp.stack([psi, lax.sub(lgam, lax.select(small, lax.log(den), lax.full_like(den, 0.0)))])
+    )
     return both[0], both[1]
 
 
 def _float(x: Array) -> Array:
     """``x`` in the float dtype jnp's arithmetic gives it: a float array as it is, an integer one
-    times 1.0 (the default float; weakly typed where ``x`` is, as a Python number)."""
+    times 1.0 (the default float; weakly typed where ``x`` is, as a Python number). Not
+    ``expfam.as_float``, which makes a Python number a strongly typed array, as a family's
+    parameters must be."""
     x = jnp.asarray(x)
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x * 1.0
-
-
-def _zeros(x: Array) -> Array:
-    return lax.full_like(x, 0.0)
 
 
 def _constant(x: Array):
@@ -87,7 +87,7 @@ def _shifted(x: Array):
     c = _constant(x)
     small = lax.lt(x, c(10.0))
     xc = lax.select(small, x, lax.full_like(x, 1.0))
-    num, den = _zeros(x), lax.full_like(x, 1.0)
+    num, den = lax.full_like(x, 0.0), lax.full_like(x, 1.0)
     for i in range(10):  # num / den = sum_{i < 10} 1 / (xc + i), den = prod_{i < 10} (xc + i)
         t = lax.add(xc, c(i))
         num, den = lax.add(lax.mul(num, t), den), lax.mul(den, t)
@@ -101,7 +101,7 @@ def _psi(small, num, den, y, log_y, r2):
     series = lax.mul(r2, lax.sub(c(1 / 252), lax.mul(r2, lax.sub(c(1 / 240), lax.mul(r2, c(1 / 132))))))
     series = lax.mul(r2, lax.sub(c(1 / 12), lax.mul(r2, lax.sub(c(1 / 120), series))))
     psi = lax.sub(lax.sub(log_y, lax.div(c(0.5), y)), series)
-    return lax.sub(psi, lax.select(small, lax.div(num, den), _zeros(num)))
+    return lax.sub(psi, lax.select(small, lax.div(num, den), lax.full_like(num, 0.0)))
 
 
 __all__ = ["digamma", "digamma_and_gammaln"]
