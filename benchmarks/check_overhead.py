@@ -20,7 +20,10 @@ non-finite guard and without any check, the step as it was before checked steps.
 overhead is the ratio to ``bare`` - 1: ``off`` is the guard's cost, ``callback`` and ``jit_step``
 the guard's and the value checks'. ``bare_state`` and ``off_state`` return the state only (the
 info dropped, so that XLA may leave out what only the ELBO needs): the guard's cost where the
-ELBO is not read. Fewer rounds there (``--big-rounds``, one call each: a step takes 20-600 ms).
+ELBO is not read. ``jit_step_inert_callback`` is ``jit_step``'s program plus one host callback
+that never runs (``jax.debug.callback`` in a ``lax.cond`` branch no step takes): what holding a
+host callback costs a program apart from the checks' own work, which ``callback`` and ``jit_step``
+share. Fewer rounds there (``--big-rounds``, one call each: a step takes 20-600 ms).
 
     python benchmarks/check_overhead.py            # writes benchmarks/results/check_overhead.json
     python benchmarks/check_overhead.py --devices 2 --out benchmarks/results/check_overhead_2dev.json
@@ -70,10 +73,12 @@ def _compiled(alg, state, batch, how: str, bare=None):
 
     def step(*a):  # a function of its own per program: jit caches traces by function, and the
         out = inner(*a)  # value-checks switch is read at trace time
+        if base == "jit_step_inert_callback":  # a branch no step takes (the count is never negative)
+            jax.lax.cond(out[0].count < 0, lambda: jax.debug.callback(lambda: None), lambda: None)
         return out[0] if how.endswith("_state") else out
 
     t = time.perf_counter()
-    lowered = (jit_step(step) if base == "jit_step" else jax.jit(step)).lower(*args)
+    lowered = (jit_step(step) if base.startswith("jit_step") else jax.jit(step)).lower(*args)
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
     jax.block_until_ready(compiled(*args))
@@ -92,7 +97,7 @@ def _time(step, state, batch, reps: int) -> float:
 
 
 WAYS = ("off", "callback", "jit_step")
-BIG_WAYS = ("bare", "off", "callback", "jit_step", "bare_state", "off_state")
+BIG_WAYS = ("bare", "off", "callback", "jit_step", "jit_step_inert_callback", "bare_state", "off_state")
 
 
 def measure(alg, state, batch, rounds: int, reps: int, ways=WAYS, bare=None) -> dict:

@@ -144,3 +144,49 @@ def test_check_of_closed_over_data_is_located_behind_a_barrier():
     np.testing.assert_array_equal(np.asarray(jax.jit(scorer(ids))(y)), 2.0)
     with pytest.raises(Exception, match=re.escape("ids") + ".*" + re.escape("[2, 5]")):
         jax.block_until_ready(jax.jit(scorer(bad_ids))(y))
+
+
+@pytest.mark.parametrize(
+    "where, value",
+    [((0, 0), np.nan), ((0, 5), 7.0), ((17, 4), np.inf), ((38, 1), -np.inf), ((39, 5), 7.0), ((39, 2), np.nan)],
+)
+def test_large_check_is_located_a_block_of_rows_at_a_time(monkeypatch, where, value):
+    """A check larger than ``_LOCATE_BLOCK`` entries is searched in blocks of rows inside the
+    locating branch (a ``while_loop``, the last block shifted back to end at the last row); the
+    error under ``jax.jit`` names the same value, position and step as the eager step's, for a bad
+    entry in the first, a middle or the last block, and the first of two bad entries."""
+    from vijax._validate import _values
+
+    _, alg, state, feats = _started()
+    bad = feats.at[where].set(value).at[39, 0].set(np.nan)  # a second, later failure
+    key = jax.random.PRNGKey(1)
+    with pytest.raises(ValueError) as eager:
+        alg.step(key, state, bad)
+    monkeypatch.setattr(_values, "_LOCATE_BLOCK", 14)  # 40 x 6 features: blocks of 2 rows (4 for the squares)
+    assert "while" in _primitives(jax.make_jaxpr(alg.step)(key, state, feats).jaxpr, inside_cond=True)
+    step = jax.jit(lambda k, s, b: alg.step(k, s, b))  # traced here, with the small block
+    with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape(str(eager.value))):
+        jax.block_until_ready(step(key, state, bad))
+    assert bool(step(key, state, feats)[1].accepted)
+
+
+def test_locating_branch_memory_does_not_grow_with_a_large_check(monkeypatch):
+    """The branch that locates a failure holds one block of a large check's flags, not the whole
+    check: XLA allocates a program's temporaries, its branches' included, at every call. The plain
+    ``jax.jit`` step's temporary memory stays within a few blocks of the unchecked step's (with
+    the whole check's flags it was 480 kB more for these 20,000 x 16 features)."""
+    from vijax._validate import _values
+    from vijax.inference import with_value_checks
+
+    monkeypatch.setattr(_values, "_LOCATE_BLOCK", 4096)
+    model = DiagonalGMM(2, 8)
+    feats = model.features(jnp.asarray(np.random.default_rng(1).normal(size=(20_000, 8))))
+    alg = cavi(model)
+    state, key = alg.init(jax.random.PRNGKey(0), feats), jax.random.PRNGKey(1)
+
+    def temp_bytes(a):
+        lowered = jax.jit(lambda k, s, b: a.step(k, s, b)).lower(key, state, feats)
+        return lowered.compile().memory_analysis().temp_size_in_bytes
+
+    checked, unchecked = temp_bytes(alg), temp_bytes(with_value_checks(alg, False))
+    assert checked - unchecked < 4 * 4096, (checked, unchecked)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ._args import check_bool, is_tracer
 
+
 # jax.extend (which loads JAX's Pallas modules) and checkify are imported where they are used,
 # not with the validators that every script imports (benchmarks/import_time.py)
 
@@ -347,6 +348,22 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
         values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
         return [jnp.any(b) for b in bads], firsts, values
 
+    def located_traced():  # located, a large check searched a block of rows at a time (_first_bad_in_blocks)
+        fresh = list(build())
+        small = [jnp.size(c.bad) <= _LOCATE_BLOCK or jnp.ndim(c.bad) == 0 for c in fresh]
+        flags, firsts, values = located([c for c, s in zip(fresh, small) if s], True)
+        out = [iter(flags), iter(firsts), iter(values)]
+        merged = ([], [], [])
+        for i, (c, s) in enumerate(zip(fresh, small)):
+            if s:
+                flag, first, value = (next(o) for o in out)
+            else:
+                flag, first = _first_bad_in_blocks(lambda i=i: jnp.asarray(list(build())[i].bad), jnp.shape(c.bad))
+                value = jnp.ravel(jnp.asarray(c.values))[first]
+            for m, x in zip(merged, (flag, first, value)):
+                m.append(x)
+        return merged
+
     maybe = [jnp.any(c.bad) for c, o in zip(checks, own) if o]
     any_bad = jnp.any(jnp.stack(maybe)) if maybe else jnp.zeros((), bool)
     if is_tracer(any_bad) or any(is_tracer(c.bad) for c in checks):
@@ -358,12 +375,50 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
             [jnp.zeros((), jnp.int32) for _ in checks],
             [jnp.zeros((), d) for d in dtypes],
         )
-        flags, firsts, values = jax.lax.cond(any_bad, lambda: located(list(build()), True), lambda: nothing)
+        flags, firsts, values = jax.lax.cond(any_bad, located_traced, lambda: nothing)
     else:
         flags, firsts, values = located(checks)
     _dispatch(
         [(c.name, c.requirement) for c in checks], [tuple(c.values.shape) for c in checks], flags, firsts, values, count
     )
+
+
+# The most entries of one check that the branch locating a traced check's failure computes at once.
+# A larger check is searched a block of leading rows at a time (``_first_bad_in_blocks``), so that
+# the branch's temporary memory is O(block), not O(data): XLA allocates a program's temporaries,
+# those of its branches included, at every call, and glibc maps an allocation above 32 MB afresh
+# each time (page faults at every step: the diagonal-GMM CAVI step on 10^5 points of 64 features,
+# whose located branch held 19 MB of flags, benchmarks/check_overhead.py).
+_LOCATE_BLOCK = 1 << 20
+
+
+def _first_bad_in_blocks(bad_of: Callable[[], jax.Array], shape: tuple) -> tuple:
+    """(whether any entry of the boolean array ``bad_of()`` (of ``shape``) is True, the flat
+    position of the first one, int32), searched a block of leading rows at a time and stopping at
+    the first block that holds one. ``bad_of`` is traced once; the loop's body evaluates it on its
+    inputs passed through an optimization barrier with the block's index, so that XLA cannot hoist
+    the whole array out of the loop and computes one block's entries per iteration (the slice
+    fused into their computation). The last block is shifted back to end at the last row (rows it
+    checks twice held no failure)."""
+    from jax.extend.core import jaxpr_as_fun
+
+    closed = jax.make_jaxpr(bad_of)()
+    rows, per_row = shape[0], int(np.prod(shape[1:], dtype=np.int64))
+    block = max(1, min(rows, _LOCATE_BLOCK // max(per_row, 1)))
+    num_blocks = -(-rows // block)
+
+    def body(carry):
+        j, _, pos = carry
+        consts, j = jax.lax.optimization_barrier((list(closed.consts), j))
+        start = jnp.minimum(j * block, rows - block)
+        (bad,) = jaxpr_as_fun(closed.replace(consts=consts))()
+        bad = jax.lax.optimization_barrier(jax.lax.dynamic_slice_in_dim(bad, start, block, 0))
+        hit = jnp.any(bad)
+        return j + 1, hit, jnp.where(hit, start * per_row + jnp.argmax(jnp.ravel(bad)).astype(jnp.int32), pos)
+
+    zero = jnp.zeros((), jnp.int32)
+    _, found, pos = jax.lax.while_loop(lambda c: ~c[1] & (c[0] < num_blocks), body, (zero, jnp.zeros((), bool), zero))
+    return found, pos
 
 
 def _dispatch(names, shapes, flags, firsts, values, count) -> None:
