@@ -13,7 +13,6 @@ import numpy as np
 
 from ._args import check_bool, is_tracer
 
-
 # jax.extend (which loads JAX's Pallas modules) and checkify are imported where they are used,
 # not with the validators that every script imports (benchmarks/import_time.py)
 
