@@ -190,3 +190,21 @@ def test_locating_branch_memory_does_not_grow_with_a_large_check(monkeypatch):
 
     checked, unchecked = temp_bytes(alg), temp_bytes(with_value_checks(alg, False))
     assert checked - unchecked < 4 * 4096, (checked, unchecked)
+
+
+def test_large_check_is_located_in_blocks_under_vmap(monkeypatch):
+    """Vmapped over batches, the locating branch runs as a select of both branches and its block
+    search as a batched loop: the bad member is named as the eager step names it, and a stack of
+    good batches is accepted."""
+    from vijax._validate import _values
+
+    _, alg, state, feats = _started()
+    bad = feats.at[39, 5].set(7.0)
+    key = jax.random.PRNGKey(1)
+    with pytest.raises(ValueError) as eager:
+        alg.step(key, state, bad)
+    monkeypatch.setattr(_values, "_LOCATE_BLOCK", 14)
+    step = jax.jit(jax.vmap(lambda b: alg.step(key, state, b)))
+    with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape(str(eager.value))):
+        jax.block_until_ready(step(jnp.stack([feats, bad])))
+    np.testing.assert_array_equal(np.asarray(step(jnp.stack([feats, feats]))[1].accepted), [True, True])
