@@ -198,25 +198,6 @@ class StickBreaking(PytreeModel):
         return ev * rest
 
 
-# The bytes of a batch that the mean-field local step takes at once on a CPU. A larger batch is
-# taken a chunk of rows at a time (``Mixture._local_step_in_chunks``): its (N, K) responsibilities
-# are never held whole, and each chunk's rows are read from the cache by the step's second matrix
-# product instead of from memory (the diagonal-GMM CAVI step's local step on 2^17 and 2^20 points
-# of 64 features: benchmarks/gmm_cavi.py). On an accelerator, one pass over the batch.
-_CHUNK_BYTES = 4 << 20
-_MIN_CHUNKS = 4
-
-
-def _rows_per_chunk(x) -> int | None:
-    """The rows of a chunk of the batch ``x``: None (one pass) off a CPU or where ``x`` holds fewer
-    than ``_MIN_CHUNKS`` chunks."""
-    if jax.default_backend() != "cpu" or not hasattr(x, "shape") or len(x.shape) < 1 or x.shape[0] == 0:
-        return None
-    row_bytes = max(1, int(np.prod(x.shape[1:], dtype=np.int64)) * jnp.dtype(x.dtype).itemsize)
-    rows = max(64, _CHUNK_BYTES // row_bytes)
-    return rows if x.shape[0] >= _MIN_CHUNKS * rows else None
-
-
 class Mixture(PytreeModel):
     """A Bayesian mixture of a conjugate ``component`` with ``weights`` (see the module docstring);
     a ``ConditionallyConjugateModel``, so CAVI, SVI, SSVI, SSVI-A and MAP-EM fit it.
@@ -343,9 +324,6 @@ class Mixture(PytreeModel):
         x = comp.prepare(x, dt)
         if self._weights.has_tail:
             return self._local_step_with_tail(globals_view, x)
-        rows = _rows_per_chunk(x) if method == "meanfield" else None
-        if rows is not None:
-            return self._local_step_in_chunks(globals_view, x, rows)
         log_r = self.log_resp(globals_view, x)
         r = jnp.exp(log_r)
         local_terms = jnp.sum(entropy_of_probs(r)) + jnp.sum(comp.log_base_measure(x))
@@ -353,31 +331,6 @@ class Mixture(PytreeModel):
             z = jax.random.categorical(key, log_r, axis=-1)
             r = jax.nn.one_hot(z, self.num_components, dtype=r.dtype)
         return LocalResult(self.stats(x, r), local_terms, r)
-
-    def _local_step_in_chunks(self, globals_view, x: Array, rows: int) -> LocalResult:
-        """The mean-field local step a chunk of ``rows`` rows at a time (``_rows_per_chunk``): the
-        statistics and local terms are sums over the rows, so each chunk's are added up; the last
-        chunk ends at the last row, its rows that the one before counted weighted 0. The same
-        values as one pass, up to the order of the sums."""
-        comp, n = self._component, x.shape[0]
-
-        def chunk(i, carry):
-            stats, terms, resp = carry
-            start = jnp.minimum(i * rows, n - rows)
-            xc = jax.lax.dynamic_slice_in_dim(x, start, rows, 0)
-            r = jnp.exp(self.log_resp(globals_view, xc))
-            fresh = (start + jnp.arange(rows) >= i * rows).astype(r.dtype)  # not counted before
-            part = self.stats(xc, r * fresh[:, None])
-            t = jnp.sum(fresh * (entropy_of_probs(r) + comp.log_base_measure(xc)))
-            stats = jax.tree_util.tree_map(jnp.add, stats, part)
-            return stats, terms + t, jax.lax.dynamic_update_slice_in_dim(resp, r, start, 0)
-
-        resp = jnp.zeros((n, self.num_components), jax.tree_util.tree_leaves(globals_view)[0].dtype)
-        zeros = jax.tree_util.tree_map(
-            lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(lambda: self.stats(x[:rows], resp[:rows]))
-        )
-        stats, terms, resp = jax.lax.fori_loop(0, -(-n // rows), chunk, (zeros, jnp.zeros((), resp.dtype), resp))
-        return LocalResult(stats, terms, resp)
 
     def _local_step_with_tail(self, globals_view, x: Array) -> LocalResult:
         """Kurihara et al.'s truncation: the closed-form tail of the module docstring."""
