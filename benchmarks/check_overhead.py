@@ -6,8 +6,9 @@ the checks as outputs of the program (``vijax.inference.jit_step``: collected ch
 Each is lowered and compiled once, timed (wall seconds, the persistent cache off: cold), then the
 three are timed in rounds (the fastest of a few calls each, the order rotating) so that load on a
 shared machine falls on all alike; reported: the median over rounds of the ratio to the unchecked
-step - 1, with its interquartile range, the compile seconds, and end to end (lowering, compiling and
-the first step). Two steps: LDA SVI on a minibatch
+step - 1, with its interquartile range, the compile seconds, end to end (lowering, compiling and
+the first step), and the program's temporary memory (``memory_analysis``, which XLA allocates at
+every call: above 32 MB, glibc maps it afresh each time, and the step meets page faults). Two steps: LDA SVI on a minibatch
 of S documents (K topics, V words, L distinct words per document) and diagonal-GMM CAVI on N points.
 With ``--devices n`` (n > 1), JAX shows n CPU devices and the LDA step is ``data_parallel`` over
 them (the batch sharded by rows: a check reduced over the whole batch is then an all-reduce); the
@@ -114,6 +115,9 @@ def measure(alg, state, batch, rounds: int, reps: int, ways=WAYS, bare=None) -> 
         out[f"median_s_{how}"] = float(np.median(times[how]))
         out[f"compile_s_{how}"] = round(compiled[how][1], 3)
         out[f"end_to_end_s_{how}"] = round(compiled[how][2], 3)
+        # XLA allocates the temporaries (its branches' included) at every call; glibc maps an
+        # allocation above 32 MB afresh each time, so a program past that line meets page faults
+        out[f"temp_mb_{how}"] = round(compiled[how][0].memory_analysis().temp_size_in_bytes / 1e6, 1)
         ref = "bare_state" if how.endswith("_state") else ways[0]
         if how != ref:
             ratios = np.asarray(times[how]) / np.asarray(times[ref]) - 1.0
@@ -144,7 +148,7 @@ def _row(name, how, r) -> str:
     )
     return (
         f"| {name} | {how} | {r[f'median_s_{how}'] * 1e3:.3f} | {over} | {r[f'compile_s_{how}']:.2f} | "
-        f"{r[f'end_to_end_s_{how}']:.2f} |"
+        f"{r[f'end_to_end_s_{how}']:.2f} | {r.get(f'temp_mb_{how}', float('nan')):.1f} |"
     )
 
 
@@ -192,8 +196,8 @@ def main(argv=None) -> dict:
     res["machine"] = f"{platform.machine()} {os.cpu_count()} cores, jax {jax.__version__}"
     res["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     res["loadavg_1_5_15_min_at_end"] = os.getloadavg()
-    print("| step | checks | step ms | overhead (IQR) | compile s | end-to-end s (first step) |")
-    print("| --- | --- | ---: | --- | ---: | ---: |")
+    print("| step | checks | step ms | overhead (IQR) | compile s | end-to-end s (first step) | temporaries MB |")
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: |")
     for name, r in res.items():
         if not isinstance(r, dict):
             continue
