@@ -350,18 +350,15 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     def located_traced():  # located, a large check searched a block of rows at a time (_first_bad_in_blocks)
         fresh = list(build())
         small = [jnp.size(c.bad) <= _LOCATE_BLOCK or jnp.ndim(c.bad) == 0 for c in fresh]
-        flags, firsts, values = located([c for c, s in zip(fresh, small) if s], True)
-        out = [iter(flags), iter(firsts), iter(values)]
-        merged = ([], [], [])
+        of_small = iter(zip(*located([c for c, s in zip(fresh, small) if s], True)))  # per check
+        per_check = []
         for i, (c, s) in enumerate(zip(fresh, small)):
             if s:
-                flag, first, value = (next(o) for o in out)
+                per_check.append(next(of_small))
             else:
                 flag, first = _first_bad_in_blocks(lambda i=i: jnp.asarray(list(build())[i].bad), jnp.shape(c.bad))
-                value = jnp.ravel(jnp.asarray(c.values))[first]
-            for m, x in zip(merged, (flag, first, value)):
-                m.append(x)
-        return merged
+                per_check.append((flag, first, jnp.ravel(jnp.asarray(c.values))[first]))
+        return tuple(list(x) for x in zip(*per_check))
 
     maybe = [jnp.any(c.bad) for c, o in zip(checks, own) if o]
     any_bad = jnp.any(jnp.stack(maybe)) if maybe else jnp.zeros((), bool)
