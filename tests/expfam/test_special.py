@@ -6,7 +6,7 @@ import pytest
 from scipy.special import digamma as scipy_digamma
 from scipy.special import gammaln as scipy_gammaln
 
-from vijax.expfam._special import digamma, digamma_and_gammaln
+from vijax.expfam._special import digamma, digamma_and_gammaln, trigamma
 
 
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-13), ("float32", 2e-6)])
@@ -24,6 +24,26 @@ def test_fast_digamma_derivative_is_trigamma():
     x = np.geomspace(1e-3, 1e4, 301)
     got = np.asarray(jax.vmap(jax.grad(digamma))(jnp.asarray(x)))
     np.testing.assert_allclose(got, polygamma(1, x), rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-13), ("float32", 2e-6)])
+def test_fast_trigamma_matches_scipy(dtype, rtol):
+    from scipy.special import polygamma
+
+    x = np.geomspace(1e-4, 1e6, 5001)
+    got = np.asarray(trigamma(jnp.asarray(x, dtype)), np.float64)
+    ref = polygamma(1, np.asarray(x.astype(dtype), np.float64))
+    np.testing.assert_array_less(np.abs(got - ref) / ref, rtol)
+
+
+def test_fast_trigamma_is_the_derivative_of_digamma_and_differentiable():
+    import jax
+    from scipy.special import polygamma
+
+    x = np.geomspace(1e-3, 1e4, 301)
+    np.testing.assert_allclose(trigamma(jnp.asarray(x)), jax.vmap(jax.grad(digamma))(jnp.asarray(x)), rtol=1e-9)
+    # its own derivative (a Fisher product differentiated) is psi''
+    np.testing.assert_allclose(jax.vmap(jax.grad(trigamma))(jnp.asarray(x)), polygamma(2, x), rtol=1e-8)
 
 
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-13), ("float32", 1e-5)])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaln, polygamma
+from jax.scipy.special import gammaln
 
 from vijax._validate import check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
 from vijax.expfam._inversion import standard_log_gamma
-from vijax.expfam._special import digamma
+from vijax.expfam._special import digamma, trigamma
 from vijax.types import tfp_jax
 
 
@@ -69,8 +69,8 @@ class Beta(AbstractExpFamily):
     def fisher_vp(self, v):
         a, b = self.concentration1, self.concentration0
         v1, v2 = v
-        c = polygamma(1, a + b) * (v1 + v2)
-        return polygamma(1, a) * v1 - c, polygamma(1, b) * v2 - c
+        c = trigamma(a + b) * (v1 + v2)
+        return trigamma(a) * v1 - c, trigamma(b) * v2 - c
 
     def inv_fisher_vp(self, v):
         """F^-1 v = [[psi'(b) - c, c], [c, psi'(a) - c]] v / det,
@@ -80,7 +80,7 @@ class Beta(AbstractExpFamily):
         matrix-inversion-lemma denominator."""
         a, b = self.concentration1, self.concentration0
         v1, v2 = v
-        ta, tb, c = polygamma(1, a), polygamma(1, b), polygamma(1, a + b)
+        ta, tb, c = trigamma(a), trigamma(b), trigamma(a + b)
         inv_det = 1.0 / (ta * tb - c * (ta + tb))
         return inv_det * ((tb - c) * v1 + c * v2), inv_det * (c * v1 + (ta - c) * v2)
 

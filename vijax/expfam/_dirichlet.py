@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaln, polygamma
+from jax.scipy.special import gammaln
 
 from vijax._validate import ArgumentError, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
 from vijax.expfam._inversion import standard_log_gamma
-from vijax.expfam._special import digamma
+from vijax.expfam._special import digamma, trigamma
 from vijax.types import tfp_jax
 
 
@@ -66,15 +66,15 @@ class Dirichlet(AbstractExpFamily):
     def fisher_vp(self, v):
         (v,) = v
         a = self.concentration
-        c = polygamma(1, jnp.sum(a, -1, keepdims=True))
-        return (polygamma(1, a) * v - c * jnp.sum(v, -1, keepdims=True),)
+        c = trigamma(jnp.sum(a, -1, keepdims=True))
+        return (trigamma(a) * v - c * jnp.sum(v, -1, keepdims=True),)
 
     def inv_fisher_vp(self, v):
         # (D - c 1 1^T)^-1 v = D^-1 v + D^-1 1 (c 1^T D^-1 v) / (1 - c 1^T D^-1 1),  O(K).
         (v,) = v
         a = self.concentration
-        c = polygamma(1, jnp.sum(a, -1, keepdims=True))
-        dinv = 1.0 / polygamma(1, a)
+        c = trigamma(jnp.sum(a, -1, keepdims=True))
+        dinv = 1.0 / trigamma(a)
         dv = dinv * v
         corr = c * jnp.sum(dv, -1, keepdims=True) / (1.0 - c * jnp.sum(dinv, -1, keepdims=True))
         return (dv + dinv * corr,)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaln, polygamma
+from jax.scipy.special import gammaln
 
 from vijax._validate import check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
 from vijax.expfam._inversion import standard_log_gamma
-from vijax.expfam._special import digamma
+from vijax.expfam._special import digamma, trigamma
 from vijax.types import tfp_jax
 
 
@@ -67,14 +67,14 @@ class Gamma(AbstractExpFamily):
     def fisher_vp(self, v):
         a, b = self.concentration, self.rate
         v1, v2 = v
-        return polygamma(1, a) * v1 + v2 / b, v1 / b + a / b**2 * v2
+        return trigamma(a) * v1 + v2 / b, v1 / b + a / b**2 * v2
 
     def inv_fisher_vp(self, v):
         # 2x2 inverse: F = [[psi'(a), 1/b], [1/b, a/b^2]], det = (a psi'(a) - 1) / b^2.
         a, b = self.concentration, self.rate
         v1, v2 = v
-        scale = 1.0 / (a * polygamma(1, a) - 1.0)
-        return scale * (a * v1 - b * v2), scale * (-b * v1 + b**2 * polygamma(1, a) * v2)
+        scale = 1.0 / (a * trigamma(a) - 1.0)
+        return scale * (a * v1 - b * v2), scale * (-b * v1 + b**2 * trigamma(a) * v2)
 
     def sufficient_stats(self, x):
         return jnp.log(x), x
