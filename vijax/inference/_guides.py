@@ -26,7 +26,6 @@ Every guide offers ``init() -> vparams`` and, for variational parameters ``vpara
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -36,6 +35,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
+from vijax._compile import setup_jit
 from vijax._validate import ArgumentError, check_int, check_scalar
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
@@ -478,7 +478,7 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
     return auto_family_checked(target, check_scalar("init_scale", init_scale, low=0.0))[0]
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@setup_jit(static_argnums=(0, 1))
 def auto_family_checked(target: Target, s: float) -> tuple[dict, list]:
     """(``auto_family(target, init_scale=s)``, whether each family, in the order of its leaves,
     has natural parameters inside its domain), as one compiled program (the target's start and the

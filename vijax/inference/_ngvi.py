@@ -258,7 +258,7 @@ def _family_mean(f):
 
 
 # compiled once per (joint, log_density, shapes): a second init reuses it
-_probe = filter_jit(_start_values)
+_probe = filter_jit(_start_values, setup=True)
 
 
 def _check_at_mean(value: float) -> None:

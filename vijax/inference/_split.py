@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
+from vijax._compile import setup_jit
 from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
 from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
 from vijax.inference import _bbvi, _ngvi
@@ -156,7 +157,7 @@ def init(
 
 
 # the conjugate sites' start (the target's, constrained): one small program, not one per operation
-_start = jax.jit(
+_start = setup_jit(
     lambda target, names: {n: target.constrain(target.init_params)[n] for n in names}, static_argnums=(0, 1)
 )
 

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._compile import setup_jit
 from vijax._validate import ArgumentError, is_tracer
 from vijax.interop._numpyro import from_numpyro
 from vijax.interop._site_fit import (
@@ -200,7 +201,7 @@ def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -
 
 
 # every site's check in one program per target, sites checked and number of draws
-_gaps_jit = jax.jit(_gaps, static_argnums=(0, 3, 4))
+_gaps_jit = setup_jit(_gaps, static_argnums=(0, 3, 4))
 
 
 def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
@@ -424,7 +425,7 @@ def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> l
 
 
 # the sites' fits (``complete_conditional(s)`` on concrete values): one program per target and sites
-_solve_jit = jax.jit(_solve, static_argnums=(0, 2, 4))
+_solve_jit = setup_jit(_solve, static_argnums=(0, 2, 4))
 
 
 __all__ = ["SiteConjugacy", "complete_conditional", "complete_conditionals", "conjugate_sites"]

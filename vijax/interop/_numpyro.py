@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
+from vijax._compile import setup_jit
 from vijax.interop._prior_draws import first_support_value, prior_median
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._validate import ArgumentError, is_tracer
@@ -300,7 +301,7 @@ def _compiled(program: Callable) -> Any:
         def from_numpyro_start(consts):  # the name compilation logs show
             return jaxpr_as_fun(ClosedJaxpr(jaxpr, list(consts)))()
 
-        fn = jax.jit(from_numpyro_start)
+        fn = setup_jit(from_numpyro_start)  # runs once: compiled for a quick compile
     _PROGRAMS[key] = fn
     while len(_PROGRAMS) > _MAX_PROGRAMS:
         _PROGRAMS.pop(next(iter(_PROGRAMS)))

@@ -5,7 +5,6 @@ first call."""
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -13,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import Literal
 
+from vijax._compile import setup_jit
 from vijax.types import Array
 
 
@@ -73,7 +73,7 @@ class VectorGammaDraws:
         return _eval_vector_gamma(closed.jaxpr, closed.consts, rng_key)[0]
 
 
-@functools.partial(jax.jit, static_argnames=("sample_shape",))
+@setup_jit(static_argnames=("sample_shape",))
 def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
     """NumPyro's ``init_to_median`` (the median of 15 prior draws on the unconstrained space) at a
     site of distribution ``fn`` (a NumPyro distribution, a pytree), compiled as one program (one

@@ -14,6 +14,7 @@ import numpy as np
 from vijax.types import tfp_jax
 
 from vijax.interop._target import Site, Target, check_batch, traced_once
+from vijax._compile import setup_jit
 from vijax._validate import ArgumentError
 
 NUM_INIT_DRAWS = 15  # the prior draws whose unconstrained median is the starting point (as init_to_median)
@@ -88,7 +89,7 @@ def _prior_distributions(joint_dist):
     for a joint of four parts); op by op where a distribution is not a pytree."""
     draw = lambda key: joint_dist.sample_distributions(seed=key)[0]  # noqa: E731
     try:
-        return jax.jit(draw)(jax.random.PRNGKey(0))
+        return setup_jit(draw)(jax.random.PRNGKey(0))
     except TypeError:  # a part that does not flatten
         return draw(jax.random.PRNGKey(0))
 
@@ -208,7 +209,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     def bind(batch):
         return joint_dist, {**observed, **check_batch(batch, tuple(observed), {}, "batch")}
 
-    @jax.jit  # one program, not one compilation per operation of TFP's samplers
+    @setup_jit  # one program, not one compilation per operation of TFP's samplers
     @_allowing_rank_promotion
     def start(key):
         draws = as_parts(joint_dist.sample(NUM_INIT_DRAWS, seed=key), names)
