@@ -44,6 +44,7 @@ optax (a Bayesian last layer whose ``batch`` holds a network's features; docs/co
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, Callable, NamedTuple, Optional, Union
@@ -316,7 +317,8 @@ def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) ->
         )
 
 
-@filter_jit  # compiled once per (guide, joint, log_density, shapes): a second init reuses it
+# compiled once per (guide, joint, log_density, shapes): a second init reuses it; it runs once
+@functools.partial(filter_jit, setup=True)
 def _probe(key, v, vparams, batch, guide, joint, log_density, at_mean: bool):
     """(the joint at q's centre where ``at_mean``, else None; at ``NUM_START_DRAWS`` draws of q
     (``_draws`` at ``key``, unconstrained) the joint's value and, where ``log_density`` is given,
