@@ -1,12 +1,18 @@
-"""Programs that run once, compiled quickly: ``setup_jit``.
+"""Programs a user waits for once, compiled quickly: ``setup_jit``, ``one_program``.
 
-A set-up (``from_numpyro``'s start, ``conjugate_sites``' checks, ``auto_family``, ``ngvi``'s start
-probe, a TFP joint's prior draws) is a program that runs once on small arrays: its compile time is
-all a user waits for, its run time is negligible. On a CPU, XLA spends that time on each fused
-kernel (the MLIR fusion emitters, then LLVM's optimisation passes), so such a program is compiled
-with the classic kernel emitter and LLVM at ``-O0`` (``SETUP_CPU_OPTIONS``, passed as the program's
-own ``compiler_options``, so nothing else in the process changes; ``benchmarks/numpyro_models.py``
-times the set-ups). A step, which runs many times, is compiled as a user's ``jax.jit`` compiles it.
+A set-up (``from_numpyro``'s start, ``conjugate_sites``' checks, ``auto_family``, ``ngvi``'s and
+``bbvi``'s start probes, a TFP joint's prior draws) is a program that runs once on small arrays:
+its compile time is all a user waits for, its run time is negligible. On a CPU, XLA spends that
+time on each fused kernel (the MLIR fusion emitters, then LLVM's optimisation passes), so such a
+program is compiled with the classic kernel emitter and LLVM at ``-O0`` (``SETUP_CPU_OPTIONS``,
+passed as the program's own ``compiler_options``, so nothing else in the process changes;
+``benchmarks/numpyro_models.py`` times the set-ups). An evaluation called once on concrete values
+(``vijax.inference.sample``, ``vijax.predictive``, ``vijax.interop.log_likelihood``) is one program
+(``as_one_program``: op by op, each operation would be a compilation of its own) compiled with the
+classic emitter and LLVM at ``-O2`` (``EVALUATION_CPU_OPTIONS``: its run time grows with the draws
+and the data: at ``-O0`` NumPyro's Poisson sampler made a predictive call take longer than it
+saved in compile). A step, which runs
+many times, is compiled as a user's ``jax.jit`` compiles it.
 
 Where the options cannot apply, the program is the plain ``jax.jit``: on another backend than the
 CPU, called inside a trace (JAX takes ``compiler_options`` only at the top level: a nested call is
@@ -18,11 +24,15 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import jax
 
+# a set-up, a start, a check: small arrays, run once
 SETUP_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
+# an evaluation run once at the user's call (predictive draws, pointwise log-likelihoods): its run
+# time grows with the draws and the data, so LLVM keeps its -O2 passes (XLA's default is -O3)
+EVALUATION_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
 _OPTIONS_KNOWN = [True]  # False once XLA has refused an option: every later call is the plain jit
 
 
@@ -43,7 +53,8 @@ def _eager_state():
     return box[0]
 
 
-def _at_top_level() -> bool:
+def at_top_level() -> bool:
+    """Whether no trace (``jit``, ``vmap``, ``grad``...) is under way in this thread."""
     return _trace_state() == _eager_state()
 
 
@@ -51,13 +62,13 @@ class SetupJit:
     """``fn`` under ``jax.jit(fn, **jit_kwargs)``, compiled with ``SETUP_CPU_OPTIONS`` where they
     apply (module docstring). ``_cache_size()`` counts the programs of both compilations."""
 
-    def __init__(self, fn: Callable, **jit_kwargs: Any):
+    def __init__(self, fn: Callable, options: Optional[dict] = None, **jit_kwargs: Any):
         self.plain = jax.jit(fn, **jit_kwargs)
-        self.quick = jax.jit(fn, compiler_options=SETUP_CPU_OPTIONS, **jit_kwargs)
+        self.quick = jax.jit(fn, compiler_options=SETUP_CPU_OPTIONS if options is None else options, **jit_kwargs)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _OPTIONS_KNOWN[0] and jax.default_backend() == "cpu" and _at_top_level():
+        if _OPTIONS_KNOWN[0] and jax.default_backend() == "cpu" and at_top_level():
             try:
                 return self.quick(*args, **kwargs)
             except jax.errors.JaxRuntimeError as e:  # raised by the compiler: nothing has run
@@ -70,6 +81,53 @@ class SetupJit:
         return self.quick._cache_size() + self.plain._cache_size()
 
 
+# the programs ``one_program`` compiled so far, by the text of their jaxpr (the most recently used last)
+_PROGRAMS: dict = {}
+_MAX_PROGRAMS = 32
+
+
+def one_program(program: Callable, name: str, *, options: Optional[dict] = None) -> Any:
+    """``program()`` (no arguments, a pytree of arrays out) as one compiled program, not op by op.
+    The program is traced to a jaxpr and compiled with the arrays it captures (a model's data) as
+    arguments, not as constants in the program; the compilation is kept by the jaxpr's text, so
+    that a later call whose trace is the same (the same model on data of the same shapes) reuses
+    it, where a ``jit`` of a fresh closure would compile again. ``name``: the program's name in
+    JAX's compilation logs. ``options``: the CPU compiler options of ``SetupJit`` (default
+    ``SETUP_CPU_OPTIONS``; ``EVALUATION_CPU_OPTIONS`` for a program whose run time grows with the
+    data). Raises what tracing raises (a TypeError where the program needs
+    concrete values)."""
+    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+    closed, shapes = jax.make_jaxpr(program, return_shape=True)()
+    options = SETUP_CPU_OPTIONS if options is None else options
+    key = (str(closed.jaxpr), name, tuple(sorted(options.items())))
+    fn = _PROGRAMS.pop(key, None)
+    if fn is None:
+        jaxpr = closed.jaxpr
+
+        def run(consts):
+            return jaxpr_as_fun(ClosedJaxpr(jaxpr, list(consts)))()
+
+        run.__name__ = run.__qualname__ = name
+        fn = SetupJit(run, options)
+    _PROGRAMS[key] = fn
+    while len(_PROGRAMS) > _MAX_PROGRAMS:
+        _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), fn(tuple(closed.consts)))
+
+
+def as_one_program(run: Callable, name: str, *, options: Optional[dict] = None) -> Any:
+    """``run()`` as ``one_program`` where no trace is under way, else as it is (inlined into the
+    caller's program); as it is, op by op, where tracing raises a TypeError (a model that needs
+    concrete values: ``int`` of a computed array, a Python ``if`` on one)."""
+    if not at_top_level():
+        return run()
+    try:
+        return one_program(run, name, options=options)
+    except TypeError:
+        return run()
+
+
 def setup_jit(fn: Callable = None, **jit_kwargs: Any):
     """``SetupJit(fn, **jit_kwargs)``; usable as a decorator, with or without keyword arguments
     (``@setup_jit``, ``@setup_jit(static_argnums=0)``)."""
@@ -78,4 +136,12 @@ def setup_jit(fn: Callable = None, **jit_kwargs: Any):
     return SetupJit(fn, **jit_kwargs)
 
 
-__all__ = ["SETUP_CPU_OPTIONS", "SetupJit", "setup_jit"]
+__all__ = [
+    "EVALUATION_CPU_OPTIONS",
+    "SETUP_CPU_OPTIONS",
+    "SetupJit",
+    "as_one_program",
+    "at_top_level",
+    "one_program",
+    "setup_jit",
+]

@@ -294,3 +294,38 @@ def test_to_arviz_puts_deterministic_sites_in_the_posterior():
     assert idata.posterior["theta"].dims == ("chain", "draw", "J")
     assert set(idata.posterior_predictive.data_vars) == {"obs"}
     assert set(idata.log_likelihood.data_vars) == {"obs"}
+
+
+def test_evaluations_on_concrete_values_are_one_program_each_with_the_op_by_op_values(caplog, monkeypatch):
+    """``sample``, ``predictive`` and ``log_likelihood`` called on concrete values compile one
+    program each (``vijax._compile.as_one_program``; op by op, each operation is a compilation of
+    its own), with the values of the op-by-op run (the
+    fallback, forced); under a caller's ``jit`` they are inlined, with the same values."""
+    import logging
+
+    from vijax import _compile
+    from vijax.inference import ngvi
+
+    target = vijax.from_numpyro(eight_schools, SIGMA, Y)
+    alg = ngvi(target)
+    state = alg.init(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(7)
+
+    def evaluate():
+        draws = sample(alg, key, state, 37)  # a number of draws no other test uses
+        return draws, predictive(target, draws, key), log_likelihood(target, draws)
+
+    caplog.clear()
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        programs = jax.block_until_ready(evaluate())
+    names = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
+    ours = [m for m in names if any(f"jit({n})" in m for n in ("sample", "predictive", "log_likelihood"))]
+    assert len(ours) == 3, names
+    # besides, at most NumPyro's own check of the data's scale (sigma > 0 and its all), run on concrete data
+    assert len(names) <= 5, names
+    compiled = jax.jit(lambda k: (sample(alg, k, state, 37), None))(key)[0]
+    monkeypatch.setattr(_compile, "one_program", lambda run, name, options=None: run())
+    eager = evaluate()
+    for got, want in zip(jax.tree_util.tree_leaves(programs), jax.tree_util.tree_leaves(eager)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), compiled, eager[0])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax.inference import _aevb, _bbvi, _ngvi, _split
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -55,6 +56,11 @@ def sample(alg: Any, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
     constrained; ``ngvi``, structured like q; ``conjugate_split``, every site, constrained) or of
     data from the fitted model (``aevb``: E[x | z; theta] for z ~ N(0, I), theta ~ q(theta))."""
     kind, kw = _settings(alg, "sample", ("bbvi", "ngvi", "aevb", "conjugate_split"))
+    # called on concrete values, one program, not op by op (inside a caller's trace, inlined)
+    return as_one_program(lambda: _sample(kind, kw, key, state, num_samples), "sample", options=EVALUATION_CPU_OPTIONS)
+
+
+def _sample(kind: str, kw: dict, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
     if kind == "conjugate_split":
         return _split.sample(
             state, key, num_samples, inner=kw["inner"], conjugate=kw["conjugate"], bijectors=kw["bijectors"]

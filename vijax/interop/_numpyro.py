@@ -12,9 +12,8 @@ from typing import Any, Callable, Mapping, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
-from vijax._compile import setup_jit
+from vijax._compile import one_program
 from vijax.interop._prior_draws import first_support_value, prior_median
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._validate import ArgumentError, is_tracer
@@ -280,34 +279,6 @@ def _arg_checks(fn: Any) -> list:
     return checks
 
 
-# the start programs compiled so far, by the text of their jaxpr (the most recently used last)
-_PROGRAMS: dict = {}
-_MAX_PROGRAMS = 32
-
-
-def _compiled(program: Callable) -> Any:
-    """``program()`` (no arguments, a pytree of arrays out) as one compiled program. The program
-    is traced to a jaxpr and compiled with the arrays it captures (the model's data) as arguments;
-    the compilation is kept by the jaxpr's text, so that a later call whose trace is the same (the
-    same model on data of the same shapes: a second target) reuses it, where a ``jit`` of a fresh
-    closure would compile again. Raises what tracing raises (a TypeError where the program needs
-    concrete values)."""
-    closed, shapes = jax.make_jaxpr(program, return_shape=True)()
-    key = str(closed.jaxpr)
-    fn = _PROGRAMS.pop(key, None)
-    if fn is None:
-        jaxpr = closed.jaxpr
-
-        def from_numpyro_start(consts):  # the name compilation logs show
-            return jaxpr_as_fun(ClosedJaxpr(jaxpr, list(consts)))()
-
-        fn = setup_jit(from_numpyro_start)  # runs once: compiled for a quick compile
-    _PROGRAMS[key] = fn
-    while len(_PROGRAMS) > _MAX_PROGRAMS:
-        _PROGRAMS.pop(next(iter(_PROGRAMS)))
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), fn(tuple(closed.consts)))
-
-
 def _site_keys(model: Callable) -> Callable:
     """``model`` under a handler that gives each message NumPyro's ``seed`` would give a key
     (a sample site without a value, a subsampled plate...) the key ``jax.random.key(i)``, i = 1, 2,
@@ -378,7 +349,7 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
         return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks
 
     try:
-        values, init_params, bounds, checks = _compiled(program)
+        values, init_params, bounds, checks = one_program(program, "from_numpyro_start")
         compiled = all(bool(ok) for ok in checks)
     except TypeError:  # a model that needs concrete values, a support that does not flatten
         compiled = False

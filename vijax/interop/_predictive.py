@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import ArgumentError, check_key
 from vijax.interop._target import Target
 from vijax.interop._tfp import as_parts, part_names
@@ -200,6 +201,12 @@ def predictive(
     """
     target = _check_target(target)
     check_key("key", key)
+    return as_one_program(
+        lambda: _predictive(target, draws, key, batch, sites), "predictive", options=EVALUATION_CPU_OPTIONS
+    )
+
+
+def _predictive(target: Target, draws, key, batch, sites) -> dict:
     flat, lead = _flatten(target, draws)
     if target.library == "tfp":
         joint, observed = target.bind(batch)
@@ -301,6 +308,12 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
         (2, 3)
     """
     target = _check_target(target)
+    return as_one_program(
+        lambda: _log_likelihood(target, draws, batch), "log_likelihood", options=EVALUATION_CPU_OPTIONS
+    )
+
+
+def _log_likelihood(target: Target, draws, batch) -> dict:
     flat, lead = _flatten(target, draws)
     observed_data(target, batch)  # the error naming target when there is no observed site
     if target.library == "tfp":
