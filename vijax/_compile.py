@@ -11,8 +11,8 @@ passed as the program's own ``compiler_options``, so nothing else in the process
 (``as_one_program``: op by op, each operation would be a compilation of its own) compiled with the
 classic emitter and LLVM at ``-O2`` (``EVALUATION_CPU_OPTIONS``: its run time grows with the draws
 and the data: at ``-O0`` NumPyro's Poisson sampler made a predictive call take longer than it
-saved in compile). A step, which runs
-many times, is compiled as a user's ``jax.jit`` compiles it.
+saved in compile). A step, which runs many times, is compiled as a user's ``jax.jit`` compiles
+it.
 
 Where the options cannot apply, the program is the plain ``jax.jit``: on another backend than the
 CPU, called inside a trace (JAX takes ``compiler_options`` only at the top level: a nested call is
@@ -59,8 +59,9 @@ def at_top_level() -> bool:
 
 
 class SetupJit:
-    """``fn`` under ``jax.jit(fn, **jit_kwargs)``, compiled with ``SETUP_CPU_OPTIONS`` where they
-    apply (module docstring). ``_cache_size()`` counts the programs of both compilations."""
+    """``fn`` under ``jax.jit(fn, **jit_kwargs)``, compiled with the CPU compiler ``options``
+    (default ``SETUP_CPU_OPTIONS``) where they apply (module docstring). ``_cache_size()`` counts
+    the programs of both compilations."""
 
     def __init__(self, fn: Callable, options: Optional[dict] = None, **jit_kwargs: Any):
         self.plain = jax.jit(fn, **jit_kwargs)
@@ -94,8 +95,7 @@ def one_program(program: Callable, name: str, *, options: Optional[dict] = None)
     it, where a ``jit`` of a fresh closure would compile again. ``name``: the program's name in
     JAX's compilation logs. ``options``: the CPU compiler options of ``SetupJit`` (default
     ``SETUP_CPU_OPTIONS``; ``EVALUATION_CPU_OPTIONS`` for a program whose run time grows with the
-    data). Raises what tracing raises (a TypeError where the program needs
-    concrete values)."""
+    data). Raises what tracing raises (a TypeError where the program needs concrete values)."""
     from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
     closed, shapes = jax.make_jaxpr(program, return_shape=True)()
