@@ -329,3 +329,21 @@ def test_evaluations_on_concrete_values_are_one_program_each_with_the_op_by_op_v
     for got, want in zip(jax.tree_util.tree_leaves(programs), jax.tree_util.tree_leaves(eager)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), compiled, eager[0])
+
+
+def test_to_arviz_of_a_target_compiles_a_few_programs(caplog):
+    """``to_arviz(draws, key, target=target)``: the observed data, the predictive draws and the
+    pointwise log-likelihood one program each, the sites' dims from an abstract trace (nothing
+    compiled), besides at most NumPyro's own check of the data's scale."""
+    import logging
+
+    target = vijax.from_numpyro(eight_schools, SIGMA, Y)
+    draws = {"mu": jnp.zeros(43), "tau": jnp.ones(43), "theta_tilde": jnp.zeros((43, 8))}  # 43: no other test
+    key = jax.block_until_ready(jax.random.PRNGKey(0))
+    caplog.clear()
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        idata = vijax.to_arviz(draws, key, target=target)
+    names = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
+    assert len(names) <= 5, names
+    assert sum(any(f"jit({n})" in m for n in ("observed_data", "predictive", "log_likelihood")) for m in names) == 3
+    assert idata.log_likelihood["obs"].shape == (1, 43, 8) and idata.posterior_predictive["obs"].shape == (1, 43, 8)

@@ -109,8 +109,12 @@ def observed_data(target: Target, batch: Any = None) -> dict:
         values = dict(observed)
     else:
         fn, args, kwargs = target.bind(batch)
-        trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
-        values = {n: m["value"] for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
+
+        def observed_values():
+            trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
+            return {n: m["value"] for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
+
+        values = as_one_program(observed_values, "observed_data", options=EVALUATION_CPU_OPTIONS)
     if not values:
         raise ArgumentError("target", "target: the model has no observed site (no obs= value, no pinned part)")
     return values
@@ -135,7 +139,22 @@ def site_dims(target: Target, batch: Any = None) -> dict:
         shapes.update({n: tuple(jnp.shape(v)) for n, v in observed.items()})
         return {n: tuple(f"{n}_dim_{i}" for i in range(len(shape))) for n, shape in shapes.items()}
     fn, args, kwargs = target.bind(batch)
-    trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
+    return _shapes_only(lambda: _numpyro_dims(_numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))))
+
+
+def _shapes_only(run):
+    """``run()`` (a function of shapes only, any Python value out) with JAX's operations traced
+    abstractly (``jax.eval_shape``), so that none runs, and none compiles, op by op; run as it is
+    where the model needs concrete values (a TypeError)."""
+    out = []
+    try:
+        jax.eval_shape(lambda: out.append(run()))
+    except TypeError:
+        return run()
+    return out[0]
+
+
+def _numpyro_dims(trace) -> dict:
     dims = {}
     for name, msg in trace.items():
         if msg["type"] not in ("sample", "deterministic"):
