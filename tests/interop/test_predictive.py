@@ -18,7 +18,7 @@ from scipy import stats
 from tensorflow_probability.substrates import jax as tfp
 
 import vijax
-from vijax.inference import bbvi, sample
+from vijax.inference import bbvi, log_weights, sample
 from vijax.interop import log_likelihood, observed_data, predictive, site_dims
 
 from tests.interop._models import SIGMA, Y, eight_schools, normal_mean, regression
@@ -297,7 +297,7 @@ def test_to_arviz_puts_deterministic_sites_in_the_posterior():
 
 
 def test_evaluations_on_concrete_values_are_one_program_each_with_the_op_by_op_values(caplog, monkeypatch):
-    """``sample``, ``predictive`` and ``log_likelihood`` called on concrete values compile one
+    """``sample``, ``log_weights``, ``predictive`` and ``log_likelihood`` called on concrete values compile one
     program each (``vijax._compile.as_one_program``; op by op, each operation is a compilation of
     its own), with the values of the op-by-op run (the
     fallback, forced); under a caller's ``jit`` they are inlined, with the same values."""
@@ -313,16 +313,19 @@ def test_evaluations_on_concrete_values_are_one_program_each_with_the_op_by_op_v
 
     def evaluate():
         draws = sample(alg, key, state, 37)  # a number of draws no other test uses
-        return draws, predictive(target, draws, key), log_likelihood(target, draws)
+        weights = log_weights(alg, key, state, None, 37)
+        return draws, predictive(target, draws, key), log_likelihood(target, draws), weights
 
     caplog.clear()
     with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
         programs = jax.block_until_ready(evaluate())
     names = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
-    ours = [m for m in names if any(f"jit({n})" in m for n in ("sample", "predictive", "log_likelihood"))]
-    assert len(ours) == 3, names
+    ours = [
+        m for m in names if any(f"jit({n})" in m for n in ("sample", "predictive", "log_likelihood", "log_weights"))
+    ]
+    assert len(ours) == 4, names
     # besides, at most NumPyro's own check of the data's scale (sigma > 0 and its all), run on concrete data
-    assert len(names) <= 5, names
+    assert len(names) <= 6, names
     compiled = jax.jit(lambda k: (sample(alg, k, state, 37), None))(key)[0]
     monkeypatch.setattr(_compile, "one_program", lambda run, name, options=None: run())
     eager = evaluate()

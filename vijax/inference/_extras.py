@@ -76,9 +76,13 @@ def log_weights(alg: Any, key: PRNGKey, state: PyTree, batch: PyTree, num_sample
     """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q (``bbvi``: in the unconstrained space, the
     Jacobian included; ``ngvi``), for PSIS (``vijax.metrics.psis``)."""
     kind, kw = _settings(alg, "log_weights", ("bbvi", "ngvi"))
-    if kind == "bbvi":
-        return _bbvi.log_weights(state.q_global, batch, key, num_samples, guide=kw["guide"], joint=kw["joint"])
-    return _ngvi.log_weights(state.q_global, batch, key, num_samples, joint=kw["joint"], prior=kw["prior"])
+
+    def run():
+        if kind == "bbvi":
+            return _bbvi.log_weights(state.q_global, batch, key, num_samples, guide=kw["guide"], joint=kw["joint"])
+        return _ngvi.log_weights(state.q_global, batch, key, num_samples, joint=kw["joint"], prior=kw["prior"])
+
+    return as_one_program(run, "log_weights", options=EVALUATION_CPU_OPTIONS)  # one program, as sample
 
 
 def elbo(alg: Any, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any) -> Array:
