@@ -337,7 +337,8 @@ def test_evaluations_on_concrete_values_are_one_program_each_with_the_op_by_op_v
 def test_to_arviz_of_a_target_compiles_a_few_programs(caplog):
     """``to_arviz(draws, key, target=target)``: the observed data, the predictive draws and the
     pointwise log-likelihood one program each, the sites' dims from an abstract trace (nothing
-    compiled), besides at most NumPyro's own check of the data's scale."""
+    compiled), besides at most NumPyro's own check of the data's scale (``sigma > 0`` and its
+    ``all``): no operation of the model compiled on its own."""
     import logging
 
     target = vijax.from_numpyro(eight_schools, SIGMA, Y)
@@ -347,6 +348,8 @@ def test_to_arviz_of_a_target_compiles_a_few_programs(caplog):
     with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
         idata = vijax.to_arviz(draws, key, target=target)
     names = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
-    assert len(names) <= 5, names
-    assert sum(any(f"jit({n})" in m for n in ("observed_data", "predictive", "log_likelihood")) for m in names) == 3
+    # observed_data's program does not depend on the draws: another test may have compiled it
+    allowed = ("observed_data", "predictive", "log_likelihood", "greater", "_reduce_all")
+    assert all(any(f"jit({n})" in m for n in allowed) for m in names), names
+    assert sum(any(f"jit({n})" in m for n in ("predictive", "log_likelihood")) for m in names) == 2, names
     assert idata.log_likelihood["obs"].shape == (1, 43, 8) and idata.posterior_predictive["obs"].shape == (1, 43, 8)
