@@ -8,7 +8,7 @@ program is compiled with the classic kernel emitter and LLVM at ``-O0`` (``SETUP
 passed as the program's own ``compiler_options``, so nothing else in the process changes;
 ``benchmarks/numpyro_models.py`` times the set-ups). An evaluation called once on concrete values
 (``vijax.inference.sample`` and ``log_weights``, ``vijax.predictive``, ``vijax.interop.log_likelihood``
-and ``observed_data``) is one program
+and ``observed_data``, the draws of ``vijax.to_arviz(q, key)``) is one program
 (``as_one_program``: op by op, each operation would be a compilation of its own) compiled with the
 classic emitter and LLVM at ``-O2`` (``EVALUATION_CPU_OPTIONS``: its run time grows with the draws
 and the data: at ``-O0`` NumPyro's Poisson sampler made a predictive call take longer than it

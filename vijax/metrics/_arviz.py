@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 import jax
 import numpy as np
 
+from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax.expfam import is_family
 from vijax.types import PRNGKey, PyTree
 from vijax._validate import ArgumentError
@@ -128,11 +129,13 @@ def to_arviz(
         if key is None:
             raise ArgumentError("key", "key: a PRNG key is needed to draw from the families of q_or_draws")
         check_int("num_draws", num_draws)
-        keys = jax.random.split(key, len(leaves))
-        draws = [
-            np.asarray(leaf.sample(k, (num_draws,))) if is_family(leaf) else np.asarray(leaf)
-            for leaf, k in zip(leaves, keys)
-        ]
+
+        def drawn():  # one program on concrete values, not each sampler's operations one by one
+            keys = jax.random.split(key, len(leaves))
+            return {i: leaf.sample(keys[i], (num_draws,)) for i, leaf in enumerate(leaves) if is_family(leaf)}
+
+        sampled = as_one_program(drawn, "to_arviz_draws", options=EVALUATION_CPU_OPTIONS)
+        draws = [np.asarray(sampled[i]) if i in sampled else np.asarray(leaf) for i, leaf in enumerate(leaves)]
     else:
         draws = [np.asarray(leaf) for leaf in leaves]
     sizes = {d.shape[0] if d.ndim else None for d in draws}
