@@ -29,6 +29,8 @@ from typing import Any, Callable, Optional
 
 import jax
 
+from vijax._validate import trace_state
+
 # a set-up, a start, a check: small arrays, run once
 SETUP_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
 # an evaluation run once at the user's call (predictive draws, pointwise log-likelihoods): its run
@@ -37,18 +39,12 @@ EVALUATION_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_opt
 _OPTIONS_KNOWN = [True]  # False once XLA has refused an option: every later call is the plain jit
 
 
-def _trace_state():
-    import jax.extend.core  # loads JAX's Pallas modules: at the first call, not at import
-
-    return jax.extend.core.get_opaque_trace_state(convention="vijax")
-
-
 @functools.lru_cache(maxsize=1)
 def _eager_state():
     """The trace state with no trace under way: read in a fresh thread (JAX's trace state is the
     thread's), so that a first call inside a trace reads the right one."""
     box = []
-    thread = threading.Thread(target=lambda: box.append(_trace_state()))
+    thread = threading.Thread(target=lambda: box.append(trace_state()))
     thread.start()
     thread.join()
     return box[0]
@@ -56,7 +52,7 @@ def _eager_state():
 
 def at_top_level() -> bool:
     """Whether no trace (``jit``, ``vmap``, ``grad``...) is under way in this thread."""
-    return _trace_state() == _eager_state()
+    return trace_state() == _eager_state()
 
 
 class SetupJit:

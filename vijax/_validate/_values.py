@@ -17,7 +17,9 @@ from ._args import check_bool, is_tracer
 # not with the validators that every script imports (benchmarks/import_time.py)
 
 
-def _trace_state():
+def trace_state():
+    """JAX's opaque trace state of this thread: equal states, the same trace level (a traced
+    check's collecting block, ``vijax._compile``'s top-level test)."""
     import jax.extend.core
 
     return jax.extend.core.get_opaque_trace_state(convention="vijax")
@@ -100,13 +102,13 @@ class _Collector:
     """The traced value checks of one ``collected_value_checks`` block."""
 
     def __init__(self, locate: bool = True):
-        self.trace = _trace_state()
+        self.trace = trace_state()
         self.locate = locate
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
         self.rows = []  # unlocated: per check, its bad entries (a large check's: per row)
 
     def _at_own_level(self) -> None:
-        if _trace_state() != self.trace:
+        if trace_state() != self.trace:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
 
     def add_rows(self, bads) -> None:
