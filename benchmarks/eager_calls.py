@@ -64,6 +64,32 @@ CASES = {
         "CALL = lambda: model.log_predictive(q, grid)"
     ),
 }
+# a NumPyro model after a fit's start: the draws of q and the checks through the model (vijax.interop)
+_EIGHT_SCHOOLS = (
+    "import jax, numpy as np, numpyro, numpyro.distributions as dist\nimport vijax, vijax.interop\n"
+    "from vijax.inference import ngvi, sample\n"
+    "def model(sigma, y=None):\n"
+    "    mu = numpyro.sample('mu', dist.Normal(0.0, 5.0))\n"
+    "    tau = numpyro.sample('tau', dist.HalfCauchy(5.0))\n"
+    "    with numpyro.plate('J', 8):\n"
+    "        theta = numpyro.sample('theta_tilde', dist.Normal(0.0, 1.0))\n"
+    "        numpyro.sample('obs', dist.Normal(mu + tau * theta, sigma), obs=y)\n"
+    "sigma = np.array([15.0, 10, 16, 11, 9, 11, 10, 18], np.float32)\n"
+    "y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12], np.float32)\n"
+    "target = vijax.from_numpyro(model, sigma, y)\nalg = ngvi(target)\n"
+    "state = alg.init(jax.random.PRNGKey(0))\nkey = jax.random.PRNGKey(1)\n"
+    "draws = jax.block_until_ready(sample(alg, key, state, 1000))\n"
+)
+CASES.update(
+    {
+        "sample of ngvi's q, eight schools (2,000)": _EIGHT_SCHOOLS + "CALL = lambda: sample(alg, key, state, 2000)",
+        "predictive, eight schools (1,000 draws)": _EIGHT_SCHOOLS
+        + "CALL = lambda: vijax.predictive(target, draws, key)",
+        "log_likelihood, eight schools (1,000 draws)": (
+            _EIGHT_SCHOOLS + "CALL = lambda: vijax.interop.log_likelihood(target, draws)"
+        ),
+    }
+)
 
 CHILD = """
 import json, logging, statistics, sys, time
@@ -109,12 +135,15 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per case and mode, in turn")
     parser.add_argument("--calls", type=int, default=20, help="later calls timed after the first")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "eager_calls.json"))
+    parser.add_argument("--cases", nargs="*", help="only the cases whose name holds one of these words")
     add_device_argument(parser)
     args = parser.parse_args(argv)
     env = child_env(args.device)
     load_start = os.getloadavg()
     rows = []
     for case, setup in CASES.items():
+        if args.cases and not any(w in case for w in args.cases):
+            continue
         runs = {"program": [], "op by op": []}
         for _ in range(args.rounds):
             for mode in runs:
