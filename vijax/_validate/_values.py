@@ -332,6 +332,9 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     if not value_checks_enabled():
         return
     build = checks if callable(checks) else (lambda: checks)
+    if not is_tracer(count) and _at_top_level():
+        _enforce_in_one_program(build, count)
+        return
     checks = list(build())
     if not checks:
         return
@@ -379,6 +382,35 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     _dispatch(
         [(c.name, c.requirement) for c in checks], [tuple(c.values.shape) for c in checks], flags, firsts, values, count
     )
+
+
+def _at_top_level() -> bool:
+    from vijax._compile import at_top_level  # vijax._compile reads this package's trace state
+
+    return at_top_level()
+
+
+def _enforce_in_one_program(build: Callable, count: Any) -> None:
+    """``enforce_value_checks`` outside any trace: the checks built and located (per check its flag,
+    first failing flat position and value) in one compiled program (``vijax._compile.as_one_program``:
+    op by op, each operation of each check would be a compilation of its own), then reported."""
+    from vijax._compile import as_one_program
+
+    meta = []
+
+    def run():
+        checks = list(build())
+        meta[:] = [[(c.name, c.requirement) for c in checks], [tuple(np.shape(c.values)) for c in checks]]
+        if not checks:
+            return [], [], []
+        bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
+        firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
+        values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
+        return [jnp.any(b) for b in bads], firsts, values
+
+    flags, firsts, values = as_one_program(run, "value_checks")
+    if flags:
+        _report(*meta, flags, firsts, values, count)
 
 
 # The most entries of one check that the branch locating a traced check's failure computes at once.

@@ -7,6 +7,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import check_int, check_key, enforce_value_checks
 from vijax.models import CategoricalEmissions, HMMData, HMMParams
 from vijax.models.hmm import param_checks
@@ -44,7 +45,14 @@ def sample_hmm(
     check_int("length", length)
     if min_length is not None:
         check_int("min_length", min_length, maximum=length)
-    enforce_value_checks(param_checks(params))
+    enforce_value_checks(lambda: param_checks(params))
+    # one compiled program on concrete values (op by op, each operation would compile on its own)
+    return as_one_program(
+        lambda: _draw(key, params, num_sequences, length, min_length), "sample_hmm", options=EVALUATION_CPU_OPTIONS
+    )
+
+
+def _draw(key: PRNGKey, params: HMMParams, num_sequences: int, length: int, min_length: Optional[int]) -> HMMSample:
     k_len, k_z0, k_z, k_x = jax.random.split(key, 4)
     log_pi, log_a = jnp.log(params.initial_probs), jnp.log(params.transition_matrix)
     z0 = jax.random.categorical(k_z0, log_pi, shape=(num_sequences,))
@@ -60,7 +68,7 @@ def sample_hmm(
         obs = jax.random.categorical(k_x, jnp.log(em.probs)[states]).astype(jnp.int32)
     else:
         noise = jax.random.normal(k_x, states.shape + em.means.shape[-1:], em.means.dtype)
-        obs = em.means[states] + jnp.sqrt(em.variances[states]) * noise
+        obs = jnp.asarray(em.means)[states] + jnp.sqrt(jnp.asarray(em.variances)[states]) * noise
     if min_length is None:
         lengths = jnp.full((num_sequences,), length, jnp.int32)
     else:

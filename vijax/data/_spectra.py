@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import check_int, check_positive
 from vijax.types import Array, PRNGKey
 
@@ -148,11 +149,16 @@ def sample_speech_spectrogram(
     check_positive("shape", shape)
     check_positive("rate", rate)
     dt = dtype or jnp.result_type(float)
-    k_w, k_h, k_y = jax.random.split(key, 3)
-    w, f0 = speech_like_dictionary(k_w, num_freqs, num_atoms, sample_rate=sample_rate, peak=peak, dtype=dt)
-    h = jax.random.gamma(k_h, jnp.asarray(shape, dt), (num_atoms, num_frames), dtype=dt) / rate
-    y = jax.random.poisson(k_y, w @ h).astype(dt)
-    return SpectrogramData(y, w, h, f0)
+
+    def draw():
+        k_w, k_h, k_y = jax.random.split(key, 3)
+        w, f0 = speech_like_dictionary(k_w, num_freqs, num_atoms, sample_rate=sample_rate, peak=peak, dtype=dt)
+        h = jax.random.gamma(k_h, jnp.asarray(shape, dt), (num_atoms, num_frames), dtype=dt) / rate
+        y = jax.random.poisson(k_y, w @ h).astype(dt)
+        return SpectrogramData(y, w, h, f0)
+
+    # one compiled program on concrete values (op by op, each operation would compile on its own)
+    return as_one_program(draw, "sample_speech_spectrogram", options=EVALUATION_CPU_OPTIONS)
 
 
 __all__ = ["SpectrogramData", "sample_speech_spectrogram", "speech_like_dictionary"]

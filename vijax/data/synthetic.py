@@ -7,6 +7,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import ArgumentError, check_int
 from vijax.types import Array, PRNGKey
 
@@ -45,6 +46,18 @@ def sample_gmm(
             "spread", "spread, scale_range and weight_concentration must be positive (scale_range increasing)"
         )
     dt = dtype or jnp.result_type(float)
+    return _one_program(
+        lambda: _gmm(key, num_points, num_components, dim, spread, scale_range, weight_concentration, dt)
+    )
+
+
+def _one_program(draw):
+    """``draw()`` as one compiled program on concrete values (op by op, each operation would be a
+    compilation of its own), inlined under a caller's trace."""
+    return as_one_program(draw, "synthetic_data", options=EVALUATION_CPU_OPTIONS)
+
+
+def _gmm(key, num_points, num_components, dim, spread, scale_range, weight_concentration, dt) -> GMMData:
     k_m, k_s, k_w, k_z, k_x = jax.random.split(key, 5)
     means = spread * jax.random.normal(k_m, (num_components, dim), dt)
     scales = jax.random.uniform(k_s, (num_components, dim), dt, *scale_range)
@@ -76,6 +89,10 @@ def sample_histogram_mixture(
     check_int("num_points", num_points, 1)
     check_int("num_components", num_components, 1)
     dt = dtype or jnp.result_type(float)
+    return _one_program(lambda: _histograms(key, num_points, num_components, channels, bins, pixels, concentration, dt))
+
+
+def _histograms(key, num_points, num_components, channels, bins, pixels, concentration, dt) -> GMMData:
     k_p, k_w, k_z, k_x = jax.random.split(key, 4)
     protos = jax.random.dirichlet(k_p, jnp.full((bins,), concentration, dt), (num_components, channels))
     weights = jax.random.dirichlet(k_w, jnp.full((num_components,), 5.0, dt))
@@ -121,6 +138,11 @@ def sample_sparse_regression(
         raise ArgumentError("noise", f"noise must be > 0, got {noise!r}", value=noise)
     if not 0.0 <= correlation < 1.0:
         raise ArgumentError("correlation", f"correlation must be in [0, 1), got {correlation!r}", value=correlation)
+    x, y, w = _one_program(lambda: _regression(key, num_points, dim, num_relevant, noise, correlation, dtype))
+    return RegressionData(x, y, w, float(noise))
+
+
+def _regression(key, num_points, dim, num_relevant, noise, correlation, dtype) -> tuple:
     k_x, k_sign, k_mag, k_eps = jax.random.split(key, 4)
     idx = jnp.arange(dim)
     cov = jnp.asarray(correlation, dtype) ** jnp.abs(idx[:, None] - idx[None, :]).astype(dtype)
@@ -128,4 +150,4 @@ def sample_sparse_regression(
     signs = jnp.where(jax.random.bernoulli(k_sign, 0.5, (dim,)), 1.0, -1.0).astype(dtype)
     w = jnp.where(idx < num_relevant, signs * (1.0 + jnp.abs(jax.random.normal(k_mag, (dim,), dtype))), 0.0)
     y = x @ w + noise * jax.random.normal(k_eps, (num_points,), dtype)
-    return RegressionData(x, y, w, float(noise))
+    return x, y, w

@@ -253,7 +253,9 @@ class HMM(PytreeModel):
         (finite means, variances finite and > 0, ...)."""
         _needs_em(self.emissions, "an HMM's point parameters")
         em = self.emissions
-        enforce_value_checks(param_checks(params, self.num_states, em.point_type, em.point_width, em.point_checks))
+        enforce_value_checks(
+            lambda: param_checks(params, self.num_states, em.point_type, em.point_width, em.point_checks)
+        )
 
     def _checked(self, params: HMMParams, data) -> HMMData:
         self.check_params(params)

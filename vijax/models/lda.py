@@ -400,7 +400,7 @@ class LDA(PytreeModel):
         if method == "gibbs" and key is None:
             raise ValueError("local_step(method='gibbs') needs a PRNG key")
         if not (is_tracer(ids) or is_tracer(counts)):  # a bare call: the steps' checks (a traced batch: by the step)
-            enforce_value_checks(self.batch_checks(batch))
+            enforce_value_checks(lambda: self.batch_checks(batch))
         log_beta = jnp.asarray(log_beta)
         alpha, _ = self._resolve_hyper(hyper, log_beta.dtype)
         return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
