@@ -113,9 +113,7 @@ class MultivariateNormal(AbstractExpFamily):
         check_finite("mean", mean)
         _check_spd("cov", cov)
         mean, cov = _broadcast_mean_matrix(mean, cov, "cov")
-        chol = jnp.linalg.cholesky(cov)
-        precision = _sym(cho_solve((chol, True), _eye_like(chol)))
-        return cls(_cho_solve_vec(chol, mean), -0.5 * precision)
+        return cls(*_natural_of_mean_covariance(mean, cov))
 
     @property
     def event_shape(self) -> tuple[int, ...]:
@@ -240,6 +238,15 @@ class MultivariateNormal(AbstractExpFamily):
     def to_tfp(self):
         tfp = tfp_jax()
         return tfp.distributions.MultivariateNormalTriL(loc=self.mean, scale_tril=jnp.linalg.cholesky(self.covariance))
+
+
+@jax.jit
+def _natural_of_mean_covariance(mean, cov) -> tuple:
+    """(Sigma^-1 mu, -Sigma^-1 / 2): one program on concrete values (op by op, each of its
+    operations would be a compilation of its own), inlined under a caller's trace."""
+    chol = jnp.linalg.cholesky(cov)
+    precision = _sym(cho_solve((chol, True), _eye_like(chol)))
+    return _cho_solve_vec(chol, mean), -0.5 * precision
 
 
 def _broadcast_mean_matrix(mean, matrix, name: str):

@@ -108,6 +108,15 @@ def se_kernel(x1: Array, x2: Array, log_lengthscale, log_scale) -> Array:
     return jnp.exp(2.0 * log_scale) * jnp.exp(-0.5 * jnp.maximum(d2, 0.0))
 
 
+@jax.jit
+def _kernel_and_factor(x: Array, log_lengthscale, log_scale, jitter) -> tuple[Array, Array, Array]:
+    """(K = k(x, x) + jitter I, its Cholesky factor, whether the factor is finite): one program for
+    a model's construction (op by op, each operation would be a compilation of its own)."""
+    k = se_kernel(x, x, log_lengthscale, log_scale) + jitter * jnp.eye(x.shape[0], dtype=x.dtype)
+    chol = jnp.linalg.cholesky(k)
+    return k, chol, jnp.all(jnp.isfinite(chol))
+
+
 # ---- E_{N(m, v)}[log sigmoid(y z)] and its derivatives ----------------------------------------
 
 
@@ -288,10 +297,8 @@ class GPClassification(PytreeModel):
         self.mean_update = mean_update
         self.quadrature = bool(quadrature)
         self.num_data = int(ypm.shape[0])
-        k = se_kernel(self.x, self.x, self.log_lengthscale, self.log_scale)
-        self.K = k + self.jitter * jnp.eye(self.num_data, dtype=dtype)
-        self.chol_K = jnp.linalg.cholesky(self.K)
-        if not bool(jnp.all(jnp.isfinite(self.chol_K))):
+        self.K, self.chol_K, factored = _kernel_and_factor(self.x, self.log_lengthscale, self.log_scale, self.jitter)
+        if not bool(factored):
             raise ValueError(
                 "the kernel matrix is not positive definite in this precision; raise jitter "
                 "or enable float64 (jax_enable_x64)"

@@ -41,6 +41,7 @@ from vijax._validate import (
     ids_in_range,
     is_tracer,
 )
+from vijax.models._base import program_argument
 from vijax.models._components_discrete import map_rows
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -163,7 +164,11 @@ class SMM(PytreeModel):
 
     def log_predictive(self, params: SMMParams, x: Array) -> Array:
         """(m,) log p(x_i | theta) = log sum_k pi_k eta_{k x_i} of held-out symbols."""
-        return self.responsibilities(params, jnp.asarray(x))[1]
+        return self._log_predictive(params, program_argument(x))  # one program outside jit
+
+    @jax.jit
+    def _log_predictive(self, params: SMMParams, x: Array) -> Array:
+        return self.responsibilities(params, x)[1]
 
 
 __all__ = ["SMM", "SMMParams", "SMMStats"]
