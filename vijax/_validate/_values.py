@@ -314,7 +314,8 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     its position (e.g. ``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a
     step's state count, possibly traced) adds ``in step <count + 1>``.
 
-    Concrete arrays raise at once. Traced ones (inside ``jit``/``scan``/``vmap``) raise from the
+    Concrete arrays raise at once (outside any trace, the checks are built, when given as a
+    function, and located in one compiled program: ``_enforce_in_one_program``). Traced ones (inside ``jit``/``scan``/``vmap``) raise from the
     compiled computation through ``jax.debug.callback`` (a ``JaxRuntimeError`` whose text holds
     the message), only when a check fails; within ``collected_value_checks`` they are collected
     as outputs of the traced function instead (``jit_step``, the runner's chunk), within
