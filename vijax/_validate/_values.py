@@ -315,9 +315,10 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     step's state count, possibly traced) adds ``in step <count + 1>``.
 
     Concrete arrays raise at once (outside any trace, the checks are built, when given as a
-    function, and located in one compiled program: ``_enforce_in_one_program``). Traced ones (inside ``jit``/``scan``/``vmap``) raise from the
-    compiled computation through ``jax.debug.callback`` (a ``JaxRuntimeError`` whose text holds
-    the message), only when a check fails; within ``collected_value_checks`` they are collected
+    function, and located in one compiled program: ``_enforce_in_one_program``). Traced ones
+    (inside ``jit``/``scan``/``vmap``) raise from the compiled computation through
+    ``jax.debug.callback`` (a ``JaxRuntimeError`` whose text holds the message), only when a
+    check fails; within ``collected_value_checks`` they are collected
     as outputs of the traced function instead (``jit_step``, the runner's chunk), within
     ``functional_value_checks`` they are ``checkify`` checks. Nothing is checked when
     ``value_checks_enabled()`` is False.
