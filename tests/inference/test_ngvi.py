@@ -229,6 +229,22 @@ def test_bad_arguments_are_named(kwargs, match):
         ngvi(lambda t, b: -0.5 * jnp.sum(t**2), **args)
 
 
+def test_a_multivariate_normal_family_is_checked_in_one_program_and_refused_outside_its_domain(caplog):
+    """The domain check of a MultivariateNormal q (its precision factored) is one program at
+    construction (op by op it compiled 12), and a q whose precision is not positive definite is
+    still refused naming ``family``."""
+    import logging
+
+    good = expfam.MultivariateNormal.from_mean_covariance(np.zeros(3), np.eye(3) * 2.0)
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
+        ngvi(lambda t, b: -0.5 * jnp.sum(t**2), family=good)
+    names = [r.getMessage().split()[4] for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
+    assert set(names) <= {"jit(family_checks)"} and len(names) <= 1, names
+    bad = expfam.MultivariateNormal(jnp.zeros(3), 0.5 * jnp.eye(3))  # eta2 = +I/2: precision -I
+    with pytest.raises(ValueError, match="family: the initial MultivariateNormal has natural parameters outside"):
+        ngvi(lambda t, b: -0.5 * jnp.sum(t**2), family=bad)
+
+
 def test_non_finite_log_density_at_init_is_named():
     alg = ngvi(lambda t, b: jnp.sum(jnp.log(t)), family=expfam.Normal.from_mean_variance(-1.0, 1.0))
     with pytest.raises(ValueError, match="not finite"):
