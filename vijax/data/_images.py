@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._compile import EVALUATION_CPU_OPTIONS, setup_jit
 from vijax._validate import check_bool, check_int, check_scalar, float_dtype
 from vijax.data._uci import _split
 from vijax.types import Array, PRNGKey
@@ -136,7 +137,9 @@ def sample_latent_bernoulli(
     return _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, float_dtype(dtype))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))  # one program, not one per eager op
+# one program, not one per eager op; it runs once, its run time growing with the data: XLA's classic
+# CPU emitter at LLVM -O2 (vijax._compile.EVALUATION_CPU_OPTIONS)
+@setup_jit(options=EVALUATION_CPU_OPTIONS, static_argnums=(1, 2, 3, 4, 5, 6))
 def _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, dt):
     k1, k2, k3, k4, k5 = jax.random.split(key, 5)
     w1 = jax.random.normal(k1, (latent_dim, hidden), dt) / np.sqrt(latent_dim)
