@@ -346,18 +346,10 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
         _COLLECTORS[-1].add_rows([jnp.asarray(c.bad) for c, o in zip(checks, own) if o])
         return
 
-    def located(checks, barrier=False):  # per check: whether it failed, its first failure's flat position and value
-        bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
-        if barrier:  # a check of a constant (data closed over by a jit) is not folded by XLA's argmax
-            bads = list(jax.lax.optimization_barrier(bads))
-        firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
-        values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
-        return [jnp.any(b) for b in bads], firsts, values
-
     def located_traced():  # located, a large check searched a block of rows at a time (_first_bad_in_blocks)
         fresh = list(build())
         small = [jnp.size(c.bad) <= _LOCATE_BLOCK or jnp.ndim(c.bad) == 0 for c in fresh]
-        of_small = iter(zip(*located([c for c, s in zip(fresh, small) if s], True)))  # per check
+        of_small = iter(zip(*_located([c for c, s in zip(fresh, small) if s], True)))  # per check
         per_check = []
         for i, (c, s) in enumerate(zip(fresh, small)):
             if s:
@@ -380,10 +372,21 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
         )
         flags, firsts, values = jax.lax.cond(any_bad, located_traced, lambda: nothing)
     else:
-        flags, firsts, values = located(checks)
+        flags, firsts, values = _located(checks)
     _dispatch(
         [(c.name, c.requirement) for c in checks], [tuple(c.values.shape) for c in checks], flags, firsts, values, count
     )
+
+
+def _located(checks: Sequence[ValueCheck], barrier: bool = False) -> tuple[list, list, list]:
+    """Per check: whether it failed, its first failure's flat position and value. ``barrier``: a
+    check of a constant (data closed over by a jit) is not folded by XLA's argmax."""
+    bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
+    if barrier:
+        bads = list(jax.lax.optimization_barrier(bads))
+    firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
+    values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
+    return [jnp.any(b) for b in bads], firsts, values
 
 
 def _at_top_level() -> bool:
@@ -403,12 +406,7 @@ def _enforce_in_one_program(build: Callable, count: Any) -> None:
     def run():
         checks = list(build())
         meta[:] = [[(c.name, c.requirement) for c in checks], [tuple(np.shape(c.values)) for c in checks]]
-        if not checks:
-            return [], [], []
-        bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
-        firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
-        values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
-        return [jnp.any(b) for b in bads], firsts, values
+        return _located(checks)
 
     # LLVM's -O2 passes: the checks read every entry of the data (a check of 10^6 x 64 floats took
     # 0.85 s so, 2.0 s at the set-up's -O0 and 1.9 s op by op; a probe)
