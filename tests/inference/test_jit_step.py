@@ -62,6 +62,80 @@ def test_the_program_returns_unreduced_checks_and_a_failure_is_located_by_a_seco
         donating(jax.random.PRNGKey(1), fresh, bad)
 
 
+def test_a_batch_passed_again_is_not_checked_again(monkeypatch):
+    """The same jax.Array batch (a full-batch algorithm's data at every step) is checked at its first
+    call only: the checks run under a ``lax.cond`` on a gate that the wrapper sets from whether every
+    input they read is the very array whose checks last passed. A new array, a NumPy array (which can
+    change in place) or a check that reads the state runs them again."""
+    from vijax._validate import collected_failed, enforce_value_checks, finite_values
+    from vijax.inference import _checked_inputs
+
+    decisions = []
+    needs = _checked_inputs.CheckedInputs.needs_check
+    monkeypatch.setattr(
+        _checked_inputs.CheckedInputs,
+        "needs_check",
+        lambda self, leaves: decisions.append(needs(self, leaves)) or decisions[-1],
+    )
+
+    def step(state, batch, scale):
+        enforce_value_checks(lambda: [finite_values("batch x", batch), finite_values("scale", scale)])
+        return state + scale * jnp.sum(batch)
+
+    compiled = jit_step(step)
+    x, s = jnp.ones((4, 3)), jnp.asarray(2.0)
+    state = jnp.zeros(())
+    for _ in range(3):
+        state = compiled(state, x, s)
+    assert decisions == [True, False, False] and float(state) == 72.0  # checked once, stepped three times
+    compiled(state, x + 0.0, s)  # a new array of the same values
+    compiled(state, x, jnp.asarray(2.0))  # a new scale: the checks read it too
+    assert decisions[3:] == [True, True]
+    host = np.ones((4, 3))
+    compiled(state, host, s)
+    host[1, 2] = np.nan  # changed in place: checked again, and refused
+    with pytest.raises(ValueError, match=r"batch x nan at \[1, 2\] is not finite"):
+        compiled(state, host, s)
+    assert decisions[5:] == [True, True]
+    bad = x.at[0, 0].set(jnp.inf)
+    for _ in range(2):  # a failed batch is never remembered as checked
+        with pytest.raises(ValueError, match=r"batch x inf at \[0, 0\] is not finite"):
+            compiled(state, bad, s)
+    assert decisions[7:] == [True, True]
+    # the gate: False, the program computes no check (a bad batch's entries come back all False)
+    program = compiled.lower(state, x, s).compile()
+    assert collected_failed(program(state, bad, s, np.bool_(True))[1])
+    assert not collected_failed(program(state, bad, s, np.bool_(False))[1])
+
+
+def test_checks_reading_the_state_run_at_every_step():
+    """Which inputs the checks read comes from the traced program: a check of the state (new at
+    every step) is computed at every call, though the batch is the same."""
+    from vijax._validate import enforce_value_checks, finite_values
+
+    def step(state, batch):
+        enforce_value_checks(lambda: [finite_values("state", state)])
+        return state + jnp.sum(batch)
+
+    compiled = jit_step(step)
+    x = jnp.ones(3)
+    state = compiled(jnp.zeros(()), x)
+    state = compiled(state, x)
+    with pytest.raises(ValueError, match=r"state inf at \[\] is not finite"):
+        compiled(jnp.asarray(jnp.inf), x)
+
+
+def test_the_inputs_a_program_output_reads():
+    from vijax.inference._checked_inputs import inputs_read
+
+    def f(a, b, c):
+        return a * 2.0, jax.lax.cond(c > 0, lambda: jnp.sum(b), lambda: 0.0)
+
+    jaxpr = jax.make_jaxpr(f)(1.0, jnp.ones(3), 1.0).jaxpr
+    assert inputs_read(jaxpr, jaxpr.outvars[:1]) == {0}
+    assert inputs_read(jaxpr, jaxpr.outvars[1:]) == {1, 2}
+
+
 def test_a_large_check_comes_back_per_row():
     from vijax._validate import collected_failed, collected_value_checks, enforce_value_checks, finite_values
 

@@ -101,9 +101,10 @@ _REPORTS: dict = {}  # a collected program's report key -> its checks' (names, r
 class _Collector:
     """The traced value checks of one ``collected_value_checks`` block."""
 
-    def __init__(self, locate: bool = True):
+    def __init__(self, locate: bool = True, gate: Any = None):
         self.trace = trace_state()
         self.locate = locate
+        self.gate = gate  # unlocated checks: a traced bool, whether to compute them at all (see add_rows)
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
         self.rows = []  # unlocated: per check, its bad entries (a large check's: per row)
 
@@ -111,17 +112,28 @@ class _Collector:
         if trace_state() != self.trace:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
 
-    def add_rows(self, bads) -> None:
-        """Unlocated checks: per check, its bad entries as they are (up to ``_RAW_FLAGS_MAX``
-        entries), else whether each row (leading index) holds one; never a reduction across rows,
-        so a batch sharded over its rows needs no collective (a global flag, an all-reduce returned
-        as an output, cost the two-device LDA step 5-10 %), and for a small batch no reduction at
-        all (XLA's CPU reductions cost the 0.9 ms GMM CAVI step about 1-4 %)."""
+    def add_rows(self, bads_of: Callable[[], list]) -> None:
+        """Unlocated checks (``bads_of()``: their bad-entry arrays): per check, its bad entries as
+        they are (up to ``_RAW_FLAGS_MAX`` entries), else whether each row (leading index) holds one;
+        never a reduction across rows, so a batch sharded over its rows needs no collective (a
+        global flag, an all-reduce returned as an output, cost the two-device LDA step 5-10 %), and
+        for a small batch no reduction at all (XLA's CPU reductions cost the 0.9 ms GMM CAVI step
+        about 1-4 %). With a ``gate`` they are computed under a ``lax.cond`` on it, all False
+        where it is False (a batch already checked: ``jit_step`` passes the same arrays again)."""
         self._at_own_level()
-        for b in bads:
-            if b.size:
-                small = b.ndim < 2 or b.size <= _RAW_FLAGS_MAX
-                self.rows.append(b if small else jnp.any(b.reshape(b.shape[0], -1), axis=1))
+
+        def rows():
+            return [
+                b if b.ndim < 2 or b.size <= _RAW_FLAGS_MAX else jnp.any(b.reshape(b.shape[0], -1), axis=1)
+                for b in (jnp.asarray(b) for b in bads_of())
+                if b.size
+            ]
+
+        if self.gate is None:
+            self.rows.extend(rows())
+            return
+        shapes = jax.eval_shape(rows)
+        self.rows.extend(jax.lax.cond(self.gate, rows, lambda: [jnp.zeros(r.shape, r.dtype) for r in shapes]))
 
     def add(self, names, shapes, flags, firsts, values, count) -> None:
         self._at_own_level()
@@ -145,7 +157,7 @@ class _Collector:
 
 
 @contextlib.contextmanager
-def collected_value_checks(locate: bool = True):
+def collected_value_checks(locate: bool = True, gate: Any = None):
     """Context manager, entered inside a function being traced (``jit_step``'s): a traced value check
     in the block is a set of arrays it collects; ``sink.results()`` returns them, to be outputs of the
     traced function, raised after the call by ``raise_collected`` (the words a concrete batch gets).
@@ -154,8 +166,9 @@ def collected_value_checks(locate: bool = True):
     ``locate=False``: only the checks' bad entries (a large check's per row; see ``add_rows``), read by
     ``collected_failed``, no position, value or step: ``raise_collected`` runs a located program to
     raise. In a run of several processes the checks are always located: each process holds only its
-    own rows' entries, and every process must raise alike."""
-    sink = _Collector(locate or jax.process_count() > 1)
+    own rows' entries, and every process must raise alike. ``gate`` (a traced bool; unlocated checks
+    only): whether the checks are computed at all (``_Collector.add_rows``)."""
+    sink = _Collector(locate or jax.process_count() > 1, gate)
     _COLLECTORS.append(sink)
     try:
         yield sink
@@ -163,13 +176,16 @@ def collected_value_checks(locate: bool = True):
         _COLLECTORS.pop()
 
 
-def collecting_checks(fn: Callable, locate: bool = True) -> Callable:
+def collecting_checks(fn: Callable, locate: bool = True, gated: bool = False) -> Callable:
     """``fn`` returning ``(its outputs, its value checks' results)``: ``fn`` run in a
-    ``collected_value_checks(locate)`` block, to be traced (``jit_step``, the runner's chunk)."""
+    ``collected_value_checks(locate)`` block, to be traced (``jit_step``, the runner's chunk).
+    ``gated``: the function takes one more positional argument after ``fn``'s, a bool, the
+    block's ``gate`` (whether its unlocated checks are computed)."""
 
     def run(*args, **kwargs):
-        with collected_value_checks(locate) as sink:
-            out = fn(*args, **kwargs)
+        gate = args[-1] if gated else None
+        with collected_value_checks(locate, gate) as sink:
+            out = fn(*(args[:-1] if gated else args), **kwargs)
         return out, sink.results()
 
     return run
@@ -343,7 +359,9 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     names = {c.name for c in checks}
     own = [c.covered_by is None or c.covered_by not in names for c in checks]  # computed at every step
     if _COLLECTORS and not _COLLECTORS[-1].locate and any(is_tracer(c.bad) for c in checks):
-        _COLLECTORS[-1].add_rows([jnp.asarray(c.bad) for c, o in zip(checks, own) if o])
+        built = [checks]  # the checks built above serve once (shapes, or the ungated rows); a gated
+        # block's branch builds them again, so that their arrays are computed inside it
+        _COLLECTORS[-1].add_rows(lambda: [c.bad for c, o in zip(built.pop() if built else build(), own) if o])
         return
 
     def located_traced():  # located, a large check searched a block of rows at a time (_first_bad_in_blocks)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import checkify
 
 from vijax._validate import (
@@ -37,6 +38,8 @@ from vijax._validate import (
     value_checks,
 )
 from vijax.models import check_step_batch
+
+from ._checked_inputs import CheckedInputs, inputs_read
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -98,6 +101,14 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
       tracing) or the checks run under ``shard_map``: checkify passes its error state in and out of
       every ``shard_map`` call, which made the two-device LDA SVI step 40% slower.
 
+    **A batch is checked once.** With collected checks (and no donated or static arguments), the
+    program takes one more input, a bool, and computes its checks under a ``lax.cond`` on it: the
+    wrapper sets it False where every input the checks read (found in the traced program: the batch,
+    not the state) is the very ``jax.Array`` whose checks passed at the previous call. A full-batch
+    algorithm's steps (CAVI, EM, Baum-Welch on the same data array) then read the data for the
+    checks at the first call only; a new array, a NumPy array (which can change in place) or a
+    failed check is checked again. Arrays are remembered by weak reference, never kept alive.
+
     Called with tracers (under a caller's ``jit``, ``vmap`` or ``grad``), it is ``jax.jit(step)``.
 
     Args:
@@ -111,7 +122,8 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
 
     Returns:
       The compiled function, with the same arguments and results as ``step``; ``.lower(...)``
-      lowers the program it runs; ``.check_mode()`` says which of the three ways it took
+      lowers the program it runs (with collected checks it returns the step's outputs and the
+      checks' results, and takes the bool above after ``step``'s arguments); ``.check_mode()`` says which of the three ways it took
       (``"collected"``, ``"checkify"``, ``"plain"``; None before the first call or lowering).
 
     Examples:
@@ -127,8 +139,12 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
     donated = any(jit_kwargs.get(k) not in (None, (), []) for k in ("donate_argnums", "donate_argnames"))
 
     # the bad entries only (donated arguments cannot run twice: located at once); on a failure the
-    # located program runs again for the first failure's position and value
-    collecting, locating = collecting_checks(step, locate=donated), collecting_checks(step)
+    # located program runs again for the first failure's position and value. Unlocated, the program
+    # takes one more argument: whether to compute the checks (False for a batch already checked)
+    gated = not donated and not any(
+        jit_kwargs.get(k) not in (None, (), []) for k in ("static_argnums", "static_argnames")
+    )
+    collecting, locating = collecting_checks(step, locate=donated, gated=gated), collecting_checks(step)
 
     def functional(*args, **kwargs):
         with functional_value_checks():  # read while the step is traced
@@ -143,14 +159,25 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
         "plain": jax.jit(step, **jit_kwargs),
     }
     mode = []  # decided at the first lowering: ["collected"], ["checkify"] or ["plain"]
+    checked = []  # collected and gated: [CheckedInputs], the inputs whose checks last passed
+
+    def gate(value=True) -> tuple:
+        return (np.bool_(value),) if gated else ()
 
     def choose(*args, **kwargs):
         """The first lowering: the program of the first way that serves, lowered (None for plain)."""
         if mode:
             return None
         try:
-            lowered = programs["collected"].lower(*args, **kwargs)
+            traced = programs["collected"].trace(*args, *gate(), **kwargs)
+            lowered = traced.lower()
             mode.append("collected")
+            leaves = jax.tree.leaves(((*args, *gate()), kwargs))
+            jaxpr = traced.jaxpr.jaxpr
+            if gated and len(jaxpr.invars) == len(leaves):  # else (never seen) every call checks
+                rows = jaxpr.outvars[len(jaxpr.outvars) - len(jax.tree.leaves(traced.out_info[1])) :]
+                own = len(jax.tree.leaves(args))  # the gate's position: not an input the checks read
+                checked.append(CheckedInputs(inputs_read(jaxpr, rows) - {own}))
             return lowered
         except NestedValueCheck:
             pass
@@ -178,8 +205,12 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
         if mode[0] == "plain":
             return programs["plain"](*args, **kwargs)
         if mode[0] == "collected":
-            out, results = programs["collected"](*args, **kwargs)
+            leaves = jax.tree.leaves((args, kwargs)) if checked else ()
+            fresh = not checked or checked[0].needs_check(leaves)
+            out, results = programs["collected"](*args, *gate(fresh), **kwargs)
             raise_collected(results, lambda: programs["located"](*args, **kwargs)[1])
+            if checked and fresh:
+                checked[0].remember(leaves)
         else:
             error, out = programs["checkify"](*args, **kwargs)
             raise_check_error(error)
@@ -191,7 +222,9 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
 
     def _lower(*args, **kwargs):
         lowered = choose(*args, **kwargs)
-        return lowered if lowered is not None else programs[mode[0]].lower(*args, **kwargs)
+        if lowered is not None:
+            return lowered
+        return programs[mode[0]].lower(*args, *(gate() if mode[0] == "collected" else ()), **kwargs)
 
     call.lower = lower
     call.check_mode = lambda: (
