@@ -27,7 +27,9 @@ host callback costs a program apart from the checks' own work, which ``callback`
 share. ``jit_step`` is timed as a batch seen for the first time (its program with the checks
 on, as every step of a minibatch algorithm runs it); ``jit_step_same_batch`` calls the ``jit_step``
 wrapper with the same batch array every time, as a full-batch algorithm's steps do (its
-checks run at the first call only: an immutable array already checked is not read again).
+checks run at the first call only: an immutable array already checked is not read again), and
+``jit_step_new_batch`` the wrapper with two copies of the batch in turn (every call a new array:
+the checks run and their results are read back, a wait for the device at every step).
 Fewer rounds there (``--big-rounds``, one call each: a step takes 20-600 ms).
 
     python benchmarks/check_overhead.py            # writes benchmarks/results/check_overhead.json
@@ -75,12 +77,20 @@ def _compiled(alg, state, batch, how: str, bare=None):
     to the result of its first call). ``jit_step``'s program is called with its gate on (a batch
     not checked before: every step of a minibatch algorithm)."""
     args = (jax.random.PRNGKey(1), state, batch)
-    if how == "jit_step_same_batch":  # the wrapper, as a user calls it: the same batch array every time
+    if how in ("jit_step_same_batch", "jit_step_new_batch"):  # the wrapper, as a user calls it
         wrapped = jit_step(with_value_checks(alg, True).step)
         t = time.perf_counter()
         jax.block_until_ready(wrapped(*args))  # traces, compiles, checks the batch, steps
         first = time.perf_counter() - t
-        return wrapped.lower(*args).compile(), wrapped, first, first
+        if how == "jit_step_same_batch":  # the same batch array every time
+            return wrapped.lower(*args).compile(), wrapped, first, first
+        copies, turn = (batch, jax.block_until_ready(batch + 0)), [0]  # two arrays in turn: each call a new one
+
+        def alternating(key, state, _):
+            turn[0] ^= 1
+            return wrapped(key, state, copies[turn[0]])
+
+        return wrapped.lower(*args).compile(), alternating, first, first
     base = how.removesuffix("_state")
     inner = bare if base == "bare" else with_value_checks(alg, base != "off").step
 
@@ -121,6 +131,7 @@ BIG_WAYS = (
     "callback",
     "jit_step",
     "jit_step_same_batch",
+    "jit_step_new_batch",
     "jit_step_inert_callback",
     "bare_state",
     "off_state",
@@ -191,7 +202,7 @@ def main(argv=None) -> dict:
     a = p.parse_args(argv)
     if a.devices > 1:
         jax.config.update("jax_num_cpu_devices", a.devices)  # before JAX starts its backends
-    use_device(a.device)
+    device = use_device(a.device)
     enable_compile_cache(False)  # every compile cold
     rng = np.random.default_rng(0)
     s, length, k, v = 64, 128, 20, 5000
@@ -220,6 +231,7 @@ def main(argv=None) -> dict:
                 res[f"gmm_cavi_N{n}_{dt}"] = gmm_at_size(n, dt, a.big_rounds, 1)
                 print(f"gmm_cavi N = {n} {dt} done", flush=True)
     res["machine"] = f"{platform.machine()} {os.cpu_count()} cores, jax {jax.__version__}"
+    res["device"] = device
     res["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     res["loadavg_1_5_15_min_at_end"] = os.getloadavg()
     print("| step | checks | step ms | overhead (IQR) | compile s | end-to-end s (first step) | temporaries MB |")

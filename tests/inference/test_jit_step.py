@@ -70,13 +70,16 @@ def test_a_batch_passed_again_is_not_checked_again(monkeypatch):
     from vijax._validate import collected_failed, enforce_value_checks, finite_values
     from vijax.inference import _checked_inputs
 
-    decisions = []
-    needs = _checked_inputs.CheckedInputs.needs_check
+    from vijax.inference import base
+
+    decisions, reads = [], []
+    needs, read = _checked_inputs.CheckedInputs.needs_check, base.raise_collected
     monkeypatch.setattr(
         _checked_inputs.CheckedInputs,
         "needs_check",
         lambda self, leaves: decisions.append(needs(self, leaves)) or decisions[-1],
     )
+    monkeypatch.setattr(base, "raise_collected", lambda *a: reads.append(1) or read(*a))
 
     def step(state, batch, scale):
         enforce_value_checks(lambda: [finite_values("batch x", batch), finite_values("scale", scale)])
@@ -88,6 +91,7 @@ def test_a_batch_passed_again_is_not_checked_again(monkeypatch):
     for _ in range(3):
         state = compiled(state, x, s)
     assert decisions == [True, False, False] and float(state) == 72.0  # checked once, stepped three times
+    assert len(reads) == 1  # results read back (a wait for the device) only where the checks ran
     compiled(state, x + 0.0, s)  # a new array of the same values
     compiled(state, x, jnp.asarray(2.0))  # a new scale: the checks read it too
     assert decisions[3:] == [True, True]

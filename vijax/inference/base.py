@@ -208,9 +208,10 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
             leaves = jax.tree.leaves((args, kwargs)) if checked else ()
             fresh = not checked or checked[0].needs_check(leaves)
             out, results = programs["collected"](*args, *gate(fresh), **kwargs)
-            raise_collected(results, lambda: programs["located"](*args, **kwargs)[1])
-            if checked and fresh:
-                checked[0].remember(leaves)
+            if fresh:  # else the checks did not run: nothing to read back (no wait for the device)
+                raise_collected(results, lambda: programs["located"](*args, **kwargs)[1])
+                if checked:
+                    checked[0].remember(leaves)
         else:
             error, out = programs["checkify"](*args, **kwargs)
             raise_check_error(error)
