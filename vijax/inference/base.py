@@ -37,9 +37,8 @@ from vijax._validate import (
     raise_collected,
     value_checks,
 )
+from vijax.inference._checked_inputs import CheckedInputs, inputs_read
 from vijax.models import check_step_batch
-
-from ._checked_inputs import CheckedInputs, inputs_read
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -123,8 +122,9 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
     Returns:
       The compiled function, with the same arguments and results as ``step``; ``.lower(...)``
       lowers the program it runs (with collected checks it returns the step's outputs and the
-      checks' results, and takes the bool above after ``step``'s arguments); ``.check_mode()`` says which of the three ways it took
-      (``"collected"``, ``"checkify"``, ``"plain"``; None before the first call or lowering).
+      checks' results, and takes the bool above after ``step``'s arguments); ``.check_mode()``
+      says which of the three ways it took (``"collected"``, ``"checkify"``, ``"plain"``; None
+      before the first call or lowering).
 
     Examples:
         >>> import jax, numpy as np
