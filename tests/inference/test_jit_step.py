@@ -112,6 +112,22 @@ def test_a_batch_passed_again_is_not_checked_again(monkeypatch):
     assert not collected_failed(program(state, bad, s, np.bool_(False))[1])
 
 
+def test_a_batch_given_by_keyword_is_checked_once_and_a_new_one_again():
+    from vijax._validate import enforce_value_checks, finite_values
+
+    def step(state, *, batch, scale):
+        enforce_value_checks(lambda: [finite_values("batch x", batch)])
+        return state + scale * jnp.sum(batch)
+
+    compiled = jit_step(step)
+    x, s = jnp.ones(3), jnp.asarray(1.0)
+    state = compiled(jnp.zeros(()), batch=x, scale=s)
+    state = compiled(state, batch=x, scale=s)
+    with pytest.raises(ValueError, match=r"batch x nan at \[1\] is not finite"):
+        compiled(state, batch=x.at[1].set(jnp.nan), scale=s)
+    assert float(compiled(state, batch=x, scale=s)) == 9.0
+
+
 def test_checks_reading_the_state_run_at_every_step():
     """Which inputs the checks read comes from the traced program: a check of the state (new at
     every step) is computed at every call, though the batch is the same."""

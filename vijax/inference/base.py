@@ -177,7 +177,9 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
             if gated and len(jaxpr.invars) == len(leaves):  # else (never seen) every call checks
                 rows = jaxpr.outvars[len(jaxpr.outvars) - len(jax.tree.leaves(traced.out_info[1])) :]
                 own = len(jax.tree.leaves(args))  # the gate's position: not an input the checks read
-                checked.append(CheckedInputs(inputs_read(jaxpr, rows) - {own}))
+                # positions in the call's own leaves (args, kwargs), which hold no gate
+                read = {p - (p > own) for p in inputs_read(jaxpr, rows) if p != own}
+                checked.append(CheckedInputs(frozenset(read)))
             return lowered
         except NestedValueCheck:
             pass
