@@ -77,7 +77,7 @@ def test_a_batch_passed_again_is_not_checked_again(monkeypatch):
     monkeypatch.setattr(
         _checked_inputs.CheckedInputs,
         "needs_check",
-        lambda self, leaves: decisions.append(needs(self, leaves)) or decisions[-1],
+        lambda self, *a: decisions.append(needs(self, *a)) or decisions[-1],
     )
     monkeypatch.setattr(base, "raise_collected", lambda *a: reads.append(1) or read(*a))
 
@@ -115,17 +115,20 @@ def test_a_batch_passed_again_is_not_checked_again(monkeypatch):
 def test_a_batch_given_by_keyword_is_checked_once_and_a_new_one_again():
     from vijax._validate import enforce_value_checks, finite_values
 
-    def step(state, *, batch, scale):
-        enforce_value_checks(lambda: [finite_values("batch x", batch)])
-        return state + scale * jnp.sum(batch)
+    def step(state, *, batch, scale):  # batch: an array or a tuple of arrays, checked stacked
+        enforce_value_checks(lambda: [finite_values("batch x", jnp.stack(jax.tree.leaves(batch)))])
+        return state + scale * sum(jnp.sum(b) for b in jax.tree.leaves(batch))
 
     compiled = jit_step(step)
     x, s = jnp.ones(3), jnp.asarray(1.0)
     state = compiled(jnp.zeros(()), batch=x, scale=s)
     state = compiled(state, batch=x, scale=s)
-    with pytest.raises(ValueError, match=r"batch x nan at \[1\] is not finite"):
+    with pytest.raises(ValueError, match=r"batch x nan at \[0, 1\] is not finite"):
         compiled(state, batch=x.at[1].set(jnp.nan), scale=s)
     assert float(compiled(state, batch=x, scale=s)) == 9.0
+    # another structure of the inputs (a pair of batches): checked, whatever its leaves
+    with pytest.raises(ValueError, match=r"batch x nan at \[1, 2\] is not finite"):
+        compiled(state, batch=(x, x.at[2].set(jnp.nan)), scale=s)
 
 
 def test_checks_reading_the_state_run_at_every_step():

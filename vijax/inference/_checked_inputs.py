@@ -33,20 +33,23 @@ class CheckedInputs:
     remembered: they cannot change (a NumPy array can, in place, and is checked at every call).
     A weak reference: remembering an array never keeps it alive."""
 
-    def __init__(self, positions: frozenset):
-        self.positions = tuple(sorted(positions))
+    def __init__(self, positions: frozenset, treedef):
+        self.positions, self.treedef = tuple(sorted(positions)), treedef  # of the traced call's inputs
         self.refs = None
 
-    def needs_check(self, leaves: Sequence) -> bool:
-        """Whether the checks must run for these flat inputs: unless every input they read is the
-        very array whose checks passed last time."""
-        if self.refs is None:
+    def needs_check(self, leaves: Sequence, treedef) -> bool:
+        """Whether the checks must run for these flat inputs (of structure ``treedef``): unless they
+        have the traced call's structure and every input the checks read is the very array whose
+        checks passed last time."""
+        if self.refs is None or treedef != self.treedef:
             return True
         return any(ref is None or ref() is not leaves[i] for i, ref in zip(self.positions, self.refs))
 
-    def remember(self, leaves: Sequence) -> None:
-        """Records the inputs of a call whose checks passed."""
-        self.refs = [_ref(leaves[i]) for i in self.positions]
+    def remember(self, leaves: Sequence, treedef) -> None:
+        """Records the inputs of a call whose checks passed (only of the traced call's structure:
+        the positions are that structure's)."""
+        if treedef == self.treedef:
+            self.refs = [_ref(leaves[i]) for i in self.positions]
 
 
 def _ref(leaf):

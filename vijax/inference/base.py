@@ -179,7 +179,7 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
                 own = len(jax.tree.leaves(args))  # the gate's position: not an input the checks read
                 # positions in the call's own leaves (args, kwargs), which hold no gate
                 read = {p - (p > own) for p in inputs_read(jaxpr, rows) if p != own}
-                checked.append(CheckedInputs(frozenset(read)))
+                checked.append(CheckedInputs(frozenset(read), jax.tree.structure((args, kwargs))))
             return lowered
         except NestedValueCheck:
             pass
@@ -207,13 +207,13 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
         if mode[0] == "plain":
             return programs["plain"](*args, **kwargs)
         if mode[0] == "collected":
-            leaves = jax.tree.leaves((args, kwargs)) if checked else ()
-            fresh = not checked or checked[0].needs_check(leaves)
+            leaves, treedef = jax.tree.flatten((args, kwargs)) if checked else ((), None)
+            fresh = not checked or checked[0].needs_check(leaves, treedef)
             out, results = programs["collected"](*args, *gate(fresh), **kwargs)
             if fresh:  # else the checks did not run: nothing to read back (no wait for the device)
                 raise_collected(results, lambda: programs["located"](*args, **kwargs)[1])
                 if checked:
-                    checked[0].remember(leaves)
+                    checked[0].remember(leaves, treedef)
         else:
             error, out = programs["checkify"](*args, **kwargs)
             raise_check_error(error)
