@@ -12,8 +12,13 @@ and ``observed_data``, the draws of ``vijax.to_arviz(q, key)``) is one program
 (``as_one_program``: op by op, each operation would be a compilation of its own) compiled with the
 classic emitter and LLVM at ``-O2`` (``EVALUATION_CPU_OPTIONS``: its run time grows with the draws
 and the data: at ``-O0`` NumPyro's Poisson sampler made a predictive call take longer than it
-saved in compile). A step, which runs many times, is compiled as a user's ``jax.jit`` compiles
-it.
+saved in compile). A step compiled by ``vijax.inference.jit_step`` takes the same options
+(``step_cpu_options``) where the process's ``XLA_FLAGS`` do not choose the CPU kernel emitter
+(``vijax run`` and ``vijax.run.fast_cpu_compile`` set it for the whole process): LDA's SVI step
+then compiled in 0.84-0.91 s against 1.27-1.37 s and ran 9.2-9.3 ms against 11.4 ms, and the
+float32 GMM step, the one that runs slower that way (its r log r over the responsibilities:
+the classic emitter computes a float32 log element by element), is the trade-off docs/design.md
+records. A user's own ``jax.jit`` of a step is compiled as XLA's settings say.
 
 Where the options cannot apply, the program is the plain ``jax.jit``: on another backend than the
 CPU, called inside a trace (JAX takes ``compiler_options`` only at the top level: a nested call is
@@ -24,6 +29,7 @@ compile option"; the plain program is used from then on).
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from typing import Any, Callable, Optional
 
@@ -37,6 +43,28 @@ SETUP_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimiza
 # time grows with the draws and the data, so LLVM keeps its -O2 passes (XLA's default is -O3)
 EVALUATION_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
 _OPTIONS_KNOWN = [True]  # False once XLA has refused an option: every later call is the plain jit
+# the XLA_FLAGS flag that chooses the CPU kernel emitter for the whole process (vijax run sets it)
+_EMITTER_FLAG = "--xla_cpu_use_fusion_emitters"
+
+
+def step_cpu_options() -> Optional[dict]:
+    """The compiler options ``jit_step`` gives a step it compiles for the CPU (the evaluations'
+    ``EVALUATION_CPU_OPTIONS``: the classic emitter, LLVM at ``-O2``), or None where they do not
+    apply: another default backend, an XLA that refused such an option before, or a process whose
+    ``XLA_FLAGS`` choose the kernel emitter themselves (``vijax.run.fast_cpu_compile``, or a
+    user's own choice, which stays in force)."""
+    if not _OPTIONS_KNOWN[0] or _EMITTER_FLAG in os.environ.get("XLA_FLAGS", ""):
+        return None
+    return dict(EVALUATION_CPU_OPTIONS) if jax.default_backend() == "cpu" else None
+
+
+def is_unknown_option(error: Exception) -> bool:
+    """Whether a ``JaxRuntimeError`` is XLA refusing a compile option it does not know (nothing has
+    run); records it, so that later programs are compiled without options."""
+    if isinstance(error, jax.errors.JaxRuntimeError) and "No such compile option" in str(error):
+        _OPTIONS_KNOWN[0] = False
+        return True
+    return False
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,9 +98,8 @@ class SetupJit:
             try:
                 return self.quick(*args, **kwargs)
             except jax.errors.JaxRuntimeError as e:  # raised by the compiler: nothing has run
-                if "No such compile option" not in str(e):
+                if not is_unknown_option(e):
                     raise
-                _OPTIONS_KNOWN[0] = False
         return self.plain(*args, **kwargs)
 
     def _cache_size(self) -> int:
@@ -139,6 +166,8 @@ __all__ = [
     "SetupJit",
     "as_one_program",
     "at_top_level",
+    "is_unknown_option",
     "one_program",
     "setup_jit",
+    "step_cpu_options",
 ]

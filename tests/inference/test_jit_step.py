@@ -314,3 +314,62 @@ def test_the_value_check_switch_is_an_argument(fit):
     assert not bool(info.accepted) and int(new.num_rejected) == 1
     with pytest.raises(ValueError, match="^enabled must be"):
         with_value_checks(alg, "no")
+
+
+# -- compiler options: XLA's quick CPU settings where the process's XLA_FLAGS leave the emitter open
+_cpu_only = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the quick settings are the CPU's")
+
+
+@_cpu_only
+def test_without_an_emitter_flag_a_cpu_step_compiles_with_the_quick_options_and_the_same_values(fit, monkeypatch):
+    from vijax._compile import EVALUATION_CPU_OPTIONS
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")  # no emitter flag
+    alg, x, state = fit
+    step = jit_step(alg.step)
+    assert step.compiler_options() is None  # decided at the first call
+    a, b = state, state
+    for t in range(3):
+        key = jax.random.PRNGKey(t + 1)
+        (a, ia), (b, ib) = jax.jit(alg.step)(key, a, x), step(key, b, x)
+    assert step.compiler_options() == EVALUATION_CPU_OPTIONS
+    # another kernel emitter and LLVM level: the same values up to floating-point rounding
+    rtol = 1e-12 if x.dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(np.asarray(ib.elbo), np.asarray(ia.elbo), rtol=rtol)
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=rtol, atol=rtol)
+    with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite"):
+        step(jax.random.PRNGKey(1), state, x.at[3, 1].set(jnp.inf))
+
+
+@_cpu_only
+def test_the_process_flag_the_users_options_and_cpu_compile_xla_keep_xlas_settings(fit, monkeypatch):
+    alg, x, state = fit
+    key = jax.random.PRNGKey(1)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")  # the user's (or vijax run's) choice
+    step = jit_step(alg.step)
+    step(key, state, x)
+    assert step.compiler_options() is None
+    monkeypatch.setenv("XLA_FLAGS", "")
+    for step in (jit_step(alg.step, cpu_compile="xla"), jit_step(alg.step, compiler_options={})):
+        step(key, state, x)
+        assert step.compiler_options() is None
+    with pytest.raises(ValueError, match="cpu_compile"):
+        jit_step(alg.step, cpu_compile="fast")
+
+
+@_cpu_only
+def test_an_option_xla_does_not_know_falls_back_to_xlas_settings(fit, monkeypatch):
+    from vijax import _compile
+
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(_compile, "EVALUATION_CPU_OPTIONS", {"xla_no_such_option_here": True})
+    monkeypatch.setattr(_compile, "_OPTIONS_KNOWN", [True])
+    alg, x, state = fit
+    step = jit_step(alg.step)
+    key = jax.random.PRNGKey(1)
+    (a, _), (b, _) = jax.jit(alg.step)(key, state, x), step(key, state, x)
+    assert _compile._OPTIONS_KNOWN == [False] and step.compiler_options() is None
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    assert jit_step(alg.step).lower(key, state, x) is not None  # later steps: no options tried

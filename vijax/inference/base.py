@@ -23,10 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from vijax._compile import is_unknown_option, step_cpu_options
 from vijax._validate import (
     ArgumentError,
     NestedValueCheck,
     check_bool,
+    check_choice,
     check_key,
     collecting_checks,
     functional_value_checks,
@@ -72,7 +74,7 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
         )
 
 
-def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Callable:
+def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "quick", **jit_kwargs) -> Callable:
     """``jax.jit(step)`` whose batch value checks come back as outputs of the program instead of
     host callbacks: a bad batch still raises the step's ValueError (naming the value, its position
     and the step), and the compiled program holds no host callback, so that JAX's persistent
@@ -108,6 +110,15 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
     checks at the first call only; a new array, a NumPy array (which can change in place) or a
     failed check is checked again. Arrays are remembered by weak reference, never kept alive.
 
+    **Compiled for a quick compile on a CPU.** With ``cpu_compile="quick"`` (the default), on a CPU,
+    the step is compiled with XLA's classic kernel emitter and LLVM at ``-O2`` (its own
+    ``compiler_options``, ``vijax._compile.step_cpu_options``), unless the process's ``XLA_FLAGS``
+    choose the CPU kernel emitter themselves (``vijax run``, ``vijax.run.fast_cpu_compile`` or the
+    user's own flag: they stay in force) or ``jit_kwargs`` give ``compiler_options``. LDA's SVI
+    step compiles in about two thirds of the time and runs faster; the float32 GMM step compiles
+    in about half and runs slower per step (docs/design.md, "Compile time and program size"):
+    ``cpu_compile="xla"`` keeps XLA's settings. An XLA that does not know an option gets none.
+
     Called with tracers (under a caller's ``jit``, ``vmap`` or ``grad``), it is ``jax.jit(step)``.
 
     Args:
@@ -117,14 +128,16 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
         dtype checks always run). An argument, so that a program's checks never depend on the
         state of the process (the runner passes ``RunConfig.check_values``); a step made by
         :func:`with_value_checks` keeps its own setting.
-      **jit_kwargs: passed to ``jax.jit`` (e.g. ``donate_argnums``).
+      cpu_compile: ``"quick"`` (above) or ``"xla"`` (XLA's settings, those of ``XLA_FLAGS``).
+      **jit_kwargs: passed to ``jax.jit`` (e.g. ``donate_argnums``, ``compiler_options``).
 
     Returns:
       The compiled function, with the same arguments and results as ``step``; ``.lower(...)``
       lowers the program it runs (with collected checks it returns the step's outputs and the
       checks' results, and takes the bool above after ``step``'s arguments); ``.check_mode()``
       says which of the three ways it took (``"collected"``, ``"checkify"``, ``"plain"``; None
-      before the first call or lowering).
+      before the first call or lowering); ``.compiler_options()`` the options it compiles with
+      (None: XLA's settings; decided at the first call or lowering).
 
     Examples:
         >>> import jax, numpy as np
@@ -152,12 +165,30 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
 
     checked_fn = checkify.checkify(functional, errors=checkify.user_checks)
     collecting.__name__ = locating.__name__ = checked_fn.__name__ = name
-    programs = {
-        "collected": jax.jit(collecting, **jit_kwargs),
-        "located": jax.jit(locating, **jit_kwargs),
-        "checkify": jax.jit(checked_fn, **jit_kwargs),
-        "plain": jax.jit(step, **jit_kwargs),
-    }
+    cpu_compile = check_choice("cpu_compile", cpu_compile, ("quick", "xla"))
+
+    def make_programs(**options) -> dict:
+        kw = {**jit_kwargs, **options}
+        fns = {"collected": collecting, "located": locating, "checkify": checked_fn, "plain": step}
+        return {k: jax.jit(fn, **kw) for k, fn in fns.items()}
+
+    programs = make_programs()  # XLA's settings; replaced at the first call by the quick ones where they apply
+    nested = programs["plain"]  # under a caller's trace: part of the caller's program, its options
+    options = []  # decided at the first call or lowering: [the compiler options in force, or None]
+
+    def pick_options() -> None:
+        if options:
+            return
+        quick = None if cpu_compile == "xla" or "compiler_options" in jit_kwargs else step_cpu_options()
+        options.append(quick)
+        if quick is not None:
+            programs.update(make_programs(compiler_options=quick))
+
+    def without_options() -> None:
+        """XLA refused an option (nothing has run): XLA's settings from now on."""
+        options[0] = None
+        programs.update(make_programs())
+
     mode = []  # decided at the first lowering: ["collected"], ["checkify"] or ["plain"]
     checked = []  # collected and gated: [CheckedInputs], the inputs whose checks last passed
 
@@ -198,11 +229,18 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
     @functools.wraps(step)
     def call(*args, **kwargs):
         with value_checks(check_values):  # read where the programs are traced
+            if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):  # under the caller's transformation
+                return nested(*args, **kwargs)
+            pick_options()
+            try:
+                return _call(*args, **kwargs)
+            except jax.errors.JaxRuntimeError as e:
+                if options[0] is None or not is_unknown_option(e):
+                    raise
+            without_options()
             return _call(*args, **kwargs)
 
     def _call(*args, **kwargs):
-        if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):  # under the caller's transformation
-            return programs["plain"](*args, **kwargs)
         choose(*args, **kwargs)
         if mode[0] == "plain":
             return programs["plain"](*args, **kwargs)
@@ -224,12 +262,14 @@ def jit_step(step: Callable, *, check_values: bool = True, **jit_kwargs) -> Call
             return _lower(*args, **kwargs)
 
     def _lower(*args, **kwargs):
+        pick_options()
         lowered = choose(*args, **kwargs)
         if lowered is not None:
             return lowered
         return programs[mode[0]].lower(*args, *(gate() if mode[0] == "collected" else ()), **kwargs)
 
     call.lower = lower
+    call.compiler_options = lambda: dict(options[0]) if options and options[0] else None
     call.check_mode = lambda: (
         mode[0] if mode else None
     )  # "collected", "checkify" or "plain"; None before the first call

@@ -124,6 +124,7 @@ def _make_chunk_fn(
 
             return jax.lax.scan(body, state, (ts, host))
 
-        return jax.jit(chunk) if collect or not checked else jit_step(chunk)
+        # XLA's settings: the process's (RunConfig.fast_cpu_compile), as for the jax.jit chunks
+        return jax.jit(chunk) if collect or not checked else jit_step(chunk, cpu_compile="xla")
 
     return _Chunk(make_jit, consts, step_arrays, checked)
