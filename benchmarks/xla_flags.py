@@ -1,4 +1,5 @@
-"""XLA's CPU compiler settings against the LDA SVI step: compile time and step time per setting.
+"""XLA's CPU compiler settings against the LDA SVI step (or the GMM CAVI step): compile time and step
+time per setting.
 
 The evidence for ``vijax.run.fast_cpu_compile`` (the target: compile one LDA svi step in at most
 2 s with no loss of steady-state speed). For each setting, in a fresh process (XLA reads
@@ -11,9 +12,16 @@ of a fresh compiled step (tracing and compiling included) to the state after 8 m
 the step runs over the 8 minibatches ``--rounds`` times, and the step time is the fastest round's
 mean. The settings are run ``--repeats`` times in
 turn (so that a change of the machine's load affects them alike), and each figure is the median
-over the repeats. The first setting, XLA's defaults, is the reference of the ratios.
+over the repeats. The first setting, XLA's defaults, is the reference of the ratios. Every setting
+but the last is a process's ``XLA_FLAGS`` with ``jit_step(..., cpu_compile="xla")``; the last,
+``jit_step``'s own default (``cpu_compile="quick"``: the classic emitter and LLVM at ``-O2`` as
+the program's compiler options, no ``XLA_FLAGS``), is what a user's script gets from ``jit_step``.
+
+``--model gmm_f32`` / ``gmm_f64``: CAVI for a diagonal GMM (N = ``--gmm-points``, D = 64, K = 30,
+the data of ``benchmarks/gmm_cavi.py``), its 8 steps on the one data array.
 
     python benchmarks/xla_flags.py                  # -> benchmarks/results/xla_flags.json
+    python benchmarks/xla_flags.py --model gmm_f32  # -> benchmarks/results/xla_flags_gmm_f32.json
 """
 
 from __future__ import annotations
@@ -38,37 +46,64 @@ SETTINGS = {
     "no expensive LLVM passes": "--xla_llvm_disable_expensive_passes=true",
     "optimize for size": "--xla_backend_extra_options=xla_cpu_optimize_for_size",
     "vijax.run.fast_cpu_compile": None,  # the settings fast_cpu_compile adds
+    "jit_step's quick CPU options (no XLA_FLAGS)": "quick",  # jit_step(cpu_compile="quick")
 }
+MODELS = ("lda", "gmm_f32", "gmm_f64")
 
 
-def _child(rounds: int, fast: bool) -> dict:
+def _problem(model_name: str, gmm_points: int):
+    """(algorithm, initial state, the 8 batches of a measurement)."""
+    import jax
+    import numpy as np
+
+    if model_name == "lda":
+        from vijax.data import bucket_length, sample_lda_corpus
+        from vijax.inference import schedules, svi
+        from vijax.models import LDA
+
+        corpus = sample_lda_corpus(0, 8 * 256, 50, 5000, doc_length_mean=100.0).corpus
+        model = LDA(50, 5000, alpha=0.1, eta=0.02, max_iters=100, tol=1e-3)
+        alg = svi(model, num_data=corpus.num_docs, schedule=schedules.robbins_monro(1.0, tau=64.0, kappa=0.7))
+        length = bucket_length(int(corpus.doc_unique_words.max()))
+        batches = [corpus.batch(np.arange(i * 256, (i + 1) * 256), length=length) for i in range(8)]
+        return alg, alg.init(jax.random.PRNGKey(0)), batches
+    if model_name == "gmm_f64":
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    from vijax.data import sample_gmm
+    from vijax.inference import cavi
+    from vijax.models import DiagonalGMM
+
+    dtype = jnp.float64 if model_name == "gmm_f64" else jnp.float32
+    x64 = np.asarray(sample_gmm(jax.random.PRNGKey(0), gmm_points, 30, 64).x, np.float64)
+    model = DiagonalGMM.from_data(x64, 30, dtype=dtype)
+    x = model.features(jnp.asarray(x64, dtype))  # [x, x^2] once, as the runner does
+    alg = cavi(model)
+    return alg, alg.init(jax.random.PRNGKey(0), x), [x] * 8  # full batch: the same array at every step
+
+
+def _child(rounds: int, fast: bool, quick: bool, model_name: str, gmm_points: int) -> dict:
     if fast:
         from vijax.run import fast_cpu_compile
 
         assert fast_cpu_compile()  # before anything runs on the backend
     import jax
-    import numpy as np
 
-    from vijax.data import bucket_length, sample_lda_corpus
-    from vijax.inference import jit_step, schedules, svi
-    from vijax.models import LDA
+    from vijax.inference import jit_step
 
-    corpus = sample_lda_corpus(0, 8 * 256, 50, 5000, doc_length_mean=100.0).corpus
-    model = LDA(50, 5000, alpha=0.1, eta=0.02, max_iters=100, tol=1e-3)
-    alg = svi(model, num_data=corpus.num_docs, schedule=schedules.robbins_monro(1.0, tau=64.0, kappa=0.7))
-    state = alg.init(jax.random.PRNGKey(0))
-    length = bucket_length(int(corpus.doc_unique_words.max()))
-    batches = [corpus.batch(np.arange(i * 256, (i + 1) * 256), length=length) for i in range(8)]
+    alg, state, batches = _problem(model_name, gmm_points)
+    cpu_compile = "quick" if quick else "xla"
     key = jax.random.PRNGKey(1)
     # end to end, as a user meets it: from the first call (tracing, compiling) to the final state
-    step = jit_step(lambda k, st, batch: alg.step(k, st, batch)[0])
+    step = jit_step(lambda k, st, batch: alg.step(k, st, batch)[0], cpu_compile=cpu_compile)
     start, st = time.perf_counter(), state
     for b in batches:
         st = step(key, st, b)
     jax.block_until_ready(st)
     end_to_end_s = time.perf_counter() - start
     # compile apart: a program of its own (a new function: jit caches traces by function), lowered and compiled
-    fresh = jit_step(lambda k, st, batch: alg.step(k, st, batch)[0])
+    fresh = jit_step(lambda k, st, batch: alg.step(k, st, batch)[0], cpu_compile=cpu_compile)
     start = time.perf_counter()
     lowered = fresh.lower(key, state, batches[0])
     lower_s = time.perf_counter() - start
@@ -89,6 +124,7 @@ def _child(rounds: int, fast: bool) -> dict:
         "step_ms": round(best * 1e3, 2),
         "end_to_end_s": round(end_to_end_s, 3),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "compiler_options": step.compiler_options(),
     }
 
 
@@ -96,9 +132,12 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3, help="times each setting is measured, in turn")
     p.add_argument("--rounds", type=int, default=5, help="rounds of 8 steps per measurement (the fastest counts)")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "xla_flags.json"))
+    p.add_argument("--model", default="lda", choices=MODELS)
+    p.add_argument("--gmm-points", type=int, default=100_000, help="with --model gmm_*: N")
+    p.add_argument("--out", default=None, help="default: results/xla_flags.json (lda), xla_flags_<model>.json")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--child-fast", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--child-quick", action="store_true", help=argparse.SUPPRESS)
     add_device_argument(p)
     args = p.parse_args(argv)
     if args.device != "cpu":
@@ -106,18 +145,31 @@ def main(argv=None) -> dict:
             f"--device {args.device}: this benchmark measures XLA's CPU compiler settings; use --device cpu"
         )
     if args.child:
-        print(json.dumps(_child(args.rounds, args.child_fast)))
+        print(json.dumps(_child(args.rounds, args.child_fast, args.child_quick, args.model, args.gmm_points)))
         return {}
+    results = os.path.join(os.path.dirname(__file__), "results")
+    if args.out is None:
+        args.out = os.path.join(results, "xla_flags.json" if args.model == "lda" else f"xla_flags_{args.model}.json")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     runs = {name: [] for name in SETTINGS}
     load_start = os.getloadavg()
     for _ in range(args.repeats):
         for name, flags in SETTINGS.items():
-            env = dict(os.environ, XLA_FLAGS=flags or "", JAX_PLATFORMS="cpu")
+            env = dict(os.environ, XLA_FLAGS=flags if flags not in (None, "quick") else "", JAX_PLATFORMS="cpu")
             env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])  # this checkout's vijax
+            child = [
+                "--child",
+                "--rounds",
+                str(args.rounds),
+                "--model",
+                args.model,
+                "--gmm-points",
+                str(args.gmm_points),
+            ]
             out = subprocess.run(
-                [sys.executable, __file__, "--child", "--rounds", str(args.rounds)]
-                + (["--child-fast"] if flags is None else []),
+                [sys.executable, __file__, *child]
+                + (["--child-fast"] if flags is None else [])
+                + (["--child-quick"] if flags == "quick" else []),
                 env=env,
                 capture_output=True,
                 text=True,
@@ -130,6 +182,7 @@ def main(argv=None) -> dict:
             {
                 "setting": name,
                 "xla_flags": rs[0]["xla_flags"],
+                "compiler_options": rs[0]["compiler_options"],
                 **{
                     k: statistics.median(r[k] for r in rs)
                     for k in ("lower_s", "compile_s", "compile_cpu_s", "step_ms", "end_to_end_s")
@@ -149,10 +202,14 @@ def main(argv=None) -> dict:
     import jax
 
     result = {
-        "benchmark": "XLA CPU compile settings on the LDA SVI step (benchmarks/xla_flags.py)",
+        "benchmark": f"XLA CPU compile settings on the {args.model} step (benchmarks/xla_flags.py)",
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
         "jax": jax.__version__,
-        "step": "LDA svi, mean-field SQUAREM E-step, K = 50, V = 5000, S = 256, one CPU device, float32, jit_step",
+        "step": (
+            "LDA svi, mean-field SQUAREM E-step, K = 50, V = 5000, S = 256, one CPU device, float32, jit_step"
+            if args.model == "lda"
+            else f"DiagonalGMM cavi, N = {args.gmm_points}, D = 64, K = 30, {args.model[4:]}, one CPU device, jit_step"
+        ),
         "repeats": args.repeats,
         "rounds": args.rounds,
         "loadavg_1_5_15_min_at_start": load_start,
