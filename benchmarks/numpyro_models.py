@@ -31,8 +31,13 @@ Methods, each from its library's own start:
   numpyro.optim.Adam(--lr), Trace_ELBO())`` (one particle, NumPyro's default; ``TraceEnum_ELBO()``
   where the model has enumerated sites).
 
-Each method's step runs under ``jax.jit`` as a ``lax.scan`` over ``--chunk`` steps (NumPyro:
-``svi.update``, as ``svi.run`` scans it; vijax: ``alg.step``). A method's clock holds its set-up
+Each method's step runs as a ``lax.scan`` over ``--chunk`` steps (NumPyro: ``svi.update``, as
+``svi.run`` scans it, under ``jax.jit``; vijax: ``alg.step``, under ``vijax.inference.jit_step``, as
+docs/guide.md recommends). ``--device cpu`` starts every process with XLA's fast CPU compile
+settings (``vijax.run.fast_cpu_compile``), for both libraries; ``--xla-defaults`` leaves XLA's
+settings as a user's script has them, where ``jit_step`` compiles vijax's chunk with its own CPU
+options (the classic emitter, LLVM at ``-O2``) and NumPyro's programs are compiled as XLA's
+defaults say (``benchmarks/results/numpyro_models_xla_defaults.json``). A method's clock holds its set-up
 (building the target or the SVI object and the initial state), the compilation of the chunk and
 every chunk run; imports are left out, and so is scoring. Each method runs in a fresh Python
 process (this script with ``--one MODEL METHOD``), its JAX caches empty as in a user's first
@@ -81,7 +86,7 @@ import numpy as np
 
 import vijax
 from vijax import expfam
-from vijax.inference import auto_family, conjugate_split, log_weights, ngvi, sample, schedules
+from vijax.inference import auto_family, conjugate_split, jit_step, log_weights, ngvi, sample, schedules
 from _device import add_device_argument, use_device  # this folder's --device switch
 
 try:
@@ -358,7 +363,11 @@ def trace(
     setup_s = time.perf_counter() - t0
     keys = jax.random.split(jax.random.PRNGKey(seed), steps // chunk)
     t0 = time.perf_counter()
-    compiled = jax.jit(method.chunk).lower(state, keys[0]).compile()
+    if method.library == "vijax":  # compiled here; its calls below reuse the compilation
+        compiled = jit_step(method.chunk)
+        compiled.lower(state, keys[0]).compile()
+    else:
+        compiled = jax.jit(method.chunk).lower(state, keys[0]).compile()
     compile_s = time.perf_counter() - t0
     target = make_target()
     eval_key = jax.random.PRNGKey(12345)
@@ -434,6 +443,7 @@ def run_in_fresh_process(name: str, method: str, args, enumerated: tuple = ()) -
     an earlier one: vijax's target start, built for the scoring, came to vijax's set-up compiled).
     ``enumerated``: the model's summed-out sites (``target.enumerated``)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--one", name, method, "--device", args.device]
+    cmd += ["--xla-defaults"] if args.xla_defaults else []
     cmd += ["--enumerated", *enumerated]
     for flag in ("steps_vijax", "steps_numpyro", "chunk", "lr", "ngvi_samples", "eval_samples", "final_samples"):
         cmd += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
@@ -514,14 +524,19 @@ def main(argv=None) -> int:
         help="run one method on one model in this process and print its row",
     )
     parser.add_argument("--enumerated", nargs="*", default=[], help="with --one: the model's summed-out sites")
+    parser.add_argument(
+        "--xla-defaults", action="store_true", help="XLA's own CPU settings, not vijax run's fast ones, for both"
+    )
     add_device_argument(parser)
     args = parser.parse_args(argv)
-    use_device(args.device)
+    use_device(args.device, fast_cpu=not args.xla_defaults)
     if args.quick:
         args.steps_vijax, args.steps_numpyro, args.chunk = 40, 200, 20
         args.eval_samples, args.final_samples = 200, 2000
         if args.out == os.path.join(RESULTS, "numpyro_models.json"):
             args.out = os.path.join(RESULTS, "numpyro_models_quick.json")
+    if args.xla_defaults and args.out == os.path.join(RESULTS, "numpyro_models.json"):
+        args.out = os.path.join(RESULTS, "numpyro_models_xla_defaults.json")
     if args.one:
         print("ROW " + json.dumps(run_method(args.one[0], args.one[1], args)), flush=True)
         return 0

@@ -148,6 +148,7 @@ def test_each_method_runs_in_a_fresh_process_with_the_runs_settings(nm, monkeypa
         ngvi_samples=8,
         eval_samples=200,
         final_samples=2000,
+        xla_defaults=False,
     )
     row = nm.run_in_fresh_process("dirichlet_categorical_mixture", "numpyro-AutoMVN", args, ("z",))
     assert row == {"method": "numpyro-AutoMVN"}
@@ -156,7 +157,11 @@ def test_each_method_runs_in_a_fresh_process_with_the_runs_settings(nm, monkeypa
     assert cmd[cmd.index("--one") + 1 : cmd.index("--one") + 3] == ["dirichlet_categorical_mixture", "numpyro-AutoMVN"]
     assert cmd[cmd.index("--enumerated") + 1] == "z"
     for flag, value in vars(args).items():
-        assert cmd[cmd.index("--" + flag.replace("_", "-")) + 1] == str(value), flag
+        if flag != "xla_defaults":
+            assert cmd[cmd.index("--" + flag.replace("_", "-")) + 1] == str(value), flag
+    assert "--xla-defaults" not in cmd  # the run's XLA settings: the child's too
+    nm.run_in_fresh_process("logistic", "vijax-ngvi", argparse.Namespace(**{**vars(args), "xla_defaults": True}))
+    assert "--xla-defaults" in seen["cmd"]
 
     def failing_run(cmd, capture_output, text):
         return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="Traceback: boom")
