@@ -52,6 +52,19 @@ CASES = {
         "q = model.posterior_from_responsibilities(x, np.full((1000, 4), 0.25))\n"
         "CALL = lambda: model.log_predictive(q, x)"
     ),
+    "DiagonalGMM.features (20,000 points, D = 16)": (
+        "import numpy as np\nfrom vijax.models import DiagonalGMM\n"
+        "x = np.random.default_rng(0).normal(size=(20000, 16)).astype(np.float32)\n"
+        "model = DiagonalGMM.from_data(x, num_components=20)\n"
+        "CALL = lambda: model.features(x)"
+    ),
+    "DiagonalGMM.posterior_from_responsibilities (20,000 points, K = 20, D = 16)": (
+        "import numpy as np\nfrom vijax.models import DiagonalGMM\n"
+        "rng = np.random.default_rng(0)\nx = rng.normal(size=(20000, 16)).astype(np.float32)\n"
+        "resp = np.eye(20, dtype=np.float32)[rng.integers(0, 20, 20000)]\n"
+        "model = DiagonalGMM.from_data(x, num_components=20)\n"
+        "CALL = lambda: model.posterior_from_responsibilities(x, resp)"
+    ),
     "UnivariateGMM.init_globals (400 points)": (
         "import jax, numpy as np\nfrom vijax.models import UnivariateGMM\n"
         "x = np.random.default_rng(0).normal(size=400).astype(np.float32)\nmodel = UnivariateGMM(5)\n"

@@ -40,7 +40,12 @@ tolerance (``TOLERANCE``); a method's time to the target is its clock at its fir
 or above it. Printed per model: every method's set-up, compile, steady state and end-to-end times,
 its final quality and time to the target, and each peer's time over vijax's (> 1: vijax first).
 vijax's steps are compiled by ``vijax.inference.jit_step`` (as the runner compiles them); vijax
-runs in JAX's default float32, the peers in float64.
+runs in JAX's default float32, the peers in float64. ``--device cpu`` starts the process with
+XLA's fast CPU compile settings (``vijax.run.fast_cpu_compile``, as ``vijax run`` starts) for
+every JAX library in it; ``--xla-defaults`` leaves XLA's own settings, as a user's script has them
+(``jit_step`` then compiles vijax's steps with its own CPU options; BBVI's chunks, under
+``jax.jit`` for both libraries, and dynamax's steps are compiled as XLA's defaults say), and
+writes ``time_to_quality_xla_defaults.json`` / ``.md`` / ``.png``.
 
 Agreement (``_agree.py``): vijax's final quality may fall below each peer's by at most
 ``AGREE`` (one-sided); the checks go into the JSON and the script exits 1 after writing it when
@@ -820,10 +825,15 @@ def main(argv=None):
     p.add_argument(
         "--render", action="store_true", help="only write the markdown table (and the plot) again from --out"
     )
-    p.add_argument("--out", default=os.path.join(RESULTS, "time_to_quality.json"))
+    p.add_argument("--xla-defaults", action="store_true", help="XLA's own CPU settings, not vijax run's fast ones")
+    p.add_argument("--out", default=None, help="default: results/time_to_quality.json (_xla_defaults.json)")
     p.add_argument("--md", default=None, help="default: --out with .md")
     p.add_argument("--png", default=None, help="default: --out with .png")
     args = p.parse_args(argv)
+    if args.out is None:
+        args.out = os.path.join(
+            RESULTS, "time_to_quality_xla_defaults.json" if args.xla_defaults else "time_to_quality.json"
+        )
     md = args.md or os.path.splitext(args.out)[0] + ".md"
     if args.render:
         with open(args.out) as fh:
@@ -834,7 +844,7 @@ def main(argv=None):
             fh.write(markdown(result))
         print(f"wrote {md}" + (" and the plot" if result.get("plot") else ""))
         return
-    device = use_device(args.device)
+    device = use_device(args.device, fast_cpu=not args.xla_defaults)
     args.sizes = QUICK if args.quick else SIZES
     load_start = os.getloadavg()
     t_all = time.perf_counter()

@@ -261,7 +261,11 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
     def features(self, x: Array) -> Array:
         """[x, x^2], shape (N, 2D): the statistics the E- and M-steps read. Every method taking
         ``x`` also takes these features, so a loop over a fixed data set can compute them once
-        and save one pass over the data per step."""
+        and save one pass over the data per step. One compiled program outside ``jit``."""
+        return self._features(program_argument(x))
+
+    @jax.jit
+    def _features(self, x: Array) -> Array:
         return self.component.features(x)
 
     def component_log_lik(self, ng_view, x: Array) -> Array:

@@ -285,7 +285,14 @@ class Mixture(PytreeModel):
         return self._weights.stats(resp, tail), self._component.stats(x, resp)
 
     def posterior_from_responsibilities(self, x: Array, resp: Array, tail: Array | None = None):
-        """The coordinate-optimal q(beta) for responsibilities ``resp`` (N, K) (the M-step)."""
+        """The coordinate-optimal q(beta) for responsibilities ``resp`` (N, K) (the M-step). One
+        compiled program outside ``jit`` (a start from another library's responsibilities: op by
+        op, its 25 operations took 0.6 s of compilation for a diagonal GMM)."""
+        tail = None if tail is None else program_argument(tail)
+        return self._posterior_from_responsibilities(program_argument(x), program_argument(resp), tail)
+
+    @jax.jit
+    def _posterior_from_responsibilities(self, x: Array, resp: Array, tail: Array | None):
         dt = self._dtype()
         x = self._component.prepare(x, dt)
         return conjugate_posterior(self.prior(), self.stats(x, jnp.asarray(resp, dt), tail))
