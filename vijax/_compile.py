@@ -15,10 +15,11 @@ and the data: at ``-O0`` NumPyro's Poisson sampler made a predictive call take l
 saved in compile). A step compiled by ``vijax.inference.jit_step`` takes the same options
 (``step_cpu_options``) where the process's ``XLA_FLAGS`` do not choose the CPU kernel emitter
 (``vijax run`` and ``vijax.run.fast_cpu_compile`` set it for the whole process): LDA's SVI step
-then compiled in 0.84-0.91 s against 1.27-1.37 s and ran 9.2-9.3 ms against 11.4 ms, and the
-float32 GMM step, the one that runs slower that way (its r log r over the responsibilities:
-the classic emitter computes a float32 log element by element), is the trade-off docs/design.md
-records. A user's own ``jax.jit`` of a step is compiled as XLA's settings say.
+then compiled in 0.82 s against 1.39 s and ran 9.9 ms against 12.9 ms
+(``benchmarks/xla_flags.py``), and the float32 GMM step, the one that runs slower that way (its
+r log r over the responsibilities: the classic emitter computes a float32 log element by
+element), is the trade-off docs/design.md records. A user's own ``jax.jit`` of a step is
+compiled as XLA's settings say.
 
 Where the options cannot apply, the program is the plain ``jax.jit``: on another backend than the
 CPU, called inside a trace (JAX takes ``compiler_options`` only at the top level: a nested call is
