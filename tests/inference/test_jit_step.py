@@ -221,6 +221,7 @@ def test_under_the_callers_jit_it_is_jax_jit(fit):
     )
 
 
+@pytest.mark.skipif(jax.device_count() < 2, reason="data_parallel's shard_map needs two devices (one GPU: none)")
 def test_a_data_parallel_step_has_its_checks_outside_the_shard_map():
     """Under shard_map (data_parallel) checkify made the two-device LDA step 40% slower: the step's
     checks run before its shard_map, so jit_step collects them there as outputs (no checkify, no
