@@ -256,3 +256,29 @@ def test_log_predictive_and_the_data_start_refuse_bad_data_naming_x():
         uni.log_predictive(qu, np.ones((2, 2)))
     with pytest.raises(ValueError, match="x must be numeric and finite"):
         uni.init_globals(jax.random.PRNGKey(0), np.array([np.nan, 1.0, 2.0]))
+
+
+def test_posterior_from_responsibilities_is_one_program_and_names_bad_input():
+    """Outside jit the M-step from given responsibilities (another library's start) is one compiled
+    program, not its operations one by one, with the values of the traced M-step; a resp or x of
+    the wrong shape, or with NaN or negative entries, raises naming it."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(30, 2))
+    resp = rng.dirichlet(np.ones(3), 30)
+    model = DiagonalGMM.from_data(x, num_components=3)
+    jitted = type(model)._posterior_from_responsibilities
+    before = jitted._cache_size()
+    q = model.posterior_from_responsibilities(x, resp)
+    assert jitted._cache_size() == before + 1
+    want = jax.jit(lambda xx, rr: model.posterior_from_responsibilities(xx, rr))(jnp.asarray(x), jnp.asarray(resp))
+    for a, b in zip(jax.tree.leaves(q), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(model.features(x)), np.concatenate([x, x**2], axis=1), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"resp must have shape \(30, 3\)"):
+        model.posterior_from_responsibilities(x, resp[:, :2])
+    with pytest.raises(ValueError, match="resp must be finite"):
+        model.posterior_from_responsibilities(x, np.where(np.arange(3) == 1, np.nan, resp))
+    with pytest.raises(ValueError, match="resp must be >= 0"):
+        model.posterior_from_responsibilities(x, resp - 0.5)
+    with pytest.raises(ValueError, match="x must"):
+        model.posterior_from_responsibilities(x[:, :1], resp)
