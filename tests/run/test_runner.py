@@ -558,3 +558,26 @@ def test_restarts_of_a_step_with_data_dependent_loops_run():
     bad = BowBatch(ids.at[1, 2].set(25), batch.counts)
     with pytest.raises(ValueError, match="out of range"):
         run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: bad, num_steps=2, chunk_size=2, progress=False)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="jit_step's own options are the CPU's")
+def test_a_chunk_compiled_by_jit_step_keeps_the_processs_xla_settings(monkeypatch):
+    """Where a step's checks sit below its own level (a plain vmap of a checked step) the chunk is
+    compiled by jit_step; it keeps the process's XLA settings (RunConfig.fast_cpu_compile decides
+    them), not jit_step's own CPU options, even in a process whose XLA_FLAGS leave the emitter open."""
+    from vijax.inference import cavi
+    from vijax.models import DiagonalGMM
+    from vijax.run._chunk import _make_chunk_fn
+
+    monkeypatch.setenv("XLA_FLAGS", "")  # jit_step alone would take its quick options here
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(20, 2)))
+    alg = cavi(DiagonalGMM.from_data(x, num_components=2))
+    states = jax.tree.map(lambda a: jnp.stack([a, a]), alg.init(jax.random.PRNGKey(0), x))
+
+    def step(key, st, batch):  # the checks run under the vmap: not at the chunk's level
+        return jax.vmap(lambda s: alg.step(key, s, batch))(st)
+
+    chunk = _make_chunk_fn(step, lambda k, t: x, 2, jax.random.PRNGKey(1), checked=True)
+    chunk.lower(states, jax.random.PRNGKey(1), np.int32(0), np.int32(2), None)
+    assert not chunk.collect and chunk.fn.check_mode() in ("checkify", "plain")
+    assert chunk.fn.compiler_options() is None
