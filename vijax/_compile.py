@@ -29,7 +29,9 @@ compile option"; the plain program is used from then on).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import threading
 from typing import Any, Callable, Optional
@@ -66,6 +68,22 @@ def is_unknown_option(error: Exception) -> bool:
         _OPTIONS_KNOWN[0] = False
         return True
     return False
+
+
+@contextlib.contextmanager
+def collection_paused():
+    """Python's cyclic garbage collector paused for the block, as it was after: for a first trace
+    and lowering, which allocate many objects that live until the program is built, so that the
+    collector's full passes over the process's heap (a JAX process holds millions of objects)
+    fall after it. Lowering an LDA SVI step ran one such pass, 0.04-0.05 s of a 0.3 s first call
+    with a warm compile cache (``benchmarks/user_script.py``)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @functools.lru_cache(maxsize=1)

@@ -374,3 +374,32 @@ def test_an_option_xla_does_not_know_falls_back_to_xlas_settings(fit, monkeypatc
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
     assert jit_step(alg.step).lower(key, state, x) is not None  # later steps: no options tried
+
+
+def test_the_first_call_traces_with_the_collector_paused_and_restores_it(fit):
+    """The first call's trace and lowering run with Python's cyclic collector paused; after it,
+    and after a first call that raises, the collector is as it was (off stays off)."""
+    import gc
+
+    alg, x, state = fit
+    seen = []
+
+    def step(key, st, batch):
+        seen.append(gc.isenabled())  # runs while the step is traced
+        return alg.step(key, st, batch)
+
+    assert gc.isenabled()
+    jit_step(step)(jax.random.PRNGKey(1), state, x)
+    assert seen and not any(seen) and gc.isenabled()
+    with pytest.raises(ValueError, match="not finite"):
+        jit_step(step)(jax.random.PRNGKey(1), state, x.at[0, 0].set(jnp.nan))
+    assert gc.isenabled()
+    seen.clear()
+    jit_step(step).lower(jax.random.PRNGKey(1), state, x)
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        jit_step(step)(jax.random.PRNGKey(1), state, x)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from vijax._compile import is_unknown_option, step_cpu_options
+from vijax._compile import collection_paused, is_unknown_option, step_cpu_options
 from vijax._validate import (
     ArgumentError,
     NestedValueCheck,
@@ -233,7 +233,10 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "q
                 return nested(*args, **kwargs)
             pick_options()
             try:
-                return _call(*args, **kwargs)
+                if mode:
+                    return _call(*args, **kwargs)
+                with collection_paused():  # the first call: trace, lowering and compilation
+                    return _call(*args, **kwargs)
             except jax.errors.JaxRuntimeError as e:
                 if options[0] is None or not is_unknown_option(e):
                     raise
@@ -258,7 +261,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "q
         return out
 
     def lower(*args, **kwargs):
-        with value_checks(check_values):
+        with value_checks(check_values), collection_paused():
             return _lower(*args, **kwargs)
 
     def _lower(*args, **kwargs):
