@@ -111,6 +111,25 @@ def test_markdown_names_the_machine_and_a_target_not_reached(ttq):
     assert "| vijax | 0.00 | 1.00 | 10 | 2.00 (1) | -1.0000 | 2.00 (1) |  |" in text
 
 
+def test_starts_are_summarized_each_against_its_own_target(ttq):
+    """Three starts: vijax first; only vijax reaches its start's target; only the peer does. Each
+    start's target is its own best less the tolerance."""
+    starts = [
+        ttq.start_summary(0, _model(ttq, [(1.0, -1.0)], [(3.0, -1.0)])["rows"], 0.1),  # both, vijax first: 3x
+        ttq.start_summary(1, _model(ttq, [(1.0, -1.0)], [(3.0, -1.5)])["rows"], 0.1),  # the peer 0.5 below
+        ttq.start_summary(2, _model(ttq, [(1.0, -2.0)], [(3.0, -1.0)])["rows"], 0.1),  # vijax 1.0 below
+    ]
+    assert [st["target"] for st in starts] == pytest.approx([-1.1, -1.1, -1.1])
+    assert [ttq.vijax_first(st) for st in starts] == [True, True, False]
+    m = {**_model(ttq, [(1.0, -1.0)], [(3.0, -1.0)]), "starts": starts}
+    text = ttq.table(ttq.summarize(m))
+    assert "reaches the target first in 2 of 3." in text
+    assert (
+        "- peer, per start: peer / vijax 3.00×, peer not reached, vijax not reached; final quality, "
+        "vijax − peer: +0.000, +0.500, -1.000 (mean -0.167)." in text
+    )
+
+
 @pytest.mark.slow
 def test_quick_run_writes_every_models_curves_and_table(tmp_path):
     out = tmp_path / "ttq.json"
