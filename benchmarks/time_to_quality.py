@@ -56,7 +56,7 @@ Agreement (``_agree.py``): vijax's final quality may fall below each peer's by a
 ``AGREE`` (one-sided); the checks go into the JSON and the script exits 1 after writing it when
 one fails.
 
-    python benchmarks/time_to_quality.py            # the documented run (about 3 minutes on 2 cores)
+    python benchmarks/time_to_quality.py            # the documented run (1-3 minutes on 2 cores, with the LDA starts)
     python benchmarks/time_to_quality.py --quick    # a smoke run (about 20 s)
     python benchmarks/time_to_quality.py --device gpu   # JAX on the GPU (the peers stay on the CPU)
     python benchmarks/time_to_quality.py --render   # the markdown table again from the JSON
