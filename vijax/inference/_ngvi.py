@@ -35,7 +35,22 @@ Estimating g_hat (``gradient``):
   quadratic, so that a conjugate Gaussian model is solved in one step with rho = 1). The other
   factors of a q that has both (a Gamma, Beta or Dirichlet beside Normals) take the
   ``"reparam"`` estimate over the same draws, theirs kept when the Gaussian draws are mirrored
-  (unbiased, as q factorizes).
+  (unbiased, as q factorizes). The Hessian costs D forward passes of the gradient per draw (D the
+  Gaussian factors' total size): a logistic regression's step took 16 ms at D = 100 and 340 ms at
+  D = 1,000, against 4-5 ms for the others.
+- ``"secant"`` (mean-field: Normal factors only): ``"hessian"``'s update with the Hessian's diagonal
+  estimated from the gradients the draws already have. A draw z = m + d and its mirror m - d give
+  grad f(z) - grad f(m - d) = 2 H d + O(|d|^3), whose coordinate i is 2 (H_ii d_i + sum_j!=i
+  H_ij d_j); pooled over the S pairs by least squares per coordinate,
+
+      h_i = sum_s (grad_i f(z_s) - grad_i f(m - d_s)) d_si / (2 sum_s d_si^2),
+
+  the per-coordinate secant slope of the gradient along the draws. It is exact for a log-density
+  that is quadratic and separable (a diagonal H); otherwise its error is the off-diagonal terms
+  weighted by the draws' sample correlations, which have mean zero. No Hessian: two gradients per
+  pair, as ``"reparam"``. On a logistic regression (N = 2,000, S = 8 draws, 60 steps) the final
+  ELBO was within 0.1 nats of ``"hessian"``'s at D = 20 and 100, 0.2 at D = 400 and 0.8 at
+  D = 1,000, where the step took 5 ms instead of 340.
 
 The ELBO reported in ``info.elbo`` is the Monte Carlo estimate (1/S) sum_s log p(x, z_s) + H[q]
 (or E[log lik] - KL(q || prior)) at the parameters before the step. A step whose estimate or new
@@ -45,6 +60,7 @@ valid q), is not applied (``info.accepted``, ``state.num_rejected``).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -71,8 +87,11 @@ from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked, che
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
-GRADIENTS = ("reparam", "hessian")
-HESSIAN_TAU = 10.0  # the default schedule's tau with the Hessian estimate (below)
+GRADIENTS = ("reparam", "hessian", "secant")
+HESSIAN_TAU = 10.0  # the default schedule's tau with the Hessian and secant estimates (below)
+# the largest total size of mean-field Normal factors whose default estimate is the exact Hessian;
+# larger ones take "secant" (the Hessian costs D gradient passes per draw)
+HESSIAN_MAX_SIZE = 64
 
 
 class NGVIState(NamedTuple):
@@ -115,6 +134,18 @@ def _reparam_gradient(q, f, key, num_samples):
     return expfam.tree_inv_fisher_vp(q, g_lam), val
 
 
+def _default_gradient(fams: list) -> str:
+    """``ngvi``'s estimate where the user names none: ``"reparam"`` without Gaussian factors; with
+    them ``"hessian"``, unless every one is a Normal and their total size exceeds
+    ``HESSIAN_MAX_SIZE``, where ``"secant"`` (the same update without the D gradient passes)."""
+    gauss = [f for f in fams if _is_gaussian(f)]
+    if not gauss:
+        return "reparam"
+    if all(type(f) is expfam.Normal for f in gauss) and sum(math.prod(f.batch_shape) for f in gauss) > HESSIAN_MAX_SIZE:
+        return "secant"
+    return "hessian"
+
+
 def _is_gaussian(f_) -> bool:
     """Whether Price's theorem gives this family's update (a Normal, or one unbatched MultivariateNormal)."""
     return type(f_) is expfam.Normal or (type(f_) is expfam.MultivariateNormal and f_.batch_shape == ())
@@ -150,9 +181,20 @@ def _price_updates(gauss: list, g: Array, h: Array) -> list:
     return out
 
 
-def _hessian_gradient(q, f, key, num_samples):
-    """``"hessian"``: Price's theorem for the Gaussian factors of q, the reparameterization gradient
-    for the others (see the module docstring). Every factor is drawn (by ``reparam_sample``, all
+def secant_diagonal(grads: Array, d: Array, num_pairs: int) -> Array:
+    """``"secant"``'s estimate of the Hessian's diagonal (module docstring): ``grads`` (2 S, D) the
+    gradients at the S draws m + d_s and then at their mirrors m - d_s, ``d`` (2 S, D) the draws
+    less the mean (the first S rows used); per coordinate, the least-squares slope of the
+    gradient differences on 2 d. A coordinate no draw moved (d = 0 in every pair) gets 0."""
+    d = d[:num_pairs]
+    num = jnp.sum((grads[:num_pairs] - grads[num_pairs:]) * d, axis=0)
+    den = 2.0 * jnp.sum(d * d, axis=0)
+    return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
+
+
+def _hessian_gradient(q, f, key, num_samples, secant=False):
+    """``"hessian"`` (``secant`` False) and ``"secant"``: Price's theorem for the Gaussian factors
+    of q, the reparameterization gradient for the others (see the module docstring). Every factor is drawn (by ``reparam_sample``, all
     draws of the Gaussian factors together, and of the others together); each Gaussian draw is
     paired with its mirror about the mean, the other factors' draws kept (unbiased, as q factorizes). The Gaussian factors' update
     is Price's, from the gradient and Hessian in their coordinates at every draw; the others' is the
@@ -189,14 +231,20 @@ def _hessian_gradient(q, f, key, num_samples):
         g_lam, zr = [], []
 
     mean_field = all(type(f_) is expfam.Normal for f_ in gauss)  # the Hessian's diagonal is all they need
+    others = jax.lax.stop_gradient(twice(zr))
+    if secant:
+        vals, grads = jax.vmap(jax.value_and_grad(fz))(zg, others)
+        h = secant_diagonal(grads, zg - flat_mean[None, :], num_samples)
+    else:
 
-    def at(x, o):
-        val, grad, hess = _value_grad_hessian(fz, x, o)
-        return val, grad, (jnp.diag(hess) if mean_field else hess)
+        def at(x, o):
+            val, grad, hess = _value_grad_hessian(fz, x, o)
+            return val, grad, (jnp.diag(hess) if mean_field else hess)
 
-    vals, grads, hess = jax.vmap(at)(zg, jax.lax.stop_gradient(twice(zr)))
+        vals, grads, hess = jax.vmap(at)(zg, others)
+        h = jnp.mean(hess, 0)
     out = [None] * len(fams)
-    for i, pair in zip(gi, _price_updates(gauss, jnp.mean(grads, 0), jnp.mean(hess, 0))):
+    for i, pair in zip(gi, _price_updates(gauss, jnp.mean(grads, 0), h)):
         out[i] = pair
     for i, f_, gl in zip(ri, rest, g_lam):
         out[i] = f_.inv_fisher_vp(tuple(gl))
@@ -341,8 +389,10 @@ def step(
     q = state.q_global
     rho = schedule(state.count)
     f = lambda z: joint(z, batch)  # noqa: E731
-    estimate = _hessian_gradient if gradient == "hessian" else _reparam_gradient
-    g_hat, mean_f = estimate(q, f, key, num_samples)
+    if gradient == "reparam":
+        g_hat, mean_f = _reparam_gradient(q, f, key, num_samples)
+    else:
+        g_hat, mean_f = _hessian_gradient(q, f, key, num_samples, secant=gradient == "secant")
     if prior is None:
         target = g_hat
         elbo = mean_f + sum(
@@ -398,12 +448,13 @@ def as_top_level_api(
         estimate alone, whose noise needs the faster decay.
       num_data: N for the N / M scaling of ``log_density`` over a minibatch of M.
       num_samples: S >= 1 Monte Carlo draws per step.
-      gradient: ``"reparam"`` or ``"hessian"`` (for q's Gaussian factors; the others by
-        ``"reparam"``), see the module docstring; None: ``"hessian"`` when q has a Gaussian
-        factor (the reparameterization estimate of a precision is too noisy for large steps: on a
-        mixture's component means it jumped far from the data and left q at a local optimum),
-        ``"reparam"`` otherwise. A Hessian step costs D forward passes of the log-joint's
-        gradient per draw, D the Gaussian factors' total size: for large ones, ``"reparam"``.
+      gradient: ``"reparam"``, ``"hessian"`` or ``"secant"`` (for q's Gaussian factors; the
+        others by ``"reparam"``), see the module docstring; None: ``"hessian"`` when q has a
+        Gaussian factor (the reparameterization estimate of a precision is too noisy for large
+        steps: on a mixture's component means it jumped far from the data and left q at a local
+        optimum), ``"secant"`` instead where those factors are Normals of more than
+        ``HESSIAN_MAX_SIZE`` (64) coordinates in all (a Hessian step costs D forward passes of the
+        log-joint's gradient per draw), ``"reparam"`` without a Gaussian factor.
       prior: the prior as a pytree of families of q's types (its natural parameters eta enter the
         update; ``log_density`` is then the log-likelihood).
       log_prior: ``z -> scalar`` added once per step (the whole log-joint then reaches g_hat).
@@ -461,15 +512,20 @@ def as_top_level_api(
             raise ArgumentError(
                 "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
             )
-    some_gaussian = any(_is_gaussian(f) for f in fams)
-    gradient = check_choice(
-        "gradient", ("hessian" if some_gaussian else "reparam") if gradient is None else gradient, GRADIENTS
-    )
-    if gradient == "hessian" and not some_gaussian:
+    gradient = check_choice("gradient", _default_gradient(fams) if gradient is None else gradient, GRADIENTS)
+    if gradient == "hessian" and not any(_is_gaussian(f) for f in fams):
         raise ArgumentError(
             "gradient",
             "gradient='hessian' needs a Normal or an unbatched MultivariateNormal in q; "
             f"got {[type(f).__name__ for f in fams]}",
+        )
+    if gradient == "secant" and (
+        not any(type(f) is expfam.Normal for f in fams) or any(isinstance(f, expfam.MultivariateNormal) for f in fams)
+    ):
+        raise ArgumentError(
+            "gradient",
+            "gradient='secant' estimates the Hessian's diagonal: it needs Normal factors in q and no "
+            f"MultivariateNormal (use 'hessian'); got {[type(f).__name__ for f in fams]}",
         )
     num_samples = check_int("num_samples", num_samples)
     if num_data is not None:
@@ -488,7 +544,7 @@ def as_top_level_api(
                 )
         check_shapes("prior", prior, family, "family")  # its natural parameters enter q's update
     rho0 = 0.5  # the first step: half a (stochastic) Newton step
-    tau = HESSIAN_TAU if gradient == "hessian" else 1.0
+    tau = HESSIAN_TAU if gradient in ("hessian", "secant") else 1.0
     sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(rho0 * tau**0.7, tau=tau, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
 

@@ -280,9 +280,10 @@ def as_top_level_api(
       rest_schedule: ``ngvi``'s step size rho_t for the rest, a number in (0, 1] or a callable
         ``count -> rho`` (default ``ngvi``'s: rho_t = 0.5 ((t + tau) / tau)^-0.7, tau = 10 with
         the Hessian estimate and 1 otherwise); ``rest="ngvi"`` only.
-      gradient: ``ngvi``'s estimator for the rest, ``"reparam"`` or ``"hessian"`` (default, as
-        ``ngvi`` chooses: ``"hessian"`` when a rest site is real, so that its q has a Normal
-        factor, ``"reparam"`` otherwise); ``rest="ngvi"`` only.
+      gradient: ``ngvi``'s estimator for the rest, ``"reparam"``, ``"hessian"`` or ``"secant"``
+        (default, as ``ngvi`` chooses: ``"hessian"`` when a rest site is real, so that its q has a
+        Normal factor, ``"secant"`` where those Normals hold more than 64 coordinates,
+        ``"reparam"`` otherwise); ``rest="ngvi"`` only.
 
     Returns:
       ``VIAlgorithm(init, step)``; the state is a :class:`SplitState` (``q_global``: the conjugate

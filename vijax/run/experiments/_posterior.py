@@ -42,7 +42,7 @@ NUTS_DEFAULTS = {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 
 # The keys every experiment's algorithm section has (each experiment sets its own values).
 # name/family: the runner's method; optimizer, estimator, num_samples, init_scale, rank: bbvi's
 # settings (num_samples also ngvi's); gradient: ngvi's estimate (None: its default, "hessian" for
-# Gaussians); learning_rate: Adam's rate of every bbvi run; ngvi_step_size: rho of every ngvi run;
+# Gaussians, "secant" for mean-field ones of more than 64 coordinates); learning_rate: Adam's rate of every bbvi run; ngvi_step_size: rho of every ngvi run;
 # step_decay: both decay to this fraction of their value over the run's num_steps along a cosine
 # (1.0: constant); baselines: the other methods; moment_draws: draws of q at each evaluation (the
 # ELBO estimate, q's means and sds); psis_draws: the first so many of them give k-hat; nuts: the
