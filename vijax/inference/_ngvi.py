@@ -36,8 +36,8 @@ Estimating g_hat (``gradient``):
   factors of a q that has both (a Gamma, Beta or Dirichlet beside Normals) take the
   ``"reparam"`` estimate over the same draws, theirs kept when the Gaussian draws are mirrored
   (unbiased, as q factorizes). The Hessian costs D forward passes of the gradient per draw (D the
-  Gaussian factors' total size): a logistic regression's step took 16 ms at D = 100 and 340 ms at
-  D = 1,000, against 4-5 ms for the others.
+  Gaussian factors' total size): a logistic regression's step took 8 ms at D = 100 and 341 ms at
+  D = 1,000, against under 1 ms for the others (``benchmarks/ngvi_gradients.py``).
 - ``"secant"`` (mean-field: Normal factors only): ``"hessian"``'s update with the Hessian's diagonal
   estimated from the gradients the draws already have. A draw z = m + d and its mirror m - d give
   grad f(z) - grad f(m - d) = 2 H d + O(|d|^3), whose coordinate i is 2 (H_ii d_i + sum_j!=i
@@ -49,8 +49,9 @@ Estimating g_hat (``gradient``):
   that is quadratic and separable (a diagonal H); otherwise its error is the off-diagonal terms
   weighted by the draws' sample correlations, which have mean zero. No Hessian: two gradients per
   pair, as ``"reparam"``. On a logistic regression (N = 2,000, S = 8 draws, 60 steps) the final
-  ELBO was within 0.1 nats of ``"hessian"``'s at D = 20 and 100, 0.2 at D = 400 and 0.8 at
-  D = 1,000, where the step took 5 ms instead of 340.
+  ELBO was within 0.02 nats of ``"hessian"``'s at D = 20 and 100, 0.22 at D = 400 and 0.75 at
+  D = 1,000, where the step took 0.9 ms instead of 341 (``"reparam"``: 136, 3.9, 644 and 49 nats
+  below).
 
 The ELBO reported in ``info.elbo`` is the Monte Carlo estimate (1/S) sum_s log p(x, z_s) + H[q]
 (or E[log lik] - KL(q || prior)) at the parameters before the step. A step whose estimate or new
