@@ -55,3 +55,18 @@ def use_device(device: str, fast_cpu: bool = True) -> str:
 def child_env(device: str) -> dict:
     """The environment for a benchmark's child process that should run JAX on ``device``."""
     return dict(os.environ, JAX_PLATFORMS=_PLATFORMS[device])
+
+
+def machine(device: str, load_at_start) -> dict:
+    """The machine a benchmark ran on, for its JSON: platform, CPU count, JAX's version, ``device``
+    (``use_device``'s description) and the load average at the start and now."""
+    import platform
+
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "jax": jax.__version__,
+        "device": device,
+        "loadavg_1_5_15_min_at_start": list(load_at_start),
+        "loadavg_1_5_15_min_at_end": list(os.getloadavg()),
+    }

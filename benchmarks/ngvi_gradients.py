@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from _device import add_device_argument, use_device  # this folder's --device switch
+from _device import add_device_argument, machine, use_device  # this folder's --device switch
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ESTIMATES = ("hessian", "secant", "reparam")
@@ -120,18 +119,7 @@ def main(argv=None) -> dict:
                 continue
             rows.append(run(d, gradient, steps))
             print(f"D = {d}, {gradient}: {rows[-1]['steady_ms']:.1f} ms / step", flush=True)
-    result = {
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "jax": jax.__version__,
-            "device": device,
-            "loadavg_1_5_15_min_at_start": load,
-            "loadavg_1_5_15_min_at_end": os.getloadavg(),
-        },
-        "steps": steps,
-        "rows": rows,
-    }
+    result = {"machine": machine(device, load), "steps": steps, "rows": rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(result, fh, indent=1)
