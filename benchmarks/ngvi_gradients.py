@@ -7,8 +7,8 @@ inverse Fisher), on a Bayesian logistic regression of growing dimension D.
 The model: N = 2,000 points, x ~ N(0, 9 / D I), y ~ Bernoulli(sigmoid(x w)), w ~ N(0, I) as the
 prior; q(w) = N(0, I) at the start, S = 8 draws per step, each estimate with ``ngvi``'s default
 step size for it, 60 steps compiled by ``vijax.inference.jit_step``. Per estimate and D: the
-first call (tracing and compiling the step: ``compile_s``), the steady step time (the median of
-the 60), end to end (the first call and the 60 steps) and the final ELBO, by ``log_weights``
+initial state and the first call (tracing and compiling the step: ``compile_s``), the steady
+step time (the median of the 60), end to end (``compile_s`` and the 60 steps) and the final ELBO, by ``log_weights``
 with 4,000 draws of the final q (the same key for every estimate). ``"hessian"`` is left out
 above ``--hessian-max-d`` (its Hessians of D x D per draw).
 

@@ -306,8 +306,9 @@ class Mixture(PytreeModel):
             if np.shape(a) != shape:
                 raise ArgumentError(name, f"{name} must have shape {shape} (N = {n} rows of x), got {np.shape(a)}")
             check_finite(name, a)
-            if not is_tracer(a) and np.any(np.asarray(a) < 0):
-                raise ArgumentError(name, f"{name} must be >= 0, got min {float(np.min(np.asarray(a)))}")
+            low = None if is_tracer(a) else float(np.min(a, initial=0.0))
+            if low is not None and low < 0:
+                raise ArgumentError(name, f"{name} must be >= 0, got min {low}")
         return self._posterior_from_responsibilities(x, resp, tail)
 
     @jax.jit
