@@ -9,7 +9,7 @@ from jax.scipy.special import gammaln
 from vijax._validate import ArgumentError, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
 from vijax.expfam._inversion import standard_log_gamma
-from vijax.expfam._special import digamma, trigamma
+from vijax.expfam._special import digamma, digamma_and_gammaln, trigamma
 from vijax.types import tfp_jax
 
 
@@ -62,6 +62,19 @@ class Dirichlet(AbstractExpFamily):
     def mean_params(self):
         a = self.concentration
         return (digamma(a) - digamma(jnp.sum(a, -1, keepdims=True)),)
+
+    def kl(self, other: "Dirichlet") -> jax.Array:
+        """KL(self || other), the Bregman divergence of ``AbstractExpFamily.kl``, with psi and log
+        Gamma of self's concentrations from one pass (``digamma_and_gammaln``)."""
+        if type(other) is not type(self):
+            raise TypeError(f"kl: other must be a {type(self).__name__}, got {type(other).__name__}")
+        a = self.concentration
+        a0 = jnp.sum(a, -1, keepdims=True)
+        psi, lgam = digamma_and_gammaln(a)
+        psi0, lgam0 = digamma_and_gammaln(a0)
+        own = jnp.sum(lgam, -1) - lgam0[..., 0]  # A(eta_self)
+        inner = jnp.sum((other.eta - self.eta) * (psi - psi0), -1)
+        return other.log_normalizer() - own - inner
 
     def fisher_vp(self, v):
         (v,) = v

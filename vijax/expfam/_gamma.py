@@ -73,8 +73,9 @@ class Gamma(AbstractExpFamily):
         # 2x2 inverse: F = [[psi'(a), 1/b], [1/b, a/b^2]], det = (a psi'(a) - 1) / b^2.
         a, b = self.concentration, self.rate
         v1, v2 = v
-        scale = 1.0 / (a * trigamma(a) - 1.0)
-        return scale * (a * v1 - b * v2), scale * (-b * v1 + b**2 * trigamma(a) * v2)
+        t = trigamma(a)  # once: each call is a copy of the series in the compiled step
+        scale = 1.0 / (a * t - 1.0)
+        return scale * (a * v1 - b * v2), scale * (-b * v1 + b**2 * t * v2)
 
     def sufficient_stats(self, x):
         return jnp.log(x), x
