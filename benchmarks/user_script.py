@@ -15,8 +15,9 @@ Each method is a script a user would write (printed with ``--show``):
   not call ``vijax.run.fast_cpu_compile``);
 - ``vijax, cache``: the same, first line ``vijax.run.enable_compile_cache(DIR)``, run twice: the
   first run fills the cache (``cold``), the second reads it (``warm``), as a second run of the
-  same script. A plain ``jax.jit`` of a step checks its batch's values with host callbacks, and
-  JAX's persistent cache stores no program that holds one: the step compiles again;
+  same script. The ``Minibatcher``'s batches are ``CorpusBatch``es, whose values the corpus
+  checked when it was read: the step holds no check of them, hence no host callback (JAX's
+  persistent cache stores no program with one), and the warm run loads it;
 - ``vijax, jit_step, cache``: the same with ``vijax.inference.jit_step(alg.step)`` instead of
   ``jax.jit`` (the checks' results are outputs of the program: no host callback, so the
   cache stores the step);

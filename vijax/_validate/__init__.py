@@ -10,7 +10,8 @@ value checks of ``_values`` (``ids_in_range``, ``finite_nonnegative``, ``finite_
 arguments that turn them off: ``jit_step(check_values=False)``, ``with_value_checks``; see
 docs/design.md, "Checked steps").
 
-Two modules: ``_args`` (arguments) and ``_values`` (a step's batch values).
+Three modules: ``_args`` (arguments), ``_values`` (a step's batch values) and ``_source`` (arrays
+whose values their maker checked: a ``Corpus``'s minibatches).
 """
 
 from ._args import (
@@ -39,6 +40,7 @@ from ._args import (
     protocol_members,
     real_array,
 )
+from ._source import mark_source_checked, source_guarantee
 from ._values import (
     collected_failed,
     collecting_checks,
@@ -78,6 +80,8 @@ __all__ = [
     "raise_collected",
     "trace_state",
     "ids_in_range",
+    "mark_source_checked",
+    "source_guarantee",
     "value_checks",
     "value_checks_enabled",
     "values_in_interval",

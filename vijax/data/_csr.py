@@ -9,7 +9,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from vijax.data._bow import BowBatch
+from vijax.data._bow import BowBatch, CorpusBatch
 from vijax.data._npz import _FileWriter, StreamingNpzWriter, open_npz
 from vijax._validate import ArgumentError
 
@@ -279,7 +279,9 @@ class Corpus:
 
         Returns:
           ``BowBatch`` of NumPy arrays: ``word_ids`` (S, L) int32 and ``counts`` (S, L) ``dtype``,
-          padding slots holding id 0 and count 0.
+          padding slots holding id 0 and count 0. With ``dtype`` float32 or float64 it is a
+          :class:`CorpusBatch` of read-only arrays, whose values a model's step does not check
+          again (the corpus checked them).
         """
         idx = self._doc_indices(doc_indices)
         rows = idx.size if num_rows is None else int(num_rows)
@@ -299,7 +301,9 @@ class Corpus:
         src, r, c = _gather_positions(starts, lens)
         word_ids[r, c] = self.word_ids[src]
         counts[r, c] = self.counts[src]
-        return BowBatch(word_ids, counts)
+        if counts.dtype not in (np.float32, np.float64):  # a narrower type may round or overflow a count
+            return BowBatch(word_ids, counts)
+        return CorpusBatch._from_corpus_arrays(word_ids, counts, self.vocab_size)
 
     # ------------------------------------------------------------------ subsets and splits
 

@@ -17,7 +17,7 @@ Everything here runs in NumPy on the host; a ``BowBatch`` goes to the accelerato
 step receives it. Random functions take an int seed or a JAX PRNG key, never a default.
 """
 
-from vijax.data._bow import BowBatch
+from vijax.data._bow import BowBatch, CorpusBatch
 from vijax.data._csr import MIN_BUCKET, Corpus, CorpusWriter, as_rng, bucket_length
 from vijax.data._ctm_synthetic import sample_ctm_corpus
 from vijax.data._lda_synthetic import LDA_BLOCK_DOCS, LDASample, sample_lda_corpus, write_lda_corpus_npz
@@ -30,6 +30,7 @@ from vijax.data._text import STOP_WORDS_EN, Vocabulary, build_vocabulary, corpus
 __all__ = [
     "BowBatch",
     "Corpus",
+    "CorpusBatch",
     "CorpusWriter",
     "LDASample",
     "LDA_BLOCK_DOCS",

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError, enforce_value_checks, implements
+from vijax._validate import ArgumentError, enforce_value_checks, finite_nonnegative, ids_in_range, implements
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -69,6 +69,20 @@ _CONCRETE_ONLY = (
     jax.errors.TracerBoolConversionError,
     jax.errors.TracerIntegerConversionError,
 )
+
+
+def bow_batch_checks(batch: Any, vocab_size: int) -> list:
+    """The value checks of a bag-of-words batch ``(word_ids, counts)`` for a model of V =
+    ``vocab_size`` words (LDA, CTM, pLSA): word ids in [0, V), counts finite and >= 0. None for a
+    batch whose corpus vouches for them (``vijax.data.CorpusBatch``: its
+    ``checked_vocab_size()`` is at most V), so that a step on a ``Minibatcher``'s batches compiles
+    no check of them (and no host callback under a plain ``jax.jit``)."""
+    checked = getattr(batch, "checked_vocab_size", None)
+    bound = checked() if callable(checked) else None
+    if bound is not None and bound <= vocab_size:
+        return []
+    ids, counts = batch
+    return [ids_in_range("batch word id", ids, vocab_size), finite_nonnegative("batch count", counts)]
 
 
 def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:

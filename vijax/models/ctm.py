@@ -51,7 +51,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from vijax._validate import finite_nonnegative, ids_in_range
 from vijax._validate import (
     INT32_MAX,
     ArgumentError,
@@ -63,7 +62,7 @@ from vijax._validate import (
     check_scalar,
 )
 from vijax.models import _ctm_local
-from vijax.models._base import rows_with_data
+from vijax.models._base import bow_batch_checks, rows_with_data
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -182,8 +181,7 @@ class CTM(PytreeModel):
     # ------------------------------------------------------------------ data and globals
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch: word ids in [0, V), counts finite and >= 0."""
-        ids, counts = batch
-        return [ids_in_range("batch word id", ids, self.vocab_size), finite_nonnegative("batch count", counts)]
+        return bow_batch_checks(batch, self.vocab_size)
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``word_ids`` or ``counts`` (shapes and dtypes also of tracers)."""

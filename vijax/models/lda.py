@@ -65,13 +65,11 @@ from vijax._validate import (
     check_positive_fields,
     check_scalar,
     enforce_value_checks,
-    finite_nonnegative,
     float_dtype,
-    ids_in_range,
     is_tracer,
 )
 from vijax.expfam import digamma, digamma_and_gammaln
-from vijax.models._base import LocalResult, entropy_of_probs, largest_safe_scale, rows_with_data
+from vijax.models._base import LocalResult, bow_batch_checks, entropy_of_probs, largest_safe_scale, rows_with_data
 from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots, ratio_and_log
 from vijax.models._lda_start import random_start
 from vijax.solvers import (
@@ -325,10 +323,7 @@ class LDA(PytreeModel):
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
         in [0, V), counts finite and >= 0."""
-        return [
-            ids_in_range("batch word id", batch.word_ids, self.vocab_size),
-            finite_nonnegative("batch count", batch.counts),
-        ]
+        return bow_batch_checks(batch, self.vocab_size)
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming the problem unless ``batch`` is a valid BowBatch for this model:

@@ -57,8 +57,6 @@ import numpy as np
 from vijax._validate import (
     ArgumentError,
     INT32_MAX,
-    finite_nonnegative,
-    ids_in_range,
     check_allocation,
     check_choice,
     check_data_dtype,
@@ -70,6 +68,7 @@ from vijax._validate import (
 )
 from vijax.models._components_discrete import map_rows as _map_rows
 from vijax.types import Array, PRNGKey
+from vijax.models._base import bow_batch_checks
 from vijax.models._pytree import PytreeModel
 
 VARIANTS = ("plsa1", "plsa2")
@@ -145,11 +144,8 @@ class PLSA(PytreeModel):
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
         in [0, V), counts finite and >= 0."""
-        batch = _as_batch(batch)
-        return [
-            ids_in_range("batch word id", batch.word_ids, self.vocab_size),
-            finite_nonnegative("batch count", batch.counts),
-        ]
+        _as_batch(batch)  # the same error as check_data for a batch that is not a pair
+        return bow_batch_checks(batch, self.vocab_size)
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``word_ids`` or ``counts``: shapes, ids outside [0, vocab_size),
