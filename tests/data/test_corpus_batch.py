@@ -91,3 +91,43 @@ def test_steps_on_corpus_batches_match_steps_on_checked_copies(setup):
 def test_the_doc_example_corpus():
     c = Corpus(np.array([0, 2, 3]), np.array([0, 3, 1]), np.array([2.0, 1.0, 4.0]))
     assert c.batch([0, 1]).checked_vocab_size() == 4
+
+
+_SCRIPT = """
+import sys, jax, numpy as np
+import vijax.run
+vijax.run.enable_compile_cache(sys.argv[1])
+from vijax.data import BowBatch, Minibatcher, sample_lda_corpus
+from vijax.inference import svi
+from vijax.models import LDA
+corpus = sample_lda_corpus(0, 40, 3, 30, doc_length_mean=10).corpus
+batch = next(iter(Minibatcher(corpus, 8, seed=0, num_epochs=1)))
+if sys.argv[2] == "copy":
+    batch = BowBatch(np.array(batch.word_ids), np.array(batch.counts))
+alg = svi(LDA(3, 30), num_data=40)
+state = alg.init(jax.random.PRNGKey(0), batch)
+jax.block_until_ready(jax.jit(alg.step)(jax.random.PRNGKey(1), state, batch))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", ["corpus", "copy"])
+def test_a_second_process_loads_the_plain_jit_step_from_the_persistent_cache(tmp_path, batch):
+    """End to end: with JAX's persistent cache on, a second run of a script that jits a step on a
+    Minibatcher's batch loads the step (a cache hit for 'jit_step'); on a copied batch, whose
+    checks are host callbacks, the step is compiled again in every process."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JAX_LOG_COMPILES="1", JAX_PLATFORMS="cpu")
+    logs = [
+        subprocess.run(
+            [sys.executable, "-c", _SCRIPT, str(tmp_path / "cache"), batch], capture_output=True, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    assert all(p.returncode == 0 for p in logs), logs[-1].stderr[-2000:]
+    hit = "Persistent compilation cache hit for 'jit_step'"
+    assert hit not in logs[0].stderr
+    assert (hit in logs[1].stderr) == (batch == "corpus")
