@@ -73,7 +73,7 @@ _CONCRETE_ONLY = (
 
 def bow_batch_checks(batch: Any, vocab_size: int) -> list:
     """The value checks of a bag-of-words batch ``(word_ids, counts)`` for a model of V =
-    ``vocab_size`` words (LDA, CTM, pLSA): word ids in [0, V), counts finite and >= 0. None for a
+    ``vocab_size`` words (LDA, CTM, pLSA): word ids in [0, V), counts finite and >= 0. No checks for a
     batch whose corpus vouches for them (``vijax.data.CorpusBatch``: its
     ``checked_vocab_size()`` is at most V), so that a step on a ``Minibatcher``'s batches compiles
     no check of them (and no host callback under a plain ``jax.jit``)."""
