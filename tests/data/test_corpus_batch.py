@@ -76,6 +76,18 @@ def test_a_model_with_fewer_words_than_the_corpus_checks_the_batch(setup):
         jax.block_until_ready(jax.jit(small.step)(jax.random.PRNGKey(1), state, batch))
 
 
+def test_an_unchecked_corpus_cuts_plain_batches_that_the_step_checks(setup):
+    """Corpus(validate=False) vouches for nothing: its batches are plain BowBatches, and a word id
+    out of the model's range raises at the step; a subset keeps its corpus's standing."""
+    corpus, _, alg, state = setup
+    assert type(corpus.subset([0, 1]).batch([0])) is CorpusBatch
+    bad = Corpus(np.array([0, 2]), np.array([3, V + 2]), np.array([1.0, 2.0]), V + 5, validate=False)
+    assert type(bad.batch([0])) is BowBatch and type(bad.subset([0]).batch([0])) is BowBatch
+    batch = bad.batch([0] * 8, length=8)
+    with pytest.raises(Exception, match=r"batch word id 32 at \[0, 1\] is out of range \[0, 30\)"):
+        jax.block_until_ready(jax.jit(alg.step)(jax.random.PRNGKey(1), state, batch))
+
+
 def test_steps_on_corpus_batches_match_steps_on_checked_copies(setup):
     """Skipping the checks changes nothing else: the same state as the checked step, bit for bit,
     by jit_step (no check to collect) and by a plain jax.jit."""

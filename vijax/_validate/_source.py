@@ -21,8 +21,7 @@ from typing import Any, Hashable, Optional
 import numpy as np
 
 _LOCK = threading.Lock()  # a Minibatcher's batches may be cut in a prefetch thread
-_ARRAYS: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
-_GUARANTEES: dict = {}  # id -> guarantee, pruned with the array (weakref.finalize)
+_MARKS: dict = {}  # id(array) -> (weak reference to it, guarantee); dropped when the array dies
 
 
 def mark_source_checked(array: np.ndarray, guarantee: Hashable) -> np.ndarray:
@@ -32,17 +31,15 @@ def mark_source_checked(array: np.ndarray, guarantee: Hashable) -> np.ndarray:
     if not isinstance(array, np.ndarray) or array.flags.writeable:
         raise TypeError("mark_source_checked takes a read-only NumPy array")
     key = id(array)
+
+    def forget(ref):  # runs as the array dies, before its id can be reused
+        with _LOCK:
+            if _MARKS.get(key, (None,))[0] is ref:
+                del _MARKS[key]
+
     with _LOCK:
-        _ARRAYS[key] = array
-        _GUARANTEES[key] = guarantee
-    weakref.finalize(array, _forget, key)
+        _MARKS[key] = (weakref.ref(array, forget), guarantee)
     return array
-
-
-def _forget(key: int) -> None:
-    with _LOCK:
-        if key not in _ARRAYS:  # not reused by a newer array at the same address
-            _GUARANTEES.pop(key, None)
 
 
 def source_guarantee(array: Any) -> Optional[Hashable]:
@@ -50,8 +47,6 @@ def source_guarantee(array: Any) -> Optional[Hashable]:
     only for the very array object it marked, while that array is still read-only."""
     if not isinstance(array, np.ndarray) or array.flags.writeable:
         return None
-    key = id(array)
     with _LOCK:
-        if _ARRAYS.get(key) is not array:
-            return None
-        return _GUARANTEES.get(key)
+        ref, guarantee = _MARKS.get(id(array), (None, None))
+    return guarantee if ref is not None and ref() is array else None

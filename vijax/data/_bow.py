@@ -29,9 +29,11 @@ class BowBatch(NamedTuple):
 
 
 class CorpusBatch(BowBatch):
-    """A :class:`BowBatch` cut from a ``Corpus`` (``Corpus.batch``, every ``Minibatcher`` batch),
-    whose values the corpus vouches for: its arrays are read-only NumPy copies of the corpus's
-    checked entries (word ids in ``[0, vocab_size)``, counts finite, >= 0 and whole; padding 0).
+    """A :class:`BowBatch` cut from a ``Corpus`` that checked its values (``Corpus.batch``, every
+    ``Minibatcher`` batch; a corpus built with ``validate=False`` cuts plain ``BowBatch``es, except
+    vijax's own synthetic corpora, valid by construction), whose values the corpus vouches for: its
+    arrays are read-only NumPy copies of the corpus's checked entries (word ids in
+    ``[0, vocab_size)``, counts finite, >= 0 and whole; padding 0).
 
     A model's step therefore skips the value checks of such a batch (ids in range for the
     model's V >= the corpus's, counts finite and >= 0): the compiled step holds no host

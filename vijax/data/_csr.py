@@ -62,6 +62,13 @@ def _seed_entropy(seed) -> list[int]:
     return [int(v) for v in data.astype(np.uint32).ravel()]
 
 
+def vouched(corpus: "Corpus") -> "Corpus":
+    """``corpus``, built unchecked (``validate=False``) from entries vijax made valid by construction
+    (a synthetic corpus), marked as checked: its batches are ``CorpusBatch``es."""
+    object.__setattr__(corpus, "_values_checked", True)
+    return corpus
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     if a.flags.writeable:
         a = a.view()
@@ -103,7 +110,8 @@ class Corpus:
       vocab_size: V. Inferred as ``len(vocab)``, or else as the largest word id plus one, if None.
       vocab: the V words as a tuple of str, or None.
       validate: (init only) check the arrays, in blocks of 4M entries so that a memory-mapped
-        corpus is never read whole; pass False for arrays known to be valid.
+        corpus is never read whole; pass False for arrays known to be valid. The batches of an
+        unchecked corpus are plain ``BowBatch``es, whose values a model's step checks.
 
     Raises:
       ValueError: naming the problem, for a malformed ``doc_ptr``, a word id outside
@@ -160,6 +168,9 @@ class Corpus:
         object.__setattr__(self, "counts", _readonly(cnt.astype(np.float32, copy=False)))
         object.__setattr__(self, "vocab_size", size)
         object.__setattr__(self, "vocab", vocab)
+        # whether its values were checked (here, or those of the corpus it was cut from, or made by
+        # vijax itself: ``vouched``): only then are its batches CorpusBatches that a step trusts
+        object.__setattr__(self, "_values_checked", bool(validate))
 
     @staticmethod
     def _check(ptr, ids, cnt, size):
@@ -279,9 +290,10 @@ class Corpus:
 
         Returns:
           ``BowBatch`` of NumPy arrays: ``word_ids`` (S, L) int32 and ``counts`` (S, L) ``dtype``,
-          padding slots holding id 0 and count 0. With ``dtype`` float32 or float64 it is a
+          padding slots holding id 0 and count 0. From a corpus whose values were checked
+          (``validate``, the default) and with ``dtype`` float32 or float64 it is a
           :class:`CorpusBatch` of read-only arrays, whose values a model's step does not check
-          again (the corpus checked them).
+          again.
         """
         idx = self._doc_indices(doc_indices)
         rows = idx.size if num_rows is None else int(num_rows)
@@ -301,8 +313,8 @@ class Corpus:
         src, r, c = _gather_positions(starts, lens)
         word_ids[r, c] = self.word_ids[src]
         counts[r, c] = self.counts[src]
-        if counts.dtype not in (np.float32, np.float64):  # a narrower type may round or overflow a count
-            return BowBatch(word_ids, counts)
+        if not getattr(self, "_values_checked", False) or counts.dtype not in (np.float32, np.float64):
+            return BowBatch(word_ids, counts)  # unchecked values, or a narrower type that may round a count
         return CorpusBatch._from_corpus_arrays(word_ids, counts, self.vocab_size)
 
     # ------------------------------------------------------------------ subsets and splits
@@ -314,7 +326,7 @@ class Corpus:
         lens = self.doc_ptr[idx + 1] - starts
         src, _, _ = _gather_positions(starts, lens)
         ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        return Corpus(ptr, self.word_ids[src], self.counts[src], self.vocab_size, self.vocab, validate=False)
+        return self._derived(ptr, self.word_ids[src], self.counts[src])
 
     def split_documents(self, seed, test_fraction: float) -> tuple["Corpus", "Corpus"]:
         """A random split of the documents into (train, test), each keeping the corpus order.
@@ -377,12 +389,19 @@ class Corpus:
             d = e
         return self._keep_positive(obs), self._keep_positive(self.counts - obs)
 
+    def _derived(self, ptr: np.ndarray, word_ids: np.ndarray, counts: np.ndarray) -> "Corpus":
+        """A corpus of entries taken from this one's (a subset, a split): not checked again, and
+        checked where this one is."""
+        out = Corpus(ptr, word_ids, counts, self.vocab_size, self.vocab, validate=False)
+        object.__setattr__(out, "_values_checked", getattr(self, "_values_checked", False))
+        return out
+
     def _keep_positive(self, counts: np.ndarray) -> "Corpus":
         keep = counts > 0
         entry_doc = np.repeat(np.arange(self.num_docs), np.diff(self.doc_ptr))
         per_doc = np.bincount(entry_doc[keep], minlength=self.num_docs)
         ptr = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
-        return Corpus(ptr, self.word_ids[keep], counts[keep], self.vocab_size, self.vocab, validate=False)
+        return self._derived(ptr, self.word_ids[keep], counts[keep])
 
     # ------------------------------------------------------------------ disk
 

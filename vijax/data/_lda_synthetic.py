@@ -8,7 +8,7 @@ from typing import Iterator, NamedTuple, Optional, Sequence
 import numpy as np
 
 from vijax._validate import ArgumentError, check_int, check_positive
-from vijax.data._csr import Corpus, CorpusWriter, _seed_entropy
+from vijax.data._csr import Corpus, CorpusWriter, _seed_entropy, vouched
 from vijax.data._npz import open_npz
 
 LDA_BLOCK_DOCS = 512
@@ -152,8 +152,8 @@ def sample_lda_corpus(
         counts.append(block.counts)
     ptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths or [np.zeros(0, np.int64)]))])
     cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
-    corpus = Corpus(
-        ptr.astype(np.int64), cat(ids, np.int32), cat(counts, np.float32), vocab_size, vocab, validate=False
+    corpus = vouched(  # ids in [0, V) and whole counts >= 0 by construction
+        Corpus(ptr.astype(np.int64), cat(ids, np.int32), cat(counts, np.float32), vocab_size, vocab, validate=False)
     )
     return LDASample(corpus, setup.topics, np.concatenate(thetas))
 
@@ -201,6 +201,6 @@ def write_lda_corpus_npz(
             writer.append(block)
             if save_doc_topics:
                 writer.append_extra("doc_topics", theta)
-    corpus = Corpus.load_npz(path, mmap=True, validate=False)
+    corpus = vouched(Corpus.load_npz(path, mmap=True, validate=False))  # the file just written from valid blocks
     doc_topics = open_npz(path, mmap=True)["doc_topics"] if save_doc_topics else None
     return LDASample(corpus, setup.topics, doc_topics)
