@@ -110,13 +110,21 @@ def test_interacting_sites_meet_at_the_coordinate_fixed_point():
     alg = conjugate_split(
         target, report, schedule=schedules.robbins_monro(1.0, tau=1.0, kappa=0.7), num_draws=32, learning_rate=0.02
     )
-    state, _ = _fit(alg, 1500, jax.random.PRNGKey(4))
-    q = state.q_global["rate"]
-    draws = vijax.inference.sample(alg, jax.random.PRNGKey(5), state, 20000)["w"]
-    e_sig = float(jnp.mean(jax.nn.sigmoid(draws)))
-    assert float(q.concentration) == pytest.approx(2.0 + float(jnp.sum(Y)), rel=1e-5)
-    # the rate parameter is 1 + n E_q[sigmoid(w)], up to the averaging of the last steps' draws (2%)
-    assert float(q.rate) == pytest.approx(1.0 + Y.shape[0] * e_sig, rel=0.02)
+    # eight independent fits in one vmapped program (the step under vmap, its sweep included)
+    states = jax.vmap(lambda k: _fit(alg, 1500, k)[0])(jax.random.split(jax.random.PRNGKey(4), 8))
+    q = states.q_global["rate"]
+    np.testing.assert_allclose(q.concentration, 2.0 + float(jnp.sum(Y)), rtol=1e-5)
+    # the rate parameter is 1 + n E_q[sigmoid(w)] at the fixed point. One fit's rate is a moving
+    # average of noisy estimates (the last steps' draws and q(w)'s optimizer noise): its relative
+    # error spreads with a standard deviation of about 1.7% over seeds (2.7-3.7% at the extremes of
+    # ten seeds), so the mean over the eight fits is held to 2% (about 3.3 standard deviations)
+    errors = []
+    for i in range(8):
+        state = jax.tree_util.tree_map(lambda a: a[i], states)
+        draws = vijax.inference.sample(alg, jax.random.PRNGKey(5 + i), state, 20000)["w"]
+        e_sig = float(jnp.mean(jax.nn.sigmoid(draws)))
+        errors.append(float(q.rate[i]) / (1.0 + Y.shape[0] * e_sig) - 1.0)
+    assert abs(np.mean(errors)) < 0.02, errors
 
 
 @pytest.fixture(scope="module")
