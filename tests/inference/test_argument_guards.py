@@ -1,6 +1,7 @@
 """Bad arguments get a ValueError that names them: LDA's init_scale beyond what its ELBO can
 represent; for the black-box algorithms and the combinators, num_data below the minibatch, a
-log-density whose gradient is exactly zero (not differentiable), another algorithm's state, a
+log-density whose gradient is exactly zero (not differentiable) or that is not finite at any draw
+of the initial q, another algorithm's state, a
 prior shaped unlike q, a non-algorithm in lock_step, and restarts that cannot fit in memory
 (checked before anything is allocated)."""
 
@@ -76,6 +77,21 @@ def test_a_log_density_with_zero_gradient_is_refused_at_init(op):
     alg = ngvi(lambda z, b: -0.5 * jnp.sum((f(z) - 1.0) ** 2), family=Q0)
     with pytest.raises(ValueError, match=r"^log_density: its gradient with respect to the parameters is exactly zero"):
         alg.init(KEY)
+
+
+def test_a_log_density_not_finite_at_any_start_draw_is_refused_at_init():
+    """A NaN in the data a log-density closes over (no batch given to init) made every step's update
+    non-finite: each was rejected and the fit stood still without a word. Not finite at any of the
+    start's draws of q, it is refused; finite at some of them, it passes."""
+    data = jnp.array([0.3, jnp.nan, 1.0])
+    nan_data = lambda p, b: -0.5 * jnp.sum((data - p["z"][0]) ** 2)  # noqa: E731
+    message = r"^log_density is not finite at any of the 4 draws of the initial q \(\[nan nan nan nan\]\)"
+    with pytest.raises(ValueError, match=message):
+        bbvi(nan_data, init_params={"z": jnp.zeros(2)}).init(KEY)
+    with pytest.raises(ValueError, match=message):
+        ngvi(lambda z, b: nan_data({"z": z}, b), family=Q0).init(KEY)
+    mostly = lambda z, b: jnp.where(z[0] > -2.0, -0.5 * jnp.sum(z**2), jnp.nan)  # noqa: E731 - NaN at 2% of q
+    ngvi(mostly, family=Q0).init(KEY)
 
 
 def test_zero_gradient_cases_that_are_not_errors():

@@ -158,7 +158,9 @@ def test_domain_guard_and_non_finite_rejection():
     s1, info = jax.jit(stuck.step)(jax.random.PRNGKey(1), s0, None)
     assert not bool(info.accepted) and int(s1.num_rejected) == 1 and int(info.num_damped) == 1
     bad = ngvi(lambda t, b: jnp.sum(t) * jnp.nan, family=expfam.Normal.from_mean_variance(0.0, 1.0), schedule=0.5)
-    s0 = bad.init(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"^log_density is not finite at any of the 4 draws of the initial q"):
+        bad.init(jax.random.PRNGKey(0))  # refused at the start; its state made under jit (no start checks)
+    s0 = jax.jit(bad.init)(jax.random.PRNGKey(0))
     s1, info = jax.jit(bad.step)(jax.random.PRNGKey(1), s0, None)
     assert not bool(info.accepted) and int(s1.num_rejected) == 1
     np.testing.assert_array_equal(s1.q_global.eta1, s0.q_global.eta1)

@@ -208,6 +208,28 @@ def test_from_numpyro_names_the_site_it_cannot_fit(model, args, match):
         vijax.from_numpyro(model, *args)
 
 
+def masked_normal(y, mask=None):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y, obs_mask=mask)
+
+
+def test_from_numpyro_refuses_non_finite_observed_values_where_the_model_keeps_them():
+    """A NaN or an infinity among a site's observed values made every step's ELBO NaN: each step was
+    rejected and the fit stood still without a word. It is refused, naming the site, the count and
+    the first entry; missing entries masked out by ``obs_mask`` (NumPyro imputes them) still pass."""
+    with pytest.raises(ValueError, match=r"^site 'y': its observed values hold 1 non-finite entry \(the first, nan, "):
+        vijax.from_numpyro(masked_normal, jnp.array([0.1, jnp.nan, 0.5]))
+    with pytest.raises(
+        ValueError, match=r"^site 'y': its observed values hold 2 non-finite entries \(the first, inf, "
+    ):
+        vijax.from_numpyro(masked_normal, jnp.array([0.1, jnp.inf, -jnp.inf]))
+    target = vijax.from_numpyro(masked_normal, jnp.array([0.1, jnp.nan, 0.5]), jnp.array([True, False, True]))
+    assert sorted(target.sites) == ["mu", "y_unobserved"]
+    with pytest.raises(ValueError, match=r"^site 'y_observed': its observed values hold 1 non-finite entry"):
+        vijax.from_numpyro(masked_normal, jnp.array([jnp.nan, 1.0, 0.5]), jnp.array([True, False, True]))
+
+
 def test_auto_family_names_a_support_it_cannot_match_and_bbvi_still_fits_it():
     target = vijax.from_numpyro(ordered_latent)
     assert target.sites["cuts"].support == "other"

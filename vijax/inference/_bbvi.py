@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
@@ -62,6 +61,14 @@ from vijax.inference._flows import draws, flow_guide, is_flow
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
+from vijax.inference._start_checks import (
+    NUM_START_DRAWS,
+    check_gradient_flows,
+    check_some_finite,
+    directional_probe,
+    directions,
+    host_rng,
+)
 from vijax.types import Array, PRNGKey, PyTree
 
 ESTIMATORS = ("reparam", "stl", "score", "iwae", "renyi")
@@ -246,7 +253,8 @@ def init(
     bijector does not map to its support). With ``log_density`` (the estimators that differentiate
     it: all but ``"score"``), its gradient at those draws is checked too, by the derivative along a
     random direction (``directional_probe``, ``check_gradient_flows``; with ``batch`` None, where
-    ``log_density`` accepts None).
+    ``log_density`` accepts None, and there a log-density not finite at any of the draws raises
+    ValueError: ``check_some_finite``).
     """
     check_key("key", key)
     vparams = guide.init()
@@ -256,65 +264,6 @@ def init(
         _check_start(key, batch, guide, vparams, joint, log_density, has_prior)
     zero = jax.device_put(np.int32(0))  # no program to compile for a constant (jnp.asarray compiles one)
     return BBVIState(vparams, optimizer.init(vparams), zero, zero)
-
-
-NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
-
-
-def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -> Callable:
-    """``(z, v) -> (joint value, whether d joint / dz . v != 0, whether d log_density / dz . v != 0)``
-    at one draw z of q and a direction v (z's structure), by forward mode: a non-zero gradient has a
-    non-zero derivative along a random direction with probability one, and one forward pass is a
-    smaller program to trace and compile than a reverse one. Without ``log_density`` the joint's
-    flag serves both."""
-
-    def probe(z, v):
-        value, d_joint = jax.jvp(lambda p: joint(p, batch), (z,), (v,))
-        if log_density is None:
-            return value, d_joint != 0, d_joint != 0
-        d_lik = jax.jvp(lambda p: log_density(p, batch), (z,), (v,))[1]
-        return value, d_joint != 0, d_lik != 0
-
-    return probe
-
-
-def host_rng(key) -> np.random.Generator:
-    """NumPy's generator seeded with ``key``'s words (a typed or a raw key), for the start checks'
-    host draws, which compile nothing (``vijax.data.as_rng`` seeds alike; importing ``vijax.data``
-    here would add its modules to a first ``init``)."""
-    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
-
-
-def directions(rng: np.random.Generator, z):
-    """A standard normal direction from ``rng`` for each draw of ``z`` (arrays or shape structs:
-    their shapes and float types)."""
-    return jax.tree_util.tree_map(lambda x: rng.standard_normal(x.shape).astype(x.dtype), z)
-
-
-def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) -> None:
-    """Raises ValueError when the log-joint's gradient with respect to the parameters is exactly zero
-    at every draw of ``where`` (``joint_moves`` all False): a log-density that is not differentiable
-    (``jnp.round``, ``jnp.floor``, ``lax.stop_gradient``, a comparison) or does not depend on the
-    parameters leaves q's entropy as the only gradient, so the mean never moves and the scale
-    grows without bound. Warns (UserWarning) when only ``log_density``'s gradient is zero while a
-    prior's is not: the fit then returns the prior, which is right only for a likelihood that is
-    constant in the parameters. Exactly zero at several random draws has probability zero for a
-    log-density that depends smoothly on the parameters."""
-    if not np.any(np.asarray(joint_moves)):
-        raise ValueError(
-            f"log_density: its gradient with respect to the parameters is exactly zero at {where}: it is "
-            "not differentiable (jnp.round, jnp.floor, lax.stop_gradient, a comparison...) or does not "
-            "depend on the parameters, so the ELBO's only gradient would be q's entropy (the mean never "
-            "moves, the scale grows without bound)"
-        )
-    if has_prior and not np.any(np.asarray(lik_moves)):
-        warnings.warn(
-            f"log_density: its gradient with respect to the parameters is exactly zero at {where}; only "
-            "the prior moves q, and the fit will return the prior. A log-density that is not "
-            "differentiable (jnp.round, jnp.floor, lax.stop_gradient...) is ignored this way.",
-            UserWarning,
-            stacklevel=4,
-        )
 
 
 # compiled once per (guide, joint, log_density, shapes): a second init reuses it; it runs once
@@ -341,9 +290,10 @@ def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> N
         v = directions(host_rng(key), jax.eval_shape(lambda: _draws(guide, vparams, key, NUM_START_DRAWS)))
     if batch is None:  # a log-density that takes no data (one that needs a batch is not checked)
         try:
-            _, (_, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, False)
+            _, (vals, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, False)
         except Exception:  # noqa: BLE001 - log_density does not accept batch=None
             return
+        check_some_finite(vals, f"{NUM_START_DRAWS} draws of the initial q")
     else:
         at_mean, (vals, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, True)
         at_mean = float(at_mean)
@@ -582,11 +532,7 @@ __all__ = [
     "as_top_level_api",
     "bbvi",
     "elbo",
-    "check_gradient_flows",
     "check_target_arguments",
-    "directional_probe",
-    "directions",
-    "host_rng",
     "init",
     "log_joint",
     "log_weights",

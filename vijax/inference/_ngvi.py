@@ -75,14 +75,14 @@ from vijax._validate import ArgumentError, check_choice, check_int, check_key, i
 from vijax.inference import schedules
 from vijax.interop import Target
 from vijax.models import filter_jit
-from vijax.inference._bbvi import (
+from vijax.inference._bbvi import check_target_arguments, log_joint
+from vijax.inference._start_checks import (
     NUM_START_DRAWS,
     check_gradient_flows,
-    check_target_arguments,
+    check_some_finite,
     directional_probe,
     directions,
     host_rng,
-    log_joint,
 )
 from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked, check_shapes, check_structures
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
@@ -262,9 +262,10 @@ def init(
     has_prior: bool = False,
 ) -> NGVIState:
     """The initial q (``family``). With a ``batch`` (and ``joint``), the log-density is evaluated at
-    q's mean; a non-finite value raises ValueError. With ``log_density``, its gradient at a few
-    draws of q is checked (``bbvi``'s ``check_gradient_flows``: exactly zero everywhere raises
-    ValueError; with ``batch`` None, where ``log_density`` accepts None)."""
+    q's mean; a non-finite value raises ValueError. With ``log_density``, its value and gradient at a
+    few draws of q are checked (``bbvi``'s ``check_some_finite``: not finite at any of them raises
+    ValueError; ``check_gradient_flows``: exactly zero everywhere raises ValueError; with ``batch``
+    None, where ``log_density`` accepts None)."""
     check_key("key", key)
     if any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch))):  # under vmap (restarts) or jit
         return NGVIState(family, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
@@ -358,13 +359,14 @@ def _check_start(key, batch, family, joint, log_density, has_prior, at_mean) -> 
     z = _start_draws(key, family, NUM_START_DRAWS, rng)
     draws = (z, directions(rng, z))
     try:
-        value, (_, joint_moves, lik_moves) = _probe(family, draws, batch, joint, log_density, has_prior, at_mean)
+        value, (values, joint_moves, lik_moves) = _probe(family, draws, batch, joint, log_density, has_prior, at_mean)
     except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked
         if batch is not None:
             raise
         return
     if at_mean:
         _check_at_mean(float(value))
+    check_some_finite(values, f"{NUM_START_DRAWS} draws of the initial q")
     check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
 
 

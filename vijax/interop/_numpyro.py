@@ -302,6 +302,25 @@ def _site_keys(model: Callable) -> Callable:
     return SiteKeys(model)
 
 
+def _nonfinite(msg: dict) -> tuple:
+    """(how many, the first flat index, its value) of an observed site's non-finite values where the
+    site's mask keeps them (``obs_mask``'s missing entries are masked out)."""
+    value = jnp.asarray(msg["value"])
+    if not jnp.issubdtype(value.dtype, jnp.inexact):
+        return jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
+    from numpyro.distributions.distribution import MaskedDistribution
+
+    bad = ~jnp.isfinite(value)
+    fn = msg["fn"]
+    for mask in (msg.get("mask"), fn._mask if isinstance(fn, MaskedDistribution) else None):
+        if mask is not None and mask is not True:  # the batch shape's mask, broadcast over the event dims
+            mask = jnp.asarray(mask)
+            bad = bad & jnp.reshape(mask, mask.shape + (1,) * fn.event_dim)
+    flat = jnp.ravel(bad)
+    first = jnp.argmax(flat).astype(jnp.int32)
+    return jnp.sum(flat, dtype=jnp.int32), first, jnp.ravel(value)[first]
+
+
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
     """The model's start as one compiled program: one trace, each site keyed by ``_site_keys``, with
     NumPyro's init strategy applied as ``initialize_model`` applies it (``_checked_strategy`` of
@@ -334,6 +353,7 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
             supports = {n: trace[n]["fn"].support for n in latent}
             init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
             checks = [ok for m in trace.values() if m["type"] == "sample" for ok in _arg_checks(m["fn"])]
+            observed = {n: _nonfinite(m) for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
         bounds = {}
         for n in latent:  # a support whose bounds the model computes: its bounds come out of the program
             leaves, treedef = jax.tree_util.tree_flatten(supports[n])
@@ -346,16 +366,24 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
             nesting=plate_nesting(trace) if summed else 0,
             supports=supports,
         )
-        return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks
+        return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks, observed
 
     try:
-        values, init_params, bounds, checks = one_program(program, "from_numpyro_start")
+        values, init_params, bounds, checks, observed = one_program(program, "from_numpyro_start")
         compiled = all(bool(ok) for ok in checks)
     except TypeError:  # a model that needs concrete values, a support that does not flatten
         compiled = False
     if not compiled:
         box.clear()
-        values, init_params, bounds, _ = program()
+        values, init_params, bounds, _, observed = program()
+    for name, (count, first, value) in observed.items():
+        if not is_tracer(count) and int(count):  # under a caller's jit the values are not known here
+            raise ValueError(
+                f"site {name!r}: its observed values hold {int(count)} non-finite "
+                f"{'entry' if int(count) == 1 else 'entries'} (the first, {float(value)}, "
+                f"at flat index {int(first)}); vijax fits finite data (mark missing entries with "
+                "numpyro.sample(..., obs_mask=...), or drop them)"
+            )
     supports = {
         n: jax.tree_util.tree_unflatten(box["supports"][n], bounds[n]) if n in bounds else box["supports"][n]
         for n in box["latent"]
@@ -418,8 +446,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     Raises:
       ValueError: naming the site: a discrete latent site of infinite support, or of finite
         support not marked for parallel enumeration; a support without a bijector; a
-        ``numpyro.param``; a continuous latent site inside a subsampled plate; or arguments the
-        model does not take.
+        ``numpyro.param``; a continuous latent site inside a subsampled plate; observed values
+        that are not finite (NaN, an infinity) where the model keeps them (the entries an
+        ``obs_mask`` masks out may hold anything); or arguments the model does not take.
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:
