@@ -230,6 +230,13 @@ def test_from_numpyro_refuses_non_finite_observed_values_where_the_model_keeps_t
         vijax.from_numpyro(masked_normal, jnp.array([jnp.nan, 1.0, 0.5]), jnp.array([True, False, True]))
 
 
+def test_from_tfp_refuses_non_finite_observed_values():
+    tfd = tfp_jax().distributions
+    joint = tfd.JointDistributionNamed(dict(mu=tfd.Normal(0.0, 1.0), x=lambda mu: tfd.Sample(tfd.Normal(mu, 1.0), 3)))
+    with pytest.raises(ValueError, match=r"^observed\['x'\] must be finite, got NaN or infinite entries"):
+        vijax.from_tfp(joint, observed={"x": jnp.array([0.1, jnp.nan, 0.3])})
+
+
 def test_auto_family_names_a_support_it_cannot_match_and_bbvi_still_fits_it():
     target = vijax.from_numpyro(ordered_latent)
     assert target.sites["cuts"].support == "other"

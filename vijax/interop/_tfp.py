@@ -15,7 +15,7 @@ from vijax.types import tfp_jax
 
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._compile import setup_jit
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, check_finite
 
 NUM_INIT_DRAWS = 15  # the prior draws whose unconstrained median is the starting point (as init_to_median)
 
@@ -120,8 +120,8 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
 
     Raises:
       ValueError: naming the site: a discrete latent part (an integer dtype, or, as TFP's Poisson,
-        no default event-space bijector), an observed name that is not a part; or a joint with
-        batch shape.
+        no default event-space bijector), an observed name that is not a part, observed values
+        that are not finite (naming ``observed[name]``); or a joint with batch shape.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -149,6 +149,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
             raise ArgumentError(
                 "observed", f"observed[{name!r}]: the joint has no part {name!r}; its parts are {list(names)}"
             )
+        check_finite(f"observed[{name!r}]", observed[name])  # a NaN would make every step's ELBO NaN
     latent = [n for n in names if n not in observed]
     if not latent:
         raise ArgumentError("observed", "observed: every part of the joint is observed; there is nothing to fit")
