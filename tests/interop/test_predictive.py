@@ -201,6 +201,24 @@ def test_loo_of_a_bbvi_fit_agrees_with_nuts():
     az.plot_ppc(idata, num_pp_samples=50)
 
 
+def test_draws_outside_a_sites_support_are_named():
+    """Draws a user gives (not from vijax's q) that are NaN or outside the site's support made the
+    predictive draws NaN without a word; they are refused, naming the site, the count and the first."""
+    target = vijax.from_numpyro(eight_schools, SIGMA, Y)
+    draws = {"mu": jnp.zeros(4), "tau": jnp.ones(4), "theta_tilde": jnp.zeros((4, 8))}
+    predictive(target, draws, jax.random.PRNGKey(0))
+    with pytest.raises(
+        ValueError, match=r"^draws\['mu'\]: 1 entry is not finite or outside the site's support \(real\)"
+    ):
+        predictive(target, {**draws, "mu": draws["mu"].at[2].set(jnp.nan)}, jax.random.PRNGKey(0))
+    bad_tau = {**draws, "tau": -draws["tau"]}
+    message = r"^draws\['tau'\]: 4 entries are not finite or outside the site's support \(positive\); the first, -1\.0, at \[0\]"
+    with pytest.raises(ValueError, match=message):
+        predictive(target, bad_tau, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=message):
+        vijax.interop.complete_conditional(target, "mu", {n: v for n, v in bad_tau.items() if n != "mu"})
+
+
 def test_site_dims_name_a_plates_axes():
     target = vijax.from_numpyro(eight_schools, SIGMA, Y)
     dims = site_dims(target)

@@ -44,7 +44,7 @@ from vijax.interop._site_fit import (
     _worst,
     prior_specs,
 )
-from vijax.interop._target import Target
+from vijax.interop._target import Target, check_in_support
 from vijax.types import PRNGKey
 
 
@@ -318,6 +318,7 @@ def _checked_draws(target: Target, site: str, draws: Any) -> dict:
     for n, shape in shapes.items():
         if shape[1:] != target.sites[n].shape:
             raise ArgumentError("draws", f"draws[{n!r}]: shape {shape}, expected (draws, *{target.sites[n].shape})")
+        check_in_support(f"draws[{n!r}]", draws[n], target.sites[n].support)
     return {n: draws[n] for n in others}
 
 

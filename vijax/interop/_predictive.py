@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import ArgumentError, check_key
-from vijax.interop._target import Target
+from vijax.interop._target import Target, check_in_support
 from vijax.interop._tfp import as_parts, part_names
 from vijax.types import Array, PRNGKey
 
@@ -59,6 +59,7 @@ def _flatten(target: Target, draws: Any) -> tuple[dict, tuple[int, ...]]:
             lead = tuple(value.shape[:k])
         elif tuple(value.shape[:k]) != lead:
             raise ArgumentError("draws", f"draws[{name!r}]: leading shape {value.shape[:k]}, other sites have {lead}")
+        check_in_support(f"draws[{name!r}]", value, site.support)
         flat[name] = value.reshape((-1,) + site.shape)
     if math.prod(lead) == 0:
         raise ArgumentError("draws", "draws: no draws (a leading axis of size 0)")

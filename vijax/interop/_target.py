@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Optional
 
 import jax
+import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
 from vijax.types import Array, PyTree
@@ -107,6 +108,31 @@ class Target:
         return [ids_in_range(f"batch[{plate!r}] index", data[plate], size) for plate, (size, _) in self.plates.items()]
 
 
+def check_in_support(name: str, value: Any, support: str) -> None:
+    """Raises ValueError naming ``name`` when concrete values of a site (``support``, one of
+    ``SUPPORTS``) are not finite or lie outside its support: below 0 for ``"positive"``, outside
+    [0, 1] for ``"unit_interval"``, a negative entry or a last axis not summing to 1 (within 1e-3)
+    for ``"simplex"`` (the bounds closed: a float draw may round onto them). Tracers pass."""
+    if is_tracer(value):
+        return
+    a = np.asarray(value, np.float64)
+    bad = ~np.isfinite(a)
+    if support == "positive":
+        bad |= a < 0
+    elif support == "unit_interval":
+        bad |= (a < 0) | (a > 1)
+    elif support == "simplex":
+        bad |= (a < 0) | (np.abs(np.sum(a, axis=-1, keepdims=True) - 1.0) > 1e-3)
+    if np.any(bad):
+        where = np.unravel_index(int(np.argmax(bad)), a.shape) if a.ndim else ()
+        count = int(np.sum(bad))
+        raise ArgumentError(
+            name,
+            f"{name}: {count} {'entry is' if count == 1 else 'entries are'} not finite or outside the site's "
+            f"support ({support}); the first, {a[where]}, at {list(map(int, where))}",
+        )
+
+
 def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str) -> dict:
     """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``)."""
     if batch is None:
@@ -179,4 +205,4 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
     return wrapped
 
 
-__all__ = ["SUPPORTS", "Site", "Target", "check_batch", "traced_once"]
+__all__ = ["SUPPORTS", "Site", "Target", "check_batch", "check_in_support", "traced_once"]
