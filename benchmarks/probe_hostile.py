@@ -4,7 +4,9 @@ and size arguments), every algorithm of ``vijax.inference.ALGORITHMS`` (its fact
 and its step fed corrupted batches and states that are not states, eagerly and under
 ``jax.jit``), the file readers of ``vijax.data`` (malformed, truncated, binary, non-UTF-8 and non-regular files), and every
 registered experiment's config (each numeric key out of its range or of the wrong type, unknown
-keys, YAML read differently from what was written).
+keys, YAML read differently from what was written), and the entry points for a user's own model
+(``from_numpyro``, ``from_tfp``, ``predictive``, ``log_likelihood``, ``complete_conditional``, the
+start of ``bbvi`` and ``ngvi``: ``interop_cases``).
 
 Each input is classified as one of:
 
@@ -340,6 +342,72 @@ def config_cases():
     yield "yaml: an alias bomb", lambda: load_config(_yaml(bomb)), ("aliases",)
 
 
+def _normal_model(y=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    s = numpyro.sample("s", dist.HalfNormal(1.0))
+    with numpyro.plate("n", 4):
+        numpyro.sample("y", dist.Normal(mu, s), obs=y)
+
+
+def interop_cases():
+    """(label, call, names): a NumPyro model and a TFP joint given non-finite observed values;
+    ``predictive``, ``log_likelihood`` and ``complete_conditional`` given draws that are not
+    finite, outside a site's support, missing a site, of another shape or of a site the model
+    lacks; ``bbvi``'s and ``ngvi``'s start on a log-density that closes over a NaN."""
+    from tensorflow_probability.substrates import jax as tfp
+
+    import vijax
+    from vijax.inference import bbvi, ngvi
+
+    tfd = tfp.distributions
+    joint = tfd.JointDistributionNamed(dict(mu=tfd.Normal(0.0, 1.0), x=lambda mu: tfd.Sample(tfd.Normal(mu, 1.0), 4)))
+    y = jnp.array([0.1, -0.3, 0.5, 1.2])
+    cases = []
+    for what, value in (("nan", jnp.nan), ("inf", jnp.inf)):
+        bad = y.at[1].set(value)
+        cases.append((f"from_numpyro[observed {what}]", lambda b=bad: vijax.from_numpyro(_normal_model, y=b), ("'y'",)))
+        cases.append((f"from_tfp[observed {what}]", lambda b=bad: vijax.from_tfp(joint, observed={"x": b}), ("['x']",)))
+    target = vijax.from_numpyro(_normal_model, y=y)
+    draws = {"mu": jnp.zeros(3), "s": jnp.ones(3)}
+    bad_draws = {
+        "nan": ({**draws, "mu": draws["mu"].at[0].set(jnp.nan)}, "draws['mu']"),
+        "outside the support": ({**draws, "s": -draws["s"]}, "draws['s']"),
+        "a site missing": ({"mu": draws["mu"]}, "draws"),
+        "another shape": ({**draws, "s": jnp.ones((3, 2))}, "draws"),
+        "a site the model lacks": ({**draws, "z": jnp.zeros(3)}, "draws"),
+    }
+    for what, (d, name) in bad_draws.items():
+        cases.append((f"predictive[draws {what}]", lambda d=d: vijax.predictive(target, d, KEY), (name,)))
+        cases.append((f"log_likelihood[draws {what}]", lambda d=d: vijax.interop.log_likelihood(target, d), (name,)))
+    cases.append(
+        (
+            "complete_conditional[draws outside the support]",
+            lambda: vijax.interop.complete_conditional(target, "mu", {"s": -draws["s"]}),
+            ("draws['s']",),
+        )
+    )
+    data = jnp.array([0.3, jnp.nan])
+    cases.append(
+        (
+            "bbvi.init[a log-density closing over a NaN]",
+            lambda: bbvi(lambda p, b: -jnp.sum((data - p["z"]) ** 2), init_params={"z": jnp.zeros(())}).init(KEY),
+            ("log_density",),
+        )
+    )
+    family = expfam.Normal.from_mean_variance(0.0, 1.0)
+    cases.append(
+        (
+            "ngvi.init[a log-density closing over a NaN]",
+            lambda: ngvi(lambda z, b: -jnp.sum((data - z) ** 2), family=family).init(KEY),
+            ("log_density",),
+        )
+    )
+    return cases
+
+
 def _yaml(text: str) -> str:
     fd, path = tempfile.mkstemp(suffix=".yaml")
     with os.fdopen(fd, "w") as f:
@@ -381,6 +449,8 @@ def main(argv=None) -> dict:
             record("reader", label, outcome)
     for label, call, names in config_cases():
         record("config", label, classify(call, names))
+    for label, call, names in interop_cases():
+        record("interop", label, classify(call, names))
 
     total = {k: sum(t[k] for t in tally.values()) for k in OUTCOMES}
     n = sum(total.values())
