@@ -306,7 +306,7 @@ def _nonfinite(msg: dict) -> tuple:
     """(how many, the first flat index, its value) of an observed site's non-finite values where the
     site's mask keeps them (``obs_mask``'s missing entries are masked out)."""
     value = jnp.asarray(msg["value"])
-    if not jnp.issubdtype(value.dtype, jnp.inexact):
+    if value.size == 0 or not jnp.issubdtype(value.dtype, jnp.inexact):
         return jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
     from numpyro.distributions.distribution import MaskedDistribution
 

@@ -115,7 +115,9 @@ def check_in_support(name: str, value: Any, support: str) -> None:
     for ``"simplex"`` (the bounds closed: a float draw may round onto them). Tracers pass."""
     if is_tracer(value):
         return
-    a = np.asarray(value, np.float64)
+    a = np.asarray(value)  # its own float type: no float64 copy of many draws
+    if not np.issubdtype(a.dtype, np.inexact):
+        a = a.astype(np.float64)
     bad = ~np.isfinite(a)
     if support == "positive":
         bad |= a < 0
