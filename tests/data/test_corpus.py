@@ -605,6 +605,8 @@ def test_minibatches_drop_remainder_and_endless():
         Minibatcher(c, 0, seed=0)
     with pytest.raises(TypeError, match="seed"):
         Minibatcher(c, 4, seed=None)
+    with pytest.raises(ValueError, match=r"^corpus must be a vijax.data.Corpus .*got ndarray"):
+        Minibatcher(np.zeros((3, 2)), 2, seed=0)  # an array met an AttributeError on num_docs
 
 
 def test_epoch_batches_are_permutations_per_pass():

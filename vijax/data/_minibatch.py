@@ -69,6 +69,12 @@ class Minibatcher:
         dtype=np.float32,
         length: Optional[int | str] = None,
     ):
+        if not isinstance(corpus, Corpus):  # an array met an AttributeError on num_docs
+            raise ArgumentError(
+                "corpus",
+                f"corpus must be a vijax.data.Corpus (read_ldac, read_uci_bow, prepare_corpus, Corpus(...)), "
+                f"got {type(corpus).__name__}",
+            )
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ArgumentError(
                 "batch_size", f"batch_size must be a positive integer, got {batch_size!r}", value=batch_size
