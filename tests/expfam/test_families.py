@@ -410,3 +410,15 @@ def test_new_families_is_valid_outside_the_domain():
     assert not bool(expfam.Categorical(jnp.array([0.0, jnp.inf])).is_valid())
     assert not bool(expfam.Bernoulli(jnp.array(jnp.nan)).is_valid())
     assert not bool(expfam.Poisson(jnp.array(jnp.inf)).is_valid())
+
+
+def test_normal_wishart_constructor_names_bad_parameters():
+    nw = expfam.NormalWishart
+    with pytest.raises(ValueError, match=r"^dof must be > D - 1 = 2"):
+        nw.from_params(jnp.zeros(3), 1.0, jnp.eye(3), 1.0)
+    with pytest.raises(ValueError, match=r"^scale must be positive definite"):
+        nw.from_params(jnp.zeros(2), 1.0, -jnp.eye(2), 5.0)
+    with pytest.raises(ValueError, match=r"^scale must have shape batch \+ \(3, 3\) for loc's D = 3, got \(2, 2\)"):
+        nw.from_params(jnp.zeros(3), 1.0, jnp.eye(2), 5.0)  # was broadcasting's error, naming no argument
+    with pytest.raises(ValueError, match=r"^kappa"):
+        nw.from_params(jnp.zeros(2), -1.0, jnp.eye(2), 5.0)

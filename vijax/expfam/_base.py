@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._validate import ArgumentError, is_tracer
 from vijax.types import Array, PRNGKey, PyTree
 
 Params = tuple  # natural or mean parameters: one array per natural-parameter field
@@ -108,12 +109,40 @@ class AbstractExpFamily(abc.ABC):
         """(hess A(eta))^-1 . v. Default: dense solve of the per-element Fisher matrix."""
         return dense_inv_fisher_vp(self, v)
 
+    def outside_support(self, x: Array) -> Array:
+        """Boolean array of shape ``sample_shape + batch_shape`` (x's leading axes): is x outside
+        the family's support (a negative Gamma value, a Dirichlet point off the simplex, an
+        out-of-range Categorical index, a non-integer Poisson count)? NaN entries are not: they
+        stay NaN in ``log_prob``. Default: nothing is (the families on the whole real line)."""
+        x = jnp.asarray(x)
+        return jnp.zeros(x.shape[: x.ndim - self._sample_ndims], bool)
+
+    def _support_point(self, x: Array) -> Array:
+        """A point of the support shaped like ``x``: what ``log_prob`` evaluates in place of an
+        x outside it, so that neither its value nor its derivatives meet a log of a negative.
+        Default: ones (inside every scalar family's support but the Categorical's)."""
+        return jnp.ones_like(x)
+
     def log_prob(self, x: Array) -> Array:
-        """log p(x) = <eta, t(x)> - A(eta) + log h(x)."""
+        """log p(x) = <eta, t(x)> - A(eta) + log h(x); -inf where x is outside the support
+        (``outside_support``), as scipy.stats' densities give, not the formula's NaN or a finite
+        value of a point the family never draws. ``x`` has shape ``sample_shape + batch_shape +
+        event_shape`` (ValueError naming ``x`` otherwise)."""
+        x = jnp.asarray(x)
+        lead, batch = x.shape[: x.ndim - self._sample_ndims], self.batch_shape
+        if len(lead) < len(batch) or any(b not in (1, n) for b, n in zip(batch, lead[len(lead) - len(batch) :])):
+            raise ArgumentError(
+                "x",
+                f"x must have shape sample_shape + {batch} (the family's batch shape) + its event shape, got {x.shape}",
+            )
+        out = self.outside_support(x)
+        wide = jnp.broadcast_to(out.reshape(out.shape + (1,) * self._sample_ndims), x.shape)
+        x = jnp.where(wide, self._support_point(x), x)
         t = self.sufficient_stats(x)
         nat = tuple(jnp.broadcast_to(p, ti.shape) for p, ti in zip(self.natural_params, t))
         log_h = self.log_base_measure(x)
-        return inner(self, nat, t) - jnp.broadcast_to(self.log_normalizer(), log_h.shape) + log_h
+        lp = inner(self, nat, t) - jnp.broadcast_to(self.log_normalizer(), log_h.shape) + log_h
+        return jnp.where(jnp.broadcast_to(out, lp.shape), jnp.asarray(-jnp.inf, lp.dtype), lp)
 
     def entropy(self) -> Array:
         """H = A(eta) - <eta, mu> - E[log h(x)]."""
@@ -128,6 +157,15 @@ class AbstractExpFamily(abc.ABC):
         A(eta_other) - A(eta_self) - <eta_other - eta_self, mu_self>."""
         if type(other) is not type(self):
             raise TypeError(f"kl: other must be a {type(self).__name__}, got {type(other).__name__}")
+        for mine, theirs in zip(self.natural_params, other.natural_params):
+            try:
+                np.broadcast_shapes(jnp.shape(mine), jnp.shape(theirs))
+            except ValueError:  # named here, not by the subtraction's broadcasting error
+                raise ArgumentError(
+                    "other",
+                    f"other: kl's other family has natural parameters of shape {jnp.shape(theirs)}, which do "
+                    f"not broadcast with this {type(self).__name__}'s {jnp.shape(mine)}",
+                ) from None
         diff = tuple(o - s for o, s in zip(other.natural_params, self.natural_params))
         return other.log_normalizer() - self.log_normalizer() - inner(self, diff, self.mean_params())
 
@@ -249,6 +287,15 @@ def implements(family: Any, capability: str) -> bool:
     return issubclass(cls, AbstractExpFamily) and issubclass(cls, CAPABILITIES[capability])
 
 
+def not_integer(x: Array) -> Array:
+    """Finite entries of ``x`` that are not whole numbers (none in an integer dtype; NaN: False):
+    the families on counts (Poisson, Bernoulli, Categorical) are outside their support there."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return jnp.zeros(x.shape, bool)
+    return jnp.isfinite(x) & (x != jnp.round(x))
+
+
 def floored_log(x: Array) -> Array:
     """log(max(x, 0)) floored at the log of the dtype's smallest normal number: finite for a
     boundary value x = 0 (used by ``mode_stats``)."""
@@ -324,6 +371,23 @@ def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
 def is_family(x: Any) -> bool:
     """Whether ``x`` is a family instance (an ``AbstractExpFamily``): the ``is_leaf`` of the ``tree_*`` maps."""
     return isinstance(x, AbstractExpFamily)
+
+
+def check_in_domain(name: str, q: PyTree) -> None:
+    """Raises a ValueError naming ``name`` and the entry's path where a family of the pytree ``q``
+    has NaN, infinite or out-of-domain natural parameters (``is_valid``), or another float leaf of
+    ``q`` is not finite (a Gaussian guide's arrays, say). Traced values are skipped (under ``jit``
+    a step's own guards apply); a concrete q is read on the host."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(q, is_leaf=is_family)[0]:
+        where = f"{name}{jax.tree_util.keystr(path)}"
+        arrays = leaf.natural_params if is_family(leaf) else (leaf,)
+        if any(is_tracer(a) for a in arrays):
+            continue
+        values = [np.asarray(a) for a in arrays]
+        if any(np.issubdtype(v.dtype, np.inexact) and not np.all(np.isfinite(v)) for v in values):
+            raise ArgumentError(name, f"{where} has NaN or infinite entries")
+        if is_family(leaf) and not bool(np.all(np.asarray(leaf.is_valid()))):
+            raise ArgumentError(name, f"{where}: a {type(leaf).__name__} with natural parameters outside its domain")
 
 
 def tree_natural_params(q: PyTree) -> PyTree:

@@ -86,6 +86,14 @@ class Bernoulli(AbstractExpFamily):
     def is_valid(self):
         return jnp.isfinite(self.eta)
 
+    def outside_support(self, x):
+        """A value other than 0 and 1 (NaN: not outside)."""
+        x = jnp.asarray(x)
+        return ~jnp.isnan(x) & (x != 0) & (x != 1) if jnp.issubdtype(x.dtype, jnp.floating) else (x != 0) & (x != 1)
+
+    def _support_point(self, x):
+        return jnp.zeros_like(x)
+
     def to_tfp(self):
         tfp = tfp_jax()
         return tfp.distributions.Bernoulli(logits=self.eta, dtype=self.dtype)

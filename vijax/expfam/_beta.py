@@ -97,6 +97,14 @@ class Beta(AbstractExpFamily):
     def is_valid(self):
         return (self.eta1 > -1.0) & (self.eta2 > -1.0)
 
+    def outside_support(self, x):
+        """x outside [0, 1]."""
+        x = jnp.asarray(x)
+        return (x < 0) | (x > 1)
+
+    def _support_point(self, x):
+        return jnp.full_like(x, 0.5)
+
     def mode(self):
         """(a - 1) / (a + b - 2) with a - 1, b - 1 clipped at 0; 1/2 where both a, b <= 1."""
         a, b = jnp.maximum(self.concentration1 - 1.0, 0.0), jnp.maximum(self.concentration0 - 1.0, 0.0)

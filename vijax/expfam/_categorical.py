@@ -8,7 +8,7 @@ from jax.scipy.special import logsumexp
 import numpy as np
 
 from vijax._validate import ArgumentError, check_finite, check_positive
-from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.expfam._base import AbstractExpFamily, as_float, not_integer, register_family
 from vijax.types import tfp_jax
 
 
@@ -105,7 +105,12 @@ class Categorical(AbstractExpFamily):
         return (w - jnp.mean(w, -1, keepdims=True),)
 
     def sufficient_stats(self, x):
-        return (jax.nn.one_hot(x, self.num_categories, dtype=self.dtype),)
+        x = jnp.asarray(x)
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            return (jax.nn.one_hot(x, self.num_categories, dtype=self.dtype),)
+        # a whole-number float index counts as its integer (log_prob sends the others to -inf); NaN stays NaN
+        t = jax.nn.one_hot(x.astype(jnp.int32), self.num_categories, dtype=self.dtype)
+        return (jnp.where(jnp.isnan(x)[..., None], jnp.asarray(jnp.nan, self.dtype), t),)
 
     def sample(self, key, shape=()):
         """int32 draws of shape ``shape + batch_shape`` (Gumbel-max; not reparameterizable)."""
@@ -115,6 +120,15 @@ class Categorical(AbstractExpFamily):
 
     def is_valid(self):
         return jnp.all(jnp.isfinite(self.eta), -1)
+
+    def outside_support(self, x):
+        """An index outside 0, ..., K - 1 or not a whole number (one-hot would make it a row of
+        zeros, log p = -A: a finite value for a category that does not exist)."""
+        x = jnp.asarray(x)
+        return (x < 0) | (x > self.num_categories - 1) | not_integer(x)
+
+    def _support_point(self, x):
+        return jnp.zeros_like(x)
 
     def to_tfp(self):
         tfp = tfp_jax()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax._validate import ArgumentError, check_positive
@@ -101,6 +102,16 @@ class Dirichlet(AbstractExpFamily):
 
     def is_valid(self):
         return jnp.all(self.eta > -1.0, axis=-1)
+
+    def outside_support(self, x):
+        """A point with a negative coordinate or whose coordinates do not sum to 1 (within
+        sqrt(eps) of its float type: a draw's rounding passes)."""
+        x = jnp.asarray(x)
+        tol = float(np.sqrt(np.finfo(x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else self.dtype).eps))
+        return jnp.any(x < 0, -1) | (jnp.abs(jnp.sum(x, -1) - 1) > tol)
+
+    def _support_point(self, x):
+        return jnp.full_like(x, 1.0 / x.shape[-1])
 
     def kl_certificate(self, other):
         """Both concentrations (see ``tree_kl_is_certified``)."""

@@ -88,6 +88,10 @@ class Gamma(AbstractExpFamily):
     def is_valid(self):
         return (self.eta1 > -1.0) & (self.eta2 < 0.0)
 
+    def outside_support(self, x):
+        """x < 0 (x = 0, the support's closure, gives the formula's value)."""
+        return jnp.asarray(x) < 0
+
     def mode(self):
         """(alpha - 1) / beta, or 0 where alpha < 1."""
         return jnp.maximum(self.concentration - 1.0, 0.0) / self.rate

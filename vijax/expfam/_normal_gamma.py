@@ -110,6 +110,13 @@ class NormalGamma(AbstractExpFamily):
     def is_valid(self):
         return (self.eta2 < 0.0) & (self.eta4 > -0.5) & (self.rate > 0.0)
 
+    def outside_support(self, x):
+        """A negative precision tau (x = [mu, tau])."""
+        return jnp.asarray(x)[..., 1] < 0
+
+    def _support_point(self, x):
+        return jnp.broadcast_to(jnp.asarray([0.0, 1.0], x.dtype), x.shape)
+
     def to_tfp(self):
         """A ``JointDistributionSequential`` over ``[tau, mu]`` (note the order)."""
         tfp = tfp_jax()

@@ -89,6 +89,8 @@ class NormalWishart(AbstractExpFamily):
             raise ArgumentError("dof", f"dof must be > D - 1 = {d - 1}, got {dof!r}", value=dof)
         k, nu = as_float(kappa), as_float(dof)
         w = as_float(scale)
+        if w.shape[-2:] != (d, d):
+            raise ArgumentError("scale", f"scale must have shape batch + ({d}, {d}) for loc's D = {d}, got {w.shape}")
         batch = jnp.broadcast_shapes(m.shape[:-1], jnp.shape(k), jnp.shape(nu), w.shape[:-2])
         m = jnp.broadcast_to(m, batch + (d,))
         k = jnp.broadcast_to(k, batch)
@@ -236,6 +238,23 @@ class NormalWishart(AbstractExpFamily):
         chol = jnp.linalg.cholesky(w_inv)
         spd = jnp.all(jnp.isfinite(chol), axis=(-2, -1)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0, -1)
         return (self.eta2 < 0.0) & (self.dof > d - 1) & spd
+
+    def outside_support(self, x):
+        """Lambda (x = [Lambda | mu]) not symmetric (beyond sqrt(eps) of its largest entry) or
+        not positive definite; a NaN entry is not outside (it stays NaN)."""
+        x = jnp.asarray(x)
+        lam = x[..., :-1]
+        eps = float(np.sqrt(np.finfo(x.dtype).eps))
+        scale = jnp.max(jnp.abs(lam), axis=(-2, -1))
+        asym = jnp.max(jnp.abs(lam - jnp.swapaxes(lam, -1, -2)), axis=(-2, -1)) > eps * scale
+        chol = jnp.linalg.cholesky(_sym(lam))
+        not_pd = ~jnp.all(jnp.isfinite(chol), axis=(-2, -1)) | jnp.any(jnp.diagonal(chol, axis1=-2, axis2=-1) <= 0, -1)
+        return ~jnp.any(jnp.isnan(x), axis=(-2, -1)) & (asym | not_pd)
+
+    def _support_point(self, x):
+        eye = jnp.eye(x.shape[-2], dtype=x.dtype)
+        point = jnp.concatenate([eye, jnp.zeros(eye.shape[:1] + (1,), x.dtype)], axis=-1)
+        return jnp.broadcast_to(point, x.shape)
 
     def to_tfp(self):
         """A ``JointDistributionSequential`` over ``[Lambda, mu]``."""

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
 from vijax._validate import check_finite, check_positive
-from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.expfam._base import AbstractExpFamily, as_float, not_integer, register_family
 from vijax.types import tfp_jax
 
 # E[log x!] (see `expected_log_factorial`): a fixed window of _NUM_TERMS terms of the series for
@@ -141,6 +141,13 @@ class Poisson(AbstractExpFamily):
 
     def is_valid(self):
         return jnp.isfinite(self.eta)
+
+    def outside_support(self, x):
+        """A negative or non-integer count."""
+        return (jnp.asarray(x) < 0) | not_integer(x)
+
+    def _support_point(self, x):
+        return jnp.zeros_like(x)
 
     def to_tfp(self):
         tfp = tfp_jax()
