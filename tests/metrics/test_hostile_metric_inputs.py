@@ -195,6 +195,10 @@ W2, P2 = jnp.array([0.5, 0.5]), jnp.full((2, 3), 0.5)
             lambda: vm.bernoulli_mixture_kl_exact(W2, P2, jnp.array([NAN]), jnp.full((1, 3), 0.5)),
             _exact("fit_weights must be finite, >= 0 and not all 0, got [nan]"),
         ),
+        (  # p(y) of weights summing to 1.4 is no distribution: the KL of identical mixtures came out 0.47
+            lambda: vm.bernoulli_mixture_kl_exact(jnp.array([0.7, 0.7]), P2, W2, P2),
+            _exact("true_weights must sum to 1 (mixture weights, a point of the simplex), got sum 1.4"),
+        ),
         (
             lambda: vm.bernoulli_mixture_kl_exact(W2, P2, jnp.array([1.0]), jnp.full((1, 4), 0.5)),
             _exact("fit_probs must have D = 3 columns, got shape (1, 4)"),

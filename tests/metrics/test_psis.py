@@ -34,6 +34,10 @@ def test_equal_weights_and_bad_input():
         psis(np.array([0.0] * 20 + [np.nan]))
     with pytest.raises(ValueError, match="shape"):
         psis(np.zeros((10, 2)))
+    with pytest.raises(ValueError, match="log_weights are all -inf"):  # was NaN weights and k-hat = inf
+        psis(np.full(50, -np.inf))
+    r = psis(np.concatenate([np.full(40, -np.inf), np.zeros(10)]))  # some draws of zero density: fine
+    np.testing.assert_allclose(np.sum(np.exp(r.log_weights)), 1.0)
 
 
 def test_a_q_equal_to_the_posterior_has_equal_weights_and_a_narrow_q_is_flagged():

@@ -17,8 +17,11 @@ from vijax.models.bernoulli_mixture import map_assignments, mixture_log_prob
 from vijax.types import Array, PRNGKey
 
 
+WEIGHTS_SUM_TOL = 1e-3  # |sum(weights) - 1| allowed: float32 rounding and a truncated stick's remainder
+
+
 def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int | None = None) -> None:
-    """A mixture of K Bernoulli vectors: weights (K,) finite, >= 0, not all 0; probs (K, D) finite
+    """A mixture of K Bernoulli vectors: weights (K,) finite, >= 0, summing to 1; probs (K, D) finite
     in [0, 1] (and D = ``dim`` when given). Shapes are checked also while tracing, values only when
     concrete; the ValueError names the argument."""
     w_shape, p_shape = np.shape(weights), np.shape(probs)
@@ -34,6 +37,11 @@ def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int 
         w = np.asarray(weights, np.float64)
         if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
             raise ArgumentError(weights_name, f"{weights_name} must be finite, >= 0 and not all 0, got {w}")
+        if abs(np.sum(w) - 1.0) > WEIGHTS_SUM_TOL:  # p(y) would not sum to 1: the KL of something else
+            raise ArgumentError(
+                weights_name,
+                f"{weights_name} must sum to 1 (mixture weights, a point of the simplex), got sum {np.sum(w):.6g}",
+            )
     if not is_tracer(probs):
         p = np.asarray(probs, np.float64)
         if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
@@ -105,7 +113,7 @@ def bernoulli_mixture_kl(
       num_samples: M >= 2.
 
     Raises:
-      ValueError: naming the argument: weights not (K,) or not finite, >= 0 and not all 0; probs
+      ValueError: naming the argument: weights not (K,) or not finite, >= 0 and summing to 1; probs
         not (K, D) with the weights' K and one D, or not finite probabilities in [0, 1]
         (values checked when concrete; a jitted caller gets shape checks only); ``num_samples``.
     """

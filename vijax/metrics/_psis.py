@@ -54,7 +54,7 @@ def psis(log_weights) -> PSISResult:
       A :class:`PSISResult`; equal weights (q proportional to the target) give k-hat = -inf.
 
     Raises:
-      ValueError: a misshaped array, fewer than 10 draws, NaN or +inf weights.
+      ValueError: a misshaped array, fewer than 10 draws, NaN or +inf weights, or all weights -inf.
       ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
 
     Examples:
@@ -69,6 +69,12 @@ def psis(log_weights) -> PSISResult:
     if np.any(np.isnan(lw)) or np.any(lw == np.inf):
         raise ArgumentError(
             "log_weights", "log_weights has NaN or +inf entries: the log-density or log q is not finite at some draws"
+        )
+    if not np.any(np.isfinite(lw)):  # every weight zero: nothing to normalize, no tail to fit
+        raise ArgumentError(
+            "log_weights",
+            "log_weights are all -inf: the target's density is zero at every draw of q (q's support misses the "
+            "posterior's, or the log-density refuses every draw)",
         )
     psislw = _psislw()  # also for equal weights, so that a missing ArviZ shows on any input
     if np.ptp(lw) == 0.0:  # q proportional to the target: every weight equal, no tail to fit
