@@ -197,3 +197,32 @@ def test_optimizer_algorithms_name_schedule_for_a_bad_learning_rate():
     alg = make_algorithm("optax", model, num_data=1, optimizer="adam", schedule=0.1)
     with pytest.raises(ValueError, match=r"^num_data = 1 is smaller than the batch's 3 data points"):
         alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), jnp.arange(3))
+
+
+def test_learning_rate_by_its_optax_name_is_refused_naming_it():
+    """``bbvi(..., learning_rate=0.01)``, optax's name for the rate, met a TypeError about a
+    duplicate argument inside make_optimizer; the rate is ``schedule`` here."""
+    with pytest.raises(ValueError, match=r"^learning_rate: this algorithm takes its learning rate as schedule=") as err:
+        bbvi(lambda p, b: -jnp.sum(p**2), init_params=jnp.zeros(2), learning_rate=0.01)
+    assert err.value.argument == "learning_rate"
+    alg = bbvi(lambda p, b: -jnp.sum(p**2), init_params=jnp.zeros(2), schedule=0.01)  # the way that works
+    assert np.isfinite(float(alg.step(jax.random.PRNGKey(1), alg.init(KEY), None)[1].elbo))
+
+
+def test_init_from_refuses_a_q_outside_its_domain_and_sample_names_state_and_key():
+    from vijax.inference import init_from, log_weights, sample
+
+    alg = ngvi(_quadratic, family={"z": Q0}, num_samples=2)
+    negative_variance = {"z": Normal(jnp.zeros(2), jnp.array([0.5, 0.5]))}  # eta2 > 0
+    with pytest.raises(ValueError, match=r"^q_global\['z'\]: a Normal with natural parameters outside its domain"):
+        init_from(alg, KEY, negative_variance)
+    with pytest.raises(ValueError, match=r"^q_global\['z'\] has NaN or infinite entries"):
+        init_from(alg, KEY, {"z": Normal(jnp.array([jnp.nan, 0.0]), jnp.array([-0.5, -0.5]))})
+    state = init_from(alg, KEY, {"z": Normal.from_mean_variance(jnp.ones(2), jnp.ones(2))})  # a valid q passes
+    with pytest.raises(ValueError, match=r"^state must be an algorithm's state"):  # was an AttributeError
+        sample(alg, KEY, None, 3)
+    with pytest.raises(ValueError, match=r"^state: got the \(state, info\) pair that a step returns"):
+        log_weights(alg, KEY, alg.step(KEY, state, None), None, 3)
+    with pytest.raises(ValueError, match=r"^key must be a PRNG key"):
+        sample(alg, None, state, 3)
+    assert sample(alg, KEY, state, 3)["z"].shape == (3, 2)

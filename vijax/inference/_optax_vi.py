@@ -151,6 +151,13 @@ def resolve_optimizer(
     Raises:
       ValueError: naming ``optimizer``, ``schedule`` or the hyperparameter.
     """
+    if "learning_rate" in hyper:  # make_optimizer's own name for the rate: a TypeError of a duplicate argument before
+        raise ArgumentError(
+            "learning_rate",
+            "learning_rate: this algorithm takes its learning rate as schedule= (a number or an optax schedule "
+            f"count -> rate), got learning_rate={hyper['learning_rate']!r}",
+            value=hyper["learning_rate"],
+        )
     if isinstance(optimizer, str):
         return make_optimizer(optimizer, schedule, rate_name="schedule", **hyper)
     if not isinstance(optimizer, optax.GradientTransformation):

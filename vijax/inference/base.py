@@ -39,6 +39,7 @@ from vijax._validate import (
     raise_collected,
     value_checks,
 )
+from vijax.expfam._base import check_in_domain
 from vijax.inference._checked_inputs import CheckedInputs, inputs_read
 from vijax.models import check_step_batch
 from vijax.types import Array, PRNGKey, PyTree
@@ -322,7 +323,8 @@ def init_from(alg: VIAlgorithm, key: PRNGKey, q_global: PyTree, batch: PyTree = 
 
     Raises:
       ValueError: naming ``q_global`` when its structure, shapes or dtypes differ from the q this
-        algorithm starts with.
+        algorithm starts with, or where it holds NaN or infinite values or a family outside its
+        domain (a negative variance, say).
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -346,6 +348,7 @@ def init_from(alg: VIAlgorithm, key: PRNGKey, q_global: PyTree, batch: PyTree = 
                 f"q_global must have this algorithm's shapes and dtypes: a leaf is {jnp.result_type(b)} "
                 f"{jnp.shape(b)} where the algorithm's q has {jnp.result_type(a)} {jnp.shape(a)}",
             )
+    check_in_domain("q_global", q_global)
     return state._replace(q_global=q_global)
 
 
