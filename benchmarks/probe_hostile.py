@@ -4,9 +4,10 @@ and size arguments), every algorithm of ``vijax.inference.ALGORITHMS`` (its fact
 and its step fed corrupted batches and states that are not states, eagerly and under
 ``jax.jit``), the file readers of ``vijax.data`` (malformed, truncated, binary, non-UTF-8 and non-regular files), and every
 registered experiment's config (each numeric key out of its range or of the wrong type, unknown
-keys, YAML read differently from what was written), and the entry points for a user's own model
+keys, YAML read differently from what was written), the entry points for a user's own model
 (``from_numpyro``, ``from_tfp``, ``predictive``, ``log_likelihood``, ``complete_conditional``, the
-start of ``bbvi`` and ``ngvi``: ``interop_cases``).
+start of ``bbvi`` and ``ngvi``: ``interop_cases``), and the families, the functions over a fitted
+state and the metrics (``evaluation_cases``).
 
 Each input is classified as one of:
 
@@ -14,7 +15,8 @@ Each input is classified as one of:
   the argument, the config key, the file or the batch; also ``jax.jit``'s own TypeError for a
   string array, which names the argument ``batch`` before any vijax code runs;
 - ``handled``: a step returned with ``info.accepted`` False (the non-finite update rejected, the
-  state kept);
+  state kept), or a family's ``log_prob`` returned -inf at points outside its support (the
+  density there);
 - ``obscure``: another exception, or a ValueError that does not name what is wrong, or no answer
   within ``TIMEOUT_S`` seconds;
 - ``silent``: accepted as if it were fine.
@@ -33,7 +35,7 @@ import json
 import os
 import signal
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -408,6 +410,109 @@ def interop_cases():
     return cases
 
 
+class _Answer(NamedTuple):
+    accepted: bool
+
+
+def _minus_inf(call: Callable[[], Any]) -> Callable[[], _Answer]:
+    """A family's log_prob at points outside its support, ``handled`` when every value is -inf
+    (the density there, as scipy.stats gives it), ``silent`` otherwise (NaN, or a finite value)."""
+    return lambda: _Answer(not bool(np.all(np.isneginf(np.asarray(call())))))
+
+
+def evaluation_cases():
+    """(label, call, names, accepted_of): the exponential families' constructors and log_prob at
+    points outside the support or of another shape, ``kl`` between families that do not
+    broadcast; ``init_from`` given a q outside its domain; ``sample`` and ``log_weights`` given no
+    state or key; a black-box algorithm given optax's ``learning_rate``; the metrics given mixture
+    weights off the simplex or log-weights that are all -inf; the runner given no algorithm, no
+    key, an ``eval_fn`` that returns no dict, or a progress field the trace lacks."""
+    from vijax.inference import bbvi, init_from, log_weights, ngvi, sample
+    from vijax.metrics import bernoulli_mixture_kl_exact, psis
+
+    cases = []
+    for label, q, x in [
+        ("Gamma", expfam.Gamma.from_shape_rate(2.0, 1.0), jnp.array([-1.0, -0.5])),
+        ("Beta", expfam.Beta.from_concentrations(2.0, 2.0), jnp.array([-0.1, 1.5])),
+        ("Dirichlet", expfam.Dirichlet.from_concentration(jnp.ones(3)), jnp.array([[0.5, 0.5, 0.5], [0.6, 0.6, -0.2]])),
+        ("Poisson", expfam.Poisson.from_rate(2.0), jnp.array([-1.0, 1.5])),
+        ("Bernoulli", expfam.Bernoulli.from_probs(0.3), jnp.array([2.0, 0.5])),
+        ("Categorical", expfam.Categorical.from_probs(jnp.array([0.5, 0.5])), jnp.array([2, -1])),
+        ("NormalGamma", expfam.NormalGamma.from_params(0.0, 1.0, 2.0, 1.0), jnp.array([[0.0, -1.0]])),
+    ]:
+        cases.append((f"{label}.log_prob[outside the support]", _minus_inf(lambda q=q, x=x: q.log_prob(x)), (), True))
+    gamma3 = expfam.Gamma.from_shape_rate(jnp.ones(3), jnp.ones(3))
+    cases += [
+        ("Gamma.log_prob[x without the batch shape]", lambda: gamma3.log_prob(jnp.ones(2)), ("x must",), False),
+        (
+            "tree_kl[families that do not broadcast]",
+            lambda: expfam.tree_kl(gamma3, expfam.Gamma.from_shape_rate(jnp.ones(2), jnp.ones(2))),
+            ("other",),
+            False,
+        ),
+        (
+            "NormalWishart.from_params[scale of another D]",
+            lambda: expfam.NormalWishart.from_params(jnp.zeros(3), 1.0, jnp.eye(2), 5.0),
+            ("scale",),
+            False,
+        ),
+    ]
+    alg = ngvi(lambda z, b: -0.5 * jnp.sum(z["z"] ** 2), family={"z": expfam.Normal.from_mean_variance(0.0, 1.0)})
+    state = alg.init(KEY)
+    for what, q in (
+        ("NaN", expfam.Normal(jnp.array(jnp.nan), jnp.array(-0.5))),
+        ("a negative variance", expfam.Normal(jnp.array(0.0), jnp.array(0.5))),
+    ):
+        cases.append(
+            (f"init_from[q with {what}]", lambda q=q: init_from(alg, KEY, {"z": q}), ("q_global['z']",), False)
+        )
+    cases += [
+        ("sample[state None]", lambda: sample(alg, KEY, None, 3), ("state",), False),
+        (
+            "log_weights[the (state, info) pair]",
+            lambda: log_weights(alg, KEY, alg.step(KEY, state, None), None, 3),
+            ("state",),
+            False,
+        ),
+        ("sample[key None]", lambda: sample(alg, None, state, 3), ("key",), False),
+        (
+            "bbvi[learning_rate=]",
+            lambda: bbvi(lambda p, b: -jnp.sum(p**2), init_params=jnp.zeros(2), learning_rate=0.01),
+            ("learning_rate",),
+            False,
+        ),
+        (
+            "bernoulli_mixture_kl_exact[weights summing to 1.4]",
+            lambda: bernoulli_mixture_kl_exact(
+                jnp.array([0.7, 0.7]), jnp.full((2, 3), 0.5), jnp.array([0.5, 0.5]), jnp.full((2, 3), 0.5)
+            ),
+            ("true_weights",),
+            False,
+        ),
+        ("psis[log-weights all -inf]", lambda: psis(np.full(50, -np.inf)), ("log_weights",), False),
+    ]
+    from vijax.run import run
+
+    def fit(**kw):
+        return lambda: run(
+            kw.pop("alg", alg),
+            kw.pop("key", KEY),
+            batch_fn=lambda k, t: None,
+            num_steps=4,
+            chunk_size=2,
+            progress=False,
+            **kw,
+        )
+
+    cases += [
+        ("run[alg not an algorithm]", fit(alg=3), ("alg",), False),
+        ("run[key None]", fit(key=None), ("key",), False),
+        ("run[eval_fn returning a number]", fit(eval_fn=lambda s: 1.0, eval_every=2), ("eval_fn",), False),
+        ("run[progress_fields misspelt]", fit(progress_fields=["elbo", "step_sise"]), ("progress_fields",), False),
+    ]
+    return cases
+
+
 def _yaml(text: str) -> str:
     fd, path = tempfile.mkstemp(suffix=".yaml")
     with os.fdopen(fd, "w") as f:
@@ -451,6 +556,8 @@ def main(argv=None) -> dict:
         record("config", label, classify(call, names))
     for label, call, names in interop_cases():
         record("interop", label, classify(call, names))
+    for label, call, names, returns in evaluation_cases():
+        record("evaluation", label, classify(call, names, accepted_of=(lambda out: out) if returns else None))
 
     total = {k: sum(t[k] for t in tally.values()) for k in OUTCOMES}
     n = sum(total.values())

@@ -247,6 +247,28 @@ def test_keyboard_interrupt_checkpoints_then_resume(tmp_path):
     assert [e["step"] for e in resumed.evals] == [25, 50]  # the evaluations done before
 
 
+def test_bad_alg_key_eval_fn_and_progress_fields_are_named_and_the_steps_kept(tmp_path):
+    """Each met an AttributeError, a TypeError or nothing at all: a non-algorithm, a None key, an
+    eval_fn returning a number, a misspelt progress field (skipped without a word). A failing
+    evaluation or a misspelt field comes after steps were taken: they are checkpointed first."""
+    kw = dict(batch_fn=toy_batch_fn(), num_steps=40, chunk_size=10, progress=False)
+    with pytest.raises(ValueError, match=r"^alg must be an algorithm \(a VIAlgorithm: init and step\), got int"):
+        run(3, jax.random.PRNGKey(0), **kw)
+    with pytest.raises(ValueError, match=r"^key must be a PRNG key"):
+        run(toy_algorithm(), None, **kw)
+    ckpt = str(tmp_path / "eval")
+    with pytest.raises(ValueError, match=r"^eval_fn must return a dict of metrics .*, got float"):
+        run(toy_algorithm(), jax.random.PRNGKey(0), eval_fn=lambda s: 1.0, eval_every=20, checkpoint_dir=ckpt, **kw)
+    assert _checkpoint.list_checkpoints(ckpt)[-1][0] == 20  # the first evaluation's steps were kept
+    ckpt = str(tmp_path / "fields")
+    with pytest.raises(ValueError, match=r"^progress_fields: \['grad_nrom'\] are not fields of this algorithm's trace"):
+        run(toy_algorithm(), jax.random.PRNGKey(0), progress_fields=["elbo", "grad_nrom"], checkpoint_dir=ckpt, **kw)
+    assert _checkpoint.list_checkpoints(ckpt)[-1][0] == 10
+    # one field given as a string is that field, not its letters
+    res = run(toy_algorithm(), jax.random.PRNGKey(0), progress_fields="grad_norm", **kw)
+    assert res.num_steps == 40
+
+
 def test_checkpoint_files_atomic_and_pruned(tmp_path):
     ckpt = str(tmp_path / "ck")
     run(

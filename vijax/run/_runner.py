@@ -43,7 +43,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from vijax.data import PrefetchHostBatches
-from vijax._validate import value_checks
+from vijax._validate import ArgumentError, check_key, value_checks
 from vijax.inference import VIAlgorithm
 from . import _cache, _checkpoint
 from ._checkpoint_store import CheckpointStore, replicated
@@ -143,6 +143,10 @@ def _crossed(before: int, after: int, every: Optional[int]) -> bool:
 
 def _eval_entry(eval_fn: Callable, state: PyTree, step: int, wall_time: float) -> dict:
     values = jax.device_get(eval_fn(state))
+    if not isinstance(values, Mapping):
+        raise ArgumentError(
+            "eval_fn", f"eval_fn must return a dict of metrics (name -> number or array), got {type(values).__name__}"
+        )
     entry = {"step": int(step), "wall_time": float(wall_time)}
     for k, v in values.items():
         v = np.asarray(v)
@@ -292,7 +296,8 @@ def run(
         whose stacked shapes differ from the last one's compiles again (pad to a few buckets).
       init_state: the starting state; or a callable ``init_key -> state``; or None for
         ``alg.init(init_key)``. On resume it only gives the expected tree structure.
-      eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks.
+      eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks; where it
+        raises (or returns no dict) the steps taken are checkpointed before the error propagates.
       checkpoint_dir: folder for checkpoints; a final checkpoint is always written there. A run
         that does not resume one removes the folder's older checkpoints at its first save. The run
         holds the folder (a lock file ``.vijax.lock`` in it): another run into
@@ -309,7 +314,9 @@ def run(
         checkpoint, and on resume compared with the checkpoint's: a difference raises
         ``ConfigChangedError`` naming the changed keys. None: no check.
       allow_changes: resume despite a changed fingerprint (a warning lists the changes).
-      progress_fields: trace fields whose chunk means the bar shows; default ``("elbo",)``.
+      progress_fields: trace fields whose chunk means the bar shows (a name or a sequence of
+        names of the step's info); default ``("elbo",)``. A name the trace lacks is refused after
+        the first chunk, once its steps are checkpointed.
       config: the run settings (``RunConfig``); default ``RunConfig()``.
       **settings: ``RunConfig`` fields overriding ``config`` (``num_steps``, ``chunk_size``,
         ``tol``, ``patience``, ``eval_every``, ``checkpoint_every``, ``progress``,
@@ -342,6 +349,11 @@ def run(
     """
     rc = (config if config is not None else RunConfig()).replace(**settings)
     rc.check_process_settings()
+    if not (callable(getattr(alg, "init", None)) and callable(getattr(alg, "step", None))):
+        raise ArgumentError("alg", f"alg must be an algorithm (a VIAlgorithm: init and step), got {type(alg).__name__}")
+    check_key("key", key)
+    if isinstance(progress_fields, str):  # one field; tuple("elbo") would be its letters
+        progress_fields = (progress_fields,)
     _cache.enable_compile_cache(rc.compile_cache)
     if (batch_fn is None) == (host_batches is None):
         raise ValueError("give exactly one of batch_fn and host_batches")
@@ -465,12 +477,30 @@ def _run_chunks(
             prog.means.append(_chunk_mean(_tail(prog.parts, "elbo", chunk_size)))
             prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
         finished = prog.converged or prog.step >= rc.num_steps
+        if len(prog.parts) == 1:  # the trace's fields are known from the first chunk on
+            _check_fields(fields, part, save)
         if eval_fn is not None and (_crossed(t0, prog.step, rc.eval_every) or finished):
-            prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
+            try:
+                prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
+            except Exception:  # the user's evaluation failed: keep the steps taken, then report it
+                save()
+                raise
         if _crossed(t0, prog.step, rc.checkpoint_every) or finished:
             save()
         bar.set_postfix(_postfix({f: _chunk_mean(part[f]) for f in fields if f in part}, prog.evals), refresh=False)
         bar.update(t_end - t0)
+
+
+def _check_fields(fields: tuple, part: dict, save: Callable[[], None]) -> None:
+    """``progress_fields`` must name fields of the trace (the step's info): a ValueError naming it,
+    after a checkpoint of the steps taken (a misspelt field was skipped without a word)."""
+    unknown = [f for f in fields if f not in part]
+    if unknown:
+        save()
+        raise ArgumentError(
+            "progress_fields",
+            f"progress_fields: {unknown} are not fields of this algorithm's trace; it has {sorted(part)}",
+        )
 
 
 __all__ = ["RunConfig", "RunHealth", "RunResult", "applied_steps", "check_run_setting", "run", "run_health"]
