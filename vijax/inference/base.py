@@ -39,7 +39,7 @@ from vijax._validate import (
     raise_collected,
     value_checks,
 )
-from vijax.expfam._base import check_in_domain
+from vijax.expfam import check_in_domain
 from vijax.inference._checked_inputs import CheckedInputs, inputs_read
 from vijax.models import check_step_batch
 from vijax.types import Array, PRNGKey, PyTree
