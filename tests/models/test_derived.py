@@ -299,7 +299,7 @@ def test_the_domain_of_the_global_update_is_checked_on_all_the_data():
 def test_a_nan_prior_is_named_as_the_prior():
     """A NaN natural parameter passes Normal's domain test (eta2 < 0): named, not blamed on z."""
     prior = expfam.Normal(jnp.array([0.0, jnp.nan, 0.0]), -0.05 * jnp.ones(3))
-    with pytest.raises(ValueError, match="^priors\\['mu'\\] has NaN natural parameters$"):
+    with pytest.raises(ValueError, match="^priors\\['mu'\\] has NaN or infinite entries$"):
         conjugate_model(gmm1_log_joint, priors={"mu": prior}, locals=categorical_local(K), example=X1)
 
 

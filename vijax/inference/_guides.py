@@ -322,10 +322,7 @@ class ExpFamilyGuide:
                     f"family: {type(f).__name__} has no reparameterized sampler for bbvi; use one of "
                     f"{sorted(c.__name__ for c in _CANONICAL)} or a Gaussian family",
                 )
-            if not bool(np.all(np.asarray(f.is_valid()))):
-                raise ArgumentError(
-                    "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
-                )
+        expfam.check_in_domain("family", family)
         self.family = family
         self.identity = True
 

@@ -423,15 +423,7 @@ def _check_like_priors(name: str, q, priors: dict, structure_error: str) -> None
         same = same and [jnp.shape(a) for a in q[n].natural_params] == [jnp.shape(a) for a in p.natural_params]
     if not same:
         raise ArgumentError(name, f"{structure_error}: expected {_describe(priors)}, got {_describe(q)}")
-    for n, fam in q.items():
-        leaves = [a for a in fam.natural_params if not is_tracer(a)]
-        if any(np.isnan(np.asarray(a)).any() for a in leaves):
-            raise ArgumentError(name, f"{name}[{n!r}] has NaN natural parameters")
-        if any(not np.isfinite(np.asarray(a)).all() for a in leaves):
-            raise ArgumentError(name, f"{name}[{n!r}] has infinite natural parameters")
-        valid = fam.is_valid()
-        if not is_tracer(valid) and not bool(jnp.all(valid)):
-            raise ArgumentError(name, f"{name}[{n!r}] has natural parameters outside its domain")
+    expfam.check_in_domain(name, q)
 
 
 def _expand(w, event_ndims: int):
