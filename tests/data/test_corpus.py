@@ -681,3 +681,19 @@ def test_host_batches_random_access():
         np.testing.assert_array_equal(st.counts, ref.counts)
     assert mb.host_batches(7, 2, length=64).counts.shape == (2, 5, 64)
     np.testing.assert_array_equal(mb.step_indices(5), mb.epoch_order(1)[:5])
+
+
+def test_a_single_string_empty_vocabulary_and_bad_cut_offs_are_named():
+    """A str is an iterable of characters: corpus_from_texts("hello world", ...) made 11 documents
+    and build_vocabulary("a b c") a vocabulary of letters, without a word."""
+    with pytest.raises(ValueError, match=r"^texts must be an iterable of documents \(str\), got a single str"):
+        corpus_from_texts("hello world", ["hello", "world"])
+    with pytest.raises(ValueError, match=r"^texts must be an iterable of documents"):
+        build_vocabulary("a b c")
+    with pytest.raises(ValueError, match=r"^vocabulary is empty"):
+        corpus_from_texts(["hello world"], [])
+    with pytest.raises(ValueError, match=r"^min_count must be an integer >= 1, got 0"):
+        build_vocabulary(["a b"], min_count=0)
+    with pytest.raises(ValueError, match=r"^text must be a str, got NoneType"):
+        tokenize(None)
+    assert corpus_from_texts(["hello world"], ["hello", "world"]).num_docs == 1

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._compile import EVALUATION_CPU_OPTIONS, setup_jit
-from vijax._validate import check_int, check_positive
+from vijax._validate import check_int, check_key, check_positive
 from vijax.types import Array, PRNGKey
 
 
@@ -59,6 +59,7 @@ def sample_bernoulli_mixture(
         >>> data.y.shape, data.probs.shape
         ((50, 8), (10, 8))
     """
+    check_key("key", key)
     check_int("num_points", num_points)
     check_int("num_components", num_components)
     check_int("dim", dim)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vijax._validate import check_int
-from vijax.data._csr import Corpus
+from vijax._validate import check_int, check_scalar
+from vijax.data._csr import Corpus, as_rng
 
 
 def sample_ctm_corpus(
@@ -24,7 +24,8 @@ def sample_ctm_corpus(
     Dirichlet(topic_concentration), ``doc_length`` tokens per document.
 
     Args:
-      seed: int seed of NumPy's generator; the same seed gives the same corpus.
+      seed: int seed of NumPy's generator, or a JAX PRNG key (``vijax.data.as_rng``); the same
+        seed gives the same corpus.
       num_docs: D >= 1.
       num_topics: K >= 2.
       vocab_size: V >= 1.
@@ -44,7 +45,9 @@ def sample_ctm_corpus(
     check_int("num_topics", num_topics, minimum=2)
     check_int("vocab_size", vocab_size)
     check_int("doc_length", doc_length)
-    rng = np.random.default_rng(seed)
+    check_scalar("topic_concentration", topic_concentration, low=0.0, high=None)
+    check_scalar("correlation", correlation, low=0.0, high=None, include_low=True)
+    rng = as_rng(seed)  # None was NumPy's fresh entropy: a corpus no run could reproduce
     d = num_topics - 1
     a = rng.normal(size=(d, d))
     sigma = correlation * a @ a.T / d + 0.5 * np.eye(d)

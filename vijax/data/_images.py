@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._compile import EVALUATION_CPU_OPTIONS, setup_jit
-from vijax._validate import check_bool, check_int, check_scalar, float_dtype
+from vijax._validate import check_bool, check_int, check_key, check_scalar, float_dtype
 from vijax.data._uci import _split
 from vijax.types import Array, PRNGKey
 
@@ -131,6 +131,7 @@ def sample_latent_bernoulli(
         >>> data.x.shape, data.z.shape
         ((10, 16), (10, 2))
     """
+    check_key("key", key)
     num_points, dim = check_int("num_points", num_points), check_int("dim", dim)
     latent_dim, hidden = check_int("latent_dim", latent_dim), check_int("hidden", hidden)
     logit_scale = check_scalar("logit_scale", logit_scale, low=0.0)

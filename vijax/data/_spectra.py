@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
-from vijax._validate import check_int, check_positive
+from vijax._validate import check_int, check_key, check_positive
 from vijax.types import Array, PRNGKey
 
 # Formant ranges (Hz) for F1..F4 and their bandwidths (Hz): typical adult vowel values.
@@ -145,6 +145,7 @@ def sample_speech_spectrogram(
         >>> data.y.shape, data.w.shape, data.h.shape
         ((65, 30), (65, 4), (4, 30))
     """
+    check_key("key", key)
     check_int("num_frames", num_frames)
     check_positive("shape", shape)
     check_positive("rate", rate)

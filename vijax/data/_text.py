@@ -12,7 +12,7 @@ import numpy as np
 
 from vijax.data._csr import Corpus
 from vijax.data._readers import read_word_list
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, check_int
 
 # A short list of English function words, written for vijax: articles, pronouns, auxiliaries,
 # prepositions, conjunctions and the commonest adverbs. Topic models learn little from them.
@@ -47,7 +47,18 @@ def tokenize(text: str) -> list[str]:
       >>> tokenize("The Cat sat; the cat's mat (2 of them).")
       ['the', 'cat', 'sat', 'the', 'cat', 's', 'mat', 'of', 'them']
     """
+    if not isinstance(text, str):
+        raise ArgumentError("text", f"text must be a str, got {type(text).__name__}")
     return _TOKEN.findall(text.lower())
+
+
+def _check_texts(texts) -> None:
+    """``texts`` is an iterable of documents: one str would be read as its characters, each a
+    document (ValueError naming ``texts``)."""
+    if isinstance(texts, (str, bytes)):
+        raise ArgumentError(
+            "texts", "texts must be an iterable of documents (str), got a single str: wrap it in a list"
+        )
 
 
 class _RepeatedWord(ValueError):
@@ -198,6 +209,9 @@ def build_vocabulary(
     Returns:
       The ``Vocabulary``.
     """
+    _check_texts(texts)
+    check_int("min_count", min_count)
+    check_int("min_length", min_length)
     if not 0.0 < max_doc_fraction <= 1.0:
         raise ArgumentError(
             "max_doc_fraction", f"max_doc_fraction must lie in (0, 1], got {max_doc_fraction}", value=max_doc_fraction
@@ -240,8 +254,11 @@ def corpus_from_texts(texts: Iterable[str], vocabulary: Vocabulary | Sequence[st
     Returns:
       ``Corpus`` whose ``vocab`` is the vocabulary's words.
     """
+    _check_texts(texts)
     if not isinstance(vocabulary, Vocabulary):
         vocabulary = Vocabulary(vocabulary)
+    if len(vocabulary) == 0:
+        raise ArgumentError("vocabulary", "vocabulary is empty: no word of any text could be counted")
     lengths, ids, counts = [], [], []
     for text in texts:
         uniq, cnt = np.unique(vocabulary.encode(tokenize(text)), return_counts=True)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
-from vijax._validate import ArgumentError, check_int
+from vijax._validate import ArgumentError, check_int, check_key
 from vijax.types import Array, PRNGKey
 
 
@@ -38,6 +38,7 @@ def sample_gmm(
     Means ~ N(0, spread^2 I); per-dimension scales ~ Uniform(scale_range); weights ~
     Dirichlet(weight_concentration); z_n ~ Categorical(weights); x_n ~ N(means[z_n], diag(scales[z_n]^2)).
     """
+    check_key("key", key)
     check_int("num_points", num_points, 1)
     check_int("num_components", num_components, 1)
     check_int("dim", dim, 1)
@@ -86,6 +87,7 @@ def sample_histogram_mixture(
     (``channels * bins`` = 576 dimensions by default). ``means`` holds the prototypes and
     ``scales`` the multinomial standard deviations.
     """
+    check_key("key", key)
     check_int("num_points", num_points, 1)
     check_int("num_components", num_components, 1)
     dt = dtype or jnp.result_type(float)
@@ -131,6 +133,7 @@ def sample_sparse_regression(
       ValueError: naming ``num_points``, ``dim``, ``num_relevant`` (0 <= num_relevant <= dim),
         ``noise`` (> 0) or ``correlation`` (in [0, 1)).
     """
+    check_key("key", key)
     check_int("num_points", num_points)
     check_int("dim", dim)
     check_int("num_relevant", num_relevant, minimum=0, maximum=dim)
