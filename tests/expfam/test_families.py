@@ -422,3 +422,17 @@ def test_normal_wishart_constructor_names_bad_parameters():
         nw.from_params(jnp.zeros(3), 1.0, jnp.eye(2), 5.0)  # was broadcasting's error, naming no argument
     with pytest.raises(ValueError, match=r"^kappa"):
         nw.from_params(jnp.zeros(2), -1.0, jnp.eye(2), 5.0)
+
+
+def test_tree_interpolate_refuses_a_step_size_outside_the_unit_interval():
+    """rho = 2 extrapolated past the target, and a NaN rho came back as the old q with one damped
+    element, without a word; a traced rho is left to the domain guard."""
+    q = expfam.Gamma.from_shape_rate(1.0, 1.0)
+    target = expfam.tree_natural_params(expfam.Gamma.from_shape_rate(2.0, 1.0))
+    for bad in (2.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match=r"^rho must be a finite number in \[0, 1\]"):
+            expfam.tree_interpolate(q, target, bad)
+    half, damped = expfam.tree_interpolate(q, target, 0.5)
+    assert float(half.eta1) == pytest.approx(0.5) and int(damped) == 0
+    jitted = jax.jit(lambda r: expfam.tree_interpolate(q, target, r)[0].eta1)
+    assert float(jitted(0.25)) == pytest.approx(0.25)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from vijax._validate import check_scalar, is_tracer
 from vijax.expfam._base import AbstractExpFamily, is_family, tree_natural_params
 from vijax.types import Array, PyTree
 
@@ -55,12 +57,15 @@ def tree_interpolate(q: PyTree, target: PyTree, rho, max_halvings: int = 10) -> 
     Args:
       q: pytree of ``AbstractExpFamily``.
       target: natural parameters, structured like ``expfam.tree_natural_params(q)``.
-      rho: step size in (0, 1].
+      rho: step size in (0, 1] (0: no move); a concrete scalar outside [0, 1] or not finite is
+        refused naming ``rho`` (a traced one is damped where the step would leave the domain).
       max_halvings: how many times rho may be halved for an element that would leave the domain.
 
     Returns:
       (new q, number of damped batch elements as an int32 scalar).
     """
+    if not is_tracer(rho) and np.ndim(rho) == 0:  # a step size given by hand; a traced one is the guard's
+        check_scalar("rho", rho, low=0.0, high=1.0, include_low=True)
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
     targets = treedef.flatten_up_to(target)
     out = [_interpolate_family(f, tuple(t), jnp.asarray(rho, f.dtype), max_halvings) for f, t in zip(fams, targets)]
