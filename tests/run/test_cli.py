@@ -161,6 +161,21 @@ def test_elbo_plot_names_the_metrics_it_has_no_panel_for(tmp_path):
     messages = [str(w.message) for w in caught]
     assert any("not plotted" in m and "m4, m5" in m for m in messages), messages
     assert (tmp_path / "elbo.png").stat().st_size > 0 and path.endswith("elbo.png")
+    # several methods' metrics share a panel per metric (the default run, dp_bernoulli: 4 x 2)
+    evals = [
+        {"step": s, **{f"{m}.{k}": float(s) for m in ("a", "b", "c", "d") for k in ("kl", "used")}} for s in (0, 9)
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_elbo(trace, evals, str(tmp_path / "grouped.png"))
+    assert not [w for w in caught if "not plotted" in str(w.message)]
+    from vijax.run._plots import _panels
+
+    assert _panels(["a.kl", "b.kl", "loss", "a.used"]) == {
+        "kl": [("a", "a.kl"), ("b", "b.kl")],
+        "loss": [(None, "loss")],
+        "used": [("a", "a.used")],
+    }
 
 
 def test_a_shipped_config_runs_by_name_from_any_folder(tmp_path, monkeypatch):

@@ -63,6 +63,16 @@ def eval_metric_names(evals: Sequence[dict]) -> list[str]:
     return names
 
 
+def _panels(names: Sequence[str]) -> dict:
+    """metric -> [(line label, eval name)], in first-seen order: ``method.metric`` names grouped by
+    their metric (labelled by the method), any other name a panel of its own (unlabelled)."""
+    panels: dict = {}
+    for name in names:
+        method, _, metric = name.rpartition(".")
+        panels.setdefault(metric if method else name, []).append((method or None, name))
+    return panels
+
+
 PLOTS_EXTRA = "pip install 'vijax-toolkit[plots]'"
 
 
@@ -94,8 +104,10 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
       path: the PNG file to write (its folder is created).
       title: a title for the figure.
 
-    At most four held-out metrics get a panel; the others are named in a note under the figure and
-    in a warning (their values are in the run's evals), never dropped silently.
+    Metrics named ``method.metric`` (a run of several methods: ``ssvi.kl``, ``gibbs.kl``) share the
+    panel of ``metric``, one line per method. At most four panels are drawn; the metrics of the
+    others are named in a note under the figure and in a warning (their values are in the run's
+    evals), never dropped silently.
 
     Returns:
       ``path``.
@@ -108,10 +120,11 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
     steps = np.asarray(trace["step"])
     elbo = np.asarray(trace["elbo"], dtype=np.float64)
     elbo = elbo.reshape(len(elbo), -1).mean(axis=1) if elbo.ndim > 1 else elbo
-    names = eval_metric_names(evals)
-    metrics, dropped = names[:_MAX_EVAL_PANELS], names[_MAX_EVAL_PANELS:]
-    fig = Figure(figsize=(7, 3 + 2.2 * len(metrics)), layout="constrained")
-    axes = fig.subplots(1 + len(metrics), 1, sharex=True, squeeze=False)[:, 0]
+    panels = _panels(eval_metric_names(evals))
+    shown = list(panels)[:_MAX_EVAL_PANELS]
+    dropped = [name for metric in list(panels)[_MAX_EVAL_PANELS:] for _, name in panels[metric]]
+    fig = Figure(figsize=(7, 3 + 2.2 * len(shown)), layout="constrained")
+    axes = fig.subplots(1 + len(shown), 1, sharex=True, squeeze=False)[:, 0]
     ax = axes[0]
     if len(elbo):
         window = max(len(elbo) // 50, 1)
@@ -126,11 +139,14 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
     ax.grid(alpha=0.3)
     if title:
         ax.set_title(title)
-    for ax, name in zip(axes[1:], metrics):
-        pts = [(e["step"], e[name]) for e in evals if isinstance(e.get(name), (int, float))]
-        xs, ys = zip(*pts)
-        ax.plot(xs, ys, marker="o", ms=3, color="C1")
-        ax.set_ylabel(name)
+    for ax, metric in zip(axes[1:], shown):
+        for i, (label, name) in enumerate(panels[metric]):
+            pts = [(e["step"], e[name]) for e in evals if isinstance(e.get(name), (int, float))]
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, marker="o", ms=3, color=f"C{(i + 1) % 10}", label=label)
+        if len(panels[metric]) > 1:
+            ax.legend(loc="best", fontsize="small")
+        ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
     if dropped:
