@@ -504,6 +504,28 @@ def evaluation_cases():
             **kw,
         )
 
+    from vijax.data import build_vocabulary, corpus_from_texts, sample_ctm_corpus, sample_gmm, tokenize
+
+    q1 = expfam.Gamma.from_shape_rate(1.0, 1.0)
+    cases += [
+        (
+            "tree_interpolate[rho = 2]",
+            lambda: expfam.tree_interpolate(q1, expfam.tree_natural_params(q1), 2.0),
+            ("rho",),
+            False,
+        ),
+        (
+            "corpus_from_texts[one string]",
+            lambda: corpus_from_texts("hello world", ["hello", "world"]),
+            ("texts",),
+            False,
+        ),
+        ("build_vocabulary[one string]", lambda: build_vocabulary("a b c"), ("texts",), False),
+        ("corpus_from_texts[an empty vocabulary]", lambda: corpus_from_texts(["hello"], []), ("vocabulary",), False),
+        ("tokenize[None]", lambda: tokenize(None), ("text",), False),
+        ("sample_gmm[key None]", lambda: sample_gmm(None, 10, 2, 3), ("key",), False),
+        ("sample_ctm_corpus[seed None]", lambda: sample_ctm_corpus(None, 5, 3, 10), ("seed",), False),
+    ]
     cases += [
         ("run[alg not an algorithm]", fit(alg=3), ("alg",), False),
         ("run[key None]", fit(key=None), ("key",), False),

@@ -185,7 +185,7 @@ def test_subset_and_split_documents():
     assert _docs_as_dicts(other) != _docs_as_dicts(test)
     new_style = c.split_documents(jax.random.key(3), 0.25)[1]  # typed keys carry the same data
     assert _docs_as_dicts(new_style) == _docs_as_dicts(c.split_documents(jax.random.PRNGKey(3), 0.25)[1])
-    with pytest.raises(TypeError, match="seed"):
+    with pytest.raises(ValueError, match="^seed must be an int or a JAX PRNG key"):
         c.split_documents(0.5, 0.25)
     keyed = c.split_documents(jax.random.PRNGKey(3), 0.25)[1]
     assert _docs_as_dicts(keyed) == _docs_as_dicts(c.split_documents(jax.random.PRNGKey(3), 0.25)[1])
@@ -603,7 +603,7 @@ def test_minibatches_drop_remainder_and_endless():
     assert all(next(it).counts.shape[0] == 4 for _ in range(20))
     with pytest.raises(ValueError, match="batch_size"):
         Minibatcher(c, 0, seed=0)
-    with pytest.raises(TypeError, match="seed"):
+    with pytest.raises(ValueError, match="^seed must be an int or a JAX PRNG key, got None"):
         Minibatcher(c, 4, seed=None)
     with pytest.raises(ValueError, match=r"^corpus must be a vijax.data.Corpus .*got ndarray"):
         Minibatcher(np.zeros((3, 2)), 2, seed=0)  # an array met an AttributeError on num_docs

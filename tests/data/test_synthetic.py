@@ -129,7 +129,7 @@ def test_generators_name_a_key_that_is_none_and_ctm_refuses_a_seed_of_none():
         for bad in (None, "abc"):
             with pytest.raises(ValueError, match=r"^key must be a PRNG key"):
                 call(bad)
-    with pytest.raises(TypeError, match=r"a seed must be an int or a JAX PRNG key, got None"):
+    with pytest.raises(ValueError, match=r"^seed must be an int or a JAX PRNG key, got None"):
         sample_ctm_corpus(None, 5, 3, 10)
     with pytest.raises(ValueError, match=r"^topic_concentration must be a finite number > 0"):
         sample_ctm_corpus(0, 5, 3, 10, topic_concentration=-1.0)

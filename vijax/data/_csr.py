@@ -45,10 +45,10 @@ def as_rng(seed) -> np.random.Generator:
 
 def _seed_entropy(seed) -> list[int]:
     if isinstance(seed, (bool, np.bool_)) or seed is None:
-        raise TypeError(f"a seed must be an int or a JAX PRNG key, got {seed!r}")
+        raise ArgumentError("seed", f"seed must be an int or a JAX PRNG key, got {seed!r}")
     if isinstance(seed, (int, np.integer)):
         if seed < 0:
-            raise ValueError(f"a seed must be non-negative, got {seed}")
+            raise ArgumentError("seed", f"seed must be non-negative, got {seed}")
         return [int(seed)]
     import jax
 
@@ -58,7 +58,7 @@ def _seed_entropy(seed) -> list[int]:
         key = jax.random.key_data(key)
     data = np.asarray(key)
     if data.size == 0 or not np.issubdtype(data.dtype, np.integer):
-        raise TypeError(f"a seed must be an int or a JAX PRNG key, got {seed!r}")
+        raise ArgumentError("seed", f"seed must be an int or a JAX PRNG key, got {seed!r}")
     return [int(v) for v in data.astype(np.uint32).ravel()]
 
 
