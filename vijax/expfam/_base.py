@@ -381,13 +381,20 @@ def check_in_domain(name: str, q: PyTree) -> None:
     for path, leaf in jax.tree_util.tree_flatten_with_path(q, is_leaf=is_family)[0]:
         where = f"{name}{jax.tree_util.keystr(path)}"
         arrays = leaf.natural_params if is_family(leaf) else (leaf,)
-        if any(is_tracer(a) for a in arrays):
-            continue
+        if any(is_tracer(a) for a in arrays) or not all(_is_float(a) for a in arrays):
+            continue  # traced, or not float values (a count, a typed PRNG key): nothing to check
         values = [np.asarray(a) for a in arrays]
         if any(np.issubdtype(v.dtype, np.inexact) and not np.all(np.isfinite(v)) for v in values):
             raise ArgumentError(name, f"{where} has NaN or infinite entries")
         if is_family(leaf) and not bool(np.all(np.asarray(leaf.is_valid()))):
             raise ArgumentError(name, f"{where}: a {type(leaf).__name__} with natural parameters outside its domain")
+
+
+def _is_float(x: Any) -> bool:
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(x).dtype if isinstance(x, (float, int)) else None
+    return dtype is not None and jnp.issubdtype(dtype, jnp.inexact)
 
 
 def tree_natural_params(q: PyTree) -> PyTree:

@@ -450,6 +450,7 @@ def _run_chunks(
     def host_chunk(t0):
         return None if host_batches is None else host_batches(t0, chunk_size)
 
+    first = prog.step
     pending = host_chunk(prog.step) if prog.step < rc.num_steps else None
     if prog.step < rc.num_steps:
         _compile_up_front(chunk_fn, prog, step_base, pending, chunk_size, bar)
@@ -477,7 +478,7 @@ def _run_chunks(
             prog.means.append(_chunk_mean(_tail(prog.parts, "elbo", chunk_size)))
             prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
         finished = prog.converged or prog.step >= rc.num_steps
-        if len(prog.parts) == 1:  # the trace's fields are known from the first chunk on
+        if t0 == first:  # the trace's fields are known from this call's first chunk on
             _check_fields(fields, part, save)
         if eval_fn is not None and (_crossed(t0, prog.step, rc.eval_every) or finished):
             try:
