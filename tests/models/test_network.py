@@ -53,3 +53,9 @@ def test_mlp_rejects_bad_settings():
     with pytest.raises(ValueError, match="sizes\\[1\\]"):
         mlp(jax.random.key(0), (2, 0))
     assert isinstance(mlp(jax.random.key(0), (2, 2)), Network)
+
+
+def test_from_equinox_names_a_value_that_is_not_a_module():
+    """from_equinox(3) gave a Network whose params were None, failing only when applied."""
+    with pytest.raises(ValueError, match=r"^module must be an Equinox module \(eqx.Module\), got int"):
+        from_equinox(3)

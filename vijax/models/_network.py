@@ -73,6 +73,8 @@ def from_equinox(module) -> Network:
         import equinox as eqx
     except ImportError as err:  # pragma: no cover - the extra is installed in the test environment
         raise ImportError("from_equinox needs equinox: pip install 'vijax-toolkit[nn]'") from err
+    if not isinstance(module, eqx.Module):  # anything else partitioned into params None, failing later
+        raise ArgumentError("module", f"module must be an Equinox module (eqx.Module), got {type(module).__name__}")
     params, static = eqx.partition(module, eqx.is_inexact_array)
 
     def apply(params, x):
