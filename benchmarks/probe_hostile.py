@@ -525,6 +525,7 @@ def evaluation_cases():
         ("tokenize[None]", lambda: tokenize(None), ("text",), False),
         ("sample_gmm[key None]", lambda: sample_gmm(None, 10, 2, 3), ("key",), False),
         ("sample_ctm_corpus[seed None]", lambda: sample_ctm_corpus(None, 5, 3, 10), ("seed",), False),
+        ("from_equinox[not a module]", lambda: vm.from_equinox(3), ("module",), False),
     ]
     cases += [
         ("run[alg not an algorithm]", fit(alg=3), ("alg",), False),
