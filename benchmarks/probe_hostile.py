@@ -504,7 +504,10 @@ def evaluation_cases():
             **kw,
         )
 
-    from vijax.data import build_vocabulary, corpus_from_texts, sample_ctm_corpus, sample_gmm, tokenize
+    from vijax.data import Minibatcher, build_vocabulary, corpus_from_texts, sample_ctm_corpus, sample_gmm, tokenize
+    from vijax.data import sample_lda_corpus
+
+    small_corpus = sample_lda_corpus(0, 20, 3, 30, doc_length_mean=10.0).corpus
 
     q1 = expfam.Gamma.from_shape_rate(1.0, 1.0)
     cases += [
@@ -526,6 +529,12 @@ def evaluation_cases():
         ("sample_gmm[key None]", lambda: sample_gmm(None, 10, 2, 3), ("key",), False),
         ("sample_ctm_corpus[seed None]", lambda: sample_ctm_corpus(None, 5, 3, 10), ("seed",), False),
         ("from_equinox[not a module]", lambda: vm.from_equinox(3), ("module",), False),
+        (
+            "Minibatcher[batch_size beyond memory]",
+            lambda: Minibatcher(small_corpus, 10**12, seed=0),
+            ("batch_size",),
+            False,
+        ),
     ]
     cases += [
         ("run[alg not an algorithm]", fit(alg=3), ("alg",), False),

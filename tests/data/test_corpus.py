@@ -697,3 +697,12 @@ def test_a_single_string_empty_vocabulary_and_bad_cut_offs_are_named():
     with pytest.raises(ValueError, match=r"^text must be a str, got NoneType"):
         tokenize(None)
     assert corpus_from_texts(["hello world"], ["hello", "world"]).num_docs == 1
+
+
+def test_a_batch_size_that_cannot_fit_in_memory_is_named_at_construction():
+    """Minibatcher(corpus, 10**9) was accepted and met NumPy's MemoryError at the first batch (S
+    rows are padded to the longest document); a batch larger than a small corpus still pads."""
+    c = sample_lda_corpus(0, 20, 3, 30, doc_length_mean=10.0).corpus
+    with pytest.raises(ValueError, match=r"^batch_size asks for an array of .* more than the .* bytes of memory"):
+        Minibatcher(c, 10**12, seed=0)
+    assert Minibatcher(c, 64, seed=0).step_batch(0).counts.shape[0] == 64

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 import jax
 import numpy as np
 
-from vijax._validate import ArgumentError, check_int
+from vijax._validate import ArgumentError, check_allocation, check_int
 from vijax.data._bow import BowBatch
 from vijax.data._csr import Corpus, _readonly, _seed_entropy, bucket_length
 
@@ -103,6 +103,11 @@ class Minibatcher:
                     "distinct words); use length='corpus'",
                 )
         self.length = None if length is None else int(length)
+        # the largest batch: S rows of word ids and counts (4 bytes each, or the counts' dtype) padded
+        # to the longest document's length; a batch_size far beyond the corpus would otherwise meet a
+        # MemoryError at the first batch
+        width = self.length or (bucket_length(longest) if bucket else longest)
+        check_allocation("batch_size", int(batch_size) * width, 4 + np.dtype(dtype).itemsize)
         self.corpus = corpus
         self.batch_size = int(batch_size)
         self.num_epochs = num_epochs
