@@ -383,18 +383,14 @@ def check_in_domain(name: str, q: PyTree) -> None:
         arrays = leaf.natural_params if is_family(leaf) else (leaf,)
         if any(is_tracer(a) for a in arrays) or not all(_is_float(a) for a in arrays):
             continue  # traced, or not float values (a count, a typed PRNG key): nothing to check
-        values = [np.asarray(a) for a in arrays]
-        if any(np.issubdtype(v.dtype, np.inexact) and not np.all(np.isfinite(v)) for v in values):
+        if not all(np.all(np.isfinite(np.asarray(a))) for a in arrays):
             raise ArgumentError(name, f"{where} has NaN or infinite entries")
         if is_family(leaf) and not bool(np.all(np.asarray(leaf.is_valid()))):
             raise ArgumentError(name, f"{where}: a {type(leaf).__name__} with natural parameters outside its domain")
 
 
 def _is_float(x: Any) -> bool:
-    dtype = getattr(x, "dtype", None)
-    if dtype is None:
-        dtype = np.asarray(x).dtype if isinstance(x, (float, int)) else None
-    return dtype is not None and jnp.issubdtype(dtype, jnp.inexact)
+    return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
 
 def tree_natural_params(q: PyTree) -> PyTree:

@@ -89,7 +89,7 @@ class Bernoulli(AbstractExpFamily):
     def outside_support(self, x):
         """A value other than 0 and 1 (NaN: not outside)."""
         x = jnp.asarray(x)
-        return ~jnp.isnan(x) & (x != 0) & (x != 1) if jnp.issubdtype(x.dtype, jnp.floating) else (x != 0) & (x != 1)
+        return (x != 0) & (x != 1) & ~jnp.isnan(x)
 
     def _support_point(self, x):
         return jnp.zeros_like(x)

@@ -43,6 +43,13 @@ def _half_dfs(nu: jax.Array, d: int) -> jax.Array:
     return 0.5 * (nu[..., None] - offsets)
 
 
+def _positive_definite(m):
+    """(batch,) bool: the symmetric matrices ``m`` (..., D, D) that are positive definite, read from
+    their Cholesky factor (finite, with a positive diagonal)."""
+    chol = jnp.linalg.cholesky(m)
+    return jnp.all(jnp.isfinite(chol), axis=(-2, -1)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0, -1)
+
+
 @register_family
 class NormalWishart(AbstractExpFamily):
     """Normal-Wishart in natural form. A draw is one array of shape ``batch + (D, D + 1)``: the
@@ -235,9 +242,7 @@ class NormalWishart(AbstractExpFamily):
     def is_valid(self):
         d = self.dim
         w_inv = self.scale_inv
-        chol = jnp.linalg.cholesky(w_inv)
-        spd = jnp.all(jnp.isfinite(chol), axis=(-2, -1)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0, -1)
-        return (self.eta2 < 0.0) & (self.dof > d - 1) & spd
+        return (self.eta2 < 0.0) & (self.dof > d - 1) & _positive_definite(w_inv)
 
     def outside_support(self, x):
         """Lambda (x = [Lambda | mu]) not symmetric (beyond sqrt(eps) of its largest entry) or
@@ -247,9 +252,7 @@ class NormalWishart(AbstractExpFamily):
         eps = float(np.sqrt(np.finfo(x.dtype).eps))
         scale = jnp.max(jnp.abs(lam), axis=(-2, -1))
         asym = jnp.max(jnp.abs(lam - jnp.swapaxes(lam, -1, -2)), axis=(-2, -1)) > eps * scale
-        chol = jnp.linalg.cholesky(_sym(lam))
-        not_pd = ~jnp.all(jnp.isfinite(chol), axis=(-2, -1)) | jnp.any(jnp.diagonal(chol, axis1=-2, axis2=-1) <= 0, -1)
-        return ~jnp.any(jnp.isnan(x), axis=(-2, -1)) & (asym | not_pd)
+        return ~jnp.any(jnp.isnan(x), axis=(-2, -1)) & (asym | ~_positive_definite(_sym(lam)))
 
     def _support_point(self, x):
         eye = jnp.eye(x.shape[-2], dtype=x.dtype)

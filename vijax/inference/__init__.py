@@ -36,6 +36,7 @@ _MODULES = {
     ),
     "vijax.inference._combinators": (
         "GridState",
+        "check_algorithm",
         "factory_grid",
         "hyperparameter_grid",
         "lock_step",

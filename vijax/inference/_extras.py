@@ -44,17 +44,6 @@ def _settings(alg: Any, what: str, kinds: tuple[str, ...]) -> tuple[str, dict]:
     )
 
 
-_NO_KEY = object()  # the functions that take no key
-
-
-def _check_state_and_key(state: Any, key: Any = _NO_KEY) -> None:
-    """The checks ``step`` makes of its state and key, for the functions over a fitted state: a
-    ValueError naming ``state`` (None, the ``(state, info)`` pair of a step) or ``key``."""
-    check_step_state(state)
-    if key is not _NO_KEY:
-        check_key("key", key)
-
-
 def guide(alg: Any):
     """``bbvi``'s variational family (``GaussianGuide``, ``ExpFamilyGuide``, or for a flowjax flow
     its guide, which adds ``flow(q_global)``, the fitted flow, and refuses ``to_tfp``): ``init()``,
@@ -69,7 +58,8 @@ def sample(alg: Any, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
     constrained; ``ngvi``, structured like q; ``conjugate_split``, every site, constrained) or of
     data from the fitted model (``aevb``: E[x | z; theta] for z ~ N(0, I), theta ~ q(theta))."""
     kind, kw = _settings(alg, "sample", ("bbvi", "ngvi", "aevb", "conjugate_split"))
-    _check_state_and_key(state, key)
+    check_step_state(state)  # as step checks them
+    check_key("key", key)
     # called on concrete values, one program, not op by op (inside a caller's trace, inlined)
     return as_one_program(lambda: _sample(kind, kw, key, state, num_samples), "sample", options=EVALUATION_CPU_OPTIONS)
 
@@ -90,7 +80,8 @@ def log_weights(alg: Any, key: PRNGKey, state: PyTree, batch: PyTree, num_sample
     """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q (``bbvi``: in the unconstrained space, the
     Jacobian included; ``ngvi``), for PSIS (``vijax.metrics.psis``)."""
     kind, kw = _settings(alg, "log_weights", ("bbvi", "ngvi"))
-    _check_state_and_key(state, key)
+    check_step_state(state)  # as step checks them
+    check_key("key", key)
 
     def run():
         if kind == "bbvi":
@@ -130,7 +121,8 @@ def iwae_log_likelihood(
     """``aevb``: (N,) importance-sampled estimates of log p(x_n) (Burda, Grosse and Salakhutdinov
     2016), K = ``num_samples`` draws in chunks of ``chunk_size`` (see ``vijax.inference.aevb``)."""
     _, kw = _settings(alg, "iwae_log_likelihood", ("aevb",))
-    _check_state_and_key(state, key)
+    check_step_state(state)  # as step checks them
+    check_key("key", key)
     return _aevb.iwae_log_likelihood(
         state.q_global, x, key, num_samples, chunk_size, theta, model=kw["model"], decoder=kw["decoder"]
     )
@@ -139,14 +131,14 @@ def iwae_log_likelihood(
 def reconstruct(alg: Any, state: PyTree, x: Array) -> Array:
     """``aevb``: (N, D) E[x | z = mu_phi(x); theta] at q's mean theta."""
     _, kw = _settings(alg, "reconstruct", ("aevb",))
-    _check_state_and_key(state)
+    check_step_state(state)
     return _aevb.reconstruct(state.q_global, x, model=kw["model"], decoder=kw["decoder"])
 
 
 def decoder_kl(alg: Any, state: PyTree) -> Array:
     """``aevb``: KL(q(theta) || p(theta)) (0 for a point decoder)."""
     _, kw = _settings(alg, "decoder_kl", ("aevb",))
-    _check_state_and_key(state)
+    check_step_state(state)
     return _aevb.decoder_kl(state.q_global, decoder=kw["decoder"])
 
 

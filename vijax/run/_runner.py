@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from vijax.data import PrefetchHostBatches
 from vijax._validate import ArgumentError, check_key, value_checks
-from vijax.inference import VIAlgorithm
+from vijax.inference import VIAlgorithm, check_algorithm
 from . import _cache, _checkpoint
 from ._checkpoint_store import CheckpointStore, replicated
 from ._chunk import _make_chunk_fn
@@ -349,8 +349,7 @@ def run(
     """
     rc = (config if config is not None else RunConfig()).replace(**settings)
     rc.check_process_settings()
-    if not (callable(getattr(alg, "init", None)) and callable(getattr(alg, "step", None))):
-        raise ArgumentError("alg", f"alg must be an algorithm (a VIAlgorithm: init and step), got {type(alg).__name__}")
+    check_algorithm("alg", alg)
     check_key("key", key)
     if isinstance(progress_fields, str):  # one field; tuple("elbo") would be its letters
         progress_fields = (progress_fields,)
