@@ -226,6 +226,13 @@ def test_reconstruct_sample_and_bad_input_name_the_argument():
     ):
         with pytest.raises(ValueError, match="^key must be a PRNG key"):
             call()
+    for call in (  # a None state was an AttributeError on q_global
+        lambda: vi.reconstruct(alg, None, x),
+        lambda: vi.decoder_kl(alg, None),
+        lambda: vi.iwae_log_likelihood(alg, key, None, x),
+    ):
+        with pytest.raises(ValueError, match="^state must be an algorithm's state"):
+            call()
     with pytest.raises(ValueError, match="^x must have 6 columns"):
         alg.step(key, state, x[:, :5])
     with pytest.raises(ValueError, match="^x must have 6 columns"):

@@ -264,6 +264,16 @@ def test_bad_alg_key_eval_fn_and_progress_fields_are_named_and_the_steps_kept(tm
     with pytest.raises(ValueError, match=r"^progress_fields: \['grad_nrom'\] are not fields of this algorithm's trace"):
         run(toy_algorithm(), jax.random.PRNGKey(0), progress_fields=["elbo", "grad_nrom"], checkpoint_dir=ckpt, **kw)
     assert _checkpoint.list_checkpoints(ckpt)[-1][0] == 10
+    with pytest.raises(ValueError, match=r"^progress_fields: \['grad_nrom'\]"):  # a resumed run checks them too
+        run(
+            toy_algorithm(),
+            jax.random.PRNGKey(0),
+            progress_fields=["grad_nrom"],
+            checkpoint_dir=ckpt,
+            resume=True,
+            **kw,
+        )
+    assert _checkpoint.list_checkpoints(ckpt)[-1][0] == 20
     # one field given as a string is that field, not its letters
     res = run(toy_algorithm(), jax.random.PRNGKey(0), progress_fields="grad_norm", **kw)
     assert res.num_steps == 40

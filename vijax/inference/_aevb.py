@@ -357,8 +357,8 @@ def reconstruct(q_global: PyTree, x, *, model, decoder) -> Array:
 
 
 def sample(q_global: PyTree, key: PRNGKey, num_samples: int, *, model, decoder) -> Array:
-    """(S, D): E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta)."""
-    check_key("key", key)
+    """(S, D): E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta) (its key checked by
+    ``vijax.inference.sample``, the one caller)."""
     s = check_int("num_samples", num_samples)
     return _sample_eval(q_global, key, model=model, decoder=decoder, num_samples=s)
 

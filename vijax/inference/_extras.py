@@ -121,8 +121,7 @@ def iwae_log_likelihood(
     """``aevb``: (N,) importance-sampled estimates of log p(x_n) (Burda, Grosse and Salakhutdinov
     2016), K = ``num_samples`` draws in chunks of ``chunk_size`` (see ``vijax.inference.aevb``)."""
     _, kw = _settings(alg, "iwae_log_likelihood", ("aevb",))
-    check_step_state(state)  # as step checks them
-    check_key("key", key)
+    check_step_state(state)  # as step checks it (the key: by the evaluation's own checks)
     return _aevb.iwae_log_likelihood(
         state.q_global, x, key, num_samples, chunk_size, theta, model=kw["model"], decoder=kw["decoder"]
     )
