@@ -493,19 +493,18 @@ def evaluation_cases():
     ]
     from vijax.run import run
 
-    def fit(**kw):
-        return lambda: run(
-            kw.pop("alg", alg),
-            kw.pop("key", KEY),
-            batch_fn=lambda k, t: None,
-            num_steps=4,
-            chunk_size=2,
-            progress=False,
-            **kw,
-        )
+    def fit(algorithm=alg, key=KEY, **kw):  # a run of four steps, one argument replaced
+        return lambda: run(algorithm, key, batch_fn=lambda k, t: None, num_steps=4, chunk_size=2, progress=False, **kw)
 
-    from vijax.data import Minibatcher, build_vocabulary, corpus_from_texts, sample_ctm_corpus, sample_gmm, tokenize
-    from vijax.data import sample_lda_corpus
+    from vijax.data import (
+        Minibatcher,
+        build_vocabulary,
+        corpus_from_texts,
+        sample_ctm_corpus,
+        sample_gmm,
+        sample_lda_corpus,
+        tokenize,
+    )
 
     small_corpus = sample_lda_corpus(0, 20, 3, 30, doc_length_mean=10.0).corpus
 
@@ -537,7 +536,7 @@ def evaluation_cases():
         ),
     ]
     cases += [
-        ("run[alg not an algorithm]", fit(alg=3), ("alg",), False),
+        ("run[alg not an algorithm]", fit(algorithm=3), ("alg",), False),
         ("run[key None]", fit(key=None), ("key",), False),
         ("run[eval_fn returning a number]", fit(eval_fn=lambda s: 1.0, eval_every=2), ("eval_fn",), False),
         ("run[progress_fields misspelt]", fit(progress_fields=["elbo", "step_sise"]), ("progress_fields",), False),
