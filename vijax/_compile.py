@@ -37,6 +37,7 @@ import threading
 from typing import Any, Callable, Optional
 
 import jax
+import jax.numpy as jnp
 
 from vijax._validate import trace_state
 
@@ -180,6 +181,54 @@ def setup_jit(fn: Callable = None, **jit_kwargs: Any):
     return SetupJit(fn, **jit_kwargs)
 
 
+# XLA's CPU compiler splits a reduction over a dimension longer than this into a reduce-window
+# and a reduce (TreeReductionRewriter: a pairwise sum, for the precision of long float sums)
+_REDUCE_WINDOW = 32
+# a float sum over at most this many entries is as precise summed in order (float32: a relative
+# error of at most n eps = 6e-5)
+SHORT_AXIS = 1024
+
+
+def _short_factors(n: int) -> Optional[tuple]:
+    """n as a product of factors of at most ``_REDUCE_WINDOW`` (the largest first), or None."""
+    factors = []
+    while n > _REDUCE_WINDOW:
+        d = next((d for d in range(_REDUCE_WINDOW, 1, -1) if n % d == 0), None)
+        if d is None:
+            return None
+        factors.append(d)
+        n //= d
+    return tuple(factors) + (n,)
+
+
+def reduce_in_one_kernel(op: Callable, x, axis: Optional[int] = -1, keepdims: bool = False):
+    """``op(x, axis=axis, keepdims=keepdims)`` (``jnp.sum``, ``jnp.all``, ``jnp.any``, ``jnp.max``,
+    ``jnp.min``) over one axis (``None``: over all, the array taken flat), that axis cut into
+    dimensions of at most 32 entries (50 -> (25, 2)). XLA's CPU compiler splits a reduction over a
+    longer dimension into two or three kernels of their own (reduce-windows of 32 entries, then a
+    reduce: a pairwise sum, for the precision of long float sums); this one it fuses with the
+    operation that makes ``x``: fewer kernels to generate code for and to launch (LDA's SQUAREM
+    cycle holds a dozen sums over the K topics, its SVI step a dozen tests over the K x V topics).
+    The same value (a float sum up to rounding, in another order). ``op`` itself where the axis
+    cannot be cut so (a prime length above 32) and for a float sum over more than ``SHORT_AXIS``
+    entries, which stays pairwise."""
+    x = jnp.asarray(x)
+    if axis is None:
+        if keepdims:
+            raise ValueError("reduce_in_one_kernel: keepdims needs an axis")
+        x, axis = x.reshape(-1), 0
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    factors = _short_factors(n)
+    long_sum = op is jnp.sum and n > SHORT_AXIS and jnp.issubdtype(x.dtype, jnp.inexact)
+    if factors is None or len(factors) == 1 or long_sum:
+        return op(x, axis=axis, keepdims=keepdims)
+    # held by an optimization barrier, or XLA's simplifier folds the reshape back into the reduction
+    cut = jax.lax.optimization_barrier(x.reshape(x.shape[:axis] + factors + x.shape[axis + 1 :]))
+    out = op(cut, axis=tuple(range(axis, axis + len(factors))))
+    return jnp.expand_dims(out, axis) if keepdims else out
+
+
 __all__ = [
     "EVALUATION_CPU_OPTIONS",
     "SETUP_CPU_OPTIONS",
@@ -188,6 +237,7 @@ __all__ = [
     "at_top_level",
     "is_unknown_option",
     "one_program",
+    "reduce_in_one_kernel",
     "setup_jit",
     "step_cpu_options",
 ]

@@ -553,27 +553,29 @@ def test_kl_theta_is_the_dirichlet_kl():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_kl_theta_flat_log_gamma_changes_no_value(dtype):
-    # _kl_theta takes log Gamma of gamma laid out flat (smaller code): under jit its values are
-    # those of the plain expression, bit for bit
-    from jax.scipy.special import gammaln as jax_gammaln
+def test_kl_theta_and_the_estep_terms_match_scipy(dtype):
+    # _kl_theta and the E-step's objective take psi and log Gamma of [gamma, sum gamma] from one
+    # series (vijax.expfam.digamma_and_gammaln): the closed form evaluated by scipy in float64
+    from scipy.special import digamma as sp_psi
+    from scipy.special import gammaln as sp_gammaln
 
-    from vijax.expfam import digamma as psi
-    from vijax.models.lda import _kl_theta
+    from vijax.models.lda import _kl_theta, _theta_terms
 
-    gamma = jnp.asarray(np.random.default_rng(1).gamma(0.5, 4.0, (256, 50)) + 0.1, dtype)
-    alpha = jnp.asarray(0.1, dtype)
-
-    def plain(gamma, alpha):
-        k, total = gamma.shape[-1], jnp.sum(gamma, axis=-1)
-        e_log_theta = psi(gamma) - psi(total)[:, None]
-        prior = k * jax_gammaln(alpha) - jax_gammaln(k * alpha)
-        lgam = jnp.sum(jax_gammaln(gamma), axis=-1)
-        return jax_gammaln(total) - lgam + prior + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
-
-    np.testing.assert_array_equal(
-        np.asarray(jax.jit(_kl_theta)(gamma, alpha)), np.asarray(jax.jit(plain)(gamma, alpha))
+    g = np.random.default_rng(1).gamma(0.5, 4.0, (256, 50)) + 0.1
+    gamma, alpha = jnp.asarray(g, dtype), jnp.asarray(0.1, dtype)
+    e_log_theta = sp_psi(g) - sp_psi(g.sum(-1, keepdims=True))
+    kl = (
+        sp_gammaln(g.sum(-1))
+        - sp_gammaln(g).sum(-1)
+        + 50 * sp_gammaln(0.1)
+        - sp_gammaln(5.0)
+        + ((g - 0.1) * e_log_theta).sum(-1)
     )
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    got_e, got_terms = jax.jit(_theta_terms)(gamma, alpha)
+    np.testing.assert_allclose(np.asarray(jax.jit(_kl_theta)(gamma, alpha)), kl, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(np.asarray(got_e), e_log_theta, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(np.asarray(got_terms), kl - 50 * sp_gammaln(0.1) + sp_gammaln(5.0), rtol=rtol, atol=rtol)
 
 
 # ------------------------------------------------------------------------------------ validation

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._compile import reduce_in_one_kernel
 from vijax._validate import ArgumentError, is_tracer
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -437,7 +438,8 @@ def tree_kl_is_certified(q: PyTree, p: PyTree) -> Array:
     lo, hi = kl_certified_range(jnp.result_type(*arrays))
     if 4.0 * sum(int(np.prod(jnp.shape(a))) for a in arrays) >= hi:
         return jnp.asarray(False)
-    return functools.reduce(jnp.logical_and, [jnp.all((a >= lo) & (a <= hi)) for a in arrays])
+    inside = [reduce_in_one_kernel(jnp.all, (a >= lo) & (a <= hi), axis=None) for a in arrays]
+    return functools.reduce(jnp.logical_and, inside)
 
 
 def tree_kl(q: PyTree, p: PyTree) -> Array:

@@ -7,11 +7,21 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
+from vijax._compile import reduce_in_one_kernel
 from vijax._validate import ArgumentError, check_positive
 from vijax.expfam._base import AbstractExpFamily, as_float, floored_log, register_family
 from vijax.expfam._inversion import standard_log_gamma
-from vijax.expfam._special import digamma, digamma_and_gammaln, trigamma
+from vijax.expfam._special import digamma_and_gammaln, trigamma
 from vijax.types import tfp_jax
+
+
+def _with_total(a: jax.Array) -> jax.Array:
+    """``a`` with its sum over the last axis appended as one more entry: a special function of it
+    gives psi(a_k) and psi(sum_k a_k) from one elementwise kernel series. Called on ``a`` and its
+    sum apart, XLA's CPU compiler emits the series twice, and for the sums (K, 1), a shape small
+    enough that LLVM unrolls every loop over it in full: in LDA's SVI step, 9 kernels and 430 kB
+    of the program's 2,250 kB of optimized code, for one column."""
+    return jnp.concatenate([a, reduce_in_one_kernel(jnp.sum, a, keepdims=True)], -1)
 
 
 @register_family
@@ -61,21 +71,20 @@ class Dirichlet(AbstractExpFamily):
         return jnp.sum(gammaln(a), -1) - gammaln(jnp.sum(a, -1))
 
     def mean_params(self):
-        a = self.concentration
-        return (digamma(a) - digamma(jnp.sum(a, -1, keepdims=True)),)
+        # the series of ``kl`` (log Gamma unused here): in a step that takes both, as SVI's does for
+        # its ELBO, XLA computes it once
+        psi = digamma_and_gammaln(_with_total(self.concentration))[0]
+        return (psi[..., :-1] - psi[..., -1:],)
 
     def kl(self, other: "Dirichlet") -> jax.Array:
         """KL(self || other), the Bregman divergence of ``AbstractExpFamily.kl``, with psi and log
         Gamma of self's concentrations from one pass (``digamma_and_gammaln``)."""
         if type(other) is not type(self):
             raise TypeError(f"kl: other must be a {type(self).__name__}, got {type(other).__name__}")
-        a = self.concentration
-        a0 = jnp.sum(a, -1, keepdims=True)
-        psi, lgam = digamma_and_gammaln(a)
-        psi0, lgam0 = digamma_and_gammaln(a0)
-        own = jnp.sum(lgam, -1) - lgam0[..., 0]  # A(eta_self)
-        inner = jnp.sum((other.eta - self.eta) * (psi - psi0), -1)
-        return other.log_normalizer() - own - inner
+        psi, lgam = digamma_and_gammaln(_with_total(self.concentration))
+        # -A(eta_self) - <eta_other - eta_self, E[log x]>
+        rest = reduce_in_one_kernel(jnp.sum, (self.eta - other.eta) * (psi[..., :-1] - psi[..., -1:]) - lgam[..., :-1])
+        return other.log_normalizer() + lgam[..., -1] + rest
 
     def fisher_vp(self, v):
         (v,) = v
@@ -101,7 +110,7 @@ class Dirichlet(AbstractExpFamily):
         return jax.random.dirichlet(key, self.concentration, shape, dtype=self.dtype)
 
     def is_valid(self):
-        return jnp.all(self.eta > -1.0, axis=-1)
+        return reduce_in_one_kernel(jnp.all, self.eta > -1.0)
 
     def outside_support(self, x):
         """A point with a negative coordinate or whose coordinates do not sum to 1 (within

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from vijax._compile import reduce_in_one_kernel
 from vijax._compile import collection_paused, is_unknown_option, step_cpu_options
 from vijax._validate import (
     ArgumentError,
@@ -427,7 +428,8 @@ def checked_step(body: Callable) -> Callable:
             for x in jax.tree_util.tree_leaves((proposed, proposal.guard))
             if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
         ]
-        ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in floats])) if floats else jnp.array(True)
+        finite = [reduce_in_one_kernel(jnp.all, jnp.isfinite(x), axis=None) for x in floats]
+        ok = jnp.all(jnp.stack(finite)) if floats else jnp.array(True)
         if proposal.valid is not None:
             ok = ok & proposal.valid
         new = jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), proposed, old)

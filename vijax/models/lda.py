@@ -53,6 +53,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
+from vijax._compile import reduce_in_one_kernel
 from vijax._validate import (
     ArgumentError,
     INT32_MAX,
@@ -447,14 +448,15 @@ class LDA(PytreeModel):
         """
         k, v = log_beta.shape
         dt = log_beta.dtype
-        log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K), <= 0, max 0 per word
+        log_b = (
+            log_beta - reduce_in_one_kernel(jnp.max, log_beta, axis=0, keepdims=True)
+        ).T  # (V, K), <= 0, max 0 per word
         b = jnp.exp(log_b)
         tiny = jnp.finfo(dt).tiny
 
         def exp_e_log_theta(gamma):
-            # the series of the SQUAREM update (log Gamma unused here): one kernel, compiled once for both
-            psi = digamma_and_gammaln(jnp.concatenate([gamma, jnp.sum(gamma, -1, keepdims=True)], -1))[0]
-            return jnp.exp(psi[:, :k] - psi[:, k:])
+            # the series of the SQUAREM update (its KL unused here): one kernel, compiled once for both
+            return jnp.exp(_theta_terms(gamma, alpha)[0])
 
         def fit_tile(tile, acc):
             stats, zterm = acc
@@ -464,10 +466,7 @@ class LDA(PytreeModel):
 
             def update_and_objective(gamma):
                 # F(gamma), and the ELBO at gamma, phi optimal: sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + c
-                # one call on [gamma, sum(gamma)]: one copy of the series in the program instead of two
-                psi, lgam = digamma_and_gammaln(jnp.concatenate([gamma, jnp.sum(gamma, -1, keepdims=True)], -1))
-                psi, lgam, psi_sum, lgam_sum = psi[:, :k], lgam[:, :k], psi[:, k], lgam[:, k]
-                e_log_theta = psi - psi_sum[:, None]
+                e_log_theta, kl = _theta_terms(gamma, alpha)
                 e = jnp.exp(e_log_theta)
                 z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
                 # one sum over each document's chunks for both the update and the objective
@@ -477,7 +476,6 @@ class LDA(PytreeModel):
                         [jnp.einsum("ckl,cl->ck", bb, n_t / z), jnp.sum(n_t * jnp.log(z), axis=-1, keepdims=True)], -1
                     ),
                 )
-                kl = lgam_sum - jnp.sum(lgam, axis=-1) + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
                 return alpha + e * sums[:, :k], sums[:, k] - kl
 
             gamma0 = alpha + jnp.broadcast_to(
@@ -568,6 +566,19 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     return LocalResult((stats,), model._local_terms(gamma, phi, n, alpha), gamma)
 
 
+def _theta_terms(gamma: Array, alpha: Array) -> tuple[Array, Array]:
+    """E[log theta_d] (S, K) under Dir(gamma_d) and KL(Dir(gamma_d) || Dir(alpha 1_K)) per document
+    (S,) less the prior's log normalizer (a constant), from one call of the series on
+    [gamma, sum_k gamma] (one copy of it in the program)::
+
+        log Gamma(sum_k gamma_dk) - sum_k log Gamma(gamma_dk) + sum_k (gamma_dk - alpha) E[log theta_dk]
+    """
+    k = gamma.shape[-1]
+    psi, lgam = digamma_and_gammaln(jnp.concatenate([gamma, reduce_in_one_kernel(jnp.sum, gamma, keepdims=True)], -1))
+    e_log_theta = psi[:, :k] - psi[:, k:]
+    return e_log_theta, lgam[:, k] + reduce_in_one_kernel(jnp.sum, (gamma - alpha) * e_log_theta - lgam[:, :k])
+
+
 def _kl_theta(gamma: Array, alpha: Array) -> Array:
     """KL(Dir(gamma_d) || Dir(alpha 1_K)) per document, (S,), in closed form::
 
@@ -577,13 +588,7 @@ def _kl_theta(gamma: Array, alpha: Array) -> Array:
     the Dirichlet KL of ``vijax.expfam`` with the prior's log normalizer taken once for the scalar
     alpha, not per document and topic."""
     k = gamma.shape[-1]
-    total = jnp.sum(gamma, axis=-1)
-    e_log_theta = digamma(gamma) - digamma(total)[:, None]
-    prior = k * gammaln(alpha) - gammaln(k * alpha)
-    # log Gamma of gamma's values laid out flat: XLA's CPU compiler emits it as one vectorized loop
-    # instead of unrolling it over the K topics of a row (a third of the code; the same values)
-    lgam = gammaln(gamma.reshape(-1)).reshape(gamma.shape)
-    return gammaln(total) - jnp.sum(lgam, axis=-1) + prior + jnp.sum((gamma - alpha) * e_log_theta, axis=-1)
+    return _theta_terms(gamma, alpha)[1] + k * gammaln(alpha) - gammaln(k * alpha)
 
 
 def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._compile import reduce_in_one_kernel
 from vijax.types import Array
 
 
@@ -98,7 +99,7 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     r, w, m = tile_shape(l, slots, width)
     per_row = -(-l // w)  # chunks of a padded row
     # index vectors as constants of the program (an iota is a kernel of its own to compile)
-    lengths = jnp.max(jnp.where(n > 0, np.arange(1, l + 1, dtype=np.int32), 0), axis=1)  # (S,)
+    lengths = reduce_in_one_kernel(jnp.max, jnp.where(n > 0, np.arange(1, l + 1, dtype=np.int32), 0))  # (S,)
     _, order = jax.lax.sort((lengths, np.arange(s, dtype=np.int32)), num_keys=1, is_stable=True)
     pad_cols = ((0, 0), (0, per_row * w - l))
     # chunk c of row d: d * per_row + c, in the batch's own order (no sorted copy of the batch)

@@ -18,6 +18,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from vijax._compile import reduce_in_one_kernel
 from vijax.types import Array
 
 _SQUAREM_MAX_STEP = 32.0  # bound on |s|, the extrapolation step of squarem_per_row
@@ -61,8 +62,12 @@ def squarem_per_row(
       x (B, K) at the end of the iteration.
     """
 
+    # every reduction over a row in one kernel with its operands (each would be two of its own)
     def norm(a):
-        return jnp.sqrt(jnp.sum(a * a, axis=-1))
+        return jnp.sqrt(reduce_in_one_kernel(jnp.sum, a * a))
+
+    def change(a, b):
+        return reduce_in_one_kernel(jnp.sum, jnp.abs(a - b)) / a.shape[-1]
 
     def cond(carry):
         i, _, _, active = carry
@@ -71,7 +76,7 @@ def squarem_per_row(
     def body(carry):
         i, x, s_max, active = carry
         f1, _ = update(x)
-        done1 = jnp.mean(jnp.abs(f1 - x), axis=-1) < tol
+        done1 = change(f1, x) < tol
         f2, obj1 = update(f1)
         r, v = f1 - x, f2 - 2.0 * f1 + x
         nv = norm(v)
@@ -79,11 +84,11 @@ def squarem_per_row(
         # projected onto x >= floor (where every fixed point lies): an extrapolation that
         # overshoots the coordinates a row is leaving keeps its gain on the others
         xp = jnp.maximum(x + (-2.0 * step)[:, None] * r + (step * step)[:, None] * v, floor)
-        inside = jnp.all(jnp.isfinite(xp), axis=-1)
+        inside = reduce_in_one_kernel(jnp.all, jnp.isfinite(xp))
         p = jnp.where(inside[:, None], xp, f2)
         f3, obj_p = update(p)
         ok = ~inside | (obj_p >= obj1)  # at p = f2, f(f2) >= f(f1) already (F never decreases f)
-        done = jnp.where(ok, jnp.mean(jnp.abs(f3 - p), axis=-1), jnp.mean(jnp.abs(f2 - f1), axis=-1)) < tol
+        done = jnp.where(ok, change(f3, p), change(f2, f1)) < tol
         new = jnp.where(done1[:, None], f1, jnp.where(ok[:, None], f3, f2))
         grow = ok & inside & (step <= -s_max)
         s_max = jnp.where(grow, jnp.minimum(s_max * _SQUAREM_STEP_GROWTH, _SQUAREM_MAX_STEP), s_max)
