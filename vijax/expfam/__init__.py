@@ -31,9 +31,7 @@ from vijax.expfam._base import (
     tree_from_natural,
     tree_inner,
     tree_is_valid,
-    kl_certified_range,
     tree_kl,
-    tree_kl_is_certified,
     tree_mean_params,
     tree_natural_params,
 )
@@ -114,9 +112,7 @@ __all__ = [
     "tree_interpolate",
     "tree_inv_fisher_vp",
     "tree_is_valid",
-    "kl_certified_range",
     "tree_kl",
-    "tree_kl_is_certified",
     "tree_mean_params",
     "tree_natural_params",
 ]

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import functools
 import math
-from typing import Any, ClassVar, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import reduce_in_one_kernel
 from vijax._validate import ArgumentError, is_tracer
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -177,12 +175,6 @@ class AbstractExpFamily(abc.ABC):
             natural_params: one array per field, structured like ``natural_params``.
         """
         return type(self).from_natural(tuple(natural_params))
-
-    def kl_certificate(self, other: "AbstractExpFamily") -> Optional[tuple]:
-        """Arrays whose entries, all in [fmax^(-1/3), fmax^(1/3)] of the family's float type,
-        prove that KL(self || other) is finite without computing it (``tree_kl_is_finite``);
-        None (the default): the family has no such cheap proof, and its KL must be computed."""
-        return None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -407,39 +399,6 @@ def tree_mean_params(q: PyTree) -> PyTree:
 def tree_from_natural(like: PyTree, natural: PyTree) -> PyTree:
     """Rebuilds a pytree of families shaped like ``like`` from natural parameters."""
     return jax.tree_util.tree_map(lambda f, n: f.replace_natural(n), like, natural, is_leaf=is_family)
-
-
-def kl_certified_range(dtype) -> tuple[float, float]:
-    """(fmax^(-1/3), fmax^(1/3)) of ``dtype``: the range of the ``kl_certificate`` arrays."""
-    third = float(jnp.finfo(dtype).max) ** (1.0 / 3.0)
-    return 1.0 / third, third
-
-
-def tree_kl_is_certified(q: PyTree, p: PyTree) -> Array:
-    """Whether every family's ``kl_certificate`` proves KL(q || p) (summed as ``tree_kl``) finite:
-    a boolean scalar costing one comparison per parameter, no special function. False where a
-    family has no certificate or the total number of entries n is too large for the bound below.
-
-    For concentration-type families (Dirichlet): with every concentration of q and p in
-    [1/c, c], c = fmax^(1/3), each term of the KL is at most about c^2 in size (|digamma(a)| <=
-    1/a + |log a| + 1 <= c, times a natural-parameter difference <= c; log Gamma(x) <= x log x), so
-    the sum of n of them stays below fmax while 4 n < c (about 1.7e12 entries in float32).
-    """
-    fams_q, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
-    fams_p = treedef.flatten_up_to(p)
-    arrays = []
-    for fq, fp in zip(fams_q, fams_p):
-        cert = fq.kl_certificate(fp)
-        if cert is None:
-            return jnp.asarray(False)
-        arrays.extend(cert)
-    if not arrays:
-        return jnp.asarray(False)
-    lo, hi = kl_certified_range(jnp.result_type(*arrays))
-    if 4.0 * sum(int(np.prod(jnp.shape(a))) for a in arrays) >= hi:
-        return jnp.asarray(False)
-    inside = [reduce_in_one_kernel(jnp.all, (a >= lo) & (a <= hi), axis=None) for a in arrays]
-    return functools.reduce(jnp.logical_and, inside)
 
 
 def tree_kl(q: PyTree, p: PyTree) -> Array:

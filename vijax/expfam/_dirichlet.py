@@ -122,10 +122,6 @@ class Dirichlet(AbstractExpFamily):
     def _support_point(self, x):
         return jnp.full_like(x, 1.0 / x.shape[-1])
 
-    def kl_certificate(self, other):
-        """Both concentrations (see ``tree_kl_is_certified``)."""
-        return (self.concentration, other.concentration)
-
     def mode(self):
         """(alpha - 1) / sum(alpha - 1) with alpha - 1 clipped at 0 (the boundary where alpha_k < 1);
         uniform where every alpha_k <= 1."""

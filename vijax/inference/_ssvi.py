@@ -49,7 +49,7 @@ from vijax import expfam
 from vijax._validate import check_choice, check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
 from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
-from vijax.models import ConditionallyConjugateModel, kl_guard
+from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 MODES = ("full", "approx")
@@ -113,14 +113,11 @@ def step(
         ramp=ramp,
         view=_draw_view(mode),
     )
-    elbo = data_term - expfam.tree_kl(q, prior)
-    # the guard tests the new state, the data term and kl_guard, as svi's (a step whose info is
-    # unused skips the KL wherever a comparison per parameter proves it finite)
-    info = SSVIInfo(elbo, jnp.asarray(rho), num_damped)
+    kl = expfam.tree_kl(q, prior)
+    # the guard tests the new state and the ELBO's two terms, as svi's
+    info = SSVIInfo(data_term - kl, jnp.asarray(rho), num_damped)
     return Proposal(
-        SSVIState(q_new, state.count, state.num_rejected, getattr(state, "hyper", None)),
-        info,
-        (data_term, kl_guard(prior, q)),
+        SSVIState(q_new, state.count, state.num_rejected, getattr(state, "hyper", None)), info, (data_term, kl)
     )
 
 

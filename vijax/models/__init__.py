@@ -22,7 +22,6 @@ _MODULES = {
         "LocalResult",
         "conjugate_elbo",
         "conjugate_elbo_terms",
-        "kl_guard",
         "conjugate_posterior",
         "check_step_batch",
     ),

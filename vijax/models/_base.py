@@ -220,20 +220,6 @@ def conjugate_elbo_terms(prior: PyTree, q_global: PyTree, local: LocalResult, sc
     return scale * data_term, expfam.tree_kl(q_global, prior)
 
 
-def kl_guard(prior: PyTree, q_global: PyTree) -> Array:
-    """0 where KL(q(beta) || p(beta)) is finite, NaN where it is not: the value a step's non-finite
-    guard tests beside the ELBO's data term, so that an accepted step never reports a non-finite
-    ELBO. Cheap: where ``expfam.tree_kl_is_certified`` proves the KL finite (a comparison per
-    parameter; LDA's topics in any sane run) the KL is not computed (``lax.cond``), so a step whose
-    ELBO is unused still skips its log Gamma; otherwise the KL itself is computed and tested."""
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(expfam.tree_natural_params(q_global)))
-    return jax.lax.cond(
-        expfam.tree_kl_is_certified(q_global, prior),
-        lambda: jnp.zeros((), dtype),
-        lambda: (0.0 * expfam.tree_kl(q_global, prior)).astype(dtype),
-    )
-
-
 def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
     """The coordinate-optimal q(beta): natural parameters eta + scale * sbar."""
     nat = jax.tree_util.tree_map(lambda e, s: e + scale * s, expfam.tree_natural_params(prior), suff_stats)
