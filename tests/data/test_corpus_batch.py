@@ -66,6 +66,24 @@ def test_anything_made_from_a_corpus_batch_is_checked(setup):
         jax.block_until_ready(jax.jit(mapped_inside)(key, state, batch))
 
 
+def test_ahead_of_time_compiled_step_takes_the_batch_it_was_lowered_for(setup):
+    """``jax.jit(step).lower(...).compile()``: JAX rebuilds the arguments' tree from stand-ins of
+    the arrays (ArgInfo), which keep the batch's metadata, so the compiled step takes the corpus
+    batch (it raised a pytree mismatch) and refuses a batch the corpus does not vouch for."""
+    _, batch, alg, state = setup
+    key = jax.random.PRNGKey(1)
+    compiled = jax.jit(alg.step).lower(key, state, batch).compile()
+    new, _ = compiled(key, state, batch)
+    want, _ = jax.jit(alg.step)(key, state, batch)
+    np.testing.assert_allclose(np.asarray(new.q_global.concentration), np.asarray(want.q_global.concentration))
+    with pytest.raises(TypeError):  # an unmarked batch never runs in the program without checks
+        compiled(key, state, batch._replace(counts=np.array(batch.counts)))
+    # stand-ins made by the user keep the metadata too
+    specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch)
+    assert jax.tree_util.tree_structure(specs) == jax.tree_util.tree_structure(batch)
+    assert "callback" not in jax.jit(alg.step).lower(key, state, specs).as_text()
+
+
 def test_a_model_with_fewer_words_than_the_corpus_checks_the_batch(setup):
     _, batch, _, _ = setup
     small = svi(LDA(3, 20), num_data=40)

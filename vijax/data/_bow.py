@@ -86,13 +86,22 @@ def _concrete_vocab_size(ids, counts) -> Optional[int]:
 def _flatten(batch: CorpusBatch):
     # the metadata vouches only for concrete, marked arrays: traced leaves (the batch inside a
     # trace, being mapped by jax.tree.map there) give None, so that a batch made inside a trace
-    # from another is checked
-    return (batch.word_ids, batch.counts), _concrete_vocab_size(batch.word_ids, batch.counts)
+    # from another is checked. Leaves that are neither (JAX's stand-ins of the arrays, such as the
+    # ArgInfo of a lowered program or a ShapeDtypeStruct: no values to vouch for) keep the
+    # metadata they were made with, so that ``jax.jit(step).lower(...).compile()`` takes the
+    # batch it was lowered for (its tree is the batch's; an unmarked batch is refused, not run
+    # unchecked)
+    ids, counts = batch.word_ids, batch.counts
+    if is_tracer(ids) or is_tracer(counts):
+        return (ids, counts), None
+    if isinstance(ids, (np.ndarray, jax.Array)) or isinstance(counts, (np.ndarray, jax.Array)):
+        return (ids, counts), _concrete_vocab_size(ids, counts)
+    return (ids, counts), getattr(batch, "_traced_vocab_size", None)
 
 
 def _unflatten(vocab_size: Optional[int], leaves) -> CorpusBatch:
     out = CorpusBatch(*leaves)
-    out._traced_vocab_size = vocab_size  # read only while the leaves are tracers
+    out._traced_vocab_size = vocab_size  # read only while the leaves are tracers or stand-ins
     return out
 
 
