@@ -201,17 +201,45 @@ def _short_factors(n: int) -> Optional[tuple]:
     return tuple(factors) + (n,)
 
 
+def _identity(op: Callable, dtype) -> Any:
+    """The value ``op`` ignores (its padding), or None for an operation not listed."""
+    if op is jnp.sum:
+        return 0
+    if op in (jnp.all, jnp.any):
+        return op is jnp.all
+    if op in (jnp.max, jnp.min):
+        info = jnp.finfo(dtype) if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype)
+        inf = float("inf") if jnp.issubdtype(dtype, jnp.inexact) else None
+        if op is jnp.max:
+            return -inf if inf is not None else info.min
+        return inf if inf is not None else info.max
+    return None
+
+
+def _cut(n: int, padding: bool) -> tuple[int, Optional[tuple]]:
+    """(entries of padding, the dimensions of at most 32) for an axis of n entries: n's own factors
+    where they are all at most 32, else (``padding``) those of the first multiple of 32 above n
+    that has them; (0, None) where neither applies."""
+    factors = _short_factors(n)
+    if factors is not None or not padding:
+        return 0, factors
+    m = -(-n // _REDUCE_WINDOW) * _REDUCE_WINDOW
+    while _short_factors(m) is None:
+        m += _REDUCE_WINDOW
+    return m - n, _short_factors(m)
+
+
 def reduce_in_one_kernel(op: Callable, x, axis: Optional[int] = -1, keepdims: bool = False):
     """``op(x, axis=axis, keepdims=keepdims)`` (``jnp.sum``, ``jnp.all``, ``jnp.any``, ``jnp.max``,
     ``jnp.min``) over one axis (``None``: over all, the array taken flat), that axis cut into
-    dimensions of at most 32 entries (50 -> (25, 2)). XLA's CPU compiler splits a reduction over a
-    longer dimension into two or three kernels of their own (reduce-windows of 32 entries, then a
-    reduce: a pairwise sum, for the precision of long float sums); this one it fuses with the
-    operation that makes ``x``: fewer kernels to generate code for and to launch (LDA's SQUAREM
-    cycle holds a dozen sums over the K topics, its SVI step a dozen tests over the K x V topics).
-    The same value (a float sum up to rounding, in another order). ``op`` itself where the axis
-    cannot be cut so (a prime length above 32) and for a float sum over more than ``SHORT_AXIS``
-    entries, which stays pairwise."""
+    dimensions of at most 32 entries (50 -> (25, 2); a length with a prime factor above 32 padded
+    with the value the operation ignores first: 257 -> 288 = 9 x 32). XLA's CPU compiler splits a
+    reduction over a longer dimension into two or three kernels of their own (reduce-windows of 32
+    entries, then a reduce: a pairwise sum, for the precision of long float sums); this one it
+    fuses with the operation that makes ``x``: fewer kernels to generate code for and to launch
+    (LDA's SQUAREM cycle holds a dozen sums over the K topics, its SVI step a dozen tests over the
+    K x V topics). The same value (a float sum up to rounding, in another order). A float sum over
+    more than ``SHORT_AXIS`` entries stays ``op`` itself, pairwise."""
     x = jnp.asarray(x)
     if axis is None:
         if keepdims:
@@ -219,10 +247,15 @@ def reduce_in_one_kernel(op: Callable, x, axis: Optional[int] = -1, keepdims: bo
         x, axis = x.reshape(-1), 0
     axis = axis % x.ndim
     n = x.shape[axis]
-    factors = _short_factors(n)
+    fill = _identity(op, x.dtype)
+    pad, factors = _cut(n, fill is not None)
     long_sum = op is jnp.sum and n > SHORT_AXIS and jnp.issubdtype(x.dtype, jnp.inexact)
     if factors is None or len(factors) == 1 or long_sum:
         return op(x, axis=axis, keepdims=keepdims)
+    if pad:
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (0, pad)
+        x = jnp.pad(x, widths, constant_values=fill)
     # held by an optimization barrier, or XLA's simplifier folds the reshape back into the reduction
     cut = jax.lax.optimization_barrier(x.reshape(x.shape[:axis] + factors + x.shape[axis + 1 :]))
     out = op(cut, axis=tuple(range(axis, axis + len(factors))))
