@@ -210,10 +210,8 @@ def conjugate_elbo_terms(prior: PyTree, q_global: PyTree, local: LocalResult, sc
     """The two terms of :func:`conjugate_elbo`, L = data_term - kl: the data term
     scale * (<sbar, E_q[t(beta)]> + local_terms) and KL(q(beta) || p(beta)).
 
-    Apart, so that a step can test the data term alone (cheap: E_q[t(beta)] is the local step's
-    input) and leave the KL, which costs the log-normalizer of every global factor (log Gamma
-    over LDA's K x V topics), to the callers that read the ELBO: under ``jit``, a step whose
-    ELBO is not used does not compute it.
+    Apart, so that a step's non-finite guard can test each (the conjugate steps test both: the KL
+    of Dirichlet topics shares its digamma series with the local step's mean parameters).
     """
     expected_t = expfam.tree_mean_params(q_global)
     data_term = expfam.tree_inner(local.suff_stats, expected_t) + local.local_terms
