@@ -23,8 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from vijax._compile import reduce_in_one_kernel
-from vijax._compile import collection_paused, is_unknown_option, step_cpu_options
+from vijax._compile import collection_paused, is_unknown_option, reduce_in_one_kernel, step_cpu_options
 from vijax._validate import (
     ArgumentError,
     NestedValueCheck,

@@ -448,9 +448,8 @@ class LDA(PytreeModel):
         """
         k, v = log_beta.shape
         dt = log_beta.dtype
-        log_b = (
-            log_beta - reduce_in_one_kernel(jnp.max, log_beta, axis=0, keepdims=True)
-        ).T  # (V, K), <= 0, max 0 per word
+        top = reduce_in_one_kernel(jnp.max, log_beta, axis=0, keepdims=True)
+        log_b = (log_beta - top).T  # (V, K), <= 0, max 0 per word
         b = jnp.exp(log_b)
         tiny = jnp.finfo(dt).tiny
 
