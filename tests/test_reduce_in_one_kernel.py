@@ -96,3 +96,13 @@ def test_compiled_without_a_reduce_window():
     long = jnp.ones((2, 4 * SHORT_AXIS), jnp.float32)
     plain = _reduce_windows(lambda a: jnp.sum(jnp.exp(a), -1), long)
     assert _reduce_windows(lambda a: reduce_in_one_kernel(jnp.sum, jnp.exp(a)), long) == plain
+
+
+def test_plain_reduction_on_another_backend(monkeypatch):
+    """Traced for another backend than the CPU, the plain reduction (no barrier, no reshape)."""
+    x = jnp.ones((8, 50), jnp.float32)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    text = jax.jit(lambda a: reduce_in_one_kernel(jnp.sum, a)).lower(x).as_text()
+    assert "optimization_barrier" not in text
+    monkeypatch.undo()
+    assert "optimization_barrier" in jax.jit(lambda a: reduce_in_one_kernel(jnp.sum, a)).lower(x).as_text()

@@ -239,7 +239,9 @@ def reduce_in_one_kernel(op: Callable, x, axis: Optional[int] = -1, keepdims: bo
     fuses with the operation that makes ``x``: fewer kernels to generate code for and to launch
     (LDA's SQUAREM cycle holds a dozen sums over the K topics, its SVI step a dozen tests over the
     K x V topics). The same value (a float sum up to rounding, in another order). A float sum over
-    more than ``SHORT_AXIS`` entries stays ``op`` itself, pairwise."""
+    more than ``SHORT_AXIS`` entries stays ``op`` itself, pairwise, and so does every reduction
+    traced for another backend than the CPU (JAX's default backend), whose compilers reduce
+    otherwise."""
     x = jnp.asarray(x)
     if axis is None:
         if keepdims:
@@ -250,7 +252,7 @@ def reduce_in_one_kernel(op: Callable, x, axis: Optional[int] = -1, keepdims: bo
     fill = _identity(op, x.dtype)
     pad, factors = _cut(n, fill is not None)
     long_sum = op is jnp.sum and n > SHORT_AXIS and jnp.issubdtype(x.dtype, jnp.inexact)
-    if factors is None or len(factors) == 1 or long_sum:
+    if factors is None or len(factors) == 1 or long_sum or jax.default_backend() != "cpu":
         return op(x, axis=axis, keepdims=keepdims)
     if pad:
         widths = [(0, 0)] * x.ndim
