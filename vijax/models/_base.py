@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vijax._compile import reduce_in_one_kernel
 from vijax import expfam
 from vijax._validate import ArgumentError, enforce_value_checks, finite_nonnegative, ids_in_range, implements
 from vijax.types import Array, PRNGKey, PyTree
@@ -237,7 +238,7 @@ def rows_with_data(batch) -> Array:
     document of the corpus adds nothing to the statistics or the ELBO either (its q(theta) is the
     prior) and is not counted: ``num_data = corpus.num_docs - corpus.num_empty`` makes the estimate
     unbiased (``num_docs`` weights a corpus with E empty documents by num_docs / (num_docs - E))."""
-    return jnp.any(jnp.asarray(batch.counts) != 0, axis=-1)
+    return reduce_in_one_kernel(jnp.any, jnp.asarray(batch.counts) != 0)
 
 
 def largest_safe_scale(num_entries: int, dtype) -> float:

@@ -556,7 +556,7 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     if method in ("meanfield", "cvb0"):
         fit = model._meanfield if method == "meanfield" else model._cvb0
         gamma, stats, term = fit(log_beta, ids, n, alpha)
-        return LocalResult((stats,), term - jnp.sum(_kl_theta(gamma, alpha)), gamma)
+        return LocalResult((stats,), term - reduce_in_one_kernel(jnp.sum, _kl_theta(gamma, alpha), axis=None), gamma)
     logb = jnp.take(log_beta.T, ids, axis=0)  # log b_{k, w_dl}, (S, L, K)
     expected = model._gibbs(logb, n, key, alpha)  # (S, L, K) expected token counts per slot
     gamma = alpha + jnp.sum(expected, axis=1)
