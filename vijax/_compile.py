@@ -203,17 +203,11 @@ def _short_factors(n: int) -> Optional[tuple]:
 
 def _identity(op: Callable, dtype) -> Any:
     """The value ``op`` ignores (its padding), or None for an operation not listed."""
-    if op is jnp.sum:
-        return 0
-    if op in (jnp.all, jnp.any):
-        return op is jnp.all
     if op in (jnp.max, jnp.min):
-        info = jnp.finfo(dtype) if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype)
-        inf = float("inf") if jnp.issubdtype(dtype, jnp.inexact) else None
-        if op is jnp.max:
-            return -inf if inf is not None else info.min
-        return inf if inf is not None else info.max
-    return None
+        if jnp.issubdtype(dtype, jnp.inexact):
+            return -jnp.inf if op is jnp.max else jnp.inf
+        return jnp.iinfo(dtype).min if op is jnp.max else jnp.iinfo(dtype).max
+    return {jnp.sum: 0, jnp.all: True, jnp.any: False}.get(op)
 
 
 def _cut(n: int, padding: bool) -> tuple[int, Optional[tuple]]:
