@@ -1,5 +1,6 @@
 """The fast digamma and log-gamma against scipy."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -145,3 +146,19 @@ def test_results_are_typed_as_jnp_would_type_them():
     it does not promote the arrays it meets); an array of floats gives its own dtype."""
     assert digamma(2.0).weak_type and digamma_and_gammaln(3)[1].weak_type
     assert not digamma(jnp.ones(3, jnp.float32)).weak_type and digamma(jnp.ones(3, jnp.float32)).dtype == jnp.float32
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_digamma_and_gammaln_with_total_matches_scipy(dtype, tol):
+    """psi and log Gamma of [a, sum a] over the last axis (a batch of rows, one of them long)."""
+    from scipy.special import digamma as sp_psi
+    from scipy.special import gammaln as sp_gammaln
+
+    from vijax.expfam import digamma_and_gammaln_with_total
+
+    for shape in [(3, 7), (2, 257)]:
+        a = np.random.default_rng(0).gamma(0.7, 2.0, shape) + 0.05
+        full = np.concatenate([a, a.sum(-1, keepdims=True)], -1)
+        psi, lgam = jax.jit(digamma_and_gammaln_with_total)(jnp.asarray(a, dtype))
+        np.testing.assert_allclose(np.asarray(psi), sp_psi(full), rtol=tol, atol=tol)
+        np.testing.assert_allclose(np.asarray(lgam), sp_gammaln(full), rtol=tol, atol=tol)

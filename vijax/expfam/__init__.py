@@ -7,7 +7,7 @@ for by name (``implements(family, name)``), each a Protocol a family satisfies b
 methods: ``HasMode`` (``mode``, ``mode_stats``; MAP-EM), ``Reparameterizable``
 (``reparam_sample_and_stats``; SSVI) and ``GammaBased`` (``log_gamma_shapes``,
 ``from_log_gammas``: draws made of Gamma variables, pooled over a pytree). Functions named ``tree_*`` map over pytrees of families.
-``digamma``, ``digamma_and_gammaln`` and ``trigamma`` are the fast elementwise special functions that
+``digamma``, ``digamma_and_gammaln`` (and ``digamma_and_gammaln_with_total``, of [a, sum a]) and ``trigamma`` are the fast elementwise special functions that
 the families' mean parameters and Fisher products and the models' inner loops (LDA, ARD, Student-t
 mixtures) evaluate.
 """
@@ -63,7 +63,7 @@ from vijax.expfam._normal import Normal
 from vijax.expfam._normal_gamma import NormalGamma
 from vijax.expfam._normal_wishart import NormalWishart
 from vijax.expfam._poisson import Poisson
-from vijax.expfam._special import digamma, digamma_and_gammaln, trigamma
+from vijax.expfam._special import digamma, digamma_and_gammaln, digamma_and_gammaln_with_total, trigamma
 
 __all__ = [
     "mean_param_grad",
@@ -94,6 +94,7 @@ __all__ = [
     "dense_fisher",
     "digamma",
     "digamma_and_gammaln",
+    "digamma_and_gammaln_with_total",
     "trigamma",
     "floored_log",
     "implements",

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from vijax._compile import reduce_in_one_kernel
 from vijax.types import Array
 
 
@@ -60,6 +61,17 @@ def digamma_and_gammaln(x: Array) -> tuple[Array, Array]:
         jnp.stack([psi, lax.sub(lgam, lax.select(small, lax.log(den), lax.full_like(den, 0.0)))])
     )
     return both[0], both[1]
+
+
+def digamma_and_gammaln_with_total(a: Array) -> tuple[Array, Array]:
+    """:func:`digamma_and_gammaln` of [a, sum_k a_k] (the last axis with its sum appended): psi
+    and log Gamma of a Dirichlet's concentrations and of their total from one series, each
+    (..., K + 1). Called on ``a`` and its sum apart, XLA's CPU compiler emits the series twice,
+    and for the sums (..., 1), a shape small enough that LLVM unrolls every loop over it in full
+    (in LDA's SVI step, 9 kernels and 430 kB of the program's 2,250 kB of optimized code, for one
+    column). ``Dirichlet.mean_params`` and ``kl`` and LDA's E-step all call it, so a step that
+    takes several computes the series once."""
+    return digamma_and_gammaln(jnp.concatenate([a, reduce_in_one_kernel(jnp.sum, a, keepdims=True)], -1))
 
 
 @jax.jit
@@ -139,4 +151,4 @@ def _psi(small, num, den, y, log_y, r2):
     return lax.sub(psi, lax.select(small, lax.div(num, den), lax.full_like(num, 0.0)))
 
 
-__all__ = ["digamma", "digamma_and_gammaln", "trigamma"]
+__all__ = ["digamma", "digamma_and_gammaln", "digamma_and_gammaln_with_total", "trigamma"]

@@ -69,7 +69,7 @@ from vijax._validate import (
     float_dtype,
     is_tracer,
 )
-from vijax.expfam import digamma, digamma_and_gammaln
+from vijax.expfam import digamma, digamma_and_gammaln_with_total
 from vijax.models._base import LocalResult, bow_batch_checks, entropy_of_probs, largest_safe_scale, rows_with_data
 from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots, ratio_and_log
 from vijax.models._lda_start import random_start
@@ -573,7 +573,7 @@ def _theta_terms(gamma: Array, alpha: Array) -> tuple[Array, Array]:
         log Gamma(sum_k gamma_dk) - sum_k log Gamma(gamma_dk) + sum_k (gamma_dk - alpha) E[log theta_dk]
     """
     k = gamma.shape[-1]
-    psi, lgam = digamma_and_gammaln(jnp.concatenate([gamma, reduce_in_one_kernel(jnp.sum, gamma, keepdims=True)], -1))
+    psi, lgam = digamma_and_gammaln_with_total(gamma)
     e_log_theta = psi[:, :k] - psi[:, k:]
     return e_log_theta, lgam[:, k] + reduce_in_one_kernel(jnp.sum, (gamma - alpha) * e_log_theta - lgam[:, :k])
 
