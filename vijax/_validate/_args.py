@@ -444,3 +444,27 @@ def check_key(name: str, key: Any) -> None:
     dtype = getattr(key, "dtype", None)
     if dtype is None or not (jnp.issubdtype(dtype, jax.dtypes.prng_key) or dtype == jnp.uint32):
         raise ArgumentError(name, f"{name} must be a PRNG key (jax.random.key or PRNGKey), got {key!r}")
+
+
+def check_structures(name: str, tree: Any, like: Any, like_name: str, is_leaf=None) -> None:
+    """Raises ValueError naming ``name`` unless ``tree`` has the tree structure of ``like``."""
+    got = jax.tree_util.tree_structure(tree, is_leaf=is_leaf)
+    want = jax.tree_util.tree_structure(like, is_leaf=is_leaf)
+    if got != want:
+        raise ArgumentError(name, f"{name} must have the pytree structure of {like_name}: got {got}, expected {want}")
+
+
+def check_shapes(name: str, tree: Any, like: Any, like_name: str, is_leaf=None) -> None:
+    """``check_structures``, then the shape of every array leaf: raises ValueError naming ``name``
+    and the first leaf whose shape differs from ``like``'s (checked at trace time: shapes are
+    static)."""
+    check_structures(name, tree, like, like_name, is_leaf=is_leaf)
+    got = jax.tree_util.tree_flatten_with_path(tree)[0]
+    want = jax.tree_util.tree_leaves(like)
+    for (path, a), b in zip(got, want):
+        if jnp.shape(a) != jnp.shape(b):
+            raise ArgumentError(
+                name,
+                f"{name}{jax.tree_util.keystr(path)} must have shape {tuple(jnp.shape(b))} (as in {like_name}), "
+                f"got {tuple(jnp.shape(a))}",
+            )

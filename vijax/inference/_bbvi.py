@@ -53,10 +53,19 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vijax._validate import ArgumentError, batch_size, check_choice, check_int, check_key, check_scalar, is_tracer
+from vijax._validate import (
+    ArgumentError,
+    batch_size,
+    check_choice,
+    check_int,
+    check_key,
+    check_scalar,
+    check_shapes,
+    is_tracer,
+)
 from vijax.interop import Target
 from vijax.models import filter_jit
-from vijax.inference._guides import check_shapes, make_guide
+from vijax.inference._guides import make_guide
 from vijax.inference._flows import draws, flow_guide, is_flow
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data

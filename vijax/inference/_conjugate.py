@@ -10,9 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_bool, check_int, implements
+from vijax._validate import ArgumentError, check_bool, check_int, check_shapes, implements
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
-from vijax.inference._guides import check_shapes
 from vijax.inference.base import check_protocol
 from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel

@@ -36,7 +36,7 @@ from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
 from vijax._compile import setup_jit
-from vijax._validate import ArgumentError, check_int, check_scalar
+from vijax._validate import ArgumentError, check_int, check_scalar, check_structures
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
 if TYPE_CHECKING:  # vijax.interop is imported at first use (auto_family): not with svi and the others
@@ -77,30 +77,6 @@ def _path(path) -> str:
 
 def _is_bijector(b) -> bool:
     return isinstance(b, tfp_jax().bijectors.Bijector)
-
-
-def check_structures(name: str, tree: PyTree, like: PyTree, like_name: str, is_leaf=None) -> None:
-    """Raises ValueError naming ``name`` unless ``tree`` has the tree structure of ``like``."""
-    got = jax.tree_util.tree_structure(tree, is_leaf=is_leaf)
-    want = jax.tree_util.tree_structure(like, is_leaf=is_leaf)
-    if got != want:
-        raise ArgumentError(name, f"{name} must have the pytree structure of {like_name}: got {got}, expected {want}")
-
-
-def check_shapes(name: str, tree: PyTree, like: PyTree, like_name: str, is_leaf=None) -> None:
-    """``check_structures``, then the shape of every array leaf: raises ValueError naming ``name``
-    and the first leaf whose shape differs from ``like``'s (checked at trace time: shapes are
-    static)."""
-    check_structures(name, tree, like, like_name, is_leaf=is_leaf)
-    got = jax.tree_util.tree_flatten_with_path(tree)[0]
-    want = jax.tree_util.tree_leaves(like)
-    for (path, a), b in zip(got, want):
-        if jnp.shape(a) != jnp.shape(b):
-            raise ArgumentError(
-                name,
-                f"{name}{jax.tree_util.keystr(path)} must have shape {tuple(jnp.shape(b))} (as in {like_name}), "
-                f"got {tuple(jnp.shape(a))}",
-            )
 
 
 class GaussianGuide:
@@ -505,4 +481,4 @@ def auto_family_checked(target: Target, s: float) -> tuple[dict, list]:
     return families, valid
 
 
-__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "auto_family", "check_shapes", "check_structures", "make_guide"]
+__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "auto_family", "make_guide"]

@@ -71,7 +71,7 @@ from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
 from vijax._compile import as_one_program
-from vijax._validate import ArgumentError, check_choice, check_int, check_key, is_tracer
+from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_shapes, check_structures, is_tracer
 from vijax.inference import schedules
 from vijax.interop import Target
 from vijax.models import filter_jit
@@ -84,7 +84,7 @@ from vijax.inference._start_checks import (
     directions,
     host_rng,
 )
-from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked, check_shapes, check_structures
+from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked
 from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
 from vijax.types import Array, PRNGKey, PyTree
 
