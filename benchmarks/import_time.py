@@ -12,7 +12,12 @@ fresh interpreter's imports (the median and the range over ``--repeats`` runs, t
 start subtracted: ``python -c pass``, measured the same way). Writes
 ``benchmarks/results/import_time.json``.
 
+``--before DIR`` times every case also with another checkout of vijax first on the path
+(``PYTHONPATH=DIR``, e.g. a ``git worktree`` of an older commit), each run of it in turn with a run
+of this checkout, so that both see the same load; its figures are the rows' ``before_*``.
+
     python benchmarks/import_time.py --repeats 7
+    python benchmarks/import_time.py --repeats 15 --before /tmp/vijax-before
 """
 
 from __future__ import annotations
@@ -43,9 +48,10 @@ CASES = {
 }
 
 
-def _wall(code: str, env: dict | None = None) -> float | None:
+def _wall(code: str, env: dict | None = None, cwd: str | None = None) -> float | None:
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
+    # the working directory is first on a ``-c`` interpreter's path: each checkout runs in its own
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=cwd)
     return time.perf_counter() - t0 if done.returncode == 0 else None
 
 
@@ -53,31 +59,40 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "import_time.json"))
+    parser.add_argument("--before", default=None, help="another vijax checkout, timed in turn with this one")
     add_device_argument(parser)  # the JAX platform of the importing processes (JAX_PLATFORMS)
     args = parser.parse_args(argv)
     env = child_env(args.device)
+    before_env = None if args.before is None else dict(env, PYTHONPATH=os.path.abspath(args.before))
     base = statistics.median(_wall("pass", env) for _ in range(args.repeats))
     rows = []
     for name, code in CASES.items():
-        times = [_wall(code, env) for _ in range(args.repeats)]
+        times, before = [], []
+        for _ in range(args.repeats):  # with --before, each run of this checkout in turn with one of the other
+            times.append(_wall(code, env))
+            if before_env is not None and name.startswith("vijax"):
+                before.append(_wall(code, before_env, cwd=args.before))
         if any(t is None for t in times):
             rows.append({"case": name, "code": code, "installed": False})
             continue
         net = [t - base for t in times]
-        rows.append(
-            {
-                "case": name,
-                "code": code,
-                "installed": True,
-                "median_s": statistics.median(net),
-                "min_s": min(net),
-                "max_s": max(net),
-            }
-        )
-    print(f"{'imports':<24} {'median s':>9} {'range s':>15}")
+        row = {
+            "case": name,
+            "code": code,
+            "installed": True,
+            "median_s": statistics.median(net),
+            "min_s": min(net),
+            "max_s": max(net),
+        }
+        if before and all(t is not None for t in before):
+            old = [t - base for t in before]
+            row.update(before_median_s=statistics.median(old), before_min_s=min(old), before_max_s=max(old))
+        rows.append(row)
+    print(f"{'imports':<24} {'median s':>9} {'range s':>15}" + (f" {'before: median s':>17}" if before_env else ""))
     for r in rows:
         if r["installed"]:
-            print(f"{r['case']:<24} {r['median_s']:>9.3f} {r['min_s']:>7.3f}–{r['max_s']:.3f}")
+            extra = f" {r['before_median_s']:>17.3f}" if "before_median_s" in r else ""
+            print(f"{r['case']:<24} {r['median_s']:>9.3f} {r['min_s']:>7.3f}–{r['max_s']:.3f}{extra}")
         else:
             print(f"{r['case']:<24} {'not installed':>9}")
     machine = {
@@ -89,7 +104,16 @@ def main(argv=None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(
-            {"machine": machine, "repeats": args.repeats, "interpreter_start_s": base, "rows": rows}, fh, indent=2
+            {
+                "machine": machine,
+                "repeats": args.repeats,
+                "interpreter_start_s": base,
+                "before": args.before,
+                "load_average_at_end": list(os.getloadavg()),
+                "rows": rows,
+            },
+            fh,
+            indent=2,
         )
     return 0
 
