@@ -215,8 +215,9 @@ def test_import_vijax_loads_nothing_heavy():
 
 def test_packages_load_only_the_modules_a_program_uses():
     """A user's LDA script imports LDA's, SVI's, the corpus reader's and the compile cache's modules,
-    not every model's, every algorithm's, every family's, the guides', the runner's nor optax
-    (vijax._lazy); every public name still resolves."""
+    not every model's, every algorithm's, every family's, the guides', the text tokenizer's, the
+    synthetic corpora's, the runner's, optax nor checkify (vijax._lazy); every public name still
+    resolves."""
     import subprocess
     import sys
 
@@ -228,7 +229,8 @@ def test_packages_load_only_the_modules_a_program_uses():
         "from vijax.run import enable_compile_cache\n"
         "print(sorted(m for m in ('optax', 'vijax.models.ctm', 'vijax.models.vae', 'vijax.inference._aevb',\n"
         "    'vijax.inference._registry', 'vijax.data._hmm', 'vijax.run._runner', 'vijax.expfam._beta',\n"
-        "    'vijax.expfam._mvn', 'vijax.expfam._normal_wishart', 'vijax.inference._guides', 'vijax.models.lda')\n"
+        "    'vijax.expfam._mvn', 'vijax.expfam._normal_wishart', 'vijax.inference._guides', 'vijax.data._text',\n"
+        "    'vijax.data._prepare', 'vijax.data._lda_synthetic', 'jax.experimental.checkify', 'vijax.models.lda')\n"
         "    if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

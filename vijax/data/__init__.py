@@ -4,12 +4,26 @@ memory-mapped storage), the minibatchers (host-side ``Minibatcher`` of corpora,
 device-side ``epoch_batches`` of indices), and the location of optional reference data."""
 
 from vijax._lazy import exported, lazy_names
-from vijax.data import corpus as _corpus
-from vijax.data.corpus import *  # noqa: F401,F403  (the corpus layer's public names, see its __all__)
 
 # name -> the module it is read from at its first use (vijax._lazy): the generators and loaders, some
-# of which build models, load only when used
+# of which build models, load only when used; the corpus layer (``vijax.data.corpus``, its modules
+# listed first) too, so that a script reading an lda-c file loads no text tokenizer or synthetic corpus
 _MODULES = {
+    "vijax.data._bow": ("BowBatch", "CorpusBatch"),
+    "vijax.data._csr": ("MIN_BUCKET", "Corpus", "CorpusWriter", "as_rng", "bucket_length"),
+    "vijax.data._ctm_synthetic": ("sample_ctm_corpus",),
+    "vijax.data._lda_synthetic": ("LDA_BLOCK_DOCS", "LDASample", "sample_lda_corpus", "write_lda_corpus_npz"),
+    "vijax.data._prepare": ("prepare_corpus",),
+    "vijax.data._prefetch": ("PrefetchHostBatches", "prefetch"),
+    "vijax.data._readers": ("read_ldac", "read_uci_bow", "read_word_list"),
+    "vijax.data._text": (
+        "STOP_WORDS_EN",
+        "Vocabulary",
+        "build_vocabulary",
+        "corpus_from_texts",
+        "load_vocabulary",
+        "tokenize",
+    ),
     "vijax.data._bernoulli": ("BernoulliMixtureData", "sample_bernoulli_mixture"),
     "vijax.data._categorical_mixture": ("CategoricalMixtureData", "sample_categorical_mixture"),
     "vijax.data._hmm": ("HMMSample", "sample_hmm"),
@@ -20,7 +34,7 @@ _MODULES = {
         "load_digits_images",
         "sample_latent_bernoulli",
     ),
-    "vijax.data._minibatch": ("epoch_batches",),
+    "vijax.data._minibatch": ("Minibatcher", "epoch_batches", "minibatches", "stack_batches"),
     "vijax.data._paths": ("resolve_data_path", "shared_data_path"),
     "vijax.data._spectra": ("SpectrogramData", "sample_speech_spectrogram", "speech_like_dictionary"),
     "vijax.data._student_t": ("StudentTMixtureData", "sample_student_t_mixture"),
@@ -44,6 +58,6 @@ _MODULES = {
     ),
 }
 
-__all__ = sorted(_corpus.__all__ + exported(_MODULES))
+__all__ = sorted(exported(_MODULES))
 
 __getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)

@@ -21,7 +21,6 @@ from typing import Any, Callable, Mapping, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from vijax._compile import collection_paused, is_unknown_option, reduce_in_one_kernel, step_cpu_options
 from vijax._validate import (
@@ -163,6 +162,8 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "q
     def functional(*args, **kwargs):
         with functional_value_checks():  # read while the step is traced
             return step(*args, **kwargs)
+
+    from jax.experimental import checkify  # loaded by the first jit_step, not by every algorithm's import
 
     checked_fn = checkify.checkify(functional, errors=checkify.user_checks)
     collecting.__name__ = locating.__name__ = checked_fn.__name__ = name
