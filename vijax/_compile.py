@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vijax._validate import trace_state
 
@@ -181,6 +182,28 @@ def setup_jit(fn: Callable = None, **jit_kwargs: Any):
     return SetupJit(fn, **jit_kwargs)
 
 
+def host_key_data(key) -> np.ndarray:
+    """A concrete PRNG key's words on the host, uint32 (..., words), typed (``jax.random.key``) or
+    raw (``jax.random.PRNGKey``) alike; no program compiles for it. The one reader of a key on the
+    host: the seeds of NumPy's generators (the start checks', LDA's random start), the runner's
+    checkpoints, :func:`split_on_host`."""
+    return np.asarray(jax.random.key_data(key), dtype=np.uint32)
+
+
+def split_on_host(key, num: int = 2) -> list:
+    """``num`` keys of ``key``'s kind (typed, with its implementation, or raw) made from a concrete
+    key on the host: their words drawn by NumPy's generator seeded with ``key``'s words, so that
+    no program compiles, where ``jax.random.split`` of a concrete key and the unpacking of its
+    result compile one each, the first time in a process, for an ``init`` a user waits for. The
+    same key gives the same keys; they are not ``jax.random.split``'s."""
+    words = host_key_data(key)
+    new = np.random.default_rng(words.ravel()).integers(0, 2**32, size=(num,) + words.shape, dtype=np.uint32)
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        impl = jax.random.key_impl(key)
+        return [jax.random.wrap_key_data(w, impl=impl) for w in new]
+    return [jax.device_put(w) for w in new]  # a transfer: jnp.asarray would compile a copy
+
+
 # XLA's CPU compiler splits a reduction over a dimension longer than this into a reduce-window
 # and a reduce (TreeReductionRewriter: a pairwise sum, for the precision of long float sums)
 _REDUCE_WINDOW = 32
@@ -264,9 +287,11 @@ __all__ = [
     "SetupJit",
     "as_one_program",
     "at_top_level",
+    "host_key_data",
     "is_unknown_option",
     "one_program",
     "reduce_in_one_kernel",
     "setup_jit",
+    "split_on_host",
     "step_cpu_options",
 ]

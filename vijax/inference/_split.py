@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._compile import setup_jit
+from vijax._compile import setup_jit, split_on_host
 from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
 from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
 from vijax.inference import _bbvi, _ngvi
@@ -142,7 +142,8 @@ def init(
     """q(rest) from its algorithm's start; each conjugate site's q the complete conditional at one
     draw of q(rest) (``ngvi``'s: drawn on the host by numpy's samplers) and the other conjugate
     sites' starting values (the target's start)."""
-    k_inner, k_rest = jax.random.split(key)
+    # made on the host from a concrete key: no program compiles for the split
+    k_inner, k_rest = jax.random.split(key) if is_tracer(key) else split_on_host(key)
     conj = _start(target, conjugate)
     inner_state = inner.init(k_inner, (batch, conj))
     if inner.step.func is _ngvi.step:  # one draw of q(rest) on the host: no sampler to compile for it

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
+from vijax._compile import host_key_data
 from vijax._validate import ArgumentError
 
 NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
@@ -36,7 +37,7 @@ def host_rng(key) -> np.random.Generator:
     """NumPy's generator seeded with ``key``'s words (a typed or a raw key), for the start checks'
     host draws, which compile nothing (``vijax.data.as_rng`` seeds alike; importing ``vijax.data``
     here would add its modules to a first ``init``)."""
-    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+    return np.random.default_rng(host_key_data(key).ravel())
 
 
 def directions(rng: np.random.Generator, z):

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from vijax import expfam
+from vijax._compile import host_key_data
 from vijax._validate import is_tracer
 from vijax.types import PRNGKey
 
@@ -22,12 +23,12 @@ def random_start(key: PRNGKey, scale: float, shape: tuple, dtype) -> expfam.Diri
     """Dirichlet(lambda), lambda = scale * g with g ~ Gamma(100, rate 100) of ``shape``, drawn on
     the host (:func:`host_start`): directly for a concrete key, by a host callback for a traced
     one (under ``jit`` or ``vmap``, which hands the callback a batch of keys' data)."""
-    data = jax.random.key_data(key)
     draw = functools.partial(host_start, scale=scale, shape=shape, dtype=np.dtype(dtype))
-    if is_tracer(data):
+    if is_tracer(key):
+        data = jax.random.key_data(key)
         natural = jax.pure_callback(draw, jax.ShapeDtypeStruct(shape, dtype), data, vmap_method="expand_dims")
     else:
-        natural = jax.device_put(draw(np.asarray(data)))  # a transfer: jnp.asarray would compile a copy
+        natural = jax.device_put(draw(host_key_data(key)))  # a transfer: jnp.asarray would compile a copy
     return expfam.Dirichlet.from_natural((natural,))
 
 

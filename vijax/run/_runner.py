@@ -43,6 +43,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from vijax.data import PrefetchHostBatches
+from vijax._compile import host_key_data
 from vijax._validate import ArgumentError, check_key, value_checks
 from vijax.inference import VIAlgorithm, check_algorithm
 from . import _cache, _checkpoint
@@ -84,12 +85,6 @@ def _as_strong_arrays(tree: PyTree) -> PyTree:
         return jnp.asarray(x, dtype=x.dtype)
 
     return jax.tree.map(leaf, tree)
-
-
-def _key_data(key: PRNGKey) -> np.ndarray:
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        key = jax.random.key_data(key)
-    return np.asarray(key, dtype=np.uint32)
 
 
 def _flatten_info(infos: PyTree, n: int) -> dict:
@@ -359,7 +354,7 @@ def run(
     store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every)
     start = time.perf_counter()
     init_key, step_base = jax.random.split(key)
-    key_data = _key_data(key)
+    key_data = host_key_data(key)
     fields = tuple(progress_fields) if progress_fields is not None else ("elbo",)
     fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
     with store.held():  # the folder is this run's until it returns (vijax.run._lock)
