@@ -8,11 +8,12 @@ from typing import Callable, Optional, Union
 import jax
 import numpy as np
 
+from vijax._compile import host_key_data
 from vijax._validate import value_checks
 from vijax.inference import VIAlgorithm
 from vijax.types import Array, PRNGKey, PyTree
 from ._chunk import _make_chunk_fn
-from ._runner import RunConfig, _initial_progress, _key_data
+from ._runner import RunConfig, _initial_progress
 
 
 def _abstract_init(alg, init_state, init_key):
@@ -69,7 +70,7 @@ def lower_run(
     init_key, step_base = jax.random.split(key)
     state = _abstract_init(alg, init_state, init_key)
     if state is None:  # an init with host code: run it, as run does
-        state = _initial_progress(alg, init_state, init_key, _key_data(key), None, False).state
+        state = _initial_progress(alg, init_state, init_key, host_key_data(key), None, False).state
     chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
     pending = None if host_batches is None else host_batches(0, rc.chunk_size)
     with value_checks(rc.check_values):  # read when the chunk is traced, as in run
