@@ -184,9 +184,10 @@ def setup_jit(fn: Callable = None, **jit_kwargs: Any):
 
 def host_key_data(key) -> np.ndarray:
     """A concrete PRNG key's words on the host, uint32 (..., words), typed (``jax.random.key``) or
-    raw (``jax.random.PRNGKey``) alike; no program compiles for it. The one reader of a key on the
-    host: the seeds of NumPy's generators (the start checks', LDA's random start), the runner's
-    checkpoints, :func:`split_on_host`."""
+    raw (``jax.random.PRNGKey``) alike; no program compiles for it. Read so by the start checks'
+    and LDA's random start (the seeds of NumPy's generators), the runner and ``lower_run`` (the
+    checkpoints' key) and :func:`split_on_host`; ``vijax.data.as_rng``, which takes an int seed
+    too and imports JAX only for a typed key, reads a key alike."""
     return np.asarray(jax.random.key_data(key), dtype=np.uint32)
 
 
