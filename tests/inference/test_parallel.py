@@ -111,3 +111,21 @@ def test_bad_input_is_named(docs):
         data_parallel(object())
     with pytest.raises(ValueError, match="at least one device"):
         data_parallel(LDA(3, 40), devices=[])
+
+
+@pytest.mark.parametrize(
+    "devices, match",
+    [
+        (["cpu"], r"^devices\[0\] must be a jax.Device, got 'cpu' \(str\); .*jax.devices\(\"cpu\"\)"),
+        ("cpu", r"^devices must be a sequence of jax.Device objects, got the string 'cpu'; pass jax.devices\('cpu'\)"),
+        (DEVICES[0], r"^devices must be a sequence of jax.Device objects"),
+        ([DEVICES[0], DEVICES[0]], r"^devices must be distinct: .* is listed 2 times"),
+    ],
+    ids=["platform-in-list", "platform", "one-device", "twice"],
+)
+def test_devices_that_are_not_distinct_device_objects_are_named(devices, match):
+    """A platform name, a lone device or a device listed twice is refused at construction, naming
+    ``devices`` (a string met an AttributeError inside ``Mesh``)."""
+    with pytest.raises(ValueError, match=match):
+        data_parallel(LDA(3, 40), devices=devices)
+    assert data_parallel(LDA(3, 40), devices=tuple(DEVICES)).num_devices == 2

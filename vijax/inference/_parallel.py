@@ -119,13 +119,21 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
     Args:
       model: a conditionally conjugate model (``local_step(globals_view, batch, key, **kw)``
         returning a ``LocalResult`` whose ``local_params`` have the batch's leading axis).
-      devices: the devices to split the batch over; default ``jax.devices()`` (all devices of the
-        default backend).
+      devices: the devices to split the batch over: a non-empty sequence of distinct
+        ``jax.Device`` objects of one platform, e.g. ``jax.devices("cpu")``; default
+        ``jax.devices()`` (all devices of the default backend). A platform name such as ``"cpu"``
+        is not a device: pass ``jax.devices("cpu")``.
       axis_name: the mesh axis name (the ``psum`` runs over it).
 
     Returns:
       A ``DataParallel`` model; hand it to ``svi``, ``ssvi``, ``make_algorithm``... in place of
       ``model``. The batch size must be a multiple of the number of devices.
+
+    Raises:
+      ValueError: naming ``model`` when it is already data-parallel or not a conditionally
+        conjugate model, ``devices`` when it is not a non-empty sequence of distinct devices of
+        one platform (a string among them included), and ``axis_name`` when it is not a
+        non-empty string.
 
     Examples:
         >>> import jax
@@ -143,9 +151,47 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
     if isinstance(model, DataParallel):
         raise ArgumentError("model", "model is already data_parallel")
     check_protocol(model, ConditionallyConjugateModel, "data_parallel")
-    devices = list(jax.devices() if devices is None else devices)
-    if not devices:
-        raise ArgumentError("devices", "devices must name at least one device")
+    devices = _check_devices(jax.devices() if devices is None else devices)
     if not isinstance(axis_name, str) or not axis_name:
         raise ArgumentError("axis_name", f"axis_name must be a non-empty string, got {axis_name!r}", value=axis_name)
     return DataParallel(model, Mesh(np.array(devices), (axis_name,)), axis_name)
+
+
+def _check_devices(devices) -> list:
+    """``devices`` as a list, after checking that it is a non-empty sequence of distinct
+    ``jax.Device`` objects of one platform; ValueError naming ``devices`` otherwise."""
+    if isinstance(devices, (str, bytes)):
+        raise ArgumentError(
+            "devices",
+            f"devices must be a sequence of jax.Device objects, got the string {devices!r}; pass "
+            f"jax.devices({devices!r}) for that platform's devices",
+            value=devices,
+        )
+    try:
+        devices = list(np.ravel(devices)) if isinstance(devices, np.ndarray) else list(devices)
+    except TypeError:
+        raise ArgumentError(
+            "devices", f"devices must be a sequence of jax.Device objects, got {devices!r}", value=devices
+        ) from None
+    if not devices:
+        raise ArgumentError("devices", "devices must name at least one device, got an empty sequence", value=devices)
+    for i, d in enumerate(devices):
+        if not isinstance(d, jax.Device):
+            hint = f'jax.devices("{d}")' if isinstance(d, str) else 'jax.devices("cpu")'
+            raise ArgumentError(
+                "devices",
+                f"devices[{i}] must be a jax.Device, got {d!r} ({type(d).__name__}); pass device objects, "
+                f"e.g. {hint} for a platform's devices",
+                value=devices,
+            )
+    if len(set(devices)) != len(devices):
+        twice = next(d for d in devices if devices.count(d) > 1)
+        raise ArgumentError(
+            "devices", f"devices must be distinct: {twice} is listed {devices.count(twice)} times", value=devices
+        )
+    platforms = sorted({d.platform for d in devices})
+    if len(platforms) > 1:
+        raise ArgumentError(
+            "devices", f"devices must all be of one platform, got devices of {platforms}", value=devices
+        )
+    return devices
