@@ -765,7 +765,7 @@ def _numpyro_models() -> dict:
             (y10,),
             {"subsample_size": 4},
             (),
-            lambda target: _target_works(target, {"n": np.arange(4)}),
+            lambda target: _target_works(target, {"n": jnp.arange(4)}),
         ),
         "plate subsample_size > size": (normal, (y10,), {"subsample_size": 20}, ("'n'", "subsample_size"), None),
         "NaN observed outside the first minibatch": (
@@ -845,7 +845,8 @@ def frontend_cases():
         return call
 
     yield "from_numpyro: batch indices as a Python list", subsampled([0, 3]), ("'n'", "batch"), finite_result
-    yield "from_numpyro: batch indices beyond the plate", subsampled(np.array([0, 30])), ("'n'", "batch"), None
+    yield "from_numpyro: batch indices as a NumPy array", subsampled(np.array([0, 3])), ("'n'", "batch"), finite_result
+    yield "from_numpyro: batch indices beyond the plate", subsampled(jnp.array([0, 30])), ("'n'", "batch"), None
 
     joint = _joint()
     y = jnp.asarray(Y4)
@@ -1196,6 +1197,7 @@ def corpus_cases(folder: str):
     """(label, call, names, check): an experiment whose corpus files are all empty."""
     from vijax.run import build_experiment
 
+    import_builtin_experiments()
     path, vocab = os.path.join(folder, "empty.ldac"), os.path.join(folder, "empty_vocab.txt")
     for p in (path, vocab):
         open(p, "wb").close()

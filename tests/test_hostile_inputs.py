@@ -664,3 +664,117 @@ def test_a_state_of_another_model_size_is_named(alg_name):
     alg = _algorithm(alg_name, model(5), _num_data(batch))
     with pytest.raises(ValueError, match=r"state\.q_global.* must have shape \([25].*got \([36]"):
         alg.step(jax.random.PRNGKey(2), other, batch)
+
+
+# ----------------------------------------------------------------------------------- the front end
+# a sample of benchmarks/probe_hostile.py's frontend, component and combinator cases (the probe runs
+# them all): (label, call, the words the error must contain)
+def _odd_numpyro_model(case):
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+
+    y = jnp.array([0.1, -0.3, 0.5, 1.2])
+
+    def discrete(y):
+        p = numpyro.sample("p", dist.Beta(1.0, 1.0))
+        with numpyro.plate("n", y.shape[0]):
+            z = numpyro.sample("z", dist.Bernoulli(p))
+            numpyro.sample("y", dist.Normal(jnp.where(z == 1, 1.0, -1.0), 1.0), obs=y)
+
+    def only_observed(y):
+        with numpyro.plate("n", y.shape[0]):
+            numpyro.sample("y", dist.Normal(0.0, 1.0), obs=y)
+
+    def only_latent():
+        numpyro.sample("mu", dist.Normal(0.0, 1.0))
+
+    return {"discrete": (discrete, y), "no latent": (only_observed, y), "no observed": (only_latent,)}[case]
+
+
+def _poisson_target():
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+
+    import vijax
+
+    def model(k):
+        rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        scale = numpyro.sample("scale", dist.Gamma(2.0, 2.0))
+        with numpyro.plate("data", k.shape[0]):
+            numpyro.sample("k", dist.Poisson(rate * scale), obs=k)
+
+    return vijax.from_numpyro(model, jnp.array([3.0, 1.0, 4.0]))
+
+
+def _front_end_case(label):
+    import vijax
+    from vijax.interop import complete_conditional, conjugate_sites
+
+    if label == "from_numpyro[a discrete site, not enumerated]":
+        return lambda: vijax.from_numpyro(*_odd_numpyro_model("discrete")), "site 'z': a discrete latent site"
+    if label == "from_numpyro[no latent site]":
+        return lambda: vijax.from_numpyro(*_odd_numpyro_model("no latent")), "model: it has no continuous latent"
+    if label == "to_arviz[target without an observed site]":
+        pytest.importorskip("arviz")
+        target = vijax.from_numpyro(*_odd_numpyro_model("no observed"))
+        return (
+            lambda: vijax.to_arviz({"mu": jnp.zeros(4)}, KEY, target=target),
+            "target: the model has no observed site",
+        )
+    target = _poisson_target()
+    if label == "conjugate_sites[force a site the model lacks]":
+        return lambda: conjugate_sites(target, KEY, force=["nope"]), "force: 'nope' is not a latent site"
+    if label == "complete_conditional[draws of another shape]":
+        return (
+            lambda: complete_conditional(target, "rate", {"scale": jnp.ones((2, 3))}),
+            "draws['scale']: shape (2, 3)",
+        )
+    assert label == "predictive[key None]"
+    return lambda: vijax.predictive(target, {"rate": jnp.ones(2), "scale": jnp.ones(2)}, None), "key must be a PRNG key"
+
+
+FRONT_END_CASES = [
+    "from_numpyro[a discrete site, not enumerated]",
+    "from_numpyro[no latent site]",
+    "to_arviz[target without an observed site]",
+    "conjugate_sites[force a site the model lacks]",
+    "complete_conditional[draws of another shape]",
+    "predictive[key None]",
+]
+
+
+@pytest.mark.parametrize("label", FRONT_END_CASES)
+def test_front_end_refuses_naming_the_site_or_argument(label):
+    """A NumPyro model that vijax cannot fit (a discrete site not marked for enumeration, no latent
+    site), and bad arguments to the functions over a target: a ValueError naming the site or the
+    argument."""
+    call, words = _front_end_case(label)
+    with pytest.raises(ValueError) as e:
+        call()
+    assert words in str(e.value), str(e.value)
+
+
+def test_combinators_refuse_naming_the_argument():
+    """A grid over an int argument of the factory (given as floats), restarts of none: refused
+    naming the argument, before anything is traced."""
+    from vijax.inference import bbvi, factory_grid, restarts
+
+    def glm(num_samples):
+        return bbvi(lambda w, b: -0.5 * jnp.sum(w**2), init_params=jnp.zeros(2), num_samples=num_samples)
+
+    with pytest.raises(ValueError, match="^num_samples"):
+        factory_grid(glm, num_samples=[1, 2])
+    with pytest.raises(ValueError, match="num_restarts must be an integer >= 1, got 0"):
+        restarts(make_algorithm("cavi", vm.UnivariateGMM(2)), 0)
+
+
+def test_mixture_of_huge_counts_is_fitted_or_rejected():
+    """Counts of 1e20 in a Poisson mixture: the step is rejected or gives a finite state and ELBO
+    (never a NaN state accepted)."""
+    alg = make_algorithm("cavi", vm.Mixture(vm.GammaPoisson(2), vm.DirichletWeights(2)))
+    x = jnp.round(jnp.abs(X2) * 1e20)
+    state = alg.init(jax.random.PRNGKey(1), x)
+    new, info = alg.step(jax.random.PRNGKey(2), state, x)
+    if bool(info.accepted):
+        assert np.isfinite(float(info.elbo))
+        assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(new.q_global))
