@@ -16,6 +16,7 @@ from vijax import expfam
 from vijax.data import sample_lda_corpus
 from vijax.inference import (
     GridState,
+    bbvi,
     factory_grid,
     hyperparameter_grid,
     jit_step,
@@ -158,6 +159,9 @@ def test_factory_grid_under_restarts_and_its_batch_checks_under_jit_step():
         ({"alpha": [[0.1]]}, "^alpha must be a non-empty 1-D sequence"),
         ({"alpha": [0.1, float("nan")]}, "^alpha must be finite"),
         ({"alpha": ["a"]}, "^alpha must be a 1-D sequence"),
+        # the model's own checks of its hyperparameters (it ran with every step rejected)
+        ({"alpha": [0.1, -1.0]}, "^alpha must be"),
+        ({"alpha": [0.0, 0.1]}, "^alpha must be"),
     ],
 )
 def test_hyperparameter_grid_errors_name_the_argument(values, match):
@@ -183,3 +187,26 @@ def test_grid_errors_name_alg_model_factory_and_its_arguments():
         factory_grid(None, beta=[0.1])
     with pytest.raises(ValueError, match=r"^factory\(\.\.\.\) must be an algorithm"):
         factory_grid(lambda beta: beta, beta=[0.1])
+
+
+def test_factory_grid_keeps_integers_and_names_an_argument_it_cannot_grid():
+    """Integers reach the factory as integers (they were turned into floats, so a factory that
+    checks for an integer refused a value the user never gave); an argument the factory needs
+    concrete (a number of samples sets a shape) is refused at construction, naming it."""
+    seen = []
+
+    def make(n):
+        seen.append(n)
+        return prox_svi(GLM(3, "logistic"), num_data=30, schedule=0.1 * n)
+
+    grid = factory_grid(make, n=[1, 3])
+    assert seen[:2] == [1, 3] and all(type(v) is int for v in seen[:2])
+    state = grid.init(jax.random.PRNGKey(0))
+    assert jnp.issubdtype(state.values["n"].dtype, jnp.integer)
+    np.testing.assert_array_equal(state.values["n"], [1, 3])
+
+    def log_density(params, batch):
+        return -0.5 * jnp.sum(params["z"] ** 2)
+
+    with pytest.raises(ValueError, match=r"^n cannot be gridded: .*num_samples must be an integer .*lock_step"):
+        factory_grid(lambda n: bbvi(log_density, init_params={"z": jnp.zeros(2)}, num_samples=n), n=[1, 2])

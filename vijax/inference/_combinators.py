@@ -21,9 +21,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import ArgumentError, check_allocation, check_int, implements, real_array, vmap_with_checks
+from vijax._validate import (
+    ArgumentError,
+    check_allocation,
+    check_int,
+    check_positive,
+    implements,
+    real_array,
+    vmap_with_checks,
+)
 from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters
-from vijax.inference.base import VIAlgorithm, bind_settings
+from vijax.inference.base import BoundFunction, VIAlgorithm, bind_settings
 from vijax.types import Array, PyTree
 
 
@@ -76,8 +84,9 @@ def _restarts_step(key, state, batch, *, inner, num_restarts):
 
 
 def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int]:
-    """The grid's values as float64 NumPy arrays of one length G >= 1, and G; ValueError naming the
-    argument that is not a non-empty 1-D sequence of finite numbers, or whose length differs."""
+    """The grid's values as NumPy arrays of one length G >= 1 (int64 where they are all integers,
+    as given, else float64), and G; ValueError naming the argument that is not a non-empty 1-D
+    sequence of finite numbers, or whose length differs."""
     if not values:
         raise ArgumentError(
             "values", f"values: name at least one {what} with one value per grid point (e.g. alpha=[0.1, 0.5])"
@@ -91,6 +100,9 @@ def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int
             )
         if not np.all(np.isfinite(a)):
             raise ArgumentError(name, f"{name} must be finite, got {a.tolist()}")
+        given = np.asarray(v)
+        if np.issubdtype(given.dtype, np.integer):  # integers stay integers: the values as given
+            a = given.astype(np.int64)
         if length is not None and a.size != length:
             first = next(iter(arrays))
             raise ArgumentError(
@@ -161,6 +173,7 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
             unknown[0], f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(known)}"
         )
     arrays, num_points = _grid_values(values, "hyperparameter")
+    _check_hyperparameter_values(model, arrays)
 
     def init(key, batch=None):
         one = jax.eval_shape(lambda k: alg.init(k, batch), key)
@@ -177,9 +190,45 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     return VIAlgorithm(init, bind_settings(_grid_step, inner=alg.step))
 
 
+def _check_hyperparameter_values(model, arrays: Mapping[str, np.ndarray]) -> None:
+    """The grid's values checked as the model checks its own: by ``model.check_hyperparameters``
+    where the model has one (LDA's: each a concentration in (0, c] of its dtype), else as the
+    positive numbers a ``HyperparameterModel``'s hyperparameters are; ValueError naming the value."""
+    check = getattr(model, "check_hyperparameters", None)
+    if callable(check):
+        check(dict(arrays))
+        return
+    for name, a in arrays.items():
+        check_positive(name, a)
+
+
 def _grid_step(key, state, batch, *, inner):
     # the points' batch checks enforced once, outside the vmap (vmap_with_checks)
     return vmap_with_checks(inner, in_axes=(None, 0, None))(key, state, batch)
+
+
+def _check_traced_arguments(factory: Callable, arrays: Mapping[str, np.ndarray]) -> None:
+    """Builds ``factory`` once per gridded argument under ``vmap`` over that argument's values (the
+    others at the first point), as the grid's ``init`` and ``step`` do, so that an argument the
+    factory needs concrete (one that sets a shape, e.g. a number of samples) is refused here,
+    naming it; only the factory runs (no ``init`` or ``step``)."""
+    first = {n: a[0].item() for n, a in arrays.items()}
+    for name, a in arrays.items():
+
+        def build(v, name=name):
+            check_algorithm("factory(...)", factory(**{**first, name: v}))
+            return v
+
+        try:
+            jax.vmap(build)(jnp.asarray(a))  # as init and step call it; nothing is computed
+        except (ValueError, TypeError) as e:
+            raise ArgumentError(
+                name,
+                f"{name} cannot be gridded: every point of the grid runs in one vmapped program, where "
+                f"factory(...) gets {name} as a traced array, and it refuses one ({type(e).__name__}: {e}). "
+                "An argument that sets a shape or is checked on the host (a number of samples, an "
+                "iteration count) needs one algorithm per value: run them side by side with lock_step",
+            ) from e
 
 
 class GridState(NamedTuple):
@@ -216,13 +265,17 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
 
     Args:
       factory: keyword arguments -> ``VIAlgorithm``.
-      **values: a keyword argument of ``factory`` -> a 1-D sequence of G finite numbers.
+      **values: a keyword argument of ``factory`` -> a 1-D sequence of G finite numbers; integers
+        stay integers (the factory gets ``int`` values at construction, integer arrays under the
+        ``vmap``).
 
     Raises:
       ValueError: naming ``factory`` when it is not callable, ``values`` when none is given, the
         value that ``factory`` does not take, that is not a non-empty 1-D sequence of finite numbers
-        or has another length than the first, or that the factory refuses (its own ValueError); at
-        ``init``, ``values`` when the G states would not fit in memory.
+        or has another length than the first, that the factory refuses (its own ValueError), or
+        that it refuses as a traced value (an argument that sets a shape, such as a number of
+        samples, cannot be gridded in one program); at ``init``, ``values`` when the G states
+        would not fit in memory.
     """
     if not callable(factory):
         raise ArgumentError(
@@ -241,8 +294,9 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
     except ValueError:  # no signature (a builtin): the calls below tell
         pass
     arrays, num_points = _grid_values(values, "argument of the factory")
-    for g in range(num_points):  # the factory's own checks, on concrete values
-        check_algorithm("factory(...)", factory(**{n: float(a[g]) for n, a in arrays.items()}))
+    for g in range(num_points):  # the factory's own checks, on concrete values (ints stay ints)
+        check_algorithm("factory(...)", factory(**{n: a[g].item() for n, a in arrays.items()}))
+    _check_traced_arguments(factory, arrays)
 
     def init(key, batch=None):
         vals = {n: jnp.asarray(a) for n, a in arrays.items()}
@@ -285,9 +339,10 @@ def lock_step(
         itself.
 
     Raises:
-      ValueError: for no algorithms or a value of ``algorithms`` that is not an algorithm (naming
-        it), an unknown ``primary``, or ``init_groups`` that do not name every algorithm with a
-        group in 0 .. G - 1.
+      ValueError: for no algorithms, a name that is not a string or is ``"elbo"`` (naming
+        ``algorithms``), a value of ``algorithms`` that is not an algorithm (naming it), an unknown
+        ``primary``, ``info_fields`` that are not strings, or ``init_groups`` that do not name every
+        algorithm with a group in 0 .. G - 1.
     """
     if not isinstance(algorithms, Mapping) or not algorithms:
         raise ArgumentError(
@@ -296,10 +351,25 @@ def lock_step(
             value=algorithms,
         )
     for name, alg in algorithms.items():
+        if not isinstance(name, str) or name == "elbo":
+            raise ArgumentError(
+                "algorithms",
+                f"algorithms: every name must be a string other than 'elbo' (the names key the state and "
+                f"info dicts, beside info['elbo']), got {name!r} ({type(name).__name__}); "
+                "name them e.g. {'svi': ..., 'cavi': ...}",
+                value=algorithms,
+            )
         check_algorithm(f"algorithms[{name!r}]", alg)
     names = tuple(algorithms)
     if primary is not None and primary not in algorithms:
         raise ArgumentError("primary", f"primary={primary!r} is not one of {names}")
+    if isinstance(info_fields, str):  # one field; tuple("elbo") would be its letters
+        info_fields = (info_fields,)
+    info_fields = tuple(info_fields)
+    if not all(isinstance(f, str) for f in info_fields):
+        raise ArgumentError(
+            "info_fields", f"info_fields must be names of info fields (strings), got {info_fields!r}", value=info_fields
+        )
     if init_groups is not None:
         groups = sorted(set(init_groups.values()))
         if set(init_groups) != set(names) or groups != list(range(len(groups))):
@@ -335,14 +405,72 @@ def _lock_step_step(key, state, batch, *, names, steps, primary, info_fields):
 def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgorithm:
     """``alg`` with ``info.elbo`` replaced by ``elbo_fn(new_state)`` (e.g. the exact ELBO of a
     batch method that reports a Monte Carlo estimate, so that the runner's stopping rule and trace
-    see the exact value). ``info`` must be a NamedTuple with an ``elbo`` field."""
+    see the exact value). ``info`` must be a NamedTuple with an ``elbo`` field, and ``elbo_fn``
+    return one real array shaped like it: a scalar for one run, ``(R,)`` for
+    ``replace_elbo(restarts(alg, R), elbo_fn)`` (``restarts(replace_elbo(alg, elbo_fn), R)``
+    calls ``elbo_fn`` on each restart's state, for a scalar).
 
-    return VIAlgorithm(alg.init, bind_settings(_replace_elbo_step, inner=alg.step, elbo_fn=elbo_fn))
+    Raises:
+      ValueError: naming ``alg`` when it is not an algorithm or is a :func:`lock_step` (its info
+        is a dict per algorithm: replace the ELBO of an algorithm before ``lock_step``), or its step
+        reports no ``info.elbo``; naming ``elbo_fn`` when it is not callable, at ``init`` when it
+        does not return one real array for the initial state, and when the step is traced when
+        its value has another shape than the algorithm's ``info.elbo``.
+    """
+    check_algorithm("alg", alg)
+    if isinstance(alg.step, BoundFunction) and alg.step.func is _lock_step_step:
+        raise ArgumentError(
+            "alg",
+            "alg is a lock_step of several algorithms, whose info is a dict per algorithm; replace the "
+            "ELBO of an algorithm before lock_step, e.g. lock_step({'a': replace_elbo(alg_a, elbo_fn), ...})",
+        )
+    if not callable(elbo_fn):
+        raise ArgumentError(
+            "elbo_fn", f"elbo_fn must be a function state -> ELBO (a real array), got {elbo_fn!r}", value=elbo_fn
+        )
+
+    def init(key, batch=None):
+        state = alg.init(key, batch)
+        try:
+            out = jax.eval_shape(elbo_fn, state)  # on shapes: nothing is computed
+        except TypeError as e:  # a value that is no JAX type (a string, an object)
+            raise ArgumentError(
+                "elbo_fn", f"elbo_fn must return one real array (the ELBO of the state); on the initial state: {e}"
+            ) from e
+        _elbo_shape(elbo_fn, out)
+        return state
+
+    return VIAlgorithm(init, bind_settings(_replace_elbo_step, inner=alg.step, elbo_fn=elbo_fn))
+
+
+def _elbo_shape(elbo_fn, out) -> tuple:
+    """The shape of ``elbo_fn``'s value ``out`` (an array or its ``ShapeDtypeStruct``), after
+    checking that it is one real array; ValueError naming ``elbo_fn`` otherwise."""
+    if isinstance(out, (int, float, np.number)) and not isinstance(out, (bool, np.bool_)):
+        out = jnp.asarray(out)  # a Python number: a weakly typed scalar
+    dtype = getattr(out, "dtype", None)
+    if dtype is None or not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
+        got = type(out).__name__ if dtype is None else f"an array of dtype {dtype}"
+        raise ArgumentError("elbo_fn", f"elbo_fn must return one real array (the ELBO of the state), got {got}")
+    return tuple(out.shape)
 
 
 def _replace_elbo_step(key, state, batch, *, inner, elbo_fn):
     state, info = inner(key, state, batch)
-    return state, info._replace(elbo=elbo_fn(state))
+    if "elbo" not in getattr(info, "_fields", ()):
+        raise ArgumentError(
+            "alg", f"alg's step must report an info NamedTuple with an elbo field to replace, got {type(info).__name__}"
+        )
+    elbo = elbo_fn(state)
+    shape, want = _elbo_shape(elbo_fn, elbo), tuple(jnp.shape(info.elbo))
+    elbo = jnp.asarray(elbo)
+    if shape != want:  # shapes are static: checked when the step is traced, not in the program
+        raise ArgumentError(
+            "elbo_fn",
+            f"elbo_fn must return an array shaped like the algorithm's info.elbo, {want} (a scalar for one "
+            f"run), got shape {shape}",
+        )
+    return state, info._replace(elbo=elbo)
 
 
 def select_restart(tree: PyTree, index) -> PyTree:
