@@ -149,13 +149,16 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     Args:
       alg: an algorithm whose state has a ``hyper`` field (``svi``, ``ssvi``, ``ssvi_a``, ``map``).
       model: the ``HyperparameterModel`` ``alg`` was built with.
-      **values: hyperparameter name -> a 1-D sequence of G finite numbers; the hyperparameters
-        not named keep the model's values.
+      **values: hyperparameter name -> a 1-D sequence of G finite numbers, each checked as the
+        model checks its own (``model.check_hyperparameters`` where the model has one, e.g. LDA's
+        concentrations; else a positive number); the hyperparameters not named keep the model's
+        values.
 
     Raises:
       ValueError: naming ``alg`` when it is not an algorithm, ``model`` without hyperparameters,
         ``values`` when none is given, the value that is not a hyperparameter of the model, not a
-        non-empty 1-D sequence of finite numbers, or of another length than the first; at ``init``,
+        non-empty 1-D sequence of finite numbers, of another length than the first, or outside
+        the hyperparameter's domain (the model's own check); at ``init``,
         ``state`` for an algorithm without a ``hyper`` field, and ``values`` when the G states would
         not fit in memory.
     """
