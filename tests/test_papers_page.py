@@ -1,7 +1,10 @@
 """docs/papers.md, the papers' figures and tables beside vijax's results, points only at things that
 exist: every config and experiment it names, every relative link and image (and the heading a link's
-anchor names), and every table row carries a status from the page's legend."""
+anchor names), and every table row carries a status from the page's legend. Its numbers from runs are
+generated from the recorded runs (benchmarks/papers_table.py, benchmarks/results/papers/*.json),
+and a row with numbers that no recorded run gives says so."""
 
+import importlib.util
 import pathlib
 import re
 import unicodedata
@@ -16,6 +19,10 @@ PAGE = DOCS / "papers.md"
 STATUSES = {"reproduced", "reproduced with differences", "mismatch", "not built"}
 # pages the documentation site makes from other files of the repository (docs/_hooks.py)
 GENERATED = {"benchmarks.md": ROOT / "benchmarks" / "README.md"}
+
+_spec = importlib.util.spec_from_file_location("papers_table", ROOT / "benchmarks" / "papers_table.py")
+papers_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(papers_table)
 
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^#{1,6} (.*?)\s*$")
@@ -128,3 +135,42 @@ def test_relative_links_and_images_resolve():
 )
 def test_slug_is_the_anchor_mkdocs_makes(heading, slug):
     assert _slug(heading) == slug
+
+
+def test_generated_numbers_are_the_recorded_runs():
+    """The text between a row's markers is what benchmarks/papers_table.py makes from the run's
+    recorded metrics.json: a number edited by hand, or a run recorded again without rewriting the
+    page (`python benchmarks/papers_table.py write`), fails."""
+    names = re.findall(r"<!-- papers:([\w.-]+) -->", TEXT)
+    assert names and set(names) == set(papers_table.FORMAT)
+    assert {n.split(".")[0] for n in names} == set(papers_table.RUNS)
+    assert all((papers_table.RESULTS / f"{n}.json").is_file() for n in papers_table.RUNS)
+    expected = papers_table.render(TEXT).splitlines()
+    differ = [(n, line) for n, (line, want) in enumerate(zip(TEXT.splitlines(), expected), 1) if line != want]
+    assert not differ, f"lines of docs/papers.md that differ from the recorded runs: {[n for n, _ in differ]}"
+
+
+def test_recorded_runs_are_the_rows_commands():
+    """Each recorded run was made by the command its row names, with the config the command reads."""
+    import yaml
+
+    for name, command in papers_table.RUNS.items():
+        record = papers_table.load(name)
+        assert record["command"] == command
+        assert f"`vijax run {' '.join(command)}`" in TEXT
+        config = yaml.safe_load((ROOT / command[0]).read_text())
+        assert record["experiment"] == config["experiment"] and record["config"]["seed"] == config["seed"]
+        assert record["config"]["run"]["num_steps"] == config["run"]["num_steps"]
+
+
+def test_a_row_with_numbers_from_no_recorded_run_says_so():
+    """A vijax cell with measured numbers either takes them from a recorded run (its markers) or
+    says they are not regenerated."""
+    bare = [
+        number
+        for number, row in ROWS
+        if re.search(r"\d\.\d", re.sub(r"\(figures/[^)]*\)", "", row["vijax"]))
+        and "<!-- papers:" not in row["vijax"]
+        and "not regenerated" not in row["vijax"]
+    ]
+    assert not bare, f"rows of docs/papers.md with numbers from no recorded run: lines {bare}"

@@ -1,0 +1,236 @@
+"""docs/papers.md's numbers, generated from the recorded runs of its rows' commands.
+
+A row of docs/papers.md whose numbers come from a run holds them between the markers
+``<!-- papers:NAME -->`` and ``<!-- /papers -->``; the text between them is made here from
+``benchmarks/results/papers/NAME.json``, the ``metrics.json`` that the row's command wrote (with
+the command beside it), and says which run it comes from (its size, steps and seed). Nothing
+between the markers is written by hand: tests/test_papers_page.py fails when the page differs from
+what the recorded runs give.
+
+    python benchmarks/papers_table.py run gmm_simulation   # runs the row's command, records its metrics.json, rewrites the page
+    python benchmarks/papers_table.py write                # rewrites the page from the recorded runs
+    python benchmarks/papers_table.py check                # exit status 1 when the page differs from them
+
+``RUNS`` names each recorded run's command (the arguments of ``vijax run``); ``FORMAT`` turns its
+metrics into the row's text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "papers.md"
+RESULTS = ROOT / "benchmarks" / "results" / "papers"
+
+# the row's command: `vijax run` with these arguments (the output folder is the script's)
+RUNS = {
+    "gmm_simulation": ["configs/gmm_simulation.yaml"],
+    "dp_bernoulli_full": ["configs/dp_bernoulli_full.yaml"],
+    "ard_regression": ["configs/ard_regression.yaml"],
+    "mean_field_gaussian": ["configs/mean_field_gaussian.yaml"],
+    "smm": ["configs/smm.yaml"],
+    "plsa": ["configs/plsa.yaml"],
+}
+
+# NAME, or NAME.PART for a second text from the same run
+_SPAN = re.compile(r"<!-- papers:(?P<name>[\w-]+(?:\.[\w-]+)?) -->(?P<body>.*?)<!-- /papers -->")
+
+
+def _num(x: float, digits: int) -> str:
+    """A number as the page writes it: the minus sign U+2212."""
+    return f"{x:.{digits}f}".replace("-", "\u2212")
+
+
+def _command(record: dict) -> str:
+    return "`vijax run " + " ".join(record["command"]) + "`"
+
+
+def _steps(r: dict) -> str:
+    return f"converged after {r['num_steps']} steps" if r.get("converged") else f"{r['num_steps']} steps"
+
+
+def _gmm_simulation(r: dict) -> str:
+    s, c = r["summary"], r["config"]
+    weights = ", ".join(_num(w, 3) for w in s["weights"])
+    return (
+        f"weights {weights}, held-out mean log predictive {_num(s['heldout_log_predictive'], 3)}; "
+        f"from {_command(r)}: {c['data']['num_train']:,} training and {c['data']['num_test']:,} test points, "
+        f"K = {c['model']['num_components']}, the best of {c['algorithm']['num_restarts']} restarts, "
+        f"seed {c['seed']}, "
+        + (f"converged after {r['num_steps']} steps" if r["converged"] else f"{r['num_steps']} steps")
+    )
+
+
+_DP_LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "Gibbs"}
+
+
+def _dp_bernoulli(r: dict) -> str:
+    s, c = r["summary"], r["config"]
+    methods = c["algorithm"]["methods"]
+    used = ", ".join(f"{_DP_LABELS[m]} {s[f'{m}_components']}" for m in methods)
+    kl = ", ".join(f"{_num(s[f'{m}_kl'], 2)} ± {_num(s[f'{m}_kl_stderr'], 2)}" for m in methods)
+    d = c["data"]
+    return (
+        f"Components used (truth {s['truth_components']}): {used}; KL ± s.e.: {kl}; "
+        f"from {_command(r)}: {d['num_points']:,} points of dimension {d['dim']} (data seed {d['seed']}), "
+        f"K = {c['model']['num_components']}, {r['num_steps']} steps, seed {c['seed']}, "
+        f"KL from {s['kl_samples']:,} draws"
+    )
+
+
+def _ard_regression(r: dict) -> str:
+    s, d = r["summary"], r["config"]["data"]
+    sk = s["sklearn"]
+    return (
+        f"{d['num_train']} points, {d['dim']} inputs of which {d['num_relevant']} matter: coefficient RMSE "
+        f"{_num(s['coef_rmse'], 4)}, held-out RMSE {_num(s['heldout_rmse'], 4)} ({d['num_test']:,} test points), "
+        f"log predictive {_num(s['heldout_log_predictive'], 4)}; scikit-learn's `ARDRegression` on the same data: "
+        f"{_num(sk['coef_rmse'], 4)}, {_num(sk['heldout_rmse'], 4)}, {_num(sk['heldout_log_predictive'], 4)}; "
+        f"from {_command(r)}: data seed {d['seed']}, " + _steps(r)
+    )
+
+
+def _dp_bernoulli_trace(r: dict) -> str:
+    first, last = r["evals"][0], r["evals"][-1]
+    return (
+        f"SSVI-A: {first['ssvi_a.components_used']} → {last['ssvi_a.components_used']} components "
+        f"from step {first['step']} to {last['step']}"
+    )
+
+
+def _dp_bernoulli_gibbs(r: dict) -> str:
+    return _num(r["summary"]["gibbs_kl"], 2)
+
+
+def _mean_field_gaussian(r: dict) -> str:
+    s, c = r["summary"], r["config"]
+    rows = {row["method"]: row for row in s["table"]}
+    mf, ng, fr = rows["bbvi-meanfield"], rows["ngvi-meanfield"], rows["bbvi-fullrank"]
+    optimum, corr = s["moments"]["mean-field optimum"]["sd"][0], s["correlation_of_q"]
+    a = c["algorithm"]
+    return (
+        f"ρ = {c['model']['correlation']}: mean-field sds {_num(mf['median sd ratio'], 3)} (bbvi) and "
+        f"{_num(ng['median sd ratio'], 3)} (ngvi) against the closed form {_num(optimum, 3)}, correlation of the "
+        f"draws {_num(corr['bbvi-meanfield'], 2)} and {_num(corr['ngvi-meanfield'], 2)}; full-rank q recovers sds "
+        f"{_num(fr['median sd ratio'], 3)} and the correlation ({_num(corr['bbvi-fullrank'], 3)}); PSIS k̂ "
+        f"{_num(mf['k-hat'], 2)} and {_num(ng['k-hat'], 2)} flag the mean-field fits (full rank "
+        f"{_num(fr['k-hat'], 2)}); from {_command(r)}: {mf['steps']:,} steps each, seed {c['seed']}, k̂ from "
+        f"{a['psis_draws']:,} draws, moments from {a['moment_draws']:,}"
+    )
+
+
+def _smm(r: dict) -> str:
+    s, c = r["summary"], r["config"]
+    d, errors = c["data"], s["max_l1_eta_error_per_start"]
+    return (
+        f"{c['algorithm']['num_restarts']} starts reach the training frequencies' held-out score "
+        f"({_num(s['heldout_log_prob'], 5)} per symbol, the frequencies' {_num(s['frequencies_heldout_log_prob'], 5)}; "
+        f"true mixture {_num(s['true_heldout_log_prob'], 5)}) with different components (matched to the true "
+        f"ones, the worst off by {_num(min(errors), 2)}–{_num(max(errors), 2)} in L1 per start); from {_command(r)}: "
+        f"{d['num_train']:,} training and {d['num_test']:,} test points, {d['num_symbols']} symbols, "
+        f"K = {c['model']['num_components']}, {s['steps']} steps, seed {c['seed']}"
+    )
+
+
+def _plsa_run(r: dict) -> str:
+    s, d = r["summary"], r["config"]["data"]
+    return (
+        f"from {_command(r)}: {d['num_docs']:,} documents ({s['train_docs']:,} training, {s['test_docs']} test), "
+        f"V = {d['vocab_size']}, {r['config']['model']['num_topics']} topics, "
+        f"{s['runs']['plsa1']['steps']} steps each, data seed {d['seed']}"
+    )
+
+
+def _plsa(r: dict) -> str:
+    runs = r["summary"]["runs"]
+    return (
+        f"perplexity {_num(runs['plsa1']['perplexity'], 2)} and {_num(runs['plsa2']['perplexity'], 2)}; "
+        f"LDA by CAVI {_num(runs['lda_cavi']['perplexity'], 2)}; true topics "
+        f"{_num(runs['true_topics']['perplexity'], 2)}; " + _plsa_run(r)
+    )
+
+
+def _plsa_lda(r: dict) -> str:
+    runs = r["summary"]["runs"]
+    return (
+        f"held-out per word {_num(runs['lda_cavi']['heldout_per_word'], 4)} (true topics "
+        f"{_num(runs['true_topics']['heldout_per_word'], 4)}); " + _plsa_run(r)
+    )
+
+
+FORMAT = {
+    "gmm_simulation": _gmm_simulation,
+    "dp_bernoulli_full": _dp_bernoulli,
+    "dp_bernoulli_full.trace": _dp_bernoulli_trace,
+    "dp_bernoulli_full.gibbs": _dp_bernoulli_gibbs,
+    "ard_regression": _ard_regression,
+    "mean_field_gaussian": _mean_field_gaussian,
+    "smm": _smm,
+    "plsa": _plsa,
+    "plsa.lda": _plsa_lda,
+}
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def render(text: str) -> str:
+    """The page with every generated span made from its recorded run."""
+
+    def sub(m):
+        name = m["name"]
+        return f"<!-- papers:{name} -->{FORMAT[name](load(name.split('.')[0]))}<!-- /papers -->"
+
+    return _SPAN.sub(sub, text)
+
+
+def record(name: str, metrics: pathlib.Path) -> None:
+    """Keeps a run's metrics.json as the row's recorded run, with the command that wrote it (the
+    output folder, which was the script's, left out)."""
+    data = json.loads(metrics.read_text())
+    data["config"].pop("output", None)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = {"command": RUNS[name], **data}
+    (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+def run(name: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run([sys.executable, "-m", "vijax", "run", *RUNS[name], "--out", folder], cwd=ROOT, check=True)
+        record(name, pathlib.Path(folder) / "metrics.json")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="action", required=True)
+    sub.add_parser("write", help="rewrite docs/papers.md from the recorded runs")
+    sub.add_parser("check", help="exit status 1 when docs/papers.md differs from the recorded runs")
+    r = sub.add_parser("run", help="run rows' commands, record their metrics and rewrite the page")
+    r.add_argument("names", nargs="+", choices=sorted(RUNS))
+    args = p.parse_args(argv)
+    if args.action == "run":
+        for name in args.names:
+            run(name)
+    text = PAGE.read_text()
+    new = render(text)
+    if args.action == "check":
+        if new != text:
+            print(
+                "docs/papers.md differs from benchmarks/results/papers/*.json: python benchmarks/papers_table.py write"
+            )
+            return 1
+        return 0
+    PAGE.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
