@@ -32,15 +32,13 @@ def _quadratic(params, batch):
 def test_lda_refuses_an_init_scale_whose_elbo_overflows():
     """init_scale = 1e37 (float32, K = 3, V = 30): the KL of the initial topics was NaN (log Gamma of
     3e38 is inf) and svi, ssvi and ssvi_a reported a NaN ELBO with accepted True (their guard
-    leaves that KL out, so that a step whose info is unused does not compute it). The bound
-    fmax / (2 K V log fmax) = 2.13e34 is 15x below the first scale that overflows here (3.2e35, a
-    search in steps of 10^0.5): at the bound that KL is finite (and a step only moves q towards the
-    data), beyond it NaN."""
-    with pytest.raises(ValueError, match=r"^init_scale must be a finite number in \(0, 2\.13075e\+34\], got 1e\+37"):
+    leaves that KL out, so that a step whose info is unused does not compute it). The bound is
+    the precision one, 2^-10 / eps (``largest_precise_concentration``; tests/models/test_lda.py),
+    far below overflow: at it that KL is finite, beyond the overflow NaN."""
+    with pytest.raises(ValueError, match=r"^init_scale must be a finite number in \(0, 8192\], got 1e\+37"):
         LDA(3, 30, init_scale=1e37, dtype=jnp.float32)
-    LDA(3, 30, init_scale=1e37, dtype=jnp.float64)  # representable in float64
     kl = jax.jit(expfam.tree_kl)
-    at_bound = LDA(3, 30, init_scale=2.1e34, dtype=jnp.float32)
+    at_bound = LDA(3, 30, init_scale=8192.0, dtype=jnp.float32)
     assert np.isfinite(float(kl(at_bound.init_globals(KEY), at_bound.prior())))
     beyond = LDA(3, 30, dtype=jnp.float32)
     object.__setattr__(beyond, "init_scale", 1e37)  # past the check (a frozen dataclass): the reported case

@@ -654,3 +654,61 @@ def test_empty_documents_are_valid_data_and_bad_calls_are_named():
         for bad, match in bad_batches:
             with pytest.raises(ValueError, match=match):
                 model.local_step(view, bad, jax.random.PRNGKey(0), method)
+
+
+# ------------------------------------------------------------------ the largest concentrations
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_init_scale_at_the_precision_bound_gives_a_negative_elbo_and_beyond_it_is_refused(dtype):
+    """The ELBO is <= log p(w) <= 0; its Dirichlet KL is formed from terms of size lambda log lambda
+    that cancel, with a relative error ~ 2 eps lambda. init_scale = 1.5e35 (float32) passed the
+    old overflow bound (1.6e35) and one svi / ssvi / ssvi_a step reported ELBO +5e30, accepted.
+    At the bound 2^-10 / eps the KL is within 1 % of float64's and every step's ELBO negative."""
+    from vijax.inference import ssvi, ssvi_a
+    from vijax.models.lda import largest_precise_concentration
+
+    high = largest_precise_concentration(dtype)
+    assert high == {jnp.float32: 8192.0, jnp.float64: 2.0**42}[dtype]
+    for scale in (np.nextafter(high, np.inf), 1.5e35):
+        with pytest.raises(ValueError, match=r"^init_scale must be a finite number in \(0, "):
+            LDA(2, 6, init_scale=scale, dtype=dtype)
+    if dtype == jnp.float64:
+        return  # below: float32, against float64
+    model = LDA(2, 6, init_scale=high, dtype=jnp.float32)
+    q0 = model.init_globals(jax.random.PRNGKey(0))
+    kl32 = float(expfam.tree_kl(q0, model.prior()))
+    q64 = expfam.Dirichlet.from_concentration(np.asarray(q0.concentration, np.float64))
+    kl64 = float(expfam.tree_kl(q64, LDA(2, 6, dtype=jnp.float64).prior()))
+    assert abs(kl32 / kl64 - 1) < 0.01
+    batch = BowBatch(jnp.array([[0, 1, 2], [3, 4, 5]]), jnp.array([[1.0, 2.0, 1.0], [2.0, 1.0, 3.0]]))
+    for name, make in (("svi", svi), ("ssvi", ssvi), ("ssvi_a", ssvi_a)):
+        alg = make(model, num_data=2)
+        _, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), batch)
+        assert bool(info.accepted) and -2 * kl64 < float(info.elbo) < -kl64 / 2, name
+
+
+@pytest.mark.parametrize(
+    "values, name",
+    [
+        ({"alpha": -1.0}, "alpha"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"eta": 1e30}, "eta"),
+        ({"alpha": [0.1, 0.5, np.nan]}, "alpha"),  # a grid's points
+        ({"alpha": 0.1, "eta": np.array([0.01, 1e30])}, "eta"),
+        ({"alpha": "0.1"}, "alpha"),
+        ({"beta": 0.1}, "beta"),
+    ],
+)
+def test_check_hyperparameters_names_the_bad_value(values, name):
+    """The one validator of alpha and eta: the constructor, ``hyper`` dicts of host numbers and
+    ``hyperparameter_grid``'s points. eta = 1e30 was accepted, its ELBO noise."""
+    model = LDA(2, 5)
+    with pytest.raises(ValueError, match=rf"^{name} "):
+        model.check_hyperparameters(values)
+    if set(values) <= {"alpha", "eta"} and all(np.ndim(v) == 0 for v in values.values()):
+        with pytest.raises(ValueError, match=rf"^{name} "):
+            LDA(2, 5, **values)
+        batch = BowBatch(jnp.array([[0, 1]]), jnp.array([[1.0, 2.0]]))
+        with pytest.raises(ValueError, match=rf"^{name} "):
+            model.local_step(model.prior().mean_params(), batch, hyper=values)
+    model.check_hyperparameters({"alpha": [0.01, 0.1, 8192.0], "eta": jnp.float32(0.5)})
+    jax.jit(lambda a: model.check_hyperparameters({"alpha": a}) or a)(0.1)  # traced values pass
