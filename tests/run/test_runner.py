@@ -427,10 +427,12 @@ def test_host_batches_feed_the_scan_and_resume_identically(tmp_path):
         checkpoint_every=20,
         progress=False,
     )
+    assert [s for s, _ in _checkpoint.list_checkpoints(ck)] == [20, 35]
+    asked = []
     resumed = run(
         alg,
         jax.random.PRNGKey(SEED),
-        host_batches=_host_source(),
+        host_batches=_host_source(asked),
         num_steps=70,
         chunk_size=20,
         checkpoint_dir=ck,
@@ -438,6 +440,9 @@ def test_host_batches_feed_the_scan_and_resume_identically(tmp_path):
         progress=False,
     )
     assert_results_identical(full, resumed)
+    # from the newest checkpoint (step 35): a replay from the older one (step 20) ends bit-identical
+    # too, but asks for the batches of updates 20 .. 34 again
+    assert asked[0] == (35, 20) and min(t0 for t0, _ in asked) == 35, asked
     with pytest.raises(ValueError, match="exactly one"):
         run(
             alg,
