@@ -27,6 +27,8 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "papers.md"
+# pages with generated spans: the papers' page, and a page that shows one of its runs in more detail
+PAGES = [PAGE, ROOT / "docs" / "dp_bernoulli.md"]
 RESULTS = ROOT / "benchmarks" / "results" / "papers"
 
 # the row's command: `vijax run` with these arguments (the output folder is the script's)
@@ -40,7 +42,7 @@ RUNS = {
 }
 
 # NAME, or NAME.PART for a second text from the same run
-_SPAN = re.compile(r"<!-- papers:(?P<name>[\w-]+(?:\.[\w-]+)?) -->(?P<body>.*?)<!-- /papers -->")
+_SPAN = re.compile(r"<!-- papers:(?P<name>[\w-]+(?:\.[\w-]+)?) -->(?P<body>.*?)<!-- /papers -->", re.S)
 
 
 def _num(x: float, digits: int) -> str:
@@ -165,11 +167,55 @@ def _plsa_lda(r: dict) -> str:
     )
 
 
+def _dp_bernoulli_table(r: dict) -> str:
+    """The run's table with the paper's figures in parentheses, as a block of its own (blank lines
+    around it, so that the markers stay out of the table)."""
+
+    def paper(x):
+        return "not run" if x is None else f"{x:g}"
+
+    lines = [
+        "",
+        "",
+        "| method | components used (paper) | KL(p(y\\|π,φ) ‖ p(y\\|π̂,φ̂)) ± s.e. (paper) |",
+        "|---|---|---|",
+    ]
+    for row in r["summary"]["table"]:
+        used = f"{row['components_used']} ({paper(row['paper_components_used'])})"
+        kl = (
+            "0" if "kl" not in row else f"{_num(row['kl'], 2)} ± {_num(row['kl_stderr'], 2)} ({paper(row['paper_kl'])})"
+        )
+        lines.append(f"| {row['method']} | {used} | {kl} |")
+    return "\n".join([*lines, "", ""])
+
+
+def _dp_bernoulli_ssvi_a(r: dict) -> str:
+    s = r["summary"]
+    return (
+        f"{_num(s['ssvi_a_kl'], 2)} vs {_num(s['gibbs_kl'], 2)}, "
+        f"{s['ssvi_a_components']} vs {s['gibbs_components']} components"
+    )
+
+
+def _dp_bernoulli_range(r: dict) -> str:
+    kls = [r["summary"][f"{m}_kl"] for m in r["config"]["algorithm"]["methods"] if m != "meanfield"]
+    return f"{_num(min(kls), 2)}–{_num(max(kls), 2)}"
+
+
+def _dp_bernoulli_ssvi(r: dict) -> str:
+    s = r["summary"]
+    return f"{_num(s['ssvi_kl'], 2)} against {_num(s['ssvi_a_kl'], 2)} here"
+
+
 FORMAT = {
     "gmm_simulation": _gmm_simulation,
     "dp_bernoulli_full": _dp_bernoulli,
     "dp_bernoulli_full.trace": _dp_bernoulli_trace,
     "dp_bernoulli_full.gibbs": _dp_bernoulli_gibbs,
+    "dp_bernoulli_full.table": _dp_bernoulli_table,
+    "dp_bernoulli_full.ssvi_a": _dp_bernoulli_ssvi_a,
+    "dp_bernoulli_full.ssvi": _dp_bernoulli_ssvi,
+    "dp_bernoulli_full.range": _dp_bernoulli_range,
     "ard_regression": _ard_regression,
     "mean_field_gaussian": _mean_field_gaussian,
     "smm": _smm,
@@ -219,17 +265,18 @@ def main(argv=None) -> int:
     if args.action == "run":
         for name in args.names:
             run(name)
-    text = PAGE.read_text()
-    new = render(text)
-    if args.action == "check":
-        if new != text:
+    status = 0
+    for page in PAGES:
+        text = page.read_text()
+        new = render(text)
+        if args.action != "check":
+            page.write_text(new)
+        elif new != text:
             print(
-                "docs/papers.md differs from benchmarks/results/papers/*.json: python benchmarks/papers_table.py write"
+                f"docs/{page.name} differs from benchmarks/results/papers/*.json: run benchmarks/papers_table.py write"
             )
-            return 1
-        return 0
-    PAGE.write_text(new)
-    return 0
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -138,16 +138,21 @@ def test_slug_is_the_anchor_mkdocs_makes(heading, slug):
 
 
 def test_generated_numbers_are_the_recorded_runs():
-    """The text between a row's markers is what benchmarks/papers_table.py makes from the run's
-    recorded metrics.json: a number edited by hand, or a run recorded again without rewriting the
-    page (`python benchmarks/papers_table.py write`), fails."""
-    names = re.findall(r"<!-- papers:([\w.-]+) -->", TEXT)
+    """The text between the markers (on docs/papers.md, and on a page that shows one of its runs in
+    more detail) is what benchmarks/papers_table.py makes from the runs' recorded metrics.json: a
+    number edited by hand, or a run recorded again without rewriting the pages (`python
+    benchmarks/papers_table.py write`), fails."""
+    texts = {page.name: page.read_text() for page in papers_table.PAGES}
+    names = re.findall(r"<!-- papers:([\w.-]+) -->", "".join(texts.values()))
     assert names and set(names) == set(papers_table.FORMAT)
     assert {n.split(".")[0] for n in names} == set(papers_table.RUNS)
     assert all((papers_table.RESULTS / f"{n}.json").is_file() for n in papers_table.RUNS)
-    expected = papers_table.render(TEXT).splitlines()
-    differ = [(n, line) for n, (line, want) in enumerate(zip(TEXT.splitlines(), expected), 1) if line != want]
-    assert not differ, f"lines of docs/papers.md that differ from the recorded runs: {[n for n, _ in differ]}"
+    for name, text in texts.items():
+        expected = papers_table.render(text).splitlines()
+        differ = [n for n, (line, want) in enumerate(zip(text.splitlines(), expected), 1) if line != want]
+        assert not differ and len(expected) == len(text.splitlines()), (
+            f"lines of docs/{name} that differ from the recorded runs: {differ}"
+        )
 
 
 def test_recorded_runs_are_the_rows_commands():
