@@ -14,7 +14,7 @@ from scipy.special import digamma, gammaln, logsumexp
 
 from tests.conftest import tol
 from vijax import expfam
-from vijax.data import BowBatch
+from vijax.data import BowBatch, Corpus
 from vijax.inference import _cavi, cavi, schedules, svi
 from vijax.models import LDA, ConditionallyConjugateModel, conjugate_elbo
 from vijax.solvers import GIBBS_CHUNK, tile_shape
@@ -372,6 +372,20 @@ def test_padding_slots_and_empty_documents_contribute_nothing(method):
     np.testing.assert_allclose(a.local_terms, b.local_terms, rtol=1e-10)
     np.testing.assert_allclose(a.local_params, b.local_params[:s], rtol=1e-10)
     np.testing.assert_allclose(b.local_params[s:], 0.3, rtol=1e-12)
+    # documents without a word slot, (S, 0), as Corpus.batch(bucket=False) cuts for empty documents:
+    # their q(theta) is the prior, no statistics, no ELBO (before: "zero-size array to reduction")
+    empty = Corpus(np.zeros(4, np.int64), np.zeros(0, np.int32), np.zeros(0)).batch([0, 1, 2], bucket=False)
+    assert empty.word_ids.shape == (3, 0)
+    model.check_data(empty)
+    c = model.local_step(view, empty, key, method)
+    assert float(jnp.max(jnp.abs(c.suff_stats[0]))) == 0.0 and abs(float(c.local_terms)) < 1e-10
+    np.testing.assert_allclose(c.local_params, 0.3, rtol=1e-12)
+    if method == "meanfield":
+        alg = svi(model, num_data=4)
+        state = alg.init(jax.random.PRNGKey(0))
+        new, info = alg.step(key, state, empty)
+        assert bool(info.accepted) and float(info.step_size) == 0.0 and np.isfinite(float(info.elbo))
+        assert_trees_close(new.q_global, state.q_global, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("method", METHODS)

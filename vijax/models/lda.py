@@ -604,6 +604,8 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined.
     ``alpha`` is an array argument (not the static model's field), so it may be traced."""
     dt = log_beta.dtype
+    if ids.shape[1] == 0:  # documents without a word slot: one padding slot, which contributes nothing
+        ids, counts = jnp.zeros((ids.shape[0], 1), ids.dtype), jnp.zeros((counts.shape[0], 1), counts.dtype)
     alpha, n = alpha.astype(dt), jnp.asarray(counts).astype(dt)
     # floored: a sampled beta with exact zeros (log = -inf) gives zero weight, not NaN (spread evenly)
     log_beta = jnp.maximum(log_beta, 0.5 * jnp.finfo(dt).min)
