@@ -39,6 +39,7 @@ RUNS = {
     "mean_field_gaussian": ["configs/mean_field_gaussian.yaml"],
     "smm": ["configs/smm.yaml"],
     "plsa": ["configs/plsa.yaml"],
+    "dp_mixture_truncation": ["configs/dp_mixture_truncation.yaml"],
 }
 
 # NAME, or NAME.PART for a second text from the same run
@@ -207,6 +208,25 @@ def _dp_bernoulli_ssvi(r: dict) -> str:
     return f"{_num(s['ssvi_kl'], 2)} against {_num(s['ssvi_a_kl'], 2)} here"
 
 
+_TRUNCATIONS = {"blei_jordan": "Blei & Jordan", "kurihara": "Kurihara et al."}
+
+
+def _dp_mixture_truncation(r: dict) -> str:
+    s, c = r["summary"], r["config"]
+    found = {}
+    for row in s["runs"]:
+        found.setdefault(row["truncation"], {})[row["T"]] = row["clusters_found"]
+    levels = c["model"]["truncation_levels"]
+    counts = "; ".join(
+        f"{_TRUNCATIONS[t]} {', '.join(str(by_t[level]) for level in levels)}" for t, by_t in found.items()
+    )
+    d = c["data"]
+    return (
+        f"clusters found for T = {', '.join(map(str, levels))} ({s['true_clusters']} true): {counts}; "
+        f"from {_command(r)}: {d['num_train']} training points in {d['dim']} dimensions, data seed {d['seed']}"
+    )
+
+
 FORMAT = {
     "gmm_simulation": _gmm_simulation,
     "dp_bernoulli_full": _dp_bernoulli,
@@ -221,6 +241,7 @@ FORMAT = {
     "smm": _smm,
     "plsa": _plsa,
     "plsa.lda": _plsa_lda,
+    "dp_mixture_truncation": _dp_mixture_truncation,
 }
 
 
