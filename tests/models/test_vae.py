@@ -113,3 +113,12 @@ def test_networks_and_data_are_checked_by_name():
     with pytest.raises(ValueError, match="^x must have 2 dimension"):
         vae.check_data(jnp.zeros(5))
     _vae("gaussian").check_data(jnp.full((3, 5), 2.0))  # any finite value for a Gaussian
+
+
+@pytest.mark.parametrize("which, value", [("encoder", np.nan), ("decoder", np.inf)])
+def test_a_network_parameter_that_is_not_finite_is_refused_naming_it(which, value):
+    """A NaN in the encoder's weights was accepted: the objective was NaN and every step rejected."""
+    nets = {"encoder": np_mlp(1, (5, 7, 4)), "decoder": np_mlp(2, (2, 7, 5))}
+    nets[which].params[1]["b"] = nets[which].params[1]["b"].at[0].set(value)
+    with pytest.raises(ValueError, match=rf"^{which}\.params\[1\]\['b'\] must be finite, got 1 NaN or infinite"):
+        VAE(nets["encoder"], nets["decoder"], latent_dim=2, data_dim=5)

@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vijax import _validate
 from vijax.types import Array, PRNGKey, PyTree
@@ -85,9 +86,20 @@ def from_equinox(module) -> Network:
 
 def check_network(net: Network, example: Array, expected_shape: tuple, name: str) -> None:
     """Raises ValueError naming ``name`` unless ``net.apply(net.params, example)`` (one datum) has
-    the shape ``expected_shape``; traces shapes only (``jax.eval_shape``), computes nothing."""
+    the shape ``expected_shape`` (traced for shapes only, ``jax.eval_shape``), and naming the
+    parameter (``name.params`` and its path) when a concrete floating parameter holds NaN or an
+    infinity: a network that starts there gives a NaN objective, and every step is rejected."""
     if not isinstance(net, Network):
         raise ArgumentError(name, f"{name} must be a vijax.models.Network (apply, params), got {type(net).__name__}")
+    for path, leaf in jax.tree_util.tree_leaves_with_path(net.params):
+        if _validate.is_tracer(leaf):
+            continue
+        a = np.asarray(leaf)
+        if jnp.issubdtype(a.dtype, jnp.inexact) and not np.all(np.isfinite(a)):
+            where = f"{name}.params{jax.tree_util.keystr(path)}"
+            raise ArgumentError(
+                where, f"{where} must be finite, got {int(np.size(a) - np.isfinite(a).sum())} NaN or infinite entries"
+            )
     try:
         out = jax.eval_shape(net.apply, net.params, example)
     except Exception as err:  # the user's function failed on a datum of this shape
