@@ -866,7 +866,7 @@ def frontend_cases():
     yield (
         "from_tfp[a joint written for one draw]",
         lambda: vijax.from_tfp(_joint(True), observed={"x": y}),
-        ("'x'",),
+        ("'x'", "joint_dist"),
         None,
     )
     yield (
@@ -1204,7 +1204,7 @@ def corpus_cases(folder: str):
     yield (
         "lda_corpus[every file empty]",
         lambda: build_experiment(load_config({"experiment": "lda_corpus", "data": {"path": path, "vocab": vocab}})),
-        ("data.path",),
+        ("data.path", "data.vocab"),
         None,
     )
     yield (
@@ -1247,7 +1247,7 @@ def combinator_cases():
     yield (
         "factory_grid(bbvi, init_scale=[0.1, 1.0])",
         lambda: _steps(factory_grid(lambda init_scale: glm(init_scale=init_scale), init_scale=[0.1, 1.0]), XY),
-        (),
+        ("init_scale",),  # a refusal naming it, or the grid fitted
         step_result(),
     )
     yield (
