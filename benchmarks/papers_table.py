@@ -40,6 +40,7 @@ RUNS = {
     "smm": ["configs/smm.yaml"],
     "plsa": ["configs/plsa.yaml"],
     "dp_mixture_truncation": ["configs/dp_mixture_truncation.yaml"],
+    "gmm_cavi_vs_nuts": ["configs/gmm_cavi_vs_nuts.yaml"],
 }
 
 # NAME, or NAME.PART for a second text from the same run
@@ -227,6 +228,32 @@ def _dp_mixture_truncation(r: dict) -> str:
     )
 
 
+def _gmm_cavi_vs_nuts(r: dict) -> str:
+    s, c = r["summary"], r["config"]
+    d, nuts = c["data"], c["algorithm"]["nuts"]
+    return (
+        f"2-D simulation ({d['num_train']:,} training points, K = {c['model']['num_components']}): held-out log "
+        f"predictive CAVI {_num(s['cavi_heldout_log_predictive'], 3)}, NUTS {_num(s['nuts_heldout_log_predictive'], 3)}; "
+        f"CAVI within {s['within']} nats after "
+        f"{s['cavi_time_to_within']:.1f} s, NumPyro's NUTS after {s['nuts_time_to_within']:.1f} s (wall times, both "
+        f"mostly compilation, on a shared 2-core machine under load); from {_command(r)}: seed {c['seed']}, "
+        f"NUTS {nuts['warmup']} warmup and {nuts['samples']:,} draws, {s['nuts_divergences']} divergent"
+    )
+
+
+def _gmm_cavi_vs_nuts_ratio(r: dict) -> str:
+    s = r["summary"]
+    return f"{s['nuts_time_to_within'] / s['cavi_time_to_within']:.1f}×"
+
+
+def _gmm_cavi_vs_nuts_scores(r: dict) -> str:
+    s = r["summary"]
+    return (
+        f"{_num(s['nuts_heldout_log_predictive'], 4)} against {_num(s['cavi_heldout_log_predictive'], 4)}; "
+        f"from {_command(r)}"
+    )
+
+
 FORMAT = {
     "gmm_simulation": _gmm_simulation,
     "dp_bernoulli_full": _dp_bernoulli,
@@ -242,6 +269,9 @@ FORMAT = {
     "plsa": _plsa,
     "plsa.lda": _plsa_lda,
     "dp_mixture_truncation": _dp_mixture_truncation,
+    "gmm_cavi_vs_nuts": _gmm_cavi_vs_nuts,
+    "gmm_cavi_vs_nuts.ratio": _gmm_cavi_vs_nuts_ratio,
+    "gmm_cavi_vs_nuts.scores": _gmm_cavi_vs_nuts_scores,
 }
 
 
