@@ -78,6 +78,29 @@ def test_a_vocabulary_repeating_a_word_after_lower_casing_says_so(tmp_path):
     assert load_vocabulary(vocab, lowercase=False).words == ("None", "cat", "none")
 
 
+def test_an_empty_corpus_is_refused_naming_its_argument_and_config_key(tmp_path):
+    """Every file empty: the vocabulary was read first and the message named no config key;
+    the corpus without documents is refused first, naming ``path`` (the run's ``data.path``)."""
+    from vijax._validate import ArgumentError
+    from vijax.run import build_experiment, import_builtin_experiments, load_config
+
+    path, vocab = _write(tmp_path / "empty.ldac", ""), _write(tmp_path / "vocab.txt", "")
+    gz = tmp_path / "blank.ldac.gz"
+    gz.write_bytes(gzip.compress(b"\n\n"))
+    for corpus in (path, gz):
+        with pytest.raises(ArgumentError, match=re.escape(str(corpus)) + ".* holds no documents") as err:
+            read_ldac(corpus, vocab)
+        assert err.value.argument == "path"
+    with pytest.raises(ArgumentError, match="holds no words") as err:
+        read_ldac(_write(tmp_path / "c.ldac", LDAC), vocab)
+    assert err.value.argument == "vocab_path"
+    import_builtin_experiments()
+    for v in (str(vocab), ""):
+        config = load_config({"experiment": "lda_corpus", "data": {"path": str(path), "vocab": v}})
+        with pytest.raises(ValueError, match=r"^data\.path: .* holds no documents"):
+            build_experiment(config)
+
+
 # ------------------------------------------------------------------ counts float32 cannot hold
 
 

@@ -7,6 +7,7 @@ that is truncated or corrupt.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import itertools
@@ -251,6 +252,20 @@ def _float32_note(what: str, value) -> str:
     return ""
 
 
+@contextlib.contextmanager
+def _about(argument: str) -> Iterator[None]:
+    """Re-raises a ValueError about the file of the reader's argument ``argument`` as an
+    :class:`~vijax._validate.ArgumentError` naming that argument as data, its message (which names
+    the file and line) unchanged, so that a caller maps it to its own name for the file (the
+    command line to the config key, ``data.path``). An ArgumentError about another argument passes."""
+    try:
+        yield
+    except ArgumentError:
+        raise
+    except ValueError as e:
+        raise ArgumentError(argument, str(e)) from e
+
+
 def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The documents of an lda-c file, a chunk of lines at a time: ``(entries per document, word
     ids, counts)``, checked (ValueError naming the file and line)."""
@@ -331,7 +346,9 @@ def read_ldac(
         that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32),
         a count above 2**24 (counts are float32, exact only up to 2**24), a vocabulary that
         repeats a word (naming both lines); a path that is not a regular file, text that is not
-        UTF-8, gzip data that is truncated or corrupt; a file without documents.
+        UTF-8, gzip data that is truncated or corrupt; a file without documents (refused first,
+        whatever the vocabulary). Each is an ``ArgumentError`` naming the argument of the file it
+        is about, ``path`` or ``vocab_path`` (``vijax.run`` blames ``data.path`` for the first).
 
     Examples:
       >>> import tempfile, os
@@ -341,14 +358,17 @@ def read_ldac(
       >>> c.num_docs, c.vocab_size, c.num_tokens, c.num_empty
       (3, 5, 6, 1)
     """
-    vocab, vocab_size = _ldac_vocabulary(vocab_path, vocab_size)
+    with _about("path"):  # a file without documents first: whatever its vocabulary, nothing to read
+        if not any(line.strip() for _, lines in read_line_chunks(path, 1) for line in lines):
+            raise ValueError(f"{os.fspath(path)!r} holds no documents (an empty lda-c file)")
+    with _about("vocab_path"):
+        vocab, vocab_size = _ldac_vocabulary(vocab_path, vocab_size)
     lengths, words, counts = [], [], []
-    for sizes, ids, cnt in _ldac_chunks(path, vocab_size):
-        lengths.append(sizes)
-        words.append(ids)
-        counts.append(cnt)
-    if sum(len(x) for x in lengths) == 0:
-        raise ValueError(f"{os.fspath(path)!r} holds no documents (an empty lda-c file)")
+    with _about("path"):
+        for sizes, ids, cnt in _ldac_chunks(path, vocab_size):
+            lengths.append(sizes)
+            words.append(ids)
+            counts.append(cnt)
     lengths = np.concatenate(lengths)
     ids = np.concatenate(words) if words else np.zeros(0, np.int64)
     counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)
