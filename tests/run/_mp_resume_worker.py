@@ -5,8 +5,9 @@ SVI on a mixture of unit-variance Gaussians (``UnivariateGMM``, cheap to compile
 over the two processes (each reads its own half of 32 points, 2 of them a step), through
 ``vijax.run.run`` with checkpoints every 2 steps; ``CHECKPOINT_DIR`` ``-`` gives this process none
 (the other processes of a run need none). With ``KILL_AT`` >= 0 the process kills itself
-(``SIGKILL``) when it is asked for the batches of update ``KILL_AT`` or later. It writes the final
-state's leaves and the trace to ``OUT.npz``."""
+(``SIGKILL``) when it is asked for the batches of update ``KILL_AT`` or later. It prints the first
+update of each chunk of batches it is asked for, and writes the final state's leaves and the
+trace to ``OUT.npz``."""
 
 import os
 import signal
@@ -33,6 +34,7 @@ def main(port, process_id, checkpoint_dir, out, num_steps, resume, kill_at, cach
     mine = data[np.asarray(process_shard(N))]
 
     def local_batches(t0, n):  # this process's rows of updates t0 .. t0 + n - 1: a function of t alone
+        print(f"batches asked from update {t0}", flush=True)
         if 0 <= kill_at <= t0:
             os.kill(os.getpid(), signal.SIGKILL)
         return np.stack([np.random.default_rng(t).choice(mine, 2, replace=False) for t in range(t0, t0 + n)])

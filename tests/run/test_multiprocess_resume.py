@@ -2,6 +2,7 @@
 ends bit-identical to an uninterrupted two-process run (``vijax.run._checkpoint_store``)."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,10 +24,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1)) -> list:
+def _start(tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1), steps=(STEPS, STEPS)) -> list:
     """The two processes of one run, side by side: process p gets ``checkpoint_dirs[p]`` (``-``:
-    none) and ``resume`` (or ``resume[p]``), writes ``<name>_<p>.npz``, and kills itself at update
-    ``kill_at[p]`` (-1: never)."""
+    none), ``resume`` (or ``resume[p]``) and ``num_steps=steps[p]``, writes ``<name>_<p>.npz``, and
+    kills itself at update ``kill_at[p]`` (-1: never)."""
     resume = resume if isinstance(resume, tuple) else (resume, resume)
     env = dict(
         os.environ,
@@ -38,7 +39,7 @@ def _start(tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1)) -
     return [
         subprocess.Popen(
             [sys.executable, os.path.join(HERE, "_mp_resume_worker.py"), str(port), str(p), checkpoint_dirs[p]]
-            + [str(tmp_path / f"{name}_{p}.npz"), str(STEPS), str(int(resume[p])), str(kill_at[p]), cache],
+            + [str(tmp_path / f"{name}_{p}.npz"), str(steps[p]), str(int(resume[p])), str(kill_at[p]), cache],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -79,11 +80,15 @@ def test_two_processes_killed_and_resumed_equal_an_uninterrupted_run(tmp_path):
     procs[0].communicate(timeout=60)
     # killed mid-way: after the checkpoint of step 4, or of step 6 when process 1's share of updates
     # 4-5 ran before the signal landed (its dispatch is asynchronous)
-    assert [s for s, _ in _checkpoint.list_checkpoints(ckpt)] in ([2, 4], [4, 6])
+    newest = [s for s, _ in _checkpoint.list_checkpoints(ckpt)]
+    assert newest in ([2, 4], [4, 6])
     assert not (tmp_path / "killed_0.npz").exists()
 
     for out, code in _wait(_start(tmp_path, "resumed", [ckpt, "-"], resume=True)):
         assert code == 0, out
+        # from the newest checkpoint: a replay from the older one would end bit-identical too
+        asked = re.findall(r"batches asked from update (\d+)", out)
+        assert asked and int(asked[0]) == newest[-1], out
     assert [s for s, _ in _checkpoint.list_checkpoints(ckpt)] == [6, 8]
     full = np.load(tmp_path / "full_0.npz")
     assert any(n.startswith("state/") for n in full.files) and "trace/elbo" in full.files
@@ -96,6 +101,18 @@ def test_two_processes_killed_and_resumed_equal_an_uninterrupted_run(tmp_path):
                 assert got[key].dtype == full[key].dtype and got[key].tobytes() == full[key].tobytes(), (name, p, key)
 
 
+def test_two_processes_given_different_num_steps_refuse_at_the_start(tmp_path):
+    """The process with fewer steps finished and exited while the other waited forever in its next
+    psum: the settings that decide a run's collective calls are compared at the start, and a
+    difference raises on both processes, naming the setting (the wait's timeout fails a hang)."""
+    outs = _wait(_start(tmp_path, "steps", [str(tmp_path / "ck"), "-"], steps=(STEPS, STEPS + 2)), timeout=90)
+    for out, code in outs:
+        assert code != 0, out
+        want = f"ArgumentError: num_steps must be the same in every process of the run; got process 0: {STEPS}, "
+        assert want + f"process 1: {STEPS + 2}" in out, out
+        assert "batches asked" not in out, out  # refused before the first chunk
+
+
 @pytest.mark.slow
 def test_two_processes_refuse_together(tmp_path):
     """Settings that differ between the processes, and an error of process 0 alone (its
@@ -104,7 +121,7 @@ def test_two_processes_refuse_together(tmp_path):
     outs = _wait(_start(tmp_path, "mixed", [str(tmp_path / "ck"), "-"], resume=(True, False)))
     for out, code in outs:
         assert code != 0
-        assert "ValueError: resume must be the same in every process of the run; got process 0: True, " in out, out
+        assert "ArgumentError: resume must be the same in every process of the run; got process 0: True, " in out, out
     blocker = tmp_path / "file"
     blocker.write_text("")
     (out0, code0), (out1, code1) = _wait(_start(tmp_path, "file", [str(blocker), "-"]))

@@ -12,11 +12,13 @@ of step t is the processes' local batches concatenated in process order, so a mu
 equals a one-process run on that concatenated batch (up to the order of the float sums in the
 ``psum``); ``tests/inference/test_distributed.py`` checks two CPU processes against one.
 
-Checkpoints (``vijax.run.run(checkpoint_dir=..., resume=...)``): every process passes the same
-``resume`` and ``checkpoint_every``; process 0's ``checkpoint_dir`` is the run's (the others may
-pass the same path or None). Process 0 alone reads and writes it, and on resume sends the
-checkpoint's bytes to the others, so every process continues from the same state and the run
-ends bit-identical to an uninterrupted one (``tests/run/test_multiprocess_resume.py``: two CPU
+Runs (``vijax.run.run``): every process passes the same settings (``num_steps``, ``chunk_size``,
+``tol``, ``patience``, ``eval_every``, ``resume``, ``checkpoint_every``...), which the runner
+checks at the start, naming one that differs (a process that went on would wait forever in the
+others' next ``psum``). Checkpoints (``checkpoint_dir=..., resume=...``): process 0's
+``checkpoint_dir`` is the run's (the others may pass the same path or None). Process 0 alone
+reads and writes it, and on resume sends the checkpoint's bytes to the others, so every process
+continues from the same state and the run ends bit-identical to an uninterrupted one (``tests/run/test_multiprocess_resume.py``: two CPU
 processes killed with ``SIGKILL`` mid-way, then resumed).
 
 On a CPU the cross-process collectives need an implementation: ``initialize_processes`` sets

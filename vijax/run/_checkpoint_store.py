@@ -7,8 +7,11 @@ The protocol of a run of several processes (the state is replicated: every proce
   ``checkpoint_dir``, and holds the folder's lock (``vijax.run._lock``). The other processes may
   be given the same folder (shared or not) or none: they never touch it.
 - **The same settings.** At the start the processes gather their ``resume`` and
-  ``checkpoint_every`` (and whether each has a ``checkpoint_dir``): a difference raises the same
-  ``ValueError`` on every process, since the saves are collective and would otherwise hang.
+  ``checkpoint_every`` (and whether each has a ``checkpoint_dir``), and the run's other settings
+  that decide how many collective calls it makes (``num_steps``, ``chunk_size``, the stopping
+  rule's ``tol`` and ``patience``, ``eval_every``, ...): a difference raises the same
+  ``ValueError`` on every process, naming the setting, since the chunks' ``psum`` and the saves
+  are collective and a process that went on would wait for the others forever.
 - **Every process restores.** On resume process 0 picks the newest intact checkpoint (a corrupt
   newer one renamed and skipped, as in one process) and broadcasts the file's bytes; every process
   loads those same bytes with the same code, so all of them start from the same state, trace and
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import jax
 import numpy as np
@@ -55,6 +58,16 @@ def _broadcast_bytes(data: bytes, source: int) -> bytes:
         return b""
     buf = np.frombuffer(data, np.uint8) if me else np.zeros(n, np.uint8)
     return np.asarray(mh.broadcast_one_to_all(buf, is_source=me), np.uint8).tobytes()
+
+
+def _allgather_bytes(data: bytes) -> list:
+    """Every process's ``data``, in process order (a collective call)."""
+    mh = _multihost()
+    sizes = np.asarray(mh.process_allgather(np.int32(len(data)))).reshape(-1)
+    buf = np.zeros(int(sizes.max()), np.uint8)
+    buf[: len(data)] = np.frombuffer(data, np.uint8)
+    rows = np.asarray(mh.process_allgather(buf), np.uint8).reshape(len(sizes), -1)
+    return [rows[i, : sizes[i]].tobytes() for i in range(len(sizes))]
 
 
 def raise_together(error: Optional[BaseException], what: str) -> None:
@@ -118,7 +131,15 @@ class CheckpointStore:
       multi: whether the run has several processes.
     """
 
-    def __init__(self, checkpoint_dir: Optional[str], resume: bool, checkpoint_every: Optional[int]):
+    def __init__(
+        self,
+        checkpoint_dir: Optional[str],
+        resume: bool,
+        checkpoint_every: Optional[int],
+        settings: Optional[Mapping[str, Any]] = None,
+    ):
+        """``settings``: the run's other settings that every process must share (name -> a
+        JSON value), checked with ``resume`` and ``checkpoint_every`` in a run of several processes."""
         self.multi = jax.process_count() > 1
         writer = jax.process_index() == 0
         if not self.multi:
@@ -126,28 +147,27 @@ class CheckpointStore:
                 raise ArgumentError("checkpoint_every", "checkpoint_every and resume need a checkpoint_dir")
             self.enabled, self.directory = checkpoint_dir is not None, checkpoint_dir
             return
-        mine = np.array(
-            [checkpoint_dir is not None, bool(resume), -1 if checkpoint_every is None else int(checkpoint_every)],
-            np.int32,
-        )
-        rows = np.asarray(_multihost().process_allgather(mine)).reshape(-1, 3)
-        for col, name in ((1, "resume"), (2, "checkpoint_every")):
-            if len(set(rows[:, col].tolist())) > 1:
-                got = ", ".join(f"process {i}: {_setting(name, v)}" for i, v in enumerate(rows[:, col].tolist()))
-                raise ValueError(f"{name} must be the same in every process of the run; got {got}")
-        if not rows[0, 0] and (rows[0, 1] or rows[0, 2] >= 0):
+        mine = {"resume": bool(resume), "checkpoint_every": checkpoint_every, **(settings or {})}
+        rows = [json.loads(b) for b in _allgather_bytes(json.dumps([checkpoint_dir is not None, mine]).encode())]
+        for name in mine:
+            got = [row[1].get(name) for row in rows]
+            if len({json.dumps(v) for v in got}) > 1:
+                listed = ", ".join(f"process {i}: {v}" for i, v in enumerate(got))
+                raise ArgumentError(name, f"{name} must be the same in every process of the run; got {listed}")
+        has_dir = [row[0] for row in rows]
+        if not has_dir[0] and (resume or checkpoint_every is not None):
             raise ArgumentError(
                 "checkpoint_every",
                 "checkpoint_every and resume need a checkpoint_dir on process 0, which writes the checkpoints",
             )
-        others = [i for i in range(1, len(rows)) if rows[i, 0]]
-        if not rows[0, 0] and others:
+        others = [i for i in range(1, len(rows)) if has_dir[i]]
+        if not has_dir[0] and others:
             raise ArgumentError(
                 "checkpoint_dir",
                 f"checkpoint_dir is given to process {others[0]} but not to process 0, which writes the "
                 "checkpoints; give it to process 0 (the others need none)",
             )
-        self.enabled = bool(rows[0, 0])
+        self.enabled = bool(has_dir[0])
         self.directory = checkpoint_dir if writer else None
 
     @contextlib.contextmanager
@@ -214,12 +234,6 @@ class CheckpointStore:
                 error = e
         if self.multi and collective:
             raise_together(error, f"the checkpoint of step {step}")
-
-
-def _setting(name: str, value: int):
-    if name == "resume":
-        return bool(value)
-    return None if value < 0 else value
 
 
 __all__ = ["CheckpointStore", "raise_together", "replicated"]

@@ -325,8 +325,10 @@ def run(
       ValueError: for bad arguments or settings, an ``info`` without ``elbo``, a checkpoint whose
         state structure or key does not match this run, process settings (``x64``,
         ``cpu_devices``) this process does not have, a ``checkpoint_dir`` that is a file or that
-        another run holds, or ``resume`` / ``checkpoint_every`` that differ between the processes
-        of a run. ``CheckpointError`` (a ValueError) when no
+        another run holds, or settings that differ between the processes of a run (``resume``,
+        ``num_steps``, ``chunk_size``, ``tol``, ``patience``, ``eval_every``,
+        ``checkpoint_every``, ``check_values``, whether an ``eval_fn`` is given), named, before
+        anything runs. ``CheckpointError`` (a ValueError) when no
         checkpoint reads back intact, ``ConfigChangedError`` (one too) for a changed fingerprint.
 
     Examples:
@@ -351,7 +353,9 @@ def run(
     _cache.enable_compile_cache(rc.compile_cache)
     if (batch_fn is None) == (host_batches is None):
         raise ValueError("give exactly one of batch_fn and host_batches")
-    store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every)
+    # in a run of several processes, the settings that decide its collective calls (the chunks'
+    # psum, the evaluations, the saves) must agree, or a process would wait for the others forever
+    store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every, _collective_settings(rc, eval_fn))
     start = time.perf_counter()
     init_key, step_base = jax.random.split(key)
     key_data = host_key_data(key)
@@ -417,6 +421,15 @@ def run(
         num_steps=prog.step,
         wall_time=elapsed(),
     )
+
+
+def _collective_settings(rc: RunConfig, eval_fn) -> dict:
+    """The settings (beside ``resume`` and ``checkpoint_every``) that decide which chunks a run
+    computes and when it evaluates: every process of a run must have the same."""
+    same = {name: getattr(rc, name) for name in ("num_steps", "chunk_size", "tol", "patience", "eval_every")}
+    same["check_values"] = rc.check_values  # it changes the compiled chunk
+    same["eval_fn"] = None if eval_fn is None else "given"
+    return same
 
 
 def _compile_up_front(chunk_fn, prog: _Progress, step_base, pending, chunk_size: int, bar) -> None:
