@@ -4,6 +4,8 @@ their reasons, the refusal of a forced site that is not conjugate, and the updat
 analytic posteriors and complete conditionals (Gamma-Poisson, Normal mean, Dirichlet-categorical,
 Beta-Bernoulli)."""
 
+import re
+
 import pytest
 
 numpyro = pytest.importorskip("numpyro")
@@ -386,3 +388,82 @@ def test_complete_conditionals_on_concrete_draws_compile_one_program(caplog):
     np.testing.assert_allclose(q["rates"].concentration, A + counts, rtol=1e-6)
     np.testing.assert_allclose(q["b"].concentration, A0 + 7 * A, rtol=1e-6)
     np.testing.assert_allclose(q["b"].rate, B0 + 7 * 2.0, rtol=1e-6)
+
+
+def scale_site(y):
+    """A Normal site used as a scale: the log-joint is not finite where s <= 0."""
+    s = numpyro.sample("s", dist.Normal(1.0, 1.0))
+    numpyro.sample("y", dist.Normal(0.0, s), obs=y)
+
+
+def gamma_with_factor(k):
+    """Gamma(2, 1) rate of Poisson counts and a factor +(n + 2) x: linear in x, but the rate of
+    the complete conditional is 1 + n - (n + 2) = -1."""
+    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+    numpyro.factor("push", (k.shape[0] + 2.0) * rate)
+    with numpyro.plate("data", k.shape[0]):
+        numpyro.sample("k", dist.Poisson(rate), obs=k)
+
+
+def normal_with_factor():
+    """N(0, 1) and a factor +x^2: quadratic in x, precision 1 - 2 = -1."""
+    x = numpyro.sample("x", dist.Normal(0.0, 1.0))
+    numpyro.factor("push", x**2)
+
+
+@pytest.mark.parametrize(
+    "model, args, site, why",
+    [
+        (scale_site, (jnp.array(0.5),), "s", "log-joint not finite at a point checked"),
+        (gamma_with_factor, (Y,), "rate", r"its complete conditional is improper: .* Gamma with shape 17 and rate -1 "),
+        (normal_with_factor, (), "x", r"its complete conditional is improper: .* Normal with precision -1 "),
+    ],
+)
+def test_a_site_without_a_proper_complete_conditional_is_not_conjugate_and_refused(model, args, site, why):
+    """A log-joint not finite at a point checked (a Normal site as a scale), or linear in the
+    statistics with coefficients outside the family's domain (a factor that outgrows the prior):
+    reported not conjugate with the reason, refused when forced, refused by complete_conditional,
+    each naming the site."""
+    target = vijax.from_numpyro(model, *args)
+    report = conjugate_sites(target, KEY, num_draws=1)[site]
+    assert not report.conjugate and report.family is not None
+    assert re.search(why, report.reason), report.reason
+    with pytest.raises(ArgumentError, match=f"force: site {site!r} is not conditionally conjugate: {why}") as err:
+        conjugate_sites(target, KEY, force=[site], num_draws=1)
+    assert err.value.value == site
+    with pytest.raises(ArgumentError, match=f"site {site!r}") as err:
+        complete_conditional(target, site, {})
+    assert err.value.argument == "site" and re.search(why.replace("log-joint ", ""), str(err.value)), err.value
+
+
+def test_vague_gamma_priors_are_conjugate_and_give_the_posterior():
+    """Gamma(a, a) rates of Poisson counts with a = 1e-2 and 1e-3: the prior's median (e^-49, e^-539)
+    does not move the check's points out of reach of the statistics; the update is Gamma(a + sum y,
+    a + n)."""
+    for a in (1e-2, 1e-3):
+
+        def vague(k, a=a):
+            rate = numpyro.sample("rate", dist.Gamma(a, a))
+            with numpyro.plate("data", k.shape[0]):
+                numpyro.sample("k", dist.Poisson(rate), obs=k)
+
+        target = vijax.from_numpyro(vague, Y)
+        assert conjugate_sites(target, KEY)["rate"].conjugate
+        q = complete_conditional(target, "rate", {})
+        np.testing.assert_allclose([q.concentration, q.rate], [a + float(Y.sum()), a + Y.shape[0]], rtol=1e-6)
+
+
+def test_complete_conditional_of_a_model_on_traced_data_is_refused_and_a_target_takes_it():
+    """Inside jit with the model's data traced: refused, naming target_or_model and the way out; a
+    target built outside takes the traced data as its batch."""
+
+    @jax.jit
+    def of_model(k):
+        return complete_conditional(gamma_poisson, "rate", {}, k)
+
+    with pytest.raises(ArgumentError, match="build it outside") as err:
+        of_model(Y)
+    assert err.value.argument == "target_or_model"
+    target = vijax.from_numpyro(gamma_poisson, Y)
+    q = jax.jit(lambda k: complete_conditional(target, "rate", {}, k=k))(Y[:3])
+    np.testing.assert_allclose([q.concentration, q.rate], [A + float(Y[:3].sum()), B0 + 3], rtol=1e-6)

@@ -99,7 +99,40 @@ def _as_target(target_or_model: Any, args: tuple, kwargs: dict) -> tuple[Target,
             f"vijax.from_tfp), got {type(target_or_model).__name__}",
             value=target_or_model,
         )
+    if any(is_tracer(a) for a in jax.tree_util.tree_leaves((args, kwargs))):
+        raise ArgumentError(
+            "target_or_model",
+            "target_or_model: the model's arguments are traced (inside jit or vmap), and a target is built "
+            "from concrete data; build it outside: target = vijax.from_numpyro(model, *args, **kwargs), "
+            "then pass the traced data as the target's batch, by the arguments' names "
+            "(complete_conditional(target, site, draws, y=y))",
+        )
     return from_numpyro(target_or_model, *args, **kwargs), None
+
+
+def _own_data(target: Target, batch) -> Any:
+    """``batch`` with a fresh copy of each NumPy array of the model's data (a NumPyro model's
+    named arguments, a TFP joint's observed values, the batch's own entries) where float64 is to be
+    enabled for the checks in a process without it. JAX keeps the typed copy it makes of a NumPy
+    array (float32 or int32 without float64, float64 or int64 with it) for as long as that array
+    and any program holding the copy live, whichever mode asks next: the user's own arrays, read in
+    both modes, would give a float64 copy to a later float32 fit or a float32 one to the check.
+    The checks read the copies instead, which live only as long as they do."""
+    if jax.config.jax_enable_x64:
+        return batch
+    data = dict(batch or {})
+    if target.library == "tfp":
+        data = {**target.bind(batch)[1], **data}
+    elif target.batch_keys is not None:
+        _, a, kw = target.bind(batch)
+        if len(a) <= len(target.batch_keys):  # positional arguments named (none taken as *args)
+            data = {
+                **dict(zip(target.batch_keys, a)),
+                **{k: v for k, v in kw.items() if k in target.batch_keys},
+                **data,
+            }
+    copies = {k: np.array(v) for k, v in data.items() if isinstance(v, (np.ndarray, np.generic))}
+    return {**(batch or {}), **copies} if copies else batch
 
 
 def _check_names(argument: str, names: Any, sites) -> tuple:
@@ -172,6 +205,7 @@ def conjugate_sites(
     if isinstance(num_draws, bool) or not isinstance(num_draws, (int, np.integer)) or num_draws < 1:
         raise ArgumentError("num_draws", f"num_draws must be an int >= 1, got {num_draws!r}", value=num_draws)
     forced = _check_names("force", force, target.sites)
+    batch = _own_data(target, batch)
     with jax.enable_x64(True):  # float64 whatever the process's setting: a tolerance of 2e-12, not 1e-3
         return _report(target, key, batch, num_draws, forced)
 
@@ -191,13 +225,38 @@ def _specs(target: Target, key: PRNGKey, batch, num_draws: int) -> dict:
 
 
 def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -> dict:
-    """site -> its gaps over the draws, for the ``checked`` (site, spec) pairs: one program."""
+    """site -> (its gaps over the draws, its coefficients (draws, E, d), whether each draw's
+    complete conditional is a distribution (draws, *batch shape)), for the ``checked`` (site, spec)
+    pairs: one program."""
     draws, noises = _draws(target, key, num_draws)  # (draws, *shape) per site
     out = {}
     for site, spec in checked:
         others = {n: v for n, v in draws.items() if n != site}
-        out[site] = _fit_over_draws(target, batch, site, spec, others, draws[site], noises[site])[1]
+        c, gaps = _fit_over_draws(target, batch, site, spec, others, draws[site], noises[site])
+        shape = target.sites[site].shape
+        proper = jax.vmap(lambda c_s: spec.family.from_natural(_natural(spec, c_s, shape)).is_valid())(c)
+        out[site] = gaps, c, proper
     return out
+
+
+def _improper(spec: _Spec, c, proper) -> Optional[str]:
+    """Why the complete conditional is not a distribution, at its first element (of the first draw)
+    whose natural parameters (coefficients ``c``, (..., E, d)) lie outside the family's domain;
+    None where ``proper`` holds everywhere."""
+    proper = np.asarray(proper)
+    if proper.all():
+        return None
+    c = np.asarray(c).reshape(-1, np.shape(c)[-1])  # (draws E, d)
+    first = int(np.argmax(~proper.ravel()))
+    eta = c[first].reshape(spec.num_params, -1)
+    eta = tuple(e if spec.event_ndims else float(e[0]) for e in eta)
+    family = spec.family.__name__
+    return (
+        f"its complete conditional is improper: the log-joint is linear in {spec.stats} but its coefficients "
+        f"give a {family} with {spec.describe(eta)}, no distribution; a term that grows with the site faster "
+        f"than its prior falls (numpyro.factor adding c * x to a Gamma site beyond its rate, or x^2 to a Normal "
+        f"site) leaves the log-joint unbounded"
+    )
 
 
 # every site's check in one program per target, sites checked and number of draws
@@ -224,16 +283,24 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
                 f"its prior is a {prior}: no exponential family of vijax.expfam is matched to it (matched: {_MATCHED})",
             )
             continue
-        gaps = gaps_of[site]
+        gaps, c, proper = gaps_of[site]
         gap, tol = _worst(gaps), _tolerance(gaps)
         ok = bool(gap <= tol)  # NaN: not finite at a point
         reason = None
-        if not ok:
+        if ok:
+            reason = _improper(spec, c, proper)
+            ok = reason is None
+        elif np.isnan(gap):
+            reason = (
+                f"log-joint not finite at a point checked ({spec.family.__name__}'s statistics of {site!r}, "
+                f"{spec.stats}): the model's density is not defined at some value of the site's support "
+                f"(a Normal site used as a scale, say), so it is no {spec.family.__name__} of the site"
+            )
+        else:
             family = spec.family.__name__
             reason = (
                 f"log-joint not linear in {spec.stats} ({family}'s statistics of {site!r}): "
-                + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
-                + f" (tolerance {tol:.3g})"
+                f"secant gap {gap:.3g} (tolerance {tol:.3g})"
             )
             if np.prod(target.sites[site].shape[: len(target.sites[site].shape) - spec.event_ndims], dtype=int) > 1:
                 reason += (
@@ -360,23 +427,31 @@ def _conditionals(target: Target, batch, requests: dict) -> dict:
         priors = _priors(target, batch, True)
         specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
         fits = _solve(target, batch, specs, list(requests.values()), False)
-        return {n: spec.family.from_natural(nat) for (n, spec), (nat, _) in zip(specs, fits)}
+        return {n: spec.family.from_natural(nat) for (n, spec), (nat, *_) in zip(specs, fits)}
+    own = _own_data(target, batch)
     with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
-        priors = _priors(target, batch, False)
+        priors = _priors(target, own, False)
         specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
-        fits = _solve_jit(target, batch, specs, list(requests.values()), True)
+        fits = _solve_jit(target, own, specs, list(requests.values()), True)
     out = {}
-    for (site, spec), (nat, gaps) in zip(specs, fits):
+    for (site, spec), (nat, gaps, c, proper) in zip(specs, fits):
         gap, tol = _worst(gaps), _tolerance(gaps)
         if not gap <= tol:
             raise ArgumentError(
                 "site",
-                f"site {site!r} is not conditionally conjugate at these draws: log-joint not linear in {spec.stats} "
-                f"({spec.family.__name__}'s statistics): "
-                + ("not finite at a point checked" if np.isnan(gap) else f"secant gap {gap:.3g}")
-                + f" (tolerance {tol:.3g})",
+                f"site {site!r} is not conditionally conjugate at these draws: log-joint "
+                + (
+                    f"not finite at a point checked ({spec.family.__name__}'s statistics {spec.stats}): the model's "
+                    "density is not defined at some value of the site's support"
+                    if np.isnan(gap)
+                    else f"not linear in {spec.stats} ({spec.family.__name__}'s statistics): secant gap {gap:.3g} "
+                    f"(tolerance {tol:.3g})"
+                ),
                 value=site,
             )
+        improper = _improper(spec, c, proper)
+        if improper is not None:
+            raise ArgumentError("site", f"site {site!r} at these draws: {improper}", value=site)
         out[site] = spec.family.from_natural(nat)
     return out
 
@@ -407,7 +482,8 @@ def _site_spec(site: str, spec_prior: tuple) -> _Spec:
 
 def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> list:
     """Per site (its natural parameters: the mean coefficients over the draws, in the site's float
-    type; its gaps). ``checked``: float64 and all ``_NUM_POINTS`` points, else the process's float
+    type; its gaps; the mean coefficients per element (E, d); whether each element's natural
+    parameters lie in the family's domain, before the cast). ``checked``: float64 and all ``_NUM_POINTS`` points, else the process's float
     type and the ``_NUM_FIT`` points that give the coefficients."""
     cast = _float64 if checked else jnp.asarray
     start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
@@ -421,7 +497,10 @@ def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> l
         x_n, noise_n = jnp.broadcast_to(x, (num, *x.shape)), jnp.broadcast_to(noise, (num, *noise.shape))
         c, gaps = _fit_over_draws(target, batch, site, spec, d, x_n, noise_n)
         dtype = jnp.result_type(target.init_params[site])
-        out.append((tuple(p.astype(dtype) for p in _natural(spec, jnp.mean(c, axis=0), x.shape)), gaps))
+        mean = jnp.mean(c, axis=0)
+        nat = _natural(spec, mean, x.shape)
+        proper = spec.family.from_natural(nat).is_valid()
+        out.append((tuple(p.astype(dtype) for p in nat), gaps, mean, proper))
     return out
 
 

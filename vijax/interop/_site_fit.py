@@ -57,13 +57,31 @@ class _Spec:
     event_ndims: int  # of the value: 1 for Dirichlet (the simplex is the last axis)
     value: Callable  # u -> x
     unvalue: Callable  # x -> u
+    describe: Callable  # one element's natural parameters (floats) -> the family's parameters, in words
     bound: float = 30.0  # the points' |u| at most: x, log x and log(1 - x) stay finite and distinct
+    centre: float = 3.0  # the points' centre's |u| at most: statistics of order 1, whatever the prior's scale
 
 
-_GAMMA = _Spec(expfam.Gamma, "[log x, x]", 2, 0, jnp.exp, jnp.log)
-_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 2, 0, lambda u: u, lambda x: x, float("inf"))
-_BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 2, 0, jax.nn.sigmoid, jax.scipy.special.logit)
-_DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log)
+def _gamma_words(eta) -> str:
+    return f"shape {eta[0] + 1:.4g} and rate {-eta[1]:.4g} (both must be > 0)"
+
+
+def _normal_words(eta) -> str:
+    return f"precision {-2 * eta[1]:.4g} (must be > 0)"
+
+
+def _beta_words(eta) -> str:
+    return f"concentrations {eta[0] + 1:.4g} and {eta[1] + 1:.4g} (both must be > 0)"
+
+
+def _dirichlet_words(eta) -> str:
+    return f"concentrations {[float(f'{e + 1:.4g}') for e in eta[0]]} (each must be > 0)"
+
+
+_GAMMA = _Spec(expfam.Gamma, "[log x, x]", 2, 0, jnp.exp, jnp.log, _gamma_words)
+_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 2, 0, lambda u: u, lambda x: x, _normal_words, float("inf"))
+_BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 2, 0, jax.nn.sigmoid, jax.scipy.special.logit, _beta_words)
+_DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log, _dirichlet_words)
 _MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
 
 
@@ -186,9 +204,15 @@ def _natural(spec: _Spec, c, shape: tuple) -> tuple:
 
 
 def _points(spec: _Spec, x, noise) -> jax.Array:
-    """(points, *shape): the unconstrained value u of ``x`` moved by ``noise`` (in (-2, 2)) times
-    (1 + |u|) / 2, within [-bound, bound] (a Beta's points never reach the float's 0 or 1)."""
-    u = spec.unvalue(x)[None]
+    """(points, *shape): the unconstrained value u of ``x``, taken within [-centre, centre], moved by
+    ``noise`` (in (-2, 2)) times (1 + |u|) / 2, within [-bound, bound] (a Beta's points never reach
+    the float's 0 or 1). The centre's bound keeps the points where the statistics are of order 1
+    whatever the prior's scale: a vague Gamma(1e-3, 1e-3) has its median at x = e^-539, where every
+    point would sit at the bound, the statistics x all below 1e-13 and x's coefficient lost; a
+    Normal mean of prior precision 1e-3 tau with such a tau starts near 1e118, where x^2 swamps x.
+    The log-joint of a conjugate site is linear in its statistics everywhere, so the points need
+    not be where the prior's mass is."""
+    u = jnp.clip(spec.unvalue(x), -spec.centre, spec.centre)[None]
     return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
 
 

@@ -177,7 +177,8 @@ def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str
 
 def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any]:
     """``fn(params, batch)`` (a library's log-density), where ``params`` are traced and ``batch`` is
-    None, evaluated from one jaxpr of ``fn`` per parameter shapes: each later trace (``init``'s
+    None, evaluated from one jaxpr of ``fn`` per parameter types and float64 mode (``conjugate_sites``
+    enables float64 for its checks in a float32 process): each later trace (``init``'s
     check, a step's gradient and Hessian under ``vmap``, the conjugacy check) replays that jaxpr's
     operations instead of running the library's Python again under every transformation (NumPyro's
     handlers and distributions, TFP's bijectors). The same operations, so the same values.
@@ -190,7 +191,8 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
         if batch is not None or not any(is_tracer(x) for x in leaves):
             return fn(params, batch)
         avals = tuple(jax.typeof(x) for x in leaves)
-        key = (treedef, avals)
+        # and the float64 mode the jaxpr is traced under (its constants' and Python scalars' types)
+        key = (treedef, avals, bool(jax.config.jax_enable_x64))
         if key not in cache:
             structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in avals]
             closed, out = jax.make_jaxpr(
