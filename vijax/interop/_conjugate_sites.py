@@ -349,8 +349,12 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
 
     Raises:
       ArgumentError: naming ``site`` for a site the model does not have, whose prior no family
-        matches, or where the log-joint is not linear in its statistics at the draws; naming
-        ``draws`` for a missing site or draws without a common leading axis.
+        matches, where the log-joint is not finite at a point checked or not linear in its
+        statistics at the draws, or where its coefficients lie outside the family's domain (an
+        improper complete conditional: a Gamma's rate or a Normal's precision <= 0); naming
+        ``draws`` for a missing site or draws without a common leading axis; naming
+        ``target_or_model`` for a model whose arguments are traced (build its target outside
+        ``jit`` and pass the traced data as the target's batch).
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
