@@ -162,6 +162,7 @@ def test_factory_grid_under_restarts_and_its_batch_checks_under_jit_step():
         # the model's own checks of its hyperparameters (it ran with every step rejected)
         ({"alpha": [0.1, -1.0]}, "^alpha must be"),
         ({"alpha": [0.0, 0.1]}, "^alpha must be"),
+        ({"eta": [0.1, 1e30]}, "^eta must be a finite number in"),  # its ELBO came out +1e27
     ],
 )
 def test_hyperparameter_grid_errors_name_the_argument(values, match):
