@@ -76,7 +76,7 @@ def enumerated(msg: dict) -> bool:
 
 
 def check_site(msg: dict, plates: dict) -> None:
-    """Raises ValueError naming a site vijax cannot fit: a ``numpyro.param``, a discrete latent
+    """Raises ArgumentError naming a site vijax cannot fit: a ``numpyro.param``, a discrete latent
     site it cannot sum out (infinite support, or finite but not marked
     ``infer={"enumerate": "parallel"}``), a continuous latent site inside a subsampled plate (of
     ``plates``), a support without a bijector. A site summed out (``enumerated``) passes."""
@@ -84,9 +84,10 @@ def check_site(msg: dict, plates: dict) -> None:
 
     name = msg["name"]
     if msg["type"] == "param":
-        raise ValueError(
+        raise ArgumentError(
+            "model",
             f"site {name!r}: a numpyro.param in the model; vijax fits distributions over sample sites "
-            "(make it a sample site with a prior, or pass its value as an argument)"
+            "(make it a sample site with a prior, or pass its value as an argument)",
         )
     fn = msg["fn"]
     if fn.support.is_discrete:
@@ -94,30 +95,34 @@ def check_site(msg: dict, plates: dict) -> None:
             return
         if getattr(fn, "has_enumerate_support", False):
             mark = msg["infer"].get("enumerate")
-            raise ValueError(
+            raise ArgumentError(
+                "model",
                 f"site {name!r}: a discrete latent site ({type(fn).__name__}, finite support"
                 + (f", marked enumerate={mark!r}" if mark is not None else "")
                 + "); vijax sums such a site out where the model marks it "
-                'infer={"enumerate": "parallel"} (needs funsor: pip install funsor)'
+                'infer={"enumerate": "parallel"} (needs funsor: pip install funsor)',
             )
-        raise ValueError(
+        raise ArgumentError(
+            "model",
             f"site {name!r}: a discrete latent site ({type(fn).__name__}, infinite support); vijax fits "
             "continuous latent sites and sums out finite discrete ones only (observe it, or marginalise it "
-            "in the model)"
+            "in the model)",
         )
     for frame in msg["cond_indep_stack"]:
         if frame.name in plates:
-            raise ValueError(
+            raise ArgumentError(
+                "model",
                 f"site {name!r}: a latent site inside the subsampled plate {frame.name!r}; local continuous "
                 "latent variables under subsampling are not supported (subsample only observed sites and "
-                "summed-out discrete ones)"
+                "summed-out discrete ones)",
             )
     try:
         biject_to(fn.support)
     except NotImplementedError as err:
-        raise ValueError(
+        raise ArgumentError(
+            "model",
             f"site {name!r}: NumPyro has no bijector onto its support {fn.support} "
-            f"({type(fn).__name__}); vijax cannot fit it"
+            f"({type(fn).__name__}); vijax cannot fit it",
         ) from err
 
 
@@ -183,9 +188,10 @@ def marginal_log_prob(
                 expected *= plates[frame][0] / plates[frame][1]
         scale = site["scale"]
         if scale is not None and _differs(scale, expected):
-            raise ValueError(
+            raise ArgumentError(
+                "model",
                 f"site {name!r}: scaled by {scale} where its subsampled plates give {expected}; vijax sums "
-                "out enumerated sites with a plate's N / M scale only (no handlers.scale)"
+                "out enumerated sites with a plate's N / M scale only (no handlers.scale)",
             )
         dim_to_name = site["infer"]["dim_to_name"]
         if all(d == 1 for d in jnp.shape(log_prob)) and not dim_to_name:
@@ -196,10 +202,11 @@ def marginal_log_prob(
             summed[name] = set(frames)
         for var in set(dim_to_name.values()) & set(summed):
             for frame in set(frames) & set(plates) - summed[var]:
-                raise ValueError(
+                raise ArgumentError(
+                    "model",
                     f"site {var!r}: summed out outside the subsampled plate {frame!r}, whose site {name!r} depends "
                     "on it; a minibatch's log-joint would not be unbiased (the plate's N / M would fall inside "
-                    f"the sum over {var!r}); subsample no plate such a site reaches, or move it into the plate"
+                    f"the sum over {var!r}); subsample no plate such a site reaches, or move it into the plate",
                 )
     kept = set()
     if keep is not None:
@@ -235,16 +242,54 @@ def _funsor(site: str) -> None:
         ) from err
 
 
+def check_plate(name: str, size: Any, sub: Any) -> None:
+    """Raises ArgumentError naming the plate unless its ``subsample_size`` ``sub`` is an integer in
+    [1, ``size``] (NumPyro takes a larger one, draws indices past the data and scales each site by
+    N / M < 1)."""
+    if isinstance(sub, (bool, np.bool_)) or not isinstance(sub, (int, np.integer)) or not 1 <= int(sub) <= int(size):
+        raise ArgumentError(
+            "model",
+            f"plate {name!r}: subsample_size={sub!r} where the plate has {size} elements; a minibatch holds an "
+            f"integer number of them between 1 and {size} (or give no subsample_size)",
+        )
+
+
+def check_observed_shape(msg: dict) -> None:
+    """Raises ArgumentError naming an observed site whose values do not broadcast with the shape
+    its distribution and plates give it (a plate of 3 over 4 observations), where NumPyro fails
+    later with a broadcasting error that names no site."""
+    value_shape, shape = tuple(jnp.shape(msg["value"])), tuple(msg["fn"].shape())
+    try:
+        jnp.broadcast_shapes(value_shape, shape)
+    except ValueError:
+        frames = [f"{f.name!r} (size {f.size}, dim {f.dim})" for f in msg["cond_indep_stack"] if f.dim is not None]
+        raise ArgumentError(
+            "model",
+            f"site {msg['name']!r}: observed values of shape {value_shape} do not fit the shape {shape} its "
+            f"distribution {_dist_name(msg['fn'])}"
+            + (f" and plates {', '.join(frames)} give it" if frames else " gives it")
+            + "; make the plates' sizes those of the data",
+        ) from None
+
+
 def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
     """NumPyro's init ``strategy`` (``prior_median``'s signature) as a ``substitute_fn`` that first
-    records the subsampled plates (name -> (N, M)) in ``plates`` and checks each latent site
-    (``check_site``) as the model meets it, before the strategy draws from it."""
+    records the subsampled plates (name -> (N, M)) in ``plates``, each checked (``check_plate``)
+    and given all its N indices, so that the trace holds the full data (the observed values the
+    start checks), and checks each latent site (``check_site``) as the model meets it, before the
+    strategy draws from it."""
 
     def substitute_fn(msg):
         if msg["type"] == "plate":
             size, sub = msg["args"]
             if sub is not None and sub != size:
+                check_plate(msg["name"], size, sub)
                 plates[msg["name"]] = (int(size), int(sub))
+                msg["args"] = (size, None)  # the plate of all N indices, unscaled (no mismatch warning)
+                return jnp.arange(size)
+            return None
+        if msg["type"] == "sample" and msg["is_observed"]:
+            check_observed_shape(msg)
             return None
         if msg["type"] == "param" or (msg["type"] == "sample" and not msg["is_observed"]):
             check_site(msg, plates)
@@ -302,23 +347,139 @@ def _site_keys(model: Callable) -> Callable:
     return SiteKeys(model)
 
 
-def _nonfinite(msg: dict) -> tuple:
-    """(how many, the first flat index, its value) of an observed site's non-finite values where the
-    site's mask keeps them (``obs_mask``'s missing entries are masked out)."""
-    value = jnp.asarray(msg["value"])
-    if value.size == 0 or not jnp.issubdtype(value.dtype, jnp.inexact):
-        return jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
-    from numpyro.distributions.distribution import MaskedDistribution
-
-    bad = ~jnp.isfinite(value)
-    fn = msg["fn"]
-    for mask in (msg.get("mask"), fn._mask if isinstance(fn, MaskedDistribution) else None):
-        if mask is not None and mask is not True:  # the batch shape's mask, broadcast over the event dims
-            mask = jnp.asarray(mask)
-            bad = bad & jnp.reshape(mask, mask.shape + (1,) * fn.event_dim)
+def _first_bad(bad: Array, value: Array) -> tuple:
+    """(how many of ``bad`` hold, the first flat index, the value there: ``value`` raveled as
+    ``bad``, or 0 where an entry of ``bad`` is a vector of ``value``)."""
     flat = jnp.ravel(bad)
     first = jnp.argmax(flat).astype(jnp.int32)
-    return jnp.sum(flat, dtype=jnp.int32), first, jnp.ravel(value)[first]
+    entries = jnp.ravel(value) if jnp.size(value) == flat.size else jnp.zeros(flat.shape, jnp.float32)
+    return jnp.sum(flat, dtype=jnp.int32), first, jnp.asarray(entries[first], jnp.float32)
+
+
+def fixed_support(support: Any) -> bool:
+    """Whether a NumPyro constraint is one the model states with fixed bounds (``real``,
+    ``boolean``, ``nonnegative_integer``, ``interval(0.0, 1.0)``...): every leaf a Python or numpy
+    number, none a JAX array a parameter of the model gives (a ``Binomial``'s ``total_count``
+    array, a ``Uniform``'s bound drawn from another site: bounds that may move with the latent
+    values)."""
+    return all(isinstance(x, (int, float, np.ndarray, np.number)) for x in jax.tree_util.tree_leaves(support))
+
+
+def _bad_observed(msg: dict) -> tuple:
+    """The observed values of a sample message that the likelihood cannot take, where the site's
+    mask keeps them (``obs_mask``'s missing entries are masked out): ((how many, the first flat
+    index, its value) of the non-finite entries, the same of the batch elements outside the
+    distribution's support, ``fn.support(value)``, where that support is fixed: ``fixed_support``)."""
+    from numpyro.distributions.distribution import MaskedDistribution
+
+    value, fn = jnp.asarray(msg["value"]), msg["fn"]
+    none = (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32))
+    if value.size == 0:
+        return none, none
+    batch_shape = value.shape[: value.ndim - fn.event_dim]
+    keep = jnp.ones(batch_shape, bool)
+    for mask in (msg.get("mask"), fn._mask if isinstance(fn, MaskedDistribution) else None):
+        if mask is not None and mask is not True:
+            keep = keep & jnp.asarray(mask)
+    nonfinite = none
+    if jnp.issubdtype(value.dtype, jnp.inexact):  # the batch shape's mask, broadcast over the event dims
+        bad = ~jnp.isfinite(value) & jnp.reshape(keep, keep.shape + (1,) * fn.event_dim)
+        nonfinite = _first_bad(bad, value)
+    outside = none
+    if fixed_support(fn.support):
+        with jax.numpy_rank_promotion("allow"):
+            inside = jnp.broadcast_to(fn.support(value), batch_shape)
+        outside = _first_bad(~inside & keep, value)
+    return nonfinite, outside
+
+
+def _site_log_probs(trace: dict, summed: tuple) -> dict:
+    """site name -> the sum of its log-probability terms in ``trace`` (its mask applied, unscaled):
+    the latent sites' priors, and, where no site is summed out (whose value in the start's trace
+    is a placeholder), the observed sites' likelihoods."""
+    out = {}
+    for name, m in trace.items():
+        if m["type"] != "sample" or name in summed or (summed and m["is_observed"]):
+            continue
+        fn, value = m["fn"], m["value"]
+        log_prob = fn.log_prob(value, m["intermediates"]) if m["intermediates"] else fn.log_prob(value)
+        if m.get("mask") is not None:
+            log_prob = jnp.where(m["mask"], log_prob, 0.0)
+        out[name] = jnp.sum(log_prob)
+    return out
+
+
+def _check_start(latent: list, fns: dict, values: dict, init_params: dict, log_probs: dict) -> None:
+    """Raises ArgumentError naming the first site whose start is not finite: a latent site's value
+    (constrained, or on the unconstrained space), or a site's log-probability term at the start."""
+    for n in latent:
+        if is_tracer(values[n]) or is_tracer(init_params[n]):  # under a caller's jit: not known here
+            continue
+        c, u = np.asarray(values[n]), np.asarray(init_params[n])
+        if np.all(np.isfinite(c)) and np.all(np.isfinite(u)):
+            continue
+        prior = fns[n]
+        if not np.all(np.isfinite(c)):
+            why = (
+                f"the median of 15 draws of its {prior} prior is {c.ravel()[~np.isfinite(c.ravel())][0]}: the "
+                "prior's draws are not finite (a parameter that is not finite, as Uniform(-inf, inf); for a flat "
+                "prior use dist.ImproperUniform(constraints.real, (), ()))"
+            )
+        else:
+            where = int(np.argmax(~np.isfinite(u.ravel()))) if u.size else 0
+            bound = c.ravel()[min(where, c.size - 1)]
+            why = (
+                f"the median of 15 draws of its {prior} prior is {bound}, on its support's boundary, which the "
+                f"map to the unconstrained space sends to {u.ravel()[where]} (draws that underflow in "
+                f"{u.dtype}, as those of Gamma(1e-3, 1e-3) in float32): enable float64 "
+                "(jax.config.update('jax_enable_x64', True)) or give a less diffuse prior"
+            )
+        raise ArgumentError("model", f"site {n!r}: its start is not finite: {why}")
+    for n, lp in log_probs.items():
+        if not is_tracer(lp) and not np.isfinite(float(lp)):
+            kind = "log-likelihood" if n not in latent else "prior log-density"
+            raise ArgumentError(
+                "model",
+                f"site {n!r}: its {kind} at the start (each latent site at the median of 15 prior draws) is "
+                f"{float(lp)}; vijax starts where the log-joint is finite (check the site's parameters and data at "
+                "those values, or a bound the model computes from a latent site)",
+            )
+
+
+def _dist_name(fn: Any) -> str:
+    """A distribution's class name, through the wrappers a plate or a mask put round it."""
+    while type(fn).__name__ in ("MaskedDistribution", "ExpandedDistribution"):
+        fn = fn.base_dist
+    return type(fn).__name__
+
+
+def _law(fn: Any) -> str:
+    """A distribution's name and, where fixed (``fixed_support``), its support, for messages."""
+    return f"{_dist_name(fn)}, support {fn.support}" if fixed_support(fn.support) else _dist_name(fn)
+
+
+def _check_observed(observed: dict, laws: dict) -> None:
+    """Raises ArgumentError naming the first observed site (``_bad_observed``'s report) with values
+    that are not finite or lie outside its distribution's support."""
+    for name, ((count, first, value), (out, first_out, value_out)) in observed.items():
+        if is_tracer(count):  # under a caller's jit the values are not known here
+            continue
+        if int(count):
+            raise ArgumentError(
+                "model",
+                f"site {name!r}: its observed values hold {int(count)} non-finite "
+                f"{'entry' if int(count) == 1 else 'entries'} (the first, {float(value)}, "
+                f"at flat index {int(first)}); vijax fits finite data (mark missing entries with "
+                "numpyro.sample(..., obs_mask=...), or drop them)",
+            )
+        if int(out):
+            raise ArgumentError(
+                "model",
+                f"site {name!r}: {int(out)} of its observed values {'lies' if int(out) == 1 else 'lie'} outside "
+                f"its distribution's support ({laws[name]}; the first, {float(value_out)}, at flat index {int(first_out)}); "
+                "the likelihood of such a value is not a density of the data (a count that is not a non-negative "
+                "integer, a Bernoulli value other than 0 or 1...): correct the data or the distribution",
+            )
 
 
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
@@ -353,7 +514,8 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
             supports = {n: trace[n]["fn"].support for n in latent}
             init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
             checks = [ok for m in trace.values() if m["type"] == "sample" for ok in _arg_checks(m["fn"])]
-            observed = {n: _nonfinite(m) for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
+            observed = {n: _bad_observed(m) for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
+            log_probs = _site_log_probs(trace, summed)
         bounds = {}
         for n in latent:  # a support whose bounds the model computes: its bounds come out of the program
             leaves, treedef = jax.tree_util.tree_flatten(supports[n])
@@ -365,25 +527,23 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
             latent=latent,
             nesting=plate_nesting(trace) if summed else 0,
             supports=supports,
+            fns={n: _dist_name(trace[n]["fn"]) for n in latent},
+            laws={n: _law(m["fn"]) for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]},
         )
-        return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks, observed
+        return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks, observed, log_probs
 
     try:
-        values, init_params, bounds, checks, observed = one_program(program, "from_numpyro_start")
+        values, init_params, bounds, checks, observed, log_probs = one_program(program, "from_numpyro_start")
         compiled = all(bool(ok) for ok in checks)
+        if not compiled:  # a start that is not finite fails NumPyro's checks downstream: name its site
+            _check_start(box["latent"], box["fns"], values, init_params, {})
     except TypeError:  # a model that needs concrete values, a support that does not flatten
         compiled = False
     if not compiled:
         box.clear()
-        values, init_params, bounds, _, observed = program()
-    for name, (count, first, value) in observed.items():
-        if not is_tracer(count) and int(count):  # under a caller's jit the values are not known here
-            raise ValueError(
-                f"site {name!r}: its observed values hold {int(count)} non-finite "
-                f"{'entry' if int(count) == 1 else 'entries'} (the first, {float(value)}, "
-                f"at flat index {int(first)}); vijax fits finite data (mark missing entries with "
-                "numpyro.sample(..., obs_mask=...), or drop them)"
-            )
+        values, init_params, bounds, _, observed, log_probs = program()
+    _check_observed(observed, box["laws"])
+    _check_start(box["latent"], box["fns"], values, init_params, log_probs)
     supports = {
         n: jax.tree_util.tree_unflatten(box["supports"][n], bounds[n]) if n in bounds else box["supports"][n]
         for n in box["latent"]

@@ -104,7 +104,7 @@ class Target:
         (indexing would clamp an index out of range silently). The values of the model's own
         arguments are its own to check (its log-density returns NaN or -inf outside its support,
         which the step rejects)."""
-        data = {} if batch is None else batch
+        data = check_batch(batch, self.batch_keys, self.plates, "batch")
         return [ids_in_range(f"batch[{plate!r}] index", data[plate], size) for plate, (size, _) in self.plates.items()]
 
 
@@ -166,6 +166,8 @@ def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str
                 f"minibatch's indices as {name}[{plate!r}] (an int array), so that the model scales by N / M",
             )
         idx = data[plate]
+        if isinstance(idx, (list, tuple)):  # a list of ints (or of their tracers, under a step's jit)
+            idx = data[plate] = jax.numpy.asarray(idx) if idx else np.zeros((0,), np.float32)
         if jax.numpy.ndim(idx) != 1 or not jax.numpy.issubdtype(jax.numpy.result_type(idx), jax.numpy.integer):
             raise ArgumentError(
                 name,

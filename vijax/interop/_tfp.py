@@ -94,6 +94,48 @@ def _prior_distributions(joint_dist):
         return draw(jax.random.PRNGKey(0))
 
 
+def _validating(dist):
+    """``dist`` rebuilt with TFP's ``validate_args=True`` (through ``Sample`` and ``Independent``),
+    whose ``log_prob`` then raises on a value outside its support; None where it does not rebuild."""
+    try:
+        if type(dist).__name__ in ("Sample", "Independent"):
+            inner = _validating(dist.distribution)
+            return None if inner is None else dist.copy(distribution=inner, validate_args=True)
+        return dist.copy(validate_args=True)
+    except (TypeError, ValueError, NotImplementedError):
+        return None
+
+
+def _fixed_support(dist) -> bool:
+    """Whether the support of ``dist`` does not move with its parameters: a discrete distribution
+    (no default event-space bijector; its support is its integers, say), or one whose support is
+    the real line, the positive reals, the unit interval or the simplex (a ``Uniform``'s bounds,
+    which may be other sites' values, are not)."""
+    try:
+        bijector = _unwrap(dist).experimental_default_event_space_bijector()
+    except NotImplementedError:
+        return True
+    return bijector is None or support_kind(dist) != "other"
+
+
+def check_observed_support(name: str, dist, value) -> None:
+    """Raises ArgumentError naming ``observed[name]`` where concrete ``value`` lies outside the
+    support of ``dist`` (the part's distribution at a prior draw, where that support is fixed:
+    ``_fixed_support``), as TFP's own argument validation finds it (a Poisson count of 0.5, a
+    Bernoulli value of 2); TFP's ``log_prob`` would otherwise return a finite number for it."""
+    checked = _validating(dist) if _fixed_support(dist) else None
+    if checked is None:
+        return
+    try:
+        checked.log_prob(value)
+    except ValueError as err:
+        raise ArgumentError(
+            "observed",
+            f"observed[{name!r}]: values outside the support of the part's {type(_unwrap(dist)).__name__} "
+            f"(TFP: {str(err).splitlines()[0]}); correct the data or the distribution",
+        ) from err
+
+
 @_allowing_rank_promotion
 def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target:
     """A TFP joint distribution with ``observed`` pinned, as a target for ``vijax.inference.bbvi``
@@ -112,16 +154,22 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
         (``JointDistributionNamed``, a coroutine's ``name=...``) or, for a
         ``JointDistributionSequential``, as TFP resolves them (``joint_dist.resolve_graph()``:
         the argument names of the callables that take a part, ``x`` for a part no callable takes).
-      observed: the observed parts' values, by name.
+      observed: the observed parts' values, by name, each of the shape the joint draws for its
+        part; None or empty: no part is observed, and the target is the joint itself (a fit
+        of the prior).
 
     Returns:
-      A :class:`~vijax.interop.Target`; ``init_params`` is the median of 15 prior draws (key
-      ``PRNGKey(0)``) on the unconstrained space.
+      A :class:`~vijax.interop.Target`; ``init_params`` is the median of 15 prior draws (the
+      joint's ``sample`` at each of 15 keys split from ``PRNGKey(0)``, so a joint written for one
+      draw at a time serves) on the unconstrained space.
 
     Raises:
       ValueError: naming the site: a discrete latent part (an integer dtype, or, as TFP's Poisson,
         no default event-space bijector), an observed name that is not a part, observed values
-        that are not finite (naming ``observed[name]``); or a joint with batch shape.
+        that are not finite, of another shape than the part's, or outside the part's support (as
+        TFP's ``validate_args`` finds them, where that support does not move with the other
+        parts: a Poisson count of 0.5, a Bernoulli value of 2; naming ``observed[name]``); or a
+        joint with batch shape.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -153,6 +201,14 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     latent = [n for n in names if n not in observed]
     if not latent:
         raise ArgumentError("observed", "observed: every part of the joint is observed; there is nothing to fit")
+    drawn = jax.eval_shape(lambda key: as_parts(joint_dist.sample(seed=key), names), jax.random.PRNGKey(0))
+    for name, value in observed.items():
+        if tuple(jnp.shape(value)) != tuple(drawn[name].shape):
+            raise ArgumentError(
+                "observed",
+                f"observed[{name!r}]: shape {tuple(jnp.shape(value))}, where the joint draws its part {name!r} "
+                f"with shape {tuple(drawn[name].shape)}; give the values of one draw of that part",
+            )
     dtypes = as_parts(joint_dist.dtype, names)
     for name in latent:
         if not np.issubdtype(np.dtype(dtypes[name]), np.floating):
@@ -161,6 +217,8 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
                 "latent sites only (observe it, or marginalise it in the joint)"
             )
     dists = as_parts(_prior_distributions(joint_dist), names)
+    for name, value in observed.items():
+        check_observed_support(name, dists[name], value)
     bijectors = {}
     for name in latent:
         inner = _unwrap(dists[name])
@@ -173,7 +231,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
                 f"site {name!r}: {type(inner).__name__} has no default event-space bijector (a discrete part, "
                 "or a support TFP does not map onto); vijax fits continuous latent sites with a bijector only"
             )
-    pinned = joint_dist.experimental_pin(**observed)
+    pinned = joint_dist.experimental_pin(**observed) if observed else joint_dist
     bijector = pinned.experimental_default_event_space_bijector()
     struct = pinned.event_shape
     u_shapes = as_parts(bijector.inverse_event_shape(struct), latent)
@@ -213,7 +271,8 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     @setup_jit  # one program, not one compilation per operation of TFP's samplers
     @_allowing_rank_promotion
     def start(key):
-        draws = as_parts(joint_dist.sample(NUM_INIT_DRAWS, seed=key), names)
+        # one draw per key: a joint need not draw a batch (sample_shape) to give a start
+        draws = jax.vmap(lambda k: as_parts(joint_dist.sample(seed=k), names))(jax.random.split(key, NUM_INIT_DRAWS))
         u_draws = jax.vmap(unconstrain)({n: draws[n] for n in latent})
         return {n: jnp.median(u_draws[n], axis=0) for n in latent}
 
