@@ -24,6 +24,12 @@ Gamma, Beta, Dirichlet). One step
 The reported ELBO is the rest's step's estimate at that draw plus the conjugate sites' entropies:
 an unbiased estimate of E_q[log p(x, data)] + H[q] (with ``bbvi`` the rest's Jacobian inside, as
 ``bbvi`` on a target counts it; with ``ngvi`` the entropy of q(rest) over constrained values).
+
+Where every latent site is conjugate there is no rest: a step is the closed-form sweep of 2.
+alone (at rho = 1 and full batch, a CAVI sweep, Blei, Kucukelbir & McAuliffe 2017, Algorithm 1,
+its expectations estimated from S draws where a site's complete conditional is not linear in the
+others'), the state's ``inner`` and the info's ``inner`` are None, and the ELBO is log p at one
+fresh draw of the sites plus their entropies.
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ from vijax.types import Array, PRNGKey, PyTree, Schedule
 class SplitState(NamedTuple):
     """q_global: site name -> the ``vijax.expfam`` family of each conjugate site's q; inner:
     the state of ``bbvi`` or ``ngvi`` over the other sites (``inner.q_global``: ``bbvi``'s
-    variational parameters, or ``ngvi``'s dict site name -> family); count:
+    variational parameters, or ``ngvi``'s dict site name -> family), None where every site is
+    conjugate; count:
     int32 steps taken; num_rejected: int32 steps not applied (non-finite)."""
 
     q_global: dict
@@ -145,8 +152,10 @@ def init(
     # made on the host from a concrete key: no program compiles for the split
     k_inner, k_rest = jax.random.split(key) if is_tracer(key) else split_on_host(key)
     conj = _start(target, conjugate)
-    inner_state = inner.init(k_inner, (batch, conj))
-    if inner.step.func is _ngvi.step:  # one draw of q(rest) on the host: no sampler to compile for it
+    inner_state = None if inner is None else inner.init(k_inner, (batch, conj))
+    if inner is None:
+        rest = {}
+    elif inner.step.func is _ngvi.step:  # one draw of q(rest) on the host: no sampler to compile for it
         rest = _ngvi._start_draws(k_rest, inner_state.q_global, 1)
     else:
         rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
@@ -168,7 +177,9 @@ def _batch_kwargs(batch) -> dict:
 
 
 def _rest_draws(inner: VIAlgorithm, key: PRNGKey, inner_state, bijectors: dict, num: int) -> dict:
-    """``num`` draws of the rest from q(rest), constrained: (num, ...) per site."""
+    """``num`` draws of the rest from q(rest), constrained: (num, ...) per site (none without a rest)."""
+    if inner is None:
+        return {}
     if inner.step.func is _ngvi.step:  # q over the constrained values already
         return _ngvi.sample(inner_state.q_global, key, num)
     params_u = _bbvi.sample(inner_state.q_global, key, num, guide=inner.step.keywords["guide"])
@@ -212,9 +223,13 @@ def step(
         damped = damped + d
         draws[n] = _draw(q_new[n], new_keys[n], num_draws)  # the next site sees the new q
     conj_now = {n: draws[n][0] for n in conjugate}  # one fresh draw for the rest's step
-    inner_state, inner_info = inner.step(k_inner, state.inner, (batch, conj_now))
     entropy = sum(jnp.sum(q_new[n].entropy()) for n in conjugate)
-    elbo = inner_info.elbo + entropy
+    if inner is None:  # every site conjugate: log p at that draw
+        inner_state, inner_info = None, None
+        elbo = target.log_prob(conj_now, batch) + entropy
+    else:
+        inner_state, inner_info = inner.step(k_inner, state.inner, (batch, conj_now))
+        elbo = inner_info.elbo + entropy
     info = SplitInfo(elbo, rho, damped, inner_info)
     return Proposal(SplitState(q_new, inner_state, state.count, state.num_rejected), info, (elbo,))
 
@@ -257,7 +272,8 @@ def as_top_level_api(
         subsampled plate).
       conjugate: ``vijax.conjugate_sites(target, key)``'s report: the sites it found conjugate
         get closed-form updates (run it with ``force=[...]`` to refuse a site you expect to be
-        conjugate and is not); at least one, and at least one site left for the rest.
+        conjugate and is not); at least one. Where every site is conjugate, the algorithm is
+        the closed-form sweep alone (module docstring), and the options of the rest are not used.
       schedule: rho_t of the conjugate sites: a number in (0, 1] or a callable ``count -> rho``
         (default 1.0: a coordinate update, for full batches; use a decreasing schedule, e.g.
         ``schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)``, with subsampled plates).
@@ -288,12 +304,12 @@ def as_top_level_api(
 
     Returns:
       ``VIAlgorithm(init, step)``; the state is a :class:`SplitState` (``q_global``: the conjugate
-      sites' families; ``inner``: the state of ``bbvi`` or ``ngvi``), the info a :class:`SplitInfo`.
+      sites' families; ``inner``: the state of ``bbvi`` or ``ngvi``, None without a rest), the
+      info a :class:`SplitInfo`.
 
     Raises:
       ArgumentError: naming the argument: a target that is not a NumPyro or TFP one, a ``conjugate``
-        that is not ``conjugate_sites``' report of this target, no conjugate site or no site
-        left for the rest, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
+        that is not ``conjugate_sites``' report of this target, no conjugate site, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
         ``rest`` (``optimizer``, ``learning_rate`` with ``"ngvi"``; ``rest_schedule``,
         ``gradient`` with ``"bbvi"``), with ``"ngvi"`` a rest site whose support no exponential
         family matches (``rest``) or a ``family`` that names no rest site, is not an exponential
@@ -327,13 +343,11 @@ def as_top_level_api(
     others = tuple(n for n in target.sites if n not in sites)
     if not sites:
         raise ArgumentError("conjugate", "conjugate: the report finds no conjugate site; use bbvi or ngvi")
-    if not others:
-        raise ArgumentError(
-            "conjugate", f"conjugate: every site is conjugate ({list(sites)}); nothing is left for {rest}"
-        )
     num_draws = check_int("num_draws", num_draws)
     rho = as_schedule(schedule, "schedule", default=constant(1.0))
-    if rest == "ngvi":
+    if not others:  # every site conjugate: the closed-form sweep alone
+        inner, bijectors = None, {}
+    elif rest == "ngvi":
         inner = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
         bijectors = {}
     else:
