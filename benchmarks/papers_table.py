@@ -41,6 +41,7 @@ RUNS = {
     "plsa": ["configs/plsa.yaml"],
     "dp_mixture_truncation": ["configs/dp_mixture_truncation.yaml"],
     "gmm_cavi_vs_nuts": ["configs/gmm_cavi_vs_nuts.yaml"],
+    "gmm_histograms_starts": ["configs/gmm_histograms_starts.yaml"],
 }
 
 # NAME, or NAME.PART for a second text from the same run
@@ -254,6 +255,24 @@ def _gmm_cavi_vs_nuts_scores(r: dict) -> str:
     )
 
 
+def _sci(x: float, digits: int) -> str:
+    """x as m·10ⁿ, the exponent in superscript digits."""
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{_num(float(mantissa), digits)}·10" + str(int(exponent)).translate(
+        str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    )
+
+
+def _gmm_histograms_starts(r: dict) -> str:
+    s, c = r["summary"], r["config"]
+    final, d = r["elbo"][-1], c["data"]
+    return (
+        f"{len(final)} starts, {s['distinct_local_optima']} different optima, final ELBO {_sci(min(final), 3)} to "
+        f"{_sci(max(final), 3)}; from {_command(r)}: {d['num_train']:,} training histograms of {d['num_types']} image "
+        f"types, K = {c['model']['num_components']}, seed {c['seed']}, " + _steps(r)
+    )
+
+
 FORMAT = {
     "gmm_simulation": _gmm_simulation,
     "dp_bernoulli_full": _dp_bernoulli,
@@ -272,6 +291,7 @@ FORMAT = {
     "gmm_cavi_vs_nuts": _gmm_cavi_vs_nuts,
     "gmm_cavi_vs_nuts.ratio": _gmm_cavi_vs_nuts_ratio,
     "gmm_cavi_vs_nuts.scores": _gmm_cavi_vs_nuts_scores,
+    "gmm_histograms_starts": _gmm_histograms_starts,
 }
 
 
