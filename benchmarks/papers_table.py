@@ -27,8 +27,8 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "papers.md"
-# pages with generated spans: the papers' page, and a page that shows one of its runs in more detail
-PAGES = [PAGE, ROOT / "docs" / "dp_bernoulli.md"]
+# pages with generated spans: the papers' page, and pages that show its runs in more detail
+PAGES = [PAGE, ROOT / "docs" / "dp_bernoulli.md", ROOT / "docs" / "guide.md"]
 RESULTS = ROOT / "benchmarks" / "results" / "papers"
 
 # the row's command: `vijax run` with these arguments (the output folder is the script's)
@@ -273,6 +273,24 @@ def _gmm_histograms_starts(r: dict) -> str:
     )
 
 
+_PLSA_ROWS = {
+    "plsa1": "pLSA1 by EM (MAP, Dirichlet({c}) on p(w \\| z))",
+    "plsa2": "pLSA2 by EM (same)",
+    "lda_cavi": "LDA by CAVI (α = {a}, η = {e})",
+    "true_topics": "true topics, p(z \\| d) folded in",
+}
+
+
+def _plsa_table(r: dict) -> str:
+    """The run's table (perplexity and held-out per-word log p of each model), as a block of its own."""
+    m, runs = r["config"]["model"], r["summary"]["runs"]
+    lines = ["", "", "| model | perplexity | held-out per-word log p |", "|---|---|---|"]
+    for name, label in _PLSA_ROWS.items():
+        label = label.format(c=m["word_concentration"], a=m["lda_alpha"], e=m["lda_eta"])
+        lines.append(f"| {label} | {_num(runs[name]['perplexity'], 2)} | {_num(runs[name]['heldout_per_word'], 4)} |")
+    return "\n".join([*lines, "", ""])
+
+
 FORMAT = {
     "gmm_simulation": _gmm_simulation,
     "dp_bernoulli_full": _dp_bernoulli,
@@ -287,6 +305,7 @@ FORMAT = {
     "smm": _smm,
     "plsa": _plsa,
     "plsa.lda": _plsa_lda,
+    "plsa.table": _plsa_table,
     "dp_mixture_truncation": _dp_mixture_truncation,
     "gmm_cavi_vs_nuts": _gmm_cavi_vs_nuts,
     "gmm_cavi_vs_nuts.ratio": _gmm_cavi_vs_nuts_ratio,
