@@ -460,7 +460,8 @@ def _law(fn: Any) -> str:
 
 def _check_observed(observed: dict, laws: dict) -> None:
     """Raises ArgumentError naming the first observed site (``_bad_observed``'s report) with values
-    that are not finite or lie outside its distribution's support."""
+    that are not finite or lie outside its distribution's support (``laws``: site -> (its
+    distribution and support in words, its event dims))."""
     for name, ((count, first, value), (out, first_out, value_out)) in observed.items():
         if is_tracer(count):  # under a caller's jit the values are not known here
             continue
@@ -473,10 +474,16 @@ def _check_observed(observed: dict, laws: dict) -> None:
                 "numpyro.sample(..., obs_mask=...), or drop them)",
             )
         if int(out):
+            law, event_dim = laws[name]
+            first = (
+                f"the first, {float(value_out)}, at flat index {int(first_out)}"
+                if event_dim == 0
+                else f"the first at flat index {int(first_out)} of its batch, each value a vector"
+            )
             raise ArgumentError(
                 "model",
                 f"site {name!r}: {int(out)} of its observed values {'lies' if int(out) == 1 else 'lie'} outside "
-                f"its distribution's support ({laws[name]}; the first, {float(value_out)}, at flat index {int(first_out)}); "
+                f"its distribution's support ({law}; {first}); "
                 "the likelihood of such a value is not a density of the data (a count that is not a non-negative "
                 "integer, a Bernoulli value other than 0 or 1...): correct the data or the distribution",
             )
@@ -528,7 +535,11 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
             nesting=plate_nesting(trace) if summed else 0,
             supports=supports,
             fns={n: _dist_name(trace[n]["fn"]) for n in latent},
-            laws={n: _law(m["fn"]) for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]},
+            laws={
+                n: (_law(m["fn"]), m["fn"].event_dim)
+                for n, m in trace.items()
+                if m["type"] == "sample" and m["is_observed"]
+            },
         )
         return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks, observed, log_probs
 
@@ -608,7 +619,12 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         support not marked for parallel enumeration; a support without a bijector; a
         ``numpyro.param``; a continuous latent site inside a subsampled plate; observed values
         that are not finite (NaN, an infinity) where the model keeps them (the entries an
-        ``obs_mask`` masks out may hold anything); or arguments the model does not take.
+        ``obs_mask`` masks out may hold anything), or outside their distribution's support where
+        its bounds are fixed (a Poisson count of 0.5), checked in all the data a subsampled plate
+        draws from; observed values whose shape does not fit the site's plates; a start that is
+        not finite (a latent site's median of 15 prior draws, constrained or unconstrained, or a
+        site's log-density there); or arguments the model does not take. Naming the plate: a
+        ``subsample_size`` outside [1, its size].
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:
