@@ -678,13 +678,15 @@ def test_init_scale_at_the_precision_bound_gives_a_negative_elbo_and_beyond_it_i
     old overflow bound (1.6e35) and one svi / ssvi / ssvi_a step reported ELBO +5e30, accepted.
     At the bound 2^-10 / eps the KL is within 1 % of float64's and every step's ELBO negative."""
     from vijax.inference import ssvi, ssvi_a
-    from vijax.models.lda import largest_precise_concentration
+    from vijax.models.lda import concentration_bounds, largest_precise_concentration
 
     high = largest_precise_concentration(dtype)
     assert high == {jnp.float32: 8192.0, jnp.float64: 2.0**42}[dtype]
-    for scale in (np.nextafter(high, np.inf), 1.5e35):
-        with pytest.raises(ValueError, match=r"^init_scale must be a finite number in \(0, "):
+    low = concentration_bounds("eta", dtype)[0]
+    for scale in (np.nextafter(high, np.inf), 1.5e35, np.nextafter(low, 0.0), 1e-30):
+        with pytest.raises(ValueError, match=rf"^init_scale must be a finite number in \[{low:.6g}, "):
             LDA(2, 6, init_scale=scale, dtype=dtype)
+    LDA(2, 6, init_scale=low, dtype=dtype)
     if dtype == jnp.float64:
         return  # below: float32, against float64
     model = LDA(2, 6, init_scale=high, dtype=jnp.float32)
@@ -706,6 +708,8 @@ def test_init_scale_at_the_precision_bound_gives_a_negative_elbo_and_beyond_it_i
         ({"alpha": -1.0}, "alpha"),
         ({"alpha": 0.0}, "alpha"),
         ({"eta": 1e30}, "eta"),
+        ({"eta": 1e-30}, "eta"),  # eta - 1 == -1: a prior of concentration 0, every step NaN
+        ({"alpha": 1e-310}, "alpha"),  # subnormal
         ({"alpha": [0.1, 0.5, np.nan]}, "alpha"),  # a grid's points
         ({"alpha": 0.1, "eta": np.array([0.01, 1e30])}, "eta"),
         ({"alpha": "0.1"}, "alpha"),
@@ -724,5 +728,7 @@ def test_check_hyperparameters_names_the_bad_value(values, name):
         batch = BowBatch(jnp.array([[0, 1]]), jnp.array([[1.0, 2.0]]))
         with pytest.raises(ValueError, match=rf"^{name} "):
             model.local_step(model.prior().mean_params(), batch, hyper=values)
-    model.check_hyperparameters({"alpha": [0.01, 0.1, 8192.0], "eta": jnp.float32(0.5)})
+    model.check_hyperparameters({"alpha": [1e-300, 0.1, 2.0**42], "eta": jnp.float32(0.5)})
+    with pytest.raises(ValueError, match=r"^eta must be a finite number in \[6\.10352e-05, 8192\] in float32"):
+        LDA(2, 5, dtype=jnp.float32).check_hyperparameters({"eta": [0.1, 1e4]})
     jax.jit(lambda a: model.check_hyperparameters({"alpha": a}) or a)(0.1)  # traced values pass

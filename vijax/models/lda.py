@@ -109,6 +109,18 @@ def largest_precise_concentration(dtype) -> float:
     return 2.0**-10 / float(np.finfo(dtype).eps)
 
 
+def concentration_bounds(name: str, dtype) -> tuple[float, float]:
+    """The interval ``(low, high)`` of LDA's hyperparameter ``name`` (``"alpha"`` or ``"eta"``) in
+    ``dtype``. ``high`` is :func:`largest_precise_concentration`. ``low``: alpha enters the
+    computations as itself, so it must be a normal number (>= the smallest, ``finfo.tiny``;
+    below it a subnormal is flushed to 0 and log Gamma is infinite); eta is held by the topics'
+    Dirichlet as its natural parameter eta - 1, absolute rounding eps / 2, so eta >= 2^9 eps keeps
+    its relative error below 2^-10 (below eps / 2 the prior's concentration is 0)."""
+    finfo = np.finfo(dtype)
+    low = float(finfo.tiny) if name == "alpha" else 2.0**9 * float(finfo.eps)
+    return low, largest_precise_concentration(dtype)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class LDA(PytreeModel):
     """Latent Dirichlet allocation with symmetric priors and three local steps.
@@ -177,14 +189,17 @@ class LDA(PytreeModel):
     Args:
       num_topics: K >= 1.
       vocab_size: V >= 1.
-      alpha: symmetric document-topic Dirichlet concentration (> 0).
-      eta: symmetric topic-word Dirichlet concentration (> 0).
+      alpha: symmetric document-topic Dirichlet concentration, in the interval of
+        :func:`concentration_bounds` (> 0, at most 8,192 in float32).
+      eta: symmetric topic-word Dirichlet concentration, in the interval of
+        :func:`concentration_bounds` (at least 6.1e-5 and at most 8,192 in float32).
       max_iters: cap on the mean-field iterations (>= 1).
       tol: mean-field / CVB0 convergence threshold on the mean absolute change (>= 0).
       cvb0_iters: cap on the CVB0 sweeps (>= 1).
       gibbs_sweeps: Gibbs sweeps after the initialization pass (>= 1).
       gibbs_burn_in: how many of those are discarded (0 <= burn_in < gibbs_sweeps).
-      init_scale: scale of the random initial lambda (> 0), see :meth:`init_globals`.
+      init_scale: scale of the random initial lambda, see :meth:`init_globals`; in the interval
+        of ``eta`` (:func:`concentration_bounds`), which holds lambda as it holds eta.
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
       accelerate: run the mean-field iteration with safeguarded SQUAREM extrapolation (default
         True: about a third of the updates, the same stopping rule, the ELBO never lowered; rarely
@@ -245,9 +260,8 @@ class LDA(PytreeModel):
             )
         check_float_dtype(self.dtype)
         self.check_hyperparameters(self.hyperparameters())
-        check_scalar(
-            "init_scale", self.init_scale, low=0.0, high=largest_precise_concentration(float_dtype(self.dtype))
-        )
+        low, high = concentration_bounds("eta", float_dtype(self.dtype))  # lambda's start: held as eta's
+        check_scalar("init_scale", self.init_scale, low=low, high=high, include_low=True)
         check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
         check_bool("accelerate", self.accelerate)
         if self.tile_slots is not None:
@@ -262,26 +276,29 @@ class LDA(PytreeModel):
     def check_hyperparameters(self, values: Mapping[str, Any]) -> None:
         """Raises :class:`~vijax._validate.ArgumentError` naming the key unless every value of
         ``values`` (``{"alpha": ..., "eta": ...}``, either key may be left out; each a scalar or an
-        array of values, e.g. the points of a grid) is a finite number in (0, c], c =
-        :func:`largest_precise_concentration` of the model's float dtype (8,192 in float32,
-        about 4.4e12 in float64): beyond it the ELBO's Dirichlet terms lose their precision.
-        Traced values pass. The fields are checked by the constructor; ``hyperparameter_grid``
-        and ``hyper`` dicts of host numbers by this same function."""
-        high = largest_precise_concentration(float_dtype(self.dtype))
+        array of values, e.g. the points of a grid) is a finite number in the interval of
+        :func:`concentration_bounds` for the model's float dtype: at most
+        :func:`largest_precise_concentration` (8,192 in float32, about 4.4e12 in float64), beyond
+        which the ELBO's Dirichlet terms lose their precision; alpha at least the smallest normal
+        number, eta at least 2^9 eps (6.1e-5 in float32, 1.1e-13 in float64), since the Dirichlet
+        holds it as its natural parameter eta - 1. Traced values pass. The constructor checks the
+        fields with it, ``prior``, ``local_step`` and ``log_predictive`` a ``hyper`` dict's host
+        numbers, and ``hyperparameter_grid`` can check its points."""
+        dt = np.dtype(float_dtype(self.dtype))
         for name, value in values.items():
             if name not in ("alpha", "eta"):
                 raise ArgumentError(name, f"{name} is not a hyperparameter of LDA; choose from ['alpha', 'eta']")
             if is_tracer(value):
                 continue
-            expected = f"a finite number in (0, {high:.6g}] (or an array of them)"
+            low, high = concentration_bounds(name, dt)
+            expected = f"a finite number in [{low:.6g}, {high:.6g}] in {dt.name} (or an array of them)"
             a = real_array(name, value, expected)
-            bad = ~(np.isfinite(a) & (a > 0) & (a <= high))
+            bad = ~(np.isfinite(a) & (a >= low) & (a <= high))
             if np.any(bad):
                 raise ArgumentError(
                     name,
-                    f"{name} must be {expected}, got {a[bad].flat[0]!r}: a Dirichlet concentration must be > 0, "
-                    f"and above {high:.6g} the ELBO's Dirichlet terms lose their precision in "
-                    f"{np.dtype(float_dtype(self.dtype)).name}",
+                    f"{name} must be {expected}, got {float(a[bad].flat[0])!r}: outside it the ELBO's "
+                    "Dirichlet terms are not computed precisely (vijax.models.lda.concentration_bounds)",
                     value,
                 )
 
