@@ -127,3 +127,38 @@ def test_domain_guard_damps_and_counts():
     np.testing.assert_allclose(new.eta[1], [-0.625, 0.0, 0.0])  # rho halved to 1/8: 1/8 * -5
     _, num = expfam.tree_interpolate(q, (jnp.array([[-9.0, 0, 0], [0.0, 0, 0]]),), 1.0, max_halvings=0)
     assert int(num) == 1
+
+
+def _foreign_batch(given):
+    from vijax.data import BowBatch
+
+    x = jnp.zeros((5, 2))
+    if given == "an LDA batch":
+        return BowBatch(jnp.zeros((3, 4), jnp.int32), jnp.ones((3, 4), jnp.float32))
+    return (x, x) if given == "a tuple" else {"x": x}
+
+
+@pytest.mark.parametrize(
+    "model, given",
+    [
+        ("DiagonalGMM", "an LDA batch"),
+        ("DiagonalGMM", "a tuple"),
+        ("DiagonalGMM", "a dict"),
+        ("CategoricalHMM", "an LDA batch"),  # a NamedTuple of another model (a plain pair is (obs, lengths))
+        ("CategoricalHMM", "a dict"),
+    ],
+)
+def test_step_on_a_batch_of_another_kind_names_batch_and_what_the_model_takes(model, given):
+    """Not the model's own check_data blamed: the batch named, with what the model takes and what it got."""
+    from vijax.models import CategoricalHMM
+
+    if model == "DiagonalGMM":
+        model, data, takes = DiagonalGMM(2, 2), jnp.asarray(np.random.default_rng(0).normal(size=(5, 2))), "(N, 2)"
+    else:
+        model, data, takes = CategoricalHMM(2, 3), jnp.zeros((2, 4), jnp.int32), "(B, T)"
+    batch = _foreign_batch(given)
+    alg = cavi(model)
+    state = alg.init(jax.random.PRNGKey(0), data)
+    with pytest.raises(ValueError, match=r"batch is not what") as info:
+        alg.step(jax.random.PRNGKey(1), state, batch)
+    assert info.value.argument == "batch" and takes in str(info.value) and type(batch).__name__ in str(info.value)

@@ -86,6 +86,32 @@ def bow_batch_checks(batch: Any, vocab_size: int) -> list:
     return [ids_in_range("batch word id", ids, vocab_size), finite_nonnegative("batch count", counts)]
 
 
+def describe_batch(batch: Any) -> str:
+    """What a batch is, for an error: its container and each array's dtype and shape."""
+    leaves = jax.tree_util.tree_leaves(batch)
+    show = lambda a: f"{getattr(a, 'dtype', type(a).__name__)} {tuple(np.shape(a))}"  # noqa: E731
+    fields = getattr(batch, "_fields", None)
+    if fields is not None and len(fields) == len(batch):
+        parts = [f"{f} {show(v)}" for f, v in zip(fields, batch)]
+    else:
+        parts = [show(a) for a in leaves[:4]] + (["..."] if len(leaves) > 4 else [])
+    return f"a {type(batch).__name__} of {len(leaves)} array(s) ({', '.join(parts)})"
+
+
+def check_one_array(model: Any, x: Any, takes: str) -> None:
+    """Raises ValueError naming ``batch`` when ``x`` is not one array but a container of them (a
+    tuple, a dict, another model's batch such as a ``BowBatch``) or None: the batch is not what
+    ``model`` takes (``takes``, e.g. ``"one array x of shape (N, 2)"``)."""
+    container = (
+        x is None
+        or isinstance(x, (tuple, dict))
+        or (isinstance(x, list) and any(hasattr(a, "shape") for a in jax.tree_util.tree_leaves(x)))
+    )
+    if container:
+        given = "None" if x is None else describe_batch(x)
+        raise ArgumentError("batch", f"batch is not what {type(model).__name__} takes ({takes}): got {given}")
+
+
 def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
     """The checks every public ``step`` runs on its batch (docs/design.md, "Checked steps"), the
     same way for a concrete batch and a traced one:

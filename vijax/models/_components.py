@@ -42,7 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_data_array, finite_values, float_dtype
+from vijax import expfam
+from vijax._validate import ArgumentError, check_data_array, finite_values, float_dtype, is_tracer
 from vijax.models._base import conjugate_posterior
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -130,17 +131,24 @@ class Component(PytreeModel):
         cannot take (default: a finite numeric array with one axis more than a datum)."""
         check_data_array(name or self.data_name, x, ndim=1 + self.event_ndim)
 
+    def _datum_shape(self) -> tuple:
+        dim = getattr(self, "dim", None)
+        return (None,) * self.event_ndim if dim is None or self.event_ndim != 1 else (dim,)
+
+    @property
+    def data_shape(self) -> str:
+        """The shape of the data, as errors write it: ``(N,)``, ``(N, dim)``, ``(N, ...)``."""
+        dims = ["N"] + ["..." if w is None else str(w) for w in self._datum_shape()]
+        return "(N,)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
+
     def check_shape(self, x: Array) -> None:
         """Raises ValueError naming the data when a local step's batch (possibly traced) does not have
         a datum's dimensions after its leading axis (default: ``event_ndim`` of them, the last one
         ``dim`` where the component has one)."""
-        dim = getattr(self, "dim", None)
-        want = (None,) * self.event_ndim if dim is None or self.event_ndim != 1 else (dim,)
+        want = self._datum_shape()
         ok = x.ndim == 1 + self.event_ndim and all(w is None or w == s for w, s in zip(want, x.shape[1:]))
         if not ok:
-            dims = ["N"] + ["..." if w is None else str(w) for w in want]
-            shape = "(N,)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
-            raise ValueError(f"{self.data_name} must have shape {shape}, got {x.shape}")
+            raise ValueError(f"{self.data_name} must have shape {self.data_shape}, got {x.shape}")
 
     def batch_checks(self, x, name: str | None = None) -> list:
         """The value checks of a step's batch, ``ValueCheck``s named ``batch <name>`` (default: finite
@@ -163,4 +171,139 @@ class Component(PytreeModel):
         return q, jnp.full((num,), n / num, dt)
 
 
-__all__ = ["Component", "LOG_2PI", "floor_log"]
+def _describe(value: Any) -> str:
+    """What was given, for an error: a type, with its shape where it has one."""
+    shape = getattr(value, "shape", None)
+    kind = "one array" if isinstance(value, (jax.ShapeDtypeStruct, jax.Array, np.ndarray)) else type(value).__name__
+    return kind + ("" if shape is None else f" of shape {tuple(shape)}")
+
+
+def _domain_problem(family) -> str | None:
+    """What is wrong with a concrete family's natural parameters (NaN or infinite entries, or
+    outside the family's domain, ``is_valid``), with the first such index; None if nothing (or traced)."""
+    eta = family.natural_params
+    if any(is_tracer(e) for e in eta):
+        return None
+    batch = tuple(family.batch_shape)
+    for e in eta:
+        bad = ~np.isfinite(np.asarray(e))
+        if bad.any():
+            at = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            return f"with a NaN or infinite natural parameter at {list(map(int, at))}"
+    valid = np.broadcast_to(np.asarray(family.is_valid()), batch)
+    if valid.all():
+        return None
+    at = np.unravel_index(int(np.argmin(valid)), batch)
+    values = ", ".join(f"{float(np.asarray(e)[at].ravel()[0]):.4g}" for e in eta)
+    return f"with natural parameters outside its domain at {list(map(int, at))} (there {values}; {type(family).__name__}.is_valid)"
+
+
+def check_component(component: Component, name: str) -> None:
+    """The checks of a component a mixture or an HMM is built over: ``prior(1)`` an ``expfam``
+    family of batch shape (1, ...) with finite natural parameters inside its domain.
+
+    Raises:
+      ValueError: naming ``name`` (``component``, ``emissions``) and the component's class.
+    """
+    cls = type(component).__name__
+    try:
+        prior = component.prior(1)
+    except ValueError as e:  # a family's own check of its parameters (a Gamma of shape -1)
+        raise ArgumentError(name, f"{cls}.prior(1) fails: {e}") from e
+    if not expfam.is_family(prior):
+        raise ArgumentError(
+            name,
+            f"{cls}.prior(num) must return an expfam family of batch shape (num, ...) (e.g. "
+            f"expfam.Gamma.from_shape_rate(...)), got {_describe(prior)}",
+        )
+    if tuple(prior.batch_shape[:1]) != (1,):
+        raise ArgumentError(
+            name, f"{cls}.prior(num) must have batch shape (num, ...); prior(1) has batch shape {prior.batch_shape}"
+        )
+    problem = _domain_problem(prior)
+    if problem is not None:
+        raise ArgumentError(
+            name,
+            f"{cls}.prior(1) is a {type(prior).__name__} {problem}: give the prior parameters its family "
+            "allows (e.g. a Gamma's shape and rate > 0)",
+        )
+
+
+@jax.jit
+def _statistics_rows(component: Component, x: Array):
+    """Per datum (N,) bools: s(x_n) has a NaN, s(x_n) has an infinity, the prior updated by s(x_n) is
+    in its domain; and whether the prior updated by every datum's statistics is finite, and in
+    its domain."""
+    prior = component.prior(1)
+    eta = prior.natural_params
+    s = component.suff_stats(component.prepare(x, prior.dtype))
+    n = jnp.shape(x)[0]
+    flat = [jnp.reshape(si, (n, -1)) for si in s]
+    has_nan = sum(jnp.any(jnp.isnan(f), 1).astype(jnp.int32) for f in flat) > 0
+    has_inf = sum(jnp.any(jnp.isinf(f), 1).astype(jnp.int32) for f in flat) > 0
+    each = type(prior).from_natural(tuple(e + si.astype(e.dtype) for e, si in zip(eta, s)))
+    each_ok = jnp.all(jnp.reshape(each.is_valid(), (n, -1)), 1)
+    summed = tuple(e + jnp.sum(si.astype(e.dtype), 0, keepdims=True) for e, si in zip(eta, s))
+    finite = sum(jnp.all(jnp.isfinite(t)).astype(jnp.int32) for t in summed) == len(summed)
+    return has_nan, has_inf, each_ok, finite, jnp.all(type(prior).from_natural(summed).is_valid())
+
+
+def check_statistics(component: Component, x, data_name: str, name: str) -> None:
+    """The checks of the statistics s(x) of data ``x`` that passed the component's ``check_data``:
+    a tuple like the prior's natural parameters, each (N, ...) with one copy's parameter shape
+    after N (also of traced data, at trace time); and, for concrete data, finite in the prior's
+    dtype, and the prior updated by any one datum's statistics, or by all of them, a proper
+    distribution (inside its family's domain).
+
+    Raises:
+      ValueError: naming ``name`` (the component) for statistics of the wrong structure or NaN
+        statistics of finite data; naming ``data_name`` for statistics that overflow the dtype
+        (data of magnitude 1e20, whose squares are infinite in float32) or that leave the domain
+        (data outside the likelihood's support).
+    """
+    cls = type(component).__name__
+    prior = component.prior(1)
+    eta = prior.natural_params
+    spec = x if is_tracer(x) else np.asarray(x)
+    n = np.shape(spec)[0]
+    spec = jax.ShapeDtypeStruct(np.shape(spec), spec.dtype)
+    got = jax.eval_shape(lambda c, v: c.suff_stats(c.prepare(v, prior.dtype)), component, spec)
+    want = [(n,) + tuple(np.shape(e)[1:]) for e in eta]
+    leaves = got if isinstance(got, (tuple, list)) else None
+    if leaves is None or len(leaves) != len(eta) or any(tuple(np.shape(g)) != w for g, w in zip(leaves, want)):
+        shown = _describe(got) if leaves is None else "(" + ", ".join(str(tuple(np.shape(g))) for g in leaves) + ")"
+        raise ArgumentError(
+            name,
+            f"{cls}.suff_stats({data_name}) must return a tuple like the natural parameters of its prior "
+            f"(a {type(prior).__name__}): {len(eta)} arrays of shapes {tuple(want)} for {n} data, got {shown}",
+        )
+    if is_tracer(x):
+        return
+    has_nan, has_inf, each_ok, total_finite, total_ok = jax.device_get(_statistics_rows(component, x))
+    if has_nan.any():
+        row = int(np.argmax(has_nan))
+        raise ArgumentError(
+            name,
+            f"{cls}.suff_stats({data_name}) is NaN at row {row} of finite {data_name}: a component's "
+            "statistics of finite data must be finite",
+        )
+    dtype = jnp.dtype(prior.dtype).name
+    if has_inf.any() or not total_finite:
+        a = np.abs(np.asarray(x, np.float64))
+        where = f"{data_name} row {int(np.argmax(has_inf))}" if has_inf.any() else f"{data_name} (summed)"
+        raise ArgumentError(
+            data_name,
+            f"{where} overflows {dtype} in {cls}'s sufficient statistics (infinite; {data_name} of magnitude "
+            f"up to {float(a.max()):.3g}): rescale {data_name} (or compute in float64)",
+        )
+    if not each_ok.all() or not total_ok:
+        where = f"{data_name} row {int(np.argmin(each_ok))}" if not each_ok.all() else f"{data_name} as a whole"
+        raise ArgumentError(
+            data_name,
+            f"the statistics of {where} make {cls}'s posterior improper (its {type(prior).__name__} prior "
+            f"updated by them is outside the family's domain): {data_name} outside the likelihood's support, "
+            f"or {cls}.suff_stats of the wrong sign",
+        )
+
+
+__all__ = ["Component", "LOG_2PI", "check_component", "check_statistics", "floor_log"]

@@ -64,8 +64,8 @@ from vijax._validate import (
     is_tracer,
 )
 from vijax.models import _hmm_inference as inference
-from vijax.models._base import LocalResult, conjugate_posterior
-from vijax.models._components import Component
+from vijax.models._base import LocalResult, conjugate_posterior, describe_batch
+from vijax.models._components import Component, check_component, check_statistics
 from vijax.models._components_discrete import DirichletCategorical, map_rows
 from vijax.models._components_gaussian import NormalGammaDiagonal
 from vijax.models._hmm_params import CategoricalEmissions, GaussianEmissions, HMMData, HMMParams, param_checks
@@ -74,11 +74,19 @@ from vijax.models._pytree import PytreeModel
 
 
 def as_data(data) -> HMMData:
-    """``data`` as ``HMMData`` (full lengths for a bare array)."""
+    """``data`` as ``HMMData`` (full lengths for a bare array); ValueError naming ``batch`` for a
+    container of another kind (another model's batch, a dict)."""
     if isinstance(data, HMMData):
         return data
-    if isinstance(data, tuple) and len(data) == 2:
+    if isinstance(data, tuple) and len(data) == 2 and not hasattr(data, "_fields"):
         return HMMData(*data)
+    if data is None or isinstance(data, (tuple, dict)):  # another model's batch (a BowBatch), a dict
+        given = "None" if data is None else describe_batch(data)
+        raise ArgumentError(
+            "batch",
+            "batch is not what an HMM takes (an array of observations, (B, T) ints or (B, T, D) floats, "
+            f"a pair (obs, lengths) or HMMData(obs, lengths)): got {given}",
+        )
     obs = jnp.asarray(data)
     if obs.ndim < 2:
         raise ValueError(f"obs must have a batch and a time axis, (B, T) or (B, T, D), got shape {obs.shape}")
@@ -137,6 +145,7 @@ class HMM(PytreeModel):
             raise ArgumentError(
                 "emissions", f"emissions must be a vijax.models.Component, got {type(emissions).__name__}"
             )
+        check_component(emissions, "emissions")
         self.num_states = num_states
         self.emissions = emissions
         self.initial_concentration = float(initial_concentration)
@@ -187,6 +196,7 @@ class HMM(PytreeModel):
             )
         observed = obs[np.arange(t)[None, :] < lengths[:, None]]
         self.emissions.check_data(observed, "obs (at its unpadded steps)")
+        check_statistics(self.emissions, observed, "obs", "emissions")
 
     def batch_checks(self, data) -> list:
         """The value checks of a step's batch: lengths in [1, T]; the emissions' checks of the

@@ -65,8 +65,8 @@ from vijax._validate import (
     float_dtype,
     is_tracer,
 )
-from vijax.models._base import LocalResult, conjugate_posterior, entropy_of_probs, program_argument
-from vijax.models._components import Component, floor_log
+from vijax.models._base import LocalResult, check_one_array, conjugate_posterior, entropy_of_probs, program_argument
+from vijax.models._components import Component, check_component, check_statistics, floor_log
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
@@ -233,6 +233,7 @@ class Mixture(PytreeModel):
             raise ArgumentError(
                 "weights", f"weights must be DirichletWeights or StickBreaking, got {type(weights).__name__}"
             )
+        check_component(component, "component")
         self._component = component
         self._weights = weights
 
@@ -274,8 +275,13 @@ class Mixture(PytreeModel):
         return self._weights.prior(self._dtype()), self._component.prior(self.num_components)
 
     def check_data(self, x) -> None:
-        """The component's check of the data."""
-        self._component.check_data(x)
+        """The component's check of the data (one array: another model's batch, a tuple or a dict is
+        refused naming ``batch``), then of its statistics of them (``check_statistics``: their
+        structure; for concrete data, finite and a proper posterior)."""
+        comp = self._component
+        check_one_array(self, x, f"one array {comp.data_name} of shape {comp.data_shape}")
+        comp.check_data(x)
+        check_statistics(comp, x, comp.data_name, "component")
 
     def batch_checks(self, x) -> list:
         """The component's value checks of a step's batch."""
