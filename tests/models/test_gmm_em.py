@@ -144,3 +144,22 @@ def test_bad_input_names_the_argument():
         model.check_params(good._replace(covariances=-good.covariances))
     with pytest.raises(ValueError, match="params.weights"):
         model.check_params(good._replace(weights=jnp.ones(K)))
+
+
+@pytest.mark.parametrize(
+    "data, k, covariance_type, reg_covar",
+    [("one point", 1, "diag", 0.0), ("a constant column", 2, "full", 1e-6), ("a constant column", 2, "tied", 1e-6)],
+)
+def test_a_single_point_or_a_constant_column_is_refused_naming_reg_covar_and_the_data(
+    data, k, covariance_type, reg_covar
+):
+    """Maximum likelihood gives such a column variance reg_covar: below rounding, a singular
+    covariance, refused by the step with what to change (not a spurious log-likelihood, then NaN)."""
+    x = jnp.array([[-2.0, 0.1], [-1.5, 0.3], [1.5, -0.2], [2.0, 0.0], [0.1, 0.2]], jnp.float32)
+    x = x[:1] if data == "one point" else x.at[:, 1].set(0.3)
+    alg = em(GaussianMixtureEM(k, 2, covariance_type=covariance_type, reg_covar=reg_covar, dtype=jnp.float32))
+    with pytest.raises(ValueError, match="reg_covar") as info:  # by the start's M-step or a step's
+        state = alg.init(jax.random.PRNGKey(1), x)
+        for i in range(3):
+            state, _ = alg.step(jax.random.PRNGKey(2 + i), state, x)
+    assert "constant" in str(info.value) and "single point" in str(info.value)

@@ -310,8 +310,9 @@ class GaussianMixtureEM(PytreeModel):
             pivots,
             bad,
             f"([{where[self.covariance_type]}]) is within rounding of 0, a singular covariance: the component "
-            f"collapsed onto duplicate or collinear points (reg_covar={self.reg_covar:g}); raise reg_covar, use "
-            "fewer components, or float64",
+            f"collapsed onto duplicate or collinear points (a single point, or a column of x constant over its "
+            f"points: maximum likelihood gives it variance reg_covar={self.reg_covar:g}); raise reg_covar, drop "
+            "the constant column, use fewer components, or float64",
         )
 
     def _m_step(self, stats: GMMStats) -> tuple[GMMParams, Array, Array]:
