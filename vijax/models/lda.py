@@ -102,9 +102,10 @@ def largest_precise_concentration(dtype) -> float:
     lambda ~ 1 / eps the computed KL is noise, and an ELBO, which is <= log p(w) <= 0 for discrete
     words, can come out positive. The same cancellation holds for the prior's terms at eta and the
     documents' KL(Dir(gamma_d) || Dir(alpha 1_K)) at alpha. Bounding the concentrations at
-    2^-10 / eps keeps that relative error below 1 % (measured: at most 0.7 % in float32
-    for V = 2 ... 10^4; 5 % at 2^-7 / eps). Larger lambda reached through the updates lambda = eta + (N / S) c come with
-    a data term of their size, sum_kv c_kv E[log beta_kv], next to which the error stays ~ eps.
+    2^-10 / eps keeps that relative error below 1 % (measured: at most 0.7 % in float32 for
+    V = 2 ... 10^4; 5 % at 2^-7 / eps). Larger lambda reached through the updates
+    lambda = eta + (N / S) c come with a data term of their size, sum_kv c_kv E[log beta_kv], next
+    to which the error stays ~ eps.
     """
     return 2.0**-10 / float(np.finfo(dtype).eps)
 
