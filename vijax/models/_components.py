@@ -178,19 +178,27 @@ def _describe(value: Any) -> str:
     return kind + ("" if shape is None else f" of shape {tuple(shape)}")
 
 
-def _domain_problem(family) -> str | None:
-    """What is wrong with a concrete family's natural parameters (NaN or infinite entries, or
-    outside the family's domain, ``is_valid``), with the first such index; None if nothing (or traced)."""
-    eta = family.natural_params
-    if any(is_tracer(e) for e in eta):
+@jax.jit
+def _prior_values(component: Component):
+    """The natural parameters of ``prior(1)`` and its ``is_valid``, one compiled program."""
+    prior = component.prior(1)
+    return prior.natural_params, prior.is_valid()
+
+
+def _domain_problem(component: Component, family) -> str | None:
+    """What is wrong with the natural parameters of a component's concrete prior ``family`` (NaN or
+    infinite entries, or outside the family's domain, ``is_valid``), with the first such index;
+    None if nothing (or traced)."""
+    if any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(component)):
         return None
+    eta, valid = jax.device_get(_prior_values(component))
     batch = tuple(family.batch_shape)
     for e in eta:
         bad = ~np.isfinite(np.asarray(e))
         if bad.any():
             at = np.unravel_index(int(np.argmax(bad)), bad.shape)
             return f"with a NaN or infinite natural parameter at {list(map(int, at))}"
-    valid = np.broadcast_to(np.asarray(family.is_valid()), batch)
+    valid = np.broadcast_to(np.asarray(valid), batch)
     if valid.all():
         return None
     at = np.unravel_index(int(np.argmin(valid)), batch)
@@ -206,8 +214,8 @@ def check_component(component: Component, name: str) -> None:
       ValueError: naming ``name`` (``component``, ``emissions``) and the component's class.
     """
     cls = type(component).__name__
-    try:
-        prior = component.prior(1)
+    try:  # abstract values: the family and its shapes, nothing computed
+        prior = jax.eval_shape(lambda c: c.prior(1), component)
     except ValueError as e:  # a family's own check of its parameters (a Gamma of shape -1)
         raise ArgumentError(name, f"{cls}.prior(1) fails: {e}") from e
     if not expfam.is_family(prior):
@@ -220,7 +228,7 @@ def check_component(component: Component, name: str) -> None:
         raise ArgumentError(
             name, f"{cls}.prior(num) must have batch shape (num, ...); prior(1) has batch shape {prior.batch_shape}"
         )
-    problem = _domain_problem(prior)
+    problem = _domain_problem(component, prior)
     if problem is not None:
         raise ArgumentError(
             name,
