@@ -84,7 +84,10 @@ def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
     (``from_numpyro`` of ``benchmarks/numpyro_models.py``'s Poisson model: 2.1 -> 1.0 s). Inside a larger program
     (``from_numpyro``'s start) optimization barriers keep its inputs and output apart from the
     rest, so that XLA compiles it as it compiles it alone (tested: the start is the op-by-op
-    start bit for bit)."""
+    start bit for bit). A median on the support's boundary (infinite on the unconstrained space:
+    the draws of a vague prior that underflow) becomes the nearest point of NumPyro's
+    ``init_to_uniform`` box [-2, 2] on the unconstrained space."""
+    from numpyro.distributions.transforms import biject_to
     from numpyro.infer import init_to_median
 
     fn, rng_key = jax.lax.optimization_barrier((fn, rng_key))
@@ -98,7 +101,14 @@ def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
         "infer": {},
     }
     with jax.numpy_rank_promotion("allow"):
-        return jax.lax.optimization_barrier(init_to_median(site, num_samples=15))
+        median = init_to_median(site, num_samples=15)
+        # a median on the support's boundary (the draws of a vague prior, Gamma(1e-3, 1e-3), underflow
+        # to 0 in float32) is infinite on the unconstrained space: start at the nearest point of the
+        # box [-2, 2] that NumPyro's init_to_uniform draws from
+        bijector = biject_to(fn.support)
+        u = bijector.inv(median)
+        median = jnp.where(jnp.any(jnp.isinf(u)), bijector(jnp.clip(u, -2.0, 2.0)), median)
+        return jax.lax.optimization_barrier(median)
 
 
 def first_support_value(fn: Any, sample_shape: tuple) -> Array:
