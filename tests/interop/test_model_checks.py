@@ -50,6 +50,18 @@ def plate_of_three(y):
         numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
 
 
+def plate_of_six(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("obs_plate", 6):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+def scaled_by(y, scale):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", y.shape[0]), handlers.scale(scale=scale):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
 def unbounded_uniform(y):
     m = numpyro.sample("m", dist.Uniform(-jnp.inf, jnp.inf))
     numpyro.sample("y", dist.Normal(m, 1.0), obs=y)
@@ -78,6 +90,9 @@ def all_observed(y):
         (coins, (jnp.array([1.0, 0.0, 2.0]),), r"^site 'c': 1 of its observed values lies outside .*Bernoulli"),
         (proportions, (jnp.array([0.5, 0.6, 0.1]),), r"^site 'w': 1 of its observed values lies outside .*Dirichlet"),
         (plate_of_three, (Y,), r"^site 'y': observed values of shape \(4,\) do not fit the shape \(3,\) .*'obs_plate'"),
+        (plate_of_six, (Y,), r"^site 'y': observed values of shape \(4,\) do not fit the shape \(6,\) .*'obs_plate'"),
+        (scaled_by, (Y, float("nan")), r"^site 'y': its scale factor \(handlers.scale\) is nan; .* finite factor > 0"),
+        (scaled_by, (Y, float("inf")), r"^site 'y': its scale factor \(handlers.scale\) is inf; .* finite factor > 0"),
         (unbounded_uniform, (Y[0],), r"^site 'm': its start is not finite: .* Uniform prior is nan"),
         (impossible_factor, (Y,), r"^site 'penalty': its log-likelihood at the start .* is -inf"),
         (undeclared_discrete, (Y[0],), r"^site 'z': a discrete latent site"),
@@ -86,8 +101,9 @@ def all_observed(y):
 )
 def test_from_numpyro_refuses_naming_the_site_or_plate(model, args, match):
     """Each was accepted and fitted wrongly (a subsample of 12 of 8 scaled each step by 8/12, a
-    Poisson count of 0.5 fitted by the Gamma-function extension of its density) or failed with a
-    traceback of NumPyro's or JAX's that named no site (a plate of 3 over 4 observations: 'Incompatible
+    Poisson count of 0.5 fitted by the Gamma-function extension of its density, a ``handlers.scale``
+    of NaN or infinity, which NumPyro takes where it refuses one <= 0) or failed with a traceback of
+    NumPyro's or JAX's that named no site (a plate of 3 or 6 over 4 observations: 'Incompatible
     shapes'; a prior whose draws are NaN: 'Normal distribution got invalid loc parameter')."""
     with pytest.raises(ArgumentError, match=match):
         vijax.from_numpyro(model, *args)
@@ -118,12 +134,30 @@ def test_a_start_that_underflows_in_float32_moves_off_the_boundary():
         assert np.isfinite(float(target.log_density(target.init_params, None)))
 
 
-def test_a_minibatch_of_indices_may_be_a_python_list():
+@pytest.mark.parametrize("indices", [[1, 5], np.array([1, 5]), np.array([1, 5], np.int32)])
+def test_a_minibatch_of_indices_may_be_a_python_list_or_numpy_array(indices):
+    """A NumPy array of indices failed in NumPyro's plate with a bare AssertionError (it takes a
+    JAX array); it is converted, as a list is."""
     target = vijax.from_numpyro(subsampled, jnp.arange(8.0))
     params = {"mu": jnp.asarray(0.3)}
+    expected = target.log_prob(params, {"data": jnp.array([1, 5])})
+    np.testing.assert_allclose(target.log_prob(params, {"data": indices}), expected, rtol=1e-12)
     np.testing.assert_allclose(
-        target.log_prob(params, {"data": [1, 5]}), target.log_prob(params, {"data": jnp.array([1, 5])}), rtol=1e-12
+        target.log_density(target.unconstrain(params), {"data": indices}),
+        target.log_density(target.unconstrain(params), {"data": jnp.array([1, 5])}),
+        rtol=1e-12,
     )
+
+
+@pytest.mark.parametrize("indices", [jnp.array([0, 30]), np.array([-1, 2]), [3, 8]])
+def test_concrete_indices_past_the_plate_are_refused_naming_the_batch(indices):
+    """Concrete indices outside [0, 8) failed in the model's own indexing with an IndexError that
+    named nothing (or indexed from the end: -1); they are refused naming ``batch['data']``, as a
+    step's traced check words it."""
+    target = vijax.from_numpyro(subsampled, jnp.arange(8.0))
+    with pytest.raises(ArgumentError, match=r"^batch\['data'\] index -?\d+ at \[\d\] is out of range \[0, 8\)") as e:
+        target.log_density(target.init_params, {"data": indices})
+    assert e.value.argument == "batch"
 
 
 def improper(y):

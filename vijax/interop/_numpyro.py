@@ -458,6 +458,30 @@ def _law(fn: Any) -> str:
     return f"{_dist_name(fn)}, support {fn.support}" if fixed_support(fn.support) else _dist_name(fn)
 
 
+def _bad_scale(scale: Any) -> tuple:
+    """(how many, the first flat index, its value) of the entries of a sample message's ``scale``
+    (the product of the ``handlers.scale`` around the site; the start's trace scales no plate) that
+    are not finite and > 0."""
+    scale = jnp.asarray(scale)
+    return _first_bad(~(jnp.isfinite(scale) & (scale > 0)), scale)
+
+
+def _check_scales(scales: dict, shapes: dict) -> None:
+    """Raises ArgumentError naming the first site (``_bad_scale``'s report, by site; ``shapes``:
+    the shapes of the sites' scales) whose scale factor is not finite and > 0: NumPyro refuses a
+    concrete scale <= 0 where the handler is built, but takes NaN, an infinity and a scale the
+    model computes, each of which would turn the site's log-density into NaN or flip its sign."""
+    for name, (count, first, value) in scales.items():
+        if is_tracer(count) or not int(count):  # under a caller's jit the scale is not known here
+            continue
+        where = f" (the first of {int(count)} such entries, at flat index {int(first)})" if shapes[name] else ""
+        raise ArgumentError(
+            "model",
+            f"site {name!r}: its scale factor (handlers.scale) is {float(value)}{where}; a site's "
+            "log-density is scaled by a finite factor > 0 (give handlers.scale such a scale)",
+        )
+
+
 def _check_observed(observed: dict, laws: dict) -> None:
     """Raises ArgumentError naming the first observed site (``_bad_observed``'s report) with values
     that are not finite or lie outside its distribution's support (``laws``: site -> (its
@@ -522,6 +546,9 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
             init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
             checks = [ok for m in trace.values() if m["type"] == "sample" for ok in _arg_checks(m["fn"])]
             observed = {n: _bad_observed(m) for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
+            scales = {
+                n: _bad_scale(m["scale"]) for n, m in trace.items() if m["type"] == "sample" and m["scale"] is not None
+            }
             log_probs = _site_log_probs(trace, summed)
         bounds = {}
         for n in latent:  # a support whose bounds the model computes: its bounds come out of the program
@@ -535,16 +562,17 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
             nesting=plate_nesting(trace) if summed else 0,
             supports=supports,
             fns={n: _dist_name(trace[n]["fn"]) for n in latent},
+            scale_shapes={n: jnp.shape(m["scale"]) for n, m in trace.items() if n in scales},
             laws={
                 n: (_law(m["fn"]), m["fn"].event_dim)
                 for n, m in trace.items()
                 if m["type"] == "sample" and m["is_observed"]
             },
         )
-        return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks, observed, log_probs
+        return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks, observed, scales, log_probs
 
     try:
-        values, init_params, bounds, checks, observed, log_probs = one_program(program, "from_numpyro_start")
+        values, init_params, bounds, checks, observed, scales, log_probs = one_program(program, "from_numpyro_start")
         compiled = all(bool(ok) for ok in checks)
         if not compiled:  # a start that is not finite fails NumPyro's checks downstream: name its site
             _check_start(box["latent"], box["fns"], values, init_params, {})
@@ -552,7 +580,8 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
         compiled = False
     if not compiled:
         box.clear()
-        values, init_params, bounds, _, observed, log_probs = program()
+        values, init_params, bounds, _, observed, scales, log_probs = program()
+    _check_scales(scales, box["scale_shapes"])
     _check_observed(observed, box["laws"])
     _check_start(box["latent"], box["fns"], values, init_params, log_probs)
     supports = {
@@ -623,8 +652,10 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         its bounds are fixed (a Poisson count of 0.5), checked in all the data a subsampled plate
         draws from; observed values whose shape does not fit the site's plates; a start that is
         not finite (a latent site's median of 15 prior draws, constrained or unconstrained, or a
-        site's log-density there); or arguments the model does not take. Naming the plate: a
-        ``subsample_size`` outside [1, its size].
+        site's log-density there); a site's scale factor (``handlers.scale``) that is not finite
+        and > 0; or arguments the model does not take. Naming the plate: a ``subsample_size``
+        outside [1, its size]. Naming ``batch`` (the target's functions): concrete indices of a
+        subsampled plate outside [0, its size).
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:

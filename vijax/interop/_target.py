@@ -95,8 +95,9 @@ class Target:
 
     def check_data(self, batch: Any, name: str = "batch") -> None:
         """Raises ValueError naming ``name`` unless ``batch`` is None or a dict of what the model
-        takes (``batch_keys``) that gives every subsampled plate's indices. Runs on abstract values
-        (``bbvi``'s and ``ngvi``'s steps call it at trace time)."""
+        takes (``batch_keys``) that gives every subsampled plate's indices, in [0, its size) where
+        they are concrete. Runs on abstract values (``bbvi``'s and ``ngvi``'s steps call it at
+        trace time)."""
         check_batch(batch, self.batch_keys, self.plates, name)
 
     def batch_checks(self, batch: Any) -> list:
@@ -136,7 +137,9 @@ def check_in_support(name: str, value: Any, support: str) -> None:
 
 
 def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str) -> dict:
-    """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``)."""
+    """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``);
+    a plate's indices given as a list or a NumPy array become a JAX array (NumPyro's plate takes
+    no other), and concrete ones are checked to lie in [0, the plate's size)."""
     if batch is None:
         data = {}
     elif isinstance(batch, Mapping):
@@ -174,7 +177,29 @@ def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str
                 f"{name}[{plate!r}]: the plate's indices must be a 1-d int array, got shape "
                 f"{jax.numpy.shape(idx)} dtype {jax.numpy.result_type(idx)}",
             )
+        if not is_tracer(idx):
+            _check_indices(f"{name}[{plate!r}]", np.asarray(idx), size, name)
+            # a JAX array, as NumPyro's plate takes substituted indices (a NumPy array fails its assert)
+            data[plate] = jax.numpy.asarray(idx)
     return data
+
+
+def _check_indices(label: str, idx: np.ndarray, size: int, name: str) -> None:
+    """Raises ArgumentError naming ``name`` (``label``: where the indices sit in it) unless every
+    entry of the concrete indices ``idx`` lies in [0, ``size``): an index past the plate fails in
+    the model's own indexing (an IndexError naming nothing), or is clamped silently under ``jit``.
+    On the host: a batch's indices are few, and a JAX check would compile a program of its own.
+    Traced indices are checked by the step (``Target.batch_checks``)."""
+    bad = (idx < 0) | (idx >= size)
+    if np.any(bad):
+        first = int(np.argmax(bad))
+        count = int(np.sum(bad))
+        raise ArgumentError(
+            name,
+            f"{label} index {int(idx[first])} at [{first}] is out of range [0, {size})"
+            + (f" ({count} indices are)" if count > 1 else "")
+            + f"; the plate's indices run from 0 to {size - 1}",
+        )
 
 
 def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any]:
