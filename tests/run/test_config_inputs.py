@@ -229,6 +229,26 @@ def test_ctm_and_lda_ssvi_vocabularies_named_by_their_key(tmp_path):
         build_experiment(load_config(ssvi))
 
 
+@pytest.mark.parametrize(
+    "experiment, content, message",
+    [
+        ("lda_corpus", "w0\n\nw1\n", r"^data\.vocab: '.*bad\.txt': blank line 2 inside the word list"),
+        ("lda_corpus", b"\xff\xfe\n", r"^data\.vocab: .*bad\.txt, line 1: not UTF-8 text"),
+        ("ctm_corpus", "w0\n\nw1\n", r"^data\.vocab: '.*bad\.txt': blank line 2 inside the word list"),
+    ],
+)
+def test_a_malformed_vocabulary_is_named_by_its_key(tmp_path, experiment, content, message):
+    """A vocabulary file that exists but is malformed was refused by the reader naming its argument
+    ``vocab_path``, which no config key matches: the message blamed the experiment; it names
+    ``data.vocab``."""
+    path, _ = _tiny_ldac(tmp_path)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content) if isinstance(content, bytes) else bad.write_text(content)
+    config = {"experiment": experiment, "data": {"path": str(path), "vocab": str(bad)}}
+    with pytest.raises(ConfigError, match=message):
+        build_experiment(load_config(config))
+
+
 def test_truncated_nuts_reference_is_recomputed_with_a_warning(tmp_path):
     """A cached NUTS reference cut short (a run killed while writing, a full disk) is not an
     error after the fit: a warning names the file and the reference is computed again."""

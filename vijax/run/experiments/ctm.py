@@ -26,7 +26,7 @@ import os
 import jax
 import numpy as np
 
-from vijax.data import Minibatcher, read_ldac, sample_ctm_corpus
+from vijax.data import Minibatcher, sample_ctm_corpus
 from vijax.metrics import corpus_document_completion
 from vijax.models.ctm import CTM
 from vijax.run import (
@@ -42,6 +42,7 @@ from vijax.run import (
     register_experiment,
 )
 from ._plotting import optional_plot
+from .lda import read_corpus
 
 _MODEL = {
     "num_topics": 10,
@@ -334,7 +335,7 @@ def build_corpus(sections: dict, seed: int) -> Experiment:
     _check_algorithm(sections["algorithm"])
     d = sections["data"]
     path, vocab = data_file("data.path", d["path"]), data_file("data.vocab", d["vocab"], required=bool(d["vocab"]))
-    corpus = read_ldac(path, vocab)
+    corpus = read_corpus(path, vocab)  # its errors named by data.path and data.vocab
     if d["max_docs"] and d["max_docs"] < corpus.num_docs:
         idx = np.random.default_rng(seed).choice(corpus.num_docs, d["max_docs"], replace=False)
         corpus = corpus.subset(np.sort(idx))

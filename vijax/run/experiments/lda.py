@@ -18,6 +18,7 @@ from typing import Optional
 import jax
 import numpy as np
 
+from vijax._validate import ArgumentError
 from vijax.data import Minibatcher, read_ldac, sample_lda_corpus
 from vijax.inference import data_parallel, schedules
 from vijax.metrics import corpus_document_completion, top_words, topic_recovery
@@ -196,6 +197,20 @@ def synthetic_corpus(d: dict, seed: int):
     return train, test, np.asarray(sample.topics)
 
 
+def read_corpus(path, vocab, keys: tuple[str, str] = ("data.path", "data.vocab")):
+    """``read_ldac(path, vocab)``, an error about either file (an ``ArgumentError`` naming the
+    reader's argument, ``path`` or ``vocab_path``: a malformed corpus, a vocabulary with a blank
+    line or not UTF-8) naming the config key of that file instead, ``keys``: the reader's argument
+    names are not the config's (``vocab_path`` is ``data.vocab``)."""
+    try:
+        return read_ldac(path, vocab)
+    except ArgumentError as e:
+        key = dict(zip(("path", "vocab_path"), keys)).get(e.argument)
+        if key is None:
+            raise
+        raise ArgumentError(key, f"{key}: {e}") from e
+
+
 def ldac_corpus(
     d: dict,
     seed: int,
@@ -213,7 +228,7 @@ def ldac_corpus(
     if path is None:
         return None
     vocab = data_file(keys[1], d["vocab"]) if d["vocab"] else None
-    corpus = read_ldac(path, vocab)
+    corpus = read_corpus(path, vocab, keys)
     if sections is not None:
         width = float(np.max(corpus.doc_unique_words, initial=1))
         needs = memory_needs(sections, corpus.num_docs, corpus.nnz, width, corpus.vocab_size, ((keys[0],), (keys[0],)))
@@ -340,6 +355,7 @@ __all__ = [
     "ldac_corpus",
     "make_model",
     "memory_needs",
+    "read_corpus",
     "synthetic_corpus",
     "synthetic_memory",
 ]
