@@ -147,6 +147,59 @@ def test_bad_arguments_are_named(interacting_report):
         conjugate_split(lambda p, b: 0.0, report)
 
 
+def squared(y):  # rate enters as rate ** 2: not conjugate to its Gamma prior
+    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    with numpyro.plate("counts", y.shape[0]):
+        numpyro.sample("y", dist.Poisson(rate**2 * jax.nn.sigmoid(w)), obs=y)
+
+
+def lognormal_rate(y):
+    rate = numpyro.sample("rate", dist.LogNormal(0.0, 1.0))
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    with numpyro.plate("counts", y.shape[0]):
+        numpyro.sample("y", dist.Poisson(rate * jax.nn.sigmoid(w)), obs=y)
+
+
+@pytest.mark.parametrize(
+    "model, args, match",
+    [
+        (
+            interacting_and_scale,
+            (Y, Z),
+            r"^conjugate: it has no entry for the target's latent sites \['sigma'\] .* not conjugate_sites' report",
+        ),
+        (
+            lognormal_rate,
+            (Y,),
+            r"^conjugate\['rate'\]: the report finds site 'rate' conjugate with a Gamma prior \(Gamma\), but in "
+            r"this target its prior is a LogNormal",
+        ),
+    ],
+)
+def test_the_report_of_another_model_is_refused(interacting_report, model, args, match):
+    """The report of ``interacting`` (rate conjugate) given with the target of another model was
+    accepted, and the rate given closed-form updates of a family its prior is not, or the
+    report's ``sigma`` left out of the fit's check; a report whose sites or conjugate sites' priors
+    are not the target's is refused at construction, naming ``conjugate``."""
+    _, report = interacting_report
+    with pytest.raises(ArgumentError, match=match) as e:
+        conjugate_split(vijax.from_numpyro(model, *args), report)
+    assert e.value.argument == "conjugate"
+
+
+def test_the_report_of_a_model_with_the_same_sites_and_priors_is_refused_at_init(interacting_report):
+    """Where the other model has the same sites and priors (``squared``: the rate enters as
+    rate ** 2), the report reads as its own; ``init``'s closed-form start checks the rate's
+    log-joint in its statistics at the start's draws and refuses it naming ``conjugate``
+    (formerly naming ``site``, an argument ``conjugate_split`` does not take)."""
+    _, report = interacting_report
+    alg = conjugate_split(vijax.from_numpyro(squared, Y), report)
+    with pytest.raises(ArgumentError, match=r"^conjugate: the report marks site 'rate' conjugate, but this ") as e:
+        alg.init(jax.random.PRNGKey(0))
+    assert e.value.argument == "conjugate"
+
+
 def _gamma_entropy(a, b):
     return a - np.log(b) + scipy.special.gammaln(a) + (1.0 - a) * scipy.special.digamma(a)
 
@@ -242,8 +295,9 @@ def test_rest_options_of_the_other_algorithm_are_refused_by_name(interacting_rep
         with numpyro.plate("counts", y.shape[0]):
             numpyro.sample("y", dist.Poisson(rate * u), obs=y)
 
+    bounded_report = {"rate": report["rate"], "u": report["w"]._replace(name="u")}  # u: not conjugate
     with pytest.raises(ArgumentError, match="rest='ngvi'.*'u'") as e:
-        conjugate_split(vijax.from_numpyro(bounded, Y), {"rate": report["rate"]}, rest="ngvi")
+        conjugate_split(vijax.from_numpyro(bounded, Y), bounded_report, rest="ngvi")
     assert e.value.argument == "rest"
 
 

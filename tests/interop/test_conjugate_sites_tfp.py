@@ -201,7 +201,10 @@ def test_a_tfp_rest_site_of_another_support_is_refused_with_bbvi():
     )
     target = vijax.from_tfp(bounded, observed={"y": K})
     assert target.sites["u"].support == "other"
-    report = {"rate": SiteConjugacy("rate", True, "Gamma", "Gamma", "[log x, x]", 0.0, 2.2e-12, None)}
+    report = {
+        "rate": SiteConjugacy("rate", True, "Gamma", "Gamma", "[log x, x]", 0.0, 2.2e-12, None),
+        "u": SiteConjugacy("u", False, None, "Uniform", None, float("nan"), float("nan"), "no family"),
+    }
     with pytest.raises(ArgumentError, match=r"rest='bbvi': the TFP sites \['u'\]") as err:
         conjugate_split(target, report)
     assert err.value.argument == "rest"

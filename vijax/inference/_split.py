@@ -44,6 +44,7 @@ from vijax import expfam
 from vijax._compile import setup_jit, split_on_host
 from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
 from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
+from vijax.interop._conjugate_sites import check_report
 from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
 from vijax.inference._guides import auto_family
@@ -161,7 +162,16 @@ def init(
         rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
     draws = {**rest, **{n: (v if is_tracer(v) else np.asarray(v))[None] for n, v in conj.items()}}  # host: no program
     requests = {n: {m: v for m, v in draws.items() if m != n} for n in conjugate}
-    q = complete_conditionals(target, requests, **_batch_kwargs(batch))  # complete_conditional's, one program
+    try:  # complete_conditional's, one program, which checks each site's linearity at these draws
+        q = complete_conditionals(target, requests, **_batch_kwargs(batch))
+    except ArgumentError as e:
+        if e.argument != "site":
+            raise
+        raise ArgumentError(
+            "conjugate",
+            f"conjugate: the report marks site {e.value!r} conjugate, but this target's {e}; "
+            "give conjugate_sites' report of this target (vijax.conjugate_sites(target, key))",
+        ) from e
     zero = jnp.asarray(np.int32(0))  # no program to compile for a constant
     return SplitState(q, inner_state, zero, zero)
 
@@ -270,10 +280,16 @@ def as_top_level_api(
         subsampled plates' indices, as for ``bbvi``) or a TFP one (``vijax.from_tfp``; its batch
         is None or observed values in place of the pinned ones, full batch: a TFP joint has no
         subsampled plate).
-      conjugate: ``vijax.conjugate_sites(target, key)``'s report: the sites it found conjugate
-        get closed-form updates (run it with ``force=[...]`` to refuse a site you expect to be
-        conjugate and is not); at least one. Where every site is conjugate, the algorithm is
-        the closed-form sweep alone (module docstring), and the options of the rest are not used.
+      conjugate: ``vijax.conjugate_sites(target, key)``'s report of this target (or of a target
+        of the same model): the sites it found conjugate get closed-form updates (run it with
+        ``force=[...]`` to refuse a site you expect to be conjugate and is not); at least one.
+        Where every site is conjugate, the algorithm is the closed-form sweep alone (module
+        docstring), and the options of the rest are not used. The report is checked against the
+        target: here, that it has an entry for each latent site of the target and for no other,
+        and that each site it marks conjugate has the prior and family it records; at ``init``,
+        that each such site's log-joint is linear in its family's statistics at the start's draws
+        (``complete_conditional``'s check, in float64). The report of another model is refused by
+        one or the other, never used for closed-form updates of a site that is not conjugate.
       schedule: rho_t of the conjugate sites: a number in (0, 1] or a callable ``count -> rho``
         (default 1.0: a coordinate update, for full batches; use a decreasing schedule, e.g.
         ``schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)``, with subsampled plates).
@@ -309,7 +325,8 @@ def as_top_level_api(
 
     Raises:
       ArgumentError: naming the argument: a target that is not a NumPyro or TFP one, a ``conjugate``
-        that is not ``conjugate_sites``' report of this target, no conjugate site, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
+        that is not ``conjugate_sites``' report of this target (see ``conjugate``; at ``init``
+        too), no conjugate site, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
         ``rest`` (``optimizer``, ``learning_rate`` with ``"ngvi"``; ``rest_schedule``,
         ``gradient`` with ``"bbvi"``), with ``"ngvi"`` a rest site whose support no exponential
         family matches (``rest``) or a ``family`` that names no rest site, is not an exponential
@@ -323,13 +340,7 @@ def as_top_level_api(
             f"target must be a target of a NumPyro model or a TFP joint (vijax.from_numpyro, vijax.from_tfp), "
             f"got {type(target).__name__}",
         )
-    if not isinstance(conjugate, Mapping) or not all(isinstance(s, SiteConjugacy) for s in conjugate.values()):
-        raise ArgumentError(
-            "conjugate", "conjugate must be the report of vijax.conjugate_sites(target, key): a dict of SiteConjugacy"
-        )
-    unknown = sorted(set(conjugate) - set(target.sites))
-    if unknown:
-        raise ArgumentError("conjugate", f"conjugate names sites the target does not have: {unknown}")
+    check_report(target, conjugate, "conjugate")
     rest = check_choice("rest", rest, RESTS)
     given = dict(family=family, optimizer=optimizer, learning_rate=learning_rate)
     given.update(rest_schedule=rest_schedule, gradient=gradient)

@@ -22,7 +22,7 @@ and the same solve.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -162,8 +162,9 @@ def conjugate_sites(
     Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir and McAuliffe 2017, §4.1,
     eq. 36-37). It is checked at ``num_draws`` draws of the latent sites (the target's start moved
     by uniform noise in (-2, 2) on the unconstrained space, the spread of NumPyro's
-    ``init_to_uniform``), each time at five points of the site's value around its draw, by the
-    relative secant gap of the module docstring (:func:`complete_conditional` gives the
+    ``init_to_uniform``), each time at five points of the site's unconstrained value about its
+    draw (each element clipped to |u| <= 3, so that a vague prior's scale loses no coefficient),
+    by the relative secant gap of the module docstring (:func:`complete_conditional` gives the
     closed-form update of a conjugate site). A TFP target's priors are the joint's distributions
     of each site given its parents at the draws (TFP's Gamma, Exponential, Chi2, Normal, Beta,
     Dirichlet, inside ``Independent`` or ``Sample``); the check and the solve are the same.
@@ -474,6 +475,52 @@ def _priors(target: Target, batch, traced: bool) -> dict:
     return found
 
 
+def check_report(target: Target, report: Any, name: str = "conjugate") -> None:
+    """Raises ArgumentError naming ``name`` unless ``report`` (a mapping site -> :class:`SiteConjugacy`)
+    reads as :func:`conjugate_sites`' report of ``target``: an entry for each of its latent sites
+    and none for another site, each entry named after its site, and each site it marks conjugate
+    with the prior and matched family the model gives that site (read from the model's trace,
+    traced abstractly: nothing compiled or run). The report of another model is refused here where
+    its sites or priors differ; where they agree, the site's linearity in its statistics is the
+    model's own, and :func:`complete_conditional` checks it on concrete draws (``conjugate_split``'s
+    ``init`` does, at its start)."""
+    if not isinstance(report, Mapping) or not all(isinstance(s, SiteConjugacy) for s in report.values()):
+        raise ArgumentError(
+            name, f"{name} must be the report of vijax.conjugate_sites(target, key): a dict of SiteConjugacy"
+        )
+    unknown = [n for n in report if n not in target.sites]
+    missing = [n for n in target.sites if n not in report]
+    if unknown or missing:
+        what = (
+            f"it names sites the target does not have: {unknown}"
+            if unknown
+            else f"it has no entry for the target's latent sites {missing}"
+        )
+        raise ArgumentError(
+            name,
+            f"{name}: {what} (the target's latent sites are {list(target.sites)}), so it is not "
+            "conjugate_sites' report of this target; run vijax.conjugate_sites(target, key)",
+        )
+    misnamed = [n for n in target.sites if report[n].name != n]
+    if misnamed:
+        raise ArgumentError(name, f"{name}[{misnamed[0]!r}] is the report of site {report[misnamed[0]].name!r}")
+    marked = [n for n in target.sites if report[n].conjugate]
+    if not marked:
+        return
+    priors = _priors(target, None, False)
+    for n in marked:
+        spec, prior = priors[n]
+        family = None if spec is None else spec.family.__name__
+        if (report[n].prior, report[n].family) != (prior, family):
+            raise ArgumentError(
+                name,
+                f"{name}[{n!r}]: the report finds site {n!r} conjugate with a {report[n].prior} prior "
+                f"({report[n].family}), but in this target its prior is a {prior}"
+                + ("" if family is None else f" ({family})")
+                + ", so it is not conjugate_sites' report of this target; run vijax.conjugate_sites(target, key)",
+            )
+
+
 def _site_spec(site: str, spec_prior: tuple) -> _Spec:
     spec, prior = spec_prior
     if spec is None:
@@ -512,4 +559,4 @@ def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> l
 _solve_jit = setup_jit(_solve, static_argnums=(0, 2, 4))
 
 
-__all__ = ["SiteConjugacy", "complete_conditional", "complete_conditionals", "conjugate_sites"]
+__all__ = ["SiteConjugacy", "check_report", "complete_conditional", "complete_conditionals", "conjugate_sites"]
