@@ -267,13 +267,6 @@ def rows_with_data(batch) -> Array:
     return reduce_in_one_kernel(jnp.any, jnp.asarray(batch.counts) != 0)
 
 
-def largest_safe_scale(num_entries: int, dtype) -> float:
-    """fmax / (2 n log fmax): the largest x for which sums over n entries near x of x log x (log Gamma,
-    x times a log) stay finite in ``dtype``, a few times below where they overflow."""
-    fmax = float(np.finfo(dtype).max)
-    return fmax / (2.0 * num_entries * np.log(fmax))
-
-
 def entropy_of_probs(probs: Array, axis: int = -1) -> Array:
     """H of categorical rows, 0 log 0 = 0."""
     return -jnp.sum(jnp.where(probs > 0, probs * jnp.log(jnp.where(probs > 0, probs, 1.0)), 0.0), axis)
