@@ -711,7 +711,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
 
     def call(batch):
         """(the model with the batch's plate indices substituted, its args, its kwargs)."""
-        data = check_batch(batch, None if takes_any else named, plates, "batch")
+        data = check_batch(batch, None if takes_any else named, plates, "batch", ranges=True)
         indices = {p: data.pop(p) for p in plates}
         bound = signature.bind_partial(*args, **kwargs)
         extra = {}

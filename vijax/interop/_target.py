@@ -95,9 +95,8 @@ class Target:
 
     def check_data(self, batch: Any, name: str = "batch") -> None:
         """Raises ValueError naming ``name`` unless ``batch`` is None or a dict of what the model
-        takes (``batch_keys``) that gives every subsampled plate's indices, in [0, its size) where
-        they are concrete. Runs on abstract values (``bbvi``'s and ``ngvi``'s steps call it at
-        trace time)."""
+        takes (``batch_keys``) that gives every subsampled plate's indices. Runs on abstract values
+        (``bbvi``'s and ``ngvi``'s steps call it at trace time)."""
         check_batch(batch, self.batch_keys, self.plates, name)
 
     def batch_checks(self, batch: Any) -> list:
@@ -136,10 +135,14 @@ def check_in_support(name: str, value: Any, support: str) -> None:
         )
 
 
-def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str) -> dict:
+def check_batch(
+    batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str, ranges: bool = False
+) -> dict:
     """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``);
     a plate's indices given as a list or a NumPy array become a JAX array (NumPyro's plate takes
-    no other), and concrete ones are checked to lie in [0, the plate's size)."""
+    no other). With ``ranges`` (the target's own functions, called with a batch), concrete indices
+    are checked to lie in [0, the plate's size); a step checks them itself, eager or traced, with
+    its step number (``Target.batch_checks``)."""
     if batch is None:
         data = {}
     elif isinstance(batch, Mapping):
@@ -178,7 +181,8 @@ def check_batch(batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str
                 f"{jax.numpy.shape(idx)} dtype {jax.numpy.result_type(idx)}",
             )
         if not is_tracer(idx):
-            _check_indices(f"{name}[{plate!r}]", np.asarray(idx), size, name)
+            if ranges:
+                _check_indices(f"{name}[{plate!r}]", np.asarray(idx), size, name)
             # a JAX array, as NumPyro's plate takes substituted indices (a NumPy array fails its assert)
             data[plate] = jax.numpy.asarray(idx)
     return data
