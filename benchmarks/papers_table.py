@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import re
 import subprocess
 import sys
 import tempfile
+
+from _device import _PLATFORMS, add_device_argument  # this folder's --device switch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "papers.md"
@@ -338,9 +341,12 @@ def record(name: str, metrics: pathlib.Path) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
-def run(name: str) -> None:
+def run(name: str, device: str) -> None:
+    """Runs row ``name``'s command on ``device`` (JAX's platforms for it, as ``--device`` sets them)."""
+    env = {**os.environ, "JAX_PLATFORMS": _PLATFORMS[device]}
     with tempfile.TemporaryDirectory() as folder:
-        subprocess.run([sys.executable, "-m", "vijax", "run", *RUNS[name], "--out", folder], cwd=ROOT, check=True)
+        command = [sys.executable, "-m", "vijax", "run", *RUNS[name], "--out", folder]
+        subprocess.run(command, cwd=ROOT, check=True, env=env)
         record(name, pathlib.Path(folder) / "metrics.json")
 
 
@@ -351,10 +357,11 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="exit status 1 when docs/papers.md differs from the recorded runs")
     r = sub.add_parser("run", help="run rows' commands, record their metrics and rewrite the page")
     r.add_argument("names", nargs="+", choices=sorted(RUNS))
+    add_device_argument(r)
     args = p.parse_args(argv)
     if args.action == "run":
         for name in args.names:
-            run(name)
+            run(name, args.device)
     status = 0
     for page in PAGES:
         text = page.read_text()

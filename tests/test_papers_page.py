@@ -6,6 +6,7 @@ and a row with numbers that no recorded run gives says so."""
 
 import importlib.util
 import pathlib
+import sys
 import re
 import unicodedata
 
@@ -22,7 +23,11 @@ GENERATED = {"benchmarks.md": ROOT / "benchmarks" / "README.md"}
 
 _spec = importlib.util.spec_from_file_location("papers_table", ROOT / "benchmarks" / "papers_table.py")
 papers_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(papers_table)
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports its folder's modules (_device)
+try:
+    _spec.loader.exec_module(papers_table)
+finally:
+    sys.path.remove(str(ROOT / "benchmarks"))
 
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^#{1,6} (.*?)\s*$")

@@ -43,8 +43,7 @@ import numpy as np
 from vijax import expfam
 from vijax._compile import setup_jit, split_on_host
 from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
-from vijax.interop import SiteConjugacy, Target, complete_conditional, complete_conditionals
-from vijax.interop._conjugate_sites import check_report
+from vijax.interop import SiteConjugacy, Target, check_report, complete_conditional, complete_conditionals
 from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
 from vijax.inference._guides import auto_family

@@ -18,7 +18,13 @@ imports ``vijax.types`` and the argument checks only, and NumPyro and TFP at fir
 the algorithms in ``vijax.inference`` import it.
 """
 
-from vijax.interop._conjugate_sites import SiteConjugacy, complete_conditional, complete_conditionals, conjugate_sites
+from vijax.interop._conjugate_sites import (
+    SiteConjugacy,
+    check_report,
+    complete_conditional,
+    complete_conditionals,
+    conjugate_sites,
+)
 from vijax.interop._numpyro import from_numpyro
 from vijax.interop._predictive import log_likelihood, observed_data, predictive, site_dims
 from vijax.interop._target import SUPPORTS, Site, Target
@@ -29,6 +35,7 @@ __all__ = [
     "Site",
     "SiteConjugacy",
     "Target",
+    "check_report",
     "complete_conditional",
     "complete_conditionals",
     "conjugate_sites",

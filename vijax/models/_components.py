@@ -287,7 +287,11 @@ def check_statistics(component: Component, x, data_name: str, name: str) -> None
         )
     if is_tracer(x):
         return
-    has_nan, has_inf, each_ok, total_finite, total_ok = jax.device_get(_statistics_rows(component, x))
+    with jax.ensure_compile_time_eval():  # concrete data met inside a trace (a closed-over constant)
+        rows = _statistics_rows(component, x)
+    if any(is_tracer(r) for r in rows):  # a component of traced parameters (a grid's point)
+        return
+    has_nan, has_inf, each_ok, total_finite, total_ok = jax.device_get(rows)
     if has_nan.any():
         row = int(np.argmax(has_nan))
         raise ArgumentError(
