@@ -1,30 +1,11 @@
-"""Programs a user waits for once, compiled quickly: ``setup_jit``, ``one_program``.
+"""vijax's one compile-tuning policy.
 
-A set-up (``from_numpyro``'s start, ``conjugate_sites``' checks, ``auto_family``, ``ngvi``'s and
-``bbvi``'s start probes, a TFP joint's prior draws) is a program that runs once on small arrays:
-its compile time is all a user waits for, its run time is negligible. On a CPU, XLA spends that
-time on each fused kernel (the MLIR fusion emitters, then LLVM's optimisation passes), so such a
-program is compiled with the classic kernel emitter and LLVM at ``-O0`` (``SETUP_CPU_OPTIONS``,
-passed as the program's own ``compiler_options``, so nothing else in the process changes;
-``benchmarks/numpyro_models.py`` times the set-ups). An evaluation called once on concrete values
-(``vijax.inference.sample`` and ``log_weights``, ``vijax.predictive``, ``vijax.interop.log_likelihood``
-and ``observed_data``, the draws of ``vijax.to_arviz(q, key)``) is one program
-(``as_one_program``: op by op, each operation would be a compilation of its own) compiled with the
-classic emitter and LLVM at ``-O2`` (``EVALUATION_CPU_OPTIONS``: its run time grows with the draws
-and the data: at ``-O0`` NumPyro's Poisson sampler made a predictive call take longer than it
-saved in compile). A step compiled by ``vijax.inference.jit_step`` takes the same options
-(``step_cpu_options``) where the process's ``XLA_FLAGS`` do not choose the CPU kernel emitter
-(``vijax run`` and ``vijax.run.fast_cpu_compile`` set it for the whole process): LDA's SVI step
-then compiled in 0.82 s against 1.39 s and ran 9.9 ms against 12.9 ms
-(``benchmarks/xla_flags.py``), and the float32 GMM step, the one that runs slower that way (its
-r log r over the responsibilities: the classic emitter computes a float32 log element by
-element), is the trade-off docs/design.md records. A user's own ``jax.jit`` of a step is
-compiled as XLA's settings say.
-
-Where the options cannot apply, the program is the plain ``jax.jit``: on another backend than the
-CPU, called inside a trace (JAX takes ``compiler_options`` only at the top level: a nested call is
-part of the caller's program), or with an XLA that does not know an option (it raises "No such
-compile option"; the plain program is used from then on).
+vijax compiles with XLA's settings. A user opts in to quicker CPU compiles for the whole process
+with ``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step with
+``vijax.inference.jit_step`` (its ``compiler_options``, :func:`step_cpu_options`). Both only
+change how XLA compiles for the CPU: the classic elemental kernel emitter instead of the MLIR
+fusion emitters, and no loop unrolling by LLVM. Results are the same up to floating-point
+rounding; GPU and TPU programs are unaffected.
 """
 
 from __future__ import annotations
@@ -42,25 +23,93 @@ import numpy as np
 
 from vijax._validate import trace_state
 
+_EMITTER = "--xla_cpu_use_fusion_emitters"
+FLAGS = (_EMITTER + "=false",)
+EXTRA_OPTIONS = ("xla_cpu_disable_loop_unrolling",)
+KNOWN_BELOW = (0, 11)  # jaxlib 0.11 no longer knows the emitter flag, and XLA exits at an unknown flag
+_EXTRA = "--xla_backend_extra_options="
+
+
+def _extra_options(tokens) -> list:
+    return [o for t in tokens if t.startswith(_EXTRA) for o in t[len(_EXTRA) :].split(",") if o]
+
+
+def _missing(xla_flags: str) -> tuple[list, list]:
+    """The flags and extra options ``xla_flags`` does not set (a flag set to another value is the
+    user's choice and counts as set)."""
+    tokens = xla_flags.split()
+    names = {t.split("=", 1)[0] for t in tokens}
+    extra = {o.split("=", 1)[0] for o in _extra_options(tokens)}
+    return [f for f in FLAGS if f.split("=", 1)[0] not in names], [o for o in EXTRA_OPTIONS if o not in extra]
+
+
+def with_fast_cpu_compile(xla_flags: str) -> str:
+    """``xla_flags`` (an ``XLA_FLAGS`` value) with the quick-compile settings added, keeping the
+    flags and backend extra options it already sets."""
+    flags, options = _missing(xla_flags)
+    if not flags and not options:
+        return xla_flags
+    tokens = xla_flags.split()
+    extra = _extra_options(tokens) + options
+    return " ".join([t for t in tokens if not t.startswith(_EXTRA)] + flags + [_EXTRA + ",".join(extra)])
+
+
+def _jaxlib_version() -> tuple:
+    from jaxlib import version  # read without starting JAX's backends
+
+    return tuple(int(p) for p in version.__version__.split(".")[:2])
+
+
+def _backends_started() -> bool:
+    from jax._src import xla_bridge  # no public API says whether the backends have started
+
+    return bool(xla_bridge.backends_are_initialized())
+
+
+def fast_cpu_compile() -> bool:
+    """Adds the quick CPU compile settings (module docstring) to ``XLA_FLAGS`` for this process and
+    the processes it starts, keeping any flag already there. XLA reads its flags once, when JAX
+    starts its backends: call it before the first JAX computation.
+
+    Returns:
+      Whether the settings are in force: False when JAX had started without them, or when the
+      installed jaxlib (0.11 and newer) does not know them (nothing is added).
+
+    Examples:
+      >>> import vijax.run
+      >>> vijax.run.fast_cpu_compile()  # doctest: +SKIP
+      True
+    """
+    before = os.environ.get("XLA_FLAGS", "")
+    if _jaxlib_version() >= KNOWN_BELOW:
+        return False
+    if _missing(before) == ([], []):
+        return True
+    if _backends_started():
+        return False
+    os.environ["XLA_FLAGS"] = with_fast_cpu_compile(before)
+    return True
+
+
+def step_cpu_options() -> Optional[dict]:
+    """The ``compiler_options`` ``jit_step`` compiles a step with on a CPU (the classic emitter,
+    LLVM at ``-O2``), or None: on another backend, with a jaxlib that does not know the option, or
+    where ``XLA_FLAGS`` choose the emitter (``fast_cpu_compile`` or the user's own flag)."""
+    if _EMITTER in os.environ.get("XLA_FLAGS", "") or _jaxlib_version() >= KNOWN_BELOW:
+        return None
+    if jax.default_backend() != "cpu":
+        return None
+    return {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
+
+
+# ---- to be deleted once no module uses them (compile tuning being removed) ----
+
 # a set-up, a start, a check: small arrays, run once
 SETUP_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
 # an evaluation run once at the user's call (predictive draws, pointwise log-likelihoods): its run
 # time grows with the draws and the data, so LLVM keeps its -O2 passes (XLA's default is -O3)
 EVALUATION_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
 _OPTIONS_KNOWN = [True]  # False once XLA has refused an option: every later call is the plain jit
-# the XLA_FLAGS flag that chooses the CPU kernel emitter for the whole process (vijax run sets it)
-_EMITTER_FLAG = "--xla_cpu_use_fusion_emitters"
-
-
-def step_cpu_options() -> Optional[dict]:
-    """The compiler options ``jit_step`` gives a step it compiles for the CPU (the evaluations'
-    ``EVALUATION_CPU_OPTIONS``: the classic emitter, LLVM at ``-O2``), or None where they do not
-    apply: another default backend, an XLA that refused such an option before, or a process whose
-    ``XLA_FLAGS`` choose the kernel emitter themselves (``vijax.run.fast_cpu_compile``, or a
-    user's own choice, which stays in force)."""
-    if not _OPTIONS_KNOWN[0] or _EMITTER_FLAG in os.environ.get("XLA_FLAGS", ""):
-        return None
-    return dict(EVALUATION_CPU_OPTIONS) if jax.default_backend() == "cpu" else None
 
 
 def is_unknown_option(error: Exception) -> bool:
@@ -280,19 +329,3 @@ def reduce_in_one_kernel(op: Callable, x, axis: Optional[int] = -1, keepdims: bo
     cut = jax.lax.optimization_barrier(x.reshape(x.shape[:axis] + factors + x.shape[axis + 1 :]))
     out = op(cut, axis=tuple(range(axis, axis + len(factors))))
     return jnp.expand_dims(out, axis) if keepdims else out
-
-
-__all__ = [
-    "EVALUATION_CPU_OPTIONS",
-    "SETUP_CPU_OPTIONS",
-    "SetupJit",
-    "as_one_program",
-    "at_top_level",
-    "host_key_data",
-    "is_unknown_option",
-    "one_program",
-    "reduce_in_one_kernel",
-    "setup_jit",
-    "split_on_host",
-    "step_cpu_options",
-]

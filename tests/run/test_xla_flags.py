@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from vijax.run import RunConfig
-from vijax.run._xla_flags import EXTRA_OPTIONS, FLAGS, with_fast_cpu_compile
+from vijax._compile import EXTRA_OPTIONS, FLAGS, with_fast_cpu_compile
 
 OURS = f"{' '.join(FLAGS)} --xla_backend_extra_options={','.join(EXTRA_OPTIONS)}"
 
@@ -67,7 +67,7 @@ def test_set_before_the_backends_start_and_not_after():
 
 def test_nothing_is_added_for_a_jaxlib_that_does_not_know_the_flags(monkeypatch):
     # jaxlib 0.11 stops the process at --xla_cpu_use_fusion_emitters (unknown to it)
-    from vijax.run import _xla_flags
+    from vijax import _compile as _xla_flags
 
     monkeypatch.setattr(_xla_flags, "_jaxlib_version", lambda: (0, 11))
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")

@@ -13,8 +13,8 @@ file ``vijax run NAME`` reads. For experiment builders:
 resolved config's experiment as the command does, and ``lower_run`` gives the chunk program a run
 compiles, lowered (for compile-time and program-size measurements). ``run_health`` reads a trace's
 non-finite ELBOs and rejected steps; a resume that cannot be trusted raises ``CheckpointError``
-(``CorruptCheckpointError``, ``ConfigChangedError``). ``fast_cpu_compile`` starts the process
-with XLA's faster CPU compile settings (``vijax run`` does). ``enable_compile_cache`` turns on JAX's
+(``CorruptCheckpointError``, ``ConfigChangedError``). ``fast_cpu_compile`` opts the process
+in to quicker CPU compiles (``vijax run`` does). ``enable_compile_cache`` turns on JAX's
 persistent compilation cache (``run`` and the command do by default; ``compile_cache_dir`` says
 where). The built-in experiments live in
 ``vijax.run.experiments`` and register when it is imported (the command imports it).
@@ -53,7 +53,7 @@ _MODULES = {
     "vijax.run._health": ("RunHealth", "run_health"),
     "vijax.run._lower": ("lower_run",),
     "vijax.run._runner": ("RunConfig", "RunResult", "run"),
-    "vijax.run._xla_flags": ("fast_cpu_compile",),
+    "vijax._compile": ("fast_cpu_compile",),
 }
 
 __all__ = exported(_MODULES)

@@ -9,7 +9,8 @@ from typing import Mapping, Optional, Union
 import jax
 import numpy as np
 
-from . import _cache, _xla_flags
+from . import _cache
+from vijax._compile import fast_cpu_compile
 from vijax._validate import ArgumentError
 
 
@@ -32,7 +33,7 @@ _SETTINGS = {
     # null: the caller's default (on for the vijax command; for vijax.run.run only where
     # VIJAX_COMPILE_CACHE says, else JAX's setting left as it is)
     "compile_cache": (None, (bool, str), True, None),
-    "fast_cpu_compile": (True, (bool,), False, None),  # XLA's fast CPU compile flags (vijax/run/_xla_flags.py)
+    "fast_cpu_compile": (True, (bool,), False, None),  # quicker CPU compiles (vijax/_compile.py)
     "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
     "check_values": (True, (bool,), False, None),  # value checks of every step's batch (docs/design.md)
 }
@@ -94,9 +95,9 @@ class RunConfig:
         (the default): on for the ``vijax`` command; opt-in for a library call of ``run``, which
         then leaves JAX's setting as it is unless ``$VIJAX_COMPILE_CACHE`` names a folder (or off).
         A process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
-      fast_cpu_compile: start the process with XLA's fast CPU compile settings
-        (``vijax.run.fast_cpu_compile``: about half the compile time). A
-        process setting: it takes effect only before JAX's first computation (``vijax run``).
+      fast_cpu_compile: start the process with quicker CPU compile settings
+        (``vijax.run.fast_cpu_compile``). A process setting: it takes effect only before JAX's
+        first computation (``vijax run``).
       prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
         ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
         (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
@@ -153,7 +154,7 @@ class RunConfig:
         starts its backends); ValueError naming ``x64`` or ``cpu_devices`` when that is too late
         (``fast_cpu_compile`` then changes nothing: it only makes compilation faster)."""
         if self.fast_cpu_compile:
-            _xla_flags.fast_cpu_compile()
+            fast_cpu_compile()
         if self.x64:
             jax.config.update("jax_enable_x64", True)
         if self.cpu_devices is not None:
