@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import reduce_in_one_kernel
 from vijax._validate import check_scalar, is_tracer
 from vijax.expfam._base import AbstractExpFamily, is_family, tree_natural_params
 from vijax.types import Array, PyTree
@@ -47,7 +46,7 @@ def _interpolate_family(q: AbstractExpFamily, target: tuple, rho: Array, max_hal
         return new, jnp.sum((first > 0) | ~any_valid).astype(jnp.int32)
 
     # The common case (every element valid at the full step) skips the halving search.
-    all_valid = reduce_in_one_kernel(jnp.all, q.replace_natural(full).is_valid(), axis=None)
+    all_valid = jnp.all(q.replace_natural(full).is_valid())
     new, num_damped = jax.lax.cond(all_valid, lambda _: (full, jnp.zeros((), jnp.int32)), damped, None)
     return q.replace_natural(new), num_damped
 

@@ -2,8 +2,7 @@
 
 A minibatch of bag-of-words documents (or of sequences) comes zero-padded to its longest row.
 When a per-row computation iterates (a local step's fixed point), padding every row to that
-length makes one long row set the cost of all; running each of several static widths as its own
-loop (the earlier design) compiled one copy of the iteration per width, most of a step's program.
+length makes one long row set the cost of all.
 
 Here every row is cut into chunks of ``width`` slots, and the rows, sorted by length, are packed
 whole and in order into tiles of ``rows`` chunks (:func:`tile_shape`): a row of m slots takes
@@ -25,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import reduce_in_one_kernel
 from vijax.types import Array
 
 
@@ -98,8 +96,7 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     dt = n.dtype
     r, w, m = tile_shape(l, slots, width)
     per_row = -(-l // w)  # chunks of a padded row
-    # index vectors as constants of the program (an iota is a kernel of its own to compile)
-    lengths = reduce_in_one_kernel(jnp.max, jnp.where(n > 0, np.arange(1, l + 1, dtype=np.int32), 0))  # (S,)
+    lengths = jnp.max(jnp.where(n > 0, np.arange(1, l + 1, dtype=np.int32), 0), axis=-1)  # (S,)
     _, order = jax.lax.sort((lengths, np.arange(s, dtype=np.int32)), num_keys=1, is_stable=True)
     pad_cols = ((0, 0), (0, per_row * w - l))
     # chunk c of row d: d * per_row + c, in the batch's own order (no sorted copy of the batch)
@@ -122,8 +119,7 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
         bounds = jax.lax.dynamic_slice(first, (start,), (m + 1,)) - first[start]  # (M + 1,)
         count = jnp.sum(bounds[1:] <= r).astype(jnp.int32)  # rows that fit (>= 1: any row fits a tile)
         used = bounds[count]
-        # (R,) row of each chunk: how many rows end at or before it (searchsorted, side="right", as
-        # one comparison of R x M values: no loop of its own in the program)
+        # (R,) row of each chunk: how many rows end at or before it (searchsorted, side="right")
         row = jnp.sum(bounds[None, 1:] <= local[:, None], axis=1, dtype=jnp.int32)
         valid = local < used
         # the tile's rows in the batch (clip: past the last row, a row no valid chunk or kept output uses)

@@ -18,7 +18,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from vijax._compile import reduce_in_one_kernel
 from vijax.types import Array
 
 _SQUAREM_MAX_STEP = 32.0  # bound on |s|, the extrapolation step of squarem_per_row
@@ -62,12 +61,11 @@ def squarem_per_row(
       x (B, K) at the end of the iteration.
     """
 
-    # every reduction over a row in one kernel with its operands (each would be two of its own)
     def norm(a):
-        return jnp.sqrt(reduce_in_one_kernel(jnp.sum, a * a))
+        return jnp.sqrt(jnp.sum(a * a, axis=-1))
 
     def change(a, b):
-        return reduce_in_one_kernel(jnp.sum, jnp.abs(a - b)) / a.shape[-1]
+        return jnp.mean(jnp.abs(a - b), axis=-1)
 
     def cond(carry):
         i, _, _, active = carry
@@ -84,7 +82,7 @@ def squarem_per_row(
         # projected onto x >= floor (where every fixed point lies): an extrapolation that
         # overshoots the coordinates a row is leaving keeps its gain on the others
         xp = jnp.maximum(x + (-2.0 * step)[:, None] * r + (step * step)[:, None] * v, floor)
-        inside = reduce_in_one_kernel(jnp.all, jnp.isfinite(xp))
+        inside = jnp.all(jnp.isfinite(xp), axis=-1)
         p = jnp.where(inside[:, None], xp, f2)
         f3, obj_p = update(p)
         ok = ~inside | (obj_p >= obj1)  # at p = f2, f(f2) >= f(f1) already (F never decreases f)
