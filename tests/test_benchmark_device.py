@@ -20,7 +20,7 @@ def test_every_benchmark_has_the_device_switch():
 def test_a_device_jax_does_not_see_is_named():
     # no TPU on the machines the suite runs on; the script stops in use_device, before any work
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gamma_draw.py"), "--device", "tpu"],
+        [sys.executable, str(ROOT / "benchmarks" / "gmm_em.py"), "--device", "tpu"],
         capture_output=True,
         text=True,
         timeout=120,
