@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vijax.run import import_builtin_experiments, main
-from vijax.run.experiments.gmm_nuts import first_time_within
+from vijax.run.experiments.gmm import first_time_within
 
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "gmm_cavi_vs_nuts.yaml"
 

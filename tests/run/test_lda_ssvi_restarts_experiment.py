@@ -14,7 +14,7 @@ from vijax.data import sample_lda_corpus
 from vijax.inference import init_from, svi
 from vijax.models import LDA
 from vijax.run import load_config, run_experiment
-from vijax.run.experiments.lda_ssvi_restarts import then
+from vijax.run.experiments.lda_ssvi import then
 
 
 def _equal(a, b):

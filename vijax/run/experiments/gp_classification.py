@@ -1,32 +1,23 @@
-"""GP classification experiments of Khan et al. 2016, §6.1 (Khan et al. 2016).
+"""GP classification experiments of Khan et al. 2016, "Faster stochastic variational inference
+using proximal-gradient methods with general divergence functions", §6.1.
 
-``gpc_compare`` (Figure 2): PG-SVI against SGD and the four adaptive methods (appendix G) on one
-data set: the exact ELBO (Gauss-Hermite) and the test log-loss (bits) after every pass. The runner
-drives PG-SVI (the registered algorithm that ``algorithm.name`` names, ``prox_svi``); the other
-methods are ``Baseline`` runs of the same number of steps on the same minibatch sequence; the
-optimum L* is a further ``Baseline``, batch PG with exact gradients (``algorithm.optimum_beta``,
-``algorithm.optimum_steps``). The report counts each method's passes to within ``algorithm.within``
-and 10% both of the best ELBO any method reached and of L* (the first moves with the length of
-the run), writes ``fig2_<dataset>.png``, ``results.md`` and returns the table.
+``gpc_compare`` (Figure 2): PG-SVI (``prox_svi``, the runner's algorithm) against SGD and the four
+adaptive methods of appendix G (``Baseline`` runs on the same minibatches), by the exact ELBO
+(Gauss-Hermite) and the test log-loss (bits) after every pass. The optimum L* is a further
+``Baseline``, batch PG with exact gradients. The report counts each method's passes to within
+``algorithm.within`` and 10% of the best ELBO any method reached and of L*.
 
-``gpc_step_size`` (Figure 1): the number of examples seen until the ELBO has converged, against
-the step size, for batch
-gradient descent on (m, L) ('GD'), batch proximal-gradient with exact gradients ('PG'), with Monte
-Carlo gradients ('PG-MC') and PG-SVI. The runner drives a short batch-PG run; the optimum and
-each method's sweep are ``Baseline`` runs. A method's sweep is one compiled program
-(``vijax.inference.factory_grid``: the swept constant, GD's learning rate or the PG methods' beta,
-held in the state; every step size under ``vmap`` on the same batches with the same keys as its
-own run), so its step sizes share one wall time, the whole sweep's. The report writes
-``fig1_<dataset>.png`` and ``results.md``. "Converged" is L_p >= L* - tol |L*| after pass p, with L* the optimum (a long
-batch-PG run). The paper's rule, a change between
-consecutive passes below a threshold, declared small-step GD converged after one pass far from
-the optimum (|dL| is small because GD barely moves), so we measure the distance to L* instead.
+``gpc_step_size`` (Figure 1): examples seen until converged against the step size, for batch
+gradient descent on (m, L) ('GD'), batch proximal-gradient with exact ('PG') and Monte Carlo
+('PG-MC') gradients, and PG-SVI. Each method's sweep is one program
+(``vijax.inference.factory_grid``: the step size held in the state, every step size on the same
+batches with the same keys as its own run), so its step sizes share one wall time. "Converged"
+is L_p >= L* - tol |L*| after pass p: the paper's rule (a change between passes below a
+threshold) declares small-step GD converged after one pass far from the optimum.
 
-Settings (``PAPER``) are those of the paper and its reference code (github.com/emtiyaz/prox-grad-svi,
-``experiments/method_comparison_asgd.m``): hyperparameters, jitter, minibatch size, Monte Carlo
-samples, beta * N, and the tuned rates of the adaptive methods (Adadelta's decay rho from the
-same script). SGD's rate is not in those scripts: ours is marked as our choice, and so are all the
-settings of the two scikit-learn data sets.
+``PAPER`` holds the settings of the paper and its reference code (github.com/emtiyaz/prox-grad-svi,
+``experiments/method_comparison_asgd.m``); SGD's rate and the settings of the two scikit-learn data
+sets are marked as this experiment's choices.
 """
 
 from __future__ import annotations
@@ -42,8 +33,7 @@ import optax
 
 from vijax.data import epoch_batches, load_binary_dataset
 from vijax.inference import ProxSVIState, VIAlgorithm, factory_grid, optax_vi, prox_svi, replace_elbo
-from vijax.models.gp_classification import GPClassification
-from ._gpc_plots import plot_compare, plot_step_size
+from vijax.models import GPClassification
 from vijax.run import (
     Baseline,
     configured_algorithm,
@@ -53,6 +43,7 @@ from vijax.run import (
     register_experiment,
     SEED_BOUND,
 )
+from ._plotting import optional_plot
 
 # dataset -> settings. beta_n is beta * N (PG-SVI's beta = beta_n / N, r = 1 / (1 + beta)).
 _PAPER_KEYS = (
@@ -117,8 +108,8 @@ _COMPARE_ALG = {
     "adadelta_rate": None,
     "adadelta_rho": None,
     "within": 0.01,
-    # L*: batch PG with exact (quadrature) gradients, full batch; beta = 0.3 converges on every data
-    # set of PAPER (beta = 1 stays near -169.7 on Sonar, L* = -156.21); 0 steps: no optimum
+    # L*: batch PG with exact (quadrature) gradients on the full data (beta = 0.3 converges on every
+    # data set of PAPER); 0 steps: no optimum
     "optimum_beta": 0.3,
     "optimum_steps": 300,
     "blas_threads": 1,
@@ -205,10 +196,7 @@ def _resolve(sections: dict) -> tuple[dict, object]:
 
 
 def _limit_blas(threads):
-    """Pins the BLAS/LAPACK thread pools (jax's CPU Cholesky calls scipy's OpenBLAS) to ``threads``.
-
-    On the shared 2-core VM a 292 x 292 Cholesky took 113 ms with OpenBLAS's 2 threads competing
-    with other processes and 0.96 ms with one thread. None leaves the pools alone."""
+    """Pins the BLAS/LAPACK thread pools (JAX's CPU Cholesky) to ``threads``; None leaves them alone."""
     if threads is None:
         return
     try:
@@ -290,8 +278,7 @@ def optimum_elbo(trace) -> dict:
 def _optimum_baseline(exact: GPClassification, beta: float, steps: int) -> Baseline:
     """L* of both experiments: batch PG on the full data with the exact (quadrature) gradients of
     ``exact`` for ``steps`` steps of ``beta``, as a ``Baseline`` named "optimum" whose
-    ``info.elbo`` is the exact ELBO. beta = 0.3 converges on every data set of PAPER; beta = 1 stays
-    near -169.7 on Sonar (L* = -156.21)."""
+    ``info.elbo`` is the exact ELBO."""
     full = jnp.arange(exact.num_data)
     alg = prox_svi(exact, num_data=exact.num_data, schedule=beta, num_samples=1)
     return Baseline(
@@ -577,3 +564,52 @@ def _elbo_curves(point: _Point, baselines: dict, init_key) -> np.ndarray:
     else:
         later = np.asarray(res.trace["elbo"], float).reshape(len(res.trace["elbo"]), len(e0))
     return np.concatenate([e0[None], later.reshape(-1, len(e0))]).T
+
+
+# ---- the figures ------------------------------------------------------------------------------
+
+
+@optional_plot
+def plot_compare(path, curves, name, labels):
+    """Figure 2 of Khan et al. 2016: negative ELBO and test log-loss against passes, one line per method."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4))
+    ax = fig.subplots(1, 2)
+    for m, c in curves.items():
+        p = np.maximum(np.asarray(c["passes"]), 1e-2)
+        ax[0].plot(p, -np.asarray(c["elbo"]), label=labels[m], lw=2 if m == "pg_svi" else 1)
+        ax[1].plot(p, c["log_loss"], label=labels[m], lw=2 if m == "pg_svi" else 1)
+    for a, t in zip(ax, ("negative ELBO", "test log-loss (bits)")):
+        a.set_xscale("log")
+        a.set_xlabel("passes")
+        a.set_title(f"{name}: {t}")
+    ax[0].set_yscale("log")
+    ax[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+@optional_plot
+def plot_step_size(path, out, name, cap, labels):
+    """Figure 1 of Khan et al. 2016: examples seen until converged against the step size (x: not
+    converged within the budget ``cap``)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    for m, lst in out.items():
+        ss = np.array([r[0] for r in lst], float)
+        ex = np.array([np.nan if r[1] is None else r[1] for r in lst], float)
+        (line,) = ax.plot(ss, ex, "o-", label=labels[m])
+        miss = np.isnan(ex)
+        if miss.any():
+            ax.plot(ss[miss], np.full(miss.sum(), cap), "x", color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step size")
+    ax.set_ylabel("examples seen until converged")
+    ax.set_title(f"{name} (x: not converged within the budget)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)

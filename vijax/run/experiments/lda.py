@@ -84,7 +84,7 @@ SYNTHETIC_BOUNDS = {
     "data.true_eta": "> 0",
     "data.doc_length_mean": "> 0",
 }
-_ALG_BOUNDS = {
+ALG_BOUNDS = {
     "algorithm.batch_size": ">= 1",
     "algorithm.tau": "> 0",
     "algorithm.kappa": "in (0.5, 1]",
@@ -319,7 +319,7 @@ def _plot_heldout(path, evals):
         ),
         "run": {"num_steps": 2000, "chunk_size": 50, "eval_every": 200},
     },
-    bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **SYNTHETIC_BOUNDS, **_ALG_BOUNDS},
+    bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **SYNTHETIC_BOUNDS, **ALG_BOUNDS},
     memory=synthetic_memory,
 )
 def build_synthetic(sections: dict, seed: int) -> Experiment:
@@ -336,7 +336,7 @@ def build_synthetic(sections: dict, seed: int) -> Experiment:
         "data": dict(DATA_DEFAULTS, path="wiki_bnpy/train.ldac.gz", vocab="wiki_bnpy/vocab.txt"),
         "run": {"num_steps": 1000, "chunk_size": 25, "eval_every": 100},
     },
-    bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **_ALG_BOUNDS},
+    bounds={**MODEL_BOUNDS, **DATA_BOUNDS, **ALG_BOUNDS},
 )
 def build_corpus(sections: dict, seed: int) -> Experiment:
     """online LDA (SVI) on an lda-c corpus (default: wiki_bnpy from ../shared/data)"""
