@@ -75,6 +75,8 @@ _MODULES = {
     ),
     "vijax.inference.base": (
         "BoundFunction",
+        "GuardedInfo",
+        "GuardedState",
         "InitFn",
         "StepFn",
         "VIAlgorithm",
@@ -82,6 +84,7 @@ _MODULES = {
         "check_step_batch",
         "init_from",
         "jit_step",
+        "reject_non_finite",
         "safe_increment",
         "with_value_checks",
     ),

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import batch_size, check_int, check_key, implements
 from vijax.inference._conjugate import check_conjugate_model, check_local, check_q_global, initial_globals
-from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -34,27 +34,25 @@ from vijax.types import Array, PRNGKey, PyTree
 class CAVIState(NamedTuple):
     q_global: PyTree  # pytree of families: q(beta)
     count: Array  # int32 scalar
-    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class CAVIInfo(NamedTuple):
     elbo: Array  # ELBO after this step (new locals, new globals)
     num_damped: Array  # batch elements whose update was pulled back into the domain
-    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> CAVIState:
     """q(beta) from ``model.init_globals`` (data-dependent when ``batch`` is given)."""
     check_key("key", key)
-    return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
 def init_from(q_global: PyTree) -> CAVIState:
     """A state holding a given q(beta) (e.g. from a previous fit)."""
-    return CAVIState(q_global, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return CAVIState(q_global, jnp.zeros((), jnp.int32))
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: CAVIState,
@@ -79,7 +77,7 @@ def step(
         loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local)
         q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, 1.0)
     elbo = conjugate_elbo(prior, q_new, loc)
-    return Proposal(CAVIState(q_new, state.count, state.num_rejected), CAVIInfo(elbo, num_damped), (elbo,))
+    return CAVIState(q_new, safe_increment(state.count)), CAVIInfo(elbo, num_damped)
 
 
 def _update_in_blocks(q, prior, batch, key, blocks, model, local):
@@ -138,8 +136,10 @@ def as_top_level_api(
     check_local(model, local)
     if num_data is not None:
         check_int("num_data", num_data)
-    return VIAlgorithm(
-        init=bind_settings(init, model=model), step=bind_settings(step, model=model, local=local, num_data=num_data)
+    return reject_non_finite(
+        VIAlgorithm(
+            init=bind_settings(init, model=model), step=bind_settings(step, model=model, local=local, num_data=num_data)
+        )
     )
 
 

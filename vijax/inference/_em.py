@@ -23,7 +23,14 @@ from typing import NamedTuple, Optional
 import jax.numpy as jnp
 
 from vijax._validate import batch_size, check_int, check_key
-from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
+from vijax.inference.base import (
+    VIAlgorithm,
+    bind_settings,
+    check_protocol,
+    reject_non_finite,
+    safe_increment,
+    validated_step,
+)
 from vijax.models import EMModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -31,13 +38,11 @@ from vijax.types import Array, PRNGKey, PyTree
 class EMState(NamedTuple):
     q_global: PyTree  # the point estimate theta (named as every state's globals are)
     count: Array  # int32 scalar
-    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class EMInfo(NamedTuple):
     elbo: Array  # log p(x | theta) (+ log p(theta)) at the step's starting theta: the EM objective
     log_likelihood: Array  # log p(x | theta) at the step's starting theta
-    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: EMModel) -> EMState:
@@ -50,7 +55,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: EMModel) -> EMState:
 
 def init_from(params: PyTree) -> EMState:
     """A state holding given parameters (e.g. the same start as a reference library)."""
-    return EMState(params, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return EMState(params, jnp.zeros((), jnp.int32))
 
 
 def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
@@ -58,7 +63,7 @@ def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
     return log_likelihood + model.log_prior(params)
 
 
-@checked_step
+@validated_step
 def step(key: PRNGKey, state: EMState, batch: PyTree, *, model: EMModel, num_data: Optional[int] = None):
     """One EM iteration: the E-step at theta, then the M-step. ``key`` is checked and unused (EM is
     deterministic), kept for the one ``step(key, state, batch)`` signature."""
@@ -70,7 +75,7 @@ def step(key: PRNGKey, state: EMState, batch: PyTree, *, model: EMModel, num_dat
     stats, log_lik = model.e_step(state.q_global, batch)
     new = model.m_step(stats)
     elbo = objective(model, state.q_global, log_lik)
-    return Proposal(EMState(new, state.count, state.num_rejected), EMInfo(elbo, log_lik), (elbo,))
+    return EMState(new, safe_increment(state.count)), EMInfo(elbo, log_lik)
 
 
 def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlgorithm:
@@ -99,7 +104,9 @@ def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlg
     check_protocol(model, EMModel, "em")
     if num_data is not None:
         check_int("num_data", num_data)
-    return VIAlgorithm(init=bind_settings(init, model=model), step=bind_settings(step, model=model, num_data=num_data))
+    return reject_non_finite(
+        VIAlgorithm(init=bind_settings(init, model=model), step=bind_settings(step, model=model, num_data=num_data))
+    )
 
 
 em = as_top_level_api

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -37,7 +37,6 @@ from vijax.types import Array, PRNGKey, PyTree, Schedule
 class MAPState(NamedTuple):
     q_global: PyTree  # pytree of families; beta-hat is the mode of each
     count: Array  # int32 scalar; drives rho_t and the ramp
-    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
     hyper: PyTree = None  # the model's hyperparameters held in the state (inject_hyperparameters); None: fixed
 
 
@@ -45,13 +44,12 @@ class MAPInfo(NamedTuple):
     elbo: Array  # the MAP-EM objective at the pre-update beta-hat (module docstring)
     step_size: Array  # rho_t
     num_damped: Array  # batch elements whose update was pulled back into the domain
-    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> MAPState:
     """q(beta) from ``model.init_globals``."""
     check_key("key", key)
-    return MAPState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return MAPState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
 def _mode_view(q: PyTree, key: PRNGKey):
@@ -67,7 +65,7 @@ def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
     return expfam.tree_inner(nat, stats) - logz
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: MAPState,
@@ -85,10 +83,8 @@ def step(
         state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, view=_mode_view
     )
     elbo = data_term + _log_density_at(prior, stats)
-    return Proposal(
-        MAPState(q_new, state.count, state.num_rejected, getattr(state, "hyper", None)),
-        MAPInfo(elbo, jnp.asarray(rho), num_damped),
-        (elbo,),
+    return MAPState(q_new, safe_increment(state.count), getattr(state, "hyper", None)), MAPInfo(
+        elbo, jnp.asarray(rho), num_damped
     )
 
 
@@ -134,9 +130,11 @@ def as_top_level_api(
     """
     schedule = check_factory_args(model, "map_em", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_has_modes(model)
-    return VIAlgorithm(
-        init=bind_settings(init, model=model),
-        step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp),
+    return reject_non_finite(
+        VIAlgorithm(
+            init=bind_settings(init, model=model),
+            step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp),
+        )
     )
 
 

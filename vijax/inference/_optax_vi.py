@@ -28,7 +28,14 @@ import optax
 
 from vijax._validate import ArgumentError, check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
+from vijax.inference.base import (
+    VIAlgorithm,
+    bind_settings,
+    check_protocol,
+    reject_non_finite,
+    safe_increment,
+    validated_step,
+)
 from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -36,22 +43,18 @@ OPTIMIZERS = ("gd", "sgd", "adagrad", "rmsprop", "adadelta", "adam")
 
 
 class OptaxVIState(NamedTuple):
-    """q_global: the variational parameters; opt_state: optax's state; count: int32 steps done;
-    num_rejected: int32 steps rejected as non-finite (None: not counted)."""
+    """q_global: the variational parameters; opt_state: optax's state; count: int32 steps done."""
 
     q_global: PyTree
     opt_state: PyTree
     count: Array
-    num_rejected: Array = None
 
 
 class OptaxVIInfo(NamedTuple):
-    """elbo: the stochastic ELBO estimate at the parameters before the step; grad_norm: |g_k|;
-    accepted: whether the update was applied (False: non-finite, the state kept)."""
+    """elbo: the stochastic ELBO estimate at the parameters before the step; grad_norm: |g_k|."""
 
     elbo: Array
     grad_norm: Array
-    accepted: Array = None
 
 
 # the hyperparameters make_optimizer takes beside the learning rate (for the registry's settings)
@@ -204,10 +207,10 @@ def init(
     """The model's starting parameters and the optimizer's state."""
     check_key("key", key)
     params = model.init_params(key, batch)
-    return OptaxVIState(params, optimizer.init(params), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return OptaxVIState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: OptaxVIState,
@@ -226,9 +229,7 @@ def step(
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
     params = optax.apply_updates(state.q_global, updates)
     gnorm = optax.tree.norm(grads)
-    return Proposal(
-        OptaxVIState(params, opt_state, state.count, state.num_rejected), OptaxVIInfo(elbo, gnorm), (elbo, gnorm)
-    )
+    return OptaxVIState(params, opt_state, safe_increment(state.count)), OptaxVIInfo(elbo, gnorm)
 
 
 def as_top_level_api(
@@ -271,9 +272,11 @@ def as_top_level_api(
     if num_data is not None:
         check_int("num_data", num_data)
     check_protocol(model, ParamsModel, "optax_vi")
-    return VIAlgorithm(
-        init=bind_settings(init, model=model, optimizer=optimizer),
-        step=bind_settings(step, model=model, optimizer=optimizer, num_samples=num_samples, num_data=num_data),
+    return reject_non_finite(
+        VIAlgorithm(
+            init=bind_settings(init, model=model, optimizer=optimizer),
+            step=bind_settings(step, model=model, optimizer=optimizer, num_samples=num_samples, num_data=num_data),
+        )
     )
 
 

@@ -44,7 +44,14 @@ from vijax import expfam
 from vijax._validate import ArgumentError, check_choice, check_int, check_key, implements
 from vijax.inference._conjugate import check_q_global, float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
-from vijax.inference.base import VIAlgorithm, check_protocol, Proposal, checked_step, bind_settings
+from vijax.inference.base import (
+    VIAlgorithm,
+    bind_settings,
+    check_protocol,
+    reject_non_finite,
+    safe_increment,
+    validated_step,
+)
 from vijax.inference.schedules import as_schedule
 from vijax.expfam import euclidean_natural_grad_step
 from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, kl_prox_update
@@ -56,14 +63,12 @@ DIVERGENCES = ("kl", "euclidean")
 class ProxSVIState(NamedTuple):
     q_global: PyTree  # the variational parameters (a pytree of families, or a model's structured form)
     count: Array  # int32 scalar; drives beta_k
-    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class ProxSVIInfo(NamedTuple):
     elbo: Array  # minibatch estimate of the full-data ELBO at the pre-update q
     step_size: Array  # beta_k
     num_damped: Array  # family batch elements pulled back into the natural-parameter domain
-    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIState:
@@ -71,10 +76,10 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIStat
     check_key("key", key)
     if batch is not None:
         model.check_data(batch)
-    return ProxSVIState(model.init_variational(key, batch), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return ProxSVIState(model.init_variational(key, batch), jnp.zeros((), jnp.int32))
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: ProxSVIState,
@@ -102,18 +107,14 @@ def step(
             else (lambda *args: kl_prox_update(model, *args))
         )
         upd = prox(q, batch, key, beta, num_samples, num_data)
-        return Proposal(
-            ProxSVIState(upd.q, state.count, state.num_rejected),
-            ProxSVIInfo(upd.elbo, beta, upd.num_damped),
-            (upd.elbo,),
-        )
+        return ProxSVIState(upd.q, safe_increment(state.count)), ProxSVIInfo(upd.elbo, beta, upd.num_damped)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
     scale, _ = data_scale(state.count, num_present(model, batch), num_data, False, float_leaf_dtype(q))
     g_scaled = jax.tree_util.tree_map(lambda g: scale * g, model.loglik_grad(q, batch, key_grad, num_samples))
     target = euclidean_natural_grad_step(q, model.prior(), g_scaled, beta)
     q_new, num_damped = expfam.tree_interpolate(q, target, 1.0)
-    return Proposal(ProxSVIState(q_new, state.count, state.num_rejected), ProxSVIInfo(elbo, beta, num_damped), (elbo,))
+    return ProxSVIState(q_new, safe_increment(state.count)), ProxSVIInfo(elbo, beta, num_damped)
 
 
 def as_top_level_api(
@@ -170,11 +171,13 @@ def as_top_level_api(
             f"{'' if divergence == 'euclidean' else ' or model.prox_update (a StructuredProxModel)'}; "
             f"{type(model).__name__} has none",
         )
-    return VIAlgorithm(
-        init=bind_settings(init, model=model),
-        step=bind_settings(
-            step, model=model, num_data=num_data, schedule=schedule, divergence=divergence, num_samples=num_samples
-        ),
+    return reject_non_finite(
+        VIAlgorithm(
+            init=bind_settings(init, model=model),
+            step=bind_settings(
+                step, model=model, num_data=num_data, schedule=schedule, divergence=divergence, num_samples=num_samples
+            ),
+        )
     )
 
 

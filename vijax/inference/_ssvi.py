@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_choice, check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -58,7 +58,6 @@ MODES = ("full", "approx")
 class SSVIState(NamedTuple):
     q_global: PyTree  # pytree of families, natural parameters lambda
     count: Array  # int32 scalar; drives rho_t and the ramp
-    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
     hyper: PyTree = None  # the model's hyperparameters held in the state (inject_hyperparameters); None: fixed
 
 
@@ -66,7 +65,6 @@ class SSVIInfo(NamedTuple):
     elbo: Array  # one-draw estimate of the structured ELBO at the pre-update lambda (module docstring)
     step_size: Array  # rho_t (also as ``.rho``)
     num_damped: Array  # batch elements whose update was pulled back into the domain
-    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
     @property
     def rho(self) -> Array:
@@ -77,7 +75,7 @@ class SSVIInfo(NamedTuple):
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> SSVIState:
     """q(beta) from ``model.init_globals`` (the random lambda^(0) of Algorithm 1, line 1)."""
     check_key("key", key)
-    return SSVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return SSVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
 def _draw_view(mode: str):
@@ -87,7 +85,7 @@ def _draw_view(mode: str):
     return lambda q, key: (expfam.reparam_stats(q, key), lambda s: s)
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: SSVIState,
@@ -114,11 +112,8 @@ def step(
         view=_draw_view(mode),
     )
     kl = expfam.tree_kl(q, prior)
-    # the guard tests the new state and the ELBO's two terms, as svi's
     info = SSVIInfo(data_term - kl, jnp.asarray(rho), num_damped)
-    return Proposal(
-        SSVIState(q_new, state.count, state.num_rejected, getattr(state, "hyper", None)), info, (data_term, kl)
-    )
+    return SSVIState(q_new, safe_increment(state.count), getattr(state, "hyper", None)), info
 
 
 def check_model_invertible(model: ConditionallyConjugateModel) -> None:
@@ -176,9 +171,13 @@ def as_top_level_api(
     check_choice("mode", mode, MODES)
     schedule = check_factory_args(model, "ssvi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_invertible(model)
-    return VIAlgorithm(
-        init=bind_settings(init, model=model),
-        step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp),
+    return reject_non_finite(
+        VIAlgorithm(
+            init=bind_settings(init, model=model),
+            step=bind_settings(
+                step, model=model, num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp
+            ),
+        )
     )
 
 

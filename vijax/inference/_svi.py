@@ -48,7 +48,7 @@ from vijax import expfam
 from vijax._validate import ArgumentError, check_key, check_scalar, implements
 from vijax.inference._conjugate import check_factory_args, check_q_global, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
-from vijax.inference.base import VIAlgorithm, Proposal, checked_step, bind_settings
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel, conjugate_elbo_terms
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -57,7 +57,6 @@ class SVIState(NamedTuple):
     q_global: PyTree  # pytree of families, natural parameters lambda
     count: Array  # int32 scalar; drives rho_t and the ramp
     hyper: PyTree = None  # with hyper_step: dict name -> scalar array; None (no leaves) otherwise
-    num_rejected: Array = None  # int32 scalar: steps rejected as non-finite (None: not counted)
 
 
 class SVIInfo(NamedTuple):
@@ -65,7 +64,6 @@ class SVIInfo(NamedTuple):
     step_size: Array  # rho_t
     num_damped: Array  # batch elements whose update was pulled back into the domain
     hyper: PyTree = None  # with hyper_step: the hyperparameters after this step; None otherwise
-    accepted: Array = None  # whether the update was applied (False: non-finite, the state kept)
 
 
 def init(
@@ -79,7 +77,7 @@ def init(
     if learn_hyper:
         dt = jax.tree_util.tree_leaves(q0)[0].dtype
         hyper = {name: jnp.asarray(value, dt) for name, value in model.hyperparameters().items()}
-    return SVIState(q0, jnp.zeros((), jnp.int32), hyper, jnp.zeros((), jnp.int32))
+    return SVIState(q0, jnp.zeros((), jnp.int32), hyper)
 
 
 def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_step: float = 1.0) -> dict:
@@ -113,7 +111,7 @@ def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_st
     return new
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: SVIState,
@@ -137,9 +135,6 @@ def step(
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
     scale, full = data_scale(state.count, present, num_data, ramp, float_leaf_dtype(state.q_global))
     q_new, num_damped = expfam.conjugate_update(state.q_global, prior, loc.suff_stats, rho, scale)
-    # the guard tests the new state and the ELBO's two terms (an accepted step never reports a
-    # non-finite ELBO); the KL of q(beta) costs little beside the local step's mean parameters,
-    # whose digamma series it shares (Dirichlet topics: one series over K x V in the program)
     data_term, kl = conjugate_elbo_terms(prior, state.q_global, loc, scale=full)
     elbo = data_term - kl
     if hyper is not None and hyper_step is not None:
@@ -147,7 +142,7 @@ def step(
         weight = scale if rows is None else jnp.where(rows, scale, jnp.zeros_like(scale))
         hyper = hyper_newton_step(lambda h: model.hyper_objective(h, q_new, loc, weight), hyper, rho, hyper_step)
     info = SVIInfo(elbo, jnp.asarray(rho), num_damped, hyper if hyper_step is not None else None)
-    return Proposal(SVIState(q_new, state.count, hyper, state.num_rejected), info, (data_term, kl))
+    return SVIState(q_new, safe_increment(state.count), hyper), info
 
 
 def as_top_level_api(
@@ -208,12 +203,9 @@ def as_top_level_api(
                 f"hyper_step needs a model with hyperparameters (a HyperparameterModel); "
                 f"{type(model).__name__} does not offer hyperparameters() and hyper_objective()",
             )
-    return VIAlgorithm(
-        init=bind_settings(init, model=model, learn_hyper=hyper_step is not None),
-        step=bind_settings(
-            step, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, hyper_step=hyper_step
-        ),
-    )
+    settings = dict(model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, hyper_step=hyper_step)
+    init_fn = bind_settings(init, model=model, learn_hyper=hyper_step is not None)
+    return reject_non_finite(VIAlgorithm(init_fn, bind_settings(step, **settings)))
 
 
 svi = as_top_level_api

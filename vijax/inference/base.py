@@ -9,6 +9,16 @@ model first and keyword-only ``num_data`` and ``schedule`` (and the algorithm's 
 
 Every state holds the global variational distribution as ``q_global`` and an int32 ``count``;
 keys are always passed (never None), always first, and never reused.
+
+The step contract. A module-level ``step(key, state, batch, *, model, **settings)`` is the
+unguarded math: decorated with :func:`validated_step` (which checks the key, the state and the
+batch first), it returns ``(State(..., count=safe_increment(state.count)), Info(...))`` with no
+rejection fields. A factory returns ``reject_non_finite(VIAlgorithm(init, step))``: the combinator
+keeps the old state where the new state or info holds a non-finite float (or where its optional
+``is_valid(old_state, new_state, info)`` is False), still advancing ``count``. Its state
+(:class:`GuardedState`) and info (:class:`GuardedInfo`) read as the inner NamedTuples with one more
+field, ``num_rejected`` and ``accepted``; as pytrees their keys are the inner fields' names, so
+trace columns and checkpoint paths are the inner ones plus that field.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from typing import Any, Callable, Mapping, NamedTuple, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -56,10 +66,14 @@ class StepFn(Protocol):
 
 
 class VIAlgorithm(NamedTuple):
-    """A pair of pure functions; see ``vijax.run.run`` for the loop that drives them."""
+    """A pair of pure functions; see ``vijax.run.run`` for the loop that drives them. ``extras``:
+    None, or what the algorithm offers beyond them (its q's draws, log-weights, guide, ELBO: read by
+    ``vijax.inference.sample`` and the other functions of ``_extras``); kept by
+    ``reject_non_finite`` and ``with_value_checks``, not by combinators that change the state."""
 
     init: InitFn
     step: StepFn
+    extras: Any = None
 
 
 def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
@@ -367,7 +381,7 @@ class Proposal(NamedTuple):
 
 
 def _is_state(x: Any) -> bool:
-    return isinstance(x, tuple) and "count" in getattr(x, "_fields", ())
+    return isinstance(x, GuardedState) or (isinstance(x, tuple) and "count" in getattr(x, "_fields", ()))
 
 
 def check_step_state(state: Any) -> None:
@@ -441,6 +455,163 @@ def checked_step(body: Callable) -> Callable:
     return step
 
 
+class _Extended:
+    """An algorithm's state or info (``inner``) with one more field (``EXTRA``), read as one
+    NamedTuple: ``x.elbo`` reads ``x.inner.elbo``, ``x._replace(elbo=...)`` replaces it in
+    ``inner``, ``x._fields`` lists the inner fields and ``EXTRA``, and as a pytree its keys are the
+    inner fields' names and ``EXTRA`` (a trace column, a checkpoint path, is named as without it)."""
+
+    __slots__ = ()
+    EXTRA = ""
+
+    def __init__(self, inner: Any, extra: Any):
+        object.__setattr__(self, "inner", inner)
+        object.__setattr__(self, self.EXTRA, extra)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable; use _replace")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def _fields(self) -> tuple:
+        return (*(_named_fields(self.inner) or ("inner",)), self.EXTRA)
+
+    def _replace(self, **changes) -> "_Extended":
+        extra = changes.pop(self.EXTRA, getattr(self, self.EXTRA))
+        return type(self)(self.inner._replace(**changes) if changes else self.inner, extra)
+
+    def _asdict(self) -> dict:
+        return {f: getattr(self, f) for f in self._fields}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r}, {self.EXTRA}={getattr(self, self.EXTRA)!r})"
+
+
+def _named_fields(x: Any) -> tuple:
+    return x._fields if isinstance(x, tuple) and hasattr(type(x), "_fields") else ()
+
+
+class GuardedState(_Extended):
+    """The state of :func:`reject_non_finite`: the inner algorithm's state and ``num_rejected``,
+    an int32 count of the steps it rejected."""
+
+    __slots__ = ("inner", "num_rejected")
+    EXTRA = "num_rejected"
+
+
+class GuardedInfo(_Extended):
+    """The info of :func:`reject_non_finite`: the inner algorithm's info and ``accepted``, whether
+    the step was applied (a bool array)."""
+
+    __slots__ = ("inner", "accepted")
+    EXTRA = "accepted"
+
+
+def _register_extended(cls: type) -> None:
+    def flatten(x):
+        names = _named_fields(x.inner)
+        children = [(jax.tree_util.GetAttrKey(f), getattr(x.inner, f)) for f in names]
+        if not names:
+            children = [(jax.tree_util.GetAttrKey("inner"), x.inner)]
+        children.append((jax.tree_util.GetAttrKey(cls.EXTRA), getattr(x, cls.EXTRA)))
+        return children, (type(x.inner) if names else None)
+
+    def unflatten(inner_type, children):
+        *inner, extra = children
+        return cls(inner_type(*inner) if inner_type is not None else inner[0], extra)
+
+    jax.tree_util.register_pytree_with_keys(
+        cls, flatten, unflatten, flatten_func=lambda x: ([c for _, c in flatten(x)[0]], flatten(x)[1])
+    )
+
+
+_register_extended(GuardedState)
+_register_extended(GuardedInfo)
+
+
+def _guarded_init(key: PRNGKey, batch: PyTree = None, *, inner: InitFn) -> GuardedState:
+    return GuardedState(inner(key, batch), jnp.zeros((), jnp.int32))
+
+
+def _guarded_step(key: PRNGKey, state: PyTree, batch: PyTree, *, inner: StepFn, is_valid: Optional[Callable]):
+    if not isinstance(state, GuardedState):  # a bare state of the inner algorithm: none rejected yet
+        check_step_state(state)
+        state = GuardedState(state, jnp.zeros((), jnp.int32))
+    old = state.inner
+    new, info = inner(key, old, batch)
+    names = _named_fields(new)
+    if names and type(old) is not type(new):  # another algorithm's state handed on: read as the new type
+        old = new._replace(**{f: getattr(old, f) for f in names if f in _named_fields(old)})
+    floats = [x for x in jax.tree.leaves((new, info)) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in floats])) if floats else jnp.array(True)
+    if is_valid is not None:
+        ok = ok & is_valid(state.inner, new, info)
+    kept = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+    if "count" in names:
+        kept = kept._replace(count=safe_increment(state.inner.count))
+    return GuardedState(kept, state.num_rejected + (~ok).astype(jnp.int32)), GuardedInfo(info, ok)
+
+
+def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) -> VIAlgorithm:
+    """``alg`` whose steps are applied only where their result is finite, as optax's
+    ``apply_if_finite`` wraps a transformation.
+
+    A step whose new state or info holds a non-finite float (or where ``is_valid`` returns False)
+    keeps every leaf of the old state (chosen by ``jnp.where``, so an infinity in the rejected
+    update cannot leak into the kept one); ``count`` still advances (saturating). The state is a
+    :class:`GuardedState` (the inner state and ``num_rejected``), the info a :class:`GuardedInfo`
+    (the inner info and ``accepted``); both read as the inner NamedTuple with that one more field.
+    The step also takes a bare state of ``alg`` (as ``none rejected yet``) or of another algorithm
+    with the fields ``alg``'s state has (CAVI continuing from SVI's state).
+
+    Args:
+      alg: any ``VIAlgorithm`` whose state has an int32 ``count``.
+      is_valid: optional ``(old_state, new_state, info) -> bool array``, one more condition of
+        acceptance (the inner states and info).
+
+    Returns:
+      The guarded ``VIAlgorithm``.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from typing import NamedTuple
+        >>> class S(NamedTuple):
+        ...     x: jax.Array
+        ...     count: jax.Array
+        >>> class I(NamedTuple):
+        ...     elbo: jax.Array
+        >>> def step(key, state, batch):
+        ...     return S(jnp.log(state.x - batch), state.count + 1), I(-state.x)
+        >>> alg = reject_non_finite(VIAlgorithm(lambda key, batch=None: S(jnp.ones(()), jnp.int32(0)), step))
+        >>> state, info = alg.step(jax.random.PRNGKey(0), alg.init(jax.random.PRNGKey(0)), 2.0)
+        >>> float(state.x), int(state.count), int(state.num_rejected), bool(info.accepted)
+        (1.0, 1, 1, False)
+    """
+    return alg._replace(
+        init=bind_settings(_guarded_init, inner=alg.init),
+        step=bind_settings(_guarded_step, inner=alg.step, is_valid=is_valid),
+    )
+
+
+def validated_step(math: Callable) -> Callable:
+    """A step ``math(key, state, batch, *, model, **settings)`` whose inputs are checked first: the
+    key, the state (:func:`check_step_state`) and the batch (:func:`check_step_batch` on
+    ``model``'s checks, naming the step number)."""
+
+    @functools.wraps(math)
+    def step(key, state, batch, *, model, **settings):
+        check_key("key", key)
+        check_step_state(state)
+        check_step_batch(model, batch, state.count)
+        return math(key, state, batch, model=model, **settings)
+
+    return step
+
+
 class BoundFunction:
     """``func`` with a factory's settings bound as keywords (see :func:`bind_settings`): callable
     as ``func`` is, and a registered pytree whose children are the settings (a model's arrays, a
@@ -502,6 +673,8 @@ __all__ = [
     "InitFn",
     "StepFn",
     "VIAlgorithm",
+    "GuardedInfo",
+    "GuardedState",
     "Proposal",
     "init_from",
     "check_protocol",
@@ -512,5 +685,7 @@ __all__ = [
     "jit_step",
     "with_value_checks",
     "protocol_members",
+    "reject_non_finite",
+    "validated_step",
     "safe_increment",
 ]

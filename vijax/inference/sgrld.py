@@ -43,7 +43,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
-from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.inference.schedules import as_schedule
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -55,12 +55,10 @@ class SGRLDState(NamedTuple):
       q_global: theta, (K, V), the current sample in the expanded-mean parametrisation (every entry
         > 0); the topics are ``sgrld_topics(q_global)``.
       count: int32 scalar, the number of steps taken (drives eps_t).
-      num_rejected: int32 scalar, steps rejected as non-finite (the state kept).
     """
 
     q_global: Array
     count: Array
-    num_rejected: Array = None
 
 
 class SGRLDInfo(NamedTuple):
@@ -70,12 +68,10 @@ class SGRLDInfo(NamedTuple):
       elbo: the Gibbs E-step's mean-field bound on log p(w_batch | beta = pi) at the step's starting
         sample, scaled by N / S: a running measure of fit (no ELBO of a variational q exists here).
       step_size: eps_t.
-      accepted: whether the update was applied (False: non-finite, the state kept).
     """
 
     elbo: Array
     step_size: Array
-    accepted: Array = None
 
 
 def sgrld_schedule(a: float = 0.5, b: float = 10.0, c: float = 0.6) -> Schedule:
@@ -123,10 +119,10 @@ def init(key: PRNGKey, batch: PyTree = None, *, model) -> SGRLDState:
     draws, nearly flat topics, the same starting topics as SVI's from the same key)."""
     check_key("key", key)
     theta = model.init_globals(key, batch).concentration
-    return SGRLDState(theta, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return SGRLDState(theta, jnp.zeros((), jnp.int32))
 
 
-@checked_step
+@validated_step
 def step(key: PRNGKey, state: SGRLDState, batch: PyTree, *, model, num_data: int, schedule: Schedule, ramp: bool):
     """One SGRLD step on a minibatch (module docstring)."""
     check_num_data(num_data, model, batch, state.count)
@@ -145,7 +141,7 @@ def step(key: PRNGKey, state: SGRLDState, batch: PyTree, *, model, num_data: int
     proposal = theta + 0.5 * eps * drift(theta, scale * counts, eta) + jnp.sqrt(eps * theta) * xi
     new = jnp.maximum(jnp.abs(proposal), jnp.finfo(dt).tiny)  # mirrored into (0, inf)
     fit = full * (jnp.sum(counts * log_pi) + loc.local_terms)
-    return Proposal(SGRLDState(new, state.count, state.num_rejected), SGRLDInfo(fit, eps), (fit,))
+    return SGRLDState(new, safe_increment(state.count)), SGRLDInfo(fit, eps)
 
 
 def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIAlgorithm:
@@ -184,9 +180,11 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
     num_data = check_int("num_data", num_data)
     check_bool("ramp", ramp)
     schedule = as_schedule(schedule, default=sgrld_schedule(), upper=None)
-    return VIAlgorithm(
-        init=bind_settings(init, model=model),
-        step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, ramp=ramp),
+    return reject_non_finite(
+        VIAlgorithm(
+            init=bind_settings(init, model=model),
+            step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, ramp=ramp),
+        )
     )
 
 
