@@ -63,8 +63,8 @@ def test_layers_import_only_downwards(path):
 
 
 # the documented exceptions: every layer validates through the private package vijax._validate, the
-# packages load their names at first use through vijax._lazy, and `python -m vijax` runs the console
-# script's entry point
+# packages load their names at first use through vijax._lazy, jit_step and vijax.run take the one
+# compile-tuning policy from vijax._compile, and `python -m vijax` runs the console script's entry point
 SHARED_PRIVATE = {"vijax._validate", "vijax._lazy", "vijax._compile"}
 ENTRY_POINTS = {"vijax/__main__.py": {"vijax.run._cli"}}
 
@@ -113,6 +113,59 @@ def test_no_package_imports_another_packages_private_module():
         if _other_packages_private(p, module)
     ]
     assert not offenders, offenders
+
+
+def _module_file(dotted: str):
+    """The source file of the vijax module ``dotted``, or None (not a module: a name in one)."""
+    base = ROOT.joinpath(*dotted.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _private_names_crossing(path: pathlib.Path):
+    """``(line, what)`` for each private name (``_x``) this module takes from another module:
+    ``from m import _x`` where ``_x`` is not a submodule, and ``_m._x`` where ``_m`` is a module
+    it imported (``from . import _m``, ``import vijax.a._m as _m``)."""
+    package = ["vijax", *path.relative_to(ROOT / "vijax").parent.parts]
+    tree = ast.parse(path.read_text())
+    modules = set()  # local names bound to vijax modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            if not module.startswith("vijax"):
+                continue
+            for alias in node.names:
+                if _module_file(f"{module}.{alias.name}") is not None:
+                    modules.add(alias.asname or alias.name)
+                elif _is_private(alias.name):
+                    yield node.lineno, f"from {module} import {alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("vijax") and alias.asname:
+                    modules.add(alias.asname)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and _is_private(node.attr)
+        ):
+            yield node.lineno, f"{node.value.id}.{node.attr}"
+
+
+def test_no_private_name_crosses_a_module_boundary():
+    """A helper one module shares with another is public inside its private module: no module of
+    vijax takes another module's ``_name`` (``python -m vijax``'s ``__main__`` aside)."""
+    offenders = [
+        f"{p.relative_to(ROOT)}:{line}: {what}"
+        for p in sorted((ROOT / "vijax").rglob("*.py"))
+        if p.name != "__main__.py"
+        for line, what in _private_names_crossing(p)
+    ]
+    assert not offenders, f"{len(offenders)} private names cross module boundaries: {offenders}"
 
 
 def _sources_outside_the_library():

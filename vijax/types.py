@@ -13,7 +13,7 @@ Schedule = Callable[[Array], Array]  # step count (int32 scalar) -> step size
 
 def tfp_jax():
     """TensorFlow Probability's JAX substrate, imported at its first use (``to_tfp``, bijectors,
-    TFP distributions): importing it costs about 0.4 s, which ``import vijax`` does not pay."""
+    TFP distributions), so that ``import vijax`` does not import TFP."""
     import tensorflow_probability.substrates.jax as tfp
 
     return tfp

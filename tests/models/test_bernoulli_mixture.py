@@ -9,7 +9,7 @@ import pytest
 from scipy import special, stats
 
 from vijax import expfam
-from vijax.data._bernoulli import sample_bernoulli_mixture
+from vijax.data import sample_bernoulli_mixture
 from vijax.inference import cavi
 from vijax.inference._cavi import init_from
 from vijax.models import _bernoulli_gibbs as gibbs

@@ -1,5 +1,5 @@
 """Checkpoints of a run of two CPU processes (``jax.distributed``): killed mid-way and resumed, it
-ends bit-identical to an uninterrupted two-process run (``vijax.run._checkpoint_store``)."""
+ends bit-identical to an uninterrupted two-process run (``vijax.run._checkpoint.CheckpointStore``)."""
 
 import os
 import re

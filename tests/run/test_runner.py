@@ -519,7 +519,7 @@ def test_arrays_the_batch_function_captures_are_arguments_of_the_compiled_chunk(
     same run as one computing it, and the data is an argument of the compiled chunk, not a constant
     embedded in it (XLA folds what depends on a constant at compile time: the default experiment's
     chunk compiled 1.6x slower): the lowered chunk does not grow with the captured array."""
-    from vijax.run._chunk import _make_chunk_fn
+    from vijax.run._runner import make_chunk_fn
 
     def sized(n):
         big = jnp.linspace(0.0, 1.0, n)  # captured; the batch's mean term is mu + 0 * big.sum()
@@ -535,7 +535,7 @@ def test_arrays_the_batch_function_captures_are_arguments_of_the_compiled_chunk(
     state = alg.init(key)
     sizes = []
     for n in (10, 100_000):
-        chunk = _make_chunk_fn(alg.step, sized(n), 4, key)
+        chunk = make_chunk_fn(alg.step, sized(n), 4, key)
         assert (n,) in [c.shape for c in chunk.consts]  # big (and MU) are arguments
         sizes.append(len(chunk.lower(state, key, np.int32(0), np.int32(4), None).as_text()))
     assert sizes[1] < sizes[0] + 2_000, sizes  # 100,000 float32 constants would be > 400 kB of text
@@ -547,12 +547,12 @@ def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_
     end (the last chunk's unused rows) is not applied, nor checked."""
     from vijax.inference import cavi
     from vijax.models import DiagonalGMM
-    from vijax.run._chunk import _make_chunk_fn
+    from vijax.run._runner import make_chunk_fn
 
     x = jnp.asarray(np.random.default_rng(0).normal(size=(20, 2)))
     alg = cavi(DiagonalGMM.from_data(x, num_components=2))
     key = jax.random.PRNGKey(0)
-    chunk = _make_chunk_fn(alg.step, lambda k, t: x, 2, key, checked=True)
+    chunk = make_chunk_fn(alg.step, lambda k, t: x, 2, key, checked=True)
     state = alg.init(key, x)
     lowered = chunk.lower(state, key, np.int32(0), np.int32(2), None)
     assert "callback" not in lowered.as_text() and chunk.collect
@@ -565,7 +565,7 @@ def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_
 
     with pytest.raises(ValueError, match=r"batch x nan at \[3, 1\] is not finite \(in step 3\)"):
         run(alg, key, batch_fn=bad_from(2), num_steps=4, chunk_size=2, progress=False)
-    failing = _make_chunk_fn(alg.step, bad_from(1), 2, key, checked=True)
+    failing = make_chunk_fn(alg.step, bad_from(1), 2, key, checked=True)
     with pytest.raises(ValueError, match=r"batch x nan at \[3, 1\] is not finite \(in step 2\)"):
         failing(state, key, np.int32(0), np.int32(2), None)
     assert failing.located is not None
@@ -582,14 +582,14 @@ def test_restarts_of_a_step_with_data_dependent_loops_run():
     from vijax.data import BowBatch
     from vijax.inference import restarts, svi
     from vijax.models import LDA
-    from vijax.run._chunk import _make_chunk_fn
+    from vijax.run._runner import make_chunk_fn
 
     alg = restarts(svi(LDA(3, 20, max_iters=10), num_data=40), 2)
     ids = jnp.arange(4 * 6, dtype=jnp.int32).reshape(4, 6) % 20
     batch = BowBatch(ids, jnp.ones((4, 6), jnp.float32))
     result = run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: batch, num_steps=4, chunk_size=2, progress=False)
     assert result.trace["elbo"].shape == (4, 2) and np.all(np.isfinite(result.trace["elbo"]))
-    chunk = _make_chunk_fn(alg.step, lambda k, t: batch, 2, jax.random.PRNGKey(1), checked=True)
+    chunk = make_chunk_fn(alg.step, lambda k, t: batch, 2, jax.random.PRNGKey(1), checked=True)
     text = chunk.lower(alg.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1), np.int32(0), np.int32(2), None).as_text()
     assert chunk.collect and "callback" not in text
     bad = BowBatch(ids.at[1, 2].set(25), batch.counts)
@@ -604,7 +604,7 @@ def test_a_chunk_compiled_by_jit_step_keeps_the_processs_xla_settings(monkeypatc
     them), not jit_step's own CPU options, even in a process whose XLA_FLAGS leave the emitter open."""
     from vijax.inference import cavi
     from vijax.models import DiagonalGMM
-    from vijax.run._chunk import _make_chunk_fn
+    from vijax.run._runner import make_chunk_fn
 
     monkeypatch.setenv("XLA_FLAGS", "")  # jit_step alone would take its quick options here
     x = jnp.asarray(np.random.default_rng(0).normal(size=(20, 2)))
@@ -614,7 +614,7 @@ def test_a_chunk_compiled_by_jit_step_keeps_the_processs_xla_settings(monkeypatc
     def step(key, st, batch):  # the checks run under the vmap: not at the chunk's level
         return jax.vmap(lambda s: alg.step(key, s, batch))(st)
 
-    chunk = _make_chunk_fn(step, lambda k, t: x, 2, jax.random.PRNGKey(1), checked=True)
+    chunk = make_chunk_fn(step, lambda k, t: x, 2, jax.random.PRNGKey(1), checked=True)
     chunk.lower(states, jax.random.PRNGKey(1), np.int32(0), np.int32(2), None)
     assert not chunk.collect and chunk.fn.check_mode() in ("checkify", "plain")
     assert chunk.fn.compiler_options() is None

@@ -43,8 +43,6 @@ _MODULES = {
         "load_vocabulary",
         "tokenize",
     ),
-    "vijax.data._bernoulli": ("BernoulliMixtureData", "sample_bernoulli_mixture"),
-    "vijax.data._categorical_mixture": ("CategoricalMixtureData", "sample_categorical_mixture"),
     "vijax.data._hmm": ("HMMSample", "sample_hmm"),
     "vijax.data._images": (
         "ImageData",
@@ -56,7 +54,6 @@ _MODULES = {
     "vijax.data._minibatch": ("Minibatcher", "epoch_batches", "minibatches", "stack_batches"),
     "vijax.data._paths": ("resolve_data_path", "shared_data_path"),
     "vijax.data._spectra": ("SpectrogramData", "sample_speech_spectrogram", "speech_like_dictionary"),
-    "vijax.data._student_t": ("StudentTMixtureData", "sample_student_t_mixture"),
     "vijax.data._uci": (
         "DATASETS",
         "BinaryData",
@@ -69,11 +66,17 @@ _MODULES = {
         "load_usps_3v5",
     ),
     "vijax.data.synthetic": (
+        "BernoulliMixtureData",
+        "CategoricalMixtureData",
         "GMMData",
         "RegressionData",
+        "StudentTMixtureData",
+        "sample_bernoulli_mixture",
+        "sample_categorical_mixture",
         "sample_gmm",
         "sample_histogram_mixture",
         "sample_sparse_regression",
+        "sample_student_t_mixture",
     ),
 }
 

@@ -10,7 +10,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from vijax.data._bow import BowBatch, CorpusBatch
-from vijax.data._npz import _FileWriter, StreamingNpzWriter, open_npz
+from vijax.data._npz import FileWriter, StreamingNpzWriter, open_npz
 from vijax._validate import ArgumentError
 
 MIN_BUCKET = 8
@@ -40,10 +40,10 @@ def as_rng(seed) -> np.random.Generator:
     """
     if isinstance(seed, np.random.Generator):
         return seed
-    return np.random.default_rng(_seed_entropy(seed))
+    return np.random.default_rng(seed_entropy(seed))
 
 
-def _seed_entropy(seed) -> list[int]:
+def seed_entropy(seed) -> list[int]:
     if isinstance(seed, (bool, np.bool_)) or seed is None:
         raise ArgumentError("seed", f"seed must be an int or a JAX PRNG key, got {seed!r}")
     if isinstance(seed, (int, np.integer)):
@@ -69,7 +69,7 @@ def vouched(corpus: "Corpus") -> "Corpus":
     return corpus
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def readonly(a: np.ndarray) -> np.ndarray:
     if a.flags.writeable:
         a = a.view()
         a.flags.writeable = False
@@ -163,9 +163,9 @@ class Corpus:
         if validate:
             self._check(ptr, ids, cnt, size)
         # Casts copy only when the dtype differs (never for a corpus loaded by load_npz).
-        object.__setattr__(self, "doc_ptr", _readonly(ptr.astype(np.int64, copy=False)))
-        object.__setattr__(self, "word_ids", _readonly(ids.astype(np.int32, copy=False)))
-        object.__setattr__(self, "counts", _readonly(cnt.astype(np.float32, copy=False)))
+        object.__setattr__(self, "doc_ptr", readonly(ptr.astype(np.int64, copy=False)))
+        object.__setattr__(self, "word_ids", readonly(ids.astype(np.int32, copy=False)))
+        object.__setattr__(self, "counts", readonly(cnt.astype(np.float32, copy=False)))
         object.__setattr__(self, "vocab_size", size)
         object.__setattr__(self, "vocab", vocab)
         # whether its values were checked (here, or those of the corpus it was cut from, or made by
@@ -229,7 +229,7 @@ class Corpus:
             cum = np.concatenate([[0.0], np.cumsum(self.counts[lo:hi], dtype=np.float64)])
             ptr = self.doc_ptr[s.start : s.stop + 1] - lo
             out[s] = np.rint(cum[ptr[1:]] - cum[ptr[:-1]]).astype(np.int64)
-        return _readonly(out)
+        return readonly(out)
 
     @property
     def doc_unique_words(self) -> np.ndarray:
@@ -438,7 +438,7 @@ class Corpus:
         )
 
 
-class CorpusWriter(_FileWriter):
+class CorpusWriter(FileWriter):
     """Writes a corpus to an ``.npz`` file document chunk by document chunk.
 
     Only the chunk being appended is in memory: each array is spooled to disk as it comes, and

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import check_int, check_key, enforce_value_checks
 from vijax.models import CategoricalEmissions, HMMData, HMMParams
 from vijax.models.hmm import param_checks
@@ -46,12 +46,10 @@ def sample_hmm(
     if min_length is not None:
         check_int("min_length", min_length, maximum=length)
     enforce_value_checks(lambda: param_checks(params))
-    # one compiled program on concrete values (op by op, each operation would compile on its own)
-    return as_one_program(
-        lambda: _draw(key, params, num_sequences, length, min_length), "sample_hmm", options=EVALUATION_CPU_OPTIONS
-    )
+    return _draw(key, params, num_sequences, length, min_length)
 
 
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
 def _draw(key: PRNGKey, params: HMMParams, num_sequences: int, length: int, min_length: Optional[int]) -> HMMSample:
     k_len, k_z0, k_z, k_x = jax.random.split(key, 4)
     log_pi, log_a = jnp.log(params.initial_probs), jnp.log(params.transition_matrix)

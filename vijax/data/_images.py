@@ -18,9 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import EVALUATION_CPU_OPTIONS, setup_jit
 from vijax._validate import check_bool, check_int, check_key, check_scalar, float_dtype
-from vijax.data._uci import _split
+from vijax.data._uci import split_train_test
 from vijax.types import Array, PRNGKey
 
 
@@ -66,7 +65,7 @@ def load_digits_images(
     x = d.data / 16.0
     if binarize:
         x = (x > threshold).astype(np.float64)
-    xtr, ytr, xte, yte = _split(x, d.target, seed, test_fraction)
+    xtr, ytr, xte, yte = split_train_test(x, d.target, seed, test_fraction)
     return ImageData(
         xtr, xte, ytr.astype(np.int64), yte.astype(np.int64), (8, 8), "digits_binary" if binarize else "digits"
     )
@@ -138,9 +137,7 @@ def sample_latent_bernoulli(
     return _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, float_dtype(dtype))
 
 
-# one program, not one per eager op; it runs once, its run time growing with the data: XLA's classic
-# CPU emitter at LLVM -O2 (vijax._compile.EVALUATION_CPU_OPTIONS)
-@setup_jit(options=EVALUATION_CPU_OPTIONS, static_argnums=(1, 2, 3, 4, 5, 6))
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
 def _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, dt):
     k1, k2, k3, k4, k5 = jax.random.split(key, 5)
     w1 = jax.random.normal(k1, (latent_dim, hidden), dt) / np.sqrt(latent_dim)

@@ -8,7 +8,7 @@ from typing import Iterator, NamedTuple, Optional, Sequence
 import numpy as np
 
 from vijax._validate import ArgumentError, check_int, check_positive
-from vijax.data._csr import Corpus, CorpusWriter, _seed_entropy, vouched
+from vijax.data._csr import Corpus, CorpusWriter, seed_entropy, vouched
 from vijax.data._npz import open_npz
 
 LDA_BLOCK_DOCS = 512
@@ -70,7 +70,7 @@ def _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean) -
         )
     alpha = _concentration("alpha", alpha, num_topics)
     eta = _concentration("eta", eta, vocab_size)
-    entropy = _seed_entropy(key)
+    entropy = seed_entropy(key)
     rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
     topics = rng.dirichlet(eta, size=num_topics)
     return _Setup(entropy, int(num_docs), topics, _flat_cdf(topics), alpha, float(doc_length_mean))

@@ -12,7 +12,7 @@ import numpy as np
 
 from vijax._validate import ArgumentError, check_allocation, check_int
 from vijax.data._bow import BowBatch
-from vijax.data._csr import Corpus, _readonly, _seed_entropy, bucket_length
+from vijax.data._csr import Corpus, readonly, seed_entropy, bucket_length
 
 
 class Minibatcher:
@@ -115,7 +115,7 @@ class Minibatcher:
         self.bucket = bucket
         self.start_epoch = int(start_epoch)
         self.dtype = dtype
-        self._entropy = _seed_entropy(seed)
+        self._entropy = seed_entropy(seed)
         self._cached_epoch = (None, None)
 
     @property
@@ -129,7 +129,7 @@ class Minibatcher:
         epoch = int(epoch)
         if self._cached_epoch[0] != epoch:
             rng = np.random.default_rng(np.random.SeedSequence(self._entropy, spawn_key=(epoch,)))
-            self._cached_epoch = (epoch, _readonly(rng.permutation(self.corpus.num_docs)))
+            self._cached_epoch = (epoch, readonly(rng.permutation(self.corpus.num_docs)))
         return self._cached_epoch[1]
 
     def step_indices(self, t: int) -> np.ndarray:

@@ -108,7 +108,7 @@ def _open_npz(path: str | os.PathLike, mmap: bool) -> dict[str, np.ndarray]:
     return out
 
 
-class _FileWriter:
+class FileWriter:
     """A writer that ``close()`` finishes; a ``with`` block that raises discards what it wrote
     (``_discard()``) instead."""
 
@@ -123,7 +123,7 @@ class _FileWriter:
         return False
 
 
-class StreamingNpzWriter(_FileWriter):
+class StreamingNpzWriter(FileWriter):
     """Writes an uncompressed ``.npz`` whose arrays grow along their first axis, chunk by chunk.
 
     Each streamed array is spooled to a raw file in a temporary folder beside ``path``; only the

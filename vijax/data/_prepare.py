@@ -19,7 +19,7 @@ from typing import Optional
 
 from vijax.data._csr import Corpus, CorpusWriter
 from vijax.data._paths import check_regular_file
-from vijax.data._readers import _ldac_chunks, _ldac_vocabulary, read_line_chunks, read_uci_bow
+from vijax.data._readers import ldac_chunks, ldac_vocabulary, read_line_chunks, read_uci_bow
 from vijax.data._text import build_vocabulary, corpus_from_texts, load_vocabulary
 from vijax._validate import ArgumentError
 
@@ -109,13 +109,13 @@ def prepare_corpus(
             for start in range(0, corpus.num_docs, _WRITE_DOCS_PER_CHUNK):
                 w.append(corpus.subset(range(start, min(start + _WRITE_DOCS_PER_CHUNK, corpus.num_docs))))
     elif fmt == "ldac":
-        vocab, vocab_size = _ldac_vocabulary(vocab_path, vocab_size)
+        vocab, vocab_size = ldac_vocabulary(vocab_path, vocab_size)
         if vocab_size is None:  # a first pass for the largest word id
             vocab_size = 1 + max(
-                (int(ids.max()) for _, ids, _ in _ldac_chunks(input_path, None) if ids.size), default=-1
+                (int(ids.max()) for _, ids, _ in ldac_chunks(input_path, None) if ids.size), default=-1
             )
         with CorpusWriter(out_path, vocab_size, vocab) as w:
-            for sizes, ids, counts in _ldac_chunks(input_path, vocab_size):
+            for sizes, ids, counts in ldac_chunks(input_path, vocab_size):
                 w.append_arrays(sizes, ids, counts)
     else:
         vocabulary = (

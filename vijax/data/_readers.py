@@ -51,7 +51,7 @@ def open_text(path: str | os.PathLike) -> io.TextIOBase:
     return open(name, "r", encoding="utf-8")
 
 
-def _unreadable(name: str, lines_read: int, exc: BaseException) -> ValueError:
+def unreadable(name: str, lines_read: int, exc: BaseException) -> ValueError:
     """The error for a file whose reading failed after ``lines_read`` lines: the file is read again
     in binary, line by line, to find the first line that is not UTF-8 or where the gzip data breaks
     (a text stream decodes blocks ahead of the lines it returns)."""
@@ -90,7 +90,7 @@ def read_line_chunks(path: str | os.PathLike, lines_per_chunk: Optional[int] = N
             try:
                 lines = list(itertools.islice(fh, size))
             except _READ_ERRORS as e:
-                raise _unreadable(name, done, e) from e
+                raise unreadable(name, done, e) from e
             if not lines:
                 return
             yield done + 1, lines
@@ -120,7 +120,7 @@ def _vocabulary_words(vocab_path) -> tuple:
     return load_vocabulary(vocab_path, lowercase=False).words
 
 
-def _ldac_vocabulary(vocab_path, vocab_size) -> tuple[Optional[tuple], Optional[int]]:
+def ldac_vocabulary(vocab_path, vocab_size) -> tuple[Optional[tuple], Optional[int]]:
     """``(words, V)``: the vocabulary file's words and their number, checked against a given
     ``vocab_size``; ``(None, vocab_size)`` without a vocabulary file."""
     if vocab_path is None:
@@ -266,7 +266,7 @@ def _about(argument: str) -> Iterator[None]:
         raise ArgumentError(argument, str(e)) from e
 
 
-def _ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The documents of an lda-c file, a chunk of lines at a time: ``(entries per document, word
     ids, counts)``, checked (ValueError naming the file and line)."""
     name = os.fspath(path)
@@ -362,10 +362,10 @@ def read_ldac(
         if not any(line.strip() for _, lines in read_line_chunks(path, 1) for line in lines):
             raise ValueError(f"{os.fspath(path)!r} holds no documents (an empty lda-c file)")
     with _about("vocab_path"):
-        vocab, vocab_size = _ldac_vocabulary(vocab_path, vocab_size)
+        vocab, vocab_size = ldac_vocabulary(vocab_path, vocab_size)
     lengths, words, counts = [], [], []
     with _about("path"):
-        for sizes, ids, cnt in _ldac_chunks(path, vocab_size):
+        for sizes, ids, cnt in ldac_chunks(path, vocab_size):
             lengths.append(sizes)
             words.append(ids)
             counts.append(cnt)

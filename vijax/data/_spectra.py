@@ -12,13 +12,13 @@ FFT, the 257 rows are the bins 0, 31.25, ..., 8000 Hz.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import check_int, check_key, check_positive
 from vijax.types import Array, PRNGKey
 
@@ -149,17 +149,23 @@ def sample_speech_spectrogram(
     check_int("num_frames", num_frames)
     check_positive("shape", shape)
     check_positive("rate", rate)
-    dt = dtype or jnp.result_type(float)
+    check_int("num_freqs", num_freqs, 2)
+    check_int("num_atoms", num_atoms)
+    check_positive("sample_rate", sample_rate)
+    check_positive("peak", peak)
+    dt = jnp.dtype(dtype or jnp.result_type(float))
+    sizes = (num_freqs, num_atoms, num_frames)
+    return _draw(key, sizes, float(shape), float(rate), float(peak), float(sample_rate), dt)
 
-    def draw():
-        k_w, k_h, k_y = jax.random.split(key, 3)
-        w, f0 = speech_like_dictionary(k_w, num_freqs, num_atoms, sample_rate=sample_rate, peak=peak, dtype=dt)
-        h = jax.random.gamma(k_h, jnp.asarray(shape, dt), (num_atoms, num_frames), dtype=dt) / rate
-        y = jax.random.poisson(k_y, w @ h).astype(dt)
-        return SpectrogramData(y, w, h, f0)
 
-    # one compiled program on concrete values (op by op, each operation would compile on its own)
-    return as_one_program(draw, "sample_speech_spectrogram", options=EVALUATION_CPU_OPTIONS)
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
+def _draw(key, sizes, shape, rate, peak, sample_rate, dt) -> SpectrogramData:
+    num_freqs, num_atoms, num_frames = sizes
+    k_w, k_h, k_y = jax.random.split(key, 3)
+    w, f0 = speech_like_dictionary(k_w, num_freqs, num_atoms, sample_rate=sample_rate, peak=peak, dtype=dt)
+    h = jax.random.gamma(k_h, jnp.asarray(shape, dt), (num_atoms, num_frames), dtype=dt) / rate
+    y = jax.random.poisson(k_y, w @ h).astype(dt)
+    return SpectrogramData(y, w, h, f0)
 
 
 __all__ = ["SpectrogramData", "sample_speech_spectrogram", "speech_like_dictionary"]

@@ -90,13 +90,13 @@ def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
     other than -1/+1, text that is not UTF-8 (naming the line), or a path that is not a regular
     file.
     """
-    from vijax.data._readers import _unreadable
+    from vijax.data._readers import unreadable
 
     check_regular_file(path)
     try:
         a = np.loadtxt(path, delimiter=",", ndmin=2, encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise _unreadable(str(path), 0, e) from None
+        raise unreadable(str(path), 0, e) from None
     except ValueError as e:
         raise ArgumentError(path, f"{path}: {e}") from None
     if a.shape[0] < 1 or a.shape[1] < 2:
@@ -149,7 +149,7 @@ def load_usps_3v5(labels: str = "pm1") -> BinaryData:
     return _finish(xtr, ytr, xte, yte, "usps_3v5", labels)
 
 
-def _split(x, y, seed: int, test_fraction: float):
+def split_train_test(x, y, seed: int, test_fraction: float):
     """A stratified random split: ``test_fraction`` of each class, rounded, goes to the test set."""
     if not 0 < test_fraction < 1:
         raise ArgumentError(
@@ -169,7 +169,7 @@ def load_breast_cancer(labels: str = "pm1", seed: int = 0, test_fraction: float 
     from sklearn.datasets import load_breast_cancer as sk
 
     d = sk()
-    xtr, ytr, xte, yte = _split(d.data, np.where(d.target == 1, 1, -1), seed, test_fraction)
+    xtr, ytr, xte, yte = split_train_test(d.data, np.where(d.target == 1, 1, -1), seed, test_fraction)
     mu, sd = xtr.mean(0), xtr.std(0)
     sd = np.where(sd > 0, sd, 1.0)
     return _finish((xtr - mu) / sd, ytr, (xte - mu) / sd, yte, "breast_cancer", labels)
@@ -183,7 +183,7 @@ def load_digits_3v5(labels: str = "pm1", seed: int = 0, test_fraction: float = 0
     keep = (d.target == 3) | (d.target == 5)
     x = d.data[keep] / 8.0 - 1.0
     y = np.where(d.target[keep] == 3, 1, -1)
-    return _finish(*_split(x, y, seed, test_fraction), "digits_3v5", labels)
+    return _finish(*split_train_test(x, y, seed, test_fraction), "digits_3v5", labels)
 
 
 def load_binary_dataset(name: str, labels: str = "pm1", seed: int = 0) -> BinaryData:

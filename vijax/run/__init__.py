@@ -51,8 +51,7 @@ _MODULES = {
     ),
     "vijax.run._checkpoint": ("CheckpointError", "ConfigChangedError", "CorruptCheckpointError"),
     "vijax.run._health": ("RunHealth", "run_health"),
-    "vijax.run._lower": ("lower_run",),
-    "vijax.run._runner": ("RunConfig", "RunResult", "run"),
+    "vijax.run._runner": ("RunConfig", "RunResult", "lower_run", "run"),
     "vijax._compile": ("fast_cpu_compile",),
 }
 

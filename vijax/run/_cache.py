@@ -17,10 +17,7 @@ Where it lives, first match wins:
 Only programs that take at least ``jax_persistent_cache_min_compile_time_secs`` to compile are
 written; where that is still JAX's default of 1 s, ``enable_compile_cache`` lowers it to
 ``MIN_COMPILE_TIME_S`` (0.01 s), so that the small programs of a start are loaded on the next
-start too: a script's first ``jax.random.split`` compiles in 0.06-0.09 s and loads in 0.02 s
-(a probe of ``benchmarks/user_script.py``'s script, warm runs; the benchmark's set-up went from
-0.17-0.18 to 0.08 s), and a program that compiles in more than 10 ms loads faster than it
-compiles. The cache is trusted code: do not point it at a folder others can write.
+start too. The cache is trusted code: do not point it at a folder others can write.
 """
 
 from __future__ import annotations

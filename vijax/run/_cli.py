@@ -74,8 +74,8 @@ def import_builtin_experiments() -> None:
 def default_config() -> dict:
     """The embedded default config of ``vijax run``: ``DEFAULT_EXPERIMENT`` (the DP mixture of
     Bernoullis) at its registered defaults (the paper's sizes, ``configs/dp_bernoulli_full.yaml``)
-    but short: 100 steps instead of 500 and 5000 Monte Carlo draws per KL, so that the command
-    uses about 30 s of CPU time on a 2-core machine and still shows the methods' ranking and plots.
+    but short (100 steps instead of 500, 5000 Monte Carlo draws per KL), still showing the methods'
+    ranking and plots.
     ``configs/dp_bernoulli.yaml`` spells out the same values, which a test checks."""
     return {
         "experiment": DEFAULT_EXPERIMENT,

@@ -38,7 +38,7 @@ from vijax.inference import ALGORITHMS
 
 from ._bounds import MAX_SEED, SEED, check_bounds, check_memory, parse_bound
 from ._experiment import EXPERIMENTS
-from ._runner import _SETTINGS, RunConfig
+from ._run_config import SETTINGS, RunConfig
 from ._yaml import ConfigError, dump_yaml, parse_yaml, read_config_text
 
 RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig))
@@ -246,7 +246,7 @@ _EXTRA_BOUNDS = {
 def run_setting_schema(name: str) -> tuple[str, Any, str]:
     """The type, default and allowed range of the run setting ``name``, as
     ``vijax.run._runner.check_run_setting`` enforces them (``("int", 100, ">= 1")``)."""
-    default, types, nullable, minimum = _SETTINGS[name]
+    default, types, nullable, minimum = SETTINGS[name]
     minimum = _CONFIG_MINIMUM.get(name, minimum)
     kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
     bounds = ([f">= {minimum}"] if minimum is not None else []) + (
@@ -342,8 +342,7 @@ def _flatten(prefix: str, value: Any, out: dict) -> None:
 
 def file_identity(path: Union[str, os.PathLike]) -> str:
     """The identity of a data file: ``"<size> bytes, sha256 <hex>"``, the SHA-256 of its whole
-    content (streamed a MiB at a time, about 0.4 s per 256 MB read from the page cache),
-    independent of its name and modification time: any change to the content changes it, one
+    content (streamed a MiB at a time), independent of its name and modification time: any change to the content changes it, one
     that keeps the size included."""
     size = os.path.getsize(path)
     h = hashlib.sha256()

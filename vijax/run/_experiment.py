@@ -11,7 +11,7 @@ from vijax._validate import ArgumentError
 from vijax.inference import ALGORITHMS, VIAlgorithm, make_algorithm
 from vijax.types import Array, PRNGKey, PyTree
 from ._bounds import Need, check_bound_table
-from ._runner import RunConfig, _crossed
+from ._runner import RunConfig, crossed
 
 
 def check_methods(methods, allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -265,7 +265,7 @@ def eval_steps(run: Mapping) -> list[int]:
     steps, t = [], 0
     while t < rc.num_steps:
         t_end = min((t // rc.chunk_size + 1) * rc.chunk_size, rc.num_steps)
-        if _crossed(t, t_end, rc.eval_every) or t_end == rc.num_steps:
+        if crossed(t, t_end, rc.eval_every) or t_end == rc.num_steps:
             steps.append(t_end)
         t = t_end
     return steps or [0]

@@ -1,4 +1,4 @@
-"""The settings of a run: ``RunConfig`` and the one table of run settings (``_SETTINGS``), read by
+"""The settings of a run: ``RunConfig`` and the one table of run settings (``SETTINGS``), read by
 ``vijax.run.run`` and by the YAML schema of a config's ``run`` section."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from vijax._validate import ArgumentError
 # ----------------------------------------------------------------------------- settings
 # name -> (default, accepted types, may be None, minimum): the one table of run settings, read by
 # RunConfig (and so by run()) and by the YAML schema of a config's ``run`` section.
-_SETTINGS = {
+SETTINGS = {
     "num_steps": (1000, (int,), False, 0),
     "chunk_size": (100, (int,), False, 1),
     "tol": (None, (float,), True, None),
@@ -35,7 +35,7 @@ _SETTINGS = {
     "compile_cache": (None, (bool, str), True, None),
     "fast_cpu_compile": (True, (bool,), False, None),  # quicker CPU compiles (vijax/_compile.py)
     "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
-    "check_values": (True, (bool,), False, None),  # value checks of every step's batch (docs/design.md)
+    "check_values": (True, (bool,), False, None),  # value checks of every step's batch
 }
 
 
@@ -46,7 +46,7 @@ def _type_name(x) -> str:
 def check_run_setting(name: str, value, label: str):
     """``value`` checked against (and an int converted to float where a float is expected) the
     run setting ``name``; ValueError starting with ``label`` otherwise."""
-    _, types, nullable, minimum = _SETTINGS[name]
+    _, types, nullable, minimum = SETTINGS[name]
     if value is None and nullable:
         return None
     if float in types and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -106,20 +106,20 @@ class RunConfig:
         a failing one stops the run with a ValueError naming the value, its position and the step.
     """
 
-    num_steps: int = _SETTINGS["num_steps"][0]
-    chunk_size: int = _SETTINGS["chunk_size"][0]
-    tol: Optional[float] = _SETTINGS["tol"][0]
-    patience: int = _SETTINGS["patience"][0]
-    eval_every: Optional[int] = _SETTINGS["eval_every"][0]
-    checkpoint_every: Optional[int] = _SETTINGS["checkpoint_every"][0]
-    progress: bool = _SETTINGS["progress"][0]
-    max_rejected_share: float = _SETTINGS["max_rejected_share"][0]
-    x64: bool = _SETTINGS["x64"][0]
-    cpu_devices: Optional[int] = _SETTINGS["cpu_devices"][0]
-    compile_cache: Union[bool, str] = _SETTINGS["compile_cache"][0]
-    fast_cpu_compile: bool = _SETTINGS["fast_cpu_compile"][0]
-    prefetch: int = _SETTINGS["prefetch"][0]
-    check_values: bool = _SETTINGS["check_values"][0]
+    num_steps: int = SETTINGS["num_steps"][0]
+    chunk_size: int = SETTINGS["chunk_size"][0]
+    tol: Optional[float] = SETTINGS["tol"][0]
+    patience: int = SETTINGS["patience"][0]
+    eval_every: Optional[int] = SETTINGS["eval_every"][0]
+    checkpoint_every: Optional[int] = SETTINGS["checkpoint_every"][0]
+    progress: bool = SETTINGS["progress"][0]
+    max_rejected_share: float = SETTINGS["max_rejected_share"][0]
+    x64: bool = SETTINGS["x64"][0]
+    cpu_devices: Optional[int] = SETTINGS["cpu_devices"][0]
+    compile_cache: Union[bool, str] = SETTINGS["compile_cache"][0]
+    fast_cpu_compile: bool = SETTINGS["fast_cpu_compile"][0]
+    prefetch: int = SETTINGS["prefetch"][0]
+    check_values: bool = SETTINGS["check_values"][0]
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -128,10 +128,10 @@ class RunConfig:
     @classmethod
     def from_dict(cls, values: Mapping, prefix: str = "run") -> "RunConfig":
         """A RunConfig from a mapping (a config's ``run`` section); errors name ``<prefix>.<key>``."""
-        unknown = sorted(set(values) - set(_SETTINGS))
+        unknown = sorted(set(values) - set(SETTINGS))
         if unknown:
             raise ValueError(
-                f"unknown config key {prefix + '.' + str(unknown[0])!r}; allowed keys of {prefix}: {sorted(_SETTINGS)}"
+                f"unknown config key {prefix + '.' + str(unknown[0])!r}; allowed keys of {prefix}: {sorted(SETTINGS)}"
             )
         checked = {k: check_run_setting(k, v, f"{prefix}.{k}") for k, v in values.items()}
         return cls(**checked)
@@ -143,16 +143,16 @@ class RunConfig:
     def replace(self, **settings) -> "RunConfig":
         """A copy with ``settings`` changed (checked like the constructor's); ValueError naming an
         unknown setting."""
-        unknown = sorted(set(settings) - set(_SETTINGS))
+        unknown = sorted(set(settings) - set(SETTINGS))
         if unknown:
-            raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(_SETTINGS)}")
+            raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(SETTINGS)}")
         return dataclasses.replace(self, **settings)
 
     def apply_process_settings(self) -> None:
         """Applies ``x64``, ``cpu_devices``, ``fast_cpu_compile`` and ``compile_cache`` to this
         process. The first three must happen before JAX makes arrays (``cpu_devices`` before it
         starts its backends); ValueError naming ``x64`` or ``cpu_devices`` when that is too late
-        (``fast_cpu_compile`` then changes nothing: it only makes compilation faster)."""
+        (``fast_cpu_compile`` then changes nothing)."""
         if self.fast_cpu_compile:
             fast_cpu_compile()
         if self.x64:
@@ -184,4 +184,4 @@ class RunConfig:
             )
 
 
-__all__ = ["RunConfig", "check_run_setting"]
+__all__ = ["SETTINGS", "RunConfig", "check_run_setting"]

@@ -40,18 +40,18 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 from tqdm.auto import tqdm
 
+from vijax._validate import ArgumentError, NestedValueCheck, check_key, collecting_checks, raise_collected, value_checks
 from vijax.data import PrefetchHostBatches
-from vijax._compile import host_key_data
-from vijax._validate import ArgumentError, check_key, value_checks
-from vijax.inference import VIAlgorithm, check_algorithm
-from . import _cache, _checkpoint
-from ._checkpoint_store import CheckpointStore, replicated
-from ._chunk import _make_chunk_fn
-from ._run_config import _SETTINGS, RunConfig, check_run_setting  # noqa: F401  (re-exported)
-from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
+from vijax.inference import VIAlgorithm, check_algorithm, jit_step
+from vijax.models import split_arrays
 from vijax.types import Array, PRNGKey, PyTree
+from . import _cache, _checkpoint
+from ._checkpoint import CheckpointStore, replicated
+from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
+from ._run_config import RunConfig, check_run_setting
 
 
 class RunResult(NamedTuple):
@@ -131,7 +131,7 @@ def _tolerance_met(means: Sequence[float], tol: Optional[float], patience: int) 
     return bool(np.all(rel < tol))
 
 
-def _crossed(before: int, after: int, every: Optional[int]) -> bool:
+def crossed(before: int, after: int, every: Optional[int]) -> bool:
     """Whether a multiple of ``every`` lies in ``(before, after]``."""
     return every is not None and after // every > before // every
 
@@ -184,13 +184,11 @@ class _Progress:
         self.converged = _tolerance_met(self.means, tol, patience)
 
 
-def _initial_progress(
+def initial_progress(
     alg, init_state, init_key, key_data, store, resume, fingerprint=None, allow_changes=False
 ) -> _Progress:
     """The start of a run: ``init_state`` (or ``alg.init``), or on resume the newest intact
-    checkpoint that ``store`` finds (``_checkpoint.find_resumable``: a corrupt newer one is
-    reported, renamed ``<name>.corrupt`` and skipped). Every process of a run checks the same bytes
-    against its own template, so all of them accept the checkpoint or raise the same error."""
+    checkpoint that ``store`` finds, checked against the run's state, key and fingerprint."""
     if init_state is None:
         state = alg.init(init_key)
     else:
@@ -236,8 +234,8 @@ def _initial_progress(
 
 
 def _save(prog: _Progress, store, key_data, elapsed, fingerprint=None, collective=True) -> None:
-    """A checkpoint of ``prog`` (unless there is nothing new to save); every process of a run
-    calls it alike (``CheckpointStore.save``), but for an interrupt (``collective=False``)."""
+    """A checkpoint of ``prog`` unless there is nothing new to save (every process calls it, but for
+    an interrupt, ``collective=False``)."""
     if not store.enabled or prog.saved_at == prog.step or prog.step == 0:
         return
     prog.parts = [_concat(prog.parts)] if prog.parts else []
@@ -353,23 +351,21 @@ def run(
     _cache.enable_compile_cache(rc.compile_cache)
     if (batch_fn is None) == (host_batches is None):
         raise ValueError("give exactly one of batch_fn and host_batches")
-    # in a run of several processes, the settings that decide its collective calls (the chunks'
-    # psum, the evaluations, the saves) must agree, or a process would wait for the others forever
     store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every, _collective_settings(rc, eval_fn))
     start = time.perf_counter()
     init_key, step_base = jax.random.split(key)
-    key_data = host_key_data(key)
+    key_data = np.asarray(jax.random.key_data(key))
     fields = tuple(progress_fields) if progress_fields is not None else ("elbo",)
     fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
     with store.held():  # the folder is this run's until it returns (vijax.run._lock)
-        prog = _initial_progress(alg, init_state, init_key, key_data, store, resume, fingerprint, allow_changes)
+        prog = initial_progress(alg, init_state, init_key, key_data, store, resume, fingerprint, allow_changes)
         prog.state = replicated(prog.state)  # several processes: placed as every chunk leaves it
         prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
 
         def elapsed():
             return prog.wall0 + time.perf_counter() - start
 
-        chunk_fn = _make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
+        chunk_fn = make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
         prefetcher = None
         if host_batches is not None and rc.prefetch > 0:
             host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
@@ -433,9 +429,7 @@ def _collective_settings(rc: RunConfig, eval_fn) -> dict:
 
 
 def _compile_up_front(chunk_fn, prog: _Progress, step_base, pending, chunk_size: int, bar) -> None:
-    """Compiles the chunk function for the first chunk's shapes before the loop, with a progress
-    line, so that the run's time is not charged to its first chunk (a later chunk of other stacked
-    shapes, e.g. a longer padded length, would compile again: see ``Minibatcher(length=...)``)."""
+    """Compiles the chunk for the first chunk's shapes before the loop, with a progress line."""
     t0 = prog.step
     args = (prog.state, step_base, np.int32(t0), np.int32(t0 + chunk_size), pending)
     show = not bar.disable
@@ -487,21 +481,21 @@ def _run_chunks(
         finished = prog.converged or prog.step >= rc.num_steps
         if t0 == first:  # the trace's fields are known from this call's first chunk on
             _check_fields(fields, part, save)
-        if eval_fn is not None and (_crossed(t0, prog.step, rc.eval_every) or finished):
+        if eval_fn is not None and (crossed(t0, prog.step, rc.eval_every) or finished):
             try:
                 prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
             except Exception:  # the user's evaluation failed: keep the steps taken, then report it
                 save()
                 raise
-        if _crossed(t0, prog.step, rc.checkpoint_every) or finished:
+        if crossed(t0, prog.step, rc.checkpoint_every) or finished:
             save()
         bar.set_postfix(_postfix({f: _chunk_mean(part[f]) for f in fields if f in part}, prog.evals), refresh=False)
         bar.update(t_end - t0)
 
 
 def _check_fields(fields: tuple, part: dict, save: Callable[[], None]) -> None:
-    """``progress_fields`` must name fields of the trace (the step's info): a ValueError naming it,
-    after a checkpoint of the steps taken (a misspelt field was skipped without a word)."""
+    """``progress_fields`` must name fields of the trace: a ValueError naming it, after a checkpoint
+    of the steps taken."""
     unknown = [f for f in fields if f not in part]
     if unknown:
         save()
@@ -511,4 +505,171 @@ def _check_fields(fields: tuple, part: dict, save: Callable[[], None]) -> None:
         )
 
 
-__all__ = ["RunConfig", "RunHealth", "RunResult", "applied_steps", "check_run_setting", "run", "run_health"]
+# ----------------------------------------------------------------------------- the compiled chunk
+class _Chunk:
+    """The compiled chunk with the batch function's captured arrays and the step's arrays (its
+    model's, ``vijax.models.split_arrays``) bound as its first arguments, so that the program does
+    not embed the data: ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``.
+
+    With value checks, each step's checks are collected as outputs of the scan (one row per step);
+    on a failure the chunk runs again in a program that also locates the first failure, and raises
+    its error. Where a step's checks sit below its own level (under a ``vmap`` of restarts) the
+    chunk is compiled by ``jit_step`` instead."""
+
+    def __init__(self, make_jit: Callable, consts: tuple, step_arrays: list, collect: bool):
+        self.make_jit, self.consts, self.step_arrays, self.collect = make_jit, consts, step_arrays, collect
+        self.fn = make_jit(collect)
+        self.located = None  # the chunk returning located checks, compiled at a first failure
+
+    def _apply(self, lower: bool, args):
+        try:
+            out = (self.fn.lower if lower else self.fn)(self.consts, self.step_arrays, *args)
+        except NestedValueCheck:  # at most once: the checks' other way
+            self.collect = False
+            self.fn = self.make_jit(self.collect)
+            out = (self.fn.lower if lower else self.fn)(self.consts, self.step_arrays, *args)
+        if lower:
+            return out
+        state, (infos, checks) = out
+        if checks is not None:
+            raise_collected(checks, lambda: self._located()(self.consts, self.step_arrays, *args)[1][1])
+        return state, infos
+
+    def _located(self):
+        """The chunk returning located checks, compiled at a first failure only."""
+        if self.located is None:
+            self.located = self.make_jit(self.collect, locate=True)
+        return self.located
+
+    def __call__(self, *args):
+        return self._apply(False, args)
+
+    def lower(self, *args):
+        return self._apply(True, args)
+
+
+def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
+    """``(batch_of(consts, key, t), consts)``: ``batch_fn`` with the arrays it captures (e.g. the
+    full data set of a batch algorithm, ``lambda key, t: y``) made arguments, not constants of the
+    compiled chunk."""
+    key = jax.eval_shape(lambda b: jax.random.split(jax.random.fold_in(b, 0))[0], step_base)
+    closed, out = jax.make_jaxpr(batch_fn, return_shape=True)(key, jax.ShapeDtypeStruct((), jnp.int32))
+    tree = jax.tree.structure(out)
+
+    def batch_of(consts, batch_key, t):
+        return jax.tree.unflatten(tree, jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, list(consts)))(batch_key, t))
+
+    return batch_of, tuple(closed.consts)
+
+
+def make_chunk_fn(
+    step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base, checked: bool = False
+) -> "_Chunk":
+    """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk.
+
+    ``host`` is None with a ``batch_fn``, or the chunk's stacked host batches (leading axis
+    ``chunk_size``). With ``checked`` (the run's ``check_values``), each step's value checks are
+    collected as outputs of the scan and raised after the call (``_Chunk``): the program has no
+    host callback, so JAX's persistent compilation cache can store it."""
+    batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
+    step_arrays, rebuild_step = split_arrays(step_fn)
+
+    def make_jit(collect: bool, locate: bool = False):
+        def chunk(consts, step_arrays, state, step_base, t0, t_end, host):
+            ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
+            bound = rebuild_step(step_arrays)
+
+            def step(key, state, batch):
+                if not collect:
+                    return bound(key, state, batch), None
+                return collecting_checks(bound, locate)(key, state, batch)
+
+            def body(state, xs):
+                t, host_batch = xs
+                batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))
+                batch = batch_of(consts, batch_key, t) if host_batch is None else host_batch
+                (new_state, info), checks = step(step_key, state, batch)
+                active = t < t_end
+                state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)
+                # a step past t_end is not applied, nor are its checks
+                if checks is not None and "failed" in checks:
+                    checks = {**checks, "failed": checks["failed"] & active}
+                elif checks is not None:
+                    checks = {"rows": [r & active for r in checks["rows"]]}
+                return state, (info, checks)
+
+            return jax.lax.scan(body, state, (ts, host))
+
+        return jax.jit(chunk) if collect or not checked else jit_step(chunk, cpu_compile="xla")
+
+    return _Chunk(make_jit, consts, step_arrays, checked)
+
+
+def _abstract_init(alg, init_state, init_key):
+    """The shapes and dtypes (no weak types) of the state a run starts from, by tracing its init;
+    None when the init cannot be traced."""
+    if init_state is not None and not callable(init_state):
+        return None
+    make = (lambda k: alg.init(k)) if init_state is None else init_state
+    try:
+        shapes = jax.eval_shape(make, init_key)
+    except jax.errors.JAXTypeError:
+        return None
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=s.sharding), shapes)
+
+
+def lower_run(
+    alg: VIAlgorithm,
+    key: PRNGKey,
+    *,
+    batch_fn: Optional[Callable[[PRNGKey, Array], PyTree]] = None,
+    host_batches: Optional[Callable[[int, int], PyTree]] = None,
+    init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
+    config: Optional[RunConfig] = None,
+    **settings,
+) -> jax.stages.Lowered:
+    """The chunk program that ``run`` with the same arguments compiles before its first step,
+    traced and lowered but not compiled (``.as_text()``: its StableHLO; ``.compile()``: as the run
+    compiles it). The init is only traced for the state's shapes, or run where it cannot be traced;
+    ``host_batches`` is called once, for the first chunk. The arguments are those of ``run``.
+
+    Raises:
+      ValueError: as ``run`` does, for ``x64`` / ``cpu_devices`` this process does not have, or
+        not exactly one of ``batch_fn`` and ``host_batches``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from vijax.inference import VIAlgorithm
+      >>> alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()),
+      ...                   step=lambda k, x, b: (x + 0.5 * (b - x), {"elbo": -(x - b) ** 2}))
+      >>> low = lower_run(alg, jax.random.PRNGKey(0), batch_fn=lambda k, t: jnp.ones(()), chunk_size=20)
+      >>> "stablehlo" in low.as_text()
+      True
+    """
+    rc = (config if config is not None else RunConfig()).replace(**settings)
+    rc.check_process_settings()
+    if (batch_fn is None) == (host_batches is None):
+        raise ValueError("give exactly one of batch_fn and host_batches")
+    init_key, step_base = jax.random.split(key)
+    state = _abstract_init(alg, init_state, init_key)
+    if state is None:  # an init with host code: run it, as run does
+        state = initial_progress(alg, init_state, init_key, np.asarray(jax.random.key_data(key)), None, False).state
+    chunk_fn = make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
+    pending = None if host_batches is None else host_batches(0, rc.chunk_size)
+    with value_checks(rc.check_values):  # read when the chunk is traced, as in run
+        return chunk_fn.lower(state, step_base, np.int32(0), np.int32(rc.chunk_size), pending)
+
+
+__all__ = [
+    "RunConfig",
+    "RunHealth",
+    "RunResult",
+    "applied_steps",
+    "check_run_setting",
+    "crossed",
+    "initial_progress",
+    "lower_run",
+    "make_chunk_fn",
+    "run",
+    "run_health",
+]
