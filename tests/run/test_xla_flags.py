@@ -67,14 +67,14 @@ def test_set_before_the_backends_start_and_not_after():
 
 def test_nothing_is_added_for_a_jaxlib_that_does_not_know_the_flags(monkeypatch):
     # jaxlib 0.11 stops the process at --xla_cpu_use_fusion_emitters (unknown to it)
-    from vijax import _compile as _xla_flags
+    from vijax import _compile
 
     monkeypatch.setattr(_xla_flags, "_jaxlib_version", lambda: (0, 11))
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
-    assert _xla_flags.fast_cpu_compile() is False
+    assert _compile.fast_cpu_compile() is False
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
     monkeypatch.undo()
-    assert _xla_flags._jaxlib_version() < _xla_flags.KNOWN_BELOW  # the installed one (pinned below 0.11)
+    assert _compile._jaxlib_version() < _compile.KNOWN_BELOW  # the installed one (pinned below 0.11)
 
 
 def test_run_config_setting():
