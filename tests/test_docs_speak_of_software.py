@@ -1,5 +1,6 @@
-"""The documents a user reads speak of the software only: no sessions, issue numbers or commit hashes
-(what was tried, and when, belongs to the CHANGELOG)."""
+"""The documents a user reads speak of the software only: no sessions, issue numbers, commit hashes or
+lab-notebook phrases ("that day", "re-run", "we measured"). What was tried and not kept is one line
+on docs/decisions.md; user-facing changes go to the CHANGELOG."""
 
 import pathlib
 import re
@@ -22,6 +23,13 @@ NARRATION = [
         "a session",
     ),
     (re.compile(r"\bissues? #?\d+\b|\(#\d+\)|\bPR #?\d+\b", re.I), "an issue number"),
+    # a lab notebook's diary: the day of a measurement, its repeats, who measured
+    (
+        re.compile(r"\b(that|another|the same|the other|a (faster|slower|later|quieter|busier)) day\b", re.I),
+        "a day of measurement",
+    ),
+    (re.compile(r"\bre-?run(s|ning)?\b", re.I), "a re-run"),
+    (re.compile(r"\bwe (measured|tried|found|ran|timed)\b", re.I), "who measured"),
     # a commit hash: 7-40 hexadecimal characters with at least one letter and one digit, not a number
     (re.compile(r"(?<![\w#/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w/.-])"), "a commit hash"),
 ]
@@ -48,4 +56,7 @@ def test_the_patterns_catch_what_they_name():
     text = "as this session found; see issue 16 and (#12); fixed in 856cb60~1 and 95c9b05"
     hits = [m.group(0) for pattern, _ in NARRATION for m in pattern.finditer(text)]
     assert hits == ["this session", "issue 16", "(#12)", "856cb60", "95c9b05"]
+    diary = "Measured that day, then on a faster day; a re-run and two reruns: we measured 2 s."
+    hits = [m.group(0) for pattern, _ in NARRATION for m in pattern.finditer(diary)]
+    assert hits == ["that day", "a faster day", "re-run", "reruns", "we measured"]
     assert not [m for pattern, _ in NARRATION for m in pattern.finditer("−26007187.1, 1e-5, sha256, #1f77b4")]
