@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import reduce_in_one_kernel
 from vijax import expfam
 from vijax._validate import ArgumentError, enforce_value_checks, finite_nonnegative, ids_in_range, implements
 from vijax.types import Array, PRNGKey, PyTree
@@ -45,16 +44,13 @@ class LocalResult(NamedTuple):
 
 @runtime_checkable
 class BatchChecked(Protocol):
-    """How a model declares the checks of a step's batch: every protocol of a model that steps on
-    batches extends it, and an algorithm's step runs both (``vijax.inference.check_step_batch``),
-    the same way for a concrete batch and a traced one.
+    """How a model declares the checks of a step's batch; every protocol of a model that steps on
+    batches extends it, and a step runs both (:func:`check_step_batch`).
 
     - ``check_data(batch)``: shapes and dtypes. At a step it runs on the batch's abstract values
-      (``jax.eval_shape``), so it must not read values (a ``TypeError`` names the model otherwise);
-      called on concrete data (``init``, ``from_data``) it may check values too.
+      (``jax.eval_shape``), so it must not read values; on concrete data (``init``) it may.
     - ``batch_checks(batch) -> list[vijax.models.ValueCheck]``: the value checks (ids in range,
-      counts non-negative, finite data), enforced eagerly or inside the compiled step with the step
-      number; an empty list where there are none.
+      counts non-negative, finite data), enforced eagerly or inside the compiled step.
     """
 
     def check_data(self, batch: PyTree) -> None:
@@ -74,10 +70,8 @@ _CONCRETE_ONLY = (
 
 def bow_batch_checks(batch: Any, vocab_size: int) -> list:
     """The value checks of a bag-of-words batch ``(word_ids, counts)`` for a model of V =
-    ``vocab_size`` words (LDA, CTM, pLSA): word ids in [0, V), counts finite and >= 0. No checks for a
-    batch whose corpus vouches for them (``vijax.data.CorpusBatch``: its
-    ``checked_vocab_size()`` is at most V), so that a step on a ``Minibatcher``'s batches compiles
-    no check of them (and no host callback under a plain ``jax.jit``)."""
+    ``vocab_size`` words (LDA, CTM, pLSA): word ids in [0, V), counts finite and >= 0; none for a
+    batch whose corpus vouches for them (``vijax.data.CorpusBatch.checked_vocab_size() <= V``)."""
     checked = getattr(batch, "checked_vocab_size", None)
     bound = checked() if callable(checked) else None
     if bound is not None and bound <= vocab_size:
@@ -113,26 +107,14 @@ def check_one_array(model: Any, x: Any, takes: str) -> None:
 
 
 def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
-    """The checks every public ``step`` runs on its batch (docs/design.md, "Checked steps"), the
-    same way for a concrete batch and a traced one:
-
-    - every batch must be a pytree of numeric arrays (strings and object arrays are refused,
-      naming ``batch``);
-    - a model that declares its checks (:class:`vijax.models.BatchChecked`, which every protocol of
-      a model that steps on batches extends) has its ``check_data`` run on the batch's abstract
-      values (``jax.eval_shape``: shapes and dtypes, at trace time, never a host copy of the data)
-      and its ``batch_checks(batch)`` enforced by ``enforce_value_checks`` with the step number
-      ``count + 1``: a ValueError at once for a concrete batch, an error from inside the compiled
-      step for a traced one; off where the step is traced with ``check_values=False``
-      (``jit_step``, ``with_value_checks``, the runner's ``RunConfig.check_values``). Traced, a good
-      batch costs one fused reduction per check (a check covered by another, none);
-      ``batch_checks`` runs again, inside a ``lax.cond``, only to locate a failure.
-
-    Anything else (a plain log-density) is not checked further.
+    """The checks every public ``step`` runs on its batch, concrete or traced: the batch must be a
+    pytree of numeric arrays; a :class:`BatchChecked` model has its ``check_data`` run on the
+    batch's abstract values (``jax.eval_shape``) and its ``batch_checks`` enforced by
+    ``enforce_value_checks`` with the step number ``count + 1`` (a ValueError at once for a
+    concrete batch, an error from inside the compiled step for a traced one).
 
     Raises:
-      TypeError: naming the model when its ``check_data`` reads values (it cannot run on abstract
-        values); value checks belong in ``batch_checks``.
+      TypeError: naming the model when its ``check_data`` reads values.
     """
     for leaf in jax.tree_util.tree_leaves(batch):  # also for a plain log-density's batch
         kind = getattr(getattr(leaf, "dtype", None), "kind", None)
@@ -153,7 +135,6 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
         raise ArgumentError(
             "batch", f"batch must be a pytree of numeric arrays, got {type(batch).__name__} ({e})"
         ) from None
-    # built again where a traced failure is located: a good step costs one fused pass per check
     enforce_value_checks(lambda: model.batch_checks(batch), count)
 
 
@@ -161,24 +142,8 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
 class ConditionallyConjugateModel(BatchChecked, Protocol):
     """What CAVI, SVI and SSVI need from a model.
 
-    Optional, for hyperparameter updates (``svi(..., hyper_step=...)``; Hoffman & Blei 2015, §2.6): a model
-    with positive scalar hyperparameters h (LDA's alpha and eta) may also offer
-
-    - ``hyperparameters() -> dict[str, float]``: their fixed values, the start of the updates;
-    - a keyword ``hyper`` (a dict of scalar arrays, possibly traced; None = the fixed values) to
-      ``prior(hyper=None)`` and ``local_step(globals_view, batch, key, method, hyper=None)``;
-    - ``hyper_objective(hyper, q_global, local, scale) -> scalar``: the terms of the ELBO that
-      depend on h, with q(beta) and the locals of ``local`` held fixed, the batch's terms
-      multiplied by ``scale`` (N / S), differentiable in ``hyper`` by ``jax.grad``. SVI takes
-      damped Newton steps on it and needs it concave in each h (true of any h that is a natural
-      parameter of the prior, whose second derivative is minus the prior's Fisher information).
-
-    Models without hyperparameters (the GMMs) offer none of these and are called without ``hyper``.
-
-    Optional, for padded batches: ``present_rows(batch) -> (S,) bool``, the rows that hold a data
-    point. SVI, SSVI and MAP-EM then scale a batch by N / (their number) instead of N / S, so that
-    padding rows (LDA's empty documents, which a ``Minibatcher`` adds) are not counted as data; SVI
-    then passes ``hyper_objective`` an (S,) ``scale``, 0 on the padding rows.
+    Optional: hyperparameters SVI can learn (:class:`HyperparameterModel`) and padded batches
+    (:class:`PaddedBatchModel`).
     """
 
     local_methods: tuple[str, ...]
@@ -195,9 +160,15 @@ class ConditionallyConjugateModel(BatchChecked, Protocol):
 
 @runtime_checkable
 class HyperparameterModel(ConditionallyConjugateModel, Protocol):
-    """A conditionally conjugate model whose positive scalar hyperparameters h SVI can learn
-    (``svi(..., hyper_step=...)``; Hoffman and Blei 2015, §2.6): see the notes of
-    :class:`ConditionallyConjugateModel`. ``prior`` and ``local_step`` also take ``hyper=``."""
+    """A conditionally conjugate model whose positive scalar hyperparameters h (LDA's alpha and
+    eta) SVI can learn (``svi(..., hyper_step=...)``; Hoffman and Blei 2015, §2.6).
+
+    ``prior`` and ``local_step`` also take ``hyper=`` (a dict of scalar arrays, possibly traced;
+    None = the fixed values). ``hyper_objective(hyper, q_global, local, scale)`` is the part of
+    the ELBO that depends on h, with q(beta) and the locals fixed and the batch's terms multiplied
+    by ``scale`` (N / S, or one weight per row); SVI takes damped Newton steps on it and needs it
+    concave in each h.
+    """
 
     def hyperparameters(self) -> dict:
         """The fixed values of h, the start of the updates."""
@@ -208,8 +179,8 @@ class HyperparameterModel(ConditionallyConjugateModel, Protocol):
 
 @runtime_checkable
 class PaddedBatchModel(Protocol):
-    """A model whose batches may hold padding rows (see :class:`ConditionallyConjugateModel`):
-    SVI, SSVI and MAP-EM scale a batch by N over ``present_rows(batch).sum()``."""
+    """A model whose batches may hold padding rows (LDA's empty documents, which a ``Minibatcher``
+    adds): SVI, SSVI and MAP-EM scale a batch by N over ``present_rows(batch).sum()``."""
 
     def present_rows(self, batch: PyTree) -> Array:
         """(S,) bool: the rows of ``batch`` that hold a data point."""
@@ -235,11 +206,7 @@ def conjugate_elbo(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.
 
 def conjugate_elbo_terms(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.0) -> tuple[Array, Array]:
     """The two terms of :func:`conjugate_elbo`, L = data_term - kl: the data term
-    scale * (<sbar, E_q[t(beta)]> + local_terms) and KL(q(beta) || p(beta)).
-
-    Apart, so that a step's non-finite guard can test each (the conjugate steps test both: the KL
-    of Dirichlet topics shares its digamma series with the local step's mean parameters).
-    """
+    scale * (<sbar, E_q[t(beta)]> + local_terms) and KL(q(beta) || p(beta))."""
     expected_t = expfam.tree_mean_params(q_global)
     data_term = expfam.tree_inner(local.suff_stats, expected_t) + local.local_terms
     return scale * data_term, expfam.tree_kl(q_global, prior)
@@ -252,19 +219,15 @@ def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
 
 
 def program_argument(x) -> Array:
-    """``x`` as one argument of a jitted evaluation: a JAX array (or tracer) as it is, anything else
-    (a NumPy array, a nested list) made a NumPy array on the host first, so that a list is one
-    argument, not one per number, and no conversion is compiled on its own."""
+    """``x`` as a JAX array as it is, anything else (a nested list) as a NumPy array."""
     return x if isinstance(x, jax.Array) else np.asarray(x)
 
 
 def rows_with_data(batch) -> Array:
-    """(S,) bool: the rows of a bag-of-words batch (``counts`` (S, L)) that hold a token, LDA's
-    ``present_rows`` (above): the rows a ``Minibatcher`` pads a batch with are all zero. An empty
-    document of the corpus adds nothing to the statistics or the ELBO either (its q(theta) is the
-    prior) and is not counted: ``num_data = corpus.num_docs - corpus.num_empty`` makes the estimate
-    unbiased (``num_docs`` weights a corpus with E empty documents by num_docs / (num_docs - E))."""
-    return reduce_in_one_kernel(jnp.any, jnp.asarray(batch.counts) != 0)
+    """(S,) bool: the rows of a bag-of-words batch that hold a token (LDA's ``present_rows``). An
+    empty document adds nothing to the statistics or the ELBO; ``num_data = corpus.num_docs -
+    corpus.num_empty`` makes the estimate unbiased."""
+    return jnp.any(jnp.asarray(batch.counts) != 0, axis=-1)
 
 
 def entropy_of_probs(probs: Array, axis: int = -1) -> Array:

@@ -13,7 +13,6 @@ from typing import Any, Callable, ClassVar, Mapping
 import jax
 import numpy as np
 
-from vijax._compile import setup_jit
 from vijax._validate import ArgumentError
 
 
@@ -102,14 +101,13 @@ class _Static:
 _ARRAY = object()  # the place of an array among a call's leaves
 
 
-def filter_jit(fn: Callable, *, setup: bool = False) -> Callable:
+def filter_jit(fn: Callable) -> Callable:
     """``fn`` compiled with the arrays among its arguments' leaves traced and every other leaf
     static (Equinox's ``filter_jit``): a model that is a pytree gives its arrays, a model object
     of the user's that is not one is static as a whole, numbers and names are static. One program
-    per distinct static part, as with ``static_argnums``. ``setup=True``: a program that runs once
-    (a start, a check), compiled by ``vijax._compile.setup_jit``'s quick settings."""
+    per distinct static part, as with ``static_argnums``."""
 
-    @functools.partial(setup_jit if setup else jax.jit, static_argnums=0)
+    @functools.partial(jax.jit, static_argnums=0)
     def compiled(static: _Static, arrays: list):
         it = iter(arrays)
         args, kwargs = static.treedef.unflatten([next(it) if leaf is _ARRAY else leaf for leaf in static.leaves])

@@ -8,37 +8,27 @@ The generative process (Hoffman & Blei 2015, eq. 25; Blei et al. 2017, appendix 
 
 The globals are the K topics; q(beta_k) = Dirichlet(lambda_k). A document's complete-data
 likelihood is linear in t(beta) = log beta, with statistic c_kv = sum_n 1[w_dn = v] 1[z_dn = k]
-(Hoffman & Blei 2015, eq. 26), so every local step returns the (K, V) matrix of expected topic-word counts
-and the global coordinate update is lambda = eta + sum_d E[c_d] (Blei et al. 2017, appendix C;
-*Raise your ELBO*, eq. 12).
+(Hoffman & Blei 2015, eq. 26), so every local step returns the (K, V) matrix of expected
+topic-word counts and the global coordinate update is lambda = eta + sum_d E[c_d] (Blei et al.
+2017, appendix C).
 
 Documents arrive as a :class:`vijax.data.BowBatch`: ``word_ids`` (S, L) and ``counts`` (S, L), the
-unique words of each document and their counts, zero-padded. All tokens of one word w in a
-document share one local factor; padding slots (count 0) and empty documents contribute exactly
-nothing. The mean-field and CVB0 steps sort the documents by length and pack them, in chunks of
-32 slots, into tiles of one static shape, so a minibatch with one long document
-costs about what its documents' own lengths cost; Gibbs computes over (S, L, K) arrays and walks
-the tokens of the batch's longest document in turn.
+unique words of each document and their counts, zero-padded; padding slots and empty documents
+contribute nothing. The view of the globals passed to ``local_step`` is ``(log_beta,)`` (K, V):
+E_q[log beta] under CAVI and SVI, or the log of a sample of beta under SSVI (Hoffman & Blei 2015,
+Algorithm 1); the local steps use it as weights ``b_kw = exp(view_kw)``.
 
-The view of the globals passed to ``local_step`` is ``(log_beta,)`` of shape (K, V): E_q[log beta]
-under CAVI and SVI, or the log of a sample of beta under SSVI (Hoffman & Blei 2015, Algorithm 1). The local
-steps only ever use it as "log-topic" weights ``b_kw = exp(view_kw)``; for E_q[log beta] these are
-the geometric means exp(E_q[log beta_kw]), unnormalized, as in the mean-field update of Blei et
-al. (2003) and the Gibbs E-step of Mimno et al. (2012).
-
-The concentrations alpha and eta are the model's hyperparameters (Hoffman & Blei 2015, §2.6):
-:meth:`LDA.hyperparameters` gives their fixed values, ``prior``, ``local_step`` and
-``log_predictive`` accept a ``hyper`` dict of (possibly traced) scalar arrays overriding them, and
-:meth:`LDA.hyper_objective` is the part of the ELBO that depends on them, so that
-``vijax.inference.svi(..., hyper_step=...)`` can update them by damped Newton steps as in online
-LDA (Hoffman et al. 2010, where alpha and eta take steps alpha <- alpha - rho_t H^-1 g).
+The concentrations alpha and eta are hyperparameters (Hoffman & Blei 2015, §2.6): ``prior``,
+``local_step`` and ``log_predictive`` accept a ``hyper`` dict of (possibly traced) scalars, and
+:meth:`LDA.hyper_objective` is the part of the ELBO that depends on them, for
+``vijax.inference.svi(..., hyper_step=...)`` (Hoffman et al. 2010).
 
 References:
   Blei, Ng and Jordan (2003). Latent Dirichlet allocation. JMLR 3.
   Hoffman, Blei and Bach (2010). Online learning for latent Dirichlet allocation. NIPS.
   Asuncion, Welling, Smyth and Teh (2009). On smoothing and inference for topic models. UAI.
   Mimno, Hoffman and Blei (2012). Sparse stochastic inference for latent Dirichlet allocation. ICML.
-  Hoffman and Blei (2015), Structured stochastic variational inference, §2.5, §4.1, appendices C and D; Blei et al. 2017, appendix C, §4.3.
+  Hoffman and Blei (2015). Structured stochastic variational inference. AISTATS.
 """
 
 from __future__ import annotations
@@ -53,7 +43,6 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._compile import reduce_in_one_kernel
 from vijax._validate import (
     ArgumentError,
     INT32_MAX,
@@ -72,8 +61,7 @@ from vijax._validate import (
 )
 from vijax.expfam import digamma, digamma_and_gammaln_with_total
 from vijax.models._base import LocalResult, bow_batch_checks, entropy_of_probs, rows_with_data
-from vijax.models._lda_cvb0 import TILE_WIDTH, cvb0_estep, estep_slots, ratio_and_log
-from vijax.models._lda_start import random_start
+from vijax.models._pytree import PytreeModel
 from vijax.solvers import (
     by_length_tiles,
     collapsed_gibbs_allocations,
@@ -83,40 +71,36 @@ from vijax.solvers import (
     tile_sum,
 )
 from vijax.types import Array, PRNGKey
-from vijax.models._pytree import PytreeModel
+
+TILE_WIDTH = 32  # word slots per chunk of the E-steps' tiles
+CPU_SLOTS = 512  # default least slots per tile on a CPU
+ACCELERATOR_SLOTS = 32768  # ... and on an accelerator
+
+
+def estep_slots(tile_slots: int | None) -> int:
+    """The least number of slots per E-step tile: ``tile_slots`` where given, else ``CPU_SLOTS``
+    on a CPU and ``ACCELERATOR_SLOTS`` elsewhere (JAX's default backend)."""
+    if tile_slots is not None:
+        return int(tile_slots)
+    return CPU_SLOTS if jax.default_backend() == "cpu" else ACCELERATOR_SLOTS
 
 
 def largest_precise_concentration(dtype) -> float:
     """2^-10 / eps of ``dtype`` (8,192 in float32, 2^42 ~ 4.4e12 in float64): the largest Dirichlet
-    concentration LDA lets a user set (``alpha``, ``eta``, ``init_scale``), above which the ELBO's
-    Dirichlet terms lose their precision.
+    concentration LDA accepts (``alpha``, ``eta``, ``init_scale``).
 
-    KL(Dir(lambda) || Dir(eta 1_V)) is computed (:meth:`vijax.expfam.Dirichlet.kl`) from
-    log Gamma(Lambda) - sum_v log Gamma(lambda_v) + sum_v (lambda_v - eta)(psi(lambda_v) - psi(Lambda))
-    and the prior's log Gamma(V eta) - V log Gamma(eta), Lambda = sum_v lambda_v. By Stirling's
-    series each term is of size lambda log lambda (log Gamma(x) ~ x log x - x, and
-    lambda_v (psi(lambda_v) - psi(Lambda)) ~ lambda_v log(lambda_v / Lambda)), and they cancel down
-    to the KL's value, about (V - 1)/2 log lambda + O(V) for a concentrated q: an entry's share is
-    ~ (1/2) log lambda. Each term is rounded to a relative eps, an absolute eps lambda log lambda,
-    so the KL's relative error grows like 2 eps lambda, long before anything overflows: at
-    lambda ~ 1 / eps the computed KL is noise, and an ELBO, which is <= log p(w) <= 0 for discrete
-    words, can come out positive. The same cancellation holds for the prior's terms at eta and the
-    documents' KL(Dir(gamma_d) || Dir(alpha 1_K)) at alpha. Bounding the concentrations at
-    2^-10 / eps keeps that relative error below 1 % (measured: at most 0.7 % in float32 for
-    V = 2 ... 10^4; 5 % at 2^-7 / eps). Larger lambda reached through the updates
-    lambda = eta + (N / S) c come with a data term of their size, sum_kv c_kv E[log beta_kv], next
-    to which the error stays ~ eps.
+    KL(Dir(lambda) || Dir(eta 1_V)) is a sum of terms of size lambda log lambda (Stirling) that
+    cancel down to about (V - 1)/2 log lambda; each is rounded to an absolute eps lambda log lambda,
+    so the KL's relative error grows like 2 eps lambda. Bounding the concentrations at 2^-10 / eps
+    keeps it below 1 %. The same holds for the documents' KL(Dir(gamma_d) || Dir(alpha 1_K)).
     """
     return 2.0**-10 / float(np.finfo(dtype).eps)
 
 
 def concentration_bounds(name: str, dtype) -> tuple[float, float]:
     """The interval ``(low, high)`` of LDA's hyperparameter ``name`` (``"alpha"`` or ``"eta"``) in
-    ``dtype``. ``high`` is :func:`largest_precise_concentration`. ``low``: alpha enters the
-    computations as itself, so it must be a normal number (>= the smallest, ``finfo.tiny``;
-    below it a subnormal is flushed to 0 and log Gamma is infinite); eta is held by the topics'
-    Dirichlet as its natural parameter eta - 1, absolute rounding eps / 2, so eta >= 2^9 eps keeps
-    its relative error below 2^-10 (below eps / 2 the prior's concentration is 0)."""
+    ``dtype``: ``high`` is :func:`largest_precise_concentration`; alpha's ``low`` is the smallest
+    normal number, eta's 2^9 eps (the Dirichlet holds eta - 1, rounded to eps / 2)."""
     finfo = np.finfo(dtype)
     low = float(finfo.tiny) if name == "alpha" else 2.0**9 * float(finfo.eps)
     return low, largest_precise_concentration(dtype)
@@ -152,13 +136,10 @@ class LDA(PytreeModel):
 
       from gamma_dk = alpha + N_d / K (Blei et al. 2003, Fig. 6). Each document stops after the
       first update that changes gamma_d by a mean absolute amount below ``tol``, or after
-      ``max_iters`` updates (the rule of Hoffman et al. 2010 and scikit-learn), so its result does
-      not depend on the other documents of the batch or their order. With ``accelerate`` (the
-      default) the updates are interleaved with safeguarded SQUAREM extrapolations, which reach a
-      fixed point in about a third of the updates (see :meth:`_meanfield`). The statistics and local
-      terms use phi at the final gamma, so (gamma, phi) is the result of coordinate steps and the
-      ELBO above is exact for it. Documents are processed, sorted by length, in tiles of one
-      shape, and phi is never formed: see :meth:`_meanfield`.
+      ``max_iters`` updates (Hoffman et al. 2010), so its result does not depend on the other
+      documents of the batch. With ``accelerate`` the updates are interleaved with safeguarded
+      SQUAREM extrapolations (:meth:`_meanfield`). The statistics and local terms use phi at the
+      final gamma, so the ELBO above is exact for (gamma, phi).
 
     ``"cvb0"``
       The zero-order collapsed variational update of Asuncion et al. (2009, eq. 5) with theta
@@ -167,12 +148,10 @@ class LDA(PytreeModel):
           g_dwk ∝ (alpha + N_dk - g_dwk) b_kw,   N_dk = sum_w n_dw g_dwk,
 
       where N_dk - g_dwk is N_dk^{-dw}, the expected count of topic k among the document's other
-      tokens. All slots of a document are updated at once (a Jacobi sweep, vectorised over a
-      block of documents) from g_dwk ∝ b_kw; each document stops after the first sweep that
-      changes N_d by a mean absolute amount below ``tol``, or after ``cvb0_iters`` sweeps, in the
-      length-sorted tiles of the mean-field step. The statistics are c_kv = sum_d n_dv g_dvk; the reported
-      ELBO is the mean-field one at phi = g and gamma = alpha + N_d (a valid lower bound, though
-      CVB0 does not maximise it).
+      tokens: a Jacobi sweep over all slots of a document from g_dwk ∝ b_kw, stopping as the
+      mean-field step does (``tol``, ``cvb0_iters``). The statistics are c_kv = sum_d n_dv g_dvk;
+      the reported ELBO is the mean-field one at phi = g and gamma = alpha + N_d (a lower bound,
+      though CVB0 does not maximise it).
 
     ``"gibbs"``
       Collapsed Gibbs sampling of every token's topic with theta_d integrated out and beta held
@@ -180,12 +159,10 @@ class LDA(PytreeModel):
 
           p(z_dn = k | z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}.
 
-      See :func:`vijax.solvers.collapsed_gibbs_allocations` for the sampler and its fixed-shape
-      representation. After an initialization pass and ``gibbs_burn_in`` discarded sweeps, the
-      per-slot topic counts of the remaining ``gibbs_sweeps - gibbs_burn_in`` sweeps are averaged:
-      an unbiased-in-the-limit estimate of
-      E[c_d | w_d, beta]. The reported ELBO is the mean-field one at phi_dwk = (average count of
-      k among the tokens of w) / n_dw and gamma = alpha + average N_d.
+      The sampler is :func:`vijax.solvers.collapsed_gibbs_allocations`. After an initialization
+      pass and ``gibbs_burn_in`` discarded sweeps, the per-slot topic counts of the remaining sweeps
+      are averaged, an estimate of E[c_d | w_d, beta]. The reported ELBO is the mean-field one at
+      phi_dwk = (average count of k among the tokens of w) / n_dw and gamma = alpha + average N_d.
 
     Args:
       num_topics: K >= 1.
@@ -202,21 +179,16 @@ class LDA(PytreeModel):
       init_scale: scale of the random initial lambda, see :meth:`init_globals`; in the interval
         of ``eta`` (:func:`concentration_bounds`), which holds lambda as it holds eta.
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
-      accelerate: run the mean-field iteration with safeguarded SQUAREM extrapolation (default
-        True: about a third of the updates, the same stopping rule, the ELBO never lowered; rarely
-        a different local optimum per document: see :meth:`_meanfield`); False is the plain
-        coordinate-ascent iteration.
+      accelerate: interleave the mean-field updates with safeguarded SQUAREM extrapolations
+        (default True; the same stopping rule, the ELBO never lowered); False is plain coordinate
+        ascent.
       tile_slots: the least number of word slots per tile of the mean-field and CVB0 E-steps
-        (documents sorted by length, packed whole into tiles that run one after another; see
-        :meth:`_meanfield`). None (default): 512 on a CPU (tiles that stay in cache, each
-        stopping with its own documents), 32,768 on an accelerator, where every tile's loop is a
-        string of small kernel launches (a minibatch of 256 documents of up to 128 distinct
-        words in one tile). A document's result does not depend on it.
+        (documents sorted by length, packed whole into tiles; :meth:`_meanfield`). None: 512 on a
+        CPU, 32,768 on an accelerator. A document's result does not depend on it.
 
     ``alpha`` and ``eta`` are the defaults of the ``hyper`` argument of ``prior``, ``local_step``
     and ``log_predictive``: a dict ``{"alpha": a, "eta": e}`` (either key may be left out) of
-    scalars, traced or not, used instead. They enter the compiled local step as array arguments,
-    so new values never re-compile it and the model stays hashable.
+    scalars, traced or not; they enter the compiled local step as array arguments.
 
     Examples:
         >>> model = LDA(num_topics=3, vocab_size=10, alpha=0.1, eta=0.01)
@@ -276,15 +248,9 @@ class LDA(PytreeModel):
 
     def check_hyperparameters(self, values: Mapping[str, Any]) -> None:
         """Raises :class:`~vijax._validate.ArgumentError` naming the key unless every value of
-        ``values`` (``{"alpha": ..., "eta": ...}``, either key may be left out; each a scalar or an
-        array of values, e.g. the points of a grid) is a finite number in the interval of
-        :func:`concentration_bounds` for the model's float dtype: at most
-        :func:`largest_precise_concentration` (8,192 in float32, about 4.4e12 in float64), beyond
-        which the ELBO's Dirichlet terms lose their precision; alpha at least the smallest normal
-        number, eta at least 2^9 eps (6.1e-5 in float32, 1.1e-13 in float64), since the Dirichlet
-        holds it as its natural parameter eta - 1. Traced values pass. The constructor checks the
-        fields with it, ``prior``, ``local_step`` and ``log_predictive`` a ``hyper`` dict's host
-        numbers, and ``hyperparameter_grid`` can check its points."""
+        ``values`` (``{"alpha": ..., "eta": ...}``, either key may be left out; scalars or arrays) is
+        a finite number in the interval of :func:`concentration_bounds` for the model's float
+        dtype. Traced values pass."""
         dt = np.dtype(float_dtype(self.dtype))
         for name, value in values.items():
             if name not in ("alpha", "eta"):
@@ -343,8 +309,7 @@ class LDA(PytreeModel):
             d2L/deta2   = K [ V^2 psi'(V eta) - V psi'(eta) ]                        (< 0 for V > 1),
 
         the second derivatives being minus the Fisher information of the priors: L is concave in
-        each hyperparameter. Differentiable in ``hyper`` (a dict with ``"alpha"`` and/or ``"eta"``;
-        a missing one is the model's fixed value).
+        each hyperparameter. Differentiable in ``hyper`` (a missing key is the model's value).
 
         Args:
           hyper: ``{"alpha": scalar, "eta": scalar}``.
@@ -374,17 +339,8 @@ class LDA(PytreeModel):
     def init_globals(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
         """The random start of online LDA (Hoffman et al. 2010): lambda_kv = init_scale * g_kv,
         g_kv ~ Gamma(100, rate 100) (mean 1, sd 0.1: nearly flat topics, the symmetry broken).
-        ``batch`` is not used.
-
-        The draws are made on the host by NumPy (``Generator.gamma``), from a generator seeded
-        with the key's data (``jax.random.key_data``), so that no program compiles for them: a
-        random draw on the device was a program of its own for XLA to compile, about half a
-        second on a 2-core CPU before a user's first step. Under ``jit`` or ``vmap`` (restarts)
-        the same function runs as a host callback (``jax.pure_callback``), one draw per key: a key
-        gives the same start eagerly, jitted or in a batch of keys. (A jitted init holds that
-        callback, so JAX's persistent cache does not store its program, which compiles in
-        milliseconds.)"""
-        return random_start(key, float(self.init_scale), (self.num_topics, self.vocab_size), float_dtype(self.dtype))
+        ``batch`` is not used."""
+        return _random_start(self, key)
 
     @staticmethod
     def expected_topics(q: expfam.Dirichlet) -> Array:
@@ -494,45 +450,32 @@ class LDA(PytreeModel):
         computed once per call on (K, V), not per slot.
 
         **Tiles of one shape** (:func:`vijax.solvers.by_length_tiles`): the documents, sorted by
-        length and cut into chunks of ``TILE_WIDTH`` slots, are packed whole into tiles of R chunks
-        (at least ``tile_slots`` slots), each tile iterating until *its* documents meet the
-        tolerance; a document's fixed point depends neither on its tile nor on the padding. One
-        tile shape, so the E-step compiles once whatever the mix of lengths. The gathered b of a
-        tile is laid out (chunks, K, width); a document's sums over its chunks are
-        :func:`vijax.solvers.tile_sum`.
+        length and cut into chunks of ``TILE_WIDTH`` slots, are packed whole into tiles of at
+        least ``tile_slots`` slots, each tile iterating until its own documents meet the tolerance;
+        a document's fixed point depends neither on its tile nor on the padding.
 
-        **SQUAREM** (``accelerate=True``, the default): :func:`vijax.solvers.squarem_per_row`
-        (Varadhan and Roland 2008) on the update F above, its extrapolation projected onto
-        gamma >= alpha (every fixed point has gamma_k > alpha) and kept only if it does not lower
-        the document's ELBO with phi optimal given gamma,
+        **SQUAREM** (``accelerate=True``): :func:`vijax.solvers.squarem_per_row` (Varadhan and
+        Roland 2008) on the update F above, its extrapolation projected onto gamma >= alpha and
+        kept only if it does not lower the document's ELBO with phi optimal given gamma,
         f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const, which F computes at no
-        extra contraction. ``max_iters`` caps the evaluations of F (3 per cycle). About a third of
-        the plain iteration's updates; the per-document problem is not convex, so a document may
-        rarely reach another fixed point (measurements in docs/lda.md). ``accelerate=False`` is the
-        plain iteration (:func:`vijax.solvers.iterate_per_row`).
+        extra contraction. ``max_iters`` caps the evaluations of F (3 per cycle). The per-document
+        problem is not convex, so a document may rarely reach another fixed point.
 
         **Statistics and ELBO without phi.** At the final gamma, n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw:
-        each block scatters (n_dw / z_dw) e_dk into a (V, K) accumulator, multiplied by b once at
-        the end (the sstats trick of Hoffman et al.'s online LDA code). Since log phi_dwk =
-        E[log theta_dk] + log b_kw - log z_dw, sum_k phi_dwk (E[log theta_dk] - log phi_dwk) =
-        log z_dw - sum_k phi_dwk log b_kw, so the z-part of the local terms is
-        sum_dw n_dw log z_dw - sum_kv c_kv log b_kv: no (S, L, K) array, no entropy of phi.
+        (n_dw / z_dw) e_dk is scattered into a (V, K) accumulator, multiplied by b once at the end
+        (as in Hoffman et al.'s online LDA code). Since log phi_dwk = E[log theta_dk] + log b_kw -
+        log z_dw, the z-part of the local terms is sum_dw n_dw log z_dw - sum_kv c_kv log b_kv.
         """
         k, v = log_beta.shape
         dt = log_beta.dtype
-        top = reduce_in_one_kernel(jnp.max, log_beta, axis=0, keepdims=True)
-        log_b = (log_beta - top).T  # (V, K), <= 0, max 0 per word
+        log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K), <= 0, max 0 per word
         b = jnp.exp(log_b)
         tiny = jnp.finfo(dt).tiny
-
-        def exp_e_log_theta(gamma):
-            # the series of the SQUAREM update (its KL unused here): one kernel, compiled once for both
-            return jnp.exp(_theta_terms(gamma, alpha)[0])
 
         def fit_tile(tile, acc):
             stats, zterm = acc
             ids_t, n_t = tile.ids, tile.n
-            # rows of b (V, K) gathered, then laid out K-major; clip: the ids are in range (checked)
+            # clip: the ids are in range (checked)
             bb = jnp.transpose(jnp.take(b, ids_t, axis=0, mode="clip"), (0, 2, 1))  # (chunks, K, width)
 
             def update_and_objective(gamma):
@@ -540,7 +483,6 @@ class LDA(PytreeModel):
                 e_log_theta, kl = _theta_terms(gamma, alpha)
                 e = jnp.exp(e_log_theta)
                 z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
-                # one sum over each document's chunks for both the update and the objective
                 sums = tile_sum(
                     tile,
                     jnp.concatenate(
@@ -558,13 +500,11 @@ class LDA(PytreeModel):
                 gamma = iterate_per_row(
                     lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol, self.max_iters
                 )
-            e = tile_spread(tile, exp_e_log_theta(gamma))  # (chunks, K)
+            e = tile_spread(tile, jnp.exp(_theta_terms(gamma, alpha)[0]))  # (chunks, K)
             z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, e), tiny)
-            # n_dw phi_dwk = [(n_dw / z_dw) e_dk] b_kw: the bracket is scattered, b applied once
-            n_over_z, n_log_z = ratio_and_log(n_t, z)
-            u = n_over_z[..., None] * e[:, None, :]  # (chunks, width, K)
+            u = (n_t / z)[..., None] * e[:, None, :]  # (chunks, width, K): n_dw phi_dwk / b_kw
             stats = stats.at[ids_t.reshape(-1)].add(u.reshape(-1, k))
-            return gamma, (stats, zterm + jnp.sum(n_log_z))
+            return gamma, (stats, zterm + jnp.sum(n_t * jnp.log(z)))
 
         gamma, (stats, zterm) = by_length_tiles(
             ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), estep_slots(self.tile_slots), TILE_WIDTH
@@ -573,18 +513,44 @@ class LDA(PytreeModel):
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
     def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """CVB0 for a batch (see the class docstring): :func:`vijax.models._lda_cvb0.cvb0_estep`."""
-        return cvb0_estep(log_beta, ids, n, alpha, self.tol, self.cvb0_iters, estep_slots(self.tile_slots))
+        """CVB0 for a batch (class docstring) in the length-sorted tiles of :meth:`_meanfield`:
+        gamma = alpha + N_d (S, K), the statistics c (K, V) and the local terms (the mean-field
+        ELBO terms at phi = g, gamma)."""
+        k, v = log_beta.shape
+        dt = log_beta.dtype
+        log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
+
+        def fit_tile(tile, acc):
+            stats, term = acc
+            ids_t, n_t = tile.ids, tile.n
+            logb = jnp.take(log_b, ids_t, axis=0)  # (chunks, width, K)
+            present = (n_t > 0).astype(dt)[..., None]  # a padding slot has no own token to remove
+
+            def topic_counts(g):
+                return tile_sum(tile, jnp.sum(n_t[..., None] * g, axis=1))  # (documents, K)
+
+            def update(g):
+                others = jnp.maximum(tile_spread(tile, topic_counts(g))[:, None, :] - present * g, 0.0)  # N_dk^{-dw}
+                return jax.nn.softmax(jnp.log(alpha + others) + logb, axis=-1)
+
+            g0 = jax.nn.softmax(logb, axis=-1)
+            g = iterate_per_row(update, topic_counts, g0, self.tol, self.cvb0_iters, groups=tile.row)
+            gamma = alpha + topic_counts(g)
+            stats = stats.at[ids_t.reshape(-1)].add((n_t[..., None] * g).reshape(-1, k))
+            e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
+            elt = tile_spread(tile, e_log_theta)[:, None, :]
+            term = term + jnp.sum(n_t * (jnp.sum(g * elt, axis=-1) + entropy_of_probs(g)))
+            return gamma, (stats, term)
+
+        init = (jnp.zeros((v, k), dt), jnp.zeros((), dt))
+        gamma, (stats, term) = by_length_tiles(ids, n, k, fit_tile, init, estep_slots(self.tile_slots), TILE_WIDTH)
+        return gamma, stats.T, term
 
     def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
-        """Collapsed Gibbs over every token's topic with beta fixed; returns the average per-slot
-        topic counts (S, L, K) over the ``gibbs_sweeps - gibbs_burn_in`` kept sweeps, after an
-        initialization pass and ``gibbs_burn_in`` discarded sweeps. The sampler, its fixed-shape
-        state and its cost (O(S K) per token step) are those of
-        :func:`vijax.solvers.collapsed_gibbs_allocations`, with components = topics. Document d's
-        draws depend only on its key ``fold_in(key, d)``, its counts and b: not on the other
-        documents of the batch.
-        """
+        """Collapsed Gibbs over every token's topic with beta fixed
+        (:func:`vijax.solvers.collapsed_gibbs_allocations`, components = topics): the average
+        per-slot topic counts (S, L, K) over the kept sweeps. Document d's draws depend only on
+        ``fold_in(key, d)``, its counts and b."""
         return collapsed_gibbs_allocations(logb, n, key, alpha, self.gibbs_sweeps, self.gibbs_burn_in)
 
     # ------------------------------------------------------------------------------ prediction
@@ -616,11 +582,17 @@ class LDA(PytreeModel):
         return jnp.sum(jnp.where(n > 0, n * jnp.log(jnp.where(n > 0, p, 1.0)), 0.0), axis=-1)
 
 
+@jax.jit
+def _random_start(model: LDA, key: PRNGKey) -> expfam.Dirichlet:
+    """Dirichlet(init_scale * g), g ~ Gamma(100, rate 100) of shape (K, V) (:meth:`LDA.init_globals`)."""
+    dt = float_dtype(model.dtype)
+    g = jax.random.gamma(key, 100.0, (model.num_topics, model.vocab_size), dt) / 100.0
+    return expfam.Dirichlet.from_natural((model.init_scale * g - 1.0,))
+
+
 @functools.partial(jax.jit, static_argnums=1)
 def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Array, key, alpha: Array) -> LocalResult:
-    """The body of ``LDA.local_step``, compiled once per (model, method, shapes) so that eager
-    calls (evaluation, tests) do not re-trace its loops; inside an outer ``jit`` it is inlined.
-    ``alpha`` is an array argument (not the static model's field), so it may be traced."""
+    """The body of ``LDA.local_step``; ``alpha`` is an array argument, so it may be traced."""
     dt = log_beta.dtype
     if ids.shape[1] == 0:  # documents without a word slot: one padding slot, which contributes nothing
         ids, counts = jnp.zeros((ids.shape[0], 1), ids.dtype), jnp.zeros((counts.shape[0], 1), counts.dtype)
@@ -630,7 +602,7 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     if method in ("meanfield", "cvb0"):
         fit = model._meanfield if method == "meanfield" else model._cvb0
         gamma, stats, term = fit(log_beta, ids, n, alpha)
-        return LocalResult((stats,), term - reduce_in_one_kernel(jnp.sum, _kl_theta(gamma, alpha), axis=None), gamma)
+        return LocalResult((stats,), term - jnp.sum(_kl_theta(gamma, alpha)), gamma)
     logb = jnp.take(log_beta.T, ids, axis=0)  # log b_{k, w_dl}, (S, L, K)
     expected = model._gibbs(logb, n, key, alpha)  # (S, L, K) expected token counts per slot
     gamma = alpha + jnp.sum(expected, axis=1)
@@ -641,15 +613,14 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
 
 def _theta_terms(gamma: Array, alpha: Array) -> tuple[Array, Array]:
     """E[log theta_d] (S, K) under Dir(gamma_d) and KL(Dir(gamma_d) || Dir(alpha 1_K)) per document
-    (S,) less the prior's log normalizer (a constant), from one call of the series on
-    [gamma, sum_k gamma] (one copy of it in the program)::
+    (S,) less the prior's log normalizer (a constant)::
 
         log Gamma(sum_k gamma_dk) - sum_k log Gamma(gamma_dk) + sum_k (gamma_dk - alpha) E[log theta_dk]
     """
     k = gamma.shape[-1]
     psi, lgam = digamma_and_gammaln_with_total(gamma)
     e_log_theta = psi[:, :k] - psi[:, k:]
-    return e_log_theta, lgam[:, k] + reduce_in_one_kernel(jnp.sum, (gamma - alpha) * e_log_theta - lgam[:, :k])
+    return e_log_theta, lgam[:, k] + jnp.sum((gamma - alpha) * e_log_theta - lgam[:, :k], axis=-1)
 
 
 def _kl_theta(gamma: Array, alpha: Array) -> Array:
