@@ -1,4 +1,4 @@
-"""The ``ard_regression`` experiment end to end at its config's size (a few seconds), and its config
+"""The ``ard_regression`` experiment end to end at its config's size, and its config
 errors."""
 
 import os

@@ -75,7 +75,7 @@ def _short_run(tmp_path, methods):
 
 
 def test_short_run_meanfield_and_gibbs(tmp_path):
-    """The wiring, with the two methods that compile fast (SSVI's samplers take tens of seconds to compile)."""
+    """The wiring, with two of the methods."""
     s = _short_run(tmp_path, ["meanfield", "gibbs"])
     assert s["table"][1]["paper_kl"] == PAPER["meanfield"]["kl"] == 5.23
 
@@ -94,7 +94,7 @@ def test_bad_methods_are_rejected(tmp_path):
 
 @pytest.mark.slow
 def test_quick_default_runs_and_shows_the_ranking(tmp_path):
-    """``vijax run`` with no config (the quick default, about 30 s of CPU time): the paper's ranking,
+    """``vijax run`` with no config (the quick default): the paper's ranking,
     mean-field's KL well above the structured methods' and Gibbs's, and the plots."""
     from vijax.run import main
 

@@ -14,7 +14,7 @@ from vijax.run.experiments.gmm import first_time_within
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "gmm_cavi_vs_nuts.yaml"
 
 
-@pytest.mark.slow  # about 45 s, mostly compiling NUTS: `make test-slow`
+@pytest.mark.slow  # `make test-slow`
 def test_cavi_and_nuts_agree_on_the_heldout_predictive(tmp_path):
     import_builtin_experiments()
     out = tmp_path / "out"

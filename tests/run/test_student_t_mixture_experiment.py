@@ -12,7 +12,7 @@ from vijax.run import load_config, run_experiment
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "student_t_mixture.yaml"
 
 
-@pytest.mark.slow  # about 19 s of CPU, most of it compiling EM, CAVI on FullGMM and their restarts
+@pytest.mark.slow
 def test_tiny_t_mixture_beats_the_gaussian_mixture_on_heavy_tails(tmp_path):
     cfg = load_config(
         str(CONFIG),

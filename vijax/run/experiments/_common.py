@@ -1,12 +1,14 @@
 """What the experiments on data sampled into a training and a test set share: the bounds of their
 ``data`` section (``data.num_train``, ``data.num_test``, their own keys, ``data.seed``) and the memory
-their data takes ((data.num_train + data.num_test) x data.dim floats); and, for any experiment, a
-config section's keys passed on as the keywords of the same names (``section_keywords``).
+their data takes ((data.num_train + data.num_test) x data.dim floats); and Markdown tables for the
+reports (``cell``, ``md_table``).
 """
 
 from __future__ import annotations
 
 from typing import Mapping
+
+import numpy as np
 
 from vijax.run import float_bytes, MemoryNeed, SEED_BOUND
 
@@ -39,12 +41,22 @@ def train_test_need(config: Mapping, copies: int = 1) -> MemoryNeed:
     )
 
 
-def section_keywords(section: Mapping, *keys: str) -> dict:
-    """``{key: section[key]}`` for each of ``keys`` (in its order): the values of a config section
-    passed on as the keyword arguments of the same names.
+def cell(v, fmt=None) -> str:
+    """A table cell: "—" for None or NaN, ``fmt(v)`` for a float (by default 4 significant digits),
+    ``str(v)`` for anything else."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "—"
+    return (fmt or (lambda x: f"{x:.4g}"))(v) if isinstance(v, (float, np.floating)) else str(v)
+
+
+def md_table(rows: list[dict], cols: list[str], fmt=None) -> str:
+    """A Markdown table of ``rows`` (dicts) with the columns ``cols``, each value a ``cell``.
 
     Examples:
-      >>> section_keywords({"a": 1.0, "b": 2.0, "tol": 1e-6}, "a", "tol")
-      {'a': 1.0, 'tol': 1e-06}
+      >>> print(md_table([{"a": 1, "b": 0.123456}], ["a", "b"]), end="")
+      | a | b |
+      |---|---|
+      | 1 | 0.1235 |
     """
-    return {key: section[key] for key in keys}
+    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
+    return head + "".join("| " + " | ".join(cell(r.get(c), fmt) for c in cols) + " |\n" for r in rows)

@@ -34,36 +34,39 @@ from vijax import expfam
 from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, log_weights, make_algorithm, sample
 from vijax.metrics import KHAT_THRESHOLD, psis
 from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, SEED_BOUND
+from ._common import cell, md_table
 from ._plotting import optional_plot
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
 NGVI_FAMILIES = ("fullrank", "meanfield")
 NUTS_DEFAULTS = {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 0.9, "seed": 1}
-# The keys every experiment's algorithm section has (each experiment sets its own values).
+# The algorithm section of every experiment here (each overrides some values).
 # name/family: the runner's method; optimizer, estimator, num_samples, init_scale, rank: bbvi's
 # settings (num_samples also ngvi's); gradient: ngvi's estimate (None: its default, "hessian" for
-# Gaussians, "secant" for mean-field ones of more than 64 coordinates); learning_rate: Adam's rate of every bbvi run; ngvi_step_size: rho of every ngvi run;
-# step_decay: both decay to this fraction of their value over the run's num_steps along a cosine
-# (1.0: constant); baselines: the other methods; moment_draws: draws of q at each evaluation (the
-# ELBO estimate, q's means and sds); psis_draws: the first so many of them give k-hat; nuts: the
-# reference's settings (samples: 0 switches it off).
-ALG_KEYS = (
-    "name",
-    "family",
-    "optimizer",
-    "estimator",
-    "num_samples",
-    "init_scale",
-    "rank",
-    "gradient",
-    "learning_rate",
-    "ngvi_step_size",
-    "step_decay",
-    "baselines",
-    "psis_draws",
-    "moment_draws",
-    "nuts",
-)
+# Gaussians, "secant" for mean-field ones of more than 64 coordinates); learning_rate: Adam's rate
+# of every bbvi run; ngvi_step_size: rho of every ngvi run; step_decay: both decay to this fraction
+# of their value over the run's num_steps along a cosine (1.0: constant); baselines: the other
+# methods; moment_draws: draws of q at each evaluation (the ELBO estimate, q's means and sds);
+# psis_draws: the first so many of them give k-hat; nuts: the reference's settings (samples: 0
+# switches it off).
+ALG_DEFAULTS = {
+    "name": "bbvi",
+    "family": "fullrank",
+    "optimizer": "adam",
+    "estimator": "reparam",
+    "num_samples": 8,
+    "init_scale": 0.1,
+    "rank": 2,
+    "gradient": None,
+    "learning_rate": 0.01,
+    "ngvi_step_size": 0.05,
+    "step_decay": 0.1,
+    "baselines": ["bbvi-meanfield", "ngvi-fullrank"],
+    "psis_draws": 2000,
+    "moment_draws": 20000,
+    "nuts": dict(NUTS_DEFAULTS),
+}
+ALG_KEYS = tuple(ALG_DEFAULTS)
 
 # the allowed values of those keys (vijax/run/_bounds.py); NUTS's split R-hat compares chains: 2 or more
 ALG_BOUNDS = {
@@ -208,7 +211,7 @@ def check_section(section: dict) -> tuple[str, list[str]]:
     """(the runner's method label, the baselines' labels), checked (ConfigError naming the key)."""
     missing = sorted(set(ALG_KEYS) - set(section))
     if missing:
-        raise ValueError(f"the experiment's algorithm section lacks {missing} (see ALG_KEYS)")
+        raise ValueError(f"the experiment's algorithm section lacks {missing} (see ALG_DEFAULTS)")
     main = f"{section['name']}-{section['family']}"
     others = list(section["baselines"])
     bad = [m for m in others if m not in METHODS]
@@ -418,17 +421,6 @@ def _save(path: str, fp: str, ref: dict) -> None:
 # ---- the report --------------------------------------------------------------------------------
 
 
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return "—"
-    return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
-
-
-def md_table(rows: list[dict], cols: list[str]) -> str:
-    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-    return head + "".join("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |\n" for r in rows)
-
-
 def compare(fits: dict, ref: Optional[tuple]) -> dict:
     """Per method: the largest and mean |mean_q - mean_ref| / sd_ref over the quantities, and the
     smallest, median and largest sd_q / sd_ref (None without a reference)."""
@@ -548,7 +540,7 @@ def _plot(path, names, fits, refs, ref_name, khats, title):
     for j, (name, (m, s)) in enumerate(list(refs.items()) + list(fits.items())):
         off = (j - (n - 1) / 2) * width
         is_ref = name in refs
-        label = name if is_ref else f"{name} (k-hat {_fmt(khats.get(name))})"
+        label = name if is_ref else f"{name} (k-hat {cell(khats.get(name))})"
         style = dict(fmt="s" if is_ref else "o", ms=4, capsize=2, label=label)
         if is_ref and name == ref_name:
             style["color"] = "black"
@@ -571,6 +563,7 @@ def _plot(path, names, fits, refs, ref_name, khats, title):
 
 __all__ = [
     "ALG_BOUNDS",
+    "ALG_DEFAULTS",
     "ALG_KEYS",
     "METHODS",
     "NUTS_DEFAULTS",
@@ -581,7 +574,6 @@ __all__ = [
     "compare",
     "evaluator",
     "memory_needs",
-    "md_table",
     "methods",
     "nuts_reference",
     "q_moments",

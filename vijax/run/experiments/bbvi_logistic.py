@@ -26,42 +26,19 @@ import numpy as np
 from vijax.data import DATASETS, dataset_available, epoch_batches, load_binary_dataset
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment, SEED_BOUND
 
-from ._posterior import (
-    ALG_BOUNDS,
-    NUTS_DEFAULTS,
-    Target,
-    all_runs,
-    experiment,
-    memory_needs,
-    methods,
-    nuts_reference,
-    q_moments,
-    report,
-)
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, all_runs, experiment, memory_needs, methods, nuts_reference
+from ._posterior import q_moments, report
 
 _MODEL = {"prior_scale": 1.0, "intercept": True}
 # dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic
 # data; split_seed: the train/test split of the scikit-learn sets; batch_size: None for the full
 # data at every step.
 _DATA = {"dataset": "breast_cancer", "num_data": 500, "num_features": 5, "seed": 0, "split_seed": 0, "batch_size": None}
-# See vijax/run/experiments/_posterior.py (ALG_KEYS) for the meaning of each key.
-_ALG = {
-    "name": "bbvi",
-    "family": "fullrank",
-    "optimizer": "adam",
-    "estimator": "reparam",
-    "num_samples": 8,
-    "init_scale": 0.1,
-    "rank": 2,
-    "gradient": None,
-    "learning_rate": 0.01,
-    "ngvi_step_size": 0.05,
-    "step_decay": 0.1,
-    "baselines": ["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"],
-    "psis_draws": 2000,
-    "moment_draws": 20000,
-    "nuts": dict(NUTS_DEFAULTS, samples=2500),
-}
+_ALG = dict(
+    ALG_DEFAULTS,
+    baselines=["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"],
+    nuts=dict(ALG_DEFAULTS["nuts"], samples=2500),
+)
 
 
 _BOUNDS = {

@@ -22,7 +22,6 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import bernoulli_mixture_kl, components_used
 from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
-from ._common import section_keywords
 from ._plotting import optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
@@ -124,7 +123,7 @@ def build(sections: dict, seed: int) -> Experiment:
     collapsed Gibbs"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
-    prior = section_keywords(m, "alpha", "a", "b")  # the model's prior, from which the data are drawn
+    prior = {k: m[k] for k in ("alpha", "a", "b")}  # the model's prior, from which the data are drawn
     model = BernoulliMixture(m["num_components"], d["dim"], **prior, init_pseudo_count=m["init_pseudo_count"])
     data = sample_bernoulli_mixture(
         jax.random.PRNGKey(d["seed"]), d["num_points"], m["num_components"], d["dim"], **prior
@@ -168,7 +167,7 @@ def build(sections: dict, seed: int) -> Experiment:
         _plot(os.path.join(out_dir, "dp_bernoulli.png"), result, res, data, _estimates(result.state), methods)
         return summary
 
-    init = jax.jit(alg.init)  # one program instead of op-by-op compilation of the Gibbs pass and the seeding
+    init = jax.jit(alg.init)
     return Experiment(alg, lambda key: init(key, y), lambda key, t: y, eval_fn, report)
 
 

@@ -28,19 +28,9 @@ import numpy as np
 
 from vijax.data import Minibatcher, sample_ctm_corpus
 from vijax.metrics import corpus_document_completion
-from vijax.models.ctm import CTM
-from vijax.run import (
-    Baseline,
-    check_memory,
-    check_split,
-    configured_algorithm,
-    data_file,
-    eval_steps,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-)
+from vijax.models import CTM, CTMGlobals
+from vijax.run import Baseline, check_memory, check_split, configured_algorithm, data_file, eval_steps, Experiment
+from vijax.run import float_bytes, MemoryNeed, register_experiment
 from ._plotting import optional_plot
 from .lda import read_corpus
 
@@ -258,11 +248,9 @@ def _plot(path, curves, reference, num_topics, passes_per_step):
 
 
 def _true_params_score(truth, observed, heldout, model, eval_batch):
-    """The held-out score of the generating parameters (the synthetic corpus's ceiling), with the
-    run's own ``model`` (so the evaluation compiles once): the statistics are chosen so that its
-    M-step returns the true parameters (topic smoothing negligible against a mass of 1e12)."""
-    from vijax.models.ctm import CTMGlobals
-
+    """The held-out score of the generating parameters (the synthetic corpus's ceiling) under
+    ``model``: the statistics are chosen so that its M-step returns the true parameters (topic
+    smoothing negligible against a mass of 1e12)."""
     kappa = model.cov_shrinkage
     mu, sigma = np.asarray(truth["mu"]), np.asarray(truth["sigma"])
     second = (sigma - kappa * np.eye(mu.shape[0])) / (1.0 - kappa) + np.outer(mu, mu)

@@ -26,15 +26,8 @@ import numpy as np
 from vijax import expfam
 from vijax.data import sample_bernoulli_mixture, sample_gmm
 from vijax.models import DPMixture, conjugate_elbo
-from vijax.run import (
-    Baseline,
-    ConfigError,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-)
+from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed
+from vijax.run import register_experiment
 from ._common import train_test_bounds, train_test_need
 from ._plotting import optional_plot
 

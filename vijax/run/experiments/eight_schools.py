@@ -26,19 +26,8 @@ import tensorflow_probability.substrates.jax as tfp
 
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment
 
-from ._posterior import (
-    ALG_BOUNDS,
-    NUTS_DEFAULTS,
-    Target,
-    all_runs,
-    compare,
-    experiment,
-    memory_needs,
-    methods,
-    nuts_reference,
-    q_moments,
-    report,
-)
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, all_runs, compare, experiment, memory_needs, methods
+from ._posterior import nuts_reference, q_moments, report
 
 Y = (28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0)
 SIGMA = (15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0)
@@ -46,25 +35,7 @@ BIJECTORS = {"exp": tfp.bijectors.Exp, "softplus": tfp.bijectors.Softplus}
 
 _MODEL = {"mu_scale": 5.0, "tau_scale": 5.0, "tau_bijector": "exp"}
 _DATA = {"y": list(Y), "sigma": list(SIGMA)}
-# See vijax/run/experiments/_posterior.py (ALG_KEYS) for the meaning of each key.
-_ALG = {
-    "name": "bbvi",
-    "family": "fullrank",
-    "optimizer": "adam",
-    "estimator": "reparam",
-    "num_samples": 8,
-    "init_scale": 0.1,
-    "rank": 2,
-    "gradient": None,
-    "learning_rate": 0.01,
-    "ngvi_step_size": 0.02,
-    "step_decay": 0.1,
-    "baselines": ["bbvi-meanfield", "ngvi-fullrank"],
-    "psis_draws": 2000,
-    "moment_draws": 20000,
-    "nuts": dict(NUTS_DEFAULTS),
-    "quadrature_points": 4000,
-}
+_ALG = dict(ALG_DEFAULTS, ngvi_step_size=0.02, quadrature_points=4000)
 _LOG_2PI = math.log(2.0 * math.pi)
 _BOUNDS = {
     "model.mu_scale": "> 0",

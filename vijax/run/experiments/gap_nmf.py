@@ -21,9 +21,8 @@ import numpy as np
 from vijax.data import sample_speech_spectrogram
 from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
-from vijax.models.gap_nmf import GaPNMF
+from vijax.models import GaPNMF
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
-from ._common import section_keywords
 from ._plotting import optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
@@ -129,14 +128,14 @@ def build(sections: dict, seed: int) -> Experiment:
     model = GaPNMF(
         m["num_components"],
         d["num_freqs"],
-        **section_keywords(m, "a", "b", "alpha", "c", "max_iters", "tol", "init_shape"),
+        **{k: m[k] for k in ("a", "b", "alpha", "c", "max_iters", "tol", "init_shape")},
     )
     data = sample_speech_spectrogram(
         jax.random.PRNGKey(d["seed"]),
         d["num_freqs"],
         d["num_atoms"],
         d["num_frames"],
-        **section_keywords(d, "shape", "rate", "peak"),
+        **{k: d[k] for k in ("shape", "rate", "peak")},
     )
     frames = data.y.T  # (T, F): one frame per row
     model.check_data(frames)

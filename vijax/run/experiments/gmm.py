@@ -19,15 +19,8 @@ from vijax.data import sample_gmm, sample_histogram_mixture
 from vijax.inference import restarts, select_restart
 from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM, FullGMM, conjugate_elbo
-from vijax.run import (
-    ConfigError,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-    SEED_BOUND,
-)
+from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+from vijax.run import SEED_BOUND
 from ._plotting import optional_plot
 
 _MODEL_DEFAULTS = {

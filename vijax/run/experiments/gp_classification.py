@@ -34,15 +34,9 @@ import optax
 from vijax.data import epoch_batches, load_binary_dataset
 from vijax.inference import ProxSVIState, VIAlgorithm, factory_grid, optax_vi, prox_svi, replace_elbo
 from vijax.models import GPClassification
-from vijax.run import (
-    Baseline,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-    SEED_BOUND,
-)
+from vijax.run import Baseline, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+from vijax.run import SEED_BOUND
+from ._common import md_table
 from ._plotting import optional_plot
 
 # dataset -> settings. beta_n is beta * N (PG-SVI's beta = beta_n / N, r = 1 / (1 + beta)).
@@ -289,12 +283,6 @@ def _optimum_baseline(exact: GPClassification, beta: float, steps: int) -> Basel
     )
 
 
-def _md_table(rows: list, cols: list) -> str:
-    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-    fmt = lambda v: "—" if v is None else (f"{v:.5g}" if isinstance(v, float) else str(v))
-    return head + "".join("| " + " | ".join(fmt(r.get(c)) for c in cols) + " |\n" for r in rows)
-
-
 # ---- Figure 2 ---------------------------------------------------------------------------------
 
 
@@ -359,7 +347,7 @@ def build_compare(sections: dict, seed: int) -> Experiment:
                     row[f"passes to within {frac:.0%} of {label}"] = passes_to_within(c, target, frac)
             row["wall time (s)"] = walls[name]
             rows.append(row)
-        table = _md_table(rows, list(rows[0]))
+        table = md_table(rows, list(rows[0]), lambda v: f"{v:.5g}")
         opt_line = (
             "no optimum (algorithm.optimum_steps = 0)"
             if opt is None
@@ -463,7 +451,7 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
                 f"batch methods: at most {a['max_passes_batch']} passes; PG-SVI: at most {a['max_passes_svi']} "
                 f"passes of {spp} minibatches of {mb}, S = {s['num_samples']}; PG-MC S = {a['pg_mc_samples']}. "
                 "Each method's step sizes run as one program (a grid under vmap): its wall time is the "
-                "whole grid's.\n\n" + _md_table(rows, list(rows[0]))
+                "whole grid's.\n\n" + md_table(rows, list(rows[0]), lambda v: f"{v:.5g}")
             )
         plot_step_size(
             os.path.join(out_dir, f"fig1_{data.name}.png"),

@@ -83,11 +83,6 @@ def _memory(config) -> list[MemoryNeed]:
 def true_params(key, cfg_model: dict, cfg_data: dict) -> HMMParams:
     """A random HMM: Dirichlet(1) initial probabilities, transition rows Dirichlet(1 + stickiness e_i),
     sparse categorical emissions (Dirichlet(0.3)) or Gaussian means spread by ``spread``."""
-    # one compiled program: op by op, each of its draws (a Gamma loop per Dirichlet) compiles on its own
-    return jax.jit(lambda k: _true_params(k, cfg_model, cfg_data))(key)
-
-
-def _true_params(key, cfg_model: dict, cfg_data: dict) -> HMMParams:
     k = cfg_model["num_states"]
     k1, k2, k3 = jax.random.split(key, 3)
     pi = jax.random.dirichlet(k1, jnp.ones(k))

@@ -23,16 +23,8 @@ from vijax.data import Minibatcher, read_ldac, sample_lda_corpus
 from vijax.inference import data_parallel, schedules
 from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
-from vijax.run import (
-    check_memory,
-    check_split,
-    configured_algorithm,
-    data_file,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-)
+from vijax.run import check_memory, check_split, configured_algorithm, data_file, Experiment, float_bytes, MemoryNeed
+from vijax.run import register_experiment
 from ._plotting import optional_plot
 
 MODEL_DEFAULTS = {
@@ -255,8 +247,7 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
         schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]),
         schedule_keys=("scale", "tau", "kappa"),
     )
-    # one padded length for the whole run (one compiled shape): the mean-field and CVB0 E-steps cost what the
-    # documents' own lengths cost whatever the padding; Gibbs computes over the padded length
+    # one padded length for the whole run; Gibbs computes over the padded length, so it pads per batch
     mb = Minibatcher(train, s, seed, length=None if a.get("local") == "gibbs" else "corpus")
     d = sections["data"]
     evaluator = _Eval(model, test, s, d["eval_batch"], seed + 1, d["observed_fraction"])

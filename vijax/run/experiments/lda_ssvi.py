@@ -41,33 +41,12 @@ import numpy as np
 from vijax._validate import ArgumentError
 from vijax.data import Minibatcher, bucket_length
 from vijax.expfam import tree_mean_params
-from vijax.inference import (
-    M_STEPS,
-    VIAlgorithm,
-    hyperparameter_grid,
-    init_from,
-    make_algorithm,
-    restarts,
-    safe_increment,
-    schedules,
-    sgrld_lda,
-    sgrld_schedule,
-    topics_dirichlet,
-)
+from vijax.inference import M_STEPS, VIAlgorithm, hyperparameter_grid, init_from, make_algorithm, restarts
+from vijax.inference import safe_increment, schedules, sgrld_lda, sgrld_schedule, topics_dirichlet
 from vijax.models import LDA, conjugate_elbo
 from vijax.run import Baseline, Experiment, eval_steps, register_experiment
-from vijax.run.experiments.lda import (
-    ALG_BOUNDS,
-    DATA_BOUNDS,
-    DATA_DEFAULTS,
-    MODEL_BOUNDS,
-    MODEL_DEFAULTS,
-    SYNTHETIC_BOUNDS,
-    ldac_corpus,
-    make_model,
-    synthetic_corpus,
-    synthetic_memory,
-)
+from vijax.run.experiments.lda import ALG_BOUNDS, DATA_BOUNDS, DATA_DEFAULTS, MODEL_BOUNDS, MODEL_DEFAULTS
+from vijax.run.experiments.lda import SYNTHETIC_BOUNDS, ldac_corpus, make_model, synthetic_corpus, synthetic_memory
 from ._plotting import optional_plot
 
 CORPORA = ("synthetic", "wiki_bnpy")
@@ -212,7 +191,7 @@ class _Corpus:
         self.name, self.train, self.m, self.a = name, train, m, a
         self.observed, self.heldout = test.split_tokens(seed + 1, d["observed_fraction"])
         mb = Minibatcher(train, a["batch_size"], seed)
-        # one padded length for the whole run: one compiled step per setting
+        # one padded length for the whole run
         length = bucket_length(int(train.doc_unique_words.max(initial=1)))
         self.host_batches = lambda t0, n: mb.host_batches(t0, n, length=length)
         self.schedule = schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"])
@@ -564,8 +543,8 @@ class _Scorers(NamedTuple):
     """The evaluation's compiled programs, shared by every run of the experiment (each over the
     restarts): ``heldout(q, observed, heldout)`` the held-out per-word log predictive of a q(beta)
     (``lda_ssvi``'s scorer), ``heldout_sample(theta, observed, heldout)`` that of an SGRLD sample's
-    topics, ``train_elbo(q, corpus)`` the mean-field ELBO of the corpus per token. The data are
-    arguments, not constants of the programs (XLA would fold a constant corpus at compile time)."""
+    topics, ``train_elbo(q, corpus)`` the mean-field ELBO of the corpus per token; the data are
+    arguments."""
 
     heldout: object
     heldout_sample: object
@@ -744,7 +723,7 @@ def build_restarts(sections: dict, seed: int) -> Experiment:
     scorers = _scorers(model, float(np.sum(np.asarray(train_batch.counts))))
     num_data = train.num_docs - train.num_empty
     mb = Minibatcher(train, a["batch_size"], seed)
-    length = bucket_length(int(train.doc_unique_words.max(initial=1)))  # one padded length: one compiled step
+    length = bucket_length(int(train.doc_unique_words.max(initial=1)))  # one padded length for the whole run
     host_batches = lambda t0, n: mb.host_batches(t0, n, length=length)  # noqa: E731
     schedule = schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"])
     tau2 = a["tau"] if a["restart_fresh_schedule"] else a["tau"] + at

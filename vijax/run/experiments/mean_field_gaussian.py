@@ -24,28 +24,20 @@ import numpy as np
 
 from vijax.run import ConfigError, Experiment, register_experiment
 
-from ._posterior import ALG_BOUNDS, NUTS_DEFAULTS, Target, all_runs, experiment, memory_needs, methods, report
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, all_runs, experiment, memory_needs, methods, report
 from ._plotting import optional_plot
 
 _MODEL = {"correlation": 0.9, "mean": [0.0, 0.0], "sd": [1.0, 1.0]}
-# See vijax/run/experiments/_posterior.py (ALG_KEYS) for the meaning of each key.
-_ALG = {
-    "name": "bbvi",
-    "family": "meanfield",
-    "optimizer": "adam",
-    "estimator": "reparam",
-    "num_samples": 8,
-    "init_scale": 0.5,
-    "rank": 1,
-    "gradient": None,
-    "learning_rate": 0.05,
-    "ngvi_step_size": 0.1,
-    "step_decay": 0.05,
-    "baselines": ["bbvi-fullrank", "ngvi-meanfield"],
-    "psis_draws": 2000,
-    "moment_draws": 20000,
-    "nuts": dict(NUTS_DEFAULTS),  # not run: the exact moments are known
-}
+_ALG = dict(
+    ALG_DEFAULTS,
+    family="meanfield",
+    init_scale=0.5,
+    rank=1,
+    learning_rate=0.05,
+    ngvi_step_size=0.1,
+    step_decay=0.05,
+    baselines=["bbvi-fullrank", "ngvi-meanfield"],
+)  # nuts: not run, the exact moments are known
 _BOUNDS = {
     "model.correlation": "in (-1, 1)",
     "model.mean": "non-empty, each finite",

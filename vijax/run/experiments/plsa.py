@@ -28,15 +28,8 @@ import numpy as np
 from vijax.inference import cavi, em
 from vijax.metrics import corpus_document_completion
 from vijax.models import LDA, PLSA, PLSAParams
-from vijax.run import (
-    Baseline,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-    SEED_BOUND,
-)
+from vijax.run import Baseline, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
+from vijax.run import SEED_BOUND
 from vijax.run.experiments.lda import SYNTHETIC_BOUNDS, synthetic_corpus
 
 _DEFAULTS = {

@@ -36,17 +36,9 @@ from vijax.data import epoch_batches, latent_bernoulli_log_prob, load_digits_ima
 from vijax import inference
 from vijax.inference import make_algorithm
 from vijax.models import VAE, mlp
-from vijax.run import (
-    Baseline,
-    ConfigError,
-    configured_algorithm,
-    Experiment,
-    float_bytes,
-    MemoryNeed,
-    register_experiment,
-    SEED_BOUND,
-)
-from ._common import train_test_bounds
+from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed
+from vijax.run import register_experiment, SEED_BOUND
+from ._common import cell, train_test_bounds
 from ._plotting import optional_plot
 
 # latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
@@ -385,12 +377,6 @@ def build(sections: dict, seed: int) -> Experiment:
     )
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.3f}" if np.isfinite(v) else "—"
-    return "—" if v is None else str(v)
-
-
 def _write(out_dir, name, rows, model, data, section, run, train_shape, test_shape, truth) -> None:
     cols = [
         "method",
@@ -427,7 +413,7 @@ def _write(out_dir, name, rows, model, data, section, run, train_shape, test_sha
         "| " + " | ".join(cols) + " |",
         "|" + "---|" * len(cols),
     ]
-    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell(r.get(c), lambda v: f"{v:.3f}") for c in cols) + " |" for r in rows]
     if truth is not None:
         lines.append(
             f"\nThe generating model's own log p(x) on the test points (simple Monte Carlo over the prior, "
