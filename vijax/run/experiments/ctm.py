@@ -127,17 +127,6 @@ def _synthetic_memory(config) -> list[MemoryNeed]:
     return _memory_needs(config, d["vocab_size"], min(d["doc_length"], d["vocab_size"]), d["num_docs"])
 
 
-class _Eval:
-    """Held-out per-word log-likelihood by document completion (test documents split in half)."""
-
-    def __init__(self, model, observed, heldout, eval_batch):
-        self.model, self.observed, self.heldout, self.eval_batch = model, observed, heldout, eval_batch
-
-    def __call__(self, state) -> dict:
-        r = corpus_document_completion(self.model, state.q_global, self.observed, self.heldout, self.eval_batch)
-        return {"heldout_per_word": float(r.per_word)}
-
-
 def _model(m, vocab_size, variant):
     """The CTM of a variant; a baseline iterates its local fixed point at most
     ``model.baseline_iters`` times, in training and in evaluation."""
@@ -159,6 +148,7 @@ def _model(m, vocab_size, variant):
 
 
 def _variants(a) -> list[str]:
+    """The variants to run, checked before any data are made (the numbers: the config's bounds)."""
     names = [a["covariance"]] + [c.strip() for c in a["compare"].split(",") if c.strip() not in ("", "none")]
     for n in names:
         if n not in _LABEL:
@@ -166,15 +156,9 @@ def _variants(a) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _check_algorithm(a) -> list[str]:
-    """Checks the algorithm section before any data are made (its numbers are checked by the
-    bounds when the config loads); returns the variants to run."""
-    return _variants(a)
-
-
 def _build(sections, seed, train, test, reference=None):
     m, a, d = sections["model"], sections["algorithm"], sections["data"]
-    variants = _check_algorithm(a)
+    variants = _variants(a)
     observed, heldout = test.split_tokens(seed + 1, d["observed_fraction"])
     mb = Minibatcher(train, a["batch_size"], seed)
 
@@ -183,7 +167,12 @@ def _build(sections, seed, train, test, reference=None):
         alg = configured_algorithm(
             a, _ALG, model, num_data=train.num_docs, schedule=a["step_size"], schedule_keys=("step_size",)
         )
-        return alg, _Eval(model, observed, heldout, d["eval_batch"])
+
+        def evaluate(state) -> dict:  # held-out per-word log-likelihood by document completion
+            r = corpus_document_completion(model, state.q_global, observed, heldout, d["eval_batch"])
+            return {"heldout_per_word": float(r.per_word)}
+
+        return alg, evaluate
 
     alg, evaluator = make(variants[0])
     # the other variants evaluate at the steps of the first: chunks of its shortest evaluation period
@@ -281,7 +270,7 @@ def _true_params_score(truth, observed, heldout, model, eval_batch):
 def build_synthetic(sections: dict, seed: int) -> Experiment:
     """CTM by PG-SVI, PG-SVI-MF and the Laplace, delta-method and mean-field baselines on a
     synthetic CTM corpus (Khan et al. 2016, Fig. 3)"""
-    _check_algorithm(sections["algorithm"])
+    _variants(sections["algorithm"])
     d = sections["data"]
     corpus, truth = sample_ctm_corpus(
         seed,
@@ -320,7 +309,7 @@ def _split(corpus, seed, d):
 def build_corpus(sections: dict, seed: int) -> Experiment:
     """CTM by PG-SVI, PG-SVI-MF and the Laplace, delta-method and mean-field baselines on an lda-c
     corpus (default: wiki_bnpy, 50% training documents)"""
-    _check_algorithm(sections["algorithm"])
+    _variants(sections["algorithm"])
     d = sections["data"]
     path, vocab = data_file("data.path", d["path"]), data_file("data.vocab", d["vocab"], required=bool(d["vocab"]))
     corpus = read_corpus(path, vocab)  # its errors named by data.path and data.vocab

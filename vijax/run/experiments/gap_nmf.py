@@ -214,10 +214,12 @@ def _plot(path, res, methods, num_atoms, result):
             label=f"{LABELS[meth]} ({r['recovered']} > {THRESHOLD})",
         )
     ax.axhline(THRESHOLD, color="0.6", lw=0.8)
-    ax.set_xlabel("true dictionary column (sorted)")
-    ax.set_ylabel("correlation with best match in E_q[W]")
-    ax.set_ylim(-0.05, 1.02)
-    ax.set_title("Hoffman & Blei 2015, figure 5: sorted correlations")
+    ax.set(
+        xlabel="true dictionary column (sorted)",
+        ylabel="correlation with best match in E_q[W]",
+        ylim=(-0.05, 1.02),
+        title="Hoffman & Blei 2015, figure 5: sorted correlations",
+    )
     ax.legend(loc="lower left")
     steps = np.asarray(result.trace["step"])
     tails = []
@@ -234,9 +236,9 @@ def _plot(path, res, methods, num_atoms, result):
         lo, hi = float(tail.min()), float(tail.max())
         pad = 0.05 * (hi - lo) if hi > lo else 1.0
         ax2.set_ylim(lo - pad, hi + pad)
-    ax2.set_xlabel("step")
-    ax2.set_ylabel("ELBO (SSVI-A: one-draw structured ELBO)")
-    ax2.set_title("ELBO per step (first 10% off the scale)")
+    ax2.set(
+        xlabel="step", ylabel="ELBO (SSVI-A: one-draw structured ELBO)", title="ELBO per step (first 10% off the scale)"
+    )
     ax2.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -250,9 +252,7 @@ def _plot_dictionary(path, w):
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
     im = ax.imshow(20 * np.log10(w), aspect="auto", origin="lower", cmap="magma")
-    ax.set_xlabel("dictionary column")
-    ax.set_ylabel("frequency bin")
-    ax.set_title("synthetic speech-like dictionary (dB)")
+    ax.set(xlabel="dictionary column", ylabel="frequency bin", title="synthetic speech-like dictionary (dB)")
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

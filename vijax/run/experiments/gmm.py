@@ -263,10 +263,12 @@ def _plot_restarts(path, steps: np.ndarray, elbos: np.ndarray) -> None:
         ax.plot(steps, elbos[:, r], lw=1.2)
     top = elbos[-1].max()
     span = top - np.median(elbos[max(0, len(steps) // 10)])
-    ax.set_ylim(top - 3 * max(span, 1e-9), top + 0.1 * max(span, 1e-9))
-    ax.set_xlabel("CAVI iteration")
-    ax.set_ylabel("ELBO")
-    ax.set_title(f"{elbos.shape[1]} starts: different local optima")
+    ax.set(
+        ylim=(top - 3 * max(span, 1e-9), top + 0.1 * max(span, 1e-9)),
+        xlabel="CAVI iteration",
+        ylabel="ELBO",
+        title=f"{elbos.shape[1]} starts: different local optima",
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -309,8 +311,7 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
     elbo = np.asarray(result.trace["elbo"])
     elbo = elbo.max(axis=1) if elbo.ndim == 2 else elbo  # best restart at each step
     axes[2].plot(np.arange(1, len(elbo) + 1), elbo, label="ELBO")
-    axes[2].set_xlabel(f"{method} step")
-    axes[2].set_ylabel("ELBO (best restart)")
+    axes[2].set(xlabel=f"{method} step", ylabel="ELBO (best restart)")
     if result.evals:
         ax2 = axes[2].twinx()
         ax2.plot([e["step"] for e in result.evals], [e["heldout_log_predictive"] for e in result.evals], "C1.-")
@@ -456,10 +457,12 @@ def _plot_nuts(path, cavi: tuple, nuts: dict) -> None:
     ax.axvline(nuts["warmup_s"], color="grey", lw=0.8, ls=":", label="NUTS warmup ends")
     ax.set_xscale("log")
     top = max(max(cavi[1]), max(nuts["heldout_log_predictive"]))
-    ax.set_ylim(top - 1.0, top + 0.1)
-    ax.set_xlabel("wall time (s, compilation included)")
-    ax.set_ylabel("mean held-out log predictive")
-    ax.set_title("CAVI against NUTS on a Gaussian mixture")
+    ax.set(
+        ylim=(top - 1.0, top + 0.1),
+        xlabel="wall time (s, compilation included)",
+        ylabel="mean held-out log predictive",
+        title="CAVI against NUTS on a Gaussian mixture",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -569,9 +569,7 @@ def plot_compare(path, curves, name, labels):
         ax[0].plot(p, -np.asarray(c["elbo"]), label=labels[m], lw=2 if m == "pg_svi" else 1)
         ax[1].plot(p, c["log_loss"], label=labels[m], lw=2 if m == "pg_svi" else 1)
     for a, t in zip(ax, ("negative ELBO", "test log-loss (bits)")):
-        a.set_xscale("log")
-        a.set_xlabel("passes")
-        a.set_title(f"{name}: {t}")
+        a.set(xscale="log", xlabel="passes", title=f"{name}: {t}")
     ax[0].set_yscale("log")
     ax[0].legend()
     fig.tight_layout()
@@ -593,11 +591,13 @@ def plot_step_size(path, out, name, cap, labels):
         miss = np.isnan(ex)
         if miss.any():
             ax.plot(ss[miss], np.full(miss.sum(), cap), "x", color=line.get_color())
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("step size")
-    ax.set_ylabel("examples seen until converged")
-    ax.set_title(f"{name} (x: not converged within the budget)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="step size",
+        ylabel="examples seen until converged",
+        title=f"{name} (x: not converged within the budget)",
+    )
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -40,6 +40,7 @@ from vijax.inference import VIAlgorithm, bayesian_last_layer, head_log_likelihoo
 from vijax.metrics import expected_calibration_error, reliability
 from vijax.models import mlp
 from vijax.run import Baseline, ConfigError, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
+from ._common import md_table
 from ._plotting import optional_plot
 
 DATASETS = ("breast_cancer", "digits_3v5")
@@ -280,26 +281,14 @@ def build(sections: dict, seed: int) -> Experiment:
 
 
 def _write_results(out_dir: str, rows: list, notes: str, name: str) -> None:
-    cols = ("accuracy", "log_predictive", "ece", "brier")
-    lines = [
-        f"# Bayesian last layer vs point-estimate head on {name}",
-        "",
-        notes,
-        "",
-        "| method | held-out accuracy | mean log predictive | ECE | Brier | wall time (s) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        wall = f"{r['wall_time']:.1f}" if "wall_time" in r else "—"
-        lines.append(f"| {r['method']} | " + " | ".join(f"{r[c]:.4f}" for c in cols) + f" | {wall} |")
-    lines += [
-        "",
-        "Mean log predictive: the average over test cases of log p(y | x) (higher is better); ECE and "
-        "Brier: lower is better. The test set is small, so differences of a few test cases (1/"
-        "the test size in accuracy) are within noise.",
-    ]
+    cols = ["method", "accuracy", "log_predictive", "ece", "brier", "wall_time"]
     with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write(f"# Bayesian last layer vs point-estimate head on {name}\n\n{notes}\n\n")
+        fh.write(md_table(rows, cols, lambda v: f"{v:.4f}"))
+        fh.write(
+            "\nHeld-out scores. log_predictive: the mean over test cases of log p(y | x) (higher is better); "
+            "ECE and Brier: lower is better. The test set is small: differences of a few test cases are noise.\n"
+        )
 
 
 @optional_plot

@@ -328,8 +328,7 @@ def _plot(curves, corpus, out_dir):
                     color=colors[p_i % len(colors)],
                     label=f"{g} / {l}",
                 )
-        ax.set_xscale("log")
-        ax.set_xlabel("α")
+        ax.set(xscale="log", xlabel="α")
         ax.set_title(f"η = {e:g}", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("final held-out log pred. / word")
@@ -646,8 +645,7 @@ def _plot_restarts(runs, at, corpus, out_dir):
         ax_h.plot(steps, mean, ".-" if r["kind"] == "source" else "x--", color=col, label=r["label"])
         ax_h.fill_between(steps, lo, hi, color=col, alpha=0.15)
     ax_h.axvline(at, color="k", lw=0.8, ls=":")
-    ax_h.set_xlabel("steps (dotted: the sources' last step; SVI from there on)")
-    ax_h.set_ylabel("held-out log pred. / word")
+    ax_h.set(xlabel="steps (dotted: the sources' last step; SVI from there on)", ylabel="held-out log pred. / word")
     ax_h.set_title(f"held-out score, {corpus}", fontsize=9)
     ax_h.grid(alpha=0.3)
     ax_h.legend(fontsize=7)

@@ -103,9 +103,7 @@ def _plot_ellipses(path, mu, sigma, fits, draws) -> None:
     for label, z in draws.items():
         _ellipse(ax, z.mean(0), np.cov(z.T), color=next(colors), lw=1.5, ls="--", label=label)
     ax.set_aspect("equal")
-    ax.set_xlabel("z1")
-    ax.set_ylabel("z2")
-    ax.set_title("2-sd contours: exact and variational")
+    ax.set(xlabel="z1", ylabel="z2", title="2-sd contours: exact and variational")
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

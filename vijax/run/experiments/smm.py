@@ -94,9 +94,7 @@ def _plot(path, true: np.ndarray, fitted: list) -> None:
     ]
     for ax, (eta, title) in zip(axes, panels):
         im = ax.imshow(eta, aspect="auto", cmap="viridis", vmin=0.0, vmax=vmax)
-        ax.set_title(title)
-        ax.set_xlabel("symbol w")
-        ax.set_yticks(range(eta.shape[0]))
+        ax.set(title=title, xlabel="symbol w", yticks=range(eta.shape[0]))
     axes[0].set_ylabel("component k")
     fig.colorbar(im, ax=axes, shrink=0.8, label="P(x = w | z = k)")
     fig.savefig(path, dpi=100, bbox_inches="tight")

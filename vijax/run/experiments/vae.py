@@ -38,7 +38,7 @@ from vijax.inference import make_algorithm
 from vijax.models import VAE, mlp
 from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed
 from vijax.run import register_experiment, SEED_BOUND
-from ._common import cell, train_test_bounds
+from ._common import md_table, train_test_bounds
 from ._plotting import optional_plot
 
 # latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
@@ -234,8 +234,7 @@ def _grid(fig, rows: dict, shape, n: int, col: int = 0):
         for j in range(n):
             ax = axes[i, j]
             ax.imshow(np.asarray(imgs[j]).reshape(shape), cmap="gray_r", vmin=0.0, vmax=1.0, interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
         axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
 
 
@@ -378,22 +377,7 @@ def build(sections: dict, seed: int) -> Experiment:
 
 
 def _write(out_dir, name, rows, model, data, section, run, train_shape, test_shape, truth) -> None:
-    cols = [
-        "method",
-        "theta",
-        "steps",
-        "test ELBO at start",
-        "test ELBO",
-        "ELBO SE",
-        "IW log-lik",
-        "IW SE (test points)",
-        "IW sd over repeats",
-        "IW mean per-point sd",
-        "train ELBO / N (last 100 steps)",
-        "KL(q(θ)‖p(θ)) / N",
-        "rejected steps",
-        "wall time (s)",
-    ]
+    cols = list(rows[0])  # the first run's row has every column
     lines = [
         f"# A VAE on {name}: AEVB and fully Bayesian AEVB\n",
         f"{train_shape[0]} training and {test_shape[0]} test points of {train_shape[1]} pixels; "
@@ -410,10 +394,8 @@ def _write(out_dir, name, rows, model, data, section, run, train_shape, test_sha
         "the log predictive density under q(θ)), and in the row 'E_q[θ]' at q's mean.\n",
         f"Machine: {platform.machine()} {platform.system()}, {os.cpu_count()} CPU(s), JAX on "
         f"{jax.default_backend()}; wall time is the training run's own.\n",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
+        md_table(rows, cols, lambda v: f"{v:.3f}"),
     ]
-    lines += ["| " + " | ".join(cell(r.get(c), lambda v: f"{v:.3f}") for c in cols) + " |" for r in rows]
     if truth is not None:
         lines.append(
             f"\nThe generating model's own log p(x) on the test points (simple Monte Carlo over the prior, "
