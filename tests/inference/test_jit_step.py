@@ -68,16 +68,12 @@ def test_a_batch_passed_again_is_not_checked_again(monkeypatch):
     input they read is the very array whose checks last passed. A new array, a NumPy array (which can
     change in place) or a check that reads the state runs them again."""
     from vijax._validate import collected_failed, enforce_value_checks, finite_values
-    from vijax.inference import _checked_inputs
-
     from vijax.inference import base
 
     decisions, reads = [], []
-    needs, read = _checked_inputs.CheckedInputs.needs_check, base.raise_collected
+    needs, read = base.CheckedInputs.needs_check, base.raise_collected
     monkeypatch.setattr(
-        _checked_inputs.CheckedInputs,
-        "needs_check",
-        lambda self, *a: decisions.append(needs(self, *a)) or decisions[-1],
+        base.CheckedInputs, "needs_check", lambda self, *a: decisions.append(needs(self, *a)) or decisions[-1]
     )
     monkeypatch.setattr(base, "raise_collected", lambda *a: reads.append(1) or read(*a))
 
@@ -149,7 +145,7 @@ def test_checks_reading_the_state_run_at_every_step():
 
 
 def test_the_inputs_a_program_output_reads():
-    from vijax.inference._checked_inputs import inputs_read
+    from vijax.inference.base import inputs_read
 
     def f(a, b, c):
         return a * 2.0, jax.lax.cond(c > 0, lambda: jnp.sum(b), lambda: 0.0)
@@ -317,89 +313,29 @@ def test_the_value_check_switch_is_an_argument(fit):
         with_value_checks(alg, "no")
 
 
-# -- compiler options: XLA's quick CPU settings where the process's XLA_FLAGS leave the emitter open
+# -- compiler options: XLA's settings unless the caller opts in to the quick CPU options
 _cpu_only = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the quick settings are the CPU's")
 
 
 @_cpu_only
-def test_without_an_emitter_flag_a_cpu_step_compiles_with_the_quick_options_and_the_same_values(fit, monkeypatch):
-    from vijax._compile import EVALUATION_CPU_OPTIONS
+def test_cpu_compile_quick_compiles_with_step_cpu_options_and_the_same_values(fit, monkeypatch):
+    from vijax._compile import step_cpu_options
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")  # no emitter flag
     alg, x, state = fit
-    step = jit_step(alg.step)
-    assert step.compiler_options() is None  # decided at the first call
+    assert jit_step(alg.step).compiler_options() is None  # XLA's settings by default
+    step = jit_step(alg.step, cpu_compile="quick")
+    assert step.compiler_options() == step_cpu_options()
     a, b = state, state
     for t in range(3):
         key = jax.random.PRNGKey(t + 1)
         (a, ia), (b, ib) = jax.jit(alg.step)(key, a, x), step(key, b, x)
-    assert step.compiler_options() == EVALUATION_CPU_OPTIONS
-    # another kernel emitter and LLVM level: the same values up to floating-point rounding
-    rtol = 1e-12 if x.dtype == np.float64 else 1e-5
+    rtol = 1e-12 if x.dtype == np.float64 else 1e-5  # another kernel emitter: the same values up to rounding
     np.testing.assert_allclose(np.asarray(ib.elbo), np.asarray(ia.elbo), rtol=rtol)
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=rtol, atol=rtol)
     with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite"):
         step(jax.random.PRNGKey(1), state, x.at[3, 1].set(jnp.inf))
-
-
-@_cpu_only
-def test_the_process_flag_the_users_options_and_cpu_compile_xla_keep_xlas_settings(fit, monkeypatch):
-    alg, x, state = fit
-    key = jax.random.PRNGKey(1)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")  # the user's (or vijax run's) choice
-    step = jit_step(alg.step)
-    step(key, state, x)
-    assert step.compiler_options() is None
-    monkeypatch.setenv("XLA_FLAGS", "")
-    for step in (jit_step(alg.step, cpu_compile="xla"), jit_step(alg.step, compiler_options={})):
-        step(key, state, x)
-        assert step.compiler_options() is None
+    assert jit_step(alg.step, cpu_compile="quick", compiler_options={}).compiler_options() is None
     with pytest.raises(ValueError, match="cpu_compile"):
         jit_step(alg.step, cpu_compile="fast")
-
-
-@_cpu_only
-def test_an_option_xla_does_not_know_falls_back_to_xlas_settings(fit, monkeypatch):
-    from vijax import _compile
-
-    monkeypatch.setenv("XLA_FLAGS", "")
-    monkeypatch.setattr(_compile, "EVALUATION_CPU_OPTIONS", {"xla_no_such_option_here": True})
-    monkeypatch.setattr(_compile, "_OPTIONS_KNOWN", [True])
-    alg, x, state = fit
-    step = jit_step(alg.step)
-    key = jax.random.PRNGKey(1)
-    (a, _), (b, _) = jax.jit(alg.step)(key, state, x), step(key, state, x)
-    assert _compile._OPTIONS_KNOWN == [False] and step.compiler_options() is None
-    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
-    assert jit_step(alg.step).lower(key, state, x) is not None  # later steps: no options tried
-
-
-def test_the_first_call_traces_with_the_collector_paused_and_restores_it(fit):
-    """The first call's trace and lowering run with Python's cyclic collector paused; after it,
-    and after a first call that raises, the collector is as it was (off stays off)."""
-    import gc
-
-    alg, x, state = fit
-    seen = []
-
-    def step(key, st, batch):
-        seen.append(gc.isenabled())  # runs while the step is traced
-        return alg.step(key, st, batch)
-
-    assert gc.isenabled()
-    jit_step(step)(jax.random.PRNGKey(1), state, x)
-    assert seen and not any(seen) and gc.isenabled()
-    with pytest.raises(ValueError, match="not finite"):
-        jit_step(step)(jax.random.PRNGKey(1), state, x.at[0, 0].set(jnp.nan))
-    assert gc.isenabled()
-    seen.clear()
-    jit_step(step).lower(jax.random.PRNGKey(1), state, x)
-    assert seen and not any(seen) and gc.isenabled()
-    gc.disable()
-    try:
-        jit_step(step)(jax.random.PRNGKey(1), state, x)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from vijax._compile import reduce_in_one_kernel
 from vijax._validate import ArgumentError, ValueCheck, batch_size, enforce_value_checks, implements, is_tracer
 from vijax.types import Array, PyTree
 from vijax.models import PaddedBatchModel
@@ -29,7 +28,7 @@ def num_present(model, batch: PyTree):
     """S: the number of ``present_rows`` (an int32 scalar, traced under jit) where the model
     defines them, else the batch's leading size (a static int)."""
     rows = present_rows(model, batch)
-    return batch_size(batch) if rows is None else reduce_in_one_kernel(jnp.sum, rows.astype(jnp.int32), axis=None)
+    return batch_size(batch) if rows is None else jnp.sum(rows.astype(jnp.int32))
 
 
 def check_num_data(num_data: int, model, batch: PyTree, count=None) -> None:

@@ -26,13 +26,14 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
+import weakref
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import collection_paused, is_unknown_option, reduce_in_one_kernel, step_cpu_options
+from vijax._compile import step_cpu_options
 from vijax._validate import (
     ArgumentError,
     NestedValueCheck,
@@ -49,7 +50,6 @@ from vijax._validate import (
     value_checks,
 )
 from vijax.expfam import check_in_domain
-from vijax.inference._checked_inputs import CheckedInputs, inputs_read
 from vijax.models import check_step_batch
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -88,70 +88,31 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
         )
 
 
-def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "quick", **jit_kwargs) -> Callable:
-    """``jax.jit(step)`` whose batch value checks come back as outputs of the program instead of
-    host callbacks: a bad batch still raises the step's ValueError (naming the value, its position
-    and the step), and the compiled program holds no host callback, so that JAX's persistent
-    compilation cache can store it (it stores no program with one; a plain ``jax.jit`` of a checked
-    step compiles again at every start). The runner compiles its chunks this way.
+def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "xla", **jit_kwargs) -> Callable:
+    """``jax.jit(step)`` whose batch value checks are outputs of the program, not host callbacks: a
+    bad batch still raises the step's ValueError (naming the value, its position and the step), and
+    JAX's persistent compilation cache can store the program. The runner compiles its chunks so.
 
-    At the first call (or ``lower``) it picks, in this order:
-
-    - **collected checks**, where every check runs at
-      the step's own level (not in a loop body, ``vmap`` or ``cond``), as in an algorithm's step
-      (``check_step_batch`` comes first): per check, its bad entries (or for a large batch whether
-      each row holds one; no reduction across rows, so none across the devices of a sharded
-      batch) are an extra output, read after the call; on a failure the step runs again in a program that also returns
-      the first failure's position, value and step, to raise (with ``donate_argnums``, or in a
-      run of several processes, each holding only its own rows' flags, the one program returns
-      them all). No checkify transformation, which
-      walks and re-traces the whole step (about half of LDA's SVI step's lowering, 0.49 against
-      0.21–0.25 s) and threads its error state through every loop;
-    - **checkify** checks (``functional_value_checks``), where a check sits deeper (the runner's
-      chunk, a ``lax.scan`` of steps); the first attempt stops at that check, early in the trace;
-    - ``jax.jit(step)``, whose checks are host callbacks, where checkify cannot transform the step
-      (seen: a multi-process data-parallel step, whose error state comes back per device; a vmapped
-      step with a data-dependent ``while_loop``, such as restarts of LDA in lock step:
-      "checkify-of-vmap-of-while"; an error of the step itself is then raised by ``jax.jit``'s
-      tracing) or the checks run under ``shard_map``: checkify passes its error state in and out of
-      every ``shard_map`` call, which made the two-device LDA SVI step 40% slower.
-
-    **A batch is checked once.** With collected checks (and no donated or static arguments), the
-    program takes one more input, a bool, and computes its checks under a ``lax.cond`` on it: the
-    wrapper sets it False where every input the checks read (found in the traced program: the batch,
-    not the state) is the very ``jax.Array`` whose checks passed at the previous call. A full-batch
-    algorithm's steps (CAVI, EM, Baum-Welch on the same data array) then read the data for the
-    checks at the first call only; a new array, a NumPy array (which can change in place) or a
-    failed check is checked again. Arrays are remembered by weak reference, never kept alive.
-
-    **Compiled for a quick compile on a CPU.** With ``cpu_compile="quick"`` (the default), on a CPU,
-    the step is compiled with XLA's classic kernel emitter and LLVM at ``-O2`` (its own
-    ``compiler_options``, ``vijax._compile.step_cpu_options``), unless the process's ``XLA_FLAGS``
-    choose the CPU kernel emitter themselves (``vijax run``, ``vijax.run.fast_cpu_compile`` or the
-    user's own flag: they stay in force) or ``jit_kwargs`` give ``compiler_options``. LDA's SVI
-    step compiles in about two thirds of the time and runs faster; the float32 GMM step compiles
-    in about half and runs slower per step (docs/design.md, "Compile time and program size"):
-    ``cpu_compile="xla"`` keeps XLA's settings. An XLA that does not know an option gets none.
-
-    Called with tracers (under a caller's ``jit``, ``vmap`` or ``grad``), it is ``jax.jit(step)``.
+    At the first call or ``lower`` it takes the first way that serves (``.check_mode()``):
+    ``"collected"`` where every check runs at the step's own level (``check_step_batch`` in an
+    algorithm's step): the checks' bad entries are extra outputs (never reduced across rows), and
+    a failure runs a program that locates it; a gate input skips the checks where every input they
+    read is the very ``jax.Array`` that passed them at the previous call (a full-batch algorithm's
+    data is checked once). ``"checkify"`` where a check sits deeper (a ``lax.scan`` of steps).
+    ``"plain"`` (``jax.jit``, host-callback checks) where ``checkify`` cannot transform the step or
+    it holds a ``shard_map``. Under a caller's ``jit``, ``vmap`` or ``grad`` it is ``jax.jit(step)``.
 
     Args:
-      step: any function whose checks are ``check_step_batch``'s (an algorithm's ``step``, or a
-        function calling it).
-      check_values: whether the compiled step checks the values of its batches (the shape and
-        dtype checks always run). An argument, so that a program's checks never depend on the
-        state of the process (the runner passes ``RunConfig.check_values``); a step made by
-        :func:`with_value_checks` keeps its own setting.
-      cpu_compile: ``"quick"`` (above) or ``"xla"`` (XLA's settings, those of ``XLA_FLAGS``).
-      **jit_kwargs: passed to ``jax.jit`` (e.g. ``donate_argnums``, ``compiler_options``).
+      step: a function whose checks are ``check_step_batch``'s (an algorithm's ``step``).
+      check_values: whether the compiled step checks its batches' values (shapes and dtypes always).
+      cpu_compile: ``"xla"`` (XLA's settings) or ``"quick"``: on a CPU, the options of
+        ``vijax._compile.step_cpu_options`` (the opt-in of that module's policy).
+      **jit_kwargs: passed to ``jax.jit`` (``donate_argnums``, ``compiler_options``, ...).
 
     Returns:
-      The compiled function, with the same arguments and results as ``step``; ``.lower(...)``
-      lowers the program it runs (with collected checks it returns the step's outputs and the
-      checks' results, and takes the bool above after ``step``'s arguments); ``.check_mode()``
-      says which of the three ways it took (``"collected"``, ``"checkify"``, ``"plain"``; None
-      before the first call or lowering); ``.compiler_options()`` the options it compiles with
-      (None: XLA's settings; decided at the first call or lowering).
+      The compiled function; ``.lower(...)`` lowers its program (collected: the gate follows the
+      arguments, the checks' results the outputs), ``.check_mode()`` the way taken (None before the
+      first call), ``.compiler_options()`` its options (None: XLA's settings).
 
     Examples:
         >>> import jax, numpy as np
@@ -159,140 +120,134 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "q
         >>> from vijax.models import DiagonalGMM
         >>> x = np.random.default_rng(0).normal(size=(20, 1))
         >>> alg = cavi(DiagonalGMM.from_data(x, num_components=2))
-        >>> step = jit_step(alg.step)
-        >>> state, info = step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), x), x)
+        >>> state, info = jit_step(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), x), x)
     """
-    name = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
-    donated = any(jit_kwargs.get(k) not in (None, (), []) for k in ("donate_argnums", "donate_argnames"))
+    from jax.experimental import checkify  # loaded by the first jit_step, not by every algorithm's import
 
-    # the bad entries only (donated arguments cannot run twice: located at once); on a failure the
-    # located program runs again for the first failure's position and value. Unlocated, the program
-    # takes one more argument: whether to compute the checks (False for a batch already checked)
-    gated = not donated and not any(
-        jit_kwargs.get(k) not in (None, (), []) for k in ("static_argnums", "static_argnames")
-    )
-    collecting, locating = collecting_checks(step, locate=donated, gated=gated), collecting_checks(step)
+    check_values = check_bool("check_values", check_values)
+    given = lambda *names: any(jit_kwargs.get(k) not in (None, (), []) for k in names)  # noqa: E731
+    donated = given("donate_argnums", "donate_argnames")
+    gated = not donated and not given("static_argnums", "static_argnames")
+    options = None
+    if check_choice("cpu_compile", cpu_compile, ("quick", "xla")) == "quick" and "compiler_options" not in jit_kwargs:
+        options = step_cpu_options()
 
     def functional(*args, **kwargs):
         with functional_value_checks():  # read while the step is traced
             return step(*args, **kwargs)
 
-    from jax.experimental import checkify  # loaded by the first jit_step, not by every algorithm's import
-
     checked_fn = checkify.checkify(functional, errors=checkify.user_checks)
-    collecting.__name__ = locating.__name__ = checked_fn.__name__ = name
-    cpu_compile = check_choice("cpu_compile", cpu_compile, ("quick", "xla"))
-
-    def make_programs(**options) -> dict:
-        kw = {**jit_kwargs, **options}
-        fns = {"collected": collecting, "located": locating, "checkify": checked_fn, "plain": step}
-        return {k: jax.jit(fn, **kw) for k, fn in fns.items()}
-
-    programs = make_programs()  # XLA's settings; replaced at the first call by the quick ones where they apply
-    nested = programs["plain"]  # under a caller's trace: part of the caller's program, its options
-    options = []  # decided at the first call or lowering: [the compiler options in force, or None]
-
-    def pick_options() -> None:
-        if options:
-            return
-        quick = None if cpu_compile == "xla" or "compiler_options" in jit_kwargs else step_cpu_options()
-        options.append(quick)
-        if quick is not None:
-            programs.update(make_programs(compiler_options=quick))
-
-    def without_options() -> None:
-        """XLA refused an option (nothing has run): XLA's settings from now on."""
-        options[0] = None
-        programs.update(make_programs())
-
-    mode = []  # decided at the first lowering: ["collected"], ["checkify"] or ["plain"]
-    checked = []  # collected and gated: [CheckedInputs], the inputs whose checks last passed
-
-    def gate(value=True) -> tuple:
-        return (np.bool_(value),) if gated else ()
+    fns = {"collected": collecting_checks(step, locate=donated, gated=gated), "located": collecting_checks(step)}
+    kw = {**jit_kwargs, **({} if options is None else {"compiler_options": options})}
+    programs = {"plain": jax.jit(step, **kw)}
+    for k, fn in {**fns, "checkify": checked_fn}.items():
+        fn.__name__ = getattr(step, "__name__", "step")  # the program's (and its cache entry's) name
+        programs[k] = jax.jit(fn, **kw)
+    nested = jax.jit(step, **jit_kwargs)  # under a caller's trace: part of the caller's program
+    mode, checked = [], []  # the way taken; [CheckedInputs] once collected and gated
+    gate = lambda value=True: (np.bool_(value),) if gated else ()  # noqa: E731
 
     def choose(*args, **kwargs):
-        """The first lowering: the program of the first way that serves, lowered (None for plain)."""
+        """At the first lowering: the program of the first way that serves, lowered (None: plain)."""
         if mode:
             return None
         try:
             traced = programs["collected"].trace(*args, *gate(), **kwargs)
             lowered = traced.lower()
             mode.append("collected")
-            leaves = jax.tree.leaves(((*args, *gate()), kwargs))
-            jaxpr = traced.jaxpr.jaxpr
-            if gated and len(jaxpr.invars) == len(leaves):  # else (never seen) every call checks
-                rows = jaxpr.outvars[len(jaxpr.outvars) - len(jax.tree.leaves(traced.out_info[1])) :]
-                own = len(jax.tree.leaves(args))  # the gate's position: not an input the checks read
-                # positions in the call's own leaves (args, kwargs), which hold no gate
-                read = {p - (p > own) for p in inputs_read(jaxpr, rows) if p != own}
-                checked.append(CheckedInputs(frozenset(read), jax.tree.structure((args, kwargs))))
+            checked.extend([CheckedInputs.of_trace(traced, args, kwargs)] if gated else [])
             return lowered
         except NestedValueCheck:
             pass
         try:
             lowered = programs["checkify"].lower(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - checkify's own limits; a fault of the step raises again below, from jax.jit's
+        except Exception:  # noqa: BLE001 - checkify's own limits; a fault of the step raises again, from jax.jit's
             lowered = None
-        if lowered is None or "manual_computation" in lowered.as_text():  # no checkify, or a shard_map
-            mode.append("plain")
-            return None
-        mode.append("checkify")
-        return lowered
-
-    check_values = check_bool("check_values", check_values)
+        mode.append("plain" if lowered is None or "manual_computation" in lowered.as_text() else "checkify")
+        return lowered if mode[0] == "checkify" else None
 
     @functools.wraps(step)
     def call(*args, **kwargs):
         with value_checks(check_values):  # read where the programs are traced
-            if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):  # under the caller's transformation
+            if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):
                 return nested(*args, **kwargs)
-            pick_options()
-            try:
-                if mode:
-                    return _call(*args, **kwargs)
-                with collection_paused():  # the first call: trace, lowering and compilation
-                    return _call(*args, **kwargs)
-            except jax.errors.JaxRuntimeError as e:
-                if options[0] is None or not is_unknown_option(e):
-                    raise
-            without_options()
-            return _call(*args, **kwargs)
-
-    def _call(*args, **kwargs):
-        choose(*args, **kwargs)
-        if mode[0] == "plain":
-            return programs["plain"](*args, **kwargs)
-        if mode[0] == "collected":
+            choose(*args, **kwargs)
+            if mode[0] == "plain":
+                return programs["plain"](*args, **kwargs)
+            if mode[0] == "checkify":
+                error, out = programs["checkify"](*args, **kwargs)
+                raise_check_error(error)
+                return out
             leaves, treedef = jax.tree.flatten((args, kwargs)) if checked else ((), None)
             fresh = not checked or checked[0].needs_check(leaves, treedef)
             out, results = programs["collected"](*args, *gate(fresh), **kwargs)
-            if fresh:  # else the checks did not run: nothing to read back (no wait for the device)
+            if fresh:  # else no check ran: nothing to read back (no wait for the device)
                 raise_collected(results, lambda: programs["located"](*args, **kwargs)[1])
                 if checked:
                     checked[0].remember(leaves, treedef)
-        else:
-            error, out = programs["checkify"](*args, **kwargs)
-            raise_check_error(error)
-        return out
+            return out
 
     def lower(*args, **kwargs):
-        with value_checks(check_values), collection_paused():
-            return _lower(*args, **kwargs)
-
-    def _lower(*args, **kwargs):
-        pick_options()
-        lowered = choose(*args, **kwargs)
-        if lowered is not None:
-            return lowered
-        return programs[mode[0]].lower(*args, *(gate() if mode[0] == "collected" else ()), **kwargs)
+        with value_checks(check_values):
+            lowered = choose(*args, **kwargs)
+            extra = gate() if mode[0] == "collected" else ()
+            return lowered if lowered is not None else programs[mode[0]].lower(*args, *extra, **kwargs)
 
     call.lower = lower
-    call.compiler_options = lambda: dict(options[0]) if options and options[0] else None
-    call.check_mode = lambda: (
-        mode[0] if mode else None
-    )  # "collected", "checkify" or "plain"; None before the first call
+    call.check_mode = lambda: mode[0] if mode else None
+    call.compiler_options = lambda: None if options is None else dict(options)
     return call
+
+
+def inputs_read(jaxpr, outputs: Sequence) -> frozenset:
+    """The positions of ``jaxpr``'s inputs (a ``jax.extend.core.Jaxpr``) that ``outputs`` (some of
+    its output variables) depend on, read off its equations in order; an equation with inner
+    programs (``cond``, ``while``) counts every output of it as depending on every input of it."""
+    from jax.extend.core import Literal  # jax.extend loads JAX's Pallas modules: not at import
+
+    reads = {v: frozenset((i,)) for i, v in enumerate(jaxpr.invars)}
+    for eqn in jaxpr.eqns:
+        read = frozenset().union(*(reads.get(v, frozenset()) for v in eqn.invars if not isinstance(v, Literal)))
+        for v in eqn.outvars:
+            reads[v] = read
+    return frozenset().union(*(reads.get(v, frozenset()) for v in outputs if not isinstance(v, Literal)))
+
+
+class CheckedInputs:
+    """Which flat inputs a compiled step's value checks read (``positions``), and weak references to
+    the arrays at those positions when their checks last passed. Only ``jax.Array`` objects are
+    remembered (a NumPy array can change in place), and never kept alive."""
+
+    def __init__(self, positions: frozenset, treedef):
+        self.positions, self.treedef = tuple(sorted(positions)), treedef  # of the traced call's inputs
+        self.refs = None
+
+    @classmethod
+    def of_trace(cls, traced, args: tuple, kwargs: dict) -> "CheckedInputs":
+        """The inputs read by the checks of ``traced``, a collected program traced with a gate
+        after ``args`` (the gate is not counted; positions are in ``(args, kwargs)``'s leaves)."""
+        jaxpr, own = traced.jaxpr.jaxpr, len(jax.tree.leaves(args))  # own: the gate's position
+        rows = jaxpr.outvars[len(jaxpr.outvars) - len(jax.tree.leaves(traced.out_info[1])) :]
+        read = {p - (p > own) for p in inputs_read(jaxpr, rows) if p != own}
+        return cls(frozenset(read), jax.tree.structure((args, kwargs)))
+
+    def needs_check(self, leaves: Sequence, treedef) -> bool:
+        """Whether the checks must run for these flat inputs: unless they have the traced call's
+        structure and every input the checks read is the very array whose checks passed last."""
+        if self.refs is None or treedef != self.treedef:
+            return True
+        return any(ref is None or ref() is not leaves[i] for i, ref in zip(self.positions, self.refs))
+
+    def remember(self, leaves: Sequence, treedef) -> None:
+        """Records the inputs of a call whose checks passed (of the traced call's structure only)."""
+        if treedef == self.treedef:
+            self.refs = [_weak_ref(leaves[i]) for i in self.positions]
+
+
+def _weak_ref(leaf):
+    if isinstance(leaf, jax.Array) and not is_tracer(leaf) and not leaf.is_deleted():
+        return weakref.ref(leaf)
+    return None
 
 
 def _step_with_value_checks(*args, inner: Callable, enabled: bool, **kwargs):
@@ -442,7 +397,7 @@ def checked_step(body: Callable) -> Callable:
             for x in jax.tree_util.tree_leaves((proposed, proposal.guard))
             if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
         ]
-        finite = [reduce_in_one_kernel(jnp.all, jnp.isfinite(x), axis=None) for x in floats]
+        finite = [jnp.all(jnp.isfinite(x)) for x in floats]
         ok = jnp.all(jnp.stack(finite)) if floats else jnp.array(True)
         if proposal.valid is not None:
             ok = ok & proposal.valid
