@@ -166,69 +166,37 @@ def test_bad_data_is_rejected():
 def test_kmeanspp_seeds_cover_separated_clusters():
     """Four tight clusters 100 apart: k-means++ puts one seed in each (a uniform draw of 4 rows
     would miss a cluster with probability 1 - 4!/4^4 = 0.91)."""
-    from vijax.models.gmm import _kmeanspp_centers
+    from vijax.models._components import kmeanspp_centers
 
     r = np.random.default_rng(0)
     centers = np.array([[0.0, 0.0], [100.0, 0.0], [0.0, 100.0], [100.0, 100.0]])
     x = jnp.asarray(np.repeat(centers, 50, axis=0) + r.normal(0, 0.1, (200, 2)))
     for seed in range(5):
-        seeds = np.asarray(_kmeanspp_centers(jax.random.PRNGKey(seed), x, 4))
+        seeds = np.asarray(kmeanspp_centers(jax.random.PRNGKey(seed), x, 4))
         nearest = np.argmin(np.linalg.norm(seeds[:, None] - centers[None], axis=-1), axis=1)
         assert sorted(nearest.tolist()) == [0, 1, 2, 3]
 
 
-def test_data_start_is_one_program_and_the_same_start(caplog):
-    """``init_globals(key, x)`` of a mixture compiles one program (k-means++ seeding, the counts
-    and the M-step; op by op it compiled 26 on a first start), and that program's start is the
-    operations' own: the same seeds, hence the same q, as the start computed op by op."""
-    import logging
-
-    from vijax.models.mixture import _initial_globals_from_data
-
-    x = np.random.default_rng(3).normal(size=(37, 3)) + np.repeat(np.eye(3) * 6, [12, 12, 13], axis=0)
-    model = DiagonalGMM.from_data(x, 5)  # sizes used by no other test, so nothing is cached
-    key = jax.random.PRNGKey(4)
-    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
-        q = model.init_globals(key, x)
-    compiled = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
-    assert len(compiled) == 1 and "_initial_globals_from_data" in compiled[0], compiled
-    with jax.disable_jit():
-        eager = _initial_globals_from_data(model, key, x)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), q, eager)
-
-
-def test_point_estimates_and_log_predictive_of_a_fit_are_one_program_each(caplog):
-    """Called on a fitted q outside jit (the README's last line), each is one compiled program, not
-    its operations compiled one by one (9 programs for point_estimates before), with the values of
-    the same computation traced inside a user's jit."""
-    import logging
-
-    x = np.random.default_rng(3).normal(size=(41, 3))  # shapes no other test uses: nothing cached
+def test_point_estimates_and_log_predictive_of_a_fit_equal_their_values_inside_jit():
+    """Called on a fitted q outside jit (a nested list of data too), the values of the same
+    computation traced inside a user's jit."""
+    x = np.random.default_rng(3).normal(size=(41, 3))
     model = DiagonalGMM.from_data(x, num_components=5)
     q = model.posterior_from_responsibilities(x, np.full((41, 5), 0.2))
-    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
-        est = model.point_estimates(q)
-        lp = model.log_predictive(q, x.tolist())  # a nested list too: made an array before the program
-        compiled = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
-    assert len(compiled) == 2, compiled
+    est = model.point_estimates(q)
+    lp = model.log_predictive(q, x.tolist())
     inside = jax.jit(lambda q, x: (model.point_estimates(q), model.log_predictive(q, x)))(q, jnp.asarray(x))
     for a, b in zip(jax.tree_util.tree_leaves((est, lp)), jax.tree_util.tree_leaves(inside)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert lp.shape == (41,) and est[0].shape == (5,) and est[1].shape == (5, 3)
 
 
-def test_univariate_gmm_start_and_log_predictive_are_one_program_each(caplog):
-    """UnivariateGMM's start (rows drawn at random) and its predictive outside jit: one program each."""
-    import logging
-
-    x = jnp.asarray(np.random.default_rng(4).normal(size=43), jnp.float32)  # a shape no other test uses
+def test_univariate_gmm_start_and_log_predictive():
+    """UnivariateGMM starts at distinct data points; its predictive is the closed form."""
+    x = jnp.asarray(np.random.default_rng(4).normal(size=43), jnp.float32)
     model = UnivariateGMM(num_components=4)
-    key = jax.random.PRNGKey(0)
-    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
-        q = model.init_globals(key, x)
-        lp = model.log_predictive(q, np.linspace(-3.0, 3.0, 29))
-        compiled = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
-    assert len(compiled) == 2 and "_start_at_random_rows" in compiled[0] and "_log_predictive" in compiled[1], compiled
+    q = model.init_globals(jax.random.PRNGKey(0), x)
+    lp = model.log_predictive(q, np.linspace(-3.0, 3.0, 29))
     assert set(np.asarray(q.mean).tolist()) <= set(np.asarray(x).tolist())  # distinct data points
     var = 1.0 + np.asarray(q.variance)
     grid = np.linspace(-3.0, 3.0, 29)[:, None]
@@ -258,18 +226,15 @@ def test_log_predictive_and_the_data_start_refuse_bad_data_naming_x():
         uni.init_globals(jax.random.PRNGKey(0), np.array([np.nan, 1.0, 2.0]))
 
 
-def test_posterior_from_responsibilities_is_one_program_and_names_bad_input():
-    """Outside jit the M-step from given responsibilities (another library's start) is one compiled
-    program, not its operations one by one, with the values of the traced M-step; a resp or x of
-    the wrong shape, or with NaN or negative entries, raises naming it."""
+def test_posterior_from_responsibilities_equals_the_traced_m_step_and_names_bad_input():
+    """Outside jit the M-step from given responsibilities (another library's start) has the values
+    of the traced M-step; a resp or x of the wrong shape, or with NaN or negative entries, raises
+    naming it."""
     rng = np.random.default_rng(3)
     x = rng.normal(size=(30, 2))
     resp = rng.dirichlet(np.ones(3), 30)
     model = DiagonalGMM.from_data(x, num_components=3)
-    jitted = type(model)._posterior_from_responsibilities
-    before = jitted._cache_size()
     q = model.posterior_from_responsibilities(x, resp)
-    assert jitted._cache_size() == before + 1
     want = jax.jit(lambda xx, rr: model.posterior_from_responsibilities(xx, rr))(jnp.asarray(x), jnp.asarray(resp))
     for a, b in zip(jax.tree.leaves(q), jax.tree.leaves(want)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)

@@ -14,10 +14,9 @@ the ratio p(y, z_n = k, z^-n) / p(y, z^-n)::
     p(z_n = k | z^-n, y) ∝ (n_k^-n + alpha/K) prod_d (c_kd^-n + a)^y_nd (n_k^-n - c_kd^-n + b)^(1 - y_nd)
                            / (n_k^-n + a + b)^D.
 
-A sweep visits the data in a random order. The tables log(c + a) and log(n - c + b) (K x D) are
-kept in the state and only the two rows a move touches are recomputed, so one datum costs two
-(K x D) matrix-vector products and 2D logarithms. The sampler starts from empty counts and a first
-sequential pass that draws each z_n from the conditional given the data placed before it.
+A sweep visits the data in a random order; the tables log(c + a) and log(n - c + b) (K x D) are kept
+in the state and a move recomputes the two rows it touches. The sampler starts with a sequential pass
+that draws each z_n given the data placed before it.
 
 Point estimates are Rao-Blackwellized posterior means, averaged over the sweeps after burn-in::
 
@@ -156,8 +155,7 @@ def posterior_means(model, counts: Array, ones: Array) -> tuple[Array, Array]:
 
 def step(key: PRNGKey, state: GibbsState, y: Array, *, model, burn_in: int = 0) -> tuple[GibbsState, GibbsInfo]:
     """One sweep; its Rao-Blackwellized means are accumulated once ``burn_in`` sweeps (counting the
-    first pass) are done. ``y`` is checked as every step checks its batch (docs/design.md, "Checked
-    steps", ``check_step_batch``): its shape at trace time, its values (0 or 1) by its value checks."""
+    first pass) are done. ``y`` is checked as every step checks its batch (``check_step_batch``)."""
     check_step_batch(model, y, state.count)
     y = jnp.asarray(y).astype(state.ones.dtype)
     state = _sweep(state, y, key, model)

@@ -6,48 +6,56 @@ A component is an exponential-family likelihood written in the statistics of its
     log p(x | theta) = <s(x), t(theta)> + log h(x),
 
 where t(theta) are the sufficient statistics of the prior p(theta) (an ``expfam`` family) and s(x)
-is the datum's contribution to them. Everything a mixture or an HMM needs follows from s and h
-(Blei et al. 2017, §4.2; Bishop 2006, §10.2; the dynamax split of models into components):
+the datum's contribution to them (Blei et al. 2017, §4.2; Bishop 2006, §10.2). Everything a
+mixture or an HMM needs follows from s and h:
 
-- the statistics of weighted data, sum_n w_nk s(x_n) (K copies, shaped like the prior's
-  natural parameters): the M-step / global update eta + sum_n w_nk s(x_n);
-- the expected log-likelihood E_q[log p(x_n | theta_k)] = <s(x_n), E_q[t(theta_k)]> + log h(x_n),
-  an (N, K) array: the E-step's logits, at the mean parameters of q (CAVI, SVI) or at t(theta) of a
-  draw (SSVI);
-- the posterior predictive of one datum, p(x | q_k) = h(x) exp(A(eta_k + s(x)) - A(eta_k)) with A the
-  family's log-normalizer (exact for any conjugate pair: integrate theta out of the datum's
-  likelihood times q_k).
+- the statistics of weighted data sum_n w_nk s(x_n), for the global update eta + sum_n w_nk s(x_n);
+- the expected log-likelihood E_q[log p(x_n | theta_k)] = <s(x_n), E_q[t(theta_k)]> + log h(x_n), (N, K);
+- the posterior predictive p(x | q_k) = h(x) exp(A(eta_k + s(x)) - A(eta_k)), A the log-normalizer.
 
-**EM (a capability, optional).** Point estimates of theta for maximum-likelihood or MAP EM (the HMMs'
-Baum–Welch): ``point_type`` (the parameters' NamedTuple), ``point_width``, ``point_view(params)``
-(t(theta) at a point), ``point_m_step(stats)``, ``point_log_prior(params)``, ``init_point(key, num,
-prepared)``, ``pseudo_stats(params)`` and ``expected_point(q)``; ``DirichletCategorical`` and
-``NormalGammaDiagonal`` have them. A component without them still serves every Bayesian fit.
-
-A new component is a subclass of :class:`Component` that defines ``prior(num)`` (the prior of
-``num`` copies, batch shape (num, ...)), ``suff_stats(x)`` (s(x_n) per datum, one (N, ...) array per
-natural parameter of the prior) and, where h(x) is not 1, ``log_base_measure(x)``. Everything else
-has a generic default that the built-in components replace with faster or closed forms:
-:class:`NormalGammaDiagonal` (diagonal Gaussian), :class:`NormalWishartFull` (full-covariance
-Gaussian), :class:`BetaBernoulli` (products of Bernoullis), :class:`DirichletCategorical`
-(categorical symbols) and :class:`GammaPoisson` (Poisson counts).
+A new component subclasses :class:`Component` and defines ``prior(num)``, ``suff_stats(x)`` and,
+where h(x) is not 1, ``log_base_measure(x)``; the rest has generic defaults. Components that also
+offer point estimates for maximum-likelihood or MAP EM (the HMMs' Baum–Welch) declare it by
+implementing :class:`PointEstimateComponent`. Built in: :class:`NormalGammaDiagonal`,
+:class:`NormalWishartFull`, :class:`BetaBernoulli`, :class:`DirichletCategorical` and
+:class:`GammaPoisson`.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any
+import dataclasses
+import types
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._compile import setup_jit
-from vijax._validate import ArgumentError, check_data_array, finite_values, float_dtype, is_tracer
+from vijax._validate import (
+    ArgumentError,
+    check_data_array,
+    check_data_dtype,
+    check_float_dtype,
+    check_int,
+    check_positive,
+    check_positive_fields,
+    check_scalar,
+    finite_nonnegative,
+    finite_values,
+    float_dtype,
+    ids_in_range,
+    is_tracer,
+    real_array,
+    values_in_interval,
+    values_in_set,
+    values_match,
+)
 from vijax.models._base import conjugate_posterior
+from vijax.models._pytree import PytreeModel, array_or_float, optional_float
 from vijax.types import Array, PRNGKey
-from vijax.models._pytree import PytreeModel
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -59,23 +67,19 @@ def floor_log(v: Array) -> Array:
     return jnp.maximum(v, jnp.finfo(v.dtype).min / (4.0 * (v.shape[-1] + 1)))
 
 
-def _flat_event(x: Array, event_ndim: int) -> Array:
-    """``x`` with its leading (batch) axes flattened into one."""
-    return jnp.reshape(x, (-1,) + tuple(x.shape[x.ndim - event_ndim :]))
-
-
 class Component(PytreeModel):
     """The interface of a conjugate component (see the module docstring).
 
-    Required: ``prior(num)``, ``suff_stats(x)``. Attributes: ``dtype`` (the float dtype of the prior;
-    None: JAX's default), ``data_name`` (the name errors give the data, ``"x"``), ``event_ndim``
-    (the dimensions of one datum: 1 for vectors, 0 for symbols).
+    Required: ``prior(num)``, ``suff_stats(x)``. Attributes: ``dtype`` (the prior's float dtype;
+    None: JAX's default), ``data_name`` (what errors call the data), ``event_ndim`` (the dimensions
+    of one datum: 1 for vectors, 0 for symbols), ``distinct_seeds`` (whether ``initial_q`` seeds each
+    copy at a distinct datum, so a finite mixture needs N >= K).
     """
 
     data_name = "x"
     event_ndim = 1
     dtype: Any = None
-    distinct_seeds = False  # whether initial_q seeds each copy at a distinct datum (a finite mixture needs N >= K)
+    distinct_seeds = False
 
     # -- required ---------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -172,6 +176,47 @@ class Component(PytreeModel):
         return q, jnp.full((num,), n / num, dt)
 
 
+class CategoricalEmissions(NamedTuple):
+    probs: Array  # (K, V), rows sum to 1
+
+
+class GaussianEmissions(NamedTuple):
+    means: Array  # (K, D)
+    variances: Array  # (K, D), > 0
+
+
+@runtime_checkable
+class PointEstimateComponent(Protocol):
+    """A component that also offers point estimates of theta, for maximum-likelihood or MAP EM (the
+    HMMs' Baum–Welch; Rabiner 1989, eq. 40a-c, 53-54). ``DirichletCategorical`` and
+    ``NormalGammaDiagonal`` implement it; a component without it still serves every Bayesian fit.
+    Checked with ``vijax._validate.implements``."""
+
+    point_type: type  # the parameters' NamedTuple (CategoricalEmissions, GaussianEmissions, ...)
+    point_width: int  # the width of one copy's parameters (V symbols, D dimensions)
+
+    def point_checks(self, params, num: int) -> list:
+        """The value checks (``ValueCheck``s) of ``num`` copies' point parameters."""
+
+    def point_view(self, params) -> tuple:
+        """t(theta) at a point, in the layout of the prior's mean parameters."""
+
+    def point_m_step(self, stats):
+        """The point parameters maximizing the expected complete-data log-likelihood (or posterior)."""
+
+    def point_log_prior(self, params) -> Array:
+        """log p(theta) up to a constant (0 for maximum likelihood)."""
+
+    def init_point(self, key: PRNGKey, num: int, prepared=None):
+        """Starting parameters of ``num`` copies; ``prepared``: (observations (M, ...), mask (M,)) or None."""
+
+    def pseudo_stats(self, params) -> tuple:
+        """The expected statistics of one pseudo-observation per copy at ``params``."""
+
+    def expected_point(self, q):
+        """The posterior means of the parameters under q(theta), as ``point_type``."""
+
+
 def _describe(value: Any) -> str:
     """What was given, for an error: a type, with its shape where it has one."""
     shape = getattr(value, "shape", None)
@@ -179,9 +224,9 @@ def _describe(value: Any) -> str:
     return kind + ("" if shape is None else f" of shape {tuple(shape)}")
 
 
-@setup_jit
+@jax.jit
 def _prior_values(component: Component):
-    """The natural parameters of ``prior(1)`` and its ``is_valid``, one compiled program."""
+    """The natural parameters of ``prior(1)`` and its ``is_valid``."""
     prior = component.prior(1)
     return prior.natural_params, prior.is_valid()
 
@@ -238,12 +283,11 @@ def check_component(component: Component, name: str) -> None:
         )
 
 
-@setup_jit
+@jax.jit
 def _statistics_rows(component: Component, x: Array):
     """Per datum (N,): the sum of s(x_n)'s entries (NaN or infinite where an entry is) and the
     number of entries outside the family's domain of the prior updated by s(x_n); whether the
-    prior updated by every datum's statistics is finite, and in its domain. Float sums, not
-    boolean reductions over rows, which XLA's CPU compiler takes about ten times longer to build."""
+    prior updated by every datum's statistics is finite, and in its domain."""
     prior = component.prior(1)
     eta = prior.natural_params
     s = component.suff_stats(component.prepare(x, prior.dtype))
@@ -326,4 +370,642 @@ def check_statistics(component: Component, x, data_name: str, name: str) -> None
         )
 
 
-__all__ = ["Component", "LOG_2PI", "check_component", "check_statistics", "floor_log"]
+def check_binary(name: str, y: Any) -> None:
+    """Raises ValueError naming ``name`` unless every entry of concrete ``y`` is 0 or 1 (tracers pass)."""
+    if is_tracer(y):
+        return
+    a = np.asarray(y)
+    if a.dtype == bool:
+        return
+    if not np.issubdtype(a.dtype, np.number):
+        raise ArgumentError(name, f"{name} must be numeric binary data (0/1), got dtype {a.dtype}")
+    bad = ~((a == 0) | (a == 1))
+    if np.any(bad):
+        raise ArgumentError(name, f"{name} must hold only 0 and 1 (binary data), got {a[bad].ravel()[0]!r}")
+
+
+def bernoulli_log_lik(probs: Array, y: Array) -> Array:
+    """log p(y_n | phi_k) = sum_d y log phi + (1 - y) log(1 - phi), shape (N, K); exact at phi = 0
+    or 1 (0 log 0 = 0)."""
+    y = y.astype(probs.dtype)
+    return y @ floor_log(jnp.log(probs)).T + (1.0 - y) @ floor_log(jnp.log1p(-probs)).T
+
+
+def map_rows(counts: Array, concentration: float) -> Array:
+    """argmax of Dirichlet(c) x Multinomial(counts) per row: (counts + c - 1)_+ normalized (uniform
+    for an all-zero row)."""
+    c = jnp.maximum(counts + (concentration - 1.0), 0.0)
+    tot = jnp.sum(c, -1, keepdims=True)
+    return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BetaBernoulli(Component):
+    """Products of D Bernoullis y_d ~ Bernoulli(phi_d) with phi_d ~ Beta(a, b) (Hoffman & Blei 2015,
+    §4.2). A datum contributes s = (y, 1 - y) to (log phi, log(1 - phi)); log h = 0.
+
+    ``init_pseudo_count`` is the weight of a seed datum in the initial q (:meth:`initial_q`).
+    """
+
+    dim: int
+    a: float = 1.0
+    b: float = 1.0
+    init_pseudo_count: float = 1.0
+    dtype: Any = None
+    static_floats = ("a", "b", "init_pseudo_count")
+    data_name = "y"
+
+    def __post_init__(self):
+        check_int("dim", self.dim)
+        check_positive_fields(self, ("a", "b", "init_pseudo_count"), scalar=True)
+        check_float_dtype(self.dtype)
+
+    def prior(self, num: int) -> expfam.Beta:
+        dt = float_dtype(self.dtype)
+        full = lambda v: jnp.full((num, self.dim), v, dt)
+        return expfam.Beta.from_concentrations(full(self.a), full(self.b))
+
+    def suff_stats(self, y: Array) -> tuple:
+        return y, 1.0 - y
+
+    def stats(self, y: Array, weights: Array) -> tuple:
+        ones = weights.T @ y
+        return ones, jnp.sum(weights, 0)[:, None] - ones
+
+    def expected_log_lik(self, view, y: Array) -> Array:
+        e_log_phi, e_log_1m = view
+        return y @ floor_log(e_log_phi).T + (1.0 - y) @ floor_log(e_log_1m).T
+
+    def log_predictive(self, q: expfam.Beta, y: Array) -> Array:
+        """Bernoulli products at E[phi] (exact for a factorized q), shape (N, K)."""
+        return bernoulli_log_lik(self.point_estimate(q), y)
+
+    def point_estimate(self, q: expfam.Beta) -> Array:
+        """E[phi] (K, D)."""
+        a, b = q.concentration1, q.concentration0
+        return a / (a + b)
+
+    def check_data(self, y, name: str | None = None) -> None:
+        name = name or self.data_name
+        if not is_tracer(y) and np.asarray(y).dtype == bool:
+            y = np.asarray(y, float)
+        check_data_array(name, y, ndim=2, last_dim=self.dim)
+        check_binary(name, y)
+
+    def batch_checks(self, y, name: str | None = None) -> list:
+        return [values_in_set(f"batch {name or self.data_name}", y, (0, 1))]
+
+    def check_shape(self, y: Array) -> None:
+        if y.ndim != 2 or y.shape[1] != self.dim:
+            raise ArgumentError("y", f"y must have shape (N, {self.dim}), got {y.shape}")
+
+    def initial_q(self, key: PRNGKey, num: int, y: Array | None = None):
+        """Each copy k seeded by one datum y_(k) chosen at random (with replacement when N < num):
+        q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)), c = ``init_pseudo_count``, counting N / num
+        data each. Without data: y_(k) uniform on {0, 1}^D, one datum each."""
+        dt = float_dtype(self.dtype)
+        if y is None:
+            seeds = jax.random.bernoulli(key, 0.5, (num, self.dim)).astype(dt)
+            n = float(num)
+        else:
+            y = jnp.asarray(y, dt)
+            n = y.shape[0]
+            seeds = y[jax.random.choice(key, n, (num,), replace=n < num)]
+        c = self.init_pseudo_count
+        q = expfam.Beta.from_natural((self.a - 1.0 + c * seeds, self.b - 1.0 + c * (1.0 - seeds)))
+        return q, jnp.full((num,), n / num, dt)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DirichletCategorical(Component):
+    """A symbol x in {0, ..., V - 1} ~ Categorical(p) with p ~ Dirichlet(c 1_V). A datum contributes
+    s = onehot(x) to log p; log h = 0. Data are integer arrays of shape (N,)."""
+
+    num_symbols: int
+    concentration: float = 1.0
+    dtype: Any = None
+    static_floats = ("concentration",)
+    event_ndim = 0
+
+    def __post_init__(self):
+        check_int("num_symbols", self.num_symbols)
+        check_positive_fields(self, ("concentration",), scalar=True)
+        check_float_dtype(self.dtype)
+
+    def prior(self, num: int) -> expfam.Dirichlet:
+        conc = jnp.full((num, self.num_symbols), self.concentration, float_dtype(self.dtype))
+        return expfam.Dirichlet.from_concentration(conc)
+
+    def prepare(self, x: Array, dtype) -> Array:
+        return jnp.asarray(x)
+
+    def suff_stats(self, x: Array) -> tuple:
+        return (jax.nn.one_hot(x, self.num_symbols, dtype=float_dtype(self.dtype)),)
+
+    def stats(self, x: Array, weights: Array) -> tuple:
+        return (jax.ops.segment_sum(weights, x, num_segments=self.num_symbols).T,)
+
+    def expected_log_lik(self, view, x: Array) -> Array:
+        (log_p,) = view  # (K, V)
+        return jnp.take(log_p.T, x, axis=0, mode="clip")
+
+    def log_predictive(self, q: expfam.Dirichlet, x: Array) -> Array:
+        """log E[p_x] = log(alpha_kx / sum_v alpha_kv), shape (N, K)."""
+        return jnp.log(jnp.take(self.point_estimate(q).T, x, axis=0, mode="clip"))
+
+    def point_estimate(self, q: expfam.Dirichlet) -> Array:
+        """E[p] (K, V)."""
+        return q.concentration / jnp.sum(q.concentration, -1, keepdims=True)
+
+    def check_data(self, x, name: str | None = None) -> None:
+        name = name or self.data_name
+        shape = np.shape(x)
+        if len(shape) != 1 or shape[0] < 1:
+            raise ArgumentError(name, f"{name} must be a non-empty array of symbols of shape (N,), got shape {shape}")
+        check_data_dtype(name, x)
+        dtype = x.dtype if is_tracer(x) else np.asarray(x).dtype
+        if not jnp.issubdtype(dtype, jnp.integer):
+            raise ArgumentError(name, f"{name} must hold integer symbols, got dtype {dtype}")
+        if not is_tracer(x):
+            a = np.asarray(x)
+            if np.any(a < 0) or np.any(a >= self.num_symbols):
+                raise ArgumentError(
+                    name,
+                    f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{a.min()}, {a.max()}]",
+                )
+
+    def batch_checks(self, x, name: str | None = None) -> list:
+        return [ids_in_range(f"batch {name or self.data_name} symbol", x, self.num_symbols)]
+
+    # -- PointEstimateComponent: CategoricalEmissions(probs) ------------------------------------------
+    point_type = CategoricalEmissions
+
+    @property
+    def point_width(self) -> int:
+        """V: the number of symbols (the width of each row of ``CategoricalEmissions.probs``)."""
+        return self.num_symbols
+
+    def point_checks(self, params: CategoricalEmissions, num: int) -> list:
+        """None of its own: the HMM's probability checks cover ``CategoricalEmissions``."""
+        return []
+
+    def point_view(self, params: CategoricalEmissions) -> tuple:
+        """t(theta) at a point: (log probs,), (K, V)."""
+        return (jnp.log(params.probs),)
+
+    def point_m_step(self, stats) -> CategoricalEmissions:
+        """MAP rows (counts + c - 1)_+ normalized under the Dirichlet(c) prior (c = 1: maximum likelihood)."""
+        return CategoricalEmissions(map_rows(stats[0], self.concentration))
+
+    def point_log_prior(self, params: CategoricalEmissions) -> Array:
+        """(c - 1) sum log p (0 for c = 1)."""
+        zero = jnp.zeros((), float_dtype(self.dtype))
+        return zero if self.concentration == 1.0 else zero + (self.concentration - 1.0) * jnp.sum(jnp.log(params.probs))
+
+    def init_point(self, key: PRNGKey, num: int, prepared=None) -> CategoricalEmissions:
+        """Rows drawn from Dirichlet(1) (the data are not used)."""
+        dt = float_dtype(self.dtype)
+        return CategoricalEmissions(jax.random.dirichlet(key, jnp.ones(self.num_symbols, dt), (num,), dtype=dt))
+
+    def pseudo_stats(self, params: CategoricalEmissions) -> tuple:
+        """The expected statistics of one pseudo-observation per row: (probs,), (K, V)."""
+        return (params.probs,)
+
+    def expected_point(self, q: expfam.Dirichlet) -> CategoricalEmissions:
+        """E_q[p]: the rows' posterior means as ``CategoricalEmissions`` (K, V)."""
+        return CategoricalEmissions(self.point_estimate(q))
+
+    def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
+        """Each copy's probabilities drawn from Dirichlet(1), as one pseudo-observation of each
+        symbol's probability (with or without data)."""
+        dt = float_dtype(self.dtype)
+        probs = jax.random.dirichlet(key, jnp.ones(self.num_symbols, dt), (num,), dtype=dt)
+        n = float(num) if x is None else np.shape(x)[0]
+        return conjugate_posterior(self.prior(num), (probs,)), jnp.full((num,), n / num, dt)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GammaPoisson(Component):
+    """Counts x_d ~ Poisson(lambda_d) with lambda_d ~ Gamma(a0, b0) (shape, rate). A datum contributes
+    s = (x, -1) to (log lambda, lambda); log h = -sum_d log x_d!. The predictive of a datum is a
+    product of negative binomials."""
+
+    dim: int
+    a0: float = 1.0
+    b0: float = 1.0
+    dtype: Any = None
+    static_floats = ("a0", "b0")
+
+    def __post_init__(self):
+        check_int("dim", self.dim)
+        check_positive_fields(self, ("a0", "b0"), scalar=True)
+        check_float_dtype(self.dtype)
+
+    def prior(self, num: int) -> expfam.Gamma:
+        dt = float_dtype(self.dtype)
+        return expfam.Gamma.from_shape_rate(
+            jnp.full((num, self.dim), self.a0, dt), jnp.full((num, self.dim), self.b0, dt)
+        )
+
+    def suff_stats(self, x: Array) -> tuple:
+        return x, -jnp.ones_like(x)
+
+    def log_base_measure(self, x: Array) -> Array:
+        return -jnp.sum(gammaln(x + 1.0), -1)
+
+    def stats(self, x: Array, weights: Array) -> tuple:
+        return weights.T @ x, jnp.broadcast_to(-jnp.sum(weights, 0)[:, None], (weights.shape[1], self.dim))
+
+    def expected_log_lik(self, view, x: Array) -> Array:
+        e_log_lam, e_lam = view
+        return x @ e_log_lam.T - jnp.sum(e_lam, -1)[None, :] + self.log_base_measure(x)[:, None]
+
+    def point_estimate(self, q: expfam.Gamma) -> Array:
+        """E[lambda] = a / b (K, D)."""
+        return q.concentration / q.rate
+
+    def check_data(self, x, name: str | None = None) -> None:
+        name = name or self.data_name
+        check_data_array(name, x, ndim=2, last_dim=self.dim)
+        if not is_tracer(x):
+            a = np.asarray(x)
+            if np.any(a < 0) or np.any(a != np.round(a)):
+                raise ArgumentError(name, f"{name} must hold counts (integers >= 0)")
+
+    def batch_checks(self, x, name: str | None = None) -> list:
+        name = name or self.data_name
+        x = jnp.asarray(x)
+        return [
+            finite_nonnegative(f"batch {name}", x),
+            values_match(f"batch {name}", x, jnp.round(x), "an integer count"),
+        ]
+
+
+def kmeanspp_centers(key: PRNGKey, x: Array, k: int) -> Array:
+    """k-means++ seeding (Arthur and Vassilvitskii, 2007): each new center is a data point drawn
+    with probability proportional to its squared distance to the nearest center so far."""
+    keys = jax.random.split(key, k)
+    first = x[jax.random.randint(keys[0], (), 0, x.shape[0])]
+    centers = jnp.zeros((k, x.shape[1]), x.dtype).at[0].set(first)
+    d2 = jnp.sum((x - first[None, :]) ** 2, axis=1)
+
+    def body(i, carry):
+        centers, d2 = carry
+        idx = jax.random.categorical(keys[i], jnp.log(d2 + jnp.finfo(x.dtype).tiny))
+        c = x[idx]
+        return centers.at[i].set(c), jnp.minimum(d2, jnp.sum((x - c[None, :]) ** 2, axis=1))
+
+    return jax.lax.fori_loop(1, k, body, (centers, d2))[0]
+
+
+def nearest_center_resp(key: PRNGKey, x: Array, k: int) -> Array:
+    """One-hot responsibilities (N, k): each point assigned to the nearest of k k-means++ seeds."""
+    centers = kmeanspp_centers(key, x, k)
+    d2 = jnp.sum(x**2, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers**2, 1)[None, :]
+    return jax.nn.one_hot(jnp.argmin(d2, 1), k, dtype=x.dtype)
+
+
+def normal_gamma_log_predictive(ng: expfam.NormalGamma, x: Array) -> Array:
+    """log of each Normal-Gamma component's predictive density of x (N, D), shape (N, K): products
+    over d of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
+    a, b, m, kappa = ng.concentration, ng.rate, ng.loc, ng.kappa  # (K, D)
+    nu = 2.0 * a
+    scale2 = b * (kappa + 1.0) / (a * kappa)
+    z2 = (x[:, None, :] - m[None]) ** 2 / scale2[None]
+    lp = (gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi * scale2))[None] - (
+        nu[None] + 1
+    ) / 2 * jnp.log1p(z2 / nu[None])
+    return jnp.sum(lp, -1)
+
+
+def gaussian_point_checks(means: Array, variances: Array) -> list:
+    """The value checks of ``GaussianEmissions``: finite means, variances finite and normal numbers."""
+    tiny = float(jnp.finfo(variances.dtype).tiny)
+    return [
+        finite_values("params.emissions.means", means),
+        finite_values("params.emissions.variances", variances),
+        values_in_interval("params.emissions.variances", variances, tiny, float("inf")),
+    ]
+
+
+def student_t_log_density(x: Array, loc: Array, scale: Array, dof: Array) -> tuple[Array, Array]:
+    """log t_nu(x_n; mu_k, Sigma_k), the multivariate Student-t density (Bishop 2006, eq. 2.162), and
+    the squared Mahalanobis distances delta_nk, both (N, K), for x (N, D), loc (K, D), scale (K, D, D)
+    and dof (K,)."""
+    d = x.shape[-1]
+    chol = jnp.linalg.cholesky(scale)
+    diff = x[:, None, :] - loc[None]  # (N, K, D)
+    z = jax.scipy.linalg.solve_triangular(chol[None], diff[..., None], lower=True)[..., 0]
+    delta = jnp.sum(z**2, -1)
+    log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
+    const = gammaln(0.5 * (dof + d)) - gammaln(0.5 * dof) - 0.5 * d * jnp.log(dof * jnp.pi) - 0.5 * log_det
+    return const[None] - 0.5 * (dof + d)[None] * jnp.log1p(delta / dof[None]), delta
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NormalGammaDiagonal(Component):
+    """Diagonal Gaussian x_d ~ N(mu_d, 1 / tau_d) with Normal-Gamma priors tau_d ~ Gamma(a0, b0_d),
+    mu_d | tau_d ~ N(m0_d, 1 / (kappa0 tau_d)) (Blei et al. 2017, appendix B). A datum contributes
+    s = (x, -1/2, -x^2/2, 1/2) to the statistics (tau mu, tau mu^2, tau, log tau); log h = -D/2 log 2 pi.
+
+    Every method taking data also takes the features [x, x^2] (N, 2D) (:meth:`features`), so a
+    loop over a fixed data set can compute them once.
+    """
+
+    dim: int
+    loc0: Any = 0.0
+    kappa0: float = 1.0
+    a0: float = 1.0
+    b0: Any = 1.0
+    min_variance: float = 1e-6
+    dtype: Any = None
+    static_floats = ("kappa0", "a0", "min_variance")
+    converters = types.MappingProxyType(dict.fromkeys(("loc0", "b0"), array_or_float))
+    point_type = GaussianEmissions
+
+    distinct_seeds = True
+
+    def __post_init__(self):
+        check_int("dim", self.dim)
+        check_positive_fields(self, ("kappa0", "a0"), scalar=True)
+        check_positive("b0", self.b0)
+        check_scalar("min_variance", self.min_variance, low=0.0, include_low=True)
+        if not np.all(np.isfinite(real_array("loc0", self.loc0, "a finite number or array"))):
+            raise ValueError(f"loc0 must be finite, got {self.loc0!r}")
+        for name in ("loc0", "b0"):
+            shape = np.shape(getattr(self, name))
+            if shape not in ((), (self.dim,)):
+                raise ValueError(f"{name} must be a scalar or have shape ({self.dim},), got {shape}")
+        check_float_dtype(self.dtype)
+
+    def prior(self, num: int) -> expfam.NormalGamma:
+        dt = float_dtype(self.dtype)
+        full = lambda v: jnp.broadcast_to(jnp.asarray(v, dt), (num, self.dim))
+        return expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0))
+
+    def features(self, x: Array) -> Array:
+        """[x, x^2], shape (N, 2D); features are returned unchanged."""
+        return x if x.shape[-1] == 2 * self.dim else jnp.concatenate([x, x**2], axis=-1)
+
+    def suff_stats(self, x: Array) -> tuple:
+        f = self.features(x)
+        half = jnp.full(f.shape[:1] + (self.dim,), 0.5, f.dtype)
+        return f[:, : self.dim], -half, -0.5 * f[:, self.dim :], half
+
+    def log_base_measure(self, x: Array) -> Array:
+        return jnp.full(x.shape[:1], -0.5 * self.dim * LOG_2PI, x.dtype)
+
+    def stats(self, x: Array, weights: Array) -> tuple:
+        n_k = jnp.sum(weights, 0)
+        sx = weights.T @ self.features(x)
+        s1, s2 = sx[:, : self.dim], sx[:, self.dim :]
+        half_n = jnp.broadcast_to(0.5 * n_k[:, None], s1.shape)
+        return s1, -half_n, -0.5 * s2, half_n
+
+    def expected_log_lik_without_base(self, view, x: Array) -> Array:
+        """<s(x_n), view_k>, (N, K): :meth:`expected_log_lik` without log h = -D/2 log 2 pi."""
+        e_tm, e_tm2, e_t, e_logt = view
+        w = jnp.concatenate([e_tm, -0.5 * e_t], axis=1)  # (K, 2D)
+        const = jnp.sum(0.5 * e_logt - 0.5 * e_tm2, axis=1)
+        return self.features(x) @ w.T + const[None, :]
+
+    def expected_log_lik(self, view, x: Array) -> Array:
+        return self.expected_log_lik_without_base(view, x) - 0.5 * self.dim * LOG_2PI
+
+    def log_predictive(self, q: expfam.NormalGamma, x: Array) -> Array:
+        """Products over d of Student-t(2a, m, b (kappa + 1) / (a kappa)), shape (N, K)."""
+        return normal_gamma_log_predictive(q, x[:, : self.dim])
+
+    def point_estimate(self, q: expfam.NormalGamma):
+        """(means E[mu], variances 1 / E[tau])."""
+        return q.loc, q.rate / q.concentration
+
+    def check_data(self, x, name: str | None = None) -> None:
+        name = name or self.data_name
+        if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:  # precomputed features
+            check_data_array(name, x, ndim=2, last_dim=2 * self.dim)
+        else:
+            check_data_array(name, x, ndim=2, last_dim=self.dim)
+
+    def batch_checks(self, x, name: str | None = None) -> list:
+        """Finite values; for features (N, 2D), also their second half the square of their first
+        (a match that also fails at every non-finite entry: ``ValueCheck.covered_by``)."""
+        name = name or self.data_name
+        finite = finite_values(f"batch {name}", x)
+        if not (np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim):
+            return [finite]
+        d = self.dim
+        match = values_match(
+            f"batch feature {name}**2",
+            x[:, d:],
+            x[:, :d] ** 2,
+            f"the square of its data column (features must be [x, x**2], (N, {2 * d}); data is (N, {d}))",
+        )
+        return [finite._replace(covered_by=match.name), match]
+
+    def check_shape(self, x: Array) -> None:
+        if x.ndim != 2 or x.shape[1] not in (self.dim, 2 * self.dim):
+            raise ArgumentError(
+                "x", f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}"
+            )
+
+    # -- PointEstimateComponent: GaussianEmissions(means, variances) ---------------------------------
+    @property
+    def point_width(self) -> int:
+        """D: the width of an emission (the last axis of ``GaussianEmissions.means``)."""
+        return self.dim
+
+    def point_checks(self, params: GaussianEmissions, num: int) -> list:
+        """The value checks of point emissions: means and variances finite, variances at least the
+        dtype's smallest normal number."""
+        return gaussian_point_checks(params.means, params.variances)
+
+    def point_view(self, params: GaussianEmissions) -> tuple:
+        """t(theta) at a point: (tau mu, tau mu^2, tau, log tau) with tau = 1 / variances, each (K, D)."""
+        tau = 1.0 / params.variances
+        return tau * params.means, tau * params.means**2, tau, jnp.log(tau)
+
+    def point_m_step(self, stats) -> GaussianEmissions:
+        """Maximum likelihood (the prior is not used), variances floored at ``min_variance``."""
+        s1, neg_half_n, neg_half_s2, _ = stats
+        n = -2.0 * neg_half_n
+        safe = jnp.where(n > 0, n, 1.0)
+        means = jnp.where(n > 0, s1 / safe, 0.0)
+        var = jnp.where(n > 0, -2.0 * neg_half_s2 / safe - means**2, 1.0)
+        return GaussianEmissions(means, jnp.maximum(var, self.min_variance))
+
+    def point_log_prior(self, params: GaussianEmissions) -> Array:
+        """0: EM for these emissions is maximum likelihood (the Normal-Gamma prior is not used)."""
+        return jnp.zeros((), float_dtype(self.dtype))
+
+    def init_point(self, key: PRNGKey, num: int, prepared=None) -> GaussianEmissions:
+        """Means at ``num`` observed points drawn at random, variances the data's; without data
+        standard-normal means and unit variances. ``prepared``: (observations (M, D), mask (M,))."""
+        dt = float_dtype(self.dtype)
+        if prepared is None:
+            return GaussianEmissions(jax.random.normal(key, (num, self.dim), dt), jnp.ones((num, self.dim), dt))
+        x, mask = prepared
+        w = mask.astype(dt)
+        n = jnp.sum(w)
+        mean = w @ x / n
+        var = jnp.maximum(w @ (x - mean[None]) ** 2 / n, max(self.min_variance, 1e-6))
+        rows = jax.random.choice(key, x.shape[0], (num,), replace=bool(x.shape[0] < num), p=w / n)
+        return GaussianEmissions(x[rows], jnp.broadcast_to(var, (num, self.dim)))
+
+    def pseudo_stats(self, params: GaussianEmissions) -> tuple:
+        """E[s(x)] for x ~ N(means, variances): one pseudo-observation per copy."""
+        m, v = params.means, params.variances
+        half = jnp.full_like(m, 0.5)
+        return m, -half, -0.5 * (m**2 + v), half
+
+    def expected_point(self, q: expfam.NormalGamma) -> GaussianEmissions:
+        """(E[mu], E[sigma^2] = b / (a - 1))."""
+        return GaussianEmissions(q.loc, q.rate / jnp.maximum(q.concentration - 1.0, 1e-12))
+
+    def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
+        """Each point hard-assigned to the nearest of ``num`` k-means++ seeds, then one M-step (``num``
+        may exceed N: the extra copies start empty, at the prior). Without data: means drawn from the
+        prior, with the prior's precisions."""
+        dt = float_dtype(self.dtype)
+        prior = self.prior(num)
+        if x is None:
+            draw = prior.sample(key)
+            q = expfam.NormalGamma.from_params(draw[..., 0], prior.kappa, prior.concentration, prior.rate)
+            return q, jnp.zeros((num,), dt)
+        x = jnp.asarray(x, dt)[:, : self.dim]  # raw data, or the data part of features(x)
+        resp = nearest_center_resp(key, x, num)
+        return conjugate_posterior(prior, self.stats(x, resp)), jnp.sum(resp, 0)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NormalWishartFull(Component):
+    """Full-covariance Gaussian x ~ N(mu, Lambda^-1) with a Normal-Wishart prior Lambda ~ Wishart(W0, nu0),
+    mu | Lambda ~ N(m0, (kappa0 Lambda)^-1) (Bishop 2006, §10.2). A datum contributes
+    s = (x, -1/2, -x x^T / 2, 1/2) to (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|); log h = -D/2 log 2 pi.
+
+    ``dof0`` defaults to D and ``scale_inv0`` (W0^-1, scikit-learn's ``covariance_prior``) to the
+    identity.
+    """
+
+    dim: int
+    loc0: Any = 0.0
+    kappa0: float = 1.0
+    dof0: float | None = None
+    scale_inv0: Any = None
+    dtype: Any = None
+    static_floats = ("kappa0",)
+    converters = types.MappingProxyType({"dof0": optional_float, "loc0": array_or_float, "scale_inv0": array_or_float})
+
+    distinct_seeds = True
+
+    def __post_init__(self):
+        check_int("dim", self.dim)
+        check_positive_fields(self, ("kappa0",), scalar=True)
+        check_float_dtype(self.dtype)
+        d = self.dim
+        loc0 = real_array("loc0", self.loc0, f"a finite scalar or an array of shape ({d},)")
+        if loc0.shape not in ((), (d,)) or not np.all(np.isfinite(loc0)):
+            raise ValueError(f"loc0 must be a finite scalar or have shape ({d},), got {self.loc0!r}")
+        check_scalar("dof0", self.degrees_of_freedom, low=d - 1.0)
+        s = real_array("scale_inv0", self.scale_inv, f"a symmetric positive-definite ({d}, {d}) matrix")
+        if s.shape != (d, d):
+            raise ValueError(f"scale_inv0 must have shape ({d}, {d}), got {s.shape}")
+        if not np.all(np.isfinite(s)) or not np.allclose(s, s.T) or np.linalg.eigvalsh(s).min() <= 0:
+            raise ValueError("scale_inv0 must be a finite, symmetric positive-definite matrix")
+
+    @property
+    def degrees_of_freedom(self) -> float:
+        """nu0 (``dof0``, default D)."""
+        return float(self.dim if self.dof0 is None else check_scalar("dof0", self.dof0))
+
+    @property
+    def scale_inv(self) -> Array:
+        """W0^-1 (``scale_inv0``, default the identity)."""
+        return np.eye(self.dim) if self.scale_inv0 is None else self.scale_inv0
+
+    def prior(self, num: int) -> expfam.NormalWishart:
+        dt = float_dtype(self.dtype)
+        d = self.dim
+        scale = jnp.linalg.inv(jnp.asarray(self.scale_inv, dt))
+        return expfam.NormalWishart.from_params(
+            jnp.broadcast_to(jnp.asarray(self.loc0, dt), (num, d)),
+            jnp.full((num,), self.kappa0, dt),
+            jnp.broadcast_to(jnp.asarray(0.5 * (scale + scale.T), dt), (num, d, d)),
+            jnp.full((num,), self.degrees_of_freedom, dt),
+        )
+
+    def suff_stats(self, x: Array) -> tuple:
+        half = jnp.full(x.shape[:1], 0.5, x.dtype)
+        return x, -half, -0.5 * x[:, :, None] * x[:, None, :], half
+
+    def log_base_measure(self, x: Array) -> Array:
+        return jnp.full(x.shape[:1], -0.5 * self.dim * LOG_2PI, x.dtype)
+
+    def stats(self, x: Array, weights: Array) -> tuple:
+        n_k = jnp.sum(weights, 0)
+        sx = weights.T @ x  # (K, D)
+        sxx = jnp.einsum("nk,nd,ne->kde", weights, x, x)
+        return sx, -0.5 * n_k, -0.5 * sxx, 0.5 * n_k
+
+    def expected_log_lik(self, view, x: Array) -> Array:
+        """Bishop (2006) eq. (10.46)-(10.49) in mean parameters."""
+        e_lam_mu, e_mu_lam_mu, e_lam, e_logdet = view
+        quad = jnp.einsum("nd,kde,ne->nk", x, e_lam, x)
+        const = -0.5 * e_mu_lam_mu + 0.5 * e_logdet - 0.5 * self.dim * LOG_2PI
+        return x @ e_lam_mu.T - 0.5 * quad + const[None, :]
+
+    def log_predictive(self, q: expfam.NormalWishart, x: Array) -> Array:
+        """Multivariate Student-t(nu + 1 - D, m, (kappa + 1) / (kappa (nu + 1 - D)) W^-1) per component
+        (Bishop 2006, eq. 10.81-10.82), shape (N, K)."""
+        dof = q.dof + 1.0 - self.dim
+        shape = ((q.kappa + 1.0) / (q.kappa * dof))[:, None, None] * q.scale_inv  # (K, D, D)
+        return student_t_log_density(x, q.loc, shape, dof)[0]
+
+    def point_estimate(self, q: expfam.NormalWishart):
+        """(means E[mu], covariances E[Lambda]^-1)."""
+        return q.loc, q.scale_inv / q.dof[:, None, None]
+
+    def check_data(self, x, name: str | None = None) -> None:
+        check_data_array(name or self.data_name, x, ndim=2, last_dim=self.dim)
+
+    def check_shape(self, x: Array) -> None:
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ArgumentError("x", f"x must have shape (N, {self.dim}), got {x.shape}")
+
+    def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
+        """Hard assignment to the nearest of ``num`` k-means++ seeds, then one M-step. Without data:
+        the prior with its means at prior draws."""
+        dt = float_dtype(self.dtype)
+        prior = self.prior(num)
+        if x is None:
+            mu = prior.sample(key)[..., -1]  # a draw is [Lambda | mu]
+            q = expfam.NormalWishart.from_params(mu, prior.kappa, prior.scale, prior.dof)
+            return q, jnp.zeros((num,), dt)
+        x = jnp.asarray(x, dt)
+        resp = nearest_center_resp(key, x, num)
+        return conjugate_posterior(prior, self.stats(x, resp)), jnp.sum(resp, 0)
+
+
+__all__ = [
+    "BetaBernoulli",
+    "CategoricalEmissions",
+    "Component",
+    "DirichletCategorical",
+    "GammaPoisson",
+    "GaussianEmissions",
+    "LOG_2PI",
+    "NormalGammaDiagonal",
+    "NormalWishartFull",
+    "PointEstimateComponent",
+    "bernoulli_log_lik",
+    "check_binary",
+    "check_component",
+    "check_statistics",
+    "floor_log",
+    "gaussian_point_checks",
+    "kmeanspp_centers",
+    "map_rows",
+    "nearest_center_resp",
+    "normal_gamma_log_predictive",
+    "student_t_log_density",
+]

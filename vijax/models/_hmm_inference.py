@@ -1,54 +1,30 @@
 """Exact inference in a hidden Markov model, for one sequence or a batch of padded sequences.
 
 Rabiner (1989), A tutorial on hidden Markov models and selected applications in speech recognition,
-§III (the forward-backward procedure, eq. 18-27, and the Viterbi algorithm, eq. 30-35). Every
-message is kept in log space.
+§III: the forward-backward procedure (eq. 18-27) and the Viterbi algorithm (eq. 30-35), every message
+in log space. Inputs are log pi (K,), log A (K, K) (rows: from) and the emission log-likelihoods
+log b, (T, K) or (B, T, K), with a ``length`` L <= T per sequence: at steps t >= L the forward
+message carries over and the backward message is log 1. pi and A may be sub-normalized (exp E[log pi]
+in a Bayesian HMM's local step); the log-likelihood is then log Z of the tilted chain.
 
-Inputs are log pi (K,), log A (K, K) (rows: from, columns: to) and the per-step emission
-log-likelihoods log b, (T, K) for one sequence or (B, T, K) for a batch, with a ``length`` L <= T
-per sequence: steps t >= L are padding, where the forward message carries over unchanged and the
-backward message is log 1, so the results for the first L steps equal those of the unpadded
-sequence. pi and A may be sub-normalized (exp E[log pi] in the mean-field local step of a Bayesian
-HMM); the log-likelihood is then log Z of the tilted chain.
+Two modes give the same messages: ``"sequential"`` (``lax.scan``, O(T K^2) work) and ``"parallel"``
+(``lax.associative_scan`` over M_t(i, j) = log A_ij + log b_t(j) in the log-semiring, O(T K^3) work
+in O(log T) depth; Särkkä and García-Fernández 2021; Hassan et al. 2021).
 
-Two modes (``forward_backward``) give the same messages: ``"sequential"`` (``lax.scan``, O(T K^2) work, T steps) and
-``"parallel"`` (``lax.associative_scan`` over the T matrices M_t(i, j) = log A_ij + log b_t(j) in
-the log-semiring, O(T K^3) work in O(log T) depth, a full log-sum-exp in every product; Särkkä and
-García-Fernández 2021, Temporal parallelization of Bayesian smoothers, and Hassan et al. 2021 for
-HMMs), for long sequences on parallel hardware.
+**Scaling.** Both modes keep the messages near 0, as Rabiner's scaled forward-backward (§V-A): the
+forward pass subtracts c_t = max_j of each step's message (the parallel one carries each product's
+largest entry apart as a log scale) and log p(x) is the sum of the scales.
 
-**Scaling.** Both modes keep the messages near 0, as Rabiner's scaled forward-backward (§V-A) does
-in linear space: the sequential forward pass subtracts c_t = max_j of each step's message and the
-parallel one carries each product matrix's largest entry apart as a log scale, and log p(x) is the
-sum of those scales by one reduction (a tree in either mode: rounding that grows as log T). A message
-that carried log p(x_{0:t}, z_t) itself, of magnitude ~ t, would lose half an ulp of that magnitude
-at every step: 30 nats of log p(x) over T = 100,000 float32 steps, and the marginals' precision.
-
-**The sequential mode's products.** One step of the forward pass is
-a_j = log sum_i exp(v_i) A_ij (the backward pass is its transpose). A full log-sum-exp per
-destination costs K^2 exponentials; this module computes m + log r_j with m = max(v) and
-r = exp(v - m) @ A, one dense product per step (batched over the sequences) and K exponentials.
-That is exact to a few ulps wherever r_j >= rho = 2 K tiny max(1, max A) / eps (tiny the smallest
-normal number, eps the machine epsilon): each term that underflows (exp(v_i - m), or its product with
-A_ij, below tiny: flushed or subnormal) is off by less than 2 tiny max(1, max A), together less than
-eps r_j. It is *not* exact when a destination's sum falls below rho: a state reached only from states
-that trail the leader by more than about -log rho (669 nats in float64 and 68 in float32 for K = 10)
--- a block-diagonal or near-deterministic chain on a long sequence -- gets r_j = 0 and, with the
-shift of the whole message alone, would stay at -inf for good. So every step checks, for the whole
-batch, whether a real step of any sequence has a destination with 0 < r_j < rho, or r_j = 0 although
-a finite source reaches it (A_ij > 0; r_j = 0 with no such source is a structural zero, exact), and
-only such a step computes the full log-sum-exp, m_j = max_i (v_i + log A_ij) per destination
-(``lax.cond``; under a caller's ``vmap`` both branches run). The messages are exact at every step.
-At B = 1000, T = 100, K = 10 (float64, one CPU thread) the posterior takes about 10% longer than
-with the shift of the whole message alone (69-78 ms against 60-71 ms, best of 15); a full
-log-sum-exp at every step took about twice as long.
+**Sequential products.** A forward step a_j = log sum_i exp(v_i) A_ij is computed as m + log r_j with
+m = max(v) and r = exp(v - m) @ A: exact to a few ulps wherever r_j >= rho = 2 K tiny max(1, max A) / eps.
+A step where some destination has 0 < r_j < rho, or r_j = 0 although a finite source reaches it (a
+block-diagonal or near-deterministic chain on a long sequence), computes the full log-sum-exp
+max_i (v_i + log A_ij) instead (``lax.cond``), so the messages are exact at every step.
 
 The expected transition counts sum_t xi_t(i, j), xi_t = u_i A_ij v_j / z_t with separately shifted
 u = exp(log alpha_{t-1} - c_t) and v = exp(log b_t + log beta_t - d_t), are one contraction over the
-steps, exact where every z_t >= 4 K^2 tiny max(1, max A) / eps; otherwise (the forward leader with no
-way into the backward leader) the batch's counts are summed from exact log xi_t, each step's
-normalized by its own log-sum-exp. ``pairwise_marginals``, whose output has that size anyway, is
-always computed that way. Viterbi is max-plus in log space: no exponential, nothing to underflow.
+steps, exact where every z_t >= 4 K^2 tiny max(1, max A) / eps; otherwise they are summed from exact
+log xi_t, each step normalized by its own log-sum-exp. Viterbi is max-plus: nothing underflows.
 """
 
 from __future__ import annotations
@@ -65,10 +41,8 @@ FORWARD_BACKWARD = ("sequential", "parallel")
 
 
 class Messages(NamedTuple):
-    log_alpha: Array  # (..., T, K), log p(x_{0:t}, z_t) less a constant per step (carried unchanged over the padding)
-    log_beta: (
-        Array  # (..., T, K), log p(x_{t+1:L-1} | z_t) less a constant per step (0 at and after the last real step)
-    )
+    log_alpha: Array  # (..., T, K), log p(x_{0:t}, z_t) less a constant per step
+    log_beta: Array  # (..., T, K), log p(x_{t+1:L-1} | z_t) less a constant per step (0 from the last real step)
     log_likelihood: Array  # (...), log p(x_{0:L-1})
 
 
@@ -285,9 +259,8 @@ def _pair_logs(msg: Messages, log_em: Array):
 
 def _exact_pairs(la: Array, log_trans: Array, lv: Array, real: Array) -> Array:
     """xi_t(i, j) proportional to exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j)),
-    normalized over (i, j) at each step (each a log-sum-exp: the messages' rounding, common to a
-    step's terms, cancels; log p(x) in its place left float32's xi_t summing to 1.01), zero at padded
-    steps; la, lv and real have any leading axes (..., K), (..., K), (...)."""
+    normalized over (i, j) at each step, zero at padded steps; la, lv and real have any leading axes
+    (..., K), (..., K), (...)."""
     log_xi = la[..., :, None] + log_trans + lv[..., None, :]
     log_z = jax.nn.logsumexp(log_xi, axis=(-2, -1), keepdims=True)
     return jnp.where(real[..., None, None], jnp.exp(log_xi - log_z), 0.0)
@@ -341,9 +314,7 @@ def posterior(
 
 def _recount(log_init: Array, log_trans: Array, log_em: Array, length) -> Array:
     """The transition counts from exact log xi_t, the messages computed again from the inputs with a
-    full log-sum-exp at every step: the fallback branch reads only the inputs (one that read the
-    fast messages made the posterior about 40% slower when not taken, on XLA's CPU backend; and
-    plain log-sum-exp steps compile in about half the time of the fast ones)."""
+    full log-sum-exp at every step."""
     msg = _sequential(log_init, log_trans, log_em, length, exact=True)
     return _exact_counts(msg, log_trans, log_em, _mask(length, log_em.shape[1]))
 

@@ -1,23 +1,11 @@
-"""The finite approximation to a Dirichlet-process mixture of Bernoullis (Hoffman & Blei 2015, §4.2).
-
-Generative process, with K components, total concentration alpha and Beta(a, b) priors::
+"""The finite approximation to a Dirichlet-process mixture of Bernoullis (Hoffman & Blei 2015, §4.2)::
 
     pi ~ Dirichlet(alpha / K 1_K),   phi_kd ~ Beta(a, b),
-    z_n ~ Categorical(pi),           y_nd | z_n = k ~ Bernoulli(phi_kd),   y_n in {0, 1}^D.
+    z_n ~ Categorical(pi),           y_nd | z_n = k ~ Bernoulli(phi_kd),   y_n in {0, 1}^D,
 
-As K grows this approaches a DP(alpha) mixture (Ishwaran and Zarepour, 2002). In the
-exponential-family form of ``vijax.models._base`` the complete-data likelihood is
-
-    log p(y_n, z_n | pi, phi) = sum_k z_nk ( log pi_k + sum_d y_nd log phi_kd + (1 - y_nd) log(1 - phi_kd) ),
-
-linear in t(beta) = ((log pi,), (log phi, log(1 - phi))), the sufficient statistics of the prior
-(Dirichlet, Beta); log h = 0. A datum contributes s(y_n, z_n) = ((z_n,), (z_n y_n^T, z_n (1 - y_n)^T)).
-
-Besides the model this module holds the plug-in predictive p(y | pi, phi)
-(:func:`mixture_log_prob`) and the MAP assignments (:func:`map_assignments`) that the §4.2
-experiment's metrics build on: the number of components a fit uses and KL(p(y | pi, phi) ||
-p(y | pi_hat, phi_hat)) are in ``vijax.metrics`` (``components_used``, ``bernoulli_mixture_kl``,
-``bernoulli_mixture_kl_exact``).
+which approaches a DP(alpha) mixture as K grows (Ishwaran and Zarepour, 2002). Also the plug-in
+predictive p(y | pi, phi) (:func:`mixture_log_prob`) and the MAP assignments (:func:`map_assignments`)
+that ``vijax.metrics`` builds on.
 """
 
 from __future__ import annotations
@@ -28,8 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax._validate import check_allocation, check_int, check_positive_scalar, float_dtype
-from vijax.models._components import floor_log
-from vijax.models._components_discrete import BetaBernoulli, bernoulli_log_lik, check_binary
+from vijax.models._components import BetaBernoulli, bernoulli_log_lik, check_binary
 from vijax.models.mixture import DirichletWeights, Mixture
 from vijax.types import Array
 
@@ -38,22 +25,10 @@ class BernoulliMixture(Mixture):
     """Finite (K-component) Dirichlet-process mixture of D-dimensional Bernoulli vectors.
 
     A :class:`~vijax.models.Mixture` of :class:`~vijax.models.BetaBernoulli` components with
-    ``DirichletWeights(K, alpha / K)``. Mean-field q(pi) = Dirichlet, q(phi_kd) = Beta,
-    q(z_n) = Categorical(r_n). The globals view a local step takes is structured like the prior's
-    mean parameters, ``((E[log pi],), (E[log phi], E[log(1 - phi)]))`` with shapes (K,), (K, D),
-    (K, D): either E_q[t(beta)] (CAVI, SVI) or t(beta) of a sample beta ~ q (SSVI, Hoffman & Blei
-    2015, Algorithm 1).
+    ``DirichletWeights(K, alpha / K)``: mean-field q(pi) Dirichlet, q(phi_kd) Beta, q(z_n) Categorical,
+    with the local step (Hoffman & Blei 2015, §2.5, §4.2)::
 
-    The local step (``local_methods``)::
-
-        log r_nk = E[log pi_k] + sum_d y_nd E[log phi_kd] + (1 - y_nd) E[log(1 - phi_kd)] - log Z_n,
-
-    ``"meanfield"`` returns r; ``"exact"`` is the same formula at a sample's t(beta): with one z
-    per datum q(z_n) is unrestricted, so the optimal q(z_n | beta) *is* the exact conditional
-    p(z_n | y_n, beta) (Hoffman & Blei 2015, §2.5) and both names give the same numbers; ``"gibbs"`` samples
-    z_n ~ Categorical(r_n) and returns one-hot statistics (an unbiased estimate of the exact ones;
-    it needs a key). The statistics are ((sum_n r_n,), (R^T Y, R^T (1 - Y))) and ``local_terms`` is
-    sum_n H[r_n] (log h = 0), so ``conjugate_elbo`` is the mean-field ELBO.
+        log r_nk = E[log pi_k] + sum_d y_nd E[log phi_kd] + (1 - y_nd) E[log(1 - phi_kd)] - log Z_n.
 
     Args:
       num_components: K >= 1 (the truncation level).
@@ -61,7 +36,7 @@ class BernoulliMixture(Mixture):
       alpha: DP concentration (> 0); each weight has Dirichlet parameter alpha / K.
       a: Beta prior parameter of each phi_kd for the exponent of phi (> 0).
       b: Beta prior parameter for the exponent of 1 - phi (> 0).
-      init_pseudo_count: weight of the data in the initial q(phi), see :meth:`init_globals` (> 0).
+      init_pseudo_count: the weight of a seed datum in the initial q(phi) (``BetaBernoulli.initial_q``; > 0).
       dtype: float dtype of the prior and the initial q (default: JAX's default float).
 
     Examples:
@@ -103,26 +78,14 @@ class BernoulliMixture(Mixture):
         lambda self: self.component.b, doc="b: the Beta(a, b) prior's parameter for the exponent of 1 - phi_kd."
     )
     init_pseudo_count = property(
-        lambda self: self.component.init_pseudo_count,
-        doc="c: the weight of a seeding datum in the initial q(phi) (see ``init_globals``).",
+        lambda self: self.component.init_pseudo_count, doc="c: the weight of a seeding datum in the initial q(phi)."
     )
-
-    def init_globals(self, key, y=None):
-        """A random starting q(beta).
-
-        With data: each component k is seeded by one distinct datum y_(k) chosen at random (with
-        replacement when N < K), q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)) with
-        c = ``init_pseudo_count``, and q(pi) = Dirichlet(alpha / K + N / K), as if each component
-        held N / K data. Without data: the same with y_(k) drawn uniformly from {0, 1}^D.
-        """
-        return super().init_globals(key, y)
 
     @staticmethod
     def component_log_lik(beta_view, y: Array) -> Array:
         """sum_d y_nd E[log phi_kd] + (1 - y_nd) E[log(1 - phi_kd)], shape (N, K), at a Beta view
         (E[log phi], E[log(1 - phi)]), each (K, D)."""
-        e_log_phi, e_log_1m = beta_view
-        return y @ floor_log(e_log_phi).T + (1.0 - y) @ floor_log(e_log_1m).T
+        return BetaBernoulli.expected_log_lik(None, beta_view, y)
 
 
 # -- the experiment's quantities ------------------------------------------------------------------

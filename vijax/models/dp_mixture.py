@@ -1,19 +1,12 @@
-r"""Dirichlet-process mixtures by stick-breaking, with the two truncations of the tutorial *Raise
-your ELBO* (its section on DPMMs): Blei and Jordan (2006) and Kurihara, Welling and Vlassis (2007).
-
-The model (Sethuraman's stick-breaking construction of a DP(alpha) mixture)::
+r"""Dirichlet-process mixtures by stick-breaking (Sethuraman's construction of a DP(alpha) mixture)::
 
     v_k ~ Beta(1, alpha),   pi_k = v_k prod_{j<k} (1 - v_j),   eta_k ~ p(eta)   (k = 1, 2, ...)
     z_n ~ Categorical(pi),  x_n | z_n = k ~ p(x | eta_k),
 
-with any conjugate component p(x | eta) (:class:`~vijax.models.Component`): diagonal Gaussians
-under Normal-Gamma priors (those of :class:`~vijax.models.DiagonalGMM`), products of Bernoullis
-under Beta priors (those of :class:`~vijax.models.BernoulliMixture`, the DP mixture of Bernoullis of
-Hoffman and Blei 2015, §4.2), Poisson counts, full Gaussians... :class:`DPMixture` is a
-:class:`~vijax.models.Mixture` with :class:`~vijax.models.StickBreaking` weights; the derivation of
-both truncations, the closed-form tail of Kurihara et al. and the relation to scikit-learn's
-``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_process")`` are in
-``vijax.models.mixture``.
+with any conjugate component p(x | eta) and the two truncations of the tutorial *Raise your ELBO*:
+Blei and Jordan (2006) and Kurihara, Welling and Vlassis (2007). :class:`DPMixture` is a
+:class:`~vijax.models.Mixture` with :class:`~vijax.models.StickBreaking` weights; the derivations are
+in ``vijax.models.mixture``.
 """
 
 from __future__ import annotations
@@ -33,17 +26,10 @@ class DPMixture(Mixture):
     :class:`~vijax.models.Mixture` with ``StickBreaking(T, alpha, truncation)`` weights.
 
     Build it with :meth:`gaussian`, :meth:`gaussian_from_data` or :meth:`bernoulli`, or from any
-    component: ``DPMixture(GammaPoisson(dim=3), truncation_level=20)``. The ``components`` attribute is
-    the finite mixture of the same component with ``num_components`` = T (its weight prior is not
-    used), kept for code that reads the component's prior from it.
-
-    Globals: ``(Beta sticks, components)``, the sticks of batch shape (T - 1,) for
-    ``truncation="blei_jordan"`` and (T,) for ``"kurihara"``; the components' family as in the
-    finite mixture (``NormalGamma`` (T, D), ``Beta`` (T, D), ...). A globals view is the same
-    structure of mean parameters (or of a draw's t(.) under SSVI).
-
-    ``local_params`` of a local step: r (N, T) for Blei and Jordan; for Kurihara et al. (N, T + 1),
-    the last column the tail mass q(z_n > T).
+    component: ``DPMixture(GammaPoisson(dim=3), truncation_level=20)``. Globals: ``(Beta sticks,
+    components)``, the sticks of batch shape (T - 1,) for ``"blei_jordan"`` and (T,) for
+    ``"kurihara"``. ``local_params`` of a local step: r (N, T); for Kurihara et al. (N, T + 1), the last
+    column the tail mass q(z_n > T).
 
     Args:
       components: a finite :class:`~vijax.models.Mixture` (``DiagonalGMM``, ``BernoulliMixture``, ...)
@@ -65,7 +51,7 @@ class DPMixture(Mixture):
         if isinstance(components, Component):
             t = check_int("truncation_level", truncation_level)
             components = Mixture(components, DirichletWeights(t))
-        elif not isinstance(components, Mixture) or not isinstance(components.weights, DirichletWeights):
+        elif not isinstance(components, Mixture) or not components.weights.finite:
             raise ArgumentError(
                 "components",
                 "components must be a finite Mixture (DiagonalGMM, BernoulliMixture, ...) or a Component, "

@@ -1,5 +1,14 @@
-"""Bayesian Gaussian mixtures: the univariate model of Blei et al. 2017, §3 and the diagonal-covariance
-model of Blei et al. 2017, appendix B (Bishop 2006, §10.2, with diagonal precisions)."""
+"""Bayesian Gaussian mixtures: the univariate model of Blei et al. 2017, §3, the diagonal-covariance
+model of Blei et al. 2017, appendix B, and the full-covariance model of Bishop 2006, §10.2
+(scikit-learn's ``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_distribution")``)::
+
+    pi ~ Dirichlet(alpha0 1_K),   Lambda_k ~ Wishart(W0, nu0),   mu_k | Lambda_k ~ N(m0, (kappa0 Lambda_k)^-1),
+    z_n ~ Categorical(pi),        x_n | z_n = k ~ N(mu_k, Lambda_k^-1).
+
+:class:`DiagonalGMM` and :class:`FullGMM` are :class:`~vijax.models.Mixture` s of
+:class:`~vijax.models.NormalGammaDiagonal` and :class:`~vijax.models.NormalWishartFull` components
+with :class:`~vijax.models.DirichletWeights`; CAVI, SVI, SSVI and SSVI-A run on them.
+"""
 
 from __future__ import annotations
 
@@ -25,39 +34,14 @@ from vijax._validate import (
     check_positive_scalar,
     finite_values,
     float_dtype,
-    is_tracer,
 )
 from vijax.models._base import LocalResult, program_argument
-from vijax.models._components_gaussian import NormalGammaDiagonal, kmeanspp_centers, normal_gamma_log_predictive
+from vijax.models._components import LOG_2PI, NormalGammaDiagonal, NormalWishartFull, normal_gamma_log_predictive
 from vijax.models.mixture import DirichletWeights, Mixture
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
-
-_kmeanspp_centers = kmeanspp_centers  # the name the EM mixtures import
-
-
-def _check_em_params(params, shapes: dict, atol: float) -> None:
-    """The checks of an EM mixture's parameters (``GaussianMixtureEM``, ``StudentTMixture``):
-    raises ValueError naming ``params`` unless each field ``f`` in ``shapes`` is finite with shape
-    ``shapes[f]`` and ``params.weights`` is non-negative and sums to 1 within ``atol``. Traced
-    fields pass."""
-    for name, shape in shapes.items():
-        value = getattr(params, name)
-        if is_tracer(value):
-            continue
-        a = np.asarray(value, dtype=np.float64)
-        if a.shape != shape or not np.all(np.isfinite(a)):
-            raise ArgumentError("params", f"params.{name} must be finite with shape {shape}, got shape {a.shape}")
-    if not is_tracer(params.weights):
-        w = np.asarray(params.weights, dtype=np.float64)
-        if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=atol):
-            raise ArgumentError("params", f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
-
-
-# one program (run op by op, a first start compiled about eighteen operations)
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _start_at_random_rows(key: PRNGKey, x: Array, k: int, dt) -> expfam.Normal:
     """N(m_k, 1) with m the values of ``k`` distinct rows of ``x`` (with replacement when there are
@@ -134,7 +118,7 @@ class UnivariateGMM(PytreeModel):
         n_k = jnp.sum(phi, 0)
         stats = (phi.T @ x, -0.5 * n_k)
         local_terms = (
-            jnp.sum(-0.5 * x**2) - x.shape[0] * (0.5 * _LOG_2PI + jnp.log(self.num_components)) - jnp.sum(phi * log_phi)
+            jnp.sum(-0.5 * x**2) - x.shape[0] * (0.5 * LOG_2PI + jnp.log(self.num_components)) - jnp.sum(phi * log_phi)
         )
         return LocalResult(stats, local_terms, phi)
 
@@ -143,7 +127,7 @@ class UnivariateGMM(PytreeModel):
         integrating mu_k over q instead of plugging in m_k)."""
         x = program_argument(x)
         self.check_data(x)
-        return self._log_predictive(q, x)  # one program outside jit
+        return self._log_predictive(q, x)
 
     @jax.jit
     def _log_predictive(self, q: expfam.Normal, x: Array) -> Array:
@@ -153,8 +137,7 @@ class UnivariateGMM(PytreeModel):
 
 
 class GaussianMixtureNames:
-    """The prior's argument names of the Gaussian mixtures as read-only attributes (shared by
-    :class:`DiagonalGMM` and ``FullGMM``)."""
+    """The prior's arguments of :class:`DiagonalGMM` and ``FullGMM`` as read-only attributes."""
 
     dim = property(lambda self: self.component.dim, doc="D: the data dimension.")
     alpha0 = property(
@@ -178,9 +161,6 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
     :class:`~vijax.models.DirichletWeights`. Mean-field q(pi) Dirichlet, q(mu_kd, tau_kd) Normal-Gamma,
     q(z_n) Categorical. A datum assigned to k contributes s = (x, -1/2, -x^2/2, 1/2) to the Normal-Gamma
     statistics (tau mu, tau mu^2, tau, log tau) and z_n to the Dirichlet's log pi; log h = -D/2 log 2 pi.
-
-    The E-step is one (N, 2D) x (2D, K) product of [x, x^2] with [E(tau mu), -E(tau)/2] and the
-    M-step one (K, N) x (N, 2D) product: the whole step touches the data twice.
 
     Args:
       num_components: K >= 1.
@@ -237,8 +217,7 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         m0 = mean(x), alpha0 = 1/K, a0 = D/2 (its degrees_of_freedom_prior = D), and b0 = a0 var(x)
         so that the prior mean of each precision is 1/var(x).
 
-        A constant column (all rows equal there: a colour bin that no image uses) has no spread
-        to fit, and b0 = a0 var(x) would be 0, an unbounded precision: its variance is taken as
+        A constant column has no spread to fit (b0 = a0 var(x) would be 0): its variance is taken as
         1e-6 times the mean variance of the other columns, a tight but proper prior.
 
         Raises:
@@ -261,7 +240,7 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
     def features(self, x: Array) -> Array:
         """[x, x^2], shape (N, 2D): the statistics the E- and M-steps read. Every method taking
         ``x`` also takes these features, so a loop over a fixed data set can compute them once
-        and save one pass over the data per step. One compiled program outside ``jit``."""
+        and save one pass over the data per step."""
         return self._features(program_argument(x))
 
     @jax.jit
@@ -279,3 +258,104 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         """log of each component's predictive density under a Normal-Gamma q (or prior), shape
         (N, K): products over d of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
         return normal_gamma_log_predictive(ng, x)
+
+
+class FullGMM(GaussianMixtureNames, Mixture):
+    """Bayesian Gaussian mixture with full precision matrices (Bishop 2006, §10.2).
+
+    Args:
+      num_components: K >= 1.
+      dim: D >= 1.
+      alpha0: Dirichlet concentration of each weight (> 0).
+      loc0: prior mean m0 of each mean (scalar or (D,)).
+      kappa0: prior precision scale of the means (> 0).
+      dof0: Wishart degrees of freedom nu0 (> D - 1; default D).
+      scale_inv0: W0^-1, the inverse of the Wishart scale (SPD (D, D); scikit-learn's
+        ``covariance_prior``), so that E[Lambda] = nu0 W0. Default: the identity.
+      dtype: float dtype (default: JAX's default float).
+
+    Examples:
+        >>> model = FullGMM(num_components=3, dim=2, dof0=2.0)
+        >>> [f.batch_shape for f in model.prior()]
+        [(), (3,)]
+    """
+
+    def __init__(
+        self,
+        num_components: int,
+        dim: int,
+        alpha0: float = 1.0,
+        loc0: Any = 0.0,
+        kappa0: float = 1.0,
+        dof0: float | None = None,
+        scale_inv0: Any = None,
+        dtype: Any = None,
+    ):
+        check_int("num_components", num_components)
+        check_int("dim", dim)
+        check_positive_scalar("alpha0", alpha0)
+        check_float_dtype(dtype)
+        check_allocation("num_components * dim**2", num_components * dim**2, float_dtype(dtype).itemsize)
+        component = NormalWishartFull(dim, loc0=loc0, kappa0=kappa0, dof0=dof0, scale_inv0=scale_inv0, dtype=dtype)
+        super().__init__(component, DirichletWeights(num_components, alpha0))
+
+    dof0 = property(
+        lambda self: self.component.degrees_of_freedom,
+        doc="nu0: the Wishart degrees of freedom of the prior on each precision matrix.",
+    )
+    scale_inv0 = property(
+        lambda self: self.component.scale_inv, doc="W0^-1: the inverse of the Wishart scale matrix, (D, D)."
+    )
+
+    @classmethod
+    def from_data(
+        cls,
+        x,
+        num_components: int,
+        *,
+        alpha0: float | None = None,
+        kappa0: float = 1.0,
+        dof0: float | None = None,
+        dtype=None,
+    ) -> "FullGMM":
+        """scikit-learn's defaults for ``BayesianGaussianMixture(covariance_type="full")``:
+        m0 = mean(x), alpha0 = 1/K, nu0 = D, W0^-1 = the empirical covariance of x.
+
+        Raises:
+          ValueError: naming ``x`` when a column of ``x`` is constant (or all rows are equal), or
+            when its empirical covariance is singular (linearly dependent columns): W0^-1 must be
+            positive definite. Drop the column(s), or build :class:`FullGMM` with an explicit
+            ``scale_inv0``.
+        """
+        check_data_array("x", x, ndim=2)
+        check_int("num_components", num_components)
+        x = np.asarray(x, dtype=float)
+        d = x.shape[1]
+        check_nonconstant_columns("x", x)
+        cov = np.atleast_2d(np.cov(x.T))
+        eig = np.linalg.eigvalsh(cov)
+        if not eig[0] > 1e-12 * eig[-1]:
+            raise ArgumentError(
+                "x",
+                f"x has linearly dependent columns (empirical covariance of rank {int(np.sum(eig > 1e-12 * eig[-1]))} "
+                f"< {d}, eigenvalues {eig[0]:.3g} to {eig[-1]:.3g}): from_data's W0^-1 is that covariance and must be "
+                "positive definite; drop the dependent column(s) or give scale_inv0 explicitly",
+            )
+        return cls(
+            num_components,
+            d,
+            alpha0=1.0 / num_components if alpha0 is None else alpha0,
+            loc0=x.mean(0),
+            kappa0=kappa0,
+            dof0=float(d) if dof0 is None else dof0,
+            scale_inv0=cov,
+            dtype=dtype,
+        )
+
+    def features(self, x: Array) -> Array:
+        """x itself: the statistics are x and x x^T, formed inside the steps (the interface of
+        ``DiagonalGMM.features``, so code written for either model takes both)."""
+        return x
+
+
+__all__ = ["DiagonalGMM", "FullGMM", "GaussianMixtureNames", "UnivariateGMM"]

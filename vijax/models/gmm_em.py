@@ -3,42 +3,26 @@
     z_n ~ Categorical(w),  x_n | z_n = k ~ N(mu_k, Sigma_k),   n = 1..N, x_n in R^D.
 
 The tutorial *Raise your ELBO*, §EM and §GMM; Dempster, Laird and Rubin (1977). The E-step sets
-q(z_n) = p(z_n | x_n, theta): responsibilities r_nk ∝ w_k N(x_n | mu_k, Sigma_k), computed in log
-space (log-sum-exp over k), which also gives log p(x | theta) = sum_n log sum_k w_k N(x_n | mu_k, Sigma_k).
-The M-step maximizes sum_nk r_nk log(w_k N(x_n | mu_k, Sigma_k)) in closed form (the tutorial's §GMM)::
+r_nk ∝ w_k N(x_n | mu_k, Sigma_k) (in log space, which also gives log p(x | theta)); the M-step is::
 
     N_k = sum_n r_nk,  w_k = N_k / N,  mu_k = sum_n r_nk x_n / N_k,
-    Sigma_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg_covar I,
+    Sigma_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg_covar I.
 
-with mu_k the *new* mean (the tutorial writes mu_{t,k}, the old one; the maximizer is the new one).
-The constrained types take the same statistics: ``"diag"`` keeps the diagonal, ``"spherical"`` its
-average over d (one variance per component), and ``"tied"`` one covariance shared by all components,
-sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N. ``reg_covar`` (>= 0) is added to the diagonal, as
-in scikit-learn's ``GaussianMixture``, whose iterates these are (N_k gets scikit-learn's guard
-10 eps against empty components).
+``"diag"`` keeps the diagonal, ``"spherical"`` its average over d, and ``"tied"`` shares one
+covariance sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N. These are the iterates of scikit-learn's
+``GaussianMixture`` (N_k gets its guard 10 eps against empty components). A covariance whose Cholesky
+pivot (or variance) is not above 10 eps times the component's largest second moment (its rounding
+level) is refused with a ValueError naming ``reg_covar``: a component collapsed onto duplicate or
+collinear points, whose likelihood would be unbounded.
 
-A covariance the M-step cannot resolve is refused, as scikit-learn refuses one whose Cholesky
-factorization fails: when a pivot of its Cholesky factor (a conditional variance; for diag and
-spherical, a variance) is not above 10 eps times the component's largest second moment about the
-center (the rounding error of E[x x^T] - mu mu^T in the dtype), the step raises a ValueError
-naming ``reg_covar`` and the component. That is a component collapsed onto duplicate or collinear
-points (with ``reg_covar`` = 0, or below that rounding level in float32): its likelihood would be
-unbounded (a spurious large log-likelihood, then NaN).
-
-Cost: the data are processed in blocks of ``block_size`` rows under ``lax.scan`` (memory O(block
-* K * D)), with the quadratic forms and the statistics as matrix products: for full and tied
-covariances ||(x_n - mu_k)^T P_k||^2 with P_k the Cholesky factor of the precision (one
-(B, D) x (D, K D) product per block), for diag and spherical the expanded form
-x^2 . lambda_k - 2 x . (lambda_k mu_k) + mu_k^2 . lambda_k; the second moments sum_n r_nk x_n x_n^T are
-R^T (x ⊗ x), one (K, B) x (B, D^2) product. Data are centered at sum_k w_k mu_k, the current
-estimate of their mean, before either, which keeps the expanded forms accurate in float32.
+The data are processed in blocks of ``block_size`` rows under ``lax.scan``, centered at sum_k w_k mu_k,
+with the quadratic forms and the statistics as matrix products.
 """
 
 from __future__ import annotations
 
 import types
 import dataclasses
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -60,13 +44,30 @@ from vijax._validate import (
     finite_values,
     is_tracer,
 )
-from vijax.models.gmm import _check_em_params, _kmeanspp_centers
+from vijax.models._components import LOG_2PI, nearest_center_resp
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
 COVARIANCE_TYPES = ("full", "diag", "spherical", "tied")
 INITS = ("kmeans++", "random")
+
+
+def check_em_params(params, shapes: dict, atol: float) -> None:
+    """The checks of an EM mixture's parameters (``GaussianMixtureEM``, ``StudentTMixture``):
+    raises ValueError naming ``params`` unless each field ``f`` in ``shapes`` is finite with shape
+    ``shapes[f]`` and ``params.weights`` is non-negative and sums to 1 within ``atol``. Traced
+    fields pass."""
+    for name, shape in shapes.items():
+        value = getattr(params, name)
+        if is_tracer(value):
+            continue
+        a = np.asarray(value, dtype=np.float64)
+        if a.shape != shape or not np.all(np.isfinite(a)):
+            raise ArgumentError("params", f"params.{name} must be finite with shape {shape}, got shape {a.shape}")
+    if not is_tracer(params.weights):
+        w = np.asarray(params.weights, dtype=np.float64)
+        if np.any(w < 0) or not np.isclose(w.sum(), 1.0, atol=atol):
+            raise ArgumentError("params", f"params.weights must be non-negative and sum to 1, got sum {w.sum():g}")
 
 
 class GMMParams(NamedTuple):
@@ -166,7 +167,7 @@ class GaussianMixtureEM(PytreeModel):
         """Raises ValueError naming the field: shapes, weights on the simplex, covariances positive
         (definite)."""
         k, d = self.num_components, self.dim
-        _check_em_params(params, {"weights": (k,), "means": (k, d), "covariances": self.covariance_shape()}, atol=1e-4)
+        check_em_params(params, {"weights": (k,), "means": (k, d), "covariances": self.covariance_shape()}, atol=1e-4)
         if not is_tracer(params.covariances):
             c = np.asarray(params.covariances, dtype=np.float64)
             ok = np.all(np.linalg.eigvalsh(c) > 0) if self.covariance_type in ("full", "tied") else np.all(c > 0)
@@ -207,7 +208,7 @@ class GaussianMixtureEM(PytreeModel):
         else:
             lam = prec if self.covariance_type == "diag" else jnp.broadcast_to(prec[:, None], (k, d))
             quad = ((xc * xc) @ lam.T - 2.0 * (xc @ (lam * m).T)) + jnp.sum(m * m * lam, -1)[None, :]
-        return log_w[None, :] + half_logdet[None, :] - 0.5 * (d * _LOG_2PI + quad)
+        return log_w[None, :] + half_logdet[None, :] - 0.5 * (d * LOG_2PI + quad)
 
     def _block_stats(self, xc: Array, resp: Array) -> tuple:
         """Statistics of centered rows ``xc`` (B, D) with responsibilities ``resp`` (B, K)."""
@@ -244,9 +245,10 @@ class GaussianMixtureEM(PytreeModel):
         return total
 
     def log_prob(self, params: GMMParams, x: Array) -> Array:
-        """log p(x_n | theta) per row, (N,) (compiled; a traced call inlines)."""
-        return _jit_method(self, "_log_prob", params, x)
+        """log p(x_n | theta) per row, (N,)."""
+        return self._log_prob(params, x)
 
+    @jax.jit
     def _log_prob(self, params: GMMParams, x: Array) -> Array:
         dt = float_dtype(self.dtype)
         c = self._center(params)
@@ -255,9 +257,10 @@ class GaussianMixtureEM(PytreeModel):
         return jax.nn.logsumexp(self._log_joint(terms, log_w, jnp.asarray(x, dt) - c[None, :]), -1)
 
     def responsibilities(self, params: GMMParams, x: Array) -> Array:
-        """p(z_n = k | x_n, theta), (N, K) (compiled)."""
-        return _jit_method(self, "_responsibilities", params, x)
+        """p(z_n = k | x_n, theta), (N, K)."""
+        return self._responsibilities(params, x)
 
+    @jax.jit
     def _responsibilities(self, params: GMMParams, x: Array) -> Array:
         dt = float_dtype(self.dtype)
         c = self._center(params)
@@ -359,10 +362,11 @@ class GaussianMixtureEM(PytreeModel):
                     "resp",
                     f"resp must be non-negative with rows summing to 1 and one row per row of x, got shape {r.shape}",
                 )
-        params, pivots, bad = _jit_method(self, "_params_from_responsibilities", x, resp)
+        params, pivots, bad = self._params_from_responsibilities(x, resp)
         enforce_value_checks([self._singular_check(pivots, bad)])
         return params
 
+    @jax.jit
     def _params_from_responsibilities(self, x: Array, resp: Array) -> tuple[GMMParams, Array, Array]:
         return self._m_step(self.stats_from_responsibilities(x, resp))
 
@@ -372,7 +376,7 @@ class GaussianMixtureEM(PytreeModel):
 
     def init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
         """With data: one M-step from k-means++ hard responsibilities or random ones (``init``).
-        Without: uniform weights, means N(0, I), identity covariances. Compiled.
+        Without: uniform weights, means N(0, I), identity covariances.
 
         Raises:
           ValueError: naming ``num_components`` when ``x`` has fewer rows than components (as
@@ -380,12 +384,13 @@ class GaussianMixtureEM(PytreeModel):
             singular covariance (see :meth:`m_step`).
         """
         if x is None:
-            return _jit_method(self, "_init_params", key, x)[0]
+            return self._init_params(key, x)[0]
         check_enough_points("num_components", self.num_components, np.shape(x)[0], self.init)
-        params, pivots, bad = _jit_method(self, "_init_params", key, x)
+        params, pivots, bad = self._init_params(key, x)
         enforce_value_checks([self._singular_check(pivots, bad)])
         return params
 
+    @jax.jit
     def _init_params(self, key: PRNGKey, x: Array = None):
         """(theta, pivots, where singular) of :meth:`init_params` (theta alone without data)."""
         dt = float_dtype(self.dtype)
@@ -403,16 +408,8 @@ class GaussianMixtureEM(PytreeModel):
             u = jax.random.uniform(key, (x.shape[0], k), dt)
             resp = u / jnp.sum(u, 1, keepdims=True)
         else:
-            centers = _kmeanspp_centers(key, x, k)
-            d2 = jnp.sum(x * x, 1)[:, None] - 2.0 * x @ centers.T + jnp.sum(centers * centers, 1)[None, :]
-            resp = jax.nn.one_hot(jnp.argmin(d2, 1), k, dtype=dt)
+            resp = nearest_center_resp(key, x, k)
         return self._m_step(self.stats_from_responsibilities(x, resp))
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _jit_method(model: GaussianMixtureEM, name: str, *args):
-    """``model.<name>(*args)`` compiled once per model and shapes (the model is hashable and static)."""
-    return getattr(model, name)(*args)
-
-
-__all__ = ["COVARIANCE_TYPES", "GMMParams", "GMMStats", "GaussianMixtureEM"]
+__all__ = ["COVARIANCE_TYPES", "GMMParams", "GMMStats", "GaussianMixtureEM", "check_em_params"]

@@ -4,44 +4,35 @@ Baum–Welch and Bayesian fits by CAVI/SVI/SSVI.
     z_0 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  x_t | z_t = k ~ p(x | theta_k),
 
 with p(x | theta) a :class:`~vijax.models.Component`: ``HMM(num_states, emissions=GammaPoisson(dim=3))``
-is a Poisson HMM. ``CategoricalHMM`` (Categorical(B[k]), ``DirichletCategorical`` emissions) and
-``GaussianHMM`` (prod_d N(mu_kd, sigma^2_kd), ``NormalGammaDiagonal`` emissions) are constructors over
-:class:`HMM`. EM needs emissions with point estimates (``point_view``, ``point_m_step``, ...: the
-categorical, Gaussian and Poisson components have them); the Bayesian fit needs only the component. Rabiner (1989), A tutorial on hidden Markov models, §III; the tutorial *Raise
-your ELBO*, §HMM. Exact inference (forward-backward, posterior marginals, Viterbi) is in log space,
-with ``lax.scan`` or, for long sequences, ``lax.associative_scan`` (``forward_backward="parallel"``), exact
-also where a state trails the others by more than float's range (block-diagonal or near-deterministic
-chains on long sequences; ``_hmm_inference``).
+is a Poisson HMM. ``CategoricalHMM`` and ``GaussianHMM`` are constructors over :class:`HMM` with
+``DirichletCategorical`` and ``NormalGammaDiagonal`` emissions. Rabiner (1989), A tutorial on hidden
+Markov models, §III; the tutorial *Raise your ELBO*, §HMM. Exact inference (forward-backward,
+posterior marginals, Viterbi) is in ``vijax.models._hmm_inference``.
 
-Data: an array of observations, (B, T) ints or (B, T, D) floats, or an ``HMMData(obs, lengths)`` for
-sequences of unequal length padded to T (steps t >= lengths[b] are ignored; their values may be
-anything finite).
+Data: an array of observations, (B, T) ints or (B, T, D) floats, or ``HMMData(obs, lengths)`` for
+sequences of unequal length padded to T (steps t >= lengths[b] are ignored).
 
 Two ways to fit:
 
-- **EM** (``vijax.inference.em``; the ``EMModel`` protocol): ``e_step`` is forward-backward, whose
-  expected counts give Baum–Welch's M-step (Rabiner 1989, eq. 40a-c, 53-54 for Gaussians; Dempster et
-  al. 1977). With Dirichlet concentrations c > 1 on pi, the rows of A (and of B) the M-step is MAP,
+- **EM** (``vijax.inference.em``; the ``EMModel`` protocol), for emissions that implement
+  :class:`~vijax.models.PointEstimateComponent`: ``e_step`` is forward-backward, whose expected
+  counts give Baum–Welch's M-step (Rabiner 1989, eq. 40a-c, 53-54; Dempster et al. 1977). With
+  Dirichlet concentrations c > 1 on pi and the rows of A the M-step is MAP,
   row <- (counts + c - 1)_+ / sum; c = 1 (the default) is maximum likelihood.
-- **Bayesian** (``cavi``, ``svi``, ``ssvi``...; the ``ConditionallyConjugateModel`` protocol):
-  q(pi) q(A) q(theta) q(z_{1:T}) with Dirichlet q(pi) and q(A[i]), Dirichlet q(B[k]) or
-  Normal-Gamma q(mu_kd, tau_kd), and q(z) a Markov chain (the structured mean field of MacKay 1997
-  and Beal 2003, ch. 3). The local step is forward-backward with pi~ = exp E[log pi], A~ = exp E[log A]
-  and b~_t(k) = exp E[log p(x_t | theta_k)]; log Z~ of that tilted chain is E[log p(x, z | beta)] +
-  H[q(z)], which gives the ELBO's local terms exactly. Hoffman and Blei (2015, §2) name HMMs among the
-  models SSVI serves.
+- **Bayesian** (``cavi``, ``svi``, ``ssvi``...; the ``ConditionallyConjugateModel`` protocol), for any
+  emissions: q(pi) q(A) q(theta) q(z_{1:T}) with Dirichlet q(pi), q(A[i]) and q(z) a Markov chain (the
+  structured mean field of MacKay 1997 and Beal 2003, ch. 3). The local step is forward-backward with
+  pi~ = exp E[log pi], A~ = exp E[log A] and b~_t(k) = exp E[log p(x_t | theta_k)]; log Z~ of that
+  tilted chain is E[log p(x, z | beta)] + H[q(z)], the ELBO's local terms.
 
-Parameters of the Gaussian model are means and variances; EM floors the variances at
-``min_variance``. Every method taking ``HMMParams`` (``log_likelihood``, ``posterior``,
-``pairwise_marginals``, ``viterbi``, ``e_step``, so also an EM step, ``log_prior``) checks them
-(``check_params``): a ValueError naming the field, the value and where (e.g. ``params.transition_matrix
-row sum 1.8 at [1] is not 1``), from the compiled computation when traced. The models compute in
-float32 or float64 (``dtype``); parameters of the other one are cast to it, half precision is refused.
+Every method taking ``HMMParams`` checks them (``check_params``): a ValueError naming the field, the
+value and where (e.g. ``params.transition_matrix row sum 1.8 at [1] is not 1``). The models compute
+in float32 or float64 (``dtype``); half precision is refused.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +41,9 @@ import numpy as np
 from vijax import expfam
 from vijax._validate import (
     ArgumentError,
+    finite_nonnegative,
+    implements,
+    values_match,
     check_allocation,
     check_choice,
     check_data_dtype,
@@ -65,12 +59,102 @@ from vijax._validate import (
 )
 from vijax.models import _hmm_inference as inference
 from vijax.models._base import LocalResult, conjugate_posterior, describe_batch
-from vijax.models._components import Component, check_component, check_statistics
-from vijax.models._components_discrete import DirichletCategorical, map_rows
-from vijax.models._components_gaussian import NormalGammaDiagonal
-from vijax.models._hmm_params import CategoricalEmissions, GaussianEmissions, HMMData, HMMParams, param_checks
-from vijax.types import Array, PRNGKey
+from vijax.models._components import (
+    CategoricalEmissions,
+    Component,
+    DirichletCategorical,
+    GaussianEmissions,
+    NormalGammaDiagonal,
+    PointEstimateComponent,
+    check_component,
+    check_statistics,
+    gaussian_point_checks,
+    map_rows,
+)
 from vijax.models._pytree import PytreeModel
+from vijax.types import Array, PRNGKey
+
+
+class HMMData(NamedTuple):
+    """Padded sequences: ``obs`` (B, T) ints or (B, T, D) floats, ``lengths`` (B,) ints in [1, T]."""
+
+    obs: Array
+    lengths: Array
+
+
+class HMMParams(NamedTuple):
+    initial_probs: Array  # (K,)
+    transition_matrix: Array  # (K, K), rows: previous state
+    emissions: Any  # CategoricalEmissions or GaussianEmissions
+
+
+_SUM_RTOL = 5e-5  # a probability vector must sum to 1 within 2 * _SUM_RTOL = 1e-4 (values_match's scale)
+
+
+def _field(name: str, value, shape: tuple, what: str = "") -> Array:
+    """``value`` as an array, checked (also a tracer) to be float32 or float64 of ``shape``."""
+    a = value if isinstance(value, jax.Array) else np.asarray(value)
+    check_float_dtype(a.dtype, name)
+    if tuple(a.shape) != tuple(shape):
+        raise ArgumentError(name, f"{name} must have shape {tuple(shape)}{what}, got {tuple(a.shape)}")
+    return jnp.asarray(a)
+
+
+def _probability_checks(name: str, p: Array) -> list:
+    return [
+        finite_nonnegative(name, p),
+        values_match(
+            f"{name} row sum" if p.ndim > 1 else f"{name} sum",
+            jnp.sum(p, -1),
+            jnp.ones((), p.dtype),
+            "1 (within 1e-4: probabilities sum to 1)",
+            rtol=_SUM_RTOL,
+        ),
+    ]
+
+
+def param_checks(
+    params, num_states: int | None = None, emissions_type=None, emission_width: int | None = None, emission_checks=None
+) -> list:
+    """The checks of HMM parameters, shared by the models and ``vijax.data.sample_hmm``.
+
+    Raises ValueError naming the field at once (also for traced parameters) for the type, a dtype
+    other than float32 or float64, or shapes that do not fit K = ``num_states`` (default: from
+    ``params.initial_probs``) and the emission width (default: from the emissions). Returns the
+    ``ValueCheck``s of the values: probabilities finite, >= 0 and summing to 1 (pi, rows of A and B),
+    Gaussian means finite and variances finite and normal; a component's own ``point_type`` gets
+    ``emission_checks(emissions, K)``."""
+    if not isinstance(params, HMMParams):
+        raise ArgumentError(
+            "params",
+            f"params must be HMMParams(initial_probs, transition_matrix, emissions), got {type(params).__name__}",
+        )
+    kinds = (CategoricalEmissions, GaussianEmissions) if emissions_type is None else (emissions_type,)
+    em = params.emissions
+    if not isinstance(em, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise ArgumentError("params", f"params.emissions must be {names}, got {type(em).__name__}")
+    if num_states is None:
+        shape = np.shape(params.initial_probs)
+        if len(shape) != 1:
+            raise ArgumentError("params", f"params.initial_probs must have shape (K,), got {shape}")
+        pi = _field("params.initial_probs", params.initial_probs, shape)
+        k, from_ = shape[0], " (K, from params.initial_probs)"
+    else:
+        k, from_ = num_states, ""
+        pi = _field("params.initial_probs", params.initial_probs, (k,), " (K = num_states)")
+    trans = _field("params.transition_matrix", params.transition_matrix, (k, k), from_)
+    checks = _probability_checks("params.initial_probs", pi) + _probability_checks("params.transition_matrix", trans)
+    if not isinstance(em, (CategoricalEmissions, GaussianEmissions)):
+        return checks + list(emission_checks(em, k) if emission_checks else [])
+    if isinstance(em, CategoricalEmissions):
+        width = np.shape(em.probs)[-1:] if emission_width is None else (emission_width,)
+        probs = _field("params.emissions.probs", em.probs, (k, *width), from_ or " (K, num_symbols)")
+        return checks + _probability_checks("params.emissions.probs", probs)
+    width = np.shape(em.means)[-1:] if emission_width is None else (emission_width,)
+    means = _field("params.emissions.means", em.means, (k, *width), from_ or " (K, dim)")
+    var = _field("params.emissions.variances", em.variances, (k, *width), from_ or " (K, dim)")
+    return checks + gaussian_point_checks(means, var)
 
 
 def as_data(data) -> HMMData:
@@ -94,11 +178,12 @@ def as_data(data) -> HMMData:
 
 
 def _needs_em(emissions: Component, what: str) -> None:
-    if not hasattr(emissions, "point_m_step"):
+    if not implements(emissions, PointEstimateComponent):
         raise ArgumentError(
             "emissions",
-            f"{what} needs emissions with point estimates (point_view, point_m_step, init_point, ...); "
-            f"{type(emissions).__name__} has none: fit this HMM by a Bayesian algorithm (cavi, svi, ssvi)",
+            f"{what} needs emissions with point estimates (a PointEstimateComponent: point_view, "
+            f"point_m_step, init_point, ...); {type(emissions).__name__} is not one: fit this HMM by a "
+            "Bayesian algorithm (cavi, svi, ssvi)",
         )
 
 
@@ -112,11 +197,9 @@ class HMM(PytreeModel):
         ``GammaPoisson``, or a user's own); its ``dtype`` is the model's.
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
-      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``);
-        None (default): by the platform the program is traced for, sequential on a CPU (O(T K^2)
-        work) and parallel on an accelerator (O(T K^3) work in O(log T) depth instead of T small
-        steps: 32x faster for 100 sequences of T = 1,000 at K = 10 on an H100, 40x slower on a
-        2-core CPU). Both give the same results.
+      forward_backward: ``"sequential"`` (``lax.scan``, O(T K^2) work) or ``"parallel"``
+        (``lax.associative_scan``, O(T K^3) work in O(log T) depth); None (default): sequential on a
+        CPU, parallel on an accelerator. Both give the same results.
 
     Examples:
         >>> from vijax.models import GammaPoisson
@@ -255,12 +338,9 @@ class HMM(PytreeModel):
         )
 
     def check_params(self, params: HMMParams) -> None:
-        """Raises ValueError naming the field (``params.transition_matrix``...): not an ``HMMParams``,
-        emissions of another kind, half-precision or non-real dtypes, shapes that do not fit the model,
-        and, at once for concrete parameters or from the compiled computation for traced ones (the
-        value checks, off under ``vijax.inference.with_value_checks(alg, False)``), negative or non-finite
-        probabilities, rows that do not sum to 1 (within 1e-4), and the emissions' own value checks
-        (finite means, variances finite and > 0, ...)."""
+        """Raises ValueError naming the field (``params.transition_matrix``...) for what
+        :func:`param_checks` refuses: at once for concrete parameters, from the compiled computation
+        for traced ones (the value checks, off under ``vijax.inference.with_value_checks(alg, False)``)."""
         _needs_em(self.emissions, "an HMM's point parameters")
         em = self.emissions
         enforce_value_checks(
@@ -357,7 +437,7 @@ class HMM(PytreeModel):
         """Emissions with point estimates: the prior updated by one E-step at ``init_params(key, data)``
         (without data: by one pseudo-observation of those parameters per state). Other emissions: the
         component's ``initial_q`` of the unpadded observations, and pi, A from one E-step at it."""
-        if hasattr(self.emissions, "point_m_step"):
+        if implements(self.emissions, PointEstimateComponent):
             params = self.init_params(key, data)
             if data is None:
                 stats = (
@@ -394,7 +474,7 @@ class HMM(PytreeModel):
         q_init, q_trans, q_em = q
         mean = lambda d: d.concentration / jnp.sum(d.concentration, -1, keepdims=True)
         em = self.emissions
-        point = em.expected_point(q_em) if hasattr(em, "expected_point") else em.point_estimate(q_em)
+        point = em.expected_point(q_em) if implements(em, PointEstimateComponent) else em.point_estimate(q_em)
         return HMMParams(mean(q_init), mean(q_trans), point)
 
 
@@ -446,12 +526,8 @@ class CategoricalHMM(HMM):
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
       emission_concentration: Dirichlet concentration (> 0) on the rows of B.
-      forward_backward: ``"sequential"`` (``lax.scan``) or ``"parallel"`` (``lax.associative_scan``);
-        None (default): by the platform the program is traced for, sequential on a CPU (O(T K^2)
-        work) and parallel on an accelerator (O(T K^3) work in O(log T) depth instead of T small
-        steps: 32x faster for 100 sequences of T = 1,000 at K = 10 on an H100, 40x slower on a
-        2-core CPU). Both give the same results.
-      dtype: float32 or float64 (default: JAX's default float); half precision is refused.
+      forward_backward: as :class:`HMM`.
+      dtype: float32 or float64 (default: JAX's default float).
 
     Examples:
         >>> model = CategoricalHMM(num_states=2, num_symbols=3)
@@ -499,25 +575,19 @@ class CategoricalHMM(HMM):
 
 class GaussianHMM(HMM):
     """An HMM with diagonal-Gaussian emissions in ``dim`` dimensions (Rabiner 1989, §IV-A, eq. 52-54):
-    ``HMM(num_states, NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``.
-
-    The Bayesian model puts a Normal-Gamma prior on each (mu_kd, tau_kd = 1 / sigma^2_kd):
-    tau ~ Gamma(a0, b0), mu | tau ~ N(loc0, 1 / (kappa0 tau)), as ``DiagonalGMM`` does. EM is
-    maximum likelihood for the emissions (the prior is not used), with variances floored at
-    ``min_variance``.
+    ``HMM(num_states, NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``, with a
+    Normal-Gamma prior on each (mu_kd, tau_kd) for the Bayesian fit. EM is maximum likelihood for the
+    emissions, variances floored at ``min_variance``.
 
     Args:
       num_states: K >= 1.
       dim: D >= 1.
       initial_concentration: Dirichlet concentration (> 0) on pi.
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
-      loc0: the Normal-Gamma prior's location (a scalar).
-      kappa0: the Normal-Gamma prior's precision scale (a scalar > 0).
-      a0: the Normal-Gamma prior's Gamma shape (a scalar > 0).
-      b0: the Normal-Gamma prior's Gamma rate (a scalar > 0).
+      loc0, kappa0, a0, b0: the Normal-Gamma prior's location, precision scale, Gamma shape and rate.
       min_variance: EM's variance floor (>= 0).
-      forward_backward: ``"sequential"``, ``"parallel"`` or None (by the platform, as :class:`HMM`).
-      dtype: float32 or float64 (default: JAX's default float); half precision is refused.
+      forward_backward: as :class:`HMM`.
+      dtype: float32 or float64 (default: JAX's default float).
     """
 
     def __init__(

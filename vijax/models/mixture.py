@@ -85,6 +85,8 @@ class DirichletWeights(PytreeModel):
     num_components: int
     concentration: float = 1.0
     has_tail = False
+    finite = True
+    local_methods = ("meanfield", "exact", "gibbs")
     static_floats = ("concentration",)
 
     def __post_init__(self):
@@ -129,6 +131,8 @@ class StickBreaking(PytreeModel):
     alpha: float = 1.0
     truncation: str = "blei_jordan"
     static_floats = ("alpha",)
+    finite = False
+    local_methods = ("meanfield",)
 
     def __post_init__(self):
         check_int("truncation_level", self.truncation_level)
@@ -251,7 +255,7 @@ class Mixture(PytreeModel):
     def local_methods(self) -> tuple[str, ...]:
         """The local-step methods: ("meanfield", "exact", "gibbs") with Dirichlet weights,
         ("meanfield",) with stick-breaking."""
-        return ("meanfield", "exact", "gibbs") if isinstance(self._weights, DirichletWeights) else ("meanfield",)
+        return self._weights.local_methods
 
     @property
     def num_components(self) -> int:
@@ -293,9 +297,7 @@ class Mixture(PytreeModel):
         return self._weights.stats(resp, tail), self._component.stats(x, resp)
 
     def posterior_from_responsibilities(self, x: Array, resp: Array, tail: Array | None = None):
-        """The coordinate-optimal q(beta) for responsibilities ``resp`` (N, K) (the M-step). One
-        compiled program outside ``jit`` (a start from another library's responsibilities: op by
-        op, its 25 operations took 0.6 s of compilation for a diagonal GMM).
+        """The coordinate-optimal q(beta) for responsibilities ``resp`` (N, K) (the M-step).
 
         Raises:
           ValueError: naming ``x`` (the component's data checks), ``resp`` or ``tail`` where a
@@ -332,10 +334,10 @@ class Mixture(PytreeModel):
             a distinct datum (the Gaussians' k-means++) is given fewer rows than components.
         """
         dt = self._dtype()
-        if x is not None and self._component.distinct_seeds and isinstance(self._weights, DirichletWeights):
+        if x is not None and self._component.distinct_seeds and self._weights.finite:
             # a DP mixture's truncation level is an upper bound: its extra components start empty
             check_enough_points("num_components", self.num_components, np.shape(x)[0])
-        if x is not None:  # one compiled program, not one per operation (k-means++ seeding, the M-step)
+        if x is not None:
             return _initial_globals_from_data(self, key, x)
         q_comp, counts = self._component.initial_q(key, self.num_components, x)
         return self._weights.initial_q(counts, None, dt), q_comp
@@ -389,8 +391,6 @@ class Mixture(PytreeModel):
         """E_q[pi] (K,), with a last entry for a Kurihara et al. tail's total mass."""
         return self._weights.expected_weights(q[0])
 
-    # jitted (the model is a pytree): called on a fitted q outside jit, one program instead of its
-    # operations compiled one by one
     @jax.jit
     def point_estimates(self, q):
         """(E_q[pi], the component's point estimate), e.g. (weights, means, variances) for Gaussians."""
@@ -403,7 +403,7 @@ class Mixture(PytreeModel):
         (and for Kurihara et al. the tail's mass times the prior predictive)."""
         x = program_argument(x)
         self._component.check_data(x)  # its dimensions and width (also traced) and its values
-        return self._log_predictive(q, x)  # one program outside jit
+        return self._log_predictive(q, x)
 
     @jax.jit
     def _log_predictive(self, q, x: Array) -> Array:
@@ -425,9 +425,7 @@ class Mixture(PytreeModel):
 
 @jax.jit
 def _initial_globals_from_data(model: "Mixture", key: PRNGKey, x: Array):
-    """``Mixture.init_globals(key, x)`` with data, jitted (the model a pytree argument): the start's
-    random draws and arithmetic as one program (1.0 s and 26 compilations op by op on a first
-    DiagonalGMM start)."""
+    """``Mixture.init_globals(key, x)`` with data (the model a pytree argument)."""
     q_comp, counts = model._component.initial_q(key, model.num_components, x)
     return model._weights.initial_q(counts, np.shape(x)[0], model._dtype()), q_comp
 

@@ -8,41 +8,29 @@ ELBO* (§pLSA, eq. 2.91-2.92; Hofmann 1999, *Probabilistic latent semantic analy
   mixture weight vector per document, pi_dk = p(z = k | d) (D, K), and eta (K, V). LDA is its fully
   Bayesian version (*Raise your ELBO*, §LDA).
 
-The data are one :class:`vijax.data.BowBatch` holding the whole corpus (``corpus.batch(range(D))``):
-row d is document d, as its unique word ids and their counts n_dw (padding slots count 0). Every
-token of word w in document d has the same posterior, so the E-step works on the (D, L, K)
-responsibilities of the unique words, never on a dense (D, V, K) tensor::
+The data are one :class:`vijax.data.BowBatch` holding the whole corpus (``corpus.batch(range(D))``),
+row d document d. Every token of word w in document d has the same posterior, so the E-step
+works on the (D, L, K) responsibilities of the unique words::
 
     pLSA1:  r_dwk ∝ pi_k xi_kd eta_kw,      pLSA2:  r_dwk ∝ pi_dk eta_kw,
 
-and its statistics are the expected counts N_dk = sum_w n_dw r_dwk (D, K) and
-N_kw = sum_d n_dw r_dwk (K, V). The M-step (the tutorial's §pLSA1 and §pLSA2)::
+with statistics N_dk = sum_w n_dw r_dwk (D, K) and N_kw = sum_d n_dw r_dwk (K, V). The M-step::
 
     pLSA1:  pi_k = N_k / N,  xi_kd = N_dk / N_k,        pLSA2:  pi_dk = N_dk / N_d,
     both:   eta_kw = N_kw / N_k,
 
-with N_k = sum_d N_dk and N_d the length of document d. With ``word_concentration`` c > 1 the
-rows of eta get a Dirichlet(c) prior and the M-step is MAP, eta_kw ∝ (N_kw + c - 1) (a smoothing that
-keeps held-out words possible); c = 1 (the default) is maximum likelihood. ``e_step`` reports the
-log-likelihood of the model, sum_dw n_dw log p(d, w) for pLSA1 and sum_dw n_dw log p(w | d) for pLSA2.
+or, with ``word_concentration`` c > 1 (a Dirichlet(c) prior on the rows of eta), the MAP
+eta_kw ∝ N_kw + c - 1. The two are one likelihood in two parameterizations (eq. 2.91 = 2.92):
+from the same p(w | z) and uniform p(z | d) they take the same EM steps; their log-likelihoods
+differ by sum_d N_d log p(d).
 
-The two are one likelihood in two parameterizations (eq. 2.91 = 2.92): pLSA1's p(d, z) = pi_k xi_kd
-gives p(d) = sum_k pi_k xi_kd and p(z | d) = pi_k xi_kd / p(d), and its M-step sets pi_k xi_kd = N_dk / N, so
-p(z | d) = N_dk / N_d, pLSA2's M-step. From the same p(w | z) and uniform p(z | d) the two take the same
-EM steps (tested); their reported log-likelihoods differ by sum_d N_d log p(d).
+Held-out documents are scored by folding in (Hofmann 1999): p(z | d) of a new document is fitted
+by EM to its observed words with eta fixed (a concave problem), and the held-out words scored by
+p(w | d) = sum_z p(z | d) eta_zw.
 
-Held-out documents are scored by folding in (Hofmann 1999): p(z | d) of a new document is
-fitted by EM to its observed words with eta fixed, and the held-out words are scored by
-p(w | d) = sum_z p(z | d) eta_zw. The fold-in objective sum_w n_w log sum_k p(z | d) eta_kw is concave
-in p(z | d), so EM from any interior start approaches its maximum. For pLSA1, p(z | d) ∝ p(z) p(d | z)
-with a free p(d | z) of the new document, so its fold-in is the same computation with pLSA1's eta.
-
-pLSA1 and LSA: the fitted joint P_dw = sum_k xi_kd pi_k eta_kw = (Xi^T diag(pi) H)_dw is a rank-K
-factorization with non-negative, normalized factors, the probabilistic counterpart of the truncated
-SVD U_K Sigma_K V_K^T of LSA (*Raise your ELBO*, §pLSA1, Remark and Claim; Hofmann 1999). EM
-maximizes the likelihood, i.e. minimizes KL(empirical || P), where LSA minimizes the Frobenius
-norm; the tests check the rank, the Eckart–Young inequality between the two, and that both recover
-an exactly non-negative rank-K matrix.
+pLSA1's fitted joint P_dw = (Xi^T diag(pi) H)_dw is a rank-K non-negative factorization, the
+probabilistic counterpart of LSA's truncated SVD (*Raise your ELBO*, §pLSA1, Remark and Claim):
+EM minimizes KL(empirical || P) where LSA minimizes the Frobenius norm.
 """
 
 from __future__ import annotations
@@ -66,7 +54,7 @@ from vijax._validate import (
     float_dtype,
     is_tracer,
 )
-from vijax.models._components_discrete import map_rows as _map_rows
+from vijax.models._components import map_rows as _map_rows
 from vijax.types import Array, PRNGKey
 from vijax.models._base import bow_batch_checks
 from vijax.models._pytree import PytreeModel
@@ -148,8 +136,7 @@ class PLSA(PytreeModel):
         return bow_batch_checks(batch, self.vocab_size)
 
     def check_data(self, batch) -> None:
-        """Raises ValueError naming ``word_ids`` or ``counts``: shapes, ids outside [0, vocab_size),
-        negative or non-finite counts (shapes and dtypes only while tracing)."""
+        """Raises ValueError naming ``word_ids`` or ``counts`` (shapes and dtypes only while tracing)."""
         batch = _as_batch(batch)
         ids, cnt = batch.word_ids, batch.counts
         check_data_dtype("counts", cnt)
@@ -181,9 +168,8 @@ class PLSA(PytreeModel):
 
     # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
     def init_params(self, key: PRNGKey, batch=None) -> PLSAParams:
-        """p(w | z) rows drawn from Dirichlet(1) (this breaks the symmetry between topics); p(z),
-        p(d | z) and p(z | d) uniform. Needs the batch: the number of documents D is a dimension of
-        the parameters."""
+        """p(w | z) rows drawn from Dirichlet(1); p(z), p(d | z) and p(z | d) uniform. Needs the batch
+        (D is a dimension of the parameters)."""
         if batch is None:
             raise ArgumentError(
                 "batch", "batch: PLSA.init_params needs the corpus (its number of documents sizes the parameters)"
@@ -237,16 +223,13 @@ class PLSA(PytreeModel):
 
     def fold_in(self, params: PLSAParams, batch) -> Array:
         """p(z | d) (S, K) of the documents of ``batch`` by ``fold_in_iters`` EM steps on their words
-        with p(w | z) fixed, from the uniform vector (for both variants, so that equal p(w | z) give equal
-        folds-in). Empty documents keep the start."""
+        with p(w | z) fixed, from the uniform vector. Empty documents keep the start."""
         self.check_data(batch)
         return _fold_in(self, params, _as_batch(batch))
 
     def log_predictive(self, params: PLSAParams, observed, heldout) -> Array:
         """sum over each document's held-out tokens of log p(w | d), (S,), with p(z | d) folded in on
-        ``observed``; ``observed`` and ``heldout`` hold the same documents in the same rows
-        (``Corpus.split_tokens``). The interface of ``LDA.log_predictive``, so that
-        ``vijax.metrics.document_completion`` and ``corpus_document_completion`` score both alike."""
+        ``observed`` (the same documents in the same rows; the interface of ``LDA.log_predictive``)."""
         self.check_data(observed)
         self.check_data(heldout)
         observed, heldout = _as_batch(observed), _as_batch(heldout)

@@ -1,25 +1,11 @@
 """The simple mixture model (SMM) of the tutorial *Raise your ELBO* (2019, §SMM), fitted by EM.
 
-The tutorial obtains it from the Gaussian mixture by one change: a datum is a symbol of a finite
-alphabet, P(x = w | z = k) = eta_kw with eta a stochastic matrix (K, V), so that both x and z are
-discrete. With mixture weights pi_k = P(z = k), the E-step is Bayes' theorem,
-
-    r_ik = P(z_i = k | x_i) = pi_k eta_{k x_i} / sum_j pi_j eta_{j x_i},
-
-and the M-step (the tutorial's eq. 2.7 and 2.8) sets
-
-    pi_k = (1/m) sum_i r_ik,        eta_kw = sum_i r_ik 1[x_i = w] / sum_i r_ik,
-
-so the statistics are the expected counts N_k = sum_i r_ik (K,) and N_kw = sum_i r_ik 1[x_i = w]
-(K, V). pLSA1 is this model with x_i replaced by a (document, word) pair (``vijax.models.PLSA``).
-
-With ``concentration`` c > 1, pi and each row of eta get a symmetric Dirichlet(c) prior and the
-M-step is MAP: pi_k ∝ N_k + c - 1, eta_kw ∝ N_kw + c - 1 (``log_prior`` adds log p(theta)). c = 1
-(the default) is the tutorial's maximum likelihood; an empty component (N_k = 0) then gets pi_k = 0
-and a uniform eta row (its row is not identified by the data).
-
-The data are one integer array of symbols, shape (m,), values in [0, V). EM sees all of it at every
-step (``vijax.inference.em``); ``e_step`` reports log p(x | theta) = sum_i log sum_k pi_k eta_{k x_i}.
+A datum is a symbol of a finite alphabet, P(x = w | z = k) = eta_kw with eta a stochastic matrix
+(K, V), and pi_k = P(z = k). The E-step is Bayes' theorem, r_ik ∝ pi_k eta_{k x_i}, and the M-step
+(the tutorial's eq. 2.7 and 2.8) sets pi_k = (1/m) sum_i r_ik and eta_kw ∝ sum_i r_ik 1[x_i = w].
+With ``concentration`` c > 1, pi and each row of eta get a symmetric Dirichlet(c) prior and the M-step
+is MAP: pi_k ∝ N_k + c - 1, eta_kw ∝ N_kw + c - 1; an empty component under c = 1 gets pi_k = 0 and a
+uniform row. pLSA1 is this model with x_i a (document, word) pair (``vijax.models.PLSA``).
 """
 
 from __future__ import annotations
@@ -42,7 +28,7 @@ from vijax._validate import (
     is_tracer,
 )
 from vijax.models._base import program_argument
-from vijax.models._components_discrete import map_rows
+from vijax.models._components import map_rows
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
@@ -164,7 +150,7 @@ class SMM(PytreeModel):
 
     def log_predictive(self, params: SMMParams, x: Array) -> Array:
         """(m,) log p(x_i | theta) = log sum_k pi_k eta_{k x_i} of held-out symbols."""
-        return self._log_predictive(params, program_argument(x))  # one program outside jit
+        return self._log_predictive(params, program_argument(x))
 
     @jax.jit
     def _log_predictive(self, params: SMMParams, x: Array) -> Array:

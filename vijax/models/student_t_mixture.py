@@ -1,39 +1,23 @@
-"""The mixture of multivariate Student-t distributions (full covariances) by EM, with each
+"""The mixture of multivariate Student-t distributions (full scale matrices) by EM, with each
 component's degrees of freedom fixed or learned.
 
-    z_n ~ Categorical(pi),   u_n | z_n = k ~ Gamma(nu_k / 2, nu_k / 2),
-    x_n | z_n = k, u_n ~ N(mu_k, Sigma_k / u_n),
+    z_n ~ Categorical(pi),   u_n | z_n = k ~ Gamma(nu_k / 2, nu_k / 2),   x_n | z_n = k, u_n ~ N(mu_k, Sigma_k / u_n),
 
-so that x_n | z_n = k ~ t_{nu_k}(mu_k, Sigma_k). The latent scale u_n is what makes the model
-robust: a point far from mu_k gets a small E[u], and so a small weight in the component's mean and
-covariance. Peel and McLachlan (2000), *Robust mixture modelling using the t distribution*,
-Statistics and Computing 10; Liu and Rubin (1995), *ML estimation of the t distribution using EM and
-its extensions, ECM and ECME*. The EM of the tutorial *Raise your ELBO* (§EM, eq. 2.3-2.5) with the
-latent variables (z_n, u_n); it is the tutorial's Gaussian mixture when every nu_k is infinite
-(u_n = 1). (The tutorial's "SMM" is its *simple* mixture of categoricals, ``vijax.models.SMM``; the model
-behind pLSA, ``vijax.models.PLSA``.)
+so that x_n | z_n = k ~ t_{nu_k}(mu_k, Sigma_k): a point far from mu_k gets a small E[u] and so a
+small weight in its component's estimates. Peel and McLachlan (2000), Robust mixture modelling using
+the t distribution; Liu and Rubin (1995). E-step, with delta_nk = (x_n - mu_k)^T Sigma_k^-1 (x_n - mu_k)::
 
-E-step, with delta_nk = (x_n - mu_k)^T Sigma_k^-1 (x_n - mu_k) and D the dimension
-(Peel and McLachlan 2000; Liu and Rubin 1995)::
+    r_nk ∝ pi_k t_{nu_k}(x_n; mu_k, Sigma_k),   E[u | x_n, k] = (nu_k + D) / (nu_k + delta_nk),
+    E[log u | x_n, k] = psi((nu_k + D) / 2) - log((nu_k + delta_nk) / 2).
 
-    r_nk = pi_k t_{nu_k}(x_n; mu_k, Sigma_k) / sum_j pi_j t_{nu_j}(x_n; mu_j, Sigma_j),
-    E[u_n | x_n, z_n = k] = (nu_k + D) / (nu_k + delta_nk),
-    E[log u_n | x_n, z_n = k] = psi((nu_k + D) / 2) - log((nu_k + delta_nk) / 2).
-
-M-step, from the statistics n_k = sum_n r_nk, a_k = sum_n r_nk E[u_nk], b_k = sum_n r_nk E[u_nk] x_n,
-C_k = sum_n r_nk E[u_nk] x_n x_n^T and e_k = sum_n r_nk (E[log u_nk] - E[u_nk])::
+M-step, from n_k = sum_n r_nk, a_k = sum_n r_nk E[u], b_k = sum_n r_nk E[u] x_n,
+C_k = sum_n r_nk E[u] x_n x_n^T and e_k = sum_n r_nk (E[log u] - E[u])::
 
     pi_k = n_k / N,   mu_k = b_k / a_k,   Sigma_k = (C_k - b_k b_k^T / a_k) / n_k,
 
-and, when learned, nu_k the root of (Peel and McLachlan 2000)
-
-    -psi(nu / 2) + log(nu / 2) + 1 + e_k / n_k = 0,
-
-whose left side decreases in nu from +inf to 1 + e_k / n_k <= 0 (log u - u <= -1); it is found by
-``dof_steps`` bisection steps on log nu within ``dof_bounds`` (a ``lax.fori_loop``, so the step jits
-and vmaps), and is clipped to the bounds when it lies outside. The expected complete-data
-log-likelihood separates into a (pi), a (mu, Sigma) and a (nu) part, so this M-step maximizes it
-jointly and the log-likelihood never decreases (tested).
+and, when learned, nu_k the root of -psi(nu / 2) + log(nu / 2) + 1 + e_k / n_k = 0 (decreasing in nu),
+found by ``dof_steps`` bisection steps on log nu within ``dof_bounds``. The log-likelihood never
+decreases. (The tutorial's "SMM" is its simple mixture of categoricals, ``vijax.models.SMM``.)
 """
 
 from __future__ import annotations
@@ -45,7 +29,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
 from vijax._validate import (
     INT32_MAX,
@@ -62,7 +45,8 @@ from vijax._validate import (
     ArgumentError,
 )
 from vijax.expfam import digamma
-from vijax.models.gmm import _check_em_params, _kmeanspp_centers
+from vijax.models._components import kmeanspp_centers, student_t_log_density
+from vijax.models.gmm_em import check_em_params
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
@@ -156,7 +140,7 @@ class StudentTMixture(PytreeModel):
         """Raises ValueError naming the field: shapes, weights on the simplex, SPD scales, positive dofs."""
         k, d = self.num_components, self.dim
         shapes = {"weights": (k,), "means": (k, d), "covariances": (k, d, d), "dofs": (k,)}
-        _check_em_params(params, shapes, atol=1e-6)
+        check_em_params(params, shapes, atol=1e-6)
         if not is_tracer(params.dofs) and np.any(np.asarray(params.dofs) <= 0):
             raise ArgumentError("params", "params.dofs must be > 0")
         if not is_tracer(params.covariances):
@@ -174,7 +158,7 @@ class StudentTMixture(PytreeModel):
         else:
             check_enough_points("num_components", k, np.shape(x)[0])
             x = jnp.asarray(x, dt)
-            means = _kmeanspp_centers(key, x, k)
+            means = kmeanspp_centers(key, x, k)
             xc = x - jnp.mean(x, 0, keepdims=True)
             cov = xc.T @ xc / x.shape[0] + max(self.reg_covar, 1e-6) * jnp.eye(d, dtype=dt)
         return StudentTMixtureParams(
@@ -182,21 +166,19 @@ class StudentTMixture(PytreeModel):
         )
 
     # -- densities -----------------------------------------------------------------------------------
-    def _mahalanobis(self, params: StudentTMixtureParams, x: Array):
-        """delta (N, K) and log|Sigma_k| (K,)."""
-        chol = jnp.linalg.cholesky(params.covariances)  # (K, D, D)
-        diff = x[:, None, :] - params.means[None]  # (N, K, D)
-        z = jax.scipy.linalg.solve_triangular(chol[None], diff[..., None], lower=True)[..., 0]
-        log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
-        return jnp.sum(z**2, -1), log_det
-
     def _component_log_probs(self, params: StudentTMixtureParams, x: Array):
         """log pi_k + log t_{nu_k}(x_n; mu_k, Sigma_k) (N, K), and delta (N, K)."""
-        delta, log_det = self._mahalanobis(params, x)
-        nu, d = params.dofs, self.dim
-        log_norm = gammaln(0.5 * (nu + d)) - gammaln(0.5 * nu) - 0.5 * d * jnp.log(nu * jnp.pi) - 0.5 * log_det
-        lp = log_norm[None] - 0.5 * (nu + d)[None] * jnp.log1p(delta / nu[None])
+        lp, delta = student_t_log_density(x, params.means, params.covariances, params.dofs)
         return lp + jnp.log(params.weights)[None], delta
+
+    def _posterior(self, params: StudentTMixtureParams, x: Array):
+        """(log p(x_n) (N,), r, E[u | x, z = k], E[log u | x, z = k], each (N, K))."""
+        lp, delta = self._component_log_probs(params, x)
+        log_px = jax.nn.logsumexp(lp, axis=-1)
+        nu, d = params.dofs[None], self.dim
+        e_u = (nu + d) / (nu + delta)
+        e_log_u = digamma(0.5 * (nu + d)) - jnp.log(0.5 * (nu + delta))
+        return log_px, jnp.exp(lp - log_px[:, None]), e_u, e_log_u
 
     def log_likelihood(self, params: StudentTMixtureParams, x) -> Array:
         """log p(x_n | params) = log sum_k pi_k t_{nu_k}(x_n; mu_k, Sigma_k), per point (N,)."""
@@ -206,24 +188,13 @@ class StudentTMixture(PytreeModel):
 
     def responsibilities(self, params: StudentTMixtureParams, x) -> tuple[Array, Array, Array]:
         """(r (N, K), E[u | x, z = k] (N, K), E[log u | x, z = k] (N, K)): the E-step's posterior."""
-        x = jnp.asarray(x, params.means.dtype)
-        lp, delta = self._component_log_probs(params, x)
-        r = jnp.exp(lp - jax.nn.logsumexp(lp, axis=-1, keepdims=True))
-        nu, d = params.dofs[None], self.dim
-        e_u = (nu + d) / (nu + delta)
-        e_log_u = digamma(0.5 * (nu + d)) - jnp.log(0.5 * (nu + delta))
-        return r, e_u, e_log_u
+        return self._posterior(params, jnp.asarray(x, params.means.dtype))[1:]
 
     # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
     def e_step(self, params: StudentTMixtureParams, x):
         """The statistics of the M-step under p(z, u | x, params), and log p(x | params) summed."""
         x = jnp.asarray(x, params.means.dtype)
-        lp, delta = self._component_log_probs(params, x)
-        log_px = jax.nn.logsumexp(lp, axis=-1)
-        r = jnp.exp(lp - log_px[:, None])
-        nu, d = params.dofs[None], self.dim
-        e_u = (nu + d) / (nu + delta)
-        e_log_u = digamma(0.5 * (nu + d)) - jnp.log(0.5 * (nu + delta))
+        log_px, r, e_u, e_log_u = self._posterior(params, x)
         ru = r * e_u
         stats = StudentTStats(
             jnp.sum(r, 0),
