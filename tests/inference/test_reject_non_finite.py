@@ -8,14 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax.inference import (
-    GuardedInfo,
-    GuardedState,
-    VIAlgorithm,
-    make_algorithm,
-    reject_non_finite,
-    with_value_checks,
-)
+from vijax.inference import GuardedInfo, GuardedState, VIAlgorithm, make_algorithm, reject_non_finite, with_value_checks
 from vijax.models import GLM, CategoricalHMM, UnivariateGMM
 
 KEY = jax.random.PRNGKey(0)
@@ -57,7 +50,7 @@ def test_a_non_finite_step_keeps_the_old_state_and_is_counted():
     assert bad._fields == ("x", "count", "num_rejected") and info._fields == ("elbo", "step_size", "accepted")
     assert bad._replace(x=jnp.ones(3)).inner.x.tolist() == [1.0] * 3  # an inner field: replaced in the inner
     with pytest.raises(AttributeError):
-        bad.no_such_field
+        getattr(bad, "no_such_field")  # noqa: B009
 
 
 def test_count_saturates_and_a_bare_inner_state_is_taken():
