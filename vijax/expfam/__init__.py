@@ -45,13 +45,14 @@ _MODULES = {
     "vijax.expfam._categorical": ("Categorical",),
     "vijax.expfam._dirichlet": ("Dirichlet",),
     "vijax.expfam._gamma": ("Gamma",),
-    "vijax.expfam._interpolate": ("conjugate_update", "tree_interpolate"),
-    "vijax.expfam._prox": (
+    "vijax.expfam._interpolate": (
+        "conjugate_update",
         "euclidean_natural_grad_step",
         "kl_prox_closed_form",
         "kl_prox_target",
         "mean_param_grad",
         "prox_objective",
+        "tree_interpolate",
     ),
     "vijax.expfam._inversion": (
         "check_invertible",

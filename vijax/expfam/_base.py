@@ -186,7 +186,7 @@ def as_float(x: Any) -> Array:
 
 # --------------------------------------------------------------------------- optional capabilities
 # What an algorithm needs of a family beyond the interface is a Protocol the family class
-# satisfies by defining its methods; algorithms check it (``implements``) before anything compiles.
+# satisfies by defining its methods; algorithms check it with ``implements``.
 @runtime_checkable
 class HasMode(Protocol):
     """A family with a mode: MAP-EM (``vijax.inference.map_em``) runs its local step there."""
@@ -216,9 +216,7 @@ class Reparameterizable(Protocol):
 class GammaBased(Protocol):
     """A family whose draw by inversion is a function of independent Gamma(a, 1) variables
     (Gamma, Beta, Dirichlet). ``vijax.expfam.reparam_sample_and_stats`` of a pytree draws the
-    Gamma variables of all such families in one call of ``standard_log_gamma``, so that a step
-    holds one rejection loop and one implicit derivative, not one per family (each compiles in
-    about 0.6 s on a 2-core CPU)."""
+    Gamma variables of all such families in one call of ``standard_log_gamma``."""
 
     def log_gamma_shapes(self) -> Array:
         """The shapes a of the Gamma(a, 1) variables of one draw (any array shape)."""
@@ -232,8 +230,7 @@ class GammaBased(Protocol):
 class NormalBased(Protocol):
     """A family whose draw is an affine map of independent standard normals (Normal,
     MultivariateNormal). ``vijax.expfam.reparam_sample_and_stats`` of a pytree draws the standard
-    normals of all such families, and of all ``num`` draws, in one ``standard_normal`` call: one
-    random call for XLA to compile, not one per family and draw."""
+    normals of all such families, and of all ``num`` draws, in one ``standard_normal`` call."""
 
     def normal_shape(self) -> tuple[int, ...]:
         """The shape of the standard normals of one draw."""
@@ -256,11 +253,8 @@ CAPABILITIES = {
 
 
 def standard_normal(key: PRNGKey, shape: Sequence[int], dtype=None) -> Array:
-    """``jax.random.normal(key, shape, dtype)``, the same values, drawn as a flat vector and
-    reshaped. JAX generates the bits along the flattened array either way; XLA's CPU compiler
-    emits the hash of an N-d draw as a far larger kernel (eight draws of ten values, (8, 10):
-    0.42 s to compile against 0.17 s flat on a 2-core CPU), so every Gaussian draw of ``expfam``
-    goes through here."""
+    """``jax.random.normal(key, shape, dtype)``, drawn as a flat vector and reshaped (the same
+    values); every Gaussian draw of ``expfam`` goes through here."""
     shape = tuple(shape)
     return jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
 

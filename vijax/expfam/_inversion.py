@@ -24,10 +24,8 @@ Per family (lambda = the family's natural parameters, ``q.natural_params``):
   cancels (:func:`log_gamma_quantile_grad`). Where g underflows (g < sqrt(eps)) the small-g
   expansion P(a, g) = g^a / Gamma(a + 1) (1 - a g / (a + 1) + O(g^2)) gives
   d log g / da = (psi(a + 1) - log g + g / (a + 1)^2) / (a (1 - g / (a + 1))), exact to O(g^2).
-  (Own sampler and rule rather than ``jax.random.loggamma`` and its built-in gradient: that one
-  samples and differentiates element by element with ``lax.map`` on the CPU, about 8x and 4x
-  slower for a 50 x 5000 batch, and replaces an underflowed g by the smallest float, which gives
-  a wrong derivative.)
+  (``jax.random.loggamma``'s own gradient replaces an underflowed g by the smallest float, which
+  gives a wrong derivative.)
   The rate enters explicitly: d beta / d b = -beta / b.
 * ``Dirichlet(alpha)``: eq. 27-28, beta_k = g_k / sum_j g_j with independent g_k ~ Gamma(alpha_k, 1)
   (the "T(R-hat(u))" construction of eq. 13 / 24). t(beta) = log beta = log g - logsumexp(log g)
@@ -39,7 +37,7 @@ Per family (lambda = the family's natural parameters, ``q.natural_params``):
 * ``Normal(mu, sigma^2)``: beta = mu + sigma Phi^-1(u) = mu + sigma eps; the derivative is explicit
   and equals -(dQ/dlambda)/q (tested).
 
-The SSVI product (DESIGN.md, "Sampling by inversion and the SSVI V matrix"). With
+The SSVI product. With
 J = d t(R(u; lambda)) / d lambda at fixed u (shape dim t x dim lambda) and F = hess A(lambda)::
 
     V(beta, lambda) = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T        (Hoffman & Blei 2015, eq. 8, 22)
@@ -87,9 +85,7 @@ def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
     the array's slowest element has converged (about sqrt(a) iterations for a draw near its
     mean). Above ``QUANTILE_GRAD_BLOCK`` elements, the elements are sorted by a and evaluated in
     blocks of that many (``lax.map``), so that each block iterates as long as its own largest a
-    needs: the same values. (Per draw and V product of a Beta with 20,000 concentrations
-    log-uniform on [e^-1, e^6], float64, ``benchmarks/gamma_draw.py`` side by side with one array:
-    2.5-2.9x faster with XLA's ``igamma_grad_a``, as fast with ``_quantile_grad_terms``.)
+    needs: the same values.
     """
     a = jnp.broadcast_to(jnp.asarray(a, log_g.dtype), log_g.shape)
     n, block = log_g.size, QUANTILE_GRAD_BLOCK
@@ -133,12 +129,9 @@ def _quantile_grad_terms(a: Array, x: Array, log_x: Array) -> Array:
     continued fraction Q = x^a e^-x / Gamma(a) C(a, x), C evaluated by the modified Lentz
     recurrence carrying its a-derivative C', gives (log x - psi(a)) C + C' (DLMF 8.7.1 and 8.9.2).
     One ``lax.while_loop`` runs both recurrences until every element has converged in its own
-    (at most ``QUANTILE_GRAD_MAX_ITERS`` iterations; a non-finite input is NaN at once). XLA's
-    ``igamma_grad_a`` primitive, the other way to this value, runs a loop for each, and the
-    derivative compiled in 0.49-0.66 s with it against 0.31-0.41 s (16 and 20,000 elements, a
-    2-core CPU); on float32 Gamma draws its relative error against the float64 value was up to
-    1.4e-4 at a = 300 and 0.14 at a = 1e5, this loop's 1.4e-5 and 3.6e-4 (tests: against XLA's
-    value in float64, and finite differences of TFP's quantile)."""
+    (at most ``QUANTILE_GRAD_MAX_ITERS`` iterations; a non-finite input is NaN at once). On float32
+    draws its relative error is below 1.4e-5 at a = 300 and 3.6e-4 at a = 1e5, where XLA's
+    ``igamma_grad_a`` reaches 1.4e-4 and 0.14."""
     dt = a.dtype
     eps = jnp.finfo(dt).eps
     tiny = jnp.finfo(dt).tiny / eps
@@ -251,22 +244,13 @@ def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
     rounds; an element not accepted after ``MAX_GAMMA_ROUNDS`` rounds, which at that rate has
     probability below 0.05^100 for a finite shape, is returned as NaN, so that a NaN or absurd
     shape ends the loop and the step's non-finite guard rejects it instead of never returning).
-    This is the algorithm ``jax.random.gamma`` uses element by element; vectorised over
-    the array it is about 20x faster on a CPU for a 50 x 5000 Dirichlet (``benchmarks/ssvi_cost.py``).
+    This is the algorithm of ``jax.random.gamma``, vectorised over the array.
 
-    Round i makes one random call, ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on
-    [-1, 1): x = sqrt(2) erfinv(u_0) (the transform ``jax.random.normal`` uses), U = (u_1 + 1) / 2,
-    and in round 0 the boost's uniform (u_2 + 1) / 2, independent of every proposal. Each random
-    call is a threefry program of its own for XLA to compile (about 0.1 s each on a 2-core CPU):
-    two calls in all (the fold_in and the uniform) instead of six (a split and the boost's uniform
-    before the loop; a fold_in, a split, a normal and a uniform in it) make the SSVI chunk programs
-    of ``configs/lda_ssvi.yaml`` compile about 0.3 s faster.
-
+    Round i draws ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on [-1, 1):
+    x = sqrt(2) erfinv(u_0), U = (u_1 + 1) / 2, and in round 0 the boost's uniform (u_2 + 1) / 2.
     The loop runs on ``a`` flattened and padded (with shape 1) to the next power of two up to
-    ``GAMMA_BUCKET_STEP`` elements, then to a multiple of it (``_bucket``): a step that draws Gamma
-    variables several times (``conjugate_split``: the rest, the conjugate sites, each site again
-    after its update) holds loops of one or few lengths, which XLA compiles once each, instead of
-    a loop per size. The draws of the elements are independent of the padding's.
+    ``GAMMA_BUCKET_STEP`` elements, then to a multiple of it (``_bucket``), so that draws of
+    nearby sizes share one loop shape.
     """
     a = jnp.asarray(a)
     shape, n = a.shape, a.size
@@ -318,8 +302,7 @@ def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
 # --------------------------------------------------------------------------- pytrees of families
 def check_invertible(q: PyTree) -> None:
     """Raises ValueError unless every family in the pytree ``q`` implements
-    ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal and MultivariateNormal do). Runs on structure only,
-    before any compilation."""
+    ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal and MultivariateNormal do)."""
     fams = jax.tree_util.tree_leaves(q, is_leaf=is_family)
     if not fams:
         raise ArgumentError("q", "q must be a pytree holding at least one exponential family")
@@ -336,8 +319,7 @@ def check_invertible(q: PyTree) -> None:
 def _family_keys(q: PyTree, key: PRNGKey):
     """(q's families, its treedef, a key per family): ``key`` itself for every family where one
     draw serves them all (one family, or Normal-based families only, whose pooled normals read one
-    key), else a split per family. A split is a threefry hash that XLA compiles into the program
-    (a loop of about twenty kernels on a CPU)."""
+    key), else a split per family."""
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
     one = len(fams) == 1 or all(implements(f, "from_normals") for f in fams)
     return fams, treedef, ([key] * len(fams) if one else list(jax.random.split(key, len(fams))))
@@ -349,14 +331,10 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
 
     Both are differentiable in q's natural parameters at fixed u (the implicit derivative).
     Families made of Gamma variables (``GammaBased``: Gamma, Beta, Dirichlet) are drawn together,
-    by one ``standard_log_gamma`` over all their shapes (and all ``num`` draws), so that the program
-    holds one rejection loop and one implicit derivative however many such families and draws q
-    has; ``sample_log_gamma`` pads its shapes to few lengths, so that the draws of a step (several
-    calls of a few hundred variables each) share one compiled loop. Likewise the families that are
-    affine maps of standard normals (``NormalBased``: Normal, MultivariateNormal) take theirs from
-    one flat ``standard_normal`` call for all of them and all ``num`` draws (under ``vmap`` of
-    split keys, one call per family, XLA compiled the hash of each two-axis draw as a kernel
-    several times larger); a MultivariateNormal's factor is computed once. ``num`` draws of the
+    by one ``standard_log_gamma`` over all their shapes (and all ``num`` draws): one rejection
+    loop and one implicit derivative however many such families and draws q has. Likewise the
+    families that are affine maps of standard normals (``NormalBased``: Normal,
+    MultivariateNormal) take theirs from one flat ``standard_normal`` call. ``num`` draws of the
     others are made under ``vmap`` on splits of their key.
     t(beta) is computed in log space (finite even where beta underflows), structured like
     ``expfam.tree_mean_params(q)`` so that it can replace E_q[t(beta)] as a model's globals view.

@@ -14,16 +14,16 @@ from vijax.expfam._base import AbstractExpFamily, as_float, register_family, sta
 from vijax.types import tfp_jax
 
 
-def _sym(m: jax.Array) -> jax.Array:
+def sym(m: jax.Array) -> jax.Array:
     """Symmetric part (M + M^T) / 2 of a batch of square matrices."""
     return 0.5 * (m + jnp.swapaxes(m, -1, -2))
 
 
-def _outer(a: jax.Array, b: jax.Array) -> jax.Array:
+def outer(a: jax.Array, b: jax.Array) -> jax.Array:
     return a[..., :, None] * b[..., None, :]
 
 
-def _matvec(m: jax.Array, v: jax.Array) -> jax.Array:
+def matvec(m: jax.Array, v: jax.Array) -> jax.Array:
     return (m @ v[..., None])[..., 0]
 
 
@@ -32,11 +32,11 @@ def _cho_solve_vec(chol: jax.Array, b: jax.Array) -> jax.Array:
     return cho_solve((chol, True), b[..., None])[..., 0]
 
 
-def _eye_like(chol: jax.Array) -> jax.Array:
+def eye_like(chol: jax.Array) -> jax.Array:
     return jnp.broadcast_to(jnp.eye(chol.shape[-1], dtype=chol.dtype), chol.shape)
 
 
-def _check_spd(name: str, m) -> None:
+def check_spd(name: str, m) -> None:
     """Raises ``ValueError`` naming ``name`` unless concrete ``m`` is a (batch of) finite, square,
     symmetric, positive-definite matrices. Tracers (inside ``jit``) are not checked."""
     if isinstance(m, jax.core.Tracer):
@@ -97,10 +97,10 @@ class MultivariateNormal(AbstractExpFamily):
                 symmetric or not positive definite.
         """
         check_finite("mean", mean)
-        _check_spd("precision", precision)
+        check_spd("precision", precision)
         mean, precision = _broadcast_mean_matrix(mean, precision, "precision")
-        precision = _sym(precision)
-        return cls(_matvec(precision, mean), -0.5 * precision)
+        precision = sym(precision)
+        return cls(matvec(precision, mean), -0.5 * precision)
 
     @classmethod
     def from_mean_covariance(cls, mean, cov) -> "MultivariateNormal":
@@ -111,7 +111,7 @@ class MultivariateNormal(AbstractExpFamily):
                 symmetric or not positive definite.
         """
         check_finite("mean", mean)
-        _check_spd("cov", cov)
+        check_spd("cov", cov)
         mean, cov = _broadcast_mean_matrix(mean, cov, "cov")
         return cls(*_natural_of_mean_covariance(mean, cov))
 
@@ -138,7 +138,7 @@ class MultivariateNormal(AbstractExpFamily):
     def covariance(self) -> jax.Array:
         """Sigma = Lambda^-1, shape batch + (D, D)."""
         chol = self._chol()
-        return _sym(cho_solve((chol, True), _eye_like(chol)))
+        return sym(cho_solve((chol, True), eye_like(chol)))
 
     # ------------------------------------------------------------- family interface
     def log_normalizer(self):
@@ -151,8 +151,8 @@ class MultivariateNormal(AbstractExpFamily):
     def mean_params(self):
         chol = self._chol()
         mu = _cho_solve_vec(chol, self.eta1)
-        sigma = _sym(cho_solve((chol, True), _eye_like(chol)))
-        return mu, sigma + _outer(mu, mu)
+        sigma = sym(cho_solve((chol, True), eye_like(chol)))
+        return mu, sigma + outer(mu, mu)
 
     def fisher_vp(self, v):
         """hess A . (v1, V2), in closed form with S = sym(V2)::
@@ -166,11 +166,11 @@ class MultivariateNormal(AbstractExpFamily):
         v1, v2 = v
         chol = self._chol()
         mu = _cho_solve_vec(chol, self.eta1)
-        s = _sym(v2)
-        dmu = _cho_solve_vec(chol, v1 + 2.0 * _matvec(s, mu))
+        s = sym(v2)
+        dmu = _cho_solve_vec(chol, v1 + 2.0 * matvec(s, mu))
         sigma_s = cho_solve((chol, True), s)  # Sigma S
-        dsigma = _sym(2.0 * cho_solve((chol, True), jnp.swapaxes(sigma_s, -1, -2)))  # 2 Sigma S Sigma
-        return dmu, dsigma + _outer(dmu, mu) + _outer(mu, dmu)
+        dsigma = sym(2.0 * cho_solve((chol, True), jnp.swapaxes(sigma_s, -1, -2)))  # 2 Sigma S Sigma
+        return dmu, dsigma + outer(dmu, mu) + outer(mu, dmu)
 
     def inv_fisher_vp(self, v):
         """Pseudo-inverse Fisher product: maps mean-parameter perturbations (a, B) back to (v1, V2).
@@ -189,14 +189,14 @@ class MultivariateNormal(AbstractExpFamily):
         a, b = v
         lam = self.precision
         mu = self.mean
-        dsigma = _sym(b) - _outer(a, mu) - _outer(mu, a)
+        dsigma = sym(b) - outer(a, mu) - outer(mu, a)
         lam_dsigma = lam @ dsigma
-        v2 = _sym(0.5 * lam_dsigma @ lam)
-        v1 = _matvec(lam, a) - _matvec(lam_dsigma, self.eta1)
+        v2 = sym(0.5 * lam_dsigma @ lam)
+        v1 = matvec(lam, a) - matvec(lam_dsigma, self.eta1)
         return v1, v2
 
     def sufficient_stats(self, x):
-        return x, _outer(x, x)
+        return x, outer(x, x)
 
     def sample(self, key, shape=()):
         """Reparameterized draws x = mu + L^-T z, z ~ N(0, I), so that Cov[x] = (L L^T)^-1."""
@@ -215,7 +215,7 @@ class MultivariateNormal(AbstractExpFamily):
         """x = mu + L^-T z and t(x) = (x, x x^T) for ``z`` of shape ``sample_shape + batch_shape +
         (d,)``; the Cholesky factor L of the precision is computed once for all the draws."""
         x = self._affine(z)
-        return x, (x, _outer(x, x))
+        return x, (x, outer(x, x))
 
     def _affine(self, z):
         """mu + L^-T z for ``z`` of shape ``sample_shape + batch_shape + (d,)`` (``sample`` without
@@ -245,7 +245,7 @@ def _natural_of_mean_covariance(mean, cov) -> tuple:
     """(Sigma^-1 mu, -Sigma^-1 / 2): one program on concrete values (op by op, each of its
     operations would be a compilation of its own), inlined under a caller's trace."""
     chol = jnp.linalg.cholesky(cov)
-    precision = _sym(cho_solve((chol, True), _eye_like(chol)))
+    precision = sym(cho_solve((chol, True), eye_like(chol)))
     return _cho_solve_vec(chol, mean), -0.5 * precision
 
 

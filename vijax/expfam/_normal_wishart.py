@@ -24,7 +24,7 @@ from vijax.expfam._base import (
     standard_normal,
 )
 from vijax.expfam._inversion import standard_log_gamma
-from vijax.expfam._mvn import _check_spd, _eye_like, _matvec, _outer, _sym
+from vijax.expfam._mvn import check_spd, eye_like, matvec, outer, sym
 from vijax.expfam._special import digamma
 from vijax.types import tfp_jax
 
@@ -89,7 +89,7 @@ class NormalWishart(AbstractExpFamily):
         ``dof`` (nu > D - 1)."""
         check_finite("loc", loc)
         check_positive("kappa", kappa)
-        _check_spd("scale", scale)
+        check_spd("scale", scale)
         m = as_float(loc)
         d = m.shape[-1]
         if not isinstance(dof, jax.core.Tracer) and not np.all(np.asarray(dof, float) > d - 1):
@@ -103,8 +103,8 @@ class NormalWishart(AbstractExpFamily):
         k = jnp.broadcast_to(k, batch)
         nu = jnp.broadcast_to(nu, batch)
         w = jnp.broadcast_to(w, batch + (d, d))
-        w_inv = cho_solve((jnp.linalg.cholesky(w), True), _eye_like(w))
-        return cls(k[..., None] * m, -0.5 * k, -0.5 * (_sym(w_inv) + k[..., None, None] * _outer(m, m)), 0.5 * (nu - d))
+        w_inv = cho_solve((jnp.linalg.cholesky(w), True), eye_like(w))
+        return cls(k[..., None] * m, -0.5 * k, -0.5 * (sym(w_inv) + k[..., None, None] * outer(m, m)), 0.5 * (nu - d))
 
     # ------------------------------------------------------------ conventional parameters
     @property
@@ -131,15 +131,15 @@ class NormalWishart(AbstractExpFamily):
     def scale_inv(self):
         """W^-1 = -2 eta3 - kappa m m^T."""
         m = self.loc
-        return _sym(-2.0 * self.eta3 - self.kappa[..., None, None] * _outer(m, m))
+        return sym(-2.0 * self.eta3 - self.kappa[..., None, None] * outer(m, m))
 
     def _scale_chol(self):
         """(chol(W^-1), chol(W)) — W from its inverse by one Cholesky and a triangular solve."""
         c_inv = jnp.linalg.cholesky(self.scale_inv)
         # W = (C C^T)^-1 = C^-T C^-1; chol(W) is lower-triangular: take chol of the explicit inverse
-        c_inv_inv = solve_triangular(c_inv, _eye_like(c_inv), lower=True)  # C^-1
+        c_inv_inv = solve_triangular(c_inv, eye_like(c_inv), lower=True)  # C^-1
         w = jnp.swapaxes(c_inv_inv, -1, -2) @ c_inv_inv
-        return c_inv, jnp.linalg.cholesky(_sym(w)), _sym(w)
+        return c_inv, jnp.linalg.cholesky(sym(w)), sym(w)
 
     @property
     def scale(self):
@@ -166,7 +166,7 @@ class NormalWishart(AbstractExpFamily):
         log_det_w = -2.0 * jnp.sum(jnp.log(jnp.diagonal(c_inv, axis1=-2, axis2=-1)), -1)
         nu, m = self.dof, self.loc
         e_lam = nu[..., None, None] * w
-        e_lam_m = _matvec(e_lam, m)
+        e_lam_m = matvec(e_lam, m)
         return (
             e_lam_m,
             jnp.sum(m * e_lam_m, -1) + d / self.kappa,
@@ -180,7 +180,7 @@ class NormalWishart(AbstractExpFamily):
         per-element Fisher plus the projector onto those directions is invertible and, applied to
         v with a symmetrised third block, gives the pseudo-inverse product
         (``inv_fisher_vp(fisher_vp(u)) == (u1, u2, sym(u3), u4)``). O(D^6) per element: small D."""
-        v = (v[0], v[1], _sym(v[2]), v[3])
+        v = (v[0], v[1], sym(v[2]), v[3])
         batch, shapes, sizes = _layout(self)
         d = self.dim
         n = sum(sizes)
@@ -194,7 +194,7 @@ class NormalWishart(AbstractExpFamily):
 
     def sufficient_stats(self, x):
         lam, mu = x[..., :-1], x[..., -1]
-        lam_mu = _matvec(lam, mu)
+        lam_mu = matvec(lam, mu)
         return lam_mu, jnp.sum(mu * lam_mu, -1), lam, jnp.linalg.slogdet(lam)[1]
 
     def _bartlett(self, log_chi2: jax.Array, normals: jax.Array, eps: jax.Array):
@@ -236,7 +236,7 @@ class NormalWishart(AbstractExpFamily):
         normals = standard_normal(k_norm, self.batch_shape + (d, d), self.dtype)
         eps = standard_normal(k_eps, self.batch_shape + (d,), self.dtype)
         lam, mu, log_det = self._bartlett(log_chi2, normals, eps)
-        lam_mu = _matvec(lam, mu)
+        lam_mu = matvec(lam, mu)
         return jnp.concatenate([lam, mu[..., None]], axis=-1), (lam_mu, jnp.sum(mu * lam_mu, -1), lam, log_det)
 
     def is_valid(self):
@@ -252,7 +252,7 @@ class NormalWishart(AbstractExpFamily):
         eps = float(np.sqrt(np.finfo(x.dtype).eps))
         scale = jnp.max(jnp.abs(lam), axis=(-2, -1))
         asym = jnp.max(jnp.abs(lam - jnp.swapaxes(lam, -1, -2)), axis=(-2, -1)) > eps * scale
-        return ~jnp.any(jnp.isnan(x), axis=(-2, -1)) & (asym | ~_positive_definite(_sym(lam)))
+        return ~jnp.any(jnp.isnan(x), axis=(-2, -1)) & (asym | ~_positive_definite(sym(lam)))
 
     def _support_point(self, x):
         eye = jnp.eye(x.shape[-2], dtype=x.dtype)
@@ -268,7 +268,7 @@ class NormalWishart(AbstractExpFamily):
 
         def mean_given(lam):
             cov = jnp.linalg.inv(k[..., None, None] * lam)
-            return tfd.MultivariateNormalTriL(loc=m, scale_tril=jnp.linalg.cholesky(_sym(cov)))
+            return tfd.MultivariateNormalTriL(loc=m, scale_tril=jnp.linalg.cholesky(sym(cov)))
 
         return tfd.JointDistributionSequential([tfd.WishartTriL(df=self.dof, scale_tril=chol_w), mean_given])
 
