@@ -93,9 +93,8 @@ def describe_batch(batch: Any) -> str:
 
 
 def check_one_array(model: Any, x: Any, takes: str) -> None:
-    """Raises ValueError naming ``batch`` when ``x`` is not one array but a container of them (a
-    tuple, a dict, another model's batch such as a ``BowBatch``) or None: the batch is not what
-    ``model`` takes (``takes``, e.g. ``"one array x of shape (N, 2)"``)."""
+    """Raises ValueError naming ``batch`` when ``x`` is a container of arrays or None, not the one
+    array ``model`` takes (``takes``, e.g. ``"one array x of shape (N, 2)"``)."""
     container = (
         x is None
         or isinstance(x, (tuple, dict))
@@ -196,10 +195,8 @@ class BlockedGlobalsModel(Protocol):
 
 
 def conjugate_elbo(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.0) -> Array:
-    """L = scale * (<sbar, E_q[t(beta)]> + local_terms) - KL(q(beta) || p(beta)).
-
-    ``scale`` = N / S turns a minibatch's local result into an unbiased full-data estimate.
-    """
+    """L = scale * (<sbar, E_q[t(beta)]> + local_terms) - KL(q(beta) || p(beta)); ``scale`` = N / S
+    makes a minibatch's local result an unbiased full-data estimate."""
     data_term, kl = conjugate_elbo_terms(prior, q_global, local, scale)
     return data_term - kl
 
@@ -213,7 +210,7 @@ def conjugate_elbo_terms(prior: PyTree, q_global: PyTree, local: LocalResult, sc
 
 
 def conjugate_posterior(prior: PyTree, suff_stats: PyTree, scale=1.0) -> PyTree:
-    """The coordinate-optimal q(beta): natural parameters eta + scale * sbar."""
+    """The coordinate-optimal q(beta): natural parameters eta + scale * sbar (Blei et al. 2017, eq. 41)."""
     nat = jax.tree_util.tree_map(lambda e, s: e + scale * s, expfam.tree_natural_params(prior), suff_stats)
     return expfam.tree_from_natural(prior, nat)
 
@@ -238,17 +235,8 @@ def entropy_of_probs(probs: Array, axis: int = -1) -> Array:
 @runtime_checkable
 class EMModel(BatchChecked, Protocol):
     """What ``vijax.inference.em`` needs from a model: a point estimate theta of its parameters,
-    an E-step and an M-step (Dempster, Laird and Rubin 1977; the tutorial *Raise your ELBO*, §EM).
-
-    - ``init_params(key, batch=None)``: a starting theta (data-dependent when ``batch`` is given);
-    - ``e_step(params, batch) -> (stats, log_likelihood)``: the expected complete-data sufficient
-      statistics under p(z | x, theta) and log p(x | theta) (a scalar, summed over the batch);
-    - ``m_step(stats) -> params``: argmax over theta of E[log p(x, z | theta)] (+ log p(theta) for
-      MAP-EM), from the statistics;
-    - ``log_prior(params) -> scalar``: log p(theta) up to a constant (0 for maximum likelihood),
-      added to the objective EM reports;
-    - ``check_data(batch)``: raises ValueError naming the problem.
-    """
+    an E-step and an M-step (Dempster, Laird and Rubin 1977; *Raise your ELBO*, §EM). ``log_prior``
+    is 0 for maximum likelihood, log p(theta) up to a constant for MAP-EM."""
 
     def init_params(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
         """A starting theta."""

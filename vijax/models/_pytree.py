@@ -25,7 +25,7 @@ _ATOMS = (bool, int, float, complex, str, bytes, np.generic, np.dtype, type)
 
 def static_float(name: str, value: Any) -> float:
     """``value`` as a Python float (hashable static metadata); ArgumentError naming ``name`` for
-    anything that is not a real scalar (a bool, a string, None, an array of another shape)."""
+    anything that is not a real scalar."""
     try:
         if isinstance(value, (bool, np.bool_, str, bytes)) or value is None or np.ndim(value) != 0:
             raise TypeError
@@ -35,10 +35,8 @@ def static_float(name: str, value: Any) -> float:
 
 
 class TraceCache(dict):
-    """A model's cache of what its traces found (e.g. a derived model's blocks of globals per datum
-    shape): static metadata that travels with the model through ``jit`` and unflattening, and
-    takes no part in its equality or hash (any two caches are equal), as it derives from the
-    model's other fields."""
+    """A model's cache of what its traces found (a derived model's blocks of globals per datum
+    shape): static metadata that takes no part in the model's equality or hash."""
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, TraceCache)
@@ -48,10 +46,9 @@ class TraceCache(dict):
 
 
 def array_or_float(name: str, value: Any) -> Any:
-    """A hyperparameter that may be a scalar or an array (a prior mean per dimension): a real
-    scalar as a Python float (static metadata), a real array-like (a list, a NumPy array) as a
-    float64 NumPy array (a leaf), a JAX array or anything else as it is (left to the model's own
-    checks, which name the argument)."""
+    """A hyperparameter that may be a scalar or an array: a real scalar as a Python float (static),
+    a real array-like as a float64 NumPy array (a leaf), anything else as it is (for the model's
+    own checks)."""
     if isinstance(value, jax.Array) or value is None:
         return value
     try:
@@ -69,9 +66,8 @@ def optional_float(name: str, value: Any) -> Any:
 
 
 def split_arrays(tree: Any) -> tuple[list, Callable[[list], Any]]:
-    """(the arrays among ``tree``'s leaves, ``rebuild(arrays)``): what a compiled program takes as
-    arguments, every other leaf (a function, a name, a number, a user's model object that is not a
-    pytree) kept as it is. Equinox's ``partition``/``combine`` in one call."""
+    """(the arrays among ``tree``'s leaves, ``rebuild(arrays)``), every other leaf kept as it is:
+    Equinox's ``partition``/``combine`` in one call."""
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     is_array = [_is_array(leaf) for leaf in leaves]
     arrays = [leaf for leaf, a in zip(leaves, is_array) if a]
@@ -84,8 +80,7 @@ def split_arrays(tree: Any) -> tuple[list, Callable[[list], Any]]:
 
 
 class _Static:
-    """The non-array leaves of a call's arguments and their tree: a hashable static argument of
-    ``jit`` (leaves compared by value where they define it, by identity otherwise)."""
+    """The non-array leaves of a call's arguments and their tree: a hashable static argument of ``jit``."""
 
     def __init__(self, treedef, leaves: tuple):
         self.treedef, self.leaves = treedef, leaves
@@ -124,10 +119,8 @@ def filter_jit(fn: Callable) -> Callable:
 
 
 def _flatten_with_keys(model: PytreeModel):
-    """Children: the attributes that are arrays or pytrees of arrays (as they are, so their key
-    paths read ``.x``, ``.priors['mu']``), and the arrays of an attribute that mixes arrays with
-    other leaves (a ``Network``'s function and weights: a tuple of its arrays, the rest in the
-    metadata). Metadata: every other attribute, as it is."""
+    """Children: the attributes that are arrays or pytrees of arrays, and the arrays of an attribute
+    that mixes arrays with other leaves (a ``Network``). Metadata: every other attribute."""
     children, static, mixed = [], [], []
     for name, value in sorted(vars(model).items()):
         if _is_array(value):
@@ -166,8 +159,8 @@ def _unflatten(cls: type, aux, children) -> PytreeModel:
 
 
 class _ModelType(abc.ABCMeta):
-    """Registers every subclass as a pytree and turns its ``static_floats`` arguments into Python
-    floats before ``__init__`` sees them."""
+    """Registers every subclass as a pytree and converts its ``static_floats`` and ``converters``
+    arguments before ``__init__`` sees them."""
 
     def __init__(cls, name, bases, namespace, **kwargs):
         super().__init__(name, bases, namespace, **kwargs)
@@ -199,23 +192,15 @@ def _signature(init: Callable) -> inspect.Signature:
 
 class PytreeModel(metaclass=_ModelType):
     """Base of vijax's models and components: a registered pytree, so a model is an argument of
-    ``jax.jit``/``vmap`` like any other and two equal models share one compiled program.
+    ``jax.jit``/``vmap`` like any other.
 
-    Its attributes that hold arrays (the data of a GP classifier, a network's weights, a family)
-    are the pytree's children; every other attribute (sizes, flags, scalar hyperparameters, names,
-    dtypes, functions) is static metadata, compared by value: a new value compiles a new program,
-    an equal one reuses it. Attributes are read from the instance (``vars``), so a frozen dataclass
-    and a class with its own ``__init__`` are both pytrees. Unflattening builds the object without
-    calling ``__init__`` (its leaves may be tracers), so a model's checks run once, at construction.
-
-    ``static_floats`` names the constructor arguments that are scalar hyperparameters: they are
-    converted to Python floats before ``__init__`` (an ArgumentError naming the argument for
-    anything else), so that a NumPy or 0-d JAX scalar stays static metadata; ``converters`` maps
-    other arguments to a ``convert(name, value)`` run the same way (a checked, normalised value).
-    Nothing writes to a model after ``__init__``.
-
-    Equality and hashing follow the pytree: same type, equal static metadata and the same array
-    objects.
+    Attributes that hold arrays are the pytree's children; every other attribute (sizes, flags,
+    scalar hyperparameters, names, dtypes, functions) is static metadata, compared by value.
+    Attributes are read from the instance (``vars``), so a frozen dataclass and a class with its
+    own ``__init__`` are both pytrees; unflattening does not call ``__init__``, so a model's
+    checks run once, at construction. ``static_floats`` names the scalar hyperparameters,
+    converted to Python floats before ``__init__``; ``converters`` maps other arguments to a
+    ``convert(name, value)``. Equality and hashing: same type, equal metadata, the same arrays.
 
     Examples:
         >>> import dataclasses, jax

@@ -24,37 +24,29 @@ f_n(mu) = E_q[log p(x_n, z_n | beta)], and
   E_q[log h(x_n, z_n)] + H[q(z_n)] with the families' own E log h included.
 
 Several local variables (LDA's theta_d and z_d) are updated in the order given, in sweeps until
-the mean absolute change of their mean parameters is below ``tol`` or ``max_iters`` sweeps; one
-local variable is exact after one sweep.
+the mean absolute change of their mean parameters is below ``tol`` or ``max_iters`` sweeps.
 
 Globals that interact. Two globals interact when the log-joint holds a product of their
-statistics (x ~ N(mu, 1/tau): tau * (x mu - mu^2 / 2); Bishop 2006, §10.1.3): the statistics of
-one then depend on the other's q, and updating both at once from the old q is not coordinate
-ascent (the ELBO can fall, and the ELBO of the new q is not the one the old statistics give).
-``global_blocks(batch)`` groups the globals into blocks of globals that do not interact with one
-another (a greedy colouring of the interaction graph, in the order of ``priors``); CAVI updates
-the blocks in turn, each after a local step at the current q, so every update is a coordinate
-optimum and the ELBO it reports, that of the returned q with the last local step's locals, never
-decreases. Globals that do not interact (a mixture's weights and components) form one block: one
-local step per CAVI step, as for a hand-written model. SVI and SSVI update every global at once
-from a stochastic natural gradient: the Fisher information of a mean-field q(beta) is block
-diagonal, so the simultaneous step is the natural gradient of the ELBO in every global, correct
-for any schedule that would be correct for a model whose globals do not interact.
+statistics (x ~ N(mu, 1/tau): tau * (x mu - mu^2 / 2); Bishop 2006, §10.1.3); updating both at
+once from the old q is then not coordinate ascent. ``global_blocks(batch)`` groups the globals
+into blocks that do not interact (a greedy colouring of the interaction graph, in the order of
+``priors``); CAVI updates the blocks in turn, each after a local step, so its ELBO never
+decreases. SVI and SSVI update every global at once: the Fisher information of a mean-field
+q(beta) is block diagonal, so the simultaneous step is the natural gradient in every global.
 
 Checks, naming the variable. The structure of the log-joint is read from the program of its
-gradient (a jaxpr, traced from the shapes of one datum, so also inside ``jit`` and at every
-step's first trace): a variable whose gradient depends on its own statistics is not linear in
-them (E[mu]**2, log of a statistic, |mu|: the gradient of a non-smooth function depends on its
-argument even where its Hessian is zero), and the globals whose gradients depend on each other's
-statistics interact. On concrete data (``example=`` and ``init_globals``), ``check_conjugacy``
-also tests the log-joint along random lines through each variable's statistics on a sample of
-the data spread over the batch (a rounding or step function has a zero gradient but is not
-linear), and the domain of each derived update on all the data.
+gradient (a jaxpr traced from the shapes of one datum, so also inside ``jit``): a variable whose
+gradient depends on its own statistics is not linear in them, and the globals whose gradients
+depend on each other's statistics interact. On concrete data, ``check_conjugacy`` also tests the
+log-joint along random lines through each variable's statistics (a rounding or step function
+has a zero gradient but is not linear) and the domain of each derived update.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -66,18 +58,153 @@ from vijax import expfam
 from vijax._validate import ArgumentError, INT32_MAX, finite_values
 from vijax._validate import check_choice, check_int, check_scalar, is_tracer
 from vijax.models._base import LocalResult, conjugate_posterior
-from vijax.models._conjugacy import (
-    CHECK_CHUNK,
-    blocks_of,
-    datum_shapes,
-    directions,
-    local_stats_shapes,
-    secant_gaps,
-    secant_tol,
-    variables,
-)
 from vijax.types import PRNGKey
 from vijax.models._pytree import PytreeModel, TraceCache
+
+
+# ------------------------------------------------------------------ the checks of a log-joint
+def variables(model: DerivedConjugateModel, spec: dict) -> list:
+    return [("global", n) for n in model.priors] + [("local", n) for n in spec]
+
+
+CHECK_CHUNK = 2**22  # local statistics per chunk of check_conjugacy's local steps
+
+
+def local_stats_shapes(model: DerivedConjugateModel, x) -> dict:
+    """The locals' statistics for the datum ``x`` as ``jax.ShapeDtypeStruct`` leaves."""
+    return jax.eval_shape(lambda x: {n: s.q0.mean_params() for n, s in model._spec(x).items()}, x)
+
+
+def datum_shapes(batch):
+    """One datum of ``batch`` as ``jax.ShapeDtypeStruct`` leaves."""
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a)[1:], jnp.result_type(a)), batch)
+
+
+# primitives whose one inner program maps its inputs to its outputs one to one (followed inside)
+_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call"})
+
+
+def _dependencies(jaxpr, inputs: list) -> list:
+    """For each output of ``jaxpr``, the bit mask of the inputs it depends on (``inputs``: one
+    mask per input), following inner ``jit``s; a loop or a branch depends on all its inputs."""
+    env = {}
+
+    def read(v):
+        return 0 if isinstance(v, jax.extend.core.Literal) else env.get(v, 0)
+
+    env.update(zip(jaxpr.invars, inputs))
+    for eqn in jaxpr.eqns:
+        masks = [read(v) for v in eqn.invars]
+        inner = list(jax.extend.core.jaxprs_in_params(eqn.params))
+        if (
+            eqn.primitive.name in _CALLS
+            and len(inner) == 1
+            and len(inner[0].invars) == len(masks)
+            and len(inner[0].outvars) == len(eqn.outvars)
+        ):
+            out = _dependencies(inner[0], masks)
+        else:
+            out = [functools.reduce(operator.or_, masks, 0)] * len(eqn.outvars)
+        env.update(zip(eqn.outvars, out))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def blocks_of(model: DerivedConjugateModel, datum) -> tuple:
+    """The blocks of globals for one datum of shapes ``datum`` (module docstring). ValueError for a
+    variable whose gradient depends on its own statistics."""
+    spec = local_stats_shapes(model, datum)
+    clash = set(spec) & set(model.priors)
+    if clash:
+        raise ValueError(f"locals and priors name the same variables: {sorted(clash)}")
+    view = jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), expfam.tree_mean_params(model.priors)
+    )
+    names = variables(model, spec)
+    index = {name: i for i, (_, name) in enumerate(names)}
+    labels = (
+        {n: jax.tree_util.tree_map(lambda _: index[n], view[n]) for n in view},
+        {n: jax.tree_util.tree_map(lambda _: index[n], spec[n]) for n in spec},
+    )
+
+    def grad(stats, x):
+        return jax.grad(lambda s: model.log_joint(s[0], s[1], x))(stats)
+
+    closed = jax.make_jaxpr(grad)((view, spec), datum)
+    inputs = [1 << i for i in jax.tree_util.tree_leaves(labels)]
+    inputs += [0] * (len(closed.jaxpr.invars) - len(inputs))  # the datum's leaves
+    outputs = _dependencies(closed.jaxpr, inputs)
+    depends = [0] * len(names)  # per variable: the variables its gradient depends on
+    for i, mask in zip(jax.tree_util.tree_leaves(labels), outputs):
+        depends[i] |= mask
+    for i, (where, name) in enumerate(names):
+        if depends[i] >> i & 1:
+            raise ValueError(
+                f"log_joint is not conjugate in {where} variable {name!r}: it is not linear in {name}'s "
+                f"statistics (its gradient with respect to them depends on them: a product or power of "
+                f"them, a log, abs, max or another function of them). Write every term as a coefficient "
+                f"times E[t({name})], e.g. E[mu^2] from the statistics, never E[mu]**2."
+            )
+    blocks: list = []  # greedy colouring of the globals' interaction graph, in the order of priors
+    for i, name in enumerate(model.priors):
+        for block in blocks:
+            if not any((depends[i] >> index[o] & 1) or (depends[index[o]] >> i & 1) for o in block):
+                block.append(name)
+                break
+        else:
+            blocks.append([name])
+    return tuple(tuple(b) for b in blocks)
+
+
+def secant_tol(sub, priors) -> float:
+    """The relative gap a linear log-joint stays under along a line: 1e4 ulps of the statistics'
+    float type (2e-12 in float64, 1e-3 in float32)."""
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(expfam.tree_mean_params(priors)))
+    return 1e4 * float(jnp.finfo(dtype).eps)
+
+
+def directions(model: DerivedConjugateModel, x0) -> dict:
+    """Per variable, a fixed pseudo-random direction within its statistics (standard normal, the
+    same for every datum), shaped like its statistics for the datum ``x0``."""
+    stats = {**expfam.tree_mean_params(model.priors)}
+    stats.update(local_stats_shapes(model, x0))
+    rng = np.random.default_rng(0)
+    return {
+        n: tuple(rng.standard_normal(jnp.shape(t)).astype(jnp.result_type(t)) for t in part)
+        for n, part in stats.items()
+    }
+
+
+@jax.jit
+def secant_gaps(model: DerivedConjugateModel, sub, directions: dict) -> jax.Array:
+    """(variables, data): per datum of ``sub`` and variable, the largest relative gap
+    |f(p + h r) - f(p) - h <grad f(p), r>| / (|f(p)| + |f(p + h r)| + |h <grad f(p), r>| + 1)
+    for h in (1, 10), p the starting statistics, r the variable's direction scaled by 1 + |p|
+    (0 where f is linear; NaN where f(p + h r) is not finite though f(p) is)."""
+    view = expfam.tree_mean_params(model.priors)
+
+    def one(x, where, name):
+        mu = {n: s.q0.mean_params() for n, s in model._spec(x).items()}
+        part = view[name] if where == "global" else mu[name]
+        r = tuple(d * (1 + jnp.abs(t)) for d, t in zip(directions[name], part))
+        dt = jnp.result_type(part[0])
+
+        def along(h):
+            p = tuple(t + h * d for t, d in zip(part, r))
+            args = ({**view, name: p}, mu) if where == "global" else (view, {**mu, name: p})
+            return model.log_joint(*args, x)
+
+        f0, slope = jax.jvp(along, (jnp.zeros((), dt),), (jnp.ones((), dt),))
+        gaps = []
+        for h in (1.0, 10.0):
+            fh = along(jnp.asarray(h, dt))
+            gap = jnp.abs(fh - f0 - h * slope) / (jnp.abs(f0) + jnp.abs(fh) + jnp.abs(h * slope) + 1.0)
+            gaps.append(jnp.where(jnp.isfinite(fh), gap, jnp.nan))
+        return jnp.where(jnp.isfinite(f0) & jnp.isfinite(slope), jnp.maximum(*gaps), 0.0)
+
+    x0 = jax.tree_util.tree_map(lambda a: a[0], sub)
+    return jnp.stack(
+        [jax.vmap(lambda x: one(x, where, name))(sub) for where, name in variables(model, model._spec(x0))]
+    )
 
 
 class Local(NamedTuple):
@@ -190,18 +317,14 @@ class DerivedConjugateModel(PytreeModel):
 
     def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
         """Mean-field local step derived from ``log_joint``: the locals of every datum by
-        coordinate ascent, the statistics sum_n grad_{mu_beta} f_n and the local terms (compiled
-        once per model and shapes; inlined inside an outer ``jit``)."""
+        coordinate ascent, the statistics sum_n grad_{mu_beta} f_n and the local terms."""
         check_choice("method", method, self.local_methods)
         self._structure(batch)  # the log-joint's linearity, from the shapes (cached): also under jit
         return _local_step(self, dict(globals_view), batch)
 
     def global_blocks(self, batch) -> tuple:
-        """The globals as blocks to update in turn (module docstring, "Globals that interact"): a
-        tuple of dicts name -> bool (True for the block's globals), one per block; globals that do
-        not interact share a block. Read from the shapes of ``batch`` alone (also under ``jit``).
-        CAVI updates the blocks one after the other, each after a local step; one block is the
-        usual CAVI step.
+        """The globals as blocks to update in turn (module docstring): a tuple of dicts
+        name -> bool, one per block, read from the shapes of ``batch`` alone.
 
         Raises:
           ValueError: as :meth:`check_data`, or naming a variable the log-joint is not linear in.
@@ -209,9 +332,7 @@ class DerivedConjugateModel(PytreeModel):
         return tuple({name: name in block for name in self.priors} for block in self._structure(batch))
 
     def _structure(self, batch) -> tuple:
-        """The blocks of globals (tuples of names) for data of ``batch``'s per-datum shapes,
-        computed once per shapes: ValueError naming a variable whose gradient depends on its own
-        statistics, or a local named like a global."""
+        """The blocks of globals (tuples of names) for ``batch``'s per-datum shapes, cached."""
         datum = datum_shapes(batch)
         sig = (jax.tree_util.tree_structure(datum), tuple((a.shape, a.dtype) for a in jax.tree_util.tree_leaves(datum)))
         if sig not in self._blocks:
@@ -231,11 +352,10 @@ class DerivedConjugateModel(PytreeModel):
 
     # ------------------------------------------------------------------ start and checks
     def init_globals(self, key: PRNGKey, batch=None) -> dict:
-        """``init(key, batch)`` if given (checked: the structure of ``priors``, and on concrete
-        values finite and inside the families' domains); otherwise, with data, one global update
-        from locals whose natural parameters are the starts' plus standard-normal noise (breaks the
-        symmetry of a mixture's components); without data, the prior. Concrete data are checked
-        first (:meth:`check_conjugacy`)."""
+        """``init(key, batch)`` if given (checked against ``priors``); otherwise, with data, one
+        global update from locals whose natural parameters are the starts' plus standard-normal
+        noise (breaks the symmetry of a mixture's components); without data, the prior. Concrete
+        data are checked first (:meth:`check_conjugacy`)."""
         if batch is not None and not _traced((key, batch)):  # concrete: outside jit/vmap
             self.check_conjugacy(batch)
         if self.init is not None:
@@ -277,11 +397,9 @@ class DerivedConjugateModel(PytreeModel):
         ]
 
     def check_data(self, batch) -> None:
-        """Every leaf of ``batch`` has the same leading size >= 1 and finite values, ``log_joint``
+        """Every leaf of ``batch`` has the same leading size >= 1 and finite values, and ``log_joint``
         gives a scalar for one datum of it and is linear in each variable's statistics (both
-        checked on its shapes alone, so also at trace time: at the first trace of every step): a
-        batch of other widths than ``log_joint`` reads, or a log-joint that is not conjugate, is
-        refused here, not by an obscure error or a wrong update from inside the derived step."""
+        checked on its shapes alone, so also at a step's first trace)."""
         leaves = jax.tree_util.tree_leaves(batch)
         if not leaves:
             raise ArgumentError("batch", "batch holds no arrays")
@@ -330,16 +448,11 @@ class DerivedConjugateModel(PytreeModel):
             )
 
     def check_conjugacy(self, batch, num_checked: int = 64) -> None:
-        """Raises ValueError naming the variable unless ``log_joint`` on ``batch``
-
-        1. runs on the statistics of the families and returns a scalar (:meth:`check_data`);
-        2. is linear in each variable's statistics: structurally, its gradient with respect to them
-           does not depend on them (for every datum: read from the program, :meth:`check_data`),
-           and numerically, along a random line through them at ``num_checked`` data spread
-           evenly over the batch (a rounding or step function has a zero gradient);
-        3. derives updates inside the families' domains and a finite ELBO at the priors'
-           statistics, on all the data: one local step's work, once (in chunks whose locals hold
-           about 2^22 numbers).
+        """Raises ValueError naming the variable unless ``log_joint`` on ``batch`` runs on the
+        families' statistics and returns a scalar (:meth:`check_data`); is linear in each
+        variable's statistics, structurally (:meth:`check_data`) and along a random line through
+        them at ``num_checked`` data spread over the batch; and derives updates inside the
+        families' domains and a finite ELBO at the priors' statistics on all the data.
         """
         check_int("num_checked", num_checked)
         self.check_data(batch)
@@ -414,9 +527,7 @@ def _describe(tree) -> str:
 
 def _check_like_priors(name: str, q, priors: dict, structure_error: str) -> None:
     """ValueError, starting with ``name``, unless ``q`` is a dict of the priors' names, each a
-    family of the prior's type and parameter shapes (``structure_error``: the words before the
-    expected and the given structures) with finite natural parameters inside its domain (the
-    values checked where concrete)."""
+    family of the prior's type and shapes, inside its domain where concrete."""
     same = isinstance(q, dict) and set(q) == set(priors)
     for n, p in priors.items():
         same = same and expfam.is_family(q[n]) and type(q[n]) is type(p)
