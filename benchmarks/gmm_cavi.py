@@ -5,8 +5,7 @@ same initial responsibilities (``vijax.testing.matched_sklearn_bgmm``). scikit-l
 ``--iters`` iterations; its fitted q is scored with vijax's ELBO (local step at that q, then
 Blei et al.'s (2017) ELBO), and vijax CAVI runs until its ELBO reaches that value (relative slack 1e-7; every state is scored in float64, outside the timed region).
 vijax's step is compiled by ``vijax.inference.jit_step``, as the runner compiles it: the value checks
-of its batch on, their results outputs of the program (``benchmarks/check_overhead.py`` times them,
-and a plain ``jax.jit``'s host-callback checks, against the step without checks or guard).
+of its batch on, their results outputs of the program.
 Reported for each method, in one run: compile time (vijax's jit compile and one warm-up call;
 scikit-learn compiles nothing), steady-state time per iteration, and end-to-end wall time from the
 first call to the final state (scikit-learn: its ``fit``; vijax: the [x, x^2] features and the
