@@ -13,7 +13,7 @@ from jax.scipy.special import logsumexp
 from vijax.data import sample_ctm_corpus
 from vijax.inference._prox_svi import prox_svi
 from vijax.metrics import corpus_document_completion
-from vijax.models import _ctm_local as L
+from vijax.models import ctm as L
 from vijax.models.ctm import CTM
 
 K, V = 4, 12

@@ -5,40 +5,44 @@ Model, for document d with word counts y_d over a vocabulary of V words, K topic
     z_d ~ N(mu, Sigma) in R^(K-1),   p(word w | z_d) = sum_k beta_kw softmax((z_d, 0))_k,
     log p(y_d | z_d) = sum_n y_dn lse_k(log beta_{k w_n} + z_dk) - W_d lse_k(z_dk)   (+ const),
 
-with W_d = sum_n y_dn. As in Blei & Lafferty (2007) the last logit is fixed at 0: softmax is
-invariant to adding a constant to every logit, and with mu and Sigma learned that direction is a
-random walk (observed here: Sigma's largest eigenvalue grew to 3e5 and the run failed). theta = {mu, Sigma, beta} are parameters (point estimates, as in the paper);
-q(z_d) = N(m_d, V_d) is local, full covariance ("PG-SVI") or diagonal ("PG-SVI-MF").
+with W_d = sum_n y_dn. As in Blei & Lafferty (2007) the last logit is fixed at 0 (softmax is
+invariant to a shift of every logit, which would otherwise be a random walk of mu and Sigma).
+theta = {mu, Sigma, beta} are parameters (point estimates, as in the paper); q(z_d) = N(m_d, V_d)
+is local, full covariance ("PG-SVI") or diagonal ("PG-SVI-MF").
 
-Split (app. A.3): f_d = -E_q[log p(y_d | z_d)] (the two expectations of log-sum-exp functions; the
-paper uses Monte Carlo gradients instead of the delta/Laplace approximations of Wang & Blei 2013),
-h_d = KL(q(z_d) || N(mu, Sigma)) (exact). Gradients of f_d with respect to (m, V) come from
-Bonnet's and Price's theorems with S Monte Carlo draws z_s ~ q (closed-form gradient and Hessian
-of psi(z) = sum_n y_n lse(a_n + z) - W lse(z): grad = sum_n y_n p_n - W s,
-hess = sum_n y_n (diag p_n - p_n p_n^T) - W (diag s - s s^T), p_n = softmax(a_n + z), s = softmax(z)),
-mapped to mean parameters as in ``vijax.models.glm``; the local KL-proximal step is the closed form
+Split (app. A.3): f_d = -E_q[log p(y_d | z_d)], h_d = KL(q(z_d) || N(mu, Sigma)) (exact).
+Gradients of f_d with respect to (m, V) come from Bonnet's and Price's theorems with S Monte
+Carlo draws z_s ~ q and the closed-form gradient and Hessian of psi(z) = sum_n y_n lse(a_n + z) -
+W lse(z) (``psi_terms``), mapped to mean parameters as in ``vijax.models.glm``; the local step is
 lambda <- r lambda + (1 - r)(eta + g), r = 1/(1 + beta_local). With a diagonal q the prior's
-off-diagonal precision couples the means (E_q[z_i z_j] = m_i m_j is not linear in q's mean
-parameters), so those terms join f (their gradient -sum_{j != i} P_ij m_j is exact) and h keeps
-the diagonal ones.
+off-diagonal precision terms join f (their gradient -sum_{j != i} P_ij m_j is exact).
 
-What is local and what is global, and how each is updated (our reading of §6.2, which states
-only "a fixed step-size of 0.001 and a mini-batch size of 2 documents"; see docs/prox_svi.md):
+Local: q(z_d) per document of the minibatch, started at the prior and refined by ``local_steps``
+KL-proximal steps. Global: theta, by stochastic (online) EM on stored statistics (``CTMGlobals``:
+corpus-scaled topic-word counts and the averages of E[z_d], E[z_d z_d^T]), which move towards a
+minibatch's by s <- r s + (1 - r) s_hat, r = 1/(1 + beta_k), beta_k the ``step_size`` of
+``prox_svi``; theta is their M-step (``params``): beta_k ∝ s_topic_k + smoothing, mu = mean E[z],
+Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T) + kappa I (§6.2; docs/prox_svi.md).
 
-* local, per document of the minibatch: q(z_d), started at the prior N(mu, Sigma) (diagonal of it
-  for MF) and refined by ``local_steps`` KL-proximal steps of step ``local_step_size``;
-* global: theta. Each minibatch gives the corpus-scaled expected statistics (topic-word counts
-  (N/M) sum_d sum_n y_dn E_q[phi_dnk], phi = the topic responsibilities at z; and the averages of
-  E[z_d], E[z_d z_d^T]) and the stored statistics move towards them with the KL-proximal weight,
-  s <- r s + (1 - r) s_hat, r = 1/(1 + beta_k), beta_k = ``step_size`` of ``prox_svi`` (the paper's
-  fixed 0.001). theta is the M-step of the stored statistics: beta_k ∝ s_topic_k + smoothing,
-  mu = mean E[z], Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T) + kappa I. This is stochastic (online) EM for
-  theta with PG-SVI for the locals; it is how ``prox_step`` below updates ``CTMGlobals``.
+The baselines of Khan et al.'s Figure 3 (``local_method``) keep a multinomial q(t_n) = phi_n over
+the topic assignments and differ in how they treat the non-conjugate term -W E_q[lse(z)] of one
+document (a (K, L) = log beta[:, w_n], prior N(mu, P^-1), D = K - 1)::
 
-Held-out evaluation (§6.2, following Wang & Blei 2013): test documents are split in half
-(``Corpus.split_tokens``), q(z) is fitted to the first half (``eval_local_steps`` steps) and each
-held-out word is scored with log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q, with
-S = ``eval_samples`` draws; ``vijax.metrics.corpus_document_completion`` averages it per word.
+    psi(z) = sum_n y_n lse_k(a_nk + z_k) - W lse_k(z_k),   log p(z | y, beta) = -(z - mu)' P (z - mu) / 2 + psi(z) + c.
+
+* ``laplace`` (Wang & Blei 2013, Laplace variational inference): q(z) = N(z_hat, -H^-1), z_hat the
+  mode of log p(z | y, beta) (with phi_n = softmax(a_n + z) the joint fixed point), found by
+  Newton's method with an Armijo line search; -H^-1 = (P + W C(z_hat))^-1, C(z) = diag(s) - s s',
+  s = softmax((z, 0)).
+* ``delta`` (Wang & Blei 2013, delta method): E_q[lse(z)] ~ lse(m) + tr(C(m) V) / 2, giving the bound
+  J(m, V) = psi(m) - W tr(C(m) V) / 2 - (m - mu)' P (m - mu) / 2 - tr(P V) / 2 + log|V| / 2,
+  maximised by coordinate ascent: V = (P + W C(m))^-1, then a Newton step in m.
+* ``meanfield`` (Blei & Lafferty 2007, §3): q(z) = prod_i N(lambda_i, nu2_i) and the bound
+  E_q[lse(z)] <= (1/zeta) sum_k exp(lambda_k + nu2_k / 2) - 1 + log zeta; coordinate ascent over
+  zeta, phi (closed form), lambda (Newton) and each nu2_i (bisection on its monotone derivative).
+
+Held-out evaluation (§6.2; Wang & Blei 2013): q(z) is fitted to the observed half of a test
+document and each held-out word scored with log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import logsumexp
+from jax.scipy.special import logsumexp, xlogy
 
 from vijax._validate import (
     INT32_MAX,
@@ -61,15 +65,21 @@ from vijax._validate import (
     check_positive_fields,
     check_scalar,
 )
-from vijax.models import _ctm_local
 from vijax.models._base import bow_batch_checks, rows_with_data
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
 COVARIANCES = ("full", "diagonal")
-LOCAL_METHODS = _ctm_local.LOCAL_METHODS
+LOCAL_METHODS = ("prox", "laplace", "delta", "meanfield")
 _METHOD_COVARIANCE = {"laplace": "full", "delta": "full", "meanfield": "diagonal"}
+
+
+_STEP_TOL = 1e-7  # Newton loops stop when the largest coordinate of the accepted step is below this
+_BACKTRACK = 0.5 ** np.arange(16)  # candidate step lengths of the line search
+_ARMIJO = 1e-4
+_LAMBDA_NEWTON = 4  # Newton steps on lambda per mean-field sweep
+_BISECTION = 64  # bisection steps on each log nu2_i
 
 
 class CTMGlobals(NamedTuple):
@@ -117,25 +127,18 @@ class CTM(PytreeModel):
       local_steps: KL-proximal steps per document and minibatch.
       local_step_size: beta of the local steps (r = 1/(1 + beta)).
       topic_smoothing: pseudo-count added to every topic-word statistic in the M-step.
-      cov_shrinkage: kappa in Sigma = (1 - kappa) S + kappa I, S the moment estimate: the MAP
-        estimate under an inverse-Wishart prior worth kappa N / (1 - kappa) documents. Without it a
-        direction the likelihood does not see (a topic no document uses) grows in every M-step,
-        Sigma <- Sigma + spread of the local means (observed: eigenvalues of 1e5 after 2000 steps).
+      cov_shrinkage: kappa in Sigma = (1 - kappa) S + kappa I, S the moment estimate (MAP under an
+        inverse-Wishart prior worth kappa N / (1 - kappa) documents).
       init_mass: total initial topic-word pseudo-count per topic (random, Exp(1) entries).
       eval_local_steps: local steps when fitting the observed half of a test document.
       eval_samples: draws from q for the held-out predictive.
       eval_seed: seed of the evaluation's Monte Carlo draws (``log_predictive`` is deterministic).
-      local_method: the per-document step (``LOCAL_METHODS``): ``"prox"``, the KL-proximal steps
-        above; or a baseline of Khan et al.'s Figure 3, each keeping a multinomial q(t_n) over the
-        topic assignments: ``"laplace"`` and ``"delta"`` (Laplace and delta-method variational
-        inference, Wang & Blei 2013; need ``covariance="full"``) or ``"meanfield"`` (Blei &
-        Lafferty 2007, diagonal q and the zeta bound; needs ``covariance="diagonal"``). The
-        baselines iterate their fixed point to convergence, at most ``local_steps`` (training) or
-        ``eval_local_steps`` (evaluation) iterations, take the topic statistics from phi and draw
-        no Monte Carlo samples in the fit (docs/prox_svi.md, "Correlated topic model", has the details).
+      local_method: the per-document step (``LOCAL_METHODS``): ``"prox"``, the KL-proximal steps;
+        or a baseline (module docstring): ``"laplace"`` and ``"delta"`` (need ``covariance="full"``)
+        or ``"meanfield"`` (needs ``covariance="diagonal"``), iterated to convergence, at most
+        ``local_steps`` (training) or ``eval_local_steps`` (evaluation) times.
 
-    A batch is a ``vijax.data.BowBatch`` (word_ids, counts), each (M, L), of M documents (padding
-    rows: all-zero counts). The synthetic generator is ``vijax.data.sample_ctm_corpus``.
+    A batch is a ``vijax.data.BowBatch`` of M documents (padding rows: all-zero counts).
 
     Examples:
         >>> model = CTM(num_topics=3, vocab_size=20)
@@ -230,7 +233,7 @@ class CTM(PytreeModel):
     def _psi_terms(self, z, a, counts):
         """psi(z_s) and its gradient and Hessian (in the K - 1 free coordinates) for draws z (S, K-1);
         a (K, L) = log beta[:, words]. The logits are (z, 0) (module docstring)."""
-        return _ctm_local.psi_terms(z, a, counts)
+        return psi_terms(z, a, counts)
 
     def expected_loglik_grads(self, q: LocalQ, a, counts, key, num_samples):
         """(E psi, dE psi/dm, dE psi/dV) by Bonnet/Price with S draws (dV: (K, K), or (K,) diagonal)."""
@@ -267,10 +270,9 @@ class CTM(PytreeModel):
     def local_prox_step(self, q: LocalQ, params: CTMParams, prec0: Array, a, counts, key, num_samples, beta):
         """One closed-form KL-proximal step for q(z_d) (module docstring), domain-guarded: if the new
         precision is not positive definite with smallest eigenvalue >= _PREC_FLOOR times the prior
-        precision's smallest one, the step is halved (up to 8 times, then skipped). The Monte Carlo
-        Hessian of sum_n y_n lse(.) is positive semi-definite and can cancel the prior precision;
-        without the floor a rare noisy step gives a huge local variance, which the M-step feeds into
-        Sigma (observed: eigenvalues of Sigma jumping to 400 after 1700 steps)."""
+        precision's smallest one, the step is halved (up to 8 times, then skipped): the Monte Carlo
+        Hessian of sum_n y_n lse(.) can cancel the prior precision, and a huge local variance would
+        enter Sigma through the M-step."""
         _, dm, dv = self.expected_loglik_grads(q, a, counts, key, num_samples)
         r = 1.0 / (1.0 + beta)
         if self.covariance == "full":
@@ -315,14 +317,9 @@ class CTM(PytreeModel):
         """q(z_d) for one document: ``steps`` local KL-proximal steps from the prior; the result is
         the average (Polyak-Ruppert) of the mean and covariance over the last half of the iterates.
 
-        With a constant step and Monte Carlo gradients the last iterate keeps a noise whose variance
-        scales with the prior's; the M-step adds that spread of the local means to Sigma at every
-        step, so Sigma grew (largest eigenvalue 531 after 2000 steps on wiki_bnpy, and the held-out
-        score fell after 1000 steps). Averaging the iterates divides that noise variance by about
-        steps / 2. Too few steps leave the means spread wider than at their fixed point where Sigma
-        is broad (the first steps from a weak prior overshoot), and the M-step adds that spread too:
-        ``local_steps`` must be enough for the corpus (docs/prox_svi.md, "Why PG-SVI's Sigma
-        grows")."""
+        With a constant step and Monte Carlo gradients the last iterate keeps a noise that the
+        M-step would add to Sigma at every step; averaging divides its variance by about steps / 2.
+        ``local_steps`` must be enough for the corpus (docs/prox_svi.md)."""
         a = params.log_topics[:, word_ids]  # (K, L)
         prec0 = _sym(jnp.linalg.inv(params.sigma))
 
@@ -339,7 +336,7 @@ class CTM(PytreeModel):
         prec0 = _sym(jnp.linalg.inv(params.sigma))
 
         def one(ids, counts):
-            mean, cov, resp = _ctm_local.fit_document(
+            mean, cov, resp = fit_document(
                 self.local_method, params.mu, prec0, params.log_topics[:, ids], counts, steps
             )
             return LocalQ(mean, cov), resp
@@ -402,16 +399,11 @@ class CTM(PytreeModel):
             (1.0 - w) * g.mean_stats + w * mean_hat,
             _sym((1.0 - w) * g.second_stats + w * second_hat),
         )
-        kes = jax.random.split(k_elbo, m)
-        elbos = jax.vmap(lambda q, i, c, kk: self.local_elbo(q, params, i, c, kk, num_samples))(
-            qs, batch.word_ids, batch.counts, kes
-        )
-        return new, scale * jnp.sum(valid * elbos)
+        return new, self._batch_elbo(params, qs, batch, k_elbo, num_samples, num_data)
 
     def prox_update(self, g: CTMGlobals, batch, key: PRNGKey, beta, num_samples: int, num_data: int) -> ProxUpdate:
         """``prox_svi``'s step (``StructuredProxModel``): ``prox_step`` with the first of two keys
-        split from ``key`` (the gradient's key of the generic step); its ELBO comes from the same
-        local fits."""
+        split from ``key``; its ELBO comes from the same local fits."""
         new, elbo = self.prox_step(g, batch, jax.random.split(key)[0], beta, num_samples, num_data)
         return ProxUpdate(new, elbo, jnp.zeros((), jnp.int32))
 
@@ -421,10 +413,13 @@ class CTM(PytreeModel):
         params = self.params(g)
         k_fit, k_elbo = jax.random.split(key)
         qs = self._fit_batch(params, batch, k_fit, num_samples, self.local_steps)
-        m = batch.word_ids.shape[0]
-        kes = jax.random.split(k_elbo, m)
+        return self._batch_elbo(params, qs, batch, k_elbo, num_samples, num_data)
+
+    def _batch_elbo(self, params, qs, batch, key, num_samples, num_data) -> Array:
+        """(N / S) sum_d local_elbo_d over the S documents with a token."""
+        keys = jax.random.split(key, batch.word_ids.shape[0])
         elbos = jax.vmap(lambda q, i, c, kk: self.local_elbo(q, params, i, c, kk, num_samples))(
-            qs, batch.word_ids, batch.counts, kes
+            qs, batch.word_ids, batch.counts, keys
         )
         valid = (jnp.sum(batch.counts, -1) > 0).astype(elbos.dtype)
         return num_data / jnp.maximum(jnp.sum(valid), 1.0) * jnp.sum(valid * elbos)
@@ -448,6 +443,268 @@ class CTM(PytreeModel):
             return jnp.sum(counts * lp)
 
         return jax.vmap(score)(qs, heldout.word_ids, heldout.counts, keys)
+
+
+# ------------------------------------------------------------------ one document
+def _ext(z):
+    """(z, 0): the K logits of the K - 1 free coordinates."""
+    return jnp.concatenate([z, jnp.zeros(z.shape[:-1] + (1,), z.dtype)], -1)
+
+
+def psi_terms(z, a, counts):
+    """psi(z_s), its gradient and Hessian in the K - 1 free coordinates, and the responsibilities
+    p_n = softmax(a_n + (z_s, 0)), for draws z (S, K-1); a (K, L) = log beta[:, words]."""
+    w = jnp.sum(counts)
+    z = _ext(z)
+    logits = a.T[None, :, :] + z[:, None, :]  # (S, L, K)
+    lse = logsumexp(logits, -1)  # (S, L)
+    p = jnp.exp(logits - lse[..., None])
+    s = jax.nn.softmax(z, -1)  # (S, K)
+    psi = jnp.sum(counts[None, :] * lse, -1) - w * logsumexp(z, -1)
+    grad = jnp.einsum("l,slk->sk", counts, p) - w * s
+    yp = counts[None, :, None] * p
+    hess = (
+        jax.vmap(jnp.diag)(jnp.sum(yp, 1))
+        - jnp.einsum("slk,slj->skj", yp, p)
+        - w * (jax.vmap(jnp.diag)(s) - s[:, :, None] * s[:, None, :])
+    )
+    return psi, grad[:, :-1], hess[:, :-1, :-1], p
+
+
+def softmax_cov(z):
+    """C(z) = diag(s) - s s' in the free coordinates, s = softmax((z, 0)): the Hessian of lse((z, 0))."""
+    s = jax.nn.softmax(_ext(z))[:-1]
+    return jnp.diag(s) - s[:, None] * s[None, :]
+
+
+def log_posterior(z, mu, prec0, a, counts):
+    """log p(z | y, beta, mu, P^-1) up to a constant (module docstring)."""
+    diff = z - mu
+    return -0.5 * diff @ prec0 @ diff + psi_terms(z[None], a, counts)[0][0]
+
+
+def responsibilities(z, a, counts):
+    """counts_n * phi_n with phi_n = softmax(a_n + (z, 0)): q(t_n) given E_q[z] = z, (L, K)."""
+    return counts[:, None] * jax.nn.softmax(a.T + _ext(z)[None, :], -1)
+
+
+def _line_search(fn, x, f0, grad, direction):
+    """The first of the step lengths 1, 1/2, ... whose point satisfies Armijo's condition for
+    maximising ``fn``; returns (new point, its value, accepted) (the old point where none does)."""
+    slope = grad @ direction
+    cands = x[None, :] + _BACKTRACK[:, None].astype(x.dtype) * direction[None, :]
+    vals = jax.vmap(fn)(cands)
+    ok = jnp.isfinite(vals) & (vals >= f0 + _ARMIJO * _BACKTRACK.astype(x.dtype) * slope)
+    i = jnp.argmax(ok)
+    accepted = jnp.any(ok) & (slope > 0)
+    return jnp.where(accepted, cands[i], x), jnp.where(accepted, vals[i], f0), accepted
+
+
+def _newton_direction(hess, fallback):
+    """-hess^-1 grad's matrix: the Cholesky factor of -hess where it is positive definite, else of
+    ``fallback`` (positive definite)."""
+    chol = jnp.linalg.cholesky(-hess)
+    ok = jnp.all(jnp.isfinite(chol))
+    return jnp.where(ok, chol, jnp.linalg.cholesky(fallback))
+
+
+def _solve(chol, g):
+    return jax.scipy.linalg.cho_solve((chol, True), g)
+
+
+def _newton_loop(fn, x0, step_matrices, max_iter):
+    """Maximises ``fn`` from ``x0`` by damped Newton steps: ``step_matrices(x)`` gives (value,
+    gradient, Hessian, a positive definite matrix used where -Hessian is not); stops after
+    ``max_iter`` steps, when a step is below _STEP_TOL or when the line search accepts none."""
+
+    def body(carry):
+        x, it, _ = carry
+        f0, g, hess, fallback = step_matrices(x)
+        chol = _newton_direction(hess, fallback)
+        new, _, accepted = _line_search(fn, x, f0, g, _solve(chol, g))
+        done = ~accepted | (jnp.max(jnp.abs(new - x)) < _STEP_TOL)
+        return new, it + 1, done
+
+    x, _, _ = jax.lax.while_loop(
+        lambda c: (c[1] < max_iter) & ~c[2], body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+    )
+    return x
+
+
+# ------------------------------------------------------------------ Laplace
+def laplace_fit(mu, prec0, a, counts, max_iter):
+    """Laplace variational inference for one document: (mode, covariance, counts * phi)."""
+    w = jnp.sum(counts)
+
+    def fn(z):
+        return log_posterior(z, mu, prec0, a, counts)
+
+    def step_matrices(z):
+        psi, g, h, _ = psi_terms(z[None], a, counts)
+        diff = z - mu
+        value = -0.5 * diff @ prec0 @ diff + psi[0]
+        return value, g[0] - prec0 @ diff, h[0] - prec0, prec0 + w * softmax_cov(z)
+
+    z = _newton_loop(fn, mu, step_matrices, max_iter)
+    cov = jnp.linalg.inv(prec0 + w * softmax_cov(z))
+    return z, 0.5 * (cov + cov.T), responsibilities(z, a, counts)
+
+
+def laplace_objective(z, phi, mu, prec0, a, counts):
+    """f(z) = E_q(t)[log p(z, t, y)] up to a constant, for q(t_n) = phi_n (L, K): the function whose
+    mode and Hessian Laplace variational inference takes."""
+    diff = z - mu
+    words = jnp.sum(counts[:, None] * phi * (a.T + _ext(z)[None, :]))
+    return -0.5 * diff @ prec0 @ diff + words - jnp.sum(counts) * logsumexp(_ext(z))
+
+
+# ------------------------------------------------------------------ delta method
+def delta_lse(m, v):
+    """The delta method's E_q[lse((z, 0))] for q = N(m, V): lse((m, 0)) + tr(C(m) V) / 2."""
+    return logsumexp(_ext(m)) + 0.5 * jnp.sum(softmax_cov(m) * v)
+
+
+def delta_objective(m, v, mu, prec0, a, counts):
+    """J(m, V): the delta-method bound with phi at its optimum, up to a constant (module docstring)."""
+    w = jnp.sum(counts)
+    diff = m - mu
+    words = jnp.sum(counts * logsumexp(a.T + _ext(m)[None, :], -1))
+    logdet = jnp.linalg.slogdet(v)[1]
+    return words - w * delta_lse(m, v) - 0.5 * diff @ prec0 @ diff - 0.5 * jnp.sum(prec0 * v) + 0.5 * logdet
+
+
+def delta_fit(mu, prec0, a, counts, max_iter):
+    """Delta-method variational inference for one document: (mean, covariance, counts * phi)."""
+    w = jnp.sum(counts)
+
+    def cov_at(m):
+        c = jnp.linalg.inv(prec0 + w * softmax_cov(m))
+        return 0.5 * (c + c.T)
+
+    def m_step(m, it):
+        v = cov_at(m)
+
+        def fn(x):
+            return delta_objective(x, v, mu, prec0, a, counts)
+
+        def step_matrices(x):
+            return fn(x), jax.grad(fn)(x), jax.hessian(fn)(x), prec0 + w * softmax_cov(x)
+
+        return _newton_loop(fn, m, step_matrices, 1)
+
+    def body(carry):
+        m, it, _ = carry
+        new = m_step(m, it)
+        return new, it + 1, jnp.max(jnp.abs(new - m)) < _STEP_TOL
+
+    m, _, _ = jax.lax.while_loop(
+        lambda c: (c[1] < max_iter) & ~c[2], body, (mu, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+    )
+    return m, cov_at(m), responsibilities(m, a, counts)
+
+
+# ------------------------------------------------------------------ mean field (Blei & Lafferty)
+def mf_elbo(lam, nu2, zeta, phi, mu, prec0, a, counts):
+    """The mean-field CTM bound of one document (Blei & Lafferty 2007, §3), exact up to the
+    multinomial coefficient: E_q[log p(z)] + E_q[log p(t, y | z)] (with the zeta bound) + H[q]."""
+    d = lam.shape[0]
+    w = jnp.sum(counts)
+    diff = lam - mu
+    log2pi = jnp.log(2.0 * jnp.pi)
+    prior = -0.5 * diff @ prec0 @ diff - 0.5 * jnp.sum(jnp.diagonal(prec0) * nu2)
+    prior = prior + 0.5 * jnp.linalg.slogdet(prec0)[1] - 0.5 * d * log2pi
+    words = jnp.sum(counts[:, None] * (phi * (a.T + _ext(lam)[None, :]) - xlogy(phi, phi)))
+    norm = -w * (jnp.sum(jnp.exp(_ext(lam) + 0.5 * _ext(nu2))) / zeta - 1.0 + jnp.log(zeta))
+    entropy = 0.5 * jnp.sum(jnp.log(nu2) + log2pi + 1.0)
+    return prior + words + norm + entropy
+
+
+def mf_init(mu, prec0, a, counts):
+    """lambda = mu, nu2_i = 1 / P_ii (the optimum with no words), zeta and phi at their optima."""
+    lam, nu2 = mu, 1.0 / jnp.diagonal(prec0)
+    zeta = _mf_zeta(lam, nu2)
+    return lam, nu2, zeta, jax.nn.softmax(a.T + _ext(lam)[None, :], -1)
+
+
+def _mf_zeta(lam, nu2):
+    return jnp.sum(jnp.exp(_ext(lam) + 0.5 * _ext(nu2)))
+
+
+def mf_sweep(state, mu, prec0, a, counts, trace: bool = False):
+    """One sweep of coordinate ascent: zeta, phi, lambda, zeta, nu2. Returns the new state and, with
+    ``trace``, the bound after each of the five updates (else None)."""
+    lam, nu2, zeta, phi = state
+    w = jnp.sum(counts)
+    elbos = []
+
+    def record(lam, nu2, zeta, phi):
+        if trace:
+            elbos.append(mf_elbo(lam, nu2, zeta, phi, mu, prec0, a, counts))
+
+    zeta = _mf_zeta(lam, nu2)
+    record(lam, nu2, zeta, phi)
+    phi = jax.nn.softmax(a.T + _ext(lam)[None, :], -1)
+    record(lam, nu2, zeta, phi)
+
+    c = jnp.sum(counts[:, None] * phi, 0)[:-1]
+
+    def lam_fn(x):
+        diff = x - mu
+        return -0.5 * diff @ prec0 @ diff + c @ x - (w / zeta) * jnp.sum(jnp.exp(x + 0.5 * nu2))
+
+    def newton(_, x):
+        g = -prec0 @ (x - mu) + c - (w / zeta) * jnp.exp(x + 0.5 * nu2)
+        chol = jnp.linalg.cholesky(prec0 + (w / zeta) * jnp.diag(jnp.exp(x + 0.5 * nu2)))
+        return _line_search(lam_fn, x, lam_fn(x), g, _solve(chol, g))[0]
+
+    lam = jax.lax.fori_loop(0, _LAMBDA_NEWTON, newton, lam)
+    record(lam, nu2, zeta, phi)
+    zeta = _mf_zeta(lam, nu2)
+    record(lam, nu2, zeta, phi)
+
+    # nu2_i: the root of -P_ii / 2 - (W / 2 zeta) exp(lambda_i + x / 2) + 1 / (2 x), decreasing in
+    # x > 0 and negative at x = 1 / P_ii; bisection on log x over [log(1 / P_ii) - 60, log(1 / P_ii)]
+    pii = jnp.diagonal(prec0)
+    coef = (w / zeta) * jnp.exp(lam)
+
+    def deriv(u):
+        x = jnp.exp(u)
+        return -pii - coef * jnp.exp(0.5 * x) + 1.0 / x
+
+    def bisect(_, lohi):
+        lo, hi = lohi
+        mid = 0.5 * (lo + hi)
+        pos = deriv(mid) > 0
+        return jnp.where(pos, mid, lo), jnp.where(pos, hi, mid)
+
+    hi = -jnp.log(pii)
+    lo, hi = jax.lax.fori_loop(0, _BISECTION, bisect, (hi - 60.0, hi))
+    nu2 = jnp.exp(0.5 * (lo + hi))
+    record(lam, nu2, zeta, phi)
+    return (lam, nu2, zeta, phi), (jnp.stack(elbos) if trace else None)
+
+
+def meanfield_fit(mu, prec0, a, counts, max_iter):
+    """Mean-field CTM for one document: (lambda, nu2, counts * phi) after sweeps until one changes
+    no lambda_i or nu2_i by more than _STEP_TOL (the bound is flat along some directions, so a
+    test on it would stop early), or ``max_iter`` sweeps."""
+
+    def body(carry):
+        s, it, _ = carry
+        new = mf_sweep(s, mu, prec0, a, counts)[0]
+        change = jnp.maximum(jnp.max(jnp.abs(new[0] - s[0])), jnp.max(jnp.abs(new[1] - s[1])))
+        return new, it + 1, change < _STEP_TOL
+
+    init = (mf_init(mu, prec0, a, counts), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+    s, _, _ = jax.lax.while_loop(lambda c: (c[1] < max_iter) & ~c[2], body, init)
+    lam, nu2, _, phi = s
+    return lam, nu2, counts[:, None] * phi
+
+
+def fit_document(method, mu, prec0, a, counts, max_iter):
+    """(mean, cov, counts * phi) of one document by ``method`` in ("laplace", "delta", "meanfield")."""
+    fit = {"laplace": laplace_fit, "delta": delta_fit, "meanfield": meanfield_fit}[method]
+    return fit(mu, prec0, a, counts, max_iter)
 
 
 __all__ = ["COVARIANCES", "CTM", "CTMGlobals", "CTMParams", "LOCAL_METHODS", "LocalQ"]
