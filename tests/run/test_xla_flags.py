@@ -1,4 +1,4 @@
-"""``vijax.run.fast_cpu_compile``: XLA's CPU compile settings merged into ``XLA_FLAGS`` without
+"""``vijax.run.fast_cpu_compile``: quicker CPU compile settings merged into ``XLA_FLAGS`` without
 overriding the user's, set only before JAX starts its backends, and in force in a process that
 then computes the same as one without them."""
 
@@ -69,12 +69,24 @@ def test_nothing_is_added_for_a_jaxlib_that_does_not_know_the_flags(monkeypatch)
     # jaxlib 0.11 stops the process at --xla_cpu_use_fusion_emitters (unknown to it)
     from vijax import _compile
 
-    monkeypatch.setattr(_xla_flags, "_jaxlib_version", lambda: (0, 11))
+    monkeypatch.setattr(_compile, "_jaxlib_version", lambda: (0, 11))
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     assert _compile.fast_cpu_compile() is False
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
     monkeypatch.undo()
     assert _compile._jaxlib_version() < _compile.KNOWN_BELOW  # the installed one (pinned below 0.11)
+
+
+def test_step_options_apply_on_a_cpu_unless_the_process_chose_the_emitter(monkeypatch):
+    from vijax import _compile
+
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert _compile.step_cpu_options() == {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
+    monkeypatch.setenv("XLA_FLAGS", OURS)  # fast_cpu_compile's (or the user's) choice stays in force
+    assert _compile.step_cpu_options() is None
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(_compile, "_jaxlib_version", lambda: (0, 11))  # an XLA that does not know the option
+    assert _compile.step_cpu_options() is None
 
 
 def test_run_config_setting():
