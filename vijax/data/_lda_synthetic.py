@@ -91,7 +91,7 @@ def _lda_blocks(setup: _Setup) -> Iterator[tuple[np.ndarray, Corpus]]:
         tok_doc = np.repeat(np.arange(n), lengths)
         z = _categorical_rows(_flat_cdf(theta), tok_doc, tok_doc + rng.random(tok_doc.size), num_topics)
         # Draw the words in increasing order of their search key: the look-ups into the (K * V)
-        # table then walk it forwards, several times faster than in token order for large K * V.
+        # table then walk it forwards.
         query = z + rng.random(tok_doc.size)
         order = np.argsort(query)
         w = _categorical_rows(setup.topic_cdf, z[order], query[order], vocab_size)
@@ -122,7 +122,7 @@ def sample_lda_corpus(
     N_d ~ Poisson(doc_length_mean), and N_d tokens, each z ~ Categorical(theta_d) then
     w ~ Categorical(beta_z) (Blei, Ng & Jordan, 2003, §3; Blei et al. 2017, §5). Word counts per document
     are therefore Multinomial(N_d, theta_d @ beta). Drawn in NumPy, vectorised over the tokens of
-    blocks of ``LDA_BLOCK_DOCS`` documents (50,000 documents of 100 tokens take one to two seconds on one CPU core).
+    blocks of ``LDA_BLOCK_DOCS`` documents.
 
     Args:
       key: int seed or JAX PRNG key; the same key gives the same corpus.

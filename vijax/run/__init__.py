@@ -35,8 +35,14 @@ _MODULES = {
         "main",
         "run_experiment",
     ),
-    "vijax.run._shipped": ("resolve_config", "shipped_config_dir", "shipped_configs"),
-    "vijax.run._config": ("ConfigError", "load_config", "parse_yaml"),
+    "vijax.run._config": (
+        "ConfigError",
+        "load_config",
+        "parse_yaml",
+        "resolve_config",
+        "shipped_config_dir",
+        "shipped_configs",
+    ),
     "vijax.run._experiment": (
         "EXPERIMENTS",
         "Baseline",

@@ -50,8 +50,16 @@ from vijax._validate import ArgumentError
 
 from ._checkpoint import CheckpointError, jsonable
 from ._lock import hold_folder
-from ._config import SECTIONS, ConfigError, config_fingerprint, config_keys, dump_yaml, load_config
-from ._shipped import resolve_config, shipped_configs
+from ._config import (
+    SECTIONS,
+    ConfigError,
+    config_fingerprint,
+    config_keys,
+    dump_yaml,
+    load_config,
+    resolve_config,
+    shipped_configs,
+)
 from ._experiment import EXPERIMENTS, Experiment
 from ._plots import plot_elbo, plots_missing
 from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
