@@ -19,7 +19,7 @@ from ._args import check_bool, is_tracer
 
 def trace_state():
     """JAX's opaque trace state of this thread: equal states, the same trace level (a traced
-    check's collecting block, ``vijax._compile``'s top-level test)."""
+    check's collecting block)."""
     import jax.extend.core
 
     return jax.extend.core.get_opaque_trace_state(convention="vijax")
@@ -330,8 +330,7 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     its position (e.g. ``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a
     step's state count, possibly traced) adds ``in step <count + 1>``.
 
-    Concrete arrays raise at once (outside any trace, the checks are built, when given as a
-    function, and located in one compiled program: ``_enforce_in_one_program``). Traced ones
+    Concrete arrays raise at once. Traced ones
     (inside ``jit``/``scan``/``vmap``) raise from the compiled computation through
     ``jax.debug.callback`` (a ``JaxRuntimeError`` whose text holds the message), only when a
     check fails; within ``collected_value_checks`` they are collected
@@ -350,9 +349,6 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
     if not value_checks_enabled():
         return
     build = checks if callable(checks) else (lambda: checks)
-    if not is_tracer(count) and _at_top_level():
-        _enforce_in_one_program(build, count)
-        return
     checks = list(build())
     if not checks:
         return
@@ -405,32 +401,6 @@ def _located(checks: Sequence[ValueCheck], barrier: bool = False) -> tuple[list,
     firsts = [jnp.argmax(jnp.ravel(b)).astype(jnp.int32) if b.size else jnp.zeros((), jnp.int32) for b in bads]
     values = [jnp.ravel(v)[f] if v.size else jnp.zeros((), v.dtype) for v, f in zip(vals, firsts)]
     return [jnp.any(b) for b in bads], firsts, values
-
-
-def _at_top_level() -> bool:
-    from vijax._compile import at_top_level  # vijax._compile reads this package's trace state
-
-    return at_top_level()
-
-
-def _enforce_in_one_program(build: Callable, count: Any) -> None:
-    """``enforce_value_checks`` outside any trace: the checks built and located (per check its flag,
-    first failing flat position and value) in one compiled program (``vijax._compile.as_one_program``:
-    op by op, each operation of each check would be a compilation of its own), then reported."""
-    from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
-
-    meta = []
-
-    def run():
-        checks = list(build())
-        meta[:] = [[(c.name, c.requirement) for c in checks], [tuple(np.shape(c.values)) for c in checks]]
-        return _located(checks)
-
-    # LLVM's -O2 passes: the checks read every entry of the data (a check of 10^6 x 64 floats took
-    # 0.85 s so, 2.0 s at the set-up's -O0 and 1.9 s op by op; a probe)
-    flags, firsts, values = as_one_program(run, "value_checks", options=EVALUATION_CPU_OPTIONS)
-    if flags:
-        _report(*meta, flags, firsts, values, count)
 
 
 # The most entries of one check that the branch locating a traced check's failure computes at once.

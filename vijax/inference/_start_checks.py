@@ -1,6 +1,5 @@
 """The start checks ``bbvi``'s and ``ngvi``'s ``init`` share: the log-density's values and its
-derivative along random directions at a few draws of the initial q, drawn on the host (nothing to
-compile for them), and the errors they raise."""
+derivative along random directions at a few draws of the initial q, and the errors they raise."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
-from vijax._compile import host_key_data
 from vijax._validate import ArgumentError
 
 NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
@@ -19,9 +17,8 @@ NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the lo
 def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -> Callable:
     """``(z, v) -> (joint value, whether d joint / dz . v != 0, whether d log_density / dz . v != 0)``
     at one draw z of q and a direction v (z's structure), by forward mode: a non-zero gradient has a
-    non-zero derivative along a random direction with probability one, and one forward pass is a
-    smaller program to trace and compile than a reverse one. Without ``log_density`` the joint's
-    flag serves both."""
+    non-zero derivative along a random direction with probability one. Without ``log_density`` the
+    joint's flag serves both."""
 
     def probe(z, v):
         value, d_joint = jax.jvp(lambda p: joint(p, batch), (z,), (v,))
@@ -35,9 +32,8 @@ def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -
 
 def host_rng(key) -> np.random.Generator:
     """NumPy's generator seeded with ``key``'s words (a typed or a raw key), for the start checks'
-    host draws, which compile nothing (``vijax.data.as_rng`` seeds alike; importing ``vijax.data``
-    here would add its modules to a first ``init``)."""
-    return np.random.default_rng(host_key_data(key).ravel())
+    host draws."""
+    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
 
 
 def directions(rng: np.random.Generator, z):
