@@ -282,7 +282,7 @@ def test_packages_load_only_the_modules_a_program_uses():
         "print(sorted(m for m in ('optax', 'vijax.models.ctm', 'vijax.models.vae', 'vijax.inference._aevb',\n"
         "    'vijax.inference._registry', 'vijax.data._hmm', 'vijax.run._runner', 'vijax.expfam._beta',\n"
         "    'vijax.expfam._mvn', 'vijax.expfam._normal_wishart', 'vijax.inference._guides', 'vijax.data._text',\n"
-        "    'vijax.data._prepare', 'vijax.data._lda_synthetic', 'jax.experimental.checkify', 'vijax.models.lda')\n"
+        "    'vijax.data._prepare', 'vijax.data._synthetic_corpus', 'jax.experimental.checkify', 'vijax.models.lda')\n"
         "    if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

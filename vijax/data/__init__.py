@@ -30,8 +30,13 @@ from vijax._lazy import exported, lazy_names
 _MODULES = {
     "vijax.data._bow": ("BowBatch", "CorpusBatch"),
     "vijax.data._csr": ("MIN_BUCKET", "Corpus", "CorpusWriter", "as_rng", "bucket_length"),
-    "vijax.data._ctm_synthetic": ("sample_ctm_corpus",),
-    "vijax.data._lda_synthetic": ("LDA_BLOCK_DOCS", "LDASample", "sample_lda_corpus", "write_lda_corpus_npz"),
+    "vijax.data._synthetic_corpus": (
+        "LDA_BLOCK_DOCS",
+        "LDASample",
+        "sample_ctm_corpus",
+        "sample_lda_corpus",
+        "write_lda_corpus_npz",
+    ),
     "vijax.data._prepare": ("prepare_corpus",),
     "vijax.data._prefetch": ("PrefetchHostBatches", "prefetch"),
     "vijax.data._readers": ("read_ldac", "read_uci_bow", "read_word_list"),
