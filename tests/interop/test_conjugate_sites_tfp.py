@@ -180,7 +180,7 @@ def _check_split(target, report, rest, **options):
 def test_conjugate_split_on_a_tfp_target_reaches_the_exact_posterior_of_its_conjugate_site(separate_report):
     """``rest="ngvi"``: the weight's q a Normal by natural gradients beside the rate's closed form."""
     state = _check_split(*separate_report, "ngvi")
-    assert isinstance(state.inner.q_global["w"], vijax.expfam.Normal)
+    assert isinstance(state.rest.q_global["w"], vijax.expfam.Normal)
 
 
 @pytest.mark.slow

@@ -71,7 +71,7 @@ def test_the_start_traces_a_summed_out_site_at_itsfirst_support_value(monkeypatc
     never called): its value in the start's trace is its support's first value at each element
     (0 for a Categorical or a Bernoulli, ``low`` for a DiscreteUniform; shape
     ``sample_shape + batch_shape``), so the start compiles no random bits for it."""
-    from vijax.interop._prior_draws import first_support_value
+    from vijax.interop._numpyro import first_support_value
 
     cat = dist.Categorical(jnp.full((4, 3), 1.0 / 3))
     np.testing.assert_array_equal(first_support_value(cat, (2,)), np.zeros((2, 4), np.int32))

@@ -314,14 +314,9 @@ def test_to_arviz_puts_deterministic_sites_in_the_posterior():
     assert set(idata.log_likelihood.data_vars) == {"obs"}
 
 
-def test_evaluations_on_concrete_values_are_one_program_each_with_the_op_by_op_values(caplog, monkeypatch):
-    """``sample``, ``log_weights``, ``predictive`` and ``log_likelihood`` called on concrete values compile one
-    program each (``vijax._compile.as_one_program``; op by op, each operation is a compilation of
-    its own), with the values of the op-by-op run (the
-    fallback, forced); under a caller's ``jit`` they are inlined, with the same values."""
-    import logging
-
-    from vijax import _compile
+def test_evaluations_under_a_callers_jit_give_the_concrete_values():
+    """``sample``, ``log_weights``, ``predictive`` and ``log_likelihood`` called on concrete values
+    and inside a caller's ``jit`` give the same values."""
     from vijax.inference import ngvi
 
     target = vijax.from_numpyro(eight_schools, SIGMA, Y)
@@ -329,47 +324,20 @@ def test_evaluations_on_concrete_values_are_one_program_each_with_the_op_by_op_v
     state = alg.init(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(7)
 
-    def evaluate():
-        draws = sample(alg, key, state, 37)  # a number of draws no other test uses
+    def evaluate(key):
+        draws = sample(alg, key, state, 37)
         weights = log_weights(alg, key, state, None, 37)
         return draws, predictive(target, draws, key), log_likelihood(target, draws), weights
 
-    caplog.clear()
-    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
-        programs = jax.block_until_ready(evaluate())
-    names = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
-    ours = [
-        m for m in names if any(f"jit({n})" in m for n in ("sample", "predictive", "log_likelihood", "log_weights"))
-    ]
-    assert len(ours) == 4, names
-    # besides, at most NumPyro's own check of the data's scale (sigma > 0 and its all), run on concrete data
-    assert len(names) <= 6, names
-    compiled = jax.jit(lambda k: (sample(alg, k, state, 37), None))(key)[0]
-    monkeypatch.setattr(_compile, "one_program", lambda run, name, options=None: run())
-    eager = evaluate()
-    for got, want in zip(jax.tree_util.tree_leaves(programs), jax.tree_util.tree_leaves(eager)):
+    concrete, traced = evaluate(key), jax.jit(evaluate)(key)
+    for got, want in zip(jax.tree_util.tree_leaves(traced), jax.tree_util.tree_leaves(concrete)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), compiled, eager[0])
 
 
-def test_to_arviz_of_a_target_compiles_a_few_programs(caplog):
-    """``to_arviz(draws, key, target=target)``: the observed data, the predictive draws and the
-    pointwise log-likelihood one program each, the sites' dims from an abstract trace (nothing
-    compiled), besides at most NumPyro's own check of the data's scale (``sigma > 0`` and its
-    ``all``): no operation of the model compiled on its own."""
-    import logging
-
+def test_to_arviz_of_a_target_holds_the_predictive_draws_and_log_likelihood():
     target = vijax.from_numpyro(eight_schools, SIGMA, Y)
-    draws = {"mu": jnp.zeros(43), "tau": jnp.ones(43), "theta_tilde": jnp.zeros((43, 8))}  # 43: no other test
-    key = jax.block_until_ready(jax.random.PRNGKey(0))
-    caplog.clear()
-    with jax.log_compiles(True), caplog.at_level(logging.DEBUG):
-        idata = vijax.to_arviz(draws, key, target=target)
-    names = [r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()]
-    # observed_data's program does not depend on the draws: another test may have compiled it
-    allowed = ("observed_data", "predictive", "log_likelihood", "greater", "_reduce_all")
-    assert all(any(f"jit({n})" in m for n in allowed) for m in names), names
-    assert sum(any(f"jit({n})" in m for n in ("predictive", "log_likelihood")) for m in names) == 2, names
+    draws = {"mu": jnp.zeros(43), "tau": jnp.ones(43), "theta_tilde": jnp.zeros((43, 8))}
+    idata = vijax.to_arviz(draws, jax.random.PRNGKey(0), target=target)
     assert idata.log_likelihood["obs"].shape == (1, 43, 8) and idata.posterior_predictive["obs"].shape == (1, 43, 8)
 
 

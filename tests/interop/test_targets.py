@@ -347,12 +347,11 @@ def _init_to_median(fn, key, shape):
         return init_to_median(site, num_samples=15)
 
 
-def test_the_compiled_prior_median_is_numpyros_init_to_median():
-    """``prior_median`` (NumPyro's ``init_to_median`` compiled as one program, from_numpyro's start)
-    gives the strategy's own op-by-op value at the same key (rtol 1e-6) for sites whose sampler
+def test_prior_median_is_numpyros_init_to_median():
+    """``prior_median`` (NumPyro's ``init_to_median``, from_numpyro's start) gives the strategy's own op-by-op value at the same key (rtol 1e-6) for sites whose sampler
     draws no Gamma variable, and for a site that does, the strategy's value on the draws of
     ``VectorGammaDraws`` (whose law the next test checks)."""
-    from vijax.interop._prior_draws import VectorGammaDraws, prior_median
+    from vijax.interop._numpyro import VectorGammaDraws, prior_median
 
     key = jax.random.PRNGKey(3)
     for fn, shape in [(dist.HalfNormal(2.0), (4,)), (dist.Normal(1.0, 2.0), ()), (dist.HalfCauchy(5.0), (2,))]:
@@ -363,40 +362,14 @@ def test_the_compiled_prior_median_is_numpyros_init_to_median():
         )
 
 
-def test_the_starts_draws_are_flat_random_bits_with_numpyros_values():
-    """The start's draws of a site with a batch shape (15 draws of a Normal of 10 values: random
-    bits of shape (15, 10), whose hash XLA's CPU compiler emits as a far larger kernel than a flat
-    one's) come from flat random bits reshaped: NumPyro's own values bit for bit."""
-    from vijax.interop._prior_draws import VectorGammaDraws, prior_median
-
-    fn, key = dist.Normal(jnp.zeros(10), 1.0), jax.random.PRNGKey(5)
-    draw = VectorGammaDraws(fn)
-    with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank promotion
-        closed = jax.make_jaxpr(lambda k: draw(sample_shape=(15,), rng_key=k))(key)
-        assert [e.params["shape"] for e in _eqns(closed.jaxpr) if e.primitive.name == "random_bits"] == [(150,)]
-        np.testing.assert_array_equal(draw(sample_shape=(15,), rng_key=key), fn(sample_shape=(15,), rng_key=key))
-    np.testing.assert_array_equal(prior_median(fn, key), _init_to_median(fn, key, ()))
-
-
-def test_the_starts_flat_draws_keep_a_batch_of_keys():
-    """A draw of several axes under ``vmap`` of keys (one ``random_bits`` of a batch of keys, whose
-    output leads with the keys' axes) is drawn flat per key: the values of the draw it replaces."""
-    from vijax.interop._prior_draws import _eval_vector_gamma
+def test_the_starts_draws_keep_a_batch_of_keys():
+    """A draw of several axes under ``vmap`` of keys is evaluated as the draw it replaces."""
+    from vijax.interop._numpyro import _eval_vector_gamma
 
     keys = jax.random.split(jax.random.PRNGKey(0), 5)
     draw = jax.vmap(lambda k: jax.random.normal(k, (3, 4)))
     closed = jax.make_jaxpr(draw)(keys)
     np.testing.assert_array_equal(_eval_vector_gamma(closed.jaxpr, closed.consts, keys)[0], draw(keys))
-
-
-def _eqns(jaxpr):
-    """Every equation of ``jaxpr`` and of the jaxprs its equations call."""
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for value in eqn.params.values():
-            inner = getattr(value, "jaxpr", value)
-            if hasattr(inner, "eqns"):
-                yield from _eqns(inner)
 
 
 @pytest.mark.parametrize(
@@ -415,7 +388,7 @@ def test_the_starts_gamma_draws_have_the_distributions_law(fn, marginal):
     4,000 draws of each distribution (the first coordinate of a Dirichlet) against its law,
     a Kolmogorov-Smirnov test at the 0.1% level, one fixed key; and the draws are not NumPyro's
     own (another random stream), so the test sees the replacement."""
-    from vijax.interop._prior_draws import VectorGammaDraws
+    from vijax.interop._numpyro import VectorGammaDraws
 
     key = jax.random.PRNGKey(7)
     draws = np.asarray(VectorGammaDraws(fn)(sample_shape=(4000,), rng_key=key)).reshape(4000, -1)[:, 0]

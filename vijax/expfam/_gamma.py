@@ -73,7 +73,7 @@ class Gamma(AbstractExpFamily):
         # 2x2 inverse: F = [[psi'(a), 1/b], [1/b, a/b^2]], det = (a psi'(a) - 1) / b^2.
         a, b = self.concentration, self.rate
         v1, v2 = v
-        t = trigamma(a)  # once: each call adds a copy of the series to the traced program
+        t = trigamma(a)
         scale = 1.0 / (a * t - 1.0)
         return scale * (a * v1 - b * v2), scale * (-b * v1 + b**2 * t * v2)
 

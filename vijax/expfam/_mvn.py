@@ -242,8 +242,7 @@ class MultivariateNormal(AbstractExpFamily):
 
 @jax.jit
 def _natural_of_mean_covariance(mean, cov) -> tuple:
-    """(Sigma^-1 mu, -Sigma^-1 / 2): one program on concrete values (op by op, each of its
-    operations would be a compilation of its own), inlined under a caller's trace."""
+    """(Sigma^-1 mu, -Sigma^-1 / 2)."""
     chol = jnp.linalg.cholesky(cov)
     precision = sym(cho_solve((chol, True), eye_like(chol)))
     return _cho_solve_vec(chol, mean), -0.5 * precision

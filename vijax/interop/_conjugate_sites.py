@@ -1,5 +1,6 @@
 """``conjugate_sites``: which latent sites of a NumPyro model or a TFP joint distribution are
-conditionally conjugate, found from the model itself; ``complete_conditional``: the closed-form update of such a site.
+conditionally conjugate, found from the model itself; ``complete_conditional``: the closed-form
+update of such a site.
 
 A latent site whose prior is an exponential family p(x) = h(x) exp(<eta, t(x)> - A(eta)) is
 conditionally conjugate when the model's log-joint, as a function of the site's value x with every
@@ -8,44 +9,232 @@ Inference: A Review for Statisticians*, §4.1, eq. 36-37):
 
     log p(x, rest, data) = <c(rest, data), t(x)> + const.
 
-The complete conditional p(x | rest, data) is then the family with natural parameters c (the
-prior's eta plus the expected coefficients of the likelihood's terms), and the CAVI update of
-q(x) is the family with natural parameters E_q[c(rest)].
+The complete conditional p(x | rest, data) is then the family with natural parameters c, and the
+CAVI update of q(x) is the family with natural parameters E_q[c(rest)].
 
-The check (docs/numpyro_tfp.md, "Conjugate sites found for you") moves the site to a few points
-of an unconstrained coordinate, solves c from the log-joint's gradients there and compares the values
-with the linear prediction by a relative secant gap, at 1e4 ulps of float64. The log-joint is the
-target's ``log_prob`` and the priors are read from the model (NumPyro's trace, or the TFP joint's
-distributions at the draws): a NumPyro model and a TFP ``JointDistribution`` take the same check
-and the same solve.
+The check. The target's ``log_prob`` f is known at values x only (a function on the curve {t(x)}),
+so the site is moved to a few points u_m of an unconstrained coordinate (log x for Gamma, x for
+Normal, logit x for Beta, log x for Dirichlet with x = softmax(u)); the coefficients c are solved
+per element of the site from the gradients at the first points (grad_u f = J_t(u)^T c, J_t the
+Jacobian of the statistics, by least squares), and the values at every point are compared with
+the linear prediction by the relative secant gap
+
+    |f(u_m) - f(u_0) - <c, t(u_m) - t(u_0)>| / (|f(u_m)| + |f(u_0)| + |<c, t(u_m) - t(u_0)>| + 1),
+
+which must stay under 1e4 ulps of float64 (the check runs with float64 enabled whatever the
+process's setting). A product of two elements, a term not linear in the statistics, or a step
+function of the value leaves a gap. The priors are read from the model (NumPyro's trace, or the
+TFP joint's distributions at the draws: :func:`prior_specs`); a NumPyro model and a TFP
+``JointDistribution`` take the same check and the same solve.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+import dataclasses
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import setup_jit
+from vijax import expfam
 from vijax._validate import ArgumentError, is_tracer
 from vijax.interop._numpyro import from_numpyro
-from vijax.interop._site_fit import (
-    _MATCHED,
-    _NUM_FIT,
-    _NUM_POINTS,
-    _draws,
-    _fit_over_draws,
-    _float64,
-    _natural,
-    _Spec,
-    _tolerance,
-    _worst,
-    prior_specs,
-)
 from vijax.interop._target import Target, check_in_support
-from vijax.types import PRNGKey
+from vijax.interop._tfp import as_parts, part_names, unwrap
+from vijax.types import PRNGKey, tfp_jax
+
+
+_NUM_FIT = 3  # the points whose gradients give the coefficients
+_NUM_POINTS = 5  # all points whose values are compared with the linear prediction
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """A vijax family with the unconstrained coordinate the check moves the site along."""
+
+    family: type
+    stats: str  # the statistics as the report names them
+    num_params: int  # its natural parameters (and statistics), each of the value's shape
+    event_ndims: int  # of the value: 1 for Dirichlet (the simplex is the last axis)
+    value: Callable  # u -> x
+    unvalue: Callable  # x -> u
+    describe: Callable  # one element's natural parameters (floats) -> the family's parameters, in words
+    bound: float = 30.0  # the points' |u| at most: x, log x and log(1 - x) stay finite and distinct
+    centre: float = 3.0  # the points' centre's |u| at most: statistics of order 1, whatever the prior's scale
+
+
+def _gamma_words(eta) -> str:
+    return f"shape {eta[0] + 1:.4g} and rate {-eta[1]:.4g} (both must be > 0)"
+
+
+def _normal_words(eta) -> str:
+    return f"precision {-2 * eta[1]:.4g} (must be > 0)"
+
+
+def _beta_words(eta) -> str:
+    return f"concentrations {eta[0] + 1:.4g} and {eta[1] + 1:.4g} (both must be > 0)"
+
+
+def _dirichlet_words(eta) -> str:
+    return f"concentrations {[float(f'{e + 1:.4g}') for e in eta[0]]} (each must be > 0)"
+
+
+_GAMMA = _Spec(expfam.Gamma, "[log x, x]", 2, 0, jnp.exp, jnp.log, _gamma_words)
+_NORMAL = _Spec(expfam.Normal, "[x, x^2]", 2, 0, lambda u: u, lambda x: x, _normal_words, float("inf"))
+_BETA = _Spec(expfam.Beta, "[log x, log(1 - x)]", 2, 0, jax.nn.sigmoid, jax.scipy.special.logit, _beta_words)
+_DIRICHLET = _Spec(expfam.Dirichlet, "[log x]", 1, 1, lambda u: jax.nn.softmax(u, axis=-1), jnp.log, _dirichlet_words)
+_MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
+
+
+def prior_specs(target: Target, key: PRNGKey, batch, values: dict) -> dict:
+    """site -> (the spec of the family matched to its prior or None, the prior's class name): the
+    prior of each latent site given the others at constrained ``values`` (its parents' values),
+    read from the library's model: NumPyro's trace with ``values`` substituted, or the
+    distributions of a TFP joint at ``values`` and the observed ones (``sample_distributions``)."""
+    if target.library == "tfp":
+        joint, observed = target.bind(batch)
+        with jax.numpy_rank_promotion("allow"):
+            dists = as_parts(joint.sample_distributions(seed=key, **values, **observed)[0], part_names(joint))
+        return {n: _tfp_spec(dists[n]) for n in target.sites}
+    trace = _trace(target, key, batch, values)
+    return {n: _numpyro_spec(trace[n]["fn"]) for n in target.sites}
+
+
+def _trace(target: Target, key: PRNGKey, batch, values: Optional[dict] = None) -> dict:
+    """The NumPyro model's trace at a prior draw of its latent sites (``values`` substituted)."""
+    from numpyro import handlers
+
+    fn, a, kw = target.bind(batch)
+    fn = handlers.seed(fn, key)
+    if values is not None:
+        fn = handlers.substitute(fn, data=values)
+    with jax.numpy_rank_promotion("allow"):
+        return handlers.trace(fn).get_trace(*a, **kw)
+
+
+def _numpyro_spec(fn: Any) -> tuple[Optional[_Spec], str]:
+    """(the spec of the family matched to a NumPyro prior or None, the prior's class name)."""
+    import numpyro.distributions as dist
+
+    while isinstance(fn, (dist.Independent, dist.ExpandedDistribution)):
+        fn = fn.base_dist
+    gammas = ((dist.Gamma, _GAMMA), (dist.Exponential, _GAMMA))  # Chi2 is a Gamma's subclass
+    return _match(fn, gammas + ((dist.Normal, _NORMAL), (dist.Beta, _BETA), (dist.Dirichlet, _DIRICHLET)))
+
+
+def _tfp_spec(fn: Any) -> tuple[Optional[_Spec], str]:
+    """(the spec of the family matched to a TFP prior or None, the prior's class name), inside its
+    ``Sample`` and ``Independent`` wrappers (they add axes on the left of a Dirichlet's simplex:
+    the site's value keeps its simplex last, as the spec takes it)."""
+    tfd = tfp_jax().distributions
+    fn = unwrap(fn)
+    gammas = ((tfd.Gamma, _GAMMA), (tfd.Chi2, _GAMMA))  # Exponential is a Gamma's subclass
+    return _match(fn, gammas + ((tfd.Normal, _NORMAL), (tfd.Beta, _BETA), (tfd.Dirichlet, _DIRICHLET)))
+
+
+def _match(fn: Any, pairs: tuple) -> tuple[Optional[_Spec], str]:
+    """(the spec of the first class of ``pairs`` that ``fn`` is an instance of, or None; ``fn``'s
+    class name)."""
+    for cls, spec in pairs:
+        if isinstance(fn, cls):
+            return spec, type(fn).__name__
+    return None, type(fn).__name__
+
+
+def _element_stats(spec: _Spec, u_e):
+    """The family's statistics of one element (unconstrained ``u_e`` of shape (k,)), concatenated:
+    (d,) = (num_params k,)."""
+    x = spec.value(u_e) if spec.event_ndims else spec.value(u_e[0])
+    fam = spec.family.from_natural((jnp.zeros_like(x),) * spec.num_params)  # one element's family
+    return jnp.concatenate([jnp.ravel(t) for t in fam.sufficient_stats(x)])
+
+
+def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
+    """(``num`` values of every latent site, (num, *shape) each: the target's start moved by uniform
+    noise in (-2, 2) on the unconstrained space, the spread of NumPyro's ``init_to_uniform``; the
+    noise that moves each site to its points, (num, points, *shape)), from one
+    ``jax.random.uniform`` call cut into the sites' parts."""
+    dtype = jnp.float64
+    shapes = []
+    for n, u in target.init_params.items():
+        shapes += [(num, *jnp.shape(u)), (num, _NUM_POINTS, *target.sites[n].shape)]
+    sizes = [int(np.prod(s, dtype=int)) for s in shapes]
+    flat = jax.random.uniform(key, (sum(sizes),), dtype, -2.0, 2.0)
+    parts = [p.reshape(s) for p, s in zip(jnp.split(flat, np.cumsum(sizes)[:-1]), shapes)]
+    moved, noise = {}, {}
+    for i, (n, u) in enumerate(target.init_params.items()):
+        moved[n] = _float64(u)[None] + parts[2 * i]
+        noise[n] = parts[2 * i + 1]
+    return jax.vmap(target.constrain)(moved), noise
+
+
+def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) -> tuple:
+    """Coefficients c of the site's statistics, per element (E, d), and the largest relative gap.
+
+    The site is moved to the points ``_points(spec, x, noise)`` ((points, *site shape), unconstrained);
+    the first ``_NUM_FIT`` give c."""
+    u = _points(spec, x, noise)
+    shape = u.shape[1:]
+    k = shape[-1] if spec.event_ndims else 1
+    elements = u.reshape(u.shape[0], -1, k)  # (M, E, k)
+
+    def f(u1):
+        return target.log_prob({**others, site: spec.value(u1)}, batch)
+
+    values, grads = jax.vmap(jax.value_and_grad(f))(u)
+    grads = grads.reshape(elements.shape)
+    stats_of = jax.vmap(jax.vmap(lambda ue: _element_stats(spec, ue)))
+    jac = jax.vmap(jax.vmap(jax.jacfwd(lambda ue: _element_stats(spec, ue))))(elements)  # (M, E, d, k)
+    t = stats_of(elements)  # (M, E, d)
+    a = jnp.swapaxes(jac[:_NUM_FIT], -1, -2)  # (F, E, k, d): grad_u f = J^T c per element
+    a = jnp.moveaxis(a, 0, 1).reshape(a.shape[1], -1, a.shape[-1])  # (E, F k, d)
+    b = jnp.moveaxis(grads[:_NUM_FIT], 0, 1).reshape(a.shape[0], -1)  # (E, F k)
+    c = jax.vmap(lambda a_e, b_e: jnp.linalg.lstsq(a_e, b_e)[0])(a, b)  # (E, d)
+    change = jnp.sum((t[1:] - t[:1]) * c[None], axis=(1, 2))  # (M - 1,)
+    gaps = jnp.abs(values[1:] - values[0] - change) / (jnp.abs(values[1:]) + jnp.abs(values[0]) + jnp.abs(change) + 1.0)
+    finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(grads)) & jnp.all(jnp.isfinite(c))
+    return c, jnp.where(finite, jnp.max(gaps), jnp.nan)
+
+
+def _natural(spec: _Spec, c, shape: tuple) -> tuple:
+    """The per-element coefficients (E, num_params k) as the family's natural parameters, each of
+    the site's shape."""
+    c = c.reshape(c.shape[0], spec.num_params, -1)
+    return tuple(c[:, j].reshape(shape) for j in range(spec.num_params))
+
+
+def _points(spec: _Spec, x, noise) -> jax.Array:
+    """(points, *shape): the unconstrained value u of ``x``, taken within [-centre, centre], moved by
+    ``noise`` (in (-2, 2)) times (1 + |u|) / 2, within [-bound, bound] (a Beta's points never reach
+    the float's 0 or 1). The centre's bound keeps the points where the statistics are of order 1
+    whatever the prior's scale: a vague Gamma(1e-3, 1e-3) has its median at x = e^-539, where every
+    point would sit at the bound, the statistics x all below 1e-13 and x's coefficient lost; a
+    Normal mean of prior precision 1e-3 tau with such a tau starts near 1e118, where x^2 swamps x.
+    The log-joint of a conjugate site is linear in its statistics everywhere, so the points need
+    not be where the prior's mass is."""
+    u = jnp.clip(spec.unvalue(x), -spec.centre, spec.centre)[None]
+    return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
+
+
+def _float64(a) -> jax.Array:
+    """``a`` in float64 (the checks run with float64 enabled, whatever the process's setting)."""
+    return jnp.asarray(a, jnp.float64)
+
+
+def _tolerance(values) -> float:
+    """1e4 ulps of the float type of the log-joint's values (``conjugate_model``'s secant tolerance)."""
+    return 1e4 * float(jnp.finfo(jnp.result_type(values)).eps)
+
+
+# over draws of the other sites (and their points)
+_fit_over_draws = jax.vmap(_fit, in_axes=(None, None, None, None, 0, 0, 0))
+
+
+def _worst(gaps) -> float:
+    """The largest gap, NaN where any is NaN (the log-joint not finite at a point)."""
+    gaps = np.asarray(gaps)
+    return float("nan") if np.isnan(gaps).any() else float(gaps.max())
 
 
 class SiteConjugacy(NamedTuple):
@@ -213,7 +402,7 @@ def conjugate_sites(
 
 def _specs(target: Target, key: PRNGKey, batch, num_draws: int) -> dict:
     """site -> (the spec of the family matched to its prior or None, the prior's class name), read
-    from the model's trace at its first draw, traced abstractly (nothing is compiled or run)."""
+    from the model's trace at its first draw, traced abstractly (``jax.eval_shape``)."""
     specs = {}
 
     def read(k, b):
@@ -228,7 +417,7 @@ def _specs(target: Target, key: PRNGKey, batch, num_draws: int) -> dict:
 def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -> dict:
     """site -> (its gaps over the draws, its coefficients (draws, E, d), whether each draw's
     complete conditional is a distribution (draws, *batch shape)), for the ``checked`` (site, spec)
-    pairs: one program."""
+    pairs."""
     draws, noises = _draws(target, key, num_draws)  # (draws, *shape) per site
     out = {}
     for site, spec in checked:
@@ -260,8 +449,7 @@ def _improper(spec: _Spec, c, proper) -> Optional[str]:
     )
 
 
-# every site's check in one program per target, sites checked and number of draws
-_gaps_jit = setup_jit(_gaps, static_argnums=(0, 3, 4))
+_gaps_jit = jax.jit(_gaps, static_argnums=(0, 3, 4))
 
 
 def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
@@ -398,10 +586,8 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
     """:func:`complete_conditional` of several sites at once: ``requests`` maps each site to its
     ``draws`` (the other latent sites' values, as :func:`complete_conditional` takes them).
 
-    The families are :func:`complete_conditional`'s, site by site (tested). Called on concrete
-    values (float64, checked), the sites' fits run as one compiled program, one compilation
-    rather than one per site (``conjugate_split``'s start); inside ``jit`` or ``vmap`` each site
-    is :func:`complete_conditional`'s unchecked update.
+    The families are :func:`complete_conditional`'s, site by site: checked in float64 on concrete
+    values, unchecked inside ``jit`` or ``vmap``.
 
     Args:
       target_or_model: a NumPyro model, or a target of a NumPyro model or a TFP joint, as for
@@ -424,10 +610,9 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
 
 
 def _conditionals(target: Target, batch, requests: dict) -> dict:
-    """The sites' families (``complete_conditionals``): on concrete values one program in float64
-    (the model traced abstractly for the priors, the start constrained, the fits and the natural
-    parameters inside it: nothing runs op by op) and the gaps checked on the host; on traced
-    values (a caller's step) the unchecked fits, in the process's float type."""
+    """The sites' families (``complete_conditionals``): on concrete values, jitted in float64 and
+    the gaps checked; on traced values (a caller's step) the unchecked fits, in the process's
+    float type."""
     if any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch))):
         priors = _priors(target, batch, True)
         specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
@@ -463,7 +648,7 @@ def _conditionals(target: Target, batch, requests: dict) -> dict:
 
 def _priors(target: Target, batch, traced: bool) -> dict:
     """site -> (spec or None, the prior's class name), from the model's trace at its start: traced
-    abstractly (nothing compiled or run) where ``batch`` is concrete."""
+    abstractly (``jax.eval_shape``) where ``batch`` is concrete."""
     found = {}
 
     def read(b):
@@ -480,7 +665,7 @@ def check_report(target: Target, report: Any, name: str = "conjugate") -> None:
     reads as :func:`conjugate_sites`' report of ``target``: an entry for each of its latent sites
     and none for another site, each entry named after its site, and each site it marks conjugate
     with the prior and matched family the model gives that site (read from the model's trace,
-    traced abstractly: nothing compiled or run). The report of another model is refused here where
+    traced abstractly). The report of another model is refused here where
     its sites or priors differ; where they agree, the site's linearity in its statistics is the
     model's own, and :func:`complete_conditional` checks it on concrete draws (``conjugate_split``'s
     ``init`` does, at its start)."""
@@ -555,8 +740,7 @@ def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> l
     return out
 
 
-# the sites' fits (``complete_conditional(s)`` on concrete values): one program per target and sites
-_solve_jit = setup_jit(_solve, static_argnums=(0, 2, 4))
+_solve_jit = jax.jit(_solve, static_argnums=(0, 2, 4))
 
 
 __all__ = ["SiteConjugacy", "check_report", "complete_conditional", "complete_conditionals", "conjugate_sites"]

@@ -5,16 +5,15 @@ machinery (``handlers.trace``/``seed``/``substitute``, the init strategies, ``bi
 from __future__ import annotations
 
 import contextlib
-
+import functools
 import inspect
 from typing import Any, Callable, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Literal
 
-from vijax._compile import one_program
-from vijax.interop._prior_draws import first_support_value, prior_median
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._validate import ArgumentError, is_tracer
 from vijax.types import Array
@@ -48,8 +47,7 @@ def support_kind(support: Any) -> str:
 
 
 def _differs(scale, value: float) -> bool:
-    """Whether a concrete ``scale`` is not ``value`` (a traced one is not judged); on the host, by
-    numpy (a JAX operation on a concrete value is a compilation of its own)."""
+    """Whether a concrete ``scale`` is not ``value`` (a traced one is not judged)."""
     if is_tracer(scale):
         return False
     return not bool(np.allclose(np.asarray(scale), value, rtol=1e-6))
@@ -57,7 +55,7 @@ def _differs(scale, value: float) -> bool:
 
 def _is(bound, value: float) -> bool:
     """Whether a concrete ``bound`` equals ``value`` everywhere (a traced bound: not a fixed
-    support); on the host, by numpy."""
+    support)."""
     if is_tracer(bound):
         return False
     return bool(np.all(np.asarray(bound) == value))
@@ -272,6 +270,90 @@ def check_observed_shape(msg: dict) -> None:
         ) from None
 
 
+def _eval_vector_gamma(jaxpr, consts, *args) -> list:
+    """``jaxpr`` evaluated on ``args`` as ``jax.core.eval_jaxpr`` evaluates it, except that each
+    ``random_gamma`` of one key (``jax.random.gamma`` and the samplers built on it: NumPyro's Gamma,
+    Beta, Dirichlet, StudentT...) draws by vijax's vectorised Marsaglia-Tsang loop
+    (``expfam.sample_log_gamma``, exact Gamma(a, 1) variables) instead of JAX's, whose loops of key
+    splits per element take longer to compile. Nested ``jit`` calls are
+    evaluated the same way; every other operation is bound as it is."""
+    from vijax.expfam import sample_log_gamma
+
+    env: dict = {}
+
+    def read(v):
+        return v.val if isinstance(v, Literal) else env[v]
+
+    env.update(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        vals = [read(v) for v in eqn.invars]
+        if eqn.primitive.name == "random_gamma" and jnp.ndim(vals[0]) == 0:
+            log_g = sample_log_gamma(vals[0], vals[1])
+            out = [log_g if eqn.params["log_space"] else jnp.exp(log_g)]
+        elif eqn.primitive.name in ("jit", "pjit"):
+            inner = eqn.params["jaxpr"]
+            out = _eval_vector_gamma(inner.jaxpr, inner.consts, *vals)
+        else:
+            with eqn.ctx.manager:
+                out = eqn.primitive.bind(*vals, **eqn.primitive.get_bind_params(eqn.params))
+            out = out if eqn.primitive.multiple_results else [out]
+        env.update(zip(eqn.outvars, out))
+    return [read(v) for v in jaxpr.outvars]
+
+
+class VectorGammaDraws:
+    """A NumPyro distribution ``fn`` whose draws (``fn(sample_shape=..., rng_key=...)``, the call
+    an init strategy makes) take their Gamma variables from ``_eval_vector_gamma``; every other
+    attribute is ``fn``'s. The draws have ``fn``'s law, from another random stream than
+    ``fn.sample``'s where ``fn`` draws Gamma variables (the same values elsewhere)."""
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fn, name)
+
+    def __call__(self, sample_shape: tuple = (), *, rng_key: Array) -> Array:
+        closed = jax.make_jaxpr(lambda k: self.fn(sample_shape=sample_shape, rng_key=k))(rng_key)
+        return _eval_vector_gamma(closed.jaxpr, closed.consts, rng_key)[0]
+
+
+@functools.partial(jax.jit, static_argnames=("sample_shape",))
+def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
+    """NumPyro's ``init_to_median`` (the median of 15 prior draws on the unconstrained space) at a
+    site of distribution ``fn`` (a NumPyro distribution, a pytree), its draws ``fn``'s own through
+    ``VectorGammaDraws`` (the same law; another random stream where ``fn`` draws Gamma
+    variables). A median on the support's boundary (infinite on the unconstrained space: the draws
+    of a vague prior that underflow) becomes the nearest point of NumPyro's ``init_to_uniform``
+    box [-2, 2] on the unconstrained space."""
+    from numpyro.distributions.transforms import biject_to
+    from numpyro.infer import init_to_median
+
+    site = {
+        "type": "sample",
+        "name": "",
+        "fn": VectorGammaDraws(fn),
+        "is_observed": False,
+        "value": None,
+        "kwargs": {"rng_key": rng_key, "sample_shape": sample_shape},
+        "infer": {},
+    }
+    with jax.numpy_rank_promotion("allow"):
+        median = init_to_median(site, num_samples=15)
+        bijector = biject_to(fn.support)
+        u = bijector.inv(median)
+        median = jnp.where(jnp.any(jnp.isinf(u)), bijector(jnp.clip(u, -2.0, 2.0)), median)
+        return median
+
+
+def first_support_value(fn: Any, sample_shape: tuple) -> Array:
+    """A summed-out site's value in the start's trace: the first value of its finite support, at
+    every element (the trace only needs a value the model accepts, the site being summed out
+    later)."""
+    return jnp.broadcast_to(fn.enumerate_support(expand=False)[0], fn.shape(sample_shape))
+
+
 def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
     """NumPyro's init ``strategy`` (``prior_median``'s signature) as a ``substitute_fn`` that first
     records the subsampled plates (name -> (N, M)) in ``plates``, each checked (``check_plate``)
@@ -295,40 +377,18 @@ def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
             check_site(msg, plates)
             if enumerated(msg):
                 return first_support_value(msg["fn"], tuple(msg["kwargs"].get("sample_shape", ())))
-            return strategy(msg["fn"], msg["kwargs"]["rng_key"], tuple(msg["kwargs"].get("sample_shape", ())))
+            value = strategy(msg["fn"], msg["kwargs"]["rng_key"], tuple(msg["kwargs"].get("sample_shape", ())))
+            _check_start(msg["name"], msg["fn"], value)  # before the model's next sites read it
+            return value
         return None
 
     return substitute_fn
 
 
-def _arg_checks(fn: Any) -> list:
-    """The checks of NumPyro's ``Distribution.validate_args`` (run at each distribution's
-    construction while validation is enabled, NumPyro's default) whose result is traced, for
-    ``fn`` and the distributions it wraps (``base_dist``...): under ``jit`` NumPyro skips them, so
-    the start's program returns them and a failed one sends the start back to the op-by-op run,
-    where NumPyro raises its own error."""
-    from numpyro.distributions import Distribution, constraints
-
-    checks, stack = [], [fn]
-    while stack:
-        d = stack.pop()
-        if getattr(d, "_validate_args", False):
-            for param, value in d.get_args().items():
-                constraint = d.arg_constraints[param]
-                if constraints.is_dependent(constraint):
-                    continue
-                ok = constraint(value)
-                if is_tracer(ok):
-                    checks.append(jnp.all(ok))
-        stack.extend(v for v in vars(d).values() if isinstance(v, Distribution))
-    return checks
-
-
 def _site_keys(model: Callable) -> Callable:
     """``model`` under a handler that gives each message NumPyro's ``seed`` would give a key
     (a sample site without a value, a subsampled plate...) the key ``jax.random.key(i)``, i = 1, 2,
-    ... in the order the model meets them: independent streams, where ``seed`` splits one key per
-    message, a hash that the start's program would compile once per site."""
+    ... in the order the model meets them."""
     from numpyro.primitives import Messenger
 
     class SiteKeys(Messenger):
@@ -347,15 +407,6 @@ def _site_keys(model: Callable) -> Callable:
     return SiteKeys(model)
 
 
-def _first_bad(bad: Array, value: Array) -> tuple:
-    """(how many of ``bad`` hold, the first flat index, the value there: ``value`` raveled as
-    ``bad``, or 0 where an entry of ``bad`` is a vector of ``value``)."""
-    flat = jnp.ravel(bad)
-    first = jnp.argmax(flat).astype(jnp.int32)
-    entries = jnp.ravel(value) if jnp.size(value) == flat.size else jnp.zeros(flat.shape, jnp.float32)
-    return jnp.sum(flat, dtype=jnp.int32), first, jnp.asarray(entries[first], jnp.float32)
-
-
 def fixed_support(support: Any) -> bool:
     """Whether a NumPyro constraint is one the model states with fixed bounds (``real``,
     ``boolean``, ``nonnegative_integer``, ``interval(0.0, 1.0)``...): every leaf a Python or numpy
@@ -365,39 +416,41 @@ def fixed_support(support: Any) -> bool:
     return all(isinstance(x, (int, float, np.ndarray, np.number)) for x in jax.tree_util.tree_leaves(support))
 
 
-def _bad_observed(msg: dict) -> tuple:
-    """The observed values of a sample message that the likelihood cannot take, where the site's
-    mask keeps them (``obs_mask``'s missing entries are masked out): ((how many, the first flat
-    index, its value) of the non-finite entries, the same of the batch elements outside the
-    distribution's support, ``fn.support(value)``, where that support is fixed: ``fixed_support``)."""
-    from numpyro.distributions.distribution import MaskedDistribution
+def _check_start(name: str, fn: Any, value: Array) -> None:
+    """Raises ArgumentError naming latent site ``name`` (of distribution ``fn``) where its start
+    ``value`` is not finite, constrained or on the unconstrained space."""
+    from numpyro.distributions.transforms import biject_to
 
-    value, fn = jnp.asarray(msg["value"]), msg["fn"]
-    none = (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32))
-    if value.size == 0:
-        return none, none
-    batch_shape = value.shape[: value.ndim - fn.event_dim]
-    keep = jnp.ones(batch_shape, bool)
-    for mask in (msg.get("mask"), fn._mask if isinstance(fn, MaskedDistribution) else None):
-        if mask is not None and mask is not True:
-            keep = keep & jnp.asarray(mask)
-    nonfinite = none
-    if jnp.issubdtype(value.dtype, jnp.inexact):  # the batch shape's mask, broadcast over the event dims
-        bad = ~jnp.isfinite(value) & jnp.reshape(keep, keep.shape + (1,) * fn.event_dim)
-        nonfinite = _first_bad(bad, value)
-    outside = none
-    if fixed_support(fn.support):
-        with jax.numpy_rank_promotion("allow"):
-            inside = jnp.broadcast_to(fn.support(value), batch_shape)
-        outside = _first_bad(~inside & keep, value)
-    return nonfinite, outside
+    if is_tracer(value):  # under a caller's jit: not known here
+        return
+    c = np.asarray(value)
+    with jax.numpy_rank_promotion("allow"):
+        u = np.asarray(biject_to(fn.support).inv(value)) if np.all(np.isfinite(c)) else c
+    if np.all(np.isfinite(c)) and np.all(np.isfinite(u)):
+        return
+    prior = _dist_name(fn)
+    if not np.all(np.isfinite(c)):
+        why = (
+            f"the median of 15 draws of its {prior} prior is {c.ravel()[~np.isfinite(c.ravel())][0]}: the "
+            "prior's draws are not finite (a parameter that is not finite, as Uniform(-inf, inf); for a flat "
+            "prior use dist.ImproperUniform(constraints.real, (), ()))"
+        )
+    else:
+        where = int(np.argmax(~np.isfinite(u.ravel()))) if u.size else 0
+        bound = c.ravel()[min(where, c.size - 1)]
+        why = (
+            f"the median of 15 draws of its {prior} prior is {bound}, on its support's boundary, which the "
+            f"map to the unconstrained space sends to {u.ravel()[where]} (draws that underflow in "
+            f"{u.dtype}, as those of Gamma(1e-3, 1e-3) in float32): enable float64 "
+            "(jax.config.update('jax_enable_x64', True)) or give a less diffuse prior"
+        )
+    raise ArgumentError("model", f"site {name!r}: its start is not finite: {why}")
 
 
-def _site_log_probs(trace: dict, summed: tuple) -> dict:
-    """site name -> the sum of its log-probability terms in ``trace`` (its mask applied, unscaled):
-    the latent sites' priors, and, where no site is summed out (whose value in the start's trace
-    is a placeholder), the observed sites' likelihoods."""
-    out = {}
+def _check_log_probs(trace: dict, summed: tuple, latent: list) -> None:
+    """Raises ArgumentError naming the first site whose log-probability term at the start (its
+    mask applied, unscaled) is not finite: the latent sites' priors, and, where no site is summed
+    out (whose value in the start's trace is a placeholder), the observed sites' likelihoods."""
     for name, m in trace.items():
         if m["type"] != "sample" or name in summed or (summed and m["is_observed"]):
             continue
@@ -405,42 +458,12 @@ def _site_log_probs(trace: dict, summed: tuple) -> dict:
         log_prob = fn.log_prob(value, m["intermediates"]) if m["intermediates"] else fn.log_prob(value)
         if m.get("mask") is not None:
             log_prob = jnp.where(m["mask"], log_prob, 0.0)
-        out[name] = jnp.sum(log_prob)
-    return out
-
-
-def _check_start(latent: list, fns: dict, values: dict, init_params: dict, log_probs: dict) -> None:
-    """Raises ArgumentError naming the first site whose start is not finite: a latent site's value
-    (constrained, or on the unconstrained space), or a site's log-probability term at the start."""
-    for n in latent:
-        if is_tracer(values[n]) or is_tracer(init_params[n]):  # under a caller's jit: not known here
-            continue
-        c, u = np.asarray(values[n]), np.asarray(init_params[n])
-        if np.all(np.isfinite(c)) and np.all(np.isfinite(u)):
-            continue
-        prior = fns[n]
-        if not np.all(np.isfinite(c)):
-            why = (
-                f"the median of 15 draws of its {prior} prior is {c.ravel()[~np.isfinite(c.ravel())][0]}: the "
-                "prior's draws are not finite (a parameter that is not finite, as Uniform(-inf, inf); for a flat "
-                "prior use dist.ImproperUniform(constraints.real, (), ()))"
-            )
-        else:
-            where = int(np.argmax(~np.isfinite(u.ravel()))) if u.size else 0
-            bound = c.ravel()[min(where, c.size - 1)]
-            why = (
-                f"the median of 15 draws of its {prior} prior is {bound}, on its support's boundary, which the "
-                f"map to the unconstrained space sends to {u.ravel()[where]} (draws that underflow in "
-                f"{u.dtype}, as those of Gamma(1e-3, 1e-3) in float32): enable float64 "
-                "(jax.config.update('jax_enable_x64', True)) or give a less diffuse prior"
-            )
-        raise ArgumentError("model", f"site {n!r}: its start is not finite: {why}")
-    for n, lp in log_probs.items():
+        lp = jnp.sum(log_prob)
         if not is_tracer(lp) and not np.isfinite(float(lp)):
-            kind = "log-likelihood" if n not in latent else "prior log-density"
+            kind = "log-likelihood" if name not in latent else "prior log-density"
             raise ArgumentError(
                 "model",
-                f"site {n!r}: its {kind} at the start (each latent site at the median of 15 prior draws) is "
+                f"site {name!r}: its {kind} at the start (each latent site at the median of 15 prior draws) is "
                 f"{float(lp)}; vijax starts where the log-joint is finite (check the site's parameters and data at "
                 "those values, or a bound the model computes from a latent site)",
             )
@@ -458,148 +481,119 @@ def _law(fn: Any) -> str:
     return f"{_dist_name(fn)}, support {fn.support}" if fixed_support(fn.support) else _dist_name(fn)
 
 
-def _bad_scale(scale: Any) -> tuple:
-    """(how many, the first flat index, its value) of the entries of a sample message's ``scale``
-    (the product of the ``handlers.scale`` around the site; the start's trace scales no plate) that
-    are not finite and > 0."""
-    scale = jnp.asarray(scale)
-    return _first_bad(~(jnp.isfinite(scale) & (scale > 0)), scale)
+def _first(bad: np.ndarray) -> tuple[int, int]:
+    """(how many entries of ``bad`` hold, the first flat index)."""
+    return int(np.sum(bad)), int(np.argmax(np.ravel(bad)))
 
 
-def _check_scales(scales: dict, shapes: dict) -> None:
-    """Raises ArgumentError naming the first site (``_bad_scale``'s report, by site; ``shapes``:
-    the shapes of the sites' scales) whose scale factor is not finite and > 0: NumPyro refuses a
-    concrete scale <= 0 where the handler is built, but takes NaN, an infinity and a scale the
-    model computes, each of which would turn the site's log-density into NaN or flip its sign."""
-    for name, (count, first, value) in scales.items():
-        if is_tracer(count) or not int(count):  # under a caller's jit the scale is not known here
-            continue
-        where = f" (the first of {int(count)} such entries, at flat index {int(first)})" if shapes[name] else ""
+def _check_scale(name: str, scale: Any) -> None:
+    """Raises ArgumentError naming site ``name`` where its scale factor (the product of the
+    ``handlers.scale`` around it) is not finite and > 0: NumPyro refuses a concrete scale <= 0
+    where the handler is built, but takes NaN, an infinity and a scale the model computes, each of
+    which would turn the site's log-density into NaN or flip its sign."""
+    if is_tracer(scale):  # under a caller's jit the scale is not known here
+        return
+    scale = np.asarray(scale, np.float64)
+    count, first = _first(~(np.isfinite(scale) & (scale > 0)))
+    if count:
+        where = f" (the first of {count} such entries, at flat index {first})" if scale.ndim else ""
         raise ArgumentError(
             "model",
-            f"site {name!r}: its scale factor (handlers.scale) is {float(value)}{where}; a site's "
+            f"site {name!r}: its scale factor (handlers.scale) is {float(scale.ravel()[first])}{where}; a site's "
             "log-density is scaled by a finite factor > 0 (give handlers.scale such a scale)",
         )
 
 
-def _check_observed(observed: dict, laws: dict) -> None:
-    """Raises ArgumentError naming the first observed site (``_bad_observed``'s report) with values
-    that are not finite or lie outside its distribution's support (``laws``: site -> (its
-    distribution and support in words, its event dims))."""
-    for name, ((count, first, value), (out, first_out, value_out)) in observed.items():
-        if is_tracer(count):  # under a caller's jit the values are not known here
-            continue
-        if int(count):
+def _check_observed(msg: dict) -> None:
+    """Raises ArgumentError naming an observed site with values the likelihood cannot take, where
+    the site's mask keeps them (``obs_mask``'s missing entries are masked out): values that are not
+    finite, or outside the distribution's support where that support is fixed
+    (``fixed_support``)."""
+    from numpyro.distributions.distribution import MaskedDistribution
+
+    name, fn = msg["name"], msg["fn"]
+    masks = (msg.get("mask"), fn._mask if isinstance(fn, MaskedDistribution) else None)
+    masks = [m for m in masks if m is not None and m is not True]
+    if any(is_tracer(x) for x in [msg["value"], *masks]) or np.size(msg["value"]) == 0:
+        return
+    value = np.asarray(msg["value"])
+    batch_shape = value.shape[: value.ndim - fn.event_dim]
+    keep = np.ones(batch_shape, bool)
+    for mask in masks:
+        keep = keep & np.asarray(mask)
+    if np.issubdtype(value.dtype, np.inexact):  # the batch shape's mask, broadcast over the event dims
+        count, first = _first(~np.isfinite(value) & np.reshape(keep, keep.shape + (1,) * fn.event_dim))
+        if count:
             raise ArgumentError(
                 "model",
-                f"site {name!r}: its observed values hold {int(count)} non-finite "
-                f"{'entry' if int(count) == 1 else 'entries'} (the first, {float(value)}, "
-                f"at flat index {int(first)}); vijax fits finite data (mark missing entries with "
+                f"site {name!r}: its observed values hold {count} non-finite "
+                f"{'entry' if count == 1 else 'entries'} (the first, {float(value.ravel()[first])}, "
+                f"at flat index {first}); vijax fits finite data (mark missing entries with "
                 "numpyro.sample(..., obs_mask=...), or drop them)",
             )
-        if int(out):
-            law, event_dim = laws[name]
-            first = (
-                f"the first, {float(value_out)}, at flat index {int(first_out)}"
-                if event_dim == 0
-                else f"the first at flat index {int(first_out)} of its batch, each value a vector"
-            )
-            raise ArgumentError(
-                "model",
-                f"site {name!r}: {int(out)} of its observed values {'lies' if int(out) == 1 else 'lie'} outside "
-                f"its distribution's support ({law}; {first}); "
-                "the likelihood of such a value is not a density of the data (a count that is not a non-negative "
-                "integer, a Bernoulli value other than 0 or 1...): correct the data or the distribution",
-            )
+    if not fixed_support(fn.support):
+        return
+    with jax.numpy_rank_promotion("allow"):
+        inside = np.broadcast_to(np.asarray(fn.support(jnp.asarray(value))), batch_shape)
+    count, first = _first(~inside & keep)
+    if count:
+        where = (
+            f"the first, {float(value.ravel()[first])}, at flat index {first}"
+            if fn.event_dim == 0
+            else f"the first at flat index {first} of its batch, each value a vector"
+        )
+        raise ArgumentError(
+            "model",
+            f"site {name!r}: {count} of its observed values {'lies' if count == 1 else 'lie'} outside "
+            f"its distribution's support ({_law(fn)}; {where}); "
+            "the likelihood of such a value is not a density of the data (a count that is not a non-negative "
+            "integer, a Bernoulli value other than 0 or 1...): correct the data or the distribution",
+        )
 
 
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start as one compiled program: one trace, each site keyed by ``_site_keys``, with
-    NumPyro's init strategy applied as ``initialize_model`` applies it (``_checked_strategy`` of
-    ``prior_median``: each latent site checked as the model meets it, then its median of 15 prior
-    draws), the unconstrained start, and the subsampled plates, summed-out sites and supports read
-    off the trace. Returns a dict: ``plates``, ``summed``, ``latent`` (names), ``nesting``,
-    ``values`` (constrained, by site), ``init_params`` (unconstrained), ``supports`` (NumPyro
-    constraints, concrete).
-
-    Run op by op (each JAX operation on concrete values a compilation of its own: 19 on eight
-    schools, 43 on a mixture with an enumerated site) the same trace took 1.2-3.4 s; the program
-    gives the same values (tested). Op by op still, where the model needs concrete values (an
-    ``int`` of a computed array: a TypeError under ``jit``) or where a traced argument check of
-    NumPyro's (``_arg_checks``) fails, so that NumPyro raises its own error."""
+    """The model's start: one trace, each site keyed by ``_site_keys``, with NumPyro's init
+    strategy applied as ``initialize_model`` applies it (``_checked_strategy`` of ``prior_median``:
+    each latent site checked as the model meets it, then its median of 15 prior draws), the
+    unconstrained start, and the subsampled plates, summed-out sites and supports read off the
+    trace. Returns a dict: ``plates``, ``summed``, ``latent`` (names), ``nesting``, ``supports``,
+    ``values`` (constrained, by site), ``init_params`` (unconstrained)."""
     from numpyro import handlers
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import transform_fn
 
-    box: dict = {}
-
-    def program():
-        plates: dict = {}
-        strategy = _checked_strategy(prior_median, plates)
-        with jax.numpy_rank_promotion("allow"):
-            seeded = handlers.substitute(_site_keys(model), substitute_fn=strategy)
-            trace = handlers.trace(seeded).get_trace(*args, **kwargs)
-            summed = tuple(n for n, m in trace.items() if enumerated(m))
-            latent = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"] and n not in summed]
-            values = {n: trace[n]["value"] for n in latent}
-            supports = {n: trace[n]["fn"].support for n in latent}
-            init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
-            checks = [ok for m in trace.values() if m["type"] == "sample" for ok in _arg_checks(m["fn"])]
-            observed = {n: _bad_observed(m) for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
-            scales = {
-                n: _bad_scale(m["scale"]) for n, m in trace.items() if m["type"] == "sample" and m["scale"] is not None
-            }
-            log_probs = _site_log_probs(trace, summed)
-        bounds = {}
-        for n in latent:  # a support whose bounds the model computes: its bounds come out of the program
-            leaves, treedef = jax.tree_util.tree_flatten(supports[n])
-            if any(is_tracer(x) for x in leaves):
-                bounds[n], supports[n] = leaves, treedef
-        box.update(
-            plates=plates,
-            summed=summed,
-            latent=latent,
-            nesting=plate_nesting(trace) if summed else 0,
-            supports=supports,
-            fns={n: _dist_name(trace[n]["fn"]) for n in latent},
-            scale_shapes={n: jnp.shape(m["scale"]) for n, m in trace.items() if n in scales},
-            laws={
-                n: (_law(m["fn"]), m["fn"].event_dim)
-                for n, m in trace.items()
-                if m["type"] == "sample" and m["is_observed"]
-            },
-        )
-        return values, {n: jnp.asarray(init[n]) for n in latent}, bounds, checks, observed, scales, log_probs
-
-    try:
-        values, init_params, bounds, checks, observed, scales, log_probs = one_program(program, "from_numpyro_start")
-        compiled = all(bool(ok) for ok in checks)
-        if not compiled:  # a start that is not finite fails NumPyro's checks downstream: name its site
-            _check_start(box["latent"], box["fns"], values, init_params, {})
-    except TypeError:  # a model that needs concrete values, a support that does not flatten
-        compiled = False
-    if not compiled:
-        box.clear()
-        values, init_params, bounds, _, observed, scales, log_probs = program()
-    _check_scales(scales, box["scale_shapes"])
-    _check_observed(observed, box["laws"])
-    _check_start(box["latent"], box["fns"], values, init_params, log_probs)
-    supports = {
-        n: jax.tree_util.tree_unflatten(box["supports"][n], bounds[n]) if n in bounds else box["supports"][n]
-        for n in box["latent"]
+    plates: dict = {}
+    with jax.numpy_rank_promotion("allow"):
+        seeded = handlers.substitute(_site_keys(model), substitute_fn=_checked_strategy(prior_median, plates))
+        trace = handlers.trace(seeded).get_trace(*args, **kwargs)
+        summed = tuple(n for n, m in trace.items() if enumerated(m))
+        latent = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"] and n not in summed]
+        values = {n: trace[n]["value"] for n in latent}
+        supports = {n: trace[n]["fn"].support for n in latent}
+        init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
+        init_params = {n: jnp.asarray(init[n]) for n in latent}
+        for n, m in trace.items():
+            if m["type"] == "sample" and m["scale"] is not None:
+                _check_scale(n, m["scale"])
+        for m in trace.values():
+            if m["type"] == "sample" and m["is_observed"]:
+                _check_observed(m)
+        _check_log_probs(trace, summed, latent)
+    return {
+        "plates": plates,
+        "summed": summed,
+        "latent": latent,
+        "nesting": plate_nesting(trace) if summed else 0,
+        "supports": supports,
+        "values": values,
+        "init_params": init_params,
     }
-    return {**box, "values": values, "init_params": init_params, "supports": supports}
 
 
 def _checks_left(batch, params):
-    """NumPyro's validation of distribution arguments and observed values, kept where it can still
-    find something. Traced at latent values (under ``jit``, ``grad`` or ``vmap``: a step, the
-    conjugacy check) with the model's own data (``batch`` None), every check NumPyro would run is
-    on a concrete value, the data or a constant, which the start (``_start``) has validated with
-    the same data; each would compile a small operation of its own (a comparison and an ``all``,
-    once per shape and dtype: seven pairs in eight schools' ``conjugate_split`` set-up and
-    chunk). Those traces run with validation off; a new batch, or concrete latent
-    values, keep NumPyro's checks."""
+    """NumPyro's validation of distribution arguments and observed values, off where it can find
+    nothing new: traced latent values with the model's own data (``batch`` None), which the start
+    has validated. A new batch, or concrete latent values, keep NumPyro's checks."""
     if batch is None and any(is_tracer(x) for x in jax.tree_util.tree_leaves(params)):
         from numpyro.distributions.distribution import validation_enabled
 
@@ -638,10 +632,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       drawn with the key ``jax.random.key(i)``, not a key split from seed 0; Gamma variables, those of
       Gamma, Beta and Dirichlet sites among them, drawn by vijax's vectorised sampler, from
       another random stream than NumPyro's) applied as NumPyro's ``initialize_model`` applies an
-      init strategy, without its compiled search for a finite potential: ``bbvi``'s and
-      ``ngvi``'s ``init`` check the log-density at the start. That trace runs as one compiled
-      program (the model's arrays its arguments), kept for a later target of the same model and
-      data shapes; op by op, as NumPyro runs it, where the model needs concrete values.
+      init strategy, without its search for a finite potential: ``bbvi``'s and ``ngvi``'s
+      ``init`` check the log-density at the start.
 
     Raises:
       ValueError: naming the site: a discrete latent site of infinite support, or of finite
@@ -687,9 +679,6 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     named = tuple(n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     # one trace finds the sites, checks each as the model meets it, and applies the init strategy
-    # as initialize_model applies it (a substitute_fn under keys per site), without initialize_model's
-    # compiled search for a finite potential (4.7 s against 4 ms for a one-site model on a 2-core
-    # CPU): bbvi's and ngvi's init check the log-density at the start
     start = _start(model, args, kwargs)
     plates, summed, latent = start["plates"], start["summed"], start["latent"]
     if not latent:

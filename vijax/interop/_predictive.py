@@ -11,7 +11,6 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
-from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax._validate import ArgumentError, check_key
 from vijax.interop._target import Target, check_in_support
 from vijax.interop._tfp import as_parts, part_names
@@ -110,12 +109,8 @@ def observed_data(target: Target, batch: Any = None) -> dict:
         values = dict(observed)
     else:
         fn, args, kwargs = target.bind(batch)
-
-        def observed_values():
-            trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
-            return {n: m["value"] for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
-
-        values = as_one_program(observed_values, "observed_data", options=EVALUATION_CPU_OPTIONS)
+        trace = _numpyro_trace(fn, args, kwargs, target.constrain(target.init_params))
+        values = {n: m["value"] for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]}
     if not values:
         raise ArgumentError("target", "target: the model has no observed site (no obs= value, no pinned part)")
     return values
@@ -145,8 +140,8 @@ def site_dims(target: Target, batch: Any = None) -> dict:
 
 def _shapes_only(run):
     """``run()`` (a function of shapes only, any Python value out) with JAX's operations traced
-    abstractly (``jax.eval_shape``), so that none runs, and none compiles, op by op; run as it is
-    where the model needs concrete values (a TypeError)."""
+    abstractly (``jax.eval_shape``); run as it is where the model needs concrete values (a
+    TypeError)."""
     out = []
     try:
         jax.eval_shape(lambda: out.append(run()))
@@ -221,13 +216,22 @@ def predictive(
     """
     target = _check_target(target)
     check_key("key", key)
-    return as_one_program(
-        lambda: _predictive(target, draws, key, batch, sites), "predictive", options=EVALUATION_CPU_OPTIONS
-    )
-
-
-def _predictive(target: Target, draws, key, batch, sites) -> dict:
     flat, lead = _flatten(target, draws)
+    sites = (sites,) if isinstance(sites, str) else sites if sites is None else tuple(sites)
+    return _unflatten(_evaluate(_predictive, target, flat, key, batch, sites), lead)
+
+
+def _evaluate(fn, target: Target, *args) -> dict:
+    """``fn(target, *args)`` under ``jax.jit``, the target and the last argument static (compiled
+    once per target and shapes); eager where the model needs concrete values (a TypeError
+    under ``jit``)."""
+    try:
+        return _JITTED[fn](target, *args)
+    except TypeError:
+        return fn(target, *args)
+
+
+def _predictive(target: Target, flat, key, batch, sites) -> dict:
     if target.library == "tfp":
         joint, observed = target.bind(batch)
         names = part_names(joint)
@@ -240,7 +244,7 @@ def _predictive(target: Target, draws, key, batch, sites) -> dict:
             return {n: out[n] for n in wanted}
 
         n = next(iter(flat.values())).shape[0]
-        return _unflatten(jax.vmap(one)(jax.random.split(key, n), flat), lead)
+        return jax.vmap(one)(jax.random.split(key, n), flat)
     from numpyro.infer import Predictive
 
     fn, args, kwargs = target.bind(batch)
@@ -264,7 +268,7 @@ def _predictive(target: Target, draws, key, batch, sites) -> dict:
         out = Predictive(_unobserved(fn), posterior_samples=flat, return_sites=list(wanted), parallel=True)(
             key, *args, **kwargs
         )
-    return _unflatten({n: out[n] for n in wanted}, lead)
+    return {n: out[n] for n in wanted}
 
 
 def _wanted(sites, known: tuple, observed: tuple) -> tuple:
@@ -328,14 +332,12 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
         (2, 3)
     """
     target = _check_target(target)
-    return as_one_program(
-        lambda: _log_likelihood(target, draws, batch), "log_likelihood", options=EVALUATION_CPU_OPTIONS
-    )
-
-
-def _log_likelihood(target: Target, draws, batch) -> dict:
     flat, lead = _flatten(target, draws)
     observed_data(target, batch)  # the error naming target when there is no observed site
+    return _unflatten(_evaluate(_log_likelihood, target, flat, batch, None), lead)
+
+
+def _log_likelihood(target: Target, flat, batch, _) -> dict:
     if target.library == "tfp":
         joint, observed = target.bind(batch)
         names = part_names(joint)
@@ -346,7 +348,7 @@ def _log_likelihood(target: Target, draws, batch) -> dict:
                 dists = as_parts(dists, names)
                 return {n: _pointwise_tfp(dists[n], jnp.asarray(v)) for n, v in observed.items()}
 
-        return _unflatten(jax.vmap(one)(flat), lead)
+        return jax.vmap(one)(flat)
     from numpyro.infer import log_likelihood as numpyro_log_likelihood
 
     fn, args, kwargs = target.bind(batch)
@@ -361,10 +363,15 @@ def _log_likelihood(target: Target, draws, batch) -> dict:
             with jax.numpy_rank_promotion("allow"):
                 return {n: marginal_log_prob(fn, args, kwargs, params, nesting, target.plates, keep=n) for n in names}
 
-        return _unflatten(jax.vmap(one)(flat), lead)
+        return jax.vmap(one)(flat)
     with jax.numpy_rank_promotion("allow"):
-        out = numpyro_log_likelihood(fn, flat, *args, parallel=True, **kwargs)
-    return _unflatten(out, lead)
+        return numpyro_log_likelihood(fn, flat, *args, parallel=True, **kwargs)
+
+
+_JITTED = {
+    _predictive: jax.jit(_predictive, static_argnums=(0, 4)),
+    _log_likelihood: jax.jit(_log_likelihood, static_argnums=(0, 3)),
+}
 
 
 __all__ = ["log_likelihood", "observed_data", "predictive", "site_dims"]

@@ -192,7 +192,6 @@ def _check_indices(label: str, idx: np.ndarray, size: int, name: str) -> None:
     """Raises ArgumentError naming ``name`` (``label``: where the indices sit in it) unless every
     entry of the concrete indices ``idx`` lies in [0, ``size``): an index past the plate fails in
     the model's own indexing (an IndexError naming nothing), or is clamped silently under ``jit``.
-    On the host: a batch's indices are few, and a JAX check would compile a program of its own.
     Traced indices are checked by the step (``Target.batch_checks``)."""
     bad = (idx < 0) | (idx >= size)
     if np.any(bad):
@@ -208,13 +207,10 @@ def _check_indices(label: str, idx: np.ndarray, size: int, name: str) -> None:
 
 def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any]:
     """``fn(params, batch)`` (a library's log-density), where ``params`` are traced and ``batch`` is
-    None, evaluated from one jaxpr of ``fn`` per parameter types and float64 mode (``conjugate_sites``
-    enables float64 for its checks in a float32 process): each later trace (``init``'s
-    check, a step's gradient and Hessian under ``vmap``, the conjugacy check) replays that jaxpr's
-    operations instead of running the library's Python again under every transformation (NumPyro's
-    handlers and distributions, TFP's bijectors). The same operations, so the same values.
-    Concrete parameters or a batch call ``fn`` itself, so that the library checks concrete values
-    as before."""
+    None, evaluated from one jaxpr of ``fn`` per parameter types and float64 mode: each later trace
+    (a gradient, a Hessian under ``vmap``) replays that jaxpr's operations instead of running the
+    library's Python (NumPyro's handlers, TFP's bijectors) again. Concrete parameters or a batch
+    call ``fn`` itself, so that the library checks concrete values."""
     cache: dict = {}
 
     def wrapped(params: PyTree, batch: Any = None) -> Any:

@@ -14,7 +14,6 @@ import numpy as np
 from vijax.types import tfp_jax
 
 from vijax.interop._target import Site, Target, check_batch, traced_once
-from vijax._compile import setup_jit
 from vijax._validate import ArgumentError, check_finite
 
 NUM_INIT_DRAWS = 15  # the prior draws whose unconstrained median is the starting point (as init_to_median)
@@ -44,7 +43,7 @@ def as_parts(struct, names: Sequence[str]) -> dict:
     return dict(zip(names, struct, strict=True))
 
 
-def _unwrap(dist):
+def unwrap(dist):
     """The distribution inside ``Sample`` and ``Independent`` wrappers."""
     while hasattr(dist, "distribution") and type(dist).__name__ in ("Sample", "Independent"):
         dist = dist.distribution
@@ -55,7 +54,7 @@ def support_kind(dist) -> str:
     """The ``SUPPORTS`` name of a TFP distribution's support, read from its default event-space
     bijector (through ``Sample`` and ``Independent``)."""
     tfb = tfp_jax().bijectors
-    bij = _unwrap(dist).experimental_default_event_space_bijector()
+    bij = unwrap(dist).experimental_default_event_space_bijector()
     if isinstance(bij, tfb.Identity):
         return "real"
     if isinstance(bij, (tfb.Softplus, tfb.Exp)) and getattr(bij, "low", None) is None:
@@ -84,12 +83,11 @@ def _allowing_rank_promotion(fn):
 
 @_allowing_rank_promotion
 def _prior_distributions(joint_dist):
-    """The joint's distributions at one prior draw (key ``PRNGKey(0)``), as one compiled program (TFP's
-    distributions are pytrees; run op by op, TFP's samplers cost a compilation per operation, 4.3 s
-    for a joint of four parts); op by op where a distribution is not a pytree."""
+    """The joint's distributions at one prior draw (key ``PRNGKey(0)``), jitted (TFP's distributions
+    are pytrees); eager where a distribution is not one."""
     draw = lambda key: joint_dist.sample_distributions(seed=key)[0]  # noqa: E731
     try:
-        return setup_jit(draw)(jax.random.PRNGKey(0))
+        return jax.jit(draw)(jax.random.PRNGKey(0))
     except TypeError:  # a part that does not flatten
         return draw(jax.random.PRNGKey(0))
 
@@ -112,7 +110,7 @@ def _fixed_support(dist) -> bool:
     the real line, the positive reals, the unit interval or the simplex (a ``Uniform``'s bounds,
     which may be other sites' values, are not)."""
     try:
-        bijector = _unwrap(dist).experimental_default_event_space_bijector()
+        bijector = unwrap(dist).experimental_default_event_space_bijector()
     except NotImplementedError:
         return True
     return bijector is None or support_kind(dist) != "other"
@@ -131,7 +129,7 @@ def check_observed_support(name: str, dist, value) -> None:
     except ValueError as err:
         raise ArgumentError(
             "observed",
-            f"observed[{name!r}]: values outside the support of the part's {type(_unwrap(dist)).__name__} "
+            f"observed[{name!r}]: values outside the support of the part's {type(unwrap(dist)).__name__} "
             f"(TFP: {str(err).splitlines()[0]}); correct the data or the distribution",
         ) from err
 
@@ -221,7 +219,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
         check_observed_support(name, dists[name], value)
     bijectors = {}
     for name in latent:
-        inner = _unwrap(dists[name])
+        inner = unwrap(dists[name])
         try:
             bijectors[name] = dists[name].experimental_default_event_space_bijector()
         except NotImplementedError:
@@ -268,7 +266,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     def bind(batch):
         return joint_dist, {**observed, **check_batch(batch, tuple(observed), {}, "batch")}
 
-    @setup_jit  # one program, not one compilation per operation of TFP's samplers
+    @jax.jit
     @_allowing_rank_promotion
     def start(key):
         # one draw per key: a joint need not draw a batch (sample_shape) to give a start
@@ -296,4 +294,4 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     )
 
 
-__all__ = ["from_tfp", "support_kind"]
+__all__ = ["as_parts", "from_tfp", "part_names", "support_kind", "unwrap"]

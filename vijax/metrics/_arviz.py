@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional, Sequence
 
 import jax
 import numpy as np
 
-from vijax._compile import EVALUATION_CPU_OPTIONS, as_one_program
 from vijax.expfam import is_family
 from vijax.types import PRNGKey, PyTree
 from vijax._validate import ArgumentError
@@ -129,12 +129,8 @@ def to_arviz(
         if key is None:
             raise ArgumentError("key", "key: a PRNG key is needed to draw from the families of q_or_draws")
         check_int("num_draws", num_draws)
-
-        def drawn():  # one program on concrete values, not each sampler's operations one by one
-            keys = jax.random.split(key, len(leaves))
-            return {i: leaf.sample(keys[i], (num_draws,)) for i, leaf in enumerate(leaves) if is_family(leaf)}
-
-        sampled = as_one_program(drawn, "to_arviz_draws", options=EVALUATION_CPU_OPTIONS)
+        families = {i: leaf for i, leaf in enumerate(leaves) if is_family(leaf)}
+        sampled = _draw(families, key, len(leaves), num_draws)
         draws = [np.asarray(sampled[i]) if i in sampled else np.asarray(leaf) for i, leaf in enumerate(leaves)]
     else:
         draws = [np.asarray(leaf) for leaf in leaves]
@@ -165,6 +161,14 @@ def to_arviz(
     if log_weights is None:
         return az.from_dict(posterior=posterior)
     return _with_log_weights(az, {"posterior": posterior}, log_weights, (num_chains, s // num_chains))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _draw(families: dict, key: PRNGKey, num_keys: int, num_draws: int) -> dict:
+    """``num_draws`` draws of each family of ``families`` (index -> family), the i-th with the
+    i-th of ``num_keys`` keys split from ``key``."""
+    keys = jax.random.split(key, num_keys)
+    return {i: f.sample(keys[i], (num_draws,)) for i, f in families.items()}
 
 
 def _with_log_weights(az, groups: dict, log_weights: Any, chains_draws: tuple[int, int]):
