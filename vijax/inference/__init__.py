@@ -66,6 +66,7 @@ _MODULES = {
     "vijax.inference._conjugate": ("inject_hyperparameters",),
     "vijax.inference._svi": ("SVIInfo", "SVIState", "svi"),
     "vijax.inference.sgrld": (
+        "GibbsTopicModel",
         "SGRLDInfo",
         "SGRLDState",
         "sgrld_lda",

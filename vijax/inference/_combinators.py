@@ -31,7 +31,7 @@ from vijax._validate import (
     vmap_with_checks,
 )
 from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters
-from vijax.inference.base import BoundFunction, VIAlgorithm, bind_settings
+from vijax.inference.base import VIAlgorithm, bind_settings
 from vijax.types import Array, PyTree
 
 
@@ -388,9 +388,15 @@ def lock_step(
         return {m: alg.init(keys[init_groups[m]], batch) for m, alg in algorithms.items()}
 
     steps = tuple(algorithms[m].step for m in names)  # a tuple: the split keys follow the names' order
-    return VIAlgorithm(
-        init, bind_settings(_lock_step_step, names=names, steps=steps, primary=primary, info_fields=info_fields)
-    )
+    step = bind_settings(_lock_step_step, names=names, steps=steps, primary=primary, info_fields=info_fields)
+    return VIAlgorithm(init, step, LockStep(names))
+
+
+class LockStep(NamedTuple):
+    """The ``extras`` of a :func:`lock_step` algorithm: it declares that its state and info are
+    dicts per algorithm (of ``names``)."""
+
+    names: tuple
 
 
 def _lock_step_step(key, state, batch, *, names, steps, primary, info_fields):
@@ -421,7 +427,7 @@ def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgo
         its value has another shape than the algorithm's ``info.elbo``.
     """
     check_algorithm("alg", alg)
-    if isinstance(alg.step, BoundFunction) and alg.step.func is _lock_step_step:
+    if isinstance(alg.extras, LockStep):
         raise ArgumentError(
             "alg",
             "alg is a lock_step of several algorithms, whose info is a dict per algorithm; replace the "

@@ -35,17 +35,34 @@ point estimate) scores the sample's topics unchanged.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_bool, check_int, check_key, check_scalar
+from vijax._validate import ArgumentError, check_bool, check_int, check_key, check_scalar, implements
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
 from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.inference.schedules import as_schedule
 from vijax.types import Array, PRNGKey, PyTree, Schedule
+
+
+@runtime_checkable
+class GibbsTopicModel(Protocol):
+    """What SGRLD needs of a topic model (``vijax.models.LDA`` offers it): the topics' Dirichlet
+    concentration ``eta``, ``init_globals`` giving a Dirichlet q(beta), and a ``local_step`` with
+    ``method="gibbs"`` (in ``local_methods``) whose statistics are the expected topic-word counts
+    (K, V) at the topics' log-probabilities."""
+
+    eta: Any
+    local_methods: tuple
+
+    def init_globals(self, key: PRNGKey, batch: PyTree = None) -> Any: ...
+
+    def local_step(self, view: tuple, batch: PyTree, key: PRNGKey, *, method: str) -> Any: ...
+
+    def batch_checks(self, batch: PyTree) -> list: ...
 
 
 class SGRLDState(NamedTuple):
@@ -148,7 +165,7 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
     """SGRLD for LDA (Patterson and Teh 2013) with the Gibbs E-step; see the module docstring.
 
     Args:
-      model: a ``vijax.models.LDA`` (its ``eta``, ``alpha`` and Gibbs settings are used).
+      model: a :class:`GibbsTopicModel` (``vijax.models.LDA``: its ``eta`` and Gibbs settings).
       num_data: N, the number of documents the minibatches are drawn from.
       schedule: eps_t: a number > 0 or a callable ``count -> eps``; default ``sgrld_schedule()``.
       ramp: use N_t = min((t + 1) S, N) instead of N over the first sweep (as SVI's ``ramp``).
@@ -158,7 +175,7 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
       (``vijax.inference.restarts``), its key split between the Gibbs sweeps and the noise.
 
     Raises:
-      ValueError: naming ``model`` when it is not an LDA, ``num_data`` < 1, a bad ``schedule``
+      ValueError: naming ``model`` when it is not a ``GibbsTopicModel``, ``num_data`` < 1, a bad ``schedule``
         or ``ramp``; at ``step``, a bad batch or one with more documents than ``num_data``.
 
     Examples:
@@ -171,11 +188,11 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
         >>> state.q_global.shape, bool(info.accepted)
         ((3, 30), True)
     """
-    from vijax.models import LDA
-
-    if not isinstance(model, LDA):
+    if not implements(model, GibbsTopicModel) or "gibbs" not in model.local_methods:
         raise ArgumentError(
-            "model", f"model must be a vijax.models.LDA (SGRLD here is LDA's sampler), got {type(model).__name__}"
+            "model",
+            f"model must be a topic model with a Gibbs local step (a GibbsTopicModel: vijax.models.LDA), "
+            f"got {type(model).__name__}",
         )
     num_data = check_int("num_data", num_data)
     check_bool("ramp", ramp)
@@ -189,6 +206,7 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
 
 
 __all__ = [
+    "GibbsTopicModel",
     "SGRLDInfo",
     "SGRLDState",
     "drift",
