@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -193,13 +193,19 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     return VIAlgorithm(init, bind_settings(_grid_step, inner=alg.step))
 
 
+@runtime_checkable
+class ChecksHyperparameters(Protocol):
+    """A model that checks values of its hyperparameters itself (LDA: each a concentration in
+    (0, c] of its dtype), raising ValueError naming the value."""
+
+    def check_hyperparameters(self, values: dict) -> None: ...
+
+
 def _check_hyperparameter_values(model, arrays: Mapping[str, np.ndarray]) -> None:
-    """The grid's values checked as the model checks its own: by ``model.check_hyperparameters``
-    where the model has one (LDA's: each a concentration in (0, c] of its dtype), else as the
-    positive numbers a ``HyperparameterModel``'s hyperparameters are; ValueError naming the value."""
-    check = getattr(model, "check_hyperparameters", None)
-    if callable(check):
-        check(dict(arrays))
+    """The grid's values checked as the model checks its own (a :class:`ChecksHyperparameters`),
+    else as the positive numbers a ``HyperparameterModel``'s hyperparameters are."""
+    if implements(model, ChecksHyperparameters):
+        model.check_hyperparameters(dict(arrays))
         return
     for name, a in arrays.items():
         check_positive(name, a)
