@@ -205,33 +205,31 @@ def test_every_registered_algorithm_follows_the_factory_convention():
 
 
 def test_a_new_algorithm_is_its_step_body_and_one_registration_line():
-    """An algorithm written as a body under ``checked_step`` and registered by one line: its settings
-    come from its signature, and its step checks the batch and rejects a non-finite proposal without
-    a line of its own for either."""
+    """An algorithm written as its step's math under ``validated_step`` and registered by one line:
+    its settings come from its signature, and its step checks the batch and, under
+    ``reject_non_finite``, rejects a non-finite result without a line of its own for either."""
     import jax
     import jax.numpy as jnp
 
     from vijax.inference import ALGORITHMS, make_algorithm, register_algorithm
-    from vijax.inference.base import Proposal, VIAlgorithm, checked_step
+    from vijax.inference.base import VIAlgorithm, reject_non_finite, safe_increment, validated_step
     from vijax.models import DiagonalGMM
 
     class State(NamedTuple):
         q_global: jax.Array
         count: jax.Array
-        num_rejected: jax.Array
 
     class Info(NamedTuple):
         elbo: jax.Array
-        accepted: jax.Array = None
 
-    @checked_step
+    @validated_step
     def step(key, state, batch, *, model, shift):
         new = state.q_global + shift * jnp.mean(batch)
-        return Proposal(State(new, state.count, state.num_rejected), Info(-jnp.sum(new**2)), (jnp.log(new),))
+        return State(new, safe_increment(state.count)), Info(jnp.log(new))
 
     def toy(model, *, num_data, schedule=None, shift: float = 1.0):
-        init = lambda key, batch=None: State(jnp.ones(()), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-        return VIAlgorithm(init, lambda k, s, b: step(k, s, b, model=model, shift=shift))
+        init = lambda key, batch=None: State(jnp.ones(()), jnp.zeros((), jnp.int32))
+        return reject_non_finite(VIAlgorithm(init, lambda k, s, b: step(k, s, b, model=model, shift=shift)))
 
     register_algorithm("toy", toy, description="a test's algorithm")
     try:

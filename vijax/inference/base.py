@@ -322,19 +322,6 @@ def init_from(alg: VIAlgorithm, key: PRNGKey, q_global: PyTree, batch: PyTree = 
     return state._replace(q_global=q_global)
 
 
-class Proposal(NamedTuple):
-    """What a step's body returns to :func:`checked_step`: the proposed new state (its ``count`` and
-    ``num_rejected`` are set by the combinator), the info (its ``accepted`` field is set by the
-    combinator), the values that must be finite beside the state's float leaves (the ELBO, or the
-    parts of it a guard tests; the gradients) and, optionally, one more condition of acceptance
-    (a bool array; ``ngvi``: the step moved q)."""
-
-    state: PyTree
-    info: PyTree
-    guard: tuple = ()
-    valid: Any = None
-
-
 def _is_state(x: Any) -> bool:
     return isinstance(x, GuardedState) or (isinstance(x, tuple) and "count" in getattr(x, "_fields", ()))
 
@@ -364,50 +351,6 @@ def check_step_state(state: Any) -> None:
     raise ArgumentError(
         "state", f"state must be an algorithm's state (from alg.init, or the first output of alg.step), got {got}"
     )
-
-
-def checked_step(body: Callable) -> Callable:
-    """The one home of a step's cross-cutting concerns, so that a step's body is math only and a new
-    algorithm gets them by construction::
-
-        @checked_step
-        def step(key, state, batch, *, model, **settings) -> Proposal: ...
-
-    The wrapped ``step(key, state, batch, *, model, **settings)`` checks ``key``, ``state``
-    (:func:`check_step_state`) and the batch (:func:`check_step_batch` on ``model``'s checks, with
-    the step number), calls the body,
-    increments ``count`` (saturating), and where a float leaf of the proposed state or a ``guard``
-    value is not finite (or ``valid`` is False) keeps every other leaf of the old state (selected by
-    ``jnp.where``, never by multiplying: an infinity in the rejected update cannot leak into the
-    kept state), counting the step in ``num_rejected``; it sets ``info.accepted``. The old state is
-    read as the new one's type, so a step may be handed another algorithm's state holding the same
-    fields (CAVI continuing from SVI's).
-    """
-
-    @functools.wraps(body)
-    def step(key, state, batch, *, model, **settings):
-        check_key("key", key)
-        check_step_state(state)
-        check_step_batch(model, batch, state.count)
-        proposal = body(key, state, batch, model=model, **settings)
-        proposed = proposal.state
-        old = proposed._replace(**{f: getattr(state, f) for f in proposed._fields if hasattr(state, f)})
-        floats = [
-            x
-            for x in jax.tree_util.tree_leaves((proposed, proposal.guard))
-            if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-        ]
-        finite = [jnp.all(jnp.isfinite(x)) for x in floats]
-        ok = jnp.all(jnp.stack(finite)) if floats else jnp.array(True)
-        if proposal.valid is not None:
-            ok = ok & proposal.valid
-        new = jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), proposed, old)
-        new = new._replace(count=safe_increment(state.count))
-        if getattr(state, "num_rejected", None) is not None:  # None: not counted
-            new = new._replace(num_rejected=state.num_rejected + (~ok).astype(jnp.int32))
-        return new, proposal.info._replace(accepted=ok)
-
-    return step
 
 
 class _Extended:
@@ -630,13 +573,11 @@ __all__ = [
     "VIAlgorithm",
     "GuardedInfo",
     "GuardedState",
-    "Proposal",
     "init_from",
     "check_protocol",
     "check_step_batch",
     "BoundFunction",
     "bind_settings",
-    "checked_step",
     "jit_step",
     "with_value_checks",
     "protocol_members",
