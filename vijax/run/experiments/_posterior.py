@@ -66,8 +66,6 @@ ALG_DEFAULTS = {
     "moment_draws": 20000,
     "nuts": dict(NUTS_DEFAULTS),
 }
-ALG_KEYS = tuple(ALG_DEFAULTS)
-
 # the allowed values of those keys (vijax/run/_bounds.py); NUTS's split R-hat compares chains: 2 or more
 ALG_BOUNDS = {
     "algorithm.num_samples": ">= 1",
@@ -161,11 +159,6 @@ def _ngvi_q0(family: str, loc, scale: float):
     return expfam.Normal.from_mean_variance(loc, var)
 
 
-def _split(label: str) -> tuple[str, str]:
-    name, _, family = label.partition("-")
-    return name, family
-
-
 def _schedule(step: float, section: dict, num_steps: int):
     """``step``, or a cosine decay from it to ``step_decay * step`` over ``num_steps``."""
     decay = section["step_decay"]
@@ -209,7 +202,7 @@ def _method(label: str, alg, pytree_guide: bool, target: Target, num_draws: int)
 
 def check_section(section: dict) -> tuple[str, list[str]]:
     """(the runner's method label, the baselines' labels), checked (ConfigError naming the key)."""
-    missing = sorted(set(ALG_KEYS) - set(section))
+    missing = sorted(set(ALG_DEFAULTS) - set(section))
     if missing:
         raise ValueError(f"the experiment's algorithm section lacks {missing} (see ALG_DEFAULTS)")
     main = f"{section['name']}-{section['family']}"
@@ -244,7 +237,7 @@ def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tu
     main = _method(main_label, alg, pytree, target, section["moment_draws"])
     out = []
     for label in others:
-        b_name, b_family = _split(label)
+        b_name, _, b_family = label.partition("-")
         model, extras, step, pytree = _pieces(b_name, b_family, section, target, num_steps)
         settings = {k: section[k] for k in ALGORITHMS[b_name].settings if k in section}
         settings.update({"family": b_family}, **extras)  # ngvi's extras replace the family by its q
@@ -281,13 +274,6 @@ def evaluator(method: Method, num_psis: int, key) -> Callable:
     return evaluate
 
 
-def baselines(others: list[Method], batch_fn, section: dict, key) -> tuple:
-    return tuple(
-        Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
-        for m in others
-    )
-
-
 def all_runs(main: Method, others: list[Method], result, results: dict) -> dict:
     """``{label: RunResult}`` of the configured method (``result``) and of its baselines (``results``)."""
     return {main.label: result} | {m.label: results[m.label] for m in others}
@@ -305,7 +291,10 @@ def experiment(main: Method, others: list[Method], section: dict, key, make_repo
         batch_fn,
         evaluator(main, section["psis_draws"], key),
         make_report,
-        baselines=baselines(others, batch_fn, section, key),
+        baselines=tuple(
+            Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
+            for m in others
+        ),
     )
 
 
@@ -557,23 +546,3 @@ def _plot(path, names, fits, refs, ref_name, khats, title):
     ax[2].set_xticklabels(names, rotation=90 if k > 12 else 0, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-
-
-__all__ = [
-    "ALG_BOUNDS",
-    "ALG_DEFAULTS",
-    "ALG_KEYS",
-    "METHODS",
-    "NUTS_DEFAULTS",
-    "Method",
-    "Target",
-    "baselines",
-    "check_section",
-    "compare",
-    "evaluator",
-    "memory_needs",
-    "methods",
-    "nuts_reference",
-    "q_moments",
-    "report",
-]

@@ -20,7 +20,7 @@ import numpy as np
 from vijax.data import sample_sparse_regression
 from vijax.models import ARDRegression
 from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
-from ._common import train_test_bounds, train_test_need
+from ._common import md_table, train_test_bounds, train_test_need
 from ._plotting import optional_plot
 
 _MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
@@ -105,15 +105,13 @@ def build(sections: dict, seed: int) -> Experiment:
             "true_noise_sd": data.noise,
             **eval_fn(result.state),
         }
-        rows = [
-            (
-                "vijax CAVI (VB-ARD)",
-                summary["coef_rmse"],
-                summary["heldout_rmse"],
-                summary["heldout_log_predictive"],
-                summary["noise_sd"],
-            )
-        ]
+        cols = {  # table column -> summary key
+            "coefficient RMSE": "coef_rmse",
+            "held-out RMSE": "heldout_rmse",
+            "held-out mean log predictive": "heldout_log_predictive",
+            "noise sd": "noise_sd",
+        }
+        rows = [{"method": "vijax CAVI (VB-ARD)"} | {c: summary[k] for c, k in cols.items()}]
         w_sk = None
         try:
             from sklearn.linear_model import ARDRegression as SkARD  # deferred: optional, slow to import
@@ -140,16 +138,7 @@ def build(sections: dict, seed: int) -> Experiment:
                 "noise_sd": float(1 / np.sqrt(sk.alpha_)),
                 "max_abs_coef_difference": float(np.max(np.abs(w_sk - w_mean))),
             }
-            s = summary["sklearn"]
-            rows.append(
-                (
-                    "scikit-learn ARDRegression",
-                    s["coef_rmse"],
-                    s["heldout_rmse"],
-                    s["heldout_log_predictive"],
-                    s["noise_sd"],
-                )
-            )
+            rows.append({"method": "scikit-learn ARDRegression"} | {c: summary["sklearn"][k] for c, k in cols.items()})
         _plot(os.path.join(out_dir, "ard_coefficients.png"), w_true, w_mean, w_sd, w_sk)
         lines = [
             "# ARD linear regression (Blei et al. 2017, appendix A)",
@@ -158,12 +147,7 @@ def build(sections: dict, seed: int) -> Experiment:
             f"are relevant, AR(1) design correlation {d['correlation']}, noise sd {d['noise']}; "
             f"{result.num_steps} CAVI steps.",
             "",
-            "| method | coefficient RMSE | held-out RMSE | held-out mean log predictive | noise sd |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [f"| {r[0]} | {r[1]:.4f} | {r[2]:.4f} | {r[3]:.4f} | {r[4]:.4f} |" for r in rows]
-        lines += [
-            "",
+            md_table(rows, ["method", *cols], lambda v: f"{v:.4f}"),
             "Figure: ard_coefficients.png (true coefficients, the posterior means with 2 sd, scikit-learn's).",
         ]
         with open(os.path.join(out_dir, "results.md"), "w") as f:

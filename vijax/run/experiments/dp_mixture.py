@@ -28,7 +28,7 @@ from vijax.data import sample_bernoulli_mixture, sample_gmm
 from vijax.models import DPMixture, conjugate_elbo
 from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed
 from vijax.run import register_experiment
-from ._common import train_test_bounds, train_test_need
+from ._common import md_table, train_test_bounds, train_test_need
 from ._plotting import optional_plot
 
 _MODEL = {
@@ -224,34 +224,25 @@ def _sklearn_counts(m, levels, x_train, x_test, seed):
 
 
 def _table(summary, m, d, a) -> str:
+    cols = ["truncation", "T", "steps", "clusters_found", "tail_mass", "elbo", "heldout_log_predictive"]
     lines = [
         "# Clusters found by a truncated DP mixture as T grows",
         "",
         f"{m['components']} components, {d['num_train']} training points from {summary['true_clusters']} "
         f"clusters (dim {d['dim']}), alpha = {m['alpha']}, algorithm {a['name']}; a cluster is found when it "
-        f"holds at least {m['min_fraction']:.0%} of the training data in expectation.",
+        f"holds at least {m['min_fraction']:.0%} of the training data in expectation; tail_mass is "
+        "sum_n q(z_n > T); heldout_log_predictive the held-out mean log predictive.",
         "",
-        "| truncation | T | steps | clusters found | sum_n q(z_n > T) | ELBO | held-out mean log predictive |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['truncation']} | {r['T']} | {r['steps']} | {r['clusters_found']} | {r['tail_mass']:.3g} | "
-        f"{r['elbo']:.2f} | {r['heldout_log_predictive']:.4f} |"
-        for r in summary["runs"]
+        md_table(summary["runs"], cols),
     ]
     if isinstance(summary.get("sklearn"), list):
         lines += [
-            "",
             "scikit-learn `BayesianGaussianMixture(weight_concentration_prior_type=\"dirichlet_process\")`, "
             "same priors, its own k-means start (its score is the plug-in log-likelihood, not a predictive):",
             "",
-            "| T | clusters found | held-out mean log-likelihood |",
-            "|---|---|---|",
+            md_table(summary["sklearn"], ["T", "clusters_found", "heldout_log_likelihood"]),
         ]
-        lines += [
-            f"| {r['T']} | {r['clusters_found']} | {r['heldout_log_likelihood']:.4f} |" for r in summary["sklearn"]
-        ]
-    lines += ["", "Figure: dp_truncation.png."]
+    lines += ["Figure: dp_truncation.png."]
     return "\n".join(lines)
 
 

@@ -57,6 +57,20 @@ CORPUS_BOUNDS = {
     "data.wiki_max_train_docs": ">= 0",
     "data.wiki_max_test_docs": ">= 1",
 }
+# the corpora of lda_ssvi and lda_ssvi_restarts: the synthetic corpus's settings and wiki_bnpy's files
+CORPUS_DEFAULTS = dict(
+    DATA_DEFAULTS,
+    num_docs=3000,
+    vocab_size=500,
+    true_topics=10,
+    true_alpha=0.1,
+    true_eta=0.05,
+    doc_length_mean=60.0,
+    max_test_docs=300,
+    wiki_path="wiki_bnpy/train.ldac.gz",
+    wiki_vocab="wiki_bnpy/vocab.txt",
+    wiki_max_test_docs=200,
+)
 # the SVI settings of lda_ssvi's and lda_ssvi_restarts' fits: restarts per setting, S, tau, kappa,
 # the step's scale and its ramp
 SVI_DEFAULTS = {"restarts": 5, "batch_size": 100, "tau": 1.0, "kappa": 0.75, "scale": 1.0, "ramp": True}
@@ -337,23 +351,6 @@ def _plot(curves, corpus, out_dir):
     paths.append(os.path.join(out_dir, f"hyper_{corpus}.png"))
     fig.savefig(paths[1], dpi=100)
     return paths
-
-
-# the corpora of the SSVI experiments (this one and lda_ssvi_restarts): the synthetic corpus's
-# settings and wiki_bnpy's files
-CORPUS_DEFAULTS = dict(
-    DATA_DEFAULTS,
-    num_docs=3000,
-    vocab_size=500,
-    true_topics=10,
-    true_alpha=0.1,
-    true_eta=0.05,
-    doc_length_mean=60.0,
-    max_test_docs=300,
-    wiki_path="wiki_bnpy/train.ldac.gz",
-    wiki_vocab="wiki_bnpy/vocab.txt",
-    wiki_max_test_docs=200,
-)
 
 
 @register_experiment(
