@@ -13,8 +13,7 @@ import numpy as np
 
 from ._args import check_bool, is_tracer
 
-# jax.extend (which loads JAX's Pallas modules) and checkify are imported where they are used,
-# not with the validators that every script imports (benchmarks/import_time.py)
+# jax.extend and checkify are imported where they are used, not with the validators
 
 
 def trace_state():
@@ -115,11 +114,9 @@ class _Collector:
     def add_rows(self, bads_of: Callable[[], list]) -> None:
         """Unlocated checks (``bads_of()``: their bad-entry arrays): per check, its bad entries as
         they are (up to ``_RAW_FLAGS_MAX`` entries), else whether each row (leading index) holds one;
-        never a reduction across rows, so a batch sharded over its rows needs no collective (a
-        global flag, an all-reduce returned as an output, cost the two-device LDA step 5-10 %), and
-        for a small batch no reduction at all (XLA's CPU reductions cost the 0.9 ms GMM CAVI step
-        about 1-4 %). With a ``gate`` they are computed under a ``lax.cond`` on it, all False
-        where it is False (a batch already checked: ``jit_step`` passes the same arrays again)."""
+        never a reduction across rows, so a batch sharded over its rows needs no collective. With a
+        ``gate`` they are computed under a ``lax.cond`` on it, all False where it is False (a batch
+        already checked: ``jit_step`` passes the same arrays again)."""
         self._at_own_level()
 
         def rows():
@@ -405,10 +402,7 @@ def _located(checks: Sequence[ValueCheck], barrier: bool = False) -> tuple[list,
 
 # The most entries of one check that the branch locating a traced check's failure computes at once.
 # A larger check is searched a block of leading rows at a time (``_first_bad_in_blocks``), so that
-# the branch's temporary memory is O(block), not O(data): XLA allocates a program's temporaries,
-# those of its branches included, at every call, and glibc maps an allocation above 32 MB afresh
-# each time (page faults at every step: the diagonal-GMM CAVI step on 10^5 points of 64 features,
-# whose located branch held 19 MB of flags, benchmarks/check_overhead.py).
+# the branch's temporary memory is O(block), not O(data).
 _LOCATE_BLOCK = 1 << 20
 
 

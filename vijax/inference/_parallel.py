@@ -22,7 +22,7 @@ here).
 Devices. On accelerators, ``jax.devices()``. On a CPU, JAX shows one device unless told
 otherwise before it starts (``jax.config.update("jax_num_cpu_devices", n)`` first thing in the
 program, or ``XLA_FLAGS=--xla_force_host_platform_device_count=n``): with one device per core,
-the blocks run on the cores in parallel (``benchmarks/lda_online.py`` measures the gain).
+the blocks run on the cores in parallel.
 
 Randomness. A stochastic local step (e.g. LDA's Gibbs E-step) gets ``fold_in(key, device index)``
 on each device (the key itself on a single device, so that one device reproduces the unwrapped
