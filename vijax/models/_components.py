@@ -153,7 +153,7 @@ class Component(PytreeModel):
         want = self._datum_shape()
         ok = x.ndim == 1 + self.event_ndim and all(w is None or w == s for w, s in zip(want, x.shape[1:]))
         if not ok:
-            raise ValueError(f"{self.data_name} must have shape {self.data_shape}, got {x.shape}")
+            raise ArgumentError(self.data_name, f"{self.data_name} must have shape {self.data_shape}, got {x.shape}")
 
     def batch_checks(self, x, name: str | None = None) -> list:
         """The value checks of a step's batch, ``ValueCheck``s named ``batch <name>`` (default: finite
@@ -454,10 +454,6 @@ class BetaBernoulli(Component):
 
     def batch_checks(self, y, name: str | None = None) -> list:
         return [values_in_set(f"batch {name or self.data_name}", y, (0, 1))]
-
-    def check_shape(self, y: Array) -> None:
-        if y.ndim != 2 or y.shape[1] != self.dim:
-            raise ArgumentError("y", f"y must have shape (N, {self.dim}), got {y.shape}")
 
     def initial_q(self, key: PRNGKey, num: int, y: Array | None = None):
         """Each copy k seeded by one datum y_(k) chosen at random (with replacement when N < num):
@@ -967,10 +963,6 @@ class NormalWishartFull(Component):
 
     def check_data(self, x, name: str | None = None) -> None:
         check_data_array(name or self.data_name, x, ndim=2, last_dim=self.dim)
-
-    def check_shape(self, x: Array) -> None:
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ArgumentError("x", f"x must have shape (N, {self.dim}), got {x.shape}")
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
         """Hard assignment to the nearest of ``num`` k-means++ seeds, then one M-step. Without data:

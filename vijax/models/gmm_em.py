@@ -98,7 +98,7 @@ class GaussianMixtureEM(PytreeModel):
     """A Gaussian mixture for maximum-likelihood EM (``vijax.inference.em``; the ``EMModel`` protocol).
 
     The tutorial *Raise your ELBO*, §EM and §GMM; Dempster, Laird and Rubin (1977); the updates are
-    scikit-learn's ``GaussianMixture`` (tested equal from the same start).
+    scikit-learn's ``GaussianMixture``'s from the same start.
 
     Args:
       num_components: K >= 1.
@@ -244,29 +244,21 @@ class GaussianMixtureEM(PytreeModel):
             total = jax.tree_util.tree_map(jnp.add, total, fn(*(a[nb * bs :] for a in arrays)))
         return total
 
-    def log_prob(self, params: GMMParams, x: Array) -> Array:
-        """log p(x_n | theta) per row, (N,)."""
-        return self._log_prob(params, x)
-
-    @jax.jit
-    def _log_prob(self, params: GMMParams, x: Array) -> Array:
+    def _log_joints(self, params: GMMParams, x: Array) -> Array:
         dt = float_dtype(self.dtype)
         c = self._center(params)
         terms = self._precision_terms(params, c)
-        log_w = jnp.log(params.weights.astype(dt))
-        return jax.nn.logsumexp(self._log_joint(terms, log_w, jnp.asarray(x, dt) - c[None, :]), -1)
-
-    def responsibilities(self, params: GMMParams, x: Array) -> Array:
-        """p(z_n = k | x_n, theta), (N, K)."""
-        return self._responsibilities(params, x)
+        return self._log_joint(terms, jnp.log(params.weights.astype(dt)), jnp.asarray(x, dt) - c[None, :])
 
     @jax.jit
-    def _responsibilities(self, params: GMMParams, x: Array) -> Array:
-        dt = float_dtype(self.dtype)
-        c = self._center(params)
-        lj = self._log_joint(
-            self._precision_terms(params, c), jnp.log(params.weights.astype(dt)), jnp.asarray(x, dt) - c[None, :]
-        )
+    def log_prob(self, params: GMMParams, x: Array) -> Array:
+        """log p(x_n | theta) per row, (N,)."""
+        return jax.nn.logsumexp(self._log_joints(params, x), -1)
+
+    @jax.jit
+    def responsibilities(self, params: GMMParams, x: Array) -> Array:
+        """p(z_n = k | x_n, theta), (N, K)."""
+        lj = self._log_joints(params, x)
         return jnp.exp(lj - jax.nn.logsumexp(lj, -1, keepdims=True))
 
     # -- EM (vijax.models.EMModel) ----------------------------------------------------------------------

@@ -494,7 +494,7 @@ def _log_terms(model: HMM, params: HMMParams, data: HMMData):
 
 @jax.jit
 def _jit_stats(model: HMM, view, data: HMMData):
-    """The expected statistics of one E-step at a view (``init_globals``), compiled once per model."""
+    """The expected statistics of one E-step at a view (``init_globals``)."""
     return model._local(view, data)[0]
 
 
@@ -562,15 +562,10 @@ class CategoricalHMM(HMM):
             forward_backward=forward_backward,
         )
 
-    @property
-    def num_symbols(self) -> int:
-        """V: the number of emission symbols."""
-        return self.emissions.num_symbols
-
-    @property
-    def emission_concentration(self) -> float:
-        """The Dirichlet concentration on each row of the emission matrix B."""
-        return self.emissions.concentration
+    num_symbols = property(lambda self: self.emissions.num_symbols, doc="V: the number of emission symbols.")
+    emission_concentration = property(
+        lambda self: self.emissions.concentration, doc="The Dirichlet concentration on each row of B."
+    )
 
 
 class GaussianHMM(HMM):

@@ -241,31 +241,11 @@ class Mixture(PytreeModel):
         self._component = component
         self._weights = weights
 
-    @property
-    def component(self) -> Component:
-        """The conjugate component shared by the K mixture components."""
-        return self._component
-
-    @property
-    def weights(self):
-        """The weights' prior: ``DirichletWeights`` (finite) or ``StickBreaking`` (DP)."""
-        return self._weights
-
-    @property
-    def local_methods(self) -> tuple[str, ...]:
-        """The local-step methods: ("meanfield", "exact", "gibbs") with Dirichlet weights,
-        ("meanfield",) with stick-breaking."""
-        return self._weights.local_methods
-
-    @property
-    def num_components(self) -> int:
-        """K (the truncation level T of a DP mixture)."""
-        return self._weights.num_components
-
-    @property
-    def dtype(self):
-        """The component's float dtype (None: JAX's default float)."""
-        return self._component.dtype
+    component = property(lambda self: self._component, doc="The conjugate component shared by the K components.")
+    weights = property(lambda self: self._weights, doc="``DirichletWeights`` (finite) or ``StickBreaking`` (DP).")
+    local_methods = property(lambda self: self._weights.local_methods, doc="The local-step methods the weights allow.")
+    num_components = property(lambda self: self._weights.num_components, doc="K (the truncation level T of a DP).")
+    dtype = property(lambda self: self._component.dtype, doc="The component's float dtype (None: JAX's default).")
 
     def _dtype(self):
         return float_dtype(self._component.dtype)
