@@ -279,55 +279,42 @@ def run(
       key: the run's PRNG key (raw ``uint32[2]`` or typed); split as documented above.
       batch_fn: ``(batch_key, t) -> batch``, pure and jit-able; ``t`` is the int32 index of the
         update. Return the full data (ignoring both) for batch algorithms.
-      host_batches: instead of ``batch_fn``, for data that lives on the host (or on disk):
-        ``(t0, n) -> the batches of updates t0 .. t0 + n - 1 stacked on a leading axis``. It must
-        be a function of the update indices alone (e.g. a seeded epoch permutation), so that a
-        resumed run sees the same batches; updates past ``num_steps`` may be asked for and are
-        discarded. The next chunk's batches are built while the current chunk runs, and with
-        ``prefetch`` > 0 (the default) in a background thread that many chunks ahead
-        (``vijax.data.PrefetchHostBatches``, so it may be called from that thread). A chunk
-        whose stacked shapes differ from the last one's compiles again (pad to a few buckets).
+      host_batches: instead of ``batch_fn``, for data on the host (or on disk):
+        ``(t0, n) -> the batches of updates t0 .. t0 + n - 1 stacked on a leading axis``, a
+        function of the update indices alone (so that a resumed run sees the same batches);
+        updates past ``num_steps`` may be asked for and are discarded. With ``prefetch`` > 0 it is
+        called from a background thread that many chunks ahead. A chunk of other stacked shapes
+        compiles again.
       init_state: the starting state; or a callable ``init_key -> state``; or None for
         ``alg.init(init_key)``. On resume it only gives the expected tree structure.
       eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks; where it
         raises (or returns no dict) the steps taken are checkpointed before the error propagates.
       checkpoint_dir: folder for checkpoints; a final checkpoint is always written there. A run
-        that does not resume one removes the folder's older checkpoints at its first save. The run
-        holds the folder (a lock file ``.vijax.lock`` in it): another run into
-        it, from any process, fails at once naming the folder and this process's pid. In a run of
-        several processes (``jax.distributed``) process 0 alone reads and writes it (give it to
-        process 0; the others may have the same path or None): on resume it sends the checkpoint
-        to the others, so every process continues from it.
+        that does not resume removes the folder's older checkpoints at its first save. The run
+        holds the folder (a lock file ``.vijax.lock``): another run into it fails at once, naming
+        the holder's pid. With several processes (``jax.distributed``) process 0 alone reads and
+        writes it (``vijax.run._checkpoint``).
       resume: continue from the latest checkpoint in ``checkpoint_dir`` (from scratch if there is
-        none). It must be the same ``key``; a checkpoint at or past ``num_steps`` is returned as is.
-        A newest checkpoint that does not read back intact (truncated, checksum mismatch) is reported
-        with a ``RuntimeWarning`` naming it, renamed ``<name>.corrupt``, and the previous one is used.
-      fingerprint: ``{"hash", "values"}`` identifying what the run computes (``vijax run`` passes its
-        resolved config and data identity); stored in every
-        checkpoint, and on resume compared with the checkpoint's: a difference raises
-        ``ConfigChangedError`` naming the changed keys. None: no check.
+        none), with the same ``key``. A newest checkpoint that does not read back intact is
+        reported (``RuntimeWarning``), renamed ``<name>.corrupt``, and the previous one is used.
+      fingerprint: ``{"hash", "values"}`` identifying what the run computes (``vijax run`` passes
+        its resolved config and data identity); stored in every checkpoint and compared on
+        resume: a difference raises ``ConfigChangedError`` naming the changed keys.
       allow_changes: resume despite a changed fingerprint (a warning lists the changes).
-      progress_fields: trace fields whose chunk means the bar shows (a name or a sequence of
-        names of the step's info); default ``("elbo",)``. A name the trace lacks is refused after
-        the first chunk, once its steps are checkpointed.
+      progress_fields: trace fields whose chunk means the bar shows; default ``("elbo",)``. A name
+        the trace lacks is refused after the first chunk, once its steps are checkpointed.
       config: the run settings (``RunConfig``); default ``RunConfig()``.
-      **settings: ``RunConfig`` fields overriding ``config`` (``num_steps``, ``chunk_size``,
-        ``tol``, ``patience``, ``eval_every``, ``checkpoint_every``, ``progress``,
-        ``compile_cache``). JAX's persistent compilation cache is opt-in here
-        (``compile_cache=True`` or a folder, or ``$VIJAX_COMPILE_CACHE``); the ``vijax`` command turns it on.
+      **settings: ``RunConfig`` fields overriding ``config``.
 
     Returns:
       A ``RunResult``.
 
     Raises:
       ValueError: for bad arguments or settings, an ``info`` without ``elbo``, a checkpoint whose
-        state structure or key does not match this run, process settings (``x64``,
-        ``cpu_devices``) this process does not have, a ``checkpoint_dir`` that is a file or that
-        another run holds, or settings that differ between the processes of a run (``resume``,
-        ``num_steps``, ``chunk_size``, ``tol``, ``patience``, ``eval_every``,
-        ``checkpoint_every``, ``check_values``, whether an ``eval_fn`` is given), named, before
-        anything runs. ``CheckpointError`` (a ValueError) when no
-        checkpoint reads back intact, ``ConfigChangedError`` (one too) for a changed fingerprint.
+        state structure or key does not match, process settings (``x64``, ``cpu_devices``) this
+        process does not have, a ``checkpoint_dir`` that is a file or that another run holds, or
+        settings that differ between the processes of a run. ``CheckpointError`` (a ValueError)
+        when no checkpoint reads back intact, ``ConfigChangedError`` for a changed fingerprint.
 
     Examples:
       >>> import jax, jax.numpy as jnp
