@@ -1,32 +1,14 @@
-"""Data: synthetic generators (binary data from a random decoder for VAEs among them), images (the
-8 x 8 digits), bag-of-words corpora (readers, tokenizer, synthetic LDA and CTM corpora,
-memory-mapped storage), the minibatchers (host-side ``Minibatcher`` of corpora,
-device-side ``epoch_batches`` of indices), and the location of optional reference data.
-
-The corpus layer of bag-of-words models (LDA and its relatives):
-
-- ``Corpus``: an immutable sparse corpus in CSR form on the host, padded into ``BowBatch``es per
-  minibatch, split by documents or by tokens (document completion), saved to and memory-mapped
-  from ``.npz`` files; ``CorpusWriter`` writes one chunk at a time.
-- Readers of the UCI bag-of-words and lda-c formats (``read_uci_bow``, ``read_ldac``), streaming;
-  ``prepare_corpus`` converts UCI, lda-c or text to the memory-mapped ``.npz`` (``vijax prepare``).
-- Raw text: ``tokenize``, ``Vocabulary``, ``build_vocabulary``, ``load_vocabulary``,
-  ``corpus_from_texts``, ``STOP_WORDS_EN``.
-- Synthetic corpora from LDA's generative process: ``sample_lda_corpus`` in memory,
-  ``write_lda_corpus_npz`` streamed to disk; from the correlated topic model:
-  ``sample_ctm_corpus``.
-- The one minibatcher, ``Minibatcher`` / ``minibatches``, and ``stack_batches`` for ``lax.scan``;
-  ``prefetch`` / ``PrefetchHostBatches`` build batches ahead in a background thread.
-
-Everything there runs in NumPy on the host; a ``BowBatch`` goes to the accelerator when a jitted
-step receives it. Random functions take an int seed or a JAX PRNG key, never a default.
+"""Data: synthetic generators with known ground truth, images (the 8 x 8 digits), the UCI binary
+classification sets, and the corpus layer of bag-of-words models: ``Corpus`` (an immutable CSR
+corpus on the host, memory-mapped from ``.npz``), readers of the UCI and lda-c formats, a text
+tokenizer and vocabulary, synthetic LDA and CTM corpora, the one minibatcher (``Minibatcher``,
+``epoch_batches``) and background prefetching. Random functions take an int seed or a JAX PRNG
+key, never a default.
 """
 
 from vijax._lazy import exported, lazy_names
 
-# name -> the module it is read from at its first use (vijax._lazy): the generators and loaders, some
-# of which build models, load only when used; the corpus layer (its modules listed first) too, so that
-# a script reading an lda-c file loads no text tokenizer or synthetic corpus
+# name -> its module, loaded at the name's first use (vijax._lazy)
 _MODULES = {
     "vijax.data._bow": ("BowBatch", "CorpusBatch"),
     "vijax.data._csr": ("MIN_BUCKET", "Corpus", "CorpusWriter", "as_rng", "bucket_length"),
