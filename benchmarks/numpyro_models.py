@@ -275,7 +275,7 @@ def vijax_method(model, args, kwargs, chunk: int, num_samples: int) -> Method:
 
 def split_families(state) -> dict:
     """A ``conjugate_split(rest="ngvi")`` state's q: the conjugate sites' and the rest's families."""
-    return {**state.q_global, **state.inner.q_global}
+    return {**state.q_global, **state.rest.q_global}
 
 
 def split_method(model, args, kwargs, chunk: int, num_samples: int) -> Method:

@@ -253,10 +253,10 @@ def test_ngvi_rest_reaches_the_mean_field_optimum():
     rho = schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)
     alg = conjugate_split(target, report, rest="ngvi", schedule=rho, rest_schedule=rho, num_draws=32, num_samples=8)
     state, info = _fit(alg, 2000, jax.random.PRNGKey(0))
-    assert isinstance(state.inner, vijax.inference.NGVIState) and bool(info.accepted) and bool(info.inner.accepted)
+    assert isinstance(state.rest.inner, vijax.inference.NGVIState) and bool(info.accepted) and bool(info.rest.accepted)
     assert np.isfinite(float(info.elbo)) and int(state.num_rejected) == 0
     m, s, rate, a, b = _mean_field_optimum()
-    q_w, q_sigma, q_rate = state.inner.q_global["w"], state.inner.q_global["sigma"], state.q_global["rate"]
+    q_w, q_sigma, q_rate = state.rest.q_global["w"], state.rest.q_global["sigma"], state.q_global["rate"]
     assert abs(float(q_w.mean) - m) < 0.25 * s
     assert float(jnp.sqrt(q_w.variance)) == pytest.approx(s, rel=0.06)
     assert float(q_rate.concentration) == pytest.approx(2.0 + float(jnp.sum(Y)), rel=1e-5)
@@ -312,8 +312,8 @@ def test_ngvi_rest_takes_the_users_family_per_site():
     wide = expfam.Gamma.from_shape_rate(jnp.asarray(4.0), jnp.asarray(2.0))
     alg = conjugate_split(target, report, rest="ngvi", family={"sigma": wide})
     state = alg.init(jax.random.PRNGKey(0))
-    chex.assert_trees_all_equal(state.inner.q_global["sigma"], wide)
-    chex.assert_trees_all_equal(state.inner.q_global["w"], auto["w"])
+    chex.assert_trees_all_equal(state.rest.q_global["sigma"], wide)
+    chex.assert_trees_all_equal(state.rest.q_global["w"], auto["w"])
     same = conjugate_split(target, report, rest="ngvi", family={"w": auto["w"]})
     default = conjugate_split(target, report, rest="ngvi")
     chex.assert_trees_all_equal(_fit(same, 5, jax.random.PRNGKey(2))[0], _fit(default, 5, jax.random.PRNGKey(2))[0])
@@ -379,7 +379,7 @@ def test_a_model_whose_every_site_is_conjugate_is_a_closed_form_sweep(rest):
     assert report["rate"].conjugate and report["mu"].conjugate
     alg = conjugate_split(target, report, rest=rest, num_draws=2)
     state, info = _fit(alg, 2, jax.random.PRNGKey(2))
-    assert state.inner is None and info.inner is None and bool(info.accepted) and np.isfinite(float(info.elbo))
+    assert state.rest is None and info.rest is None and bool(info.accepted) and np.isfinite(float(info.elbo))
     q_rate, q_mu = state.q_global["rate"], state.q_global["mu"]
     np.testing.assert_allclose(
         [q_rate.concentration, q_rate.rate], [2.0 + float(jnp.sum(Y)), 1.0 + Y.shape[0]], rtol=1e-6

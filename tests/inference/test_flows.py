@@ -1,4 +1,4 @@
-"""Normalizing flows from flowjax as a ``bbvi`` family (vijax.inference._flows).
+"""Normalizing flows from flowjax as a ``bbvi`` family (vijax.inference._guides.FlowGuide).
 
 Checked: a masked autoregressive flow fitted to a correlated 2-D Gaussian reaches its mean and
 covariance (Monte Carlo tolerance from 5,000 draws); on a banana-shaped target the flow's ELBO

@@ -58,7 +58,7 @@ def test_every_registered_algorithm_takes_a_step_by_name(name):
     model, batch, n = _model_and_batch(name)
     schedule = None if not ALGORITHMS[name].takes_schedule else {"optax": 0.05, "aevb": 1e-3}.get(name, 0.5)
     alg = make_algorithm(name, model, num_data=n, schedule=schedule, **SETTINGS.get(name, {}))
-    assert type(alg) is VIAlgorithm and alg._fields == ("init", "step")  # one algorithm type
+    assert type(alg) is VIAlgorithm and alg._fields == ("init", "step", "extras")  # one algorithm type
     # its step is bound to the factory's settings (a pytree holding the model: the runner passes its arrays)
     assert isinstance(alg.step, BoundFunction) and alg.step.keywords.get("model", model) is model
     state = alg.init(KEY, batch)

@@ -164,4 +164,4 @@ def test_bad_alpha_is_refused_by_name(kw, match):
 
 def test_default_alpha():
     alg = algorithm()
-    assert vi.guide(alg) is not None and alg.step.keywords["alpha"] == 0.5
+    assert vi.guide(alg) is not None and alg.extras.settings["alpha"] == 0.5

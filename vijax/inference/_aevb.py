@@ -2,49 +2,28 @@
 
 Kingma and Welling (2014), *Auto-Encoding Variational Bayes*; the *Raise your ELBO* tutorial
 (2019, §AEVB, §Fully Bayesian AEVB). The model is an ``AEVBModel`` (``vijax.models.VAE``): an
-encoder q_phi(z | x) = N(mu_phi(x), diag(sigma_phi(x)^2)), a decoder p(x | z; theta) and the prior
-p(z) = N(0, I).
+encoder q_phi(z | x) = N(mu_phi(x), diag(sigma_phi(x)^2)), a decoder p(x | z; theta), p(z) = N(0, I).
 
-**AEVB** (``bayesian_decoder=False``): theta is a point estimate, and the objective is the
-minibatch estimate of sum_n ELBO_n (the tutorial's U, with the reparameterized z = mu + sigma eps)
+**AEVB** (``bayesian_decoder=False``): theta is a point estimate; the objective, a lower bound on
+log p(X; theta), is
 
-    L(phi, theta) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ],
+    L(phi, theta) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ].
 
-the KL in closed form. It is a lower bound on log p(X; theta).
+**Fully Bayesian AEVB** (``bayesian_decoder=True``): theta ~ N(0, prior_scale^2 I) with a
+mean-field Gaussian q(theta) (``GaussianGuide``); one reparameterized theta per step, shared by the
+batch, and KL(q(theta) || p(theta)) subtracted once per step: a lower bound on log p(X).
 
-**Fully Bayesian AEVB** (``bayesian_decoder=True``): theta ~ p(theta) = N(0, prior_scale^2 I)
-and q(theta) is a mean-field Gaussian over the flat decoder parameters (``GaussianGuide``,
-softplus scales, started at the decoder's own parameters with sd ``init_scale``). One
-reparameterized theta = m + s zeta is drawn per step and shared by the batch:
+Evaluations (module functions of ``vijax.inference``, reading the algorithm's ``extras``):
 
-    L(phi, gamma) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ]
-                     - KL(q(theta) || p(theta)),
-
-where KL(q(theta) || p(theta)) = sum_i [log(prior_scale / s_i) + (s_i^2 + m_i^2) / (2 prior_scale^2) - 1/2]
-is subtracted once per step (not scaled by N/M). It is a lower bound on log p(X).
-
-Both are ascended with an optax optimizer (``schedule`` is its learning rate). A step whose ELBO
-estimate, gradient or new parameters are not finite is not applied (``info.accepted`` False,
-``state.num_rejected`` counts it), as in ``bbvi``.
-
-**Evaluation**, module functions of ``vijax.inference`` over the algorithm and its state (the
-algorithm is ``VIAlgorithm(init, step)``; they read its settings from ``step``):
-
-- ``vijax.inference.elbo(alg, key, state.q_global, x, num_samples=1, theta="sample")``: per-datum ELBO estimates (N,). With the Bayesian
-  decoder, theta is drawn from q(theta) once per Monte Carlo sample (shared by the data): the
-  estimate is of E_q(theta)[ELBO_n(theta)], a lower bound on log E_q(theta) p(x_n | theta), the
-  predictive density of x_n under q(theta) (the global KL is not part of a datum's bound).
-- ``iwae_log_likelihood(alg, key, state, x, num_samples=K, chunk_size=256, theta="sample")``: per-datum estimates of log p(x_n) by
-  importance sampling with the encoder as proposal (Burda, Grosse and Salakhutdinov 2016),
-  log (1/K) sum_k p(x_n | z_k) p(z_k) / q(z_k | x_n), whose expectation increases with K to
-  log p(x_n). K is taken in chunks of ``chunk_size`` (a ``lax.scan`` with a running
-  log-sum-exp), so memory is O(N chunk_size) whatever K. With the Bayesian decoder and
-  ``theta="sample"`` (the default) a fresh theta_k ~ q(theta) goes with each importance sample
-  (shared by the data), so the weights' mean is the predictive density E_q(theta) p(x_n | theta)
-  and the estimate converges to its log; ``theta="mean"`` plugs in q's mean instead (log p(x_n)
-  at theta = E_q[theta]).
-- ``reconstruct(alg, state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta (deterministic);
-  ``sample(alg, key, state, num_samples)``: E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta).
+- ``elbo(alg, key, state.q_global, x, num_samples=1, theta="sample")``: (N,) per-datum ELBO
+  estimates; with the Bayesian decoder theta ~ q(theta) per Monte Carlo sample (a bound on the
+  predictive density E_q(theta) p(x_n | theta)).
+- ``iwae_log_likelihood(alg, key, state, x, num_samples=K, chunk_size=256, theta="sample")``:
+  log (1/K) sum_k p(x_n | z_k) p(z_k) / q(z_k | x_n) (Burda, Grosse and Salakhutdinov 2016), in
+  chunks (a ``lax.scan`` with a running log-sum-exp); ``theta="sample"`` draws theta_k ~ q(theta)
+  per sample, ``"mean"`` plugs in q's mean.
+- ``reconstruct(alg, state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta;
+  ``sample(alg, key, state, num_samples)``: E[x | z; theta], z ~ N(0, I), theta ~ q(theta).
 - ``decoder_kl(alg, state)``: KL(q(theta) || p(theta)) (0 for a point decoder).
 """
 
@@ -61,7 +40,14 @@ from vijax._validate import batch_size, check_bool, check_choice, check_int, che
 from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, check_protocol, checked_step
+from vijax.inference.base import (
+    VIAlgorithm,
+    bind_settings,
+    check_protocol,
+    reject_non_finite,
+    safe_increment,
+    validated_step,
+)
 from vijax.models import AEVBModel, filter_jit
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -71,20 +57,17 @@ THETA_DRAWS = ("sample", "mean")
 class AEVBState(NamedTuple):
     """q_global: {"encoder": phi, "decoder": theta} (a point decoder) or
     {"encoder": phi, "decoder": q(theta)'s vparams {"loc", "scale"}} (the Bayesian decoder);
-    opt_state: optax's state; count: int32 steps taken; num_rejected: int32 steps not applied."""
+    opt_state: optax's state; count: int32 steps taken."""
 
     q_global: PyTree
     opt_state: PyTree
     count: Array
-    num_rejected: Array
 
 
 class AEVBInfo(NamedTuple):
-    """elbo: the minibatch ELBO estimate (scaled to N) at the parameters before the step;
-    accepted: whether the step was applied."""
+    """elbo: the minibatch ELBO estimate (scaled to N) at the parameters before the step."""
 
     elbo: Array
-    accepted: Array
 
 
 def gaussian_kl(loc: Array, scale: Array, prior_scale: float) -> Array:
@@ -158,11 +141,10 @@ def init(
         model.check_data(batch)
     params = model.network_params()
     q = {"encoder": params["encoder"], "decoder": decoder.init(params["decoder"])}
-    zero = jnp.zeros((), jnp.int32)
-    return AEVBState(q, optimizer.init(q), zero, zero)
+    return AEVBState(q, optimizer.init(q), jnp.zeros((), jnp.int32))
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: AEVBState,
@@ -182,19 +164,7 @@ def step(
     )
     updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)
     new = optax.apply_updates(state.q_global, updates)
-    return Proposal(AEVBState(new, opt_state, state.count, state.num_rejected), AEVBInfo(elbo, None), (elbo, grads))
-
-
-def _as_float(x) -> Array:
-    x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
-
-
-def _check_eval(model, x, key, num_samples, theta):
-    check_key("key", key)
-    model.check_data(x, "x")
-    check_choice("theta", theta, THETA_DRAWS)
-    return check_int("num_samples", num_samples)
+    return AEVBState(new, opt_state, safe_increment(state.count)), AEVBInfo(elbo)
 
 
 def _log_weights(model, enc, theta, theta_axis, x, key, num):
@@ -230,23 +200,18 @@ def as_top_level_api(
     Args:
       model: an ``AEVBModel`` (``vijax.models.VAE``).
       num_data: N for the N / M scaling of a minibatch of M (None: every batch is the whole data).
-      schedule: the learning rate of a named optimizer (a number or ``count -> rate``; default: the
-        optimizer's, ``DEFAULT_LEARNING_RATES``, 1e-3 for Adam).
+      schedule: the learning rate of a named optimizer (default ``DEFAULT_LEARNING_RATES``).
       optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
         ``optax.GradientTransformation``.
       num_samples: S >= 1 draws of z per datum and step.
       bayesian_decoder: a mean-field Gaussian q(theta) over the decoder's parameters instead of a
         point estimate.
       prior_scale: the prior's sd, theta ~ N(0, prior_scale^2 I) (Bayesian decoder).
-      init_scale: q(theta)'s initial sd (Bayesian decoder); small, so that the first steps see a
-        decoder close to its initial network.
+      init_scale: q(theta)'s initial sd (Bayesian decoder).
 
     Returns:
-      ``VIAlgorithm(init, step)``: ``init(key, batch=None)``,
-      ``step(key, state, batch) -> (state, AEVBInfo)``; evaluated by the module functions of
-      ``vijax.inference`` (the module docstring): ``elbo(alg, key, state.q_global, x) -> (N,)``,
-      ``iwae_log_likelihood(alg, key, state, x) -> (N,)``, ``reconstruct(alg, state, x) -> (N, D)``,
-      ``sample(alg, key, state, num_samples) -> (S, D)``, ``decoder_kl(alg, state)``.
+      ``reject_non_finite(VIAlgorithm(init, step))``, evaluated by ``vijax.inference.elbo``,
+      ``iwae_log_likelihood``, ``reconstruct``, ``sample`` and ``decoder_kl`` (module docstring).
 
     Raises:
       ValueError: naming the argument: a model that is not an ``AEVBModel``, a bad setting;
@@ -275,15 +240,21 @@ def as_top_level_api(
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
     decoder = _Decoder(model.network_params()["decoder"], bayesian_decoder, init_scale, prior_scale)
     settings = dict(model=model, decoder=decoder, optimizer=optimizer, num_data=num_data, num_samples=num_samples)
-
-    return VIAlgorithm(
-        init=bind_settings(init, model=model, decoder=decoder, optimizer=optimizer),
-        step=bind_settings(step, **settings),
+    return reject_non_finite(
+        VIAlgorithm(
+            bind_settings(init, model=model, decoder=decoder, optimizer=optimizer),
+            bind_settings(step, **settings),
+            AEVBExtras(model, decoder),
+        )
     )
 
 
-# The evaluations: checked on the host, then one compiled program per model and setting (the model
-# and decoder are static: hashed by identity), inlined under a caller's jit.
+# The evaluations (``AEVBExtras``), compiled with the model and decoder static.
+
+
+def _as_float(x) -> Array:
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
 
 @filter_jit
@@ -327,61 +298,57 @@ def _sample_eval(q, key, *, model, decoder, num_samples):
     return jax.vmap(model.mean, (axis, 0))(thetas, z)
 
 
-def elbo(q_global: PyTree, x, key: PRNGKey, num_samples: int = 1, theta: str = "sample", *, model, decoder) -> Array:
-    """(N,) per-datum ELBO estimates at ``q_global`` (see the module docstring)."""
-    s = _check_eval(model, x, key, num_samples, theta)
-    return _elbo_eval(q_global, _as_float(x), key, model=model, decoder=decoder, num_samples=s, theta=theta)
+class AEVBExtras:
+    """What ``aevb`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): the evaluations
+    of the module docstring, their arguments checked, then compiled."""
 
+    def __init__(self, model, decoder: _Decoder):
+        self.model, self.decoder = model, decoder
 
-def iwae_log_likelihood(
-    q_global: PyTree,
-    x,
-    key: PRNGKey,
-    num_samples: int = 1000,
-    chunk_size: int = 256,
-    theta: str = "sample",
-    *,
-    model,
-    decoder,
-) -> Array:
-    """(N,) importance-sampled estimates of log p(x_n), K = ``num_samples`` in chunks of ``chunk_size``."""
-    k_total = _check_eval(model, x, key, num_samples, theta)
-    c = min(check_int("chunk_size", chunk_size), k_total)
-    return _iwae_eval(q_global, _as_float(x), key, model=model, decoder=decoder, k_total=k_total, chunk=c, theta=theta)
+    def _check(self, x, key, num_samples, theta) -> int:
+        check_key("key", key)
+        self.model.check_data(x, "x")
+        check_choice("theta", theta, THETA_DRAWS)
+        return check_int("num_samples", num_samples)
 
+    def sample(self, key: PRNGKey, state, num_samples: int) -> Array:
+        """(S, D): E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta)."""
+        s = check_int("num_samples", num_samples)
+        return _sample_eval(state.q_global, key, model=self.model, decoder=self.decoder, num_samples=s)
 
-def reconstruct(q_global: PyTree, x, *, model, decoder) -> Array:
-    """(N, D): E[x | z = mu_phi(x); theta] at q's mean theta."""
-    model.check_data(x, "x")
-    return _reconstruct_eval(q_global, _as_float(x), model=model, decoder=decoder)
+    def elbo(self, key: PRNGKey, q_global: PyTree, x, num_samples: int = 1, theta: str = "sample") -> Array:
+        """(N,) per-datum ELBO estimates at ``q_global``."""
+        s = self._check(x, key, num_samples, theta)
+        kw = dict(model=self.model, decoder=self.decoder, num_samples=s, theta=theta)
+        return _elbo_eval(q_global, _as_float(x), key, **kw)
 
+    def iwae_log_likelihood(self, key, state, x, num_samples: int, chunk_size: int, theta: str) -> Array:
+        """(N,) importance-sampled log p(x_n), K = ``num_samples`` in chunks of ``chunk_size``."""
+        k_total = self._check(x, key, num_samples, theta)
+        c = min(check_int("chunk_size", chunk_size), k_total)
+        kw = dict(model=self.model, decoder=self.decoder, k_total=k_total, chunk=c, theta=theta)
+        return _iwae_eval(state.q_global, _as_float(x), key, **kw)
 
-def sample(q_global: PyTree, key: PRNGKey, num_samples: int, *, model, decoder) -> Array:
-    """(S, D): E[x | z; theta] for z ~ N(0, I) and theta ~ q(theta) (its key checked by
-    ``vijax.inference.sample``, the one caller)."""
-    s = check_int("num_samples", num_samples)
-    return _sample_eval(q_global, key, model=model, decoder=decoder, num_samples=s)
+    def reconstruct(self, state, x) -> Array:
+        """(N, D): E[x | z = mu_phi(x); theta] at q's mean theta."""
+        self.model.check_data(x, "x")
+        return _reconstruct_eval(state.q_global, _as_float(x), model=self.model, decoder=self.decoder)
 
-
-def decoder_kl(q_global: PyTree, *, decoder) -> Array:
-    """KL(q(theta) || p(theta)) (0 for a point decoder)."""
-    return decoder.kl(q_global["decoder"])
+    def decoder_kl(self, state) -> Array:
+        """KL(q(theta) || p(theta)) (0 for a point decoder)."""
+        return self.decoder.kl(state.q_global["decoder"])
 
 
 aevb = as_top_level_api
 
 __all__ = [
+    "AEVBExtras",
     "AEVBInfo",
     "AEVBState",
     "THETA_DRAWS",
     "aevb",
     "as_top_level_api",
-    "decoder_kl",
-    "elbo",
     "gaussian_kl",
     "init",
-    "iwae_log_likelihood",
-    "reconstruct",
-    "sample",
     "step",
 ]

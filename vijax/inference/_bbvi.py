@@ -1,50 +1,29 @@
 """Black-box VI on any JAX log-density: a Monte Carlo ELBO ascended with an optax optimizer.
 
-The user gives ``log_density(params, batch) -> scalar`` for a pytree ``params`` of any structure
-(a hand-written log-joint, or one built on the apply function of a Flax / Equinox network) and a
-variational family (``vijax.inference._guides``: Gaussian mean-field, full-rank or low-rank plus
-diagonal on the unconstrained parameters with TFP bijectors, or a pytree of ``vijax.expfam``
-families drawn by inversion). With z_s ~ q_lambda(z), s = 1..S, and
-f(z) = log p(x, T(z)) + log |det dT/dz| (``_guides``), the estimators of the *Raise your ELBO*
-tutorial and Blei, Kucukelbir and McAuliffe (2017, §5) are:
+The user gives ``log_density(params, batch) -> scalar`` for a pytree ``params`` and a variational
+family (``vijax.inference._guides``). With z_s ~ q_lambda(z), s = 1..S, and
+f(z) = log p(x, T(z)) + log |det dT/dz|, the estimators (Blei, Kucukelbir and McAuliffe 2017, §5)
+are:
 
-- ``"reparam"``: z_s = m + S eps_s; grad of (1/S) sum_s f(z_s) + H[q] (``entropy="analytic"``,
-  the default) or of (1/S) sum_s [f(z_s) - log q(z_s)] (``entropy="mc"``);
+- ``"reparam"``: z_s = m + S eps_s; grad of (1/S) sum_s f(z_s) + H[q] (``entropy="analytic"``)
+  or of (1/S) sum_s [f(z_s) - log q(z_s)] (``entropy="mc"``);
 - ``"stl"``: "sticking the landing" (Roeder, Wu and Duvenaud 2017): the Monte Carlo entropy with
-  log q evaluated at stopped parameters, log q_{stop(lambda)}(z_s(lambda)), so that the score term
-  whose expectation is zero is dropped and the gradient vanishes at an exact posterior;
-- ``"score"``: the score-function (REINFORCE) gradient
-  (1/S) sum_s (f_s - b_s) grad log q_lambda(z_s) with stopped draws and the leave-one-out control
-  variate b_s = (1/(S-1)) sum_{r != s} f_r (unbiased; needs S >= 2), for a q without a
-  reparameterized sampler; with ``entropy="analytic"`` f_s = f(z_s) and grad H[q] is added exactly,
-  with ``entropy="mc"`` f_s = f(z_s) - log q(z_s);
-- ``"iwae"``: the importance-weighted bound (Burda, Grosse and Salakhutdinov 2016)
-  log (1/S) sum_s exp(f(z_s) - log q(z_s)) with reparameterized draws (S = K samples);
-- ``"renyi"``: the variational Renyi bound of order ``alpha`` (Li and Turner 2016, *Renyi
-  Divergence Variational Inference*, §3-4), L_alpha = log p(x) - D_alpha(q || p(. | x)), estimated
-  with reparameterized draws as (1 / (1 - alpha)) log (1/S) sum_s w_s^(1 - alpha),
-  log w_s = f(z_s) - log q(z_s): alpha = 0 is the ``"iwae"`` bound, alpha -> 1 the ELBO (taken
-  exactly at alpha = 1 as (1/S) sum_s log w_s, the ``"reparam"`` estimator with
-  ``entropy="mc"``), and alpha > 0 interpolates (``vr_bound``).
+  log q at stopped parameters, so the gradient vanishes at an exact posterior;
+- ``"score"``: (1/S) sum_s (f_s - b_s) grad log q_lambda(z_s) with stopped draws and the
+  leave-one-out baseline b_s = (1/(S-1)) sum_{r != s} f_r (S >= 2);
+- ``"iwae"``: log (1/S) sum_s exp(f(z_s) - log q(z_s)) (Burda, Grosse and Salakhutdinov 2016);
+- ``"renyi"``: the variational Renyi bound of order alpha (Li and Turner 2016, §3-4),
+  (1 / (1 - alpha)) log (1/S) sum_s w_s^(1 - alpha), log w_s = f(z_s) - log q(z_s): alpha = 0 is
+  ``"iwae"``, alpha = 1 the ELBO (``vr_bound``).
 
-Given ``prior`` (a TFP distribution on the flat unconstrained vector for the Gaussian families with
-identity bijectors, or a pytree of families of q's types for ``vijax.expfam`` q), ``log_density``
-is the log-likelihood and the KL is analytic: ELBO = E_q[log p(x | z)] - KL(q || prior).
-
-Minibatches: with ``num_data`` = N, ``log_density(params, batch)`` is the log-likelihood of the M
-data points of ``batch`` (their sum), scaled by N / M, and ``log_prior(params)`` (or ``prior``) is
-added once. Draws are made with ``vmap`` over S keys; ``step`` is pure, so it ``vmap``s over seeds.
-A step whose ELBO estimate, gradient or new parameters are not finite is not applied: the state
-keeps its parameters, ``info.accepted`` is False and ``state.num_rejected`` counts it.
-
-``vijax.inference.elbo(alg, key, vparams, batch)`` is the objective ``step`` ascends as a plain
-differentiable function, so that q can be one part of a larger model trained by the user's own ``jax.grad`` and
-optax (a Bayesian last layer whose ``batch`` holds a network's features; docs/composition.md).
+With ``prior`` the KL is analytic: ELBO = E_q[log p(x | z)] - KL(q || prior). With ``num_data`` = N
+the log-likelihood of a batch of M is scaled by N / M and ``log_prior`` is added once.
+``vijax.inference.elbo(alg, key, q_global, batch)`` is the objective as a differentiable function
+(docs/composition.md).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Callable, NamedTuple, Optional, Union
 
@@ -65,11 +44,10 @@ from vijax._validate import (
 )
 from vijax.interop import Target
 from vijax.models import filter_jit
-from vijax.inference._guides import make_guide
-from vijax.inference._flows import draws, flow_guide, is_flow
+from vijax.inference._guides import draws, flow_guide, is_flow, make_guide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.inference._start_checks import (
     NUM_START_DRAWS,
     check_gradient_flows,
@@ -85,33 +63,27 @@ DEFAULT_ALPHA = 0.5  # the order of the Renyi bound when none is given (Li and T
 
 
 class BBVIState(NamedTuple):
-    """q_global: the variational parameters (``vijax.inference.guide(alg)`` reads them); opt_state: optax's
-    state; count: int32 steps taken; num_rejected: int32 steps not applied (non-finite)."""
+    """q_global: the variational parameters (of ``vijax.inference.guide(alg)``); opt_state: optax's
+    state; count: int32 steps taken."""
 
     q_global: PyTree
     opt_state: PyTree
     count: Array
-    num_rejected: Array
 
 
 class BBVIInfo(NamedTuple):
-    """elbo: the Monte Carlo ELBO estimate at the parameters before the step (the bound for
-    ``"iwae"``); grad_norm: |g|; accepted: whether the step was applied."""
+    """elbo: the Monte Carlo estimate of the objective before the step; grad_norm: |g|."""
 
     elbo: Array
     grad_norm: Array
-    accepted: Array
 
 
 def log_joint(
     log_density: Callable, *, log_prior: Optional[Callable] = None, num_data: Optional[int] = None
 ) -> Callable:
     """``(params, batch) -> log p(batch, params)``: ``log_density`` (scaled by N / M when
-    ``num_data`` = N is given, M the batch's leading size) plus ``log_prior(params)``.
-
-    The result is checked at trace time: a non-scalar or non-float output raises ValueError, and
-    so does a batch of more than ``num_data`` data points (M > N would weight each by N / M < 1).
-    """
+    ``num_data`` = N is given) plus ``log_prior(params)``. A non-scalar or non-float output, or a
+    batch of more than N data points, raises ValueError at trace time."""
 
     def joint(params, batch):
         out = log_density(params, batch)
@@ -122,7 +94,7 @@ def log_joint(
                 f"{getattr(out, 'dtype', '')}",
             )
         if num_data is not None:
-            check_num_data(num_data, None, batch)  # M > N would down-weight the likelihood (trace time)
+            check_num_data(num_data, None, batch)
             out = out * (num_data / batch_size(batch))
         if log_prior is not None:
             lp = log_prior(params)
@@ -134,7 +106,7 @@ def log_joint(
     return joint
 
 
-# what a target carries itself, and why an algorithm given a target refuses the argument
+# what a target carries itself (an algorithm given a target refuses the argument)
 _TARGET_OWNS = {
     "init_params": "its starting point (target.init_params)",
     "bijectors": "the model's own transforms (target.transform)",
@@ -145,8 +117,7 @@ _TARGET_OWNS = {
 
 
 def check_target_arguments(**given: Any) -> None:
-    """Raises ValueError naming the first argument of ``given`` that is not None: with a
-    ``vijax.interop.Target`` in place of the log-density, the target carries it (``_TARGET_OWNS``)."""
+    """Raises ValueError naming the first argument of ``given`` that is not None (a target carries it)."""
     for name, value in given.items():
         if value is not None:
             raise ValueError(
@@ -159,11 +130,10 @@ def _draws(guide, vparams, key, num_samples):
 
 
 def vr_bound(log_w: Array, alpha: float) -> Array:
-    """The Monte Carlo variational Renyi bound (1 / (1 - alpha)) log (1/S) sum_s exp((1 - alpha)
-    log_w_s) of (S,) log-weights (Li and Turner 2016, §4): the IWAE bound at alpha = 0, the mean of
-    ``log_w`` at alpha = 1 (the limit). With c = 1 - alpha, x = c (log_w - mean) and m = max x, it
-    is computed as mean(log_w) + (m + log1p(mean(expm1(x - m)))) / c, which keeps its precision
-    as alpha -> 1 (a logsumexp loses the O(c) term to rounding) and never overflows."""
+    """The variational Renyi bound (1 / (1 - alpha)) log (1/S) sum_s exp((1 - alpha) log_w_s) of (S,)
+    log-weights (Li and Turner 2016, §4): the IWAE bound at alpha = 0, mean(log_w) at alpha = 1.
+    With c = 1 - alpha, x = c (log_w - mean), m = max x, it is mean(log_w) + (m + log1p(mean(expm1(x
+    - m)))) / c, precise as alpha -> 1 and free of overflow."""
     if alpha == 0.0:
         return jax.scipy.special.logsumexp(log_w) - math.log(log_w.shape[0])
     mean = jnp.mean(log_w)
@@ -176,9 +146,8 @@ def vr_bound(log_w: Array, alpha: float) -> Array:
 
 
 def _objective(vparams, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha=None):
-    """(surrogate whose gradient is the estimator, ELBO estimate); the arguments after ``key`` are
-    the keywords of ``elbo`` and ``step``, in their order."""
-    z, logq = draws(guide, vparams, key, num_samples, estimator)  # with log q where a flow draws it in one pass
+    """(surrogate whose gradient is the estimator, ELBO estimate)."""
+    z, logq = draws(guide, vparams, key, num_samples, estimator)
     if estimator == "score":
         z = jax.lax.stop_gradient(z)
 
@@ -226,23 +195,15 @@ def elbo(
     prior: Any = None,
     alpha: Optional[float] = None,
 ) -> Array:
-    """The ELBO estimate of ``step`` as a differentiable scalar: its value is the Monte Carlo ELBO
-    (the importance-weighted bound for ``"iwae"``, the Renyi bound for ``"renyi"``), its gradient in ``vparams`` the estimator,
-    and its gradient in anything ``batch`` depends on the Monte Carlo estimate of that gradient
-    at the same draws (the draws z_s = m + S eps_s depend on vparams and the key only).
-
-    For the score-function estimator the value is stop(ELBO) + (surrogate - stop(surrogate)).
-    """
+    """``step``'s objective as a differentiable scalar: its value the Monte Carlo estimate, its
+    gradient in ``vparams`` the estimator, its gradient in anything ``batch`` depends on the
+    estimate of that gradient at the same draws. For ``"score"``: stop(ELBO) + (surrogate -
+    stop(surrogate))."""
     check_key("key", key)
     surrogate, value = _objective(vparams, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha)
     if estimator != "score":
         return surrogate
     return jax.lax.stop_gradient(value) + surrogate - jax.lax.stop_gradient(surrogate)
-
-
-def _all_finite(tree) -> Array:
-    leaves = jax.tree_util.tree_leaves(tree)
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
 def init(
@@ -255,78 +216,64 @@ def init(
     log_density: Optional[Callable] = None,
     has_prior: bool = False,
 ) -> BBVIState:
-    """q at the guide's start and the optimizer's state.
-
-    With a ``batch`` (and ``joint``), the log-density is evaluated at q's centre and at a few draws
-    of q; a non-finite value raises ValueError (a NaN-returning log-density, or a parameter whose
-    bijector does not map to its support). With ``log_density`` (the estimators that differentiate
-    it: all but ``"score"``), its gradient at those draws is checked too, by the derivative along a
-    random direction (``directional_probe``, ``check_gradient_flows``; with ``batch`` None, where
-    ``log_density`` accepts None, and there a log-density not finite at any of the draws raises
-    ValueError: ``check_some_finite``).
-    """
+    """q at the guide's start and the optimizer's state, after ``check_start`` on concrete inputs
+    (``log_density`` None: values only, for ``"score"``)."""
     check_key("key", key)
     vparams = guide.init()
-    # checked on concrete values only: not under a caller's vmap (restarts) or jit
     concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
     if concrete and joint is not None and (batch is not None or log_density is not None):
-        _check_start(key, batch, guide, vparams, joint, log_density, has_prior)
-    zero = jax.device_put(np.int32(0))  # no program to compile for a constant (jnp.asarray compiles one)
-    return BBVIState(vparams, optimizer.init(vparams), zero, zero)
+        z = _draws(guide, vparams, key, NUM_START_DRAWS)
+        mean = None if batch is None else guide.mean(vparams)
+        check_start(key, batch, z, mean, joint, log_density, has_prior, constrain=guide.constrain)
+    return BBVIState(vparams, optimizer.init(vparams), jnp.zeros((), jnp.int32))
 
 
-# compiled once per (guide, joint, log_density, shapes): a second init reuses it; it runs once
-@functools.partial(filter_jit, setup=True)
-def _probe(key, v, vparams, batch, guide, joint, log_density, at_mean: bool):
-    """(the joint at q's centre where ``at_mean``, else None; at ``NUM_START_DRAWS`` draws of q
-    (``_draws`` at ``key``, unconstrained) the joint's value and, where ``log_density`` is given,
-    ``directional_probe``'s flags along the directions ``v``), in one program (op by op, each
-    operation of the guide's sampler and map is a compilation of its own)."""
-    z = _draws(guide, vparams, key, NUM_START_DRAWS)
-    value = joint(guide.mean(vparams), batch) if at_mean else None
-    if log_density is None:  # nothing is differentiated: the values only
-        vals = jax.vmap(lambda zs: joint(guide.constrain(zs)[0], batch))(z)
-        return value, (vals, None, None)
-    on_z = lambda f: lambda zs, b: f(guide.constrain(zs)[0], b)  # noqa: E731
-    return value, jax.vmap(directional_probe(on_z(joint), on_z(log_density), batch))(z, v)
+@filter_jit
+def _probe(z, v, batch, mean, joint, log_density, has_prior, constrain):
+    """(the joint at ``mean`` or None; at each draw of ``z`` the joint's value and, with
+    ``log_density``, ``directional_probe``'s flags along ``v``)."""
+    value = None if mean is None else joint(mean, batch)
+    on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))  # noqa: E731
+    if log_density is None:
+        return value, (jax.vmap(lambda zs: on_z(joint)(zs, batch))(z), None, None)
+    probe = directional_probe(on_z(joint), on_z(log_density) if has_prior else None, batch)
+    return value, jax.vmap(probe)(z, v)
 
 
-def _check_start(key, batch, guide, vparams, joint, log_density, has_prior) -> None:
-    if batch is None and log_density is None:
+def check_start(key, batch, z, mean, joint, log_density, has_prior: bool, constrain: Optional[Callable] = None) -> None:
+    """The start checks of ``bbvi`` and ``ngvi``: the joint at q's ``mean`` (None: not checked) and
+    at the draws ``z`` of q (mapped by ``constrain``), and with ``log_density`` its derivative along
+    a random direction at each draw. Raises ValueError where the joint is not finite at the mean, at
+    some draw with a batch, or at every draw, or where its gradient is exactly zero at every draw
+    (``check_gradient_flows``). Without a batch, a log-density that needs one is not checked."""
+    v = None if log_density is None else directions(host_rng(key), z)
+    try:
+        at_mean, (values, joint_moves, lik_moves) = _probe(z, v, batch, mean, joint, log_density, has_prior, constrain)
+    except Exception:  # noqa: BLE001 - log_density does not accept batch=None
+        if batch is not None:
+            raise
         return
-    v = None
-    if log_density is not None:  # a direction per draw, from the draws' shapes (no program)
-        v = directions(host_rng(key), jax.eval_shape(lambda: _draws(guide, vparams, key, NUM_START_DRAWS)))
-    if batch is None:  # a log-density that takes no data (one that needs a batch is not checked)
-        try:
-            _, (vals, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, False)
-        except Exception:  # noqa: BLE001 - log_density does not accept batch=None
-            return
-        check_some_finite(vals, f"{NUM_START_DRAWS} draws of the initial q")
-    else:
-        at_mean, (vals, joint_moves, lik_moves) = _probe(key, v, vparams, batch, guide, joint, log_density, True)
-        at_mean = float(at_mean)
-        if not np.isfinite(at_mean):
-            raise ArgumentError(
-                "log_density", f"log_density is not finite ({at_mean}) at the initial parameters (q's centre)"
-            )
-        vals = np.asarray(vals)
-        if not np.all(np.isfinite(vals)):
-            raise ArgumentError(
-                "log_density",
-                f"log_density is not finite ({vals}) at draws of the initial q: does every constrained "
-                "parameter have a bijector onto its support (bijectors=...)?",
-            )
+    if at_mean is not None and not np.isfinite(float(at_mean)):
+        raise ArgumentError("log_density", f"log_density is not finite ({float(at_mean)}) at the mean of the initial q")
+    where = f"{NUM_START_DRAWS} draws of the initial q"
+    check_some_finite(values, where)
+    if batch is not None and constrain is not None and not np.all(np.isfinite(np.asarray(values))):
+        raise ArgumentError(
+            "log_density",
+            f"log_density is not finite ({np.asarray(values)}) at draws of the initial q: does every constrained "
+            "parameter have a bijector onto its support (bijectors=...)?",
+        )
     if log_density is not None:
-        check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
+        check_gradient_flows(joint_moves, lik_moves, has_prior, where)
 
 
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: BBVIState,
     batch: PyTree,
     *,
+    model: Any,
     guide,
     joint: Callable,
     optimizer: optax.GradientTransformation,
@@ -335,15 +282,12 @@ def step(
     num_samples: int,
     prior: Any = None,
     alpha: Optional[float] = None,
-    model: Any = None,
     template: PyTree = None,
 ) -> tuple[BBVIState, BBVIInfo]:
-    """One optimizer step on the Monte Carlo ELBO (see the module docstring). The batch is checked
-    by ``model`` (``check_data`` / ``batch_checks``, as ``check_step_batch`` does) when it has them:
-    the factory passes the model whose bound method ``log_density`` is, or ``log_density`` itself.
-    ``state.q_global`` must have the structure and shapes of ``template`` (the guide's
-    ``init()``, as ``jax.eval_shape`` gives it), else ValueError naming ``state.q_global``."""
-    if template is not None:  # another bbvi's state (another family or parameters) fails here, not deep inside
+    """One optimizer step on the Monte Carlo ELBO. The batch is checked by ``model`` where it
+    declares its checks (``vijax.models.BatchChecked``: a target does); ``state.q_global`` must have
+    the structure and shapes of ``template``, else ValueError naming ``state.q_global``."""
+    if template is not None:
         check_shapes("state.q_global", state.q_global, template, "this bbvi's variational parameters")
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
         state.q_global, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha
@@ -351,8 +295,7 @@ def step(
     neg = jax.tree.map(jnp.negative, grads)
     updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
     new = optax.apply_updates(state.q_global, updates)
-    info = BBVIInfo(elbo, optax.tree.norm(grads), None)
-    return Proposal(BBVIState(new, opt_state, state.count, state.num_rejected), info, (elbo, grads))
+    return BBVIState(new, opt_state, safe_increment(state.count)), BBVIInfo(elbo, optax.tree.norm(grads))
 
 
 def as_top_level_api(
@@ -379,43 +322,34 @@ def as_top_level_api(
     Args:
       log_density: ``(params, batch) -> scalar``, jit-able; the log-joint (or, with ``num_data``
         or ``prior``, the log-likelihood of the batch). Or a ``vijax.interop.Target``
-        (``vijax.from_numpyro``, ``vijax.from_tfp``): its ``log_prob``, with the Gaussian families
-        on the target's unconstrained space through the model's own transforms (NumPyro's
-        AutoNormal, AutoMultivariateNormal, AutoLowRankMultivariateNormal), started at
-        ``target.init_params``; the parameters are then a dict keyed by site name, the batch the
-        target's (None or a dict, see ``vijax.from_numpyro``), and ``init_params``, ``bijectors``,
-        ``num_data``, ``prior`` and ``log_prior`` are refused (the target carries them).
+        (``vijax.from_numpyro``, ``vijax.from_tfp``): the Gaussian families then live on the
+        target's unconstrained space through its own transforms, start at ``target.init_params``,
+        and ``init_params``, ``bijectors``, ``num_data``, ``prior`` and ``log_prior`` are refused.
+        A ``log_density`` (or target) that declares ``vijax.models.BatchChecked`` checks each batch.
       family: ``"meanfield"``, ``"fullrank"``, ``"lowrank"`` (Gaussians on the unconstrained
-        parameters; need ``init_params``) or a pytree of ``vijax.expfam`` families (the initial q,
-        one family per parameter leaf: Gamma, Beta, Dirichlet, Normal; for a target,
-        ``vijax.inference.auto_family(target)``), or a flowjax distribution of shape (d,) over the
-        flat unconstrained vector (a normalizing flow, ``vijax.inference._flows``: its trainable
-        arrays are q's parameters; Monte Carlo entropy only, no ``prior``).
+        parameters; need ``init_params``), a pytree of ``vijax.expfam`` families (one per parameter
+        leaf; for a target, ``vijax.inference.auto_family(target)``), or a flowjax distribution of
+        shape (d,) over the flat unconstrained vector (Monte Carlo entropy only, no ``prior``).
       init_params: the parameter pytree: its structure, shapes and q's initial centre.
       bijectors: None or a pytree like ``init_params`` of ``tfp.bijectors`` (unconstrained ->
         constrained) or None leaves (identity).
       optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
         ``optax.GradientTransformation``.
-      schedule: the learning rate of a named optimizer (default: the optimizer's,
-        ``DEFAULT_LEARNING_RATES``, 1e-3 for Adam).
+      schedule: the learning rate of a named optimizer (default ``DEFAULT_LEARNING_RATES``).
       num_data: N for the N / M minibatch scaling of ``log_density`` (None: no scaling).
       estimator: one of ``ESTIMATORS``.
-      entropy: ``"analytic"`` (closed-form H[q], default) or ``"mc"``; ``"stl"``, ``"iwae"`` and
-        ``"renyi"`` are Monte Carlo by definition.
-      num_samples: S >= 1 draws per step (K of the IWAE bound; S >= 2 for ``"score"``).
-      log_prior: ``params -> scalar`` added once per step (with minibatches).
-      prior: for an analytic KL (see the module docstring); excludes ``log_prior``.
+      entropy: ``"analytic"`` (default) or ``"mc"``; ``"stl"``, ``"iwae"``, ``"renyi"`` are Monte Carlo.
+      num_samples: S >= 1 draws per step (S >= 2 for ``"score"``).
+      log_prior: ``params -> scalar`` added once per step.
+      prior: for an analytic KL (``"reparam"``, ``"score"``); excludes ``log_prior``.
       init_scale: q's initial standard deviation (Gaussian families).
       rank: the number of columns of the low-rank factor (``"lowrank"``).
-      alpha: the order of the ``"renyi"`` bound, a finite alpha >= 0 (default ``DEFAULT_ALPHA``,
-        0.5): 0 is the IWAE bound, 1 the ELBO; taken by ``estimator="renyi"`` only.
+      alpha: the order of the ``"renyi"`` bound, alpha >= 0 (default ``DEFAULT_ALPHA``).
 
     Returns:
-      ``VIAlgorithm(init, step)``: ``init(key, batch=None)``, ``step(key, state, batch)``. Its
-      guide, draws, log-weights and differentiable ELBO are read by the module functions
-      ``vijax.inference.guide(alg)``, ``sample(alg, key, state, num_samples)``,
-      ``log_weights(alg, key, state, batch, num_samples)`` and
-      ``elbo(alg, key, q_global, batch)``.
+      ``reject_non_finite(VIAlgorithm(init, step))``: ``init(key, batch=None)``,
+      ``step(key, state, batch)``; its ``extras`` are read by ``vijax.inference.guide``,
+      ``sample``, ``log_weights`` and ``elbo``.
 
     Raises:
       ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
@@ -471,19 +405,18 @@ def as_top_level_api(
             "needs the whole log-joint (give log_prior instead)",
         )
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
-    if is_flow(family):  # a flowjax distribution on the flat unconstrained vector (``_flows``)
+    if is_flow(family):
         guide = flow_guide(family, init_params, bijectors, target, estimator=estimator, entropy=entropy, prior=prior)
     elif target is None:
         guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
     elif isinstance(family, str):  # Gaussian on the unconstrained space, through the model's own map
         guide = make_guide(family, target.init_params, init_scale=init_scale, rank=rank, transform=target.transform)
     else:
-        shapes = jax.eval_shape(target.constrain, target.init_params)  # shapes only: nothing to compile
+        shapes = jax.eval_shape(target.constrain, target.init_params)
         guide = make_guide(family, shapes, init_scale=init_scale, rank=rank)
     if prior is not None:
         jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
-    template = jax.eval_shape(guide.init)
     settings = dict(
         guide=guide,
         joint=joint,
@@ -492,60 +425,74 @@ def as_top_level_api(
         num_samples=num_samples,
         prior=prior,
         alpha=alpha,
+    )
+    init_fn = bind_settings(
+        init,
+        guide=guide,
         optimizer=optimizer,
+        joint=joint,
+        log_density=None if estimator == "score" else log_density,  # score needs no gradient of it
+        has_prior=prior is not None or log_prior is not None,
     )
-    has_prior = prior is not None or log_prior is not None
-    return VIAlgorithm(
-        init=bind_settings(
-            init,
-            guide=guide,
-            optimizer=optimizer,
-            joint=joint,
-            log_density=None if estimator == "score" else log_density,  # score needs no gradient of it
-            has_prior=has_prior,
-        ),
-        step=bind_settings(
-            step,
-            **settings,
-            model=target if target is not None else getattr(log_density, "__self__", log_density),
-            template=template,
-        ),
-    )
+    model = target if target is not None else log_density
+    step_fn = bind_settings(step, **settings, optimizer=optimizer, model=model, template=jax.eval_shape(guide.init))
+    return reject_non_finite(VIAlgorithm(init_fn, step_fn, BBVIExtras(settings)))
 
 
-def sample(q_global: PyTree, key: PRNGKey, num_samples: int, *, guide) -> PyTree:
-    """A pytree of parameter draws from q (constrained), with a leading axis of ``num_samples``."""
+@filter_jit
+def _sample(q_global: PyTree, key: PRNGKey, num_samples: int, guide) -> PyTree:
     z = _draws(guide, q_global, key, check_int("num_samples", num_samples))
     return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
 
 
-def log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, *, guide, joint) -> Array:
-    """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q in the unconstrained space (Jacobian
-    included), for PSIS (``vijax.metrics.psis``)."""
-    z = _draws(guide, q_global, key, check_int("num_samples", num_samples))
-
+@filter_jit
+def _log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, guide, joint) -> Array:
     def w(zs):
         params, log_det = guide.constrain(zs)
         return joint(params, batch) + log_det - guide.log_prob(q_global, zs)
 
-    return jax.vmap(w)(z)
+    return jax.vmap(w)(_draws(guide, q_global, key, check_int("num_samples", num_samples)))
+
+
+class BBVIExtras:
+    """What ``bbvi`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): its guide, the
+    settings of its objective, draws of q, their log-weights and the differentiable objective."""
+
+    def __init__(self, settings: dict):
+        self.settings = settings
+        self.guide = settings["guide"]
+
+    def sample(self, key: PRNGKey, state, num_samples: int) -> PyTree:
+        """Constrained parameter draws from q, stacked on a leading axis."""
+        return _sample(state.q_global, key, num_samples, self.guide)
+
+    def log_weights(self, key: PRNGKey, state, batch: PyTree, num_samples: int) -> Array:
+        """(S,) log p(x, z_s) - log q(z_s), z_s ~ q unconstrained (the Jacobian included)."""
+        return _log_weights(state.q_global, batch, key, num_samples, self.guide, self.settings["joint"])
+
+    def elbo(self, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any) -> Array:
+        """``elbo`` with the factory's settings."""
+        if options:
+            name = sorted(options)[0]
+            raise ArgumentError(name, f"{name}: bbvi's elbo takes no options (its settings are the factory's)")
+        return elbo(q_global, batch, key, **self.settings)
 
 
 bbvi = as_top_level_api
 
 __all__ = [
+    "BBVIExtras",
     "BBVIInfo",
     "BBVIState",
     "DEFAULT_ALPHA",
     "ESTIMATORS",
     "as_top_level_api",
     "bbvi",
-    "elbo",
+    "check_start",
     "check_target_arguments",
+    "elbo",
     "init",
     "log_joint",
-    "log_weights",
-    "sample",
     "step",
     "vr_bound",
 ]

@@ -1,32 +1,28 @@
-"""Variational families for black-box VI on a user's log-density (``vijax.inference.bbvi``).
+"""Variational families of ``vijax.inference.bbvi``.
 
-A guide is q(z) over an unconstrained space and a map ``constrain(z) -> (params, log|det J|)`` to
+A guide is q(z) over an unconstrained space with a map ``constrain(z) -> (params, log|det J|)`` to
 the user's parameter pytree, so that the ELBO of the pushed-forward q is
 
     ELBO = E_q(z)[ log p(x, T(z)) + log |det dT/dz| ] + H[q(z)]
 
-(the change of variables of automatic differentiation VI; Blei, Kucukelbir and McAuliffe 2017, §5).
+(automatic differentiation VI; Blei, Kucukelbir and McAuliffe 2017, §5).
 
 * :class:`GaussianGuide` (``"meanfield"``, ``"fullrank"``, ``"lowrank"``): a Gaussian on the flat
-  vector of every unconstrained parameter (``jax.flatten_util.ravel_pytree`` of the template after
-  each leaf's bijector inverse), with z = m + S eps, eps ~ N(0, I) and S = diag(softplus(rho)),
-  a Cholesky factor (strict lower triangle free, diagonal softplus), or the low-rank-plus-diagonal
-  covariance W W^T + diag(softplus(rho))^2. Constrained leaves go through TFP JAX bijectors.
-* :class:`ExpFamilyGuide`: a pytree of ``vijax.expfam`` families shaped like the parameters, drawn
-  by inversion with the implicit quantile derivatives of Hoffman and Blei (2015, appendix B)
-  (Gamma, Beta, Dirichlet, Normal, MultivariateNormal): each family samples in its own support,
-  so there is no bijector. The optimizer moves the families' positive canonical parameters through
-  softplus (``_CANONICAL``).
+  unconstrained vector, z = m + S eps, with S = diag(softplus(rho)), a scaled unit Cholesky factor,
+  or W W^T + diag(softplus(rho))^2; constrained leaves go through TFP bijectors.
+* :class:`ExpFamilyGuide`: a pytree of ``vijax.expfam`` families drawn by inversion (Hoffman and
+  Blei 2015, appendix B); the optimizer moves their positive canonical parameters through softplus.
+* :class:`FlowGuide`: a flowjax normalizing flow over the flat unconstrained vector (Monte Carlo
+  entropy only).
 
-Every guide offers ``init() -> vparams`` and, for variational parameters ``vparams``,
-``sample(vparams, key) -> z`` (one draw), ``log_prob(vparams, z)``, ``entropy(vparams)``,
-``constrain(z) -> (params, log_det)``, ``mean(vparams)`` (the parameters at q's centre) and
-``to_tfp(vparams)``.
+Every guide offers ``init()``, ``sample(vparams, key)``, ``log_prob(vparams, z)``,
+``entropy(vparams)``, ``kl(vparams, prior)``, ``constrain(z)``, ``mean(vparams)`` and ``to_tfp(vparams)``.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import jax
@@ -35,7 +31,6 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._compile import setup_jit
 from vijax._validate import ArgumentError, check_int, check_scalar, check_structures
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
@@ -50,27 +45,6 @@ def _softplus_inv(x):
     return x + jnp.log(-jnp.expm1(-x))
 
 
-def _softplus_inv_host(x: float, dtype) -> np.ndarray:
-    """``_softplus_inv`` of a number in ``dtype``, by numpy (no program to compile)."""
-    x = np.asarray(x, dtype)
-    return x + np.log(-np.expm1(-x))
-
-
-def _ravel_host(tree: PyTree) -> tuple[Array, Callable]:
-    """``jax.flatten_util.ravel_pytree`` of a pytree of concrete arrays, the flat vector made by
-    numpy and the unravel function taken from an abstract trace: nothing to compile (op by op,
-    each leaf's reshape and the concatenation are a compilation each)."""
-    box = {}
-
-    def flat(t):
-        vec, box["unravel"] = ravel_pytree(t)
-        return vec
-
-    out = jax.eval_shape(flat, tree)
-    leaves = [np.ravel(np.asarray(x)).astype(out.dtype) for x in jax.tree_util.tree_leaves(tree)]
-    return jax.device_put(np.concatenate(leaves) if leaves else np.zeros((0,), out.dtype)), box["unravel"]
-
-
 def _path(path) -> str:
     return "params" + jax.tree_util.keystr(path)
 
@@ -80,23 +54,22 @@ def _is_bijector(b) -> bool:
 
 
 class GaussianGuide:
-    """A Gaussian over the flat unconstrained parameter vector (see the module docstring).
+    """A Gaussian over the flat unconstrained parameter vector.
 
     Args:
       template: the parameter pytree (its structure, shapes, dtype, and q's initial centre).
       kind: ``"meanfield"``, ``"fullrank"`` or ``"lowrank"``.
-      bijectors: None (every leaf unconstrained) or a pytree shaped like ``template`` whose leaves
-        are ``tfp.bijectors.Bijector`` (unconstrained -> constrained) or None (identity).
-      init_scale: q's initial standard deviation in every coordinate, > 0.
+      bijectors: None or a pytree like ``template`` of ``tfp.bijectors.Bijector`` (unconstrained ->
+        constrained) or None (identity) leaves.
+      init_scale: q's initial standard deviation, > 0.
       rank: the number of columns of W for ``"lowrank"``.
-      transform: instead of ``bijectors``, a map ``u -> (params, log |det J|)`` from a pytree
-        shaped like ``template``, which is then the unconstrained starting point (a target's own
-        map, ``vijax.interop.Target.transform``).
+      transform: instead of ``bijectors``, a map ``u -> (params, log |det J|)`` (a target's own,
+        ``vijax.interop.Target.transform``); ``template`` is then the unconstrained start.
 
     Raises:
       ValueError: an unknown ``kind``, ``bijectors`` shaped unlike ``template``, a template leaf
-        outside its bijector's image (named by its path), a non-float or non-finite template,
-        both ``bijectors`` and ``transform``.
+        outside its bijector's image, a non-float or non-finite template, both ``bijectors`` and
+        ``transform``.
     """
 
     def __init__(
@@ -144,7 +117,7 @@ class GaussianGuide:
                 )
             unconstrained.append(u)
         tree = jax.tree_util.tree_structure(template)
-        self.loc0, self._unravel = _ravel_host(jax.tree_util.tree_unflatten(tree, unconstrained))
+        self.loc0, self._unravel = ravel_pytree(jax.tree_util.tree_unflatten(tree, unconstrained))
         self.dim = int(self.loc0.shape[0])
         self.identity = transform is None and all(b is None for b in self._bij_leaves)
 
@@ -152,18 +125,16 @@ class GaussianGuide:
     def init(self) -> dict:
         """vparams at q's start: centre at the template, standard deviation ``init_scale``."""
         d, dt = self.dim, self.loc0.dtype
-        # made by numpy and put on the device: nothing to compile (the inverse softplus to float rounding)
-        rho = jax.device_put(np.full((d,), _softplus_inv_host(self.init_scale, dt), dt))
+        rho = jnp.full((d,), _softplus_inv(jnp.asarray(self.init_scale, dt)), dt)
         if self.kind == "meanfield":
             return {"loc": self.loc0, "scale": rho}
         if self.kind == "fullrank":
-            return {"loc": self.loc0, "scale": rho, "chol": jax.device_put(np.zeros((d, d), dt))}
-        return {"loc": self.loc0, "factor": jax.device_put(np.zeros((d, self.rank), dt)), "scale": rho}
+            return {"loc": self.loc0, "scale": rho, "chol": jnp.zeros((d, d), dt)}
+        return {"loc": self.loc0, "factor": jnp.zeros((d, self.rank), dt), "scale": rho}
 
     def _scale_tril(self, vparams) -> Array:
-        """L = diag(s) (I + U), U the strict lower triangle of ``chol``: each row's off-diagonal
-        entries are relative to its scale, so that optimizer noise on the D(D-1)/2 free entries
-        does not swamp a small posterior scale (NumPyro's ``scaled_unit_lower_cholesky``)."""
+        """L = diag(s) (I + U), U the strict lower triangle of ``chol`` (NumPyro's
+        ``scaled_unit_lower_cholesky``: off-diagonal entries relative to each row's scale)."""
         raw = vparams["chol"]
         unit = jnp.tril(raw, -1) + jnp.eye(raw.shape[0], dtype=raw.dtype)
         return jax.nn.softplus(vparams["scale"])[:, None] * unit
@@ -182,17 +153,16 @@ class GaussianGuide:
 
     def log_prob(self, vparams, z: Array) -> Array:
         """log q(z) for one draw z of shape (dim,)."""
-        loc = vparams["loc"]
+        loc, half_log_2pi = vparams["loc"], 0.5 * self.dim * math.log(2.0 * math.pi)
         if self.kind == "meanfield":
             s = jax.nn.softplus(vparams["scale"])
-            r = (z - loc) / s
-            return -0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(s)) - 0.5 * self.dim * math.log(2.0 * math.pi)
+            return -0.5 * jnp.sum(((z - loc) / s) ** 2) - jnp.sum(jnp.log(s)) - half_log_2pi
         if self.kind == "fullrank":
             chol = self._scale_tril(vparams)
             r = jax.scipy.linalg.solve_triangular(chol, z - loc, lower=True)
-            return -0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(jnp.diag(chol))) - 0.5 * self.dim * math.log(2.0 * math.pi)
+            return -0.5 * jnp.sum(r * r) - jnp.sum(jnp.log(jnp.diag(chol))) - half_log_2pi
         r, log_det = self._lowrank_solve(vparams, z - loc)
-        return -0.5 * r - 0.5 * log_det - 0.5 * self.dim * math.log(2.0 * math.pi)
+        return -0.5 * (r + log_det) - half_log_2pi
 
     def _lowrank_solve(self, vparams, r: Optional[Array] = None):
         """(r^T Sigma^-1 r, log det Sigma) for Sigma = W W^T + diag(d^2), by the Woodbury identity
@@ -209,12 +179,10 @@ class GaussianGuide:
 
     def entropy(self, vparams) -> Array:
         """H[q(z)] in closed form."""
-        if self.kind == "meanfield":
-            log_det = jnp.sum(jnp.log(jax.nn.softplus(vparams["scale"])))
-        elif self.kind == "fullrank":
-            log_det = jnp.sum(jnp.log(jax.nn.softplus(vparams["scale"])))
-        else:
+        if self.kind == "lowrank":
             log_det = 0.5 * self._lowrank_solve(vparams)[1]
+        else:  # diag(L) = softplus(scale) for both
+            log_det = jnp.sum(jnp.log(jax.nn.softplus(vparams["scale"])))
         return log_det + 0.5 * self.dim * _LOG_2PI_E
 
     def to_tfp(self, vparams):
@@ -260,8 +228,7 @@ class GaussianGuide:
         return self.constrain(vparams["loc"])[0]
 
 
-# The positive canonical parameters the optimizer moves (through softplus) for each family, and the
-# constructor back: an expfam family's natural parameters live in a constrained domain.
+# each family's positive canonical parameters (moved through softplus) and the constructor back
 _CANONICAL: dict[type, tuple[Callable, Callable]] = {
     expfam.Gamma: (lambda q: (q.concentration, q.rate), lambda a, b: expfam.Gamma(a - 1.0, -b)),
     expfam.Beta: (lambda q: (q.concentration1, q.concentration0), lambda a, b: expfam.Beta(a - 1.0, b - 1.0)),
@@ -271,11 +238,10 @@ _CANONICAL: dict[type, tuple[Callable, Callable]] = {
 
 
 class ExpFamilyGuide:
-    """q = a pytree of ``vijax.expfam`` families, one per parameter leaf (see the module docstring).
+    """q = a pytree of ``vijax.expfam`` families, one per parameter leaf.
 
     Args:
-      family: the initial q, a family or pytree of families (Gamma, Beta, Dirichlet, Normal) whose
-        draws have the shapes of the parameters.
+      family: the initial q, a pytree of Gamma, Beta, Dirichlet or Normal families.
 
     Raises:
       ValueError: a family without a reparameterized sampler or canonical parameters, or an
@@ -303,8 +269,7 @@ class ExpFamilyGuide:
         self.identity = True
 
     def init(self) -> PyTree:
-        """The starting variational parameters: each family's canonical parameters, the positive ones
-        through the inverse softplus (a Normal's mean as it is)."""
+        """Each family's canonical parameters, the positive ones through the inverse softplus."""
 
         def canon(f):
             return tuple(
@@ -327,12 +292,11 @@ class ExpFamilyGuide:
         return jax.tree_util.tree_map(build, self.family, vparams, is_leaf=expfam.is_family)
 
     def sample(self, vparams, key: PRNGKey) -> PyTree:
-        """A reparameterized draw z ~ q(vparams), a pytree shaped like the parameters
-        (``vijax.expfam.reparam_sample``)."""
+        """A reparameterized draw z ~ q(vparams), shaped like the parameters."""
         return expfam.reparam_sample(self.q(vparams), key)
 
     def log_prob(self, vparams, z: PyTree) -> Array:
-        """log q(z): the sum over families and elements of their log densities at ``z``."""
+        """log q(z), summed over families and elements."""
         lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), self.q(vparams), z, is_leaf=expfam.is_family)
         return sum(jax.tree_util.tree_leaves(lp))
 
@@ -351,10 +315,8 @@ class ExpFamilyGuide:
         return jax.tree_util.tree_map(lambda f: f.to_tfp(), self.q(vparams), is_leaf=expfam.is_family)
 
     def constrain(self, z: PyTree) -> tuple[PyTree, Array]:
-        """(z, 0): q's draws already lie in the parameters' domains, so no transform and a zero
-        log-Jacobian."""
-        leaves = jax.tree_util.tree_leaves(z)
-        return z, jnp.zeros((), leaves[0].dtype)
+        """(z, 0): q's draws lie in the parameters' domains already."""
+        return z, jnp.zeros((), jax.tree_util.tree_leaves(z)[0].dtype)
 
     def mean(self, vparams) -> PyTree:
         """E_q[z], a pytree shaped like the parameters (each family's mean)."""
@@ -408,16 +370,12 @@ DEFAULT_INIT_SCALE = 0.1  # auto_family's spread: a Gaussian's standard deviatio
 
 
 def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> dict:
-    """Exponential families matched to the supports of a target's sites, for ``ngvi`` (its default
-    with a target) or ``bbvi``: Normal for the real line, Gamma for the positive reals, Beta for the
-    unit interval, Dirichlet for the simplex, each with the site's shape and centred at the target's
-    starting point x = ``target.constrain(target.init_params)``.
-
-    The spread matches a Gaussian of standard deviation s = ``init_scale`` on the unconstrained
-    space (NumPyro's AutoNormal starts there): Normal(x, s^2); Gamma with shape 1 / s^2 and mean x
-    (the coefficient of variation s, as exp of N(log x, s^2)); Beta and Dirichlet with mean x and
-    total concentration 1 / s^2, each concentration at least 1 (so that every density is bounded
-    at the start).
+    """Exponential families matched to the supports of a target's sites (``ngvi``'s default with a
+    target): Normal for the real line, Gamma for the positive reals, Beta for the unit interval,
+    Dirichlet for the simplex, each centred at the target's start x. The spread matches a Gaussian
+    of standard deviation s = ``init_scale`` on the unconstrained space: Normal(x, s^2); Gamma of
+    shape 1 / s^2 and mean x; Beta and Dirichlet of mean x and total concentration 1 / s^2, each
+    concentration at least 1.
 
     Args:
       target: a ``vijax.interop.Target`` (``vijax.from_numpyro``, ``vijax.from_tfp``).
@@ -427,8 +385,7 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
       A dict site name -> family, the ``family`` argument of ``ngvi`` and ``bbvi``.
 
     Raises:
-      ValueError: naming the site whose support no family matches (``Site.support == "other"``:
-        use a Gaussian family of ``bbvi``, which goes through the library's own bijector).
+      ValueError: naming a site whose support no family matches (use a Gaussian family of ``bbvi``).
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -448,14 +405,7 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
             f"target must be a vijax.interop.Target (vijax.from_numpyro, from_tfp), got {target!r}",
             value=target,
         )
-    return auto_family_checked(target, check_scalar("init_scale", init_scale, low=0.0))[0]
-
-
-@setup_jit(static_argnums=(0, 1))
-def auto_family_checked(target: Target, s: float) -> tuple[dict, list]:
-    """(``auto_family(target, init_scale=s)``, whether each family, in the order of its leaves,
-    has natural parameters inside its domain), as one compiled program (the target's start and the
-    families' parameters; one per target and scale), not one per operation."""
+    s = check_scalar("init_scale", init_scale, low=0.0)
     start = target.constrain(target.init_params)
     conc = 1.0 / (s * s)
     families = {}
@@ -477,8 +427,174 @@ def auto_family_checked(target: Target, s: float) -> tuple[dict, list]:
                 "fit it with a Gaussian family of bbvi (family='meanfield', 'fullrank' or 'lowrank'), "
                 "which goes through the model's own bijector"
             )
-    valid = [jnp.all(f.is_valid()) for f in jax.tree_util.tree_leaves(families, is_leaf=expfam.is_family)]
-    return families, valid
+    return families
 
 
-__all__ = ["ExpFamilyGuide", "GaussianGuide", "KINDS", "auto_family", "make_guide"]
+NUM_MEAN_DRAWS = 1000  # the draws of q whose average ``FlowGuide.mean`` takes
+
+
+def is_flow(family: Any) -> bool:
+    """Whether ``family`` is a flowjax distribution (flowjax is not imported for the test)."""
+    module = sys.modules.get("flowjax.distributions")
+    return module is not None and isinstance(family, module.AbstractDistribution)
+
+
+def _typed_key(key: PRNGKey):
+    """flowjax takes typed keys; a raw uint32 key is wrapped."""
+    return key if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(key)
+
+
+class FlowGuide:
+    """A flowjax distribution over the flat unconstrained parameter vector, mapped to the
+    parameters as ``GaussianGuide`` maps its draws.
+
+    The variational parameters are the flow's trainable arrays (``equinox.partition`` by
+    ``equinox.is_inexact_array``, a ``paramax.NonTrainable`` kept whole in the static part, as
+    flowjax's own fitting does). ``sample_and_log_prob`` gives draws and log q in one pass; ``"stl"``
+    and ``"score"`` evaluate ``log_prob`` at draws, through the flow's inverse. A flow has no
+    closed-form entropy, KL or TFP counterpart: those are refused.
+
+    Args:
+      flow: an unconditional flowjax distribution of shape (d,), its arrays the initial q.
+      template: the parameter pytree (or a target's unconstrained ``init_params`` with ``transform``).
+      bijectors: as for ``GaussianGuide``.
+      transform: a target's map ``u -> (params, log |det J|)``.
+
+    Raises:
+      ValueError: naming ``family`` for a conditional flow, a flow whose shape is not (d,), or one
+        without trainable arrays; ``init_params`` or ``bijectors`` as ``GaussianGuide`` does.
+    """
+
+    def __init__(self, flow: Any, template: PyTree, *, bijectors: PyTree = None, transform: Optional[Callable] = None):
+        import equinox as eqx
+        import paramax
+
+        self._space = GaussianGuide(template, "meanfield", bijectors=bijectors, transform=transform)
+        self.dim = self._space.dim
+        if flow.cond_shape is not None:
+            raise ArgumentError(
+                "family",
+                f"family: a conditional flow (cond_shape {flow.cond_shape}) cannot be q; give an unconditional one",
+            )
+        if tuple(flow.shape) != (self.dim,):
+            raise ArgumentError(
+                "family",
+                f"family: the flow's shape is {tuple(flow.shape)}, but the flat unconstrained parameter vector "
+                f"has shape ({self.dim},)",
+            )
+        params, self._static = eqx.partition(
+            flow, eqx.is_inexact_array, is_leaf=lambda leaf: isinstance(leaf, paramax.NonTrainable)
+        )
+        if not jax.tree_util.tree_leaves(params):
+            raise ArgumentError("family", "family: the flow has no trainable arrays")
+        self._params = params
+        self.identity = False  # no analytic KL to a prior
+
+    def init(self) -> PyTree:
+        """The flow's trainable arrays."""
+        return self._params
+
+    def flow(self, vparams: PyTree):
+        """The flowjax distribution at ``vparams``."""
+        import equinox as eqx
+
+        return eqx.combine(vparams, self._static)
+
+    def _dist(self, vparams: PyTree):
+        import paramax
+
+        return paramax.unwrap(self.flow(vparams))
+
+    def sample(self, vparams: PyTree, key: PRNGKey) -> Array:
+        """One reparameterized draw z, shape (d,)."""
+        with jax.numpy_rank_promotion("allow"):  # flowjax relies on NumPy's broadcasting
+            return self._dist(vparams).sample(_typed_key(key))
+
+    def sample_and_log_prob(self, vparams: PyTree, key: PRNGKey) -> tuple[Array, Array]:
+        """(z, log q(z)) in one pass through the flow (``sample``'s draw with the same key)."""
+        with jax.numpy_rank_promotion("allow"):
+            return self._dist(vparams).sample_and_log_prob(_typed_key(key))
+
+    def log_prob(self, vparams: PyTree, z: Array) -> Array:
+        """log q(z) for one draw z of shape (d,)."""
+        with jax.numpy_rank_promotion("allow"):
+            return self._dist(vparams).log_prob(z)
+
+    def entropy(self, vparams: PyTree) -> Array:
+        raise ArgumentError("entropy", "entropy: a flow has no closed-form entropy; give entropy='mc'")
+
+    def kl(self, vparams: PyTree, prior: Any) -> Array:
+        raise ArgumentError("prior", "prior: a flow has no closed-form KL; put the prior in log_density or log_prior")
+
+    def to_tfp(self, vparams: PyTree):
+        raise ArgumentError(
+            "family", "family: a flowjax flow has no TFP distribution; guide.flow(q_global) returns the flowjax one"
+        )
+
+    def constrain(self, z: Array) -> tuple[PyTree, Array]:
+        """(params, log |det dT/dz|) for one flat draw z."""
+        return self._space.constrain(z)
+
+    def mean(self, vparams: PyTree) -> PyTree:
+        """T(E_q[z]), E_q[z] the average of ``NUM_MEAN_DRAWS`` draws under a fixed key."""
+        keys = jax.random.split(jax.random.PRNGKey(0), NUM_MEAN_DRAWS)
+        z = jax.vmap(self.sample, (None, 0))(vparams, keys)
+        return self.constrain(jnp.mean(z, axis=0))[0]
+
+
+ONE_PASS = ("reparam", "iwae", "renyi")  # the estimators that take log q at q's own parameters
+
+
+def draws(guide: Any, vparams: PyTree, key: PRNGKey, num_samples: int, estimator: str) -> tuple[Any, Any]:
+    """(z, log q(z)) for ``num_samples`` draws of any guide; log q is None except for a flow and an
+    estimator of ``ONE_PASS`` (the caller evaluates it where it needs it)."""
+    keys = jax.random.split(key, num_samples)
+    if isinstance(guide, FlowGuide) and estimator in ONE_PASS:
+        return jax.vmap(guide.sample_and_log_prob, (None, 0))(vparams, keys)
+    return jax.vmap(guide.sample, (None, 0))(vparams, keys), None
+
+
+def flow_guide(
+    flow: Any,
+    init_params: PyTree,
+    bijectors: PyTree = None,
+    target: Any = None,
+    *,
+    estimator: str,
+    entropy: str,
+    prior: Any = None,
+) -> FlowGuide:
+    """The ``FlowGuide`` of ``bbvi(..., family=flow)`` (on a target's ``init_params`` and
+    ``transform`` when ``target`` is given), after refusing what a flow cannot take:
+    ``entropy="analytic"`` with ``"reparam"`` or ``"score"``, and ``prior``."""
+    if entropy == "analytic" and estimator in ("reparam", "score"):
+        raise ArgumentError(
+            "entropy",
+            f"entropy: a flow has no closed-form entropy; give entropy='mc' (estimator={estimator!r}), "
+            "or estimator='stl', 'iwae' or 'renyi'",
+        )
+    if prior is not None:
+        raise ArgumentError("prior", "prior: a flow has no closed-form KL; put the prior in log_density or log_prior")
+    if target is None and init_params is None:
+        raise ArgumentError(
+            "init_params", "init_params: a flow family needs the parameter pytree (its structure and shapes)"
+        )
+    if target is not None:
+        return FlowGuide(flow, target.init_params, transform=target.transform)
+    return FlowGuide(flow, init_params, bijectors=bijectors)
+
+
+__all__ = [
+    "DEFAULT_INIT_SCALE",
+    "ExpFamilyGuide",
+    "FlowGuide",
+    "GaussianGuide",
+    "KINDS",
+    "NUM_MEAN_DRAWS",
+    "ONE_PASS",
+    "auto_family",
+    "draws",
+    "flow_guide",
+    "is_flow",
+    "make_guide",
+]

@@ -1,25 +1,19 @@
 """A Bayesian last layer: a Gaussian q(W) over a linear head on a network's features.
 
-For a network phi_theta (a ``vijax.models.Network``, applied to one datum) and a linear head
-W = (w, b), the model is
+For a network phi_theta (a ``vijax.models.Network``) and a linear head W = (w, b),
 
     y_n | x_n, W ~ p(y_n | w^T phi_theta(x_n) + b),   W ~ N(0, s^2 I),
 
-with p a Gaussian of fixed noise scale sigma (``"gaussian"``), a Bernoulli with a logistic link
-(``"bernoulli"``, y in {0, 1}) or a categorical with a softmax link (``"categorical"``, y in
-{0, ..., K-1}, w of shape (F, K)). The head's posterior is approximated by a Gaussian q(W) on the
-flat vector of (w, b) and theta is a point estimate; both maximise one ELBO
+with p a Gaussian of noise scale sigma (``"gaussian"``), a Bernoulli with a logistic link
+(``"bernoulli"``) or a categorical with a softmax link (``"categorical"``, w of shape (F, K)).
+q(W) is a Gaussian on the flat (w, b) and theta a point estimate; both maximise one ELBO
 
     L(theta, lambda) = (N / M) sum_{n in batch} E_q[log p(y_n | W, phi_theta(x_n))] - KL(q || p(W))
 
-(Blei, Kucukelbir and McAuliffe 2017, §5, with the network's features as the covariates; the
-Bayesian last layer of Snoek et al. 2015 and Harrison, Willes and Snoek 2024, trained by VI).
-The ELBO is ``vijax.inference.bbvi``'s (``vijax.inference.elbo``) on batches of (features, labels): the
-features pass through the batch, so ``jax.grad`` of :meth:`LastLayer.elbo` reaches theta through
-phi_theta(x_n) and lambda through the reparameterized draws. Training is the user's own loop
-(``jax.grad`` and optax; docs/composition.md). With the ``"reparam"`` and ``"score"`` estimators
-the KL is analytic (a ``prior`` for ``bbvi``); with ``"stl"`` and ``"iwae"`` the prior's log-density
-is part of the log-joint (``log_prior``).
+(Blei, Kucukelbir and McAuliffe 2017, §5; the Bayesian last layer of Snoek et al. 2015 and
+Harrison, Willes and Snoek 2024, trained by VI). It is ``bbvi``'s objective on batches of
+(features, labels), so ``jax.grad`` of :meth:`LastLayer.elbo` reaches theta through the features
+and lambda through the draws; training is the user's own loop (docs/composition.md).
 """
 
 from __future__ import annotations
@@ -32,8 +26,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_scalar
-from vijax.inference import _extras
-from vijax.inference._bbvi import as_top_level_api as bbvi
+from vijax.inference._bbvi import bbvi
 from vijax.inference.base import VIAlgorithm
 from vijax.inference._guides import KINDS
 from vijax.models import Network, check_network
@@ -44,25 +37,20 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class LastLayer(NamedTuple):
-    """A Bayesian last layer on ``net`` (see the module docstring). Head parameters are the dict
-    ``{"w": (F,) or (F, K), "b": () or (K,)}``; ``vparams`` are q's variational parameters (those of
-    ``vijax.inference.guide(vi)``); ``batch`` is ``(x (M, ...), y (M,))`` with ``x`` the network's input.
+    """A Bayesian last layer on ``net``. Head parameters are ``{"w": (F,) or (F, K), "b": () or
+    (K,)}``; ``vparams`` are q's variational parameters; ``batch`` is ``(x (M, ...), y (M,))``.
 
     Attributes:
       net: the network giving the features.
-      vi: the head's ``bbvi`` algorithm (a ``VIAlgorithm``) on batches ``(features (M, F), y (M,))``: with
-        fixed features ``vi.step`` fits q(W) alone.
-      init: ``key -> vparams``: q's start, its mean drawn N(0, 1/F) (LeCun, as ``mlp``'s layers).
-      elbo: ``(net_params, vparams, batch, key) -> scalar``: the ELBO estimate, differentiable in
-        both (``vijax.inference.elbo(vi, ...)`` on the batch's features).
+      vi: the head's ``bbvi`` algorithm on batches ``(features (M, F), y (M,))`` (fits q(W) alone).
+      init: ``key -> vparams``: q's start, its mean drawn N(0, 1/F).
+      elbo: ``(net_params, vparams, batch, key) -> scalar``, differentiable in both.
       features: ``(net_params, x (M, ...)) -> (M, F)``.
-      log_likelihood: ``(head_params, features (M, F), y (M,)) -> (M,)``: log p(y_n | W, phi_n)
-        (a point-estimate head uses it directly).
-      log_predictive: ``(net_params, vparams, batch, key, num_samples) -> (M,)``: the Monte Carlo
-        log predictive log (1/S) sum_s p(y_n | W_s, phi_n), W_s ~ q.
-      predict: ``(net_params, vparams, x, key, num_samples)``: the predictive mean of y averaged
-        over S draws of W: P(y = 1) (M,) for ``"bernoulli"``, class probabilities (M, K) for
-        ``"categorical"``, E[y] (M,) for ``"gaussian"``.
+      log_likelihood: ``(head_params, features (M, F), y (M,)) -> (M,)``: log p(y_n | W, phi_n).
+      log_predictive: ``(net_params, vparams, batch, key, num_samples) -> (M,)``:
+        log (1/S) sum_s p(y_n | W_s, phi_n), W_s ~ q.
+      predict: ``(net_params, vparams, x, key, num_samples)``: the predictive mean of y over S
+        draws of W: P(y = 1) (M,), class probabilities (M, K) or E[y] (M,).
     """
 
     net: Network
@@ -122,22 +110,19 @@ def bayesian_last_layer(
     Args:
       net: the feature map, a ``vijax.models.Network`` for one datum (``mlp``, ``from_equinox``).
       example: one input datum (its shape is all that is used).
-      num_features: F, the head's input width; ``net`` must map ``example`` to shape (F,). None:
-        the network's output width.
+      num_features: F, the head's input width (None: the network's output width).
       likelihood: one of ``LIKELIHOODS``.
       num_classes: K >= 2 for ``"categorical"`` (None otherwise).
       noise_scale: sigma > 0 of the ``"gaussian"`` likelihood.
       prior_scale: s > 0, W ~ N(0, s^2 I) (the bias included).
-      num_data: N for the N / M scaling of a minibatch's log-likelihood (None: batches are the
-        whole data set).
+      num_data: N for the N / M scaling of a minibatch's log-likelihood (None: no scaling).
       family: q's Gaussian family, ``"fullrank"`` (default), ``"meanfield"`` or ``"lowrank"``.
       estimator: ``bbvi``'s gradient estimator (``vijax.inference.ESTIMATORS``).
       num_samples: S draws of W per ELBO estimate.
       init_scale: q's initial standard deviation.
       rank: the low-rank factor's columns (``"lowrank"``).
-      optimizer: ``vi.step``'s optimizer (``bbvi``'s), for fitting q(W) alone on fixed features;
-        end-to-end training uses the user's own optimizer on ``elbo``.
-      schedule: ``vi.step``'s learning rate (``bbvi``'s).
+      optimizer: ``vi.step``'s optimizer, for fitting q(W) alone on fixed features.
+      schedule: ``vi.step``'s learning rate.
 
     Returns:
       A :class:`LastLayer`.
@@ -217,7 +202,7 @@ def bayesian_last_layer(
         prior=prior if analytic else None,
         log_prior=None if analytic else (lambda head: prior.log_prob(ravel_pytree(head)[0])),
     )
-    guide = _extras.guide(vi)
+    guide = vi.extras.guide
 
     def features(net_params, x):
         return jax.vmap(net.apply, (None, 0))(net_params, x)
@@ -230,7 +215,7 @@ def bayesian_last_layer(
 
     def elbo(net_params, vparams, batch, key):
         x, y = batch
-        return _extras.elbo(vi, key, vparams, (features(net_params, x), y))
+        return vi.extras.elbo(key, vparams, (features(net_params, x), y))
 
     def heads(vparams, key, num_samples):
         keys = jax.random.split(key, check_int("num_samples", num_samples))

@@ -1,62 +1,31 @@
 """Natural-gradient VI on any JAX log-density: the conjugate-computation / KL-proximal step.
 
-For q in an exponential family with natural parameters lambda, mean parameters mu = grad A(lambda)
-and base measure h, the ELBO L = E_q[log p(x, z)] - E_q[log q(z)] has the mean-parameter gradient
-
-    grad_mu L = grad_mu E_q[log p(x, z) - log h(z)] - lambda,
-
-because grad_mu (<lambda, mu> - A(lambda)) = lambda. A natural-gradient step of size rho,
-lambda <- lambda + rho F^-1 grad_lambda L = lambda + rho grad_mu L, is therefore
+For q in an exponential family with natural parameters lambda, mean parameters mu and base
+measure h, grad_mu L = grad_mu E_q[log p(x, z) - log h(z)] - lambda, so a natural-gradient step of
+size rho is
 
     lambda <- (1 - rho) lambda + rho g_hat,        g_hat = grad_mu E_q[log p(x, z) - log h(z)],
 
-and with a prior p(z) in q's family (natural parameters eta) and a log-likelihood,
-
-    lambda <- (1 - rho) lambda + rho (eta + g_hat),   g_hat = grad_mu E_q[log p(x | z)],
-
-the KL-proximal step of Khan et al. (2016, iteration 9 with rho = 1 / (1 + beta)), in its
-conjugate-computation form (Khan and Lin 2017): for a conjugate term g_hat is the term's
-sufficient statistics and rho = 1 is CAVI. The update goes through ``expfam.tree_interpolate``,
-the domain guard every natural-parameter step of vijax takes (an element that would leave the
-domain is damped, counted in ``info.num_damped``).
+and with a prior in q's family (natural parameters eta) and a log-likelihood,
+lambda <- (1 - rho) lambda + rho (eta + grad_mu E_q[log p(x | z)]): the KL-proximal step of Khan
+et al. (2016, iteration 9) in its conjugate-computation form (Khan and Lin 2017); rho = 1 on a
+conjugate term is CAVI. The update goes through ``expfam.tree_interpolate``'s domain guard.
 
 Estimating g_hat (``gradient``):
 
-- ``"reparam"`` (any family with a reparameterized sampler: Normal, MultivariateNormal, Gamma,
-  Beta, Dirichlet): g_hat = F(lambda)^-1 (1/S) sum_s grad_lambda f(z_s(lambda)) with z_s = R(u_s;
-  lambda) drawn by inversion (Hoffman and Blei 2015, appendix B) and F = hess A; since
-  grad_lambda = F grad_mu, this is the reparameterization estimate of grad_mu E_q[f].
-- ``"hessian"`` (the Gaussian factors of q: Normals and unbatched MultivariateNormals): Bonnet's and Price's
-  theorems, grad_m E[f] = E[grad f], grad_Sigma E[f] = 1/2 E[hess f], so that with
-  mu = (m, Sigma + m m^T): g_mu2 = 1/2 E[hess f], g_mu1 = E[grad f] - E[hess f] m (the diagonal of
-  the Hessian for mean-field). The precision update becomes Lambda <- (1 - rho) Lambda - rho E[hess f]:
-  a stochastic Newton step, with far less variance than ``"reparam"`` for Gaussians. Each draw
-  z = m + L eps is paired with its antithetic m - L eps (still unbiased; exact when log p is
-  quadratic, so that a conjugate Gaussian model is solved in one step with rho = 1). The other
-  factors of a q that has both (a Gamma, Beta or Dirichlet beside Normals) take the
-  ``"reparam"`` estimate over the same draws, theirs kept when the Gaussian draws are mirrored
-  (unbiased, as q factorizes). The Hessian costs D forward passes of the gradient per draw (D the
-  Gaussian factors' total size): a logistic regression's step took 8 ms at D = 100 and 341 ms at
-  D = 1,000, against under 1 ms for the others (``benchmarks/ngvi_gradients.py``).
-- ``"secant"`` (mean-field: Normal factors only): ``"hessian"``'s update with the Hessian's diagonal
-  estimated from the gradients the draws already have. A draw z = m + d and its mirror m - d give
-  grad f(z) - grad f(m - d) = 2 H d + O(|d|^3), whose coordinate i is 2 (H_ii d_i + sum_j!=i
-  H_ij d_j); pooled over the S pairs by least squares per coordinate,
+- ``"reparam"``: g_hat = F(lambda)^-1 (1/S) sum_s grad_lambda f(z_s(lambda)), z_s drawn by
+  inversion (Hoffman and Blei 2015, appendix B), F = hess A.
+- ``"hessian"`` (Normals and unbatched MultivariateNormals): Bonnet's and Price's theorems,
+  g_mu2 = 1/2 E[hess f], g_mu1 = E[grad f] - E[hess f] m, with antithetic pairs m +- L eps (exact
+  for a quadratic log p); a stochastic Newton step. Other factors take ``"reparam"`` over the
+  same draws. Costs D gradient passes per draw.
+- ``"secant"`` (Normal factors only): ``"hessian"``'s update with the Hessian's diagonal estimated
+  from the antithetic gradients, per coordinate
+  h_i = sum_s (grad_i f(z_s) - grad_i f(m - d_s)) d_si / (2 sum_s d_si^2) (``secant_diagonal``);
+  exact for a separable quadratic, two gradients per pair.
 
-      h_i = sum_s (grad_i f(z_s) - grad_i f(m - d_s)) d_si / (2 sum_s d_si^2),
-
-  the per-coordinate secant slope of the gradient along the draws. It is exact for a log-density
-  that is quadratic and separable (a diagonal H); otherwise its error is the off-diagonal terms
-  weighted by the draws' sample correlations, which have mean zero. No Hessian: two gradients per
-  pair, as ``"reparam"``. On a logistic regression (N = 2,000, S = 8 draws, 60 steps) the final
-  ELBO was within 0.02 nats of ``"hessian"``'s at D = 20 and 100, 0.22 at D = 400 and 0.75 at
-  D = 1,000, where the step took 0.9 ms instead of 341 (``"reparam"``: 136, 3.9, 644 and 49 nats
-  below).
-
-The ELBO reported in ``info.elbo`` is the Monte Carlo estimate (1/S) sum_s log p(x, z_s) + H[q]
-(or E[log lik] - KL(q || prior)) at the parameters before the step. A step whose estimate or new
-parameters are not finite, or that the domain guard left wholly unchanged (no halving of rho gave a
-valid q), is not applied (``info.accepted``, ``state.num_rejected``).
+``info.elbo`` is the Monte Carlo ELBO before the step. A step whose result is not finite, or that
+the domain guard left wholly unchanged (``moved``), is rejected.
 """
 
 from __future__ import annotations
@@ -66,26 +35,17 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._compile import as_one_program
 from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_shapes, check_structures, is_tracer
 from vijax.inference import schedules
 from vijax.interop import Target
 from vijax.models import filter_jit
-from vijax.inference._bbvi import check_target_arguments, log_joint
-from vijax.inference._start_checks import (
-    NUM_START_DRAWS,
-    check_gradient_flows,
-    check_some_finite,
-    directional_probe,
-    directions,
-    host_rng,
-)
-from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family_checked
-from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
+from vijax.inference._bbvi import check_start, check_target_arguments, log_joint
+from vijax.inference._start_checks import NUM_START_DRAWS
+from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.types import Array, PRNGKey, PyTree
 
 GRADIENTS = ("reparam", "hessian", "secant")
@@ -96,22 +56,19 @@ HESSIAN_MAX_SIZE = 64
 
 
 class NGVIState(NamedTuple):
-    """q_global: the pytree of families; count: int32 steps taken; num_rejected: int32 steps not
-    applied (non-finite)."""
+    """q_global: the pytree of families; count: int32 steps taken."""
 
     q_global: PyTree
     count: Array
-    num_rejected: Array
 
 
 class NGVIInfo(NamedTuple):
     """elbo: the Monte Carlo ELBO estimate before the step; step_size: rho; num_damped: elements
-    damped by the domain guard; accepted: whether the step was applied."""
+    damped by the domain guard."""
 
     elbo: Array
     step_size: Array
     num_damped: Array
-    accepted: Array
 
 
 def _log_h(q: PyTree, z: PyTree) -> Array:
@@ -120,15 +77,13 @@ def _log_h(q: PyTree, z: PyTree) -> Array:
 
 
 def _reparam_gradient(q, f, key, num_samples):
-    """(g_hat structured like the natural parameters, mean f over the draws): the gradient of the
-    mean over ``num_samples`` draws, made together (one rejection loop for the Gamma-based
-    families' draws, not one under ``vmap`` of the keys)."""
+    """(g_hat structured like the natural parameters, mean f over the draws)."""
     nat = expfam.tree_natural_params(q)
 
     def g(n):
         qq = expfam.tree_from_natural(q, n)
         z = expfam.reparam_sample(qq, key, num_samples)
-        fz = jax.vmap(f)(z)  # one trace of the log-density (a NumPyro model's is slow to trace)
+        fz = jax.vmap(f)(z)
         return jnp.mean(fz - jax.vmap(lambda zz: _log_h(qq, zz))(z)), jnp.mean(fz)
 
     (_, val), g_lam = jax.value_and_grad(g, has_aux=True)(nat)
@@ -136,9 +91,8 @@ def _reparam_gradient(q, f, key, num_samples):
 
 
 def _default_gradient(fams: list) -> str:
-    """``ngvi``'s estimate where the user names none: ``"reparam"`` without Gaussian factors; with
-    them ``"hessian"``, unless every one is a Normal and their total size exceeds
-    ``HESSIAN_MAX_SIZE``, where ``"secant"`` (the same update without the D gradient passes)."""
+    """``"reparam"`` without Gaussian factors; with them ``"hessian"``, or ``"secant"`` where every
+    one is a Normal and their total size exceeds ``HESSIAN_MAX_SIZE``."""
     gauss = [f for f in fams if _is_gaussian(f)]
     if not gauss:
         return "reparam"
@@ -153,8 +107,7 @@ def _is_gaussian(f_) -> bool:
 
 
 def _value_grad_hessian(fn, x, *args):
-    """fn(x, *args)'s value, gradient and Hessian in x from one forward-over-reverse pass (``fn``
-    traced once, not once for the gradient and again for the Hessian)."""
+    """fn(x, *args)'s value, gradient and Hessian in x from one forward-over-reverse pass."""
 
     def value_and_grad(y):
         val, grad = jax.value_and_grad(fn)(y, *args)
@@ -183,10 +136,8 @@ def _price_updates(gauss: list, g: Array, h: Array) -> list:
 
 
 def secant_diagonal(grads: Array, d: Array, num_pairs: int) -> Array:
-    """``"secant"``'s estimate of the Hessian's diagonal (module docstring): ``grads`` (2 S, D) the
-    gradients at the S draws m + d_s and then at their mirrors m - d_s, ``d`` (2 S, D) the draws
-    less the mean (the first S rows used); per coordinate, the least-squares slope of the
-    gradient differences on 2 d. A coordinate no draw moved (d = 0 in every pair) gets 0."""
+    """``"secant"``'s Hessian diagonal (module docstring): ``grads`` (2 S, D) at the draws m + d_s
+    then at their mirrors, ``d`` (2 S, D) the draws less the mean; 0 where no draw moved."""
     d = d[:num_pairs]
     num = jnp.sum((grads[:num_pairs] - grads[num_pairs:]) * d, axis=0)
     den = 2.0 * jnp.sum(d * d, axis=0)
@@ -194,12 +145,9 @@ def secant_diagonal(grads: Array, d: Array, num_pairs: int) -> Array:
 
 
 def _hessian_gradient(q, f, key, num_samples, secant=False):
-    """``"hessian"`` (``secant`` False) and ``"secant"``: Price's theorem for the Gaussian factors
-    of q, the reparameterization gradient for the others (see the module docstring). Every factor is drawn (by ``reparam_sample``, all
-    draws of the Gaussian factors together, and of the others together); each Gaussian draw is
-    paired with its mirror about the mean, the other factors' draws kept (unbiased, as q factorizes). The Gaussian factors' update
-    is Price's, from the gradient and Hessian in their coordinates at every draw; the others' is the
-    reparameterization gradient of the mean over the same draws, mapped by F^-1."""
+    """``"hessian"`` and ``"secant"``: Price's theorem for q's Gaussian factors (each draw paired
+    with its mirror about the mean), the reparameterization gradient for the others over the same
+    draws (unbiased, as q factorizes)."""
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=expfam.is_family)
     gi = [i for i, f_ in enumerate(fams) if _is_gaussian(f_)]
     ri = [i for i in range(len(fams)) if i not in gi]
@@ -261,41 +209,18 @@ def init(
     log_density: Optional[Callable] = None,
     has_prior: bool = False,
 ) -> NGVIState:
-    """The initial q (``family``). With a ``batch`` (and ``joint``), the log-density is evaluated at
-    q's mean; a non-finite value raises ValueError. With ``log_density``, its value and gradient at a
-    few draws of q are checked (``bbvi``'s ``check_some_finite``: not finite at any of them raises
-    ValueError; ``check_gradient_flows``: exactly zero everywhere raises ValueError; with ``batch``
-    None, where ``log_density`` accepts None)."""
+    """The initial q (``family``), after ``bbvi``'s ``check_start`` on concrete inputs."""
     check_key("key", key)
-    if any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch))):  # under vmap (restarts) or jit
-        return NGVIState(family, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-    at_mean = batch is not None and joint is not None
-    if at_mean and log_density is None:
-        _check_at_mean(float(_probe(family, None, batch, joint, None, has_prior, True)[0]))
-    elif log_density is not None and joint is not None:
-        _check_start(key, batch, family, joint, log_density, has_prior, at_mean)
-    zero = jax.device_put(np.int32(0))  # no program to compile for a constant (jnp.asarray compiles one)
-    return NGVIState(family, zero, zero)
-
-
-def _start_values(family, draws, batch, joint, log_density, has_prior, at_mean):
-    """The start's checks as one program: (joint at q's mean or 0 where ``at_mean`` is False;
-    without ``draws`` None, else, for ``draws`` = (z, v), at each draw of ``z`` (leading axis) the
-    joint's value, whether d joint / dz != 0 and whether d log_density / dz != 0, each by its
-    derivative along the direction v (``directional_probe``); without a prior the log-density is
-    the joint and one derivative serves both)."""
-    value = 0.0
-    if at_mean:
-        mean = jax.tree_util.tree_map(_family_mean, family, is_leaf=expfam.is_family)
-        value = joint(mean, batch)
-    if draws is None:
-        return value, None
-    return value, jax.vmap(directional_probe(joint, log_density if has_prior else None, batch))(*draws)
+    concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
+    if concrete and joint is not None and (batch is not None or log_density is not None):
+        z = expfam.reparam_sample(family, key, NUM_START_DRAWS)
+        mean = None if batch is None else jax.tree_util.tree_map(_family_mean, family, is_leaf=expfam.is_family)
+        check_start(key, batch, z, mean, joint, log_density, has_prior)
+    return NGVIState(family, jnp.zeros((), jnp.int32))
 
 
 def _family_mean(f):
-    """E_q[x] of a family: in closed form for Normal, MultivariateNormal, Gamma, Beta and Dirichlet
-    (TFP's formulas; its import alone takes about 0.7 s), else by its TFP distribution."""
+    """E_q[x] of a family (closed forms for Normal, MultivariateNormal, Gamma, Beta, Dirichlet)."""
     t = type(f)
     if t in (expfam.Normal, expfam.MultivariateNormal):
         return f.mean
@@ -308,86 +233,23 @@ def _family_mean(f):
     return f.to_tfp().mean()
 
 
-# compiled once per (joint, log_density, shapes): a second init reuses it
-_probe = filter_jit(_start_values, setup=True)
-
-
-def _check_at_mean(value: float) -> None:
-    if not np.isfinite(value):
-        raise ArgumentError("log_density", f"log_density is not finite ({value}) at the mean of the initial q (family)")
-
-
-def _host_draw(f, rng: np.random.Generator):
-    """One draw of the family ``f`` by numpy's samplers (the distribution of
-    ``expfam.reparam_sample``, with nothing to compile), in its float type; None for a family
-    other than Normal, Gamma, Beta and Dirichlet."""
-    t = type(f)
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(f))
-    if t is expfam.Normal:
-        eta1, eta2 = np.asarray(f.eta1, np.float64), np.asarray(f.eta2, np.float64)
-        x = rng.normal(-0.5 * eta1 / eta2, np.sqrt(-0.5 / eta2))
-    elif t is expfam.Gamma:
-        x = rng.gamma(np.asarray(f.eta1, np.float64) + 1.0, -1.0 / np.asarray(f.eta2, np.float64))
-    elif t is expfam.Beta:
-        x = rng.beta(np.asarray(f.eta1, np.float64) + 1.0, np.asarray(f.eta2, np.float64) + 1.0)
-    elif t is expfam.Dirichlet:
-        alpha = np.asarray(f.eta, np.float64) + 1.0
-        x = np.stack([rng.dirichlet(a) for a in alpha.reshape(-1, alpha.shape[-1])]).reshape(alpha.shape)
-    else:
-        return None
-    return np.asarray(x, dtype)
-
-
-def _start_draws(key, family, num: int, rng=None):
-    """``num`` draws of ``family`` stacked on a leading axis, for the start's gradient check: on the
-    host by numpy's samplers from ``rng`` (None: ``host_rng(key)``; the check needs no differentiable
-    draw, and a Gamma-based family's sampler would cost the check a compilation of its own), or,
-    for a family numpy has no sampler for, by ``expfam.reparam_sample`` at the key's splits."""
-    fams, treedef = jax.tree_util.tree_flatten(family, is_leaf=expfam.is_family)
-    rng = host_rng(key) if rng is None else rng
-    draws = [[_host_draw(f, rng) for f in fams] for _ in range(num)]
-    if any(d is None for row in draws for d in row):
-        keys = jax.random.split(key, num)
-        return jax.vmap(lambda k: expfam.reparam_sample(family, k))(keys)
-    return jax.tree_util.tree_unflatten(treedef, [np.stack(col) for col in zip(*draws)])
-
-
-def _check_start(key, batch, family, joint, log_density, has_prior, at_mean) -> None:
-    """The log-density at q's mean (``at_mean``) and its derivative at draws of q along random
-    directions, in one program."""
-    rng = host_rng(key)
-    z = _start_draws(key, family, NUM_START_DRAWS, rng)
-    draws = (z, directions(rng, z))
-    try:
-        value, (values, joint_moves, lik_moves) = _probe(family, draws, batch, joint, log_density, has_prior, at_mean)
-    except Exception:  # noqa: BLE001 - without a batch, a log-density that needs one: not checked
-        if batch is not None:
-            raise
-        return
-    if at_mean:
-        _check_at_mean(float(value))
-    check_some_finite(values, f"{NUM_START_DRAWS} draws of the initial q")
-    check_gradient_flows(joint_moves, lik_moves, has_prior, f"{NUM_START_DRAWS} draws of the initial q")
-
-
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: NGVIState,
     batch: PyTree,
     *,
+    model: Any,
     joint: Callable,
     schedule: Callable,
     num_samples: int,
     gradient: str,
     prior: Any = None,
-    model: Any = None,
     family: PyTree = None,
 ) -> tuple[NGVIState, NGVIInfo]:
-    """One natural-gradient step (see the module docstring). The batch is checked by ``model``
-    when it has ``check_data`` / ``batch_checks`` (see ``bbvi.step``); ``state.q_global`` must have
-    the structure and shapes of ``family`` (the initial q), else ValueError."""
-    if family is not None:  # another ngvi's state (other families or shapes) fails here, not deep inside
+    """One natural-gradient step (module docstring). The batch is checked by ``model`` where it
+    declares its checks; ``state.q_global`` must be shaped like ``family``, else ValueError."""
+    if family is not None:
         check_shapes("state.q_global", state.q_global, family, "this ngvi's family")
     q = state.q_global
     rho = schedule(state.count)
@@ -398,24 +260,23 @@ def step(
         g_hat, mean_f = _hessian_gradient(q, f, key, num_samples, secant=gradient == "secant")
     if prior is None:
         target = g_hat
-        elbo = mean_f + sum(
-            jax.tree_util.tree_leaves(
-                jax.tree_util.tree_map(lambda f_: jnp.sum(f_.entropy()), q, is_leaf=expfam.is_family)
-            )
-        )
+        entropies = jax.tree_util.tree_map(lambda f_: jnp.sum(f_.entropy()), q, is_leaf=expfam.is_family)
+        elbo = mean_f + sum(jax.tree_util.tree_leaves(entropies))
     else:
         target = jax.tree.map(jnp.add, expfam.tree_natural_params(prior), g_hat)
         elbo = mean_f - expfam.tree_kl(q, prior)
     new_q, num_damped = expfam.tree_interpolate(q, target, rho)
-    # A step that the domain guard left wholly unchanged (no halving of rho was valid anywhere: an
-    # indefinite Hessian estimate, say) made no progress: it is counted as rejected, not accepted. A
-    # step that changes nothing without any damping is at a fixed point (an exact gradient at the
-    # optimum: a Gaussian target with the Hessian estimate) and is accepted.
-    old_leaves, new_leaves = jax.tree_util.tree_leaves(q), jax.tree_util.tree_leaves(new_q)
-    moved = jnp.any(jnp.stack([jnp.any(a != b) for a, b in zip(old_leaves, new_leaves)])) | (rho == 0)
-    moved = moved | (num_damped == 0)
-    info = NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped, None)
-    return Proposal(NGVIState(new_q, state.count, state.num_rejected), info, (elbo,), valid=moved)
+    info = NGVIInfo(elbo, jnp.asarray(rho, elbo.dtype), num_damped)
+    return NGVIState(new_q, safe_increment(state.count)), info
+
+
+def moved(old: NGVIState, new: NGVIState, info: NGVIInfo) -> Array:
+    """Whether a step made progress: q changed, or nothing was damped (a fixed point, such as an
+    exact gradient at the optimum), or rho = 0. A step the domain guard left wholly unchanged (no
+    halving of rho was valid: an indefinite Hessian estimate, say) is rejected."""
+    pairs = zip(jax.tree_util.tree_leaves(old.q_global), jax.tree_util.tree_leaves(new.q_global))
+    changed = jnp.any(jnp.stack([jnp.any(a != b) for a, b in pairs]))
+    return changed | (info.step_size == 0) | (info.num_damped == 0)
 
 
 def as_top_level_api(
@@ -437,35 +298,27 @@ def as_top_level_api(
         log-likelihood when ``prior`` or ``num_data`` is given. Or a ``vijax.interop.Target``
         (``vijax.from_numpyro``, ``vijax.from_tfp``): its ``log_prob`` at constrained values,
         ``z`` a dict keyed by site name; ``num_data``, ``prior`` and ``log_prior`` are then
-        refused (the model scales its own minibatches and holds its prior).
+        refused. A ``log_density`` (or target) that declares ``vijax.models.BatchChecked`` checks
+        each batch.
       family: the initial q, a family or pytree of ``vijax.expfam`` families with a reparameterized
         sampler (Normal, MultivariateNormal, Gamma, Beta, Dirichlet). With a target, None (the
         default) is ``vijax.inference.auto_family(target)``: a family per site matched to its
         support.
-      schedule: rho, a number in (0, 1] or a callable ``count -> rho``. Default: a half Newton
-        step first (a full one can land where a non-log-concave target's Hessian is indefinite),
-        rho_t = 0.5 ((t + tau) / tau)^-0.7, i.e. ``schedules.robbins_monro(0.5 tau^0.7, tau=tau,
-        kappa=0.7)``, with tau = 10 for the Hessian estimate, whose antithetic draws are precise
-        enough for long steps (a logistic regression reaches its mean-field optimum in about 50
-        steps instead of stopping short after 400), and tau = 1 for the reparameterization
-        estimate alone, whose noise needs the faster decay.
+      schedule: rho, a number in (0, 1] or a callable ``count -> rho``. Default
+        rho_t = 0.5 ((t + tau) / tau)^-0.7 (a half Newton step first), tau = ``HESSIAN_TAU`` (10)
+        with the Hessian and secant estimates and 1 with the noisier reparameterization one.
       num_data: N for the N / M scaling of ``log_density`` over a minibatch of M.
       num_samples: S >= 1 Monte Carlo draws per step.
-      gradient: ``"reparam"``, ``"hessian"`` or ``"secant"`` (for q's Gaussian factors; the
-        others by ``"reparam"``), see the module docstring; None: ``"hessian"`` when q has a
-        Gaussian factor (the reparameterization estimate of a precision is too noisy for large
-        steps: on a mixture's component means it jumped far from the data and left q at a local
-        optimum), ``"secant"`` instead where those factors are Normals of more than
-        ``HESSIAN_MAX_SIZE`` (64) coordinates in all (a Hessian step costs D forward passes of the
-        log-joint's gradient per draw), ``"reparam"`` without a Gaussian factor.
+      gradient: ``"reparam"``, ``"hessian"`` or ``"secant"`` (module docstring); None:
+        ``"hessian"`` when q has a Gaussian factor, ``"secant"`` where those are Normals of more
+        than ``HESSIAN_MAX_SIZE`` coordinates in all, else ``"reparam"``.
       prior: the prior as a pytree of families of q's types (its natural parameters eta enter the
         update; ``log_density`` is then the log-likelihood).
       log_prior: ``z -> scalar`` added once per step (the whole log-joint then reaches g_hat).
 
     Returns:
-      ``VIAlgorithm(init, step)``; ``state.q_global`` is the pytree of families. Draws and PSIS
-      log-weights: ``vijax.inference.sample(alg, key, state, num_samples)`` and
-      ``log_weights(alg, key, state, batch, num_samples)``.
+      ``reject_non_finite(VIAlgorithm(init, step), is_valid=moved)``; ``state.q_global`` is the
+      pytree of families; ``vijax.inference.sample`` and ``log_weights`` read its ``extras``.
 
     Raises:
       ValueError: naming the argument: a family without a reparameterized sampler, ``"hessian"``
@@ -484,12 +337,11 @@ def as_top_level_api(
         [1.0, 1.0]
     """
     target = log_density if isinstance(log_density, Target) else None
-    valid = None  # whether each family is inside its domain, where the family's program says
     if target is not None:
         check_target_arguments(num_data=num_data, prior=prior, log_prior=log_prior)
         log_density = target.log_prob
         if family is None:
-            family, valid = auto_family_checked(target, DEFAULT_INIT_SCALE)  # one program, its domain check included
+            family = auto_family(target, init_scale=DEFAULT_INIT_SCALE)
     if not callable(log_density):
         raise ArgumentError(
             "log_density",
@@ -501,20 +353,11 @@ def as_top_level_api(
             "family", "family: the initial q (a pytree of vijax.expfam families) is needed with a log-density"
         )
     expfam.check_invertible(family)
-    if target is not None:  # q's draws must be the target's constrained sites (shapes only: nothing to compile)
+    if target is not None:  # q's draws must be the target's constrained sites
         draw = jax.eval_shape(lambda: expfam.reparam_sample(family, jax.random.PRNGKey(0)))
         check_shapes("family", draw, jax.eval_shape(target.constrain, target.init_params), "the target's sites")
+    expfam.check_in_domain("family", family)
     fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
-    if valid is None and any(isinstance(f, expfam.MultivariateNormal) for f in fams):
-        # its check factors the precision: one program (op by op, 12 compilations, 0.33 s for D = 3)
-        valid = as_one_program(lambda: [jnp.all(f.is_valid()) for f in fams], "family_checks")
-    elif valid is None:  # elementwise checks in numpy: no program
-        valid = [np.all(np.asarray(jax.tree_util.tree_map(np.asarray, f).is_valid())) for f in fams]
-    for f, ok in zip(fams, valid):
-        if not bool(ok):
-            raise ArgumentError(
-                "family", f"family: the initial {type(f).__name__} has natural parameters outside its domain"
-            )
     gradient = check_choice("gradient", _default_gradient(fams) if gradient is None else gradient, GRADIENTS)
     if gradient == "hessian" and not any(_is_gaussian(f) for f in fams):
         raise ArgumentError(
@@ -551,46 +394,48 @@ def as_top_level_api(
     sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(rho0 * tau**0.7, tau=tau, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
 
-    return VIAlgorithm(
-        init=bind_settings(
-            init,
-            family=family,
-            joint=joint,
-            log_density=log_density,
-            has_prior=prior is not None or log_prior is not None,
-        ),
-        step=bind_settings(
-            step,
-            joint=joint,
-            schedule=sched,
-            num_samples=num_samples,
-            gradient=gradient,
-            prior=prior,
-            model=target if target is not None else getattr(log_density, "__self__", log_density),
-            family=family,
-        ),
+    init_fn = bind_settings(
+        init, family=family, joint=joint, log_density=log_density, has_prior=prior is not None or log_prior is not None
     )
+    settings = dict(joint=joint, schedule=sched, num_samples=num_samples, gradient=gradient, prior=prior)
+    model = target if target is not None else log_density
+    step_fn = bind_settings(step, model=model, family=family, **settings)
+    return reject_non_finite(VIAlgorithm(init_fn, step_fn, NGVIExtras(settings)), is_valid=moved)
 
 
-def sample(q_global: PyTree, key: PRNGKey, num_samples: int) -> PyTree:
-    """Draws structured like q (the pytree of families), with a leading axis of ``num_samples``."""
-    return expfam.reparam_sample(q_global, key, check_int("num_samples", num_samples))
+def _log_prob(q: PyTree, z: PyTree) -> Array:
+    lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), q, z, is_leaf=expfam.is_family)
+    return sum(jax.tree_util.tree_leaves(lp))
 
 
-def log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, *, joint, prior=None) -> Array:
-    """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q, for PSIS (``vijax.metrics.psis``)."""
-
+@filter_jit
+def _log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int, joint, prior) -> Array:
     def w(z):
-        log_p = joint(z, batch)
-        if prior is not None:
-            lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), prior, z, is_leaf=expfam.is_family)
-            log_p = log_p + sum(jax.tree_util.tree_leaves(lp))
-        lq = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), q_global, z, is_leaf=expfam.is_family)
-        return log_p - sum(jax.tree_util.tree_leaves(lq))
+        log_p = joint(z, batch) + (0.0 if prior is None else _log_prob(prior, z))
+        return log_p - _log_prob(q_global, z)
 
-    return jax.vmap(w)(sample(q_global, key, num_samples))
+    return jax.vmap(w)(expfam.reparam_sample(q_global, key, check_int("num_samples", num_samples)))
 
+
+class NGVIExtras:
+    """What ``ngvi`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): draws of q, their
+    log-weights, and the settings its step was built with (``settings["gradient"]``, ...)."""
+
+    def __init__(self, settings: dict):
+        self.settings = settings
+
+    def sample(self, key: PRNGKey, state, num_samples: int) -> PyTree:
+        """Draws structured like q, stacked on a leading axis."""
+        return _sample(state.q_global, key, check_int("num_samples", num_samples))
+
+    def log_weights(self, key: PRNGKey, state, batch: PyTree, num_samples: int) -> Array:
+        """(S,) log p(x, z_s) - log q(z_s), z_s ~ q."""
+        kw = dict(joint=self.settings["joint"], prior=self.settings["prior"])
+        return _log_weights(state.q_global, batch, key, num_samples, **kw)
+
+
+_sample = filter_jit(expfam.reparam_sample)
 
 ngvi = as_top_level_api
 
-__all__ = ["GRADIENTS", "NGVIInfo", "NGVIState", "as_top_level_api", "init", "log_weights", "ngvi", "sample", "step"]
+__all__ = ["GRADIENTS", "NGVIExtras", "NGVIInfo", "NGVIState", "as_top_level_api", "init", "moved", "ngvi", "step"]

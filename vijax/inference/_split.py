@@ -1,35 +1,22 @@
 """Conjugate sites in closed form, the rest by ``bbvi`` or ``ngvi``, in one step (``conjugate_split``).
 
-For a NumPyro model or a TFP joint distribution some of whose latent sites are conditionally conjugate
-(``vijax.conjugate_sites``: a Gamma rate of Poisson counts, a Dirichlet over categorical draws, a
-Normal mean with known scale, ...), q factorises as q(conjugate sites) q(rest): each conjugate
-site's q is its prior's exponential family, and q(rest) is either (``rest="bbvi"``) a Gaussian
-``bbvi`` family on the rest's unconstrained values or (``rest="ngvi"``) an ``ngvi`` exponential
-family per site over its constrained values, matched to its support (``auto_family``: Normal,
-Gamma, Beta, Dirichlet). One step
+For a NumPyro model or a TFP joint some of whose latent sites are conditionally conjugate
+(``vijax.conjugate_sites``), q factorises as q(conjugate sites) q(rest): each conjugate site's q is
+its prior's exponential family; q(rest) is a Gaussian ``bbvi`` family on the rest's unconstrained
+values (``rest="bbvi"``) or an ``ngvi`` family per site over its constrained values
+(``rest="ngvi"``). One step
 
-1. draws S values of the rest from q(rest) and of every conjugate site from its q;
-2. moves each conjugate site's natural parameters towards its complete conditional's, averaged
-   over those draws (``vijax.interop.complete_conditional``: the S-draw estimate of the CAVI
-   update E_q[eta(others, data)], Blei, Kucukelbir & McAuliffe 2017, eq. 37), by the step size
-   rho_t: lambda <- (1 - rho_t) lambda + rho_t eta_hat (rho = 1 at full batch is a coordinate
-   update; rho_t with subsampled plates is natural-gradient SVI, Hoffman et al. 2013, eq. 24, the
-   complete conditional already scaled by the plates' N / M); the sites in turn, each seeing the
-   others' new draws;
-3. takes one step on the rest, with the conjugate sites at one fresh draw from their new q: a
-   ``bbvi`` step on the log-joint at the rest's constrained values plus the rest's log |det J|, or
-   an ``ngvi`` step (a natural-gradient step of its own step size, Khan and Lin 2017) on the
-   log-joint at the rest's constrained values (no Jacobian: ngvi's q is over those values).
+1. draws S values of the rest and of every conjugate site from q;
+2. moves each conjugate site's natural parameters towards its complete conditional's averaged
+   over the draws (the S-draw estimate of E_q[eta(others, data)], Blei, Kucukelbir & McAuliffe
+   2017, eq. 37): lambda <- (1 - rho_t) lambda + rho_t eta_hat (rho = 1 at full batch is a
+   coordinate update, rho_t with subsampled plates natural-gradient SVI, Hoffman et al. 2013,
+   eq. 24); the sites in turn, each seeing the others' new draws;
+3. takes one ``bbvi`` or ``ngvi`` step on the rest, the conjugate sites at one fresh draw.
 
-The reported ELBO is the rest's step's estimate at that draw plus the conjugate sites' entropies:
-an unbiased estimate of E_q[log p(x, data)] + H[q] (with ``bbvi`` the rest's Jacobian inside, as
-``bbvi`` on a target counts it; with ``ngvi`` the entropy of q(rest) over constrained values).
-
-Where every latent site is conjugate there is no rest: a step is the closed-form sweep of 2.
-alone (at rho = 1 and full batch, a CAVI sweep, Blei, Kucukelbir & McAuliffe 2017, Algorithm 1,
-its expectations estimated from S draws where a site's complete conditional is not linear in the
-others'), the state's ``inner`` and the info's ``inner`` are None, and the ELBO is log p at one
-fresh draw of the sites plus their entropies.
+The ELBO is the rest's step's estimate plus the conjugate sites' entropies. Where every site is
+conjugate, a step is the sweep of 2. alone (a CAVI sweep at rho = 1, Blei, Kucukelbir & McAuliffe
+2017, Algorithm 1), ``rest`` is None, and the ELBO is log p at one fresh draw plus the entropies.
 """
 
 from __future__ import annotations
@@ -38,44 +25,37 @@ from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from vijax import expfam
-from vijax._compile import setup_jit, split_on_host
-from vijax._validate import ArgumentError, check_choice, check_int, is_tracer
+from vijax._validate import ArgumentError, check_choice, check_int
 from vijax.interop import SiteConjugacy, Target, check_report, complete_conditional, complete_conditionals
-from vijax.inference import _bbvi, _ngvi
 from vijax.inference._bbvi import bbvi
 from vijax.inference._guides import auto_family
 from vijax.inference._ngvi import ngvi
-from vijax.inference.base import Proposal, VIAlgorithm, bind_settings, checked_step
+from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.inference.schedules import as_schedule, constant
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 
 class SplitState(NamedTuple):
-    """q_global: site name -> the ``vijax.expfam`` family of each conjugate site's q; inner:
-    the state of ``bbvi`` or ``ngvi`` over the other sites (``inner.q_global``: ``bbvi``'s
-    variational parameters, or ``ngvi``'s dict site name -> family), None where every site is
-    conjugate; count:
-    int32 steps taken; num_rejected: int32 steps not applied (non-finite)."""
+    """q_global: site name -> the ``vijax.expfam`` family of each conjugate site's q; rest: the
+    state of ``bbvi`` or ``ngvi`` over the other sites (None where every site is conjugate);
+    count: int32 steps taken."""
 
     q_global: dict
-    inner: Any
+    rest: Any
     count: Array
-    num_rejected: Array
 
 
 class SplitInfo(NamedTuple):
     """elbo: the Monte Carlo ELBO estimate (module docstring); step_size: rho_t of the conjugate
-    sites; num_damped: their natural-parameter elements pulled back into the domain; inner:
-    the info of the rest's ``bbvi`` or ``ngvi`` step; accepted: whether the step was applied."""
+    sites; num_damped: their natural-parameter elements pulled back into the domain; rest: the
+    info of the rest's ``bbvi`` or ``ngvi`` step."""
 
     elbo: Array
     step_size: Array
     num_damped: Array
-    inner: Any
-    accepted: Array = None
+    rest: Any
 
 
 def _bijectors(target: Target, names) -> dict:
@@ -114,54 +94,32 @@ def _constrain(bijectors: dict, params_u: dict) -> tuple[dict, Array]:
     return {n: x for n, (x, _) in pairs.items()}, jnp.asarray(logdet)
 
 
-def _rest_log_density(params_u: dict, pair, *, target: Target, bijectors: dict):
-    """log p(rest, conjugate draw, data) + log |det J| of the rest, for ``bbvi``; ``pair`` is
-    (the target's batch, the conjugate sites' constrained values)."""
+def _rest_log_density(params: dict, pair, *, target: Target, bijectors: dict):
+    """log p(rest, conjugate draw, data) (+ log |det J| of the rest where ``bijectors`` map it from
+    unconstrained values, for ``bbvi``); ``pair`` is (the batch, the conjugate sites' values)."""
     batch, conjugate = pair
-    values, logdet = _constrain(bijectors, params_u)
+    values, logdet = _constrain(bijectors, params) if bijectors else (params, 0.0)
     return target.log_prob({**values, **conjugate}, batch) + logdet
 
 
-def _rest_log_density_ngvi(values: dict, pair, *, target: Target):
-    """log p(rest, conjugate draw, data) at the rest's constrained values, for ``ngvi``."""
-    batch, conjugate = pair
-    return target.log_prob({**values, **conjugate}, batch)
-
-
-def _draw(q: PyTree, key: PRNGKey, num: int):
-    """``num`` draws of the family ``q``, (num, *batch, *event): ``expfam.reparam_sample(q, key, num)``
-    (exact samplers: a Gamma-based family by one vectorised rejection loop over all the draws),
-    not ``q.sample`` (``jax.random.gamma``'s sampler, a loop element by element whose program
-    costs several times more to compile; ``benchmarks/numpyro_models.py``)."""
-    return _draw_all([q], ("q",), key, num)["q"]
-
-
 def _draw_all(families: list, names: tuple, key: PRNGKey, num: int) -> dict:
-    """``num`` draws of each family (``_draw``), in one ``expfam.reparam_sample`` of the list: each
-    family on its split of ``key`` (one per family, in the list's order), and the Gamma-based ones
-    together, by one rejection loop."""
+    """name -> ``num`` draws of each family, (num, *batch, *event)."""
     return dict(zip(names, expfam.reparam_sample(families, key, num)))
 
 
 def init(
-    key: PRNGKey, batch: PyTree = None, *, target: Target, conjugate: tuple, inner: VIAlgorithm, bijectors: dict
+    key: PRNGKey, batch: PyTree = None, *, target: Target, conjugate: tuple, rest_alg: VIAlgorithm, bijectors: dict
 ) -> SplitState:
     """q(rest) from its algorithm's start; each conjugate site's q the complete conditional at one
-    draw of q(rest) (``ngvi``'s: drawn on the host by numpy's samplers) and the other conjugate
-    sites' starting values (the target's start)."""
-    # made on the host from a concrete key: no program compiles for the split
-    k_inner, k_rest = jax.random.split(key) if is_tracer(key) else split_on_host(key)
-    conj = _start(target, conjugate)
-    inner_state = None if inner is None else inner.init(k_inner, (batch, conj))
-    if inner is None:
-        rest = {}
-    elif inner.step.func is _ngvi.step:  # one draw of q(rest) on the host: no sampler to compile for it
-        rest = _ngvi._start_draws(k_rest, inner_state.q_global, 1)
-    else:
-        rest = _rest_draws(inner, k_rest, inner_state, bijectors, 1)
-    draws = {**rest, **{n: (v if is_tracer(v) else np.asarray(v))[None] for n, v in conj.items()}}  # host: no program
+    draw of q(rest) and the other conjugate sites' starting values (the target's start)."""
+    k_step, k_rest = jax.random.split(key)
+    start = target.constrain(target.init_params)
+    conj = {n: start[n] for n in conjugate}
+    rest_state = None if rest_alg is None else rest_alg.init(k_step, (batch, conj))
+    draws = _rest_draws(rest_alg, k_rest, rest_state, bijectors, 1)
+    draws.update({n: jnp.asarray(v)[None] for n, v in conj.items()})
     requests = {n: {m: v for m, v in draws.items() if m != n} for n in conjugate}
-    try:  # complete_conditional's, one program, which checks each site's linearity at these draws
+    try:  # checks each site's linearity at these draws
         q = complete_conditionals(target, requests, **_batch_kwargs(batch))
     except ArgumentError as e:
         if e.argument != "site":
@@ -171,40 +129,25 @@ def init(
             f"conjugate: the report marks site {e.value!r} conjugate, but this target's {e}; "
             "give conjugate_sites' report of this target (vijax.conjugate_sites(target, key))",
         ) from e
-    zero = jnp.asarray(np.int32(0))  # no program to compile for a constant
-    return SplitState(q, inner_state, zero, zero)
-
-
-# the conjugate sites' start (the target's, constrained): one small program, not one per operation
-_start = setup_jit(
-    lambda target, names: {n: target.constrain(target.init_params)[n] for n in names}, static_argnums=(0, 1)
-)
+    return SplitState(q, rest_state, jnp.zeros((), jnp.int32))
 
 
 def _batch_kwargs(batch) -> dict:
     return {} if batch is None else dict(batch)
 
 
-def _rest_draws(inner: VIAlgorithm, key: PRNGKey, inner_state, bijectors: dict, num: int) -> dict:
-    """``num`` draws of the rest from q(rest), constrained: (num, ...) per site (none without a rest)."""
-    if inner is None:
+def _rest_draws(rest_alg: VIAlgorithm, key: PRNGKey, rest_state, bijectors: dict, num: int) -> dict:
+    """``num`` draws of the rest from q(rest) (its algorithm's ``extras.sample``), constrained:
+    (num, ...) per site (none without a rest)."""
+    if rest_alg is None:
         return {}
-    if inner.step.func is _ngvi.step:  # q over the constrained values already
-        return _ngvi.sample(inner_state.q_global, key, num)
-    params_u = _bbvi.sample(inner_state.q_global, key, num, guide=inner.step.keywords["guide"])
-    return jax.vmap(lambda u: _constrain(bijectors, u)[0])(params_u)
+    draws = rest_alg.extras.sample(key, rest_state, num)
+    if not bijectors:  # ngvi: q over the constrained values already
+        return dict(draws)
+    return jax.vmap(lambda u: _constrain(bijectors, u)[0])(draws)
 
 
-def sample(state: SplitState, key: PRNGKey, num_samples: int, *, inner: VIAlgorithm, conjugate: tuple, bijectors: dict):
-    """``num_samples`` draws of every latent site from q, constrained, stacked on a leading axis: the
-    rest from q(rest), each conjugate site from its family (``vijax.inference.sample``)."""
-    k_rest, k_conj = jax.random.split(key)
-    out = _rest_draws(inner, k_rest, state.inner, bijectors, num_samples)
-    out.update(_draw_all([state.q_global[n] for n in conjugate], conjugate, k_conj, num_samples))
-    return out
-
-
-@checked_step
+@validated_step
 def step(
     key: PRNGKey,
     state: SplitState,
@@ -212,16 +155,16 @@ def step(
     *,
     model: Target,
     conjugate: tuple,
-    inner: VIAlgorithm,
+    rest_alg: VIAlgorithm,
     bijectors: dict,
     schedule: Schedule,
     num_draws: int,
-) -> Proposal:
+) -> tuple[SplitState, SplitInfo]:
     """One step (module docstring)."""
     target = model
-    k_rest, k_conj, k_new, k_inner = jax.random.split(key, 4)
+    k_rest, k_conj, k_new, k_step = jax.random.split(key, 4)
     rho = jnp.asarray(schedule(state.count))
-    draws = _rest_draws(inner, k_rest, state.inner, bijectors, num_draws)
+    draws = _rest_draws(rest_alg, k_rest, state.rest, bijectors, num_draws)
     draws.update(_draw_all([state.q_global[n] for n in conjugate], conjugate, k_conj, num_draws))
     q_new, damped = {}, jnp.zeros((), jnp.int32)
     new_keys = dict(zip(conjugate, jax.random.split(k_new, len(conjugate))))
@@ -230,17 +173,17 @@ def step(
         eta_hat = complete_conditional(target, n, others, **_batch_kwargs(batch))
         q_new[n], d = expfam.tree_interpolate(state.q_global[n], expfam.tree_natural_params(eta_hat), rho)
         damped = damped + d
-        draws[n] = _draw(q_new[n], new_keys[n], num_draws)  # the next site sees the new q
+        draws[n] = expfam.reparam_sample(q_new[n], new_keys[n], num_draws)  # the next site sees the new q
     conj_now = {n: draws[n][0] for n in conjugate}  # one fresh draw for the rest's step
     entropy = sum(jnp.sum(q_new[n].entropy()) for n in conjugate)
-    if inner is None:  # every site conjugate: log p at that draw
-        inner_state, inner_info = None, None
+    if rest_alg is None:  # every site conjugate: log p at that draw
+        rest_state, rest_info = None, None
         elbo = target.log_prob(conj_now, batch) + entropy
     else:
-        inner_state, inner_info = inner.step(k_inner, state.inner, (batch, conj_now))
-        elbo = inner_info.elbo + entropy
-    info = SplitInfo(elbo, rho, damped, inner_info)
-    return Proposal(SplitState(q_new, inner_state, state.count, state.num_rejected), info, (elbo,))
+        rest_state, rest_info = rest_alg.step(k_step, state.rest, (batch, conj_now))
+        elbo = rest_info.elbo + entropy
+    info = SplitInfo(elbo, rho, damped, rest_info)
+    return SplitState(q_new, rest_state, safe_increment(state.count)), info
 
 
 RESTS = ("bbvi", "ngvi")
@@ -270,68 +213,39 @@ def as_top_level_api(
     rest_schedule=None,
     gradient: Optional[str] = None,
 ) -> VIAlgorithm:
-    """Conjugate sites of a NumPyro model or a TFP joint distribution in closed form, the other
-    sites by ``bbvi`` or ``ngvi``,
-    in one step (see the module docstring).
+    """Conjugate sites of a NumPyro model or a TFP joint in closed form, the others by ``bbvi``
+    or ``ngvi``, in one step (see the module docstring).
 
     Args:
-      target: a NumPyro target (``vijax.from_numpyro``; its batch is the model's arguments and
-        subsampled plates' indices, as for ``bbvi``) or a TFP one (``vijax.from_tfp``; its batch
-        is None or observed values in place of the pinned ones, full batch: a TFP joint has no
-        subsampled plate).
-      conjugate: ``vijax.conjugate_sites(target, key)``'s report of this target (or of a target
-        of the same model): the sites it found conjugate get closed-form updates (run it with
-        ``force=[...]`` to refuse a site you expect to be conjugate and is not); at least one.
-        Where every site is conjugate, the algorithm is the closed-form sweep alone (module
-        docstring), and the options of the rest are not used. The report is checked against the
-        target: here, that it has an entry for each latent site of the target and for no other,
-        and that each site it marks conjugate has the prior and family it records; at ``init``,
-        that each such site's log-joint is linear in its family's statistics at the start's draws
-        (``complete_conditional``'s check, in float64). The report of another model is refused by
-        one or the other, never used for closed-form updates of a site that is not conjugate.
-      schedule: rho_t of the conjugate sites: a number in (0, 1] or a callable ``count -> rho``
-        (default 1.0: a coordinate update, for full batches; use a decreasing schedule, e.g.
-        ``schedules.robbins_monro(1.0, tau=1.0, kappa=0.7)``, with subsampled plates).
+      target: a NumPyro target (``vijax.from_numpyro``) or a TFP one (``vijax.from_tfp``).
+      conjugate: ``vijax.conjugate_sites(target, key)``'s report of this target: the sites it finds
+        conjugate get closed-form updates (at least one). It must have an entry for each latent
+        site and no other, with the prior and family each conjugate site has; at ``init`` each
+        such site's log-joint must be linear in its family's statistics.
+      schedule: rho_t of the conjugate sites, a number in (0, 1] or ``count -> rho`` (default 1.0;
+        use a decreasing schedule with subsampled plates).
       num_draws: S, draws of the other sites per conjugate update (>= 1).
-      rest: how the other sites are fitted: ``"bbvi"`` (a Gaussian family on their unconstrained
-        values, by a stochastic optimizer) or ``"ngvi"`` (an exponential family per site over its
-        constrained values, ``auto_family``'s choice for its support, by natural-gradient steps).
-      family: with ``rest="bbvi"``, its family for the rest (``"meanfield"``, the default,
-        ``"fullrank"``, ``"lowrank"``); with ``rest="ngvi"``, a dict of rest site -> exponential
-        family of ``vijax.expfam`` over the site's constrained values, for the sites whose
-        ``auto_family`` choice you replace (a ``MultivariateNormal`` over a real vector site, say);
-        a Normal or MultivariateNormal for a real site, a Gamma for a positive one, a Beta for the
-        unit interval, a Dirichlet for the simplex, each drawing the site's shape.
-      optimizer: ``bbvi``'s optimizer for the rest (default ``"adam"``); ``rest="bbvi"`` only.
-      learning_rate: its learning rate, a number or an optax schedule ``count -> rate``
-        (``optax.cosine_decay_schedule(0.05, 2000)``, say; default: the optimizer's);
-        ``rest="bbvi"`` only.
-      num_samples: draws of q(rest) per step of ``bbvi`` or ``ngvi`` (>= 1).
-      init_scale: q(rest)'s initial spread: ``bbvi``'s standard deviation on the unconstrained
-        space, or for ``ngvi`` ``auto_family``'s ``init_scale`` (the same spread, matched).
-      rest_schedule: ``ngvi``'s step size rho_t for the rest, a number in (0, 1] or a callable
-        ``count -> rho`` (default ``ngvi``'s: rho_t = 0.5 ((t + tau) / tau)^-0.7, tau = 10 with
-        the Hessian estimate and 1 otherwise); ``rest="ngvi"`` only.
-      gradient: ``ngvi``'s estimator for the rest, ``"reparam"``, ``"hessian"`` or ``"secant"``
-        (default, as ``ngvi`` chooses: ``"hessian"`` when a rest site is real, so that its q has a
-        Normal factor, ``"secant"`` where those Normals hold more than 64 coordinates,
-        ``"reparam"`` otherwise); ``rest="ngvi"`` only.
+      rest: ``"bbvi"`` or ``"ngvi"`` for the other sites.
+      family: with ``"bbvi"``, its Gaussian family (default ``"meanfield"``); with ``"ngvi"``, a
+        dict rest site -> ``vijax.expfam`` family replacing ``auto_family``'s choice (Normal or
+        MultivariateNormal for a real site, Gamma positive, Beta unit interval, Dirichlet simplex).
+      optimizer: ``bbvi``'s optimizer (default ``"adam"``); ``"bbvi"`` only.
+      learning_rate: its learning rate, a number or an optax schedule; ``"bbvi"`` only.
+      num_samples: draws of q(rest) per step of the rest (>= 1).
+      init_scale: q(rest)'s initial spread (``bbvi``'s standard deviation, ``auto_family``'s scale).
+      rest_schedule: ``ngvi``'s step size for the rest (default ``ngvi``'s); ``"ngvi"`` only.
+      gradient: ``ngvi``'s estimator for the rest (default ``ngvi``'s choice); ``"ngvi"`` only.
 
     Returns:
-      ``VIAlgorithm(init, step)``; the state is a :class:`SplitState` (``q_global``: the conjugate
-      sites' families; ``inner``: the state of ``bbvi`` or ``ngvi``, None without a rest), the
-      info a :class:`SplitInfo`.
+      ``reject_non_finite(VIAlgorithm(init, step))``; the state a :class:`SplitState` (``state.rest``:
+      the rest's state), the info a :class:`SplitInfo`; ``vijax.inference.sample`` draws every site.
 
     Raises:
-      ArgumentError: naming the argument: a target that is not a NumPyro or TFP one, a ``conjugate``
-        that is not ``conjugate_sites``' report of this target (see ``conjugate``; at ``init``
-        too), no conjugate site, a bad ``schedule``, ``num_draws`` or ``rest``, an option of the other
-        ``rest`` (``optimizer``, ``learning_rate`` with ``"ngvi"``; ``rest_schedule``,
-        ``gradient`` with ``"bbvi"``), with ``"ngvi"`` a rest site whose support no exponential
-        family matches (``rest``) or a ``family`` that names no rest site, is not an exponential
-        family, does not match its site's support or does not draw its site's shape (``family``).
-        With ``"bbvi"`` and a TFP target, a rest site of support ``"other"`` (``rest``: its
-        bijector may depend on other sites).
+      ArgumentError: naming the argument: a target that is not a NumPyro or TFP one, a report that
+        is not this target's (here or at ``init``), no conjugate site, a bad ``schedule``,
+        ``num_draws`` or ``rest``, an option of the other ``rest``, with ``"ngvi"`` a rest site no
+        exponential family matches or a bad ``family``; with ``"bbvi"`` and a TFP target, a rest
+        site of support ``"other"``.
     """
     if not isinstance(target, Target) or target.library not in ("numpyro", "tfp"):
         raise ArgumentError(
@@ -356,16 +270,16 @@ def as_top_level_api(
     num_draws = check_int("num_draws", num_draws)
     rho = as_schedule(schedule, "schedule", default=constant(1.0))
     if not others:  # every site conjugate: the closed-form sweep alone
-        inner, bijectors = None, {}
+        rest_alg, bijectors = None, {}
     elif rest == "ngvi":
-        inner = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
+        rest_alg = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
         bijectors = {}
     else:
         _check_tfp_supports(target, others)
         bijectors = _bijectors(target, others)
         log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
         options = {} if learning_rate is None else {"schedule": learning_rate}
-        inner = bbvi(
+        rest_alg = bbvi(
             log_density,
             family="meanfield" if family is None else family,
             init_params={n: jnp.asarray(target.init_params[n]) for n in others},
@@ -374,11 +288,28 @@ def as_top_level_api(
             init_scale=init_scale,
             **options,
         )
-    settings = dict(conjugate=sites, inner=inner, bijectors=bijectors)
-    return VIAlgorithm(
-        init=bind_settings(init, target=target, **settings),
-        step=bind_settings(step, model=target, schedule=rho, num_draws=num_draws, **settings),
+    settings = dict(conjugate=sites, rest_alg=rest_alg, bijectors=bijectors)
+    return reject_non_finite(
+        VIAlgorithm(
+            bind_settings(init, target=target, **settings),
+            bind_settings(step, model=target, schedule=rho, num_draws=num_draws, **settings),
+            SplitExtras(**settings),
+        )
     )
+
+
+class SplitExtras:
+    """What ``conjugate_split`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): draws of
+    every latent site from q, constrained."""
+
+    def __init__(self, conjugate: tuple, rest_alg: VIAlgorithm, bijectors: dict):
+        self.conjugate, self.rest_alg, self.bijectors = conjugate, rest_alg, bijectors
+
+    def sample(self, key: PRNGKey, state: SplitState, num_samples: int) -> dict:
+        k_rest, k_conj = jax.random.split(key)
+        out = _rest_draws(self.rest_alg, k_rest, state.rest, self.bijectors, num_samples)
+        out.update(_draw_all([state.q_global[n] for n in self.conjugate], self.conjugate, k_conj, num_samples))
+        return out
 
 
 def _check_tfp_supports(target: Target, others: tuple) -> None:
@@ -405,7 +336,7 @@ def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_sche
         raise
     except ValueError as e:  # a site whose support no exponential family matches (none can be given for it)
         raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
-    log_density = bind_settings(_rest_log_density_ngvi, target=target)
+    log_density = bind_settings(_rest_log_density, target=target, bijectors={})
     return ngvi(
         log_density,
         family={n: given[n] if n in given else families[n] for n in others},
