@@ -14,9 +14,9 @@ from vijax._compile import fast_cpu_compile
 from vijax._validate import ArgumentError
 
 
-# ----------------------------------------------------------------------------- settings
 # name -> (default, accepted types, may be None, minimum): the one table of run settings, read by
-# RunConfig (and so by run()) and by the YAML schema of a config's ``run`` section.
+# RunConfig (and so by run()) and by the YAML schema of a config's ``run`` section; each is
+# described in RunConfig's docstring
 SETTINGS = {
     "num_steps": (1000, (int,), False, 0),
     "chunk_size": (100, (int,), False, 1),
@@ -25,17 +25,13 @@ SETTINGS = {
     "eval_every": (None, (int,), True, 1),
     "checkpoint_every": (None, (int,), True, 1),
     "progress": (True, (bool,), False, None),
-    "max_rejected_share": (0.5, (float,), False, 0.0),  # vijax run fails when more steps were rejected
-    # process settings, applied by ``RunConfig.apply_process_settings`` before JAX makes arrays:
-    "x64": (False, (bool,), False, None),  # float64 (jax_enable_x64) instead of float32
-    "cpu_devices": (None, (int,), True, 1),  # CPU devices JAX shows (one per core for data_parallel)
-    # JAX's persistent compilation cache: true (the default folder), false (off) or a folder (vijax/run/_cache.py)
-    # null: the caller's default (on for the vijax command; for vijax.run.run only where
-    # VIJAX_COMPILE_CACHE says, else JAX's setting left as it is)
+    "max_rejected_share": (0.5, (float,), False, 0.0),
+    "x64": (False, (bool,), False, None),
+    "cpu_devices": (None, (int,), True, 1),
     "compile_cache": (None, (bool, str), True, None),
-    "fast_cpu_compile": (True, (bool,), False, None),  # quicker CPU compiles (vijax/_compile.py)
-    "prefetch": (2, (int,), False, 0),  # host chunks built ahead in a background thread (0: off)
-    "check_values": (True, (bool,), False, None),  # value checks of every step's batch
+    "fast_cpu_compile": (True, (bool,), False, None),
+    "prefetch": (2, (int,), False, 0),
+    "check_values": (True, (bool,), False, None),
 }
 
 
