@@ -1,23 +1,15 @@
 """A regression guard on the size of the programs the configs compile: the lowered text
 (``jax.jit(step).lower(...).as_text()``, StableHLO) of each algorithm x model step below must stay
-under a stated bound. Compile time grows with the program (docs/design.md, "Compile time and program
-size"); an E-step loop unrolled per length bucket once made LDA's step 0.69 MB (and 11-21 s to compile).
+under a stated bound, so that a structural regression (a loop unrolled, a branch duplicated) fails.
 
 The size depends on the program's structure, not on the data's size, so the steps are built at
 tiny sizes and only lowered (never compiled). Each bound is about 1.5x the size measured when it
-was set (the measurement is in the comment), so that it fails on a structural regression (a loop
-unrolled again, a branch duplicated), not on a small change.
+was set (in the comment).
 
 Covered: LDA's E-steps (mean-field with and without SQUAREM, CVB0, Gibbs) and global updates (SVI,
-SSVI-A, SSVI) of configs/lda_ssvi.yaml, data-parallel SVI (configs/lda_synthetic.yaml); the
-Bernoulli mixture's four methods of configs/dp_bernoulli.yaml (the default experiment); and one
-step per model x algorithm of every other config, as the runner's chunk program
-(``vijax.run.lower_run``): ARD, GMM CAVI (with restarts) and EM, the DP mixture's two truncations,
-the categorical HMM, GaP-NMF (lock step), CTM, VAE, GP classification (PG-SVI, Adam, GD), the
-Bayesian last layer and its point baseline, BBVI and NGVI (logistic regression; eight schools'
-are the same algorithms on another log-density), pLSA and its LDA baseline, the Student-t mixture and its GMM baseline. Also counted
-in the jaxpr: the Gamma sampler's random calls and the Gibbs sampler's copies of its sweep. Compile times at the
-configs' real sizes: benchmarks/compile_time.py.
+SSVI-A, SSVI), data-parallel SVI; the Bernoulli mixture's four methods; and one step per model x
+algorithm of every other config, as the runner's chunk program (``vijax.run.lower_run``). Also
+counted in the jaxpr: the Gamma sampler's random calls and the Gibbs sampler's copies of its sweep.
 """
 
 import functools
