@@ -260,8 +260,8 @@ def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
     traced (a user's ``jax.jit``, ``vmap`` or ``lax.scan``, ``jit_step``, the runner): the switch is
     this argument, part of the algorithm, not a setting of the process. Shape and dtype checks
     always run. Off, a step costs no pass over its batch for the checks, and a bad value gives
-    whatever the model's math gives (a NaN step is still rejected by the step's finite-state
-    check).
+    whatever the model's math gives (a non-finite step is still rejected by
+    :func:`reject_non_finite`).
 
     Examples:
         >>> import jax, numpy as np
@@ -387,6 +387,9 @@ class _Extended:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r}, {self.EXTRA}={getattr(self, self.EXTRA)!r})"
+
+    def __reduce__(self):
+        return type(self), (self.inner, getattr(self, self.EXTRA))
 
 
 def _named_fields(x: Any) -> tuple:
