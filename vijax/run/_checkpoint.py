@@ -1,40 +1,23 @@
 """Checkpoints of a run: the state pytree, the trace and evaluations so far, the step count.
 
-One checkpoint is one ``.npz`` file ``ckpt_<step>.npz`` holding
+One checkpoint is one ``.npz`` file ``ckpt_<step>.npz`` holding ``state/<i>`` (the i-th leaf of the
+state, in ``jax.tree_util`` order), ``trace/<name>`` (every trace array), ``__meta__`` (JSON: the
+step, the leaves' paths, shapes and dtypes, the evaluations, the wall time, the run's key data and
+its *fingerprint*, see ``compare_fingerprints``) and ``__checksum__`` (SHA-256 of every other
+member). Loading unflattens the leaves with the treedef of a *template* state built by the caller,
+after checking that the leaves' paths, shapes and dtypes agree.
 
-- ``state/<i>``: the i-th leaf of the state, in ``jax.tree_util`` flattening order;
-- ``trace/<name>``: every trace array (``"step"`` included);
-- ``__meta__``: a JSON string with the step, the leaves' paths, shapes and dtypes, the
-  evaluations, the cumulative wall time, the run's key data and, when the caller gives one, the
-  run's *fingerprint* (its resolved config and data identity, see ``compare_fingerprints``);
-- ``__checksum__``: the SHA-256 of every other member (names, shapes and bytes, in name order).
+Files are written atomically (a temporary file, fsync-ed, moved into place with ``os.replace``, the
+folder fsync-ed). A file that cannot be read back intact raises ``CorruptCheckpointError`` naming
+it; ``find_resumable`` renames it ``<name>.corrupt`` and falls back to the previous one.
 
-The tree structure itself is not pickled: loading unflattens the leaves with the treedef of a
-*template* state built by the caller, after checking that the paths (``.q_global.eta``, ``[0]``,
-...), shapes and dtypes agree. Paths are compared rather than ``str(treedef)`` because a treedef's
-string may embed reprs of static fields (functions, addresses) that differ between processes.
-
-Files are written atomically: into a temporary file in the same folder, flushed and fsync-ed,
-then moved into place with ``os.replace``, and the folder is fsync-ed so that the rename itself
-survives a power loss; a crash leaves the previous checkpoint intact. A file that cannot be read
-back (truncated, not a zip, a member missing, a checksum that does not match) raises
-``CorruptCheckpointError`` naming the file; ``find_resumable`` then renames it ``<name>.corrupt``
-and falls back to the previous one.
-
-**Several processes** (``jax.distributed``; the state is replicated: every process holds all of
-it), ``CheckpointStore``:
-
-- Process 0 alone lists, reads, writes, rotates and renames the files of its ``checkpoint_dir``,
-  and holds the folder's lock (``vijax.run._lock``); the others never touch it.
-- The processes gather their ``resume``, ``checkpoint_every`` and the run settings that decide how
-  many collective calls it makes: a difference raises the same ``ValueError`` on every process.
-- On resume process 0 picks the newest intact checkpoint and broadcasts the file's bytes (every
-  reader takes them as ``data``); every process loads them with the same code. No shared file
-  system is needed.
-- After the start and each checkpoint the processes exchange a flag: an error on any process is
-  raised on every process. Leaves split across processes are gathered before the write.
-- A ``KeyboardInterrupt`` stops one process: its checkpoint is written by process 0 alone when it
-  holds every leaf, and skipped otherwise.
+**Several processes** (``jax.distributed``; the state replicated), ``CheckpointStore``: process 0
+alone reads and writes ``checkpoint_dir`` and holds its lock (``vijax.run._lock``); the processes
+check that they share the settings that decide their collective calls; on resume process 0
+broadcasts the chosen file's bytes (every reader takes them as ``data``), so no shared file system
+is needed; an error on any process is raised on every process; leaves split across processes are
+gathered before a write. A ``KeyboardInterrupt``'s checkpoint is written by process 0 alone when it
+holds every leaf, and skipped otherwise.
 """
 
 from __future__ import annotations

@@ -1,36 +1,19 @@
-"""The ``vijax`` command: ``vijax run [CONFIG] ...``, ``vijax list`` and
-``vijax prepare INPUT --format uci|ldac|text [--vocab FILE] --out corpus.npz`` (any reader's corpus
-to the memory-mapped ``.npz`` format, ``vijax.data.prepare_corpus``; exit status 2 on a bad input,
-naming the file).
+"""The ``vijax`` command: ``vijax run [CONFIG]``, ``vijax list`` and ``vijax prepare INPUT --format
+uci|ldac|text [--vocab FILE] --out corpus.npz`` (``vijax.data.prepare_corpus``).
 
-``vijax run`` loads and validates a config (without one, the embedded default: the registered
-defaults of ``DEFAULT_EXPERIMENT``, which ``configs/dp_bernoulli.yaml`` spells out), builds the
-registered experiment, drives it and its baselines with ``vijax.run.run``, then writes into the
-output folder:
-
-- ``config.yaml``: the resolved config (defaults filled, overrides applied);
-- ``checkpoints/``: the run's checkpoints, and each baseline's in ``checkpoints/<name>/``
-  (``--resume`` continues from the latest);
-- whatever the experiment's ``report`` writes (its own plots);
-- ``metrics.json``: config, the report's summary, final ELBO, steps, wall time, convergence,
-  evaluations and the ELBO trace;
-- ``elbo.png``: the ELBO trace and held-out metrics against steps;
-
-and prints a short summary. JAX's persistent compilation cache is on (``run.compile_cache``,
-``--compile-cache DIR``, ``--no-compile-cache``; ``vijax/run/_cache.py``), so a second run of the
-same config starts without compiling.
-
-Without matplotlib (the extra ``vijax-toolkit[plots]``) the run writes everything but the plots and
-says once, on stderr, that they were skipped and how to get them. An experiment whose results need
-ArviZ (the PSIS k-hat of ``eight_schools``, ``bbvi_logistic``, ``mean_field_gaussian``) does not
-start without it: exit status 2 and the line that names the extra ``vijax-toolkit[arviz]``.
+``vijax run`` loads and validates a config (without one, the embedded default of
+``DEFAULT_EXPERIMENT``), builds the registered experiment, drives it and its baselines with
+``vijax.run.run``, and writes into the output folder ``config.yaml`` (the resolved config),
+``checkpoints/`` (``--resume`` continues from the latest), the experiment's own report and plots,
+``metrics.json`` (summary, final ELBO, steps, wall time, evaluations, the ELBO trace) and
+``elbo.png`` (without matplotlib the plots are skipped, said once on stderr). JAX's persistent
+compilation cache is on (``run.compile_cache``, ``--no-compile-cache``).
 
 Exit status: 0 for a run that finished with a finite ELBO; 2 when it could not start (an invalid
-config or value, naming its key; an output folder that cannot be written; ``--resume`` with a
-changed config without ``--allow-changes``; no intact checkpoint; a missing extra the experiment
-needs); 3 when it finished but its result is not to be trusted (the last applied step's ELBO is not
-finite, or more than ``run.max_rejected_share`` of the updates were rejected); the results are
-written either way.
+config or value, naming its key; an output folder that cannot be written; a refused resume; a
+missing extra the experiment needs, naming it); 3 when it finished but its result is not to be
+trusted (the last applied step's ELBO is not finite, or more than ``run.max_rejected_share`` of
+the updates were rejected); the results are written either way.
 """
 
 from __future__ import annotations
