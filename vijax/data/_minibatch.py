@@ -26,12 +26,10 @@ class Minibatcher:
 
     Every batch has exactly S rows, so a jitted step compiles once per padded length L (a power of
     two, see ``Corpus.batch``). With ``length="corpus"`` every batch is padded to one length, the
-    bucket of the corpus's longest document, so that a whole run compiles a single shape (worth it
-    for a local step whose cost follows the documents' own lengths, as LDA's mean-field and CVB0
-    E-steps do; its Gibbs E-step computes over the padded length). When D is not a multiple of S the last batch of an epoch holds the
-    ``D mod S`` remaining documents, padded with empty documents (rows of zero counts), which add
-    nothing to sufficient statistics; an estimator that scales a batch by D / S then gives that
-    batch slightly too little weight (by ``(D mod S) / S``). With ``drop_remainder=True`` those
+    bucket of the corpus's longest document, so that a whole run compiles a single shape. When D
+    is not a multiple of S the last batch of an epoch holds the ``D mod S`` remaining documents,
+    padded with empty documents (rows of zero counts, which add nothing to sufficient statistics;
+    an estimator that scales a batch by D / S gives it too little weight, by ``(D mod S) / S``). With ``drop_remainder=True`` those
     documents are skipped for that epoch instead (each epoch skips different ones), and every batch
     is a uniform random S-subset.
 
