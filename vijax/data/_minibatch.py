@@ -29,9 +29,9 @@ class Minibatcher:
     bucket of the corpus's longest document, so that a whole run compiles a single shape. When D
     is not a multiple of S the last batch of an epoch holds the ``D mod S`` remaining documents,
     padded with empty documents (rows of zero counts, which add nothing to sufficient statistics;
-    an estimator that scales a batch by D / S gives it too little weight, by ``(D mod S) / S``). With ``drop_remainder=True`` those
-    documents are skipped for that epoch instead (each epoch skips different ones), and every batch
-    is a uniform random S-subset.
+    an estimator that scales a batch by D / S gives it too little weight, by ``(D mod S) / S``). With
+    ``drop_remainder=True`` those documents are skipped for that epoch instead (each epoch skips
+    different ones), and every batch is a uniform random S-subset.
 
     Args:
       corpus: the ``Corpus``.
