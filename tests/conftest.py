@@ -2,16 +2,15 @@
 of mismatched ranks). Tests that need float32 ask for it explicitly.
 
 Compiled programs are released after each test module: XLA's CPU backend maps a few memory
-regions per compiled kernel, and the whole suite in one process reached Linux's default limit of
-65,530 mappings per process (``vm.max_map_count``) near its end, where the next compilation
-aborted (measured: 46,000 mappings at 70% of the suite).
+regions per compiled kernel, and the whole suite in one process would otherwise reach Linux's
+default limit of mappings per process (``vm.max_map_count``).
 
 ``vijax.run.run`` turns on JAX's persistent compilation cache, by default in the user's cache
 folder; the suite points it at a temporary folder of its own instead (``VIJAX_COMPILE_CACHE``),
 removed at the end, so that tests never write into the user's home.
 
-The suite runs with XLA's fast CPU compile settings, as ``vijax run`` does
-(``vijax.run.fast_cpu_compile``): most of its time is compilation."""
+The suite opts in to quicker CPU compiles, as ``vijax run`` does (``vijax.run.fast_cpu_compile``):
+most of its time is compilation."""
 
 import atexit
 import gc
@@ -23,7 +22,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 from vijax.run import fast_cpu_compile  # noqa: E402
 
 if os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":  # not on an accelerator (JAX_PLATFORMS=cuda, ...)
-    fast_cpu_compile()  # XLA's CPU compile settings of `vijax run` (before JAX starts): about half the compile time
+    fast_cpu_compile()  # before JAX starts
 _COMPILE_CACHE = tempfile.mkdtemp(prefix="vijax-test-compile-cache-")
 os.environ["VIJAX_COMPILE_CACHE"] = _COMPILE_CACHE
 atexit.register(shutil.rmtree, _COMPILE_CACHE, ignore_errors=True)
