@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vijax.inference import EMState, em, make_algorithm
+from vijax.inference import EMState, GuardedState, em, make_algorithm
 from vijax.models import GaussianMixtureEM, GMMParams
 
 TYPES = ["full", "diag", "spherical", "tied"]
@@ -33,7 +33,7 @@ def _run(model, params, x, iters):
     def fit(p):
         state, info = jax.lax.scan(
             lambda s, k: alg.step(k, s, x),
-            EMState(p, jnp.zeros((), jnp.int32)),
+            GuardedState(EMState(p, jnp.zeros((), jnp.int32)), jnp.zeros((), jnp.int32)),
             jax.random.split(jax.random.PRNGKey(0), iters),
         )
         q = state.q_global
