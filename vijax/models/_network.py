@@ -1,11 +1,7 @@
-"""Neural networks as pure functions over parameter pytrees.
-
-A :class:`Network` is the pair ``(apply, params)`` with ``apply(params, x) -> y`` for **one** datum
-(algorithms ``vmap`` it over a batch). It is the one way vijax takes a network: the VAE's encoder
-and decoder, and the feature map under a Bayesian last layer. ``mlp`` builds one in plain JAX;
-``from_equinox`` adapts an Equinox module (the optional extra ``vijax-toolkit[nn]``), whose array leaves
-become ``params`` and whose other fields stay fixed in ``apply``.
-"""
+"""Neural networks as pure functions over parameter pytrees: a :class:`Network` is the pair
+``(apply, params)`` with ``apply(params, x) -> y`` for one datum (the VAE's encoder and decoder,
+the feature map under a Bayesian last layer). ``mlp`` builds one in plain JAX; ``from_equinox``
+adapts an Equinox module (the optional extra ``vijax-toolkit[nn]``)."""
 
 from __future__ import annotations
 
@@ -86,9 +82,8 @@ def from_equinox(module) -> Network:
 
 def check_network(net: Network, example: Array, expected_shape: tuple, name: str) -> None:
     """Raises ValueError naming ``name`` unless ``net.apply(net.params, example)`` (one datum) has
-    the shape ``expected_shape`` (traced for shapes only, ``jax.eval_shape``), and naming the
-    parameter (``name.params`` and its path) when a concrete floating parameter holds NaN or an
-    infinity: a network that starts there gives a NaN objective, and every step is rejected."""
+    the shape ``expected_shape`` (``jax.eval_shape``), and naming the parameter's path when a
+    concrete floating parameter is not finite."""
     if not isinstance(net, Network):
         raise ArgumentError(name, f"{name} must be a vijax.models.Network (apply, params), got {type(net).__name__}")
     for path, leaf in jax.tree_util.tree_leaves_with_path(net.params):

@@ -9,23 +9,16 @@ with the KL divergence reads
     lambda_{k+1} = argmin_lambda  -<g, mu(lambda)> + KL(q_lambda || p) + (1/beta_k) KL(q_lambda || q_k)
                  = r_k lambda_k + (1 - r_k) (eta + g),          r_k = 1 / (1 + beta_k),
 
-where g = (N/M) * sum_{n in minibatch} grad_mu E_q[log p(y_n | .)] (the conjugate-computation form;
-the derivation is in docs/prox_svi.md; ``vijax.expfam.prox_objective`` is the objective, which the tests
-minimise numerically to check the closed form).
+where g = (N/M) * sum_{n in minibatch} grad_mu E_q[log p(y_n | .)] (docs/prox_svi.md;
+``vijax.expfam.prox_objective`` is the objective the tests minimise to check the closed form).
+Terms of the log joint that are linear in q's mean parameters may be put into ``loglik_grad``
+too: their gradient is exact, so they are kept exact.
 
-A model for ``vijax.inference.prox_svi`` is a :class:`ProxModel` (``init_variational``, ``elbo``
-(full-data estimate), ``check_data``). A :class:`GradientProxModel` also offers ``prior`` and
-``loglik_grad`` (minibatch SUM, mean-parameter gradient, structured like q's natural parameters),
-and ``prox_svi`` then takes the generic closed-form step :func:`kl_prox_update`. A model with a closed form of its own (a structured
-representation that never stores an N x N covariance, local fits inside the step, another
-linearisation) is also a :class:`StructuredProxModel`: it offers ``prox_update``, which returns the
-new q, the ELBO estimate at the pre-update q and the number of damped elements
-(:class:`ProxUpdate`). A model for the optax baselines (``vijax.inference.optax_vi``) is a
-:class:`ParamsModel`.
-
-Terms of the log joint that are linear in q's mean parameters (conjugate terms) may be put into
-``loglik_grad`` too: their gradient is exact and linearising them changes nothing, so they are kept
-exact automatically.
+A model for ``vijax.inference.prox_svi`` is a :class:`ProxModel`; the step needs either a
+:class:`GradientProxModel` (the generic closed form :func:`kl_prox_update`) or a
+:class:`StructuredProxModel` (a model's own ``prox_update``). A model for the optax baselines
+(``vijax.inference.optax_vi``) is a :class:`ParamsModel`; one for ``vijax.inference.aevb`` an
+:class:`AEVBModel`.
 """
 
 from __future__ import annotations
@@ -43,9 +36,7 @@ from vijax.types import Array, PRNGKey, PyTree
 
 @runtime_checkable
 class ProxModel(BatchChecked, Protocol):
-    """What ``prox_svi`` needs from every non-conjugate model (Khan et al. 2016, §3); the step itself
-    needs a :class:`GradientProxModel` (the generic closed form) or a :class:`StructuredProxModel`
-    (a model's own)."""
+    """What ``prox_svi`` needs from every non-conjugate model (Khan et al. 2016, §3)."""
 
     def init_variational(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
         """A starting q."""
@@ -77,9 +68,8 @@ class ProxUpdate(NamedTuple):
 
 @runtime_checkable
 class StructuredProxModel(ProxModel, Protocol):
-    """A ``ProxModel`` with its own closed-form KL-proximal step, which ``prox_svi`` calls instead
-    of :func:`kl_prox_update` (GP classification's (m, gamma) form, the CTM's local fits, the GLM's
-    linearisations)."""
+    """A ``ProxModel`` with its own closed-form KL-proximal step (GP classification's (m, gamma)
+    form, the CTM's local fits, the GLM's linearisations)."""
 
     def prox_update(
         self, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: Optional[int], num_data: int
@@ -89,8 +79,7 @@ class StructuredProxModel(ProxModel, Protocol):
 
 @runtime_checkable
 class ParamsModel(BatchChecked, Protocol):
-    """What the optax baselines (``vijax.inference.optax_vi``) need: variational parameters as a
-    pytree and a stochastic ELBO differentiable in them."""
+    """Variational parameters as a pytree and a stochastic ELBO differentiable in them."""
 
     def init_params(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
         """The starting variational parameters."""
@@ -103,9 +92,8 @@ class ParamsModel(BatchChecked, Protocol):
 
 @runtime_checkable
 class AEVBModel(BatchChecked, Protocol):
-    """What auto-encoding variational Bayes (``vijax.inference.aevb``) needs: an amortized
-    diagonal-Gaussian q(z | x) (the encoder), a decoder's log-likelihood log p(x | z; theta) and a
-    standard-normal prior, all for ONE datum (``vijax.models.VAE``)."""
+    """An amortized diagonal-Gaussian q(z | x), a decoder's log p(x | z; theta) and a standard-normal
+    prior, all for ONE datum (``vijax.models.VAE``)."""
 
     latent_dim: int
     data_dim: int
@@ -141,11 +129,10 @@ class AEVBModel(BatchChecked, Protocol):
 def kl_prox_update(
     model: GradientProxModel, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: int, num_data: int
 ) -> ProxUpdate:
-    """The generic KL-proximal step of iteration (9) for a ``ProxModel`` whose q is a pytree of
-    families: lambda <- r lambda + (1 - r)(eta + (N/M) g_hat), r = 1 / (1 + beta), with g_hat
-    from ``model.loglik_grad`` and the domain guard of ``vijax.expfam.conjugate_update``. The ELBO
-    is the model's estimate at the pre-update q. ``key`` is split into the gradient's and the
-    ELBO's draws, in that order."""
+    """The generic KL-proximal step of iteration (9): lambda <- r lambda + (1 - r)(eta + (N/M) g_hat),
+    r = 1 / (1 + beta), g_hat from ``model.loglik_grad``, with the domain guard of
+    ``vijax.expfam.conjugate_update``; the ELBO at the pre-update q. ``key`` is split into the
+    gradient's and the ELBO's draws."""
     m = batch_size(batch)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
@@ -166,9 +153,8 @@ def structured_prox_update(
     num_samples: Optional[int],
     num_data: int,
 ) -> ProxUpdate:
-    """A ``ProxUpdate`` from a model's own closed-form step ``prox_step(q, batch, key, beta,
-    num_samples, num_data) -> q_new``: ``key`` is split into the step's and the ELBO's draws (in
-    that order, as :func:`kl_prox_update`), and the ELBO is ``model.elbo`` at the pre-update q."""
+    """A ``ProxUpdate`` from a model's own step ``prox_step(q, batch, key, beta, num_samples,
+    num_data) -> q_new``, keys and ELBO as in :func:`kl_prox_update`."""
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
     q_new = prox_step(q, batch, key_grad, beta, num_samples, num_data)

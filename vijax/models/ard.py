@@ -16,19 +16,11 @@ optimum (Blei et al. 2017, eq. 18) to each factor gives
     q(alpha_d) = Gamma(c0 + 1/2, d0 + E[tau w_d^2] / 2),
         E[tau w_d^2] = w_Nd^2 a_N / b_N + (V_N)_dd.
 
-**How it meets the algorithms.** The model is a ``ConditionallyConjugateModel`` whose global is
-q(alpha) (a ``vijax.expfam.Gamma`` of batch shape (D,)) and whose "local" factor is q(w, tau) of
-the one data set: ``local_step`` computes q(w, tau)'s coordinate optimum given E[alpha] and returns
-alpha's expected sufficient statistics (1/2, -E[tau w_d^2] / 2) for t(alpha_d) = (log alpha_d,
-alpha_d); the generic conjugate update then sets q(alpha) = prior + statistics. So
-``vijax.cavi(ARDRegression(...))`` is the appendix's CAVI, alternating the two factors, and its
-ELBO (``vijax.models.conjugate_elbo``) never decreases. The batch is the whole data set
-``(X, y)``: q(w, tau) depends on all of it, so the model runs with ``cavi`` (not with minibatch
-algorithms).
-
-**Rank-deficient or collinear X** needs no special handling: V_N^-1 = diag(E[alpha]) + X^T X is
-positive definite because E[alpha] > 0. Irrelevant coefficients get large E[alpha_d] and shrink to
-0 (their posterior sd too).
+As a ``ConditionallyConjugateModel`` the global is q(alpha) (a ``Gamma`` of batch shape (D,)) and
+the "local" factor q(w, tau) of the one data set: ``local_step`` computes q(w, tau)'s coordinate
+optimum given E[alpha] and returns alpha's statistics (1/2, -E[tau w_d^2] / 2) for t(alpha_d) =
+(log alpha_d, alpha_d). So ``vijax.cavi(ARDRegression(...))`` is the appendix's CAVI, and the batch
+is the whole data set ``(X, y)``. V_N^-1 is positive definite for any X since E[alpha] > 0.
 """
 
 from __future__ import annotations
@@ -42,9 +34,9 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import finite_values
 from vijax._validate import (
     ArgumentError,
+    finite_values,
     check_allocation,
     check_choice,
     check_data_array,
@@ -162,8 +154,7 @@ class ARDRegression(PytreeModel):
         w = jax.scipy.linalg.cho_solve((chol, True), x.T @ y)
         cov = jax.scipy.linalg.cho_solve((chol, True), jnp.eye(self.dim, dtype=e_alpha.dtype))
         a_n = self.a0 + 0.5 * x.shape[0]
-        # y^T y - w_N^T V_N^-1 w_N = ||y - X w_N||^2 + w_N^T diag(E[alpha]) w_N >= 0 (written so:
-        # no cancellation)
+        # y^T y - w_N^T V_N^-1 w_N = ||y - X w_N||^2 + w_N^T diag(E[alpha]) w_N (no cancellation)
         resid = y - x @ w
         b_n = self.b0 + 0.5 * (resid @ resid + jnp.sum(e_alpha * w**2))
         return ARDPosterior(w, cov, jnp.asarray(a_n, e_alpha.dtype), b_n)

@@ -6,12 +6,10 @@ parameters is
 
     lambda_{k+1} = r lambda_k + (1 - r)(eta + (N/M) g_hat),      r = 1/(1 + beta_k),
 
-where g_hat is the stochastic gradient of the non-conjugate expected log-likelihood with respect to
-the mean parameters. Here g_hat comes from a reparameterised Monte Carlo estimate of
-E_q[log p(y_n | theta)] (Gamma and Dirichlet draws carry implicit reparameterisation gradients,
-Hoffman & Blei 2015, appendix B) mapped to mean parameters by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda).
-The paper leaves this case to future work (§7: "simple updates for ... non-conjugate
-exponential family distribution models"); these two models show it.
+where g_hat, the gradient of the expected log-likelihood with respect to the mean parameters,
+comes from a reparameterised Monte Carlo estimate (implicit reparameterisation of Gamma and
+Dirichlet draws) mapped by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda). Khan et al. leave
+this case to future work (§7).
 
 * ``PoissonGammaSoftplus``: theta_d ~ Gamma(a0, b0) iid (d = 1..D), q(theta) = prod_d Gamma,
   y_n ~ Poisson(softplus(x_n^T theta)). The softplus link makes the likelihood non-conjugate

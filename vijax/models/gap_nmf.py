@@ -6,38 +6,24 @@ The generative process (Hoffman & Blei 2015, eq. 12), for a spectrogram Y of F f
     W_fk ~ Gamma(a, a),   theta_k ~ Gamma(alpha / K, alpha c),   H_kn ~ Gamma(b, b),
     Y_fn ~ Poisson(sum_k theta_k W_fk H_kn),
 
-all Gammas with (shape, rate). a = 0.25, b = 0.2, alpha = 1 and c = 1 are the paper's values. As
-K grows the prior on theta approaches a gamma process, so most theta_k are near zero and the
-model chooses how many of its K components to use.
+all Gammas with (shape, rate); a = 0.25, b = 0.2, alpha = 1 and c = 1 are the paper's values. As
+K grows the prior on theta approaches a gamma process, so most theta_k are near zero.
 
-**Globals and locals.** The globals are beta = (W, theta), q(W_fk) and q(theta_k) Gamma, as the
-prior (``prior()`` is the pair ``(Gamma (F, K), Gamma (K,))``). The locals of frame n are its
-activations h_n = H_:n and the usual Poisson augmentation of its counts (Cemgil 2009; Hoffman et
-al. 2010): z_fkn ~ Poisson(theta_k W_fk h_kn) with y_fn = sum_k z_fkn, so that given y_fn the
-vector z_f:n is Multinomial(y_fn, p_fn) with p_fnk ∝ theta_k W_fk h_kn. Mean-field locals
-q(h_kn) = Gamma(gamma_kn, r_kn), q(z_f:n) = Multinomial(y_fn, phi_fn).
+The globals are beta = (W, theta) with Gamma q's; the locals of frame n are its activations h_n
+and the Poisson augmentation z_fkn ~ Poisson(theta_k W_fk h_kn), y_fn = sum_k z_fkn (Cemgil 2009),
+with q(h_kn) = Gamma(gamma_kn, r_kn) and q(z_f:n) = Multinomial(y_fn, phi_fn).
 
-**The complete-data likelihood is not linear in t(beta).** With t(W) = (log W, W) and
-t(theta) = (log theta, theta)::
-
-    log p(y_n, z_n, h_n | W, theta) = sum_fk z_fkn (log theta_k + log W_fk + log h_kn)
-                                      - sum_fk theta_k W_fk h_kn - sum_fk log z_fkn! + log p(h_n),
-
-and theta_k W_fk is a product of two globals: the model is conditionally conjugate in W given
-theta and in theta given W (each complete conditional is Gamma), not in the pair (the
-assumption of Hoffman & Blei 2015, §2.1). The paper applies SSVI-A to it anyway; the natural-gradient step of
-each block (SVI: Hoffman et al. 2013, for models with several global factors; SSVI: the envelope
-argument of Hoffman & Blei 2015, appendix A) uses the other block's value in the view::
+The complete-data likelihood holds the product theta_k W_fk of two globals, so the model is
+conditionally conjugate in W given theta and in theta given W, not in the pair (Hoffman & Blei
+2015, §2.1). The natural-gradient step of each block uses the other block's value in the view::
 
     s_W     = ( sum_n E[z_fkn],    -theta_k   sum_n E[h_kn] )        (F, K) each,
     s_theta = ( sum_fn E[z_fkn],   -sum_f W_fk sum_n E[h_kn] )        (K,) each,
 
-with theta_k and W_fk from ``globals_view`` (E_q under mean-field, a draw under SSVI). The
-target eta + s of each block is its exact coordinate optimum given the other block's view.
-Updating both blocks at once (the generic CAVI step) is a Jacobi step, not a coordinate ascent:
-see docs/gap_nmf.md. The pair <s, t> counts the product term twice, so ``local_terms`` adds it
-back once, and :func:`~vijax.models.conjugate_elbo` is the exact mean-field ELBO whenever q(beta)
-is the q whose E[t(beta)] was the view (the ELBO that SVI reports).
+so eta + s of each block is its coordinate optimum given the other's view (updating both at
+once is a Jacobi step: docs/gap_nmf.md). <s, t> counts the product term twice, so
+``local_terms`` adds it back once, and :func:`~vijax.models.conjugate_elbo` is the exact
+mean-field ELBO whenever q(beta) is the q whose E[t(beta)] was the view.
 
 **Mean-field local step** (``"meanfield"``; Hoffman & Blei 2015, §2.5), for fixed view, per frame::
 
@@ -45,22 +31,15 @@ is the q whose E[t(beta)] was the view (the ELBO that SVI reports).
     gamma_kn = b + e_kn sum_f y_fn B_fk / (sum_j B_fj e_jn),
     r_kn     = r_k = b + <theta_k> sum_f <W_fk>                     (the same for every n),
 
-<.> the view's values. r does not depend on the other locals, so it is set once, and gamma is
-iterated (from gamma = b + sum_f y_fn / K) until every frame's mean |change| relative to its mean
-gamma is below ``tol``, or ``max_iters`` times; phi is never formed (as LDA's E-step). The
-returned statistics are those of phi at the final gamma, so (gamma, r, phi) come from coordinate
-steps and the local ELBO is exact for them:
+<.> the view's values. gamma is iterated from b + sum_f y_fn / K until every frame's mean relative
+change is below ``tol`` (or ``max_iters`` times); phi is never formed. With phi at the final
+gamma the local ELBO is exact:
 
     local ELBO_n = sum_f y_fn log sum_k B_fk e_kn - sum_f log y_fn! - sum_fk <theta_k> <W_fk> E[h_kn]
                    - sum_k KL(Gamma(gamma_kn, r_k) || Gamma(b, b)),
 
-using E[-sum_k log z_fkn!] + H[Multinomial(y_fn, phi_fn)] = -log y_fn! - y_fn sum_k phi log phi
-and sum_k z (log B + E log h) - y phi log phi = y log sum_k B e. ``local_terms`` is this minus
-<s, view> = sum_fk E[z_fkn] log B_fk - 2 sum_fk <theta_k> <W_fk> E[h_kn], which
-``conjugate_elbo`` adds back.
-
-Y may hold any non-negative finite values (log y! is lgamma(y + 1)); the paper's are quantized
-magnitudes, i.e. counts. Frames are the rows of a batch: ``batch`` is (S, F) = Y[:, frames].T.
+and ``local_terms`` is this minus <s, view>. Y may hold any non-negative finite values (log y! is
+lgamma(y + 1)); a batch is (S, F) = Y[:, frames].T.
 
 References:
   Hoffman and Blei (2015), Structured stochastic variational inference, §2, §4.3, eq. 12.
@@ -81,9 +60,9 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
-from vijax._validate import finite_nonnegative
 from vijax._validate import (
     ArgumentError,
+    finite_nonnegative,
     INT32_MAX,
     check_allocation,
     check_choice,
@@ -156,11 +135,8 @@ class GaPNMF(PytreeModel):
         return p_w, p_theta
 
     def init_globals(self, key: PRNGKey, batch=None) -> tuple[expfam.Gamma, expfam.Gamma]:
-        """A random start in the manner of Hoffman et al. (2010): every q has shape
-        ``init_shape`` (tight); E[W_fk] = g_fk with g_fk ~ Gamma(init_shape, init_shape) (mean 1,
-        small random differences that break the symmetry between components); E[theta_k] =
-        mean(Y) / K when a batch is given (so that E[(W diag(theta) H)_fn] matches the data's
-        mean under E[W] = E[H] = 1), else the prior mean 1 / (c K)."""
+        """A random start (Hoffman et al. 2010): every q has shape ``init_shape``; E[W_fk] = g_fk,
+        g_fk ~ Gamma(init_shape, init_shape); E[theta_k] = mean(Y) / K given a batch, else 1 / (c K)."""
         dt = float_dtype(self.dtype)
         f, k = self.num_freqs, self.num_components
         s = jnp.asarray(self.init_shape, dt)
@@ -222,30 +198,19 @@ class GaPNMF(PytreeModel):
         check_choice("method", method, self.local_methods)
         (log_w, w), (log_theta, theta) = globals_view
         f, k = self.num_freqs, self.num_components
-        if (
-            jnp.shape(log_w) != (f, k)
-            or jnp.shape(w) != (f, k)
-            or jnp.shape(log_theta) != (k,)
-            or jnp.shape(theta) != (k,)
-        ):
+        shapes = [jnp.shape(x) for x in (log_w, w, log_theta, theta)]
+        if shapes != [(f, k), (f, k), (k,), (k,)]:
             raise ArgumentError(
                 "globals_view",
-                f"globals_view must be ((log_w, w), (log_theta, theta)) with shapes ({f}, {k}) and "
-                f"({k},), got {[jnp.shape(x) for x in (log_w, w, log_theta, theta)]}",
+                f"globals_view must be ((log_w, w), (log_theta, theta)) with shapes ({f}, {k}) and ({k},), got {shapes}",
             )
         if jnp.ndim(batch) != 2 or jnp.shape(batch)[1] != f or jnp.shape(batch)[0] < 1:
             raise ArgumentError(
                 "batch", f"batch must be (S, {f}) spectrogram frames with S >= 1, got shape {jnp.shape(batch)}"
             )
         dt = jnp.result_type(log_w)
-        return _local_step(
-            self,
-            jnp.asarray(log_w),
-            jnp.asarray(w, dt),
-            jnp.asarray(log_theta, dt),
-            jnp.asarray(theta, dt),
-            jnp.asarray(batch).astype(dt),
-        )
+        views = [jnp.asarray(x, dt) for x in (log_w, w, log_theta, theta)]
+        return _local_step(self, *views, jnp.asarray(batch).astype(dt))
 
     def elbo(self, q_global, batch) -> Array:
         """The mean-field ELBO of ``batch`` (all of Y) at q(beta), with the locals at their

@@ -23,12 +23,10 @@ and the KL-proximal step (iteration (9), r = 1/(1 + beta), s = N/M) is, in natur
     P_{k+1}       = r P_k + (1 - r) (P0 - 2 s dPhi/dV),
     P_{k+1} m_{k+1} = r P_k m_k + (1 - r) (P0 m0 + s g1),
 
-i.e. m_{k+1} = m_k + (1 - r) V_{k+1} (s dPhi/dm - P0 (m_k - m0)): appendix E's update (with
-K = X X^T there, in the space of the linear predictors; here in the weight space). This is the
-generic step of ``prox_svi`` (``kl_prox_update``). With ``linearization="moments"`` the model linearises f in (m, V)
-instead, as the paper's derivation does before its approximation (76): the precision update is
-the same and the mean solves [(1 - r) P0 + r P_k] m = (1 - r)(s dPhi/dm + P0 m0) + r P_k m_k
-(``moments_prox_step``).
+i.e. appendix E's update in the weight space: the generic step ``kl_prox_update``. With
+``linearization="moments"`` f is linearised in (m, V) instead (the paper's derivation before its
+approximation (76)): the same precision, and the mean solves
+[(1 - r) P0 + r P_k] m = (1 - r)(s dPhi/dm + P0 m0) + r P_k m_k (``moments_prox_step``).
 """
 
 from __future__ import annotations
@@ -41,8 +39,10 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import finite_nonnegative, finite_values, values_in_set
 from vijax._validate import (
+    finite_nonnegative,
+    finite_values,
+    values_in_set,
     check_allocation,
     check_choice,
     check_data_dtype,
@@ -187,11 +187,9 @@ class GLM(PytreeModel):
         return jnp.mean(y[:, None] - sig, -1), jnp.mean(sig * (1.0 - sig), -1)
 
     def moment_grads(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int):
-        """(dPhi/dm, dPhi/dV) = (X^T alpha, -X^T diag(gamma) X / 2) (``marginal_grads``).
-
-        Price's estimator of the V-gradient is negative semi-definite for both likelihoods (they
-        are log-concave), so the precision update of the KL step stays positive definite at any
-        beta; differentiating the reparameterised estimate instead has a far larger variance."""
+        """(dPhi/dm, dPhi/dV) = (X^T alpha, -X^T diag(gamma) X / 2) (``marginal_grads``); Price's
+        V-gradient is negative semi-definite (log-concave likelihoods), so the precision stays
+        positive definite at any beta."""
         x = batch[0]
         alpha, gamma = self.marginal_grads(q, batch, key, num_samples)
         return x.T @ alpha, -0.5 * (x.T * gamma[None, :]) @ x

@@ -45,9 +45,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import ids_in_range
 from vijax._validate import (
     ArgumentError,
+    ids_in_range,
     check_allocation,
     check_data_array,
     check_float_dtype,
@@ -110,8 +110,7 @@ def se_kernel(x1: Array, x2: Array, log_lengthscale, log_scale) -> Array:
 
 @jax.jit
 def _kernel_and_factor(x: Array, log_lengthscale, log_scale, jitter) -> tuple[Array, Array, Array]:
-    """(K = k(x, x) + jitter I, its Cholesky factor, whether the factor is finite): one program for
-    a model's construction (op by op, each operation would be a compilation of its own)."""
+    """(K = k(x, x) + jitter I, its Cholesky factor, whether the factor is finite)."""
     k = se_kernel(x, x, log_lengthscale, log_scale) + jitter * jnp.eye(x.shape[0], dtype=x.dtype)
     chol = jnp.linalg.cholesky(k)
     return k, chol, jnp.all(jnp.isfinite(chol))
@@ -155,14 +154,11 @@ _SWITCH_SD = 2.0
 def _quad_parts(m: Array, v: Array, y: Array):
     """E[l(t)], E[l'(t)], E[l''(t)] for t = y z ~ N(y m, v), l = log sigmoid, by quadrature.
 
-    Gauss-Hermite on the smooth l is exact to ~1e-8 when sd(t) <= 2 but fails for wide Gaussians
-    (its nodes step over the unit-width bend of l at 0: 32 nodes err by 0.02 at v = 148 and by 1.6
-    at v = 1e5). For sd > 2 we write l(t) = min(t, 0) + r0(t), l'(t) = 1{t < 0} + sgn(t) sigmoid(-|t|),
-    take the Gaussian expectations of min(t, 0) and 1{t < 0} in closed form and integrate the
-    remainders (bounded, decaying like e^{-|t|}) by Gauss-Legendre on [-40, 0] and [0, 40]."""
+    Gauss-Hermite for sd(t) <= 2; for wider Gaussians (whose nodes would step over the bend of l
+    at 0) l(t) = min(t, 0) + r0(t), l'(t) = 1{t < 0} + sgn(t) sigmoid(-|t|): the expectations of
+    min(t, 0) and 1{t < 0} in closed form, the remainders by Gauss-Legendre on [-40, 0] and [0, 40]."""
     mu = y * m
     sd = jnp.sqrt(jnp.maximum(v, 0.0))
-    # Gauss-Hermite branch
     xh, wh = np.polynomial.hermite.hermgauss(_GH_NODES)
     th = mu[:, None] + sd[:, None] * jnp.asarray(np.sqrt(2.0) * xh, m.dtype)[None, :]
     wh = jnp.asarray(wh / np.sqrt(np.pi), m.dtype)[None, :]
@@ -171,7 +167,6 @@ def _quad_parts(m: Array, v: Array, y: Array):
         jnp.sum(wh * jax.nn.sigmoid(-th), 1),
         -jnp.sum(wh * jax.nn.sigmoid(th) * jax.nn.sigmoid(-th), 1),
     )
-    # closed form + Gauss-Legendre branch
     xl, wl = np.polynomial.legendre.leggauss(_GL_NODES)
     half = 0.5 * _GL_RANGE
     t = jnp.asarray(np.concatenate([half * (xl - 1.0), half * (xl + 1.0)]), m.dtype)[None, :]
@@ -205,22 +200,13 @@ def _expected_loglik_quad_jvp(primals, tangents):
     return val, y * d1 * dm + 0.5 * d2 * dv
 
 
-def _nodes(key: Optional[PRNGKey], batch_size: int, num_samples: Optional[int], dtype):
-    """Monte Carlo normals (M, S) with weights 1/S."""
-    eps = jax.random.normal(key, (batch_size, num_samples), dtype)
-    return eps, jnp.full((1, num_samples), 1.0 / num_samples, dtype)
-
-
-def expected_loglik(
-    m: Array, v: Array, y: Array, key: Optional[PRNGKey] = None, num_samples: Optional[int] = None
-) -> Array:
-    """E_{N(z | m_n, v_n)}[log sigmoid(y_n z)] per example (shape (M,)): Monte Carlo with
-    ``num_samples`` draws from ``key``, or quadrature when ``num_samples`` is None (``_quad_parts``:
-    accurate to ~1e-8 for any variance). Differentiable in (m, v) with Bonnet/Price gradients."""
+def expected_loglik(m: Array, v: Array, y: Array, key=None, num_samples: Optional[int] = None) -> Array:
+    """E_{N(z | m_n, v_n)}[log sigmoid(y_n z)] per example (M,): Monte Carlo with ``num_samples``
+    draws from ``key``, or quadrature when ``num_samples`` is None. Bonnet/Price gradients."""
     if num_samples is None:
         return _expected_loglik_quad(m, v, y)
-    nodes, weights = _nodes(key, m.shape[0], num_samples, m.dtype)
-    return _expected_loglik(m, v, y, nodes, weights)
+    nodes = jax.random.normal(key, (m.shape[0], num_samples), m.dtype)
+    return _expected_loglik(m, v, y, nodes, jnp.full((1, num_samples), 1.0 / num_samples, m.dtype))
 
 
 # ---- the model --------------------------------------------------------------------------------
@@ -235,13 +221,11 @@ class GPClassification(PytreeModel):
       log_lengthscale: log l of the SE kernel.
       log_scale: log sigma of the SE kernel (sigma^2 is the prior variance of z_n).
       jitter: added to K's diagonal (the reference code's ``snu2``), >= 0.
-      init_gamma: gamma_tilde_0, the paper's small epsilon (>= 0; 0 is safe here because the
-        Cholesky form never divides by gamma_tilde).
+      init_gamma: gamma_tilde_0, the paper's small epsilon (>= 0).
       mean_update: ``"exact"`` (the argmin of the proximal objective, app. D.3 with B_k) or
         ``"paper"`` (eq. 19 / the reference code: A_k, with gt_k in place of r gt_{k-1}).
-      quadrature: when True every expectation uses Gauss-Hermite quadrature and ``num_samples``
-        is ignored: exact gradients (the batch 'PG' and 'GD' of Khan et al. 2016, Fig. 1) through the
-        same ``prox_svi``/``optax_vi`` calls that otherwise draw Monte Carlo samples.
+      quadrature: every expectation by quadrature, ``num_samples`` ignored: exact gradients (the
+        batch 'PG' and 'GD' of Khan et al. 2016, Fig. 1).
 
     The batch every method takes is an int array of training indices, shape (M,).
 
@@ -322,18 +306,13 @@ class GPClassification(PytreeModel):
     def check_data(self, batch) -> None:
         """Raises ValueError unless ``batch`` is a non-empty 1-D int array of training indices in [0, N)
         (shape and dtype also of a tracer)."""
-        if isinstance(batch, jax.core.Tracer):
-            if batch.ndim != 1 or batch.shape[0] < 1 or not jnp.issubdtype(batch.dtype, jnp.integer):
-                raise ArgumentError(
-                    "batch",
-                    f"batch must be a non-empty 1-D int array of training indices, got {batch.dtype} {batch.shape}",
-                )
-            return
-        b = np.asarray(batch)
-        if b.ndim != 1 or b.shape[0] < 1 or not np.issubdtype(b.dtype, np.integer):
+        b = batch if isinstance(batch, jax.core.Tracer) else np.asarray(batch)
+        if b.ndim != 1 or b.shape[0] < 1 or not jnp.issubdtype(b.dtype, jnp.integer):
             raise ArgumentError(
                 "batch", f"batch must be a non-empty 1-D int array of training indices, got {b.dtype} {b.shape}"
             )
+        if isinstance(b, jax.core.Tracer):
+            return
         if b.min() < 0 or b.max() >= self.num_data:
             raise ArgumentError("batch", f"batch indices must lie in [0, {self.num_data}), got [{b.min()}, {b.max()}]")
 
@@ -367,18 +346,9 @@ class GPClassification(PytreeModel):
         t = jax.scipy.linalg.solve_triangular(lb, s[:, None] * self.K, lower=True)
         return self.K - t.T @ t
 
-    def loglik_grad(
-        self,
-        q: GPPosterior,
-        batch: Array,
-        key: Optional[PRNGKey],
-        num_samples: Optional[int],
-        num_data: Optional[int] = None,
-    ) -> GPGradient:
-        """The stochastic gradient of f at q's marginals, scaled by N/M and scattered to length N.
-
-        ``alpha = -(N/M) sum_b E[l'(z_b)] 1_b``, ``gamma = -(N/M) sum_b E[l''(z_b)] 1_b`` (eq. 18);
-        ``num_samples=None`` uses Gauss-Hermite quadrature (the exact gradient of 'PG')."""
+    def loglik_grad(self, q: GPPosterior, batch: Array, key, num_samples, num_data=None) -> GPGradient:
+        """The stochastic gradient of f at q's marginals, scaled by N/M and scattered to length N:
+        ``alpha = -(N/M) sum_b E[l'(z_b)] 1_b``, ``gamma = -(N/M) sum_b E[l''(z_b)] 1_b`` (eq. 18)."""
         self.check_data(batch)
         if num_samples is not None:
             check_int("num_samples", num_samples)
@@ -402,34 +372,14 @@ class GPClassification(PytreeModel):
         m_new = q.mean - (1.0 - r) * self._solve_I_plus_KD(d, u)
         return GPPosterior(m_new, gt_new)
 
-    def prox_step(
-        self,
-        q: GPPosterior,
-        batch: Array,
-        key: Optional[PRNGKey],
-        beta,
-        num_samples: Optional[int],
-        num_data: Optional[int] = None,
-    ) -> GPPosterior:
-        """One PG-SVI step on the minibatch ``batch`` (indices): r = 1 / (1 + beta).
-
-        Args:
-          q: the current ``GPPosterior``.
-          batch: int indices of the minibatch, shape (M,).
-          key: PRNG key of the Monte Carlo draws (unused when ``num_samples`` is None).
-          beta: the step size beta_k > 0 (a float or a traced scalar).
-          num_samples: Monte Carlo samples per example, or None for quadrature.
-          num_data: N, for the N/M scaling (default: the model's N).
-
-        Returns:
-          The new ``GPPosterior`` (m_{k+1}, gamma_tilde_k).
-        """
+    def prox_step(self, q: GPPosterior, batch: Array, key, beta, num_samples, num_data=None) -> GPPosterior:
+        """One PG-SVI step on the minibatch ``batch`` (int indices (M,)) with step size ``beta``
+        (r = 1 / (1 + beta)), ``num_samples`` Monte Carlo draws per example from ``key`` (None:
+        quadrature) and N = ``num_data`` (default: the model's N)."""
         check_positive_scalar("beta", beta)
         return self.prox_step_from_gradient(q, self.loglik_grad(q, batch, key, num_samples, num_data), beta)
 
-    def prox_update(
-        self, q: GPPosterior, batch: Array, key: PRNGKey, beta, num_samples: Optional[int], num_data: int
-    ) -> ProxUpdate:
+    def prox_update(self, q: GPPosterior, batch: Array, key, beta, num_samples, num_data: int) -> ProxUpdate:
         """``prox_svi``'s step (``StructuredProxModel``): ``prox_step`` with the ELBO at the
         pre-update q (``structured_prox_update``)."""
         return structured_prox_update(self, self.prox_step, q, batch, key, beta, num_samples, num_data)
@@ -452,14 +402,7 @@ class GPClassification(PytreeModel):
         self.check_data(batch)
         return jnp.asarray(batch), num_samples, (self.num_data if num_data is None else num_data)
 
-    def elbo(
-        self,
-        q: GPPosterior,
-        batch: Optional[Array] = None,
-        key: Optional[PRNGKey] = None,
-        num_samples: Optional[int] = None,
-        num_data: Optional[int] = None,
-    ) -> Array:
+    def elbo(self, q: GPPosterior, batch=None, key=None, num_samples=None, num_data=None) -> Array:
         """The ELBO (eq. 11): (N/M) sum_b E_q[log p(y_b | z_b)] - KL(q || p).
 
         ``batch=None`` uses all N examples; ``num_samples=None`` uses quadrature (exact)."""
@@ -499,14 +442,7 @@ class GPClassification(PytreeModel):
         """{m: 0, L: chol(K)} (log diagonal): the q_0 of ``init_variational`` with init_gamma = 0."""
         return params_from_cholesky(jnp.zeros((self.num_data,), self.dtype), self.chol_K)
 
-    def elbo_params(
-        self,
-        params: dict,
-        batch: Optional[Array] = None,
-        key: Optional[PRNGKey] = None,
-        num_samples: Optional[int] = None,
-        num_data: Optional[int] = None,
-    ) -> Array:
+    def elbo_params(self, params: dict, batch=None, key=None, num_samples=None, num_data=None) -> Array:
         """The ELBO at q = N(m, C C^T), C = ``cholesky_from_params(params)`` (the lower triangle of
         ``params["L"]`` with its diagonal stored as logs, as in the reference code), with the same
         minibatch scaling and Monte Carlo (or quadrature) expectations as ``elbo``; its ``jax.grad``

@@ -113,18 +113,13 @@ class LDA(PytreeModel):
     Every local step takes ``(log_beta,)`` (K, V) and a :class:`~vijax.data.BowBatch` of S
     documents and returns a :class:`~vijax.models.LocalResult` with
 
-    - ``suff_stats = (c,)``, c (K, V) the expected topic-word counts of the batch,
-      c_kv = sum_d n_dv E[fraction of the n_dv tokens of v in d assigned to k];
+    - ``suff_stats = (c,)``, c (K, V) the expected topic-word counts of the batch;
     - ``local_params = gamma`` (S, K), the Dirichlet parameters of q(theta_d);
-    - ``local_terms``, so that :func:`~vijax.models.conjugate_elbo` is the mean-field ELBO
-      (Blei et al. 2003, eq. 15; Blei et al. 2017, appendix C) of the batch at the locals the step found::
+    - ``local_terms``, so that :func:`~vijax.models.conjugate_elbo` (which adds <c, E_q[log beta]>)
+      is the mean-field ELBO of the batch (Blei et al. 2003, eq. 15)::
 
           local_terms = sum_d ( -KL(Dir(gamma_d) || Dir(alpha 1_K))
-                                + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ),
-
-      with E[log theta_dk] = psi(gamma_dk) - psi(sum_j gamma_dj). The remaining term of the ELBO,
-      sum_dwk n_dw phi_dwk E_q[log beta_kw] = <c, E_q[log beta]>, is the inner product that
-      ``conjugate_elbo`` adds.
+                                + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ).
 
     The methods (``local_methods``):
 
@@ -297,19 +292,11 @@ class LDA(PytreeModel):
             L_eta   = sum_k [ lgamma(V eta) - V lgamma(eta) + (eta - 1) U_k ],
 
         with T_d = sum_k E_q[log theta_dk] = sum_k psi(gamma_dk) - K psi(sum_j gamma_dj) and
-        U_k = sum_v E_q[log beta_kv] = sum_v psi(lambda_kv) - V psi(sum_v lambda_kv). They are
-        E_q[log p(theta_d | alpha)] and E_q[log p(beta_k | eta)]; every other ELBO term is free of
-        the hyperparameters once gamma, phi and lambda are fixed. ``scale`` = N / S makes the
-        batch's sum an estimate of the corpus's. Each prior is an exponential family in its
-        hyperparameter (natural parameter h - 1, statistic T), so the derivatives are closed-form::
-
-            dL/dalpha   = scale * sum_d [ K psi(K alpha) - K psi(alpha) + T_d ],
-            d2L/dalpha2 = scale * S_batch * [ K^2 psi'(K alpha) - K psi'(alpha) ]   (< 0 for K > 1),
-            dL/deta     = sum_k [ V psi(V eta) - V psi(eta) + U_k ],
-            d2L/deta2   = K [ V^2 psi'(V eta) - V psi'(eta) ]                        (< 0 for V > 1),
-
-        the second derivatives being minus the Fisher information of the priors: L is concave in
-        each hyperparameter. Differentiable in ``hyper`` (a missing key is the model's value).
+        U_k = sum_v E_q[log beta_kv] = sum_v psi(lambda_kv) - V psi(sum_v lambda_kv): E_q[log p(theta_d | alpha)]
+        and E_q[log p(beta_k | eta)]. Each prior is an exponential family in its hyperparameter, so
+        d2L/dalpha2 = scale * S [K^2 psi'(K alpha) - K psi'(alpha)] < 0 and
+        d2L/deta2 = K [V^2 psi'(V eta) - V psi'(eta)] < 0 (minus the priors' Fisher information):
+        L is concave in each hyperparameter.
 
         Args:
           hyper: ``{"alpha": scalar, "eta": scalar}``.
@@ -350,14 +337,12 @@ class LDA(PytreeModel):
 
     # ------------------------------------------------------------------------------ data
     def batch_checks(self, batch) -> list:
-        """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
-        in [0, V), counts finite and >= 0."""
+        """The value checks of a step's batch: word ids in [0, V), counts finite and >= 0."""
         return bow_batch_checks(batch, self.vocab_size)
 
     def check_data(self, batch) -> None:
-        """Raises ValueError naming the problem unless ``batch`` is a valid BowBatch for this model:
-        integer ``word_ids`` in [0, V), ``counts`` finite, >= 0 and integer-valued, both (S, L)
-        with S >= 1. Empty documents (all counts 0) are allowed. Traced arrays are not checked."""
+        """Raises ValueError naming the problem unless ``batch`` is a BowBatch of integer ``word_ids``
+        in [0, V) and finite integer ``counts`` >= 0, both (S, L), S >= 1 (values of concrete arrays)."""
         if not (hasattr(batch, "word_ids") and hasattr(batch, "counts")):
             raise ArgumentError("batch", f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
         ids, counts = batch.word_ids, batch.counts
@@ -400,12 +385,10 @@ class LDA(PytreeModel):
 
         Args:
           globals_view: ``(log_beta,)`` with log_beta (K, V): E_q[log beta] or log of a sample.
-          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L); a concrete one
-            failing ``batch_checks`` (ids in [0, V), counts finite >= 0) raises ValueError.
-          key: PRNG key; required by ``"gibbs"``, ignored by the deterministic methods.
+          batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L).
+          key: PRNG key; required by ``"gibbs"``.
           method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
-          hyper: optional ``{"alpha": scalar}`` (traced or not) replacing the model's alpha; an
-            ``"eta"`` entry is allowed and ignored (eta does not enter the local step).
+          hyper: optional ``{"alpha": scalar}`` replacing the model's alpha (an ``"eta"`` is ignored).
 
         Returns:
           LocalResult(suff_stats=(c,) (K, V), local_terms scalar, local_params=gamma (S, K)).
@@ -558,14 +541,11 @@ class LDA(PytreeModel):
         self, q_global: expfam.Dirichlet, batch_observed, batch_heldout, hyper: dict | None = None
     ) -> Array:
         """Per-document held-out log probability by document completion (Hoffman et al. 2013, §4):
-        fit gamma_d on the observed words with the mean-field local step at beta = E_q[beta]
-        (view log E_q[beta]), then score each held-out word w with the plug-in predictive
-
-            log p(w | observed) ≈ log sum_k E[theta_dk] E_q[beta_kw],   E[theta_d] = gamma_d / sum gamma_d,
+        gamma_d fitted on the observed words by the mean-field step at beta = E_q[beta], each
+        held-out word scored by log p(w | observed) ≈ log sum_k E[theta_dk] E_q[beta_kw].
 
         Returns sum_w n_dw^{heldout} log p(w | observed), shape (S,). Both batches hold the same S
-        documents (their padded lengths L may differ). ``hyper`` (e.g. ``SVIState.hyper``) replaces
-        the model's alpha in the fit of gamma_d, as in :meth:`local_step`.
+        documents. ``hyper`` (e.g. ``SVIState.hyper``) replaces alpha, as in :meth:`local_step`.
         """
         if batch_observed.word_ids.shape[0] != batch_heldout.word_ids.shape[0]:
             raise ArgumentError(
@@ -592,7 +572,7 @@ def _random_start(model: LDA, key: PRNGKey) -> expfam.Dirichlet:
 
 @functools.partial(jax.jit, static_argnums=1)
 def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Array, key, alpha: Array) -> LocalResult:
-    """The body of ``LDA.local_step``; ``alpha`` is an array argument, so it may be traced."""
+    """The body of ``LDA.local_step`` (``alpha`` an array argument, possibly traced)."""
     dt = log_beta.dtype
     if ids.shape[1] == 0:  # documents without a word slot: one padding slot, which contributes nothing
         ids, counts = jnp.zeros((ids.shape[0], 1), ids.dtype), jnp.zeros((counts.shape[0], 1), counts.dtype)
@@ -624,13 +604,12 @@ def _theta_terms(gamma: Array, alpha: Array) -> tuple[Array, Array]:
 
 
 def _kl_theta(gamma: Array, alpha: Array) -> Array:
-    """KL(Dir(gamma_d) || Dir(alpha 1_K)) per document, (S,), in closed form::
+    """KL(Dir(gamma_d) || Dir(alpha 1_K)) per document, (S,)::
 
         log Gamma(sum_k gamma_dk) - sum_k log Gamma(gamma_dk) - log Gamma(K alpha) + K log Gamma(alpha)
         + sum_k (gamma_dk - alpha) (psi(gamma_dk) - psi(sum_j gamma_dj)),
 
-    the Dirichlet KL of ``vijax.expfam`` with the prior's log normalizer taken once for the scalar
-    alpha, not per document and topic."""
+    the prior's log normalizer taken once for the scalar alpha."""
     k = gamma.shape[-1]
     return _theta_terms(gamma, alpha)[1] + k * gammaln(alpha) - gammaln(k * alpha)
 

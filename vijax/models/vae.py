@@ -8,13 +8,10 @@ with the decoder f_theta and the encoder g_phi = (mu_phi, log sigma_phi) neural 
 (``vijax.models.Network``, one datum in, one out). The encoder maps x (D,) to (2d,): the first d
 outputs are mu, the last d are log sigma. The decoder maps z (d,) to (D,):
 
-- ``likelihood="bernoulli"``: the logits l, log p(x | z) = sum_j x_j log s(l_j) + (1 - x_j) log s(-l_j),
-  s the logistic function (data in {0, 1}; for grey values in [0, 1] the same expression is the
-  cross-entropy, which is not a normalised density);
-- ``likelihood="gaussian"``: the mean m, x | z ~ N(m, obs_scale^2 I) with a **fixed** observation
-  scale. A learned per-pixel scale is unbounded on pixels that are constant in the data (the
-  digits' border pixels are always 0: sigma -> 0 sends the likelihood to infinity), so the scale
-  is a modelling choice here, not a parameter.
+- ``likelihood="bernoulli"``: the logits l, log p(x | z) = sum_j x_j log s(l_j) + (1 - x_j) log s(-l_j)
+  (data in [0, 1]);
+- ``likelihood="gaussian"``: the mean m, x | z ~ N(m, obs_scale^2 I) with a fixed observation
+  scale (a learned one is unbounded on pixels that are constant in the data).
 
 The KL divergence from q(z | x) to the prior is the tutorial's closed form,
 -KL = d/2 + sum_j log sigma_j - (1/2) sum_j (mu_j^2 + sigma_j^2). Everything here is for ONE datum;
@@ -31,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import ArgumentError, INT32_MAX, finite_values, values_in_interval
-from vijax._validate import check_choice, check_data_array, check_float_dtype, check_int, check_scalar, is_tracer
+from vijax._validate import ArgumentError, INT32_MAX, check_choice, check_data_array, check_float_dtype, check_int
+from vijax._validate import check_scalar, finite_values, is_tracer, values_in_interval
 from vijax.models._network import Network, check_network
 from vijax.types import Array, PRNGKey, PyTree
 from vijax.models._pytree import PytreeModel
@@ -63,7 +60,7 @@ class VAE(PytreeModel):
 
     Raises:
       ValueError: naming ``encoder`` / ``decoder`` when a network does not map its input to the
-        shape above (checked by tracing shapes only), or the bad setting.
+        shape above, or the bad setting.
 
     Examples:
         >>> from vijax.models import mlp
