@@ -600,3 +600,6 @@ def conjugate_model(
     if example is not None:
         model.check_conjugacy(example)
     return model
+
+
+__all__ = ["DerivedConjugateModel", "Local", "conjugate_model"]

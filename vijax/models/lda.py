@@ -619,3 +619,6 @@ def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
     k = per_slot.shape[-1]
     flat = jnp.reshape(per_slot, (-1, k))
     return jnp.zeros((vocab_size, k), per_slot.dtype).at[jnp.reshape(word_ids, (-1,))].add(flat).T
+
+
+__all__ = ["LDA", "concentration_bounds", "largest_precise_concentration"]
