@@ -125,10 +125,6 @@ def check_target_arguments(**given: Any) -> None:
             )
 
 
-def _draws(guide, vparams, key, num_samples):
-    return jax.vmap(guide.sample, (None, 0))(vparams, jax.random.split(key, num_samples))
-
-
 def vr_bound(log_w: Array, alpha: float) -> Array:
     """The variational Renyi bound (1 / (1 - alpha)) log (1/S) sum_s exp((1 - alpha) log_w_s) of (S,)
     log-weights (Li and Turner 2016, §4): the IWAE bound at alpha = 0, mean(log_w) at alpha = 1.
@@ -222,7 +218,7 @@ def init(
     vparams = guide.init()
     concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
     if concrete and joint is not None and (batch is not None or log_density is not None):
-        z = _draws(guide, vparams, key, NUM_START_DRAWS)
+        z = draws(guide, vparams, key, NUM_START_DRAWS)[0]
         mean = None if batch is None else guide.mean(vparams)
         check_start(key, batch, z, mean, joint, log_density, has_prior, constrain=guide.constrain)
     return BBVIState(vparams, optimizer.init(vparams), jnp.zeros((), jnp.int32))
@@ -441,7 +437,7 @@ def as_top_level_api(
 
 @filter_jit
 def _sample(q_global: PyTree, key: PRNGKey, num_samples: int, guide) -> PyTree:
-    z = _draws(guide, q_global, key, check_int("num_samples", num_samples))
+    z = draws(guide, q_global, key, check_int("num_samples", num_samples))[0]
     return jax.vmap(lambda zs: guide.constrain(zs)[0])(z)
 
 
@@ -451,7 +447,7 @@ def _log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int
         params, log_det = guide.constrain(zs)
         return joint(params, batch) + log_det - guide.log_prob(q_global, zs)
 
-    return jax.vmap(w)(_draws(guide, q_global, key, check_int("num_samples", num_samples)))
+    return jax.vmap(w)(draws(guide, q_global, key, check_int("num_samples", num_samples))[0])
 
 
 class BBVIExtras:

@@ -545,7 +545,7 @@ class FlowGuide:
 ONE_PASS = ("reparam", "iwae", "renyi")  # the estimators that take log q at q's own parameters
 
 
-def draws(guide: Any, vparams: PyTree, key: PRNGKey, num_samples: int, estimator: str) -> tuple[Any, Any]:
+def draws(guide: Any, vparams: PyTree, key: PRNGKey, num_samples: int, estimator: str = "") -> tuple[Any, Any]:
     """(z, log q(z)) for ``num_samples`` draws of any guide; log q is None except for a flow and an
     estimator of ``ONE_PASS`` (the caller evaluates it where it needs it)."""
     keys = jax.random.split(key, num_samples)
