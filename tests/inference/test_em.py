@@ -154,4 +154,4 @@ def test_em_errors_name_the_problem():
     with pytest.raises(ValueError, match="no step size"):
         make_algorithm("em", CategoricalHMM(2, 2), schedule=0.5)
     state = make_algorithm("em", CategoricalHMM(2, 2)).init(jax.random.PRNGKey(0), obs)
-    assert isinstance(state, EMState)
+    assert isinstance(state.inner, EMState)

@@ -63,7 +63,7 @@ def test_cells_of_the_lda_matrix_follow_their_equations(global_update, local, ba
     assert np.isfinite(float(info.elbo)), (global_update, local)
     assert bool(jnp.all(state.q_global.is_valid()))
     assert int(state.count) == 1
-    assert isinstance(state, {"svi": SVIState, "map": MAPState}.get(global_update, SSVIState))
+    assert isinstance(state.inner, {"svi": SVIState, "map": MAPState}.get(global_update, SSVIState))
 
 
 def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
@@ -87,7 +87,7 @@ def test_map_step_with_rho_one_and_all_data_is_an_em_step(batch):
     prior = model.prior()
     log_prior = jnp.sum(prior.log_prob(mode))
     np.testing.assert_allclose(info.elbo, jnp.sum(c * jnp.log(mode)) + loc.local_terms + log_prior, rtol=1e-9)
-    assert isinstance(info, MAPInfo)
+    assert isinstance(info.inner, MAPInfo)
 
 
 def test_meanfield_row_is_svi(batch):

@@ -130,7 +130,7 @@ def test_jit_no_retrace_and_vmap_over_restarts():
     state = alg.init(jax.random.PRNGKey(1))
     for t in range(3):
         state, info = step(jax.random.PRNGKey(t), state, (x[:6], y[:6]))
-    assert isinstance(state, ProxSVIState) and bool(jnp.isfinite(info.elbo))
+    assert isinstance(state.inner, ProxSVIState) and bool(jnp.isfinite(info.elbo))
     multi = restarts(alg, 3)
     ms = multi.init(jax.random.PRNGKey(2))
     ms, minfo = jax.jit(multi.step)(jax.random.PRNGKey(3), ms, (x[:6], y[:6]))

@@ -109,7 +109,7 @@ def test_steps_jit_vmap_and_do_not_retrace(corpus):
     for t in range(3):
         state, info = step(jax.random.fold_in(KEY, t), state, batch)
     assert len(traces) == 1
-    assert isinstance(info, SSVIInfo) and np.isfinite(float(info.elbo)) and int(state.count) == 3
+    assert isinstance(info.inner, SSVIInfo) and np.isfinite(float(info.elbo)) and int(state.count) == 3
     many = restarts(ssvi(model, num_data=200, mode="approx", local="cvb0"), 2)
     st, inf = jax.jit(many.step)(KEY, many.init(KEY), batch)
     assert st.q_global.eta.shape == (2, K, V) and inf.elbo.shape == (2,)

@@ -226,7 +226,7 @@ def _evaluator(model: GPClassification, data):
         return model.elbo_params(p), model.log_loss(p, data.x_test, data.y_test)
 
     def evaluate(state) -> dict:
-        e, ll = (ev_q if isinstance(state, ProxSVIState) else ev_p)(state.q_global)
+        e, ll = (ev_q if isinstance(state.inner, ProxSVIState) else ev_p)(state.q_global)
         return {"elbo_exact": float(e), "test_log_loss": float(ll)}
 
     return evaluate

@@ -147,7 +147,7 @@ def build(sections: dict, seed: int) -> Experiment:
 
     @jax.jit
     def _estimate(state):
-        return state.q_global if isinstance(state, EMState) else model.expected_params(state.q_global)
+        return state.q_global if isinstance(state.inner, EMState) else model.expected_params(state.q_global)
 
     def eval_fn(state) -> dict:
         est = _estimate(state)
