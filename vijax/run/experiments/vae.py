@@ -200,22 +200,9 @@ def _estimates(alg, state, x_test, section: dict, key, theta: str = "sample") ->
     elbo = np.asarray(
         inference.elbo(alg, key, state.q_global, x_test, num_samples=section["elbo_samples"], theta=theta)
     )
-    reps = np.stack(
-        [
-            np.asarray(
-                inference.iwae_log_likelihood(
-                    alg,
-                    jax.random.fold_in(key, r),
-                    state,
-                    x_test,
-                    section["iw_samples"],
-                    section["iw_chunk"],
-                    theta=theta,
-                )
-            )
-            for r in range(section["iw_repeats"])
-        ]
-    )  # (R, P)
+    k, chunk = section["iw_samples"], section["iw_chunk"]
+    iw = lambda r: inference.iwae_log_likelihood(alg, jax.random.fold_in(key, r), state, x_test, k, chunk, theta=theta)
+    reps = np.stack([np.asarray(iw(r)) for r in range(section["iw_repeats"])])  # (R, P)
     per_point = reps.mean(0)
     return {
         "test ELBO": float(elbo.mean()),
