@@ -1,32 +1,22 @@
 """Data parallelism across processes (several hosts, or several processes on one host).
 
-``data_parallel(model)`` builds its mesh from ``jax.devices()``; after
-``initialize_processes(...)`` (``jax.distributed.initialize``) that list holds the devices of every
-process, so the same ``shard_map`` + ``psum`` local step runs across processes, each process
-computing on its own devices and the ``psum`` crossing hosts. Each process reads only its own
-share of the data: ``process_shard(D)`` is its contiguous block of document indices, a
-``Minibatcher`` over that block gives it its local rows of every minibatch, and
-``global_batch`` / ``global_host_batches`` assemble those local rows into the global batch
-(``jax.make_array_from_process_local_data``) whose leading axis the mesh splits. The global batch
-of step t is the processes' local batches concatenated in process order, so a multi-process run
-equals a one-process run on that concatenated batch (up to the order of the float sums in the
-``psum``); ``tests/inference/test_distributed.py`` checks two CPU processes against one.
+After ``initialize_processes(...)`` (``jax.distributed.initialize``) ``jax.devices()`` holds the
+devices of every process, so ``data_parallel(model)``'s ``shard_map`` + ``psum`` local step runs
+across processes. Each process reads only its own share of the data: ``process_shard(D)`` is its
+contiguous block of indices, a ``Minibatcher`` over it gives its local rows of every minibatch,
+and ``global_batch`` / ``global_host_batches`` assemble them into the global batch
+(``jax.make_array_from_process_local_data``). The global batch of step t is the processes' local
+batches concatenated in process order, so a multi-process run equals a one-process run on that
+batch (up to the order of the float sums in the ``psum``).
 
-Runs (``vijax.run.run``): every process passes the same settings (``num_steps``, ``chunk_size``,
-``tol``, ``patience``, ``eval_every``, ``resume``, ``checkpoint_every``...), which the runner
-checks at the start, naming one that differs (a process that went on would wait forever in the
-others' next ``psum``). Checkpoints (``checkpoint_dir=..., resume=...``): process 0's
-``checkpoint_dir`` is the run's (the others may pass the same path or None). Process 0 alone
-reads and writes it, and on resume sends the checkpoint's bytes to the others, so every process
-continues from the same state and the run ends bit-identical to an uninterrupted one (``tests/run/test_multiprocess_resume.py``: two CPU
-processes killed with ``SIGKILL`` mid-way, then resumed).
+Runs (``vijax.run.run``): every process passes the same settings, which the runner checks at the
+start, naming one that differs. Process 0 alone reads and writes checkpoints, and on resume sends
+the checkpoint's bytes to the others, so every process continues from the same state.
 
-On a CPU the cross-process collectives need an implementation: ``initialize_processes`` sets
-``jax_cpu_collectives_implementation`` to ``"gloo"`` (shipped with jaxlib) before it starts the
-distributed runtime. On GPUs (NCCL) and TPUs the collectives are built in; on a cluster managed
-by SLURM, Open MPI or a Cloud TPU pod, ``jax.distributed.initialize()`` with no arguments finds
-the coordinator and the process index itself (``initialize_processes()`` with no arguments calls it
-so). See README, "Scale", for the commands.
+On a CPU, ``initialize_processes`` sets ``jax_cpu_collectives_implementation`` to ``"gloo"``
+before it starts the distributed runtime; on GPUs and TPUs the collectives are built in. Under
+SLURM, Open MPI or a Cloud TPU pod, ``initialize_processes()`` with no arguments lets
+``jax.distributed.initialize()`` find the coordinator and the process index itself.
 """
 
 from __future__ import annotations
