@@ -32,7 +32,7 @@ import numpy as np
 import optax
 
 from vijax.data import epoch_batches, load_binary_dataset
-from vijax.inference import ProxSVIState, VIAlgorithm, factory_grid, optax_vi, prox_svi, replace_elbo
+from vijax.inference import VIAlgorithm, factory_grid, optax_vi, prox_svi, replace_elbo
 from vijax.models import GPClassification
 from vijax.run import Baseline, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 from vijax.run import SEED_BOUND
@@ -214,19 +214,18 @@ def _model(s: dict, data, quadrature: bool = False) -> GPClassification:
     return model
 
 
-def _evaluator(model: GPClassification, data):
-    """``state -> {elbo_exact, test_log_loss}`` for PG states (q) and optax states (params)."""
+def _evaluator(model: GPClassification, data, on_params: bool = False):
+    """``state -> {elbo_exact, test_log_loss}`` of a PG state's q, or (``on_params``) of an optax
+    state's parameters (m, L)."""
 
     @jax.jit
-    def ev_q(q):
+    def scores(q):
+        if on_params:
+            return model.elbo_params(q), model.log_loss(q, data.x_test, data.y_test)
         return model.elbo(q), model.log_loss(q, data.x_test, data.y_test)
 
-    @jax.jit
-    def ev_p(p):
-        return model.elbo_params(p), model.log_loss(p, data.x_test, data.y_test)
-
     def evaluate(state) -> dict:
-        e, ll = (ev_q if isinstance(state.inner, ProxSVIState) else ev_p)(state.q_global)
+        e, ll = scores(state.q_global)
         return {"elbo_exact": float(e), "test_log_loss": float(ll)}
 
     return evaluate
@@ -316,7 +315,9 @@ def build_compare(sections: dict, seed: int) -> Experiment:
         schedule_keys=("beta_n",),
         resolved={"num_samples": s["num_samples"]},
     )
-    evaluate = _evaluator(model, data)
+    # prox_svi's state holds q; optax's (the baselines') the parameters (m, L)
+    evaluate = _evaluator(model, data, on_params=sections["algorithm"]["name"] == "optax")
+    on_params = _evaluator(model, data, on_params=True)
     optimum = None
     if s["optimum_steps"]:
         optimum = _optimum_baseline(_model(s, data, quadrature=True), s["optimum_beta"], s["optimum_steps"])
@@ -326,7 +327,7 @@ def build_compare(sections: dict, seed: int) -> Experiment:
             name,
             _baseline(name, model, s),
             batch_fn=batch_fn,
-            eval_fn=evaluate,
+            eval_fn=on_params,
             settings={"chunk_size": spp, "eval_every": spp, "tol": None},
         )
         for name in methods
