@@ -11,7 +11,7 @@ import pytest
 
 import vijax
 from vijax import expfam
-from vijax.inference import _cavi
+from vijax.inference import GuardedState, _cavi
 from vijax.models import FullGMM, conjugate_elbo
 
 W = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]])
@@ -181,7 +181,7 @@ def test_cavi_is_monotone_and_equals_scikit_learn_full_from_the_same_responsibil
         tol=0.0,
     ).fit(x)
     alg = vijax.cavi(model)
-    state = _cavi.init_from(model.posterior_from_responsibilities(x, resp0))
+    state = GuardedState(_cavi.init_from(model.posterior_from_responsibilities(x, resp0)), jnp.zeros((), jnp.int32))
     run = jax.jit(
         lambda s: jax.lax.scan(
             lambda c, kk: alg.step(kk, c, jnp.asarray(x)), s, jax.random.split(jax.random.PRNGKey(0), iters)
