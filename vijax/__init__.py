@@ -10,26 +10,9 @@ TFP models come in as targets through ``interop`` (``from_numpyro``, ``from_tfp`
 program pays only for the layers it touches.
 """
 
-from vijax._lazy import lazy_names
+from vijax._lazy import attach_stub
 
 __version__ = "0.1.0"
 
-# the layers, and the names re-exported here, each loaded at its first use (vijax._lazy)
-_MODULES = {
-    "vijax.data": (),
-    "vijax.expfam": (),
-    "vijax.inference": ("cavi",),
-    "vijax.interop": ("conjugate_sites", "from_numpyro", "from_tfp", "predictive"),
-    "vijax.metrics": ("to_arviz",),
-    "vijax.models": (),
-    "vijax.run": (),
-    "vijax.solvers": (),
-}
-
-__all__ = [
-    "__version__",
-    *("cavi", "conjugate_sites", "from_numpyro", "from_tfp", "predictive", "to_arviz"),
-    *("data", "expfam", "inference", "interop", "metrics", "models", "run", "solvers"),
-]
-
-__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)
+# the names of __init__.pyi, each loaded from its module at its first use (vijax._lazy)
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

@@ -62,3 +62,31 @@ def lazy_names(
         return sorted(set(vars(sys.modules[package])) | set(public))
 
     return __getattr__, __dir__
+
+
+def attach_stub(package: str, init_file: str) -> tuple[Callable[[str], object], Callable[[], list], list]:
+    """``(__getattr__, __dir__, __all__)`` for ``package`` from its stub ``__init__.pyi`` beside
+    ``init_file``: the one table of what the package re-exports, read by type checkers and IDEs as
+    the package's interface and here as the names to load at first use. Each statement
+    ``from module import attribute as name`` of the stub lists one name (``from package import
+    child as child``: the submodule ``package.child``); ``__all__`` is the stub's. The stub is
+    parsed with ``ast`` (no import of anything it names)."""
+    import ast
+    import pathlib
+
+    tree = ast.parse(pathlib.Path(init_file).with_suffix(".pyi").read_text())
+    modules: dict[str, list] = {}
+    public: list = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if node.module == package:  # a submodule
+                    modules.setdefault(f"{package}.{alias.name}", [])
+                else:
+                    name = alias.asname or alias.name
+                    entry = name if name == alias.name else f"{name}={alias.name}"
+                    modules.setdefault(node.module, []).append(entry)
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            public = list(ast.literal_eval(node.value))
+    getattr_, dir_ = lazy_names(package, modules, public)
+    return getattr_, dir_, public

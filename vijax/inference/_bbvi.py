@@ -295,7 +295,7 @@ def step(
 
 
 def as_top_level_api(
-    log_density: Callable,
+    log_density: Union[Callable, Target],
     *,
     family: Any = "meanfield",
     init_params: PyTree = None,

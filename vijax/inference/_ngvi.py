@@ -31,7 +31,7 @@ the domain guard left wholly unchanged (``moved``), is rejected.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -280,7 +280,7 @@ def moved(old: NGVIState, new: NGVIState, info: NGVIInfo) -> Array:
 
 
 def as_top_level_api(
-    log_density: Callable,
+    log_density: Union[Callable, Target],
     *,
     family: PyTree = None,
     schedule=None,

@@ -145,7 +145,9 @@ class ConditionallyConjugateModel(BatchChecked, Protocol):
     (:class:`PaddedBatchModel`).
     """
 
-    local_methods: tuple[str, ...]
+    @property
+    def local_methods(self) -> tuple[str, ...]:
+        """The names of the local-step methods ``local_step`` takes as ``method``."""
 
     def prior(self) -> PyTree:
         """The prior p(beta) as a pytree of ``AbstractExpFamily``."""
