@@ -10,6 +10,8 @@ import pathlib
 import re
 from typing import NamedTuple
 
+import sys
+
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -296,15 +298,20 @@ def test_packages_load_only_the_modules_a_program_uses():
         _ = vijax.models.Nope
 
 
-def test_lazy_names_rejects_a_name_listed_twice():
-    from vijax._lazy import exported, lazy_names
+def test_attach_stub_reads_the_stub_and_rejects_a_name_listed_twice(tmp_path, monkeypatch):
+    import types
 
-    assert exported({"pkg.a": ("X", "Y=Z"), "pkg.b": ()}) == ["X", "Y", "b"]
+    from vijax._lazy import attach_stub
 
+    monkeypatch.setitem(sys.modules, "stubbed", types.ModuleType("stubbed"))
+    stub = tmp_path / "__init__.pyi"
+    stub.write_text('from vijax.models import LDA as LDA, LDA as TopicModel\n__all__ = ["LDA", "TopicModel"]\n')
+    getattr_, dir_, public = attach_stub("stubbed", str(tmp_path / "__init__.py"))
+    assert public == ["LDA", "TopicModel"] and "TopicModel" in dir_()
+    assert getattr_("TopicModel") is getattr_("LDA") and getattr_("LDA").__name__ == "LDA"
+    stub.write_text("from vijax.models import LDA as LDA\nfrom vijax.data import Corpus as LDA\n")
     with pytest.raises(ValueError, match="'LDA' is listed twice"):
-        lazy_names("pkg", {"pkg.a": ("LDA",), "pkg.b": ("LDA",)}, ())
-    getattr_, _ = lazy_names("vijax", {"vijax.models": ("LDA",)}, ())
-    assert getattr_("LDA").__name__ == "LDA"
+        attach_stub("stubbed", str(tmp_path / "__init__.py"))
 
 
 def _runtime_protocols() -> set[str]:
