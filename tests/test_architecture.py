@@ -8,9 +8,8 @@ import inspect
 import json
 import pathlib
 import re
-from typing import NamedTuple
-
 import sys
+from typing import NamedTuple
 
 import pytest
 
