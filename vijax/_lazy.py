@@ -1,12 +1,10 @@
 """Names of a package imported at their first use (PEP 562), so that a program pays only for
 the modules it touches: ``from vijax.models import LDA`` loads LDA's module, not every model's.
 
-A package lists, per module, the names it re-exports (``"name"``, or ``"name=attribute"`` for a
-name that differs from the module's own) and replaces its imports by::
+A package's stub ``__init__.pyi`` lists the names it re-exports (``from vijax.models.lda import LDA
+as LDA``), read by type checkers as its interface; its ``__init__.py`` loads them by::
 
-    _MODULES = {"vijax.models.lda": ("LDA",), ...}
-    __all__ = exported(_MODULES)
-    __getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)
+    __getattr__, __dir__, __all__ = attach_stub(__name__, __file__)
 
 Each name is looked up once; the value is then stored in the package, so later lookups are plain
 attribute reads. Nothing here imports JAX.
@@ -17,16 +15,6 @@ from __future__ import annotations
 import importlib
 import sys
 from typing import Callable, Iterable, Mapping
-
-
-def exported(modules: Mapping[str, Iterable[str]]) -> list:
-    """The names a package's table re-exports, in its order: each listed name, and the module
-    itself where no name is listed (``"vijax.inference.schedules": ()`` exports ``schedules``)."""
-    return [
-        entry.partition("=")[0]
-        for module, names in modules.items()
-        for entry in (names or (module.rpartition(".")[2],))
-    ]
 
 
 def lazy_names(

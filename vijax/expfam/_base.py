@@ -318,27 +318,27 @@ def autodiff_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
 def dense_fisher(fam: AbstractExpFamily) -> Array:
     """The Fisher matrix hess A of every batch element, shape ``batch_shape + (d, d)`` with ``d``
     the total natural dimension. Built from ``d`` Fisher-vector products; for small ``d``."""
-    batch, shapes, sizes = _layout(fam)
+    batch, shapes, sizes = param_layout(fam)
     d = sum(sizes)
     cols = []
     for j in range(d):
         e = jnp.zeros(batch + (d,), fam.dtype).at[..., j].set(1.0)
-        cols.append(_flatten(fam.fisher_vp(_unflatten(e, batch, shapes, sizes)), batch))
+        cols.append(flatten_params(fam.fisher_vp(unflatten_params(e, batch, shapes, sizes)), batch))
     return jnp.stack(cols, axis=-1)
 
 
-def _layout(fam: AbstractExpFamily):
+def param_layout(fam: AbstractExpFamily):
     """(batch shape, per-field event shapes, per-field event sizes) of a family's parameters."""
     batch = fam.batch_shape
     shapes = [p.shape[len(batch) :] for p in fam.natural_params]
     return batch, shapes, [math.prod(s) for s in shapes]
 
 
-def _flatten(params: Params, batch) -> Array:
+def flatten_params(params: Params, batch) -> Array:
     return jnp.concatenate([jnp.reshape(p, batch + (-1,)) for p in params], axis=-1)
 
 
-def _unflatten(flat: Array, batch, shapes, sizes) -> Params:
+def unflatten_params(flat: Array, batch, shapes, sizes) -> Params:
     out, start = [], 0
     for s, n in zip(shapes, sizes):
         out.append(jnp.reshape(flat[..., start : start + n], batch + tuple(s)))
@@ -348,10 +348,10 @@ def _unflatten(flat: Array, batch, shapes, sizes) -> Params:
 
 def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
     """(hess A)^-1 v by a dense solve per batch element. O(d^3); for families of small d."""
-    batch, shapes, sizes = _layout(fam)
+    batch, shapes, sizes = param_layout(fam)
     f = dense_fisher(fam)
-    x = jnp.linalg.solve(f, _flatten(v, batch)[..., None])[..., 0]
-    return _unflatten(x, batch, shapes, sizes)
+    x = jnp.linalg.solve(f, flatten_params(v, batch)[..., None])[..., 0]
+    return unflatten_params(x, batch, shapes, sizes)
 
 
 # --------------------------------------------------------------------------- trees of families

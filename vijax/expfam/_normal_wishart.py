@@ -15,9 +15,9 @@ from jax.scipy.special import multigammaln
 from vijax._validate import ArgumentError, check_finite, check_positive
 from vijax.expfam._base import (
     AbstractExpFamily,
-    _flatten,
-    _layout,
-    _unflatten,
+    flatten_params,
+    param_layout,
+    unflatten_params,
     as_float,
     dense_fisher,
     register_family,
@@ -181,7 +181,7 @@ class NormalWishart(AbstractExpFamily):
         v with a symmetrised third block, gives the pseudo-inverse product
         (``inv_fisher_vp(fisher_vp(u)) == (u1, u2, sym(u3), u4)``). O(D^6) per element: small D."""
         v = (v[0], v[1], sym(v[2]), v[3])
-        batch, shapes, sizes = _layout(self)
+        batch, shapes, sizes = param_layout(self)
         d = self.dim
         n = sum(sizes)
         transpose = np.arange(d * d).reshape(d, d).T.ravel()
@@ -189,8 +189,8 @@ class NormalWishart(AbstractExpFamily):
         proj = np.zeros((n, n))
         proj[d + 1 : d + 1 + d * d, d + 1 : d + 1 + d * d] = anti
         f = dense_fisher(self) + jnp.broadcast_to(jnp.asarray(proj, self.dtype), batch + (n, n))
-        x = jnp.linalg.solve(f, _flatten(v, batch)[..., None])[..., 0]
-        return _unflatten(x, batch, shapes, sizes)
+        x = jnp.linalg.solve(f, flatten_params(v, batch)[..., None])[..., 0]
+        return unflatten_params(x, batch, shapes, sizes)
 
     def sufficient_stats(self, x):
         lam, mu = x[..., :-1], x[..., -1]
