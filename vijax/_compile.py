@@ -6,6 +6,10 @@ with ``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step wit
 :func:`step_cpu_options`). Both only change how XLA compiles for the CPU: the classic elemental
 kernel emitter instead of the MLIR fusion emitters (and, process-wide, no loop unrolling by LLVM). Results are the same up to floating-point
 rounding; GPU and TPU programs are unaffected.
+
+One start is drawn on the host instead of compiled: :func:`gamma_on_host`, for LDA's random topics
+(JAX's Gamma sampler is a rejection loop that XLA compiles for seconds, longer than a small fit's
+every step; docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -94,4 +98,25 @@ def step_cpu_options() -> Optional[dict]:
     return {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
 
 
-__all__ = ["EXTRA_OPTIONS", "FLAGS", "fast_cpu_compile", "step_cpu_options", "with_fast_cpu_compile"]
+def gamma_on_host(key, shape: tuple, concentration: float, rate: float, dtype):
+    """Gamma(concentration, rate) draws of ``shape``, made by NumPy's generator seeded with the key's
+    data. A concrete key draws directly; a traced one (under ``jit`` or ``vmap``) through a host
+    callback, so that a key gives the same draw everywhere."""
+    import jax
+    import numpy as np
+
+    def draw(data):
+        data = np.asarray(data, np.uint32)
+        out = np.empty(data.shape[:-1] + tuple(shape), dtype)
+        for i in np.ndindex(data.shape[:-1]):
+            rng = np.random.default_rng(np.random.SeedSequence([int(w) for w in data[i]]))
+            out[i] = rng.gamma(concentration, 1.0 / rate, shape)
+        return out
+
+    data = jax.random.key_data(key)
+    if isinstance(data, jax.core.Tracer):
+        return jax.pure_callback(draw, jax.ShapeDtypeStruct(tuple(shape), dtype), data, vmap_method="expand_dims")
+    return jax.device_put(draw(data))
+
+
+__all__ = ["EXTRA_OPTIONS", "FLAGS", "fast_cpu_compile", "gamma_on_host", "step_cpu_options", "with_fast_cpu_compile"]

@@ -59,6 +59,7 @@ from vijax._validate import (
     is_tracer,
     real_array,
 )
+from vijax._compile import gamma_on_host
 from vijax.expfam import digamma, digamma_and_gammaln_with_total
 from vijax.models._base import LocalResult, bow_batch_checks, entropy_of_probs, rows_with_data
 from vijax.models._pytree import PytreeModel
@@ -327,7 +328,8 @@ class LDA(PytreeModel):
         """The random start of online LDA (Hoffman et al. 2010): lambda_kv = init_scale * g_kv,
         g_kv ~ Gamma(100, rate 100) (mean 1, sd 0.1: nearly flat topics, the symmetry broken).
         ``batch`` is not used."""
-        return _random_start(self, key)
+        g = gamma_on_host(key, (self.num_topics, self.vocab_size), 100.0, 100.0, float_dtype(self.dtype))
+        return _start_from(self, g)
 
     @staticmethod
     def expected_topics(q: expfam.Dirichlet) -> Array:
@@ -563,10 +565,8 @@ class LDA(PytreeModel):
 
 
 @jax.jit
-def _random_start(model: LDA, key: PRNGKey) -> expfam.Dirichlet:
-    """Dirichlet(init_scale * g), g ~ Gamma(100, rate 100) of shape (K, V) (:meth:`LDA.init_globals`)."""
-    dt = float_dtype(model.dtype)
-    g = jax.random.gamma(key, 100.0, (model.num_topics, model.vocab_size), dt) / 100.0
+def _start_from(model: LDA, g: Array) -> expfam.Dirichlet:
+    """Dirichlet(init_scale * g) (:meth:`LDA.init_globals`)."""
     return expfam.Dirichlet.from_natural((model.init_scale * g - 1.0,))
 
 
