@@ -53,11 +53,15 @@ def test_a_non_finite_step_keeps_the_old_state_and_is_counted():
         getattr(bad, "no_such_field")  # noqa: B009
 
 
-def test_count_saturates_and_a_bare_inner_state_is_taken():
+def test_count_saturates_and_a_bare_inner_state_comes_back_bare():
     alg = _toy()
     top = ToyState(jnp.full(3, 2.0), jnp.asarray(jnp.iinfo(jnp.int32).max, jnp.int32))
-    state, info = alg.step(KEY, top, 1.0)  # a bare state: none rejected yet
-    assert int(state.count) == jnp.iinfo(jnp.int32).max and int(state.num_rejected) == 0
+    state, info = alg.step(KEY, top, 1.0)  # a state made by hand: stepped, returned as it came
+    assert type(state) is ToyState and int(state.count) == jnp.iinfo(jnp.int32).max and bool(info.accepted)
+    scanned, _ = jax.lax.scan(lambda s, k: (alg.step(k, s, 1.0)[0], None), top, jax.random.split(KEY, 3))
+    assert type(scanned) is ToyState  # the carry keeps its structure
+    state, info = alg.step(KEY, alg.init(KEY), 1.0)
+    assert int(state.num_rejected) == 0
     with pytest.raises(ValueError, match="the \\(state, info\\) pair"):
         alg.step(KEY, (state, info), 1.0)
 

@@ -439,7 +439,8 @@ def _guarded_init(key: PRNGKey, batch: PyTree = None, *, inner: InitFn) -> Guard
 
 
 def _guarded_step(key: PRNGKey, state: PyTree, batch: PyTree, *, inner: StepFn, is_valid: Optional[Callable]):
-    if not isinstance(state, GuardedState):  # a bare state of the inner algorithm: none rejected yet
+    bare = not isinstance(state, GuardedState)  # a state made by hand: stepped and returned bare
+    if bare:
         check_step_state(state)
         state = GuardedState(state, jnp.zeros((), jnp.int32))
     old = state.inner
@@ -454,6 +455,8 @@ def _guarded_step(key: PRNGKey, state: PyTree, batch: PyTree, *, inner: StepFn, 
     kept = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
     if "count" in names:
         kept = kept._replace(count=safe_increment(state.inner.count))
+    if bare:
+        return kept, GuardedInfo(info, ok)
     return GuardedState(kept, state.num_rejected + (~ok).astype(jnp.int32)), GuardedInfo(info, ok)
 
 
@@ -466,8 +469,9 @@ def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) 
     update cannot leak into the kept one); ``count`` still advances (saturating). The state is a
     :class:`GuardedState` (the inner state and ``num_rejected``), the info a :class:`GuardedInfo`
     (the inner info and ``accepted``); both read as the inner NamedTuple with that one more field.
-    The step also takes a bare state of ``alg`` (as ``none rejected yet``) or of another algorithm
-    with the fields ``alg``'s state has (CAVI continuing from SVI's state).
+    The step also takes a bare state of ``alg`` (one made by hand), returned bare so that a
+    ``lax.scan`` of steps keeps its carry's structure (its rejections show in ``info.accepted``
+    only), or of another algorithm with the fields ``alg``'s state has (CAVI continuing from SVI's).
 
     Args:
       alg: any ``VIAlgorithm`` whose state has an int32 ``count``.
