@@ -7,6 +7,11 @@ with ``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step wit
 kernel emitter instead of the MLIR fusion emitters (and, process-wide, no loop unrolling by LLVM). Results are the same up to floating-point
 rounding; GPU and TPU programs are unaffected.
 
+Set-up computations a user waits for once (a NumPyro model's start, the start checks of ``bbvi``
+and ``ngvi``, ``conjugate_sites``' checks) run under plain ``jax.jit``, as module-level functions
+of the arrays they read, so that JAX's own cache serves a repeated call; where a user's model
+needs concrete values, op by op instead (:func:`jit_or_eager`).
+
 One start is drawn on the host instead of compiled: :func:`gamma_on_host`, for LDA's random topics
 (JAX's Gamma sampler is a rejection loop that XLA compiles for seconds, longer than a small fit's
 every step; docs/decisions.md).
@@ -15,7 +20,7 @@ every step; docs/decisions.md).
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 _EMITTER = "--xla_cpu_use_fusion_emitters"
 FLAGS = (_EMITTER + "=false",)
@@ -98,6 +103,22 @@ def step_cpu_options() -> Optional[dict]:
     return {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
 
 
+def jit_or_eager(jitted: Callable, fn: Callable) -> Callable:
+    """A call of ``jitted`` (``fn`` under ``jax.jit``), or of ``fn`` op by op where tracing it
+    fails with a TypeError: a user's model that needs concrete values
+    (``jax.errors.ConcretizationTypeError`` and JAX's other tracer conversion errors are
+    TypeErrors), or an argument ``jit`` cannot take. A genuine TypeError is raised again by
+    ``fn``."""
+
+    def call(*args, **kwargs):
+        try:
+            return jitted(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)
+
+    return call
+
+
 def gamma_on_host(key, shape: tuple, concentration: float, rate: float, dtype):
     """Gamma(concentration, rate) draws of ``shape``, made by NumPy's generator seeded with the key's
     data. A concrete key draws directly; a traced one (under ``jit`` or ``vmap``) through a host
@@ -119,4 +140,12 @@ def gamma_on_host(key, shape: tuple, concentration: float, rate: float, dtype):
     return jax.device_put(draw(data))
 
 
-__all__ = ["EXTRA_OPTIONS", "FLAGS", "fast_cpu_compile", "gamma_on_host", "step_cpu_options", "with_fast_cpu_compile"]
+__all__ = [
+    "EXTRA_OPTIONS",
+    "FLAGS",
+    "fast_cpu_compile",
+    "gamma_on_host",
+    "jit_or_eager",
+    "step_cpu_options",
+    "with_fast_cpu_compile",
+]

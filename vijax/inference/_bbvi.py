@@ -218,17 +218,29 @@ def init(
     vparams = guide.init()
     concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
     if concrete and joint is not None and (batch is not None or log_density is not None):
-        z = draws(guide, vparams, key, NUM_START_DRAWS)[0]
-        mean = None if batch is None else guide.mean(vparams)
-        check_start(key, batch, z, mean, joint, log_density, has_prior, constrain=guide.constrain)
+        mean = None if batch is None else _guide_mean
+        check_start(key, batch, _guide_draws, (guide, vparams), mean, joint, log_density, has_prior, guide.constrain)
     return BBVIState(vparams, optimizer.init(vparams), jnp.zeros((), jnp.int32))
 
 
+def _guide_draws(q, key):
+    """``NUM_START_DRAWS`` draws of q = (guide, its parameters)."""
+    guide, vparams = q
+    return draws(guide, vparams, key, NUM_START_DRAWS)[0]
+
+
+def _guide_mean(q):
+    guide, vparams = q
+    return guide.mean(vparams)
+
+
 @filter_jit
-def _probe(z, v, batch, mean, joint, log_density, has_prior, constrain):
-    """(the joint at ``mean`` or None; at each draw of ``z`` the joint's value and, with
-    ``log_density``, ``directional_probe``'s flags along ``v``)."""
-    value = None if mean is None else joint(mean, batch)
+def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain):
+    """(the joint at q's mean, ``mean_of(q)``, or None; at each draw ``sample(q, key)`` the joint's
+    value and, with ``log_density``, ``directional_probe``'s flags along ``v``): the start checks'
+    values in one program."""
+    z = sample(q, key)
+    value = None if mean_of is None else joint(mean_of(q), batch)
     on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))  # noqa: E731
     if log_density is None:
         return value, (jax.vmap(lambda zs: on_z(joint)(zs, batch))(z), None, None)
@@ -236,15 +248,29 @@ def _probe(z, v, batch, mean, joint, log_density, has_prior, constrain):
     return value, jax.vmap(probe)(z, v)
 
 
-def check_start(key, batch, z, mean, joint, log_density, has_prior: bool, constrain: Optional[Callable] = None) -> None:
-    """The start checks of ``bbvi`` and ``ngvi``: the joint at q's ``mean`` (None: not checked) and
-    at the draws ``z`` of q (mapped by ``constrain``), and with ``log_density`` its derivative along
-    a random direction at each draw. Raises ValueError where the joint is not finite at the mean, at
+def check_start(
+    key,
+    batch,
+    sample: Callable,
+    q,
+    mean_of: Optional[Callable],
+    joint,
+    log_density,
+    has_prior: bool,
+    constrain: Optional[Callable] = None,
+) -> None:
+    """The start checks of ``bbvi`` and ``ngvi``: the joint at q's mean (``mean_of(q)``; None: not
+    checked) and at the draws ``sample(q, key)`` of q (mapped by ``constrain``), and with
+    ``log_density`` its derivative along a random direction at each draw, computed by one jitted
+    program (``_probe``; ``sample`` and ``mean_of`` module-level functions, so that JAX's cache
+    serves a repeated start). Raises ValueError where the joint is not finite at the mean, at
     some draw with a batch, or at every draw, or where its gradient is exactly zero at every draw
     (``check_gradient_flows``). Without a batch, a log-density that needs one is not checked."""
-    v = None if log_density is None else directions(host_rng(key), z)
+    v = None if log_density is None else directions(host_rng(key), jax.eval_shape(lambda k: sample(q, k), key))
     try:
-        at_mean, (values, joint_moves, lik_moves) = _probe(z, v, batch, mean, joint, log_density, has_prior, constrain)
+        at_mean, (values, joint_moves, lik_moves) = _probe(
+            key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain
+        )
     except Exception:  # noqa: BLE001 - log_density does not accept batch=None
         if batch is not None:
             raise

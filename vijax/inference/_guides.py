@@ -31,6 +31,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
+from vijax._compile import jit_or_eager
 from vijax._validate import ArgumentError, check_int, check_scalar, check_structures
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
@@ -406,6 +407,11 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
             value=target,
         )
     s = check_scalar("init_scale", init_scale, low=0.0)
+    return jit_or_eager(_matched_families_jit, _matched_families)(target, s)
+
+
+def _matched_families(target, s: float) -> dict:
+    """``auto_family``'s families of ``target`` at spread ``s``."""
     start = target.constrain(target.init_params)
     conc = 1.0 / (s * s)
     families = {}
@@ -428,6 +434,9 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
                 "which goes through the model's own bijector"
             )
     return families
+
+
+_matched_families_jit = jax.jit(_matched_families, static_argnums=(0, 1))  # once per target and spread
 
 
 NUM_MEAN_DRAWS = 1000  # the draws of q whose average ``FlowGuide.mean`` takes

@@ -213,10 +213,19 @@ def init(
     check_key("key", key)
     concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
     if concrete and joint is not None and (batch is not None or log_density is not None):
-        z = expfam.reparam_sample(family, key, NUM_START_DRAWS)
-        mean = None if batch is None else jax.tree_util.tree_map(_family_mean, family, is_leaf=expfam.is_family)
-        check_start(key, batch, z, mean, joint, log_density, has_prior)
+        mean = None if batch is None else _family_means
+        check_start(key, batch, _start_draws, family, mean, joint, log_density, has_prior)
     return NGVIState(family, jnp.zeros((), jnp.int32))
+
+
+def _start_draws(family, key):
+    """``NUM_START_DRAWS`` reparameterized draws of q (``family``)."""
+    return expfam.reparam_sample(family, key, NUM_START_DRAWS)
+
+
+def _family_means(family):
+    """E_q[x] of each family of q."""
+    return jax.tree_util.tree_map(_family_mean, family, is_leaf=expfam.is_family)
 
 
 def _family_mean(f):

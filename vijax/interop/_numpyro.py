@@ -14,7 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Literal
 
+from vijax._compile import jit_or_eager
 from vijax.interop._target import Site, Target, check_batch, traced_once
+from vijax.models import filter_jit
 from vijax._validate import ArgumentError, is_tracer
 from vijax.types import Array
 
@@ -416,16 +418,22 @@ def fixed_support(support: Any) -> bool:
     return all(isinstance(x, (int, float, np.ndarray, np.number)) for x in jax.tree_util.tree_leaves(support))
 
 
-def _check_start(name: str, fn: Any, value: Array) -> None:
+def _check_start(name: str, fn: Any, value: Array, unconstrained: Optional[Array] = None) -> None:
     """Raises ArgumentError naming latent site ``name`` (of distribution ``fn``) where its start
-    ``value`` is not finite, constrained or on the unconstrained space."""
+    ``value`` is not finite, constrained or on the unconstrained space (``unconstrained``; None:
+    computed here)."""
     from numpyro.distributions.transforms import biject_to
 
-    if is_tracer(value):  # under a caller's jit: not known here
+    if is_tracer(value) or is_tracer(unconstrained):  # under jit: not known here
         return
     c = np.asarray(value)
-    with jax.numpy_rank_promotion("allow"):
-        u = np.asarray(biject_to(fn.support).inv(value)) if np.all(np.isfinite(c)) else c
+    if not np.all(np.isfinite(c)):
+        u = c
+    elif unconstrained is not None:
+        u = np.asarray(unconstrained)
+    else:
+        with jax.numpy_rank_promotion("allow"):
+            u = np.asarray(biject_to(fn.support).inv(value))
     if np.all(np.isfinite(c)) and np.all(np.isfinite(u)):
         return
     prior = _dist_name(fn)
@@ -447,10 +455,11 @@ def _check_start(name: str, fn: Any, value: Array) -> None:
     raise ArgumentError("model", f"site {name!r}: its start is not finite: {why}")
 
 
-def _check_log_probs(trace: dict, summed: tuple, latent: list) -> None:
-    """Raises ArgumentError naming the first site whose log-probability term at the start (its
-    mask applied, unscaled) is not finite: the latent sites' priors, and, where no site is summed
-    out (whose value in the start's trace is a placeholder), the observed sites' likelihoods."""
+def _site_log_probs(trace: dict, summed: tuple) -> dict:
+    """site name -> the sum of its log-probability terms at the start (its mask applied, unscaled):
+    the latent sites' priors, and, where no site is summed out (whose value in the start's trace
+    is a placeholder), the observed sites' likelihoods."""
+    out = {}
     for name, m in trace.items():
         if m["type"] != "sample" or name in summed or (summed and m["is_observed"]):
             continue
@@ -458,7 +467,14 @@ def _check_log_probs(trace: dict, summed: tuple, latent: list) -> None:
         log_prob = fn.log_prob(value, m["intermediates"]) if m["intermediates"] else fn.log_prob(value)
         if m.get("mask") is not None:
             log_prob = jnp.where(m["mask"], log_prob, 0.0)
-        lp = jnp.sum(log_prob)
+        out[name] = jnp.sum(log_prob)
+    return out
+
+
+def _check_log_probs(log_probs: dict, latent: list) -> None:
+    """Raises ArgumentError naming the first site whose log-probability term at the start
+    (``_site_log_probs``) is not finite."""
+    for name, lp in log_probs.items():
         if not is_tracer(lp) and not np.isfinite(float(lp)):
             kind = "log-likelihood" if name not in latent else "prior log-density"
             raise ArgumentError(
@@ -504,17 +520,28 @@ def _check_scale(name: str, scale: Any) -> None:
         )
 
 
-def _check_observed(msg: dict) -> None:
+def _in_support(msg: dict) -> Optional[Array]:
+    """Whether each batch element of an observed site's values lies in its distribution's support,
+    where that support is fixed (``fixed_support``); else None."""
+    fn = msg["fn"]
+    if not fixed_support(fn.support) or jnp.size(msg["value"]) == 0:
+        return None
+    value = jnp.asarray(msg["value"])
+    with jax.numpy_rank_promotion("allow"):
+        return jnp.broadcast_to(fn.support(value), value.shape[: value.ndim - fn.event_dim])
+
+
+def _check_observed(msg: dict, inside: Optional[Array]) -> None:
     """Raises ArgumentError naming an observed site with values the likelihood cannot take, where
     the site's mask keeps them (``obs_mask``'s missing entries are masked out): values that are not
-    finite, or outside the distribution's support where that support is fixed
-    (``fixed_support``)."""
+    finite, or outside the distribution's support where that support is fixed (``inside``:
+    ``_in_support``)."""
     from numpyro.distributions.distribution import MaskedDistribution
 
     name, fn = msg["name"], msg["fn"]
     masks = (msg.get("mask"), fn._mask if isinstance(fn, MaskedDistribution) else None)
     masks = [m for m in masks if m is not None and m is not True]
-    if any(is_tracer(x) for x in [msg["value"], *masks]) or np.size(msg["value"]) == 0:
+    if any(is_tracer(x) for x in [msg["value"], inside, *masks]) or np.size(msg["value"]) == 0:
         return
     value = np.asarray(msg["value"])
     batch_shape = value.shape[: value.ndim - fn.event_dim]
@@ -531,11 +558,9 @@ def _check_observed(msg: dict) -> None:
                 f"at flat index {first}); vijax fits finite data (mark missing entries with "
                 "numpyro.sample(..., obs_mask=...), or drop them)",
             )
-    if not fixed_support(fn.support):
+    if inside is None:
         return
-    with jax.numpy_rank_promotion("allow"):
-        inside = np.broadcast_to(np.asarray(fn.support(jnp.asarray(value))), batch_shape)
-    count, first = _first(~inside & keep)
+    count, first = _first(~np.asarray(inside) & keep)
     if count:
         where = (
             f"the first, {float(value.ravel()[first])}, at flat index {first}"
@@ -551,13 +576,36 @@ def _check_observed(msg: dict) -> None:
         )
 
 
-def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
+def _arguments_valid(trace: dict) -> Any:
+    """Whether the traced checks of NumPyro's ``Distribution.validate_args`` (run at each
+    distribution's construction while validation is enabled, NumPyro's default) hold for every
+    sample site's distribution and those it wraps (``base_dist``...): under ``jit`` NumPyro skips
+    a check whose result is traced, so the jitted start returns them (True where none is traced)."""
+    from numpyro.distributions import Distribution, constraints
+
+    checks = []
+    stack = [m["fn"] for m in trace.values() if m["type"] == "sample"]
+    while stack:
+        d = stack.pop()
+        if getattr(d, "_validate_args", False):
+            for param, value in d.get_args().items():
+                constraint = d.arg_constraints[param]
+                if not constraints.is_dependent(constraint):
+                    ok = constraint(value)
+                    if is_tracer(ok):
+                        checks.append(jnp.all(ok))
+        stack.extend(v for v in vars(d).values() if isinstance(v, Distribution))
+    return jnp.all(jnp.stack(checks)) if checks else True
+
+
+def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
     """The model's start: one trace, each site keyed by ``_site_keys``, with NumPyro's init
     strategy applied as ``initialize_model`` applies it (``_checked_strategy`` of ``prior_median``:
     each latent site checked as the model meets it, then its median of 15 prior draws), the
     unconstrained start, and the subsampled plates, summed-out sites and supports read off the
     trace. Returns a dict: ``plates``, ``summed``, ``latent`` (names), ``nesting``, ``supports``,
-    ``values`` (constrained, by site), ``init_params`` (unconstrained)."""
+    ``values`` (constrained, by site), ``init_params`` (unconstrained), and ``checked``, what
+    ``_check_values`` reads (which it checks here where the values are concrete)."""
     from numpyro import handlers
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import transform_fn
@@ -572,13 +620,21 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
         supports = {n: trace[n]["fn"].support for n in latent}
         init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
         init_params = {n: jnp.asarray(init[n]) for n in latent}
-        for n, m in trace.items():
-            if m["type"] == "sample" and m["scale"] is not None:
-                _check_scale(n, m["scale"])
-        for m in trace.values():
-            if m["type"] == "sample" and m["is_observed"]:
-                _check_observed(m)
-        _check_log_probs(trace, summed, latent)
+        sample = {n: m for n, m in trace.items() if m["type"] == "sample"}
+        checked = {
+            "starts": {n: (trace[n]["fn"], values[n], init_params[n]) for n in latent},
+            "scales": {n: m["scale"] for n, m in sample.items() if m["scale"] is not None},
+            "observed": {
+                n: ({k: m.get(k) for k in ("name", "fn", "value", "mask")}, _in_support(m))
+                for n, m in sample.items()
+                if m["is_observed"]
+            },
+            "latent": latent,
+            "arguments_valid": _arguments_valid(trace),
+        }
+        _check_values(checked)  # before the log-probabilities, of which NumPyro warns at values off the support
+        checked["log_probs"] = _site_log_probs(trace, summed)
+    _check_log_probs(checked["log_probs"], latent)
     return {
         "plates": plates,
         "summed": summed,
@@ -587,7 +643,63 @@ def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
         "supports": supports,
         "values": values,
         "init_params": init_params,
+        "checked": checked,
     }
+
+
+def _check_values(checked: dict) -> None:
+    """The start's value checks (``_start_values``' ``checked``), on its concrete values: each
+    latent site's start (``_check_start``), the scales, the observed values, the log-probabilities
+    at the start; values traced are not checked."""
+    for n, (fn, value, unconstrained) in checked["starts"].items():
+        _check_start(n, fn, value, unconstrained)
+    for n, scale in checked["scales"].items():
+        _check_scale(n, scale)
+    for msg, inside in checked["observed"].values():
+        _check_observed(msg, inside)
+    _check_log_probs(checked.get("log_probs", {}), checked["latent"])
+
+
+class _Static:
+    """A Python value carried through ``jax.jit``'s output as pytree metadata (no leaves)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+jax.tree_util.register_pytree_node(_Static, lambda s: ((), s.value), lambda value, _: _Static(value))
+
+
+def _start_parts(model: Callable, args: tuple, kwargs: dict) -> tuple:
+    """``_start_values`` as a jit output: its traced leaves, and the rest (names, plates, supports'
+    fixed bounds, distributions' metadata) as ``_Static`` metadata."""
+    leaves, treedef = jax.tree_util.tree_flatten(_start_values(model, args, kwargs))
+    return [x for x in leaves if is_tracer(x)], _Static((treedef, [None if is_tracer(x) else x for x in leaves]))
+
+
+def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
+    """``_start_values`` by one jitted program (the array arguments traced, the others static),
+    its checks then run on its values; op by op (``_start_values`` as it is, which raises the
+    checks' errors as the model meets them) where a check fails or a distribution's arguments are
+    invalid (NumPyro's own error). The program is traced at each call: a model may close over
+    values that change between calls, which a cache keyed by the model would not see."""
+    traced, static = filter_jit(_start_parts)(model, args, kwargs)
+    treedef, leaves = static.value
+    it = iter(traced)
+    start = jax.tree_util.tree_unflatten(treedef, [next(it) if x is None else x for x in leaves])
+    try:
+        if bool(start["checked"]["arguments_valid"]):
+            _check_values(start["checked"])
+            return start
+    except ArgumentError:
+        pass
+    return _start_values(model, args, kwargs)
+
+
+def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
+    """The model's start (``_start_values``), jitted (``_jitted_start``); op by op where the model
+    needs concrete values or takes an argument ``jit`` cannot."""
+    return jit_or_eager(_jitted_start, _start_values)(model, args, kwargs)
 
 
 def _checks_left(batch, params):
