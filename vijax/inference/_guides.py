@@ -126,7 +126,7 @@ class GaussianGuide:
     def init(self) -> dict:
         """vparams at q's start: centre at the template, standard deviation ``init_scale``."""
         d, dt = self.dim, self.loc0.dtype
-        rho = jnp.full((d,), _softplus_inv(jnp.asarray(self.init_scale, dt)), dt)
+        rho = jnp.full((d,), self.init_scale + math.log(-math.expm1(-self.init_scale)), dt)  # _softplus_inv
         if self.kind == "meanfield":
             return {"loc": self.loc0, "scale": rho}
         if self.kind == "fullrank":

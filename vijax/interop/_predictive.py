@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+from vijax._compile import jit_or_eager
 from vijax._validate import ArgumentError, check_key
 from vijax.interop._target import Target, check_in_support
 from vijax.interop._tfp import as_parts, part_names
@@ -225,10 +226,7 @@ def _evaluate(fn, target: Target, *args) -> dict:
     """``fn(target, *args)`` under ``jax.jit``, the target and the last argument static (compiled
     once per target and shapes); eager where the model needs concrete values (a TypeError
     under ``jit``)."""
-    try:
-        return _JITTED[fn](target, *args)
-    except TypeError:
-        return fn(target, *args)
+    return jit_or_eager(_JITTED[fn], fn)(target, *args)
 
 
 def _predictive(target: Target, flat, key, batch, sites) -> dict:

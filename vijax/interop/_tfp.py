@@ -13,6 +13,7 @@ import numpy as np
 
 from vijax.types import tfp_jax
 
+from vijax._compile import jit_or_eager
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._validate import ArgumentError, check_finite
 
@@ -86,10 +87,7 @@ def _prior_distributions(joint_dist):
     """The joint's distributions at one prior draw (key ``PRNGKey(0)``), jitted (TFP's distributions
     are pytrees); eager where a distribution is not one."""
     draw = lambda key: joint_dist.sample_distributions(seed=key)[0]  # noqa: E731
-    try:
-        return jax.jit(draw)(jax.random.PRNGKey(0))
-    except TypeError:  # a part that does not flatten
-        return draw(jax.random.PRNGKey(0))
+    return jit_or_eager(jax.jit(draw), draw)(jax.random.PRNGKey(0))  # eager: a part that does not flatten
 
 
 def _validating(dist):
