@@ -16,7 +16,7 @@ from jax.scipy.special import gammainc, ndtr
 
 from vijax import expfam
 from vijax.expfam import Beta, Dirichlet, Gamma, Normal
-from vijax.expfam._base import _flatten, dense_fisher
+from vijax.expfam._base import flatten_params, dense_fisher
 from vijax.expfam._inversion import (
     check_invertible,
     log_gamma_quantile_grad,
@@ -372,7 +372,7 @@ def _dense_v(q, key):
     nat = q.natural_params
 
     def flat_stats(flat_nat):
-        return _flatten(reparam_stats(type(q).from_natural(_unflat(flat_nat)), key), batch)
+        return flatten_params(reparam_stats(type(q).from_natural(_unflat(flat_nat)), key), batch)
 
     shapes = [p.shape[len(batch) :] for p in nat]
     sizes = [int(np.prod(s)) for s in shapes]
@@ -384,7 +384,7 @@ def _dense_v(q, key):
             start += n
         return tuple(out)
 
-    x0 = _flatten(nat, batch)
+    x0 = flatten_params(nat, batch)
     n_elems = int(np.prod(batch))
     d = sum(sizes)
     jac = jax.jacobian(lambda x: flat_stats(x.reshape(batch + (d,))).reshape(n_elems, d))(x0.reshape(n_elems, d))
@@ -403,7 +403,7 @@ def test_v_product_matches_explicit_v(name):
     d = v_dense.shape[-1]
     s_flat = jax.random.normal(jax.random.fold_in(KEY, 22), batch + (d,))
     _, v_product = stats_and_v_product(q, key)
-    ours = _flatten(v_product(unflat(s_flat)), batch).reshape(-1, d)
+    ours = flatten_params(v_product(unflat(s_flat)), batch).reshape(-1, d)
     expected = jnp.einsum("eij,ej->ei", v_dense, s_flat.reshape(-1, d))
     np.testing.assert_allclose(ours, expected, rtol=1e-8, atol=1e-10)
     # The other convention, J F^-1 s, is a different vector (V is not symmetric).
@@ -431,7 +431,9 @@ def test_expected_v_is_identity(name):
     def columns(key):
         _, v = stats_and_v_product(q, key)
         eye = jnp.eye(d)
-        return jnp.stack([_flatten(v(unflat(jnp.broadcast_to(eye[j], batch + (d,)))), batch) for j in range(d)], -1)
+        return jnp.stack(
+            [flatten_params(v(unflat(jnp.broadcast_to(eye[j], batch + (d,)))), batch) for j in range(d)], -1
+        )
 
     cols = jax.vmap(columns)(jax.random.split(jax.random.fold_in(KEY, 31), 4000))  # (M,) + batch + (d, d)
     mean, se = mc_mean_and_stderr(cols)

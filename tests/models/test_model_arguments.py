@@ -87,6 +87,7 @@ NOT_MODELS = {
     "Mixture",  # its hyperparameters are its component's and weights' (listed above)
     "AEVBModel",
     "BatchChecked",  # a protocol
+    "PointEstimateComponent",  # a protocol
     "ValueCheck",  # a validator's result
     "BlockedGlobalsModel",
     "ARDPosterior",

@@ -31,6 +31,7 @@ class ArgumentError(ValueError):
 
     @property
     def has_value(self) -> bool:
+        """Whether the error carries the offending value."""
         return self.value is not _NO_VALUE
 
 

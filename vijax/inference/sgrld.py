@@ -58,11 +58,14 @@ class GibbsTopicModel(Protocol):
     eta: Any
     local_methods: tuple
 
-    def init_globals(self, key: PRNGKey, batch: PyTree = None) -> Any: ...
+    def init_globals(self, key: PRNGKey, batch: PyTree = None) -> Any:
+        """The Dirichlet q(beta) to start from."""
 
-    def local_step(self, view: tuple, batch: PyTree, key: PRNGKey, *, method: str) -> Any: ...
+    def local_step(self, view: tuple, batch: PyTree, key: PRNGKey, *, method: str) -> Any:
+        """The local step; with ``method="gibbs"``, expected topic-word counts (K, V)."""
 
-    def batch_checks(self, batch: PyTree) -> list: ...
+    def batch_checks(self, batch: PyTree) -> list:
+        """The value checks of a batch."""
 
 
 class SGRLDState(NamedTuple):

@@ -243,7 +243,7 @@ class LDA(PytreeModel):
         return {"alpha": self.alpha, "eta": self.eta}
 
     def check_hyperparameters(self, values: Mapping[str, Any]) -> None:
-        """Raises :class:`~vijax._validate.ArgumentError` naming the key unless every value of
+        """Raises :class:`~vijax.ArgumentError` naming the key unless every value of
         ``values`` (``{"alpha": ..., "eta": ...}``, either key may be left out; scalars or arrays) is
         a finite number in the interval of :func:`concentration_bounds` for the model's float
         dtype. Traced values pass."""
