@@ -692,7 +692,7 @@ def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
             _check_values(start["checked"])
             return start
     except ArgumentError:
-        pass
+        pass  # a failed check: the eager run below raises it again, naming the site as it fails
     return _start_values(model, args, kwargs)
 
 
