@@ -116,7 +116,7 @@ def test_fingerprint_refuses_a_changed_config_and_allow_changes_accepts_it(tmp_p
             **KW,
         )
     assert res.num_steps == 60
-    assert _checkpoint.load_checkpoint(_checkpoint.latest_checkpoint(ckpt), res.state).fingerprint == b
+    assert _checkpoint.load_checkpoint(_checkpoint.list_checkpoints(ckpt)[-1][1], res.state).fingerprint == b
     # the same fingerprint resumes silently
     run(toy_algorithm(), key, num_steps=80, checkpoint_dir=ckpt, resume=True, fingerprint=b, **KW)
 

@@ -340,7 +340,7 @@ def test_checkpoint_structure_mismatch_errors(tmp_path):
         )
     other_tree = {"x": jnp.zeros(3), "count": jnp.zeros((), jnp.int32), "extra": jnp.zeros(())}
     with pytest.raises(ValueError, match="does not match"):
-        _checkpoint.load_checkpoint(_checkpoint.latest_checkpoint(ckpt), other_tree)
+        _checkpoint.load_checkpoint(_checkpoint.list_checkpoints(ckpt)[-1][1], other_tree)
     with pytest.raises(ValueError, match="another key"):
         run(
             toy_algorithm(dim=3),

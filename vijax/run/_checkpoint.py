@@ -1,23 +1,19 @@
 """Checkpoints of a run: the state pytree, the trace and evaluations so far, the step count.
 
 One checkpoint is one ``.npz`` file ``ckpt_<step>.npz`` holding ``state/<i>`` (the i-th leaf of the
-state, in ``jax.tree_util`` order), ``trace/<name>`` (every trace array), ``__meta__`` (JSON: the
-step, the leaves' paths, shapes and dtypes, the evaluations, the wall time, the run's key data and
-its *fingerprint*, see ``compare_fingerprints``) and ``__checksum__`` (SHA-256 of every other
-member). Loading unflattens the leaves with the treedef of a *template* state built by the caller,
-after checking that the leaves' paths, shapes and dtypes agree.
+state, in ``jax.tree_util`` order), ``trace/<name>``, ``__meta__`` (JSON: the step, the leaves' paths,
+shapes and dtypes, the evaluations, the wall time, the run's key data and fingerprint) and
+``__checksum__`` (SHA-256 of every other member). Loading unflattens the leaves with the treedef of
+a template state after checking that the leaves' paths, shapes and dtypes agree. Files are written
+atomically (a temporary file, fsync-ed, ``os.replace``-d, the folder fsync-ed); a file that does not
+read back intact is renamed ``<name>.corrupt`` on resume and the previous one is used.
 
-Files are written atomically (a temporary file, fsync-ed, moved into place with ``os.replace``, the
-folder fsync-ed). A file that cannot be read back intact raises ``CorruptCheckpointError`` naming
-it; ``find_resumable`` renames it ``<name>.corrupt`` and falls back to the previous one.
-
-**Several processes** (``jax.distributed``; the state replicated), ``CheckpointStore``: process 0
-alone reads and writes ``checkpoint_dir`` and holds its lock (``vijax.run._lock``); the processes
-check that they share the settings that decide their collective calls; on resume process 0
-broadcasts the chosen file's bytes (every reader takes them as ``data``), so no shared file system
-is needed; an error on any process is raised on every process; leaves split across processes are
-gathered before a write. A ``KeyboardInterrupt``'s checkpoint is written by process 0 alone when it
-holds every leaf, and skipped otherwise.
+With several processes (``jax.distributed``, the state replicated; ``CheckpointStore``) process 0
+alone reads and writes ``checkpoint_dir`` and holds its lock; the processes check that they share
+the settings that decide their collective calls; on resume process 0 broadcasts the chosen file's
+bytes (no shared file system needed); an error on any process is raised on every process; leaves
+split across processes are gathered before a write. A ``KeyboardInterrupt``'s checkpoint is
+written by process 0 alone when it holds every leaf, and skipped otherwise.
 """
 
 from __future__ import annotations
@@ -41,7 +37,6 @@ from vijax.types import PyTree
 from ._lock import hold_folder
 
 _FORMAT_VERSION = 2  # 2: __checksum__ and the fingerprint; version 1 files load without a check
-_READABLE_VERSIONS = (1, 2)
 _NAME = re.compile(r"^ckpt_(\d+)\.npz$")
 
 
@@ -97,36 +92,15 @@ def _checksum(arrays: dict) -> str:
     return h.hexdigest()
 
 
-def _fsync_dir(directory: str) -> None:
-    """Makes a rename inside ``directory`` durable (no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def compare_fingerprints(saved: Optional[dict], current: Optional[dict]) -> list[str]:
-    """The keys whose values differ between two fingerprints, as ``"key: old -> new"`` lines.
-
-    A fingerprint is ``{"hash": str, "values": {dotted key: JSON value}}`` (``vijax.run`` builds
-    it from a resolved config with ``config_fingerprint``); the hash decides, the values name
-    the keys. Either one None: nothing to compare (an empty list)."""
+    """The keys whose values differ between two fingerprints ``{"hash", "values": {dotted key: JSON
+    value}}``, as ``"key: old -> new"`` lines; the hash decides. Empty when either is None."""
     if not saved or not current or saved.get("hash") == current.get("hash"):
         return []
-    old, new = saved.get("values", {}), current.get("values", {})
-    missing = object()
-    lines = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key, missing), new.get(key, missing)
-        if a != b:
-            show = lambda v: "(absent)" if v is missing else json.dumps(v)  # noqa: E731
-            lines.append(f"{key}: {show(a)} -> {show(b)}")
+    old, new, missing = saved.get("values", {}), current.get("values", {}), object()
+    pairs = {k: (old.get(k, missing), new.get(k, missing)) for k in sorted(set(old) | set(new))}
+    show = lambda v: "(absent)" if v is missing else json.dumps(v)  # noqa: E731
+    lines = [f"{k}: {show(a)} -> {show(b)}" for k, (a, b) in pairs.items() if a != b]
     return lines or ["(the fingerprints differ but no key does: another vijax version?)"]
 
 
@@ -137,27 +111,8 @@ def checkpoint_path(directory: str, step: int) -> str:
 
 def list_checkpoints(directory: str) -> list[tuple[int, str]]:
     """``[(step, path), ...]`` of the checkpoints in ``directory``, oldest first."""
-    if not os.path.isdir(directory):
-        return []
-    found = []
-    for name in os.listdir(directory):
-        m = _NAME.match(name)
-        if m:
-            found.append((int(m.group(1)), os.path.join(directory, name)))
-    return sorted(found)
-
-
-def latest_checkpoint(directory: str) -> Optional[str]:
-    """The path of the checkpoint with the most steps in ``directory``, or None."""
-    found = list_checkpoints(directory)
-    return found[-1][1] if found else None
-
-
-def clear_checkpoints(directory: str) -> None:
-    """Removes every checkpoint file from ``directory`` (other files are left alone)."""
-    for _, path in list_checkpoints(directory):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return sorted((int(m.group(1)), os.path.join(directory, m.group())) for m in map(_NAME.match, names) if m)
 
 
 def check_checkpoint_dir(directory: str, name: str = "checkpoint_dir") -> None:
@@ -168,20 +123,10 @@ def check_checkpoint_dir(directory: str, name: str = "checkpoint_dir") -> None:
         )
 
 
-def read_bytes(path: str) -> bytes:
-    """The bytes of a checkpoint file (``FileNotFoundError`` when it is gone)."""
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def find_resumable(directory: str, *, stacklevel: int = 2) -> tuple[Optional[str], Optional[bytes]]:
-    """The newest checkpoint of ``directory`` that reads back intact, as ``(path, bytes)``;
-    ``(None, None)`` when there is none at all.
-
-    A newer one that does not read back intact (``CorruptCheckpointError``) is reported with a
-    ``RuntimeWarning`` naming it, renamed ``<name>.corrupt`` (out of the history, kept for
-    inspection) and skipped. Only the file's integrity is checked here: whether it fits the run
-    (structure, key, fingerprint) is ``load_checkpoint``'s and the runner's business.
+    """``(path, bytes)`` of the newest checkpoint of ``directory`` that reads back intact, ``(None,
+    None)`` when there is none. A newer corrupt one is reported (``RuntimeWarning``), renamed
+    ``<name>.corrupt`` and skipped; whether a file fits the run is ``load_checkpoint``'s business.
 
     Raises:
       CheckpointError: there are checkpoints but none reads back intact (each one named).
@@ -189,7 +134,8 @@ def find_resumable(directory: str, *, stacklevel: int = 2) -> tuple[Optional[str
     corrupt = []
     for _, path in reversed(list_checkpoints(directory)):
         try:
-            data = read_bytes(path)
+            with open(path, "rb") as f:
+                data = f.read()
             _read(path, data)
         except FileNotFoundError:
             continue
@@ -210,8 +156,7 @@ def find_resumable(directory: str, *, stacklevel: int = 2) -> tuple[Optional[str
 
 def _leaf_paths(tree: PyTree) -> tuple[list[str], list[Any]]:
     with_path, _ = jax.tree_util.tree_flatten_with_path(tree)
-    paths = [jax.tree_util.keystr(p) or "<root>" for p, _ in with_path]
-    return paths, [leaf for _, leaf in with_path]
+    return [jax.tree_util.keystr(p) or "<root>" for p, _ in with_path], [leaf for _, leaf in with_path]
 
 
 def jsonable(x: Any) -> Any:
@@ -288,7 +233,12 @@ def save_checkpoint(
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
-        _fsync_dir(directory)
+        with contextlib.suppress(OSError):  # makes the rename durable, where folders can be opened
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -307,31 +257,27 @@ def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -
       template: a state pytree (or its ``jax.eval_shape``) with the expected structure.
       data: the file's bytes, read already (then ``path`` only names it); None reads ``path``.
 
-    Returns:
-      The ``Checkpoint``.
-
     Raises:
       CorruptCheckpointError: the file cannot be read back intact (the message names it).
-      CheckpointError: (a ValueError) if the checkpoint's leaves (paths, shapes or dtypes) do not
+      CheckpointError: (a ValueError) the checkpoint's leaves (paths, shapes or dtypes) do not
         match the template's.
     """
     meta, leaves, trace = _read(path, data)
     paths, t_leaves = _leaf_paths(template)
-    expected = [(p, tuple(np.shape(x)), _dtype_name(x)) for p, x in zip(paths, t_leaves)]
-    found = [(p, tuple(s), d) for p, s, d in zip(meta["paths"], meta["shapes"], meta["dtypes"])]
+    dtype = lambda x: np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).name  # noqa: E731
+    expected = [f"{p} {tuple(np.shape(x))} {dtype(x)}" for p, x in zip(paths, t_leaves)]
+    found = [f"{p} {tuple(s)} {d}" for p, s, d in zip(meta["paths"], meta["shapes"], meta["dtypes"])]
     if expected != found:
-        diffs = []
-        for i in range(max(len(expected), len(found))):
-            e = expected[i] if i < len(expected) else None
-            g = found[i] if i < len(found) else None
-            if e != g:
-                diffs.append(f"  leaf {i}: expected {_describe(e)}, found {_describe(g)}")
+        n = max(len(expected), len(found))
+        pad = lambda xs: xs + ["nothing"] * (n - len(xs))  # noqa: E731
+        diffs = [
+            f"  leaf {i}: expected {e}, found {g}" for i, (e, g) in enumerate(zip(pad(expected), pad(found))) if e != g
+        ]
         raise CheckpointError(
             f"checkpoint {path} does not match the state's structure "
             f"({len(found)} leaves saved, {len(expected)} expected):\n" + "\n".join(diffs[:10])
         )
-    treedef = jax.tree_util.tree_structure(template)
-    state = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
+    state = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), [jnp.asarray(x) for x in leaves])
     return Checkpoint(
         step=int(meta["step"]),
         state=state,
@@ -355,60 +301,36 @@ def read_fingerprint(path: str, data: Optional[bytes] = None) -> Optional[dict]:
 
 def _read(path: str, data: Optional[bytes] = None) -> tuple[dict, list, dict]:
     """The meta data, state leaves and trace of a checkpoint file (of its bytes ``data`` when
-    given), checksum verified; ``CorruptCheckpointError`` for anything that does not read back
-    intact."""
+    given), checksum verified; ``CorruptCheckpointError`` for anything not intact."""
+
+    def as_dtype(a: np.ndarray, name: str) -> np.ndarray:  # np.savez stores bfloat16 & co. as void bytes
+        return a if a.dtype == jnp.dtype(name) else a.view(jnp.dtype(name))
+
     try:
         with np.load(path if data is None else io.BytesIO(data), allow_pickle=False) as f:
             arrays = {name: f[name] for name in f.files}
         meta = json.loads(str(arrays["__meta__"]))
-        if meta.get("version") not in _READABLE_VERSIONS:
+        if meta.get("version") not in (1, 2):
             raise CheckpointError(f"checkpoint {path}: unknown format version {meta.get('version')}")
-        if meta["version"] >= 2:
-            stored = str(arrays.pop("__checksum__"))
-            if _checksum(arrays) != stored:
-                raise CorruptCheckpointError(path, "its checksum does not match its contents")
-        leaves = [_as_dtype(arrays[f"state/{i}"], d) for i, d in enumerate(meta["dtypes"])]
-        trace = {
-            name: _as_dtype(arrays[f"trace/{name}"], d) for name, d in zip(meta["trace_names"], meta["trace_dtypes"])
-        }
+        if meta["version"] >= 2 and str(arrays.pop("__checksum__")) != _checksum(arrays):
+            raise CorruptCheckpointError(path, "its checksum does not match its contents")
+        leaves = [as_dtype(arrays[f"state/{i}"], d) for i, d in enumerate(meta["dtypes"])]
+        trace = {n: as_dtype(arrays[f"trace/{n}"], d) for n, d in zip(meta["trace_names"], meta["trace_dtypes"])}
         for key in ("step", "paths", "shapes", "evals", "wall_time", "key_data"):
             meta[key]  # noqa: B018 (a KeyError is a damaged file)
-    except CheckpointError:
-        raise
-    except FileNotFoundError:
+    except (CheckpointError, FileNotFoundError):
         raise
     except Exception as e:  # zipfile.BadZipFile, EOFError, zlib.error, KeyError, JSON errors, ...
         raise CorruptCheckpointError(path, f"{type(e).__name__}: {e}") from None
     return meta, leaves, trace
 
 
-def _describe(entry) -> str:
-    if entry is None:
-        return "nothing"
-    path, shape, dtype = entry
-    return f"{path} {shape} {dtype}"
-
-
-def _dtype_name(x: Any) -> str:
-    return np.dtype(x.dtype).name if hasattr(x, "dtype") else np.asarray(x).dtype.name
-
-
-def _as_dtype(a: np.ndarray, name: str) -> np.ndarray:
-    """Undoes ``np.savez`` storing extension dtypes (bfloat16, ...) as raw void bytes."""
-    dtype = jnp.dtype(name)
-    return a if a.dtype == dtype else a.view(dtype)
-
-
 # ----------------------------------------------------------------------------- several processes
-def _multihost():
-    from jax.experimental import multihost_utils
-
-    return multihost_utils
-
-
 def _broadcast_bytes(data: bytes, source: int) -> bytes:
     """``data`` of process ``source``, on every process (exact: bytes summed with zeros)."""
-    mh, me = _multihost(), jax.process_index() == source
+    from jax.experimental import multihost_utils as mh
+
+    me = jax.process_index() == source
     size = np.frombuffer(len(data).to_bytes(8, "little") if me else bytes(8), np.uint8)
     n = int.from_bytes(np.asarray(mh.broadcast_one_to_all(size, is_source=me), np.uint8).tobytes(), "little")
     if n == 0:
@@ -417,27 +339,17 @@ def _broadcast_bytes(data: bytes, source: int) -> bytes:
     return np.asarray(mh.broadcast_one_to_all(buf, is_source=me), np.uint8).tobytes()
 
 
-def _allgather_bytes(data: bytes) -> list:
-    """Every process's ``data``, in process order (a collective call)."""
-    mh = _multihost()
-    sizes = np.asarray(mh.process_allgather(np.int32(len(data)))).reshape(-1)
-    buf = np.zeros(int(sizes.max()), np.uint8)
-    buf[: len(data)] = np.frombuffer(data, np.uint8)
-    rows = np.asarray(mh.process_allgather(buf), np.uint8).reshape(len(sizes), -1)
-    return [rows[i, : sizes[i]].tobytes() for i in range(len(sizes))]
-
-
 def raise_together(error: Optional[BaseException], what: str) -> None:
-    """Raises on every process when ``error`` is not None on any (a collective call).
-
-    The process with the error raises it; the others raise a ``CheckpointError`` with ``what``, the
-    first such process's index and its message."""
+    """Raises on every process when ``error`` is not None on any (a collective call): the process
+    with the error raises it; the others a ``CheckpointError`` naming ``what``, the first such
+    process and its message."""
     if jax.process_count() == 1:
         if error is not None:
             raise error
         return
-    flags = np.asarray(_multihost().process_allgather(np.int32(error is not None))).reshape(-1)
-    bad = np.flatnonzero(flags)
+    from jax.experimental import multihost_utils as mh
+
+    bad = np.flatnonzero(np.asarray(mh.process_allgather(np.int32(error is not None))).reshape(-1))
     if bad.size == 0:
         return
     source = int(bad[0])
@@ -448,9 +360,9 @@ def raise_together(error: Optional[BaseException], what: str) -> None:
 
 
 def replicated(state: PyTree) -> PyTree:
-    """In a run of several processes, the state's leaves as arrays replicated over every device of
-    every process, as the chunks leave them, so that every chunk runs the same compiled program.
-    Every process must hold the same values. One process: ``state`` as it is."""
+    """In a run of several processes, the state's leaves replicated over every device of every
+    process, as the chunks leave them (so every chunk runs the same program); every process must
+    hold the same values. One process: ``state`` as it is."""
     if jax.process_count() == 1:
         return state
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -467,18 +379,18 @@ def replicated(state: PyTree) -> PyTree:
     return jax.tree.map(leaf, state)
 
 
-def _host_leaf(x):
-    """A leaf as one host array; leaves split across processes gathered (collective)."""
-    if isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated:
-        return np.asarray(_multihost().process_allgather(x, tiled=True))
-    return np.asarray(x)
+def _split(x) -> bool:
+    """Whether ``x`` is an array split across processes."""
+    return isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated
 
 
 class CheckpointStore:
     """A run's checkpoint folder as this process sees it (the module docstring's protocol for
-    several processes).
+    several processes). Build it in every process of the run at the same point.
 
-    Build it in every process of the run at the same point (it exchanges the settings).
+    Args:
+      checkpoint_dir, resume, checkpoint_every: the run's.
+      settings: the run's other settings that every process must share (name -> a JSON value).
 
     Attributes:
       enabled: whether the run writes checkpoints (process 0 has a ``checkpoint_dir``).
@@ -494,17 +406,21 @@ class CheckpointStore:
         checkpoint_every: Optional[int],
         settings: Optional[Mapping[str, Any]] = None,
     ):
-        """``settings``: the run's other settings that every process must share (name -> a
-        JSON value), checked with ``resume`` and ``checkpoint_every`` in a run of several processes."""
         self.multi = jax.process_count() > 1
-        writer = jax.process_index() == 0
         if not self.multi:
             if checkpoint_dir is None and (checkpoint_every is not None or resume):
                 raise ArgumentError("checkpoint_every", "checkpoint_every and resume need a checkpoint_dir")
             self.enabled, self.directory = checkpoint_dir is not None, checkpoint_dir
             return
+        from jax.experimental import multihost_utils as mh
+
         mine = {"resume": bool(resume), "checkpoint_every": checkpoint_every, **(settings or {})}
-        rows = [json.loads(b) for b in _allgather_bytes(json.dumps([checkpoint_dir is not None, mine]).encode())]
+        data = json.dumps([checkpoint_dir is not None, mine]).encode()  # every process's, in process order:
+        sizes = np.asarray(mh.process_allgather(np.int32(len(data)))).reshape(-1)
+        buf = np.zeros(int(sizes.max()), np.uint8)
+        buf[: len(data)] = np.frombuffer(data, np.uint8)
+        gathered = np.asarray(mh.process_allgather(buf), np.uint8).reshape(len(sizes), -1)
+        rows = [json.loads(gathered[i, : sizes[i]].tobytes()) for i in range(len(sizes))]
         for name in mine:
             got = [row[1].get(name) for row in rows]
             if len({json.dumps(v) for v in got}) > 1:
@@ -524,29 +440,27 @@ class CheckpointStore:
                 "checkpoints; give it to process 0 (the others need none)",
             )
         self.enabled = bool(has_dir[0])
-        self.directory = checkpoint_dir if writer else None
+        self.directory = checkpoint_dir if jax.process_index() == 0 else None
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         """Holds the folder for the ``with`` block (process 0; ``vijax.run._lock``): a folder that
         is a file or one that another run holds raises on every process, naming it."""
-        if not self.enabled:
-            yield
-            return
         with contextlib.ExitStack() as stack:
             error = None
-            if self.directory is not None:
+            if self.enabled and self.directory is not None:
                 try:
                     check_checkpoint_dir(self.directory)
                     stack.enter_context(hold_folder(self.directory, "checkpoint_dir"))
                 except (ValueError, OSError) as e:
                     error = e
-            raise_together(error, "checkpoint_dir")
+            if self.enabled:
+                raise_together(error, "checkpoint_dir")
             yield
 
     def resumable(self) -> tuple[Optional[str], Optional[bytes]]:
-        """``(path, bytes)`` of the newest intact checkpoint, on every process; ``(None, None)``
-        when there is none (``find_resumable`` on process 0)."""
+        """``(path, bytes)`` of the newest intact checkpoint (``find_resumable`` on process 0), on
+        every process; ``(None, None)`` when there is none."""
         found, error = (None, None), None
         if self.directory is not None:
             try:
@@ -558,58 +472,32 @@ class CheckpointStore:
                 raise error
             return found
         raise_together(error, "resume")
-        path, data = found
-        header = _broadcast_bytes(json.dumps(path).encode(), 0)
-        path = json.loads(header.decode())
-        if path is None:
-            return None, None
-        return path, _broadcast_bytes(data if data is not None else b"", 0)
+        path = json.loads(_broadcast_bytes(json.dumps(found[0]).encode(), 0).decode())
+        return (None, None) if path is None else (path, _broadcast_bytes(found[1] or b"", 0))
 
     def save(
         self, step: int, state: PyTree, trace: dict, evals: list, *, fresh: bool, collective: bool = True, **kwargs
     ) -> None:
-        """Writes a checkpoint (process 0), first clearing the folder's older ones when ``fresh``;
-        ``kwargs`` go to ``save_checkpoint``. With ``collective`` (between chunks) every
-        process calls it and an error on process 0 is raised on all; without (an interrupt),
-        process 0 writes alone when it holds every leaf."""
-        if not collective and any(
-            isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated
-            for x in jax.tree.leaves(state)
-        ):
+        """Writes a checkpoint (process 0), first removing the folder's older ones when ``fresh``;
+        ``kwargs`` go to ``save_checkpoint``. With ``collective`` (between chunks) every process
+        calls it and an error on process 0 is raised on all; without (an interrupt), process 0
+        writes alone when it holds every leaf."""
+        if not collective and any(_split(x) for x in jax.tree.leaves(state)):
             return
-        host_state = jax.tree.map(_host_leaf, state) if collective else state
+        if collective:  # leaves split across processes gathered (a collective call)
+            from jax.experimental import multihost_utils as mh
+
+            state = jax.tree.map(lambda x: np.asarray(mh.process_allgather(x, tiled=True) if _split(x) else x), state)
         error = None
         if self.directory is not None:
             try:
-                if fresh:
-                    clear_checkpoints(self.directory)
-                save_checkpoint(self.directory, step, host_state, trace, evals, **kwargs)
+                for _, path in list_checkpoints(self.directory) if fresh else ():
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(path)
+                save_checkpoint(self.directory, step, state, trace, evals, **kwargs)
             except Exception as e:
                 if not (self.multi and collective):
                     raise
                 error = e
         if self.multi and collective:
             raise_together(error, f"the checkpoint of step {step}")
-
-
-__all__ = [
-    "Checkpoint",
-    "CheckpointStore",
-    "CheckpointError",
-    "ConfigChangedError",
-    "CorruptCheckpointError",
-    "check_checkpoint_dir",
-    "checkpoint_path",
-    "compare_fingerprints",
-    "clear_checkpoints",
-    "find_resumable",
-    "jsonable",
-    "latest_checkpoint",
-    "list_checkpoints",
-    "load_checkpoint",
-    "read_bytes",
-    "raise_together",
-    "read_fingerprint",
-    "replicated",
-    "save_checkpoint",
-]

@@ -1,7 +1,6 @@
-"""Reading a config's YAML as it was written: the YAML 1.2 core schema (``010`` is 10, ``1:30``,
-``1_000`` and ``yes`` are strings, ``1e-3`` a float), a key given twice refused naming it and its
-lines, aliases bounded at ``MAX_VALUES`` values and nesting at ``MAX_DEPTH`` levels, config files
-that are folders, not UTF-8 or larger than ``MAX_CONFIG_BYTES`` refused naming the path; and
+"""Reading a config's YAML as written: the YAML 1.2 core schema, a key given twice refused naming it
+and its lines, aliases bounded at ``MAX_VALUES`` values and nesting at ``MAX_DEPTH`` levels, config
+files that are folders, not UTF-8 or larger than ``MAX_CONFIG_BYTES`` refused naming the path; and
 ``dump_yaml``, whose output YAML 1.1 and 1.2 readers read back the same.
 """
 
@@ -21,33 +20,47 @@ class ConfigError(ValueError):
 
 ConfigError.__module__ = "vijax.run"  # its public home (tracebacks and doctests print it)
 
-
-# the limits of a config file: it is a few hundred bytes of YAML in a few levels of mappings
 MAX_CONFIG_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_VALUES = 1_000_000  # values after expanding aliases (a "billion laughs" file expands to 10**9)
-
-
-class _Loader(yaml.SafeLoader):
-    """A SafeLoader that resolves plain scalars by the YAML 1.2 core schema (YAML 1.2.2, §10.3):
-    ``010`` is 10 (not YAML 1.1's octal 8), ``1:30`` and ``1_000`` are strings (not 90 and 1000),
-    ``yes``/``on`` are strings, ``1e-3`` is a float, and there are no timestamps or merge keys."""
-
-    yaml_implicit_resolvers: dict = {}  # replaces YAML 1.1's; filled below
-
 
 _INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT_RE = re.compile(
     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$"
 )
-_CORE_RESOLVERS = (  # (tag, pattern, first characters); the int before the float, which also matches it
-    ("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]),
-    ("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")),
-    ("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789")),
-    ("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789")),
-)
-for _tag, _pattern, _first in _CORE_RESOLVERS:
-    _Loader.add_implicit_resolver(_tag, _pattern, _first)
+
+
+def _too_deep(source: str, line: int, aliases: str = "") -> ConfigError:
+    return ConfigError(
+        f"{source}: nested more than {MAX_DEPTH} levels deep (line {line}{aliases}); a config is a few levels of mappings"
+    )
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader that resolves plain scalars by the YAML 1.2 core schema (YAML 1.2.2, §10.3): no
+    octal ``010``, sexagesimal ``1:30``, ``1_000``, ``yes``/``on``, timestamps or merge keys; and
+    that refuses nesting deeper than ``MAX_DEPTH`` as it composes (PyYAML's composer recurses)."""
+
+    yaml_implicit_resolvers: dict = {}  # replaces YAML 1.1's; filled below
+    source, depth = "<string>", 0
+
+    def compose_node(self, parent, index):
+        nested = self.check_event(yaml.CollectionStartEvent)
+        self.depth += nested
+        if self.depth > MAX_DEPTH:
+            raise _too_deep(self.source, self.peek_event().start_mark.line + 1)
+        node = super().compose_node(parent, index)
+        self.depth -= nested
+        return node
+
+
+for _tag, _pattern, _first in (  # the int before the float, which also matches it
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    ("int", _INT_RE, list("-+0123456789")),
+    ("float", _FLOAT_RE, list("-+.0123456789")),
+):
+    _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), _first)
 
 
 def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
@@ -78,8 +91,7 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
 class _Dumper(yaml.SafeDumper):
-    """A SafeDumper that quotes every string that YAML 1.1 or 1.2 would read as something else
-    (``'010'``, ``'0o10'``, ``'yes'``), so that what it writes reads the same under both."""
+    """A SafeDumper that quotes every string that YAML 1.1 or 1.2 would read as something else."""
 
     yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeDumper.yaml_implicit_resolvers.items()}
 
@@ -94,72 +106,55 @@ def dump_yaml(value: Any) -> str:
     return yaml.dump(value, Dumper=_Dumper, sort_keys=False)
 
 
-def _line(node: yaml.Node) -> int:
-    return node.start_mark.line + 1
-
-
-def _key_path(prefix: str, key: Any) -> str:
-    return f"{prefix}.{key}" if prefix else str(key)
-
-
 def _check_nodes(loader: _Loader, root: yaml.Node, source: str, prefix: str) -> None:
     """Refuses, before anything is constructed, a mapping key given twice (YAML would keep the
     last silently), a key that is not a plain value, an alias that refers to itself, and aliases
     that expand the document beyond ``MAX_VALUES`` values or ``MAX_DEPTH`` levels."""
     size: dict[int, int] = {}  # id(node) -> values under it, aliases expanded
     depth: dict[int, int] = {}
-    stack = [(root, prefix, False)]
     open_nodes: set[int] = set()
+    stack = [(root, prefix, False)]
     while stack:
         node, path, done = stack.pop()
-        children = (  # a key is a scalar: one value, not visited
-            [value for _, value in node.value]
-            if isinstance(node, yaml.MappingNode)
-            else node.value
-            if isinstance(node, yaml.SequenceNode)
-            else []
-        )
+        line = node.start_mark.line + 1
         if done:
+            children = [v for _, v in node.value] if isinstance(node, yaml.MappingNode) else node.value
             open_nodes.discard(id(node))
             size[id(node)] = 1 + sum(1 + size[id(c)] for c in children)  # each item and its key or index
             depth[id(node)] = 1 + max((depth[id(c)] for c in children), default=0)
             if size[id(node)] > MAX_VALUES:
                 raise ConfigError(
-                    f"{source}: its aliases expand to more than {MAX_VALUES:,} values (line {_line(node)}); "
-                    "a config needs far fewer"
+                    f"{source}: its aliases expand to more than {MAX_VALUES:,} values (line {line}); a config needs far fewer"
                 )
             if depth[id(node)] > MAX_DEPTH:
-                raise ConfigError(
-                    f"{source}: nested more than {MAX_DEPTH} levels deep (line {_line(node)}, aliases expanded); "
-                    "a config is a few levels of mappings"
-                )
-            continue
-        if id(node) in size:
-            continue
-        if id(node) in open_nodes:
-            raise ConfigError(f"{path or source}: refers to itself through an alias (line {_line(node)} of {source})")
-        open_nodes.add(id(node))
-        stack.append((node, path, True))
-        if isinstance(node, yaml.MappingNode):
+                raise _too_deep(source, line, ", aliases expanded")
+        elif id(node) in open_nodes:
+            raise ConfigError(f"{path or source}: refers to itself through an alias (line {line} of {source})")
+        elif isinstance(node, yaml.ScalarNode):
+            size[id(node)] = depth[id(node)] = 1
+        elif id(node) not in size:
+            open_nodes.add(id(node))
+            stack.append((node, path, True))
+            if isinstance(node, yaml.SequenceNode):
+                stack.extend((item, f"{path}[{i}]", False) for i, item in enumerate(node.value))
+                continue
             seen: dict = {}
             for key_node, value_node in node.value:
                 if not isinstance(key_node, yaml.ScalarNode):
+                    kind = "mapping" if isinstance(key_node, yaml.MappingNode) else "list"
                     raise ConfigError(
-                        f"{path or source}: a key must be a plain value, got a "
-                        f"{'mapping' if isinstance(key_node, yaml.MappingNode) else 'list'} "
-                        f"(line {_line(key_node)} of {source})"
+                        f"{path or source}: a key must be a plain value, got a {kind} "
+                        f"(line {key_node.start_mark.line + 1} of {source})"
                     )
                 key = loader.construct_object(key_node)
-                key_path = _key_path(path, key)
+                key_path = f"{path}.{key}" if path else str(key)
                 if key in seen:
                     raise ConfigError(
-                        f"{key_path}: given twice in {source} (lines {seen[key]} and {_line(key_node)}); "
+                        f"{key_path}: given twice in {source} (lines {seen[key]} and {key_node.start_mark.line + 1}); "
                         "each key may appear once"
                     )
-                seen[key] = _line(key_node)
+                seen[key] = key_node.start_mark.line + 1
                 stack.append((value_node, key_path, False))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, f"{path}[{i}]", False) for i, item in enumerate(node.value))
 
 
 # the brackets of flow collections, outside quoted scalars and comments (a rough scan, enough to bound the depth)
@@ -167,16 +162,14 @@ _FLOW_TOKENS = re.compile(r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\n]|'')*'|#[^\n]*|[\[\]
 
 
 def parse_yaml(text: str, source: str = "<string>", prefix: str = "") -> Any:
-    """Parses YAML text with vijax's loader: safe (plain data only), the YAML 1.2 core schema
-    (``010`` is 10, ``1:30`` and ``yes`` are strings, ``1e-3`` a float), and refusing what would
-    be read differently from what was written or would not end: a key given twice, aliases
-    expanding beyond ``MAX_VALUES`` values, nesting deeper than ``MAX_DEPTH``.
+    """Parses YAML text safely (plain data only) by the YAML 1.2 core schema (``010`` is 10, ``1:30``
+    and ``yes`` are strings, ``1e-3`` a float), refusing a key given twice, aliases expanding beyond
+    ``MAX_VALUES`` values and nesting deeper than ``MAX_DEPTH``.
 
     Args:
       text: the YAML text.
       source: what the text is, for the messages (a file's path, ``--set KEY=VALUE``).
-      prefix: the dotted config key the text is the value of (``--set model={...}``), for the
-        messages.
+      prefix: the dotted config key the text is the value of (``--set model={...}``), for the messages.
 
     Raises:
       ConfigError: naming the key (``model.num_components: given twice ...``) or the source.
@@ -191,35 +184,21 @@ def parse_yaml(text: str, source: str = "<string>", prefix: str = "") -> Any:
     """
     level = 0
     for match in _FLOW_TOKENS.finditer(text):  # PyYAML's scanner is quadratic in the depth of [ and {
-        char = match.group()
-        level += 1 if char in "[{" else -1 if char in "]}" else 0
+        level += 1 if match.group() in "[{" else -1 if match.group() in "]}" else 0
         if level > MAX_DEPTH:
-            raise ConfigError(
-                f"{source}: nested more than {MAX_DEPTH} levels deep (line {text.count(chr(10), 0, match.start()) + 1}); "
-                "a config is a few levels of mappings"
-            )
+            raise _too_deep(source, text.count("\n", 0, match.start()) + 1)
+    loader = _Loader(text)
+    loader.source = source
     try:
-        for event in yaml.parse(text, Loader=_Loader):  # the composer recurses: bound the depth first
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                level += 1
-                if level > MAX_DEPTH:
-                    raise ConfigError(
-                        f"{source}: nested more than {MAX_DEPTH} levels deep (line {event.start_mark.line + 1}); "
-                        "a config is a few levels of mappings"
-                    )
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                level -= 1
-        loader = _Loader(text)
-        try:
-            root = loader.get_single_node()
-            if root is None:
-                return None
-            _check_nodes(loader, root, source, prefix)
-            return loader.construct_document(root)
-        finally:
-            loader.dispose()
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _check_nodes(loader, root, source, prefix)
+        return loader.construct_document(root)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {e}") from None
+    finally:
+        loader.dispose()
 
 
 def read_config_text(path: Union[str, os.PathLike]) -> str:
