@@ -1,19 +1,13 @@
-"""What the black-box VI experiments (``bbvi_logistic``, ``eight_schools``) share: a posterior
-given as a log-likelihood, a log-prior and bijectors (``Target``), the fitted methods
-(``bbvi`` with a Gaussian family on the parameter pytree, ``ngvi`` with an exponential-family q on
-the flat unconstrained vector), their PSIS diagnostic (Yao et al. 2018), the moments of every
-fitted q, a cached NumPyro NUTS reference, and the report (tables and one figure).
+"""What the black-box VI experiments (``bbvi_logistic``, ``eight_schools``, ``mean_field_gaussian``)
+share: a posterior as a ``Target``, the fitted methods, their PSIS diagnostic (Yao et al. 2018), a
+cached NumPyro NUTS reference, and the report (tables and one figure).
 
-A method is named ``"<algorithm>-<family>"``: ``bbvi-fullrank``, ``bbvi-meanfield``,
-``bbvi-lowrank``, ``ngvi-fullrank`` (a ``MultivariateNormal``) or ``ngvi-meanfield`` (a batch of
-``Normal``s). The runner drives the configured one (``algorithm.name``, ``algorithm.family``,
-through ``configured_algorithm``); the others listed in ``algorithm.baselines`` are ``Baseline``
-runs with the same settings where they apply.
-
-Both algorithms target the same density. ``bbvi`` gets the log-likelihood on the constrained
-parameters and the bijectors; ``ngvi`` gets z -> log p(x | T(z)) and the log-prior
-log p(T(z)) + log |det dT/dz| on the flat unconstrained vector z, built with the same
-``GaussianGuide.constrain`` that ``bbvi`` uses, and NUTS samples that flat density too.
+A method is ``"<algorithm>-<family>"``: ``bbvi-fullrank``, ``bbvi-meanfield``, ``bbvi-lowrank`` (a
+Gaussian on the parameter pytree), ``ngvi-fullrank`` or ``ngvi-meanfield`` (a ``MultivariateNormal``
+or a batch of ``Normal``s on the flat unconstrained vector z). The runner drives the configured one
+(``algorithm.name``, ``algorithm.family``); those in ``algorithm.baselines`` run after it. ``ngvi`` and
+NUTS target z -> log p(x | T(z)) + log p(T(z)) + log |det dT/dz|, with the same
+``GaussianGuide.constrain`` T that ``bbvi`` uses.
 """
 
 from __future__ import annotations
@@ -39,16 +33,11 @@ from ._plotting import optional_plot
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
 NGVI_FAMILIES = ("fullrank", "meanfield")
-NUTS_DEFAULTS = {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 0.9, "seed": 1}
-# The algorithm section of every experiment here (each overrides some values).
-# name/family: the runner's method; optimizer, estimator, num_samples, init_scale, rank: bbvi's
-# settings (num_samples also ngvi's); gradient: ngvi's estimate (None: its default, "hessian" for
-# Gaussians, "secant" for mean-field ones of more than 64 coordinates); learning_rate: Adam's rate
-# of every bbvi run; ngvi_step_size: rho of every ngvi run; step_decay: both decay to this fraction
-# of their value over the run's num_steps along a cosine (1.0: constant); baselines: the other
-# methods; moment_draws: draws of q at each evaluation (the ELBO estimate, q's means and sds);
-# psis_draws: the first so many of them give k-hat; nuts: the reference's settings (samples: 0
-# switches it off).
+# The algorithm section of these experiments. optimizer, estimator, num_samples, init_scale, rank:
+# bbvi's settings (num_samples also ngvi's); gradient: ngvi's estimate (None: its default);
+# learning_rate: Adam's rate (bbvi); ngvi_step_size: rho (ngvi); step_decay: both decay to this
+# fraction along a cosine over the run (1.0: constant); moment_draws: draws of q at each evaluation
+# (ELBO, means, sds), of which the first psis_draws give k-hat; nuts: the reference (samples 0: none).
 ALG_DEFAULTS = {
     "name": "bbvi",
     "family": "fullrank",
@@ -64,10 +53,9 @@ ALG_DEFAULTS = {
     "baselines": ["bbvi-meanfield", "ngvi-fullrank"],
     "psis_draws": 2000,
     "moment_draws": 20000,
-    "nuts": dict(NUTS_DEFAULTS),
+    "nuts": {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 0.9, "seed": 1},
 }
-# the allowed values of those keys (vijax/run/_bounds.py); NUTS's split R-hat compares chains: 2 or more
-ALG_BOUNDS = {
+ALG_BOUNDS = {  # NUTS's split R-hat compares chains: 2 or more
     "algorithm.num_samples": ">= 1",
     "algorithm.init_scale": "> 0",
     "algorithm.rank": ">= 1",
@@ -85,8 +73,7 @@ ALG_BOUNDS = {
 
 
 def memory_needs(config, num_data: int, num_params: int, data_key: str) -> list[MemoryNeed]:
-    """The arrays of a run of these methods on ``num_data`` data and ``num_params`` parameters
-    (``data_key``: the config key that sets the number of data, for the blame)."""
+    """The arrays of a run on ``num_data`` data and ``num_params`` parameters (``data_key`` sets the data's size)."""
     a, f = config["algorithm"], float_bytes(config)
     nuts, methods = a["nuts"], 1 + len(a["baselines"])
     return [
@@ -110,11 +97,10 @@ def memory_needs(config, num_data: int, num_params: int, data_key: str) -> list[
 
 
 class Target(NamedTuple):
-    """A posterior: log p(x | params) (``log_lik(params, batch)``, the sum over the batch),
-    ``log_prior(params)``, the parameter pytree's ``template`` (q's initial centre) and
-    ``bijectors`` (None leaves: unconstrained), the ``full_batch`` (every datum), ``num_data``
-    (N for minibatch scaling, or None), ``quantities(params) -> (K,)`` (what is reported) with
-    their ``names``, and ``fingerprint`` (bytes identifying the data and model, for the cache)."""
+    """A posterior: ``log_lik(params, batch)`` (summed over the batch), ``log_prior(params)``, the
+    parameter pytree's ``template`` (q's initial centre), ``bijectors`` (None leaves: unconstrained),
+    the ``full_batch``, ``num_data`` (N for minibatch scaling, or None), the reported
+    ``quantities(params) -> (K,)`` and their ``names``, and a ``fingerprint`` of data and model (bytes)."""
 
     log_lik: Callable
     log_prior: Callable
@@ -128,10 +114,8 @@ class Target(NamedTuple):
 
 
 class Method(NamedTuple):
-    """A method to fit: its ``label``, ``algorithm``, and ``draws(state, key) -> (quantities (n, K),
-    log-weights (n,))``, jit-compiled, for n draws z ~ q: the reported quantities at z and
-    log p(x, z) - log q(z) on the full data (one program per method, shared by every evaluation
-    and the report)."""
+    """A fitted method: ``label``, ``algorithm``, and the jitted ``draws(state, key) -> (quantities (n, K),
+    log p(x, z) - log q(z) (n,))`` of n = ``algorithm.moment_draws`` draws z ~ q on the full data."""
 
     label: str
     algorithm: Any
@@ -139,126 +123,94 @@ class Method(NamedTuple):
 
 
 def _flat(target: Target):
-    """(GaussianGuide used as the map z -> params, flat log-likelihood, flat log-prior with the Jacobian)."""
+    """(the guide whose ``constrain`` maps z to the parameters, flat log-likelihood, flat log-prior with the Jacobian)."""
     guide = GaussianGuide(target.template, "meanfield", bijectors=target.bijectors)
-
-    def log_lik(z, batch):
-        return target.log_lik(guide.constrain(z)[0], batch)
 
     def log_prior(z):
         params, log_det = guide.constrain(z)
         return target.log_prior(params) + log_det
 
-    return guide, log_lik, log_prior
+    return guide, lambda z, batch: target.log_lik(guide.constrain(z)[0], batch), log_prior
 
 
-def _ngvi_q0(family: str, loc, scale: float):
-    var = jnp.full(loc.shape, scale * scale, loc.dtype)
-    if family == "fullrank":
-        return expfam.MultivariateNormal.from_mean_covariance(loc, jnp.diag(var))
-    return expfam.Normal.from_mean_variance(loc, var)
-
-
-def _schedule(step: float, section: dict, num_steps: int):
-    """``step``, or a cosine decay from it to ``step_decay * step`` over ``num_steps``."""
+def _method(label: str, name: str, family: str, section: dict, target: Target, num_steps: int, make) -> Method:
+    """``label``'s Method, its algorithm ``make(model, schedule, extras)`` with the settings the experiment supplies."""
     decay = section["step_decay"]
-    if decay == 1.0 or num_steps == 0:
-        return step
-    return optax.cosine_decay_schedule(step, num_steps, alpha=decay)
 
+    def schedule(step):  # a cosine decay to ``decay * step`` over the run
+        return step if decay == 1.0 or num_steps == 0 else optax.cosine_decay_schedule(step, num_steps, alpha=decay)
 
-def _pieces(name: str, family: str, section: dict, target: Target, num_steps: int):
-    """(model argument, settings the experiment supplies, step size, on the parameter pytree?)."""
+    n, full = section["moment_draws"], target.full_batch
     spec = ALGORITHMS.get(name)
     if spec is not None and "init_params" in spec.settings:  # a guide on the parameter pytree (bbvi)
         extras = {"init_params": target.template, "bijectors": target.bijectors, "log_prior": target.log_prior}
-        return target.log_lik, extras, _schedule(section["learning_rate"], section, num_steps), True
-    if family not in NGVI_FAMILIES:
-        raise ConfigError(
-            f"algorithm.family: {name!r} fits q on the flat unconstrained vector, as one of "
-            f"{NGVI_FAMILIES}; got {family!r}"
+        alg = make(target.log_lik, schedule(section["learning_rate"]), extras)
+        quantities = target.quantities
+    else:
+        if family not in NGVI_FAMILIES:
+            raise ConfigError(
+                f"algorithm.family: {name!r} fits q on the flat unconstrained vector, as one of "
+                f"{NGVI_FAMILIES}; got {family!r}"
+            )
+        guide, log_lik, log_prior = _flat(target)
+        loc = guide.loc0
+        var = jnp.full(loc.shape, section["init_scale"] ** 2, loc.dtype)
+        q0 = (
+            expfam.MultivariateNormal.from_mean_covariance(loc, jnp.diag(var))
+            if family == "fullrank"
+            else expfam.Normal.from_mean_variance(loc, var)
         )
-    guide, log_lik, log_prior = _flat(target)
-    extras = {"family": _ngvi_q0(family, guide.loc0, section["init_scale"]), "log_prior": log_prior}
-    return log_lik, extras, _schedule(section["ngvi_step_size"], section, num_steps), False
+        alg = make(log_lik, schedule(section["ngvi_step_size"]), {"family": q0, "log_prior": log_prior})
+        quantities = lambda z: target.quantities(guide.constrain(z)[0])  # noqa: E731
 
+    def draws(st, key):  # the same key: the same draws for the quantities and the log-weights
+        return jax.vmap(quantities)(sample(alg, key, st, n)), log_weights(alg, key, st, full, n)
 
-def _method(label: str, alg, pytree_guide: bool, target: Target, num_draws: int) -> Method:
-    full, n = target.full_batch, num_draws
-    if pytree_guide:  # bbvi: its own sampler and log-weights
-
-        def draws(st, key):
-            return jax.vmap(target.quantities)(sample(alg, key, st, n)), log_weights(alg, key, st, full, n)
-
-        return Method(label, alg, jax.jit(draws))
-    guide = _flat(target)[0]
-
-    def flat_draws(st, key):  # ngvi's own draws and log-weights (the same key: the same draws)
-        z = sample(alg, key, st, n)
-        return jax.vmap(lambda zs: target.quantities(guide.constrain(zs)[0]))(z), log_weights(alg, key, st, full, n)
-
-    return Method(label, alg, jax.jit(flat_draws))
-
-
-def check_section(section: dict) -> tuple[str, list[str]]:
-    """(the runner's method label, the baselines' labels), checked (ConfigError naming the key)."""
-    missing = sorted(set(ALG_DEFAULTS) - set(section))
-    if missing:
-        raise ValueError(f"the experiment's algorithm section lacks {missing} (see ALG_DEFAULTS)")
-    main = f"{section['name']}-{section['family']}"
-    others = list(section["baselines"])
-    bad = [m for m in others if m not in METHODS]
-    if bad or len(set(others)) != len(others):
-        raise ConfigError(f"algorithm.baselines must be distinct names from {METHODS}, got {others}")
-    if main in others:
-        raise ConfigError(f"algorithm.baselines: {main!r} is the runner's own method (algorithm.name-family)")
-    return main, others  # the numbers: ALG_BOUNDS, checked when the config loads
+    return Method(label, alg, jax.jit(draws))
 
 
 def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tuple[Method, list[Method]]:
-    """The runner's method (``configured_algorithm``: ``algorithm.name`` reaches the registry) and
-    the baselines' (``make_algorithm`` with the section's settings that each takes); step sizes
-    decay over ``num_steps`` (the run's)."""
-    main_label, others = check_section(section)
+    """The runner's method (``configured_algorithm``) and the baselines' (``make_algorithm`` with the
+    section's settings each takes), checked (ConfigError naming the key); step sizes decay over ``num_steps``."""
     name, family = section["name"], section["family"]
+    main_label, others = f"{name}-{family}", list(section["baselines"])
+    if any(m not in METHODS for m in others) or len(set(others)) != len(others):
+        raise ConfigError(f"algorithm.baselines must be distinct names from {METHODS}, got {others}")
+    if main_label in others:
+        raise ConfigError(f"algorithm.baselines: {main_label!r} is the runner's own method (algorithm.name-family)")
     if name not in ALGORITHMS:  # let configured_algorithm name it
         configured_algorithm(section, defaults, None)
-    model, extras, step, pytree = _pieces(name, family, section, target, num_steps)
-    added = {k: None for k in extras if k not in section}
-    alg = configured_algorithm(
-        dict(section, **added),
-        dict(defaults, **added),
-        model,
-        num_data=target.num_data,
-        schedule=step,
-        schedule_keys=("learning_rate", "ngvi_step_size"),
-        resolved=extras,
-    )
-    main = _method(main_label, alg, pytree, target, section["moment_draws"])
-    out = []
-    for label in others:
-        b_name, _, b_family = label.partition("-")
-        model, extras, step, pytree = _pieces(b_name, b_family, section, target, num_steps)
-        settings = {k: section[k] for k in ALGORITHMS[b_name].settings if k in section}
-        settings.update({"family": b_family}, **extras)  # ngvi's extras replace the family by its q
-        out.append(
-            _method(
-                label,
-                make_algorithm(b_name, model, num_data=target.num_data, schedule=step, **settings),
-                pytree,
-                target,
-                section["moment_draws"],
-            )
+
+    def configured(model, step, extras):
+        added = {k: None for k in extras if k not in section}
+        return configured_algorithm(
+            dict(section, **added),
+            dict(defaults, **added),
+            model,
+            num_data=target.num_data,
+            schedule=step,
+            schedule_keys=("learning_rate", "ngvi_step_size"),
+            resolved=extras,
         )
-    return main, out
+
+    def baseline(label):
+        b_name, _, b_family = label.partition("-")
+        settings = {k: section[k] for k in ALGORITHMS[b_name].settings if k in section}
+
+        def make(model, step, extras):  # ngvi's extras replace the family by its q
+            return make_algorithm(b_name, model, num_data=target.num_data, schedule=step, **settings | extras)
+
+        settings["family"] = b_family
+        return _method(label, b_name, b_family, section, target, num_steps, make)
+
+    return _method(main_label, name, family, section, target, num_steps, configured), [baseline(b) for b in others]
 
 
 def evaluator(method: Method, num_psis: int, key) -> Callable:
-    """``state -> {elbo_mc, khat, psis_ess}``: the ELBO estimated from the log-weights
-    log p(x, z) - log q(z) of ``method.draws`` (a fixed key, so that every evaluation sees the
-    same noise), and the PSIS k-hat and effective sample size of the first ``num_psis`` of them.
-    PSIS needs ArviZ (the extra ``vijax-toolkit[arviz]``): without it this raises the ImportError
-    that names the extra now, when the experiment is built, not at the run's first evaluation."""
+    """``state -> {elbo_mc, khat, psis_ess}``: the ELBO as the mean log-weight of ``method.draws`` (a
+    fixed key: every evaluation sees the same noise), and the PSIS k-hat and ESS of the first
+    ``num_psis``. PSIS needs ArviZ (``vijax-toolkit[arviz]``): without it this raises the ImportError
+    naming the extra when the experiment is built, not at the run's first evaluation."""
     try:
         psis(np.zeros(10))
     except ImportError as e:
@@ -274,23 +226,25 @@ def evaluator(method: Method, num_psis: int, key) -> Callable:
     return evaluate
 
 
-def all_runs(main: Method, others: list[Method], result, results: dict) -> dict:
-    """``{label: RunResult}`` of the configured method (``result``) and of its baselines (``results``)."""
-    return {main.label: result} | {m.label: results[m.label] for m in others}
+def experiment(target: Target, section: dict, defaults: dict, num_steps: int, key, make_report, batch_fn=None):
+    """The ``Experiment`` of ``methods``: the runner's method from ``init(key, target.full_batch)``, the
+    baselines after it, all on ``batch_fn(key, t)`` (None: the full batch) and evaluated by ``evaluator``
+    with the fixed ``key``. The report is ``make_report(result, out_dir, runs, draws)``: ``runs`` maps each
+    label to its RunResult (the runner's first), ``draws`` to its quantities at ``method.draws``."""
+    main, others = methods(section, defaults, target, num_steps)
+    batch_fn = batch_fn or (lambda key, t: target.full_batch)
 
+    def report(result, out_dir, results):
+        runs = {main.label: result} | {m.label: results[m.label] for m in others}
+        draws = {m.label: np.asarray(m.draws(runs[m.label].state, key)[0], np.float64) for m in [main, *others]}
+        return make_report(result, out_dir, runs, draws)
 
-def experiment(main: Method, others: list[Method], section: dict, key, make_report, batch, batch_fn=None) -> Experiment:
-    """The ``Experiment`` that runs ``main`` from ``main.algorithm.init(key, batch)`` on
-    ``batch_fn(key, t)`` (None: ``batch`` at every step) and ``others`` as baselines on the same
-    batches, each evaluated by ``evaluator`` with ``algorithm.psis_draws`` and the fixed ``key``."""
-    if batch_fn is None:
-        batch_fn = lambda key, t: batch  # noqa: E731  (the whole data at every step)
     return Experiment(
         main.algorithm,
-        lambda key: main.algorithm.init(key, batch),
+        lambda k: main.algorithm.init(k, target.full_batch),
         batch_fn,
         evaluator(main, section["psis_draws"], key),
-        make_report,
+        report,
         baselines=tuple(
             Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
             for m in others
@@ -298,15 +252,10 @@ def experiment(main: Method, others: list[Method], section: dict, key, make_repo
     )
 
 
-def q_moments(method: Method, state, key) -> tuple[np.ndarray, np.ndarray]:
-    """Means and sds of the quantities under q, from ``method.draws``."""
-    qs = np.asarray(method.draws(state, key)[0], np.float64)
-    return qs.mean(axis=0), qs.std(axis=0)
-
-
 # ---- the NUTS reference ------------------------------------------------------------------------
 
 _MEMO: dict[str, dict] = {}
+_REF_KEYS = ("mean", "sd", "ess", "rhat", "mcse", "divergences", "draws", "wall_time")
 
 
 def _fingerprint(target: Target, nuts: dict) -> str:
@@ -316,11 +265,10 @@ def _fingerprint(target: Target, nuts: dict) -> str:
 
 
 def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
-    """The moments of the quantities under a long NumPyro NUTS run on the flat unconstrained
-    density, with its diagnostics: ``{"mean", "sd", "mcse", "ess", "rhat", "divergences",
-    "draws", "wall_time", "cached"}``; or ``{"error": why}`` when NUTS is switched off or NumPyro
-    is missing. Cached in ``<out_dir>/nuts_reference.npz`` (and in this process) under a
-    fingerprint of the data, the model and the NUTS settings."""
+    """The quantities' moments under a long NumPyro NUTS run on the flat unconstrained density, with
+    its diagnostics: ``{"mean", "sd", "mcse", "ess", "rhat", "divergences", "draws", "wall_time",
+    "cached"}``, or ``{"error": why}`` when switched off or NumPyro is missing. Cached in
+    ``<out_dir>/nuts_reference.npz`` (and in this process) under a fingerprint of data, model and settings."""
     if nuts["samples"] <= 0:
         return {"error": "switched off by algorithm.nuts.samples = 0"}
     fp = _fingerprint(target, nuts)
@@ -340,14 +288,11 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
         return {"error": f"NumPyro is not installed ({e}); install the test or bench extra for the NUTS reference"}
     guide, log_lik, log_prior = _flat(target)
     joint = log_joint(log_lik, log_prior=log_prior, num_data=target.num_data)
-    full = target.full_batch
     t0 = time.time()
-    key = jax.random.PRNGKey(nuts["seed"])
-    k_init, k_run = jax.random.split(key)
+    k_init, k_run = jax.random.split(jax.random.PRNGKey(nuts["seed"]))
     init = guide.loc0[None, :] + 0.1 * jax.random.normal(k_init, (nuts["chains"], guide.dim), guide.loc0.dtype)
-    kernel = NUTS(potential_fn=lambda z: -joint(z, full), target_accept_prob=nuts["target_accept"])
     mcmc = MCMC(
-        kernel,
+        NUTS(potential_fn=lambda z: -joint(z, target.full_batch), target_accept_prob=nuts["target_accept"]),
         num_warmup=nuts["warmup"],
         num_samples=nuts["samples"],
         num_chains=nuts["chains"],
@@ -356,8 +301,7 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
     )
     mcmc.run(k_run, init_params=init, extra_fields=("diverging",))
     z = mcmc.get_samples(group_by_chain=True)
-    qs = jax.jit(jax.vmap(jax.vmap(lambda v: target.quantities(guide.constrain(v)[0]))))(z)
-    qs = np.asarray(qs, np.float64)
+    qs = np.asarray(jax.jit(jax.vmap(jax.vmap(lambda v: target.quantities(guide.constrain(v)[0]))))(z), np.float64)
     ess = np.asarray(effective_sample_size(qs), np.float64)
     rhat = np.asarray(split_gelman_rubin(qs), np.float64) if nuts["samples"] >= 4 else np.full(qs.shape[-1], np.nan)
     flat = qs.reshape(-1, qs.shape[-1])
@@ -377,13 +321,9 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
     return dict(ref, cached=False)
 
 
-_REF_KEYS = ("mean", "sd", "ess", "rhat", "mcse", "divergences", "draws", "wall_time")
-
-
 def _load(path: str, fp: str) -> Optional[dict]:
-    """The reference cached in ``path`` under the fingerprint ``fp``; None when there is none, it
-    is another run's, or the file cannot be read (truncated, not an .npz: a warning names it,
-    and the reference is computed again and the file replaced)."""
+    """The reference cached in ``path`` under ``fp``; None when there is none, it is another run's, or
+    the file cannot be read (a warning names it; the reference is then computed again)."""
     if not os.path.exists(path):
         return None
     try:
@@ -402,9 +342,8 @@ def _load(path: str, fp: str) -> Optional[dict]:
 
 def _save(path: str, fp: str, ref: dict) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, fingerprint=np.asarray(fp), **ref)
-    os.replace(tmp, path)
+    np.savez(path + ".tmp.npz", fingerprint=np.asarray(fp), **ref)
+    os.replace(path + ".tmp.npz", path)
 
 
 # ---- the report --------------------------------------------------------------------------------
@@ -412,14 +351,13 @@ def _save(path: str, fp: str, ref: dict) -> None:
 
 def compare(fits: dict, ref: Optional[tuple]) -> dict:
     """Per method: the largest and mean |mean_q - mean_ref| / sd_ref over the quantities, and the
-    smallest, median and largest sd_q / sd_ref (None without a reference)."""
+    smallest, median and largest sd_q / sd_ref (empty without a reference)."""
     out = {}
     for label, (mean, sd) in fits.items():
         if ref is None:
             out[label] = {}
             continue
-        z = np.abs(mean - ref[0]) / ref[1]
-        r = sd / ref[1]
+        z, r = np.abs(mean - ref[0]) / ref[1], sd / ref[1]
         out[label] = {
             "max |Δmean|/sd": float(z.max()),
             "mean |Δmean|/sd": float(z.mean()),
@@ -430,26 +368,15 @@ def compare(fits: dict, ref: Optional[tuple]) -> dict:
     return out
 
 
-def report(
-    title: str,
-    target: Target,
-    runs: dict,
-    fits: dict,
-    refs: dict,
-    ref_name: Optional[str],
-    nuts: dict,
-    out_dir: str,
-    figure: str,
-    notes: str = "",
-) -> dict:
+def report(title, target, runs, draws, refs, ref_name, nuts, out_dir, figure, notes="") -> dict:
     """Writes ``results.md`` and ``figure`` and returns the summary.
 
     Args:
-      runs: label -> RunResult of every method (the runner's first).
-      fits: label -> (means, sds) of the quantities under each q.
+      runs, draws: what ``experiment`` gives ``make_report``.
       refs: reference name -> (means, sds) (NUTS, an exact one); ``ref_name`` the one compared to.
       nuts: what ``nuts_reference`` returned.
     """
+    fits = {label: (z.mean(axis=0), z.std(axis=0)) for label, z in draws.items()}
     ref = refs.get(ref_name)
     cmp = compare(fits, ref)
     rows = []
@@ -468,7 +395,6 @@ def report(
                 "wall time (s)": res.wall_time,
             }
         )
-    cols = list(rows[0])
     lines = [f"# {title}\n", notes, ""]
     if "error" in nuts:
         lines.append(f"NUTS reference: none ({nuts['error']}).\n")
@@ -482,13 +408,12 @@ def report(
         f"Compared with: {ref_name or 'nothing (no reference)'}. ELBO, k-hat and PSIS ESS from "
         "the last evaluation's log-weights; Δmean and sd ratios over every reported quantity.\n"
     )
-    lines.append(md_table(rows, cols))
-    qrows = []
-    for i, q in enumerate(target.names):
-        row = {"quantity": q}
-        for name, (m, s) in list(refs.items()) + list(fits.items()):
-            row[name] = f"{m[i]:.3f} ± {s[i]:.3f}"
-        qrows.append(row)
+    lines.append(md_table(rows, list(rows[0])))
+    everything = {**refs, **fits}
+    qrows = [
+        {"quantity": q} | {name: f"{m[i]:.3f} ± {s[i]:.3f}" for name, (m, s) in everything.items()}
+        for i, q in enumerate(target.names)
+    ]
     lines.append("\nPosterior mean ± sd of every quantity:\n")
     lines.append(md_table(qrows, list(qrows[0])))
     with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
@@ -500,8 +425,7 @@ def report(
         "quantities": list(target.names),
         "reference": ref_name,
         "moments": {
-            k: {"mean": np.asarray(m).tolist(), "sd": np.asarray(s).tolist()}
-            for k, (m, s) in list(refs.items()) + list(fits.items())
+            k: {"mean": np.asarray(m).tolist(), "sd": np.asarray(s).tolist()} for k, (m, s) in everything.items()
         },
     }
     if "error" in nuts:

@@ -26,8 +26,7 @@ import numpy as np
 from vijax.data import DATASETS, dataset_available, epoch_batches, load_binary_dataset
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment, SEED_BOUND
 
-from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, all_runs, experiment, memory_needs, methods, nuts_reference
-from ._posterior import q_moments, report
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, experiment, memory_needs, nuts_reference, report
 
 _MODEL = {"prior_scale": 1.0, "intercept": True}
 # dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic
@@ -128,21 +127,16 @@ def build(sections: dict, seed: int) -> Experiment:
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     x, y, name = load(data, model["intercept"])
     tgt = target(model, x, y)
-    main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])
-    n, full = x.shape[0], tgt.full_batch
+    n = x.shape[0]
     if data["batch_size"] is None:
-        batch_fn = lambda key, t: full  # noqa: E731
+        batch_fn = None
     else:
         try:
             batch_fn, _ = epoch_batches(n, data["batch_size"], jax.random.PRNGKey(seed + 7))
         except ValueError as e:
             raise ConfigError(f"data.batch_size: {e}") from None
-    eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
-    by_label = {m.label: m for m in [main] + others}
 
-    def make_report(result, out_dir, results):
-        runs = all_runs(main, others, result, results)
-        fits = {lbl: q_moments(by_label[lbl], res.state, eval_key) for lbl, res in runs.items()}
+    def make_report(result, out_dir, runs, draws):
         nuts = nuts_reference(tgt, section["nuts"], out_dir)
         refs = {} if "error" in nuts else {"NUTS": (nuts["mean"], nuts["sd"])}
         mb = "the full data" if data["batch_size"] is None else f"minibatches of {data['batch_size']} (N/M scaling)"
@@ -158,7 +152,7 @@ def build(sections: dict, seed: int) -> Experiment:
             f"Bayesian logistic regression on {name}",
             tgt,
             runs,
-            fits,
+            draws,
             refs,
             "NUTS" if refs else None,
             nuts,
@@ -168,4 +162,5 @@ def build(sections: dict, seed: int) -> Experiment:
         )
         return summary | {"dataset": name, "num_data": n, "num_coefficients": int(x.shape[1])}
 
-    return experiment(main, others, section, eval_key, make_report, full, batch_fn)
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
+    return experiment(tgt, section, _ALG, sections["run"]["num_steps"], key, make_report, batch_fn)

@@ -26,8 +26,7 @@ import tensorflow_probability.substrates.jax as tfp
 
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment
 
-from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, all_runs, compare, experiment, memory_needs, methods
-from ._posterior import nuts_reference, q_moments, report
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, compare, experiment, memory_needs, nuts_reference, report
 
 Y = (28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0)
 SIGMA = (15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0)
@@ -153,13 +152,8 @@ def build(sections: dict, seed: int) -> Experiment:
     k-hat"""
     model, data, section = sections["model"], sections["data"], sections["algorithm"]
     tgt = target(model, data["y"], data["sigma"])
-    main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])
-    eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
-    by_label = {m.label: m for m in [main] + others}
 
-    def make_report(result, out_dir, results):
-        runs = all_runs(main, others, result, results)
-        fits = {lbl: q_moments(by_label[lbl], res.state, eval_key) for lbl, res in runs.items()}
+    def make_report(result, out_dir, runs, draws):
         refs = {}
         nuts = nuts_reference(tgt, section["nuts"], out_dir)
         if "error" not in nuts:
@@ -184,9 +178,10 @@ def build(sections: dict, seed: int) -> Experiment:
             f"{section['psis_draws']}.\n\n{check}"
         )
         summary = report(
-            "Eight schools (non-centred)", tgt, runs, fits, refs, ref_name, nuts, out_dir, "eight_schools.png", notes
+            "Eight schools (non-centred)", tgt, runs, draws, refs, ref_name, nuts, out_dir, "eight_schools.png", notes
         )
         summary["nuts_vs_exact"] = c if "NUTS" in refs else None
         return summary
 
-    return experiment(main, others, section, eval_key, make_report, tgt.full_batch)
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
+    return experiment(tgt, section, _ALG, sections["run"]["num_steps"], key, make_report)

@@ -24,7 +24,7 @@ import numpy as np
 
 from vijax.run import ConfigError, Experiment, register_experiment
 
-from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, all_runs, experiment, memory_needs, methods, report
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, experiment, memory_needs, report
 from ._plotting import optional_plot
 
 _MODEL = {"correlation": 0.9, "mean": [0.0, 0.0], "sd": [1.0, 1.0]}
@@ -91,7 +91,7 @@ def _ellipse(ax, mean, cov, **style) -> None:
 
 
 @optional_plot
-def _plot_ellipses(path, mu, sigma, fits, draws) -> None:
+def _plot_ellipses(path, mu, sigma, draws) -> None:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(5.2, 5.0))
@@ -125,14 +125,8 @@ def build(sections: dict, seed: int) -> Experiment:
     model, section = sections["model"], sections["algorithm"]
     tgt = target(model)
     mu, sigma = covariance(model)
-    main, others = methods(section, _ALG, tgt, sections["run"]["num_steps"])
-    eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 1)
-    by_label = {m.label: m for m in [main] + others}
 
-    def make_report(result, out_dir, results):
-        runs = all_runs(main, others, result, results)
-        draws = {lbl: np.asarray(by_label[lbl].draws(res.state, eval_key)[0], np.float64) for lbl, res in runs.items()}
-        fits = {lbl: (z.mean(0), z.std(0)) for lbl, z in draws.items()}
+    def make_report(result, out_dir, runs, draws):
         refs = {"exact": (mu, np.sqrt(np.diag(sigma))), "mean-field optimum": mean_field_optimum(mu, sigma)}
         notes = (
             f"A 2-D Gaussian posterior with correlation {model['correlation']:g}, sds {model['sd']}. The optimal "
@@ -144,7 +138,7 @@ def build(sections: dict, seed: int) -> Experiment:
             "Mean-field under-dispersion (Blei et al. 2017, Fig. 1)",
             tgt,
             runs,
-            fits,
+            draws,
             refs,
             "exact",
             {"error": "not run: the exact moments are known in closed form"},
@@ -154,10 +148,11 @@ def build(sections: dict, seed: int) -> Experiment:
         )
         summary["mean_field_sd_ratio_closed_form"] = math.sqrt(1.0 - model["correlation"] ** 2)
         summary["correlation_of_q"] = {lbl: float(np.corrcoef(z.T)[0, 1]) for lbl, z in draws.items()}
-        _plot_ellipses(os.path.join(out_dir, "mean_field_gaussian.png"), mu, sigma, fits, draws)
+        _plot_ellipses(os.path.join(out_dir, "mean_field_gaussian.png"), mu, sigma, draws)
         return summary
 
-    return experiment(main, others, section, eval_key, make_report, tgt.full_batch)
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 1)
+    return experiment(tgt, section, _ALG, sections["run"]["num_steps"], key, make_report)
 
 
 __all__ = ["build", "covariance", "mean_field_optimum", "target"]
