@@ -21,7 +21,7 @@ from vijax.run import Experiment, main, register_experiment, run
 from vijax.run import _checkpoint
 from vijax.run._cli import EXIT_CANNOT_START, EXIT_UNTRUSTED
 from vijax.run._config import config_fingerprint, load_config
-from vijax.run._runner import RunConfig, run_health
+from vijax.run import RunConfig, run_health
 
 KW = dict(batch_fn=toy_batch_fn(), chunk_size=10, checkpoint_every=20, progress=False)
 

@@ -495,7 +495,7 @@ def test_run_config_is_the_one_home_of_the_run_settings():
 def test_runner_reports_the_psis_khat_against_0_7():
     """An evaluation field "khat" (``vijax.metrics.psis`` of a fit; its values are tested in
     tests/metrics/test_psis.py) is reported: above 0.7 the runner warns, at or below it passes."""
-    from vijax.run._runner import psis_note
+    from vijax.run._health import psis_note
 
     alg = VIAlgorithm(init=lambda key, batch=None: jnp.zeros(()), step=lambda k, s, b: (s + b, {"elbo": -s}))
     for khat, warns in ((0.9, True), (0.4, False)):

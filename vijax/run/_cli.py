@@ -45,7 +45,8 @@ from ._config import (
 )
 from ._experiment import EXPERIMENTS, Experiment
 from ._plots import plot_elbo, plots_missing
-from ._runner import RunConfig, RunResult, applied_steps, psis_note, run, run_health
+from ._health import applied_steps, psis_note, run_health
+from ._runner import RunConfig, RunResult, run
 
 EXIT_OK, EXIT_CANNOT_START, EXIT_UNTRUSTED = 0, 2, 3
 # the modules of the extras `arviz` and `plots`: an experiment that cannot start without one of them

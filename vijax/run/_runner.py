@@ -1,38 +1,32 @@
 """The one host loop that drives every ``VIAlgorithm``: ``lax.scan`` chunks, progress, held-out
 evaluation, a relative-tolerance stopping rule, checkpoints and bit-identical resume.
 
-The conventions, which every caller can rely on:
+**Keys.** ``init_key, step_base = jax.random.split(key)``; ``init_key`` goes to the init (only when
+the run starts from scratch); update ``t`` (0-based) uses ``batch_key, step_key =
+jax.random.split(jax.random.fold_in(step_base, t))`` and calls ``alg.step(step_key, state,
+batch_fn(batch_key, t))``. The keys of step ``t`` depend only on ``key`` and ``t``.
 
-**Keys.** ``init_key, step_base = jax.random.split(key)``. ``init_key`` goes to the init (only when
-the run starts from scratch); update ``t`` (0-based) uses
-``batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))`` and calls
-``state, info = alg.step(step_key, state, batch_fn(batch_key, t))``. No key is used twice, and the
-keys of step ``t`` depend only on ``key`` and ``t``, never on chunking or on where a run resumed.
+**Chunks.** Chunk ``c`` covers updates ``[c * chunk_size, (c + 1) * chunk_size)`` (clipped to
+``num_steps``), one call of a jitted ``lax.scan`` of length ``chunk_size``; steps outside ``[t0,
+t_end)`` (a final partial chunk, or the part of a chunk before a resume point) are computed and
+discarded with a ``jnp.where`` on the carry. So the chunk compiles once per ``run`` call, and a
+resumed run replays the same program on the same inputs: its final state and trace are
+bit-identical to an uninterrupted run's, at the price of at most ``chunk_size - 1`` wasted updates.
 
-**Chunks.** Steps run in chunks laid on a fixed grid: chunk ``c`` covers updates
-``[c * chunk_size, (c + 1) * chunk_size)`` (clipped to ``num_steps``). Each chunk is one call of a
-jitted ``lax.scan`` of length ``chunk_size``; steps outside ``[t0, t_end)`` (a final partial chunk,
-or the rest of a chunk a resumed run starts inside) are computed and discarded with a
-``jnp.where`` on the carry. So the chunk function compiles exactly once per ``run`` call, and a
-resumed run replays the very same compiled program on the very same inputs, which is what makes
-its final state and trace bit-identical to an uninterrupted run. The price is at most
-``chunk_size - 1`` wasted updates per run (none when ``chunk_size`` divides ``num_steps``).
+**Stopping.** At each boundary ``b = (c + 1) * chunk_size`` the runner forms the chunk's mean ELBO
+``L_c = mean(elbo[b - chunk_size : b])`` (over any extra axes too) and the relative change
+``r_c = |L_c - L_{c-1}| / |L_c|`` of Stan's ADVI (Kucukelbir et al., 2017); the run stops,
+``converged=True``, at the first boundary where the last ``patience`` values ``r`` are all below
+``tol``. A NaN ELBO never counts as converged.
 
-**Stopping.** At each grid boundary ``b = (c + 1) * chunk_size`` the runner forms the mean ELBO of
-the chunk, ``L_c = mean(elbo[b - chunk_size : b])`` (also over any extra axes of ``info.elbo``);
-averaging a chunk keeps the noise of stochastic estimates from stopping or prolonging a run. The
-relative change ``r_c = |L_c - L_{c-1}| / |L_c|`` is the one of Stan's ADVI (Kucukelbir et al.,
-2017); the run stops, with ``converged=True``, at the first boundary where the last ``patience``
-values ``r`` are all below ``tol``. A NaN ELBO never counts as converged.
-
-**Evaluation and checkpoints.** They happen between chunks: at the first chunk boundary at or
-after each multiple of ``eval_every`` (``checkpoint_every``), and once more when the run ends
-(last step reached or converged); ``eval_every=None`` with an ``eval_fn`` evaluates only at the end.
-A ``KeyboardInterrupt`` writes a checkpoint of the last completed chunk before re-raising.
+**Evaluation and checkpoints** happen between chunks: at the first boundary at or after each
+multiple of ``eval_every`` (``checkpoint_every``), and when the run ends (``eval_every=None``: only
+then). A ``KeyboardInterrupt`` checkpoints the last completed chunk before re-raising.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence, Union
@@ -50,8 +44,13 @@ from vijax.models import split_arrays
 from vijax.types import Array, PRNGKey, PyTree
 from . import _cache, _checkpoint
 from ._checkpoint import CheckpointStore, replicated
-from ._health import RunHealth, applied_steps, psis_note, raise_batch_error, run_health
-from ._run_config import RunConfig, check_run_setting
+from ._health import psis_note, raise_batch_error, run_health
+from ._run_config import RunConfig
+
+
+BatchFn = Callable[[PRNGKey, Array], PyTree]  # (batch_key, t) -> batch
+HostBatches = Callable[[int, int], PyTree]  # (t0, n) -> the stacked batches of updates t0 .. t0 + n - 1
+InitState = Union[PyTree, Callable[[PRNGKey], PyTree], None]
 
 
 class RunResult(NamedTuple):
@@ -79,12 +78,7 @@ class RunResult(NamedTuple):
 def _as_strong_arrays(tree: PyTree) -> PyTree:
     """Leaves as ``jax.Array`` without weak types, so a state loaded from a checkpoint has the
     same abstract values (and compiled program) as one built by ``init``."""
-
-    def leaf(x):
-        x = jnp.asarray(x)
-        return jnp.asarray(x, dtype=x.dtype)
-
-    return jax.tree.map(leaf, tree)
+    return jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.asarray(x).dtype), tree)
 
 
 def _flatten_info(infos: PyTree, n: int) -> dict:
@@ -149,19 +143,6 @@ def _eval_entry(eval_fn: Callable, state: PyTree, step: int, wall_time: float) -
     return entry
 
 
-def _postfix(mean_of: dict, evals: list) -> dict:
-    post = {k: f"{v:.5g}" for k, v in mean_of.items()}
-    if evals:
-        post.update(
-            {
-                k: (f"{v:.5g}" if isinstance(v, float) else v)
-                for k, v in evals[-1].items()
-                if k not in ("step", "wall_time") and isinstance(v, (int, float))
-            }
-        )
-    return post
-
-
 # ----------------------------------------------------------------------------- the loop
 class _Progress:
     """What a run has done so far: the state, the update count, the trace parts, the evaluations,
@@ -203,19 +184,17 @@ def initial_progress(
         changed = _checkpoint.compare_fingerprints(_checkpoint.read_fingerprint(path, data), fingerprint)
         if changed:
             raise _checkpoint.ConfigChangedError(
-                f"checkpoint {path} was written with another config; changed: "
-                + "; ".join(changed)
-                + ". Its state has another structure, so it cannot be continued: run without resume",
+                f"checkpoint {path} was written with another config; changed: {'; '.join(changed)}. Its state "
+                "has another structure, so it cannot be continued: run without resume",
                 changed,
             ) from e
         raise
     changed = _checkpoint.compare_fingerprints(ck.fingerprint, fingerprint)
     if changed and not allow_changes:
         raise _checkpoint.ConfigChangedError(
-            f"checkpoint {path} was written with another config; changed: "
-            + "; ".join(changed)
-            + ". Resume with allow_changes=True (vijax run --resume --allow-changes) to continue with the new "
-            "values, or without resume to start again",
+            f"checkpoint {path} was written with another config; changed: {'; '.join(changed)}. Resume with "
+            "allow_changes=True (vijax run --resume --allow-changes) to continue with the new values, or without "
+            "resume to start again",
             changed,
         )
     if not np.array_equal(ck.key_data, key_data):
@@ -258,9 +237,9 @@ def run(
     alg: VIAlgorithm,
     key: PRNGKey,
     *,
-    batch_fn: Optional[Callable[[PRNGKey, Array], PyTree]] = None,
-    host_batches: Optional[Callable[[int, int], PyTree]] = None,
-    init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
+    batch_fn: Optional[BatchFn] = None,
+    host_batches: Optional[HostBatches] = None,
+    init_state: InitState = None,
     eval_fn: Optional[Callable[[PyTree], dict]] = None,
     checkpoint_dir: Optional[str] = None,
     resume: bool = False,
@@ -270,51 +249,47 @@ def run(
     allow_changes: bool = False,
     **settings,
 ) -> RunResult:
-    """Runs ``alg`` for ``num_steps`` updates (or until converged); see the module docstring for
-    the key layout, the chunk grid, the stopping rule and the evaluation/checkpoint cadence.
+    """Runs ``alg`` for ``num_steps`` updates or until converged, with the keys, chunks, stopping
+    rule and evaluation/checkpoint cadence of the module docstring.
 
     Args:
-      alg: the ``VIAlgorithm``; ``alg.step(key, state, batch) -> (state, info)`` must be jit-able
-        and ``info`` a pytree (e.g. a NamedTuple) of arrays with an ``elbo`` field.
-      key: the run's PRNG key (raw ``uint32[2]`` or typed); split as documented above.
-      batch_fn: ``(batch_key, t) -> batch``, pure and jit-able; ``t`` is the int32 index of the
-        update. Return the full data (ignoring both) for batch algorithms.
-      host_batches: instead of ``batch_fn``, for data on the host (or on disk):
-        ``(t0, n) -> the batches of updates t0 .. t0 + n - 1 stacked on a leading axis``, a
-        function of the update indices alone (so that a resumed run sees the same batches);
-        updates past ``num_steps`` may be asked for and are discarded. With ``prefetch`` > 0 it is
-        called from a background thread that many chunks ahead. A chunk of other stacked shapes
-        compiles again.
-      init_state: the starting state; or a callable ``init_key -> state``; or None for
-        ``alg.init(init_key)``. On resume it only gives the expected tree structure.
+      alg: the ``VIAlgorithm``; ``alg.step(key, state, batch) -> (state, info)`` jit-able, ``info`` a
+        pytree (e.g. a NamedTuple) of arrays with an ``elbo`` field.
+      key: the run's PRNG key (raw ``uint32[2]`` or typed).
+      batch_fn: ``(batch_key, t) -> batch``, pure and jit-able (``t``: the int32 index of the
+        update); the full data for batch algorithms.
+      host_batches: instead of ``batch_fn``, for data on the host or disk: ``(t0, n) -> the batches
+        of updates t0 .. t0 + n - 1 stacked on a leading axis``, a function of the indices alone (so
+        that a resumed run sees the same batches); updates past ``num_steps`` may be asked for. With
+        ``prefetch`` > 0 it is called from a background thread that many chunks ahead.
+      init_state: the starting state, a callable ``init_key -> state``, or None for
+        ``alg.init(init_key)``; on resume it only gives the tree structure.
       eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks; where it
-        raises (or returns no dict) the steps taken are checkpointed before the error propagates.
-      checkpoint_dir: folder for checkpoints; a final checkpoint is always written there. A run
-        that does not resume removes the folder's older checkpoints at its first save. The run
-        holds the folder (a lock file ``.vijax.lock``): another run into it fails at once, naming
-        the holder's pid. With several processes (``jax.distributed``) process 0 alone reads and
-        writes it (``vijax.run._checkpoint``).
-      resume: continue from the latest checkpoint in ``checkpoint_dir`` (from scratch if there is
-        none), with the same ``key``. A newest checkpoint that does not read back intact is
-        reported (``RuntimeWarning``), renamed ``<name>.corrupt``, and the previous one is used.
-      fingerprint: ``{"hash", "values"}`` identifying what the run computes (``vijax run`` passes
-        its resolved config and data identity); stored in every checkpoint and compared on
-        resume: a difference raises ``ConfigChangedError`` naming the changed keys.
-      allow_changes: resume despite a changed fingerprint (a warning lists the changes).
-      progress_fields: trace fields whose chunk means the bar shows; default ``("elbo",)``. A name
-        the trace lacks is refused after the first chunk, once its steps are checkpointed.
+        raises, the steps taken are checkpointed before the error propagates.
+      checkpoint_dir: folder for checkpoints (a final one is always written); a run that does not
+        resume removes the folder's older checkpoints at its first save. The run holds the folder
+        (a lock file ``.vijax.lock``): another run into it fails at once, naming the holder's pid.
+        With several processes (``jax.distributed``) process 0 alone reads and writes it.
+      resume: continue from the newest checkpoint in ``checkpoint_dir`` (from scratch if none),
+        with the same ``key``; a newest one that does not read back intact is reported
+        (``RuntimeWarning``), renamed ``<name>.corrupt``, and the previous one is used.
+      progress_fields: trace fields whose chunk means the bar shows (default ``("elbo",)``); one the
+        trace lacks is refused after the first chunk, once its steps are checkpointed.
       config: the run settings (``RunConfig``); default ``RunConfig()``.
+      fingerprint: ``{"hash", "values"}`` identifying what the run computes (``vijax run`` passes its
+        resolved config and data identity); stored in every checkpoint and compared on resume.
+      allow_changes: resume despite a changed fingerprint (a warning lists the changes).
       **settings: ``RunConfig`` fields overriding ``config``.
 
     Returns:
       A ``RunResult``.
 
     Raises:
-      ValueError: for bad arguments or settings, an ``info`` without ``elbo``, a checkpoint whose
-        state structure or key does not match, process settings (``x64``, ``cpu_devices``) this
-        process does not have, a ``checkpoint_dir`` that is a file or that another run holds, or
-        settings that differ between the processes of a run. ``CheckpointError`` (a ValueError)
-        when no checkpoint reads back intact, ``ConfigChangedError`` for a changed fingerprint.
+      ValueError: bad arguments or settings, an ``info`` without ``elbo``, process settings
+        (``x64``, ``cpu_devices``) this process does not have, a ``checkpoint_dir`` that is a file
+        or that another run holds, or settings that differ between the processes of a run.
+      CheckpointError: no checkpoint reads back intact, or its state structure or key does not
+        match; ``ConfigChangedError`` for a changed fingerprint.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -333,16 +308,23 @@ def run(
     rc.check_process_settings()
     check_algorithm("alg", alg)
     check_key("key", key)
-    if isinstance(progress_fields, str):  # one field; tuple("elbo") would be its letters
-        progress_fields = (progress_fields,)
     _cache.enable_compile_cache(rc.compile_cache)
     if (batch_fn is None) == (host_batches is None):
         raise ValueError("give exactly one of batch_fn and host_batches")
-    store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every, _collective_settings(rc, eval_fn))
+    # the settings that decide which chunks a run computes and when it evaluates: the same in every process
+    same = {name: getattr(rc, name) for name in ("num_steps", "chunk_size", "tol", "patience", "eval_every")}
+    same.update(check_values=rc.check_values, eval_fn=None if eval_fn is None else "given")
+    store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every, same)
     start = time.perf_counter()
     init_key, step_base = jax.random.split(key)
     key_data = np.asarray(jax.random.key_data(key))
-    fields = tuple(progress_fields) if progress_fields is not None else ("elbo",)
+    fields = (
+        ("elbo",)
+        if progress_fields is None
+        else (progress_fields,)
+        if isinstance(progress_fields, str)
+        else tuple(progress_fields)
+    )
     fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
     with store.held():  # the folder is this run's until it returns (vijax.run._lock)
         prog = initial_progress(alg, init_state, init_key, key_data, store, resume, fingerprint, allow_changes)
@@ -351,6 +333,9 @@ def run(
 
         def elapsed():
             return prog.wall0 + time.perf_counter() - start
+
+        def save(collective=True):
+            _save(prog, store, key_data, elapsed, fingerprint, collective)
 
         chunk_fn = make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
         prefetcher = None
@@ -366,22 +351,11 @@ def run(
         )
         try:
             with value_checks(rc.check_values):  # read when the chunk is traced
-                _run_chunks(
-                    prog,
-                    rc,
-                    chunk_fn,
-                    step_base,
-                    host_batches,
-                    eval_fn,
-                    fields,
-                    bar,
-                    elapsed,
-                    lambda: _save(prog, store, key_data, elapsed, fingerprint),
-                )
+                _run_chunks(prog, rc, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed, save)
         except jax.errors.JaxRuntimeError as e:
             raise_batch_error(e)
         except KeyboardInterrupt:
-            _save(prog, store, key_data, elapsed, fingerprint, collective=False)
+            save(collective=False)
             raise
         finally:
             bar.close()
@@ -389,65 +363,34 @@ def run(
                 prefetcher.close()
         if eval_fn is not None and (not prog.evals or prog.evals[-1]["step"] != prog.step):
             prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
-        _save(prog, store, key_data, elapsed, fingerprint)
+        save()
     note = psis_note(prog.evals)
     if note is not None and "above" in note:
         warnings.warn(note, stacklevel=2)
     health = run_health(_concat(prog.parts))
     if health.notes():
         warnings.warn("vijax.run: " + "; ".join(health.notes()), RuntimeWarning, stacklevel=2)
-    return RunResult(
-        state=prog.state,
-        trace=_concat(prog.parts),
-        evals=prog.evals,
-        converged=prog.converged,
-        num_steps=prog.step,
-        wall_time=elapsed(),
-    )
+    return RunResult(prog.state, _concat(prog.parts), prog.evals, prog.converged, prog.step, elapsed())
 
 
-def _collective_settings(rc: RunConfig, eval_fn) -> dict:
-    """The settings (beside ``resume`` and ``checkpoint_every``) that decide which chunks a run
-    computes and when it evaluates: every process of a run must have the same."""
-    same = {name: getattr(rc, name) for name in ("num_steps", "chunk_size", "tol", "patience", "eval_every")}
-    same["check_values"] = rc.check_values  # it changes the compiled chunk
-    same["eval_fn"] = None if eval_fn is None else "given"
-    return same
-
-
-def _compile_up_front(chunk_fn, prog: _Progress, step_base, pending, chunk_size: int, bar) -> None:
-    """Compiles the chunk for the first chunk's shapes before the loop, with a progress line."""
-    t0 = prog.step
-    args = (prog.state, step_base, np.int32(t0), np.int32(t0 + chunk_size), pending)
-    show = not bar.disable
-    if show:
+def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed, save):
+    """The chunks from ``prog.step`` to ``rc.num_steps`` or convergence, compiled before the first."""
+    chunk_size, first = rc.chunk_size, prog.step
+    if prog.step >= rc.num_steps or prog.converged:
+        return
+    pending = None if host_batches is None else host_batches(first, chunk_size)
+    if not bar.disable:
         bar.write("vijax: compiling the step ...")
-    start = time.perf_counter()
-    chunk_fn.lower(*args).compile()  # fills jit's cache: the loop's first call does not compile again
-    if show:
-        bar.write(f"vijax: compiled in {time.perf_counter() - start:.1f} s")
-
-
-def _run_chunks(
-    prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed, save
-) -> None:
-    """The chunks from ``prog.step`` to ``rc.num_steps`` (or convergence), with the evaluations,
-    checkpoints and progress of the module docstring."""
-    chunk_size = rc.chunk_size
-
-    def host_chunk(t0):
-        return None if host_batches is None else host_batches(t0, chunk_size)
-
-    first = prog.step
-    pending = host_chunk(prog.step) if prog.step < rc.num_steps else None
-    if prog.step < rc.num_steps:
-        _compile_up_front(chunk_fn, prog, step_base, pending, chunk_size, bar)
+    compile_start = time.perf_counter()
+    chunk_fn.lower(prog.state, step_base, np.int32(first), np.int32(first + chunk_size), pending).compile()
+    if not bar.disable:  # jit's cache is filled: the loop's first call does not compile again
+        bar.write(f"vijax: compiled in {time.perf_counter() - compile_start:.1f} s")
     while prog.step < rc.num_steps and not prog.converged:
         t0 = prog.step
         t_end = min((t0 // chunk_size + 1) * chunk_size, rc.num_steps)
         new_state, infos = chunk_fn(prog.state, step_base, np.int32(t0), np.int32(t_end), pending)
         if host_batches is not None and t_end < rc.num_steps:
-            pending = host_chunk(t_end)  # overlaps with the chunk the device is running
+            pending = host_batches(t_end, chunk_size)  # overlaps with the chunk the device is running
         part = _flatten_info(jax.device_get(infos), t_end - t0)
         part["step"] = np.arange(t0 + 1, t_end + 1, dtype=np.int64)
         prog.state, prog.step = new_state, t_end
@@ -466,8 +409,13 @@ def _run_chunks(
             prog.means.append(_chunk_mean(_tail(prog.parts, "elbo", chunk_size)))
             prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
         finished = prog.converged or prog.step >= rc.num_steps
-        if t0 == first:  # the trace's fields are known from this call's first chunk on
-            _check_fields(fields, part, save)
+        unknown = [f for f in fields if f not in part]
+        if t0 == first and unknown:  # the trace's fields are known from this call's first chunk on
+            save()
+            raise ArgumentError(
+                "progress_fields",
+                f"progress_fields: {unknown} are not fields of this algorithm's trace; it has {sorted(part)}",
+            )
         if eval_fn is not None and (crossed(t0, prog.step, rc.eval_every) or finished):
             try:
                 prog.evals.append(_eval_entry(eval_fn, prog.state, prog.step, elapsed()))
@@ -476,20 +424,12 @@ def _run_chunks(
                 raise
         if crossed(t0, prog.step, rc.checkpoint_every) or finished:
             save()
-        bar.set_postfix(_postfix({f: _chunk_mean(part[f]) for f in fields if f in part}, prog.evals), refresh=False)
+        post = {f: f"{_chunk_mean(part[f]):.5g}" for f in fields}
+        for k, v in (prog.evals[-1] if prog.evals else {}).items():
+            if k not in ("step", "wall_time") and isinstance(v, (int, float)):
+                post[k] = f"{v:.5g}" if isinstance(v, float) else v
+        bar.set_postfix(post, refresh=False)
         bar.update(t_end - t0)
-
-
-def _check_fields(fields: tuple, part: dict, save: Callable[[], None]) -> None:
-    """``progress_fields`` must name fields of the trace: a ValueError naming it, after a checkpoint
-    of the steps taken."""
-    unknown = [f for f in fields if f not in part]
-    if unknown:
-        save()
-        raise ArgumentError(
-            "progress_fields",
-            f"progress_fields: {unknown} are not fields of this algorithm's trace; it has {sorted(part)}",
-        )
 
 
 # ----------------------------------------------------------------------------- the compiled chunk
@@ -519,14 +459,13 @@ class _Chunk:
             return out
         state, (infos, checks) = out
         if checks is not None:
-            raise_collected(checks, lambda: self._located()(self.consts, self.step_arrays, *args)[1][1])
-        return state, infos
 
-    def _located(self):
-        """The chunk returning located checks, compiled at a first failure only."""
-        if self.located is None:
-            self.located = self.make_jit(self.collect, locate=True)
-        return self.located
+            def located_checks():  # from the chunk that locates them, compiled at a first failure only
+                self.located = self.located or self.make_jit(self.collect, locate=True)
+                return self.located(self.consts, self.step_arrays, *args)[1][1]
+
+            raise_collected(checks, located_checks)
+        return state, infos
 
     def __call__(self, *args):
         return self._apply(False, args)
@@ -592,26 +531,13 @@ def make_chunk_fn(
     return _Chunk(make_jit, consts, step_arrays, checked)
 
 
-def _abstract_init(alg, init_state, init_key):
-    """The shapes and dtypes (no weak types) of the state a run starts from, by tracing its init;
-    None when the init cannot be traced."""
-    if init_state is not None and not callable(init_state):
-        return None
-    make = (lambda k: alg.init(k)) if init_state is None else init_state
-    try:
-        shapes = jax.eval_shape(make, init_key)
-    except jax.errors.JAXTypeError:
-        return None
-    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=s.sharding), shapes)
-
-
 def lower_run(
     alg: VIAlgorithm,
     key: PRNGKey,
     *,
-    batch_fn: Optional[Callable[[PRNGKey, Array], PyTree]] = None,
-    host_batches: Optional[Callable[[int, int], PyTree]] = None,
-    init_state: Union[PyTree, Callable[[PRNGKey], PyTree], None] = None,
+    batch_fn: Optional[BatchFn] = None,
+    host_batches: Optional[HostBatches] = None,
+    init_state: InitState = None,
     config: Optional[RunConfig] = None,
     **settings,
 ) -> jax.stages.Lowered:
@@ -638,25 +564,14 @@ def lower_run(
     if (batch_fn is None) == (host_batches is None):
         raise ValueError("give exactly one of batch_fn and host_batches")
     init_key, step_base = jax.random.split(key)
-    state = _abstract_init(alg, init_state, init_key)
-    if state is None:  # an init with host code: run it, as run does
+    state = None
+    if init_state is None or callable(init_state):  # the start's shapes and dtypes (no weak types), traced
+        with contextlib.suppress(jax.errors.JAXTypeError):
+            shapes = jax.eval_shape(alg.init if init_state is None else init_state, init_key)
+            state = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=s.sharding), shapes)
+    if state is None:  # a given state, or an init with host code: run it, as run does
         state = initial_progress(alg, init_state, init_key, np.asarray(jax.random.key_data(key)), None, False).state
     chunk_fn = make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
     pending = None if host_batches is None else host_batches(0, rc.chunk_size)
     with value_checks(rc.check_values):  # read when the chunk is traced, as in run
         return chunk_fn.lower(state, step_base, np.int32(0), np.int32(rc.chunk_size), pending)
-
-
-__all__ = [
-    "RunConfig",
-    "RunHealth",
-    "RunResult",
-    "applied_steps",
-    "check_run_setting",
-    "crossed",
-    "initial_progress",
-    "lower_run",
-    "make_chunk_fn",
-    "run",
-    "run_health",
-]
