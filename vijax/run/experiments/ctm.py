@@ -1,22 +1,12 @@
-"""Figure 3 of Khan et al. 2016, (§6.2): the correlated topic model by proximal-gradient SVI, with a full
-(PG-SVI) and a diagonal (PG-SVI-MF) Gaussian q(z_d), beside the paper's baselines: Laplace and
-delta-method variational inference (Wang & Blei 2013) and the mean-field CTM (Blei & Lafferty 2007);
-negative held-out per-word log-likelihood (test documents split in half, Monte Carlo over q)
-against passes and wall time, 10 topics, minibatches of 2 documents, fixed step 0.001. On a
-synthetic CTM corpus and on an lda-c corpus (wiki_bnpy).
+"""The correlated topic model by proximal-gradient SVI (Khan et al. 2016, §6.2, Figure 3), with a full (PG-SVI)
+and a diagonal (PG-SVI-MF) Gaussian q(z_d), beside the paper's baselines: Laplace and delta-method VI (Wang &
+Blei 2013) and the mean-field CTM (Blei & Lafferty 2007). Negative held-out per-word log-likelihood (test
+documents split in half, Monte Carlo over q) against passes and wall time, on a synthetic CTM corpus and on an
+lda-c corpus (wiki_bnpy).
 
-The baselines are ``CTM(local_method=...)``: their local step replaces the KL-proximal steps and
-their q(t_n) = phi_n gives the topic statistics; the global step is the same as PG-SVI's (the
-stored statistics move by r = 1/(1 + beta) on the same minibatches), so the variants differ only
-in the per-document inference, in training and in the held-out evaluation (each fits q(z) to a
-test document's first half by its own method; the held-out half is scored by the same Monte Carlo
-predictive). The papers' own implementations ran these baselines as batch variational EM.
-
-The runner drives the first variant (``algorithm.covariance``) with the algorithm that
-``algorithm.name`` names (``prox_svi``; the step size is ``algorithm.step_size``); each variant
-named in ``algorithm.compare`` is a ``Baseline`` with the same seed, batches and step count, in
-chunks of the first run's evaluation period, so that all evaluate at the same steps. ``report``
-draws all of them into ``fig3_ctm.png``.
+The baselines are ``CTM(local_method=...)``: only their per-document inference differs (in training and in the
+held-out fit of q(z)); their global step is PG-SVI's. The runner drives ``algorithm.covariance``'s variant; each
+variant in ``algorithm.compare`` is a ``Baseline`` with the same seed and batches, evaluated at the same steps.
 """
 
 from __future__ import annotations
@@ -34,81 +24,40 @@ from vijax.run import float_bytes, MemoryNeed, register_experiment
 from ._plotting import optional_plot
 from .lda import read_corpus
 
-_MODEL = {
-    "num_topics": 10,
-    "local_steps": 15,
-    "local_step_size": 0.3,
-    "topic_smoothing": 0.01,
-    "cov_shrinkage": 0.01,
-    "init_mass": 100.0,
-    "eval_local_steps": 30,
-    "eval_samples": 1000,
-    "baseline_iters": 100,
-}
-_ALG = {
-    "name": "prox_svi",
-    "covariance": "full",
-    "compare": "diagonal,laplace,delta,meanfield",
-    "step_size": 0.001,
-    "batch_size": 2,
-    "num_samples": 10,
-}
+_MODEL = {"num_topics": 10, "local_steps": 15, "local_step_size": 0.3, "topic_smoothing": 0.01, "cov_shrinkage": 0.01}
+_MODEL |= {"init_mass": 100.0, "eval_local_steps": 30, "eval_samples": 1000, "baseline_iters": 100}
+_ALG = {"name": "prox_svi", "covariance": "full", "compare": "diagonal,laplace,delta,meanfield", "step_size": 0.001}
+_ALG |= {"batch_size": 2, "num_samples": 10}
 _DATA = {"train_fraction": 0.5, "max_test_docs": 200, "eval_batch": 50, "observed_fraction": 0.5}
 _LABEL = {"full": "PG-SVI", "diagonal": "PG-SVI-MF", "laplace": "Laplace", "delta": "Delta", "meanfield": "MF"}
 _LEGEND = {"laplace": "Laplace (Wang & Blei)", "delta": "Delta (Wang & Blei)", "meanfield": "MF (Blei & Lafferty)"}
 # variant -> (CTM covariance, CTM local_method)
-_VARIANT = {
-    "full": ("full", "prox"),
-    "diagonal": ("diagonal", "prox"),
-    "laplace": ("full", "laplace"),
-    "delta": ("full", "delta"),
-    "meanfield": ("diagonal", "meanfield"),
-}
-_BOUNDS = {
-    "model.num_topics": ">= 2",
-    "model.local_steps": ">= 1",
-    "model.local_step_size": "> 0",
-    "model.topic_smoothing": "> 0",
-    "model.cov_shrinkage": "in [0, 1]",
-    "model.init_mass": "> 0",
-    "model.eval_local_steps": ">= 1",
-    "model.eval_samples": ">= 1",
-    "model.baseline_iters": ">= 1",
-    "algorithm.step_size": "> 0",
-    "algorithm.batch_size": ">= 1",
-    "algorithm.num_samples": ">= 1",
-    "data.train_fraction": "in (0, 1)",
-    "data.max_test_docs": ">= 1",
-    "data.eval_batch": ">= 1",
-    "data.observed_fraction": "in (0, 1)",
-}
-_SYNTHETIC_BOUNDS = {
-    **_BOUNDS,
-    "data.num_docs": ">= 2",
-    "data.vocab_size": ">= 1",
-    "data.true_topics": ">= 2",
-    "data.doc_length": ">= 1",
-    "data.topic_concentration": "> 0",
-    "data.correlation": ">= 0",
-}
+_VARIANT = {"full": ("full", "prox"), "diagonal": ("diagonal", "prox"), "laplace": ("full", "laplace")}
+_VARIANT |= {"delta": ("full", "delta"), "meanfield": ("diagonal", "meanfield")}
+_BOUNDS = {"model.num_topics": ">= 2", "model.local_steps": ">= 1", "model.local_step_size": "> 0"}
+_BOUNDS |= {"model.topic_smoothing": "> 0", "model.cov_shrinkage": "in [0, 1]", "model.init_mass": "> 0"}
+_BOUNDS |= {"model.eval_local_steps": ">= 1", "model.eval_samples": ">= 1", "model.baseline_iters": ">= 1"}
+_BOUNDS |= {"algorithm.step_size": "> 0", "algorithm.batch_size": ">= 1", "algorithm.num_samples": ">= 1"}
+_BOUNDS |= {"data.train_fraction": "in (0, 1)", "data.max_test_docs": ">= 1", "data.eval_batch": ">= 1"}
+_BOUNDS |= {"data.observed_fraction": "in (0, 1)"}
+_SYNTHETIC_BOUNDS = _BOUNDS | {"data.num_docs": ">= 2", "data.vocab_size": ">= 1", "data.true_topics": ">= 2"}
+_SYNTHETIC_BOUNDS |= {"data.doc_length": ">= 1", "data.topic_concentration": "> 0", "data.correlation": ">= 0"}
+_SYNTHETIC_DATA = {"num_docs": 400, "vocab_size": 500, "true_topics": 10, "doc_length": 100}
+_SYNTHETIC_DATA |= {"topic_concentration": 0.05, "correlation": 1.0}
 _CORPUS_BOUNDS = {**_BOUNDS, "data.max_docs": ">= 0"}
 
 
 def _memory_needs(config, vocab_size: int, doc_length: float, num_docs: int, corpus_key: str = "") -> list[MemoryNeed]:
-    """The arrays of a CTM run over ``num_docs`` documents of about ``doc_length`` distinct words
-    and a vocabulary of ``vocab_size`` words (the sizes of the corpus ``corpus_key`` names, when
-    it is read from a file)."""
+    """The arrays of a CTM run over ``num_docs`` documents of about ``doc_length`` distinct words and
+    ``vocab_size`` words (the sizes of the corpus ``corpus_key`` names, when read from a file)."""
     m, a, d, f = config["model"], config["algorithm"], config["data"], float_bytes(config)
     k = m["num_topics"]
     variants = 1 + len([c for c in a["compare"].split(",") if c.strip() not in ("", "none")])
     docs = (corpus_key,) if corpus_key else ("data.num_docs", "data.doc_length")
+    topics = ("model.num_topics", corpus_key or "data.vocab_size")
     return [
         MemoryNeed("the corpus (documents x words)", docs, 2 * num_docs * doc_length * 4),
-        MemoryNeed(
-            "each variant's topics (model.num_topics x vocabulary)",
-            ("model.num_topics",) + ((corpus_key,) if corpus_key else ("data.vocab_size",)),
-            variants * 3 * k * vocab_size * f,
-        ),
+        MemoryNeed("each variant's topics (model.num_topics x vocabulary)", topics, variants * 3 * k * vocab_size * f),
         MemoryNeed(
             "a minibatch's draws (algorithm.batch_size x algorithm.num_samples x model.num_topics)",
             ("algorithm.batch_size", "algorithm.num_samples", "model.num_topics"),
@@ -128,23 +77,13 @@ def _synthetic_memory(config) -> list[MemoryNeed]:
 
 
 def _model(m, vocab_size, variant):
-    """The CTM of a variant; a baseline iterates its local fixed point at most
-    ``model.baseline_iters`` times, in training and in evaluation."""
+    """The CTM of a variant; a baseline iterates its local fixed point at most ``model.baseline_iters`` times."""
     covariance, method = _VARIANT[variant]
-    baseline = method != "prox"
-    return CTM(
-        m["num_topics"],
-        vocab_size,
-        covariance=covariance,
-        local_steps=m["baseline_iters"] if baseline else m["local_steps"],
-        local_step_size=m["local_step_size"],
-        topic_smoothing=m["topic_smoothing"],
-        cov_shrinkage=m["cov_shrinkage"],
-        init_mass=m["init_mass"],
-        eval_local_steps=m["baseline_iters"] if baseline else m["eval_local_steps"],
-        eval_samples=m["eval_samples"],
-        local_method=method,
-    )
+    iters = {"local_steps": m["local_steps"], "eval_local_steps": m["eval_local_steps"]}
+    if method != "prox":
+        iters = dict.fromkeys(iters, m["baseline_iters"])
+    shared = {k: m[k] for k in ("local_step_size", "topic_smoothing", "cov_shrinkage", "init_mass", "eval_samples")}
+    return CTM(m["num_topics"], vocab_size, covariance=covariance, local_method=method, **iters, **shared)
 
 
 def _variants(a) -> list[str]:
@@ -178,18 +117,11 @@ def _build(sections, seed, train, test, reference=None):
     # the other variants evaluate at the steps of the first: chunks of its shortest evaluation period
     steps = eval_steps(sections["run"])
     every = int(np.min(np.diff(steps))) if len(steps) > 1 else max(sections["run"]["num_steps"], 1)
+    settings = {"chunk_size": every, "eval_every": every, "tol": None}
     others = []
-    for cov in variants[1:]:
-        alg2, eval2 = make(cov)
-        others.append(
-            Baseline(
-                cov,
-                alg2,
-                eval_fn=eval2,
-                host_batches=mb.host_batches,
-                settings={"chunk_size": every, "eval_every": every, "tol": None},
-            )
-        )
+    for v in variants[1:]:
+        alg2, eval2 = make(v)
+        others.append(Baseline(v, alg2, eval_fn=eval2, host_batches=mb.host_batches, settings=settings))
 
     def report(result, out_dir, baselines):
         curves = {variants[0]: result.evals} | {cov: baselines[cov].evals for cov in variants[1:]}
@@ -207,9 +139,7 @@ def _build(sections, seed, train, test, reference=None):
         _plot(os.path.join(out_dir, "fig3_ctm.png"), curves, reference, m["num_topics"], passes)
         return summary
 
-    return Experiment(
-        alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches, baselines=tuple(others)
-    )
+    return Experiment(alg, alg.init, None, evaluator, report, host_batches=mb.host_batches, baselines=tuple(others))
 
 
 @optional_plot
@@ -224,9 +154,8 @@ def _plot(path, curves, reference, num_topics, passes_per_step):
             label = _LEGEND.get(cov, _LABEL[cov])
             axes[0].plot([e["step"] * passes_per_step for e in ev], y, ".-", label=label)
             axes[1].plot([e["wall_time"] for e in ev], y, ".-", label=label)
-    for ax in axes:
-        if reference is not None:
-            ax.axhline(-reference, color="k", ls=":", label="true parameters")
+    for ax in axes if reference is not None else ():
+        ax.axhline(-reference, color="k", ls=":", label="true parameters")
     axes[0].set_xlabel("passes over the training documents")
     axes[1].set_xlabel("wall time (s)")
     axes[0].set_ylabel("negative held-out log-likelihood per word")
@@ -237,9 +166,8 @@ def _plot(path, curves, reference, num_topics, passes_per_step):
 
 
 def _true_params_score(truth, observed, heldout, model, eval_batch):
-    """The held-out score of the generating parameters (the synthetic corpus's ceiling) under
-    ``model``: the statistics are chosen so that its M-step returns the true parameters (topic
-    smoothing negligible against a mass of 1e12)."""
+    """The held-out score of the generating parameters (the synthetic corpus's ceiling) under ``model``: statistics
+    whose M-step returns the true parameters (topic smoothing negligible against a mass of 1e12)."""
     kappa = model.cov_shrinkage
     mu, sigma = np.asarray(truth["mu"]), np.asarray(truth["sigma"])
     second = (sigma - kappa * np.eye(mu.shape[0])) / (1.0 - kappa) + np.outer(mu, mu)
@@ -253,15 +181,7 @@ def _true_params_score(truth, observed, heldout, model, eval_batch):
     defaults={
         "model": dict(_MODEL),
         "algorithm": dict(_ALG),
-        "data": dict(
-            _DATA,
-            num_docs=400,
-            vocab_size=500,
-            true_topics=10,
-            doc_length=100,
-            topic_concentration=0.05,
-            correlation=1.0,
-        ),
+        "data": _DATA | _SYNTHETIC_DATA,
         "run": {"num_steps": 2000, "chunk_size": 100, "eval_every": 200},
     },
     bounds=_SYNTHETIC_BOUNDS,
@@ -272,15 +192,8 @@ def build_synthetic(sections: dict, seed: int) -> Experiment:
     synthetic CTM corpus (Khan et al. 2016, Fig. 3)"""
     _variants(sections["algorithm"])
     d = sections["data"]
-    corpus, truth = sample_ctm_corpus(
-        seed,
-        d["num_docs"],
-        d["true_topics"],
-        d["vocab_size"],
-        doc_length=d["doc_length"],
-        topic_concentration=d["topic_concentration"],
-        correlation=d["correlation"],
-    )
+    shape = {k: d[k] for k in ("doc_length", "topic_concentration", "correlation")}
+    corpus, truth = sample_ctm_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"], **shape)
     train, test = _split(corpus, seed, d)
     reference = None
     if d["true_topics"] == sections["model"]["num_topics"]:
