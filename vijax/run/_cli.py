@@ -1,19 +1,18 @@
-"""The ``vijax`` command: ``vijax run [CONFIG]``, ``vijax list`` and ``vijax prepare INPUT --format
-uci|ldac|text [--vocab FILE] --out corpus.npz`` (``vijax.data.prepare_corpus``).
+"""The ``vijax`` command: ``vijax run [CONFIG]``, ``vijax list [EXPERIMENT]`` and ``vijax prepare INPUT
+--format uci|ldac|text [--vocab FILE] --out corpus.npz`` (``vijax.data.prepare_corpus``).
 
 ``vijax run`` loads and validates a config (without one, the embedded default of
-``DEFAULT_EXPERIMENT``), builds the registered experiment, drives it and its baselines with
+``DEFAULT_EXPERIMENT``), builds the registered experiment, runs it and its baselines with
 ``vijax.run.run``, and writes into the output folder ``config.yaml`` (the resolved config),
-``checkpoints/`` (``--resume`` continues from the latest), the experiment's own report and plots,
-``metrics.json`` (summary, final ELBO, steps, wall time, evaluations, the ELBO trace) and
-``elbo.png`` (without matplotlib the plots are skipped, said once on stderr). JAX's persistent
-compilation cache is on (``run.compile_cache``, ``--no-compile-cache``).
+``checkpoints/`` (``--resume`` continues from the latest), the experiment's report and plots,
+``metrics.json`` (summary, final ELBO, steps, wall time, health, evaluations, the ELBO trace) and
+``elbo.png`` (without matplotlib the plots are skipped, said once on stderr).
 
 Exit status: 0 for a run that finished with a finite ELBO; 2 when it could not start (an invalid
 config or value, naming its key; an output folder that cannot be written; a refused resume; a
-missing extra the experiment needs, naming it); 3 when it finished but its result is not to be
-trusted (the last applied step's ELBO is not finite, or more than ``run.max_rejected_share`` of
-the updates were rejected); the results are written either way.
+missing extra the experiment needs); 3 when it finished but its result is not to be trusted (the
+last applied step's ELBO is not finite, or more than ``run.max_rejected_share`` of the updates were
+rejected); the results are written either way.
 """
 
 from __future__ import annotations
@@ -32,43 +31,40 @@ import numpy as np
 from vijax._validate import ArgumentError
 
 from ._checkpoint import CheckpointError, jsonable
-from ._lock import hold_folder
 from ._config import (
     SECTIONS,
     ConfigError,
     config_fingerprint,
     config_keys,
-    dump_yaml,
+    flatten_config,
     load_config,
     resolve_config,
     shipped_configs,
 )
 from ._experiment import EXPERIMENTS, Experiment
-from ._plots import plot_elbo, plots_missing
 from ._health import applied_steps, psis_note, run_health
+from ._lock import hold_folder
+from ._plots import plot_elbo, plots_missing
 from ._runner import RunConfig, RunResult, run
+from ._yaml import dump_yaml
 
 EXIT_OK, EXIT_CANNOT_START, EXIT_UNTRUSTED = 0, 2, 3
-# the modules of the extras `arviz` and `plots`: an experiment that cannot start without one of them
-# raises an ImportError whose name is the module and whose message names the extra
+# the modules of the extras `arviz` and `plots`: an experiment that cannot start without one raises
+# an ImportError whose name is the module and whose message names the extra
 OPTIONAL_MODULES = ("arviz", "matplotlib")
-
 DEFAULT_EXPERIMENT = "dp_bernoulli"
-BUILTIN_EXPERIMENTS = "vijax.run.experiments"
 
 
 def import_builtin_experiments() -> None:
     """Imports ``vijax.run.experiments``, whose modules register the built-in experiments (the
     command does this; a program that loads a built-in experiment's config imports it itself)."""
-    importlib.import_module(BUILTIN_EXPERIMENTS)
+    importlib.import_module("vijax.run.experiments")
 
 
 def default_config() -> dict:
     """The embedded default config of ``vijax run``: ``DEFAULT_EXPERIMENT`` (the DP mixture of
-    Bernoullis) at its registered defaults (the paper's sizes, ``configs/dp_bernoulli_full.yaml``)
-    but short (100 steps instead of 500, 5000 Monte Carlo draws per KL), still showing the methods'
-    ranking and plots.
-    ``configs/dp_bernoulli.yaml`` spells out the same values, which a test checks."""
+    Bernoullis) at its registered defaults but short (100 steps instead of 500, 5000 Monte Carlo
+    draws per KL); ``configs/dp_bernoulli.yaml`` spells out the same values."""
     return {
         "experiment": DEFAULT_EXPERIMENT,
         "algorithm": {"gibbs_burn_in": 50, "kl_samples": 5000, "eval_kl_samples": 5000},
@@ -84,50 +80,15 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Optional[float]]:
-    """The ELBO of the last applied step (``vijax.run._runner.applied_steps``: a step an algorithm
-    rejected left the state as it was) and the mean over the applied ones among the last
-    ``chunk_size`` steps."""
+    """The ELBO of the last applied step (a step an algorithm rejected left the state as it was)
+    and the mean over the applied ones among the last ``chunk_size`` steps."""
     elbo = np.asarray(result.trace.get("elbo", np.zeros((0,))), dtype=np.float64)
-    if not len(elbo):
+    applied, _ = applied_steps(result.trace)
+    if not len(elbo) or not applied.any():
         return None, None
     elbo = elbo.reshape(len(elbo), -1).mean(axis=1)
-    applied, _ = applied_steps(result.trace)
-    if not applied.any():
-        return None, None
     tail = elbo[-chunk_size:][applied[-chunk_size:]]
     return jsonable(float(elbo[applied][-1])), jsonable(float(np.mean(tail)) if tail.size else None)
-
-
-def _config_values(config: dict) -> dict:
-    """``section.key`` (nested keys joined by dots) -> value, for every leaf of the config's sections."""
-    values: dict = {}
-    for section in SECTIONS:
-        stack = [(section, config.get(section) or {})]
-        while stack:
-            prefix, node = stack.pop()
-            for k, v in node.items():
-                if isinstance(v, dict):
-                    stack.append((f"{prefix}.{k}", v))
-                else:
-                    values[f"{prefix}.{k}"] = v
-    return values
-
-
-def _same(a, b) -> bool:
-    """Whether two config values are equal (False where comparing them fails)."""
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 -- arrays of different shapes, ...
-        return False
-
-
-def _pick(scores: dict) -> Optional[str]:
-    """The key of the one highest score, or None (no key, or a tie)."""
-    if not scores:
-        return None
-    best = max(scores.values())
-    keys = [k for k, v in scores.items() if v == best]
-    return keys[0] if len(keys) == 1 else None
 
 
 def _blame(error: Exception, config: dict) -> str:
@@ -135,25 +96,24 @@ def _blame(error: Exception, config: dict) -> str:
 
     An ``ArgumentError`` names its argument (and value) as data: the key is the one whose last part
     is the argument (or holds it as a word: ``algorithm.rho_kappa`` for ``kappa``), the value
-    deciding between several. The text of any other error is not read: it is reported as the
-    experiment's."""
+    deciding between several. The text of any other error is not read: it is the experiment's."""
     message = str(error)
     if message.startswith(("model.", "data.", "algorithm.", "run.", "output.")):
         return message  # already names its key
-    if not isinstance(error, ArgumentError):
-        return f"invalid config for experiment {config['experiment']!r}: {message}"
-    name, has_value, value = error.argument, error.has_value, error.value
     scores = {}
-    for key, v in _config_values(config).items():
-        last = key.rsplit(".", 1)[-1]
-        score = 4 if name == last else 2 if name in last.split("_") else 0
-        if score and has_value and _same(v, value):
-            score += 1
-        if score:
-            scores[key] = score
-    key = _pick(scores)
-    if key is not None:
-        return f"{key}: {message}"
+    if isinstance(error, ArgumentError):
+        for key, v in flatten_config({s: config.get(s) or {} for s in SECTIONS}).items():
+            last = key.rsplit(".", 1)[-1]
+            score = 4 if error.argument == last else 2 if error.argument in last.split("_") else 0
+            if score:
+                try:  # the value decides between several
+                    score += error.has_value and bool(v == error.value)
+                except Exception:  # noqa: BLE001 -- arrays of different shapes, ...
+                    pass
+                scores[key] = score
+    best = [k for k, v in scores.items() if v == max(scores.values())]
+    if len(best) == 1:
+        return f"{best[0]}: {message}"
     return f"invalid config for experiment {config['experiment']!r}: {message}"
 
 
@@ -166,29 +126,14 @@ def _check_checkpoint_folder(path: str) -> None:
         )
 
 
-def _prepare_output(out_dir: str, config: dict) -> None:
-    """Creates the output folder and writes config.yaml; ConfigError naming ``output.dir`` when the
-    folder cannot be made or written."""
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise ConfigError(f"output.dir (--out): {out_dir!r} is a file, not a folder")
-    _check_checkpoint_folder(os.path.join(out_dir, "checkpoints"))
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        _write_atomic(os.path.join(out_dir, "config.yaml"), dump_yaml(jsonable(config)))
-    except OSError as e:
-        raise ConfigError(
-            f"output.dir (--out): cannot write the output folder {out_dir!r}: {e.strerror or e}"
-        ) from None
-
-
 def build_experiment(config: dict) -> Experiment:
     """The ``Experiment`` of a resolved config (from ``load_config``), built by its registered
     builder as ``vijax run`` builds it. Apply the run's process settings first
     (``RunConfig(**config["run"]).apply_process_settings()``: ``x64`` before any array is made).
 
     Raises:
-      ConfigError: an invalid value, naming its key when the builder's error tells which.
-      FileNotFoundError, ValueError: never; the builder's are turned into a ``ConfigError``.
+      ConfigError: an invalid value, naming its key when the builder's error tells which (the
+        builder's ValueError and FileNotFoundError become one).
     """
     sections = {s: copy.deepcopy(config[s]) for s in SECTIONS} | {"run": RunConfig(**config["run"]).as_dict()}
     try:
@@ -213,77 +158,89 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
       ``metrics.json`` (its ``health`` entry lists non-finite ELBOs and rejected steps).
 
     Raises:
-      ConfigError: an invalid value (naming its key, also for errors the experiment's builder
-        raises), or an output folder that cannot be written or that another run holds (its pid
-        named: the run holds ``output.dir`` until it returns).
-      CheckpointError: a resume refused (``ConfigChangedError``: changed
-        config) or impossible (no intact checkpoint).
+      ConfigError: an invalid value (naming its key, also for the builder's errors), or an output
+        folder that cannot be written or that another run holds (its pid named).
+      CheckpointError: a resume refused (``ConfigChangedError``) or impossible (no intact checkpoint).
     """
-    with hold_folder(config["output"]["dir"], "output.dir (--out)", error=ConfigError):
-        return _run_experiment_held(config, resume, allow_changes)
-
-
-def _run_experiment_held(config: dict, resume: bool, allow_changes: bool) -> tuple[RunResult, dict]:
-    """``run_experiment`` in the output folder it holds."""
     import jax  # deferred so that ``vijax list`` and argument errors stay fast
 
     name, out_dir = config["experiment"], config["output"]["dir"]
-    rc = RunConfig(**config["run"])
-    try:
-        rc.apply_process_settings()  # before any array of the run is made
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    _prepare_output(out_dir, config)
-    fingerprint = config_fingerprint(config)
-    experiment = build_experiment(config)
-    checkpoints = os.path.join(out_dir, "checkpoints")
-    for b in experiment.baselines:
-        _check_checkpoint_folder(os.path.join(checkpoints, b.name))
-    result = run(
-        experiment.algorithm,
-        jax.random.PRNGKey(config["seed"]),
-        batch_fn=experiment.batch_fn,
-        host_batches=experiment.host_batches,
-        init_state=experiment.init_state,
-        eval_fn=experiment.eval_fn,
-        checkpoint_dir=checkpoints,
-        resume=resume,
-        config=rc,
-        fingerprint=fingerprint,
-        allow_changes=allow_changes,
-    )
-    baselines = _run_baselines(experiment, rc, config["seed"], checkpoints, resume, fingerprint, allow_changes)
-    skipped = plots_missing()  # None, or the line that says the plots are skipped (no matplotlib)
-    if skipped is not None:
-        print(f"vijax: {skipped}", file=sys.stderr, flush=True)
-    try:
-        summary = experiment.report(result, out_dir, baselines) if experiment.report is not None else {}
-    except ImportError as e:  # a report that draws without `optional_plot` (vijax/run/experiments/_plotting.py)
-        if skipped is None or (e.name or "").split(".")[0] != "matplotlib":
-            raise
-        print(f"vijax: {name}: its report needs matplotlib, so its summary is left out too", file=sys.stderr)
-        summary = {}
-    if skipped is None:
-        plot_elbo(result.trace, result.evals, os.path.join(out_dir, "elbo.png"), title=name)
-    last, last_mean = _final_elbo(result, rc.chunk_size)
-    health = {"run": _health_entry(result, rc.max_rejected_share)}
-    health.update({b: _health_entry(r, rc.max_rejected_share) for b, r in baselines.items()})
-    metrics = jsonable(
-        {
-            "experiment": name,
-            "config": config,
-            "summary": summary or {},
-            "final_elbo": last,
-            "final_elbo_mean": last_mean,
-            "num_steps": result.num_steps,
-            "wall_time": result.wall_time,
-            "converged": result.converged,
-            "health": health,
-            "evals": result.evals,
-            "elbo": result.trace.get("elbo", np.zeros((0,))),
-        }
-    )
-    _write_atomic(os.path.join(out_dir, "metrics.json"), json.dumps(metrics, indent=1))
+    with hold_folder(out_dir, "output.dir (--out)", error=ConfigError):
+        rc = RunConfig(**config["run"])
+        try:
+            rc.apply_process_settings()  # before any array of the run is made
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        checkpoints = os.path.join(out_dir, "checkpoints")
+        _check_checkpoint_folder(checkpoints)
+        try:
+            _write_atomic(os.path.join(out_dir, "config.yaml"), dump_yaml(jsonable(config)))
+        except OSError as e:
+            raise ConfigError(
+                f"output.dir (--out): cannot write the output folder {out_dir!r}: {e.strerror or e}"
+            ) from None
+        fingerprint = config_fingerprint(config)
+        experiment = build_experiment(config)
+        for b in experiment.baselines:
+            _check_checkpoint_folder(os.path.join(checkpoints, b.name))
+
+        def run_one(spec, rc, seed, folder):  # the experiment's own run, or a Baseline's
+            return run(
+                spec.algorithm,
+                jax.random.PRNGKey(seed),
+                batch_fn=spec.batch_fn,
+                host_batches=spec.host_batches,
+                init_state=spec.init_state,
+                eval_fn=spec.eval_fn,
+                checkpoint_dir=folder,
+                resume=resume,
+                config=rc,
+                fingerprint=fingerprint,
+                allow_changes=allow_changes,
+            )
+
+        result = run_one(experiment, rc, config["seed"], checkpoints)
+        baselines = {}
+        for b in experiment.baselines:  # in order, each with its own checkpoint folder and settings
+            if b.name in baselines:
+                raise ValueError(f"baseline names must be unique; {b.name!r} is repeated")
+            brc = rc.replace(**b.settings)
+            seed = config["seed"] if b.seed is None else b.seed
+            baselines[b.name] = r = run_one(b, brc, seed, os.path.join(checkpoints, b.name))
+            if brc.progress:
+                print(
+                    f"vijax: baseline {b.name}: {r.num_steps} steps in {r.wall_time:.1f}s", file=sys.stderr, flush=True
+                )
+        skipped = plots_missing()  # None, or the line that says the plots are skipped (no matplotlib)
+        if skipped is not None:
+            print(f"vijax: {skipped}", file=sys.stderr, flush=True)
+        try:
+            summary = experiment.report(result, out_dir, baselines) if experiment.report is not None else {}
+        except ImportError as e:  # a report that draws without `optional_plot` (vijax/run/experiments/_plotting.py)
+            if skipped is None or (e.name or "").split(".")[0] != "matplotlib":
+                raise
+            print(f"vijax: {name}: its report needs matplotlib, so its summary is left out too", file=sys.stderr)
+            summary = {}
+        if skipped is None:
+            plot_elbo(result.trace, result.evals, os.path.join(out_dir, "elbo.png"), title=name)
+        last, last_mean = _final_elbo(result, rc.chunk_size)
+        health = {b: _health_entry(r, rc.max_rejected_share) for b, r in {"run": result, **baselines}.items()}
+        metrics = jsonable(
+            {
+                "experiment": name,
+                "config": config,
+                "summary": summary or {},
+                "final_elbo": last,
+                "final_elbo_mean": last_mean,
+                "num_steps": result.num_steps,
+                "wall_time": result.wall_time,
+                "converged": result.converged,
+                "health": health,
+                "evals": result.evals,
+                "elbo": result.trace.get("elbo", np.zeros((0,))),
+            }
+        )
+        _write_atomic(os.path.join(out_dir, "metrics.json"), json.dumps(metrics, indent=1))
     return result, metrics
 
 
@@ -300,71 +257,31 @@ def _health_entry(result: RunResult, max_rejected_share: float) -> dict:
     }
 
 
-def _run_baselines(
-    experiment, rc: RunConfig, seed: int, checkpoints: str, resume: bool, fingerprint=None, allow_changes: bool = False
-) -> dict:
-    """The experiment's baselines, in order, each with its own checkpoint folder and settings."""
-    import jax
+def _print_summary(metrics: dict, out_dir: str) -> None:
+    def fmt(v) -> str:
+        return f"{v:.6g}" if isinstance(v, float) else str(v)
 
-    results = {}
-    for b in experiment.baselines:
-        if b.name in results:
-            raise ValueError(f"baseline names must be unique; {b.name!r} is repeated")
-        brc = rc.replace(**b.settings)
-        results[b.name] = run(
-            b.algorithm,
-            jax.random.PRNGKey(seed if b.seed is None else b.seed),
-            batch_fn=b.batch_fn,
-            host_batches=b.host_batches,
-            init_state=b.init_state,
-            eval_fn=b.eval_fn,
-            checkpoint_dir=os.path.join(checkpoints, b.name),
-            resume=resume,
-            config=brc,
-            fingerprint=fingerprint,
-            allow_changes=allow_changes,
-        )
-        if brc.progress:
-            print(
-                f"vijax: baseline {b.name}: {results[b.name].num_steps} steps in {results[b.name].wall_time:.1f}s",
-                file=sys.stderr,
-                flush=True,
-            )
-    return results
-
-
-def _format(v) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
-
-
-def _print_summary(metrics: dict, out_dir: str, file=None) -> None:
-    file = sys.stdout if file is None else file
     status = "converged" if metrics["converged"] else "stopped at num_steps"
-    print(
-        f"vijax: {metrics['experiment']}: {metrics['num_steps']} steps in {metrics['wall_time']:.1f}s ({status})",
-        file=file,
-    )
+    print(f"vijax: {metrics['experiment']}: {metrics['num_steps']} steps in {metrics['wall_time']:.1f}s ({status})")
     chunk = metrics["config"]["run"]["chunk_size"]
     print(
-        f"  final ELBO {_format(metrics['final_elbo'])} (mean of the last {chunk} steps: "
-        f"{_format(metrics['final_elbo_mean'])})",
-        file=file,
+        f"  final ELBO {fmt(metrics['final_elbo'])} (mean of the last {chunk} steps: {fmt(metrics['final_elbo_mean'])})"
     )
     if metrics["evals"]:
-        last = {k: v for k, v in metrics["evals"][-1].items() if k not in ("wall_time",)}
-        print("  last evaluation: " + ", ".join(f"{k}={_format(v)}" for k, v in last.items()), file=file)
+        last = {k: v for k, v in metrics["evals"][-1].items() if k != "wall_time"}
+        print("  last evaluation: " + ", ".join(f"{k}={fmt(v)}" for k, v in last.items()))
     note = psis_note(metrics["evals"])
     if note is not None:
-        print("  " + note, file=file)
+        print("  " + note)
     scalars = {k: v for k, v in metrics["summary"].items() if isinstance(v, (int, float, str, bool)) or v is None}
     if scalars:
-        print("  summary: " + ", ".join(f"{k}={_format(v)}" for k, v in scalars.items()), file=file)
+        print("  summary: " + ", ".join(f"{k}={fmt(v)}" for k, v in scalars.items()))
     for name, entry in metrics.get("health", {}).items():
         for line in entry["problems"]:
-            print(f"  {'' if name == 'run' else 'baseline ' + name + ': '}{line}", file=file)
+            print(f"  {'' if name == 'run' else 'baseline ' + name + ': '}{line}")
     plots = plots_missing() is None
     files = "metrics.json, elbo.png, config.yaml, checkpoints/" if plots else "metrics.json, config.yaml, checkpoints/"
-    print(f"  results in {out_dir}/ ({files}){'' if plots else '; plots skipped: no matplotlib'}", file=file)
+    print(f"  results in {out_dir}/ ({files}){'' if plots else '; plots skipped: no matplotlib'}")
 
 
 def _keys_text(experiment: Optional[str] = None) -> str:
@@ -392,8 +309,7 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument(
         "config",
         nargs="?",
-        default=None,
-        help=f"a YAML config's path, or the name of a shipped config (`vijax list` lists them); "
+        help="a YAML config's path, or the name of a shipped config (`vijax list` lists them); "
         f"without it, the defaults of {DEFAULT_EXPERIMENT}",
     )
     p_run.add_argument(
@@ -407,7 +323,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: continue although config values changed (e.g. run.num_steps)",
     )
-    p_run.add_argument("--out", default=None, help="output folder (overrides output.dir)")
+    p_run.add_argument("--out", help="output folder (overrides output.dir)")
     p_run.add_argument(
         "--set",
         dest="overrides",
@@ -426,16 +342,12 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument(
         "--compile-cache",
         metavar="DIR",
-        default=None,
         help="the folder of JAX's persistent compilation cache (run.compile_cache; default: "
         "$VIJAX_COMPILE_CACHE, else $XDG_CACHE_HOME/vijax/jax or ~/.cache/vijax/jax)",
     )
     p_list = sub.add_parser("list", help="list the registered experiments, one line each; with a name, its config keys")
     p_list.add_argument(
-        "experiment",
-        nargs="?",
-        default=None,
-        help="an experiment: every key of its config with type, default and allowed range",
+        "experiment", nargs="?", help="an experiment: every key of its config with type, default and allowed range"
     )
     p_prep = sub.add_parser("prepare", help="convert a corpus (UCI, lda-c or text) to the memory-mapped .npz format")
     p_prep.add_argument("input", help="the corpus file (optionally gzipped)")
@@ -445,33 +357,22 @@ def _parser() -> argparse.ArgumentParser:
         choices=("uci", "ldac", "text"),
         help="uci: docword.*.txt; ldac: 'M id:count ...' per line; text: one document per line",
     )
-    p_prep.add_argument("--vocab", default=None, help="one word per line (text: without it, one is built)")
-    p_prep.add_argument(
-        "--vocab-size", type=int, default=None, help="ldac without --vocab: V (default: largest id + 1)"
-    )
+    p_prep.add_argument("--vocab", help="one word per line (text: without it, one is built)")
+    p_prep.add_argument("--vocab-size", type=int, help="ldac without --vocab: V (default: largest id + 1)")
     p_prep.add_argument("--out", required=True, help="the .npz file to write")
     return parser
 
 
-def _prepare(args) -> int:
-    from vijax.data import prepare_corpus
-
-    try:
-        corpus = prepare_corpus(args.input, args.format, args.out, vocab_path=args.vocab, vocab_size=args.vocab_size)
-    except (ValueError, OSError) as e:
-        print(f"vijax: error: {e}", file=sys.stderr)
-        return EXIT_CANNOT_START
-    print(
-        f"{args.out}: {corpus.num_docs} documents, {corpus.vocab_size} words, {corpus.num_tokens} tokens "
-        f"({corpus.nnz} entries, {corpus.num_empty} empty documents)"
-    )
-    return EXIT_OK
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``vijax`` command (see :func:`_main`). A reader that closes the output
-    early (``vijax list | head -1``) ends the command quietly, with status 1 as other Unix tools,
-    instead of a BrokenPipeError traceback."""
+    """Entry point of the ``vijax`` command.
+
+    Args:
+      argv: the arguments (without the program name); ``sys.argv[1:]`` when None.
+
+    Returns:
+      The exit status of the module docstring; 1 where a reader closed the output early (``vijax
+      list | head -1``), quietly, as other Unix tools.
+    """
     try:
         status = _main(argv)
         sys.stdout.flush()  # a pipe's buffered output fails here, not at the interpreter's exit
@@ -482,28 +383,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
 
 
-def _main(argv: Optional[Sequence[str]] = None) -> int:
-    """The ``vijax`` command's work.
+def _error(message) -> int:
+    print(f"vijax: error: {message}", file=sys.stderr)
+    return EXIT_CANNOT_START
 
-    Args:
-      argv: the arguments (without the program name); ``sys.argv[1:]`` when None.
 
-    Returns:
-      The exit status (see the module docstring): 0 on success, 2 when the run cannot start
-      (invalid config, unwritable output folder, refused resume), 3 when it ends with a
-      non-finite ELBO or too many rejected steps.
-    """
+def _main(argv: Optional[Sequence[str]]) -> int:
     args = _parser().parse_args(argv)
     if args.command == "prepare":
-        return _prepare(args)
+        from vijax.data import prepare_corpus
+
+        try:
+            corpus = prepare_corpus(
+                args.input, args.format, args.out, vocab_path=args.vocab, vocab_size=args.vocab_size
+            )
+        except (ValueError, OSError) as e:
+            return _error(e)
+        print(
+            f"{args.out}: {corpus.num_docs} documents, {corpus.vocab_size} words, {corpus.num_tokens} tokens "
+            f"({corpus.nnz} entries, {corpus.num_empty} empty documents)"
+        )
+        return EXIT_OK
     import_builtin_experiments()
     if args.command == "list" and args.experiment is not None:
         if args.experiment not in EXPERIMENTS:
-            print(
-                f"vijax: error: unknown experiment {args.experiment!r}; registered: {sorted(EXPERIMENTS)}",
-                file=sys.stderr,
-            )
-            return EXIT_CANNOT_START
+            return _error(f"unknown experiment {args.experiment!r}; registered: {sorted(EXPERIMENTS)}")
         print(f"{args.experiment}: {EXPERIMENTS[args.experiment].description}")
         print(_keys_text(args.experiment))
         return EXIT_OK
@@ -514,10 +418,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         for name in sorted(EXPERIMENTS):
             mark = "  [the default of `vijax run`]" if name == DEFAULT_EXPERIMENT else ""
             print(f"{name:<{width}}  {EXPERIMENTS[name].description}{mark}")
-        configs = shipped_configs()
-        if configs:
+        if configs := shipped_configs():
             print(f"\nconfigs shipped with vijax (`vijax run NAME`): {', '.join(configs)}")
-        return 0
+        return EXIT_OK
     try:
         source = args.config
         if source is None:  # the embedded default, unless --set names another experiment (its own defaults)
@@ -525,8 +428,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             source = default_config() if not named or named[-1] == DEFAULT_EXPERIMENT else {}
         config = load_config(resolve_config(source) if isinstance(source, str) else source, args.overrides)
     except ConfigError as e:
-        print(f"vijax: error: {e}", file=sys.stderr)
-        return EXIT_CANNOT_START
+        return _error(e)
     if args.out is not None:
         config["output"]["dir"] = args.out
     if args.no_progress:
@@ -538,38 +440,21 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     elif config["run"].get("compile_cache") is None:
         config["run"]["compile_cache"] = True  # on for the command (opt-in for library calls of run)
     if args.allow_changes and not args.resume:
-        print("vijax: error: --allow-changes only applies with --resume", file=sys.stderr)
-        return EXIT_CANNOT_START
+        return _error("--allow-changes only applies with --resume")
     try:
         _, metrics = run_experiment(config, resume=args.resume, allow_changes=args.allow_changes)
     except (ConfigError, CheckpointError) as e:
-        print(f"vijax: error: {e}", file=sys.stderr)
-        return EXIT_CANNOT_START
+        return _error(e)
     except ImportError as e:  # an optional dependency the experiment needs (its message names the extra)
         if e.name not in OPTIONAL_MODULES:
             raise
-        print(f"vijax: error: {e}", file=sys.stderr)
-        return EXIT_CANNOT_START
+        return _error(e)
     _print_summary(metrics, config["output"]["dir"])
     problems = metrics["health"]["run"]["problems"]
     if problems:
+        out = config["output"]["dir"]
         print(
-            f"vijax: error: {metrics['experiment']}: "
-            + "; ".join(problems)
-            + f" (results written to {config['output']['dir']}/)",
-            file=sys.stderr,
+            f"vijax: error: {metrics['experiment']}: {'; '.join(problems)} (results written to {out}/)", file=sys.stderr
         )
         return EXIT_UNTRUSTED
     return EXIT_OK
-
-
-__all__ = [
-    "DEFAULT_EXPERIMENT",
-    "EXIT_CANNOT_START",
-    "EXIT_OK",
-    "EXIT_UNTRUSTED",
-    "default_config",
-    "import_builtin_experiments",
-    "main",
-    "run_experiment",
-]

@@ -1,27 +1,13 @@
 """Run configs: YAML files naming a registered experiment, validated against its defaults.
 
-A config has exactly these top-level keys::
-
-    experiment: gmm_simulation   # a name in EXPERIMENTS (required)
-    seed: 0                      # int; the run's key is jax.random.PRNGKey(seed)
-    model: {...}                 # validated against the experiment's defaults["model"]
-    data: {...}                  #   ... defaults["data"]
-    algorithm: {...}             #   ... defaults["algorithm"]
-    run: {...}                   # the fields of vijax.run.RunConfig (num_steps, chunk_size, ...)
-    output: {dir}                # default "results/<experiment>"
-
-Rules: a key that the schema does not list is an error naming its full path (``model.nmae``)
-and the allowed keys; a value must have its default's type (an int is accepted, and converted,
-where the default is a float; bools are not ints; a list is accepted for a tuple; a default of
-None accepts anything; a dict default is validated recursively). Missing keys take their
-defaults. Then the experiment's bounds (``register_experiment(..., bounds=...)``, e.g.
-``"data.test_fraction": "in (0, 1)"``; null where a bound starts "null or") and the memory its
-arrays need (``memory=...``) are checked, naming the key (``vijax/run/_bounds.py``): all before
-anything is built or fitted.
-
-The YAML is read by the YAML 1.2 core schema (``parse_yaml``): ``010`` is 10, ``1:30``, ``1_000``
-and ``yes`` are strings, ``1e-3`` is a float; a key given twice, aliases that expand beyond a
-million values and nesting deeper than 64 levels are refused, naming the key or the file.
+A config has the top-level keys ``experiment`` (a name in ``EXPERIMENTS``, required), ``seed`` (int;
+the run's key is ``jax.random.PRNGKey(seed)``), ``model``, ``data`` and ``algorithm`` (validated
+against the experiment's defaults), ``run`` (the fields of ``RunConfig``) and ``output: {dir}``.
+A key the schema does not list is an error naming its full path and the allowed keys; a value must
+have its default's type (an int is accepted where the default is a float, a list for a tuple; bools
+are not ints; a default of None accepts anything; dicts are validated recursively); missing keys
+take their defaults. Then the experiment's bounds and memory needs (``vijax/run/_bounds.py``) are
+checked, naming the key, before anything is built. The YAML is read by ``parse_yaml``.
 """
 
 from __future__ import annotations
@@ -39,17 +25,13 @@ from vijax.inference import ALGORITHMS
 
 from ._bounds import MAX_SEED, SEED, check_bounds, check_memory, parse_bound
 from ._experiment import EXPERIMENTS
-from ._run_config import SETTINGS, RunConfig
-from ._yaml import ConfigError, dump_yaml, parse_yaml, read_config_text
+from ._run_config import SETTINGS, RunConfig, type_name
+from ._yaml import ConfigError, parse_yaml, read_config_text
 
 RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
 TOP_LEVEL_KEYS = ("experiment", "seed", "model", "data", "algorithm", "run", "output")
 SECTIONS = ("model", "data", "algorithm")
-
-
-def _type_name(x: Any) -> str:
-    return "null" if x is None else type(x).__name__
 
 
 def _check_type(path: str, value: Any, default: Any, nullable: frozenset = frozenset()) -> Any:
@@ -59,7 +41,7 @@ def _check_type(path: str, value: Any, default: Any, nullable: frozenset = froze
         return value
     if isinstance(default, Mapping):
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{path}: expected a mapping, got {_type_name(value)} {value!r}")
+            raise ConfigError(f"{path}: expected a mapping, got {type_name(value)} {value!r}")
         return _merge(path, value, default, nullable)
     if isinstance(default, bool):
         ok = isinstance(value, bool)
@@ -75,7 +57,7 @@ def _check_type(path: str, value: Any, default: Any, nullable: frozenset = froze
         ok = isinstance(value, type(default))
     if not ok:
         raise ConfigError(
-            f"{path}: expected {_type_name(default)} (like the default {default!r}), got {_type_name(value)} {value!r}"
+            f"{path}: expected {type_name(default)} (like the default {default!r}), got {type_name(value)} {value!r}"
         )
     return value
 
@@ -115,16 +97,8 @@ def _check_run(given: Mapping, experiment_defaults: Mapping) -> dict:
 
 
 def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
-    """Applies ``"a.b.c=value"`` overrides (values parsed as YAML) to a raw config dict.
-
-    Args:
-      raw: the config as read (not modified).
-      overrides: strings ``dotted.key=value``; ``value`` is YAML (``7``, ``0.5``, ``[1, 2]``,
-        ``null``, ``text``).
-
-    Returns:
-      A new dict with the overrides set (validation happens afterwards, in ``load_config``).
-    """
+    """A copy of the raw config dict ``raw`` with the ``"dotted.key=value"`` overrides set, each
+    value read as YAML (``7``, ``0.5``, ``[1, 2]``, ``null``, ``text``); ``load_config`` validates."""
     out = copy.deepcopy(raw)
     for item in overrides:
         if "=" not in item:
@@ -145,26 +119,21 @@ def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
 
 
 def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Iterable[str] = ()) -> dict:
-    """Loads, overrides, validates and fills in a run config.
+    """Loads, overrides, validates and fills in a run config. The experiment must be registered
+    (the built-in ones register when ``vijax.run.experiments`` is imported).
 
     Args:
       path_or_dict: a YAML file's path, or the config as a dict.
       overrides: ``"dotted.key=value"`` strings applied before validation (``--set``).
 
-    The experiment must be registered: the built-in ones register when ``vijax.run.experiments``
-    is imported (the ``vijax`` command does that), others where they are defined.
-
     Returns:
-      The resolved config: a dict with every top-level key, the three sections merged over the
-      experiment's defaults, ``run`` and ``output`` filled in.
+      The resolved config: every top-level key, the sections merged over the experiment's defaults.
 
     Raises:
-      ConfigError: (a ``ValueError``) naming the offending key, for an unknown top-level or
-        section key, a value of the wrong type, a value outside the experiment's bounds
-        (``data.eval_batch must be an integer >= 1, got 0``), a seed outside [0, 2**32 - 1],
-        sizes whose arrays would not fit in this machine's memory, or an unknown experiment;
-        naming the file for a config file that cannot be read as YAML (``read_config_text``,
-        ``parse_yaml``).
+      ConfigError: (a ``ValueError``) naming the offending key: an unknown key, a value of the wrong
+        type or outside the experiment's bounds (``data.eval_batch must be an integer >= 1, got
+        0``), a seed outside [0, 2**32 - 1], sizes that would not fit in this machine's memory, an
+        unknown experiment; naming the file for one that cannot be read as YAML.
 
     Examples:
       >>> load_config({"experiment": "nope"})  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -177,7 +146,7 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
         raw = parse_yaml(read_config_text(path_or_dict), os.fspath(path_or_dict))
         raw = {} if raw is None else raw
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path_or_dict}: a config must be a mapping, got {_type_name(raw)}")
+            raise ConfigError(f"{path_or_dict}: a config must be a mapping, got {type_name(raw)}")
     raw = apply_overrides(raw, overrides)
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
@@ -186,7 +155,7 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
     if not isinstance(name, str):
         raise ConfigError(
             f"experiment: expected the name of a registered experiment, got "
-            f"{_type_name(name)} {name!r}; registered: {sorted(EXPERIMENTS)}"
+            f"{type_name(name)} {name!r}; registered: {sorted(EXPERIMENTS)}"
         )
     if name not in EXPERIMENTS:
         raise ConfigError(
@@ -196,7 +165,7 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
     spec = EXPERIMENTS[name]
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"seed: expected int, got {_type_name(seed)} {seed!r}")
+        raise ConfigError(f"seed: expected int, got {type_name(seed)} {seed!r}")
     if not 0 <= seed <= MAX_SEED:
         raise ConfigError(
             f"seed must be an integer {SEED}, got {seed!r} (jax.random.PRNGKey reads 32 bits of a seed: "
@@ -204,19 +173,15 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
         )
     config: dict[str, Any] = {"experiment": name, "seed": seed}
     nullable = frozenset(k for k, text in spec.bounds.items() if parse_bound(text).nullable)
-    for section in SECTIONS:
+    for section in (*SECTIONS, "run", "output"):
         given = raw.get(section) or {}
         if not isinstance(given, Mapping):
-            raise ConfigError(f"{section}: expected a mapping, got {_type_name(given)} {given!r}")
-        config[section] = _merge(section, given, spec.defaults.get(section, {}), nullable)
-    run_given = raw.get("run") or {}
-    if not isinstance(run_given, Mapping):
-        raise ConfigError(f"run: expected a mapping, got {_type_name(run_given)} {run_given!r}")
-    config["run"] = _check_run(run_given, spec.defaults.get("run", {}))
-    output = raw.get("output") or {}
-    if not isinstance(output, Mapping):
-        raise ConfigError(f"output: expected a mapping, got {_type_name(output)} {output!r}")
-    config["output"] = _merge("output", output, {"dir": f"results/{name}"})
+            raise ConfigError(f"{section}: expected a mapping, got {type_name(given)} {given!r}")
+        if section == "run":
+            config["run"] = _check_run(given, spec.defaults.get("run", {}))
+        else:
+            defaults = {"dir": f"results/{name}"} if section == "output" else spec.defaults.get(section, {})
+            config[section] = _merge(section, given, defaults, nullable)
     try:
         check_bounds(config, spec.bounds, spec.defaults)
         if spec.memory is not None:
@@ -269,30 +234,6 @@ def _schema_type(default: Any) -> str:
     return type(default).__name__
 
 
-def _section_keys(prefix: str, defaults: Mapping, out: list, bounds: Mapping) -> None:
-    for key, default in defaults.items():
-        path = f"{prefix}.{key}"
-        if isinstance(default, Mapping):
-            _section_keys(path, default, out, bounds)
-        elif path == "algorithm.name":
-            out.append(
-                ConfigKey(
-                    path,
-                    "str",
-                    default,
-                    "a registered algorithm the model qualifies for: " + ", ".join(sorted(ALGORITHMS)),
-                )
-            )
-        elif path in bounds:
-            bound = parse_bound(bounds[path])
-            kind = (
-                _schema_type(default) if default is not None else {"int": "int", "number": "float (or int)"}[bound.kind]
-            )
-            out.append(ConfigKey(path, f"{kind} or null" if bound.nullable else kind, default, bounds[path]))
-        else:
-            out.append(ConfigKey(path, _schema_type(default), default, "checked when the experiment is built"))
-
-
 def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
     """Every key of a config, from the schema: without ``experiment``, the keys every config has
     (``experiment``, ``seed``, ``run.*`` with ``RunConfig``'s defaults, ``output.dir``); with it,
@@ -311,7 +252,15 @@ def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
     ]
     bounds = EXPERIMENTS[experiment].bounds if experiment is not None else {}
     for section in SECTIONS:
-        _section_keys(section, defaults.get(section, {}), keys, bounds)
+        for path, default in flatten_config(defaults.get(section, {}), section).items():
+            kind, allowed = _schema_type(default), bounds.get(path, "checked when the experiment is built")
+            if path == "algorithm.name":
+                allowed = "a registered algorithm the model qualifies for: " + ", ".join(sorted(ALGORITHMS))
+            elif path in bounds:
+                bound = parse_bound(bounds[path])
+                kind = kind if default is not None else {"int": "int", "number": "float (or int)"}[bound.kind]
+                kind += " or null" if bound.nullable else ""
+            keys.append(ConfigKey(path, kind, default, allowed))
     run_defaults = defaults.get("run", {})
     for name in RUN_SETTINGS:
         kind, default, allowed = run_setting_schema(name)
@@ -333,18 +282,18 @@ FINGERPRINT_IGNORED = (
 _IDENTITY_BYTES = 1 << 20  # a data file is identified by its size and the SHA-256 of its content, read by MiB
 
 
-def _flatten(prefix: str, value: Any, out: dict) -> None:
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    else:
-        out[prefix] = list(value) if isinstance(value, tuple) else value
+def flatten_config(value: Mapping, prefix: str = "") -> dict:
+    """``dotted.key -> value`` for every leaf of the nested mapping ``value``."""
+    out = {}
+    for k, v in value.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        out.update(flatten_config(v, key) if isinstance(v, Mapping) else {key: v})
+    return out
 
 
 def file_identity(path: Union[str, os.PathLike]) -> str:
-    """The identity of a data file: ``"<size> bytes, sha256 <hex>"``, the SHA-256 of its whole
-    content (streamed a MiB at a time), independent of its name and modification time: any change to the content changes it, one
-    that keeps the size included."""
+    """The identity of a data file, ``"<size> bytes, sha256 <hex>"``: the SHA-256 of its whole content
+    (streamed a MiB at a time), independent of its name and modification time."""
     size = os.path.getsize(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -368,13 +317,8 @@ def config_fingerprint(config: Mapping) -> dict:
     """
     from vijax.data import resolve_data_path
 
-    values: dict = {}
-    _flatten("", {k: v for k, v in config.items()}, values)
-    for key in FINGERPRINT_IGNORED:
-        values.pop(key, None)
-    data: dict = {}
-    _flatten("", config.get("data") or {}, data)
-    for key, value in data.items():
+    values = {k: v for k, v in flatten_config(config).items() if k not in FINGERPRINT_IGNORED}
+    for key, value in flatten_config(config.get("data") or {}).items():
         if isinstance(value, str) and value:
             path = resolve_data_path(value)
             if path is not None and os.path.isfile(path):
@@ -422,22 +366,3 @@ def resolve_config(arg: str) -> str:
             f"config: no file {arg!r} here and no shipped config of that name; shipped: {', '.join(shipped_configs())}"
         )
     return arg  # load_config names the missing file
-
-
-__all__ = [
-    "ConfigError",
-    "ConfigKey",
-    "FINGERPRINT_IGNORED",
-    "apply_overrides",
-    "config_fingerprint",
-    "config_keys",
-    "dump_yaml",
-    "file_identity",
-    "load_config",
-    "parse_yaml",
-    "read_config_text",
-    "resolve_config",
-    "run_setting_schema",
-    "shipped_config_dir",
-    "shipped_configs",
-]

@@ -35,7 +35,8 @@ SETTINGS = {
 }
 
 
-def _type_name(x) -> str:
+def type_name(x) -> str:
+    """``"null"`` for None, else the name of ``x``'s type (for messages)."""
     return "null" if x is None else type(x).__name__
 
 
@@ -51,7 +52,7 @@ def check_run_setting(name: str, value, label: str):
         value = int(value)
     if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
         kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
-        raise ArgumentError(label, f"{label}: expected {kinds}, got {_type_name(value)} {value!r}")
+        raise ArgumentError(label, f"{label}: expected {kinds}, got {type_name(value)} {value!r}")
     if minimum is not None and value < minimum:
         raise ArgumentError(label, f"{label}: must be >= {minimum}, got {value!r}")
     if name == "num_steps" and value >= 2**31 - 1:
