@@ -1,30 +1,15 @@
 """Auto-encoding variational Bayes (AEVB) and its fully Bayesian version.
 
-Kingma and Welling (2014), *Auto-Encoding Variational Bayes*; the *Raise your ELBO* tutorial
-(2019, §AEVB, §Fully Bayesian AEVB). The model is an ``AEVBModel`` (``vijax.models.VAE``): an
-encoder q_phi(z | x) = N(mu_phi(x), diag(sigma_phi(x)^2)), a decoder p(x | z; theta), p(z) = N(0, I).
+Kingma and Welling (2014); *Raise your ELBO* (2019, §AEVB, §Fully Bayesian AEVB). An ``AEVBModel``
+has an encoder q_phi(z | x) = N(mu_phi(x), diag(sigma_phi(x)^2)), a decoder p(x | z; theta) and
+p(z) = N(0, I). With a point theta the objective is
 
-**AEVB** (``bayesian_decoder=False``): theta is a point estimate; the objective, a lower bound on
-log p(X; theta), is
+    L(phi, theta) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ];
 
-    L(phi, theta) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ].
-
-**Fully Bayesian AEVB** (``bayesian_decoder=True``): theta ~ N(0, prior_scale^2 I) with a
-mean-field Gaussian q(theta) (``GaussianGuide``); one reparameterized theta per step, shared by the
-batch, and KL(q(theta) || p(theta)) subtracted once per step: a lower bound on log p(X).
-
-Evaluations (module functions of ``vijax.inference``, reading the algorithm's ``extras``):
-
-- ``elbo(alg, key, state.q_global, x, num_samples=1, theta="sample")``: (N,) per-datum ELBO
-  estimates; with the Bayesian decoder theta ~ q(theta) per Monte Carlo sample (a bound on the
-  predictive density E_q(theta) p(x_n | theta)).
-- ``iwae_log_likelihood(alg, key, state, x, num_samples=K, chunk_size=256, theta="sample")``:
-  log (1/K) sum_k p(x_n | z_k) p(z_k) / q(z_k | x_n) (Burda, Grosse and Salakhutdinov 2016), in
-  chunks (a ``lax.scan`` with a running log-sum-exp); ``theta="sample"`` draws theta_k ~ q(theta)
-  per sample, ``"mean"`` plugs in q's mean.
-- ``reconstruct(alg, state, x)``: E[x | z = mu_phi(x); theta] at q's mean theta;
-  ``sample(alg, key, state, num_samples)``: E[x | z; theta], z ~ N(0, I), theta ~ q(theta).
-- ``decoder_kl(alg, state)``: KL(q(theta) || p(theta)) (0 for a point decoder).
+with ``bayesian_decoder=True``, theta ~ N(0, prior_scale^2 I) has a mean-field Gaussian q(theta):
+one reparameterized theta per step and KL(q(theta) || p(theta)) subtracted once. The evaluations
+``elbo``, ``iwae_log_likelihood`` (Burda, Grosse and Salakhutdinov 2016), ``reconstruct``, ``sample``
+and ``decoder_kl`` of ``vijax.inference`` read the algorithm's ``extras`` (:class:`AEVBExtras`).
 """
 
 from __future__ import annotations
@@ -40,14 +25,7 @@ from vijax._validate import batch_size, check_bool, check_choice, check_int, che
 from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import (
-    VIAlgorithm,
-    bind_settings,
-    check_protocol,
-    reject_non_finite,
-    safe_increment,
-    validated_step,
-)
+from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
 from vijax.models import AEVBModel, filter_jit
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -55,9 +33,7 @@ THETA_DRAWS = ("sample", "mean")
 
 
 class AEVBState(NamedTuple):
-    """q_global: {"encoder": phi, "decoder": theta} (a point decoder) or
-    {"encoder": phi, "decoder": q(theta)'s vparams {"loc", "scale"}} (the Bayesian decoder);
-    opt_state: optax's state; count: int32 steps taken."""
+    """q_global: {"encoder": phi, "decoder": theta, or q(theta)'s {"loc", "scale"}}; opt_state; count."""
 
     q_global: PyTree
     opt_state: PyTree
@@ -65,7 +41,7 @@ class AEVBState(NamedTuple):
 
 
 class AEVBInfo(NamedTuple):
-    """elbo: the minibatch ELBO estimate (scaled to N) at the parameters before the step."""
+    """elbo: the minibatch ELBO estimate (scaled to N) before the step."""
 
     elbo: Array
 
@@ -122,7 +98,7 @@ def _batch_elbo(model, enc, theta, x, key, num_samples):
 
 
 def _objective(q, batch, key, *, model, decoder, num_data, num_samples):
-    """The minibatch ELBO estimate of the module docstring (scaled to N, the decoder's KL once)."""
+    """The minibatch ELBO estimate of the module docstring."""
     k_theta, k_z = jax.random.split(key)
     theta = decoder.draw(q["decoder"], k_theta)
     m = batch_size(batch)
@@ -134,8 +110,7 @@ def _objective(q, batch, key, *, model, decoder, num_data, num_samples):
 def init(
     key: PRNGKey, batch: PyTree = None, *, model, decoder: _Decoder, optimizer: optax.GradientTransformation
 ) -> AEVBState:
-    """The networks' own parameters (and q(theta) centred on the decoder's) and the optimizer's
-    state; with a ``batch``, its shape and values are checked (``model.check_data``)."""
+    """The networks' parameters (q(theta) centred on the decoder's) and the optimizer's state."""
     check_key("key", key)
     if batch is not None:
         model.check_data(batch)
@@ -194,29 +169,20 @@ def as_top_level_api(
     init_scale: float = 0.01,
     **hyper: Any,
 ) -> VIAlgorithm:
-    """AEVB (Kingma and Welling 2014) or fully Bayesian AEVB (the *Raise your ELBO* tutorial,
-    §Fully Bayesian AEVB) for ``model`` (see the module docstring).
+    """AEVB or fully Bayesian AEVB for ``model`` (module docstring).
 
     Args:
       model: an ``AEVBModel`` (``vijax.models.VAE``).
       num_data: N for the N / M scaling of a minibatch of M (None: every batch is the whole data).
       schedule: the learning rate of a named optimizer (default ``DEFAULT_LEARNING_RATES``).
-      optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
-        ``optax.GradientTransformation``.
+      optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an ``optax.GradientTransformation``.
       num_samples: S >= 1 draws of z per datum and step.
-      bayesian_decoder: a mean-field Gaussian q(theta) over the decoder's parameters instead of a
-        point estimate.
+      bayesian_decoder: a mean-field Gaussian q(theta) over the decoder's parameters.
       prior_scale: the prior's sd, theta ~ N(0, prior_scale^2 I) (Bayesian decoder).
       init_scale: q(theta)'s initial sd (Bayesian decoder).
 
-    Returns:
-      ``reject_non_finite(VIAlgorithm(init, step))``, evaluated by ``vijax.inference.elbo``,
-      ``iwae_log_likelihood``, ``reconstruct``, ``sample`` and ``decoder_kl`` (module docstring).
-
     Raises:
-      ValueError: naming the argument: a model that is not an ``AEVBModel``, a bad setting;
-        at call time a ``key`` that is None, data of the wrong width, non-finite or (Bernoulli)
-        outside [0, 1].
+      ValueError: naming the argument: a model that is not an ``AEVBModel``, a bad setting.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -240,16 +206,7 @@ def as_top_level_api(
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
     decoder = _Decoder(model.network_params()["decoder"], bayesian_decoder, init_scale, prior_scale)
     settings = dict(model=model, decoder=decoder, optimizer=optimizer, num_data=num_data, num_samples=num_samples)
-    return reject_non_finite(
-        VIAlgorithm(
-            bind_settings(init, model=model, decoder=decoder, optimizer=optimizer),
-            bind_settings(step, **settings),
-            AEVBExtras(model, decoder),
-        )
-    )
-
-
-# The evaluations (``AEVBExtras``), compiled with the model and decoder static.
+    return guarded_algorithm(init, step, ("model", "decoder", "optimizer"), AEVBExtras(model, decoder), **settings)
 
 
 def _as_float(x) -> Array:
@@ -299,8 +256,7 @@ def _sample_eval(q, key, *, model, decoder, num_samples):
 
 
 class AEVBExtras:
-    """What ``aevb`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): the evaluations
-    of the module docstring, their arguments checked, then compiled."""
+    """``aevb``'s ``VIAlgorithm.extras``: the evaluations of the module docstring."""
 
     def __init__(self, model, decoder: _Decoder):
         self.model, self.decoder = model, decoder
@@ -340,15 +296,3 @@ class AEVBExtras:
 
 
 aevb = as_top_level_api
-
-__all__ = [
-    "AEVBExtras",
-    "AEVBInfo",
-    "AEVBState",
-    "THETA_DRAWS",
-    "aevb",
-    "as_top_level_api",
-    "gaussian_kl",
-    "init",
-    "step",
-]

@@ -18,13 +18,12 @@ are:
 
 With ``prior`` the KL is analytic: ELBO = E_q[log p(x | z)] - KL(q || prior). With ``num_data`` = N
 the log-likelihood of a batch of M is scaled by N / M and ``log_prior`` is added once.
-``vijax.inference.elbo(alg, key, q_global, batch)`` is the objective as a differentiable function
-(docs/composition.md).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
@@ -48,23 +47,14 @@ from vijax.inference._guides import draws, flow_guide, is_flow, make_guide
 from vijax.inference._optax_vi import resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
-from vijax.inference._start_checks import (
-    NUM_START_DRAWS,
-    check_gradient_flows,
-    check_some_finite,
-    directional_probe,
-    directions,
-    host_rng,
-)
 from vijax.types import Array, PRNGKey, PyTree
 
 ESTIMATORS = ("reparam", "stl", "score", "iwae", "renyi")
-DEFAULT_ALPHA = 0.5  # the order of the Renyi bound when none is given (Li and Turner's experiments)
+DEFAULT_ALPHA = 0.5  # the Renyi bound's default order (Li and Turner's experiments)
 
 
 class BBVIState(NamedTuple):
-    """q_global: the variational parameters (of ``vijax.inference.guide(alg)``); opt_state: optax's
-    state; count: int32 steps taken."""
+    """q_global: the variational parameters of ``vijax.inference.guide(alg)``; opt_state; count."""
 
     q_global: PyTree
     opt_state: PyTree
@@ -81,9 +71,8 @@ class BBVIInfo(NamedTuple):
 def log_joint(
     log_density: Callable, *, log_prior: Optional[Callable] = None, num_data: Optional[int] = None
 ) -> Callable:
-    """``(params, batch) -> log p(batch, params)``: ``log_density`` (scaled by N / M when
-    ``num_data`` = N is given) plus ``log_prior(params)``. A non-scalar or non-float output, or a
-    batch of more than N data points, raises ValueError at trace time."""
+    """``(params, batch) -> log p(batch, params)``: ``log_density`` (scaled by N / M with ``num_data``)
+    plus ``log_prior(params)``; ValueError at trace time for a non-scalar output or over N data points."""
 
     def joint(params, batch):
         out = log_density(params, batch)
@@ -106,7 +95,6 @@ def log_joint(
     return joint
 
 
-# what a target carries itself (an algorithm given a target refuses the argument)
 _TARGET_OWNS = {
     "init_params": "its starting point (target.init_params)",
     "bijectors": "the model's own transforms (target.transform)",
@@ -127,9 +115,8 @@ def check_target_arguments(**given: Any) -> None:
 
 def vr_bound(log_w: Array, alpha: float) -> Array:
     """The variational Renyi bound (1 / (1 - alpha)) log (1/S) sum_s exp((1 - alpha) log_w_s) of (S,)
-    log-weights (Li and Turner 2016, §4): the IWAE bound at alpha = 0, mean(log_w) at alpha = 1.
-    With c = 1 - alpha, x = c (log_w - mean), m = max x, it is mean(log_w) + (m + log1p(mean(expm1(x
-    - m)))) / c, precise as alpha -> 1 and free of overflow."""
+    log-weights (Li and Turner 2016, §4), computed as mean(log_w) + (m + log1p(mean(expm1(x - m)))) / c
+    with c = 1 - alpha, x = c (log_w - mean), m = max x (precise as alpha -> 1)."""
     if alpha == 0.0:
         return jax.scipy.special.logsumexp(log_w) - math.log(log_w.shape[0])
     mean = jnp.mean(log_w)
@@ -168,8 +155,7 @@ def _objective(vparams, batch, key, guide, joint, estimator, entropy, num_sample
     if estimator == "score":
         fs = jax.lax.stop_gradient(logp if analytic else logp - logq)
         baseline = (jnp.sum(fs) - fs) / (num_samples - 1)
-        # the last two terms cancel in value and (draws stopped) in vparams; they carry the
-        # gradient in whatever ``batch`` depends on, which the stopped f_s would drop
+        # the last two terms cancel in value and in vparams; they carry the gradient in ``batch``
         surrogate = jnp.mean((fs - baseline) * logq) + jnp.mean(logp) - jax.lax.stop_gradient(jnp.mean(logp))
         if analytic:
             return surrogate + h, jnp.mean(fs) + jax.lax.stop_gradient(h)
@@ -191,10 +177,8 @@ def elbo(
     prior: Any = None,
     alpha: Optional[float] = None,
 ) -> Array:
-    """``step``'s objective as a differentiable scalar: its value the Monte Carlo estimate, its
-    gradient in ``vparams`` the estimator, its gradient in anything ``batch`` depends on the
-    estimate of that gradient at the same draws. For ``"score"``: stop(ELBO) + (surrogate -
-    stop(surrogate))."""
+    """``step``'s objective as a differentiable scalar: the Monte Carlo estimate, its gradient in
+    ``vparams`` the estimator (for ``"score"``: stop(ELBO) + surrogate - stop(surrogate))."""
     check_key("key", key)
     surrogate, value = _objective(vparams, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha)
     if estimator != "score":
@@ -212,8 +196,7 @@ def init(
     log_density: Optional[Callable] = None,
     has_prior: bool = False,
 ) -> BBVIState:
-    """q at the guide's start and the optimizer's state, after ``check_start`` on concrete inputs
-    (``log_density`` None: values only, for ``"score"``)."""
+    """q at the guide's start and the optimizer's state, after ``check_start`` on concrete inputs."""
     check_key("key", key)
     vparams = guide.init()
     concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
@@ -234,11 +217,67 @@ def _guide_mean(q):
     return guide.mean(vparams)
 
 
+NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
+
+
+def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -> Callable:
+    """``(z, v) -> (joint value, d joint / dz . v != 0, d log_density / dz . v != 0)`` at a draw z and
+    a direction v, by forward mode (without ``log_density``, the joint's flag serves both)."""
+
+    def probe(z, v):
+        value, d_joint = jax.jvp(lambda p: joint(p, batch), (z,), (v,))
+        if log_density is None:
+            return value, d_joint != 0, d_joint != 0
+        d_lik = jax.jvp(lambda p: log_density(p, batch), (z,), (v,))[1]
+        return value, d_joint != 0, d_lik != 0
+
+    return probe
+
+
+def directions(key, z):
+    """A standard normal direction for each draw of ``z`` (arrays or shape structs), drawn on the
+    host from NumPy's generator seeded with ``key``'s words."""
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+    return jax.tree_util.tree_map(lambda x: rng.standard_normal(x.shape).astype(x.dtype), z)
+
+
+def check_some_finite(values, where: str) -> None:
+    """Raises ValueError when the log-density is not finite at any draw of ``where`` (no step would
+    ever be accepted)."""
+    values = np.asarray(values)
+    if values.size and not np.any(np.isfinite(values)):
+        raise ArgumentError(
+            "log_density",
+            f"log_density is not finite at any of the {where} ({values}): a NaN or an infinite value in the "
+            "data, or a start outside the parameters' support?",
+        )
+
+
+def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) -> None:
+    """Raises ValueError when the log-joint's gradient is exactly zero at every draw of ``where`` (the
+    mean would never move, the scale grow without bound); warns when only ``log_density``'s is while
+    a prior's is not (the fit returns the prior)."""
+    if not np.any(np.asarray(joint_moves)):
+        raise ValueError(
+            f"log_density: its gradient with respect to the parameters is exactly zero at {where}: it is "
+            "not differentiable (jnp.round, jnp.floor, lax.stop_gradient, a comparison...) or does not "
+            "depend on the parameters, so the ELBO's only gradient would be q's entropy (the mean never "
+            "moves, the scale grows without bound)"
+        )
+    if has_prior and not np.any(np.asarray(lik_moves)):
+        warnings.warn(
+            f"log_density: its gradient with respect to the parameters is exactly zero at {where}; only "
+            "the prior moves q, and the fit will return the prior. A log-density that is not "
+            "differentiable (jnp.round, jnp.floor, lax.stop_gradient...) is ignored this way.",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
 @filter_jit
 def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain):
-    """(the joint at q's mean, ``mean_of(q)``, or None; at each draw ``sample(q, key)`` the joint's
-    value and, with ``log_density``, ``directional_probe``'s flags along ``v``): the start checks'
-    values in one program."""
+    """The start checks' values in one program: the joint at ``mean_of(q)`` (or None), and at each
+    draw ``sample(q, key)`` its value and, with ``log_density``, ``directional_probe``'s flags."""
     z = sample(q, key)
     value = None if mean_of is None else joint(mean_of(q), batch)
     on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))  # noqa: E731
@@ -259,14 +298,10 @@ def check_start(
     has_prior: bool,
     constrain: Optional[Callable] = None,
 ) -> None:
-    """The start checks of ``bbvi`` and ``ngvi``: the joint at q's mean (``mean_of(q)``; None: not
-    checked) and at the draws ``sample(q, key)`` of q (mapped by ``constrain``), and with
-    ``log_density`` its derivative along a random direction at each draw, computed by one jitted
-    program (``_probe``; ``sample`` and ``mean_of`` module-level functions, so that JAX's cache
-    serves a repeated start). Raises ValueError where the joint is not finite at the mean, at
-    some draw with a batch, or at every draw, or where its gradient is exactly zero at every draw
-    (``check_gradient_flows``). Without a batch, a log-density that needs one is not checked."""
-    v = None if log_density is None else directions(host_rng(key), jax.eval_shape(lambda k: sample(q, k), key))
+    """The start checks of ``bbvi`` and ``ngvi``: raises ValueError where the joint is not finite at
+    q's mean (``mean_of(q)``), at some draw of q with a batch, or at every draw, or where its gradient
+    along a random direction is exactly zero at every draw (``check_gradient_flows``)."""
+    v = None if log_density is None else directions(key, jax.eval_shape(lambda k: sample(q, k), key))
     try:
         at_mean, (values, joint_moves, lik_moves) = _probe(
             key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain
@@ -306,9 +341,7 @@ def step(
     alpha: Optional[float] = None,
     template: PyTree = None,
 ) -> tuple[BBVIState, BBVIInfo]:
-    """One optimizer step on the Monte Carlo ELBO. The batch is checked by ``model`` where it
-    declares its checks (``vijax.models.BatchChecked``: a target does); ``state.q_global`` must have
-    the structure and shapes of ``template``, else ValueError naming ``state.q_global``."""
+    """One optimizer step on the Monte Carlo ELBO; ``state.q_global`` must be shaped as ``template``."""
     if template is not None:
         check_shapes("state.q_global", state.q_global, template, "this bbvi's variational parameters")
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
@@ -342,21 +375,16 @@ def as_top_level_api(
     """Black-box VI on ``log_density`` (see the module docstring).
 
     Args:
-      log_density: ``(params, batch) -> scalar``, jit-able; the log-joint (or, with ``num_data``
-        or ``prior``, the log-likelihood of the batch). Or a ``vijax.interop.Target``
-        (``vijax.from_numpyro``, ``vijax.from_tfp``): the Gaussian families then live on the
-        target's unconstrained space through its own transforms, start at ``target.init_params``,
-        and ``init_params``, ``bijectors``, ``num_data``, ``prior`` and ``log_prior`` are refused.
-        A ``log_density`` (or target) that declares ``vijax.models.BatchChecked`` checks each batch.
+      log_density: ``(params, batch) -> scalar``, jit-able: the log-joint (with ``num_data`` or
+        ``prior``, the batch's log-likelihood). Or a ``vijax.interop.Target``, which carries its
+        own transforms, start, scaling and prior (those arguments are then refused).
       family: ``"meanfield"``, ``"fullrank"``, ``"lowrank"`` (Gaussians on the unconstrained
-        parameters; need ``init_params``), a pytree of ``vijax.expfam`` families (one per parameter
-        leaf; for a target, ``vijax.inference.auto_family(target)``), or a flowjax distribution of
-        shape (d,) over the flat unconstrained vector (Monte Carlo entropy only, no ``prior``).
+        parameters), a pytree of ``vijax.expfam`` families (one per parameter leaf), or a flowjax
+        distribution of shape (d,) over the flat unconstrained vector (Monte Carlo entropy only).
       init_params: the parameter pytree: its structure, shapes and q's initial centre.
       bijectors: None or a pytree like ``init_params`` of ``tfp.bijectors`` (unconstrained ->
         constrained) or None leaves (identity).
-      optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an
-        ``optax.GradientTransformation``.
+      optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an ``optax.GradientTransformation``.
       schedule: the learning rate of a named optimizer (default ``DEFAULT_LEARNING_RATES``).
       num_data: N for the N / M minibatch scaling of ``log_density`` (None: no scaling).
       estimator: one of ``ESTIMATORS``.
@@ -369,9 +397,8 @@ def as_top_level_api(
       alpha: the order of the ``"renyi"`` bound, alpha >= 0 (default ``DEFAULT_ALPHA``).
 
     Returns:
-      ``reject_non_finite(VIAlgorithm(init, step))``: ``init(key, batch=None)``,
-      ``step(key, state, batch)``; its ``extras`` are read by ``vijax.inference.guide``,
-      ``sample``, ``log_weights`` and ``elbo``.
+      The ``VIAlgorithm``; its ``extras`` are read by ``vijax.inference.guide``, ``sample``,
+      ``log_weights`` and ``elbo``.
 
     Raises:
       ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
@@ -431,23 +458,16 @@ def as_top_level_api(
         guide = flow_guide(family, init_params, bijectors, target, estimator=estimator, entropy=entropy, prior=prior)
     elif target is None:
         guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
-    elif isinstance(family, str):  # Gaussian on the unconstrained space, through the model's own map
+    elif isinstance(family, str):
         guide = make_guide(family, target.init_params, init_scale=init_scale, rank=rank, transform=target.transform)
     else:
         shapes = jax.eval_shape(target.constrain, target.init_params)
         guide = make_guide(family, shapes, init_scale=init_scale, rank=rank)
     if prior is not None:
-        jax.eval_shape(lambda: guide.kl(guide.init(), prior))  # structure / bijector checks now
+        jax.eval_shape(lambda: guide.kl(guide.init(), prior))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
-    settings = dict(
-        guide=guide,
-        joint=joint,
-        estimator=estimator,
-        entropy=entropy,
-        num_samples=num_samples,
-        prior=prior,
-        alpha=alpha,
-    )
+    settings = dict(guide=guide, joint=joint, estimator=estimator, entropy=entropy, num_samples=num_samples)
+    settings.update(prior=prior, alpha=alpha)
     init_fn = bind_settings(
         init,
         guide=guide,
@@ -477,8 +497,7 @@ def _log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int
 
 
 class BBVIExtras:
-    """What ``bbvi`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): its guide, the
-    settings of its objective, draws of q, their log-weights and the differentiable objective."""
+    """``bbvi``'s ``VIAlgorithm.extras``: its guide, draws of q, their log-weights and the objective."""
 
     def __init__(self, settings: dict):
         self.settings = settings
@@ -501,20 +520,3 @@ class BBVIExtras:
 
 
 bbvi = as_top_level_api
-
-__all__ = [
-    "BBVIExtras",
-    "BBVIInfo",
-    "BBVIState",
-    "DEFAULT_ALPHA",
-    "ESTIMATORS",
-    "as_top_level_api",
-    "bbvi",
-    "check_start",
-    "check_target_arguments",
-    "elbo",
-    "init",
-    "log_joint",
-    "step",
-    "vr_bound",
-]

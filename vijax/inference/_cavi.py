@@ -1,19 +1,10 @@
 """Coordinate ascent variational inference for conditionally conjugate models.
 
-Blei, Kucukelbir and McAuliffe (2017), Variational inference: a review for statisticians,
-Algorithm 1 and §4.2: each step sets every local factor to its coordinate optimum given q(beta),
-then sets q(beta) to its coordinate optimum given the locals, lambda = eta + sum_n E[s(x_n, z_n)]
-(eq. 36). That is the shared natural-parameter update ``vijax.expfam.conjugate_update`` with
-rho = 1. The ELBO reported in ``info`` is that of the pair (new locals, new globals), so it never
-decreases from one step to the next. CAVI sees all the data at every step: the batch is the data
-set (``num_data``, when given, is checked against it).
-
-A model whose globals interact (a product of two globals' statistics in the log-joint, as x ~
-N(mu, 1/tau); Bishop 2006, §10.1.3) offers ``global_blocks(batch)``: blocks of globals that do not
-interact. The step then updates the blocks in turn, each after a local step at the current q(beta)
-(a ``lax.scan`` over the blocks), so that each update is a coordinate optimum; the ELBO reported is
-that of the last local step's locals and the returned q(beta), exact because the log-joint is
-linear in the last block's statistics. A model without it, or with one block, takes the step above.
+Blei, Kucukelbir and McAuliffe (2017), Algorithm 1 and §4.2: every local factor to its optimum
+given q(beta), then q(beta) to its optimum lambda = eta + sum_n E[s(x_n, z_n)] (eq. 36), i.e.
+``vijax.expfam.conjugate_update`` with rho = 1. ``info.elbo`` is that of (new locals, new globals).
+The batch is the whole data set. A model whose globals interact (x ~ N(mu, 1/tau); Bishop 2006,
+§10.1.3) offers ``global_blocks(batch)``, updated in turn, each after a local step at the current q.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import batch_size, check_int, check_key, implements
 from vijax.inference._conjugate import check_conjugate_model, check_local, check_q_global, initial_globals
-from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
+from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
 from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -48,7 +39,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateMod
 
 
 def init_from(q_global: PyTree) -> CAVIState:
-    """A state holding a given q(beta) (e.g. from a previous fit)."""
+    """A state holding a given q(beta)."""
     return CAVIState(q_global, jnp.zeros((), jnp.int32))
 
 
@@ -81,9 +72,8 @@ def step(
 
 
 def _update_in_blocks(q, prior, batch, key, blocks, model, local):
-    """Per block (a pytree of bools structured like q's families, True in the block): the local
-    step at the current q, then lambda = eta + s for the block's globals, the others kept (their
-    target is their own lambda, exact at rho = 1). Returns (q, num_damped, the last local step)."""
+    """Per block (bools structured like q, True in the block): the local step at the current q, then
+    lambda = eta + s for the block's globals. Returns (q, num_damped, the last local step)."""
     masks = jax.tree_util.tree_map(lambda *m: jnp.asarray(m), *blocks)
     eta = expfam.tree_natural_params(prior)
     start = jax.eval_shape(lambda: model.local_step(expfam.tree_mean_params(q), batch, key, method=local))
@@ -111,9 +101,7 @@ def _update_in_blocks(q, prior, batch, key, blocks, model, local):
 def as_top_level_api(
     model: ConditionallyConjugateModel, *, num_data: Optional[int] = None, local: str = "meanfield"
 ) -> VIAlgorithm:
-    """CAVI for ``model`` as a ``VIAlgorithm``: ``init(key, data)``, ``step(key, state, data)``.
-
-    CAVI has no schedule (its step is the coordinate optimum, rho = 1).
+    """CAVI for ``model`` as a ``VIAlgorithm`` (no schedule: rho = 1).
 
     Args:
       model: a ``ConditionallyConjugateModel``.
@@ -136,13 +124,7 @@ def as_top_level_api(
     check_local(model, local)
     if num_data is not None:
         check_int("num_data", num_data)
-    return reject_non_finite(
-        VIAlgorithm(
-            init=bind_settings(init, model=model), step=bind_settings(step, model=model, local=local, num_data=num_data)
-        )
-    )
+    return guarded_algorithm(init, step, model=model, local=local, num_data=num_data)
 
 
 cavi = as_top_level_api
-
-__all__ = ["CAVIInfo", "CAVIState", "as_top_level_api", "cavi", "init", "init_from", "step"]

@@ -1,14 +1,7 @@
-"""Combinators: algorithms built from algorithms, so that experiments never write their own loops.
+"""Combinators: algorithms built from algorithms (restarts, grids, lock step, a replaced ELBO).
 
-- :func:`restarts`: R independent copies in lock step under ``vmap``;
-- :func:`hyperparameter_grid`: a grid of a model's hyperparameters (LDA's alpha x eta) as one
-  ``vmap``ped program, the values held in each point's state (``inject_hyperparameters``);
-- :func:`factory_grid`: a grid of an algorithm factory's constants (a step size, a learning rate)
-  as one ``vmap``ped program, the values held in the state (:class:`GridState`);
-- :func:`lock_step`: several algorithms side by side on the same batches, one state dict, for
-  comparisons in one run (and one checkpoint);
-- :func:`replace_elbo`: an algorithm whose ``info.elbo`` is another function of the new state
-  (e.g. an exact ELBO where the algorithm reports a Monte Carlo estimate).
+The ``vmap``ped ones collect the step's batch checks inside the vmap and enforce them outside it
+(``vmap_with_checks``), so ``jit_step`` and the runner return them as outputs of the program.
 """
 
 from __future__ import annotations
@@ -36,8 +29,7 @@ from vijax.types import Array, PyTree
 
 
 def check_algorithm(name: str, alg) -> None:
-    """Raises ValueError naming ``name`` unless ``alg`` is an algorithm: an object with callable
-    ``init`` and ``step`` (a ``VIAlgorithm``, as every factory returns)."""
+    """Raises ValueError naming ``name`` unless ``alg`` has callable ``init`` and ``step``."""
     if not (callable(getattr(alg, "init", None)) and callable(getattr(alg, "step", None))):
         raise ArgumentError(
             name,
@@ -49,44 +41,30 @@ def check_algorithm(name: str, alg) -> None:
 def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
     """Runs ``num_restarts`` independent copies of ``alg`` in lock step with ``vmap``.
 
-    The state gains a leading axis of size ``num_restarts``; every restart sees the same batch
-    and its own key (``jax.random.split`` of the step's key). ``info`` fields gain the same axis,
-    so the runner's stopping rule sees the mean ELBO over restarts. Pick the winner with
-    ``select_restart(state, jnp.argmax(info.elbo))``. The step's batch checks run inside the vmap and
-    are enforced outside it (``vmap_with_checks``), so that ``jit_step`` and the runner can return
-    them as outputs of the program (no host callback at every step, and a cacheable program).
+    State and info gain a leading axis R; every restart sees the same batch and its own key. Pick
+    the winner with ``select_restart(state, jnp.argmax(info.elbo))``.
 
     Raises:
       ValueError: naming ``alg`` when it is not an algorithm, or ``num_restarts`` when it is not an
-        integer >= 1 or the restarts' keys (at construction) or states (at ``init``, from
-        ``jax.eval_shape`` of one restart's) would not fit in the machine's memory.
+        integer >= 1 or the restarts' keys or states would not fit in memory.
     """
     check_algorithm("alg", alg)
     num_restarts = check_int("num_restarts", num_restarts)
-    # each step splits the key into one per restart (8 bytes each): refused before any allocation
     check_allocation("num_restarts (the key of each restart)", num_restarts, 8)
 
     def init(key, batch=None):
-        one = jax.eval_shape(lambda k: alg.init(k, batch), key)  # a restart's state, nothing allocated
-        per = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(one))
-        # the R states, and the R new ones a step makes before the old are freed
-        check_allocation(
-            f"num_restarts ({num_restarts} restarts of a {per}-byte state, twice)", 2 * num_restarts * per, 1
-        )
+        _check_memory(jax.eval_shape(lambda k: alg.init(k, batch), key), num_restarts, "num_restarts", "restarts")
         return jax.vmap(lambda k: alg.init(k, batch))(jax.random.split(key, num_restarts))
 
     return VIAlgorithm(init, bind_settings(_restarts_step, inner=alg.step, num_restarts=num_restarts))
 
 
 def _restarts_step(key, state, batch, *, inner, num_restarts):
-    # the restarts' batch checks enforced once, outside the vmap (vmap_with_checks)
     return vmap_with_checks(inner, in_axes=(0, 0, None))(jax.random.split(key, num_restarts), state, batch)
 
 
 def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int]:
-    """The grid's values as NumPy arrays of one length G >= 1 (int64 where they are all integers,
-    as given, else float64), and G; ValueError naming the argument that is not a non-empty 1-D
-    sequence of finite numbers, or whose length differs."""
+    """The grid's values as NumPy arrays of one length G >= 1 (int64 for integers), and G."""
     if not values:
         raise ArgumentError(
             "values", f"values: name at least one {what} with one value per grid point (e.g. alpha=[0.1, 0.5])"
@@ -101,7 +79,7 @@ def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int
         if not np.all(np.isfinite(a)):
             raise ArgumentError(name, f"{name} must be finite, got {a.tolist()}")
         given = np.asarray(v)
-        if np.issubdtype(given.dtype, np.integer):  # integers stay integers: the values as given
+        if np.issubdtype(given.dtype, np.integer):
             a = given.astype(np.int64)
         if length is not None and a.size != length:
             first = next(iter(arrays))
@@ -114,34 +92,22 @@ def _grid_values(values: Mapping, what: str) -> tuple[dict[str, np.ndarray], int
     return arrays, length
 
 
-def _check_grid_memory(state_shape, num_points: int, name: str) -> None:
-    """Refuses, before allocating, G states (and the G new ones a step makes) that would not fit."""
+def _check_memory(state_shape, num: int, name: str, what: str = "points") -> None:
+    """Refuses, before allocating, ``num`` states (and the ``num`` new ones a step makes) that would not fit."""
     per = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(state_shape))
-    check_allocation(f"{name} ({num_points} points of a {per}-byte state, twice)", 2 * num_points * per, 1)
+    check_allocation(f"{name} ({num} {what} of a {per}-byte state, twice)", 2 * num * per, 1)
 
 
 def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     """A grid of a model's hyperparameters (LDA's alpha and eta) as one ``vmap``ped program.
 
-    ``values`` maps each hyperparameter to G values, one per grid point (a product of settings
-    already expanded: ``alpha=[a1, a1, a2, a2], eta=[e1, e2, e1, e2]``). ``init(key, batch=None)``
-    makes ONE initial state, ``alg.init(key, batch)``, and holds each point's values in a copy of
-    it (:func:`vijax.inference.inject_hyperparameters`, under ``vmap``): the state is ``alg``'s with
-    a leading axis of size G (``state.hyper[name][g]`` is point g's value). ``step(key, state, batch)``
-    is ``vmap(alg.step, in_axes=(None, 0, None))``: every point sees the same batch and the same
-    key, so point g follows exactly the run of ``alg`` built with the model's hyperparameters set to
-    point g's values, from the same key (up to the rounding of the batched program), and the whole
-    grid compiles once. ``info`` fields gain the leading axis G. As in :func:`restarts`, the step's
-    batch checks are collected inside the vmap and enforced outside it (``vmap_with_checks``).
+    ``values`` maps each hyperparameter to G values, one per point (a product already expanded).
+    ``init`` makes one ``alg.init(key, batch)`` and injects each point's values into a copy
+    (:func:`vijax.inference.inject_hyperparameters`); ``step`` is ``vmap(alg.step, in_axes=(None,
+    0, None))``, so point g follows the run of ``alg`` with point g's values from the same key.
+    Restarts go outside: ``restarts(hyperparameter_grid(alg, model, ...), R)`` (axes (R, G)).
 
-    Restarts go outside: ``restarts(hyperparameter_grid(alg, model, ...), R)`` has states with
-    leading axes (R, G); restart r of point g equals restart r of ``restarts(alg_g, R)``, ``alg_g``
-    the algorithm of point g's model (the same R keys at init and at every step). (The other order
-    would inject unbatched values into states with a restart axis.) Point g of every restart:
-    ``jax.tree_util.tree_map(lambda a: a[:, g], state)``.
-
-    Example (Hoffman and Blei, "Structured Stochastic Variational Inference", 2015, §4.1: the grid
-    of alpha x eta)::
+    Example (Hoffman and Blei 2015, §4.1: the grid of alpha x eta)::
 
         alphas, etas = zip(*itertools.product([0.01, 0.1, 0.5], [0.01, 0.1, 1.0]))
         alg = restarts(hyperparameter_grid(ssvi(model, num_data=N), model, alpha=alphas, eta=etas), 5)
@@ -149,18 +115,12 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     Args:
       alg: an algorithm whose state has a ``hyper`` field (``svi``, ``ssvi``, ``ssvi_a``, ``map``).
       model: the ``HyperparameterModel`` ``alg`` was built with.
-      **values: hyperparameter name -> a 1-D sequence of G finite numbers, each checked as the
-        model checks its own (``model.check_hyperparameters`` where the model has one, e.g. LDA's
-        concentrations; else a positive number); the hyperparameters not named keep the model's
-        values.
+      **values: hyperparameter name -> a 1-D sequence of G finite numbers in its domain.
 
     Raises:
-      ValueError: naming ``alg`` when it is not an algorithm, ``model`` without hyperparameters,
-        ``values`` when none is given, the value that is not a hyperparameter of the model, not a
-        non-empty 1-D sequence of finite numbers, of another length than the first, or outside
-        the hyperparameter's domain (the model's own check); at ``init``,
-        ``state`` for an algorithm without a ``hyper`` field, and ``values`` when the G states would
-        not fit in memory.
+      ValueError: naming the argument: not an algorithm, a model without hyperparameters, no or an
+        unknown value, a bad sequence or length, a value outside its domain; at ``init``, a state
+        without a ``hyper`` field, or G states that would not fit in memory.
     """
     from vijax.models import HyperparameterModel
 
@@ -184,10 +144,10 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
             raise ValueError(
                 f"state must be a state of svi, ssvi, ssvi_a or map (with a hyper field), got {type(one).__name__}"
             )
-        _check_grid_memory(one, num_points, "values")
+        _check_memory(one, num_points, "values")
         state = alg.init(key, batch)
         dt = float_leaf_dtype(state.q_global)
-        vals = {n: jnp.asarray(a, dt) for n, a in arrays.items()}  # the dtype a model's own value would get
+        vals = {n: jnp.asarray(a, dt) for n, a in arrays.items()}
         return jax.vmap(lambda v: inject_hyperparameters(state, model, **v))(vals)
 
     return VIAlgorithm(init, bind_settings(_grid_step, inner=alg.step))
@@ -195,15 +155,13 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
 
 @runtime_checkable
 class ChecksHyperparameters(Protocol):
-    """A model that checks values of its hyperparameters itself (LDA: each a concentration in
-    (0, c] of its dtype), raising ValueError naming the value."""
+    """A model that checks values of its hyperparameters itself, raising ValueError naming the value."""
 
     def check_hyperparameters(self, values: dict) -> None: ...
 
 
 def _check_hyperparameter_values(model, arrays: Mapping[str, np.ndarray]) -> None:
-    """The grid's values checked as the model checks its own (a :class:`ChecksHyperparameters`),
-    else as the positive numbers a ``HyperparameterModel``'s hyperparameters are."""
+    """The grid's values checked by the model (a :class:`ChecksHyperparameters`), else as positive."""
     if implements(model, ChecksHyperparameters):
         model.check_hyperparameters(dict(arrays))
         return
@@ -212,15 +170,12 @@ def _check_hyperparameter_values(model, arrays: Mapping[str, np.ndarray]) -> Non
 
 
 def _grid_step(key, state, batch, *, inner):
-    # the points' batch checks enforced once, outside the vmap (vmap_with_checks)
     return vmap_with_checks(inner, in_axes=(None, 0, None))(key, state, batch)
 
 
 def _check_traced_arguments(factory: Callable, arrays: Mapping[str, np.ndarray]) -> None:
-    """Builds ``factory`` once per gridded argument under ``vmap`` over that argument's values (the
-    others at the first point), as the grid's ``init`` and ``step`` do, so that an argument the
-    factory needs concrete (one that sets a shape, e.g. a number of samples) is refused here,
-    naming it; only the factory runs (no ``init`` or ``step``)."""
+    """Builds ``factory`` under ``vmap`` over each gridded argument, so that one the factory needs
+    concrete (a number of samples) is refused here, naming it."""
     first = {n: a[0].item() for n, a in arrays.items()}
     for name, a in arrays.items():
 
@@ -229,7 +184,7 @@ def _check_traced_arguments(factory: Callable, arrays: Mapping[str, np.ndarray])
             return v
 
         try:
-            jax.vmap(build)(jnp.asarray(a))  # as init and step call it; nothing is computed
+            jax.vmap(build)(jnp.asarray(a))
         except (ValueError, TypeError) as e:
             raise ArgumentError(
                 name,
@@ -241,50 +196,33 @@ def _check_traced_arguments(factory: Callable, arrays: Mapping[str, np.ndarray])
 
 
 class GridState(NamedTuple):
-    """The state of :func:`factory_grid`: ``state``, the algorithm's state at each point (leaves with
-    a leading axis G); ``values``, name -> (G,) array, the factory's constants at each point."""
+    """The state of :func:`factory_grid`: the points' states (leading axis G) and ``values``, name -> (G,)."""
 
     state: PyTree
     values: dict
 
 
 def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
-    """A grid of an algorithm factory's constants (a step size, a learning rate, a schedule's
-    scale) as one ``vmap``ped program: the constants live in the state (as optax's
-    ``inject_hyperparams`` holds an optimizer's), so that every point shares one compiled step.
+    """A grid of an algorithm factory's constants (a step size, a learning rate) as one ``vmap``ped
+    program, the constants held in the state (as optax's ``inject_hyperparams``).
 
-    ``factory(**point)`` builds the algorithm of one grid point; ``values`` maps each of its keyword
-    arguments to G values, one per point. The state is a :class:`GridState`: the points' states
-    (leading axis G) and their values. ``init(key, batch=None)`` is
-    ``vmap(lambda v: factory(**v).init(key, batch))`` over the values (every point from the same
-    key); ``step(key, state, batch)`` calls ``factory(**v).step(key, s, batch)`` under ``vmap`` over
-    the points with the same batch and the same key, so point g follows the run of
-    ``factory(**point_g)`` exactly (up to the rounding of the batched program). Inside the vmap the
-    factory gets traced scalars, which the factories' argument checks let through
-    (``vijax.inference.schedules.as_schedule``); every point is also built once with its concrete
-    values at construction, so that a bad value is refused by the factory's own checks, naming its
-    argument. The step's batch checks are collected inside the vmap and enforced outside it
-    (``vmap_with_checks``). Restarts go outside, as with :func:`hyperparameter_grid`:
-    ``restarts(factory_grid(...), R)``.
+    ``values`` maps keyword arguments of ``factory`` to G values. ``init`` and ``step`` run
+    ``factory(**v).init`` / ``.step`` under ``vmap`` over the points with the same key and batch, so
+    point g follows the run of ``factory(**point_g)``. Every point is also built once with concrete
+    values, so the factory's own checks refuse a bad one. Restarts go outside.
 
-    Example (Khan et al., "Faster Stochastic Variational Inference using Proximal-Gradient Methods
-    with General Divergence Functions", 2016, §6.1, Fig. 1: a sweep of PG-SVI's step size)::
+    Example (Khan et al. 2016, §6.1, Fig. 1: a sweep of PG-SVI's step size)::
 
         alg = factory_grid(lambda beta: prox_svi(model, num_data=N, schedule=beta), beta=[0.1, 0.3, 1.0])
 
     Args:
       factory: keyword arguments -> ``VIAlgorithm``.
-      **values: a keyword argument of ``factory`` -> a 1-D sequence of G finite numbers; integers
-        stay integers (the factory gets ``int`` values at construction, integer arrays under the
-        ``vmap``).
+      **values: a keyword argument of ``factory`` -> a 1-D sequence of G finite numbers (ints stay ints).
 
     Raises:
-      ValueError: naming ``factory`` when it is not callable, ``values`` when none is given, the
-        value that ``factory`` does not take, that is not a non-empty 1-D sequence of finite numbers
-        or has another length than the first, that the factory refuses (its own ValueError), or
-        that it refuses as a traced value (an argument that sets a shape, such as a number of
-        samples, cannot be gridded in one program); at ``init``, ``values`` when the G states
-        would not fit in memory.
+      ValueError: naming the argument: a factory that is not callable, no values, one the factory
+        does not take, a bad sequence or length, a value the factory refuses (concrete or traced:
+        one that sets a shape cannot be gridded); at ``init``, G states that would not fit in memory.
     """
     if not callable(factory):
         raise ArgumentError(
@@ -300,17 +238,17 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
         except (TypeError, ValueError):
             pass
         raise ArgumentError(bad, f"{bad} is not an argument of factory {factory!r} ({e})") from None
-    except ValueError:  # no signature (a builtin): the calls below tell
+    except ValueError:
         pass
     arrays, num_points = _grid_values(values, "argument of the factory")
-    for g in range(num_points):  # the factory's own checks, on concrete values (ints stay ints)
+    for g in range(num_points):
         check_algorithm("factory(...)", factory(**{n: a[g].item() for n, a in arrays.items()}))
     _check_traced_arguments(factory, arrays)
 
     def init(key, batch=None):
         vals = {n: jnp.asarray(a) for n, a in arrays.items()}
         one = jax.eval_shape(lambda k, v: factory(**v).init(k, batch), key, {n: v[0] for n, v in vals.items()})
-        _check_grid_memory(one, num_points, "values")
+        _check_memory(one, num_points, "values")
         return GridState(jax.vmap(lambda v: factory(**v).init(key, batch))(vals), vals)
 
     def step(key, state, batch):
@@ -332,26 +270,20 @@ def lock_step(
 ) -> VIAlgorithm:
     """Runs several algorithms side by side on the same batches, for comparisons in one run.
 
-    The state is a dict name -> that algorithm's state. Each step gets its own split of the step's
-    key (``jax.random.split(key, len(algorithms))``, in the dict's order). ``info`` is a dict
-    name -> {field: value} for the ``info_fields`` each algorithm's info has, plus
-    ``info["elbo"]``, the ``primary`` algorithm's (default: the first one that reports an ELBO),
-    for the runner's stopping rule.
+    The state is a dict name -> state; each algorithm gets its own split of the step's key, in the
+    dict's order. ``info`` is a dict name -> {field: value} of ``info_fields``, plus ``info["elbo"]``,
+    the ``primary`` algorithm's (default: the first that reports one).
 
     Args:
       algorithms: name -> ``VIAlgorithm``, in the order their keys are split.
       primary: the algorithm whose ELBO is ``info["elbo"]``.
       info_fields: the info fields kept per algorithm.
-      init_groups: name -> group index (0, 1, ...). Algorithms of the same group start from the
-        same key, ``jax.random.split(key, num_groups)[group]`` (so that algorithms that
-        initialise alike start from the same point); None: every algorithm gets the init key
-        itself.
+      init_groups: name -> group 0 .. G - 1; a group starts from ``jax.random.split(key, G)[group]``
+        (None: every algorithm from the init key).
 
     Raises:
-      ValueError: for no algorithms, a name that is not a string or is ``"elbo"`` (naming
-        ``algorithms``), a value of ``algorithms`` that is not an algorithm (naming it), an unknown
-        ``primary``, ``info_fields`` that are not strings, or ``init_groups`` that do not name every
-        algorithm with a group in 0 .. G - 1.
+      ValueError: naming the argument: no algorithms, a name that is not a string or is ``"elbo"``,
+        a value that is not an algorithm, an unknown ``primary``, bad ``info_fields`` or ``init_groups``.
     """
     if not isinstance(algorithms, Mapping) or not algorithms:
         raise ArgumentError(
@@ -372,7 +304,7 @@ def lock_step(
     names = tuple(algorithms)
     if primary is not None and primary not in algorithms:
         raise ArgumentError("primary", f"primary={primary!r} is not one of {names}")
-    if isinstance(info_fields, str):  # one field; tuple("elbo") would be its letters
+    if isinstance(info_fields, str):
         info_fields = (info_fields,)
     info_fields = tuple(info_fields)
     if not all(isinstance(f, str) for f in info_fields):
@@ -393,14 +325,13 @@ def lock_step(
         keys = jax.random.split(key, len(set(init_groups.values())))
         return {m: alg.init(keys[init_groups[m]], batch) for m, alg in algorithms.items()}
 
-    steps = tuple(algorithms[m].step for m in names)  # a tuple: the split keys follow the names' order
+    steps = tuple(algorithms[m].step for m in names)
     step = bind_settings(_lock_step_step, names=names, steps=steps, primary=primary, info_fields=info_fields)
     return VIAlgorithm(init, step, LockStep(names))
 
 
 class LockStep(NamedTuple):
-    """The ``extras`` of a :func:`lock_step` algorithm: it declares that its state and info are
-    dicts per algorithm (of ``names``)."""
+    """The ``extras`` of a :func:`lock_step`: its state and info are dicts per algorithm."""
 
     names: tuple
 
@@ -418,19 +349,13 @@ def _lock_step_step(key, state, batch, *, names, steps, primary, info_fields):
 
 
 def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgorithm:
-    """``alg`` with ``info.elbo`` replaced by ``elbo_fn(new_state)`` (e.g. the exact ELBO of a
-    batch method that reports a Monte Carlo estimate, so that the runner's stopping rule and trace
-    see the exact value). ``info`` must be a NamedTuple with an ``elbo`` field, and ``elbo_fn``
-    return one real array shaped like it: a scalar for one run, ``(R,)`` for
-    ``replace_elbo(restarts(alg, R), elbo_fn)`` (``restarts(replace_elbo(alg, elbo_fn), R)``
-    calls ``elbo_fn`` on each restart's state, for a scalar).
+    """``alg`` with ``info.elbo`` replaced by ``elbo_fn(new_state)`` (an exact ELBO for a method
+    that reports an estimate), one real array shaped like ``info.elbo``.
 
     Raises:
-      ValueError: naming ``alg`` when it is not an algorithm or is a :func:`lock_step` (its info
-        is a dict per algorithm: replace the ELBO of an algorithm before ``lock_step``), or its step
-        reports no ``info.elbo``; naming ``elbo_fn`` when it is not callable, at ``init`` when it
-        does not return one real array for the initial state, and when the step is traced when
-        its value has another shape than the algorithm's ``info.elbo``.
+      ValueError: naming ``alg`` when it is not an algorithm, is a :func:`lock_step` or reports no
+        ``info.elbo``; naming ``elbo_fn`` when it is not callable or does not return one real array
+        shaped like ``info.elbo``.
     """
     check_algorithm("alg", alg)
     if isinstance(alg.extras, LockStep):
@@ -447,8 +372,8 @@ def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgo
     def init(key, batch=None):
         state = alg.init(key, batch)
         try:
-            out = jax.eval_shape(elbo_fn, state)  # on shapes: nothing is computed
-        except TypeError as e:  # a value that is no JAX type (a string, an object)
+            out = jax.eval_shape(elbo_fn, state)
+        except TypeError as e:
             raise ArgumentError(
                 "elbo_fn", f"elbo_fn must return one real array (the ELBO of the state); on the initial state: {e}"
             ) from e
@@ -459,10 +384,9 @@ def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgo
 
 
 def _elbo_shape(elbo_fn, out) -> tuple:
-    """The shape of ``elbo_fn``'s value ``out`` (an array or its ``ShapeDtypeStruct``), after
-    checking that it is one real array; ValueError naming ``elbo_fn`` otherwise."""
+    """The shape of ``elbo_fn``'s value ``out``; ValueError naming ``elbo_fn`` unless one real array."""
     if isinstance(out, (int, float, np.number)) and not isinstance(out, (bool, np.bool_)):
-        out = jnp.asarray(out)  # a Python number: a weakly typed scalar
+        out = jnp.asarray(out)
     dtype = getattr(out, "dtype", None)
     if dtype is None or not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
         got = type(out).__name__ if dtype is None else f"an array of dtype {dtype}"
@@ -479,7 +403,7 @@ def _replace_elbo_step(key, state, batch, *, inner, elbo_fn):
     elbo = elbo_fn(state)
     shape, want = _elbo_shape(elbo_fn, elbo), tuple(jnp.shape(info.elbo))
     elbo = jnp.asarray(elbo)
-    if shape != want:  # shapes are static: checked when the step is traced, not in the program
+    if shape != want:
         raise ArgumentError(
             "elbo_fn",
             f"elbo_fn must return an array shaped like the algorithm's info.elbo, {want} (a scalar for one "
@@ -491,15 +415,3 @@ def _replace_elbo_step(key, state, batch, *, inner, elbo_fn):
 def select_restart(tree: PyTree, index) -> PyTree:
     """Restart ``index`` of a pytree whose leaves have a leading restart axis."""
     return jax.tree_util.tree_map(lambda a: a[index], tree)
-
-
-__all__ = [
-    "GridState",
-    "check_algorithm",
-    "factory_grid",
-    "hyperparameter_grid",
-    "lock_step",
-    "replace_elbo",
-    "restarts",
-    "select_restart",
-]

@@ -1,6 +1,4 @@
-"""What the algorithms for conditionally conjugate models (CAVI, SVI, SSVI, MAP-EM) share besides
-the update itself (``vijax.expfam.conjugate_update``): their start and the check of the local
-step a model offers."""
+"""What the algorithms for conditionally conjugate models (CAVI, SVI, SSVI, MAP-EM) share."""
 
 from __future__ import annotations
 
@@ -19,10 +17,8 @@ from vijax.types import PRNGKey, PyTree, Schedule
 
 
 def check_factory_args(model, algorithm: str, *, num_data, schedule, local: str, ramp) -> Schedule:
-    """The checks every stochastic conjugate-model factory (SVI, SSVI, MAP-EM) runs before anything
-    compiles: ``num_data`` an integer >= 1, ``ramp`` a bool, ``model`` a
-    ``ConditionallyConjugateModel`` offering ``local``; returns the coerced schedule (default
-    ``robbins_monro(1.0, tau=1.0, kappa=0.7)``)."""
+    """The checks of every stochastic conjugate-model factory (SVI, SSVI, MAP-EM); returns the
+    coerced schedule (default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``)."""
     check_int("num_data", num_data)
     check_bool("ramp", ramp)
     schedule = as_schedule(schedule, default=default_schedule())
@@ -40,23 +36,19 @@ def float_leaf_dtype(q: PyTree):
 
 
 def initial_globals(key: PRNGKey, batch: PyTree, model: ConditionallyConjugateModel) -> PyTree:
-    """``model.init_globals(key, batch)`` after checking ``batch`` (when given) with
-    ``model.check_data``."""
+    """``model.init_globals(key, batch)`` after ``model.check_data(batch)`` (when given)."""
     if batch is not None:
         model.check_data(batch)
     return model.init_globals(key, batch)
 
 
 def check_conjugate_model(model, algorithm: str) -> None:
-    """Raises ValueError, before anything compiles, unless ``model`` is a
-    ``ConditionallyConjugateModel`` (``local_methods``, ``prior``, ``init_globals``,
-    ``local_step``, ``check_data``), naming what it lacks."""
+    """Raises ValueError unless ``model`` is a ``ConditionallyConjugateModel``, naming what it lacks."""
     check_protocol(model, ConditionallyConjugateModel, algorithm)
 
 
 def check_local(model: ConditionallyConjugateModel, local: str) -> None:
-    """Raises ValueError, before anything compiles, when ``model`` offers no local step ``local``
-    (its ``local_methods``)."""
+    """Raises ValueError when ``model`` offers no local step ``local`` (its ``local_methods``)."""
     if local not in model.local_methods:
         raise ArgumentError(
             "local", f"local={local!r} is not offered by {type(model).__name__}; choose one of {model.local_methods}"
@@ -64,10 +56,7 @@ def check_local(model: ConditionallyConjugateModel, local: str) -> None:
 
 
 def check_q_global(q_global: PyTree, prior: PyTree) -> None:
-    """Raises ValueError naming ``state.q_global`` unless it has the structure and shapes of the
-    model's ``prior`` (every family of q in its prior's family): a state made for a model of another
-    size (say 6 topics stepped with ``LDA(5, V)``) is named here, at the step, not by a broadcasting
-    error deep inside it. Shapes are static: nothing is computed."""
+    """Raises ValueError naming ``state.q_global`` unless it has the structure and shapes of ``prior``."""
     check_shapes("state.q_global", q_global, prior, "the model's prior", is_leaf=expfam.is_family)
 
 
@@ -83,29 +72,23 @@ def view_step(
     ramp: bool,
     view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]],
 ):
-    """The step shared by SSVI, SSVI-A and MAP-EM: the local step at a view of the globals built
-    from q = ``state.q_global``, then the conjugate update (Hoffman and Blei 2015, Algorithm 1,
-    lines 3-9)::
+    """The step shared by SSVI, SSVI-A and MAP-EM (Hoffman and Blei 2015, Algorithm 1, lines 3-9)::
 
         stats, transform = view(q, key_beta)            # t(beta) of a draw, or of the mode
         loc = model.local_step(stats, batch, key_local)  # the minibatch's sum of eta-hat_n
         lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t / S) transform(sum eta-hat_n))
 
-    with ``key_beta, key_local = jax.random.split(key)`` and t = ``state.count``; the state's
-    ``hyper`` field when it has one (its hyperparameters, see :func:`inject_hyperparameters`; None or
-    absent: the model's fixed values) goes to ``prior`` and ``local_step``.
+    The state's ``hyper`` (when not None) goes to ``prior`` and ``local_step``.
 
     Returns:
-      (q_new, num_damped, rho, prior, stats, data_term), data_term being
-      (N/S) (<sum eta-hat_n, stats> + local_terms), the data part of every estimate of the ELBO
-      (or of the MAP objective) these algorithms report.
+      (q_new, num_damped, rho, prior, stats, data_term), data_term = (N/S) (<sum eta-hat_n, stats> + local_terms).
     """
     q, count, hyper = state.q_global, state.count, getattr(state, "hyper", None)
     check_num_data(num_data, model, batch, count)
     present = num_present(model, batch)
     rho = step_size(schedule(count), present)
     key_beta, key_local = jax.random.split(key)
-    kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
+    kw = {} if hyper is None else {"hyper": hyper}
     prior = model.prior(**kw)
     check_q_global(q, prior)
     stats, transform = view(q, key_beta)
@@ -117,9 +100,8 @@ def view_step(
 
 
 def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) -> PyTree:
-    """``state`` with the model's hyperparameters held in it (optax's ``inject_hyperparams``): every
-    later step uses these values instead of the model's fixed ones (and, with ``hyper_step``, learns
-    from them; SVI only). As they are arrays of the state, a grid of settings is one ``vmap``ped program::
+    """``state`` with the model's hyperparameters held in it (optax's ``inject_hyperparams``), used by
+    every later step instead of the model's fixed ones; a grid of settings is one ``vmap``ped program::
 
         states = jax.vmap(lambda a, e: inject_hyperparameters(s0, model, alpha=a, eta=e))(alphas, etas)
         states, infos = jax.vmap(alg.step, in_axes=(None, 0, None))(key, states, batch)
@@ -127,12 +109,10 @@ def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) 
     Args:
       state: a state of ``svi``, ``ssvi``, ``ssvi_a`` or ``map`` (their ``hyper`` field).
       model: the ``HyperparameterModel`` the algorithm was built with.
-      **values: hyperparameter name -> scalar (possibly traced); names missing keep the state's
-        value, or the model's fixed one.
+      **values: hyperparameter name -> scalar (possibly traced); the others keep their values.
 
     Raises:
-      ValueError: naming a value that is not one of ``model.hyperparameters()``, or a model without
-        hyperparameters.
+      ValueError: naming a value that is not one of ``model.hyperparameters()``, or a model without them.
     """
     if "hyper" not in getattr(state, "_fields", ()):
         raise ArgumentError(
@@ -151,14 +131,3 @@ def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) 
     base = dict(state.hyper) if state.hyper is not None else {n: jnp.asarray(v, dt) for n, v in fixed.items()}
     base.update({n: jnp.asarray(v, dt) for n, v in values.items()})
     return state._replace(hyper=base)
-
-
-__all__ = [
-    "check_conjugate_model",
-    "check_factory_args",
-    "check_local",
-    "float_leaf_dtype",
-    "initial_globals",
-    "inject_hyperparameters",
-    "view_step",
-]

@@ -1,22 +1,9 @@
 """Data parallelism across processes (several hosts, or several processes on one host).
 
-After ``initialize_processes(...)`` (``jax.distributed.initialize``) ``jax.devices()`` holds the
-devices of every process, so ``data_parallel(model)``'s ``shard_map`` + ``psum`` local step runs
-across processes. Each process reads only its own share of the data: ``process_shard(D)`` is its
-contiguous block of indices, a ``Minibatcher`` over it gives its local rows of every minibatch,
-and ``global_batch`` / ``global_host_batches`` assemble them into the global batch
-(``jax.make_array_from_process_local_data``). The global batch of step t is the processes' local
-batches concatenated in process order, so a multi-process run equals a one-process run on that
-batch (up to the order of the float sums in the ``psum``).
-
-Runs (``vijax.run.run``): every process passes the same settings, which the runner checks at the
-start, naming one that differs. Process 0 alone reads and writes checkpoints, and on resume sends
-the checkpoint's bytes to the others, so every process continues from the same state.
-
-On a CPU, ``initialize_processes`` sets ``jax_cpu_collectives_implementation`` to ``"gloo"``
-before it starts the distributed runtime; on GPUs and TPUs the collectives are built in. Under
-SLURM, Open MPI or a Cloud TPU pod, ``initialize_processes()`` with no arguments lets
-``jax.distributed.initialize()`` find the coordinator and the process index itself.
+After ``initialize_processes(...)``, ``jax.devices()`` holds every process's devices, so
+``data_parallel(model)``'s local step runs across processes. Each process reads its own
+``process_shard(D)`` of the data; ``global_batch`` / ``global_host_batches`` assemble the processes'
+local rows, in process order, into the global batch (``jax.make_array_from_process_local_data``).
 """
 
 from __future__ import annotations
@@ -41,15 +28,13 @@ def initialize_processes(
 ) -> None:
     """Starts JAX's distributed runtime (``jax.distributed.initialize``) in this process.
 
-    Call it first thing, before any JAX computation, in every process, with the same
-    ``coordinator_address`` ("host:port" of process 0) and ``num_processes`` and each its own
-    ``process_id`` in ``[0, num_processes)``; with all three None JAX detects them (SLURM, Open MPI,
-    Cloud TPU).
+    Call it first thing in every process, with the same ``coordinator_address`` ("host:port" of
+    process 0) and ``num_processes`` and each its own ``process_id``; with all three None JAX
+    detects them (SLURM, Open MPI, Cloud TPU).
 
     Args:
-      cpu_collectives: the CPU collectives implementation (``"gloo"``, or ``"mpi"``), set before
-        the runtime starts; None leaves JAX's setting. Only the CPU backend uses it.
-      **kwargs: passed to ``jax.distributed.initialize`` (e.g. ``local_device_ids``).
+      cpu_collectives: the CPU collectives implementation (``"gloo"`` or ``"mpi"``); None: JAX's.
+      **kwargs: passed to ``jax.distributed.initialize``.
 
     Raises:
       ValueError: naming the argument, for a ``process_id`` outside ``[0, num_processes)`` or a
@@ -71,9 +56,8 @@ def initialize_processes(
 
 
 def process_shard(num_items: int, process_index: Optional[int] = None, process_count: Optional[int] = None) -> range:
-    """The contiguous block of ``range(num_items)`` that process ``process_index`` (default this
-    one's) of ``process_count`` (default ``jax.process_count()``) reads: blocks of equal size, the
-    first ``num_items mod process_count`` one item longer.
+    """The contiguous block of ``range(num_items)`` that process ``process_index`` (default this one)
+    of ``process_count`` reads: equal blocks, the first ``num_items mod process_count`` one longer.
 
     Examples:
       >>> [list(process_shard(5, p, 2)) for p in range(2)]
@@ -89,13 +73,8 @@ def process_shard(num_items: int, process_index: Optional[int] = None, process_c
 
 
 def global_batch(model: DataParallel, local_batch: PyTree, axis: int = 0) -> PyTree:
-    """The global batch whose rows along ``axis`` are the processes' ``local_batch`` rows
-    concatenated in process order, split over ``model``'s mesh along that axis.
-
-    Every process passes its own rows (the same shape in every process, and a multiple of its
-    number of devices in the mesh along ``axis``); ``axis=1`` for the stacked ``(n, S, ...)``
-    chunks of a ``lax.scan`` (``Minibatcher.host_batches``).
-    """
+    """The processes' ``local_batch`` rows along ``axis`` concatenated in process order, split over
+    ``model``'s mesh (``axis=1`` for the stacked ``(n, S, ...)`` chunks of ``Minibatcher.host_batches``)."""
     if not isinstance(model, DataParallel):
         raise ArgumentError("model", f"model must be a data_parallel model, got {type(model).__name__}")
     spec = PartitionSpec(*([None] * int(axis)), model.axis_name)
@@ -105,9 +84,7 @@ def global_batch(model: DataParallel, local_batch: PyTree, axis: int = 0) -> PyT
 
 def global_host_batches(model: DataParallel, local_host_batches: Callable) -> Callable:
     """``(t0, n) -> global_batch(model, local_host_batches(t0, n), axis=1)``: the runner's
-    ``host_batches`` (``vijax.run.run``) for a multi-process run, from this process's own
-    ``Minibatcher(shard, S / process_count, seed).host_batches`` (the same seed and a fixed
-    ``length`` in every process, so that all local chunks have one shape)."""
+    ``host_batches`` for a multi-process run, from this process's own ``Minibatcher.host_batches``."""
 
     def host_batches(t0, n):
         return global_batch(model, local_host_batches(t0, n), axis=1)

@@ -1,22 +1,11 @@
 """Variational families of ``vijax.inference.bbvi``.
 
-A guide is q(z) over an unconstrained space with a map ``constrain(z) -> (params, log|det J|)`` to
-the user's parameter pytree, so that the ELBO of the pushed-forward q is
-
-    ELBO = E_q(z)[ log p(x, T(z)) + log |det dT/dz| ] + H[q(z)]
-
-(automatic differentiation VI; Blei, Kucukelbir and McAuliffe 2017, §5).
-
-* :class:`GaussianGuide` (``"meanfield"``, ``"fullrank"``, ``"lowrank"``): a Gaussian on the flat
-  unconstrained vector, z = m + S eps, with S = diag(softplus(rho)), a scaled unit Cholesky factor,
-  or W W^T + diag(softplus(rho))^2; constrained leaves go through TFP bijectors.
-* :class:`ExpFamilyGuide`: a pytree of ``vijax.expfam`` families drawn by inversion (Hoffman and
-  Blei 2015, appendix B); the optimizer moves their positive canonical parameters through softplus.
-* :class:`FlowGuide`: a flowjax normalizing flow over the flat unconstrained vector (Monte Carlo
-  entropy only).
-
-Every guide offers ``init()``, ``sample(vparams, key)``, ``log_prob(vparams, z)``,
-``entropy(vparams)``, ``kl(vparams, prior)``, ``constrain(z)``, ``mean(vparams)`` and ``to_tfp(vparams)``.
+A guide is q(z) over an unconstrained space with ``constrain(z) -> (params, log|det J|)``, so that
+ELBO = E_q(z)[log p(x, T(z)) + log |det dT/dz|] + H[q(z)] (Blei, Kucukelbir and McAuliffe 2017, §5):
+:class:`GaussianGuide` (z = m + S eps; S diagonal, a scaled unit Cholesky factor, or low rank plus
+diagonal), :class:`ExpFamilyGuide` (``vijax.expfam`` families drawn by inversion, Hoffman and Blei
+2015, appendix B) and :class:`FlowGuide` (a flowjax flow). Each offers ``init``, ``sample``,
+``log_prob``, ``entropy``, ``kl``, ``constrain``, ``mean`` and ``to_tfp``.
 """
 
 from __future__ import annotations
@@ -35,11 +24,17 @@ from vijax._compile import jit_or_eager
 from vijax._validate import ArgumentError, check_int, check_scalar, check_structures
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
-if TYPE_CHECKING:  # vijax.interop is imported at first use (auto_family): not with svi and the others
+if TYPE_CHECKING:
     from vijax.interop import Target
 
 KINDS = ("meanfield", "fullrank", "lowrank")
 _LOG_2PI_E = math.log(2.0 * math.pi) + 1.0
+
+
+def family_sum(fn: Callable, q: PyTree, *trees: PyTree) -> Array:
+    """sum over the families f of ``q`` (and the matching leaves x of ``trees``) of sum(fn(f, *x))."""
+    terms = jax.tree_util.tree_map(lambda f, *x: jnp.sum(fn(f, *x)), q, *trees, is_leaf=expfam.is_family)
+    return sum(jax.tree_util.tree_leaves(terms))
 
 
 def _softplus_inv(x):
@@ -60,17 +55,14 @@ class GaussianGuide:
     Args:
       template: the parameter pytree (its structure, shapes, dtype, and q's initial centre).
       kind: ``"meanfield"``, ``"fullrank"`` or ``"lowrank"``.
-      bijectors: None or a pytree like ``template`` of ``tfp.bijectors.Bijector`` (unconstrained ->
-        constrained) or None (identity) leaves.
+      bijectors: None or a pytree like ``template`` of ``tfp.bijectors.Bijector`` or None leaves.
       init_scale: q's initial standard deviation, > 0.
       rank: the number of columns of W for ``"lowrank"``.
-      transform: instead of ``bijectors``, a map ``u -> (params, log |det J|)`` (a target's own,
-        ``vijax.interop.Target.transform``); ``template`` is then the unconstrained start.
+      transform: instead of ``bijectors``, a target's map ``u -> (params, log |det J|)``.
 
     Raises:
-      ValueError: an unknown ``kind``, ``bijectors`` shaped unlike ``template``, a template leaf
-        outside its bijector's image, a non-float or non-finite template, both ``bijectors`` and
-        ``transform``.
+      ValueError: an unknown ``kind``, bad ``bijectors``, a template leaf outside its bijector's
+        image, a non-float or non-finite template, both ``bijectors`` and ``transform``.
     """
 
     def __init__(
@@ -122,7 +114,6 @@ class GaussianGuide:
         self.dim = int(self.loc0.shape[0])
         self.identity = transform is None and all(b is None for b in self._bij_leaves)
 
-    # ----------------------------------------------------------------- variational parameters
     def init(self) -> dict:
         """vparams at q's start: centre at the template, standard deviation ``init_scale``."""
         d, dt = self.dim, self.loc0.dtype
@@ -134,8 +125,7 @@ class GaussianGuide:
         return {"loc": self.loc0, "factor": jnp.zeros((d, self.rank), dt), "scale": rho}
 
     def _scale_tril(self, vparams) -> Array:
-        """L = diag(s) (I + U), U the strict lower triangle of ``chol`` (NumPyro's
-        ``scaled_unit_lower_cholesky``: off-diagonal entries relative to each row's scale)."""
+        """L = diag(s) (I + U), U the strict lower triangle of ``chol`` (NumPyro's ``scaled_unit_lower_cholesky``)."""
         raw = vparams["chol"]
         unit = jnp.tril(raw, -1) + jnp.eye(raw.shape[0], dtype=raw.dtype)
         return jax.nn.softplus(vparams["scale"])[:, None] * unit
@@ -166,8 +156,7 @@ class GaussianGuide:
         return -0.5 * (r + log_det) - half_log_2pi
 
     def _lowrank_solve(self, vparams, r: Optional[Array] = None):
-        """(r^T Sigma^-1 r, log det Sigma) for Sigma = W W^T + diag(d^2), by the Woodbury identity
-        and the matrix determinant lemma (an r x r Cholesky factor, O(D r^2))."""
+        """(r^T Sigma^-1 r, log det Sigma) for Sigma = W W^T + diag(d^2) (Woodbury, determinant lemma)."""
         w, d = vparams["factor"], jax.nn.softplus(vparams["scale"])
         wd = w / (d * d)[:, None]  # D^-2 W
         cap = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ wd  # I + W^T D^-2 W
@@ -207,7 +196,6 @@ class GaussianGuide:
             )
         return tfp_jax().distributions.kl_divergence(self.to_tfp(vparams), prior)
 
-    # ----------------------------------------------------------------- constrained parameters
     def constrain(self, z: Array) -> tuple[PyTree, Array]:
         """(params, log |det dT/dz|) for one flat draw z."""
         u = self._unravel(z)
@@ -229,7 +217,7 @@ class GaussianGuide:
         return self.constrain(vparams["loc"])[0]
 
 
-# each family's positive canonical parameters (moved through softplus) and the constructor back
+# each family's canonical parameters (the positive ones moved through softplus) and the constructor back
 _CANONICAL: dict[type, tuple[Callable, Callable]] = {
     expfam.Gamma: (lambda q: (q.concentration, q.rate), lambda a, b: expfam.Gamma(a - 1.0, -b)),
     expfam.Beta: (lambda q: (q.concentration1, q.concentration0), lambda a, b: expfam.Beta(a - 1.0, b - 1.0)),
@@ -298,13 +286,11 @@ class ExpFamilyGuide:
 
     def log_prob(self, vparams, z: PyTree) -> Array:
         """log q(z), summed over families and elements."""
-        lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), self.q(vparams), z, is_leaf=expfam.is_family)
-        return sum(jax.tree_util.tree_leaves(lp))
+        return family_sum(lambda f, x: f.log_prob(x), self.q(vparams), z)
 
     def entropy(self, vparams) -> Array:
         """H[q]: the sum of the families' closed-form entropies."""
-        h = jax.tree_util.tree_map(lambda f: jnp.sum(f.entropy()), self.q(vparams), is_leaf=expfam.is_family)
-        return sum(jax.tree_util.tree_leaves(h))
+        return family_sum(lambda f: f.entropy(), self.q(vparams))
 
     def kl(self, vparams, prior) -> Array:
         """KL(q || prior) in closed form, ``prior`` a pytree of families of the same types."""
@@ -367,16 +353,14 @@ def make_guide(
     return guide
 
 
-DEFAULT_INIT_SCALE = 0.1  # auto_family's spread: a Gaussian's standard deviation on the unconstrained space
+DEFAULT_INIT_SCALE = 0.1  # auto_family's spread
 
 
 def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> dict:
-    """Exponential families matched to the supports of a target's sites (``ngvi``'s default with a
-    target): Normal for the real line, Gamma for the positive reals, Beta for the unit interval,
-    Dirichlet for the simplex, each centred at the target's start x. The spread matches a Gaussian
-    of standard deviation s = ``init_scale`` on the unconstrained space: Normal(x, s^2); Gamma of
-    shape 1 / s^2 and mean x; Beta and Dirichlet of mean x and total concentration 1 / s^2, each
-    concentration at least 1.
+    """Exponential families matched to the supports of a target's sites, centred at its start x:
+    Normal(x, s^2) on the real line; Gamma of shape 1 / s^2 and mean x on the positive reals; Beta
+    and Dirichlet of mean x and total concentration 1 / s^2 (each at least 1) on the unit interval
+    and the simplex; s = ``init_scale``.
 
     Args:
       target: a ``vijax.interop.Target`` (``vijax.from_numpyro``, ``vijax.from_tfp``).
@@ -386,7 +370,7 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
       A dict site name -> family, the ``family`` argument of ``ngvi`` and ``bbvi``.
 
     Raises:
-      ValueError: naming a site whose support no family matches (use a Gaussian family of ``bbvi``).
+      ValueError: naming a site whose support no family matches.
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -436,9 +420,7 @@ def _matched_families(target, s: float) -> dict:
     return families
 
 
-_matched_families_jit = jax.jit(_matched_families, static_argnums=(0, 1))  # once per target and spread
-
-
+_matched_families_jit = jax.jit(_matched_families, static_argnums=(0, 1))
 NUM_MEAN_DRAWS = 1000  # the draws of q whose average ``FlowGuide.mean`` takes
 
 
@@ -455,13 +437,8 @@ def _typed_key(key: PRNGKey):
 
 class FlowGuide:
     """A flowjax distribution over the flat unconstrained parameter vector, mapped to the
-    parameters as ``GaussianGuide`` maps its draws.
-
-    The variational parameters are the flow's trainable arrays (``equinox.partition`` by
-    ``equinox.is_inexact_array``, a ``paramax.NonTrainable`` kept whole in the static part, as
-    flowjax's own fitting does). ``sample_and_log_prob`` gives draws and log q in one pass; ``"stl"``
-    and ``"score"`` evaluate ``log_prob`` at draws, through the flow's inverse. A flow has no
-    closed-form entropy, KL or TFP counterpart: those are refused.
+    parameters as ``GaussianGuide`` maps its draws; the variational parameters are the flow's
+    trainable arrays. A flow has no closed-form entropy, KL or TFP counterpart.
 
     Args:
       flow: an unconditional flowjax distribution of shape (d,), its arrays the initial q.
@@ -470,8 +447,8 @@ class FlowGuide:
       transform: a target's map ``u -> (params, log |det J|)``.
 
     Raises:
-      ValueError: naming ``family`` for a conditional flow, a flow whose shape is not (d,), or one
-        without trainable arrays; ``init_params`` or ``bijectors`` as ``GaussianGuide`` does.
+      ValueError: naming ``family`` for a conditional flow, one not of shape (d,) or without
+        trainable arrays; ``init_params`` or ``bijectors`` as ``GaussianGuide`` does.
     """
 
     def __init__(self, flow: Any, template: PyTree, *, bijectors: PyTree = None, transform: Optional[Callable] = None):
@@ -497,7 +474,7 @@ class FlowGuide:
         if not jax.tree_util.tree_leaves(params):
             raise ArgumentError("family", "family: the flow has no trainable arrays")
         self._params = params
-        self.identity = False  # no analytic KL to a prior
+        self.identity = False
 
     def init(self) -> PyTree:
         """The flow's trainable arrays."""
@@ -516,7 +493,7 @@ class FlowGuide:
 
     def sample(self, vparams: PyTree, key: PRNGKey) -> Array:
         """One reparameterized draw z, shape (d,)."""
-        with jax.numpy_rank_promotion("allow"):  # flowjax relies on NumPy's broadcasting
+        with jax.numpy_rank_promotion("allow"):  # flowjax broadcasts by rank
             return self._dist(vparams).sample(_typed_key(key))
 
     def sample_and_log_prob(self, vparams: PyTree, key: PRNGKey) -> tuple[Array, Array]:
@@ -555,8 +532,7 @@ ONE_PASS = ("reparam", "iwae", "renyi")  # the estimators that take log q at q's
 
 
 def draws(guide: Any, vparams: PyTree, key: PRNGKey, num_samples: int, estimator: str = "") -> tuple[Any, Any]:
-    """(z, log q(z)) for ``num_samples`` draws of any guide; log q is None except for a flow and an
-    estimator of ``ONE_PASS`` (the caller evaluates it where it needs it)."""
+    """(z, log q(z)) for ``num_samples`` draws; log q is None except for a flow and ``ONE_PASS``."""
     keys = jax.random.split(key, num_samples)
     if isinstance(guide, FlowGuide) and estimator in ONE_PASS:
         return jax.vmap(guide.sample_and_log_prob, (None, 0))(vparams, keys)
@@ -573,9 +549,7 @@ def flow_guide(
     entropy: str,
     prior: Any = None,
 ) -> FlowGuide:
-    """The ``FlowGuide`` of ``bbvi(..., family=flow)`` (on a target's ``init_params`` and
-    ``transform`` when ``target`` is given), after refusing what a flow cannot take:
-    ``entropy="analytic"`` with ``"reparam"`` or ``"score"``, and ``prior``."""
+    """The ``FlowGuide`` of ``bbvi(..., family=flow)``, after refusing an analytic entropy or ``prior``."""
     if entropy == "analytic" and estimator in ("reparam", "score"):
         raise ArgumentError(
             "entropy",
@@ -591,19 +565,3 @@ def flow_guide(
     if target is not None:
         return FlowGuide(flow, target.init_params, transform=target.transform)
     return FlowGuide(flow, init_params, bijectors=bijectors)
-
-
-__all__ = [
-    "DEFAULT_INIT_SCALE",
-    "ExpFamilyGuide",
-    "FlowGuide",
-    "GaussianGuide",
-    "KINDS",
-    "NUM_MEAN_DRAWS",
-    "ONE_PASS",
-    "auto_family",
-    "draws",
-    "flow_guide",
-    "is_flow",
-    "make_guide",
-]

@@ -10,10 +10,9 @@ q(W) is a Gaussian on the flat (w, b) and theta a point estimate; both maximise 
 
     L(theta, lambda) = (N / M) sum_{n in batch} E_q[log p(y_n | W, phi_theta(x_n))] - KL(q || p(W))
 
-(Blei, Kucukelbir and McAuliffe 2017, §5; the Bayesian last layer of Snoek et al. 2015 and
-Harrison, Willes and Snoek 2024, trained by VI). It is ``bbvi``'s objective on batches of
-(features, labels), so ``jax.grad`` of :meth:`LastLayer.elbo` reaches theta through the features
-and lambda through the draws; training is the user's own loop (docs/composition.md).
+(Blei, Kucukelbir and McAuliffe 2017, §5; Snoek et al. 2015; Harrison, Willes and Snoek 2024):
+``bbvi``'s objective on batches of (features, labels), so ``jax.grad`` of :meth:`LastLayer.elbo`
+reaches theta and lambda; training is the user's own loop.
 """
 
 from __future__ import annotations
@@ -37,20 +36,17 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class LastLayer(NamedTuple):
-    """A Bayesian last layer on ``net``. Head parameters are ``{"w": (F,) or (F, K), "b": () or
-    (K,)}``; ``vparams`` are q's variational parameters; ``batch`` is ``(x (M, ...), y (M,))``.
+    """A Bayesian last layer on ``net``: head ``{"w": (F,) or (F, K), "b": () or (K,)}``, ``batch`` ``(x, y)``.
 
     Attributes:
       net: the network giving the features.
-      vi: the head's ``bbvi`` algorithm on batches ``(features (M, F), y (M,))`` (fits q(W) alone).
+      vi: the head's ``bbvi`` algorithm on batches ``(features (M, F), y (M,))``.
       init: ``key -> vparams``: q's start, its mean drawn N(0, 1/F).
       elbo: ``(net_params, vparams, batch, key) -> scalar``, differentiable in both.
       features: ``(net_params, x (M, ...)) -> (M, F)``.
-      log_likelihood: ``(head_params, features (M, F), y (M,)) -> (M,)``: log p(y_n | W, phi_n).
-      log_predictive: ``(net_params, vparams, batch, key, num_samples) -> (M,)``:
-        log (1/S) sum_s p(y_n | W_s, phi_n), W_s ~ q.
-      predict: ``(net_params, vparams, x, key, num_samples)``: the predictive mean of y over S
-        draws of W: P(y = 1) (M,), class probabilities (M, K) or E[y] (M,).
+      log_likelihood: ``(head_params, features (M, F), y (M,)) -> (M,)``.
+      log_predictive: ``(net_params, vparams, batch, key, num_samples) -> (M,)``: log (1/S) sum_s p(y_n | W_s).
+      predict: ``(net_params, vparams, x, key, num_samples)``: the predictive mean of y over S draws of W.
     """
 
     net: Network
@@ -105,7 +101,7 @@ def bayesian_last_layer(
     optimizer: Any = "adam",
     schedule: Any = None,
 ) -> LastLayer:
-    """A Bayesian linear / logistic / softmax head on ``net``'s features (the module docstring).
+    """A Bayesian linear / logistic / softmax head on ``net``'s features (module docstring).
 
     Args:
       net: the feature map, a ``vijax.models.Network`` for one datum (``mlp``, ``from_equinox``).
@@ -128,9 +124,8 @@ def bayesian_last_layer(
       A :class:`LastLayer`.
 
     Raises:
-      ValueError: naming ``net`` when it does not map ``example`` to shape (``num_features``,), and
-        naming the argument for an unknown likelihood, a missing or stray ``num_classes``, or a
-        non-positive scale.
+      ValueError: naming the argument: a ``net`` that does not map ``example`` to (``num_features``,),
+        an unknown likelihood, a missing or stray ``num_classes``, a non-positive scale.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -161,7 +156,7 @@ def bayesian_last_layer(
         raise ArgumentError("net", f"net must be a vijax.models.Network (apply, params), got {type(net).__name__}")
     try:
         out = jax.eval_shape(net.apply, net.params, example)
-    except Exception as err:  # the user's function failed on a datum of this shape
+    except Exception as err:
         raise ArgumentError(
             "net", f"net: applying it to one datum of shape {tuple(jnp.shape(example))} failed: {err}"
         ) from err
@@ -188,20 +183,10 @@ def bayesian_last_layer(
 
     analytic = estimator in ("reparam", "score")
     prior = tfp_jax().distributions.MultivariateNormalDiag(jnp.zeros(dim, dtype), jnp.full((dim,), prior_scale, dtype))
-    vi = bbvi(
-        log_density,
-        family=family,
-        init_params=head0,
-        num_data=num_data,
-        estimator=estimator,
-        num_samples=num_samples,
-        init_scale=init_scale,
-        rank=rank,
-        optimizer=optimizer,
-        schedule=schedule,
-        prior=prior if analytic else None,
-        log_prior=None if analytic else (lambda head: prior.log_prob(ravel_pytree(head)[0])),
-    )
+    prior_kw = {"prior": prior} if analytic else {"log_prior": lambda head: prior.log_prob(ravel_pytree(head)[0])}
+    options = dict(family=family, num_data=num_data, estimator=estimator, num_samples=num_samples, rank=rank)
+    options.update(init_scale=init_scale, optimizer=optimizer, schedule=schedule, **prior_kw)
+    vi = bbvi(log_density, init_params=head0, **options)
     guide = vi.extras.guide
 
     def features(net_params, x):
@@ -239,6 +224,3 @@ def bayesian_last_layer(
         return jnp.mean(jax.vmap(mean)(heads(vparams, key, num_samples)), axis=0)
 
     return LastLayer(net, vi, init, elbo, features, log_lik, log_predictive, predict)
-
-
-__all__ = ["LIKELIHOODS", "LastLayer", "bayesian_last_layer", "head_log_likelihood"]

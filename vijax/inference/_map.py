@@ -1,22 +1,10 @@
 """Stochastic MAP-EM: a point estimate of the globals of a conditionally conjugate model.
 
-The local step runs at t(beta-hat), beta-hat the mode of q(beta) (each family's ``mode_stats``),
-and q(beta) takes SVI's update, lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t/S) sum eta-hat).
-lambda is then the natural parameter of the (stochastically averaged) conditional
-p(beta | y, E[z]) and beta-hat its mode: with rho = 1 and the full data set a step is exactly one
-EM step for the MAP estimate (E-step at beta-hat, M-step beta-hat <- argmax_beta p(beta)
-p(y, E[z] | beta)); with minibatches and Robbins-Monro rho_t it is online EM in the sufficient
-statistics (Cappe and Moulines 2009). It is the "MAP" M-step of the E-step x M-step matrix of
-Hoffman and Blei (2015, §2.5, appendix D), sharing SSVI's step (``_conjugate.view_step``) with
-the mode in place of a draw. Where q(beta) has no interior mode (a Dirichlet concentration < 1)
-the mode is the boundary point, with finite floored statistics.
-
-``info.elbo`` is the MAP-EM objective (N/S)(<sum eta-hat, t(beta-hat)> + local_terms) +
-log p(beta-hat), a lower bound on log p(y, beta-hat) estimated from the minibatch.
-
-References:
-  Hoffman and Blei (2015), Structured stochastic variational inference, §2.5 and appendix D.
-  Cappe and Moulines (2009), On-line expectation-maximization algorithm for latent data models.
+The local step runs at t(beta-hat), beta-hat the mode of q(beta), and q(beta) takes SVI's update
+lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t/S) sum eta-hat): with rho = 1 and all the data one
+EM step for the MAP estimate, with minibatches online EM (Cappe and Moulines 2009); the "MAP"
+M-step of Hoffman and Blei (2015, §2.5, appendix D). ``info.elbo`` is the MAP-EM objective
+(N/S)(<sum eta-hat, t(beta-hat)> + local_terms) + log p(beta-hat).
 """
 
 from __future__ import annotations
@@ -29,7 +17,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
+from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -58,27 +46,15 @@ def _mode_view(q: PyTree, key: PRNGKey):
 
 
 def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
-    """sum over families of <eta, t(beta)> - A(eta) at the statistics t(beta) (log p(beta) up to
-    the base measure, which is 1 for the families with a mode here)."""
+    """sum over families of <eta, t(beta)> - A(eta): log p(beta) up to the base measure."""
     nat = expfam.tree_natural_params(prior)
     logz = sum(jnp.sum(f.log_normalizer()) for f in jax.tree_util.tree_leaves(prior, is_leaf=expfam.is_family))
     return expfam.tree_inner(nat, stats) - logz
 
 
 @validated_step
-def step(
-    key: PRNGKey,
-    state: MAPState,
-    batch: PyTree,
-    *,
-    model: ConditionallyConjugateModel,
-    num_data: int,
-    schedule: Schedule,
-    local: str = "meanfield",
-    ramp: bool = False,
-):
-    """One MAP-EM step: the local step at the mode of q(beta), then SVI's update. ``key`` is split
-    as SSVI's (its first half, the draw's key there, is unused)."""
+def step(key, state: MAPState, batch, *, model, num_data: int, schedule: Schedule, local="meanfield", ramp=False):
+    """One MAP-EM step: the local step at the mode of q(beta), then SVI's update."""
     q_new, num_damped, rho, prior, stats, data_term = view_step(
         state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, view=_mode_view
     )
@@ -89,8 +65,7 @@ def step(
 
 
 def check_model_has_modes(model: ConditionallyConjugateModel) -> None:
-    """Raises ValueError, before compilation, unless every family of ``model.prior()`` implements
-    ``mode`` (Dirichlet, Beta, Gamma, Normal do)."""
+    """Raises ValueError unless every family of ``model.prior()`` implements ``mode``."""
     for f in jax.tree_util.tree_leaves(model.prior(), is_leaf=expfam.is_family):
         if not expfam.implements(f, "mode_stats"):
             raise ValueError(
@@ -108,18 +83,13 @@ def as_top_level_api(
     Args:
       model: a ``ConditionallyConjugateModel`` whose global families implement ``mode``.
       num_data: N, the number of data points the minibatches are drawn from.
-      schedule: rho_t: a number in (0, 1] or a callable ``count -> rho``; default
-        ``robbins_monro(1.0, tau=1.0, kappa=0.7)`` (a constant 1 with the full data set is EM).
+      schedule: rho_t in (0, 1] or ``count -> rho``; default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
       local: the local-step method (``model.local_methods``).
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
 
-    Returns:
-      ``VIAlgorithm(init, step)`` with ``MAPState`` / ``MAPInfo``.
-
     Raises:
       ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the model
-        lacks, or global families without a mode; at ``step``, a batch with more data points than
-        ``num_data``.
+        lacks, or global families without a mode.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -130,14 +100,7 @@ def as_top_level_api(
     """
     schedule = check_factory_args(model, "map_em", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_has_modes(model)
-    return reject_non_finite(
-        VIAlgorithm(
-            init=bind_settings(init, model=model),
-            step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp),
-        )
-    )
+    return guarded_algorithm(init, step, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp)
 
 
 map_em = as_top_level_api
-
-__all__ = ["MAPInfo", "MAPState", "as_top_level_api", "init", "map_em", "step"]

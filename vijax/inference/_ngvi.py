@@ -1,8 +1,7 @@
 """Natural-gradient VI on any JAX log-density: the conjugate-computation / KL-proximal step.
 
-For q in an exponential family with natural parameters lambda, mean parameters mu and base
-measure h, grad_mu L = grad_mu E_q[log p(x, z) - log h(z)] - lambda, so a natural-gradient step of
-size rho is
+For q in an exponential family (natural parameters lambda, mean parameters mu, base measure h),
+grad_mu L = grad_mu E_q[log p(x, z) - log h(z)] - lambda, so a natural-gradient step of size rho is
 
     lambda <- (1 - rho) lambda + rho g_hat,        g_hat = grad_mu E_q[log p(x, z) - log h(z)],
 
@@ -16,16 +15,13 @@ Estimating g_hat (``gradient``):
 - ``"reparam"``: g_hat = F(lambda)^-1 (1/S) sum_s grad_lambda f(z_s(lambda)), z_s drawn by
   inversion (Hoffman and Blei 2015, appendix B), F = hess A.
 - ``"hessian"`` (Normals and unbatched MultivariateNormals): Bonnet's and Price's theorems,
-  g_mu2 = 1/2 E[hess f], g_mu1 = E[grad f] - E[hess f] m, with antithetic pairs m +- L eps (exact
-  for a quadratic log p); a stochastic Newton step. Other factors take ``"reparam"`` over the
-  same draws. Costs D gradient passes per draw.
-- ``"secant"`` (Normal factors only): ``"hessian"``'s update with the Hessian's diagonal estimated
-  from the antithetic gradients, per coordinate
-  h_i = sum_s (grad_i f(z_s) - grad_i f(m - d_s)) d_si / (2 sum_s d_si^2) (``secant_diagonal``);
-  exact for a separable quadratic, two gradients per pair.
+  g_mu2 = 1/2 E[hess f], g_mu1 = E[grad f] - E[hess f] m, with antithetic pairs m +- L eps (a
+  stochastic Newton step); other factors take ``"reparam"`` over the same draws.
+- ``"secant"`` (Normal factors only): ``"hessian"``'s update with the Hessian's diagonal
+  h_i = sum_s (grad_i f(z_s) - grad_i f(m - d_s)) d_si / (2 sum_s d_si^2) (``secant_diagonal``).
 
-``info.elbo`` is the Monte Carlo ELBO before the step. A step whose result is not finite, or that
-the domain guard left wholly unchanged (``moved``), is rejected.
+``info.elbo`` is the Monte Carlo ELBO before the step. A step that is not finite, or that the
+domain guard left wholly unchanged (``moved``), is rejected.
 """
 
 from __future__ import annotations
@@ -42,17 +38,14 @@ from vijax._validate import ArgumentError, check_choice, check_int, check_key, c
 from vijax.inference import schedules
 from vijax.interop import Target
 from vijax.models import filter_jit
-from vijax.inference._bbvi import check_start, check_target_arguments, log_joint
-from vijax.inference._start_checks import NUM_START_DRAWS
-from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family
+from vijax.inference._bbvi import NUM_START_DRAWS, check_start, check_target_arguments, log_joint
+from vijax.inference._guides import DEFAULT_INIT_SCALE, auto_family, family_sum
 from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.types import Array, PRNGKey, PyTree
 
 GRADIENTS = ("reparam", "hessian", "secant")
-HESSIAN_TAU = 10.0  # the default schedule's tau with the Hessian and secant estimates (below)
-# the largest total size of mean-field Normal factors whose default estimate is the exact Hessian;
-# larger ones take "secant" (the Hessian costs D gradient passes per draw)
-HESSIAN_MAX_SIZE = 64
+HESSIAN_TAU = 10.0  # the default schedule's tau with the Hessian and secant estimates
+HESSIAN_MAX_SIZE = 64  # the largest total size of Normal factors whose default estimate is "hessian"
 
 
 class NGVIState(NamedTuple):
@@ -63,8 +56,7 @@ class NGVIState(NamedTuple):
 
 
 class NGVIInfo(NamedTuple):
-    """elbo: the Monte Carlo ELBO estimate before the step; step_size: rho; num_damped: elements
-    damped by the domain guard."""
+    """elbo: the Monte Carlo ELBO before the step; step_size: rho; num_damped: elements damped."""
 
     elbo: Array
     step_size: Array
@@ -72,8 +64,7 @@ class NGVIInfo(NamedTuple):
 
 
 def _log_h(q: PyTree, z: PyTree) -> Array:
-    lh = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_base_measure(x)), q, z, is_leaf=expfam.is_family)
-    return sum(jax.tree_util.tree_leaves(lh))
+    return family_sum(lambda f, x: f.log_base_measure(x), q, z)
 
 
 def _reparam_gradient(q, f, key, num_samples):
@@ -118,9 +109,8 @@ def _value_grad_hessian(fn, x, *args):
 
 
 def _price_updates(gauss: list, g: Array, h: Array) -> list:
-    """Each Gaussian factor's mean-parameter gradient (g_mu1, g_mu2) = (E[grad f] - E[hess f] m,
-    E[hess f] / 2) from ``g`` = E[grad f] and ``h`` = E[hess f] over the factors' flat coordinates
-    (in ``gauss``'s order): ``h`` the full matrix, or its diagonal where every factor is a Normal."""
+    """Each Gaussian factor's (g_mu1, g_mu2) = (E[grad f] - E[hess f] m, E[hess f] / 2) from ``g`` =
+    E[grad f] and ``h`` = E[hess f] (or its diagonal) over the factors' flat coordinates."""
     out, start = [], 0
     for f_ in gauss:
         part = slice(start, start + f_.mean.size)
@@ -136,8 +126,8 @@ def _price_updates(gauss: list, g: Array, h: Array) -> list:
 
 
 def secant_diagonal(grads: Array, d: Array, num_pairs: int) -> Array:
-    """``"secant"``'s Hessian diagonal (module docstring): ``grads`` (2 S, D) at the draws m + d_s
-    then at their mirrors, ``d`` (2 S, D) the draws less the mean; 0 where no draw moved."""
+    """``"secant"``'s Hessian diagonal (module docstring) from ``grads`` (2 S, D) at the draws then
+    their mirrors and ``d`` (2 S, D) the draws less the mean; 0 where no draw moved."""
     d = d[:num_pairs]
     num = jnp.sum((grads[:num_pairs] - grads[num_pairs:]) * d, axis=0)
     den = 2.0 * jnp.sum(d * d, axis=0)
@@ -145,9 +135,8 @@ def secant_diagonal(grads: Array, d: Array, num_pairs: int) -> Array:
 
 
 def _hessian_gradient(q, f, key, num_samples, secant=False):
-    """``"hessian"`` and ``"secant"``: Price's theorem for q's Gaussian factors (each draw paired
-    with its mirror about the mean), the reparameterization gradient for the others over the same
-    draws (unbiased, as q factorizes)."""
+    """``"hessian"`` and ``"secant"``: Price's theorem for q's Gaussian factors (antithetic pairs),
+    the reparameterization gradient for the others over the same draws."""
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=expfam.is_family)
     gi = [i for i, f_ in enumerate(fams) if _is_gaussian(f_)]
     ri = [i for i in range(len(fams)) if i not in gi]
@@ -176,10 +165,10 @@ def _hessian_gradient(q, f, key, num_samples, secant=False):
 
     if rest:
         g_lam, zr = jax.grad(rest_objective, has_aux=True)([f_.natural_params for f_ in rest])
-    else:  # Gaussian factors only
+    else:
         g_lam, zr = [], []
 
-    mean_field = all(type(f_) is expfam.Normal for f_ in gauss)  # the Hessian's diagonal is all they need
+    mean_field = all(type(f_) is expfam.Normal for f_ in gauss)
     others = jax.lax.stop_gradient(twice(zr))
     if secant:
         vals, grads = jax.vmap(jax.value_and_grad(fz))(zg, others)
@@ -219,17 +208,15 @@ def init(
 
 
 def _start_draws(family, key):
-    """``NUM_START_DRAWS`` reparameterized draws of q (``family``)."""
     return expfam.reparam_sample(family, key, NUM_START_DRAWS)
 
 
 def _family_means(family):
-    """E_q[x] of each family of q."""
     return jax.tree_util.tree_map(_family_mean, family, is_leaf=expfam.is_family)
 
 
 def _family_mean(f):
-    """E_q[x] of a family (closed forms for Normal, MultivariateNormal, Gamma, Beta, Dirichlet)."""
+    """E_q[x] of a family."""
     t = type(f)
     if t in (expfam.Normal, expfam.MultivariateNormal):
         return f.mean
@@ -256,8 +243,7 @@ def step(
     prior: Any = None,
     family: PyTree = None,
 ) -> tuple[NGVIState, NGVIInfo]:
-    """One natural-gradient step (module docstring). The batch is checked by ``model`` where it
-    declares its checks; ``state.q_global`` must be shaped like ``family``, else ValueError."""
+    """One natural-gradient step (module docstring); ``state.q_global`` must be shaped like ``family``."""
     if family is not None:
         check_shapes("state.q_global", state.q_global, family, "this ngvi's family")
     q = state.q_global
@@ -269,8 +255,7 @@ def step(
         g_hat, mean_f = _hessian_gradient(q, f, key, num_samples, secant=gradient == "secant")
     if prior is None:
         target = g_hat
-        entropies = jax.tree_util.tree_map(lambda f_: jnp.sum(f_.entropy()), q, is_leaf=expfam.is_family)
-        elbo = mean_f + sum(jax.tree_util.tree_leaves(entropies))
+        elbo = mean_f + family_sum(lambda f_: f_.entropy(), q)
     else:
         target = jax.tree.map(jnp.add, expfam.tree_natural_params(prior), g_hat)
         elbo = mean_f - expfam.tree_kl(q, prior)
@@ -280,9 +265,7 @@ def step(
 
 
 def moved(old: NGVIState, new: NGVIState, info: NGVIInfo) -> Array:
-    """Whether a step made progress: q changed, or nothing was damped (a fixed point, such as an
-    exact gradient at the optimum), or rho = 0. A step the domain guard left wholly unchanged (no
-    halving of rho was valid: an indefinite Hessian estimate, say) is rejected."""
+    """Whether a step made progress: q changed, nothing was damped (a fixed point), or rho = 0."""
     pairs = zip(jax.tree_util.tree_leaves(old.q_global), jax.tree_util.tree_leaves(new.q_global))
     changed = jnp.any(jnp.stack([jnp.any(a != b) for a, b in pairs]))
     return changed | (info.step_size == 0) | (info.num_damped == 0)
@@ -302,38 +285,28 @@ def as_top_level_api(
     """Natural-gradient VI on ``log_density`` with q in an exponential family.
 
     Args:
-      log_density: ``(z, batch) -> scalar``, jit-able, with ``z`` structured like the draws of
-        ``family`` (a family's draw in place of each family); the log-joint, or the
-        log-likelihood when ``prior`` or ``num_data`` is given. Or a ``vijax.interop.Target``
-        (``vijax.from_numpyro``, ``vijax.from_tfp``): its ``log_prob`` at constrained values,
-        ``z`` a dict keyed by site name; ``num_data``, ``prior`` and ``log_prior`` are then
-        refused. A ``log_density`` (or target) that declares ``vijax.models.BatchChecked`` checks
-        each batch.
-      family: the initial q, a family or pytree of ``vijax.expfam`` families with a reparameterized
-        sampler (Normal, MultivariateNormal, Gamma, Beta, Dirichlet). With a target, None (the
-        default) is ``vijax.inference.auto_family(target)``: a family per site matched to its
-        support.
-      schedule: rho, a number in (0, 1] or a callable ``count -> rho``. Default
-        rho_t = 0.5 ((t + tau) / tau)^-0.7 (a half Newton step first), tau = ``HESSIAN_TAU`` (10)
-        with the Hessian and secant estimates and 1 with the noisier reparameterization one.
+      log_density: ``(z, batch) -> scalar``, jit-able, ``z`` structured like the draws of ``family``:
+        the log-joint (with ``prior`` or ``num_data``, the log-likelihood). Or a
+        ``vijax.interop.Target`` (``z`` a dict by site; ``num_data``, ``prior``, ``log_prior`` refused).
+      family: the initial q, a pytree of ``vijax.expfam`` families with a reparameterized sampler;
+        with a target, None is ``vijax.inference.auto_family(target)``.
+      schedule: rho in (0, 1] or ``count -> rho``; default rho_t = 0.5 ((t + tau) / tau)^-0.7,
+        tau = ``HESSIAN_TAU`` with the Hessian and secant estimates, else 1.
       num_data: N for the N / M scaling of ``log_density`` over a minibatch of M.
       num_samples: S >= 1 Monte Carlo draws per step.
-      gradient: ``"reparam"``, ``"hessian"`` or ``"secant"`` (module docstring); None:
-        ``"hessian"`` when q has a Gaussian factor, ``"secant"`` where those are Normals of more
-        than ``HESSIAN_MAX_SIZE`` coordinates in all, else ``"reparam"``.
-      prior: the prior as a pytree of families of q's types (its natural parameters eta enter the
-        update; ``log_density`` is then the log-likelihood).
-      log_prior: ``z -> scalar`` added once per step (the whole log-joint then reaches g_hat).
+      gradient: ``"reparam"``, ``"hessian"`` or ``"secant"``; None: ``"hessian"`` with a Gaussian
+        factor (``"secant"`` for Normals over ``HESSIAN_MAX_SIZE`` coordinates), else ``"reparam"``.
+      prior: a pytree of families of q's types (its natural parameters enter the update).
+      log_prior: ``z -> scalar`` added once per step.
 
     Returns:
-      ``reject_non_finite(VIAlgorithm(init, step), is_valid=moved)``; ``state.q_global`` is the
-      pytree of families; ``vijax.inference.sample`` and ``log_weights`` read its ``extras``.
+      ``reject_non_finite(VIAlgorithm(init, step), is_valid=moved)``; its ``extras`` are read by
+      ``vijax.inference.sample`` and ``log_weights``.
 
     Raises:
-      ValueError: naming the argument: a family without a reparameterized sampler, ``"hessian"``
-        for a q without a Gaussian factor, zero samples, a prior shaped unlike q, ``prior`` with ``log_prior``,
-        an argument a target carries itself, a family shaped unlike a target's sites; naming the
-        site whose support ``auto_family`` cannot match.
+      ValueError: naming the argument: a family without a reparameterized sampler, a ``gradient``
+        q cannot take, zero samples, a bad ``prior`` or one with ``log_prior``, an argument a
+        target carries itself, a family unlike a target's sites or a site no family matches.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -362,7 +335,7 @@ def as_top_level_api(
             "family", "family: the initial q (a pytree of vijax.expfam families) is needed with a log-density"
         )
     expfam.check_invertible(family)
-    if target is not None:  # q's draws must be the target's constrained sites
+    if target is not None:
         draw = jax.eval_shape(lambda: expfam.reparam_sample(family, jax.random.PRNGKey(0)))
         check_shapes("family", draw, jax.eval_shape(target.constrain, target.init_params), "the target's sites")
     expfam.check_in_domain("family", family)
@@ -397,10 +370,9 @@ def as_top_level_api(
                     "prior",
                     f"prior: a {type(p).__name__} where q has a {type(f).__name__}; the prior must be in q's family",
                 )
-        check_shapes("prior", prior, family, "family")  # its natural parameters enter q's update
-    rho0 = 0.5  # the first step: half a (stochastic) Newton step
+        check_shapes("prior", prior, family, "family")
     tau = HESSIAN_TAU if gradient in ("hessian", "secant") else 1.0
-    sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(rho0 * tau**0.7, tau=tau, kappa=0.7))
+    sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(0.5 * tau**0.7, tau=tau, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
 
     init_fn = bind_settings(
@@ -413,8 +385,7 @@ def as_top_level_api(
 
 
 def _log_prob(q: PyTree, z: PyTree) -> Array:
-    lp = jax.tree_util.tree_map(lambda f, x: jnp.sum(f.log_prob(x)), q, z, is_leaf=expfam.is_family)
-    return sum(jax.tree_util.tree_leaves(lp))
+    return family_sum(lambda f, x: f.log_prob(x), q, z)
 
 
 @filter_jit
@@ -427,8 +398,7 @@ def _log_weights(q_global: PyTree, batch: PyTree, key: PRNGKey, num_samples: int
 
 
 class NGVIExtras:
-    """What ``ngvi`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): draws of q, their
-    log-weights, and the settings its step was built with (``settings["gradient"]``, ...)."""
+    """``ngvi``'s ``VIAlgorithm.extras``: draws of q, their log-weights, and its ``settings``."""
 
     def __init__(self, settings: dict):
         self.settings = settings
@@ -446,5 +416,3 @@ class NGVIExtras:
 _sample = filter_jit(expfam.reparam_sample)
 
 ngvi = as_top_level_api
-
-__all__ = ["GRADIENTS", "NGVIExtras", "NGVIInfo", "NGVIState", "as_top_level_api", "init", "moved", "ngvi", "step"]

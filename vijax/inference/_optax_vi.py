@@ -28,14 +28,7 @@ import optax
 
 from vijax._validate import ArgumentError, check_int, check_key, check_scalar
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import (
-    VIAlgorithm,
-    bind_settings,
-    check_protocol,
-    reject_non_finite,
-    safe_increment,
-    validated_step,
-)
+from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
 from vijax.models import ParamsModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -57,13 +50,9 @@ class OptaxVIInfo(NamedTuple):
     grad_norm: Array
 
 
-# the hyperparameters make_optimizer takes beside the learning rate (for the registry's settings)
 OPTIMIZER_SETTINGS = ("kappa", "eps", "decay", "rho", "b1", "b2")
 
-# One default learning rate per optimizer, the same for every algorithm that takes an optimizer by
-# name (``optax_vi``, ``bbvi``, ``aevb``, ``bayesian_last_layer``): the rates their authors and the
-# common libraries give (Kingma & Ba 2014 for Adam; Zeiler 2012 for Adadelta, whose rate scales
-# the unit-free update).
+# the default rate of each named optimizer (Kingma & Ba 2014 for Adam; Zeiler 2012 for Adadelta)
 DEFAULT_LEARNING_RATES = {"gd": 0.01, "sgd": 0.01, "adagrad": 0.01, "rmsprop": 1e-3, "adadelta": 1.0, "adam": 1e-3}
 
 
@@ -74,17 +63,14 @@ def make_optimizer(
 
     Args:
       name: one of ``OPTIMIZERS``.
-      learning_rate: alpha (gd) or alpha_0 (the others), > 0; for gd, adagrad, rmsprop and adam
-        also a callable ``count -> alpha_k`` (an optax schedule); None: the optimizer's default
-        (``DEFAULT_LEARNING_RATES``).
-      rate_name: the name a refused ``learning_rate`` is reported under (the algorithms pass
-        ``"schedule"``, the argument their user gave).
-      **hyper: ``kappa`` (sgd, default 0.6); ``eps`` (adagrad, rmsprop, adadelta, adam; default
-        1e-8); ``decay`` (rmsprop rho, default 0.9); ``rho`` (adadelta, default 0.9); ``b1``,
-        ``b2`` (adam, default 0.9, 0.999).
+      learning_rate: alpha_0 > 0; for gd, adagrad, rmsprop and adam also an optax schedule;
+        None: ``DEFAULT_LEARNING_RATES[name]``.
+      rate_name: the name a refused ``learning_rate`` is reported under.
+      **hyper: ``kappa`` (sgd, 0.6); ``eps`` (1e-8); ``decay`` (rmsprop, 0.9); ``rho`` (adadelta,
+        0.9); ``b1``, ``b2`` (adam, 0.9, 0.999).
 
     Raises:
-      ValueError: an unknown ``name`` (the message names it) or hyperparameter, or a bad value.
+      ValueError: an unknown ``name`` or hyperparameter, or a bad value.
 
     Examples:
         >>> opt = make_optimizer("adam", 0.1)
@@ -146,15 +132,13 @@ def make_optimizer(
 def resolve_optimizer(
     optimizer: Union[str, optax.GradientTransformation], schedule=None, **hyper: Any
 ) -> optax.GradientTransformation:
-    """The one way an algorithm takes its optimizer: a name in ``OPTIMIZERS`` with its learning
-    rate ``schedule`` (None: the optimizer's default, ``DEFAULT_LEARNING_RATES``) and
-    hyperparameters ``hyper`` (``make_optimizer``), or an ``optax.GradientTransformation``, which
-    has its own rate and hyperparameters.
+    """An algorithm's optimizer: a name in ``OPTIMIZERS`` with its rate ``schedule`` and
+    hyperparameters (``make_optimizer``), or an ``optax.GradientTransformation``.
 
     Raises:
       ValueError: naming ``optimizer``, ``schedule`` or the hyperparameter.
     """
-    if "learning_rate" in hyper:  # make_optimizer's own name for the rate: a TypeError of a duplicate argument before
+    if "learning_rate" in hyper:
         raise ArgumentError(
             "learning_rate",
             "learning_rate: this algorithm takes its learning rate as schedule= (a number or an optax schedule "
@@ -184,7 +168,7 @@ class _AdadeltaState(NamedTuple):
 
 
 def _adadelta(learning_rate: float, rho: float, eps: float) -> optax.GradientTransformation:
-    """Adadelta with ``learning_rate`` inside the accumulated squared updates (see the module doc)."""
+    """Adadelta with ``learning_rate`` inside the accumulated squared updates (module docstring)."""
 
     def init_fn(params):
         zeros = jax.tree.map(jnp.zeros_like, params)
@@ -244,18 +228,11 @@ def as_top_level_api(
     """Gradient VI with an optax optimizer, as a ``VIAlgorithm``.
 
     Args:
-      model: a ``ParamsModel`` (``init_params(key, batch=None)``,
-        ``elbo_params(params, batch, key, num_samples, num_data)``).
-      optimizer: a name in ``OPTIMIZERS`` (see ``make_optimizer``; its hyperparameters in
-        ``hyper``) or any ``optax.GradientTransformation``.
+      model: a ``ParamsModel`` (``init_params``, ``elbo_params(params, batch, key, num_samples, num_data)``).
+      optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an ``optax.GradientTransformation``.
       num_data: N for the N/M minibatch scaling (None: the model's own N).
-      schedule: the learning rate of a named optimizer (``make_optimizer``'s ``learning_rate``;
-        default: the optimizer's, ``DEFAULT_LEARNING_RATES``); must be None with a
-        ``GradientTransformation``, which has its own.
+      schedule: the learning rate of a named optimizer (default ``DEFAULT_LEARNING_RATES``).
       num_samples: Monte Carlo samples per example, or None for the model's exact expectation.
-
-    Returns:
-      ``VIAlgorithm(init, step)``; ``state.q_global`` holds the variational parameters.
 
     Examples:
         >>> import jax, numpy as np
@@ -272,25 +249,9 @@ def as_top_level_api(
     if num_data is not None:
         check_int("num_data", num_data)
     check_protocol(model, ParamsModel, "optax_vi")
-    return reject_non_finite(
-        VIAlgorithm(
-            init=bind_settings(init, model=model, optimizer=optimizer),
-            step=bind_settings(step, model=model, optimizer=optimizer, num_samples=num_samples, num_data=num_data),
-        )
+    return guarded_algorithm(
+        init, step, ("model", "optimizer"), model=model, optimizer=optimizer, num_samples=num_samples, num_data=num_data
     )
 
 
 optax_vi = as_top_level_api
-
-__all__ = [
-    "DEFAULT_LEARNING_RATES",
-    "OPTIMIZERS",
-    "resolve_optimizer",
-    "OptaxVIInfo",
-    "OptaxVIState",
-    "as_top_level_api",
-    "init",
-    "make_optimizer",
-    "optax_vi",
-    "step",
-]

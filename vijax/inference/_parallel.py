@@ -1,32 +1,17 @@
-"""Data-parallel local steps across devices (DESIGN.md, "Scale").
+"""Data-parallel local steps across devices.
 
-A minibatch's local step is a sum over its data points: the statistics
-``sum_n E[s(x_n, z_n)]`` and the local ELBO terms add up over any split of the batch, and each
-point's local parameters depend on the globals and on that point alone. ``data_parallel(model)``
-wraps a model so that its ``local_step`` runs under ``jax.shard_map`` on a one-dimensional
-device mesh: the batch is split along its leading axis into one contiguous block per device,
-the globals (and hyperparameters) are replicated, each device runs the model's own local step on
-its block, and the statistics and local terms are summed across devices with one ``psum``::
+A minibatch's local step is a sum over its data points, so ``data_parallel(model)`` runs the
+model's ``local_step`` under ``jax.shard_map`` on a one-dimensional mesh: the batch split into one
+contiguous block per device, the globals replicated, and the statistics and local terms summed
+with one ``psum``::
 
     suff_stats  = psum_d sum_{n in block d} E[s(x_n, z_n)]
     local_terms = psum_d (local terms of block d)
-    local_params = concatenation of the blocks' local parameters (the batch's order)
 
-Everything else (prior, initialization, hyperparameter objective, evaluation) is the wrapped
-model's, so any algorithm that calls ``model.local_step`` (``cavi``, ``svi``, ``ssvi``, ``ssvi_a``,
-``map_em``: whatever ``make_algorithm`` builds for a conjugate model) becomes data-parallel
-without a change. The global update after the
-``psum`` is computed on every device alike (it is cheap next to the local step for the models
-here).
-
-Devices. On accelerators, ``jax.devices()``. On a CPU, JAX shows one device unless told
-otherwise before it starts (``jax.config.update("jax_num_cpu_devices", n)`` first thing in the
-program, or ``XLA_FLAGS=--xla_force_host_platform_device_count=n``): with one device per core,
-the blocks run on the cores in parallel.
-
-Randomness. A stochastic local step (e.g. LDA's Gibbs E-step) gets ``fold_in(key, device index)``
-on each device (the key itself on a single device, so that one device reproduces the unwrapped
-model): results are reproducible for a given number of devices, not across numbers.
+Everything else is the wrapped model's, so any algorithm that calls ``model.local_step`` becomes
+data-parallel unchanged. On a CPU, ask JAX for one device per core before it starts
+(``jax.config.update("jax_num_cpu_devices", n)``). A stochastic local step gets
+``fold_in(key, device index)`` on each device (the key itself on one device).
 """
 
 from __future__ import annotations
@@ -43,11 +28,10 @@ from vijax.models import ConditionallyConjugateModel, LocalResult
 from vijax.types import PRNGKey
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True)
 class DataParallel:
-    """A model whose ``local_step`` runs split across the devices of ``mesh`` (see the module
-    docstring); every other attribute is the wrapped ``model``'s. Build it with
-    :func:`data_parallel`."""
+    """A model whose ``local_step`` runs split across the devices of ``mesh``; every other attribute
+    is the wrapped ``model``'s. Build it with :func:`data_parallel`."""
 
     model: ConditionallyConjugateModel
     mesh: Mesh
@@ -55,32 +39,19 @@ class DataParallel:
 
     @property
     def num_devices(self) -> int:
-        """The number of devices along ``axis_name`` of the mesh: the batch is split into this many shards."""
+        """The number of devices along ``axis_name``: the batch is split into this many shards."""
         return int(self.mesh.shape[self.axis_name])
 
     def __getattr__(self, name):
-        # only called for attributes the dataclass lacks: delegate to the wrapped model
         if name in ("model", "mesh", "axis_name"):  # not yet set (during unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.model, name)
 
-    def __hash__(self):
-        return hash((type(self), self.model, self.mesh, self.axis_name))
-
-    def __eq__(self, other):
-        return type(other) is type(self) and (self.model, self.mesh, self.axis_name) == (
-            other.model,
-            other.mesh,
-            other.axis_name,
-        )
-
     def local_step(self, globals_view, batch, key: PRNGKey | None = None, **kwargs) -> LocalResult:
-        """The wrapped model's ``local_step(globals_view, batch, key, **kwargs)``, each device on
-        its block of the batch, statistics and local terms summed across devices.
+        """The wrapped model's ``local_step``, each device on its block, the sums ``psum``med.
 
         Raises:
-          ValueError: when the batch's leading dimension is not a multiple of the number of
-            devices (before anything compiles).
+          ValueError: when the batch size is not a multiple of the number of devices.
         """
         s, d = batch_size(batch), self.num_devices
         if s % d:
@@ -101,15 +72,9 @@ class DataParallel:
             )
 
         rep, split = PartitionSpec(), PartitionSpec(axis)
-        # check_vma=False: the models' per-block while loops carry values that start replicated
-        # (constants) and become per-device; the psum above makes the sums replicated explicitly.
-        fn = jax.shard_map(
-            block,
-            mesh=self.mesh,
-            in_specs=(rep, split, rep, rep),
-            out_specs=LocalResult(rep, rep, split),
-            check_vma=False,
-        )
+        # check_vma=False: the models' while loops carry values that start replicated and become per-device
+        specs = dict(in_specs=(rep, split, rep, rep), out_specs=LocalResult(rep, rep, split))
+        fn = jax.shard_map(block, mesh=self.mesh, check_vma=False, **specs)
         return fn(globals_view, batch, key, traced)
 
 
@@ -117,23 +82,17 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
     """Wraps ``model`` so that its local step runs data-parallel over ``devices``.
 
     Args:
-      model: a conditionally conjugate model (``local_step(globals_view, batch, key, **kw)``
-        returning a ``LocalResult`` whose ``local_params`` have the batch's leading axis).
-      devices: the devices to split the batch over: a non-empty sequence of distinct
-        ``jax.Device`` objects of one platform, e.g. ``jax.devices("cpu")``; default
-        ``jax.devices()`` (all devices of the default backend). A platform name such as ``"cpu"``
-        is not a device: pass ``jax.devices("cpu")``.
+      model: a conditionally conjugate model.
+      devices: a non-empty sequence of distinct ``jax.Device`` objects of one platform (default
+        ``jax.devices()``).
       axis_name: the mesh axis name (the ``psum`` runs over it).
 
     Returns:
-      A ``DataParallel`` model; hand it to ``svi``, ``ssvi``, ``make_algorithm``... in place of
-      ``model``. The batch size must be a multiple of the number of devices.
+      A ``DataParallel`` model to hand to ``svi``, ``ssvi``, ``make_algorithm``... in place of ``model``.
 
     Raises:
-      ValueError: naming ``model`` when it is already data-parallel or not a conditionally
-        conjugate model, ``devices`` when it is not a non-empty sequence of distinct devices of
-        one platform (a string among them included), and ``axis_name`` when it is not a
-        non-empty string.
+      ValueError: naming the argument: a model already data-parallel or not conditionally
+        conjugate, bad ``devices``, an ``axis_name`` that is not a non-empty string.
 
     Examples:
         >>> import jax
@@ -158,8 +117,7 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
 
 
 def _check_devices(devices) -> list:
-    """``devices`` as a list, after checking that it is a non-empty sequence of distinct
-    ``jax.Device`` objects of one platform; ValueError naming ``devices`` otherwise."""
+    """``devices`` as a list, after checking it; ValueError naming ``devices`` otherwise."""
     if isinstance(devices, (str, bytes)):
         raise ArgumentError(
             "devices",

@@ -2,35 +2,20 @@
 Sugiyama 2016, Faster stochastic variational inference using proximal-gradient methods with
 general divergence functions, iteration (9)).
 
-The negative ELBO is split as -L = f + h (§3.1): h is convex and kept exact (here the KL from q to
-the conjugate prior, KL(q || p)); f holds the "hard" terms (the non-conjugate expected
-log-likelihood) and is linearised at the current q with a stochastic gradient from a minibatch of
-M of the N data points and S Monte Carlo samples. Iteration (9):
+-L = f + h (§3.1): h = KL(q || p) kept exact; f, the non-conjugate expected log-likelihood, is
+linearised at q with a stochastic gradient from M of N data points and S samples. Iteration (9):
 
     lambda_{k+1} = argmin_lambda  <lambda, grad_hat f(lambda_k)> + h(lambda) + (1/beta_k) D(lambda || lambda_k).
 
-The model is a ``vijax.models.ProxModel`` (``init_variational``, ``elbo``, ``check_data``) and
-either a ``GradientProxModel`` (``prior``, ``loglik_grad``) or a ``StructuredProxModel``
-(``prox_update``); see ``vijax/models/_nonconjugate.py`` and docs/prox_svi.md.
+The model is a ``ProxModel`` and either a ``GradientProxModel`` (``prior``, ``loglik_grad``) or a
+``StructuredProxModel`` (``prox_update``).
 
-* ``divergence="kl"``: D = KL(q_lambda || q_k) and f linearised in the mean parameters. The
-  argmin is in closed form (the conjugate-computation form)::
-
-      lambda_{k+1} = r_k lambda_k + (1 - r_k) (eta + (N/M) g_hat),      r_k = 1 / (1 + beta_k),
-
-  which for a Gaussian q is exactly the precision update of appendix D/E and the mean update
-  ("approximate update", eq. (76)) the paper uses: ``vijax.models.kl_prox_update``, through the
-  shared domain-guarded update (``vijax.expfam.conjugate_update`` with rho = 1 - r_k; elements
-  that would leave the domain are damped and counted in ``info.num_damped``). A model with a
-  closed form of its own (a ``vijax.models.StructuredProxModel``: GP classification's structured
-  (m, gamma) form that never stores an N x N covariance, the CTM's local fits, the GLM's
-  linearisations) supplies ``prox_update`` instead.
-* ``divergence="euclidean"``: D = ||lambda - lambda_k||^2 / 2 in the natural parameters with the
-  split h = 0 (the paper allows it, §3.1), i.e. the plain (stochastic) gradient step
-  lambda_{k+1} = lambda_k + beta_k grad_lambda L_hat, grad_lambda L = F(lambda)(eta + (N/M) g_hat - lambda)
-  (the "GD"/"SGD" baselines of §6.1, in the natural parameters), domain-guarded the same way.
-* The step size beta_k is the ``schedule``: a float > 0 or a callable ``count -> beta_k`` (read
-  from the state, so the step compiles once). M is the leading dimension of the batch.
+* ``divergence="kl"``: D = KL(q_lambda || q_k), f linearised in the mean parameters; in closed form
+  lambda_{k+1} = r_k lambda_k + (1 - r_k) (eta + (N/M) g_hat), r_k = 1 / (1 + beta_k) (for a
+  Gaussian q, appendix D/E and eq. (76)): ``vijax.models.kl_prox_update`` through the domain-guarded
+  ``vijax.expfam.conjugate_update``; a ``StructuredProxModel`` supplies its own ``prox_update``.
+* ``divergence="euclidean"``: D = ||lambda - lambda_k||^2 / 2 with h = 0: the natural-parameter
+  gradient step lambda_{k+1} = lambda_k + beta_k F(lambda)(eta + (N/M) g_hat - lambda) (§6.1's SGD).
 """
 
 from __future__ import annotations
@@ -44,14 +29,7 @@ from vijax import expfam
 from vijax._validate import ArgumentError, check_choice, check_int, check_key, implements
 from vijax.inference._conjugate import check_q_global, float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
-from vijax.inference.base import (
-    VIAlgorithm,
-    bind_settings,
-    check_protocol,
-    reject_non_finite,
-    safe_increment,
-    validated_step,
-)
+from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
 from vijax.inference.schedules import as_schedule
 from vijax.expfam import euclidean_natural_grad_step
 from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, kl_prox_update
@@ -91,13 +69,10 @@ def step(
     divergence: str = "kl",
     num_samples: int = 1,
 ) -> tuple[ProxSVIState, ProxSVIInfo]:
-    """One PG-SVI iteration (9) on a minibatch.
-
-    The ELBO reported in ``info`` is the model's estimate at the pre-update q (as SVI reports).
-    """
+    """One PG-SVI iteration (9) on a minibatch; ``info.elbo`` is at the pre-update q."""
     check_num_data(num_data, model, batch, state.count)
     q = state.q_global
-    if implements(model, GradientProxModel):  # q in its prior's families (a CTM's globals are its own)
+    if implements(model, GradientProxModel):
         check_q_global(q, model.prior())
     beta = jnp.asarray(schedule(state.count))
     if divergence == "kl":
@@ -123,25 +98,15 @@ def as_top_level_api(
     """Proximal-gradient SVI (Khan et al. 2016, iteration (9)) as a ``VIAlgorithm(init, step)``.
 
     Args:
-      model: a ``vijax.models.ProxModel`` (GLM, Poisson-Gamma softplus, noisy
-        Dirichlet-multinomial, CTM, GP classification).
-      num_data: N, the number of data points minibatches are drawn from (minibatch terms are
-        scaled by N/M).
-      schedule: beta_k (required): a finite float > 0, or a callable ``count -> beta_k``. For the
-        KL divergence r_k = 1/(1 + beta_k); beta -> inf is the full (coordinate) step
-        eta + (N/M) g.
-      divergence: ``"kl"`` (closed-form KL-proximal step) or ``"euclidean"`` (plain gradient step
-        in the natural parameters, the split h = 0).
+      model: a ``vijax.models.ProxModel`` (GLM, Poisson-Gamma, Dirichlet-multinomial, CTM, GP classification).
+      num_data: N, the number of data points minibatches are drawn from.
+      schedule: beta_k (required): a float > 0 or a callable ``count -> beta_k``.
+      divergence: ``"kl"`` or ``"euclidean"`` (module docstring).
       num_samples: Monte Carlo samples per stochastic gradient (and ELBO estimate).
 
-    Returns:
-      ``VIAlgorithm`` whose ``init(key, batch=None)`` gives ``ProxSVIState`` and whose
-      ``step(key, state, batch)`` gives ``(ProxSVIState, ProxSVIInfo)``; both jit and vmap.
-
     Raises:
-      ValueError: for a missing ``schedule``, beta <= 0 (or a schedule giving beta_0 <= 0), an
-        unknown ``divergence``, ``num_data`` or ``num_samples`` < 1, or a model that is not a
-        ``ProxModel`` with a step for ``divergence``.
+      ValueError: for a missing or bad ``schedule``, an unknown ``divergence``, ``num_data`` or
+        ``num_samples`` < 1, or a model that is not a ``ProxModel`` with a step for ``divergence``.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -152,10 +117,6 @@ def as_top_level_api(
         >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(2), state, (x[:10], y[:10]))
         >>> bool(jnp.isfinite(info.elbo))
         True
-
-    References:
-      Khan, Babanezhad, Lin, Schmidt, Sugiyama (2016), "Faster stochastic variational inference
-      using proximal-gradient methods with general divergence functions", UAI.
     """
     num_data = check_int("num_data", num_data)
     num_samples = check_int("num_samples", num_samples)
@@ -171,16 +132,8 @@ def as_top_level_api(
             f"{'' if divergence == 'euclidean' else ' or model.prox_update (a StructuredProxModel)'}; "
             f"{type(model).__name__} has none",
         )
-    return reject_non_finite(
-        VIAlgorithm(
-            init=bind_settings(init, model=model),
-            step=bind_settings(
-                step, model=model, num_data=num_data, schedule=schedule, divergence=divergence, num_samples=num_samples
-            ),
-        )
-    )
+    settings = dict(num_data=num_data, schedule=schedule, divergence=divergence, num_samples=num_samples)
+    return guarded_algorithm(init, step, model=model, **settings)
 
 
 prox_svi = as_top_level_api
-
-__all__ = ["DIVERGENCES", "ProxSVIInfo", "ProxSVIState", "as_top_level_api", "init", "prox_svi", "step"]

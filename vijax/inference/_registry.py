@@ -1,14 +1,9 @@
 """The algorithm registry: one name -> factory table that configs, experiments and tests share.
 
-Every factory takes the model first and keyword-only ``num_data``, ``schedule`` (where the
-algorithm has a step size) and its own settings. ``make_algorithm(name, model, num_data=...,
-schedule=..., **settings)`` checks the settings against the registered ones before anything is
-built, so a config's ``algorithm.name`` reaches any registered algorithm the model qualifies for
-(each factory checks the model's protocol and families and names what is missing).
-
-The conjugate-model rows are the E-step x M-step matrix of Hoffman and Blei (2015, §2.5,
-appendix D): the M-steps ``svi`` (mean-field), ``ssvi``, ``ssvi_a`` and ``map``, each with any
-local step (E-step) in ``model.local_methods`` as the ``local`` setting.
+``make_algorithm(name, model, num_data=..., schedule=..., **settings)`` checks the settings against
+the registered ones before anything is built. The conjugate-model rows are the E-step x M-step
+matrix of Hoffman and Blei (2015, §2.5, appendix D): the M-steps ``svi``, ``ssvi``, ``ssvi_a`` and
+``map``, each with any local step in ``model.local_methods`` as ``local``.
 """
 
 from __future__ import annotations
@@ -48,15 +43,13 @@ class AlgorithmSpec(NamedTuple):
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
-# The M-steps of Hoffman and Blei's (2015, §2.5) E-step x M-step matrix by the names the paper and
-# the comparison experiments use, and the registered algorithm each one is.
+# the M-steps of Hoffman and Blei's (2015, §2.5) matrix -> the registered algorithm of each
 M_STEPS: dict[str, str] = {"meanfield": "svi", "ssvi_a": "ssvi_a", "ssvi": "ssvi", "map": "map"}
 
 
 def factory_settings(factory: Callable) -> tuple[tuple[str, ...], bool]:
     """(settings, takes_schedule) read from a factory's signature: its keyword parameters after the
-    model other than ``num_data`` and ``schedule`` (plus ``make_optimizer``'s hyperparameters
-    ``OPTIMIZER_SETTINGS`` when it takes ``**hyper``), and whether it has a ``schedule``."""
+    model other than ``num_data`` and ``schedule`` (plus ``OPTIMIZER_SETTINGS`` with ``**hyper``)."""
     params = list(inspect.signature(factory).parameters.values())[1:]
     names = [
         p.name
@@ -71,9 +64,7 @@ def factory_settings(factory: Callable) -> tuple[tuple[str, ...], bool]:
 def register_algorithm(
     name: str, factory: Callable[..., VIAlgorithm], *, description: str = "", settings: Optional[tuple[str, ...]] = None
 ) -> None:
-    """Registers ``factory`` under ``name`` (registering a name again replaces it). Its settings and
-    whether it takes a step size are read from its signature (:func:`factory_settings`): a new
-    algorithm is its module plus this one line.
+    """Registers ``factory`` under ``name`` (replacing it), its settings read from its signature.
 
     Args:
       name: the name configs use (``algorithm.name``).
@@ -95,16 +86,13 @@ def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings
     Args:
       name: a key of ``ALGORITHMS``.
       model: the model (each algorithm checks the protocol it needs).
-      num_data: N, the number of data points minibatches are drawn from (optional for ``cavi``
-        and ``optax``).
-      schedule: the step size (a number or a callable ``count -> step``), None for the
-        algorithm's default; must be None for an algorithm without one.
+      num_data: N, the number of data points minibatches are drawn from.
+      schedule: the step size (a number or ``count -> step``); None: the default (or none).
       **settings: the algorithm's own settings (``AlgorithmSpec.settings``).
 
     Raises:
-      ValueError: naming the problem, before anything compiles: an unknown ``name``, a setting
-        the algorithm does not take, a schedule for an algorithm without a step size, or whatever
-        the factory rejects (a model lacking what the algorithm needs, a bad value).
+      ValueError: an unknown ``name``, a setting the algorithm does not take, a schedule for an
+        algorithm without a step size, or whatever the factory rejects.
 
     Examples:
         >>> from vijax.models import LDA
@@ -127,35 +115,20 @@ def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings
     return spec.factory(model, num_data=num_data, schedule=schedule, **settings)
 
 
-register_algorithm("cavi", cavi, description="coordinate ascent VI on the whole data (Blei et al. 2017, §4.2)")
-register_algorithm(
-    "em", em, description="maximum-likelihood / MAP EM for a model with an E-step and an M-step (Dempster et al. 1977)"
-)
-register_algorithm("svi", svi, description="natural-gradient SVI, the mean-field M-step (Blei et al. 2017, §4.3)")
-register_algorithm(
-    "ssvi",
-    ssvi,
-    description="structured SVI with the V matrix (Hoffman and Blei 2015, eq. 11)",
-    settings=("local", "ramp"),  # not ssvi's mode: the registered names "ssvi" and "ssvi_a" are the modes
-)
-register_algorithm("ssvi_a", ssvi_a, description="structured SVI without V, SSVI-A (Hoffman and Blei 2015, eq. 10)")
-register_algorithm(
-    "map", map_em, description="stochastic MAP-EM: a point estimate of the globals (Hoffman and Blei 2015, §2.5)"
-)
-register_algorithm(
-    "prox_svi", prox_svi, description="proximal-gradient SVI for non-conjugate models (Khan et al. 2016)"
-)
-register_algorithm("optax", optax_vi, description="gradient VI on a model's parameters with an optax optimizer")
-register_algorithm(
-    "bbvi", bbvi, description="black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)"
-)
-register_algorithm(
-    "aevb",
-    aevb,
-    description="auto-encoding variational Bayes, a point or a mean-field Bayesian decoder (Kingma and Welling 2014)",
-)
-register_algorithm(
-    "ngvi", ngvi, description="natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)"
-)
-
-__all__ = ["ALGORITHMS", "AlgorithmSpec", "M_STEPS", "factory_settings", "make_algorithm", "register_algorithm"]
+for _name, _factory, _description in (
+    ("cavi", cavi, "coordinate ascent VI on the whole data (Blei et al. 2017, §4.2)"),
+    ("em", em, "maximum-likelihood / MAP EM for a model with an E-step and an M-step (Dempster et al. 1977)"),
+    ("svi", svi, "natural-gradient SVI, the mean-field M-step (Blei et al. 2017, §4.3)"),
+    ("ssvi", ssvi, "structured SVI with the V matrix (Hoffman and Blei 2015, eq. 11)"),
+    ("ssvi_a", ssvi_a, "structured SVI without V, SSVI-A (Hoffman and Blei 2015, eq. 10)"),
+    ("map", map_em, "stochastic MAP-EM: a point estimate of the globals (Hoffman and Blei 2015, §2.5)"),
+    ("prox_svi", prox_svi, "proximal-gradient SVI for non-conjugate models (Khan et al. 2016)"),
+    ("optax", optax_vi, "gradient VI on a model's parameters with an optax optimizer"),
+    ("bbvi", bbvi, "black-box VI on any log-density with an optax optimizer (Blei et al. 2017, §5)"),
+    ("aevb", aevb, "auto-encoding variational Bayes, a point or mean-field Bayesian decoder (Kingma and Welling 2014)"),
+    ("ngvi", ngvi, "natural-gradient (conjugate-computation) VI on any log-density (Khan et al. 2016)"),
+):
+    # ssvi's mode is not a setting: the registered names "ssvi" and "ssvi_a" are the modes
+    register_algorithm(
+        _name, _factory, description=_description, settings=("local", "ramp") if _name == "ssvi" else None
+    )

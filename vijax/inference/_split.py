@@ -1,22 +1,17 @@
 """Conjugate sites in closed form, the rest by ``bbvi`` or ``ngvi``, in one step (``conjugate_split``).
 
-For a NumPyro model or a TFP joint some of whose latent sites are conditionally conjugate
-(``vijax.conjugate_sites``), q factorises as q(conjugate sites) q(rest): each conjugate site's q is
-its prior's exponential family; q(rest) is a Gaussian ``bbvi`` family on the rest's unconstrained
-values (``rest="bbvi"``) or an ``ngvi`` family per site over its constrained values
-(``rest="ngvi"``). One step
+For a NumPyro model or a TFP joint with conditionally conjugate sites (``vijax.conjugate_sites``),
+q = q(conjugate sites) q(rest): each conjugate site's q in its prior's family; q(rest) a Gaussian
+``bbvi`` family on unconstrained values or ``ngvi`` families on constrained ones. One step
 
 1. draws S values of the rest and of every conjugate site from q;
-2. moves each conjugate site's natural parameters towards its complete conditional's averaged
-   over the draws (the S-draw estimate of E_q[eta(others, data)], Blei, Kucukelbir & McAuliffe
-   2017, eq. 37): lambda <- (1 - rho_t) lambda + rho_t eta_hat (rho = 1 at full batch is a
-   coordinate update, rho_t with subsampled plates natural-gradient SVI, Hoffman et al. 2013,
-   eq. 24); the sites in turn, each seeing the others' new draws;
+2. moves each conjugate site in turn towards its complete conditional averaged over the draws
+   (Blei, Kucukelbir & McAuliffe 2017, eq. 37): lambda <- (1 - rho_t) lambda + rho_t eta_hat
+   (Hoffman et al. 2013, eq. 24);
 3. takes one ``bbvi`` or ``ngvi`` step on the rest, the conjugate sites at one fresh draw.
 
-The ELBO is the rest's step's estimate plus the conjugate sites' entropies. Where every site is
-conjugate, a step is the sweep of 2. alone (a CAVI sweep at rho = 1, Blei, Kucukelbir & McAuliffe
-2017, Algorithm 1), ``rest`` is None, and the ELBO is log p at one fresh draw plus the entropies.
+The ELBO is the rest's estimate plus the conjugate sites' entropies; where every site is conjugate
+(a CAVI sweep at rho = 1), log p at one fresh draw plus the entropies.
 """
 
 from __future__ import annotations
@@ -38,9 +33,7 @@ from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 
 class SplitState(NamedTuple):
-    """q_global: site name -> the ``vijax.expfam`` family of each conjugate site's q; rest: the
-    state of ``bbvi`` or ``ngvi`` over the other sites (None where every site is conjugate);
-    count: int32 steps taken."""
+    """q_global: conjugate site -> its q's family; rest: the rest's ``bbvi``/``ngvi`` state (or None); count."""
 
     q_global: dict
     rest: Any
@@ -48,9 +41,7 @@ class SplitState(NamedTuple):
 
 
 class SplitInfo(NamedTuple):
-    """elbo: the Monte Carlo ELBO estimate (module docstring); step_size: rho_t of the conjugate
-    sites; num_damped: their natural-parameter elements pulled back into the domain; rest: the
-    info of the rest's ``bbvi`` or ``ngvi`` step."""
+    """elbo (module docstring); step_size: rho_t; num_damped: conjugate elements damped; rest: the rest's info."""
 
     elbo: Array
     step_size: Array
@@ -59,8 +50,7 @@ class SplitInfo(NamedTuple):
 
 
 def _bijectors(target: Target, names) -> dict:
-    """site -> ``u -> (its constrained value, log |det J|)`` of each site of ``names``: NumPyro's
-    ``biject_to`` of its support, or the TFP bijector of the site (``Site.constraint``)."""
+    """site -> ``u -> (constrained value, log |det J|)`` for each of ``names``."""
     if target.library == "tfp":
         return {n: _tfp_bijection(target.sites[n]) for n in names}
     from numpyro.distributions.transforms import biject_to
@@ -81,7 +71,7 @@ def _tfp_bijection(site):
 
     def bijection(u):
         with jax.numpy_rank_promotion("allow"):  # TFP's code broadcasts by rank promotion
-            u = jnp.array(u)  # a fresh copy: TFP caches by the input's identity (``from_tfp``)
+            u = jnp.array(u)  # TFP caches by the input's identity
             return b.forward(u), b.forward_log_det_jacobian(u, event_ndims=ndims)
 
     return bijection
@@ -95,8 +85,7 @@ def _constrain(bijectors: dict, params_u: dict) -> tuple[dict, Array]:
 
 
 def _rest_log_density(params: dict, pair, *, target: Target, bijectors: dict):
-    """log p(rest, conjugate draw, data) (+ log |det J| of the rest where ``bijectors`` map it from
-    unconstrained values, for ``bbvi``); ``pair`` is (the batch, the conjugate sites' values)."""
+    """log p(rest, conjugate draw, data) (+ the rest's log |det J|); ``pair`` is (batch, conjugate values)."""
     batch, conjugate = pair
     values, logdet = _constrain(bijectors, params) if bijectors else (params, 0.0)
     return target.log_prob({**values, **conjugate}, batch) + logdet
@@ -110,8 +99,8 @@ def _draw_all(families: list, names: tuple, key: PRNGKey, num: int) -> dict:
 def init(
     key: PRNGKey, batch: PyTree = None, *, target: Target, conjugate: tuple, rest_alg: VIAlgorithm, bijectors: dict
 ) -> SplitState:
-    """q(rest) from its algorithm's start; each conjugate site's q the complete conditional at one
-    draw of q(rest) and the other conjugate sites' starting values (the target's start)."""
+    """q(rest) from its algorithm's start; each conjugate site's q its complete conditional at one
+    draw of q(rest) and the target's start."""
     k_step, k_rest = jax.random.split(key)
     start = target.constrain(target.init_params)
     conj = {n: start[n] for n in conjugate}
@@ -137,12 +126,11 @@ def _batch_kwargs(batch) -> dict:
 
 
 def _rest_draws(rest_alg: VIAlgorithm, key: PRNGKey, rest_state, bijectors: dict, num: int) -> dict:
-    """``num`` draws of the rest from q(rest) (its algorithm's ``extras.sample``), constrained:
-    (num, ...) per site (none without a rest)."""
+    """``num`` constrained draws of the rest from q(rest), (num, ...) per site."""
     if rest_alg is None:
         return {}
     draws = rest_alg.extras.sample(key, rest_state, num)
-    if not bijectors:  # ngvi: q over the constrained values already
+    if not bijectors:
         return dict(draws)
     return jax.vmap(lambda u: _constrain(bijectors, u)[0])(draws)
 
@@ -188,7 +176,6 @@ def step(
 
 RESTS = ("bbvi", "ngvi")
 _BBVI_ONLY = ("optimizer", "learning_rate")
-# the exponential families a user may give ngvi for a rest site, by the site's support
 _NGVI_FAMILIES = {
     "real": (expfam.Normal, expfam.MultivariateNormal),
     "positive": (expfam.Gamma,),
@@ -214,38 +201,32 @@ def as_top_level_api(
     gradient: Optional[str] = None,
 ) -> VIAlgorithm:
     """Conjugate sites of a NumPyro model or a TFP joint in closed form, the others by ``bbvi``
-    or ``ngvi``, in one step (see the module docstring).
+    or ``ngvi``, in one step (module docstring).
 
     Args:
       target: a NumPyro target (``vijax.from_numpyro``) or a TFP one (``vijax.from_tfp``).
-      conjugate: ``vijax.conjugate_sites(target, key)``'s report of this target: the sites it finds
-        conjugate get closed-form updates (at least one). It must have an entry for each latent
-        site and no other, with the prior and family each conjugate site has; at ``init`` each
-        such site's log-joint must be linear in its family's statistics.
-      schedule: rho_t of the conjugate sites, a number in (0, 1] or ``count -> rho`` (default 1.0;
-        use a decreasing schedule with subsampled plates).
+      conjugate: ``vijax.conjugate_sites(target, key)``'s report of this target (at least one
+        conjugate site; at ``init`` each one's log-joint must be linear in its statistics).
+      schedule: rho_t of the conjugate sites in (0, 1] or ``count -> rho`` (default 1.0).
       num_draws: S, draws of the other sites per conjugate update (>= 1).
       rest: ``"bbvi"`` or ``"ngvi"`` for the other sites.
-      family: with ``"bbvi"``, its Gaussian family (default ``"meanfield"``); with ``"ngvi"``, a
-        dict rest site -> ``vijax.expfam`` family replacing ``auto_family``'s choice (Normal or
-        MultivariateNormal for a real site, Gamma positive, Beta unit interval, Dirichlet simplex).
+      family: with ``"bbvi"`` its Gaussian family (default ``"meanfield"``); with ``"ngvi"`` a dict
+        rest site -> ``vijax.expfam`` family replacing ``auto_family``'s choice.
       optimizer: ``bbvi``'s optimizer (default ``"adam"``); ``"bbvi"`` only.
       learning_rate: its learning rate, a number or an optax schedule; ``"bbvi"`` only.
       num_samples: draws of q(rest) per step of the rest (>= 1).
-      init_scale: q(rest)'s initial spread (``bbvi``'s standard deviation, ``auto_family``'s scale).
-      rest_schedule: ``ngvi``'s step size for the rest (default ``ngvi``'s); ``"ngvi"`` only.
-      gradient: ``ngvi``'s estimator for the rest (default ``ngvi``'s choice); ``"ngvi"`` only.
+      init_scale: q(rest)'s initial spread.
+      rest_schedule: ``ngvi``'s step size for the rest; ``"ngvi"`` only.
+      gradient: ``ngvi``'s estimator for the rest; ``"ngvi"`` only.
 
     Returns:
-      ``reject_non_finite(VIAlgorithm(init, step))``; the state a :class:`SplitState` (``state.rest``:
-      the rest's state), the info a :class:`SplitInfo`; ``vijax.inference.sample`` draws every site.
+      The ``VIAlgorithm`` (:class:`SplitState`, :class:`SplitInfo`); ``vijax.inference.sample`` draws every site.
 
     Raises:
       ArgumentError: naming the argument: a target that is not a NumPyro or TFP one, a report that
-        is not this target's (here or at ``init``), no conjugate site, a bad ``schedule``,
-        ``num_draws`` or ``rest``, an option of the other ``rest``, with ``"ngvi"`` a rest site no
-        exponential family matches or a bad ``family``; with ``"bbvi"`` and a TFP target, a rest
-        site of support ``"other"``.
+        is not this target's, no conjugate site, a bad setting, an option of the other ``rest``,
+        a rest site no family matches or a bad ``family``; with ``"bbvi"`` and a TFP target, a
+        rest site of support ``"other"``.
     """
     if not isinstance(target, Target) or target.library not in ("numpyro", "tfp"):
         raise ArgumentError(
@@ -269,7 +250,7 @@ def as_top_level_api(
         raise ArgumentError("conjugate", "conjugate: the report finds no conjugate site; use bbvi or ngvi")
     num_draws = check_int("num_draws", num_draws)
     rho = as_schedule(schedule, "schedule", default=constant(1.0))
-    if not others:  # every site conjugate: the closed-form sweep alone
+    if not others:
         rest_alg, bijectors = None, {}
     elif rest == "ngvi":
         rest_alg = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
@@ -279,15 +260,10 @@ def as_top_level_api(
         bijectors = _bijectors(target, others)
         log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
         options = {} if learning_rate is None else {"schedule": learning_rate}
-        rest_alg = bbvi(
-            log_density,
-            family="meanfield" if family is None else family,
-            init_params={n: jnp.asarray(target.init_params[n]) for n in others},
-            optimizer="adam" if optimizer is None else optimizer,
-            num_samples=num_samples,
-            init_scale=init_scale,
-            **options,
-        )
+        options.update(family="meanfield" if family is None else family, num_samples=num_samples)
+        options.update(optimizer="adam" if optimizer is None else optimizer)
+        init_params = {n: jnp.asarray(target.init_params[n]) for n in others}
+        rest_alg = bbvi(log_density, init_params=init_params, init_scale=init_scale, **options)
     settings = dict(conjugate=sites, rest_alg=rest_alg, bijectors=bijectors)
     return reject_non_finite(
         VIAlgorithm(
@@ -299,8 +275,7 @@ def as_top_level_api(
 
 
 class SplitExtras:
-    """What ``conjugate_split`` offers beyond ``init`` and ``step`` (``VIAlgorithm.extras``): draws of
-    every latent site from q, constrained."""
+    """``conjugate_split``'s ``VIAlgorithm.extras``: constrained draws of every latent site from q."""
 
     def __init__(self, conjugate: tuple, rest_alg: VIAlgorithm, bijectors: dict):
         self.conjugate, self.rest_alg, self.bijectors = conjugate, rest_alg, bijectors
@@ -313,9 +288,7 @@ class SplitExtras:
 
 
 def _check_tfp_supports(target: Target, others: tuple) -> None:
-    """With ``bbvi``, a TFP rest site is mapped by its own bijector (``Site.constraint``, built at
-    one prior draw): refused where its support is none of the four named ones (a bounded
-    ``Uniform``'s, say), whose bounds may be other sites' values."""
+    """Refuses, with ``bbvi``, a TFP rest site of support ``"other"`` (its bijector may depend on other sites)."""
     odd = [n for n in others if target.library == "tfp" and target.sites[n].support == "other"]
     if odd:
         raise ArgumentError(
@@ -327,28 +300,21 @@ def _check_tfp_supports(target: Target, others: tuple) -> None:
 
 
 def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient, given) -> VIAlgorithm:
-    """``ngvi`` over the rest's constrained values: the ``given`` family of a site, else
-    ``auto_family``'s."""
+    """``ngvi`` over the rest's constrained values: the ``given`` family of a site, else ``auto_family``'s."""
     given = _given_families(target, others, given)
     try:
-        families = auto_family(target, init_scale=init_scale)  # one program
+        families = auto_family(target, init_scale=init_scale)
     except ArgumentError:
         raise
-    except ValueError as e:  # a site whose support no exponential family matches (none can be given for it)
+    except ValueError as e:
         raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
     log_density = bind_settings(_rest_log_density, target=target, bijectors={})
-    return ngvi(
-        log_density,
-        family={n: given[n] if n in given else families[n] for n in others},
-        schedule=rest_schedule,
-        num_samples=num_samples,
-        gradient=gradient,
-    )
+    family = {n: given[n] if n in given else families[n] for n in others}
+    return ngvi(log_density, family=family, schedule=rest_schedule, num_samples=num_samples, gradient=gradient)
 
 
 def _given_families(target: Target, others: tuple, given) -> dict:
-    """The user's families for rest sites (``family`` with ``rest="ngvi"``), checked against the
-    sites: names, exponential families, supports and the shapes they draw."""
+    """The user's families for rest sites, checked against the sites' names, supports and shapes."""
     if given is None:
         return {}
     if not isinstance(given, Mapping):
@@ -381,5 +347,3 @@ def _given_families(target: Target, others: tuple, given) -> dict:
 
 
 conjugate_split = as_top_level_api
-
-__all__ = ["SplitInfo", "SplitState", "conjugate_split"]

@@ -1,42 +1,16 @@
 """Structured stochastic variational inference, SSVI and SSVI-A (Hoffman and Blei 2015, Structured
 stochastic variational inference, Algorithm 1, eq. 7-11).
 
-q(z, beta) = q(beta) prod_n q(z_n | beta): the locals may depend on the globals. Each step
+q(z, beta) = q(beta) prod_n q(z_n | beta). Each step draws beta = R(u; lambda) ~ q(beta) by
+inversion, runs the local step at t(beta) (lines 5-7; the minibatch's sum of eta-hat_n), then::
 
-1. draws beta = R(u; lambda) ~ q(beta) by inversion (each family's ``reparam_sample_and_stats``);
-2. runs the model's local step at the draw, with the globals view t(beta) in place of E_q[t(beta)]
-   (Algorithm 1, lines 5-7): ``model.local_step(t(beta), batch, key, method=local)`` returns the
-   minibatch's sum of eta-hat_n = E_q[eta_n(y_n, z_n) | beta];
-3. updates lambda with step size rho_t and the data multiplier N_t / S (eq. 11)::
+    mode="full"   (SSVI,   eq. 7/11): lambda <- (1 - rho) lambda + rho (eta + V(beta, lambda) (N_t/S) sum_n eta-hat_n)
+    mode="approx" (SSVI-A, eq. 10):   lambda <- (1 - rho) lambda + rho (eta + (N_t/S) sum_n eta-hat_n)
 
-       mode="full"   (SSVI,   eq. 7/11): lambda <- (1 - rho) lambda + rho (eta + V(beta, lambda) (N_t/S) sum_n eta-hat_n)
-       mode="approx" (SSVI-A, eq. 10):   lambda <- (1 - rho) lambda + rho (eta + (N_t/S) sum_n eta-hat_n)
-
-   V(beta, lambda) s = F^-1 J^T s, J = d t(R(u; lambda)) / d lambda at the draw's u (eq. 8, 22; the paper's grad_lambda R (grad_beta t)^T is J^T), computed as
-   ``inv_fisher_vp(vjp(s))`` without forming V. E[V] = I (tested), so SSVI-A drops only the
-   covariance term of eq. 9.
-
-N_t = N, or with ``ramp=True`` N_t = min((t + 1) S, N) over the first sweep (Algorithm 1 line 4,
-§2.6; the same helper as SVI). The update goes through the shared domain-guarded interpolation
-``vijax.expfam.conjugate_update``: an element of a family's batch that the full step would take out of
-its domain (V s can be negative where SVI's statistics never are, e.g. a Dirichlet parameter
-<= 0) gets rho halved, up to 10 times, or keeps its old value; ``info.num_damped`` counts them.
-
-``info.elbo`` is a one-draw, unbiased estimate of the structured ELBO of eq. 4 / 14 at the
-pre-update lambda, with the locals the step found and E_q[log p(beta) / q(beta)] in closed form::
-
-    elbo = (N/S) (<sum_n eta-hat_n, t(beta)> + local_terms) - KL(q(beta) || p(beta)),
-
-``local_terms`` being the model's sum of E_q[log h_n] + H[q(z_n | beta)] (for the mean-field
-local step this is the local ELBO L_n(beta, gamma_n(beta)) of eq. 15; for "gibbs"/"cvb0" the
-model's mean-field surrogate at those locals). It is noisier than SVI's estimate (one draw of
-beta); the runner's stopping rule averages it over a chunk.
-
-The step is ``_conjugate.view_step``, shared with MAP-EM (``vijax.inference.map_em``), which
-runs the local step at the mode of q(beta) instead of a draw.
-
-References:
-  Hoffman and Blei (2015), Structured stochastic variational inference.
+V s = F^-1 J^T s, J = d t(R(u; lambda)) / d lambda (eq. 8, 22), computed as ``inv_fisher_vp(vjp(s))``;
+E[V] = I. N_t as in SVI (``ramp``). The update is the domain-guarded ``vijax.expfam.conjugate_update``.
+``info.elbo`` is a one-draw unbiased estimate of the structured ELBO (eq. 4 / 14) at the pre-update
+lambda: (N/S) (<sum_n eta-hat_n, t(beta)> + local_terms) - KL(q(beta) || p(beta)).
 """
 
 from __future__ import annotations
@@ -48,7 +22,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_choice, check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
-from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
+from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
 from vijax.models import ConditionallyConjugateModel
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
@@ -68,7 +42,7 @@ class SSVIInfo(NamedTuple):
 
     @property
     def rho(self) -> Array:
-        """rho_t, the step size (the same field as ``step_size``, named as in the paper)."""
+        """rho_t (``step_size``, named as in the paper)."""
         return self.step_size
 
 
@@ -100,25 +74,15 @@ def step(
 ):
     """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
     q = state.q_global
-    q_new, num_damped, rho, prior, _, data_term = view_step(
-        state,
-        batch,
-        key,
-        model=model,
-        num_data=num_data,
-        schedule=schedule,
-        local=local,
-        ramp=ramp,
-        view=_draw_view(mode),
-    )
+    settings = dict(model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp)
+    q_new, num_damped, rho, prior, _, data_term = view_step(state, batch, key, view=_draw_view(mode), **settings)
     kl = expfam.tree_kl(q, prior)
     info = SSVIInfo(data_term - kl, jnp.asarray(rho), num_damped)
     return SSVIState(q_new, safe_increment(state.count), getattr(state, "hyper", None)), info
 
 
 def check_model_invertible(model: ConditionallyConjugateModel) -> None:
-    """Raises ValueError, before compilation, unless every family of ``model.prior()`` can be
-    sampled by inversion (implements ``reparam_sample_and_stats``)."""
+    """Raises ValueError unless every family of ``model.prior()`` can be sampled by inversion."""
     try:
         expfam.check_invertible(model.prior())
     except ValueError as e:
@@ -134,23 +98,16 @@ def as_top_level_api(
     mode: str = "full",
     ramp: bool = False,
 ) -> VIAlgorithm:
-    """SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) for a conditionally conjugate model
-    whose global families implement ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal;
-    Hoffman and Blei 2015, Algorithm 1).
+    """SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) for a conditionally conjugate model whose
+    global families can be sampled by inversion (Hoffman and Blei 2015, Algorithm 1).
 
     Args:
       model: a ``ConditionallyConjugateModel``; its ``local_step`` receives t(beta) of a draw.
       num_data: N, the number of data points the minibatches are drawn from.
-      schedule: rho_t: a number in (0, 1] or a callable ``count -> rho``; default
-        ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
-      local: the local-step method (``model.local_methods``: "meanfield", "gibbs", "cvb0", ...).
+      schedule: rho_t in (0, 1] or ``count -> rho``; default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
+      local: the local-step method (``model.local_methods``).
       mode: ``"full"`` (SSVI, eq. 11 with V) or ``"approx"`` (SSVI-A, eq. 10).
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
-
-    Returns:
-      ``VIAlgorithm(init, step)``; ``step(key, state, batch) -> (SSVIState, SSVIInfo)`` jits and
-      vmaps; ``SSVIInfo`` has ``elbo`` (module docstring), ``step_size`` (= ``.rho``) and
-      ``num_damped``.
 
     Examples:
         >>> import jax
@@ -165,20 +122,13 @@ def as_top_level_api(
 
     Raises:
       ValueError: for ``num_data`` < 1, an unknown ``mode``, a bad ``schedule`` or ``ramp``, a
-        ``local`` method the model lacks, or globals that cannot be sampled by inversion; at
-        ``step``, a batch with more data points than ``num_data``.
+        ``local`` method the model lacks, or globals that cannot be sampled by inversion.
     """
     check_choice("mode", mode, MODES)
     schedule = check_factory_args(model, "ssvi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     check_model_invertible(model)
-    return reject_non_finite(
-        VIAlgorithm(
-            init=bind_settings(init, model=model),
-            step=bind_settings(
-                step, model=model, num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp
-            ),
-        )
-    )
+    settings = dict(num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp)
+    return guarded_algorithm(init, step, model=model, **settings)
 
 
 ssvi = as_top_level_api
@@ -189,16 +139,3 @@ def ssvi_a(
 ) -> VIAlgorithm:
     """SSVI-A: ``ssvi(..., mode="approx")`` (eq. 10, the update without V)."""
     return as_top_level_api(model, num_data=num_data, schedule=schedule, local=local, mode="approx", ramp=ramp)
-
-
-__all__ = [
-    "MODES",
-    "SSVIInfo",
-    "SSVIState",
-    "as_top_level_api",
-    "check_model_invertible",
-    "init",
-    "ssvi",
-    "ssvi_a",
-    "step",
-]

@@ -6,35 +6,19 @@ With a minibatch B of S of the N data points and the local step run at E_q[t(bet
     lambda_hat = eta + (N_t / S) sum_{n in B} E[s(x_n, z_n)]
     lambda    <- (1 - rho_t) lambda + rho_t lambda_hat,        rho_t = schedule(t)
 
-``lambda_hat - lambda`` is the natural gradient of the ELBO estimated from B; the update goes
-through the shared domain-guarded interpolation (``vijax.expfam.conjugate_update``).
-``N_t = N``, or with ``ramp=True`` ``N_t = min((t + 1) S, N)`` over the first sweep (Hoffman and
-Blei 2015, §2.6), which keeps early noisy minibatches from being weighted as if they were the
-whole data set.
+through the domain-guarded ``vijax.expfam.conjugate_update``. ``N_t = N``, or with ``ramp=True``
+``N_t = min((t + 1) S, N)`` over the first sweep (Hoffman and Blei 2015, §2.6). S counts the batch's
+data points (for a model with ``present_rows``, its rows with data); a batch without any is not
+stepped on.
 
-S is the number of data points the minibatch holds: the leading dimension of the first leaf of
-``batch`` (static under jit), or for a model with ``present_rows`` (LDA) the rows that hold data,
-so that the empty rows a ``Minibatcher`` pads a batch with change neither the update nor the ELBO
-estimate (``vijax.inference._scale``). A batch with more data points than ``num_data`` raises
-ValueError; a batch without any is not stepped on (rho_t taken as 0).
+Hyperparameters (Hoffman and Blei 2015, §2.6; Hoffman et al. 2010): with ``hyper_step``, the
+model's scalar hyperparameters h live in the state and take, per minibatch, a damped Newton step in
+log h on L(h) = ``model.hyper_objective(h, q, locals, N_t / S)``::
 
-Hyperparameter updates (Hoffman and Blei 2015, §2.6; Hoffman et al. 2010). With ``hyper_step`` set, the model's
-scalar hyperparameters h (``model.hyperparameters()``, e.g. LDA's alpha and eta) live in the state
-and take one step per minibatch on L(h) = ``model.hyper_objective(h, q, locals, N_t / S)``, the
-minibatch estimate of the ELBO's h-dependent terms at the new q(beta) and the batch's locals.
-Each h is updated on its own by a damped Newton step, taken in log h so that it stays positive::
+    g = dL/dh,   c = -d2L/dh2,   log h <- log h + clip(rho_t * hyper_step * g / (c h), -1, 1),
 
-    g = dL/dh,   c = -d2L/dh2,   log h <- log h + clip(rho_t * hyper_step * g / (c h), -1, 1).
-
-g / (c h) is the Newton step Delta h = -g / (d2L/dh2) of online LDA (h <- h + rho_t Delta h)
-expressed in log h (Delta log h = Delta h / h to first order), so both have the same fixed
-points, g = 0, and the same local rate. It is scale-free: N / S multiplies g and c alike, and for
-a hyperparameter that is a natural parameter of the prior (alpha and eta are: Dirichlet(h 1) has
-natural parameter h - 1), c is the priors' Fisher information and g / (c h) is exactly the
-natural gradient of L in log h (gradient h g, Fisher information h^2 c). The clip bounds one update to a factor e, which keeps the first steps (far
-from the optimum, where the Newton step overshoots) finite. Where c <= 0 (L not concave in h
-there) or a derivative is not finite, h is left unchanged for that step. g and c come from
-``jax.grad`` and the diagonal of ``jax.hessian`` of ``hyper_objective``.
+online LDA's Newton step in log h (the natural gradient in log h where h is a natural parameter of
+the prior); h is kept where c <= 0 or a derivative is not finite.
 """
 
 from __future__ import annotations
@@ -69,8 +53,7 @@ class SVIInfo(NamedTuple):
 def init(
     key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel, learn_hyper: bool = False
 ) -> SVIState:
-    """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds
-    ``model.hyperparameters()`` as scalar arrays of q's float dtype."""
+    """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds ``model.hyperparameters()``."""
     check_key("key", key)
     q0 = initial_globals(key, batch, model)
     hyper = None
@@ -81,19 +64,13 @@ def init(
 
 
 def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_step: float = 1.0) -> dict:
-    """One damped Newton step per scalar hyperparameter, in log space (see the module docstring)::
-
-        log h <- log h + clip(rho * hyper_step * g / (c h), -max_log_step, max_log_step),
-
-    g = d objective / dh, c = -d2 objective / dh2 (the Hessian's diagonal). h is kept where c <= 0
-    or g, c are not finite.
+    """One damped Newton step per scalar hyperparameter in log space (module docstring).
 
     Args:
-      objective: ``hyper -> scalar``, differentiable, e.g. ``model.hyper_objective`` with the
-        variational parameters bound.
+      objective: ``hyper -> scalar``, differentiable.
       hyper: dict name -> positive scalar array.
       rho: the step size rho_t.
-      hyper_step: multiplier of the Newton step (1 = the full damped step of online LDA).
+      hyper_step: multiplier of the Newton step (1 = online LDA's).
       max_log_step: the largest change of log h in one step.
 
     Returns:
@@ -128,8 +105,8 @@ def step(
     check_num_data(num_data, model, batch, state.count)
     present = num_present(model, batch)
     rho = step_size(schedule(state.count), present)
-    hyper = state.hyper  # values in the state are used (set by init or inject_hyperparameters), learned with hyper_step
-    kw = {} if hyper is None else {"hyper": hyper}  # models without hyperparameters take no such argument
+    hyper = state.hyper
+    kw = {} if hyper is None else {"hyper": hyper}
     prior = model.prior(**kw)
     check_q_global(state.q_global, prior)
     loc = model.local_step(expfam.tree_mean_params(state.q_global), batch, key, method=local, **kw)
@@ -159,16 +136,11 @@ def as_top_level_api(
     Args:
       model: a ``ConditionallyConjugateModel`` (a ``HyperparameterModel`` with ``hyper_step``).
       num_data: N, the number of data points the minibatches are drawn from.
-      schedule: rho_t: a number in (0, 1] or a callable ``count -> rho``; default
-        ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
+      schedule: rho_t in (0, 1] or ``count -> rho``; default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
       local: the local-step method (``model.local_methods``).
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
-      hyper_step: if set (> 0), also learn the model's hyperparameters: ``SVIState.hyper`` starts
-        at ``model.hyperparameters()``, every step ends with the damped log-space Newton step of
-        the module docstring (scaled by ``rho_t * hyper_step``; 1.0 is online LDA's rule) and
-        ``SVIInfo.hyper`` reports the values after it (trace columns ``"hyper.<name>"`` in
-        ``vijax.run``). The model must be a ``HyperparameterModel``. None (default):
-        hyperparameters fixed, ``hyper`` fields None.
+      hyper_step: if set (> 0), also learn the model's hyperparameters (module docstring);
+        ``SVIInfo.hyper`` reports them after each step. None: fixed.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -191,8 +163,7 @@ def as_top_level_api(
 
     Raises:
       ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the
-        model lacks, ``hyper_step`` <= 0 or a ``hyper_step`` for a model without hyperparameters;
-        at ``step``, a batch with more data points than ``num_data``.
+        model lacks, or a bad ``hyper_step``.
     """
     schedule = check_factory_args(model, "svi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     if hyper_step is not None:
@@ -209,5 +180,3 @@ def as_top_level_api(
 
 
 svi = as_top_level_api
-
-__all__ = ["SVIInfo", "SVIState", "as_top_level_api", "hyper_newton_step", "init", "step", "svi"]

@@ -1,24 +1,17 @@
 """The algorithm interface every vijax inference method implements (optax/blackjax style).
 
 An algorithm is a ``VIAlgorithm(init, step)`` of pure functions built by a factory that takes the
-model first and keyword-only ``num_data`` and ``schedule`` (and the algorithm's own settings)::
+model first and keyword-only ``num_data`` and ``schedule``::
 
     alg = vijax.inference.svi(model, num_data=N, schedule=0.5)
-    state = alg.init(key, batch)               # batch optional: data-dependent starts may use it
+    state = alg.init(key, batch)               # batch optional
     state, info = alg.step(key, state, batch)  # jit-able; info.elbo, info.step_size, ...
 
-Every state holds the global variational distribution as ``q_global`` and an int32 ``count``;
-keys are always passed (never None), always first, and never reused.
-
-The step contract. A module-level ``step(key, state, batch, *, model, **settings)`` is the
-unguarded math: decorated with :func:`validated_step` (which checks the key, the state and the
-batch first), it returns ``(State(..., count=safe_increment(state.count)), Info(...))`` with no
-rejection fields. A factory returns ``reject_non_finite(VIAlgorithm(init, step))``: the combinator
-keeps the old state where the new state or info holds a non-finite float (or where its optional
-``is_valid(old_state, new_state, info)`` is False), still advancing ``count``. Its state
-(:class:`GuardedState`) and info (:class:`GuardedInfo`) read as the inner NamedTuples with one more
-field, ``num_rejected`` and ``accepted``; as pytrees their keys are the inner fields' names, so
-trace columns and checkpoint paths are the inner ones plus that field.
+Every state holds ``q_global`` and an int32 ``count``; keys are always passed, first, never reused.
+A module-level ``step(key, state, batch, *, model, **settings)`` is the unguarded math under
+:func:`validated_step`; a factory returns it through :func:`guarded_algorithm`, i.e.
+``reject_non_finite(VIAlgorithm(init, step))``, whose state and info read as the inner
+NamedTuples plus ``num_rejected`` and ``accepted``.
 """
 
 from __future__ import annotations
@@ -56,20 +49,17 @@ from vijax.types import Array, PRNGKey, PyTree
 
 class InitFn(Protocol):
     def __call__(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
-        """Returns the initial state. ``batch`` lets data-dependent initializations see data."""
+        """Returns the initial state (``batch`` for data-dependent starts)."""
 
 
 class StepFn(Protocol):
     def __call__(self, key: PRNGKey, state: PyTree, batch: PyTree) -> tuple[PyTree, Any]:
-        """One jit-able update: ``(key, state, batch) -> (new_state, info)``. ``info.elbo`` holds
-        the ELBO (or its minibatch estimate scaled to the full data)."""
+        """One jit-able update ``(key, state, batch) -> (new_state, info)``; ``info.elbo`` is the ELBO."""
 
 
 class VIAlgorithm(NamedTuple):
-    """A pair of pure functions; see ``vijax.run.run`` for the loop that drives them. ``extras``:
-    None, or what the algorithm offers beyond them (its q's draws, log-weights, guide, ELBO: read by
-    ``vijax.inference.sample`` and the other functions of ``_extras``); kept by
-    ``reject_non_finite`` and ``with_value_checks``, not by combinators that change the state."""
+    """A pair of pure functions (driven by ``vijax.run.run``). ``extras``: None, or what the
+    algorithm offers beyond them, read by ``vijax.inference.sample``, ``guide``, ``elbo``, ..."""
 
     init: InitFn
     step: StepFn
@@ -77,8 +67,7 @@ class VIAlgorithm(NamedTuple):
 
 
 def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
-    """Raises ValueError, before anything compiles, unless ``model`` satisfies ``protocol`` (a
-    runtime-checkable ``typing.Protocol``), naming the members it lacks."""
+    """Raises ValueError unless ``model`` satisfies ``protocol``, naming the members it lacks."""
     if not implements(model, protocol):
         missing = [m for m in protocol_members(protocol) if not hasattr(model, m)]
         raise ArgumentError(
@@ -90,29 +79,25 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
 
 def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "xla", **jit_kwargs) -> Callable:
     """``jax.jit(step)`` whose batch value checks are outputs of the program, not host callbacks: a
-    bad batch still raises the step's ValueError (naming the value, its position and the step), and
-    JAX's persistent compilation cache can store the program. The runner compiles its chunks so.
+    bad batch still raises the step's ValueError, and JAX's persistent cache can store the program.
 
     At the first call or ``lower`` it takes the first way that serves (``.check_mode()``):
-    ``"collected"`` where every check runs at the step's own level (``check_step_batch`` in an
-    algorithm's step): the checks' bad entries are extra outputs (never reduced across rows), and
-    a failure runs a program that locates it; a gate input skips the checks where every input they
-    read is the very ``jax.Array`` that passed them at the previous call (a full-batch algorithm's
-    data is checked once). ``"checkify"`` where a check sits deeper (a ``lax.scan`` of steps).
-    ``"plain"`` (``jax.jit``, host-callback checks) where ``checkify`` cannot transform the step or
-    it holds a ``shard_map``. Under a caller's ``jit``, ``vmap`` or ``grad`` it is ``jax.jit(step)``.
+    ``"collected"`` where every check runs at the step's own level: the checks' bad entries are
+    extra outputs, a failure runs a program that locates it, and a gate input skips the checks
+    where every input they read is the very ``jax.Array`` that passed them last call.
+    ``"checkify"`` where a check sits deeper (a ``lax.scan`` of steps). ``"plain"`` (host-callback
+    checks) where ``checkify`` cannot transform the step or it holds a ``shard_map``. Under a
+    caller's ``jit``, ``vmap`` or ``grad`` it is ``jax.jit(step)``.
 
     Args:
       step: a function whose checks are ``check_step_batch``'s (an algorithm's ``step``).
       check_values: whether the compiled step checks its batches' values (shapes and dtypes always).
-      cpu_compile: ``"xla"`` (XLA's settings) or ``"quick"``: on a CPU, the options of
-        ``vijax._compile.step_cpu_options`` (the opt-in of that module's policy).
+      cpu_compile: ``"xla"`` (XLA's settings) or ``"quick"`` (on a CPU, ``vijax._compile.step_cpu_options``).
       **jit_kwargs: passed to ``jax.jit`` (``donate_argnums``, ``compiler_options``, ...).
 
     Returns:
-      The compiled function; ``.lower(...)`` lowers its program (collected: the gate follows the
-      arguments, the checks' results the outputs), ``.check_mode()`` the way taken (None before the
-      first call), ``.compiler_options()`` its options (None: XLA's settings).
+      The compiled function, with ``.lower(...)``, ``.check_mode()`` (None before the first call)
+      and ``.compiler_options()`` (None: XLA's settings).
 
     Examples:
         >>> import jax, numpy as np
@@ -122,7 +107,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
         >>> alg = cavi(DiagonalGMM.from_data(x, num_components=2))
         >>> state, info = jit_step(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), x), x)
     """
-    from jax.experimental import checkify  # loaded by the first jit_step, not by every algorithm's import
+    from jax.experimental import checkify
 
     check_values = check_bool("check_values", check_values)
     given = lambda *names: any(jit_kwargs.get(k) not in (None, (), []) for k in names)  # noqa: E731
@@ -148,7 +133,6 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
     gate = lambda value=True: (np.bool_(value),) if gated else ()  # noqa: E731
 
     def choose(*args, **kwargs):
-        """At the first lowering: the program of the first way that serves, lowered (None: plain)."""
         if mode:
             return None
         try:
@@ -200,9 +184,8 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
 
 
 def inputs_read(jaxpr, outputs: Sequence) -> frozenset:
-    """The positions of ``jaxpr``'s inputs (a ``jax.extend.core.Jaxpr``) that ``outputs`` (some of
-    its output variables) depend on, read off its equations in order; an equation with inner
-    programs (``cond``, ``while``) counts every output of it as depending on every input of it."""
+    """The positions of ``jaxpr``'s inputs that ``outputs`` depend on (an equation with inner
+    programs counts each output as depending on each input)."""
     from jax.extend.core import Literal  # jax.extend loads JAX's Pallas modules: not at import
 
     reads = {v: frozenset((i,)) for i, v in enumerate(jaxpr.invars)}
@@ -215,8 +198,7 @@ def inputs_read(jaxpr, outputs: Sequence) -> frozenset:
 
 class CheckedInputs:
     """Which flat inputs a compiled step's value checks read (``positions``), and weak references to
-    the arrays at those positions when their checks last passed. Only ``jax.Array`` objects are
-    remembered (a NumPy array can change in place), and never kept alive."""
+    the ``jax.Array`` objects there when their checks last passed (a NumPy array can change in place)."""
 
     def __init__(self, positions: frozenset, treedef):
         self.positions, self.treedef = tuple(sorted(positions)), treedef  # of the traced call's inputs
@@ -224,22 +206,20 @@ class CheckedInputs:
 
     @classmethod
     def of_trace(cls, traced, args: tuple, kwargs: dict) -> "CheckedInputs":
-        """The inputs read by the checks of ``traced``, a collected program traced with a gate
-        after ``args`` (the gate is not counted; positions are in ``(args, kwargs)``'s leaves)."""
+        """The inputs read by the checks of ``traced`` (a collected program with a gate after ``args``)."""
         jaxpr, own = traced.jaxpr.jaxpr, len(jax.tree.leaves(args))  # own: the gate's position
         rows = jaxpr.outvars[len(jaxpr.outvars) - len(jax.tree.leaves(traced.out_info[1])) :]
         read = {p - (p > own) for p in inputs_read(jaxpr, rows) if p != own}
         return cls(frozenset(read), jax.tree.structure((args, kwargs)))
 
     def needs_check(self, leaves: Sequence, treedef) -> bool:
-        """Whether the checks must run for these flat inputs: unless they have the traced call's
-        structure and every input the checks read is the very array whose checks passed last."""
+        """Whether the checks must run: unless every input they read is the array that passed last."""
         if self.refs is None or treedef != self.treedef:
             return True
         return any(ref is None or ref() is not leaves[i] for i, ref in zip(self.positions, self.refs))
 
     def remember(self, leaves: Sequence, treedef) -> None:
-        """Records the inputs of a call whose checks passed (of the traced call's structure only)."""
+        """Records the inputs of a call whose checks passed."""
         if treedef == self.treedef:
             self.refs = [_weak_ref(leaves[i]) for i in self.positions]
 
@@ -257,28 +237,18 @@ def _step_with_value_checks(*args, inner: Callable, enabled: bool, **kwargs):
 
 def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
     """``alg`` whose step checks the values of its batches or not (``enabled``), wherever it is
-    traced (a user's ``jax.jit``, ``vmap`` or ``lax.scan``, ``jit_step``, the runner): the switch is
-    this argument, part of the algorithm, not a setting of the process. Shape and dtype checks
-    always run. Off, a step costs no pass over its batch for the checks, and a bad value gives
-    whatever the model's math gives (a non-finite step is still rejected by
-    :func:`reject_non_finite`).
+    traced. Shape and dtype checks always run; off, a bad value gives whatever the math gives (a
+    non-finite step is still rejected by :func:`reject_non_finite`).
 
     Examples:
         >>> import jax, numpy as np
-        >>> from vijax.inference import cavi, with_value_checks
-        >>> from vijax.models import DiagonalGMM
-        >>> x = np.random.default_rng(0).normal(size=(20, 1))
-        >>> alg = cavi(DiagonalGMM.from_data(x, num_components=2))
-        >>> bad = x.copy()
-        >>> bad[3, 0] = np.nan
+        >>> from vijax.inference import cavi
+        >>> from vijax.models import UnivariateGMM
+        >>> x = np.linspace(-1.0, 1.0, 20)
+        >>> alg = with_value_checks(cavi(UnivariateGMM(num_components=2)), False)
         >>> state = alg.init(jax.random.PRNGKey(0), x)
-        >>> alg.step(jax.random.PRNGKey(1), state, bad)
-        Traceback (most recent call last):
-        ...
-        ValueError: batch x nan at [3, 0] is not finite (in step 1)
-        >>> unchecked = with_value_checks(alg, False)
-        >>> state, info = unchecked.step(jax.random.PRNGKey(1), state, bad)
-        >>> bool(info.accepted)
+        >>> x[3] = np.nan
+        >>> bool(alg.step(jax.random.PRNGKey(1), state, x)[1].accepted)
         False
     """
     enabled = check_bool("enabled", enabled)
@@ -286,15 +256,12 @@ def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
 
 
 def init_from(alg: VIAlgorithm, key: PRNGKey, q_global: PyTree, batch: PyTree = None) -> PyTree:
-    """A starting state of ``alg`` (any ``VIAlgorithm``) that holds a given ``q_global``: a previous
-    fit's q to continue from or restart another algorithm at (Hoffman & Blei 2015, Fig. 3 restarts
-    SVI from each method's solution). The rest of the state (count 0, no rejections, an optimizer's
-    fresh state) is ``alg.init(key, batch)``'s.
+    """``alg.init(key, batch)`` holding a given ``q_global`` (a previous fit's q to continue from;
+    Hoffman & Blei 2015, Fig. 3).
 
     Raises:
-      ValueError: naming ``q_global`` when its structure, shapes or dtypes differ from the q this
-        algorithm starts with, or where it holds NaN or infinite values or a family outside its
-        domain (a negative variance, say).
+      ValueError: naming ``q_global`` when its structure, shapes or dtypes differ from the
+        algorithm's q, or it holds non-finite values or a family outside its domain.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -327,9 +294,8 @@ def _is_state(x: Any) -> bool:
 
 
 def check_step_state(state: Any) -> None:
-    """Raises ValueError naming ``state`` unless it is an algorithm's state: a NamedTuple with a
-    ``count`` field (what ``alg.init`` returns and ``alg.step`` returns first). The commonest slip,
-    the ``(state, info)`` pair of a step passed back whole, is named as such.
+    """Raises ValueError naming ``state`` unless it is a NamedTuple with a ``count`` field (naming
+    the ``(state, info)`` pair of a step passed back whole as such).
 
     Examples:
         >>> check_step_state((1.0, 2.0))
@@ -355,9 +321,7 @@ def check_step_state(state: Any) -> None:
 
 class _Extended:
     """An algorithm's state or info (``inner``) with one more field (``EXTRA``), read as one
-    NamedTuple: ``x.elbo`` reads ``x.inner.elbo``, ``x._replace(elbo=...)`` replaces it in
-    ``inner``, ``x._fields`` lists the inner fields and ``EXTRA``, and as a pytree its keys are the
-    inner fields' names and ``EXTRA`` (a trace column, a checkpoint path, is named as without it)."""
+    NamedTuple; as a pytree its keys are the inner fields' names and ``EXTRA``."""
 
     __slots__ = ()
     EXTRA = ""
@@ -397,16 +361,14 @@ def _named_fields(x: Any) -> tuple:
 
 
 class GuardedState(_Extended):
-    """The state of :func:`reject_non_finite`: the inner algorithm's state and ``num_rejected``,
-    an int32 count of the steps it rejected."""
+    """The state of :func:`reject_non_finite`: the inner state and ``num_rejected`` (int32)."""
 
     __slots__ = ("inner", "num_rejected")
     EXTRA = "num_rejected"
 
 
 class GuardedInfo(_Extended):
-    """The info of :func:`reject_non_finite`: the inner algorithm's info and ``accepted``, whether
-    the step was applied (a bool array)."""
+    """The info of :func:`reject_non_finite`: the inner info and ``accepted`` (bool)."""
 
     __slots__ = ("inner", "accepted")
     EXTRA = "accepted"
@@ -461,22 +423,17 @@ def _guarded_step(key: PRNGKey, state: PyTree, batch: PyTree, *, inner: StepFn, 
 
 
 def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) -> VIAlgorithm:
-    """``alg`` whose steps are applied only where their result is finite, as optax's
-    ``apply_if_finite`` wraps a transformation.
+    """``alg`` whose steps are applied only where their result is finite (optax's ``apply_if_finite``).
 
-    A step whose new state or info holds a non-finite float (or where ``is_valid`` returns False)
-    keeps every leaf of the old state (chosen by ``jnp.where``, so an infinity in the rejected
-    update cannot leak into the kept one); ``count`` still advances (saturating). The state is a
-    :class:`GuardedState` (the inner state and ``num_rejected``), the info a :class:`GuardedInfo`
-    (the inner info and ``accepted``); both read as the inner NamedTuple with that one more field.
-    The step also takes a bare state of ``alg`` (one made by hand), returned bare so that a
-    ``lax.scan`` of steps keeps its carry's structure (its rejections show in ``info.accepted``
-    only), or of another algorithm with the fields ``alg``'s state has (CAVI continuing from SVI's).
+    A step whose new state or info holds a non-finite float (or where ``is_valid`` is False) keeps
+    every leaf of the old state (by ``jnp.where``); ``count`` still advances. State and info are a
+    :class:`GuardedState` and :class:`GuardedInfo`. A bare state of ``alg`` (made by hand) is
+    returned bare, so a ``lax.scan`` keeps its carry; one of another algorithm with ``alg``'s
+    fields is read as ``alg``'s (CAVI continuing from SVI's).
 
     Args:
       alg: any ``VIAlgorithm`` whose state has an int32 ``count``.
-      is_valid: optional ``(old_state, new_state, info) -> bool array``, one more condition of
-        acceptance (the inner states and info).
+      is_valid: optional ``(old_state, new_state, info) -> bool array`` (the inner states and info).
 
     Returns:
       The guarded ``VIAlgorithm``.
@@ -503,9 +460,7 @@ def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) 
 
 
 def validated_step(math: Callable) -> Callable:
-    """A step ``math(key, state, batch, *, model, **settings)`` whose inputs are checked first: the
-    key, the state (:func:`check_step_state`) and the batch (:func:`check_step_batch` on
-    ``model``'s checks, naming the step number)."""
+    """``math(key, state, batch, *, model, **settings)`` checking the key, the state and the batch first."""
 
     @functools.wraps(math)
     def step(key, state, batch, *, model, **settings):
@@ -518,10 +473,8 @@ def validated_step(math: Callable) -> Callable:
 
 
 class BoundFunction:
-    """``func`` with a factory's settings bound as keywords (see :func:`bind_settings`): callable
-    as ``func`` is, and a registered pytree whose children are the settings (a model's arrays, a
-    network's weights are its leaves; functions, names and numbers are leaves too, which the runner
-    keeps static). ``.func`` and ``.keywords`` read as on a ``functools.partial``."""
+    """``func`` with a factory's settings bound as keywords (:func:`bind_settings`): a pytree whose
+    children are the settings; ``.func`` and ``.keywords`` read as on a ``functools.partial``."""
 
     def __init__(self, func: Callable, keywords: Mapping[str, Any]):
         self.func, self.keywords = func, types.MappingProxyType(dict(keywords))
@@ -532,9 +485,7 @@ class BoundFunction:
 
     @property
     def __signature__(self) -> inspect.Signature:
-        """``func``'s signature without the bound settings, which cannot be passed again: so that
-        ``inspect`` and ``jax.jit``'s errors name the arguments a caller passes (``batch``, not
-        ``args[2]``, for a string array given to a jitted step)."""
+        """``func``'s signature without the bound settings (so ``jax.jit``'s errors name ``batch``)."""
         sig = inspect.signature(self.func)
         return sig.replace(parameters=[p for name, p in sig.parameters.items() if name not in self.keywords])
 
@@ -551,13 +502,9 @@ jax.tree_util.register_pytree_with_keys(
 
 
 def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
-    """``fn`` with a factory's settings bound as keywords (a :class:`BoundFunction`): what
-    ``jax.jit``, ``chex.assert_max_traces`` and ``inspect`` take as they take ``fn``, unlike a
-    ``functools.partial``. The settings stay readable: ``.func`` is ``fn`` and ``.keywords`` the
-    settings, as on a partial; the module functions over an algorithm (``vijax.inference.sample``,
-    ``guide``, ...) read them there. As a pytree, the bound step hands the arrays of its settings
-    (a model's data, a kernel matrix) to the runner, which passes them to its compiled chunk as
-    arguments instead of embedding them as constants.
+    """``fn`` with a factory's settings bound as keywords (a :class:`BoundFunction`), taken by
+    ``jax.jit``, ``chex.assert_max_traces`` and ``inspect`` as ``fn`` is. As a pytree it hands its
+    settings' arrays to the runner, which passes them to its compiled chunk as arguments.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -566,6 +513,15 @@ def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
         ([0.0, 2.0, 4.0], [[0.0, 1.0, 2.0]])
     """
     return BoundFunction(fn, settings)
+
+
+def guarded_algorithm(
+    init: Callable, step: Callable, init_settings: Sequence[str] = ("model",), extras: Any = None, **settings: Any
+) -> VIAlgorithm:
+    """``reject_non_finite(VIAlgorithm(init, step, extras))`` with ``settings`` bound to ``step`` and
+    those named in ``init_settings`` to ``init``: a factory's last line."""
+    init = bind_settings(init, **{k: settings[k] for k in init_settings})
+    return reject_non_finite(VIAlgorithm(init, bind_settings(step, **settings), extras))
 
 
 def safe_increment(count: Array) -> Array:
@@ -585,6 +541,7 @@ __all__ = [
     "check_step_batch",
     "BoundFunction",
     "bind_settings",
+    "guarded_algorithm",
     "jit_step",
     "with_value_checks",
     "protocol_members",

@@ -1,9 +1,5 @@
-"""Step-size schedules, optax-compatible: ``count (int32 scalar) -> step size``.
-
-Every algorithm factory takes its step size as the keyword ``schedule``: None (the algorithm's
-default), a number (a constant step), or a callable ``count -> step size``; :func:`as_schedule`
-is the one coercion they share.
-"""
+"""Step-size schedules, optax-compatible: ``count (int32 scalar) -> step size``; :func:`as_schedule`
+coerces every factory's ``schedule`` (None, a number, or a callable)."""
 
 from __future__ import annotations
 
@@ -17,7 +13,7 @@ import numpy as np
 from vijax import _validate
 from vijax._validate import check_scalar, is_tracer
 
-if TYPE_CHECKING:  # optax is imported by the algorithms that use its optimizers, not for a type
+if TYPE_CHECKING:
     import optax
 
 
@@ -25,10 +21,8 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
     """rho_t = scale * (t + tau)^(-kappa), t = 0, 1, ... (Blei, Kucukelbir and McAuliffe 2017,
     §4.3; Hoffman et al. 2013).
 
-    With kappa in (0.5, 1] the sum of rho_t diverges and the sum of rho_t^2 converges (the
-    Robbins-Monro conditions). ``rho_0 = scale * tau^(-kappa)`` must lie in (0, 1]. The constants
-    may be traced (a grid of schedules under ``vmap``, see :func:`as_schedule`); only concrete ones
-    are checked.
+    kappa in (0.5, 1] (the Robbins-Monro conditions) and ``rho_0 = scale * tau^(-kappa)`` in (0, 1]
+    are checked where the constants are concrete.
 
     Examples:
         >>> float(robbins_monro(1.0, tau=1.0, kappa=1.0)(3))
@@ -48,7 +42,7 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
     def schedule(count):
         return scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)
 
-    schedule.first_step = scale * tau ** (-kappa)  # checked here: as_schedule need not evaluate it
+    schedule.first_step = scale * tau ** (-kappa)  # read by as_schedule
     return schedule
 
 
@@ -66,18 +60,12 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
     """The schedule an algorithm runs with, from what its caller passed.
 
     Args:
-      schedule: None (then ``default``), a finite number in (0, ``upper``] (a constant step), or a
-        callable ``count -> step size`` (checked at count 0 when it can be evaluated there).
+      schedule: None (then ``default``), a finite number in (0, ``upper``], or a callable
+        ``count -> step size`` (checked at count 0 where it can be evaluated). A traced value is
+        taken unchecked, so a grid of step sizes can be one ``vmap``ped program.
       name: the argument's name in error messages.
       default: the schedule used for None; None makes ``schedule`` required.
-      upper: the largest allowed step size (1 for the interpolation weight rho of SVI; None for
-        an unbounded step such as PG-SVI's beta or a learning rate).
-
-    A traced number (or a callable over traced constants) is taken as it is, unchecked, as every
-    argument check passes a tracer: so a grid of step sizes is one ``vmap``ped program, the factory
-    called inside it::
-
-        step = jax.vmap(lambda rho, s: svi(model, num_data=N, schedule=rho).step(key, s, batch))
+      upper: the largest allowed step size (None: unbounded).
 
     Returns:
       A callable ``count -> step size``.
@@ -100,10 +88,10 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
     if is_tracer(schedule):
         return lambda count: schedule
     if callable(schedule):
-        first = getattr(schedule, "first_step", None)  # robbins_monro's, checked when it was made
-        try:  # one compiled evaluation (op by op, each operation would compile on its own)
+        first = getattr(schedule, "first_step", None)
+        try:
             first = np.asarray(jax.jit(schedule)(np.int32(0)) if first is None else first, dtype=float)
-        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):  # over traced constants
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
             return schedule
         if first.ndim != 0 or not np.isfinite(first) or first <= 0 or (upper is not None and first > upper):
             bound = "> 0" if upper is None else f"in (0, {upper:g}]"

@@ -1,36 +1,21 @@
-"""Stochastic gradient Riemannian Langevin dynamics for LDA (Patterson and Teh 2013, *Stochastic
-gradient Riemannian Langevin dynamics on the probability simplex*, §3-4), the sampler that
-Hoffman and Blei (2015, *Structured stochastic variational inference*, §4.1) compare SSVI with.
+"""Stochastic gradient Riemannian Langevin dynamics for LDA (Patterson and Teh 2013, §3-4), the
+sampler Hoffman and Blei (2015, §4.1) compare SSVI with.
 
-**Expanded-mean parametrisation.** Each topic beta_k is represented by unnormalised weights
-theta_k in [0, inf)^V, beta_kw = pi_kw = theta_kw / theta_k. (theta_k. = sum_w theta_kw), with
-independent priors theta_kw ~ Gamma(eta, 1), so that pi_k ~ Dirichlet(eta 1_V) as in LDA. Given
-the topic counts n_kw of a corpus's topic assignments z, the log posterior of theta is::
+Expanded-mean parametrisation: beta_kw = pi_kw = theta_kw / theta_k., theta_kw ~ Gamma(eta, 1), so
+pi_k ~ Dirichlet(eta 1_V). Given topic counts n_kw, the log posterior of theta is::
 
     log p(theta | w, z) = sum_kw [ (eta - 1) log theta_kw - theta_kw + n_kw log theta_kw ]
                           - sum_k n_k. log theta_k. + const,
 
-and with the Riemannian metric G(theta) = diag(theta)^-1 the Langevin drift
-G^-1 grad log p + sum_j d(G^-1)_ij / d theta_j is (Patterson and Teh 2013, eq. 11 and §4)::
-
-    drift_kw = eta - theta_kw + n_kw - pi_kw n_k. .
-
-The observed-data gradient is the expectation of the complete-data one over p(z | w, theta)
-(Fisher's identity), estimated on a minibatch of S of the N documents. One step::
+and with the metric G(theta) = diag(theta)^-1 the Langevin drift is (eq. 11 and §4)
+drift_kw = eta - theta_kw + n_kw - pi_kw n_k. . One step on a minibatch of S of N documents::
 
     theta_kw <- | theta_kw + (eps_t / 2) (eta - theta_kw + (N / S) sum_d E[n_dkw - pi_kw n_dk.])
                   + sqrt(eps_t theta_kw) xi_kw |,   xi_kw ~ N(0, 1),
 
-the absolute value mirroring a proposal that leaves [0, inf) back into it (Patterson and Teh
-2013, §3, "mirroring"). The expectations E[n_dkw | w_d, pi, alpha] (theta_d integrated out) come from
-collapsed Gibbs sampling of the minibatch's topic assignments with the topics fixed at the current
-pi: LDA's ``"gibbs"`` local step (``vijax.models.LDA``, ``gibbs_sweeps`` and ``gibbs_burn_in``),
-the average over its kept sweeps. The step sizes are eps_t = a (1 + t / b)^(-c) (:func:`sgrld_schedule`).
-
-``SGRLDState.q_global`` is theta itself, (K, V): a sample, not a variational distribution; the
-topics are :func:`sgrld_topics` (pi) and :func:`topics_dirichlet` gives a Dirichlet whose mean is pi,
-so that a held-out scorer written for q(beta) (``LDA.log_predictive``, which uses E_q[beta] as its
-point estimate) scores the sample's topics unchanged.
+the absolute value mirroring (§3); the expected counts come from LDA's collapsed ``"gibbs"``
+local step at the current pi. ``SGRLDState.q_global`` is the sample theta; :func:`topics_dirichlet`
+gives a Dirichlet of mean pi for scorers written for q(beta).
 """
 
 from __future__ import annotations
@@ -43,17 +28,15 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_int, check_key, check_scalar, implements
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
-from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
+from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
 from vijax.inference.schedules import as_schedule
 from vijax.types import Array, PRNGKey, PyTree, Schedule
 
 
 @runtime_checkable
 class GibbsTopicModel(Protocol):
-    """What SGRLD needs of a topic model (``vijax.models.LDA`` offers it): the topics' Dirichlet
-    concentration ``eta``, ``init_globals`` giving a Dirichlet q(beta), and a ``local_step`` with
-    ``method="gibbs"`` (in ``local_methods``) whose statistics are the expected topic-word counts
-    (K, V) at the topics' log-probabilities."""
+    """What SGRLD needs of a topic model (``vijax.models.LDA``): ``eta``, a Dirichlet ``init_globals``
+    and a ``"gibbs"`` ``local_step`` giving expected topic-word counts (K, V)."""
 
     eta: Any
     local_methods: tuple
@@ -69,26 +52,15 @@ class GibbsTopicModel(Protocol):
 
 
 class SGRLDState(NamedTuple):
-    """The sampler's state.
-
-    Attributes:
-      q_global: theta, (K, V), the current sample in the expanded-mean parametrisation (every entry
-        > 0); the topics are ``sgrld_topics(q_global)``.
-      count: int32 scalar, the number of steps taken (drives eps_t).
-    """
+    """q_global: theta (K, V), the current sample (topics ``sgrld_topics(q_global)``); count: int32."""
 
     q_global: Array
     count: Array
 
 
 class SGRLDInfo(NamedTuple):
-    """What one step reports.
-
-    Attributes:
-      elbo: the Gibbs E-step's mean-field bound on log p(w_batch | beta = pi) at the step's starting
-        sample, scaled by N / S: a running measure of fit (no ELBO of a variational q exists here).
-      step_size: eps_t.
-    """
+    """elbo: the Gibbs E-step's bound on log p(w_batch | beta = pi) scaled by N / S (a measure of
+    fit); step_size: eps_t."""
 
     elbo: Array
     step_size: Array
@@ -113,30 +85,20 @@ def sgrld_topics(theta: Array) -> Array:
 
 
 def topics_dirichlet(theta: Array) -> expfam.Dirichlet:
-    """A Dirichlet whose mean is the topics pi of ``theta`` (its concentration is pi_k / min_w pi_kw,
-    floored at 1e-30 of the row's largest weight, so every concentration is >= 1 and the
-    natural parameters (concentration - 1) keep every weight to the float's relative precision).
-    Hands a sample to scorers written for q(beta), which read E_q[beta] = its mean."""
+    """A Dirichlet whose mean is the topics pi of ``theta`` (concentration pi_k / min_w pi_kw, >= 1)."""
     pi = sgrld_topics(theta)
     pi = jnp.maximum(pi, 1e-30 * jnp.max(pi, axis=-1, keepdims=True))
     return expfam.Dirichlet.from_concentration(pi / jnp.min(pi, axis=-1, keepdims=True))
 
 
 def drift(theta: Array, counts: Array, eta) -> Array:
-    """The Riemannian Langevin drift in the expanded-mean parametrisation given topic counts
-    ``counts`` = n_kw (K, V) (expected, and scaled to the corpus, in the stochastic step)::
-
-        eta - theta_kw + n_kw - pi_kw n_k. ,   pi_kw = theta_kw / theta_k. ,
-
-    equal to theta * grad log p(theta | w, z) + 1, the preconditioned gradient of the module
-    docstring's log posterior plus the metric's correction term."""
+    """The Riemannian Langevin drift eta - theta_kw + n_kw - pi_kw n_k. given ``counts`` = n_kw (K, V)."""
     pi = sgrld_topics(theta)
     return eta - theta + counts - pi * jnp.sum(counts, axis=-1, keepdims=True)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, model) -> SGRLDState:
-    """theta = the concentration of ``model.init_globals(key)`` (LDA: init_scale * Gamma(100, 100)
-    draws, nearly flat topics, the same starting topics as SVI's from the same key)."""
+    """theta = the concentration of ``model.init_globals(key)`` (SVI's start from the same key)."""
     check_key("key", key)
     theta = model.init_globals(key, batch).concentration
     return SGRLDState(theta, jnp.zeros((), jnp.int32))
@@ -165,21 +127,17 @@ def step(key: PRNGKey, state: SGRLDState, batch: PyTree, *, model, num_data: int
 
 
 def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIAlgorithm:
-    """SGRLD for LDA (Patterson and Teh 2013) with the Gibbs E-step; see the module docstring.
+    """SGRLD for LDA (Patterson and Teh 2013) with the Gibbs E-step (module docstring).
 
     Args:
-      model: a :class:`GibbsTopicModel` (``vijax.models.LDA``: its ``eta`` and Gibbs settings).
+      model: a :class:`GibbsTopicModel` (``vijax.models.LDA``).
       num_data: N, the number of documents the minibatches are drawn from.
-      schedule: eps_t: a number > 0 or a callable ``count -> eps``; default ``sgrld_schedule()``.
-      ramp: use N_t = min((t + 1) S, N) instead of N over the first sweep (as SVI's ``ramp``).
-
-    Returns:
-      ``VIAlgorithm(init, step)`` with ``SGRLDState`` / ``SGRLDInfo``; the step jits and vmaps
-      (``vijax.inference.restarts``), its key split between the Gibbs sweeps and the noise.
+      schedule: eps_t: a number > 0 or ``count -> eps``; default ``sgrld_schedule()``.
+      ramp: use N_t = min((t + 1) S, N) over the first sweep (as SVI's ``ramp``).
 
     Raises:
-      ValueError: naming ``model`` when it is not a ``GibbsTopicModel``, ``num_data`` < 1, a bad ``schedule``
-        or ``ramp``; at ``step``, a bad batch or one with more documents than ``num_data``.
+      ValueError: naming ``model`` when it is not a ``GibbsTopicModel``, ``num_data`` < 1, a bad
+        ``schedule`` or ``ramp``.
 
     Examples:
         >>> import jax
@@ -200,12 +158,7 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
     num_data = check_int("num_data", num_data)
     check_bool("ramp", ramp)
     schedule = as_schedule(schedule, default=sgrld_schedule(), upper=None)
-    return reject_non_finite(
-        VIAlgorithm(
-            init=bind_settings(init, model=model),
-            step=bind_settings(step, model=model, num_data=num_data, schedule=schedule, ramp=ramp),
-        )
-    )
+    return guarded_algorithm(init, step, model=model, num_data=num_data, schedule=schedule, ramp=ramp)
 
 
 __all__ = [
