@@ -13,19 +13,20 @@ A bound is a short text, shown as is by ``vijax list EXPERIMENT``::
     "each > 0"                  every element of a list
     "non-empty, each > 0"       likewise, and at least one element
 
-A memory need is ``(what, keys, bytes)``: what the arrays are (with their shape in config keys),
-the config keys their size is made of, and their size in bytes. The total of an experiment's needs must fit in this machine's memory;
-otherwise the key blamed is the one of the largest need that is furthest above its default (the
-one most likely mistyped).
+A memory need ``Need(what, keys, bytes)`` names arrays (with their shape in config keys), the keys
+their size is made of and their size. An experiment's needs must fit in this machine's memory; else
+the key blamed is the one of the largest need that is furthest above its default.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import operator
 import os
 import re
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Optional
 
 import numpy as np
 from vijax._validate import ArgumentError
@@ -86,30 +87,26 @@ def parse_bound(text: str) -> Bound:
 
 
 def _lookup(config: Mapping, dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        node = node[part]
-    return node
-
-
-def _end(config: Mapping, end: Any) -> tuple[Optional[float], str]:
-    """(the end's value, how to show it): a key shows as ``data.length = 60``."""
-    if isinstance(end, str):
-        v = _lookup(config, end)
-        return v, f"{end} = {v!r}"
-    if end is None:
-        return None, ""
-    return end, f"{end:g}" if not float(end).is_integer() or abs(end) >= 1e16 else f"{int(end)}"
+    return functools.reduce(operator.getitem, dotted.split("."), config)
 
 
 def _interval(bound: Bound, config: Mapping) -> tuple[Optional[float], Optional[float], str]:
-    low, low_s = _end(config, bound.low)
-    high, high_s = _end(config, bound.high)
-    if bound.low is not None and bound.high is not None:
+    """(low, high, the interval's text), an end that is a key resolved and shown as ``data.length = 60``."""
+
+    def end(x):
+        if isinstance(x, str):
+            v = _lookup(config, x)
+            return v, f"{x} = {v!r}"
+        if x is None:
+            return None, ""
+        return x, f"{x:g}" if not float(x).is_integer() or abs(x) >= 1e16 else f"{int(x)}"
+
+    (low, low_s), (high, high_s) = end(bound.low), end(bound.high)
+    if low_s and high_s:
         return low, high, f"in {'[' if bound.include_low else '('}{low_s}, {high_s}{']' if bound.include_high else ')'}"
-    if bound.low is not None:
+    if low_s:
         return low, None, f"{'>=' if bound.include_low else '>'} {low_s}"
-    if bound.high is not None:
+    if high_s:
         return None, high, f"{'<=' if bound.include_high else '<'} {high_s}"
     return None, None, ""
 
@@ -201,11 +198,11 @@ def machine_memory() -> int:
 
 def format_bytes(n: float) -> str:
     """``n`` bytes in binary units: ``"1.5 GiB"``."""
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.3g} EiB"  # pragma: no cover
+    return f"{n:.1f} PiB"
 
 
 def _size(value: Any) -> float:
@@ -251,20 +248,3 @@ def check_memory(
 def float_bytes(config: Mapping) -> int:
     """Bytes per float of a run with this config (``run.x64``)."""
     return 8 if (config.get("run") or {}).get("x64") else 4
-
-
-MemoryFn = Callable[[Mapping], Sequence[Need]]
-
-__all__ = [
-    "SEED",
-    "Bound",
-    "Need",
-    "check_bound",
-    "check_bound_table",
-    "check_bounds",
-    "check_memory",
-    "float_bytes",
-    "format_bytes",
-    "machine_memory",
-    "parse_bound",
-]

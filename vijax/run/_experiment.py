@@ -1,6 +1,5 @@
-"""What a config's ``experiment:`` name resolves to, the registry of experiment builders, and
-the helpers builders share: the configured algorithm of an ``algorithm`` section
-(``configured_algorithm``), the evaluation steps of a ``run`` section (``eval_steps``)."""
+"""The registry of experiment builders that a config's ``experiment:`` names, and the helpers
+builders share (``configured_algorithm``, ``eval_steps``, ``data_file``, ...)."""
 
 from __future__ import annotations
 
@@ -25,9 +24,9 @@ def check_methods(methods, allowed: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class Baseline(NamedTuple):
-    """Another run of a comparison experiment (a baseline method, another setting of a grid), run
-    by ``vijax run`` after the experiment's own run, with its own checkpoints
-    (``<out>/checkpoints/<name>``) so that ``--resume`` continues it, and handed to ``report``.
+    """Another run of a comparison experiment (a baseline method, another setting of a grid), run by
+    ``vijax run`` after the experiment's own, with its own checkpoints (``<out>/checkpoints/<name>``,
+    continued by ``--resume``), and handed to ``report``.
 
     Attributes:
       name: unique among the experiment's baselines; names its checkpoint folder.
@@ -36,8 +35,7 @@ class Baseline(NamedTuple):
       batch_fn: ``(key, step) -> batch``, or None with ``host_batches``.
       eval_fn: ``state -> dict`` of held-out metrics, or None.
       host_batches: ``(t0, n) -> stacked batches`` for host data, instead of ``batch_fn``.
-      settings: ``vijax.run.RunConfig`` fields that differ from the experiment's run (e.g. its own
-        ``num_steps`` or ``chunk_size``).
+      settings: ``RunConfig`` fields that differ from the experiment's run (e.g. ``num_steps``).
       seed: the run key's seed; None: the experiment's seed (the same keys as its own run).
     """
 
@@ -52,23 +50,17 @@ class Baseline(NamedTuple):
 
 
 class Experiment(NamedTuple):
-    """Everything the runner needs for one configured run.
+    """Everything the runner needs for one configured run (the arguments of ``vijax.run.run``).
 
     Attributes:
-      algorithm: the ``VIAlgorithm`` (``init``, ``step``) to drive.
+      algorithm: the ``VIAlgorithm`` to drive.
       init_state: ``key -> state``; called once with the runner's init key (not on resume).
-      batch_fn: ``(key, step) -> batch``; pure and jit-able (full data for batch algorithms); or
-        None when ``host_batches`` is given.
-        ``step`` is the int32 index of the update, starting at 0.
+      batch_fn: ``(key, step) -> batch``, pure and jit-able; or None with ``host_batches``.
       eval_fn: ``state -> dict[str, float]`` held-out evaluation on the host, or None.
-      report: ``(RunResult, out_dir, baselines) -> dict`` writes plots into ``out_dir`` and
-        returns a JSON-able summary printed by the CLI and stored in ``metrics.json``;
-        ``baselines`` is a dict name -> ``RunResult`` of the ``baselines`` (empty without). None
-        reports nothing beyond the generic metrics.
-      host_batches: ``(t0, n) -> stacked batches of updates t0..t0+n-1`` for data kept on the
-        host (see ``vijax.run.run``), instead of ``batch_fn``.
-      baselines: the comparison's other runs (``Baseline``), run after this one, in order, each
-        checkpointed and resumable; ``report`` sees their results.
+      report: ``(RunResult, out_dir, baselines) -> dict`` writes plots into ``out_dir`` and returns a
+        JSON-able summary (printed, stored in ``metrics.json``); ``baselines``: name -> ``RunResult``.
+      host_batches: ``(t0, n) -> stacked batches of updates t0..t0+n-1``, instead of ``batch_fn``.
+      baselines: the comparison's other runs (``Baseline``), run after this one, in order.
     """
 
     algorithm: VIAlgorithm
@@ -81,20 +73,11 @@ class Experiment(NamedTuple):
 
 
 class ExperimentSpec(NamedTuple):
-    """A registered builder with the defaults of its config sections. ``build(sections, seed)``
-    gets the resolved ``model``, ``data``, ``algorithm`` and ``run`` sections (dicts).
-
-    ``defaults`` is the schema of the config: ``{"model": {...}, "data": {...},
-    "algorithm": {...}}``; a key not listed there is an error naming the key, and a value must
-    have its default's type (an int is accepted where the default is a float; a default of None
-    accepts any value). ``defaults`` may also hold a ``"run"`` dict overriding the generic run
-    defaults (``num_steps``, ``chunk_size``, ...) for this experiment.
-
-    ``bounds`` maps dotted keys (``"data.num_test"``) to their allowed values (``">= 1"``,
-    ``"in (0, 1)"``, ``"null or int >= 1"``: ``vijax/run/_bounds.py``), and ``memory(config)``
-    lists the arrays a resolved config makes (``Need(what, keys, bytes)``); both are checked by
-    ``load_config``, before anything is built.
-    """
+    """A registered builder, ``build(sections, seed)`` of the resolved ``model``, ``data``,
+    ``algorithm`` and ``run`` sections, with its config schema: ``defaults`` (``{"model": {...},
+    "data": {...}, "algorithm": {...}}``, optionally ``"run"``: run defaults for this experiment),
+    ``bounds`` (dotted key -> allowed values, ``vijax/run/_bounds.py``) and ``memory(config)``, the
+    arrays a resolved config makes (``Need``), all checked by ``load_config``."""
 
     build: Callable[[dict, int], Experiment]  # (sections: {"model","data","algorithm","run"}, seed)
     defaults: dict
@@ -116,22 +99,16 @@ def register_experiment(
     """Decorator registering ``build(sections, seed) -> Experiment`` under ``name``.
 
     Args:
-      name: the name a config's ``experiment:`` key refers to. Registering a name again replaces
-        the earlier builder (so reloading a module is harmless).
+      name: the name a config's ``experiment:`` key refers to; registering it again replaces the
+        earlier builder.
       defaults: the config schema with default values; see ``ExperimentSpec``.
-      description: one line shown by ``vijax list``; by default the first paragraph of
-        ``build``'s docstring (give it where one builder is registered under several names).
-      bounds: the allowed values of numeric keys, ``{"data.num_test": ">= 1", ...}``
-        (``vijax/run/_bounds.py``), checked when a config is loaded.
-      memory: ``config -> [Need(what, keys, bytes), ...]``, the arrays a resolved config makes,
-        checked against this machine's memory when a config is loaded.
-
-    Returns:
-      A decorator that registers ``build`` and returns it unchanged.
+      description: one line shown by ``vijax list``; by default the first paragraph of ``build``'s
+        docstring.
+      bounds: the allowed values of numeric keys, ``{"data.num_test": ">= 1", ...}``.
+      memory: ``config -> [Need(what, keys, bytes), ...]``, checked against this machine's memory.
 
     Raises:
-      ValueError: a bound of a key the defaults lack, a bound that does not parse, or a default
-        outside its bound.
+      ValueError: a bound of a key the defaults lack, one that does not parse, or a default outside it.
     """
     check_bound_table(name, bounds or {}, defaults)
 
@@ -153,34 +130,24 @@ def configured_algorithm(
     schedule_keys: Sequence[str] = (),
     resolved: Optional[Mapping] = None,
 ) -> VIAlgorithm:
-    """The registered algorithm that a config's ``algorithm`` section names, for ``model``.
-
-    ``section["name"]`` picks the algorithm in ``vijax.inference.ALGORITHMS``; it gets
-    ``num_data``, ``schedule`` (when it has a step size; CAVI has none) and those keys of
-    ``section`` that it takes as settings (``AlgorithmSpec.settings``: ``local``, ``ramp``,
-    ``num_samples``, ...). A key that is some registered algorithm's setting but not the chosen
-    one's is left out while it holds the experiment's default, and refused otherwise; so are the
-    ``schedule_keys`` of an algorithm without a step size.
+    """The registered algorithm (``vijax.inference.ALGORITHMS``) that a config's ``algorithm``
+    section names, for ``model``, given ``num_data``, ``schedule`` (when it has a step size) and the
+    section's keys that it takes as settings (``AlgorithmSpec.settings``). A key that another
+    algorithm takes, or one of ``schedule_keys`` of an algorithm without a step size, is left out
+    while it holds the experiment's default, and refused otherwise.
 
     Args:
       section: the resolved ``algorithm`` section (with a ``name`` key).
       defaults: the experiment's defaults of that section (what counts as "not set").
       model: the model (or a wrapper such as ``vijax.inference.data_parallel(model)``).
       num_data: N, the number of data points minibatches are drawn from.
-      schedule: the step size (a number or a callable ``count -> step``), or None for the
-        algorithm's default.
+      schedule: the step size (a number or a callable ``count -> step``), or None for the default.
       schedule_keys: the section's keys that ``schedule`` is made of (e.g. ``("tau", "kappa")``).
-      resolved: values that replace the section's for some keys where the experiment resolves
-        them (e.g. a None default looked up in a table of a data set's settings).
-
-    Returns:
-      The ``VIAlgorithm`` of ``vijax.inference.make_algorithm``.
+      resolved: values replacing the section's for some keys (e.g. a None default looked up).
 
     Raises:
-      ConfigError: naming ``algorithm.name`` for an unknown name (the registered ones listed) or
-        one the factory refuses (a model lacking what the algorithm needs), ``algorithm.<key>`` for
-        a setting the factory refuses (``num_samples must be ... >= 1``), and
-        ``algorithm.<key>`` for a key set away from its default that the algorithm does not take.
+      ConfigError: naming ``algorithm.name`` for an unknown algorithm or one the factory refuses,
+        ``algorithm.<key>`` for a setting the factory refuses or a key it does not take.
     """
     from ._config import ConfigError  # deferred: _config imports this module
 
@@ -221,16 +188,11 @@ def check_split(key: str, fraction: float, num_docs: int, num_train: int, num_te
 
 def data_file(key: str, value: str, required: bool = True) -> Optional[pathlib.Path]:
     """The data file that the config key ``key`` (``"data.path"``) names with ``value``: the path
-    itself, or a name under the shared data folder (``vijax.data.resolve_data_path``).
-
-    Args:
-      key: the dotted config key, for the messages.
-      value: its value; an empty string names no file (None is returned unless ``required``).
-      required: whether a missing file is an error; if not, None is returned for it (a folder
-        or a device is an error either way).
+    itself, or a name under the shared data folder (``vijax.data.resolve_data_path``); None for an
+    empty or (unless ``required``) missing one.
 
     Raises:
-      ValueError: naming ``key``: a file not found, a folder, or not a regular file (``/dev/zero``).
+      ValueError: naming ``key``: a required file empty or not found, a folder, not a regular file.
     """
     from vijax.data import resolve_data_path  # deferred: vijax.data is not needed to register experiments
 
@@ -269,16 +231,3 @@ def eval_steps(run: Mapping) -> list[int]:
             steps.append(t_end)
         t = t_end
     return steps or [0]
-
-
-__all__ = [
-    "EXPERIMENTS",
-    "Baseline",
-    "Experiment",
-    "ExperimentSpec",
-    "check_methods",
-    "configured_algorithm",
-    "data_file",
-    "eval_steps",
-    "register_experiment",
-]
