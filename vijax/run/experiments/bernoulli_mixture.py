@@ -1,13 +1,11 @@
-"""The Dirichlet-process mixture of Bernoullis of Hoffman & Blei 2015, §4.2 (the default ``vijax run``):
-mean-field SVI, SSVI-A, SSVI and collapsed Gibbs sampling on 1000 binary vectors drawn from a
-K = 100 component finite DP mixture (alpha = 20, D = 100), compared by the number of components
-each fit uses and by KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) (Monte Carlo, with its standard
-error). See docs/dp_bernoulli.md.
+"""The Dirichlet-process mixture of Bernoullis of Hoffman & Blei 2015, §4.2 (the default ``vijax run``): mean-field
+SVI, SSVI-A, SSVI and collapsed Gibbs sampling on 1000 binary vectors from a K = 100 component finite DP mixture
+(alpha = 20, D = 100), compared by the number of components each fit uses and by KL(p(y | pi, phi) ||
+p(y | pi_hat, phi_hat)) (Monte Carlo, with its standard error). See docs/dp_bernoulli.md.
 
-The runner drives all methods in lock step: one update of each per step (for Gibbs one sweep), so
-their traces share the step axis. ``info.elbo`` is the mean-field method's ELBO (exact for it);
-each method's own trace is ``<method>.elbo`` (SSVI's: a one-draw estimate of the structured ELBO;
-Gibbs's: the collapsed log joint log p(y, z)).
+All methods run in lock step (``vijax.inference.lock_step``: one update, or Gibbs sweep, of each per step).
+``info.elbo`` is the mean-field method's ELBO; each method's own trace is ``<method>.elbo`` (SSVI's: a one-draw
+estimate of the structured ELBO; Gibbs's: the collapsed log joint log p(y, z)).
 """
 
 from __future__ import annotations
@@ -35,55 +33,30 @@ PAPER = {
     "gibbs": {"components_used": 55, "kl": 1.9},
 }
 
+_ALG = dict(methods=list(METHODS), local="exact", rho_scale=1.0, rho_tau=1.0, rho_kappa=0.75, ramp=False)
+_ALG |= dict(gibbs_burn_in=100, kl_samples=20000, eval_kl_samples=2000)
 _DEFAULTS = {
     "model": {"num_components": 100, "alpha": 20.0, "a": 1.0, "b": 1.0, "init_pseudo_count": 0.01},
     "data": {"num_points": 1000, "dim": 100, "seed": 8},
-    "algorithm": {
-        "methods": list(METHODS),
-        "local": "exact",
-        "rho_scale": 1.0,
-        "rho_tau": 1.0,
-        "rho_kappa": 0.75,
-        "ramp": False,
-        "gibbs_burn_in": 100,
-        "kl_samples": 20000,
-        "eval_kl_samples": 2000,
-    },
+    "algorithm": _ALG,
     "run": {"num_steps": 500, "chunk_size": 50, "eval_every": 100, "checkpoint_every": 250, "x64": True},
 }
 
-
-_BOUNDS = {
-    "model.num_components": ">= 1",
-    **{f"model.{k}": "> 0" for k in ("alpha", "a", "b", "init_pseudo_count")},
-    "data.num_points": ">= 1",
-    "data.dim": ">= 1",
-    "data.seed": SEED_BOUND,
-    "algorithm.rho_scale": "> 0",
-    "algorithm.rho_tau": "> 0",
-    "algorithm.rho_kappa": "in (0.5, 1]",
-    "algorithm.gibbs_burn_in": ">= 0",
-    "algorithm.kl_samples": ">= 2",
-    "algorithm.eval_kl_samples": ">= 2",
-}
+_BOUNDS = {"model.num_components": ">= 1", **{f"model.{k}": "> 0" for k in ("alpha", "a", "b", "init_pseudo_count")}}
+_BOUNDS |= {"data.num_points": ">= 1", "data.dim": ">= 1", "data.seed": SEED_BOUND, "algorithm.rho_scale": "> 0"}
+_BOUNDS |= {"algorithm.rho_tau": "> 0", "algorithm.rho_kappa": "in (0.5, 1]", "algorithm.gibbs_burn_in": ">= 0"}
+_BOUNDS |= {"algorithm.kl_samples": ">= 2", "algorithm.eval_kl_samples": ">= 2"}
 
 
 def _memory(config) -> list[MemoryNeed]:
     m, d, a, f = config["model"], config["data"], config["algorithm"], float_bytes(config)
     n, k, dim, methods = d["num_points"], m["num_components"], d["dim"], max(len(a["methods"]), 1)
     samples = max(a["kl_samples"], a["eval_kl_samples"])
+    nk, kd = ("data.num_points", "model.num_components"), ("model.num_components", "data.dim")
     return [
         MemoryNeed("the data (data.num_points x data.dim)", ("data.num_points", "data.dim"), n * dim * f),
-        MemoryNeed(
-            "each method's responsibilities (data.num_points x model.num_components)",
-            ("data.num_points", "model.num_components"),
-            methods * n * k * f,
-        ),
-        MemoryNeed(
-            "each method's parameters (model.num_components x data.dim)",
-            ("model.num_components", "data.dim"),
-            methods * 4 * k * dim * f,
-        ),
+        MemoryNeed("each method's responsibilities (data.num_points x model.num_components)", nk, methods * n * k * f),
+        MemoryNeed("each method's parameters (model.num_components x data.dim)", kd, methods * 4 * k * dim * f),
         MemoryNeed(
             "the KL's draws (algorithm.kl_samples x (data.dim + model.num_components))",
             ("algorithm.kl_samples", "algorithm.eval_kl_samples", "data.dim", "model.num_components"),
@@ -93,18 +66,16 @@ def _memory(config) -> list[MemoryNeed]:
 
 
 def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
-    """The methods in lock step (``vijax.inference.lock_step``): one state dict, one update of each
-    per step; every VI method starts from the same q(beta) (init group 0), Gibbs from its own key
-    (group 1); ``info["elbo"]`` is the first VI method's."""
+    """The methods in lock step (``vijax.inference.lock_step``): every VI method starts from the same q(beta)
+    (init group 0), Gibbs from its own key (group 1); ``info["elbo"]`` is the first VI method's."""
     schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
-    algs = {}
-    for m in methods:
-        if m == "gibbs":
-            algs[m] = bernoulli_collapsed_gibbs(model, burn_in=acfg["gibbs_burn_in"])
-        else:  # the E-step x M-step matrix: the same local step with three global updates
-            algs[m] = make_algorithm(
-                M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"], ramp=acfg["ramp"]
-            )
+    settings = dict(num_data=num_data, schedule=schedule, local=acfg["local"], ramp=acfg["ramp"])
+    algs = {  # the E-step x M-step matrix: the same local step with three global updates
+        m: bernoulli_collapsed_gibbs(model, burn_in=acfg["gibbs_burn_in"])
+        if m == "gibbs"
+        else make_algorithm(M_STEPS[m], model, **settings)
+        for m in methods
+    }
     first_vi = next((m for m in methods if m != "gibbs"), methods[0])
     groups = {m: int(m == "gibbs") for m in methods} if "gibbs" in methods and len(methods) > 1 else None
     return lock_step(algs, primary=first_vi, info_fields=("elbo",), init_groups=groups)
@@ -173,24 +144,12 @@ def build(sections: dict, seed: int) -> Experiment:
 
 def table_rows(res: dict, truth_components: int) -> list[dict]:
     """One row per method (and the truth) with ours and the paper's numbers side by side."""
-    rows = [
-        {
-            "method": "truth",
-            "components_used": truth_components,
-            "paper_components_used": PAPER["truth"]["components_used"],
-        }
-    ]
+    truth = {"method": "truth", "components_used": truth_components}
+    rows = [truth | {"paper_components_used": PAPER["truth"]["components_used"]}]
     for meth, r in res.items():
-        rows.append(
-            {
-                "method": LABELS[meth],
-                "components_used": r["components_used"],
-                "kl": round(r["kl"], 3),
-                "kl_stderr": round(r["kl_stderr"], 3),
-                "paper_components_used": PAPER[meth]["components_used"],
-                "paper_kl": PAPER[meth]["kl"],
-            }
-        )
+        ours = {"method": LABELS[meth], "components_used": r["components_used"], "kl": round(r["kl"], 3)}
+        ours["kl_stderr"] = round(r["kl_stderr"], 3)
+        rows.append(ours | {"paper_components_used": PAPER[meth]["components_used"], "paper_kl": PAPER[meth]["kl"]})
     return rows
 
 
@@ -230,14 +189,10 @@ def _plot(path, result, res, data, estimates, methods):
         w = np.sort(np.asarray(estimates[meth][0]))[::-1]
         axes[2].semilogy(np.arange(1, len(w) + 1), w, color=c, label=LABELS[meth])
     axes[1].axhline(data.components_used, color="k", lw=1, label="truth")
-    axes[2].semilogy(
-        np.arange(1, len(data.weights) + 1), np.sort(np.asarray(data.weights))[::-1], "k", lw=1, label="truth"
-    )
-    axes[0].set(
-        xlabel="step (one update or Gibbs sweep)",
-        ylabel="KL(truth || fit), nats",
-        title="KL to the data distribution (paper: dotted)",
-    )
+    w = np.sort(np.asarray(data.weights))[::-1]
+    axes[2].semilogy(np.arange(1, len(w) + 1), w, "k", lw=1, label="truth")
+    axes[0].set(xlabel="step (one update or Gibbs sweep)", ylabel="KL(truth || fit), nats")
+    axes[0].set_title("KL to the data distribution (paper: dotted)")
     axes[1].set(xlabel="step", ylabel="components used", title="components with a datum (MAP assignment)")
     axes[2].set(xlabel="rank", ylabel="weight", title="sorted mixture weights", ylim=(1e-6, 1))
     for ax in axes:

@@ -1,14 +1,11 @@
-"""GaP-KL-NMF on a synthetic speech-like spectrogram (Hoffman & Blei 2015, §4.3, figures 4 and 5): mean-field
-SVI and SSVI-A fitted to Y ~ Poisson(W H) with W a 257 x 50 dictionary of voiced-speech spectra
-and H 50 x 1000 Gamma(0.2, 0.2) activations, under the K = 100 GaP-KL-NMF model with the paper's
-hyperparameters (a = 0.25, b = 0.2, alpha = 1, c = 1). Compared, as in figure 5, by the sorted
-correlations between each true dictionary column and its best match among the columns of E_q[W],
-and by how many of the 50 are recovered with correlation > 0.9. See docs/gap_nmf.md.
+"""GaP-KL-NMF on a synthetic speech-like spectrogram (Hoffman & Blei 2015, §4.3, figures 4 and 5): mean-field SVI
+and SSVI-A fitted to Y ~ Poisson(W H) (W: 257 x 50 voiced-speech spectra, H: 50 x 1000 Gamma(0.2, 0.2)) under the
+K = 100 model with the paper's hyperparameters, compared as in figure 5 by the sorted correlations between each
+true dictionary column and its best match in E_q[W], and by how many have correlation > 0.9. See docs/gap_nmf.md.
 
-The runner drives both methods in lock step (one update of each per step, both from the same
-initial q and on the same data), so their traces share the step axis. ``info.elbo`` is the
-mean-field method's ELBO (exact for it, at the pre-update q); each method's own trace is
-``<method>.elbo`` (SSVI-A's is a one-draw estimate of the structured ELBO, not comparable).
+The methods run in lock step (``vijax.inference.lock_step``: one update of each per step, from the same q and
+data). ``info.elbo`` is the mean-field method's ELBO; each method's own trace is ``<method>.elbo`` (SSVI-A's: a
+one-draw estimate of the structured ELBO, not comparable).
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import jax
 import numpy as np
 
 from vijax.data import sample_speech_spectrogram
-from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, schedules
+from vijax.inference import M_STEPS, lock_step, make_algorithm, schedules
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models import GaPNMF
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
@@ -36,48 +33,18 @@ PAPER = {
     "ssvi_a": "nearly all of the 50 bases recovered",
 }
 
-_DEFAULTS = {
-    "model": {
-        "num_components": 100,
-        "a": 0.25,
-        "b": 0.2,
-        "alpha": 1.0,
-        "c": 1.0,
-        "max_iters": 100,
-        "tol": 1e-4,
-        "init_shape": 100.0,
-    },
-    "data": {"num_freqs": 257, "num_atoms": 50, "num_frames": 1000, "shape": 0.2, "rate": 0.2, "peak": 20.0, "seed": 0},
-    "algorithm": {
-        "methods": ["meanfield", "ssvi_a"],
-        "local": "meanfield",
-        "batch_size": 0,
-        "rho_scale": 1.0,
-        "rho_tau": 1.0,
-        "rho_kappa": 0.75,
-        "ramp": False,
-    },
-    "run": {"num_steps": 150, "chunk_size": 10, "eval_every": 50},
-}
+_MODEL = dict(num_components=100, a=0.25, b=0.2, alpha=1.0, c=1.0, max_iters=100, tol=1e-4, init_shape=100.0)
+_DATA = dict(num_freqs=257, num_atoms=50, num_frames=1000, shape=0.2, rate=0.2, peak=20.0, seed=0)
+_ALG = dict(methods=["meanfield", "ssvi_a"], local="meanfield", batch_size=0, rho_scale=1.0, rho_tau=1.0)
+_ALG |= dict(rho_kappa=0.75, ramp=False)
+_RUN = {"num_steps": 150, "chunk_size": 10, "eval_every": 50}
+_DEFAULTS = {"model": _MODEL, "data": _DATA, "algorithm": _ALG, "run": _RUN}
 
-
-_BOUNDS = {
-    "model.num_components": ">= 1",
-    **{f"model.{k}": "> 0" for k in ("a", "b", "alpha", "c", "init_shape")},
-    "model.max_iters": ">= 1",
-    "model.tol": ">= 0",
-    "data.num_freqs": ">= 2",
-    "data.num_atoms": ">= 1",
-    "data.num_frames": ">= 1",
-    "data.shape": "> 0",
-    "data.rate": "> 0",
-    "data.peak": "> 0",
-    "data.seed": SEED_BOUND,
-    "algorithm.batch_size": "in [0, data.num_frames]",
-    "algorithm.rho_scale": "> 0",
-    "algorithm.rho_tau": "> 0",
-    "algorithm.rho_kappa": "in (0.5, 1]",
-}
+_BOUNDS = {"model.num_components": ">= 1", **{f"model.{k}": "> 0" for k in ("a", "b", "alpha", "c", "init_shape")}}
+_BOUNDS |= {"model.max_iters": ">= 1", "model.tol": ">= 0", "data.num_freqs": ">= 2", "data.num_atoms": ">= 1"}
+_BOUNDS |= {"data.num_frames": ">= 1", "data.shape": "> 0", "data.rate": "> 0", "data.peak": "> 0"}
+_BOUNDS |= {"data.seed": SEED_BOUND, "algorithm.batch_size": "in [0, data.num_frames]"}
+_BOUNDS |= {"algorithm.rho_scale": "> 0", "algorithm.rho_tau": "> 0", "algorithm.rho_kappa": "in (0.5, 1]"}
 
 
 def _memory(config) -> list[MemoryNeed]:
@@ -85,10 +52,9 @@ def _memory(config) -> list[MemoryNeed]:
     fr, t, k = d["num_freqs"], d["num_frames"], m["num_components"]
     s = a["batch_size"] or t
     methods = max(len(a["methods"]), 1)
+    spectrogram, dictionary = ("data.num_freqs", "data.num_frames"), ("data.num_atoms", "data.num_freqs")
     return [
-        MemoryNeed(
-            "the spectrogram (data.num_freqs x data.num_frames)", ("data.num_freqs", "data.num_frames"), 2 * fr * t * f
-        ),
+        MemoryNeed("the spectrogram (data.num_freqs x data.num_frames)", spectrogram, 2 * fr * t * f),
         MemoryNeed(
             "the E-step's auxiliary variables (data.num_freqs x the frames of a step x model.num_components)",
             ("data.num_freqs", "data.num_frames", "algorithm.batch_size", "model.num_components"),
@@ -99,24 +65,8 @@ def _memory(config) -> list[MemoryNeed]:
             ("model.num_components", "data.num_freqs", "data.num_frames"),
             methods * 4 * k * (fr + t) * f,
         ),
-        MemoryNeed(
-            "the true dictionary (data.num_atoms x data.num_freqs)",
-            ("data.num_atoms", "data.num_freqs"),
-            2 * d["num_atoms"] * fr * f,
-        ),
+        MemoryNeed("the true dictionary (data.num_atoms x data.num_freqs)", dictionary, 2 * d["num_atoms"] * fr * f),
     ]
-
-
-def _combined(model, methods, acfg, num_data) -> VIAlgorithm:
-    """The methods in lock step from one q (``vijax.inference.lock_step``)."""
-    schedule = schedules.robbins_monro(acfg["rho_scale"], tau=acfg["rho_tau"], kappa=acfg["rho_kappa"])
-    algs = {
-        m: make_algorithm(
-            M_STEPS[m], model, num_data=num_data, schedule=schedule, local=acfg["local"], ramp=acfg["ramp"]
-        )
-        for m in methods
-    }
-    return lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))
 
 
 @register_experiment("gap_nmf", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
@@ -125,30 +75,21 @@ def build(sections: dict, seed: int) -> Experiment:
     (figure 5)"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
-    model = GaPNMF(
-        m["num_components"],
-        d["num_freqs"],
-        **{k: m[k] for k in ("a", "b", "alpha", "c", "max_iters", "tol", "init_shape")},
-    )
+    model = GaPNMF(m["num_components"], d["num_freqs"], **{k: m[k] for k in list(_MODEL)[1:]})
+    sizes = (d["num_freqs"], d["num_atoms"], d["num_frames"])
     data = sample_speech_spectrogram(
-        jax.random.PRNGKey(d["seed"]),
-        d["num_freqs"],
-        d["num_atoms"],
-        d["num_frames"],
-        **{k: d[k] for k in ("shape", "rate", "peak")},
+        jax.random.PRNGKey(d["seed"]), *sizes, **{k: d[k] for k in ("shape", "rate", "peak")}
     )
     frames = data.y.T  # (T, F): one frame per row
     model.check_data(frames)
-    n = frames.shape[0]
-    s = a["batch_size"]  # in [0, data.num_frames] (the bounds); 0: all frames
-    alg = _combined(model, methods, a, n)
+    n, s = frames.shape[0], a["batch_size"]  # s in [0, data.num_frames] (the bounds); 0: all frames
+    schedule = schedules.robbins_monro(a["rho_scale"], tau=a["rho_tau"], kappa=a["rho_kappa"])
+    settings = dict(num_data=n, schedule=schedule, local=a["local"], ramp=a["ramp"])
+    algs = {meth: make_algorithm(M_STEPS[meth], model, **settings) for meth in methods}
+    alg = lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))  # every method from one q
 
-    if s in (0, n):
-        batch_fn = lambda key, t: frames  # noqa: E731
-    else:
-
-        def batch_fn(key, t):
-            return frames[jax.random.choice(key, n, (s,), replace=False)]
+    def batch_fn(key, t):
+        return frames if s in (0, n) else frames[jax.random.choice(key, n, (s,), replace=False)]
 
     @jax.jit
     def _dictionaries(state):
@@ -158,12 +99,9 @@ def build(sections: dict, seed: int) -> Experiment:
         out = {}
         for meth, ew in _dictionaries(state).items():
             corr = dictionary_correlations(data.w, ew)
-            out[meth] = {
-                "recovered": int(np.sum(corr > THRESHOLD)),
-                "mean_correlation": float(np.mean(corr)),
-                "components_used": gap_nmf_components_used(model, state[meth].q_global, frames),
-                "corr": corr,
-            }
+            used = gap_nmf_components_used(model, state[meth].q_global, frames)
+            recovered, mean = int(np.sum(corr > THRESHOLD)), float(np.mean(corr))
+            out[meth] = {"recovered": recovered, "mean_correlation": mean, "components_used": used, "corr": corr}
         return out
 
     def eval_fn(state) -> dict:
@@ -205,21 +143,11 @@ def _plot(path, res, methods, num_atoms, result):
     for meth in methods:
         color, ls = styles[meth]
         r = res[meth]
-        ax.plot(
-            np.arange(1, num_atoms + 1),
-            r["corr"],
-            ls,
-            color=color,
-            lw=2,
-            label=f"{LABELS[meth]} ({r['recovered']} > {THRESHOLD})",
-        )
+        label = f"{LABELS[meth]} ({r['recovered']} > {THRESHOLD})"
+        ax.plot(np.arange(1, num_atoms + 1), r["corr"], ls, color=color, lw=2, label=label)
     ax.axhline(THRESHOLD, color="0.6", lw=0.8)
-    ax.set(
-        xlabel="true dictionary column (sorted)",
-        ylabel="correlation with best match in E_q[W]",
-        ylim=(-0.05, 1.02),
-        title="Hoffman & Blei 2015, figure 5: sorted correlations",
-    )
+    ax.set(xlabel="true dictionary column (sorted)", ylabel="correlation with best match in E_q[W]", ylim=(-0.05, 1.02))
+    ax.set_title("Hoffman & Blei 2015, figure 5: sorted correlations")
     ax.legend(loc="lower left")
     steps = np.asarray(result.trace["step"])
     tails = []
@@ -236,9 +164,8 @@ def _plot(path, res, methods, num_atoms, result):
         lo, hi = float(tail.min()), float(tail.max())
         pad = 0.05 * (hi - lo) if hi > lo else 1.0
         ax2.set_ylim(lo - pad, hi + pad)
-    ax2.set(
-        xlabel="step", ylabel="ELBO (SSVI-A: one-draw structured ELBO)", title="ELBO per step (first 10% off the scale)"
-    )
+    ax2.set(xlabel="step", ylabel="ELBO (SSVI-A: one-draw structured ELBO)")
+    ax2.set_title("ELBO per step (first 10% off the scale)")
     ax2.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

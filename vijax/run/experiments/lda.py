@@ -256,6 +256,7 @@ def build_corpus(sections: dict, seed: int) -> Experiment:
 
 
 __all__ = [
+    "ALG_BOUNDS",
     "DATA_BOUNDS",
     "DATA_DEFAULTS",
     "MODEL_BOUNDS",
