@@ -1,23 +1,15 @@
-"""JAX's persistent compilation cache, which the ``vijax`` command turns on by default and a library
-call of ``vijax.run.run`` uses where asked to (``compile_cache=True`` or a folder, or the variable
-``VIJAX_COMPILE_CACHE``), so that a second start of the same program loads its compiled XLA
-executables from disk instead of compiling them again: a library does not write to a user's home
-unasked.
+"""JAX's persistent compilation cache, so that a second start of the same program loads its compiled
+executables from disk: on by default for the ``vijax`` command; for a library call of ``run`` only
+where asked (``compile_cache=True`` or a folder, or ``$VIJAX_COMPILE_CACHE``): a library does not
+write to a user's home unasked.
 
-Where it lives, first match wins:
-
-1. the run setting ``compile_cache`` (``RunConfig``, the YAML ``run:`` section, ``vijax run
-   --compile-cache DIR``): ``false`` (``--no-compile-cache``) turns it off, a string is the folder;
-2. the environment variable ``VIJAX_COMPILE_CACHE``: a folder, or ``0`` / ``off`` / ``false`` /
-   ``no`` / ``none`` / empty to turn it off;
-3. a folder the program already gave JAX (``JAX_COMPILATION_CACHE_DIR`` or
-   ``jax.config.update("jax_compilation_cache_dir", ...)``), kept as it is;
-4. ``$XDG_CACHE_HOME/vijax/jax``, else ``~/.cache/vijax/jax``.
-
-Only programs that take at least ``jax_persistent_cache_min_compile_time_secs`` to compile are
-written; where that is still JAX's default of 1 s, ``enable_compile_cache`` lowers it to
-``MIN_COMPILE_TIME_S`` (0.01 s), so that the small programs of a start are loaded on the next
-start too. The cache is trusted code: do not point it at a folder others can write.
+Where it lives, first match wins: the run setting ``compile_cache`` (``false`` turns it off, a
+string is the folder); ``$VIJAX_COMPILE_CACHE`` (a folder, or ``0``/``off``/``false``/``no``/``none``/
+empty for off); a folder the program already gave JAX (``jax_compilation_cache_dir``);
+``$XDG_CACHE_HOME/vijax/jax``, else ``~/.cache/vijax/jax``. Where JAX's minimum compile time of a
+cached program is still its default of 1 s, it is lowered to ``MIN_COMPILE_TIME_S``, so that the
+small programs of a start are cached too. The cache is trusted code: do not point it at a folder
+others can write.
 """
 
 from __future__ import annotations
@@ -40,7 +32,7 @@ def default_compile_cache_dir() -> str:
     return os.path.join(base, "vijax", "jax")
 
 
-def compile_cache_dir(setting: Union[bool, str] = True) -> Optional[str]:
+def compile_cache_dir(setting: Union[bool, str, None] = True) -> Optional[str]:
     """The folder of the persistent compilation cache for ``setting`` (the order of the module
     docstring), or None when it is off.
 
@@ -49,34 +41,28 @@ def compile_cache_dir(setting: Union[bool, str] = True) -> Optional[str]:
         default: the environment variable's folder or off where it is set, else JAX's current
         folder, None where JAX has none).
     """
-    if setting is None:
-        env = os.environ.get(ENV_VAR)
-        if env is None:
-            return jax.config.jax_compilation_cache_dir or None
-        return None if env.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(env.strip()))
-    if setting is False:
-        return None
     if isinstance(setting, str):
         if not setting.strip():
             raise ValueError("compile_cache: expected true, false or a folder, got an empty string")
         return os.path.abspath(os.path.expanduser(setting))
-    if setting is not True:
+    if setting is False:
+        return None
+    if setting is not True and setting is not None:
         raise ValueError(f"compile_cache: expected true, false or a folder, got {setting!r}")
     env = os.environ.get(ENV_VAR)
     if env is not None:
         return None if env.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(env.strip()))
-    current = jax.config.jax_compilation_cache_dir
-    return current if current else default_compile_cache_dir()
+    current = jax.config.jax_compilation_cache_dir or None
+    return current if setting is None or current else default_compile_cache_dir()
 
 
 def enable_compile_cache(setting: Union[bool, str] = True) -> Optional[str]:
     """Points JAX's persistent compilation cache at ``compile_cache_dir(setting)`` (creating the
     folder), or turns it off; a no-op when JAX already uses that folder. Safe to call at any time:
-    programs compiled before are not written, later ones are.
+    programs compiled later are written.
 
     Args:
-      setting: ``True`` (the default place), ``False`` (off), a folder, or None (see
-        :func:`compile_cache_dir`: JAX's setting kept unless the environment variable is set).
+      setting: as ``compile_cache_dir``'s.
 
     Returns:
       The folder in use, or None when the cache is off.
@@ -102,6 +88,3 @@ def enable_compile_cache(setting: Union[bool, str] = True) -> Optional[str]:
     if path is not None and jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_TIME_S:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)  # a user's own value stays
     return path
-
-
-__all__ = ["ENV_VAR", "MIN_COMPILE_TIME_S", "compile_cache_dir", "default_compile_cache_dir", "enable_compile_cache"]

@@ -1,7 +1,6 @@
-"""What a run's trace says about non-finite values: the ELBOs that are not finite and the
-updates an algorithm rejected (``info.accepted`` False: a non-finite update it did not apply,
-leaving the state as it was). ``run`` warns with their step numbers; ``vijax run`` turns
-``RunHealth.problems`` into exit status 3."""
+"""What a run's trace says about non-finite values: the ELBOs that are not finite and the updates an
+algorithm rejected (``info.accepted`` False: a non-finite update it did not apply). ``run`` warns
+with their steps; ``vijax run`` turns ``RunHealth.problems`` into exit status 3."""
 
 from __future__ import annotations
 
@@ -51,29 +50,25 @@ class RunHealth(NamedTuple):
 
     def notes(self) -> list[str]:
         """Lines describing non-finite ELBOs and rejected steps (empty when there were none)."""
+
+        def listed(steps: np.ndarray) -> str:
+            shown = ", ".join(str(int(t)) for t in steps[:5])
+            return (
+                f"step {shown}"
+                if steps.size == 1
+                else f"steps {shown}" + (f", ..., {int(steps[-1])}" if steps.size > 5 else "")
+            )
+
         out = []
         if self.nonfinite_steps.size:
             out.append(
-                f"ELBO not finite at {self.nonfinite_steps.size} of {self.num_steps} steps ("
-                + _steps_text(self.nonfinite_steps)
-                + ")"
+                f"ELBO not finite at {self.nonfinite_steps.size} of {self.num_steps} steps ({listed(self.nonfinite_steps)})"
             )
         if self.rejected_steps.size:
             out.append(
-                f"{self.rejected_steps.size} of {self.num_steps} steps rejected as non-finite ("
-                + _steps_text(self.rejected_steps)
-                + ")"
+                f"{self.rejected_steps.size} of {self.num_steps} steps rejected as non-finite ({listed(self.rejected_steps)})"
             )
         return out
-
-
-def _steps_text(steps: np.ndarray) -> str:
-    shown = ", ".join(str(int(t)) for t in steps[:5])
-    return (
-        f"step {shown}"
-        if steps.size == 1
-        else f"steps {shown}" + (f", ..., {int(steps[-1])}" if steps.size > 5 else "")
-    )
 
 
 def applied_steps(trace: Mapping) -> tuple[np.ndarray, float]:
@@ -123,13 +118,9 @@ def psis_note(evals: Sequence[dict]) -> Optional[str]:
 
 
 def raise_batch_error(error: Exception) -> None:
-    """Re-raises a failed value check of a step's batch from inside a compiled chunk (a
-    ``JaxRuntimeError`` whose text holds the ``ValueError`` of ``enforce_value_checks``) as that
-    ValueError, naming the value, its position and the step; any other error unchanged."""
+    """Re-raises a failed value check from inside a compiled chunk (a ``JaxRuntimeError`` whose text
+    holds a ``ValueError``) as that ValueError; any other error unchanged."""
     lines = [ln for ln in str(error).splitlines() if ln.startswith("ValueError: ")]
     if lines:
         raise ValueError(lines[-1][len("ValueError: ") :]) from None
     raise error
-
-
-__all__ = ["RunHealth", "applied_steps", "psis_note", "raise_batch_error", "run_health"]

@@ -1,18 +1,12 @@
 """A folder that one run writes at a time: an advisory lock held for the run.
 
-``hold_folder(path, name)`` creates the folder, opens the lock file ``<path>/.vijax.lock`` and takes
-an exclusive ``fcntl.flock`` on it without waiting. A second run into the same folder, from any
-process on a machine that sees the folder, fails at once with an error naming the folder and the
-holder's process id (the holder writes ``"<pid> <host>"`` into the file once it has the lock). The
-kernel drops the lock when its holder ends, however it ends (``SIGKILL`` included): the file stays,
-and the next run takes the lock again. The file is never deleted: a deleted lock file would let one
-run lock the old file while another locks a new one.
-
-Within one process a folder is held once: ``hold_folder`` on a folder that this process already
-holds, or on one inside it (``vijax run`` holds ``--out``, and its runs then use
-``<out>/checkpoints``), holds nothing more. In a run of several processes (``jax.distributed``)
-only process 0, the one that writes, takes the lock, so the processes of one run never block each
-other. Where ``fcntl`` does not exist (Windows), nothing is locked.
+``hold_folder(path, name)`` creates the folder and takes an exclusive ``fcntl.flock`` on
+``<path>/.vijax.lock`` without waiting; the holder writes ``"<pid> <host>"`` into it. A second run
+into the folder, from any process that sees it, fails at once naming the holder. The kernel drops
+the lock when its holder ends, however it ends; the file is never deleted (a deleted lock file would
+let one run lock the old file while another locks a new one). A folder this process holds, or one
+inside it (``vijax run`` holds ``--out``, its runs ``<out>/checkpoints``), is held once; in a run of
+several processes only process 0 takes the lock. Where ``fcntl`` does not exist, nothing is locked.
 """
 
 from __future__ import annotations
@@ -30,17 +24,6 @@ except ImportError:  # pragma: no cover (Windows)
 
 LOCK_FILE = ".vijax.lock"
 _HELD: dict = {}  # real path of a folder this process holds -> its lock file's descriptor
-
-
-def _writer_process() -> bool:
-    """Whether this process writes the run's files: process 0 of a ``jax.distributed`` run, or
-    the only process (no JAX backend is started for the question when there is no such run)."""
-    jax = sys.modules.get("jax")  # not imported: no distributed run (nor a reason to import it)
-    return jax is None or not jax.distributed.is_initialized() or jax.process_index() == 0
-
-
-def _held_by_this_process(real: str) -> bool:
-    return any(real == p or real.startswith(p.rstrip(os.sep) + os.sep) for p in _HELD)
 
 
 def _holder(fd: int) -> str:
@@ -70,7 +53,10 @@ def hold_folder(path: str, name: str, error: Type[Exception] = ValueError) -> It
     if os.path.lexists(path) and not os.path.isdir(path):
         raise error(f"{name}: {path!r} is a file, not a folder; move it away or choose another folder")
     real = os.path.realpath(path)
-    if fcntl is None or _held_by_this_process(real) or not _writer_process():
+    held = any(real == p or real.startswith(p.rstrip(os.sep) + os.sep) for p in _HELD)
+    jax = sys.modules.get("jax")  # not imported: no distributed run (nor a reason to start a backend)
+    writer = jax is None or not jax.distributed.is_initialized() or jax.process_index() == 0
+    if fcntl is None or held or not writer:
         os.makedirs(path, exist_ok=True)
         yield
         return
@@ -98,6 +84,3 @@ def hold_folder(path: str, name: str, error: Type[Exception] = ValueError) -> It
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-
-
-__all__ = ["LOCK_FILE", "hold_folder"]

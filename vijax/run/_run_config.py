@@ -1,5 +1,5 @@
-"""The settings of a run: ``RunConfig`` and the one table of run settings (``SETTINGS``), read by
-``vijax.run.run`` and by the YAML schema of a config's ``run`` section."""
+"""The settings of a run: ``RunConfig`` and ``SETTINGS``, the one table that ``vijax.run.run`` and
+the YAML schema of a config's ``run`` section read."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from vijax._compile import fast_cpu_compile
 from vijax._validate import ArgumentError
 
 
-# name -> (default, accepted types, may be None, minimum): the one table of run settings, read by
-# RunConfig (and so by run()) and by the YAML schema of a config's ``run`` section; each is
-# described in RunConfig's docstring
+# name -> (default, accepted types, may be None, minimum); each described in RunConfig's docstring
 SETTINGS = {
     "num_steps": (1000, (int,), False, 0),
     "chunk_size": (100, (int,), False, 1),
@@ -80,27 +78,21 @@ class RunConfig:
       checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the
         end only.
       progress: show a tqdm bar (it switches itself off when stderr is not a terminal).
-      max_rejected_share: the largest share of rejected steps (``info.accepted`` False: a
-        non-finite update the algorithm did not apply) that ``vijax run`` accepts; above it the
-        command exits with status 3. ``run`` itself only reports (``run_health``).
-      x64: run in float64 (``jax_enable_x64``); a process setting, see ``apply_process_settings``.
-      cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use
-        the cores); None leaves JAX's default. A process setting.
-      compile_cache: JAX's persistent compilation cache, so that a second start of the same
-        program does not compile again: True (the default folder: ``$VIJAX_COMPILE_CACHE``, else
-        ``$XDG_CACHE_HOME/vijax/jax`` or ``~/.cache/vijax/jax``), False (off), a folder, or None
-        (the default): on for the ``vijax`` command; opt-in for a library call of ``run``, which
-        then leaves JAX's setting as it is unless ``$VIJAX_COMPILE_CACHE`` names a folder (or off).
-        A process setting, applied by ``run`` too; see ``vijax/run/_cache.py``.
-      fast_cpu_compile: start the process with quicker CPU compile settings
-        (``vijax.run.fast_cpu_compile``). A process setting: it takes effect only before JAX's
-        first computation (``vijax run``).
+      max_rejected_share: the largest share of rejected steps (``info.accepted`` False) that ``vijax
+        run`` accepts; above it the command exits with status 3 (``run`` itself only reports).
+      x64: run in float64 (``jax_enable_x64``). A process setting (``apply_process_settings``).
+      cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use the
+        cores); None leaves JAX's default. A process setting.
+      compile_cache: JAX's persistent compilation cache (``vijax/run/_cache.py``): True (the default
+        folder), False (off), a folder, or None: on for the ``vijax`` command, JAX's own setting for
+        a library call of ``run`` unless ``$VIJAX_COMPILE_CACHE`` is set. Applied by ``run`` too.
+      fast_cpu_compile: quicker CPU compile settings (``vijax.run.fast_cpu_compile``). A process
+        setting: it takes effect only before JAX's first computation.
       prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
-        ahead (``vijax.data.PrefetchHostBatches``), so that the device does not wait on the host
-        (a memory-mapped corpus on disk); 0 builds each chunk in the loop. The batches, and so the
-        results, are the same either way.
-      check_values: the value checks of every step's batch (as ``vijax.inference.jit_step(check_values=)``);
-        a failing one stops the run with a ValueError naming the value, its position and the step.
+        ahead (``vijax.data.PrefetchHostBatches``); 0 builds each chunk in the loop. The batches,
+        and so the results, are the same either way.
+      check_values: the value checks of every step's batch (as ``vijax.inference.jit_step``'s); a
+        failing one stops the run with a ValueError naming the value, its position and the step.
     """
 
     num_steps: int = SETTINGS["num_steps"][0]
@@ -179,6 +171,3 @@ class RunConfig:
                 f"cpu_devices={self.cpu_devices} but JAX shows {len(jax.devices('cpu'))} CPU devices: "
                 "call RunConfig.apply_process_settings() before any JAX computation"
             )
-
-
-__all__ = ["SETTINGS", "RunConfig", "check_run_setting"]
