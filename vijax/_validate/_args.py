@@ -18,11 +18,9 @@ _NO_VALUE = object()
 
 
 class ArgumentError(ValueError):
-    """A ValueError about one argument, naming it as data: ``argument`` (the name the caller passed
-    to the check, a config key's path where the caller passes one) and ``value`` (the refused value,
-    where one was given), so that a caller maps the error to its own names (the CLI to a config's
-    ``section.key``) without reading the message. Its text is the message, which starts with the
-    argument's name."""
+    """A ValueError about one argument, naming it as data: ``argument`` (the name, or a config key's
+    path) and ``value`` (the refused value, where one was given), so that a caller (the CLI) maps the
+    error to its own names without reading the message."""
 
     def __init__(self, argument: str, message: str, value: Any = _NO_VALUE):
         super().__init__(message)
@@ -57,21 +55,17 @@ def protocol_members(protocol: type) -> tuple[str, ...]:
 
 
 def implements(obj: Any, protocol: type) -> bool:
-    """Whether ``obj`` offers every member ``protocol`` (a ``typing.Protocol``) declares, each looked
-    up as an attribute (``hasattr``), so that a wrapper which hands attributes on through
-    ``__getattr__`` (``vijax.inference.DataParallel``) offers its model's. The one structural-type
-    test of the package: from Python 3.12 ``isinstance`` on a runtime-checkable protocol looks
-    members up statically (``inspect.getattr_static``) and misses the ones such a wrapper hands on."""
+    """Whether ``obj`` offers every member ``protocol`` (a ``typing.Protocol``) declares, looked up with
+    ``hasattr`` so that a wrapper handing attributes on through ``__getattr__`` (``DataParallel``)
+    offers its model's (``isinstance`` on a protocol looks members up statically from Python 3.12)."""
     return all(hasattr(obj, m) for m in protocol_members(protocol))
 
 
-# the largest count a lax loop (an int32 counter) can reach: the bound of every iteration-count setting
 INT32_MAX = 2**31 - 1
 
 
 def check_int(name: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
-    """``value`` as a Python int, after checking that it is an integer (not a bool) in
-    ``[minimum, maximum]``.
+    """``value`` as a Python int, after checking that it is an integer (not a bool) in ``[minimum, maximum]``.
 
     Examples:
         >>> check_int("num_topics", 3)
@@ -111,9 +105,8 @@ def check_scalar(
     include_low: bool = False,
     include_high: bool = True,
 ) -> float:
-    """``value`` as a Python float, after checking that it is a finite real scalar (not a bool)
-    in the interval from ``low`` to ``high`` (open at ``low`` and closed at ``high`` unless told
-    otherwise; None: unbounded on that side).
+    """``value`` as a Python float, after checking that it is a finite real scalar (not a bool) from
+    ``low`` to ``high`` (open at ``low``, closed at ``high`` unless told otherwise; None: unbounded).
 
     Examples:
         >>> check_scalar("kappa", 0.7, low=0.5, high=1.0)
@@ -123,7 +116,12 @@ def check_scalar(
         ...
         vijax._validate.ArgumentError: rho must be a finite number in (0, 1], got 0.0
     """
-    if _is_numeric_0d_array(value):
+    if (
+        isinstance(value, (np.ndarray, jax.Array))
+        and not is_tracer(value)
+        and np.ndim(value) == 0
+        and (jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating))
+    ):  # a concrete 0-d numeric array
         value = value.item() if isinstance(value, np.ndarray) else float(value)
     ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real) and math.isfinite(value)
     if ok and low is not None:
@@ -137,18 +135,10 @@ def check_scalar(
     return float(value)
 
 
-def _is_numeric_0d_array(value: Any) -> bool:
-    """Whether ``value`` is a concrete 0-d NumPy or JAX array of an integer or float dtype."""
-    if is_tracer(value) or not isinstance(value, (np.ndarray, jax.Array)) or np.ndim(value) != 0:
-        return False
-    return bool(jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating))
-
-
 def real_array(name: str, value: Any, expected: str) -> np.ndarray:
-    """A concrete ``value`` as a float64 NumPy array, after checking that it is numbers: a real
-    scalar or an array (or nested list) of integers or floats. Refused, with a ValueError that
-    starts with ``name`` and says ``expected``: None, strings and bytes (even "1.0": no silent
-    parsing), bools and bool arrays, complex numbers, ragged lists and objects."""
+    """A concrete ``value`` as a float64 NumPy array, after checking that it is real numbers (a scalar or
+    an array or nested list); None, strings (even "1.0"), bools, complex numbers, ragged lists and
+    objects are refused with a ValueError that starts with ``name`` and says ``expected``."""
     if value is None or isinstance(value, (str, bytes, bool, np.bool_)):
         raise ArgumentError(name, f"{name} must be {expected}, got {value!r}", value)
     try:
@@ -161,9 +151,8 @@ def real_array(name: str, value: Any, expected: str) -> np.ndarray:
 
 
 def check_positive(name: str, value: Any) -> None:
-    """Raises ValueError naming ``name`` unless every entry of a concrete ``value`` (a real
-    scalar or an array of integers or floats) is finite and > 0. A string (even "1.0"), bytes,
-    a bool, None or a non-numeric array is refused too. Tracers pass.
+    """Raises ValueError naming ``name`` unless every entry of a concrete ``value`` is a finite number
+    > 0 (see :func:`real_array`). Tracers pass.
 
     Examples:
         >>> check_positive("concentration", [1.0, 0.0])
@@ -179,8 +168,7 @@ def check_positive(name: str, value: Any) -> None:
 
 
 def check_positive_scalar(name: str, value: Any) -> None:
-    """:func:`check_positive` for a scalar: also raises ValueError naming ``name`` when a concrete
-    ``value`` has dimensions. Tracers pass (a step size may be traced).
+    """:func:`check_positive` for a scalar (a concrete ``value`` with dimensions is refused too).
 
     Examples:
         >>> check_positive_scalar("beta", [0.5, 0.5])
@@ -212,17 +200,15 @@ def _check_positive(name: str, value: Any, scalar: bool) -> None:
 
 
 def check_positive_fields(obj: Any, names: Sequence[str], scalar: bool = False) -> None:
-    """:func:`check_positive` of each field ``names`` of ``obj`` (a dataclass's hyperparameters),
-    in order (:func:`check_positive_scalar` with ``scalar``); the ValueError names the first field
-    that is not finite and > 0 (or not a scalar)."""
+    """:func:`check_positive` (:func:`check_positive_scalar` with ``scalar``) of the fields ``names`` of
+    ``obj``, in order."""
     check = check_positive_scalar if scalar else check_positive
     for name in names:
         check(name, getattr(obj, name))
 
 
 def check_finite(name: str, value: Any) -> None:
-    """Raises ValueError naming ``name`` when a concrete ``value`` has NaN or infinite entries
-    (or is not numeric). Tracers pass."""
+    """Raises ValueError naming ``name`` when a concrete ``value`` is not numeric or not finite."""
     if is_tracer(value):
         return
     a = np.asarray(value)
@@ -258,16 +244,24 @@ def float_dtype(dtype=None):
     return jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
 
 
+def check_draw_args(sizes: dict, positive: dict | None = None, dtype=None, key: Any = _NO_VALUE):
+    """Checks a sampler's arguments in order: ``key`` (where given), ``sizes`` (name -> int >= 1, or
+    ``(int, minimum[, maximum])``), ``positive`` (name -> :func:`check_positive`); returns ``float_dtype(dtype)``."""
+    if key is not _NO_VALUE:
+        check_key("key", key)
+    for name, v in sizes.items():
+        check_int(name, *(v if isinstance(v, tuple) else (v,)))
+    for name, v in (positive or {}).items():
+        check_positive(name, v)
+    return float_dtype(dtype)
+
+
 HALF_PRECISION = ("float16", "bfloat16")
 
 
 def check_float_dtype(dtype, name: str = "dtype") -> None:
-    """Raises ValueError naming ``name`` unless ``dtype`` is None, float32 or float64.
-
-    Half precision (float16, bfloat16) is refused: the models' digamma and log-gamma terms,
-    Cholesky factors and sums over data overflow or lose every digit there (NaN ELBOs, or
-    NotImplementedError from XLA's linear algebra), so every model computes in float32 or
-    float64 (docs/design.md, the rule on hyperparameters and dtypes).
+    """Raises ValueError naming ``name`` unless ``dtype`` is None, float32 or float64: the models'
+    special functions, Cholesky factors and sums overflow or lose every digit in half precision.
 
     Examples:
         >>> check_float_dtype("float16")
@@ -293,9 +287,8 @@ def check_float_dtype(dtype, name: str = "dtype") -> None:
 
 
 def physical_memory_bytes() -> int | None:
-    """The machine's physical memory in bytes (``os.sysconf``), None where it is not known. (Not
-    the accelerator's: asking JAX would start its backend, which a model's constructor must not do
-    before ``jax.distributed.initialize``; an accelerator's own limit is XLA's to report.)"""
+    """The machine's physical memory in bytes, None where it is not known (not the accelerator's: asking
+    JAX would start its backend before ``jax.distributed.initialize``)."""
     try:
         return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
@@ -303,11 +296,9 @@ def physical_memory_bytes() -> int | None:
 
 
 def check_allocation(name: str, num_elements: int, itemsize: int) -> None:
-    """Raises ValueError naming ``name`` (the argument or arguments that set a size) when an array
-    of ``num_elements`` entries of ``itemsize`` bytes would not fit in the memory the machine has
-    (:func:`physical_memory_bytes`). Checked before anything is allocated, so that an absurd size
-    (``LDA(10**30, 6)``) gets an error instead of an overflow deep in NumPy or an abort in XLA.
-    The sizes are Python ints: no overflow.
+    """Raises ValueError naming ``name`` (the arguments that set a size) when an array of
+    ``num_elements`` entries of ``itemsize`` bytes would not fit in the machine's memory, before
+    anything is allocated (``LDA(10**30, 6)`` gets an error, not an abort in XLA).
 
     Examples:
         >>> check_allocation("num_topics * vocab_size", 10**30 * 6, 4)  # doctest: +ELLIPSIS
@@ -327,10 +318,8 @@ def check_allocation(name: str, num_elements: int, itemsize: int) -> None:
 
 
 def check_enough_points(name: str, num_components: int, num_points: int, how: str = "k-means++") -> None:
-    """Raises ValueError naming ``name`` when a model seeded from its data (``how``: k-means++, or
-    rows drawn at random) is asked for more components than the data given to ``init`` has
-    points: the extra components would start as copies of points already used (or empty), a
-    degenerate start that no later step repairs.
+    """Raises ValueError naming ``name`` when a model seeded from its data (``how``) is asked for more
+    components than the data given to ``init`` has points (a degenerate start no step repairs).
 
     Examples:
         >>> check_enough_points("num_components", 10, 5)
@@ -354,10 +343,8 @@ def constant_columns(x: Any) -> np.ndarray:
 
 
 def check_nonconstant_columns(name: str, x: Any) -> None:
-    """Raises ValueError naming ``name`` and a column of the concrete (N, D) data ``x`` that is
-    constant to float32 rounding (its variance below (1e-6 max |x_d|)^2, or 0): a prior fitted
-    to the data's spread (the mixtures' ``from_data``) has no scale there. Identical points make
-    every column constant.
+    """Raises ValueError naming ``name`` and a column of the concrete (N, D) data ``x`` that is constant
+    (:func:`constant_columns`): a prior fitted to the data's spread (``from_data``) has no scale there.
 
     Examples:
         >>> check_nonconstant_columns("x", [[1.0, 5.0], [2.0, 5.0]])
@@ -383,9 +370,8 @@ def check_nonconstant_columns(name: str, x: Any) -> None:
 
 
 def check_data_dtype(name: str, x: Any) -> None:
-    """Raises ValueError naming ``name`` when the data ``x`` (an array, a tracer or anything with a
-    ``dtype``) are in half precision (float16, bfloat16): the models compute in float32 or
-    float64 and refuse such data rather than overflow (x**2 in float16) or lose digits silently.
+    """Raises ValueError naming ``name`` when the data ``x`` (anything with a ``dtype``, or an array) are
+    in half precision (float16, bfloat16).
 
     Examples:
         >>> check_data_dtype("x", np.zeros(2, np.float16))
@@ -405,9 +391,8 @@ def check_data_dtype(name: str, x: Any) -> None:
 
 
 def check_data_array(name: str, x: Any, ndim: int, last_dim: int | None = None) -> None:
-    """Shape and finiteness checks of data: ``ndim`` dimensions, at least one row, ``last_dim``
-    columns when given, a numeric dtype (all of these also of a tracer, at trace time), and finite
-    values (concrete arrays only)."""
+    """Checks of data: ``ndim`` dimensions, at least one row, ``last_dim`` columns when given, a numeric
+    dtype (also of a tracer), finite values (concrete arrays only)."""
     shape = np.shape(x)
     if len(shape) != ndim:
         raise ArgumentError(name, f"{name} must have {ndim} dimension(s), got shape {shape}")
@@ -438,8 +423,8 @@ def batch_size(batch: Any) -> int:
 
 
 def check_key(name: str, key: Any) -> None:
-    """Raises ValueError naming ``name`` unless ``key`` is a PRNG key (a typed key or a raw
-    ``uint32[2]`` array, possibly batched or traced): keys are always passed, never None."""
+    """Raises ValueError naming ``name`` unless ``key`` is a PRNG key (typed or raw ``uint32``, possibly
+    batched or traced)."""
     if key is None:
         raise ArgumentError(name, f"{name} must be a PRNG key (jax.random.key or PRNGKey), got None")
     dtype = getattr(key, "dtype", None)
@@ -456,9 +441,8 @@ def check_structures(name: str, tree: Any, like: Any, like_name: str, is_leaf=No
 
 
 def check_shapes(name: str, tree: Any, like: Any, like_name: str, is_leaf=None) -> None:
-    """``check_structures``, then the shape of every array leaf: raises ValueError naming ``name``
-    and the first leaf whose shape differs from ``like``'s (checked at trace time: shapes are
-    static)."""
+    """``check_structures``, then the shape of every array leaf: raises ValueError naming ``name`` and
+    the first leaf whose shape differs from ``like``'s."""
     check_structures(name, tree, like, like_name, is_leaf=is_leaf)
     got = jax.tree_util.tree_flatten_with_path(tree)[0]
     want = jax.tree_util.tree_leaves(like)

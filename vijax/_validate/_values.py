@@ -13,20 +13,13 @@ import numpy as np
 
 from ._args import check_bool, is_tracer
 
-# jax.extend and checkify are imported where they are used, not with the validators
-
 
 def trace_state():
-    """JAX's opaque trace state of this thread: equal states, the same trace level (a traced
-    check's collecting block)."""
+    """JAX's opaque trace state of this thread (equal states: the same trace level)."""
     import jax.extend.core
 
     return jax.extend.core.get_opaque_trace_state(convention="vijax")
 
-
-# ----------------------------------------------------------------------------- value checks of a step's batch
-# One validator per kind of check, each returning a ``ValueCheck`` (where an array breaks a rule, and
-# the error's words); ``enforce_value_checks`` raises the first failure (see its docstring).
 
 _VALUE_CHECKS = [True]
 _FUNCTIONAL = [False]
@@ -39,11 +32,9 @@ def value_checks_enabled() -> bool:
 
 @contextlib.contextmanager
 def value_checks(enabled: bool):
-    """Context manager, entered while a step is traced: the value checks traced within the block on
-    or off (shape and dtype checks always run). Not a public switch: a user sets it as an argument
-    (``vijax.inference.jit_step(check_values=)``, ``with_value_checks(alg, enabled)``, the runner's
-    ``RunConfig.check_values``), which enter this block around their own tracing, so that a compiled
-    program's checks are decided by its arguments, never by the state of the process.
+    """Context manager, entered while a step is traced: the value checks traced within the block on or
+    off. A user sets it as an argument (``jit_step(check_values=)``, ``with_value_checks``,
+    ``RunConfig.check_values``), so that a compiled program's checks are decided by its arguments.
 
     Examples:
         >>> with value_checks(False):
@@ -60,13 +51,9 @@ def value_checks(enabled: bool):
 
 @contextlib.contextmanager
 def functional_value_checks():
-    """Context manager for code that traces a function it then transforms with
-    ``jax.experimental.checkify.checkify(..., errors=checkify.user_checks)`` (the runner's chunk):
-    within the block, a traced value check is a ``checkify.check`` instead of a host callback, so
-    that the failure comes back as checkify's error value (raised by ``err.throw()``, a ValueError
-    with the same words) and the compiled program has no host callback, which JAX's persistent
-    compilation cache refuses to store. Traced outside ``checkify``, such a check raises at trace
-    time; concrete checks raise at once as always."""
+    """Context manager for code traced under ``checkify.checkify(..., errors=checkify.user_checks)``:
+    within the block a traced value check is a ``checkify.check``, not a host callback (which JAX's
+    persistent compilation cache refuses to store)."""
     before = _FUNCTIONAL[0]
     _FUNCTIONAL[0] = True
     try:
@@ -76,9 +63,8 @@ def functional_value_checks():
 
 
 def raise_check_error(error) -> None:
-    """Raises the first failed check of a ``checkify`` error value (traced under
-    ``functional_value_checks``) as the ValueError ``enforce_value_checks`` raises for a concrete
-    batch (the same words, without checkify's suffix); nothing when no check failed."""
+    """Raises the first failed check of a ``checkify`` error value as the ValueError a concrete batch
+    gets (without checkify's suffix); nothing when no check failed."""
     from jax.experimental import checkify
 
     try:
@@ -88,8 +74,8 @@ def raise_check_error(error) -> None:
 
 
 class NestedValueCheck(Exception):
-    """Raised at trace time by a traced value check below a ``collected_value_checks`` block's own
-    trace (a loop body, ``vmap``, ``cond``), so that the caller traces again another way."""
+    """Raised at trace time by a traced value check below a ``collected_value_checks`` block's own trace
+    (a loop body, ``vmap``, ``cond``), so that the caller traces again another way."""
 
 
 _RAW_FLAGS_MAX = 1 << 16  # an unlocated check's bad entries returned as they are up to this many
@@ -112,11 +98,9 @@ class _Collector:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
 
     def add_rows(self, bads_of: Callable[[], list]) -> None:
-        """Unlocated checks (``bads_of()``: their bad-entry arrays): per check, its bad entries as
-        they are (up to ``_RAW_FLAGS_MAX`` entries), else whether each row (leading index) holds one;
-        never a reduction across rows, so a batch sharded over its rows needs no collective. With a
-        ``gate`` they are computed under a ``lax.cond`` on it, all False where it is False (a batch
-        already checked: ``jit_step`` passes the same arrays again)."""
+        """Unlocated checks (``bads_of()``: their bad-entry arrays): per check its bad entries (up to
+        ``_RAW_FLAGS_MAX``), else per row, never reduced across rows (no collective for a sharded
+        batch). With a ``gate`` they are computed under a ``lax.cond`` on it."""
         self._at_own_level()
 
         def rows():
@@ -155,16 +139,12 @@ class _Collector:
 
 @contextlib.contextmanager
 def collected_value_checks(locate: bool = True, gate: Any = None):
-    """Context manager, entered inside a function being traced (``jit_step``'s): a traced value check
-    in the block is a set of arrays it collects; ``sink.results()`` returns them, to be outputs of the
-    traced function, raised after the call by ``raise_collected`` (the words a concrete batch gets).
-    A check below the block's own trace (a loop body, ``vmap``, ``cond``) raises ``NestedValueCheck``.
-    No host callback (JAX's persistent cache stores the program), no checkify walk or error state.
-    ``locate=False``: only the checks' bad entries (a large check's per row; see ``add_rows``), read by
-    ``collected_failed``, no position, value or step: ``raise_collected`` runs a located program to
-    raise. In a run of several processes the checks are always located: each process holds only its
-    own rows' entries, and every process must raise alike. ``gate`` (a traced bool; unlocated checks
-    only): whether the checks are computed at all (``_Collector.add_rows``)."""
+    """Context manager, entered inside a function being traced (``jit_step``'s): a traced value check in
+    the block is a set of arrays it collects; ``sink.results()`` returns them as outputs of the traced
+    function, raised after the call by ``raise_collected``. A check below the block's own trace raises
+    ``NestedValueCheck``. ``locate=False`` collects only the bad entries (read by
+    ``collected_failed``; ``raise_collected`` runs a located program to raise); a run of several
+    processes always locates. ``gate``: a traced bool, whether the unlocated checks are computed."""
     sink = _Collector(locate or jax.process_count() > 1, gate)
     _COLLECTORS.append(sink)
     try:
@@ -174,10 +154,8 @@ def collected_value_checks(locate: bool = True, gate: Any = None):
 
 
 def collecting_checks(fn: Callable, locate: bool = True, gated: bool = False) -> Callable:
-    """``fn`` returning ``(its outputs, its value checks' results)``: ``fn`` run in a
-    ``collected_value_checks(locate)`` block, to be traced (``jit_step``, the runner's chunk).
-    ``gated``: the function takes one more positional argument after ``fn``'s, a bool, the
-    block's ``gate`` (whether its unlocated checks are computed)."""
+    """``fn`` returning ``(its outputs, its value checks' results)``, run in a
+    ``collected_value_checks(locate)`` block; ``gated``: it takes the block's ``gate`` as a last argument."""
 
     def run(*args, **kwargs):
         gate = args[-1] if gated else None
@@ -194,10 +172,8 @@ def collected_failed(results: dict) -> bool:
 
 
 def raise_collected(results: dict, locate_again: Callable[[], dict] | None = None) -> None:
-    """Raises the first failed check of ``collected_value_checks``' results (reads only the ``failed``
-    flags when none failed); results stacked by a loop (the runner's scan) raise their first row's.
-    Unlocated results (``locate=False``) that hold a failure raise the results of ``locate_again()``
-    (the same arguments through the located program)."""
+    """Raises the first failed check of ``collected_value_checks``' results (of a loop's stacked results,
+    the first failing row's); unlocated results that hold a failure raise those of ``locate_again()``."""
     if "rows" in results:
         if collected_failed(results):
             if locate_again is None:
@@ -218,8 +194,7 @@ def raise_collected(results: dict, locate_again: Callable[[], dict] | None = Non
 
 
 def _report(names, shapes, flags, firsts, values, count) -> None:
-    """Raises the ValueError of the first failing check (under ``vmap``, its first failing member);
-    ``names``: the checks' (name, requirement) pairs."""
+    """Raises the ValueError of the first failing check; ``names``: (name, requirement) pairs."""
     flags = [np.asarray(f) for f in flags]
     for i, (name, requirement) in enumerate(names):
         if flags[i].any():
@@ -236,8 +211,7 @@ def _escape(text: str) -> str:
 
 
 def _functional_checks(names, shapes, flags, firsts, values, count) -> None:
-    """``checkify.check`` of each check, its words those of ``_failure_text`` (the value and its
-    position formatted by checkify when it fails)."""
+    """``checkify.check`` of each check, in the words of ``_failure_text``."""
     from jax.experimental import checkify
 
     for (name, requirement), shape, flag, first, value in zip(names, shapes, flags, firsts, values):
@@ -254,12 +228,8 @@ class ValueCheck(NamedTuple):
     """Where the values of ``values`` break a rule: ``bad`` (a bool array of ``values``' shape) is
     True there; the error reads ``f"{name} {value} at {position} {requirement}"``.
 
-    ``covered_by``: the name of another check of the same list that every batch failing this one
-    also fails (the match of features [x, x**2], which fails at every non-finite entry, covers their
-    finiteness). A traced step then computes only the covering check at every step, and this one's
-    entries only where a failure is located, so that a batch costs one pass, not two; the error is
-    still this check's where it fails (the checks are reported in their order). A name not in the
-    list: the check is computed as any other."""
+    ``covered_by``: the name of another check of the same list that every batch failing this one also
+    fails; a traced step then computes this one only where a failure is located (one pass, not two)."""
 
     name: str
     values: Any
@@ -306,10 +276,8 @@ def values_in_interval(name: str, x: Any, low: float, high: float) -> ValueCheck
 
 
 def values_match(name: str, x: Any, expected: Any, what: str, rtol: float = 1e-4) -> ValueCheck:
-    """Values must equal ``expected`` to a relative tolerance ``rtol`` (|x - e| <= rtol (1 + |e|)):
-    a derived quantity given with its source (``what`` names the rule in the error). The check
-    fails wherever ``x`` or ``expected`` is not finite (the tolerance is capped at a finite value,
-    so that no finite ``x`` matches an infinite ``expected``)."""
+    """Values must equal ``expected`` to |x - e| <= rtol (1 + |e|) (``what`` names the rule in the
+    error); it fails wherever ``x`` or ``expected`` is not finite."""
     x, expected = jnp.asarray(x), jnp.asarray(expected)
     e = jnp.abs(expected)
     big = jnp.finfo(jnp.result_type(e, float)).max
@@ -323,25 +291,16 @@ def _failure_text(name: str, requirement: str, shape: tuple, flat_index: int, va
 
 
 def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[ValueCheck]], count: Any = None) -> None:
-    """Raises ValueError for the first failing check, naming the argument, the offending value and
-    its position (e.g. ``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a
-    step's state count, possibly traced) adds ``in step <count + 1>``.
-
-    Concrete arrays raise at once. Traced ones
-    (inside ``jit``/``scan``/``vmap``) raise from the compiled computation through
-    ``jax.debug.callback`` (a ``JaxRuntimeError`` whose text holds the message), only when a
-    check fails; within ``collected_value_checks`` they are collected
-    as outputs of the traced function instead (``jit_step``, the runner's chunk), within
-    ``functional_value_checks`` they are ``checkify`` checks. Nothing is checked when
+    """Raises ValueError for the first failing check, naming the argument, the offending value and its
+    position (e.g. ``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a step's
+    state count, possibly traced) adds ``in step <count + 1>``. Nothing is checked when
     ``value_checks_enabled()`` is False.
 
-    ``checks`` may be a function that returns them (``check_step_batch`` passes
-    ``lambda: model.batch_checks(batch)``): traced, every good step then costs one reduction per
-    check (``jnp.any`` of its entries, which XLA fuses with the computation of the entries into one
-    pass over the batch, no array of flags written), and the checks are built again inside the
-    ``lax.cond`` that locates a failure, so that their arrays are computed there, only on a failure.
-    A list's arrays are the ``lax.cond``'s operands: computed at every step. A check covered by
-    another (``ValueCheck.covered_by``) is computed only where a failure is located.
+    Concrete arrays raise at once. Traced ones raise from the compiled computation through
+    ``jax.debug.callback`` when a check fails, are collected within ``collected_value_checks``, or are
+    ``checkify`` checks within ``functional_value_checks``. ``checks`` may be a function returning them:
+    traced, a good step then costs one fused reduction per check, and the checks are built again inside
+    the ``lax.cond`` that locates a failure (a list's arrays are computed at every step).
     """
     if not value_checks_enabled():
         return
@@ -390,8 +349,8 @@ def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[Va
 
 
 def _located(checks: Sequence[ValueCheck], barrier: bool = False) -> tuple[list, list, list]:
-    """Per check: whether it failed, its first failure's flat position and value. ``barrier``: a
-    check of a constant (data closed over by a jit) is not folded by XLA's argmax."""
+    """Per check: whether it failed, its first failure's flat position and value (``barrier``: keeps XLA
+    from folding the argmax of a constant)."""
     bads, vals = [jnp.asarray(c.bad) for c in checks], [jnp.asarray(c.values) for c in checks]
     if barrier:
         bads = list(jax.lax.optimization_barrier(bads))
@@ -400,20 +359,14 @@ def _located(checks: Sequence[ValueCheck], barrier: bool = False) -> tuple[list,
     return [jnp.any(b) for b in bads], firsts, values
 
 
-# The most entries of one check that the branch locating a traced check's failure computes at once.
-# A larger check is searched a block of leading rows at a time (``_first_bad_in_blocks``), so that
-# the branch's temporary memory is O(block), not O(data).
+# the most entries of one check located at once; a larger one is searched in blocks of rows
 _LOCATE_BLOCK = 1 << 20
 
 
 def _first_bad_in_blocks(bad_of: Callable[[], jax.Array], shape: tuple) -> tuple:
-    """(whether any entry of the boolean array ``bad_of()`` (of ``shape``) is True, the flat
-    position of the first one, int32), searched a block of leading rows at a time and stopping at
-    the first block that holds one. ``bad_of`` is traced once; the loop's body evaluates it on its
-    inputs passed through an optimization barrier with the block's index, so that XLA cannot hoist
-    the whole array out of the loop and computes one block's entries per iteration (the slice
-    fused into their computation). The last block is shifted back to end at the last row (rows it
-    checks twice held no failure)."""
+    """(whether any entry of the boolean array ``bad_of()`` (of ``shape``) is True, the flat position of
+    the first one), searched a block of leading rows at a time, stopping at the first block holding one;
+    an optimization barrier keeps XLA from hoisting the whole array out of the loop."""
     from jax.extend.core import jaxpr_as_fun
 
     closed = jax.make_jaxpr(bad_of)()
@@ -436,10 +389,8 @@ def _first_bad_in_blocks(bad_of: Callable[[], jax.Array], shape: tuple) -> tuple
 
 
 def _dispatch(names, shapes, flags, firsts, values, count) -> None:
-    """Enforces located checks (``names``: (name, requirement) pairs; per check its flag, first
-    failing flat position and value): at once when concrete, else by the innermost
-    ``collected_value_checks`` block, as checkify checks under ``functional_value_checks``, or by a
-    host callback under a ``lax.cond`` that fires only on a failure."""
+    """Enforces located checks: at once when concrete, else by the innermost ``collected_value_checks``
+    block, as checkify checks, or by a host callback under a ``lax.cond`` that fires only on a failure."""
     if not any(is_tracer(a) for a in flags + firsts + values + ([count] if count is not None else [])):
         _report(names, shapes, flags, firsts, values, count)
         return
@@ -462,10 +413,8 @@ def _dispatch(names, shapes, flags, firsts, values, count) -> None:
 
 
 def vmap_with_checks(fn: Callable, in_axes=0) -> Callable:
-    """``jax.vmap(fn, in_axes)`` (outputs on axis 0) whose value checks are collected inside the vmap
-    and enforced once outside it, for the first failing member, as any check at the caller's level
-    (``restarts``; a check under a plain ``vmap`` cannot be collected, and its callback runs at every
-    call). Where ``fn``'s checks sit deeper (a loop body), it is ``jax.vmap(fn, in_axes)``."""
+    """``jax.vmap(fn, in_axes)`` whose value checks are collected inside the vmap and enforced once
+    outside it, for the first failing member (where ``fn``'s checks sit deeper, a plain ``vmap``)."""
 
     def wrapped(*args):
         metas = []

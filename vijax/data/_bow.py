@@ -13,37 +13,21 @@ from vijax.types import Array
 
 
 class BowBatch(NamedTuple):
-    """A padded minibatch of S documents, each as its unique word ids and their counts.
+    """A padded minibatch of S documents, each as its unique word ids and their counts; L is this
+    minibatch's padded length. A document whose counts are all zero is empty (metrics skip it)."""
 
-    Attributes:
-      word_ids: (S, L) int32 word ids; padding slots hold 0.
-      counts: (S, L) float counts; padding slots hold 0, so they contribute nothing. A document
-        whose counts are all zero is empty (allowed; metrics skip it).
-
-    L is the padded length of this minibatch (the largest number of unique words of its documents,
-    rounded up to a bucket so that few shapes are compiled), never of the whole corpus.
-    """
-
-    word_ids: Array
-    counts: Array
+    word_ids: Array  # (S, L) int32; padding slots hold 0
+    counts: Array  # (S, L) float; padding slots hold 0
 
 
 class CorpusBatch(BowBatch):
-    """A :class:`BowBatch` cut from a ``Corpus`` that checked its values (``Corpus.batch``, every
-    ``Minibatcher`` batch; a corpus built with ``validate=False`` cuts plain ``BowBatch``es, except
-    vijax's own synthetic corpora, valid by construction), whose values the corpus vouches for: its
-    arrays are read-only NumPy copies of the corpus's checked entries (word ids in
-    ``[0, vocab_size)``, counts finite, >= 0 and whole; padding 0).
+    """A :class:`BowBatch` cut from a ``Corpus`` that checked its values (``Corpus.batch``): read-only
+    NumPy copies of the corpus's checked entries (ids in ``[0, vocab_size)``, counts finite, >= 0, whole).
 
-    A model's step therefore skips the value checks of such a batch (ids in range for the
-    model's V >= the corpus's, counts finite and >= 0): the compiled step holds no host
-    callback for them, so that JAX's persistent compilation cache stores a user's plain
-    ``jax.jit(alg.step)``, and no pass over the batch is spent on them. The guarantee belongs to
-    the very arrays the corpus made: a batch made from them (another array, a ``_replace``, a
-    ``jax.tree.map`` or ``jax.device_put`` of it, any map of it inside your own ``jit``) is
-    checked as any other, and so is every batch given to a model whose vocabulary is smaller
-    than the corpus's. Under ``jit`` (or ``vmap``) the guarantee travels in the batch's pytree
-    metadata, from the concrete batch the call was given to the traced one the step sees.
+    A model's step (whose V >= the corpus's) skips the value checks of such a batch: no pass over it, no
+    host callback in the compiled step. The guarantee belongs to the very arrays the corpus made (a
+    ``_replace``, ``jax.tree.map`` or ``device_put`` of the batch is checked as any other); under ``jit``
+    or ``vmap`` it travels in the batch's pytree metadata.
 
     Examples:
         >>> import numpy as np
@@ -58,8 +42,7 @@ class CorpusBatch(BowBatch):
 
     @classmethod
     def _from_corpus_arrays(cls, word_ids: np.ndarray, counts: np.ndarray, vocab_size: int) -> "CorpusBatch":
-        """The batch of two freshly filled arrays of checked corpus entries: both made read-only
-        and marked (``vijax._validate.mark_source_checked``) with what the corpus guarantees."""
+        """The batch of two freshly filled arrays of checked corpus entries, made read-only and marked."""
         word_ids.flags.writeable = False
         counts.flags.writeable = False
         mark_source_checked(word_ids, ("word ids", int(vocab_size)))
@@ -68,8 +51,7 @@ class CorpusBatch(BowBatch):
 
     def checked_vocab_size(self) -> Optional[int]:
         """V such that this batch's word ids are known to lie in [0, V) and its counts to be finite,
-        >= 0 and whole, or None where they must be checked. Concrete: from the arrays' own marks;
-        traced: from the pytree metadata of the batch the call was given."""
+        >= 0 and whole, or None where they must be checked."""
         ids, counts = self
         if is_tracer(ids) and is_tracer(counts):
             return getattr(self, "_traced_vocab_size", None)
@@ -84,13 +66,8 @@ def _concrete_vocab_size(ids, counts) -> Optional[int]:
 
 
 def _flatten(batch: CorpusBatch):
-    # the metadata vouches only for concrete, marked arrays: traced leaves (the batch inside a
-    # trace, being mapped by jax.tree.map there) give None, so that a batch made inside a trace
-    # from another is checked. Leaves that are neither (JAX's stand-ins of the arrays, such as the
-    # ArgInfo of a lowered program or a ShapeDtypeStruct: no values to vouch for) keep the
-    # metadata they were made with, so that ``jax.jit(step).lower(...).compile()`` takes the
-    # batch it was lowered for (its tree is the batch's; an unmarked batch is refused, not run
-    # unchecked)
+    # metadata vouches only for concrete, marked arrays; traced leaves give None (a batch made inside
+    # a trace is checked); stand-ins (ShapeDtypeStruct, a lowered program's ArgInfo) keep theirs
     ids, counts = batch.word_ids, batch.counts
     if is_tracer(ids) or is_tracer(counts):
         return (ids, counts), None

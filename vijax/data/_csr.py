@@ -19,10 +19,8 @@ _CHUNK = 1 << 22  # entries examined at a time by validation and reductions over
 
 
 def bucket_length(n: int, minimum: int = MIN_BUCKET) -> int:
-    """The padded length of a minibatch whose longest document has ``n`` unique words.
-
-    The next power of two at or above ``n``, and at least ``minimum``, so that a run compiles a
-    handful of shapes (8, 16, 32, ...) rather than one per minibatch.
+    """The padded length of a minibatch whose longest document has ``n`` unique words: the next power
+    of two >= ``n`` and ``minimum``, so that a run compiles a handful of shapes.
 
     Examples:
       >>> [bucket_length(n) for n in (0, 5, 8, 9, 100)]
@@ -33,11 +31,8 @@ def bucket_length(n: int, minimum: int = MIN_BUCKET) -> int:
 
 
 def as_rng(seed) -> np.random.Generator:
-    """A NumPy generator from an int seed or a JAX PRNG key (its key data seeds it).
-
-    Host-side sampling in ``vijax.data`` takes either; the same seed or key always gives the same
-    draws. A ``np.random.Generator`` is passed through unchanged.
-    """
+    """A NumPy generator from an int seed or a JAX PRNG key (its key data seeds it); a
+    ``np.random.Generator`` is passed through."""
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(seed_entropy(seed))
@@ -63,8 +58,8 @@ def seed_entropy(seed) -> list[int]:
 
 
 def vouched(corpus: "Corpus") -> "Corpus":
-    """``corpus``, built unchecked (``validate=False``) from entries vijax made valid by construction
-    (a synthetic corpus), marked as checked: its batches are ``CorpusBatch``es."""
+    """``corpus``, built unchecked from entries valid by construction (a synthetic corpus), marked as
+    checked: its batches are ``CorpusBatch``es."""
     object.__setattr__(corpus, "_values_checked", True)
     return corpus
 
@@ -94,24 +89,19 @@ def _gather_positions(starts: np.ndarray, lengths: np.ndarray):
 class Corpus:
     """A bag-of-words corpus of D documents over V words, in compressed sparse row form.
 
-    Document ``d`` holds the entries ``doc_ptr[d]:doc_ptr[d + 1]`` of ``word_ids`` and ``counts``:
-    its distinct words and how often each occurs. The arrays live in NumPy on the host (possibly
-    memory-mapped from disk, see ``load_npz``) and are read-only; ``batch`` copies just the
-    requested documents into a padded ``BowBatch`` for the accelerator.
-
-    Empty documents (no entries, or only zero counts) are allowed. A word should appear at most
-    once per document; repeated entries are not merged, which is harmless to models whose
-    statistics are linear in the counts (LDA) but makes the padded length of a batch larger.
+    Document ``d`` holds the entries ``doc_ptr[d]:doc_ptr[d + 1]`` of ``word_ids`` and ``counts``: its
+    distinct words and how often each occurs. The read-only arrays live on the host (possibly
+    memory-mapped, see ``load_npz``); ``batch`` copies the requested documents into a padded
+    ``BowBatch``. Empty documents are allowed; repeated entries of a word are not merged.
 
     Attributes:
       doc_ptr: (D + 1,) int64, non-decreasing, from 0 to nnz.
       word_ids: (nnz,) int32 in ``[0, vocab_size)``.
       counts: (nnz,) float32 non-negative whole numbers.
-      vocab_size: V. Inferred as ``len(vocab)``, or else as the largest word id plus one, if None.
+      vocab_size: V; if None, ``len(vocab)`` or else the largest word id plus one.
       vocab: the V words as a tuple of str, or None.
-      validate: (init only) check the arrays, in blocks of 4M entries so that a memory-mapped
-        corpus is never read whole; pass False for arrays known to be valid. The batches of an
-        unchecked corpus are plain ``BowBatch``es, whose values a model's step checks.
+      validate: (init only) check the arrays, in blocks (a memory-mapped corpus is never read whole);
+        the batches of an unchecked corpus are plain ``BowBatch``es, whose values a model's step checks.
 
     Raises:
       ValueError: naming the problem, for a malformed ``doc_ptr``, a word id outside
@@ -162,14 +152,12 @@ class Corpus:
             raise ValueError(f"vocab has {len(vocab)} words but vocab_size is {size}")
         if validate:
             self._check(ptr, ids, cnt, size)
-        # Casts copy only when the dtype differs (never for a corpus loaded by load_npz).
         object.__setattr__(self, "doc_ptr", readonly(ptr.astype(np.int64, copy=False)))
         object.__setattr__(self, "word_ids", readonly(ids.astype(np.int32, copy=False)))
         object.__setattr__(self, "counts", readonly(cnt.astype(np.float32, copy=False)))
         object.__setattr__(self, "vocab_size", size)
         object.__setattr__(self, "vocab", vocab)
-        # whether its values were checked (here, or those of the corpus it was cut from, or made by
-        # vijax itself: ``vouched``): only then are its batches CorpusBatches that a step trusts
+        # only a checked corpus (here, its parent's, or ``vouched``) cuts CorpusBatches that a step trusts
         object.__setattr__(self, "_values_checked", bool(validate))
 
     @staticmethod
@@ -204,8 +192,6 @@ class Corpus:
                 raise ValueError(f"counts must be non-negative, found negative count {c.min()}")
             if c.size and c.max() > 2**24:
                 raise ValueError(f"counts above 2**24 are not exact in float32, found count {c.max()}")
-
-    # ------------------------------------------------------------------ sizes
 
     @property
     def num_docs(self) -> int:
@@ -255,8 +241,6 @@ class Corpus:
         lo, hi = int(self.doc_ptr[d]), int(self.doc_ptr[d + 1])
         return self.word_ids[lo:hi], self.counts[lo:hi]
 
-    # ------------------------------------------------------------------ batches
-
     def _doc_indices(self, doc_indices) -> np.ndarray:
         idx = np.asarray(doc_indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= self.num_docs):
@@ -274,26 +258,19 @@ class Corpus:
         length: Optional[int] = None,
         dtype=np.float32,
     ) -> BowBatch:
-        """The padded minibatch of the given documents, in the given order.
-
-        The padded length L is the largest number of distinct words among *these* documents (never
-        of the whole corpus), rounded up by ``bucket_length`` (next power of two, at least 8) when
-        ``bucket``. Only the selected documents' entries are read, so a memory-mapped corpus
-        touches the disk pages of the minibatch alone.
+        """The padded minibatch of the given documents, in the given order (only their entries are read).
 
         Args:
           doc_indices: (S,) document indices.
-          bucket: round L up to a power of two (>= 8) so that few shapes are compiled.
+          bucket: round L (the most distinct words of these documents) up by ``bucket_length``.
           num_rows: pad the batch with empty documents (all-zero rows) to this many rows.
           length: use this L instead (at least the longest document of the batch).
           dtype: dtype of ``counts``.
 
         Returns:
-          ``BowBatch`` of NumPy arrays: ``word_ids`` (S, L) int32 and ``counts`` (S, L) ``dtype``,
-          padding slots holding id 0 and count 0. From a corpus whose values were checked
-          (``validate``, the default) and with ``dtype`` float32 or float64 it is a
-          :class:`CorpusBatch` of read-only arrays, whose values a model's step does not check
-          again.
+          ``BowBatch`` of NumPy arrays ``word_ids`` (S, L) int32 and ``counts`` (S, L), padded with id 0
+          and count 0: a :class:`CorpusBatch`, whose values a step does not check again, from a checked
+          corpus with ``dtype`` float32 or float64.
         """
         idx = self._doc_indices(doc_indices)
         rows = idx.size if num_rows is None else int(num_rows)
@@ -317,8 +294,6 @@ class Corpus:
             return BowBatch(word_ids, counts)  # unchecked values, or a narrower type that may round a count
         return CorpusBatch._from_corpus_arrays(word_ids, counts, self.vocab_size)
 
-    # ------------------------------------------------------------------ subsets and splits
-
     def subset(self, indices: Sequence[int]) -> "Corpus":
         """A new in-memory corpus of the given documents, in the given order (repeats allowed)."""
         idx = self._doc_indices(indices)
@@ -329,12 +304,8 @@ class Corpus:
         return self._derived(ptr, self.word_ids[src], self.counts[src])
 
     def split_documents(self, seed, test_fraction: float) -> tuple["Corpus", "Corpus"]:
-        """A random split of the documents into (train, test), each keeping the corpus order.
-
-        Args:
-          seed: int seed or JAX PRNG key.
-          test_fraction: in [0, 1]; the test set has ``round(test_fraction * D)`` documents.
-        """
+        """A random split of the documents into (train, test), each in corpus order; the test set has
+        ``round(test_fraction * D)`` documents (``seed``: int or JAX PRNG key)."""
         if not 0.0 <= test_fraction <= 1.0:
             raise ArgumentError(
                 "test_fraction", f"test_fraction must lie in [0, 1], got {test_fraction}", value=test_fraction
@@ -348,16 +319,9 @@ class Corpus:
     def split_tokens(self, seed, observed_fraction: float = 0.5) -> tuple["Corpus", "Corpus"]:
         """Splits every document's tokens at random into an observed and a held-out part.
 
-        For document completion (Hoffman et al., 2013, §4.2): the local parameters of a test
-        document are fitted to its observed part and the held-out part is scored. Document d with
-        N_d tokens keeps ``floor(observed_fraction * N_d + 1/2)`` of them, chosen uniformly among
-        its tokens (not its distinct words: a word seen 5 times may land 3 times on one side and
-        twice on the other). The two parts add up to the corpus, document by document and word by
-        word. Each part drops its zero entries, so its documents may be empty.
-
-        Args:
-          seed: int seed or JAX PRNG key.
-          observed_fraction: in [0, 1].
+        For document completion (Hoffman et al., 2013, §4.2). Document d keeps
+        ``floor(observed_fraction * N_d + 1/2)`` of its N_d tokens, chosen uniformly among its tokens
+        (not its distinct words); the parts add up to the corpus and drop their zero entries.
 
         Returns:
           (observed, heldout): two corpora with the same documents, in the same order.
@@ -390,8 +354,7 @@ class Corpus:
         return self._keep_positive(obs), self._keep_positive(self.counts - obs)
 
     def _derived(self, ptr: np.ndarray, word_ids: np.ndarray, counts: np.ndarray) -> "Corpus":
-        """A corpus of entries taken from this one's (a subset, a split): not checked again, and
-        checked where this one is."""
+        """A corpus of entries taken from this one's, not checked again: checked where this one is."""
         out = Corpus(ptr, word_ids, counts, self.vocab_size, self.vocab, validate=False)
         object.__setattr__(out, "_values_checked", getattr(self, "_values_checked", False))
         return out
@@ -403,14 +366,8 @@ class Corpus:
         ptr = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
         return self._derived(ptr, self.word_ids[keep], counts[keep])
 
-    # ------------------------------------------------------------------ disk
-
     def save_npz(self, path: str | os.PathLike) -> None:
-        """Writes the corpus to an uncompressed ``.npz`` that ``load_npz`` can memory-map.
-
-        The arrays are copied in blocks, so a memory-mapped corpus can be saved elsewhere without
-        being read into memory.
-        """
+        """Writes the corpus, in blocks, to an uncompressed ``.npz`` that ``load_npz`` can memory-map."""
         with CorpusWriter(path, self.vocab_size, self.vocab) as writer:
             for s in _chunks(self.num_docs, 1 << 16):
                 lo, hi = int(self.doc_ptr[s.start]), int(self.doc_ptr[s.stop])
@@ -423,9 +380,7 @@ class Corpus:
         """Reads a corpus written by ``save_npz`` or ``CorpusWriter``.
 
         Args:
-          path: the ``.npz`` file.
-          mmap: memory-map the arrays (read-only) rather than reading them: a corpus larger than
-            memory stays on disk, and a minibatch reads only its documents' entries.
+          mmap: memory-map the arrays (read-only): a minibatch then reads only its documents' entries.
           validate: check the arrays (one pass over them, in blocks); skip for trusted files.
         """
         arrays = open_npz(path, mmap=mmap)
@@ -439,18 +394,13 @@ class Corpus:
 
 
 class CorpusWriter(FileWriter):
-    """Writes a corpus to an ``.npz`` file document chunk by document chunk.
-
-    Only the chunk being appended is in memory: each array is spooled to disk as it comes, and
-    ``close`` (or the end of a ``with`` block) assembles the archive that ``Corpus.load_npz``
-    reads. Further streamed arrays with one row per document (say the true topic proportions of
-    a synthetic corpus) may be declared in ``extra_streams`` and appended with ``append_extra``.
+    """Writes a corpus to an ``.npz`` file a chunk of documents at a time (only that chunk in memory);
+    ``close`` (or the end of a ``with`` block) assembles the archive that ``Corpus.load_npz`` reads.
 
     Args:
-      path: the ``.npz`` file to write.
-      vocab_size: V.
       vocab: optional sequence of V words.
-      extra_streams: ``name -> (dtype, trailing_shape)`` of further arrays streamed by rows.
+      extra_streams: ``name -> (dtype, trailing_shape)`` of further arrays with one row per document,
+        appended with ``append_extra``.
       extra_arrays: small arrays stored whole (e.g. the true topics).
 
     Examples:

@@ -23,13 +23,9 @@ def sample_hmm(
     key: PRNGKey, params: HMMParams, *, num_sequences: int, length: int, min_length: Optional[int] = None
 ) -> HMMSample:
     """Draws ``num_sequences`` sequences from the HMM ``params`` (categorical or diagonal-Gaussian
-    emissions), each of a length drawn uniformly from [min_length, length] (all ``length`` when
-    ``min_length`` is None), padded to ``length`` with zeros.
-
-    ``params`` are checked as the models check them (``vijax.models.hmm.param_checks``; K from
-    ``params.initial_probs``): a ValueError naming the field for a wrong type, shape or dtype, and for
-    probabilities that are negative or do not sum to 1, or variances that are not > 0 (at once, or
-    from the compiled computation under ``jit``).
+    emissions), each of a length uniform in [min_length, length] (``length`` when ``min_length`` is
+    None), padded to ``length`` with zeros. ``params`` are checked as the models check them (a
+    ValueError naming the field).
 
     Examples:
         >>> import jax.numpy as jnp
@@ -74,6 +70,3 @@ def _draw(key: PRNGKey, params: HMMParams, num_sequences: int, length: int, min_
     mask = jnp.arange(length)[None, :] < lengths[:, None]
     obs = jnp.where(mask if obs.ndim == 2 else mask[..., None], obs, 0)
     return HMMSample(HMMData(obs, lengths), jnp.where(mask, states, -1))
-
-
-__all__ = ["HMMSample", "sample_hmm"]

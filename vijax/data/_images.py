@@ -1,13 +1,5 @@
-"""Data for variational autoencoders: scikit-learn's 8 x 8 digits as images, and binary data drawn
-from a fixed random decoder (a known latent-variable model of the VAE's own form).
-
-- ``load_digits_images``: the 1,797 digits of scikit-learn (``sklearn.datasets.load_digits``,
-  bundled with the package: no download), pixels scaled from {0, ..., 16} to [0, 1], optionally
-  binarised at a threshold; a seeded split, stratified by digit.
-- ``sample_latent_bernoulli``: z_n ~ N(0, I_d), x_n ~ Bernoulli(sigmoid(f(z_n))) with
-  f(z) = W2 tanh(W1 z + b1) a one-hidden-layer network whose weights are drawn from the key;
-  ``latent_bernoulli_log_prob`` estimates log p(x) under it (a reference for fitted models).
-"""
+"""Data for variational autoencoders: scikit-learn's 8 x 8 digits as images, and binary data drawn from
+a fixed random decoder (a known latent-variable model of the VAE's own form)."""
 
 from __future__ import annotations
 
@@ -18,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_bool, check_int, check_key, check_scalar, float_dtype
+from vijax._validate import check_bool, check_draw_args, check_int, check_scalar
 from vijax.data._uci import split_train_test
 from vijax.types import Array, PRNGKey
 
@@ -38,14 +30,12 @@ class ImageData(NamedTuple):
 def load_digits_images(
     seed: int = 0, test_fraction: float = 0.2, binarize: bool = False, threshold: float = 0.5
 ) -> ImageData:
-    """scikit-learn's 8 x 8 digits (1,797 images of 64 pixels), scaled to [0, 1].
+    """scikit-learn's 8 x 8 digits (1,797 images of 64 pixels, bundled: no download), scaled to [0, 1].
 
     Args:
-      seed: the split's seed (a permutation of each digit's images; the same seed, the same split).
+      seed: the seed of the split, stratified by digit.
       test_fraction: the fraction of each digit held out, in (0, 1).
-      binarize: pixels > ``threshold`` become 1, the others 0 (deterministic), for a Bernoulli
-        likelihood.
-      threshold: in (0, 1).
+      binarize: pixels > ``threshold`` (in (0, 1)) become 1, the others 0, for a Bernoulli likelihood.
 
     Returns:
       An :class:`ImageData` (float64 pixels, int labels 0-9).
@@ -82,10 +72,9 @@ class LatentBernoulliData(NamedTuple):
 
 
 def latent_bernoulli_log_prob(decoder: dict, x: Array, key: PRNGKey, num_samples: int = 10000) -> Array:
-    """log p(x_n) under the generating model of :func:`sample_latent_bernoulli` (weights
-    ``decoder``), by simple Monte Carlo over the prior, log (1/K) sum_k p(x_n | z_k), z_k ~ N(0, I):
-    a reference for a fitted model's log-likelihood (consistent; a low-variance estimate for a latent
-    dimension of 2 or 3 and K in the thousands). Returns (N,)."""
+    """(N,) log p(x_n) under :func:`sample_latent_bernoulli`'s model (weights ``decoder``), by Monte Carlo
+    over the prior, log (1/K) sum_k p(x_n | z_k), z_k ~ N(0, I): a reference for a fitted model's
+    log-likelihood (low-variance for a latent dimension of 2 or 3 and K in the thousands)."""
     num_samples = check_int("num_samples", num_samples)
     return _prior_mc(decoder, jnp.asarray(x), key, num_samples)
 
@@ -113,28 +102,19 @@ def sample_latent_bernoulli(
         W1 ~ N(0, 1/d) (d x H), b1 ~ N(0, 1/4), W2 ~ N(0, c^2/H) (H x D),
         z_n ~ N(0, I_d),  x_n ~ Bernoulli(sigmoid(tanh(z_n W1 + b1) W2)),
 
-    c = ``logit_scale`` (larger: pixels closer to deterministic given z). The decoder's weights
-    and the data come from ``key``.
-
-    Args:
-      key: PRNG key.
-      num_points: N >= 1.
-      dim: D >= 1 (a square D shows as an image in the experiment's plots).
-      latent_dim: d >= 1.
-      hidden: H >= 1.
-      logit_scale: c > 0.
-      dtype: float dtype (default: JAX's default float).
+    c = ``logit_scale`` > 0 (larger: pixels closer to deterministic given z). The decoder's weights
+    and the data come from ``key``; a square ``dim`` D shows as an image in the experiment's plots.
 
     Examples:
         >>> data = sample_latent_bernoulli(jax.random.PRNGKey(0), 10, 16)
         >>> data.x.shape, data.z.shape
         ((10, 16), (10, 2))
     """
-    check_key("key", key)
-    num_points, dim = check_int("num_points", num_points), check_int("dim", dim)
-    latent_dim, hidden = check_int("latent_dim", latent_dim), check_int("hidden", hidden)
+    dt = check_draw_args(
+        dict(num_points=num_points, dim=dim, latent_dim=latent_dim, hidden=hidden), dtype=dtype, key=key
+    )
     logit_scale = check_scalar("logit_scale", logit_scale, low=0.0)
-    return _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, float_dtype(dtype))
+    return _sample_latent(key, int(num_points), int(dim), int(latent_dim), int(hidden), logit_scale, dt)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
@@ -147,12 +127,3 @@ def _sample_latent(key, num_points, dim, latent_dim, hidden, logit_scale, dt):
     probs = jax.nn.sigmoid(jnp.tanh(z @ w1 + b1[None]) @ w2)
     x = jax.random.bernoulli(k5, probs).astype(dt)
     return LatentBernoulliData(x, z, probs, {"w1": w1, "b1": b1, "w2": w2})
-
-
-__all__ = [
-    "ImageData",
-    "LatentBernoulliData",
-    "latent_bernoulli_log_prob",
-    "load_digits_images",
-    "sample_latent_bernoulli",
-]

@@ -1,6 +1,5 @@
-"""Minibatches: ``Minibatcher``, the one minibatcher of bag-of-words corpora (shuffled epochs of
-fixed-size ``BowBatch``es, built on the host), and ``epoch_batches``, shuffled epochs of index
-minibatches computed on the device for data held in memory."""
+"""Minibatches: ``Minibatcher`` (shuffled epochs of fixed-size ``BowBatch``es of a corpus, on the host)
+and ``epoch_batches`` (shuffled index minibatches of data in memory, on the device)."""
 
 from __future__ import annotations
 
@@ -19,30 +18,20 @@ class Minibatcher:
     """Host-side minibatches of a ``Corpus``: each epoch visits every document once, in a fresh
     random order, S documents at a time.
 
-    The order of epoch ``e`` is a permutation drawn from a stream derived from ``(seed, e)``
-    alone, so iteration is reproducible, and ``epoch_order(e)``, ``step_batch(t)`` (update t),
-    ``host_batches(t0, n)`` (the runner's interface) and ``start_epoch`` (to resume) do not need
-    the epochs before them.
-
-    Every batch has exactly S rows, so a jitted step compiles once per padded length L (a power of
-    two, see ``Corpus.batch``). With ``length="corpus"`` every batch is padded to one length, the
-    bucket of the corpus's longest document, so that a whole run compiles a single shape. When D
-    is not a multiple of S the last batch of an epoch holds the ``D mod S`` remaining documents,
-    padded with empty documents (rows of zero counts, which add nothing to sufficient statistics;
-    an estimator that scales a batch by D / S gives it too little weight, by ``(D mod S) / S``). With
-    ``drop_remainder=True`` those documents are skipped for that epoch instead (each epoch skips
-    different ones), and every batch is a uniform random S-subset.
+    Epoch ``e``'s order is drawn from a stream of ``(seed, e)`` alone, so ``epoch_order(e)``,
+    ``step_batch(t)`` and ``host_batches(t0, n)`` (the runner's interface) are random access and a
+    resumed run gets the batches of an uninterrupted one. Every batch has exactly S rows: when D is not
+    a multiple of S the last batch of an epoch is padded with empty documents (which an estimator
+    scaling a batch by D / S underweights by ``(D mod S) / S``), or skipped with ``drop_remainder``.
 
     Args:
-      corpus: the ``Corpus``.
       batch_size: S.
       seed: int seed or JAX PRNG key (required: there is no default).
       num_epochs: epochs to run, or None for an endless iterator.
       drop_remainder: skip the last partial batch of each epoch rather than padding it.
       bucket: round each batch's length L up to a power of two (>= 8).
-      length: None (each batch's own L), an int L for every batch (at least the longest
-        document's number of distinct words), or ``"corpus"``: ``bucket_length`` of the longest
-        document of the corpus.
+      length: None (each batch's own L), an int L for every batch, or ``"corpus"`` (the bucket of the
+        corpus's longest document: one compiled shape for a whole run).
       start_epoch: the first epoch (to resume a run).
       dtype: dtype of the counts.
 
@@ -67,7 +56,7 @@ class Minibatcher:
         dtype=np.float32,
         length: Optional[int | str] = None,
     ):
-        if not isinstance(corpus, Corpus):  # an array met an AttributeError on num_docs
+        if not isinstance(corpus, Corpus):
             raise ArgumentError(
                 "corpus",
                 f"corpus must be a vijax.data.Corpus (read_ldac, read_uci_bow, prepare_corpus, Corpus(...)), "
@@ -101,9 +90,7 @@ class Minibatcher:
                     "distinct words); use length='corpus'",
                 )
         self.length = None if length is None else int(length)
-        # the largest batch: S rows of word ids and counts (4 bytes each, or the counts' dtype) padded
-        # to the longest document's length; a batch_size far beyond the corpus would otherwise meet a
-        # MemoryError at the first batch
+        # the largest batch: S rows of int32 ids and counts, padded to the longest document's length
         width = self.length or (bucket_length(longest) if bucket else longest)
         check_allocation("batch_size", int(batch_size) * width, 4 + np.dtype(dtype).itemsize)
         self.corpus = corpus
@@ -131,11 +118,7 @@ class Minibatcher:
         return self._cached_epoch[1]
 
     def step_indices(self, t: int) -> np.ndarray:
-        """(S,) int64 documents of update ``t`` (0-based, counted from epoch 0), -1 on padding rows.
-
-        Update t belongs to epoch ``t // steps_per_epoch``; this is random access, so a resumed run
-        gets the same batches as an uninterrupted one.
-        """
+        """(S,) int64 documents of update ``t`` (0-based, from epoch 0), -1 on padding rows."""
         epoch, b = divmod(int(t), self.steps_per_epoch)
         s = self.batch_size
         idx = self.epoch_order(epoch)[b * s : (b + 1) * s]
@@ -151,14 +134,9 @@ class Minibatcher:
         )
 
     def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch:
-        """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan``.
-
-        A function of the update indices alone, so it serves as the runner's ``host_batches``
-        (``vijax.run.run(..., host_batches=minibatcher.host_batches)``); ``num_epochs`` and
-        ``start_epoch`` do not apply. L is the longest bucket among the n batches, or ``length``
-        (say ``bucket_length(corpus.doc_unique_words.max())``, to compile a single shape; the
-        Minibatcher's own ``length`` when it has one).
-        """
+        """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan``: the
+        runner's ``host_batches``. ``num_epochs`` and ``start_epoch`` do not apply; L is the longest
+        bucket among the n batches, or ``length``."""
         return stack_batches([self.step_batch(t) for t in range(int(t0), int(t0) + int(n))], length)
 
     def with_indices(self) -> Iterator[tuple[np.ndarray, BowBatch]]:
@@ -212,19 +190,8 @@ def minibatches(
 
 
 def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Optional[int] = None) -> BowBatch:
-    """Stacks minibatches along a new leading axis, padding them to a common length L.
-
-    For a ``lax.scan`` over a chunk of steps: the result has shape (T, S, L) with L the longest of
-    the batches (already a bucket when they are bucketed) or ``length``. Padding slots hold id 0
-    and count 0, as in ``Corpus.batch``.
-
-    Args:
-      batches: T ``BowBatch``es with the same S and dtypes.
-      length: the common L (at least every batch's own).
-
-    Returns:
-      ``BowBatch`` of NumPy arrays with leading axis T.
-    """
+    """T ``BowBatch``es (same S and dtypes) stacked (T, S, L) for a ``lax.scan``, padded (id 0, count 0)
+    to the longest batch's L or to ``length``."""
     batches = list(batches)
     if not batches:
         raise ValueError("stack_batches needs at least one batch")
@@ -246,20 +213,12 @@ def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Opti
 
 
 def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:
-    """``(key, t) -> indices``: minibatch t of a fresh random permutation every pass (as the
-    reference code's ``randperm``); a pass is floor(N / M) minibatches (the remainder is skipped).
+    """``(key, t) -> indices``: minibatch t of a fresh random permutation every pass; a pass is
+    floor(N / M) minibatches (the remainder is skipped).
 
-    The device-side counterpart of :class:`Minibatcher`: for data held in memory as arrays (GP
-    classification's N examples), the function returns the M indices of step t, jit-able with a
-    traced t, so that a runner's ``lax.scan`` over steps gathers its own minibatches; the
-    ``Minibatcher`` instead builds padded ``BowBatch``es of a ``Corpus`` on the host. Pass p uses
-    the permutation of ``fold_in(key, p)``; the ``key`` argument of the returned function is not
-    used (the stream is fixed by ``key`` here, whatever the runner's keys).
-
-    Args:
-      num_data: N, the number of examples.
-      batch_size: M (<= N).
-      key: PRNG key of the permutations.
+    The device-side counterpart of :class:`Minibatcher`, for data held in memory: jit-able with a
+    traced t, so that a ``lax.scan`` over steps gathers its own minibatches. Pass p uses the
+    permutation of ``fold_in(key, p)``; the returned function ignores its own ``key`` argument.
 
     Returns:
       (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int array (M,).

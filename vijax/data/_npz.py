@@ -1,13 +1,9 @@
 """Uncompressed ``.npz`` archives that are written in pieces and read back memory-mapped.
 
-``np.load(path, mmap_mode="r")`` memory-maps ``.npy`` files but silently loads every member of an
-``.npz`` into memory. Since ``np.savez`` stores members uncompressed (``ZIP_STORED``), each member's
-array bytes lie contiguously in the archive, so ``open_npz`` finds where they start and maps them
-with ``np.memmap``. ``StreamingNpzWriter`` writes such an archive when the length of an array is not
-known in advance: rows are appended to one raw spool file per array, and ``close`` writes the
-``.npy`` header with the final shape and copies the spool into the archive in fixed-size blocks.
-Neither side ever holds a whole array in memory. The archive is assembled in a temporary file
-beside its path and renamed into place (``os.replace``), so a failure leaves no partial archive.
+``np.load(path, mmap_mode="r")`` loads every member of an ``.npz`` into memory; since ``np.savez``
+stores members uncompressed, ``open_npz`` finds where each member's bytes start and maps them with
+``np.memmap``. ``StreamingNpzWriter`` spools rows to one raw file per array and assembles the archive
+beside its path, renamed into place (``os.replace``): neither side holds a whole array in memory.
 """
 
 from __future__ import annotations
@@ -53,18 +49,15 @@ def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray
     """All arrays of an ``.npz`` archive, numeric ones memory-mapped read-only when ``mmap``.
 
     Args:
-      path: an archive written by ``np.savez`` or ``StreamingNpzWriter`` (not ``np.savez_compressed``
-        when ``mmap``: a compressed member cannot be mapped).
-      mmap: map numeric members with ``np.memmap(mode="r")`` instead of reading them. String and
-        zero-size members are always read.
+      path: an archive of ``np.savez`` or ``StreamingNpzWriter`` (not compressed when ``mmap``).
+      mmap: map numeric members with ``np.memmap(mode="r")``; string and zero-size members are read.
 
     Returns:
       dict ``name -> array`` (names without the ``.npy`` suffix).
 
     Raises:
       FileNotFoundError: for a missing file.
-      ValueError: naming the file, for one that is not a readable ``.npz`` archive (truncated,
-        corrupt, another format) or not a regular file (a directory, a device).
+      ValueError: naming the file: not a readable ``.npz`` archive, or not a regular file.
     """
     check_regular_file(path)
     try:
@@ -126,12 +119,8 @@ class FileWriter:
 class StreamingNpzWriter(FileWriter):
     """Writes an uncompressed ``.npz`` whose arrays grow along their first axis, chunk by chunk.
 
-    Each streamed array is spooled to a raw file in a temporary folder beside ``path``; only the
-    chunk being appended is ever in memory. ``close`` assembles the archive in that folder (copying
-    the spools in blocks of 1 MiB), flushes it to disk, moves it to ``path`` with ``os.replace`` and
-    removes the folder: ``path`` is either untouched or the complete archive, never a partial one
-    (also when ``close`` fails, say on a full disk). Leaving a ``with`` block by an exception
-    removes the folder without writing ``path``.
+    ``path`` is either untouched or the complete archive, never a partial one (also when ``close``
+    fails); leaving a ``with`` block by an exception writes nothing.
 
     Args:
       path: the archive to write (replaced if it exists).

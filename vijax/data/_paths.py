@@ -17,11 +17,8 @@ _KINDS = (
 
 
 def shared_data_path(*parts: str) -> Optional[pathlib.Path]:
-    """The path of a reference data file, or None when it is absent.
-
-    Looked up in ``$VIJAX_SHARED_DATA``, else in ``../shared/data`` beside the current directory
-    and beside the vijax checkout. A user's machine usually has none of them: callers skip.
-    """
+    """The path of a reference data file in ``$VIJAX_SHARED_DATA``, else in ``../shared/data`` beside
+    the current directory or the vijax checkout; None when it is absent."""
     env = os.environ.get("VIJAX_SHARED_DATA")
     roots = (
         [pathlib.Path(env)]
@@ -39,9 +36,8 @@ def shared_data_path(*parts: str) -> Optional[pathlib.Path]:
 
 
 def resolve_data_path(path: str | os.PathLike | None) -> Optional[pathlib.Path]:
-    """A data file named in a config: ``path`` itself when it exists, else the reference data
-    file it names under the shared data folder (``"wiki_bnpy/vocab.txt"`` ->
-    ``shared_data_path("wiki_bnpy", "vocab.txt")``), else None (also for an empty ``path``).
+    """A data file named in a config: ``path`` when it exists, else the reference data file it names
+    (``"wiki_bnpy/vocab.txt"`` -> ``shared_data_path("wiki_bnpy", "vocab.txt")``), else None.
 
     Examples:
         >>> resolve_data_path("no/such/file.txt") is None
@@ -55,10 +51,8 @@ def resolve_data_path(path: str | os.PathLike | None) -> Optional[pathlib.Path]:
 
 
 def check_regular_file(path: str | os.PathLike) -> str:
-    """``path`` as a string, after checking that it names a regular file (or a link to one).
-
-    A directory, a device (``/dev/zero``), a named pipe or a socket is refused before it is
-    opened: reading one fails obscurely, blocks, or never ends.
+    """``path`` as a string, after checking that it names a regular file (or a link to one): a
+    directory, a device (``/dev/zero``), a pipe or a socket is refused before it is opened.
 
     Raises:
       FileNotFoundError: naming ``path`` when nothing is there.

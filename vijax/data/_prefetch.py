@@ -1,18 +1,10 @@
 """Background-thread prefetch of host minibatches, so that the device never waits on the host.
 
-Building a minibatch from a memory-mapped corpus (``Corpus.batch``: gather the documents' entries
-from disk, pad them into a ``BowBatch``) is host work. ``prefetch(iterator, depth)`` runs any
-iterator in a daemon thread that keeps up to ``depth`` items ready in a bounded queue;
-``PrefetchHostBatches(host_batches, depth)`` does the same for the runner's random-access
-interface ``host_batches(t0, n)``, guessing that the call after ``(t0, n)`` is ``(t0 + n, n)``
-(which is what ``vijax.run.run`` asks for).
-
-Both are deterministic: items come out in the order the wrapped function or iterator makes them,
-and a ``PrefetchHostBatches`` answers a call it did not foresee (a resume, a different ``n``) by
-computing it directly and restarting its thread from there, so a prefetched run is bit-identical
-to one without prefetch. An exception raised in the thread is raised again in the consumer, at the
-item where it happened. ``close()`` (or the end of a ``with`` block, or exhausting the iterator)
-stops the thread; the queue is bounded, so the thread never holds more than ``depth`` items.
+``prefetch(iterator, depth)`` runs any iterator in a daemon thread keeping up to ``depth`` items ready;
+``PrefetchHostBatches(host_batches, depth)`` does the same for the runner's ``host_batches(t0, n)``,
+guessing that ``(t0 + n, n)`` comes next. Both give the items of the unwrapped source in its order (a
+prefetched run is bit-identical), raise a failure of the thread in the consumer at its item, and stop
+the thread on ``close()``, the end of a ``with`` block or exhaustion.
 """
 
 from __future__ import annotations
@@ -20,7 +12,8 @@ from __future__ import annotations
 import queue
 import threading
 from typing import Callable, Iterable, Iterator, Optional
-from vijax._validate import ArgumentError
+
+from vijax._validate import ArgumentError, check_int
 
 _DONE = object()
 
@@ -28,12 +21,6 @@ _DONE = object()
 class _Failure:
     def __init__(self, exc: BaseException):
         self.exc = exc
-
-
-def _check_depth(depth) -> int:
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ArgumentError("depth", f"depth must be a positive integer, got {depth!r}", value=depth)
-    return depth
 
 
 class _Worker:
@@ -121,7 +108,7 @@ class prefetch(_Owner):
     """
 
     def __init__(self, iterable: Iterable, depth: int = 2):
-        self._worker: Optional[_Worker] = _Worker(iter(iterable), _check_depth(depth))
+        self._worker: Optional[_Worker] = _Worker(iter(iterable), check_int("depth", depth))
 
     def __iter__(self):
         return self
@@ -137,12 +124,8 @@ class prefetch(_Owner):
 
 
 class PrefetchHostBatches(_Owner):
-    """``host_batches(t0, n)`` (the runner's interface, e.g. ``Minibatcher.host_batches``) with
-    the next calls ``(t0 + n, n), (t0 + 2n, n), ...`` computed ahead in a background thread.
-
-    A call that matches the next prefetched ``(t0, n)`` takes it from the queue; any other call is
-    computed directly and restarts the thread after it. The results are those of ``host_batches``
-    itself, in any call order.
+    """``host_batches(t0, n)`` (e.g. ``Minibatcher.host_batches``) with the next calls ``(t0 + n, n), ...``
+    computed ahead in a background thread; any other call is computed directly and restarts the thread.
 
     Args:
       host_batches: a function ``(t0, n) -> batches`` of the update indices alone.
@@ -159,7 +142,7 @@ class PrefetchHostBatches(_Owner):
         if not callable(host_batches):
             raise ArgumentError("host_batches", f"host_batches must be callable, got {type(host_batches).__name__}")
         self.host_batches = host_batches
-        self.depth = _check_depth(depth)
+        self.depth = check_int("depth", depth)
         self._worker: Optional[_Worker] = None
         self._next: Optional[tuple[int, int]] = None  # the (t0, n) the queue's head answers
 

@@ -1,12 +1,6 @@
-"""``prepare_corpus``: any supported input format to the memory-mapped ``.npz`` corpus format
-(``Corpus.load_npz(path, mmap=True)``), written by a ``CorpusWriter`` a chunk of documents at a
-time. This is what ``vijax prepare`` runs.
-
-Memory. lda-c and text are streamed: one chunk of lines is in memory at a time (lda-c without a
-vocabulary, and text without one, take a first pass over the file, for the largest word id or to
-build the vocabulary). The UCI format lists entries in any order, so ``read_uci_bow`` reads the
-whole corpus's arrays (about 16 bytes per distinct (document, word) pair, never the text) before
-they are written.
+"""``prepare_corpus`` (what ``vijax prepare`` runs): any supported input format to the memory-mapped
+``.npz`` corpus format. lda-c and text are streamed a chunk of lines at a time; UCI lists entries in any
+order, so its arrays (about 16 bytes per entry, never the text) are read whole first.
 """
 
 from __future__ import annotations
@@ -35,8 +29,8 @@ def _text_lines(path):
 
 
 def _check_out_path(out_path, sources) -> None:
-    """Refuses an output that would replace one of the ``sources`` (``what -> path``), or that
-    cannot be written: the folder must exist and the path must not be a directory."""
+    """Refuses an output that would replace one of ``sources`` (``what -> path``), is a directory, or
+    whose folder does not exist."""
     out = os.fspath(out_path)
     if os.path.isdir(out):
         raise ArgumentError("out_path", f"out_path: {out} is a directory; give the .npz file to write")
@@ -69,11 +63,8 @@ def prepare_corpus(
       input_path: the corpus file (optionally gzipped).
       fmt: ``"uci"`` (``docword.*.txt``), ``"ldac"`` (``M id:count ...`` per line) or ``"text"``
         (one document per line, tokenised with ``tokenize``).
-      out_path: the ``.npz`` file to write (replaced if present, never the input or the vocabulary).
-        It is written to a temporary file in the same folder, then renamed: a failure leaves no
-        partial output, and an existing file is replaced only by a complete one.
-      vocab_path: one word per line: the vocabulary (for text, the words kept; without one a
-        vocabulary is built from the file with ``build_vocabulary``'s defaults).
+      out_path: the ``.npz`` file to write, replaced only by a complete one (never the input or vocabulary).
+      vocab_path: one word per line (for text, the words kept; default: ``build_vocabulary`` of the file).
       vocab_size: lda-c only: V when there is no vocabulary file (default: the largest id + 1).
 
     Raises:

@@ -1,8 +1,7 @@
 """Readers of the standard bag-of-words text formats (UCI and lda-c), streaming line by line.
 
-Every reader refuses, with a ``ValueError`` naming the file (and the line where there is one), a
-path that is not a regular file (a directory, ``/dev/zero``), text that is not UTF-8, and gzip data
-that is truncated or corrupt.
+Every reader refuses, with a ``ValueError`` naming the file (and the line where there is one), a path
+that is not a regular file (a directory, ``/dev/zero``), text that is not UTF-8, and broken gzip data.
 """
 
 from __future__ import annotations
@@ -37,9 +36,7 @@ def _is_gzip(name: str) -> bool:
 
 
 def open_text(path: str | os.PathLike) -> io.TextIOBase:
-    """Opens a text file for reading, decompressing it on the fly when it is gzipped.
-
-    Gzip is recognised by its magic bytes, whatever the file name. Decoding is UTF-8 (strict).
+    """Opens a UTF-8 text file for reading, decompressing it when it is gzipped (by its magic bytes).
 
     Raises:
       FileNotFoundError: naming ``path`` when it does not exist.
@@ -52,9 +49,8 @@ def open_text(path: str | os.PathLike) -> io.TextIOBase:
 
 
 def unreadable(name: str, lines_read: int, exc: BaseException) -> ValueError:
-    """The error for a file whose reading failed after ``lines_read`` lines: the file is read again
-    in binary, line by line, to find the first line that is not UTF-8 or where the gzip data breaks
-    (a text stream decodes blocks ahead of the lines it returns)."""
+    """The error for a file whose reading failed after ``lines_read`` lines, naming the first line that
+    is not UTF-8 or where the gzip data breaks (the file read again in binary, line by line)."""
     gzipped = _is_gzip(name)
     n = 0
     try:
@@ -79,8 +75,7 @@ def read_line_chunks(path: str | os.PathLike, lines_per_chunk: Optional[int] = N
 
     Raises:
       FileNotFoundError: naming ``path`` when it does not exist.
-      ValueError: naming ``path``: not a regular file; and, naming the line, text that is not
-        UTF-8 or gzip data that is truncated or corrupt.
+      ValueError: naming ``path`` (and the line): not a regular file, not UTF-8, broken gzip data.
     """
     name = check_regular_file(path)
     size = _LINES_PER_CHUNK if lines_per_chunk is None else lines_per_chunk
@@ -98,11 +93,8 @@ def read_line_chunks(path: str | os.PathLike, lines_per_chunk: Optional[int] = N
 
 
 def read_word_list(path: str | os.PathLike) -> list[str]:
-    """The words of a one-word-per-line file, in order (surrounding white space stripped).
-
-    Blank lines are skipped only at the end of the file; a blank line between words would shift
-    every later id, so it is an error. Word ``i`` is line ``i + 1``.
-    """
+    """The words of a one-word-per-line file, word ``i`` on line ``i + 1`` (stripped); blank lines are
+    allowed only at the end (one between words would shift every later id)."""
     words = [line.strip() for _, lines in read_line_chunks(path) for line in lines]
     while words and not words[-1]:
         words.pop()
@@ -121,8 +113,7 @@ def _vocabulary_words(vocab_path) -> tuple:
 
 
 def ldac_vocabulary(vocab_path, vocab_size) -> tuple[Optional[tuple], Optional[int]]:
-    """``(words, V)``: the vocabulary file's words and their number, checked against a given
-    ``vocab_size``; ``(None, vocab_size)`` without a vocabulary file."""
+    """``(words, V)`` of a vocabulary file, checked against ``vocab_size``; ``(None, vocab_size)`` without."""
     if vocab_path is None:
         return None, vocab_size
     vocab = _vocabulary_words(vocab_path)
@@ -151,26 +142,17 @@ def _parse_ints(text: str, what: str) -> np.ndarray:
 def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] = None) -> Corpus:
     """Reads a corpus in the UCI bag-of-words format (``docword.*.txt``, optionally gzipped).
 
-    The file has three header lines, D (documents), W (vocabulary size) and NNZ (entries), then
-    NNZ lines ``docID wordID count`` with 1-based ids. The file is read in chunks of lines, so the
-    text is never in memory at once; entries need not be sorted by document. A document without a
-    line is an empty document.
-
-    Args:
-      docword_path: the ``docword`` file.
-      vocab_path: the matching ``vocab.*.txt`` (W words, one per line), or None.
-
-    Returns:
-      The ``Corpus`` (ids 0-based).
+    Three header lines D (documents), W (vocabulary size) and NNZ (entries), then NNZ lines
+    ``docID wordID count`` with 1-based ids, in any order, read a chunk of lines at a time. A document
+    without a line is empty. ``vocab_path``: the matching ``vocab.*.txt`` (W words), or None.
 
     Raises:
       FileNotFoundError: naming a missing file.
       ValueError: naming the file and, for an entry, its line: a malformed header (D or W beyond
         int32), a line without exactly three integers, an id outside ``[1, D]`` / ``[1, W]``, a
-        negative count or one above 2**24 (counts are float32, exact only up to 2**24), NNZ not
-        matching the lines, a vocabulary that repeats a word (naming both lines) or whose length
-        is not W; a path that is not a regular file, text that is not UTF-8, gzip data that is
-        truncated or corrupt.
+        negative count or one above 2**24 (float32 is exact only up to 2**24), NNZ not matching the
+        lines, a vocabulary that repeats a word (naming both lines) or whose length is not W; a path
+        that is not a regular file, text that is not UTF-8, broken gzip data.
     """
     name = os.fspath(docword_path)
     vocab = None if vocab_path is None else _vocabulary_words(vocab_path)  # a bad one fails first
@@ -255,9 +237,8 @@ def _float32_note(what: str, value) -> str:
 @contextlib.contextmanager
 def _about(argument: str) -> Iterator[None]:
     """Re-raises a ValueError about the file of the reader's argument ``argument`` as an
-    :class:`~vijax._validate.ArgumentError` naming that argument as data, its message (which names
-    the file and line) unchanged, so that a caller maps it to its own name for the file (the
-    command line to the config key, ``data.path``). An ArgumentError about another argument passes."""
+    :class:`~vijax._validate.ArgumentError` naming that argument, its message unchanged (the CLI maps it
+    to ``data.path``). An ArgumentError about another argument passes."""
     try:
         yield
     except ArgumentError:
@@ -328,27 +309,21 @@ def read_ldac(
 ) -> Corpus:
     """Reads a corpus in lda-c format (Blei's LDA-C; optionally gzipped).
 
-    One document per line: ``M id:count id:count ...`` with M the number of pairs and ids
-    0-based. ``0`` alone is an empty document; blank lines are skipped. The file is parsed in
-    chunks of lines, never held as text all at once.
+    One document per line: ``M id:count id:count ...`` with M the number of pairs and ids 0-based;
+    ``0`` alone is an empty document, blank lines are skipped. Parsed a chunk of lines at a time.
 
     Args:
       path: the ``.ldac`` (or ``.ldac.gz``) file.
       vocab_path: one word per line; its length is the vocabulary size.
       vocab_size: V when there is no vocabulary file (default: the largest id plus one).
 
-    Returns:
-      The ``Corpus``.
-
     Raises:
       FileNotFoundError: naming a missing file.
-      ValueError: naming the file and line: a malformed line (M not matching its pairs, a token
-        that is not ``id:count``), a negative id or count, an id beyond the vocabulary (or int32),
-        a count above 2**24 (counts are float32, exact only up to 2**24), a vocabulary that
-        repeats a word (naming both lines); a path that is not a regular file, text that is not
-        UTF-8, gzip data that is truncated or corrupt; a file without documents (refused first,
-        whatever the vocabulary). Each is an ``ArgumentError`` naming the argument of the file it
-        is about, ``path`` or ``vocab_path`` (``vijax.run`` blames ``data.path`` for the first).
+      ValueError: an ``ArgumentError`` naming ``path`` or ``vocab_path``, its message the file and
+        line: a malformed line (M not matching its pairs, a token that is not ``id:count``), a
+        negative id or count, an id beyond the vocabulary (or int32), a count above 2**24, a
+        vocabulary that repeats a word (naming both lines); not a regular file, not UTF-8, broken
+        gzip data; a file without documents (refused first, whatever the vocabulary).
 
     Examples:
       >>> import tempfile, os

@@ -1,13 +1,10 @@
 """Synthetic magnitude spectrograms for the GaP-KL-NMF experiment (Hoffman & Blei 2015, §4.3, figure 4).
 
-The paper generates "a 257-by-50 dictionary matrix W whose columns resemble the magnitude spectra
-of speech sounds", a 50-by-1000 activation matrix H of independent Gamma(0.2, 0.2) draws, and
-Y_ft ~ Poisson(sum_k W_fk H_kt). It does not say how W was made; here each column is a voiced
-speech sound: a harmonic comb (partials at multiples of a fundamental f0, each a Gaussian bump
-about one bin wide, as a windowed FFT renders a sinusoid) under a formant envelope (four
-resonances, F1-F4, drawn in the usual vowel ranges, with a -6 dB/octave source tilt), on a noise
-floor 50 dB below the peak, scaled to a peak magnitude ``peak``. With 16 kHz audio and a 512-point
-FFT, the 257 rows are the bins 0, 31.25, ..., 8000 Hz.
+The paper draws "a 257-by-50 dictionary matrix W whose columns resemble the magnitude spectra of speech
+sounds", H_kt ~ Gamma(0.2, 0.2) and Y_ft ~ Poisson(sum_k W_fk H_kt), without saying how W was made. Here
+each column is a voiced sound: a harmonic comb (Gaussian bumps about one bin wide at multiples of f0)
+under a four-formant envelope with a -6 dB/octave tilt, on a floor 50 dB below the peak. With 16 kHz
+audio and a 512-point FFT, the 257 rows are the bins 0, 31.25, ..., 8000 Hz.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import check_int, check_key, check_positive
+from vijax._validate import check_draw_args
 from vijax.types import Array, PRNGKey
 
 # Formant ranges (Hz) for F1..F4 and their bandwidths (Hz): typical adult vowel values.
@@ -31,20 +28,16 @@ _FLOOR_DB = -50.0
 
 
 class SpectrogramData(NamedTuple):
-    """A synthetic spectrogram with the dictionary and activations that generated it.
+    """A synthetic spectrogram with the dictionary and activations that generated it."""
 
-    Attributes:
-      y: (F, T) Poisson counts (float dtype), Y_ft ~ Poisson((W H)_ft). Frames are its columns;
-        the model takes ``y.T`` (T, F), one frame per row.
-      w: (F, K) the dictionary, one magnitude spectrum per column.
-      h: (K, T) the activations.
-      f0: (K,) the fundamental of each column, in Hz.
-    """
+    y: Array  # (F, T) Poisson counts (float); the model takes y.T, one frame per row
+    w: Array  # (F, K) the dictionary, one magnitude spectrum per column
+    h: Array  # (K, T) the activations
+    f0: Array  # (K,) the fundamental of each column, in Hz
 
-    y: Array
-    w: Array
-    h: Array
-    f0: Array
+
+def _sizes(num_freqs, num_atoms) -> dict:
+    return {"num_freqs": (num_freqs, 2), "num_atoms": num_atoms}
 
 
 def speech_like_dictionary(
@@ -67,21 +60,14 @@ def speech_like_dictionary(
     sigma = 0.4 bins, j = 1, 2, ... up to the Nyquist frequency.
 
     Args:
-      key: PRNG key.
       num_freqs: F >= 2, the number of frequency bins from 0 to sample_rate / 2.
-      num_atoms: K >= 1.
       sample_rate: in Hz (> 0).
       peak: the largest entry of every column (> 0).
-      dtype: float dtype (default: JAX's default float).
 
     Returns:
       (W (F, K), f0 (K,)).
     """
-    check_int("num_freqs", num_freqs, 2)
-    check_int("num_atoms", num_atoms)
-    check_positive("sample_rate", sample_rate)
-    check_positive("peak", peak)
-    dt = dtype or jnp.result_type(float)
+    dt = check_draw_args(_sizes(num_freqs, num_atoms), dict(sample_rate=sample_rate, peak=peak), dtype)
     nyquist = sample_rate / 2.0
     bin_hz = nyquist / (num_freqs - 1)
     freqs = jnp.arange(num_freqs, dtype=dt) * bin_hz  # (F,)
@@ -89,14 +75,10 @@ def speech_like_dictionary(
     f0 = jax.random.uniform(k_f0, (num_atoms,), dt, *_F0_RANGE)
     lo = jnp.asarray([r[0] for r in _FORMANT_RANGES], dt)
     hi = jnp.asarray([r[1] for r in _FORMANT_RANGES], dt)
-    formants = lo[None, :] + (hi - lo)[None, :] * jax.random.uniform(
-        k_fmt, (num_atoms, len(_FORMANT_RANGES)), dt
-    )  # (K, 4)
+    formants = lo[None] + (hi - lo)[None] * jax.random.uniform(k_fmt, (num_atoms, len(_FORMANT_RANGES)), dt)
     bandwidths = jax.random.uniform(k_bw, (num_atoms, len(_FORMANT_RANGES)), dt, *_BANDWIDTH_RANGE)
     gains = jnp.asarray(_FORMANT_GAINS, dt)
-    resonances = gains[None, None, :] / (
-        1.0 + ((freqs[:, None, None] - formants[None]) / bandwidths[None]) ** 2
-    )  # (F, K, 4)
+    resonances = gains[None, None] / (1.0 + ((freqs[:, None, None] - formants[None]) / bandwidths[None]) ** 2)
     envelope = jnp.sum(resonances, axis=-1) / (1.0 + freqs[:, None] / 500.0)  # (F, K)
     max_harmonics = int(np.ceil(nyquist / _F0_RANGE[0]))
     partials = jnp.arange(1, max_harmonics + 1, dtype=dt)[None, :] * f0[:, None]  # (K, J)
@@ -124,18 +106,8 @@ def sample_speech_spectrogram(
     """The synthetic data of Hoffman & Blei 2015, §4.3: W from :func:`speech_like_dictionary`,
     H_kt ~ Gamma(shape, rate) independently, Y_ft ~ Poisson(sum_k W_fk H_kt).
 
-    The defaults are the paper's sizes (257 x 50 dictionary, 1000 frames, Gamma(0.2, 0.2)).
-
-    Args:
-      key: PRNG key.
-      num_freqs: F >= 2.
-      num_atoms: K >= 1, the number of true dictionary columns.
-      num_frames: T >= 1.
-      shape: the shape of the Gamma activations (> 0).
-      rate: the rate of the Gamma activations (> 0).
-      peak: the largest entry of every dictionary column (> 0); it sets the counts' scale.
-      sample_rate: in Hz (> 0), only places the formants and partials on the bins.
-      dtype: float dtype (default: JAX's default float).
+    The defaults are the paper's sizes (257 x 50 dictionary, 1000 frames, Gamma(0.2, 0.2)); ``peak``
+    sets the counts' scale, ``sample_rate`` only places the formants and partials on the bins.
 
     Returns:
       :class:`SpectrogramData` with y (F, T), w (F, K), h (K, T), f0 (K,).
@@ -145,15 +117,8 @@ def sample_speech_spectrogram(
         >>> data.y.shape, data.w.shape, data.h.shape
         ((65, 30), (65, 4), (4, 30))
     """
-    check_key("key", key)
-    check_int("num_frames", num_frames)
-    check_positive("shape", shape)
-    check_positive("rate", rate)
-    check_int("num_freqs", num_freqs, 2)
-    check_int("num_atoms", num_atoms)
-    check_positive("sample_rate", sample_rate)
-    check_positive("peak", peak)
-    dt = jnp.dtype(dtype or jnp.result_type(float))
+    positive = dict(shape=shape, rate=rate, sample_rate=sample_rate, peak=peak)
+    dt = check_draw_args({**_sizes(num_freqs, num_atoms), "num_frames": num_frames}, positive, dtype, key=key)
     sizes = (num_freqs, num_atoms, num_frames)
     return _draw(key, sizes, float(shape), float(rate), float(peak), float(sample_rate), dt)
 
@@ -166,6 +131,3 @@ def _draw(key, sizes, shape, rate, peak, sample_rate, dt) -> SpectrogramData:
     h = jax.random.gamma(k_h, jnp.asarray(shape, dt), (num_atoms, num_frames), dtype=dt) / rate
     y = jax.random.poisson(k_y, w @ h).astype(dt)
     return SpectrogramData(y, w, h, f0)
-
-
-__all__ = ["SpectrogramData", "sample_speech_spectrogram", "speech_like_dictionary"]

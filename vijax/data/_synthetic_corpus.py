@@ -8,29 +8,21 @@ from typing import Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from vijax._validate import ArgumentError, check_int, check_positive, check_scalar
+from vijax._validate import ArgumentError, check_draw_args, check_int, check_positive, check_scalar
 from vijax.data._csr import Corpus, CorpusWriter, as_rng, seed_entropy, vouched
 from vijax.data._npz import open_npz
 
 LDA_BLOCK_DOCS = 512
-"""Documents drawn together. Each block has its own random stream (derived from the key and the
-block's index), so a corpus does not depend on how it is produced: ``sample_lda_corpus`` and
-``write_lda_corpus_npz`` give the same documents for the same key, and the writer holds one block
-at a time."""
+"""Documents drawn together, each block from its own stream (of the key and the block's index), so that
+``sample_lda_corpus`` and ``write_lda_corpus_npz`` give the same documents for the same key."""
 
 
 class LDASample(NamedTuple):
-    """A synthetic LDA corpus with its ground truth.
+    """A synthetic LDA corpus with its ground truth."""
 
-    Attributes:
-      corpus: the ``Corpus`` of D documents.
-      topics: (K, V) true topics beta (rows on the simplex).
-      doc_topics: (D, K) true topic proportions theta (rows on the simplex), or None when not kept.
-    """
-
-    corpus: Corpus
-    topics: np.ndarray
-    doc_topics: Optional[np.ndarray]
+    corpus: Corpus  # D documents
+    topics: np.ndarray  # (K, V) true topics beta
+    doc_topics: Optional[np.ndarray]  # (D, K) true topic proportions theta, or None when not kept
 
 
 def _concentration(name, value, size):
@@ -78,11 +70,7 @@ def _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean) -
 
 
 def _lda_blocks(setup: _Setup) -> Iterator[tuple[np.ndarray, Corpus]]:
-    """Yields (theta, corpus) for consecutive blocks of ``LDA_BLOCK_DOCS`` documents.
-
-    Document d of a block: theta_d ~ Dirichlet(alpha), N_d ~ Poisson(doc_length_mean), and
-    for each token z ~ Categorical(theta_d), w ~ Categorical(beta_z) (Blei et al., 2003, §3).
-    """
+    """Yields (theta, corpus) for consecutive blocks of ``LDA_BLOCK_DOCS`` documents."""
     num_topics, vocab_size = setup.topics.shape
     for b, start in enumerate(range(0, setup.num_docs, LDA_BLOCK_DOCS)):
         n = min(LDA_BLOCK_DOCS, setup.num_docs - start)
@@ -91,19 +79,14 @@ def _lda_blocks(setup: _Setup) -> Iterator[tuple[np.ndarray, Corpus]]:
         lengths = rng.poisson(setup.doc_length_mean, size=n)
         tok_doc = np.repeat(np.arange(n), lengths)
         z = _categorical_rows(_flat_cdf(theta), tok_doc, tok_doc + rng.random(tok_doc.size), num_topics)
-        # Draw the words in increasing order of their search key: the look-ups into the (K * V)
-        # table then walk it forwards.
+        # words drawn in increasing order of their search key: the look-ups walk the (K * V) table forwards
         query = z + rng.random(tok_doc.size)
         order = np.argsort(query)
         w = _categorical_rows(setup.topic_cdf, z[order], query[order], vocab_size)
         pairs, counts = np.unique(tok_doc[order] * vocab_size + w, return_counts=True)  # by doc, word
         doc_ptr = np.concatenate([[0], np.cumsum(np.bincount(pairs // vocab_size, minlength=n))])
-        yield (
-            theta,
-            Corpus(
-                doc_ptr, (pairs % vocab_size).astype(np.int32), counts.astype(np.float32), vocab_size, validate=False
-            ),
-        )
+        ids = (pairs % vocab_size).astype(np.int32)
+        yield theta, Corpus(doc_ptr, ids, counts.astype(np.float32), vocab_size, validate=False)
 
 
 def sample_lda_corpus(
@@ -121,19 +104,14 @@ def sample_lda_corpus(
 
     beta_k ~ Dirichlet(eta) for k < K; then for each document theta_d ~ Dirichlet(alpha),
     N_d ~ Poisson(doc_length_mean), and N_d tokens, each z ~ Categorical(theta_d) then
-    w ~ Categorical(beta_z) (Blei, Ng & Jordan, 2003, §3; Blei et al. 2017, §5). Word counts per document
-    are therefore Multinomial(N_d, theta_d @ beta). Drawn in NumPy, vectorised over the tokens of
-    blocks of ``LDA_BLOCK_DOCS`` documents.
+    w ~ Categorical(beta_z) (Blei, Ng & Jordan, 2003, §3; Blei et al. 2017, §5). Drawn in NumPy, a
+    block of ``LDA_BLOCK_DOCS`` documents at a time.
 
     Args:
       key: int seed or JAX PRNG key; the same key gives the same corpus.
-      num_docs: D.
-      num_topics: K.
-      vocab_size: V.
       alpha: document-topic concentration, scalar or (K,).
       eta: topic-word concentration, scalar or (V,).
-      doc_length_mean: mean of the Poisson number of tokens per document (0-token documents
-        are kept as empty documents).
+      doc_length_mean: mean of the Poisson number of tokens per document (empty documents are kept).
       vocab: optional V words for the corpus.
 
     Returns:
@@ -174,21 +152,11 @@ def write_lda_corpus_npz(
 ) -> LDASample:
     """Streams a synthetic LDA corpus of any size to an ``.npz`` file, one block at a time.
 
-    The documents are those of ``sample_lda_corpus`` with the same arguments (to float32 for the
-    saved proportions), but only one block of ``LDA_BLOCK_DOCS`` documents is ever in memory: each
-    block is drawn, appended to a ``CorpusWriter`` (which spools it to disk) and dropped. So 10^6
-    documents need no more memory than 512.
+    The documents are those of ``sample_lda_corpus`` with the same arguments (the other arguments are
+    its), but only one block of ``LDA_BLOCK_DOCS`` documents is ever in memory.
 
     Args:
       path: the ``.npz`` file to write.
-      key: as for ``sample_lda_corpus``.
-      num_docs: as for ``sample_lda_corpus``.
-      num_topics: as for ``sample_lda_corpus``.
-      vocab_size: as for ``sample_lda_corpus``.
-      alpha: as for ``sample_lda_corpus``.
-      eta: as for ``sample_lda_corpus``.
-      doc_length_mean: as for ``sample_lda_corpus``.
-      vocab: as for ``sample_lda_corpus``.
       save_doc_topics: also stream theta (D, K) into the file (member ``doc_topics``, float32).
 
     Returns:
@@ -217,19 +185,12 @@ def sample_ctm_corpus(
     topic_concentration: float = 0.05,
     correlation: float = 1.0,
 ):
-    """A synthetic corpus from the CTM: z_d ~ N(0, Sigma) in R^(K-1), Sigma = correlation A A^T/(K-1)
-    + 0.5 I (A standard normal), topic proportions softmax((z_d, 0)), topics ~
-    Dirichlet(topic_concentration), ``doc_length`` tokens per document.
+    """A synthetic corpus from the CTM (Blei & Lafferty 2007): z_d ~ N(0, Sigma) in R^(K-1), Sigma =
+    correlation A A^T/(K-1) + 0.5 I (A standard normal), topic proportions softmax((z_d, 0)), topics ~
+    Dirichlet(topic_concentration) (> 0), ``doc_length`` tokens per document; K >= 2.
 
     Args:
-      seed: int seed of NumPy's generator, or a JAX PRNG key (``vijax.data.as_rng``); the same
-        seed gives the same corpus.
-      num_docs: D >= 1.
-      num_topics: K >= 2.
-      vocab_size: V >= 1.
-      doc_length: tokens per document (>= 1).
-      topic_concentration: symmetric Dirichlet concentration of the topics (> 0).
-      correlation: weight of the random part A A^T / (K-1) of Sigma.
+      seed: int seed or JAX PRNG key; the same seed gives the same corpus.
 
     Returns:
       (Corpus, dict with "topics" (K, V), "mu" (K-1,), "sigma" (K-1, K-1)).
@@ -239,13 +200,11 @@ def sample_ctm_corpus(
         >>> corpus.num_docs, truth["topics"].shape, truth["sigma"].shape
         (5, (3, 40), (2, 2))
     """
-    check_int("num_docs", num_docs)
-    check_int("num_topics", num_topics, minimum=2)
-    check_int("vocab_size", vocab_size)
-    check_int("doc_length", doc_length)
+    sizes = dict(num_docs=num_docs, num_topics=(num_topics, 2), vocab_size=vocab_size, doc_length=doc_length)
+    check_draw_args(sizes)
     check_scalar("topic_concentration", topic_concentration, low=0.0, high=None)
     check_scalar("correlation", correlation, low=0.0, high=None, include_low=True)
-    rng = as_rng(seed)  # None was NumPy's fresh entropy: a corpus no run could reproduce
+    rng = as_rng(seed)
     d = num_topics - 1
     a = rng.normal(size=(d, d))
     sigma = correlation * a @ a.T / d + 0.5 * np.eye(d)
@@ -256,20 +215,7 @@ def sample_ctm_corpus(
     theta /= theta.sum(1, keepdims=True)
     probs = theta @ topics
     probs /= probs.sum(1, keepdims=True)
-    ptr, ids, cnts = [0], [], []
-    for doc in range(num_docs):
-        c = rng.multinomial(doc_length, probs[doc])
-        nz = np.flatnonzero(c)
-        ids.append(nz)
-        cnts.append(c[nz])
-        ptr.append(ptr[-1] + nz.size)
-    corpus = Corpus(
-        np.asarray(ptr, np.int64),
-        np.concatenate(ids).astype(np.int32),
-        np.concatenate(cnts).astype(np.float32),
-        vocab_size,
-    )
+    c = np.stack([rng.multinomial(doc_length, probs[doc]) for doc in range(num_docs)])
+    ptr = np.concatenate([[0], np.cumsum(np.count_nonzero(c, 1))])
+    corpus = Corpus(ptr.astype(np.int64), np.nonzero(c)[1].astype(np.int32), c[c > 0].astype(np.float32), vocab_size)
     return corpus, {"topics": topics, "mu": np.zeros(d), "sigma": sigma}
-
-
-__all__ = ["LDA_BLOCK_DOCS", "LDASample", "sample_ctm_corpus", "sample_lda_corpus", "write_lda_corpus_npz"]

@@ -14,8 +14,7 @@ from vijax.data._csr import Corpus
 from vijax.data._readers import read_word_list
 from vijax._validate import ArgumentError, check_int
 
-# A short list of English function words, written for vijax: articles, pronouns, auxiliaries,
-# prepositions, conjunctions and the commonest adverbs. Topic models learn little from them.
+# English function words (articles, pronouns, auxiliaries, prepositions, conjunctions, common adverbs)
 STOP_WORDS_EN = frozenset(
     """
 a an the this that these those
@@ -38,10 +37,7 @@ _TOKEN = re.compile(r"[^\W\d_]+")  # runs of letters (any alphabet); digits and 
 
 
 def tokenize(text: str) -> list[str]:
-    """The lower-cased alphabetic tokens of ``text``.
-
-    Letters of any alphabet make up tokens; everything else (digits, punctuation, ``_``,
-    apostrophes) separates them, so "Don't stop-2day" gives ``['don', 't', 'stop', 'day']``.
+    """The lower-cased alphabetic tokens of ``text`` (letters of any alphabet; all else separates them).
 
     Examples:
       >>> tokenize("The Cat sat; the cat's mat (2 of them).")
@@ -53,8 +49,7 @@ def tokenize(text: str) -> list[str]:
 
 
 def _check_texts(texts) -> None:
-    """``texts`` is an iterable of documents: one str would be read as its characters, each a
-    document (ValueError naming ``texts``)."""
+    """Refuses one str as ``texts`` (it would be read as its characters, each a document)."""
     if isinstance(texts, (str, bytes)):
         raise ArgumentError(
             "texts", "texts must be an iterable of documents (str), got a single str: wrap it in a list"
@@ -72,10 +67,7 @@ class _RepeatedWord(ValueError):
 
 
 class Vocabulary:
-    """An immutable, ordered list of distinct words and the map from word to id.
-
-    Args:
-      words: the words; word ``i`` gets id ``i``.
+    """An immutable, ordered list of distinct words (word ``i`` has id ``i``) and the map from word to id.
 
     Raises:
       ValueError: naming ``words``, the first repeated word and its two positions.
@@ -137,8 +129,7 @@ class Vocabulary:
         return np.fromiter((index[t] for t in tokens if t in index), dtype=np.int32)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the words, one per line (the format ``load_vocabulary`` reads), to a temporary
-        file beside ``path`` that then replaces it: a failed write leaves no partial list."""
+        """Writes the words one per line (as ``load_vocabulary`` reads them); a failed write leaves no partial list."""
         name = os.fspath(path)
         tmp = os.path.join(
             os.path.dirname(os.path.abspath(name)), f".{os.path.basename(name)}.{uuid.uuid4().hex[:12]}.tmp"
@@ -154,20 +145,17 @@ class Vocabulary:
 
 
 def load_vocabulary(path: str | os.PathLike, lowercase: bool = True) -> Vocabulary:
-    """Reads a vocabulary with one word per line (such as Hoffman's ``dictnostops.txt``).
-
-    Word ``i`` is line ``i + 1`` (stripped of surrounding white space), so ids match the file.
+    """Reads a vocabulary with one word per line (such as Hoffman's ``dictnostops.txt``), word ``i`` on
+    line ``i + 1``; the file may be gzipped.
 
     Args:
-      path: the word list (optionally gzipped).
-      lowercase: lower-case the words, as ``corpus_from_texts`` lower-cases text; otherwise a
-        capitalised entry could never match (``dictnostops.txt`` has one, "None" on line 3051).
+      lowercase: lower-case the words, as ``corpus_from_texts`` lower-cases text (else a capitalised
+        entry could never match).
 
     Raises:
       FileNotFoundError: naming a missing file.
-      ValueError: naming the file: a blank line inside the list, a word repeated (after
-        lower-casing; naming the word and both lines), not a regular file, not UTF-8 (naming
-        the line), truncated or corrupt gzip data.
+      ValueError: naming the file: a blank line inside the list, a word repeated (after lower-casing;
+        naming the word and both lines), not a regular file, not UTF-8 (naming the line), broken gzip.
     """
     words = read_word_list(path)
     try:
@@ -192,22 +180,15 @@ def build_vocabulary(
 ) -> Vocabulary:
     """The vocabulary of a collection of texts, after the usual cut-offs.
 
-    Words (``tokenize``) are kept when they are not stop words, have at least ``min_length``
-    letters, occur at least ``min_count`` times in all, and appear in at most
-    ``max_doc_fraction`` of the documents (which drops words too common to tell topics apart).
-    Of those, the ``max_size`` most frequent are kept. Ids follow decreasing total count, ties
-    broken alphabetically, so the result does not depend on the order of the texts.
+    Ids follow decreasing total count, ties broken alphabetically (independent of the texts' order).
 
     Args:
       texts: the documents (any iterable, read once).
       min_count: smallest total number of occurrences.
       max_doc_fraction: largest fraction of documents a word may appear in, in (0, 1].
-      max_size: largest vocabulary size, or None.
+      max_size: keep the ``max_size`` most frequent words, or all (None).
       stop_words: words to leave out (default ``STOP_WORDS_EN``; None or ``()`` keeps all).
       min_length: shortest word kept.
-
-    Returns:
-      The ``Vocabulary``.
     """
     _check_texts(texts)
     check_int("min_count", min_count)
@@ -228,31 +209,16 @@ def build_vocabulary(
         total.update(tokens)
         doc_freq.update(tokens.keys())
     max_docs = max_doc_fraction * num_docs
-    kept = [
-        w
-        for w, n in total.items()
-        if n >= min_count and doc_freq[w] <= max_docs and w not in stop and len(w) >= min_length
-    ]
-    kept.sort(key=lambda w: (-total[w], w))
-    if max_size is not None:
-        kept = kept[:max_size]
-    return Vocabulary(kept)
+    kept = [w for w, n in total.items() if n >= min_count and doc_freq[w] <= max_docs and w not in stop]
+    kept = sorted((w for w in kept if len(w) >= min_length), key=lambda w: (-total[w], w))
+    return Vocabulary(kept if max_size is None else kept[:max_size])
 
 
 def corpus_from_texts(texts: Iterable[str], vocabulary: Vocabulary | Sequence[str] | Mapping) -> Corpus:
     """The bag-of-words ``Corpus`` of texts over a fixed vocabulary.
 
-    Each text is tokenised (``tokenize``: lower case, alphabetic tokens); tokens outside the
-    vocabulary are dropped, so stop words are dropped too when the vocabulary leaves them out. A text
-    with no word of the vocabulary becomes an empty document. Within a document, entries are in
-    increasing word id.
-
-    Args:
-      texts: the documents (any iterable, read once).
-      vocabulary: a ``Vocabulary`` (or a sequence of distinct words).
-
-    Returns:
-      ``Corpus`` whose ``vocab`` is the vocabulary's words.
+    Tokens (``tokenize``) outside the vocabulary are dropped; a text with none in it is an empty
+    document. ``texts``: any iterable, read once; ``vocabulary``: a ``Vocabulary`` or distinct words.
     """
     _check_texts(texts)
     if not isinstance(vocabulary, Vocabulary):

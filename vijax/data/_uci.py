@@ -1,23 +1,9 @@
 """Binary classification data sets for GP classification (Khan et al. 2016, §6.1, appendix F).
 
-Three come from ``../shared/data`` with the train/test splits of the paper's reference code
-(github.com/emtiyaz/prox-grad-svi; see each folder's SOURCE.md):
-
-- ``sonar``: UCI Sonar, 165 train / 43 test, 60 features in [0, 1]; +1 = mine, -1 = rock.
-- ``ionosphere``: UCI Ionosphere, 280 / 71, 34 features (the second is constant 0); +1 = "b" (bad),
-  -1 = "g" (good).
-- ``usps_3v5``: USPS digits 3 (+1) vs 5 (-1) of Rasmussen & Williams' ``usps_resampled.mat``,
-  767 / 773, 256 pixels in [-1, 1]. (The reference scripts for Figure 2 index MATLAB rows 3 and 5,
-  i.e. digits 2 vs 4, by mistake; this loader takes 3 vs 5, as the paper and R&W do.)
-
-Two ship with scikit-learn, so every user has them (a seeded, stratified 80/20 split):
-
-- ``breast_cancer``: Wisconsin diagnostic, 569 cases, 30 features standardised with the training
-  mean and standard deviation; +1 = benign (scikit-learn's target 1), -1 = malignant.
-- ``digits_3v5``: scikit-learn's 8x8 digits, 3 (+1) vs 5 (-1), 365 cases, pixels scaled to [-1, 1].
-
-Labels: ``labels="pm1"`` (the default, the reference code's coding) gives float {-1, +1};
-``labels="01"`` gives int {0, 1} with 1 for the +1 class. Non-finite features raise ValueError.
+``sonar``, ``ionosphere`` and ``usps_3v5`` come from ``../shared/data`` with the train/test splits of
+the paper's reference code (github.com/emtiyaz/prox-grad-svi); ``breast_cancer`` and ``digits_3v5``
+ship with scikit-learn (a seeded, stratified 80/20 split). ``labels="pm1"`` (the default) gives float
+{-1, +1}; ``labels="01"`` gives int {0, 1}, 1 for the +1 class. Non-finite features raise ValueError.
 """
 
 from __future__ import annotations
@@ -85,10 +71,9 @@ def _need(*parts: str):
 def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
     """``(features, labels)`` of a comma-separated file whose last column is a -1/+1 label.
 
-    ValueError naming the file (and, where NumPy or the check can tell, the line) for a line
-    with another number of columns, a value that is not a number, a non-finite value or a label
-    other than -1/+1, text that is not UTF-8 (naming the line), or a path that is not a regular
-    file.
+    Raises:
+      ValueError: naming the file (and the line where it can): a ragged or non-numeric line, a
+        non-finite value or a label other than -1/+1, text that is not UTF-8, not a regular file.
     """
     from vijax.data._readers import unreadable
 
@@ -111,7 +96,15 @@ def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
     return a[:, :-1], a[:, -1]
 
 
-def _csv_pair(folder: str, stem: str, name: str, labels: str) -> BinaryData:
+_SHARED_FILES = {
+    "sonar": ("sonar", "sonar.all-data-"),
+    "ionosphere": ("ionosphere", "ionosphere.data-"),
+    "usps_3v5": ("usps", "usps_resampled.mat.gz"),
+}
+
+
+def _csv_pair(name: str, labels: str) -> BinaryData:
+    folder, stem = _SHARED_FILES[name]
     xtr, ytr = read_labelled_csv(_need(folder, stem + "tra.csv"))
     xte, yte = read_labelled_csv(_need(folder, stem + "tst.csv"))
     return _finish(xtr, ytr, xte, yte, name, labels)
@@ -119,19 +112,20 @@ def _csv_pair(folder: str, stem: str, name: str, labels: str) -> BinaryData:
 
 def load_sonar(labels: str = "pm1") -> BinaryData:
     """UCI Sonar with the reference code's 165/43 split (+1 = mine)."""
-    return _csv_pair("sonar", "sonar.all-data-", "sonar", labels)
+    return _csv_pair("sonar", labels)
 
 
 def load_ionosphere(labels: str = "pm1") -> BinaryData:
     """UCI Ionosphere with the reference code's 280/71 split (+1 = bad return)."""
-    return _csv_pair("ionosphere", "ionosphere.data-", "ionosphere", labels)
+    return _csv_pair("ionosphere", labels)
 
 
 def load_usps_3v5(labels: str = "pm1") -> BinaryData:
-    """USPS 3 (+1) vs 5 (-1) of R&W's resampled set: 767 train / 773 test (threes first)."""
+    """USPS 3 (+1) vs 5 (-1) of R&W's resampled set: 767 train / 773 test (threes first; the reference
+    scripts' MATLAB rows 3 and 5 are digits 2 vs 4, by mistake)."""
     import scipy.io
 
-    path = check_regular_file(_need("usps", "usps_resampled.mat.gz"))
+    path = check_regular_file(_need(*_SHARED_FILES["usps_3v5"]))
     try:
         with gzip.open(path) as f:
             mat = scipy.io.loadmat(f)
@@ -200,25 +194,7 @@ def load_binary_dataset(name: str, labels: str = "pm1", seed: int = 0) -> Binary
 
 def dataset_available(name: str) -> bool:
     """Whether ``load_binary_dataset(name)`` can find its files (scikit-learn's always can)."""
-    files = {
-        "sonar": ("sonar", "sonar.all-data-tra.csv"),
-        "ionosphere": ("ionosphere", "ionosphere.data-tra.csv"),
-        "usps_3v5": ("usps", "usps_resampled.mat.gz"),
-    }
-    return name not in files or shared_data_path(*files[name]) is not None
-
-
-__all__ = [
-    "BinaryData",
-    "DATASETS",
-    "SHARED_DATASETS",
-    "check_features",
-    "dataset_available",
-    "load_binary_dataset",
-    "read_labelled_csv",
-    "load_breast_cancer",
-    "load_digits_3v5",
-    "load_ionosphere",
-    "load_sonar",
-    "load_usps_3v5",
-]
+    if name not in _SHARED_FILES:
+        return True
+    folder, stem = _SHARED_FILES[name]
+    return shared_data_path(folder, stem if name == "usps_3v5" else stem + "tra.csv") is not None

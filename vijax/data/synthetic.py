@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import ArgumentError, check_int, check_key, check_positive, check_scalar
+from vijax._validate import ArgumentError, check_draw_args, check_scalar
 from vijax.data._csr import as_rng
 from vijax.types import Array, PRNGKey
 
@@ -41,15 +41,11 @@ def sample_gmm(
     Means ~ N(0, spread^2 I); per-dimension scales ~ Uniform(scale_range); weights ~
     Dirichlet(weight_concentration); z_n ~ Categorical(weights); x_n ~ N(means[z_n], diag(scales[z_n]^2)).
     """
-    check_key("key", key)
-    check_int("num_points", num_points, 1)
-    check_int("num_components", num_components, 1)
-    check_int("dim", dim, 1)
+    dt = check_draw_args(dict(num_points=num_points, num_components=num_components, dim=dim), dtype=dtype, key=key)
     if not (spread > 0 and 0 < scale_range[0] <= scale_range[1] and weight_concentration > 0):
         raise ArgumentError(
             "spread", "spread, scale_range and weight_concentration must be positive (scale_range increasing)"
         )
-    dt = dtype or jnp.result_type(float)
     return _gmm(
         key, num_points, num_components, dim, float(spread), tuple(scale_range), float(weight_concentration), dt
     )
@@ -79,16 +75,11 @@ def sample_histogram_mixture(
 ) -> GMMData:
     """Synthetic colour histograms in the manner of Blei et al.'s (2017) image study (appendix B).
 
-    Each of ``num_components`` image types has one prototype histogram per channel, drawn from
-    Dirichlet(concentration); an image of type k has, per channel, the normalized counts of
-    ``pixels`` draws from its prototype. A point is the concatenation of the channel histograms
-    (``channels * bins`` = 576 dimensions by default). ``means`` holds the prototypes and
-    ``scales`` the multinomial standard deviations.
+    Each image type has one prototype histogram per channel ~ Dirichlet(concentration); an image holds,
+    per channel, the normalized counts of ``pixels`` draws from its type's prototype, concatenated
+    (``channels * bins`` dimensions). ``means`` holds the prototypes, ``scales`` the multinomial sds.
     """
-    check_key("key", key)
-    check_int("num_points", num_points, 1)
-    check_int("num_components", num_components, 1)
-    dt = dtype or jnp.result_type(float)
+    dt = check_draw_args(dict(num_points=num_points, num_components=num_components), dtype=dtype, key=key)
     return _histograms(key, num_points, num_components, channels, bins, pixels, float(concentration), dt)
 
 
@@ -124,18 +115,14 @@ def sample_sparse_regression(
     """Linear-regression data where only ``num_relevant`` of ``dim`` inputs matter (the setting of
     automatic relevance determination, Blei et al. 2017, appendix A).
 
-    x_n ~ N(0, S) with S_ij = correlation^|i - j| (an AR(1) design; 0 gives independent inputs);
-    the first ``num_relevant`` coefficients are drawn as +-(1 + |N(0, 1)|) (so no relevant one is
-    near zero), the rest are 0; y_n = w^T x_n + noise * eps_n.
+    x_n ~ N(0, S) with S_ij = correlation^|i - j| (an AR(1) design); the first ``num_relevant``
+    coefficients are +-(1 + |N(0, 1)|), the rest 0; y_n = w^T x_n + noise * eps_n.
 
     Raises:
       ValueError: naming ``num_points``, ``dim``, ``num_relevant`` (0 <= num_relevant <= dim),
         ``noise`` (> 0) or ``correlation`` (in [0, 1)).
     """
-    check_key("key", key)
-    check_int("num_points", num_points)
-    check_int("dim", dim)
-    check_int("num_relevant", num_relevant, minimum=0, maximum=dim)
+    check_draw_args(dict(num_points=num_points, dim=dim, num_relevant=(num_relevant, 0, dim)), key=key)
     if not noise > 0:
         raise ArgumentError("noise", f"noise must be > 0, got {noise!r}", value=noise)
     if not 0.0 <= correlation < 1.0:
@@ -187,28 +174,13 @@ def sample_bernoulli_mixture(
 
     The defaults are the paper's: N = 1000, K = 100, D = 100, alpha = 20, Beta(1, 1).
 
-    Args:
-      key: PRNG key.
-      num_points: N >= 1.
-      num_components: K >= 1.
-      dim: D >= 1.
-      alpha: DP concentration (> 0).
-      a: the first Beta parameter of each phi_kd (> 0).
-      b: the second Beta parameter of each phi_kd (> 0).
-      dtype: float dtype of the draws (default: JAX's default float).
-
     Examples:
         >>> data = sample_bernoulli_mixture(jax.random.PRNGKey(0), 50, 10, 8, alpha=2.0)
         >>> data.y.shape, data.probs.shape
         ((50, 8), (10, 8))
     """
-    check_key("key", key)
-    check_int("num_points", num_points)
-    check_int("num_components", num_components)
-    check_int("dim", dim)
-    for name, v in (("alpha", alpha), ("a", a), ("b", b)):
-        check_positive(name, v)
-    dt = jnp.dtype(dtype or jnp.result_type(float))
+    sizes = dict(num_points=num_points, num_components=num_components, dim=dim)
+    dt = check_draw_args(sizes, dict(alpha=alpha, a=a, b=b), dtype, key=key)
     return _sample(key, num_points, num_components, dim, float(alpha), float(a), float(b), dt)
 
 
@@ -255,9 +227,7 @@ def sample_categorical_mixture(
     Raises:
       ValueError: naming the argument: a size that is not a positive integer, a concentration <= 0.
     """
-    check_int("num_points", num_points)
-    check_int("num_components", num_components)
-    check_int("num_symbols", num_symbols)
+    check_draw_args(dict(num_points=num_points, num_components=num_components, num_symbols=num_symbols))
     check_scalar("concentration", concentration, low=0.0)
     check_scalar("weight_concentration", weight_concentration, low=0.0)
     r = as_rng(seed)
@@ -292,9 +262,7 @@ def sample_student_t_mixture(
     multivariate t's with ``dof`` degrees of freedom (heavy tails for small ``dof``; Peel and McLachlan
     2000). Means ~ N(0, spread^2 I), Sigma_k = A A^T / D + I / 2 with A standard normal, weights ~
     Dirichlet(weight_concentration). Drawn in NumPy from an int seed or a JAX key."""
-    check_int("num_points", num_points)
-    check_int("num_components", num_components)
-    check_int("dim", dim)
+    check_draw_args(dict(num_points=num_points, num_components=num_components, dim=dim))
     check_scalar("dof", dof, low=0.0)
     check_scalar("spread", spread, low=0.0)
     check_scalar("weight_concentration", weight_concentration, low=0.0)
