@@ -134,6 +134,7 @@ def _imports_matplotlib(fn) -> bool:
     return any(
         (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "matplotlib")
         or (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "matplotlib" for a in n.names))
+        or (isinstance(n, ast.Call) and getattr(n.func, "id", None) == "figure")  # _plotting.figure imports it
         for n in ast.walk(fn)
     )
 

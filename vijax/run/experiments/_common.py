@@ -1,22 +1,22 @@
-"""What the experiments on data sampled into a training and a test set share: the bounds of their
-``data`` section (``data.num_train``, ``data.num_test``, their own keys, ``data.seed``) and the memory
-their data takes ((data.num_train + data.num_test) x data.dim floats); and Markdown tables for the
-reports (``cell``, ``md_table``).
-"""
+"""What the experiments share: the bounds and memory of a ``data`` section sampled into a training and a
+test set, minibatches of indices, the best of a fit's restarts, a mixture's density, and Markdown tables."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from vijax.run import float_bytes, MemoryNeed, SEED_BOUND
+from vijax.inference import select_restart
+from vijax.data import epoch_batches
+from vijax.run import ConfigError, float_bytes, MemoryNeed, SEED_BOUND
 
 
 def train_test_bounds(**data: str) -> dict[str, str]:
-    """The bounds of a ``data`` section sampled from ``data.seed``: ``data.num_train`` and
-    ``data.num_test`` at least 1, then ``data.<key>: bound`` for each keyword (in its order), then
-    ``data.seed``.
+    """The bounds of a ``data`` section: ``data.num_train`` and ``data.num_test`` at least 1, then
+    ``data.<key>: bound`` for each keyword (in its order), then ``data.seed``.
 
     Examples:
       >>> list(train_test_bounds(dim=">= 1"))
@@ -31,14 +31,35 @@ def train_test_bounds(**data: str) -> dict[str, str]:
 
 
 def train_test_need(config: Mapping, copies: int = 1) -> MemoryNeed:
-    """The memory of ``copies`` arrays of the data, each (data.num_train + data.num_test) x data.dim
-    floats of the run's precision (``run.x64``)."""
+    """``copies`` arrays of the data, each (data.num_train + data.num_test) x data.dim floats."""
     d = config["data"]
     return MemoryNeed(
         "the data ((data.num_train + data.num_test) x data.dim)",
         ("data.num_train", "data.num_test", "data.dim"),
         copies * (d["num_train"] + d["num_test"]) * d["dim"] * float_bytes(config),
     )
+
+
+def index_batches(n: int, batch_size, key) -> Callable:
+    """``(key, step) -> indices`` of the data: all ``n`` at every step (``batch_size`` None), or the
+    minibatches of ``vijax.data.epoch_batches`` (a ConfigError naming ``data.batch_size`` for a bad size)."""
+    if batch_size is None:
+        return lambda key, t: jnp.arange(n)
+    try:
+        return epoch_batches(n, batch_size, key)[0]
+    except ValueError as e:
+        raise ConfigError(f"data.batch_size: {e}") from None
+
+
+def best_restart(score: Callable) -> Callable:
+    """A jitted ``q -> its restart with the highest score(restart)`` (``q``'s leaves: a leading restart axis)."""
+    return jax.jit(lambda q: select_restart(q, jnp.argmax(jax.vmap(score)(q))))
+
+
+def diag_mixture_log_density(w, mu, sd, x):
+    """(N,) log sum_k w_k prod_d N(x_nd | mu_kd, sd_kd^2) of the rows of ``x``."""
+    lp = jnp.sum(jax.scipy.stats.norm.logpdf(x[:, None, :], mu[None], sd[None]), axis=-1)
+    return jax.scipy.special.logsumexp(jnp.log(w)[None, :] + lp, axis=-1)
 
 
 def cell(v, fmt=None) -> str:

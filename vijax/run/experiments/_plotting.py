@@ -5,6 +5,7 @@ plots were skipped and how to get them (``vijax/run/_cli.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 
@@ -20,3 +21,15 @@ def optional_plot(plot):
         return plot(*args, **kwargs)
 
     return plot_if_matplotlib
+
+
+@contextlib.contextmanager
+def figure(path: str, figsize: tuple, *grid, dpi: int = 100, **subplots):
+    """``(fig, axes)``: a figure of ``figsize`` inches with ``fig.subplots(*grid, **subplots)``, laid out
+    and saved to ``path`` at ``dpi`` when the block ends."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    yield fig, fig.subplots(*grid, **subplots)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)

@@ -21,13 +21,16 @@ from vijax.data import sample_sparse_regression
 from vijax.models import ARDRegression
 from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 from ._common import md_table, train_test_bounds, train_test_need
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
-_MODEL = {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6}
-_DATA = {"num_train": 200, "num_test": 1000, "dim": 30, "num_relevant": 5, "noise": 1.0, "correlation": 0.5, "seed": 0}
-_ALG = {"name": "cavi"}
+_DEFAULTS = {
+    "model": {"a0": 1e-6, "b0": 1e-6, "c0": 1e-6, "d0": 1e-6},
+    "data": dict(num_train=200, num_test=1000, dim=30, num_relevant=5, noise=1.0, correlation=0.5, seed=0),
+    "algorithm": {"name": "cavi"},
+    "run": {"num_steps": 500, "chunk_size": 50, "tol": 1e-8, "patience": 2, "eval_every": 50, "x64": True},
+}
 _BOUNDS = {
-    **{f"model.{k}": "> 0" for k in _MODEL},
+    **{f"model.{k}": "> 0" for k in ("a0", "b0", "c0", "d0")},
     **train_test_bounds(dim=">= 1", num_relevant="in [0, data.dim]", noise="> 0", correlation="in [0, 1)"),
 }
 
@@ -40,17 +43,7 @@ def _memory(config) -> list[MemoryNeed]:
     ]
 
 
-@register_experiment(
-    "ard_regression",
-    defaults={
-        "model": dict(_MODEL),
-        "data": dict(_DATA),
-        "algorithm": dict(_ALG),
-        "run": {"num_steps": 500, "chunk_size": 50, "tol": 1e-8, "patience": 2, "eval_every": 50, "x64": True},
-    },
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("ard_regression", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
     """Blei et al. 2017, app. A: ARD linear regression by CAVI on sparse synthetic data, vs
     scikit-learn"""
@@ -75,8 +68,9 @@ def build(sections: dict, seed: int) -> Experiment:
     train = (data.x[:n], data.y[:n])
     x_test, y_test = data.x[n:], data.y[n:]
     model.check_data(train)
-    alg = configured_algorithm(sections["algorithm"], _ALG, model, num_data=n)
+    alg = configured_algorithm(sections["algorithm"], _DEFAULTS["algorithm"], model, num_data=n)
 
+    @jax.jit
     def heldout(q_alpha):
         mean, _ = model.predict(q_alpha, train, x_test)
         return {
@@ -84,10 +78,8 @@ def build(sections: dict, seed: int) -> Experiment:
             "heldout_log_predictive": jnp.mean(model.log_predictive(q_alpha, train, x_test, y_test)),
         }
 
-    heldout_jit = jax.jit(heldout)
-
     def eval_fn(state):
-        return {k: float(v) for k, v in heldout_jit(state.q_global).items()}
+        return {k: float(v) for k, v in heldout(state.q_global).items()}
 
     def report(result, out_dir, baselines):
         q = result.state.q_global
@@ -159,18 +151,13 @@ def build(sections: dict, seed: int) -> Experiment:
 
 @optional_plot
 def _plot(path, w_true, w_mean, w_sd, w_sk):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 3.6))
-    ax = fig.subplots()
-    idx = np.arange(w_true.size)
-    ax.bar(idx, w_true, color="0.85", label="true w")
-    ax.errorbar(idx - 0.15, w_mean, yerr=2 * w_sd, fmt="o", ms=4, label="E_q[w] ± 2 sd (vijax CAVI)")
-    if w_sk is not None:
-        ax.plot(idx + 0.15, w_sk, "x", color="C3", label="scikit-learn ARDRegression")
-    ax.axhline(0, color="k", lw=0.5)
-    ax.set_xlabel("coefficient")
-    ax.legend(fontsize=8)
-    ax.set_title("ARD: irrelevant coefficients shrink to zero")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (9, 3.6), dpi=110) as (fig, ax):
+        idx = np.arange(w_true.size)
+        ax.bar(idx, w_true, color="0.85", label="true w")
+        ax.errorbar(idx - 0.15, w_mean, yerr=2 * w_sd, fmt="o", ms=4, label="E_q[w] ± 2 sd (vijax CAVI)")
+        if w_sk is not None:
+            ax.plot(idx + 0.15, w_sk, "x", color="C3", label="scikit-learn ARDRegression")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xlabel("coefficient")
+        ax.legend(fontsize=8)
+        ax.set_title("ARD: irrelevant coefficients shrink to zero")

@@ -1,18 +1,15 @@
-"""How many clusters a truncated DP mixture finds as the truncation level T grows, for both
-truncations of the tutorial *Raise your ELBO* (Blei and Jordan 2006: v_T = 1; Kurihara, Welling
-and Vlassis 2007: q tied to the prior beyond T).
+"""How many clusters a truncated DP mixture finds as the truncation level T grows, for both truncations
+of the tutorial *Raise your ELBO* (Blei and Jordan 2006: v_T = 1; Kurihara, Welling and Vlassis 2007:
+q tied to the prior beyond T).
 
-Data: ``vijax.data.sample_gmm`` (``num_clusters`` axis-aligned Gaussians) for ``components:
-gaussian``, ``vijax.data.sample_bernoulli_mixture`` for ``components: bernoulli``; a held-out part
-of the same draw. For each truncation in ``model.truncations`` and each T in
-``model.truncation_levels`` one run of the configured algorithm (CAVI by default) on
-``vijax.models.DPMixture``: the first pair is the experiment's own run, the others its baselines
-(each checkpointed). The report counts the clusters found (components k <= T holding at least
-``min_fraction`` of the training data in expectation), the ELBO and the held-out mean log
-predictive of each run, writes ``results.md`` and ``dp_truncation.png`` (clusters found and
-held-out log predictive against T), and for Gaussian components adds scikit-learn's
-``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_process")`` at each T with
-the same priors when scikit-learn is installed.
+Data: ``vijax.data.sample_gmm`` (``components: gaussian``) or ``sample_bernoulli_mixture``
+(``components: bernoulli``), with a held-out part of the same draw. One run of the configured
+algorithm (CAVI by default) on ``vijax.models.DPMixture`` per truncation in ``model.truncations`` and
+T in ``model.truncation_levels``: the first is the experiment's own run, the others its baselines. The
+report counts the clusters found (components holding at least ``min_fraction`` of the training data
+in expectation), with the ELBO and held-out mean log predictive of each run (``results.md``,
+``dp_truncation.png``), and for Gaussian components scikit-learn's DP ``BayesianGaussianMixture`` at
+each T with the same priors when scikit-learn is installed.
 """
 
 from __future__ import annotations
@@ -29,20 +26,23 @@ from vijax.models import DPMixture, conjugate_elbo
 from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed
 from vijax.run import register_experiment
 from ._common import md_table, train_test_bounds, train_test_need
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
-_MODEL = {
-    "components": "gaussian",
-    "truncations": ["blei_jordan", "kurihara"],
-    "truncation_levels": [2, 4, 8, 16, 32],
-    "alpha": 1.0,
-    "kappa0": 1.0,
-    "a": 1.0,
-    "b": 1.0,
-    "min_fraction": 0.01,
+_DEFAULTS = {
+    "model": {
+        "components": "gaussian",
+        "truncations": ["blei_jordan", "kurihara"],
+        "truncation_levels": [2, 4, 8, 16, 32],
+        "alpha": 1.0,
+        "kappa0": 1.0,
+        "a": 1.0,
+        "b": 1.0,
+        "min_fraction": 0.01,
+    },
+    "data": {"num_train": 500, "num_test": 500, "num_clusters": 6, "dim": 2, "spread": 8.0, "seed": 0},
+    "algorithm": {"name": "cavi", "local": "meanfield", "step_size": None},
+    "run": {"num_steps": 300, "chunk_size": 25, "tol": 1e-7, "patience": 2, "eval_every": 100, "x64": True},
 }
-_DATA = {"num_train": 500, "num_test": 500, "num_clusters": 6, "dim": 2, "spread": 8.0, "seed": 0}
-_ALG = {"name": "cavi", "local": "meanfield", "step_size": None}
 _BOUNDS = {
     "model.truncation_levels": "non-empty, each >= 1",
     **{f"model.{k}": "> 0" for k in ("alpha", "kappa0", "a", "b")},
@@ -82,25 +82,7 @@ def _data(d: dict, components: str):
     return full.y, full.z
 
 
-def _model(m: dict, x_train, truncation: str, t: int) -> DPMixture:
-    if m["components"] == "gaussian":
-        return DPMixture.gaussian_from_data(
-            np.asarray(x_train), t, alpha=m["alpha"], truncation=truncation, kappa0=m["kappa0"]
-        )
-    return DPMixture.bernoulli(t, x_train.shape[1], alpha=m["alpha"], truncation=truncation, a=m["a"], b=m["b"])
-
-
-@register_experiment(
-    "dp_mixture_truncation",
-    defaults={
-        "model": dict(_MODEL),
-        "data": dict(_DATA),
-        "algorithm": dict(_ALG),
-        "run": {"num_steps": 300, "chunk_size": 25, "tol": 1e-7, "patience": 2, "eval_every": 100, "x64": True},
-    },
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("dp_mixture_truncation", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
     """Raise your ELBO, DPMM: clusters found vs truncation T, Blei-Jordan (v_T = 1) vs Kurihara et
     al. tails"""
@@ -125,12 +107,17 @@ def build(sections: dict, seed: int) -> Experiment:
     for trunc in truncs:
         for t in levels:
             try:
-                model = _model(m, x_train, trunc, t)
+                if m["components"] == "gaussian":
+                    model = DPMixture.gaussian_from_data(
+                        np.asarray(x_train), t, alpha=m["alpha"], truncation=trunc, kappa0=m["kappa0"]
+                    )
+                else:
+                    model = DPMixture.bernoulli(t, x.shape[1], alpha=m["alpha"], truncation=trunc, a=m["a"], b=m["b"])
             except ValueError as e:
                 raise ConfigError(f"model: {e}") from None
             model.check_data(x_train)
             alg = configured_algorithm(
-                a, _ALG, model, num_data=n, schedule=a["step_size"], schedule_keys=("step_size",)
+                a, _DEFAULTS["algorithm"], model, num_data=n, schedule=a["step_size"], schedule_keys=("step_size",)
             )
             runs.append((f"{trunc}_T{t}", trunc, t, model, alg))
 
@@ -138,27 +125,23 @@ def build(sections: dict, seed: int) -> Experiment:
         lp = jax.jit(lambda q: jnp.mean(model.log_predictive(q, x_test)))
         return lambda state: {"heldout_log_predictive": float(lp(state.q_global))}
 
-    def fit_summary(model, q):
-        loc = model.local_step(expfam.tree_mean_params(q), x_train)
-        tail = float(jnp.sum(loc.local_params[:, -1])) if model.truncation == "kurihara" else 0.0
-        return {
-            "clusters_found": model.clusters_found(loc.local_params, m["min_fraction"] * n),
-            "tail_mass": tail,  # sum_n q(z_n > T): data the Kurihara et al. tail holds
-            "elbo": float(conjugate_elbo(model.prior(), q, loc)),
-            "heldout_log_predictive": float(jnp.mean(model.log_predictive(q, x_test))),
-        }
-
     def report(result, out_dir, baselines):
         rows = []
         for name, trunc, t, model, _ in runs:
             res = result if name == runs[0][0] else baselines[name]
+            q = res.state.q_global
+            loc = model.local_step(expfam.tree_mean_params(q), x_train)
             rows.append(
                 {
                     "run": name,
                     "truncation": trunc,
                     "T": t,
                     "steps": int(res.num_steps),
-                    **fit_summary(model, res.state.q_global),
+                    "clusters_found": model.clusters_found(loc.local_params, m["min_fraction"] * n),
+                    # sum_n q(z_n > T): the data the Kurihara et al. tail holds
+                    "tail_mass": float(jnp.sum(loc.local_params[:, -1])) if model.truncation == "kurihara" else 0.0,
+                    "elbo": float(conjugate_elbo(model.prior(), q, loc)),
+                    "heldout_log_predictive": float(jnp.mean(model.log_predictive(q, x_test))),
                 }
             )
         summary = {"true_clusters": int(np.unique(np.asarray(z[:n])).size), "runs": rows}
@@ -169,25 +152,19 @@ def build(sections: dict, seed: int) -> Experiment:
             f.write(_table(summary, m, d, a) + "\n")
         return summary
 
-    first = runs[0]
-    others = tuple(
+    batch_fn = lambda key, t: x_train
+    baselines = tuple(
         Baseline(
             name,
             alg,
-            init_state=(lambda key, alg=alg: alg.init(key, x_train)),
-            batch_fn=lambda key, t: x_train,
+            init_state=lambda key, alg=alg: alg.init(key, x_train),
+            batch_fn=batch_fn,
             eval_fn=make_eval(model),
         )
         for name, _, _, model, alg in runs[1:]
     )
-    return Experiment(
-        first[4],
-        lambda key: first[4].init(key, x_train),
-        lambda key, t: x_train,
-        make_eval(first[3]),
-        report,
-        baselines=others,
-    )
+    _, _, _, model, alg = runs[0]
+    return Experiment(alg, lambda key: alg.init(key, x_train), batch_fn, make_eval(model), report, baselines=baselines)
 
 
 def _sklearn_counts(m, levels, x_train, x_test, seed):
@@ -248,27 +225,24 @@ def _table(summary, m, d, a) -> str:
 
 @optional_plot
 def _plot(path, summary, truncs, levels):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4.2))
-    ax = fig.subplots(1, 2)
-    for i, trunc in enumerate(truncs):
-        rows = [r for r in summary["runs"] if r["truncation"] == trunc]
-        ax[0].plot([r["T"] for r in rows], [r["clusters_found"] for r in rows], "o-", color=f"C{i}", label=trunc)
-        ax[1].plot(
-            [r["T"] for r in rows], [r["heldout_log_predictive"] for r in rows], "o-", color=f"C{i}", label=trunc
-        )
-    if isinstance(summary.get("sklearn"), list):
-        sk = summary["sklearn"]
-        ax[0].plot([r["T"] for r in sk], [r["clusters_found"] for r in sk], "x--", color="C3", label="scikit-learn DP")
-    ax[0].axhline(summary["true_clusters"], color="k", lw=0.8, ls=":", label="true clusters")
-    ax[0].plot(levels, levels, color="0.7", lw=0.8, label="T")
-    ax[0].set_ylim(0, max(summary["true_clusters"] * 2, 3))
-    for a_ in ax:
-        a_.set_xscale("log", base=2)
-        a_.set_xlabel("truncation level T")
-        a_.legend(fontsize=8)
-    ax[0].set_ylabel("clusters found")
-    ax[1].set_ylabel("held-out mean log predictive")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (11, 4.2), 1, 2, dpi=110) as (fig, ax):
+        for i, trunc in enumerate(truncs):
+            rows = [r for r in summary["runs"] if r["truncation"] == trunc]
+            ax[0].plot([r["T"] for r in rows], [r["clusters_found"] for r in rows], "o-", color=f"C{i}", label=trunc)
+            ax[1].plot(
+                [r["T"] for r in rows], [r["heldout_log_predictive"] for r in rows], "o-", color=f"C{i}", label=trunc
+            )
+        if isinstance(summary.get("sklearn"), list):
+            sk = summary["sklearn"]
+            ax[0].plot(
+                [r["T"] for r in sk], [r["clusters_found"] for r in sk], "x--", color="C3", label="scikit-learn DP"
+            )
+        ax[0].axhline(summary["true_clusters"], color="k", lw=0.8, ls=":", label="true clusters")
+        ax[0].plot(levels, levels, color="0.7", lw=0.8, label="T")
+        ax[0].set_ylim(0, max(summary["true_clusters"] * 2, 3))
+        for a_ in ax:
+            a_.set_xscale("log", base=2)
+            a_.set_xlabel("truncation level T")
+            a_.legend(fontsize=8)
+        ax[0].set_ylabel("clusters found")
+        ax[1].set_ylabel("held-out mean log predictive")

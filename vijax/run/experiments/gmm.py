@@ -1,8 +1,7 @@
 """Gaussian-mixture experiments of Blei, Kucukelbir & McAuliffe (2017), *Variational Inference: A
 Review for Statisticians*, §3.4: the 2-D simulation (``gmm_simulation``, the default ``vijax run``),
-the image-histogram study of appendix B on synthetic 576-dimensional histograms
-(``gmm_histograms``), and CAVI against NumPyro's NUTS by held-out log predictive against wall time
-(``gmm_cavi_vs_nuts``, Figure 6; the paper runs Stan's NUTS on the histograms).
+the image histograms of appendix B, synthetic and 576-dimensional (``gmm_histograms``), and CAVI
+against NumPyro's NUTS by held-out log predictive against wall time (``gmm_cavi_vs_nuts``, Figure 6).
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM, FullGMM, conjugate_elbo
 from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 from vijax.run import SEED_BOUND
-from ._plotting import optional_plot
+from ._common import best_restart, diag_mixture_log_density
+from ._plotting import figure, optional_plot
 
 _MODEL_DEFAULTS = {
     "num_components": 5,
@@ -31,12 +31,10 @@ _MODEL_DEFAULTS = {
     "empirical_bayes": True,
     "covariance": "diag",
 }
-# name: any registered algorithm (vijax.inference.ALGORITHMS) on the full data at every step;
-# local and ramp reach those that take them; step_size (a constant step, None: the algorithm's
-# default schedule) those with a step size (CAVI has none).
+# name: any registered algorithm on the full data at every step; local and ramp reach those that take
+# them; step_size (None: the algorithm's default schedule) those with a step size (CAVI has none).
 _ALG_DEFAULTS = {"name": "cavi", "local": "meanfield", "ramp": False, "step_size": None, "num_restarts": 5}
-
-
+_SIMULATION_DATA = {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0}
 _BOUNDS = {
     "model.num_components": ">= 1",
     **{f"model.{k}": "> 0" for k in ("alpha0", "kappa0", "a0")},
@@ -73,60 +71,43 @@ def _memory(config, dim: int, dim_keys: tuple) -> list[MemoryNeed]:
 
 
 def _model(cfg: dict, x):
-    k = cfg["num_components"]
+    """The configured GMM; with ``empirical_bayes``, its prior from the data (m0: the mean; b0 = a0 var(x))."""
     if cfg["covariance"] not in ("diag", "full"):
         raise ConfigError(f"model.covariance must be 'diag' or 'full', got {cfg['covariance']!r}")
-    if cfg["covariance"] == "full":
-        if cfg["empirical_bayes"]:
-            return FullGMM.from_data(x, k, alpha0=cfg["alpha0"], kappa0=cfg["kappa0"])
-        return FullGMM(k, x.shape[1], alpha0=cfg["alpha0"], kappa0=cfg["kappa0"])
-    if cfg["empirical_bayes"]:
-        # m0 = data mean; b0 = a0 var(x): the prior mean precision is 1 / var(x).
-        return DiagonalGMM.from_data(x, k, alpha0=cfg["alpha0"], kappa0=cfg["kappa0"], a0=cfg["a0"])
-    return DiagonalGMM(k, x.shape[1], alpha0=cfg["alpha0"], kappa0=cfg["kappa0"], a0=cfg["a0"])
+    cls, k = FullGMM if cfg["covariance"] == "full" else DiagonalGMM, cfg["num_components"]
+    prior = {"alpha0": cfg["alpha0"], "kappa0": cfg["kappa0"]} | ({} if cls is FullGMM else {"a0": cfg["a0"]})
+    return cls.from_data(x, k, **prior) if cfg["empirical_bayes"] else cls(k, x.shape[1], **prior)
 
 
-def _algorithm(cfg: dict, model, num_data: int):
-    """The configured algorithm (CAVI by default) on the full data, with ``num_restarts``
-    independent restarts run together by ``vmap``."""
-    alg = configured_algorithm(
-        cfg, _ALG_DEFAULTS, model, num_data=num_data, schedule=cfg["step_size"], schedule_keys=("step_size",)
-    )
-    return restarts(alg, cfg["num_restarts"])
-
-
-def _best_fn(model, feats):
-    """A jitted ``state -> q`` of the restart with the highest ELBO (locals at their optimum)."""
-
-    def elbo(q):
-        return conjugate_elbo(model.prior(), q, model.local_step(expfam.tree_mean_params(q), feats))
-
-    @jax.jit
-    def best(state):
-        return select_restart(state.q_global, jnp.argmax(jax.vmap(elbo)(state.q_global)))
-
-    return best
-
-
-def _build(sections: dict, seed: int, data) -> tuple:
-    x_train, x_test = np.asarray(data[0]), np.asarray(data[1])
-    model = _model(sections["model"], x_train)
+def _experiment(a: dict, model, x_train, x_test, make_report, keep_start: bool = False) -> Experiment:
+    """The configured algorithm (CAVI by default) with ``a["num_restarts"]`` restarts run together by
+    ``vmap``, on the full data at every step, evaluated by the held-out mean log predictive of the best
+    restart's q. The report is ``make_report(result, out_dir, best(state) -> q, start)``, ``start`` the
+    initial state when ``keep_start`` (None after a resume)."""
     model.check_data(x_train)
     model.check_data(x_test)
-    alg = _algorithm(sections["algorithm"], model, x_train.shape[0])
-    xj = model.features(jnp.asarray(x_train))  # [x, x^2], computed once for every CAVI step
-    return model, alg, xj
+    alg = configured_algorithm(
+        a, _ALG_DEFAULTS, model, num_data=x_train.shape[0], schedule=a["step_size"], schedule_keys=("step_size",)
+    )
+    alg = restarts(alg, a["num_restarts"])
+    xj = model.features(jnp.asarray(x_train))  # [x, x^2], computed once for every step
 
+    best_q = best_restart(lambda q: conjugate_elbo(model.prior(), q, model.local_step(expfam.tree_mean_params(q), xj)))
+    best = lambda state: best_q(state.q_global)  # the ELBO with the locals at their optimum
+    start = {}
 
-def _heldout_experiment(alg, model, xj, x_test, best, report, init=None) -> Experiment:
-    """``alg`` on the full features ``xj`` at every step (from ``init(key)``, by default
-    ``alg.init(key, xj)``), evaluated by the held-out mean log predictive of the best restart's q."""
+    def init(key):
+        state = alg.init(key, xj)
+        if keep_start:
+            start["state"] = state
+        return state
+
     return Experiment(
         alg,
-        init or (lambda key: alg.init(key, xj)),
+        init,
         lambda key, t: xj,
         lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
-        report,
+        lambda result, out_dir, baselines: make_report(result, out_dir, best, start.get("state")),
     )
 
 
@@ -138,26 +119,24 @@ def _summary(model, q, x_test, truth=None) -> dict:
         "weights": np.round(w, 4).tolist(),
     }
     if truth is not None:
-        _, dist = match_components(truth.means, means, w, min_weight=0.01)
-        out["max_center_error"] = float(np.max(dist))
+        out["max_center_error"] = float(np.max(match_components(truth.means, means, w, min_weight=0.01)[1]))
     return out
 
 
 def _simulation(d: dict, seed: int):
-    """The simulated data of ``gmm_simulation`` (and ``gmm_cavi_vs_nuts``): ``num_train + num_test``
-    points of an axis-aligned Gaussian mixture (JAX's draws differ with and without ``run.x64``)."""
+    """``num_train + num_test`` points of an axis-aligned Gaussian mixture (JAX's draws differ with and
+    without ``run.x64``)."""
     key = jax.random.split(jax.random.PRNGKey(seed + 1_000_003))[0]
-    return sample_gmm(
-        key, d["num_train"] + d["num_test"], d["num_clusters"], d["dim"], spread=d["spread"], dtype=jnp.float32
-    )
+    n = d["num_train"] + d["num_test"]
+    return sample_gmm(key, n, d["num_clusters"], d["dim"], spread=d["spread"], dtype=jnp.float32)
 
 
 @register_experiment(
     "gmm_simulation",
     defaults={
-        "model": dict(_MODEL_DEFAULTS),
-        "data": {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0},
-        "algorithm": dict(_ALG_DEFAULTS),
+        "model": _MODEL_DEFAULTS,
+        "data": _SIMULATION_DATA,
+        "algorithm": _ALG_DEFAULTS,
         "run": {"num_steps": 200, "chunk_size": 5, "tol": 1e-6, "patience": 2, "eval_every": 5},
     },
     bounds=_SIMULATION_BOUNDS,
@@ -165,41 +144,24 @@ def _simulation(d: dict, seed: int):
 )
 def build_simulation(sections: dict, seed: int) -> Experiment:
     """Blei et al. 2017, §3.4: CAVI for a K=5 Gaussian mixture on simulated 2-D data"""
-    dcfg = sections["data"]
-    n_tr = dcfg["num_train"]
-    full = _simulation(dcfg, seed)
-    x_train, x_test = full.x[:n_tr], full.x[n_tr:]
-    model, alg, xj = _build(sections, seed, (x_train, x_test))
-    best = _best_fn(model, xj)
-    init_q = {}
+    d, n = sections["data"], sections["data"]["num_train"]
+    full = _simulation(d, seed)
+    x_train, x_test = np.asarray(full.x[:n]), np.asarray(full.x[n:])
+    model = _model(sections["model"], x_train)
 
-    def init_state(key):
-        state = alg.init(key, xj)
-        init_q["state"] = state
-        return state
-
-    def report(result, out_dir, baselines):
+    def report(result, out_dir, best, start):
         q = best(result.state)
-        summary = _summary(model, q, x_test, full)
-        if dcfg["dim"] == 2:
-            # the initial q of the restart that won
-            q0 = None
-            if "state" in init_q:
-                idx = int(jnp.argmax(result.trace["elbo"][-1]))
-                q0 = select_restart(init_q["state"].q_global, idx)
+        if d["dim"] == 2:
+            q0 = None  # the initial q of the restart that won
+            if start is not None:
+                q0 = select_restart(start.q_global, int(jnp.argmax(result.trace["elbo"][-1])))
+            method = sections["algorithm"]["name"].upper()
             _plot_ellipses(
-                os.path.join(out_dir, "fit.png"),
-                model,
-                np.asarray(x_train),
-                np.asarray(full.z[:n_tr]),
-                q0,
-                q,
-                result,
-                sections["algorithm"]["name"].upper(),
+                os.path.join(out_dir, "fit.png"), model, x_train, np.asarray(full.z[:n]), q0, q, result, method
             )
-        return summary
+        return _summary(model, q, x_test, full)
 
-    return _heldout_experiment(alg, model, xj, x_test, best, report, init_state)
+    return _experiment(sections["algorithm"], model, x_train, x_test, report, keep_start=True)
 
 
 @register_experiment(
@@ -207,7 +169,7 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
     defaults={
         "model": dict(_MODEL_DEFAULTS, num_components=30, alpha0=1.0),
         "data": {"num_train": 10000, "num_test": 10000, "num_types": 30, "pixels": 1024, "concentration": 0.1},
-        "algorithm": dict(_ALG_DEFAULTS),
+        "algorithm": _ALG_DEFAULTS,
         "run": {"num_steps": 300, "chunk_size": 10, "tol": 1e-6, "patience": 2, "eval_every": 10},
     },
     bounds=dict(_BOUNDS, **{"data.num_types": ">= 1", "data.pixels": ">= 1", "data.concentration": "> 0"}),
@@ -216,32 +178,26 @@ def build_simulation(sections: dict, seed: int) -> Experiment:
 def build_histograms(sections: dict, seed: int) -> Experiment:
     """Blei et al. 2017, §3.4 / app. B: CAVI, K=30 diagonal GMM on synthetic 576-dim colour
     histograms"""
-    dcfg = sections["data"]
-    n_tr, n_te = dcfg["num_train"], dcfg["num_test"]
+    d, n = sections["data"], sections["data"]["num_train"]
+    key = jax.random.PRNGKey(seed + 1_000_003)
     full = sample_histogram_mixture(
-        jax.random.PRNGKey(seed + 1_000_003),
-        n_tr + n_te,
-        dcfg["num_types"],
-        pixels=dcfg["pixels"],
-        concentration=dcfg["concentration"],
-        dtype=jnp.float32,
+        key, n + d["num_test"], d["num_types"], pixels=d["pixels"], concentration=d["concentration"], dtype=jnp.float32
     )
-    x_train, x_test = full.x[:n_tr], full.x[n_tr:]
-    model, alg, xj = _build(sections, seed, (x_train, x_test))
-    best = _best_fn(model, xj)
+    x_train, x_test = np.asarray(full.x[:n]), np.asarray(full.x[n:])
+    model = _model(sections["model"], x_train)
 
-    def report(result, out_dir, baselines):
+    def report(result, out_dir, best, start):
         q = best(result.state)
         summary = _summary(model, q, x_test)
         z_hat = np.asarray(jnp.argmax(model.log_resp(expfam.tree_mean_params(q), jnp.asarray(x_test)), axis=1))
-        summary["test_purity"] = cluster_purity(np.asarray(full.z[n_tr:]), z_hat)
+        summary["test_purity"] = cluster_purity(np.asarray(full.z[n:]), z_hat)
         elbos = np.asarray(result.trace["elbo"], np.float64)
         if elbos.ndim == 2:  # (steps, restarts): Blei et al. 2017, Figure 2
             summary.update(_restart_optima(elbos[-1]))
             _plot_restarts(os.path.join(out_dir, "elbo_restarts.png"), np.asarray(result.trace["step"]), elbos)
         return summary
 
-    return _heldout_experiment(alg, model, xj, x_test, best, report)
+    return _experiment(sections["algorithm"], model, x_train, x_test, report)
 
 
 def _restart_optima(final: np.ndarray, rtol: float = 1e-6) -> dict:
@@ -255,70 +211,51 @@ def _restart_optima(final: np.ndarray, rtol: float = 1e-6) -> dict:
 @optional_plot
 def _plot_restarts(path, steps: np.ndarray, elbos: np.ndarray) -> None:
     """The ELBO of each restart against the iteration (Blei et al. 2017, Figure 2)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.5, 4.0))
-    ax = fig.subplots()
-    for r in range(elbos.shape[1]):
-        ax.plot(steps, elbos[:, r], lw=1.2)
-    top = elbos[-1].max()
-    span = top - np.median(elbos[max(0, len(steps) // 10)])
-    ax.set(
-        ylim=(top - 3 * max(span, 1e-9), top + 0.1 * max(span, 1e-9)),
-        xlabel="CAVI iteration",
-        ylabel="ELBO",
-        title=f"{elbos.shape[1]} starts: different local optima",
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with figure(path, (6.5, 4.0)) as (fig, ax):
+        for r in range(elbos.shape[1]):
+            ax.plot(steps, elbos[:, r], lw=1.2)
+        top = elbos[-1].max()
+        span = top - np.median(elbos[max(0, len(steps) // 10)])
+        ax.set(
+            ylim=(top - 3 * max(span, 1e-9), top + 0.1 * max(span, 1e-9)),
+            xlabel="CAVI iteration",
+            ylabel="ELBO",
+            title=f"{elbos.shape[1]} starts: different local optima",
+        )
 
 
 @optional_plot
 def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
     """Data coloured by true cluster with the 2-sigma contours of the fitted components, at the
     start and at the end (Blei et al. 2017, figure 3), and the ELBO and held-out traces."""
-    from matplotlib.figure import Figure
     from matplotlib.patches import Ellipse
 
-    fig = Figure(figsize=(15, 4.6))
-    axes = fig.subplots(1, 3)
-    for ax, q, title in ((axes[0], q_init, "initial q"), (axes[1], q_fit, f"after {result.num_steps} {method} steps")):
-        ax.scatter(x[:, 0], x[:, 1], c=z, s=4, cmap="tab10", alpha=0.6)
-        if q is not None:
-            w, means, var = (np.asarray(a) for a in model.point_estimates(q))
-            for wk, m, v in zip(w, means, var):
-                if wk < 0.01:
-                    continue
-                if np.ndim(v) == 2:  # a full covariance: the ellipse of its eigenvectors
-                    evals, evecs = np.linalg.eigh(v[:2, :2])
-                    angle = float(np.degrees(np.arctan2(evecs[1, 1], evecs[0, 1])))
-                    ax.add_patch(
-                        Ellipse(
-                            m[:2],
-                            4 * np.sqrt(evals[1]),
-                            4 * np.sqrt(evals[0]),
-                            angle=angle,
-                            fill=False,
-                            lw=2,
-                            color="k",
-                        )
-                    )
-                else:
-                    ax.add_patch(Ellipse(m, 4 * np.sqrt(v[0]), 4 * np.sqrt(v[1]), fill=False, lw=2, color="k"))
-                ax.annotate(f"{wk:.2f}", m, fontsize=8)
-        ax.set_title(title)
-        ax.set_aspect("equal", "datalim")
-    elbo = np.asarray(result.trace["elbo"])
-    elbo = elbo.max(axis=1) if elbo.ndim == 2 else elbo  # best restart at each step
-    axes[2].plot(np.arange(1, len(elbo) + 1), elbo, label="ELBO")
-    axes[2].set(xlabel=f"{method} step", ylabel="ELBO (best restart)")
-    if result.evals:
-        ax2 = axes[2].twinx()
-        ax2.plot([e["step"] for e in result.evals], [e["heldout_log_predictive"] for e in result.evals], "C1.-")
-        ax2.set_ylabel("held-out mean log predictive", color="C1")
-    axes[2].set_title("ELBO and held-out log predictive")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (15, 4.6), 1, 3, dpi=110) as (fig, axes):
+        for ax, q, title in (
+            (axes[0], q_init, "initial q"),
+            (axes[1], q_fit, f"after {result.num_steps} {method} steps"),
+        ):
+            ax.scatter(x[:, 0], x[:, 1], c=z, s=4, cmap="tab10", alpha=0.6)
+            if q is not None:
+                w, means, var = (np.asarray(a) for a in model.point_estimates(q))
+                for wk, m, v in zip(w, means, var):
+                    if wk >= 0.01:  # the ellipse of the covariance's eigenvectors (a diagonal one: axis-aligned)
+                        evals, evecs = np.linalg.eigh(v[:2, :2] if np.ndim(v) == 2 else np.diag(v[:2]))
+                        angle = float(np.degrees(np.arctan2(evecs[1, 1], evecs[0, 1])))
+                        size = 4 * np.sqrt(evals[::-1])
+                        ax.add_patch(Ellipse(m[:2], *size, angle=angle, fill=False, lw=2, color="k"))
+                        ax.annotate(f"{wk:.2f}", m[:2], fontsize=8)
+            ax.set_title(title)
+            ax.set_aspect("equal", "datalim")
+        elbo = np.asarray(result.trace["elbo"])
+        elbo = elbo.max(axis=1) if elbo.ndim == 2 else elbo  # best restart at each step
+        axes[2].plot(np.arange(1, len(elbo) + 1), elbo, label="ELBO")
+        axes[2].set(xlabel=f"{method} step", ylabel="ELBO (best restart)")
+        if result.evals:
+            ax2 = axes[2].twinx()
+            ax2.plot([e["step"] for e in result.evals], [e["heldout_log_predictive"] for e in result.evals], "C1.-")
+            ax2.set_ylabel("held-out mean log predictive", color="C1")
+        axes[2].set_title("ELBO and held-out log predictive")
 
 
 # ---- CAVI against NUTS (Figure 6) --------------------------------------------------------------
@@ -332,16 +269,13 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
 
 _NUTS_DEFAULTS = {
     "model": {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0},
-    "data": {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0},
-    "algorithm": {
-        "name": "cavi",
-        "local": "meanfield",
-        "ramp": False,
-        "step_size": None,
-        "num_restarts": 1,
-        "within": 0.01,
-        "nuts": {"warmup": 500, "samples": 1000, "target_accept": 0.8, "seed": 1},
-    },
+    "data": _SIMULATION_DATA,
+    "algorithm": dict(
+        _ALG_DEFAULTS,
+        num_restarts=1,
+        within=0.01,
+        nuts={"warmup": 500, "samples": 1000, "target_accept": 0.8, "seed": 1},
+    ),
     "run": {"num_steps": 100, "chunk_size": 1, "eval_every": 1, "tol": 1e-8, "patience": 3},
 }
 _NUTS_BOUNDS = {
@@ -371,14 +305,6 @@ def _nuts_memory(config) -> list[MemoryNeed]:
     ]
 
 
-def _mixture_log_density(w, mu, tau, x):
-    """(N,) log sum_k w_k prod_d N(x_d | mu_kd, 1 / tau_kd)."""
-    lp = 0.5 * jnp.sum(jnp.log(tau) - jnp.log(2 * jnp.pi), -1)[None, :] - 0.5 * jnp.sum(
-        tau[None] * (x[:, None, :] - mu[None]) ** 2, -1
-    )
-    return jax.scipy.special.logsumexp(jnp.log(w)[None, :] + lp, axis=-1)
-
-
 def nuts_curve(model: DiagonalGMM, x_train, x_test, nuts: dict, start: dict) -> dict:
     """NumPyro NUTS on ``model``'s posterior (assignments summed out), started at ``start``
     (``{"w", "mu", "tau"}``): the held-out log predictive after s draws at log-spaced s, with the
@@ -399,7 +325,7 @@ def nuts_curve(model: DiagonalGMM, x_train, x_test, nuts: dict, start: dict) -> 
         mu = numpyro.sample(
             "mu", dist.Normal(jnp.broadcast_to(loc0, (k, dim)), 1.0 / jnp.sqrt(kappa0 * tau)).to_event(2)
         )
-        numpyro.factor("x", jnp.sum(_mixture_log_density(w, mu, tau, x)))
+        numpyro.factor("x", jnp.sum(diag_mixture_log_density(w, mu, tau**-0.5, x)))
 
     mcmc = MCMC(
         NUTS(gmm, target_accept_prob=nuts["target_accept"], init_strategy=init_to_value(values=start)),
@@ -416,7 +342,7 @@ def nuts_curve(model: DiagonalGMM, x_train, x_test, nuts: dict, start: dict) -> 
     mcmc.run(mcmc.post_warmup_state.rng_key, x_train)
     draws = jax.block_until_ready(mcmc.get_samples())
     t2 = time.perf_counter()
-    per_draw = jax.jit(jax.vmap(lambda w, mu, tau: _mixture_log_density(w, mu, tau, x_test)))(
+    per_draw = jax.jit(jax.vmap(lambda w, mu, tau: diag_mixture_log_density(w, mu, tau**-0.5, x_test)))(
         draws["w"], draws["mu"], draws["tau"]
     )  # (S, N_test)
     cum = jax.lax.cumlogsumexp(per_draw, axis=0)  # log sum_{j <= s} p(x* | theta_j)
@@ -436,10 +362,7 @@ def nuts_curve(model: DiagonalGMM, x_train, x_test, nuts: dict, start: dict) -> 
 
 def first_time_within(times, scores, target: float, within: float):
     """The first wall time at which ``scores`` come within ``within`` of ``target`` (None: never)."""
-    for t, v in zip(times, scores):
-        if v >= target - within:
-            return float(t)
-    return None
+    return next((float(t) for t, v in zip(times, scores) if v >= target - within), None)
 
 
 def _seconds(t) -> str:
@@ -448,24 +371,19 @@ def _seconds(t) -> str:
 
 @optional_plot
 def _plot_nuts(path, cavi: tuple, nuts: dict) -> None:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.5, 4.0))
-    ax = fig.subplots()
-    ax.plot(cavi[0], cavi[1], ".-", label="CAVI")
-    ax.plot(nuts["wall_time"], nuts["heldout_log_predictive"], ".-", label="NUTS (NumPyro)")
-    ax.axvline(nuts["warmup_s"], color="grey", lw=0.8, ls=":", label="NUTS warmup ends")
-    ax.set_xscale("log")
-    top = max(max(cavi[1]), max(nuts["heldout_log_predictive"]))
-    ax.set(
-        ylim=(top - 1.0, top + 0.1),
-        xlabel="wall time (s, compilation included)",
-        ylabel="mean held-out log predictive",
-        title="CAVI against NUTS on a Gaussian mixture",
-    )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with figure(path, (6.5, 4.0)) as (fig, ax):
+        ax.plot(cavi[0], cavi[1], ".-", label="CAVI")
+        ax.plot(nuts["wall_time"], nuts["heldout_log_predictive"], ".-", label="NUTS (NumPyro)")
+        ax.axvline(nuts["warmup_s"], color="grey", lw=0.8, ls=":", label="NUTS warmup ends")
+        ax.set_xscale("log")
+        top = max(max(cavi[1]), max(nuts["heldout_log_predictive"]))
+        ax.set(
+            ylim=(top - 1.0, top + 0.1),
+            xlabel="wall time (s, compilation included)",
+            ylabel="mean held-out log predictive",
+            title="CAVI against NUTS on a Gaussian mixture",
+        )
+        ax.legend(fontsize=8)
 
 
 @register_experiment("gmm_cavi_vs_nuts", defaults=_NUTS_DEFAULTS, bounds=_NUTS_BOUNDS, memory=_nuts_memory)
@@ -477,16 +395,13 @@ def build_cavi_vs_nuts(sections: dict, seed: int) -> Experiment:
     full = _simulation(d, seed)
     x_train, x_test = np.asarray(full.x[:n_tr]), np.asarray(full.x[n_tr:])
     model = DiagonalGMM.from_data(x_train, m["num_components"], alpha0=m["alpha0"], kappa0=m["kappa0"], a0=m["a0"])
-    model.check_data(x_train)
-    alg = _algorithm({k: v for k, v in a.items() if k not in ("within", "nuts")}, model, n_tr)
-    xj = model.features(jnp.asarray(x_train))
-    best = _best_fn(model, xj)
+    cavi = {k: v for k, v in a.items() if k not in ("within", "nuts")}
 
-    def report(result, out_dir, baselines) -> dict:
+    def report(result, out_dir, best, start) -> dict:
         cavi_t = [ev["wall_time"] for ev in result.evals]
         cavi_s = [ev["heldout_log_predictive"] for ev in result.evals]
         # NUTS starts where a CAVI start does (k-means++ seeding, one M-step): its point estimates
-        q0 = select_restart(alg.init(jax.random.PRNGKey(a["nuts"]["seed"]), xj).q_global, 0)
+        q0 = select_restart(experiment.init_state(jax.random.PRNGKey(a["nuts"]["seed"])).q_global, 0)
         w0, mu0, var0 = model.point_estimates(q0)
         start = {"w": jnp.asarray(w0), "mu": jnp.asarray(mu0), "tau": 1.0 / jnp.asarray(var0)}
         nuts = nuts_curve(model, jnp.asarray(x_train), jnp.asarray(x_test), a["nuts"], start)
@@ -519,7 +434,8 @@ def build_cavi_vs_nuts(sections: dict, seed: int) -> Experiment:
             )
         return summary
 
-    return _heldout_experiment(alg, model, xj, x_test, best, report)
+    experiment = _experiment(cavi, model, x_train, x_test, report)  # NUTS starts from its init_state
+    return experiment
 
 
 __all__ = ["build_cavi_vs_nuts", "build_histograms", "build_simulation", "first_time_within", "nuts_curve"]

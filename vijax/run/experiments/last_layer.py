@@ -1,26 +1,22 @@
-"""A Bayesian last layer on an MLP, trained end to end, against the same network with a
-point-estimate head (docs/composition.md, pattern 2).
+"""A Bayesian last layer on an MLP, trained end to end, against the same network with a point-estimate
+head (docs/composition.md, pattern 2).
 
-Model: a ``vijax.models.mlp`` feature map phi_theta (``model.hidden`` widths, the last one the
-number of features F) and a logistic head, y_n | x_n ~ Bernoulli(sigmoid(w^T phi_theta(x_n) + b)),
-(w, b) ~ N(0, s^2 I) with s = ``model.prior_scale``; theta gets a N(0, t^2 I) prior with
-t = ``model.net_prior_scale`` (a MAP weight decay; None: none), in both methods.
+Model: a ``vijax.models.mlp`` feature map phi_theta (``model.hidden`` widths, the last one the number
+of features F) and a logistic head, y_n | x_n ~ Bernoulli(sigmoid(w^T phi_theta(x_n) + b)), (w, b) ~
+N(0, s^2 I), s = ``model.prior_scale``; theta ~ N(0, t^2 I), t = ``model.net_prior_scale`` (a MAP
+weight decay; None: none), in both methods.
 
-- ``bayes``: q(w, b) Gaussian (``algorithm.family``, full-rank by default) from
-  ``vijax.inference.bayesian_last_layer``; theta and q's parameters ascend one objective,
-  ELBO(theta, q) + log p(theta), by Adam (``algorithm.learning_rate``) with S =
-  ``algorithm.num_samples`` draws per step (Blei, Kucukelbir and McAuliffe 2017, §5). The
-  predictive averages ``algorithm.predictive_draws`` draws of (w, b).
-- ``point`` (a baseline run): the same network, start and optimizer, with (w, b) point
-  estimates: MAP of log p(y | theta, w, b) + log p(w, b) + log p(theta).
+- ``bayes``: a Gaussian q(w, b) (``algorithm.family``) from ``vijax.inference.bayesian_last_layer``;
+  theta and q ascend ELBO(theta, q) + log p(theta) by Adam with S = ``algorithm.num_samples`` draws per
+  step (Blei, Kucukelbir and McAuliffe 2017, §5); the predictive averages ``algorithm.predictive_draws``
+  draws of (w, b).
+- ``point`` (a baseline): the same network, start and optimizer, with MAP point estimates of (w, b).
 
-Data (``data.dataset``): ``breast_cancer`` (scikit-learn's Wisconsin data, standardised, 455
-training / 114 test cases) or ``digits_3v5`` (scikit-learn's 8x8 digits 3 vs 5), the stratified
-split of ``data.split_seed``; ``data.batch_size`` None trains on the whole training set at every
-step. Every evaluation reports the held-out accuracy, mean log predictive density and expected
-calibration error (Guo et al. 2017, ``algorithm.num_bins`` bins); the report writes
-``results.md`` and ``last_layer_<dataset>.png`` (reliability diagrams and the predictive
-probabilities of the test cases).
+Data: ``breast_cancer`` or ``digits_3v5`` (scikit-learn's, standardised; the stratified split of
+``data.split_seed``), minibatches of ``data.batch_size`` (None: the whole training set). Every
+evaluation reports the held-out accuracy, mean log predictive density, Brier score and expected
+calibration error (Guo et al. 2017); the report writes ``results.md`` and ``last_layer_<dataset>.png``
+(reliability diagrams and the predictive probabilities of the test cases).
 """
 
 from __future__ import annotations
@@ -35,34 +31,30 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-from vijax.data import epoch_batches, load_binary_dataset
+from vijax.data import load_binary_dataset
 from vijax.inference import VIAlgorithm, bayesian_last_layer, head_log_likelihood, safe_increment
 from vijax.metrics import expected_calibration_error, reliability
 from vijax.models import mlp
 from vijax.run import Baseline, ConfigError, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
-from ._common import md_table
-from ._plotting import optional_plot
+from ._common import index_batches, md_table
+from ._plotting import figure, optional_plot
 
 DATASETS = ("breast_cancer", "digits_3v5")
-# hidden: the MLP's hidden widths, the last one the head's input width F; activation: one of
-# vijax.models.ACTIVATIONS; prior_scale: s of (w, b) ~ N(0, s^2 I); net_prior_scale: t of the
-# network's N(0, t^2 I) prior (None: no prior, maximum likelihood for theta).
-_MODEL = {"hidden": [32, 8], "activation": "tanh", "prior_scale": 1.0, "net_prior_scale": 1.0}
-# dataset: one of DATASETS; split_seed: the train/test split; batch_size: None for the whole
-# training set at every step, else minibatches with the N/M scaling.
-_DATA = {"dataset": "breast_cancer", "split_seed": 0, "batch_size": None}
-# family: q's Gaussian family (fullrank, meanfield, lowrank); num_samples: draws of (w, b) per
-# step; learning_rate: Adam's, for both methods; predictive_draws: draws of (w, b) in the
-# Bayesian predictive; num_bins: the calibration bins; point_baseline: also train the point head.
-_ALG = {
-    "family": "fullrank",
-    "num_samples": 4,
-    "learning_rate": 0.01,
-    "predictive_draws": 500,
-    "num_bins": 10,
-    "point_baseline": True,
+# hidden: the MLP's hidden widths, the last one F; activation: one of vijax.models.ACTIVATIONS;
+# family: q's Gaussian family (fullrank, meanfield, lowrank); point_baseline: also train the point head.
+_DEFAULTS = {
+    "model": {"hidden": [32, 8], "activation": "tanh", "prior_scale": 1.0, "net_prior_scale": 1.0},
+    "data": {"dataset": "breast_cancer", "split_seed": 0, "batch_size": None},
+    "algorithm": {
+        "family": "fullrank",
+        "num_samples": 4,
+        "learning_rate": 0.01,
+        "predictive_draws": 500,
+        "num_bins": 10,
+        "point_baseline": True,
+    },
+    "run": {"num_steps": 2000, "chunk_size": 500, "eval_every": 500, "x64": False, "progress": False},
 }
-
 _BOUNDS = {
     "model.hidden": "non-empty, each >= 1",
     "model.prior_scale": "> 0",
@@ -100,19 +92,13 @@ def _memory(config) -> list[MemoryNeed]:
 
 
 class TrainState(NamedTuple):
-    """q_global: the trained pytree ``{"net": theta, "head": q's parameters or (w, b)}``;
-    opt_state: Adam's state; count: int32 steps taken."""
-
-    q_global: Any
+    q_global: Any  # {"net": theta, "head": q's parameters or (w, b)}
     opt_state: Any
-    count: jax.Array
+    count: jax.Array  # int32 steps taken
 
 
 class TrainInfo(NamedTuple):
-    """elbo: the objective before the step (the ELBO + log p(theta) for ``bayes``, the log joint
-    at the point estimates for ``point``)."""
-
-    elbo: jax.Array
+    elbo: jax.Array  # the objective before the step
 
 
 def trainer(objective, init_params, optimizer: optax.GradientTransformation) -> VIAlgorithm:
@@ -150,21 +136,10 @@ def _load(data: dict):
 
 
 def _gaussian_log_prior(tree, scale) -> jax.Array:
-    flat = ravel_pytree(tree)[0]
-    return jnp.sum(-0.5 * (flat / scale) ** 2 - math.log(scale) - 0.5 * math.log(2 * math.pi))
+    return jnp.sum(jax.scipy.stats.norm.logpdf(ravel_pytree(tree)[0], 0.0, scale))
 
 
-@register_experiment(
-    "bayes_last_layer",
-    defaults={
-        "model": dict(_MODEL),
-        "data": dict(_DATA),
-        "algorithm": dict(_ALG),
-        "run": {"num_steps": 2000, "chunk_size": 500, "eval_every": 500, "x64": False, "progress": False},
-    },
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("bayes_last_layer", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
     """a Bayesian last layer (full-rank q) on an MLP trained end to end, against a point-estimate
     head"""
@@ -191,14 +166,8 @@ def build(sections: dict, seed: int) -> Experiment:
     f = sizes[-1]
     t = model["net_prior_scale"]
     log_lik = head_log_likelihood("bernoulli")
-    net_prior = (lambda theta: 0.0) if t is None else (lambda theta: _gaussian_log_prior(theta, t))  # noqa: E731
-    if data["batch_size"] is None:
-        batch_fn = lambda key, step: jnp.arange(n)  # noqa: E731
-    else:
-        try:
-            batch_fn, _ = epoch_batches(n, data["batch_size"], jax.random.PRNGKey(seed + 7))
-        except ValueError as e:
-            raise ConfigError(f"data.batch_size: {e}") from None
+    net_prior = (lambda theta: 0.0) if t is None else (lambda theta: _gaussian_log_prior(theta, t))
+    batch_fn = index_batches(n, data["batch_size"], jax.random.PRNGKey(seed + 7))
 
     def init_net(key):  # both methods start from the same network (the run's init key)
         return mlp(key, sizes, model["activation"]).params
@@ -272,7 +241,15 @@ def build(sections: dict, seed: int) -> Experiment:
             f"{section['family']} q, S = {section['num_samples']} draws per step, predictive from {draws} "
             f"draws; ECE with {section['num_bins']} equal-width bins."
         )
-        _write_results(out_dir, rows, notes, name)
+        with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as fh:
+            fh.write(f"# Bayesian last layer vs point-estimate head on {name}\n\n{notes}\n\n")
+            fh.write(
+                md_table(rows, ["method", "accuracy", "log_predictive", "ece", "brier", "wall_time"], "{:.4f}".format)
+            )
+            fh.write(
+                "\nHeld-out scores. log_predictive: the mean over test cases of log p(y | x) (higher is better); "
+                "ECE and Brier: lower is better. The test set is small: differences of a few test cases are noise.\n"
+            )
         _plot(os.path.join(out_dir, f"last_layer_{name}.png"), probs, y_test, section["num_bins"], name)
         return {"dataset": name, "table": rows}
 
@@ -280,44 +257,28 @@ def build(sections: dict, seed: int) -> Experiment:
     return Experiment(bayes, lambda key: bayes.init(key), batch_fn, bayes_eval, make_report, baselines=baselines)
 
 
-def _write_results(out_dir: str, rows: list, notes: str, name: str) -> None:
-    cols = ["method", "accuracy", "log_predictive", "ece", "brier", "wall_time"]
-    with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as fh:
-        fh.write(f"# Bayesian last layer vs point-estimate head on {name}\n\n{notes}\n\n")
-        fh.write(md_table(rows, cols, lambda v: f"{v:.4f}"))
-        fh.write(
-            "\nHeld-out scores. log_predictive: the mean over test cases of log p(y | x) (higher is better); "
-            "ECE and Brier: lower is better. The test set is small: differences of a few test cases are noise.\n"
-        )
-
-
 @optional_plot
 def _plot(path: str, probs: dict, y_test: np.ndarray, num_bins: int, name: str) -> None:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 4.2))
-    ax1, ax2 = fig.subplots(1, 2)
-    ax1.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
-    for (m, p), c in zip(probs.items(), ("C0", "C1")):
-        r = reliability(p, y_test, num_bins)
-        full = r.count > 0
-        ax1.plot(
-            r.confidence[full],
-            r.accuracy[full],
-            "-",
-            color=c,
-            label=f"{m} (ECE {expected_calibration_error(p, y_test, num_bins):.3f})",
+    with figure(path, (10, 4.2), 1, 2) as (fig, (ax1, ax2)):
+        ax1.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
+        for (m, p), c in zip(probs.items(), ("C0", "C1")):
+            r = reliability(p, y_test, num_bins)
+            full = r.count > 0
+            ax1.plot(
+                r.confidence[full],
+                r.accuracy[full],
+                "-",
+                color=c,
+                label=f"{m} (ECE {expected_calibration_error(p, y_test, num_bins):.3f})",
+            )
+            ax1.scatter(r.confidence[full], r.accuracy[full], s=8 + 2 * r.count[full], color=c, alpha=0.6)
+            ax2.hist(p, bins=np.linspace(0, 1, 26), histtype="step", color=c, lw=1.5, label=m)
+        ax1.set(
+            xlabel="confidence (probability of the predicted class)",
+            ylabel="accuracy",
+            title=f"reliability, {name} test set (marker area: cases)",
+            xlim=(0.45, 1.01),
         )
-        ax1.scatter(r.confidence[full], r.accuracy[full], s=8 + 2 * r.count[full], color=c, alpha=0.6)
-        ax2.hist(p, bins=np.linspace(0, 1, 26), histtype="step", color=c, lw=1.5, label=m)
-    ax1.set(
-        xlabel="confidence (probability of the predicted class)",
-        ylabel="accuracy",
-        title=f"reliability, {name} test set (marker area: cases)",
-        xlim=(0.45, 1.01),
-    )
-    ax1.legend(fontsize=8)
-    ax2.set(xlabel="predictive P(y = 1)", ylabel="test cases", yscale="log", title="predictive probabilities")
-    ax2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+        ax1.legend(fontsize=8)
+        ax2.set(xlabel="predictive P(y = 1)", ylabel="test cases", yscale="log", title="predictive probabilities")
+        ax2.legend(fontsize=8)

@@ -1,23 +1,19 @@
-"""The simple mixture model (SMM) of the tutorial *Raise your ELBO* (2019, §SMM) by EM on symbols
-drawn from a known mixture of categoricals (``sample_categorical_mixture``).
+"""The simple mixture model (SMM) of the tutorial *Raise your ELBO* (2019, §SMM) by EM on symbols drawn
+from a known mixture of categoricals (``sample_categorical_mixture``).
 
-The run fits ``SMM`` by ``em`` (the tutorial's eq. 2.7-2.8; MAP with ``model.concentration`` > 1) from
+``SMM`` is fitted by ``em`` (the tutorial's eq. 2.7-2.8; MAP with ``model.concentration`` > 1) from
 ``algorithm.num_restarts`` starts in lock step (``restarts``), keeping the start with the highest
-training log-likelihood. Scored by the mean held-out log p(x) per symbol, beside the true mixture's
-and a single categorical's with the training frequencies.
+training log-likelihood, and scored by the mean held-out log p(x) per symbol, beside the true
+mixture's and a single categorical's with the training frequencies.
 
-What the experiment shows: with one symbol per datum the SMM is not identifiable. Its likelihood
-depends on the parameters only through the marginal p(w) = sum_k pi_k eta_kw, and one M-step from any
-start sets that marginal to the training frequencies n_w / N (sum over k of eq. 2.7 times eq. 2.8), the
-maximum of the likelihood: EM reaches the maximum likelihood in one step, and the components it
-returns depend on the start (both tested in ``tests/models/test_smm.py``). The report gives the
-training log-likelihood of the best start and of the frequencies, its spread over the starts, the L1
-distance of the fitted marginal to the training frequencies, and, matched to the true
-components (the Hungarian matching of eta rows, ``vijax.metrics.match_components``), how far each
-start's components are from the true ones: equal likelihoods,
-different components. ``smm_components.png`` shows the true eta beside two starts' matched eta.
-(pLSA1 and LDA, ``vijax.models.PLSA`` and ``LDA``, give each datum several symbols, which makes the
-components identifiable.)
+With one symbol per datum the SMM is not identifiable: its likelihood depends on the parameters only
+through the marginal p(w) = sum_k pi_k eta_kw, which one M-step from any start sets to the training
+frequencies n_w / N (the sum over k of eq. 2.7 times eq. 2.8), the maximum of the likelihood. The
+report gives the training log-likelihood of the best start and of the frequencies, its spread over
+the starts, the L1 distance of the fitted marginal to the frequencies, and how far each start's
+components (matched to the true ones, ``vijax.metrics.match_components``) are from the true ones:
+equal likelihoods, different components (``smm_components.png``). pLSA and LDA give each datum
+several symbols, which makes the components identifiable.
 """
 
 from __future__ import annotations
@@ -29,11 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax.data import sample_categorical_mixture
-from vijax.inference import restarts, select_restart
+from vijax.inference import restarts
 from vijax.metrics import match_components
 from vijax.models import SMM, SMMParams
 from vijax.run import Experiment, MemoryNeed, configured_algorithm, float_bytes, register_experiment
-from ._common import train_test_bounds
+from ._common import best_restart, train_test_bounds
 from ._plotting import optional_plot
 
 _DEFAULTS = {
@@ -76,8 +72,7 @@ def _memory(config) -> list[MemoryNeed]:
 
 
 def _matched(fitted: np.ndarray, true: np.ndarray) -> np.ndarray:
-    """The fitted eta rows in the order of the true ones (``vijax.metrics.match_components``: the
-    Hungarian matching by Euclidean distance of the rows)."""
+    """The fitted eta rows in the order of the true ones (the Hungarian matching by Euclidean distance)."""
     idx, _ = match_components(true, fitted)
     return fitted[idx]
 
@@ -114,10 +109,7 @@ def build(sections: dict, seed: int) -> Experiment:
     r = a["num_restarts"]
     alg = restarts(configured_algorithm({"name": a["name"]}, {"name": "em"}, model), r)
 
-    @jax.jit
-    def best(p):
-        return select_restart(p, jnp.argmax(jax.vmap(lambda q: model.e_step(q, x_train)[1])(p)))
-
+    best = best_restart(lambda q: model.e_step(q, x_train)[1])
     heldout = jax.jit(lambda p: jnp.mean(model.log_predictive(best(p), x_test)))
     truth = SMMParams(jnp.asarray(sample.weights), jnp.asarray(sample.probs))
     true_heldout = float(jnp.mean(SMM(d["num_clusters"], d["num_symbols"]).log_predictive(truth, x_test)))

@@ -22,11 +22,11 @@ import numpy as np
 
 from vijax import expfam
 from vijax.data import sample_student_t_mixture
-from vijax.inference import cavi, restarts, select_restart
+from vijax.inference import cavi, restarts
 from vijax.models import FullGMM, StudentTMixture, StudentTMixtureParams, conjugate_elbo
 from vijax.run import Baseline, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 
-from ._common import train_test_bounds, train_test_need
+from ._common import best_restart, train_test_bounds, train_test_need
 
 _DEFAULTS = {
     "model": {"num_components": 3, "dof": 10.0, "learn_dof": True, "reg_covar": 1e-6},
@@ -80,17 +80,10 @@ def build(sections: dict, seed: int) -> Experiment:
     gmm = FullGMM.from_data(np.asarray(x_train), m["num_components"])
     gmm_alg = restarts(cavi(gmm), r)
 
-    def gmm_elbo(q):
-        return conjugate_elbo(gmm.prior(), q, gmm.local_step(expfam.tree_mean_params(q), x_train))
-
-    @jax.jit
-    def best_tmix(p):
-        return select_restart(p, jnp.argmax(jax.vmap(lambda q: jnp.sum(model.log_likelihood(q, x_train)))(p)))
-
-    @jax.jit
-    def best_gmm(q):
-        return select_restart(q, jnp.argmax(jax.vmap(gmm_elbo)(q)))
-
+    best_tmix = best_restart(lambda q: jnp.sum(model.log_likelihood(q, x_train)))
+    best_gmm = best_restart(
+        lambda q: conjugate_elbo(gmm.prior(), q, gmm.local_step(expfam.tree_mean_params(q), x_train))
+    )
     tmix_ll = jax.jit(lambda p: jnp.mean(model.log_likelihood(best_tmix(p), x_test)))
     gmm_ll = jax.jit(lambda q: jnp.mean(gmm.log_predictive(best_gmm(q), x_test)))
 
