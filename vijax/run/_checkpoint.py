@@ -189,10 +189,8 @@ def save_checkpoint(
 
     Args:
       directory: the checkpoint folder (created if missing).
-      step: the number of updates applied to ``state``.
-      state: the state pytree.
-      trace: dict name -> array over the first ``step`` updates.
-      evals: list of evaluation dicts (JSON-able after converting numbers).
+      step, state: the number of updates applied to ``state``, and the state pytree.
+      trace, evals: dict name -> array over the first ``step`` updates, and the evaluation dicts.
       wall_time: cumulative seconds of the run so far.
       key_data: the uint32 data of the run's key.
       keep: how many checkpoints to keep (at least 1).
@@ -259,8 +257,7 @@ def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -
 
     Raises:
       CorruptCheckpointError: the file cannot be read back intact (the message names it).
-      CheckpointError: (a ValueError) the checkpoint's leaves (paths, shapes or dtypes) do not
-        match the template's.
+      CheckpointError: (a ValueError) its leaves' paths, shapes or dtypes are not the template's.
     """
     meta, leaves, trace = _read(path, data)
     paths, t_leaves = _leaf_paths(template)

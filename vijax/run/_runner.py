@@ -100,17 +100,6 @@ def _concat(parts: list) -> dict:
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
-def _tail(parts: list, name: str, n: int) -> np.ndarray:
-    """The last ``n`` rows of ``name`` over the trace parts."""
-    got, rows = [], 0
-    for p in reversed(parts):
-        if rows >= n:
-            break
-        got.append(p[name])
-        rows += len(p[name])
-    return np.concatenate(got[::-1])[-n:]
-
-
 def _chunk_mean(values: np.ndarray) -> float:
     return float(np.mean(values)) if values.size else float("nan")
 
@@ -155,14 +144,6 @@ class _Progress:
         self.means: list = []
         self.converged = False
         self.warned_nonfinite = False
-
-    def restore_means(self, chunk_size, tol, patience):
-        """Means of the complete grid chunks so far (L_0, L_1, ...) and the stopping rule's verdict."""
-        elbo_so_far = _concat(self.parts).get("elbo", np.zeros((0,)))
-        self.means = [
-            _chunk_mean(elbo_so_far[c * chunk_size : (c + 1) * chunk_size]) for c in range(self.step // chunk_size)
-        ]
-        self.converged = _tolerance_met(self.means, tol, patience)
 
 
 def initial_progress(
@@ -210,27 +191,6 @@ def initial_progress(
             stacklevel=3,
         )
     return _Progress(_as_strong_arrays(ck.state), ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
-
-
-def _save(prog: _Progress, store, key_data, elapsed, fingerprint=None, collective=True) -> None:
-    """A checkpoint of ``prog`` unless there is nothing new to save (every process calls it, but for
-    an interrupt, ``collective=False``)."""
-    if not store.enabled or prog.saved_at == prog.step or prog.step == 0:
-        return
-    prog.parts = [_concat(prog.parts)] if prog.parts else []
-    store.save(
-        prog.step,
-        prog.state,
-        _concat(prog.parts),
-        prog.evals,
-        fresh=prog.fresh,
-        collective=collective,
-        wall_time=elapsed(),
-        key_data=key_data,
-        fingerprint=fingerprint,
-    )
-    prog.fresh = False
-    prog.saved_at = prog.step
 
 
 def run(
@@ -329,13 +289,31 @@ def run(
     with store.held():  # the folder is this run's until it returns (vijax.run._lock)
         prog = initial_progress(alg, init_state, init_key, key_data, store, resume, fingerprint, allow_changes)
         prog.state = replicated(prog.state)  # several processes: placed as every chunk leaves it
-        prog.restore_means(rc.chunk_size, rc.tol, rc.patience)
+        elbo_so_far = _concat(prog.parts).get("elbo", np.zeros((0,)))  # the chunk means L_0, L_1, ... so far
+        prog.means = [
+            _chunk_mean(elbo_so_far[c * rc.chunk_size :][: rc.chunk_size]) for c in range(prog.step // rc.chunk_size)
+        ]
+        prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
 
         def elapsed():
             return prog.wall0 + time.perf_counter() - start
 
-        def save(collective=True):
-            _save(prog, store, key_data, elapsed, fingerprint, collective)
+        def save(collective=True):  # every process calls it, but for an interrupt
+            if not store.enabled or prog.saved_at == prog.step or prog.step == 0:
+                return  # nothing new to save
+            prog.parts = [_concat(prog.parts)] if prog.parts else []
+            store.save(
+                prog.step,
+                prog.state,
+                prog.parts[0],
+                prog.evals,
+                fresh=prog.fresh,
+                collective=collective,
+                wall_time=elapsed(),
+                key_data=key_data,
+                fingerprint=fingerprint,
+            )
+            prog.fresh, prog.saved_at = False, prog.step
 
         chunk_fn = make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
         prefetcher = None
@@ -406,7 +384,8 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
                     stacklevel=3,
                 )
         if prog.step % chunk_size == 0:
-            prog.means.append(_chunk_mean(_tail(prog.parts, "elbo", chunk_size)))
+            last = np.concatenate([p["elbo"][-chunk_size:] for p in prog.parts[-2:]])[-chunk_size:]  # L_c
+            prog.means.append(_chunk_mean(last))
             prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
         finished = prog.converged or prog.step >= rc.num_steps
         unknown = [f for f in fields if f not in part]
@@ -474,20 +453,6 @@ class _Chunk:
         return self._apply(True, args)
 
 
-def _hoist_constants(batch_fn: Callable, step_base) -> tuple[Callable, tuple]:
-    """``(batch_of(consts, key, t), consts)``: ``batch_fn`` with the arrays it captures (e.g. the
-    full data set of a batch algorithm, ``lambda key, t: y``) made arguments, not constants of the
-    compiled chunk."""
-    key = jax.eval_shape(lambda b: jax.random.split(jax.random.fold_in(b, 0))[0], step_base)
-    closed, out = jax.make_jaxpr(batch_fn, return_shape=True)(key, jax.ShapeDtypeStruct((), jnp.int32))
-    tree = jax.tree.structure(out)
-
-    def batch_of(consts, batch_key, t):
-        return jax.tree.unflatten(tree, jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, list(consts)))(batch_key, t))
-
-    return batch_of, tuple(closed.consts)
-
-
 def make_chunk_fn(
     step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base, checked: bool = False
 ) -> "_Chunk":
@@ -497,18 +462,20 @@ def make_chunk_fn(
     ``chunk_size``). With ``checked`` (the run's ``check_values``), each step's value checks are
     collected as outputs of the scan and raised after the call (``_Chunk``): the program has no
     host callback, so JAX's persistent compilation cache can store it."""
-    batch_of, consts = (None, ()) if batch_fn is None else _hoist_constants(batch_fn, step_base)
-    step_arrays, rebuild_step = split_arrays(step_fn)
+    consts, step_arrays, rebuild_step = (), *split_arrays(step_fn)
+    if batch_fn is not None:  # the arrays it captures (a batch algorithm's data) as arguments, not constants
+        key = jax.eval_shape(lambda b: jax.random.split(jax.random.fold_in(b, 0))[0], step_base)
+        closed, out = jax.make_jaxpr(batch_fn, return_shape=True)(key, jax.ShapeDtypeStruct((), jnp.int32))
+        consts, batch_tree = tuple(closed.consts), jax.tree.structure(out)
+
+    def batch_of(consts, batch_key, t):
+        return jax.tree.unflatten(batch_tree, jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, list(consts)))(batch_key, t))
 
     def make_jit(collect: bool, locate: bool = False):
         def chunk(consts, step_arrays, state, step_base, t0, t_end, host):
             ts = t0 + jnp.arange(chunk_size, dtype=jnp.int32)
             bound = rebuild_step(step_arrays)
-
-            def step(key, state, batch):
-                if not collect:
-                    return bound(key, state, batch), None
-                return collecting_checks(bound, locate)(key, state, batch)
+            step = collecting_checks(bound, locate) if collect else lambda *a: (bound(*a), None)
 
             def body(state, xs):
                 t, host_batch = xs

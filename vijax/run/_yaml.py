@@ -6,7 +6,6 @@ files that are folders, not UTF-8 or larger than ``MAX_CONFIG_BYTES`` refused na
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from typing import Any, Union
@@ -63,31 +62,23 @@ for _tag, _pattern, _first in (  # the int before the float, which also matches 
     _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), _first)
 
 
-def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
-    text = loader.construct_scalar(node)
+def _construct_number(loader: _Loader, node: yaml.ScalarNode):
+    """An int, or a float (``!!float`` included), by the YAML 1.2 core schema."""
+    text, want_float = loader.construct_scalar(node), node.tag.endswith(":float")
     try:
         if _INT_RE.match(text):
-            base = {"0o": 8, "0x": 16}.get(text[:2], 10)
-            return int(text[2:] if base != 10 else text, base)
+            value = int(text[2:], 8 if text[1] == "o" else 16) if text[:2] in ("0o", "0x") else int(text)
+            return float(value) if want_float else value
     except ValueError as e:  # more digits than Python converts
         raise yaml.constructor.ConstructorError(None, None, f"cannot read the integer: {e}", node.start_mark) from None
-    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 integer", node.start_mark)
+    if want_float and _FLOAT_RE.match(text):
+        return float(text.lower().replace(".inf", "inf").replace(".nan", "nan"))
+    what = "number" if want_float else "integer"
+    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 {what}", node.start_mark)
 
 
-def _construct_float(loader: _Loader, node: yaml.ScalarNode) -> float:
-    text = loader.construct_scalar(node)
-    special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
-    if text.lower() in special:
-        return special[text.lower()]
-    if _INT_RE.match(text):  # !!float 0x10
-        return float(_construct_int(loader, node))
-    if _FLOAT_RE.match(text):
-        return float(text)
-    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 number", node.start_mark)
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_number)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_number)
 
 
 class _Dumper(yaml.SafeDumper):
