@@ -1,12 +1,10 @@
-"""Hidden Markov models (the tutorial *Raise your ELBO*, §HMM; Rabiner 1989): sequences of unequal length
-sampled from a random HMM with categorical or diagonal-Gaussian emissions, fitted by Baum–Welch
-(``em``, the default), CAVI on the Bayesian HMM (``cavi``) or SVI over minibatches of sequences
-(``svi``, ``ssvi``, ...: any registered algorithm the model meets).
+"""Hidden Markov models (the tutorial *Raise your ELBO*, §HMM; Rabiner 1989): sequences of unequal length from a
+random HMM with categorical or diagonal-Gaussian emissions, fitted by Baum–Welch (``em``, the default), CAVI on
+the Bayesian HMM (``cavi``) or SVI over minibatches of sequences (any registered algorithm the model meets).
 
-Evaluated on held-out sequences from the same HMM: the log-likelihood per step of the point estimate
-(EM's parameters, or the posterior means under q for the Bayesian fits) against the true parameters',
-and the accuracy of the Viterbi path after matching fitted states to true ones (Hungarian matching
-on the confusion counts).
+Evaluated on held-out sequences: the log-likelihood per step of the point estimate (EM's parameters, or the
+posterior means under q) against the true parameters', and the accuracy of the Viterbi path after matching
+fitted states to true ones (Hungarian matching on the confusion counts).
 """
 
 from __future__ import annotations
@@ -21,39 +19,20 @@ from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes
 
 from ._common import train_test_bounds
 
+_DATA = dict(num_train=500, num_test=200, length=60, min_length=20, stickiness=5.0, spread=3.0, seed=3)
+_MODEL = {"emissions": "categorical", "num_states": 5, "num_symbols": 10, "dim": 2, "concentration": 1.0}
 _DEFAULTS = {
-    "model": {
-        "emissions": "categorical",
-        "num_states": 5,
-        "num_symbols": 10,
-        "dim": 2,
-        "concentration": 1.0,
-        "forward_backward": "sequential",
-    },
-    "data": {
-        "num_train": 500,
-        "num_test": 200,
-        "length": 60,
-        "min_length": 20,
-        "stickiness": 5.0,
-        "spread": 3.0,
-        "seed": 3,
-    },
-    # name: any registered algorithm the model meets (em, cavi: the full data at every step; svi, ssvi, ssvi_a,
-    # map: minibatches of batch_size sequences); step_size: a constant step (None: the algorithm's default)
+    "model": _MODEL | {"forward_backward": "sequential"},
+    "data": _DATA,
+    # name: em, cavi (the full data at every step) or svi, ssvi, ssvi_a, map (minibatches of batch_size
+    # sequences); step_size: a constant step (None: the algorithm's default)
     "algorithm": {"name": "em", "batch_size": 50, "step_size": None, "local": "meanfield"},
     "run": {"num_steps": 100, "chunk_size": 10, "eval_every": 10, "checkpoint_every": 50, "x64": True},
 }
 
-_BOUNDS = {
-    "model.num_states": ">= 1",
-    "model.num_symbols": ">= 1",
-    "model.dim": ">= 1",
-    "model.concentration": "> 0",
-    **train_test_bounds(length=">= 1", min_length="in [1, data.length]", stickiness=">= 0", spread="> 0"),
-    "algorithm.batch_size": ">= 1",
-    "algorithm.step_size": "null or number in (0, 1]",
-}
+_BOUNDS = {"model.num_states": ">= 1", "model.num_symbols": ">= 1", "model.dim": ">= 1", "model.concentration": "> 0"}
+_BOUNDS |= train_test_bounds(length=">= 1", min_length="in [1, data.length]", stickiness=">= 0", spread="> 0")
+_BOUNDS |= {"algorithm.batch_size": ">= 1", "algorithm.step_size": "null or number in (0, 1]"}
 
 
 def _memory(config) -> list[MemoryNeed]:
@@ -82,16 +61,14 @@ def _memory(config) -> list[MemoryNeed]:
 def true_params(key, cfg_model: dict, cfg_data: dict) -> HMMParams:
     """A random HMM: Dirichlet(1) initial probabilities, transition rows Dirichlet(1 + stickiness e_i),
     sparse categorical emissions (Dirichlet(0.3)) or Gaussian means spread by ``spread``."""
-    k = cfg_model["num_states"]
+    k, dim = cfg_model["num_states"], cfg_model["dim"]
     k1, k2, k3 = jax.random.split(key, 3)
     pi = jax.random.dirichlet(k1, jnp.ones(k))
     trans = jax.random.dirichlet(k2, jnp.ones((k, k)) + cfg_data["stickiness"] * jnp.eye(k))
     if cfg_model["emissions"] == "categorical":
         em = CategoricalEmissions(jax.random.dirichlet(k3, jnp.full((k, cfg_model["num_symbols"]), 0.3)))
     else:
-        em = GaussianEmissions(
-            cfg_data["spread"] * jax.random.normal(k3, (k, cfg_model["dim"])), jnp.ones((k, cfg_model["dim"]))
-        )
+        em = GaussianEmissions(cfg_data["spread"] * jax.random.normal(k3, (k, dim)), jnp.ones((k, dim)))
     return HMMParams(pi, trans, em)
 
 
@@ -130,40 +107,33 @@ def build(sections: dict, seed: int) -> Experiment:
     model = _model(m)
     k_truth, k_train, k_test = jax.random.split(jax.random.PRNGKey(d["seed"]), 3)
     truth = true_params(k_truth, m, d)
-    train = sample_hmm(k_train, truth, num_sequences=d["num_train"], length=d["length"], min_length=d["min_length"])
-    test = sample_hmm(k_test, truth, num_sequences=d["num_test"], length=d["length"], min_length=d["min_length"])
+    lengths = {"length": d["length"], "min_length": d["min_length"]}
+    train = sample_hmm(k_train, truth, num_sequences=d["num_train"], **lengths)
+    test = sample_hmm(k_test, truth, num_sequences=d["num_test"], **lengths)
     model.check_data(train.data)
+    schedule, keys = a["step_size"], ("step_size", "batch_size")
     alg = configured_algorithm(
-        a,
-        _DEFAULTS["algorithm"],
-        model,
-        num_data=None if full else n,
-        schedule=a["step_size"],
-        schedule_keys=("step_size", "batch_size"),
+        a, _DEFAULTS["algorithm"], model, num_data=None if full else n, schedule=schedule, schedule_keys=keys
     )
     steps_test = float(np.sum(np.asarray(test.data.lengths)))
-    truth_ll = float(jnp.sum(model.log_likelihood(truth, test.data))) / steps_test
+
+    def per_step(params) -> float:  # the held-out log-likelihood per step
+        return float(jnp.sum(model.log_likelihood(params, test.data))) / steps_test
+
+    def accuracy(params) -> float:
+        return state_accuracy(np.asarray(test.states), np.asarray(model.viterbi(params, test.data)[0]), m["num_states"])
 
     @jax.jit
     def _estimate(state):  # EM fits the parameters themselves; the Bayesian fits a q over them
         return state.q_global if a["name"] == "em" else model.expected_params(state.q_global)
 
     def eval_fn(state) -> dict:
-        est = _estimate(state)
-        return {"heldout_ll_per_step": float(jnp.sum(model.log_likelihood(est, test.data))) / steps_test}
+        return {"heldout_ll_per_step": per_step(_estimate(state))}
 
     def report(result, out_dir, baselines) -> dict:
         est = _estimate(result.state)
-        paths, _ = model.viterbi(est, test.data)
-        out = eval_fn(result.state)
-        out.update(
-            true_heldout_ll_per_step=truth_ll,
-            viterbi_state_accuracy=state_accuracy(np.asarray(test.states), np.asarray(paths), m["num_states"]),
-            true_path_accuracy=state_accuracy(
-                np.asarray(test.states), np.asarray(model.viterbi(truth, test.data)[0]), m["num_states"]
-            ),
-        )
-        return out
+        out = {"heldout_ll_per_step": per_step(est), "true_heldout_ll_per_step": per_step(truth)}
+        return out | {"viterbi_state_accuracy": accuracy(est), "true_path_accuracy": accuracy(truth)}
 
     def batch_fn(key, step):
         if full:

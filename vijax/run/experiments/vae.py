@@ -1,25 +1,15 @@
-"""A variational autoencoder trained by AEVB (Kingma and Welling 2014), and beside it the fully
-Bayesian AEVB of the *Raise your ELBO* tutorial (2019, §Fully Bayesian AEVB): a mean-field Gaussian
-q(theta) over the decoder's parameters.
+"""A variational autoencoder by AEVB (Kingma & Welling 2014) and, beside it, the fully Bayesian AEVB of the
+*Raise your ELBO* tutorial (2019, §Fully Bayesian AEVB): a mean-field Gaussian q(theta) over the decoder.
 
-Data (``data.dataset``): ``"digits"`` (scikit-learn's 8 x 8 digits, ``vijax.data.load_digits_images``,
-binarised at ``data.threshold`` when ``data.binarize``; the stratified split of ``data.split_seed``),
-or ``"synthetic"`` (``vijax.data.sample_latent_bernoulli``: binary data from a fixed random decoder,
-``num_train`` + ``num_test`` points of ``dim`` pixels, from ``data.seed``).
-
-Model: ``model.latent_dim`` latents, tanh MLP encoder D -> hidden -> 2d and decoder d -> hidden ->
-D (``vijax.models.mlp``, weights from the experiment's seed), Bernoulli or fixed-scale Gaussian
-likelihood. The runner drives the configured algorithm (``aevb`` through ``configured_algorithm``,
-the point decoder unless ``algorithm.bayesian_decoder``); with ``algorithm.compare`` the other
-decoder runs as a ``Baseline`` with the same networks, minibatches and keys. Evaluations report the
-test ELBO (``elbo_samples`` draws per test point, a fixed key). The report estimates, for every run,
-the test ELBO and the importance-weighted log-likelihood (Burda et al. 2016) with K = ``iw_samples``,
-repeated ``iw_repeats`` times with independent keys: the mean over test points, its standard error
-over test points, and the standard deviation of the test mean over the repeats (the estimator's own
-Monte Carlo spread); the Bayesian decoder also with theta at q's mean. It writes ``results.md``,
-``vae_reconstructions.png`` and ``vae_samples.png``; for the synthetic data also the generating
-model's own test log-likelihood (simple Monte Carlo over its prior), the reference a fitted model
-approaches from below in expectation.
+Data (``data.dataset``): ``"digits"`` (scikit-learn's 8 x 8 digits, binarised at ``data.threshold`` when
+``data.binarize``) or ``"synthetic"`` (binary data from a fixed random decoder). Model: tanh MLP encoder and
+decoder (``vijax.models.mlp``), Bernoulli or fixed-scale Gaussian likelihood. The runner drives ``aevb``
+(point decoder unless ``algorithm.bayesian_decoder``); with ``algorithm.compare`` the other decoder runs as a
+``Baseline`` with the same networks, minibatches and keys. The report gives each run's test ELBO and
+importance-weighted log-likelihood (Burda et al. 2016, K = ``iw_samples``, ``iw_repeats`` times: mean over
+test points, its standard error and the spread over repeats), and writes ``results.md``,
+``vae_reconstructions.png`` and ``vae_samples.png``; for synthetic data also the generating model's own test
+log-likelihood, the reference a fitted model approaches from below.
 """
 
 from __future__ import annotations
@@ -41,65 +31,26 @@ from vijax.run import register_experiment, SEED_BOUND
 from ._common import md_table, train_test_bounds
 from ._plotting import optional_plot
 
-# latent_dim: d; hidden: the widths of the encoder's and the decoder's hidden layers; activation:
-# a name in vijax.models.ACTIVATIONS; likelihood: "bernoulli" or "gaussian"; obs_scale: the
-# Gaussian likelihood's fixed sd.
+# hidden: the hidden layers' widths; activation: a name in vijax.models.ACTIVATIONS; obs_scale: the Gaussian sd
 _MODEL = {"latent_dim": 2, "hidden": [64], "activation": "tanh", "likelihood": "bernoulli", "obs_scale": 1.0}
-# dataset: "digits" or "synthetic"; binarize, threshold, split_seed, test_fraction: the digits;
-# num_train, num_test, dim, true_latent_dim, true_hidden, logit_scale, seed: the synthetic data;
-# batch_size: the minibatch M (N / M scaling).
-_DATA = {
-    "dataset": "digits",
-    "binarize": True,
-    "threshold": 0.5,
-    "split_seed": 0,
-    "test_fraction": 0.2,
-    "num_train": 1000,
-    "num_test": 200,
-    "dim": 64,
-    "true_latent_dim": 2,
-    "true_hidden": 16,
-    "logit_scale": 3.0,
-    "seed": 0,
-    "batch_size": 100,
-}
-# name: the registered algorithm (aevb); optimizer, num_samples (z draws per datum and step),
-# bayesian_decoder, prior_scale, init_scale: aevb's settings; learning_rate: the optimizer's rate;
-# compare: also run the other decoder (point <-> Bayesian) as a baseline; elbo_samples: z draws per
-# test point for the test ELBO; iw_samples: K of the importance-weighted estimate, in chunks of
-# iw_chunk; iw_repeats: independent repeats of it (its spread); num_images: images per figure row.
-_ALG = {
-    "name": "aevb",
-    "optimizer": "adam",
-    "learning_rate": 3e-3,
-    "num_samples": 1,
-    "bayesian_decoder": False,
-    "prior_scale": 1.0,
-    "init_scale": 0.01,
-    "compare": True,
-    "elbo_samples": 10,
-    "iw_samples": 1000,
-    "iw_chunk": 250,
-    "iw_repeats": 5,
-    "num_images": 10,
-}
+# binarize .. test_fraction: the digits; num_train .. seed: the synthetic data; batch_size: M (N / M scaling)
+_DATA = {"dataset": "digits", "binarize": True, "threshold": 0.5, "split_seed": 0, "test_fraction": 0.2}
+_DATA |= {"num_train": 1000, "num_test": 200, "dim": 64, "true_latent_dim": 2, "true_hidden": 16, "logit_scale": 3.0}
+_DATA |= {"seed": 0, "batch_size": 100}
+# num_samples: z draws per datum and step; compare: also run the other decoder (point <-> Bayesian);
+# elbo_samples: z draws per test point; iw_samples: K, in chunks of iw_chunk, iw_repeats times; num_images: per row
+_ALG = {"name": "aevb", "optimizer": "adam", "learning_rate": 3e-3, "num_samples": 1, "bayesian_decoder": False}
+_ALG |= {"prior_scale": 1.0, "init_scale": 0.01, "compare": True, "elbo_samples": 10, "iw_samples": 1000}
+_ALG |= {"iw_chunk": 250, "iw_repeats": 5, "num_images": 10}
+_DEFAULTS = {"model": _MODEL, "data": _DATA, "algorithm": _ALG}
+_DEFAULTS["run"] = {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False}
 
-
-_BOUNDS = {
-    "model.latent_dim": ">= 1",
-    "model.hidden": "each >= 1",
-    "model.obs_scale": "> 0",
-    "data.threshold": "in (0, 1)",
-    "data.split_seed": SEED_BOUND,
-    "data.test_fraction": "in (0, 1)",
-    **train_test_bounds(dim=">= 1", true_latent_dim=">= 1", true_hidden=">= 1", logit_scale="> 0"),
-    "data.batch_size": ">= 1",
-    "algorithm.learning_rate": "> 0",
-    "algorithm.num_samples": ">= 1",
-    "algorithm.prior_scale": "> 0",
-    "algorithm.init_scale": "> 0",
-    **{f"algorithm.{k}": ">= 1" for k in ("elbo_samples", "iw_samples", "iw_chunk", "iw_repeats", "num_images")},
-}
+_BOUNDS = {"model.latent_dim": ">= 1", "model.hidden": "each >= 1", "model.obs_scale": "> 0"}
+_BOUNDS |= {"data.threshold": "in (0, 1)", "data.split_seed": SEED_BOUND, "data.test_fraction": "in (0, 1)"}
+_BOUNDS |= train_test_bounds(dim=">= 1", true_latent_dim=">= 1", true_hidden=">= 1", logit_scale="> 0")
+_BOUNDS |= {"data.batch_size": ">= 1", "algorithm.learning_rate": "> 0", "algorithm.num_samples": ">= 1"}
+_BOUNDS |= {"algorithm.prior_scale": "> 0", "algorithm.init_scale": "> 0"}
+_BOUNDS |= {f"algorithm.{k}": ">= 1" for k in ("elbo_samples", "iw_samples", "iw_chunk", "iw_repeats", "num_images")}
 _DIGITS = (1797, 64)  # scikit-learn's digits: 1797 images of 8 x 8 pixels
 
 
@@ -110,6 +61,7 @@ def _memory(config) -> list[MemoryNeed]:
     width = dim + sum(m["hidden"]) + 2 * m["latent_dim"]
     sizes = [dim] + list(m["hidden"]) + [2 * m["latent_dim"]]
     weights = 2 * sum(x * y for x, y in zip(sizes[:-1], sizes[1:]))
+    layers = ("model.hidden", "model.latent_dim", "data.dim")
     return [
         MemoryNeed(
             "the data (data.num_train + data.num_test) x data.dim",
@@ -121,17 +73,17 @@ def _memory(config) -> list[MemoryNeed]:
         ),
         MemoryNeed(
             "a step's activations (data.batch_size x algorithm.num_samples x the layers)",
-            ("data.batch_size", "algorithm.num_samples", "model.hidden", "model.latent_dim", "data.dim"),
+            ("data.batch_size", "algorithm.num_samples", *layers),
             3 * d["batch_size"] * a["num_samples"] * width * f,
         ),
         MemoryNeed(
             "the importance-weighted estimate's chunk (algorithm.iw_chunk x the test data x the layers)",
-            ("algorithm.iw_chunk", "data.num_test", "model.hidden", "model.latent_dim", "data.dim"),
+            ("algorithm.iw_chunk", "data.num_test", *layers),
             2 * min(a["iw_chunk"], a["iw_samples"]) * test * width * f,
         ),
         MemoryNeed(
             "the test ELBO's draws (algorithm.elbo_samples x the test data x the layers)",
-            ("algorithm.elbo_samples", "data.num_test", "model.hidden", "model.latent_dim", "data.dim"),
+            ("algorithm.elbo_samples", "data.num_test", *layers),
             2 * a["elbo_samples"] * test * width * f,
         ),
     ]
@@ -150,14 +102,8 @@ def load(data: dict):
             return d.x_train, d.x_test, d.image_shape, d.name, None
         if name == "synthetic":
             n, p = data["num_train"], data["num_test"]
-            s = sample_latent_bernoulli(
-                jax.random.PRNGKey(data["seed"]),
-                n + p,
-                data["dim"],
-                data["true_latent_dim"],
-                data["true_hidden"],
-                logit_scale=data["logit_scale"],
-            )
+            sizes = (n + p, data["dim"], data["true_latent_dim"], data["true_hidden"])
+            s = sample_latent_bernoulli(jax.random.PRNGKey(data["seed"]), *sizes, logit_scale=data["logit_scale"])
             x = np.asarray(s.x, np.float64)
             side = int(round(np.sqrt(data["dim"])))
             shape = (side, side) if side * side == data["dim"] else (1, data["dim"])
@@ -171,27 +117,13 @@ def _model(model: dict, dim: int, seed: int) -> VAE:
     d, hidden = model["latent_dim"], list(model["hidden"])
     k_enc, k_dec = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 11))
     try:
+        encoder = mlp(k_enc, [dim] + hidden + [2 * d], model["activation"])
+        decoder = mlp(k_dec, [d] + hidden + [dim], model["activation"])
         return VAE(
-            mlp(k_enc, [dim] + hidden + [2 * d], model["activation"]),
-            mlp(k_dec, [d] + hidden + [dim], model["activation"]),
-            latent_dim=d,
-            data_dim=dim,
-            likelihood=model["likelihood"],
-            obs_scale=model["obs_scale"],
+            encoder, decoder, latent_dim=d, data_dim=dim, likelihood=model["likelihood"], obs_scale=model["obs_scale"]
         )
     except ValueError as e:
         raise ConfigError(f"model: {e}") from None
-
-
-def _label(bayesian: bool) -> str:
-    return "bayesian_decoder" if bayesian else "point_decoder"
-
-
-def _evaluator(alg, x_test, num_samples: int, key):
-    def evaluate(state) -> dict:
-        return {"test_elbo": float(jnp.mean(inference.elbo(alg, key, state.q_global, x_test, num_samples=num_samples)))}
-
-    return evaluate
 
 
 def _estimates(alg, state, x_test, section: dict, key, theta: str = "sample") -> dict:
@@ -214,45 +146,32 @@ def _estimates(alg, state, x_test, section: dict, key, theta: str = "sample") ->
     }
 
 
-def _grid(fig, rows: dict, shape, n: int, col: int = 0):
-    """One row of ``n`` images per entry of ``rows`` (label -> (n, D) array in [0, 1])."""
-    axes = fig.subplots(len(rows), n, squeeze=False)
-    for i, (label, imgs) in enumerate(rows.items()):
-        for j in range(n):
-            ax = axes[i, j]
-            ax.imshow(np.asarray(imgs[j]).reshape(shape), cmap="gray_r", vmin=0.0, vmax=1.0, interpolation="nearest")
-            ax.set(xticks=[], yticks=[])
-        axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
-
-
 @optional_plot
 def _figure(path: str, rows: dict, shape, n: int, title: str) -> None:
+    """One row of ``n`` images per entry of ``rows`` (label -> (n, D) array in [0, 1])."""
     from matplotlib.figure import Figure  # deferred: importing matplotlib is slow
 
     aspect = shape[1] / shape[0]
     fig = Figure(figsize=(1.6 + 0.7 * n * min(aspect, 4.0), 0.35 + 0.75 * len(rows)), layout="constrained")
-    _grid(fig, rows, shape, n)
+    axes = fig.subplots(len(rows), n, squeeze=False)
+    for i, (label, imgs) in enumerate(rows.items()):
+        for j in range(n):
+            axes[i, j].imshow(
+                np.asarray(imgs[j]).reshape(shape), cmap="gray_r", vmin=0.0, vmax=1.0, interpolation="nearest"
+            )
+            axes[i, j].set(xticks=[], yticks=[])
+        axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.savefig(path, dpi=100)
 
 
-@register_experiment(
-    "vae",
-    defaults={
-        "model": dict(_MODEL),
-        "data": dict(_DATA),
-        "algorithm": dict(_ALG),
-        "run": {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False},
-    },
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("vae", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
     """a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images"""
-    model_s, data, section = sections["model"], sections["data"], sections["algorithm"]
+    data, section, num_images = sections["data"], sections["algorithm"], sections["algorithm"]["num_images"]
     x_train, x_test, shape, name, truth = load(data)
     n, dim = x_train.shape
-    model = _model(model_s, dim, seed)
+    model = _model(sections["model"], dim, seed)
     lr = section["learning_rate"]
     main = configured_algorithm(section, _ALG, model, num_data=n, schedule=lr, schedule_keys=("learning_rate",))
     xtr = jnp.asarray(x_train, jnp.result_type(float))
@@ -266,33 +185,27 @@ def build(sections: dict, seed: int) -> Experiment:
         return xtr[idx_fn(key, t)]
 
     eval_key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
+
+    def test_elbo(alg, q) -> float:
+        return float(jnp.mean(inference.elbo(alg, eval_key, q, xte, num_samples=section["elbo_samples"])))
+
     bayes = section["bayesian_decoder"]
-    algs = {_label(bayes): main}
+    labels = {True: "bayesian_decoder", False: "point_decoder"}
+    algs = {labels[bayes]: main}
     baselines = ()
     if section["compare"]:
         settings = {k: section[k] for k in ("optimizer", "num_samples", "prior_scale", "init_scale")}
         other = make_algorithm("aevb", model, num_data=n, schedule=lr, bayesian_decoder=not bayes, **settings)
-        algs[_label(not bayes)] = other
-        baselines = (
-            Baseline(
-                _label(not bayes),
-                other,
-                lambda key: other.init(key, x_train[:1]),
-                batch_fn,
-                _evaluator(other, xte, section["elbo_samples"], eval_key),
-            ),
-        )
+        algs[labels[not bayes]] = other
+        init = lambda key: other.init(key, x_train[:1])  # noqa: E731
+        evaluate = lambda state: {"test_elbo": test_elbo(other, state.q_global)}  # noqa: E731
+        baselines = (Baseline(labels[not bayes], other, init, batch_fn, evaluate),)
 
     def report(result, out_dir, results):
-        runs = {_label(bayes): result} | {b.name: results[b.name] for b in baselines}
-        rows, recs, samples = [], {"data": x_test[: section["num_images"]]}, {}
+        runs = {labels[bayes]: result} | {b.name: results[b.name] for b in baselines}
+        rows, recs, samples = [], {"data": x_test[:num_images]}, {}
         for label, res in runs.items():
             alg = algs[label]
-            start = alg.init(jax.random.PRNGKey(seed))
-            before = float(
-                jnp.mean(inference.elbo(alg, eval_key, start.q_global, xte, num_samples=section["elbo_samples"]))
-            )
-            est = _estimates(alg, res.state, xte, section, eval_key)
             elbo = np.asarray(res.trace.get("elbo", np.zeros(0)))
             tail = elbo[-min(len(elbo), 100) :] / n
             rows.append(
@@ -300,8 +213,8 @@ def build(sections: dict, seed: int) -> Experiment:
                     "method": label,
                     "theta": "q(θ) draws" if "bayes" in label else "point",
                     "steps": res.num_steps,
-                    "test ELBO at start": before,
-                    **est,
+                    "test ELBO at start": test_elbo(alg, alg.init(jax.random.PRNGKey(seed)).q_global),
+                    **_estimates(alg, res.state, xte, section, eval_key),
                     "train ELBO / N (last 100 steps)": float(tail.mean()) if len(tail) else float("nan"),
                     "KL(q(θ)‖p(θ)) / N": float(inference.decoder_kl(alg, res.state)) / n,
                     "rejected steps": int(res.state.num_rejected),
@@ -309,61 +222,29 @@ def build(sections: dict, seed: int) -> Experiment:
                 }
             )
             if "bayes" in label:
-                rows.append(
-                    {
-                        "method": label,
-                        "theta": "E_q[θ]",
-                        "steps": res.num_steps,
-                        **_estimates(alg, res.state, xte, section, eval_key, theta="mean"),
-                    }
-                )
-            recs[label] = np.asarray(inference.reconstruct(alg, res.state, xte[: section["num_images"]]))
-            samples[label] = np.asarray(
-                inference.sample(alg, jax.random.fold_in(eval_key, 99), res.state, section["num_images"])
-            )
-        _figure(
-            os.path.join(out_dir, "vae_reconstructions.png"),
-            recs,
-            shape,
-            section["num_images"],
-            f"{name}: test images and their reconstructions E[x | z = μ(x)]",
-        )
-        _figure(
-            os.path.join(out_dir, "vae_samples.png"),
-            samples,
-            shape,
-            section["num_images"],
-            f"{name}: E[x | z] for z ~ N(0, I) (θ ~ q(θ) for the Bayesian decoder)",
-        )
+                mean = _estimates(alg, res.state, xte, section, eval_key, theta="mean")
+                rows.append({"method": label, "theta": "E_q[θ]", "steps": res.num_steps, **mean})
+            recs[label] = np.asarray(inference.reconstruct(alg, res.state, xte[:num_images]))
+            samples[label] = np.asarray(inference.sample(alg, jax.random.fold_in(eval_key, 99), res.state, num_images))
+        title = f"{name}: test images and their reconstructions E[x | z = μ(x)]"
+        _figure(os.path.join(out_dir, "vae_reconstructions.png"), recs, shape, num_images, title)
+        title = f"{name}: E[x | z] for z ~ N(0, I) (θ ~ q(θ) for the Bayesian decoder)"
+        _figure(os.path.join(out_dir, "vae_samples.png"), samples, shape, num_images, title)
         summary = {"table": rows, "dataset": name, "num_train": int(n), "num_test": int(x_test.shape[0])}
         if truth is not None:  # log p(x_test) under the decoder that generated the data
             ref = np.asarray(latent_bernoulli_log_prob(truth, xte, jax.random.fold_in(eval_key, 7), REFERENCE_SAMPLES))
             summary["true_model_log_lik"] = {"mean": float(ref.mean()), "se": float(ref.std() / np.sqrt(len(ref)))}
-        _write(
-            out_dir,
-            name,
-            rows,
-            model_s,
-            data,
-            section,
-            sections["run"],
-            x_train.shape,
-            x_test.shape,
-            summary.get("true_model_log_lik"),
-        )
+        _write(out_dir, name, rows, sections, x_train.shape, x_test.shape, summary.get("true_model_log_lik"))
         return summary
 
+    init = lambda key: main.init(key, x_train[:1])  # noqa: E731
     return Experiment(
-        main,
-        lambda key: main.init(key, x_train[:1]),
-        batch_fn,
-        _evaluator(main, xte, section["elbo_samples"], eval_key),
-        report,
-        baselines=baselines,
+        main, init, batch_fn, lambda state: {"test_elbo": test_elbo(main, state.q_global)}, report, baselines=baselines
     )
 
 
-def _write(out_dir, name, rows, model, data, section, run, train_shape, test_shape, truth) -> None:
+def _write(out_dir, name, rows, sections, train_shape, test_shape, truth) -> None:
+    model, data, section, run = (sections[k] for k in ("model", "data", "algorithm", "run"))
     cols = list(rows[0])  # the first run's row has every column
     lines = [
         f"# A VAE on {name}: AEVB and fully Bayesian AEVB\n",
