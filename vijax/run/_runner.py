@@ -193,6 +193,15 @@ def initial_progress(
     return _Progress(_as_strong_arrays(ck.state), ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
 
 
+def _run_config(config: Optional[RunConfig], settings: dict, batch_fn, host_batches) -> RunConfig:
+    """A run's settings, checked against this process, and its batch arguments checked."""
+    rc = (config if config is not None else RunConfig()).replace(**settings)
+    rc.check_process_settings()
+    if (batch_fn is None) == (host_batches is None):
+        raise ValueError("give exactly one of batch_fn and host_batches")
+    return rc
+
+
 def run(
     alg: VIAlgorithm,
     key: PRNGKey,
@@ -264,13 +273,10 @@ def run(
       >>> round(float(res.state), 6), res.trace["elbo"].shape, int(res.trace["step"][-1])
       (1.0, (60,), 60)
     """
-    rc = (config if config is not None else RunConfig()).replace(**settings)
-    rc.check_process_settings()
+    rc = _run_config(config, settings, batch_fn, host_batches)
     check_algorithm("alg", alg)
     check_key("key", key)
     _cache.enable_compile_cache(rc.compile_cache)
-    if (batch_fn is None) == (host_batches is None):
-        raise ValueError("give exactly one of batch_fn and host_batches")
     # the settings that decide which chunks a run computes and when it evaluates: the same in every process
     same = {name: getattr(rc, name) for name in ("num_steps", "chunk_size", "tol", "patience", "eval_every")}
     same.update(check_values=rc.check_values, eval_fn=None if eval_fn is None else "given")
@@ -526,10 +532,7 @@ def lower_run(
       >>> "stablehlo" in low.as_text()
       True
     """
-    rc = (config if config is not None else RunConfig()).replace(**settings)
-    rc.check_process_settings()
-    if (batch_fn is None) == (host_batches is None):
-        raise ValueError("give exactly one of batch_fn and host_batches")
+    rc = _run_config(config, settings, batch_fn, host_batches)
     init_key, step_base = jax.random.split(key)
     state = None
     if init_state is None or callable(init_state):  # the start's shapes and dtypes (no weak types), traced
