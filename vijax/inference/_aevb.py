@@ -23,7 +23,7 @@ import optax
 
 from vijax._validate import batch_size, check_bool, check_choice, check_int, check_key, check_scalar
 from vijax.inference._guides import GaussianGuide
-from vijax.inference._optax_vi import resolve_optimizer
+from vijax.inference._optax_vi import ascend, resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
 from vijax.models import AEVBModel, filter_jit
@@ -137,8 +137,7 @@ def step(
     elbo, grads = jax.value_and_grad(_objective)(
         state.q_global, batch, key, model=model, decoder=decoder, num_data=num_data, num_samples=num_samples
     )
-    updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), state.opt_state, state.q_global)
-    new = optax.apply_updates(state.q_global, updates)
+    new, opt_state = ascend(optimizer, grads, state.opt_state, state.q_global)
     return AEVBState(new, opt_state, safe_increment(state.count)), AEVBInfo(elbo)
 
 

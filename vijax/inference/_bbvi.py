@@ -44,7 +44,7 @@ from vijax._validate import (
 from vijax.interop import Target
 from vijax.models import filter_jit
 from vijax.inference._guides import draws, flow_guide, is_flow, make_guide
-from vijax.inference._optax_vi import resolve_optimizer
+from vijax.inference._optax_vi import ascend, resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
 from vijax.types import Array, PRNGKey, PyTree
@@ -280,24 +280,14 @@ def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, con
     draw ``sample(q, key)`` its value and, with ``log_density``, ``directional_probe``'s flags."""
     z = sample(q, key)
     value = None if mean_of is None else joint(mean_of(q), batch)
-    on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))  # noqa: E731
+    on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))
     if log_density is None:
         return value, (jax.vmap(lambda zs: on_z(joint)(zs, batch))(z), None, None)
     probe = directional_probe(on_z(joint), on_z(log_density) if has_prior else None, batch)
     return value, jax.vmap(probe)(z, v)
 
 
-def check_start(
-    key,
-    batch,
-    sample: Callable,
-    q,
-    mean_of: Optional[Callable],
-    joint,
-    log_density,
-    has_prior: bool,
-    constrain: Optional[Callable] = None,
-) -> None:
+def check_start(key, batch, sample: Callable, q, mean_of, joint, log_density, has_prior: bool, constrain=None) -> None:
     """The start checks of ``bbvi`` and ``ngvi``: raises ValueError where the joint is not finite at
     q's mean (``mean_of(q)``), at some draw of q with a batch, or at every draw, or where its gradient
     along a random direction is exactly zero at every draw (``check_gradient_flows``)."""
@@ -347,9 +337,7 @@ def step(
     (_, elbo), grads = jax.value_and_grad(_objective, has_aux=True)(
         state.q_global, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha
     )
-    neg = jax.tree.map(jnp.negative, grads)
-    updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
-    new = optax.apply_updates(state.q_global, updates)
+    new, opt_state = ascend(optimizer, grads, state.opt_state, state.q_global)
     return BBVIState(new, opt_state, safe_increment(state.count)), BBVIInfo(elbo, optax.tree.norm(grads))
 
 

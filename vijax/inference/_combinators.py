@@ -23,7 +23,7 @@ from vijax._validate import (
     real_array,
     vmap_with_checks,
 )
-from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters
+from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters, model_hyperparameters
 from vijax.inference.base import VIAlgorithm, bind_settings
 from vijax.types import Array, PyTree
 
@@ -122,19 +122,8 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
         unknown value, a bad sequence or length, a value outside its domain; at ``init``, a state
         without a ``hyper`` field, or G states that would not fit in memory.
     """
-    from vijax.models import HyperparameterModel
-
     check_algorithm("alg", alg)
-    if not implements(model, HyperparameterModel):
-        raise ArgumentError(
-            "model", f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}"
-        )
-    known = model.hyperparameters()
-    unknown = [n for n in values if n not in known]
-    if unknown:
-        raise ArgumentError(
-            unknown[0], f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(known)}"
-        )
+    model_hyperparameters(model, values)
     arrays, num_points = _grid_values(values, "hyperparameter")
     _check_hyperparameter_values(model, arrays)
 
@@ -252,9 +241,7 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
         return GridState(jax.vmap(lambda v: factory(**v).init(key, batch))(vals), vals)
 
     def step(key, state, batch):
-        def one(k, s, v, b):
-            return factory(**v).step(k, s, b)
-
+        one = lambda k, s, v, b: factory(**v).step(k, s, b)
         new, info = vmap_with_checks(one, in_axes=(None, 0, 0, None))(key, state.state, state.values, batch)
         return GridState(new, state.values), info
 

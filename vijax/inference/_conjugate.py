@@ -99,6 +99,21 @@ def view_step(
     return q_new, num_damped, rho, prior, stats, data_term
 
 
+def model_hyperparameters(model, names) -> dict:
+    """``model.hyperparameters()``; ValueError naming ``model`` without them, or the first of ``names`` not among them."""
+    if not implements(model, HyperparameterModel):
+        raise ArgumentError(
+            "model", f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}"
+        )
+    known = model.hyperparameters()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ArgumentError(
+            unknown[0], f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(known)}"
+        )
+    return known
+
+
 def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) -> PyTree:
     """``state`` with the model's hyperparameters held in it (optax's ``inject_hyperparams``), used by
     every later step instead of the model's fixed ones; a grid of settings is one ``vmap``ped program::
@@ -119,14 +134,7 @@ def inject_hyperparameters(state: PyTree, model: HyperparameterModel, **values) 
             "state",
             f"state must be a state of svi, ssvi, ssvi_a or map (with a hyper field), got {type(state).__name__}",
         )
-    if not implements(model, HyperparameterModel):
-        raise ArgumentError(
-            "model", f"model must offer hyperparameters() (a HyperparameterModel), got {type(model).__name__}"
-        )
-    fixed = model.hyperparameters()
-    unknown = sorted(set(values) - set(fixed))
-    if unknown:
-        raise ValueError(f"{unknown[0]} is not a hyperparameter of {type(model).__name__}; choose from {sorted(fixed)}")
+    fixed = model_hyperparameters(model, sorted(values))
     dt = float_leaf_dtype(state.q_global)
     base = dict(state.hyper) if state.hyper is not None else {n: jnp.asarray(v, dt) for n, v in fixed.items()}
     base.update({n: jnp.asarray(v, dt) for n, v in values.items()})

@@ -83,14 +83,8 @@ def elbo(alg: Any, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any
 
 
 def iwae_log_likelihood(
-    alg: Any,
-    key: PRNGKey,
-    state: PyTree,
-    x: Array,
-    num_samples: int = 1000,
-    chunk_size: int = 256,
-    theta: str = "sample",
-) -> Array:
+    alg: Any, key: PRNGKey, state: PyTree, x: Array, num_samples: int = 1000, chunk_size: int = 256, theta="sample"
+):
     """``aevb``: (N,) importance-sampled estimates of log p(x_n) (Burda, Grosse and Salakhutdinov
     2016), K = ``num_samples`` draws in chunks of ``chunk_size`` (see ``vijax.inference.aevb``)."""
     extras = _offered(alg, EvaluatesDecoder, "iwae_log_likelihood", "aevb", state)

@@ -248,7 +248,7 @@ def step(
         check_shapes("state.q_global", state.q_global, family, "this ngvi's family")
     q = state.q_global
     rho = schedule(state.count)
-    f = lambda z: joint(z, batch)  # noqa: E731
+    f = lambda z: joint(z, batch)
     if gradient == "reparam":
         g_hat, mean_f = _reparam_gradient(q, f, key, num_samples)
     else:

@@ -185,6 +185,12 @@ def _adadelta(learning_rate: float, rho: float, eps: float) -> optax.GradientTra
     return optax.GradientTransformation(init_fn, update_fn)
 
 
+def ascend(optimizer: optax.GradientTransformation, grads: PyTree, opt_state: PyTree, params: PyTree):
+    """(params, opt_state) after one ``optimizer`` step along the ELBO's gradient ``grads``."""
+    updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, grads), opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
 def init(
     key: PRNGKey, batch: PyTree = None, *, model: ParamsModel, optimizer: optax.GradientTransformation
 ) -> OptaxVIState:
@@ -209,11 +215,8 @@ def step(
     if num_data is not None:
         check_num_data(num_data, model, batch, state.count)
     elbo, grads = jax.value_and_grad(model.elbo_params)(state.q_global, batch, key, num_samples, num_data)
-    neg = jax.tree.map(jnp.negative, grads)
-    updates, opt_state = optimizer.update(neg, state.opt_state, state.q_global)
-    params = optax.apply_updates(state.q_global, updates)
-    gnorm = optax.tree.norm(grads)
-    return OptaxVIState(params, opt_state, safe_increment(state.count)), OptaxVIInfo(elbo, gnorm)
+    params, opt_state = ascend(optimizer, grads, state.opt_state, state.q_global)
+    return OptaxVIState(params, opt_state, safe_increment(state.count)), OptaxVIInfo(elbo, optax.tree.norm(grads))
 
 
 def as_top_level_api(

@@ -110,7 +110,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
     from jax.experimental import checkify
 
     check_values = check_bool("check_values", check_values)
-    given = lambda *names: any(jit_kwargs.get(k) not in (None, (), []) for k in names)  # noqa: E731
+    given = lambda *names: any(jit_kwargs.get(k) not in (None, (), []) for k in names)
     donated = given("donate_argnums", "donate_argnames")
     gated = not donated and not given("static_argnums", "static_argnames")
     options = None
@@ -130,7 +130,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
         programs[k] = jax.jit(fn, **kw)
     nested = jax.jit(step, **jit_kwargs)  # under a caller's trace: part of the caller's program
     mode, checked = [], []  # the way taken; [CheckedInputs] once collected and gated
-    gate = lambda value=True: (np.bool_(value),) if gated else ()  # noqa: E731
+    gate = lambda value=True: (np.bool_(value),) if gated else ()
 
     def choose(*args, **kwargs):
         if mode:
