@@ -75,7 +75,8 @@ def build(sections: dict, seed: int) -> Experiment:
     (figure 5)"""
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     methods = check_methods(a["methods"], METHODS)
-    model = GaPNMF(m["num_components"], d["num_freqs"], **{k: m[k] for k in list(_MODEL)[1:]})
+    hyper = {k: m[k] for k in ("a", "b", "alpha", "c", "max_iters", "tol", "init_shape")}
+    model = GaPNMF(m["num_components"], d["num_freqs"], **hyper)
     sizes = (d["num_freqs"], d["num_atoms"], d["num_frames"])
     data = sample_speech_spectrogram(
         jax.random.PRNGKey(d["seed"]), *sizes, **{k: d[k] for k in ("shape", "rate", "peak")}

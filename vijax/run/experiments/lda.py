@@ -104,7 +104,8 @@ class _Eval:
 def make_model(m: dict, vocab_size: int, **override) -> LDA:
     """The LDA of a config's model section (keys of ``MODEL_DEFAULTS``), with ``override`` replacing keys."""
     m = dict(m, **override)
-    return LDA(m["num_topics"], vocab_size, **{k: m[k] for k in list(MODEL_DEFAULTS)[1:]})
+    keys = ("alpha", "eta", "max_iters", "tol", "cvb0_iters", "gibbs_sweeps", "gibbs_burn_in")
+    return LDA(m["num_topics"], vocab_size, **{k: m[k] for k in keys})
 
 
 def synthetic_corpus(d: dict, seed: int):
