@@ -29,7 +29,7 @@ from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, log_weights, m
 from vijax.metrics import KHAT_THRESHOLD, psis
 from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, SEED_BOUND
 from ._common import cell, md_table
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
 NGVI_FAMILIES = ("fullrank", "meanfield")
@@ -55,6 +55,7 @@ ALG_DEFAULTS = {
     "moment_draws": 20000,
     "nuts": {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 0.9, "seed": 1},
 }
+RUN_DEFAULTS = {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False}
 ALG_BOUNDS = {  # NUTS's split R-hat compares chains: 2 or more
     "algorithm.num_samples": ">= 1",
     "algorithm.init_scale": "> 0",
@@ -123,7 +124,7 @@ class Method(NamedTuple):
 
 
 def _flat(target: Target):
-    """(the guide whose ``constrain`` maps z to the parameters, flat log-likelihood, flat log-prior with the Jacobian)."""
+    """(the guide whose ``constrain`` maps z to the parameters, flat log-likelihood, flat log-prior + log-Jacobian)."""
     guide = GaussianGuide(target.template, "meanfield", bijectors=target.bijectors)
 
     def log_prior(z):
@@ -273,12 +274,10 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
         return {"error": "switched off by algorithm.nuts.samples = 0"}
     fp = _fingerprint(target, nuts)
     path = os.path.join(out_dir, "nuts_reference.npz")
-    if fp in _MEMO:
-        if not os.path.exists(path):
-            _save(path, fp, _MEMO[fp])
-        return dict(_MEMO[fp], cached=True)
-    ref = _load(path, fp)
+    ref = _MEMO.get(fp) or _load(path, fp)
     if ref is not None:
+        if not os.path.exists(path):
+            _save(path, fp, ref)
         _MEMO[fp] = ref
         return dict(ref, cached=True)
     try:
@@ -441,32 +440,27 @@ def report(title, target, runs, draws, refs, ref_name, nuts, out_dir, figure, no
 
 @optional_plot
 def _plot(path, names, fits, refs, ref_name, khats, title):
-    from matplotlib.figure import Figure
-
     k = len(names)
     x = np.arange(k, dtype=float)
     n = len(fits) + len(refs)
     width = 0.8 / max(n, 1)
-    fig = Figure(figsize=(min(16.0, max(7.0, 0.1 * k * n + 3)), 9))
-    ax = fig.subplots(3, 1, sharex=True)
-    ref = refs.get(ref_name)
-    for j, (name, (m, s)) in enumerate(list(refs.items()) + list(fits.items())):
-        off = (j - (n - 1) / 2) * width
-        is_ref = name in refs
-        label = name if is_ref else f"{name} (k-hat {cell(khats.get(name))})"
-        style = dict(fmt="s" if is_ref else "o", ms=4, capsize=2, label=label)
-        if is_ref and name == ref_name:
-            style["color"] = "black"
-        ax[0].errorbar(x + off, m, yerr=s, **style)
-        if ref is not None and not (is_ref and name == ref_name):
-            ax[1].plot(x + off, (m - ref[0]) / ref[1], style["fmt"], ms=4, color=ax[0].lines[-1].get_color())
-            ax[2].plot(x + off, s / ref[1], style["fmt"], ms=4, color=ax[0].lines[-1].get_color())
-    ax[0].set(ylabel="posterior mean ± sd", title=title)
-    ax[0].legend(fontsize=8)
-    ax[1].axhline(0.0, color="black", lw=0.8)
-    ax[1].set_ylabel(f"(mean - {ref_name}) / sd" if ref is not None else "no reference")
-    ax[2].axhline(1.0, color="black", lw=0.8)
-    ax[2].set(ylabel=f"sd / sd of {ref_name}" if ref is not None else "no reference", xticks=x)
-    ax[2].set_xticklabels(names, rotation=90 if k > 12 else 0, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with figure(path, (min(16.0, max(7.0, 0.1 * k * n + 3)), 9), 3, 1, sharex=True) as (fig, ax):
+        ref = refs.get(ref_name)
+        for j, (name, (m, s)) in enumerate(list(refs.items()) + list(fits.items())):
+            off = (j - (n - 1) / 2) * width
+            is_ref = name in refs
+            label = name if is_ref else f"{name} (k-hat {cell(khats.get(name))})"
+            style = dict(fmt="s" if is_ref else "o", ms=4, capsize=2, label=label)
+            if is_ref and name == ref_name:
+                style["color"] = "black"
+            ax[0].errorbar(x + off, m, yerr=s, **style)
+            if ref is not None and not (is_ref and name == ref_name):
+                ax[1].plot(x + off, (m - ref[0]) / ref[1], style["fmt"], ms=4, color=ax[0].lines[-1].get_color())
+                ax[2].plot(x + off, s / ref[1], style["fmt"], ms=4, color=ax[0].lines[-1].get_color())
+        ax[0].set(ylabel="posterior mean ± sd", title=title)
+        ax[0].legend(fontsize=8)
+        ax[1].axhline(0.0, color="black", lw=0.8)
+        ax[1].set_ylabel(f"(mean - {ref_name}) / sd" if ref is not None else "no reference")
+        ax[2].axhline(1.0, color="black", lw=0.8)
+        ax[2].set(ylabel=f"sd / sd of {ref_name}" if ref is not None else "no reference", xticks=x)
+        ax[2].set_xticklabels(names, rotation=90 if k > 12 else 0, fontsize=8)

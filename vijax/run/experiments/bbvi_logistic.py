@@ -1,19 +1,14 @@
-"""Bayesian logistic regression by black-box VI (Blei, Kucukelbir and McAuliffe 2017, §5), checked
-with PSIS (Yao, Vehtari, Simpson and Gelman 2018) and a long NUTS run.
+"""Bayesian logistic regression by black-box VI (Blei, Kucukelbir and McAuliffe 2017, §5), checked with
+PSIS (Yao, Vehtari, Simpson and Gelman 2018) and a long NUTS run.
 
-Model: y_n in {-1, +1}, p(y_n | x_n, w) = sigmoid(y_n w^T x_n) with x_n = (1, features) when
+Model: y_n in {-1, +1}, p(y_n | x_n, w) = sigmoid(y_n w^T x_n), x_n = (1, features) with
 ``model.intercept``, and w ~ N(0, s^2 I), s = ``model.prior_scale``. Data (``data.dataset``):
-``"synthetic"`` (``num_data`` x ``num_features`` standard-normal features, w_true ~ N(0, I) and
-labels drawn from the model, all from ``data.seed``), or a binary data set of
-``vijax.data.load_binary_dataset`` (``breast_cancer`` by default: scikit-learn's Wisconsin data,
-standardised; its training split of ``split_seed``).
+``"synthetic"`` (standard-normal features, w_true ~ N(0, I), labels drawn from the model, from
+``data.seed``), or a binary data set of ``vijax.data.load_binary_dataset`` (``breast_cancer`` by
+default: its training split of ``split_seed``), in minibatches of ``data.batch_size`` (None: all).
 
-The runner drives the configured method (``bbvi`` full-rank with Adam by default; ``ngvi`` with
-``algorithm.name: ngvi``), on minibatches of ``data.batch_size`` with the N/M scaling when it is
-set; ``algorithm.baselines`` run after it. Every evaluation reports the ELBO estimated from
-``algorithm.psis_draws`` log-weights on the full data and their PSIS k-hat. The report compares
-the posterior means and sds of every coefficient under each q with NumPyro's NUTS (cached in
-``<out>/nuts_reference.npz``; without NumPyro the report says so and compares nothing), and
+The report compares the posterior means and sds of every coefficient under each method's q with
+NumPyro's NUTS (cached in ``<out>/nuts_reference.npz``; without NumPyro it compares nothing), and
 writes ``results.md`` and ``logistic_<dataset>.png``.
 """
 
@@ -23,23 +18,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax.data import DATASETS, dataset_available, epoch_batches, load_binary_dataset
+from vijax.data import DATASETS, dataset_available, load_binary_dataset
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment, SEED_BOUND
 
-from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, experiment, memory_needs, nuts_reference, report
+from ._common import index_batches
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, RUN_DEFAULTS, Target, experiment, memory_needs, nuts_reference, report
 
-_MODEL = {"prior_scale": 1.0, "intercept": True}
-# dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic
-# data; split_seed: the train/test split of the scikit-learn sets; batch_size: None for the full
-# data at every step.
-_DATA = {"dataset": "breast_cancer", "num_data": 500, "num_features": 5, "seed": 0, "split_seed": 0, "batch_size": None}
-_ALG = dict(
-    ALG_DEFAULTS,
-    baselines=["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"],
-    nuts=dict(ALG_DEFAULTS["nuts"], samples=2500),
-)
-
-
+# dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic data;
+# split_seed: the scikit-learn sets' train/test split; batch_size: None for the full data at every step.
+_DEFAULTS = {
+    "model": {"prior_scale": 1.0, "intercept": True},
+    "data": {
+        "dataset": "breast_cancer",
+        "num_data": 500,
+        "num_features": 5,
+        "seed": 0,
+        "split_seed": 0,
+        "batch_size": None,
+    },
+    "algorithm": dict(
+        ALG_DEFAULTS,
+        baselines=["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"],
+        nuts=dict(ALG_DEFAULTS["nuts"], samples=2500),
+    ),
+    "run": RUN_DEFAULTS,
+}
 _BOUNDS = {
     "model.prior_scale": "> 0",
     "data.num_data": ">= 2",
@@ -100,8 +103,7 @@ def target(model: dict, x, y) -> Target:
         return jnp.sum(jax.nn.log_sigmoid(ys[idx] * (xs[idx] @ p["w"])))
 
     def log_prior(p):
-        w = p["w"] / s
-        return -0.5 * jnp.sum(w * w) - d * (np.log(s) + 0.5 * np.log(2.0 * np.pi))
+        return jnp.sum(jax.scipy.stats.norm.logpdf(p["w"], 0.0, s))
 
     names = (("b",) if model["intercept"] else ()) + tuple(f"w{i + 1}" for i in range(d - int(model["intercept"])))
     fingerprint = x.tobytes() + y.tobytes() + repr(sorted(model.items())).encode()
@@ -110,17 +112,7 @@ def target(model: dict, x, y) -> Target:
     )
 
 
-@register_experiment(
-    "bbvi_logistic",
-    defaults={
-        "model": dict(_MODEL),
-        "data": dict(_DATA),
-        "algorithm": dict(_ALG),
-        "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
-    },
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("bbvi_logistic", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
     """Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS
     k-hat"""
@@ -128,13 +120,7 @@ def build(sections: dict, seed: int) -> Experiment:
     x, y, name = load(data, model["intercept"])
     tgt = target(model, x, y)
     n = x.shape[0]
-    if data["batch_size"] is None:
-        batch_fn = None
-    else:
-        try:
-            batch_fn, _ = epoch_batches(n, data["batch_size"], jax.random.PRNGKey(seed + 7))
-        except ValueError as e:
-            raise ConfigError(f"data.batch_size: {e}") from None
+    batch_fn = index_batches(n, data["batch_size"], jax.random.PRNGKey(seed + 7))
 
     def make_report(result, out_dir, runs, draws):
         nuts = nuts_reference(tgt, section["nuts"], out_dir)
@@ -163,4 +149,4 @@ def build(sections: dict, seed: int) -> Experiment:
         return summary | {"dataset": name, "num_data": n, "num_coefficients": int(x.shape[1])}
 
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
-    return experiment(tgt, section, _ALG, sections["run"]["num_steps"], key, make_report, batch_fn)
+    return experiment(tgt, section, _DEFAULTS["algorithm"], sections["run"]["num_steps"], key, make_report, batch_fn)

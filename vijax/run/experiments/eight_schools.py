@@ -23,19 +23,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow_probability.substrates.jax as tfp
+from jax.scipy.stats import norm
 
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment
 
-from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, compare, experiment, memory_needs, nuts_reference, report
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, RUN_DEFAULTS, Target, compare, experiment, memory_needs
+from ._posterior import nuts_reference, report
 
 Y = (28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0)
 SIGMA = (15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0)
 BIJECTORS = {"exp": tfp.bijectors.Exp, "softplus": tfp.bijectors.Softplus}
 
-_MODEL = {"mu_scale": 5.0, "tau_scale": 5.0, "tau_bijector": "exp"}
-_DATA = {"y": list(Y), "sigma": list(SIGMA)}
-_ALG = dict(ALG_DEFAULTS, ngvi_step_size=0.02, quadrature_points=4000)
-_LOG_2PI = math.log(2.0 * math.pi)
+_DEFAULTS = {
+    "model": {"mu_scale": 5.0, "tau_scale": 5.0, "tau_bijector": "exp"},
+    "data": {"y": list(Y), "sigma": list(SIGMA)},
+    "algorithm": dict(ALG_DEFAULTS, ngvi_step_size=0.02, quadrature_points=4000),
+    "run": RUN_DEFAULTS,
+}
 _BOUNDS = {
     "model.mu_scale": "> 0",
     "model.tau_scale": "> 0",
@@ -56,11 +60,6 @@ def _memory(config) -> list[MemoryNeed]:
     return memory_needs(config, j, j + 2, "data.y") + [quadrature]
 
 
-def _normal_lp(x, loc, scale):
-    r = (x - loc) / scale
-    return -0.5 * r * r - jnp.log(scale) - 0.5 * _LOG_2PI
-
-
 def target(model: dict, y, sigma) -> Target:
     """The non-centred posterior as a ``Target``; the batch is the data ``(y, sigma)``."""
     if model["tau_bijector"] not in BIJECTORS:
@@ -75,12 +74,12 @@ def target(model: dict, y, sigma) -> Target:
 
     def log_lik(p, batch):
         yy, ss = batch
-        return jnp.sum(_normal_lp(yy, p["mu"] + p["tau"] * p["theta_tilde"], ss))
+        return jnp.sum(norm.logpdf(yy, p["mu"] + p["tau"] * p["theta_tilde"], ss))
 
     def log_prior(p):
         tau = p["tau"] / tau_scale
         half_cauchy = math.log(2.0 / (math.pi * tau_scale)) - jnp.log1p(tau * tau)
-        return _normal_lp(p["mu"], 0.0, mu_scale) + half_cauchy + jnp.sum(_normal_lp(p["theta_tilde"], 0.0, 1.0))
+        return norm.logpdf(p["mu"], 0.0, mu_scale) + half_cauchy + jnp.sum(norm.logpdf(p["theta_tilde"]))
 
     def quantities(p):
         return jnp.concatenate([p["mu"][None], p["tau"][None], p["mu"] + p["tau"] * p["theta_tilde"]])
@@ -136,17 +135,7 @@ def exact_moments(
     return means, np.sqrt(second - means**2)
 
 
-@register_experiment(
-    "eight_schools",
-    defaults={
-        "model": dict(_MODEL),
-        "data": dict(_DATA),
-        "algorithm": dict(_ALG),
-        "run": {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
-    },
-    bounds=_BOUNDS,
-    memory=_memory,
-)
+@register_experiment("eight_schools", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
 def build(sections: dict, seed: int) -> Experiment:
     """eight schools (non-centred): bbvi full-rank / mean-field and ngvi against NUTS, with PSIS
     k-hat"""
@@ -184,4 +173,4 @@ def build(sections: dict, seed: int) -> Experiment:
         return summary
 
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)
-    return experiment(tgt, section, _ALG, sections["run"]["num_steps"], key, make_report)
+    return experiment(tgt, section, _DEFAULTS["algorithm"], sections["run"]["num_steps"], key, make_report)

@@ -1,16 +1,13 @@
 """Mean-field under-dispersion on a correlated Gaussian: Blei, Kucukelbir & McAuliffe (2017),
 *Variational Inference: A Review for Statisticians*, §2.4 and Figure 1.
 
-The posterior is a two-dimensional Gaussian N(mu, Sigma) with correlation ``model.correlation``.
-The optimal mean-field q(z1) q(z2) has q's means equal to mu and, in closed form (Bishop 2006, §10.1.2),
-the variances 1 / Lambda_ii of the precision Lambda = Sigma^-1: sigma_i^2 (1 - rho^2) in two
-dimensions, smaller than the marginal variances sigma_i^2 by the factor 1 - rho^2, whatever the
-algorithm. The runner fits the configured method (``bbvi`` mean-field with Adam by default); the
-baselines (full-rank ``bbvi``, mean-field ``ngvi``) run after it, through the shared posterior
-machinery of ``_posterior`` (ELBO, PSIS k-hat, moments from draws of q). The report compares every
-q with the exact moments and gives the closed-form mean-field optimum beside them; the figure
-``mean_field_gaussian.png`` draws the 2-sd ellipses of the posterior, of each q, and of the
-closed-form mean-field optimum (the paper's Figure 1), and ``moments.png`` the moments.
+The posterior is a 2-D Gaussian N(mu, Sigma) with correlation ``model.correlation``. The optimal
+mean-field q(z1) q(z2) has means mu and, in closed form (Bishop 2006, §10.1.2), variances 1 / Lambda_ii
+of the precision Lambda = Sigma^-1: sigma_i^2 (1 - rho^2), smaller than the marginal variances by the
+factor 1 - rho^2, whatever the algorithm. The runner fits the configured method (``bbvi`` mean-field by
+default), the baselines (full-rank ``bbvi``, mean-field ``ngvi``) after it. The report compares every q
+with the exact moments and the closed-form optimum; ``mean_field_gaussian.png`` draws their 2-sd
+ellipses (the paper's Figure 1), ``moments.png`` the moments.
 """
 
 from __future__ import annotations
@@ -24,20 +21,23 @@ import numpy as np
 
 from vijax.run import ConfigError, Experiment, register_experiment
 
-from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, Target, experiment, memory_needs, report
-from ._plotting import optional_plot
+from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, RUN_DEFAULTS, Target, experiment, memory_needs, report
+from ._plotting import figure, optional_plot
 
-_MODEL = {"correlation": 0.9, "mean": [0.0, 0.0], "sd": [1.0, 1.0]}
-_ALG = dict(
-    ALG_DEFAULTS,
-    family="meanfield",
-    init_scale=0.5,
-    rank=1,
-    learning_rate=0.05,
-    ngvi_step_size=0.1,
-    step_decay=0.05,
-    baselines=["bbvi-fullrank", "ngvi-meanfield"],
-)  # nuts: not run, the exact moments are known
+_DEFAULTS = {
+    "model": {"correlation": 0.9, "mean": [0.0, 0.0], "sd": [1.0, 1.0]},
+    "algorithm": dict(  # nuts: not run, the exact moments are known
+        ALG_DEFAULTS,
+        family="meanfield",
+        init_scale=0.5,
+        rank=1,
+        learning_rate=0.05,
+        ngvi_step_size=0.1,
+        step_decay=0.05,
+        baselines=["bbvi-fullrank", "ngvi-meanfield"],
+    ),
+    "run": dict(RUN_DEFAULTS, num_steps=3000),
+}
 _BOUNDS = {
     "model.correlation": "in (-1, 1)",
     "model.mean": "non-empty, each finite",
@@ -92,30 +92,21 @@ def _ellipse(ax, mean, cov, **style) -> None:
 
 @optional_plot
 def _plot_ellipses(path, mu, sigma, draws) -> None:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.2, 5.0))
-    ax = fig.subplots()
-    _ellipse(ax, mu, sigma, color="tab:purple", lw=2.5, label="exact posterior")
-    opt_sd = mean_field_optimum(mu, sigma)[1]
-    _ellipse(ax, mu, np.diag(opt_sd**2), color="black", lw=1.0, ls=":", label="mean-field optimum (closed form)")
-    colors = iter(["tab:green", "tab:orange", "tab:blue", "tab:red"])
-    for label, z in draws.items():
-        _ellipse(ax, z.mean(0), np.cov(z.T), color=next(colors), lw=1.5, ls="--", label=label)
-    ax.set_aspect("equal")
-    ax.set(xlabel="z1", ylabel="z2", title="2-sd contours: exact and variational")
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with figure(path, (5.2, 5.0)) as (fig, ax):
+        _ellipse(ax, mu, sigma, color="tab:purple", lw=2.5, label="exact posterior")
+        opt_sd = mean_field_optimum(mu, sigma)[1]
+        _ellipse(ax, mu, np.diag(opt_sd**2), color="black", lw=1.0, ls=":", label="mean-field optimum (closed form)")
+        colors = iter(["tab:green", "tab:orange", "tab:blue", "tab:red"])
+        for label, z in draws.items():
+            _ellipse(ax, z.mean(0), np.cov(z.T), color=next(colors), lw=1.5, ls="--", label=label)
+        ax.set_aspect("equal")
+        ax.set(xlabel="z1", ylabel="z2", title="2-sd contours: exact and variational")
+        ax.legend(fontsize=7, loc="upper left")
 
 
 @register_experiment(
     "mean_field_gaussian",
-    defaults={
-        "model": dict(_MODEL),
-        "algorithm": dict(_ALG),
-        "run": {"num_steps": 3000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False},
-    },
+    defaults=_DEFAULTS,
     bounds=_BOUNDS,
     memory=lambda config: memory_needs(config, 1, 2, "model.mean"),
 )
@@ -130,9 +121,9 @@ def build(sections: dict, seed: int) -> Experiment:
         refs = {"exact": (mu, np.sqrt(np.diag(sigma))), "mean-field optimum": mean_field_optimum(mu, sigma)}
         notes = (
             f"A 2-D Gaussian posterior with correlation {model['correlation']:g}, sds {model['sd']}. The optimal "
-            f"mean-field q has sds 1/sqrt(Λ_ii) = sd_i sqrt(1 - ρ²) (ratio {math.sqrt(1 - model['correlation'] ** 2):.4f} "
-            f"of the exact), whatever the algorithm; {result.num_steps} steps, moments of q from "
-            f"{section['moment_draws']} draws.\n"
+            f"mean-field q has sds 1/sqrt(Λ_ii) = sd_i sqrt(1 - ρ²) (ratio "
+            f"{math.sqrt(1 - model['correlation'] ** 2):.4f} of the exact), whatever the algorithm; "
+            f"{result.num_steps} steps, moments of q from {section['moment_draws']} draws.\n"
         )
         summary = report(
             "Mean-field under-dispersion (Blei et al. 2017, Fig. 1)",
@@ -152,7 +143,7 @@ def build(sections: dict, seed: int) -> Experiment:
         return summary
 
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 1)
-    return experiment(tgt, section, _ALG, sections["run"]["num_steps"], key, make_report)
+    return experiment(tgt, section, _DEFAULTS["algorithm"], sections["run"]["num_steps"], key, make_report)
 
 
 __all__ = ["build", "covariance", "mean_field_optimum", "target"]
