@@ -14,27 +14,13 @@ from vijax.types import PRNGKey, PyTree
 from vijax._validate import ArgumentError
 
 
-def _path_name(path) -> str:
-    parts = []
-    for p in path:
-        if isinstance(p, jax.tree_util.DictKey):
-            parts.append(str(p.key))
-        elif isinstance(p, jax.tree_util.SequenceKey):
-            parts.append(str(p.idx))
-        elif isinstance(p, jax.tree_util.GetAttrKey):
-            parts.append(str(p.name))
-        else:
-            parts.append(str(p))
-    return ".".join(parts)
-
-
 def _leaves(tree: PyTree):
-    """(names, leaves) of a pytree whose leaves are families or arrays; names are the leaves' paths
-    ('rate', '1', 'w.0'), a family's class name where the path is empty or numeric."""
+    """(names, leaves) of a pytree of families or arrays: the leaves' paths ('rate', 'w.0'), a family's class name
+    where the path is empty or numeric."""
     flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_family)
     names, leaves = [], []
     for path, leaf in flat:
-        name = _path_name(path)
+        name = jax.tree_util.keystr(path, simple=True, separator=".")
         if is_family(leaf) and (name == "" or name.replace(".", "").isdigit()):
             name = type(leaf).__name__ + (f"_{name}" if name else "")
         names.append(name or "x")
@@ -43,7 +29,6 @@ def _leaves(tree: PyTree):
 
 
 def _import_arviz():
-    """ArviZ, or an ImportError that names the extra that installs it."""
     try:
         import arviz
     except ImportError as e:
@@ -64,49 +49,38 @@ def to_arviz(
 ):
     """An ``arviz.InferenceData`` holding draws from a fitted q.
 
-    With ``target`` (``vijax.from_numpyro``, ``vijax.from_tfp``), ``q_or_draws`` is the draws of
-    the target's latent sites (``vijax.inference.sample(alg, key, state, S)``; of restarts, each
-    site with leading axes (C, S): C chains) and the result holds, under the model's site names, the
-    groups ``posterior`` (the draws, and a NumPyro model's deterministic sites computed from them),
-    ``posterior_predictive`` (``vijax.predictive`` with ``key``),
-    ``log_likelihood`` (``vijax.interop.log_likelihood``) and ``observed_data``, with dims
-    (chain, draw, ...), a NumPyro plate's axes named after the plate (``vijax.interop.site_dims``),
-    so that ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work as on a NumPyro MCMC
-    fit.
+    With ``target`` (``vijax.from_numpyro``, ``vijax.from_tfp``), ``q_or_draws`` is the draws of its latent sites
+    ((S, ...) from ``vijax.inference.sample``, or (C, S, ...) for C chains of restarts) and the result holds, by
+    site name, the groups ``posterior`` (with a NumPyro model's deterministic sites), ``posterior_predictive``
+    (``vijax.predictive`` with ``key``), ``log_likelihood`` and ``observed_data``, a NumPyro plate's axes named
+    after the plate, so that ``az.loo``, ``az.compare`` and ``az.plot_ppc`` work as on a NumPyro MCMC fit.
 
     Args:
-      q_or_draws: either a pytree of ``vijax.expfam`` families (a state's ``q_global`` from CAVI,
-        SVI, SSVI, PG-SVI, ...), from which ``num_draws`` draws are taken with ``key``; or a pytree
-        of arrays of draws, each with the same leading number of draws S (e.g. ``vijax.inference.sample(alg, key, state, S)``).
+      q_or_draws: a pytree of ``vijax.expfam`` families (a state's ``q_global``), from which ``num_draws`` draws
+        are taken with ``key``; or a pytree of arrays of draws with one leading number of draws S.
       key: the PRNG key for the draws (needed for families; each leaf gets its own split).
       num_draws: S, the number of draws from families.
-      names: the posterior variables' names, one per leaf in pytree order (default: each leaf's
-        path in the pytree, or its family's class name).
+      names: the posterior variables' names, one per leaf in pytree order (default: each leaf's path, or its
+        family's class name).
       log_weights: optional (S,) log importance weights log p(x, z_s) - log q(z_s) of the same draws
-        (``vijax.inference.log_weights`` of a ``bbvi`` or ``ngvi`` algorithm, with the same key): stored in
-        ``sample_stats.log_weight`` with PSIS-smoothed ones in ``sample_stats.psis_log_weight``, and
-        the PSIS k-hat (``vijax.metrics.psis``) in ``sample_stats.attrs["khat"]``. With a
-        target's (C, S) draws, shape (C * S,) or (C, S).
-      num_chains: S draws are shown to ArviZ as ``num_chains`` chains of S / num_chains draws
-        (independent draws, so any split is valid; R-hat is then about 1 by construction). With
-        a target's (C, S) draws, 1 or C.
-      target: a ``vijax.interop.Target`` whose latent sites ``q_or_draws`` holds (see above).
-      batch: with ``target``, the target's batch for the predictive draws, the log-likelihood and
-        the observed data (None: the data the target was built with).
+        (``vijax.inference.log_weights``): stored in ``sample_stats.log_weight`` with the PSIS-smoothed ones in
+        ``psis_log_weight`` and k-hat in ``sample_stats.attrs["khat"]``. With (C, S) draws, (C * S,) or (C, S).
+      num_chains: S independent draws are shown to ArviZ as ``num_chains`` chains of S / num_chains draws. With
+        (C, S) draws, 1 or C.
+      target: a ``vijax.interop.Target`` whose latent sites ``q_or_draws`` holds.
+      batch: with ``target``, the target's batch (None: the data the target was built with).
 
     Returns:
-      ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with log_weights;
-      with ``target``, the groups above).
+      ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with ``log_weights``; with
+      ``target``, the groups above).
 
     Raises:
       ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
-      ValueError: naming ``key`` (families without a key), ``num_draws``, ``names`` (wrong
-        count), ``q_or_draws`` (draws with unequal leading sizes, or neither families nor arrays),
-        ``log_weights`` (not one per draw) or ``num_chains`` (not dividing S); ``q_or_draws``
-        also for no draws (S = 0) and for draws that are not finite (naming the variable); with
-        ``target``, naming ``q_or_draws`` (families, or not the target's sites), ``key`` (None),
-        ``names`` (given: the sites name the variables), ``num_draws`` (given), ``target`` (no
-        observed site) or ``batch``.
+      ValueError: naming ``key`` (families without a key), ``num_draws``, ``names`` (wrong count), ``q_or_draws``
+        (unequal leading sizes, no draws, neither families nor arrays, or draws that are not finite),
+        ``log_weights`` (not one per draw) or ``num_chains`` (not dividing S); with ``target``, naming
+        ``q_or_draws`` (families, or not the target's sites), ``key`` (None), ``names`` or ``num_draws`` (given),
+        ``target`` (no observed site) or ``batch``.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -165,15 +139,13 @@ def to_arviz(
 
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _draw(families: dict, key: PRNGKey, num_keys: int, num_draws: int) -> dict:
-    """``num_draws`` draws of each family of ``families`` (index -> family), the i-th with the
-    i-th of ``num_keys`` keys split from ``key``."""
+    """``num_draws`` draws of each family of ``families`` (index -> family), the i-th with the i-th key split."""
     keys = jax.random.split(key, num_keys)
     return {i: f.sample(keys[i], (num_draws,)) for i, f in families.items()}
 
 
 def _with_log_weights(az, groups: dict, log_weights: Any, chains_draws: tuple[int, int]):
-    """``az.from_dict(**groups)`` with ``sample_stats`` holding the log-weights of the (chain, draw)
-    draws and their PSIS-smoothed ones, k-hat and ESS in its attrs."""
+    """``az.from_dict(**groups)`` with ``sample_stats`` holding the log-weights and their PSIS-smoothed ones."""
     from vijax.metrics._psis import psis
 
     s = chains_draws[0] * chains_draws[1]
@@ -191,8 +163,7 @@ def _with_log_weights(az, groups: dict, log_weights: Any, chains_draws: tuple[in
 
 
 def _target_inference_data(draws, key, target, batch, names, num_draws, num_chains, log_weights):
-    """``to_arviz`` with a target (see its docstring): the posterior, posterior predictive,
-    log-likelihood and observed data of ``draws`` of the target's latent sites, by site name."""
+    """``to_arviz`` with a target (see its docstring)."""
     from vijax._validate import check_int
     from vijax.interop import Target, log_likelihood, observed_data, predictive, site_dims
 
@@ -252,11 +223,9 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
             raise ArgumentError("num_chains", f"num_chains={num_chains} must divide the number of draws {lead[0]}")
         lead = (num_chains, lead[0] // num_chains)
         arrays = {n: v.reshape(lead + v.shape[1:]) for n, v in arrays.items()}
-    # the batch's checks are the interop functions'
     observed = observed_data(target, batch)
     every_dims = site_dims(target, batch)
-    # a NumPyro model's deterministic sites (neither latent nor observed): functions of the draws,
-    # in the posterior group as az.from_numpyro puts them; drawn in the one predictive call
+    # a NumPyro model's deterministic sites, in the posterior group as az.from_numpyro puts them
     derived = tuple(n for n in every_dims if n not in target.sites and n not in observed)
     drawn = predictive(target, arrays, key, batch, sites=tuple(observed) + derived)
     groups = {
@@ -267,7 +236,6 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
     }
     az = _import_arviz()
     groups = {g: {n: np.asarray(v) for n, v in d.items()} for g, d in groups.items()}
-    # a NumPyro plate's axes named after the plate, as az.from_numpyro names them
     dims = {n: list(d) for n, d in every_dims.items() if n in groups["posterior"] or n in observed}
     if log_weights is None:
         return az.from_dict(**groups, dims=dims)

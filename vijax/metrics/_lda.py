@@ -1,19 +1,13 @@
-"""Held-out evaluation of topic models by document completion (Hoffman et al. 2013, §4.1;
-Mimno et al. 2012; Hoffman & Blei 2015, §4.1).
+"""Held-out evaluation of topic models by document completion (Hoffman et al. 2013, §4.1; Mimno et al. 2012).
 
-Each test document is split into an observed part and a held-out part. The topic proportions are
-fitted on the observed part with the model's mean-field local step at beta = E_q[beta], and the
-held-out words are scored with the plug-in predictive sum_k E[theta_dk] E_q[beta_kw]::
+The topic proportions are fitted on each test document's observed part by the model's mean-field local step, and
+the held-out words scored with the plug-in predictive sum_k E[theta_dk] E_q[beta_kw]::
 
     per-word log predictive = sum_d sum_{w in heldout_d} log p(w | observed_d) / sum_d |heldout_d|,
     perplexity = exp(-per-word log predictive).
 
-Documents whose observed or held-out part is empty are skipped (and counted): with nothing
-observed theta_d is not fitted to the document, and with nothing held out there is nothing to score.
-When no held-out token is scored at all, the per-word score is undefined (0 / 0), never 0 (which
-would read as a perfect score): ``corpus_document_completion``, ``DocumentCompletion.per_word`` and
-``perplexity`` raise a ValueError starting "heldout has no tokens" on concrete values. Inside
-``jit`` (``document_completion`` and ``per_word`` stay jit-able) the same case gives NaN.
+Documents with an empty observed or held-out part are skipped (and counted). With no held-out token scored, the
+per-word score is undefined: a ValueError starting "heldout has no tokens" on concrete values, NaN under ``jit``.
 """
 
 from __future__ import annotations
@@ -30,7 +24,6 @@ from vijax.types import Array, PRNGKey
 
 
 def _check_q(q_global) -> None:
-    """q_global's parameters must be finite (concrete values only; tracers pass)."""
     for leaf in jax.tree_util.tree_leaves(q_global):
         check_finite("q_global", leaf)
 
@@ -69,8 +62,7 @@ class DocumentCompletion(NamedTuple):
         """Per-word held-out log predictive probability, log_prob / num_tokens.
 
         Raises:
-          ValueError: starting "heldout has no tokens" when a concrete ``num_tokens`` is 0 (under
-            ``jit`` or ``vmap`` the result is then NaN).
+          ValueError: starting "heldout has no tokens" when a concrete ``num_tokens`` is 0 (NaN under ``jit``).
         """
         _no_tokens(self.num_tokens, self.num_skipped)
         return self.log_prob / self.num_tokens
@@ -82,22 +74,17 @@ def document_completion(
     """Held-out log probability of ``batch_heldout`` given ``batch_observed`` (document completion).
 
     Args:
-      model: a topic model offering ``log_predictive(q, observed, heldout)`` per document
-        (e.g. :class:`vijax.models.LDA`) and ``check_data``.
+      model: a topic model offering ``log_predictive(q, observed, heldout)`` per document and ``check_data``.
       q_global: the fitted q(beta) (for LDA a Dirichlet of batch shape (K,)).
       batch_observed: BowBatch (S, L1), the observed part of each of S documents.
       batch_heldout: BowBatch (S, L2), the held-out part of the same documents, in the same order.
       key: unused by the deterministic mean-field fit; accepted for models whose fit samples.
 
     Returns:
-      DocumentCompletion(log_prob, num_tokens, num_docs, num_skipped); ``.per_word`` is the
-      per-word log predictive. Jit-able (data are validated only when concrete). A batch without
-      a scored token gives zero totals (totals of several batches add up); its ``per_word`` is
-      undefined (see the module docstring).
+      DocumentCompletion(log_prob, num_tokens, num_docs, num_skipped), totals that add up over batches. Jit-able.
 
     Raises:
-      ValueError: naming the batch for invalid data (``model.check_data``), ``q_global`` for
-        NaN or infinite parameters (concrete values only).
+      ValueError: naming the batch for invalid data, ``q_global`` for NaN or infinite parameters (when concrete).
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -132,8 +119,7 @@ def perplexity(model, q_global, batch_observed, batch_heldout, key: PRNGKey | No
     """exp(-per-word held-out log predictive) by document completion (see ``document_completion``).
 
     Raises:
-      ValueError: as ``document_completion``; and starting "heldout has no tokens" when no
-        held-out token is scored (concrete values; under ``jit`` the result is then NaN).
+      ValueError: as ``document_completion``; starting "heldout has no tokens" when none is scored.
     """
     return jnp.exp(-document_completion(model, q_global, batch_observed, batch_heldout, key).per_word)
 
@@ -142,22 +128,18 @@ _jitted_completion = filter_jit(document_completion)  # a model's arrays traced,
 
 
 def corpus_document_completion(model, q_global, observed, heldout, batch_docs: int = 100) -> DocumentCompletion:
-    """``document_completion`` over whole corpora, ``batch_docs`` documents at a time (so memory
-    is bounded by one such batch); returns the totals as Python numbers.
+    """``document_completion`` over whole corpora, ``batch_docs`` documents at a time; the totals as Python numbers.
 
     Args:
-      model: a hashable topic model (e.g. :class:`vijax.models.LDA`).
+      model: a topic model (e.g. :class:`vijax.models.LDA`).
       q_global: the fitted q(beta).
-      observed: a ``vijax.data.Corpus``, the observed part of each document (e.g. the first
-        corpus of ``test.split_tokens(seed)``).
-      heldout: a ``vijax.data.Corpus`` with the same documents in the same order, the held-out part.
+      observed: a ``vijax.data.Corpus``, the observed part of each document (``test.split_tokens(seed)[0]``).
+      heldout: a ``vijax.data.Corpus`` of the held-out parts of the same documents, in the same order.
       batch_docs: documents per evaluation batch.
 
     Raises:
-      ValueError: ``heldout`` with another number of documents than ``observed``; ``batch_docs``
-        not a positive integer; ``q_global`` with NaN or infinite parameters; and, starting
-        "heldout has no tokens", a held-out part without a token (checked before any work) or
-        without a token in a document whose observed part has one (nothing could be scored).
+      ValueError: ``heldout`` with another number of documents than ``observed``; ``batch_docs`` not a positive
+        integer; ``q_global`` not finite; starting "heldout has no tokens", when nothing could be scored.
     """
     if observed.num_docs != heldout.num_docs:
         raise ArgumentError("heldout", f"heldout has {heldout.num_docs} documents but observed has {observed.num_docs}")

@@ -1,6 +1,5 @@
-"""Metrics of mixture fits: the KL between two finite mixtures of Bernoulli vectors, the number
-of components a Bernoulli-mixture fit uses (Hoffman and Blei 2015, "Structured stochastic
-variational inference", AISTATS, §4.2), and the purity of a clustering."""
+"""Metrics of mixture fits: the KL between two mixtures of Bernoulli vectors, the number of components a fit uses
+(Hoffman and Blei 2015, "Structured stochastic variational inference", §4.2), and the purity of a clustering."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ WEIGHTS_SUM_TOL = 1e-3  # |sum(weights) - 1| allowed: float32 rounding and a tru
 
 
 def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int | None = None) -> None:
-    """A mixture of K Bernoulli vectors: weights (K,) finite, >= 0, summing to 1; probs (K, D) finite
-    in [0, 1] (and D = ``dim`` when given). Shapes are checked also while tracing, values only when
-    concrete; the ValueError names the argument."""
+    """Raises ArgumentError unless weights (K,) are finite, >= 0 and sum to 1 and probs (K, D) lie in [0, 1] (D =
+    ``dim`` when given); values are checked only when concrete."""
     w_shape, p_shape = np.shape(weights), np.shape(probs)
     if len(w_shape) != 1 or w_shape[0] < 1:
         raise ArgumentError(weights_name, f"{weights_name} must be (K,) with K >= 1 components, got shape {w_shape}")
@@ -37,7 +35,7 @@ def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int 
         w = np.asarray(weights, np.float64)
         if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
             raise ArgumentError(weights_name, f"{weights_name} must be finite, >= 0 and not all 0, got {w}")
-        if abs(np.sum(w) - 1.0) > WEIGHTS_SUM_TOL:  # p(y) would not sum to 1: the KL of something else
+        if abs(np.sum(w) - 1.0) > WEIGHTS_SUM_TOL:
             raise ArgumentError(
                 weights_name,
                 f"{weights_name} must sum to 1 (mixture weights, a point of the simplex), got sum {np.sum(w):.6g}",
@@ -53,18 +51,13 @@ def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int 
 def components_used(weights: Array, probs: Array, y: Array) -> int:
     """The number of components that are the most probable component of at least one datum.
 
-    With point estimates (pi_hat, phi_hat) of a fit, z_hat_n = argmax_k pi_hat_k p(y_n | phi_hat_k)
-    (``vijax.models.bernoulli_mixture.map_assignments``) and the count is the number of distinct
-    z_hat_n. For the truth the
-    paper's count (56; Hoffman and Blei 2015, §4.2) is the number of distinct true z_n, which is
-    what :func:`count_distinct` of the generator's z gives. Hard assignments make the count
-    insensitive to the tiny weight a fit leaves on an unused component (mean-field's superfluous
-    components keep E[pi_k] ≈ (alpha / K) / (N + alpha) > 0), which is how the paper's "not
-    significantly associated with data" reads.
+    With point estimates (pi_hat, phi_hat), z_hat_n = argmax_k pi_hat_k p(y_n | phi_hat_k) and the count is the
+    number of distinct z_hat_n (Hoffman and Blei 2015, §4.2: components "significantly associated with data"; for
+    the truth, :func:`count_distinct` of the true z).
 
     Raises:
-      ValueError: naming ``weights`` or ``probs`` (see ``bernoulli_mixture_kl``), or ``y`` when
-        it is empty, not (N, D) or not finite.
+      ValueError: naming ``weights`` or ``probs`` (see ``bernoulli_mixture_kl``), or ``y`` when it is empty, not
+        (N, D) or not finite.
     """
     _check_mixture("weights", weights, "probs", probs)
     check_data_array("y", y, 2, np.shape(probs)[1])
@@ -100,9 +93,8 @@ def bernoulli_mixture_kl(
     fit_probs: Array,
     num_samples: int = 10_000,
 ) -> KLEstimate:
-    """KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) = E_{y ~ p(y | pi, phi)}[log p(y | pi, phi) - log p(y | pi_hat, phi_hat)]
-    between two finite mixtures of Bernoulli vectors, by simple Monte Carlo with y drawn from the
-    truth (Hoffman and Blei 2015, §4.2), and its standard error std / sqrt(M).
+    """KL(p(y | pi, phi) || p(y | pi_hat, phi_hat)) between two finite mixtures of Bernoulli vectors, by Monte Carlo
+    with y drawn from the truth (Hoffman and Blei 2015, §4.2), and its standard error std / sqrt(M).
 
     Args:
       key: PRNG key for the M draws.
@@ -113,9 +105,8 @@ def bernoulli_mixture_kl(
       num_samples: M >= 2.
 
     Raises:
-      ValueError: naming the argument: weights not (K,) or not finite, >= 0 and summing to 1; probs
-        not (K, D) with the weights' K and one D, or not finite probabilities in [0, 1]
-        (values checked when concrete; a jitted caller gets shape checks only); ``num_samples``.
+      ValueError: naming the argument: weights not (K,), finite, >= 0 and summing to 1; probs not (K, D) with the
+        weights' K and one D, or not in [0, 1] (values checked when concrete); ``num_samples``.
     """
     check_int("num_samples", num_samples, 2)
     _check_mixture("true_weights", true_weights, "true_probs", true_probs)
@@ -134,8 +125,8 @@ def _kl_monte_carlo(key, true_weights, true_probs, fit_weights, fit_probs, num_s
 
 
 def bernoulli_mixture_kl_exact(true_weights: Array, true_probs: Array, fit_weights: Array, fit_probs: Array) -> Array:
-    """The KL of :func:`bernoulli_mixture_kl` by enumerating all 2^D binary vectors (for tests;
-    D <= 16). Raises ValueError naming an invalid argument, as ``bernoulli_mixture_kl``."""
+    """The KL of :func:`bernoulli_mixture_kl` by enumerating all 2^D binary vectors (D <= 16). Raises ValueError
+    naming an invalid argument, as ``bernoulli_mixture_kl``."""
     _check_mixture("true_weights", true_weights, "true_probs", true_probs)
     _check_mixture("fit_weights", fit_weights, "fit_probs", fit_probs, np.shape(true_probs)[1])
     d = true_probs.shape[-1]
@@ -160,8 +151,8 @@ def cluster_purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
         0.75
 
     Raises:
-      ValueError: naming ``z_true`` or ``z_hat`` for labels that are not non-empty 1-D integer
-        arrays of one length, or negative true labels.
+      ValueError: naming ``z_true`` or ``z_hat`` for labels that are not non-empty 1-D integer arrays of one
+        length, or negative true labels.
     """
     z_true, z_hat = np.asarray(z_true), np.asarray(z_hat)
     for name, z in (("z_true", z_true), ("z_hat", z_hat)):
@@ -171,10 +162,7 @@ def cluster_purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
         raise ArgumentError("z_hat", f"z_hat must have the shape of z_true {z_true.shape}, got {z_hat.shape}")
     if z_true.min() < 0:
         raise ArgumentError("z_true", f"z_true must hold non-negative labels, got {z_true.min()}")
-    total = 0
-    for c in np.unique(z_hat):
-        total += np.bincount(z_true[z_hat == c]).max()
-    return float(total / len(z_true))
+    return float(sum(np.bincount(z_true[z_hat == c]).max() for c in np.unique(z_hat)) / len(z_true))
 
 
 __all__ = [

@@ -1,6 +1,5 @@
-"""Metrics of non-negative matrix factorisations: how well an estimated dictionary recovers the
-true one, and how many components a GaP-NMF fit uses (Hoffman and Blei 2015, "Structured
-stochastic variational inference", AISTATS, §4.3)."""
+"""Metrics of non-negative matrix factorisations: dictionary recovery and the components a GaP-NMF fit uses
+(Hoffman and Blei 2015, "Structured stochastic variational inference", §4.3)."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ from vijax._validate import ArgumentError, check_data_array, check_finite, check
 
 
 def dictionary_correlations(true_w, est_w) -> np.ndarray:
-    """For each true column, the largest Pearson correlation (over frequencies) with any column of
-    ``est_w``, sorted in decreasing order (Hoffman and Blei 2015, §4.3, figure 5). A constant
-    estimated column (no variance, e.g. one back at its prior mean) correlates 0 with everything.
+    """For each true column, the largest Pearson correlation with any column of ``est_w``, largest first (Hoffman
+    and Blei 2015, §4.3, figure 5). A constant estimated column correlates 0 with everything.
 
     Args:
       true_w: (F, K_true).
@@ -24,8 +22,7 @@ def dictionary_correlations(true_w, est_w) -> np.ndarray:
       (K_true,) correlations, largest first.
 
     Raises:
-      ValueError: naming ``true_w`` or ``est_w`` when empty, not 2-D, not finite, or with
-        another number of rows F (at least 2 are needed for a correlation) or no column.
+      ValueError: naming ``true_w`` or ``est_w`` when not finite (F, K) with F >= 2 and K >= 1, or F differs.
     """
     a, b = np.asarray(true_w), np.asarray(est_w)
     for name, x in (("true_w", a), ("est_w", b)):
@@ -45,9 +42,8 @@ def dictionary_correlations(true_w, est_w) -> np.ndarray:
 
 
 def gap_nmf_components_used(model, q, frames, min_share: float = 1e-3) -> int:
-    """The number of components of a GaP-NMF fit that explain at least ``min_share`` of the
-    counts: sum_fn E[z_fkn] from the mean-field local step at E_q[t(W, theta)], divided by
-    sum_fn y_fn.
+    """The number of components of a GaP-NMF fit that explain at least ``min_share`` of the counts
+    (sum_fn E[z_fkn] at E_q[t(W, theta)] / sum_fn y_fn).
 
     Args:
       model: a :class:`~vijax.models.GaPNMF`.
@@ -56,8 +52,7 @@ def gap_nmf_components_used(model, q, frames, min_share: float = 1e-3) -> int:
       min_share: the least share of the counts of a component that counts as used.
 
     Raises:
-      ValueError: naming ``frames`` (empty, not finite, negative or all zero), ``q`` (NaN or
-        infinite parameters) or ``min_share`` (not a finite number >= 0).
+      ValueError: naming ``frames`` (empty, not finite, negative or all zero), ``q`` (not finite) or ``min_share``.
     """
     y = np.asarray(frames)
     check_data_array("frames", y, 2)

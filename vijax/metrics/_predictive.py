@@ -1,6 +1,4 @@
-"""Held-out predictive scores and matching of fitted components to the truth. Host-side: each
-function checks its inputs eagerly and raises a ValueError naming the argument for empty,
-misshaped or non-finite ones (never a NaN score)."""
+"""Held-out predictive scores and matching of fitted components to the truth (host-side, inputs checked)."""
 
 from __future__ import annotations
 
@@ -23,9 +21,8 @@ def mean_log_predictive(model, q_global, x_test) -> float:
       The mean as a Python float (-inf when some point has zero predictive density).
 
     Raises:
-      ValueError: naming ``x_test`` when it is empty, not numeric or not finite (or, from
-        ``model.check_data``, misshaped for the model), ``q_global`` for NaN or infinite
-        parameters, and ``x_test[i]`` where the log predictive is NaN.
+      ValueError: naming ``x_test`` when it is empty, not finite or misshaped for the model, ``q_global`` when not
+        finite, and ``x_test[i]`` where the log predictive is NaN.
     """
     x = np.asarray(x_test)
     check_data_array("x_test", x, max(x.ndim, 1))
@@ -41,9 +38,7 @@ def mean_log_predictive(model, q_global, x_test) -> float:
 
 
 def match_components(true_means, fitted_means, fitted_weights=None, min_weight: float = 0.0):
-    """Hungarian matching of true to fitted components by Euclidean distance.
-
-    Components with weight below ``min_weight`` are left out of the match.
+    """Hungarian matching of true to fitted components by Euclidean distance, leaving out those below ``min_weight``.
 
     Args:
       true_means: (K_true, D), K_true >= 1.
@@ -52,8 +47,7 @@ def match_components(true_means, fitted_means, fitted_weights=None, min_weight: 
       min_weight: the least weight of a fitted component that takes part.
 
     Returns:
-      (indices of the fitted component matched to each true one, distances); -1 and inf for a
-      true component left unmatched (fewer fitted components than true ones take part).
+      (the fitted component matched to each true one, distances); -1 and inf for a true one left unmatched.
 
     Raises:
       ValueError: naming the argument that is empty, misshaped or not finite.

@@ -1,13 +1,10 @@
 """Pareto-smoothed importance sampling (PSIS) diagnostics of a fitted q.
 
-With draws z_s ~ q and log-weights log w_s = log p(x, z_s) - log q(z_s), the shape k-hat of the
-generalized Pareto distribution fitted to the largest weights says how far q's tails fall short of
-the posterior's (Yao, Vehtari, Simpson and Gelman 2018, *Yes, but did it work?: evaluating
-variational inference*): k-hat < 0.5 good, up to ``KHAT_THRESHOLD`` = 0.7 usable, above it the
-importance weights (and q) are not to be trusted. The fit is ArviZ's maintained ``psislw``; this
-module only turns it into one function of the log-weights. ArviZ is optional (the extra
-``vijax-toolkit[arviz]``): it is imported when ``psis`` runs, which without it raises an ImportError
-that names the extra.
+With draws z_s ~ q and log-weights log w_s = log p(x, z_s) - log q(z_s), the shape k-hat of the generalized Pareto
+distribution fitted to the largest weights says how far q's tails fall short of the posterior's (Yao, Vehtari,
+Simpson and Gelman 2018, *Yes, but did it work?: evaluating variational inference*): k-hat < 0.5 good, up to
+``KHAT_THRESHOLD`` = 0.7 usable, above it not to be trusted. The fit is ArviZ's ``psislw`` (the optional extra
+``vijax-toolkit[arviz]``).
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ KHAT_THRESHOLD = 0.7
 
 
 class PSISResult(NamedTuple):
-    """khat: the Pareto shape estimate; ess: the effective sample size of the smoothed weights,
-    1 / sum w_s^2 for normalized w; ok: khat <= ``KHAT_THRESHOLD``; log_weights: the smoothed
-    normalized log-weights (shape (S,))."""
+    """khat: the Pareto shape estimate; ess: 1 / sum w_s^2 of the smoothed normalized weights; ok: khat <=
+    ``KHAT_THRESHOLD``; log_weights: the smoothed normalized log-weights (S,)."""
 
     khat: float
     ess: float
@@ -33,8 +29,7 @@ class PSISResult(NamedTuple):
 
 
 def _psislw():
-    """ArviZ's ``psislw`` (deferred: ArviZ is slow to import and optional), or an ImportError that
-    names the extra that installs it."""
+    """ArviZ's ``psislw`` (imported late: slow and optional), or an ImportError naming the extra."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -10,7 +10,7 @@ from vijax._validate import ArgumentError, check_data_array, check_int
 
 
 def _topics(name: str, x) -> np.ndarray:
-    """``x`` as a float (K, V) array with K, V >= 1 and finite entries, or ValueError naming ``name``."""
+    """``x`` as a finite float (K, V) array with K, V >= 1, or ValueError naming ``name``."""
     a = np.asarray(x)
     check_data_array(name, a, 2)
     if a.shape[1] < 1:
@@ -22,8 +22,7 @@ def top_words(topics, vocab: Optional[Sequence[str]] = None, n: int = 10) -> lis
     """The ``n`` heaviest words of each topic, heaviest first.
 
     Args:
-      topics: (K, V) topic-word weights (probabilities, or Dirichlet parameters lambda: only the
-        order within a row matters).
+      topics: (K, V) topic-word weights (only the order within a row matters).
       vocab: the V words (a sequence or a ``Vocabulary``); None gives word ids instead.
       n: words per topic (at most V).
 
@@ -31,8 +30,7 @@ def top_words(topics, vocab: Optional[Sequence[str]] = None, n: int = 10) -> lis
       K lists of ``n`` words (or int ids). Ties keep the lower id first.
 
     Raises:
-      ValueError: naming ``topics`` (not (K, V) with K, V >= 1, or not finite), ``vocab`` (not V
-        words) or ``n`` (not a positive integer).
+      ValueError: naming ``topics`` (not finite (K, V)), ``vocab`` (not V words) or ``n`` (not a positive int).
 
     Examples:
       >>> top_words(np.array([[0.1, 0.6, 0.3], [0.5, 0.2, 0.3]]), ["a", "b", "c"], n=2)
@@ -53,8 +51,7 @@ class TopicRecovery(NamedTuple):
     """How well fitted topics recover known ones (see ``topic_recovery``).
 
     Attributes:
-      mean_cosine: mean over the true topics of the cosine similarity to their matched fitted
-        topic (an unmatched true topic counts as 0).
+      mean_cosine: mean over the true topics of the cosine similarity to their matched fitted topic (0 unmatched).
       matching: (K_true,) int index of the fitted topic matched to each true topic (-1: none).
       cosine: (K_true,) cosine similarity of each matched pair (0 where unmatched).
     """
@@ -72,22 +69,18 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 def topic_recovery(true_topics, fitted_topics) -> TopicRecovery:
     """Matches fitted topics one-to-one to the true ones, maximising total cosine similarity.
 
-    Topics are identified only up to a permutation, so each true topic is paired with a distinct
-    fitted one by the Hungarian algorithm (``scipy.optimize.linear_sum_assignment``) on the
-    matrix of cosine similarities between rows. Cosines do not depend on scale, so rows may be
-    probabilities or unnormalised weights (Dirichlet parameters lambda).
+    Each true topic is paired with a distinct fitted one by the Hungarian algorithm on the cosine similarities
+    between rows (which may be probabilities or unnormalised weights).
 
     Args:
       true_topics: (K_true, V).
-      fitted_topics: (K_fit, V); with more fitted than true topics the extra ones stay unmatched,
-        with fewer some true topics do (matching -1, cosine 0).
+      fitted_topics: (K_fit, V); with fewer fitted than true topics, some true topics stay unmatched.
 
     Returns:
       ``TopicRecovery(mean_cosine, matching, cosine)``.
 
     Raises:
-      ValueError: naming ``true_topics`` or ``fitted_topics`` when not (K, V) with K, V >= 1 and
-        finite, or when their V differ.
+      ValueError: naming ``true_topics`` or ``fitted_topics`` when not finite (K, V), or when their V differ.
 
     Examples:
       >>> true = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])

@@ -7,21 +7,17 @@ import scipy.optimize
 
 
 def fd_hessian(grad, t, *args, h=1e-5):
-    """Symmetrised central differences of an exact (jitted) gradient: cheaper to compile than
-    ``jax.hessian``, and Newton's iterations still stop where the exact gradient vanishes."""
+    """Symmetrised central differences of an exact gradient at a 1-D ``t`` (cheaper to compile than
+    ``jax.hessian``; Newton still stops where the exact gradient vanishes)."""
     t = np.asarray(t, float)
-    cols = []
-    for i in range(t.size):
-        e = np.zeros_like(t)
-        e[i] = h
-        cols.append((np.asarray(grad(t + e, *args)) - np.asarray(grad(t - e, *args))) / (2 * h))
-    hess = np.stack(cols, 1)
+    diff = [(np.asarray(grad(t + e, *args)) - np.asarray(grad(t - e, *args))) / (2 * h) for e in h * np.eye(t.size)]
+    hess = np.stack(diff, 1)
     return 0.5 * (hess + hess.T)
 
 
 def newton_argmin(f, grad, x0, *args, gtol=1e-12, maxiter=1000):
-    """argmin_x f(x, *args) by scipy's trust-region Newton method (``trust-exact``) with the exact
-    gradient ``grad`` and the finite-difference Hessian of ``grad``; returns scipy's result."""
+    """argmin_x f(x, *args) by scipy's ``trust-exact`` with the exact gradient ``grad`` and its finite-difference
+    Hessian; returns scipy's result."""
     return scipy.optimize.minimize(
         lambda x: float(f(x, *args)),
         np.asarray(x0, float),

@@ -20,14 +20,12 @@ def assert_trees_close(a, b, rtol: float = 1e-6, atol: float = 0.0, err_msg: str
 def mc_mean_and_stderr(samples, axis: int = 0):
     """Monte Carlo mean and its standard error along ``axis``."""
     samples = jnp.asarray(samples)
-    n = samples.shape[axis]
-    return jnp.mean(samples, axis), jnp.std(samples, axis) / jnp.sqrt(n)
+    return jnp.mean(samples, axis), jnp.std(samples, axis) / jnp.sqrt(samples.shape[axis])
 
 
 def primitive_counts(fn, *args) -> dict:
-    """How often each primitive occurs in ``jax.make_jaxpr(fn)(*args)``, the jaxprs nested in its
-    equations (loop bodies, branches, inner ``jit``s) included: a regression guard on a program's
-    structure (a loop body copied twice, a random call added) that does not depend on its text.
+    """How often each primitive occurs in ``jax.make_jaxpr(fn)(*args)``, nested jaxprs included: a regression
+    guard on a program's structure that does not depend on its text.
 
     Examples:
         >>> import jax, jax.numpy as jnp

@@ -16,10 +16,8 @@ from vijax import expfam
 
 
 def matched_sklearn_bgmm(model, resp0=None, **kwargs):
-    """A ``BayesianGaussianMixture`` with ``model``'s priors and, if ``resp0`` (N, K) is given,
-    initialised from those responsibilities (both start from the same M-step).
-
-    ``reg_covar`` defaults to 0 so that the M-steps agree exactly."""
+    """A ``BayesianGaussianMixture`` with ``model``'s priors, ``reg_covar`` 0 (the M-steps agree exactly) and, if
+    ``resp0`` (N, K) is given, initialised from those responsibilities."""
     from sklearn.mixture import BayesianGaussianMixture
 
     d = model.dim
