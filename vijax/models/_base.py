@@ -31,8 +31,7 @@ class LocalResult(NamedTuple):
     """What a local step returns for a batch.
 
     Attributes:
-      suff_stats: sum over the batch of E_q[s(x_n, z_n)], structured like the natural parameters
-        of the prior's pytree of families.
+      suff_stats: sum over the batch of E_q[s(x_n, z_n)], structured like the prior's natural parameters.
       local_terms: scalar, sum over the batch of E_q[log h(x_n, z_n)] + H[q(z_n)].
       local_params: the local variational parameters (e.g. responsibilities), for diagnostics.
     """
@@ -44,13 +43,9 @@ class LocalResult(NamedTuple):
 
 @runtime_checkable
 class BatchChecked(Protocol):
-    """How a model declares the checks of a step's batch; every protocol of a model that steps on
-    batches extends it, and a step runs both (:func:`check_step_batch`).
-
-    - ``check_data(batch)``: shapes and dtypes. At a step it runs on the batch's abstract values
-      (``jax.eval_shape``), so it must not read values; on concrete data (``init``) it may.
-    - ``batch_checks(batch) -> list[vijax.models.ValueCheck]``: the value checks (ids in range,
-      counts non-negative, finite data), enforced eagerly or inside the compiled step.
+    """How a model declares the checks of a step's batch (both run by :func:`check_step_batch`):
+    ``check_data(batch)``, shapes and dtypes (at a step on abstract values, so it must not read values),
+    and ``batch_checks(batch)``, the ``ValueCheck``s of the values, enforced eagerly or inside the step.
     """
 
     def check_data(self, batch: PyTree) -> None:
@@ -69,9 +64,8 @@ _CONCRETE_ONLY = (
 
 
 def bow_batch_checks(batch: Any, vocab_size: int) -> list:
-    """The value checks of a bag-of-words batch ``(word_ids, counts)`` for a model of V =
-    ``vocab_size`` words (LDA, CTM, pLSA): word ids in [0, V), counts finite and >= 0; none for a
-    batch whose corpus vouches for them (``vijax.data.CorpusBatch.checked_vocab_size() <= V``)."""
+    """The value checks of a bag-of-words batch ``(word_ids, counts)`` over V = ``vocab_size`` words: ids in
+    [0, V), counts finite and >= 0; none where the corpus vouches for them (``checked_vocab_size() <= V``)."""
     checked = getattr(batch, "checked_vocab_size", None)
     bound = checked() if callable(checked) else None
     if bound is not None and bound <= vocab_size:
@@ -93,8 +87,8 @@ def describe_batch(batch: Any) -> str:
 
 
 def check_one_array(model: Any, x: Any, takes: str) -> None:
-    """Raises ValueError naming ``batch`` when ``x`` is a container of arrays or None, not the one
-    array ``model`` takes (``takes``, e.g. ``"one array x of shape (N, 2)"``)."""
+    """Raises ValueError naming ``batch`` when ``x`` is a container of arrays or None, not the one array
+    ``model`` takes (``takes``)."""
     container = (
         x is None
         or isinstance(x, (tuple, dict))
@@ -106,11 +100,9 @@ def check_one_array(model: Any, x: Any, takes: str) -> None:
 
 
 def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
-    """The checks every public ``step`` runs on its batch, concrete or traced: the batch must be a
-    pytree of numeric arrays; a :class:`BatchChecked` model has its ``check_data`` run on the
-    batch's abstract values (``jax.eval_shape``) and its ``batch_checks`` enforced by
-    ``enforce_value_checks`` with the step number ``count + 1`` (a ValueError at once for a
-    concrete batch, an error from inside the compiled step for a traced one).
+    """The checks every public ``step`` runs on its batch, concrete or traced: a pytree of numeric arrays;
+    for a :class:`BatchChecked` model its ``check_data`` on the abstract values and its ``batch_checks``
+    (step number ``count + 1``; at once for a concrete batch, from inside the compiled step for a traced one).
 
     Raises:
       TypeError: naming the model when its ``check_data`` reads values.
@@ -139,11 +131,7 @@ def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
 
 @runtime_checkable
 class ConditionallyConjugateModel(BatchChecked, Protocol):
-    """What CAVI, SVI and SSVI need from a model.
-
-    Optional: hyperparameters SVI can learn (:class:`HyperparameterModel`) and padded batches
-    (:class:`PaddedBatchModel`).
-    """
+    """What CAVI, SVI and SSVI need from a model (optionally :class:`HyperparameterModel`, :class:`PaddedBatchModel`)."""
 
     @property
     def local_methods(self) -> tuple[str, ...]:
@@ -161,14 +149,10 @@ class ConditionallyConjugateModel(BatchChecked, Protocol):
 
 @runtime_checkable
 class HyperparameterModel(ConditionallyConjugateModel, Protocol):
-    """A conditionally conjugate model whose positive scalar hyperparameters h (LDA's alpha and
-    eta) SVI can learn (``svi(..., hyper_step=...)``; Hoffman and Blei 2015, §2.6).
-
-    ``prior`` and ``local_step`` also take ``hyper=`` (a dict of scalar arrays, possibly traced;
-    None = the fixed values). ``hyper_objective(hyper, q_global, local, scale)`` is the part of
-    the ELBO that depends on h, with q(beta) and the locals fixed and the batch's terms multiplied
-    by ``scale`` (N / S, or one weight per row); SVI takes damped Newton steps on it and needs it
-    concave in each h.
+    """A conditionally conjugate model whose positive scalar hyperparameters h (LDA's alpha and eta) SVI can
+    learn (``svi(..., hyper_step=...)``; Hoffman and Blei 2015, §2.6). ``prior`` and ``local_step`` also take
+    ``hyper=`` (a dict of scalar arrays; None = the fixed values); ``hyper_objective`` is the ELBO's
+    h-dependent part, the batch's terms times ``scale``, on which SVI takes damped Newton steps.
     """
 
     def hyperparameters(self) -> dict:
@@ -180,8 +164,8 @@ class HyperparameterModel(ConditionallyConjugateModel, Protocol):
 
 @runtime_checkable
 class PaddedBatchModel(Protocol):
-    """A model whose batches may hold padding rows (LDA's empty documents, which a ``Minibatcher``
-    adds): SVI, SSVI and MAP-EM scale a batch by N over ``present_rows(batch).sum()``."""
+    """A model whose batches may hold padding rows (LDA's empty documents): SVI, SSVI and MAP-EM scale a
+    batch by N over ``present_rows(batch).sum()``."""
 
     def present_rows(self, batch: PyTree) -> Array:
         """(S,) bool: the rows of ``batch`` that hold a data point."""
@@ -189,8 +173,8 @@ class PaddedBatchModel(Protocol):
 
 @runtime_checkable
 class BlockedGlobalsModel(Protocol):
-    """A model whose global variables interact (a product of two globals' statistics in the
-    log-joint, as ``conjugate_model``'s x ~ N(mu, 1/tau)): CAVI updates the blocks in turn."""
+    """A model whose globals interact (a product of two globals' statistics in the log-joint, as x ~ N(mu,
+    1/tau)): CAVI updates the blocks in turn."""
 
     def global_blocks(self, batch: PyTree) -> tuple:
         """Blocks of globals that do not interact, each a pytree of bools structured like q(beta)."""
@@ -204,8 +188,7 @@ def conjugate_elbo(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.
 
 
 def conjugate_elbo_terms(prior: PyTree, q_global: PyTree, local: LocalResult, scale=1.0) -> tuple[Array, Array]:
-    """The two terms of :func:`conjugate_elbo`, L = data_term - kl: the data term
-    scale * (<sbar, E_q[t(beta)]> + local_terms) and KL(q(beta) || p(beta))."""
+    """The two terms of :func:`conjugate_elbo`, L = data_term - kl."""
     expected_t = expfam.tree_mean_params(q_global)
     data_term = expfam.tree_inner(local.suff_stats, expected_t) + local.local_terms
     return scale * data_term, expfam.tree_kl(q_global, prior)
@@ -223,9 +206,7 @@ def program_argument(x) -> Array:
 
 
 def rows_with_data(batch) -> Array:
-    """(S,) bool: the rows of a bag-of-words batch that hold a token (LDA's ``present_rows``). An
-    empty document adds nothing to the statistics or the ELBO; ``num_data = corpus.num_docs -
-    corpus.num_empty`` makes the estimate unbiased."""
+    """(S,) bool: the rows of a bag-of-words batch that hold a token (LDA's ``present_rows``)."""
     return jnp.any(jnp.asarray(batch.counts) != 0, axis=-1)
 
 
@@ -236,9 +217,8 @@ def entropy_of_probs(probs: Array, axis: int = -1) -> Array:
 
 @runtime_checkable
 class EMModel(BatchChecked, Protocol):
-    """What ``vijax.inference.em`` needs from a model: a point estimate theta of its parameters,
-    an E-step and an M-step (Dempster, Laird and Rubin 1977; *Raise your ELBO*, §EM). ``log_prior``
-    is 0 for maximum likelihood, log p(theta) up to a constant for MAP-EM."""
+    """What ``vijax.inference.em`` needs: a point estimate theta, an E-step and an M-step (Dempster, Laird
+    and Rubin 1977; *Raise your ELBO*, §EM). ``log_prior`` is 0 for maximum likelihood."""
 
     def init_params(self, key: PRNGKey, batch: PyTree = None) -> PyTree:
         """A starting theta."""

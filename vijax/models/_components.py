@@ -1,24 +1,13 @@
 r"""Conjugate components: a likelihood p(x | theta) and its conjugate prior p(theta), the building
 block of :class:`~vijax.models.Mixture` (finite or Dirichlet-process) and of the HMMs' emissions.
 
-A component is an exponential-family likelihood written in the statistics of its prior's family::
-
-    log p(x | theta) = <s(x), t(theta)> + log h(x),
-
-where t(theta) are the sufficient statistics of the prior p(theta) (an ``expfam`` family) and s(x)
-the datum's contribution to them (Blei et al. 2017, §4.2; Bishop 2006, §10.2). Everything a
-mixture or an HMM needs follows from s and h:
-
-- the statistics of weighted data sum_n w_nk s(x_n), for the global update eta + sum_n w_nk s(x_n);
-- the expected log-likelihood E_q[log p(x_n | theta_k)] = <s(x_n), E_q[t(theta_k)]> + log h(x_n), (N, K);
-- the posterior predictive p(x | q_k) = h(x) exp(A(eta_k + s(x)) - A(eta_k)), A the log-normalizer.
-
-A new component subclasses :class:`Component` and defines ``prior(num)``, ``suff_stats(x)`` and,
-where h(x) is not 1, ``log_base_measure(x)``; the rest has generic defaults. Components that also
-offer point estimates for maximum-likelihood or MAP EM (the HMMs' Baum–Welch) declare it by
-implementing :class:`PointEstimateComponent`. Built in: :class:`NormalGammaDiagonal`,
-:class:`NormalWishartFull`, :class:`BetaBernoulli`, :class:`DirichletCategorical` and
-:class:`GammaPoisson`.
+A component is an exponential-family likelihood written in the statistics t(theta) of its prior's family,
+log p(x | theta) = <s(x), t(theta)> + log h(x) (Blei et al. 2017, §4.2; Bishop 2006, §10.2). From s and h
+follow the statistics of weighted data sum_n w_nk s(x_n), the expected log-likelihood
+E_q[log p(x_n | theta_k)] = <s(x_n), E_q[t(theta_k)]> + log h(x_n), and the posterior predictive
+p(x | q_k) = h(x) exp(A(eta_k + s(x)) - A(eta_k)). A new component subclasses :class:`Component` and defines
+``prior(num)``, ``suff_stats(x)`` and, where h(x) is not 1, ``log_base_measure(x)``; one that also offers
+point estimates for EM (the HMMs' Baum–Welch) implements :class:`PointEstimateComponent`.
 """
 
 from __future__ import annotations
@@ -34,25 +23,10 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    check_data_array,
-    check_data_dtype,
-    check_float_dtype,
-    check_int,
-    check_positive,
-    check_positive_fields,
-    check_scalar,
-    finite_nonnegative,
-    finite_values,
-    float_dtype,
-    ids_in_range,
-    is_tracer,
-    real_array,
-    values_in_interval,
-    values_in_set,
-    values_match,
-)
+from vijax._validate import ArgumentError, check_data_array, check_data_dtype, check_float_dtype, check_int
+from vijax._validate import check_positive, check_positive_fields, check_scalar, finite_nonnegative, finite_values
+from vijax._validate import float_dtype, ids_in_range, is_tracer, real_array, values_in_interval, values_in_set
+from vijax._validate import values_match
 from vijax.models._base import conjugate_posterior
 from vijax.models._pytree import PytreeModel, array_or_float, optional_float
 from vijax.types import Array, PRNGKey
@@ -61,19 +35,17 @@ LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def floor_log(v: Array) -> Array:
-    """-inf -> a large finite negative number (log 0 from a sampled probability that underflowed),
-    small enough that a few of them still sum to a finite number, so that 0 * floor = 0 in an
-    E-step's matrix products instead of 0 * (-inf) = NaN."""
+    """-inf -> a large finite negative number that a few of still sum to a finite one, so that an E-step's
+    matrix products give 0 * floor = 0 instead of 0 * (-inf) = NaN."""
     return jnp.maximum(v, jnp.finfo(v.dtype).min / (4.0 * (v.shape[-1] + 1)))
 
 
 class Component(PytreeModel):
     """The interface of a conjugate component (see the module docstring).
 
-    Required: ``prior(num)``, ``suff_stats(x)``. Attributes: ``dtype`` (the prior's float dtype;
-    None: JAX's default), ``data_name`` (what errors call the data), ``event_ndim`` (the dimensions
-    of one datum: 1 for vectors, 0 for symbols), ``distinct_seeds`` (whether ``initial_q`` seeds each
-    copy at a distinct datum, so a finite mixture needs N >= K).
+    Required: ``prior(num)``, ``suff_stats(x)``. Attributes: ``dtype`` (None: JAX's default float),
+    ``data_name`` (what errors call the data), ``event_ndim`` (1 for vectors, 0 for symbols),
+    ``distinct_seeds`` (``initial_q`` seeds each copy at a distinct datum: a finite mixture needs N >= K).
     """
 
     data_name = "x"
@@ -81,17 +53,14 @@ class Component(PytreeModel):
     dtype: Any = None
     distinct_seeds = False
 
-    # -- required ---------------------------------------------------------------------------------
     @abc.abstractmethod
     def prior(self, num: int):
         """The prior of ``num`` independent copies: an ``expfam`` family of batch shape (num, ...)."""
 
     @abc.abstractmethod
     def suff_stats(self, x: Array) -> tuple:
-        """s(x_n) per datum: a tuple like the prior's natural parameters, each (N, ...) with the shape
-        of one copy's parameter after the leading N."""
+        """s(x_n) per datum: a tuple like the prior's natural parameters, each (N, *one copy's shape)."""
 
-    # -- generic, replaceable ---------------------------------------------------------------------
     def log_base_measure(self, x: Array) -> Array:
         """log h(x_n), shape (N,) (default 0)."""
         return jnp.zeros(x.shape[:1], float_dtype(self.dtype))
@@ -105,8 +74,7 @@ class Component(PytreeModel):
         return tuple(jnp.tensordot(weights.T, s.astype(weights.dtype), axes=1) for s in self.suff_stats(x))
 
     def expected_log_lik(self, view, x: Array) -> Array:
-        """E[log p(x_n | theta_k)] = <s(x_n), view_k> + log h(x_n), shape (N, K), at a view (E_q[t(theta)]
-        of K copies, or t(theta) of a draw)."""
+        """E[log p(x_n | theta_k)] = <s(x_n), view_k> + log h(x_n), (N, K), at a view (E_q[t(theta)] or a draw's)."""
         s = self.suff_stats(x)
         total = sum(
             jnp.tensordot(si, vi, axes=(tuple(range(1, si.ndim)), tuple(range(1, vi.ndim)))) for si, vi in zip(s, view)
@@ -114,8 +82,7 @@ class Component(PytreeModel):
         return total + self.log_base_measure(x).astype(total.dtype)[:, None]
 
     def log_predictive(self, q, x: Array) -> Array:
-        """log p(x_n | q_k) = log h(x_n) + A(eta_k + s(x_n)) - A(eta_k), shape (N, K): each component's
-        posterior (or prior) predictive density, theta integrated out."""
+        """log p(x_n | q_k) = log h(x_n) + A(eta_k + s(x_n)) - A(eta_k), (N, K): the predictive density."""
         eta = q.natural_params
         s = self.suff_stats(x)
         joined = tuple(e[None] + si.astype(e.dtype)[:, None] for e, si in zip(eta, s))
@@ -126,14 +93,12 @@ class Component(PytreeModel):
         return a_post - a0[None] + self.log_base_measure(x).astype(a_post.dtype)[:, None]
 
     def point_estimate(self, q):
-        """A point estimate of each copy's parameters from q: the posterior mean of theta, read from
-        the family's TFP distribution (``q.to_tfp().mean()``; a component replaces it where theta has
-        several parts, as the Gaussians' (means, variances))."""
+        """A point estimate of each copy's parameters: the posterior mean ``q.to_tfp().mean()`` by default."""
         return q.to_tfp().mean()
 
     def check_data(self, x, name: str | None = None) -> None:
         """Raises ValueError naming the data (``name``, default ``data_name``) for what the component
-        cannot take (default: a finite numeric array with one axis more than a datum)."""
+        cannot take (default: anything but a finite numeric array with one axis more than a datum)."""
         check_data_array(name or self.data_name, x, ndim=1 + self.event_ndim)
 
     def _datum_shape(self) -> tuple:
@@ -147,25 +112,20 @@ class Component(PytreeModel):
         return "(N,)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
 
     def check_shape(self, x: Array) -> None:
-        """Raises ValueError naming the data when a local step's batch (possibly traced) does not have
-        a datum's dimensions after its leading axis (default: ``event_ndim`` of them, the last one
-        ``dim`` where the component has one)."""
+        """Raises ValueError naming the data when a local step's batch (possibly traced) lacks a datum's
+        dimensions after its leading axis."""
         want = self._datum_shape()
         ok = x.ndim == 1 + self.event_ndim and all(w is None or w == s for w, s in zip(want, x.shape[1:]))
         if not ok:
             raise ArgumentError(self.data_name, f"{self.data_name} must have shape {self.data_shape}, got {x.shape}")
 
     def batch_checks(self, x, name: str | None = None) -> list:
-        """The value checks of a step's batch, ``ValueCheck``s named ``batch <name>`` (default: finite
-        values). They hold for any leading axes (an HMM's (B, T, ...) observations)."""
+        """The value checks of a step's batch (default: finite values), for any leading axes."""
         return [finite_values(f"batch {name or self.data_name}", x)]
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """A starting q of ``num`` copies and the data count each starts with, ``(q, counts (num,))``.
-
-        Default: each copy is the prior updated by one datum drawn at random (with replacement when
-        there are fewer data than copies), each counting N / num data. Without data a component
-        that cannot draw its own seeds raises ValueError: pass data to ``init_globals``."""
+        """A starting q of ``num`` copies and the data count each starts with, ``(q, counts (num,))``:
+        by default the prior updated by one datum drawn at random, counting N / num data each."""
         if x is None:
             raise ValueError(f"{type(self).__name__} starts from data: pass the data to init_globals(key, x)")
         dt = float_dtype(self.dtype)
@@ -188,9 +148,7 @@ class GaussianEmissions(NamedTuple):
 @runtime_checkable
 class PointEstimateComponent(Protocol):
     """A component that also offers point estimates of theta, for maximum-likelihood or MAP EM (the
-    HMMs' Baum–Welch; Rabiner 1989, eq. 40a-c, 53-54). ``DirichletCategorical`` and
-    ``NormalGammaDiagonal`` implement it; a component without it still serves every Bayesian fit.
-    Checked with ``vijax._validate.implements``."""
+    HMMs' Baum–Welch; Rabiner 1989, eq. 40a-c, 53-54), as ``DirichletCategorical`` and ``NormalGammaDiagonal``."""
 
     point_type: type  # the parameters' NamedTuple (CategoricalEmissions, GaussianEmissions, ...)
     point_width: int  # the width of one copy's parameters (V symbols, D dimensions)
@@ -226,15 +184,13 @@ def _describe(value: Any) -> str:
 
 @jax.jit
 def _prior_values(component: Component):
-    """The natural parameters of ``prior(1)`` and its ``is_valid``."""
     prior = component.prior(1)
     return prior.natural_params, prior.is_valid()
 
 
 def _domain_problem(component: Component, family) -> str | None:
-    """What is wrong with the natural parameters of a component's concrete prior ``family`` (NaN or
-    infinite entries, or outside the family's domain, ``is_valid``), with the first such index;
-    None if nothing (or traced)."""
+    """What is wrong with the natural parameters of a concrete prior ``family`` (not finite, or outside
+    its domain) with the first such index; None if nothing (or traced)."""
     if any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(component)):
         return None
     eta, valid = jax.device_get(_prior_values(component))
@@ -253,12 +209,8 @@ def _domain_problem(component: Component, family) -> str | None:
 
 
 def check_component(component: Component, name: str) -> None:
-    """The checks of a component a mixture or an HMM is built over: ``prior(1)`` an ``expfam``
-    family of batch shape (1, ...) with finite natural parameters inside its domain.
-
-    Raises:
-      ValueError: naming ``name`` (``component``, ``emissions``) and the component's class.
-    """
+    """Raises ValueError naming ``name`` and the class unless ``prior(1)`` is an ``expfam`` family of
+    batch shape (1, ...) with finite natural parameters inside its domain."""
     cls = type(component).__name__
     try:  # abstract values: the family and its shapes, nothing computed
         prior = jax.eval_shape(lambda c: c.prior(1), component)
@@ -285,9 +237,8 @@ def check_component(component: Component, name: str) -> None:
 
 @jax.jit
 def _statistics_rows(component: Component, x: Array):
-    """Per datum (N,): the sum of s(x_n)'s entries (NaN or infinite where an entry is) and the
-    number of entries outside the family's domain of the prior updated by s(x_n); whether the
-    prior updated by every datum's statistics is finite, and in its domain."""
+    """Per datum (N,): the sum of s(x_n)'s entries and the number of entries outside the domain of the
+    prior updated by s(x_n); whether the prior updated by all of them is finite, and in its domain."""
     prior = component.prior(1)
     eta = prior.natural_params
     s = component.suff_stats(component.prepare(x, prior.dtype))
@@ -300,24 +251,14 @@ def _statistics_rows(component: Component, x: Array):
     return row_sums, invalid, finite, jnp.all(type(prior).from_natural(summed).is_valid())
 
 
-def _row_statistics(component: Component, x: Array):
-    """s(x) of a few rows ``x``, in the prior's dtype (the statistics of a row found not finite)."""
-    dtype = jax.eval_shape(lambda c: c.prior(1), component).dtype
-    return jax.device_get(component.suff_stats(component.prepare(x, dtype)))
-
-
 def check_statistics(component: Component, x, data_name: str, name: str) -> None:
-    """The checks of the statistics s(x) of data ``x`` that passed the component's ``check_data``:
-    a tuple like the prior's natural parameters, each (N, ...) with one copy's parameter shape
-    after N (also of traced data, at trace time); and, for concrete data, finite in the prior's
-    dtype, and the prior updated by any one datum's statistics, or by all of them, a proper
-    distribution (inside its family's domain).
+    """The checks of the statistics s(x) of data that passed ``check_data``: their structure (also
+    traced); for concrete data, finite, and the prior updated by any one datum's or all of them proper.
 
     Raises:
       ValueError: naming ``name`` (the component) for statistics of the wrong structure or NaN
-        statistics of finite data; naming ``data_name`` for statistics that overflow the dtype
-        (data of magnitude 1e20, whose squares are infinite in float32) or that leave the domain
-        (data outside the likelihood's support).
+        statistics of finite data; naming ``data_name`` for statistics that overflow the dtype or
+        leave the family's domain (data outside the likelihood's support).
     """
     cls = type(component).__name__
     prior = jax.eval_shape(lambda c: c.prior(1), component)  # the family and its shapes, nothing computed
@@ -344,7 +285,8 @@ def check_statistics(component: Component, x, data_name: str, name: str) -> None
     row_sums, invalid, total_finite, total_ok = jax.device_get(rows)
     bad = ~np.isfinite(row_sums)
     row = int(np.argmax(bad))
-    if bad.any() and any(np.isnan(np.asarray(si)).any() for si in _row_statistics(component, x[row : row + 1])):
+    row_stats = component.suff_stats(component.prepare(x[row : row + 1], prior.dtype)) if bad.any() else ()
+    if any(np.isnan(np.asarray(si)).any() for si in row_stats):
         raise ArgumentError(
             name,
             f"{cls}.suff_stats({data_name}) is NaN at row {row} of finite {data_name}: a component's "
@@ -385,8 +327,7 @@ def check_binary(name: str, y: Any) -> None:
 
 
 def bernoulli_log_lik(probs: Array, y: Array) -> Array:
-    """log p(y_n | phi_k) = sum_d y log phi + (1 - y) log(1 - phi), shape (N, K); exact at phi = 0
-    or 1 (0 log 0 = 0)."""
+    """log p(y_n | phi_k) = sum_d y log phi + (1 - y) log(1 - phi), (N, K); exact at phi = 0 or 1."""
     y = y.astype(probs.dtype)
     return y @ floor_log(jnp.log(probs)).T + (1.0 - y) @ floor_log(jnp.log1p(-probs)).T
 
@@ -399,13 +340,15 @@ def map_rows(counts: Array, concentration: float) -> Array:
     return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
 
 
+def _normalized(alpha: Array) -> Array:
+    return alpha / jnp.sum(alpha, -1, keepdims=True)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class BetaBernoulli(Component):
     """Products of D Bernoullis y_d ~ Bernoulli(phi_d) with phi_d ~ Beta(a, b) (Hoffman & Blei 2015,
-    §4.2). A datum contributes s = (y, 1 - y) to (log phi, log(1 - phi)); log h = 0.
-
-    ``init_pseudo_count`` is the weight of a seed datum in the initial q (:meth:`initial_q`).
-    """
+    §4.2): s(y) = (y, 1 - y) for (log phi, log(1 - phi)); log h = 0. ``init_pseudo_count`` is the
+    weight of a seed datum in the initial q."""
 
     dim: int
     a: float = 1.0
@@ -421,8 +364,7 @@ class BetaBernoulli(Component):
         check_float_dtype(self.dtype)
 
     def prior(self, num: int) -> expfam.Beta:
-        dt = float_dtype(self.dtype)
-        full = lambda v: jnp.full((num, self.dim), v, dt)
+        full = lambda v: jnp.full((num, self.dim), v, float_dtype(self.dtype))
         return expfam.Beta.from_concentrations(full(self.a), full(self.b))
 
     def suff_stats(self, y: Array) -> tuple:
@@ -437,32 +379,28 @@ class BetaBernoulli(Component):
         return y @ floor_log(e_log_phi).T + (1.0 - y) @ floor_log(e_log_1m).T
 
     def log_predictive(self, q: expfam.Beta, y: Array) -> Array:
-        """Bernoulli products at E[phi] (exact for a factorized q), shape (N, K)."""
+        """Bernoulli products at E[phi] (exact for a factorized q), (N, K)."""
         return bernoulli_log_lik(self.point_estimate(q), y)
 
     def point_estimate(self, q: expfam.Beta) -> Array:
         """E[phi] (K, D)."""
-        a, b = q.concentration1, q.concentration0
-        return a / (a + b)
+        return q.concentration1 / (q.concentration1 + q.concentration0)
 
     def check_data(self, y, name: str | None = None) -> None:
-        name = name or self.data_name
         if not is_tracer(y) and np.asarray(y).dtype == bool:
             y = np.asarray(y, float)
-        check_data_array(name, y, ndim=2, last_dim=self.dim)
-        check_binary(name, y)
+        check_data_array(name or self.data_name, y, ndim=2, last_dim=self.dim)
+        check_binary(name or self.data_name, y)
 
     def batch_checks(self, y, name: str | None = None) -> list:
         return [values_in_set(f"batch {name or self.data_name}", y, (0, 1))]
 
     def initial_q(self, key: PRNGKey, num: int, y: Array | None = None):
-        """Each copy k seeded by one datum y_(k) chosen at random (with replacement when N < num):
-        q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)), c = ``init_pseudo_count``, counting N / num
-        data each. Without data: y_(k) uniform on {0, 1}^D, one datum each."""
+        """Each copy seeded by one datum y_(k) drawn at random: q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)),
+        c = ``init_pseudo_count``, counting N / num data each. Without data: y_(k) uniform on {0, 1}^D."""
         dt = float_dtype(self.dtype)
         if y is None:
-            seeds = jax.random.bernoulli(key, 0.5, (num, self.dim)).astype(dt)
-            n = float(num)
+            seeds, n = jax.random.bernoulli(key, 0.5, (num, self.dim)).astype(dt), float(num)
         else:
             y = jnp.asarray(y, dt)
             n = y.shape[0]
@@ -474,14 +412,15 @@ class BetaBernoulli(Component):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DirichletCategorical(Component):
-    """A symbol x in {0, ..., V - 1} ~ Categorical(p) with p ~ Dirichlet(c 1_V). A datum contributes
-    s = onehot(x) to log p; log h = 0. Data are integer arrays of shape (N,)."""
+    """A symbol x in {0, ..., V - 1} ~ Categorical(p) with p ~ Dirichlet(c 1_V): s(x) = onehot(x) for
+    log p; log h = 0. Data are integer arrays of shape (N,)."""
 
     num_symbols: int
     concentration: float = 1.0
     dtype: Any = None
     static_floats = ("concentration",)
     event_ndim = 0
+    point_type = CategoricalEmissions
 
     def __post_init__(self):
         check_int("num_symbols", self.num_symbols)
@@ -506,12 +445,12 @@ class DirichletCategorical(Component):
         return jnp.take(log_p.T, x, axis=0, mode="clip")
 
     def log_predictive(self, q: expfam.Dirichlet, x: Array) -> Array:
-        """log E[p_x] = log(alpha_kx / sum_v alpha_kv), shape (N, K)."""
+        """log E[p_x] = log(alpha_kx / sum_v alpha_kv), (N, K)."""
         return jnp.log(jnp.take(self.point_estimate(q).T, x, axis=0, mode="clip"))
 
     def point_estimate(self, q: expfam.Dirichlet) -> Array:
         """E[p] (K, V)."""
-        return q.concentration / jnp.sum(q.concentration, -1, keepdims=True)
+        return _normalized(q.concentration)
 
     def check_data(self, x, name: str | None = None) -> None:
         name = name or self.data_name
@@ -533,13 +472,8 @@ class DirichletCategorical(Component):
     def batch_checks(self, x, name: str | None = None) -> list:
         return [ids_in_range(f"batch {name or self.data_name} symbol", x, self.num_symbols)]
 
-    # -- PointEstimateComponent: CategoricalEmissions(probs) ------------------------------------------
-    point_type = CategoricalEmissions
-
-    @property
-    def point_width(self) -> int:
-        """V: the number of symbols (the width of each row of ``CategoricalEmissions.probs``)."""
-        return self.num_symbols
+    # -- PointEstimateComponent: CategoricalEmissions(probs)
+    point_width = property(lambda self: self.num_symbols, doc="V: the width of ``CategoricalEmissions.probs``.")
 
     def point_checks(self, params: CategoricalEmissions, num: int) -> list:
         """None of its own: the HMM's probability checks cover ``CategoricalEmissions``."""
@@ -564,27 +498,24 @@ class DirichletCategorical(Component):
         return CategoricalEmissions(jax.random.dirichlet(key, jnp.ones(self.num_symbols, dt), (num,), dtype=dt))
 
     def pseudo_stats(self, params: CategoricalEmissions) -> tuple:
-        """The expected statistics of one pseudo-observation per row: (probs,), (K, V)."""
+        """The expected statistics of one pseudo-observation per row: (probs,)."""
         return (params.probs,)
 
     def expected_point(self, q: expfam.Dirichlet) -> CategoricalEmissions:
-        """E_q[p]: the rows' posterior means as ``CategoricalEmissions`` (K, V)."""
+        """E_q[p] as ``CategoricalEmissions``."""
         return CategoricalEmissions(self.point_estimate(q))
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """Each copy's probabilities drawn from Dirichlet(1), as one pseudo-observation of each
-        symbol's probability (with or without data)."""
-        dt = float_dtype(self.dtype)
-        probs = jax.random.dirichlet(key, jnp.ones(self.num_symbols, dt), (num,), dtype=dt)
+        """Each copy's probabilities drawn from Dirichlet(1), as one pseudo-observation (with or without data)."""
+        probs = self.init_point(key, num).probs
         n = float(num) if x is None else np.shape(x)[0]
-        return conjugate_posterior(self.prior(num), (probs,)), jnp.full((num,), n / num, dt)
+        return conjugate_posterior(self.prior(num), (probs,)), jnp.full((num,), n / num, probs.dtype)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GammaPoisson(Component):
-    """Counts x_d ~ Poisson(lambda_d) with lambda_d ~ Gamma(a0, b0) (shape, rate). A datum contributes
-    s = (x, -1) to (log lambda, lambda); log h = -sum_d log x_d!. The predictive of a datum is a
-    product of negative binomials."""
+    """Counts x_d ~ Poisson(lambda_d) with lambda_d ~ Gamma(a0, b0) (shape, rate): s(x) = (x, -1) for
+    (log lambda, lambda); log h = -sum_d log x_d!. The predictive is a product of negative binomials."""
 
     dim: int
     a0: float = 1.0
@@ -598,10 +529,8 @@ class GammaPoisson(Component):
         check_float_dtype(self.dtype)
 
     def prior(self, num: int) -> expfam.Gamma:
-        dt = float_dtype(self.dtype)
-        return expfam.Gamma.from_shape_rate(
-            jnp.full((num, self.dim), self.a0, dt), jnp.full((num, self.dim), self.b0, dt)
-        )
+        full = lambda v: jnp.full((num, self.dim), v, float_dtype(self.dtype))
+        return expfam.Gamma.from_shape_rate(full(self.a0), full(self.b0))
 
     def suff_stats(self, x: Array) -> tuple:
         return x, -jnp.ones_like(x)
@@ -621,20 +550,18 @@ class GammaPoisson(Component):
         return q.concentration / q.rate
 
     def check_data(self, x, name: str | None = None) -> None:
-        name = name or self.data_name
-        check_data_array(name, x, ndim=2, last_dim=self.dim)
+        check_data_array(name or self.data_name, x, ndim=2, last_dim=self.dim)
         if not is_tracer(x):
             a = np.asarray(x)
             if np.any(a < 0) or np.any(a != np.round(a)):
-                raise ArgumentError(name, f"{name} must hold counts (integers >= 0)")
+                raise ArgumentError(
+                    name or self.data_name, f"{name or self.data_name} must hold counts (integers >= 0)"
+                )
 
     def batch_checks(self, x, name: str | None = None) -> list:
-        name = name or self.data_name
+        name = f"batch {name or self.data_name}"
         x = jnp.asarray(x)
-        return [
-            finite_nonnegative(f"batch {name}", x),
-            values_match(f"batch {name}", x, jnp.round(x), "an integer count"),
-        ]
+        return [finite_nonnegative(name, x), values_match(name, x, jnp.round(x), "an integer count")]
 
 
 def kmeanspp_centers(key: PRNGKey, x: Array, k: int) -> Array:
@@ -662,16 +589,14 @@ def nearest_center_resp(key: PRNGKey, x: Array, k: int) -> Array:
 
 
 def normal_gamma_log_predictive(ng: expfam.NormalGamma, x: Array) -> Array:
-    """log of each Normal-Gamma component's predictive density of x (N, D), shape (N, K): products
-    over d of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
+    """log of each Normal-Gamma component's predictive density of x (N, D), (N, K): products over d
+    of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
     a, b, m, kappa = ng.concentration, ng.rate, ng.loc, ng.kappa  # (K, D)
     nu = 2.0 * a
     scale2 = b * (kappa + 1.0) / (a * kappa)
     z2 = (x[:, None, :] - m[None]) ** 2 / scale2[None]
-    lp = (gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi * scale2))[None] - (
-        nu[None] + 1
-    ) / 2 * jnp.log1p(z2 / nu[None])
-    return jnp.sum(lp, -1)
+    log_norm = gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi * scale2)
+    return jnp.sum(log_norm[None] - (nu[None] + 1) / 2 * jnp.log1p(z2 / nu[None]), -1)
 
 
 def gaussian_point_checks(means: Array, variances: Array) -> list:
@@ -698,14 +623,32 @@ def student_t_log_density(x: Array, loc: Array, scale: Array, dof: Array) -> tup
     return const[None] - 0.5 * (dof + d)[None] * jnp.log1p(delta / dof[None]), delta
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class NormalGammaDiagonal(Component):
-    """Diagonal Gaussian x_d ~ N(mu_d, 1 / tau_d) with Normal-Gamma priors tau_d ~ Gamma(a0, b0_d),
-    mu_d | tau_d ~ N(m0_d, 1 / (kappa0 tau_d)) (Blei et al. 2017, appendix B). A datum contributes
-    s = (x, -1/2, -x^2/2, 1/2) to the statistics (tau mu, tau mu^2, tau, log tau); log h = -D/2 log 2 pi.
+class _Gaussian(Component):
+    """What the two Gaussian components share: log h = -D/2 log 2 pi and a k-means++ start."""
 
-    Every method taking data also takes the features [x, x^2] (N, 2D) (:meth:`features`), so a
-    loop over a fixed data set can compute them once.
+    distinct_seeds = True
+
+    def log_base_measure(self, x: Array) -> Array:
+        return jnp.full(x.shape[:1], -0.5 * self.dim * LOG_2PI, x.dtype)
+
+    def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
+        """Each point hard-assigned to the nearest of ``num`` k-means++ seeds, then one M-step (copies
+        beyond N start at the prior). Without data: the prior with its means at a prior draw."""
+        dt = float_dtype(self.dtype)
+        prior = self.prior(num)
+        if x is None:
+            return self._at_prior_draw(prior, key), jnp.zeros((num,), dt)
+        x = jnp.asarray(x, dt)[:, : self.dim]  # raw data, or the data part of features(x)
+        resp = nearest_center_resp(key, x, num)
+        return conjugate_posterior(prior, self.stats(x, resp)), jnp.sum(resp, 0)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NormalGammaDiagonal(_Gaussian):
+    """Diagonal Gaussian x_d ~ N(mu_d, 1 / tau_d) with Normal-Gamma priors tau_d ~ Gamma(a0, b0_d),
+    mu_d | tau_d ~ N(m0_d, 1 / (kappa0 tau_d)) (Blei et al. 2017, appendix B): s(x) = (x, -1/2, -x^2/2, 1/2)
+    for (tau mu, tau mu^2, tau, log tau); log h = -D/2 log 2 pi. Every method taking data also takes
+    the features [x, x^2] (N, 2D) (:meth:`features`), so a loop over fixed data can compute them once.
     """
 
     dim: int
@@ -718,8 +661,6 @@ class NormalGammaDiagonal(Component):
     static_floats = ("kappa0", "a0", "min_variance")
     converters = types.MappingProxyType(dict.fromkeys(("loc0", "b0"), array_or_float))
     point_type = GaussianEmissions
-
-    distinct_seeds = True
 
     def __post_init__(self):
         check_int("dim", self.dim)
@@ -735,9 +676,11 @@ class NormalGammaDiagonal(Component):
         check_float_dtype(self.dtype)
 
     def prior(self, num: int) -> expfam.NormalGamma:
-        dt = float_dtype(self.dtype)
-        full = lambda v: jnp.broadcast_to(jnp.asarray(v, dt), (num, self.dim))
+        full = lambda v: jnp.broadcast_to(jnp.asarray(v, float_dtype(self.dtype)), (num, self.dim))
         return expfam.NormalGamma.from_params(full(self.loc0), full(self.kappa0), full(self.a0), full(self.b0))
+
+    def _at_prior_draw(self, prior: expfam.NormalGamma, key: PRNGKey) -> expfam.NormalGamma:
+        return expfam.NormalGamma.from_params(prior.sample(key)[..., 0], prior.kappa, prior.concentration, prior.rate)
 
     def features(self, x: Array) -> Array:
         """[x, x^2], shape (N, 2D); features are returned unchanged."""
@@ -748,14 +691,10 @@ class NormalGammaDiagonal(Component):
         half = jnp.full(f.shape[:1] + (self.dim,), 0.5, f.dtype)
         return f[:, : self.dim], -half, -0.5 * f[:, self.dim :], half
 
-    def log_base_measure(self, x: Array) -> Array:
-        return jnp.full(x.shape[:1], -0.5 * self.dim * LOG_2PI, x.dtype)
-
     def stats(self, x: Array, weights: Array) -> tuple:
-        n_k = jnp.sum(weights, 0)
         sx = weights.T @ self.features(x)
         s1, s2 = sx[:, : self.dim], sx[:, self.dim :]
-        half_n = jnp.broadcast_to(0.5 * n_k[:, None], s1.shape)
+        half_n = jnp.broadcast_to(0.5 * jnp.sum(weights, 0)[:, None], s1.shape)
         return s1, -half_n, -0.5 * s2, half_n
 
     def expected_log_lik_without_base(self, view, x: Array) -> Array:
@@ -769,26 +708,25 @@ class NormalGammaDiagonal(Component):
         return self.expected_log_lik_without_base(view, x) - 0.5 * self.dim * LOG_2PI
 
     def log_predictive(self, q: expfam.NormalGamma, x: Array) -> Array:
-        """Products over d of Student-t(2a, m, b (kappa + 1) / (a kappa)), shape (N, K)."""
+        """Products over d of Student-t(2a, m, b (kappa + 1) / (a kappa)), (N, K)."""
         return normal_gamma_log_predictive(q, x[:, : self.dim])
 
     def point_estimate(self, q: expfam.NormalGamma):
         """(means E[mu], variances 1 / E[tau])."""
         return q.loc, q.rate / q.concentration
 
+    def _is_features(self, x) -> bool:
+        return np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim
+
     def check_data(self, x, name: str | None = None) -> None:
-        name = name or self.data_name
-        if np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim:  # precomputed features
-            check_data_array(name, x, ndim=2, last_dim=2 * self.dim)
-        else:
-            check_data_array(name, x, ndim=2, last_dim=self.dim)
+        check_data_array(name or self.data_name, x, ndim=2, last_dim=2 * self.dim if self._is_features(x) else self.dim)
 
     def batch_checks(self, x, name: str | None = None) -> list:
         """Finite values; for features (N, 2D), also their second half the square of their first
         (a match that also fails at every non-finite entry: ``ValueCheck.covered_by``)."""
         name = name or self.data_name
         finite = finite_values(f"batch {name}", x)
-        if not (np.ndim(x) == 2 and np.shape(x)[1] == 2 * self.dim):
+        if not self._is_features(x):
             return [finite]
         d = self.dim
         match = values_match(
@@ -805,15 +743,11 @@ class NormalGammaDiagonal(Component):
                 "x", f"x must have shape (N, {self.dim}) (or features (N, {2 * self.dim})), got {x.shape}"
             )
 
-    # -- PointEstimateComponent: GaussianEmissions(means, variances) ---------------------------------
-    @property
-    def point_width(self) -> int:
-        """D: the width of an emission (the last axis of ``GaussianEmissions.means``)."""
-        return self.dim
+    # -- PointEstimateComponent: GaussianEmissions(means, variances)
+    point_width = property(lambda self: self.dim, doc="D: the width of ``GaussianEmissions.means``.")
 
     def point_checks(self, params: GaussianEmissions, num: int) -> list:
-        """The value checks of point emissions: means and variances finite, variances at least the
-        dtype's smallest normal number."""
+        """Means and variances finite, variances at least the dtype's smallest normal number."""
         return gaussian_point_checks(params.means, params.variances)
 
     def point_view(self, params: GaussianEmissions) -> tuple:
@@ -831,12 +765,12 @@ class NormalGammaDiagonal(Component):
         return GaussianEmissions(means, jnp.maximum(var, self.min_variance))
 
     def point_log_prior(self, params: GaussianEmissions) -> Array:
-        """0: EM for these emissions is maximum likelihood (the Normal-Gamma prior is not used)."""
+        """0: EM for these emissions is maximum likelihood."""
         return jnp.zeros((), float_dtype(self.dtype))
 
     def init_point(self, key: PRNGKey, num: int, prepared=None) -> GaussianEmissions:
-        """Means at ``num`` observed points drawn at random, variances the data's; without data
-        standard-normal means and unit variances. ``prepared``: (observations (M, D), mask (M,))."""
+        """Means at ``num`` observed points drawn at random, variances the data's; without data standard-normal
+        means and unit variances. ``prepared``: (observations (M, D), mask (M,))."""
         dt = float_dtype(self.dtype)
         if prepared is None:
             return GaussianEmissions(jax.random.normal(key, (num, self.dim), dt), jnp.ones((num, self.dim), dt))
@@ -858,29 +792,13 @@ class NormalGammaDiagonal(Component):
         """(E[mu], E[sigma^2] = b / (a - 1))."""
         return GaussianEmissions(q.loc, q.rate / jnp.maximum(q.concentration - 1.0, 1e-12))
 
-    def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """Each point hard-assigned to the nearest of ``num`` k-means++ seeds, then one M-step (``num``
-        may exceed N: the extra copies start empty, at the prior). Without data: means drawn from the
-        prior, with the prior's precisions."""
-        dt = float_dtype(self.dtype)
-        prior = self.prior(num)
-        if x is None:
-            draw = prior.sample(key)
-            q = expfam.NormalGamma.from_params(draw[..., 0], prior.kappa, prior.concentration, prior.rate)
-            return q, jnp.zeros((num,), dt)
-        x = jnp.asarray(x, dt)[:, : self.dim]  # raw data, or the data part of features(x)
-        resp = nearest_center_resp(key, x, num)
-        return conjugate_posterior(prior, self.stats(x, resp)), jnp.sum(resp, 0)
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class NormalWishartFull(Component):
+class NormalWishartFull(_Gaussian):
     """Full-covariance Gaussian x ~ N(mu, Lambda^-1) with a Normal-Wishart prior Lambda ~ Wishart(W0, nu0),
-    mu | Lambda ~ N(m0, (kappa0 Lambda)^-1) (Bishop 2006, §10.2). A datum contributes
-    s = (x, -1/2, -x x^T / 2, 1/2) to (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|); log h = -D/2 log 2 pi.
-
-    ``dof0`` defaults to D and ``scale_inv0`` (W0^-1, scikit-learn's ``covariance_prior``) to the
-    identity.
+    mu | Lambda ~ N(m0, (kappa0 Lambda)^-1) (Bishop 2006, §10.2): s(x) = (x, -1/2, -x x^T / 2, 1/2) for
+    (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|); log h = -D/2 log 2 pi. ``dof0`` defaults to D and
+    ``scale_inv0`` (W0^-1, scikit-learn's ``covariance_prior``) to the identity.
     """
 
     dim: int
@@ -891,8 +809,6 @@ class NormalWishartFull(Component):
     dtype: Any = None
     static_floats = ("kappa0",)
     converters = types.MappingProxyType({"dof0": optional_float, "loc0": array_or_float, "scale_inv0": array_or_float})
-
-    distinct_seeds = True
 
     def __post_init__(self):
         check_int("dim", self.dim)
@@ -914,10 +830,10 @@ class NormalWishartFull(Component):
         """nu0 (``dof0``, default D)."""
         return float(self.dim if self.dof0 is None else check_scalar("dof0", self.dof0))
 
-    @property
-    def scale_inv(self) -> Array:
-        """W0^-1 (``scale_inv0``, default the identity)."""
-        return np.eye(self.dim) if self.scale_inv0 is None else self.scale_inv0
+    scale_inv = property(
+        lambda self: np.eye(self.dim) if self.scale_inv0 is None else self.scale_inv0,
+        doc="W0^-1 (``scale_inv0``, default the identity).",
+    )
 
     def prior(self, num: int) -> expfam.NormalWishart:
         dt = float_dtype(self.dtype)
@@ -930,18 +846,17 @@ class NormalWishartFull(Component):
             jnp.full((num,), self.degrees_of_freedom, dt),
         )
 
+    def _at_prior_draw(self, prior: expfam.NormalWishart, key: PRNGKey) -> expfam.NormalWishart:
+        mu = prior.sample(key)[..., -1]  # a draw is [Lambda | mu]
+        return expfam.NormalWishart.from_params(mu, prior.kappa, prior.scale, prior.dof)
+
     def suff_stats(self, x: Array) -> tuple:
         half = jnp.full(x.shape[:1], 0.5, x.dtype)
         return x, -half, -0.5 * x[:, :, None] * x[:, None, :], half
 
-    def log_base_measure(self, x: Array) -> Array:
-        return jnp.full(x.shape[:1], -0.5 * self.dim * LOG_2PI, x.dtype)
-
     def stats(self, x: Array, weights: Array) -> tuple:
         n_k = jnp.sum(weights, 0)
-        sx = weights.T @ x  # (K, D)
-        sxx = jnp.einsum("nk,nd,ne->kde", weights, x, x)
-        return sx, -0.5 * n_k, -0.5 * sxx, 0.5 * n_k
+        return weights.T @ x, -0.5 * n_k, -0.5 * jnp.einsum("nk,nd,ne->kde", weights, x, x), 0.5 * n_k
 
     def expected_log_lik(self, view, x: Array) -> Array:
         """Bishop (2006) eq. (10.46)-(10.49) in mean parameters."""
@@ -952,7 +867,7 @@ class NormalWishartFull(Component):
 
     def log_predictive(self, q: expfam.NormalWishart, x: Array) -> Array:
         """Multivariate Student-t(nu + 1 - D, m, (kappa + 1) / (kappa (nu + 1 - D)) W^-1) per component
-        (Bishop 2006, eq. 10.81-10.82), shape (N, K)."""
+        (Bishop 2006, eq. 10.81-10.82), (N, K)."""
         dof = q.dof + 1.0 - self.dim
         shape = ((q.kappa + 1.0) / (q.kappa * dof))[:, None, None] * q.scale_inv  # (K, D, D)
         return student_t_log_density(x, q.loc, shape, dof)[0]
@@ -963,19 +878,6 @@ class NormalWishartFull(Component):
 
     def check_data(self, x, name: str | None = None) -> None:
         check_data_array(name or self.data_name, x, ndim=2, last_dim=self.dim)
-
-    def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """Hard assignment to the nearest of ``num`` k-means++ seeds, then one M-step. Without data:
-        the prior with its means at prior draws."""
-        dt = float_dtype(self.dtype)
-        prior = self.prior(num)
-        if x is None:
-            mu = prior.sample(key)[..., -1]  # a draw is [Lambda | mu]
-            q = expfam.NormalWishart.from_params(mu, prior.kappa, prior.scale, prior.dof)
-            return q, jnp.zeros((num,), dt)
-        x = jnp.asarray(x, dt)
-        resp = nearest_center_resp(key, x, num)
-        return conjugate_posterior(prior, self.stats(x, resp)), jnp.sum(resp, 0)
 
 
 __all__ = [

@@ -1,30 +1,20 @@
 """Exact inference in a hidden Markov model, for one sequence or a batch of padded sequences.
 
-Rabiner (1989), A tutorial on hidden Markov models and selected applications in speech recognition,
-§III: the forward-backward procedure (eq. 18-27) and the Viterbi algorithm (eq. 30-35), every message
-in log space. Inputs are log pi (K,), log A (K, K) (rows: from) and the emission log-likelihoods
-log b, (T, K) or (B, T, K), with a ``length`` L <= T per sequence: at steps t >= L the forward
-message carries over and the backward message is log 1. pi and A may be sub-normalized (exp E[log pi]
-in a Bayesian HMM's local step); the log-likelihood is then log Z of the tilted chain.
+Rabiner (1989), §III: forward-backward (eq. 18-27) and Viterbi (eq. 30-35), in log space. Inputs are log pi (K,),
+log A (K, K) (rows: from) and the emission log-likelihoods log b, (T, K) or (B, T, K), with a length L <= T per
+sequence: at steps t >= L the forward message carries over and the backward message is log 1. pi and A may be
+sub-normalized (a Bayesian HMM's exp E[log pi]); the log-likelihood is then log Z of the tilted chain.
 
-Two modes give the same messages: ``"sequential"`` (``lax.scan``, O(T K^2) work) and ``"parallel"``
-(``lax.associative_scan`` over M_t(i, j) = log A_ij + log b_t(j) in the log-semiring, O(T K^3) work
-in O(log T) depth; Särkkä and García-Fernández 2021; Hassan et al. 2021).
+``"sequential"`` (``lax.scan``, O(T K^2)) and ``"parallel"`` (``lax.associative_scan`` over
+M_t(i, j) = log A_ij + log b_t(j) in the log-semiring, O(T K^3) in O(log T) depth; Särkkä and
+García-Fernández 2021) give the same messages, kept near 0 as in Rabiner's scaled recursion (§V-A):
+log p(x) is the sum of the scales.
 
-**Scaling.** Both modes keep the messages near 0, as Rabiner's scaled forward-backward (§V-A): the
-forward pass subtracts c_t = max_j of each step's message (the parallel one carries each product's
-largest entry apart as a log scale) and log p(x) is the sum of the scales.
-
-**Sequential products.** A forward step a_j = log sum_i exp(v_i) A_ij is computed as m + log r_j with
-m = max(v) and r = exp(v - m) @ A: exact to a few ulps wherever r_j >= rho = 2 K tiny max(1, max A) / eps.
-A step where some destination has 0 < r_j < rho, or r_j = 0 although a finite source reaches it (a
-block-diagonal or near-deterministic chain on a long sequence), computes the full log-sum-exp
-max_i (v_i + log A_ij) instead (``lax.cond``), so the messages are exact at every step.
-
-The expected transition counts sum_t xi_t(i, j), xi_t = u_i A_ij v_j / z_t with separately shifted
-u = exp(log alpha_{t-1} - c_t) and v = exp(log b_t + log beta_t - d_t), are one contraction over the
-steps, exact where every z_t >= 4 K^2 tiny max(1, max A) / eps; otherwise they are summed from exact
-log xi_t, each step normalized by its own log-sum-exp. Viterbi is max-plus: nothing underflows.
+A sequential step a_j = log sum_i exp(v_i) A_ij is m + log r_j, m = max(v), r = exp(v - m) @ A: exact to a
+few ulps where r_j >= rho = 2 K tiny max(1, max A) / eps. A step with some 0 < r_j < rho, or r_j = 0 though
+a finite source reaches j, takes the full log-sum-exp instead (``lax.cond``). The expected transition counts
+sum_t xi_t are one contraction of separately shifted factors, exact where every normalizer
+z_t >= 4 K^2 tiny max(1, max A) / eps; otherwise they are summed from exact log xi_t. Viterbi is max-plus.
 """
 
 from __future__ import annotations
@@ -35,9 +25,11 @@ import jax
 import jax.numpy as jnp
 
 from vijax.types import Array
-from vijax._validate import ArgumentError, check_choice
+
+from vijax._validate import check_choice
 
 FORWARD_BACKWARD = ("sequential", "parallel")
+_lse = jax.nn.logsumexp
 
 
 class Messages(NamedTuple):
@@ -60,10 +52,6 @@ class Posterior(NamedTuple):
     transition_counts: Array
 
 
-def _lse(x: Array, axis: int = -1) -> Array:
-    return jax.nn.logsumexp(x, axis=axis)
-
-
 def _shift(v: Array) -> Array:
     """max(v) over the last axis, kept (0 where v is all -inf): the shift that keeps exp(v - shift) <= 1."""
     m = jnp.max(v, axis=-1, keepdims=True)
@@ -81,9 +69,8 @@ def _time_major(x: Array) -> Array:
 
 
 def _transition_factors(log_trans: Array):
-    """A with its structural zeros kept and every other entry at least tiny (so that a product with
-    A is positive wherever log A_ij > -inf; the change, below tiny per entry, is within the error
-    bound above), and the bound's factor tiny max(1, max A) / eps."""
+    """A with its structural zeros kept and every other entry at least tiny (a product with A is positive
+    wherever log A_ij > -inf), and the error bound's factor tiny max(1, max A) / eps."""
     info = jnp.finfo(log_trans.dtype)
     trans = jnp.where(log_trans > -jnp.inf, jnp.maximum(jnp.exp(log_trans), info.tiny), 0.0)
     scale = info.tiny * jnp.maximum(1.0, jnp.max(trans)) / info.eps
@@ -91,17 +78,14 @@ def _transition_factors(log_trans: Array):
 
 
 def _sweep(step, first: Array, inputs, reverse: bool = False):
-    """``lax.scan`` of ``step`` over time from ``first`` (B, K); inputs are (B, T-1, ...) arrays, and so
-    are the outputs returned (a pytree of them)."""
+    """``lax.scan`` of ``step`` over time from ``first`` (B, K); inputs and outputs are (B, T-1, ...)."""
     _, out = jax.lax.scan(step, first, tuple(_time_major(x) for x in inputs), reverse=reverse)
     return jax.tree_util.tree_map(_time_major, out)
 
 
 def _inexact(r: Array, src: Array, trans: Array, real: Array, rho) -> Array:
-    """Whether a fast product r = exp(src - m) @ trans of a real step was inexact: a sum 0 < r_j < rho,
-    or r_j = 0 although a finite src_i has trans_ij > 0 (an underflow; r_j = 0 with no such source
-    is a structural zero, exact). The second test, a product of its own, runs only at a step with a
-    zero sum (``lax.cond``)."""
+    """Whether a fast product r = exp(src - m) @ trans of a real step was inexact: 0 < r_j < rho, or r_j = 0
+    though a finite src_i has trans_ij > 0 (tested only at a step with a zero sum, ``lax.cond``)."""
     low = real[:, None] & (r < rho)
     zero = low & (r == 0)
     lost = lambda: jnp.any(zero & (jnp.isfinite(src).astype(trans.dtype) @ trans > 0))
@@ -109,10 +93,8 @@ def _inexact(r: Array, src: Array, trans: Array, real: Array, rho) -> Array:
 
 
 def _log_product(src: Array, log_trans: Array, trans: Array, real: Array, rho, exact: bool) -> tuple[Array, Array]:
-    """log sum_i exp(src_i) A_ij for each row of ``src`` (B, K) as (m, the rest), m = max_i src_i (B, 1):
-    the rest by the fast product, or, at a step where that is inexact for any row (``_inexact``), by
-    a full log-sum-exp per destination (``lax.cond``: only such a step pays for it); always the
-    latter for ``exact``."""
+    """log sum_i exp(src_i) A_ij for each row of ``src`` (B, K) as (m, the rest), m = max_i src_i (B, 1): the
+    rest by the fast product, or by a full log-sum-exp where that is inexact (always, for ``exact``)."""
     m = _shift(src)
     src = src - m
     if exact:
@@ -123,12 +105,10 @@ def _log_product(src: Array, log_trans: Array, trans: Array, real: Array, rho, e
     return m, jax.lax.cond(_inexact(r, src, trans, real, rho), full, fast, (src, log_trans, r))
 
 
-def _forward(log_init, log_trans, log_em, mask, exact: bool = False) -> tuple[Array, Array]:
-    """Scaled forward messages (B, T, K), a_t(j) = log sum_i exp(a_{t-1}(i)) A_ij + log b_t(j) - c_t, and
-    the log normalizers c_t (B, T), c_t = max_i a~_t(i) of the unscaled step (0 at padded steps), so that
-    log p(x_{0:t}, z_t = j) = a_t(j) + sum_{s<=t} c_s."""
-    trans, scale = _transition_factors(log_trans)
-    rho = 2 * log_trans.shape[-1] * scale
+def _forward(log_init, log_em, mask, factors, exact: bool) -> tuple[Array, Array]:
+    """Scaled forward messages (B, T, K), a_t(j) = log sum_i exp(a_{t-1}(i)) A_ij + log b_t(j) - c_t, and the
+    shifts c_t (B, T) (0 at padded steps): log p(x_{0:t}, z_t = j) = a_t(j) + sum_{s<=t} c_s."""
+    log_trans, trans, rho = factors
 
     def step(a_prev, inputs):
         le, real = inputs
@@ -143,11 +123,10 @@ def _forward(log_init, log_trans, log_em, mask, exact: bool = False) -> tuple[Ar
     return jnp.concatenate([a0[:, None], alphas], axis=1), jnp.concatenate([c0, logc], axis=1)
 
 
-def _backward(log_trans, log_em, mask, exact: bool = False) -> Array:
+def _backward(log_em, mask, factors, exact: bool) -> Array:
     """Scaled backward messages (B, T, K): beta_t(i) = log sum_j A_ij exp(log b_{t+1}(j) + beta_{t+1}(j))
-    less a constant per step (max_j of the exponent), 0 at and after the last real step."""
-    trans, scale = _transition_factors(log_trans)
-    rho = 2 * log_trans.shape[-1] * scale
+    less a constant per step, 0 at and after the last real step."""
+    log_trans, trans, rho = factors
 
     def step(b_next, inputs):
         le_next, real_next = inputs
@@ -160,17 +139,14 @@ def _backward(log_trans, log_em, mask, exact: bool = False) -> Array:
 
 
 def _sequential(log_init: Array, log_trans: Array, log_em: Array, length, exact: bool = False) -> Messages:
-    """Batched messages by ``lax.scan`` (see the module docstring); ``exact``: a full log-sum-exp at
-    every step. log p(x) = sum_t c_t + log sum_j exp(a_{T-1}(j)), the normalizers summed by one
-    reduction (a tree: its rounding grows as log T, where a running sum's grows as T)."""
+    """Batched messages by ``lax.scan`` (``exact``: a full log-sum-exp at every step); log p(x) =
+    sum_t c_t + log sum_j exp(a_{T-1}(j)), the shifts summed by one reduction (rounding growing as log T)."""
     mask = _mask(length, log_em.shape[1])
-    alphas, logc = _forward(log_init, log_trans, log_em, mask, exact)
-    return Messages(alphas, _backward(log_trans, log_em, mask, exact), jnp.sum(logc, -1) + _lse(alphas[:, -1]))
-
-
-def _unless(bad, exact, fast, *operands):
-    """``exact(*operands)`` if ``bad`` else ``fast`` (one ``lax.cond``, the operands passed explicitly)."""
-    return jax.lax.cond(bad, lambda ops: exact(*ops[1:]), lambda ops: ops[0], (fast, *operands))
+    trans, scale = _transition_factors(log_trans)
+    factors = (log_trans, trans, 2 * log_trans.shape[-1] * scale)
+    alphas, logc = _forward(log_init, log_em, mask, factors, exact)
+    log_lik = jnp.sum(logc, -1) + _lse(alphas[:, -1], axis=-1)
+    return Messages(alphas, _backward(log_em, mask, factors, exact), log_lik)
 
 
 def _log_matmul(a: Array, b: Array) -> Array:
@@ -179,9 +155,8 @@ def _log_matmul(a: Array, b: Array) -> Array:
 
 
 def _scaled(m: Array, c: Array) -> tuple[Array, Array]:
-    """(m - s, c + s) with s the max entry of each matrix m (..., K, K) (0 if none is finite): the
-    matrix kept near 0 and its log scale c (...) carried apart, so that neither a long product's
-    entries nor their rounding grow with the number of steps."""
+    """(m - s, c + s) with s the max entry of each matrix m (..., K, K) (0 if none is finite): the matrix
+    kept near 0, its log scale c (...) carried apart."""
     s = jnp.max(m, axis=(-2, -1), keepdims=True)
     s = jax.lax.stop_gradient(jnp.where(jnp.isfinite(s), s, 0.0))
     return m - s, c + s[..., 0, 0]
@@ -203,7 +178,7 @@ def _parallel_one(log_init: Array, log_trans: Array, log_em: Array, length) -> M
     log_alpha = prefix[:, 0, :]  # log p(x_{0:t}, z_t) - log_scale_t (carried unchanged over the padding)
     suffix, _ = jax.lax.associative_scan(lambda a, b: _scaled_matmul(b, a), _scaled(rest, zero[1:]), reverse=True)
     log_beta = jnp.concatenate([_lse(suffix, axis=-1), jnp.zeros((1, k), log_em.dtype)])
-    return Messages(log_alpha, log_beta, log_scale[-1] + _lse(log_alpha[-1]))
+    return Messages(log_alpha, log_beta, log_scale[-1] + _lse(log_alpha[-1], axis=-1))
 
 
 def _parallel(log_init: Array, log_trans: Array, log_em: Array, length) -> Messages:
@@ -214,25 +189,16 @@ def _batched(log_em: Array, length):
     """(log_em as (B, T, K), lengths (B,), whether a single sequence was given)."""
     single = log_em.ndim == 2
     length = jnp.full(log_em.shape[:-2], log_em.shape[-2], jnp.int32) if length is None else jnp.asarray(length)
-    if single:
-        return log_em[None], length[None], True
-    return log_em, length, False
+    return (log_em[None], length[None], True) if single else (log_em, length, False)
 
 
 def _unbatch(tree, single: bool):
     return jax.tree_util.tree_map(lambda a: a[0], tree) if single else tree
 
 
-def _messages(log_init, log_trans, log_em, length, forward_backward) -> Messages:
-    if forward_backward == "sequential":
-        return _sequential(log_init, log_trans, log_em, length)
-    if forward_backward == "parallel":
-        return _parallel(log_init, log_trans, log_em, length)
-    raise ArgumentError(
-        "forward_backward",
-        f"forward_backward must be one of {FORWARD_BACKWARD}, got {forward_backward!r}",
-        value=forward_backward,
-    )
+def _messages(log_init, log_trans, log_em, length, forward_backward: str) -> Messages:
+    run = _sequential if forward_backward == "sequential" else _parallel
+    return run(log_init, log_trans, log_em, length)
 
 
 def messages(
@@ -258,17 +224,15 @@ def _pair_logs(msg: Messages, log_em: Array):
 
 
 def _exact_pairs(la: Array, log_trans: Array, lv: Array, real: Array) -> Array:
-    """xi_t(i, j) proportional to exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j)),
-    normalized over (i, j) at each step, zero at padded steps; la, lv and real have any leading axes
-    (..., K), (..., K), (...)."""
+    """xi_t(i, j) ∝ exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j)), normalized over (i, j),
+    zero at padded steps; la (..., K), lv (..., K) and real (...) have any leading axes."""
     log_xi = la[..., :, None] + log_trans + lv[..., None, :]
     log_z = jax.nn.logsumexp(log_xi, axis=(-2, -1), keepdims=True)
     return jnp.where(real[..., None, None], jnp.exp(log_xi - log_z), 0.0)
 
 
 def _exact_counts(msg: Messages, log_trans: Array, log_em: Array, mask: Array) -> Array:
-    """sum_t xi_t from exact log xi_t, one step at a time (``lax.scan``: a (B, K, K) carry, never the
-    (B, T-1, K, K) array)."""
+    """sum_t xi_t from exact log xi_t, one step at a time (a (B, K, K) carry, never (B, T-1, K, K))."""
     la, lv = _pair_logs(msg, log_em)
 
     def add(total, inputs):
@@ -281,8 +245,7 @@ def _exact_counts(msg: Messages, log_trans: Array, log_em: Array, mask: Array) -
 
 
 def _fast_counts(msg: Messages, log_trans: Array, log_em: Array, mask: Array):
-    """sum_t xi_t, (B, K, K), by one contraction of separately shifted factors, and whether it was
-    inexact for a step of any sequence (see the module docstring)."""
+    """sum_t xi_t, (B, K, K), by one contraction of separately shifted factors, and whether it was inexact."""
     trans, scale = _transition_factors(log_trans)
     la, lv = _pair_logs(msg, log_em)
     real = mask[:, 1:]
@@ -308,13 +271,13 @@ def posterior(
     mask = _mask(length, log_em.shape[1])
     msg = _messages(log_init, log_trans, log_em, length, forward_backward)
     counts, bad = _fast_counts(msg, log_trans, log_em, mask)
-    counts = _unless(bad, _recount, counts, log_init, log_trans, log_em, length)
+    ops = (counts, log_init, log_trans, log_em, length)
+    counts = jax.lax.cond(bad, lambda ops: _recount(*ops[1:]), lambda ops: ops[0], ops)
     return _unbatch(Posterior(msg.log_likelihood, _marginals(msg, mask), counts), single)
 
 
 def _recount(log_init: Array, log_trans: Array, log_em: Array, length) -> Array:
-    """The transition counts from exact log xi_t, the messages computed again from the inputs with a
-    full log-sum-exp at every step."""
+    """The transition counts from exact log xi_t and messages with a full log-sum-exp at every step."""
     msg = _sequential(log_init, log_trans, log_em, length, exact=True)
     return _exact_counts(msg, log_trans, log_em, _mask(length, log_em.shape[1]))
 
@@ -333,9 +296,8 @@ def pairwise_marginals(
 
 
 def viterbi(log_init: Array, log_trans: Array, log_em: Array, length=None) -> tuple[Array, Array]:
-    """The most probable state path and its log joint probability (Rabiner 1989, eq. 32-35), in
-    log space (max-plus: nothing underflows); padded steps get state -1. One sequence (vmap for a
-    batch).
+    """The most probable state path and its log joint probability (Rabiner 1989, eq. 32-35), max-plus in log
+    space; padded steps get state -1. One sequence (vmap for a batch).
 
     Returns:
       (path (T,) int32, log p(x, path) scalar).
@@ -355,10 +317,7 @@ def viterbi(log_init: Array, log_trans: Array, log_em: Array, length=None) -> tu
     d_last, backpointers = jax.lax.scan(forward, log_init + log_em[0], (log_em[1:], mask[1:]))
     last = jnp.argmax(d_last).astype(jnp.int32)
 
-    def backward(s, bp):
-        return bp[s], s
-
-    first, later = jax.lax.scan(backward, last, backpointers, reverse=True)
+    first, later = jax.lax.scan(lambda s, bp: (bp[s], s), last, backpointers, reverse=True)
     path = jnp.concatenate([first[None], later])
     return jnp.where(mask, path, -1), jnp.max(d_last)
 

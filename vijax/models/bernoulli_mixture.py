@@ -3,9 +3,8 @@
     pi ~ Dirichlet(alpha / K 1_K),   phi_kd ~ Beta(a, b),
     z_n ~ Categorical(pi),           y_nd | z_n = k ~ Bernoulli(phi_kd),   y_n in {0, 1}^D,
 
-which approaches a DP(alpha) mixture as K grows (Ishwaran and Zarepour, 2002). Also the plug-in
-predictive p(y | pi, phi) (:func:`mixture_log_prob`) and the MAP assignments (:func:`map_assignments`)
-that ``vijax.metrics`` builds on.
+which approaches a DP(alpha) mixture as K grows (Ishwaran and Zarepour, 2002); also the plug-in
+predictive p(y | pi, phi) and the MAP assignments that ``vijax.metrics`` builds on.
 """
 
 from __future__ import annotations
@@ -15,18 +14,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from vijax._validate import check_allocation, check_int, check_positive_scalar, float_dtype
 from vijax.models._components import BetaBernoulli, bernoulli_log_lik, check_binary
-from vijax.models.mixture import DirichletWeights, Mixture
+from vijax.models.mixture import DirichletWeights, Mixture, check_mixture_sizes
 from vijax.types import Array
 
 
 class BernoulliMixture(Mixture):
-    """Finite (K-component) Dirichlet-process mixture of D-dimensional Bernoulli vectors.
-
-    A :class:`~vijax.models.Mixture` of :class:`~vijax.models.BetaBernoulli` components with
-    ``DirichletWeights(K, alpha / K)``: mean-field q(pi) Dirichlet, q(phi_kd) Beta, q(z_n) Categorical,
-    with the local step (Hoffman & Blei 2015, §2.5, §4.2)::
+    """Finite (K-component) Dirichlet-process mixture of D-dimensional Bernoulli vectors: a
+    :class:`~vijax.models.Mixture` of :class:`~vijax.models.BetaBernoulli` components with
+    ``DirichletWeights(K, alpha / K)``, whose local step is (Hoffman & Blei 2015, §2.5, §4.2)::
 
         log r_nk = E[log pi_k] + sum_d y_nd E[log phi_kd] + (1 - y_nd) E[log(1 - phi_kd)] - log Z_n.
 
@@ -36,7 +32,7 @@ class BernoulliMixture(Mixture):
       alpha: DP concentration (> 0); each weight has Dirichlet parameter alpha / K.
       a: Beta prior parameter of each phi_kd for the exponent of phi (> 0).
       b: Beta prior parameter for the exponent of 1 - phi (> 0).
-      init_pseudo_count: the weight of a seed datum in the initial q(phi) (``BetaBernoulli.initial_q``; > 0).
+      init_pseudo_count: the weight of a seed datum in the initial q(phi) (> 0).
       dtype: float dtype of the prior and the initial q (default: JAX's default float).
 
     Examples:
@@ -45,8 +41,7 @@ class BernoulliMixture(Mixture):
         [(), (4, 3)]
         >>> y = jnp.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
         >>> from vijax import expfam
-        >>> view = expfam.tree_mean_params(model.prior())
-        >>> model.local_step(view, y, None).local_params.shape
+        >>> model.local_step(expfam.tree_mean_params(model.prior()), y, None).local_params.shape
         (2, 4)
     """
 
@@ -60,35 +55,27 @@ class BernoulliMixture(Mixture):
         init_pseudo_count: float = 1.0,
         dtype: Any = None,
     ):
-        check_int("num_components", num_components)
-        check_int("dim", dim)
-        check_positive_scalar("alpha", alpha)
+        check_mixture_sizes(num_components, dim, ("alpha", alpha), dtype)
         component = BetaBernoulli(dim, a=a, b=b, init_pseudo_count=init_pseudo_count, dtype=dtype)
-        check_allocation("num_components * dim", num_components * dim, float_dtype(dtype).itemsize)
         super().__init__(component, DirichletWeights(num_components, float(alpha) / num_components))
         self._alpha = float(alpha)
 
-    alpha = property(
-        lambda self: self._alpha,
-        doc="alpha: the DP concentration; each weight's Dirichlet parameter is alpha / K (Hoffman & Blei 2015, §4.2).",
-    )
+    alpha = property(lambda self: self._alpha, doc="alpha: the DP concentration; each weight's is alpha / K.")
     dim = property(lambda self: self.component.dim, doc="D: the number of binary features of a datum.")
     a = property(lambda self: self.component.a, doc="a: the Beta(a, b) prior's parameter for the exponent of phi_kd.")
-    b = property(
-        lambda self: self.component.b, doc="b: the Beta(a, b) prior's parameter for the exponent of 1 - phi_kd."
-    )
-    init_pseudo_count = property(
-        lambda self: self.component.init_pseudo_count, doc="c: the weight of a seeding datum in the initial q(phi)."
-    )
+    b = property(lambda self: self.component.b, doc="b: the Beta(a, b) prior's parameter for that of 1 - phi_kd.")
+    init_pseudo_count = property(lambda self: self.component.init_pseudo_count, doc="c: a seed datum's weight.")
 
     @staticmethod
     def component_log_lik(beta_view, y: Array) -> Array:
-        """sum_d y_nd E[log phi_kd] + (1 - y_nd) E[log(1 - phi_kd)], shape (N, K), at a Beta view
-        (E[log phi], E[log(1 - phi)]), each (K, D)."""
+        """sum_d y_nd E[log phi_kd] + (1 - y_nd) E[log(1 - phi_kd)], (N, K), at a Beta view, each (K, D)."""
         return BetaBernoulli.expected_log_lik(None, beta_view, y)
 
 
-# -- the experiment's quantities ------------------------------------------------------------------
+def _log_weights(weights: Array) -> Array:
+    return jnp.where(weights > 0, jnp.log(jnp.where(weights > 0, weights, 1.0)), -jnp.inf)
+
+
 def mixture_log_prob(weights: Array, probs: Array, y: Array) -> Array:
     """log p(y_n | pi, phi) = log sum_k pi_k prod_d phi_kd^y_nd (1 - phi_kd)^(1 - y_nd), shape (N,).
 
@@ -97,14 +84,12 @@ def mixture_log_prob(weights: Array, probs: Array, y: Array) -> Array:
       probs: phi, shape (K, D), in [0, 1].
       y: binary data (N, D).
     """
-    log_w = jnp.where(weights > 0, jnp.log(jnp.where(weights > 0, weights, 1.0)), -jnp.inf)
-    return jax.nn.logsumexp(log_w[None, :] + bernoulli_log_lik(probs, y), axis=-1)
+    return jax.nn.logsumexp(_log_weights(weights)[None, :] + bernoulli_log_lik(probs, y), axis=-1)
 
 
 def map_assignments(weights: Array, probs: Array, y: Array) -> Array:
     """argmax_k p(z_n = k | y_n, pi, phi) per datum, shape (N,) int32."""
-    log_w = jnp.where(weights > 0, jnp.log(jnp.where(weights > 0, weights, 1.0)), -jnp.inf)
-    return jnp.argmax(log_w[None, :] + bernoulli_log_lik(probs, y), axis=-1).astype(jnp.int32)
+    return jnp.argmax(_log_weights(weights)[None, :] + bernoulli_log_lik(probs, y), axis=-1).astype(jnp.int32)
 
 
 __all__ = ["BernoulliMixture", "check_binary", "map_assignments", "mixture_log_prob"]

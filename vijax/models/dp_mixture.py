@@ -4,9 +4,7 @@ r"""Dirichlet-process mixtures by stick-breaking (Sethuraman's construction of a
     z_n ~ Categorical(pi),  x_n | z_n = k ~ p(x | eta_k),
 
 with any conjugate component p(x | eta) and the two truncations of the tutorial *Raise your ELBO*:
-Blei and Jordan (2006) and Kurihara, Welling and Vlassis (2007). :class:`DPMixture` is a
-:class:`~vijax.models.Mixture` with :class:`~vijax.models.StickBreaking` weights; the derivations are
-in ``vijax.models.mixture``.
+Blei and Jordan (2006) and Kurihara, Welling and Vlassis (2007). The derivations are in ``vijax.models.mixture``.
 """
 
 from __future__ import annotations
@@ -22,19 +20,16 @@ from vijax.types import Array
 
 
 class DPMixture(Mixture):
-    """A stick-breaking DP(alpha) mixture truncated at T (see the module docstring): a
-    :class:`~vijax.models.Mixture` with ``StickBreaking(T, alpha, truncation)`` weights.
+    """A stick-breaking DP(alpha) mixture truncated at T: a :class:`~vijax.models.Mixture` with
+    ``StickBreaking(T, alpha, truncation)`` weights.
 
     Build it with :meth:`gaussian`, :meth:`gaussian_from_data` or :meth:`bernoulli`, or from any
     component: ``DPMixture(GammaPoisson(dim=3), truncation_level=20)``. Globals: ``(Beta sticks,
-    components)``, the sticks of batch shape (T - 1,) for ``"blei_jordan"`` and (T,) for
-    ``"kurihara"``. ``local_params`` of a local step: r (N, T); for Kurihara et al. (N, T + 1), the last
-    column the tail mass q(z_n > T).
+    components)``, the sticks of batch shape (T - 1,) for ``"blei_jordan"`` and (T,) for ``"kurihara"``.
 
     Args:
       components: a finite :class:`~vijax.models.Mixture` (``DiagonalGMM``, ``BernoulliMixture``, ...)
-        whose ``num_components`` is T, or a :class:`~vijax.models.Component` (then give
-        ``truncation_level``).
+        whose ``num_components`` is T, or a :class:`~vijax.models.Component` (then give ``truncation_level``).
       alpha: DP concentration (> 0); each stick is Beta(1, alpha).
       truncation: ``"blei_jordan"`` (v_T = 1) or ``"kurihara"`` (q = prior beyond T).
       truncation_level: T, with a bare component.
@@ -49,8 +44,7 @@ class DPMixture(Mixture):
 
     def __init__(self, components, alpha: float = 1.0, truncation: str = "blei_jordan", truncation_level=None):
         if isinstance(components, Component):
-            t = check_int("truncation_level", truncation_level)
-            components = Mixture(components, DirichletWeights(t))
+            components = Mixture(components, DirichletWeights(check_int("truncation_level", truncation_level)))
         elif not isinstance(components, Mixture) or not components.weights.finite:
             raise ArgumentError(
                 "components",
@@ -61,28 +55,13 @@ class DPMixture(Mixture):
         super().__init__(components.component, StickBreaking(components.num_components, float(alpha), truncation))
         self._components = components
 
-    components = property(
-        lambda self: self._components,
-        doc="The finite Mixture of the same component with T components that the model was built from.",
-    )
-    alpha = property(
-        lambda self: self.weights.alpha,
-        doc="alpha: the DP concentration of the stick-breaking prior v_k ~ Beta(1, alpha) (Blei & Jordan 2006).",
-    )
-    truncation = property(
-        lambda self: self.weights.truncation,
-        doc="The truncation: ``'blei_jordan'`` (v_T = 1) or ``'kurihara'`` (q = prior beyond T).",
-    )
-    truncation_level = property(
-        lambda self: self.weights.truncation_level, doc="T: the number of components q represents."
-    )
-    num_sticks = property(
-        lambda self: self.weights.num_sticks,
-        doc="The number of Beta sticks in q: T - 1 for Blei and Jordan, T for Kurihara et al.",
-    )
+    components = property(lambda self: self._components, doc="The finite Mixture (T components) it was built from.")
+    alpha = property(lambda self: self.weights.alpha, doc="alpha: the DP concentration, v_k ~ Beta(1, alpha).")
+    truncation = property(lambda self: self.weights.truncation, doc="``'blei_jordan'`` or ``'kurihara'``.")
+    truncation_level = property(lambda self: self.weights.truncation_level, doc="T: the components q represents.")
+    num_sticks = property(lambda self: self.weights.num_sticks, doc="The Beta sticks in q: T - 1 or T (Kurihara).")
     dim = property(lambda self: self.component.dim, doc="D: the component's data dimension.")
 
-    # -- constructors ---------------------------------------------------------------------------
     @classmethod
     def gaussian(
         cls,
@@ -113,8 +92,7 @@ class DPMixture(Mixture):
         a0: float | None = None,
         dtype=None,
     ) -> "DPMixture":
-        """Gaussian components with the empirical-Bayes priors of :meth:`DiagonalGMM.from_data`
-        (scikit-learn's defaults: m0 = mean(x), a0 = D / 2, b0 = a0 var(x))."""
+        """Gaussian components with the empirical-Bayes priors of :meth:`DiagonalGMM.from_data`."""
         t = check_int("truncation_level", truncation_level)
         return cls(DiagonalGMM.from_data(x, t, kappa0=kappa0, a0=a0, dtype=dtype), alpha, truncation)
 
@@ -137,15 +115,12 @@ class DPMixture(Mixture):
             BernoulliMixture(t, dim, a=a, b=b, init_pseudo_count=init_pseudo_count, dtype=dtype), alpha, truncation
         )
 
-    # -- the sticks -----------------------------------------------------------------------------
     def stick_stats(self, resp: Array, tail: Array | None = None):
-        """The sticks' statistics (sum_n r_nj, sum_n q(z_n > j)) for j = 1..num_sticks, from
-        responsibilities ``resp`` (N, T) and, for Kurihara et al., the tail mass ``tail`` (N,)."""
+        """The sticks' statistics (:meth:`StickBreaking.stats`)."""
         return self.weights.stats(resp, tail)
 
     def expected_log_weights(self, stick_view) -> Array:
-        """E[log pi_k] = E[log v_k] + sum_{j<k} E[log(1 - v_j)] for k = 1..T (E[log v_T] = 0 for
-        Blei and Jordan), from the sticks' view (E[log v], E[log(1 - v)])."""
+        """E[log pi_k] for k = 1..T from the sticks' view (:meth:`StickBreaking.expected_log_weights`)."""
         return self.weights.expected_log_weights(stick_view)
 
 

@@ -7,7 +7,7 @@ model of Blei et al. 2017, appendix B, and the full-covariance model of Bishop 2
 
 :class:`DiagonalGMM` and :class:`FullGMM` are :class:`~vijax.models.Mixture` s of
 :class:`~vijax.models.NormalGammaDiagonal` and :class:`~vijax.models.NormalWishartFull` components
-with :class:`~vijax.models.DirichletWeights`; CAVI, SVI, SSVI and SSVI-A run on them.
+with :class:`~vijax.models.DirichletWeights`.
 """
 
 from __future__ import annotations
@@ -21,31 +21,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    check_allocation,
-    check_choice,
-    check_data_array,
-    check_enough_points,
-    check_float_dtype,
-    check_int,
-    check_nonconstant_columns,
-    constant_columns,
-    check_positive_scalar,
-    finite_values,
-    float_dtype,
-)
+from vijax._validate import ArgumentError, check_allocation, check_choice, check_data_array, check_enough_points
+from vijax._validate import check_float_dtype, check_int, check_nonconstant_columns, constant_columns
+from vijax._validate import check_positive_scalar, finite_values, float_dtype
 from vijax.models._base import LocalResult, program_argument
 from vijax.models._components import LOG_2PI, NormalGammaDiagonal, NormalWishartFull, normal_gamma_log_predictive
-from vijax.models.mixture import DirichletWeights, Mixture
+from vijax.models.mixture import DirichletWeights, Mixture, check_mixture_sizes
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _start_at_random_rows(key: PRNGKey, x: Array, k: int, dt) -> expfam.Normal:
-    """N(m_k, 1) with m the values of ``k`` distinct rows of ``x`` (with replacement when there are
-    fewer than ``k`` rows)."""
+    """N(m_k, 1) with m ``k`` rows of ``x`` drawn at random (with replacement when there are fewer)."""
     x = jnp.asarray(x, dt)
     n = x.shape[0]
     m = x[jax.random.choice(key, n, (k,), replace=n < k)]
@@ -58,8 +46,7 @@ class UnivariateGMM(PytreeModel):
 
         mu_k ~ N(0, sigma^2),  c_i ~ Categorical(1/K),  x_i | c_i, mu ~ N(c_i^T mu, 1).
 
-    Mean-field q(mu_k) = N(m_k, s_k^2), q(c_i) = Categorical(phi_i). The local step is eq. (26):
-    phi_ik ∝ exp(E[mu_k] x_i - E[mu_k^2] / 2), and the global step eq. (34).
+    Mean-field q(mu_k) = N(m_k, s_k^2), q(c_i) = Categorical(phi_i); local step eq. (26), global step eq. (34).
 
     Args:
       num_components: K >= 1.
@@ -100,23 +87,20 @@ class UnivariateGMM(PytreeModel):
     def init_globals(self, key: PRNGKey, x: Array | None = None) -> expfam.Normal:
         """q(mu_k) = N(m_k, 1) with m_k distinct data points (or prior draws without data)."""
         dt = float_dtype(self.dtype)
-        if x is None:
-            m = jnp.sqrt(self.prior_variance) * jax.random.normal(key, (self.num_components,), dt)
-        else:
+        if x is not None:
             self.check_data(x)
             check_enough_points("num_components", self.num_components, np.shape(x)[0], "rows drawn at random")
             return _start_at_random_rows(key, program_argument(x), self.num_components, dt)
+        m = jnp.sqrt(self.prior_variance) * jax.random.normal(key, (self.num_components,), dt)
         return expfam.Normal.from_mean_variance(m, jnp.ones_like(m))
 
     def local_step(self, globals_view, x, key=None, method: str = "meanfield") -> LocalResult:
         """phi_ik ∝ exp(x_i E[mu_k] - E[mu_k^2] / 2) (Blei et al. 2017, eq. 26)."""
         check_choice("method", method, self.local_methods)
         e_mu, e_mu2 = globals_view
-        logits = x[:, None] * e_mu[None, :] - 0.5 * e_mu2[None, :]
-        log_phi = jax.nn.log_softmax(logits, axis=-1)
+        log_phi = jax.nn.log_softmax(x[:, None] * e_mu[None, :] - 0.5 * e_mu2[None, :], axis=-1)
         phi = jnp.exp(log_phi)
-        n_k = jnp.sum(phi, 0)
-        stats = (phi.T @ x, -0.5 * n_k)
+        stats = (phi.T @ x, -0.5 * jnp.sum(phi, 0))
         local_terms = (
             jnp.sum(-0.5 * x**2) - x.shape[0] * (0.5 * LOG_2PI + jnp.log(self.num_components)) - jnp.sum(phi * log_phi)
         )
@@ -141,14 +125,17 @@ class GaussianMixtureNames:
 
     dim = property(lambda self: self.component.dim, doc="D: the data dimension.")
     alpha0 = property(
-        lambda self: self.weights.concentration, doc="alpha0: the Dirichlet concentration of each mixture weight."
+        lambda self: self.weights.concentration, doc="alpha0: the Dirichlet concentration of each weight."
     )
-    loc0 = property(
-        lambda self: self.component.loc0, doc="m0: the prior mean of each component mean (a scalar or (D,))."
-    )
-    kappa0 = property(
-        lambda self: self.component.kappa0, doc="kappa0: the prior precision scale of the component means."
-    )
+    loc0 = property(lambda self: self.component.loc0, doc="m0: the prior mean of each component mean (scalar or (D,)).")
+    kappa0 = property(lambda self: self.component.kappa0, doc="kappa0: the prior precision scale of the means.")
+
+    @classmethod
+    def _empirical(cls, x, num_components: int, alpha0):
+        """(x as a float64 (N, D) array after the data checks, alpha0 defaulting to 1/K) for ``from_data``."""
+        check_data_array("x", x, ndim=2)
+        check_int("num_components", num_components)
+        return np.asarray(x, dtype=float), 1.0 / num_components if alpha0 is None else alpha0
 
 
 class DiagonalGMM(GaussianMixtureNames, Mixture):
@@ -158,9 +145,7 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         z_n ~ Categorical(pi),  x_nd | z_n = k ~ N(mu_kd, 1/tau_kd).
 
     A :class:`~vijax.models.Mixture` of :class:`~vijax.models.NormalGammaDiagonal` components with
-    :class:`~vijax.models.DirichletWeights`. Mean-field q(pi) Dirichlet, q(mu_kd, tau_kd) Normal-Gamma,
-    q(z_n) Categorical. A datum assigned to k contributes s = (x, -1/2, -x^2/2, 1/2) to the Normal-Gamma
-    statistics (tau mu, tau mu^2, tau, log tau) and z_n to the Dirichlet's log pi; log h = -D/2 log 2 pi.
+    :class:`~vijax.models.DirichletWeights`.
 
     Args:
       num_components: K >= 1.
@@ -189,18 +174,12 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         b0: Any = 1.0,
         dtype: Any = None,
     ):
-        check_int("num_components", num_components)
-        check_int("dim", dim)
-        check_positive_scalar("alpha0", alpha0)
+        check_mixture_sizes(num_components, dim, ("alpha0", alpha0), dtype)
         component = NormalGammaDiagonal(dim, loc0=loc0, kappa0=kappa0, a0=a0, b0=b0, dtype=dtype)
-        check_allocation("num_components * dim", num_components * dim, float_dtype(dtype).itemsize)
         super().__init__(component, DirichletWeights(num_components, alpha0))
 
     a0 = property(lambda self: self.component.a0, doc="a0: the Gamma shape of the prior on each precision tau_kd.")
-    b0 = property(
-        lambda self: self.component.b0,
-        doc="b0: the Gamma rate of the prior on each precision tau_kd (a scalar or (D,)).",
-    )
+    b0 = property(lambda self: self.component.b0, doc="b0: the Gamma rate of the prior on tau_kd (scalar or (D,)).")
 
     @classmethod
     def from_data(
@@ -214,22 +193,16 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         dtype=None,
     ) -> "DiagonalGMM":
         """Empirical-Bayes defaults in the manner of scikit-learn's ``BayesianGaussianMixture``:
-        m0 = mean(x), alpha0 = 1/K, a0 = D/2 (its degrees_of_freedom_prior = D), and b0 = a0 var(x)
-        so that the prior mean of each precision is 1/var(x).
-
-        A constant column has no spread to fit (b0 = a0 var(x) would be 0): its variance is taken as
-        1e-6 times the mean variance of the other columns, a tight but proper prior.
+        m0 = mean(x), alpha0 = 1/K, a0 = D/2, and b0 = a0 var(x), so that E[tau] = 1/var(x) a priori.
+        A constant column's variance is taken as 1e-6 times the mean variance of the others.
 
         Raises:
-          ValueError: naming ``x`` when every column is constant (identical points): there is no
-            spread to fit at all. Build :class:`DiagonalGMM` with an explicit ``b0`` > 0.
+          ValueError: naming ``x`` when every column is constant (identical points): build
+            :class:`DiagonalGMM` with an explicit ``b0`` > 0.
         """
-        check_data_array("x", x, ndim=2)
-        check_int("num_components", num_components)
-        x = np.asarray(x, dtype=float)
+        x, alpha0 = cls._empirical(x, num_components, alpha0)
         d = x.shape[1]
         a0 = d / 2.0 if a0 is None else a0
-        alpha0 = 1.0 / num_components if alpha0 is None else alpha0
         var = x.var(0)
         constant = constant_columns(x)
         if constant.all():
@@ -238,9 +211,8 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         return cls(num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, a0=a0, b0=a0 * var, dtype=dtype)
 
     def features(self, x: Array) -> Array:
-        """[x, x^2], shape (N, 2D): the statistics the E- and M-steps read. Every method taking
-        ``x`` also takes these features, so a loop over a fixed data set can compute them once
-        and save one pass over the data per step."""
+        """[x, x^2], shape (N, 2D): every method taking ``x`` also takes these, so a loop over a fixed
+        data set can compute them once."""
         return self._features(program_argument(x))
 
     @jax.jit
@@ -248,15 +220,12 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         return self.component.features(x)
 
     def component_log_lik(self, ng_view, x: Array) -> Array:
-        """<s(x_n), E[t(mu_k, tau_k)]>, shape (N, K): the expected log-likelihood of x_n under
-        component k without log h = -D/2 log 2 pi, at a Normal-Gamma view (E(tau mu), E(tau mu^2),
-        E(tau), E(log tau)), each (K, D)."""
+        """<s(x_n), E[t(mu_k, tau_k)]>, (N, K): E[log p(x_n | component k)] without log h = -D/2 log 2 pi."""
         return self.component.expected_log_lik_without_base(ng_view, x)
 
     @staticmethod
     def component_log_predictive(ng, x: Array) -> Array:
-        """log of each component's predictive density under a Normal-Gamma q (or prior), shape
-        (N, K): products over d of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
+        """log of each component's predictive density under a Normal-Gamma q (or prior), (N, K)."""
         return normal_gamma_log_predictive(ng, x)
 
 
@@ -270,8 +239,7 @@ class FullGMM(GaussianMixtureNames, Mixture):
       loc0: prior mean m0 of each mean (scalar or (D,)).
       kappa0: prior precision scale of the means (> 0).
       dof0: Wishart degrees of freedom nu0 (> D - 1; default D).
-      scale_inv0: W0^-1, the inverse of the Wishart scale (SPD (D, D); scikit-learn's
-        ``covariance_prior``), so that E[Lambda] = nu0 W0. Default: the identity.
+      scale_inv0: W0^-1 (SPD (D, D); scikit-learn's ``covariance_prior``), E[Lambda] = nu0 W0. Default: I.
       dtype: float dtype (default: JAX's default float).
 
     Examples:
@@ -291,21 +259,12 @@ class FullGMM(GaussianMixtureNames, Mixture):
         scale_inv0: Any = None,
         dtype: Any = None,
     ):
-        check_int("num_components", num_components)
-        check_int("dim", dim)
-        check_positive_scalar("alpha0", alpha0)
-        check_float_dtype(dtype)
-        check_allocation("num_components * dim**2", num_components * dim**2, float_dtype(dtype).itemsize)
+        check_mixture_sizes(num_components, dim, ("alpha0", alpha0), dtype, squared=True)
         component = NormalWishartFull(dim, loc0=loc0, kappa0=kappa0, dof0=dof0, scale_inv0=scale_inv0, dtype=dtype)
         super().__init__(component, DirichletWeights(num_components, alpha0))
 
-    dof0 = property(
-        lambda self: self.component.degrees_of_freedom,
-        doc="nu0: the Wishart degrees of freedom of the prior on each precision matrix.",
-    )
-    scale_inv0 = property(
-        lambda self: self.component.scale_inv, doc="W0^-1: the inverse of the Wishart scale matrix, (D, D)."
-    )
+    dof0 = property(lambda self: self.component.degrees_of_freedom, doc="nu0: the Wishart degrees of freedom.")
+    scale_inv0 = property(lambda self: self.component.scale_inv, doc="W0^-1: the inverse Wishart scale, (D, D).")
 
     @classmethod
     def from_data(
@@ -322,14 +281,10 @@ class FullGMM(GaussianMixtureNames, Mixture):
         m0 = mean(x), alpha0 = 1/K, nu0 = D, W0^-1 = the empirical covariance of x.
 
         Raises:
-          ValueError: naming ``x`` when a column of ``x`` is constant (or all rows are equal), or
-            when its empirical covariance is singular (linearly dependent columns): W0^-1 must be
-            positive definite. Drop the column(s), or build :class:`FullGMM` with an explicit
-            ``scale_inv0``.
+          ValueError: naming ``x`` when a column is constant or the empirical covariance is singular
+            (W0^-1 must be positive definite): drop the column(s), or give ``scale_inv0``.
         """
-        check_data_array("x", x, ndim=2)
-        check_int("num_components", num_components)
-        x = np.asarray(x, dtype=float)
+        x, alpha0 = cls._empirical(x, num_components, alpha0)
         d = x.shape[1]
         check_nonconstant_columns("x", x)
         cov = np.atleast_2d(np.cov(x.T))
@@ -341,20 +296,13 @@ class FullGMM(GaussianMixtureNames, Mixture):
                 f"< {d}, eigenvalues {eig[0]:.3g} to {eig[-1]:.3g}): from_data's W0^-1 is that covariance and must be "
                 "positive definite; drop the dependent column(s) or give scale_inv0 explicitly",
             )
+        dof0 = float(d) if dof0 is None else dof0
         return cls(
-            num_components,
-            d,
-            alpha0=1.0 / num_components if alpha0 is None else alpha0,
-            loc0=x.mean(0),
-            kappa0=kappa0,
-            dof0=float(d) if dof0 is None else dof0,
-            scale_inv0=cov,
-            dtype=dtype,
+            num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, dof0=dof0, scale_inv0=cov, dtype=dtype
         )
 
     def features(self, x: Array) -> Array:
-        """x itself: the statistics are x and x x^T, formed inside the steps (the interface of
-        ``DiagonalGMM.features``, so code written for either model takes both)."""
+        """x itself (the interface of ``DiagonalGMM.features``, so code written for either takes both)."""
         return x
 
 

@@ -8,15 +8,11 @@ r_nk ∝ w_k N(x_n | mu_k, Sigma_k) (in log space, which also gives log p(x | th
     N_k = sum_n r_nk,  w_k = N_k / N,  mu_k = sum_n r_nk x_n / N_k,
     Sigma_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg_covar I.
 
-``"diag"`` keeps the diagonal, ``"spherical"`` its average over d, and ``"tied"`` shares one
-covariance sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N. These are the iterates of scikit-learn's
-``GaussianMixture`` (N_k gets its guard 10 eps against empty components). A covariance whose Cholesky
-pivot (or variance) is not above 10 eps times the component's largest second moment (its rounding
-level) is refused with a ValueError naming ``reg_covar``: a component collapsed onto duplicate or
-collinear points, whose likelihood would be unbounded.
-
-The data are processed in blocks of ``block_size`` rows under ``lax.scan``, centered at sum_k w_k mu_k,
-with the quadratic forms and the statistics as matrix products.
+``"diag"`` keeps the diagonal, ``"spherical"`` its average over d, and ``"tied"`` shares one covariance
+sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N: the iterates of scikit-learn's ``GaussianMixture`` (with its
+guard 10 eps on N_k). A covariance whose Cholesky pivot (or variance) is not above 10 eps times the
+component's largest second moment is refused with a ValueError naming ``reg_covar``: the component collapsed
+onto duplicate or collinear points. The E-step runs over blocks of ``block_size`` rows centered at sum_k w_k mu_k.
 """
 
 from __future__ import annotations
@@ -29,21 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import (
-    ArgumentError,
-    ValueCheck,
-    check_allocation,
-    check_choice,
-    check_data_array,
-    check_enough_points,
-    check_float_dtype,
-    check_int,
-    check_scalar,
-    enforce_value_checks,
-    float_dtype,
-    finite_values,
-    is_tracer,
-)
+from vijax._validate import ArgumentError, ValueCheck, check_allocation, check_choice, check_data_array
+from vijax._validate import check_enough_points, check_float_dtype, check_int, check_scalar, enforce_value_checks
+from vijax._validate import finite_values, float_dtype, is_tracer
 from vijax.models._components import LOG_2PI, nearest_center_resp
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -53,10 +37,8 @@ INITS = ("kmeans++", "random")
 
 
 def check_em_params(params, shapes: dict, atol: float) -> None:
-    """The checks of an EM mixture's parameters (``GaussianMixtureEM``, ``StudentTMixture``):
-    raises ValueError naming ``params`` unless each field ``f`` in ``shapes`` is finite with shape
-    ``shapes[f]`` and ``params.weights`` is non-negative and sums to 1 within ``atol``. Traced
-    fields pass."""
+    """Raises ValueError naming ``params`` unless each field ``f`` of an EM mixture's parameters is finite
+    with shape ``shapes[f]`` and ``params.weights`` is non-negative and sums to 1 within ``atol`` (traced pass)."""
     for name, shape in shapes.items():
         value = getattr(params, name)
         if is_tracer(value):
@@ -71,10 +53,8 @@ def check_em_params(params, shapes: dict, atol: float) -> None:
 
 
 class GMMParams(NamedTuple):
-    """Point parameters of a Gaussian mixture.
-
-    ``covariances`` has shape (K, D, D) for ``"full"``, (D, D) for ``"tied"``, (K, D) for
-    ``"diag"`` and (K,) for ``"spherical"`` (scikit-learn's layouts)."""
+    """Point parameters of a Gaussian mixture; ``covariances`` (K, D, D) full, (D, D) tied, (K, D) diag, (K,)
+    spherical (scikit-learn's layouts)."""
 
     weights: Array  # (K,), sums to 1
     means: Array  # (K, D)
@@ -82,10 +62,9 @@ class GMMParams(NamedTuple):
 
 
 class GMMStats(NamedTuple):
-    """Expected complete-data statistics of a batch, about a center c (D,).
-
-    ``counts`` N_k (K,); ``sums`` sum_n r_nk (x_n - c) (K, D); ``second`` the second moments of x - c:
-    (K, D, D) for full, (D, D) unweighted for tied, (K, D) diagonal for diag and spherical."""
+    """Expected complete-data statistics of a batch about a center c (D,): ``counts`` N_k (K,), ``sums``
+    sum_n r_nk (x_n - c) (K, D), ``second`` the second moments of x - c ((K, D, D) full, (D, D) unweighted
+    tied, (K, D) diag and spherical)."""
 
     counts: Array
     sums: Array
@@ -93,21 +72,29 @@ class GMMStats(NamedTuple):
     center: Array
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class GaussianMixtureEM(PytreeModel):
-    """A Gaussian mixture for maximum-likelihood EM (``vijax.inference.em``; the ``EMModel`` protocol).
+class DenseDataChecks:
+    """The data checks of a model of (N, dim) real rows: ``check_data`` and a finite-values ``batch_checks``."""
 
-    The tutorial *Raise your ELBO*, §EM and §GMM; Dempster, Laird and Rubin (1977); the updates are
-    scikit-learn's ``GaussianMixture``'s from the same start.
+    def batch_checks(self, x) -> list:
+        """The value check of a step's batch: finite data."""
+        return [finite_values("batch x", x)]
+
+    def check_data(self, x) -> None:
+        """Raises ValueError naming ``x`` unless it is a finite numeric (N, dim) array with N >= 1."""
+        check_data_array("x", x, ndim=2, last_dim=self.dim)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GaussianMixtureEM(DenseDataChecks, PytreeModel):
+    """A Gaussian mixture for maximum-likelihood EM (``vijax.inference.em``; the ``EMModel`` protocol).
 
     Args:
       num_components: K >= 1.
       dim: D >= 1.
       covariance_type: ``"full"``, ``"diag"``, ``"spherical"`` or ``"tied"``.
       reg_covar: >= 0, added to the diagonal of every covariance in the M-step (scikit-learn's default 1e-6).
-      init: how ``init_params(key, x)`` starts: ``"kmeans++"`` (hard responsibilities to k-means++
-        seeds, Arthur and Vassilvitskii 2007) or ``"random"`` (uniform random responsibilities,
-        normalized per row, as scikit-learn's ``init_params="random"``); either is followed by one M-step.
+      init: ``init_params``'s start, one M-step from ``"kmeans++"`` (hard responsibilities to k-means++
+        seeds) or ``"random"`` (normalized uniform responsibilities, scikit-learn's ``init_params="random"``).
       block_size: rows per block of the E-step's ``lax.scan`` (memory O(block_size K D)).
       dtype: float dtype (default: JAX's default float).
 
@@ -148,24 +135,13 @@ class GaussianMixtureEM(PytreeModel):
         k, d, itemsize = self.num_components, self.dim, float_dtype(self.dtype).itemsize
         check_allocation("num_components * dim**2", k * d * d if self.covariance_type == "full" else k * d, itemsize)
 
-    # -- checks ---------------------------------------------------------------------------------------
-    def batch_checks(self, x) -> list:
-        """The value check of a step's batch (``vijax.inference.base.check_step_batch``): finite data."""
-        return [finite_values("batch x", x)]
-
-    def check_data(self, x) -> None:
-        """Raises ValueError naming ``x``: not (N, dim), empty, not numeric, NaN or inf."""
-        check_data_array("x", x, ndim=2, last_dim=self.dim)
-
     def covariance_shape(self) -> tuple:
-        """The shape of ``GMMParams.covariances`` for ``covariance_type``: (K, D, D) full, (D, D) tied,
-        (K, D) diag, (K,) spherical."""
+        """The shape of ``GMMParams.covariances`` for ``covariance_type``."""
         k, d = self.num_components, self.dim
         return {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[self.covariance_type]
 
     def check_params(self, params: GMMParams) -> None:
-        """Raises ValueError naming the field: shapes, weights on the simplex, covariances positive
-        (definite)."""
+        """Raises ValueError naming the field: shapes, weights on the simplex, covariances positive (definite)."""
         k, d = self.num_components, self.dim
         check_em_params(params, {"weights": (k,), "means": (k, d), "covariances": self.covariance_shape()}, atol=1e-4)
         if not is_tracer(params.covariances):
@@ -174,10 +150,9 @@ class GaussianMixtureEM(PytreeModel):
             if not ok:
                 raise ArgumentError("params", "params.covariances must be positive definite (positive variances)")
 
-    # -- densities ------------------------------------------------------------------------------------
     def _precision_terms(self, params: GMMParams, center: Array):
-        """What the E-step needs of theta, about ``center``: means m_k = mu_k - c and, per type, the
-        precision factor and the log-determinant term -1/2 log det Sigma_k (K,)."""
+        """What the E-step needs of theta about ``center``: m_k = mu_k - c, the precision factor and
+        -1/2 log det Sigma_k (K,)."""
         dt = float_dtype(self.dtype)
         m = params.means.astype(dt) - center[None, :]
         cov = params.covariances.astype(dt)
@@ -222,9 +197,11 @@ class GaussianMixtureEM(PytreeModel):
             second = resp.T @ (xc * xc)
         return counts, sums, second
 
-    def _center(self, params: GMMParams) -> Array:
+    def _at_center(self, params: GMMParams):
+        """(the center c = sum_k w_k mu_k, the precision terms about it, log w)."""
         dt = float_dtype(self.dtype)
-        return jax.lax.stop_gradient(params.weights.astype(dt) @ params.means.astype(dt))
+        c = jax.lax.stop_gradient(params.weights.astype(dt) @ params.means.astype(dt))
+        return c, self._precision_terms(params, c), jnp.log(params.weights.astype(dt))
 
     def _scan_blocks(self, fn, arrays: tuple):
         """sum over row blocks of ``fn(*blocks)``: full blocks by ``lax.scan``, then the remainder."""
@@ -245,10 +222,8 @@ class GaussianMixtureEM(PytreeModel):
         return total
 
     def _log_joints(self, params: GMMParams, x: Array) -> Array:
-        dt = float_dtype(self.dtype)
-        c = self._center(params)
-        terms = self._precision_terms(params, c)
-        return self._log_joint(terms, jnp.log(params.weights.astype(dt)), jnp.asarray(x, dt) - c[None, :])
+        c, terms, log_w = self._at_center(params)
+        return self._log_joint(terms, log_w, jnp.asarray(x, c.dtype) - c[None, :])
 
     @jax.jit
     def log_prob(self, params: GMMParams, x: Array) -> Array:
@@ -261,14 +236,10 @@ class GaussianMixtureEM(PytreeModel):
         lj = self._log_joints(params, x)
         return jnp.exp(lj - jax.nn.logsumexp(lj, -1, keepdims=True))
 
-    # -- EM (vijax.models.EMModel) ----------------------------------------------------------------------
     def e_step(self, params: GMMParams, x: Array) -> tuple[GMMStats, Array]:
         """Expected statistics under p(z | x, theta) and log p(x | theta) summed over the rows."""
-        dt = float_dtype(self.dtype)
-        x = jnp.asarray(x, dt)
-        c = self._center(params)
-        terms = self._precision_terms(params, c)
-        log_w = jnp.log(params.weights.astype(dt))
+        c, terms, log_w = self._at_center(params)
+        x = jnp.asarray(x, c.dtype)
 
         def block(xb):
             xc = xb - c[None, :]
@@ -291,8 +262,7 @@ class GaussianMixtureEM(PytreeModel):
         """The maximum-likelihood theta of the statistics (the tutorial's §GMM), plus ``reg_covar``.
 
         Raises:
-          ValueError: naming ``reg_covar`` and the component when a covariance is singular to
-            rounding (see the module docstring): eagerly, or from the compiled step under ``jit``.
+          ValueError: naming ``reg_covar`` and the component when a covariance is singular to rounding.
         """
         params, pivots, bad = self._m_step(stats)
         enforce_value_checks([self._singular_check(pivots, bad)])
@@ -311,8 +281,8 @@ class GaussianMixtureEM(PytreeModel):
         )
 
     def _m_step(self, stats: GMMStats) -> tuple[GMMParams, Array, Array]:
-        """(theta, its covariances' Cholesky pivots (variances for diag and spherical) and where they
-        are within rounding of 0) of :meth:`m_step`."""
+        """(theta, its covariances' Cholesky pivots (variances for diag and spherical), where they are within
+        rounding of 0) of :meth:`m_step`."""
         counts, sums, second, c = stats
         dt = counts.dtype
         nk = counts + 10.0 * jnp.finfo(dt).eps  # scikit-learn's guard against empty components
@@ -343,8 +313,7 @@ class GaussianMixtureEM(PytreeModel):
         return GMMParams(nk / jnp.sum(nk), m + c[None, :], cov), jnp.atleast_1d(pivots), jnp.atleast_1d(bad)
 
     def params_from_responsibilities(self, x: Array, resp: Array) -> GMMParams:
-        """theta = the M-step of given responsibilities (N, K): the way to start from a reference's
-        initial responsibilities. Raises ValueError naming ``x`` or ``resp`` for bad input."""
+        """theta = the M-step of given responsibilities (N, K) (ValueError naming ``x`` or ``resp`` for bad input)."""
         self.check_data(x)
         check_data_array("resp", resp, ndim=2, last_dim=self.num_components)
         if not is_tracer(resp):
@@ -367,13 +336,12 @@ class GaussianMixtureEM(PytreeModel):
         return jnp.zeros((), float_dtype(self.dtype))
 
     def init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
-        """With data: one M-step from k-means++ hard responsibilities or random ones (``init``).
-        Without: uniform weights, means N(0, I), identity covariances.
+        """With data: one M-step from k-means++ or random responsibilities (``init``). Without: uniform
+        weights, means N(0, I), identity covariances.
 
         Raises:
-          ValueError: naming ``num_components`` when ``x`` has fewer rows than components (as
-            scikit-learn's ``GaussianMixture``), or ``reg_covar`` when the first M-step gives a
-            singular covariance (see :meth:`m_step`).
+          ValueError: naming ``num_components`` when ``x`` has fewer rows than components, or
+            ``reg_covar`` when the first M-step gives a singular covariance.
         """
         if x is None:
             return self._init_params(key, x)[0]

@@ -3,31 +3,16 @@ Baum–Welch and Bayesian fits by CAVI/SVI/SSVI.
 
     z_0 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  x_t | z_t = k ~ p(x | theta_k),
 
-with p(x | theta) a :class:`~vijax.models.Component`: ``HMM(num_states, emissions=GammaPoisson(dim=3))``
-is a Poisson HMM. ``CategoricalHMM`` and ``GaussianHMM`` are constructors over :class:`HMM` with
-``DirichletCategorical`` and ``NormalGammaDiagonal`` emissions. Rabiner (1989), A tutorial on hidden
-Markov models, §III; the tutorial *Raise your ELBO*, §HMM. Exact inference (forward-backward,
-posterior marginals, Viterbi) is in ``vijax.models._hmm_inference``.
+with p(x | theta) a :class:`~vijax.models.Component` (``HMM(num_states, GammaPoisson(dim=3))`` is a Poisson
+HMM). Rabiner (1989), A tutorial on hidden Markov models, §III; the tutorial *Raise your ELBO*, §HMM. Data:
+(B, T) ints or (B, T, D) floats, or ``HMMData(obs, lengths)`` for padded sequences of unequal length.
 
-Data: an array of observations, (B, T) ints or (B, T, D) floats, or ``HMMData(obs, lengths)`` for
-sequences of unequal length padded to T (steps t >= lengths[b] are ignored).
-
-Two ways to fit:
-
-- **EM** (``vijax.inference.em``; the ``EMModel`` protocol), for emissions that implement
-  :class:`~vijax.models.PointEstimateComponent`: ``e_step`` is forward-backward, whose expected
-  counts give Baum–Welch's M-step (Rabiner 1989, eq. 40a-c, 53-54; Dempster et al. 1977). With
-  Dirichlet concentrations c > 1 on pi and the rows of A the M-step is MAP,
-  row <- (counts + c - 1)_+ / sum; c = 1 (the default) is maximum likelihood.
-- **Bayesian** (``cavi``, ``svi``, ``ssvi``...; the ``ConditionallyConjugateModel`` protocol), for any
-  emissions: q(pi) q(A) q(theta) q(z_{1:T}) with Dirichlet q(pi), q(A[i]) and q(z) a Markov chain (the
-  structured mean field of MacKay 1997 and Beal 2003, ch. 3). The local step is forward-backward with
-  pi~ = exp E[log pi], A~ = exp E[log A] and b~_t(k) = exp E[log p(x_t | theta_k)]; log Z~ of that
-  tilted chain is E[log p(x, z | beta)] + H[q(z)], the ELBO's local terms.
-
-Every method taking ``HMMParams`` checks them (``check_params``): a ValueError naming the field, the
-value and where (e.g. ``params.transition_matrix row sum 1.8 at [1] is not 1``). The models compute
-in float32 or float64 (``dtype``); half precision is refused.
+- **EM** (``vijax.inference.em``), for emissions that implement :class:`~vijax.models.PointEstimateComponent`:
+  the E-step is forward-backward, the M-step Baum–Welch's (Rabiner 1989, eq. 40a-c, 53-54), MAP with
+  Dirichlet concentrations c > 1 on pi and the rows of A: row <- (counts + c - 1)_+ / sum.
+- **Bayesian** (``cavi``, ``svi``, ``ssvi``...), for any emissions: q(pi) q(A) q(theta) q(z_{1:T}) with q(z)
+  a Markov chain (MacKay 1997; Beal 2003, ch. 3). The local step is forward-backward with exp E[log pi],
+  exp E[log A] and exp E[log p(x_t | theta_k)]; log Z~ of that tilted chain is E[log p(x, z | beta)] + H[q(z)].
 """
 
 from __future__ import annotations
@@ -39,38 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    finite_nonnegative,
-    implements,
-    values_match,
-    check_allocation,
-    check_choice,
-    check_data_dtype,
-    check_float_dtype,
-    check_int,
-    check_key,
-    check_positive_scalar,
-    check_scalar,
-    enforce_value_checks,
-    float_dtype,
-    ids_in_range,
-    is_tracer,
-)
+from vijax._validate import ArgumentError, check_allocation, check_choice, check_data_dtype, check_float_dtype
+from vijax._validate import check_int, check_key, check_positive_scalar, check_scalar, enforce_value_checks
+from vijax._validate import finite_nonnegative, float_dtype, ids_in_range, implements, is_tracer, values_match
 from vijax.models import _hmm_inference as inference
 from vijax.models._base import LocalResult, conjugate_posterior, describe_batch
-from vijax.models._components import (
-    CategoricalEmissions,
-    Component,
-    DirichletCategorical,
-    GaussianEmissions,
-    NormalGammaDiagonal,
-    PointEstimateComponent,
-    check_component,
-    check_statistics,
-    gaussian_point_checks,
-    map_rows,
-)
+from vijax.models._components import CategoricalEmissions, Component, DirichletCategorical, GaussianEmissions
+from vijax.models._components import NormalGammaDiagonal, PointEstimateComponent, check_component, check_statistics
+from vijax.models._components import gaussian_point_checks, map_rows
 from vijax.models._pytree import PytreeModel
 from vijax.types import Array, PRNGKey
 
@@ -116,14 +77,11 @@ def _probability_checks(name: str, p: Array) -> list:
 def param_checks(
     params, num_states: int | None = None, emissions_type=None, emission_width: int | None = None, emission_checks=None
 ) -> list:
-    """The checks of HMM parameters, shared by the models and ``vijax.data.sample_hmm``.
-
-    Raises ValueError naming the field at once (also for traced parameters) for the type, a dtype
-    other than float32 or float64, or shapes that do not fit K = ``num_states`` (default: from
-    ``params.initial_probs``) and the emission width (default: from the emissions). Returns the
-    ``ValueCheck``s of the values: probabilities finite, >= 0 and summing to 1 (pi, rows of A and B),
-    Gaussian means finite and variances finite and normal; a component's own ``point_type`` gets
-    ``emission_checks(emissions, K)``."""
+    """The checks of HMM parameters, shared by the models and ``vijax.data.sample_hmm``: a ValueError
+    naming the field at once (also traced) for the type, a dtype other than float32/float64, or shapes that
+    do not fit K = ``num_states`` (default: from ``params.initial_probs``) and the emission width; returns
+    the ``ValueCheck``s of the values (probabilities finite, >= 0, summing to 1; Gaussian means finite,
+    variances finite and normal; another ``point_type``: ``emission_checks(emissions, K)``)."""
     if not isinstance(params, HMMParams):
         raise ArgumentError(
             "params",
@@ -158,8 +116,8 @@ def param_checks(
 
 
 def as_data(data) -> HMMData:
-    """``data`` as ``HMMData`` (full lengths for a bare array); ValueError naming ``batch`` for a
-    container of another kind (another model's batch, a dict)."""
+    """``data`` as ``HMMData`` (full lengths for a bare array); ValueError naming ``batch`` for another
+    kind of container."""
     if isinstance(data, HMMData):
         return data
     if isinstance(data, tuple) and len(data) == 2 and not hasattr(data, "_fields"):
@@ -188,8 +146,7 @@ def _needs_em(emissions: Component, what: str) -> None:
 
 
 class HMM(PytreeModel):
-    """A hidden Markov model with ``emissions`` any conjugate :class:`~vijax.models.Component` (see
-    the module docstring).
+    """A hidden Markov model with ``emissions`` any conjugate :class:`~vijax.models.Component`.
 
     Args:
       num_states: K >= 1.
@@ -197,9 +154,8 @@ class HMM(PytreeModel):
         ``GammaPoisson``, or a user's own); its ``dtype`` is the model's.
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
-      forward_backward: ``"sequential"`` (``lax.scan``, O(T K^2) work) or ``"parallel"``
-        (``lax.associative_scan``, O(T K^3) work in O(log T) depth); None (default): sequential on a
-        CPU, parallel on an accelerator. Both give the same results.
+      forward_backward: ``"sequential"`` (``lax.scan``, O(T K^2) work) or ``"parallel"`` (O(T K^3) work in
+        O(log T) depth); None (default): sequential on a CPU, parallel on an accelerator.
 
     Examples:
         >>> from vijax.models import GammaPoisson
@@ -235,15 +191,11 @@ class HMM(PytreeModel):
         self.transition_concentration = float(transition_concentration)
         self.forward_backward = forward_backward
 
-    @property
-    def dtype(self):
-        """The float dtype of the emissions' families."""
-        return self.emissions.dtype
+    dtype = property(lambda self: self.emissions.dtype, doc="The float dtype of the emissions' families.")
 
     def __repr__(self):
         return f"{type(self).__name__}({self.num_states}, {self.emissions!r})"
 
-    # -- data ---------------------------------------------------------------------------------------
     def _check_obs_shape(self, obs):
         em = self.emissions
         if em.event_ndim == 0:
@@ -258,21 +210,16 @@ class HMM(PytreeModel):
     def check_data(self, data) -> None:
         """Raises ValueError naming the problem: obs's shape/dtype/values, lengths outside [1, T]."""
         data = as_data(data)
-        if is_tracer(data.obs) or is_tracer(data.lengths):
-            self._check_obs_shape(data.obs)
-            if data.lengths.shape != data.obs.shape[:1] or not jnp.issubdtype(data.lengths.dtype, jnp.integer):
-                raise ValueError(
-                    f"lengths must be integers of shape ({data.obs.shape[0]},), got "
-                    f"{data.lengths.dtype} {data.lengths.shape}"
-                )
-            return
-        obs, lengths = np.asarray(data.obs), np.asarray(data.lengths)
+        traced = is_tracer(data.obs) or is_tracer(data.lengths)
+        obs, lengths = (data.obs, data.lengths) if traced else (np.asarray(data.obs), np.asarray(data.lengths))
         self._check_obs_shape(obs)
         b, t = obs.shape[:2]
-        if b < 1 or t < 1:
+        if not traced and (b < 1 or t < 1):
             raise ValueError(f"obs must hold at least one sequence of at least one step, got shape {obs.shape}")
-        if lengths.shape != (b,) or not np.issubdtype(lengths.dtype, np.integer):
+        if lengths.shape != (b,) or not jnp.issubdtype(lengths.dtype, jnp.integer):
             raise ValueError(f"lengths must be integers of shape ({b},), got {lengths.dtype} {lengths.shape}")
+        if traced:
+            return
         if np.any(lengths < 1) or np.any(lengths > t):
             raise ValueError(
                 f"lengths must be in [1, T={t}] (T: obs's padded length), got min {lengths.min()}, max {lengths.max()}"
@@ -306,11 +253,6 @@ class HMM(PytreeModel):
         flat = obs.reshape((b * t,) + obs.shape[2:])
         return self.emissions.expected_log_lik(em_view, flat).reshape(b, t, -1)
 
-    def _emission_stats(self, obs, gamma):
-        b, t, k = gamma.shape
-        return self.emissions.stats(obs.reshape((b * t,) + obs.shape[2:]), gamma.reshape(b * t, k))
-
-    # -- inference (a batch at a time) ---------------------------------------------------------------
     def _posterior(self, log_init, log_trans, log_em, lengths) -> inference.Posterior:
         return inference.posterior(log_init, log_trans, log_em, lengths, _mode(self))
 
@@ -319,16 +261,13 @@ class HMM(PytreeModel):
         data, _ = self._prepare(data)
         (log_init,), (log_trans,), em_view = view
         post = self._posterior(log_init, log_trans, self._log_emissions(em_view, data.obs), data.lengths)
-        stats = (
-            (jnp.sum(post.marginals[:, 0], 0),),
-            (jnp.sum(post.transition_counts, 0),),
-            self._emission_stats(data.obs, post.marginals),
-        )
+        b, t, k = post.marginals.shape
+        em_stats = self.emissions.stats(data.obs.reshape((b * t,) + data.obs.shape[2:]), post.marginals.reshape(-1, k))
+        stats = ((jnp.sum(post.marginals[:, 0], 0),), (jnp.sum(post.transition_counts, 0),), em_stats)
         return stats, post.log_likelihood, post.marginals
 
     def _view(self, params: HMMParams):
-        """The plug-in statistics t(beta) of point parameters (cast to the model's dtype), in the layout
-        of ``prior()``'s mean params."""
+        """t(beta) at point parameters (in the model's dtype), laid out as ``prior()``'s mean params."""
         dt = float_dtype(self.dtype)
         params = jax.tree_util.tree_map(lambda a: jnp.asarray(a).astype(dt), params)
         return (
@@ -338,9 +277,8 @@ class HMM(PytreeModel):
         )
 
     def check_params(self, params: HMMParams) -> None:
-        """Raises ValueError naming the field (``params.transition_matrix``...) for what
-        :func:`param_checks` refuses: at once for concrete parameters, from the compiled computation
-        for traced ones (the value checks, off under ``vijax.inference.with_value_checks(alg, False)``)."""
+        """Raises ValueError naming the field for what :func:`param_checks` refuses: at once for concrete
+        parameters, from the compiled computation for traced ones."""
         _needs_em(self.emissions, "an HMM's point parameters")
         em = self.emissions
         enforce_value_checks(
@@ -369,18 +307,16 @@ class HMM(PytreeModel):
         """Most probable paths (B, T) (-1 at padded steps) and their log p(x, path) (B,) (Rabiner 1989, §III-B)."""
         return _jit_viterbi(self, params, self._checked(params, data))
 
-    # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
+    # -- EM (vijax.models.EMModel)
     def e_step(self, params: HMMParams, data):
-        """Expected counts under p(z | x, params) and log p(x | params) summed over the batch.
-        ``params`` are checked (``check_params``), so also the estimate of an EM step; the batch is
-        the step's to check (``check_data``, ``batch_checks``)."""
+        """Expected counts under p(z | x, params) and log p(x | params) summed over the batch (``params``
+        checked by ``check_params``)."""
         self.check_params(params)
         stats, log_lik, _ = self._local(self._view(params), data)
         return stats, jnp.sum(log_lik)
 
     def m_step(self, stats) -> HMMParams:
-        """Baum–Welch re-estimation (Rabiner 1989, eq. 40a-b), MAP under the Dirichlet concentrations;
-        the emissions' ``point_m_step``."""
+        """Baum–Welch re-estimation (Rabiner 1989, eq. 40a-b), MAP under the Dirichlet concentrations."""
         (n0,), (nt,), em_stats = stats
         return HMMParams(
             map_rows(n0, self.initial_concentration),
@@ -389,16 +325,13 @@ class HMM(PytreeModel):
         )
 
     def log_prior(self, params: HMMParams) -> Array:
-        """sum (c - 1) log p over pi and the rows of A, plus the emissions' ``point_log_prior``: log
-        p(params) up to a constant (0 for c = 1). ``params`` are checked (``check_params``)."""
+        """log p(params) up to a constant: sum (c - 1) log p over pi and the rows of A, plus the emissions'
+        ``point_log_prior`` (``params`` checked)."""
         self.check_params(params)
         dt = float_dtype(self.dtype)
         params = jax.tree_util.tree_map(lambda a: jnp.asarray(a).astype(dt), params)
         total = self.emissions.point_log_prior(params.emissions).astype(dt)
-        for c, p in (
-            (self.initial_concentration, params.initial_probs),
-            (self.transition_concentration, params.transition_matrix),
-        ):
+        for c, p in zip((self.initial_concentration, self.transition_concentration), params[:2]):
             if c != 1.0:
                 total = total + (c - 1.0) * jnp.sum(jnp.log(p))
         return total
@@ -422,7 +355,7 @@ class HMM(PytreeModel):
             prepared = (d.obs.reshape((b * t,) + d.obs.shape[2:]), mask.reshape(-1))
         return HMMParams(pi, trans, self.emissions.init_point(k3, k, prepared))
 
-    # -- Bayesian (vijax.models.ConditionallyConjugateModel) -----------------------------------------
+    # -- Bayesian (vijax.models.ConditionallyConjugateModel)
     def prior(self):
         """(Dirichlet q(pi), Dirichlet rows of A (K, K), the emissions' prior of K copies)."""
         dt = float_dtype(self.dtype)
@@ -435,8 +368,8 @@ class HMM(PytreeModel):
 
     def init_globals(self, key: PRNGKey, data=None):
         """Emissions with point estimates: the prior updated by one E-step at ``init_params(key, data)``
-        (without data: by one pseudo-observation of those parameters per state). Other emissions: the
-        component's ``initial_q`` of the unpadded observations, and pi, A from one E-step at it."""
+        (without data: by one pseudo-observation per state). Others: the component's ``initial_q`` of the
+        unpadded observations, and pi, A from one E-step at it."""
         if implements(self.emissions, PointEstimateComponent):
             params = self.init_params(key, data)
             if data is None:
@@ -448,23 +381,20 @@ class HMM(PytreeModel):
             else:
                 stats = _jit_stats(self, self._view(params), as_data(data))
             return conjugate_posterior(self.prior(), stats)
+        observed = None
         if data is not None:
             self.check_data(data)
             d = as_data(data)
             observed = np.asarray(d.obs)[np.arange(d.obs.shape[1])[None, :] < np.asarray(d.lengths)[:, None]]
-        else:
-            observed = None
         q_em, _ = self.emissions.initial_q(key, self.num_states, observed)
         prior = self.prior()
         if data is None:
             return prior[0], prior[1], q_em
-        view = expfam.tree_mean_params((prior[0], prior[1], q_em))
-        stats = _jit_stats(self, view, as_data(data))
+        stats = _jit_stats(self, expfam.tree_mean_params((prior[0], prior[1], q_em)), as_data(data))
         return conjugate_posterior(prior[:2], stats[:2]) + (q_em,)
 
     def local_step(self, globals_view, data, key=None, method: str = "meanfield") -> LocalResult:
-        """Forward-backward with exp E[log pi], exp E[log A] and exp E[log p(x | theta)];
-        local_terms = sum_b log Z~_b - <stats, E[t(beta)]> = E[log h] + H[q(z)]."""
+        """Forward-backward at the tilted chain; local_terms = sum_b log Z~_b - <stats, E[t(beta)]> = E[log h] + H[q(z)]."""
         check_choice("method", method, self.local_methods)
         stats, log_z, gamma = self._local(globals_view, data)
         return LocalResult(stats, jnp.sum(log_z) - expfam.tree_inner(stats, globals_view), gamma)
@@ -479,8 +409,7 @@ class HMM(PytreeModel):
 
 
 def _mode(model: HMM) -> str:
-    """The model's forward-backward mode; None: by JAX's default backend when traced, sequential on a
-    CPU and parallel on an accelerator."""
+    """The model's forward-backward mode (None: sequential on a CPU, parallel on an accelerator)."""
     if model.forward_backward is not None:
         return model.forward_backward
     return "sequential" if jax.default_backend() == "cpu" else "parallel"
@@ -516,6 +445,16 @@ def _jit_viterbi(model: HMM, params: HMMParams, data: HMMData):
     return jax.vmap(lambda e, n: inference.viterbi(li, lt, e, n))(le, lengths)
 
 
+def _check_sizes(num_states, dtype, width_name: str, width, per_state: str, num_floats) -> None:
+    """The constructor checks of a built-in HMM: K, the dtype, the emission width and the memory."""
+    check_int("num_states", num_states)
+    check_float_dtype(dtype)
+    check_int(width_name, width)
+    check_allocation(
+        f"num_states * (num_states + {per_state})", num_floats(num_states, width), float_dtype(dtype).itemsize
+    )
+
+
 class CategoricalHMM(HMM):
     """An HMM with categorical emissions over ``num_symbols`` symbols (Rabiner 1989, §III):
     ``HMM(num_states, DirichletCategorical(num_symbols, emission_concentration, dtype))``.
@@ -547,32 +486,20 @@ class CategoricalHMM(HMM):
         forward_backward: Optional[str] = None,
         dtype: Any = None,
     ):
-        check_int("num_states", num_states)
-        check_float_dtype(dtype)
-        check_int("num_symbols", num_symbols)
-        itemsize = float_dtype(dtype).itemsize
-        check_allocation("num_states * (num_states + num_symbols)", num_states * (num_states + num_symbols), itemsize)
+        _check_sizes(num_states, dtype, "num_symbols", num_symbols, "num_symbols", lambda k, v: k * (k + v))
         check_positive_scalar("emission_concentration", emission_concentration)
         emissions = DirichletCategorical(num_symbols, float(emission_concentration), dtype=dtype)
-        super().__init__(
-            num_states,
-            emissions,
-            initial_concentration=initial_concentration,
-            transition_concentration=transition_concentration,
-            forward_backward=forward_backward,
-        )
+        chain = dict(initial_concentration=initial_concentration, transition_concentration=transition_concentration)
+        super().__init__(num_states, emissions, forward_backward=forward_backward, **chain)
 
     num_symbols = property(lambda self: self.emissions.num_symbols, doc="V: the number of emission symbols.")
-    emission_concentration = property(
-        lambda self: self.emissions.concentration, doc="The Dirichlet concentration on each row of B."
-    )
+    emission_concentration = property(lambda self: self.emissions.concentration, doc="The concentration on B's rows.")
 
 
 class GaussianHMM(HMM):
     """An HMM with diagonal-Gaussian emissions in ``dim`` dimensions (Rabiner 1989, §IV-A, eq. 52-54):
-    ``HMM(num_states, NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``, with a
-    Normal-Gamma prior on each (mu_kd, tau_kd) for the Bayesian fit. EM is maximum likelihood for the
-    emissions, variances floored at ``min_variance``.
+    ``HMM(num_states, NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``. EM is maximum
+    likelihood for the emissions, variances floored at ``min_variance``.
 
     Args:
       num_states: K >= 1.
@@ -600,11 +527,7 @@ class GaussianHMM(HMM):
         forward_backward: Optional[str] = None,
         dtype: Any = None,
     ):
-        check_int("num_states", num_states)
-        check_float_dtype(dtype)
-        check_int("dim", dim)
-        itemsize = float_dtype(dtype).itemsize
-        check_allocation("num_states * (num_states + 2 * dim)", num_states * (num_states + 2 * dim), itemsize)
+        _check_sizes(num_states, dtype, "dim", dim, "2 * dim", lambda k, d: k * (k + 2 * d))
         for name, v in (("kappa0", kappa0), ("a0", a0), ("b0", b0)):
             check_positive_scalar(name, v)
         check_scalar("loc0", loc0)
@@ -612,13 +535,8 @@ class GaussianHMM(HMM):
         emissions = NormalGammaDiagonal(
             dim, loc0=float(loc0), kappa0=kappa0, a0=a0, b0=b0, min_variance=float(min_variance), dtype=dtype
         )
-        super().__init__(
-            num_states,
-            emissions,
-            initial_concentration=initial_concentration,
-            transition_concentration=transition_concentration,
-            forward_backward=forward_backward,
-        )
+        chain = dict(initial_concentration=initial_concentration, transition_concentration=transition_concentration)
+        super().__init__(num_states, emissions, forward_backward=forward_backward, **chain)
 
     dim = property(lambda self: self.emissions.dim, doc="D: the dimension of an observation.")
     loc0 = property(lambda self: self.emissions.loc0, doc="The Normal-Gamma prior's location m0 of each emission mean.")

@@ -1,48 +1,27 @@
 r"""One Bayesian mixture over any conjugate component, with finite (Dirichlet) or Dirichlet-process
-(stick-breaking) weights.
+(stick-breaking) weights: pi ~ weights prior, theta_k ~ p(theta), z_n ~ Categorical(pi), x_n | z_n = k ~ p(x | theta_k).
 
-    pi ~ weights prior,  theta_k ~ p(theta) (the component's prior),
-    z_n ~ Categorical(pi),  x_n | z_n = k ~ p(x | theta_k).
+Mean-field q(pi) q(theta) q(z) (Blei et al. 2017, §4.2; Bishop 2006, §10.2): log r_nk = E[log pi_k] +
+E[log p(x_n | theta_k)] - log Z_n; the statistics are the weights' of r and the component's sum_n r_nk s(x_n),
+and ``local_terms`` = sum_n H[r_n] + sum_n log h(x_n).
 
-Mean-field q(pi) q(theta) q(z) (Blei et al. 2017, §4.2; Bishop 2006, §10.2). The local step is
+**Weights.** :class:`DirichletWeights` pi ~ Dirichlet(c 1_K), or :class:`StickBreaking` v_k ~ Beta(1, alpha),
+pi_k = v_k prod_{j<k} (1 - v_j) (a DP(alpha) mixture, Sethuraman's construction), truncated as in the tutorial
+*Raise your ELBO* (§DPMM): Blei and Jordan (2006), v_T = 1; or Kurihara, Welling and Vlassis (2007), q equal to
+the prior beyond T. log p(z_n = k | v) = log v_k + sum_{j<k} log(1 - v_j) is linear in t(v_j) = (log v_j,
+log(1 - v_j)), so q(v_j) = Beta(1 + sum_n r_nj, alpha + sum_n q(z_n > j)).
 
-    log r_nk = E[log pi_k] + E[log p(x_n | theta_k)] - log Z_n,
+**The Kurihara et al. tail.** Beyond T every expectation is under the prior: E_p[log w] = psi(1) - psi(1 + alpha),
+log g := E_p[log(1 - w)] = -1/alpha, c_n := E_p[log p(x_n | theta)]. With s_nk = exp(E[log pi_k] +
+E[log p(x_n | theta_k)]) and A_n = sum_{j<=T} E[log(1 - v_j)] + E_p[log w] + c_n, log s_nk = A_n + (k - T - 1) log g
+for k > T, a geometric series: S_n = sum_{k<=T} s_nk + e^{A_n} / (1 - g), r_nk = s_nk / S_n,
+R_n := q(z_n > T) = e^{A_n} / ((1 - g) S_n) and q(z_n > j) = sum_{j<k<=T} r_nk + R_n (the tutorial's eq. 14).
+With rho_n = e^{A_n} / S_n the tail's ELBO terms sum in closed form (the m log g terms cancel):
 
-the statistics are (the weights' statistics of r, the component's sum_n r_nk s(x_n)) and
-``local_terms`` = sum_n H[r_n] + sum_n log h(x_n), so ``conjugate_elbo`` is the mean-field ELBO.
+    sum_{m>=0} rho_n g^m (E_p[log w] + m log g + c_n - log rho_n - m log g) = R_n (E_p[log w] + c_n - log rho_n).
 
-**Weights.** :class:`DirichletWeights` pi ~ Dirichlet(c 1_K) (a finite mixture), or
-:class:`StickBreaking` v_k ~ Beta(1, alpha), pi_k = v_k prod_{j<k} (1 - v_j) (a DP(alpha) mixture,
-Sethuraman's construction) truncated in one of the two ways of the tutorial *Raise your ELBO* (its
-section on DPMMs): Blei and Jordan (2006), v_T = 1; or Kurihara, Welling and Vlassis (2007), q equal
-to the prior beyond T, with the infinite tail summed in closed form.
-
-**Why the sticks are conditionally conjugate.** log p(z_n = k | v) = log v_k + sum_{j<k} log(1 - v_j)
-is linear in t(v_j) = (log v_j, log(1 - v_j)): a datum contributes (1[z_n = j], 1[z_n > j]) to
-stick j's statistics, and the optimal q(v_j) = Beta(1 + sum_n r_nj, alpha + sum_n q(z_n > j)).
-
-**The Kurihara et al. tail.** With q = p for k > T every expectation of a tail factor is under the
-prior, w ~ Beta(1, alpha): E_p[log w] = psi(1) - psi(1 + alpha), log g := E_p[log(1 - w)] = -1/alpha,
-and c_n := E_p[log p(x_n | theta)] is the same for every k > T. With s_nk = exp(E[log pi_k] +
-E[log p(x_n | theta_k)]) and A_n = sum_{j<=T} E[log(1 - v_j)] + E_p[log w] + c_n,
-
-    log s_nk = A_n + (k - T - 1) log g      (k > T),
-
-a geometric series: sum_{k>T} s_nk = e^{A_n} / (1 - g). Hence S_n = sum_{k<=T} s_nk + e^{A_n} / (1 - g),
-r_nk = s_nk / S_n, R_n := q(z_n > T) = e^{A_n} / ((1 - g) S_n) and q(z_n > j) = sum_{j<k<=T} r_nk + R_n
-(the tutorial's eq. 14). The stick statistics are (r_nj, q(z_n > j)) for j = 1..T; the component
-statistics use r_n1..r_nT only. What is left of the tail's ELBO terms, with rho_n = e^{A_n} / S_n, is
-
-    sum_{m>=0} rho_n g^m (E_p[log w] + m log g + c_n - log rho_n - m log g) = R_n (E_p[log w] + c_n - log rho_n):
-
-the m log g terms cancel, so the infinite sum is closed. The tutorial reaches the same value as
-log S_n at the optimal r (its eq. 13 and the line after). Under SSVI the views of sticks and
-components are a draw's t(.) for k <= T; the tail keeps the prior's expectations.
-
-**scikit-learn.** ``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_process")``
-keeps T free sticks (as Kurihara et al.) but sets q(z_n > T) = 0; from the same responsibilities
-its M-step equals Blei and Jordan's on sticks 1..T-1 and every component, and Kurihara et al.'s
-(with no tail mass) on all T sticks and components.
+scikit-learn's ``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_process")`` keeps T free
+sticks with q(z_n > T) = 0: its M-step equals Blei and Jordan's on sticks 1..T-1 and every component.
 """
 
 from __future__ import annotations
@@ -55,22 +34,25 @@ import numpy as np
 from jax.scipy.special import digamma
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    check_choice,
-    check_enough_points,
-    check_finite,
-    check_int,
-    check_positive_scalar,
-    float_dtype,
-    is_tracer,
-)
+from vijax._validate import ArgumentError, check_allocation, check_choice, check_enough_points, check_finite
+from vijax._validate import check_float_dtype, check_int, check_positive_scalar, float_dtype, is_tracer
 from vijax.models._base import LocalResult, check_one_array, conjugate_posterior, entropy_of_probs, program_argument
 from vijax.models._components import Component, check_component, check_statistics, floor_log
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
 TRUNCATIONS = ("blei_jordan", "kurihara")
+
+
+def check_mixture_sizes(num_components, dim, concentration: tuple, dtype, squared: bool = False) -> None:
+    """The checks of a finite mixture's constructor: K and D positive integers, its concentration
+    ``(name, value)`` > 0, the dtype, and K D (K D^2 with ``squared``) floats that fit in memory."""
+    check_int("num_components", num_components)
+    check_int("dim", dim)
+    check_positive_scalar(*concentration)
+    check_float_dtype(dtype)
+    name = "num_components * dim**2" if squared else "num_components * dim"
+    check_allocation(name, num_components * dim ** (1 + squared), float_dtype(dtype).itemsize)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -94,7 +76,7 @@ class DirichletWeights(PytreeModel):
         check_positive_scalar("concentration", self.concentration)
 
     def prior(self, dtype) -> expfam.Dirichlet:
-        """p(pi) = Dirichlet(concentration 1_K), a ``Dirichlet`` with event shape (K,) in ``dtype``."""
+        """p(pi) = Dirichlet(concentration 1_K), event shape (K,)."""
         return expfam.Dirichlet.from_concentration(jnp.full((self.num_components,), self.concentration, dtype))
 
     def expected_log_weights(self, view) -> Array:
@@ -111,14 +93,12 @@ class DirichletWeights(PytreeModel):
 
     def expected_weights(self, q: expfam.Dirichlet) -> Array:
         """E_q[pi] (K,)."""
-        alpha = q.concentration
-        return alpha / jnp.sum(alpha, -1, keepdims=True)
+        return q.concentration / jnp.sum(q.concentration, -1, keepdims=True)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StickBreaking(PytreeModel):
-    """Dirichlet-process weights by stick-breaking, v_k ~ Beta(1, alpha), truncated at T (see the module
-    docstring).
+    """Dirichlet-process weights by stick-breaking, v_k ~ Beta(1, alpha), truncated at T (see the module docstring).
 
     Args:
       truncation_level: T >= 1.
@@ -139,25 +119,15 @@ class StickBreaking(PytreeModel):
         check_positive_scalar("alpha", self.alpha)
         check_choice("truncation", self.truncation, TRUNCATIONS)
 
-    @property
-    def num_components(self) -> int:
-        """T."""
-        return self.truncation_level
-
-    @property
-    def has_tail(self) -> bool:
-        """Whether q has a closed-form tail beyond T (``truncation="kurihara"``; Kurihara, Welling &
-        Vlassis 2007)."""
-        return self.truncation == "kurihara"
-
-    @property
-    def num_sticks(self) -> int:
-        """T - 1 (Blei and Jordan) or T (Kurihara et al.)."""
-        return self.truncation_level - (self.truncation == "blei_jordan")
+    num_components = property(lambda self: self.truncation_level, doc="T.")
+    has_tail = property(lambda self: self.truncation == "kurihara", doc="Whether q has a closed-form tail beyond T.")
+    num_sticks = property(
+        lambda self: self.truncation_level - (self.truncation == "blei_jordan"),
+        doc="T - 1 (Blei and Jordan) or T (Kurihara et al.).",
+    )
 
     def prior(self, dtype) -> expfam.Beta:
-        """The sticks' prior v_k ~ Beta(1, alpha), a ``Beta`` of batch shape (num_sticks,) (Blei &
-        Jordan 2006)."""
+        """The sticks' prior v_k ~ Beta(1, alpha), batch shape (num_sticks,) (Blei & Jordan 2006)."""
         s = self.num_sticks
         return expfam.Beta.from_concentrations(jnp.ones((s,), dtype), jnp.full((s,), float(self.alpha), dtype))
 
@@ -171,8 +141,7 @@ class StickBreaking(PytreeModel):
         return e_log_v + jnp.cumsum(e_log_1m) - e_log_1m
 
     def stats(self, resp: Array, tail: Array | None = None) -> tuple:
-        """(sum_n r_nj, sum_n q(z_n > j)) for j = 1..num_sticks, from responsibilities ``resp`` (N, T)
-        and, for Kurihara et al., the tail mass ``tail`` (N,)."""
+        """(sum_n r_nj, sum_n q(z_n > j)) for j = 1..num_sticks, from ``resp`` (N, T) and the tail mass (N,)."""
         n_k = jnp.sum(resp, 0)
         above = jnp.cumsum(n_k[::-1])[::-1] - n_k  # sum_{k > j, k <= T} N_k
         if tail is not None:
@@ -181,7 +150,7 @@ class StickBreaking(PytreeModel):
         return n_k[:s], above[:s]
 
     def initial_q(self, counts: Array, num_data: int | None, dtype) -> expfam.Beta:
-        """Sticks as if each of the T components held N / T data: Beta(1 + N / T, alpha + (T - k) N / T);
+        """Sticks as if each of the T components held N / T data, Beta(1 + N / T, alpha + (T - k) N / T);
         without data, the prior."""
         if num_data is None:
             return self.prior(dtype)
@@ -196,8 +165,8 @@ class StickBreaking(PytreeModel):
         return digamma(jnp.ones((), dtype)) - digamma(1.0 + a), digamma(a) - digamma(1.0 + a)
 
     def expected_weights(self, q: expfam.Beta) -> Array:
-        """E_q[pi_k] = E[v_k] prod_{j<k} E[1 - v_j] (independent sticks), k = 1..T; for Kurihara et al.
-        a last entry E_q[sum_{k>T} pi_k] = prod_{j<=T} E[1 - v_j]. Sums to one."""
+        """E_q[pi_k] = E[v_k] prod_{j<k} E[1 - v_j] for k = 1..T; for Kurihara et al. a last entry, the
+        mass beyond T, prod_{j<=T} E[1 - v_j]. Sums to one."""
         a, b = q.concentration1, q.concentration0
         ev = jnp.concatenate([a / (a + b), jnp.ones((1,), a.dtype)])
         rest = jnp.concatenate([jnp.ones((1,), ev.dtype), jnp.cumprod(1.0 - ev[:-1])])
@@ -208,14 +177,13 @@ class Mixture(PytreeModel):
     """A Bayesian mixture of a conjugate ``component`` with ``weights`` (see the module docstring);
     a ``ConditionallyConjugateModel``, so CAVI, SVI, SSVI, SSVI-A and MAP-EM fit it.
 
-    Globals: ``(q(pi) or q(v), q(theta))``, the second a family of batch shape (K, ...). A globals view is
-    the same structure of mean parameters (or of a draw's t(.) under SSVI). ``local_params`` of a local
-    step: r (N, K); for Kurihara et al. (N, T + 1), the last column the tail mass q(z_n > T).
+    Globals: ``(q(pi) or q(v), q(theta))``, the second of batch shape (K, ...); a view is the same
+    structure of mean parameters (or of a draw's t(.) under SSVI). ``local_params``: r (N, K); for
+    Kurihara et al. (N, T + 1), the last column the tail mass q(z_n > T).
 
-    Local methods of a finite mixture: ``"meanfield"``; ``"exact"`` (the same formula at a draw's t(beta):
-    with one z per datum the optimal q(z_n | beta) *is* p(z_n | x_n, beta), Hoffman & Blei 2015, §2.5);
-    ``"gibbs"`` (z_n ~ Categorical(r_n), one-hot statistics; needs a key). A DP mixture offers
-    ``"meanfield"``.
+    Local methods of a finite mixture: ``"meanfield"``; ``"exact"`` (the same formula at a draw's t(beta),
+    which with one z per datum is p(z_n | x_n, beta), Hoffman & Blei 2015, §2.5); ``"gibbs"``
+    (z_n ~ Categorical(r_n), one-hot statistics; needs a key). A DP mixture offers ``"meanfield"``.
 
     Args:
       component: a :class:`~vijax.models.Component` (e.g. ``NormalGammaDiagonal(dim=2)``).
@@ -253,15 +221,13 @@ class Mixture(PytreeModel):
     def __repr__(self):
         return f"{type(self).__name__}({self._component!r}, {self._weights!r})"
 
-    # -- the model ------------------------------------------------------------------------------
     def prior(self):
         """(the weights' prior, the component's prior of K copies)."""
         return self._weights.prior(self._dtype()), self._component.prior(self.num_components)
 
     def check_data(self, x) -> None:
-        """The component's check of the data (one array: another model's batch, a tuple or a dict is
-        refused naming ``batch``), then of its statistics of them (``check_statistics``: their
-        structure; for concrete data, finite and a proper posterior)."""
+        """The component's check of the data (one array; another model's batch is refused naming
+        ``batch``), then of their statistics (``check_statistics``)."""
         comp = self._component
         check_one_array(self, x, f"one array {comp.data_name} of shape {comp.data_shape}")
         comp.check_data(x)
@@ -272,17 +238,15 @@ class Mixture(PytreeModel):
         return self._component.batch_checks(x)
 
     def stats(self, x: Array, resp: Array, tail: Array | None = None):
-        """The statistics (weights', component's) of responsibilities ``resp`` (N, K) (and of the tail
-        mass ``tail`` (N,) for Kurihara et al.)."""
+        """The statistics (weights', component's) of responsibilities ``resp`` (N, K) (and tail mass (N,))."""
         return self._weights.stats(resp, tail), self._component.stats(x, resp)
 
     def posterior_from_responsibilities(self, x: Array, resp: Array, tail: Array | None = None):
         """The coordinate-optimal q(beta) for responsibilities ``resp`` (N, K) (the M-step).
 
         Raises:
-          ValueError: naming ``x`` (the component's data checks), ``resp`` or ``tail`` where a
-            shape does not match (N rows; K columns; ``tail`` (N,)) or, for concrete arrays, an
-            entry is NaN, infinite or negative.
+          ValueError: naming ``x`` (the component's data checks), ``resp`` or ``tail`` where a shape
+            does not match ((N, K); (N,)) or, for concrete arrays, an entry is NaN, infinite or negative.
         """
         x, resp = program_argument(x), program_argument(resp)
         tail = None if tail is None else program_argument(tail)
@@ -306,21 +270,18 @@ class Mixture(PytreeModel):
         return conjugate_posterior(self.prior(), self.stats(x, jnp.asarray(resp, dt), tail))
 
     def init_globals(self, key: PRNGKey, x: Array | None = None):
-        """The component's starting q (:meth:`Component.initial_q`) and the weights' q from the data
-        counts it starts with.
+        """The component's starting q (:meth:`Component.initial_q`) and the weights' q from its data counts.
 
         Raises:
           ValueError: naming ``num_components`` when a finite mixture whose component seeds each copy at
             a distinct datum (the Gaussians' k-means++) is given fewer rows than components.
         """
-        dt = self._dtype()
-        if x is not None and self._component.distinct_seeds and self._weights.finite:
-            # a DP mixture's truncation level is an upper bound: its extra components start empty
+        if x is None:
+            q_comp, counts = self._component.initial_q(key, self.num_components, x)
+            return self._weights.initial_q(counts, None, self._dtype()), q_comp
+        if self._component.distinct_seeds and self._weights.finite:  # a DP's extra components start empty
             check_enough_points("num_components", self.num_components, np.shape(x)[0])
-        if x is not None:
-            return _initial_globals_from_data(self, key, x)
-        q_comp, counts = self._component.initial_q(key, self.num_components, x)
-        return self._weights.initial_q(counts, None, dt), q_comp
+        return _initial_globals_from_data(self, key, x)
 
     def log_resp(self, globals_view, x: Array) -> Array:
         """log r_nk (normalized over k) at a globals view, shape (N, K) (finite weights)."""
@@ -335,16 +296,14 @@ class Mixture(PytreeModel):
         comp.check_shape(x)
         if method == "gibbs" and key is None:
             raise ValueError("local_step(method='gibbs') needs a PRNG key")
-        dt = jax.tree_util.tree_leaves(globals_view)[0].dtype
-        x = comp.prepare(x, dt)
+        x = comp.prepare(x, jax.tree_util.tree_leaves(globals_view)[0].dtype)
         if self._weights.has_tail:
             return self._local_step_with_tail(globals_view, x)
         log_r = self.log_resp(globals_view, x)
         r = jnp.exp(log_r)
         local_terms = jnp.sum(entropy_of_probs(r)) + jnp.sum(comp.log_base_measure(x))
         if method == "gibbs":
-            z = jax.random.categorical(key, log_r, axis=-1)
-            r = jax.nn.one_hot(z, self.num_components, dtype=r.dtype)
+            r = jax.nn.one_hot(jax.random.categorical(key, log_r, axis=-1), self.num_components, dtype=r.dtype)
         return LocalResult(self.stats(x, r), local_terms, r)
 
     def _local_step_with_tail(self, globals_view, x: Array) -> LocalResult:
@@ -366,7 +325,6 @@ class Mixture(PytreeModel):
         local_terms = jnp.sum(entropy_of_probs(r)) + jnp.sum((1.0 - tail) * h) + jnp.sum(tail * (e_log_w + c - log_rho))
         return LocalResult(self.stats(x, r, tail), local_terms, jnp.concatenate([r, tail[:, None]], axis=1))
 
-    # -- point estimates and the predictive -----------------------------------------------------
     def expected_weights(self, q) -> Array:
         """E_q[pi] (K,), with a last entry for a Kurihara et al. tail's total mass."""
         return self._weights.expected_weights(q[0])
@@ -382,7 +340,7 @@ class Mixture(PytreeModel):
         """log p(x_n | q) per row: sum_k E[pi_k] p(x_n | q_k), each component's predictive under q(theta_k)
         (and for Kurihara et al. the tail's mass times the prior predictive)."""
         x = program_argument(x)
-        self._component.check_data(x)  # its dimensions and width (also traced) and its values
+        self._component.check_data(x)
         return self._log_predictive(q, x)
 
     @jax.jit
@@ -398,7 +356,7 @@ class Mixture(PytreeModel):
 
     def clusters_found(self, resp: Array, min_count: float = 1.0) -> int:
         """The number of components k <= K with expected count sum_n r_nk >= ``min_count`` (``resp``
-        the ``local_params`` of a local step; a Kurihara tail column is not counted)."""
+        a local step's ``local_params``; a Kurihara tail column is not counted)."""
         n_k = np.asarray(jnp.sum(resp[:, : self.num_components], 0))
         return int(np.sum(n_k >= min_count))
 

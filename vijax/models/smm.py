@@ -17,16 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import (
-    ArgumentError,
-    check_allocation,
-    check_float_dtype,
-    check_int,
-    check_scalar,
-    float_dtype,
-    ids_in_range,
-    is_tracer,
-)
+from vijax._validate import ArgumentError, check_allocation, check_float_dtype, check_int, check_scalar
+from vijax._validate import float_dtype, ids_in_range, is_tracer
 from vijax.models._base import program_argument
 from vijax.models._components import map_rows
 from vijax.types import Array, PRNGKey
@@ -49,8 +41,7 @@ class SMMStats(NamedTuple):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SMM(PytreeModel):
-    """The tutorial's simple mixture model: K components over an alphabet of V symbols, fitted by
-    ``vijax.inference.em`` (see the module docstring).
+    """The tutorial's simple mixture model: K components over V symbols, fitted by ``vijax.inference.em``.
 
     Args:
       num_components: K >= 1.
@@ -60,8 +51,8 @@ class SMM(PytreeModel):
       dtype: the float dtype of the parameters (None: JAX's default float).
 
     Raises:
-      ValueError: naming the argument: K or V not a positive integer, c < 1, a dtype that is not a
-        float dtype, or K x V parameters that would not fit in memory.
+      ValueError: naming the argument: K or V not a positive integer, c < 1, not a float dtype, or K x V
+        parameters that would not fit in memory.
 
     Examples:
         >>> import jax, numpy as np
@@ -91,10 +82,8 @@ class SMM(PytreeModel):
             "num_components * num_symbols", self.num_components * self.num_symbols, float_dtype(self.dtype).itemsize
         )
 
-    # -- data ----------------------------------------------------------------------------------------
     def batch_checks(self, batch) -> list:
-        """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): symbols in
-        [0, V)."""
+        """The value checks of a step's batch: symbols in [0, V)."""
         return [ids_in_range("batch symbol", batch, self.num_symbols)]
 
     def check_data(self, batch, name: str = "x") -> None:
@@ -112,18 +101,15 @@ class SMM(PytreeModel):
                 f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{x.min()}, {x.max()}]",
             )
 
-    # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
     def init_params(self, key: PRNGKey, batch=None) -> SMMParams:
-        """eta's rows drawn from Dirichlet(1) (this breaks the symmetry between components); pi
-        uniform. The batch is not needed (the sizes are the model's)."""
+        """eta's rows drawn from Dirichlet(1) (breaking the symmetry between components); pi uniform."""
         dt = float_dtype(self.dtype)
         k = self.num_components
         e = jax.random.exponential(key, (k, self.num_symbols), dt)  # normalized: Dirichlet(1) rows
         return SMMParams(jnp.full((k,), 1.0 / k, dt), e / jnp.sum(e, -1, keepdims=True))
 
     def responsibilities(self, params: SMMParams, x: Array) -> tuple[Array, Array]:
-        """(r (m, K), log p(x_i | theta) (m,)): the E-step's posterior of each datum's component
-        and its marginal log-likelihood, in log space."""
+        """(r (m, K), log p(x_i | theta) (m,)): each datum's posterior over components and its log-likelihood."""
         logits = jnp.log(params.weights)[None, :] + jnp.log(params.probs).T[x]  # (m, K)
         log_px = jax.scipy.special.logsumexp(logits, axis=-1)
         return jnp.exp(logits - log_px[:, None]), log_px
@@ -141,8 +127,7 @@ class SMM(PytreeModel):
         return SMMParams(map_rows(stats.component, c), map_rows(stats.symbol, c))
 
     def log_prior(self, params: SMMParams) -> Array:
-        """log p(theta) up to a constant: (c - 1)(sum_k log pi_k + sum_kw log eta_kw); 0 for maximum
-        likelihood (c = 1)."""
+        """log p(theta) up to a constant: (c - 1)(sum_k log pi_k + sum_kw log eta_kw); 0 for c = 1."""
         if self.concentration == 1.0:
             return jnp.zeros((), params.weights.dtype)
         c1 = self.concentration - 1.0

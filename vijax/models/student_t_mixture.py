@@ -16,8 +16,7 @@ C_k = sum_n r_nk E[u] x_n x_n^T and e_k = sum_n r_nk (E[log u] - E[u])::
     pi_k = n_k / N,   mu_k = b_k / a_k,   Sigma_k = (C_k - b_k b_k^T / a_k) / n_k,
 
 and, when learned, nu_k the root of -psi(nu / 2) + log(nu / 2) + 1 + e_k / n_k = 0 (decreasing in nu),
-found by ``dof_steps`` bisection steps on log nu within ``dof_bounds``. The log-likelihood never
-decreases. (The tutorial's "SMM" is its simple mixture of categoricals, ``vijax.models.SMM``.)
+found by ``dof_steps`` bisection steps on log nu within ``dof_bounds``.
 """
 
 from __future__ import annotations
@@ -30,23 +29,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import (
-    INT32_MAX,
-    finite_values,
-    check_allocation,
-    check_bool,
-    check_data_array,
-    check_enough_points,
-    check_float_dtype,
-    check_int,
-    check_scalar,
-    float_dtype,
-    is_tracer,
-    ArgumentError,
-)
+from vijax._validate import INT32_MAX, ArgumentError, check_allocation, check_bool
+from vijax._validate import check_enough_points, check_float_dtype, check_int, check_scalar
+from vijax._validate import float_dtype, is_tracer
 from vijax.expfam import digamma
 from vijax.models._components import kmeanspp_centers, student_t_log_density
-from vijax.models.gmm_em import check_em_params
+from vijax.models.gmm_em import DenseDataChecks, check_em_params
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
 
@@ -81,9 +69,8 @@ def _dof_bounds(value) -> tuple[float, float]:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class StudentTMixture(PytreeModel):
-    """A mixture of K multivariate Student-t distributions with full scale matrices, fitted by EM
-    (``vijax.inference.em``; the ``EMModel`` protocol).
+class StudentTMixture(DenseDataChecks, PytreeModel):
+    """A mixture of K multivariate Student-t distributions with full scale matrices, fitted by EM (``EMModel``).
 
     Args:
       num_components: K >= 1.
@@ -91,9 +78,8 @@ class StudentTMixture(PytreeModel):
       dof: the starting (``learn_dof=True``) or fixed (``learn_dof=False``) degrees of freedom (> 0).
       learn_dof: update each nu_k in the M-step by the 1-D root find, or keep ``dof``.
       dof_bounds: (low, high), 0 < low < high: the interval the learned nu_k are kept in.
-      dof_steps: bisection steps of the root find (>= 1; 60 halve the log-interval to below 1e-16).
-      reg_covar: added to the diagonal of each Sigma_k in the M-step (>= 0), as scikit-learn's
-        ``GaussianMixture`` does.
+      dof_steps: bisection steps of the root find (>= 1).
+      reg_covar: added to the diagonal of each Sigma_k in the M-step (>= 0).
       dtype: float dtype (default: JAX's default float).
 
     Examples:
@@ -127,15 +113,6 @@ class StudentTMixture(PytreeModel):
         k, d = self.num_components, self.dim
         check_allocation("num_components * dim**2", k * d * d, float_dtype(self.dtype).itemsize)
 
-    # -- data and parameters -------------------------------------------------------------------------
-    def batch_checks(self, x) -> list:
-        """The value check of a step's batch (``vijax.inference.base.check_step_batch``): finite data."""
-        return [finite_values("batch x", x)]
-
-    def check_data(self, x) -> None:
-        """Raises ValueError naming ``x`` unless it is a finite (N, dim) array with N >= 1."""
-        check_data_array("x", x, ndim=2, last_dim=self.dim)
-
     def check_params(self, params: StudentTMixtureParams) -> None:
         """Raises ValueError naming the field: shapes, weights on the simplex, SPD scales, positive dofs."""
         k, d = self.num_components, self.dim
@@ -149,8 +126,8 @@ class StudentTMixture(PytreeModel):
                 raise ArgumentError("params", "params.covariances must be symmetric positive definite")
 
     def init_params(self, key: PRNGKey, x=None) -> StudentTMixtureParams:
-        """Uniform weights, nu_k = ``dof``; with data: k-means++ means and the data's covariance for
-        every Sigma_k; without: standard-normal means and identity scales."""
+        """Uniform weights, nu_k = ``dof``; with data k-means++ means and the data's covariance for every
+        Sigma_k, without standard-normal means and identity scales."""
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         if x is None:
@@ -165,7 +142,6 @@ class StudentTMixture(PytreeModel):
             jnp.full((k,), 1.0 / k, dt), means, jnp.broadcast_to(cov, (k, d, d)), jnp.full((k,), self.dof, dt)
         )
 
-    # -- densities -----------------------------------------------------------------------------------
     def _component_log_probs(self, params: StudentTMixtureParams, x: Array):
         """log pi_k + log t_{nu_k}(x_n; mu_k, Sigma_k) (N, K), and delta (N, K)."""
         lp, delta = student_t_log_density(x, params.means, params.covariances, params.dofs)
@@ -190,7 +166,6 @@ class StudentTMixture(PytreeModel):
         """(r (N, K), E[u | x, z = k] (N, K), E[log u | x, z = k] (N, K)): the E-step's posterior."""
         return self._posterior(params, jnp.asarray(x, params.means.dtype))[1:]
 
-    # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
     def e_step(self, params: StudentTMixtureParams, x):
         """The statistics of the M-step under p(z, u | x, params), and log p(x | params) summed."""
         x = jnp.asarray(x, params.means.dtype)
@@ -207,8 +182,8 @@ class StudentTMixture(PytreeModel):
         return stats, jnp.sum(log_px)
 
     def m_step(self, stats: StudentTStats) -> StudentTMixtureParams:
-        """The maximizer of the expected complete-data log-likelihood (see the module docstring). A
-        component without responsibility keeps finite values (zero mean, identity scale)."""
+        """The maximizer of the expected complete-data log-likelihood (see the module docstring); a component
+        without responsibility gets zero mean and identity scale."""
         n, a = stats.n, stats.u
         dt = n.dtype
         d = self.dim
@@ -236,14 +211,14 @@ def _jit_log_likelihood(model: StudentTMixture, params: StudentTMixtureParams, x
 
 
 def dof_equation(nu: Array, mean_log_u_minus_u: Array) -> Array:
-    """-psi(nu / 2) + log(nu / 2) + 1 + c, the derivative (times 2 / n_k) of the expected
-    complete-data log-likelihood in nu_k (Peel and McLachlan 2000), c = e_k / n_k."""
+    """-psi(nu / 2) + log(nu / 2) + 1 + c, c = e_k / n_k: 2 / n_k times the derivative in nu_k of the expected
+    complete-data log-likelihood (Peel and McLachlan 2000)."""
     return -digamma(0.5 * nu) + jnp.log(0.5 * nu) + 1.0 + mean_log_u_minus_u
 
 
 def solve_dof(mean_log_u_minus_u: Array, bounds: tuple, steps: int) -> Array:
-    """The root in nu of :func:`dof_equation`, elementwise, by ``steps`` bisection steps on log nu
-    within ``bounds`` (the bound itself when the root lies outside). Jit- and vmap-able."""
+    """The root in nu of :func:`dof_equation`, elementwise, by ``steps`` bisection steps on log nu within
+    ``bounds`` (the bound itself when the root lies outside)."""
     c = jnp.asarray(mean_log_u_minus_u)
     lo = jnp.full(c.shape, np.log(bounds[0]), c.dtype)
     hi = jnp.full(c.shape, np.log(bounds[1]), c.dtype)
