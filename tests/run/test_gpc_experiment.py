@@ -161,7 +161,7 @@ def test_step_size_grids_equal_runs_one_by_one():
         n = exact.num_data
         full = np.arange(n)
         svi_batches, spp = epoch_batches(n, s["batch_size"], jax.random.PRNGKey(7))
-        points = {p.method: p for p in _step_size_points(s, a, exact, mc, lambda k, t: full, svi_batches, spp)}
+        points = {p.method: p for p in _step_size_points(s, a, exact, mc, svi_batches, spp)}
         own = {
             "gd": optax_vi(exact, optimizer="gd", schedule=1e-2),
             "pg_svi": prox_svi(mc, num_data=n, schedule=0.03, num_samples=5),

@@ -1,23 +1,19 @@
-"""GP classification experiments of Khan et al. 2016, "Faster stochastic variational inference
-using proximal-gradient methods with general divergence functions", §6.1.
+"""GP classification experiments of Khan et al. 2016, "Faster stochastic variational inference using
+proximal-gradient methods with general divergence functions", §6.1.
 
 ``gpc_compare`` (Figure 2): PG-SVI (``prox_svi``, the runner's algorithm) against SGD and the four
-adaptive methods of appendix G (``Baseline`` runs on the same minibatches), by the exact ELBO
-(Gauss-Hermite) and the test log-loss (bits) after every pass. The optimum L* is a further
-``Baseline``, batch PG with exact gradients. The report counts each method's passes to within
-``algorithm.within`` and 10% of the best ELBO any method reached and of L*.
+adaptive methods of appendix G (baselines on the same minibatches), by the exact ELBO (Gauss-Hermite)
+and the test log-loss (bits) after every pass, and the passes each takes to within
+``algorithm.within`` and 10% of the best ELBO reached and of the optimum L* (batch PG, exact gradients).
 
-``gpc_step_size`` (Figure 1): examples seen until converged against the step size, for batch
-gradient descent on (m, L) ('GD'), batch proximal-gradient with exact ('PG') and Monte Carlo
-('PG-MC') gradients, and PG-SVI. Each method's sweep is one program
-(``vijax.inference.factory_grid``: the step size held in the state, every step size on the same
-batches with the same keys as its own run), so its step sizes share one wall time. "Converged"
-is L_p >= L* - tol |L*| after pass p: the paper's rule (a change between passes below a
+``gpc_step_size`` (Figure 1): examples seen until converged against the step size, for batch gradient
+descent on (m, L) ('GD'), batch proximal-gradient with exact ('PG') and Monte Carlo ('PG-MC')
+gradients, and PG-SVI; each method's step sizes run as one program (``vijax.inference.factory_grid``).
+"Converged" is L_p >= L* - tol |L*| after pass p: the paper's rule (a change between passes below a
 threshold) declares small-step GD converged after one pass far from the optimum.
 
-``PAPER`` holds the settings of the paper and its reference code (github.com/emtiyaz/prox-grad-svi,
-``experiments/method_comparison_asgd.m``); SGD's rate and the settings of the two scikit-learn data
-sets are marked as this experiment's choices.
+``PAPER`` holds the settings of the paper and its code (github.com/emtiyaz/prox-grad-svi,
+``experiments/method_comparison_asgd.m``); SGD's rate and the two scikit-learn data sets' are ours.
 """
 
 from __future__ import annotations
@@ -37,24 +33,13 @@ from vijax.models import GPClassification
 from vijax.run import Baseline, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 from vijax.run import SEED_BOUND
 from ._common import md_table
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
 # dataset -> settings. beta_n is beta * N (PG-SVI's beta = beta_n / N, r = 1 / (1 + beta)).
 _PAPER_KEYS = (
-    "log_lengthscale",
-    "log_scale",
-    "jitter",
-    "batch_size",
-    "num_samples",
-    "beta_n",
-    "sgd_rate",
-    "adam_rate",
-    "adagrad_rate",
-    "rmsprop_rate",
-    "rmsprop_decay",
-    "adadelta_rate",
-    "adadelta_rho",
-)
+    "log_lengthscale log_scale jitter batch_size num_samples beta_n sgd_rate adam_rate adagrad_rate rmsprop_rate "
+    "rmsprop_decay adadelta_rate adadelta_rho"
+).split()
 PAPER = {
     name: dict(zip(_PAPER_KEYS, row))
     for name, row in {
@@ -71,17 +56,8 @@ PAPER = {
 }
 
 BASELINES = ("sgd", "adagrad", "rmsprop", "adadelta", "adam")
-LABELS = {
-    "pg_svi": "PG-SVI",
-    "sgd": "SGD",
-    "adagrad": "Adagrad",
-    "rmsprop": "RMSprop",
-    "adadelta": "Adadelta",
-    "adam": "Adam",
-    "gd": "GD",
-    "pg": "PG",
-    "pg_mc": "PG-MC",
-}
+LABELS = {"pg_svi": "PG-SVI", "sgd": "SGD", "adagrad": "Adagrad", "rmsprop": "RMSprop", "adadelta": "Adadelta"}
+LABELS |= {"adam": "Adam", "gd": "GD", "pg": "PG", "pg_mc": "PG-MC"}
 
 _MODEL_DEFAULTS = {"log_lengthscale": None, "log_scale": None, "jitter": None, "mean_update": "paper"}
 _DATA_DEFAULTS = {"dataset": "ionosphere", "split_seed": 0}
@@ -102,9 +78,7 @@ _COMPARE_ALG = {
     "adadelta_rate": None,
     "adadelta_rho": None,
     "within": 0.01,
-    # L*: batch PG with exact (quadrature) gradients on the full data (beta = 0.3 converges on every
-    # data set of PAPER); 0 steps: no optimum
-    "optimum_beta": 0.3,
+    "optimum_beta": 0.3,  # L*: batch PG, exact gradients (0.3 converges on every data set; optimum_steps 0: none)
     "optimum_steps": 300,
     "blas_threads": 1,
 }
@@ -189,17 +163,6 @@ def _resolve(sections: dict) -> tuple[dict, object]:
     return s, data
 
 
-def _limit_blas(threads):
-    """Pins the BLAS/LAPACK thread pools (JAX's CPU Cholesky) to ``threads``; None leaves them alone."""
-    if threads is None:
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return
-    threadpool_limits(int(threads), user_api="blas")
-
-
 def _model(s: dict, data, quadrature: bool = False) -> GPClassification:
     model = GPClassification(
         data.x_train,
@@ -210,7 +173,13 @@ def _model(s: dict, data, quadrature: bool = False) -> GPClassification:
         mean_update=s["mean_update"],
         quadrature=quadrature,
     )
-    _limit_blas(s.get("blas_threads", 1))  # after the first Cholesky has loaded LAPACK
+    threads = s.get("blas_threads", 1)
+    if threads is not None:  # pin BLAS/LAPACK (JAX's CPU Cholesky), loaded by the first Cholesky
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+            return model
+        threadpool_limits(int(threads), user_api="blas")
     return model
 
 
@@ -220,9 +189,7 @@ def _evaluator(model: GPClassification, data, on_params: bool = False):
 
     @jax.jit
     def scores(q):
-        if on_params:
-            return model.elbo_params(q), model.log_loss(q, data.x_test, data.y_test)
-        return model.elbo(q), model.log_loss(q, data.x_test, data.y_test)
+        return (model.elbo_params(q) if on_params else model.elbo(q)), model.log_loss(q, data.x_test, data.y_test)
 
     def evaluate(state) -> dict:
         e, ll = scores(state.q_global)
@@ -268,18 +235,17 @@ def optimum_elbo(trace) -> dict:
     return {"elbo": float(e.max()), "last_change": float(abs(e[-1] - e[-1 - k])) if e.size > k else float("nan")}
 
 
+def _full_batch_run(name: str, alg, exact: Callable, steps: int, num_data: int) -> Baseline:
+    """``alg`` on the full data for ``steps`` steps, as a ``Baseline`` whose ``info.elbo`` is ``exact(state)``."""
+    full = jnp.arange(num_data)
+    settings = {"num_steps": steps, "chunk_size": min(50, steps), "tol": None}
+    return Baseline(name, replace_elbo(alg, exact), batch_fn=lambda key, t: full, settings=settings)
+
+
 def _optimum_baseline(exact: GPClassification, beta: float, steps: int) -> Baseline:
-    """L* of both experiments: batch PG on the full data with the exact (quadrature) gradients of
-    ``exact`` for ``steps`` steps of ``beta``, as a ``Baseline`` named "optimum" whose
-    ``info.elbo`` is the exact ELBO."""
-    full = jnp.arange(exact.num_data)
+    """L*: batch PG with the exact (quadrature) gradients of ``exact``, ``steps`` steps of ``beta``."""
     alg = prox_svi(exact, num_data=exact.num_data, schedule=beta, num_samples=1)
-    return Baseline(
-        "optimum",
-        replace_elbo(alg, lambda st: exact.elbo(st.q_global)),
-        batch_fn=lambda key, t: full,
-        settings={"num_steps": steps, "chunk_size": min(50, steps), "tol": None},
-    )
+    return _full_batch_run("optimum", alg, lambda st: exact.elbo(st.q_global), steps, exact.num_data)
 
 
 # ---- Figure 2 ---------------------------------------------------------------------------------
@@ -288,9 +254,9 @@ def _optimum_baseline(exact: GPClassification, beta: float, steps: int) -> Basel
 @register_experiment(
     "gpc_compare",
     defaults={
-        "model": dict(_MODEL_DEFAULTS),
-        "data": dict(_DATA_DEFAULTS),
-        "algorithm": dict(_COMPARE_ALG),
+        "model": _MODEL_DEFAULTS,
+        "data": _DATA_DEFAULTS,
+        "algorithm": _COMPARE_ALG,
         "run": {"num_steps": 560, "chunk_size": 56, "eval_every": 56, "x64": True, "progress": False},
     },
     bounds=_COMPARE_BOUNDS,
@@ -392,8 +358,8 @@ def examples_to_converge(elbos, target: float, tol: float, examples_per_point: i
 @register_experiment(
     "gpc_step_size",
     defaults={
-        "model": dict(_MODEL_DEFAULTS),
-        "data": dict(_DATA_DEFAULTS),
+        "model": _MODEL_DEFAULTS,
+        "data": _DATA_DEFAULTS,
         "algorithm": {
             "gd_rates": [1e-3, 3e-3, 1e-2],
             "pg_betas": [0.1, 0.3, 1.0, 3.0],
@@ -427,7 +393,7 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
     main = prox_svi(exact_model, num_data=n, schedule=a["pg_betas"][0], num_samples=1)
     evaluate = _evaluator(exact_model, data)
     svi_batches, spp = epoch_batches(n, mb, jax.random.PRNGKey(seed + 7))
-    points = _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp)
+    points = _step_size_points(s, a, exact_model, mc_model, svi_batches, spp)
 
     def report(result, out_dir, baselines):
         t0 = time.time()
@@ -485,7 +451,7 @@ class _Point(NamedTuple):
     exact: Callable  # state -> the exact ELBO of each point, shape (G,)
 
 
-def _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp) -> list:
+def _step_size_points(s, a, exact_model, mc_model, svi_batches, spp) -> list:
     """The optimum's run (first), then one program per method over its step sizes
     (``factory_grid``: the step size held in the state, every step size on the same batches with
     the same keys as its own run): the batch methods on the full data with their exact ELBO as
@@ -496,16 +462,11 @@ def _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp)
     exact_p = lambda st: exact_model.elbo_params(st.q_global)
 
     def batch(method, sizes, alg, exact, steps):
-        return _Point(
-            method,
-            tuple(sizes),
-            Baseline(
-                f"{method}_grid",
-                replace_elbo(alg, exact),
-                batch_fn=full_batch,
-                settings={"num_steps": steps, "chunk_size": min(50, steps), "tol": None},
-            ),
-            exact,
+        return _Point(method, tuple(sizes), _full_batch_run(f"{method}_grid", alg, exact, steps, n), exact)
+
+    def pg_grid(model, num_samples, betas):
+        return factory_grid(
+            lambda beta: prox_svi(model, num_data=n, schedule=beta, num_samples=num_samples), beta=betas
         )
 
     steps = a["max_passes_batch"]
@@ -515,16 +476,10 @@ def _step_size_points(s, a, exact_model, mc_model, full_batch, svi_batches, spp)
     # named optimizer's concrete check of its rate would refuse (the config's bounds check the rates)
     gd = factory_grid(lambda lr: optax_vi(exact_model, optimizer=optax.sgd(lr)), lr=a["gd_rates"])
     points.append(batch("gd", a["gd_rates"], gd, on_grid(exact_p), steps))
-    pg = factory_grid(lambda beta: prox_svi(exact_model, num_data=n, schedule=beta, num_samples=1), beta=a["pg_betas"])
-    points.append(batch("pg", a["pg_betas"], pg, on_grid(exact_q), steps))
-    pg_mc = factory_grid(
-        lambda beta: prox_svi(mc_model, num_data=n, schedule=beta, num_samples=a["pg_mc_samples"]),
-        beta=a["pg_mc_betas"],
-    )
+    points.append(batch("pg", a["pg_betas"], pg_grid(exact_model, 1, a["pg_betas"]), on_grid(exact_q), steps))
+    pg_mc = pg_grid(mc_model, a["pg_mc_samples"], a["pg_mc_betas"])
     points.append(batch("pg_mc", a["pg_mc_betas"], pg_mc, on_grid(exact_q), steps))
-    pg_svi = factory_grid(
-        lambda beta: prox_svi(mc_model, num_data=n, schedule=beta, num_samples=s["num_samples"]), beta=a["pg_svi_betas"]
-    )
+    pg_svi = pg_grid(mc_model, s["num_samples"], a["pg_svi_betas"])
     exact_svi = jax.jit(on_grid(exact_q))
     points.append(
         _Point(
@@ -561,44 +516,34 @@ def _elbo_curves(point: _Point, baselines: dict, init_key) -> np.ndarray:
 @optional_plot
 def plot_compare(path, curves, name, labels):
     """Figure 2 of Khan et al. 2016: negative ELBO and test log-loss against passes, one line per method."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4))
-    ax = fig.subplots(1, 2)
-    for m, c in curves.items():
-        p = np.maximum(np.asarray(c["passes"]), 1e-2)
-        ax[0].plot(p, -np.asarray(c["elbo"]), label=labels[m], lw=2 if m == "pg_svi" else 1)
-        ax[1].plot(p, c["log_loss"], label=labels[m], lw=2 if m == "pg_svi" else 1)
-    for a, t in zip(ax, ("negative ELBO", "test log-loss (bits)")):
-        a.set(xscale="log", xlabel="passes", title=f"{name}: {t}")
-    ax[0].set_yscale("log")
-    ax[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with figure(path, (11, 4), 1, 2) as (fig, ax):
+        for m, c in curves.items():
+            p = np.maximum(np.asarray(c["passes"]), 1e-2)
+            ax[0].plot(p, -np.asarray(c["elbo"]), label=labels[m], lw=2 if m == "pg_svi" else 1)
+            ax[1].plot(p, c["log_loss"], label=labels[m], lw=2 if m == "pg_svi" else 1)
+        for a, t in zip(ax, ("negative ELBO", "test log-loss (bits)")):
+            a.set(xscale="log", xlabel="passes", title=f"{name}: {t}")
+        ax[0].set_yscale("log")
+        ax[0].legend()
 
 
 @optional_plot
 def plot_step_size(path, out, name, cap, labels):
     """Figure 1 of Khan et al. 2016: examples seen until converged against the step size (x: not
     converged within the budget ``cap``)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 4))
-    ax = fig.subplots()
-    for m, lst in out.items():
-        ss = np.array([r[0] for r in lst], float)
-        ex = np.array([np.nan if r[1] is None else r[1] for r in lst], float)
-        (line,) = ax.plot(ss, ex, "o-", label=labels[m])
-        miss = np.isnan(ex)
-        if miss.any():
-            ax.plot(ss[miss], np.full(miss.sum(), cap), "x", color=line.get_color())
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="step size",
-        ylabel="examples seen until converged",
-        title=f"{name} (x: not converged within the budget)",
-    )
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with figure(path, (6, 4)) as (fig, ax):
+        for m, lst in out.items():
+            ss = np.array([r[0] for r in lst], float)
+            ex = np.array([np.nan if r[1] is None else r[1] for r in lst], float)
+            (line,) = ax.plot(ss, ex, "o-", label=labels[m])
+            miss = np.isnan(ex)
+            if miss.any():
+                ax.plot(ss[miss], np.full(miss.sum(), cap), "x", color=line.get_color())
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="step size",
+            ylabel="examples seen until converged",
+            title=f"{name} (x: not converged within the budget)",
+        )
+        ax.legend()
