@@ -97,10 +97,9 @@ class _Timed:
         return out
 
 
-def _grid_eval(model, observed, heldout, batch_size: int, grid: bool) -> _Timed:
-    """The held-out score of every restart of every setting ``j`` of a program (one jitted ``vmap``), under keys
-    ``p<j>|heldout_...``. ``grid``: the state is a ``hyperparameter_grid``'s under ``restarts`` (leaves (R, G, ...),
-    ``state.hyper`` each setting's alpha and eta); otherwise one setting's ``restarts`` (leaves (R, ...))."""
+def _grid_eval(model, observed, heldout, batch_size: int) -> _Timed:
+    """The held-out score of every restart of every setting ``j`` of a ``restarts(hyperparameter_grid(...))``
+    program (leaves (R, G, ...), ``state.hyper`` each setting's alpha and eta), under keys ``p<j>|heldout_...``."""
     if not np.any((np.asarray(observed.doc_unique_words) > 0) & (np.asarray(heldout.doc_unique_words) > 0)):
         # checked here: under jit the per-word score of a held-out set without tokens is NaN
         raise ArgumentError(
@@ -110,10 +109,7 @@ def _grid_eval(model, observed, heldout, batch_size: int, grid: bool) -> _Timed:
         )
     ob, hb = _whole(observed), _whole(heldout)
     one = lambda q, hyper: _per_word(model, q, ob, hb, hyper)  # noqa: E731
-    if grid:  # over restarts, then settings
-        score = jax.jit(lambda st: jax.vmap(jax.vmap(one))(st.q_global, st.hyper))
-    else:
-        score = jax.jit(lambda st: jax.vmap(lambda q: one(q, None))(st.q_global)[:, None])
+    score = jax.jit(lambda st: jax.vmap(jax.vmap(one))(st.q_global, st.hyper))  # over restarts, then settings
 
     def scores(state) -> dict:
         return {k: v for j, s in enumerate(np.asarray(score(state)).T) for k, v in _stats(f"p{j}|heldout", s).items()}
@@ -125,11 +121,6 @@ def _point_evals(evals: list, j: int) -> list:
     """Setting ``j``'s evaluations out of its program's: the shared entries and that setting's, unprefixed."""
     tag = f"p{j}|"
     return [{k.removeprefix(tag): v for k, v in ev.items() if k.startswith(tag) or "|" not in k} for ev in evals]
-
-
-def _holds_hyperparameters(alg) -> bool:
-    """Whether ``alg``'s state has a ``hyper`` field (``inject_hyperparameters``), from its shape alone."""
-    return "hyper" in getattr(jax.eval_shape(alg.init, jax.random.PRNGKey(0)), "_fields", ())
 
 
 class _Program(NamedTuple):
@@ -172,28 +163,16 @@ class _Corpus:
         """The M-step ``g`` with the E-step ``l`` on ``model``, with the experiment's step sizes."""
         return make_algorithm(M_STEPS[g], model, local=l, **self.settings)
 
-    def _program(self, name, indices, model, alg, grid: bool) -> _Program:
-        ev = _grid_eval(model, self.observed, self.heldout, self.a["batch_size"], grid)
-        return _Program(name, tuple(indices), restarts(alg, self.a["restarts"]), ev)
-
     def programs(self, settings) -> list:
-        """One ``_Program`` per (M-step, E-step) pair, in the order of ``settings``: its alpha x eta grid, or
-        one per setting where the M-step's state cannot hold the hyperparameters (no ``hyper`` field)."""
+        """One ``_Program`` per (M-step, E-step) pair, in the order of ``settings``: its alpha x eta grid."""
         out = []
-        for p_i, (g, l) in enumerate(dict.fromkeys((g, l) for g, l, _, _ in settings)):
+        for p_i, (g, l) in enumerate(dict.fromkeys(s[:2] for s in settings)):
             idx = [i for i, s in enumerate(settings) if s[:2] == (g, l)]
             model = make_model(self.m, self.train.vocab_size, alpha=settings[idx[0]][2], eta=settings[idx[0]][3])
-            base = self.algorithm(g, l, model)
-            if _holds_hyperparameters(base):
-                values = {"alpha": [settings[i][2] for i in idx], "eta": [settings[i][3] for i in idx]}
-                alg = hyperparameter_grid(base, model, **values)
-                out.append(self._program(f"{self.name}_{p_i}_{g}_{l}", idx, model, alg, grid=True))
-                continue
-            for i in idx:  # one program per setting; its name unique also where the grid repeats a value
-                _, _, al, e = settings[i]
-                own = make_model(self.m, self.train.vocab_size, alpha=al, eta=e)
-                name = f"{self.name}_{i}_{g}_{l}_alpha{al:g}_eta{e:g}"
-                out.append(self._program(name, [i], own, self.algorithm(g, l, own), grid=False))
+            values = {"alpha": [settings[i][2] for i in idx], "eta": [settings[i][3] for i in idx]}
+            alg = restarts(hyperparameter_grid(self.algorithm(g, l, model), model, **values), self.a["restarts"])
+            ev = _grid_eval(model, self.observed, self.heldout, self.a["batch_size"])
+            out.append(_Program(f"{self.name}_{p_i}_{g}_{l}", tuple(idx), alg, ev))
         return out
 
 
