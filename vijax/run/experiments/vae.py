@@ -42,8 +42,8 @@ _DATA |= {"seed": 0, "batch_size": 100}
 _ALG = {"name": "aevb", "optimizer": "adam", "learning_rate": 3e-3, "num_samples": 1, "bayesian_decoder": False}
 _ALG |= {"prior_scale": 1.0, "init_scale": 0.01, "compare": True, "elbo_samples": 10, "iw_samples": 1000}
 _ALG |= {"iw_chunk": 250, "iw_repeats": 5, "num_images": 10}
-_DEFAULTS = {"model": _MODEL, "data": _DATA, "algorithm": _ALG}
-_DEFAULTS["run"] = {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False}
+_RUN = {"num_steps": 10000, "chunk_size": 1000, "eval_every": 2000, "progress": False}
+_DEFAULTS = {"model": _MODEL, "data": _DATA, "algorithm": _ALG, "run": _RUN}
 
 _BOUNDS = {"model.latent_dim": ">= 1", "model.hidden": "each >= 1", "model.obs_scale": "> 0"}
 _BOUNDS |= {"data.threshold": "in (0, 1)", "data.split_seed": SEED_BOUND, "data.test_fraction": "in (0, 1)"}
