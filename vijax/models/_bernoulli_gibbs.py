@@ -1,26 +1,17 @@
 """Collapsed Gibbs sampling for the finite DP mixture of Bernoullis (Neal 2000, algorithm 3 for the
 finite Dirichlet prior), the reference of Hoffman & Blei 2015, §4.2.
 
-With pi and phi integrated out, the state is the assignments z alone, summarized by the counts
-n_k = #{n : z_n = k} and c_kd = sum_{n : z_n = k} y_nd. The collapsed joint is a product of a
-Dirichlet-multinomial and K x D Beta-Bernoulli marginal likelihoods::
+With pi and phi integrated out the state is the assignments z, summarized by n_k = #{n : z_n = k}
+and c_kd = sum_{n : z_n = k} y_nd::
 
     log p(y, z) = lgamma(alpha) - lgamma(N + alpha) + sum_k [lgamma(n_k + alpha/K) - lgamma(alpha/K)]
                   + sum_kd [log B(a + c_kd, b + n_k - c_kd) - log B(a, b)],
-
-and the conditional of one assignment given the others (counts without datum n, marked ^-n) is
-the ratio p(y, z_n = k, z^-n) / p(y, z^-n)::
-
     p(z_n = k | z^-n, y) ∝ (n_k^-n + alpha/K) prod_d (c_kd^-n + a)^y_nd (n_k^-n - c_kd^-n + b)^(1 - y_nd)
                            / (n_k^-n + a + b)^D.
 
-A sweep visits the data in a random order; the tables log(c + a) and log(n - c + b) (K x D) are kept
-in the state and a move recomputes the two rows it touches. The sampler starts with a sequential pass
-that draws each z_n given the data placed before it.
-
-Point estimates are Rao-Blackwellized posterior means, averaged over the sweeps after burn-in::
-
-    E[pi_k | z] = (n_k + alpha/K) / (N + alpha),   E[phi_kd | z] = (c_kd + a) / (n_k + a + b).
+A sweep visits the data in a random order, after a sequential first pass. Point estimates are the
+Rao-Blackwellized means E[pi_k | z] = (n_k + alpha/K) / (N + alpha), E[phi_kd | z] = (c_kd + a) /
+(n_k + a + b), averaged over the sweeps after burn-in.
 """
 
 from __future__ import annotations
@@ -37,8 +28,7 @@ from vijax.types import Array, PRNGKey
 
 
 class GibbsSampler(NamedTuple):
-    """``init(key, y) -> state`` and ``step(key, state, y) -> (state, info)``: the shape of
-    ``vijax.inference.VIAlgorithm`` (which this layer does not import), so the runner drives it."""
+    """``init(key, y) -> state`` and ``step(key, state, y) -> (state, info)``, shaped as a ``VIAlgorithm``."""
 
     init: Callable
     step: Callable
@@ -57,7 +47,7 @@ class GibbsState(NamedTuple):
 
 
 class GibbsInfo(NamedTuple):
-    elbo: Array  # the collapsed log joint log p(y, z) after the sweep (named so the runner traces it)
+    elbo: Array  # the collapsed log joint log p(y, z) after the sweep
     num_occupied: Array  # components holding at least one datum
 
 
@@ -93,20 +83,9 @@ def init(key: PRNGKey, y: Array, *, model) -> GibbsState:
     model.check_data(y)
     y = jnp.asarray(y, jnp.result_type(float))
     k, d = model.num_components, model.dim
-    counts, ones = jnp.zeros((k,), y.dtype), jnp.zeros((k, d), y.dtype)
-    log_one, log_zero = _tables(model, counts, ones)
-    zero = jnp.zeros((), jnp.int32)
-    empty = GibbsState(
-        jnp.full((y.shape[0],), -1, jnp.int32),
-        counts,
-        ones,
-        log_one,
-        log_zero,
-        jnp.zeros((k,), y.dtype),
-        jnp.zeros((k, d), y.dtype),
-        zero,
-        zero,
-    )
+    counts, ones, zero = jnp.zeros((k,), y.dtype), jnp.zeros((k, d), y.dtype), jnp.zeros((), jnp.int32)
+    tables = _tables(model, counts, ones)
+    empty = GibbsState(jnp.full((y.shape[0],), -1, jnp.int32), counts, ones, *tables, counts, ones, zero, zero)
     return _sweep(empty, y, key, model)
 
 
@@ -180,10 +159,8 @@ def point_estimates(model, state: GibbsState) -> tuple[Array, Array]:
 
 
 def collapsed_gibbs(model, *, burn_in: int = 0) -> GibbsSampler:
-    """Collapsed Gibbs sampling for a ``BernoulliMixture`` as an (init, step) pair.
-
-    ``init(key, y)`` runs the sequential first pass; ``step(key, state, y)`` one sweep. Both jit
-    (the sweep is a ``lax.fori_loop`` over the data) and vmap over chains.
+    """Collapsed Gibbs sampling for a ``BernoulliMixture``: ``init(key, y)`` runs the sequential first
+    pass, ``step(key, state, y)`` one sweep; both jit and vmap over chains.
 
     Args:
       model: a :class:`~vijax.models.bernoulli_mixture.BernoulliMixture`.
@@ -206,15 +183,3 @@ def collapsed_gibbs(model, *, burn_in: int = 0) -> GibbsSampler:
         return init(key, y, model=model)
 
     return GibbsSampler(init=init_fn, step=lambda key, state, y: step(key, state, y, model=model, burn_in=burn_in))
-
-
-__all__ = [
-    "GibbsInfo",
-    "GibbsSampler",
-    "GibbsState",
-    "collapsed_gibbs",
-    "collapsed_log_joint",
-    "conditional_logits",
-    "point_estimates",
-    "posterior_means",
-]

@@ -1,26 +1,19 @@
-"""Bayesian linear regression with automatic relevance determination (ARD).
-
-Blei, Kucukelbir and McAuliffe (2017), *Variational Inference: A Review for Statisticians*,
-appendix A, after Drugowitsch (2013). In the precision parameterization::
+"""Bayesian linear regression with automatic relevance determination (Blei, Kucukelbir and McAuliffe
+2017, appendix A, after Drugowitsch 2013, *Variational Bayesian inference for linear and logistic
+regression*)::
 
     y_n | w, tau ~ N(w^T x_n, 1 / tau),       tau ~ Gamma(a0, b0),
     w | tau, alpha ~ N(0, (tau diag(alpha))^-1),  alpha_d ~ Gamma(c0, d0)   (rates b0, d0).
 
-The mean-field family is q(w, tau) q(alpha): a normal-gamma over the coefficients and the noise
-precision (one factor), and independent Gammas over the relevances. Applying the coordinate
-optimum (Blei et al. 2017, eq. 18) to each factor gives
+With q(w, tau) q(alpha), the coordinate optima (Blei et al. 2017, eq. 18) are
 
     q(w, tau) = N(w | w_N, V_N / tau) Gamma(tau | a_N, b_N),
         V_N^-1 = diag(E[alpha]) + X^T X,   w_N = V_N X^T y,
         a_N = a0 + N / 2,                  b_N = b0 + (y^T y - w_N^T V_N^-1 w_N) / 2;
-    q(alpha_d) = Gamma(c0 + 1/2, d0 + E[tau w_d^2] / 2),
-        E[tau w_d^2] = w_Nd^2 a_N / b_N + (V_N)_dd.
+    q(alpha_d) = Gamma(c0 + 1/2, d0 + E[tau w_d^2] / 2),   E[tau w_d^2] = w_Nd^2 a_N / b_N + (V_N)_dd.
 
-As a ``ConditionallyConjugateModel`` the global is q(alpha) (a ``Gamma`` of batch shape (D,)) and
-the "local" factor q(w, tau) of the one data set: ``local_step`` computes q(w, tau)'s coordinate
-optimum given E[alpha] and returns alpha's statistics (1/2, -E[tau w_d^2] / 2) for t(alpha_d) =
-(log alpha_d, alpha_d). So ``vijax.cavi(ARDRegression(...))`` is the appendix's CAVI, and the batch
-is the whole data set ``(X, y)``. V_N^-1 is positive definite for any X since E[alpha] > 0.
+The global is q(alpha) and ``local_step`` computes q(w, tau) for the one data set ``(X, y)``, so
+``vijax.cavi(ARDRegression(...))`` is the appendix's CAVI.
 """
 
 from __future__ import annotations
@@ -34,17 +27,8 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    finite_values,
-    check_allocation,
-    check_choice,
-    check_data_array,
-    check_float_dtype,
-    check_int,
-    check_positive_fields,
-    float_dtype,
-)
+from vijax._validate import ArgumentError, check_allocation, check_choice, check_data_array, check_float_dtype
+from vijax._validate import check_int, check_positive_fields, finite_values, float_dtype
 from vijax.expfam import digamma
 from vijax.models._base import LocalResult
 from vijax.types import Array, PRNGKey
@@ -54,14 +38,7 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 class ARDPosterior(NamedTuple):
-    """q(w, tau) = N(w | mean, cov_scale / tau) Gamma(tau | tau_shape, tau_rate).
-
-    Attributes:
-      mean: w_N, (D,).
-      cov_scale: V_N, (D, D); Cov_q[w] = V_N b_N / (a_N - 1) for a_N > 1.
-      tau_shape: a_N.
-      tau_rate: b_N.
-    """
+    """q(w, tau) = N(w | mean, cov_scale / tau) Gamma(tau | tau_shape, tau_rate): w_N (D,), V_N (D, D), a_N, b_N."""
 
     mean: Array
     cov_scale: Array
@@ -79,10 +56,8 @@ class ARDRegression(PytreeModel):
 
     Args:
       dim: D >= 1, the number of inputs (columns of X; add a column of ones for an intercept).
-      a0: shape of the Gamma prior on the noise precision tau (> 0).
-      b0: rate of the Gamma prior on the noise precision tau (> 0).
-      c0: shape of the Gamma prior on each relevance alpha_d (> 0).
-      d0: rate of the Gamma prior on each relevance alpha_d (> 0).
+      a0, b0: shape and rate of the Gamma prior on the noise precision tau (> 0).
+      c0, d0: shape and rate of the Gamma prior on each relevance alpha_d (> 0).
       dtype: float dtype (default: JAX's default float).
 
     The data are the pair ``(X, y)``: X (N, D) and y (N,), finite.
@@ -94,16 +69,12 @@ class ARDRegression(PytreeModel):
         >>> model = ARDRegression(dim=5)
         >>> alg = vijax.cavi(model)
         >>> state = alg.init(jax.random.PRNGKey(0), (X, y))
-        >>> step = jax.jit(alg.step)   # one compiled step
+        >>> step = jax.jit(alg.step)
         >>> for t in range(50):
         ...     state, info = step(jax.random.PRNGKey(t), state, (X, y))
         >>> w = model.posterior(state.q_global, (X, y)).mean   # E_q[w]: the zeros shrunk away
         >>> bool(np.allclose(w, [2.0, 0, 0, -1.0, 0], atol=0.05))
         True
-
-    References:
-      Blei, Kucukelbir and McAuliffe (2017), appendix A; Drugowitsch (2013), *Variational Bayesian
-      inference for linear and logistic regression*.
     """
 
     dim: int
@@ -140,8 +111,7 @@ class ARDRegression(PytreeModel):
             raise ValueError(f"y must have one value per row of X: X has {np.shape(x)[0]} rows, y {np.shape(y)[0]}")
 
     def init_globals(self, key: PRNGKey, data=None) -> expfam.Gamma:
-        """q(alpha) = Gamma(1, 1) for every d (E[alpha_d] = 1: a unit prior precision relative to
-        the noise to start from; the prior itself has mean c0 / d0, which may be extreme)."""
+        """q(alpha) = Gamma(1, 1) for every d (the prior's mean c0 / d0 may be extreme)."""
         dt = float_dtype(self.dtype)
         return expfam.Gamma.from_shape_rate(jnp.ones(self.dim, dt), jnp.ones(self.dim, dt))
 
@@ -160,13 +130,9 @@ class ARDRegression(PytreeModel):
         return ARDPosterior(w, cov, jnp.asarray(a_n, e_alpha.dtype), b_n)
 
     def local_step(self, globals_view, data, key=None, method: str = "meanfield") -> LocalResult:
-        """q(w, tau)'s coordinate optimum given E[alpha] and the statistics of t(alpha).
-
-        Returns ``LocalResult`` with suff_stats (1/2, -E[tau w_d^2] / 2) per d (natural-parameter
-        layout of ``Gamma``), local_terms E_q[log p(y | w, tau)] + E_q[log p(tau)] + the
-        alpha-free part of E_q[log p(w | tau, alpha)] + H[q(w, tau)], and local_params the
-        ``ARDPosterior``.
-        """
+        """q(w, tau)'s coordinate optimum given E[alpha]: ``LocalResult`` with suff_stats (1/2, -E[tau w_d^2] / 2),
+        local_terms E_q[log p(y, tau)] + the alpha-free part of E_q[log p(w | tau, alpha)] + H[q(w, tau)] and
+        local_params the ``ARDPosterior``."""
         check_choice("method", method, self.local_methods)
         _, e_alpha = globals_view
         x, y = data
@@ -201,9 +167,8 @@ class ARDRegression(PytreeModel):
         return x_new @ post.mean, scale2, 2.0 * post.tau_shape
 
     def predict(self, q_alpha: expfam.Gamma, data, x_new: Array) -> tuple[Array, Array]:
-        """The posterior predictive of y at the rows of ``x_new`` under q: a Student-t with 2 a_N
-        degrees of freedom, location x^T w_N and squared scale (b_N / a_N)(1 + x^T V_N x). Returns
-        (mean, variance) of it (variance finite for a_N > 1)."""
+        """(mean, variance) of the posterior predictive at the rows of ``x_new``: a Student-t with 2 a_N
+        degrees of freedom, location x^T w_N and squared scale (b_N / a_N)(1 + x^T V_N x)."""
         loc, scale2, dof = self._student_t(q_alpha, data, x_new)
         return loc, scale2 * dof / (dof - 2.0)
 

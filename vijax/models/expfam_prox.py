@@ -1,24 +1,14 @@
 """PG-SVI beyond Gaussians: non-conjugate likelihoods under a conjugate exponential-family prior.
 
-For any q in ``vijax.expfam`` whose prior p is in the same family (so KL(q || p) is the exact,
-convex h of Khan et al. 2016, §3.1), the KL-proximal step of iteration (9) with f linearised in the mean
-parameters is
-
-    lambda_{k+1} = r lambda_k + (1 - r)(eta + (N/M) g_hat),      r = 1/(1 + beta_k),
-
-where g_hat, the gradient of the expected log-likelihood with respect to the mean parameters,
-comes from a reparameterised Monte Carlo estimate (implicit reparameterisation of Gamma and
-Dirichlet draws) mapped by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda). Khan et al. leave
+With q and its prior p in one ``vijax.expfam`` family (h = KL(q || p) exact and convex; Khan et al.
+2016, §3.1), the KL-proximal step of iteration (9) with f linearised in the mean parameters is
+lambda_{k+1} = r lambda_k + (1 - r)(eta + (N/M) g_hat), r = 1/(1 + beta_k), g_hat a reparameterised
+Monte Carlo gradient mapped by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda); Khan et al. leave
 this case to future work (§7).
 
-* ``PoissonGammaSoftplus``: theta_d ~ Gamma(a0, b0) iid (d = 1..D), q(theta) = prod_d Gamma,
-  y_n ~ Poisson(softplus(x_n^T theta)). The softplus link makes the likelihood non-conjugate
-  (with an identity link and a single feature it would be conjugate).
-* ``NoisyDirichletMultinomial``: theta ~ Dirichlet(alpha0) on the K-simplex, each row c_n of
-  counts ~ Multinomial(sum_k c_nk, (1 - eps) theta + eps / K): a multinomial whose draws are
-  replaced by uniform noise with probability eps (a robust "label noise" model). The log
-  likelihood sum_k c_nk log((1 - eps) theta_k + eps/K) is not linear in t(theta) = log theta
-  unless eps = 0, where the model is the conjugate Dirichlet-multinomial and g_hat -> sum_n c_n.
+* ``PoissonGammaSoftplus``: theta_d ~ Gamma(a0, b0), y_n ~ Poisson(softplus(x_n^T theta)).
+* ``NoisyDirichletMultinomial``: theta ~ Dirichlet(alpha0), c_n ~ Multinomial(sum_k c_nk,
+  (1 - eps) theta + eps / K), conjugate only at eps = 0.
 """
 
 from __future__ import annotations
@@ -31,8 +21,8 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import ArgumentError, finite_nonnegative, finite_values
-from vijax._validate import check_allocation, check_data_dtype, check_int, check_positive_scalar, check_scalar
+from vijax._validate import ArgumentError, check_allocation, check_data_dtype, check_int, check_positive_scalar
+from vijax._validate import check_scalar, finite_nonnegative, finite_values
 from vijax.expfam import mean_param_grad
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -50,8 +40,6 @@ def _check_xy_counts(x, y, dim):
     x, y = np.asarray(x), np.asarray(y)
     if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
         raise ArgumentError("x", "x (features) must be numeric and finite (no NaN or inf)")
-    if y.shape != x.shape[:1]:
-        raise ArgumentError("y", f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
     if not np.all(np.isfinite(y)) or not np.all((y >= 0) & (y == np.round(y))):
         raise ArgumentError("y", "y (counts) must be non-negative integers")
 
@@ -81,8 +69,7 @@ class PoissonGammaSoftplus(PytreeModel):
         return [finite_values("batch x", batch[0]), finite_nonnegative("batch count y", batch[1])]
 
     def check_data(self, batch) -> None:
-        """Raises ValueError naming ``x`` or ``y`` unless x is a finite (M, dim) array and y holds M
-        non-negative integer counts."""
+        """Raises ValueError naming ``x`` or ``y`` unless x is finite (M, dim) and y M counts."""
         _check_xy_counts(*batch, self.dim)
 
     def prior(self, dtype=None) -> expfam.Gamma:
@@ -109,14 +96,11 @@ class PoissonGammaSoftplus(PytreeModel):
         return jnp.sum(jnp.mean(ll, 0))
 
     def loglik_grad(self, q: expfam.Gamma, batch, key: PRNGKey, num_samples: int):
-        """g_hat: the gradient of ``expected_loglik`` (reparameterised Gamma draws) with respect to q's
-        mean parameters (E[log theta], E[theta]), each (D,), by ``mean_param_grad``.
-        """
+        """g_hat: the gradient of ``expected_loglik`` in q's mean parameters (E[log theta], E[theta])."""
         return mean_param_grad(lambda qq: self.expected_loglik(qq, batch, key, num_samples), q)
 
     def elbo(self, q, batch, key, num_samples, num_data):
-        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(y_n | theta)] - KL(q || p): the likelihood term
-        by Monte Carlo, the KL exact."""
+        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(y_n | theta)] - KL(q || p)."""
         scale = num_data / batch[0].shape[0]
         return scale * self.expected_loglik(q, batch, key, num_samples) - jnp.sum(q.kl(self.prior(q.dtype)))
 
@@ -155,15 +139,13 @@ class NoisyDirichletMultinomial(PytreeModel):
         return [finite_nonnegative("batch count", batch)]
 
     def check_data(self, batch) -> None:
-        """Raises ValueError naming ``counts`` unless the batch is an (M, K) array of non-negative integer counts."""
+        """Raises ValueError naming ``counts`` unless the batch is (M, K) non-negative integer counts."""
         check_data_dtype("counts", batch)
+        if np.ndim(batch) != 2 or np.shape(batch)[1] != self.num_categories:
+            raise ValueError(f"counts must have shape (M, {self.num_categories}), got {np.shape(batch)}")
         if isinstance(batch, jax.core.Tracer):
-            if batch.ndim != 2 or batch.shape[1] != self.num_categories:
-                raise ValueError(f"counts must have shape (M, {self.num_categories}), got {batch.shape}")
             return
         c = np.asarray(batch)
-        if c.ndim != 2 or c.shape[1] != self.num_categories:
-            raise ValueError(f"counts must have shape (M, {self.num_categories}), got {c.shape}")
         if not np.all(np.isfinite(c)) or not np.all((c >= 0) & (c == np.round(c))):
             raise ValueError("counts must be non-negative integers")
 
@@ -173,30 +155,25 @@ class NoisyDirichletMultinomial(PytreeModel):
         return expfam.Dirichlet(jnp.full((self.num_categories,), self.prior_concentration - 1.0, dt))
 
     def init_variational(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
-        """The prior with its concentrations jittered by up to 10 % (the batch, if given, is only checked)."""
+        """The prior with its concentrations jittered by up to 10 %."""
         if batch is not None:
             self.check_data(batch)
         u = jax.random.uniform(key, (self.num_categories,), jnp.result_type(float), 0.9, 1.1)
         return expfam.Dirichlet(self.prior_concentration * u - 1.0)
 
     def expected_loglik(self, q: expfam.Dirichlet, counts, key: PRNGKey, num_samples: int) -> Array:
-        """Sum over the batch of the Monte Carlo E_q[log p(c_n | theta)], multinomial coefficients
-        included, from ``num_samples`` reparameterised Dirichlet draws.
-        """
+        """Sum over the batch of the Monte Carlo E_q[log p(c_n | theta)], multinomial coefficients included."""
         theta = q.sample(key, (num_samples,))  # (S, K)
         probs = (1.0 - self.noise) * theta + self.noise / self.num_categories
         log_coef = gammaln(jnp.sum(counts, -1) + 1.0) - jnp.sum(gammaln(counts + 1.0), -1)
         return jnp.sum(log_coef) + jnp.mean(jnp.log(probs) @ jnp.sum(counts, 0))
 
     def loglik_grad(self, q: expfam.Dirichlet, counts, key: PRNGKey, num_samples: int):
-        """g_hat: the gradient of ``expected_loglik`` with respect to q's mean parameters E[log theta]
-        (K,), by ``mean_param_grad``; sum_n c_n when ``noise`` = 0.
-        """
+        """g_hat: the gradient of ``expected_loglik`` in q's mean parameters E[log theta] (sum_n c_n at noise 0)."""
         return mean_param_grad(lambda qq: self.expected_loglik(qq, counts, key, num_samples), q)
 
     def elbo(self, q, counts, key, num_samples, num_data):
-        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(c_n | theta)] - KL(q || p): the likelihood term
-        by Monte Carlo, the KL exact."""
+        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(c_n | theta)] - KL(q || p)."""
         scale = num_data / counts.shape[0]
         return scale * self.expected_loglik(q, counts, key, num_samples) - jnp.sum(q.kl(self.prior(q.dtype)))
 

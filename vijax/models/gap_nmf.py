@@ -1,51 +1,36 @@
-"""GaP-KL-NMF: Bayesian nonparametric Poisson (KL) matrix factorization of magnitude spectrograms
-(Hoffman & Blei 2015, §4.3, eq. 12; Nakano et al. 2011, after the GaP-NMF of Hoffman, Blei and Cook 2010).
-
-The generative process (Hoffman & Blei 2015, eq. 12), for a spectrogram Y of F frequency bins by N frames::
+"""GaP-KL-NMF: Bayesian nonparametric Poisson (KL) factorization of magnitude spectrograms (Hoffman & Blei
+2015, §4.3, eq. 12; Nakano et al. 2011, after Hoffman, Blei and Cook 2010). For Y of F bins by N frames::
 
     W_fk ~ Gamma(a, a),   theta_k ~ Gamma(alpha / K, alpha c),   H_kn ~ Gamma(b, b),
-    Y_fn ~ Poisson(sum_k theta_k W_fk H_kn),
+    Y_fn ~ Poisson(sum_k theta_k W_fk H_kn)          (shape, rate; the paper's a = 0.25, b = 0.2, alpha = c = 1).
 
-all Gammas with (shape, rate); a = 0.25, b = 0.2, alpha = 1 and c = 1 are the paper's values. As
-K grows the prior on theta approaches a gamma process, so most theta_k are near zero.
-
-The globals are beta = (W, theta) with Gamma q's; the locals of frame n are its activations h_n
-and the Poisson augmentation z_fkn ~ Poisson(theta_k W_fk h_kn), y_fn = sum_k z_fkn (Cemgil 2009),
-with q(h_kn) = Gamma(gamma_kn, r_kn) and q(z_f:n) = Multinomial(y_fn, phi_fn).
-
-The complete-data likelihood holds the product theta_k W_fk of two globals, so the model is
-conditionally conjugate in W given theta and in theta given W, not in the pair (Hoffman & Blei
-2015, §2.1). The natural-gradient step of each block uses the other block's value in the view::
+The globals are (W, theta); the locals of frame n are h_n and the augmentation z_fkn ~
+Poisson(theta_k W_fk h_kn), y_fn = sum_k z_fkn (Cemgil 2009), q(h_kn) = Gamma(gamma_kn, r_kn),
+q(z_f:n) = Multinomial(y_fn, phi_fn). The likelihood holds the product theta_k W_fk, so the model is
+conditionally conjugate in each block given the other (Hoffman & Blei 2015, §2.1), and each block's
+statistics use the other's view::
 
     s_W     = ( sum_n E[z_fkn],    -theta_k   sum_n E[h_kn] )        (F, K) each,
-    s_theta = ( sum_fn E[z_fkn],   -sum_f W_fk sum_n E[h_kn] )        (K,) each,
+    s_theta = ( sum_fn E[z_fkn],   -sum_f W_fk sum_n E[h_kn] )        (K,) each.
 
-so eta + s of each block is its coordinate optimum given the other's view (updating both at
-once is a Jacobi step: docs/gap_nmf.md). <s, t> counts the product term twice, so
-``local_terms`` adds it back once, and :func:`~vijax.models.conjugate_elbo` is the exact
-mean-field ELBO whenever q(beta) is the q whose E[t(beta)] was the view.
+<s, t> counts the product term twice, so ``local_terms`` adds it back once. The mean-field local step
+(Hoffman & Blei 2015, §2.5), with B_fk = exp(<log theta_k> + <log W_fk>) and e_kn = exp(E[log h_kn])::
 
-**Mean-field local step** (``"meanfield"``; Hoffman & Blei 2015, §2.5), for fixed view, per frame::
+    gamma_kn = b + e_kn sum_f y_fn B_fk / (sum_j B_fj e_jn),     r_kn = b + <theta_k> sum_f <W_fk>,
 
-    phi_fkn ∝ B_fk e_kn,         B_fk = exp(<log theta_k> + <log W_fk>),  e_kn = exp(E[log h_kn]),
-    gamma_kn = b + e_kn sum_f y_fn B_fk / (sum_j B_fj e_jn),
-    r_kn     = r_k = b + <theta_k> sum_f <W_fk>                     (the same for every n),
+iterated from b + sum_f y_fn / K until every frame's mean relative change is below ``tol``. With phi
+at the final gamma the local ELBO is exact::
 
-<.> the view's values. gamma is iterated from b + sum_f y_fn / K until every frame's mean relative
-change is below ``tol`` (or ``max_iters`` times); phi is never formed. With phi at the final
-gamma the local ELBO is exact:
+    sum_f y_fn log sum_k B_fk e_kn - sum_f log y_fn! - sum_fk <theta_k> <W_fk> E[h_kn]
+    - sum_k KL(q(h_kn) || Gamma(b, b)).
 
-    local ELBO_n = sum_f y_fn log sum_k B_fk e_kn - sum_f log y_fn! - sum_fk <theta_k> <W_fk> E[h_kn]
-                   - sum_k KL(Gamma(gamma_kn, r_k) || Gamma(b, b)),
-
-and ``local_terms`` is this minus <s, view>. Y may hold any non-negative finite values (log y! is
-lgamma(y + 1)); a batch is (S, F) = Y[:, frames].T.
+A batch is (S, F) = Y[:, frames].T, non-negative.
 
 References:
-  Hoffman and Blei (2015), Structured stochastic variational inference, §2, §4.3, eq. 12.
+  Hoffman and Blei (2015). Structured stochastic variational inference. AISTATS.
   Hoffman, Blei and Cook (2010). Bayesian nonparametric matrix factorization for recorded music. ICML.
-  Nakano, Le Roux, Kameoka, Nakamura, Ono and Sagayama (2011). Bayesian nonparametric spectrogram
-  modeling based on infinite factorial infinite hidden Markov model. WASPAA.
+  Nakano et al. (2011). Bayesian nonparametric spectrogram modeling based on infinite factorial
+  infinite hidden Markov model. WASPAA.
   Cemgil (2009). Bayesian inference for nonnegative matrix factorisation models. Comput. Intell. Neurosci.
 """
 
@@ -60,19 +45,9 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    finite_nonnegative,
-    INT32_MAX,
-    check_allocation,
-    check_choice,
-    check_data_array,
-    check_float_dtype,
-    check_int,
-    check_positive_fields,
-    check_scalar,
-    float_dtype,
-)
+from vijax._validate import ArgumentError, INT32_MAX, check_allocation, check_choice, check_data_array
+from vijax._validate import check_float_dtype, check_int, check_positive_fields, check_scalar, finite_nonnegative
+from vijax._validate import float_dtype
 from vijax.models._base import LocalResult, conjugate_elbo
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -125,7 +100,6 @@ class GaPNMF(PytreeModel):
         k, f = self.num_components, self.num_freqs
         check_allocation("num_freqs * num_components", f * k, float_dtype(self.dtype).itemsize)
 
-    # ------------------------------------------------------------------------------ globals
     def prior(self) -> tuple[expfam.Gamma, expfam.Gamma]:
         """p(W, theta) = (Gamma(a, a) with batch (F, K), Gamma(alpha / K, alpha c) with batch (K,))."""
         dt = float_dtype(self.dtype)
@@ -135,8 +109,8 @@ class GaPNMF(PytreeModel):
         return p_w, p_theta
 
     def init_globals(self, key: PRNGKey, batch=None) -> tuple[expfam.Gamma, expfam.Gamma]:
-        """A random start (Hoffman et al. 2010): every q has shape ``init_shape``; E[W_fk] = g_fk,
-        g_fk ~ Gamma(init_shape, init_shape); E[theta_k] = mean(Y) / K given a batch, else 1 / (c K)."""
+        """Every q of shape ``init_shape``; E[W_fk] ~ Gamma(init_shape, init_shape), E[theta_k] = mean(Y) / K
+        given a batch, else 1 / (c K)."""
         dt = float_dtype(self.dtype)
         f, k = self.num_freqs, self.num_components
         s = jnp.asarray(self.init_shape, dt)
@@ -160,14 +134,12 @@ class GaPNMF(PytreeModel):
         """E_q[theta], shape (K,)."""
         return q_global[1].mean_params()[1]
 
-    # ------------------------------------------------------------------------------ data
     def batch_checks(self, batch) -> list:
         """The value check of a step's batch: finite magnitudes >= 0."""
         return [finite_nonnegative("batch (spectrogram frames)", batch)]
 
     def check_data(self, batch) -> None:
-        """Raises ValueError naming ``batch`` unless it is an (S, F) array of finite values >= 0
-        with S >= 1 and F = ``num_freqs`` (one spectrogram frame per row). Tracers pass."""
+        """Raises ValueError naming ``batch`` unless it is (S >= 1, num_freqs), finite and >= 0."""
         check_data_array("batch (spectrogram frames)", batch, 2, self.num_freqs)
         if isinstance(batch, jax.core.Tracer):
             return
@@ -179,7 +151,6 @@ class GaPNMF(PytreeModel):
                 "batch", f"batch (spectrogram frames) must be >= 0 (magnitudes or counts), got min {y.min()!r}"
             )
 
-    # ------------------------------------------------------------------------------ local step
     def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
         """The mean-field local step of every frame of ``batch`` at ``globals_view``.
 
@@ -191,9 +162,8 @@ class GaPNMF(PytreeModel):
           method: ``"meanfield"``.
 
         Returns:
-          LocalResult with ``suff_stats = ((sum_n E z, -theta sum_n E h), (sum_fn E z,
-          -sum_f W sum_n E h))`` (shapes ((F, K), (F, K)), ((K,), (K,))), ``local_terms`` (see the
-          module docstring) and ``local_params`` = q(h) as a ``Gamma`` with batch shape (S, K).
+          LocalResult with the statistics (s_W, s_theta) and local terms of the module docstring and
+          ``local_params`` = q(h), a ``Gamma`` with batch shape (S, K).
         """
         check_choice("method", method, self.local_methods)
         (log_w, w), (log_theta, theta) = globals_view
@@ -213,8 +183,7 @@ class GaPNMF(PytreeModel):
         return _local_step(self, *views, jnp.asarray(batch).astype(dt))
 
     def elbo(self, q_global, batch) -> Array:
-        """The mean-field ELBO of ``batch`` (all of Y) at q(beta), with the locals at their
-        mean-field optimum for E_q[t(beta)]."""
+        """The mean-field ELBO of ``batch`` (all of Y) at q(beta), the locals optimal for E_q[t(beta)]."""
         local = self.local_step(expfam.tree_mean_params(q_global), batch)
         return conjugate_elbo(self.prior(), q_global, local)
 
@@ -250,7 +219,7 @@ class GaPNMF(PytreeModel):
 
 @jax.jit
 def _local_step(model: GaPNMF, log_w, w, log_theta, theta, y) -> LocalResult:
-    """The body of ``GaPNMF.local_step``, compiled once per (model, shapes); inlined under an outer jit."""
+    """The body of ``GaPNMF.local_step``."""
     dt = log_w.dtype
     floor = 0.5 * jnp.finfo(dt).min  # a drawn W or theta of exactly 0 (log = -inf) gets weight 0, not NaN
     log_b = jnp.maximum(log_w + log_theta[None, :], floor)  # (F, K)

@@ -1,32 +1,20 @@
-"""Generalised linear models with a Gaussian prior, for proximal-gradient SVI (Khan et al. 2016, §3.1, appendices A.2, E).
+"""Generalised linear models with a Gaussian prior, for proximal-gradient SVI (Khan et al. 2016, §3.1, app. A.2, E).
 
-    z ~ N(m0, s0^2 I_D),      y_n | z ~ p(y_n | eta_n = x_n^T z),
+    z ~ N(m0, s0^2 I_D),      y_n | z ~ p(y_n | a_n = x_n^T z),
     logistic:  log p(y | a) = y a - softplus(a),          y in {0, 1};
     poisson:   log p(y | a) = y a - exp(a) - log y!,      y in {0, 1, 2, ...}.
 
-q(z) = N(m, V) is a ``vijax.expfam.MultivariateNormal``. Split of the negative ELBO (appendix A.2):
-f = -sum_n E_q[log p(y_n | x_n^T z)] (linearised with a minibatch and Monte Carlo samples),
-h = KL(q || p) (exact). Each expectation depends on q only through the 1-d marginal
-a_n ~ N(x_n^T m, x_n^T V x_n), so the Monte Carlo estimate draws a_n = x_n^T m + sqrt(x_n^T V x_n) e
-(e ~ N(0, 1), S draws per example); the Poisson expectation is exact (E[e^a] = exp(m_a + v_a / 2)),
-so ``num_samples`` is unused there. Gradients use Bonnet's and Price's theorems on the same 1-d
-marginals (``marginal_grads``): dE[l]/dm_a = E[l'(a)], dE[l]/dv_a = E[l''(a)] / 2 (the alpha and
-gamma of the paper's GP updates, §5).
+q(z) = N(m, V) is a ``vijax.expfam.MultivariateNormal``; f = -sum_n E_q[log p(y_n | x_n^T z)] is
+linearised, h = KL(q || p) kept exact (app. A.2). Each expectation depends on the 1-d marginal
+a_n ~ N(x_n^T m, x_n^T V x_n) (Monte Carlo for the logistic, exact for the Poisson likelihood), with
+Bonnet's and Price's gradients dE[l]/dm_a = E[l'(a)], dE[l]/dv_a = E[l''(a)] / 2. With Phi(m, V) the
+minibatch sum, the gradient in the mean parameters (m, V + m m^T) is g1 = dPhi/dm - 2 (dPhi/dV) m,
+g2 = dPhi/dV, and the KL-proximal step (r = 1/(1 + beta), s = N/M) is ``kl_prox_update``::
 
-With Phi(m, V) = sum_n E_q[log p(y_n | a_n)] (the minibatch sum), the gradient with respect to the
-mean parameters (mu1, mu2) = (m, V + m m^T) is, by the chain rule through V = mu2 - mu1 mu1^T,
+    P_{k+1} = r P_k + (1 - r) (P0 - 2 s dPhi/dV),     P_{k+1} m_{k+1} = r P_k m_k + (1 - r) (P0 m0 + s g1).
 
-    g1 = dPhi/dm - 2 (dPhi/dV) m,      g2 = dPhi/dV,
-
-and the KL-proximal step (iteration (9), r = 1/(1 + beta), s = N/M) is, in natural parameters,
-
-    P_{k+1}       = r P_k + (1 - r) (P0 - 2 s dPhi/dV),
-    P_{k+1} m_{k+1} = r P_k m_k + (1 - r) (P0 m0 + s g1),
-
-i.e. appendix E's update in the weight space: the generic step ``kl_prox_update``. With
-``linearization="moments"`` f is linearised in (m, V) instead (the paper's derivation before its
-approximation (76)): the same precision, and the mean solves
-[(1 - r) P0 + r P_k] m = (1 - r)(s dPhi/dm + P0 m0) + r P_k m_k (``moments_prox_step``).
+With ``linearization="moments"`` f is linearised in (m, V) (before the paper's approximation (76)):
+the same precision, and [(1 - r) P0 + r P_k] m = (1 - r)(s dPhi/dm + P0 m0) + r P_k m_k.
 """
 
 from __future__ import annotations
@@ -39,17 +27,8 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import (
-    finite_nonnegative,
-    finite_values,
-    values_in_set,
-    check_allocation,
-    check_choice,
-    check_data_dtype,
-    check_int,
-    check_positive_scalar,
-    check_scalar,
-)
+from vijax._validate import check_allocation, check_choice, check_data_dtype, check_int, check_positive_scalar
+from vijax._validate import check_scalar, finite_nonnegative, finite_values, values_in_set
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -72,8 +51,7 @@ class GLM(PytreeModel):
         (y + 1) / 2) or ``"poisson"`` (counts, log link).
       prior_mean: m0, a float.
       prior_var: s0^2 > 0, a float.
-      linearization: ``"mean"`` (default: f linearised in the mean parameters; the conjugate
-        computation step of ``prox_svi``) or ``"moments"`` (linearised in (m, V); ``moments_prox_step``).
+      linearization: ``"mean"`` (f linearised in the mean parameters) or ``"moments"`` (in (m, V)).
 
     A batch is a pair ``(x, y)``: x of shape (M, D), y of shape (M,).
 
@@ -97,7 +75,6 @@ class GLM(PytreeModel):
         check_choice("linearization", self.linearization, LINEARIZATIONS)
         check_allocation("dim**2", self.dim * self.dim, jnp.result_type(float).itemsize)  # q's covariance
 
-    # ------------------------------------------------------------------ data
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch: finite features, labels in {0, 1} (logistic), counts
         >= 0 (Poisson), finite responses."""
@@ -110,8 +87,7 @@ class GLM(PytreeModel):
         return checks + [finite_values("batch y", y)]
 
     def check_data(self, batch) -> None:
-        """Raises ValueError naming ``x`` or ``y`` for data the model cannot take (shapes also of
-        tracers, values of concrete arrays)."""
+        """Raises ValueError naming ``x`` or ``y`` for data the model cannot take."""
         x, y = batch
         check_data_dtype("x", x)
         check_data_dtype("y", y)
@@ -134,7 +110,6 @@ class GLM(PytreeModel):
         if self.likelihood == "poisson" and not np.all((y >= 0) & (y == np.round(y))):
             raise ValueError("y (counts) must be non-negative integers for the Poisson likelihood")
 
-    # ------------------------------------------------------------------ q and prior
     def prior(self, dtype=None) -> expfam.MultivariateNormal:
         """p(z) = N(m0 1, s0^2 I_D) (``prior_mean``, ``prior_var``) as a ``MultivariateNormal``."""
         dt = dtype or jnp.result_type(float)
@@ -151,16 +126,14 @@ class GLM(PytreeModel):
         jitter = 0.1 * np.sqrt(self.prior_var) * jax.random.normal(key, (self.dim,), p.dtype)
         return p.replace_natural((p.eta1 + jitter / self.prior_var, p.eta2))
 
-    # ------------------------------------------------------------------ expected log-likelihood
     def _log_lik(self, a, y):
         if self.likelihood == "logistic":
             return y * a - jax.nn.softplus(a)
         return y * a - jnp.exp(a) - gammaln(y + 1.0)
 
     def expected_loglik(self, m: Array, v: Array, batch, noise: Array) -> Array:
-        """Sum over the batch of the Monte Carlo estimate of E_q[log p(y_n | x_n^T z)], as a
-        function of the moments (m, V) of q; ``noise`` (M, S) standard normal draws (unused for
-        the Poisson likelihood, whose expectation is exact)."""
+        """Sum over the batch of E_q[log p(y_n | x_n^T z)] as a function of q's (m, V): Monte Carlo with
+        ``noise`` (M, S) standard normal draws, exact for the Poisson likelihood."""
         x, y = batch
         a_mean = x @ m
         a_var = jnp.sum((x @ v) * x, -1)
@@ -173,9 +146,8 @@ class GLM(PytreeModel):
         return jax.random.normal(key, (batch[0].shape[0], num_samples), dtype)
 
     def marginal_grads(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int):
-        """Per example, alpha_n = E_q[l'(a_n)] and gamma_n = -E_q[l''(a_n)] (Bonnet's and Price's
-        theorems: dE[l]/dm_a = E[l'], dE[l]/dv_a = E[l'']/2), by Monte Carlo for the logistic
-        likelihood (the same draws for both) and exactly for the Poisson one."""
+        """Per example, alpha_n = E_q[l'(a_n)] and gamma_n = -E_q[l''(a_n)] (Bonnet, Price): Monte Carlo for
+        the logistic likelihood, exact for the Poisson one."""
         x, y = batch
         a_mean = x @ q.mean
         a_var = jnp.sum((x @ q.covariance) * x, -1)
@@ -187,9 +159,7 @@ class GLM(PytreeModel):
         return jnp.mean(y[:, None] - sig, -1), jnp.mean(sig * (1.0 - sig), -1)
 
     def moment_grads(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int):
-        """(dPhi/dm, dPhi/dV) = (X^T alpha, -X^T diag(gamma) X / 2) (``marginal_grads``); Price's
-        V-gradient is negative semi-definite (log-concave likelihoods), so the precision stays
-        positive definite at any beta."""
+        """(dPhi/dm, dPhi/dV) = (X^T alpha, -X^T diag(gamma) X / 2), dPhi/dV negative semi-definite."""
         x = batch[0]
         alpha, gamma = self.marginal_grads(q, batch, key, num_samples)
         return x.T @ alpha, -0.5 * (x.T * gamma[None, :]) @ x
@@ -200,14 +170,11 @@ class GLM(PytreeModel):
         return gm - 2.0 * gv @ q.mean, gv
 
     def elbo(self, q: expfam.MultivariateNormal, batch, key: PRNGKey, num_samples: int, num_data: int) -> Array:
-        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(y_n | x_n^T z)] - KL(q || p) (Monte Carlo
-        for the logistic likelihood, exact for the Poisson one; the KL is exact).
-        """
+        """The minibatch ELBO estimate (N/M) sum_n E_q[log p(y_n | x_n^T z)] - KL(q || p)."""
         noise = self._noise(key, batch, num_samples, q.dtype)
         scale = num_data / batch[0].shape[0]
         return scale * self.expected_loglik(q.mean, q.covariance, batch, noise) - q.kl(self.prior(q.dtype))
 
-    # ------------------------------------------------------------------ paper's (m, V) linearisation
     def moments_prox_step(self, q, batch, key, beta, num_samples, num_data):
         """KL-proximal step with f linearised in (m, V) (module docstring), in closed form."""
         gm, gv = self.moment_grads(q, batch, key, num_samples)
@@ -222,13 +189,11 @@ class GLM(PytreeModel):
         return q.replace_natural((new_prec @ m_new, -0.5 * new_prec))
 
     def prox_update(self, q, batch, key: PRNGKey, beta, num_samples: int, num_data: int) -> ProxUpdate:
-        """The KL-proximal step of ``prox_svi`` (``StructuredProxModel``): the generic closed form
-        (``kl_prox_update``) for ``linearization="mean"``, ``moments_prox_step`` for ``"moments"``."""
+        """``prox_svi``'s step: ``kl_prox_update`` (``"mean"``) or ``moments_prox_step`` (``"moments"``)."""
         if self.linearization == "mean":
             return kl_prox_update(self, q, batch, key, beta, num_samples, num_data)
         return structured_prox_update(self, self.moments_prox_step, q, batch, key, beta, num_samples, num_data)
 
-    # ------------------------------------------------------------------ prediction
     def predictive_mean(self, q: expfam.MultivariateNormal, x: Array, key: PRNGKey, num_samples: int = 1000) -> Array:
         """E[y | x] under q by Monte Carlo (logistic: p(y = 1 | x); Poisson: exact exp(m_a + v_a/2))."""
         a_mean = x @ q.mean

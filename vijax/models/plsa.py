@@ -1,36 +1,17 @@
-"""Probabilistic latent semantic analysis (pLSA) by EM, in the two forms of the tutorial *Raise your
-ELBO* (§pLSA, eq. 2.91-2.92; Hofmann 1999, *Probabilistic latent semantic analysis*, UAI):
+"""Probabilistic latent semantic analysis (Hofmann 1999) by EM, in the two forms of *Raise your ELBO*
+(§pLSA, eq. 2.91-2.92):
 
-- **pLSA1** (``variant="plsa1"``), the joint model of document-word pairs (the aspect model),
-  p(d, w) = sum_z p(z) p(d | z) p(w | z): the tutorial's simple mixture with x_i replaced by the
-  pair (d_i, x_i). Parameters pi_k = p(z = k) (K,), xi_kd = p(d | z = k) (K, D), eta_kw = p(w | z = k) (K, V).
-- **pLSA2** (``variant="plsa2"``), the conditional model p(w | d) = sum_z p(z | d) p(w | z): one
-  mixture weight vector per document, pi_dk = p(z = k | d) (D, K), and eta (K, V). LDA is its fully
-  Bayesian version (*Raise your ELBO*, §LDA).
+- ``"plsa1"``, the aspect model p(d, w) = sum_z p(z) p(d | z) p(w | z): pi_k = p(z = k) (K,),
+  xi_kd = p(d | z = k) (K, D), eta_kw = p(w | z = k) (K, V);
+- ``"plsa2"``, the conditional p(w | d) = sum_z p(z | d) p(w | z): pi_dk (D, K) and eta (K, V).
 
-The data are one :class:`vijax.data.BowBatch` holding the whole corpus (``corpus.batch(range(D))``),
-row d document d. Every token of word w in document d has the same posterior, so the E-step
-works on the (D, L, K) responsibilities of the unique words::
-
-    pLSA1:  r_dwk ∝ pi_k xi_kd eta_kw,      pLSA2:  r_dwk ∝ pi_dk eta_kw,
-
-with statistics N_dk = sum_w n_dw r_dwk (D, K) and N_kw = sum_d n_dw r_dwk (K, V). The M-step::
-
-    pLSA1:  pi_k = N_k / N,  xi_kd = N_dk / N_k,        pLSA2:  pi_dk = N_dk / N_d,
-    both:   eta_kw = N_kw / N_k,
-
-or, with ``word_concentration`` c > 1 (a Dirichlet(c) prior on the rows of eta), the MAP
-eta_kw ∝ N_kw + c - 1. The two are one likelihood in two parameterizations (eq. 2.91 = 2.92):
-from the same p(w | z) and uniform p(z | d) they take the same EM steps; their log-likelihoods
-differ by sum_d N_d log p(d).
-
-Held-out documents are scored by folding in (Hofmann 1999): p(z | d) of a new document is fitted
-by EM to its observed words with eta fixed (a concave problem), and the held-out words scored by
-p(w | d) = sum_z p(z | d) eta_zw.
-
-pLSA1's fitted joint P_dw = (Xi^T diag(pi) H)_dw is a rank-K non-negative factorization, the
-probabilistic counterpart of LSA's truncated SVD (*Raise your ELBO*, §pLSA1, Remark and Claim):
-EM minimizes KL(empirical || P) where LSA minimizes the Frobenius norm.
+The data are one :class:`vijax.data.BowBatch` holding the whole corpus, row d document d. The E-step
+works on the responsibilities of the unique words, r_dwk ∝ pi_k xi_kd eta_kw (pLSA1) or pi_dk eta_kw
+(pLSA2), with N_dk = sum_w n_dw r_dwk and N_kw = sum_d n_dw r_dwk; the M-step is pi_k = N_k / N,
+xi_kd = N_dk / N_k (pLSA1) or pi_dk = N_dk / N_d (pLSA2), and eta_kw = N_kw / N_k, or the MAP
+eta_kw ∝ N_kw + c - 1 under a Dirichlet(c) prior (``word_concentration``). Held-out documents are
+scored by folding in p(z | d) with eta fixed (Hofmann 1999). pLSA1's P_dw = (Xi^T diag(pi) H)_dw
+is a rank-K non-negative factorization minimizing KL(empirical || P) (*Raise your ELBO*, §pLSA1).
 """
 
 from __future__ import annotations
@@ -42,18 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import (
-    ArgumentError,
-    INT32_MAX,
-    check_allocation,
-    check_choice,
-    check_data_dtype,
-    check_float_dtype,
-    check_int,
-    check_scalar,
-    float_dtype,
-    is_tracer,
-)
+from vijax._validate import ArgumentError, INT32_MAX, check_allocation, check_choice, check_data_dtype
+from vijax._validate import check_float_dtype, check_int, check_scalar, float_dtype, is_tracer
 from vijax.models._components import map_rows as _map_rows
 from vijax.types import Array, PRNGKey
 from vijax.models._base import bow_batch_checks
@@ -120,18 +91,16 @@ class PLSA(PytreeModel):
     static_floats = ("word_concentration",)
 
     def __post_init__(self):
-        check_int("num_topics", self.num_topics)
-        check_int("vocab_size", self.vocab_size)
+        for name in ("num_topics", "vocab_size"):
+            check_int(name, getattr(self, name))
         check_choice("variant", self.variant, VARIANTS)
         check_scalar("word_concentration", self.word_concentration, low=1.0, include_low=True)
         check_int("fold_in_iters", self.fold_in_iters, maximum=INT32_MAX)
         check_float_dtype(self.dtype)
         check_allocation("num_topics * vocab_size", self.num_topics * self.vocab_size, float_dtype(self.dtype).itemsize)
 
-    # -- data ----------------------------------------------------------------------------------------
     def batch_checks(self, batch) -> list:
-        """The value checks of a step's batch (``vijax.inference.base.check_step_batch``): word ids
-        in [0, V), counts finite and >= 0."""
+        """The value checks of a step's batch: word ids in [0, V), counts finite and >= 0."""
         _as_batch(batch)  # the same error as check_data for a batch that is not a pair
         return bow_batch_checks(batch, self.vocab_size)
 
@@ -166,7 +135,6 @@ class PLSA(PytreeModel):
             return jnp.log(params.topic_probs)[None, :] + jnp.log(params.doc_probs).T
         return jnp.log(params.topic_probs)
 
-    # -- EM (vijax.models.EMModel) -------------------------------------------------------------------
     def init_params(self, key: PRNGKey, batch=None) -> PLSAParams:
         """p(w | z) rows drawn from Dirichlet(1); p(z), p(d | z) and p(z | d) uniform. Needs the batch
         (D is a dimension of the parameters)."""
@@ -214,7 +182,6 @@ class PLSA(PytreeModel):
             return jnp.zeros((), params.word_probs.dtype)
         return (self.word_concentration - 1.0) * jnp.sum(jnp.log(params.word_probs))
 
-    # -- predictions ---------------------------------------------------------------------------------
     def joint_matrix(self, params: PLSAParams) -> Array:
         """pLSA1's fitted joint p(d, w) = Xi^T diag(pi) H, (D, V) (dense: for small corpora and tests)."""
         if self.variant != "plsa1":
@@ -228,8 +195,7 @@ class PLSA(PytreeModel):
         return _fold_in(self, params, _as_batch(batch))
 
     def log_predictive(self, params: PLSAParams, observed, heldout) -> Array:
-        """sum over each document's held-out tokens of log p(w | d), (S,), with p(z | d) folded in on
-        ``observed`` (the same documents in the same rows; the interface of ``LDA.log_predictive``)."""
+        """sum over each document's held-out tokens of log p(w | d), (S,), p(z | d) folded in on ``observed``."""
         self.check_data(observed)
         self.check_data(heldout)
         observed, heldout = _as_batch(observed), _as_batch(heldout)
@@ -251,7 +217,8 @@ def _responsibilities(log_dz: Array, log_eta: Array, ids: Array, cnt: Array):
     return r, log_p
 
 
-def _fold_in_probs(model: PLSA, params: PLSAParams, batch: _Bow) -> Array:
+@jax.jit
+def _fold_in(model: PLSA, params: PLSAParams, batch: _Bow) -> Array:
     k, s = model.num_topics, batch.word_ids.shape[0]
     dt = params.word_probs.dtype
     theta = jnp.full((s, k), 1.0 / k, dt)
@@ -265,9 +232,6 @@ def _fold_in_probs(model: PLSA, params: PLSAParams, batch: _Bow) -> Array:
         return jnp.where(tot > 0, n_dk / jnp.where(tot > 0, tot, 1.0), theta)
 
     return jax.lax.fori_loop(0, model.fold_in_iters, body, theta)
-
-
-_fold_in = jax.jit(_fold_in_probs)
 
 
 @jax.jit

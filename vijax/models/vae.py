@@ -1,21 +1,11 @@
-"""The variational autoencoder (VAE) of Kingma and Welling (2014), *Auto-Encoding Variational
-Bayes*, as the *Raise your ELBO* tutorial (2019, §AEVB, §VAE) instantiates it:
+"""The variational autoencoder of Kingma and Welling (2014), as *Raise your ELBO* (2019, §VAE) writes it::
 
-    z_n ~ N(0, I_d),      x_n | z_n ~ p(x_n; f_theta(z_n)),
-    q_phi(z_n | x_n) = N(mu_phi(x_n), diag(sigma_phi(x_n)^2)),
+    z_n ~ N(0, I_d),    x_n | z_n ~ p(x_n; f_theta(z_n)),    q_phi(z_n | x_n) = N(mu_phi(x_n), diag(sigma_phi(x_n)^2)),
 
-with the decoder f_theta and the encoder g_phi = (mu_phi, log sigma_phi) neural networks
-(``vijax.models.Network``, one datum in, one out). The encoder maps x (D,) to (2d,): the first d
-outputs are mu, the last d are log sigma. The decoder maps z (d,) to (D,):
-
-- ``likelihood="bernoulli"``: the logits l, log p(x | z) = sum_j x_j log s(l_j) + (1 - x_j) log s(-l_j)
-  (data in [0, 1]);
-- ``likelihood="gaussian"``: the mean m, x | z ~ N(m, obs_scale^2 I) with a fixed observation
-  scale (a learned one is unbounded on pixels that are constant in the data).
-
-The KL divergence from q(z | x) to the prior is the tutorial's closed form,
--KL = d/2 + sum_j log sigma_j - (1/2) sum_j (mu_j^2 + sigma_j^2). Everything here is for ONE datum;
-``vijax.inference.aevb`` vmaps it over a batch.
+the encoder (x (D,) -> [mu, log sigma] (2d,)) and decoder (z (d,) -> (D,)) ``vijax.models.Network``s.
+The decoder gives the logits of a Bernoulli (data in [0, 1]) or the mean of N(m, obs_scale^2 I) with
+a fixed scale. -KL(q(z | x) || p(z)) = d/2 + sum_j log sigma_j - (1/2) sum_j (mu_j^2 + sigma_j^2).
+Everything here is for ONE datum; ``vijax.inference.aevb`` vmaps it.
 """
 
 from __future__ import annotations
@@ -47,7 +37,7 @@ def _float_dtype(tree) -> jnp.dtype:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class VAE(PytreeModel):
-    """A VAE with a diagonal-Gaussian encoder and a standard-normal prior (see the module docstring).
+    """A VAE with a diagonal-Gaussian encoder and a standard-normal prior.
 
     Args:
       encoder: a ``Network`` mapping one datum (data_dim,) to (2 * latent_dim,): [mu, log sigma].
@@ -90,12 +80,10 @@ class VAE(PytreeModel):
         check_network(self.encoder, jnp.zeros((self.data_dim,), dt), (2 * self.latent_dim,), "encoder")
         check_network(self.decoder, jnp.zeros((self.latent_dim,), dt), (self.data_dim,), "decoder")
 
-    # ----------------------------------------------------------------------------- parameters
     def network_params(self) -> dict:
         """{"encoder": phi, "decoder": theta}: the networks' own starting parameters."""
         return {"encoder": self.encoder.params, "decoder": self.decoder.params}
 
-    # ----------------------------------------------------------------------------- q(z | x)
     def encode(self, enc_params: PyTree, x: Array) -> tuple[Array, Array]:
         """(mu (d,), log sigma (d,)) of q(z | x) for one datum x (D,)."""
         out = self.encoder.apply(enc_params, x)
@@ -115,11 +103,9 @@ class VAE(PytreeModel):
 
     @staticmethod
     def kl_to_prior(mean: Array, log_scale: Array) -> Array:
-        """KL(N(mu, diag(sigma^2)) || N(0, I)) = (1/2) sum_j (mu_j^2 + sigma_j^2 - 1 - 2 log sigma_j)
-        (the tutorial's closed form, §VAE)."""
+        """KL(N(mu, diag(sigma^2)) || N(0, I)) = (1/2) sum_j (mu_j^2 + sigma_j^2 - 1 - 2 log sigma_j)."""
         return 0.5 * jnp.sum(mean * mean + jnp.exp(2.0 * log_scale) - 1.0 - 2.0 * log_scale)
 
-    # ----------------------------------------------------------------------------- p(z), p(x | z)
     @staticmethod
     def log_prior(z: Array) -> Array:
         """log N(z; 0, I) for one z (d,)."""
@@ -145,7 +131,6 @@ class VAE(PytreeModel):
             return jax.random.bernoulli(key, m).astype(m.dtype)
         return m + self.obs_scale * jax.random.normal(key, m.shape, m.dtype)
 
-    # ----------------------------------------------------------------------------- data
     def batch_checks(self, x) -> list:
         """The value checks of a step's batch: finite, and in [0, 1] for the Bernoulli likelihood."""
         if self.likelihood == "bernoulli":
@@ -153,8 +138,8 @@ class VAE(PytreeModel):
         return [finite_values("batch x", x)]
 
     def check_data(self, x: Array, name: str = "x") -> None:
-        """Raises ValueError naming ``name`` unless a concrete ``x`` is (N, data_dim), finite and,
-        for the Bernoulli likelihood, in [0, 1]. A tracer's shape and dtype are checked."""
+        """Raises ValueError naming ``name`` unless ``x`` is (N, data_dim), finite and, for the Bernoulli
+        likelihood, in [0, 1]."""
         check_data_array(name, x, 2, self.data_dim)
         if self.likelihood == "bernoulli" and not is_tracer(x):
             a = np.asarray(x)
