@@ -162,7 +162,7 @@ def _method(label: str, name: str, family: str, section: dict, target: Target, n
             else expfam.Normal.from_mean_variance(loc, var)
         )
         alg = make(log_lik, schedule(section["ngvi_step_size"]), {"family": q0, "log_prior": log_prior})
-        quantities = lambda z: target.quantities(guide.constrain(z)[0])  # noqa: E731
+        quantities = lambda z: target.quantities(guide.constrain(z)[0])
 
     def draws(st, key):  # the same key: the same draws for the quantities and the log-weights
         return jax.vmap(quantities)(sample(alg, key, st, n)), log_weights(alg, key, st, full, n)

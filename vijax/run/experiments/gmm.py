@@ -259,13 +259,11 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
 
 
 # ---- CAVI against NUTS (Figure 6) --------------------------------------------------------------
-# The model CAVI fits, ``DiagonalGMM.from_data``, written as a NumPyro model with the assignments
-# summed out, so both target the same posterior. CAVI's evaluations give the held-out log
-# predictive under q (Bishop 2006, eq. 10.81) at their wall time. NUTS's held-out log predictive
-# after s draws is the mean over test points of log (1/s) sum_{j <= s} p(x* | theta_j), placed at
-# the warmup's wall time plus s / S of the sampling time. NUTS starts at the point estimates of a
-# CAVI start (k-means++ seeding and one M-step): from NumPyro's default start it settles in a mode
-# with merged clusters.
+# NUTS samples ``DiagonalGMM.from_data``'s posterior written as a NumPyro model with the assignments
+# summed out. Its held-out log predictive after s draws, the mean over test points of
+# log (1/s) sum_{j <= s} p(x* | theta_j), is placed at the warmup's wall time plus s / S of the
+# sampling time; CAVI's is q's (Bishop 2006, eq. 10.81). NUTS starts at the point estimates of a CAVI
+# start (k-means++ seeding, one M-step): from NumPyro's default start it settles in merged clusters.
 
 _NUTS_DEFAULTS = {
     "model": {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0},
