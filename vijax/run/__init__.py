@@ -1,10 +1,7 @@
-"""The one host loop, checkpoints, run configs and the ``vijax`` command.
-
-``run`` drives any ``VIAlgorithm`` in jitted ``lax.scan`` chunks with progress, evaluation, a
-stopping rule and bit-identical checkpoint/resume, with the settings of a ``RunConfig``;
-``load_config`` reads and validates a YAML config against a registered ``ExperimentSpec``;
-``run_experiment`` runs one into a results folder; ``main`` is ``vijax run`` / ``vijax list``.
-The built-in experiments live in ``vijax.run.experiments`` and register when it is imported.
+"""The one host loop (``run``: jitted ``lax.scan`` chunks, evaluation, a stopping rule, bit-identical
+checkpoint/resume), run configs (``load_config`` against a registered ``ExperimentSpec``) and the
+``vijax`` command (``main``); the built-in experiments register when ``vijax.run.experiments`` is
+imported.
 """
 
 from vijax._lazy import attach_stub

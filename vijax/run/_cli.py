@@ -280,7 +280,7 @@ def _print_summary(metrics: dict, out_dir: str) -> None:
         for line in entry["problems"]:
             print(f"  {'' if name == 'run' else 'baseline ' + name + ': '}{line}")
     plots = plots_missing() is None
-    files = "metrics.json, elbo.png, config.yaml, checkpoints/" if plots else "metrics.json, config.yaml, checkpoints/"
+    files = f"metrics.json, {'elbo.png, ' if plots else ''}config.yaml, checkpoints/"
     print(f"  results in {out_dir}/ ({files}){'' if plots else '; plots skipped: no matplotlib'}")
 
 

@@ -210,8 +210,8 @@ _EXTRA_BOUNDS = {
 
 
 def run_setting_schema(name: str) -> tuple[str, Any, str]:
-    """The type, default and allowed range of the run setting ``name``, as
-    ``vijax.run._runner.check_run_setting`` enforces them (``("int", 100, ">= 1")``)."""
+    """The type, default and allowed range of the run setting ``name`` as ``check_run_setting``
+    enforces them (``("int", 100, ">= 1")``)."""
     default, types, nullable, minimum = SETTINGS[name]
     minimum = _CONFIG_MINIMUM.get(name, minimum)
     kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
@@ -223,15 +223,8 @@ def run_setting_schema(name: str) -> tuple[str, Any, str]:
 
 def _schema_type(default: Any) -> str:
     """The values ``_check_type`` accepts where the default is ``default``."""
-    if default is None:
-        return "any"
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, float):
-        return "float (or int)"
-    if isinstance(default, (list, tuple)):
-        return "list"
-    return type(default).__name__
+    kinds = ((type(None), "any"), (bool, "bool"), (float, "float (or int)"), ((list, tuple), "list"))
+    return next((name for kind, name in kinds if isinstance(default, kind)), type(default).__name__)
 
 
 def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
