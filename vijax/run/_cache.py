@@ -1,15 +1,10 @@
-"""JAX's persistent compilation cache, so that a second start of the same program loads its compiled
-executables from disk: on by default for the ``vijax`` command; for a library call of ``run`` only
-where asked (``compile_cache=True`` or a folder, or ``$VIJAX_COMPILE_CACHE``): a library does not
-write to a user's home unasked.
-
-Where it lives, first match wins: the run setting ``compile_cache`` (``false`` turns it off, a
-string is the folder); ``$VIJAX_COMPILE_CACHE`` (a folder, or ``0``/``off``/``false``/``no``/``none``/
-empty for off); a folder the program already gave JAX (``jax_compilation_cache_dir``);
-``$XDG_CACHE_HOME/vijax/jax``, else ``~/.cache/vijax/jax``. Where JAX's minimum compile time of a
-cached program is still its default of 1 s, it is lowered to ``MIN_COMPILE_TIME_S``, so that the
-small programs of a start are cached too. The cache is trusted code: do not point it at a folder
-others can write.
+"""JAX's persistent compilation cache, so that a second start loads its compiled programs from disk:
+on by default for the ``vijax`` command, opt-in for a library call of ``run``. Where it lives, first
+match wins: the run setting ``compile_cache`` (``false``: off, a string: the folder);
+``$VIJAX_COMPILE_CACHE`` (a folder, or ``0``/``off``/``false``/``no``/``none``/empty for off); a
+folder the program gave JAX already; ``$XDG_CACHE_HOME/vijax/jax``, else ``~/.cache/vijax/jax``.
+JAX's default minimum compile time of a cached program (1 s) is lowered to ``MIN_COMPILE_TIME_S``.
+The cache is trusted code: do not point it at a folder others can write.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""Checkpoints of a run: the state pytree, the trace and evaluations so far, the step count.
-
-One checkpoint is one ``.npz`` file ``ckpt_<step>.npz`` holding ``state/<i>`` (the i-th leaf of the
-state, in ``jax.tree_util`` order), ``trace/<name>``, ``__meta__`` (JSON: the step, the leaves' paths,
-shapes and dtypes, the evaluations, the wall time, the run's key data and fingerprint) and
-``__checksum__`` (SHA-256 of every other member). Loading unflattens the leaves with the treedef of
-a template state after checking that the leaves' paths, shapes and dtypes agree. Files are written
-atomically (a temporary file, fsync-ed, ``os.replace``-d, the folder fsync-ed); a file that does not
-read back intact is renamed ``<name>.corrupt`` on resume and the previous one is used.
-
-With several processes (``jax.distributed``, the state replicated; ``CheckpointStore``) process 0
-alone reads and writes ``checkpoint_dir`` and holds its lock; the processes check that they share
-the settings that decide their collective calls; on resume process 0 broadcasts the chosen file's
-bytes (no shared file system needed); an error on any process is raised on every process; leaves
-split across processes are gathered before a write. A ``KeyboardInterrupt``'s checkpoint is
-written by process 0 alone when it holds every leaf, and skipped otherwise.
+"""Checkpoints of a run: one ``.npz`` file ``ckpt_<step>.npz`` per checkpoint, holding the state's
+leaves (``state/<i>``, in ``jax.tree_util`` order), the trace (``trace/<name>``), ``__meta__`` (JSON:
+step, leaf paths, shapes and dtypes, evaluations, wall time, key data, fingerprint) and
+``__checksum__`` (SHA-256 of the rest), written atomically (fsync-ed, ``os.replace``-d). With several
+processes (``CheckpointStore``) process 0 alone reads, writes and locks the folder and broadcasts a
+resumed file's bytes; the processes check that they share the settings that decide their collective
+calls, and an error on any process is raised on every process.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""The ``vijax`` command: ``vijax run [CONFIG]``, ``vijax list [EXPERIMENT]`` and ``vijax prepare INPUT
---format uci|ldac|text [--vocab FILE] --out corpus.npz`` (``vijax.data.prepare_corpus``).
+"""The ``vijax`` command: ``vijax run [CONFIG]``, ``vijax list [EXPERIMENT]`` and ``vijax prepare``.
 
-``vijax run`` loads and validates a config (without one, the embedded default of
-``DEFAULT_EXPERIMENT``), builds the registered experiment, runs it and its baselines with
-``vijax.run.run``, and writes into the output folder ``config.yaml`` (the resolved config),
-``checkpoints/`` (``--resume`` continues from the latest), the experiment's report and plots,
-``metrics.json`` (summary, final ELBO, steps, wall time, health, evaluations, the ELBO trace) and
-``elbo.png`` (without matplotlib the plots are skipped, said once on stderr).
-
-Exit status: 0 for a run that finished with a finite ELBO; 2 when it could not start (an invalid
-config or value, naming its key; an output folder that cannot be written; a refused resume; a
-missing extra the experiment needs); 3 when it finished but its result is not to be trusted (the
-last applied step's ELBO is not finite, or more than ``run.max_rejected_share`` of the updates were
-rejected); the results are written either way.
+``vijax run`` validates a config (default: ``DEFAULT_EXPERIMENT``'s embedded one), builds the
+experiment, runs it and its baselines and writes into the output folder ``config.yaml``,
+``checkpoints/`` (``--resume``), the experiment's report, ``metrics.json`` and ``elbo.png``. Exit
+status: 0 for a finished run with a finite ELBO; 2 when it could not start (an invalid config,
+naming its key; an unwritable output folder; a refused resume; a missing extra); 3 when its result
+is not to be trusted (a non-finite last ELBO, or more than ``run.max_rejected_share`` of the
+updates rejected), the results written either way.
 """
 
 from __future__ import annotations
