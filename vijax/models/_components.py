@@ -340,10 +340,6 @@ def map_rows(counts: Array, concentration: float) -> Array:
     return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
 
 
-def _normalized(alpha: Array) -> Array:
-    return alpha / jnp.sum(alpha, -1, keepdims=True)
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class BetaBernoulli(Component):
     """Products of D Bernoullis y_d ~ Bernoulli(phi_d) with phi_d ~ Beta(a, b) (Hoffman & Blei 2015,
@@ -450,7 +446,7 @@ class DirichletCategorical(Component):
 
     def point_estimate(self, q: expfam.Dirichlet) -> Array:
         """E[p] (K, V)."""
-        return _normalized(q.concentration)
+        return q.concentration / jnp.sum(q.concentration, -1, keepdims=True)
 
     def check_data(self, x, name: str | None = None) -> None:
         name = name or self.data_name
