@@ -136,15 +136,12 @@ class Corpus:
             raise ValueError(f"word_ids must hold integers, got dtype {ids.dtype}")
         if not (np.issubdtype(cnt.dtype, np.integer) or np.issubdtype(cnt.dtype, np.floating)):
             raise ValueError(f"counts must be integers or floats, got dtype {cnt.dtype}")
-        vocab = self.vocab
-        if vocab is not None:
-            vocab = tuple(str(w) for w in vocab)
+        vocab = None if self.vocab is None else tuple(str(w) for w in self.vocab)
         size = self.vocab_size
-        if size is None:
-            if vocab is not None:
-                size = len(vocab)
-            else:
-                size = int(max((int(ids[s].max()) for s in _chunks(ids.size)), default=-1)) + 1
+        if size is None and vocab is not None:
+            size = len(vocab)
+        elif size is None:
+            size = max((int(ids[s].max()) for s in _chunks(ids.size)), default=-1) + 1
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
             raise ValueError(f"vocab_size must be a non-negative integer, got {size!r}")
         size = int(size)
