@@ -54,7 +54,10 @@ class Checkpoint(NamedTuple):
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used for this run; the message names the file."""
+    """A checkpoint that cannot be used for this run; the message names the file, ``fingerprint``
+    (where its meta data was read) the run fingerprint it was saved with."""
+
+    fingerprint: Optional[dict] = None
 
 
 class CorruptCheckpointError(CheckpointError):
@@ -261,10 +264,12 @@ def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -
         diffs = [
             f"  leaf {i}: expected {e}, found {g}" for i, (e, g) in enumerate(zip(pad(expected), pad(found))) if e != g
         ]
-        raise CheckpointError(
+        error = CheckpointError(
             f"checkpoint {path} does not match the state's structure "
             f"({len(found)} leaves saved, {len(expected)} expected):\n" + "\n".join(diffs[:10])
         )
+        error.fingerprint = meta.get("fingerprint")
+        raise error
     state = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), [jnp.asarray(x) for x in leaves])
     return Checkpoint(
         step=int(meta["step"]),
@@ -275,16 +280,6 @@ def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -
         key_data=np.asarray(meta["key_data"], np.uint32),
         fingerprint=meta.get("fingerprint"),
     )
-
-
-def read_fingerprint(path: str, data: Optional[bytes] = None) -> Optional[dict]:
-    """The fingerprint a checkpoint was saved with (None if none), reading only its meta data
-    (from ``data``, its bytes, when given); ``CorruptCheckpointError`` when that cannot be read."""
-    try:
-        with np.load(path if data is None else io.BytesIO(data), allow_pickle=False) as f:
-            return json.loads(str(f["__meta__"])).get("fingerprint")
-    except Exception as e:
-        raise CorruptCheckpointError(path, f"{type(e).__name__}: {e}") from None
 
 
 def _read(path: str, data: Optional[bytes] = None) -> tuple[dict, list, dict]:

@@ -162,7 +162,7 @@ def initial_progress(
     try:
         ck = _checkpoint.load_checkpoint(path, state, data)
     except _checkpoint.CheckpointError as e:  # another state structure: name the config keys if known
-        changed = _checkpoint.compare_fingerprints(_checkpoint.read_fingerprint(path, data), fingerprint)
+        changed = _checkpoint.compare_fingerprints(e.fingerprint, fingerprint)
         if changed:
             raise _checkpoint.ConfigChangedError(
                 f"checkpoint {path} was written with another config; changed: {'; '.join(changed)}. Its state "
