@@ -303,19 +303,15 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument(
         "config",
         nargs="?",
-        help="a YAML config's path, or the name of a shipped config (`vijax list` lists them); "
-        f"without it, the defaults of {DEFAULT_EXPERIMENT}",
+        help=f"a YAML config's path or a shipped config's name (`vijax list`); default: {DEFAULT_EXPERIMENT}'s",
     )
     p_run.add_argument(
         "--resume",
         action="store_true",
-        help="continue from the latest intact checkpoint in <out>/checkpoints (refused when the "
-        "config differs from the checkpoint's)",
+        help="continue from the latest intact checkpoint in <out>/checkpoints (refused for a changed config)",
     )
     p_run.add_argument(
-        "--allow-changes",
-        action="store_true",
-        help="with --resume: continue although config values changed (e.g. run.num_steps)",
+        "--allow-changes", action="store_true", help="with --resume: continue with changed config values"
     )
     p_run.add_argument("--out", help="output folder (overrides output.dir)")
     p_run.add_argument(
@@ -329,15 +325,13 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     cache = p_run.add_mutually_exclusive_group()
     cache.add_argument(
-        "--no-compile-cache",
-        action="store_true",
-        help="do not use JAX's persistent compilation cache (run.compile_cache=false)",
+        "--no-compile-cache", action="store_true", help="no persistent compilation cache (run.compile_cache=false)"
     )
     cache.add_argument(
         "--compile-cache",
         metavar="DIR",
-        help="the folder of JAX's persistent compilation cache (run.compile_cache; default: "
-        "$VIJAX_COMPILE_CACHE, else $XDG_CACHE_HOME/vijax/jax or ~/.cache/vijax/jax)",
+        help="JAX's persistent compilation cache folder (default: $VIJAX_COMPILE_CACHE, else "
+        "$XDG_CACHE_HOME/vijax/jax or ~/.cache/vijax/jax)",
     )
     p_list = sub.add_parser("list", help="list the registered experiments, one line each; with a name, its config keys")
     p_list.add_argument(
