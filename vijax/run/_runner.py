@@ -284,13 +284,9 @@ def run(
     start = time.perf_counter()
     init_key, step_base = jax.random.split(key)
     key_data = np.asarray(jax.random.key_data(key))
-    fields = (
-        ("elbo",)
-        if progress_fields is None
-        else (progress_fields,)
-        if isinstance(progress_fields, str)
-        else tuple(progress_fields)
-    )
+    if isinstance(progress_fields, str):  # one field; tuple("elbo") would be its letters
+        progress_fields = (progress_fields,)
+    fields = ("elbo",) if progress_fields is None else tuple(progress_fields)
     fingerprint = None if fingerprint is None else _checkpoint.jsonable(dict(fingerprint))
     with store.held():  # the folder is this run's until it returns (vijax.run._lock)
         prog = initial_progress(alg, init_state, init_key, key_data, store, resume, fingerprint, allow_changes)
