@@ -121,15 +121,7 @@ def init(
 
 @validated_step
 def step(
-    key: PRNGKey,
-    state: AEVBState,
-    batch: Array,
-    *,
-    model,
-    decoder: _Decoder,
-    optimizer: optax.GradientTransformation,
-    num_data: Optional[int],
-    num_samples: int,
+    key: PRNGKey, state: AEVBState, batch: Array, *, model, decoder, optimizer, num_data, num_samples: int
 ) -> tuple[AEVBState, AEVBInfo]:
     """One optimizer step on the minibatch ELBO (see the module docstring)."""
     if num_data is not None:

@@ -187,14 +187,7 @@ def elbo(
 
 
 def init(
-    key: PRNGKey,
-    batch: PyTree = None,
-    *,
-    guide,
-    optimizer: optax.GradientTransformation,
-    joint: Optional[Callable] = None,
-    log_density: Optional[Callable] = None,
-    has_prior: bool = False,
+    key: PRNGKey, batch: PyTree = None, *, guide, optimizer, joint=None, log_density=None, has_prior=False
 ) -> BBVIState:
     """q at the guide's start and the optimizer's state, after ``check_start`` on concrete inputs."""
     check_key("key", key)

@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import batch_size, check_int, check_key, implements
+from vijax._validate import check_int, check_key, implements
+from vijax.inference._scale import check_whole_data
 from vijax.inference._conjugate import check_conjugate_model, check_local, check_q_global, initial_globals
 from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
 from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
@@ -44,21 +45,9 @@ def init_from(q_global: PyTree) -> CAVIState:
 
 
 @validated_step
-def step(
-    key: PRNGKey,
-    state: CAVIState,
-    batch: PyTree,
-    *,
-    model: ConditionallyConjugateModel,
-    local: str = "meanfield",
-    num_data: Optional[int] = None,
-):
+def step(key: PRNGKey, state: CAVIState, batch: PyTree, *, model, local: str = "meanfield", num_data=None):
     """One full sweep: local step at E_q[t(beta)], then the global coordinate update."""
-    if num_data is not None and batch_size(batch) != num_data:
-        raise ValueError(
-            f"CAVI takes the whole data set at every step: the batch has {batch_size(batch)} "
-            f"data points but num_data={num_data}"
-        )
+    check_whole_data("CAVI", batch, num_data)
     prior = model.prior()
     check_q_global(state.q_global, prior)
     blocks = model.global_blocks(batch) if implements(model, BlockedGlobalsModel) else ()

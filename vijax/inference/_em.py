@@ -12,7 +12,8 @@ from typing import NamedTuple, Optional
 
 import jax.numpy as jnp
 
-from vijax._validate import batch_size, check_int, check_key
+from vijax._validate import check_int, check_key
+from vijax.inference._scale import check_whole_data
 from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
 from vijax.models import EMModel
 from vijax.types import Array, PRNGKey, PyTree
@@ -49,11 +50,7 @@ def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
 @validated_step
 def step(key: PRNGKey, state: EMState, batch: PyTree, *, model: EMModel, num_data: Optional[int] = None):
     """One EM iteration: the E-step at theta, then the M-step (``key`` unused)."""
-    if num_data is not None and batch_size(batch) != num_data:
-        raise ValueError(
-            f"EM takes the whole data set at every step: the batch has {batch_size(batch)} "
-            f"data points but num_data={num_data}"
-        )
+    check_whole_data("EM", batch, num_data)
     stats, log_lik = model.e_step(state.q_global, batch)
     new = model.m_step(stats)
     elbo = objective(model, state.q_global, log_lik)

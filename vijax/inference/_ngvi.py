@@ -189,15 +189,7 @@ def _hessian_gradient(q, f, key, num_samples, secant=False):
     return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
 
 
-def init(
-    key: PRNGKey,
-    batch: PyTree = None,
-    *,
-    family: PyTree,
-    joint: Optional[Callable] = None,
-    log_density: Optional[Callable] = None,
-    has_prior: bool = False,
-) -> NGVIState:
+def init(key: PRNGKey, batch: PyTree = None, *, family, joint=None, log_density=None, has_prior=False) -> NGVIState:
     """The initial q (``family``), after ``bbvi``'s ``check_start`` on concrete inputs."""
     check_key("key", key)
     concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))

@@ -202,14 +202,7 @@ def init(
 
 @validated_step
 def step(
-    key: PRNGKey,
-    state: OptaxVIState,
-    batch: PyTree,
-    *,
-    model: ParamsModel,
-    optimizer: optax.GradientTransformation,
-    num_samples: Optional[int],
-    num_data: Optional[int],
+    key: PRNGKey, state: OptaxVIState, batch: PyTree, *, model, optimizer, num_samples, num_data
 ) -> tuple[OptaxVIState, OptaxVIInfo]:
     """One ascent step on ``model.elbo_params`` (the same draws give the value and the gradient)."""
     if num_data is not None:

@@ -33,7 +33,7 @@ from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm,
 from vijax.inference.schedules import as_schedule
 from vijax.expfam import euclidean_natural_grad_step
 from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, kl_prox_update
-from vijax.types import Array, PRNGKey, PyTree, Schedule
+from vijax.types import Array, PRNGKey, PyTree
 
 DIVERGENCES = ("kl", "euclidean")
 
@@ -59,15 +59,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIStat
 
 @validated_step
 def step(
-    key: PRNGKey,
-    state: ProxSVIState,
-    batch: PyTree,
-    *,
-    model: ProxModel,
-    num_data: int,
-    schedule: Schedule,
-    divergence: str = "kl",
-    num_samples: int = 1,
+    key: PRNGKey, state: ProxSVIState, batch: PyTree, *, model, num_data: int, schedule, divergence="kl", num_samples=1
 ) -> tuple[ProxSVIState, ProxSVIInfo]:
     """One PG-SVI iteration (9) on a minibatch; ``info.elbo`` is at the pre-update q."""
     check_num_data(num_data, model, batch, state.count)

@@ -55,6 +55,15 @@ def check_num_data(num_data: int, model, batch: PyTree, count=None) -> None:
     )
 
 
+def check_whole_data(algorithm: str, batch: PyTree, num_data) -> None:
+    """Raises ValueError unless the batch holds ``num_data`` data points (where given)."""
+    if num_data is not None and batch_size(batch) != num_data:
+        raise ValueError(
+            f"{algorithm} takes the whole data set at every step: the batch has {batch_size(batch)} "
+            f"data points but num_data={num_data}"
+        )
+
+
 def data_scale(count: Array, present, num_data: int, ramp: bool, dtype=None):
     """(N_t / S, N / S): the multipliers of a minibatch's statistics in the update and in the ELBO.
     N_t = N, or with ``ramp`` min((t + 1) S, N) (Hoffman and Blei 2015, Algorithm 1 and §2.6).

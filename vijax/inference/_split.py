@@ -137,16 +137,7 @@ def _rest_draws(rest_alg: VIAlgorithm, key: PRNGKey, rest_state, bijectors: dict
 
 @validated_step
 def step(
-    key: PRNGKey,
-    state: SplitState,
-    batch: PyTree,
-    *,
-    model: Target,
-    conjugate: tuple,
-    rest_alg: VIAlgorithm,
-    bijectors: dict,
-    schedule: Schedule,
-    num_draws: int,
+    key: PRNGKey, state: SplitState, batch: PyTree, *, model, conjugate, rest_alg, bijectors, schedule, num_draws: int
 ) -> tuple[SplitState, SplitInfo]:
     """One step (module docstring)."""
     target = model
