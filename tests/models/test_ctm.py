@@ -14,7 +14,7 @@ from vijax.data import BowBatch
 from vijax.inference._prox_svi import prox_svi
 from vijax.metrics import corpus_document_completion
 from vijax.expfam import kl_prox_closed_form, prox_objective
-from vijax.models.ctm import CTM, CTMGlobals, LocalQ
+from vijax.models.ctm import CTM, CTMGlobals, LocalQ, psi_terms
 from vijax.data import sample_ctm_corpus
 
 K, V = 3, 12
@@ -38,10 +38,10 @@ def test_psi_gradient_and_hessian_match_autodiff():
     model, params, ids, counts = _setup()
     a = params.log_topics[:, ids]
     z = jax.random.normal(jax.random.PRNGKey(0), (4, K - 1))
-    _, grad, hess, _ = model._psi_terms(z, a, counts)
+    _, grad, hess, _ = psi_terms(z, a, counts)
 
     def psi(zz):
-        return model._psi_terms(zz[None], a, counts)[0][0]
+        return psi_terms(zz[None], a, counts)[0][0]
 
     np.testing.assert_allclose(grad, jax.jit(jax.vmap(jax.grad(psi)))(z), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(hess, jax.jit(jax.vmap(jax.hessian(psi)))(z), rtol=1e-10, atol=1e-12)
@@ -120,14 +120,14 @@ def test_expected_loglik_grads_are_unbiased_for_the_gradient():
 
     def psi_at(m, cov, e):
         z = m[None, :] + e @ jnp.linalg.cholesky(cov).T
-        return model._psi_terms(z, a, counts)[0]
+        return psi_terms(z, a, counts)[0]
 
     per_draw = jax.vmap(jax.grad(lambda m, cov, e1: psi_at(m, cov, e1[None])[0], argnums=(0, 1)), (None, None, 0))
     gm_draws, gv_draws = per_draw(q.mean, q.cov, e)
     gv_draws = 0.5 * (gv_draws + jnp.swapaxes(gv_draws, 1, 2))
     gm_ref, gv_ref = jnp.mean(gm_draws, 0), jnp.mean(gv_draws, 0)  # jax.grad of the mean of psi_at
     z_ref = q.mean[None, :] + e @ jnp.linalg.cholesky(q.cov).T
-    _, grad, hess, _ = model._psi_terms(z_ref, a, counts)
+    _, grad, hess, _ = psi_terms(z_ref, a, counts)
     se_m = np.sqrt(np.var(grad, 0) / num_draws + np.var(gm_draws, 0) / num_ref)
     se_v = np.sqrt(np.var(0.5 * hess, 0) / num_draws + np.var(gv_draws, 0) / num_ref)
     _, dm, dv = model.expected_loglik_grads(q, a, counts, jax.random.PRNGKey(6), num_draws)

@@ -1,7 +1,5 @@
-"""Neural networks as pure functions over parameter pytrees: a :class:`Network` is the pair
-``(apply, params)`` with ``apply(params, x) -> y`` for one datum (the VAE's encoder and decoder,
-the feature map under a Bayesian last layer). ``mlp`` builds one in plain JAX; ``from_equinox``
-adapts an Equinox module (the optional extra ``vijax-toolkit[nn]``)."""
+"""Neural networks as pure functions: a :class:`Network` is ``(apply, params)`` with ``apply(params, x) -> y``
+for one datum. ``mlp`` builds one in plain JAX; ``from_equinox`` adapts an Equinox module."""
 
 from __future__ import annotations
 
@@ -32,11 +30,8 @@ class Network(NamedTuple):
 
 
 def mlp(key: PRNGKey, sizes: Sequence[int], activation: str = "tanh") -> Network:
-    """A multilayer perceptron ``sizes[0] -> ... -> sizes[-1]``, the last layer linear.
-
-    Weights are drawn N(0, 1/fan_in) (LeCun), biases start at zero. ``params`` is a list of
-    ``{"w": (d_in, d_out), "b": (d_out,)}`` dicts.
-    """
+    """A multilayer perceptron ``sizes[0] -> ... -> sizes[-1]``, the last layer linear; ``params`` a list
+    of ``{"w": (d_in, d_out), "b": (d_out,)}``, weights N(0, 1/fan_in), biases zero."""
     _validate.check_key("key", key)
     sizes = tuple(sizes)
     if len(sizes) < 2:
@@ -63,9 +58,7 @@ def mlp(key: PRNGKey, sizes: Sequence[int], activation: str = "tanh") -> Network
 
 
 def from_equinox(module) -> Network:
-    """A :class:`Network` from an Equinox module: its inexact-array leaves are the parameters.
-
-    Needs ``equinox`` (``pip install "vijax-toolkit[nn]"``)."""
+    """A :class:`Network` from an Equinox module, its inexact-array leaves the parameters (needs ``equinox``)."""
     try:
         import equinox as eqx
     except ImportError as err:  # pragma: no cover - the extra is installed in the test environment
@@ -81,9 +74,8 @@ def from_equinox(module) -> Network:
 
 
 def check_network(net: Network, example: Array, expected_shape: tuple, name: str) -> None:
-    """Raises ValueError naming ``name`` unless ``net.apply(net.params, example)`` (one datum) has
-    the shape ``expected_shape`` (``jax.eval_shape``), and naming the parameter's path when a
-    concrete floating parameter is not finite."""
+    """Raises ValueError naming ``name`` unless ``net.apply(net.params, example)`` has ``expected_shape``,
+    or naming the parameter's path when a concrete floating parameter is not finite."""
     if not isinstance(net, Network):
         raise ArgumentError(name, f"{name} must be a vijax.models.Network (apply, params), got {type(net).__name__}")
     for path, leaf in jax.tree_util.tree_leaves_with_path(net.params):

@@ -1,24 +1,16 @@
 """What proximal-gradient SVI (Khan et al. 2016) needs from a non-conjugate model, and shared helpers.
 
-Khan et al. (2016) split the negative ELBO into f + h (§3.1): h is kept exact (convex: the KL from q to a
-conjugate prior), f is linearised at the current q with a stochastic gradient from a minibatch and
-Monte Carlo samples. With q an exponential family with natural parameters lambda, mean parameters
-mu(lambda), prior natural parameters eta, and f linearised in the MEAN parameters, iteration (9)
+The negative ELBO splits into f + h (§3.1): h = KL(q || conjugate prior) is kept exact, f is
+linearised at the current q with a minibatch, Monte Carlo gradient. With q an exponential family
+(natural parameters lambda, mean parameters mu, prior eta) and f linearised in mu, iteration (9)
 with the KL divergence reads
 
     lambda_{k+1} = argmin_lambda  -<g, mu(lambda)> + KL(q_lambda || p) + (1/beta_k) KL(q_lambda || q_k)
                  = r_k lambda_k + (1 - r_k) (eta + g),          r_k = 1 / (1 + beta_k),
 
-where g = (N/M) * sum_{n in minibatch} grad_mu E_q[log p(y_n | .)] (docs/prox_svi.md;
-``vijax.expfam.prox_objective`` is the objective the tests minimise to check the closed form).
-Terms of the log joint that are linear in q's mean parameters may be put into ``loglik_grad``
-too: their gradient is exact, so they are kept exact.
-
-A model for ``vijax.inference.prox_svi`` is a :class:`ProxModel`; the step needs either a
-:class:`GradientProxModel` (the generic closed form :func:`kl_prox_update`) or a
-:class:`StructuredProxModel` (a model's own ``prox_update``). A model for the optax baselines
-(``vijax.inference.optax_vi``) is a :class:`ParamsModel`; one for ``vijax.inference.aevb`` an
-:class:`AEVBModel`.
+g = (N/M) sum_{n in minibatch} grad_mu E_q[log p(y_n | .)]. ``prox_svi`` needs a :class:`ProxModel`
+that is a :class:`GradientProxModel` or a :class:`StructuredProxModel`; ``optax_vi`` a
+:class:`ParamsModel`; ``aevb`` an :class:`AEVBModel`.
 """
 
 from __future__ import annotations
@@ -47,8 +39,7 @@ class ProxModel(BatchChecked, Protocol):
 
 @runtime_checkable
 class GradientProxModel(ProxModel, Protocol):
-    """A ``ProxModel`` whose q is a pytree of families, for the generic KL-proximal step
-    (:func:`kl_prox_update`) and the Euclidean one."""
+    """A ``ProxModel`` whose q is a pytree of families, for the generic KL-proximal step (:func:`kl_prox_update`)."""
 
     def prior(self) -> PyTree:
         """The prior (or its conjugate part) as a pytree of families structured like q."""
@@ -58,8 +49,8 @@ class GradientProxModel(ProxModel, Protocol):
 
 
 class ProxUpdate(NamedTuple):
-    """One KL-proximal step: the new q, the ELBO estimate at the pre-update q, and the number of
-    family batch elements pulled back into the natural-parameter domain (0 for structured steps)."""
+    """One KL-proximal step: the new q, the ELBO estimate at the pre-update q and the number of batch
+    elements pulled back into the natural-parameter domain."""
 
     q: PyTree
     elbo: Array
@@ -68,8 +59,7 @@ class ProxUpdate(NamedTuple):
 
 @runtime_checkable
 class StructuredProxModel(ProxModel, Protocol):
-    """A ``ProxModel`` with its own closed-form KL-proximal step (GP classification's (m, gamma)
-    form, the CTM's local fits, the GLM's linearisations)."""
+    """A ``ProxModel`` with its own closed-form KL-proximal step ``prox_update``."""
 
     def prox_update(
         self, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: Optional[int], num_data: int
@@ -92,8 +82,7 @@ class ParamsModel(BatchChecked, Protocol):
 
 @runtime_checkable
 class AEVBModel(BatchChecked, Protocol):
-    """An amortized diagonal-Gaussian q(z | x), a decoder's log p(x | z; theta) and a standard-normal
-    prior, all for ONE datum (``vijax.models.VAE``)."""
+    """An amortized diagonal-Gaussian q(z | x), a decoder and a standard-normal prior, for ONE datum."""
 
     latent_dim: int
     data_dim: int
@@ -129,10 +118,8 @@ class AEVBModel(BatchChecked, Protocol):
 def kl_prox_update(
     model: GradientProxModel, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples: int, num_data: int
 ) -> ProxUpdate:
-    """The generic KL-proximal step of iteration (9): lambda <- r lambda + (1 - r)(eta + (N/M) g_hat),
-    r = 1 / (1 + beta), g_hat from ``model.loglik_grad``, with the domain guard of
-    ``vijax.expfam.conjugate_update``; the ELBO at the pre-update q. ``key`` is split into the
-    gradient's and the ELBO's draws."""
+    """The generic KL-proximal step of iteration (9), lambda <- r lambda + (1 - r)(eta + (N/M) g_hat), with
+    the domain guard of ``vijax.expfam.conjugate_update``; the ELBO at the pre-update q."""
     m = batch_size(batch)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
@@ -144,30 +131,10 @@ def kl_prox_update(
 
 
 def structured_prox_update(
-    model: ProxModel,
-    prox_step: Callable,
-    q: PyTree,
-    batch: PyTree,
-    key: PRNGKey,
-    beta,
-    num_samples: Optional[int],
-    num_data: int,
+    model: ProxModel, prox_step: Callable, q: PyTree, batch: PyTree, key: PRNGKey, beta, num_samples, num_data: int
 ) -> ProxUpdate:
-    """A ``ProxUpdate`` from a model's own step ``prox_step(q, batch, key, beta, num_samples,
-    num_data) -> q_new``, keys and ELBO as in :func:`kl_prox_update`."""
+    """A ``ProxUpdate`` from a model's own ``prox_step(q, batch, key, beta, num_samples, num_data) -> q_new``."""
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
     q_new = prox_step(q, batch, key_grad, beta, num_samples, num_data)
     return ProxUpdate(q_new, elbo, jnp.zeros((), jnp.int32))
-
-
-__all__ = [
-    "AEVBModel",
-    "GradientProxModel",
-    "ParamsModel",
-    "ProxModel",
-    "ProxUpdate",
-    "StructuredProxModel",
-    "kl_prox_update",
-    "structured_prox_update",
-]

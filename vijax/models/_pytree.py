@@ -1,6 +1,5 @@
-"""The base of every model: a registered pytree whose arrays are leaves and whose settings are
-static metadata (Equinox's ``Module`` idea, without the dependency; ``docs/design.md``, "Models are
-pytrees")."""
+"""The base of every model: a registered pytree whose arrays are leaves and whose settings are static
+metadata (Equinox's ``Module`` idea, without the dependency)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def static_float(name: str, value: Any) -> float:
 
 
 class TraceCache(dict):
-    """A model's cache of what its traces found (a derived model's blocks of globals per datum
-    shape): static metadata that takes no part in the model's equality or hash."""
+    """A model's cache of what its traces found: static metadata outside the model's equality and hash."""
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, TraceCache)
@@ -46,9 +44,8 @@ class TraceCache(dict):
 
 
 def array_or_float(name: str, value: Any) -> Any:
-    """A hyperparameter that may be a scalar or an array: a real scalar as a Python float (static),
-    a real array-like as a float64 NumPy array (a leaf), anything else as it is (for the model's
-    own checks)."""
+    """A real scalar as a Python float (static), a real array-like as a float64 NumPy array (a leaf),
+    anything else as it is (for the model's own checks)."""
     if isinstance(value, jax.Array) or value is None:
         return value
     try:
@@ -66,8 +63,7 @@ def optional_float(name: str, value: Any) -> Any:
 
 
 def split_arrays(tree: Any) -> tuple[list, Callable[[list], Any]]:
-    """(the arrays among ``tree``'s leaves, ``rebuild(arrays)``), every other leaf kept as it is:
-    Equinox's ``partition``/``combine`` in one call."""
+    """(the arrays among ``tree``'s leaves, ``rebuild(arrays)``): Equinox's ``partition``/``combine``."""
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     is_array = [_is_array(leaf) for leaf in leaves]
     arrays = [leaf for leaf, a in zip(leaves, is_array) if a]
@@ -97,10 +93,8 @@ _ARRAY = object()  # the place of an array among a call's leaves
 
 
 def filter_jit(fn: Callable) -> Callable:
-    """``fn`` compiled with the arrays among its arguments' leaves traced and every other leaf
-    static (Equinox's ``filter_jit``): a model that is a pytree gives its arrays, a model object
-    of the user's that is not one is static as a whole, numbers and names are static. One program
-    per distinct static part, as with ``static_argnums``."""
+    """``fn`` compiled with the arrays among its arguments' leaves traced and every other leaf static
+    (Equinox's ``filter_jit``): one program per distinct static part."""
 
     @functools.partial(jax.jit, static_argnums=0)
     def compiled(static: _Static, arrays: list):
@@ -119,8 +113,8 @@ def filter_jit(fn: Callable) -> Callable:
 
 
 def _flatten_with_keys(model: PytreeModel):
-    """Children: the attributes that are arrays or pytrees of arrays, and the arrays of an attribute
-    that mixes arrays with other leaves (a ``Network``). Metadata: every other attribute."""
+    """Children: attributes that are (pytrees of) arrays, and the arrays of an attribute mixing arrays
+    with other leaves (a ``Network``); metadata: every other attribute."""
     children, static, mixed = [], [], []
     for name, value in sorted(vars(model).items()):
         if _is_array(value):
@@ -194,13 +188,11 @@ class PytreeModel(metaclass=_ModelType):
     """Base of vijax's models and components: a registered pytree, so a model is an argument of
     ``jax.jit``/``vmap`` like any other.
 
-    Attributes that hold arrays are the pytree's children; every other attribute (sizes, flags,
-    scalar hyperparameters, names, dtypes, functions) is static metadata, compared by value.
-    Attributes are read from the instance (``vars``), so a frozen dataclass and a class with its
-    own ``__init__`` are both pytrees; unflattening does not call ``__init__``, so a model's
-    checks run once, at construction. ``static_floats`` names the scalar hyperparameters,
-    converted to Python floats before ``__init__``; ``converters`` maps other arguments to a
-    ``convert(name, value)``. Equality and hashing: same type, equal metadata, the same arrays.
+    Attributes holding arrays are the children; every other attribute is static metadata, compared by
+    value. Unflattening does not call ``__init__``, so a model's checks run once, at construction.
+    ``static_floats`` names the scalar hyperparameters converted to Python floats before ``__init__``;
+    ``converters`` maps other arguments to a ``convert(name, value)``. Equal: same type, equal
+    metadata, the same arrays.
 
     Examples:
         >>> import dataclasses, jax
@@ -228,14 +220,3 @@ class PytreeModel(metaclass=_ModelType):
 
     def __hash__(self) -> int:
         return hash((type(self), _flatten(self)[1]))
-
-
-__all__ = [
-    "PytreeModel",
-    "TraceCache",
-    "array_or_float",
-    "filter_jit",
-    "optional_float",
-    "split_arrays",
-    "static_float",
-]

@@ -1,48 +1,29 @@
 """Correlated topic model (Blei & Lafferty 2007) fitted with proximal-gradient SVI (Khan et al. 2016, §3.1, §6.2, app. A.3).
 
-Model, for document d with word counts y_d over a vocabulary of V words, K topics::
+For document d with word counts y_d and K topics (the last logit fixed at 0, as in Blei & Lafferty)::
 
     z_d ~ N(mu, Sigma) in R^(K-1),   p(word w | z_d) = sum_k beta_kw softmax((z_d, 0))_k,
-    log p(y_d | z_d) = sum_n y_dn lse_k(log beta_{k w_n} + z_dk) - W_d lse_k(z_dk)   (+ const),
+    psi(z) = log p(y_d | z_d) = sum_n y_dn lse_k(log beta_{k w_n} + z_k) - W_d lse_k(z_k)   (+ const).
 
-with W_d = sum_n y_dn. As in Blei & Lafferty (2007) the last logit is fixed at 0 (softmax is
-invariant to a shift of every logit, which would otherwise be a random walk of mu and Sigma).
-theta = {mu, Sigma, beta} are parameters (point estimates, as in the paper); q(z_d) = N(m_d, V_d)
-is local, full covariance ("PG-SVI") or diagonal ("PG-SVI-MF").
+theta = {mu, Sigma, beta} are point estimates; q(z_d) = N(m_d, V_d) is local, full ("PG-SVI") or
+diagonal ("PG-SVI-MF"). Split (app. A.3): f_d = -E_q[psi(z_d)] (Bonnet's and Price's gradients from
+Monte Carlo draws), h_d = KL(q(z_d) || N(mu, Sigma)); the local step is
+lambda <- r lambda + (1 - r)(eta + g), r = 1/(1 + beta_local). The globals are stored statistics
+(``CTMGlobals``) moved by s <- r s + (1 - r) s_hat (stochastic EM, r = 1/(1 + beta_k)); theta is
+their M-step (``params``): beta_k ∝ s_topic_k + smoothing, mu = mean E[z],
+Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T) + kappa I (§6.2).
 
-Split (app. A.3): f_d = -E_q[log p(y_d | z_d)], h_d = KL(q(z_d) || N(mu, Sigma)) (exact).
-Gradients of f_d with respect to (m, V) come from Bonnet's and Price's theorems with S Monte
-Carlo draws z_s ~ q and the closed-form gradient and Hessian of psi(z) = sum_n y_n lse(a_n + z) -
-W lse(z) (``psi_terms``), mapped to mean parameters as in ``vijax.models.glm``; the local step is
-lambda <- r lambda + (1 - r)(eta + g), r = 1/(1 + beta_local). With a diagonal q the prior's
-off-diagonal precision terms join f (their gradient -sum_{j != i} P_ij m_j is exact).
+The baselines of Khan et al.'s Figure 3 (``local_method``), with prior precision P and q(t_n) = phi_n:
 
-Local: q(z_d) per document of the minibatch, started at the prior and refined by ``local_steps``
-KL-proximal steps. Global: theta, by stochastic (online) EM on stored statistics (``CTMGlobals``:
-corpus-scaled topic-word counts and the averages of E[z_d], E[z_d z_d^T]), which move towards a
-minibatch's by s <- r s + (1 - r) s_hat, r = 1/(1 + beta_k), beta_k the ``step_size`` of
-``prox_svi``; theta is their M-step (``params``): beta_k ∝ s_topic_k + smoothing, mu = mean E[z],
-Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T) + kappa I (§6.2; docs/prox_svi.md).
+* ``laplace`` (Wang & Blei 2013): q(z) = N(z_hat, (P + W C(z_hat))^-1), z_hat the posterior mode
+  (damped Newton), C(z) = diag(s) - s s', s = softmax((z, 0)).
+* ``delta`` (Wang & Blei 2013): E_q[lse(z)] ~ lse(m) + tr(C(m) V) / 2, maximised by coordinate
+  ascent: V = (P + W C(m))^-1, then a Newton step in m.
+* ``meanfield`` (Blei & Lafferty 2007, §3): q(z) = prod_i N(lambda_i, nu2_i) with the bound
+  E_q[lse(z)] <= (1/zeta) sum_k exp(lambda_k + nu2_k / 2) - 1 + log zeta, by coordinate ascent.
 
-The baselines of Khan et al.'s Figure 3 (``local_method``) keep a multinomial q(t_n) = phi_n over
-the topic assignments and differ in how they treat the non-conjugate term -W E_q[lse(z)] of one
-document (a (K, L) = log beta[:, w_n], prior N(mu, P^-1), D = K - 1)::
-
-    psi(z) = sum_n y_n lse_k(a_nk + z_k) - W lse_k(z_k),   log p(z | y, beta) = -(z - mu)' P (z - mu) / 2 + psi(z) + c.
-
-* ``laplace`` (Wang & Blei 2013, Laplace variational inference): q(z) = N(z_hat, -H^-1), z_hat the
-  mode of log p(z | y, beta) (with phi_n = softmax(a_n + z) the joint fixed point), found by
-  Newton's method with an Armijo line search; -H^-1 = (P + W C(z_hat))^-1, C(z) = diag(s) - s s',
-  s = softmax((z, 0)).
-* ``delta`` (Wang & Blei 2013, delta method): E_q[lse(z)] ~ lse(m) + tr(C(m) V) / 2, giving the bound
-  J(m, V) = psi(m) - W tr(C(m) V) / 2 - (m - mu)' P (m - mu) / 2 - tr(P V) / 2 + log|V| / 2,
-  maximised by coordinate ascent: V = (P + W C(m))^-1, then a Newton step in m.
-* ``meanfield`` (Blei & Lafferty 2007, §3): q(z) = prod_i N(lambda_i, nu2_i) and the bound
-  E_q[lse(z)] <= (1/zeta) sum_k exp(lambda_k + nu2_k / 2) - 1 + log zeta; coordinate ascent over
-  zeta, phi (closed form), lambda (Newton) and each nu2_i (bisection on its monotone derivative).
-
-Held-out evaluation (§6.2; Wang & Blei 2013): q(z) is fitted to the observed half of a test
-document and each held-out word scored with log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q.
+Held-out documents (§6.2): q(z) fitted to the observed half, each held-out word scored by
+log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q.
 """
 
 from __future__ import annotations
@@ -55,16 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp, xlogy
 
-from vijax._validate import (
-    INT32_MAX,
-    ArgumentError,
-    check_allocation,
-    check_choice,
-    check_data_dtype,
-    check_int,
-    check_positive_fields,
-    check_scalar,
-)
+from vijax._validate import INT32_MAX, ArgumentError, check_allocation, check_choice, check_data_dtype, check_int
+from vijax._validate import check_positive_fields, check_scalar
 from vijax.models._base import bow_batch_checks, rows_with_data
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
@@ -73,8 +46,6 @@ from vijax.models._pytree import PytreeModel
 COVARIANCES = ("full", "diagonal")
 LOCAL_METHODS = ("prox", "laplace", "delta", "meanfield")
 _METHOD_COVARIANCE = {"laplace": "full", "delta": "full", "meanfield": "diagonal"}
-
-
 _STEP_TOL = 1e-7  # Newton loops stop when the largest coordinate of the accepted step is below this
 _BACKTRACK = 0.5 ** np.arange(16)  # candidate step lengths of the line search
 _ARMIJO = 1e-4
@@ -83,13 +54,8 @@ _BISECTION = 64  # bisection steps on each log nu2_i
 
 
 class CTMGlobals(NamedTuple):
-    """Stored statistics of the global parameters (the state's q for ``prox_svi``).
-
-    Attributes:
-      topic_stats: (K, V) corpus-scaled expected topic-word counts.
-      mean_stats: (K-1,) average over documents of E_q[z_d].
-      second_stats: (K-1, K-1) average over documents of E_q[z_d z_d^T].
-    """
+    """Stored statistics of the globals (``prox_svi``'s q): corpus-scaled topic-word counts (K, V) and
+    the document averages of E_q[z_d] (K-1,) and E_q[z_d z_d^T] (K-1, K-1)."""
 
     topic_stats: Array
     mean_stats: Array
@@ -133,10 +99,8 @@ class CTM(PytreeModel):
       eval_local_steps: local steps when fitting the observed half of a test document.
       eval_samples: draws from q for the held-out predictive.
       eval_seed: seed of the evaluation's Monte Carlo draws (``log_predictive`` is deterministic).
-      local_method: the per-document step (``LOCAL_METHODS``): ``"prox"``, the KL-proximal steps;
-        or a baseline (module docstring): ``"laplace"`` and ``"delta"`` (need ``covariance="full"``)
-        or ``"meanfield"`` (needs ``covariance="diagonal"``), iterated to convergence, at most
-        ``local_steps`` (training) or ``eval_local_steps`` (evaluation) times.
+      local_method: ``"prox"`` (the KL-proximal steps) or a baseline, ``"laplace"`` and ``"delta"`` (with
+        ``covariance="full"``) or ``"meanfield"`` (``"diagonal"``), at most ``local_steps`` iterations.
 
     A batch is a ``vijax.data.BowBatch`` of M documents (padding rows: all-zero counts).
 
@@ -181,7 +145,6 @@ class CTM(PytreeModel):
         k, v = self.num_topics, self.vocab_size
         check_allocation("num_topics * vocab_size", k * v + (k - 1) ** 2, jnp.result_type(float).itemsize)
 
-    # ------------------------------------------------------------------ data and globals
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch: word ids in [0, V), counts finite and >= 0."""
         return bow_batch_checks(batch, self.vocab_size)
@@ -222,7 +185,6 @@ class CTM(PytreeModel):
         sigma = (1.0 - self.cov_shrinkage) * _sym(g.second_stats - mu[:, None] * mu[None, :]) + self.cov_shrinkage * eye
         return CTMParams(log_topics, mu, sigma)
 
-    # ------------------------------------------------------------------ one document
     def _draws(self, q: LocalQ, key, num_samples):
         eps = jax.random.normal(key, (num_samples, q.mean.shape[0]), q.mean.dtype)
         if self.covariance == "full":
@@ -230,15 +192,10 @@ class CTM(PytreeModel):
             return q.mean[None, :] + eps @ chol.T
         return q.mean[None, :] + eps * jnp.sqrt(q.cov)[None, :]
 
-    def _psi_terms(self, z, a, counts):
-        """psi(z_s) and its gradient and Hessian (in the K - 1 free coordinates) for draws z (S, K-1);
-        a (K, L) = log beta[:, words]. The logits are (z, 0) (module docstring)."""
-        return psi_terms(z, a, counts)
-
     def expected_loglik_grads(self, q: LocalQ, a, counts, key, num_samples):
         """(E psi, dE psi/dm, dE psi/dV) by Bonnet/Price with S draws (dV: (K, K), or (K,) diagonal)."""
         z = self._draws(q, key, num_samples)
-        psi, grad, hess, _ = self._psi_terms(z, a, counts)
+        psi, grad, hess, _ = psi_terms(z, a, counts)
         dv = 0.5 * jnp.mean(hess, 0)
         if self.covariance == "diagonal":
             dv = jnp.diagonal(dv)
@@ -261,18 +218,14 @@ class CTM(PytreeModel):
         return 0.5 * (tr + diff @ sol - k + logdet_s - logdet_v)
 
     def prior_local(self, params: CTMParams) -> LocalQ:
-        """The prior N(mu, Sigma) as a local q(z_d) (its diagonal for ``covariance="diagonal"``): where the local
-        steps of ``fit_local`` start."""
+        """The prior N(mu, Sigma) as a local q(z_d) (its diagonal for ``covariance="diagonal"``)."""
         if self.covariance == "full":
             return LocalQ(params.mu, params.sigma)
         return LocalQ(params.mu, jnp.diagonal(params.sigma))
 
     def local_prox_step(self, q: LocalQ, params: CTMParams, prec0: Array, a, counts, key, num_samples, beta):
-        """One closed-form KL-proximal step for q(z_d) (module docstring), domain-guarded: if the new
-        precision is not positive definite with smallest eigenvalue >= _PREC_FLOOR times the prior
-        precision's smallest one, the step is halved (up to 8 times, then skipped): the Monte Carlo
-        Hessian of sum_n y_n lse(.) can cancel the prior precision, and a huge local variance would
-        enter Sigma through the M-step."""
+        """One closed-form KL-proximal step for q(z_d), halved (up to 8 times, then skipped) unless the
+        new precision's smallest eigenvalue is >= _PREC_FLOOR times the prior precision's."""
         _, dm, dv = self.expected_loglik_grads(q, a, counts, key, num_samples)
         r = 1.0 / (1.0 + beta)
         if self.covariance == "full":
@@ -314,12 +267,8 @@ class CTM(PytreeModel):
         return jax.tree_util.tree_map(lambda n, o: jnp.where(any_ok, n, o), new, q)
 
     def fit_local(self, params: CTMParams, word_ids, counts, key, num_samples: int, steps: int) -> LocalQ:
-        """q(z_d) for one document: ``steps`` local KL-proximal steps from the prior; the result is
-        the average (Polyak-Ruppert) of the mean and covariance over the last half of the iterates.
-
-        With a constant step and Monte Carlo gradients the last iterate keeps a noise that the
-        M-step would add to Sigma at every step; averaging divides its variance by about steps / 2.
-        ``local_steps`` must be enough for the corpus (docs/prox_svi.md)."""
+        """q(z_d) for one document: ``steps`` KL-proximal steps from the prior, averaged (Polyak-Ruppert)
+        over the last half of the iterates."""
         a = params.log_topics[:, word_ids]  # (K, L)
         prec0 = _sym(jnp.linalg.inv(params.sigma))
 
@@ -336,9 +285,8 @@ class CTM(PytreeModel):
         prec0 = _sym(jnp.linalg.inv(params.sigma))
 
         def one(ids, counts):
-            mean, cov, resp = fit_document(
-                self.local_method, params.mu, prec0, params.log_topics[:, ids], counts, steps
-            )
+            fit = {"laplace": laplace_fit, "delta": delta_fit, "meanfield": meanfield_fit}[self.local_method]
+            mean, cov, resp = fit(params.mu, prec0, params.log_topics[:, ids], counts, steps)
             return LocalQ(mean, cov), resp
 
         return jax.vmap(one)(batch.word_ids, batch.counts)
@@ -351,17 +299,16 @@ class CTM(PytreeModel):
             batch.word_ids, batch.counts, keys
         )
 
-    # ------------------------------------------------------------------ prox_svi interface
     def local_elbo(self, q: LocalQ, params: CTMParams, word_ids, counts, key, num_samples) -> Array:
         """E_q[log p(y_d | z_d)] (Monte Carlo; without the multinomial coefficient) - KL(q || prior)."""
         a = params.log_topics[:, word_ids]
         z = self._draws(q, key, num_samples)
-        psi = self._psi_terms(z, a, counts)[0]
+        psi = psi_terms(z, a, counts)[0]
         return jnp.mean(psi) - self.kl_local(q, params)
 
     def prox_step(self, g: CTMGlobals, batch, key: PRNGKey, beta, num_samples: int, num_data: int):
-        """One PG-SVI step: local PG steps for the minibatch's documents, then the global statistics
-        move by the KL-proximal weight r = 1/(1 + beta). Returns (new globals, ELBO estimate)."""
+        """One PG-SVI step: local steps for the minibatch, then the statistics move by r = 1/(1 + beta).
+        Returns (new globals, ELBO estimate)."""
         params = self.params(g)
         k_fit, k_stats, k_elbo = jax.random.split(key, 3)
         m = batch.word_ids.shape[0]
@@ -370,11 +317,8 @@ class CTM(PytreeModel):
         scale = num_data / n_valid  # N / S over the documents with a token (padding rows are not data)
 
         def doc_stats(q, ids, counts, kk):
-            a = params.log_topics[:, ids]
-            z = self._draws(q, kk, num_samples)
-            _, _, _, p = self._psi_terms(z, a, counts)
-            resp = jnp.mean(p, 0) * counts[:, None]  # (L, K)
-            return resp
+            p = psi_terms(self._draws(q, kk, num_samples), params.log_topics[:, ids], counts)[3]
+            return jnp.mean(p, 0) * counts[:, None]  # (L, K)
 
         if self.local_method == "prox":
             qs = self._fit_batch(params, batch, k_fit, num_samples, self.local_steps)
@@ -402,14 +346,12 @@ class CTM(PytreeModel):
         return new, self._batch_elbo(params, qs, batch, k_elbo, num_samples, num_data)
 
     def prox_update(self, g: CTMGlobals, batch, key: PRNGKey, beta, num_samples: int, num_data: int) -> ProxUpdate:
-        """``prox_svi``'s step (``StructuredProxModel``): ``prox_step`` with the first of two keys
-        split from ``key``; its ELBO comes from the same local fits."""
+        """``prox_svi``'s step: ``prox_step`` with the first of two keys split from ``key``."""
         new, elbo = self.prox_step(g, batch, jax.random.split(key)[0], beta, num_samples, num_data)
         return ProxUpdate(new, elbo, jnp.zeros((), jnp.int32))
 
     def elbo(self, g: CTMGlobals, batch, key: PRNGKey, num_samples: int, num_data: int) -> Array:
-        """Full-data ELBO estimate (locals fitted to the minibatch, terms scaled by N/S, S the documents
-        with a token)."""
+        """Full-data ELBO estimate (locals fitted to the minibatch, scaled by N/S over documents with a token)."""
         params = self.params(g)
         k_fit, k_elbo = jax.random.split(key)
         qs = self._fit_batch(params, batch, k_fit, num_samples, self.local_steps)
@@ -424,10 +366,8 @@ class CTM(PytreeModel):
         valid = (jnp.sum(batch.counts, -1) > 0).astype(elbos.dtype)
         return num_data / jnp.maximum(jnp.sum(valid), 1.0) * jnp.sum(valid * elbos)
 
-    # ------------------------------------------------------------------ evaluation
     def log_predictive(self, g: CTMGlobals, observed, heldout) -> Array:
-        """Per document, sum over held-out words of log (1/S) sum_s sum_k beta_kw softmax(z_s)_k with
-        z_s ~ q(z_d) fitted to the observed half (module docstring). Shape (M,)."""
+        """Per document (M,), the held-out words' log predictive (module docstring)."""
         params = self.params(g)
         key = jax.random.PRNGKey(self.eval_seed)
         k_fit, k_eval = jax.random.split(key)
@@ -500,14 +440,6 @@ def _line_search(fn, x, f0, grad, direction):
     return jnp.where(accepted, cands[i], x), jnp.where(accepted, vals[i], f0), accepted
 
 
-def _newton_direction(hess, fallback):
-    """-hess^-1 grad's matrix: the Cholesky factor of -hess where it is positive definite, else of
-    ``fallback`` (positive definite)."""
-    chol = jnp.linalg.cholesky(-hess)
-    ok = jnp.all(jnp.isfinite(chol))
-    return jnp.where(ok, chol, jnp.linalg.cholesky(fallback))
-
-
 def _solve(chol, g):
     return jax.scipy.linalg.cho_solve((chol, True), g)
 
@@ -520,7 +452,8 @@ def _newton_loop(fn, x0, step_matrices, max_iter):
     def body(carry):
         x, it, _ = carry
         f0, g, hess, fallback = step_matrices(x)
-        chol = _newton_direction(hess, fallback)
+        chol = jnp.linalg.cholesky(-hess)  # where -hess is not positive definite: the fallback's
+        chol = jnp.where(jnp.all(jnp.isfinite(chol)), chol, jnp.linalg.cholesky(fallback))
         new, _, accepted = _line_search(fn, x, f0, g, _solve(chol, g))
         done = ~accepted | (jnp.max(jnp.abs(new - x)) < _STEP_TOL)
         return new, it + 1, done
@@ -551,8 +484,7 @@ def laplace_fit(mu, prec0, a, counts, max_iter):
 
 
 def laplace_objective(z, phi, mu, prec0, a, counts):
-    """f(z) = E_q(t)[log p(z, t, y)] up to a constant, for q(t_n) = phi_n (L, K): the function whose
-    mode and Hessian Laplace variational inference takes."""
+    """E_q(t)[log p(z, t, y)] up to a constant, for q(t_n) = phi_n (L, K)."""
     diff = z - mu
     words = jnp.sum(counts[:, None] * phi * (a.T + _ext(z)[None, :]))
     return -0.5 * diff @ prec0 @ diff + words - jnp.sum(counts) * logsumexp(_ext(z))
@@ -581,7 +513,7 @@ def delta_fit(mu, prec0, a, counts, max_iter):
         c = jnp.linalg.inv(prec0 + w * softmax_cov(m))
         return 0.5 * (c + c.T)
 
-    def m_step(m, it):
+    def m_step(m):
         v = cov_at(m)
 
         def fn(x):
@@ -594,7 +526,7 @@ def delta_fit(mu, prec0, a, counts, max_iter):
 
     def body(carry):
         m, it, _ = carry
-        new = m_step(m, it)
+        new = m_step(m)
         return new, it + 1, jnp.max(jnp.abs(new - m)) < _STEP_TOL
 
     m, _, _ = jax.lax.while_loop(
@@ -605,8 +537,7 @@ def delta_fit(mu, prec0, a, counts, max_iter):
 
 # ------------------------------------------------------------------ mean field (Blei & Lafferty)
 def mf_elbo(lam, nu2, zeta, phi, mu, prec0, a, counts):
-    """The mean-field CTM bound of one document (Blei & Lafferty 2007, §3), exact up to the
-    multinomial coefficient: E_q[log p(z)] + E_q[log p(t, y | z)] (with the zeta bound) + H[q]."""
+    """The mean-field CTM bound of one document (Blei & Lafferty 2007, §3), up to the multinomial coefficient."""
     d = lam.shape[0]
     w = jnp.sum(counts)
     diff = lam - mu
@@ -685,9 +616,8 @@ def mf_sweep(state, mu, prec0, a, counts, trace: bool = False):
 
 
 def meanfield_fit(mu, prec0, a, counts, max_iter):
-    """Mean-field CTM for one document: (lambda, nu2, counts * phi) after sweeps until one changes
-    no lambda_i or nu2_i by more than _STEP_TOL (the bound is flat along some directions, so a
-    test on it would stop early), or ``max_iter`` sweeps."""
+    """Mean-field CTM for one document: (lambda, nu2, counts * phi) after sweeps until none changes a
+    lambda_i or nu2_i by more than _STEP_TOL (the bound is flat along some directions), or ``max_iter``."""
 
     def body(carry):
         s, it, _ = carry
@@ -699,12 +629,6 @@ def meanfield_fit(mu, prec0, a, counts, max_iter):
     s, _, _ = jax.lax.while_loop(lambda c: (c[1] < max_iter) & ~c[2], body, init)
     lam, nu2, _, phi = s
     return lam, nu2, counts[:, None] * phi
-
-
-def fit_document(method, mu, prec0, a, counts, max_iter):
-    """(mean, cov, counts * phi) of one document by ``method`` in ("laplace", "delta", "meanfield")."""
-    fit = {"laplace": laplace_fit, "delta": delta_fit, "meanfield": meanfield_fit}[method]
-    return fit(mu, prec0, a, counts, max_iter)
 
 
 __all__ = ["COVARIANCES", "CTM", "CTMGlobals", "CTMParams", "LOCAL_METHODS", "LocalQ"]

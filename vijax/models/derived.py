@@ -1,45 +1,28 @@
-"""A conditionally conjugate model from a user's log-joint: the local and global updates derived by
-autodiff (Blei, Kucukelbir and McAuliffe 2017, §4.1-4.2; the idea of Hoffman, Johnson and Tran
-2018, *Autoconj*, without a term-rewriting system: the user writes the log-joint in the
-statistics, and vijax checks the linearity instead of finding it).
+"""A conditionally conjugate model from a user's log-joint, its updates derived by autodiff (Blei,
+Kucukelbir and McAuliffe 2017, §4.1-4.2; the idea of Hoffman, Johnson and Tran 2018, *Autoconj*, with
+the user writing the log-joint in the statistics and vijax checking the linearity).
 
-The user writes ``log_joint(globals, locals, x) -> scalar``: log p(x_n, z_n | beta) of **one**
-datum, with every variable entering only through its sufficient statistics t(.) — ``globals`` and
-``locals`` are dicts of tuples of arrays laid out as the mean parameters of the variable's family
-(``Normal``: (mu, mu^2); ``Gamma``: (log tau, tau); ``Dirichlet``: (log pi,); ``NormalGamma``:
-(tau mu, tau mu^2, tau, log tau); ``Categorical``: (one-hot,)). The global priors p(beta) are given
-as families, not written in the log-joint; the local priors (p(z_n | pi), p(theta_d | alpha))
-are part of it, written with respect to each family's base measure h (h = 1 for every family
-above). Conditional conjugacy (Blei et al. 2017, eq. 36-37) is then the statement that the
-log-joint is *linear* in the statistics of each variable separately (multilinear overall), so
-with mean-field q every expectation is the log-joint at the mean parameters,
-f_n(mu) = E_q[log p(x_n, z_n | beta)], and
+``log_joint(globals, locals, x)`` is log p(x_n, z_n | beta) of **one** datum, each variable entering
+only through its sufficient statistics, laid out as the mean parameters of its family (``Normal``:
+(mu, mu^2); ``Gamma``: (log tau, tau); ``Dirichlet``: (log pi,); ``NormalGamma``: (tau mu, tau mu^2,
+tau, log tau); ``Categorical``: (one-hot,)). The global priors are families, not written in the
+log-joint; local priors are, with respect to each family's base measure. Conditional conjugacy (eq.
+36-37) means the log-joint is linear in each variable's statistics, so with mean-field q,
+f_n(mu) = E_q[log p(x_n, z_n | beta)] is the log-joint at the mean parameters, and
 
-- the global statistics are s_n = grad_{mu_beta} f_n (constant in mu_beta): the update is
-  lambda = eta + sum_n s_n, exactly the ``LocalResult.suff_stats`` of a hand-written model;
-- a local variable's optimal natural parameter is grad_{mu_v} f_n (its complete conditional,
-  Blei et al. 2017, eq. 37-39), divided by its multiplicity when one q stands for several i.i.d.
-  copies (the tokens of one word in a document: ``Local(q0, weight=counts)``);
-- the local terms are f_n - <s_n, mu_beta> + sum_v weight_v (A(eta_v) - <eta_v, mu_v>), i.e.
-  E_q[log h(x_n, z_n)] + H[q(z_n)] with the families' own E log h included.
+- the global statistics are s_n = grad_{mu_beta} f_n: lambda = eta + sum_n s_n;
+- a local variable's optimal natural parameter is grad_{mu_v} f_n (eq. 37-39), divided by its
+  multiplicity when one q stands for several i.i.d. copies (``Local(q0, weight=counts)``);
+- the local terms are f_n - <s_n, mu_beta> + sum_v weight_v (A(eta_v) - <eta_v, mu_v>).
 
-Several local variables (LDA's theta_d and z_d) are updated in the order given, in sweeps until
-the mean absolute change of their mean parameters is below ``tol`` or ``max_iters`` sweeps.
+Several locals are updated in order, in sweeps until their mean parameters' mean absolute change is
+below ``tol`` (or ``max_iters``). Globals interact when the log-joint holds a product of their
+statistics (Bishop 2006, §10.1.3); ``global_blocks`` colours them greedily into non-interacting blocks,
+which CAVI updates in turn (its ELBO never decreases); SVI and SSVI update all at once.
 
-Globals that interact. Two globals interact when the log-joint holds a product of their
-statistics (x ~ N(mu, 1/tau): tau * (x mu - mu^2 / 2); Bishop 2006, §10.1.3); updating both at
-once from the old q is then not coordinate ascent. ``global_blocks(batch)`` groups the globals
-into blocks that do not interact (a greedy colouring of the interaction graph, in the order of
-``priors``); CAVI updates the blocks in turn, each after a local step, so its ELBO never
-decreases. SVI and SSVI update every global at once: the Fisher information of a mean-field
-q(beta) is block diagonal, so the simultaneous step is the natural gradient in every global.
-
-Checks, naming the variable. The structure of the log-joint is read from the program of its
-gradient (a jaxpr traced from the shapes of one datum, so also inside ``jit``): a variable whose
-gradient depends on its own statistics is not linear in them, and the globals whose gradients
-depend on each other's statistics interact. On concrete data, ``check_conjugacy`` also tests the
-log-joint along random lines through each variable's statistics (a rounding or step function
-has a zero gradient but is not linear) and the domain of each derived update.
+The structure is read from the jaxpr of the log-joint's gradient (from one datum's shapes, so also
+under ``jit``): a variable whose gradient depends on its own statistics is not linear in them. On
+concrete data ``check_conjugacy`` also tests linearity along random lines and the updates' domains.
 """
 
 from __future__ import annotations
@@ -55,8 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError, INT32_MAX, finite_values
-from vijax._validate import check_choice, check_int, check_scalar, is_tracer
+from vijax._validate import ArgumentError, INT32_MAX, check_choice, check_int, check_scalar, finite_values, is_tracer
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import PRNGKey
 from vijax.models._pytree import PytreeModel, TraceCache
@@ -155,16 +137,14 @@ def blocks_of(model: DerivedConjugateModel, datum) -> tuple:
     return tuple(tuple(b) for b in blocks)
 
 
-def secant_tol(sub, priors) -> float:
-    """The relative gap a linear log-joint stays under along a line: 1e4 ulps of the statistics'
-    float type (2e-12 in float64, 1e-3 in float32)."""
+def secant_tol(priors) -> float:
+    """The relative gap a linear log-joint stays under along a line: 1e4 ulps of the statistics' float type."""
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(expfam.tree_mean_params(priors)))
     return 1e4 * float(jnp.finfo(dtype).eps)
 
 
 def directions(model: DerivedConjugateModel, x0) -> dict:
-    """Per variable, a fixed pseudo-random direction within its statistics (standard normal, the
-    same for every datum), shaped like its statistics for the datum ``x0``."""
+    """Per variable, a fixed standard-normal direction shaped like its statistics for the datum ``x0``."""
     stats = {**expfam.tree_mean_params(model.priors)}
     stats.update(local_stats_shapes(model, x0))
     rng = np.random.default_rng(0)
@@ -176,10 +156,9 @@ def directions(model: DerivedConjugateModel, x0) -> dict:
 
 @jax.jit
 def secant_gaps(model: DerivedConjugateModel, sub, directions: dict) -> jax.Array:
-    """(variables, data): per datum of ``sub`` and variable, the largest relative gap
-    |f(p + h r) - f(p) - h <grad f(p), r>| / (|f(p)| + |f(p + h r)| + |h <grad f(p), r>| + 1)
-    for h in (1, 10), p the starting statistics, r the variable's direction scaled by 1 + |p|
-    (0 where f is linear; NaN where f(p + h r) is not finite though f(p) is)."""
+    """(variables, data): the largest relative gap |f(p + h r) - f(p) - h <grad f(p), r>| / (|f(p)| +
+    |f(p + h r)| + |h <grad f(p), r>| + 1) for h in (1, 10), r the direction scaled by 1 + |p| (NaN where
+    only f(p + h r) is not finite)."""
     view = expfam.tree_mean_params(model.priors)
 
     def one(x, where, name):
@@ -208,9 +187,8 @@ def secant_gaps(model: DerivedConjugateModel, sub, directions: dict) -> jax.Arra
 
 
 class Local(NamedTuple):
-    """One datum's local variable: ``q0`` its starting q (a family whose batch shape is the
-    variable's shape for this datum) and ``weight`` (None, or an array of q0's batch shape): how
-    many i.i.d. copies each element stands for (a count; 0 = padding, contributes nothing)."""
+    """One datum's local variable: ``q0`` its starting q (batch shape: the variable's shape) and
+    ``weight`` (None, or q0's batch shape): how many i.i.d. copies each element stands for (0 = padding)."""
 
     q0: Any
     weight: Any = None
@@ -254,7 +232,6 @@ class DerivedConjugateModel(PytreeModel):
         """The globals' priors p(beta): the ``priors`` dict, name -> family."""
         return self.priors
 
-    # ------------------------------------------------------------------ per datum
     def _spec(self, x) -> dict:
         return {} if self.locals is None else self.locals(x)
 
@@ -282,8 +259,7 @@ class DerivedConjugateModel(PytreeModel):
             return new_q, mu
 
         if len(names) <= 1:
-            q, mu = update(mu)
-            return q, mu
+            return update(mu)
 
         def change(a, b):
             leaves = jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda u, v: jnp.abs(u - v), a, b))
@@ -316,15 +292,13 @@ class DerivedConjugateModel(PytreeModel):
         return q, f, ent
 
     def local_step(self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield") -> LocalResult:
-        """Mean-field local step derived from ``log_joint``: the locals of every datum by
-        coordinate ascent, the statistics sum_n grad_{mu_beta} f_n and the local terms."""
+        """The derived mean-field local step: every datum's locals, sum_n grad_{mu_beta} f_n and the local terms."""
         check_choice("method", method, self.local_methods)
         self._structure(batch)  # the log-joint's linearity, from the shapes (cached): also under jit
         return _local_step(self, dict(globals_view), batch)
 
     def global_blocks(self, batch) -> tuple:
-        """The globals as blocks to update in turn (module docstring): a tuple of dicts
-        name -> bool, one per block, read from the shapes of ``batch`` alone.
+        """The globals as blocks to update in turn: a tuple of dicts name -> bool, from ``batch``'s shapes.
 
         Raises:
           ValueError: as :meth:`check_data`, or naming a variable the log-joint is not linear in.
@@ -350,12 +324,10 @@ class DerivedConjugateModel(PytreeModel):
         local_terms = jnp.sum(f) - expfam.tree_inner(stats, view) + jnp.sum(ent)
         return LocalResult(stats, local_terms, q)
 
-    # ------------------------------------------------------------------ start and checks
     def init_globals(self, key: PRNGKey, batch=None) -> dict:
-        """``init(key, batch)`` if given (checked against ``priors``); otherwise, with data, one
-        global update from locals whose natural parameters are the starts' plus standard-normal
-        noise (breaks the symmetry of a mixture's components); without data, the prior. Concrete
-        data are checked first (:meth:`check_conjugacy`)."""
+        """``init(key, batch)`` if given; otherwise, with data, one global update from locals whose natural
+        parameters are the starts' plus standard-normal noise; without data, the prior. Concrete data
+        are checked first (:meth:`check_conjugacy`)."""
         if batch is not None and not _traced((key, batch)):  # concrete: outside jit/vmap
             self.check_conjugacy(batch)
         if self.init is not None:
@@ -397,9 +369,8 @@ class DerivedConjugateModel(PytreeModel):
         ]
 
     def check_data(self, batch) -> None:
-        """Every leaf of ``batch`` has the same leading size >= 1 and finite values, and ``log_joint``
-        gives a scalar for one datum of it and is linear in each variable's statistics (both
-        checked on its shapes alone, so also at a step's first trace)."""
+        """Every leaf of ``batch`` has one leading size >= 1 and finite values, and ``log_joint`` gives a
+        scalar for one datum and is linear in each variable's statistics (from the shapes)."""
         leaves = jax.tree_util.tree_leaves(batch)
         if not leaves:
             raise ArgumentError("batch", "batch holds no arrays")
@@ -420,8 +391,7 @@ class DerivedConjugateModel(PytreeModel):
                 raise ArgumentError("batch", "batch must be finite (no NaN or inf)")
 
     def _check_datum_shape(self, batch) -> None:
-        """ValueError unless ``log_joint`` runs on one datum of ``batch`` (abstractly, at the
-        priors' and the locals' starting statistics) and returns a scalar."""
+        """ValueError unless ``log_joint`` runs (abstractly) on one datum of ``batch`` and returns a scalar."""
         datum = datum_shapes(batch)
         shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), datum)
 
@@ -448,12 +418,9 @@ class DerivedConjugateModel(PytreeModel):
             )
 
     def check_conjugacy(self, batch, num_checked: int = 64) -> None:
-        """Raises ValueError naming the variable unless ``log_joint`` on ``batch`` runs on the
-        families' statistics and returns a scalar (:meth:`check_data`); is linear in each
-        variable's statistics, structurally (:meth:`check_data`) and along a random line through
-        them at ``num_checked`` data spread over the batch; and derives updates inside the
-        families' domains and a finite ELBO at the priors' statistics on all the data.
-        """
+        """Raises ValueError naming the variable unless ``log_joint`` passes :meth:`check_data`, is linear
+        along a random line through each variable's statistics at ``num_checked`` data, and derives
+        updates inside the families' domains and a finite ELBO at the priors' statistics."""
         check_int("num_checked", num_checked)
         self.check_data(batch)
         n = jax.tree_util.tree_leaves(batch)[0].shape[0]
@@ -464,7 +431,7 @@ class DerivedConjugateModel(PytreeModel):
         gaps = np.asarray(secant_gaps(self, sub, directions(self, x0)))  # (variables, data)
         for (where, name), gap in zip(names, gaps):
             worst = int(np.argmax(np.where(np.isnan(gap), np.inf, gap)))
-            if not gap[worst] <= secant_tol(sub, self.priors):
+            if not gap[worst] <= secant_tol(self.priors):
                 raise ValueError(
                     f"log_joint is not conjugate in {where} variable {name!r}: it is not linear in {name}'s "
                     f"statistics along a random line through them (relative gap {gap[worst]:.3g} at datum "
@@ -526,8 +493,7 @@ def _describe(tree) -> str:
 
 
 def _check_like_priors(name: str, q, priors: dict, structure_error: str) -> None:
-    """ValueError, starting with ``name``, unless ``q`` is a dict of the priors' names, each a
-    family of the prior's type and shapes, inside its domain where concrete."""
+    """ValueError naming ``name`` unless ``q`` has the priors' names, types and shapes, inside the domain."""
     same = isinstance(q, dict) and set(q) == set(priors)
     for n, p in priors.items():
         same = same and expfam.is_family(q[n]) and type(q[n]) is type(p)
@@ -566,9 +532,8 @@ def conjugate_model(
       max_iters: the most local sweeps when there are several local variables.
       tol: the local sweeps' convergence tolerance when there are several local variables.
       init: optional ``(key, batch) -> q_global``.
-      example: optional data; when given, ``check_conjugacy(example)`` runs now. Without it the
-        log-joint's structure is checked at ``init`` with data or at the first trace of a step
-        (from the batch's shapes), before any update.
+      example: optional data for ``check_conjugacy`` now (otherwise the structure is checked at
+        ``init`` with data or at a step's first trace).
 
     Raises:
       ValueError: naming the argument or the variable (``check_conjugacy``).

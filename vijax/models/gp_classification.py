@@ -1,39 +1,18 @@
 """Binary Gaussian-process classification with the KL-proximal (PG-SVI) updates of Khan et al. 2016.
 
-The model (Khan et al. 2016, §3.1, appendix A.1): latent z_n = f(x_n) with a zero-mean GP prior whose
-covariance is the squared-exponential kernel of Kuss & Rasmussen (2005, eq. 33),
+Latent z_n = f(x_n) with a zero-mean GP prior, squared-exponential kernel (Kuss & Rasmussen 2005,
+eq. 33) k(x, x') = sigma^2 exp(-|x - x'|^2 / (2 l^2)), K = k(X, X) + jitter I, and p(y_n | z_n) =
+sigmoid(y_n z_n), y_n in {-1, +1}. q(z) = N(m, V); the negative ELBO splits as f + h (eq. 11) with
+f = -sum_n E_q[log p(y_n | z_n)] and h = KL(q || N(0, K)). Linearising f with the minibatch's
+gradients scaled by N/M, alpha_n = df/dm_n and gamma_n = 2 df/dv_n (Price; >= 0 for the logit),
+the step (eq. 9, r = 1/(1 + beta)) is in closed form (appendix D)::
 
-    k(x, x') = sigma^2 exp(-|x - x'|^2 / (2 l^2)),      K = k(X, X) + jitter * I,
-
-and a Bernoulli-logit likelihood p(y_n | z_n) = sigmoid(y_n z_n), y_n in {-1, +1}. The variational
-family is q(z) = N(m, V) and the ELBO splits as L = -f - h (eq. 11):
-
-    f(m, V) = -sum_n E_q[log p(y_n | z_n)]          (depends on m_n and v_n = V_nn only)
-    h(m, V) = KL(N(m, V) || N(0, K)).
-
-**PG-SVI step** (eq. 9 with the KL divergence, §6 and appendix D). Linearise f in (m_n, v_n) at
-q_k with the minibatch's stochastic gradients scaled by N/M,
-
-    alpha_n = df/dm_n = -(N/M) E_q[d log p / dz],   gamma_n = 2 df/dv_n = -(N/M) E_q[d^2 log p / dz^2],
-
-(the second by Price's theorem; gamma_n >= 0 for the logit). The step is
-
-    q_{k+1} = argmin_q  alpha^T m + gamma^T diag(V) / 2 + KL(q || p) + KL(q || q_k) / beta_k,
-
-and with r = 1 / (1 + beta) its solution is closed form (appendix D):
-
-    V_{k+1}^{-1} = K^{-1} + diag(gt_k),     gt_k = r gt_{k-1} + (1 - r) gamma      (eq. 19, line 1)
+    V_{k+1}^{-1} = K^{-1} + diag(gt_k),     gt_k = r gt_{k-1} + (1 - r) gamma      (eq. 19)
     m_{k+1} = m_k - (1 - r) (I + K diag(r gt_{k-1}))^{-1} (m_k + K alpha)        (app. D.3, B_k)
 
-where gt ("gamma-tilde") accumulates the second-order gradients. The paper's eq. (19), and its
-reference code, replace r gt_{k-1} by gt_k in the mean update (app. D.3, the A_k form, a cheap
-approximation); ``mean_update="paper"`` selects that. The N x N covariance V is never stored: the
-state is (m, gt) of size 2N, and the diagonal entries v_n of the sampled examples come from one
-Cholesky factor of B = I + S K S, S = diag(sqrt(gt)) (Rasmussen & Williams 2006, §3.4.3):
-
-    v_n = K_nn - |L_B^{-1} S K[:, n]|^2,    (I + K diag(d))^{-1} u = u - K S_d B_d^{-1} S_d u.
-
-Args and data are validated before compilation; labels may be {0, 1} or {-1, +1} (0 -> -1).
+``mean_update="paper"`` uses gt_k in place of r gt_{k-1} (eq. 19 and the reference code). The state
+is (m, gt), 2N numbers; the v_n come from one Cholesky factor of B = I + S K S, S = diag(sqrt(gt))
+(Rasmussen & Williams 2006, §3.4.3): v_n = K_nn - |L_B^{-1} S K[:, n]|^2. Labels may be {0, 1}.
 """
 
 from __future__ import annotations
@@ -45,16 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import (
-    ArgumentError,
-    ids_in_range,
-    check_allocation,
-    check_data_array,
-    check_float_dtype,
-    check_int,
-    check_positive_scalar,
-    check_scalar,
-)
+from vijax._validate import ArgumentError, ids_in_range, check_allocation, check_data_array, check_float_dtype
+from vijax._validate import check_int, check_positive_scalar, check_scalar
 from vijax.models._nonconjugate import ProxUpdate, structured_prox_update
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -65,12 +36,8 @@ _GH_NODES = 64
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class GPPosterior:
-    """q(z) = N(m, V) with V^{-1} = K^{-1} + diag(gamma_tilde) (Khan et al. 2016, app. D): 2N numbers.
-
-    Attributes:
-      mean: m, shape (N,).
-      gamma_tilde: the accumulated (N/M-scaled) second-order gradients, shape (N,), >= 0.
-    """
+    """q(z) = N(m, V), V^{-1} = K^{-1} + diag(gamma_tilde) (app. D): ``mean`` m (N,) and ``gamma_tilde``
+    (N,) >= 0, the accumulated (N/M-scaled) second-order gradients."""
 
     mean: Array
     gamma_tilde: Array
@@ -116,20 +83,14 @@ def _kernel_and_factor(x: Array, log_lengthscale, log_scale, jitter) -> tuple[Ar
     return k, chol, jnp.all(jnp.isfinite(chol))
 
 
-# ---- E_{N(m, v)}[log sigmoid(y z)] and its derivatives ----------------------------------------
-
-
 def _log_sigmoid(t):
     return -jnp.logaddexp(0.0, -t)
 
 
 @jax.custom_jvp
 def _expected_loglik(m: Array, v: Array, y: Array, nodes: Array, weights: Array) -> Array:
-    """sum_s w_s log sigmoid(y (m + sqrt(v) u_s)) per example; ``nodes`` (M, S) or (1, S),
-    ``weights`` (1, S).
-
-    The derivatives are Bonnet's and Price's: d/dm = E[l'(z)], d/dv = E[l''(z)] / 2, with the same
-    nodes (so a Monte Carlo gradient is the estimator of the reference code, and gamma >= 0)."""
+    """sum_s w_s log sigmoid(y (m + sqrt(v) u_s)) per example, ``nodes`` (M, S); Bonnet's and Price's
+    derivatives d/dm = E[l'(z)], d/dv = E[l''(z)] / 2 with the same nodes."""
     z = m[:, None] + jnp.sqrt(jnp.maximum(v, 0.0))[:, None] * nodes
     return jnp.sum(weights * _log_sigmoid(y[:, None] * z), axis=1)
 
@@ -152,11 +113,9 @@ _SWITCH_SD = 2.0
 
 
 def _quad_parts(m: Array, v: Array, y: Array):
-    """E[l(t)], E[l'(t)], E[l''(t)] for t = y z ~ N(y m, v), l = log sigmoid, by quadrature.
-
-    Gauss-Hermite for sd(t) <= 2; for wider Gaussians (whose nodes would step over the bend of l
-    at 0) l(t) = min(t, 0) + r0(t), l'(t) = 1{t < 0} + sgn(t) sigmoid(-|t|): the expectations of
-    min(t, 0) and 1{t < 0} in closed form, the remainders by Gauss-Legendre on [-40, 0] and [0, 40]."""
+    """E[l(t)], E[l'(t)], E[l''(t)] for t = y z ~ N(y m, v), l = log sigmoid: Gauss-Hermite for sd(t) <= 2;
+    wider, l(t) = min(t, 0) + r0(t) with min(t, 0) and 1{t < 0} in closed form and the remainders by
+    Gauss-Legendre on [-40, 0] and [0, 40]."""
     mu = y * m
     sd = jnp.sqrt(jnp.maximum(v, 0.0))
     xh, wh = np.polynomial.hermite.hermgauss(_GH_NODES)
@@ -201,15 +160,12 @@ def _expected_loglik_quad_jvp(primals, tangents):
 
 
 def expected_loglik(m: Array, v: Array, y: Array, key=None, num_samples: Optional[int] = None) -> Array:
-    """E_{N(z | m_n, v_n)}[log sigmoid(y_n z)] per example (M,): Monte Carlo with ``num_samples``
-    draws from ``key``, or quadrature when ``num_samples`` is None. Bonnet/Price gradients."""
+    """E_{N(z | m_n, v_n)}[log sigmoid(y_n z)] per example (M,): Monte Carlo with ``num_samples`` draws
+    from ``key``, or quadrature when ``num_samples`` is None."""
     if num_samples is None:
         return _expected_loglik_quad(m, v, y)
     nodes = jax.random.normal(key, (m.shape[0], num_samples), m.dtype)
     return _expected_loglik(m, v, y, nodes, jnp.full((1, num_samples), 1.0 / num_samples, m.dtype))
-
-
-# ---- the model --------------------------------------------------------------------------------
 
 
 class GPClassification(PytreeModel):
@@ -224,10 +180,9 @@ class GPClassification(PytreeModel):
       init_gamma: gamma_tilde_0, the paper's small epsilon (>= 0).
       mean_update: ``"exact"`` (the argmin of the proximal objective, app. D.3 with B_k) or
         ``"paper"`` (eq. 19 / the reference code: A_k, with gt_k in place of r gt_{k-1}).
-      quadrature: every expectation by quadrature, ``num_samples`` ignored: exact gradients (the
-        batch 'PG' and 'GD' of Khan et al. 2016, Fig. 1).
+      quadrature: every expectation by quadrature, ``num_samples`` ignored (Fig. 1's batch PG and GD).
 
-    The batch every method takes is an int array of training indices, shape (M,).
+    A batch is an int array of training indices, shape (M,).
 
     Examples:
         >>> import numpy as np
@@ -239,8 +194,8 @@ class GPClassification(PytreeModel):
         True
 
     References:
-      Khan, Babanezhad, Lin, Schmidt, Sugiyama (2016), Faster stochastic variational inference
-      using proximal-gradient methods with general divergence functions, UAI.
+      Khan, Babanezhad, Lin, Schmidt, Sugiyama (2016). Faster stochastic variational inference using
+      proximal-gradient methods with general divergence functions. UAI.
     """
 
     def __init__(
@@ -259,28 +214,23 @@ class GPClassification(PytreeModel):
         ypm = to_pm1_labels(y, "y")
         if np.asarray(x).shape[0] != ypm.shape[0]:
             raise ArgumentError("x", f"x has {np.asarray(x).shape[0]} rows but y has {ypm.shape[0]} labels")
-        log_lengthscale = check_scalar("log_lengthscale", log_lengthscale)
-        log_scale = check_scalar("log_scale", log_scale)
-        jitter = check_scalar("jitter", jitter, low=0.0, include_low=True)
-        init_gamma = check_scalar("init_gamma", init_gamma, low=0.0, include_low=True)
+        self.log_lengthscale = check_scalar("log_lengthscale", log_lengthscale)
+        self.log_scale = check_scalar("log_scale", log_scale)
+        self.jitter = check_scalar("jitter", jitter, low=0.0, include_low=True)
+        self.init_gamma = check_scalar("init_gamma", init_gamma, low=0.0, include_low=True)
         if mean_update not in ("exact", "paper"):
             raise ArgumentError(
                 "mean_update", f"mean_update must be 'exact' or 'paper', got {mean_update!r}", value=mean_update
             )
         check_float_dtype(dtype)
         dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
-        n = ypm.shape[0]
+        self.num_data = n = int(ypm.shape[0])
         check_allocation("x (its N**2 kernel matrix)", n * n, dtype.itemsize)
         self.dtype = dtype
         self.x = jnp.asarray(x, dtype)
         self.y = jnp.asarray(ypm, dtype)
-        self.log_lengthscale = float(log_lengthscale)
-        self.log_scale = float(log_scale)
-        self.jitter = float(jitter)
-        self.init_gamma = float(init_gamma)
         self.mean_update = mean_update
         self.quadrature = bool(quadrature)
-        self.num_data = int(ypm.shape[0])
         self.K, self.chol_K, factored = _kernel_and_factor(self.x, self.log_lengthscale, self.log_scale, self.jitter)
         if not bool(factored):
             raise ValueError(
@@ -288,7 +238,6 @@ class GPClassification(PytreeModel):
                 "or enable float64 (jax_enable_x64)"
             )
 
-    # -- the prox_svi protocol ---------------------------------------------------------------
     def init_variational(self, key: PRNGKey, batch=None) -> GPPosterior:
         """q_0 = N(0, (K^{-1} + init_gamma I)^{-1}) ~ the prior (deterministic: ``key`` unused)."""
         n = self.num_data
@@ -304,8 +253,7 @@ class GPClassification(PytreeModel):
         return [ids_in_range("batch index", batch, self.num_data)]
 
     def check_data(self, batch) -> None:
-        """Raises ValueError unless ``batch`` is a non-empty 1-D int array of training indices in [0, N)
-        (shape and dtype also of a tracer)."""
+        """Raises ValueError unless ``batch`` is a non-empty 1-D int array of indices in [0, N)."""
         b = batch if isinstance(batch, jax.core.Tracer) else np.asarray(batch)
         if b.ndim != 1 or b.shape[0] < 1 or not jnp.issubdtype(b.dtype, jnp.integer):
             raise ArgumentError(
@@ -347,14 +295,9 @@ class GPClassification(PytreeModel):
         return self.K - t.T @ t
 
     def loglik_grad(self, q: GPPosterior, batch: Array, key, num_samples, num_data=None) -> GPGradient:
-        """The stochastic gradient of f at q's marginals, scaled by N/M and scattered to length N:
-        ``alpha = -(N/M) sum_b E[l'(z_b)] 1_b``, ``gamma = -(N/M) sum_b E[l''(z_b)] 1_b`` (eq. 18)."""
-        self.check_data(batch)
-        if num_samples is not None:
-            check_int("num_samples", num_samples)
-        num_samples = None if self.quadrature else num_samples
-        n = self.num_data if num_data is None else num_data
-        batch = jnp.asarray(batch)
+        """The stochastic gradient of f at q's marginals, scaled by N/M and scattered to length N (eq. 18)."""
+        self.check_data(batch)  # None is not a minibatch here
+        batch, num_samples, n = self._elbo_args(batch, num_samples, num_data)
         m_b, v_b = self.marginals(q, batch)
         y_b = self.y[batch]
         gm, gv = jax.grad(lambda a, b: jnp.sum(expected_loglik(a, b, y_b, key, num_samples)), (0, 1))(m_b, v_b)
@@ -373,15 +316,13 @@ class GPClassification(PytreeModel):
         return GPPosterior(m_new, gt_new)
 
     def prox_step(self, q: GPPosterior, batch: Array, key, beta, num_samples, num_data=None) -> GPPosterior:
-        """One PG-SVI step on the minibatch ``batch`` (int indices (M,)) with step size ``beta``
-        (r = 1 / (1 + beta)), ``num_samples`` Monte Carlo draws per example from ``key`` (None:
-        quadrature) and N = ``num_data`` (default: the model's N)."""
+        """One PG-SVI step on ``batch`` (indices (M,)), r = 1 / (1 + beta), ``num_samples`` draws per
+        example (None: quadrature), N = ``num_data`` (default: the model's N)."""
         check_positive_scalar("beta", beta)
         return self.prox_step_from_gradient(q, self.loglik_grad(q, batch, key, num_samples, num_data), beta)
 
     def prox_update(self, q: GPPosterior, batch: Array, key, beta, num_samples, num_data: int) -> ProxUpdate:
-        """``prox_svi``'s step (``StructuredProxModel``): ``prox_step`` with the ELBO at the
-        pre-update q (``structured_prox_update``)."""
+        """``prox_svi``'s step: ``prox_step`` with the ELBO at the pre-update q."""
         return structured_prox_update(self, self.prox_step, q, batch, key, beta, num_samples, num_data)
 
     def kl_to_prior(self, q: GPPosterior) -> Array:
@@ -392,8 +333,7 @@ class GPClassification(PytreeModel):
         return 0.5 * (jnp.sum(binv_l * binv_l) - self.num_data + 2.0 * jnp.sum(jnp.log(jnp.diag(lb))) + jnp.sum(a * a))
 
     def _elbo_args(self, batch, num_samples, num_data):
-        """Checked (batch, num_samples, N) shared by both ELBOs: all examples when ``batch`` is None,
-        quadrature (None samples) when the model uses it, N = ``self.num_data`` by default."""
+        """Checked (batch, num_samples, N) of both ELBOs (defaults: all examples, the model's N)."""
         if num_samples is not None:
             check_int("num_samples", num_samples)
         num_samples = None if self.quadrature else num_samples
@@ -403,15 +343,12 @@ class GPClassification(PytreeModel):
         return jnp.asarray(batch), num_samples, (self.num_data if num_data is None else num_data)
 
     def elbo(self, q: GPPosterior, batch=None, key=None, num_samples=None, num_data=None) -> Array:
-        """The ELBO (eq. 11): (N/M) sum_b E_q[log p(y_b | z_b)] - KL(q || p).
-
-        ``batch=None`` uses all N examples; ``num_samples=None`` uses quadrature (exact)."""
+        """The ELBO (eq. 11): (N/M) sum_b E_q[log p(y_b | z_b)] - KL(q || p); None: all data, quadrature."""
         batch, num_samples, n = self._elbo_args(batch, num_samples, num_data)
         m_b, v_b = self.marginals(q, batch)
         ell = jnp.sum(expected_loglik(m_b, v_b, self.y[batch], key, num_samples))
         return (n / batch.shape[0]) * ell - self.kl_to_prior(q)
 
-    # -- prediction --------------------------------------------------------------------------
     def latent_predictive(self, q: GPPosterior, x_test) -> tuple[Array, Array]:
         """Mean and variance of z* = f(x*) under q: k*^T K^{-1} m and k** - k*^T (K + W^{-1})^{-1} k*,
         W = diag(gamma_tilde) (R&W eq. 3.24, in the stable B form)."""
@@ -430,23 +367,20 @@ class GPClassification(PytreeModel):
         return _predict(mu, var)
 
     def log_loss(self, q, x_test, y_test, base: float = 2.0) -> Array:
-        """-mean_n log_base p(y*_n | x*_n): the paper's test log-loss (base 2, so that a coin flip
-        scores 1; pass ``base=np.e`` for nats). ``q`` is a ``GPPosterior`` or (m, L) params."""
+        """-mean_n log_base p(y*_n | x*_n), the paper's test log-loss; ``q`` a ``GPPosterior`` or (m, L) params."""
         ypm = jnp.asarray(to_pm1_labels(y_test, "y_test"), self.dtype)
         p1 = self.predict_proba(q, x_test) if isinstance(q, GPPosterior) else self.predict_proba_params(q, x_test)
         p = jnp.where(ypm > 0, p1, 1.0 - p1)
         return -jnp.mean(jnp.log(jnp.maximum(p, jnp.finfo(self.dtype).tiny))) / np.log(base)
 
-    # -- the (m, L) parametrisation of the gradient baselines (app. G) ------------------------
+    # the (m, L) parametrisation of the gradient baselines (app. G)
     def init_params(self, key: PRNGKey, batch=None) -> dict:
         """{m: 0, L: chol(K)} (log diagonal): the q_0 of ``init_variational`` with init_gamma = 0."""
         return params_from_cholesky(jnp.zeros((self.num_data,), self.dtype), self.chol_K)
 
     def elbo_params(self, params: dict, batch=None, key=None, num_samples=None, num_data=None) -> Array:
-        """The ELBO at q = N(m, C C^T), C = ``cholesky_from_params(params)`` (the lower triangle of
-        ``params["L"]`` with its diagonal stored as logs, as in the reference code), with the same
-        minibatch scaling and Monte Carlo (or quadrature) expectations as ``elbo``; its ``jax.grad``
-        is the stochastic gradient of appendix G."""
+        """The ELBO at q = N(m, C C^T), C = ``cholesky_from_params(params)``, as ``elbo`` computes it; its
+        ``jax.grad`` is the stochastic gradient of appendix G."""
         batch, num_samples, n = self._elbo_args(batch, num_samples, num_data)
         m, lo = params["m"], cholesky_from_params(params)
         v_b = jnp.sum(lo[batch] ** 2, axis=1)
@@ -482,8 +416,7 @@ class GPClassification(PytreeModel):
 
 
 def cholesky_from_params(params: dict) -> Array:
-    """C = strict lower triangle of ``params["L"]`` + diag(exp(diag(params["L"]))): the Cholesky
-    factor of V with a log diagonal (positive by construction; the reference code's ``C_u``)."""
+    """C = strict lower triangle of ``params["L"]`` + diag(exp(diag(params["L"]))), V's Cholesky factor."""
     raw = params["L"]
     return jnp.tril(raw, -1) + jnp.diag(jnp.exp(jnp.diag(raw)))
 
@@ -496,11 +429,6 @@ def params_from_cholesky(m: Array, chol: Array) -> dict:
 def _predict(mu: Array, var: Array) -> Array:
     """E[sigmoid(z)], z ~ N(mu, var) = E[l'(t)] for t = -z (``_quad_parts`` with y = -1)."""
     return _quad_parts(mu, var, -jnp.ones_like(mu))[1]
-
-
-def exact_elbo_params(model: GPClassification, params: dict) -> Array:
-    """The exact (quadrature) full-data ELBO of an (m, L) iterate."""
-    return model.elbo_params(params, None, None, None)
 
 
 __all__ = [

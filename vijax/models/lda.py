@@ -1,27 +1,18 @@
-"""Latent Dirichlet allocation (Blei et al., 2003) as a conditionally conjugate model, with three
-local steps: mean-field, CVB0 with the topics fixed, and collapsed Gibbs with the topics fixed.
+"""Latent Dirichlet allocation (Blei et al. 2003) as a conditionally conjugate model, with mean-field,
+CVB0 and collapsed Gibbs local steps (the last two with the topics fixed).
 
-The generative process (Hoffman & Blei 2015, eq. 25; Blei et al. 2017, appendix C)::
+The generative process (Hoffman & Blei 2015, eq. 25)::
 
     beta_k ~ Dirichlet(eta 1_V),   theta_d ~ Dirichlet(alpha 1_K),
     z_dn | theta_d ~ Categorical(theta_d),   w_dn | z_dn, beta ~ Categorical(beta_{z_dn}).
 
-The globals are the K topics; q(beta_k) = Dirichlet(lambda_k). A document's complete-data
-likelihood is linear in t(beta) = log beta, with statistic c_kv = sum_n 1[w_dn = v] 1[z_dn = k]
-(Hoffman & Blei 2015, eq. 26), so every local step returns the (K, V) matrix of expected
-topic-word counts and the global coordinate update is lambda = eta + sum_d E[c_d] (Blei et al.
-2017, appendix C).
-
-Documents arrive as a :class:`vijax.data.BowBatch`: ``word_ids`` (S, L) and ``counts`` (S, L), the
-unique words of each document and their counts, zero-padded; padding slots and empty documents
-contribute nothing. The view of the globals passed to ``local_step`` is ``(log_beta,)`` (K, V):
-E_q[log beta] under CAVI and SVI, or the log of a sample of beta under SSVI (Hoffman & Blei 2015,
-Algorithm 1); the local steps use it as weights ``b_kw = exp(view_kw)``.
-
-The concentrations alpha and eta are hyperparameters (Hoffman & Blei 2015, §2.6): ``prior``,
-``local_step`` and ``log_predictive`` accept a ``hyper`` dict of (possibly traced) scalars, and
-:meth:`LDA.hyper_objective` is the part of the ELBO that depends on them, for
-``vijax.inference.svi(..., hyper_step=...)`` (Hoffman et al. 2010).
+q(beta_k) = Dirichlet(lambda_k). The complete-data likelihood is linear in t(beta) = log beta with
+statistic c_kv = sum_n 1[w_dn = v] 1[z_dn = k] (Hoffman & Blei 2015, eq. 26), so every local step
+returns the (K, V) expected topic-word counts and lambda = eta + sum_d E[c_d] (Blei et al. 2017,
+appendix C). Documents are a :class:`vijax.data.BowBatch` (unique words and their counts,
+zero-padded); the view of the globals is ``(log_beta,)`` (K, V): E_q[log beta] (CAVI, SVI) or the
+log of a sample (SSVI). alpha and eta are hyperparameters (Hoffman et al. 2010): ``prior``,
+``local_step`` and ``log_predictive`` take a ``hyper`` dict of (possibly traced) scalars.
 
 References:
   Blei, Ng and Jordan (2003). Latent Dirichlet allocation. JMLR 3.
@@ -43,34 +34,15 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    INT32_MAX,
-    check_allocation,
-    check_bool,
-    check_choice,
-    check_data_dtype,
-    check_float_dtype,
-    check_int,
-    check_positive_fields,
-    check_scalar,
-    enforce_value_checks,
-    float_dtype,
-    is_tracer,
-    real_array,
-)
+from vijax._validate import ArgumentError, INT32_MAX, check_allocation, check_bool, check_choice, check_data_dtype
+from vijax._validate import check_float_dtype, check_int, check_positive_fields, check_scalar, enforce_value_checks
+from vijax._validate import float_dtype, is_tracer, real_array
 from vijax._compile import gamma_on_host
 from vijax.expfam import digamma, digamma_and_gammaln_with_total
 from vijax.models._base import LocalResult, bow_batch_checks, entropy_of_probs, rows_with_data
 from vijax.models._pytree import PytreeModel
-from vijax.solvers import (
-    by_length_tiles,
-    collapsed_gibbs_allocations,
-    iterate_per_row,
-    squarem_per_row,
-    tile_spread,
-    tile_sum,
-)
+from vijax.solvers import by_length_tiles, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row
+from vijax.solvers import tile_spread, tile_sum
 from vijax.types import Array, PRNGKey
 
 TILE_WIDTH = 32  # word slots per chunk of the E-steps' tiles
@@ -79,29 +51,24 @@ ACCELERATOR_SLOTS = 32768  # ... and on an accelerator
 
 
 def estep_slots(tile_slots: int | None) -> int:
-    """The least number of slots per E-step tile: ``tile_slots`` where given, else ``CPU_SLOTS``
-    on a CPU and ``ACCELERATOR_SLOTS`` elsewhere (JAX's default backend)."""
+    """``tile_slots``, else ``CPU_SLOTS`` on a CPU and ``ACCELERATOR_SLOTS`` elsewhere."""
     if tile_slots is not None:
         return int(tile_slots)
     return CPU_SLOTS if jax.default_backend() == "cpu" else ACCELERATOR_SLOTS
 
 
 def largest_precise_concentration(dtype) -> float:
-    """2^-10 / eps of ``dtype`` (8,192 in float32, 2^42 ~ 4.4e12 in float64): the largest Dirichlet
-    concentration LDA accepts (``alpha``, ``eta``, ``init_scale``).
+    """2^-10 / eps of ``dtype`` (8,192 in float32): the largest Dirichlet concentration LDA accepts.
 
-    KL(Dir(lambda) || Dir(eta 1_V)) is a sum of terms of size lambda log lambda (Stirling) that
-    cancel down to about (V - 1)/2 log lambda; each is rounded to an absolute eps lambda log lambda,
-    so the KL's relative error grows like 2 eps lambda. Bounding the concentrations at 2^-10 / eps
-    keeps it below 1 %. The same holds for the documents' KL(Dir(gamma_d) || Dir(alpha 1_K)).
+    KL(Dir(lambda) || Dir(eta 1_V)) sums terms of size lambda log lambda that cancel down to about
+    (V - 1)/2 log lambda, so its relative error grows like 2 eps lambda; this bound keeps it below 1 %.
     """
     return 2.0**-10 / float(np.finfo(dtype).eps)
 
 
 def concentration_bounds(name: str, dtype) -> tuple[float, float]:
-    """The interval ``(low, high)`` of LDA's hyperparameter ``name`` (``"alpha"`` or ``"eta"``) in
-    ``dtype``: ``high`` is :func:`largest_precise_concentration`; alpha's ``low`` is the smallest
-    normal number, eta's 2^9 eps (the Dirichlet holds eta - 1, rounded to eps / 2)."""
+    """``(low, high)`` of ``"alpha"`` or ``"eta"`` in ``dtype``: high from
+    :func:`largest_precise_concentration`; low the smallest normal (alpha) or 2^9 eps (eta)."""
     finfo = np.finfo(dtype)
     low = float(finfo.tiny) if name == "alpha" else 2.0**9 * float(finfo.eps)
     return low, largest_precise_concentration(dtype)
@@ -111,80 +78,43 @@ def concentration_bounds(name: str, dtype) -> tuple[float, float]:
 class LDA(PytreeModel):
     """Latent Dirichlet allocation with symmetric priors and three local steps.
 
-    Every local step takes ``(log_beta,)`` (K, V) and a :class:`~vijax.data.BowBatch` of S
-    documents and returns a :class:`~vijax.models.LocalResult` with
+    Every local step takes ``(log_beta,)`` (K, V) and a BowBatch of S documents and returns a
+    :class:`~vijax.models.LocalResult` with ``suff_stats = (c,)`` (K, V), ``local_params = gamma``
+    (S, K) and ``local_terms`` such that :func:`~vijax.models.conjugate_elbo` is the mean-field ELBO
+    of the batch (Blei et al. 2003, eq. 15)::
 
-    - ``suff_stats = (c,)``, c (K, V) the expected topic-word counts of the batch;
-    - ``local_params = gamma`` (S, K), the Dirichlet parameters of q(theta_d);
-    - ``local_terms``, so that :func:`~vijax.models.conjugate_elbo` (which adds <c, E_q[log beta]>)
-      is the mean-field ELBO of the batch (Blei et al. 2003, eq. 15)::
+        local_terms = sum_d ( -KL(Dir(gamma_d) || Dir(alpha 1_K))
+                              + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ).
 
-          local_terms = sum_d ( -KL(Dir(gamma_d) || Dir(alpha 1_K))
-                                + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ).
+    ``"meanfield"``: coordinate ascent per document (Blei et al. 2003, eq. 6-7; Hoffman et al. 2010,
+    Algorithm 2), phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw), gamma_dk = alpha + sum_w n_dw phi_dwk,
+    from gamma_dk = alpha + N_d / K, until gamma_d changes by a mean absolute amount below ``tol``
+    (or ``max_iters``); with ``accelerate``, safeguarded SQUAREM extrapolations in between.
 
-    The methods (``local_methods``):
+    ``"cvb0"``: the zero-order collapsed update (Asuncion et al. 2009, eq. 5) with beta fixed,
+    g_dwk ∝ (alpha + N_dk - g_dwk) b_kw, N_dk = sum_w n_dw g_dwk, as Jacobi sweeps from g_dwk ∝ b_kw
+    (``tol``, ``cvb0_iters``); the ELBO reported is the mean-field one at phi = g, gamma = alpha + N_d.
 
-    ``"meanfield"``
-      Coordinate ascent on q(theta_d) q(z_d) per document (Blei et al. 2003, eq. 6-7; Hoffman
-      et al. 2010, Algorithm 2)::
-
-          phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw),   gamma_dk = alpha + sum_w n_dw phi_dwk,
-
-      from gamma_dk = alpha + N_d / K (Blei et al. 2003, Fig. 6). Each document stops after the
-      first update that changes gamma_d by a mean absolute amount below ``tol``, or after
-      ``max_iters`` updates (Hoffman et al. 2010), so its result does not depend on the other
-      documents of the batch. With ``accelerate`` the updates are interleaved with safeguarded
-      SQUAREM extrapolations (:meth:`_meanfield`). The statistics and local terms use phi at the
-      final gamma, so the ELBO above is exact for (gamma, phi).
-
-    ``"cvb0"``
-      The zero-order collapsed variational update of Asuncion et al. (2009, eq. 5) with theta
-      integrated out and beta held fixed (Hoffman & Blei 2015, §2.5)::
-
-          g_dwk ∝ (alpha + N_dk - g_dwk) b_kw,   N_dk = sum_w n_dw g_dwk,
-
-      where N_dk - g_dwk is N_dk^{-dw}, the expected count of topic k among the document's other
-      tokens: a Jacobi sweep over all slots of a document from g_dwk ∝ b_kw, stopping as the
-      mean-field step does (``tol``, ``cvb0_iters``). The statistics are c_kv = sum_d n_dv g_dvk;
-      the reported ELBO is the mean-field one at phi = g and gamma = alpha + N_d (a lower bound,
-      though CVB0 does not maximise it).
-
-    ``"gibbs"``
-      Collapsed Gibbs sampling of every token's topic with theta_d integrated out and beta held
-      fixed, the E-step of Mimno et al. (2012) (Hoffman & Blei 2015, §4.1)::
-
-          p(z_dn = k | z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}.
-
-      The sampler is :func:`vijax.solvers.collapsed_gibbs_allocations`. After an initialization
-      pass and ``gibbs_burn_in`` discarded sweeps, the per-slot topic counts of the remaining sweeps
-      are averaged, an estimate of E[c_d | w_d, beta]. The reported ELBO is the mean-field one at
-      phi_dwk = (average count of k among the tokens of w) / n_dw and gamma = alpha + average N_d.
+    ``"gibbs"``: collapsed Gibbs sampling of every token's topic with beta fixed (Mimno et al. 2012;
+    :func:`vijax.solvers.collapsed_gibbs_allocations`), p(z_dn = k | z_d^{-n}, w, b) ∝
+    (alpha + N_dk^{-n}) b_{k w_dn}; the per-slot topic counts of the sweeps after ``gibbs_burn_in``
+    are averaged, and the ELBO is the mean-field one at the implied phi and gamma.
 
     Args:
       num_topics: K >= 1.
       vocab_size: V >= 1.
-      alpha: symmetric document-topic Dirichlet concentration, in the interval of
-        :func:`concentration_bounds` (> 0, at most 8,192 in float32).
-      eta: symmetric topic-word Dirichlet concentration, in the interval of
-        :func:`concentration_bounds` (at least 6.1e-5 and at most 8,192 in float32).
+      alpha: document-topic concentration, in :func:`concentration_bounds` (at most 8,192 in float32).
+      eta: topic-word concentration, in :func:`concentration_bounds` (>= 6.1e-5 in float32).
       max_iters: cap on the mean-field iterations (>= 1).
-      tol: mean-field / CVB0 convergence threshold on the mean absolute change (>= 0).
+      tol: mean-field / CVB0 threshold on the mean absolute change (>= 0).
       cvb0_iters: cap on the CVB0 sweeps (>= 1).
       gibbs_sweeps: Gibbs sweeps after the initialization pass (>= 1).
       gibbs_burn_in: how many of those are discarded (0 <= burn_in < gibbs_sweeps).
-      init_scale: scale of the random initial lambda, see :meth:`init_globals`; in the interval
-        of ``eta`` (:func:`concentration_bounds`), which holds lambda as it holds eta.
+      init_scale: scale of the random initial lambda (:meth:`init_globals`), in eta's interval.
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
-      accelerate: interleave the mean-field updates with safeguarded SQUAREM extrapolations
-        (default True; the same stopping rule, the ELBO never lowered); False is plain coordinate
-        ascent.
-      tile_slots: the least number of word slots per tile of the mean-field and CVB0 E-steps
-        (documents sorted by length, packed whole into tiles; :meth:`_meanfield`). None: 512 on a
-        CPU, 32,768 on an accelerator. A document's result does not depend on it.
-
-    ``alpha`` and ``eta`` are the defaults of the ``hyper`` argument of ``prior``, ``local_step``
-    and ``log_predictive``: a dict ``{"alpha": a, "eta": e}`` (either key may be left out) of
-    scalars, traced or not; they enter the compiled local step as array arguments.
+      accelerate: interleave the mean-field updates with safeguarded SQUAREM (default True).
+      tile_slots: least word slots per tile of the mean-field and CVB0 E-steps (documents sorted by
+        length, packed whole); None: 512 on a CPU, 32,768 on an accelerator. Results do not depend on it.
 
     Examples:
         >>> model = LDA(num_topics=3, vocab_size=10, alpha=0.1, eta=0.01)
@@ -236,17 +166,13 @@ class LDA(PytreeModel):
         if self.tile_slots is not None:
             check_int("tile_slots", self.tile_slots, maximum=2**24)
 
-    # ------------------------------------------------------------------------------ hyperparameters
     def hyperparameters(self) -> dict[str, float]:
-        """The fixed values of the hyperparameters, ``{"alpha": alpha, "eta": eta}``: the defaults
-        of every ``hyper`` argument and the starting point of their updates by SVI."""
+        """``{"alpha": alpha, "eta": eta}``: the defaults of every ``hyper`` argument."""
         return {"alpha": self.alpha, "eta": self.eta}
 
     def check_hyperparameters(self, values: Mapping[str, Any]) -> None:
-        """Raises :class:`~vijax.ArgumentError` naming the key unless every value of
-        ``values`` (``{"alpha": ..., "eta": ...}``, either key may be left out; scalars or arrays) is
-        a finite number in the interval of :func:`concentration_bounds` for the model's float
-        dtype. Traced values pass."""
+        """Raises :class:`~vijax.ArgumentError` naming the key unless every value of ``values``
+        (``{"alpha": ..., "eta": ...}``, scalars or arrays) lies in :func:`concentration_bounds`; tracers pass."""
         dt = np.dtype(float_dtype(self.dtype))
         for name, value in values.items():
             if name not in ("alpha", "eta"):
@@ -285,19 +211,11 @@ class LDA(PytreeModel):
         return out[0], out[1]
 
     def hyper_objective(self, hyper: dict, q_global: expfam.Dirichlet, local: LocalResult, scale=1.0) -> Array:
-        """The terms of the ELBO that depend on (alpha, eta), with the local and global
-        variational parameters held fixed (Blei et al. 2003, eq. 15; Hoffman et al. 2010)::
+        """The terms of the ELBO that depend on (alpha, eta), the variational parameters fixed
+        (Blei et al. 2003, eq. 15; Hoffman et al. 2010); concave in each hyperparameter::
 
-            L(alpha, eta) = scale * L_alpha + L_eta,
-            L_alpha = sum_{d in batch} [ lgamma(K alpha) - K lgamma(alpha) + (alpha - 1) T_d ],
-            L_eta   = sum_k [ lgamma(V eta) - V lgamma(eta) + (eta - 1) U_k ],
-
-        with T_d = sum_k E_q[log theta_dk] = sum_k psi(gamma_dk) - K psi(sum_j gamma_dj) and
-        U_k = sum_v E_q[log beta_kv] = sum_v psi(lambda_kv) - V psi(sum_v lambda_kv): E_q[log p(theta_d | alpha)]
-        and E_q[log p(beta_k | eta)]. Each prior is an exponential family in its hyperparameter, so
-        d2L/dalpha2 = scale * S [K^2 psi'(K alpha) - K psi'(alpha)] < 0 and
-        d2L/deta2 = K [V^2 psi'(V eta) - V psi'(eta)] < 0 (minus the priors' Fisher information):
-        L is concave in each hyperparameter.
+            L(alpha, eta) = scale * sum_d [ lgamma(K alpha) - K lgamma(alpha) + (alpha - 1) sum_k E[log theta_dk] ]
+                            + sum_k [ lgamma(V eta) - V lgamma(eta) + (eta - 1) sum_v E[log beta_kv] ].
 
         Args:
           hyper: ``{"alpha": scalar, "eta": scalar}``.
@@ -317,7 +235,6 @@ class LDA(PytreeModel):
         l_eta = k * (gammaln(v * eta) - v * gammaln(eta)) + (eta - 1.0) * jnp.sum(e_log_beta)
         return l_alpha + l_eta
 
-    # ------------------------------------------------------------------------------ globals
     def prior(self, hyper: dict | None = None) -> expfam.Dirichlet:
         """p(beta): K independent Dirichlet(eta 1_V), batch shape (K,); eta from ``hyper`` if given."""
         dt = float_dtype(self.dtype)
@@ -325,8 +242,7 @@ class LDA(PytreeModel):
         return expfam.Dirichlet.from_concentration(jnp.broadcast_to(eta, (self.num_topics, self.vocab_size)))
 
     def init_globals(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
-        """The random start of online LDA (Hoffman et al. 2010): lambda_kv = init_scale * g_kv,
-        g_kv ~ Gamma(100, rate 100) (mean 1, sd 0.1: nearly flat topics, the symmetry broken).
+        """Online LDA's start (Hoffman et al. 2010): lambda_kv = init_scale * g_kv, g_kv ~ Gamma(100, 100).
         ``batch`` is not used."""
         g = gamma_on_host(key, (self.num_topics, self.vocab_size), 100.0, 100.0, float_dtype(self.dtype))
         return _start_from(self, g)
@@ -337,7 +253,6 @@ class LDA(PytreeModel):
         lam = q.concentration
         return lam / jnp.sum(lam, axis=-1, keepdims=True)
 
-    # ------------------------------------------------------------------------------ data
     def batch_checks(self, batch) -> list:
         """The value checks of a step's batch: word ids in [0, V), counts finite and >= 0."""
         return bow_batch_checks(batch, self.vocab_size)
@@ -379,18 +294,17 @@ class LDA(PytreeModel):
         if np.any(c != np.round(c)):
             raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
 
-    # ------------------------------------------------------------------------------ local steps
     def local_step(
         self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield", hyper: dict | None = None
     ) -> LocalResult:
-        """The local step ``method`` of ``local_methods`` for the batch; see the class docstring.
+        """The local step ``method`` (class docstring) for the batch.
 
         Args:
           globals_view: ``(log_beta,)`` with log_beta (K, V): E_q[log beta] or log of a sample.
           batch: a BowBatch of S documents, ``word_ids`` (S, L) int, ``counts`` (S, L).
           key: PRNG key; required by ``"gibbs"``.
           method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
-          hyper: optional ``{"alpha": scalar}`` replacing the model's alpha (an ``"eta"`` is ignored).
+          hyper: optional ``{"alpha": scalar}`` replacing the model's alpha (``"eta"`` is ignored).
 
         Returns:
           LocalResult(suff_stats=(c,) (K, V), local_terms scalar, local_params=gamma (S, K)).
@@ -414,42 +328,19 @@ class LDA(PytreeModel):
         alpha, _ = self._resolve_hyper(hyper, log_beta.dtype)
         return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
 
-    def _local_terms(self, gamma: Array, phi: Array, n: Array, alpha: Array) -> Array:
-        """sum_d -KL(Dir(gamma_d) || Dir(alpha)) + sum_dw n_dw (sum_k phi_dwk E[log theta_dk] + H[phi_dw])."""
-        e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
-        kl = _kl_theta(gamma, alpha)  # (S,)
-        z_terms = n * (jnp.sum(phi * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(phi))  # (S, L)
-        return jnp.sum(z_terms) - jnp.sum(kl)
-
     def _meanfield(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """Mean-field coordinate ascent for a batch, returning gamma (S, K), the statistics c (K, V)
-        and the local ELBO terms, without ever forming an (S, L, K) array.
+        """Mean-field coordinate ascent for a batch: gamma (S, K), c (K, V) and the local terms,
+        in the length-sorted tiles of :func:`vijax.solvers.by_length_tiles`, never forming (S, L, K).
 
-        **Inner loop** (Hoffman et al. 2010): with b_kw = exp(log_beta_kw - max_j log_beta_jw) (the
-        per-word shift cancels in phi) and e_dk = exp(E[log theta_dk]),
-        phi_dwk = e_dk b_kw / z_dw with z_dw = sum_k e_dk b_kw, so::
+        With b_kw = exp(log_beta_kw - max_j log_beta_jw), e_dk = exp(E[log theta_dk]) and
+        z_dw = sum_k e_dk b_kw (Hoffman et al. 2010)::
 
-            gamma_d = alpha + e_d * sum_w (n_dw / z_dw) b_w,
+            gamma_d = alpha + e_d * sum_w (n_dw / z_dw) b_w,   n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw.
 
-        two contractions over (L, K) per iteration and no exponentials of (S, L, K) arrays; b is
-        computed once per call on (K, V), not per slot.
-
-        **Tiles of one shape** (:func:`vijax.solvers.by_length_tiles`): the documents, sorted by
-        length and cut into chunks of ``TILE_WIDTH`` slots, are packed whole into tiles of at
-        least ``tile_slots`` slots, each tile iterating until its own documents meet the tolerance;
-        a document's fixed point depends neither on its tile nor on the padding.
-
-        **SQUAREM** (``accelerate=True``): :func:`vijax.solvers.squarem_per_row` (Varadhan and
-        Roland 2008) on the update F above, its extrapolation projected onto gamma >= alpha and
-        kept only if it does not lower the document's ELBO with phi optimal given gamma,
-        f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const, which F computes at no
-        extra contraction. ``max_iters`` caps the evaluations of F (3 per cycle). The per-document
-        problem is not convex, so a document may rarely reach another fixed point.
-
-        **Statistics and ELBO without phi.** At the final gamma, n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw:
-        (n_dw / z_dw) e_dk is scattered into a (V, K) accumulator, multiplied by b once at the end
-        (as in Hoffman et al.'s online LDA code). Since log phi_dwk = E[log theta_dk] + log b_kw -
-        log z_dw, the z-part of the local terms is sum_dw n_dw log z_dw - sum_kv c_kv log b_kv.
+        SQUAREM (:func:`vijax.solvers.squarem_per_row`) keeps an extrapolation only if it does not
+        lower f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const. Since log phi_dwk =
+        E[log theta_dk] + log b_kw - log z_dw, the z-part of the local terms is
+        sum_dw n_dw log z_dw - sum_kv c_kv log b_kv.
         """
         k, v = log_beta.shape
         dt = log_beta.dtype
@@ -498,9 +389,7 @@ class LDA(PytreeModel):
         return gamma, stats.T, zterm - jnp.sum(stats * log_b)
 
     def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """CVB0 for a batch (class docstring) in the length-sorted tiles of :meth:`_meanfield`:
-        gamma = alpha + N_d (S, K), the statistics c (K, V) and the local terms (the mean-field
-        ELBO terms at phi = g, gamma)."""
+        """CVB0 for a batch in the tiles of :meth:`_meanfield`: gamma = alpha + N_d, c and the local terms."""
         k, v = log_beta.shape
         dt = log_beta.dtype
         log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K); the shift cancels in g
@@ -531,24 +420,12 @@ class LDA(PytreeModel):
         gamma, (stats, term) = by_length_tiles(ids, n, k, fit_tile, init, estep_slots(self.tile_slots), TILE_WIDTH)
         return gamma, stats.T, term
 
-    def _gibbs(self, logb: Array, n: Array, key: PRNGKey, alpha: Array) -> Array:
-        """Collapsed Gibbs over every token's topic with beta fixed
-        (:func:`vijax.solvers.collapsed_gibbs_allocations`, components = topics): the average
-        per-slot topic counts (S, L, K) over the kept sweeps. Document d's draws depend only on
-        ``fold_in(key, d)``, its counts and b."""
-        return collapsed_gibbs_allocations(logb, n, key, alpha, self.gibbs_sweeps, self.gibbs_burn_in)
-
-    # ------------------------------------------------------------------------------ prediction
     def log_predictive(
         self, q_global: expfam.Dirichlet, batch_observed, batch_heldout, hyper: dict | None = None
     ) -> Array:
-        """Per-document held-out log probability by document completion (Hoffman et al. 2013, §4):
-        gamma_d fitted on the observed words by the mean-field step at beta = E_q[beta], each
-        held-out word scored by log p(w | observed) ≈ log sum_k E[theta_dk] E_q[beta_kw].
-
-        Returns sum_w n_dw^{heldout} log p(w | observed), shape (S,). Both batches hold the same S
-        documents. ``hyper`` (e.g. ``SVIState.hyper``) replaces alpha, as in :meth:`local_step`.
-        """
+        """Held-out log probability per document (S,) by document completion (Hoffman et al. 2013, §4):
+        gamma_d fitted on the observed words at beta = E_q[beta], each held-out word scored by
+        log sum_k E[theta_dk] E_q[beta_kw]. ``hyper`` replaces alpha, as in :meth:`local_step`."""
         if batch_observed.word_ids.shape[0] != batch_heldout.word_ids.shape[0]:
             raise ArgumentError(
                 "batch_observed",
@@ -584,19 +461,18 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
         gamma, stats, term = fit(log_beta, ids, n, alpha)
         return LocalResult((stats,), term - jnp.sum(_kl_theta(gamma, alpha)), gamma)
     logb = jnp.take(log_beta.T, ids, axis=0)  # log b_{k, w_dl}, (S, L, K)
-    expected = model._gibbs(logb, n, key, alpha)  # (S, L, K) expected token counts per slot
+    expected = collapsed_gibbs_allocations(logb, n, key, alpha, model.gibbs_sweeps, model.gibbs_burn_in)
     gamma = alpha + jnp.sum(expected, axis=1)
     phi = expected / jnp.maximum(n, 1.0)[..., None]
-    stats = _scatter_counts(n[..., None] * phi, ids, model.vocab_size)
-    return LocalResult((stats,), model._local_terms(gamma, phi, n, alpha), gamma)
+    k = model.num_topics
+    stats = jnp.zeros((model.vocab_size, k), dt).at[ids.reshape(-1)].add((n[..., None] * phi).reshape(-1, k)).T
+    e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
+    z_terms = n * (jnp.sum(phi * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(phi))  # (S, L)
+    return LocalResult((stats,), jnp.sum(z_terms) - jnp.sum(_kl_theta(gamma, alpha)), gamma)
 
 
 def _theta_terms(gamma: Array, alpha: Array) -> tuple[Array, Array]:
-    """E[log theta_d] (S, K) under Dir(gamma_d) and KL(Dir(gamma_d) || Dir(alpha 1_K)) per document
-    (S,) less the prior's log normalizer (a constant)::
-
-        log Gamma(sum_k gamma_dk) - sum_k log Gamma(gamma_dk) + sum_k (gamma_dk - alpha) E[log theta_dk]
-    """
+    """E[log theta_d] (S, K) and KL(Dir(gamma_d) || Dir(alpha 1_K)) (S,) less the prior's log normalizer."""
     k = gamma.shape[-1]
     psi, lgam = digamma_and_gammaln_with_total(gamma)
     e_log_theta = psi[:, :k] - psi[:, k:]
@@ -604,21 +480,9 @@ def _theta_terms(gamma: Array, alpha: Array) -> tuple[Array, Array]:
 
 
 def _kl_theta(gamma: Array, alpha: Array) -> Array:
-    """KL(Dir(gamma_d) || Dir(alpha 1_K)) per document, (S,)::
-
-        log Gamma(sum_k gamma_dk) - sum_k log Gamma(gamma_dk) - log Gamma(K alpha) + K log Gamma(alpha)
-        + sum_k (gamma_dk - alpha) (psi(gamma_dk) - psi(sum_j gamma_dj)),
-
-    the prior's log normalizer taken once for the scalar alpha."""
+    """KL(Dir(gamma_d) || Dir(alpha 1_K)) per document, (S,)."""
     k = gamma.shape[-1]
     return _theta_terms(gamma, alpha)[1] + k * gammaln(alpha) - gammaln(k * alpha)
-
-
-def _scatter_counts(per_slot: Array, word_ids: Array, vocab_size: int) -> Array:
-    """c_kv = sum over slots (d, l) with word_ids[d, l] = v of per_slot[d, l, k]; shape (K, V)."""
-    k = per_slot.shape[-1]
-    flat = jnp.reshape(per_slot, (-1, k))
-    return jnp.zeros((vocab_size, k), per_slot.dtype).at[jnp.reshape(word_ids, (-1,))].add(flat).T
 
 
 __all__ = ["LDA", "concentration_bounds", "largest_precise_concentration"]

@@ -1,19 +1,10 @@
-"""Rows of unequal length, packed into tiles of one fixed shape.
+"""Rows of unequal length packed into tiles of one fixed shape, so that an iteration over a padded
+batch costs what the rows' own lengths cost and compiles once.
 
-A minibatch of bag-of-words documents (or of sequences) comes zero-padded to its longest row.
-When a per-row computation iterates (a local step's fixed point), padding every row to that
-length makes one long row set the cost of all.
-
-Here every row is cut into chunks of ``width`` slots, and the rows, sorted by length, are packed
-whole and in order into tiles of ``rows`` chunks (:func:`tile_shape`): a row of m slots takes
-ceil(m / width) consecutive chunks of one tile, a tile holds as many consecutive rows as fit, and
-every tile has the same static shape, so the iteration compiles once and a ``while_loop`` runs it
-tile after tile (:func:`by_length_tiles`). The cost follows the rows' own lengths (padding is at
-most ``width - 1`` slots per row plus a tile's unfilled chunks), not the batch's padded length.
-
-Inside a tile, the computation is dense over (chunks, width); what belongs to one row is gathered
-by :func:`tile_sum` (sum over the row's chunks: one small (rows, chunks) matrix product) and spread
-back by :func:`tile_spread`.
+Each row is cut into chunks of ``width`` slots, and the rows, sorted by length, are packed whole into
+tiles of R chunks (:func:`tile_shape`) that a ``while_loop`` runs one after another
+(:func:`by_length_tiles`). Inside a tile, :func:`tile_sum` gathers a row's chunks and
+:func:`tile_spread` spreads per-row values back.
 """
 
 from __future__ import annotations
@@ -50,12 +41,8 @@ def tile_spread(tile: Tile, x: Array) -> Array:
 
 
 def tile_shape(length: int, slots: int = 512, width: int = 32) -> tuple[int, int, int]:
-    """(R, W, M): the chunks per tile, the chunk width and the most rows per tile for rows padded
-    to ``length``.
-
-    W = ``width``; R = max(``slots``, ``length`` rounded up to W) // W, so that a tile holds at
-    least ``slots`` slots and any one row whole; M = max(8, R // 2) clipped to R (rows of one
-    chunk fill half a tile; the per-row state, e.g. a fixed point per row, stays small).
+    """(R, W, M) for rows padded to ``length``: W = ``width``, R = max(``slots``, ``length`` rounded up
+    to W) // W chunks per tile (any one row fits), M = min(R, max(8, R // 2)) rows per tile at most.
 
     Examples:
         >>> tile_shape(128), tile_shape(2048), tile_shape(20)
@@ -68,16 +55,9 @@ def tile_shape(length: int, slots: int = 512, width: int = 32) -> tuple[int, int
 
 
 def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slots: int = 512, width: int = 32):
-    """Runs ``fit_tile(tile, acc) -> (out (M, k), acc)`` over the tiles of rows sorted by length;
-    returns the per-row outputs (S, k) in the batch's order and the final acc.
-
-    The length of a row is one past its last slot with a nonzero count, so slots beyond it
-    (count 0) are dropped exactly. Rows are sorted by length (stable), cut into chunks of
-    W slots (ceil(length / W) chunks; none for an empty row) and packed in that order into tiles
-    of R chunks (:func:`tile_shape`), each tile taking the next rows while their chunks fit and
-    it has fewer than M rows. ``fit_tile`` sees a :class:`Tile` whose row j (j < M) is the tile's
-    j-th row; its output row j is written to that row of the batch (rows the tile does not use
-    are discarded). One compiled ``fit_tile``, in a ``while_loop`` over the tiles.
+    """Runs ``fit_tile(tile, acc) -> (out (M, k), acc)`` over the tiles of rows sorted (stably) by length,
+    a row's length being one past its last slot with a nonzero count; returns the per-row outputs (S, k)
+    in the batch's order and the final acc.
 
     Args:
       ids: (S, L) int, e.g. the word ids of each slot.
@@ -137,6 +117,3 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     carry = (jnp.zeros((), jnp.int32), jnp.zeros((s, k), dt), acc0)
     _, out, acc = jax.lax.while_loop(lambda c: c[0] < s, body, carry)
     return out, acc
-
-
-__all__ = ["Tile", "by_length_tiles", "tile_shape", "tile_spread", "tile_sum"]

@@ -1,10 +1,5 @@
-"""Fixed-point iterations run on many small problems at once, one per row of a block.
-
-Local steps of latent-variable models (LDA's q(theta_d), CTM's q(z_d), an HMM's per-sequence
-messages) solve one small fixed-point problem per datum. Run in a batch, the rows converge after
-very different numbers of updates; both iterations here freeze each row at its own convergence,
-so that a row's result does not depend on the rows it is computed with, and stop when every row
-is frozen.
+"""Fixed-point iterations on many small problems at once, one per row, each row frozen at its own
+convergence (so its result does not depend on the other rows) and the loop ending when all are.
 
 References:
   Varadhan and Roland (2008). Simple and globally convergent methods for accelerating the
@@ -27,35 +22,21 @@ _SQUAREM_STEP_GROWTH = 4.0  # factor on a row's bound on |s| after an accepted s
 def squarem_per_row(
     update: Callable[[Array], tuple[Array, Array]], x0: Array, tol: float, max_iters: int, floor: Array
 ) -> Array:
-    """The fixed point of ``update`` for each row of ``x0`` (B, K), by safeguarded SQUAREM cycles
-    (the squared extrapolation of Varadhan and Roland 2008, §3), each row on its own.
+    """The fixed point of ``update`` for each row of ``x0`` (B, K) by safeguarded SQUAREM cycles (Varadhan
+    and Roland 2008, §3).
 
-    ``update(x)`` returns (F(x), f(x)): the fixed-point map and an objective it never decreases,
-    per row (B,) (an EM or coordinate-ascent map and its lower bound). Each cycle from x computes
-    f1 = F(x), f2 = F(f1), r = f1 - x, v = f2 - 2 f1 + x, the step s = -||r|| / ||v||, the
-    extrapolation x' = max(x - 2 s r + s^2 v, ``floor``) and f3 = F(x').
-
-    The step s is clipped to [-s_max, -1], s_max per row starting at 1 (the first cycle's
-    extrapolation is f2 itself) and multiplied by ``_SQUAREM_STEP_GROWTH`` after each accepted
-    cycle whose step reached it, up to ``_SQUAREM_MAX_STEP`` (the step-length control of Varadhan
-    and Roland's SQUAREM: long jumps only once the iteration has shown a steady direction). The
-    extrapolated point x' is used only if it is finite with no entry below ``floor`` (else
-    f3 = F(f2), three plain updates), and kept only if f(x') >= f(f1); a cycle whose x' lowers f
-    ends at f2 (its f3 is discarded), so f never decreases from one cycle to the next.
-
-    Each row is frozen when its plain update f1 (or, after a rejected extrapolation, f2) or its
-    post-extrapolation update f3 changes x by a mean absolute amount below ``tol``; so, as with
-    :func:`iterate_per_row`, the result is one update away from a point it changes by less than
-    ``tol``. At most ``max_iters`` evaluations of ``update`` (``max_iters // 3`` cycles).
+    Each cycle from x: f1 = F(x), f2 = F(f1), r = f1 - x, v = f2 - 2 f1 + x, s = -||r|| / ||v|| clipped
+    to [-s_max, -1], x' = max(x - 2 s r + s^2 v, ``floor``), f3 = F(x'). s_max starts at 1 and grows by
+    ``_SQUAREM_STEP_GROWTH`` after each accepted cycle that reached it, up to ``_SQUAREM_MAX_STEP``. x'
+    is kept only if finite and f(x') >= f(f1), else the cycle ends at f2, so f never decreases. A row
+    is frozen once f1 (or f2) or f3 changes it by a mean absolute amount below ``tol``.
 
     Args:
       update: x (B, K) -> (F(x) (B, K), f(x) (B,)), F never lowering f.
       x0: the start, (B, K).
       tol: threshold on the mean absolute change of a row.
       max_iters: cap on the evaluations of ``update`` (>= 3 for one cycle).
-      floor: lower bound of every fixed point (scalar or broadcastable to x), onto which the
-        extrapolation is projected: one that overshoots the coordinates a row is leaving keeps
-        its gain on the others.
+      floor: lower bound of every fixed point (broadcastable to x), onto which x' is projected.
 
     Returns:
       x (B, K) at the end of the iteration.
@@ -79,8 +60,6 @@ def squarem_per_row(
         r, v = f1 - x, f2 - 2.0 * f1 + x
         nv = norm(v)
         step = jnp.clip(jnp.where(nv > 0, -norm(r) / jnp.where(nv > 0, nv, 1.0), -1.0), -s_max, -1.0)
-        # projected onto x >= floor (where every fixed point lies): an extrapolation that
-        # overshoots the coordinates a row is leaving keeps its gain on the others
         xp = jnp.maximum(x + (-2.0 * step)[:, None] * r + (step * step)[:, None] * v, floor)
         inside = jnp.all(jnp.isfinite(xp), axis=-1)
         p = jnp.where(inside[:, None], xp, f2)
@@ -105,21 +84,17 @@ def iterate_per_row(
     max_iters: int,
     groups: Array | None = None,
 ) -> Array:
-    """x <- update(x) for a block of rows (x's leading axis), each row frozen after the first
-    update that changes its ``summary`` (B, K) by a mean absolute amount below ``tol`` (or after
-    ``max_iters`` updates), so that a row's result does not depend on the rows it is computed
-    with; the loop ends when every row is frozen.
+    """x <- update(x) for a block of rows, each row frozen after the first update that changes its
+    ``summary`` (B, K) by a mean absolute amount below ``tol`` (or after ``max_iters`` updates).
 
     Args:
       update: x -> the next x, the same shape; rows must not interact.
-      summary: x -> (B, K), what the stopping rule compares (x itself, or a smaller statistic of
-        a larger per-row state, e.g. topic counts of per-token responsibilities).
+      summary: x -> (B, K), what the stopping rule compares (x itself or a smaller statistic of it).
       x0: the start, leading axis B.
       tol: threshold on the mean absolute change of a row's summary.
       max_iters: cap on the updates.
-      groups: optional (N,) int, for an x whose leading axis N is not the rows': entry i of x
-        belongs to row ``groups[i]`` of the summary (B, K) and is frozen with it (indices past
-        the last row are clipped to it). None: x's leading axis is the rows'.
+      groups: optional (N,) int: entry i of x belongs to row ``groups[i]`` of the summary (clipped);
+        None: x's leading axis is the rows'.
 
     Returns:
       x at the end of the iteration, like ``x0``.
@@ -139,6 +114,3 @@ def iterate_per_row(
 
     rows = x0.shape[0] if groups is None else jax.eval_shape(summary, x0).shape[0]
     return jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), x0, jnp.ones((rows,), bool)))[1]
-
-
-__all__ = ["iterate_per_row", "squarem_per_row"]
