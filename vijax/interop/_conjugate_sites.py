@@ -1,31 +1,18 @@
-"""``conjugate_sites``: which latent sites of a NumPyro model or a TFP joint distribution are
-conditionally conjugate, found from the model itself; ``complete_conditional``: the closed-form
-update of such a site.
+"""Which latent sites of a NumPyro model or a TFP joint are conditionally conjugate, and their closed-form updates.
 
-A latent site whose prior is an exponential family p(x) = h(x) exp(<eta, t(x)> - A(eta)) is
-conditionally conjugate when the model's log-joint, as a function of the site's value x with every
-other latent site fixed, is linear in t(x) (Blei, Kucukelbir and McAuliffe 2017, *Variational
-Inference: A Review for Statisticians*, §4.1, eq. 36-37):
+A site with an exponential-family prior p(x) = h(x) exp(<eta, t(x)> - A(eta)) is conditionally conjugate when the
+log-joint, with every other latent site fixed, is linear in t(x) (Blei, Kucukelbir and McAuliffe 2017, §4.1,
+eq. 36-37): log p(x, rest, data) = <c(rest, data), t(x)> + const. The complete conditional is then the family with
+natural parameters c, and the CAVI update of q(x) the family with natural parameters E_q[c(rest)].
 
-    log p(x, rest, data) = <c(rest, data), t(x)> + const.
-
-The complete conditional p(x | rest, data) is then the family with natural parameters c, and the
-CAVI update of q(x) is the family with natural parameters E_q[c(rest)].
-
-The check. The target's ``log_prob`` f is known at values x only (a function on the curve {t(x)}),
-so the site is moved to a few points u_m of an unconstrained coordinate (log x for Gamma, x for
-Normal, logit x for Beta, log x for Dirichlet with x = softmax(u)); the coefficients c are solved
-per element of the site from the gradients at the first points (grad_u f = J_t(u)^T c, J_t the
-Jacobian of the statistics, by least squares), and the values at every point are compared with
-the linear prediction by the relative secant gap
+The check moves the site to a few points u_m of an unconstrained coordinate (log x for Gamma, x for Normal, logit x
+for Beta, x = softmax(u) for Dirichlet), solves c per element from the gradients at the first points
+(grad_u f = J_t(u)^T c, by least squares), and compares the log-joint f at every point with the linear prediction
+by the relative secant gap
 
     |f(u_m) - f(u_0) - <c, t(u_m) - t(u_0)>| / (|f(u_m)| + |f(u_0)| + |<c, t(u_m) - t(u_0)>| + 1),
 
-which must stay under 1e4 ulps of float64 (the check runs with float64 enabled whatever the
-process's setting). A product of two elements, a term not linear in the statistics, or a step
-function of the value leaves a gap. The priors are read from the model (NumPyro's trace, or the
-TFP joint's distributions at the draws: :func:`prior_specs`); a NumPyro model and a TFP
-``JointDistribution`` take the same check and the same solve.
+which must stay under 1e4 ulps of float64 (the check runs with float64 enabled).
 """
 
 from __future__ import annotations
@@ -88,29 +75,19 @@ _MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
 
 
 def prior_specs(target: Target, key: PRNGKey, batch, values: dict) -> dict:
-    """site -> (the spec of the family matched to its prior or None, the prior's class name): the
-    prior of each latent site given the others at constrained ``values`` (its parents' values),
-    read from the library's model: NumPyro's trace with ``values`` substituted, or the
-    distributions of a TFP joint at ``values`` and the observed ones (``sample_distributions``)."""
+    """site -> (the spec of the family matched to its prior or None, the prior's class name), each site's prior
+    given the others at constrained ``values``, read from NumPyro's trace or the TFP joint's distributions."""
     if target.library == "tfp":
         joint, observed = target.bind(batch)
         with jax.numpy_rank_promotion("allow"):
             dists = as_parts(joint.sample_distributions(seed=key, **values, **observed)[0], part_names(joint))
         return {n: _tfp_spec(dists[n]) for n in target.sites}
-    trace = _trace(target, key, batch, values)
-    return {n: _numpyro_spec(trace[n]["fn"]) for n in target.sites}
-
-
-def _trace(target: Target, key: PRNGKey, batch, values: Optional[dict] = None) -> dict:
-    """The NumPyro model's trace at a prior draw of its latent sites (``values`` substituted)."""
     from numpyro import handlers
 
     fn, a, kw = target.bind(batch)
-    fn = handlers.seed(fn, key)
-    if values is not None:
-        fn = handlers.substitute(fn, data=values)
     with jax.numpy_rank_promotion("allow"):
-        return handlers.trace(fn).get_trace(*a, **kw)
+        trace = handlers.trace(handlers.substitute(handlers.seed(fn, key), data=values)).get_trace(*a, **kw)
+    return {n: _numpyro_spec(trace[n]["fn"]) for n in target.sites}
 
 
 def _numpyro_spec(fn: Any) -> tuple[Optional[_Spec], str]:
@@ -124,9 +101,7 @@ def _numpyro_spec(fn: Any) -> tuple[Optional[_Spec], str]:
 
 
 def _tfp_spec(fn: Any) -> tuple[Optional[_Spec], str]:
-    """(the spec of the family matched to a TFP prior or None, the prior's class name), inside its
-    ``Sample`` and ``Independent`` wrappers (they add axes on the left of a Dirichlet's simplex:
-    the site's value keeps its simplex last, as the spec takes it)."""
+    """(the spec of the family matched to a TFP prior or None, the prior's class name), inside its wrappers."""
     tfd = tfp_jax().distributions
     fn = unwrap(fn)
     gammas = ((tfd.Gamma, _GAMMA), (tfd.Chi2, _GAMMA))  # Exponential is a Gamma's subclass
@@ -134,8 +109,7 @@ def _tfp_spec(fn: Any) -> tuple[Optional[_Spec], str]:
 
 
 def _match(fn: Any, pairs: tuple) -> tuple[Optional[_Spec], str]:
-    """(the spec of the first class of ``pairs`` that ``fn`` is an instance of, or None; ``fn``'s
-    class name)."""
+    """(the spec of the first class of ``pairs`` that ``fn`` is an instance of, or None; ``fn``'s class name)."""
     for cls, spec in pairs:
         if isinstance(fn, cls):
             return spec, type(fn).__name__
@@ -143,18 +117,15 @@ def _match(fn: Any, pairs: tuple) -> tuple[Optional[_Spec], str]:
 
 
 def _element_stats(spec: _Spec, u_e):
-    """The family's statistics of one element (unconstrained ``u_e`` of shape (k,)), concatenated:
-    (d,) = (num_params k,)."""
+    """The family's statistics of one element (unconstrained ``u_e`` of shape (k,)), concatenated: (d,)."""
     x = spec.value(u_e) if spec.event_ndims else spec.value(u_e[0])
     fam = spec.family.from_natural((jnp.zeros_like(x),) * spec.num_params)  # one element's family
     return jnp.concatenate([jnp.ravel(t) for t in fam.sufficient_stats(x)])
 
 
 def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
-    """(``num`` values of every latent site, (num, *shape) each: the target's start moved by uniform
-    noise in (-2, 2) on the unconstrained space, the spread of NumPyro's ``init_to_uniform``; the
-    noise that moves each site to its points, (num, points, *shape)), from one
-    ``jax.random.uniform`` call cut into the sites' parts."""
+    """(``num`` values of every latent site, (num, *shape) each: the start moved by uniform noise in (-2, 2) on the
+    unconstrained space, as ``init_to_uniform`` spreads; the noise that moves each site to its points)."""
     dtype = jnp.float64
     shapes = []
     for n, u in target.init_params.items():
@@ -170,10 +141,8 @@ def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
 
 
 def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) -> tuple:
-    """Coefficients c of the site's statistics, per element (E, d), and the largest relative gap.
-
-    The site is moved to the points ``_points(spec, x, noise)`` ((points, *site shape), unconstrained);
-    the first ``_NUM_FIT`` give c."""
+    """Coefficients c of the site's statistics per element (E, d), from the first ``_NUM_FIT`` points, and the
+    largest relative gap over all points."""
     u = _points(spec, x, noise)
     shape = u.shape[1:]
     k = shape[-1] if spec.event_ndims else 1
@@ -198,32 +167,27 @@ def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) 
 
 
 def _natural(spec: _Spec, c, shape: tuple) -> tuple:
-    """The per-element coefficients (E, num_params k) as the family's natural parameters, each of
-    the site's shape."""
+    """The per-element coefficients (E, num_params k) as the family's natural parameters of the site's shape."""
     c = c.reshape(c.shape[0], spec.num_params, -1)
     return tuple(c[:, j].reshape(shape) for j in range(spec.num_params))
 
 
 def _points(spec: _Spec, x, noise) -> jax.Array:
-    """(points, *shape): the unconstrained value u of ``x``, taken within [-centre, centre], moved by
-    ``noise`` (in (-2, 2)) times (1 + |u|) / 2, within [-bound, bound] (a Beta's points never reach
-    the float's 0 or 1). The centre's bound keeps the points where the statistics are of order 1
-    whatever the prior's scale: a vague Gamma(1e-3, 1e-3) has its median at x = e^-539, where every
-    point would sit at the bound, the statistics x all below 1e-13 and x's coefficient lost; a
-    Normal mean of prior precision 1e-3 tau with such a tau starts near 1e118, where x^2 swamps x.
-    The log-joint of a conjugate site is linear in its statistics everywhere, so the points need
-    not be where the prior's mass is."""
+    """(points, *shape): the unconstrained value u of ``x`` clipped to [-centre, centre], moved by ``noise`` times
+    (1 + |u|) / 2, within [-bound, bound]. The centre's clip keeps the statistics of order 1 whatever the prior's
+    scale (a vague Gamma's median x = e^-539 would lose x's coefficient); a conjugate site's log-joint is linear
+    everywhere, so the points need not be where the prior's mass is."""
     u = jnp.clip(spec.unvalue(x), -spec.centre, spec.centre)[None]
     return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
 
 
 def _float64(a) -> jax.Array:
-    """``a`` in float64 (the checks run with float64 enabled, whatever the process's setting)."""
+    """``a`` in float64 (the checks run with float64 enabled)."""
     return jnp.asarray(a, jnp.float64)
 
 
 def _tolerance(values) -> float:
-    """1e4 ulps of the float type of the log-joint's values (``conjugate_model``'s secant tolerance)."""
+    """1e4 ulps of the float type of the log-joint's values."""
     return 1e4 * float(jnp.finfo(jnp.result_type(values)).eps)
 
 
@@ -237,22 +201,30 @@ def _worst(gaps) -> float:
     return float("nan") if np.isnan(gaps).any() else float(gaps.max())
 
 
+def _gap_reason(site: str, spec: _Spec, gap: float, tol: float) -> str:
+    """Why a gap above ``tol`` (or NaN) makes ``site`` no family ``spec`` of its statistics."""
+    family = spec.family.__name__
+    if np.isnan(gap):
+        return (
+            f"log-joint not finite at a point checked ({family}'s statistics of {site!r}, {spec.stats}): the model's "
+            f"density is not defined at some value of the site's support (a Normal site used as a scale, say), so "
+            f"it is no {family} of the site"
+        )
+    return f"log-joint not linear in {spec.stats} ({family}'s statistics of {site!r}): secant gap {gap:.3g} (tolerance {tol:.3g})"
+
+
 class SiteConjugacy(NamedTuple):
     """What ``conjugate_sites`` found for one latent site.
 
     Attributes:
       name: the site's name in the model.
-      conjugate: whether the log-joint is linear in the statistics of the prior's family at every
-        draw and point checked.
-      family: the ``vijax.expfam`` family matched to the prior (``"Gamma"``, ``"Normal"``,
-        ``"Beta"``, ``"Dirichlet"``), None where none matches.
-      prior: the NumPyro or TFP distribution of the prior (its class name, wrappers such as
-        ``Independent`` and ``ExpandedDistribution``, or TFP's ``Independent`` and ``Sample``,
-        removed).
-      stats: the family's statistics as the reason names them (``"[log x, x]"``), None without a
-        family.
-      gap: the largest relative secant gap (module docstring) over the draws and points; NaN where
-        the log-joint was not finite at a point, or not checked (no family).
+      conjugate: whether the log-joint is linear in the prior family's statistics at every draw and point checked.
+      family: the ``vijax.expfam`` family matched to the prior (``"Gamma"``, ``"Normal"``, ``"Beta"``,
+        ``"Dirichlet"``), None where none matches.
+      prior: the class name of the prior's distribution, its wrappers (``Independent``, ``Sample``...) removed.
+      stats: the family's statistics as the reason names them (``"[log x, x]"``), None without a family.
+      gap: the largest relative secant gap over the draws and points; NaN where the log-joint was not finite at a
+        point, or not checked (no family).
       tolerance: the gap under which the site counts as conjugate.
       reason: why the site is not conjugate, None when it is.
     """
@@ -268,8 +240,7 @@ class SiteConjugacy(NamedTuple):
 
 
 def _as_target(target_or_model: Any, args: tuple, kwargs: dict) -> tuple[Target, Any]:
-    """(the target, its batch): a target (NumPyro or TFP) and ``kwargs`` as its batch, or a NumPyro
-    model and its arguments."""
+    """(the target, its batch): a target and ``kwargs`` as its batch, or a NumPyro model and its arguments."""
     if isinstance(target_or_model, Target):
         if args:
             raise ArgumentError(
@@ -300,13 +271,9 @@ def _as_target(target_or_model: Any, args: tuple, kwargs: dict) -> tuple[Target,
 
 
 def _own_data(target: Target, batch) -> Any:
-    """``batch`` with a fresh copy of each NumPy array of the model's data (a NumPyro model's
-    named arguments, a TFP joint's observed values, the batch's own entries) where float64 is to be
-    enabled for the checks in a process without it. JAX keeps the typed copy it makes of a NumPy
-    array (float32 or int32 without float64, float64 or int64 with it) for as long as that array
-    and any program holding the copy live, whichever mode asks next: the user's own arrays, read in
-    both modes, would give a float64 copy to a later float32 fit or a float32 one to the check.
-    The checks read the copies instead, which live only as long as they do."""
+    """``batch`` with a fresh copy of each NumPy array of the model's data, where the checks enable float64 in a
+    process without it: JAX caches its typed copy of a NumPy array whichever mode asks next, so the user's own
+    arrays would give a float64 copy to a later float32 fit."""
     if jax.config.jax_enable_x64:
         return batch
     data = dict(batch or {})
@@ -342,27 +309,18 @@ def _check_names(argument: str, names: Any, sites) -> tuple:
 def conjugate_sites(
     target_or_model: Any, key: PRNGKey, *args: Any, force: Sequence[str] = (), num_draws: int = 2, **kwargs: Any
 ) -> dict:
-    """Which latent sites of a NumPyro model or a TFP joint distribution are conditionally
-    conjugate, each checked numerically.
+    """Which latent sites of a NumPyro model or a TFP joint distribution are conditionally conjugate, each checked
+    numerically.
 
-    For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet
-    distribution, the model's log-joint as a function of the site's value, with every other latent
-    site fixed, must be linear in the family's statistics (Gamma: [log x, x]; Normal: [x, x^2];
-    Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir and McAuliffe 2017, §4.1,
-    eq. 36-37). It is checked at ``num_draws`` draws of the latent sites (the target's start moved
-    by uniform noise in (-2, 2) on the unconstrained space, the spread of NumPyro's
-    ``init_to_uniform``), each time at five points of the site's unconstrained value about its
-    draw (each element clipped to |u| <= 3, so that a vague prior's scale loses no coefficient),
-    by the relative secant gap of the module docstring (:func:`complete_conditional` gives the
-    closed-form update of a conjugate site). A TFP target's priors are the joint's distributions
-    of each site given its parents at the draws (TFP's Gamma, Exponential, Chi2, Normal, Beta,
-    Dirichlet, inside ``Independent`` or ``Sample``); the check and the solve are the same.
+    For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet distribution, the
+    log-joint with every other latent site fixed must be linear in the family's statistics (Gamma: [log x, x];
+    Normal: [x, x^2]; Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir and McAuliffe 2017, §4.1,
+    eq. 36-37), checked at ``num_draws`` draws of the latent sites, each at five points about the draw, by the
+    relative secant gap of the module docstring.
 
     Args:
-      target_or_model: a NumPyro model (then ``*args`` and ``**kwargs`` are its arguments, as for
-        ``vijax.from_numpyro``), or a target (then ``**kwargs`` is its batch): a NumPyro one
-        (``vijax.from_numpyro``: the model's arguments to replace and the subsampled plates'
-        indices) or a TFP one (``vijax.from_tfp``: observed values in place of the pinned ones).
+      target_or_model: a NumPyro model (then ``*args`` and ``**kwargs`` are its arguments), or a target of
+        ``vijax.from_numpyro`` or ``vijax.from_tfp`` (then ``**kwargs`` is its batch).
       key: a PRNG key, for the draws of the other sites and the points.
       *args: the model's positional arguments.
       force: names of sites that must be conjugate: ArgumentError naming the first that is not.
@@ -373,9 +331,8 @@ def conjugate_sites(
       A dict site name -> :class:`SiteConjugacy`, in the model's order.
 
     Raises:
-      ArgumentError: naming ``force`` and the site, for a forced site that is not conjugate or that
-        the model does not have; naming ``target_or_model`` for positional arguments with a
-        target; and as ``vijax.from_numpyro`` raises for the model.
+      ArgumentError: naming ``force`` and the site, for a forced site that is not conjugate or that the model does
+        not have; naming ``target_or_model`` for positional arguments with a target; as ``vijax.from_numpyro``.
 
     Examples:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -400,24 +357,9 @@ def conjugate_sites(
         return _report(target, key, batch, num_draws, forced)
 
 
-def _specs(target: Target, key: PRNGKey, batch, num_draws: int) -> dict:
-    """site -> (the spec of the family matched to its prior or None, the prior's class name), read
-    from the model's trace at its first draw, traced abstractly (``jax.eval_shape``)."""
-    specs = {}
-
-    def read(k, b):
-        draws, _ = _draws(target, k, num_draws)
-        specs.update(prior_specs(target, k, b, {n: v[0] for n, v in draws.items()}))
-        return 0.0
-
-    jax.eval_shape(read, key, batch)
-    return specs
-
-
 def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -> dict:
-    """site -> (its gaps over the draws, its coefficients (draws, E, d), whether each draw's
-    complete conditional is a distribution (draws, *batch shape)), for the ``checked`` (site, spec)
-    pairs."""
+    """site -> (its gaps over the draws, its coefficients (draws, E, d), whether each draw's complete conditional
+    is a distribution), for the ``checked`` (site, spec) pairs."""
     draws, noises = _draws(target, key, num_draws)  # (draws, *shape) per site
     out = {}
     for site, spec in checked:
@@ -430,9 +372,8 @@ def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -
 
 
 def _improper(spec: _Spec, c, proper) -> Optional[str]:
-    """Why the complete conditional is not a distribution, at its first element (of the first draw)
-    whose natural parameters (coefficients ``c``, (..., E, d)) lie outside the family's domain;
-    None where ``proper`` holds everywhere."""
+    """Why the complete conditional is not a distribution, at its first element whose natural parameters
+    (coefficients ``c``, (..., E, d)) lie outside the family's domain; None where ``proper`` holds."""
     proper = np.asarray(proper)
     if proper.all():
         return None
@@ -454,23 +395,17 @@ _gaps_jit = jax.jit(_gaps, static_argnums=(0, 3, 4))
 
 def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
     """``conjugate_sites``'s report, run with float64 enabled."""
-    specs = _specs(target, key, batch, num_draws)
+    specs = _priors(target, batch, False)
     checked = tuple((n, spec) for n, (spec, _) in specs.items() if spec is not None)
     gaps_of = _gaps_jit(target, key, batch, num_draws, checked)
     report = {}
     for site in target.sites:
         spec, prior = specs[site]
         if spec is None:
-            report[site] = SiteConjugacy(
-                site,
-                False,
-                None,
-                prior,
-                None,
-                float("nan"),
-                float("nan"),
-                f"its prior is a {prior}: no exponential family of vijax.expfam is matched to it (matched: {_MATCHED})",
+            why = (
+                f"its prior is a {prior}: no exponential family of vijax.expfam is matched to it (matched: {_MATCHED})"
             )
+            report[site] = SiteConjugacy(site, False, None, prior, None, float("nan"), float("nan"), why)
             continue
         gaps, c, proper = gaps_of[site]
         gap, tol = _worst(gaps), _tolerance(gaps)
@@ -479,22 +414,13 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
         if ok:
             reason = _improper(spec, c, proper)
             ok = reason is None
-        elif np.isnan(gap):
-            reason = (
-                f"log-joint not finite at a point checked ({spec.family.__name__}'s statistics of {site!r}, "
-                f"{spec.stats}): the model's density is not defined at some value of the site's support "
-                f"(a Normal site used as a scale, say), so it is no {spec.family.__name__} of the site"
-            )
         else:
-            family = spec.family.__name__
-            reason = (
-                f"log-joint not linear in {spec.stats} ({family}'s statistics of {site!r}): "
-                f"secant gap {gap:.3g} (tolerance {tol:.3g})"
-            )
-            if np.prod(target.sites[site].shape[: len(target.sites[site].shape) - spec.event_ndims], dtype=int) > 1:
+            reason = _gap_reason(site, spec, gap, tol)
+            shape = target.sites[site].shape
+            if not np.isnan(gap) and np.prod(shape[: len(shape) - spec.event_ndims], dtype=int) > 1:
                 reason += (
-                    f"; or its elements interact (a product of two of them, as a linear regression's weights: "
-                    f"the complete conditional is then correlated, not a product of {family}s)"
+                    "; or its elements interact (a product of two of them, as a linear regression's weights: the "
+                    f"complete conditional is then correlated, not a product of {spec.family.__name__}s)"
                 )
         report[site] = SiteConjugacy(site, ok, spec.family.__name__, prior, spec.stats, gap, tol, reason)
     for site in forced:
@@ -508,42 +434,32 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
 def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: Any, **kwargs: Any):
     """The closed-form update of a conditionally conjugate site: its complete conditional.
 
-    For each draw of the other latent sites, the coefficients c of the site's statistics in the
-    log-joint (solved as ``conjugate_sites`` solves them) are the natural parameters of the
-    complete conditional p(site | others, data) (the prior's plus the likelihood's; Blei,
-    Kucukelbir and McAuliffe 2017, eq. 37); they are averaged over the draws. With the other
-    sites' values (one draw) it is the exact complete conditional, and with no other latent site
-    the exact posterior; with S draws of a fitted q of the others it is the S-draw Monte Carlo
-    estimate of the CAVI update's natural parameters E_q[c(others)] (exact where c is linear in
-    the draws).
+    For each draw of the other latent sites, the coefficients c of the site's statistics in the log-joint are the
+    natural parameters of p(site | others, data) (Blei, Kucukelbir and McAuliffe 2017, eq. 37); they are averaged
+    over the draws. With one draw it is the exact complete conditional; with S draws of a fitted q of the others,
+    the Monte Carlo estimate of the CAVI update's natural parameters E_q[c(others)].
 
-    Called on concrete values it runs in float64 and refuses a site that is not linear in its
-    statistics at the draws. Inside ``jit`` or ``vmap`` (traced draws or batch: a step of the
-    caller's) it runs in the process's float type and does not check: check the site with
-    :func:`conjugate_sites` first.
+    On concrete values it runs in float64 and refuses a site that is not linear in its statistics at the draws.
+    Inside ``jit`` or ``vmap`` it runs in the process's float type and does not check (check with
+    :func:`conjugate_sites` first).
 
     Args:
-      target_or_model: a NumPyro model, or a target of a NumPyro model or a TFP joint, as for
-        :func:`conjugate_sites`.
+      target_or_model: a NumPyro model, or a target, as for :func:`conjugate_sites`.
       site: the site's name.
-      draws: dict name -> values of every other latent site, each with a leading draw axis (S, ...)
-        (``vijax.inference.sample``'s output; the site's own entry, if given, is ignored); ``{}``
-        for a model whose only latent site is ``site``.
+      draws: dict name -> draws (S, ...) of every other latent site (``vijax.inference.sample``; the site's own
+        entry is ignored); ``{}`` for a model whose only latent site is ``site``.
       *args: the model's positional arguments.
       **kwargs: the model's keyword arguments, or the target's batch.
 
     Returns:
-      The ``vijax.expfam`` family (``Gamma``, ``Normal``, ``Beta`` or ``Dirichlet``) with the
-      site's shape as its batch shape (Dirichlet: its batch shape and the simplex's axis).
+      The ``vijax.expfam`` family (``Gamma``, ``Normal``, ``Beta`` or ``Dirichlet``) with the site's shape as its
+      batch shape (Dirichlet: and the simplex's axis).
 
     Raises:
-      ArgumentError: naming ``site`` for a site the model does not have, whose prior no family
-        matches, where the log-joint is not finite at a point checked or not linear in its
-        statistics at the draws, or where its coefficients lie outside the family's domain (an
-        improper complete conditional: a Gamma's rate or a Normal's precision <= 0); naming
-        ``draws`` for a missing site or draws without a common leading axis; naming
-        ``target_or_model`` for a model whose arguments are traced (build its target outside
-        ``jit`` and pass the traced data as the target's batch).
+      ArgumentError: naming ``site`` for a site the model does not have, whose prior no family matches, where the
+        log-joint is not finite at a point checked or not linear in its statistics at the draws, or where the
+        complete conditional is improper; naming ``draws`` for a missing site or draws without a common leading
+        axis; naming ``target_or_model`` for a model whose arguments are traced (build its target outside ``jit``).
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -583,15 +499,10 @@ def _checked_draws(target: Target, site: str, draws: Any) -> dict:
 
 
 def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kwargs: Any) -> dict:
-    """:func:`complete_conditional` of several sites at once: ``requests`` maps each site to its
-    ``draws`` (the other latent sites' values, as :func:`complete_conditional` takes them).
-
-    The families are :func:`complete_conditional`'s, site by site: checked in float64 on concrete
-    values, unchecked inside ``jit`` or ``vmap``.
+    """:func:`complete_conditional` of several sites at once: ``requests`` maps each site to its ``draws``.
 
     Args:
-      target_or_model: a NumPyro model, or a target of a NumPyro model or a TFP joint, as for
-        :func:`conjugate_sites`.
+      target_or_model: a NumPyro model, or a target, as for :func:`conjugate_sites`.
       requests: dict site name -> ``draws`` of the other latent sites for that site.
       *args: the model's positional arguments.
       **kwargs: the model's keyword arguments, or the target's batch.
@@ -600,8 +511,8 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
       A dict site name -> its ``vijax.expfam`` family, in the order of ``requests``.
 
     Raises:
-      ArgumentError: as :func:`complete_conditional` raises, for the first site that fails;
-        naming ``requests`` where it is not a dict.
+      ArgumentError: as :func:`complete_conditional`, for the first site that fails; naming ``requests`` where it
+        is not a dict.
     """
     target, batch = _as_target(target_or_model, args, kwargs)
     if not isinstance(requests, dict):
@@ -610,9 +521,7 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
 
 
 def _conditionals(target: Target, batch, requests: dict) -> dict:
-    """The sites' families (``complete_conditionals``): on concrete values, jitted in float64 and
-    the gaps checked; on traced values (a caller's step) the unchecked fits, in the process's
-    float type."""
+    """The sites' families: on concrete values jitted in float64 and checked; on traced values unchecked."""
     if any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch))):
         priors = _priors(target, batch, True)
         specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
@@ -627,17 +536,9 @@ def _conditionals(target: Target, batch, requests: dict) -> dict:
     for (site, spec), (nat, gaps, c, proper) in zip(specs, fits):
         gap, tol = _worst(gaps), _tolerance(gaps)
         if not gap <= tol:
+            why = _gap_reason(site, spec, gap, tol)
             raise ArgumentError(
-                "site",
-                f"site {site!r} is not conditionally conjugate at these draws: log-joint "
-                + (
-                    f"not finite at a point checked ({spec.family.__name__}'s statistics {spec.stats}): the model's "
-                    "density is not defined at some value of the site's support"
-                    if np.isnan(gap)
-                    else f"not linear in {spec.stats} ({spec.family.__name__}'s statistics): secant gap {gap:.3g} "
-                    f"(tolerance {tol:.3g})"
-                ),
-                value=site,
+                "site", f"site {site!r} is not conditionally conjugate at these draws: {why}", value=site
             )
         improper = _improper(spec, c, proper)
         if improper is not None:
@@ -647,8 +548,8 @@ def _conditionals(target: Target, batch, requests: dict) -> dict:
 
 
 def _priors(target: Target, batch, traced: bool) -> dict:
-    """site -> (spec or None, the prior's class name), from the model's trace at its start: traced
-    abstractly (``jax.eval_shape``) where ``batch`` is concrete."""
+    """site -> (spec or None, the prior's class name), from the model's trace at its start (under ``eval_shape``
+    unless ``traced``)."""
     found = {}
 
     def read(b):
@@ -661,14 +562,10 @@ def _priors(target: Target, batch, traced: bool) -> dict:
 
 
 def check_report(target: Target, report: Any, name: str = "conjugate") -> None:
-    """Raises ArgumentError naming ``name`` unless ``report`` (a mapping site -> :class:`SiteConjugacy`)
-    reads as :func:`conjugate_sites`' report of ``target``: an entry for each of its latent sites
-    and none for another site, each entry named after its site, and each site it marks conjugate
-    with the prior and matched family the model gives that site (read from the model's trace,
-    traced abstractly). The report of another model is refused here where
-    its sites or priors differ; where they agree, the site's linearity in its statistics is the
-    model's own, and :func:`complete_conditional` checks it on concrete draws (``conjugate_split``'s
-    ``init`` does, at its start)."""
+    """Raises ArgumentError naming ``name`` unless ``report`` (site -> :class:`SiteConjugacy`) reads as
+    :func:`conjugate_sites`' report of ``target``: one entry per latent site, named after it, and each site it
+    marks conjugate with the prior and family the model gives it (linearity is checked on concrete draws by
+    :func:`complete_conditional`)."""
     if not isinstance(report, Mapping) or not all(isinstance(s, SiteConjugacy) for s in report.values()):
         raise ArgumentError(
             name, f"{name} must be the report of vijax.conjugate_sites(target, key): a dict of SiteConjugacy"
@@ -717,10 +614,9 @@ def _site_spec(site: str, spec_prior: tuple) -> _Spec:
 
 
 def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> list:
-    """Per site (its natural parameters: the mean coefficients over the draws, in the site's float
-    type; its gaps; the mean coefficients per element (E, d); whether each element's natural
-    parameters lie in the family's domain, before the cast). ``checked``: float64 and all ``_NUM_POINTS`` points, else the process's float
-    type and the ``_NUM_FIT`` points that give the coefficients."""
+    """Per site (its natural parameters, the mean coefficients over the draws in the site's float type; its gaps;
+    the mean coefficients (E, d); whether each element lies in the family's domain). ``checked``: float64 and all
+    ``_NUM_POINTS`` points, else the process's float type and the ``_NUM_FIT`` points."""
     cast = _float64 if checked else jnp.asarray
     start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
     points = _NUM_POINTS if checked else _NUM_FIT

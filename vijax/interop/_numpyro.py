@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 from typing import Any, Callable, Mapping, Optional
 
@@ -21,12 +22,12 @@ from vijax._validate import ArgumentError, is_tracer
 from vijax.types import Array
 
 
-def _numpyro():
+def _require(module: str, message: str) -> None:
+    """Raises ImportError with ``message`` where the optional dependency ``module`` is missing."""
     try:
-        import numpyro  # noqa: F401
-    except ImportError as err:  # pragma: no cover - numpyro is an optional dependency
-        raise ImportError("vijax.from_numpyro needs NumPyro: pip install numpyro") from err
-    return numpyro
+        importlib.import_module(module)
+    except ImportError as err:  # pragma: no cover - an optional dependency
+        raise ImportError(message) from err
 
 
 def support_kind(support: Any) -> str:
@@ -50,17 +51,12 @@ def support_kind(support: Any) -> str:
 
 def _differs(scale, value: float) -> bool:
     """Whether a concrete ``scale`` is not ``value`` (a traced one is not judged)."""
-    if is_tracer(scale):
-        return False
-    return not bool(np.allclose(np.asarray(scale), value, rtol=1e-6))
+    return not is_tracer(scale) and not bool(np.allclose(np.asarray(scale), value, rtol=1e-6))
 
 
 def _is(bound, value: float) -> bool:
-    """Whether a concrete ``bound`` equals ``value`` everywhere (a traced bound: not a fixed
-    support)."""
-    if is_tracer(bound):
-        return False
-    return bool(np.all(np.asarray(bound) == value))
+    """Whether a concrete ``bound`` equals ``value`` everywhere (a traced bound: not a fixed support)."""
+    return not is_tracer(bound) and bool(np.all(np.asarray(bound) == value))
 
 
 def enumerated(msg: dict) -> bool:
@@ -76,10 +72,8 @@ def enumerated(msg: dict) -> bool:
 
 
 def check_site(msg: dict, plates: dict) -> None:
-    """Raises ArgumentError naming a site vijax cannot fit: a ``numpyro.param``, a discrete latent
-    site it cannot sum out (infinite support, or finite but not marked
-    ``infer={"enumerate": "parallel"}``), a continuous latent site inside a subsampled plate (of
-    ``plates``), a support without a bijector. A site summed out (``enumerated``) passes."""
+    """Raises ArgumentError naming a site vijax cannot fit: a ``numpyro.param``, a discrete latent site it cannot
+    sum out, a continuous latent site inside a subsampled plate (of ``plates``), a support without a bijector."""
     from numpyro.distributions.transforms import biject_to
 
     name = msg["name"]
@@ -127,15 +121,14 @@ def check_site(msg: dict, plates: dict) -> None:
 
 
 def plate_nesting(trace: dict) -> int:
-    """The number of nested plates of a trace (NumPyro's ``max_plate_nesting``): the most negative
-    plate dim of any site, negated."""
+    """The number of nested plates of a trace (NumPyro's ``max_plate_nesting``)."""
     dims = [-frame.dim for msg in trace.values() for frame in msg.get("cond_indep_stack", ()) if frame.dim is not None]
     return max(dims, default=0)
 
 
 def enum_model(fn: Callable, nesting: int) -> Callable:
-    """``fn`` under NumPyro's ``enum`` handler (``numpyro.contrib.funsor``), its enumerated sites on
-    the dims left of ``nesting`` plates, as ``initialize_model`` prepares a model for HMC."""
+    """``fn`` under NumPyro's ``enum`` handler, its enumerated sites left of ``nesting`` plates (as
+    ``initialize_model`` prepares a model for HMC)."""
     from numpyro.contrib.funsor import enum
 
     return enum(fn, first_available_dim=-nesting - 1)
@@ -144,23 +137,17 @@ def enum_model(fn: Callable, nesting: int) -> Callable:
 def marginal_log_prob(
     fn: Callable, args: tuple, kwargs: dict, params: dict, nesting: int, plates: Mapping, keep: Optional[str] = None
 ) -> Array:
-    """The log-joint of a NumPyro model at ``params`` with its enumerated sites summed out, each
-    subsampled plate's terms scaled by N / M after the sum; or, with ``keep`` (an observed site),
-    that site's log-likelihood with the enumerated sites it depends on summed out, one term per
-    element of its plates, unscaled (``vijax.interop.log_likelihood``).
+    """The log-joint of a NumPyro model at ``params`` with its enumerated sites summed out, each subsampled
+    plate's terms scaled by N / M after the sum; or, with ``keep`` (an observed site), that site's log-likelihood
+    with the enumerated sites it depends on summed out, one unscaled term per element of its plates.
 
-    The model runs under NumPyro's ``enum`` handler and its plates as funsor's
-    (``numpyro.contrib.funsor``); the factors are contracted by funsor's ``sum_product``
-    (log-sum-exp over the enumerated values, sum over plates). Unlike NumPyro's
-    ``contrib.funsor.log_density``, which multiplies each site's log-probability by its plate's
-    N / M before the sum over the enumerated values (log Σ_z (p(z) p(y | z))^(N/M), not
-    (N/M) log Σ_z p(z) p(y | z)), the scale enters funsor's contraction as the plate's power
-    (``plate_to_scale``), so a subsampled plate gives an unbiased minibatch log-joint.
+    The factors are contracted by funsor's ``sum_product``. Unlike NumPyro's ``contrib.funsor.log_density``, which
+    scales each site by N / M before the sum over the enumerated values (log Σ_z (p(z) p(y | z))^(N/M)), the scale
+    enters as the plate's power (``plate_to_scale``), so a minibatch gives (N/M) log Σ_z p(z) p(y | z), unbiased.
 
     Raises:
-      ValueError: naming a site scaled by other than its subsampled plates' N / M (a
-        ``handlers.scale`` in the model); naming an enumerated site outside a subsampled plate
-        whose sites depend on it (the minibatch log-joint would be biased).
+      ValueError: naming a site scaled by other than its subsampled plates' N / M (a ``handlers.scale``); naming
+        an enumerated site outside a subsampled plate whose sites depend on it.
     """
     import funsor
     from numpyro import handlers
@@ -178,10 +165,7 @@ def marginal_log_prob(
         frames = [f.name for f in site["cond_indep_stack"] if f.dim is not None]
         if keep is not None and not site["is_observed"] and not enumerated(site):
             continue  # the continuous sites' priors: not part of the likelihood
-        value = site["value"]
-        log_prob = (
-            site["fn"].log_prob(value, site["intermediates"]) if site["intermediates"] else site["fn"].log_prob(value)
-        )
+        log_prob = _site_log_prob(site)
         expected = 1.0
         for frame in frames:
             if frame in plates:
@@ -233,19 +217,15 @@ def marginal_log_prob(
     )
 
 
-def _funsor(site: str) -> None:
-    try:
-        import funsor  # noqa: F401
-    except ImportError as err:  # pragma: no cover - funsor is an optional dependency
-        raise ImportError(
-            f"site {site!r} is summed out by enumeration, which needs funsor: pip install funsor"
-        ) from err
+def _site_log_prob(msg: dict) -> Array:
+    """A sample site's ``log_prob`` at its value, given its intermediates (as NumPyro's ``log_density``)."""
+    fn, value = msg["fn"], msg["value"]
+    return fn.log_prob(value, msg["intermediates"]) if msg["intermediates"] else fn.log_prob(value)
 
 
 def check_plate(name: str, size: Any, sub: Any) -> None:
-    """Raises ArgumentError naming the plate unless its ``subsample_size`` ``sub`` is an integer in
-    [1, ``size``] (NumPyro takes a larger one, draws indices past the data and scales each site by
-    N / M < 1)."""
+    """Raises ArgumentError naming the plate unless its ``subsample_size`` ``sub`` is an integer in [1, ``size``]
+    (NumPyro takes a larger one and scales by N / M < 1)."""
     if isinstance(sub, (bool, np.bool_)) or not isinstance(sub, (int, np.integer)) or not 1 <= int(sub) <= int(size):
         raise ArgumentError(
             "model",
@@ -255,9 +235,8 @@ def check_plate(name: str, size: Any, sub: Any) -> None:
 
 
 def check_observed_shape(msg: dict) -> None:
-    """Raises ArgumentError naming an observed site whose values do not broadcast with the shape
-    its distribution and plates give it (a plate of 3 over 4 observations), where NumPyro fails
-    later with a broadcasting error that names no site."""
+    """Raises ArgumentError naming an observed site whose values do not broadcast with the shape its distribution
+    and plates give it (NumPyro's own error names no site)."""
     value_shape, shape = tuple(jnp.shape(msg["value"])), tuple(msg["fn"].shape())
     try:
         jnp.broadcast_shapes(value_shape, shape)
@@ -273,12 +252,9 @@ def check_observed_shape(msg: dict) -> None:
 
 
 def _eval_vector_gamma(jaxpr, consts, *args) -> list:
-    """``jaxpr`` evaluated on ``args`` as ``jax.core.eval_jaxpr`` evaluates it, except that each
-    ``random_gamma`` of one key (``jax.random.gamma`` and the samplers built on it: NumPyro's Gamma,
-    Beta, Dirichlet, StudentT...) draws by vijax's vectorised Marsaglia-Tsang loop
-    (``expfam.sample_log_gamma``, exact Gamma(a, 1) variables) instead of JAX's, whose loops of key
-    splits per element take longer to compile. Nested ``jit`` calls are
-    evaluated the same way; every other operation is bound as it is."""
+    """``jax.core.eval_jaxpr``, except that each ``random_gamma`` of one key (NumPyro's Gamma, Beta, Dirichlet,
+    StudentT...) draws by vijax's vectorised Marsaglia-Tsang sampler (``expfam.sample_log_gamma``, exact Gamma(a, 1)
+    variables) instead of JAX's per-element loop. Nested ``jit`` calls are evaluated the same way."""
     from vijax.expfam import sample_log_gamma
 
     env: dict = {}
@@ -305,10 +281,8 @@ def _eval_vector_gamma(jaxpr, consts, *args) -> list:
 
 
 class VectorGammaDraws:
-    """A NumPyro distribution ``fn`` whose draws (``fn(sample_shape=..., rng_key=...)``, the call
-    an init strategy makes) take their Gamma variables from ``_eval_vector_gamma``; every other
-    attribute is ``fn``'s. The draws have ``fn``'s law, from another random stream than
-    ``fn.sample``'s where ``fn`` draws Gamma variables (the same values elsewhere)."""
+    """A NumPyro distribution ``fn`` whose draws (the call an init strategy makes) take their Gamma variables from
+    ``_eval_vector_gamma``: ``fn``'s law, another random stream where ``fn`` draws Gamma variables."""
 
     def __init__(self, fn: Any):
         self.fn = fn
@@ -323,12 +297,9 @@ class VectorGammaDraws:
 
 @functools.partial(jax.jit, static_argnames=("sample_shape",))
 def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
-    """NumPyro's ``init_to_median`` (the median of 15 prior draws on the unconstrained space) at a
-    site of distribution ``fn`` (a NumPyro distribution, a pytree), its draws ``fn``'s own through
-    ``VectorGammaDraws`` (the same law; another random stream where ``fn`` draws Gamma
-    variables). A median on the support's boundary (infinite on the unconstrained space: the draws
-    of a vague prior that underflow) becomes the nearest point of NumPyro's ``init_to_uniform``
-    box [-2, 2] on the unconstrained space."""
+    """NumPyro's ``init_to_median`` (the median of 15 prior draws) at a site of distribution ``fn``, drawn through
+    ``VectorGammaDraws``. A median on the support's boundary (a vague prior's draws that underflow) becomes the
+    nearest point of ``init_to_uniform``'s box [-2, 2] on the unconstrained space."""
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer import init_to_median
 
@@ -345,23 +316,18 @@ def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
         median = init_to_median(site, num_samples=15)
         bijector = biject_to(fn.support)
         u = bijector.inv(median)
-        median = jnp.where(jnp.any(jnp.isinf(u)), bijector(jnp.clip(u, -2.0, 2.0)), median)
-        return median
+        return jnp.where(jnp.any(jnp.isinf(u)), bijector(jnp.clip(u, -2.0, 2.0)), median)
 
 
 def first_support_value(fn: Any, sample_shape: tuple) -> Array:
-    """A summed-out site's value in the start's trace: the first value of its finite support, at
-    every element (the trace only needs a value the model accepts, the site being summed out
-    later)."""
+    """A summed-out site's placeholder in the start's trace: the first value of its support, at every element."""
     return jnp.broadcast_to(fn.enumerate_support(expand=False)[0], fn.shape(sample_shape))
 
 
 def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
-    """NumPyro's init ``strategy`` (``prior_median``'s signature) as a ``substitute_fn`` that first
-    records the subsampled plates (name -> (N, M)) in ``plates``, each checked (``check_plate``)
-    and given all its N indices, so that the trace holds the full data (the observed values the
-    start checks), and checks each latent site (``check_site``) as the model meets it, before the
-    strategy draws from it."""
+    """NumPyro's init ``strategy`` as a ``substitute_fn`` that records each subsampled plate (name -> (N, M)) in
+    ``plates`` and gives it all N indices (so the start checks all the data), and checks each site as the model
+    meets it, before the strategy draws from it."""
 
     def substitute_fn(msg):
         if msg["type"] == "plate":
@@ -388,9 +354,7 @@ def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
 
 
 def _site_keys(model: Callable) -> Callable:
-    """``model`` under a handler that gives each message NumPyro's ``seed`` would give a key
-    (a sample site without a value, a subsampled plate...) the key ``jax.random.key(i)``, i = 1, 2,
-    ... in the order the model meets them."""
+    """``model`` with each message ``seed`` would key given ``jax.random.key(i)``, i = 1, 2, ... in model order."""
     from numpyro.primitives import Messenger
 
     class SiteKeys(Messenger):
@@ -410,18 +374,14 @@ def _site_keys(model: Callable) -> Callable:
 
 
 def fixed_support(support: Any) -> bool:
-    """Whether a NumPyro constraint is one the model states with fixed bounds (``real``,
-    ``boolean``, ``nonnegative_integer``, ``interval(0.0, 1.0)``...): every leaf a Python or numpy
-    number, none a JAX array a parameter of the model gives (a ``Binomial``'s ``total_count``
-    array, a ``Uniform``'s bound drawn from another site: bounds that may move with the latent
-    values)."""
+    """Whether a NumPyro constraint has fixed bounds: every leaf a Python or NumPy number, none a JAX array (a
+    ``Uniform``'s bound drawn from another site may move with the latent values)."""
     return all(isinstance(x, (int, float, np.ndarray, np.number)) for x in jax.tree_util.tree_leaves(support))
 
 
 def _check_start(name: str, fn: Any, value: Array, unconstrained: Optional[Array] = None) -> None:
-    """Raises ArgumentError naming latent site ``name`` (of distribution ``fn``) where its start
-    ``value`` is not finite, constrained or on the unconstrained space (``unconstrained``; None:
-    computed here)."""
+    """Raises ArgumentError naming latent site ``name`` where its start ``value`` is not finite, constrained or
+    ``unconstrained`` (None: computed here)."""
     from numpyro.distributions.transforms import biject_to
 
     if is_tracer(value) or is_tracer(unconstrained):  # under jit: not known here
@@ -456,15 +416,13 @@ def _check_start(name: str, fn: Any, value: Array, unconstrained: Optional[Array
 
 
 def _site_log_probs(trace: dict, summed: tuple) -> dict:
-    """site name -> the sum of its log-probability terms at the start (its mask applied, unscaled):
-    the latent sites' priors, and, where no site is summed out (whose value in the start's trace
-    is a placeholder), the observed sites' likelihoods."""
+    """site name -> its summed, masked, unscaled log-probability at the start: the latent sites' priors and, where
+    no site is summed out (its start value is a placeholder), the observed sites' likelihoods."""
     out = {}
     for name, m in trace.items():
         if m["type"] != "sample" or name in summed or (summed and m["is_observed"]):
             continue
-        fn, value = m["fn"], m["value"]
-        log_prob = fn.log_prob(value, m["intermediates"]) if m["intermediates"] else fn.log_prob(value)
+        log_prob = _site_log_prob(m)
         if m.get("mask") is not None:
             log_prob = jnp.where(m["mask"], log_prob, 0.0)
         out[name] = jnp.sum(log_prob)
@@ -472,8 +430,7 @@ def _site_log_probs(trace: dict, summed: tuple) -> dict:
 
 
 def _check_log_probs(log_probs: dict, latent: list) -> None:
-    """Raises ArgumentError naming the first site whose log-probability term at the start
-    (``_site_log_probs``) is not finite."""
+    """Raises ArgumentError naming the first site whose log-probability at the start is not finite."""
     for name, lp in log_probs.items():
         if not is_tracer(lp) and not np.isfinite(float(lp)):
             kind = "log-likelihood" if name not in latent else "prior log-density"
@@ -503,11 +460,9 @@ def _first(bad: np.ndarray) -> tuple[int, int]:
 
 
 def _check_scale(name: str, scale: Any) -> None:
-    """Raises ArgumentError naming site ``name`` where its scale factor (the product of the
-    ``handlers.scale`` around it) is not finite and > 0: NumPyro refuses a concrete scale <= 0
-    where the handler is built, but takes NaN, an infinity and a scale the model computes, each of
-    which would turn the site's log-density into NaN or flip its sign."""
-    if is_tracer(scale):  # under a caller's jit the scale is not known here
+    """Raises ArgumentError naming site ``name`` where its ``handlers.scale`` factor is not finite and > 0 (NumPyro
+    takes NaN, an infinity and a computed scale)."""
+    if is_tracer(scale):
         return
     scale = np.asarray(scale, np.float64)
     count, first = _first(~(np.isfinite(scale) & (scale > 0)))
@@ -521,8 +476,7 @@ def _check_scale(name: str, scale: Any) -> None:
 
 
 def _in_support(msg: dict) -> Optional[Array]:
-    """Whether each batch element of an observed site's values lies in its distribution's support,
-    where that support is fixed (``fixed_support``); else None."""
+    """Whether each batch element of an observed site's values lies in its fixed support; else None."""
     fn = msg["fn"]
     if not fixed_support(fn.support) or jnp.size(msg["value"]) == 0:
         return None
@@ -532,10 +486,8 @@ def _in_support(msg: dict) -> Optional[Array]:
 
 
 def _check_observed(msg: dict, inside: Optional[Array]) -> None:
-    """Raises ArgumentError naming an observed site with values the likelihood cannot take, where
-    the site's mask keeps them (``obs_mask``'s missing entries are masked out): values that are not
-    finite, or outside the distribution's support where that support is fixed (``inside``:
-    ``_in_support``)."""
+    """Raises ArgumentError naming an observed site with values its mask keeps that are not finite, or outside a
+    fixed support (``inside``: ``_in_support``)."""
     from numpyro.distributions.distribution import MaskedDistribution
 
     name, fn = msg["name"], msg["fn"]
@@ -577,10 +529,8 @@ def _check_observed(msg: dict, inside: Optional[Array]) -> None:
 
 
 def _arguments_valid(trace: dict) -> Any:
-    """Whether the traced checks of NumPyro's ``Distribution.validate_args`` (run at each
-    distribution's construction while validation is enabled, NumPyro's default) hold for every
-    sample site's distribution and those it wraps (``base_dist``...): under ``jit`` NumPyro skips
-    a check whose result is traced, so the jitted start returns them (True where none is traced)."""
+    """Whether NumPyro's argument checks (``validate_args``) that ``jit`` left traced, and so skipped, hold for
+    every sample site's distribution and those it wraps (True where none is traced)."""
     from numpyro.distributions import Distribution, constraints
 
     checks = []
@@ -599,13 +549,10 @@ def _arguments_valid(trace: dict) -> Any:
 
 
 def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start: one trace, each site keyed by ``_site_keys``, with NumPyro's init
-    strategy applied as ``initialize_model`` applies it (``_checked_strategy`` of ``prior_median``:
-    each latent site checked as the model meets it, then its median of 15 prior draws), the
-    unconstrained start, and the subsampled plates, summed-out sites and supports read off the
-    trace. Returns a dict: ``plates``, ``summed``, ``latent`` (names), ``nesting``, ``supports``,
-    ``values`` (constrained, by site), ``init_params`` (unconstrained), and ``checked``, what
-    ``_check_values`` reads (which it checks here where the values are concrete)."""
+    """The model's start: one trace with NumPyro's init strategy applied as ``initialize_model`` applies it
+    (``prior_median``, each site checked as the model meets it). Returns a dict: ``plates``, ``summed``,
+    ``latent``, ``nesting``, ``supports``, ``values`` (constrained), ``init_params`` (unconstrained) and
+    ``checked`` (what ``_check_values`` reads)."""
     from numpyro import handlers
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import transform_fn
@@ -648,9 +595,7 @@ def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
 
 
 def _check_values(checked: dict) -> None:
-    """The start's value checks (``_start_values``' ``checked``), on its concrete values: each
-    latent site's start (``_check_start``), the scales, the observed values, the log-probabilities
-    at the start; values traced are not checked."""
+    """The start's checks on its concrete values (``_start_values``' ``checked``); traced values pass."""
     for n, (fn, value, unconstrained) in checked["starts"].items():
         _check_start(n, fn, value, unconstrained)
     for n, scale in checked["scales"].items():
@@ -671,18 +616,15 @@ jax.tree_util.register_pytree_node(_Static, lambda s: ((), s.value), lambda valu
 
 
 def _start_parts(model: Callable, args: tuple, kwargs: dict) -> tuple:
-    """``_start_values`` as a jit output: its traced leaves, and the rest (names, plates, supports'
-    fixed bounds, distributions' metadata) as ``_Static`` metadata."""
+    """``_start_values`` as a jit output: its traced leaves, and the rest as ``_Static`` metadata."""
     leaves, treedef = jax.tree_util.tree_flatten(_start_values(model, args, kwargs))
     return [x for x in leaves if is_tracer(x)], _Static((treedef, [None if is_tracer(x) else x for x in leaves]))
 
 
 def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """``_start_values`` by one jitted program (the array arguments traced, the others static),
-    its checks then run on its values; op by op (``_start_values`` as it is, which raises the
-    checks' errors as the model meets them) where a check fails or a distribution's arguments are
-    invalid (NumPyro's own error). The program is traced at each call: a model may close over
-    values that change between calls, which a cache keyed by the model would not see."""
+    """``_start_values`` by one jitted program, its checks then run on its values; op by op (raising the failed
+    check's or NumPyro's own error as the model meets it) where a check fails. Traced at each call: a model may
+    close over values that change between calls."""
     traced, static = filter_jit(_start_parts)(model, args, kwargs)
     treedef, leaves = static.value
     it = iter(traced)
@@ -697,15 +639,13 @@ def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
 
 
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start (``_start_values``), jitted (``_jitted_start``); op by op where the model
-    needs concrete values or takes an argument ``jit`` cannot."""
+    """The model's start, jitted; op by op where the model needs concrete values or an argument ``jit`` cannot
+    take."""
     return jit_or_eager(_jitted_start, _start_values)(model, args, kwargs)
 
 
 def _checks_left(batch, params):
-    """NumPyro's validation of distribution arguments and observed values, off where it can find
-    nothing new: traced latent values with the model's own data (``batch`` None), which the start
-    has validated. A new batch, or concrete latent values, keep NumPyro's checks."""
+    """NumPyro's validation, off for traced latent values with the model's own data (the start validated them)."""
     if batch is None and any(is_tracer(x) for x in jax.tree_util.tree_leaves(params)):
         from numpyro.distributions.distribution import validation_enabled
 
@@ -716,22 +656,15 @@ def _checks_left(batch, params):
 def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     """A NumPyro model as a target, for ``vijax.inference.bbvi`` and ``ngvi``.
 
-    The model is called as ``model(*args, **kwargs)``. A batch (the ``batch`` argument of the
-    target's functions and of an algorithm's ``step``) is None or a dict: its entries named after
-    the model's arguments replace those arguments, and the entry named after a subsampled plate
-    (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices, substituted for
-    the plate's own draw (``handlers.substitute``), so that NumPyro scales the plate's sites by
-    N / M itself. A model with a subsampled plate needs its indices in every batch. The unbiased
-    minibatch ELBO is then the model's own: no ``num_data`` is given to the algorithm.
+    The model is called as ``model(*args, **kwargs)``. A batch (of the target's functions and of an algorithm's
+    ``step``) is None or a dict: entries named after the model's arguments replace them, and the entry named after
+    a subsampled plate (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices (required in
+    every batch), so that NumPyro scales the plate's sites by N / M itself: no ``num_data`` is given to the
+    algorithm.
 
-    A discrete latent site of finite support marked ``infer={"enumerate": "parallel"}`` (a
-    mixture's assignments) is summed out, as NumPyro's HMC sums it: the log-density is the
-    marginal one, computed by NumPyro's ``enum`` handler and funsor (``pip install funsor``), and
-    the site is listed in the target's ``enumerated``, not in its ``sites``. Such a site may sit in
-    a subsampled plate. ``vijax.predictive`` draws it from its conditional posterior;
-    ``vijax.interop.log_likelihood`` gives the observed sites' likelihood with it summed out.
-
-    NumPyro's code relies on JAX's rank promotion; its calls run with rank promotion allowed.
+    A discrete latent site of finite support marked ``infer={"enumerate": "parallel"}`` is summed out, as NumPyro's
+    HMC sums it (needs funsor), also inside a subsampled plate; it is listed in the target's ``enumerated``, not in
+    its ``sites``. NumPyro's calls run with JAX's rank promotion allowed.
 
     Args:
       model: a function of NumPyro primitives.
@@ -739,27 +672,18 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       **kwargs: its keyword arguments.
 
     Returns:
-      A :class:`~vijax.interop.Target`. Its ``init_params`` come from NumPyro's ``init_to_median``
-      (the median of 15 prior draws on the unconstrained space, the i-th site the model meets
-      drawn with the key ``jax.random.key(i)``, not a key split from seed 0; Gamma variables, those of
-      Gamma, Beta and Dirichlet sites among them, drawn by vijax's vectorised sampler, from
-      another random stream than NumPyro's) applied as NumPyro's ``initialize_model`` applies an
-      init strategy, without its search for a finite potential: ``bbvi``'s and ``ngvi``'s
-      ``init`` check the log-density at the start.
+      A :class:`~vijax.interop.Target`. Its ``init_params`` are NumPyro's ``init_to_median`` (15 prior draws, the
+      i-th site drawn with ``jax.random.key(i)``, Gamma variables by vijax's vectorised sampler), without
+      ``initialize_model``'s search for a finite potential.
 
     Raises:
-      ValueError: naming the site: a discrete latent site of infinite support, or of finite
-        support not marked for parallel enumeration; a support without a bijector; a
-        ``numpyro.param``; a continuous latent site inside a subsampled plate; observed values
-        that are not finite (NaN, an infinity) where the model keeps them (the entries an
-        ``obs_mask`` masks out may hold anything), or outside their distribution's support where
-        its bounds are fixed (a Poisson count of 0.5), checked in all the data a subsampled plate
-        draws from; observed values whose shape does not fit the site's plates; a start that is
-        not finite (a latent site's median of 15 prior draws, constrained or unconstrained, or a
-        site's log-density there); a site's scale factor (``handlers.scale``) that is not finite
-        and > 0; or arguments the model does not take. Naming the plate: a ``subsample_size``
-        outside [1, its size]. Naming ``batch`` (the target's functions): concrete indices of a
-        subsampled plate outside [0, its size).
+      ValueError: naming the site: a discrete latent site of infinite support, or of finite support not marked for
+        parallel enumeration; a support without a bijector; a ``numpyro.param``; a continuous latent site inside a
+        subsampled plate; observed values that are not finite where the mask keeps them, outside a fixed support
+        (a Poisson count of 0.5), or of a shape the site's plates do not fit; a start that is not finite (a
+        site's median of 15 prior draws or its log-density there); a ``handlers.scale`` that is not finite and
+        > 0; or arguments the model does not take. Naming the plate: a ``subsample_size`` outside [1, its size].
+        Naming ``batch``: concrete indices of a subsampled plate outside [0, its size).
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:
@@ -776,7 +700,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         >>> round(float(target.constrain({"mu": 0.0, "sigma": 0.0})["sigma"]), 6)  # exp(0)
         1.0
     """
-    _numpyro()
+    _require("numpyro", "vijax.from_numpyro needs NumPyro: pip install numpyro")
     from numpyro import handlers
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import log_density, potential_energy, transform_fn
@@ -790,7 +714,6 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         raise ArgumentError("model", f"model: it does not take these arguments: {err}") from err
     named = tuple(n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
-    # one trace finds the sites, checks each as the model meets it, and applies the init strategy
     start = _start(model, args, kwargs)
     plates, summed, latent = start["plates"], start["summed"], start["latent"]
     if not latent:
@@ -800,27 +723,22 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
             + (f" or summed out: {list(summed)})" if summed else ")"),
         )
     if summed:
-        _funsor(summed[0])
+        _require("funsor", f"site {summed[0]!r} is summed out by enumeration, which needs funsor: pip install funsor")
     nesting = start["nesting"]
     transforms = {n: biject_to(start["supports"][n]) for n in latent}
-    sites = {}
-    for n in latent:
-        shape = tuple(jnp.shape(start["values"][n]))
-        support = start["supports"][n]
-        sites[n] = Site(n, shape, tuple(transforms[n].inverse_shape(shape)), support_kind(support), support)
-    init_params = start["init_params"]
+    shapes = {n: tuple(jnp.shape(start["values"][n])) for n in latent}
+    supports = start["supports"]
+    sites = {
+        n: Site(n, shapes[n], tuple(transforms[n].inverse_shape(shapes[n])), support_kind(supports[n]), supports[n])
+        for n in latent
+    }
 
-    def call(batch):
-        """(the model with the batch's plate indices substituted, its args, its kwargs)."""
+    def call(batch):  # (the model with the batch's plate indices substituted, its args, its kwargs)
         data = check_batch(batch, None if takes_any else named, plates, "batch", ranges=True)
         indices = {p: data.pop(p) for p in plates}
         bound = signature.bind_partial(*args, **kwargs)
-        extra = {}
-        for key, value in data.items():
-            if key in signature.parameters:
-                bound.arguments[key] = value
-            else:
-                extra[key] = value
+        bound.arguments.update({k: v for k, v in data.items() if k in signature.parameters})
+        extra = {k: v for k, v in data.items() if k not in signature.parameters}
         fn = handlers.substitute(model, data=indices) if indices else model
         return fn, bound.args, {**bound.kwargs, **extra}
 
@@ -832,11 +750,11 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
             return log_density(fn, a, kw, params)[0]
 
     def log_density_u(params_u, batch=None):
+        if summed:
+            params, log_det = transform(params_u)
+            return log_prob(params, batch) + log_det
         fn, a, kw = call(batch)
         with jax.numpy_rank_promotion("allow"), _checks_left(batch, params_u):
-            if summed:
-                params, log_det = transform(params_u)
-                return marginal_log_prob(fn, a, kw, params, nesting, plates) + log_det
             return -potential_energy(fn, a, kw, params_u)
 
     def transform(params_u):
@@ -851,19 +769,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         with jax.numpy_rank_promotion("allow"):
             return transform_fn(transforms, params, invert=True)
 
-    return Target(
-        log_prob=traced_once(log_prob),
-        log_density=traced_once(log_density_u),
-        transform=transform,
-        unconstrain=unconstrain,
-        sites=sites,
-        init_params=init_params,
-        plates=plates,
-        batch_keys=None if takes_any else named,
-        library="numpyro",
-        bind=call,
-        enumerated=summed,
-    )
+    fns = traced_once(log_prob), traced_once(log_density_u), transform, unconstrain
+    keys = None if takes_any else named
+    return Target(*fns, sites, start["init_params"], plates, keys, "numpyro", call, summed)
 
 
 __all__ = ["enum_model", "enumerated", "from_numpyro", "marginal_log_prob", "plate_nesting", "support_kind"]

@@ -1,7 +1,5 @@
-"""Posterior predictive draws, pointwise log-likelihoods and the observed data of a target, at draws
-of its latent sites (``vijax.inference.sample`` of a fitted ``bbvi``), through the library's own
-machinery: NumPyro's ``Predictive`` and ``log_likelihood``; TFP's ``JointDistribution.sample`` with
-the latent parts given and ``sample_distributions``."""
+"""Posterior predictive draws, pointwise log-likelihoods and the observed data of a target at draws of its latent
+sites, through NumPyro's ``Predictive`` and ``log_likelihood`` or TFP's ``sample`` and ``sample_distributions``."""
 
 from __future__ import annotations
 
@@ -27,9 +25,7 @@ def _check_target(target: Any) -> Target:
 
 
 def _flatten(target: Target, draws: Any) -> tuple[dict, tuple[int, ...]]:
-    """(draws with their leading axes flattened to one, the leading shape), or ValueError naming
-    ``draws``: a dict holding every latent site of ``target``, each of shape (*lead, *site.shape)
-    with the same ``lead``."""
+    """(draws with their leading axes flattened to one, the leading shape), or ValueError naming ``draws``."""
     if not isinstance(draws, Mapping):
         raise ArgumentError(
             "draws",
@@ -83,8 +79,7 @@ def _first(flat: dict) -> dict:
 
 
 def _unobserved(model):
-    """``model`` with its observed sample sites drawn as latent ones (a NumPyro handler), so that
-    ``Predictive`` draws them rather than returning the observed values."""
+    """``model`` with its observed sample sites drawn as latent ones, for ``Predictive`` to draw them."""
     from numpyro.primitives import Messenger
 
     class Unobserved(Messenger):
@@ -96,13 +91,12 @@ def _unobserved(model):
 
 
 def observed_data(target: Target, batch: Any = None) -> dict:
-    """The observed sites' values, by site name: the arrays a NumPyro model's ``obs=`` receives (with
-    ``batch``'s arguments and plate indices, as the target's ``log_prob`` takes them), or a TFP joint's
-    pinned values (``batch``'s in their place).
+    """The observed sites' values by site name: what a NumPyro model's ``obs=`` receives at ``batch``, or a TFP
+    joint's pinned values (``batch``'s in their place).
 
     Raises:
-      ValueError: naming ``target`` when it has no observed site, or not a target of ``from_numpyro``
-        or ``from_tfp``; naming ``batch`` as ``Target.check_data`` does.
+      ValueError: naming ``target`` when it has no observed site or is not a target of ``from_numpyro`` or
+        ``from_tfp``; naming ``batch`` as ``Target.check_data`` does.
     """
     target = _check_target(target)
     if target.library == "tfp":
@@ -118,13 +112,11 @@ def observed_data(target: Target, batch: Any = None) -> dict:
 
 
 def site_dims(target: Target, batch: Any = None) -> dict:
-    """The names of each site's axes, as ArviZ's ``dims`` (what ``az.from_numpyro`` infers): an axis
-    of a NumPyro plate is named after the plate, every other axis of site ``name`` is
-    ``name_dim_i`` (ArviZ's default); a TFP joint has no plates, so all are ArviZ's default.
+    """The names of each site's axes, as ``az.from_numpyro`` infers ArviZ's ``dims``: a NumPyro plate's axis is
+    named after the plate, any other axis of site ``name`` is ``name_dim_i``.
 
     Returns:
-      A dict, site name (latent, observed and deterministic) -> tuple of axis names, one per axis
-      of the site's value (no chain and draw axes).
+      A dict, site name (latent, observed and deterministic) -> one axis name per axis of the site's value.
 
     Raises:
       ValueError: naming ``target`` or ``batch``.
@@ -140,9 +132,7 @@ def site_dims(target: Target, batch: Any = None) -> dict:
 
 
 def _shapes_only(run):
-    """``run()`` (a function of shapes only, any Python value out) with JAX's operations traced
-    abstractly (``jax.eval_shape``); run as it is where the model needs concrete values (a
-    TypeError)."""
+    """``run()`` (a function of shapes only) under ``jax.eval_shape``; as it is where it needs concrete values."""
     out = []
     try:
         jax.eval_shape(lambda: out.append(run()))
@@ -174,27 +164,22 @@ def predictive(
     *,
     sites: Optional[Sequence[str]] = None,
 ) -> dict:
-    """Posterior predictive draws: for each draw of the latent sites, a draw of the model's observed
-    sites (or of ``sites``) given them, in constrained space under the model's site names.
+    """Posterior predictive draws: for each draw of the latent sites, a draw of the model's observed sites (or of
+    ``sites``) given them, in constrained space under the model's site names.
 
-    For a NumPyro model this is NumPyro's ``Predictive`` with ``posterior_samples=draws``, the
-    observed sites drawn as latent ones (their ``obs=`` values set aside); a site the target sums out
-    (``Target.enumerated``) is first drawn from its conditional posterior given the observed values
-    and each draw (``Predictive(infer_discrete=True)``), so that the replicates are those of
-    p(y_rep | z, θ) at posterior draws of both, and ``sites=[name]`` returns those draws; for a TFP joint, the
-    joint's ``sample`` with the latent parts given. ``batch`` is the target's (see
-    ``vijax.from_numpyro``): new arguments of the model (new inputs) give predictions there.
+    For a NumPyro model this is NumPyro's ``Predictive`` with ``posterior_samples=draws``, the observed sites drawn
+    as latent ones; a summed-out site (``Target.enumerated``) is first drawn from its conditional posterior
+    (``Predictive(infer_discrete=True)``), so the replicates are those of p(y_rep | z, θ). For a TFP joint, the
+    joint's ``sample`` with the latent parts given. A ``batch`` of new inputs gives predictions there.
 
     Args:
       target: from ``vijax.from_numpyro`` or ``vijax.from_tfp``.
-      draws: a dict of every latent site's draws, each of shape (*lead, *site.shape) with the same
-        leading shape (``vijax.inference.sample(alg, key, state, S)``: lead = (S,); chains of
-        restarts: (C, S)).
+      draws: every latent site's draws, each of shape (*lead, *site.shape) with one ``lead`` ((S,) from
+        ``vijax.inference.sample``; (C, S) for chains of restarts).
       key: the PRNG key of the predictive draws.
       batch: the target's batch (None: the data the target was built with).
-      sites: the sites to return (default: the observed sites, those of the model that are not the
-        target's latent sites, even where ``batch`` sets their value to None); any sample or deterministic site of
-        a NumPyro model, any part of a TFP joint. A latent site returns its given draws.
+      sites: the sites to return (default: the observed sites, even where ``batch`` sets their value to None); any
+        sample or deterministic site of a NumPyro model, any part of a TFP joint (a latent one returns its draws).
 
     Returns:
       A dict, site name -> array of shape (*lead, *site's shape).
@@ -223,9 +208,8 @@ def predictive(
 
 
 def _evaluate(fn, target: Target, *args) -> dict:
-    """``fn(target, *args)`` under ``jax.jit``, the target and the last argument static (compiled
-    once per target and shapes); eager where the model needs concrete values (a TypeError
-    under ``jit``)."""
+    """``fn(target, *args)`` jitted, the target and the last argument static; eager where the model needs concrete
+    values."""
     return jit_or_eager(_JITTED[fn], fn)(target, *args)
 
 
@@ -248,16 +232,13 @@ def _predictive(target: Target, flat, key, batch, sites) -> dict:
     fn, args, kwargs = target.bind(batch)
     trace = _numpyro_trace(fn, args, kwargs, _first(flat))
     known = tuple(n for n, m in trace.items() if m["type"] in ("sample", "deterministic"))
-    # the observed sites: every sample site but the latent and summed-out ones (an observed value
-    # set to None in the batch, for predictions at new inputs, makes a site latent in the trace)
+    # every sample site but the latent and summed-out ones (a batch's obs None makes a site latent in the trace)
     observed = tuple(
         n for n, m in trace.items() if m["type"] == "sample" and n not in target.sites and n not in target.enumerated
     )
     wanted = _wanted(sites, known, observed)
     with jax.numpy_rank_promotion("allow"):
-        if target.enumerated:
-            # the summed-out sites drawn from their conditional posterior given the observed values
-            # and each draw (NumPyro's infer_discrete), then the observed sites given all of them
+        if target.enumerated:  # the summed-out sites drawn first (infer_discrete), then the observed ones
             key, key_discrete = jax.random.split(key)
             discrete = Predictive(
                 fn, posterior_samples=flat, return_sites=list(target.enumerated), infer_discrete=True, parallel=True
@@ -283,8 +264,8 @@ def _wanted(sites, known: tuple, observed: tuple) -> tuple:
 
 
 def _pointwise_tfp(dist, value):
-    """log p of ``value`` per element of a ``Sample`` of a scalar distribution or an ``Independent``
-    (the terms the part's ``log_prob`` sums), else the part's ``log_prob``."""
+    """log p of ``value`` per element of an ``Independent`` or a ``Sample`` of a scalar distribution, else the
+    part's ``log_prob``."""
     name = type(dist).__name__
     if name == "Independent":
         return _pointwise_tfp(dist.distribution, value)
@@ -298,13 +279,10 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
     """The pointwise log-likelihood of the observed sites at each draw of the latent sites, as ArviZ's
     ``log_likelihood`` group holds it (``az.loo``, ``az.waic``, ``az.compare``).
 
-    For a NumPyro model this is ``numpyro.infer.log_likelihood`` (each observed site's
-    ``log_prob`` at its value, one term per element of its batch shape, without a subsampled plate's
-    N / M scale); where the target sums discrete sites out (``Target.enumerated``), each observed
-    site's likelihood with them summed out, log Σ_z p(z | θ) p(y | z, θ) per element (what the
-    target's log-density holds, and what ``az.loo`` needs); for a TFP joint, each observed part's ``log_prob`` given the latent draws (through
-    ``sample_distributions``), one term per element of a ``Sample`` of a scalar distribution or of an
-    ``Independent`` (the terms the part's ``log_prob`` sums), else one per part.
+    For a NumPyro model this is ``numpyro.infer.log_likelihood`` (one term per element of a site's batch shape,
+    without a subsampled plate's N / M); with summed-out sites (``Target.enumerated``), log Σ_z p(z | θ) p(y | z, θ)
+    per element. For a TFP joint, each observed part's ``log_prob`` given the draws, one term per element of an
+    ``Independent`` or a ``Sample`` of a scalar distribution, else one per part.
 
     Args:
       target: from ``vijax.from_numpyro`` or ``vijax.from_tfp``.
@@ -320,13 +298,11 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
         >>> import vijax
-        >>> def model(y):
-        ...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
-        ...     with numpyro.plate("data", y.shape[0]):
-        ...         numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
-        >>> target = vijax.from_numpyro(model, jnp.array([0.5, 1.5, 1.0]))
-        >>> ll = vijax.interop.log_likelihood(target, {"mu": jnp.array([0.5, 1.0])})
-        >>> ll["y"].shape
+        >>> def model(k):
+        ...     rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        ...     numpyro.sample("k", dist.Poisson(rate).expand([k.shape[0]]), obs=k)
+        >>> target = vijax.from_numpyro(model, jnp.array([3.0, 1.0, 4.0]))
+        >>> vijax.interop.log_likelihood(target, {"rate": jnp.array([0.5, 1.0])})["k"].shape
         (2, 3)
     """
     target = _check_target(target)

@@ -1,5 +1,4 @@
-"""The target: a model from another library as what vijax's algorithms take (see the package
-docstring)."""
+"""The target: a model from another library as what vijax's algorithms take (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -24,13 +23,10 @@ class Site:
     Attributes:
       name: the site's name in the model.
       shape: the shape of its constrained value.
-      unconstrained_shape: the shape of its unconstrained value (one less in the last axis for a
-        simplex).
-      support: one of ``SUPPORTS``: ``"real"``, ``"positive"``, ``"unit_interval"``,
-        ``"simplex"``, or ``"other"`` (a support the Gaussian families handle through the
-        library's bijector but no exponential family of ``vijax.expfam`` matches).
-      constraint: the library's own description of the support: a NumPyro constraint, or the TFP
-        bijector onto it.
+      unconstrained_shape: the shape of its unconstrained value (one less in the last axis for a simplex).
+      support: one of ``SUPPORTS`` (``"other"``: a support the Gaussian families handle through the library's
+        bijector but no exponential family matches).
+      constraint: the library's own description of the support: a NumPyro constraint, or the TFP bijector onto it.
     """
 
     name: str
@@ -44,37 +40,25 @@ class Site:
 class Target:
     """A model's log-density over its latent sites, on the constrained and the unconstrained space.
 
-    Parameters are dicts keyed by site name. ``transform`` is the library's map from the
-    unconstrained space (NumPyro's ``biject_to`` of each site's support, TFP's
-    ``experimental_default_event_space_bijector``), so that
+    Parameters are dicts keyed by site name. ``transform`` is the library's map from the unconstrained space, so that
 
         log_density(u, batch) = log_prob(constrain(u), batch) + log |det d constrain / du|.
 
     Attributes:
-      log_prob: ``(params, batch) -> scalar``, the log-joint at constrained values (no Jacobian),
-        with the model's own minibatch scaling; what ``vijax.inference.ngvi`` and ``bbvi`` take.
-        Traced without a batch, it and ``log_density`` replay one jaxpr of the library's code per
-        parameter shapes (:func:`traced_once`).
-      log_density: ``(params_u, batch) -> scalar``, the log-joint on the unconstrained space,
-        Jacobian included (NumPyro's ``-potential_energy``).
+      log_prob: ``(params, batch) -> scalar``, the log-joint at constrained values, with the model's own minibatch
+        scaling. Traced without a batch, it and ``log_density`` replay one jaxpr (:func:`traced_once`).
+      log_density: ``(params_u, batch) -> scalar``, the log-joint on the unconstrained space, Jacobian included.
       transform: ``params_u -> (params, log |det J|)``.
       unconstrain: ``params -> params_u``, the inverse of ``constrain``.
       sites: site name -> :class:`Site`, the latent sites in the model's order.
-      init_params: the unconstrained starting point (NumPyro's ``init_to_median``, its Gamma
-        variables drawn by vijax's sampler; for TFP the median of 15 prior draws on the
-        unconstrained space).
-      plates: the subsampled plates, name -> (size N, subsample size M); a batch gives each one's
-        indices (see ``batch_keys``), and the model scales its sites by N / M.
-      batch_keys: what a batch may hold: the names of the model's arguments (NumPyro), of the
-        observed sites (TFP), and of the subsampled plates; None where the model takes ``**kwargs``.
+      init_params: the unconstrained starting point (the median of 15 prior draws).
+      plates: the subsampled plates, name -> (size N, subsample size M); a batch gives each one's indices.
+      batch_keys: what a batch may hold besides the plates: the model's argument names (NumPyro) or observed sites
+        (TFP); None where the model takes ``**kwargs``.
       library: ``"numpyro"`` or ``"tfp"``.
-      bind: ``batch -> the library's model at that batch``, for ``vijax.interop.predictive``,
-        ``log_likelihood`` and ``observed_data``: for NumPyro ``(model, args, kwargs)`` (the model
-        with the batch's plate indices substituted, called as ``log_prob`` calls it); for TFP
-        ``(joint_dist, observed)`` (the batch's observed values in place of the pinned ones).
-      enumerated: the discrete latent sites summed out of ``log_prob`` and ``log_density`` (a
-        NumPyro site of finite support marked ``infer={"enumerate": "parallel"}``, marginalised
-        by NumPyro's ``enum`` handler and funsor); they are not in ``sites``.
+      bind: ``batch -> the library's model at that batch``: for NumPyro ``(model, args, kwargs)``, for TFP
+        ``(joint_dist, observed)``.
+      enumerated: the discrete latent sites summed out of ``log_prob`` and ``log_density`` (not in ``sites``).
     """
 
     log_prob: Callable[[PyTree, Any], Array]
@@ -94,25 +78,20 @@ class Target:
         return self.transform(params_u)[0]
 
     def check_data(self, batch: Any, name: str = "batch") -> None:
-        """Raises ValueError naming ``name`` unless ``batch`` is None or a dict of what the model
-        takes (``batch_keys``) that gives every subsampled plate's indices. Runs on abstract values
-        (``bbvi``'s and ``ngvi``'s steps call it at trace time)."""
+        """Raises ValueError naming ``name`` unless ``batch`` is None or a dict of what the model takes that gives
+        every subsampled plate's indices. Runs on abstract values."""
         check_batch(batch, self.batch_keys, self.plates, name)
 
     def batch_checks(self, batch: Any) -> list:
-        """The value checks of a step's batch: every subsampled plate's indices in [0, its size)
-        (indexing would clamp an index out of range silently). The values of the model's own
-        arguments are its own to check (its log-density returns NaN or -inf outside its support,
-        which the step rejects)."""
+        """The value checks of a step's batch: every subsampled plate's indices in [0, its size) (indexing would
+        clamp them silently)."""
         data = check_batch(batch, self.batch_keys, self.plates, "batch")
         return [ids_in_range(f"batch[{plate!r}] index", data[plate], size) for plate, (size, _) in self.plates.items()]
 
 
 def check_in_support(name: str, value: Any, support: str) -> None:
-    """Raises ValueError naming ``name`` when concrete values of a site (``support``, one of
-    ``SUPPORTS``) are not finite or lie outside its support: below 0 for ``"positive"``, outside
-    [0, 1] for ``"unit_interval"``, a negative entry or a last axis not summing to 1 (within 1e-3)
-    for ``"simplex"`` (the bounds closed: a float draw may round onto them). Tracers pass."""
+    """Raises ValueError naming ``name`` when concrete values of a site are not finite or lie outside its closed
+    ``support`` (a simplex's last axis sums to 1 within 1e-3). Tracers pass."""
     if is_tracer(value):
         return
     a = np.asarray(value)  # its own float type: no float64 copy of many draws
@@ -138,11 +117,9 @@ def check_in_support(name: str, value: Any, support: str) -> None:
 def check_batch(
     batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str, ranges: bool = False
 ) -> dict:
-    """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``);
-    a plate's indices given as a list or a NumPy array become a JAX array (NumPyro's plate takes
-    no other). With ``ranges`` (the target's own functions, called with a batch), concrete indices
-    are checked to lie in [0, the plate's size); a step checks them itself, eager or traced, with
-    its step number (``Target.batch_checks``)."""
+    """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``); a plate's
+    indices become a JAX array (NumPyro's plate takes no other). With ``ranges``, concrete indices are checked to
+    lie in [0, the plate's size) (a step checks them through ``Target.batch_checks``)."""
     if batch is None:
         data = {}
     elif isinstance(batch, Mapping):
@@ -180,37 +157,25 @@ def check_batch(
                 f"{name}[{plate!r}]: the plate's indices must be a 1-d int array, got shape "
                 f"{jax.numpy.shape(idx)} dtype {jax.numpy.result_type(idx)}",
             )
-        if not is_tracer(idx):
-            if ranges:
-                _check_indices(f"{name}[{plate!r}]", np.asarray(idx), size, name)
-            # a JAX array, as NumPyro's plate takes substituted indices (a NumPy array fails its assert)
-            data[plate] = jax.numpy.asarray(idx)
+        if is_tracer(idx):
+            continue
+        bad = (np.asarray(idx) < 0) | (np.asarray(idx) >= size)
+        if ranges and np.any(bad):
+            first, count = int(np.argmax(bad)), int(np.sum(bad))
+            raise ArgumentError(
+                name,
+                f"{name}[{plate!r}] index {int(idx[first])} at [{first}] is out of range [0, {size})"
+                + (f" ({count} indices are)" if count > 1 else "")
+                + f"; the plate's indices run from 0 to {size - 1}",
+            )
+        data[plate] = jax.numpy.asarray(idx)
     return data
 
 
-def _check_indices(label: str, idx: np.ndarray, size: int, name: str) -> None:
-    """Raises ArgumentError naming ``name`` (``label``: where the indices sit in it) unless every
-    entry of the concrete indices ``idx`` lies in [0, ``size``): an index past the plate fails in
-    the model's own indexing (an IndexError naming nothing), or is clamped silently under ``jit``.
-    Traced indices are checked by the step (``Target.batch_checks``)."""
-    bad = (idx < 0) | (idx >= size)
-    if np.any(bad):
-        first = int(np.argmax(bad))
-        count = int(np.sum(bad))
-        raise ArgumentError(
-            name,
-            f"{label} index {int(idx[first])} at [{first}] is out of range [0, {size})"
-            + (f" ({count} indices are)" if count > 1 else "")
-            + f"; the plate's indices run from 0 to {size - 1}",
-        )
-
-
 def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any]:
-    """``fn(params, batch)`` (a library's log-density), where ``params`` are traced and ``batch`` is
-    None, evaluated from one jaxpr of ``fn`` per parameter types and float64 mode: each later trace
-    (a gradient, a Hessian under ``vmap``) replays that jaxpr's operations instead of running the
-    library's Python (NumPyro's handlers, TFP's bijectors) again. Concrete parameters or a batch
-    call ``fn`` itself, so that the library checks concrete values."""
+    """``fn(params, batch)`` (a library's log-density), where ``params`` are traced and ``batch`` is None, replayed
+    from one jaxpr of ``fn`` per parameter types and float64 mode instead of running the library's Python again.
+    Concrete parameters or a batch call ``fn`` itself, so that the library checks concrete values."""
     cache: dict = {}
 
     def wrapped(params: PyTree, batch: Any = None) -> Any:
@@ -218,7 +183,6 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
         if batch is not None or not any(is_tracer(x) for x in leaves):
             return fn(params, batch)
         avals = tuple(jax.typeof(x) for x in leaves)
-        # and the float64 mode the jaxpr is traced under (its constants' and Python scalars' types)
         key = (treedef, avals, bool(jax.config.jax_enable_x64))
         if key not in cache:
             structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in avals]
@@ -227,8 +191,6 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
             )(*structs)
             cache[key] = closed, jax.tree_util.tree_structure(out)
         closed, out_tree = cache[key]
-        # the replay runs the custom derivative rules of the library's code (a jvp of xlogy), which
-        # the library runs with JAX's rank promotion allowed, as both libraries' log-densities run
         with jax.numpy_rank_promotion("allow"):
             out = jaxpr_as_fun(closed)(*leaves)
         return jax.tree_util.tree_unflatten(out_tree, out)

@@ -25,10 +25,8 @@ def _as_dict(struct) -> dict:
 
 
 def part_names(joint_dist) -> tuple[str, ...]:
-    """The names of a joint's parts, in its order: a ``JointDistributionNamed``'s keys, a
-    coroutine's ``name=``s, a ``JointDistributionSequential``'s as TFP resolves them
-    (``resolve_graph``: the argument names of the callables that take a part; ``x``, ``x1``, ... for
-    the parts no callable takes)."""
+    """The names of a joint's parts, in its order: its keys or ``name=``s, or as TFP's ``resolve_graph`` names a
+    ``JointDistributionSequential``'s."""
     dtype = joint_dist.dtype
     if isinstance(dtype, Mapping) or hasattr(dtype, "_asdict"):
         return tuple(_as_dict(dtype))
@@ -36,9 +34,7 @@ def part_names(joint_dist) -> tuple[str, ...]:
 
 
 def as_parts(struct, names: Sequence[str]) -> dict:
-    """A structure of a joint's parts (values, shapes, distributions) as a dict by part name: a
-    dict or named tuple by its own names, a ``JointDistributionSequential``'s list by ``names``
-    (the parts it holds, in order)."""
+    """A structure of a joint's parts as a dict by part name (a list's by ``names``, in order)."""
     if isinstance(struct, Mapping) or hasattr(struct, "_asdict"):
         return _as_dict(struct)
     return dict(zip(names, struct, strict=True))
@@ -52,8 +48,7 @@ def unwrap(dist):
 
 
 def support_kind(dist) -> str:
-    """The ``SUPPORTS`` name of a TFP distribution's support, read from its default event-space
-    bijector (through ``Sample`` and ``Independent``)."""
+    """The ``SUPPORTS`` name of a TFP distribution's support, read from its default event-space bijector."""
     tfb = tfp_jax().bijectors
     bij = unwrap(dist).experimental_default_event_space_bijector()
     if isinstance(bij, tfb.Identity):
@@ -84,15 +79,14 @@ def _allowing_rank_promotion(fn):
 
 @_allowing_rank_promotion
 def _prior_distributions(joint_dist):
-    """The joint's distributions at one prior draw (key ``PRNGKey(0)``), jitted (TFP's distributions
-    are pytrees); eager where a distribution is not one."""
+    """The joint's distributions at one prior draw, jitted; eager where a distribution is not a pytree."""
     draw = lambda key: joint_dist.sample_distributions(seed=key)[0]  # noqa: E731
-    return jit_or_eager(jax.jit(draw), draw)(jax.random.PRNGKey(0))  # eager: a part that does not flatten
+    return jit_or_eager(jax.jit(draw), draw)(jax.random.PRNGKey(0))
 
 
 def _validating(dist):
-    """``dist`` rebuilt with TFP's ``validate_args=True`` (through ``Sample`` and ``Independent``),
-    whose ``log_prob`` then raises on a value outside its support; None where it does not rebuild."""
+    """``dist`` rebuilt with ``validate_args=True`` (through ``Sample`` and ``Independent``); None where it does not
+    rebuild."""
     try:
         if type(dist).__name__ in ("Sample", "Independent"):
             inner = _validating(dist.distribution)
@@ -103,10 +97,8 @@ def _validating(dist):
 
 
 def _fixed_support(dist) -> bool:
-    """Whether the support of ``dist`` does not move with its parameters: a discrete distribution
-    (no default event-space bijector; its support is its integers, say), or one whose support is
-    the real line, the positive reals, the unit interval or the simplex (a ``Uniform``'s bounds,
-    which may be other sites' values, are not)."""
+    """Whether the support of ``dist`` does not move with its parameters: discrete, or one of ``SUPPORTS`` but
+    "other" (a ``Uniform``'s bounds may be other sites' values)."""
     try:
         bijector = unwrap(dist).experimental_default_event_space_bijector()
     except NotImplementedError:
@@ -115,10 +107,8 @@ def _fixed_support(dist) -> bool:
 
 
 def check_observed_support(name: str, dist, value) -> None:
-    """Raises ArgumentError naming ``observed[name]`` where concrete ``value`` lies outside the
-    support of ``dist`` (the part's distribution at a prior draw, where that support is fixed:
-    ``_fixed_support``), as TFP's own argument validation finds it (a Poisson count of 0.5, a
-    Bernoulli value of 2); TFP's ``log_prob`` would otherwise return a finite number for it."""
+    """Raises ArgumentError naming ``observed[name]`` where ``value`` lies outside the fixed support of ``dist``, as
+    TFP's argument validation finds it (TFP's ``log_prob`` would otherwise return a finite number)."""
     checked = _validating(dist) if _fixed_support(dist) else None
     if checked is None:
         return
@@ -134,38 +124,27 @@ def check_observed_support(name: str, dist, value) -> None:
 
 @_allowing_rank_promotion
 def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target:
-    """A TFP joint distribution with ``observed`` pinned, as a target for ``vijax.inference.bbvi``
-    and ``ngvi``.
+    """A TFP joint distribution with ``observed`` pinned, as a target for ``vijax.inference.bbvi`` and ``ngvi``.
 
-    The latent sites are the joint's unpinned parts; the map from the unconstrained space is the
-    pinned joint's ``experimental_default_event_space_bijector()``, and ``log_prob`` is the joint's
-    own ``log_prob`` at the latent and the observed values. A batch is None or a dict of observed
-    values replacing the pinned ones (same names); a TFP joint has no subsampling, so a minibatch's
-    scaling belongs in the joint itself. TFP's code relies on JAX's rank promotion; its calls run
-    with rank promotion allowed.
+    The latent sites are the unpinned parts, mapped from the unconstrained space by the pinned joint's
+    ``experimental_default_event_space_bijector()``; ``log_prob`` is the joint's own. A batch is None or a dict of
+    observed values replacing the pinned ones (a TFP joint has no subsampling: a minibatch's scaling belongs in the
+    joint). TFP's calls run with JAX's rank promotion allowed.
 
     Args:
-      joint_dist: a ``tfp.distributions.JointDistribution`` of the JAX substrate with a scalar
-        ``log_prob`` (no batch shape). Its parts are named by their names
-        (``JointDistributionNamed``, a coroutine's ``name=...``) or, for a
-        ``JointDistributionSequential``, as TFP resolves them (``joint_dist.resolve_graph()``:
-        the argument names of the callables that take a part, ``x`` for a part no callable takes).
-      observed: the observed parts' values, by name, each of the shape the joint draws for its
-        part; None or empty: no part is observed, and the target is the joint itself (a fit
-        of the prior).
+      joint_dist: a ``tfp.distributions.JointDistribution`` of the JAX substrate with a scalar ``log_prob``. Its
+        parts are named by their names or, for a ``JointDistributionSequential``, as ``resolve_graph()`` names them.
+      observed: the observed parts' values by name, each of the shape the joint draws for its part; None or empty:
+        the target is the joint itself.
 
     Returns:
-      A :class:`~vijax.interop.Target`; ``init_params`` is the median of 15 prior draws (the
-      joint's ``sample`` at each of 15 keys split from ``PRNGKey(0)``, so a joint written for one
-      draw at a time serves) on the unconstrained space.
+      A :class:`~vijax.interop.Target`; ``init_params`` is the unconstrained median of 15 prior draws (one
+      ``sample`` per key split from ``PRNGKey(0)``).
 
     Raises:
-      ValueError: naming the site: a discrete latent part (an integer dtype, or, as TFP's Poisson,
-        no default event-space bijector), an observed name that is not a part, observed values
-        that are not finite, of another shape than the part's, or outside the part's support (as
-        TFP's ``validate_args`` finds them, where that support does not move with the other
-        parts: a Poisson count of 0.5, a Bernoulli value of 2; naming ``observed[name]``); or a
-        joint with batch shape.
+      ValueError: naming the site: a discrete latent part (an integer dtype, or no default event-space bijector),
+        an observed name that is not a part, observed values that are not finite, of another shape than the
+        part's, or outside the part's fixed support (naming ``observed[name]``); or a joint with batch shape.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -217,14 +196,13 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
         check_observed_support(name, dists[name], value)
     bijectors = {}
     for name in latent:
-        inner = unwrap(dists[name])
         try:
             bijectors[name] = dists[name].experimental_default_event_space_bijector()
         except NotImplementedError:
             bijectors[name] = None
         if bijectors[name] is None:
             raise ValueError(
-                f"site {name!r}: {type(inner).__name__} has no default event-space bijector (a discrete part, "
+                f"site {name!r}: {type(unwrap(dists[name])).__name__} has no default event-space bijector (a discrete part, "
                 "or a support TFP does not map onto); vijax fits continuous latent sites with a bijector only"
             )
     pinned = joint_dist.experimental_pin(**observed) if observed else joint_dist
@@ -244,9 +222,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
         data = check_batch(batch, tuple(observed), {}, "batch")
         return joint_dist.log_prob(**{**params, **observed, **data})
 
-    # the bijectors' inputs are fresh copies: TFP caches a bijector's results by its input's identity,
-    # and an array passed again in another trace (the target's init_params) would return the values
-    # traced the first time (an escaped tracer)
+    # fresh copies in: TFP caches a bijector's results by its input's identity (an escaped tracer otherwise)
     @_allowing_rank_promotion
     def transform(params_u):
         u = structured({n: jnp.array(params_u[n]) for n in latent})
@@ -266,8 +242,7 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
 
     @jax.jit
     @_allowing_rank_promotion
-    def start(key):
-        # one draw per key: a joint need not draw a batch (sample_shape) to give a start
+    def start(key):  # one draw per key: a joint need not draw a batch
         draws = jax.vmap(lambda k: as_parts(joint_dist.sample(seed=k), names))(jax.random.split(key, NUM_INIT_DRAWS))
         u_draws = jax.vmap(unconstrain)({n: draws[n] for n in latent})
         return {n: jnp.median(u_draws[n], axis=0) for n in latent}
