@@ -527,10 +527,8 @@ def conjugate_model(
       log_joint: ``log_joint(globals, locals, x) -> scalar``, log p(x, z | beta) of one datum written
         in the variables' sufficient statistics (module docstring), without the globals' prior.
       priors: dict name -> ``vijax.expfam`` family, the globals' priors.
-      locals: ``locals(x) -> {name: Local(q0, weight)}`` for one datum, in update order; None for a
-        model without local variables.
-      max_iters: the most local sweeps when there are several local variables.
-      tol: the local sweeps' convergence tolerance when there are several local variables.
+      locals: ``locals(x) -> {name: Local(q0, weight)}`` for one datum, in update order, or None.
+      max_iters, tol: cap and tolerance of the local sweeps (with several local variables).
       init: optional ``(key, batch) -> q_global``.
       example: optional data for ``check_conjugacy`` now (otherwise the structure is checked at
         ``init`` with data or at a step's first trace).

@@ -113,8 +113,8 @@ class LDA(PytreeModel):
       init_scale: scale of the random initial lambda (:meth:`init_globals`), in eta's interval.
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
       accelerate: interleave the mean-field updates with safeguarded SQUAREM (default True).
-      tile_slots: least word slots per tile of the mean-field and CVB0 E-steps (documents sorted by
-        length, packed whole); None: 512 on a CPU, 32,768 on an accelerator. Results do not depend on it.
+      tile_slots: least word slots per tile of the mean-field and CVB0 E-steps (None: 512 on a CPU,
+        32,768 on an accelerator); results do not depend on it.
 
     Examples:
         >>> model = LDA(num_topics=3, vocab_size=10, alpha=0.1, eta=0.01)

@@ -63,9 +63,8 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
       ids: (S, L) int, e.g. the word ids of each slot.
       n: (S, L) float counts, 0 on padding slots; the outputs have its dtype.
       k: the width of a row's output.
-      fit_tile: (Tile, acc) -> (out (M, k), acc); rows independent, and chunks with zero counts
-        (unused ones) must add nothing to acc.
-      acc0: the initial accumulator (any pytree, e.g. statistics summed over rows).
+      fit_tile: (Tile, acc) -> (out (M, k), acc); rows independent, zero-count chunks adding nothing.
+      acc0: the initial accumulator (any pytree).
       slots: the least number of slots per tile (R * W).
       width: W, the chunk width.
 
