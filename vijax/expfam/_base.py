@@ -1,18 +1,16 @@
 """The exponential-family interface and the helpers every family shares.
 
-A family is an immutable dataclass registered as a pytree. Its data fields are its natural
-parameters ``eta`` (one array per field, with leading batch dimensions), so a ``K x V`` array of
-Dirichlet parameters is ``K`` Dirichlets, and ``jit``/``vmap``/``lax.scan`` see only arrays.
-
-For a family with sufficient statistics ``t(x)``, base measure ``h(x)`` and log-normalizer
+A family is an immutable dataclass registered as a pytree whose fields are its natural parameters
+``eta`` (one array per field, with leading batch dimensions: a ``K x V`` array of Dirichlet parameters
+is ``K`` Dirichlets). With sufficient statistics ``t(x)``, base measure ``h(x)`` and log-normalizer
 ``A(eta)``::
 
     log p(x | eta) = <eta, t(x)> - A(eta) + log h(x)
     mean_params()  = grad A(eta) = E[t(x)]
     fisher_vp(v)   = hess A(eta) . v = Cov[t(x)] . v
 
-Inner products sum over each natural parameter's *event* dimensions (``_event_ndims``), so every
-scalar quantity (``log_normalizer``, ``entropy``, ``kl``) has the family's batch shape.
+Inner products sum over each natural parameter's event dimensions (``_event_ndims``), so every scalar
+quantity (``log_normalizer``, ``entropy``, ``kl``) has the family's batch shape.
 """
 
 from __future__ import annotations
@@ -33,18 +31,12 @@ Params = tuple  # natural or mean parameters: one array per natural-parameter fi
 
 
 class AbstractExpFamily(abc.ABC):
-    """Abstract base of every exponential family in vijax.
+    """Abstract base of every exponential family: final subclasses are decorated with
+    :func:`register_family`, their fields the natural parameters."""
 
-    Final subclasses are frozen dataclasses decorated with :func:`register_family`. Their fields
-    are the natural parameters, in the order given by ``_event_ndims``.
-    """
+    _event_ndims: ClassVar[tuple[int, ...]]  # trailing event dimensions of each field, e.g. (1,) for Dirichlet
+    _sample_ndims: ClassVar[int]  # trailing dimensions of one draw x (0 for scalar families)
 
-    # Number of trailing event dimensions of each natural-parameter field, e.g. (1,) for Dirichlet.
-    _event_ndims: ClassVar[tuple[int, ...]]
-    # Number of trailing dimensions of one draw x (0 for scalar families, 1 for Dirichlet/MVN).
-    _sample_ndims: ClassVar[int]
-
-    # ----------------------------------------------------------------- natural parameters
     @property
     def natural_params(self) -> Params:
         """The natural parameters ``eta`` as a tuple of arrays (one per field)."""
@@ -66,7 +58,6 @@ class AbstractExpFamily(abc.ABC):
         """The floating dtype of the natural parameters (that of the first field)."""
         return self.natural_params[0].dtype
 
-    # ----------------------------------------------------------------- abstract interface
     @abc.abstractmethod
     def log_normalizer(self) -> Array:
         """A(eta), with the batch shape."""
@@ -99,7 +90,6 @@ class AbstractExpFamily(abc.ABC):
     def to_tfp(self):
         """The matching ``tfp.substrates.jax`` distribution."""
 
-    # ----------------------------------------------------------------- shared implementations
     def fisher_vp(self, v: Params) -> Params:
         """hess A(eta) . v. Default: forward-mode derivative of ``mean_params`` (exact)."""
         return autodiff_fisher_vp(self, v)
@@ -109,24 +99,19 @@ class AbstractExpFamily(abc.ABC):
         return dense_inv_fisher_vp(self, v)
 
     def outside_support(self, x: Array) -> Array:
-        """Boolean array of shape ``sample_shape + batch_shape`` (x's leading axes): is x outside
-        the family's support (a negative Gamma value, a Dirichlet point off the simplex, an
-        out-of-range Categorical index, a non-integer Poisson count)? NaN entries are not: they
-        stay NaN in ``log_prob``. Default: nothing is (the families on the whole real line)."""
+        """Boolean array of shape ``sample_shape + batch_shape``: is x outside the family's support? NaN
+        entries are not (they stay NaN in ``log_prob``). Default: nothing is."""
         x = jnp.asarray(x)
         return jnp.zeros(x.shape[: x.ndim - self._sample_ndims], bool)
 
     def _support_point(self, x: Array) -> Array:
-        """A point of the support shaped like ``x``: what ``log_prob`` evaluates in place of an
-        x outside it, so that neither its value nor its derivatives meet a log of a negative.
-        Default: ones (inside every scalar family's support but the Categorical's)."""
+        """A point of the support shaped like ``x``, which ``log_prob`` evaluates in place of an x outside
+        it (so that no derivative meets a log of a negative). Default: ones."""
         return jnp.ones_like(x)
 
     def log_prob(self, x: Array) -> Array:
-        """log p(x) = <eta, t(x)> - A(eta) + log h(x); -inf where x is outside the support
-        (``outside_support``), as scipy.stats' densities give, not the formula's NaN or a finite
-        value of a point the family never draws. ``x`` has shape ``sample_shape + batch_shape +
-        event_shape`` (ValueError naming ``x`` otherwise)."""
+        """log p(x) = <eta, t(x)> - A(eta) + log h(x); -inf outside the support (as scipy.stats gives).
+        ``x`` has shape ``sample_shape + batch_shape + event_shape`` (ValueError naming ``x`` otherwise)."""
         x = jnp.asarray(x)
         lead, batch = x.shape[: x.ndim - self._sample_ndims], self.batch_shape
         if len(lead) < len(batch) or any(b not in (1, n) for b, n in zip(batch, lead[len(lead) - len(batch) :])):
@@ -145,11 +130,8 @@ class AbstractExpFamily(abc.ABC):
 
     def entropy(self) -> Array:
         """H = A(eta) - <eta, mu> - E[log h(x)]."""
-        return (
-            self.log_normalizer()
-            - inner(self, self.natural_params, self.mean_params())
-            - self.expected_log_base_measure()
-        )
+        mu = self.mean_params()
+        return self.log_normalizer() - inner(self, self.natural_params, mu) - self.expected_log_base_measure()
 
     def kl(self, other: "AbstractExpFamily") -> Array:
         """KL(self || other) within the family: the Bregman divergence of A,
@@ -169,36 +151,26 @@ class AbstractExpFamily(abc.ABC):
         return other.log_normalizer() - self.log_normalizer() - inner(self, diff, self.mean_params())
 
     def replace_natural(self, natural_params: Sequence[Array]):
-        """A family of the same type with the given natural parameters (``from_natural``; no validation).
-
-        Args:
-            natural_params: one array per field, structured like ``natural_params``.
-        """
+        """A family of the same type with the given natural parameters (``from_natural``; no validation)."""
         return type(self).from_natural(tuple(natural_params))
 
 
-# --------------------------------------------------------------------------- helpers
 def as_float(x: Any) -> Array:
     """``jnp.asarray`` that turns integer/bool input into the default float dtype."""
     x = jnp.asarray(x)
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
 
-# --------------------------------------------------------------------------- optional capabilities
-# What an algorithm needs of a family beyond the interface is a Protocol the family class
-# satisfies by defining its methods; algorithms check it with ``implements``.
+# optional capabilities: Protocols a family class satisfies by defining their methods (``implements``)
 @runtime_checkable
 class HasMode(Protocol):
     """A family with a mode: MAP-EM (``vijax.inference.map_em``) runs its local step there."""
 
     def mode(self) -> Array:
-        """The mode of the density, shaped like a draw; where there is no interior mode (a Gamma
-        shape, Beta or Dirichlet concentration below 1) the boundary point the density grows
-        towards."""
+        """The mode of the density, shaped like a draw (the boundary point where there is no interior mode)."""
 
     def mode_stats(self) -> Params:
-        """t(x) at x = ``mode()``, structured like ``mean_params()`` and finite even at a boundary
-        mode (logs floored by :func:`floored_log`)."""
+        """t(x) at x = ``mode()``, structured like ``mean_params()``, finite at a boundary mode (``floored_log``)."""
 
 
 @runtime_checkable
@@ -206,39 +178,32 @@ class Reparameterizable(Protocol):
     """A family sampled by inversion: SSVI and SSVI-A (``vijax.inference.ssvi``) draw from it."""
 
     def reparam_sample_and_stats(self, key: PRNGKey) -> tuple[Array, Params]:
-        """One draw x = R(u; eta) and its statistics t(x), both differentiable in the natural
-        parameters at fixed u (the implicit derivative -(dQ/d eta) / q; Hoffman and Blei 2015,
-        appendix B); t(x) is structured like ``mean_params()``. See ``vijax.expfam.standard_log_gamma`` and
-        ``vijax.expfam.reparam_sample_and_stats`` (of a pytree of families)."""
+        """One draw x = R(u; eta) and its statistics t(x) (structured like ``mean_params()``), both
+        differentiable in eta at fixed u (Hoffman and Blei 2015, appendix B)."""
 
 
 @runtime_checkable
 class GammaBased(Protocol):
-    """A family whose draw by inversion is a function of independent Gamma(a, 1) variables
-    (Gamma, Beta, Dirichlet). ``vijax.expfam.reparam_sample_and_stats`` of a pytree draws the
-    Gamma variables of all such families in one call of ``standard_log_gamma``."""
+    """A family whose draw by inversion is a function of independent Gamma(a, 1) variables (Gamma, Beta,
+    Dirichlet), drawn for a whole pytree by one ``standard_log_gamma`` call."""
 
     def log_gamma_shapes(self) -> Array:
         """The shapes a of the Gamma(a, 1) variables of one draw (any array shape)."""
 
     def from_log_gammas(self, log_g: Array) -> tuple[Array, Params]:
-        """(x, t(x)) from log g, g ~ Gamma(``log_gamma_shapes()``, 1) (same shape); the draw of
-        ``reparam_sample_and_stats`` is ``from_log_gammas(standard_log_gamma(key, log_gamma_shapes()))``."""
+        """(x, t(x)) from log g, g ~ Gamma(``log_gamma_shapes()``, 1) (same shape)."""
 
 
 @runtime_checkable
 class NormalBased(Protocol):
-    """A family whose draw is an affine map of independent standard normals (Normal,
-    MultivariateNormal). ``vijax.expfam.reparam_sample_and_stats`` of a pytree draws the standard
-    normals of all such families, and of all ``num`` draws, in one ``standard_normal`` call."""
+    """A family whose draw is an affine map of independent standard normals (Normal, MultivariateNormal),
+    drawn for a whole pytree by one ``standard_normal`` call."""
 
     def normal_shape(self) -> tuple[int, ...]:
         """The shape of the standard normals of one draw."""
 
     def from_normals(self, eps: Array) -> tuple[Array, Params]:
-        """(x, t(x)) from standard normals ``eps`` of shape ``sample_shape + normal_shape()``
-        (any leading ``sample_shape``); the draw of ``reparam_sample_and_stats`` is
-        ``from_normals(standard_normal(key, normal_shape()))``."""
+        """(x, t(x)) from standard normals ``eps`` of shape ``sample_shape + normal_shape()``."""
 
 
 CAPABILITIES = {
@@ -253,17 +218,13 @@ CAPABILITIES = {
 
 
 def standard_normal(key: PRNGKey, shape: Sequence[int], dtype=None) -> Array:
-    """``jax.random.normal(key, shape, dtype)``, drawn as a flat vector and reshaped (the same
-    values); every Gaussian draw of ``expfam`` goes through here."""
+    """``jax.random.normal(key, shape, dtype)``, drawn as a flat vector and reshaped (the same values)."""
     shape = tuple(shape)
     return jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
 
 
 def implements(family: Any, capability: str) -> bool:
-    """Whether ``family`` (a family instance or class) has the optional capability named
-    ``capability`` (``"mode"`` / ``"mode_stats"``: :class:`HasMode`;
-    ``"reparam_sample_and_stats"``: :class:`Reparameterizable`; ``"log_gamma_shapes"`` /
-    ``"from_log_gammas"``: :class:`GammaBased`).
+    """Whether ``family`` (an instance or class) has the optional capability (a method of ``CAPABILITIES``).
 
     Examples:
         >>> from vijax.expfam import Categorical, Gamma
@@ -274,9 +235,14 @@ def implements(family: Any, capability: str) -> bool:
     return issubclass(cls, AbstractExpFamily) and issubclass(cls, CAPABILITIES[capability])
 
 
+def broadcast_draw(fam: AbstractExpFamily, draw, key: PRNGKey, shape: Sequence[int], param: Array) -> Array:
+    """``draw(key, param, shape)`` in the family's dtype, ``param`` broadcast to ``shape + batch_shape``."""
+    shape = tuple(shape) + fam.batch_shape
+    return draw(key, jnp.broadcast_to(param, shape), shape).astype(fam.dtype)
+
+
 def not_integer(x: Array) -> Array:
-    """Finite entries of ``x`` that are not whole numbers (none in an integer dtype; NaN: False):
-    the families on counts (Poisson, Bernoulli, Categorical) are outside their support there."""
+    """Finite entries of ``x`` that are not whole numbers (outside the support of count families)."""
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return jnp.zeros(x.shape, bool)
@@ -284,15 +250,13 @@ def not_integer(x: Array) -> Array:
 
 
 def floored_log(x: Array) -> Array:
-    """log(max(x, 0)) floored at the log of the dtype's smallest normal number: finite for a
-    boundary value x = 0 (used by ``mode_stats``)."""
+    """log(max(x, 0)) floored at the log of the dtype's smallest normal number (finite at x = 0)."""
     floor = jnp.log(jnp.finfo(x.dtype).tiny)
     return jnp.maximum(jnp.log(jnp.maximum(x, 0.0)), floor)
 
 
 def register_family(cls):
-    """Class decorator: freezes ``cls`` as a dataclass and registers it as a pytree whose
-    children are the natural-parameter fields."""
+    """Class decorator: a frozen dataclass registered as a pytree of its natural-parameter fields."""
     cls = dataclasses.dataclass(frozen=True)(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     if len(names) != len(cls._event_ndims):
@@ -316,8 +280,8 @@ def autodiff_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
 
 
 def dense_fisher(fam: AbstractExpFamily) -> Array:
-    """The Fisher matrix hess A of every batch element, shape ``batch_shape + (d, d)`` with ``d``
-    the total natural dimension. Built from ``d`` Fisher-vector products; for small ``d``."""
+    """The Fisher matrix hess A of every batch element, ``batch_shape + (d, d)``, from ``d`` Fisher-vector
+    products (for small ``d``, the total natural dimension)."""
     batch, shapes, sizes = param_layout(fam)
     d = sum(sizes)
     cols = []
@@ -354,17 +318,14 @@ def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
     return unflatten_params(x, batch, shapes, sizes)
 
 
-# --------------------------------------------------------------------------- trees of families
 def is_family(x: Any) -> bool:
     """Whether ``x`` is a family instance (an ``AbstractExpFamily``): the ``is_leaf`` of the ``tree_*`` maps."""
     return isinstance(x, AbstractExpFamily)
 
 
 def check_in_domain(name: str, q: PyTree) -> None:
-    """Raises a ValueError naming ``name`` and the entry's path where a family of the pytree ``q``
-    has NaN, infinite or out-of-domain natural parameters (``is_valid``), or another float leaf of
-    ``q`` is not finite (a Gaussian guide's arrays, say). Traced values are skipped (under ``jit``
-    a step's own guards apply); a concrete q is read on the host."""
+    """Raises a ValueError naming ``name`` and the entry's path where a family of the pytree ``q`` has
+    non-finite or out-of-domain natural parameters, or another float leaf is not finite (traced: skipped)."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(q, is_leaf=is_family)[0]:
         where = f"{name}{jax.tree_util.keystr(path)}"
         arrays = leaf.natural_params if is_family(leaf) else (leaf,)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import ArgumentError, check_finite, check_positive
-from vijax.expfam._base import AbstractExpFamily, as_float, register_family
+from vijax.expfam._base import AbstractExpFamily, as_float, broadcast_draw, register_family
 from vijax.types import tfp_jax
 
 
@@ -17,8 +17,6 @@ class Bernoulli(AbstractExpFamily):
 
     p(x) = p^x (1-p)^(1-x) = exp(eta x - A(eta));  A(eta) = log(1 + e^eta) (softplus),
     grad A = sigmoid(eta) = p,  hess A = p (1 - p).
-
-    Draws are returned as 0./1. in the family's float dtype (like the data they model).
 
     Examples:
         >>> q = Bernoulli.from_probs(0.25)
@@ -79,9 +77,7 @@ class Bernoulli(AbstractExpFamily):
 
     def sample(self, key, shape=()):
         """Draws 0./1. of shape ``shape + batch_shape`` (not reparameterizable)."""
-        shape = tuple(shape) + self.batch_shape
-        p = jnp.broadcast_to(self.probs, shape)
-        return jax.random.bernoulli(key, p, shape).astype(self.dtype)
+        return broadcast_draw(self, jax.random.bernoulli, key, shape, self.probs)
 
     def is_valid(self):
         return jnp.isfinite(self.eta)

@@ -19,13 +19,8 @@ class Categorical(AbstractExpFamily):
     p(x = k) = exp(eta_k - A(eta)),  A(eta) = logsumexp(eta),  grad A = softmax(eta) = p,
     hess A = diag(p) - p p^T.
 
-    The parameterization is overcomplete: adding a constant to every logit leaves the
-    distribution unchanged, so the Fisher is singular with null space span(1). ``inv_fisher_vp``
-    is its Moore-Penrose pseudo-inverse, O(K): with P = I - 1 1^T / K the projection onto
-    sum-zero directions, F^+ v = P (diag(p)^-1 P v). It inverts ``fisher_vp`` on sum-zero
-    directions and maps the constant direction to zero.
-
-    Draws are int32 indices of shape ``sample_shape + batch_shape`` (as in TFP).
+    The parameterization is overcomplete (the Fisher's null space is span(1)), so ``inv_fisher_vp`` is
+    the Moore-Penrose pseudo-inverse. Draws are int32 indices (as in TFP).
 
     Examples:
         >>> q = Categorical.from_probs([0.2, 0.3, 0.5])
@@ -93,11 +88,8 @@ class Categorical(AbstractExpFamily):
         return (pv - p * jnp.sum(pv, -1, keepdims=True),)
 
     def inv_fisher_vp(self, v):
-        """F^+ v = P (diag(p)^-1 P v), with 1 / p_k = exp(A - eta_k) computed without division.
-
-        If u = P v sums to zero, F (u / p) = u - p sum(u) = u, so u / p solves F x = u and its
-        projection P (u / p) is the minimum-norm solution.
-        """
+        """F^+ v = P (diag(p)^-1 P v), P = I - 1 1^T / K: for u = P v, F (u / p) = u, and P (u / p) is the
+        minimum-norm solution (1 / p_k = exp(A - eta_k), without division)."""
         (v,) = v
         u = v - jnp.mean(v, -1, keepdims=True)
         inv_p = jnp.exp(logsumexp(self.eta, -1, keepdims=True) - self.eta)

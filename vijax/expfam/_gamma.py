@@ -34,10 +34,6 @@ class Gamma(AbstractExpFamily):
     def from_shape_rate(cls, shape, rate) -> "Gamma":
         """From the shape ``alpha`` and the rate ``beta`` (E[x] = alpha / beta), broadcast together.
 
-        Args:
-            shape: alpha, finite and > 0.
-            rate: beta, finite and > 0 (the inverse scale).
-
         Raises:
             ValueError: naming ``shape`` or ``rate`` when an entry is not finite and > 0.
         """

@@ -2,20 +2,12 @@
 
     lambda_new = (1 - rho) lambda + rho lambda_hat
 
-CAVI (rho = 1), SVI and SSVI (Blei, Kucukelbir and McAuliffe 2017, Variational inference: a
-review for statisticians, §4.3, eq. 40), MAP-EM and the KL-proximal step of PG-SVI (Khan et al.
-2016, with rho = 1 - r_k) all take this step. An element of a family's batch whose update would
-leave the natural-parameter domain (``is_valid``; a Dirichlet parameter <= 0 after an SSVI
-V-product, say) is damped: rho is halved up to ``max_halvings`` times for that element alone,
-and if no halving is valid the element keeps its old value. The number of damped elements is
-returned, so that algorithms report it in ``info.num_damped``.
+CAVI (rho = 1), SVI and SSVI (Blei, Kucukelbir and McAuliffe 2017, §4.3, eq. 40), MAP-EM and the
+KL-proximal step of PG-SVI (Khan et al. 2016, rho = 1 - r_k) all take this step. A batch element whose
+update would leave the domain (``is_valid``) is damped: rho is halved for it alone, up to
+``max_halvings`` times, else it keeps its old value; the number of damped elements is returned.
 
-Beside it, the proximal steps on pytrees of families (Khan et al. 2016, Faster stochastic
-variational inference using proximal-gradient methods with general divergence functions,
-iteration (9) and §3.1): the KL-proximal target and its closed form, the proximal objective the
-tests minimise as an oracle, the Euclidean natural-gradient step, and the chain rule from natural
-to mean parameters. The steps that call a model (``kl_prox_update``, ``structured_prox_update``)
-are in ``vijax.models``.
+Beside it, the proximal steps on pytrees of families (Khan et al. 2016, iteration (9) and §3.1).
 """
 
 from __future__ import annotations
@@ -48,7 +40,7 @@ def _interpolate_family(q: AbstractExpFamily, target: tuple, rho: Array, max_hal
     full = step(rho)
 
     def damped(_):
-        # rho * 2^-j for j = 0..J; each element takes its first valid j, or keeps its old value.
+        # rho * 2^-j for j = 0..J; each element takes its first valid j, or keeps its old value
         factors = 0.5 ** jnp.arange(max_halvings + 1, dtype=old[0].dtype)
         cands = jax.vmap(lambda f: q.replace_natural(step(rho * f)))(factors)  # leading axis J
         valid = cands.is_valid()  # (J,) + batch
@@ -62,7 +54,6 @@ def _interpolate_family(q: AbstractExpFamily, target: tuple, rho: Array, max_hal
         new = tuple(pick(c, o, nd) for c, o, nd in zip(cands.natural_params, old, q._event_ndims))
         return new, jnp.sum((first > 0) | ~any_valid).astype(jnp.int32)
 
-    # The common case (every element valid at the full step) skips the halving search.
     all_valid = jnp.all(q.replace_natural(full).is_valid())
     new, num_damped = jax.lax.cond(all_valid, lambda _: (full, jnp.zeros((), jnp.int32)), damped, None)
     return q.replace_natural(new), num_damped
@@ -74,14 +65,13 @@ def tree_interpolate(q: PyTree, target: PyTree, rho, max_halvings: int = 10) -> 
     Args:
       q: pytree of ``AbstractExpFamily``.
       target: natural parameters, structured like ``expfam.tree_natural_params(q)``.
-      rho: step size in (0, 1] (0: no move); a concrete scalar outside [0, 1] or not finite is
-        refused naming ``rho`` (a traced one is damped where the step would leave the domain).
+      rho: step size in [0, 1] (a concrete one outside it or not finite is refused naming ``rho``).
       max_halvings: how many times rho may be halved for an element that would leave the domain.
 
     Returns:
       (new q, number of damped batch elements as an int32 scalar).
     """
-    if not is_tracer(rho) and np.ndim(rho) == 0:  # a step size given by hand; a traced one is the guard's
+    if not is_tracer(rho) and np.ndim(rho) == 0:
         check_scalar("rho", rho, low=0.0, high=1.0, include_low=True)
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
     targets = treedef.flatten_up_to(target)
@@ -91,20 +81,15 @@ def tree_interpolate(q: PyTree, target: PyTree, rho, max_halvings: int = 10) -> 
 
 
 def conjugate_update(q: PyTree, prior: PyTree, stats: PyTree, rho, scale=1.0) -> tuple[PyTree, Array]:
-    """lambda <- (1 - rho) lambda + rho (eta + scale * s): the step towards the conjugate
-    coordinate optimum eta + scale * s, through :func:`tree_interpolate`.
+    """lambda <- (1 - rho) lambda + rho (eta + scale * s), through :func:`tree_interpolate`.
 
-    CAVI takes it with rho = 1 and scale = 1 (Blei et al. 2017, eq. 36), SVI and MAP-EM with
-    rho_t and scale = N_t / S (§4.3), SSVI with s replaced by V s (Hoffman and Blei 2015, eq. 11),
-    and the KL-proximal step of PG-SVI with rho = beta / (1 + beta) and s the mean-parameter
-    gradient (Khan et al. 2016, iteration 9).
+    CAVI takes it with rho = 1 and scale = 1 (Blei et al. 2017, eq. 36), SVI and MAP-EM with rho_t and
+    scale = N / S (§4.3), SSVI with s replaced by V s (Hoffman and Blei 2015, eq. 11), PG-SVI's
+    KL-proximal step with rho = beta / (1 + beta) (Khan et al. 2016, iteration 9).
 
     Args:
-      q: pytree of families, natural parameters lambda.
       prior: the prior's pytree of families (natural parameters eta), structured like ``q``.
       stats: statistics s structured like ``tree_natural_params(q)``.
-      rho: step size in (0, 1].
-      scale: multiplier of ``stats`` (N / S for a minibatch).
 
     Returns:
       (new q, number of damped batch elements), as :func:`tree_interpolate`.
@@ -116,19 +101,9 @@ def conjugate_update(q: PyTree, prior: PyTree, stats: PyTree, rho, scale=1.0) ->
 def mean_param_grad(fn: Callable[[PyTree], Array], q: PyTree) -> PyTree:
     """grad_mu fn for a function of a pytree of families, by the chain rule through lambda.
 
-    Since grad_lambda fn = F(lambda) grad_mu fn (F = hess A, the Fisher matrix),
-    grad_mu fn = F^-1 grad_lambda fn, computed per family with ``inv_fisher_vp`` (closed form for
-    every vijax family; for MultivariateNormal the pseudo-inverse, exact on the symmetric
-    directions where such gradients live). ``fn`` may be a Monte Carlo estimate with fixed noise
-    drawn inside (reparameterised samples): the result is then the exact mean-parameter gradient of
-    that estimate.
-
-    Args:
-      fn: q -> scalar, differentiable in the natural parameters (fields) of q's families.
-      q: pytree of ``AbstractExpFamily``.
-
-    Returns:
-      A pytree like ``tree_natural_params(q)``.
+    grad_mu fn = F^-1 grad_lambda fn (F = hess A), per family with ``inv_fisher_vp``; ``fn``
+    (q -> scalar) may be a Monte Carlo estimate with fixed noise. Returns a pytree like
+    ``tree_natural_params(q)``.
     """
     grad_nat = jax.grad(fn)(q)  # a pytree of families whose fields are d fn / d lambda
     return jax.tree_util.tree_map(lambda f, g: tuple(f.inv_fisher_vp(g.natural_params)), q, grad_nat, is_leaf=is_family)
@@ -142,10 +117,8 @@ def kl_prox_target(prior: PyTree, g_hat: PyTree, scale=1.0) -> PyTree:
 def kl_prox_closed_form(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
     """The undamped closed-form KL-proximal step r lambda_k + (1 - r)(eta + g), r = 1/(1 + beta)."""
     r = 1.0 / (1.0 + beta)
-    new = jax.tree_util.tree_map(
-        lambda lam, t: r * lam + (1.0 - r) * t, tree_natural_params(q), kl_prox_target(prior, g)
-    )
-    return tree_from_natural(q, new)
+    step = lambda lam, t: r * lam + (1.0 - r) * t
+    return tree_from_natural(q, jax.tree_util.tree_map(step, tree_natural_params(q), kl_prox_target(prior, g)))
 
 
 def prox_objective(q_new: PyTree, q_k: PyTree, prior: PyTree, g: PyTree, beta) -> Array:
@@ -153,8 +126,7 @@ def prox_objective(q_new: PyTree, q_k: PyTree, prior: PyTree, g: PyTree, beta) -
 
         -<g, mu(q_new)> + KL(q_new || p) + (1/beta) KL(q_new || q_k).
 
-    (The constant f(q_k) - <g, mu(q_k)> is dropped.) Its minimiser is ``kl_prox_closed_form``;
-    tests minimise it numerically as the oracle.
+    (less the constant f(q_k) - <g, mu(q_k)>), minimised by ``kl_prox_closed_form``.
     """
     lin = tree_inner(g, tree_mean_params(q_new))
     return -lin + tree_kl(q_new, prior) + tree_kl(q_new, q_k) / beta
@@ -163,9 +135,7 @@ def prox_objective(q_new: PyTree, q_k: PyTree, prior: PyTree, g: PyTree, beta) -
 def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> PyTree:
     """lambda + beta * grad_lambda L, with grad_lambda L = F(lambda) (eta + g - lambda).
 
-    The ELBO's Euclidean gradient in the natural parameters (the split h = 0 of Khan et al. 2016, §3.1:
-    the whole negative ELBO is linearised; ``fisher_vp`` maps the mean-parameter gradient g and
-    the prior's natural-parameter gap to lambda-space).
+    The split h = 0 of Khan et al. 2016, §3.1 (the whole negative ELBO linearised).
     """
 
     def fam_step(f, e, gg):
@@ -173,16 +143,4 @@ def euclidean_natural_grad_step(q: PyTree, prior: PyTree, g: PyTree, beta) -> Py
         grad = f.fisher_vp(direction)
         return tuple(li + beta * di for li, di in zip(f.natural_params, grad))
 
-    new = jax.tree_util.tree_map(fam_step, q, tree_natural_params(prior), g, is_leaf=is_family)
-    return new
-
-
-__all__ = [
-    "conjugate_update",
-    "euclidean_natural_grad_step",
-    "kl_prox_closed_form",
-    "kl_prox_target",
-    "mean_param_grad",
-    "prox_objective",
-    "tree_interpolate",
-]
+    return jax.tree_util.tree_map(fam_step, q, tree_natural_params(prior), g, is_leaf=is_family)

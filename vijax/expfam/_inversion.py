@@ -1,56 +1,33 @@
-"""Reparameterized samples by inversion, and products with the SSVI matrix V (Hoffman & Blei 2015, eq. 8, 22;
-appendices A-C).
+"""Reparameterized samples by inversion, and products with the SSVI matrix V (Hoffman & Blei 2015, eq. 8,
+22; appendices A-C).
 
-Sampling by inversion draws u ~ Uniform and sets beta = R(u; lambda), R the quantile function of
-q(beta) with natural parameters lambda. SSVI needs the derivative of R at *fixed u*, which is the
-implicit one (Hoffman & Blei 2015, eq. 23, appendix B)::
+Sampling by inversion sets beta = R(u; lambda), u ~ Uniform, R the quantile function of q(beta) with
+natural parameters lambda. SSVI needs the derivative of R at fixed u, the implicit one (eq. 23, appendix B;
+Figurnov et al. 2018)::
 
     dR/dlambda |_u = -(dQ/dlambda)(beta; lambda) / q(beta; lambda),      Q the CDF of q.
 
-Nothing here evaluates a quantile function. A draw is made by an exact rejection sampler
-(:func:`sample_log_gamma`); it *is* R(u; lambda) for u = Q(beta; lambda), and the custom JVP below
-attaches the implicit derivative at that u. So ``jax.jvp``/``jax.vjp`` of a draw with respect to
-lambda give exactly dR/dlambda at fixed u (the tests compare them with finite differences of TFP's
-``igammainv``, and with -(dQ/dlambda)/q from autodiff of the CDF).
+No quantile function is evaluated: a draw is made by an exact rejection sampler (:func:`sample_log_gamma`),
+which *is* R(u; lambda) for u = Q(beta; lambda), and a custom JVP attaches the implicit derivative.
 
-Per family (lambda = the family's natural parameters, ``q.natural_params``):
+* ``Gamma(a, rate b)``: beta = g / b, g ~ Gamma(a, 1) drawn in log space; d log g / da =
+  -(dP/da)(a, g) / (g p(g; a)), P the regularized lower incomplete gamma function
+  (:func:`log_gamma_quantile_grad`). Where g < sqrt(eps) the expansion P(a, g) = g^a / Gamma(a + 1)
+  (1 - a g / (a + 1) + O(g^2)) gives d log g / da = (psi(a + 1) - log g + g / (a + 1)^2) / (a (1 - g / (a + 1))).
+* ``Dirichlet(alpha)``: eq. 27-28, beta_k = g_k / sum_j g_j with g_k ~ Gamma(alpha_k, 1); t(beta) =
+  log g - logsumexp(log g), finite even where beta_k underflows.
+* ``Beta(a, b)``: the two-component Dirichlet (eq. 27 with K = 2), not the univariate Beta quantile.
+* ``Normal(mu, sigma^2)``: beta = mu + sigma eps, an explicit derivative.
 
-* ``Gamma(a, rate b)``: beta = g / b with g ~ Gamma(a, 1). g is drawn in log space
-  (:func:`sample_log_gamma`, Marsaglia-Tsang vectorised: no underflow for small a) and its
-  derivative is
-  d log g / da = -(dP/da)(a, g) / (g p(g; a)), P the regularized lower incomplete gamma
-  function, computed by the series of P or the continued fraction of 1 - P differentiated in a
-  along their recurrences, where the factor g^a e^-g / Gamma(a) common to dP/da and g p(g; a)
-  cancels (:func:`log_gamma_quantile_grad`). Where g underflows (g < sqrt(eps)) the small-g
-  expansion P(a, g) = g^a / Gamma(a + 1) (1 - a g / (a + 1) + O(g^2)) gives
-  d log g / da = (psi(a + 1) - log g + g / (a + 1)^2) / (a (1 - g / (a + 1))), exact to O(g^2).
-  (``jax.random.loggamma``'s own gradient replaces an underflowed g by the smallest float, which
-  gives a wrong derivative.)
-  The rate enters explicitly: d beta / d b = -beta / b.
-* ``Dirichlet(alpha)``: eq. 27-28, beta_k = g_k / sum_j g_j with independent g_k ~ Gamma(alpha_k, 1)
-  (the "T(R-hat(u))" construction of eq. 13 / 24). t(beta) = log beta = log g - logsumexp(log g)
-  is computed in log space, so it is finite even where beta_k underflows.
-* ``Beta(a, b)``: the two-component Dirichlet, x = g_a / (g_a + g_b) (eq. 27 with K = 2), with
-  t = (log x, log(1 - x)) in log space. Its u is the pair (u_a, u_b); this is the paper's
-  construction for the Dirichlet applied to the Beta, not the univariate Beta quantile (whose
-  derivative differs draw by draw; both give E[V] = I and unbiased SSVI gradients).
-* ``Normal(mu, sigma^2)``: beta = mu + sigma Phi^-1(u) = mu + sigma eps; the derivative is explicit
-  and equals -(dQ/dlambda)/q (tested).
+The SSVI product, with J = d t(R(u; lambda)) / d lambda at fixed u and F = hess A(lambda)::
 
-The SSVI product. With
-J = d t(R(u; lambda)) / d lambda at fixed u (shape dim t x dim lambda) and F = hess A(lambda)::
+    V(beta, lambda) = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T        (eq. 8, 22)
+    V s = inv_fisher_vp( vjp(lambda -> t(R(u, lambda)))(s) ),
 
-    V(beta, lambda) = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T        (Hoffman & Blei 2015, eq. 8, 22)
-    V s = inv_fisher_vp( vjp(lambda -> t(R(u, lambda)))(s) ).
-
-The paper writes gradients as columns, grad_lambda R of shape (dim lambda x dim beta), so
-(grad_lambda R)(grad_beta t)^T = J^T: the update (eq. 7, 20-21) multiplies eta-hat by F^-1 J^T,
-i.e. a VJP, never J F^-1. V is never formed; the cost is one reverse pass through the sampler
-plus the family's ``inv_fisher_vp`` (O(V) per Dirichlet of dimension V).
+a VJP (the paper's gradients are columns), never forming V.
 
 References:
-  Hoffman and Blei (2015), Structured stochastic variational inference, eq. 7-8, 13,
-  20-24, 27-28.
+  Hoffman and Blei (2015), Structured stochastic variational inference, eq. 7-8, 13, 20-24, 27-28.
   Figurnov, Mohamed and Mnih (2018), Implicit reparameterization gradients.
 """
 
@@ -70,22 +47,15 @@ from vijax.types import Array, PRNGKey, PyTree
 from vijax._validate import ArgumentError
 
 
-# --------------------------------------------------------------------------- standard log-gamma
-# log_gamma_quantile_grad of more elements than this runs in blocks of this many, sorted by a
-QUANTILE_GRAD_BLOCK = 1024
+QUANTILE_GRAD_BLOCK = 1024  # log_gamma_quantile_grad of more elements runs in blocks of this many, sorted by a
 
 
 def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
     """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23).
 
-    -(dP/da)(a, g) / (g p(g; a)) with P the regularized lower incomplete gamma function; the
-    small-g expansion where g < sqrt(eps) (see the module docstring). Elementwise.
-
-    The series or continued-fraction loop (``_quantile_grad_terms``) runs on a whole array until
-    the array's slowest element has converged (about sqrt(a) iterations for a draw near its
-    mean). Above ``QUANTILE_GRAD_BLOCK`` elements, the elements are sorted by a and evaluated in
-    blocks of that many (``lax.map``), so that each block iterates as long as its own largest a
-    needs: the same values.
+    -(dP/da)(a, g) / (g p(g; a)) elementwise, P the regularized lower incomplete gamma function (the
+    small-g expansion where g < sqrt(eps)). Above ``QUANTILE_GRAD_BLOCK`` elements, evaluated in blocks
+    sorted by a, so that each block iterates only as long as its own largest a needs.
     """
     a = jnp.broadcast_to(jnp.asarray(a, log_g.dtype), log_g.shape)
     n, block = log_g.size, QUANTILE_GRAD_BLOCK
@@ -105,9 +75,8 @@ LARGE_SHAPE = 1e6  # above it, d log g / d a by the Wilson-Hilferty approximatio
 def _wilson_hilferty_grad(a: Array, log_g: Array) -> Array:
     """d log g / d a at fixed u by Wilson and Hilferty's (1931) approximation of the Gamma(a, 1)
     quantile, g = a (1 - 1/(9a) + z / (3 sqrt(a)))^3 with z the normal quantile of u: z from g,
-    then the derivative of log g at fixed z. Its relative error is below 1e-8 from a = 1e5 (and
-    a^(-3/2) order), where the series and the continued fraction need about sqrt(a) iterations
-    per element (a concentration of 1e20 would never finish)."""
+    then the derivative of log g at fixed z (relative error O(a^(-3/2)), where the series would need
+    about sqrt(a) iterations)."""
     s = jnp.sqrt(a)
     z = 3.0 * s * (jnp.exp((log_g - jnp.log(a)) / 3.0) - 1.0 + 1.0 / (9.0 * a))
     inner = 1.0 - 1.0 / (9.0 * a) + z / (3.0 * s)
@@ -121,17 +90,12 @@ def _quantile_grad_terms(a: Array, x: Array, log_x: Array) -> Array:
     """-(dP/da)(a, x) / (x p(x; a)) for x > 0 and a > 0, elementwise, P the regularized lower
     incomplete gamma function: d log g / d a at fixed u where g = x.
 
-    The factor x^a e^-x / Gamma(a) that P, Q = 1 - P and x p(x; a) share cancels, so nothing
-    underflows. Where x <= max(1, a), the series P = x^a e^-x / Gamma(a) sum_n t_n,
-    t_n = x^n / (a (a+1) ... (a+n)), with dt_n/da = -t_n sum_{k<=n} 1/(a+k), gives
-    -[(log x - psi(a + 1)) / a + sum_{n>=1} t_n (log x - psi(a + 1) - sum_{k=1..n} 1/(a+k))]
-    (its n = 0 terms taken together: no 1/a^2 cancels where a is small). Elsewhere Legendre's
-    continued fraction Q = x^a e^-x / Gamma(a) C(a, x), C evaluated by the modified Lentz
-    recurrence carrying its a-derivative C', gives (log x - psi(a)) C + C' (DLMF 8.7.1 and 8.9.2).
-    One ``lax.while_loop`` runs both recurrences until every element has converged in its own
-    (at most ``QUANTILE_GRAD_MAX_ITERS`` iterations; a non-finite input is NaN at once). On float32
-    draws its relative error is below 1.4e-5 at a = 300 and 3.6e-4 at a = 1e5, where XLA's
-    ``igamma_grad_a`` reaches 1.4e-4 and 0.14."""
+    The factor x^a e^-x / Gamma(a) shared by P, Q = 1 - P and x p(x; a) cancels. Where x <= max(1, a),
+    the series P = x^a e^-x / Gamma(a) sum_n t_n, t_n = x^n / (a (a+1) ... (a+n)), gives
+    -[(log x - psi(a + 1)) / a + sum_{n>=1} t_n (log x - psi(a + 1) - sum_{k=1..n} 1/(a+k))].
+    Elsewhere Legendre's continued fraction Q = x^a e^-x / Gamma(a) C(a, x), by the modified Lentz
+    recurrence carrying C' = dC/da, gives (log x - psi(a)) C + C' (DLMF 8.7.1, 8.9.2). One
+    ``lax.while_loop`` runs both until every element has converged (a non-finite input is NaN)."""
     dt = a.dtype
     eps = jnp.finfo(dt).eps
     tiny = jnp.finfo(dt).tiny / eps
@@ -200,8 +164,6 @@ def _log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
     g = jnp.exp(log_g)
     small = g < jnp.sqrt(jnp.finfo(dt).eps)
     large = a > LARGE_SHAPE
-    # Elements on the series or the large-shape branch get the cheap input (a, g) = (1, 1): the loop
-    # runs until its slowest element converges.
     cheap = small | large
     safe_a = jnp.where(cheap, 1.0, a)
     safe_g = jnp.where(cheap, 1.0, g)
@@ -233,24 +195,16 @@ GAMMA_BUCKET_STEP = 4096  # sample_log_gamma pads its input to one of few length
 
 @jax.jit
 def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
-    """log g, g ~ Gamma(a, 1) elementwise, by Marsaglia and Tsang's (2000) rejection sampler run
-    on the whole array at once (not differentiable; see :func:`standard_log_gamma`).
+    """log g, g ~ Gamma(a, 1) elementwise, by Marsaglia and Tsang's (2000) rejection sampler run on the
+    whole array at once (not differentiable; see :func:`standard_log_gamma`).
 
-    For shape alpha >= 1, with d = alpha - 1/3 and c = 1 / sqrt(9 d): propose v = (1 + c x)^3,
-    x ~ N(0, 1), and accept if v > 0 and log U < x^2 / 2 + d - d v + d log v; then g = d v. For
-    a < 1, alpha = a + 1 and g = g' U^(1/a) (log g = log g' + log U / a, in log space so that g
-    may underflow). Every round draws a proposal for every element and keeps the first accepted
-    one; the loop runs until all elements have accepted (at least 95% accept per round, so a few
-    rounds; an element not accepted after ``MAX_GAMMA_ROUNDS`` rounds, which at that rate has
-    probability below 0.05^100 for a finite shape, is returned as NaN, so that a NaN or absurd
-    shape ends the loop and the step's non-finite guard rejects it instead of never returning).
-    This is the algorithm of ``jax.random.gamma``, vectorised over the array.
-
-    Round i draws ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on [-1, 1):
-    x = sqrt(2) erfinv(u_0), U = (u_1 + 1) / 2, and in round 0 the boost's uniform (u_2 + 1) / 2.
-    The loop runs on ``a`` flattened and padded (with shape 1) to the next power of two up to
-    ``GAMMA_BUCKET_STEP`` elements, then to a multiple of it (``_bucket``), so that draws of
-    nearby sizes share one loop shape.
+    For alpha >= 1, with d = alpha - 1/3 and c = 1 / sqrt(9 d): propose v = (1 + c x)^3, x ~ N(0, 1),
+    accept if v > 0 and log U < x^2 / 2 + d - d v + d log v; then g = d v. For a < 1, alpha = a + 1 and
+    log g = log g' + log U / a. Rounds run until every element has accepted; one not accepted after
+    ``MAX_GAMMA_ROUNDS`` rounds (a NaN or absurd shape) is NaN. Round i draws
+    ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on [-1, 1): x = sqrt(2) erfinv(u_0),
+    U = (u_1 + 1) / 2, and in round 0 the boost's uniform (u_2 + 1) / 2. ``a`` is padded to ``_bucket``
+    elements, so that nearby sizes share one loop shape.
     """
     a = jnp.asarray(a)
     shape, n = a.shape, a.size
@@ -299,7 +253,6 @@ def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
     return _implicit_log_gamma(a, log_g)
 
 
-# --------------------------------------------------------------------------- pytrees of families
 def check_invertible(q: PyTree) -> None:
     """Raises ValueError unless every family in the pytree ``q`` implements
     ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal and MultivariateNormal do)."""
@@ -329,27 +282,19 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
     """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta); with ``num``,
     ``num`` independent draws stacked on a leading axis.
 
-    Both are differentiable in q's natural parameters at fixed u (the implicit derivative).
-    Families made of Gamma variables (``GammaBased``: Gamma, Beta, Dirichlet) are drawn together,
-    by one ``standard_log_gamma`` over all their shapes (and all ``num`` draws): one rejection
-    loop and one implicit derivative however many such families and draws q has. Likewise the
-    families that are affine maps of standard normals (``NormalBased``: Normal,
-    MultivariateNormal) take theirs from one flat ``standard_normal`` call. ``num`` draws of the
-    others are made under ``vmap`` on splits of their key.
-    t(beta) is computed in log space (finite even where beta underflows), structured like
-    ``expfam.tree_mean_params(q)`` so that it can replace E_q[t(beta)] as a model's globals view.
+    Both are differentiable in q's natural parameters at fixed u. ``GammaBased`` families are drawn
+    together by one ``standard_log_gamma`` (one rejection loop), ``NormalBased`` ones from one flat
+    ``standard_normal`` call, and ``num`` draws of the others under ``vmap``.
 
     Args:
-      q: a family or a pytree of families (Gamma, Beta, Dirichlet, Normal), any batch shapes.
-      key: PRNG key; a single family, or Normal-based families only, use it as is; each family of
-        another pytree its own split (the pooled Gamma draw the split of the first family in it,
-        the pooled normals likewise).
+      q: a family or a pytree of families, any batch shapes.
+      key: PRNG key; a single family, or Normal-based families only, use it as is; each family of another
+        pytree its own split (a pooled draw the split of its first family).
       num: None (one draw) or the number of draws, on a new leading axis.
 
     Returns:
-      (beta, t(beta)): beta structured like q with each family replaced by its draw
-      (batch_shape + event_shape, after ``num`` where given), t(beta) structured like
-      ``tree_mean_params(q)``.
+      (beta, t(beta)): beta structured like q, each family replaced by its draw; t(beta) (in log space)
+      structured like ``tree_mean_params(q)``, to replace E_q[t(beta)] as a model's globals view.
     """
     check_invertible(q)
     fams, treedef, keys = _family_keys(q, key)
@@ -375,15 +320,9 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
             out[i] = fams[i].from_normals(part.reshape(s).astype(fams[i].dtype))
     for i, (f, k) in enumerate(zip(fams, keys)):
         if out[i] is None:  # the others (NormalGamma, NormalWishart) under vmap on splits of the key
-            out[i] = (
-                f.reparam_sample_and_stats(k)
-                if num is None
-                else jax.vmap(f.reparam_sample_and_stats)(jax.random.split(k, num))
-            )
-    return (
-        jax.tree_util.tree_unflatten(treedef, [o[0] for o in out]),
-        jax.tree_util.tree_unflatten(treedef, [o[1] for o in out]),
-    )
+            draw = f.reparam_sample_and_stats
+            out[i] = draw(k) if num is None else jax.vmap(draw)(jax.random.split(k, num))
+    return tuple(jax.tree_util.tree_unflatten(treedef, [o[j] for o in out]) for j in (0, 1))
 
 
 def reparam_sample(q: PyTree, key: PRNGKey, num: int | None = None) -> PyTree:
@@ -413,17 +352,11 @@ def tree_inv_fisher_vp(q: PyTree, v: PyTree) -> PyTree:
 def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTree], PyTree]]:
     """t(beta) of one draw by inversion and the linear map s -> V(beta, lambda) s (Hoffman & Blei 2015, eq. 8).
 
-    V s = F^-1 J^T s with J = d t(R(u; lambda)) / d lambda at the draw's u (see the module
-    docstring for the convention); computed as ``inv_fisher_vp(vjp(s))``, never forming V.
-
-    Args:
-      q: a pytree of families (Gamma, Beta, Dirichlet, Normal).
-      key: PRNG key of the draw.
+    V s = F^-1 J^T s with J = d t(R(u; lambda)) / d lambda at the draw's u, as ``inv_fisher_vp(vjp(s))``.
 
     Returns:
-      (t(beta), v_product): t(beta) structured like ``tree_mean_params(q)``; ``v_product`` maps a
-      pytree s structured like the natural parameters (a model's sufficient statistics) to V s,
-      structured the same way.
+      (t(beta), v_product): t(beta) structured like ``tree_mean_params(q)``; ``v_product`` maps s
+      structured like the natural parameters to V s, structured the same way.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -443,16 +376,3 @@ def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTr
         return tree_inv_fisher_vp(q, g)
 
     return stats, v_product
-
-
-__all__ = [
-    "check_invertible",
-    "log_gamma_quantile_grad",
-    "reparam_sample",
-    "reparam_sample_and_stats",
-    "reparam_stats",
-    "sample_log_gamma",
-    "standard_log_gamma",
-    "stats_and_v_product",
-    "tree_inv_fisher_vp",
-]

@@ -65,14 +65,9 @@ class MultivariateNormal(AbstractExpFamily):
         Lambda = -(eta2 + eta2^T)   (only the symmetric part of eta2 matters),
         grad A = (mu, Sigma + mu mu^T).
 
-    Every product with ``Lambda^-1`` goes through the Cholesky factor L L^T = Lambda
-    (``cho_solve`` / triangular solves); no inverse is formed except where the covariance itself is
-    asked for (``covariance``, ``mean_params``, ``to_tfp``).
-
-    ``eta2`` is stored as an unconstrained D x D matrix, so the Fisher ``hess A`` is a
-    (D + D^2)-square matrix that vanishes on antisymmetric ``eta2`` directions. ``fisher_vp`` is the
-    exact Hessian product on every direction; ``inv_fisher_vp`` is its Moore-Penrose pseudo-inverse:
-    the true inverse on symmetric directions, zero on antisymmetric ones.
+    Products with ``Lambda^-1`` go through the Cholesky factor L L^T = Lambda. ``eta2`` is an
+    unconstrained D x D matrix, so ``hess A`` vanishes on antisymmetric ``eta2`` directions and
+    ``inv_fisher_vp`` is its Moore-Penrose pseudo-inverse.
 
     Examples:
         >>> q = MultivariateNormal.from_mean_covariance(jnp.zeros(2), 2.0 * jnp.eye(2))
@@ -87,33 +82,25 @@ class MultivariateNormal(AbstractExpFamily):
     _event_ndims = (1, 2)
     _sample_ndims = 1
 
-    # ------------------------------------------------------------- constructors / properties
     @classmethod
     def from_mean_precision(cls, mean, precision) -> "MultivariateNormal":
-        """From the mean ``mu`` (batch + (D,)) and the precision ``Lambda`` (batch + (D, D), SPD).
+        """From the mean ``mu`` (batch + (D,)) and the SPD precision ``Lambda`` (batch + (D, D)).
 
         Raises:
-            ValueError: naming ``mean`` or ``precision`` when it is non-finite, misshaped, not
-                symmetric or not positive definite.
+            ValueError: naming ``mean`` or ``precision``: non-finite, misshaped, not symmetric or not SPD.
         """
-        check_finite("mean", mean)
-        check_spd("precision", precision)
-        mean, precision = _broadcast_mean_matrix(mean, precision, "precision")
+        mean, precision = _checked_mean_matrix(mean, precision, "precision")
         precision = sym(precision)
         return cls(matvec(precision, mean), -0.5 * precision)
 
     @classmethod
     def from_mean_covariance(cls, mean, cov) -> "MultivariateNormal":
-        """From the mean ``mu`` (batch + (D,)) and the covariance ``Sigma`` (batch + (D, D), SPD).
+        """From the mean ``mu`` (batch + (D,)) and the SPD covariance ``Sigma`` (batch + (D, D)).
 
         Raises:
-            ValueError: naming ``mean`` or ``cov`` when it is non-finite, misshaped, not
-                symmetric or not positive definite.
+            ValueError: naming ``mean`` or ``cov``: non-finite, misshaped, not symmetric or not SPD.
         """
-        check_finite("mean", mean)
-        check_spd("cov", cov)
-        mean, cov = _broadcast_mean_matrix(mean, cov, "cov")
-        return cls(*_natural_of_mean_covariance(mean, cov))
+        return cls(*_natural_of_mean_covariance(*_checked_mean_matrix(mean, cov, "cov")))
 
     @property
     def event_shape(self) -> tuple[int, ...]:
@@ -140,7 +127,6 @@ class MultivariateNormal(AbstractExpFamily):
         chol = self._chol()
         return sym(cho_solve((chol, True), eye_like(chol)))
 
-    # ------------------------------------------------------------- family interface
     def log_normalizer(self):
         chol = self._chol()
         z = solve_triangular(chol, self.eta1[..., None], lower=True)[..., 0]  # L^-1 eta1
@@ -181,10 +167,8 @@ class MultivariateNormal(AbstractExpFamily):
             V2      = 1/2 Lambda d Sigma Lambda
             v1      = Lambda a - Lambda d Sigma eta1.
 
-        Only products with Lambda are needed (O(D^3), one Cholesky solve for mu). On symmetric
-        directions this is the exact inverse of ``fisher_vp``; the antisymmetric part of B, which is
-        outside the range of the Fisher, is dropped, so this is the Moore-Penrose pseudo-inverse and
-        ``inv_fisher_vp(fisher_vp((v1, V2))) == (v1, sym(V2))``.
+        The antisymmetric part of B (outside the Fisher's range) is dropped: the Moore-Penrose
+        pseudo-inverse, ``inv_fisher_vp(fisher_vp((v1, V2))) == (v1, sym(V2))``.
         """
         a, b = v
         lam = self.precision
@@ -203,8 +187,7 @@ class MultivariateNormal(AbstractExpFamily):
         return self._affine(standard_normal(key, tuple(shape) + self.normal_shape(), self.dtype))
 
     def reparam_sample_and_stats(self, key):
-        """One draw x = mu + L^-T z (``sample``), explicit in the natural parameters, and
-        t(x) = (x, x x^T); for natural-gradient VI and SSVI (``vijax.expfam.Reparameterizable``)."""
+        """One draw x = mu + L^-T z, explicit in the natural parameters, and t(x) = (x, x x^T)."""
         return self.from_normals(standard_normal(key, self.normal_shape(), self.dtype))
 
     def normal_shape(self):
@@ -212,14 +195,12 @@ class MultivariateNormal(AbstractExpFamily):
         return self.batch_shape + (self.eta1.shape[-1],)
 
     def from_normals(self, z):
-        """x = mu + L^-T z and t(x) = (x, x x^T) for ``z`` of shape ``sample_shape + batch_shape +
-        (d,)``; the Cholesky factor L of the precision is computed once for all the draws."""
+        """x = mu + L^-T z and t(x) = (x, x x^T) for ``z`` of shape ``sample_shape + batch_shape + (d,)``."""
         x = self._affine(z)
         return x, (x, outer(x, x))
 
     def _affine(self, z):
-        """mu + L^-T z for ``z`` of shape ``sample_shape + batch_shape + (d,)`` (``sample`` without
-        the statistics, whose d x d outer products would cost memory for many draws)."""
+        """mu + L^-T z for ``z`` of shape ``sample_shape + batch_shape + (d,)``."""
         d = self.eta1.shape[-1]
         chol = self._chol()
         chol_b = jnp.broadcast_to(chol, z.shape[:-1] + (d, d))
@@ -248,8 +229,10 @@ def _natural_of_mean_covariance(mean, cov) -> tuple:
     return _cho_solve_vec(chol, mean), -0.5 * precision
 
 
-def _broadcast_mean_matrix(mean, matrix, name: str):
-    """Casts to a common float dtype and broadcasts batch dimensions explicitly."""
+def _checked_mean_matrix(mean, matrix, name: str):
+    """Checks ``mean`` and the SPD ``matrix``, cast to a common float dtype and broadcast batch dimensions."""
+    check_finite("mean", mean)
+    check_spd(name, matrix)
     mean, matrix = as_float(mean), as_float(matrix)
     if mean.ndim < 1:
         raise ArgumentError("mean", f"mean must have at least one (event) axis, got shape {mean.shape}")

@@ -36,10 +36,6 @@ class Normal(AbstractExpFamily):
     def from_mean_variance(cls, mean, variance) -> "Normal":
         """From the mean ``mu`` and the variance ``sigma^2``, broadcast together.
 
-        Args:
-            mean: mu, finite.
-            variance: sigma^2, finite and > 0.
-
         Raises:
             ValueError: naming ``mean`` when not finite, or ``variance`` when not finite and > 0.
         """

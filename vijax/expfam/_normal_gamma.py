@@ -28,8 +28,6 @@ class NormalGamma(AbstractExpFamily):
         eta = (kappa m, -kappa / 2, -b - kappa m^2 / 2, a - 1/2),
         A   = lgamma(a) - a log b - 1/2 log kappa + 1/2 log 2 pi,   h = 1.
     Mean parameters: ((a/b) m, (a/b) m^2 + 1/kappa, a/b, psi(a) - log b).
-    ``fisher_vp`` is the exact forward-mode derivative of ``mean_params`` and ``inv_fisher_vp`` a
-    4 x 4 solve per element (the base-class defaults).
 
     Examples:
         >>> q = NormalGamma.from_params(loc=0.0, kappa=2.0, concentration=3.0, rate=1.5)
@@ -97,9 +95,8 @@ class NormalGamma(AbstractExpFamily):
         return jnp.stack([mu, tau], axis=-1)
 
     def reparam_sample_and_stats(self, key):
-        """tau = g / b with log g ~ log Gamma(a, 1) by inversion (``standard_log_gamma``, the implicit
-        derivative in a), then mu = m + eps / sqrt(kappa tau) with eps ~ N(0, 1): one draw (mu, tau)
-        and its statistics, differentiable in eta at fixed (u, eps). SSVI and SSVI-A use it."""
+        """One draw (mu, tau) and its statistics, differentiable in eta at fixed (u, eps): tau = g / b with
+        log g ~ log Gamma(a, 1) by inversion, mu = m + eps / sqrt(kappa tau), eps ~ N(0, 1)."""
         k_tau, k_mu = jax.random.split(key)
         log_tau = standard_log_gamma(k_tau, self.concentration) - jnp.log(self.rate)
         tau = jnp.exp(log_tau)

@@ -32,11 +32,6 @@ _LOG_2 = float(np.log(2.0))
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-def _multi_digamma(half_nu: jax.Array, d: int) -> jax.Array:
-    """sum_{i=1}^{d} psi(nu/2 + (1 - i)/2)."""
-    return jnp.sum(digamma(_half_dfs(2.0 * half_nu, d)), -1)
-
-
 def _half_dfs(nu: jax.Array, d: int) -> jax.Array:
     """(nu - i + 1) / 2 for i = 1..d, shape ``nu.shape + (d,)``: the Bartlett chi-square halves."""
     offsets = jnp.arange(d, dtype=nu.dtype).reshape((1,) * jnp.ndim(nu) + (d,))
@@ -61,10 +56,7 @@ class NormalWishart(AbstractExpFamily):
         A   = nu/2 log|W| + nu D / 2 log 2 + log Gamma_D(nu / 2) - D/2 log kappa + D/2 log 2 pi,   h = 1
     (inner products of matrices are traces: <eta3, Lambda> = tr(eta3 Lambda)).
     Mean parameters: (nu W m, nu m^T W m + D / kappa, nu W, sum_i psi((nu + 1 - i)/2) + D log 2 + log|W|).
-    ``fisher_vp`` is the forward-mode derivative of ``mean_params`` (the base-class default) and
-    ``inv_fisher_vp`` its pseudo-inverse by a dense solve per element (exact; O(D^6), for small D).
-    ``reparam_sample_and_stats`` draws by the Bartlett decomposition, its chi-square diagonal
-    by inversion (``standard_log_gamma``, with the implicit derivative in nu), so SSVI can use it.
+    ``inv_fisher_vp`` is a dense pseudo-inverse per element (O(D^6), for small D).
 
     Domain: kappa > 0, nu > D - 1, W symmetric positive definite.
 
@@ -106,7 +98,6 @@ class NormalWishart(AbstractExpFamily):
         w_inv = cho_solve((jnp.linalg.cholesky(w), True), eye_like(w))
         return cls(k[..., None] * m, -0.5 * k, -0.5 * (sym(w_inv) + k[..., None, None] * outer(m, m)), 0.5 * (nu - d))
 
-    # ------------------------------------------------------------ conventional parameters
     @property
     def dim(self) -> int:
         """D, the dimension of mu (Lambda is D x D)."""
@@ -134,9 +125,8 @@ class NormalWishart(AbstractExpFamily):
         return sym(-2.0 * self.eta3 - self.kappa[..., None, None] * outer(m, m))
 
     def _scale_chol(self):
-        """(chol(W^-1), chol(W)) — W from its inverse by one Cholesky and a triangular solve."""
+        """(chol(W^-1), chol(W), W), W = (C C^T)^-1 = C^-T C^-1 by a triangular solve."""
         c_inv = jnp.linalg.cholesky(self.scale_inv)
-        # W = (C C^T)^-1 = C^-T C^-1; chol(W) is lower-triangular: take chol of the explicit inverse
         c_inv_inv = solve_triangular(c_inv, eye_like(c_inv), lower=True)  # C^-1
         w = jnp.swapaxes(c_inv_inv, -1, -2) @ c_inv_inv
         return c_inv, jnp.linalg.cholesky(sym(w)), sym(w)
@@ -146,7 +136,6 @@ class NormalWishart(AbstractExpFamily):
         """W, the Wishart scale matrix (E[Lambda] = nu W), shape batch + (D, D); inverted from ``scale_inv``."""
         return self._scale_chol()[2]
 
-    # ------------------------------------------------------------ the interface
     def log_normalizer(self):
         d = self.dim
         c_inv = jnp.linalg.cholesky(self.scale_inv)
@@ -171,15 +160,12 @@ class NormalWishart(AbstractExpFamily):
             e_lam_m,
             jnp.sum(m * e_lam_m, -1) + d / self.kappa,
             e_lam,
-            _multi_digamma(0.5 * nu, d) + d * _LOG_2 + log_det_w,
+            jnp.sum(digamma(_half_dfs(nu, d)), -1) + d * _LOG_2 + log_det_w,
         )
 
     def inv_fisher_vp(self, v):
-        """The Moore-Penrose pseudo-inverse Fisher product. eta3 enters A only through its
-        symmetric part, so the Fisher is singular on antisymmetric eta3 directions; the dense
-        per-element Fisher plus the projector onto those directions is invertible and, applied to
-        v with a symmetrised third block, gives the pseudo-inverse product
-        (``inv_fisher_vp(fisher_vp(u)) == (u1, u2, sym(u3), u4)``). O(D^6) per element: small D."""
+        """The Moore-Penrose pseudo-inverse Fisher product: the dense Fisher plus the projector onto the
+        antisymmetric eta3 directions (where it is singular), applied to v with a symmetrised third block."""
         v = (v[0], v[1], sym(v[2]), v[3])
         batch, shapes, sizes = param_layout(self)
         d = self.dim
@@ -215,34 +201,28 @@ class NormalWishart(AbstractExpFamily):
         log_det = 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(la, axis1=-2, axis2=-1))), -1)
         return lam, mu, log_det
 
-    def sample(self, key, shape=()):
-        shape = tuple(shape) + self.batch_shape
+    def _draw(self, key, shape, log_gamma):
+        """(x, Lambda, mu, log|Lambda|) of draws of ``shape`` (sample + batch), log chi2 / 2 by ``log_gamma``."""
         d = self.dim
         k_chi, k_norm, k_eps = jax.random.split(key, 3)
-        half_dfs = _half_dfs(self.dof, d)
-        g = jax.random.gamma(k_chi, jnp.broadcast_to(half_dfs, shape + (d,)), dtype=self.dtype)
+        log_chi2 = _LOG_2 + log_gamma(k_chi, jnp.broadcast_to(_half_dfs(self.dof, d), shape + (d,)))
         normals = standard_normal(k_norm, shape + (d, d), self.dtype)
-        eps = standard_normal(k_eps, shape + (d,), self.dtype)
-        lam, mu, _ = self._bartlett(jnp.log(2.0 * g), normals, eps)
-        return jnp.concatenate([lam, mu[..., None]], axis=-1)
+        lam, mu, log_det = self._bartlett(log_chi2, normals, standard_normal(k_eps, shape + (d,), self.dtype))
+        return jnp.concatenate([lam, mu[..., None]], axis=-1), lam, mu, log_det
+
+    def sample(self, key, shape=()):
+        log_gamma = lambda k, a: jnp.log(jax.random.gamma(k, a, dtype=self.dtype))
+        return self._draw(key, tuple(shape) + self.batch_shape, log_gamma)[0]
 
     def reparam_sample_and_stats(self, key):
         """One draw by the Bartlett decomposition, chi-square diagonals by inversion (the implicit
         derivative in nu of ``standard_log_gamma``), and its statistics, differentiable in eta."""
-        d = self.dim
-        k_chi, k_norm, k_eps = jax.random.split(key, 3)
-        half_dfs = _half_dfs(self.dof, d)
-        log_chi2 = _LOG_2 + standard_log_gamma(k_chi, half_dfs)
-        normals = standard_normal(k_norm, self.batch_shape + (d, d), self.dtype)
-        eps = standard_normal(k_eps, self.batch_shape + (d,), self.dtype)
-        lam, mu, log_det = self._bartlett(log_chi2, normals, eps)
+        x, lam, mu, log_det = self._draw(key, self.batch_shape, standard_log_gamma)
         lam_mu = matvec(lam, mu)
-        return jnp.concatenate([lam, mu[..., None]], axis=-1), (lam_mu, jnp.sum(mu * lam_mu, -1), lam, log_det)
+        return x, (lam_mu, jnp.sum(mu * lam_mu, -1), lam, log_det)
 
     def is_valid(self):
-        d = self.dim
-        w_inv = self.scale_inv
-        return (self.eta2 < 0.0) & (self.dof > d - 1) & _positive_definite(w_inv)
+        return (self.eta2 < 0.0) & (self.dof > self.dim - 1) & _positive_definite(self.scale_inv)
 
     def outside_support(self, x):
         """Lambda (x = [Lambda | mu]) not symmetric (beyond sqrt(eps) of its largest entry) or
@@ -271,8 +251,3 @@ class NormalWishart(AbstractExpFamily):
             return tfd.MultivariateNormalTriL(loc=m, scale_tril=jnp.linalg.cholesky(sym(cov)))
 
         return tfd.JointDistributionSequential([tfd.WishartTriL(df=self.dof, scale_tril=chol_w), mean_given])
-
-
-def split_draw(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(Lambda, mu) of a ``NormalWishart`` draw."""
-    return x[..., :-1], x[..., -1]
