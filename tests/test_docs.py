@@ -11,6 +11,7 @@
   docstring parameter that is not in the signature fails the build.
 """
 
+import ast
 import builtins
 import functools
 import os
@@ -33,8 +34,10 @@ SHOWN = {"text", "bash", "console", "yaml", "json", "toml"}  # blocks shown, not
 # pages whose blocks are too long for CI (their names are checked by test_blocks_read_only_names_
 # defined_before, which is cheap): composition.md's three programs (about 20 s of CPU; each also runs as
 # written, in its own namespace, in tests/inference/test_composition.py) and numpyro_tfp.md's
-# (about 55 s of CPU on a loaded 2-core machine: eight fits, ArviZ, compilations of NumPyro models)
-SLOW = {"docs/composition.md", "docs/numpyro_tfp.md"}
+# (about 55 s of CPU on a loaded 2-core machine: eight fits, ArviZ, compilations of NumPyro models) and
+# guide.md's (about 50 s: its examples' methods are tested in tests/inference/test_bbvi.py, test_flows.py,
+# tests/models/test_derived.py and test_hmm.py); test_slow_pages_import_what_they_use checks their imports
+SLOW = {"docs/composition.md", "docs/guide.md", "docs/numpyro_tfp.md"}
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 
@@ -149,6 +152,18 @@ def test_blocks_read_only_names_defined_before(page):
     assert not missing, missing
 
 
+@pytest.mark.parametrize("page", sorted(SLOW))
+def test_slow_pages_import_what_they_use(page):
+    """Cheap, for the pages whose run is `slow`: each block compiles, and its imports (of vijax's public
+    names and the libraries it uses) resolve."""
+    imports = []
+    for line, code in _python_blocks(page):
+        tree = ast.parse("\n" * line + code, str(ROOT / page))
+        imports += [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert imports, page
+    exec(compile(ast.Module(imports, []), str(ROOT / page), "exec"), {})
+
+
 RUN_PAGES = [
     pytest.param(page, marks=pytest.mark.slow) if page in SLOW else page for page in PAGES if _python_blocks(page)
 ]
@@ -163,6 +178,7 @@ def test_page_runs_in_order(page):
 # ---- what the runs give, against what the pages say -------------------------------------------------
 
 
+@pytest.mark.slow  # runs the page (SLOW)
 def test_guide_bring_your_own_model_example():
     """docs/guide.md's black-box VI example: its posterior mean of w is near least squares (n = 200,
     prior N(0, I): within 0.05) and sigma near the noise scale 0.3; its k-hat is reported."""
@@ -175,6 +191,7 @@ def test_guide_bring_your_own_model_example():
     assert np.isfinite(scope["khat"])
 
 
+@pytest.mark.slow  # runs the page (SLOW)
 def test_guide_flow_example():
     """The flow's draws are finite, with the banana's mean of z2 - z1^2 near -1 (0.3: 300 steps)."""
     scope = after("docs/guide.md", "### Normalizing flows (flowjax)")
@@ -183,6 +200,7 @@ def test_guide_flow_example():
     assert abs(np.mean(z[:, 1] - z[:, 0] ** 2) + 1.0) < 0.3
 
 
+@pytest.mark.slow  # runs the page (SLOW)
 def test_guide_conjugate_model_example():
     """The Poisson mixture with derived updates recovers its two rates (2 and 12, 300 and 200 points:
     within 0.5) and weights."""
@@ -192,6 +210,7 @@ def test_guide_conjugate_model_example():
     np.testing.assert_allclose(alpha, [201.0, 301.0], atol=5.0)
 
 
+@pytest.mark.slow  # runs the page (SLOW)
 def test_guide_hmm_example():
     """The HMM example: 20 Baum–Welch steps on 200 sampled sequences; padded steps get state -1."""
     scope = after("docs/guide.md", "## Hidden Markov models")
