@@ -11,6 +11,7 @@ A model or algorithm that lands without an entry here fails ``test_every_exporte
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import jax
@@ -302,12 +303,15 @@ def started():
     for name, (make, data, alg_name, _) in MODELS.items():
         model, batch = make(), data()
         alg = _algorithm(alg_name, model, _num_data(batch))
-        try:  # a start without data is cheaper (no data-dependent seeding), where the model has one
-            state = alg.init(jax.random.PRNGKey(1))
-        except (TypeError, ValueError, AttributeError):
-            state = alg.init(jax.random.PRNGKey(1), batch)
-        out[name] = (model, alg, state, batch)
+        out[name] = (model, alg, _init(alg, batch), batch)
     return out
+
+
+def _init(alg, batch):
+    try:  # a start without data is cheaper (no data-dependent seeding), where the model has one
+        return alg.init(jax.random.PRNGKey(1))
+    except (TypeError, ValueError, AttributeError):
+        return alg.init(jax.random.PRNGKey(1), batch)
 
 
 CASES = [(name, i) for name, spec in MODELS.items() for i in range(len(spec[3]))]
@@ -381,10 +385,7 @@ def test_every_algorithm_step_checks_values(alg_name):
         alg = make_algorithm(alg_name, _GLMDensity(model), num_data=None, **extra)
     else:
         alg = _algorithm(alg_name, model, _num_data(batch))
-    try:  # a start without data is cheaper, where the model has one
-        state = alg.init(jax.random.PRNGKey(1))
-    except (TypeError, ValueError, AttributeError):
-        state = alg.init(jax.random.PRNGKey(1), batch)
+    state = _init(alg, batch)
     transform, words = cases[0]
     with pytest.raises(ValueError, match="at \\["):
         alg.step(jax.random.PRNGKey(2), state, transform(batch))
@@ -695,6 +696,7 @@ def _odd_numpyro_model(case):
     return {"discrete": (discrete, y), "no latent": (only_observed, y), "no observed": (only_latent,)}[case]
 
 
+@functools.cache  # from_numpyro traces and checks the model: once for the three cases
 def _poisson_target():
     numpyro = pytest.importorskip("numpyro")
     import numpyro.distributions as dist
@@ -778,7 +780,7 @@ def test_mixture_of_huge_counts_is_fitted_or_rejected():
     alg = make_algorithm("cavi", vm.Mixture(vm.GammaPoisson(2), vm.DirichletWeights(2)))
     x = jnp.round(jnp.abs(X2) * 1e20)
     state = alg.init(jax.random.PRNGKey(1), x)
-    new, info = alg.step(jax.random.PRNGKey(2), state, x)
+    new, info = jax.jit(alg.step)(jax.random.PRNGKey(2), state, x)  # one program: op by op compiles each primitive
     if bool(info.accepted):
         assert np.isfinite(float(info.elbo))
         assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(new.q_global))
