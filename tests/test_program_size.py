@@ -220,15 +220,10 @@ MADE = {
 }
 
 
-@functools.cache  # test_gpc_program_does_not_grow_with_the_data reuses the GPC sizes
-def _made_chunk_size(name):
-    return _chunk_size(*MADE[name][0]())
-
-
 @pytest.mark.parametrize("name", sorted(MADE))
 def test_config_step_program_size(name):
-    size = _made_chunk_size(name)
-    bound = MADE[name][1]
+    make, bound = MADE[name]
+    size = _chunk_size(*make())
     assert size < bound * KB, f"{size / KB:.0f} kB"
 
 
@@ -274,7 +269,7 @@ def test_gpc_program_does_not_grow_with_the_data():
     a step's large captured arrays arguments of its chunk, so the program stays the same size (it
     grew as N^2: 6.8 MB of text at breast_cancer's N = 456, 19 MB at usps's)."""
     for method in ("prox_svi", "adam"):
-        small, large = _made_chunk_size(f"gpc/{method}"), _chunk_size(*_gpc_n(method, 48))
+        small, large = (_chunk_size(*_gpc_n(method, n)) for n in (12, 48))
         assert large < 1.05 * small, (method, small, large)
 
 
