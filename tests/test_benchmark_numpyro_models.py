@@ -51,6 +51,7 @@ def _closed_form(e_log_r, e_r, entropy):
     return log_lik + (e_log_r - e_r) + entropy
 
 
+@pytest.mark.slow
 def test_one_estimator_gives_each_q_its_closed_form_elbo(nm):
     """A Gamma q (vijax's auto family, through unconstrain and the Jacobian) and a log-normal q
     (NumPyro's AutoNormal and AutoMultivariateNormal parameters): the estimate within 5 Monte Carlo

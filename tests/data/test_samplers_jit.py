@@ -42,6 +42,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.slow
 def test_a_sampler_inside_a_callers_jit_draws_the_same(case):
     out = CASES[case](KEY)
     inside = jax.jit(CASES[case])(KEY)

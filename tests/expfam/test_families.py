@@ -232,6 +232,7 @@ def test_gamma_properties(a, b, c, d):
 
 @settings(max_examples=40, deadline=None)
 @given(alpha=st.lists(pos, min_size=2, max_size=8))
+@pytest.mark.slow
 def test_dirichlet_properties(alpha):
     q = expfam.Dirichlet.from_concentration(jnp.asarray(alpha, jnp.float64))
     p = expfam.Dirichlet.from_concentration(jnp.ones(len(alpha), jnp.float64))

@@ -52,6 +52,7 @@ def _nat_perturbed(q, i, leaf, h):
 
 
 # ---------------------------------------------------------------------------- the Gamma quantile
+@pytest.mark.slow
 def test_log_gamma_derivative_matches_igammainv_finite_difference():
     a = jnp.array([0.01, 0.05, 0.3, 1.0, 2.5, 40.0, 300.0])
 
@@ -599,6 +600,7 @@ def test_gamma_based_families_of_a_pytree_share_one_draw():
             np.testing.assert_array_less(np.abs(np.asarray(mean - w)), 5 * np.asarray(se) + 1e-12)
 
 
+@pytest.mark.slow
 def test_quantile_grad_in_sorted_blocks_equals_the_elementwise_rule():
     """Above QUANTILE_GRAD_BLOCK elements the rule runs in blocks sorted by a (so that each block's
     igamma_grad_a iterates only as long as its own largest a needs): the values are those of one

@@ -40,6 +40,7 @@ def test_grad_and_hessian_of_log_normalizer(dtype):
     assert_trees_close(q64.inv_fisher_vp(q64.fisher_vp(v64)), v64, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_log_prob_matches_tfp_joint(dtype):
     q = _ng(dtype)
     x = q.sample(jax.random.PRNGKey(0), (4,))

@@ -139,6 +139,7 @@ def _equinox_or_numpy_vae():
     return VAE(from_equinox(enc), from_equinox(dec), latent_dim=2, data_dim=6)
 
 
+@pytest.mark.slow
 def test_step_scaling_bayesian_kl_gradients_jit_and_vmap_over_seeds():
     vae, x = _equinox_or_numpy_vae(), _bernoulli_setup()[1]
     keys = jax.random.split(jax.random.PRNGKey(5), 3)

@@ -84,6 +84,7 @@ def test_diagonal_gmm_matches_sklearn_fit():
     np.testing.assert_allclose(means, est.means_, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_step_compiles_once_and_vmaps_over_restarts():
     x, _, _ = _blobs(1, 200, 3, 2)
     x = jnp.asarray(x)

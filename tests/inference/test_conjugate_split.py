@@ -70,6 +70,7 @@ def _fit(alg, steps, key):
     return state, jax.tree_util.tree_map(lambda a: a[-1], infos)
 
 
+@pytest.mark.slow
 def test_separate_parts_reach_the_exact_posteriors():
     target = vijax.from_numpyro(separate, Y, X, T)
     report = vijax.conjugate_sites(target, jax.random.PRNGKey(1))
@@ -103,6 +104,7 @@ def test_separate_parts_reach_the_exact_posteriors():
     np.testing.assert_allclose(float(jnp.mean(rate)), float(q.concentration / q.rate), rtol=0.02)
 
 
+@pytest.mark.slow
 def test_interacting_sites_meet_at_the_coordinate_fixed_point():
     target = vijax.from_numpyro(interacting, Y)
     report = vijax.conjugate_sites(target, jax.random.PRNGKey(1))
@@ -240,6 +242,7 @@ def _mean_field_optimum():
     return m, float(np.exp(log_s)), rate_of(m, np.exp(log_s)), a, b
 
 
+@pytest.mark.slow
 def test_ngvi_rest_reaches_the_mean_field_optimum():
     """``rest="ngvi"``: q(w) Normal and q(sigma) Gamma over constrained values (``auto_family``),
     natural-gradient steps with the reparameterization estimate, beside the rate's closed-form
@@ -301,6 +304,7 @@ def test_rest_options_of_the_other_algorithm_are_refused_by_name(interacting_rep
     assert e.value.argument == "rest"
 
 
+@pytest.mark.slow
 def test_ngvi_rest_takes_the_users_family_per_site():
     """``family`` with ``rest="ngvi"``: a rest site's family replaces ``auto_family``'s (the state
     starts from it; the same family as ``auto_family``'s gives the default's fit, bit for bit), and
@@ -367,6 +371,7 @@ def every_site_conjugate(y, z):
 
 
 @pytest.mark.parametrize("rest", ["bbvi", "ngvi"])
+@pytest.mark.slow
 def test_a_model_whose_every_site_is_conjugate_is_a_closed_form_sweep(rest):
     """Every latent site conjugate (a Gamma rate of Poisson counts and a Normal mean of Normal
     observations of known scale): the algorithm is the closed-form sweep alone, with the same

@@ -68,6 +68,7 @@ def _run_processes(tmp_path, runs, *extra) -> list:
     return outs
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_equal_one(tmp_path):
     runs = [(2, 0), (2, 1), (1, 0)]  # two processes, and the one-process reference (in float32 alike)
     outs = _run_processes(tmp_path, runs)

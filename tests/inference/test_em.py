@@ -79,6 +79,7 @@ def test_em_on_a_model_written_elsewhere_reaches_a_stationary_point():
 
 
 @pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+@pytest.mark.slow
 def test_em_never_lowers_the_hmm_log_likelihood(kind):
     r = np.random.default_rng(0)
     k = 3

@@ -53,6 +53,7 @@ def _fit(alg, num_steps, key=1):
     return jax.jit(lambda st, k: jax.lax.scan(body, st, jax.random.split(k, num_steps)))(state, jax.random.PRNGKey(key))
 
 
+@pytest.mark.slow
 def test_flow_fits_a_correlated_gaussian(maf):
     # STL's gradient vanishes at an exact fit, so the mean and covariance settle without a long schedule
     n = 1000

@@ -80,6 +80,7 @@ def test_hyperparameter_grid_equals_runs_one_by_one_and_compiles_once():
     assert not np.allclose(infos.elbo[0], infos.elbo[1])  # the settings do differ
 
 
+@pytest.mark.slow
 def test_restarts_of_a_hyperparameter_grid_equal_restarts_of_each_setting():
     """restarts outside: restart r of point g is restart r of that setting's own restarts (SSVI,
     whose step draws from its key, so that the keys' sharing is checked too)."""

@@ -21,6 +21,7 @@ def _batches():
     return [corpus.batch(range(i, i + 8)) for i in range(0, D, 8)]
 
 
+@pytest.mark.slow
 def test_vmapped_grid_equals_runs_one_by_one_and_compiles_once():
     batches = _batches()
     key = jax.random.PRNGKey(0)
@@ -66,6 +67,7 @@ def test_inject_hyperparameters_refuses_unknown_names_and_models_without_them():
 
 
 @pytest.mark.parametrize("name", ["ssvi", "map"])
+@pytest.mark.slow
 def test_ssvi_and_map_grids_equal_runs_one_by_one(name):
     """SSVI and MAP-EM read the hyperparameters in their state too: a vmapped (alpha, eta) grid of
     two steps equals each setting's own model."""

@@ -191,6 +191,7 @@ def test_checks_below_the_step_level_are_checkify_checks(fit):
         step(jax.random.PRNGKey(1), state, xs.at[1, 4, 0].set(jnp.nan))
 
 
+@pytest.mark.slow
 def test_several_checked_steps_in_one_program_report_the_failing_one(fit):
     """Two algorithms' steps side by side (lock_step): each step's checks are collected, and the
     error is that of the step whose batch fails, at its own step count."""
@@ -218,6 +219,7 @@ def test_under_the_callers_jit_it_is_jax_jit(fit):
 
 
 @pytest.mark.skipif(jax.device_count() < 2, reason="data_parallel's shard_map needs two devices (one GPU: none)")
+@pytest.mark.slow
 def test_a_data_parallel_step_has_its_checks_outside_the_shard_map():
     """Under shard_map (data_parallel) checkify made the two-device LDA step 40% slower: the step's
     checks run before its shard_map, so jit_step collects them there as outputs (no checkify, no

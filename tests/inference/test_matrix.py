@@ -28,6 +28,7 @@ ALL_CELLS = [(g, l) for g in GLOBAL_UPDATES for l in LDA.local_methods]
 
 
 @pytest.mark.parametrize("global_update,local", ALL_CELLS)
+@pytest.mark.slow
 def test_cells_of_the_lda_matrix_follow_their_equations(global_update, local, batch):
     """Every (M-step, E-step) pair of LDA builds, jits and takes a valid step equal to its M-step's
     equation on its E-step's statistics (each E-step checked against its own oracle in
@@ -111,6 +112,7 @@ def test_map_with_normal_globals():
     np.testing.assert_allclose(state.q_global.mean, jnp.sum(x) / (30.0 + 0.25), rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_bad_combinations_raise_clear_errors():
     lda = LDA(K, V)
     with pytest.raises(ValueError, match="unknown algorithm 'laplace'"):

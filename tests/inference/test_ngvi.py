@@ -272,6 +272,7 @@ def _sixty_steps_and_stationarity(alg, f, d):
     return q, grad, hess
 
 
+@pytest.mark.slow
 def test_the_default_schedule_reaches_a_logistic_regressions_mean_field_optimum_within_60_steps():
     """A log-concave target (Bayesian logistic regression) with the default Gaussian q, estimator
     and schedule: after 60 steps q = N(m, diag v) meets the mean-field ELBO's stationarity
@@ -306,6 +307,7 @@ def test_the_default_estimate_and_schedule_follow_qs_factors():
         np.testing.assert_allclose(float(settings["schedule"](10)), rho_10, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_secant_diagonal_is_exact_for_a_separable_quadratic_and_consistent_otherwise():
     """For f = sum_i (-a_i z_i^2 / 2 + b_i z_i) the gradient differences of a draw and its mirror
     are -2 a d exactly, so ``secant_diagonal`` is -a from any draws; for the logistic log-joint

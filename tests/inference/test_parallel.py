@@ -39,6 +39,7 @@ def test_lda_local_step_split_equals_whole(docs, local):
     assert_trees_close(split, whole, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_svi_step_with_hyperparameters_split_equals_whole(docs):
     model = LDA(3, 40, alpha=0.5, eta=0.3, dtype="float64")
     plain = svi(model, num_data=240, hyper_step=1.0, ramp=True)
@@ -51,6 +52,7 @@ def test_svi_step_with_hyperparameters_split_equals_whole(docs):
     assert float(i1.hyper["alpha"]) != 0.5  # the hyperparameter step ran (and matched)
 
 
+@pytest.mark.slow
 def test_gmm_cavi_and_svi_split_equal_whole():
     r = np.random.default_rng(0)
     x = jnp.asarray(np.concatenate([r.normal(-2, 1, (30, 2)), r.normal(3, 0.7, (30, 2))]))

@@ -7,6 +7,7 @@ from vijax.inference import cavi, lock_step, replace_elbo, restarts, select_rest
 from vijax.models import UnivariateGMM
 
 
+@pytest.mark.slow
 def test_restarts_equal_independent_runs():
     x = jnp.asarray(np.random.default_rng(0).normal(0, 4, 200))
     base = cavi(UnivariateGMM(num_components=3))

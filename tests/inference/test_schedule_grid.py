@@ -20,6 +20,7 @@ def _close(a, b, rtol=1e-10):
         np.testing.assert_allclose(u, v, rtol=rtol, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_svi_step_size_grid_compiles_once_and_equals_each_run():
     model = DiagonalGMM(2, 2)
     s0 = svi(model, num_data=40).init(KEY, X)

@@ -64,6 +64,7 @@ def test_one_ssvi_step_with_rho_one_is_the_hand_written_eq11_update(corpus):
     assert float(info.rho) == 1.0 and int(new.count) == 1
 
 
+@pytest.mark.slow
 def test_ssvi_a_step_with_rho_one_and_the_ramp(corpus):
     """SSVI-A (eq. 10) with rho = 1: lambda' = eta + (N_t/S) c at the draw; with ramp=True
     N_0 = S, so the first step uses c itself."""
@@ -93,6 +94,7 @@ def test_domain_safeguard_is_counted(corpus):
     assert bool(jnp.all(new.q_global.is_valid())) and bool(jnp.all(jnp.isfinite(new.q_global.eta)))
 
 
+@pytest.mark.slow
 def test_steps_jit_vmap_and_do_not_retrace(corpus):
     """SSVI under jit traces once for three steps; SSVI-A vmaps over restarts (one key each)."""
     model = LDA(K, V, alpha=0.5, eta=0.3)
@@ -144,6 +146,7 @@ def test_ssvi_recovers_a_conjugate_posterior():
 
 
 @pytest.mark.parametrize("mode", ["full", "approx"])
+@pytest.mark.slow
 def test_ssvi_improves_heldout_log_predictive_on_synthetic_lda(mode):
     """A tiny synthetic corpus (K = 3 topics, V = 30 words, 300 documents): 60 minibatch steps of
     16 documents raise the held-out per-word log predictive (document completion) above that of

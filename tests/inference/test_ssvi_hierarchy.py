@@ -106,6 +106,7 @@ def _flat_natural(q):
     return jnp.concatenate([jnp.ravel(p) for p in jax.tree_util.tree_leaves(expfam.tree_natural_params(q))])
 
 
+@pytest.mark.slow
 def test_the_reference_optimum_is_the_fixed_point_of_the_mean_ssvi_step(model, reference):
     """At the reference q, over 2000 draws with rho = 0.02 on the whole data set: the mean SSVI
     update (V per level, eq. 7) equals the reference's natural parameters (stationarity of the
@@ -133,6 +134,7 @@ def test_the_reference_optimum_is_the_fixed_point_of_the_mean_ssvi_step(model, r
             assert np.max(np.abs(z[2:])) > 10.0, z
 
 
+@pytest.mark.slow
 def test_ssvi_fits_the_hierarchy_and_ssvi_a_does_not(model, reference):
     """3000 steps from the model's start, rho_t = (t + 10)^-0.7, natural parameters averaged over
     the last 1500 iterates: SSVI gives every mean within 0.15 reference sd and every variance within

@@ -42,6 +42,7 @@ def test_minibatch_natural_gradient_is_unbiased():
     assert_trees_close(mean, full, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_converges_to_cavi_optimum():
     """With kappa = 0.7, tau = 10 and minibatches of 100 of 2000 points, 600 SVI steps land within 2%
     of CAVI's means, weights and ELBO."""
@@ -76,6 +77,7 @@ def test_ramp_scales_the_first_sweep():
     assert_trees_close(expfam.tree_natural_params(s1.q_global), ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_compiles_once_and_vmaps():
     x = _data(4, 200)
     model = DiagonalGMM.from_data(np.asarray(x), 3)

@@ -47,6 +47,7 @@ def _closed_form(alpha, eta, gamma, lam, scale):
 
 
 # ------------------------------------------------------------------------------------ the objective
+@pytest.mark.slow
 def test_hyper_objective_derivatives_match_closed_form_and_finite_differences():
     model = LDA(K, V, alpha=0.3, eta=0.2)
     q = _random_q(1)
@@ -118,6 +119,7 @@ def test_traced_hyperparameters_compile_the_local_step_once():
 
 
 # ------------------------------------------------------------------------------------ the SVI step
+@pytest.mark.slow
 def test_one_step_with_rho_one_and_full_batch_is_cavi_then_the_newton_step():
     """rho = 1 and S = N: q is CAVI's update; then log h moves by clip(hyper_step g / (c h), -1, 1)
     with g, c the closed-form derivatives at the new q and the batch's gamma."""

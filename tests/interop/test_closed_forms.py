@@ -52,6 +52,7 @@ def model(p, counts, flips, labels, xs, ys):
 
 
 @pytest.mark.parametrize("prior", ["informative", "vague"])
+@pytest.mark.slow
 def test_complete_conditionals_are_the_textbook_closed_forms(prior, dtype):
     a_vague = 1e-3
     p = dict(PRIORS[prior])

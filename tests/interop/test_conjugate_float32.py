@@ -29,6 +29,7 @@ def counts(x, group, y):
         numpyro.sample("y", dist.Poisson(rates[group] * jnp.exp(w * x)), obs=y)
 
 
+@pytest.mark.slow
 def test_a_float32_process_with_numpy_data_fits_before_and_after_the_checks():
     # NumPy data made here, read by no float64 test: float64 values, int64 indices
     x = np.array([0.1, -0.4, 0.3, 0.0, 0.2, -0.1])

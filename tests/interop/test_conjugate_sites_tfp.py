@@ -77,6 +77,7 @@ def rate_targets():
     return vijax.from_tfp(rate_and_weight, observed={"k": K}), vijax.from_numpyro(rate_and_weight_numpyro, K)
 
 
+@pytest.mark.slow
 def test_gamma_rate_beside_a_sigmoid_weight_as_numpyro_finds_it_and_the_update_is_closed_form(rate_targets):
     """The report matches the NumPyro model's site by site; the rate given S draws of w is
     Gamma(a + sum k, b + n mean(sigmoid(w))) (the coefficient -(b + n sigmoid(w)) averaged), to
@@ -112,6 +113,7 @@ def test_forcing_a_site_that_is_not_conjugate_is_refused_naming_force_and_the_si
     assert err.value.argument == "target_or_model"
 
 
+@pytest.mark.slow
 def test_coroutine_normal_mean_and_dirichlets_match_numpyro_and_the_closed_forms():
     """A JointDistributionCoroutine: mu's update is N's posterior (precision 1/100 + n/4, mean
     (1/100 + sum y/4) / precision), each group's Dirichlet adds its counts (a Sample of Dirichlets:
@@ -177,6 +179,7 @@ def _check_split(target, report, rest, **options):
     return state
 
 
+@pytest.mark.slow
 def test_conjugate_split_on_a_tfp_target_reaches_the_exact_posterior_of_its_conjugate_site(separate_report):
     """``rest="ngvi"``: the weight's q a Normal by natural gradients beside the rate's closed form."""
     state = _check_split(*separate_report, "ngvi")

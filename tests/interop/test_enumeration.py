@@ -52,6 +52,7 @@ def _brute_force(params, y):
     return float(jax.scipy.special.logsumexp(jax.vmap(one)(values)))
 
 
+@pytest.mark.slow
 def test_the_marginal_log_density_is_the_sum_over_every_assignment():
     """log_prob against brute-force enumeration of the 16 values of (c, z) (rtol 1e-10, float64),
     log_density is log_prob plus the log-Jacobian of the target's transform, and both jit and
@@ -106,6 +107,7 @@ def test_a_subsampled_plate_scales_the_summed_terms_by_n_over_m():
         switch.log_prob(PARAMS, {"data": jnp.array([0, 1])})
 
 
+@pytest.mark.slow
 def test_log_likelihood_sums_the_assignment_out_and_predictive_draws_it_from_its_posterior():
     """At 2,000 draws of (w, mu), two distinct ones: the pointwise log-likelihood is
     log sum_k w_k N(y_i; mu_k, 1) per point and draw (rtol 1e-10), and ``to_arviz`` holds it;

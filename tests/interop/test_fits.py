@@ -21,6 +21,7 @@ def _perturbed(q, key, scale=0.3):
     return jax.tree_util.tree_unflatten(tree, [x + scale * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
 
 
+@pytest.mark.slow
 def test_minibatch_elbo_averaged_over_a_partition_is_the_full_data_elbo():
     """The subsampled plate scales by N / M itself: the ELBO estimate at the same draws, averaged
     over the N / M minibatches of a partition, equals the full-data ELBO (rtol 1e-6)."""
@@ -122,6 +123,7 @@ def test_the_runner_fits_a_subsampled_target_from_minibatch_indices():
     np.testing.assert_allclose(ours, theirs, atol=0.15)
 
 
+@pytest.mark.slow
 def test_a_subsampled_plates_indices_out_of_range_are_named_at_the_step():
     """Indexing clamps an out-of-range index silently; the target's batch checks refuse it, eagerly
     and from the compiled step, naming the plate, the index, its position and the step."""

@@ -44,6 +44,7 @@ def bishop_fixed_point(x, sweeps=500):
     return mu_n, lambda_n, a_n, b_n
 
 
+@pytest.mark.slow
 def test_both_sites_of_a_normal_gamma_pair_are_found_conjugate():
     report = vijax.conjugate_sites(normal_gamma, jax.random.PRNGKey(0), X)
     assert [(s.name, s.family, s.conjugate) for s in report.values()] == [

@@ -107,6 +107,7 @@ def test_the_start_keys_each_site_without_splitting_a_key():
     np.testing.assert_array_equal(a, prior_median(dist.Normal(jnp.zeros(3), 1.0).to_event(1), jax.random.key(1)))
 
 
+@pytest.mark.slow
 def test_traced_log_density_runs_the_model_once_with_the_same_values():
     """Under a transformation (grad, vmap, the Hessian) the target's log-density replays one jaxpr
     of the model per parameter shapes: the model's Python runs once for every later trace, and the

@@ -314,6 +314,7 @@ def test_to_arviz_puts_deterministic_sites_in_the_posterior():
     assert set(idata.log_likelihood.data_vars) == {"obs"}
 
 
+@pytest.mark.slow
 def test_evaluations_under_a_callers_jit_give_the_concrete_values():
     """``sample``, ``log_weights``, ``predictive`` and ``log_likelihood`` called on concrete values
     and inside a caller's ``jit`` give the same values."""

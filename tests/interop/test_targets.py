@@ -54,6 +54,7 @@ def _numpyro_params(kind, q, unravel):
 
 
 @pytest.mark.parametrize("kind", ["meanfield", "fullrank", "lowrank"])
+@pytest.mark.slow
 def test_elbo_equals_numpyros_trace_elbo_at_the_same_parameters_and_draw(kind):
     """vijax's one-draw ELBO (entropy "mc") at vijax's draw z equals -Trace_ELBO's loss with NumPyro's
     AutoNormal / AutoMultivariateNormal / AutoLowRankMultivariateNormal at the same parameters, its
@@ -129,6 +130,7 @@ def test_constrained_values_and_log_density_match_numpyro():
     np.testing.assert_allclose(log_density, log_prob + log_det_ad, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_from_tfp_log_density_is_the_joint_log_prob_plus_the_bijectors_jacobian():
     """from_tfp: constrained values are the pinned joint's default event-space bijector's forward;
     log_density(u) = joint.log_prob(constrained, observed) + log|det J|, J by jax.jacfwd (rtol 1e-6)."""
@@ -249,6 +251,7 @@ def test_auto_family_names_a_support_it_cannot_match_and_bbvi_still_fits_it():
     assert bool(jnp.all(jnp.diff(draws["cuts"], axis=-1) > 0))
 
 
+@pytest.mark.slow
 def test_a_joint_distribution_sequential_is_the_same_target_as_its_named_twin():
     """A JointDistributionSequential's parts are named as TFP resolves them (the callables'
     argument names, ``x`` for the part no callable takes): its target has the named twin's sites,
@@ -347,6 +350,7 @@ def _init_to_median(fn, key, shape):
         return init_to_median(site, num_samples=15)
 
 
+@pytest.mark.slow
 def test_prior_median_is_numpyros_init_to_median():
     """``prior_median`` (NumPyro's ``init_to_median``, from_numpyro's start) gives the strategy's own op-by-op value at the same key (rtol 1e-6) for sites whose sampler
     draws no Gamma variable, and for a site that does, the strategy's value on the draws of

@@ -21,6 +21,7 @@ def _mean_within(draws, mean, sd, n, k=5.0):
     )
 
 
+@pytest.mark.slow
 def test_a_fitted_gmm_q_becomes_inference_data_with_q_moments():
     r = np.random.default_rng(0)
     x = jnp.asarray(np.concatenate([r.normal(-3, 1, (100, 2)), r.normal(3, 0.5, (100, 2))]))

@@ -104,6 +104,7 @@ def test_jit_and_bad_inputs():
         document_completion(model, q, BowBatch(b_obs.word_ids + 10, b_obs.counts), b_held)
 
 
+@pytest.mark.slow
 def test_fitted_topics_predict_better_than_the_start():
     """CAVI on 150 training documents (K = 3, V = 30), 4 restarts in lock step (vmap) for 150 steps,
     keeping the highest ELBO (LDA's ELBO has local optima: single restarts land 1-10% above the

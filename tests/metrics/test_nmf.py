@@ -3,6 +3,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from vijax.data import sample_speech_spectrogram
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
@@ -20,6 +21,7 @@ def test_dictionary_correlations():
     np.testing.assert_allclose(dictionary_correlations(w[:, :1], w[:, 1:]), [ref], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_gap_nmf_components_used_counts_shares():
     """At any q every component explains a positive share of the counts (so min_share 0 counts
     all K), none explains more than all of them, and the count falls as min_share grows."""

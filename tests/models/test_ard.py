@@ -40,6 +40,7 @@ def fitted():
         yield model, data, state, np.asarray(info.elbo)
 
 
+@pytest.mark.slow
 def test_elbo_equals_a_monte_carlo_estimate_with_tfp_densities():
     with jax.enable_x64(True):
         data = tuple(jnp.asarray(a, jnp.float64) for a in _data(n=40))

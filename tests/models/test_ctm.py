@@ -106,6 +106,7 @@ def test_diagonal_local_step_is_kl_prox_closed_form(beta):
     np.testing.assert_allclose(new.cov, closed.variance, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_expected_loglik_grads_are_unbiased_for_the_gradient():
     """Bonnet/Price (S = 5e3 draws) against the reparameterization gradient of the expectation
     (jax.grad through z = m + L(V) e, R = 5e4 other draws), within k = 4 standard errors of their
@@ -135,6 +136,7 @@ def test_expected_loglik_grads_are_unbiased_for_the_gradient():
     np.testing.assert_array_less(np.abs(dv - gv_ref), k * se_v)
 
 
+@pytest.mark.slow
 def test_local_fits_stopped_early_under_a_broad_prior_spread_wider_than_their_fixed_point():
     """Why PG-SVI's Sigma grows (docs/prox_svi.md): under a broad prior (Sigma = 25 I, the true topics),
     15 local steps from the prior, with 200 draws per local gradient (so not Monte Carlo noise), leave
@@ -166,6 +168,7 @@ def test_log_predictive_with_identical_topics_is_exact():
     np.testing.assert_allclose(lp, [2 * np.log(b[5]) + np.log(b[6]), np.log(b[7])], rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_global_step_statistics():
     """beta -> inf (r = 0): mean_stats = the batch average of the local means; the topic-word
     statistics split each word's count among topics (column sums = (N/M) * counts)."""

@@ -99,6 +99,7 @@ def test_dirichlet_noise_zero_gradient_is_counts_on_average():
     assert np.all(np.abs(np.asarray(mean - jnp.sum(counts, 0))) < 5 * np.asarray(se) + 1e-9)
 
 
+@pytest.mark.slow
 def test_poisson_gamma_prox_svi_matches_quadrature_posterior():
     """D = 1: the PG-SVI Gamma fit's mean and E[log theta] against the exact posterior by
     quadrature (within 2 %; Gamma is not the exact posterior, and the gradient is Monte Carlo)."""

@@ -90,6 +90,7 @@ def test_monte_carlo_mean_of_the_statistics_equals_the_mean_parameters(sampler):
         assert np.all(np.abs(np.asarray(jnp.mean(s, 0)) - np.asarray(mp)) < 5 * se + 1e-12), (s.shape,)
 
 
+@pytest.mark.slow
 def test_reparameterized_gradient_is_unbiased_for_the_closed_form():
     """d/d eta of E[<c, t(x)>] = <c, mu(eta)> by the Bartlett draws (implicit chi-square derivative)
     against autodiff of the closed-form mean parameters."""
@@ -122,6 +123,7 @@ def _blobs(seed=0):
     )
 
 
+@pytest.mark.slow
 def test_elbo_equals_a_monte_carlo_estimate():
     x = jnp.asarray(_blobs()[::10])  # 35 points
     model = FullGMM.from_data(x, 3)
@@ -200,6 +202,7 @@ def test_cavi_is_monotone_and_equals_scikit_learn_full_from_the_same_responsibil
 
 
 @pytest.mark.parametrize("name", ["svi", "ssvi", "ssvi_a"])
+@pytest.mark.slow
 def test_stochastic_algorithms_run_by_name_and_find_the_clusters(name):
     x = jnp.asarray(_blobs())
     model = FullGMM.from_data(np.asarray(x), 3)

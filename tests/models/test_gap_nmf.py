@@ -113,6 +113,7 @@ def test_prior_is_eq_12():
     np.testing.assert_allclose(p_t2.rate, 6.0)
 
 
+@pytest.mark.slow
 def test_local_fixed_point_matches_slow_reference(setup):
     model, y, q, loc = setup
     gamma_ref, rate_ref = _slow_local_step(model, q, y)
@@ -205,6 +206,7 @@ def test_suff_stats_match_monte_carlo(setup):
         assert np.all(np.abs(mc - np.asarray(exact)) <= 5 * se + 1e-12), i
 
 
+@pytest.mark.slow
 def test_cavi_elbo_never_decreases():
     """The generic CAVI step updates W and theta together (a Jacobi step, see docs/gap_nmf.md);
     on this problem both its reported ELBO and the exact ELBO of each new q never decrease

@@ -101,6 +101,7 @@ def test_inference_equals_enumeration_of_every_path(kind, schedule):
 
 
 @pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+@pytest.mark.slow
 def test_padded_batch_equals_separate_runs(kind):
     model, params = _params(kind, seed=2)
     lengths = [7, 2, 5]
@@ -136,6 +137,7 @@ SCHEDULE_TOL = {
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.slow
 def test_associative_scan_equals_sequential_on_long_sequences(dtype):
     model, params = _params("gaussian", seed=4, k=4)
     params = jax.tree_util.tree_map(lambda a: a.astype(dtype), params)
@@ -222,6 +224,7 @@ def test_long_sequences_with_structural_zeros_equal_enumeration_and_hmmlearn(cas
 
 
 @pytest.mark.parametrize("schedule", ["sequential", "parallel"])
+@pytest.mark.slow
 def test_float32_log_likelihood_and_marginals_of_a_long_sequence_match_float64(schedule):
     """T = 100,000 steps: messages that carried log p(x_{0:t}, z_t) (magnitude ~ 1.6 t) rounded it
     at every step, 30 nats (3e-4 relative) off in log p(x) and 1e-3 in the marginals; scaled
@@ -345,6 +348,7 @@ def _tilted_enumeration(view, x):
     return log_z, -np.sum(q[q > 0] * np.log(q[q > 0]))
 
 
+@pytest.mark.slow
 def test_bayesian_local_step_equals_enumeration_and_cavi_never_lowers_the_elbo():
     model = CategoricalHMM(K, V, initial_concentration=0.7, transition_concentration=1.5, emission_concentration=0.5)
     data = _data("categorical", [4, 2, 3], 4, seed=9)

@@ -115,6 +115,7 @@ def test_gaussian_parameters():
         g.e_step(GOOD, X)
 
 
+@pytest.mark.slow
 def test_traced_parameters_are_checked_in_the_compiled_step():
     """Under a plain ``jit`` the check is a host callback (its error carries the same words); under
     ``jit_step`` (the runner's) a ValueError; off under ``value_checks(False)``."""

@@ -81,6 +81,7 @@ def test_meanfield_matches_numpy_reference(num_docs):
     np.testing.assert_allclose(loc.suff_stats[0], stats, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_squarem_and_plain_iterations_share_the_fixed_point_and_squarem_gets_closer():
     """accelerate=True (SQUAREM) and False (default) reach the same gamma at a tight tolerance on
     these documents (not guaranteed in general: see LDA._meanfield); at the default
@@ -156,6 +157,7 @@ def test_squarem_reaches_the_plain_fixed_point_where_unguarded_extrapolation_jum
         np.testing.assert_allclose(loc.local_params[0], ref, rtol=1e-7)
 
 
+@pytest.mark.slow
 def test_meanfield_length_buckets_match_the_reference_and_ignore_document_order():
     """A batch of very unequal documents (one with 220 distinct words, the rest 3 to 60, padded to
     L = 256 with interleaved zero slots), packed into several tiles of chunks: every
@@ -351,6 +353,7 @@ def test_suff_stats_sum_to_token_counts(method):
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.slow
 def test_padding_slots_and_empty_documents_contribute_nothing(method):
     """Zero-count slots (with arbitrary word ids) interleaved with the real ones, and appended empty
     documents, change neither the statistics, nor the local terms, nor the real documents' gamma."""
@@ -409,6 +412,7 @@ def test_runs_in_both_dtypes_and_stays_finite_for_extreme_topics(method, dtype):
         np.testing.assert_allclose(loc.local_params, ref.local_params, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_gibbs_padding_inactive_tokens_and_other_documents_change_nothing():
     """Document 0 alone, with zero-count slots (arbitrary words and weights) interleaved and
     appended, and next to a document with many more tokens (more token steps, where document 0's
@@ -492,6 +496,7 @@ def test_svi_full_batch_rho_one_equals_cavi_step(method):
     assert np.isfinite(float(i1.elbo))
 
 
+@pytest.mark.slow
 def test_compiles_once_and_vmaps_over_keys():
     batch, _ = _corpus(19)
     data = _as_jax(batch)
@@ -658,6 +663,7 @@ def test_empty_documents_are_valid_data_and_bad_calls_are_named():
 
 # ------------------------------------------------------------------ the largest concentrations
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+@pytest.mark.slow
 def test_init_scale_at_the_precision_bound_gives_a_negative_elbo_and_beyond_it_is_refused(dtype):
     """The ELBO is <= log p(w) <= 0; its Dirichlet KL is formed from terms of size lambda log lambda
     that cancel, with a relative error ~ 2 eps lambda. init_scale = 1.5e35 (float32) passed the

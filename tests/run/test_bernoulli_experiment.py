@@ -74,6 +74,7 @@ def _short_run(tmp_path, methods):
     return s
 
 
+@pytest.mark.slow
 def test_short_run_meanfield_and_gibbs(tmp_path):
     """The wiring, with two of the methods."""
     s = _short_run(tmp_path, ["meanfield", "gibbs"])

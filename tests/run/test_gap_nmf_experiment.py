@@ -39,6 +39,7 @@ def test_small_run_recovers_the_dictionary(tmp_path):
     assert np.isfinite(metrics["evals"][-1]["ssvi_a.mean_correlation"])
 
 
+@pytest.mark.slow
 def test_minibatch_run(tmp_path):
     _, metrics = run_experiment(
         _cfg(tmp_path, algorithm={"batch_size": 30, "methods": ["meanfield"]}, run={"num_steps": 10, "eval_every": 10})

@@ -3,12 +3,14 @@
 import pathlib
 
 import numpy as np
+import pytest
 
 from vijax.run import load_config, run_experiment
 
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "gmm_em.yaml"
 
 
+@pytest.mark.slow
 def test_gmm_em_config_matches_sklearn(tmp_path):
     cfg = load_config(
         str(CONFIG),

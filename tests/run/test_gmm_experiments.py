@@ -12,6 +12,7 @@ from vijax.run import load_config, run_experiment
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "gmm_simulation.yaml"
 
 
+@pytest.mark.slow
 def test_simulation_config_recovers_the_clusters(tmp_path):
     cfg = load_config(str(CONFIG), overrides=[f"output.dir={tmp_path}", "run.progress=false"])
     assert cfg["experiment"] == "gmm_simulation"

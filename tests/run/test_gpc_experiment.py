@@ -86,6 +86,7 @@ def test_helpers():
     assert optimum_elbo([-60.0, -50.0])["last_change"] == 10.0
 
 
+@pytest.mark.slow
 def test_optimum_baseline_reaches_a_stationary_point():
     """L* of both experiments: the "optimum" baseline is batch PG with exact gradients whose
     info.elbo is the exact ELBO; 100 steps of beta = 0.3 on 12 points end where the (m, L) ELBO

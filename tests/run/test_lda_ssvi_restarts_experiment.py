@@ -31,6 +31,7 @@ def _two_phases():
     return first, second, then(first, second, at=2), batches, keys
 
 
+@pytest.mark.slow
 def test_restart_starts_from_the_sources_final_lambda_exactly():
     """then(first, second, at=2) on LDA: two steps of first, then second from first's final q. The
     hand-off is exact: on a batch without documents SVI's step keeps lambda bit for bit (rho_t taken

@@ -14,6 +14,7 @@ from vijax.run import import_builtin_experiments, main
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "mean_field_gaussian.yaml"
 
 
+@pytest.mark.slow
 def test_mean_field_is_under_dispersed_as_the_closed_form_says(tmp_path):
     import_builtin_experiments()
     out = tmp_path / "out"

@@ -5,12 +5,14 @@ import os
 import pathlib
 
 import numpy as np
+import pytest
 
 from vijax.run import load_config, run_experiment
 
 CONFIG = pathlib.Path(__file__).resolve().parents[2] / "configs" / "plsa.yaml"
 
 
+@pytest.mark.slow
 def test_tiny_plsa_run_reports_three_perplexities(tmp_path):
     cfg = load_config(
         str(CONFIG),

@@ -541,6 +541,7 @@ def test_arrays_the_batch_function_captures_are_arguments_of_the_compiled_chunk(
     assert sizes[1] < sizes[0] + 2_000, sizes  # 100,000 float32 constants would be > 400 kB of text
 
 
+@pytest.mark.slow
 def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_step():
     """The chunk's steps' value checks come back as outputs of its scan (no checkify, no host
     callback): a bad batch at step 3 raises naming step 3; a bad batch of a step past the run's
@@ -573,6 +574,7 @@ def test_a_checked_chunk_collects_its_steps_checks_and_raises_the_first_failing_
     assert result.num_steps == 3
 
 
+@pytest.mark.slow
 def test_restarts_of_a_step_with_data_dependent_loops_run():
     """Restarts in lock step (vmap) of LDA's mean-field SVI step, as in the lda_ssvi experiment: its
     E-step's while loops become batched, which checkify cannot transform ("checkify-of-vmap-of-while"),
