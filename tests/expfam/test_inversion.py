@@ -502,6 +502,7 @@ def test_pytree_of_families_jit_and_vmap():
     assert all(np.all(np.isfinite(x)) for x in jax.tree_util.tree_leaves(out))
 
 
+@pytest.mark.slow
 def test_normal_gamma_derivative_matches_quantile_finite_difference():
     """NormalGamma's draw is tau = Q_Gamma(u; a) / b, mu = m + eps / sqrt(kappa tau): its statistics'
     Jacobian in eta at fixed (u, eps) against central differences through TFP's igammainv."""

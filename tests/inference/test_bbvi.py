@@ -300,6 +300,7 @@ def test_bad_log_densities_are_named():
         bbvi("not a function", init_params={"z": jnp.zeros(D)})
 
 
+@pytest.mark.slow
 def test_a_network_parameter_pytree_is_fitted_whole():
     """A Bayesian MLP written as a nested parameter dict (the shape of a Flax ``params`` tree):
     q's mean keeps the structure, and a few full-rank steps raise the exact-data ELBO estimate."""

@@ -151,6 +151,7 @@ def test_step_jits_for_each_estimator(estimator):
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
 
 
+@pytest.mark.slow
 def test_step_jits_state_is_a_pytree_and_guide(maf):
     alg = bbvi(
         lambda p, b: _gaussian({"z": jnp.concatenate([p["a"], p["b"].ravel()])}, b),

@@ -53,6 +53,7 @@ def _assert_q_close(got, want):
         np.testing.assert_allclose(u, v, rtol=RTOL, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_hyperparameter_grid_equals_runs_one_by_one_and_compiles_once():
     batches, key = _batches(), jax.random.PRNGKey(0)
     model = _lda()
@@ -108,6 +109,7 @@ def _glm_data():
     return x, (x[:, 0] > 0).astype(jnp.float64)
 
 
+@pytest.mark.slow
 def test_factory_grid_equals_runs_one_by_one_and_compiles_once():
     x, y = _glm_data()
     model, betas, key = GLM(3, "logistic"), [0.1, 2.0], jax.random.PRNGKey(2)

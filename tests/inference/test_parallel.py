@@ -77,6 +77,7 @@ def test_ssvi_and_restarts_split_equal_whole(docs):
         assert_trees_close(s2, s1, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_gibbs_on_one_device_reproduces_the_model_and_on_two_is_a_valid_estimate(docs):
     model = LDA(3, 40, alpha=0.2, eta=0.1, gibbs_sweeps=4, gibbs_burn_in=2, dtype="float64")
     q = model.init_globals(jax.random.PRNGKey(0))

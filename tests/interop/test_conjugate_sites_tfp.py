@@ -192,6 +192,7 @@ def test_conjugate_split_with_a_bbvi_rest_on_a_tfp_target(separate_report):
     _check_split(*separate_report, "bbvi", learning_rate=0.01)
 
 
+@pytest.mark.slow
 def test_a_tfp_rest_site_of_another_support_is_refused_with_bbvi():
     """A rest site of support "other" (a bounded Uniform: its bounds could be other sites' values) is
     refused with ``rest="bbvi"``, naming ``rest``."""

@@ -354,6 +354,7 @@ def _eight_schools_tfp():
 
 
 @pytest.mark.parametrize("library", ["numpyro", "tfp"])
+@pytest.mark.slow
 def test_predictive_draws_every_latent_site_from_the_given_draws(library):
     """Eight schools (three latent sites): at q's draws, ``predictive`` returns each latent site's
     given draws, site by site and bit for bit, and the replicates of ``obs`` are N(mu + tau

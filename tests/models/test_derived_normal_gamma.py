@@ -231,6 +231,7 @@ def mixture_elbo(q, r, x):
     return np.sum(r * per_k) + prior + entropy
 
 
+@pytest.mark.slow
 def test_cavi_with_locals_and_globals_that_interact_never_decreases_its_elbo():
     """A two-component mixture with a mean mu_k and a precision tau_k per component as separate
     globals (they interact) and a local assignment z: the step updates mu after a local step, then

@@ -82,6 +82,7 @@ def _warm_state(model, steps=3):
     return jax.jit(lambda q: jax.lax.fori_loop(0, steps, body, q))(model.init_variational(None))
 
 
+@pytest.mark.slow
 def test_closed_form_step_is_the_argmin_of_the_proximal_objective():
     """For several beta_k and one fixed stochastic gradient (200 MC draws, minibatch {1, 4})."""
     model = _model()
@@ -177,6 +178,7 @@ def test_marginals_and_kl_match_dense_formulas():
     )
 
 
+@pytest.mark.slow
 def test_expected_loglik_quadrature_mc_and_gradients():
     m, v, y = jnp.array([0.3, -1.0]), jnp.array([0.5, 2.0]), jnp.array([1.0, -1.0])
     # scipy quadrature oracle

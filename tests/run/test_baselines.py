@@ -47,6 +47,7 @@ def _config(tmp_path, num_steps, names=("slow", "noisy")):
     )
 
 
+@pytest.mark.slow
 def test_baselines_run_checkpointed_and_resume_identically(tmp_path):
     _, metrics = run_experiment(_config(tmp_path / "full", 40))
     full = dict(SEEN)

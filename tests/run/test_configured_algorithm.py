@@ -35,6 +35,7 @@ def test_gmm_runs_svi_on_the_full_data(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["ssvi_a", "map"])
+@pytest.mark.slow
 def test_lda_synthetic_runs_other_m_steps(tmp_path, name):
     cfg = load_config(
         {

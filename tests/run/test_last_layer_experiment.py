@@ -22,6 +22,7 @@ def test_config_file_spells_out_the_registered_defaults():
     assert {k: cfg["run"][k] for k in defaults["run"]} == defaults["run"]
 
 
+@pytest.mark.slow
 def test_small_run_trains_both_heads_and_reports(tmp_path):
     # 300 full-batch Adam steps on breast cancer (456 / 113 cases), 30 -> 8 -> 4 network
     cfg = load_config(

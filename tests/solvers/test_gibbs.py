@@ -54,6 +54,7 @@ def test_stationary_distribution_matches_exact_enumeration():
     assert np.all(np.abs(mean - exact) <= 5 * se), (mean, exact, se)
 
 
+@pytest.mark.slow
 def test_stationary_distribution_at_small_alpha():
     """alpha = 0.01: the chain is sticky (moving one token out of a topic that holds the others has
     weight ~ alpha), so even 200 sweeps are still biased towards the initialization pass (the
