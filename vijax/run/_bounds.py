@@ -1,6 +1,5 @@
-"""The allowed values of a config's numeric keys (``register_experiment(..., bounds=...)``) and the
-memory its arrays need (``register_experiment(..., memory=...)``), both checked when the config is
-loaded, before anything is built or fitted.
+"""The allowed values of a config's numeric keys and the memory its arrays need
+(``register_experiment(..., bounds=..., memory=...)``), both checked when the config is loaded.
 
 A bound is a short text, shown as is by ``vijax list EXPERIMENT``::
 
@@ -13,9 +12,8 @@ A bound is a short text, shown as is by ``vijax list EXPERIMENT``::
     "each > 0"                  every element of a list
     "non-empty, each > 0"       likewise, and at least one element
 
-A memory need ``Need(what, keys, bytes)`` names arrays (with their shape in config keys), the keys
-their size is made of and their size. An experiment's needs must fit in this machine's memory; else
-the key blamed is the one of the largest need that is furthest above its default.
+A memory need ``Need(what, keys, bytes)`` names arrays, the keys their size is made of and their size; the
+needs must fit in this machine's memory, else the largest need's key furthest above its default is blamed.
 """
 
 from __future__ import annotations
@@ -91,7 +89,7 @@ def _lookup(config: Mapping, dotted: str) -> Any:
 
 
 def _interval(bound: Bound, config: Mapping) -> tuple[Optional[float], Optional[float], str]:
-    """(low, high, the interval's text), an end that is a key resolved and shown as ``data.length = 60``."""
+    """(low, high, the interval's text), a key's end resolved and shown as ``data.length = 60``."""
 
     def end(x):
         if isinstance(x, str):
@@ -148,9 +146,8 @@ def check_bound(path: str, value: Any, bound: Bound, kind: str, config: Mapping)
 
 
 def check_bounds(config: Mapping, bounds: Mapping[str, str], defaults: Mapping) -> None:
-    """Checks every key of ``bounds`` in the resolved ``config`` (ValueError naming the first bad
-    one): the bounds of numbers first, then those that refer to other keys (so that a key out of
-    its own bound is named, not a key whose bound refers to it)."""
+    """Checks every key of ``bounds`` in ``config`` (ValueError naming the first bad one), bounds that refer to
+    other keys last (so that a key out of its own bound is the one named)."""
     parsed = {path: parse_bound(text) for path, text in bounds.items()}
     refers = {path: isinstance(b.low, str) or isinstance(b.high, str) for path, b in parsed.items()}
     for path in sorted(parsed, key=lambda p: refers[p]):
@@ -159,8 +156,7 @@ def check_bounds(config: Mapping, bounds: Mapping[str, str], defaults: Mapping) 
 
 
 def check_bound_table(name: str, bounds: Mapping[str, str], defaults: Mapping) -> None:
-    """Checks an experiment's bounds when it registers: every key is in ``defaults``, every text
-    parses, a kind is known, a key an end refers to exists, and every default lies within."""
+    """Checks an experiment's bounds when it registers: keys, texts, kinds, referred keys and defaults."""
     sections = {s: defaults.get(s, {}) for s in ("model", "data", "algorithm")}
     for path, text in bounds.items():
         bound = parse_bound(text)
@@ -217,9 +213,8 @@ def _size(value: Any) -> float:
 def check_memory(
     needs: Iterable[Need], config: Mapping, defaults: Optional[Mapping] = None, limit: Optional[int] = None
 ) -> None:
-    """ValueError naming a key when the ``needs`` add up to more than ``limit`` bytes (this
-    machine's memory): the key, among those of the largest need that ``config`` has, furthest
-    above its default (the largest without ``defaults``)."""
+    """ValueError naming a key when the ``needs`` exceed ``limit`` bytes (this machine's memory): of the largest
+    need's keys, the one furthest above its default."""
     needs = [n for n in needs if n.bytes > 0]
     limit = machine_memory() if limit is None else limit
     total = float(sum(n.bytes for n in needs))

@@ -1,10 +1,7 @@
-"""JAX's persistent compilation cache, so that a second start loads its compiled programs from disk:
-on by default for the ``vijax`` command, opt-in for a library call of ``run``. Where it lives, first
-match wins: the run setting ``compile_cache`` (``false``: off, a string: the folder);
-``$VIJAX_COMPILE_CACHE`` (a folder, or ``0``/``off``/``false``/``no``/``none``/empty for off); a
-folder the program gave JAX already; ``$XDG_CACHE_HOME/vijax/jax``, else ``~/.cache/vijax/jax``.
-JAX's default minimum compile time of a cached program (1 s) is lowered to ``MIN_COMPILE_TIME_S``.
-The cache is trusted code: do not point it at a folder others can write.
+"""JAX's persistent compilation cache: on for the ``vijax`` command, opt-in for a library call of ``run``.
+Its folder, first match wins: the run setting ``compile_cache`` (``false``: off); ``$VIJAX_COMPILE_CACHE``
+(``0``/``off``/``false``/``no``/``none``/empty: off); JAX's current folder; ``$XDG_CACHE_HOME/vijax/jax``,
+else ``~/.cache/vijax/jax``. The cache is trusted code: do not point it at a folder others can write.
 """
 
 from __future__ import annotations
@@ -28,14 +25,8 @@ def default_compile_cache_dir() -> str:
 
 
 def compile_cache_dir(setting: Union[bool, str, None] = True) -> Optional[str]:
-    """The folder of the persistent compilation cache for ``setting`` (the order of the module
-    docstring), or None when it is off.
-
-    Args:
-      setting: ``True`` (the default place), ``False`` (off), a folder, or None (a library call's
-        default: the environment variable's folder or off where it is set, else JAX's current
-        folder, None where JAX has none).
-    """
+    """The cache folder for ``setting`` (``True``, ``False``, a folder, or None: a library call's default), or
+    None when it is off."""
     if isinstance(setting, str):
         if not setting.strip():
             raise ValueError("compile_cache: expected true, false or a folder, got an empty string")
@@ -52,16 +43,8 @@ def compile_cache_dir(setting: Union[bool, str, None] = True) -> Optional[str]:
 
 
 def enable_compile_cache(setting: Union[bool, str] = True) -> Optional[str]:
-    """Points JAX's persistent compilation cache at ``compile_cache_dir(setting)`` (creating the
-    folder), or turns it off; a no-op when JAX already uses that folder. Safe to call at any time:
-    programs compiled later are written.
-
-    Args:
-      setting: as ``compile_cache_dir``'s.
-
-    Returns:
-      The folder in use, or None when the cache is off.
-    """
+    """Points JAX's persistent compilation cache at ``compile_cache_dir(setting)``, or turns it off; returns the
+    folder in use, or None."""
     from jax.experimental.compilation_cache import compilation_cache as cc
 
     path = compile_cache_dir(setting)

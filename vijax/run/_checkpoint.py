@@ -1,10 +1,7 @@
-"""Checkpoints of a run: one ``.npz`` file ``ckpt_<step>.npz`` per checkpoint, holding the state's
-leaves (``state/<i>``, in ``jax.tree_util`` order), the trace (``trace/<name>``), ``__meta__`` (JSON:
-step, leaf paths, shapes and dtypes, evaluations, wall time, key data, fingerprint) and
-``__checksum__`` (SHA-256 of the rest), written atomically (fsync-ed, ``os.replace``-d). With several
-processes (``CheckpointStore``) process 0 alone reads, writes and locks the folder and broadcasts a
-resumed file's bytes; the processes check that they share the settings that decide their collective
-calls, and an error on any process is raised on every process.
+"""Checkpoints of a run: one ``ckpt_<step>.npz`` per checkpoint with the state's leaves (``state/<i>``), the
+trace (``trace/<name>``), ``__meta__`` (JSON) and ``__checksum__`` (SHA-256 of the rest), written atomically.
+With several processes (``CheckpointStore``) process 0 alone reads, writes and locks the folder, and an
+error on any process is raised on every process.
 """
 
 from __future__ import annotations
@@ -32,17 +29,8 @@ _NAME = re.compile(r"^ckpt_(\d+)\.npz$")
 
 
 class Checkpoint(NamedTuple):
-    """A loaded checkpoint.
-
-    Attributes:
-      step: the number of updates applied to ``state``.
-      state: the state pytree (leaves as ``jax.Array``), with the template's tree structure.
-      trace: dict name -> ``np.ndarray`` over the ``step`` first updates.
-      evals: list of evaluation dicts.
-      wall_time: cumulative seconds spent by the runs that produced it.
-      key_data: the uint32 data of the run's key (to refuse a resume with another key).
-      fingerprint: the run fingerprint it was saved with, or None.
-    """
+    """A loaded checkpoint: ``step`` updates applied to ``state``, the ``trace`` and ``evals`` so far, the
+    cumulative ``wall_time``, the uint32 ``key_data`` of the run's key and its ``fingerprint`` (or None)."""
 
     step: int
     state: PyTree
@@ -54,8 +42,7 @@ class Checkpoint(NamedTuple):
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used for this run; the message names the file, ``fingerprint``
-    (where its meta data was read) the run fingerprint it was saved with."""
+    """A checkpoint that cannot be used for this run; ``fingerprint``: the one it was saved with, if read."""
 
     fingerprint: Optional[dict] = None
 
@@ -87,8 +74,7 @@ def _checksum(arrays: dict) -> str:
 
 
 def compare_fingerprints(saved: Optional[dict], current: Optional[dict]) -> list[str]:
-    """The keys whose values differ between two fingerprints ``{"hash", "values": {dotted key: JSON
-    value}}``, as ``"key: old -> new"`` lines; the hash decides. Empty when either is None."""
+    """``"key: old -> new"`` lines of the values that differ between two fingerprints whose hashes differ."""
     if not saved or not current or saved.get("hash") == current.get("hash"):
         return []
     old, new, missing = saved.get("values", {}), current.get("values", {}), object()
@@ -118,9 +104,8 @@ def check_checkpoint_dir(directory: str, name: str = "checkpoint_dir") -> None:
 
 
 def find_resumable(directory: str, *, stacklevel: int = 2) -> tuple[Optional[str], Optional[bytes]]:
-    """``(path, bytes)`` of the newest checkpoint of ``directory`` that reads back intact, ``(None,
-    None)`` when there is none. A newer corrupt one is reported (``RuntimeWarning``), renamed
-    ``<name>.corrupt`` and skipped; whether a file fits the run is ``load_checkpoint``'s business.
+    """``(path, bytes)`` of the newest intact checkpoint of ``directory``, ``(None, None)`` when there is none;
+    a newer corrupt one is reported (``RuntimeWarning``) and renamed ``<name>.corrupt``.
 
     Raises:
       CheckpointError: there are checkpoints but none reads back intact (each one named).
@@ -179,19 +164,8 @@ def save_checkpoint(
     keep: int = 2,
     fingerprint: Optional[dict] = None,
 ) -> str:
-    """Writes a checkpoint atomically and deletes all but the ``keep`` most recent ones.
-
-    Args:
-      directory: the checkpoint folder (created if missing).
-      step, state: the number of updates applied to ``state``, and the state pytree.
-      trace, evals: dict name -> array over the first ``step`` updates, and the evaluation dicts.
-      wall_time: cumulative seconds of the run so far.
-      key_data: the uint32 data of the run's key.
-      keep: how many checkpoints to keep (at least 1).
-      fingerprint: the run's fingerprint (``compare_fingerprints``), stored for resume checks.
-
-    Returns:
-      The path written.
+    """Writes a checkpoint (the fields of ``Checkpoint``) atomically into ``directory`` (created if missing)
+    and deletes all but the ``keep`` (at least 1) most recent ones; returns the path written.
 
     Raises:
       ValueError: naming ``directory`` when it is a file, not a folder.
@@ -242,12 +216,8 @@ def save_checkpoint(
 
 
 def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -> Checkpoint:
-    """Loads a checkpoint into the tree structure of ``template``.
-
-    Args:
-      path: a file written by ``save_checkpoint``.
-      template: a state pytree (or its ``jax.eval_shape``) with the expected structure.
-      data: the file's bytes, read already (then ``path`` only names it); None reads ``path``.
+    """Loads the checkpoint ``path`` (or its bytes ``data``) into the structure of ``template`` (a state pytree
+    or its ``jax.eval_shape``).
 
     Raises:
       CorruptCheckpointError: the file cannot be read back intact (the message names it).
@@ -283,8 +253,7 @@ def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -
 
 
 def _read(path: str, data: Optional[bytes] = None) -> tuple[dict, list, dict]:
-    """The meta data, state leaves and trace of a checkpoint file (of its bytes ``data`` when
-    given), checksum verified; ``CorruptCheckpointError`` for anything not intact."""
+    """The meta data, state leaves and trace of a checkpoint, checksum verified (``CorruptCheckpointError``)."""
 
     def as_dtype(a: np.ndarray, name: str) -> np.ndarray:  # np.savez stores bfloat16 & co. as void bytes
         return a if a.dtype == jnp.dtype(name) else a.view(jnp.dtype(name))
@@ -323,9 +292,8 @@ def _broadcast_bytes(data: bytes, source: int) -> bytes:
 
 
 def raise_together(error: Optional[BaseException], what: str) -> None:
-    """Raises on every process when ``error`` is not None on any (a collective call): the process
-    with the error raises it; the others a ``CheckpointError`` naming ``what``, the first such
-    process and its message."""
+    """Raises on every process when ``error`` is not None on any (collective): that process its error, the
+    others a ``CheckpointError`` naming ``what``, the process and its message."""
     if jax.process_count() == 1:
         if error is not None:
             raise error
@@ -343,9 +311,7 @@ def raise_together(error: Optional[BaseException], what: str) -> None:
 
 
 def replicated(state: PyTree) -> PyTree:
-    """In a run of several processes, the state's leaves replicated over every device of every
-    process, as the chunks leave them (so every chunk runs the same program); every process must
-    hold the same values. One process: ``state`` as it is."""
+    """With several processes, the state's leaves replicated over every device, as the chunks leave them."""
     if jax.process_count() == 1:
         return state
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -368,17 +334,12 @@ def _split(x) -> bool:
 
 
 class CheckpointStore:
-    """A run's checkpoint folder as this process sees it (the module docstring's protocol for
-    several processes). Build it in every process of the run at the same point.
-
-    Args:
-      checkpoint_dir, resume, checkpoint_every: the run's.
-      settings: the run's other settings that every process must share (name -> a JSON value).
+    """A run's checkpoint folder as this process sees it; build it in every process at the same point.
+    ``settings``: the run's other settings every process must share (name -> a JSON value).
 
     Attributes:
       enabled: whether the run writes checkpoints (process 0 has a ``checkpoint_dir``).
-      directory: the folder this process reads and writes: ``checkpoint_dir`` on process 0, None on
-        the others.
+      directory: the folder this process reads and writes (None except on process 0).
       multi: whether the run has several processes.
     """
 
@@ -427,8 +388,7 @@ class CheckpointStore:
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        """Holds the folder for the ``with`` block (process 0; ``vijax.run._lock``): a folder that
-        is a file or one that another run holds raises on every process, naming it."""
+        """Holds the folder for the ``with`` block (process 0); a file or a held folder raises on every process."""
         with contextlib.ExitStack() as stack:
             error = None
             if self.enabled and self.directory is not None:
@@ -442,29 +402,24 @@ class CheckpointStore:
             yield
 
     def resumable(self) -> tuple[Optional[str], Optional[bytes]]:
-        """``(path, bytes)`` of the newest intact checkpoint (``find_resumable`` on process 0), on
-        every process; ``(None, None)`` when there is none."""
+        """``find_resumable`` of process 0, on every process."""
         found, error = (None, None), None
         if self.directory is not None:
             try:
                 found = find_resumable(self.directory, stacklevel=4)
             except CheckpointError as e:
                 error = e
-        if not self.multi:
-            if error is not None:
-                raise error
-            return found
         raise_together(error, "resume")
+        if not self.multi:
+            return found
         path = json.loads(_broadcast_bytes(json.dumps(found[0]).encode(), 0).decode())
         return (None, None) if path is None else (path, _broadcast_bytes(found[1] or b"", 0))
 
     def save(
         self, step: int, state: PyTree, trace: dict, evals: list, *, fresh: bool, collective: bool = True, **kwargs
     ) -> None:
-        """Writes a checkpoint (process 0), first removing the folder's older ones when ``fresh``;
-        ``kwargs`` go to ``save_checkpoint``. With ``collective`` (between chunks) every process
-        calls it and an error on process 0 is raised on all; without (an interrupt), process 0
-        writes alone when it holds every leaf."""
+        """Writes a checkpoint on process 0 (first removing older ones when ``fresh``). ``collective``: every
+        process calls it; otherwise (an interrupt) process 0 writes alone when it holds every leaf."""
         if not collective and any(_split(x) for x in jax.tree.leaves(state)):
             return
         if collective:  # leaves split across processes gathered (a collective call)

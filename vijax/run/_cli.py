@@ -1,12 +1,10 @@
 """The ``vijax`` command: ``vijax run [CONFIG]``, ``vijax list [EXPERIMENT]`` and ``vijax prepare``.
 
-``vijax run`` validates a config (default: ``DEFAULT_EXPERIMENT``'s embedded one), builds the
-experiment, runs it and its baselines and writes into the output folder ``config.yaml``,
-``checkpoints/`` (``--resume``), the experiment's report, ``metrics.json`` and ``elbo.png``. Exit
-status: 0 for a finished run with a finite ELBO; 2 when it could not start (an invalid config,
-naming its key; an unwritable output folder; a refused resume; a missing extra); 3 when its result
-is not to be trusted (a non-finite last ELBO, or more than ``run.max_rejected_share`` of the
-updates rejected), the results written either way.
+``vijax run`` validates a config, runs the experiment and its baselines and writes ``config.yaml``,
+``checkpoints/``, the report, ``metrics.json`` and ``elbo.png``. Exit status: 0 for a finished run with a
+finite ELBO; 2 when it could not start (an invalid config, an unwritable output folder, a refused resume,
+a missing extra); 3 when its result is not to be trusted (a non-finite last ELBO, or more than
+``run.max_rejected_share`` of the updates rejected).
 """
 
 from __future__ import annotations
@@ -50,15 +48,12 @@ DEFAULT_EXPERIMENT = "dp_bernoulli"
 
 
 def import_builtin_experiments() -> None:
-    """Imports ``vijax.run.experiments``, whose modules register the built-in experiments (the
-    command does this; a program that loads a built-in experiment's config imports it itself)."""
+    """Imports ``vijax.run.experiments``, whose modules register the built-in experiments."""
     importlib.import_module("vijax.run.experiments")
 
 
 def default_config() -> dict:
-    """The embedded default config of ``vijax run``: ``DEFAULT_EXPERIMENT`` (the DP mixture of
-    Bernoullis) at its registered defaults but short (100 steps instead of 500, 5000 Monte Carlo
-    draws per KL); ``configs/dp_bernoulli.yaml`` spells out the same values."""
+    """The embedded default config of ``vijax run``: ``DEFAULT_EXPERIMENT``, shortened (as ``configs/dp_bernoulli.yaml``)."""
     return {
         "experiment": DEFAULT_EXPERIMENT,
         "algorithm": {"gibbs_burn_in": 50, "kl_samples": 5000, "eval_kl_samples": 5000},
@@ -74,8 +69,7 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Optional[float]]:
-    """The ELBO of the last applied step (a step an algorithm rejected left the state as it was)
-    and the mean over the applied ones among the last ``chunk_size`` steps."""
+    """The ELBO of the last applied step and the mean over the applied ones among the last ``chunk_size``."""
     elbo = np.asarray(result.trace.get("elbo", np.zeros((0,))), dtype=np.float64)
     applied, _ = applied_steps(result.trace)
     if not len(elbo) or not applied.any():
@@ -86,11 +80,8 @@ def _final_elbo(result: RunResult, chunk_size: int) -> tuple[Optional[float], Op
 
 
 def _blame(error: Exception, config: dict) -> str:
-    """A builder's error message prefixed with the config key it is about.
-
-    An ``ArgumentError`` names its argument (and value) as data: the key is the one whose last part
-    is the argument (or holds it as a word: ``algorithm.rho_kappa`` for ``kappa``), the value
-    deciding between several. The text of any other error is not read: it is the experiment's."""
+    """A builder's error message prefixed with the config key it is about: for an ``ArgumentError``, the key whose
+    last part is (or holds as a word) its argument, its value deciding between several."""
     message = str(error)
     if message.startswith(("model.", "data.", "algorithm.", "run.", "output.")):
         return message  # already names its key
@@ -121,13 +112,10 @@ def _check_checkpoint_folder(path: str) -> None:
 
 
 def build_experiment(config: dict) -> Experiment:
-    """The ``Experiment`` of a resolved config (from ``load_config``), built by its registered
-    builder as ``vijax run`` builds it. Apply the run's process settings first
-    (``RunConfig(**config["run"]).apply_process_settings()``: ``x64`` before any array is made).
+    """The ``Experiment`` of a resolved config, as ``vijax run`` builds it (apply the process settings first).
 
     Raises:
-      ConfigError: an invalid value, naming its key when the builder's error tells which (the
-        builder's ValueError and FileNotFoundError become one).
+      ConfigError: the builder's ValueError or FileNotFoundError, naming its key where the error tells which.
     """
     sections = {s: copy.deepcopy(config[s]) for s in SECTIONS} | {"run": RunConfig(**config["run"]).as_dict()}
     try:
@@ -144,16 +132,13 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
     Args:
       config: a resolved config.
       resume: continue from the latest checkpoints in ``<output.dir>/checkpoints``.
-      allow_changes: resume even though the checkpoints were written with another config (the
-        keys of ``config_fingerprint``), e.g. to continue to a larger ``run.num_steps``.
+      allow_changes: resume despite checkpoints written with another config (e.g. a larger ``run.num_steps``).
 
     Returns:
-      ``(result, metrics)``: the ``RunResult`` of the experiment's own run and the dict written to
-      ``metrics.json`` (its ``health`` entry lists non-finite ELBOs and rejected steps).
+      ``(result, metrics)``: the experiment's own ``RunResult`` and the dict written to ``metrics.json``.
 
     Raises:
-      ConfigError: an invalid value (naming its key, also for the builder's errors), or an output
-        folder that cannot be written or that another run holds (its pid named).
+      ConfigError: an invalid value (naming its key), or an output folder that cannot be written or is held.
       CheckpointError: a resume refused (``ConfigChangedError``) or impossible (no intact checkpoint).
     """
     import jax  # deferred so that ``vijax list`` and argument errors stay fast
@@ -358,8 +343,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       argv: the arguments (without the program name); ``sys.argv[1:]`` when None.
 
     Returns:
-      The exit status of the module docstring; 1 where a reader closed the output early (``vijax
-      list | head -1``), quietly, as other Unix tools.
+      The exit status of the module docstring; 1 where a reader closed the output early (``| head -1``).
     """
     try:
         status = _main(argv)

@@ -1,13 +1,9 @@
 """Run configs: YAML files naming a registered experiment, validated against its defaults.
 
-A config has the top-level keys ``experiment`` (a name in ``EXPERIMENTS``, required), ``seed`` (int;
-the run's key is ``jax.random.PRNGKey(seed)``), ``model``, ``data`` and ``algorithm`` (validated
-against the experiment's defaults), ``run`` (the fields of ``RunConfig``) and ``output: {dir}``.
-A key the schema does not list is an error naming its full path and the allowed keys; a value must
-have its default's type (an int is accepted where the default is a float, a list for a tuple; bools
-are not ints; a default of None accepts anything; dicts are validated recursively); missing keys
-take their defaults. Then the experiment's bounds and memory needs (``vijax/run/_bounds.py``) are
-checked, naming the key, before anything is built. The YAML is read by ``parse_yaml``.
+A config has the keys ``experiment`` (required), ``seed``, ``model``, ``data`` and ``algorithm`` (checked
+against the experiment's defaults: an unknown key or a value not of its default's type is an error naming
+its path; an int passes for a float, a list for a tuple, anything for a None default), ``run`` (the fields
+of ``RunConfig``) and ``output: {dir}``. The experiment's bounds and memory needs are then checked.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ SECTIONS = ("model", "data", "algorithm")
 
 
 def _check_type(path: str, value: Any, default: Any, nullable: frozenset = frozenset()) -> Any:
-    """``value`` checked against (and converted to) the type of ``default``; None is accepted for
-    the keys in ``nullable`` (their bound starts with "null or")."""
+    """``value`` checked against (and converted to) the type of ``default``; None passes for ``nullable`` keys."""
     if default is None or (value is None and path in nullable):
         return value
     if isinstance(default, Mapping):
@@ -97,8 +92,7 @@ def _check_run(given: Mapping, experiment_defaults: Mapping) -> dict:
 
 
 def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
-    """A copy of the raw config dict ``raw`` with the ``"dotted.key=value"`` overrides set, each
-    value read as YAML (``7``, ``0.5``, ``[1, 2]``, ``null``, ``text``); ``load_config`` validates."""
+    """A copy of the raw config ``raw`` with the ``"dotted.key=value"`` overrides set, each value read as YAML."""
     out = copy.deepcopy(raw)
     for item in overrides:
         if "=" not in item:
@@ -119,8 +113,7 @@ def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
 
 
 def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Iterable[str] = ()) -> dict:
-    """Loads, overrides, validates and fills in a run config. The experiment must be registered
-    (the built-in ones register when ``vijax.run.experiments`` is imported).
+    """Loads, overrides, validates and fills in a run config of a registered experiment.
 
     Args:
       path_or_dict: a YAML file's path, or the config as a dict.
@@ -130,10 +123,8 @@ def load_config(path_or_dict: Union[str, os.PathLike, Mapping], overrides: Itera
       The resolved config: every top-level key, the sections merged over the experiment's defaults.
 
     Raises:
-      ConfigError: (a ``ValueError``) naming the offending key: an unknown key, a value of the wrong
-        type or outside the experiment's bounds (``data.eval_batch must be an integer >= 1, got
-        0``), a seed outside [0, 2**32 - 1], sizes that would not fit in this machine's memory, an
-        unknown experiment; naming the file for one that cannot be read as YAML.
+      ConfigError: (a ``ValueError``) naming the offending key (an unknown key, a wrong type, a value outside
+        the bounds, a seed outside [0, 2**32 - 1], sizes beyond this machine's memory) or the unreadable file.
 
     Examples:
       >>> load_config({"experiment": "nope"})  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -210,8 +201,7 @@ _EXTRA_BOUNDS = {
 
 
 def run_setting_schema(name: str) -> tuple[str, Any, str]:
-    """The type, default and allowed range of the run setting ``name`` as ``check_run_setting``
-    enforces them (``("int", 100, ">= 1")``)."""
+    """The type, default and allowed range of the run setting ``name`` (``("int", 100, ">= 1")``)."""
     default, types, nullable, minimum = SETTINGS[name]
     minimum = _CONFIG_MINIMUM.get(name, minimum)
     kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
@@ -228,10 +218,8 @@ def _schema_type(default: Any) -> str:
 
 
 def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
-    """Every key of a config, from the schema: without ``experiment``, the keys every config has
-    (``experiment``, ``seed``, ``run.*`` with ``RunConfig``'s defaults, ``output.dir``); with it,
-    also that experiment's ``model``, ``data`` and ``algorithm`` keys, its own run defaults in
-    place of ``RunConfig``'s.
+    """Every key of a config: those every config has, and with ``experiment`` also its section keys and run
+    defaults.
 
     Raises:
       ConfigError: naming ``experiment`` when it is not registered.
@@ -285,8 +273,7 @@ def flatten_config(value: Mapping, prefix: str = "") -> dict:
 
 
 def file_identity(path: Union[str, os.PathLike]) -> str:
-    """The identity of a data file, ``"<size> bytes, sha256 <hex>"``: the SHA-256 of its whole content
-    (streamed a MiB at a time), independent of its name and modification time."""
+    """The identity of a data file by its content, ``"<size> bytes, sha256 <hex>"``."""
     size = os.path.getsize(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -296,11 +283,8 @@ def file_identity(path: Union[str, os.PathLike]) -> str:
 
 
 def config_fingerprint(config: Mapping) -> dict:
-    """What a resolved config's run computes, for ``vijax.run.run(fingerprint=...)``:
-    ``{"hash": sha256, "values": {dotted key: value}}`` over every key except
-    ``FINGERPRINT_IGNORED``, plus ``data_files.<key>`` with ``file_identity`` for each string
-    value of the ``data`` section that names a file (as the experiments resolve it:
-    ``vijax.data.resolve_data_path``).
+    """What a resolved config's run computes, for ``vijax.run.run(fingerprint=...)``: ``{"hash", "values"}``
+    over every key but ``FINGERPRINT_IGNORED``, plus ``data_files.<key>``: the ``file_identity`` of a data file.
 
     Examples:
       >>> a = config_fingerprint({"experiment": "x", "run": {"num_steps": 10, "progress": True}})
@@ -326,9 +310,7 @@ def config_fingerprint(config: Mapping) -> dict:
 
 
 def shipped_config_dir() -> Optional[pathlib.Path]:
-    """The folder of the configs vijax ships (the papers' experiments, ``configs/*.yaml``): inside an
-    installed wheel ``vijax/run/configs``; in a checkout the repository's ``configs/``; None where
-    neither exists."""
+    """The folder of the shipped configs: ``vijax/run/configs`` in a wheel, ``configs/`` in a checkout, or None."""
     here = pathlib.Path(__file__).resolve().parent  # vijax/run
     for folder in (here / "configs", here.parents[1] / "configs"):
         if folder.is_dir() and any(folder.glob("*.yaml")):
@@ -343,10 +325,8 @@ def shipped_configs() -> list[str]:
 
 
 def resolve_config(arg: str) -> str:
-    """The file ``vijax run ARG`` reads: ``ARG`` itself where it exists; else, for a name
-    (``gmm_simulation``, ``gmm_simulation.yaml``) or a path into a ``configs/`` folder that is not
-    here (``configs/gmm_simulation.yaml`` from the README, run outside a checkout), the shipped
-    config of that name. ConfigError naming the argument and the shipped configs otherwise."""
+    """The file ``vijax run ARG`` reads: ``ARG`` where it exists, else the shipped config of that name (also for
+    ``configs/NAME.yaml`` outside a checkout); ConfigError naming the shipped configs otherwise."""
     if os.path.exists(arg):
         return arg
     head, name = os.path.split(os.path.normpath(arg))

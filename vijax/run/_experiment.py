@@ -14,8 +14,7 @@ from ._runner import RunConfig, crossed
 
 
 def check_methods(methods, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    """``algorithm.methods`` as a tuple, after checking that it is a non-empty list of distinct
-    names from ``allowed`` (ValueError naming the key otherwise)."""
+    """``algorithm.methods`` as a tuple, checked to be distinct names from ``allowed`` (ValueError naming it)."""
     methods = tuple(methods)
     bad = [m for m in methods if m not in allowed]
     if bad or not methods or len(set(methods)) != len(methods):
@@ -24,20 +23,10 @@ def check_methods(methods, allowed: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class Baseline(NamedTuple):
-    """Another run of a comparison experiment (a baseline method, another setting of a grid), run by
-    ``vijax run`` after the experiment's own, with its own checkpoints (``<out>/checkpoints/<name>``,
-    continued by ``--resume``), and handed to ``report``.
-
-    Attributes:
-      name: unique among the experiment's baselines; names its checkpoint folder.
-      algorithm: the ``VIAlgorithm``.
-      init_state: ``key -> state`` (None: ``algorithm.init(key)``).
-      batch_fn: ``(key, step) -> batch``, or None with ``host_batches``.
-      eval_fn: ``state -> dict`` of held-out metrics, or None.
-      host_batches: ``(t0, n) -> stacked batches`` for host data, instead of ``batch_fn``.
-      settings: ``RunConfig`` fields that differ from the experiment's run (e.g. ``num_steps``).
-      seed: the run key's seed; None: the experiment's seed (the same keys as its own run).
-    """
+    """Another run of a comparison experiment, run by ``vijax run`` after the experiment's own with its own
+    checkpoints (``<out>/checkpoints/<name>``) and handed to ``report``. The fields are those of ``Experiment``,
+    and: ``name`` (unique; names the checkpoint folder), ``settings`` (``RunConfig`` fields that differ from the
+    experiment's run) and ``seed`` (None: the experiment's)."""
 
     name: str
     algorithm: VIAlgorithm
@@ -57,8 +46,8 @@ class Experiment(NamedTuple):
       init_state: ``key -> state``; called once with the runner's init key (not on resume).
       batch_fn: ``(key, step) -> batch``, pure and jit-able; or None with ``host_batches``.
       eval_fn: ``state -> dict[str, float]`` held-out evaluation on the host, or None.
-      report: ``(RunResult, out_dir, baselines) -> dict`` writes plots into ``out_dir`` and returns a
-        JSON-able summary (printed, stored in ``metrics.json``); ``baselines``: name -> ``RunResult``.
+      report: ``(RunResult, out_dir, baselines) -> dict``: writes plots into ``out_dir``, returns a JSON-able
+        summary (stored in ``metrics.json``); ``baselines``: name -> ``RunResult``.
       host_batches: ``(t0, n) -> stacked batches of updates t0..t0+n-1``, instead of ``batch_fn``.
       baselines: the comparison's other runs (``Baseline``), run after this one, in order.
     """
@@ -73,11 +62,8 @@ class Experiment(NamedTuple):
 
 
 class ExperimentSpec(NamedTuple):
-    """A registered builder, ``build(sections, seed)`` of the resolved ``model``, ``data``,
-    ``algorithm`` and ``run`` sections, with its config schema: ``defaults`` (``{"model": {...},
-    "data": {...}, "algorithm": {...}}``, optionally ``"run"``: run defaults for this experiment),
-    ``bounds`` (dotted key -> allowed values, ``vijax/run/_bounds.py``) and ``memory(config)``, the
-    arrays a resolved config makes (``Need``), all checked by ``load_config``."""
+    """A registered ``build(sections, seed)`` with its config schema: ``defaults`` per section (``"run"``
+    optional), ``bounds`` (dotted key -> allowed values) and ``memory(config) -> [Need]``."""
 
     build: Callable[[dict, int], Experiment]  # (sections: {"model","data","algorithm","run"}, seed)
     defaults: dict
@@ -96,14 +82,12 @@ def register_experiment(
     bounds: Optional[Mapping[str, str]] = None,
     memory: Optional[Callable[[Mapping], Sequence[Need]]] = None,
 ):
-    """Decorator registering ``build(sections, seed) -> Experiment`` under ``name``.
+    """Decorator registering ``build(sections, seed) -> Experiment`` under ``name`` (replacing an earlier one).
 
     Args:
-      name: the name a config's ``experiment:`` key refers to; registering it again replaces the
-        earlier builder.
+      name: the name a config's ``experiment:`` key refers to.
       defaults: the config schema with default values; see ``ExperimentSpec``.
-      description: one line shown by ``vijax list``; by default the first paragraph of ``build``'s
-        docstring.
+      description: one line shown by ``vijax list``; default: the first paragraph of ``build``'s docstring.
       bounds: the allowed values of numeric keys, ``{"data.num_test": ">= 1", ...}``.
       memory: ``config -> [Need(what, keys, bytes), ...]``, checked against this machine's memory.
 
@@ -130,18 +114,16 @@ def configured_algorithm(
     schedule_keys: Sequence[str] = (),
     resolved: Optional[Mapping] = None,
 ) -> VIAlgorithm:
-    """The registered algorithm (``vijax.inference.ALGORITHMS``) that a config's ``algorithm``
-    section names, for ``model``, given ``num_data``, ``schedule`` (when it has a step size) and the
-    section's keys that it takes as settings (``AlgorithmSpec.settings``). A key that another
-    algorithm takes, or one of ``schedule_keys`` of an algorithm without a step size, is left out
-    while it holds the experiment's default, and refused otherwise.
+    """The registered algorithm that a config's ``algorithm`` section names, for ``model``, with the section's
+    keys it takes as settings. A key another algorithm takes, or one of ``schedule_keys`` of an algorithm
+    without a step size, is left out while it holds the experiment's default, and refused otherwise.
 
     Args:
       section: the resolved ``algorithm`` section (with a ``name`` key).
       defaults: the experiment's defaults of that section (what counts as "not set").
       model: the model (or a wrapper such as ``vijax.inference.data_parallel(model)``).
       num_data: N, the number of data points minibatches are drawn from.
-      schedule: the step size (a number or a callable ``count -> step``), or None for the default.
+      schedule: the step size (a number or ``count -> step``), or None for the default.
       schedule_keys: the section's keys that ``schedule`` is made of (e.g. ``("tau", "kappa")``).
       resolved: values replacing the section's for some keys (e.g. a None default looked up).
 
@@ -176,8 +158,7 @@ def configured_algorithm(
 
 
 def check_split(key: str, fraction: float, num_docs: int, num_train: int, num_test: int) -> None:
-    """ValueError naming ``key`` (a test or training fraction) when the split of ``num_docs``
-    documents it made leaves no training or no test document."""
+    """ValueError naming ``key`` when the split it made leaves no training or no test document."""
     if num_train < 1 or num_test < 1:
         raise ArgumentError(
             key,
@@ -187,9 +168,8 @@ def check_split(key: str, fraction: float, num_docs: int, num_train: int, num_te
 
 
 def data_file(key: str, value: str, required: bool = True) -> Optional[pathlib.Path]:
-    """The data file that the config key ``key`` (``"data.path"``) names with ``value``: the path
-    itself, or a name under the shared data folder (``vijax.data.resolve_data_path``); None for an
-    empty or (unless ``required``) missing one.
+    """The data file that the config key ``key`` names with ``value`` (a path, or a name under the shared data
+    folder: ``vijax.data.resolve_data_path``); None for an empty or (unless ``required``) missing one.
 
     Raises:
       ValueError: naming ``key``: a required file empty or not found, a folder, not a regular file.
@@ -215,9 +195,7 @@ def data_file(key: str, value: str, required: bool = True) -> Optional[pathlib.P
 
 
 def eval_steps(run: Mapping) -> list[int]:
-    """The steps at which ``vijax.run.run`` evaluates a run with the settings ``run`` (a config's
-    resolved ``run`` section) that reaches ``num_steps``: the first chunk boundary at or after each
-    multiple of ``eval_every``, and ``num_steps`` (step 0 for a run of no steps).
+    """The steps at which ``vijax.run.run`` evaluates a run with the resolved ``run`` section (0 for no steps).
 
     Examples:
       >>> eval_steps({"num_steps": 100, "chunk_size": 20, "eval_every": 30})

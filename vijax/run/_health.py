@@ -1,6 +1,4 @@
-"""What a run's trace says about non-finite values: the ELBOs that are not finite and the updates an
-algorithm rejected (``info.accepted`` False: a non-finite update it did not apply). ``run`` warns
-with their steps; ``vijax run`` turns ``RunHealth.problems`` into exit status 3."""
+"""What a run's trace says about non-finite ELBOs and rejected updates (``info.accepted`` False)."""
 
 from __future__ import annotations
 
@@ -16,14 +14,11 @@ class RunHealth(NamedTuple):
 
     Attributes:
       num_steps: rows of the trace.
-      nonfinite_steps: the ``step`` numbers (1-based, as in the trace) whose ELBO is not finite
-        (any element, for an ELBO with extra axes).
-      rejected_steps: the steps an algorithm rejected (a trace field ``accepted``, or ``*.accepted``,
-        False in any element); empty for algorithms without one.
+      nonfinite_steps: the ``step`` numbers whose ELBO is not finite (in any element).
+      rejected_steps: the steps whose ``accepted`` / ``*.accepted`` field is False in any element.
       rejected_share: the share of rejected updates (over elements), 0 without ``accepted``.
-      final_step: the last step whose update was applied (the last step without ``accepted``), or
-        None when there is none.
-      final_elbo_finite: whether that step's ELBO is finite (False when there is no such step).
+      final_step: the last step whose update was applied, or None.
+      final_elbo_finite: whether that step's ELBO is finite (False without such a step).
     """
 
     num_steps: int
@@ -34,8 +29,7 @@ class RunHealth(NamedTuple):
     final_elbo_finite: bool
 
     def problems(self, max_rejected_share: Optional[float] = None) -> list[str]:
-        """One line per problem: a non-finite final ELBO, more than ``max_rejected_share`` of the
-        steps rejected (not checked when None). Empty for a healthy run."""
+        """One line per problem: a non-finite final ELBO, more than ``max_rejected_share`` of the steps rejected."""
         out = []
         if self.num_steps and not self.final_elbo_finite:
             where = f"at step {self.final_step}" if self.final_step is not None else "(no step was applied)"
@@ -72,9 +66,7 @@ class RunHealth(NamedTuple):
 
 
 def applied_steps(trace: Mapping) -> tuple[np.ndarray, float]:
-    """``(applied, rejected_share)``: per trace row whether its update was applied (every element of
-    the fields ``accepted`` / ``*.accepted`` True; all rows without such a field) and the share of
-    rejected elements."""
+    """``(applied, rejected_share)``: per trace row whether every ``accepted`` element is True, and the share not."""
     n = len(np.asarray(trace.get("step", np.zeros((0,)))))
     names = [k for k in trace if k == "accepted" or k.endswith(".accepted")]
     if not names or n == 0:
@@ -103,9 +95,7 @@ def run_health(trace: Mapping) -> RunHealth:
 
 
 def psis_note(evals: Sequence[dict]) -> Optional[str]:
-    """The report of the last evaluation's PSIS k-hat (an eval field named ``"khat"``, e.g. from
-    ``vijax.metrics.psis``) against the threshold ``vijax.metrics.KHAT_THRESHOLD`` = 0.7 of Yao et
-    al. (2018); None when there is none."""
+    """The last evaluation's PSIS ``"khat"`` against ``KHAT_THRESHOLD`` = 0.7 (Yao et al. 2018), or None."""
     if not evals or "khat" not in evals[-1] or evals[-1]["khat"] is None:
         return None
     k = float(evals[-1]["khat"])
@@ -118,8 +108,7 @@ def psis_note(evals: Sequence[dict]) -> Optional[str]:
 
 
 def raise_batch_error(error: Exception) -> None:
-    """Re-raises a failed value check from inside a compiled chunk (a ``JaxRuntimeError`` whose text
-    holds a ``ValueError``) as that ValueError; any other error unchanged."""
+    """Re-raises a ``JaxRuntimeError`` whose text holds a failed value check as that ValueError."""
     lines = [ln for ln in str(error).splitlines() if ln.startswith("ValueError: ")]
     if lines:
         raise ValueError(lines[-1][len("ValueError: ") :]) from None

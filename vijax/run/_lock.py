@@ -1,12 +1,7 @@
-"""A folder that one run writes at a time: an advisory lock held for the run.
-
-``hold_folder(path, name)`` creates the folder and takes an exclusive ``fcntl.flock`` on
-``<path>/.vijax.lock`` without waiting; the holder writes ``"<pid> <host>"`` into it. A second run
-into the folder, from any process that sees it, fails at once naming the holder. The kernel drops
-the lock when its holder ends, however it ends; the file is never deleted (a deleted lock file would
-let one run lock the old file while another locks a new one). A folder this process holds, or one
-inside it (``vijax run`` holds ``--out``, its runs ``<out>/checkpoints``), is held once; in a run of
-several processes only process 0 takes the lock. Where ``fcntl`` does not exist, nothing is locked.
+"""A folder that one run writes at a time: an exclusive ``fcntl.flock`` on ``<path>/.vijax.lock``, taken
+without waiting, holding ``"<pid> <host>"``. The kernel drops it when the holder ends; the file is never
+deleted (else two runs could lock two files). A folder inside one this process holds is held once; only
+process 0 of a distributed run locks; without ``fcntl`` nothing is locked.
 """
 
 from __future__ import annotations
@@ -39,13 +34,12 @@ def _holder(fd: int) -> str:
 
 @contextlib.contextmanager
 def hold_folder(path: str, name: str, error: Type[Exception] = ValueError) -> Iterator[None]:
-    """Holds the folder ``path`` for the ``with`` block (creating it), as the module docstring says.
+    """Holds the folder ``path`` for the ``with`` block (creating it).
 
     Args:
       path: the folder.
       name: the argument or config key it comes from, which starts every error message.
-      error: the class of the errors raised (``ValueError`` or a subclass taking a message, e.g.
-        the caller's ``ConfigError``).
+      error: the class of the errors raised (``ValueError`` or a subclass, e.g. ``ConfigError``).
 
     Raises:
       error: ``path`` is a file, cannot be created, or another run holds it (its pid named).

@@ -1,8 +1,5 @@
-"""Generic plots of a run: the ELBO trace and held-out metrics against steps.
-
-Figures are built with ``matplotlib.figure.Figure`` (no ``pyplot``: no global state, no GUI backend).
-matplotlib is optional (the extra ``vijax-toolkit[plots]``): ``plot_elbo`` without it raises an
-ImportError naming the extra, while ``vijax run`` asks ``plots_missing`` first and skips the plots.
+"""Generic plots of a run: the ELBO trace and held-out metrics against steps, drawn with
+``matplotlib.figure.Figure`` (no ``pyplot``); matplotlib is the optional extra ``vijax-toolkit[plots]``.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ PLOTS_EXTRA = "pip install 'vijax-toolkit[plots]'"
 
 
 def _panels(names: Sequence[str]) -> dict:
-    """metric -> [(line label, eval name)], in first-seen order: ``method.metric`` names grouped by
-    their metric (labelled by the method), any other name a panel of its own (unlabelled)."""
+    """metric -> [(method or None, eval name)]: ``method.metric`` names grouped by their metric."""
     panels: dict = {}
     for name in names:
         method, _, metric = name.rpartition(".")
@@ -46,10 +42,8 @@ def plots_missing() -> Optional[str]:
 
 
 def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") -> str:
-    """Writes a PNG of the ELBO trace (with its trailing moving average) and the held-out metrics
-    against steps. Metrics named ``method.metric`` (``ssvi.kl``, ``gibbs.kl``) share the panel of
-    ``metric``, one line per method; at most four panels are drawn, the metrics of the others named
-    in a note under the figure and in a warning.
+    """Writes a PNG of the ELBO trace (with a moving average) and the held-out metrics against steps; metrics
+    ``method.metric`` share the panel of ``metric``, and at most four panels are drawn (a warning names the rest).
 
     Args:
       trace: a ``RunResult.trace`` (needs ``"step"`` and ``"elbo"``).

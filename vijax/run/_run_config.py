@@ -39,8 +39,7 @@ def type_name(x) -> str:
 
 
 def check_run_setting(name: str, value, label: str):
-    """``value`` checked against (and an int converted to float where a float is expected) the
-    run setting ``name``; ValueError starting with ``label`` otherwise."""
+    """``value`` checked against the run setting ``name`` (an int made a float where one is expected)."""
     _, types, nullable, minimum = SETTINGS[name]
     if value is None and nullable:
         return None
@@ -75,24 +74,16 @@ class RunConfig:
       tol: relative ELBO tolerance of the stopping rule, or None to run all steps.
       patience: consecutive chunk boundaries below ``tol`` needed to stop.
       eval_every: evaluation period in updates (rounded up to chunk boundaries); None: at the end.
-      checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the
-        end only.
-      progress: show a tqdm bar (it switches itself off when stderr is not a terminal).
-      max_rejected_share: the largest share of rejected steps (``info.accepted`` False) that ``vijax
-        run`` accepts; above it the command exits with status 3 (``run`` itself only reports).
+      checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the end only.
+      progress: show a tqdm bar (off by itself when stderr is not a terminal).
+      max_rejected_share: the largest share of rejected steps that ``vijax run`` accepts (above: exit status 3).
       x64: run in float64 (``jax_enable_x64``). A process setting (``apply_process_settings``).
-      cpu_devices: the number of CPU devices JAX shows (one per core lets ``data_parallel`` use the
-        cores); None leaves JAX's default. A process setting.
-      compile_cache: JAX's persistent compilation cache (``vijax/run/_cache.py``): True (the default
-        folder), False (off), a folder, or None: on for the ``vijax`` command, JAX's own setting for
-        a library call of ``run`` unless ``$VIJAX_COMPILE_CACHE`` is set. Applied by ``run`` too.
-      fast_cpu_compile: quicker CPU compile settings (``vijax.run.fast_cpu_compile``). A process
-        setting: it takes effect only before JAX's first computation.
-      prefetch: with ``host_batches``, how many chunks of host batches a background thread builds
-        ahead (``vijax.data.PrefetchHostBatches``); 0 builds each chunk in the loop. The batches,
-        and so the results, are the same either way.
-      check_values: the value checks of every step's batch (as ``vijax.inference.jit_step``'s); a
-        failing one stops the run with a ValueError naming the value, its position and the step.
+      cpu_devices: the number of CPU devices JAX shows; None leaves JAX's default. A process setting.
+      compile_cache: JAX's persistent compilation cache: True (the default folder), False (off), a folder, or
+        None (on for the ``vijax`` command, opt-in for a library call unless ``$VIJAX_COMPILE_CACHE`` is set).
+      fast_cpu_compile: quicker CPU compile settings (``vijax.run.fast_cpu_compile``). A process setting.
+      prefetch: with ``host_batches``, how many chunks a background thread builds ahead (0: none); same results.
+      check_values: the value checks of every step's batch (as ``vijax.inference.jit_step``'s).
     """
 
     num_steps: int = SETTINGS["num_steps"][0]
@@ -130,18 +121,15 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     def replace(self, **settings) -> "RunConfig":
-        """A copy with ``settings`` changed (checked like the constructor's); ValueError naming an
-        unknown setting."""
+        """A copy with ``settings`` changed and checked; ValueError naming an unknown setting."""
         unknown = sorted(set(settings) - set(SETTINGS))
         if unknown:
             raise ValueError(f"unknown run setting(s) {unknown}; the settings of RunConfig are {sorted(SETTINGS)}")
         return dataclasses.replace(self, **settings)
 
     def apply_process_settings(self) -> None:
-        """Applies ``x64``, ``cpu_devices``, ``fast_cpu_compile`` and ``compile_cache`` to this
-        process. The first three must happen before JAX makes arrays (``cpu_devices`` before it
-        starts its backends); ValueError naming ``x64`` or ``cpu_devices`` when that is too late
-        (``fast_cpu_compile`` then changes nothing)."""
+        """Applies ``x64``, ``cpu_devices``, ``fast_cpu_compile`` and ``compile_cache`` to this process, the first
+        three before JAX makes arrays (ValueError naming ``cpu_devices`` when too late)."""
         if self.fast_cpu_compile:
             fast_cpu_compile()
         if self.x64:
@@ -159,8 +147,7 @@ class RunConfig:
         _cache.enable_compile_cache(self.compile_cache)
 
     def check_process_settings(self) -> None:
-        """Raises ValueError when this process does not run with ``x64`` / ``cpu_devices`` (call
-        ``apply_process_settings`` first thing)."""
+        """ValueError when this process does not run with ``x64`` / ``cpu_devices``."""
         if self.x64 and not jax.config.jax_enable_x64:
             raise ValueError(
                 "x64=True but JAX runs in float32: call RunConfig.apply_process_settings() (or "

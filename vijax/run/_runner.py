@@ -1,27 +1,20 @@
 """The one host loop that drives every ``VIAlgorithm``: ``lax.scan`` chunks, progress, held-out
 evaluation, a relative-tolerance stopping rule, checkpoints and bit-identical resume.
 
-**Keys.** ``init_key, step_base = jax.random.split(key)``; ``init_key`` goes to the init (only when
-the run starts from scratch); update ``t`` (0-based) uses ``batch_key, step_key =
-jax.random.split(jax.random.fold_in(step_base, t))`` and calls ``alg.step(step_key, state,
-batch_fn(batch_key, t))``. The keys of step ``t`` depend only on ``key`` and ``t``.
+**Keys.** ``init_key, step_base = jax.random.split(key)``; update ``t`` (0-based) calls ``alg.step(step_key,
+state, batch_fn(batch_key, t))`` with ``batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))``.
 
-**Chunks.** Chunk ``c`` covers updates ``[c * chunk_size, (c + 1) * chunk_size)`` (clipped to
-``num_steps``), one call of a jitted ``lax.scan`` of length ``chunk_size``; steps outside ``[t0,
-t_end)`` (a final partial chunk, or the part of a chunk before a resume point) are computed and
-discarded with a ``jnp.where`` on the carry. So the chunk compiles once per ``run`` call, and a
-resumed run replays the same program on the same inputs: its final state and trace are
-bit-identical to an uninterrupted run's, at the price of at most ``chunk_size - 1`` wasted updates.
+**Chunks.** Chunk ``c`` covers updates ``[c * chunk_size, (c + 1) * chunk_size)``, one jitted ``lax.scan``
+of length ``chunk_size``; steps outside ``[t0, t_end)`` (a final partial chunk, the part before a resume
+point) are computed and discarded by a ``jnp.where`` on the carry, so a resumed run is bit-identical to
+an uninterrupted one.
 
-**Stopping.** At each boundary ``b = (c + 1) * chunk_size`` the runner forms the chunk's mean ELBO
-``L_c = mean(elbo[b - chunk_size : b])`` (over any extra axes too) and the relative change
-``r_c = |L_c - L_{c-1}| / |L_c|`` of Stan's ADVI (Kucukelbir et al., 2017); the run stops,
-``converged=True``, at the first boundary where the last ``patience`` values ``r`` are all below
-``tol``. A NaN ELBO never counts as converged.
+**Stopping.** At each boundary the chunk's mean ELBO ``L_c`` gives ``r_c = |L_c - L_{c-1}| / |L_c|``
+(Kucukelbir et al. 2017, Stan's ADVI); the run stops at the first boundary where the last ``patience``
+values are all below ``tol``. A NaN ELBO never converges.
 
-**Evaluation and checkpoints** happen between chunks: at the first boundary at or after each
-multiple of ``eval_every`` (``checkpoint_every``), and when the run ends (``eval_every=None``: only
-then). A ``KeyboardInterrupt`` checkpoints the last completed chunk before re-raising.
+**Evaluation and checkpoints** happen at the first boundary at or after each multiple of ``eval_every``
+(``checkpoint_every``) and at the end. A ``KeyboardInterrupt`` checkpoints the last completed chunk.
 """
 
 from __future__ import annotations
@@ -58,13 +51,12 @@ class RunResult(NamedTuple):
 
     Attributes:
       state: the final state pytree.
-      trace: dict ``name -> np.ndarray`` with one row per update: every leaf of ``info`` (named by
-        its path, e.g. ``"elbo"``, ``"step_size"``, ``"stats.n"``) and ``"step"``, the number of
-        updates applied after that row's update (1, 2, ..., ``num_steps``).
-      evals: list of dicts ``{"step", "wall_time", **eval_fn(state)}``, oldest first.
+      trace: ``name -> np.ndarray``, one row per update: every leaf of ``info`` (by path: ``"elbo"``,
+        ``"stats.n"``) and ``"step"`` (1, 2, ..., ``num_steps``).
+      evals: ``{"step", "wall_time", **eval_fn(state)}`` dicts, oldest first.
       converged: whether the tolerance rule stopped the run.
       num_steps: the number of updates applied to ``state`` (across resumes).
-      wall_time: seconds spent, summed over the runs that a resume continued.
+      wall_time: seconds spent, summed over resumes.
     """
 
     state: PyTree
@@ -76,8 +68,7 @@ class RunResult(NamedTuple):
 
 
 def _as_strong_arrays(tree: PyTree) -> PyTree:
-    """Leaves as ``jax.Array`` without weak types, so a state loaded from a checkpoint has the
-    same abstract values (and compiled program) as one built by ``init``."""
+    """Leaves as ``jax.Array`` without weak types, so a loaded state compiles as ``init``'s does."""
     return jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.asarray(x).dtype), tree)
 
 
@@ -134,8 +125,7 @@ def _eval_entry(eval_fn: Callable, state: PyTree, step: int, wall_time: float) -
 
 # ----------------------------------------------------------------------------- the loop
 class _Progress:
-    """What a run has done so far: the state, the update count, the trace parts, the evaluations,
-    the chunk means of the stopping rule and the checkpoint bookkeeping."""
+    """What a run has done so far: state, update count, trace parts, evaluations, chunk means, saves."""
 
     def __init__(self, state, step=0, parts=(), evals=(), wall0=0.0):
         self.state, self.step, self.parts, self.evals, self.wall0 = state, step, list(parts), list(evals), wall0
@@ -149,8 +139,7 @@ class _Progress:
 def initial_progress(
     alg, init_state, init_key, key_data, store, resume, fingerprint=None, allow_changes=False
 ) -> _Progress:
-    """The start of a run: ``init_state`` (or ``alg.init``), or on resume the newest intact
-    checkpoint that ``store`` finds, checked against the run's state, key and fingerprint."""
+    """The start of a run: ``init_state`` (or ``alg.init``), or on resume the newest intact checkpoint, checked."""
     if init_state is None:
         state = alg.init(init_key)
     else:
@@ -218,35 +207,22 @@ def run(
     allow_changes: bool = False,
     **settings,
 ) -> RunResult:
-    """Runs ``alg`` for ``num_steps`` updates or until converged, with the keys, chunks, stopping
-    rule and evaluation/checkpoint cadence of the module docstring.
+    """Runs ``alg`` for ``num_steps`` updates or until converged (the module docstring's rules).
 
     Args:
-      alg: the ``VIAlgorithm``; ``alg.step(key, state, batch) -> (state, info)`` jit-able, ``info`` a
-        pytree (e.g. a NamedTuple) of arrays with an ``elbo`` field.
+      alg: the ``VIAlgorithm``; ``step(key, state, batch) -> (state, info)``, ``info`` with an ``elbo`` field.
       key: the run's PRNG key (raw ``uint32[2]`` or typed).
-      batch_fn: ``(batch_key, t) -> batch``, pure and jit-able (``t``: the int32 index of the
-        update); the full data for batch algorithms.
-      host_batches: instead of ``batch_fn``, for data on the host or disk: ``(t0, n) -> the batches
-        of updates t0 .. t0 + n - 1 stacked on a leading axis``, a function of the indices alone (so
-        that a resumed run sees the same batches); updates past ``num_steps`` may be asked for. With
-        ``prefetch`` > 0 it is called from a background thread that many chunks ahead.
-      init_state: the starting state, a callable ``init_key -> state``, or None for
-        ``alg.init(init_key)``; on resume it only gives the tree structure.
-      eval_fn: ``state -> dict`` of held-out metrics, run on the host between chunks; where it
-        raises, the steps taken are checkpointed before the error propagates.
-      checkpoint_dir: folder for checkpoints (a final one is always written); a run that does not
-        resume removes the folder's older checkpoints at its first save. The run holds the folder
-        (a lock file ``.vijax.lock``): another run into it fails at once, naming the holder's pid.
-        With several processes (``jax.distributed``) process 0 alone reads and writes it.
-      resume: continue from the newest checkpoint in ``checkpoint_dir`` (from scratch if none),
-        with the same ``key``; a newest one that does not read back intact is reported
-        (``RuntimeWarning``), renamed ``<name>.corrupt``, and the previous one is used.
-      progress_fields: trace fields whose chunk means the bar shows (default ``("elbo",)``); one the
-        trace lacks is refused after the first chunk, once its steps are checkpointed.
+      batch_fn: ``(batch_key, t) -> batch``, pure and jit-able; the full data for batch algorithms.
+      host_batches: instead of ``batch_fn``, for host or disk data: ``(t0, n) ->`` the batches of updates
+        ``t0 .. t0 + n - 1`` stacked, a function of the indices alone; with ``prefetch`` > 0 called from a thread.
+      init_state: the starting state, ``init_key -> state``, or None for ``alg.init``; on resume only its structure.
+      eval_fn: ``state -> dict`` of held-out metrics, run between chunks (the steps are checkpointed if it raises).
+      checkpoint_dir: checkpoint folder, held by a lock file ``.vijax.lock`` (process 0 alone writes it); a
+        run that does not resume removes its older checkpoints at its first save.
+      resume: continue from the newest intact checkpoint (a corrupt newer one is renamed ``<name>.corrupt``).
+      progress_fields: trace fields whose chunk means the bar shows (default ``("elbo",)``).
       config: the run settings (``RunConfig``); default ``RunConfig()``.
-      fingerprint: ``{"hash", "values"}`` identifying what the run computes (``vijax run`` passes its
-        resolved config and data identity); stored in every checkpoint and compared on resume.
+      fingerprint: ``{"hash", "values"}`` of what the run computes, stored in checkpoints and compared on resume.
       allow_changes: resume despite a changed fingerprint (a warning lists the changes).
       **settings: ``RunConfig`` fields overriding ``config``.
 
@@ -254,11 +230,10 @@ def run(
       A ``RunResult``.
 
     Raises:
-      ValueError: bad arguments or settings, an ``info`` without ``elbo``, process settings
-        (``x64``, ``cpu_devices``) this process does not have, a ``checkpoint_dir`` that is a file
-        or that another run holds, or settings that differ between the processes of a run.
-      CheckpointError: no checkpoint reads back intact, or its state structure or key does not
-        match; ``ConfigChangedError`` for a changed fingerprint.
+      ValueError: bad arguments or settings, an ``info`` without ``elbo``, process settings this process
+        lacks, a ``checkpoint_dir`` that is a file or held by another run, settings differing between processes.
+      CheckpointError: no intact checkpoint, or another structure or key; ``ConfigChangedError`` for a
+        changed fingerprint.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -415,14 +390,11 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
 
 # ----------------------------------------------------------------------------- the compiled chunk
 class _Chunk:
-    """The compiled chunk with the batch function's captured arrays and the step's arrays (its
-    model's, ``vijax.models.split_arrays``) bound as its first arguments, so that the program does
-    not embed the data: ``chunk(state, step_base, t0, t_end, host)`` and ``chunk.lower(...)``.
+    """The compiled chunk, ``chunk(state, step_base, t0, t_end, host)``, with the batch function's and the
+    step's arrays (``vijax.models.split_arrays``) bound as arguments so the program does not embed the data.
 
-    With value checks, each step's checks are collected as outputs of the scan (one row per step);
-    on a failure the chunk runs again in a program that also locates the first failure, and raises
-    its error. Where a step's checks sit below its own level (under a ``vmap`` of restarts) the
-    chunk is compiled by ``jit_step`` instead."""
+    Value checks are collected as scan outputs; on a failure the chunk reruns in a program that locates
+    it. Checks under a ``vmap`` of the step compile the chunk by ``jit_step`` instead."""
 
     def __init__(self, make_jit: Callable, consts: tuple, step_arrays: list, collect: bool):
         self.make_jit, self.consts, self.step_arrays, self.collect = make_jit, consts, step_arrays, collect
@@ -458,12 +430,8 @@ class _Chunk:
 def make_chunk_fn(
     step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base, checked: bool = False
 ) -> "_Chunk":
-    """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk.
-
-    ``host`` is None with a ``batch_fn``, or the chunk's stacked host batches (leading axis
-    ``chunk_size``). With ``checked`` (the run's ``check_values``), each step's value checks are
-    collected as outputs of the scan and raised after the call (``_Chunk``): the program has no
-    host callback, so JAX's persistent compilation cache can store it."""
+    """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk (``host``:
+    None with a ``batch_fn``); with ``checked``, value checks are raised after the call (``_Chunk``)."""
     consts, step_arrays, rebuild_step = (), *split_arrays(step_fn)
     if batch_fn is not None:  # the arrays it captures (a batch algorithm's data) as arguments, not constants
         key = jax.eval_shape(lambda b: jax.random.split(jax.random.fold_in(b, 0))[0], step_base)
@@ -510,14 +478,11 @@ def lower_run(
     config: Optional[RunConfig] = None,
     **settings,
 ) -> jax.stages.Lowered:
-    """The chunk program that ``run`` with the same arguments compiles before its first step,
-    traced and lowered but not compiled (``.as_text()``: its StableHLO; ``.compile()``: as the run
-    compiles it). The init is only traced for the state's shapes, or run where it cannot be traced;
-    ``host_batches`` is called once, for the first chunk. The arguments are those of ``run``.
+    """The chunk program that ``run`` with the same arguments compiles, lowered but not compiled. The init
+    is traced for its shapes (run where it cannot be); ``host_batches`` is called once.
 
     Raises:
-      ValueError: as ``run`` does, for ``x64`` / ``cpu_devices`` this process does not have, or
-        not exactly one of ``batch_fn`` and ``host_batches``.
+      ValueError: as ``run`` does, for missing process settings or not exactly one of ``batch_fn``, ``host_batches``.
 
     Examples:
       >>> import jax, jax.numpy as jnp

@@ -1,7 +1,5 @@
-"""Reading a config's YAML as written: the YAML 1.2 core schema, a key given twice refused naming it
-and its lines, aliases bounded at ``MAX_VALUES`` values and nesting at ``MAX_DEPTH`` levels, config
-files that are folders, not UTF-8 or larger than ``MAX_CONFIG_BYTES`` refused naming the path; and
-``dump_yaml``, whose output YAML 1.1 and 1.2 readers read back the same.
+"""Reading a config's YAML by the YAML 1.2 core schema, refusing repeated keys, aliases beyond ``MAX_VALUES``
+values, nesting beyond ``MAX_DEPTH`` and files that are not small UTF-8 text; and ``dump_yaml``.
 """
 
 from __future__ import annotations
@@ -36,9 +34,8 @@ def _too_deep(source: str, line: int, aliases: str = "") -> ConfigError:
 
 
 class _Loader(yaml.SafeLoader):
-    """A SafeLoader that resolves plain scalars by the YAML 1.2 core schema (YAML 1.2.2, §10.3): no
-    octal ``010``, sexagesimal ``1:30``, ``1_000``, ``yes``/``on``, timestamps or merge keys; and
-    that refuses nesting deeper than ``MAX_DEPTH`` as it composes (PyYAML's composer recurses)."""
+    """A SafeLoader resolving plain scalars by the YAML 1.2 core schema (YAML 1.2.2, §10.3: no octal ``010``,
+    ``1:30``, ``yes``, timestamps or merge keys), refusing nesting deeper than ``MAX_DEPTH``."""
 
     yaml_implicit_resolvers: dict = {}  # replaces YAML 1.1's; filled below
     source, depth = "<string>", 0
@@ -92,15 +89,13 @@ for _first_char, _resolvers in _Loader.yaml_implicit_resolvers.items():
 
 
 def dump_yaml(value: Any) -> str:
-    """``value`` (plain dicts, lists, strings, numbers, bools, None) as YAML that ``parse_yaml``
-    (YAML 1.2) and YAML 1.1 readers both read back as ``value``, keys in their order."""
+    """``value`` (plain data) as YAML that YAML 1.2 and 1.1 readers both read back as ``value``."""
     return yaml.dump(value, Dumper=_Dumper, sort_keys=False)
 
 
 def _check_nodes(loader: _Loader, root: yaml.Node, source: str, prefix: str) -> None:
-    """Refuses, before anything is constructed, a mapping key given twice (YAML would keep the
-    last silently), a key that is not a plain value, an alias that refers to itself, and aliases
-    that expand the document beyond ``MAX_VALUES`` values or ``MAX_DEPTH`` levels."""
+    """Refuses a key given twice or not a plain value, an alias that refers to itself, and aliases that expand
+    beyond ``MAX_VALUES`` values or ``MAX_DEPTH`` levels."""
     size: dict[int, int] = {}  # id(node) -> values under it, aliases expanded
     depth: dict[int, int] = {}
     open_nodes: set[int] = set()
@@ -153,9 +148,7 @@ _FLOW_TOKENS = re.compile(r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\n]|'')*'|#[^\n]*|[\[\]
 
 
 def parse_yaml(text: str, source: str = "<string>", prefix: str = "") -> Any:
-    """Parses YAML text safely (plain data only) by the YAML 1.2 core schema (``010`` is 10, ``1:30``
-    and ``yes`` are strings, ``1e-3`` a float), refusing a key given twice, aliases expanding beyond
-    ``MAX_VALUES`` values and nesting deeper than ``MAX_DEPTH``.
+    """Parses YAML text safely (plain data only) by the YAML 1.2 core schema, with the module docstring's limits.
 
     Args:
       text: the YAML text.
@@ -193,8 +186,7 @@ def parse_yaml(text: str, source: str = "<string>", prefix: str = "") -> Any:
 
 
 def read_config_text(path: Union[str, os.PathLike]) -> str:
-    """The text of the config file ``path``; ConfigError naming the path when it is missing, a
-    folder, unreadable, larger than ``MAX_CONFIG_BYTES`` (``/dev/zero``) or not UTF-8."""
+    """The text of the config file ``path``; ConfigError naming it when unreadable, too large or not UTF-8."""
     name = os.fspath(path)
     try:
         with open(name, "rb") as f:
