@@ -23,7 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError, enforce_value_checks, finite_nonnegative, ids_in_range, implements
+from vijax._validate import (
+    ArgumentError,
+    check_data_dtype,
+    enforce_value_checks,
+    finite_nonnegative,
+    ids_in_range,
+    implements,
+)
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -72,6 +79,38 @@ def bow_batch_checks(batch: Any, vocab_size: int) -> list:
         return []
     ids, counts = batch
     return [ids_in_range("batch word id", ids, vocab_size), finite_nonnegative("batch count", counts)]
+
+
+def check_bow_data(batch: Any, vocab_size: int, integer_counts: bool = False) -> None:
+    """Raises ValueError naming the problem unless ``batch`` is a BowBatch of integer ``word_ids`` in
+    [0, ``vocab_size``) and finite ``counts`` >= 0 (integer-valued with ``integer_counts``), both (S, L), S >= 1
+    (shapes and dtypes also of tracers)."""
+    if not (hasattr(batch, "word_ids") and hasattr(batch, "counts")):
+        raise ArgumentError("batch", f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
+    ids, counts = batch.word_ids, batch.counts
+    check_data_dtype("counts", counts)
+    if np.ndim(ids) != 2 or np.ndim(counts) != 2:
+        raise ValueError(f"word_ids and counts must be 2-D (S, L), got shapes {np.shape(ids)} and {np.shape(counts)}")
+    if np.shape(ids) != np.shape(counts):
+        raise ValueError(f"word_ids and counts must have the same shape, got {np.shape(ids)} and {np.shape(counts)}")
+    if np.shape(ids)[0] < 1:
+        raise ArgumentError("batch", "batch holds no documents (S = 0)")
+    if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
+        raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
+    dtype = jnp.result_type(counts)
+    if not jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.complexfloating):
+        raise ValueError(f"counts must be real numbers, got {dtype}")
+    if isinstance(ids, jax.core.Tracer) or isinstance(counts, jax.core.Tracer):
+        return
+    a, c = np.asarray(ids), np.asarray(counts, dtype=float)
+    if a.size and (a.min() < 0 or a.max() >= vocab_size):
+        raise ValueError(f"word_ids must lie in [0, vocab_size={vocab_size}), got range [{a.min()}, {a.max()}]")
+    if not np.all(np.isfinite(c)):
+        raise ValueError("counts must be finite (no NaN or inf)")
+    if np.any(c < 0):
+        raise ValueError(f"counts must be >= 0, got min {c.min()!r}")
+    if integer_counts and np.any(c != np.round(c)):
+        raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
 
 
 def describe_batch(batch: Any) -> str:

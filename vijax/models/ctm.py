@@ -5,25 +5,19 @@ For document d with word counts y_d and K topics (the last logit fixed at 0, as 
     z_d ~ N(mu, Sigma) in R^(K-1),   p(word w | z_d) = sum_k beta_kw softmax((z_d, 0))_k,
     psi(z) = log p(y_d | z_d) = sum_n y_dn lse_k(log beta_{k w_n} + z_k) - W_d lse_k(z_k)   (+ const).
 
-theta = {mu, Sigma, beta} are point estimates; q(z_d) = N(m_d, V_d) is local, full ("PG-SVI") or
-diagonal ("PG-SVI-MF"). Split (app. A.3): f_d = -E_q[psi(z_d)] (Bonnet's and Price's gradients from
-Monte Carlo draws), h_d = KL(q(z_d) || N(mu, Sigma)); the local step is
-lambda <- r lambda + (1 - r)(eta + g), r = 1/(1 + beta_local). The globals are stored statistics
-(``CTMGlobals``) moved by s <- r s + (1 - r) s_hat (stochastic EM, r = 1/(1 + beta_k)); theta is
-their M-step (``params``): beta_k ∝ s_topic_k + smoothing, mu = mean E[z],
-Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T) + kappa I (§6.2).
+theta = {mu, Sigma, beta} are point estimates; q(z_d) = N(m_d, V_d) is local, full ("PG-SVI") or diagonal
+("PG-SVI-MF"). Split (app. A.3): f_d = -E_q[psi(z_d)] (Bonnet's and Price's gradients from Monte Carlo draws),
+h_d = KL(q(z_d) || N(mu, Sigma)); the local step is lambda <- r lambda + (1 - r)(eta + g), r = 1/(1 + beta_local).
+The globals are statistics (``CTMGlobals``) moved by s <- r s + (1 - r) s_hat (stochastic EM); theta is their
+M-step (``params``): beta_k ∝ s_topic_k + smoothing, mu = mean E[z], Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T)
++ kappa I (§6.2). Held-out words (§6.2) are scored by log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q fitted
+to the observed half.
 
-The baselines of Khan et al.'s Figure 3 (``local_method``), with prior precision P and q(t_n) = phi_n:
-
-* ``laplace`` (Wang & Blei 2013): q(z) = N(z_hat, (P + W C(z_hat))^-1), z_hat the posterior mode
-  (damped Newton), C(z) = diag(s) - s s', s = softmax((z, 0)).
-* ``delta`` (Wang & Blei 2013): E_q[lse(z)] ~ lse(m) + tr(C(m) V) / 2, maximised by coordinate
-  ascent: V = (P + W C(m))^-1, then a Newton step in m.
-* ``meanfield`` (Blei & Lafferty 2007, §3): q(z) = prod_i N(lambda_i, nu2_i) with the bound
-  E_q[lse(z)] <= (1/zeta) sum_k exp(lambda_k + nu2_k / 2) - 1 + log zeta, by coordinate ascent.
-
-Held-out documents (§6.2): q(z) fitted to the observed half, each held-out word scored by
-log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q.
+The baselines of Khan et al.'s Figure 3 (``local_method``), with prior precision P and C(z) = diag(s) - s s',
+s = softmax((z, 0)): ``laplace`` (Wang & Blei 2013), q(z) = N(z_hat, (P + W C(z_hat))^-1) at the posterior mode;
+``delta`` (Wang & Blei 2013), E_q[lse(z)] ~ lse(m) + tr(C(m) V) / 2 by coordinate ascent, V = (P + W C(m))^-1 then
+a Newton step in m; ``meanfield`` (Blei & Lafferty 2007, §3), q(z) = prod_i N(lambda_i, nu2_i) with the bound
+E_q[lse(z)] <= (1/zeta) sum_k exp(lambda_k + nu2_k / 2) - 1 + log zeta, by coordinate ascent.
 """
 
 from __future__ import annotations
@@ -36,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp, xlogy
 
-from vijax._validate import INT32_MAX, ArgumentError, check_allocation, check_choice, check_data_dtype, check_int
+from vijax._validate import INT32_MAX, ArgumentError, check_allocation, check_choice, check_int
 from vijax._validate import check_positive_fields, check_scalar
-from vijax.models._base import bow_batch_checks, rows_with_data
+from vijax.models._base import bow_batch_checks, check_bow_data, rows_with_data
 from vijax.models._nonconjugate import ProxUpdate
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -90,17 +84,13 @@ class CTM(PytreeModel):
       num_topics: K.
       vocab_size: V.
       covariance: ``"full"`` (PG-SVI) or ``"diagonal"`` (PG-SVI-MF) local q(z_d).
-      local_steps: KL-proximal steps per document and minibatch.
+      local_steps: KL-proximal steps (or a baseline's iterations) per document and minibatch.
       local_step_size: beta of the local steps (r = 1/(1 + beta)).
       topic_smoothing: pseudo-count added to every topic-word statistic in the M-step.
-      cov_shrinkage: kappa in Sigma = (1 - kappa) S + kappa I, S the moment estimate (MAP under an
-        inverse-Wishart prior worth kappa N / (1 - kappa) documents).
+      cov_shrinkage: kappa in Sigma = (1 - kappa) S + kappa I, S the moment estimate.
       init_mass: total initial topic-word pseudo-count per topic (random, Exp(1) entries).
-      eval_local_steps: local steps when fitting the observed half of a test document.
-      eval_samples: draws from q for the held-out predictive.
-      eval_seed: seed of the evaluation's Monte Carlo draws (``log_predictive`` is deterministic).
-      local_method: ``"prox"`` (the KL-proximal steps) or a baseline, ``"laplace"`` and ``"delta"`` (with
-        ``covariance="full"``) or ``"meanfield"`` (``"diagonal"``), at most ``local_steps`` iterations.
+      eval_local_steps, eval_samples, eval_seed: local steps, draws from q and seed of ``log_predictive``.
+      local_method: ``"prox"``, or ``"laplace"``/``"delta"`` (``covariance="full"``), ``"meanfield"`` (``"diagonal"``).
 
     A batch is a ``vijax.data.BowBatch`` of M documents (padding rows: all-zero counts).
 
@@ -151,21 +141,7 @@ class CTM(PytreeModel):
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``word_ids`` or ``counts`` (shapes and dtypes also of tracers)."""
-        ids, counts = batch
-        check_data_dtype("counts", counts)
-        if np.ndim(ids) != 2 or np.shape(ids) != np.shape(counts):
-            raise ValueError(
-                f"word_ids and counts must be (M, L) arrays of one shape, got {np.shape(ids)}, {np.shape(counts)}"
-            )
-        if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
-            raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
-        if isinstance(ids, jax.core.Tracer) or isinstance(counts, jax.core.Tracer):
-            return
-        ids, counts = np.asarray(ids), np.asarray(counts)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise ValueError(f"word_ids must lie in [0, {self.vocab_size}), got [{ids.min()}, {ids.max()}]")
-        if not np.all(np.isfinite(counts)) or not np.all(counts >= 0):
-            raise ValueError("counts must be finite and >= 0")
+        check_bow_data(batch, self.vocab_size)
 
     def init_variational(self, key: PRNGKey, batch=None) -> CTMGlobals:
         """Random topics (Exp(1) pseudo-counts, ``init_mass`` per topic), mu = 0, Sigma = I."""
@@ -444,24 +420,31 @@ def _solve(chol, g):
     return jax.scipy.linalg.cho_solve((chol, True), g)
 
 
+def _iterate(update, x0, max_iter):
+    """``x <- update(x)`` (returning (new x, done)) from ``x0`` until done or ``max_iter`` updates."""
+
+    def step(carry):
+        x, it, _ = carry
+        new, done = update(x)
+        return new, it + 1, done
+
+    init = (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+    return jax.lax.while_loop(lambda c: (c[1] < max_iter) & ~c[2], step, init)[0]
+
+
 def _newton_loop(fn, x0, step_matrices, max_iter):
     """Maximises ``fn`` from ``x0`` by damped Newton steps: ``step_matrices(x)`` gives (value,
     gradient, Hessian, a positive definite matrix used where -Hessian is not); stops after
     ``max_iter`` steps, when a step is below _STEP_TOL or when the line search accepts none."""
 
-    def body(carry):
-        x, it, _ = carry
+    def update(x):
         f0, g, hess, fallback = step_matrices(x)
         chol = jnp.linalg.cholesky(-hess)  # where -hess is not positive definite: the fallback's
         chol = jnp.where(jnp.all(jnp.isfinite(chol)), chol, jnp.linalg.cholesky(fallback))
         new, _, accepted = _line_search(fn, x, f0, g, _solve(chol, g))
-        done = ~accepted | (jnp.max(jnp.abs(new - x)) < _STEP_TOL)
-        return new, it + 1, done
+        return new, ~accepted | (jnp.max(jnp.abs(new - x)) < _STEP_TOL)
 
-    x, _, _ = jax.lax.while_loop(
-        lambda c: (c[1] < max_iter) & ~c[2], body, (x0, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-    )
-    return x
+    return _iterate(update, x0, max_iter)
 
 
 # ------------------------------------------------------------------ Laplace
@@ -524,14 +507,11 @@ def delta_fit(mu, prec0, a, counts, max_iter):
 
         return _newton_loop(fn, m, step_matrices, 1)
 
-    def body(carry):
-        m, it, _ = carry
+    def update(m):
         new = m_step(m)
-        return new, it + 1, jnp.max(jnp.abs(new - m)) < _STEP_TOL
+        return new, jnp.max(jnp.abs(new - m)) < _STEP_TOL
 
-    m, _, _ = jax.lax.while_loop(
-        lambda c: (c[1] < max_iter) & ~c[2], body, (mu, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-    )
+    m = _iterate(update, mu, max_iter)
     return m, cov_at(m), responsibilities(m, a, counts)
 
 
@@ -619,15 +599,12 @@ def meanfield_fit(mu, prec0, a, counts, max_iter):
     """Mean-field CTM for one document: (lambda, nu2, counts * phi) after sweeps until none changes a
     lambda_i or nu2_i by more than _STEP_TOL (the bound is flat along some directions), or ``max_iter``."""
 
-    def body(carry):
-        s, it, _ = carry
+    def update(s):
         new = mf_sweep(s, mu, prec0, a, counts)[0]
         change = jnp.maximum(jnp.max(jnp.abs(new[0] - s[0])), jnp.max(jnp.abs(new[1] - s[1])))
-        return new, it + 1, change < _STEP_TOL
+        return new, change < _STEP_TOL
 
-    init = (mf_init(mu, prec0, a, counts), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-    s, _, _ = jax.lax.while_loop(lambda c: (c[1] < max_iter) & ~c[2], body, init)
-    lam, nu2, _, phi = s
+    lam, nu2, _, phi = _iterate(update, mf_init(mu, prec0, a, counts), max_iter)
     return lam, nu2, counts[:, None] * phi
 
 

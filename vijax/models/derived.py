@@ -1,28 +1,23 @@
 """A conditionally conjugate model from a user's log-joint, its updates derived by autodiff (Blei,
-Kucukelbir and McAuliffe 2017, §4.1-4.2; the idea of Hoffman, Johnson and Tran 2018, *Autoconj*, with
-the user writing the log-joint in the statistics and vijax checking the linearity).
+Kucukelbir and McAuliffe 2017, §4.1-4.2; the idea of Hoffman, Johnson and Tran 2018, *Autoconj*).
 
-``log_joint(globals, locals, x)`` is log p(x_n, z_n | beta) of **one** datum, each variable entering
-only through its sufficient statistics, laid out as the mean parameters of its family (``Normal``:
-(mu, mu^2); ``Gamma``: (log tau, tau); ``Dirichlet``: (log pi,); ``NormalGamma``: (tau mu, tau mu^2,
-tau, log tau); ``Categorical``: (one-hot,)). The global priors are families, not written in the
-log-joint; local priors are, with respect to each family's base measure. Conditional conjugacy (eq.
-36-37) means the log-joint is linear in each variable's statistics, so with mean-field q,
-f_n(mu) = E_q[log p(x_n, z_n | beta)] is the log-joint at the mean parameters, and
+``log_joint(globals, locals, x)`` is log p(x_n, z_n | beta) of **one** datum, each variable entering only
+through its sufficient statistics, laid out as its family's mean parameters (``Normal``: (mu, mu^2);
+``Gamma``: (log tau, tau); ``Dirichlet``: (log pi,); ``Categorical``: (one-hot,)). The global priors are
+families, not written in the log-joint; local priors are, with respect to each family's base measure.
+Conditional conjugacy (eq. 36-37) makes the log-joint linear in each variable's statistics, so with
+mean-field q, f_n(mu) = E_q[log p(x_n, z_n | beta)] is the log-joint at the mean parameters, and
 
 - the global statistics are s_n = grad_{mu_beta} f_n: lambda = eta + sum_n s_n;
 - a local variable's optimal natural parameter is grad_{mu_v} f_n (eq. 37-39), divided by its
   multiplicity when one q stands for several i.i.d. copies (``Local(q0, weight=counts)``);
 - the local terms are f_n - <s_n, mu_beta> + sum_v weight_v (A(eta_v) - <eta_v, mu_v>).
 
-Several locals are updated in order, in sweeps until their mean parameters' mean absolute change is
-below ``tol`` (or ``max_iters``). Globals interact when the log-joint holds a product of their
-statistics (Bishop 2006, §10.1.3); ``global_blocks`` colours them greedily into non-interacting blocks,
-which CAVI updates in turn (its ELBO never decreases); SVI and SSVI update all at once.
-
-The structure is read from the jaxpr of the log-joint's gradient (from one datum's shapes, so also
-under ``jit``): a variable whose gradient depends on its own statistics is not linear in them. On
-concrete data ``check_conjugacy`` also tests linearity along random lines and the updates' domains.
+Several locals are updated in sweeps until their mean parameters' mean absolute change is below ``tol``
+(or ``max_iters``). Globals interact when the log-joint holds a product of their statistics (Bishop 2006,
+§10.1.3); ``global_blocks`` colours them greedily into non-interacting blocks, which CAVI updates in turn.
+The structure is read from the jaxpr of the log-joint's gradient (one datum's shapes, so also under ``jit``);
+on concrete data ``check_conjugacy`` also tests linearity along random lines and the updates' domains.
 """
 
 from __future__ import annotations
@@ -137,12 +132,6 @@ def blocks_of(model: DerivedConjugateModel, datum) -> tuple:
     return tuple(tuple(b) for b in blocks)
 
 
-def secant_tol(priors) -> float:
-    """The relative gap a linear log-joint stays under along a line: 1e4 ulps of the statistics' float type."""
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(expfam.tree_mean_params(priors)))
-    return 1e4 * float(jnp.finfo(dtype).eps)
-
-
 def directions(model: DerivedConjugateModel, x0) -> dict:
     """Per variable, a fixed standard-normal direction shaped like its statistics for the datum ``x0``."""
     stats = {**expfam.tree_mean_params(model.priors)}
@@ -194,25 +183,10 @@ class Local(NamedTuple):
     weight: Any = None
 
 
-def _stats_layout(families: dict) -> str:
-    return ", ".join(
-        f"{name}: {type(f).__name__} with statistics of shapes {[tuple(m.shape) for m in f.mean_params()]}"
-        for name, f in families.items()
-    )
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class DerivedConjugateModel(PytreeModel):
     """A :class:`~vijax.models.ConditionallyConjugateModel` whose local step is derived from
-    ``log_joint`` (module docstring). Build it with :func:`conjugate_model`.
-
-    Fields:
-      log_joint: ``(globals_stats, locals_stats, x) -> scalar`` for one datum.
-      priors: dict name -> family, the globals' priors p(beta).
-      locals: ``x -> dict name -> Local`` for one datum (its shapes may depend on the datum), or None.
-      max_iters, tol: the local sweeps (ignored with one local variable).
-      init: optional ``(key, batch) -> q_global``; default :meth:`init_globals`.
-    """
+    ``log_joint`` (module docstring); its fields are :func:`conjugate_model`'s arguments."""
 
     log_joint: Callable
     priors: dict
@@ -248,11 +222,10 @@ class DerivedConjugateModel(PytreeModel):
                 g = jax.grad(lambda m_n: self.log_joint(view, {**mu, n: m_n}, x))(mu[n])
                 w = spec[n].weight
                 if w is not None:  # eta = grad / multiplicity; a zero-weight element keeps its start
-                    w = jnp.asarray(w, g[0].dtype)
-                    nd = spec[n].q0._event_ndims
+                    ws = [_expand(jnp.asarray(w, g[0].dtype), e) for e in spec[n].q0._event_ndims]
                     g = tuple(
-                        jnp.where(_expand(w, e) > 0, gi / jnp.where(_expand(w, e) > 0, _expand(w, e), 1.0), s)
-                        for gi, s, e in zip(g, spec[n].q0.natural_params, nd)
+                        jnp.where(wi > 0, gi / jnp.where(wi > 0, wi, 1.0), s)
+                        for gi, s, wi in zip(g, spec[n].q0.natural_params, ws)
                     )
                 new_q[n] = spec[n].q0.replace_natural(g)
                 mu = {**mu, n: new_q[n].mean_params()}
@@ -328,7 +301,7 @@ class DerivedConjugateModel(PytreeModel):
         """``init(key, batch)`` if given; otherwise, with data, one global update from locals whose natural
         parameters are the starts' plus standard-normal noise; without data, the prior. Concrete data
         are checked first (:meth:`check_conjugacy`)."""
-        if batch is not None and not _traced((key, batch)):  # concrete: outside jit/vmap
+        if batch is not None and not any(is_tracer(a) for a in jax.tree_util.tree_leaves((key, batch))):
             self.check_conjugacy(batch)
         if self.init is not None:
             q = self.init(key, batch)
@@ -405,10 +378,14 @@ class DerivedConjugateModel(PytreeModel):
         try:
             out = jax.eval_shape(one, datum)
         except Exception as err:
+            layout = ", ".join(
+                f"{n}: {type(f).__name__} with statistics of shapes {[tuple(m.shape) for m in f.mean_params()]}"
+                for n, f in self.priors.items()
+            )
             raise ArgumentError(
                 "batch",
                 f"batch: log_joint failed on one datum (per-datum shapes {shapes}) with the statistics of the "
-                f"globals ({_stats_layout(self.priors)}): {type(err).__name__}: {err}",
+                f"globals ({layout}): {type(err).__name__}: {err}",
             ) from None
         if jnp.shape(out) != ():
             raise ArgumentError(
@@ -429,16 +406,17 @@ class DerivedConjugateModel(PytreeModel):
         x0 = jax.tree_util.tree_map(lambda a: a[0], sub)
         names = variables(self, self._spec(x0))
         gaps = np.asarray(secant_gaps(self, sub, directions(self, x0)))  # (variables, data)
+        view = expfam.tree_mean_params(self.priors)
+        tol = 1e4 * float(jnp.finfo(jnp.result_type(*jax.tree_util.tree_leaves(view))).eps)  # 1e4 ulps
         for (where, name), gap in zip(names, gaps):
             worst = int(np.argmax(np.where(np.isnan(gap), np.inf, gap)))
-            if not gap[worst] <= secant_tol(self.priors):
+            if not gap[worst] <= tol:
                 raise ValueError(
                     f"log_joint is not conjugate in {where} variable {name!r}: it is not linear in {name}'s "
                     f"statistics along a random line through them (relative gap {gap[worst]:.3g} at datum "
                     f"{int(picks[worst])}): a step, rounding or comparison of them has a zero gradient but is "
                     "not linear. Write every term as a coefficient times E[t(" + name + ")]."
                 )
-        view = expfam.tree_mean_params(self.priors)
         per_datum = sum(int(np.prod(a.shape)) for a in jax.tree_util.tree_leaves(local_stats_shapes(self, x0)))
         size = max(1, CHECK_CHUNK // max(per_datum, 1))  # the locals of about 2^22 numbers at a time
         stats, local_ok, local_terms = None, {}, 0.0
@@ -505,10 +483,6 @@ def _check_like_priors(name: str, q, priors: dict, structure_error: str) -> None
 
 def _expand(w, event_ndims: int):
     return jnp.reshape(w, jnp.shape(w) + (1,) * event_ndims)
-
-
-def _traced(batch) -> bool:
-    return any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(batch))
 
 
 def conjugate_model(

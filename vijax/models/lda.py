@@ -34,12 +34,12 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import ArgumentError, INT32_MAX, check_allocation, check_bool, check_choice, check_data_dtype
+from vijax._validate import ArgumentError, INT32_MAX, check_allocation, check_bool, check_choice
 from vijax._validate import check_float_dtype, check_int, check_positive_fields, check_scalar, enforce_value_checks
 from vijax._validate import float_dtype, is_tracer, real_array
 from vijax._compile import gamma_on_host
 from vijax.expfam import digamma, digamma_and_gammaln_with_total
-from vijax.models._base import LocalResult, bow_batch_checks, entropy_of_probs, rows_with_data
+from vijax.models._base import LocalResult, bow_batch_checks, check_bow_data, entropy_of_probs, rows_with_data
 from vijax.models._pytree import PytreeModel
 from vijax.solvers import by_length_tiles, collapsed_gibbs_allocations, iterate_per_row, squarem_per_row
 from vijax.solvers import tile_spread, tile_sum
@@ -260,39 +260,7 @@ class LDA(PytreeModel):
     def check_data(self, batch) -> None:
         """Raises ValueError naming the problem unless ``batch`` is a BowBatch of integer ``word_ids``
         in [0, V) and finite integer ``counts`` >= 0, both (S, L), S >= 1 (values of concrete arrays)."""
-        if not (hasattr(batch, "word_ids") and hasattr(batch, "counts")):
-            raise ArgumentError("batch", f"batch must be a BowBatch (word_ids, counts), got {type(batch).__name__}")
-        ids, counts = batch.word_ids, batch.counts
-        check_data_dtype("counts", counts)
-        if np.ndim(ids) != 2 or np.ndim(counts) != 2:
-            raise ValueError(
-                f"word_ids and counts must be 2-D (S, L), got shapes {np.shape(ids)} and {np.shape(counts)}"
-            )
-        if np.shape(ids) != np.shape(counts):
-            raise ValueError(
-                f"word_ids and counts must have the same shape, got {np.shape(ids)} and {np.shape(counts)}"
-            )
-        if np.shape(ids)[0] < 1:
-            raise ArgumentError("batch", "batch holds no documents (S = 0)")
-        if not jnp.issubdtype(jnp.result_type(ids), jnp.integer):
-            raise ValueError(f"word_ids must have an integer dtype, got {jnp.result_type(ids)}")
-        if not jnp.issubdtype(jnp.result_type(counts), jnp.number) or jnp.issubdtype(
-            jnp.result_type(counts), jnp.complexfloating
-        ):
-            raise ValueError(f"counts must be real numbers, got {jnp.result_type(counts)}")
-        if isinstance(ids, jax.core.Tracer) or isinstance(counts, jax.core.Tracer):
-            return
-        a, c = np.asarray(ids), np.asarray(counts, dtype=float)
-        if a.size and (a.min() < 0 or a.max() >= self.vocab_size):
-            raise ValueError(
-                f"word_ids must lie in [0, vocab_size={self.vocab_size}), got range [{a.min()}, {a.max()}]"
-            )
-        if not np.all(np.isfinite(c)):
-            raise ValueError("counts must be finite (no NaN or inf)")
-        if np.any(c < 0):
-            raise ValueError(f"counts must be >= 0, got min {c.min()!r}")
-        if np.any(c != np.round(c)):
-            raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
+        check_bow_data(batch, self.vocab_size, integer_counts=True)
 
     def local_step(
         self, globals_view, batch, key: PRNGKey | None = None, method: str = "meanfield", hyper: dict | None = None
