@@ -32,9 +32,7 @@ def value_checks_enabled() -> bool:
 
 @contextlib.contextmanager
 def value_checks(enabled: bool):
-    """Context manager, entered while a step is traced: the value checks traced within the block on or
-    off. A user sets it as an argument (``jit_step(check_values=)``, ``with_value_checks``,
-    ``RunConfig.check_values``), so that a compiled program's checks are decided by its arguments.
+    """Context manager: the value checks traced within the block on or off (``jit_step(check_values=)``).
 
     Examples:
         >>> with value_checks(False):
@@ -51,9 +49,8 @@ def value_checks(enabled: bool):
 
 @contextlib.contextmanager
 def functional_value_checks():
-    """Context manager for code traced under ``checkify.checkify(..., errors=checkify.user_checks)``:
-    within the block a traced value check is a ``checkify.check``, not a host callback (which JAX's
-    persistent compilation cache refuses to store)."""
+    """Context manager for code traced under ``checkify``: a traced value check in the block is a
+    ``checkify.check``, not a host callback (which JAX's persistent compilation cache refuses to store)."""
     before = _FUNCTIONAL[0]
     _FUNCTIONAL[0] = True
     try:
@@ -63,8 +60,7 @@ def functional_value_checks():
 
 
 def raise_check_error(error) -> None:
-    """Raises the first failed check of a ``checkify`` error value as the ValueError a concrete batch
-    gets (without checkify's suffix); nothing when no check failed."""
+    """Raises the first failed check of a ``checkify`` error as the ValueError a concrete batch gets."""
     from jax.experimental import checkify
 
     try:
@@ -74,8 +70,7 @@ def raise_check_error(error) -> None:
 
 
 class NestedValueCheck(Exception):
-    """Raised at trace time by a traced value check below a ``collected_value_checks`` block's own trace
-    (a loop body, ``vmap``, ``cond``), so that the caller traces again another way."""
+    """Raised by a traced value check below a ``collected_value_checks`` block's own trace (a loop, ``vmap``)."""
 
 
 _RAW_FLAGS_MAX = 1 << 16  # an unlocated check's bad entries returned as they are up to this many
@@ -98,9 +93,8 @@ class _Collector:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
 
     def add_rows(self, bads_of: Callable[[], list]) -> None:
-        """Unlocated checks (``bads_of()``: their bad-entry arrays): per check its bad entries (up to
-        ``_RAW_FLAGS_MAX``), else per row, never reduced across rows (no collective for a sharded
-        batch). With a ``gate`` they are computed under a ``lax.cond`` on it."""
+        """Unlocated checks' bad entries (``bads_of()``), per row above ``_RAW_FLAGS_MAX`` (never reduced across
+        rows: no collective for a sharded batch), under a ``lax.cond`` on ``gate`` where one is given."""
         self._at_own_level()
 
         def rows():
@@ -139,12 +133,10 @@ class _Collector:
 
 @contextlib.contextmanager
 def collected_value_checks(locate: bool = True, gate: Any = None):
-    """Context manager, entered inside a function being traced (``jit_step``'s): a traced value check in
-    the block is a set of arrays it collects; ``sink.results()`` returns them as outputs of the traced
-    function, raised after the call by ``raise_collected``. A check below the block's own trace raises
-    ``NestedValueCheck``. ``locate=False`` collects only the bad entries (read by
-    ``collected_failed``; ``raise_collected`` runs a located program to raise); a run of several
-    processes always locates. ``gate``: a traced bool, whether the unlocated checks are computed."""
+    """Context manager inside a traced function: a traced value check in the block is collected as arrays that
+    ``sink.results()`` returns as outputs, raised after the call by ``raise_collected``. ``locate=False``
+    collects only the bad entries (``collected_failed``; several processes always locate); ``gate``: a traced
+    bool, whether the unlocated checks are computed."""
     sink = _Collector(locate or jax.process_count() > 1, gate)
     _COLLECTORS.append(sink)
     try:
@@ -154,8 +146,8 @@ def collected_value_checks(locate: bool = True, gate: Any = None):
 
 
 def collecting_checks(fn: Callable, locate: bool = True, gated: bool = False) -> Callable:
-    """``fn`` returning ``(its outputs, its value checks' results)``, run in a
-    ``collected_value_checks(locate)`` block; ``gated``: it takes the block's ``gate`` as a last argument."""
+    """``fn`` returning ``(outputs, value checks' results)`` of a ``collected_value_checks`` block (``gated``: the
+    block's ``gate`` is its last argument)."""
 
     def run(*args, **kwargs):
         gate = args[-1] if gated else None
@@ -172,8 +164,8 @@ def collected_failed(results: dict) -> bool:
 
 
 def raise_collected(results: dict, locate_again: Callable[[], dict] | None = None) -> None:
-    """Raises the first failed check of ``collected_value_checks``' results (of a loop's stacked results,
-    the first failing row's); unlocated results that hold a failure raise those of ``locate_again()``."""
+    """Raises the first failed check of ``collected_value_checks``' results (stacked: the first failing row's);
+    unlocated ones that failed raise those of ``locate_again()``."""
     if "rows" in results:
         if collected_failed(results):
             if locate_again is None:
@@ -225,11 +217,9 @@ def _functional_checks(names, shapes, flags, firsts, values, count) -> None:
 
 
 class ValueCheck(NamedTuple):
-    """Where the values of ``values`` break a rule: ``bad`` (a bool array of ``values``' shape) is
-    True there; the error reads ``f"{name} {value} at {position} {requirement}"``.
-
-    ``covered_by``: the name of another check of the same list that every batch failing this one also
-    fails; a traced step then computes this one only where a failure is located (one pass, not two)."""
+    """Where ``values`` break a rule: ``bad`` (bool, ``values``' shape) is True there; the error reads
+    ``f"{name} {value} at {position} {requirement}"``. ``covered_by``: another check of the list that every batch
+    failing this one fails too (a traced step then computes this one only to locate a failure)."""
 
     name: str
     values: Any
@@ -276,8 +266,7 @@ def values_in_interval(name: str, x: Any, low: float, high: float) -> ValueCheck
 
 
 def values_match(name: str, x: Any, expected: Any, what: str, rtol: float = 1e-4) -> ValueCheck:
-    """Values must equal ``expected`` to |x - e| <= rtol (1 + |e|) (``what`` names the rule in the
-    error); it fails wherever ``x`` or ``expected`` is not finite."""
+    """Values must equal ``expected`` to |x - e| <= rtol (1 + |e|) (``what`` names the rule); fails where not finite."""
     x, expected = jnp.asarray(x), jnp.asarray(expected)
     e = jnp.abs(expected)
     big = jnp.finfo(jnp.result_type(e, float)).max
@@ -291,16 +280,13 @@ def _failure_text(name: str, requirement: str, shape: tuple, flat_index: int, va
 
 
 def enforce_value_checks(checks: Sequence[ValueCheck] | Callable[[], Sequence[ValueCheck]], count: Any = None) -> None:
-    """Raises ValueError for the first failing check, naming the argument, the offending value and its
-    position (e.g. ``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a step's
-    state count, possibly traced) adds ``in step <count + 1>``. Nothing is checked when
-    ``value_checks_enabled()`` is False.
+    """Raises ValueError for the first failing check, naming the argument, the value and its position
+    (``batch word id 5012 at [3, 17] is out of range [0, 5000)``); ``count`` (a step's count) adds
+    ``in step <count + 1>``. Nothing is checked when ``value_checks_enabled()`` is False.
 
-    Concrete arrays raise at once. Traced ones raise from the compiled computation through
-    ``jax.debug.callback`` when a check fails, are collected within ``collected_value_checks``, or are
-    ``checkify`` checks within ``functional_value_checks``. ``checks`` may be a function returning them:
-    traced, a good step then costs one fused reduction per check, and the checks are built again inside
-    the ``lax.cond`` that locates a failure (a list's arrays are computed at every step).
+    Concrete arrays raise at once; traced ones through ``jax.debug.callback``, a ``collected_value_checks`` block
+    or ``functional_value_checks``. ``checks`` may be a function returning them, built again inside the
+    ``lax.cond`` that locates a failure, so that a good step costs one fused reduction per check.
     """
     if not value_checks_enabled():
         return
@@ -364,9 +350,7 @@ _LOCATE_BLOCK = 1 << 20
 
 
 def _first_bad_in_blocks(bad_of: Callable[[], jax.Array], shape: tuple) -> tuple:
-    """(whether any entry of the boolean array ``bad_of()`` (of ``shape``) is True, the flat position of
-    the first one), searched a block of leading rows at a time, stopping at the first block holding one;
-    an optimization barrier keeps XLA from hoisting the whole array out of the loop."""
+    """(any entry of the bool ``bad_of()`` of ``shape`` True, the first's flat position), a block of rows at a time."""
     from jax.extend.core import jaxpr_as_fun
 
     closed = jax.make_jaxpr(bad_of)()
@@ -389,8 +373,7 @@ def _first_bad_in_blocks(bad_of: Callable[[], jax.Array], shape: tuple) -> tuple
 
 
 def _dispatch(names, shapes, flags, firsts, values, count) -> None:
-    """Enforces located checks: at once when concrete, else by the innermost ``collected_value_checks``
-    block, as checkify checks, or by a host callback under a ``lax.cond`` that fires only on a failure."""
+    """Enforces located checks: at once, by the innermost collecting block, by checkify, or by a host callback."""
     if not any(is_tracer(a) for a in flags + firsts + values + ([count] if count is not None else [])):
         _report(names, shapes, flags, firsts, values, count)
         return
@@ -413,8 +396,7 @@ def _dispatch(names, shapes, flags, firsts, values, count) -> None:
 
 
 def vmap_with_checks(fn: Callable, in_axes=0) -> Callable:
-    """``jax.vmap(fn, in_axes)`` whose value checks are collected inside the vmap and enforced once
-    outside it, for the first failing member (where ``fn``'s checks sit deeper, a plain ``vmap``)."""
+    """``jax.vmap(fn, in_axes)`` whose value checks are enforced once outside it, for the first failing member."""
 
     def wrapped(*args):
         metas = []

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import ArgumentError, is_tracer
+from vijax._validate import ArgumentError, is_tracer, protocol_members
 from vijax.types import Array, PRNGKey, PyTree
 
 Params = tuple  # natural or mean parameters: one array per natural-parameter field
@@ -206,15 +206,7 @@ class NormalBased(Protocol):
         """(x, t(x)) from standard normals ``eps`` of shape ``sample_shape + normal_shape()``."""
 
 
-CAPABILITIES = {
-    "mode": HasMode,
-    "mode_stats": HasMode,
-    "reparam_sample_and_stats": Reparameterizable,
-    "from_log_gammas": GammaBased,
-    "log_gamma_shapes": GammaBased,
-    "from_normals": NormalBased,
-    "normal_shape": NormalBased,
-}
+CAPABILITIES = {m: p for p in (HasMode, Reparameterizable, GammaBased, NormalBased) for m in protocol_members(p)}
 
 
 def standard_normal(key: PRNGKey, shape: Sequence[int], dtype=None) -> Array:
@@ -264,13 +256,9 @@ def register_family(cls):
     return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=[])
 
 
-def _sum_event(x: Array, event_ndims: int) -> Array:
-    return jnp.sum(x, axis=tuple(range(x.ndim - event_ndims, x.ndim))) if event_ndims else x
-
-
 def inner(fam: AbstractExpFamily, a: Params, b: Params) -> Array:
     """<a, b> summed over event dimensions of each natural-parameter field."""
-    return sum(_sum_event(x * y, nd) for x, y, nd in zip(a, b, fam._event_ndims))
+    return sum(jnp.sum(x * y, axis=tuple(range(-nd, 0))) for x, y, nd in zip(a, b, fam._event_ndims))
 
 
 def autodiff_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
@@ -303,11 +291,8 @@ def flatten_params(params: Params, batch) -> Array:
 
 
 def unflatten_params(flat: Array, batch, shapes, sizes) -> Params:
-    out, start = [], 0
-    for s, n in zip(shapes, sizes):
-        out.append(jnp.reshape(flat[..., start : start + n], batch + tuple(s)))
-        start += n
-    return tuple(out)
+    parts = jnp.split(flat, np.cumsum(sizes)[:-1], axis=-1)
+    return tuple(jnp.reshape(p, batch + tuple(s)) for p, s in zip(parts, shapes))
 
 
 def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
@@ -329,16 +314,14 @@ def check_in_domain(name: str, q: PyTree) -> None:
     for path, leaf in jax.tree_util.tree_flatten_with_path(q, is_leaf=is_family)[0]:
         where = f"{name}{jax.tree_util.keystr(path)}"
         arrays = leaf.natural_params if is_family(leaf) else (leaf,)
-        if any(is_tracer(a) for a in arrays) or not all(_is_float(a) for a in arrays):
+        if any(is_tracer(a) for a in arrays) or not all(
+            jnp.issubdtype(jnp.result_type(a), jnp.inexact) for a in arrays
+        ):
             continue  # traced, or not float values (a count, a typed PRNG key): nothing to check
         if not all(np.all(np.isfinite(np.asarray(a))) for a in arrays):
             raise ArgumentError(name, f"{where} has NaN or infinite entries")
         if is_family(leaf) and not bool(np.all(np.asarray(leaf.is_valid()))):
             raise ArgumentError(name, f"{where}: a {type(leaf).__name__} with natural parameters outside its domain")
-
-
-def _is_float(x: Any) -> bool:
-    return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
 
 def tree_natural_params(q: PyTree) -> PyTree:

@@ -19,13 +19,6 @@ which *is* R(u; lambda) for u = Q(beta; lambda), and a custom JVP attaches the i
 * ``Beta(a, b)``: the two-component Dirichlet (eq. 27 with K = 2), not the univariate Beta quantile.
 * ``Normal(mu, sigma^2)``: beta = mu + sigma eps, an explicit derivative.
 
-The SSVI product, with J = d t(R(u; lambda)) / d lambda at fixed u and F = hess A(lambda)::
-
-    V(beta, lambda) = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T        (eq. 8, 22)
-    V s = inv_fisher_vp( vjp(lambda -> t(R(u, lambda)))(s) ),
-
-a VJP (the paper's gradients are columns), never forming V.
-
 References:
   Hoffman and Blei (2015), Structured stochastic variational inference, eq. 7-8, 13, 20-24, 27-28.
   Figurnov, Mohamed and Mnih (2018), Implicit reparameterization gradients.
@@ -53,9 +46,8 @@ QUANTILE_GRAD_BLOCK = 1024  # log_gamma_quantile_grad of more elements runs in b
 def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
     """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23).
 
-    -(dP/da)(a, g) / (g p(g; a)) elementwise, P the regularized lower incomplete gamma function (the
-    small-g expansion where g < sqrt(eps)). Above ``QUANTILE_GRAD_BLOCK`` elements, evaluated in blocks
-    sorted by a, so that each block iterates only as long as its own largest a needs.
+    -(dP/da)(a, g) / (g p(g; a)) elementwise (the module's small-g expansion where g < sqrt(eps)), in blocks
+    sorted by a above ``QUANTILE_GRAD_BLOCK`` elements, so that each block iterates only as its largest a needs.
     """
     a = jnp.broadcast_to(jnp.asarray(a, log_g.dtype), log_g.shape)
     n, block = log_g.size, QUANTILE_GRAD_BLOCK
@@ -200,11 +192,9 @@ def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
 
     For alpha >= 1, with d = alpha - 1/3 and c = 1 / sqrt(9 d): propose v = (1 + c x)^3, x ~ N(0, 1),
     accept if v > 0 and log U < x^2 / 2 + d - d v + d log v; then g = d v. For a < 1, alpha = a + 1 and
-    log g = log g' + log U / a. Rounds run until every element has accepted; one not accepted after
-    ``MAX_GAMMA_ROUNDS`` rounds (a NaN or absurd shape) is NaN. Round i draws
-    ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on [-1, 1): x = sqrt(2) erfinv(u_0),
-    U = (u_1 + 1) / 2, and in round 0 the boost's uniform (u_2 + 1) / 2. ``a`` is padded to ``_bucket``
-    elements, so that nearby sizes share one loop shape.
+    log g = log g' + log U / a. An element not accepted after ``MAX_GAMMA_ROUNDS`` rounds is NaN. Round i
+    draws ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on [-1, 1): x = sqrt(2) erfinv(u_0),
+    U = (u_1 + 1) / 2, and in round 0 the boost's uniform (u_2 + 1) / 2.
     """
     a = jnp.asarray(a)
     shape, n = a.shape, a.size
@@ -269,15 +259,6 @@ def check_invertible(q: PyTree) -> None:
             )
 
 
-def _family_keys(q: PyTree, key: PRNGKey):
-    """(q's families, its treedef, a key per family): ``key`` itself for every family where one
-    draw serves them all (one family, or Normal-based families only, whose pooled normals read one
-    key), else a split per family."""
-    fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
-    one = len(fams) == 1 or all(implements(f, "from_normals") for f in fams)
-    return fams, treedef, ([key] * len(fams) if one else list(jax.random.split(key, len(fams))))
-
-
 def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) -> tuple[PyTree, PyTree]:
     """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta); with ``num``,
     ``num`` independent draws stacked on a leading axis.
@@ -297,7 +278,9 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
       structured like ``tree_mean_params(q)``, to replace E_q[t(beta)] as a model's globals view.
     """
     check_invertible(q)
-    fams, treedef, keys = _family_keys(q, key)
+    fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)
+    one = len(fams) == 1 or all(implements(f, "from_normals") for f in fams)  # one draw serves them all
+    keys = [key] * len(fams) if one else list(jax.random.split(key, len(fams)))
     lead = () if num is None else (int(num),)
     out = [None] * len(fams)
     pooled = [i for i, f in enumerate(fams) if implements(f, "from_log_gammas")]
@@ -350,9 +333,10 @@ def tree_inv_fisher_vp(q: PyTree, v: PyTree) -> PyTree:
 
 
 def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTree], PyTree]]:
-    """t(beta) of one draw by inversion and the linear map s -> V(beta, lambda) s (Hoffman & Blei 2015, eq. 8).
+    """t(beta) of one draw by inversion and the linear map s -> V(beta, lambda) s (Hoffman & Blei 2015, eq. 8, 22).
 
-    V s = F^-1 J^T s with J = d t(R(u; lambda)) / d lambda at the draw's u, as ``inv_fisher_vp(vjp(s))``.
+    V = F^-1 (grad_lambda R) (grad_beta t)^T = F^-1 J^T, J = d t(R(u; lambda)) / d lambda at the draw's u and
+    F = hess A(lambda): V s = ``inv_fisher_vp(vjp(s))`` (the paper's gradients are columns), never forming V.
 
     Returns:
       (t(beta), v_product): t(beta) structured like ``tree_mean_params(q)``; ``v_product`` maps s

@@ -60,8 +60,7 @@ def _is(bound, value: float) -> bool:
 
 
 def enumerated(msg: dict) -> bool:
-    """Whether the sample message is a latent discrete site the target sums out: a finite support
-    (the distribution's ``has_enumerate_support``) marked ``infer={"enumerate": "parallel"}``."""
+    """Whether the message is a latent site of finite support marked ``infer={"enumerate": "parallel"}``."""
     return (
         msg["type"] == "sample"
         and not msg["is_observed"]
@@ -72,8 +71,7 @@ def enumerated(msg: dict) -> bool:
 
 
 def check_site(msg: dict, plates: dict) -> None:
-    """Raises ArgumentError naming a site vijax cannot fit: a ``numpyro.param``, a discrete latent site it cannot
-    sum out, a continuous latent site inside a subsampled plate (of ``plates``), a support without a bijector."""
+    """Raises ArgumentError naming a site vijax cannot fit (see ``from_numpyro``)."""
     from numpyro.distributions.transforms import biject_to
 
     name = msg["name"]
@@ -127,8 +125,7 @@ def plate_nesting(trace: dict) -> int:
 
 
 def enum_model(fn: Callable, nesting: int) -> Callable:
-    """``fn`` under NumPyro's ``enum`` handler, its enumerated sites left of ``nesting`` plates (as
-    ``initialize_model`` prepares a model for HMC)."""
+    """``fn`` under NumPyro's ``enum`` handler, its enumerated sites left of ``nesting`` plates."""
     from numpyro.contrib.funsor import enum
 
     return enum(fn, first_available_dim=-nesting - 1)
@@ -137,17 +134,16 @@ def enum_model(fn: Callable, nesting: int) -> Callable:
 def marginal_log_prob(
     fn: Callable, args: tuple, kwargs: dict, params: dict, nesting: int, plates: Mapping, keep: Optional[str] = None
 ) -> Array:
-    """The log-joint of a NumPyro model at ``params`` with its enumerated sites summed out, each subsampled
-    plate's terms scaled by N / M after the sum; or, with ``keep`` (an observed site), that site's log-likelihood
-    with the enumerated sites it depends on summed out, one unscaled term per element of its plates.
+    """The log-joint of a NumPyro model at ``params`` with its enumerated sites summed out; or, with ``keep`` (an
+    observed site), that site's log-likelihood, one unscaled term per element of its plates.
 
-    The factors are contracted by funsor's ``sum_product``. Unlike NumPyro's ``contrib.funsor.log_density``, which
-    scales each site by N / M before the sum over the enumerated values (log Σ_z (p(z) p(y | z))^(N/M)), the scale
-    enters as the plate's power (``plate_to_scale``), so a minibatch gives (N/M) log Σ_z p(z) p(y | z), unbiased.
+    funsor's ``sum_product`` contracts the factors with each subsampled plate's N / M as the plate's power, so a
+    minibatch gives (N/M) log Σ_z p(z) p(y | z), unbiased (NumPyro's ``contrib.funsor.log_density`` scales inside
+    the sum).
 
     Raises:
-      ValueError: naming a site scaled by other than its subsampled plates' N / M (a ``handlers.scale``); naming
-        an enumerated site outside a subsampled plate whose sites depend on it.
+      ValueError: naming a site scaled by other than its plates' N / M, or an enumerated site outside a subsampled
+        plate whose sites depend on it.
     """
     import funsor
     from numpyro import handlers
@@ -224,8 +220,7 @@ def _site_log_prob(msg: dict) -> Array:
 
 
 def check_plate(name: str, size: Any, sub: Any) -> None:
-    """Raises ArgumentError naming the plate unless its ``subsample_size`` ``sub`` is an integer in [1, ``size``]
-    (NumPyro takes a larger one and scales by N / M < 1)."""
+    """Raises ArgumentError naming the plate unless its ``subsample_size`` ``sub`` is an integer in [1, ``size``]."""
     if isinstance(sub, (bool, np.bool_)) or not isinstance(sub, (int, np.integer)) or not 1 <= int(sub) <= int(size):
         raise ArgumentError(
             "model",
@@ -235,8 +230,7 @@ def check_plate(name: str, size: Any, sub: Any) -> None:
 
 
 def check_observed_shape(msg: dict) -> None:
-    """Raises ArgumentError naming an observed site whose values do not broadcast with the shape its distribution
-    and plates give it (NumPyro's own error names no site)."""
+    """Raises ArgumentError naming an observed site whose values do not fit its distribution's and plates' shape."""
     value_shape, shape = tuple(jnp.shape(msg["value"])), tuple(msg["fn"].shape())
     try:
         jnp.broadcast_shapes(value_shape, shape)
@@ -252,9 +246,8 @@ def check_observed_shape(msg: dict) -> None:
 
 
 def _eval_vector_gamma(jaxpr, consts, *args) -> list:
-    """``jax.core.eval_jaxpr``, except that each ``random_gamma`` of one key (NumPyro's Gamma, Beta, Dirichlet,
-    StudentT...) draws by vijax's vectorised Marsaglia-Tsang sampler (``expfam.sample_log_gamma``, exact Gamma(a, 1)
-    variables) instead of JAX's per-element loop. Nested ``jit`` calls are evaluated the same way."""
+    """``jax.core.eval_jaxpr``, each ``random_gamma`` of one key drawn by ``expfam.sample_log_gamma`` (exact Gamma
+    variables, vectorised) instead of JAX's per-element loop, nested ``jit`` calls likewise."""
     from vijax.expfam import sample_log_gamma
 
     env: dict = {}
@@ -281,8 +274,7 @@ def _eval_vector_gamma(jaxpr, consts, *args) -> list:
 
 
 class VectorGammaDraws:
-    """A NumPyro distribution ``fn`` whose draws (the call an init strategy makes) take their Gamma variables from
-    ``_eval_vector_gamma``: ``fn``'s law, another random stream where ``fn`` draws Gamma variables."""
+    """A NumPyro distribution ``fn`` whose draws take their Gamma variables from ``_eval_vector_gamma``."""
 
     def __init__(self, fn: Any):
         self.fn = fn
@@ -297,9 +289,8 @@ class VectorGammaDraws:
 
 @functools.partial(jax.jit, static_argnames=("sample_shape",))
 def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
-    """NumPyro's ``init_to_median`` (the median of 15 prior draws) at a site of distribution ``fn``, drawn through
-    ``VectorGammaDraws``. A median on the support's boundary (a vague prior's draws that underflow) becomes the
-    nearest point of ``init_to_uniform``'s box [-2, 2] on the unconstrained space."""
+    """NumPyro's ``init_to_median`` (15 prior draws, through ``VectorGammaDraws``) at a site of distribution ``fn``;
+    a median on the support's boundary becomes the nearest point of [-2, 2] on the unconstrained space."""
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer import init_to_median
 
@@ -326,8 +317,7 @@ def first_support_value(fn: Any, sample_shape: tuple) -> Array:
 
 def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
     """NumPyro's init ``strategy`` as a ``substitute_fn`` that records each subsampled plate (name -> (N, M)) in
-    ``plates`` and gives it all N indices (so the start checks all the data), and checks each site as the model
-    meets it, before the strategy draws from it."""
+    ``plates``, gives it all N indices, and checks each site before the strategy draws from it."""
 
     def substitute_fn(msg):
         if msg["type"] == "plate":
@@ -374,14 +364,12 @@ def _site_keys(model: Callable) -> Callable:
 
 
 def fixed_support(support: Any) -> bool:
-    """Whether a NumPyro constraint has fixed bounds: every leaf a Python or NumPy number, none a JAX array (a
-    ``Uniform``'s bound drawn from another site may move with the latent values)."""
+    """Whether a NumPyro constraint has fixed bounds (no JAX array leaf, which may move with the latent values)."""
     return all(isinstance(x, (int, float, np.ndarray, np.number)) for x in jax.tree_util.tree_leaves(support))
 
 
 def _check_start(name: str, fn: Any, value: Array, unconstrained: Optional[Array] = None) -> None:
-    """Raises ArgumentError naming latent site ``name`` where its start ``value`` is not finite, constrained or
-    ``unconstrained`` (None: computed here)."""
+    """Raises ArgumentError naming latent site ``name`` where its start is not finite, constrained or not."""
     from numpyro.distributions.transforms import biject_to
 
     if is_tracer(value) or is_tracer(unconstrained):  # under jit: not known here
@@ -416,8 +404,8 @@ def _check_start(name: str, fn: Any, value: Array, unconstrained: Optional[Array
 
 
 def _site_log_probs(trace: dict, summed: tuple) -> dict:
-    """site name -> its summed, masked, unscaled log-probability at the start: the latent sites' priors and, where
-    no site is summed out (its start value is a placeholder), the observed sites' likelihoods."""
+    """site name -> its summed, masked, unscaled log-probability at the start (observed sites: where none is summed
+    out)."""
     out = {}
     for name, m in trace.items():
         if m["type"] != "sample" or name in summed or (summed and m["is_observed"]):
@@ -460,8 +448,7 @@ def _first(bad: np.ndarray) -> tuple[int, int]:
 
 
 def _check_scale(name: str, scale: Any) -> None:
-    """Raises ArgumentError naming site ``name`` where its ``handlers.scale`` factor is not finite and > 0 (NumPyro
-    takes NaN, an infinity and a computed scale)."""
+    """Raises ArgumentError naming site ``name`` where its ``handlers.scale`` factor is not finite and > 0."""
     if is_tracer(scale):
         return
     scale = np.asarray(scale, np.float64)
@@ -486,8 +473,7 @@ def _in_support(msg: dict) -> Optional[Array]:
 
 
 def _check_observed(msg: dict, inside: Optional[Array]) -> None:
-    """Raises ArgumentError naming an observed site with values its mask keeps that are not finite, or outside a
-    fixed support (``inside``: ``_in_support``)."""
+    """Raises ArgumentError naming an observed site with kept values not finite or outside ``inside``'s support."""
     from numpyro.distributions.distribution import MaskedDistribution
 
     name, fn = msg["name"], msg["fn"]
@@ -529,8 +515,7 @@ def _check_observed(msg: dict, inside: Optional[Array]) -> None:
 
 
 def _arguments_valid(trace: dict) -> Any:
-    """Whether NumPyro's argument checks (``validate_args``) that ``jit`` left traced, and so skipped, hold for
-    every sample site's distribution and those it wraps (True where none is traced)."""
+    """Whether NumPyro's argument checks (``validate_args``) that ``jit`` skipped hold for every distribution."""
     from numpyro.distributions import Distribution, constraints
 
     checks = []
@@ -549,10 +534,8 @@ def _arguments_valid(trace: dict) -> Any:
 
 
 def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start: one trace with NumPyro's init strategy applied as ``initialize_model`` applies it
-    (``prior_median``, each site checked as the model meets it). Returns a dict: ``plates``, ``summed``,
-    ``latent``, ``nesting``, ``supports``, ``values`` (constrained), ``init_params`` (unconstrained) and
-    ``checked`` (what ``_check_values`` reads)."""
+    """The model's start, one trace with ``prior_median`` as ``initialize_model`` applies it: a dict of ``plates``,
+    ``summed``, ``latent``, ``nesting``, ``supports``, ``values``, ``init_params`` and ``checked``."""
     from numpyro import handlers
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import transform_fn
@@ -622,9 +605,8 @@ def _start_parts(model: Callable, args: tuple, kwargs: dict) -> tuple:
 
 
 def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """``_start_values`` by one jitted program, its checks then run on its values; op by op (raising the failed
-    check's or NumPyro's own error as the model meets it) where a check fails. Traced at each call: a model may
-    close over values that change between calls."""
+    """``_start_values`` by one jitted program (traced at each call), its checks then run on its values; op by op
+    where a check fails, so that the error names the site as the model meets it."""
     traced, static = filter_jit(_start_parts)(model, args, kwargs)
     treedef, leaves = static.value
     it = iter(traced)
@@ -639,8 +621,7 @@ def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
 
 
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start, jitted; op by op where the model needs concrete values or an argument ``jit`` cannot
-    take."""
+    """The model's start, jitted; op by op where the model needs concrete values."""
     return jit_or_eager(_jitted_start, _start_values)(model, args, kwargs)
 
 
@@ -656,15 +637,11 @@ def _checks_left(batch, params):
 def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     """A NumPyro model as a target, for ``vijax.inference.bbvi`` and ``ngvi``.
 
-    The model is called as ``model(*args, **kwargs)``. A batch (of the target's functions and of an algorithm's
-    ``step``) is None or a dict: entries named after the model's arguments replace them, and the entry named after
-    a subsampled plate (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices (required in
-    every batch), so that NumPyro scales the plate's sites by N / M itself: no ``num_data`` is given to the
-    algorithm.
-
-    A discrete latent site of finite support marked ``infer={"enumerate": "parallel"}`` is summed out, as NumPyro's
-    HMC sums it (needs funsor), also inside a subsampled plate; it is listed in the target's ``enumerated``, not in
-    its ``sites``. NumPyro's calls run with JAX's rank promotion allowed.
+    A batch is None or a dict: entries named after the model's arguments replace them, and the entry named after a
+    subsampled plate (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices (required), so
+    that NumPyro scales the plate's sites by N / M itself. A discrete latent site of finite support marked
+    ``infer={"enumerate": "parallel"}`` is summed out, as NumPyro's HMC sums it (needs funsor), and listed in the
+    target's ``enumerated``. NumPyro's calls run with JAX's rank promotion allowed.
 
     Args:
       model: a function of NumPyro primitives.
@@ -672,18 +649,14 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       **kwargs: its keyword arguments.
 
     Returns:
-      A :class:`~vijax.interop.Target`. Its ``init_params`` are NumPyro's ``init_to_median`` (15 prior draws, the
-      i-th site drawn with ``jax.random.key(i)``, Gamma variables by vijax's vectorised sampler), without
-      ``initialize_model``'s search for a finite potential.
+      A :class:`~vijax.interop.Target`, its ``init_params`` NumPyro's ``init_to_median`` (15 prior draws, the i-th
+      site drawn with ``jax.random.key(i)``).
 
     Raises:
-      ValueError: naming the site: a discrete latent site of infinite support, or of finite support not marked for
-        parallel enumeration; a support without a bijector; a ``numpyro.param``; a continuous latent site inside a
-        subsampled plate; observed values that are not finite where the mask keeps them, outside a fixed support
-        (a Poisson count of 0.5), or of a shape the site's plates do not fit; a start that is not finite (a
-        site's median of 15 prior draws or its log-density there); a ``handlers.scale`` that is not finite and
-        > 0; or arguments the model does not take. Naming the plate: a ``subsample_size`` outside [1, its size].
-        Naming ``batch``: concrete indices of a subsampled plate outside [0, its size).
+      ValueError: naming the site: a discrete latent site that is not summed out; a support without a bijector; a
+        ``numpyro.param``; a continuous latent site in a subsampled plate; observed values not finite, outside a
+        fixed support or of the wrong shape; a start that is not finite; a ``handlers.scale`` not finite and > 0.
+        Naming the plate or ``batch``: a ``subsample_size`` outside [1, N]; indices outside [0, N).
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:

@@ -74,10 +74,6 @@ def _numpyro_trace(fn, args, kwargs, params):
         return handlers.trace(seeded).get_trace(*args, **kwargs)
 
 
-def _first(flat: dict) -> dict:
-    return {n: v[0] for n, v in flat.items()}
-
-
 def _unobserved(model):
     """``model`` with its observed sample sites drawn as latent ones, for ``Predictive`` to draw them."""
     from numpyro.primitives import Messenger
@@ -204,13 +200,7 @@ def predictive(
     check_key("key", key)
     flat, lead = _flatten(target, draws)
     sites = (sites,) if isinstance(sites, str) else sites if sites is None else tuple(sites)
-    return _unflatten(_evaluate(_predictive, target, flat, key, batch, sites), lead)
-
-
-def _evaluate(fn, target: Target, *args) -> dict:
-    """``fn(target, *args)`` jitted, the target and the last argument static; eager where the model needs concrete
-    values."""
-    return jit_or_eager(_JITTED[fn], fn)(target, *args)
+    return _unflatten(jit_or_eager(_JITTED[_predictive], _predictive)(target, flat, key, batch, sites), lead)
 
 
 def _predictive(target: Target, flat, key, batch, sites) -> dict:
@@ -230,7 +220,7 @@ def _predictive(target: Target, flat, key, batch, sites) -> dict:
     from numpyro.infer import Predictive
 
     fn, args, kwargs = target.bind(batch)
-    trace = _numpyro_trace(fn, args, kwargs, _first(flat))
+    trace = _numpyro_trace(fn, args, kwargs, {n: v[0] for n, v in flat.items()})
     known = tuple(n for n, m in trace.items() if m["type"] in ("sample", "deterministic"))
     # every sample site but the latent and summed-out ones (a batch's obs None makes a site latent in the trace)
     observed = tuple(
@@ -255,8 +245,6 @@ def _wanted(sites, known: tuple, observed: tuple) -> tuple:
         if not observed:
             raise ArgumentError("sites", "sites: the model has no observed site to draw; name the sites to return")
         return observed
-    if isinstance(sites, str):
-        sites = (sites,)
     for name in sites:
         if name not in known:
             raise ArgumentError("sites", f"sites: the model has no site {name!r}; its sites are {list(known)}")
@@ -308,7 +296,7 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
     target = _check_target(target)
     flat, lead = _flatten(target, draws)
     observed_data(target, batch)  # the error naming target when there is no observed site
-    return _unflatten(_evaluate(_log_likelihood, target, flat, batch, None), lead)
+    return _unflatten(jit_or_eager(_JITTED[_log_likelihood], _log_likelihood)(target, flat, batch, None), lead)
 
 
 def _log_likelihood(target: Target, flat, batch, _) -> dict:
@@ -329,7 +317,7 @@ def _log_likelihood(target: Target, flat, batch, _) -> dict:
     if target.enumerated:
         from vijax.interop._numpyro import marginal_log_prob, plate_nesting
 
-        trace = _numpyro_trace(fn, args, kwargs, _first(flat))
+        trace = _numpyro_trace(fn, args, kwargs, {n: v[0] for n, v in flat.items()})
         nesting = plate_nesting(trace)
         names = [n for n, m in trace.items() if m["type"] == "sample" and m["is_observed"]]
 
@@ -342,7 +330,7 @@ def _log_likelihood(target: Target, flat, batch, _) -> dict:
         return numpyro_log_likelihood(fn, flat, *args, parallel=True, **kwargs)
 
 
-_JITTED = {
+_JITTED = {  # the target and the last argument static; eager where the model needs concrete values
     _predictive: jax.jit(_predictive, static_argnums=(0, 4)),
     _log_likelihood: jax.jit(_log_likelihood, static_argnums=(0, 3)),
 }

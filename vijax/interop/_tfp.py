@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Mapping, Optional, Sequence
 
 import jax
@@ -66,15 +65,7 @@ def support_kind(dist) -> str:
     return "other"
 
 
-def _allowing_rank_promotion(fn):
-    """``fn`` run with JAX's rank promotion allowed (TFP's code broadcasts by it)."""
-
-    @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
-        with jax.numpy_rank_promotion("allow"):
-            return fn(*args, **kwargs)
-
-    return wrapped
+_allowing_rank_promotion = jax.numpy_rank_promotion("allow")  # a decorator: TFP's code broadcasts by rank promotion
 
 
 @_allowing_rank_promotion
@@ -253,18 +244,8 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
         raise ArgumentError(
             "joint_dist", f"joint_dist: its log_prob has batch shape {out.shape}; vijax needs a scalar log-joint"
         )
-    return Target(
-        log_prob=traced_once(log_prob),
-        log_density=traced_once(log_density),
-        transform=transform,
-        unconstrain=unconstrain,
-        sites=sites,
-        init_params=init_params,
-        plates={},
-        batch_keys=tuple(observed),
-        library="tfp",
-        bind=bind,
-    )
+    fns = traced_once(log_prob), traced_once(log_density), transform, unconstrain
+    return Target(*fns, sites, init_params, {}, tuple(observed), "tfp", bind)
 
 
 __all__ = ["as_parts", "from_tfp", "part_names", "support_kind", "unwrap"]
