@@ -11,7 +11,7 @@ from scipy import special, stats
 from vijax import expfam
 from vijax.data import sample_bernoulli_mixture
 from vijax.inference import cavi
-from vijax.inference._cavi import init_from
+from vijax.inference import CAVIState
 from vijax.models import _bernoulli_gibbs as gibbs
 from vijax.models import conjugate_elbo
 from vijax.metrics import bernoulli_mixture_kl, components_used
@@ -106,7 +106,7 @@ def test_gibbs_local_step_is_unbiased():
 def test_cavi_equals_hand_computed_update():
     q0 = _random_q(jax.random.PRNGKey(10), MODEL)
     y = _binary(jax.random.PRNGKey(11), 7, 4)
-    state, _ = cavi(MODEL).step(jax.random.PRNGKey(0), init_from(q0), y)
+    state, _ = cavi(MODEL).step(jax.random.PRNGKey(0), CAVIState(q0, jnp.zeros((), jnp.int32)), y)
     alpha = np.asarray(q0[0].concentration)
     a, b = np.asarray(q0[1].concentration1), np.asarray(q0[1].concentration0)
     lw = special.digamma(alpha) - special.digamma(alpha.sum())

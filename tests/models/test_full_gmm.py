@@ -183,7 +183,8 @@ def test_cavi_is_monotone_and_equals_scikit_learn_full_from_the_same_responsibil
         tol=0.0,
     ).fit(x)
     alg = vijax.cavi(model)
-    state = GuardedState(_cavi.init_from(model.posterior_from_responsibilities(x, resp0)), jnp.zeros((), jnp.int32))
+    zero = jnp.zeros((), jnp.int32)
+    state = GuardedState(_cavi.CAVIState(model.posterior_from_responsibilities(x, resp0), zero), zero)
     run = jax.jit(
         lambda s: jax.lax.scan(
             lambda c, kk: alg.step(kk, c, jnp.asarray(x)), s, jax.random.split(jax.random.PRNGKey(0), iters)
@@ -192,7 +193,7 @@ def test_cavi_is_monotone_and_equals_scikit_learn_full_from_the_same_responsibil
     state, info = run(state)
     elbo = np.asarray(info.elbo)
     assert np.all(np.diff(elbo) > -1e-9 * np.abs(elbo[1:]))
-    # sklearn runs n_iter E/M rounds after its initial M-step: our iters steps after init_from
+    # sklearn runs n_iter E/M rounds after its initial M-step: our iters steps after that start
     dirichlet, nw = state.q_global
     np.testing.assert_allclose(dirichlet.concentration, est.weight_concentration_, rtol=1e-6)
     np.testing.assert_allclose(nw.loc, est.means_, rtol=1e-6, atol=1e-8)

@@ -303,7 +303,7 @@ def test_em_singular_covariance_names_reg_covar(covariance_type):
     from sklearn.mixture import GaussianMixture
 
     from vijax.inference import em
-    from vijax.inference._em import init_from
+    from vijax.inference import EMState
 
     x = jnp.asarray(_duplicates_and_far_cluster())
     model = vm.GaussianMixtureEM(2, 2, covariance_type=covariance_type, reg_covar=0.0)
@@ -313,7 +313,9 @@ def test_em_singular_covariance_names_reg_covar(covariance_type):
         return
     start = vm.GMMParams(jnp.array([0.5, 0.5]), jnp.array([[1.0, 2.0], [100.0, 100.0]]), jnp.eye(2)[None].repeat(2, 0))
     with pytest.raises(Exception, match=r"reg_covar is too small: the M-step's covariance pivot .* at \[0\]") as e:
-        jax.block_until_ready(jax.jit(em(model).step)(jax.random.PRNGKey(1), init_from(start), x))
+        jax.block_until_ready(
+            jax.jit(em(model).step)(jax.random.PRNGKey(1), EMState(start, jnp.zeros((), jnp.int32)), x)
+        )
     assert isinstance(e.value, (ValueError, jax.errors.JaxRuntimeError))
     with pytest.raises(ValueError, match="ill-defined empirical covariance"):
         GaussianMixture(2, reg_covar=0.0, means_init=np.asarray(start.means)).fit(np.asarray(x))

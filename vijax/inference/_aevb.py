@@ -1,15 +1,12 @@
-"""Auto-encoding variational Bayes (AEVB) and its fully Bayesian version.
-
-Kingma and Welling (2014); *Raise your ELBO* (2019, §AEVB, §Fully Bayesian AEVB). An ``AEVBModel``
-has an encoder q_phi(z | x) = N(mu_phi(x), diag(sigma_phi(x)^2)), a decoder p(x | z; theta) and
-p(z) = N(0, I). With a point theta the objective is
+"""Auto-encoding variational Bayes (AEVB) and its fully Bayesian version (Kingma and Welling 2014;
+*Raise your ELBO* 2019, §AEVB, §Fully Bayesian AEVB). An ``AEVBModel`` has an encoder
+q_phi(z | x) = N(mu_phi(x), diag(sigma_phi(x)^2)), a decoder p(x | z; theta) and p(z) = N(0, I); with a
+point theta the objective is
 
     L(phi, theta) ~= (N/M) sum_{n in batch} [ (1/S) sum_s log p(x_n | z_ns; theta) - KL(q(z_n | x_n) || p(z)) ];
 
 with ``bayesian_decoder=True``, theta ~ N(0, prior_scale^2 I) has a mean-field Gaussian q(theta):
-one reparameterized theta per step and KL(q(theta) || p(theta)) subtracted once. The evaluations
-``elbo``, ``iwae_log_likelihood`` (Burda, Grosse and Salakhutdinov 2016), ``reconstruct``, ``sample``
-and ``decoder_kl`` of ``vijax.inference`` read the algorithm's ``extras`` (:class:`AEVBExtras`).
+one reparameterized theta per step and KL(q(theta) || p(theta)) subtracted once.
 """
 
 from __future__ import annotations
@@ -101,9 +98,8 @@ def _objective(q, batch, key, *, model, decoder, num_data, num_samples):
     """The minibatch ELBO estimate of the module docstring."""
     k_theta, k_z = jax.random.split(key)
     theta = decoder.draw(q["decoder"], k_theta)
-    m = batch_size(batch)
     per = _batch_elbo(model, q["encoder"], theta, batch, k_z, num_samples)
-    scale = 1.0 if num_data is None else num_data / m
+    scale = 1.0 if num_data is None else num_data / batch_size(batch)
     return scale * jnp.sum(per) - decoder.kl(q["decoder"])
 
 

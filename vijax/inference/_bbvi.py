@@ -1,9 +1,7 @@
-"""Black-box VI on any JAX log-density: a Monte Carlo ELBO ascended with an optax optimizer.
+"""Black-box VI on any JAX log-density ``(params, batch) -> scalar``: a Monte Carlo ELBO ascended with optax.
 
-The user gives ``log_density(params, batch) -> scalar`` for a pytree ``params`` and a variational
-family (``vijax.inference._guides``). With z_s ~ q_lambda(z), s = 1..S, and
-f(z) = log p(x, T(z)) + log |det dT/dz|, the estimators (Blei, Kucukelbir and McAuliffe 2017, §5)
-are:
+With z_s ~ q_lambda(z), s = 1..S, and f(z) = log p(x, T(z)) + log |det dT/dz|, the estimators
+(Blei, Kucukelbir and McAuliffe 2017, §5) are:
 
 - ``"reparam"``: z_s = m + S eps_s; grad of (1/S) sum_s f(z_s) + H[q] (``entropy="analytic"``)
   or of (1/S) sum_s [f(z_s) - log q(z_s)] (``entropy="mc"``);
@@ -71,8 +69,8 @@ class BBVIInfo(NamedTuple):
 def log_joint(
     log_density: Callable, *, log_prior: Optional[Callable] = None, num_data: Optional[int] = None
 ) -> Callable:
-    """``(params, batch) -> log p(batch, params)``: ``log_density`` (scaled by N / M with ``num_data``)
-    plus ``log_prior(params)``; ValueError at trace time for a non-scalar output or over N data points."""
+    """``(params, batch) -> log p(batch, params)``: ``log_density`` (times N / M with ``num_data``) plus
+    ``log_prior(params)``; ValueError at trace time for a non-scalar output or over N data points."""
 
     def joint(params, batch):
         out = log_density(params, batch)
@@ -164,28 +162,6 @@ def _objective(vparams, batch, key, guide, joint, estimator, entropy, num_sample
     return elbo, elbo
 
 
-def elbo(
-    vparams: PyTree,
-    batch: PyTree,
-    key: PRNGKey,
-    *,
-    guide,
-    joint: Callable,
-    estimator: str,
-    entropy: str,
-    num_samples: int,
-    prior: Any = None,
-    alpha: Optional[float] = None,
-) -> Array:
-    """``step``'s objective as a differentiable scalar: the Monte Carlo estimate, its gradient in
-    ``vparams`` the estimator (for ``"score"``: stop(ELBO) + surrogate - stop(surrogate))."""
-    check_key("key", key)
-    surrogate, value = _objective(vparams, batch, key, guide, joint, estimator, entropy, num_samples, prior, alpha)
-    if estimator != "score":
-        return surrogate
-    return jax.lax.stop_gradient(value) + surrogate - jax.lax.stop_gradient(surrogate)
-
-
 def init(
     key: PRNGKey, batch: PyTree = None, *, guide, optimizer, joint=None, log_density=None, has_prior=False
 ) -> BBVIState:
@@ -201,42 +177,56 @@ def init(
 
 def _guide_draws(q, key):
     """``NUM_START_DRAWS`` draws of q = (guide, its parameters)."""
-    guide, vparams = q
-    return draws(guide, vparams, key, NUM_START_DRAWS)[0]
+    return draws(*q, key, NUM_START_DRAWS)[0]
 
 
 def _guide_mean(q):
-    guide, vparams = q
-    return guide.mean(vparams)
+    return q[0].mean(q[1])
 
 
 NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
 
 
-def directional_probe(joint: Callable, log_density: Optional[Callable], batch) -> Callable:
-    """``(z, v) -> (joint value, d joint / dz . v != 0, d log_density / dz . v != 0)`` at a draw z and
-    a direction v, by forward mode (without ``log_density``, the joint's flag serves both)."""
+@filter_jit
+def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain):
+    """The start checks' values in one program: the joint at ``mean_of(q)`` (or None), and at each draw
+    ``sample(q, key)`` its value and, with ``log_density``, whether the joint's and (with a prior) the
+    log-density's forward derivatives along ``v`` are nonzero."""
+    z = sample(q, key)
+    value = None if mean_of is None else joint(mean_of(q), batch)
+    on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))
+    if log_density is None:
+        return value, (jax.vmap(lambda zs: on_z(joint)(zs, batch))(z), None, None)
 
-    def probe(z, v):
-        value, d_joint = jax.jvp(lambda p: joint(p, batch), (z,), (v,))
-        if log_density is None:
-            return value, d_joint != 0, d_joint != 0
-        d_lik = jax.jvp(lambda p: log_density(p, batch), (z,), (v,))[1]
+    def probe(zs, vs):
+        value, d_joint = jax.jvp(lambda p: on_z(joint)(p, batch), (zs,), (vs,))
+        d_lik = jax.jvp(lambda p: on_z(log_density)(p, batch), (zs,), (vs,))[1] if has_prior else d_joint
         return value, d_joint != 0, d_lik != 0
 
-    return probe
+    return value, jax.vmap(probe)(z, v)
 
 
-def directions(key, z):
-    """A standard normal direction for each draw of ``z`` (arrays or shape structs), drawn on the
-    host from NumPy's generator seeded with ``key``'s words."""
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
-    return jax.tree_util.tree_map(lambda x: rng.standard_normal(x.shape).astype(x.dtype), z)
-
-
-def check_some_finite(values, where: str) -> None:
-    """Raises ValueError when the log-density is not finite at any draw of ``where`` (no step would
-    ever be accepted)."""
+def check_start(key, batch, sample: Callable, q, mean_of, joint, log_density, has_prior: bool, constrain=None) -> None:
+    """The start checks of ``bbvi`` and ``ngvi``: raises ValueError where the joint is not finite at
+    q's mean (``mean_of(q)``), at some draw of q with a batch, or at every draw, or where its gradient
+    along a random direction (NumPy's, seeded by ``key``) is exactly zero at every draw (the mean
+    would never move, the scale grow without bound); warns where only a prior's gradient is not."""
+    v = None
+    if log_density is not None:
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+        z = jax.eval_shape(lambda k: sample(q, k), key)
+        v = jax.tree_util.tree_map(lambda x: rng.standard_normal(x.shape).astype(x.dtype), z)
+    try:
+        at_mean, (values, joint_moves, lik_moves) = _probe(
+            key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain
+        )
+    except Exception:  # noqa: BLE001 - log_density does not accept batch=None
+        if batch is not None:
+            raise
+        return
+    if at_mean is not None and not np.isfinite(float(at_mean)):
+        raise ArgumentError("log_density", f"log_density is not finite ({float(at_mean)}) at the mean of the initial q")
+    where = f"{NUM_START_DRAWS} draws of the initial q"
     values = np.asarray(values)
     if values.size and not np.any(np.isfinite(values)):
         raise ArgumentError(
@@ -244,12 +234,14 @@ def check_some_finite(values, where: str) -> None:
             f"log_density is not finite at any of the {where} ({values}): a NaN or an infinite value in the "
             "data, or a start outside the parameters' support?",
         )
-
-
-def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) -> None:
-    """Raises ValueError when the log-joint's gradient is exactly zero at every draw of ``where`` (the
-    mean would never move, the scale grow without bound); warns when only ``log_density``'s is while
-    a prior's is not (the fit returns the prior)."""
+    if batch is not None and constrain is not None and not np.all(np.isfinite(values)):
+        raise ArgumentError(
+            "log_density",
+            f"log_density is not finite ({values}) at draws of the initial q: does every constrained "
+            "parameter have a bijector onto its support (bijectors=...)?",
+        )
+    if log_density is None:
+        return
     if not np.any(np.asarray(joint_moves)):
         raise ValueError(
             f"log_density: its gradient with respect to the parameters is exactly zero at {where}: it is "
@@ -263,48 +255,8 @@ def check_gradient_flows(joint_moves, lik_moves, has_prior: bool, where: str) ->
             "the prior moves q, and the fit will return the prior. A log-density that is not "
             "differentiable (jnp.round, jnp.floor, lax.stop_gradient...) is ignored this way.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
-
-
-@filter_jit
-def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain):
-    """The start checks' values in one program: the joint at ``mean_of(q)`` (or None), and at each
-    draw ``sample(q, key)`` its value and, with ``log_density``, ``directional_probe``'s flags."""
-    z = sample(q, key)
-    value = None if mean_of is None else joint(mean_of(q), batch)
-    on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))
-    if log_density is None:
-        return value, (jax.vmap(lambda zs: on_z(joint)(zs, batch))(z), None, None)
-    probe = directional_probe(on_z(joint), on_z(log_density) if has_prior else None, batch)
-    return value, jax.vmap(probe)(z, v)
-
-
-def check_start(key, batch, sample: Callable, q, mean_of, joint, log_density, has_prior: bool, constrain=None) -> None:
-    """The start checks of ``bbvi`` and ``ngvi``: raises ValueError where the joint is not finite at
-    q's mean (``mean_of(q)``), at some draw of q with a batch, or at every draw, or where its gradient
-    along a random direction is exactly zero at every draw (``check_gradient_flows``)."""
-    v = None if log_density is None else directions(key, jax.eval_shape(lambda k: sample(q, k), key))
-    try:
-        at_mean, (values, joint_moves, lik_moves) = _probe(
-            key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain
-        )
-    except Exception:  # noqa: BLE001 - log_density does not accept batch=None
-        if batch is not None:
-            raise
-        return
-    if at_mean is not None and not np.isfinite(float(at_mean)):
-        raise ArgumentError("log_density", f"log_density is not finite ({float(at_mean)}) at the mean of the initial q")
-    where = f"{NUM_START_DRAWS} draws of the initial q"
-    check_some_finite(values, where)
-    if batch is not None and constrain is not None and not np.all(np.isfinite(np.asarray(values))):
-        raise ArgumentError(
-            "log_density",
-            f"log_density is not finite ({np.asarray(values)}) at draws of the initial q: does every constrained "
-            "parameter have a bijector onto its support (bijectors=...)?",
-        )
-    if log_density is not None:
-        check_gradient_flows(joint_moves, lik_moves, has_prior, where)
 
 
 @validated_step
@@ -356,15 +308,12 @@ def as_top_level_api(
     """Black-box VI on ``log_density`` (see the module docstring).
 
     Args:
-      log_density: ``(params, batch) -> scalar``, jit-able: the log-joint (with ``num_data`` or
-        ``prior``, the batch's log-likelihood). Or a ``vijax.interop.Target``, which carries its
-        own transforms, start, scaling and prior (those arguments are then refused).
-      family: ``"meanfield"``, ``"fullrank"``, ``"lowrank"`` (Gaussians on the unconstrained
-        parameters), a pytree of ``vijax.expfam`` families (one per parameter leaf), or a flowjax
-        distribution of shape (d,) over the flat unconstrained vector (Monte Carlo entropy only).
+      log_density: the log-joint ``(params, batch) -> scalar`` (with ``num_data`` or ``prior``, the
+        log-likelihood), or a ``vijax.interop.Target`` (carrying its transforms, start, scaling and prior).
+      family: ``"meanfield"``, ``"fullrank"``, ``"lowrank"`` (Gaussians on the unconstrained parameters), a
+        pytree of ``vijax.expfam`` families, or a flowjax distribution of shape (d,) (Monte Carlo entropy).
       init_params: the parameter pytree: its structure, shapes and q's initial centre.
-      bijectors: None or a pytree like ``init_params`` of ``tfp.bijectors`` (unconstrained ->
-        constrained) or None leaves (identity).
+      bijectors: a pytree like ``init_params`` of ``tfp.bijectors`` (unconstrained -> constrained) or None.
       optimizer: a name in ``OPTIMIZERS`` (hyperparameters in ``hyper``) or an ``optax.GradientTransformation``.
       schedule: the learning rate of a named optimizer (default ``DEFAULT_LEARNING_RATES``).
       num_data: N for the N / M minibatch scaling of ``log_density`` (None: no scaling).
@@ -382,9 +331,7 @@ def as_top_level_api(
       ``log_weights`` and ``elbo``.
 
     Raises:
-      ValueError: naming the argument: an unknown estimator or family, zero samples, mismatched
-        pytrees, a template outside its bijector's support, ``prior`` with ``log_prior``, an
-        argument a target carries itself.
+      ValueError: naming the argument: a bad setting or pytree, ``prior`` with ``log_prior``, one a target carries.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -449,13 +396,10 @@ def as_top_level_api(
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
     settings = dict(guide=guide, joint=joint, estimator=estimator, entropy=entropy, num_samples=num_samples)
     settings.update(prior=prior, alpha=alpha)
+    probed = None if estimator == "score" else log_density  # score needs no gradient of it
+    has_prior = prior is not None or log_prior is not None
     init_fn = bind_settings(
-        init,
-        guide=guide,
-        optimizer=optimizer,
-        joint=joint,
-        log_density=None if estimator == "score" else log_density,  # score needs no gradient of it
-        has_prior=prior is not None or log_prior is not None,
+        init, guide=guide, optimizer=optimizer, joint=joint, log_density=probed, has_prior=has_prior
     )
     model = target if target is not None else log_density
     step_fn = bind_settings(step, **settings, optimizer=optimizer, model=model, template=jax.eval_shape(guide.init))
@@ -493,11 +437,17 @@ class BBVIExtras:
         return _log_weights(state.q_global, batch, key, num_samples, self.guide, self.settings["joint"])
 
     def elbo(self, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any) -> Array:
-        """``elbo`` with the factory's settings."""
+        """``step``'s objective as a differentiable scalar: the Monte Carlo estimate, its gradient in
+        ``q_global`` the estimator (for ``"score"``: stop(ELBO) + surrogate - stop(surrogate))."""
         if options:
             name = sorted(options)[0]
             raise ArgumentError(name, f"{name}: bbvi's elbo takes no options (its settings are the factory's)")
-        return elbo(q_global, batch, key, **self.settings)
+        check_key("key", key)
+        s = self.settings
+        surrogate, value = _objective(q_global, batch, key, **s)
+        if s["estimator"] != "score":
+            return surrogate
+        return jax.lax.stop_gradient(value) + surrogate - jax.lax.stop_gradient(surrogate)
 
 
 bbvi = as_top_level_api

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import check_int, check_key, implements
 from vijax.inference._scale import check_whole_data
-from vijax.inference._conjugate import check_conjugate_model, check_local, check_q_global, initial_globals
-from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
+from vijax.inference._conjugate import check_local, check_q_global, initial_globals
+from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
 from vijax.models import BlockedGlobalsModel, ConditionallyConjugateModel, conjugate_elbo
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -37,11 +37,6 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateMod
     """q(beta) from ``model.init_globals`` (data-dependent when ``batch`` is given)."""
     check_key("key", key)
     return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
-
-
-def init_from(q_global: PyTree) -> CAVIState:
-    """A state holding a given q(beta)."""
-    return CAVIState(q_global, jnp.zeros((), jnp.int32))
 
 
 @validated_step
@@ -72,13 +67,8 @@ def _update_in_blocks(q, prior, batch, key, blocks, model, local):
         q, _, damped = carry
         mask, k = block
         loc = model.local_step(expfam.tree_mean_params(q), batch, k, method=local)
-        target = jax.tree_util.tree_map(
-            lambda m, s, lam, e: tuple(jnp.where(m, ei + si, li) for si, li, ei in zip(s, lam, e)),
-            mask,
-            loc.suff_stats,
-            expfam.tree_natural_params(q),
-            eta,
-        )
+        new = lambda m, s, lam, e: tuple(jnp.where(m, ei + si, li) for si, li, ei in zip(s, lam, e))
+        target = jax.tree_util.tree_map(new, mask, loc.suff_stats, expfam.tree_natural_params(q), eta)
         q, nd = expfam.tree_interpolate(q, target, 1.0)
         return (q, loc, damped + nd), None
 
@@ -98,8 +88,7 @@ def as_top_level_api(
       local: the local-step method (``model.local_methods``).
 
     Raises:
-      ValueError: for a model that is not conditionally conjugate, a ``local`` method it lacks, or
-        ``num_data`` < 1.
+      ValueError: for a model that is not conditionally conjugate, a ``local`` it lacks, ``num_data`` < 1.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -109,7 +98,7 @@ def as_top_level_api(
         >>> state = alg.init(jax.random.PRNGKey(0), x)
         >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, x)
     """
-    check_conjugate_model(model, "cavi")
+    check_protocol(model, ConditionallyConjugateModel, "cavi")
     check_local(model, local)
     if num_data is not None:
         check_int("num_data", num_data)

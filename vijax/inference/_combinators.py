@@ -1,8 +1,5 @@
-"""Combinators: algorithms built from algorithms (restarts, grids, lock step, a replaced ELBO).
-
-The ``vmap``ped ones collect the step's batch checks inside the vmap and enforce them outside it
-(``vmap_with_checks``), so ``jit_step`` and the runner return them as outputs of the program.
-"""
+"""Combinators: algorithms built from algorithms (restarts, grids, lock step, a replaced ELBO). The
+``vmap``ped ones enforce the step's batch checks outside the vmap (``vmap_with_checks``)."""
 
 from __future__ import annotations
 
@@ -39,14 +36,11 @@ def check_algorithm(name: str, alg) -> None:
 
 
 def restarts(alg: VIAlgorithm, num_restarts: int) -> VIAlgorithm:
-    """Runs ``num_restarts`` independent copies of ``alg`` in lock step with ``vmap``.
-
-    State and info gain a leading axis R; every restart sees the same batch and its own key. Pick
-    the winner with ``select_restart(state, jnp.argmax(info.elbo))``.
+    """Runs ``num_restarts`` independent copies of ``alg`` in lock step with ``vmap``: state and info gain
+    a leading axis R, each restart its own key. Pick one with ``select_restart(state, jnp.argmax(info.elbo))``.
 
     Raises:
-      ValueError: naming ``alg`` when it is not an algorithm, or ``num_restarts`` when it is not an
-        integer >= 1 or the restarts' keys or states would not fit in memory.
+      ValueError: naming ``alg`` (not an algorithm) or ``num_restarts`` (< 1, or too many to fit in memory).
     """
     check_algorithm("alg", alg)
     num_restarts = check_int("num_restarts", num_restarts)
@@ -101,11 +95,9 @@ def _check_memory(state_shape, num: int, name: str, what: str = "points") -> Non
 def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
     """A grid of a model's hyperparameters (LDA's alpha and eta) as one ``vmap``ped program.
 
-    ``values`` maps each hyperparameter to G values, one per point (a product already expanded).
-    ``init`` makes one ``alg.init(key, batch)`` and injects each point's values into a copy
-    (:func:`vijax.inference.inject_hyperparameters`); ``step`` is ``vmap(alg.step, in_axes=(None,
-    0, None))``, so point g follows the run of ``alg`` with point g's values from the same key.
-    Restarts go outside: ``restarts(hyperparameter_grid(alg, model, ...), R)`` (axes (R, G)).
+    ``init`` injects each point's values into a copy of one ``alg.init(key, batch)``
+    (:func:`vijax.inference.inject_hyperparameters`); ``step`` is ``vmap(alg.step, in_axes=(None, 0,
+    None))``, so point g follows ``alg``'s run with its values. Restarts go outside (axes (R, G)).
 
     Example (Hoffman and Blei 2015, §4.1: the grid of alpha x eta)::
 
@@ -118,14 +110,16 @@ def hyperparameter_grid(alg: VIAlgorithm, model, **values) -> VIAlgorithm:
       **values: hyperparameter name -> a 1-D sequence of G finite numbers in its domain.
 
     Raises:
-      ValueError: naming the argument: not an algorithm, a model without hyperparameters, no or an
-        unknown value, a bad sequence or length, a value outside its domain; at ``init``, a state
-        without a ``hyper`` field, or G states that would not fit in memory.
+      ValueError: naming the argument, for a bad one; at ``init``, a state without ``hyper`` or too large a grid.
     """
     check_algorithm("alg", alg)
     model_hyperparameters(model, values)
     arrays, num_points = _grid_values(values, "hyperparameter")
-    _check_hyperparameter_values(model, arrays)
+    if implements(model, ChecksHyperparameters):
+        model.check_hyperparameters(dict(arrays))
+    else:
+        for name, a in arrays.items():
+            check_positive(name, a)
 
     def init(key, batch=None):
         one = jax.eval_shape(lambda k: alg.init(k, batch), key)
@@ -149,22 +143,12 @@ class ChecksHyperparameters(Protocol):
     def check_hyperparameters(self, values: dict) -> None: ...
 
 
-def _check_hyperparameter_values(model, arrays: Mapping[str, np.ndarray]) -> None:
-    """The grid's values checked by the model (a :class:`ChecksHyperparameters`), else as positive."""
-    if implements(model, ChecksHyperparameters):
-        model.check_hyperparameters(dict(arrays))
-        return
-    for name, a in arrays.items():
-        check_positive(name, a)
-
-
 def _grid_step(key, state, batch, *, inner):
     return vmap_with_checks(inner, in_axes=(None, 0, None))(key, state, batch)
 
 
 def _check_traced_arguments(factory: Callable, arrays: Mapping[str, np.ndarray]) -> None:
-    """Builds ``factory`` under ``vmap`` over each gridded argument, so that one the factory needs
-    concrete (a number of samples) is refused here, naming it."""
+    """Builds ``factory`` under ``vmap`` over each gridded argument, refusing one it needs concrete."""
     first = {n: a[0].item() for n, a in arrays.items()}
     for name, a in arrays.items():
 
@@ -193,12 +177,9 @@ class GridState(NamedTuple):
 
 def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
     """A grid of an algorithm factory's constants (a step size, a learning rate) as one ``vmap``ped
-    program, the constants held in the state (as optax's ``inject_hyperparams``).
-
-    ``values`` maps keyword arguments of ``factory`` to G values. ``init`` and ``step`` run
-    ``factory(**v).init`` / ``.step`` under ``vmap`` over the points with the same key and batch, so
-    point g follows the run of ``factory(**point_g)``. Every point is also built once with concrete
-    values, so the factory's own checks refuse a bad one. Restarts go outside.
+    program, the constants held in the state (as optax's ``inject_hyperparams``): ``init`` and ``step``
+    run ``factory(**v)``'s under ``vmap`` over the points, so point g follows ``factory(**point_g)``'s
+    run. Every point is also built once with concrete values, for the factory's own checks.
 
     Example (Khan et al. 2016, §6.1, Fig. 1: a sweep of PG-SVI's step size)::
 
@@ -218,17 +199,15 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
             "factory", f"factory must be a callable keyword arguments -> VIAlgorithm, got {factory!r}", value=factory
         )
     try:
-        inspect.signature(factory).bind_partial(**{n: None for n in values})
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):  # no signature to read: the concrete builds below check
+        sig = None
+    try:
+        if sig is not None:
+            sig.bind_partial(**{n: None for n in values})
     except TypeError as e:
-        bad = next(iter(values)) if values else "values"
-        try:
-            params = inspect.signature(factory).parameters
-            bad = next((n for n in values if n not in params), bad)
-        except (TypeError, ValueError):
-            pass
+        bad = next((n for n in values if n not in sig.parameters), next(iter(values), "values"))
         raise ArgumentError(bad, f"{bad} is not an argument of factory {factory!r} ({e})") from None
-    except ValueError:
-        pass
     arrays, num_points = _grid_values(values, "argument of the factory")
     for g in range(num_points):
         check_algorithm("factory(...)", factory(**{n: a[g].item() for n, a in arrays.items()}))
@@ -255,22 +234,19 @@ def lock_step(
     info_fields: tuple[str, ...] = ("elbo",),
     init_groups: Mapping[str, int] | None = None,
 ) -> VIAlgorithm:
-    """Runs several algorithms side by side on the same batches, for comparisons in one run.
+    """Runs several algorithms side by side on the same batches, each with its own split of the key.
 
-    The state is a dict name -> state; each algorithm gets its own split of the step's key, in the
-    dict's order. ``info`` is a dict name -> {field: value} of ``info_fields``, plus ``info["elbo"]``,
-    the ``primary`` algorithm's (default: the first that reports one).
+    The state is a dict name -> state; ``info`` a dict name -> {field: value} of ``info_fields``, plus
+    ``info["elbo"]``, the ``primary`` algorithm's (default: the first that reports one).
 
     Args:
       algorithms: name -> ``VIAlgorithm``, in the order their keys are split.
       primary: the algorithm whose ELBO is ``info["elbo"]``.
       info_fields: the info fields kept per algorithm.
-      init_groups: name -> group 0 .. G - 1; a group starts from ``jax.random.split(key, G)[group]``
-        (None: every algorithm from the init key).
+      init_groups: name -> group 0 .. G - 1, started from ``jax.random.split(key, G)[group]`` (None: ``key``).
 
     Raises:
-      ValueError: naming the argument: no algorithms, a name that is not a string or is ``"elbo"``,
-        a value that is not an algorithm, an unknown ``primary``, bad ``info_fields`` or ``init_groups``.
+      ValueError: naming the argument, for a bad one (a name that is not a string or is ``"elbo"``).
     """
     if not isinstance(algorithms, Mapping) or not algorithms:
         raise ArgumentError(
@@ -340,9 +316,7 @@ def replace_elbo(alg: VIAlgorithm, elbo_fn: Callable[[PyTree], Array]) -> VIAlgo
     that reports an estimate), one real array shaped like ``info.elbo``.
 
     Raises:
-      ValueError: naming ``alg`` when it is not an algorithm, is a :func:`lock_step` or reports no
-        ``info.elbo``; naming ``elbo_fn`` when it is not callable or does not return one real array
-        shaped like ``info.elbo``.
+      ValueError: naming ``alg`` (not an algorithm, a :func:`lock_step`, no ``info.elbo``) or ``elbo_fn``.
     """
     check_algorithm("alg", alg)
     if isinstance(alg.extras, LockStep):

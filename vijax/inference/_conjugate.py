@@ -22,7 +22,7 @@ def check_factory_args(model, algorithm: str, *, num_data, schedule, local: str,
     check_int("num_data", num_data)
     check_bool("ramp", ramp)
     schedule = as_schedule(schedule, default=default_schedule())
-    check_conjugate_model(model, algorithm)
+    check_protocol(model, ConditionallyConjugateModel, algorithm)
     check_local(model, local)
     return schedule
 
@@ -40,11 +40,6 @@ def initial_globals(key: PRNGKey, batch: PyTree, model: ConditionallyConjugateMo
     if batch is not None:
         model.check_data(batch)
     return model.init_globals(key, batch)
-
-
-def check_conjugate_model(model, algorithm: str) -> None:
-    """Raises ValueError unless ``model`` is a ``ConditionallyConjugateModel``, naming what it lacks."""
-    check_protocol(model, ConditionallyConjugateModel, algorithm)
 
 
 def check_local(model: ConditionallyConjugateModel, local: str) -> None:
@@ -72,13 +67,9 @@ def view_step(
     ramp: bool,
     view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]],
 ):
-    """The step shared by SSVI, SSVI-A and MAP-EM (Hoffman and Blei 2015, Algorithm 1, lines 3-9)::
-
-        stats, transform = view(q, key_beta)            # t(beta) of a draw, or of the mode
-        loc = model.local_step(stats, batch, key_local)  # the minibatch's sum of eta-hat_n
-        lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t / S) transform(sum eta-hat_n))
-
-    The state's ``hyper`` (when not None) goes to ``prior`` and ``local_step``.
+    """The step of SSVI, SSVI-A and MAP-EM (Hoffman and Blei 2015, Algorithm 1, lines 3-9): the local step
+    at ``stats, transform = view(q, key)`` (t(beta) of a draw, or of the mode; the state's ``hyper`` goes to
+    it and ``prior``), then lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t / S) transform(sum eta-hat_n)).
 
     Returns:
       (q_new, num_damped, rho, prior, stats, data_term), data_term = (N/S) (<sum eta-hat_n, stats> + local_terms).

@@ -26,19 +26,16 @@ def initialize_processes(
     cpu_collectives: Optional[str] = "gloo",
     **kwargs,
 ) -> None:
-    """Starts JAX's distributed runtime (``jax.distributed.initialize``) in this process.
-
-    Call it first thing in every process, with the same ``coordinator_address`` ("host:port" of
-    process 0) and ``num_processes`` and each its own ``process_id``; with all three None JAX
-    detects them (SLURM, Open MPI, Cloud TPU).
+    """Starts JAX's distributed runtime (``jax.distributed.initialize``), first thing in every process,
+    with the same ``coordinator_address`` ("host:port" of process 0) and ``num_processes`` and each its
+    own ``process_id`` (all three None: JAX detects them under SLURM, Open MPI, Cloud TPU).
 
     Args:
       cpu_collectives: the CPU collectives implementation (``"gloo"`` or ``"mpi"``); None: JAX's.
       **kwargs: passed to ``jax.distributed.initialize``.
 
     Raises:
-      ValueError: naming the argument, for a ``process_id`` outside ``[0, num_processes)`` or a
-        ``num_processes`` below 1.
+      ValueError: naming the argument, for a ``process_id`` outside ``[0, num_processes)`` or ``num_processes`` < 1.
     """
     if num_processes is not None and (isinstance(num_processes, bool) or int(num_processes) < 1):
         raise ArgumentError(
@@ -85,8 +82,4 @@ def global_batch(model: DataParallel, local_batch: PyTree, axis: int = 0) -> PyT
 def global_host_batches(model: DataParallel, local_host_batches: Callable) -> Callable:
     """``(t0, n) -> global_batch(model, local_host_batches(t0, n), axis=1)``: the runner's
     ``host_batches`` for a multi-process run, from this process's own ``Minibatcher.host_batches``."""
-
-    def host_batches(t0, n):
-        return global_batch(model, local_host_batches(t0, n), axis=1)
-
-    return host_batches
+    return lambda t0, n: global_batch(model, local_host_batches(t0, n), axis=1)

@@ -34,17 +34,7 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: EMModel) -> EMState:
     check_key("key", key)
     if batch is not None:
         model.check_data(batch)
-    return init_from(model.init_params(key, batch))
-
-
-def init_from(params: PyTree) -> EMState:
-    """A state holding given parameters."""
-    return EMState(params, jnp.zeros((), jnp.int32))
-
-
-def objective(model: EMModel, params: PyTree, log_likelihood: Array) -> Array:
-    """The EM objective log p(x | theta) + ``model.log_prior(theta)``."""
-    return log_likelihood + model.log_prior(params)
+    return EMState(model.init_params(key, batch), jnp.zeros((), jnp.int32))
 
 
 @validated_step
@@ -52,9 +42,8 @@ def step(key: PRNGKey, state: EMState, batch: PyTree, *, model: EMModel, num_dat
     """One EM iteration: the E-step at theta, then the M-step (``key`` unused)."""
     check_whole_data("EM", batch, num_data)
     stats, log_lik = model.e_step(state.q_global, batch)
-    new = model.m_step(stats)
-    elbo = objective(model, state.q_global, log_lik)
-    return EMState(new, safe_increment(state.count)), EMInfo(elbo, log_lik)
+    elbo = log_lik + model.log_prior(state.q_global)  # the EM objective log p(x | theta) + log p(theta)
+    return EMState(model.m_step(stats), safe_increment(state.count)), EMInfo(elbo, log_lik)
 
 
 def as_top_level_api(model: EMModel, *, num_data: Optional[int] = None) -> VIAlgorithm:

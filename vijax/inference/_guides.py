@@ -21,7 +21,7 @@ from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
 from vijax._compile import jit_or_eager
-from vijax._validate import ArgumentError, check_int, check_scalar, check_structures
+from vijax._validate import ArgumentError, check_int, check_scalar, check_shapes, check_structures
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
 if TYPE_CHECKING:
@@ -45,8 +45,8 @@ def _path(path) -> str:
     return "params" + jax.tree_util.keystr(path)
 
 
-def _is_bijector(b) -> bool:
-    return isinstance(b, tfp_jax().bijectors.Bijector)
+def _bijector_or_none(b) -> bool:
+    return b is None or isinstance(b, tfp_jax().bijectors.Bijector)
 
 
 class GaussianGuide:
@@ -61,8 +61,8 @@ class GaussianGuide:
       transform: instead of ``bijectors``, a target's map ``u -> (params, log |det J|)``.
 
     Raises:
-      ValueError: an unknown ``kind``, bad ``bijectors``, a template leaf outside its bijector's
-        image, a non-float or non-finite template, both ``bijectors`` and ``transform``.
+      ValueError: a bad ``kind``, ``bijectors`` or template (outside a bijector's image), or both ``bijectors``
+        and ``transform``.
     """
 
     def __init__(
@@ -77,8 +77,7 @@ class GaussianGuide:
     ):
         if kind not in KINDS:
             raise ValueError(f"family: unknown Gaussian family {kind!r}; choose one of {KINDS}")
-        leaves = jax.tree_util.tree_leaves(template)
-        if not leaves:
+        if not jax.tree_util.tree_leaves(template):
             raise ValueError("init_params must hold at least one array")
         for path, leaf in jax.tree_util.tree_leaves_with_path(template):
             a = np.asarray(leaf)
@@ -93,13 +92,11 @@ class GaussianGuide:
         self.transform = transform
         if bijectors is None:
             bijectors = jax.tree.map(lambda _: None, template)
-        check_structures(
-            "bijectors", bijectors, template, "init_params", is_leaf=lambda b: b is None or _is_bijector(b)
-        )
+        check_structures("bijectors", bijectors, template, "init_params", is_leaf=_bijector_or_none)
         self.kind, self.init_scale = kind, check_scalar("init_scale", init_scale, low=0.0)
         self.rank = check_int("rank", rank) if kind == "lowrank" else 0
         self.bijectors = bijectors
-        self._bij_leaves = jax.tree_util.tree_leaves(bijectors, is_leaf=lambda b: b is None or _is_bijector(b))
+        self._bij_leaves = jax.tree_util.tree_leaves(bijectors, is_leaf=_bijector_or_none)
         unconstrained = []
         for (path, leaf), b in zip(jax.tree_util.tree_leaves_with_path(template), self._bij_leaves):
             u = np.asarray(leaf) if b is None else b.inverse(jnp.asarray(leaf))
@@ -217,12 +214,12 @@ class GaussianGuide:
         return self.constrain(vparams["loc"])[0]
 
 
-# each family's canonical parameters (the positive ones moved through softplus) and the constructor back
+# each family's canonical parameters (all positive but a Normal's mean, moved through softplus) and the constructor back
 _CANONICAL: dict[type, tuple[Callable, Callable]] = {
     expfam.Gamma: (lambda q: (q.concentration, q.rate), lambda a, b: expfam.Gamma(a - 1.0, -b)),
     expfam.Beta: (lambda q: (q.concentration1, q.concentration0), lambda a, b: expfam.Beta(a - 1.0, b - 1.0)),
     expfam.Dirichlet: (lambda q: (q.concentration,), lambda a: expfam.Dirichlet(a - 1.0)),
-    expfam.Normal: (lambda q: (q.mean, jnp.sqrt(q.variance)), None),
+    expfam.Normal: (lambda q: (q.mean, jnp.sqrt(q.variance)), lambda m, s: expfam.Normal(m / (s * s), -0.5 / (s * s))),
 }
 
 
@@ -233,8 +230,7 @@ class ExpFamilyGuide:
       family: the initial q, a pytree of Gamma, Beta, Dirichlet or Normal families.
 
     Raises:
-      ValueError: a family without a reparameterized sampler or canonical parameters, or an
-        initial q outside its domain.
+      ValueError: a family without a reparameterized sampler, or an initial q outside its domain.
     """
 
     def __init__(self, family: PyTree):
@@ -272,11 +268,8 @@ class ExpFamilyGuide:
         """The pytree of families at ``vparams``."""
 
         def build(f, p):
-            if type(f) is expfam.Normal:
-                m, s = p[0], jax.nn.softplus(p[1])
-                v = s * s
-                return expfam.Normal(m / v, -0.5 / v)
-            return _CANONICAL[type(f)][1](*(jax.nn.softplus(x) for x in p))
+            real = type(f) is expfam.Normal  # its mean
+            return _CANONICAL[type(f)][1](*(x if real and not i else jax.nn.softplus(x) for i, x in enumerate(p)))
 
         return jax.tree_util.tree_map(build, self.family, vparams, is_leaf=expfam.is_family)
 
@@ -310,15 +303,7 @@ class ExpFamilyGuide:
         return jax.tree_util.tree_map(lambda f: f.to_tfp().mean(), self.q(vparams), is_leaf=expfam.is_family)
 
 
-def make_guide(
-    family: Any,
-    init_params: PyTree = None,
-    *,
-    bijectors: PyTree = None,
-    init_scale: float = 0.1,
-    rank: int = 1,
-    transform: Optional[Callable] = None,
-):
+def make_guide(family: Any, init_params: PyTree = None, *, bijectors=None, init_scale=0.1, rank=1, transform=None):
     """The guide for ``family`` (a Gaussian kind with ``init_params``, or a pytree of families).
 
     Raises:
@@ -342,14 +327,7 @@ def make_guide(
     guide = ExpFamilyGuide(family)
     if init_params is not None:
         draw = jax.eval_shape(lambda k: guide.sample(guide.init(), k), jax.random.PRNGKey(0))
-        check_structures("family", draw, init_params, "init_params")
-        for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(draw), jax.tree_util.tree_leaves(init_params)):
-            if tuple(a.shape) != tuple(np.shape(b)):
-                raise ArgumentError(
-                    "family",
-                    f"family: the draw for {_path(path)} has shape {tuple(a.shape)}, but init_params "
-                    f"has {tuple(np.shape(b))}",
-                )
+        check_shapes("family", draw, init_params, "init_params")  # q's draws shaped as the parameters
     return guide
 
 
@@ -436,9 +414,8 @@ def _typed_key(key: PRNGKey):
 
 
 class FlowGuide:
-    """A flowjax distribution over the flat unconstrained parameter vector, mapped to the
-    parameters as ``GaussianGuide`` maps its draws; the variational parameters are the flow's
-    trainable arrays. A flow has no closed-form entropy, KL or TFP counterpart.
+    """A flowjax distribution over the flat unconstrained vector, mapped to the parameters as
+    ``GaussianGuide`` maps its draws; its trainable arrays are the variational parameters.
 
     Args:
       flow: an unconditional flowjax distribution of shape (d,), its arrays the initial q.
@@ -447,8 +424,7 @@ class FlowGuide:
       transform: a target's map ``u -> (params, log |det J|)``.
 
     Raises:
-      ValueError: naming ``family`` for a conditional flow, one not of shape (d,) or without
-        trainable arrays; ``init_params`` or ``bijectors`` as ``GaussianGuide`` does.
+      ValueError: naming ``family`` for a conditional flow, one not of shape (d,) or without trainable arrays.
     """
 
     def __init__(self, flow: Any, template: PyTree, *, bijectors: PyTree = None, transform: Optional[Callable] = None):
@@ -539,16 +515,7 @@ def draws(guide: Any, vparams: PyTree, key: PRNGKey, num_samples: int, estimator
     return jax.vmap(guide.sample, (None, 0))(vparams, keys), None
 
 
-def flow_guide(
-    flow: Any,
-    init_params: PyTree,
-    bijectors: PyTree = None,
-    target: Any = None,
-    *,
-    estimator: str,
-    entropy: str,
-    prior: Any = None,
-) -> FlowGuide:
+def flow_guide(flow, init_params: PyTree, bijectors, target, *, estimator: str, entropy: str, prior=None) -> FlowGuide:
     """The ``FlowGuide`` of ``bbvi(..., family=flow)``, after refusing an analytic entropy or ``prior``."""
     if entropy == "analytic" and estimator in ("reparam", "score"):
         raise ArgumentError(

@@ -1,18 +1,12 @@
-"""A Bayesian last layer: a Gaussian q(W) over a linear head on a network's features.
-
-For a network phi_theta (a ``vijax.models.Network``) and a linear head W = (w, b),
+"""A Bayesian last layer: a Gaussian q(W) over a linear head W = (w, b) on a network's features phi_theta,
 
     y_n | x_n, W ~ p(y_n | w^T phi_theta(x_n) + b),   W ~ N(0, s^2 I),
 
-with p a Gaussian of noise scale sigma (``"gaussian"``), a Bernoulli with a logistic link
-(``"bernoulli"``) or a categorical with a softmax link (``"categorical"``, w of shape (F, K)).
-q(W) is a Gaussian on the flat (w, b) and theta a point estimate; both maximise one ELBO
-
-    L(theta, lambda) = (N / M) sum_{n in batch} E_q[log p(y_n | W, phi_theta(x_n))] - KL(q || p(W))
-
+p Gaussian (noise scale sigma), Bernoulli (logistic link) or categorical (softmax link, w (F, K)).
+q(W) on the flat (w, b) and the point theta maximise one ELBO, ``bbvi``'s on (features, labels)
 (Blei, Kucukelbir and McAuliffe 2017, §5; Snoek et al. 2015; Harrison, Willes and Snoek 2024):
-``bbvi``'s objective on batches of (features, labels), so ``jax.grad`` of :meth:`LastLayer.elbo`
-reaches theta and lambda; training is the user's own loop.
+
+    L(theta, lambda) = (N / M) sum_{n in batch} E_q[log p(y_n | W, phi_theta(x_n))] - KL(q || p(W)).
 """
 
 from __future__ import annotations
@@ -124,8 +118,7 @@ def bayesian_last_layer(
       A :class:`LastLayer`.
 
     Raises:
-      ValueError: naming the argument: a ``net`` that does not map ``example`` to (``num_features``,),
-        an unknown likelihood, a missing or stray ``num_classes``, a non-positive scale.
+      ValueError: naming the argument: a ``net`` not giving (``num_features``,), a bad setting or ``num_classes``.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -169,11 +162,8 @@ def bayesian_last_layer(
     f = check_int("num_features", num_features)
     check_network(net, example, (f,), "net")
     dtype = out.dtype
-    head0 = (
-        {"w": jnp.zeros((f, k), dtype), "b": jnp.zeros((k,), dtype)}
-        if likelihood == "categorical"
-        else {"w": jnp.zeros((f,), dtype), "b": jnp.zeros((), dtype)}
-    )
+    outputs = (k,) if likelihood == "categorical" else ()
+    head0 = {"w": jnp.zeros((f, *outputs), dtype), "b": jnp.zeros(outputs, dtype)}
     dim = sum(x.size for x in jax.tree_util.tree_leaves(head0))
     log_lik = head_log_likelihood(likelihood, noise_scale)
 

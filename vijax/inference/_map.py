@@ -58,21 +58,8 @@ def step(key, state: MAPState, batch, *, model, num_data: int, schedule: Schedul
     q_new, num_damped, rho, prior, stats, data_term = view_step(
         state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, view=_mode_view
     )
-    elbo = data_term + _log_density_at(prior, stats)
-    return MAPState(q_new, safe_increment(state.count), getattr(state, "hyper", None)), MAPInfo(
-        elbo, jnp.asarray(rho), num_damped
-    )
-
-
-def check_model_has_modes(model: ConditionallyConjugateModel) -> None:
-    """Raises ValueError unless every family of ``model.prior()`` implements ``mode``."""
-    for f in jax.tree_util.tree_leaves(model.prior(), is_leaf=expfam.is_family):
-        if not expfam.implements(f, "mode_stats"):
-            raise ValueError(
-                f"map_em needs the mode of every global family; {type(model).__name__} has a "
-                f"{type(f).__name__}, which does not implement mode() (Dirichlet, Beta, Gamma and "
-                "Normal do)"
-            )
+    info = MAPInfo(data_term + _log_density_at(prior, stats), jnp.asarray(rho), num_damped)
+    return MAPState(q_new, safe_increment(state.count), getattr(state, "hyper", None)), info
 
 
 def as_top_level_api(
@@ -88,8 +75,7 @@ def as_top_level_api(
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
 
     Raises:
-      ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the model
-        lacks, or global families without a mode.
+      ValueError: for a bad setting, a ``local`` the model lacks, or global families without a mode.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -99,7 +85,12 @@ def as_top_level_api(
         >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), x), x)
     """
     schedule = check_factory_args(model, "map_em", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
-    check_model_has_modes(model)
+    for f in jax.tree_util.tree_leaves(model.prior(), is_leaf=expfam.is_family):
+        if not expfam.implements(f, "mode_stats"):
+            raise ValueError(
+                f"map_em needs the mode of every global family; {type(model).__name__} has a "
+                f"{type(f).__name__}, which does not implement mode() (Dirichlet, Beta, Gamma and Normal do)"
+            )
     return guarded_algorithm(init, step, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp)
 
 

@@ -1,16 +1,11 @@
 """Natural-gradient VI on any JAX log-density: the conjugate-computation / KL-proximal step.
 
 For q in an exponential family (natural parameters lambda, mean parameters mu, base measure h),
-grad_mu L = grad_mu E_q[log p(x, z) - log h(z)] - lambda, so a natural-gradient step of size rho is
-
-    lambda <- (1 - rho) lambda + rho g_hat,        g_hat = grad_mu E_q[log p(x, z) - log h(z)],
-
-and with a prior in q's family (natural parameters eta) and a log-likelihood,
-lambda <- (1 - rho) lambda + rho (eta + grad_mu E_q[log p(x | z)]): the KL-proximal step of Khan
-et al. (2016, iteration 9) in its conjugate-computation form (Khan and Lin 2017); rho = 1 on a
-conjugate term is CAVI. The update goes through ``expfam.tree_interpolate``'s domain guard.
-
-Estimating g_hat (``gradient``):
+grad_mu L = g_hat - lambda with g_hat = grad_mu E_q[log p(x, z) - log h(z)], so a natural-gradient
+step is lambda <- (1 - rho) lambda + rho g_hat; with a prior in q's family (natural parameters eta),
+lambda <- (1 - rho) lambda + rho (eta + grad_mu E_q[log p(x | z)]): Khan et al. (2016, iteration 9)
+in the conjugate-computation form of Khan and Lin (2017), through ``expfam.tree_interpolate``'s
+domain guard. Estimating g_hat (``gradient``):
 
 - ``"reparam"``: g_hat = F(lambda)^-1 (1/S) sum_s grad_lambda f(z_s(lambda)), z_s drawn by
   inversion (Hoffman and Blei 2015, appendix B), F = hess A.
@@ -20,8 +15,7 @@ Estimating g_hat (``gradient``):
 - ``"secant"`` (Normal factors only): ``"hessian"``'s update with the Hessian's diagonal
   h_i = sum_s (grad_i f(z_s) - grad_i f(m - d_s)) d_si / (2 sum_s d_si^2) (``secant_diagonal``).
 
-``info.elbo`` is the Monte Carlo ELBO before the step. A step that is not finite, or that the
-domain guard left wholly unchanged (``moved``), is rejected.
+A step that is not finite, or that the domain guard left wholly unchanged (``moved``), is rejected.
 """
 
 from __future__ import annotations
@@ -97,17 +91,6 @@ def _is_gaussian(f_) -> bool:
     return type(f_) is expfam.Normal or (type(f_) is expfam.MultivariateNormal and f_.batch_shape == ())
 
 
-def _value_grad_hessian(fn, x, *args):
-    """fn(x, *args)'s value, gradient and Hessian in x from one forward-over-reverse pass."""
-
-    def value_and_grad(y):
-        val, grad = jax.value_and_grad(fn)(y, *args)
-        return grad, (val, grad)
-
-    hess, (val, grad) = jax.jacfwd(value_and_grad, has_aux=True)(x)
-    return val, grad, hess
-
-
 def _price_updates(gauss: list, g: Array, h: Array) -> list:
     """Each Gaussian factor's (g_mu1, g_mu2) = (E[grad f] - E[hess f] m, E[hess f] / 2) from ``g`` =
     E[grad f] and ``h`` = E[hess f] (or its diagonal) over the factors' flat coordinates."""
@@ -147,12 +130,8 @@ def _hessian_gradient(q, f, key, num_samples, secant=False):
     zg = jnp.concatenate([zg, 2.0 * flat_mean[None, :] - zg])  # (2 S, D): the draws and their mirrors
 
     def fz(flat, others):
-        leaves = [None] * len(fams)
-        for i, x in zip(gi, unravel(flat)):
-            leaves[i] = x
-        for i, x in zip(ri, others):
-            leaves[i] = x
-        return f(jax.tree_util.tree_unflatten(treedef, leaves))
+        leaves = dict(zip(gi, unravel(flat))) | dict(zip(ri, others))
+        return f(jax.tree_util.tree_unflatten(treedef, [leaves[i] for i in range(len(fams))]))
 
     def twice(tree):
         return jax.tree.map(lambda a: jnp.concatenate([a, a]), tree)
@@ -175,18 +154,19 @@ def _hessian_gradient(q, f, key, num_samples, secant=False):
         h = secant_diagonal(grads, zg - flat_mean[None, :], num_samples)
     else:
 
-        def at(x, o):
-            val, grad, hess = _value_grad_hessian(fz, x, o)
+        def at(x, o):  # value, gradient and Hessian in one forward-over-reverse pass
+            def value_and_grad(y):
+                val, grad = jax.value_and_grad(fz)(y, o)
+                return grad, (val, grad)
+
+            hess, (val, grad) = jax.jacfwd(value_and_grad, has_aux=True)(x)
             return val, grad, (jnp.diag(hess) if mean_field else hess)
 
         vals, grads, hess = jax.vmap(at)(zg, others)
         h = jnp.mean(hess, 0)
-    out = [None] * len(fams)
-    for i, pair in zip(gi, _price_updates(gauss, jnp.mean(grads, 0), h)):
-        out[i] = pair
-    for i, f_, gl in zip(ri, rest, g_lam):
-        out[i] = f_.inv_fisher_vp(tuple(gl))
-    return jax.tree_util.tree_unflatten(treedef, out), jnp.mean(vals)
+    out = dict(zip(gi, _price_updates(gauss, jnp.mean(grads, 0), h)))
+    out.update((i, f_.inv_fisher_vp(tuple(gl))) for i, f_, gl in zip(ri, rest, g_lam))
+    return jax.tree_util.tree_unflatten(treedef, [out[i] for i in range(len(fams))]), jnp.mean(vals)
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, family, joint=None, log_density=None, has_prior=False) -> NGVIState:
@@ -277,11 +257,9 @@ def as_top_level_api(
     """Natural-gradient VI on ``log_density`` with q in an exponential family.
 
     Args:
-      log_density: ``(z, batch) -> scalar``, jit-able, ``z`` structured like the draws of ``family``:
-        the log-joint (with ``prior`` or ``num_data``, the log-likelihood). Or a
-        ``vijax.interop.Target`` (``z`` a dict by site; ``num_data``, ``prior``, ``log_prior`` refused).
-      family: the initial q, a pytree of ``vijax.expfam`` families with a reparameterized sampler;
-        with a target, None is ``vijax.inference.auto_family(target)``.
+      log_density: the log-joint ``(z, batch) -> scalar``, ``z`` shaped as ``family``'s draws (with ``prior`` or
+        ``num_data``, the log-likelihood), or a ``vijax.interop.Target`` (``z`` a dict by site).
+      family: the initial q, a pytree of ``vijax.expfam`` families (with a target, None: ``auto_family``'s).
       schedule: rho in (0, 1] or ``count -> rho``; default rho_t = 0.5 ((t + tau) / tau)^-0.7,
         tau = ``HESSIAN_TAU`` with the Hessian and secant estimates, else 1.
       num_data: N for the N / M scaling of ``log_density`` over a minibatch of M.
@@ -296,9 +274,7 @@ def as_top_level_api(
       ``vijax.inference.sample`` and ``log_weights``.
 
     Raises:
-      ValueError: naming the argument: a family without a reparameterized sampler, a ``gradient``
-        q cannot take, zero samples, a bad ``prior`` or one with ``log_prior``, an argument a
-        target carries itself, a family unlike a target's sites or a site no family matches.
+      ValueError: naming the argument: a bad setting, ``family`` or ``prior``, one a target carries.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -367,9 +343,8 @@ def as_top_level_api(
     sched = schedules.as_schedule(schedule, default=schedules.robbins_monro(0.5 * tau**0.7, tau=tau, kappa=0.7))
     joint = log_joint(log_density, log_prior=log_prior, num_data=num_data)
 
-    init_fn = bind_settings(
-        init, family=family, joint=joint, log_density=log_density, has_prior=prior is not None or log_prior is not None
-    )
+    has_prior = prior is not None or log_prior is not None
+    init_fn = bind_settings(init, family=family, joint=joint, log_density=log_density, has_prior=has_prior)
     settings = dict(joint=joint, schedule=sched, num_samples=num_samples, gradient=gradient, prior=prior)
     model = target if target is not None else log_density
     step_fn = bind_settings(step, model=model, family=family, **settings)

@@ -36,7 +36,7 @@ OPTIMIZERS = ("gd", "sgd", "adagrad", "rmsprop", "adadelta", "adam")
 
 
 class OptaxVIState(NamedTuple):
-    """q_global: the variational parameters; opt_state: optax's state; count: int32 steps done."""
+    """q_global: the variational parameters; opt_state: optax's state; count: int32."""
 
     q_global: PyTree
     opt_state: PyTree
@@ -51,6 +51,9 @@ class OptaxVIInfo(NamedTuple):
 
 
 OPTIMIZER_SETTINGS = ("kappa", "eps", "decay", "rho", "b1", "b2")
+_HYPER = dict(
+    gd=(), sgd=("kappa",), adagrad=("eps",), rmsprop=("decay", "eps"), adadelta=("rho", "eps"), adam=("b1", "b2", "eps")
+)
 
 # the default rate of each named optimizer (Kingma & Ba 2014 for Adam; Zeiler 2012 for Adadelta)
 DEFAULT_LEARNING_RATES = {"gd": 0.01, "sgd": 0.01, "adagrad": 0.01, "rmsprop": 1e-3, "adadelta": 1.0, "adam": 1e-3}
@@ -63,8 +66,7 @@ def make_optimizer(
 
     Args:
       name: one of ``OPTIMIZERS``.
-      learning_rate: alpha_0 > 0; for gd, adagrad, rmsprop and adam also an optax schedule;
-        None: ``DEFAULT_LEARNING_RATES[name]``.
+      learning_rate: alpha_0 > 0, or an optax schedule (not sgd, adadelta); None: ``DEFAULT_LEARNING_RATES[name]``.
       rate_name: the name a refused ``learning_rate`` is reported under.
       **hyper: ``kappa`` (sgd, 0.6); ``eps`` (1e-8); ``decay`` (rmsprop, 0.9); ``rho`` (adadelta,
         0.9); ``b1``, ``b2`` (adam, 0.9, 0.999).
@@ -81,14 +83,7 @@ def make_optimizer(
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
-    allowed = {
-        "gd": (),
-        "sgd": ("kappa",),
-        "adagrad": ("eps",),
-        "rmsprop": ("decay", "eps"),
-        "adadelta": ("rho", "eps"),
-        "adam": ("b1", "b2", "eps"),
-    }[name]
+    allowed = _HYPER[name]
     extra = sorted(set(hyper) - set(allowed))
     if extra:
         raise ValueError(f"optimizer {name!r} takes no hyperparameter(s) {extra}; it takes {allowed}")
@@ -103,29 +98,23 @@ def make_optimizer(
     else:
         check_scalar(rate_name, learning_rate, low=0.0, high=None)
     eps = hyper.get("eps", 1e-8)
+    unit = lambda n, default, **kw: check_scalar(n, hyper.get(n, default), low=0.0, high=1.0, **kw)
     if name == "gd":
         return optax.sgd(learning_rate)
     if name == "sgd":
-        kappa = hyper.get("kappa", 0.6)
-        if not 0 <= kappa <= 1:
-            raise ValueError(f"kappa must lie in [0, 1], got {kappa!r}")
+        kappa = unit("kappa", 0.6, include_low=True)
         return optax.sgd(lambda k: learning_rate * (jnp.asarray(k, jnp.result_type(float)) + 1.0) ** (-kappa))
     check_scalar("eps", eps, low=0.0, high=None)
     if name == "adagrad":
         return optax.adagrad(learning_rate, initial_accumulator_value=0.0, eps=eps)
     if name == "rmsprop":
-        decay = hyper.get("decay", 0.9)
-        if not 0 < decay < 1:
-            raise ValueError(f"decay must lie in (0, 1), got {decay!r}")
-        return optax.rmsprop(learning_rate, decay=decay, eps=eps)
+        return optax.rmsprop(learning_rate, decay=unit("decay", 0.9, include_high=False), eps=eps)
     if name == "adadelta":
-        rho = hyper.get("rho", 0.9)
-        if not 0 < rho < 1:
-            raise ValueError(f"rho must lie in (0, 1), got {rho!r}")
-        return _adadelta(learning_rate, rho, eps)
-    b1, b2 = hyper.get("b1", 0.9), hyper.get("b2", 0.999)
-    if not (0 <= b1 < 1 and 0 <= b2 < 1):
-        raise ValueError(f"b1 and b2 must lie in [0, 1), got {b1!r}, {b2!r}")
+        return _adadelta(learning_rate, unit("rho", 0.9, include_high=False), eps)
+    b1, b2 = (
+        unit("b1", 0.9, include_low=True, include_high=False),
+        unit("b2", 0.999, include_low=True, include_high=False),
+    )
     return optax.adam(learning_rate, b1=b1, b2=b2, eps=eps)
 
 

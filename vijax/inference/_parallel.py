@@ -1,17 +1,13 @@
-"""Data-parallel local steps across devices.
-
-A minibatch's local step is a sum over its data points, so ``data_parallel(model)`` runs the
-model's ``local_step`` under ``jax.shard_map`` on a one-dimensional mesh: the batch split into one
-contiguous block per device, the globals replicated, and the statistics and local terms summed
-with one ``psum``::
+"""Data-parallel local steps across devices: a minibatch's local step is a sum over its data points,
+so ``data_parallel(model)`` runs ``local_step`` under ``jax.shard_map`` on a one-dimensional mesh, one
+contiguous block of the batch per device, the globals replicated and the sums ``psum``med::
 
     suff_stats  = psum_d sum_{n in block d} E[s(x_n, z_n)]
     local_terms = psum_d (local terms of block d)
 
-Everything else is the wrapped model's, so any algorithm that calls ``model.local_step`` becomes
-data-parallel unchanged. On a CPU, ask JAX for one device per core before it starts
-(``jax.config.update("jax_num_cpu_devices", n)``). A stochastic local step gets
-``fold_in(key, device index)`` on each device (the key itself on one device).
+Any algorithm that calls ``model.local_step`` becomes data-parallel unchanged (on a CPU, first
+``jax.config.update("jax_num_cpu_devices", n)``). A stochastic local step gets ``fold_in(key, device
+index)`` on each device (the key itself on one device).
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ from vijax.types import PRNGKey
 
 @dataclasses.dataclass(frozen=True)
 class DataParallel:
-    """A model whose ``local_step`` runs split across the devices of ``mesh``; every other attribute
-    is the wrapped ``model``'s. Build it with :func:`data_parallel`."""
+    """A model whose ``local_step`` runs split across the devices of ``mesh`` (:func:`data_parallel`)."""
 
     model: ConditionallyConjugateModel
     mesh: Mesh
@@ -39,7 +34,7 @@ class DataParallel:
 
     @property
     def num_devices(self) -> int:
-        """The number of devices along ``axis_name``: the batch is split into this many shards."""
+        """The number of devices along ``axis_name`` (of shards of the batch)."""
         return int(self.mesh.shape[self.axis_name])
 
     def __getattr__(self, name):
@@ -83,16 +78,14 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
 
     Args:
       model: a conditionally conjugate model.
-      devices: a non-empty sequence of distinct ``jax.Device`` objects of one platform (default
-        ``jax.devices()``).
+      devices: distinct ``jax.Device`` objects of one platform (default ``jax.devices()``).
       axis_name: the mesh axis name (the ``psum`` runs over it).
 
     Returns:
       A ``DataParallel`` model to hand to ``svi``, ``ssvi``, ``make_algorithm``... in place of ``model``.
 
     Raises:
-      ValueError: naming the argument: a model already data-parallel or not conditionally
-        conjugate, bad ``devices``, an ``axis_name`` that is not a non-empty string.
+      ValueError: naming the argument: a model already data-parallel or not conjugate, bad ``devices`` or ``axis_name``.
 
     Examples:
         >>> import jax

@@ -1,9 +1,7 @@
-"""Proximal-gradient stochastic variational inference, PG-SVI (Khan, Babanezhad, Lin, Schmidt and
-Sugiyama 2016, Faster stochastic variational inference using proximal-gradient methods with
-general divergence functions, iteration (9)).
-
--L = f + h (§3.1): h = KL(q || p) kept exact; f, the non-conjugate expected log-likelihood, is
-linearised at q with a stochastic gradient from M of N data points and S samples. Iteration (9):
+"""Proximal-gradient stochastic variational inference, PG-SVI (Khan, Babanezhad, Lin, Schmidt and Sugiyama
+2016, Faster stochastic variational inference using proximal-gradient methods with general divergence
+functions, iteration (9)). -L = f + h (§3.1): h = KL(q || p) kept exact; f, the non-conjugate expected
+log-likelihood, is linearised at q with a stochastic gradient from M of N data points and S samples:
 
     lambda_{k+1} = argmin_lambda  <lambda, grad_hat f(lambda_k)> + h(lambda) + (1/beta_k) D(lambda || lambda_k).
 
@@ -68,12 +66,10 @@ def step(
         check_q_global(q, model.prior())
     beta = jnp.asarray(schedule(state.count))
     if divergence == "kl":
-        prox = (
-            model.prox_update
-            if implements(model, StructuredProxModel)
-            else (lambda *args: kl_prox_update(model, *args))
-        )
-        upd = prox(q, batch, key, beta, num_samples, num_data)
+        if implements(model, StructuredProxModel):
+            upd = model.prox_update(q, batch, key, beta, num_samples, num_data)
+        else:
+            upd = kl_prox_update(model, q, batch, key, beta, num_samples, num_data)
         return ProxSVIState(upd.q, safe_increment(state.count)), ProxSVIInfo(upd.elbo, beta, upd.num_damped)
     key_grad, key_elbo = jax.random.split(key)
     elbo = model.elbo(q, batch, key_elbo, num_samples, num_data)
@@ -97,8 +93,7 @@ def as_top_level_api(
       num_samples: Monte Carlo samples per stochastic gradient (and ELBO estimate).
 
     Raises:
-      ValueError: for a missing or bad ``schedule``, an unknown ``divergence``, ``num_data`` or
-        ``num_samples`` < 1, or a model that is not a ``ProxModel`` with a step for ``divergence``.
+      ValueError: for a missing or bad setting, or a model that is not a ``ProxModel`` with a step for ``divergence``.
 
     Examples:
         >>> import jax, jax.numpy as jnp

@@ -1,9 +1,6 @@
-"""The algorithm registry: one name -> factory table that configs, experiments and tests share.
-
-``make_algorithm(name, model, num_data=..., schedule=..., **settings)`` checks the settings against
-the registered ones before anything is built. The conjugate-model rows are the E-step x M-step
-matrix of Hoffman and Blei (2015, §2.5, appendix D): the M-steps ``svi``, ``ssvi``, ``ssvi_a`` and
-``map``, each with any local step in ``model.local_methods`` as ``local``.
+"""The algorithm registry: one name -> factory table that configs, experiments and tests share. The
+conjugate-model rows are the E-step x M-step matrix of Hoffman and Blei (2015, §2.5, appendix D): the
+M-steps ``svi``, ``ssvi``, ``ssvi_a`` and ``map``, each with any ``local`` in ``model.local_methods``.
 """
 
 from __future__ import annotations
@@ -51,11 +48,8 @@ def factory_settings(factory: Callable) -> tuple[tuple[str, ...], bool]:
     """(settings, takes_schedule) read from a factory's signature: its keyword parameters after the
     model other than ``num_data`` and ``schedule`` (plus ``OPTIMIZER_SETTINGS`` with ``**hyper``)."""
     params = list(inspect.signature(factory).parameters.values())[1:]
-    names = [
-        p.name
-        for p in params
-        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("num_data", "schedule")
-    ]
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in params if p.kind in kinds and p.name not in ("num_data", "schedule")]
     if any(p.kind == p.VAR_KEYWORD for p in params):
         names += [n for n in OPTIMIZER_SETTINGS if n not in names]
     return tuple(names), any(p.name == "schedule" for p in params)
@@ -91,8 +85,7 @@ def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings
       **settings: the algorithm's own settings (``AlgorithmSpec.settings``).
 
     Raises:
-      ValueError: an unknown ``name``, a setting the algorithm does not take, a schedule for an
-        algorithm without a step size, or whatever the factory rejects.
+      ValueError: an unknown ``name`` or setting, a schedule without a step size, or what the factory rejects.
 
     Examples:
         >>> from vijax.models import LDA

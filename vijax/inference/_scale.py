@@ -1,8 +1,5 @@
-"""The N/S multipliers that every stochastic algorithm for conjugate models shares.
-
-S is the batch's leading size, or, for a ``PaddedBatchModel`` (``present_rows(batch)``: a bool per
-row), the number of rows that hold data (a traced scalar), so a padded batch steps as without its
-padding.
+"""The N/S multipliers of the stochastic algorithms: S is the batch's leading size or, for a
+``PaddedBatchModel`` (``present_rows(batch)``, a bool per row), its number of rows with data (traced).
 """
 
 from __future__ import annotations
@@ -41,18 +38,13 @@ def check_num_data(num_data: int, model, batch: PyTree, count=None) -> None:
             )
         return
     values = jnp.cumsum(rows.astype(jnp.int32))  # the ordinal of each present row
-    bad = rows & (values > num_data)
-    enforce_value_checks(
-        [
-            ValueCheck(
-                f"num_data = {num_data} is smaller than the batch's number of rows with data: data row",
-                values,
-                bad,
-                "is beyond num_data (N, the number of data points the minibatches are drawn from)",
-            )
-        ],
-        count,
+    check = ValueCheck(
+        f"num_data = {num_data} is smaller than the batch's number of rows with data: data row",
+        values,
+        rows & (values > num_data),
+        "is beyond num_data (N, the number of data points the minibatches are drawn from)",
     )
+    enforce_value_checks([check], count)
 
 
 def check_whole_data(algorithm: str, batch: PyTree, num_data) -> None:

@@ -196,8 +196,7 @@ def as_top_level_api(
 
     Args:
       target: a NumPyro target (``vijax.from_numpyro``) or a TFP one (``vijax.from_tfp``).
-      conjugate: ``vijax.conjugate_sites(target, key)``'s report of this target (at least one
-        conjugate site; at ``init`` each one's log-joint must be linear in its statistics).
+      conjugate: ``vijax.conjugate_sites(target, key)``'s report of this target (linearity checked at ``init``).
       schedule: rho_t of the conjugate sites in (0, 1] or ``count -> rho`` (default 1.0).
       num_draws: S, draws of the other sites per conjugate update (>= 1).
       rest: ``"bbvi"`` or ``"ngvi"`` for the other sites.
@@ -214,10 +213,8 @@ def as_top_level_api(
       The ``VIAlgorithm`` (:class:`SplitState`, :class:`SplitInfo`); ``vijax.inference.sample`` draws every site.
 
     Raises:
-      ArgumentError: naming the argument: a target that is not a NumPyro or TFP one, a report that
-        is not this target's, no conjugate site, a bad setting, an option of the other ``rest``,
-        a rest site no family matches or a bad ``family``; with ``"bbvi"`` and a TFP target, a
-        rest site of support ``"other"``.
+      ArgumentError: naming the argument: not a NumPyro or TFP target or not its report, a bad setting or
+        ``family``, an option of the other ``rest``; with ``"bbvi"``, a TFP rest site of support ``"other"``.
     """
     if not isinstance(target, Target) or target.library not in ("numpyro", "tfp"):
         raise ArgumentError(
@@ -247,22 +244,25 @@ def as_top_level_api(
         rest_alg = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
         bijectors = {}
     else:
-        _check_tfp_supports(target, others)
+        odd = [n for n in others if target.library == "tfp" and target.sites[n].support == "other"]
+        if odd:
+            raise ArgumentError(
+                "rest",
+                f"rest='bbvi': the TFP sites {odd} have a support other than the real line, the positive reals, "
+                "the unit interval or the simplex; its bijector may depend on other sites' values, which the split "
+                "does not follow (fit the whole joint by bbvi, or give the site one of those supports)",
+            )
         bijectors = _bijectors(target, others)
         log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
-        options = {} if learning_rate is None else {"schedule": learning_rate}
-        options.update(family="meanfield" if family is None else family, num_samples=num_samples)
-        options.update(optimizer="adam" if optimizer is None else optimizer)
         init_params = {n: jnp.asarray(target.init_params[n]) for n in others}
-        rest_alg = bbvi(log_density, init_params=init_params, init_scale=init_scale, **options)
+        family = "meanfield" if family is None else family
+        options = dict(family=family, schedule=learning_rate, num_samples=num_samples, init_scale=init_scale)
+        optimizer = "adam" if optimizer is None else optimizer
+        rest_alg = bbvi(log_density, init_params=init_params, optimizer=optimizer, **options)
     settings = dict(conjugate=sites, rest_alg=rest_alg, bijectors=bijectors)
-    return reject_non_finite(
-        VIAlgorithm(
-            bind_settings(init, target=target, **settings),
-            bind_settings(step, model=target, schedule=rho, num_draws=num_draws, **settings),
-            SplitExtras(**settings),
-        )
-    )
+    init_fn = bind_settings(init, target=target, **settings)
+    step_fn = bind_settings(step, model=target, schedule=rho, num_draws=num_draws, **settings)
+    return reject_non_finite(VIAlgorithm(init_fn, step_fn, SplitExtras(**settings)))
 
 
 class SplitExtras:
@@ -276,18 +276,6 @@ class SplitExtras:
         out = _rest_draws(self.rest_alg, k_rest, state.rest, self.bijectors, num_samples)
         out.update(_draw_all([state.q_global[n] for n in self.conjugate], self.conjugate, k_conj, num_samples))
         return out
-
-
-def _check_tfp_supports(target: Target, others: tuple) -> None:
-    """Refuses, with ``bbvi``, a TFP rest site of support ``"other"`` (its bijector may depend on other sites)."""
-    odd = [n for n in others if target.library == "tfp" and target.sites[n].support == "other"]
-    if odd:
-        raise ArgumentError(
-            "rest",
-            f"rest='bbvi': the TFP sites {odd} have a support other than the real line, the positive reals, "
-            "the unit interval or the simplex; its bijector may depend on other sites' values, which the split "
-            "does not follow (fit the whole joint by bbvi, or give the site one of those supports)",
-        )
 
 
 def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient, given) -> VIAlgorithm:

@@ -52,13 +52,6 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateMod
     return SSVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
-def _draw_view(mode: str):
-    """The globals view of one draw by inversion: t(beta) and, for SSVI, s -> V s (eq. 8)."""
-    if mode == "full":
-        return lambda q, key: expfam.stats_and_v_product(q, key)
-    return lambda q, key: (expfam.reparam_stats(q, key), lambda s: s)
-
-
 @validated_step
 def step(
     key: PRNGKey,
@@ -73,20 +66,12 @@ def step(
     ramp: bool = False,
 ):
     """One SSVI (``mode="full"``) or SSVI-A (``mode="approx"``) step (Algorithm 1, lines 3-9)."""
-    q = state.q_global
+    # the globals view of one draw by inversion: t(beta) and, for SSVI, s -> V s (eq. 8)
+    view = expfam.stats_and_v_product if mode == "full" else lambda q, k: (expfam.reparam_stats(q, k), lambda s: s)
     settings = dict(model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp)
-    q_new, num_damped, rho, prior, _, data_term = view_step(state, batch, key, view=_draw_view(mode), **settings)
-    kl = expfam.tree_kl(q, prior)
-    info = SSVIInfo(data_term - kl, jnp.asarray(rho), num_damped)
+    q_new, num_damped, rho, prior, _, data_term = view_step(state, batch, key, view=view, **settings)
+    info = SSVIInfo(data_term - expfam.tree_kl(state.q_global, prior), jnp.asarray(rho), num_damped)
     return SSVIState(q_new, safe_increment(state.count), getattr(state, "hyper", None)), info
-
-
-def check_model_invertible(model: ConditionallyConjugateModel) -> None:
-    """Raises ValueError unless every family of ``model.prior()`` can be sampled by inversion."""
-    try:
-        expfam.check_invertible(model.prior())
-    except ValueError as e:
-        raise ValueError(f"{type(model).__name__} cannot be used with SSVI: {e}") from None
 
 
 def as_top_level_api(
@@ -121,12 +106,14 @@ def as_top_level_api(
         (1, ())
 
     Raises:
-      ValueError: for ``num_data`` < 1, an unknown ``mode``, a bad ``schedule`` or ``ramp``, a
-        ``local`` method the model lacks, or globals that cannot be sampled by inversion.
+      ValueError: for a bad setting, a ``local`` the model lacks, or globals not sampled by inversion.
     """
     check_choice("mode", mode, MODES)
     schedule = check_factory_args(model, "ssvi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
-    check_model_invertible(model)
+    try:
+        expfam.check_invertible(model.prior())
+    except ValueError as e:
+        raise ValueError(f"{type(model).__name__} cannot be used with SSVI: {e}") from None
     settings = dict(num_data=num_data, schedule=schedule, local=local, mode=mode, ramp=ramp)
     return guarded_algorithm(init, step, model=model, **settings)
 

@@ -1,24 +1,19 @@
 """Stochastic variational inference with natural gradients (Blei, Kucukelbir and McAuliffe 2017,
-§4.3, Algorithm 3; Hoffman et al. 2013).
-
-With a minibatch B of S of the N data points and the local step run at E_q[t(beta)]::
+§4.3, Algorithm 3; Hoffman et al. 2013). With a minibatch B of S of the N data points and the local
+step at E_q[t(beta)]::
 
     lambda_hat = eta + (N_t / S) sum_{n in B} E[s(x_n, z_n)]
     lambda    <- (1 - rho_t) lambda + rho_t lambda_hat,        rho_t = schedule(t)
 
-through the domain-guarded ``vijax.expfam.conjugate_update``. ``N_t = N``, or with ``ramp=True``
-``N_t = min((t + 1) S, N)`` over the first sweep (Hoffman and Blei 2015, §2.6). S counts the batch's
-data points (for a model with ``present_rows``, its rows with data); a batch without any is not
-stepped on.
+through ``vijax.expfam.conjugate_update``'s domain guard; N_t = N, or with ``ramp=True``
+min((t + 1) S, N) over the first sweep (Hoffman and Blei 2015, §2.6). S counts the batch's data
+points (for a model with ``present_rows``, its rows with data); a batch without any is not stepped on.
 
-Hyperparameters (Hoffman and Blei 2015, §2.6; Hoffman et al. 2010): with ``hyper_step``, the
-model's scalar hyperparameters h live in the state and take, per minibatch, a damped Newton step in
-log h on L(h) = ``model.hyper_objective(h, q, locals, N_t / S)``::
+With ``hyper_step`` the model's scalar hyperparameters h live in the state and take per minibatch
+online LDA's damped Newton step in log h (Hoffman and Blei 2015, §2.6; Hoffman et al. 2010) on
+L(h) = ``model.hyper_objective(h, q, locals, N_t / S)``, h kept where c <= 0 or a derivative is not finite::
 
-    g = dL/dh,   c = -d2L/dh2,   log h <- log h + clip(rho_t * hyper_step * g / (c h), -1, 1),
-
-online LDA's Newton step in log h (the natural gradient in log h where h is a natural parameter of
-the prior); h is kept where c <= 0 or a derivative is not finite.
+    g = dL/dh,   c = -d2L/dh2,   log h <- log h + clip(rho_t * hyper_step * g / (c h), -1, 1).
 """
 
 from __future__ import annotations
@@ -64,7 +59,7 @@ def init(
 
 
 def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_step: float = 1.0) -> dict:
-    """One damped Newton step per scalar hyperparameter in log space (module docstring).
+    """``hyper`` after one damped Newton step per scalar hyperparameter in log space (module docstring).
 
     Args:
       objective: ``hyper -> scalar``, differentiable.
@@ -72,9 +67,6 @@ def hyper_newton_step(objective, hyper: dict, rho, hyper_step: float, max_log_st
       rho: the step size rho_t.
       hyper_step: multiplier of the Newton step (1 = online LDA's).
       max_log_step: the largest change of log h in one step.
-
-    Returns:
-      The updated dict.
     """
     grad = jax.grad(objective)(hyper)
     hess = jax.hessian(objective)(hyper)
@@ -139,8 +131,7 @@ def as_top_level_api(
       schedule: rho_t in (0, 1] or ``count -> rho``; default ``robbins_monro(1.0, tau=1.0, kappa=0.7)``.
       local: the local-step method (``model.local_methods``).
       ramp: use N_t = min((t + 1) S, N) over the first sweep.
-      hyper_step: if set (> 0), also learn the model's hyperparameters (module docstring);
-        ``SVIInfo.hyper`` reports them after each step. None: fixed.
+      hyper_step: > 0: also learn the model's hyperparameters (module docstring; ``SVIInfo.hyper``).
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -150,20 +141,8 @@ def as_top_level_api(
         >>> state = alg.init(jax.random.PRNGKey(0), x)
         >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, x[::10])
 
-        Learning LDA's alpha and eta along the way:
-
-        >>> from vijax.data import sample_lda_corpus
-        >>> from vijax.models import LDA
-        >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30, alpha=0.1).corpus
-        >>> batch = docs.batch(range(40))
-        >>> alg = svi(LDA(3, 30, alpha=1.0, eta=0.5), num_data=40, hyper_step=1.0)
-        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)), batch)
-        >>> sorted(info.hyper), bool(info.hyper["alpha"] < 1.0)
-        (['alpha', 'eta'], True)
-
     Raises:
-      ValueError: for ``num_data`` < 1, a bad ``schedule`` or ``ramp``, a ``local`` method the
-        model lacks, or a bad ``hyper_step``.
+      ValueError: for a bad setting, or a ``local`` method the model lacks.
     """
     schedule = check_factory_args(model, "svi", num_data=num_data, schedule=schedule, local=local, ramp=ramp)
     if hyper_step is not None:

@@ -1,17 +1,13 @@
-"""The algorithm interface every vijax inference method implements (optax/blackjax style).
-
-An algorithm is a ``VIAlgorithm(init, step)`` of pure functions built by a factory that takes the
-model first and keyword-only ``num_data`` and ``schedule``::
+"""The algorithm interface (optax/blackjax style): a factory builds ``VIAlgorithm(init, step)`` of pure functions::
 
     alg = vijax.inference.svi(model, num_data=N, schedule=0.5)
     state = alg.init(key, batch)               # batch optional
     state, info = alg.step(key, state, batch)  # jit-able; info.elbo, info.step_size, ...
 
-Every state holds ``q_global`` and an int32 ``count``; keys are always passed, first, never reused.
-A module-level ``step(key, state, batch, *, model, **settings)`` is the unguarded math under
-:func:`validated_step`; a factory returns it through :func:`guarded_algorithm`, i.e.
-``reject_non_finite(VIAlgorithm(init, step))``, whose state and info read as the inner
-NamedTuples plus ``num_rejected`` and ``accepted``.
+Every state holds ``q_global`` and an int32 ``count``; keys are passed first and never reused. A
+module's ``step(key, state, batch, *, model, **settings)`` is the unguarded math under
+:func:`validated_step`; its factory returns ``reject_non_finite(VIAlgorithm(init, step))``, whose
+state and info read as the inner NamedTuples plus ``num_rejected`` and ``accepted``.
 """
 
 from __future__ import annotations
@@ -58,8 +54,7 @@ class StepFn(Protocol):
 
 
 class VIAlgorithm(NamedTuple):
-    """A pair of pure functions (driven by ``vijax.run.run``). ``extras``: None, or what the
-    algorithm offers beyond them, read by ``vijax.inference.sample``, ``guide``, ``elbo``, ..."""
+    """A pair of pure functions; ``extras``: what it offers beyond them (``vijax.inference.sample``, ...)."""
 
     init: InitFn
     step: StepFn
@@ -81,13 +76,10 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
     """``jax.jit(step)`` whose batch value checks are outputs of the program, not host callbacks: a
     bad batch still raises the step's ValueError, and JAX's persistent cache can store the program.
 
-    At the first call or ``lower`` it takes the first way that serves (``.check_mode()``):
-    ``"collected"`` where every check runs at the step's own level: the checks' bad entries are
-    extra outputs, a failure runs a program that locates it, and a gate input skips the checks
-    where every input they read is the very ``jax.Array`` that passed them last call.
-    ``"checkify"`` where a check sits deeper (a ``lax.scan`` of steps). ``"plain"`` (host-callback
-    checks) where ``checkify`` cannot transform the step or it holds a ``shard_map``. Under a
-    caller's ``jit``, ``vmap`` or ``grad`` it is ``jax.jit(step)``.
+    The first call or ``lower`` takes the first way that serves (``.check_mode()``): ``"collected"``
+    (the checks' bad entries are extra outputs; a gate input skips them where every input they read
+    is the ``jax.Array`` that passed last call), ``"checkify"`` (a check inside a ``lax.scan``) or
+    ``"plain"`` (host callbacks). Under a caller's ``jit``, ``vmap`` or ``grad`` it is ``jax.jit(step)``.
 
     Args:
       step: a function whose checks are ``check_step_batch``'s (an algorithm's ``step``).
@@ -197,8 +189,8 @@ def inputs_read(jaxpr, outputs: Sequence) -> frozenset:
 
 
 class CheckedInputs:
-    """Which flat inputs a compiled step's value checks read (``positions``), and weak references to
-    the ``jax.Array`` objects there when their checks last passed (a NumPy array can change in place)."""
+    """The flat inputs a compiled step's value checks read, and weak references to the ``jax.Array``
+    objects there when they last passed (a NumPy array can change in place)."""
 
     def __init__(self, positions: frozenset, treedef):
         self.positions, self.treedef = tuple(sorted(positions)), treedef  # of the traced call's inputs
@@ -221,13 +213,8 @@ class CheckedInputs:
     def remember(self, leaves: Sequence, treedef) -> None:
         """Records the inputs of a call whose checks passed."""
         if treedef == self.treedef:
-            self.refs = [_weak_ref(leaves[i]) for i in self.positions]
-
-
-def _weak_ref(leaf):
-    if isinstance(leaf, jax.Array) and not is_tracer(leaf) and not leaf.is_deleted():
-        return weakref.ref(leaf)
-    return None
+            live = lambda x: isinstance(x, jax.Array) and not is_tracer(x) and not x.is_deleted()
+            self.refs = [weakref.ref(leaves[i]) if live(leaves[i]) else None for i in self.positions]
 
 
 def _step_with_value_checks(*args, inner: Callable, enabled: bool, **kwargs):
@@ -236,9 +223,8 @@ def _step_with_value_checks(*args, inner: Callable, enabled: bool, **kwargs):
 
 
 def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
-    """``alg`` whose step checks the values of its batches or not (``enabled``), wherever it is
-    traced. Shape and dtype checks always run; off, a bad value gives whatever the math gives (a
-    non-finite step is still rejected by :func:`reject_non_finite`).
+    """``alg`` whose step checks the values of its batches or not (``enabled``), wherever it is traced;
+    shape and dtype checks always run (off, a non-finite step is still rejected by :func:`reject_non_finite`).
 
     Examples:
         >>> import jax, numpy as np
@@ -256,12 +242,10 @@ def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
 
 
 def init_from(alg: VIAlgorithm, key: PRNGKey, q_global: PyTree, batch: PyTree = None) -> PyTree:
-    """``alg.init(key, batch)`` holding a given ``q_global`` (a previous fit's q to continue from;
-    Hoffman & Blei 2015, Fig. 3).
+    """``alg.init(key, batch)`` holding a given ``q_global`` (a fit to continue; Hoffman & Blei 2015, Fig. 3).
 
     Raises:
-      ValueError: naming ``q_global`` when its structure, shapes or dtypes differ from the
-        algorithm's q, or it holds non-finite values or a family outside its domain.
+      ValueError: naming ``q_global`` unless it is shaped as the algorithm's q, finite and in its domain.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -294,8 +278,7 @@ def _is_state(x: Any) -> bool:
 
 
 def check_step_state(state: Any) -> None:
-    """Raises ValueError naming ``state`` unless it is a NamedTuple with a ``count`` field (naming
-    the ``(state, info)`` pair of a step passed back whole as such).
+    """Raises ValueError naming ``state`` unless it is a NamedTuple with a ``count`` field.
 
     Examples:
         >>> check_step_state((1.0, 2.0))
@@ -320,8 +303,7 @@ def check_step_state(state: Any) -> None:
 
 
 class _Extended:
-    """An algorithm's state or info (``inner``) with one more field (``EXTRA``), read as one
-    NamedTuple; as a pytree its keys are the inner fields' names and ``EXTRA``."""
+    """An algorithm's state or info (``inner``) with one more field (``EXTRA``), read as one NamedTuple."""
 
     __slots__ = ()
     EXTRA = ""
@@ -426,10 +408,9 @@ def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) 
     """``alg`` whose steps are applied only where their result is finite (optax's ``apply_if_finite``).
 
     A step whose new state or info holds a non-finite float (or where ``is_valid`` is False) keeps
-    every leaf of the old state (by ``jnp.where``); ``count`` still advances. State and info are a
-    :class:`GuardedState` and :class:`GuardedInfo`. A bare state of ``alg`` (made by hand) is
-    returned bare, so a ``lax.scan`` keeps its carry; one of another algorithm with ``alg``'s
-    fields is read as ``alg``'s (CAVI continuing from SVI's).
+    the old state; ``count`` still advances. State and info are a :class:`GuardedState` and
+    :class:`GuardedInfo`; a bare state of ``alg`` is returned bare (a ``lax.scan`` keeps its carry),
+    one of another algorithm with ``alg``'s fields is read as ``alg``'s (CAVI continuing from SVI's).
 
     Args:
       alg: any ``VIAlgorithm`` whose state has an int32 ``count``.
@@ -502,9 +483,8 @@ jax.tree_util.register_pytree_with_keys(
 
 
 def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
-    """``fn`` with a factory's settings bound as keywords (a :class:`BoundFunction`), taken by
-    ``jax.jit``, ``chex.assert_max_traces`` and ``inspect`` as ``fn`` is. As a pytree it hands its
-    settings' arrays to the runner, which passes them to its compiled chunk as arguments.
+    """``fn`` with a factory's settings bound as keywords (a :class:`BoundFunction`), taken by ``jax.jit``,
+    ``chex.assert_max_traces`` and ``inspect`` as ``fn`` is; as a pytree its leaves are the settings' arrays.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -518,8 +498,8 @@ def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
 def guarded_algorithm(
     init: Callable, step: Callable, init_settings: Sequence[str] = ("model",), extras: Any = None, **settings: Any
 ) -> VIAlgorithm:
-    """``reject_non_finite(VIAlgorithm(init, step, extras))`` with ``settings`` bound to ``step`` and
-    those named in ``init_settings`` to ``init``: a factory's last line."""
+    """``reject_non_finite(VIAlgorithm(init, step, extras))``, ``settings`` bound to ``step`` and those
+    named in ``init_settings`` to ``init``."""
     init = bind_settings(init, **{k: settings[k] for k in init_settings})
     return reject_non_finite(VIAlgorithm(init, bind_settings(step, **settings), extras))
 

@@ -28,8 +28,12 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
         >>> float(robbins_monro(1.0, tau=1.0, kappa=1.0)(3))
         0.25
     """
+
+    def schedule(count):
+        return scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)
+
     if any(is_tracer(v) for v in (scale, tau, kappa)):
-        return lambda count: scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)
+        return schedule
     if not 0.5 < kappa <= 1.0:
         raise _validate.ArgumentError("kappa", f"kappa must lie in (0.5, 1], got {kappa!r}", value=kappa)
     if not tau > 0:
@@ -38,10 +42,6 @@ def robbins_monro(scale: float = 1.0, tau: float = 1.0, kappa: float = 0.7) -> o
         raise _validate.ArgumentError(
             "scale", f"scale * tau^-kappa (the first step size) must lie in (0, 1], got {scale * tau ** (-kappa)!r}"
         )
-
-    def schedule(count):
-        return scale * (jnp.asarray(count, jnp.float32) + tau) ** (-kappa)
-
     schedule.first_step = scale * tau ** (-kappa)  # read by as_schedule
     return schedule
 

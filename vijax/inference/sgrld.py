@@ -14,8 +14,7 @@ drift_kw = eta - theta_kw + n_kw - pi_kw n_k. . One step on a minibatch of S of 
                   + sqrt(eps_t theta_kw) xi_kw |,   xi_kw ~ N(0, 1),
 
 the absolute value mirroring (§3); the expected counts come from LDA's collapsed ``"gibbs"``
-local step at the current pi. ``SGRLDState.q_global`` is the sample theta; :func:`topics_dirichlet`
-gives a Dirichlet of mean pi for scorers written for q(beta).
+local step at the current pi.
 """
 
 from __future__ import annotations
@@ -59,8 +58,7 @@ class SGRLDState(NamedTuple):
 
 
 class SGRLDInfo(NamedTuple):
-    """elbo: the Gibbs E-step's bound on log p(w_batch | beta = pi) scaled by N / S (a measure of
-    fit); step_size: eps_t."""
+    """elbo: the Gibbs E-step's bound on log p(w_batch | beta = pi) scaled by N / S; step_size: eps_t."""
 
     elbo: Array
     step_size: Array
@@ -136,8 +134,7 @@ def sgrld_lda(model, *, num_data: int, schedule=None, ramp: bool = False) -> VIA
       ramp: use N_t = min((t + 1) S, N) over the first sweep (as SVI's ``ramp``).
 
     Raises:
-      ValueError: naming ``model`` when it is not a ``GibbsTopicModel``, ``num_data`` < 1, a bad
-        ``schedule`` or ``ramp``.
+      ValueError: naming ``model`` when it is not a ``GibbsTopicModel``, or a bad setting.
 
     Examples:
         >>> import jax

@@ -83,13 +83,8 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
     n_c = jnp.pad(n, pad_cols).reshape(s * per_row, w)
     chunks = (jnp.take(lengths, order, mode="clip") + (w - 1)) // w  # (S,) chunks per sorted row
     # first chunk of each sorted row in the packed stream; past the last row, a value no tile reaches
-    first = jnp.concatenate(
-        [
-            jnp.zeros((1,), jnp.int32),
-            jnp.cumsum(chunks, dtype=jnp.int32),
-            jnp.full((m,), jnp.iinfo(jnp.int32).max // 2, jnp.int32),
-        ]
-    )
+    never = jnp.full((m,), jnp.iinfo(jnp.int32).max // 2, jnp.int32)
+    first = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(chunks, dtype=jnp.int32), never])
     local = np.arange(r, dtype=np.int32)  # chunks of a tile
     rows = np.arange(m, dtype=np.int32)  # rows of a tile
 

@@ -41,12 +41,8 @@ def squarem_per_row(
     Returns:
       x (B, K) at the end of the iteration.
     """
-
-    def norm(a):
-        return jnp.sqrt(jnp.sum(a * a, axis=-1))
-
-    def change(a, b):
-        return jnp.mean(jnp.abs(a - b), axis=-1)
+    norm = lambda a: jnp.sqrt(jnp.sum(a * a, axis=-1))
+    change = lambda a, b: jnp.mean(jnp.abs(a - b), axis=-1)
 
     def cond(carry):
         i, _, _, active = carry
@@ -93,8 +89,7 @@ def iterate_per_row(
       x0: the start, leading axis B.
       tol: threshold on the mean absolute change of a row's summary.
       max_iters: cap on the updates.
-      groups: optional (N,) int: entry i of x belongs to row ``groups[i]`` of the summary (clipped);
-        None: x's leading axis is the rows'.
+      groups: (N,) int, entry i of x in row ``groups[i]`` of the summary (None: x's leading axis is the rows').
 
     Returns:
       x at the end of the iteration, like ``x0``.

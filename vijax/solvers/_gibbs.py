@@ -36,8 +36,7 @@ def collapsed_gibbs_allocations(
     ``fold_in(key, d)``, its counts and b.
 
     Args:
-      logb: (S, L, K) log b_{k, w_dl}, the log-weight of slot l's value under each component (any
-        per-slot shift).
+      logb: (S, L, K) log b_{k, w_dl}, slot l's log-weight under each component (any per-slot shift).
       n: (S, L) integer-valued token counts n_dl (0 for padding slots).
       key: PRNG key; row d uses ``fold_in(key, d)``.
       alpha: scalar Dirichlet concentration (> 0), possibly traced.
@@ -108,13 +107,10 @@ def collapsed_gibbs_allocations(
         )
         return new, nk
 
-    def sweep_keys(i):
-        return jax.vmap(lambda kd: jax.random.fold_in(kd, i))(doc_keys)
-
     def body(i, carry):
         # i = 0: the initialization pass (nothing to remove); the sweeps after burn_in are kept
         alloc, nk, acc = carry
-        alloc, nk = sweep(alloc, nk, sweep_keys(i))
+        alloc, nk = sweep(alloc, nk, jax.vmap(lambda kd: jax.random.fold_in(kd, i))(doc_keys))
         return alloc, nk, acc + (i > burn_in).astype(dt) * alloc.astype(dt)
 
     init = (jnp.zeros((s, num_slots, k), jnp.int32), jnp.zeros((s, k), jnp.int32), jnp.zeros((s, num_slots, k), dt))
