@@ -1,20 +1,15 @@
 """Exact inference in a hidden Markov model, for one sequence or a batch of padded sequences.
 
-Rabiner (1989), §III: forward-backward (eq. 18-27) and Viterbi (eq. 30-35), in log space. Inputs are log pi (K,),
-log A (K, K) (rows: from) and the emission log-likelihoods log b, (T, K) or (B, T, K), with a length L <= T per
-sequence: at steps t >= L the forward message carries over and the backward message is log 1. pi and A may be
-sub-normalized (a Bayesian HMM's exp E[log pi]); the log-likelihood is then log Z of the tilted chain.
+Rabiner (1989), §III: forward-backward (eq. 18-27) and Viterbi (eq. 30-35), in log space, from log pi (K,), log A
+(K, K) (rows: from) and log b, (T, K) or (B, T, K), with a length L <= T per sequence (padding after it). pi and A
+may be sub-normalized (a Bayesian HMM's exp E[log pi]): the log-likelihood is then log Z of the tilted chain.
+``"sequential"`` (``lax.scan``, O(T K^2)) and ``"parallel"`` (``lax.associative_scan`` in the log-semiring,
+O(T K^3) in O(log T) depth; Särkkä and García-Fernández 2021) give the same messages, scaled as in Rabiner §V-A.
 
-``"sequential"`` (``lax.scan``, O(T K^2)) and ``"parallel"`` (``lax.associative_scan`` over
-M_t(i, j) = log A_ij + log b_t(j) in the log-semiring, O(T K^3) in O(log T) depth; Särkkä and
-García-Fernández 2021) give the same messages, kept near 0 as in Rabiner's scaled recursion (§V-A):
-log p(x) is the sum of the scales.
-
-A sequential step a_j = log sum_i exp(v_i) A_ij is m + log r_j, m = max(v), r = exp(v - m) @ A: exact to a
-few ulps where r_j >= rho = 2 K tiny max(1, max A) / eps. A step with some 0 < r_j < rho, or r_j = 0 though
-a finite source reaches j, takes the full log-sum-exp instead (``lax.cond``). The expected transition counts
-sum_t xi_t are one contraction of separately shifted factors, exact where every normalizer
-z_t >= 4 K^2 tiny max(1, max A) / eps; otherwise they are summed from exact log xi_t. Viterbi is max-plus.
+A sequential step log sum_i exp(v_i) A_ij is m + log r_j, m = max(v), r = exp(v - m) @ A, exact to a few ulps
+where r_j >= rho = 2 K tiny max(1, max A) / eps; otherwise it takes the full log-sum-exp (``lax.cond``). The
+transition counts sum_t xi_t are one contraction, exact where every normalizer z_t >= 4 K^2 tiny max(1, max A) /
+eps; otherwise they are summed from exact log xi_t.
 """
 
 from __future__ import annotations
@@ -53,7 +48,7 @@ class Posterior(NamedTuple):
 
 
 def _shift(v: Array) -> Array:
-    """max(v) over the last axis, kept (0 where v is all -inf): the shift that keeps exp(v - shift) <= 1."""
+    """max(v) over the last axis, kept (0 where v is all -inf)."""
     m = jnp.max(v, axis=-1, keepdims=True)
     return jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
 
@@ -69,8 +64,7 @@ def _time_major(x: Array) -> Array:
 
 
 def _transition_factors(log_trans: Array):
-    """A with its structural zeros kept and every other entry at least tiny (a product with A is positive
-    wherever log A_ij > -inf), and the error bound's factor tiny max(1, max A) / eps."""
+    """A with its structural zeros kept and every other entry at least tiny, and tiny max(1, max A) / eps."""
     info = jnp.finfo(log_trans.dtype)
     trans = jnp.where(log_trans > -jnp.inf, jnp.maximum(jnp.exp(log_trans), info.tiny), 0.0)
     scale = info.tiny * jnp.maximum(1.0, jnp.max(trans)) / info.eps
@@ -84,8 +78,7 @@ def _sweep(step, first: Array, inputs, reverse: bool = False):
 
 
 def _inexact(r: Array, src: Array, trans: Array, real: Array, rho) -> Array:
-    """Whether a fast product r = exp(src - m) @ trans of a real step was inexact: 0 < r_j < rho, or r_j = 0
-    though a finite src_i has trans_ij > 0 (tested only at a step with a zero sum, ``lax.cond``)."""
+    """Whether a fast product r = exp(src - m) @ trans was inexact: 0 < r_j < rho, or r_j = 0 though src reaches j."""
     low = real[:, None] & (r < rho)
     zero = low & (r == 0)
     lost = lambda: jnp.any(zero & (jnp.isfinite(src).astype(trans.dtype) @ trans > 0))
@@ -93,8 +86,8 @@ def _inexact(r: Array, src: Array, trans: Array, real: Array, rho) -> Array:
 
 
 def _log_product(src: Array, log_trans: Array, trans: Array, real: Array, rho, exact: bool) -> tuple[Array, Array]:
-    """log sum_i exp(src_i) A_ij for each row of ``src`` (B, K) as (m, the rest), m = max_i src_i (B, 1): the
-    rest by the fast product, or by a full log-sum-exp where that is inexact (always, for ``exact``)."""
+    """log sum_i exp(src_i) A_ij per row of ``src`` (B, K) as (m = max_i src_i, the rest): the fast product, or a
+    full log-sum-exp where that is inexact (always, for ``exact``)."""
     m = _shift(src)
     src = src - m
     if exact:
@@ -106,8 +99,7 @@ def _log_product(src: Array, log_trans: Array, trans: Array, real: Array, rho, e
 
 
 def _forward(log_init, log_em, mask, factors, exact: bool) -> tuple[Array, Array]:
-    """Scaled forward messages (B, T, K), a_t(j) = log sum_i exp(a_{t-1}(i)) A_ij + log b_t(j) - c_t, and the
-    shifts c_t (B, T) (0 at padded steps): log p(x_{0:t}, z_t = j) = a_t(j) + sum_{s<=t} c_s."""
+    """Scaled forward messages a_t(j) = log sum_i exp(a_{t-1}(i)) A_ij + log b_t(j) - c_t (B, T, K) and shifts c_t."""
     log_trans, trans, rho = factors
 
     def step(a_prev, inputs):
@@ -124,8 +116,7 @@ def _forward(log_init, log_em, mask, factors, exact: bool) -> tuple[Array, Array
 
 
 def _backward(log_em, mask, factors, exact: bool) -> Array:
-    """Scaled backward messages (B, T, K): beta_t(i) = log sum_j A_ij exp(log b_{t+1}(j) + beta_{t+1}(j))
-    less a constant per step, 0 at and after the last real step."""
+    """Scaled backward messages beta_t(i) = log sum_j A_ij exp(log b_{t+1}(j) + beta_{t+1}(j)) (B, T, K)."""
     log_trans, trans, rho = factors
 
     def step(b_next, inputs):
@@ -139,8 +130,7 @@ def _backward(log_em, mask, factors, exact: bool) -> Array:
 
 
 def _sequential(log_init: Array, log_trans: Array, log_em: Array, length, exact: bool = False) -> Messages:
-    """Batched messages by ``lax.scan`` (``exact``: a full log-sum-exp at every step); log p(x) =
-    sum_t c_t + log sum_j exp(a_{T-1}(j)), the shifts summed by one reduction (rounding growing as log T)."""
+    """Batched messages by ``lax.scan`` (``exact``: a full log-sum-exp at every step)."""
     mask = _mask(length, log_em.shape[1])
     trans, scale = _transition_factors(log_trans)
     factors = (log_trans, trans, 2 * log_trans.shape[-1] * scale)
@@ -155,8 +145,7 @@ def _log_matmul(a: Array, b: Array) -> Array:
 
 
 def _scaled(m: Array, c: Array) -> tuple[Array, Array]:
-    """(m - s, c + s) with s the max entry of each matrix m (..., K, K) (0 if none is finite): the matrix
-    kept near 0, its log scale c (...) carried apart."""
+    """(m - s, c + s), s the max entry of each matrix m (..., K, K) (0 if none is finite)."""
     s = jnp.max(m, axis=(-2, -1), keepdims=True)
     s = jax.lax.stop_gradient(jnp.where(jnp.isfinite(s), s, 0.0))
     return m - s, c + s[..., 0, 0]
@@ -224,8 +213,7 @@ def _pair_logs(msg: Messages, log_em: Array):
 
 
 def _exact_pairs(la: Array, log_trans: Array, lv: Array, real: Array) -> Array:
-    """xi_t(i, j) ∝ exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j)), normalized over (i, j),
-    zero at padded steps; la (..., K), lv (..., K) and real (...) have any leading axes."""
+    """xi_t(i, j) ∝ exp(log alpha_{t-1}(i) + log A_ij + log b_t(j) + log beta_t(j)), zero at padded steps."""
     log_xi = la[..., :, None] + log_trans + lv[..., None, :]
     log_z = jax.nn.logsumexp(log_xi, axis=(-2, -1), keepdims=True)
     return jnp.where(real[..., None, None], jnp.exp(log_xi - log_z), 0.0)

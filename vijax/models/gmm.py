@@ -1,13 +1,9 @@
-"""Bayesian Gaussian mixtures: the univariate model of Blei et al. 2017, §3, the diagonal-covariance
-model of Blei et al. 2017, appendix B, and the full-covariance model of Bishop 2006, §10.2
-(scikit-learn's ``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_distribution")``)::
+"""Bayesian Gaussian mixtures: the univariate model of Blei et al. 2017, §3, the diagonal-covariance model of
+their appendix B, and the full-covariance model of Bishop 2006, §10.2 (scikit-learn's
+``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_distribution")``)::
 
     pi ~ Dirichlet(alpha0 1_K),   Lambda_k ~ Wishart(W0, nu0),   mu_k | Lambda_k ~ N(m0, (kappa0 Lambda_k)^-1),
     z_n ~ Categorical(pi),        x_n | z_n = k ~ N(mu_k, Lambda_k^-1).
-
-:class:`DiagonalGMM` and :class:`FullGMM` are :class:`~vijax.models.Mixture` s of
-:class:`~vijax.models.NormalGammaDiagonal` and :class:`~vijax.models.NormalWishartFull` components
-with :class:`~vijax.models.DirichletWeights`.
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ from vijax.models._pytree import PytreeModel
 
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _start_at_random_rows(key: PRNGKey, x: Array, k: int, dt) -> expfam.Normal:
-    """N(m_k, 1) with m ``k`` rows of ``x`` drawn at random (with replacement when there are fewer)."""
+    """N(m_k, 1) with m ``k`` rows of ``x`` drawn at random."""
     x = jnp.asarray(x, dt)
     n = x.shape[0]
     m = x[jax.random.choice(key, n, (k,), replace=n < k)]
@@ -107,8 +103,7 @@ class UnivariateGMM(PytreeModel):
         return LocalResult(stats, local_terms, phi)
 
     def log_predictive(self, q: expfam.Normal, x: Array) -> Array:
-        """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2), per point (Blei et al. 2017, §3.3,
-        integrating mu_k over q instead of plugging in m_k)."""
+        """log p(x* | x) ≈ log (1/K) sum_k N(x*; m_k, 1 + s_k^2) per point (Blei et al. 2017, §3.3, mu_k integrated)."""
         x = program_argument(x)
         self.check_data(x)
         return self._log_predictive(q, x)
@@ -121,7 +116,7 @@ class UnivariateGMM(PytreeModel):
 
 
 class GaussianMixtureNames:
-    """The prior's arguments of :class:`DiagonalGMM` and ``FullGMM`` as read-only attributes."""
+    """The prior's arguments of :class:`DiagonalGMM` and ``FullGMM`` as attributes."""
 
     dim = property(lambda self: self.component.dim, doc="D: the data dimension.")
     alpha0 = property(
@@ -132,7 +127,7 @@ class GaussianMixtureNames:
 
     @classmethod
     def _empirical(cls, x, num_components: int, alpha0):
-        """(x as a float64 (N, D) array after the data checks, alpha0 defaulting to 1/K) for ``from_data``."""
+        """(x as a checked float64 (N, D) array, alpha0 defaulting to 1/K) for ``from_data``."""
         check_data_array("x", x, ndim=2)
         check_int("num_components", num_components)
         return np.asarray(x, dtype=float), 1.0 / num_components if alpha0 is None else alpha0
@@ -192,13 +187,11 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         a0: float | None = None,
         dtype=None,
     ) -> "DiagonalGMM":
-        """Empirical-Bayes defaults in the manner of scikit-learn's ``BayesianGaussianMixture``:
-        m0 = mean(x), alpha0 = 1/K, a0 = D/2, and b0 = a0 var(x), so that E[tau] = 1/var(x) a priori.
-        A constant column's variance is taken as 1e-6 times the mean variance of the others.
+        """Empirical-Bayes defaults as scikit-learn's ``BayesianGaussianMixture``: m0 = mean(x), alpha0 = 1/K,
+        a0 = D/2, b0 = a0 var(x) (a constant column: 1e-6 times the mean variance of the others).
 
         Raises:
-          ValueError: naming ``x`` when every column is constant (identical points): build
-            :class:`DiagonalGMM` with an explicit ``b0`` > 0.
+          ValueError: naming ``x`` when every column is constant: give :class:`DiagonalGMM` an explicit ``b0``.
         """
         x, alpha0 = cls._empirical(x, num_components, alpha0)
         d = x.shape[1]
@@ -211,8 +204,7 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         return cls(num_components, d, alpha0=alpha0, loc0=x.mean(0), kappa0=kappa0, a0=a0, b0=a0 * var, dtype=dtype)
 
     def features(self, x: Array) -> Array:
-        """[x, x^2], shape (N, 2D): every method taking ``x`` also takes these, so a loop over a fixed
-        data set can compute them once."""
+        """[x, x^2], shape (N, 2D), which every method taking ``x`` also takes."""
         return self._features(program_argument(x))
 
     @jax.jit
@@ -277,12 +269,11 @@ class FullGMM(GaussianMixtureNames, Mixture):
         dof0: float | None = None,
         dtype=None,
     ) -> "FullGMM":
-        """scikit-learn's defaults for ``BayesianGaussianMixture(covariance_type="full")``:
-        m0 = mean(x), alpha0 = 1/K, nu0 = D, W0^-1 = the empirical covariance of x.
+        """scikit-learn's defaults for ``BayesianGaussianMixture(covariance_type="full")``: m0 = mean(x),
+        alpha0 = 1/K, nu0 = D, W0^-1 = the empirical covariance of x.
 
         Raises:
-          ValueError: naming ``x`` when a column is constant or the empirical covariance is singular
-            (W0^-1 must be positive definite): drop the column(s), or give ``scale_inv0``.
+          ValueError: naming ``x`` when a column is constant or the empirical covariance is singular.
         """
         x, alpha0 = cls._empirical(x, num_components, alpha0)
         d = x.shape[1]
@@ -302,7 +293,7 @@ class FullGMM(GaussianMixtureNames, Mixture):
         )
 
     def features(self, x: Array) -> Array:
-        """x itself (the interface of ``DiagonalGMM.features``, so code written for either takes both)."""
+        """x itself (the interface of ``DiagonalGMM.features``)."""
         return x
 
 

@@ -9,10 +9,8 @@ r_nk ∝ w_k N(x_n | mu_k, Sigma_k) (in log space, which also gives log p(x | th
     Sigma_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg_covar I.
 
 ``"diag"`` keeps the diagonal, ``"spherical"`` its average over d, and ``"tied"`` shares one covariance
-sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N: the iterates of scikit-learn's ``GaussianMixture`` (with its
-guard 10 eps on N_k). A covariance whose Cholesky pivot (or variance) is not above 10 eps times the
-component's largest second moment is refused with a ValueError naming ``reg_covar``: the component collapsed
-onto duplicate or collinear points. The E-step runs over blocks of ``block_size`` rows centered at sum_k w_k mu_k.
+sum_k sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N: scikit-learn's ``GaussianMixture`` iterates. A covariance whose
+Cholesky pivot is within 10 eps of the largest second moment is refused with a ValueError naming ``reg_covar``.
 """
 
 from __future__ import annotations
@@ -37,8 +35,8 @@ INITS = ("kmeans++", "random")
 
 
 def check_em_params(params, shapes: dict, atol: float) -> None:
-    """Raises ValueError naming ``params`` unless each field ``f`` of an EM mixture's parameters is finite
-    with shape ``shapes[f]`` and ``params.weights`` is non-negative and sums to 1 within ``atol`` (traced pass)."""
+    """Raises ValueError naming ``params`` unless each field ``f`` is finite of shape ``shapes[f]`` and the weights
+    are non-negative and sum to 1 within ``atol`` (tracers pass)."""
     for name, shape in shapes.items():
         value = getattr(params, name)
         if is_tracer(value):
@@ -62,9 +60,8 @@ class GMMParams(NamedTuple):
 
 
 class GMMStats(NamedTuple):
-    """Expected complete-data statistics of a batch about a center c (D,): ``counts`` N_k (K,), ``sums``
-    sum_n r_nk (x_n - c) (K, D), ``second`` the second moments of x - c ((K, D, D) full, (D, D) unweighted
-    tied, (K, D) diag and spherical)."""
+    """Expected statistics of a batch about a center c (D,): N_k (K,), sum_n r_nk (x_n - c) (K, D) and the second
+    moments of x - c ((K, D, D) full, (D, D) unweighted tied, (K, D) diag and spherical)."""
 
     counts: Array
     sums: Array
@@ -73,7 +70,7 @@ class GMMStats(NamedTuple):
 
 
 class DenseDataChecks:
-    """The data checks of a model of (N, dim) real rows: ``check_data`` and a finite-values ``batch_checks``."""
+    """The data checks of a model of (N, dim) real rows."""
 
     def batch_checks(self, x) -> list:
         """The value check of a step's batch: finite data."""
@@ -93,8 +90,7 @@ class GaussianMixtureEM(DenseDataChecks, PytreeModel):
       dim: D >= 1.
       covariance_type: ``"full"``, ``"diag"``, ``"spherical"`` or ``"tied"``.
       reg_covar: >= 0, added to the diagonal of every covariance in the M-step (scikit-learn's default 1e-6).
-      init: ``init_params``'s start, one M-step from ``"kmeans++"`` (hard responsibilities to k-means++
-        seeds) or ``"random"`` (normalized uniform responsibilities, scikit-learn's ``init_params="random"``).
+      init: ``init_params``'s one M-step from ``"kmeans++"`` (hard) or ``"random"`` (uniform) responsibilities.
       block_size: rows per block of the E-step's ``lax.scan`` (memory O(block_size K D)).
       dtype: float dtype (default: JAX's default float).
 
@@ -151,8 +147,7 @@ class GaussianMixtureEM(DenseDataChecks, PytreeModel):
                 raise ArgumentError("params", "params.covariances must be positive definite (positive variances)")
 
     def _precision_terms(self, params: GMMParams, center: Array):
-        """What the E-step needs of theta about ``center``: m_k = mu_k - c, the precision factor and
-        -1/2 log det Sigma_k (K,)."""
+        """m_k = mu_k - c, the precision factor and -1/2 log det Sigma_k (K,) about ``center``."""
         dt = float_dtype(self.dtype)
         m = params.means.astype(dt) - center[None, :]
         cov = params.covariances.astype(dt)
@@ -281,8 +276,7 @@ class GaussianMixtureEM(DenseDataChecks, PytreeModel):
         )
 
     def _m_step(self, stats: GMMStats) -> tuple[GMMParams, Array, Array]:
-        """(theta, its covariances' Cholesky pivots (variances for diag and spherical), where they are within
-        rounding of 0) of :meth:`m_step`."""
+        """(theta, its covariances' Cholesky pivots or variances, where they are within rounding of 0)."""
         counts, sums, second, c = stats
         dt = counts.dtype
         nk = counts + 10.0 * jnp.finfo(dt).eps  # scikit-learn's guard against empty components
@@ -336,12 +330,11 @@ class GaussianMixtureEM(DenseDataChecks, PytreeModel):
         return jnp.zeros((), float_dtype(self.dtype))
 
     def init_params(self, key: PRNGKey, x: Array = None) -> GMMParams:
-        """With data: one M-step from k-means++ or random responsibilities (``init``). Without: uniform
-        weights, means N(0, I), identity covariances.
+        """One M-step from k-means++ or random responsibilities (without data: uniform weights, N(0, I) means,
+        identity covariances).
 
         Raises:
-          ValueError: naming ``num_components`` when ``x`` has fewer rows than components, or
-            ``reg_covar`` when the first M-step gives a singular covariance.
+          ValueError: naming ``num_components`` (fewer rows than components) or ``reg_covar`` (singular).
         """
         if x is None:
             return self._init_params(key, x)[0]
@@ -356,12 +349,8 @@ class GaussianMixtureEM(DenseDataChecks, PytreeModel):
         dt = float_dtype(self.dtype)
         k, d = self.num_components, self.dim
         if x is None:
-            cov = {
-                "full": jnp.broadcast_to(jnp.eye(d, dtype=dt), (k, d, d)),
-                "tied": jnp.eye(d, dtype=dt),
-                "diag": jnp.ones((k, d), dt),
-                "spherical": jnp.ones((k,), dt),
-            }[self.covariance_type]
+            eye = jnp.eye(d, dtype=dt) if self.covariance_type in ("full", "tied") else 1.0
+            cov = jnp.broadcast_to(jnp.asarray(eye, dt), self.covariance_shape())
             return (GMMParams(jnp.full((k,), 1.0 / k, dt), jax.random.normal(key, (k, d), dt), cov),)
         x = jnp.asarray(x, dt)
         if self.init == "random":

@@ -1,18 +1,13 @@
-"""Hidden Markov models over any conjugate emission component: maximum-likelihood (MAP) fits by
-Baum–Welch and Bayesian fits by CAVI/SVI/SSVI.
+"""Hidden Markov models over any conjugate emission component (Rabiner 1989, §III; *Raise your ELBO*, §HMM)::
 
-    z_0 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  x_t | z_t = k ~ p(x | theta_k),
+    z_0 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  x_t | z_t = k ~ p(x | theta_k).
 
-with p(x | theta) a :class:`~vijax.models.Component` (``HMM(num_states, GammaPoisson(dim=3))`` is a Poisson
-HMM). Rabiner (1989), A tutorial on hidden Markov models, §III; the tutorial *Raise your ELBO*, §HMM. Data:
-(B, T) ints or (B, T, D) floats, or ``HMMData(obs, lengths)`` for padded sequences of unequal length.
-
-- **EM** (``vijax.inference.em``), for emissions that implement :class:`~vijax.models.PointEstimateComponent`:
-  the E-step is forward-backward, the M-step Baum–Welch's (Rabiner 1989, eq. 40a-c, 53-54), MAP with
-  Dirichlet concentrations c > 1 on pi and the rows of A: row <- (counts + c - 1)_+ / sum.
-- **Bayesian** (``cavi``, ``svi``, ``ssvi``...), for any emissions: q(pi) q(A) q(theta) q(z_{1:T}) with q(z)
-  a Markov chain (MacKay 1997; Beal 2003, ch. 3). The local step is forward-backward with exp E[log pi],
-  exp E[log A] and exp E[log p(x_t | theta_k)]; log Z~ of that tilted chain is E[log p(x, z | beta)] + H[q(z)].
+Data: (B, T) ints or (B, T, D) floats, or ``HMMData(obs, lengths)`` for padded sequences. **EM** (emissions
+implementing :class:`~vijax.models.PointEstimateComponent`): forward-backward and Baum–Welch's M-step (Rabiner
+1989, eq. 40a-c, 53-54), MAP under Dirichlet(c) on pi and A's rows: row <- (counts + c - 1)_+ / sum.
+**Bayesian** (``cavi``, ``svi``, ``ssvi``, any emissions): q(pi) q(A) q(theta) q(z_{1:T}), q(z) a Markov chain
+(MacKay 1997; Beal 2003, ch. 3), by forward-backward with exp E[log pi], exp E[log A] and exp E[log p(x_t |
+theta_k)]; log Z~ of that tilted chain is E[log p(x, z | beta)] + H[q(z)].
 """
 
 from __future__ import annotations
@@ -77,11 +72,9 @@ def _probability_checks(name: str, p: Array) -> list:
 def param_checks(
     params, num_states: int | None = None, emissions_type=None, emission_width: int | None = None, emission_checks=None
 ) -> list:
-    """The checks of HMM parameters, shared by the models and ``vijax.data.sample_hmm``: a ValueError
-    naming the field at once (also traced) for the type, a dtype other than float32/float64, or shapes that
-    do not fit K = ``num_states`` (default: from ``params.initial_probs``) and the emission width; returns
-    the ``ValueCheck``s of the values (probabilities finite, >= 0, summing to 1; Gaussian means finite,
-    variances finite and normal; another ``point_type``: ``emission_checks(emissions, K)``)."""
+    """The checks of HMM parameters (also ``vijax.data.sample_hmm``'s): a ValueError naming the field at once
+    (also traced) for the type, dtype or shapes (K = ``num_states``, default from ``params.initial_probs``);
+    returns the ``ValueCheck``s of the values (``emission_checks(emissions, K)`` for another ``point_type``)."""
     if not isinstance(params, HMMParams):
         raise ArgumentError(
             "params",
@@ -116,8 +109,7 @@ def param_checks(
 
 
 def as_data(data) -> HMMData:
-    """``data`` as ``HMMData`` (full lengths for a bare array); ValueError naming ``batch`` for another
-    kind of container."""
+    """``data`` as ``HMMData`` (full lengths for a bare array); ValueError naming ``batch`` for another container."""
     if isinstance(data, HMMData):
         return data
     if isinstance(data, tuple) and len(data) == 2 and not hasattr(data, "_fields"):
@@ -154,8 +146,7 @@ class HMM(PytreeModel):
         ``GammaPoisson``, or a user's own); its ``dtype`` is the model's.
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
-      forward_backward: ``"sequential"`` (``lax.scan``, O(T K^2) work) or ``"parallel"`` (O(T K^3) work in
-        O(log T) depth); None (default): sequential on a CPU, parallel on an accelerator.
+      forward_backward: ``"sequential"`` (O(T K^2)), ``"parallel"`` (O(T K^3) in O(log T) depth) or None (by device).
 
     Examples:
         >>> from vijax.models import GammaPoisson
@@ -229,8 +220,7 @@ class HMM(PytreeModel):
         check_statistics(self.emissions, observed, "obs", "emissions")
 
     def batch_checks(self, data) -> list:
-        """The value checks of a step's batch: lengths in [1, T]; the emissions' checks of the
-        observations at every unpadded step."""
+        """The value checks of a step's batch: lengths in [1, T]; the emissions' checks at every unpadded step."""
         data = as_data(data)
         t = data.obs.shape[1]
         mask = jnp.arange(t)[None, :] < data.lengths[:, None]
@@ -277,8 +267,7 @@ class HMM(PytreeModel):
         )
 
     def check_params(self, params: HMMParams) -> None:
-        """Raises ValueError naming the field for what :func:`param_checks` refuses: at once for concrete
-        parameters, from the compiled computation for traced ones."""
+        """Raises ValueError naming the field for what :func:`param_checks` refuses (traced: from the computation)."""
         _needs_em(self.emissions, "an HMM's point parameters")
         em = self.emissions
         enforce_value_checks(
@@ -309,8 +298,7 @@ class HMM(PytreeModel):
 
     # -- EM (vijax.models.EMModel)
     def e_step(self, params: HMMParams, data):
-        """Expected counts under p(z | x, params) and log p(x | params) summed over the batch (``params``
-        checked by ``check_params``)."""
+        """Expected counts under p(z | x, params) and log p(x | params) summed over the batch."""
         self.check_params(params)
         stats, log_lik, _ = self._local(self._view(params), data)
         return stats, jnp.sum(log_lik)
@@ -325,8 +313,7 @@ class HMM(PytreeModel):
         )
 
     def log_prior(self, params: HMMParams) -> Array:
-        """log p(params) up to a constant: sum (c - 1) log p over pi and the rows of A, plus the emissions'
-        ``point_log_prior`` (``params`` checked)."""
+        """log p(params) up to a constant: sum (c - 1) log p over pi and A's rows, plus ``point_log_prior``."""
         self.check_params(params)
         dt = float_dtype(self.dtype)
         params = jax.tree_util.tree_map(lambda a: jnp.asarray(a).astype(dt), params)
@@ -337,8 +324,7 @@ class HMM(PytreeModel):
         return total
 
     def init_params(self, key: PRNGKey, data=None) -> HMMParams:
-        """pi and the rows of A drawn from Dirichlet(1); emissions from the component's ``init_point``
-        (``data``, when given, checked by ``check_data``)."""
+        """pi and the rows of A drawn from Dirichlet(1); emissions from the component's ``init_point``."""
         check_key("key", key)
         _needs_em(self.emissions, "init_params")
         if data is not None:
@@ -367,9 +353,8 @@ class HMM(PytreeModel):
         )
 
     def init_globals(self, key: PRNGKey, data=None):
-        """Emissions with point estimates: the prior updated by one E-step at ``init_params(key, data)``
-        (without data: by one pseudo-observation per state). Others: the component's ``initial_q`` of the
-        unpadded observations, and pi, A from one E-step at it."""
+        """The prior updated by one E-step at ``init_params(key, data)`` (without data: one pseudo-observation per
+        state); for emissions without point estimates, the component's ``initial_q`` and pi, A from one E-step."""
         if implements(self.emissions, PointEstimateComponent):
             params = self.init_params(key, data)
             if data is None:
@@ -462,10 +447,8 @@ class CategoricalHMM(HMM):
     Args:
       num_states: K >= 1.
       num_symbols: V >= 1.
-      initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
-      transition_concentration: Dirichlet concentration (> 0) on the rows of A.
+      initial_concentration, transition_concentration, forward_backward: as :class:`HMM`.
       emission_concentration: Dirichlet concentration (> 0) on the rows of B.
-      forward_backward: as :class:`HMM`.
       dtype: float32 or float64 (default: JAX's default float).
 
     Examples:
@@ -497,18 +480,15 @@ class CategoricalHMM(HMM):
 
 
 class GaussianHMM(HMM):
-    """An HMM with diagonal-Gaussian emissions in ``dim`` dimensions (Rabiner 1989, §IV-A, eq. 52-54):
-    ``HMM(num_states, NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``. EM is maximum
-    likelihood for the emissions, variances floored at ``min_variance``.
+    """An HMM with diagonal-Gaussian emissions (Rabiner 1989, §IV-A, eq. 52-54): ``HMM(num_states,
+    NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``; EM is maximum likelihood for them.
 
     Args:
       num_states: K >= 1.
       dim: D >= 1.
-      initial_concentration: Dirichlet concentration (> 0) on pi.
-      transition_concentration: Dirichlet concentration (> 0) on the rows of A.
+      initial_concentration, transition_concentration, forward_backward: as :class:`HMM`.
       loc0, kappa0, a0, b0: the Normal-Gamma prior's location, precision scale, Gamma shape and rate.
       min_variance: EM's variance floor (>= 0).
-      forward_backward: as :class:`HMM`.
       dtype: float32 or float64 (default: JAX's default float).
     """
 

@@ -2,14 +2,11 @@ r"""One Bayesian mixture over any conjugate component, with finite (Dirichlet) o
 (stick-breaking) weights: pi ~ weights prior, theta_k ~ p(theta), z_n ~ Categorical(pi), x_n | z_n = k ~ p(x | theta_k).
 
 Mean-field q(pi) q(theta) q(z) (Blei et al. 2017, §4.2; Bishop 2006, §10.2): log r_nk = E[log pi_k] +
-E[log p(x_n | theta_k)] - log Z_n; the statistics are the weights' of r and the component's sum_n r_nk s(x_n),
-and ``local_terms`` = sum_n H[r_n] + sum_n log h(x_n).
-
-**Weights.** :class:`DirichletWeights` pi ~ Dirichlet(c 1_K), or :class:`StickBreaking` v_k ~ Beta(1, alpha),
-pi_k = v_k prod_{j<k} (1 - v_j) (a DP(alpha) mixture, Sethuraman's construction), truncated as in the tutorial
-*Raise your ELBO* (§DPMM): Blei and Jordan (2006), v_T = 1; or Kurihara, Welling and Vlassis (2007), q equal to
-the prior beyond T. log p(z_n = k | v) = log v_k + sum_{j<k} log(1 - v_j) is linear in t(v_j) = (log v_j,
-log(1 - v_j)), so q(v_j) = Beta(1 + sum_n r_nj, alpha + sum_n q(z_n > j)).
+E[log p(x_n | theta_k)] - log Z_n, and ``local_terms`` = sum_n H[r_n] + sum_n log h(x_n). Weights:
+:class:`DirichletWeights` pi ~ Dirichlet(c 1_K), or :class:`StickBreaking` v_k ~ Beta(1, alpha),
+pi_k = v_k prod_{j<k} (1 - v_j) (a DP(alpha) mixture), truncated as in *Raise your ELBO* (§DPMM): Blei and Jordan
+(2006), v_T = 1; or Kurihara, Welling and Vlassis (2007), q equal to the prior beyond T. log p(z_n = k | v) is
+linear in t(v_j) = (log v_j, log(1 - v_j)), so q(v_j) = Beta(1 + sum_n r_nj, alpha + sum_n q(z_n > j)).
 
 **The Kurihara et al. tail.** Beyond T every expectation is under the prior: E_p[log w] = psi(1) - psi(1 + alpha),
 log g := E_p[log(1 - w)] = -1/alpha, c_n := E_p[log p(x_n | theta)]. With s_nk = exp(E[log pi_k] +
@@ -19,9 +16,6 @@ R_n := q(z_n > T) = e^{A_n} / ((1 - g) S_n) and q(z_n > j) = sum_{j<k<=T} r_nk +
 With rho_n = e^{A_n} / S_n the tail's ELBO terms sum in closed form (the m log g terms cancel):
 
     sum_{m>=0} rho_n g^m (E_p[log w] + m log g + c_n - log rho_n - m log g) = R_n (E_p[log w] + c_n - log rho_n).
-
-scikit-learn's ``BayesianGaussianMixture(weight_concentration_prior_type="dirichlet_process")`` keeps T free
-sticks with q(z_n > T) = 0: its M-step equals Blei and Jordan's on sticks 1..T-1 and every component.
 """
 
 from __future__ import annotations
@@ -45,8 +39,7 @@ TRUNCATIONS = ("blei_jordan", "kurihara")
 
 
 def check_mixture_sizes(num_components, dim, concentration: tuple, dtype, squared: bool = False) -> None:
-    """The checks of a finite mixture's constructor: K and D positive integers, its concentration
-    ``(name, value)`` > 0, the dtype, and K D (K D^2 with ``squared``) floats that fit in memory."""
+    """A finite mixture's constructor checks: K, D, the concentration ``(name, value)``, dtype and memory."""
     check_int("num_components", num_components)
     check_int("dim", dim)
     check_positive_scalar(*concentration)
@@ -98,13 +91,12 @@ class DirichletWeights(PytreeModel):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StickBreaking(PytreeModel):
-    """Dirichlet-process weights by stick-breaking, v_k ~ Beta(1, alpha), truncated at T (see the module docstring).
+    """Dirichlet-process weights by stick-breaking, v_k ~ Beta(1, alpha), truncated at T (module docstring).
 
     Args:
       truncation_level: T >= 1.
       alpha: DP concentration (> 0).
-      truncation: ``"blei_jordan"`` (v_T = 1; T - 1 free sticks) or ``"kurihara"`` (q = prior beyond T;
-        T free sticks and a closed-form tail).
+      truncation: ``"blei_jordan"`` (v_T = 1) or ``"kurihara"`` (q = prior beyond T, a closed-form tail).
     """
 
     truncation_level: int
@@ -132,8 +124,7 @@ class StickBreaking(PytreeModel):
         return expfam.Beta.from_concentrations(jnp.ones((s,), dtype), jnp.full((s,), float(self.alpha), dtype))
 
     def expected_log_weights(self, view) -> Array:
-        """E[log pi_k] = E[log v_k] + sum_{j<k} E[log(1 - v_j)] for k = 1..T (E[log v_T] = 0 for
-        Blei and Jordan), from the sticks' view (E[log v], E[log(1 - v)])."""
+        """E[log pi_k] = E[log v_k] + sum_{j<k} E[log(1 - v_j)], k = 1..T, from the view (E[log v], E[log(1 - v)])."""
         e_log_v, e_log_1m = view
         if self.truncation == "blei_jordan":
             e_log_v = jnp.concatenate([e_log_v, jnp.zeros((1,), e_log_v.dtype)])
@@ -150,8 +141,7 @@ class StickBreaking(PytreeModel):
         return n_k[:s], above[:s]
 
     def initial_q(self, counts: Array, num_data: int | None, dtype) -> expfam.Beta:
-        """Sticks as if each of the T components held N / T data, Beta(1 + N / T, alpha + (T - k) N / T);
-        without data, the prior."""
+        """Beta(1 + N / T, alpha + (T - k) N / T), as if each component held N / T data (without data: the prior)."""
         if num_data is None:
             return self.prior(dtype)
         t, s = self.truncation_level, self.num_sticks
@@ -165,8 +155,7 @@ class StickBreaking(PytreeModel):
         return digamma(jnp.ones((), dtype)) - digamma(1.0 + a), digamma(a) - digamma(1.0 + a)
 
     def expected_weights(self, q: expfam.Beta) -> Array:
-        """E_q[pi_k] = E[v_k] prod_{j<k} E[1 - v_j] for k = 1..T; for Kurihara et al. a last entry, the
-        mass beyond T, prod_{j<=T} E[1 - v_j]. Sums to one."""
+        """E_q[pi_k] = E[v_k] prod_{j<k} E[1 - v_j], k = 1..T (Kurihara et al.: and the mass beyond T)."""
         a, b = q.concentration1, q.concentration0
         ev = jnp.concatenate([a / (a + b), jnp.ones((1,), a.dtype)])
         rest = jnp.concatenate([jnp.ones((1,), ev.dtype), jnp.cumprod(1.0 - ev[:-1])])
@@ -174,12 +163,9 @@ class StickBreaking(PytreeModel):
 
 
 class Mixture(PytreeModel):
-    """A Bayesian mixture of a conjugate ``component`` with ``weights`` (see the module docstring);
-    a ``ConditionallyConjugateModel``, so CAVI, SVI, SSVI, SSVI-A and MAP-EM fit it.
-
-    Globals: ``(q(pi) or q(v), q(theta))``, the second of batch shape (K, ...); a view is the same
-    structure of mean parameters (or of a draw's t(.) under SSVI). ``local_params``: r (N, K); for
-    Kurihara et al. (N, T + 1), the last column the tail mass q(z_n > T).
+    """A Bayesian mixture of a conjugate ``component`` with ``weights`` (module docstring), a
+    ``ConditionallyConjugateModel``. Globals: ``(q(pi) or q(v), q(theta))``, the second of batch shape (K, ...).
+    ``local_params``: r (N, K); for Kurihara et al. (N, T + 1), the last column q(z_n > T).
 
     Local methods of a finite mixture: ``"meanfield"``; ``"exact"`` (the same formula at a draw's t(beta),
     which with one z per datum is p(z_n | x_n, beta), Hoffman & Blei 2015, §2.5); ``"gibbs"``
@@ -226,8 +212,7 @@ class Mixture(PytreeModel):
         return self._weights.prior(self._dtype()), self._component.prior(self.num_components)
 
     def check_data(self, x) -> None:
-        """The component's check of the data (one array; another model's batch is refused naming
-        ``batch``), then of their statistics (``check_statistics``)."""
+        """The component's checks of the data (one array) and of their statistics (``check_statistics``)."""
         comp = self._component
         check_one_array(self, x, f"one array {comp.data_name} of shape {comp.data_shape}")
         comp.check_data(x)
@@ -245,8 +230,7 @@ class Mixture(PytreeModel):
         """The coordinate-optimal q(beta) for responsibilities ``resp`` (N, K) (the M-step).
 
         Raises:
-          ValueError: naming ``x`` (the component's data checks), ``resp`` or ``tail`` where a shape
-            does not match ((N, K); (N,)) or, for concrete arrays, an entry is NaN, infinite or negative.
+          ValueError: naming ``x``, ``resp`` or ``tail`` for a wrong shape or a NaN, infinite or negative entry.
         """
         x, resp = program_argument(x), program_argument(resp)
         tail = None if tail is None else program_argument(tail)
@@ -273,8 +257,7 @@ class Mixture(PytreeModel):
         """The component's starting q (:meth:`Component.initial_q`) and the weights' q from its data counts.
 
         Raises:
-          ValueError: naming ``num_components`` when a finite mixture whose component seeds each copy at
-            a distinct datum (the Gaussians' k-means++) is given fewer rows than components.
+          ValueError: naming ``num_components`` when k-means++ seeding is given fewer rows than components.
         """
         if x is None:
             q_comp, counts = self._component.initial_q(key, self.num_components, x)
@@ -337,8 +320,7 @@ class Mixture(PytreeModel):
         return (w, *est) if isinstance(est, tuple) else (w, est)
 
     def log_predictive(self, q, x: Array) -> Array:
-        """log p(x_n | q) per row: sum_k E[pi_k] p(x_n | q_k), each component's predictive under q(theta_k)
-        (and for Kurihara et al. the tail's mass times the prior predictive)."""
+        """log sum_k E[pi_k] p(x_n | q_k) per row (Kurihara et al.: plus the tail's mass times the prior predictive)."""
         x = program_argument(x)
         self._component.check_data(x)
         return self._log_predictive(q, x)
@@ -355,8 +337,7 @@ class Mixture(PytreeModel):
         return jax.nn.logsumexp(lp + log_w[None, :], axis=-1)
 
     def clusters_found(self, resp: Array, min_count: float = 1.0) -> int:
-        """The number of components k <= K with expected count sum_n r_nk >= ``min_count`` (``resp``
-        a local step's ``local_params``; a Kurihara tail column is not counted)."""
+        """The number of components k <= K with sum_n r_nk >= ``min_count`` (``resp``: a local step's ``local_params``)."""
         n_k = np.asarray(jnp.sum(resp[:, : self.num_components], 0))
         return int(np.sum(n_k >= min_count))
 
