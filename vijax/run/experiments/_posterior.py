@@ -1,13 +1,7 @@
-"""What the black-box VI experiments (``bbvi_logistic``, ``eight_schools``, ``mean_field_gaussian``)
-share: a posterior as a ``Target``, the fitted methods, their PSIS diagnostic (Yao et al. 2018), a
-cached NumPyro NUTS reference, and the report (tables and one figure).
-
-A method is ``"<algorithm>-<family>"``: ``bbvi-fullrank``, ``bbvi-meanfield``, ``bbvi-lowrank`` (a
-Gaussian on the parameter pytree), ``ngvi-fullrank`` or ``ngvi-meanfield`` (a ``MultivariateNormal``
-or a batch of ``Normal``s on the flat unconstrained vector z). The runner drives the configured one
-(``algorithm.name``, ``algorithm.family``); those in ``algorithm.baselines`` run after it. ``ngvi`` and
-NUTS target z -> log p(x | T(z)) + log p(T(z)) + log |det dT/dz|, with the same
-``GaussianGuide.constrain`` T that ``bbvi`` uses.
+"""What the black-box VI experiments (``bbvi_logistic``, ``eight_schools``, ``mean_field_gaussian``) share:
+a posterior as a ``Target``, the fitted methods ``"<algorithm>-<family>"`` (``bbvi`` on the parameter
+pytree, ``ngvi`` on the flat unconstrained z, through ``GaussianGuide.constrain``), their PSIS diagnostic
+(Yao et al. 2018), a cached NumPyro NUTS reference, and the report.
 """
 
 from __future__ import annotations
@@ -33,44 +27,24 @@ from ._plotting import figure, optional_plot
 
 METHODS = ("bbvi-fullrank", "bbvi-meanfield", "bbvi-lowrank", "ngvi-fullrank", "ngvi-meanfield")
 NGVI_FAMILIES = ("fullrank", "meanfield")
-# The algorithm section of these experiments. optimizer, estimator, num_samples, init_scale, rank:
-# bbvi's settings (num_samples also ngvi's); gradient: ngvi's estimate (None: its default);
-# learning_rate: Adam's rate (bbvi); ngvi_step_size: rho (ngvi); step_decay: both decay to this
-# fraction along a cosine over the run (1.0: constant); moment_draws: draws of q at each evaluation
-# (ELBO, means, sds), of which the first psis_draws give k-hat; nuts: the reference (samples 0: none).
-ALG_DEFAULTS = {
-    "name": "bbvi",
-    "family": "fullrank",
-    "optimizer": "adam",
-    "estimator": "reparam",
-    "num_samples": 8,
-    "init_scale": 0.1,
-    "rank": 2,
-    "gradient": None,
-    "learning_rate": 0.01,
-    "ngvi_step_size": 0.05,
-    "step_decay": 0.1,
-    "baselines": ["bbvi-meanfield", "ngvi-fullrank"],
-    "psis_draws": 2000,
-    "moment_draws": 20000,
-    "nuts": {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 0.9, "seed": 1},
-}
+# The algorithm section: bbvi's settings (num_samples also ngvi's); gradient: ngvi's estimate (None: its default)
+ALG_DEFAULTS = {"name": "bbvi", "family": "fullrank", "optimizer": "adam", "estimator": "reparam", "num_samples": 8}
+ALG_DEFAULTS |= {"init_scale": 0.1, "rank": 2, "gradient": None}
+# Adam's rate (bbvi) and rho (ngvi), both decaying to step_decay of themselves along a cosine (1.0: constant)
+ALG_DEFAULTS |= {"learning_rate": 0.01, "ngvi_step_size": 0.05, "step_decay": 0.1}
+ALG_DEFAULTS |= {"baselines": ["bbvi-meanfield", "ngvi-fullrank"]}
+# moment_draws: draws of q at each evaluation (ELBO, means, sds), the first psis_draws give k-hat; nuts: the
+# reference (samples 0: none)
+ALG_DEFAULTS |= {"psis_draws": 2000, "moment_draws": 20000}
+ALG_DEFAULTS |= {"nuts": {"warmup": 1000, "samples": 5000, "chains": 4, "target_accept": 0.9, "seed": 1}}
 RUN_DEFAULTS = {"num_steps": 5000, "chunk_size": 500, "eval_every": 1000, "x64": True, "progress": False}
-ALG_BOUNDS = {  # NUTS's split R-hat compares chains: 2 or more
-    "algorithm.num_samples": ">= 1",
-    "algorithm.init_scale": "> 0",
-    "algorithm.rank": ">= 1",
-    "algorithm.learning_rate": "> 0",
-    "algorithm.ngvi_step_size": "in (0, 1]",
-    "algorithm.step_decay": "in (0, 1]",
-    "algorithm.psis_draws": "in [10, algorithm.moment_draws]",
-    "algorithm.moment_draws": ">= 10",
-    "algorithm.nuts.warmup": ">= 0",
-    "algorithm.nuts.samples": ">= 0",
-    "algorithm.nuts.chains": ">= 2",
-    "algorithm.nuts.target_accept": "in (0, 1)",
-    "algorithm.nuts.seed": SEED_BOUND,
-}
+ALG_BOUNDS = {"algorithm.num_samples": ">= 1", "algorithm.init_scale": "> 0", "algorithm.rank": ">= 1"}
+ALG_BOUNDS |= {"algorithm.learning_rate": "> 0", "algorithm.ngvi_step_size": "in (0, 1]"}
+ALG_BOUNDS |= {"algorithm.step_decay": "in (0, 1]", "algorithm.psis_draws": "in [10, algorithm.moment_draws]"}
+ALG_BOUNDS |= {"algorithm.moment_draws": ">= 10", "algorithm.nuts.warmup": ">= 0", "algorithm.nuts.samples": ">= 0"}
+# NUTS's split R-hat compares chains: 2 or more
+ALG_BOUNDS |= {"algorithm.nuts.chains": ">= 2", "algorithm.nuts.target_accept": "in (0, 1)"}
+ALG_BOUNDS |= {"algorithm.nuts.seed": SEED_BOUND}
 
 
 def memory_needs(config, num_data: int, num_params: int, data_key: str) -> list[MemoryNeed]:

@@ -1,12 +1,9 @@
 """Bayesian linear regression with automatic relevance determination by CAVI (Blei, Kucukelbir and
 McAuliffe 2017, appendix A), beside scikit-learn's ``ARDRegression`` (type-II maximum likelihood).
 
-Data: ``vijax.data.sample_sparse_regression`` (``num_relevant`` of ``dim`` inputs matter, an AR(1)
-design with ``correlation``), ``num_train`` + ``num_test`` points from ``data.seed``. The runner
-drives ``vijax.cavi`` on ``vijax.models.ARDRegression``; the report gives every coefficient's
-posterior mean and sd, E[alpha], the noise sd, the held-out RMSE and mean log predictive (the
-Student-t predictive), the same for scikit-learn's ARD when scikit-learn is installed, and writes
-``results.md`` and ``ard_coefficients.png``.
+On ``vijax.data.sample_sparse_regression`` data, the report gives every coefficient's posterior mean and sd,
+E[alpha], the noise sd, the held-out RMSE and log predictive (Student-t), the same for scikit-learn's ARD
+where installed, and writes ``results.md`` and ``ard_coefficients.png``.
 """
 
 from __future__ import annotations

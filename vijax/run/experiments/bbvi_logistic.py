@@ -1,15 +1,10 @@
 """Bayesian logistic regression by black-box VI (Blei, Kucukelbir and McAuliffe 2017, §5), checked with
 PSIS (Yao, Vehtari, Simpson and Gelman 2018) and a long NUTS run.
 
-Model: y_n in {-1, +1}, p(y_n | x_n, w) = sigmoid(y_n w^T x_n), x_n = (1, features) with
-``model.intercept``, and w ~ N(0, s^2 I), s = ``model.prior_scale``. Data (``data.dataset``):
-``"synthetic"`` (standard-normal features, w_true ~ N(0, I), labels drawn from the model, from
-``data.seed``), or a binary data set of ``vijax.data.load_binary_dataset`` (``breast_cancer`` by
-default: its training split of ``split_seed``), in minibatches of ``data.batch_size`` (None: all).
-
-The report compares the posterior means and sds of every coefficient under each method's q with
-NumPyro's NUTS (cached in ``<out>/nuts_reference.npz``; without NumPyro it compares nothing), and
-writes ``results.md`` and ``logistic_<dataset>.png``.
+Model: p(y_n | x_n, w) = sigmoid(y_n w^T x_n), y_n in {-1, +1}, w ~ N(0, s^2 I), on ``"synthetic"`` data
+drawn from the model or a data set of ``vijax.data.load_binary_dataset``. The report compares every
+coefficient's posterior mean and sd under each q with NumPyro's NUTS, and writes ``results.md`` and
+``logistic_<dataset>.png``.
 """
 
 from __future__ import annotations
@@ -26,32 +21,16 @@ from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, RUN_DEFAULTS, Target, experime
 
 # dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic data;
 # split_seed: the scikit-learn sets' train/test split; batch_size: None for the full data at every step.
+_DATA = {"dataset": "breast_cancer", "num_data": 500, "num_features": 5, "seed": 0, "split_seed": 0, "batch_size": None}
 _DEFAULTS = {
     "model": {"prior_scale": 1.0, "intercept": True},
-    "data": {
-        "dataset": "breast_cancer",
-        "num_data": 500,
-        "num_features": 5,
-        "seed": 0,
-        "split_seed": 0,
-        "batch_size": None,
-    },
-    "algorithm": dict(
-        ALG_DEFAULTS,
-        baselines=["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"],
-        nuts=dict(ALG_DEFAULTS["nuts"], samples=2500),
-    ),
+    "data": _DATA,
+    "algorithm": ALG_DEFAULTS | {"baselines": ["bbvi-meanfield", "ngvi-fullrank", "ngvi-meanfield"]},
     "run": RUN_DEFAULTS,
 }
-_BOUNDS = {
-    "model.prior_scale": "> 0",
-    "data.num_data": ">= 2",
-    "data.num_features": ">= 1",
-    "data.seed": SEED_BOUND,
-    "data.split_seed": SEED_BOUND,
-    "data.batch_size": "null or int >= 1",
-    **ALG_BOUNDS,
-}
+_DEFAULTS["algorithm"]["nuts"] = dict(ALG_DEFAULTS["nuts"], samples=2500)
+_BOUNDS = {"model.prior_scale": "> 0", "data.num_data": ">= 2", "data.num_features": ">= 1", "data.seed": SEED_BOUND}
+_BOUNDS |= {"data.split_seed": SEED_BOUND, "data.batch_size": "null or int >= 1", **ALG_BOUNDS}
 _REFERENCE_SIZE = (1000, 257)  # the reference data sets: at most 767 training points, 256 features + intercept
 
 

@@ -1,11 +1,7 @@
 """The Dirichlet-process mixture of Bernoullis of Hoffman & Blei 2015, §4.2 (the default ``vijax run``): mean-field
-SVI, SSVI-A, SSVI and collapsed Gibbs sampling on 1000 binary vectors from a K = 100 component finite DP mixture
-(alpha = 20, D = 100), compared by the number of components each fit uses and by KL(p(y | pi, phi) ||
-p(y | pi_hat, phi_hat)) (Monte Carlo, with its standard error). See docs/dp_bernoulli.md.
-
-All methods run in lock step (``vijax.inference.lock_step``: one update, or Gibbs sweep, of each per step).
-``info.elbo`` is the mean-field method's ELBO; each method's own trace is ``<method>.elbo`` (SSVI's: a one-draw
-estimate of the structured ELBO; Gibbs's: the collapsed log joint log p(y, z)).
+SVI, SSVI-A, SSVI and collapsed Gibbs sampling in lock step (``vijax.inference.lock_step``) on binary vectors from
+a finite DP mixture, compared by the components each uses and by KL(p(y | pi, phi) || p(y | pi_hat, phi_hat))
+(Monte Carlo). ``info.elbo`` is the mean-field method's; each method's own is ``<method>.elbo``.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from vijax.inference import M_STEPS, VIAlgorithm, lock_step, make_algorithm, sch
 from vijax.metrics import bernoulli_mixture_kl, components_used
 from vijax.models import BernoulliMixture, bernoulli_collapsed_gibbs, bernoulli_gibbs_point_estimates
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi", "gibbs")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI", "gibbs": "collapsed Gibbs"}
@@ -172,34 +168,29 @@ def format_table(rows: list[dict]) -> str:
 def _plot(path, result, res, data, estimates, methods):
     """KL and components used against steps for each method (paper's final values dotted), and the
     sorted fitted weights against the true ones."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(16, 4.4))
-    axes = fig.subplots(1, 3)
-    evals = result.evals
-    steps = [e["step"] for e in evals]
-    for i, meth in enumerate(methods):
-        c = f"C{i}"
-        if evals:
-            axes[0].plot(steps, [e[f"{meth}.kl"] for e in evals], ".-", color=c, label=LABELS[meth])
-            axes[1].plot(steps, [e[f"{meth}.components_used"] for e in evals], ".-", color=c, label=LABELS[meth])
-        if PAPER[meth]["kl"] is not None:
-            axes[0].axhline(PAPER[meth]["kl"], color=c, ls=":", lw=1)
-            axes[1].axhline(PAPER[meth]["components_used"], color=c, ls=":", lw=1)
-        w = np.sort(np.asarray(estimates[meth][0]))[::-1]
-        axes[2].semilogy(np.arange(1, len(w) + 1), w, color=c, label=LABELS[meth])
-    axes[1].axhline(data.components_used, color="k", lw=1, label="truth")
-    w = np.sort(np.asarray(data.weights))[::-1]
-    axes[2].semilogy(np.arange(1, len(w) + 1), w, "k", lw=1, label="truth")
-    axes[0].set(xlabel="step (one update or Gibbs sweep)", ylabel="KL(truth || fit), nats")
-    axes[0].set_title("KL to the data distribution (paper: dotted)")
-    axes[1].set(xlabel="step", ylabel="components used", title="components with a datum (MAP assignment)")
-    axes[2].set(xlabel="rank", ylabel="weight", title="sorted mixture weights", ylim=(1e-6, 1))
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (16, 4.4), 1, 3, dpi=110) as (fig, axes):
+        evals = result.evals
+        steps = [e["step"] for e in evals]
+        for i, meth in enumerate(methods):
+            c = f"C{i}"
+            if evals:
+                axes[0].plot(steps, [e[f"{meth}.kl"] for e in evals], ".-", color=c, label=LABELS[meth])
+                axes[1].plot(steps, [e[f"{meth}.components_used"] for e in evals], ".-", color=c, label=LABELS[meth])
+            if PAPER[meth]["kl"] is not None:
+                axes[0].axhline(PAPER[meth]["kl"], color=c, ls=":", lw=1)
+                axes[1].axhline(PAPER[meth]["components_used"], color=c, ls=":", lw=1)
+            w = np.sort(np.asarray(estimates[meth][0]))[::-1]
+            axes[2].semilogy(np.arange(1, len(w) + 1), w, color=c, label=LABELS[meth])
+        axes[1].axhline(data.components_used, color="k", lw=1, label="truth")
+        w = np.sort(np.asarray(data.weights))[::-1]
+        axes[2].semilogy(np.arange(1, len(w) + 1), w, "k", lw=1, label="truth")
+        axes[0].set(xlabel="step (one update or Gibbs sweep)", ylabel="KL(truth || fit), nats")
+        axes[0].set_title("KL to the data distribution (paper: dotted)")
+        axes[1].set(xlabel="step", ylabel="components used", title="components with a datum (MAP assignment)")
+        axes[2].set(xlabel="rank", ylabel="weight", title="sorted mixture weights", ylim=(1e-6, 1))
+        for ax in axes:
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="small")
 
 
 __all__ = ["LABELS", "METHODS", "PAPER", "build", "format_table", "point_estimates", "table_rows"]

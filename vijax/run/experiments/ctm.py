@@ -1,12 +1,8 @@
 """The correlated topic model by proximal-gradient SVI (Khan et al. 2016, §6.2, Figure 3), with a full (PG-SVI)
-and a diagonal (PG-SVI-MF) Gaussian q(z_d), beside the paper's baselines: Laplace and delta-method VI (Wang &
-Blei 2013) and the mean-field CTM (Blei & Lafferty 2007). Negative held-out per-word log-likelihood (test
-documents split in half, Monte Carlo over q) against passes and wall time, on a synthetic CTM corpus and on an
-lda-c corpus (wiki_bnpy).
-
-The baselines are ``CTM(local_method=...)``: only their per-document inference differs (in training and in the
-held-out fit of q(z)); their global step is PG-SVI's. The runner drives ``algorithm.covariance``'s variant; each
-variant in ``algorithm.compare`` is a ``Baseline`` with the same seed and batches, evaluated at the same steps.
+and a diagonal (PG-SVI-MF) Gaussian q(z_d), beside Laplace and delta-method VI (Wang & Blei 2013) and the
+mean-field CTM (Blei & Lafferty 2007): negative held-out per-word log-likelihood against passes and wall time,
+on a synthetic CTM corpus and on wiki_bnpy. The baselines are ``CTM(local_method=...)`` with PG-SVI's global
+step, each a ``Baseline`` with the same seed and batches.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ from vijax.metrics import corpus_document_completion
 from vijax.models import CTM, CTMGlobals
 from vijax.run import Baseline, check_memory, check_split, configured_algorithm, data_file, eval_steps, Experiment
 from vijax.run import float_bytes, MemoryNeed, register_experiment
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 from .lda import read_corpus
 
 _MODEL = {"num_topics": 10, "local_steps": 15, "local_step_size": 0.3, "topic_smoothing": 0.01, "cov_shrinkage": 0.01}
@@ -144,25 +140,20 @@ def _build(sections, seed, train, test, reference=None):
 
 @optional_plot
 def _plot(path, curves, reference, num_topics, passes_per_step):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 4))
-    axes = fig.subplots(1, 2, sharey=True)
-    for cov, ev in curves.items():
-        if ev:
-            y = [-e["heldout_per_word"] for e in ev]
-            label = _LEGEND.get(cov, _LABEL[cov])
-            axes[0].plot([e["step"] * passes_per_step for e in ev], y, ".-", label=label)
-            axes[1].plot([e["wall_time"] for e in ev], y, ".-", label=label)
-    for ax in axes if reference is not None else ():
-        ax.axhline(-reference, color="k", ls=":", label="true parameters")
-    axes[0].set_xlabel("passes over the training documents")
-    axes[1].set_xlabel("wall time (s)")
-    axes[0].set_ylabel("negative held-out log-likelihood per word")
-    fig.suptitle(f"CTM, {num_topics} topics (Khan et al. 2016, Fig. 3)")
-    axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (10, 4), 1, 2, sharey=True, dpi=110) as (fig, axes):
+        for cov, ev in curves.items():
+            if ev:
+                y = [-e["heldout_per_word"] for e in ev]
+                label = _LEGEND.get(cov, _LABEL[cov])
+                axes[0].plot([e["step"] * passes_per_step for e in ev], y, ".-", label=label)
+                axes[1].plot([e["wall_time"] for e in ev], y, ".-", label=label)
+        for ax in axes if reference is not None else ():
+            ax.axhline(-reference, color="k", ls=":", label="true parameters")
+        axes[0].set_xlabel("passes over the training documents")
+        axes[1].set_xlabel("wall time (s)")
+        axes[0].set_ylabel("negative held-out log-likelihood per word")
+        fig.suptitle(f"CTM, {num_topics} topics (Khan et al. 2016, Fig. 3)")
+        axes[1].legend(fontsize=8)
 
 
 def _true_params_score(truth, observed, heldout, model, eval_batch):

@@ -2,14 +2,10 @@
 of the tutorial *Raise your ELBO* (Blei and Jordan 2006: v_T = 1; Kurihara, Welling and Vlassis 2007:
 q tied to the prior beyond T).
 
-Data: ``vijax.data.sample_gmm`` (``components: gaussian``) or ``sample_bernoulli_mixture``
-(``components: bernoulli``), with a held-out part of the same draw. One run of the configured
-algorithm (CAVI by default) on ``vijax.models.DPMixture`` per truncation in ``model.truncations`` and
-T in ``model.truncation_levels``: the first is the experiment's own run, the others its baselines. The
-report counts the clusters found (components holding at least ``min_fraction`` of the training data
-in expectation), with the ELBO and held-out mean log predictive of each run (``results.md``,
-``dp_truncation.png``), and for Gaussian components scikit-learn's DP ``BayesianGaussianMixture`` at
-each T with the same priors when scikit-learn is installed.
+One run of the configured algorithm on ``vijax.models.DPMixture`` per truncation and T (the first the
+experiment's own, the others baselines), on Gaussian or Bernoulli mixture data. The report counts the
+clusters holding at least ``min_fraction`` of the data, with each run's ELBO and held-out log predictive
+(``results.md``, ``dp_truncation.png``), beside scikit-learn's DP ``BayesianGaussianMixture`` where present.
 """
 
 from __future__ import annotations
@@ -28,17 +24,10 @@ from vijax.run import register_experiment
 from ._common import md_table, train_test_bounds, train_test_need
 from ._plotting import figure, optional_plot
 
+_MODEL = {"components": "gaussian", "truncations": ["blei_jordan", "kurihara"], "truncation_levels": [2, 4, 8, 16, 32]}
+_MODEL |= {"alpha": 1.0, "kappa0": 1.0, "a": 1.0, "b": 1.0, "min_fraction": 0.01}
 _DEFAULTS = {
-    "model": {
-        "components": "gaussian",
-        "truncations": ["blei_jordan", "kurihara"],
-        "truncation_levels": [2, 4, 8, 16, 32],
-        "alpha": 1.0,
-        "kappa0": 1.0,
-        "a": 1.0,
-        "b": 1.0,
-        "min_fraction": 0.01,
-    },
+    "model": _MODEL,
     "data": {"num_train": 500, "num_test": 500, "num_clusters": 6, "dim": 2, "spread": 8.0, "seed": 0},
     "algorithm": {"name": "cavi", "local": "meanfield", "step_size": None},
     "run": {"num_steps": 300, "chunk_size": 25, "tol": 1e-7, "patience": 2, "eval_every": 100, "x64": True},
@@ -46,10 +35,9 @@ _DEFAULTS = {
 _BOUNDS = {
     "model.truncation_levels": "non-empty, each >= 1",
     **{f"model.{k}": "> 0" for k in ("alpha", "kappa0", "a", "b")},
-    "model.min_fraction": "in (0, 1)",
-    **train_test_bounds(num_clusters=">= 1", dim=">= 1", spread="> 0"),
-    "algorithm.step_size": "null or number in (0, 1]",
 }
+_BOUNDS |= {"model.min_fraction": "in (0, 1)", **train_test_bounds(num_clusters=">= 1", dim=">= 1", spread="> 0")}
+_BOUNDS |= {"algorithm.step_size": "null or number in (0, 1]"}
 
 
 def _memory(config) -> list[MemoryNeed]:

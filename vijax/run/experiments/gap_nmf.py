@@ -1,11 +1,7 @@
 """GaP-KL-NMF on a synthetic speech-like spectrogram (Hoffman & Blei 2015, §4.3, figures 4 and 5): mean-field SVI
-and SSVI-A fitted to Y ~ Poisson(W H) (W: 257 x 50 voiced-speech spectra, H: 50 x 1000 Gamma(0.2, 0.2)) under the
-K = 100 model with the paper's hyperparameters, compared as in figure 5 by the sorted correlations between each
-true dictionary column and its best match in E_q[W], and by how many have correlation > 0.9. See docs/gap_nmf.md.
-
-The methods run in lock step (``vijax.inference.lock_step``: one update of each per step, from the same q and
-data). ``info.elbo`` is the mean-field method's ELBO; each method's own trace is ``<method>.elbo`` (SSVI-A's: a
-one-draw estimate of the structured ELBO, not comparable).
+and SSVI-A in lock step (``vijax.inference.lock_step``) on Y ~ Poisson(W H) with K = 100, compared by the sorted
+correlations between each true dictionary column and its best match in E_q[W] (figure 5). ``info.elbo`` is the
+mean-field method's; each method's own is ``<method>.elbo``.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from vijax.inference import M_STEPS, lock_step, make_algorithm, schedules
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models import GaPNMF
 from vijax.run import check_methods, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
 METHODS = ("meanfield", "ssvi_a", "ssvi")
 LABELS = {"meanfield": "mean-field", "ssvi_a": "SSVI-A", "ssvi": "SSVI"}
@@ -136,51 +132,43 @@ def build(sections: dict, seed: int) -> Experiment:
 @optional_plot
 def _plot(path, res, methods, num_atoms, result):
     """Figure 5: sorted best-match correlations per method; and each method's ELBO trace."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4.2))
-    ax, ax2 = fig.subplots(1, 2)
-    styles = {"meanfield": ("C0", "-"), "ssvi_a": ("C2", "--"), "ssvi": ("C3", ":")}
-    for meth in methods:
-        color, ls = styles[meth]
-        r = res[meth]
-        label = f"{LABELS[meth]} ({r['recovered']} > {THRESHOLD})"
-        ax.plot(np.arange(1, num_atoms + 1), r["corr"], ls, color=color, lw=2, label=label)
-    ax.axhline(THRESHOLD, color="0.6", lw=0.8)
-    ax.set(xlabel="true dictionary column (sorted)", ylabel="correlation with best match in E_q[W]", ylim=(-0.05, 1.02))
-    ax.set_title("Hoffman & Blei 2015, figure 5: sorted correlations")
-    ax.legend(loc="lower left")
-    steps = np.asarray(result.trace["step"])
-    tails = []
-    for meth in methods:
-        color, ls = styles[meth]
-        key = f"{meth}.elbo"
-        if key in result.trace:
-            elbo = np.asarray(result.trace[key], np.float64)
-            ax2.plot(steps, elbo, ls, color=color, label=LABELS[meth])
-            tails.append(elbo[len(elbo) // 10 :])
-    tail = np.concatenate(tails) if tails else np.array([])
-    tail = tail[np.isfinite(tail)]
-    if tail.size:  # the first steps' ELBO is far below the rest
-        lo, hi = float(tail.min()), float(tail.max())
-        pad = 0.05 * (hi - lo) if hi > lo else 1.0
-        ax2.set_ylim(lo - pad, hi + pad)
-    ax2.set(xlabel="step", ylabel="ELBO (SSVI-A: one-draw structured ELBO)")
-    ax2.set_title("ELBO per step (first 10% off the scale)")
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (11, 4.2), 1, 2, dpi=110) as (fig, (ax, ax2)):
+        styles = {"meanfield": ("C0", "-"), "ssvi_a": ("C2", "--"), "ssvi": ("C3", ":")}
+        for meth in methods:
+            color, ls = styles[meth]
+            r = res[meth]
+            label = f"{LABELS[meth]} ({r['recovered']} > {THRESHOLD})"
+            ax.plot(np.arange(1, num_atoms + 1), r["corr"], ls, color=color, lw=2, label=label)
+        ax.axhline(THRESHOLD, color="0.6", lw=0.8)
+        ax.set(
+            xlabel="true dictionary column (sorted)", ylabel="correlation with best match in E_q[W]", ylim=(-0.05, 1.02)
+        )
+        ax.set_title("Hoffman & Blei 2015, figure 5: sorted correlations")
+        ax.legend(loc="lower left")
+        steps = np.asarray(result.trace["step"])
+        tails = []
+        for meth in methods:
+            color, ls = styles[meth]
+            key = f"{meth}.elbo"
+            if key in result.trace:
+                elbo = np.asarray(result.trace[key], np.float64)
+                ax2.plot(steps, elbo, ls, color=color, label=LABELS[meth])
+                tails.append(elbo[len(elbo) // 10 :])
+        tail = np.concatenate(tails) if tails else np.array([])
+        tail = tail[np.isfinite(tail)]
+        if tail.size:  # the first steps' ELBO is far below the rest
+            lo, hi = float(tail.min()), float(tail.max())
+            pad = 0.05 * (hi - lo) if hi > lo else 1.0
+            ax2.set_ylim(lo - pad, hi + pad)
+        ax2.set(xlabel="step", ylabel="ELBO (SSVI-A: one-draw structured ELBO)")
+        ax2.set_title("ELBO per step (first 10% off the scale)")
+        ax2.legend()
 
 
 @optional_plot
 def _plot_dictionary(path, w):
     """Figure 4: the true dictionary in dB."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4))
-    ax = fig.subplots()
-    im = ax.imshow(20 * np.log10(w), aspect="auto", origin="lower", cmap="magma")
-    ax.set(xlabel="dictionary column", ylabel="frequency bin", title="synthetic speech-like dictionary (dB)")
-    fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (7, 4), dpi=110) as (fig, ax):
+        im = ax.imshow(20 * np.log10(w), aspect="auto", origin="lower", cmap="magma")
+        ax.set(xlabel="dictionary column", ylabel="frequency bin", title="synthetic speech-like dictionary (dB)")
+        fig.colorbar(im, ax=ax)

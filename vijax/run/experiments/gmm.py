@@ -23,26 +23,15 @@ from vijax.run import SEED_BOUND
 from ._common import best_restart, diag_mixture_log_density
 from ._plotting import figure, optional_plot
 
-_MODEL_DEFAULTS = {
-    "num_components": 5,
-    "alpha0": 1.0,
-    "kappa0": 1.0,
-    "a0": 1.0,
-    "empirical_bayes": True,
-    "covariance": "diag",
-}
+_MODEL_DEFAULTS = {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0, "empirical_bayes": True}
+_MODEL_DEFAULTS |= {"covariance": "diag"}
 # name: any registered algorithm on the full data at every step; local and ramp reach those that take
 # them; step_size (None: the algorithm's default schedule) those with a step size (CAVI has none).
 _ALG_DEFAULTS = {"name": "cavi", "local": "meanfield", "ramp": False, "step_size": None, "num_restarts": 5}
 _SIMULATION_DATA = {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0}
-_BOUNDS = {
-    "model.num_components": ">= 1",
-    **{f"model.{k}": "> 0" for k in ("alpha0", "kappa0", "a0")},
-    "algorithm.step_size": "null or number in (0, 1]",
-    "algorithm.num_restarts": ">= 1",
-    "data.num_train": ">= 1",
-    "data.num_test": ">= 1",
-}
+_BOUNDS = {"model.num_components": ">= 1", **{f"model.{k}": "> 0" for k in ("alpha0", "kappa0", "a0")}}
+_BOUNDS |= {"algorithm.step_size": "null or number in (0, 1]", "algorithm.num_restarts": ">= 1"}
+_BOUNDS |= {"data.num_train": ">= 1", "data.num_test": ">= 1"}
 _SIMULATION_BOUNDS = dict(_BOUNDS, **{"data.num_clusters": ">= 1", "data.dim": ">= 1", "data.spread": "> 0"})
 _HISTOGRAM_DIM = 3 * 192  # sample_histogram_mixture's channels x bins
 
@@ -265,25 +254,16 @@ def _plot_ellipses(path, model, x, z, q_init, q_fit, result, method="CAVI"):
 # sampling time; CAVI's is q's (Bishop 2006, eq. 10.81). NUTS starts at the point estimates of a CAVI
 # start (k-means++ seeding, one M-step): from NumPyro's default start it settles in merged clusters.
 
+_NUTS = {"warmup": 500, "samples": 1000, "target_accept": 0.8, "seed": 1}
 _NUTS_DEFAULTS = {
     "model": {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0},
     "data": _SIMULATION_DATA,
-    "algorithm": dict(
-        _ALG_DEFAULTS,
-        num_restarts=1,
-        within=0.01,
-        nuts={"warmup": 500, "samples": 1000, "target_accept": 0.8, "seed": 1},
-    ),
+    "algorithm": dict(_ALG_DEFAULTS, num_restarts=1, within=0.01, nuts=_NUTS),
     "run": {"num_steps": 100, "chunk_size": 1, "eval_every": 1, "tol": 1e-8, "patience": 3},
 }
-_NUTS_BOUNDS = {
-    **_SIMULATION_BOUNDS,
-    "algorithm.within": "> 0",
-    "algorithm.nuts.warmup": ">= 1",
-    "algorithm.nuts.samples": ">= 1",
-    "algorithm.nuts.target_accept": "in (0, 1)",
-    "algorithm.nuts.seed": SEED_BOUND,
-}
+_NUTS_BOUNDS = _SIMULATION_BOUNDS | {"algorithm.within": "> 0", "algorithm.nuts.warmup": ">= 1"}
+_NUTS_BOUNDS |= {"algorithm.nuts.samples": ">= 1", "algorithm.nuts.target_accept": "in (0, 1)"}
+_NUTS_BOUNDS |= {"algorithm.nuts.seed": SEED_BOUND}
 
 
 def _nuts_memory(config) -> list[MemoryNeed]:

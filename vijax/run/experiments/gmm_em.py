@@ -1,11 +1,6 @@
 """Gaussian mixtures by maximum-likelihood EM (the tutorial *Raise your ELBO*, §EM and §GMM; Dempster, Laird
-and Rubin 1977) with full, diagonal, spherical or tied covariances, on data from a random axis-aligned
-mixture (``vijax.data.sample_gmm``).
-
-Reported: the log-likelihood per point of the final parameters on the training and held-out data, the
-true mixture's held-out log-likelihood, and scikit-learn's ``GaussianMixture`` run from the same start
-for as many iterations (its training log-likelihood per point and the largest difference between the
-two fits' means), when scikit-learn is installed and the run did not resume from a checkpoint.
+and Rubin 1977) with full, diagonal, spherical or tied covariances, on a random axis-aligned mixture, beside
+scikit-learn's ``GaussianMixture`` from the same start (where installed and the run did not resume).
 """
 
 from __future__ import annotations
@@ -22,14 +17,9 @@ from vijax.run import configured_algorithm, Experiment, float_bytes, MemoryNeed,
 
 from ._common import diag_mixture_log_density, train_test_bounds, train_test_need
 
+_MODEL = {"num_components": 5, "covariance_type": "full", "reg_covar": 1e-6, "init": "kmeans++", "block_size": 8192}
 _DEFAULTS = {
-    "model": {
-        "num_components": 5,
-        "covariance_type": "full",
-        "reg_covar": 1e-6,
-        "init": "kmeans++",
-        "block_size": 8192,
-    },
+    "model": _MODEL,
     "data": {"num_train": 2000, "num_test": 1000, "num_clusters": 5, "dim": 3, "spread": 4.0, "seed": 7},
     "algorithm": {"name": "em"},
     "run": {"num_steps": 50, "chunk_size": 10, "eval_every": 10, "x64": True},

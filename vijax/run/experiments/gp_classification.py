@@ -1,19 +1,13 @@
 """GP classification experiments of Khan et al. 2016, "Faster stochastic variational inference using
 proximal-gradient methods with general divergence functions", §6.1.
 
-``gpc_compare`` (Figure 2): PG-SVI (``prox_svi``, the runner's algorithm) against SGD and the four
-adaptive methods of appendix G (baselines on the same minibatches), by the exact ELBO (Gauss-Hermite)
-and the test log-loss (bits) after every pass, and the passes each takes to within
-``algorithm.within`` and 10% of the best ELBO reached and of the optimum L* (batch PG, exact gradients).
+``gpc_compare`` (Figure 2): PG-SVI (``prox_svi``) against SGD and the adaptive methods of appendix G on the
+same minibatches, by the exact ELBO and the test log-loss after every pass, and the passes each takes to
+come within ``algorithm.within`` and 10% of the best ELBO and of the optimum L* (batch PG, exact gradients).
 
-``gpc_step_size`` (Figure 1): examples seen until converged against the step size, for batch gradient
-descent on (m, L) ('GD'), batch proximal-gradient with exact ('PG') and Monte Carlo ('PG-MC')
-gradients, and PG-SVI; each method's step sizes run as one program (``vijax.inference.factory_grid``).
-"Converged" is L_p >= L* - tol |L*| after pass p: the paper's rule (a change between passes below a
-threshold) declares small-step GD converged after one pass far from the optimum.
-
-``PAPER`` holds the settings of the paper and its code (github.com/emtiyaz/prox-grad-svi,
-``experiments/method_comparison_asgd.m``); SGD's rate and the two scikit-learn data sets' are ours.
+``gpc_step_size`` (Figure 1): examples seen until L_p >= L* - tol |L*| against the step size, for batch GD,
+batch PG with exact and Monte Carlo gradients and PG-SVI, each method's step sizes one program
+(``factory_grid``). ``PAPER`` holds the paper's settings (github.com/emtiyaz/prox-grad-svi).
 """
 
 from __future__ import annotations
@@ -63,60 +57,26 @@ _MODEL_DEFAULTS = {"log_lengthscale": None, "log_scale": None, "jitter": None, "
 _DATA_DEFAULTS = {"dataset": "ionosphere", "split_seed": 0}
 # name: the algorithm of the runner's run (PG-SVI); num_samples and beta_n (its step size beta * N)
 # reach it where it takes them. None: the data set's value in PAPER.
-_COMPARE_ALG = {
-    "name": "prox_svi",
-    "methods": ["sgd", "adagrad", "rmsprop", "adadelta", "adam"],
-    "batch_size": None,
-    "num_samples": None,
-    "beta_n": None,
-    "sgd_rate": None,
-    "sgd_kappa": 0.6,
-    "adam_rate": None,
-    "adagrad_rate": None,
-    "rmsprop_rate": None,
-    "rmsprop_decay": None,
-    "adadelta_rate": None,
-    "adadelta_rho": None,
-    "within": 0.01,
-    "optimum_beta": 0.3,  # L*: batch PG, exact gradients (0.3 converges on every data set; optimum_steps 0: none)
-    "optimum_steps": 300,
-    "blas_threads": 1,
-}
+_COMPARE_ALG = {"name": "prox_svi", "methods": list(BASELINES)} | dict.fromkeys(["batch_size", "num_samples", "beta_n"])
+_COMPARE_ALG |= {"sgd_rate": None, "sgd_kappa": 0.6} | dict.fromkeys(["adam_rate", "adagrad_rate", "rmsprop_rate"])
+_COMPARE_ALG |= dict.fromkeys(["rmsprop_decay", "adadelta_rate", "adadelta_rho"]) | {"within": 0.01}
+# L*: batch PG, exact gradients (0.3 converges on every data set; optimum_steps 0: none)
+_COMPARE_ALG |= {"optimum_beta": 0.3, "optimum_steps": 300, "blas_threads": 1}
 
 
-_MODEL_BOUNDS = {
-    "model.log_lengthscale": "null or number finite",
-    "model.log_scale": "null or number finite",
-    "model.jitter": "null or number > 0",
-    "data.split_seed": SEED_BOUND,
-}
-_COMPARE_BOUNDS = {
-    **_MODEL_BOUNDS,
-    "algorithm.batch_size": "null or int >= 1",
-    "algorithm.num_samples": "null or int >= 1",
-    "algorithm.beta_n": "null or number > 0",
-    **{f"algorithm.{m}_rate": "null or number > 0" for m in ("sgd", "adam", "adagrad", "rmsprop", "adadelta")},
-    "algorithm.sgd_kappa": "in [0, 1]",
-    "algorithm.rmsprop_decay": "null or number in (0, 1)",
-    "algorithm.adadelta_rho": "null or number in (0, 1)",
-    "algorithm.within": "> 0",
-    "algorithm.optimum_beta": "> 0",
-    "algorithm.optimum_steps": ">= 0",
-    "algorithm.blas_threads": "null or int >= 1",
-}
-_STEP_SIZE_BOUNDS = {
-    **_MODEL_BOUNDS,
-    **{f"algorithm.{k}": "non-empty, each > 0" for k in ("gd_rates", "pg_betas", "pg_mc_betas", "pg_svi_betas")},
-    "algorithm.pg_mc_samples": ">= 1",
-    "algorithm.num_samples": "null or int >= 1",
-    "algorithm.batch_size": "null or int >= 1",
-    "algorithm.max_passes_batch": ">= 1",
-    "algorithm.max_passes_svi": ">= 1",
-    "algorithm.tol": "> 0",
-    "algorithm.optimum_beta": "> 0",
-    "algorithm.optimum_steps": ">= 1",
-    "algorithm.blas_threads": "null or int >= 1",
-}
+# the bounds both experiments share
+_BOUNDS = {"model.log_lengthscale": "null or number finite", "model.log_scale": "null or number finite"}
+_BOUNDS |= {"model.jitter": "null or number > 0", "data.split_seed": SEED_BOUND, "algorithm.optimum_beta": "> 0"}
+_BOUNDS |= {f"algorithm.{k}": "null or int >= 1" for k in ("batch_size", "num_samples", "blas_threads")}
+_COMPARE_BOUNDS = _BOUNDS | {"algorithm.beta_n": "null or number > 0", "algorithm.sgd_kappa": "in [0, 1]"}
+_RATES = ("sgd", "adam", "adagrad", "rmsprop", "adadelta")
+_COMPARE_BOUNDS |= {f"algorithm.{m}_rate": "null or number > 0" for m in _RATES}
+_COMPARE_BOUNDS |= {f"algorithm.{k}": "null or number in (0, 1)" for k in ("rmsprop_decay", "adadelta_rho")}
+_COMPARE_BOUNDS |= {"algorithm.within": "> 0", "algorithm.optimum_steps": ">= 0"}
+_STEP_SIZE_BOUNDS = _BOUNDS | {f"algorithm.{k}": "non-empty, each > 0" for k in ("gd_rates", "pg_betas", "pg_mc_betas")}
+_STEP_SIZE_BOUNDS |= {"algorithm.pg_svi_betas": "non-empty, each > 0", "algorithm.pg_mc_samples": ">= 1"}
+_STEP_SIZE_BOUNDS |= {"algorithm.max_passes_batch": ">= 1", "algorithm.max_passes_svi": ">= 1", "algorithm.tol": "> 0"}
+_STEP_SIZE_BOUNDS |= {"algorithm.optimum_steps": ">= 1"}
 _MAX_POINTS = 1000  # the data sets of PAPER have at most 767 training points
 
 
@@ -336,7 +296,7 @@ def build_compare(sections: dict, seed: int) -> Experiment:
             "optimum_elbo": None if opt is None else opt["elbo"],
             "table": rows,
             "curves": curves,
-            "settings": {k: v for k, v in s.items()},
+            "settings": dict(s),
         }
 
     return Experiment(alg, lambda key: alg.init(key), batch_fn, evaluate, report, baselines=others)
@@ -355,26 +315,18 @@ def examples_to_converge(elbos, target: float, tol: float, examples_per_point: i
     return None if hit.size == 0 else int((hit[0] + 1) * examples_per_point)
 
 
+_STEP_SIZE_ALG = {"gd_rates": [1e-3, 3e-3, 1e-2], "pg_betas": [0.1, 0.3, 1.0, 3.0], "pg_mc_betas": [0.1, 0.3, 1.0]}
+_STEP_SIZE_ALG |= {"pg_svi_betas": [1e-3, 3e-3, 1e-2], "pg_mc_samples": 500, "num_samples": None, "batch_size": None}
+_STEP_SIZE_ALG |= {"max_passes_batch": 300, "max_passes_svi": 20, "tol": 1e-3, "optimum_beta": 0.3}
+_STEP_SIZE_ALG |= {"optimum_steps": 300, "blas_threads": 1}
+
+
 @register_experiment(
     "gpc_step_size",
     defaults={
         "model": _MODEL_DEFAULTS,
         "data": _DATA_DEFAULTS,
-        "algorithm": {
-            "gd_rates": [1e-3, 3e-3, 1e-2],
-            "pg_betas": [0.1, 0.3, 1.0, 3.0],
-            "pg_mc_betas": [0.1, 0.3, 1.0],
-            "pg_svi_betas": [1e-3, 3e-3, 1e-2],
-            "pg_mc_samples": 500,
-            "num_samples": None,
-            "batch_size": None,
-            "max_passes_batch": 300,
-            "max_passes_svi": 20,
-            "tol": 1e-3,
-            "optimum_beta": 0.3,
-            "optimum_steps": 300,
-            "blas_threads": 1,
-        },
+        "algorithm": _STEP_SIZE_ALG,
         "run": {"num_steps": 20, "chunk_size": 10, "x64": True, "progress": False},
     },
     bounds=_STEP_SIZE_BOUNDS,

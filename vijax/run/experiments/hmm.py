@@ -1,10 +1,6 @@
-"""Hidden Markov models (the tutorial *Raise your ELBO*, §HMM; Rabiner 1989): sequences of unequal length from a
-random HMM with categorical or diagonal-Gaussian emissions, fitted by Baum–Welch (``em``, the default), CAVI on
-the Bayesian HMM (``cavi``) or SVI over minibatches of sequences (any registered algorithm the model meets).
-
-Evaluated on held-out sequences: the log-likelihood per step of the point estimate (EM's parameters, or the
-posterior means under q) against the true parameters', and the accuracy of the Viterbi path after matching
-fitted states to true ones (Hungarian matching on the confusion counts).
+"""Hidden Markov models (the tutorial *Raise your ELBO*, §HMM; Rabiner 1989) with categorical or diagonal-Gaussian
+emissions, fitted by Baum–Welch (``em``), CAVI or SVI, and scored on held-out sequences by the log-likelihood
+per step against the true parameters' and the Viterbi accuracy after matching states (Hungarian matching).
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """A Bayesian last layer on an MLP, trained end to end, against the same network with a point-estimate
 head (docs/composition.md, pattern 2).
 
-Model: a ``vijax.models.mlp`` feature map phi_theta (``model.hidden`` widths, the last one the number
-of features F) and a logistic head, y_n | x_n ~ Bernoulli(sigmoid(w^T phi_theta(x_n) + b)), (w, b) ~
-N(0, s^2 I), s = ``model.prior_scale``; theta ~ N(0, t^2 I), t = ``model.net_prior_scale`` (a MAP
-weight decay; None: none), in both methods.
-
-- ``bayes``: a Gaussian q(w, b) (``algorithm.family``) from ``vijax.inference.bayesian_last_layer``;
-  theta and q ascend ELBO(theta, q) + log p(theta) by Adam with S = ``algorithm.num_samples`` draws per
-  step (Blei, Kucukelbir and McAuliffe 2017, §5); the predictive averages ``algorithm.predictive_draws``
-  draws of (w, b).
-- ``point`` (a baseline): the same network, start and optimizer, with MAP point estimates of (w, b).
-
-Data: ``breast_cancer`` or ``digits_3v5`` (scikit-learn's, standardised; the stratified split of
-``data.split_seed``), minibatches of ``data.batch_size`` (None: the whole training set). Every
-evaluation reports the held-out accuracy, mean log predictive density, Brier score and expected
-calibration error (Guo et al. 2017); the report writes ``results.md`` and ``last_layer_<dataset>.png``
-(reliability diagrams and the predictive probabilities of the test cases).
+Model: an MLP feature map phi_theta and a logistic head, y_n ~ Bernoulli(sigmoid(w^T phi_theta(x_n) + b)),
+(w, b) ~ N(0, s^2 I), theta ~ N(0, t^2 I) (a MAP weight decay). ``bayes`` fits a Gaussian q(w, b)
+(``vijax.inference.bayesian_last_layer``) and theta by Adam on ELBO(theta, q) + log p(theta) (Blei,
+Kucukelbir and McAuliffe 2017, §5); the ``point`` baseline fits MAP (w, b) with the same network, start and
+optimizer. Evaluations report held-out accuracy, log predictive, Brier score and expected calibration error
+(Guo et al. 2017); the report writes ``results.md`` and ``last_layer_<dataset>.png``.
 """
 
 from __future__ import annotations
@@ -42,30 +32,17 @@ from ._plotting import figure, optional_plot
 DATASETS = ("breast_cancer", "digits_3v5")
 # hidden: the MLP's hidden widths, the last one F; activation: one of vijax.models.ACTIVATIONS;
 # family: q's Gaussian family (fullrank, meanfield, lowrank); point_baseline: also train the point head.
+_ALG = {"family": "fullrank", "num_samples": 4, "learning_rate": 0.01, "predictive_draws": 500, "num_bins": 10}
+_ALG |= {"point_baseline": True}
 _DEFAULTS = {
     "model": {"hidden": [32, 8], "activation": "tanh", "prior_scale": 1.0, "net_prior_scale": 1.0},
     "data": {"dataset": "breast_cancer", "split_seed": 0, "batch_size": None},
-    "algorithm": {
-        "family": "fullrank",
-        "num_samples": 4,
-        "learning_rate": 0.01,
-        "predictive_draws": 500,
-        "num_bins": 10,
-        "point_baseline": True,
-    },
+    "algorithm": _ALG,
     "run": {"num_steps": 2000, "chunk_size": 500, "eval_every": 500, "x64": False, "progress": False},
 }
-_BOUNDS = {
-    "model.hidden": "non-empty, each >= 1",
-    "model.prior_scale": "> 0",
-    "model.net_prior_scale": "null or > 0",
-    "data.split_seed": SEED_BOUND,
-    "data.batch_size": "null or int >= 1",
-    "algorithm.num_samples": ">= 1",
-    "algorithm.learning_rate": "> 0",
-    "algorithm.predictive_draws": ">= 1",
-    "algorithm.num_bins": ">= 1",
-}
+_BOUNDS = {"model.hidden": "non-empty, each >= 1", "model.prior_scale": "> 0", "model.net_prior_scale": "null or > 0"}
+_BOUNDS |= {"data.split_seed": SEED_BOUND, "data.batch_size": "null or int >= 1", "algorithm.learning_rate": "> 0"}
+_BOUNDS |= {f"algorithm.{k}": ">= 1" for k in ("num_samples", "predictive_draws", "num_bins")}
 _MAX_DATA = (1000, 256)  # the data sets (vijax.data.DATASETS): at most 767 training points of 256 features
 
 

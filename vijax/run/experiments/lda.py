@@ -22,7 +22,7 @@ from vijax.metrics import corpus_document_completion, top_words, topic_recovery
 from vijax.models import LDA
 from vijax.run import check_memory, check_split, configured_algorithm, data_file, Experiment, float_bytes, MemoryNeed
 from vijax.run import register_experiment
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
 MODEL_DEFAULTS = {"num_topics": 50, "alpha": 0.02, "eta": 0.02, "max_iters": 100, "tol": 1e-3, "cvb0_iters": 100}
 MODEL_DEFAULTS |= {"gibbs_sweeps": 10, "gibbs_burn_in": 5}
@@ -209,15 +209,11 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
 def _plot_heldout(path, evals):
     if not evals:
         return
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 3.8))
     y = [e["heldout_per_word"] for e in evals]
-    for ax, x, label in zip(fig.subplots(1, 2), ("wall_time", "docs_seen"), ("wall time (s)", "documents seen")):
-        ax.plot([e[x] for e in evals], y, ".-")
-        ax.set(xlabel=label, ylabel="held-out per-word log predictive")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with figure(path, (10, 3.8), 1, 2, dpi=110) as (fig, axes):
+        for ax, x, label in zip(axes, ("wall_time", "docs_seen"), ("wall time (s)", "documents seen")):
+            ax.plot([e[x] for e in evals], y, ".-")
+            ax.set(xlabel=label, ylabel="held-out per-word log predictive")
 
 
 _SYNTHETIC_DATA = dict(DATA_DEFAULTS, num_docs=50000, vocab_size=5000, true_topics=50, true_alpha=0.1, true_eta=0.02)

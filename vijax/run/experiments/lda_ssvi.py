@@ -1,22 +1,14 @@
 """SSVI and SSVI-A against mean-field SVI on LDA (Hoffman & Blei 2015, "Structured stochastic variational
 inference", §4.1 and appendix D).
 
-``lda_ssvi``: the E-step x M-step matrix of §2.5. Each global update of ``M_STEPS`` (``meanfield``, ``ssvi_a``
-(eq. 10), ``ssvi`` (eq. 7/11)) runs with each local step (``meanfield``, ``cvb0``, ``gibbs``) over a grid of
-alpha and eta, on the synthetic corpus and, where present, on wiki_bnpy. A pair's alpha x eta grid is one
-program, ``restarts(hyperparameter_grid(alg, model, alpha=..., eta=...), R)``: every setting from the same
-initial state, minibatches and keys. rho_t = scale (t + tau)^-kappa (the paper: t^-0.75), with Algorithm 1's
-N_t ramp when ``algorithm.ramp``. Each setting is scored by the held-out per-word log predictive by document
-completion (the paper: a Chib-style estimator) against training wall time. Outputs: ``heldout_<corpus>.png``
-(the paper's Figure 6), ``hyper_<corpus>.png`` (final score against alpha) and ``grid.json``.
+``lda_ssvi``: each M-step of ``M_STEPS`` (``meanfield``, ``ssvi_a`` (eq. 10), ``ssvi`` (eq. 7/11)) with each
+local step (``meanfield``, ``cvb0``, ``gibbs``) over an alpha x eta grid (one program per pair:
+``restarts(hyperparameter_grid(...))``), rho_t = scale (t + tau)^-kappa, scored by the held-out per-word
+log predictive against training time: ``heldout_<corpus>.png`` (Figure 6), ``hyper_<corpus>.png``, ``grid.json``.
 
-``lda_ssvi_restarts`` (§4.1, "Local optima", Figure 3): do SSVI and SSVI-A score better because their
-objective is a better approximation, or because they avoid the mean-field ELBO's poor local optima? Each
-source method (``algorithm.sources``) runs ``run.num_steps - algorithm.restart_steps`` steps; then mean-field
-SVI starts from each restart's final q(beta) and runs ``algorithm.restart_steps`` more, its step sizes
-continuing the sources' schedule (``algorithm.restart_fresh_schedule``: from t = 0). Every restart is scored
-by the mean-field ELBO of the training corpus per token (the paper's measure) and the held-out score; SGRLD
-(Patterson & Teh 2013) runs beside them. Outputs: ``restarts_<corpus>.png`` and ``restarts.json``.
+``lda_ssvi_restarts`` (§4.1, Figure 3): mean-field SVI restarted from each source method's q(beta) after
+``run.num_steps - algorithm.restart_steps`` steps, scored by the training mean-field ELBO per token and the
+held-out score, SGRLD (Patterson & Teh 2013) beside: ``restarts_<corpus>.png``, ``restarts.json``.
 """
 
 from __future__ import annotations
@@ -40,7 +32,7 @@ from vijax.models import LDA, conjugate_elbo
 from vijax.run import Baseline, Experiment, eval_steps, register_experiment
 from vijax.run.experiments.lda import ALG_BOUNDS, DATA_BOUNDS, DATA_DEFAULTS, MODEL_BOUNDS, MODEL_DEFAULTS
 from vijax.run.experiments.lda import SYNTHETIC_BOUNDS, ldac_corpus, make_model, synthetic_corpus, synthetic_memory
-from ._plotting import optional_plot
+from ._plotting import figure, optional_plot
 
 CORPORA = ("synthetic", "wiki_bnpy")
 CORPUS_BOUNDS = DATA_BOUNDS | SYNTHETIC_BOUNDS | {"data.wiki_max_train_docs": ">= 0", "data.wiki_max_test_docs": ">= 1"}
@@ -216,7 +208,6 @@ def _curve(setting, evals, corpus) -> dict:
 def _plot(curves, corpus, out_dir):
     """The two figures of one corpus (module docstring); returns their paths."""
     import matplotlib
-    from matplotlib.figure import Figure
 
     curves = [c for c in curves if c["corpus"] == corpus and c["evals"]]
     if not curves:
@@ -225,44 +216,43 @@ def _plot(curves, corpus, out_dir):
     gus = list(dict.fromkeys(c["global_update"] for c in curves))
     hyper = list(dict.fromkeys((c["alpha"], c["eta"]) for c in curves))
     colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig = Figure(figsize=(4.2 * len(gus), 3.2 * len(locs)))
-    axes = fig.subplots(len(locs), len(gus), squeeze=False, sharex=True, sharey=True)
-    for c in curves:
-        ax = axes[locs.index(c["local"]), gus.index(c["global_update"])]
-        t, mu, sd = (np.array([ev[k] for ev in c["evals"]]) for k in ("train_time_s", "heldout_mean", "heldout_std"))
-        col = colors[hyper.index((c["alpha"], c["eta"])) % len(colors)]
-        ax.plot(t, mu, ".-", color=col, label=f"α={c['alpha']:g}, η={c['eta']:g}")
-        ax.fill_between(t, mu - sd, mu + sd, color=col, alpha=0.2)
-    for (i, l), (j, g) in itertools.product(enumerate(locs), enumerate(gus)):
-        axes[i, j].set_title(f"M-step {g}, E-step {l}", fontsize=9)
-        axes[i, j].grid(alpha=0.3)
-        if i == len(locs) - 1:
-            axes[i, j].set_xlabel("training wall time (s)")
-        if j == 0:
-            axes[i, j].set_ylabel("held-out log pred. / word")
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
     paths = [os.path.join(out_dir, f"heldout_{corpus}.png"), os.path.join(out_dir, f"hyper_{corpus}.png")]
-    fig.savefig(paths[0], dpi=100)
+    size = (4.2 * len(gus), 3.2 * len(locs))
+    with figure(paths[0], size, len(locs), len(gus), squeeze=False, sharex=True, sharey=True) as (_, axes):
+        for c in curves:
+            ax = axes[locs.index(c["local"]), gus.index(c["global_update"])]
+            t, mu, sd = (
+                np.array([ev[k] for ev in c["evals"]]) for k in ("train_time_s", "heldout_mean", "heldout_std")
+            )
+            col = colors[hyper.index((c["alpha"], c["eta"])) % len(colors)]
+            ax.plot(t, mu, ".-", color=col, label=f"α={c['alpha']:g}, η={c['eta']:g}")
+            ax.fill_between(t, mu - sd, mu + sd, color=col, alpha=0.2)
+        for (i, l), (j, g) in itertools.product(enumerate(locs), enumerate(gus)):
+            axes[i, j].set_title(f"M-step {g}, E-step {l}", fontsize=9)
+            axes[i, j].grid(alpha=0.3)
+            if i == len(locs) - 1:
+                axes[i, j].set_xlabel("training wall time (s)")
+            if j == 0:
+                axes[i, j].set_ylabel("held-out log pred. / word")
+        axes[0, 0].legend(fontsize=7)
 
     etas = sorted({c["eta"] for c in curves})
-    fig = Figure(figsize=(4.5 * len(etas), 3.4))
-    axes = fig.subplots(1, len(etas), squeeze=False, sharey=True)
-    pairs = list(dict.fromkeys((c["global_update"], c["local"]) for c in curves))
-    for ax, e in zip(axes[0], etas):
-        for p_i, (g, l) in enumerate(pairs):
-            sel = [c for c in curves if c["eta"] == e and (c["global_update"], c["local"]) == (g, l)]
-            if sel:
-                sel.sort(key=lambda c: c["alpha"])
-                x, y, err = ([c[k] for c in sel] for k in ("alpha", "final_mean", "final_std"))
-                ax.errorbar(x, y, yerr=err, fmt="o-", capsize=3, color=colors[p_i % len(colors)], label=f"{g} / {l}")
-        ax.set(xscale="log", xlabel="α")
-        ax.set_title(f"η = {e:g}", fontsize=9)
-        ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("final held-out log pred. / word")
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(paths[1], dpi=100)
+    with figure(paths[1], (4.5 * len(etas), 3.4), 1, len(etas), squeeze=False, sharey=True) as (_, axes):
+        pairs = list(dict.fromkeys((c["global_update"], c["local"]) for c in curves))
+        for ax, e in zip(axes[0], etas):
+            for p_i, (g, l) in enumerate(pairs):
+                sel = [c for c in curves if c["eta"] == e and (c["global_update"], c["local"]) == (g, l)]
+                if sel:
+                    sel.sort(key=lambda c: c["alpha"])
+                    x, y, err = ([c[k] for c in sel] for k in ("alpha", "final_mean", "final_std"))
+                    ax.errorbar(
+                        x, y, yerr=err, fmt="o-", capsize=3, color=colors[p_i % len(colors)], label=f"{g} / {l}"
+                    )
+            ax.set(xscale="log", xlabel="α")
+            ax.set_title(f"η = {e:g}", fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0, 0].set_ylabel("final held-out log pred. / word")
+        axes[0, 0].legend(fontsize=7)
     return paths
 
 
@@ -430,48 +420,44 @@ def _summary_row(evals, at, num_steps, key):
 def _plot_restarts(runs, at, corpus, out_dir):
     """The two panels (module docstring); returns the path (None without matplotlib)."""
     import matplotlib
-    from matplotlib.figure import Figure
 
     colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig = Figure(figsize=(11, 3.8))
-    ax_e, ax_h = fig.subplots(1, 2)
-    sources = [r for r in runs if r["kind"] == "source"]
-    labels = {"before": "at the source's solution", "after": "after SVI's restart sweep"}
-    for j, r in enumerate(sources):
-        rows = _summary_row(r["evals"], at, r["num_steps"], "train_elbo")
-        for c, (off, name, marker) in enumerate(((-0.12, "before", "s"), (0.12, "after", "o"))):
-            if name in rows:
-                mean, lo, hi = rows[name]
-                label = labels[name] if j == 0 else None
-                ax_e.errorbar(
-                    [j + off],
-                    [mean],
-                    yerr=[[mean - lo], [hi - mean]],
-                    fmt=marker,
-                    color=colors[c],
-                    capsize=4,
-                    label=label,
-                )
-    ax_e.set_xticks(range(len(sources)))
-    ax_e.set_xticklabels([r["label"] for r in sources], fontsize=8)
-    ax_e.set_ylabel("mean-field ELBO / training token")
-    ax_e.set_title("SVI restarted from each method's solution", fontsize=9)
-    for j, r in enumerate(runs):
-        steps, mean, lo, hi = (
-            np.array([e[k] for e in r["evals"]]) for k in ("step", "heldout_mean", "heldout_min", "heldout_max")
-        )
-        col = colors[j % len(colors)]
-        ax_h.plot(steps, mean, ".-" if r["kind"] == "source" else "x--", color=col, label=r["label"])
-        ax_h.fill_between(steps, lo, hi, color=col, alpha=0.15)
-    ax_h.axvline(at, color="k", lw=0.8, ls=":")
-    ax_h.set(xlabel="steps (dotted: the sources' last step; SVI from there on)", ylabel="held-out log pred. / word")
-    ax_h.set_title(f"held-out score, {corpus}", fontsize=9)
-    for ax in (ax_e, ax_h):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
     path = os.path.join(out_dir, f"restarts_{corpus}.png")
-    fig.savefig(path, dpi=100)
+    with figure(path, (11, 3.8), 1, 2) as (fig, (ax_e, ax_h)):
+        sources = [r for r in runs if r["kind"] == "source"]
+        labels = {"before": "at the source's solution", "after": "after SVI's restart sweep"}
+        for j, r in enumerate(sources):
+            rows = _summary_row(r["evals"], at, r["num_steps"], "train_elbo")
+            for c, (off, name, marker) in enumerate(((-0.12, "before", "s"), (0.12, "after", "o"))):
+                if name in rows:
+                    mean, lo, hi = rows[name]
+                    label = labels[name] if j == 0 else None
+                    ax_e.errorbar(
+                        [j + off],
+                        [mean],
+                        yerr=[[mean - lo], [hi - mean]],
+                        fmt=marker,
+                        color=colors[c],
+                        capsize=4,
+                        label=label,
+                    )
+        ax_e.set_xticks(range(len(sources)))
+        ax_e.set_xticklabels([r["label"] for r in sources], fontsize=8)
+        ax_e.set_ylabel("mean-field ELBO / training token")
+        ax_e.set_title("SVI restarted from each method's solution", fontsize=9)
+        for j, r in enumerate(runs):
+            steps, mean, lo, hi = (
+                np.array([e[k] for e in r["evals"]]) for k in ("step", "heldout_mean", "heldout_min", "heldout_max")
+            )
+            col = colors[j % len(colors)]
+            ax_h.plot(steps, mean, ".-" if r["kind"] == "source" else "x--", color=col, label=r["label"])
+            ax_h.fill_between(steps, lo, hi, color=col, alpha=0.15)
+        ax_h.axvline(at, color="k", lw=0.8, ls=":")
+        ax_h.set(xlabel="steps (dotted: the sources' last step; SVI from there on)", ylabel="held-out log pred. / word")
+        ax_h.set_title(f"held-out score, {corpus}", fontsize=9)
+        for ax in (ax_e, ax_h):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
     return path
 
 

@@ -1,13 +1,10 @@
 """Mean-field under-dispersion on a correlated Gaussian: Blei, Kucukelbir & McAuliffe (2017),
 *Variational Inference: A Review for Statisticians*, §2.4 and Figure 1.
 
-The posterior is a 2-D Gaussian N(mu, Sigma) with correlation ``model.correlation``. The optimal
-mean-field q(z1) q(z2) has means mu and, in closed form (Bishop 2006, §10.1.2), variances 1 / Lambda_ii
-of the precision Lambda = Sigma^-1: sigma_i^2 (1 - rho^2), smaller than the marginal variances by the
-factor 1 - rho^2, whatever the algorithm. The runner fits the configured method (``bbvi`` mean-field by
-default), the baselines (full-rank ``bbvi``, mean-field ``ngvi``) after it. The report compares every q
-with the exact moments and the closed-form optimum; ``mean_field_gaussian.png`` draws their 2-sd
-ellipses (the paper's Figure 1), ``moments.png`` the moments.
+The posterior is a 2-D Gaussian N(mu, Sigma); the optimal mean-field q has means mu and variances
+1 / Lambda_ii = sigma_i^2 (1 - rho^2) (Bishop 2006, §10.1.2). The report compares every fitted q with the
+exact moments and this optimum; ``mean_field_gaussian.png`` draws their 2-sd ellipses, ``moments.png`` the
+moments.
 """
 
 from __future__ import annotations
@@ -26,24 +23,13 @@ from ._plotting import figure, optional_plot
 
 _DEFAULTS = {
     "model": {"correlation": 0.9, "mean": [0.0, 0.0], "sd": [1.0, 1.0]},
-    "algorithm": dict(  # nuts: not run, the exact moments are known
-        ALG_DEFAULTS,
-        family="meanfield",
-        init_scale=0.5,
-        rank=1,
-        learning_rate=0.05,
-        ngvi_step_size=0.1,
-        step_decay=0.05,
-        baselines=["bbvi-fullrank", "ngvi-meanfield"],
-    ),
+    "algorithm": ALG_DEFAULTS  # nuts: not run, the exact moments are known
+    | {"family": "meanfield", "init_scale": 0.5, "rank": 1, "learning_rate": 0.05, "ngvi_step_size": 0.1}
+    | {"step_decay": 0.05, "baselines": ["bbvi-fullrank", "ngvi-meanfield"]},
     "run": dict(RUN_DEFAULTS, num_steps=3000),
 }
-_BOUNDS = {
-    "model.correlation": "in (-1, 1)",
-    "model.mean": "non-empty, each finite",
-    "model.sd": "non-empty, each > 0",
-    **ALG_BOUNDS,
-}
+_BOUNDS = {"model.correlation": "in (-1, 1)", "model.mean": "non-empty, each finite", "model.sd": "non-empty, each > 0"}
+_BOUNDS |= ALG_BOUNDS
 _LOG_2PI = math.log(2.0 * math.pi)
 
 

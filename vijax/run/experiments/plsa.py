@@ -1,13 +1,10 @@
 """pLSA1 and pLSA2 by EM beside LDA by CAVI on the same synthetic LDA corpus: held-out perplexity by document
 completion (the tutorial *Raise your ELBO*, §pLSA and §LDA; Hofmann 1999; Blei, Ng & Jordan 2003).
 
-All three fit the whole training corpus at every step and are scored by ``corpus_document_completion`` on the
-same observed and held-out halves of the test documents: pLSA folds p(z | d) in on the observed half by EM with
-p(w | z) fixed, LDA fits q(theta_d) by its local step; perplexity = exp(-log p(held-out) / held-out tokens).
-With the true number of topics the report also scores the fold-in with the true topics. pLSA1 and pLSA2 are two
-parameterizations of one likelihood (the tutorial's eq. 2.91 = 2.92), so their perplexities coincide.
-``model.word_concentration`` > 1 (MAP-EM) keeps every word possible: with maximum likelihood (1.0) a held-out
-word that no topic gives probability scores log 0.
+pLSA folds p(z | d) in on the observed half of each test document, LDA fits q(theta_d); perplexity =
+exp(-log p(held-out) / held-out tokens). pLSA1 and pLSA2 parameterize one likelihood (the tutorial's eq.
+2.91 = 2.92), so their perplexities coincide. ``model.word_concentration`` > 1 (MAP-EM) keeps every word
+possible.
 """
 
 from __future__ import annotations

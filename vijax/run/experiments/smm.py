@@ -1,19 +1,11 @@
 """The simple mixture model (SMM) of the tutorial *Raise your ELBO* (2019, §SMM) by EM on symbols drawn
-from a known mixture of categoricals (``sample_categorical_mixture``).
+from a known mixture of categoricals, the best of ``algorithm.num_restarts`` starts run in lock step, scored
+by the mean held-out log p(x) per symbol beside the true mixture's and the training frequencies'.
 
-``SMM`` is fitted by ``em`` (the tutorial's eq. 2.7-2.8; MAP with ``model.concentration`` > 1) from
-``algorithm.num_restarts`` starts in lock step (``restarts``), keeping the start with the highest
-training log-likelihood, and scored by the mean held-out log p(x) per symbol, beside the true
-mixture's and a single categorical's with the training frequencies.
-
-With one symbol per datum the SMM is not identifiable: its likelihood depends on the parameters only
-through the marginal p(w) = sum_k pi_k eta_kw, which one M-step from any start sets to the training
-frequencies n_w / N (the sum over k of eq. 2.7 times eq. 2.8), the maximum of the likelihood. The
-report gives the training log-likelihood of the best start and of the frequencies, its spread over
-the starts, the L1 distance of the fitted marginal to the frequencies, and how far each start's
-components (matched to the true ones, ``vijax.metrics.match_components``) are from the true ones:
-equal likelihoods, different components (``smm_components.png``). pLSA and LDA give each datum
-several symbols, which makes the components identifiable.
+With one symbol per datum the SMM is not identifiable: its likelihood depends only on the marginal
+p(w) = sum_k pi_k eta_kw, which one M-step sets to the frequencies n_w / N, the maximum. The report shows
+equal likelihoods with different components (``smm_components.png``); pLSA and LDA, with several symbols
+per datum, are identifiable.
 """
 
 from __future__ import annotations
@@ -34,24 +26,14 @@ from ._plotting import optional_plot
 
 _DEFAULTS = {
     "model": {"num_components": 4, "concentration": 1.0},
-    "data": {
-        "num_train": 5000,
-        "num_test": 5000,
-        "num_clusters": 4,
-        "num_symbols": 30,
-        "concentration": 0.3,
-        "seed": 0,
-    },
+    "data": dict(num_train=5000, num_test=5000, num_clusters=4, num_symbols=30, concentration=0.3, seed=0),
     "algorithm": {"name": "em", "num_restarts": 8},
     "run": {"num_steps": 300, "chunk_size": 50, "eval_every": 50, "x64": True},
 }
 
-_BOUNDS = {
-    "model.num_components": ">= 1",
-    "model.concentration": ">= 1",
-    **train_test_bounds(num_clusters=">= 1", num_symbols=">= 1", concentration="> 0"),
-    "algorithm.num_restarts": ">= 1",
-}
+_BOUNDS = {"model.num_components": ">= 1", "model.concentration": ">= 1"}
+_BOUNDS |= train_test_bounds(num_clusters=">= 1", num_symbols=">= 1", concentration="> 0")
+_BOUNDS |= {"algorithm.num_restarts": ">= 1"}
 
 
 def _memory(config) -> list[MemoryNeed]:

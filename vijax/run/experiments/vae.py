@@ -1,15 +1,10 @@
-"""A variational autoencoder by AEVB (Kingma & Welling 2014) and, beside it, the fully Bayesian AEVB of the
-*Raise your ELBO* tutorial (2019, §Fully Bayesian AEVB): a mean-field Gaussian q(theta) over the decoder.
+"""A variational autoencoder by AEVB (Kingma & Welling 2014) and the fully Bayesian AEVB of the *Raise your
+ELBO* tutorial (2019, §Fully Bayesian AEVB): a mean-field Gaussian q(theta) over the decoder.
 
-Data (``data.dataset``): ``"digits"`` (scikit-learn's 8 x 8 digits, binarised at ``data.threshold`` when
-``data.binarize``) or ``"synthetic"`` (binary data from a fixed random decoder). Model: tanh MLP encoder and
-decoder (``vijax.models.mlp``), Bernoulli or fixed-scale Gaussian likelihood. The runner drives ``aevb``
-(point decoder unless ``algorithm.bayesian_decoder``); with ``algorithm.compare`` the other decoder runs as a
-``Baseline`` with the same networks, minibatches and keys. The report gives each run's test ELBO and
-importance-weighted log-likelihood (Burda et al. 2016, K = ``iw_samples``, ``iw_repeats`` times: mean over
-test points, its standard error and the spread over repeats), and writes ``results.md``,
-``vae_reconstructions.png`` and ``vae_samples.png``; for synthetic data also the generating model's own test
-log-likelihood, the reference a fitted model approaches from below.
+Tanh MLP encoder and decoder, Bernoulli or Gaussian likelihood, on scikit-learn's digits or synthetic binary
+data. With ``algorithm.compare`` the other decoder runs as a ``Baseline`` on the same minibatches and keys.
+The report gives each run's test ELBO and importance-weighted log-likelihood (Burda et al. 2016) and writes
+``results.md``, ``vae_reconstructions.png`` and ``vae_samples.png``.
 """
 
 from __future__ import annotations
