@@ -23,14 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    check_data_dtype,
-    enforce_value_checks,
-    finite_nonnegative,
-    ids_in_range,
-    implements,
-)
+from vijax._validate import ArgumentError, check_data_dtype, enforce_value_checks, finite_nonnegative, ids_in_range
+from vijax._validate import implements, is_tracer
 from vijax.types import Array, PRNGKey, PyTree
 
 
@@ -50,10 +44,8 @@ class LocalResult(NamedTuple):
 
 @runtime_checkable
 class BatchChecked(Protocol):
-    """How a model declares the checks of a step's batch (both run by :func:`check_step_batch`):
-    ``check_data(batch)``, shapes and dtypes (at a step on abstract values, so it must not read values),
-    and ``batch_checks(batch)``, the ``ValueCheck``s of the values, enforced eagerly or inside the step.
-    """
+    """How a model declares the checks of a step's batch (run by :func:`check_step_batch`): ``check_data``, of
+    shapes and dtypes only (it runs on abstract values), and ``batch_checks``, the ``ValueCheck``s of the values."""
 
     def check_data(self, batch: PyTree) -> None:
         """Raises an error naming the problem for a batch whose shapes or dtypes the model cannot take."""
@@ -113,6 +105,38 @@ def check_bow_data(batch: Any, vocab_size: int, integer_counts: bool = False) ->
         raise ValueError("counts must be integer-valued (fractional counts are not token counts)")
 
 
+def check_index_array(name: str, x: Any, high: int, what: str, bound: str | None = None) -> None:
+    """Raises ValueError naming ``name`` unless ``x`` is a non-empty 1-D integer array of ``what`` whose concrete
+    values lie in [0, ``high``) (written ``bound`` in the error); shapes and dtypes only while tracing."""
+    check_data_dtype(name, x)
+    tracing = is_tracer(x) or isinstance(x, jax.ShapeDtypeStruct)
+    a = x if tracing else np.asarray(x)
+    if a.ndim != 1 or a.shape[0] < 1 or not np.issubdtype(a.dtype, np.integer):
+        raise ArgumentError(
+            name, f"{name} must be a 1-D array of integer {what} with at least one, got {a.dtype} {a.shape}"
+        )
+    if not tracing and (a.min() < 0 or a.max() >= high):
+        shown = high if bound is None else bound
+        raise ArgumentError(name, f"{name} must hold {what} in [0, {shown}), got values in [{a.min()}, {a.max()}]")
+
+
+def check_features(x: Any, y: Any, dim: int):
+    """Raises ValueError naming ``x`` or ``y`` unless ``x`` is finite numeric (M, ``dim``) and ``y`` (M,); returns
+    (x, y) as NumPy arrays (None while tracing)."""
+    check_data_dtype("x", x)
+    check_data_dtype("y", y)
+    if np.ndim(x) != 2 or np.shape(x)[1] != dim:
+        raise ArgumentError("x", f"x must have shape (M, {dim}), got {np.shape(x)}")
+    if np.shape(y) != np.shape(x)[:1]:
+        raise ArgumentError("y", f"y must have shape ({np.shape(x)[0]},) to match x, got {np.shape(y)}")
+    if is_tracer(x) or is_tracer(y):
+        return None
+    x, y = np.asarray(x), np.asarray(y)
+    if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
+        raise ArgumentError("x", "x (features) must be numeric and finite (no NaN or inf)")
+    return x, y
+
+
 def describe_batch(batch: Any) -> str:
     """What a batch is, for an error: its container and each array's dtype and shape."""
     leaves = jax.tree_util.tree_leaves(batch)
@@ -139,9 +163,8 @@ def check_one_array(model: Any, x: Any, takes: str) -> None:
 
 
 def check_step_batch(model: Any, batch: PyTree, count: Any = None) -> None:
-    """The checks every public ``step`` runs on its batch, concrete or traced: a pytree of numeric arrays;
-    for a :class:`BatchChecked` model its ``check_data`` on the abstract values and its ``batch_checks``
-    (step number ``count + 1``; at once for a concrete batch, from inside the compiled step for a traced one).
+    """The checks every public ``step`` runs on its batch: a pytree of numeric arrays; for a :class:`BatchChecked`
+    model its ``check_data`` on the abstract values and its ``batch_checks`` (step number ``count + 1``).
 
     Raises:
       TypeError: naming the model when its ``check_data`` reads values.

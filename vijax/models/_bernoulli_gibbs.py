@@ -74,17 +74,13 @@ def conditional_logits(model, counts: Array, log_one: Array, log_zero: Array, y_
     return log_n + log_one @ y_n + log_zero @ (1.0 - y_n) - model.dim * jnp.log(counts + model.a + model.b)
 
 
-def _tables(model, counts, ones):
-    return jnp.log(ones + model.a), jnp.log(counts[:, None] - ones + model.b)
-
-
 def init(key: PRNGKey, y: Array, *, model) -> GibbsState:
     """The sequential first pass (in a random order) from empty counts."""
     model.check_data(y)
     y = jnp.asarray(y, jnp.result_type(float))
     k, d = model.num_components, model.dim
     counts, ones, zero = jnp.zeros((k,), y.dtype), jnp.zeros((k, d), y.dtype), jnp.zeros((), jnp.int32)
-    tables = _tables(model, counts, ones)
+    tables = (jnp.full((k, d), jnp.log(model.a), y.dtype), jnp.full((k, d), jnp.log(model.b), y.dtype))
     empty = GibbsState(jnp.full((y.shape[0],), -1, jnp.int32), counts, ones, *tables, counts, ones, zero, zero)
     return _sweep(empty, y, key, model)
 
@@ -133,8 +129,7 @@ def posterior_means(model, counts: Array, ones: Array) -> tuple[Array, Array]:
 
 
 def step(key: PRNGKey, state: GibbsState, y: Array, *, model, burn_in: int = 0) -> tuple[GibbsState, GibbsInfo]:
-    """One sweep; its Rao-Blackwellized means are accumulated once ``burn_in`` sweeps (counting the
-    first pass) are done. ``y`` is checked as every step checks its batch (``check_step_batch``)."""
+    """One sweep; its Rao-Blackwellized means are accumulated once ``burn_in`` sweeps (with the first pass) are done."""
     check_step_batch(model, y, state.count)
     y = jnp.asarray(y).astype(state.ones.dtype)
     state = _sweep(state, y, key, model)
@@ -150,8 +145,7 @@ def step(key: PRNGKey, state: GibbsState, y: Array, *, model, burn_in: int = 0) 
 
 
 def point_estimates(model, state: GibbsState) -> tuple[Array, Array]:
-    """The averaged posterior means of pi (K,) and phi (K, D) over the kept sweeps (the current
-    sweep's when none is kept yet)."""
+    """The posterior means of pi (K,) and phi (K, D) averaged over the kept sweeps (or the current sweep's)."""
     w, p = posterior_means(model, state.counts, state.ones)
     kept = state.num_kept > 0
     denom = jnp.maximum(state.num_kept, 1).astype(w.dtype)
@@ -159,8 +153,8 @@ def point_estimates(model, state: GibbsState) -> tuple[Array, Array]:
 
 
 def collapsed_gibbs(model, *, burn_in: int = 0) -> GibbsSampler:
-    """Collapsed Gibbs sampling for a ``BernoulliMixture``: ``init(key, y)`` runs the sequential first
-    pass, ``step(key, state, y)`` one sweep; both jit and vmap over chains.
+    """Collapsed Gibbs sampling for a ``BernoulliMixture``: ``init(key, y)`` runs the sequential first pass,
+    ``step(key, state, y)`` one sweep.
 
     Args:
       model: a :class:`~vijax.models.bernoulli_mixture.BernoulliMixture`.

@@ -1,13 +1,11 @@
-r"""Conjugate components: a likelihood p(x | theta) and its conjugate prior p(theta), the building
-block of :class:`~vijax.models.Mixture` (finite or Dirichlet-process) and of the HMMs' emissions.
+r"""Conjugate components: a likelihood p(x | theta) and its conjugate prior p(theta), the building block of
+:class:`~vijax.models.Mixture` and of the HMMs' emissions.
 
-A component is an exponential-family likelihood written in the statistics t(theta) of its prior's family,
-log p(x | theta) = <s(x), t(theta)> + log h(x) (Blei et al. 2017, §4.2; Bishop 2006, §10.2). From s and h
-follow the statistics of weighted data sum_n w_nk s(x_n), the expected log-likelihood
-E_q[log p(x_n | theta_k)] = <s(x_n), E_q[t(theta_k)]> + log h(x_n), and the posterior predictive
-p(x | q_k) = h(x) exp(A(eta_k + s(x)) - A(eta_k)). A new component subclasses :class:`Component` and defines
-``prior(num)``, ``suff_stats(x)`` and, where h(x) is not 1, ``log_base_measure(x)``; one that also offers
-point estimates for EM (the HMMs' Baum–Welch) implements :class:`PointEstimateComponent`.
+A component is log p(x | theta) = <s(x), t(theta)> + log h(x), t the statistics of its prior's family (Blei et
+al. 2017, §4.2; Bishop 2006, §10.2); from s and h follow the weighted statistics sum_n w_nk s(x_n), the expected
+log-likelihood <s(x_n), E_q[t(theta_k)]> + log h(x_n) and the predictive h(x) exp(A(eta_k + s(x)) - A(eta_k)).
+A new component subclasses :class:`Component` and defines ``prior(num)``, ``suff_stats(x)`` and, where h is not
+1, ``log_base_measure(x)``; one with point estimates for EM implements :class:`PointEstimateComponent`.
 """
 
 from __future__ import annotations
@@ -23,11 +21,11 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_data_array, check_data_dtype, check_float_dtype, check_int
+from vijax._validate import ArgumentError, check_data_array, check_float_dtype, check_int
 from vijax._validate import check_positive, check_positive_fields, check_scalar, finite_nonnegative, finite_values
 from vijax._validate import float_dtype, ids_in_range, is_tracer, real_array, values_in_interval, values_in_set
 from vijax._validate import values_match
-from vijax.models._base import conjugate_posterior
+from vijax.models._base import check_index_array, conjugate_posterior
 from vijax.models._pytree import PytreeModel, array_or_float, optional_float
 from vijax.types import Array, PRNGKey
 
@@ -35,8 +33,7 @@ LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def floor_log(v: Array) -> Array:
-    """-inf -> a large finite negative number that a few of still sum to a finite one, so that an E-step's
-    matrix products give 0 * floor = 0 instead of 0 * (-inf) = NaN."""
+    """-inf -> a finite floor a few of which still sum finitely, so that 0 * floor = 0 in products, not NaN."""
     return jnp.maximum(v, jnp.finfo(v.dtype).min / (4.0 * (v.shape[-1] + 1)))
 
 
@@ -97,8 +94,7 @@ class Component(PytreeModel):
         return q.to_tfp().mean()
 
     def check_data(self, x, name: str | None = None) -> None:
-        """Raises ValueError naming the data (``name``, default ``data_name``) for what the component
-        cannot take (default: anything but a finite numeric array with one axis more than a datum)."""
+        """Raises ValueError naming the data (``name``, default ``data_name``) for what the component cannot take."""
         check_data_array(name or self.data_name, x, ndim=1 + self.event_ndim)
 
     def _datum_shape(self) -> tuple:
@@ -112,8 +108,7 @@ class Component(PytreeModel):
         return "(N,)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
 
     def check_shape(self, x: Array) -> None:
-        """Raises ValueError naming the data when a local step's batch (possibly traced) lacks a datum's
-        dimensions after its leading axis."""
+        """Raises ValueError naming the data when a (possibly traced) batch lacks a datum's dimensions."""
         want = self._datum_shape()
         ok = x.ndim == 1 + self.event_ndim and all(w is None or w == s for w, s in zip(want, x.shape[1:]))
         if not ok:
@@ -124,8 +119,7 @@ class Component(PytreeModel):
         return [finite_values(f"batch {name or self.data_name}", x)]
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """A starting q of ``num`` copies and the data count each starts with, ``(q, counts (num,))``:
-        by default the prior updated by one datum drawn at random, counting N / num data each."""
+        """``(q of num copies, counts (num,))``: by default the prior updated by one random datum, N / num data each."""
         if x is None:
             raise ValueError(f"{type(self).__name__} starts from data: pass the data to init_globals(key, x)")
         dt = float_dtype(self.dtype)
@@ -147,8 +141,7 @@ class GaussianEmissions(NamedTuple):
 
 @runtime_checkable
 class PointEstimateComponent(Protocol):
-    """A component that also offers point estimates of theta, for maximum-likelihood or MAP EM (the
-    HMMs' Baum–Welch; Rabiner 1989, eq. 40a-c, 53-54), as ``DirichletCategorical`` and ``NormalGammaDiagonal``."""
+    """A component with point estimates of theta, for ML or MAP EM (Baum–Welch; Rabiner 1989, eq. 40a-c, 53-54)."""
 
     point_type: type  # the parameters' NamedTuple (CategoricalEmissions, GaussianEmissions, ...)
     point_width: int  # the width of one copy's parameters (V symbols, D dimensions)
@@ -189,8 +182,7 @@ def _prior_values(component: Component):
 
 
 def _domain_problem(component: Component, family) -> str | None:
-    """What is wrong with the natural parameters of a concrete prior ``family`` (not finite, or outside
-    its domain) with the first such index; None if nothing (or traced)."""
+    """What is wrong with a concrete prior's natural parameters (not finite, outside the domain); None if nothing."""
     if any(is_tracer(leaf) for leaf in jax.tree_util.tree_leaves(component)):
         return None
     eta, valid = jax.device_get(_prior_values(component))
@@ -209,8 +201,8 @@ def _domain_problem(component: Component, family) -> str | None:
 
 
 def check_component(component: Component, name: str) -> None:
-    """Raises ValueError naming ``name`` and the class unless ``prior(1)`` is an ``expfam`` family of
-    batch shape (1, ...) with finite natural parameters inside its domain."""
+    """Raises ValueError naming ``name`` unless ``prior(1)`` is an ``expfam`` family of batch shape (1, ...) with
+    finite natural parameters inside its domain."""
     cls = type(component).__name__
     try:  # abstract values: the family and its shapes, nothing computed
         prior = jax.eval_shape(lambda c: c.prior(1), component)
@@ -237,8 +229,8 @@ def check_component(component: Component, name: str) -> None:
 
 @jax.jit
 def _statistics_rows(component: Component, x: Array):
-    """Per datum (N,): the sum of s(x_n)'s entries and the number of entries outside the domain of the
-    prior updated by s(x_n); whether the prior updated by all of them is finite, and in its domain."""
+    """Per datum, sum s(x_n) and the count of entries the prior updated by s(x_n) leaves out of the domain; whether
+    the prior updated by all of them is finite and in its domain."""
     prior = component.prior(1)
     eta = prior.natural_params
     s = component.suff_stats(component.prepare(x, prior.dtype))
@@ -252,13 +244,12 @@ def _statistics_rows(component: Component, x: Array):
 
 
 def check_statistics(component: Component, x, data_name: str, name: str) -> None:
-    """The checks of the statistics s(x) of data that passed ``check_data``: their structure (also
-    traced); for concrete data, finite, and the prior updated by any one datum's or all of them proper.
+    """The checks of the statistics s(x) of data that passed ``check_data``: their structure (also traced); for
+    concrete data, finite, and the prior updated by any one datum's or all of them proper.
 
     Raises:
-      ValueError: naming ``name`` (the component) for statistics of the wrong structure or NaN
-        statistics of finite data; naming ``data_name`` for statistics that overflow the dtype or
-        leave the family's domain (data outside the likelihood's support).
+      ValueError: naming ``name`` for statistics of the wrong structure or NaN for finite data; naming
+        ``data_name`` for statistics that overflow or leave the family's domain.
     """
     cls = type(component).__name__
     prior = jax.eval_shape(lambda c: c.prior(1), component)  # the family and its shapes, nothing computed
@@ -333,8 +324,7 @@ def bernoulli_log_lik(probs: Array, y: Array) -> Array:
 
 
 def map_rows(counts: Array, concentration: float) -> Array:
-    """argmax of Dirichlet(c) x Multinomial(counts) per row: (counts + c - 1)_+ normalized (uniform
-    for an all-zero row)."""
+    """argmax of Dirichlet(c) x Multinomial(counts) per row: (counts + c - 1)_+ normalized (all-zero: uniform)."""
     c = jnp.maximum(counts + (concentration - 1.0), 0.0)
     tot = jnp.sum(c, -1, keepdims=True)
     return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])
@@ -342,9 +332,8 @@ def map_rows(counts: Array, concentration: float) -> Array:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BetaBernoulli(Component):
-    """Products of D Bernoullis y_d ~ Bernoulli(phi_d) with phi_d ~ Beta(a, b) (Hoffman & Blei 2015,
-    §4.2): s(y) = (y, 1 - y) for (log phi, log(1 - phi)); log h = 0. ``init_pseudo_count`` is the
-    weight of a seed datum in the initial q."""
+    """D Bernoullis y_d ~ Bernoulli(phi_d), phi_d ~ Beta(a, b) (Hoffman & Blei 2015, §4.2): s(y) = (y, 1 - y) for
+    (log phi, log(1 - phi)); ``init_pseudo_count`` is the weight of a seed datum in the initial q."""
 
     dim: int
     a: float = 1.0
@@ -392,8 +381,8 @@ class BetaBernoulli(Component):
         return [values_in_set(f"batch {name or self.data_name}", y, (0, 1))]
 
     def initial_q(self, key: PRNGKey, num: int, y: Array | None = None):
-        """Each copy seeded by one datum y_(k) drawn at random: q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)),
-        c = ``init_pseudo_count``, counting N / num data each. Without data: y_(k) uniform on {0, 1}^D."""
+        """q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)), y_(k) a random datum (or uniform on {0, 1}^D),
+        c = ``init_pseudo_count``, counting N / num data each."""
         dt = float_dtype(self.dtype)
         if y is None:
             seeds, n = jax.random.bernoulli(key, 0.5, (num, self.dim)).astype(dt), float(num)
@@ -408,8 +397,7 @@ class BetaBernoulli(Component):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DirichletCategorical(Component):
-    """A symbol x in {0, ..., V - 1} ~ Categorical(p) with p ~ Dirichlet(c 1_V): s(x) = onehot(x) for
-    log p; log h = 0. Data are integer arrays of shape (N,)."""
+    """A symbol x in {0, ..., V - 1} ~ Categorical(p), p ~ Dirichlet(c 1_V): s(x) = onehot(x) for log p; data (N,) ints."""
 
     num_symbols: int
     concentration: float = 1.0
@@ -449,21 +437,8 @@ class DirichletCategorical(Component):
         return q.concentration / jnp.sum(q.concentration, -1, keepdims=True)
 
     def check_data(self, x, name: str | None = None) -> None:
-        name = name or self.data_name
-        shape = np.shape(x)
-        if len(shape) != 1 or shape[0] < 1:
-            raise ArgumentError(name, f"{name} must be a non-empty array of symbols of shape (N,), got shape {shape}")
-        check_data_dtype(name, x)
-        dtype = x.dtype if is_tracer(x) else np.asarray(x).dtype
-        if not jnp.issubdtype(dtype, jnp.integer):
-            raise ArgumentError(name, f"{name} must hold integer symbols, got dtype {dtype}")
-        if not is_tracer(x):
-            a = np.asarray(x)
-            if np.any(a < 0) or np.any(a >= self.num_symbols):
-                raise ArgumentError(
-                    name,
-                    f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{a.min()}, {a.max()}]",
-                )
+        k = self.num_symbols
+        check_index_array(name or self.data_name, x, k, "symbols", f"num_symbols={k}")
 
     def batch_checks(self, x, name: str | None = None) -> list:
         return [ids_in_range(f"batch {name or self.data_name} symbol", x, self.num_symbols)]
@@ -502,7 +477,7 @@ class DirichletCategorical(Component):
         return CategoricalEmissions(self.point_estimate(q))
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """Each copy's probabilities drawn from Dirichlet(1), as one pseudo-observation (with or without data)."""
+        """Each copy's probabilities drawn from Dirichlet(1), as one pseudo-observation."""
         probs = self.init_point(key, num).probs
         n = float(num) if x is None else np.shape(x)[0]
         return conjugate_posterior(self.prior(num), (probs,)), jnp.full((num,), n / num, probs.dtype)
@@ -510,8 +485,8 @@ class DirichletCategorical(Component):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GammaPoisson(Component):
-    """Counts x_d ~ Poisson(lambda_d) with lambda_d ~ Gamma(a0, b0) (shape, rate): s(x) = (x, -1) for
-    (log lambda, lambda); log h = -sum_d log x_d!. The predictive is a product of negative binomials."""
+    """Counts x_d ~ Poisson(lambda_d), lambda_d ~ Gamma(a0, b0): s(x) = (x, -1) for (log lambda, lambda);
+    log h = -sum_d log x_d!."""
 
     dim: int
     a0: float = 1.0
@@ -561,8 +536,7 @@ class GammaPoisson(Component):
 
 
 def kmeanspp_centers(key: PRNGKey, x: Array, k: int) -> Array:
-    """k-means++ seeding (Arthur and Vassilvitskii, 2007): each new center is a data point drawn
-    with probability proportional to its squared distance to the nearest center so far."""
+    """k-means++ seeding (Arthur and Vassilvitskii, 2007): each new center a point drawn ∝ its squared distance."""
     keys = jax.random.split(key, k)
     first = x[jax.random.randint(keys[0], (), 0, x.shape[0])]
     centers = jnp.zeros((k, x.shape[1]), x.dtype).at[0].set(first)
@@ -585,8 +559,7 @@ def nearest_center_resp(key: PRNGKey, x: Array, k: int) -> Array:
 
 
 def normal_gamma_log_predictive(ng: expfam.NormalGamma, x: Array) -> Array:
-    """log of each Normal-Gamma component's predictive density of x (N, D), (N, K): products over d
-    of Student-t(2a, m, b (kappa + 1) / (a kappa))."""
+    """log predictive of x (N, D) under each Normal-Gamma component, (N, K): prod_d t(2a, m, b (kappa + 1) / (a kappa))."""
     a, b, m, kappa = ng.concentration, ng.rate, ng.loc, ng.kappa  # (K, D)
     nu = 2.0 * a
     scale2 = b * (kappa + 1.0) / (a * kappa)
@@ -606,9 +579,7 @@ def gaussian_point_checks(means: Array, variances: Array) -> list:
 
 
 def student_t_log_density(x: Array, loc: Array, scale: Array, dof: Array) -> tuple[Array, Array]:
-    """log t_nu(x_n; mu_k, Sigma_k), the multivariate Student-t density (Bishop 2006, eq. 2.162), and
-    the squared Mahalanobis distances delta_nk, both (N, K), for x (N, D), loc (K, D), scale (K, D, D)
-    and dof (K,)."""
+    """log t_nu(x_n; mu_k, Sigma_k) (Bishop 2006, eq. 2.162) and the squared Mahalanobis distances, both (N, K)."""
     d = x.shape[-1]
     chol = jnp.linalg.cholesky(scale)
     diff = x[:, None, :] - loc[None]  # (N, K, D)
@@ -628,8 +599,8 @@ class _Gaussian(Component):
         return jnp.full(x.shape[:1], -0.5 * self.dim * LOG_2PI, x.dtype)
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """Each point hard-assigned to the nearest of ``num`` k-means++ seeds, then one M-step (copies
-        beyond N start at the prior). Without data: the prior with its means at a prior draw."""
+        """One M-step from each point hard-assigned to the nearest of ``num`` k-means++ seeds (without data: the
+        prior with its means at a prior draw)."""
         dt = float_dtype(self.dtype)
         prior = self.prior(num)
         if x is None:
@@ -641,11 +612,9 @@ class _Gaussian(Component):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NormalGammaDiagonal(_Gaussian):
-    """Diagonal Gaussian x_d ~ N(mu_d, 1 / tau_d) with Normal-Gamma priors tau_d ~ Gamma(a0, b0_d),
-    mu_d | tau_d ~ N(m0_d, 1 / (kappa0 tau_d)) (Blei et al. 2017, appendix B): s(x) = (x, -1/2, -x^2/2, 1/2)
-    for (tau mu, tau mu^2, tau, log tau); log h = -D/2 log 2 pi. Every method taking data also takes
-    the features [x, x^2] (N, 2D) (:meth:`features`), so a loop over fixed data can compute them once.
-    """
+    """Diagonal Gaussian x_d ~ N(mu_d, 1 / tau_d), tau_d ~ Gamma(a0, b0_d), mu_d | tau_d ~ N(m0_d, 1 / (kappa0 tau_d))
+    (Blei et al. 2017, appendix B): s(x) = (x, -1/2, -x^2/2, 1/2) for (tau mu, tau mu^2, tau, log tau). Every
+    method taking data also takes the features [x, x^2] (N, 2D) (:meth:`features`)."""
 
     dim: int
     loc0: Any = 0.0
@@ -718,8 +687,7 @@ class NormalGammaDiagonal(_Gaussian):
         check_data_array(name or self.data_name, x, ndim=2, last_dim=2 * self.dim if self._is_features(x) else self.dim)
 
     def batch_checks(self, x, name: str | None = None) -> list:
-        """Finite values; for features (N, 2D), also their second half the square of their first
-        (a match that also fails at every non-finite entry: ``ValueCheck.covered_by``)."""
+        """Finite values; for features (N, 2D), also their second half the square of their first."""
         name = name or self.data_name
         finite = finite_values(f"batch {name}", x)
         if not self._is_features(x):
@@ -765,8 +733,8 @@ class NormalGammaDiagonal(_Gaussian):
         return jnp.zeros((), float_dtype(self.dtype))
 
     def init_point(self, key: PRNGKey, num: int, prepared=None) -> GaussianEmissions:
-        """Means at ``num`` observed points drawn at random, variances the data's; without data standard-normal
-        means and unit variances. ``prepared``: (observations (M, D), mask (M,))."""
+        """Means at ``num`` random observed points, variances the data's (without data: N(0, 1) means, unit
+        variances)."""
         dt = float_dtype(self.dtype)
         if prepared is None:
             return GaussianEmissions(jax.random.normal(key, (num, self.dim), dt), jnp.ones((num, self.dim), dt))
@@ -791,11 +759,9 @@ class NormalGammaDiagonal(_Gaussian):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NormalWishartFull(_Gaussian):
-    """Full-covariance Gaussian x ~ N(mu, Lambda^-1) with a Normal-Wishart prior Lambda ~ Wishart(W0, nu0),
-    mu | Lambda ~ N(m0, (kappa0 Lambda)^-1) (Bishop 2006, §10.2): s(x) = (x, -1/2, -x x^T / 2, 1/2) for
-    (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|); log h = -D/2 log 2 pi. ``dof0`` defaults to D and
-    ``scale_inv0`` (W0^-1, scikit-learn's ``covariance_prior``) to the identity.
-    """
+    """Gaussian x ~ N(mu, Lambda^-1), Lambda ~ Wishart(W0, nu0), mu | Lambda ~ N(m0, (kappa0 Lambda)^-1) (Bishop
+    2006, §10.2): s(x) = (x, -1/2, -x x^T / 2, 1/2) for (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|). ``dof0``
+    defaults to D and ``scale_inv0`` (W0^-1, scikit-learn's ``covariance_prior``) to the identity."""
 
     dim: int
     loc0: Any = 0.0
@@ -862,8 +828,7 @@ class NormalWishartFull(_Gaussian):
         return x @ e_lam_mu.T - 0.5 * quad + const[None, :]
 
     def log_predictive(self, q: expfam.NormalWishart, x: Array) -> Array:
-        """Multivariate Student-t(nu + 1 - D, m, (kappa + 1) / (kappa (nu + 1 - D)) W^-1) per component
-        (Bishop 2006, eq. 10.81-10.82), (N, K)."""
+        """Student-t(nu + 1 - D, m, (kappa + 1) / (kappa (nu + 1 - D)) W^-1) per component (Bishop 2006, eq. 10.81)."""
         dof = q.dof + 1.0 - self.dim
         shape = ((q.kappa + 1.0) / (q.kappa * dof))[:, None, None] * q.scale_inv  # (K, D, D)
         return student_t_log_density(x, q.loc, shape, dof)[0]

@@ -12,8 +12,7 @@ With q(w, tau) q(alpha), the coordinate optima (Blei et al. 2017, eq. 18) are
         a_N = a0 + N / 2,                  b_N = b0 + (y^T y - w_N^T V_N^-1 w_N) / 2;
     q(alpha_d) = Gamma(c0 + 1/2, d0 + E[tau w_d^2] / 2),   E[tau w_d^2] = w_Nd^2 a_N / b_N + (V_N)_dd.
 
-The global is q(alpha) and ``local_step`` computes q(w, tau) for the one data set ``(X, y)``, so
-``vijax.cavi(ARDRegression(...))`` is the appendix's CAVI.
+The global is q(alpha); ``local_step`` computes q(w, tau) for the one data set ``(X, y)``.
 """
 
 from __future__ import annotations
@@ -130,9 +129,8 @@ class ARDRegression(PytreeModel):
         return ARDPosterior(w, cov, jnp.asarray(a_n, e_alpha.dtype), b_n)
 
     def local_step(self, globals_view, data, key=None, method: str = "meanfield") -> LocalResult:
-        """q(w, tau)'s coordinate optimum given E[alpha]: ``LocalResult`` with suff_stats (1/2, -E[tau w_d^2] / 2),
-        local_terms E_q[log p(y, tau)] + the alpha-free part of E_q[log p(w | tau, alpha)] + H[q(w, tau)] and
-        local_params the ``ARDPosterior``."""
+        """q(w, tau)'s coordinate optimum given E[alpha]: suff_stats (1/2, -E[tau w_d^2] / 2), local_terms the
+        alpha-free ELBO terms and local_params the ``ARDPosterior``."""
         check_choice("method", method, self.local_methods)
         _, e_alpha = globals_view
         x, y = data

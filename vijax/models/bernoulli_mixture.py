@@ -30,8 +30,7 @@ class BernoulliMixture(Mixture):
       num_components: K >= 1 (the truncation level).
       dim: D >= 1.
       alpha: DP concentration (> 0); each weight has Dirichlet parameter alpha / K.
-      a: Beta prior parameter of each phi_kd for the exponent of phi (> 0).
-      b: Beta prior parameter for the exponent of 1 - phi (> 0).
+      a, b: the Beta(a, b) prior of each phi_kd (> 0).
       init_pseudo_count: the weight of a seed datum in the initial q(phi) (> 0).
       dtype: float dtype of the prior and the initial q (default: JAX's default float).
 
@@ -77,13 +76,8 @@ def _log_weights(weights: Array) -> Array:
 
 
 def mixture_log_prob(weights: Array, probs: Array, y: Array) -> Array:
-    """log p(y_n | pi, phi) = log sum_k pi_k prod_d phi_kd^y_nd (1 - phi_kd)^(1 - y_nd), shape (N,).
-
-    Args:
-      weights: pi, shape (K,), on the simplex (zeros allowed).
-      probs: phi, shape (K, D), in [0, 1].
-      y: binary data (N, D).
-    """
+    """log p(y_n | pi, phi) = log sum_k pi_k prod_d phi_kd^y_nd (1 - phi_kd)^(1 - y_nd), shape (N,), for pi (K,)
+    on the simplex, phi (K, D) in [0, 1] and binary y (N, D)."""
     return jax.nn.logsumexp(_log_weights(weights)[None, :] + bernoulli_log_lik(probs, y), axis=-1)
 
 

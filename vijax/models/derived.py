@@ -33,7 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError, INT32_MAX, check_choice, check_int, check_scalar, finite_values, is_tracer
+from vijax._validate import ArgumentError, INT32_MAX, check_choice, check_finite, check_int, check_scalar
+from vijax._validate import finite_values, is_tracer
 from vijax.models._base import LocalResult, conjugate_posterior
 from vijax.types import PRNGKey
 from vijax.models._pytree import PytreeModel, TraceCache
@@ -298,9 +299,8 @@ class DerivedConjugateModel(PytreeModel):
         return LocalResult(stats, local_terms, q)
 
     def init_globals(self, key: PRNGKey, batch=None) -> dict:
-        """``init(key, batch)`` if given; otherwise, with data, one global update from locals whose natural
-        parameters are the starts' plus standard-normal noise; without data, the prior. Concrete data
-        are checked first (:meth:`check_conjugacy`)."""
+        """``init(key, batch)`` if given; otherwise one global update from the locals' starts plus standard-normal
+        noise in their natural parameters (without data: the prior)."""
         if batch is not None and not any(is_tracer(a) for a in jax.tree_util.tree_leaves((key, batch))):
             self.check_conjugacy(batch)
         if self.init is not None:
@@ -356,12 +356,8 @@ class DerivedConjugateModel(PytreeModel):
         self._check_datum_shape(batch)
         self._structure(batch)
         for leaf in leaves:
-            if (
-                not is_tracer(leaf)
-                and jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
-                and not np.all(np.isfinite(np.asarray(leaf)))
-            ):
-                raise ArgumentError("batch", "batch must be finite (no NaN or inf)")
+            if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+                check_finite("batch", leaf)
 
     def _check_datum_shape(self, batch) -> None:
         """ValueError unless ``log_joint`` runs (abstractly) on one datum of ``batch`` and returns a scalar."""
@@ -395,9 +391,9 @@ class DerivedConjugateModel(PytreeModel):
             )
 
     def check_conjugacy(self, batch, num_checked: int = 64) -> None:
-        """Raises ValueError naming the variable unless ``log_joint`` passes :meth:`check_data`, is linear
-        along a random line through each variable's statistics at ``num_checked`` data, and derives
-        updates inside the families' domains and a finite ELBO at the priors' statistics."""
+        """Raises ValueError naming the variable unless ``log_joint`` passes :meth:`check_data`, is linear along a
+        random line through each variable's statistics at ``num_checked`` data, and derives updates inside the
+        families' domains and a finite ELBO."""
         check_int("num_checked", num_checked)
         self.check_data(batch)
         n = jax.tree_util.tree_leaves(batch)[0].shape[0]
@@ -498,14 +494,12 @@ def conjugate_model(
     """A conditionally conjugate model whose CAVI/SVI/SSVI updates are derived from ``log_joint``.
 
     Args:
-      log_joint: ``log_joint(globals, locals, x) -> scalar``, log p(x, z | beta) of one datum written
-        in the variables' sufficient statistics (module docstring), without the globals' prior.
+      log_joint: ``log_joint(globals, locals, x) -> scalar``, log p(x, z | beta) of one datum (module docstring).
       priors: dict name -> ``vijax.expfam`` family, the globals' priors.
       locals: ``locals(x) -> {name: Local(q0, weight)}`` for one datum, in update order, or None.
       max_iters, tol: cap and tolerance of the local sweeps (with several local variables).
       init: optional ``(key, batch) -> q_global``.
-      example: optional data for ``check_conjugacy`` now (otherwise the structure is checked at
-        ``init`` with data or at a step's first trace).
+      example: optional data for ``check_conjugacy`` now (otherwise at ``init`` or at a step's first trace).
 
     Raises:
       ValueError: naming the argument or the variable (``check_conjugacy``).

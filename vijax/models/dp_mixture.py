@@ -21,11 +21,8 @@ from vijax.types import Array
 
 class DPMixture(Mixture):
     """A stick-breaking DP(alpha) mixture truncated at T: a :class:`~vijax.models.Mixture` with
-    ``StickBreaking(T, alpha, truncation)`` weights.
-
-    Build it with :meth:`gaussian`, :meth:`gaussian_from_data` or :meth:`bernoulli`, or from any
-    component: ``DPMixture(GammaPoisson(dim=3), truncation_level=20)``. Globals: ``(Beta sticks,
-    components)``, the sticks of batch shape (T - 1,) for ``"blei_jordan"`` and (T,) for ``"kurihara"``.
+    ``StickBreaking(T, alpha, truncation)`` weights, built by :meth:`gaussian`, :meth:`gaussian_from_data`,
+    :meth:`bernoulli` or from any component: ``DPMixture(GammaPoisson(dim=3), truncation_level=20)``.
 
     Args:
       components: a finite :class:`~vijax.models.Mixture` (``DiagonalGMM``, ``BernoulliMixture``, ...)

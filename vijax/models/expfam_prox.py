@@ -3,8 +3,7 @@
 With q and its prior p in one ``vijax.expfam`` family (h = KL(q || p) exact and convex; Khan et al.
 2016, §3.1), the KL-proximal step of iteration (9) with f linearised in the mean parameters is
 lambda_{k+1} = r lambda_k + (1 - r)(eta + (N/M) g_hat), r = 1/(1 + beta_k), g_hat a reparameterised
-Monte Carlo gradient mapped by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda); Khan et al. leave
-this case to future work (§7).
+Monte Carlo gradient mapped by ``mean_param_grad`` (grad_mu = F^-1 grad_lambda); see Khan et al., §7.
 
 * ``PoissonGammaSoftplus``: theta_d ~ Gamma(a0, b0), y_n ~ Poisson(softplus(x_n^T theta)).
 * ``NoisyDirichletMultinomial``: theta ~ Dirichlet(alpha0), c_n ~ Multinomial(sum_k c_nk,
@@ -25,23 +24,8 @@ from vijax._validate import ArgumentError, check_allocation, check_data_dtype, c
 from vijax._validate import check_scalar, finite_nonnegative, finite_values
 from vijax.expfam import mean_param_grad
 from vijax.types import Array, PRNGKey
+from vijax.models._base import check_features
 from vijax.models._pytree import PytreeModel
-
-
-def _check_xy_counts(x, y, dim):
-    check_data_dtype("x", x)
-    check_data_dtype("y", y)
-    if np.ndim(x) != 2 or np.shape(x)[1] != dim:
-        raise ArgumentError("x", f"x must have shape (M, {dim}), got {np.shape(x)}")
-    if np.shape(y) != np.shape(x)[:1]:
-        raise ArgumentError("y", f"y must have shape ({np.shape(x)[0]},) to match x, got {np.shape(y)}")
-    if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
-        return
-    x, y = np.asarray(x), np.asarray(y)
-    if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
-        raise ArgumentError("x", "x (features) must be numeric and finite (no NaN or inf)")
-    if not np.all(np.isfinite(y)) or not np.all((y >= 0) & (y == np.round(y))):
-        raise ArgumentError("y", "y (counts) must be non-negative integers")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -70,7 +54,9 @@ class PoissonGammaSoftplus(PytreeModel):
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``x`` or ``y`` unless x is finite (M, dim) and y M counts."""
-        _check_xy_counts(*batch, self.dim)
+        xy = check_features(*batch, self.dim)
+        if xy is not None and not np.all(np.isfinite(xy[1]) & (xy[1] >= 0) & (xy[1] == np.round(xy[1]))):
+            raise ArgumentError("y", "y (counts) must be non-negative integers")
 
     def prior(self, dtype=None) -> expfam.Gamma:
         """p(theta_d) = Gamma(``prior_shape``, ``prior_rate``) for d = 1..D: a ``Gamma`` of batch shape (D,)."""

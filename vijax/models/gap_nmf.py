@@ -110,7 +110,7 @@ class GaPNMF(PytreeModel):
 
     def init_globals(self, key: PRNGKey, batch=None) -> tuple[expfam.Gamma, expfam.Gamma]:
         """Every q of shape ``init_shape``; E[W_fk] ~ Gamma(init_shape, init_shape), E[theta_k] = mean(Y) / K
-        given a batch, else 1 / (c K)."""
+        (without a batch, 1 / (c K))."""
         dt = float_dtype(self.dtype)
         f, k = self.num_freqs, self.num_components
         s = jnp.asarray(self.init_shape, dt)
@@ -155,15 +155,13 @@ class GaPNMF(PytreeModel):
         """The mean-field local step of every frame of ``batch`` at ``globals_view``.
 
         Args:
-          globals_view: ``((log_w, w), (log_theta, theta))`` shaped ((F, K), (F, K)), ((K,), (K,)):
-            E_q[t(W)], E_q[t(theta)] (mean-field), or t of a draw of (W, theta) (SSVI).
-          batch: (S, F) spectrogram frames (non-negative; checked by :meth:`check_data`).
-          key: unused (the step is deterministic).
+          globals_view: ``((log_w, w), (log_theta, theta))``, (F, K) and (K,): E_q[t(.)] or t of a draw (SSVI).
+          batch: (S, F) spectrogram frames.
+          key: unused.
           method: ``"meanfield"``.
 
         Returns:
-          LocalResult with the statistics (s_W, s_theta) and local terms of the module docstring and
-          ``local_params`` = q(h), a ``Gamma`` with batch shape (S, K).
+          LocalResult of (s_W, s_theta), the module docstring's local terms and q(h), a ``Gamma`` (S, K).
         """
         check_choice("method", method, self.local_methods)
         (log_w, w), (log_theta, theta) = globals_view

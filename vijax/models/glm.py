@@ -27,8 +27,9 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from vijax import expfam
-from vijax._validate import check_allocation, check_choice, check_data_dtype, check_int, check_positive_scalar
+from vijax._validate import check_allocation, check_choice, check_int, check_positive_scalar
 from vijax._validate import check_scalar, finite_nonnegative, finite_values, values_in_set
+from vijax.models._base import check_features
 from vijax.models._nonconjugate import ProxUpdate, kl_prox_update, structured_prox_update
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -47,8 +48,7 @@ class GLM(PytreeModel):
 
     Args:
       dim: D, the number of features (weights).
-      likelihood: ``"logistic"`` (labels in {0, 1}; {-1, 1} labels are rejected: map them with
-        (y + 1) / 2) or ``"poisson"`` (counts, log link).
+      likelihood: ``"logistic"`` (labels in {0, 1}) or ``"poisson"`` (counts, log link).
       prior_mean: m0, a float.
       prior_var: s0^2 > 0, a float.
       linearization: ``"mean"`` (f linearised in the mean parameters) or ``"moments"`` (in (m, V)).
@@ -88,20 +88,10 @@ class GLM(PytreeModel):
 
     def check_data(self, batch) -> None:
         """Raises ValueError naming ``x`` or ``y`` for data the model cannot take."""
-        x, y = batch
-        check_data_dtype("x", x)
-        check_data_dtype("y", y)
-        if np.ndim(x) != 2 or np.shape(x)[1] != self.dim:
-            raise ValueError(f"x must have shape (M, {self.dim}), got {np.shape(x)}")
-        if np.shape(y) != np.shape(x)[:1]:
-            raise ValueError(f"y must have shape ({np.shape(x)[0]},) to match x, got {np.shape(y)}")
-        if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
+        xy = check_features(*batch, self.dim)
+        if xy is None:
             return
-        x, y = np.asarray(x), np.asarray(y)
-        if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
-            raise ValueError("x (features) must be numeric and finite (no NaN or inf)")
-        if y.shape != x.shape[:1]:
-            raise ValueError(f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
+        x, y = xy
         if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)):
             raise ValueError("y must be numeric and finite")
         if self.likelihood == "logistic" and not np.all((y == 0) | (y == 1)):

@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import ArgumentError, ids_in_range, check_allocation, check_data_array, check_float_dtype
-from vijax._validate import check_int, check_positive_scalar, check_scalar
+from vijax._validate import check_choice, check_int, check_positive_scalar, check_scalar
+from vijax.models._base import check_index_array
 from vijax.models._nonconjugate import ProxUpdate, structured_prox_update
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -36,8 +37,7 @@ _GH_NODES = 64
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class GPPosterior:
-    """q(z) = N(m, V), V^{-1} = K^{-1} + diag(gamma_tilde) (app. D): ``mean`` m (N,) and ``gamma_tilde``
-    (N,) >= 0, the accumulated (N/M-scaled) second-order gradients."""
+    """q(z) = N(m, V), V^{-1} = K^{-1} + diag(gamma_tilde) (app. D), gamma_tilde (N,) >= 0 the accumulated gradients."""
 
     mean: Array
     gamma_tilde: Array
@@ -46,8 +46,7 @@ class GPPosterior:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class GPGradient:
-    """Stochastic gradient of f (the negative expected log-likelihood) at the marginals of q,
-    scattered to length-N vectors and scaled by N/M: ``alpha = df/dm``, ``gamma = 2 df/dv``."""
+    """Stochastic gradient of f at q's marginals, length N, scaled by N/M: ``alpha = df/dm``, ``gamma = 2 df/dv``."""
 
     alpha: Array
     gamma: Array
@@ -67,8 +66,8 @@ def to_pm1_labels(y: Any, name: str = "y") -> np.ndarray:
 
 
 def se_kernel(x1: Array, x2: Array, log_lengthscale, log_scale) -> Array:
-    """k(x, x') = sigma^2 exp(-|x - x'|^2 / (2 l^2)) with l = exp(log_lengthscale), sigma =
-    exp(log_scale) (Kuss & Rasmussen 2005, eq. 33; GPML's covSEiso). Shapes (N, D), (P, D) -> (N, P)."""
+    """k(x, x') = sigma^2 exp(-|x - x'|^2 / (2 l^2)), l = exp(log_lengthscale), sigma = exp(log_scale) (Kuss &
+    Rasmussen 2005, eq. 33). Shapes (N, D), (P, D) -> (N, P)."""
     inv_l = jnp.exp(-log_lengthscale)
     a, b = x1 * inv_l, x2 * inv_l
     d2 = jnp.sum(a * a, 1)[:, None] + jnp.sum(b * b, 1)[None, :] - 2.0 * a @ b.T
@@ -89,8 +88,7 @@ def _log_sigmoid(t):
 
 @jax.custom_jvp
 def _expected_loglik(m: Array, v: Array, y: Array, nodes: Array, weights: Array) -> Array:
-    """sum_s w_s log sigmoid(y (m + sqrt(v) u_s)) per example, ``nodes`` (M, S); Bonnet's and Price's
-    derivatives d/dm = E[l'(z)], d/dv = E[l''(z)] / 2 with the same nodes."""
+    """sum_s w_s log sigmoid(y (m + sqrt(v) u_s)) per example; derivatives by Bonnet's and Price's theorems."""
     z = m[:, None] + jnp.sqrt(jnp.maximum(v, 0.0))[:, None] * nodes
     return jnp.sum(weights * _log_sigmoid(y[:, None] * z), axis=1)
 
@@ -113,9 +111,8 @@ _SWITCH_SD = 2.0
 
 
 def _quad_parts(m: Array, v: Array, y: Array):
-    """E[l(t)], E[l'(t)], E[l''(t)] for t = y z ~ N(y m, v), l = log sigmoid: Gauss-Hermite for sd(t) <= 2;
-    wider, l(t) = min(t, 0) + r0(t) with min(t, 0) and 1{t < 0} in closed form and the remainders by
-    Gauss-Legendre on [-40, 0] and [0, 40]."""
+    """E[l(t)], E[l'(t)], E[l''(t)] for t = y z ~ N(y m, v), l = log sigmoid: Gauss-Hermite for sd(t) <= 2; wider,
+    l(t) = min(t, 0) + r0(t), min(t, 0) in closed form and r0 by Gauss-Legendre on [-40, 0] and [0, 40]."""
     mu = y * m
     sd = jnp.sqrt(jnp.maximum(v, 0.0))
     xh, wh = np.polynomial.hermite.hermgauss(_GH_NODES)
@@ -160,8 +157,7 @@ def _expected_loglik_quad_jvp(primals, tangents):
 
 
 def expected_loglik(m: Array, v: Array, y: Array, key=None, num_samples: Optional[int] = None) -> Array:
-    """E_{N(z | m_n, v_n)}[log sigmoid(y_n z)] per example (M,): Monte Carlo with ``num_samples`` draws
-    from ``key``, or quadrature when ``num_samples`` is None."""
+    """E_{N(z | m_n, v_n)}[log sigmoid(y_n z)] per example (M,): Monte Carlo, or quadrature if ``num_samples`` is None."""
     if num_samples is None:
         return _expected_loglik_quad(m, v, y)
     nodes = jax.random.normal(key, (m.shape[0], num_samples), m.dtype)
@@ -178,8 +174,7 @@ class GPClassification(PytreeModel):
       log_scale: log sigma of the SE kernel (sigma^2 is the prior variance of z_n).
       jitter: added to K's diagonal (the reference code's ``snu2``), >= 0.
       init_gamma: gamma_tilde_0, the paper's small epsilon (>= 0).
-      mean_update: ``"exact"`` (the argmin of the proximal objective, app. D.3 with B_k) or
-        ``"paper"`` (eq. 19 / the reference code: A_k, with gt_k in place of r gt_{k-1}).
+      mean_update: ``"exact"`` (the proximal argmin, app. D.3 with B_k) or ``"paper"`` (eq. 19, with A_k).
       quadrature: every expectation by quadrature, ``num_samples`` ignored (Fig. 1's batch PG and GD).
 
     A batch is an int array of training indices, shape (M,).
@@ -218,10 +213,7 @@ class GPClassification(PytreeModel):
         self.log_scale = check_scalar("log_scale", log_scale)
         self.jitter = check_scalar("jitter", jitter, low=0.0, include_low=True)
         self.init_gamma = check_scalar("init_gamma", init_gamma, low=0.0, include_low=True)
-        if mean_update not in ("exact", "paper"):
-            raise ArgumentError(
-                "mean_update", f"mean_update must be 'exact' or 'paper', got {mean_update!r}", value=mean_update
-            )
+        check_choice("mean_update", mean_update, ("exact", "paper"))
         check_float_dtype(dtype)
         dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
         self.num_data = n = int(ypm.shape[0])
@@ -254,15 +246,7 @@ class GPClassification(PytreeModel):
 
     def check_data(self, batch) -> None:
         """Raises ValueError unless ``batch`` is a non-empty 1-D int array of indices in [0, N)."""
-        b = batch if isinstance(batch, jax.core.Tracer) else np.asarray(batch)
-        if b.ndim != 1 or b.shape[0] < 1 or not jnp.issubdtype(b.dtype, jnp.integer):
-            raise ArgumentError(
-                "batch", f"batch must be a non-empty 1-D int array of training indices, got {b.dtype} {b.shape}"
-            )
-        if isinstance(b, jax.core.Tracer):
-            return
-        if b.min() < 0 or b.max() >= self.num_data:
-            raise ArgumentError("batch", f"batch indices must lie in [0, {self.num_data}), got [{b.min()}, {b.max()}]")
+        check_index_array("batch", batch, self.num_data, "training indices")
 
     def _chol_B(self, d: Array):
         """s = sqrt(d) and the Cholesky factor of B = I + S K S."""
@@ -316,8 +300,7 @@ class GPClassification(PytreeModel):
         return GPPosterior(m_new, gt_new)
 
     def prox_step(self, q: GPPosterior, batch: Array, key, beta, num_samples, num_data=None) -> GPPosterior:
-        """One PG-SVI step on ``batch`` (indices (M,)), r = 1 / (1 + beta), ``num_samples`` draws per
-        example (None: quadrature), N = ``num_data`` (default: the model's N)."""
+        """One PG-SVI step on ``batch`` (indices (M,)), r = 1 / (1 + beta), ``num_samples`` draws (None: quadrature)."""
         check_positive_scalar("beta", beta)
         return self.prox_step_from_gradient(q, self.loglik_grad(q, batch, key, num_samples, num_data), beta)
 
@@ -350,8 +333,7 @@ class GPClassification(PytreeModel):
         return (n / batch.shape[0]) * ell - self.kl_to_prior(q)
 
     def latent_predictive(self, q: GPPosterior, x_test) -> tuple[Array, Array]:
-        """Mean and variance of z* = f(x*) under q: k*^T K^{-1} m and k** - k*^T (K + W^{-1})^{-1} k*,
-        W = diag(gamma_tilde) (R&W eq. 3.24, in the stable B form)."""
+        """Mean and variance of z* = f(x*) under q: k*^T K^{-1} m and k** - k*^T (K + W^{-1})^{-1} k* (R&W eq. 3.24)."""
         check_data_array("x_test", x_test, ndim=2, last_dim=self.x.shape[1])
         xt = jnp.asarray(x_test, self.dtype)
         ks = se_kernel(self.x, xt, self.log_lengthscale, self.log_scale)  # (N, P)
@@ -379,8 +361,7 @@ class GPClassification(PytreeModel):
         return params_from_cholesky(jnp.zeros((self.num_data,), self.dtype), self.chol_K)
 
     def elbo_params(self, params: dict, batch=None, key=None, num_samples=None, num_data=None) -> Array:
-        """The ELBO at q = N(m, C C^T), C = ``cholesky_from_params(params)``, as ``elbo`` computes it; its
-        ``jax.grad`` is the stochastic gradient of appendix G."""
+        """The ELBO at q = N(m, C C^T), C = ``cholesky_from_params(params)`` (its gradient: appendix G's)."""
         batch, num_samples, n = self._elbo_args(batch, num_samples, num_data)
         m, lo = params["m"], cholesky_from_params(params)
         v_b = jnp.sum(lo[batch] ** 2, axis=1)
@@ -397,8 +378,7 @@ class GPClassification(PytreeModel):
         return (n / batch.shape[0]) * ell - kl
 
     def predict_proba_params(self, params: dict, x_test) -> Array:
-        """p(y* = +1 | x*) under q = N(m, L L^T): z* has mean k*^T K^{-1} m and variance
-        k** - k*^T K^{-1} (K - V) K^{-1} k*."""
+        """p(y* = +1 | x*) under q = N(m, L L^T): z* ~ N(k*^T K^{-1} m, k** - k*^T K^{-1} (K - V) K^{-1} k*)."""
         check_data_array("x_test", x_test, ndim=2, last_dim=self.x.shape[1])
         xt = jnp.asarray(x_test, self.dtype)
         ks = se_kernel(self.x, xt, self.log_lengthscale, self.log_scale)

@@ -5,13 +5,11 @@
   xi_kd = p(d | z = k) (K, D), eta_kw = p(w | z = k) (K, V);
 - ``"plsa2"``, the conditional p(w | d) = sum_z p(z | d) p(w | z): pi_dk (D, K) and eta (K, V).
 
-The data are one :class:`vijax.data.BowBatch` holding the whole corpus, row d document d. The E-step
-works on the responsibilities of the unique words, r_dwk ∝ pi_k xi_kd eta_kw (pLSA1) or pi_dk eta_kw
-(pLSA2), with N_dk = sum_w n_dw r_dwk and N_kw = sum_d n_dw r_dwk; the M-step is pi_k = N_k / N,
-xi_kd = N_dk / N_k (pLSA1) or pi_dk = N_dk / N_d (pLSA2), and eta_kw = N_kw / N_k, or the MAP
-eta_kw ∝ N_kw + c - 1 under a Dirichlet(c) prior (``word_concentration``). Held-out documents are
-scored by folding in p(z | d) with eta fixed (Hofmann 1999). pLSA1's P_dw = (Xi^T diag(pi) H)_dw
-is a rank-K non-negative factorization minimizing KL(empirical || P) (*Raise your ELBO*, §pLSA1).
+The data are one :class:`vijax.data.BowBatch` holding the whole corpus. The E-step sets r_dwk ∝ pi_k xi_kd
+eta_kw (pLSA1) or pi_dk eta_kw (pLSA2), N_dk = sum_w n_dw r_dwk, N_kw = sum_d n_dw r_dwk; the M-step is
+pi_k = N_k / N, xi_kd = N_dk / N_k (pLSA1) or pi_dk = N_dk / N_d (pLSA2), and eta_kw = N_kw / N_k (MAP
+eta_kw ∝ N_kw + c - 1 under Dirichlet(c), ``word_concentration``). Held-out documents are scored by folding in
+p(z | d) with eta fixed (Hofmann 1999).
 """
 
 from __future__ import annotations
@@ -34,8 +32,7 @@ VARIANTS = ("plsa1", "plsa2")
 
 
 class PLSAParams(NamedTuple):
-    """pLSA1: ``topic_probs`` p(z) (K,), ``doc_probs`` p(d | z) (K, D); pLSA2: ``topic_probs`` p(z | d)
-    (D, K), ``doc_probs`` None. Both: ``word_probs`` p(w | z) (K, V)."""
+    """pLSA1: p(z) (K,), p(d | z) (K, D); pLSA2: p(z | d) (D, K), None. Both: ``word_probs`` p(w | z) (K, V)."""
 
     topic_probs: Array
     doc_probs: Array | None
@@ -136,8 +133,7 @@ class PLSA(PytreeModel):
         return jnp.log(params.topic_probs)
 
     def init_params(self, key: PRNGKey, batch=None) -> PLSAParams:
-        """p(w | z) rows drawn from Dirichlet(1); p(z), p(d | z) and p(z | d) uniform. Needs the batch
-        (D is a dimension of the parameters)."""
+        """p(w | z) rows drawn from Dirichlet(1); p(z), p(d | z) and p(z | d) uniform (needs the batch)."""
         if batch is None:
             raise ArgumentError(
                 "batch", "batch: PLSA.init_params needs the corpus (its number of documents sizes the parameters)"
@@ -189,8 +185,7 @@ class PLSA(PytreeModel):
         return (params.doc_probs.T * params.topic_probs[None, :]) @ params.word_probs
 
     def fold_in(self, params: PLSAParams, batch) -> Array:
-        """p(z | d) (S, K) of the documents of ``batch`` by ``fold_in_iters`` EM steps on their words
-        with p(w | z) fixed, from the uniform vector. Empty documents keep the start."""
+        """p(z | d) (S, K) of ``batch``'s documents by ``fold_in_iters`` EM steps with p(w | z) fixed, from uniform."""
         self.check_data(batch)
         return _fold_in(self, params, _as_batch(batch))
 

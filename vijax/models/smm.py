@@ -15,11 +15,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from vijax._validate import ArgumentError, check_allocation, check_float_dtype, check_int, check_scalar
-from vijax._validate import float_dtype, ids_in_range, is_tracer
-from vijax.models._base import program_argument
+from vijax._validate import check_allocation, check_float_dtype, check_int, check_scalar
+from vijax._validate import float_dtype, ids_in_range
+from vijax.models._base import check_index_array, program_argument
 from vijax.models._components import map_rows
 from vijax.types import Array, PRNGKey
 from vijax.models._pytree import PytreeModel
@@ -46,13 +45,8 @@ class SMM(PytreeModel):
     Args:
       num_components: K >= 1.
       num_symbols: V >= 1, the size of the alphabet; data are integers in [0, V).
-      concentration: c >= 1, the symmetric Dirichlet(c) prior of pi and of each row of eta (MAP-EM);
-        1 (the default) is maximum likelihood.
+      concentration: c >= 1, the Dirichlet(c) prior of pi and of eta's rows (MAP-EM; 1: maximum likelihood).
       dtype: the float dtype of the parameters (None: JAX's default float).
-
-    Raises:
-      ValueError: naming the argument: K or V not a positive integer, c < 1, not a float dtype, or K x V
-        parameters that would not fit in memory.
 
     Examples:
         >>> import jax, numpy as np
@@ -87,19 +81,8 @@ class SMM(PytreeModel):
         return [ids_in_range("batch symbol", batch, self.num_symbols)]
 
     def check_data(self, batch, name: str = "x") -> None:
-        """Raises ValueError naming ``name``: not a 1-D integer array with at least one symbol, or
-        (for concrete data) a symbol outside [0, V) (shapes and dtypes only while tracing)."""
-        tracing = is_tracer(batch) or isinstance(batch, jax.ShapeDtypeStruct)
-        x = batch if tracing else np.asarray(batch)
-        if x.ndim != 1 or x.shape[0] < 1 or not np.issubdtype(x.dtype, np.integer):
-            raise ArgumentError(
-                name, f"{name} must be a 1-D array of integer symbols with at least one, got {x.dtype} {x.shape}"
-            )
-        if not tracing and (x.min() < 0 or x.max() >= self.num_symbols):
-            raise ArgumentError(
-                name,
-                f"{name} must hold symbols in [0, num_symbols={self.num_symbols}), got values in [{x.min()}, {x.max()}]",
-            )
+        """Raises ValueError naming ``name`` unless a non-empty 1-D integer array of symbols in [0, V)."""
+        check_index_array(name, batch, self.num_symbols, "symbols", f"num_symbols={self.num_symbols}")
 
     def init_params(self, key: PRNGKey, batch=None) -> SMMParams:
         """eta's rows drawn from Dirichlet(1) (breaking the symmetry between components); pi uniform."""

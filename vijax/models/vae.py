@@ -41,16 +41,14 @@ class VAE(PytreeModel):
 
     Args:
       encoder: a ``Network`` mapping one datum (data_dim,) to (2 * latent_dim,): [mu, log sigma].
-      decoder: a ``Network`` mapping one latent (latent_dim,) to (data_dim,): logits (Bernoulli)
-        or the mean (Gaussian).
+      decoder: a ``Network`` mapping one latent (latent_dim,) to (data_dim,): logits or the Gaussian mean.
       latent_dim: d >= 1.
       data_dim: D >= 1, the width of a datum.
       likelihood: ``"bernoulli"`` or ``"gaussian"``.
       obs_scale: the fixed observation standard deviation of the Gaussian likelihood (> 0).
 
     Raises:
-      ValueError: naming ``encoder`` / ``decoder`` when a network does not map its input to the
-        shape above, or the bad setting.
+      ValueError: naming ``encoder`` / ``decoder`` (a network of the wrong shape) or the bad setting.
 
     Examples:
         >>> from vijax.models import mlp
