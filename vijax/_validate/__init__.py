@@ -1,10 +1,8 @@
 """The one home of argument validation, shared by every layer (``expfam`` up to ``run``).
 
-Each check raises ``ValueError`` with a message that starts with the argument's name (or the config
-key's path, which callers pass as ``name``). ``_args`` checks arguments (a tracer passes: validation
-happens before compilation); ``_values`` checks a step's batch values, eagerly and under ``jit``,
-``vmap`` and ``lax.scan`` (docs/design.md, "Checked steps"); ``_source`` records arrays whose values
-their maker checked (a ``Corpus``'s minibatches).
+Each check raises ``ValueError`` with a message that starts with the argument's name (or a config key's path).
+``_args`` checks arguments (a tracer passes); ``_values`` checks a step's batch values, eagerly and under ``jit``,
+``vmap`` and ``lax.scan`` (docs/design.md, "Checked steps"); ``_source`` records arrays their maker checked.
 """
 
 from ._args import ArgumentError, INT32_MAX, batch_size, check_allocation, check_bool, check_choice, check_data_array
@@ -15,5 +13,5 @@ from ._args import is_tracer, protocol_members, real_array
 from ._source import mark_source_checked, source_guarantee
 from ._values import collected_failed, collecting_checks, NestedValueCheck, ValueCheck, collected_value_checks
 from ._values import enforce_value_checks, finite_nonnegative, finite_values, functional_value_checks, ids_in_range
-from ._values import raise_check_error, raise_collected, trace_state, value_checks, value_checks_enabled
+from ._values import raise_check_error, raise_collected, value_checks, value_checks_enabled
 from ._values import values_in_interval, values_in_set, values_match, vmap_with_checks

@@ -1,7 +1,6 @@
-"""Arrays whose values were checked where they were made (a ``Corpus``'s minibatches), so that a step
-need not check them again. ``mark_source_checked`` records a read-only array with its maker's guarantee;
-``source_guarantee`` gives it back for that very array object while it is read-only, None for anything
-else (a copy, a device array, any operation's result). The records are weak references.
+"""Arrays whose values were checked where they were made (a ``Corpus``'s minibatches), so that a step need not
+check them again: ``source_guarantee`` gives back the guarantee ``mark_source_checked`` recorded for that very
+read-only array object, None for anything else (a copy, a device array). The records are weak references.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ _MARKS: dict = {}  # id(array) -> (weak reference to it, guarantee); dropped whe
 
 
 def mark_source_checked(array: np.ndarray, guarantee: Hashable) -> np.ndarray:
-    """Records that the values of the read-only ``array`` satisfy ``guarantee`` (hashable, e.g.
-    ``("word ids", V)``), and returns it."""
+    """Records that the values of the read-only ``array`` satisfy ``guarantee`` (``("word ids", V)``); returns it."""
     if not isinstance(array, np.ndarray) or array.flags.writeable:
         raise TypeError("mark_source_checked takes a read-only NumPy array")
     key = id(array)

@@ -10,15 +10,9 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import get_opaque_trace_state
 
 from ._args import check_bool, is_tracer
-
-
-def trace_state():
-    """JAX's opaque trace state of this thread (equal states: the same trace level)."""
-    import jax.extend.core
-
-    return jax.extend.core.get_opaque_trace_state(convention="vijax")
 
 
 _VALUE_CHECKS = [True]
@@ -82,14 +76,14 @@ class _Collector:
     """The traced value checks of one ``collected_value_checks`` block."""
 
     def __init__(self, locate: bool = True, gate: Any = None):
-        self.trace = trace_state()
+        self.trace = get_opaque_trace_state(convention="vijax")  # equal states: the same trace level
         self.locate = locate
         self.gate = gate  # unlocated checks: a traced bool, whether to compute them at all (see add_rows)
         self.groups = []  # per enforce_value_checks call: (meta, flags, firsts, values, count)
         self.rows = []  # unlocated: per check, its bad entries (a large check's: per row)
 
     def _at_own_level(self) -> None:
-        if trace_state() != self.trace:
+        if get_opaque_trace_state(convention="vijax") != self.trace:
             raise NestedValueCheck("a traced value check below the collected_value_checks block's own trace")
 
     def add_rows(self, bads_of: Callable[[], list]) -> None:

@@ -21,13 +21,10 @@ class BowBatch(NamedTuple):
 
 
 class CorpusBatch(BowBatch):
-    """A :class:`BowBatch` cut from a ``Corpus`` that checked its values (``Corpus.batch``): read-only
-    NumPy copies of the corpus's checked entries (ids in ``[0, vocab_size)``, counts finite, >= 0, whole).
-
-    A model's step (whose V >= the corpus's) skips the value checks of such a batch: no pass over it, no
-    host callback in the compiled step. The guarantee belongs to the very arrays the corpus made (a
-    ``_replace``, ``jax.tree.map`` or ``device_put`` of the batch is checked as any other); under ``jit``
-    or ``vmap`` it travels in the batch's pytree metadata.
+    """A :class:`BowBatch` cut from a ``Corpus`` that checked its values (``Corpus.batch``): read-only NumPy
+    copies of its checked entries, whose value checks a model's step (of V >= the corpus's) skips. The guarantee
+    belongs to the very arrays the corpus made (a ``_replace`` or ``device_put`` of the batch is checked as any
+    other); under ``jit`` or ``vmap`` it travels in the batch's pytree metadata.
 
     Examples:
         >>> import numpy as np

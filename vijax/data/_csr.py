@@ -11,7 +11,7 @@ import numpy as np
 
 from vijax.data._bow import BowBatch, CorpusBatch
 from vijax.data._npz import FileWriter, StreamingNpzWriter, open_npz
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, check_scalar
 
 MIN_BUCKET = 8
 _FORMAT = "vijax.Corpus/1"
@@ -19,8 +19,8 @@ _CHUNK = 1 << 22  # entries examined at a time by validation and reductions over
 
 
 def bucket_length(n: int, minimum: int = MIN_BUCKET) -> int:
-    """The padded length of a minibatch whose longest document has ``n`` unique words: the next power
-    of two >= ``n`` and ``minimum``, so that a run compiles a handful of shapes.
+    """The padded length of a minibatch whose longest document has ``n`` unique words: the next power of two
+    >= ``n`` and ``minimum``.
 
     Examples:
       >>> [bucket_length(n) for n in (0, 5, 8, 9, 100)]
@@ -31,8 +31,7 @@ def bucket_length(n: int, minimum: int = MIN_BUCKET) -> int:
 
 
 def as_rng(seed) -> np.random.Generator:
-    """A NumPy generator from an int seed or a JAX PRNG key (its key data seeds it); a
-    ``np.random.Generator`` is passed through."""
+    """A NumPy generator from an int seed or a JAX PRNG key (a ``np.random.Generator`` passes through)."""
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(seed_entropy(seed))
@@ -58,8 +57,7 @@ def seed_entropy(seed) -> list[int]:
 
 
 def vouched(corpus: "Corpus") -> "Corpus":
-    """``corpus``, built unchecked from entries valid by construction (a synthetic corpus), marked as
-    checked: its batches are ``CorpusBatch``es."""
+    """``corpus``, built unchecked from entries valid by construction, marked as checked."""
     object.__setattr__(corpus, "_values_checked", True)
     return corpus
 
@@ -89,10 +87,9 @@ def _gather_positions(starts: np.ndarray, lengths: np.ndarray):
 class Corpus:
     """A bag-of-words corpus of D documents over V words, in compressed sparse row form.
 
-    Document ``d`` holds the entries ``doc_ptr[d]:doc_ptr[d + 1]`` of ``word_ids`` and ``counts``: its
-    distinct words and how often each occurs. The read-only arrays live on the host (possibly
-    memory-mapped, see ``load_npz``); ``batch`` copies the requested documents into a padded
-    ``BowBatch``. Empty documents are allowed; repeated entries of a word are not merged.
+    Document ``d`` holds the entries ``doc_ptr[d]:doc_ptr[d + 1]`` of ``word_ids`` and ``counts``: its distinct
+    words and how often each occurs. The read-only arrays live on the host (possibly memory-mapped, see
+    ``load_npz``); ``batch`` copies the requested documents into a padded ``BowBatch``.
 
     Attributes:
       doc_ptr: (D + 1,) int64, non-decreasing, from 0 to nnz.
@@ -100,12 +97,10 @@ class Corpus:
       counts: (nnz,) float32 non-negative whole numbers.
       vocab_size: V; if None, ``len(vocab)`` or else the largest word id plus one.
       vocab: the V words as a tuple of str, or None.
-      validate: (init only) check the arrays, in blocks (a memory-mapped corpus is never read whole);
-        the batches of an unchecked corpus are plain ``BowBatch``es, whose values a model's step checks.
+      validate: (init only) check the arrays, in blocks; an unchecked corpus's batches are plain ``BowBatch``es.
 
     Raises:
-      ValueError: naming the problem, for a malformed ``doc_ptr``, a word id outside
-        ``[0, vocab_size)``, or a negative, fractional or non-finite count.
+      ValueError: for a malformed ``doc_ptr``, a word id outside ``[0, vocab_size)``, or a bad count.
 
     Examples:
       >>> c = Corpus(np.array([0, 2, 2, 3]), np.array([0, 3, 1]), np.array([2.0, 1.0, 4.0]))
@@ -260,14 +255,13 @@ class Corpus:
         Args:
           doc_indices: (S,) document indices.
           bucket: round L (the most distinct words of these documents) up by ``bucket_length``.
-          num_rows: pad the batch with empty documents (all-zero rows) to this many rows.
-          length: use this L instead (at least the longest document of the batch).
+          num_rows: pad the batch with empty documents to this many rows.
+          length: use this L instead (at least the longest document's).
           dtype: dtype of ``counts``.
 
         Returns:
-          ``BowBatch`` of NumPy arrays ``word_ids`` (S, L) int32 and ``counts`` (S, L), padded with id 0
-          and count 0: a :class:`CorpusBatch`, whose values a step does not check again, from a checked
-          corpus with ``dtype`` float32 or float64.
+          ``BowBatch`` of NumPy ``word_ids`` (S, L) int32 and ``counts`` (S, L), padded with id 0 and count 0 (a
+          :class:`CorpusBatch` from a checked corpus with ``dtype`` float32 or float64).
         """
         idx = self._doc_indices(doc_indices)
         rows = idx.size if num_rows is None else int(num_rows)
@@ -301,12 +295,8 @@ class Corpus:
         return self._derived(ptr, self.word_ids[src], self.counts[src])
 
     def split_documents(self, seed, test_fraction: float) -> tuple["Corpus", "Corpus"]:
-        """A random split of the documents into (train, test), each in corpus order; the test set has
-        ``round(test_fraction * D)`` documents (``seed``: int or JAX PRNG key)."""
-        if not 0.0 <= test_fraction <= 1.0:
-            raise ArgumentError(
-                "test_fraction", f"test_fraction must lie in [0, 1], got {test_fraction}", value=test_fraction
-            )
+        """A random split of the documents into (train, test) in corpus order, ``round(test_fraction * D)`` in test."""
+        check_scalar("test_fraction", test_fraction, low=0.0, high=1.0, include_low=True)
         num_test = int(round(test_fraction * self.num_docs))
         perm = as_rng(seed).permutation(self.num_docs)
         test = np.sort(perm[:num_test])
@@ -316,19 +306,13 @@ class Corpus:
     def split_tokens(self, seed, observed_fraction: float = 0.5) -> tuple["Corpus", "Corpus"]:
         """Splits every document's tokens at random into an observed and a held-out part.
 
-        For document completion (Hoffman et al., 2013, §4.2). Document d keeps
-        ``floor(observed_fraction * N_d + 1/2)`` of its N_d tokens, chosen uniformly among its tokens
-        (not its distinct words); the parts add up to the corpus and drop their zero entries.
+        For document completion (Hoffman et al., 2013, §4.2): document d keeps ``floor(observed_fraction * N_d +
+        1/2)`` of its N_d tokens, chosen uniformly; the parts add up to the corpus, without zero entries.
 
         Returns:
           (observed, heldout): two corpora with the same documents, in the same order.
         """
-        if not 0.0 <= observed_fraction <= 1.0:
-            raise ArgumentError(
-                "observed_fraction",
-                f"observed_fraction must lie in [0, 1], got {observed_fraction}",
-                value=observed_fraction,
-            )
+        check_scalar("observed_fraction", observed_fraction, low=0.0, high=1.0, include_low=True)
         rng = as_rng(seed)
         obs = np.empty(self.nnz, np.float32)
         lengths = self.doc_lengths
@@ -391,13 +375,12 @@ class Corpus:
 
 
 class CorpusWriter(FileWriter):
-    """Writes a corpus to an ``.npz`` file a chunk of documents at a time (only that chunk in memory);
-    ``close`` (or the end of a ``with`` block) assembles the archive that ``Corpus.load_npz`` reads.
+    """Writes a corpus to an ``.npz`` file a chunk of documents at a time; ``close`` (or the end of a ``with``
+    block) assembles the archive that ``Corpus.load_npz`` reads.
 
     Args:
       vocab: optional sequence of V words.
-      extra_streams: ``name -> (dtype, trailing_shape)`` of further arrays with one row per document,
-        appended with ``append_extra``.
+      extra_streams: ``name -> (dtype, trailing_shape)`` of arrays with one row per document (``append_extra``).
       extra_arrays: small arrays stored whole (e.g. the true topics).
 
     Examples:

@@ -22,10 +22,8 @@ class HMMSample(NamedTuple):
 def sample_hmm(
     key: PRNGKey, params: HMMParams, *, num_sequences: int, length: int, min_length: Optional[int] = None
 ) -> HMMSample:
-    """Draws ``num_sequences`` sequences from the HMM ``params`` (categorical or diagonal-Gaussian
-    emissions), each of a length uniform in [min_length, length] (``length`` when ``min_length`` is
-    None), padded to ``length`` with zeros. ``params`` are checked as the models check them (a
-    ValueError naming the field).
+    """Draws ``num_sequences`` sequences from the HMM ``params`` (categorical or diagonal-Gaussian emissions), of
+    lengths uniform in [min_length, length] (or ``length``), padded to ``length`` with zeros.
 
     Examples:
         >>> import jax.numpy as jnp

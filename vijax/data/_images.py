@@ -37,9 +37,6 @@ def load_digits_images(
       test_fraction: the fraction of each digit held out, in (0, 1).
       binarize: pixels > ``threshold`` (in (0, 1)) become 1, the others 0, for a Bernoulli likelihood.
 
-    Returns:
-      An :class:`ImageData` (float64 pixels, int labels 0-9).
-
     Examples:
         >>> d = load_digits_images(binarize=True)
         >>> d.x_train.shape, d.x_test.shape, d.image_shape, sorted(set(d.x_train.ravel().tolist()))
@@ -72,9 +69,8 @@ class LatentBernoulliData(NamedTuple):
 
 
 def latent_bernoulli_log_prob(decoder: dict, x: Array, key: PRNGKey, num_samples: int = 10000) -> Array:
-    """(N,) log p(x_n) under :func:`sample_latent_bernoulli`'s model (weights ``decoder``), by Monte Carlo
-    over the prior, log (1/K) sum_k p(x_n | z_k), z_k ~ N(0, I): a reference for a fitted model's
-    log-likelihood (low-variance for a latent dimension of 2 or 3 and K in the thousands)."""
+    """(N,) log p(x_n) under :func:`sample_latent_bernoulli`'s model (weights ``decoder``), by Monte Carlo over the
+    prior: log (1/K) sum_k p(x_n | z_k), z_k ~ N(0, I)."""
     num_samples = check_int("num_samples", num_samples)
     return _prior_mc(decoder, jnp.asarray(x), key, num_samples)
 
@@ -102,8 +98,7 @@ def sample_latent_bernoulli(
         W1 ~ N(0, 1/d) (d x H), b1 ~ N(0, 1/4), W2 ~ N(0, c^2/H) (H x D),
         z_n ~ N(0, I_d),  x_n ~ Bernoulli(sigmoid(tanh(z_n W1 + b1) W2)),
 
-    c = ``logit_scale`` > 0 (larger: pixels closer to deterministic given z). The decoder's weights
-    and the data come from ``key``; a square ``dim`` D shows as an image in the experiment's plots.
+    c = ``logit_scale`` > 0 (larger: pixels closer to deterministic given z).
 
     Examples:
         >>> data = sample_latent_bernoulli(jax.random.PRNGKey(0), 10, 16)

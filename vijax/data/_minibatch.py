@@ -15,14 +15,12 @@ from vijax.data._csr import Corpus, readonly, seed_entropy, bucket_length
 
 
 class Minibatcher:
-    """Host-side minibatches of a ``Corpus``: each epoch visits every document once, in a fresh
-    random order, S documents at a time.
+    """Host-side minibatches of a ``Corpus``: each epoch visits every document once, in a fresh random order,
+    S documents at a time.
 
-    Epoch ``e``'s order is drawn from a stream of ``(seed, e)`` alone, so ``epoch_order(e)``,
-    ``step_batch(t)`` and ``host_batches(t0, n)`` (the runner's interface) are random access and a
-    resumed run gets the batches of an uninterrupted one. Every batch has exactly S rows: when D is not
-    a multiple of S the last batch of an epoch is padded with empty documents (which an estimator
-    scaling a batch by D / S underweights by ``(D mod S) / S``), or skipped with ``drop_remainder``.
+    Epoch ``e``'s order is drawn from ``(seed, e)`` alone, so ``step_batch(t)`` and ``host_batches(t0, n)`` are
+    random access and a resumed run gets the batches of an uninterrupted one. Every batch has S rows: the last
+    batch of an epoch is padded with empty documents, or skipped with ``drop_remainder``.
 
     Args:
       batch_size: S.
@@ -62,10 +60,7 @@ class Minibatcher:
                 f"corpus must be a vijax.data.Corpus (read_ldac, read_uci_bow, prepare_corpus, Corpus(...)), "
                 f"got {type(corpus).__name__}",
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ArgumentError(
-                "batch_size", f"batch_size must be a positive integer, got {batch_size!r}", value=batch_size
-            )
+        check_int("batch_size", batch_size)
         if drop_remainder and batch_size > corpus.num_docs:
             raise ArgumentError(
                 "batch_size",
@@ -74,10 +69,8 @@ class Minibatcher:
             )
         if corpus.num_docs == 0:
             raise ValueError("the corpus has no documents")
-        if num_epochs is not None and num_epochs < 0:
-            raise ArgumentError(
-                "num_epochs", f"num_epochs must be non-negative or None, got {num_epochs}", value=num_epochs
-            )
+        if num_epochs is not None:
+            check_int("num_epochs", num_epochs, 0)
         longest = int(np.max(corpus.doc_unique_words))
         if length == "corpus":
             length = bucket_length(longest)
@@ -134,19 +127,13 @@ class Minibatcher:
         )
 
     def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch:
-        """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan``: the
-        runner's ``host_batches``. ``num_epochs`` and ``start_epoch`` do not apply; L is the longest
-        bucket among the n batches, or ``length``."""
+        """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan`` (L: the longest
+        batch's, or ``length``); ``num_epochs`` and ``start_epoch`` do not apply."""
         return stack_batches([self.step_batch(t) for t in range(int(t0), int(t0) + int(n))], length)
 
     def with_indices(self) -> Iterator[tuple[np.ndarray, BowBatch]]:
         """Yields ``(doc_indices, batch)``; ``doc_indices`` is (S,) int64 with -1 on padding rows."""
-        epochs = (
-            itertools.count(self.start_epoch)
-            if self.num_epochs is None
-            else range(self.start_epoch, self.start_epoch + self.num_epochs)
-        )
-        for epoch in epochs:
+        for epoch in itertools.islice(itertools.count(self.start_epoch), self.num_epochs):
             for b in range(self.steps_per_epoch):
                 t = epoch * self.steps_per_epoch + b
                 yield self.step_indices(t), self.step_batch(t)
@@ -155,10 +142,8 @@ class Minibatcher:
         return (batch for _, batch in self.with_indices())
 
     def chunks(self, steps: int) -> Iterator[BowBatch]:
-        """Yields ``stack_batches`` of ``steps`` consecutive minibatches, (steps, S, L) each, for a
-        ``lax.scan`` over steps; the last chunk of a finite run may be shorter."""
-        if steps < 1:
-            raise ArgumentError("steps", f"steps must be positive, got {steps}", value=steps)
+        """Yields ``stack_batches`` of ``steps`` consecutive minibatches, (steps, S, L) each (the last may be shorter)."""
+        check_int("steps", steps)
         it = iter(self)
         while True:
             group = list(itertools.islice(it, steps))
@@ -190,8 +175,7 @@ def minibatches(
 
 
 def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Optional[int] = None) -> BowBatch:
-    """T ``BowBatch``es (same S and dtypes) stacked (T, S, L) for a ``lax.scan``, padded (id 0, count 0)
-    to the longest batch's L or to ``length``."""
+    """T ``BowBatch``es (same S and dtypes) stacked (T, S, L), padded to the longest batch's L or to ``length``."""
     batches = list(batches)
     if not batches:
         raise ValueError("stack_batches needs at least one batch")
@@ -213,12 +197,10 @@ def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Opti
 
 
 def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:
-    """``(key, t) -> indices``: minibatch t of a fresh random permutation every pass; a pass is
-    floor(N / M) minibatches (the remainder is skipped).
+    """``(key, t) -> indices``: minibatch t of a fresh random permutation every pass of floor(N / M) minibatches.
 
-    The device-side counterpart of :class:`Minibatcher`, for data held in memory: jit-able with a
-    traced t, so that a ``lax.scan`` over steps gathers its own minibatches. Pass p uses the
-    permutation of ``fold_in(key, p)``; the returned function ignores its own ``key`` argument.
+    The device-side counterpart of :class:`Minibatcher`, jit-able with a traced t. Pass p uses the permutation
+    of ``fold_in(key, p)``; the returned function ignores its own ``key`` argument.
 
     Returns:
       (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int array (M,).

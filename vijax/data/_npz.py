@@ -1,10 +1,5 @@
-"""Uncompressed ``.npz`` archives that are written in pieces and read back memory-mapped.
-
-``np.load(path, mmap_mode="r")`` loads every member of an ``.npz`` into memory; since ``np.savez``
-stores members uncompressed, ``open_npz`` finds where each member's bytes start and maps them with
-``np.memmap``. ``StreamingNpzWriter`` spools rows to one raw file per array and assembles the archive
-beside its path, renamed into place (``os.replace``): neither side holds a whole array in memory.
-"""
+"""Uncompressed ``.npz`` archives written in pieces (``StreamingNpzWriter``) and read back memory-mapped
+(``open_npz``, which ``np.load(path, mmap_mode="r")`` does not do for an ``.npz``)."""
 
 from __future__ import annotations
 
@@ -24,25 +19,7 @@ from vijax._validate import ArgumentError
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the fixed 30 bytes of a zip local file header
 _LOCAL_MAGIC = b"PK\x03\x04"
 _COPY_BLOCK = 1 << 20  # bytes copied at a time when an archive is assembled
-
-
-def _member_data_offset(fp, info: zipfile.ZipInfo) -> int:
-    """Offset in the archive of the first byte of a stored member's data."""
-    fp.seek(info.header_offset)
-    fields = _LOCAL_HEADER.unpack(fp.read(_LOCAL_HEADER.size))
-    if fields[0] != _LOCAL_MAGIC:
-        raise ValueError(f"corrupt zip archive: bad local header for member {info.filename!r}")
-    name_len, extra_len = fields[-2], fields[-1]
-    return info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
-
-
-def _read_npy_header(fp):
-    version = npy_format.read_magic(fp)
-    if version == (1, 0):
-        return npy_format.read_array_header_1_0(fp)
-    if version == (2, 0):
-        return npy_format.read_array_header_2_0(fp)
-    raise ValueError(f"unsupported .npy format version {version}")
+_HEADER_READERS = {(1, 0): npy_format.read_array_header_1_0, (2, 0): npy_format.read_array_header_2_0}
 
 
 def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray]:
@@ -51,9 +28,6 @@ def open_npz(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray
     Args:
       path: an archive of ``np.savez`` or ``StreamingNpzWriter`` (not compressed when ``mmap``).
       mmap: map numeric members with ``np.memmap(mode="r")``; string and zero-size members are read.
-
-    Returns:
-      dict ``name -> array`` (names without the ``.npy`` suffix).
 
     Raises:
       FileNotFoundError: for a missing file.
@@ -86,8 +60,15 @@ def _open_npz(path: str | os.PathLike, mmap: bool) -> dict[str, np.ndarray]:
                     f"member {name!r} of {os.fspath(path)!r} is compressed and cannot be "
                     "memory-mapped; load with mmap=False or save uncompressed"
                 )
-            fp.seek(_member_data_offset(fp, info))
-            shape, fortran, dtype = _read_npy_header(fp)
+            fp.seek(info.header_offset)
+            fields = _LOCAL_HEADER.unpack(fp.read(_LOCAL_HEADER.size))
+            if fields[0] != _LOCAL_MAGIC:
+                raise ValueError(f"corrupt zip archive: bad local header for member {info.filename!r}")
+            fp.seek(info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1])  # past the name and extra field
+            version = npy_format.read_magic(fp)
+            if version not in _HEADER_READERS:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, fortran, dtype = _HEADER_READERS[version](fp)
             offset = fp.tell()
             if dtype.hasobject:
                 raise ValueError(f"member {name!r} holds Python objects; refusing to unpickle it")
@@ -102,8 +83,7 @@ def _open_npz(path: str | os.PathLike, mmap: bool) -> dict[str, np.ndarray]:
 
 
 class FileWriter:
-    """A writer that ``close()`` finishes; a ``with`` block that raises discards what it wrote
-    (``_discard()``) instead."""
+    """A writer that ``close()`` finishes; a ``with`` block that raises discards what it wrote instead."""
 
     def __enter__(self):
         return self
@@ -119,12 +99,8 @@ class FileWriter:
 class StreamingNpzWriter(FileWriter):
     """Writes an uncompressed ``.npz`` whose arrays grow along their first axis, chunk by chunk.
 
-    ``path`` is either untouched or the complete archive, never a partial one (also when ``close``
-    fails); leaving a ``with`` block by an exception writes nothing.
-
-    Args:
-      path: the archive to write (replaced if it exists).
-      streams: ``name -> (dtype, trailing_shape)`` of the arrays to stream.
+    ``path`` is either untouched or the complete archive, never a partial one; leaving a ``with`` block by an
+    exception writes nothing. ``streams``: ``name -> (dtype, trailing_shape)`` of the arrays to stream.
     """
 
     def __init__(self, path: str | os.PathLike, streams: Mapping[str, tuple]):

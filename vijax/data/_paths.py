@@ -20,19 +20,9 @@ def shared_data_path(*parts: str) -> Optional[pathlib.Path]:
     """The path of a reference data file in ``$VIJAX_SHARED_DATA``, else in ``../shared/data`` beside
     the current directory or the vijax checkout; None when it is absent."""
     env = os.environ.get("VIJAX_SHARED_DATA")
-    roots = (
-        [pathlib.Path(env)]
-        if env
-        else [
-            pathlib.Path.cwd().parent / "shared" / "data",
-            pathlib.Path(__file__).resolve().parents[3] / "shared" / "data",
-        ]
-    )
-    for root in roots:
-        p = root.joinpath(*parts)
-        if p.exists():
-            return p
-    return None
+    beside = (pathlib.Path.cwd().parent, pathlib.Path(__file__).resolve().parents[3])
+    roots = [pathlib.Path(env)] if env else [p / "shared" / "data" for p in beside]
+    return next((p for p in (root.joinpath(*parts) for root in roots) if p.exists()), None)
 
 
 def resolve_data_path(path: str | os.PathLike | None) -> Optional[pathlib.Path]:
@@ -51,8 +41,7 @@ def resolve_data_path(path: str | os.PathLike | None) -> Optional[pathlib.Path]:
 
 
 def check_regular_file(path: str | os.PathLike) -> str:
-    """``path`` as a string, after checking that it names a regular file (or a link to one): a
-    directory, a device (``/dev/zero``), a pipe or a socket is refused before it is opened.
+    """``path`` as a string, after checking that it names a regular file (or a link to one), before it is opened.
 
     Raises:
       FileNotFoundError: naming ``path`` when nothing is there.

@@ -1,10 +1,6 @@
-"""Background-thread prefetch of host minibatches, so that the device never waits on the host.
-
-``prefetch(iterator, depth)`` runs any iterator in a daemon thread keeping up to ``depth`` items ready;
-``PrefetchHostBatches(host_batches, depth)`` does the same for the runner's ``host_batches(t0, n)``,
-guessing that ``(t0 + n, n)`` comes next. Both give the items of the unwrapped source in its order (a
-prefetched run is bit-identical), raise a failure of the thread in the consumer at its item, and stop
-the thread on ``close()``, the end of a ``with`` block or exhaustion.
+"""Background-thread prefetch of host minibatches, so that the device never waits on the host. Both kinds give the
+source's items in its order, raise a failure of the thread in the consumer at its item, and stop the thread on
+``close()``, the end of a ``with`` block or exhaustion.
 """
 
 from __future__ import annotations
@@ -70,8 +66,7 @@ class _Worker:
 
 
 class _Owner:
-    """What ``prefetch`` and ``PrefetchHostBatches`` share: an optional ``_Worker`` that ``close()``
-    stops, at the end of a ``with`` block or when the object is collected."""
+    """An optional ``_Worker`` that ``close()`` stops (also at the end of a ``with`` block, or when collected)."""
 
     _worker: Optional[_Worker] = None
 

@@ -1,7 +1,5 @@
-"""``prepare_corpus`` (what ``vijax prepare`` runs): any supported input format to the memory-mapped
-``.npz`` corpus format. lda-c and text are streamed a chunk of lines at a time; UCI lists entries in any
-order, so its arrays (about 16 bytes per entry, never the text) are read whole first.
-"""
+"""``prepare_corpus`` (what ``vijax prepare`` runs): any supported input format to the memory-mapped ``.npz``
+corpus format, lda-c and text streamed a chunk of lines at a time (UCI, whose entries come in any order, whole)."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def _text_lines(path):
 
 
 def _check_out_path(out_path, sources) -> None:
-    """Refuses an output that would replace one of ``sources`` (``what -> path``), is a directory, or
-    whose folder does not exist."""
+    """Refuses an output that would replace one of ``sources``, is a directory, or has no folder."""
     out = os.fspath(out_path)
     if os.path.isdir(out):
         raise ArgumentError("out_path", f"out_path: {out} is a directory; give the .npz file to write")
@@ -68,10 +65,8 @@ def prepare_corpus(
       vocab_size: lda-c only: V when there is no vocabulary file (default: the largest id + 1).
 
     Raises:
-      ValueError: an unknown ``fmt``; ``out_path`` naming the input or vocabulary file (compared
-        after resolving links, and by ``os.path.samefile``), a directory, or a missing folder;
-        a malformed input (naming the file and line; see ``read_uci_bow`` and ``read_ldac``);
-        an input or vocabulary that is not a regular file.
+      ValueError: an unknown ``fmt``; ``out_path`` the input or vocabulary file, a directory, or in a missing
+        folder; a malformed input (naming the file and line); an input or vocabulary that is not a regular file.
       FileNotFoundError: naming a missing input or vocabulary file.
 
     Examples:

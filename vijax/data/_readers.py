@@ -1,8 +1,5 @@
-"""Readers of the standard bag-of-words text formats (UCI and lda-c), streaming line by line.
-
-Every reader refuses, with a ``ValueError`` naming the file (and the line where there is one), a path
-that is not a regular file (a directory, ``/dev/zero``), text that is not UTF-8, and broken gzip data.
-"""
+"""Readers of the standard bag-of-words text formats (UCI and lda-c), streaming line by line; each refuses,
+naming the file (and line), a path that is not a regular file, text that is not UTF-8 and broken gzip data."""
 
 from __future__ import annotations
 
@@ -49,8 +46,8 @@ def open_text(path: str | os.PathLike) -> io.TextIOBase:
 
 
 def unreadable(name: str, lines_read: int, exc: BaseException) -> ValueError:
-    """The error for a file whose reading failed after ``lines_read`` lines, naming the first line that
-    is not UTF-8 or where the gzip data breaks (the file read again in binary, line by line)."""
+    """The error for a file whose reading failed after ``lines_read`` lines, naming the first line that is not
+    UTF-8 or where the gzip data breaks."""
     gzipped = _is_gzip(name)
     n = 0
     try:
@@ -70,8 +67,7 @@ def unreadable(name: str, lines_read: int, exc: BaseException) -> ValueError:
 
 
 def read_line_chunks(path: str | os.PathLike, lines_per_chunk: Optional[int] = None) -> Iterator[tuple[int, list]]:
-    """The lines of a text file (optionally gzipped), ``lines_per_chunk`` at a time (default 65,536),
-    each chunk with the 1-based number of its first line: ``(first_line, lines)``.
+    """``(first line's 1-based number, lines)`` of a text file (optionally gzipped), ``lines_per_chunk`` at a time.
 
     Raises:
       FileNotFoundError: naming ``path`` when it does not exist.
@@ -142,17 +138,14 @@ def _parse_ints(text: str, what: str) -> np.ndarray:
 def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.PathLike] = None) -> Corpus:
     """Reads a corpus in the UCI bag-of-words format (``docword.*.txt``, optionally gzipped).
 
-    Three header lines D (documents), W (vocabulary size) and NNZ (entries), then NNZ lines
-    ``docID wordID count`` with 1-based ids, in any order, read a chunk of lines at a time. A document
-    without a line is empty. ``vocab_path``: the matching ``vocab.*.txt`` (W words), or None.
+    Three header lines D (documents), W (vocabulary size) and NNZ (entries), then NNZ lines ``docID wordID
+    count`` with 1-based ids, in any order. ``vocab_path``: the matching ``vocab.*.txt`` (W words), or None.
 
     Raises:
       FileNotFoundError: naming a missing file.
-      ValueError: naming the file and, for an entry, its line: a malformed header (D or W beyond
-        int32), a line without exactly three integers, an id outside ``[1, D]`` / ``[1, W]``, a
-        negative count or one above 2**24 (float32 is exact only up to 2**24), NNZ not matching the
-        lines, a vocabulary that repeats a word (naming both lines) or whose length is not W; a path
-        that is not a regular file, text that is not UTF-8, broken gzip data.
+      ValueError: naming the file and line: a malformed header, a line without three integers, an id out of
+        range, a count < 0 or > 2**24, NNZ not matching the lines, a vocabulary that repeats a word or whose
+        length is not W; not a regular file, not UTF-8, broken gzip data.
     """
     name = os.fspath(docword_path)
     vocab = None if vocab_path is None else _vocabulary_words(vocab_path)  # a bad one fails first
@@ -236,9 +229,7 @@ def _float32_note(what: str, value) -> str:
 
 @contextlib.contextmanager
 def _about(argument: str) -> Iterator[None]:
-    """Re-raises a ValueError about the file of the reader's argument ``argument`` as an
-    :class:`~vijax._validate.ArgumentError` naming that argument, its message unchanged (the CLI maps it
-    to ``data.path``). An ArgumentError about another argument passes."""
+    """Re-raises a ValueError (not an ArgumentError) as an ArgumentError naming ``argument``, its message kept."""
     try:
         yield
     except ArgumentError:
@@ -248,8 +239,7 @@ def _about(argument: str) -> Iterator[None]:
 
 
 def ldac_chunks(path, vocab_size: Optional[int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The documents of an lda-c file, a chunk of lines at a time: ``(entries per document, word
-    ids, counts)``, checked (ValueError naming the file and line)."""
+    """``(entries per document, word ids, counts)`` of an lda-c file, a chunk of lines at a time, checked."""
     name = os.fspath(path)
     id_limit = _ID_LIMIT if vocab_size is None else vocab_size
     for chunk_first, lines in read_line_chunks(path):
@@ -309,8 +299,8 @@ def read_ldac(
 ) -> Corpus:
     """Reads a corpus in lda-c format (Blei's LDA-C; optionally gzipped).
 
-    One document per line: ``M id:count id:count ...`` with M the number of pairs and ids 0-based;
-    ``0`` alone is an empty document, blank lines are skipped. Parsed a chunk of lines at a time.
+    One document per line: ``M id:count id:count ...`` with M the number of pairs and ids 0-based; ``0`` alone is
+    an empty document, blank lines are skipped.
 
     Args:
       path: the ``.ldac`` (or ``.ldac.gz``) file.
@@ -319,11 +309,9 @@ def read_ldac(
 
     Raises:
       FileNotFoundError: naming a missing file.
-      ValueError: an ``ArgumentError`` naming ``path`` or ``vocab_path``, its message the file and
-        line: a malformed line (M not matching its pairs, a token that is not ``id:count``), a
-        negative id or count, an id beyond the vocabulary (or int32), a count above 2**24, a
-        vocabulary that repeats a word (naming both lines); not a regular file, not UTF-8, broken
-        gzip data; a file without documents (refused first, whatever the vocabulary).
+      ValueError: an ``ArgumentError`` naming ``path`` or ``vocab_path``, its message the file and line: a
+        malformed line, an id or count out of range, a vocabulary that repeats a word; not a regular file, not
+        UTF-8, broken gzip data; a file without documents (refused first).
 
     Examples:
       >>> import tempfile, os
@@ -338,14 +326,7 @@ def read_ldac(
             raise ValueError(f"{os.fspath(path)!r} holds no documents (an empty lda-c file)")
     with _about("vocab_path"):
         vocab, vocab_size = ldac_vocabulary(vocab_path, vocab_size)
-    lengths, words, counts = [], [], []
     with _about("path"):
-        for sizes, ids, cnt in ldac_chunks(path, vocab_size):
-            lengths.append(sizes)
-            words.append(ids)
-            counts.append(cnt)
-    lengths = np.concatenate(lengths)
-    ids = np.concatenate(words) if words else np.zeros(0, np.int64)
-    counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)
+        lengths, ids, counts = (np.concatenate(parts) for parts in zip(*ldac_chunks(path, vocab_size)))
     ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return Corpus(ptr, ids.astype(np.int32), counts, vocab_size, vocab)
+    return Corpus(ptr, ids, counts, vocab_size, vocab)

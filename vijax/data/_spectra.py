@@ -1,11 +1,6 @@
-"""Synthetic magnitude spectrograms for the GaP-KL-NMF experiment (Hoffman & Blei 2015, §4.3, figure 4).
-
-The paper draws "a 257-by-50 dictionary matrix W whose columns resemble the magnitude spectra of speech
-sounds", H_kt ~ Gamma(0.2, 0.2) and Y_ft ~ Poisson(sum_k W_fk H_kt), without saying how W was made. Here
-each column is a voiced sound: a harmonic comb (Gaussian bumps about one bin wide at multiples of f0)
-under a four-formant envelope with a -6 dB/octave tilt, on a floor 50 dB below the peak. With 16 kHz
-audio and a 512-point FFT, the 257 rows are the bins 0, 31.25, ..., 8000 Hz.
-"""
+"""Synthetic magnitude spectrograms for the GaP-KL-NMF experiment (Hoffman & Blei 2015, §4.3, figure 4), whose
+dictionary "resembles the magnitude spectra of speech sounds": each column a voiced sound, a harmonic comb under a
+four-formant envelope (the paper does not say how its W was made)."""
 
 from __future__ import annotations
 
@@ -49,9 +44,7 @@ def speech_like_dictionary(
     peak: float = 20.0,
     dtype=None,
 ) -> tuple[Array, Array]:
-    """A (num_freqs, num_atoms) dictionary of voiced-speech magnitude spectra (see the module).
-
-    Column k is ``peak * s_k / max(s_k)`` with
+    """A (num_freqs, num_atoms) dictionary of voiced-speech magnitude spectra. Column k is ``peak * s_k / max(s_k)`` with
 
         s_k(f) = max( e_k(f) sum_j exp(-(f - j f0_k)^2 / (2 sigma^2)),  10^(-50/20) ),
         e_k(f) = sum_i g_i / (1 + ((f - F_ik) / B_ik)^2)  /  (1 + f / 500 Hz),
@@ -106,8 +99,7 @@ def sample_speech_spectrogram(
     """The synthetic data of Hoffman & Blei 2015, §4.3: W from :func:`speech_like_dictionary`,
     H_kt ~ Gamma(shape, rate) independently, Y_ft ~ Poisson(sum_k W_fk H_kt).
 
-    The defaults are the paper's sizes (257 x 50 dictionary, 1000 frames, Gamma(0.2, 0.2)); ``peak``
-    sets the counts' scale, ``sample_rate`` only places the formants and partials on the bins.
+    The defaults are the paper's (257 x 50 dictionary, 1000 frames, Gamma(0.2, 0.2)); ``peak`` sets the counts' scale.
 
     Returns:
       :class:`SpectrogramData` with y (F, T), w (F, K), h (K, T), f0 (K,).

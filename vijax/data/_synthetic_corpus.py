@@ -12,9 +12,7 @@ from vijax._validate import ArgumentError, check_draw_args, check_int, check_pos
 from vijax.data._csr import Corpus, CorpusWriter, as_rng, seed_entropy, vouched
 from vijax.data._npz import open_npz
 
-LDA_BLOCK_DOCS = 512
-"""Documents drawn together, each block from its own stream (of the key and the block's index), so that
-``sample_lda_corpus`` and ``write_lda_corpus_npz`` give the same documents for the same key."""
+LDA_BLOCK_DOCS = 512  # documents drawn together, each block from its own stream (the key, the block's index)
 
 
 class LDASample(NamedTuple):
@@ -31,8 +29,7 @@ def _concentration(name, value, size):
 
 
 def _flat_cdf(probs: np.ndarray) -> np.ndarray:
-    """Rows' cumulative sums, row r shifted by r, flattened: one increasing array in which
-    ``searchsorted(cdf, r + u, "right") - r * n`` draws from row r with a uniform u."""
+    """Rows' cumulative sums, row r shifted by r, flattened (``_categorical_rows`` draws from it)."""
     cdf = np.cumsum(probs, axis=1)
     cdf[:, -1] = 1.0
     return (cdf + np.arange(probs.shape[0])[:, None]).ravel()
@@ -102,10 +99,8 @@ def sample_lda_corpus(
 ) -> LDASample:
     """A corpus drawn from latent Dirichlet allocation, with its true topics and proportions.
 
-    beta_k ~ Dirichlet(eta) for k < K; then for each document theta_d ~ Dirichlet(alpha),
-    N_d ~ Poisson(doc_length_mean), and N_d tokens, each z ~ Categorical(theta_d) then
-    w ~ Categorical(beta_z) (Blei, Ng & Jordan, 2003, §3; Blei et al. 2017, §5). Drawn in NumPy, a
-    block of ``LDA_BLOCK_DOCS`` documents at a time.
+    beta_k ~ Dirichlet(eta); for each document theta_d ~ Dirichlet(alpha), N_d ~ Poisson(doc_length_mean), and
+    N_d tokens, each z ~ Categorical(theta_d) then w ~ Categorical(beta_z) (Blei, Ng & Jordan, 2003, §3).
 
     Args:
       key: int seed or JAX PRNG key; the same key gives the same corpus.
@@ -150,18 +145,11 @@ def write_lda_corpus_npz(
     vocab: Optional[Sequence[str]] = None,
     save_doc_topics: bool = True,
 ) -> LDASample:
-    """Streams a synthetic LDA corpus of any size to an ``.npz`` file, one block at a time.
-
-    The documents are those of ``sample_lda_corpus`` with the same arguments (the other arguments are
-    its), but only one block of ``LDA_BLOCK_DOCS`` documents is ever in memory.
-
-    Args:
-      path: the ``.npz`` file to write.
-      save_doc_topics: also stream theta (D, K) into the file (member ``doc_topics``, float32).
+    """``sample_lda_corpus``'s documents for the same arguments, streamed to the ``.npz`` file ``path`` a block at a
+    time (``save_doc_topics``: theta (D, K) too, as member ``doc_topics``).
 
     Returns:
-      ``LDASample`` whose corpus (``Corpus.load_npz(path, mmap=True)``) and doc_topics are
-      memory-mapped from the file; topics (K, V) is in memory (also stored as member ``topics``).
+      ``LDASample`` whose corpus and doc_topics are memory-mapped from the file (topics in memory, and stored).
     """
     setup = _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean)
     extra = {"doc_topics": (np.float32, (num_topics,))} if save_doc_topics else {}
@@ -187,10 +175,7 @@ def sample_ctm_corpus(
 ):
     """A synthetic corpus from the CTM (Blei & Lafferty 2007): z_d ~ N(0, Sigma) in R^(K-1), Sigma =
     correlation A A^T/(K-1) + 0.5 I (A standard normal), topic proportions softmax((z_d, 0)), topics ~
-    Dirichlet(topic_concentration) (> 0), ``doc_length`` tokens per document; K >= 2.
-
-    Args:
-      seed: int seed or JAX PRNG key; the same seed gives the same corpus.
+    Dirichlet(topic_concentration), ``doc_length`` tokens per document; K >= 2. ``seed``: int or JAX PRNG key.
 
     Returns:
       (Corpus, dict with "topics" (K, V), "mu" (K-1,), "sigma" (K-1, K-1)).

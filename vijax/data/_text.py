@@ -12,7 +12,7 @@ import numpy as np
 
 from vijax.data._csr import Corpus
 from vijax.data._readers import read_word_list
-from vijax._validate import ArgumentError, check_int
+from vijax._validate import ArgumentError, check_int, check_scalar
 
 # English function words (articles, pronouns, auxiliaries, prepositions, conjunctions, common adverbs)
 STOP_WORDS_EN = frozenset(
@@ -82,13 +82,10 @@ class Vocabulary:
 
     def __init__(self, words: Iterable[str]):
         words = tuple(str(w) for w in words)
-        index = {w: i for i, w in enumerate(words)}
-        if len(index) != len(words):
-            first: dict = {}
-            for i, w in enumerate(words):
-                if w in first:
-                    raise _RepeatedWord(w, first[w], i)
-                first[w] = i
+        index: dict = {}
+        for i, w in enumerate(words):
+            if index.setdefault(w, i) != i:
+                raise _RepeatedWord(w, index[w], i)
         self._words = words
         self._index = index
 
@@ -145,17 +142,15 @@ class Vocabulary:
 
 
 def load_vocabulary(path: str | os.PathLike, lowercase: bool = True) -> Vocabulary:
-    """Reads a vocabulary with one word per line (such as Hoffman's ``dictnostops.txt``), word ``i`` on
-    line ``i + 1``; the file may be gzipped.
+    """Reads a vocabulary with one word per line (such as Hoffman's ``dictnostops.txt``), optionally gzipped.
 
     Args:
-      lowercase: lower-case the words, as ``corpus_from_texts`` lower-cases text (else a capitalised
-        entry could never match).
+      lowercase: lower-case the words, as ``corpus_from_texts`` lower-cases text.
 
     Raises:
       FileNotFoundError: naming a missing file.
-      ValueError: naming the file: a blank line inside the list, a word repeated (after lower-casing;
-        naming the word and both lines), not a regular file, not UTF-8 (naming the line), broken gzip.
+      ValueError: naming the file (and line): a blank line inside the list, a repeated word, not a regular file,
+        not UTF-8, broken gzip.
     """
     words = read_word_list(path)
     try:
@@ -178,9 +173,7 @@ def build_vocabulary(
     stop_words: Optional[Iterable[str]] = STOP_WORDS_EN,
     min_length: int = 1,
 ) -> Vocabulary:
-    """The vocabulary of a collection of texts, after the usual cut-offs.
-
-    Ids follow decreasing total count, ties broken alphabetically (independent of the texts' order).
+    """The vocabulary of a collection of texts after the usual cut-offs, ids by decreasing count then alphabetically.
 
     Args:
       texts: the documents (any iterable, read once).
@@ -193,12 +186,9 @@ def build_vocabulary(
     _check_texts(texts)
     check_int("min_count", min_count)
     check_int("min_length", min_length)
-    if not 0.0 < max_doc_fraction <= 1.0:
-        raise ArgumentError(
-            "max_doc_fraction", f"max_doc_fraction must lie in (0, 1], got {max_doc_fraction}", value=max_doc_fraction
-        )
-    if max_size is not None and max_size < 0:
-        raise ArgumentError("max_size", f"max_size must be non-negative, got {max_size}", value=max_size)
+    check_scalar("max_doc_fraction", max_doc_fraction, low=0.0, high=1.0)
+    if max_size is not None:
+        check_int("max_size", max_size, 0)
     stop = frozenset(stop_words or ())
     total: collections.Counter = collections.Counter()
     doc_freq: collections.Counter = collections.Counter()
@@ -217,8 +207,7 @@ def build_vocabulary(
 def corpus_from_texts(texts: Iterable[str], vocabulary: Vocabulary | Sequence[str] | Mapping) -> Corpus:
     """The bag-of-words ``Corpus`` of texts over a fixed vocabulary.
 
-    Tokens (``tokenize``) outside the vocabulary are dropped; a text with none in it is an empty
-    document. ``texts``: any iterable, read once; ``vocabulary``: a ``Vocabulary`` or distinct words.
+    Tokens outside the vocabulary (a ``Vocabulary`` or distinct words) are dropped; ``texts`` are read once.
     """
     _check_texts(texts)
     if not isinstance(vocabulary, Vocabulary):

@@ -1,9 +1,8 @@
 """Binary classification data sets for GP classification (Khan et al. 2016, §6.1, appendix F).
 
-``sonar``, ``ionosphere`` and ``usps_3v5`` come from ``../shared/data`` with the train/test splits of
-the paper's reference code (github.com/emtiyaz/prox-grad-svi); ``breast_cancer`` and ``digits_3v5``
-ship with scikit-learn (a seeded, stratified 80/20 split). ``labels="pm1"`` (the default) gives float
-{-1, +1}; ``labels="01"`` gives int {0, 1}, 1 for the +1 class. Non-finite features raise ValueError.
+``sonar``, ``ionosphere`` and ``usps_3v5`` come from ``../shared/data`` with the splits of the paper's reference
+code; ``breast_cancer`` and ``digits_3v5`` ship with scikit-learn (a seeded, stratified 80/20 split).
+``labels="pm1"`` gives float {-1, +1}; ``labels="01"`` int {0, 1}, 1 for the +1 class.
 """
 
 from __future__ import annotations
@@ -15,10 +14,9 @@ from typing import NamedTuple
 import numpy as np
 
 from vijax.data._paths import check_regular_file, shared_data_path
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, check_scalar
 
 DATASETS = ("sonar", "ionosphere", "usps_3v5", "breast_cancer", "digits_3v5")
-SHARED_DATASETS = ("sonar", "ionosphere", "usps_3v5")
 
 
 class BinaryData(NamedTuple):
@@ -72,8 +70,8 @@ def read_labelled_csv(path) -> tuple[np.ndarray, np.ndarray]:
     """``(features, labels)`` of a comma-separated file whose last column is a -1/+1 label.
 
     Raises:
-      ValueError: naming the file (and the line where it can): a ragged or non-numeric line, a
-        non-finite value or a label other than -1/+1, text that is not UTF-8, not a regular file.
+      ValueError: naming the file (and line): a ragged or non-numeric line, a non-finite value or a label other
+        than -1/+1, text that is not UTF-8, not a regular file.
     """
     from vijax.data._readers import unreadable
 
@@ -145,10 +143,7 @@ def load_usps_3v5(labels: str = "pm1") -> BinaryData:
 
 def split_train_test(x, y, seed: int, test_fraction: float):
     """A stratified random split: ``test_fraction`` of each class, rounded, goes to the test set."""
-    if not 0 < test_fraction < 1:
-        raise ArgumentError(
-            "test_fraction", f"test_fraction must lie in (0, 1), got {test_fraction!r}", value=test_fraction
-        )
+    check_scalar("test_fraction", test_fraction, low=0.0, high=1.0, include_high=False)
     rng = np.random.default_rng(seed)
     test = np.zeros(len(y), bool)
     for c in np.unique(y):
@@ -182,13 +177,10 @@ def load_digits_3v5(labels: str = "pm1", seed: int = 0, test_fraction: float = 0
 
 def load_binary_dataset(name: str, labels: str = "pm1", seed: int = 0) -> BinaryData:
     """One of ``DATASETS`` by name (``seed`` only affects the scikit-learn splits)."""
-    loaders = {"sonar": load_sonar, "ionosphere": load_ionosphere, "usps_3v5": load_usps_3v5}
-    if name in loaders:
-        return loaders[name](labels)
-    if name == "breast_cancer":
-        return load_breast_cancer(labels, seed)
-    if name == "digits_3v5":
-        return load_digits_3v5(labels, seed)
+    if name in _SHARED_FILES:
+        return {"sonar": load_sonar, "ionosphere": load_ionosphere, "usps_3v5": load_usps_3v5}[name](labels)
+    if name in DATASETS:
+        return {"breast_cancer": load_breast_cancer, "digits_3v5": load_digits_3v5}[name](labels, seed)
     raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
 
 

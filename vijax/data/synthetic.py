@@ -75,9 +75,8 @@ def sample_histogram_mixture(
 ) -> GMMData:
     """Synthetic colour histograms in the manner of Blei et al.'s (2017) image study (appendix B).
 
-    Each image type has one prototype histogram per channel ~ Dirichlet(concentration); an image holds,
-    per channel, the normalized counts of ``pixels`` draws from its type's prototype, concatenated
-    (``channels * bins`` dimensions). ``means`` holds the prototypes, ``scales`` the multinomial sds.
+    Each image type has one prototype histogram per channel ~ Dirichlet(concentration); an image holds, per
+    channel, the normalized counts of ``pixels`` draws from its type's prototype (``means``), concatenated.
     """
     dt = check_draw_args(dict(num_points=num_points, num_components=num_components), dtype=dtype, key=key)
     return _histograms(key, num_points, num_components, channels, bins, pixels, float(concentration), dt)
@@ -119,8 +118,7 @@ def sample_sparse_regression(
     coefficients are +-(1 + |N(0, 1)|), the rest 0; y_n = w^T x_n + noise * eps_n.
 
     Raises:
-      ValueError: naming ``num_points``, ``dim``, ``num_relevant`` (0 <= num_relevant <= dim),
-        ``noise`` (> 0) or ``correlation`` (in [0, 1)).
+      ValueError: naming the argument: ``num_relevant`` not in [0, dim], ``noise`` <= 0, ``correlation`` not in [0, 1).
     """
     check_draw_args(dict(num_points=num_points, dim=dim, num_relevant=(num_relevant, 0, dim)), key=key)
     if not noise > 0:
@@ -220,12 +218,8 @@ def sample_categorical_mixture(
     concentration: float = 0.3,
     weight_concentration: float = 5.0,
 ) -> CategoricalMixtureData:
-    """z_i ~ Categorical(pi), x_i ~ Categorical(eta_{z_i}) with pi ~ Dirichlet(``weight_concentration``)
-    and each row eta_k ~ Dirichlet(``concentration``) over the ``num_symbols`` symbols (small
-    concentrations: peaked, well separated components). Drawn in NumPy from an int seed or a JAX key.
-
-    Raises:
-      ValueError: naming the argument: a size that is not a positive integer, a concentration <= 0.
+    """z_i ~ Categorical(pi), x_i ~ Categorical(eta_{z_i}) with pi ~ Dirichlet(``weight_concentration``) and each
+    row eta_k ~ Dirichlet(``concentration``) over the ``num_symbols`` symbols; drawn in NumPy (int seed or key).
     """
     check_draw_args(dict(num_points=num_points, num_components=num_components, num_symbols=num_symbols))
     check_scalar("concentration", concentration, low=0.0)

@@ -1,10 +1,8 @@
 """Exponential families as registered pytrees of natural parameters.
 
-Every family offers the same pure methods (``log_normalizer``, ``mean_params``, ``fisher_vp``,
-``inv_fisher_vp``, ``sufficient_stats``, ``log_prob``, ``entropy``, ``kl``, ``sample``, ``is_valid``,
-``to_tfp``) and, where it has them, optional capabilities (``implements(family, name)``: ``HasMode``,
-``Reparameterizable``, ``GammaBased``, ``NormalBased``). ``tree_*`` functions map over pytrees of
-families; ``digamma``, ``digamma_and_gammaln`` and ``trigamma`` are fast elementwise special functions.
+Every family offers the same pure methods (``log_normalizer``, ``mean_params``, ``fisher_vp``, ``inv_fisher_vp``,
+``log_prob``, ``entropy``, ``kl``, ``sample``, ...) and optional capabilities (``implements(family, name)``);
+``tree_*`` functions map over pytrees of families.
 """
 
 from vijax._lazy import attach_stub

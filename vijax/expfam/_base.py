@@ -295,11 +295,10 @@ def unflatten_params(flat: Array, batch, shapes, sizes) -> Params:
     return tuple(jnp.reshape(p, batch + tuple(s)) for p, s in zip(parts, shapes))
 
 
-def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params) -> Params:
-    """(hess A)^-1 v by a dense solve per batch element. O(d^3); for families of small d."""
+def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params, extra: Any = 0.0) -> Params:
+    """(hess A + ``extra``)^-1 v by a dense solve per batch element. O(d^3); for families of small d."""
     batch, shapes, sizes = param_layout(fam)
-    f = dense_fisher(fam)
-    x = jnp.linalg.solve(f, flatten_params(v, batch)[..., None])[..., 0]
+    x = jnp.linalg.solve(dense_fisher(fam) + extra, flatten_params(v, batch)[..., None])[..., 0]
     return unflatten_params(x, batch, shapes, sizes)
 
 

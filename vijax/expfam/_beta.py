@@ -15,8 +15,7 @@ from vijax.types import tfp_jax
 
 @register_family
 class Beta(AbstractExpFamily):
-    """Beta distribution with concentrations ``a`` (``concentration1``) and ``b``
-    (``concentration0``), in natural form.
+    """Beta distribution with concentrations ``a`` (``concentration1``) and ``b`` (``concentration0``), natural form.
 
     p(x) = x^(a-1) (1-x)^(b-1) / B(a, b);  A(eta) = lgamma(a) + lgamma(b) - lgamma(a + b).
 
@@ -73,11 +72,7 @@ class Beta(AbstractExpFamily):
         return trigamma(a) * v1 - c, trigamma(b) * v2 - c
 
     def inv_fisher_vp(self, v):
-        """F^-1 v = [[psi'(b) - c, c], [c, psi'(a) - c]] v / det,
-        det = psi'(a) psi'(b) - c (psi'(a) + psi'(b)) > 0.
-
-        ``det`` loses about log10(a + b) digits to cancellation, as does the Dirichlet's
-        matrix-inversion-lemma denominator."""
+        """F^-1 v = [[psi'(b) - c, c], [c, psi'(a) - c]] v / det, det = psi'(a) psi'(b) - c (psi'(a) + psi'(b)) > 0."""
         a, b = self.concentration1, self.concentration0
         v1, v2 = v
         ta, tb, c = trigamma(a), trigamma(b), trigamma(a + b)

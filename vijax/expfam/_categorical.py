@@ -43,8 +43,7 @@ class Categorical(AbstractExpFamily):
 
     @classmethod
     def from_probs(cls, probs) -> "Categorical":
-        """From strictly positive probabilities summing to one (to 1e-4) along the last axis; they
-        are renormalized exactly. A zero probability (an infinite logit) is outside the domain.
+        """From strictly positive probabilities summing to one (to 1e-4) along the last axis, renormalized.
 
         Raises:
             ValueError: naming ``probs`` when not finite, not > 0, or not summing to one.

@@ -34,14 +34,10 @@ class Dirichlet(AbstractExpFamily):
 
     @classmethod
     def from_concentration(cls, concentration) -> "Dirichlet":
-        """From the concentration ``alpha`` (batch + (K,), every entry finite and > 0).
-
-        Args:
-            concentration: alpha, with the event (category) axis last.
+        """From the concentration ``alpha`` (batch + (K,), the event axis last).
 
         Raises:
-            ValueError: naming ``concentration`` when an entry is not finite and > 0, or when it has
-                no event axis (a scalar).
+            ValueError: naming ``concentration`` when an entry is not finite and > 0, or it has no event axis.
         """
         check_positive("concentration", concentration)
         alpha = as_float(concentration)
@@ -65,8 +61,7 @@ class Dirichlet(AbstractExpFamily):
         return (psi[..., :-1] - psi[..., -1:],)
 
     def kl(self, other: "Dirichlet") -> jax.Array:
-        """KL(self || other), the Bregman divergence of ``AbstractExpFamily.kl``, with psi and log
-        Gamma of self's concentrations and their total from one pass (``digamma_and_gammaln_with_total``)."""
+        """KL(self || other), the Bregman divergence of ``AbstractExpFamily.kl`` from one pass of special functions."""
         if type(other) is not type(self):
             raise TypeError(f"kl: other must be a {type(self).__name__}, got {type(other).__name__}")
         psi, lgam = digamma_and_gammaln_with_total(self.concentration)
@@ -101,8 +96,7 @@ class Dirichlet(AbstractExpFamily):
         return jnp.all(self.eta > -1.0, axis=-1)
 
     def outside_support(self, x):
-        """A point with a negative coordinate or whose coordinates do not sum to 1 (within
-        sqrt(eps) of its float type: a draw's rounding passes)."""
+        """A point with a negative coordinate or whose coordinates do not sum to 1 (within sqrt(eps))."""
         x = jnp.asarray(x)
         tol = float(np.sqrt(np.finfo(x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else self.dtype).eps))
         return jnp.any(x < 0, -1) | (jnp.abs(jnp.sum(x, -1) - 1) > tol)
@@ -111,8 +105,7 @@ class Dirichlet(AbstractExpFamily):
         return jnp.full_like(x, 1.0 / x.shape[-1])
 
     def mode(self):
-        """(alpha - 1) / sum(alpha - 1) with alpha - 1 clipped at 0 (the boundary where alpha_k < 1);
-        uniform where every alpha_k <= 1."""
+        """(alpha - 1) / sum(alpha - 1) with alpha - 1 clipped at 0; uniform where every alpha_k <= 1."""
         c = jnp.maximum(self.concentration - 1.0, 0.0)
         tot = jnp.sum(c, -1, keepdims=True)
         return jnp.where(tot > 0, c / jnp.where(tot > 0, tot, 1.0), 1.0 / c.shape[-1])

@@ -2,12 +2,9 @@
 
     lambda_new = (1 - rho) lambda + rho lambda_hat
 
-CAVI (rho = 1), SVI and SSVI (Blei, Kucukelbir and McAuliffe 2017, §4.3, eq. 40), MAP-EM and the
-KL-proximal step of PG-SVI (Khan et al. 2016, rho = 1 - r_k) all take this step. A batch element whose
-update would leave the domain (``is_valid``) is damped: rho is halved for it alone, up to
-``max_halvings`` times, else it keeps its old value; the number of damped elements is returned.
-
-Beside it, the proximal steps on pytrees of families (Khan et al. 2016, iteration (9) and §3.1).
+CAVI (rho = 1), SVI and SSVI (Blei, Kucukelbir and McAuliffe 2017, §4.3, eq. 40), MAP-EM and the KL-proximal step
+of PG-SVI (Khan et al. 2016, iteration (9)) all take it. A batch element whose update would leave the domain is
+damped: rho is halved for it alone, up to ``max_halvings`` times, else it keeps its old value.
 """
 
 from __future__ import annotations
@@ -65,7 +62,7 @@ def tree_interpolate(q: PyTree, target: PyTree, rho, max_halvings: int = 10) -> 
     Args:
       q: pytree of ``AbstractExpFamily``.
       target: natural parameters, structured like ``expfam.tree_natural_params(q)``.
-      rho: step size in [0, 1] (a concrete one outside it or not finite is refused naming ``rho``).
+      rho: step size in [0, 1].
       max_halvings: how many times rho may be halved for an element that would leave the domain.
 
     Returns:
@@ -87,24 +84,15 @@ def conjugate_update(q: PyTree, prior: PyTree, stats: PyTree, rho, scale=1.0) ->
     scale = N / S (§4.3), SSVI with s replaced by V s (Hoffman and Blei 2015, eq. 11), PG-SVI's
     KL-proximal step with rho = beta / (1 + beta) (Khan et al. 2016, iteration 9).
 
-    Args:
-      prior: the prior's pytree of families (natural parameters eta), structured like ``q``.
-      stats: statistics s structured like ``tree_natural_params(q)``.
-
-    Returns:
-      (new q, number of damped batch elements), as :func:`tree_interpolate`.
+    ``prior``: the prior's pytree of families (eta), ``stats`` structured like ``tree_natural_params(q)``.
     """
     target = jax.tree_util.tree_map(lambda e, s: e + scale * s, tree_natural_params(prior), stats)
     return tree_interpolate(q, target, rho)
 
 
 def mean_param_grad(fn: Callable[[PyTree], Array], q: PyTree) -> PyTree:
-    """grad_mu fn for a function of a pytree of families, by the chain rule through lambda.
-
-    grad_mu fn = F^-1 grad_lambda fn (F = hess A), per family with ``inv_fisher_vp``; ``fn``
-    (q -> scalar) may be a Monte Carlo estimate with fixed noise. Returns a pytree like
-    ``tree_natural_params(q)``.
-    """
+    """grad_mu fn = F^-1 grad_lambda fn (F = hess A) for a function of a pytree of families, per family with
+    ``inv_fisher_vp``; a pytree like ``tree_natural_params(q)``."""
     grad_nat = jax.grad(fn)(q)  # a pytree of families whose fields are d fn / d lambda
     return jax.tree_util.tree_map(lambda f, g: tuple(f.inv_fisher_vp(g.natural_params)), q, grad_nat, is_leaf=is_family)
 

@@ -260,22 +260,18 @@ def check_invertible(q: PyTree) -> None:
 
 
 def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) -> tuple[PyTree, PyTree]:
-    """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta); with ``num``,
-    ``num`` independent draws stacked on a leading axis.
-
-    Both are differentiable in q's natural parameters at fixed u. ``GammaBased`` families are drawn
-    together by one ``standard_log_gamma`` (one rejection loop), ``NormalBased`` ones from one flat
-    ``standard_normal`` call, and ``num`` draws of the others under ``vmap``.
+    """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta), differentiable in q's natural
+    parameters at fixed u; with ``num``, ``num`` draws stacked on a leading axis. ``GammaBased`` families are drawn
+    together by one ``standard_log_gamma``, ``NormalBased`` ones by one ``standard_normal`` call.
 
     Args:
       q: a family or a pytree of families, any batch shapes.
-      key: PRNG key; a single family, or Normal-based families only, use it as is; each family of another
-        pytree its own split (a pooled draw the split of its first family).
+      key: PRNG key; a single family, or Normal-based families only, use it as is; other pytrees a split per
+        family (a pooled draw the split of its first family).
       num: None (one draw) or the number of draws, on a new leading axis.
 
     Returns:
-      (beta, t(beta)): beta structured like q, each family replaced by its draw; t(beta) (in log space)
-      structured like ``tree_mean_params(q)``, to replace E_q[t(beta)] as a model's globals view.
+      (beta, t(beta)): beta structured like q; t(beta) (in log space) structured like ``tree_mean_params(q)``.
     """
     check_invertible(q)
     fams, treedef = jax.tree_util.tree_flatten(q, is_leaf=is_family)

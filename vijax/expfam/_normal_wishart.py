@@ -13,16 +13,8 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import multigammaln
 
 from vijax._validate import ArgumentError, check_finite, check_positive
-from vijax.expfam._base import (
-    AbstractExpFamily,
-    flatten_params,
-    param_layout,
-    unflatten_params,
-    as_float,
-    dense_fisher,
-    register_family,
-    standard_normal,
-)
+from vijax.expfam._base import AbstractExpFamily, as_float, dense_inv_fisher_vp, param_layout, register_family
+from vijax.expfam._base import standard_normal
 from vijax.expfam._inversion import standard_log_gamma
 from vijax.expfam._mvn import check_spd, eye_like, matvec, outer, sym
 from vijax.expfam._special import digamma
@@ -76,9 +68,8 @@ class NormalWishart(AbstractExpFamily):
 
     @classmethod
     def from_params(cls, loc, kappa, scale, dof) -> "NormalWishart":
-        """From the mean ``loc`` (m, (..., D)), the precision scale ``kappa`` (> 0), the Wishart
-        scale matrix ``scale`` (W, SPD, (..., D, D); E[Lambda] = nu W) and degrees of freedom
-        ``dof`` (nu > D - 1)."""
+        """From the mean ``loc`` (m, (..., D)), the precision scale ``kappa`` (> 0), the Wishart scale ``scale`` (W,
+        SPD, (..., D, D); E[Lambda] = nu W) and the degrees of freedom ``dof`` (nu > D - 1)."""
         check_finite("loc", loc)
         check_positive("kappa", kappa)
         check_spd("scale", scale)
@@ -164,19 +155,13 @@ class NormalWishart(AbstractExpFamily):
         )
 
     def inv_fisher_vp(self, v):
-        """The Moore-Penrose pseudo-inverse Fisher product: the dense Fisher plus the projector onto the
-        antisymmetric eta3 directions (where it is singular), applied to v with a symmetrised third block."""
-        v = (v[0], v[1], sym(v[2]), v[3])
-        batch, shapes, sizes = param_layout(self)
-        d = self.dim
-        n = sum(sizes)
+        """The pseudo-inverse Fisher product: the dense Fisher plus the projector onto the antisymmetric eta3
+        directions (where it is singular), applied to v with a symmetrised third block."""
+        d, n = self.dim, sum(param_layout(self)[2])
         transpose = np.arange(d * d).reshape(d, d).T.ravel()
-        anti = 0.5 * (np.eye(d * d) - np.eye(d * d)[transpose])
         proj = np.zeros((n, n))
-        proj[d + 1 : d + 1 + d * d, d + 1 : d + 1 + d * d] = anti
-        f = dense_fisher(self) + jnp.broadcast_to(jnp.asarray(proj, self.dtype), batch + (n, n))
-        x = jnp.linalg.solve(f, flatten_params(v, batch)[..., None])[..., 0]
-        return unflatten_params(x, batch, shapes, sizes)
+        proj[d + 1 : d + 1 + d * d, d + 1 : d + 1 + d * d] = 0.5 * (np.eye(d * d) - np.eye(d * d)[transpose])
+        return dense_inv_fisher_vp(self, (v[0], v[1], sym(v[2]), v[3]), jnp.asarray(proj, self.dtype))
 
     def sufficient_stats(self, x):
         lam, mu = x[..., :-1], x[..., -1]
@@ -184,9 +169,8 @@ class NormalWishart(AbstractExpFamily):
         return lam_mu, jnp.sum(mu * lam_mu, -1), lam, jnp.linalg.slogdet(lam)[1]
 
     def _bartlett(self, log_chi2: jax.Array, normals: jax.Array, eps: jax.Array):
-        """(Lambda, mu, log|Lambda|) from the Bartlett factors: Lambda = L A A^T L^T with L = chol(W),
-        A lower-triangular with A_ii = sqrt(chi2_{nu - i + 1}) and N(0, 1) below; mu = m + (kappa
-        Lambda)^-1/2 eps through the Cholesky factor L A of Lambda."""
+        """(Lambda, mu, log|Lambda|) from the Bartlett factors: Lambda = L A A^T L^T, L = chol(W), A lower-triangular
+        with A_ii = sqrt(chi2_{nu - i + 1}) and N(0, 1) below; mu = m + (L A)^-T eps / sqrt(kappa)."""
         d = self.dim
         _, chol_w, _ = self._scale_chol()
         full = normals.shape[:-2]  # sample shape + batch shape
@@ -225,8 +209,7 @@ class NormalWishart(AbstractExpFamily):
         return (self.eta2 < 0.0) & (self.dof > self.dim - 1) & _positive_definite(self.scale_inv)
 
     def outside_support(self, x):
-        """Lambda (x = [Lambda | mu]) not symmetric (beyond sqrt(eps) of its largest entry) or
-        not positive definite; a NaN entry is not outside (it stays NaN)."""
+        """Lambda (x = [Lambda | mu]) not symmetric (beyond sqrt(eps)) or not positive definite; NaN is not outside."""
         x = jnp.asarray(x)
         lam = x[..., :-1]
         eps = float(np.sqrt(np.finfo(x.dtype).eps))
