@@ -192,12 +192,8 @@ class ConfigKey(NamedTuple):
 
 
 # the bounds check_run_setting enforces besides each setting's type and minimum (for `vijax run --help`)
-_EXTRA_BOUNDS = {
-    "num_steps": "< 2**31 - 1",
-    "tol": "> 0",
-    "max_rejected_share": "<= 1",
-    "compile_cache": "true, false or a folder",
-}
+_EXTRA_BOUNDS = {"num_steps": "< 2**31 - 1", "tol": "> 0", "max_rejected_share": "<= 1"}
+_EXTRA_BOUNDS |= {"compile_cache": "true, false or a folder"}
 
 
 def run_setting_schema(name: str) -> tuple[str, Any, str]:
@@ -205,9 +201,7 @@ def run_setting_schema(name: str) -> tuple[str, Any, str]:
     default, types, nullable, minimum = SETTINGS[name]
     minimum = _CONFIG_MINIMUM.get(name, minimum)
     kinds = " or ".join([t.__name__ for t in types] + (["null"] if nullable else []))
-    bounds = ([f">= {minimum}"] if minimum is not None else []) + (
-        [_EXTRA_BOUNDS[name]] if name in _EXTRA_BOUNDS else []
-    )
+    bounds = [b for b in (minimum is not None and f">= {minimum}", _EXTRA_BOUNDS.get(name)) if b]
     return kinds, default, " and ".join(bounds) or "any"
 
 
@@ -251,15 +245,8 @@ def config_keys(experiment: Optional[str] = None) -> list[ConfigKey]:
 
 
 # run settings that do not change what a run computes (its state and trace): a resume may change them
-FINGERPRINT_IGNORED = (
-    "output.dir",
-    "run.progress",
-    "run.eval_every",
-    "run.checkpoint_every",
-    "run.max_rejected_share",
-    "run.prefetch",
-    "run.check_values",
-)
+FINGERPRINT_IGNORED = ("output.dir", "run.progress", "run.eval_every", "run.checkpoint_every", "run.max_rejected_share")
+FINGERPRINT_IGNORED += ("run.prefetch", "run.check_values")
 _IDENTITY_BYTES = 1 << 20  # a data file is identified by its size and the SHA-256 of its content, read by MiB
 
 

@@ -77,12 +77,9 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
         ax.plot(steps, elbo, lw=0.6, alpha=0.35, color="C0", label="ELBO (per step)")
         if window > 1:  # the trailing mean of the finite values over `window` steps (shorter at the start)
             finite = np.isfinite(elbo)
-            csum = np.concatenate([[0.0], np.cumsum(np.where(finite, elbo, 0.0))])
-            ccount = np.concatenate([[0], np.cumsum(finite)])
-            hi = np.arange(1, len(elbo) + 1)
-            lo = np.maximum(hi - window, 0)
+            total, count = (np.convolve(v, np.ones(window))[: len(elbo)] for v in (np.where(finite, elbo, 0.0), finite))
             with np.errstate(invalid="ignore", divide="ignore"):
-                smooth = (csum[hi] - csum[lo]) / (ccount[hi] - ccount[lo])
+                smooth = total / count
             ax.plot(steps, smooth, lw=1.5, color="C0", label=f"moving average ({window} steps)")
         tail = elbo[len(elbo) // 20 :]  # limits that ignore the first 5% of steps (an early ELBO can be far below)
         tail = tail[np.isfinite(tail)]
