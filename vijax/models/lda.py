@@ -6,13 +6,11 @@ The generative process (Hoffman & Blei 2015, eq. 25)::
     beta_k ~ Dirichlet(eta 1_V),   theta_d ~ Dirichlet(alpha 1_K),
     z_dn | theta_d ~ Categorical(theta_d),   w_dn | z_dn, beta ~ Categorical(beta_{z_dn}).
 
-q(beta_k) = Dirichlet(lambda_k). The complete-data likelihood is linear in t(beta) = log beta with
-statistic c_kv = sum_n 1[w_dn = v] 1[z_dn = k] (Hoffman & Blei 2015, eq. 26), so every local step
-returns the (K, V) expected topic-word counts and lambda = eta + sum_d E[c_d] (Blei et al. 2017,
-appendix C). Documents are a :class:`vijax.data.BowBatch` (unique words and their counts,
-zero-padded); the view of the globals is ``(log_beta,)`` (K, V): E_q[log beta] (CAVI, SVI) or the
-log of a sample (SSVI). alpha and eta are hyperparameters (Hoffman et al. 2010): ``prior``,
-``local_step`` and ``log_predictive`` take a ``hyper`` dict of (possibly traced) scalars.
+q(beta_k) = Dirichlet(lambda_k). The complete-data likelihood is linear in t(beta) = log beta with statistic
+c_kv = sum_n 1[w_dn = v] 1[z_dn = k] (Hoffman & Blei 2015, eq. 26), so lambda = eta + sum_d E[c_d] (Blei et al.
+2017, appendix C). Documents are a :class:`vijax.data.BowBatch`; the globals' view is ``(log_beta,)`` (K, V).
+alpha and eta are hyperparameters (Hoffman et al. 2010): ``prior``, ``local_step`` and ``log_predictive`` take
+a ``hyper`` dict of (possibly traced) scalars.
 
 References:
   Blei, Ng and Jordan (2003). Latent Dirichlet allocation. JMLR 3.
@@ -58,17 +56,14 @@ def estep_slots(tile_slots: int | None) -> int:
 
 
 def largest_precise_concentration(dtype) -> float:
-    """2^-10 / eps of ``dtype`` (8,192 in float32): the largest Dirichlet concentration LDA accepts.
-
-    KL(Dir(lambda) || Dir(eta 1_V)) sums terms of size lambda log lambda that cancel down to about
-    (V - 1)/2 log lambda, so its relative error grows like 2 eps lambda; this bound keeps it below 1 %.
-    """
+    """2^-10 / eps of ``dtype`` (8,192 in float32): the largest Dirichlet concentration LDA accepts, keeping the
+    relative error of KL(Dir(lambda) || Dir(eta 1_V)), about 2 eps lambda, below 1 %."""
     return 2.0**-10 / float(np.finfo(dtype).eps)
 
 
 def concentration_bounds(name: str, dtype) -> tuple[float, float]:
-    """``(low, high)`` of ``"alpha"`` or ``"eta"`` in ``dtype``: high from
-    :func:`largest_precise_concentration`; low the smallest normal (alpha) or 2^9 eps (eta)."""
+    """``(low, high)`` of ``"alpha"`` or ``"eta"`` in ``dtype``: the smallest normal (alpha) or 2^9 eps (eta), and
+    :func:`largest_precise_concentration`."""
     finfo = np.finfo(dtype)
     low = float(finfo.tiny) if name == "alpha" else 2.0**9 * float(finfo.eps)
     return low, largest_precise_concentration(dtype)
@@ -78,27 +73,21 @@ def concentration_bounds(name: str, dtype) -> tuple[float, float]:
 class LDA(PytreeModel):
     """Latent Dirichlet allocation with symmetric priors and three local steps.
 
-    Every local step takes ``(log_beta,)`` (K, V) and a BowBatch of S documents and returns a
-    :class:`~vijax.models.LocalResult` with ``suff_stats = (c,)`` (K, V), ``local_params = gamma``
-    (S, K) and ``local_terms`` such that :func:`~vijax.models.conjugate_elbo` is the mean-field ELBO
-    of the batch (Blei et al. 2003, eq. 15)::
+    A local step returns ``suff_stats = (c,)`` (K, V), ``local_params = gamma`` (S, K) and ``local_terms`` such
+    that :func:`~vijax.models.conjugate_elbo` is the batch's mean-field ELBO (Blei et al. 2003, eq. 15)::
 
         local_terms = sum_d ( -KL(Dir(gamma_d) || Dir(alpha 1_K))
                               + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ).
 
-    ``"meanfield"``: coordinate ascent per document (Blei et al. 2003, eq. 6-7; Hoffman et al. 2010,
-    Algorithm 2), phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw), gamma_dk = alpha + sum_w n_dw phi_dwk,
-    from gamma_dk = alpha + N_d / K, until gamma_d changes by a mean absolute amount below ``tol``
-    (or ``max_iters``); with ``accelerate``, safeguarded SQUAREM extrapolations in between.
-
+    ``"meanfield"``: coordinate ascent per document (Blei et al. 2003, eq. 6-7; Hoffman et al. 2010, Algorithm 2),
+    phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw), gamma_dk = alpha + sum_w n_dw phi_dwk, from alpha + N_d / K until
+    gamma_d's mean absolute change is below ``tol``, with safeguarded SQUAREM extrapolations (``accelerate``).
     ``"cvb0"``: the zero-order collapsed update (Asuncion et al. 2009, eq. 5) with beta fixed,
-    g_dwk ∝ (alpha + N_dk - g_dwk) b_kw, N_dk = sum_w n_dw g_dwk, as Jacobi sweeps from g_dwk ∝ b_kw
-    (``tol``, ``cvb0_iters``); the ELBO reported is the mean-field one at phi = g, gamma = alpha + N_d.
-
-    ``"gibbs"``: collapsed Gibbs sampling of every token's topic with beta fixed (Mimno et al. 2012;
-    :func:`vijax.solvers.collapsed_gibbs_allocations`), p(z_dn = k | z_d^{-n}, w, b) ∝
-    (alpha + N_dk^{-n}) b_{k w_dn}; the per-slot topic counts of the sweeps after ``gibbs_burn_in``
-    are averaged, and the ELBO is the mean-field one at the implied phi and gamma.
+    g_dwk ∝ (alpha + N_dk - g_dwk) b_kw, as Jacobi sweeps from g_dwk ∝ b_kw; the ELBO is the mean-field one at
+    phi = g, gamma = alpha + N_d.
+    ``"gibbs"``: collapsed Gibbs sampling of every token's topic with beta fixed (Mimno et al. 2012),
+    p(z_dn = k | z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}, averaging the per-slot topic counts after
+    ``gibbs_burn_in``; the ELBO is the mean-field one at the implied phi and gamma.
 
     Args:
       num_topics: K >= 1.
@@ -113,8 +102,7 @@ class LDA(PytreeModel):
       init_scale: scale of the random initial lambda (:meth:`init_globals`), in eta's interval.
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
       accelerate: interleave the mean-field updates with safeguarded SQUAREM (default True).
-      tile_slots: least word slots per tile of the mean-field and CVB0 E-steps (None: 512 on a CPU,
-        32,768 on an accelerator); results do not depend on it.
+      tile_slots: least word slots per tile of the E-steps (None: 512 on a CPU, 32,768 on an accelerator).
 
     Examples:
         >>> model = LDA(num_topics=3, vocab_size=10, alpha=0.1, eta=0.01)
@@ -171,8 +159,8 @@ class LDA(PytreeModel):
         return {"alpha": self.alpha, "eta": self.eta}
 
     def check_hyperparameters(self, values: Mapping[str, Any]) -> None:
-        """Raises :class:`~vijax.ArgumentError` naming the key unless every value of ``values``
-        (``{"alpha": ..., "eta": ...}``, scalars or arrays) lies in :func:`concentration_bounds`; tracers pass."""
+        """Raises :class:`~vijax.ArgumentError` naming the key unless every value of ``values`` (scalars or arrays)
+        lies in :func:`concentration_bounds`; tracers pass."""
         dt = np.dtype(float_dtype(self.dtype))
         for name, value in values.items():
             if name not in ("alpha", "eta"):
@@ -211,8 +199,7 @@ class LDA(PytreeModel):
         return out[0], out[1]
 
     def hyper_objective(self, hyper: dict, q_global: expfam.Dirichlet, local: LocalResult, scale=1.0) -> Array:
-        """The terms of the ELBO that depend on (alpha, eta), the variational parameters fixed
-        (Blei et al. 2003, eq. 15; Hoffman et al. 2010); concave in each hyperparameter::
+        """The ELBO's terms that depend on (alpha, eta) (Blei et al. 2003, eq. 15; Hoffman et al. 2010), concave::
 
             L(alpha, eta) = scale * sum_d [ lgamma(K alpha) - K lgamma(alpha) + (alpha - 1) sum_k E[log theta_dk] ]
                             + sum_k [ lgamma(V eta) - V lgamma(eta) + (eta - 1) sum_v E[log beta_kv] ].
@@ -222,9 +209,6 @@ class LDA(PytreeModel):
           q_global: q(beta), ``Dirichlet`` with concentration lambda (K, V).
           local: a :class:`LocalResult` of ``local_step``; its ``local_params`` are gamma (S, K).
           scale: the weight (N / S) of the batch's documents: a scalar or one per document (S,).
-
-        Returns:
-          The scalar L(alpha, eta).
         """
         gamma = local.local_params
         k, v = self.num_topics, self.vocab_size
@@ -242,8 +226,7 @@ class LDA(PytreeModel):
         return expfam.Dirichlet.from_concentration(jnp.broadcast_to(eta, (self.num_topics, self.vocab_size)))
 
     def init_globals(self, key: PRNGKey, batch=None) -> expfam.Dirichlet:
-        """Online LDA's start (Hoffman et al. 2010): lambda_kv = init_scale * g_kv, g_kv ~ Gamma(100, 100).
-        ``batch`` is not used."""
+        """Online LDA's start (Hoffman et al. 2010): lambda_kv = init_scale * g_kv, g_kv ~ Gamma(100, 100)."""
         g = gamma_on_host(key, (self.num_topics, self.vocab_size), 100.0, 100.0, float_dtype(self.dtype))
         return _start_from(self, g)
 
@@ -273,9 +256,6 @@ class LDA(PytreeModel):
           key: PRNG key; required by ``"gibbs"``.
           method: ``"meanfield"``, ``"cvb0"`` or ``"gibbs"``.
           hyper: optional ``{"alpha": scalar}`` replacing the model's alpha (``"eta"`` is ignored).
-
-        Returns:
-          LocalResult(suff_stats=(c,) (K, V), local_terms scalar, local_params=gamma (S, K)).
         """
         check_choice("method", method, self.local_methods)
         (log_beta,) = globals_view
@@ -297,8 +277,8 @@ class LDA(PytreeModel):
         return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
 
     def _meanfield(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """Mean-field coordinate ascent for a batch: gamma (S, K), c (K, V) and the local terms,
-        in the length-sorted tiles of :func:`vijax.solvers.by_length_tiles`, never forming (S, L, K).
+        """Mean-field coordinate ascent for a batch: gamma (S, K), c (K, V) and the local terms, in the
+        length-sorted tiles of :func:`vijax.solvers.by_length_tiles`.
 
         With b_kw = exp(log_beta_kw - max_j log_beta_jw), e_dk = exp(E[log theta_dk]) and
         z_dw = sum_k e_dk b_kw (Hoffman et al. 2010)::
