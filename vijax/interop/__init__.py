@@ -1,11 +1,9 @@
 """Models written in NumPyro or as a TFP ``JointDistribution``, as targets for vijax's algorithms.
 
-``from_numpyro(model, *args, **kwargs)`` and ``from_tfp(joint_dist, observed=...)`` build a :class:`Target` on the
-libraries' own machinery: the log-joint at constrained values, the log-density on the unconstrained space, the map
-between them, the latent sites and a starting point. ``vijax.inference.bbvi`` and ``ngvi`` take a target in place of
-a log-density. At draws of a fit, ``predictive``, ``log_likelihood``, ``observed_data`` and ``site_dims`` give what
-``vijax.to_arviz(draws, key, target=target)`` gathers for ArviZ. A target is a model: the package sits at the
-models' layer (docs/design.md), and imports NumPyro and TFP at first use.
+``from_numpyro`` and ``from_tfp`` build a :class:`Target` (log-joint, unconstrained log-density, the map between
+them, the latent sites, a start) on the libraries' own machinery; ``bbvi`` and ``ngvi`` take it in place of a
+log-density. ``predictive``, ``log_likelihood``, ``observed_data`` and ``site_dims`` give what ``vijax.to_arviz``
+gathers at draws of a fit. NumPyro and TFP are imported at first use.
 """
 
 from vijax.interop._conjugate_sites import (

@@ -17,6 +17,7 @@ which must stay under 1e4 ulps of float64 (the check runs with float64 enabled).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
@@ -75,45 +76,33 @@ _MATCHED = "Gamma (and Exponential, Chi2), Normal, Beta, Dirichlet"
 
 
 def prior_specs(target: Target, key: PRNGKey, batch, values: dict) -> dict:
-    """site -> (the spec of the family matched to its prior or None, the prior's class name), each site's prior
-    given the others at constrained ``values``, read from NumPyro's trace or the TFP joint's distributions."""
+    """site -> (the spec matched to its prior or None, the prior's class name), the others at constrained ``values``."""
     if target.library == "tfp":
         joint, observed = target.bind(batch)
         with jax.numpy_rank_promotion("allow"):
             dists = as_parts(joint.sample_distributions(seed=key, **values, **observed)[0], part_names(joint))
-        return {n: _tfp_spec(dists[n]) for n in target.sites}
+        return {n: _spec_of(dists[n], "tfp") for n in target.sites}
     from numpyro import handlers
 
     fn, a, kw = target.bind(batch)
     with jax.numpy_rank_promotion("allow"):
         trace = handlers.trace(handlers.substitute(handlers.seed(fn, key), data=values)).get_trace(*a, **kw)
-    return {n: _numpyro_spec(trace[n]["fn"]) for n in target.sites}
+    return {n: _spec_of(trace[n]["fn"], "numpyro") for n in target.sites}
 
 
-def _numpyro_spec(fn: Any) -> tuple[Optional[_Spec], str]:
-    """(the spec of the family matched to a NumPyro prior or None, the prior's class name)."""
-    import numpyro.distributions as dist
+def _spec_of(fn: Any, library: str) -> tuple[Optional[_Spec], str]:
+    """(the spec of the family matched to a prior or None, the prior's class name inside its wrappers)."""
+    if library == "tfp":
+        d = tfp_jax().distributions
+        fn, gammas = unwrap(fn), (d.Gamma, d.Chi2)  # Exponential is a Gamma's subclass
+    else:
+        import numpyro.distributions as d
 
-    while isinstance(fn, (dist.Independent, dist.ExpandedDistribution)):
-        fn = fn.base_dist
-    gammas = ((dist.Gamma, _GAMMA), (dist.Exponential, _GAMMA))  # Chi2 is a Gamma's subclass
-    return _match(fn, gammas + ((dist.Normal, _NORMAL), (dist.Beta, _BETA), (dist.Dirichlet, _DIRICHLET)))
-
-
-def _tfp_spec(fn: Any) -> tuple[Optional[_Spec], str]:
-    """(the spec of the family matched to a TFP prior or None, the prior's class name), inside its wrappers."""
-    tfd = tfp_jax().distributions
-    fn = unwrap(fn)
-    gammas = ((tfd.Gamma, _GAMMA), (tfd.Chi2, _GAMMA))  # Exponential is a Gamma's subclass
-    return _match(fn, gammas + ((tfd.Normal, _NORMAL), (tfd.Beta, _BETA), (tfd.Dirichlet, _DIRICHLET)))
-
-
-def _match(fn: Any, pairs: tuple) -> tuple[Optional[_Spec], str]:
-    """(the spec of the first class of ``pairs`` that ``fn`` is an instance of, or None; ``fn``'s class name)."""
-    for cls, spec in pairs:
-        if isinstance(fn, cls):
-            return spec, type(fn).__name__
-    return None, type(fn).__name__
+        while isinstance(fn, (d.Independent, d.ExpandedDistribution)):
+            fn = fn.base_dist
+        gammas = (d.Gamma, d.Exponential)  # Chi2 is a Gamma's subclass
+    pairs = ((gammas, _GAMMA), (d.Normal, _NORMAL), (d.Beta, _BETA), (d.Dirichlet, _DIRICHLET))
+    return next((spec for cls, spec in pairs if isinstance(fn, cls)), None), type(fn).__name__
 
 
 def _element_stats(spec: _Spec, u_e):
@@ -124,8 +113,8 @@ def _element_stats(spec: _Spec, u_e):
 
 
 def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
-    """(``num`` values of every latent site, (num, *shape) each: the start moved by uniform noise in (-2, 2) on the
-    unconstrained space, as ``init_to_uniform`` spreads; the noise that moves each site to its points)."""
+    """(``num`` values (num, *shape) of every latent site, the start moved by uniform noise in (-2, 2) on the
+    unconstrained space; the noise that moves each site to its points)."""
     dtype = jnp.float64
     shapes = []
     for n, u in target.init_params.items():
@@ -173,16 +162,13 @@ def _natural(spec: _Spec, c, shape: tuple) -> tuple:
 
 
 def _points(spec: _Spec, x, noise) -> jax.Array:
-    """(points, *shape): the unconstrained value u of ``x`` clipped to [-centre, centre], moved by ``noise`` times
-    (1 + |u|) / 2, within [-bound, bound]. The centre's clip keeps the statistics of order 1 whatever the prior's
-    scale (a vague Gamma's median x = e^-539 would lose x's coefficient); a conjugate site's log-joint is linear
-    everywhere, so the points need not be where the prior's mass is."""
+    """(points, *shape): the unconstrained u of ``x`` clipped to [-centre, centre] (statistics of order 1 whatever
+    the prior's scale), moved by ``noise`` (1 + |u|) / 2, within [-bound, bound]."""
     u = jnp.clip(spec.unvalue(x), -spec.centre, spec.centre)[None]
     return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
 
 
 def _float64(a) -> jax.Array:
-    """``a`` in float64 (the checks run with float64 enabled)."""
     return jnp.asarray(a, jnp.float64)
 
 
@@ -219,12 +205,10 @@ class SiteConjugacy(NamedTuple):
     Attributes:
       name: the site's name in the model.
       conjugate: whether the log-joint is linear in the prior family's statistics at every draw and point checked.
-      family: the ``vijax.expfam`` family matched to the prior (``"Gamma"``, ``"Normal"``, ``"Beta"``,
-        ``"Dirichlet"``), None where none matches.
-      prior: the class name of the prior's distribution, its wrappers (``Independent``, ``Sample``...) removed.
+      family: the name of the ``vijax.expfam`` family matched to the prior, None where none matches.
+      prior: the class name of the prior's distribution, its wrappers removed.
       stats: the family's statistics as the reason names them (``"[log x, x]"``), None without a family.
-      gap: the largest relative secant gap over the draws and points; NaN where the log-joint was not finite at a
-        point, or not checked (no family).
+      gap: the largest relative secant gap over the draws and points; NaN where not finite, or not checked.
       tolerance: the gap under which the site counts as conjugate.
       reason: why the site is not conjugate, None when it is.
     """
@@ -271,9 +255,8 @@ def _as_target(target_or_model: Any, args: tuple, kwargs: dict) -> tuple[Target,
 
 
 def _own_data(target: Target, batch) -> Any:
-    """``batch`` with a fresh copy of each NumPy array of the model's data, where the checks enable float64 in a
-    process without it: JAX caches its typed copy of a NumPy array whichever mode asks next, so the user's own
-    arrays would give a float64 copy to a later float32 fit."""
+    """``batch`` with a fresh copy of each NumPy array of the model's data where the checks enable float64 (JAX
+    caches its typed copy of a NumPy array, which a later float32 fit would get)."""
     if jax.config.jax_enable_x64:
         return batch
     data = dict(batch or {})
@@ -309,23 +292,18 @@ def _check_names(argument: str, names: Any, sites) -> tuple:
 def conjugate_sites(
     target_or_model: Any, key: PRNGKey, *args: Any, force: Sequence[str] = (), num_draws: int = 2, **kwargs: Any
 ) -> dict:
-    """Which latent sites of a NumPyro model or a TFP joint distribution are conditionally conjugate, each checked
-    numerically.
+    """Which latent sites of a NumPyro model or a TFP joint distribution are conditionally conjugate, checked numerically.
 
-    For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet distribution, the
-    log-joint with every other latent site fixed must be linear in the family's statistics (Gamma: [log x, x];
-    Normal: [x, x^2]; Beta: [log x, log(1 - x)]; Dirichlet: [log x]; Blei, Kucukelbir and McAuliffe 2017, §4.1,
-    eq. 36-37), checked at ``num_draws`` draws of the latent sites, each at five points about the draw, by the
-    relative secant gap of the module docstring.
+    For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet, the log-joint with
+    every other latent site fixed must be linear in the family's statistics (Blei, Kucukelbir and McAuliffe 2017,
+    eq. 36-37), checked at ``num_draws`` draws, each at five points, by the module docstring's secant gap.
 
     Args:
       target_or_model: a NumPyro model (then ``*args`` and ``**kwargs`` are its arguments), or a target of
         ``vijax.from_numpyro`` or ``vijax.from_tfp`` (then ``**kwargs`` is its batch).
       key: a PRNG key, for the draws of the other sites and the points.
-      *args: the model's positional arguments.
       force: names of sites that must be conjugate: ArgumentError naming the first that is not.
       num_draws: the number of draws of the other sites (>= 1).
-      **kwargs: the model's keyword arguments, or the target's batch.
 
     Returns:
       A dict site name -> :class:`SiteConjugacy`, in the model's order.
@@ -358,8 +336,7 @@ def conjugate_sites(
 
 
 def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -> dict:
-    """site -> (its gaps over the draws, its coefficients (draws, E, d), whether each draw's complete conditional
-    is a distribution), for the ``checked`` (site, spec) pairs."""
+    """site -> (its gaps over the draws, its coefficients (draws, E, d), whether each draw's conditional is proper)."""
     draws, noises = _draws(target, key, num_draws)  # (draws, *shape) per site
     out = {}
     for site, spec in checked:
@@ -372,8 +349,7 @@ def _gaps(target: Target, key: PRNGKey, batch, num_draws: int, checked: tuple) -
 
 
 def _improper(spec: _Spec, c, proper) -> Optional[str]:
-    """Why the complete conditional is not a distribution, at its first element whose natural parameters
-    (coefficients ``c``, (..., E, d)) lie outside the family's domain; None where ``proper`` holds."""
+    """Why the complete conditional is improper, at its first element outside the domain; None where ``proper``."""
     proper = np.asarray(proper)
     if proper.all():
         return None
@@ -434,20 +410,15 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
 def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: Any, **kwargs: Any):
     """The closed-form update of a conditionally conjugate site: its complete conditional.
 
-    For each draw of the other latent sites, the coefficients c of the site's statistics in the log-joint are the
-    natural parameters of p(site | others, data) (Blei, Kucukelbir and McAuliffe 2017, eq. 37); they are averaged
-    over the draws. With one draw it is the exact complete conditional; with S draws of a fitted q of the others,
-    the Monte Carlo estimate of the CAVI update's natural parameters E_q[c(others)].
-
-    On concrete values it runs in float64 and refuses a site that is not linear in its statistics at the draws.
-    Inside ``jit`` or ``vmap`` it runs in the process's float type and does not check (check with
-    :func:`conjugate_sites` first).
+    The coefficients c of the site's statistics in the log-joint, at each draw of the other latent sites, are the
+    natural parameters of p(site | others, data) (Blei, Kucukelbir and McAuliffe 2017, eq. 37), averaged over the
+    draws: with S draws of a fitted q, the Monte Carlo CAVI update E_q[c(others)]. On concrete values it runs in
+    float64 and refuses a site not linear in its statistics; inside ``jit`` or ``vmap`` it does not check.
 
     Args:
       target_or_model: a NumPyro model, or a target, as for :func:`conjugate_sites`.
       site: the site's name.
-      draws: dict name -> draws (S, ...) of every other latent site (``vijax.inference.sample``; the site's own
-        entry is ignored); ``{}`` for a model whose only latent site is ``site``.
+      draws: dict name -> draws (S, ...) of every other latent site (``vijax.inference.sample``).
       *args: the model's positional arguments.
       **kwargs: the model's keyword arguments, or the target's batch.
 
@@ -456,10 +427,9 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
       batch shape (Dirichlet: and the simplex's axis).
 
     Raises:
-      ArgumentError: naming ``site`` for a site the model does not have, whose prior no family matches, where the
-        log-joint is not finite at a point checked or not linear in its statistics at the draws, or where the
-        complete conditional is improper; naming ``draws`` for a missing site or draws without a common leading
-        axis; naming ``target_or_model`` for a model whose arguments are traced (build its target outside ``jit``).
+      ArgumentError: naming ``site``: unknown, no family matches its prior, not linear in its statistics at the
+        draws, an improper conditional; naming ``draws``: a missing site, no common leading axis; naming
+        ``target_or_model``: a model whose arguments are traced (build its target outside ``jit``).
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -501,18 +471,11 @@ def _checked_draws(target: Target, site: str, draws: Any) -> dict:
 def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kwargs: Any) -> dict:
     """:func:`complete_conditional` of several sites at once: ``requests`` maps each site to its ``draws``.
 
-    Args:
-      target_or_model: a NumPyro model, or a target, as for :func:`conjugate_sites`.
-      requests: dict site name -> ``draws`` of the other latent sites for that site.
-      *args: the model's positional arguments.
-      **kwargs: the model's keyword arguments, or the target's batch.
-
     Returns:
       A dict site name -> its ``vijax.expfam`` family, in the order of ``requests``.
 
     Raises:
-      ArgumentError: as :func:`complete_conditional`, for the first site that fails; naming ``requests`` where it
-        is not a dict.
+      ArgumentError: as :func:`complete_conditional`, for the first site that fails; naming ``requests`` (not a dict).
     """
     target, batch = _as_target(target_or_model, args, kwargs)
     if not isinstance(requests, dict):
@@ -521,19 +484,14 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
 
 
 def _conditionals(target: Target, batch, requests: dict) -> dict:
-    """The sites' families: on concrete values jitted in float64 and checked; on traced values unchecked."""
-    if any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch))):
-        priors = _priors(target, batch, True)
+    """The sites' families: on concrete values jitted in float64 and checked; traced, unchecked."""
+    traced = any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch)))
+    own = batch if traced else _own_data(target, batch)
+    with contextlib.nullcontext() if traced else jax.enable_x64(True):  # float64 whatever the process's setting
+        priors = _priors(target, own, traced)
         specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
-        fits = _solve(target, batch, specs, list(requests.values()), False)
-        return {n: spec.family.from_natural(nat) for (n, spec), (nat, *_) in zip(specs, fits)}
-    own = _own_data(target, batch)
-    with jax.enable_x64(True):  # float64 whatever the process's setting, as conjugate_sites
-        priors = _priors(target, own, False)
-        specs = tuple((n, _site_spec(n, priors[n])) for n in requests)
-        fits = _solve_jit(target, own, specs, list(requests.values()), True)
-    out = {}
-    for (site, spec), (nat, gaps, c, proper) in zip(specs, fits):
+        fits = (_solve if traced else _solve_jit)(target, own, specs, list(requests.values()), not traced)
+    for (site, spec), (_, gaps, c, proper) in [] if traced else zip(specs, fits):
         gap, tol = _worst(gaps), _tolerance(gaps)
         if not gap <= tol:
             why = _gap_reason(site, spec, gap, tol)
@@ -543,13 +501,11 @@ def _conditionals(target: Target, batch, requests: dict) -> dict:
         improper = _improper(spec, c, proper)
         if improper is not None:
             raise ArgumentError("site", f"site {site!r} at these draws: {improper}", value=site)
-        out[site] = spec.family.from_natural(nat)
-    return out
+    return {n: spec.family.from_natural(nat) for (n, spec), (nat, *_) in zip(specs, fits)}
 
 
 def _priors(target: Target, batch, traced: bool) -> dict:
-    """site -> (spec or None, the prior's class name), from the model's trace at its start (under ``eval_shape``
-    unless ``traced``)."""
+    """site -> (spec or None, the prior's class name) at the model's start (under ``eval_shape`` unless ``traced``)."""
     found = {}
 
     def read(b):
@@ -562,10 +518,8 @@ def _priors(target: Target, batch, traced: bool) -> dict:
 
 
 def check_report(target: Target, report: Any, name: str = "conjugate") -> None:
-    """Raises ArgumentError naming ``name`` unless ``report`` (site -> :class:`SiteConjugacy`) reads as
-    :func:`conjugate_sites`' report of ``target``: one entry per latent site, named after it, and each site it
-    marks conjugate with the prior and family the model gives it (linearity is checked on concrete draws by
-    :func:`complete_conditional`)."""
+    """Raises ArgumentError naming ``name`` unless ``report`` reads as :func:`conjugate_sites`' report of ``target``:
+    one :class:`SiteConjugacy` per latent site, and each site marked conjugate with the model's prior and family."""
     if not isinstance(report, Mapping) or not all(isinstance(s, SiteConjugacy) for s in report.values()):
         raise ArgumentError(
             name, f"{name} must be the report of vijax.conjugate_sites(target, key): a dict of SiteConjugacy"
@@ -614,9 +568,8 @@ def _site_spec(site: str, spec_prior: tuple) -> _Spec:
 
 
 def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> list:
-    """Per site (its natural parameters, the mean coefficients over the draws in the site's float type; its gaps;
-    the mean coefficients (E, d); whether each element lies in the family's domain). ``checked``: float64 and all
-    ``_NUM_POINTS`` points, else the process's float type and the ``_NUM_FIT`` points."""
+    """Per site (natural parameters of the mean coefficients, its gaps, the mean coefficients (E, d), proper);
+    ``checked``: float64 and all ``_NUM_POINTS`` points, else the ``_NUM_FIT`` points."""
     cast = _float64 if checked else jnp.asarray
     start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
     points = _NUM_POINTS if checked else _NUM_FIT

@@ -644,9 +644,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     target's ``enumerated``. NumPyro's calls run with JAX's rank promotion allowed.
 
     Args:
-      model: a function of NumPyro primitives.
-      *args: its positional arguments (data and observed values).
-      **kwargs: its keyword arguments.
+      model: a function of NumPyro primitives, called as ``model(*args, **kwargs)``.
 
     Returns:
       A :class:`~vijax.interop.Target`, its ``init_params`` NumPyro's ``init_to_median`` (15 prior draws, the i-th

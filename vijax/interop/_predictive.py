@@ -87,12 +87,10 @@ def _unobserved(model):
 
 
 def observed_data(target: Target, batch: Any = None) -> dict:
-    """The observed sites' values by site name: what a NumPyro model's ``obs=`` receives at ``batch``, or a TFP
-    joint's pinned values (``batch``'s in their place).
+    """The observed sites' values by site name at ``batch``: a NumPyro model's ``obs=``, or a TFP joint's pinned ones.
 
     Raises:
-      ValueError: naming ``target`` when it has no observed site or is not a target of ``from_numpyro`` or
-        ``from_tfp``; naming ``batch`` as ``Target.check_data`` does.
+      ValueError: naming ``target`` (no observed site, not a NumPyro or TFP target) or ``batch``.
     """
     target = _check_target(target)
     if target.library == "tfp":
@@ -108,15 +106,9 @@ def observed_data(target: Target, batch: Any = None) -> dict:
 
 
 def site_dims(target: Target, batch: Any = None) -> dict:
-    """The names of each site's axes, as ``az.from_numpyro`` infers ArviZ's ``dims``: a NumPyro plate's axis is
-    named after the plate, any other axis of site ``name`` is ``name_dim_i``.
-
-    Returns:
-      A dict, site name (latent, observed and deterministic) -> one axis name per axis of the site's value.
-
-    Raises:
-      ValueError: naming ``target`` or ``batch``.
-    """
+    """site name (latent, observed, deterministic) -> its axes' names, as ``az.from_numpyro`` infers ArviZ's
+    ``dims``: a NumPyro plate's axis is named after the plate, any other axis of site ``name`` is ``name_dim_i``.
+    ValueError naming ``target`` or ``batch``."""
     target = _check_target(target)
     if target.library == "tfp":
         joint, observed = target.bind(batch)
@@ -128,7 +120,7 @@ def site_dims(target: Target, batch: Any = None) -> dict:
 
 
 def _shapes_only(run):
-    """``run()`` (a function of shapes only) under ``jax.eval_shape``; as it is where it needs concrete values."""
+    """``run()`` under ``jax.eval_shape``; as it is where it needs concrete values."""
     out = []
     try:
         jax.eval_shape(lambda: out.append(run()))
@@ -163,10 +155,8 @@ def predictive(
     """Posterior predictive draws: for each draw of the latent sites, a draw of the model's observed sites (or of
     ``sites``) given them, in constrained space under the model's site names.
 
-    For a NumPyro model this is NumPyro's ``Predictive`` with ``posterior_samples=draws``, the observed sites drawn
-    as latent ones; a summed-out site (``Target.enumerated``) is first drawn from its conditional posterior
-    (``Predictive(infer_discrete=True)``), so the replicates are those of p(y_rep | z, θ). For a TFP joint, the
-    joint's ``sample`` with the latent parts given. A ``batch`` of new inputs gives predictions there.
+    NumPyro's ``Predictive`` (a summed-out site first drawn from its conditional posterior, ``infer_discrete``), or
+    a TFP joint's ``sample`` with the latent parts given. A ``batch`` of new inputs gives predictions there.
 
     Args:
       target: from ``vijax.from_numpyro`` or ``vijax.from_tfp``.
@@ -181,8 +171,8 @@ def predictive(
       A dict, site name -> array of shape (*lead, *site's shape).
 
     Raises:
-      ValueError: naming ``sites`` (a name the model does not have; no observed site to default
-        to), ``draws`` (a missing or unknown site, shapes), ``key``, ``target`` or ``batch``.
+      ValueError: naming ``sites`` (unknown; no observed site), ``draws`` (a missing or unknown site, shapes),
+        ``key``, ``target`` or ``batch``.
 
     Examples:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -252,8 +242,7 @@ def _wanted(sites, known: tuple, observed: tuple) -> tuple:
 
 
 def _pointwise_tfp(dist, value):
-    """log p of ``value`` per element of an ``Independent`` or a ``Sample`` of a scalar distribution, else the
-    part's ``log_prob``."""
+    """log p of ``value`` per element of an ``Independent`` or ``Sample`` of a scalar distribution, else ``log_prob``."""
     name = type(dist).__name__
     if name == "Independent":
         return _pointwise_tfp(dist.distribution, value)
@@ -267,10 +256,9 @@ def log_likelihood(target: Target, draws: Mapping[str, Array], batch: Any = None
     """The pointwise log-likelihood of the observed sites at each draw of the latent sites, as ArviZ's
     ``log_likelihood`` group holds it (``az.loo``, ``az.waic``, ``az.compare``).
 
-    For a NumPyro model this is ``numpyro.infer.log_likelihood`` (one term per element of a site's batch shape,
-    without a subsampled plate's N / M); with summed-out sites (``Target.enumerated``), log Σ_z p(z | θ) p(y | z, θ)
-    per element. For a TFP joint, each observed part's ``log_prob`` given the draws, one term per element of an
-    ``Independent`` or a ``Sample`` of a scalar distribution, else one per part.
+    NumPyro's ``log_likelihood`` (one term per element of a site's batch shape, without a plate's N / M; with
+    summed-out sites, log Σ_z p(z | θ) p(y | z, θ)), or each observed TFP part's ``log_prob`` (per element of an
+    ``Independent`` or ``Sample`` of a scalar distribution).
 
     Args:
       target: from ``vijax.from_numpyro`` or ``vijax.from_tfp``.

@@ -24,8 +24,7 @@ class Site:
       name: the site's name in the model.
       shape: the shape of its constrained value.
       unconstrained_shape: the shape of its unconstrained value (one less in the last axis for a simplex).
-      support: one of ``SUPPORTS`` (``"other"``: a support the Gaussian families handle through the library's
-        bijector but no exponential family matches).
+      support: one of ``SUPPORTS`` (``"other"``: no exponential family matches it).
       constraint: the library's own description of the support: a NumPyro constraint, or the TFP bijector onto it.
     """
 
@@ -45,8 +44,7 @@ class Target:
         log_density(u, batch) = log_prob(constrain(u), batch) + log |det d constrain / du|.
 
     Attributes:
-      log_prob: ``(params, batch) -> scalar``, the log-joint at constrained values, with the model's own minibatch
-        scaling. Traced without a batch, it and ``log_density`` replay one jaxpr (:func:`traced_once`).
+      log_prob: ``(params, batch) -> scalar``, the log-joint at constrained values, with the model's own scaling.
       log_density: ``(params_u, batch) -> scalar``, the log-joint on the unconstrained space, Jacobian included.
       transform: ``params_u -> (params, log |det J|)``.
       unconstrain: ``params -> params_u``, the inverse of ``constrain``.
@@ -79,19 +77,17 @@ class Target:
 
     def check_data(self, batch: Any, name: str = "batch") -> None:
         """Raises ValueError naming ``name`` unless ``batch`` is None or a dict of what the model takes that gives
-        every subsampled plate's indices. Runs on abstract values."""
+        every subsampled plate's indices."""
         check_batch(batch, self.batch_keys, self.plates, name)
 
     def batch_checks(self, batch: Any) -> list:
-        """The value checks of a step's batch: every subsampled plate's indices in [0, its size) (indexing would
-        clamp them silently)."""
+        """The value checks of a step's batch: every subsampled plate's indices in [0, its size)."""
         data = check_batch(batch, self.batch_keys, self.plates, "batch")
         return [ids_in_range(f"batch[{plate!r}] index", data[plate], size) for plate, (size, _) in self.plates.items()]
 
 
 def check_in_support(name: str, value: Any, support: str) -> None:
-    """Raises ValueError naming ``name`` when concrete values of a site are not finite or lie outside its closed
-    ``support`` (a simplex's last axis sums to 1 within 1e-3). Tracers pass."""
+    """Raises ValueError naming ``name`` when concrete values of a site are not finite or outside its ``support``."""
     if is_tracer(value):
         return
     a = np.asarray(value)  # its own float type: no float64 copy of many draws
@@ -117,9 +113,8 @@ def check_in_support(name: str, value: Any, support: str) -> None:
 def check_batch(
     batch: Any, keys: Optional[tuple[str, ...]], plates: Mapping[str, tuple[int, int]], name: str, ranges: bool = False
 ) -> dict:
-    """``batch`` as a dict (None: empty), or ValueError naming ``name`` (see ``Target.check_data``); a plate's
-    indices become a JAX array (NumPyro's plate takes no other). With ``ranges``, concrete indices are checked to
-    lie in [0, the plate's size) (a step checks them through ``Target.batch_checks``)."""
+    """``batch`` as a dict (None: empty), a plate's indices a JAX array, or ValueError naming ``name``; with
+    ``ranges``, concrete indices are checked to lie in [0, the plate's size)."""
     if batch is None:
         data = {}
     elif isinstance(batch, Mapping):
@@ -173,9 +168,8 @@ def check_batch(
 
 
 def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any]:
-    """``fn(params, batch)`` (a library's log-density), where ``params`` are traced and ``batch`` is None, replayed
-    from one jaxpr of ``fn`` per parameter types and float64 mode instead of running the library's Python again.
-    Concrete parameters or a batch call ``fn`` itself, so that the library checks concrete values."""
+    """``fn(params, batch)`` replayed, for traced ``params`` and no batch, from one jaxpr per parameter types instead
+    of running the library's Python again; concrete parameters or a batch call ``fn`` itself."""
     cache: dict = {}
 
     def wrapped(params: PyTree, batch: Any = None) -> Any:

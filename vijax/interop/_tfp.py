@@ -24,8 +24,7 @@ def _as_dict(struct) -> dict:
 
 
 def part_names(joint_dist) -> tuple[str, ...]:
-    """The names of a joint's parts, in its order: its keys or ``name=``s, or as TFP's ``resolve_graph`` names a
-    ``JointDistributionSequential``'s."""
+    """The names of a joint's parts, in its order (a ``JointDistributionSequential``'s as ``resolve_graph`` names them)."""
     dtype = joint_dist.dtype
     if isinstance(dtype, Mapping) or hasattr(dtype, "_asdict"):
         return tuple(_as_dict(dtype))
@@ -76,8 +75,7 @@ def _prior_distributions(joint_dist):
 
 
 def _validating(dist):
-    """``dist`` rebuilt with ``validate_args=True`` (through ``Sample`` and ``Independent``); None where it does not
-    rebuild."""
+    """``dist`` rebuilt with ``validate_args=True`` (through ``Sample`` and ``Independent``), or None."""
     try:
         if type(dist).__name__ in ("Sample", "Independent"):
             inner = _validating(dist.distribution)
@@ -88,8 +86,7 @@ def _validating(dist):
 
 
 def _fixed_support(dist) -> bool:
-    """Whether the support of ``dist`` does not move with its parameters: discrete, or one of ``SUPPORTS`` but
-    "other" (a ``Uniform``'s bounds may be other sites' values)."""
+    """Whether the support of ``dist`` does not move with its parameters: discrete, or one of ``SUPPORTS`` but "other"."""
     try:
         bijector = unwrap(dist).experimental_default_event_space_bijector()
     except NotImplementedError:
@@ -98,8 +95,7 @@ def _fixed_support(dist) -> bool:
 
 
 def check_observed_support(name: str, dist, value) -> None:
-    """Raises ArgumentError naming ``observed[name]`` where ``value`` lies outside the fixed support of ``dist``, as
-    TFP's argument validation finds it (TFP's ``log_prob`` would otherwise return a finite number)."""
+    """Raises ArgumentError naming ``observed[name]`` where ``value`` lies outside the fixed support of ``dist``."""
     checked = _validating(dist) if _fixed_support(dist) else None
     if checked is None:
         return
@@ -118,24 +114,19 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
     """A TFP joint distribution with ``observed`` pinned, as a target for ``vijax.inference.bbvi`` and ``ngvi``.
 
     The latent sites are the unpinned parts, mapped from the unconstrained space by the pinned joint's
-    ``experimental_default_event_space_bijector()``; ``log_prob`` is the joint's own. A batch is None or a dict of
-    observed values replacing the pinned ones (a TFP joint has no subsampling: a minibatch's scaling belongs in the
-    joint). TFP's calls run with JAX's rank promotion allowed.
+    ``experimental_default_event_space_bijector()``. A batch is None or a dict of observed values replacing the
+    pinned ones (a minibatch's scaling belongs in the joint). TFP's calls run with JAX's rank promotion allowed.
 
     Args:
-      joint_dist: a ``tfp.distributions.JointDistribution`` of the JAX substrate with a scalar ``log_prob``. Its
-        parts are named by their names or, for a ``JointDistributionSequential``, as ``resolve_graph()`` names them.
-      observed: the observed parts' values by name, each of the shape the joint draws for its part; None or empty:
-        the target is the joint itself.
+      joint_dist: a ``tfp.distributions.JointDistribution`` of the JAX substrate with a scalar ``log_prob``.
+      observed: the observed parts' values by name (None or empty: the target is the joint itself).
 
     Returns:
-      A :class:`~vijax.interop.Target`; ``init_params`` is the unconstrained median of 15 prior draws (one
-      ``sample`` per key split from ``PRNGKey(0)``).
+      A :class:`~vijax.interop.Target`; ``init_params`` is the unconstrained median of 15 prior draws.
 
     Raises:
-      ValueError: naming the site: a discrete latent part (an integer dtype, or no default event-space bijector),
-        an observed name that is not a part, observed values that are not finite, of another shape than the
-        part's, or outside the part's fixed support (naming ``observed[name]``); or a joint with batch shape.
+      ValueError: naming the site: a discrete latent part; naming ``observed[name]``: not a part, values not
+        finite, of another shape than the part's or outside its fixed support; a joint with batch shape.
 
     Examples:
         >>> import jax.numpy as jnp

@@ -15,8 +15,7 @@ from vijax._validate import ArgumentError
 
 
 def _leaves(tree: PyTree):
-    """(names, leaves) of a pytree of families or arrays: the leaves' paths ('rate', 'w.0'), a family's class name
-    where the path is empty or numeric."""
+    """(names, leaves) of a pytree of families or arrays: the paths ('rate', 'w.0'), or a family's class name."""
     flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_family)
     names, leaves = [], []
     for path, leaf in flat:
@@ -50,37 +49,31 @@ def to_arviz(
     """An ``arviz.InferenceData`` holding draws from a fitted q.
 
     With ``target`` (``vijax.from_numpyro``, ``vijax.from_tfp``), ``q_or_draws`` is the draws of its latent sites
-    ((S, ...) from ``vijax.inference.sample``, or (C, S, ...) for C chains of restarts) and the result holds, by
-    site name, the groups ``posterior`` (with a NumPyro model's deterministic sites), ``posterior_predictive``
-    (``vijax.predictive`` with ``key``), ``log_likelihood`` and ``observed_data``, a NumPyro plate's axes named
-    after the plate, so that ``az.loo``, ``az.compare`` and ``az.plot_ppc`` work as on a NumPyro MCMC fit.
+    ((S, ...), or (C, S, ...) for C chains of restarts) and the result also holds ``posterior_predictive`` (drawn
+    with ``key``), ``log_likelihood`` and ``observed_data``, with NumPyro's plate names as dims, so that
+    ``az.loo``, ``az.compare`` and ``az.plot_ppc`` work as on a NumPyro MCMC fit.
 
     Args:
-      q_or_draws: a pytree of ``vijax.expfam`` families (a state's ``q_global``), from which ``num_draws`` draws
-        are taken with ``key``; or a pytree of arrays of draws with one leading number of draws S.
-      key: the PRNG key for the draws (needed for families; each leaf gets its own split).
+      q_or_draws: a pytree of ``vijax.expfam`` families, from which ``num_draws`` draws are taken with ``key``; or
+        a pytree of arrays of draws with one leading number of draws S.
+      key: the PRNG key for the draws (needed for families).
       num_draws: S, the number of draws from families.
-      names: the posterior variables' names, one per leaf in pytree order (default: each leaf's path, or its
-        family's class name).
-      log_weights: optional (S,) log importance weights log p(x, z_s) - log q(z_s) of the same draws
-        (``vijax.inference.log_weights``): stored in ``sample_stats.log_weight`` with the PSIS-smoothed ones in
-        ``psis_log_weight`` and k-hat in ``sample_stats.attrs["khat"]``. With (C, S) draws, (C * S,) or (C, S).
-      num_chains: S independent draws are shown to ArviZ as ``num_chains`` chains of S / num_chains draws. With
-        (C, S) draws, 1 or C.
+      names: the posterior variables' names, one per leaf (default: each leaf's path, or its family's name).
+      log_weights: optional (S,) log importance weights of the same draws (``vijax.inference.log_weights``),
+        stored in ``sample_stats`` with the PSIS-smoothed ones and k-hat (``attrs["khat"]``).
+      num_chains: S draws are shown to ArviZ as ``num_chains`` chains of S / num_chains draws (with (C, S)
+        draws, 1 or C).
       target: a ``vijax.interop.Target`` whose latent sites ``q_or_draws`` holds.
       batch: with ``target``, the target's batch (None: the data the target was built with).
 
     Returns:
-      ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with ``log_weights``; with
-      ``target``, the groups above).
+      ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with ``log_weights``).
 
     Raises:
       ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
-      ValueError: naming ``key`` (families without a key), ``num_draws``, ``names`` (wrong count), ``q_or_draws``
-        (unequal leading sizes, no draws, neither families nor arrays, or draws that are not finite),
-        ``log_weights`` (not one per draw) or ``num_chains`` (not dividing S); with ``target``, naming
-        ``q_or_draws`` (families, or not the target's sites), ``key`` (None), ``names`` or ``num_draws`` (given),
-        ``target`` (no observed site) or ``batch``.
+      ValueError: naming the argument: ``key`` missing, ``num_draws``, ``names`` (wrong count), ``q_or_draws``
+        (unequal leading sizes, no draws, not finite; with ``target``, not its sites), ``log_weights`` (not one per
+        draw), ``num_chains`` (not dividing S); with ``target``, ``names`` or ``num_draws`` given, ``target``, ``batch``.
 
     Examples:
         >>> import jax, jax.numpy as jnp

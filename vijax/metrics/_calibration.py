@@ -1,14 +1,7 @@
-"""Calibration of predictive probabilities: the reliability diagram and the expected calibration
-error (ECE) of Guo, Pleiss, Sun and Weinberger (2017, §2) with equal-width confidence bins.
-
-For predictions with confidence c_n (the probability given to the predicted class) and
-correctness a_n (1 when the predicted class is the label), bins B_1..B_K of [0, 1] give
-
-    ECE = sum_k (|B_k| / N) |acc(B_k) - conf(B_k)|,
-
-acc and conf the bin's mean correctness and mean confidence. Binary predictions are P(y = 1)
-of shape (N,) with labels in {0, 1}; multiclass ones are class probabilities (N, C) with integer
-labels. Host-side NumPy: these are reports, not training objectives.
+"""Calibration of predictive probabilities: the reliability diagram and the expected calibration error of Guo,
+Pleiss, Sun and Weinberger (2017, §2), ECE = sum_k (|B_k| / N) |acc(B_k) - conf(B_k)| over equal-width bins B_k of
+the confidence (the probability given to the predicted class). Binary predictions are P(y = 1) (N,) with labels in
+{0, 1}; multiclass ones are class probabilities (N, C) with integer labels.
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ the held-out words scored with the plug-in predictive sum_k E[theta_dk] E_q[beta
     per-word log predictive = sum_d sum_{w in heldout_d} log p(w | observed_d) / sum_d |heldout_d|,
     perplexity = exp(-per-word log predictive).
 
-Documents with an empty observed or held-out part are skipped (and counted). With no held-out token scored, the
-per-word score is undefined: a ValueError starting "heldout has no tokens" on concrete values, NaN under ``jit``.
+Documents with an empty observed or held-out part are skipped (and counted).
 """
 
 from __future__ import annotations
@@ -81,10 +80,10 @@ def document_completion(
       key: unused by the deterministic mean-field fit; accepted for models whose fit samples.
 
     Returns:
-      DocumentCompletion(log_prob, num_tokens, num_docs, num_skipped), totals that add up over batches. Jit-able.
+      ``DocumentCompletion``, totals that add up over batches. Jit-able.
 
     Raises:
-      ValueError: naming the batch for invalid data, ``q_global`` for NaN or infinite parameters (when concrete).
+      ValueError: naming the batch for invalid data, ``q_global`` for NaN or infinite parameters.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -138,8 +137,7 @@ def corpus_document_completion(model, q_global, observed, heldout, batch_docs: i
       batch_docs: documents per evaluation batch.
 
     Raises:
-      ValueError: ``heldout`` with another number of documents than ``observed``; ``batch_docs`` not a positive
-        integer; ``q_global`` not finite; starting "heldout has no tokens", when nothing could be scored.
+      ValueError: naming ``heldout`` (another number of documents, nothing to score), ``batch_docs`` or ``q_global``.
     """
     if observed.num_docs != heldout.num_docs:
         raise ArgumentError("heldout", f"heldout has {heldout.num_docs} documents but observed has {observed.num_docs}")

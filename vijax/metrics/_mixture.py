@@ -20,8 +20,7 @@ WEIGHTS_SUM_TOL = 1e-3  # |sum(weights) - 1| allowed: float32 rounding and a tru
 
 
 def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int | None = None) -> None:
-    """Raises ArgumentError unless weights (K,) are finite, >= 0 and sum to 1 and probs (K, D) lie in [0, 1] (D =
-    ``dim`` when given); values are checked only when concrete."""
+    """Raises ArgumentError unless weights (K,) are on the simplex and probs (K, D = ``dim``) in [0, 1]."""
     w_shape, p_shape = np.shape(weights), np.shape(probs)
     if len(w_shape) != 1 or w_shape[0] < 1:
         raise ArgumentError(weights_name, f"{weights_name} must be (K,) with K >= 1 components, got shape {w_shape}")
@@ -49,15 +48,10 @@ def _check_mixture(weights_name: str, weights, probs_name: str, probs, dim: int 
 
 
 def components_used(weights: Array, probs: Array, y: Array) -> int:
-    """The number of components that are the most probable component of at least one datum.
-
-    With point estimates (pi_hat, phi_hat), z_hat_n = argmax_k pi_hat_k p(y_n | phi_hat_k) and the count is the
-    number of distinct z_hat_n (Hoffman and Blei 2015, §4.2: components "significantly associated with data"; for
-    the truth, :func:`count_distinct` of the true z).
+    """The number of distinct z_hat_n = argmax_k pi_hat_k p(y_n | phi_hat_k) (Hoffman and Blei 2015, §4.2).
 
     Raises:
-      ValueError: naming ``weights`` or ``probs`` (see ``bernoulli_mixture_kl``), or ``y`` when it is empty, not
-        (N, D) or not finite.
+      ValueError: naming ``weights``, ``probs`` (see ``bernoulli_mixture_kl``) or ``y`` (empty, not (N, D), not finite).
     """
     _check_mixture("weights", weights, "probs", probs)
     check_data_array("y", y, 2, np.shape(probs)[1])
@@ -65,11 +59,7 @@ def components_used(weights: Array, probs: Array, y: Array) -> int:
 
 
 def count_distinct(z) -> int:
-    """The number of distinct labels in ``z``.
-
-    Raises:
-      ValueError: naming ``z`` when it is empty or holds NaN.
-    """
+    """The number of distinct labels in ``z``; ValueError naming ``z`` when it is empty or holds NaN."""
     a = np.asarray(z)
     if a.size == 0:
         raise ArgumentError("z", f"z is empty (shape {a.shape}): there are no labels to count")
@@ -105,8 +95,7 @@ def bernoulli_mixture_kl(
       num_samples: M >= 2.
 
     Raises:
-      ValueError: naming the argument: weights not (K,), finite, >= 0 and summing to 1; probs not (K, D) with the
-        weights' K and one D, or not in [0, 1] (values checked when concrete); ``num_samples``.
+      ValueError: naming the argument: weights not on the simplex, probs not (K, D) in [0, 1], ``num_samples``.
     """
     check_int("num_samples", num_samples, 2)
     _check_mixture("true_weights", true_weights, "true_probs", true_probs)
@@ -140,19 +129,14 @@ def bernoulli_mixture_kl_exact(true_weights: Array, true_probs: Array, fit_weigh
 
 
 def cluster_purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
-    """Fraction of points whose fitted cluster's majority true type is their own type.
+    """Fraction of points whose fitted cluster's (``z_hat``, (N,) ints) majority true type (``z_true``) is theirs.
 
-    Args:
-      z_true: (N,) non-negative int true labels.
-      z_hat: (N,) fitted cluster labels.
+    Raises:
+      ValueError: naming ``z_true`` or ``z_hat``: not non-empty 1-D integer arrays of one length, negative labels.
 
     Examples:
         >>> cluster_purity(np.array([0, 0, 1, 1]), np.array([5, 5, 5, 7]))
         0.75
-
-    Raises:
-      ValueError: naming ``z_true`` or ``z_hat`` for labels that are not non-empty 1-D integer arrays of one
-        length, or negative true labels.
     """
     z_true, z_hat = np.asarray(z_true), np.asarray(z_hat)
     for name, z in (("z_true", z_true), ("z_hat", z_hat)):

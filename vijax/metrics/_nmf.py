@@ -11,15 +11,8 @@ from vijax._validate import ArgumentError, check_data_array, check_finite, check
 
 
 def dictionary_correlations(true_w, est_w) -> np.ndarray:
-    """For each true column, the largest Pearson correlation with any column of ``est_w``, largest first (Hoffman
-    and Blei 2015, §4.3, figure 5). A constant estimated column correlates 0 with everything.
-
-    Args:
-      true_w: (F, K_true).
-      est_w: (F, K_est).
-
-    Returns:
-      (K_true,) correlations, largest first.
+    """(K_true,): for each column of ``true_w`` (F, K_true), its largest Pearson correlation with a column of
+    ``est_w`` (F, K_est), largest first (Hoffman and Blei 2015, §4.3, figure 5); a constant column correlates 0.
 
     Raises:
       ValueError: naming ``true_w`` or ``est_w`` when not finite (F, K) with F >= 2 and K >= 1, or F differs.
@@ -49,7 +42,7 @@ def gap_nmf_components_used(model, q, frames, min_share: float = 1e-3) -> int:
       model: a :class:`~vijax.models.GaPNMF`.
       q: its q(W, theta).
       frames: the spectrogram frames (T, F), one per row.
-      min_share: the least share of the counts of a component that counts as used.
+      min_share: the least share of the counts of a used component.
 
     Raises:
       ValueError: naming ``frames`` (empty, not finite, negative or all zero), ``q`` (not finite) or ``min_share``.

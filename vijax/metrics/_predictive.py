@@ -12,17 +12,11 @@ from vijax._validate import ArgumentError, check_data_array, check_finite
 def mean_log_predictive(model, q_global, x_test) -> float:
     """Average over held-out points of log p(x* | x) under q (``model.log_predictive``).
 
-    Args:
-      model: a model with ``log_predictive(q, x)`` giving one value per point.
-      q_global: the fitted q.
-      x_test: the held-out points, (N,) or (N, D) with N >= 1.
-
     Returns:
       The mean as a Python float (-inf when some point has zero predictive density).
 
     Raises:
-      ValueError: naming ``x_test`` when it is empty, not finite or misshaped for the model, ``q_global`` when not
-        finite, and ``x_test[i]`` where the log predictive is NaN.
+      ValueError: naming ``x_test`` (empty, not finite, misshaped), ``q_global`` (not finite) or ``x_test[i]`` (NaN).
     """
     x = np.asarray(x_test)
     check_data_array("x_test", x, max(x.ndim, 1))
@@ -39,12 +33,6 @@ def mean_log_predictive(model, q_global, x_test) -> float:
 
 def match_components(true_means, fitted_means, fitted_weights=None, min_weight: float = 0.0):
     """Hungarian matching of true to fitted components by Euclidean distance, leaving out those below ``min_weight``.
-
-    Args:
-      true_means: (K_true, D), K_true >= 1.
-      fitted_means: (K_fit, D), K_fit >= 1.
-      fitted_weights: (K_fit,) or None.
-      min_weight: the least weight of a fitted component that takes part.
 
     Returns:
       (the fitted component matched to each true one, distances); -1 and inf for a true one left unmatched.

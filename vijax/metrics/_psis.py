@@ -1,10 +1,8 @@
 """Pareto-smoothed importance sampling (PSIS) diagnostics of a fitted q.
 
-With draws z_s ~ q and log-weights log w_s = log p(x, z_s) - log q(z_s), the shape k-hat of the generalized Pareto
-distribution fitted to the largest weights says how far q's tails fall short of the posterior's (Yao, Vehtari,
-Simpson and Gelman 2018, *Yes, but did it work?: evaluating variational inference*): k-hat < 0.5 good, up to
-``KHAT_THRESHOLD`` = 0.7 usable, above it not to be trusted. The fit is ArviZ's ``psislw`` (the optional extra
-``vijax-toolkit[arviz]``).
+The shape k-hat of the generalized Pareto fitted to the largest weights w_s = p(x, z_s) / q(z_s) says how far q's
+tails fall short of the posterior's (Yao, Vehtari, Simpson and Gelman 2018): below 0.5 good, up to
+``KHAT_THRESHOLD`` = 0.7 usable. The fit is ArviZ's ``psislw``.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ class PSISResult(NamedTuple):
 
 
 def _psislw():
-    """ArviZ's ``psislw`` (imported late: slow and optional), or an ImportError naming the extra."""
+    """ArviZ's ``psislw``, or an ImportError naming the extra."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -67,10 +67,7 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 def topic_recovery(true_topics, fitted_topics) -> TopicRecovery:
-    """Matches fitted topics one-to-one to the true ones, maximising total cosine similarity.
-
-    Each true topic is paired with a distinct fitted one by the Hungarian algorithm on the cosine similarities
-    between rows (which may be probabilities or unnormalised weights).
+    """Matches fitted topics one-to-one to the true ones by the Hungarian algorithm on the rows' cosine similarities.
 
     Args:
       true_topics: (K_true, V).
