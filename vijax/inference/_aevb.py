@@ -94,15 +94,6 @@ def _batch_elbo(model, enc, theta, x, key, num_samples):
     return jax.vmap(datum)(x, jax.random.split(key, x.shape[0]))
 
 
-def _objective(q, batch, key, *, model, decoder, num_data, num_samples):
-    """The minibatch ELBO estimate of the module docstring."""
-    k_theta, k_z = jax.random.split(key)
-    theta = decoder.draw(q["decoder"], k_theta)
-    per = _batch_elbo(model, q["encoder"], theta, batch, k_z, num_samples)
-    scale = 1.0 if num_data is None else num_data / batch_size(batch)
-    return scale * jnp.sum(per) - decoder.kl(q["decoder"])
-
-
 def init(
     key: PRNGKey, batch: PyTree = None, *, model, decoder: _Decoder, optimizer: optax.GradientTransformation
 ) -> AEVBState:
@@ -122,26 +113,16 @@ def step(
     """One optimizer step on the minibatch ELBO (see the module docstring)."""
     if num_data is not None:
         check_num_data(num_data, model, batch, state.count)
-    elbo, grads = jax.value_and_grad(_objective)(
-        state.q_global, batch, key, model=model, decoder=decoder, num_data=num_data, num_samples=num_samples
-    )
+
+    def objective(q):  # the minibatch ELBO estimate of the module docstring
+        k_theta, k_z = jax.random.split(key)
+        per = _batch_elbo(model, q["encoder"], decoder.draw(q["decoder"], k_theta), batch, k_z, num_samples)
+        scale = 1.0 if num_data is None else num_data / batch_size(batch)
+        return scale * jnp.sum(per) - decoder.kl(q["decoder"])
+
+    elbo, grads = jax.value_and_grad(objective)(state.q_global)
     new, opt_state = ascend(optimizer, grads, state.opt_state, state.q_global)
     return AEVBState(new, opt_state, safe_increment(state.count)), AEVBInfo(elbo)
-
-
-def _log_weights(model, enc, theta, theta_axis, x, key, num):
-    """(num, N) log p(x_n | z_kn; theta_k) + log p(z_kn) - log q(z_kn | x_n), z_kn ~ q(z | x_n)."""
-    keys = jax.random.split(key, x.shape[0])
-
-    def per_datum(xn, kn, th):
-        mean, log_scale = model.encode(enc, xn)
-        z = model.sample_latent(mean, log_scale, kn, num)
-        lq = jax.vmap(model.log_q, (None, None, 0))(mean, log_scale, z)
-        lp = jax.vmap(model.log_prior)(z)
-        ll = jax.vmap(model.log_likelihood, (theta_axis, 0, None))(th, z, xn)
-        return ll + lp - lq
-
-    return jax.vmap(per_datum, (0, 0, None), 1)(x, keys, theta)
 
 
 def as_top_level_api(
@@ -215,10 +196,17 @@ def _elbo_eval(q, x, key, *, model, decoder, num_samples, theta):
 
 @filter_jit
 def _iwae_eval(q, x, key, *, model, decoder, k_total, chunk, theta):
+    def log_weights(xn, kn, th, axis):  # (chunk,) log p(x_n | z_k; theta_k) + log p(z_k) - log q(z_k | x_n)
+        mean, log_scale = model.encode(q["encoder"], xn)
+        z = model.sample_latent(mean, log_scale, kn, chunk)
+        lq = jax.vmap(model.log_q, (None, None, 0))(mean, log_scale, z)
+        return jax.vmap(model.log_likelihood, (axis, 0, None))(th, z, xn) + jax.vmap(model.log_prior)(z) - lq
+
     def one(acc, i):
         k_theta, k_z = jax.random.split(jax.random.fold_in(key, i))
         th, axis = decoder.draws(q["decoder"], k_theta, chunk, theta)
-        w = _log_weights(model, q["encoder"], th, axis, x, k_z, chunk)  # (chunk, N)
+        keys = jax.random.split(k_z, x.shape[0])
+        w = jax.vmap(lambda xn, kn: log_weights(xn, kn, th, axis), out_axes=1)(x, keys)  # (chunk, N)
         valid = (i * chunk + jnp.arange(chunk)) < k_total  # the last chunk's surplus draws weigh nothing
         w = jnp.where(valid[:, None], w, -jnp.inf)
         return jnp.logaddexp(acc, jax.scipy.special.logsumexp(w, axis=0)), None

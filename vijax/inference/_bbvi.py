@@ -1,7 +1,6 @@
 """Black-box VI on any JAX log-density ``(params, batch) -> scalar``: a Monte Carlo ELBO ascended with optax.
-
-With z_s ~ q_lambda(z), s = 1..S, and f(z) = log p(x, T(z)) + log |det dT/dz|, the estimators
-(Blei, Kucukelbir and McAuliffe 2017, §5) are:
+With z_s ~ q_lambda(z), s = 1..S, and f(z) = log p(x, T(z)) + log |det dT/dz|, the estimators (Blei,
+Kucukelbir and McAuliffe 2017, §5) are:
 
 - ``"reparam"``: z_s = m + S eps_s; grad of (1/S) sum_s f(z_s) + H[q] (``entropy="analytic"``)
   or of (1/S) sum_s [f(z_s) - log q(z_s)] (``entropy="mc"``);
@@ -41,7 +40,7 @@ from vijax._validate import (
 )
 from vijax.interop import Target
 from vijax.models import filter_jit
-from vijax.inference._guides import draws, flow_guide, is_flow, make_guide
+from vijax.inference._guides import FlowGuide, draws, is_flow, make_guide
 from vijax.inference._optax_vi import ascend, resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
@@ -165,13 +164,10 @@ def _objective(vparams, batch, key, guide, joint, estimator, entropy, num_sample
 def init(
     key: PRNGKey, batch: PyTree = None, *, guide, optimizer, joint=None, log_density=None, has_prior=False
 ) -> BBVIState:
-    """q at the guide's start and the optimizer's state, after ``check_start`` on concrete inputs."""
+    """q at the guide's start and the optimizer's state, after ``check_start``."""
     check_key("key", key)
     vparams = guide.init()
-    concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
-    if concrete and joint is not None and (batch is not None or log_density is not None):
-        mean = None if batch is None else _guide_mean
-        check_start(key, batch, _guide_draws, (guide, vparams), mean, joint, log_density, has_prior, guide.constrain)
+    check_start(key, batch, _guide_draws, (guide, vparams), _guide_mean, joint, log_density, has_prior, guide.constrain)
     return BBVIState(vparams, optimizer.init(vparams), jnp.zeros((), jnp.int32))
 
 
@@ -210,8 +206,12 @@ def check_start(key, batch, sample: Callable, q, mean_of, joint, log_density, ha
     """The start checks of ``bbvi`` and ``ngvi``: raises ValueError where the joint is not finite at
     q's mean (``mean_of(q)``), at some draw of q with a batch, or at every draw, or where its gradient
     along a random direction (NumPy's, seeded by ``key``) is exactly zero at every draw (the mean
-    would never move, the scale grow without bound); warns where only a prior's gradient is not."""
-    v = None
+    would never move, the scale grow without bound); warns where only a prior's gradient is not. With
+    a traced key or batch, no joint, or neither a batch nor ``log_density``, there is nothing to check."""
+    traced = any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
+    if traced or joint is None or (batch is None and log_density is None):
+        return
+    mean_of, v = None if batch is None else mean_of, None
     if log_density is not None:
         rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
         z = jax.eval_shape(lambda k: sample(q, k), key)
@@ -382,8 +382,21 @@ def as_top_level_api(
             "needs the whole log-joint (give log_prior instead)",
         )
     optimizer = resolve_optimizer(optimizer, schedule, **hyper)
-    if is_flow(family):
-        guide = flow_guide(family, init_params, bijectors, target, estimator=estimator, entropy=entropy, prior=prior)
+    if is_flow(family):  # its prior is refused by guide.kl below
+        if entropy == "analytic" and estimator in ("reparam", "score"):
+            raise ArgumentError(
+                "entropy",
+                f"entropy: a flow has no closed-form entropy; give entropy='mc' (estimator={estimator!r}), "
+                "or estimator='stl', 'iwae' or 'renyi'",
+            )
+        if target is not None:
+            guide = FlowGuide(family, target.init_params, transform=target.transform)
+        elif init_params is None:
+            raise ArgumentError(
+                "init_params", "init_params: a flow family needs the parameter pytree (its structure and shapes)"
+            )
+        else:
+            guide = FlowGuide(family, init_params, bijectors=bijectors)
     elif target is None:
         guide = make_guide(family, init_params, bijectors=bijectors, init_scale=init_scale, rank=rank)
     elif isinstance(family, str):

@@ -147,27 +147,6 @@ def _grid_step(key, state, batch, *, inner):
     return vmap_with_checks(inner, in_axes=(None, 0, None))(key, state, batch)
 
 
-def _check_traced_arguments(factory: Callable, arrays: Mapping[str, np.ndarray]) -> None:
-    """Builds ``factory`` under ``vmap`` over each gridded argument, refusing one it needs concrete."""
-    first = {n: a[0].item() for n, a in arrays.items()}
-    for name, a in arrays.items():
-
-        def build(v, name=name):
-            check_algorithm("factory(...)", factory(**{**first, name: v}))
-            return v
-
-        try:
-            jax.vmap(build)(jnp.asarray(a))
-        except (ValueError, TypeError) as e:
-            raise ArgumentError(
-                name,
-                f"{name} cannot be gridded: every point of the grid runs in one vmapped program, where "
-                f"factory(...) gets {name} as a traced array, and it refuses one ({type(e).__name__}: {e}). "
-                "An argument that sets a shape or is checked on the host (a number of samples, an "
-                "iteration count) needs one algorithm per value: run them side by side with lock_step",
-            ) from e
-
-
 class GridState(NamedTuple):
     """The state of :func:`factory_grid`: the points' states (leading axis G) and ``values``, name -> (G,)."""
 
@@ -211,7 +190,24 @@ def factory_grid(factory: Callable[..., VIAlgorithm], **values) -> VIAlgorithm:
     arrays, num_points = _grid_values(values, "argument of the factory")
     for g in range(num_points):
         check_algorithm("factory(...)", factory(**{n: a[g].item() for n, a in arrays.items()}))
-    _check_traced_arguments(factory, arrays)
+    # each gridded argument built under vmap, so that one the factory needs concrete is refused, naming it
+    first = {n: a[0].item() for n, a in arrays.items()}
+    for name, a in arrays.items():
+
+        def build(v, name=name):
+            check_algorithm("factory(...)", factory(**{**first, name: v}))
+            return v
+
+        try:
+            jax.vmap(build)(jnp.asarray(a))
+        except (ValueError, TypeError) as e:
+            raise ArgumentError(
+                name,
+                f"{name} cannot be gridded: every point of the grid runs in one vmapped program, where "
+                f"factory(...) gets {name} as a traced array, and it refuses one ({type(e).__name__}: {e}). "
+                "An argument that sets a shape or is checked on the host (a number of samples, an "
+                "iteration count) needs one algorithm per value: run them side by side with lock_step",
+            ) from e
 
     def init(key, batch=None):
         vals = {n: jnp.asarray(a) for n, a in arrays.items()}
@@ -267,9 +263,7 @@ def lock_step(
     names = tuple(algorithms)
     if primary is not None and primary not in algorithms:
         raise ArgumentError("primary", f"primary={primary!r} is not one of {names}")
-    if isinstance(info_fields, str):
-        info_fields = (info_fields,)
-    info_fields = tuple(info_fields)
+    info_fields = (info_fields,) if isinstance(info_fields, str) else tuple(info_fields)
     if not all(isinstance(f, str) for f in info_fields):
         raise ArgumentError(
             "info_fields", f"info_fields must be names of info fields (strings), got {info_fields!r}", value=info_fields

@@ -55,18 +55,10 @@ def check_q_global(q_global: PyTree, prior: PyTree) -> None:
     check_shapes("state.q_global", q_global, prior, "the model's prior", is_leaf=expfam.is_family)
 
 
-def view_step(
-    state: PyTree,
-    batch: PyTree,
-    key: PRNGKey,
-    *,
-    model: ConditionallyConjugateModel,
-    num_data: int,
-    schedule: Schedule,
-    local: str,
-    ramp: bool,
-    view: Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]],
-):
+View = Callable[[PyTree, PRNGKey], tuple[PyTree, Callable[[PyTree], PyTree]]]  # q, key -> (stats, transform)
+
+
+def view_step(state, batch, key: PRNGKey, *, model, num_data: int, schedule: Schedule, local: str, ramp, view: View):
     """The step of SSVI, SSVI-A and MAP-EM (Hoffman and Blei 2015, Algorithm 1, lines 3-9): the local step
     at ``stats, transform = view(q, key)`` (t(beta) of a draw, or of the mode; the state's ``hyper`` goes to
     it and ``prior``), then lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t / S) transform(sum eta-hat_n)).

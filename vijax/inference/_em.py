@@ -1,9 +1,8 @@
-"""Expectation-maximization: maximum-likelihood (or MAP) point estimates for any ``EMModel``.
-
-Dempster, Laird and Rubin (1977); *Raise your ELBO*, §EM. log p(x | theta) >= E_q[log p(x, z | theta)]
-+ H[q]; the E-step sets q(z) = p(z | x, theta), the M-step maximizes the bound over theta, so
-log p(x | theta) (+ log p(theta)) never decreases. ``info.log_likelihood`` is at the step's starting
-theta; ``info.elbo`` adds ``model.log_prior(theta)``. EM sees the whole data set at every step.
+"""Expectation-maximization: maximum-likelihood (or MAP) point estimates for any ``EMModel`` (Dempster,
+Laird and Rubin 1977; *Raise your ELBO*, §EM). log p(x | theta) >= E_q[log p(x, z | theta)] + H[q]; the
+E-step sets q(z) = p(z | x, theta), the M-step maximizes the bound over theta, so log p(x | theta)
+(+ log p(theta)) never decreases. ``info.log_likelihood`` is at the step's starting theta; ``info.elbo``
+adds ``model.log_prior(theta)``. EM sees the whole data set at every step.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""What an algorithm offers beyond ``init`` and ``step``, as module functions over the algorithm and
-its state (as BlackJAX's ``vi`` modules). A factory declares it in ``VIAlgorithm.extras``, an
-object implementing some of the protocols below; combinators that change the state drop it.
-"""
+"""What an algorithm offers beyond ``init`` and ``step`` (its ``VIAlgorithm.extras``, implementing some
+of the protocols below), as module functions over the algorithm and its state (as BlackJAX's ``vi``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""Variational families of ``vijax.inference.bbvi``.
-
-A guide is q(z) over an unconstrained space with ``constrain(z) -> (params, log|det J|)``, so that
-ELBO = E_q(z)[log p(x, T(z)) + log |det dT/dz|] + H[q(z)] (Blei, Kucukelbir and McAuliffe 2017, §5):
-:class:`GaussianGuide` (z = m + S eps; S diagonal, a scaled unit Cholesky factor, or low rank plus
-diagonal), :class:`ExpFamilyGuide` (``vijax.expfam`` families drawn by inversion, Hoffman and Blei
-2015, appendix B) and :class:`FlowGuide` (a flowjax flow). Each offers ``init``, ``sample``,
-``log_prob``, ``entropy``, ``kl``, ``constrain``, ``mean`` and ``to_tfp``.
+"""Variational families of ``vijax.inference.bbvi``: q(z) over an unconstrained space with ``constrain(z)
+-> (params, log|det J|)``, so that ELBO = E_q(z)[log p(x, T(z)) + log |det dT/dz|] + H[q(z)] (Blei,
+Kucukelbir and McAuliffe 2017, §5): :class:`GaussianGuide` (z = m + S eps; S diagonal, a scaled unit
+Cholesky factor, or low rank plus diagonal), :class:`ExpFamilyGuide` (``vijax.expfam`` families drawn
+by inversion, Hoffman and Blei 2015, appendix B) and :class:`FlowGuide` (a flowjax flow).
 """
 
 from __future__ import annotations
@@ -513,22 +510,3 @@ def draws(guide: Any, vparams: PyTree, key: PRNGKey, num_samples: int, estimator
     if isinstance(guide, FlowGuide) and estimator in ONE_PASS:
         return jax.vmap(guide.sample_and_log_prob, (None, 0))(vparams, keys)
     return jax.vmap(guide.sample, (None, 0))(vparams, keys), None
-
-
-def flow_guide(flow, init_params: PyTree, bijectors, target, *, estimator: str, entropy: str, prior=None) -> FlowGuide:
-    """The ``FlowGuide`` of ``bbvi(..., family=flow)``, after refusing an analytic entropy or ``prior``."""
-    if entropy == "analytic" and estimator in ("reparam", "score"):
-        raise ArgumentError(
-            "entropy",
-            f"entropy: a flow has no closed-form entropy; give entropy='mc' (estimator={estimator!r}), "
-            "or estimator='stl', 'iwae' or 'renyi'",
-        )
-    if prior is not None:
-        raise ArgumentError("prior", "prior: a flow has no closed-form KL; put the prior in log_density or log_prior")
-    if target is None and init_params is None:
-        raise ArgumentError(
-            "init_params", "init_params: a flow family needs the parameter pytree (its structure and shapes)"
-        )
-    if target is not None:
-        return FlowGuide(flow, target.init_params, transform=target.transform)
-    return FlowGuide(flow, init_params, bijectors=bijectors)

@@ -1,10 +1,9 @@
-"""Stochastic MAP-EM: a point estimate of the globals of a conditionally conjugate model.
-
-The local step runs at t(beta-hat), beta-hat the mode of q(beta), and q(beta) takes SVI's update
-lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t/S) sum eta-hat): with rho = 1 and all the data one
-EM step for the MAP estimate, with minibatches online EM (Cappe and Moulines 2009); the "MAP"
-M-step of Hoffman and Blei (2015, §2.5, appendix D). ``info.elbo`` is the MAP-EM objective
-(N/S)(<sum eta-hat, t(beta-hat)> + local_terms) + log p(beta-hat).
+"""Stochastic MAP-EM, a point estimate of the globals of a conditionally conjugate model: the local step
+runs at t(beta-hat), beta-hat the mode of q(beta), and q(beta) takes SVI's update lambda <- (1 - rho_t)
+lambda + rho_t (eta + (N_t/S) sum eta-hat): with rho = 1 and all the data one EM step for the MAP
+estimate, with minibatches online EM (Cappe and Moulines 2009); the "MAP" M-step of Hoffman and Blei
+(2015, §2.5, appendix D). ``info.elbo`` is the MAP-EM objective (N/S)(<sum eta-hat, t(beta-hat)> +
+local_terms) + log p(beta-hat).
 """
 
 from __future__ import annotations
@@ -40,25 +39,17 @@ def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateMod
     return MAPState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 
-def _mode_view(q: PyTree, key: PRNGKey):
-    """t(beta-hat) at the mode of every family of q (``key`` unused: the view is not random)."""
-    return jax.tree_util.tree_map(lambda f: f.mode_stats(), q, is_leaf=expfam.is_family), lambda s: s
-
-
-def _log_density_at(prior: PyTree, stats: PyTree) -> Array:
-    """sum over families of <eta, t(beta)> - A(eta): log p(beta) up to the base measure."""
-    nat = expfam.tree_natural_params(prior)
-    logz = sum(jnp.sum(f.log_normalizer()) for f in jax.tree_util.tree_leaves(prior, is_leaf=expfam.is_family))
-    return expfam.tree_inner(nat, stats) - logz
-
-
 @validated_step
 def step(key, state: MAPState, batch, *, model, num_data: int, schedule: Schedule, local="meanfield", ramp=False):
     """One MAP-EM step: the local step at the mode of q(beta), then SVI's update."""
-    q_new, num_damped, rho, prior, stats, data_term = view_step(
-        state, batch, key, model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp, view=_mode_view
-    )
-    info = MAPInfo(data_term + _log_density_at(prior, stats), jnp.asarray(rho), num_damped)
+    # t(beta-hat) at the mode of every family of q (the view is not random)
+    view = lambda q, _: (jax.tree_util.tree_map(lambda f: f.mode_stats(), q, is_leaf=expfam.is_family), lambda s: s)
+    settings = dict(model=model, num_data=num_data, schedule=schedule, local=local, ramp=ramp)
+    q_new, num_damped, rho, prior, stats, data_term = view_step(state, batch, key, view=view, **settings)
+    # log p(beta-hat) up to the base measure: sum over families of <eta, t(beta-hat)> - A(eta)
+    logz = sum(jnp.sum(f.log_normalizer()) for f in jax.tree_util.tree_leaves(prior, is_leaf=expfam.is_family))
+    log_prior = expfam.tree_inner(expfam.tree_natural_params(prior), stats) - logz
+    info = MAPInfo(data_term + log_prior, jnp.asarray(rho), num_damped)
     return MAPState(q_new, safe_increment(state.count), getattr(state, "hyper", None)), info
 
 

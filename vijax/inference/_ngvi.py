@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_shapes, check_structures, is_tracer
+from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_shapes, check_structures
 from vijax.inference import schedules
 from vijax.interop import Target
 from vijax.models import filter_jit
@@ -73,17 +73,6 @@ def _reparam_gradient(q, f, key, num_samples):
 
     (_, val), g_lam = jax.value_and_grad(g, has_aux=True)(nat)
     return expfam.tree_inv_fisher_vp(q, g_lam), val
-
-
-def _default_gradient(fams: list) -> str:
-    """``"reparam"`` without Gaussian factors; with them ``"hessian"``, or ``"secant"`` where every
-    one is a Normal and their total size exceeds ``HESSIAN_MAX_SIZE``."""
-    gauss = [f for f in fams if _is_gaussian(f)]
-    if not gauss:
-        return "reparam"
-    if all(type(f) is expfam.Normal for f in gauss) and sum(math.prod(f.batch_shape) for f in gauss) > HESSIAN_MAX_SIZE:
-        return "secant"
-    return "hessian"
 
 
 def _is_gaussian(f_) -> bool:
@@ -170,12 +159,9 @@ def _hessian_gradient(q, f, key, num_samples, secant=False):
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, family, joint=None, log_density=None, has_prior=False) -> NGVIState:
-    """The initial q (``family``), after ``bbvi``'s ``check_start`` on concrete inputs."""
+    """The initial q (``family``), after ``bbvi``'s ``check_start``."""
     check_key("key", key)
-    concrete = not any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
-    if concrete and joint is not None and (batch is not None or log_density is not None):
-        mean = None if batch is None else _family_means
-        check_start(key, batch, _start_draws, family, mean, joint, log_density, has_prior)
+    check_start(key, batch, _start_draws, family, _family_means, joint, log_density, has_prior)
     return NGVIState(family, jnp.zeros((), jnp.int32))
 
 
@@ -308,7 +294,12 @@ def as_top_level_api(
         check_shapes("family", draw, jax.eval_shape(target.constrain, target.init_params), "the target's sites")
     expfam.check_in_domain("family", family)
     fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
-    gradient = check_choice("gradient", _default_gradient(fams) if gradient is None else gradient, GRADIENTS)
+    if gradient is None:  # "hessian" with Gaussian factors ("secant" for Normals over HESSIAN_MAX_SIZE), else "reparam"
+        gauss = [f for f in fams if _is_gaussian(f)]
+        normals = all(type(f) is expfam.Normal for f in gauss)
+        many = normals and sum(math.prod(f.batch_shape) for f in gauss) > HESSIAN_MAX_SIZE
+        gradient = "reparam" if not gauss else "secant" if many else "hessian"
+    gradient = check_choice("gradient", gradient, GRADIENTS)
     if gradient == "hessian" and not any(_is_gaussian(f) for f in fams):
         raise ArgumentError(
             "gradient",

@@ -103,14 +103,7 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
     if isinstance(model, DataParallel):
         raise ArgumentError("model", "model is already data_parallel")
     check_protocol(model, ConditionallyConjugateModel, "data_parallel")
-    devices = _check_devices(jax.devices() if devices is None else devices)
-    if not isinstance(axis_name, str) or not axis_name:
-        raise ArgumentError("axis_name", f"axis_name must be a non-empty string, got {axis_name!r}", value=axis_name)
-    return DataParallel(model, Mesh(np.array(devices), (axis_name,)), axis_name)
-
-
-def _check_devices(devices) -> list:
-    """``devices`` as a list, after checking it; ValueError naming ``devices`` otherwise."""
+    devices = jax.devices() if devices is None else devices
     if isinstance(devices, (str, bytes)):
         raise ArgumentError(
             "devices",
@@ -145,4 +138,6 @@ def _check_devices(devices) -> list:
         raise ArgumentError(
             "devices", f"devices must all be of one platform, got devices of {platforms}", value=devices
         )
-    return devices
+    if not isinstance(axis_name, str) or not axis_name:
+        raise ArgumentError("axis_name", f"axis_name must be a non-empty string, got {axis_name!r}", value=axis_name)
+    return DataParallel(model, Mesh(np.array(devices), (axis_name,)), axis_name)

@@ -23,14 +23,9 @@ from vijax._validate import ArgumentError
 
 
 class AlgorithmSpec(NamedTuple):
-    """A registered algorithm.
-
-    Attributes:
-      factory: ``factory(model, *, num_data, [schedule,] **settings) -> VIAlgorithm``.
-      settings: the keyword settings it takes besides ``num_data`` and ``schedule``.
-      takes_schedule: whether it has a step size (CAVI has none).
-      description: one line for listings.
-    """
+    """A registered algorithm: ``factory(model, *, num_data, [schedule,] **settings) -> VIAlgorithm``, the
+    keyword ``settings`` it takes besides ``num_data`` and ``schedule``, whether it ``takes_schedule`` (a
+    step size; CAVI has none) and a one-line ``description`` for listings."""
 
     factory: Callable[..., VIAlgorithm]
     settings: tuple[str, ...]
@@ -44,21 +39,11 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {}
 M_STEPS: dict[str, str] = {"meanfield": "svi", "ssvi_a": "ssvi_a", "ssvi": "ssvi", "map": "map"}
 
 
-def factory_settings(factory: Callable) -> tuple[tuple[str, ...], bool]:
-    """(settings, takes_schedule) read from a factory's signature: its keyword parameters after the
-    model other than ``num_data`` and ``schedule`` (plus ``OPTIMIZER_SETTINGS`` with ``**hyper``)."""
-    params = list(inspect.signature(factory).parameters.values())[1:]
-    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    names = [p.name for p in params if p.kind in kinds and p.name not in ("num_data", "schedule")]
-    if any(p.kind == p.VAR_KEYWORD for p in params):
-        names += [n for n in OPTIMIZER_SETTINGS if n not in names]
-    return tuple(names), any(p.name == "schedule" for p in params)
-
-
 def register_algorithm(
     name: str, factory: Callable[..., VIAlgorithm], *, description: str = "", settings: Optional[tuple[str, ...]] = None
 ) -> None:
-    """Registers ``factory`` under ``name`` (replacing it), its settings read from its signature.
+    """Registers ``factory`` under ``name`` (replacing it), its settings read from its signature: its keyword
+    parameters after the model other than ``num_data`` and ``schedule`` (plus ``OPTIMIZER_SETTINGS`` with ``**hyper``).
 
     Args:
       name: the name configs use (``algorithm.name``).
@@ -68,10 +53,13 @@ def register_algorithm(
     """
     if not isinstance(name, str) or not name:
         raise ArgumentError("name", f"name must be a non-empty string, got {name!r}", value=name)
-    found, takes_schedule = factory_settings(factory)
-    ALGORITHMS[name] = AlgorithmSpec(
-        factory, found if settings is None else tuple(settings), takes_schedule, description
-    )
+    params = list(inspect.signature(factory).parameters.values())[1:]
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in params if p.kind in kinds and p.name not in ("num_data", "schedule")]
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        names += [n for n in OPTIMIZER_SETTINGS if n not in names]
+    settings = tuple(names) if settings is None else tuple(settings)
+    ALGORITHMS[name] = AlgorithmSpec(factory, settings, any(p.name == "schedule" for p in params), description)
 
 
 def make_algorithm(name: str, model, *, num_data=None, schedule=None, **settings) -> VIAlgorithm:

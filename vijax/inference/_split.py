@@ -1,8 +1,6 @@
-"""Conjugate sites in closed form, the rest by ``bbvi`` or ``ngvi``, in one step (``conjugate_split``).
-
-For a NumPyro model or a TFP joint with conditionally conjugate sites (``vijax.conjugate_sites``),
-q = q(conjugate sites) q(rest): each conjugate site's q in its prior's family; q(rest) a Gaussian
-``bbvi`` family on unconstrained values or ``ngvi`` families on constrained ones. One step
+"""The conjugate sites of a NumPyro model or a TFP joint (``vijax.conjugate_sites``) in closed form, the rest
+by ``bbvi`` or ``ngvi``: q = q(conjugate sites) q(rest), each conjugate site's q in its prior's family,
+q(rest) ``bbvi``'s Gaussian on unconstrained values or ``ngvi``'s families on constrained ones. One step
 
 1. draws S values of the rest and of every conjugate site from q;
 2. moves each conjugate site in turn towards its complete conditional averaged over the draws
@@ -47,15 +45,6 @@ class SplitInfo(NamedTuple):
     step_size: Array
     num_damped: Array
     rest: Any
-
-
-def _bijectors(target: Target, names) -> dict:
-    """site -> ``u -> (constrained value, log |det J|)`` for each of ``names``."""
-    if target.library == "tfp":
-        return {n: _tfp_bijection(target.sites[n]) for n in names}
-    from numpyro.distributions.transforms import biject_to
-
-    return {n: _numpyro_bijection(biject_to(target.sites[n].constraint)) for n in names}
 
 
 def _numpyro_bijection(b):
@@ -240,9 +229,17 @@ def as_top_level_api(
     rho = as_schedule(schedule, "schedule", default=constant(1.0))
     if not others:
         rest_alg, bijectors = None, {}
-    elif rest == "ngvi":
-        rest_alg = _ngvi_rest(target, others, num_samples, init_scale, rest_schedule, gradient, family)
-        bijectors = {}
+    elif rest == "ngvi":  # over the rest's constrained values: a given family of a site, else auto_family's
+        given = _given_families(target, others, family)
+        try:
+            families = auto_family(target, init_scale=init_scale)
+        except ArgumentError:
+            raise
+        except ValueError as e:
+            raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
+        log_density, bijectors = bind_settings(_rest_log_density, target=target, bijectors={}), {}
+        family = {n: given[n] if n in given else families[n] for n in others}
+        rest_alg = ngvi(log_density, family=family, schedule=rest_schedule, num_samples=num_samples, gradient=gradient)
     else:
         odd = [n for n in others if target.library == "tfp" and target.sites[n].support == "other"]
         if odd:
@@ -252,7 +249,12 @@ def as_top_level_api(
                 "the unit interval or the simplex; its bijector may depend on other sites' values, which the split "
                 "does not follow (fit the whole joint by bbvi, or give the site one of those supports)",
             )
-        bijectors = _bijectors(target, others)
+        if target.library == "tfp":  # site -> u -> (constrained value, log |det J|)
+            bijectors = {n: _tfp_bijection(target.sites[n]) for n in others}
+        else:
+            from numpyro.distributions.transforms import biject_to
+
+            bijectors = {n: _numpyro_bijection(biject_to(target.sites[n].constraint)) for n in others}
         log_density = bind_settings(_rest_log_density, target=target, bijectors=bijectors)
         init_params = {n: jnp.asarray(target.init_params[n]) for n in others}
         family = "meanfield" if family is None else family
@@ -276,20 +278,6 @@ class SplitExtras:
         out = _rest_draws(self.rest_alg, k_rest, state.rest, self.bijectors, num_samples)
         out.update(_draw_all([state.q_global[n] for n in self.conjugate], self.conjugate, k_conj, num_samples))
         return out
-
-
-def _ngvi_rest(target: Target, others: tuple, num_samples, init_scale, rest_schedule, gradient, given) -> VIAlgorithm:
-    """``ngvi`` over the rest's constrained values: the ``given`` family of a site, else ``auto_family``'s."""
-    given = _given_families(target, others, given)
-    try:
-        families = auto_family(target, init_scale=init_scale)
-    except ArgumentError:
-        raise
-    except ValueError as e:
-        raise ArgumentError("rest", f"rest='ngvi': {e}; here, give rest='bbvi' (its Gaussian families)") from e
-    log_density = bind_settings(_rest_log_density, target=target, bijectors={})
-    family = {n: given[n] if n in given else families[n] for n in others}
-    return ngvi(log_density, family=family, schedule=rest_schedule, num_samples=num_samples, gradient=gradient)
 
 
 def _given_families(target: Target, others: tuple, given) -> dict:

@@ -1,8 +1,7 @@
 """Structured stochastic variational inference, SSVI and SSVI-A (Hoffman and Blei 2015, Structured
-stochastic variational inference, Algorithm 1, eq. 7-11).
-
-q(z, beta) = q(beta) prod_n q(z_n | beta). Each step draws beta = R(u; lambda) ~ q(beta) by
-inversion, runs the local step at t(beta) (lines 5-7; the minibatch's sum of eta-hat_n), then::
+stochastic variational inference, Algorithm 1, eq. 7-11): q(z, beta) = q(beta) prod_n q(z_n | beta).
+Each step draws beta = R(u; lambda) ~ q(beta) by inversion, runs the local step at t(beta) (lines 5-7;
+the minibatch's sum of eta-hat_n), then::
 
     mode="full"   (SSVI,   eq. 7/11): lambda <- (1 - rho) lambda + rho (eta + V(beta, lambda) (N_t/S) sum_n eta-hat_n)
     mode="approx" (SSVI-A, eq. 10):   lambda <- (1 - rho) lambda + rho (eta + (N_t/S) sum_n eta-hat_n)

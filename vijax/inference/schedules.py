@@ -60,9 +60,8 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
     """The schedule an algorithm runs with, from what its caller passed.
 
     Args:
-      schedule: None (then ``default``), a finite number in (0, ``upper``], or a callable
-        ``count -> step size`` (checked at count 0 where it can be evaluated). A traced value is
-        taken unchecked, so a grid of step sizes can be one ``vmap``ped program.
+      schedule: None (``default``), a finite number in (0, ``upper``], or ``count -> step size`` (checked at
+        count 0 where it can be); a traced value is taken unchecked (a ``vmap``ped grid of step sizes).
       name: the argument's name in error messages.
       default: the schedule used for None; None makes ``schedule`` required.
       upper: the largest allowed step size (None: unbounded).

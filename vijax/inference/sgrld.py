@@ -1,8 +1,7 @@
-"""Stochastic gradient Riemannian Langevin dynamics for LDA (Patterson and Teh 2013, §3-4), the
-sampler Hoffman and Blei (2015, §4.1) compare SSVI with.
-
-Expanded-mean parametrisation: beta_kw = pi_kw = theta_kw / theta_k., theta_kw ~ Gamma(eta, 1), so
-pi_k ~ Dirichlet(eta 1_V). Given topic counts n_kw, the log posterior of theta is::
+"""Stochastic gradient Riemannian Langevin dynamics for LDA (Patterson and Teh 2013, §3-4), the sampler
+Hoffman and Blei (2015, §4.1) compare SSVI with, in the expanded-mean parametrisation beta_kw = pi_kw =
+theta_kw / theta_k., theta_kw ~ Gamma(eta, 1), so pi_k ~ Dirichlet(eta 1_V). Given topic counts n_kw,
+the log posterior of theta is::
 
     log p(theta | w, z) = sum_kw [ (eta - 1) log theta_kw - theta_kw + n_kw log theta_kw ]
                           - sum_k n_k. log theta_k. + const,

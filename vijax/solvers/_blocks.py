@@ -1,10 +1,7 @@
 """Rows of unequal length packed into tiles of one fixed shape, so that an iteration over a padded
-batch costs what the rows' own lengths cost and compiles once.
-
-Each row is cut into chunks of ``width`` slots, and the rows, sorted by length, are packed whole into
-tiles of R chunks (:func:`tile_shape`) that a ``while_loop`` runs one after another
-(:func:`by_length_tiles`). Inside a tile, :func:`tile_sum` gathers a row's chunks and
-:func:`tile_spread` spreads per-row values back.
+batch costs what the rows' own lengths cost: each row cut into chunks of ``width`` slots, the rows,
+sorted by length, packed whole into tiles of R chunks (:func:`tile_shape`) that a ``while_loop`` runs
+in turn (:func:`by_length_tiles`); :func:`tile_sum` and :func:`tile_spread` map chunks to rows and back.
 """
 
 from __future__ import annotations
