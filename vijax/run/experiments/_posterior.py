@@ -214,17 +214,10 @@ def experiment(target: Target, section: dict, defaults: dict, num_steps: int, ke
         draws = {m.label: np.asarray(m.draws(runs[m.label].state, key)[0], np.float64) for m in [main, *others]}
         return make_report(result, out_dir, runs, draws)
 
-    return Experiment(
-        main.algorithm,
-        lambda k: main.algorithm.init(k, target.full_batch),
-        batch_fn,
-        evaluator(main, section["psis_draws"], key),
-        report,
-        baselines=tuple(
-            Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evaluator(m, section["psis_draws"], key))
-            for m in others
-        ),
-    )
+    evals = {m.label: evaluator(m, section["psis_draws"], key) for m in [main, *others]}
+    baselines = tuple(Baseline(m.label, m.algorithm, batch_fn=batch_fn, eval_fn=evals[m.label]) for m in others)
+    init = lambda k: main.algorithm.init(k, target.full_batch)  # noqa: E731
+    return Experiment(main.algorithm, init, batch_fn, evals[main.label], report, baselines=baselines)
 
 
 # ---- the NUTS reference ------------------------------------------------------------------------

@@ -107,15 +107,9 @@ def build(sections: dict, seed: int) -> Experiment:
         except ImportError:
             summary["sklearn"] = "scikit-learn not installed: no comparison"
         else:
-            sk = SkARD(
-                fit_intercept=False,
-                max_iter=1000,
-                tol=1e-8,
-                alpha_1=m["a0"],
-                alpha_2=m["b0"],
-                lambda_1=m["c0"],
-                lambda_2=m["d0"],
-            ).fit(np.asarray(train[0]), np.asarray(train[1]))
+            priors = {"alpha_1": m["a0"], "alpha_2": m["b0"], "lambda_1": m["c0"], "lambda_2": m["d0"]}
+            sk = SkARD(fit_intercept=False, max_iter=1000, tol=1e-8, **priors)
+            sk.fit(np.asarray(train[0]), np.asarray(train[1]))
             w_sk = sk.coef_
             mean_sk, sd_sk = sk.predict(np.asarray(x_test), return_std=True)
             y_np = np.asarray(y_test)

@@ -113,18 +113,8 @@ def build(sections: dict, seed: int) -> Experiment:
             f"{section['step_decay']:g} x along a cosine; ELBO and moments of q from "
             f"{section['moment_draws']} draws, k-hat from the first {section['psis_draws']}.\n"
         )
-        summary = report(
-            f"Bayesian logistic regression on {name}",
-            tgt,
-            runs,
-            draws,
-            refs,
-            "NUTS" if refs else None,
-            nuts,
-            out_dir,
-            f"logistic_{name}.png",
-            notes,
-        )
+        title, ref_name = f"Bayesian logistic regression on {name}", "NUTS" if refs else None
+        summary = report(title, tgt, runs, draws, refs, ref_name, nuts, out_dir, f"logistic_{name}.png", notes)
         return summary | {"dataset": name, "num_data": n, "num_coefficients": int(x.shape[1])}
 
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 8)

@@ -142,13 +142,7 @@ def build(sections: dict, seed: int) -> Experiment:
 
     batch_fn = lambda key, t: x_train
     baselines = tuple(
-        Baseline(
-            name,
-            alg,
-            init_state=lambda key, alg=alg: alg.init(key, x_train),
-            batch_fn=batch_fn,
-            eval_fn=make_eval(model),
-        )
+        Baseline(name, alg, lambda key, alg=alg: alg.init(key, x_train), batch_fn, eval_fn=make_eval(model))
         for name, _, _, model, alg in runs[1:]
     )
     _, _, _, model, alg = runs[0]

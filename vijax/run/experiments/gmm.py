@@ -291,18 +291,15 @@ def nuts_curve(model: DiagonalGMM, x_train, x_test, nuts: dict, start: dict) -> 
     import numpyro.distributions as dist
     from numpyro.infer import MCMC, NUTS, init_to_value
 
-    k, dim = model.num_components, model.dim
-    alpha, loc0, kappa0 = jnp.asarray(model.alpha0), jnp.asarray(model.loc0), jnp.asarray(model.kappa0)
-    a0, b0 = jnp.asarray(model.a0), jnp.asarray(model.b0)
+    shape = (model.num_components, model.dim)
+    alpha = jnp.broadcast_to(jnp.asarray(model.alpha0), shape[:1])
+    loc0, a0, b0 = (jnp.broadcast_to(jnp.asarray(v), shape) for v in (model.loc0, model.a0, model.b0))
+    kappa0 = jnp.asarray(model.kappa0)
 
     def gmm(x):
-        w = numpyro.sample("w", dist.Dirichlet(jnp.broadcast_to(alpha, (k,))))
-        tau = numpyro.sample(
-            "tau", dist.Gamma(jnp.broadcast_to(a0, (k, dim)), jnp.broadcast_to(b0, (k, dim))).to_event(2)
-        )
-        mu = numpyro.sample(
-            "mu", dist.Normal(jnp.broadcast_to(loc0, (k, dim)), 1.0 / jnp.sqrt(kappa0 * tau)).to_event(2)
-        )
+        w = numpyro.sample("w", dist.Dirichlet(alpha))
+        tau = numpyro.sample("tau", dist.Gamma(a0, b0).to_event(2))
+        mu = numpyro.sample("mu", dist.Normal(loc0, 1.0 / jnp.sqrt(kappa0 * tau)).to_event(2))
         numpyro.factor("x", jnp.sum(diag_mixture_log_density(w, mu, tau**-0.5, x)))
 
     mcmc = MCMC(

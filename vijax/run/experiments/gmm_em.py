@@ -86,14 +86,8 @@ def build(sections: dict, seed: int) -> Experiment:
     n_tr, n_te = d["num_train"], d["num_test"]
     data = sample_gmm(jax.random.PRNGKey(d["seed"]), n_tr + n_te, d["num_clusters"], d["dim"], spread=d["spread"])
     x_train, x_test = data.x[:n_tr], data.x[n_tr:]
-    model = GaussianMixtureEM(
-        m["num_components"],
-        d["dim"],
-        covariance_type=m["covariance_type"],
-        reg_covar=m["reg_covar"],
-        init=m["init"],
-        block_size=m["block_size"],
-    )
+    settings = {k: m[k] for k in ("covariance_type", "reg_covar", "init", "block_size")}
+    model = GaussianMixtureEM(m["num_components"], d["dim"], **settings)
     model.check_data(x_train)
     alg = configured_algorithm(a, _DEFAULTS["algorithm"], model)
     truth = (data.weights, data.means, data.scales)

@@ -124,15 +124,8 @@ def _resolve(sections: dict) -> tuple[dict, object]:
 
 
 def _model(s: dict, data, quadrature: bool = False) -> GPClassification:
-    model = GPClassification(
-        data.x_train,
-        data.y_train,
-        s["log_lengthscale"],
-        s["log_scale"],
-        jitter=s["jitter"],
-        mean_update=s["mean_update"],
-        quadrature=quadrature,
-    )
+    options = {"jitter": s["jitter"], "mean_update": s["mean_update"], "quadrature": quadrature}
+    model = GPClassification(data.x_train, data.y_train, s["log_lengthscale"], s["log_scale"], **options)
     threads = s.get("blas_threads", 1)
     if threads is not None:  # pin BLAS/LAPACK (JAX's CPU Cholesky), loaded by the first Cholesky
         try:
@@ -248,14 +241,9 @@ def build_compare(sections: dict, seed: int) -> Experiment:
     if s["optimum_steps"]:
         optimum = _optimum_baseline(_model(s, data, quadrature=True), s["optimum_beta"], s["optimum_steps"])
     # every method on the same minibatches, evaluated after every pass
+    every_pass = {"chunk_size": spp, "eval_every": spp, "tol": None}
     others = tuple(
-        Baseline(
-            name,
-            _baseline(name, model, s),
-            batch_fn=batch_fn,
-            eval_fn=on_params,
-            settings={"chunk_size": spp, "eval_every": spp, "tol": None},
-        )
+        Baseline(name, _baseline(name, model, s), batch_fn=batch_fn, eval_fn=on_params, settings=every_pass)
         for name in methods
     ) + ((optimum,) if optimum is not None else ())
 
@@ -372,13 +360,8 @@ def build_step_size(sections: dict, seed: int) -> Experiment:
                 "Each method's step sizes run as one program (a grid under vmap): its wall time is the "
                 "whole grid's.\n\n" + md_table(rows, list(rows[0]), lambda v: f"{v:.5g}")
             )
-        plot_step_size(
-            os.path.join(out_dir, f"fig1_{data.name}.png"),
-            out,
-            data.name,
-            max(a["max_passes_batch"], a["max_passes_svi"]) * n,
-            LABELS,
-        )
+        cap = max(a["max_passes_batch"], a["max_passes_svi"]) * n
+        plot_step_size(os.path.join(out_dir, f"fig1_{data.name}.png"), out, data.name, cap, LABELS)
         return {
             "dataset": data.name,
             "optimum_elbo": target,
@@ -433,21 +416,10 @@ def _step_size_points(s, a, exact_model, mc_model, svi_batches, spp) -> list:
     points.append(batch("pg_mc", a["pg_mc_betas"], pg_mc, on_grid(exact_q), steps))
     pg_svi = pg_grid(mc_model, s["num_samples"], a["pg_svi_betas"])
     exact_svi = jax.jit(on_grid(exact_q))
-    points.append(
-        _Point(
-            "pg_svi",
-            tuple(a["pg_svi_betas"]),
-            Baseline(
-                "pg_svi_grid",
-                pg_svi,
-                batch_fn=svi_batches,
-                eval_fn=lambda st: {f"elbo_exact_{i}": float(v) for i, v in enumerate(np.asarray(exact_svi(st)))},
-                settings={"num_steps": a["max_passes_svi"] * spp, "chunk_size": spp, "eval_every": spp, "tol": None},
-            ),
-            on_grid(exact_q),
-        )
-    )
-    return points
+    eval_fn = lambda st: {f"elbo_exact_{i}": float(v) for i, v in enumerate(np.asarray(exact_svi(st)))}  # noqa: E731
+    settings = {"num_steps": a["max_passes_svi"] * spp, "chunk_size": spp, "eval_every": spp, "tol": None}
+    svi = Baseline("pg_svi_grid", pg_svi, batch_fn=svi_batches, eval_fn=eval_fn, settings=settings)
+    return points + [_Point("pg_svi", tuple(a["pg_svi_betas"]), svi, on_grid(exact_q))]
 
 
 def _elbo_curves(point: _Point, baselines: dict, init_key) -> np.ndarray:
@@ -491,11 +463,6 @@ def plot_step_size(path, out, name, cap, labels):
             miss = np.isnan(ex)
             if miss.any():
                 ax.plot(ss[miss], np.full(miss.sum(), cap), "x", color=line.get_color())
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlabel="step size",
-            ylabel="examples seen until converged",
-            title=f"{name} (x: not converged within the budget)",
-        )
+        ax.set(xscale="log", yscale="log", xlabel="step size", ylabel="examples seen until converged")
+        ax.set_title(f"{name} (x: not converged within the budget)")
         ax.legend()

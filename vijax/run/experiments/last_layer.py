@@ -240,14 +240,8 @@ def _plot(path: str, probs: dict, y_test: np.ndarray, num_bins: int, name: str) 
         ax1.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
         for (m, p), c in zip(probs.items(), ("C0", "C1")):
             r = reliability(p, y_test, num_bins)
-            full = r.count > 0
-            ax1.plot(
-                r.confidence[full],
-                r.accuracy[full],
-                "-",
-                color=c,
-                label=f"{m} (ECE {expected_calibration_error(p, y_test, num_bins):.3f})",
-            )
+            full, ece = r.count > 0, expected_calibration_error(p, y_test, num_bins)
+            ax1.plot(r.confidence[full], r.accuracy[full], "-", color=c, label=f"{m} (ECE {ece:.3f})")
             ax1.scatter(r.confidence[full], r.accuracy[full], s=8 + 2 * r.count[full], color=c, alpha=0.6)
             ax2.hist(p, bins=np.linspace(0, 1, 26), histtype="step", color=c, lw=1.5, label=m)
         ax1.set(

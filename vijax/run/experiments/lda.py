@@ -111,15 +111,8 @@ def make_model(m: dict, vocab_size: int, **override) -> LDA:
 def synthetic_corpus(d: dict, seed: int):
     """``(train, test, true_topics)`` for a data section with the keys of ``lda_synthetic``: a corpus drawn
     from LDA, split into training and test documents (at most ``max_test_docs``, where the section has it)."""
-    sample = sample_lda_corpus(
-        seed,
-        d["num_docs"],
-        d["true_topics"],
-        d["vocab_size"],
-        alpha=d["true_alpha"],
-        eta=d["true_eta"],
-        doc_length_mean=d["doc_length_mean"],
-    )
+    shape = {"alpha": d["true_alpha"], "eta": d["true_eta"], "doc_length_mean": d["doc_length_mean"]}
+    sample = sample_lda_corpus(seed, d["num_docs"], d["true_topics"], d["vocab_size"], **shape)
     train, test = sample.corpus.split_documents(seed, d["test_fraction"])
     check_split("data.test_fraction", d["test_fraction"], d["num_docs"], train.num_docs, test.num_docs)
     if "max_test_docs" in d:
@@ -173,14 +166,10 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
         raise ValueError(
             f"algorithm.batch_size: {s} must be a multiple of the {devices} devices for algorithm.data_parallel"
         )
-    alg = configured_algorithm(
-        a,
-        alg_defaults,
-        data_parallel(model) if a["data_parallel"] else model,
-        num_data=train.num_docs - train.num_empty,  # LDA counts the documents with a token (present_rows)
-        schedule=schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]),
-        schedule_keys=("scale", "tau", "kappa"),
-    )
+    fitted = data_parallel(model) if a["data_parallel"] else model
+    num_data = train.num_docs - train.num_empty  # LDA counts the documents with a token (present_rows)
+    schedule, keys = schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]), ("scale", "tau", "kappa")
+    alg = configured_algorithm(a, alg_defaults, fitted, num_data=num_data, schedule=schedule, schedule_keys=keys)
     # one padded length for the whole run; Gibbs computes over the padded length, so it pads per batch
     mb = Minibatcher(train, s, seed, length=None if a.get("local") == "gibbs" else "corpus")
     evaluator = _Eval(model, test, s, d["eval_batch"], seed + 1, d["observed_fraction"])

@@ -431,16 +431,8 @@ def _plot_restarts(runs, at, corpus, out_dir):
             for c, (off, name, marker) in enumerate(((-0.12, "before", "s"), (0.12, "after", "o"))):
                 if name in rows:
                     mean, lo, hi = rows[name]
-                    label = labels[name] if j == 0 else None
-                    ax_e.errorbar(
-                        [j + off],
-                        [mean],
-                        yerr=[[mean - lo], [hi - mean]],
-                        fmt=marker,
-                        color=colors[c],
-                        capsize=4,
-                        label=label,
-                    )
+                    style = dict(fmt=marker, color=colors[c], capsize=4, label=labels[name] if j == 0 else None)
+                    ax_e.errorbar([j + off], [mean], yerr=[[mean - lo], [hi - mean]], **style)
         ax_e.set_xticks(range(len(sources)))
         ax_e.set_xticklabels([r["label"] for r in sources], fontsize=8)
         ax_e.set_ylabel("mean-field ELBO / training token")

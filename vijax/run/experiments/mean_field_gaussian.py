@@ -111,18 +111,9 @@ def build(sections: dict, seed: int) -> Experiment:
             f"{math.sqrt(1 - model['correlation'] ** 2):.4f} of the exact), whatever the algorithm; "
             f"{result.num_steps} steps, moments of q from {section['moment_draws']} draws.\n"
         )
-        summary = report(
-            "Mean-field under-dispersion (Blei et al. 2017, Fig. 1)",
-            tgt,
-            runs,
-            draws,
-            refs,
-            "exact",
-            {"error": "not run: the exact moments are known in closed form"},
-            out_dir,
-            "moments.png",
-            notes,
-        )
+        title = "Mean-field under-dispersion (Blei et al. 2017, Fig. 1)"
+        nuts = {"error": "not run: the exact moments are known in closed form"}
+        summary = report(title, tgt, runs, draws, refs, "exact", nuts, out_dir, "moments.png", notes)
         summary["mean_field_sd_ratio_closed_form"] = math.sqrt(1.0 - model["correlation"] ** 2)
         summary["correlation_of_q"] = {lbl: float(np.corrcoef(z.T)[0, 1]) for lbl, z in draws.items()}
         _plot_ellipses(os.path.join(out_dir, "mean_field_gaussian.png"), mu, sigma, draws)

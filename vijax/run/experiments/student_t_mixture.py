@@ -116,21 +116,11 @@ def build(sections: dict, seed: int) -> Experiment:
             )
         return summary
 
-    baseline = Baseline(
-        "gmm_cavi",
-        gmm_alg,
-        init_state=jax.jit(lambda key: gmm_alg.init(key, x_train)),
-        batch_fn=lambda key, t: x_train,
-        eval_fn=lambda s: {"heldout_log_density": float(gmm_ll(s.q_global))},
-    )
-    return Experiment(
-        alg,
-        jax.jit(lambda key: alg.init(key, x_train)),
-        lambda key, t: x_train,
-        lambda s: {"heldout_log_density": float(tmix_ll(s.q_global))},
-        report,
-        baselines=(baseline,),
-    )
+    full = lambda key, t: x_train  # noqa: E731
+    gmm_eval = lambda s: {"heldout_log_density": float(gmm_ll(s.q_global))}  # noqa: E731
+    baseline = Baseline("gmm_cavi", gmm_alg, jax.jit(lambda key: gmm_alg.init(key, x_train)), full, gmm_eval)
+    t_eval = lambda s: {"heldout_log_density": float(tmix_ll(s.q_global))}  # noqa: E731
+    return Experiment(alg, jax.jit(lambda key: alg.init(key, x_train)), full, t_eval, report, baselines=(baseline,))
 
 
 __all__ = ["build"]
