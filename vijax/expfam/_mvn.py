@@ -65,16 +65,12 @@ class MultivariateNormal(AbstractExpFamily):
         Lambda = -(eta2 + eta2^T)   (only the symmetric part of eta2 matters),
         grad A = (mu, Sigma + mu mu^T).
 
-    Products with ``Lambda^-1`` go through the Cholesky factor L L^T = Lambda. ``eta2`` is an
-    unconstrained D x D matrix, so ``hess A`` vanishes on antisymmetric ``eta2`` directions and
-    ``inv_fisher_vp`` is its Moore-Penrose pseudo-inverse.
+    ``hess A`` vanishes on antisymmetric ``eta2`` directions, so ``inv_fisher_vp`` is its pseudo-inverse.
 
     Examples:
         >>> q = MultivariateNormal.from_mean_covariance(jnp.zeros(2), 2.0 * jnp.eye(2))
-        >>> q.batch_shape, q.event_shape
-        ((), (2,))
-        >>> round(float(q.covariance[0, 0]), 5)
-        2.0
+        >>> q.batch_shape, q.event_shape, round(float(q.covariance[0, 0]), 5)
+        ((), (2,), 2.0)
     """
 
     eta1: jax.Array  # Lambda mu, shape batch + (D,)

@@ -51,11 +51,9 @@ class Target:
       sites: site name -> :class:`Site`, the latent sites in the model's order.
       init_params: the unconstrained starting point (the median of 15 prior draws).
       plates: the subsampled plates, name -> (size N, subsample size M); a batch gives each one's indices.
-      batch_keys: what a batch may hold besides the plates: the model's argument names (NumPyro) or observed sites
-        (TFP); None where the model takes ``**kwargs``.
+      batch_keys: the argument names (NumPyro) or observed sites (TFP) a batch may hold; None for ``**kwargs``.
       library: ``"numpyro"`` or ``"tfp"``.
-      bind: ``batch -> the library's model at that batch``: for NumPyro ``(model, args, kwargs)``, for TFP
-        ``(joint_dist, observed)``.
+      bind: ``batch -> (model, args, kwargs)`` (NumPyro) or ``(joint_dist, observed)`` (TFP) at that batch.
       enumerated: the discrete latent sites summed out of ``log_prob`` and ``log_density`` (not in ``sites``).
     """
 
