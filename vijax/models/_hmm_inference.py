@@ -139,11 +139,6 @@ def _sequential(log_init: Array, log_trans: Array, log_em: Array, length, exact:
     return Messages(alphas, _backward(log_em, mask, factors, exact), log_lik)
 
 
-def _log_matmul(a: Array, b: Array) -> Array:
-    """(a ⊗ b)_ij = log sum_k exp(a_ik + b_kj), batched over leading axes."""
-    return _lse(a[..., :, :, None] + b[..., None, :, :], axis=-2)
-
-
 def _scaled(m: Array, c: Array) -> tuple[Array, Array]:
     """(m - s, c + s), s the max entry of each matrix m (..., K, K) (0 if none is finite)."""
     s = jnp.max(m, axis=(-2, -1), keepdims=True)
@@ -152,8 +147,8 @@ def _scaled(m: Array, c: Array) -> tuple[Array, Array]:
 
 
 def _scaled_matmul(a, b):
-    """The log-semiring product of scaled matrices (m, log scale c): (a_m ⊗ b_m, a_c + b_c), scaled."""
-    return _scaled(_log_matmul(a[0], b[0]), a[1] + b[1])
+    """The log-semiring product of scaled matrices (m, log scale c), (a_m ⊗ b_m)_ij = log sum_k exp(a_ik + b_kj)."""
+    return _scaled(_lse(a[0][..., :, :, None] + b[0][..., None, :, :], axis=-2), a[1] + b[1])
 
 
 def _parallel_one(log_init: Array, log_trans: Array, log_em: Array, length) -> Messages:
@@ -245,10 +240,6 @@ def _fast_counts(msg: Messages, log_trans: Array, log_em: Array, mask: Array):
     return trans[None] * jnp.einsum("bti,btj->bij", u * w[..., None], v), bad
 
 
-def _marginals(msg: Messages, mask: Array) -> Array:
-    return jax.nn.softmax(msg.log_alpha + msg.log_beta, axis=-1) * mask[..., None]
-
-
 def posterior(
     log_init: Array, log_trans: Array, log_em: Array, length=None, forward_backward: str = "sequential"
 ) -> Posterior:
@@ -261,7 +252,8 @@ def posterior(
     counts, bad = _fast_counts(msg, log_trans, log_em, mask)
     ops = (counts, log_init, log_trans, log_em, length)
     counts = jax.lax.cond(bad, lambda ops: _recount(*ops[1:]), lambda ops: ops[0], ops)
-    return _unbatch(Posterior(msg.log_likelihood, _marginals(msg, mask), counts), single)
+    marginals = jax.nn.softmax(msg.log_alpha + msg.log_beta, axis=-1) * mask[..., None]
+    return _unbatch(Posterior(msg.log_likelihood, marginals, counts), single)
 
 
 def _recount(log_init: Array, log_trans: Array, log_em: Array, length) -> Array:

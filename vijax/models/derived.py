@@ -353,15 +353,7 @@ class DerivedConjugateModel(PytreeModel):
                 "batch",
                 f"batch: every array must have the same leading (data) size >= 1, got {sorted(map(str, sizes))}",
             )
-        self._check_datum_shape(batch)
-        self._structure(batch)
-        for leaf in leaves:
-            if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
-                check_finite("batch", leaf)
-
-    def _check_datum_shape(self, batch) -> None:
-        """ValueError unless ``log_joint`` runs (abstractly) on one datum of ``batch`` and returns a scalar."""
-        datum = datum_shapes(batch)
+        datum = datum_shapes(batch)  # log_joint must run (abstractly) on one datum and return a scalar
         shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), datum)
 
         if self.locals is not None:  # a malformed locals spec gets its own named error first
@@ -389,6 +381,10 @@ class DerivedConjugateModel(PytreeModel):
                 f"batch: log_joint returns shape {jnp.shape(out)} for one datum of per-datum shapes {shapes}, "
                 "not a scalar: is the batch wider than the data log_joint was written for?",
             )
+        self._structure(batch)
+        for leaf in leaves:
+            if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+                check_finite("batch", leaf)
 
     def check_conjugacy(self, batch, num_checked: int = 64) -> None:
         """Raises ValueError naming the variable unless ``log_joint`` passes :meth:`check_data`, is linear along a

@@ -254,12 +254,6 @@ class GPClassification(PytreeModel):
         b = jnp.eye(self.num_data, dtype=self.dtype) + s[:, None] * self.K * s[None, :]
         return s, jnp.linalg.cholesky(b)
 
-    def _solve_I_plus_KD(self, d: Array, u: Array) -> Array:
-        """(I + K diag(d))^{-1} u = u - K S B^{-1} S u (d >= 0)."""
-        s, lb = self._chol_B(d)
-        w = jax.scipy.linalg.cho_solve((lb, True), s * u)
-        return u - self.K @ (s * w)
-
     def marginals(self, q: GPPosterior, index: Array):
         """(m_n, v_n) for n in ``index``: M triangular solves against one Cholesky factor of B."""
         s, lb = self._chol_B(q.gamma_tilde)
@@ -296,7 +290,8 @@ class GPClassification(PytreeModel):
         gt_new = r * q.gamma_tilde + (1.0 - r) * grad.gamma
         d = r * q.gamma_tilde if self.mean_update == "exact" else gt_new
         u = q.mean + self.K @ grad.alpha
-        m_new = q.mean - (1.0 - r) * self._solve_I_plus_KD(d, u)
+        s, lb = self._chol_B(d)  # (I + K diag(d))^{-1} u = u - K S B^{-1} S u
+        m_new = q.mean - (1.0 - r) * (u - self.K @ (s * jax.scipy.linalg.cho_solve((lb, True), s * u)))
         return GPPosterior(m_new, gt_new)
 
     def prox_step(self, q: GPPosterior, batch: Array, key, beta, num_samples, num_data=None) -> GPPosterior:

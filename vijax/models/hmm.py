@@ -187,23 +187,19 @@ class HMM(PytreeModel):
     def __repr__(self):
         return f"{type(self).__name__}({self.num_states}, {self.emissions!r})"
 
-    def _check_obs_shape(self, obs):
-        em = self.emissions
-        if em.event_ndim == 0:
-            if obs.ndim != 2 or not jnp.issubdtype(obs.dtype, jnp.integer):
-                raise ArgumentError("obs", f"obs must be integers of shape (B, T), got {obs.dtype} {obs.shape}")
-            return
-        check_data_dtype("obs", obs)
-        d = em.dim
-        if obs.ndim != 3 or obs.shape[2] != d or not jnp.issubdtype(obs.dtype, jnp.number):
-            raise ArgumentError("obs", f"obs must be numbers of shape (B, T, dim={d}), got {obs.dtype} {obs.shape}")
-
     def check_data(self, data) -> None:
         """Raises ValueError naming the problem: obs's shape/dtype/values, lengths outside [1, T]."""
         data = as_data(data)
         traced = is_tracer(data.obs) or is_tracer(data.lengths)
         obs, lengths = (data.obs, data.lengths) if traced else (np.asarray(data.obs), np.asarray(data.lengths))
-        self._check_obs_shape(obs)
+        if self.emissions.event_ndim == 0:
+            if obs.ndim != 2 or not jnp.issubdtype(obs.dtype, jnp.integer):
+                raise ArgumentError("obs", f"obs must be integers of shape (B, T), got {obs.dtype} {obs.shape}")
+        else:
+            check_data_dtype("obs", obs)
+            d = self.emissions.dim
+            if obs.ndim != 3 or obs.shape[2] != d or not jnp.issubdtype(obs.dtype, jnp.number):
+                raise ArgumentError("obs", f"obs must be numbers of shape (B, T, dim={d}), got {obs.dtype} {obs.shape}")
         b, t = obs.shape[:2]
         if not traced and (b < 1 or t < 1):
             raise ValueError(f"obs must hold at least one sequence of at least one step, got shape {obs.shape}")

@@ -126,12 +126,6 @@ class PLSA(PytreeModel):
                 f"got values in [{used.min()}, {used.max()}]"
             )
 
-    def _doc_topic_logits(self, params: PLSAParams) -> Array:
-        """log p(z) + log p(d | z) (pLSA1) or log p(z | d) (pLSA2), (D, K)."""
-        if self.variant == "plsa1":
-            return jnp.log(params.topic_probs)[None, :] + jnp.log(params.doc_probs).T
-        return jnp.log(params.topic_probs)
-
     def init_params(self, key: PRNGKey, batch=None) -> PLSAParams:
         """p(w | z) rows drawn from Dirichlet(1); p(z), p(d | z) and p(z | d) uniform (needs the batch)."""
         if batch is None:
@@ -157,7 +151,10 @@ class PLSA(PytreeModel):
                 f"batch: pLSA's parameters are fitted to a corpus of {docs} documents (one row each), "
                 f"got {ids.shape[0]} rows",
             )
-        r, log_p = _responsibilities(self._doc_topic_logits(params), jnp.log(params.word_probs), ids, cnt)
+        log_dz = jnp.log(params.topic_probs)  # log p(z | d) (pLSA2), or log p(z) + log p(d | z) (pLSA1), (D, K)
+        if self.variant == "plsa1":
+            log_dz = log_dz[None, :] + jnp.log(params.doc_probs).T
+        r, log_p = _responsibilities(log_dz, jnp.log(params.word_probs), ids, cnt)
         cr = cnt[..., None] * r  # (D, L, K)
         k = self.num_topics
         topic_word = jax.ops.segment_sum(cr.reshape(-1, k), ids.reshape(-1), num_segments=self.vocab_size).T
