@@ -23,6 +23,7 @@ from vijax.inference._guides import GaussianGuide
 from vijax.inference._optax_vi import ascend, resolve_optimizer
 from vijax.inference._scale import check_num_data
 from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
+from vijax.inference.base import checked_start
 from vijax.models import AEVBModel, filter_jit
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -98,9 +99,7 @@ def init(
     key: PRNGKey, batch: PyTree = None, *, model, decoder: _Decoder, optimizer: optax.GradientTransformation
 ) -> AEVBState:
     """The networks' parameters (q(theta) centred on the decoder's) and the optimizer's state."""
-    check_key("key", key)
-    if batch is not None:
-        model.check_data(batch)
+    checked_start(key, batch, model)
     params = model.network_params()
     q = {"encoder": params["encoder"], "decoder": decoder.init(params["decoder"])}
     return AEVBState(q, optimizer.init(q), jnp.zeros((), jnp.int32))

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_int, check_key, implements
+from vijax._validate import check_int, implements
 from vijax.inference._scale import check_whole_data
 from vijax.inference._conjugate import check_local, check_q_global, initial_globals
 from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
@@ -34,7 +34,6 @@ class CAVIInfo(NamedTuple):
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> CAVIState:
     """q(beta) from ``model.init_globals`` (data-dependent when ``batch`` is given)."""
-    check_key("key", key)
     return CAVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_int, check_shapes, implements
 from vijax.inference._scale import check_num_data, data_scale, num_present, step_size
-from vijax.inference.base import check_protocol
+from vijax.inference.base import check_protocol, checked_start
 from vijax.inference.schedules import as_schedule, default_schedule
 from vijax.models import ConditionallyConjugateModel, HyperparameterModel
 from vijax.types import PRNGKey, PyTree, Schedule
@@ -36,9 +36,8 @@ def float_leaf_dtype(q: PyTree):
 
 
 def initial_globals(key: PRNGKey, batch: PyTree, model: ConditionallyConjugateModel) -> PyTree:
-    """``model.init_globals(key, batch)`` after ``model.check_data(batch)`` (when given)."""
-    if batch is not None:
-        model.check_data(batch)
+    """``model.init_globals(key, batch)`` after ``checked_start``."""
+    checked_start(key, batch, model)
     return model.init_globals(key, batch)
 
 

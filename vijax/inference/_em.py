@@ -11,9 +11,10 @@ from typing import NamedTuple, Optional
 
 import jax.numpy as jnp
 
-from vijax._validate import check_int, check_key
+from vijax._validate import check_int
 from vijax.inference._scale import check_whole_data
 from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
+from vijax.inference.base import checked_start
 from vijax.models import EMModel
 from vijax.types import Array, PRNGKey, PyTree
 
@@ -30,9 +31,7 @@ class EMInfo(NamedTuple):
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: EMModel) -> EMState:
     """theta from ``model.init_params`` (data-dependent when ``batch`` is given)."""
-    check_key("key", key)
-    if batch is not None:
-        model.check_data(batch)
+    checked_start(key, batch, model)
     return EMState(model.init_params(key, batch), jnp.zeros((), jnp.int32))
 
 

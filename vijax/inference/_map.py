@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_key
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
 from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
 from vijax.models import ConditionallyConjugateModel
@@ -35,7 +34,6 @@ class MAPInfo(NamedTuple):
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> MAPState:
     """q(beta) from ``model.init_globals``."""
-    check_key("key", key)
     return MAPState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 

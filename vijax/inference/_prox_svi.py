@@ -24,10 +24,11 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_choice, check_int, check_key, implements
+from vijax._validate import ArgumentError, check_choice, check_int, implements
 from vijax.inference._conjugate import check_q_global, float_leaf_dtype
 from vijax.inference._scale import check_num_data, data_scale, num_present
 from vijax.inference.base import VIAlgorithm, check_protocol, guarded_algorithm, safe_increment, validated_step
+from vijax.inference.base import checked_start
 from vijax.inference.schedules import as_schedule
 from vijax.expfam import euclidean_natural_grad_step
 from vijax.models import GradientProxModel, ProxModel, StructuredProxModel, kl_prox_update
@@ -49,9 +50,7 @@ class ProxSVIInfo(NamedTuple):
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ProxModel) -> ProxSVIState:
     """q_0 from ``model.init_variational`` (after ``model.check_data(batch)`` when given)."""
-    check_key("key", key)
-    if batch is not None:
-        model.check_data(batch)
+    checked_start(key, batch, model)
     return ProxSVIState(model.init_variational(key, batch), jnp.zeros((), jnp.int32))
 
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import check_choice, check_key
+from vijax._validate import check_choice
 from vijax.inference._conjugate import check_factory_args, initial_globals, view_step
 from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
 from vijax.models import ConditionallyConjugateModel
@@ -47,7 +47,6 @@ class SSVIInfo(NamedTuple):
 
 def init(key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel) -> SSVIState:
     """q(beta) from ``model.init_globals`` (the random lambda^(0) of Algorithm 1, line 1)."""
-    check_key("key", key)
     return SSVIState(initial_globals(key, batch, model), jnp.zeros((), jnp.int32))
 
 

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_key, check_scalar, implements
+from vijax._validate import ArgumentError, check_scalar, implements
 from vijax.inference._conjugate import check_factory_args, check_q_global, float_leaf_dtype, initial_globals
 from vijax.inference._scale import check_num_data, data_scale, num_present, present_rows, step_size
 from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
@@ -49,7 +49,6 @@ def init(
     key: PRNGKey, batch: PyTree = None, *, model: ConditionallyConjugateModel, learn_hyper: bool = False
 ) -> SVIState:
     """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds ``model.hyperparameters()``."""
-    check_key("key", key)
     q0 = initial_globals(key, batch, model)
     hyper = None
     if learn_hyper:

@@ -440,6 +440,13 @@ def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) 
     )
 
 
+def checked_start(key: PRNGKey, batch: PyTree, model: Any) -> None:
+    """An ``init``'s checks: ``key`` is a PRNG key and, where given, ``model.check_data(batch)``."""
+    check_key("key", key)
+    if batch is not None:
+        model.check_data(batch)
+
+
 def validated_step(math: Callable) -> Callable:
     """``math(key, state, batch, *, model, **settings)`` checking the key, the state and the batch first."""
 
