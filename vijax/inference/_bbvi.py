@@ -185,9 +185,8 @@ NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the lo
 
 @filter_jit
 def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain):
-    """The start checks' values in one program: the joint at ``mean_of(q)`` (or None), and at each draw
-    ``sample(q, key)`` its value and, with ``log_density``, whether the joint's and (with a prior) the
-    log-density's forward derivatives along ``v`` are nonzero."""
+    """The start checks' values in one program: the joint at ``mean_of(q)`` (or None), at each draw of q, and
+    whether its and (with a prior) ``log_density``'s forward derivatives along ``v`` are nonzero there."""
     z = sample(q, key)
     value = None if mean_of is None else joint(mean_of(q), batch)
     on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))
@@ -203,11 +202,10 @@ def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, con
 
 
 def check_start(key, batch, sample: Callable, q, mean_of, joint, log_density, has_prior: bool, constrain=None) -> None:
-    """The start checks of ``bbvi`` and ``ngvi``: raises ValueError where the joint is not finite at
-    q's mean (``mean_of(q)``), at some draw of q with a batch, or at every draw, or where its gradient
-    along a random direction (NumPy's, seeded by ``key``) is exactly zero at every draw (the mean
-    would never move, the scale grow without bound); warns where only a prior's gradient is not. With
-    a traced key or batch, no joint, or neither a batch nor ``log_density``, there is nothing to check."""
+    """The start checks of ``bbvi`` and ``ngvi`` (for a concrete key and batch, a joint, and a batch or
+    ``log_density``): ValueError where the joint is not finite at q's mean (``mean_of(q)``), at some draw
+    with a batch, or at every draw, or where its gradient along a random direction is zero at every draw
+    (the mean would never move); a warning where only a prior's is not."""
     traced = any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, batch)))
     if traced or joint is None or (batch is None and log_density is None):
         return
@@ -327,8 +325,7 @@ def as_top_level_api(
       alpha: the order of the ``"renyi"`` bound, alpha >= 0 (default ``DEFAULT_ALPHA``).
 
     Returns:
-      The ``VIAlgorithm``; its ``extras`` are read by ``vijax.inference.guide``, ``sample``,
-      ``log_weights`` and ``elbo``.
+      The ``VIAlgorithm``, read by ``vijax.inference.guide``, ``sample``, ``log_weights`` and ``elbo``.
 
     Raises:
       ValueError: naming the argument: a bad setting or pytree, ``prior`` with ``log_prior``, one a target carries.

@@ -1,9 +1,8 @@
-"""Coordinate ascent variational inference for conditionally conjugate models (Blei, Kucukelbir and
-McAuliffe 2017, Algorithm 1 and §4.2): every local factor to its optimum given q(beta), then q(beta) to
-its optimum lambda = eta + sum_n E[s(x_n, z_n)] (eq. 36), ``vijax.expfam.conjugate_update`` with rho = 1,
-on the whole data set; ``info.elbo`` is that of (new locals, new globals). A model whose globals interact
-(x ~ N(mu, 1/tau); Bishop 2006, §10.1.3) offers ``global_blocks(batch)``, updated in turn, each after a
-local step at the current q.
+"""Coordinate ascent variational inference for conditionally conjugate models (Blei, Kucukelbir and McAuliffe 2017,
+Algorithm 1 and §4.2): every local factor to its optimum given q(beta), then q(beta) to its optimum
+lambda = eta + sum_n E[s(x_n, z_n)] (eq. 36), ``vijax.expfam.conjugate_update`` with rho = 1, on the whole data set;
+``info.elbo`` is that of (new locals, new globals). A model whose globals interact (x ~ N(mu, 1/tau); Bishop 2006,
+§10.1.3) offers ``global_blocks(batch)``, updated in turn, each after a local step at the current q.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Data parallelism across processes (several hosts, or several processes on one host).
-
-After ``initialize_processes(...)``, ``jax.devices()`` holds every process's devices, so
-``data_parallel(model)``'s local step runs across processes. Each process reads its own
-``process_shard(D)`` of the data; ``global_batch`` / ``global_host_batches`` assemble the processes'
-local rows, in process order, into the global batch (``jax.make_array_from_process_local_data``).
+"""Data parallelism across processes (hosts): after ``initialize_processes(...)``, ``jax.devices()`` holds
+every process's devices, so ``data_parallel(model)``'s local step runs across processes. Each process
+reads its own ``process_shard(D)`` of the data; ``global_batch`` / ``global_host_batches`` assemble the
+processes' rows, in process order, into the global batch (``jax.make_array_from_process_local_data``).
 """
 
 from __future__ import annotations

@@ -114,9 +114,6 @@ def bayesian_last_layer(
       optimizer: ``vi.step``'s optimizer, for fitting q(W) alone on fixed features.
       schedule: ``vi.step``'s learning rate.
 
-    Returns:
-      A :class:`LastLayer`.
-
     Raises:
       ValueError: naming the argument: a ``net`` not giving (``num_features``,), a bad setting or ``num_classes``.
 

@@ -1,9 +1,8 @@
-"""Stochastic MAP-EM, a point estimate of the globals of a conditionally conjugate model: the local step
-runs at t(beta-hat), beta-hat the mode of q(beta), and q(beta) takes SVI's update lambda <- (1 - rho_t)
-lambda + rho_t (eta + (N_t/S) sum eta-hat): with rho = 1 and all the data one EM step for the MAP
-estimate, with minibatches online EM (Cappe and Moulines 2009); the "MAP" M-step of Hoffman and Blei
-(2015, §2.5, appendix D). ``info.elbo`` is the MAP-EM objective (N/S)(<sum eta-hat, t(beta-hat)> +
-local_terms) + log p(beta-hat).
+"""Stochastic MAP-EM, a point estimate of the globals of a conditionally conjugate model: the local step runs at
+t(beta-hat), beta-hat the mode of q(beta), and q(beta) takes SVI's update
+lambda <- (1 - rho_t) lambda + rho_t (eta + (N_t/S) sum eta-hat): with rho = 1 and all the data one EM step for the
+MAP estimate, with minibatches online EM (Cappe and Moulines 2009); the "MAP" M-step of Hoffman and Blei (2015, §2.5,
+appendix D). ``info.elbo`` is the MAP-EM objective (N/S)(<sum eta-hat, t(beta-hat)> + local_terms) + log p(beta-hat).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Natural-gradient VI on any JAX log-density: the conjugate-computation / KL-proximal step.
 
 For q in an exponential family (natural parameters lambda, mean parameters mu, base measure h),
-grad_mu L = g_hat - lambda with g_hat = grad_mu E_q[log p(x, z) - log h(z)], so a natural-gradient
-step is lambda <- (1 - rho) lambda + rho g_hat; with a prior in q's family (natural parameters eta),
-lambda <- (1 - rho) lambda + rho (eta + grad_mu E_q[log p(x | z)]): Khan et al. (2016, iteration 9)
-in the conjugate-computation form of Khan and Lin (2017), through ``expfam.tree_interpolate``'s
-domain guard. Estimating g_hat (``gradient``):
+grad_mu L = g_hat - lambda with g_hat = grad_mu E_q[log p(x, z) - log h(z)], so a natural-gradient step is
+lambda <- (1 - rho) lambda + rho g_hat; with a prior in q's family (natural parameters eta), lambda <- (1 - rho) lambda
++ rho (eta + grad_mu E_q[log p(x | z)]): Khan et al. (2016, iteration 9) in the conjugate-computation form of Khan
+and Lin (2017), through ``expfam.tree_interpolate``'s domain guard. Estimating g_hat (``gradient``):
 
 - ``"reparam"``: g_hat = F(lambda)^-1 (1/S) sum_s grad_lambda f(z_s(lambda)), z_s drawn by
   inversion (Hoffman and Blei 2015, appendix B), F = hess A.
@@ -256,8 +255,7 @@ def as_top_level_api(
       log_prior: ``z -> scalar`` added once per step.
 
     Returns:
-      ``reject_non_finite(VIAlgorithm(init, step), is_valid=moved)``; its ``extras`` are read by
-      ``vijax.inference.sample`` and ``log_weights``.
+      ``reject_non_finite(VIAlgorithm(init, step), is_valid=moved)``, read by ``sample`` and ``log_weights``.
 
     Raises:
       ValueError: naming the argument: a bad setting, ``family`` or ``prior``, one a target carries.

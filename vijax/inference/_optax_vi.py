@@ -1,7 +1,6 @@
 """Gradient-based VI through optax, the baselines of Khan et al. (2016, appendix G): each step ascends a
-``ParamsModel``'s stochastic ELBO ``model.elbo_params(params, batch, key, num_samples, num_data)`` in its
-variational parameters (GP classification: {m, L}, L the Cholesky factor of V) with an optax
-transformation of its gradient g_k:
+``ParamsModel``'s stochastic ELBO ``model.elbo_params(params, batch, key, num_samples, num_data)`` in its variational
+parameters (GP classification: {m, L}, L the Cholesky factor of V) with an optax transformation of its gradient g_k:
 
 - ``gd``: lambda_{k+1} = lambda_k + alpha g_k (batch gradient descent with exact gradients when the
   batch is all the data and ``num_samples=None``);

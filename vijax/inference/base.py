@@ -416,9 +416,6 @@ def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) 
       alg: any ``VIAlgorithm`` whose state has an int32 ``count``.
       is_valid: optional ``(old_state, new_state, info) -> bool array`` (the inner states and info).
 
-    Returns:
-      The guarded ``VIAlgorithm``.
-
     Examples:
         >>> import jax, jax.numpy as jnp
         >>> from typing import NamedTuple

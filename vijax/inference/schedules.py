@@ -66,9 +66,6 @@ def as_schedule(schedule, name: str = "schedule", *, default=None, upper: float 
       default: the schedule used for None; None makes ``schedule`` required.
       upper: the largest allowed step size (None: unbounded).
 
-    Returns:
-      A callable ``count -> step size``.
-
     Raises:
       ValueError: naming ``name`` for a missing, non-finite, non-positive or too large step size.
 

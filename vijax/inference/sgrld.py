@@ -6,14 +6,13 @@ the log posterior of theta is::
     log p(theta | w, z) = sum_kw [ (eta - 1) log theta_kw - theta_kw + n_kw log theta_kw ]
                           - sum_k n_k. log theta_k. + const,
 
-and with the metric G(theta) = diag(theta)^-1 the Langevin drift is (eq. 11 and §4)
-drift_kw = eta - theta_kw + n_kw - pi_kw n_k. . One step on a minibatch of S of N documents::
+and with the metric G(theta) = diag(theta)^-1 the Langevin drift is (eq. 11 and §4) drift_kw = eta - theta_kw +
+n_kw - pi_kw n_k. . One step on a minibatch of S of N documents::
 
     theta_kw <- | theta_kw + (eps_t / 2) (eta - theta_kw + (N / S) sum_d E[n_dkw - pi_kw n_dk.])
                   + sqrt(eps_t theta_kw) xi_kw |,   xi_kw ~ N(0, 1),
 
-the absolute value mirroring (§3); the expected counts come from LDA's collapsed ``"gibbs"``
-local step at the current pi.
+the absolute value mirroring (§3); the expected counts come from LDA's ``"gibbs"`` local step at pi.
 """
 
 from __future__ import annotations

@@ -64,9 +64,6 @@ def by_length_tiles(ids: Array, n: Array, k: int, fit_tile: Callable, acc0, slot
       acc0: the initial accumulator (any pytree).
       slots: the least number of slots per tile (R * W).
       width: W, the chunk width.
-
-    Returns:
-      (out (S, k), acc).
     """
     s, l = ids.shape
     dt = n.dtype

@@ -37,9 +37,6 @@ def squarem_per_row(
       tol: threshold on the mean absolute change of a row.
       max_iters: cap on the evaluations of ``update`` (>= 3 for one cycle).
       floor: lower bound of every fixed point (broadcastable to x), onto which x' is projected.
-
-    Returns:
-      x (B, K) at the end of the iteration.
     """
     norm = lambda a: jnp.sqrt(jnp.sum(a * a, axis=-1))
     change = lambda a, b: jnp.mean(jnp.abs(a - b), axis=-1)
@@ -90,9 +87,6 @@ def iterate_per_row(
       tol: threshold on the mean absolute change of a row's summary.
       max_iters: cap on the updates.
       groups: (N,) int, entry i of x in row ``groups[i]`` of the summary (None: x's leading axis is the rows').
-
-    Returns:
-      x at the end of the iteration, like ``x0``.
     """
 
     def cond(carry):
