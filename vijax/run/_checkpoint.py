@@ -241,15 +241,8 @@ def load_checkpoint(path: str, template: PyTree, data: Optional[bytes] = None) -
         error.fingerprint = meta.get("fingerprint")
         raise error
     state = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), [jnp.asarray(x) for x in leaves])
-    return Checkpoint(
-        step=int(meta["step"]),
-        state=state,
-        trace=trace,
-        evals=meta["evals"],
-        wall_time=float(meta["wall_time"]),
-        key_data=np.asarray(meta["key_data"], np.uint32),
-        fingerprint=meta.get("fingerprint"),
-    )
+    key_data, fingerprint = np.asarray(meta["key_data"], np.uint32), meta.get("fingerprint")
+    return Checkpoint(int(meta["step"]), state, trace, meta["evals"], float(meta["wall_time"]), key_data, fingerprint)
 
 
 def _read(path: str, data: Optional[bytes] = None) -> tuple[dict, list, dict]:

@@ -163,20 +163,11 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
         for b in experiment.baselines:
             _check_checkpoint_folder(os.path.join(checkpoints, b.name))
 
+        common = {"resume": resume, "fingerprint": fingerprint, "allow_changes": allow_changes}
+
         def run_one(spec, rc, seed, folder):  # the experiment's own run, or a Baseline's
-            return run(
-                spec.algorithm,
-                jax.random.PRNGKey(seed),
-                batch_fn=spec.batch_fn,
-                host_batches=spec.host_batches,
-                init_state=spec.init_state,
-                eval_fn=spec.eval_fn,
-                checkpoint_dir=folder,
-                resume=resume,
-                config=rc,
-                fingerprint=fingerprint,
-                allow_changes=allow_changes,
-            )
+            inputs = {k: getattr(spec, k) for k in ("batch_fn", "host_batches", "init_state", "eval_fn")}
+            return run(spec.algorithm, jax.random.PRNGKey(seed), checkpoint_dir=folder, config=rc, **inputs, **common)
 
         result = run_one(experiment, rc, config["seed"], checkpoints)
         baselines = {}

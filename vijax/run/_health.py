@@ -84,14 +84,8 @@ def run_health(trace: Mapping) -> RunHealth:
     applied, share = applied_steps(trace)
     idx = np.flatnonzero(applied)
     final = int(idx[-1]) if idx.size else None
-    return RunHealth(
-        num_steps=n,
-        nonfinite_steps=steps[~finite],
-        rejected_steps=steps[~applied],
-        rejected_share=share,
-        final_step=None if final is None else int(steps[final]),
-        final_elbo_finite=final is not None and bool(finite[final]),
-    )
+    final_step = None if final is None else int(steps[final])
+    return RunHealth(n, steps[~finite], steps[~applied], share, final_step, final is not None and bool(finite[final]))
 
 
 def psis_note(evals: Sequence[dict]) -> Optional[str]:

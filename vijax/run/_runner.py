@@ -279,16 +279,9 @@ def run(
             if not store.enabled or prog.saved_at == prog.step or prog.step == 0:
                 return  # nothing new to save
             prog.parts = [_concat(prog.parts)] if prog.parts else []
+            meta = {"wall_time": elapsed(), "key_data": key_data, "fingerprint": fingerprint}
             store.save(
-                prog.step,
-                prog.state,
-                prog.parts[0],
-                prog.evals,
-                fresh=prog.fresh,
-                collective=collective,
-                wall_time=elapsed(),
-                key_data=key_data,
-                fingerprint=fingerprint,
+                prog.step, prog.state, prog.parts[0], prog.evals, fresh=prog.fresh, collective=collective, **meta
             )
             prog.fresh, prog.saved_at = False, prog.step
 
@@ -296,14 +289,8 @@ def run(
         prefetcher = None
         if host_batches is not None and rc.prefetch > 0:
             host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
-        bar = tqdm(
-            total=rc.num_steps,
-            initial=min(prog.step, rc.num_steps),
-            unit="step",
-            desc="vijax",
-            disable=None if rc.progress else True,
-            dynamic_ncols=True,
-        )
+        look = {"unit": "step", "desc": "vijax", "disable": None if rc.progress else True, "dynamic_ncols": True}
+        bar = tqdm(total=rc.num_steps, initial=min(prog.step, rc.num_steps), **look)
         try:
             with value_checks(rc.check_values):  # read when the chunk is traced
                 _run_chunks(prog, rc, chunk_fn, step_base, host_batches, eval_fn, fields, bar, elapsed, save)

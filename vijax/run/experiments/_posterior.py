@@ -156,17 +156,11 @@ def methods(section: dict, defaults: dict, target: Target, num_steps: int) -> tu
     if name not in ALGORITHMS:  # let configured_algorithm name it
         configured_algorithm(section, defaults, None)
 
+    common = {"num_data": target.num_data, "schedule_keys": ("learning_rate", "ngvi_step_size")}
+
     def configured(model, step, extras):
         added = {k: None for k in extras if k not in section}
-        return configured_algorithm(
-            dict(section, **added),
-            dict(defaults, **added),
-            model,
-            num_data=target.num_data,
-            schedule=step,
-            schedule_keys=("learning_rate", "ngvi_step_size"),
-            resolved=extras,
-        )
+        return configured_algorithm(section | added, defaults | added, model, schedule=step, resolved=extras, **common)
 
     def baseline(label):
         b_name, _, b_family = label.partition("-")
@@ -257,14 +251,9 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
     t0 = time.time()
     k_init, k_run = jax.random.split(jax.random.PRNGKey(nuts["seed"]))
     init = guide.loc0[None, :] + 0.1 * jax.random.normal(k_init, (nuts["chains"], guide.dim), guide.loc0.dtype)
-    mcmc = MCMC(
-        NUTS(potential_fn=lambda z: -joint(z, target.full_batch), target_accept_prob=nuts["target_accept"]),
-        num_warmup=nuts["warmup"],
-        num_samples=nuts["samples"],
-        num_chains=nuts["chains"],
-        chain_method="vectorized",
-        progress_bar=False,
-    )
+    kernel = NUTS(potential_fn=lambda z: -joint(z, target.full_batch), target_accept_prob=nuts["target_accept"])
+    sizes = {"num_warmup": nuts["warmup"], "num_samples": nuts["samples"], "num_chains": nuts["chains"]}
+    mcmc = MCMC(kernel, **sizes, chain_method="vectorized", progress_bar=False)
     mcmc.run(k_run, init_params=init, extra_fields=("diverging",))
     z = mcmc.get_samples(group_by_chain=True)
     qs = np.asarray(jax.jit(jax.vmap(jax.vmap(lambda v: target.quantities(guide.constrain(v)[0]))))(z), np.float64)

@@ -46,14 +46,10 @@ def build(sections: dict, seed: int) -> Experiment:
     scikit-learn"""
     d, m = sections["data"], sections["model"]
     try:
+        sizes = (d["num_train"] + d["num_test"], d["dim"], d["num_relevant"])
+        dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
         data = sample_sparse_regression(
-            jax.random.PRNGKey(d["seed"]),
-            d["num_train"] + d["num_test"],
-            d["dim"],
-            d["num_relevant"],
-            noise=d["noise"],
-            correlation=d["correlation"],
-            dtype=jnp.float64 if jax.config.jax_enable_x64 else jnp.float32,
+            jax.random.PRNGKey(d["seed"]), *sizes, noise=d["noise"], correlation=d["correlation"], dtype=dtype
         )
     except ValueError as e:
         raise ConfigError(f"data: {e}") from None

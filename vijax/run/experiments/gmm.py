@@ -91,13 +91,9 @@ def _experiment(a: dict, model, x_train, x_test, make_report, keep_start: bool =
             start["state"] = state
         return state
 
-    return Experiment(
-        alg,
-        init,
-        lambda key, t: xj,
-        lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)},
-        lambda result, out_dir, baselines: make_report(result, out_dir, best, start.get("state")),
-    )
+    evaluate = lambda state: {"heldout_log_predictive": mean_log_predictive(model, best(state), x_test)}  # noqa: E731
+    report = lambda result, out_dir, baselines: make_report(result, out_dir, best, start.get("state"))  # noqa: E731
+    return Experiment(alg, init, lambda key, t: xj, evaluate, report)
 
 
 def _summary(model, q, x_test, truth=None) -> dict:
@@ -302,13 +298,8 @@ def nuts_curve(model: DiagonalGMM, x_train, x_test, nuts: dict, start: dict) -> 
         mu = numpyro.sample("mu", dist.Normal(loc0, 1.0 / jnp.sqrt(kappa0 * tau)).to_event(2))
         numpyro.factor("x", jnp.sum(diag_mixture_log_density(w, mu, tau**-0.5, x)))
 
-    mcmc = MCMC(
-        NUTS(gmm, target_accept_prob=nuts["target_accept"], init_strategy=init_to_value(values=start)),
-        num_warmup=nuts["warmup"],
-        num_samples=nuts["samples"],
-        num_chains=1,
-        progress_bar=False,
-    )
+    kernel = NUTS(gmm, target_accept_prob=nuts["target_accept"], init_strategy=init_to_value(values=start))
+    mcmc = MCMC(kernel, num_warmup=nuts["warmup"], num_samples=nuts["samples"], num_chains=1, progress_bar=False)
     key = jax.random.PRNGKey(nuts["seed"])
     t0 = time.perf_counter()
     mcmc.warmup(key, x_train, collect_warmup=False)

@@ -225,15 +225,8 @@ def build_compare(sections: dict, seed: int) -> Experiment:
     model = _model(s, data)
     n, mb = model.num_data, s["batch_size"]
     batch_fn, spp = epoch_batches(n, mb, jax.random.PRNGKey(seed + 7))
-    alg = configured_algorithm(
-        sections["algorithm"],
-        _COMPARE_ALG,
-        model,
-        num_data=n,
-        schedule=s["beta_n"] / n,
-        schedule_keys=("beta_n",),
-        resolved={"num_samples": s["num_samples"]},
-    )
+    step = {"schedule": s["beta_n"] / n, "schedule_keys": ("beta_n",), "resolved": {"num_samples": s["num_samples"]}}
+    alg = configured_algorithm(sections["algorithm"], _COMPARE_ALG, model, num_data=n, **step)
     # prox_svi's state holds q; optax's (the baselines') the parameters (m, L)
     evaluate = _evaluator(model, data, on_params=sections["algorithm"]["name"] == "optax")
     on_params = _evaluator(model, data, on_params=True)

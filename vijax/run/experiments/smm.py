@@ -147,13 +147,8 @@ def build(sections: dict, seed: int) -> Experiment:
             f.write("".join(lines))
         return summary
 
-    return Experiment(
-        alg,
-        jax.jit(lambda key: alg.init(key, x_train)),
-        lambda key, t: x_train,
-        lambda s: {"heldout_log_prob": float(heldout(s.q_global))},
-        report,
-    )
+    evaluate = lambda s: {"heldout_log_prob": float(heldout(s.q_global))}  # noqa: E731
+    return Experiment(alg, jax.jit(lambda key: alg.init(key, x_train)), lambda key, t: x_train, evaluate, report)
 
 
 __all__ = ["build"]
