@@ -71,12 +71,8 @@ def check_int(name: str, value: Any, minimum: int = 1, maximum: int | None = Non
         ...
         vijax._validate.ArgumentError: num_topics must be an integer >= 1, got 0
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, np.integer))
-        or value < minimum
-        or (maximum is not None and value > maximum)
-    ):
+    not_int = isinstance(value, bool) or not isinstance(value, (int, np.integer))
+    if not_int or value < minimum or (maximum is not None and value > maximum):
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise ArgumentError(name, f"{name} must be an integer {bound}, got {value!r}", value)
     return int(value)
@@ -110,12 +106,8 @@ def check_scalar(
         ...
         vijax._validate.ArgumentError: rho must be a finite number in (0, 1], got 0.0
     """
-    if (
-        isinstance(value, (np.ndarray, jax.Array))
-        and not is_tracer(value)
-        and np.ndim(value) == 0
-        and (jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating))
-    ):  # a concrete 0-d numeric array
+    scalar_array = isinstance(value, (np.ndarray, jax.Array)) and not is_tracer(value) and np.ndim(value) == 0
+    if scalar_array and (jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating)):
         value = value.item() if isinstance(value, np.ndarray) else float(value)
     ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real) and math.isfinite(value)
     if ok and low is not None:
@@ -173,14 +165,10 @@ def _check_positive(name: str, value: Any, scalar: bool) -> None:
     a = real_array(name, value, "a finite number > 0" if scalar else "a finite number > 0 (or an array of them)")
     if scalar and a.ndim != 0:
         raise ArgumentError(name, f"{name} must be a scalar, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ArgumentError(
-            name, f"{name} must be finite and > 0, got " + (repr(value) if scalar else "non-finite entries")
-        )
-    if a.size and not np.all(a > 0):
-        raise ArgumentError(
-            name, f"{name} must be finite and > 0, got " + (repr(value) if scalar else f"min {float(a.min())!r}")
-        )
+    finite = np.all(np.isfinite(a))
+    if not finite or (a.size and not np.all(a > 0)):
+        got = repr(value) if scalar else f"min {float(a.min())!r}" if finite else "non-finite entries"
+        raise ArgumentError(name, f"{name} must be finite and > 0, got {got}")
 
 
 def check_positive_fields(obj: Any, names: Sequence[str], scalar: bool = False) -> None:

@@ -24,7 +24,6 @@ def value_checks_enabled() -> bool:
     return _VALUE_CHECKS[0]
 
 
-@contextlib.contextmanager
 def value_checks(enabled: bool):
     """Context manager: the value checks traced within the block on or off (``jit_step(check_values=)``).
 
@@ -33,24 +32,22 @@ def value_checks(enabled: bool):
         ...     value_checks_enabled()
         False
     """
-    before = _VALUE_CHECKS[0]
-    _VALUE_CHECKS[0] = check_bool("enabled", enabled)
-    try:
-        yield
-    finally:
-        _VALUE_CHECKS[0] = before
+    return _setting(_VALUE_CHECKS, check_bool("enabled", enabled))
 
 
-@contextlib.contextmanager
 def functional_value_checks():
     """Context manager for code traced under ``checkify``: a traced value check in the block is a
     ``checkify.check``, not a host callback (which JAX's persistent compilation cache refuses to store)."""
-    before = _FUNCTIONAL[0]
-    _FUNCTIONAL[0] = True
+    return _setting(_FUNCTIONAL, True)
+
+
+@contextlib.contextmanager
+def _setting(flag: list, value: bool):
+    before, flag[0] = flag[0], value
     try:
         yield
     finally:
-        _FUNCTIONAL[0] = before
+        flag[0] = before
 
 
 def raise_check_error(error) -> None:

@@ -118,9 +118,7 @@ class Corpus:
     validate: dataclasses.InitVar[bool] = True
 
     def __post_init__(self, validate: bool):
-        ptr = np.asarray(self.doc_ptr)
-        ids = np.asarray(self.word_ids)
-        cnt = np.asarray(self.counts)
+        ptr, ids, cnt = np.asarray(self.doc_ptr), np.asarray(self.word_ids), np.asarray(self.counts)
         if ptr.ndim != 1 or ptr.shape[0] < 1:
             raise ValueError(f"doc_ptr must be 1-D with D + 1 >= 1 entries, got shape {ptr.shape}")
         if ids.ndim != 1 or cnt.ndim != 1 or ids.shape != cnt.shape:

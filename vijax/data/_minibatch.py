@@ -28,8 +28,7 @@ class Minibatcher:
       num_epochs: epochs to run, or None for an endless iterator.
       drop_remainder: skip the last partial batch of each epoch rather than padding it.
       bucket: round each batch's length L up to a power of two (>= 8).
-      length: None (each batch's own L), an int L for every batch, or ``"corpus"`` (the bucket of the
-        corpus's longest document: one compiled shape for a whole run).
+      length: None (each batch's own L), an int L for every batch, or ``"corpus"`` (one L for a whole run).
       start_epoch: the first epoch (to resume a run).
       dtype: dtype of the counts.
 
@@ -203,10 +202,7 @@ def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:
     of ``fold_in(key, p)``; the returned function ignores its own ``key`` argument.
 
     Returns:
-      (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int array (M,).
-
-    Raises:
-      ValueError: naming ``num_data`` or ``batch_size`` unless 1 <= M <= N.
+      (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int array (M,); ValueError unless 1 <= M <= N.
 
     Examples:
         >>> batch_fn, spp = epoch_batches(10, 3, jax.random.PRNGKey(0))

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional
 
 from vijax._validate import ArgumentError, check_int
 
 _DONE = object()
 
 
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
+class _Failure(NamedTuple):
+    exc: BaseException
 
 
 class _Worker:
@@ -155,12 +154,11 @@ class PrefetchHostBatches(_Owner):
 
     def __call__(self, t0: int, n: int):
         t0, n = int(t0), int(n)
-        if self._worker is not None and self._next == (t0, n):
-            out = self._worker.get()
-        else:
+        if self._worker is None or self._next != (t0, n):
             out = self.host_batches(t0, n)
             self._restart(t0 + n, n)
             return out
+        out = self._worker.get()
         self._next = (t0 + n, n)
         return out
 

@@ -175,7 +175,7 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
         raise ValueError(f"{name}: header NNZ = {nnz} is negative")
     if vocab is not None and len(vocab) != num_words:
         raise ValueError(f"{os.fspath(vocab_path)}: {len(vocab)} words but the header gives W = {num_words}")
-    docs, words, counts = [], [], []
+    docs, words, counts = [np.zeros(0, np.int32)], [np.zeros(0, np.int32)], [np.zeros(0, np.float32)]
     seen = 0
     for first, lines in itertools.chain([rest] if rest[1] else [], chunks):
         last = first + len(lines) - 1
@@ -206,9 +206,7 @@ def read_uci_bow(docword_path: str | os.PathLike, vocab_path: Optional[str | os.
         counts.append(c.astype(np.float32))
     if seen != nnz:
         raise ValueError(f"{name}: the header gives NNZ = {nnz} but the file has {seen} entries")
-    docs = np.concatenate(docs) if docs else np.zeros(0, np.int32)
-    words = np.concatenate(words) if words else np.zeros(0, np.int32)
-    counts = np.concatenate(counts) if counts else np.zeros(0, np.float32)
+    docs, words, counts = np.concatenate(docs), np.concatenate(words), np.concatenate(counts)
     if np.any(np.diff(docs) < 0):
         order = np.argsort(docs, kind="stable")
         docs, words, counts = docs[order], words[order], counts[order]
@@ -303,7 +301,6 @@ def read_ldac(
     an empty document, blank lines are skipped.
 
     Args:
-      path: the ``.ldac`` (or ``.ldac.gz``) file.
       vocab_path: one word per line; its length is the vocabulary size.
       vocab_size: V when there is no vocabulary file (default: the largest id plus one).
 

@@ -66,8 +66,7 @@ def speech_like_dictionary(
     freqs = jnp.arange(num_freqs, dtype=dt) * bin_hz  # (F,)
     k_f0, k_fmt, k_bw = jax.random.split(key, 3)
     f0 = jax.random.uniform(k_f0, (num_atoms,), dt, *_F0_RANGE)
-    lo = jnp.asarray([r[0] for r in _FORMANT_RANGES], dt)
-    hi = jnp.asarray([r[1] for r in _FORMANT_RANGES], dt)
+    lo, hi = jnp.asarray(_FORMANT_RANGES, dt).T
     formants = lo[None] + (hi - lo)[None] * jax.random.uniform(k_fmt, (num_atoms, len(_FORMANT_RANGES)), dt)
     bandwidths = jax.random.uniform(k_bw, (num_atoms, len(_FORMANT_RANGES)), dt, *_BANDWIDTH_RANGE)
     gains = jnp.asarray(_FORMANT_GAINS, dt)
