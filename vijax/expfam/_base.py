@@ -1,9 +1,7 @@
 """The exponential-family interface and the helpers every family shares.
 
-A family is an immutable dataclass registered as a pytree whose fields are its natural parameters
-``eta`` (one array per field, with leading batch dimensions: a ``K x V`` array of Dirichlet parameters
-is ``K`` Dirichlets). With sufficient statistics ``t(x)``, base measure ``h(x)`` and log-normalizer
-``A(eta)``::
+A family is an immutable dataclass registered as a pytree whose fields are its natural parameters ``eta`` (with
+leading batch dimensions: a ``K x V`` array of Dirichlet parameters is ``K`` Dirichlets)::
 
     log p(x | eta) = <eta, t(x)> - A(eta) + log h(x)
     mean_params()  = grad A(eta) = E[t(x)]

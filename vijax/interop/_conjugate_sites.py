@@ -1,14 +1,12 @@
 """Which latent sites of a NumPyro model or a TFP joint are conditionally conjugate, and their closed-form updates.
 
-A site with an exponential-family prior p(x) = h(x) exp(<eta, t(x)> - A(eta)) is conditionally conjugate when the
-log-joint, with every other latent site fixed, is linear in t(x) (Blei, Kucukelbir and McAuliffe 2017, §4.1,
-eq. 36-37): log p(x, rest, data) = <c(rest, data), t(x)> + const. The complete conditional is then the family with
-natural parameters c, and the CAVI update of q(x) the family with natural parameters E_q[c(rest)].
+A site with an exponential-family prior is conditionally conjugate when the log-joint, every other latent site
+fixed, is linear in its statistics t(x): log p(x, rest, data) = <c(rest, data), t(x)> + const (Blei, Kucukelbir and
+McAuliffe 2017, §4.1, eq. 36-37); its complete conditional has natural parameters c, its CAVI update E_q[c(rest)].
 
-The check moves the site to a few points u_m of an unconstrained coordinate (log x for Gamma, x for Normal, logit x
-for Beta, x = softmax(u) for Dirichlet), solves c per element from the gradients at the first points
-(grad_u f = J_t(u)^T c, by least squares), and compares the log-joint f at every point with the linear prediction
-by the relative secant gap
+The check moves the site to a few points u_m of an unconstrained coordinate, solves c per element from the
+gradients at the first points (grad_u f = J_t(u)^T c, by least squares), and compares the log-joint f at every
+point with the linear prediction by the relative secant gap
 
     |f(u_m) - f(u_0) - <c, t(u_m) - t(u_0)>| / (|f(u_m)| + |f(u_0)| + |<c, t(u_m) - t(u_0)>| + 1),
 
