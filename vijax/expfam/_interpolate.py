@@ -16,15 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import check_scalar, is_tracer
-from vijax.expfam._base import (
-    AbstractExpFamily,
-    is_family,
-    tree_from_natural,
-    tree_inner,
-    tree_kl,
-    tree_mean_params,
-    tree_natural_params,
-)
+from vijax.expfam._base import AbstractExpFamily, is_family, tree_from_natural, tree_inner, tree_kl
+from vijax.expfam._base import tree_mean_params, tree_natural_params
 from vijax.types import Array, PyTree
 
 

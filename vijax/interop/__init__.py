@@ -6,13 +6,8 @@ log-density. ``predictive``, ``log_likelihood``, ``observed_data`` and ``site_di
 gathers at draws of a fit. NumPyro and TFP are imported at first use.
 """
 
-from vijax.interop._conjugate_sites import (
-    SiteConjugacy,
-    check_report,
-    complete_conditional,
-    complete_conditionals,
-    conjugate_sites,
-)
+from vijax.interop._conjugate_sites import SiteConjugacy, check_report, conjugate_sites
+from vijax.interop._conjugate_sites import complete_conditional, complete_conditionals
 from vijax.interop._numpyro import from_numpyro
 from vijax.interop._predictive import log_likelihood, observed_data, predictive, site_dims
 from vijax.interop._target import SUPPORTS, Site, Target

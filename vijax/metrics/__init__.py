@@ -2,14 +2,8 @@
 
 from vijax.metrics._calibration import Reliability, expected_calibration_error, reliability
 from vijax.metrics._lda import DocumentCompletion, corpus_document_completion, document_completion, perplexity
-from vijax.metrics._mixture import (
-    KLEstimate,
-    bernoulli_mixture_kl,
-    bernoulli_mixture_kl_exact,
-    cluster_purity,
-    components_used,
-    count_distinct,
-)
+from vijax.metrics._mixture import KLEstimate, bernoulli_mixture_kl, bernoulli_mixture_kl_exact, cluster_purity
+from vijax.metrics._mixture import components_used, count_distinct
 from vijax.metrics._nmf import dictionary_correlations, gap_nmf_components_used
 from vijax.metrics._psis import KHAT_THRESHOLD, PSISResult, psis
 from vijax.metrics._arviz import to_arviz

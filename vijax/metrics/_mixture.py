@@ -147,13 +147,3 @@ def cluster_purity(z_true: np.ndarray, z_hat: np.ndarray) -> float:
     if z_true.min() < 0:
         raise ArgumentError("z_true", f"z_true must hold non-negative labels, got {z_true.min()}")
     return float(sum(np.bincount(z_true[z_hat == c]).max() for c in np.unique(z_hat)) / len(z_true))
-
-
-__all__ = [
-    "KLEstimate",
-    "bernoulli_mixture_kl",
-    "bernoulli_mixture_kl_exact",
-    "cluster_purity",
-    "components_used",
-    "count_distinct",
-]
