@@ -7,18 +7,22 @@ with ``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step wit
 kernel emitter instead of the MLIR fusion emitters (and, process-wide, no loop unrolling by LLVM). Results are the same up to floating-point
 rounding; GPU and TPU programs are unaffected.
 
-Set-up computations a user waits for once (a NumPyro model's start, the start checks of ``bbvi``
-and ``ngvi``, ``conjugate_sites``' checks) run under plain ``jax.jit``, as module-level functions
-of the arrays they read, so that JAX's own cache serves a repeated call; where a user's model
-needs concrete values, op by op instead (:func:`jit_or_eager`).
+Set-up computations a user waits for once (a NumPyro model's start, ``auto_family``, the start
+checks of ``bbvi`` and ``ngvi``, ``conjugate_sites``' checks) run once on small arrays: their
+compile time is all a user waits for. :func:`setup_jit` compiles them, on a CPU, with the classic
+emitter and LLVM at ``-O0`` (the program's own ``compiler_options``: nothing else in the process
+changes), as module-level functions of the arrays they read, so that JAX's own cache serves a
+repeated call; where a user's model needs concrete values, op by op instead (:func:`jit_or_eager`).
 
-One start is drawn on the host instead of compiled: :func:`gamma_on_host`, for LDA's random topics
-(JAX's Gamma sampler is a rejection loop that XLA compiles for seconds, longer than a small fit's
-every step; docs/decisions.md).
+Two kinds of draws are made on the host instead of compiled (JAX's Gamma sampler is a rejection
+loop that XLA compiles for seconds, longer than a small fit's every step; docs/decisions.md): LDA's
+random topics (:func:`gamma_on_host`) and the draws of q that ``ngvi``'s start checks evaluate the
+joint at (:func:`draws_on_host`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable, Optional
 
@@ -53,6 +57,7 @@ def with_fast_cpu_compile(xla_flags: str) -> str:
     return " ".join([t for t in tokens if not t.startswith(_EXTRA)] + flags + [_EXTRA + ",".join(extra)])
 
 
+@functools.lru_cache(maxsize=1)
 def _jaxlib_version() -> tuple:
     from jaxlib import version  # read without starting JAX's backends
 
@@ -103,6 +108,33 @@ def step_cpu_options() -> Optional[dict]:
     return {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
 
 
+SETUP_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
+_NESTED = "can only be passed to top-level"  # JAX's refusal of compiler_options inside a caller's trace
+
+
+def setup_jit(fn: Callable, **jit_kwargs) -> Callable:
+    """``jax.jit(fn, **jit_kwargs)``, compiled with ``SETUP_OPTIONS`` where it is called at the top
+    level on a CPU whose jaxlib knows them (inside a caller's trace it is part of the caller's
+    program)."""
+    import jax
+
+    plain = jax.jit(fn, **jit_kwargs)
+    quick = jax.jit(fn, compiler_options=SETUP_OPTIONS, **jit_kwargs)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if _jaxlib_version() < KNOWN_BELOW and jax.default_backend() == "cpu":
+            try:
+                return quick(*args, **kwargs)
+            except ValueError as e:
+                if _NESTED not in str(e):
+                    raise
+        return plain(*args, **kwargs)
+
+    call._cache_size = lambda: plain._cache_size() + quick._cache_size()
+    return call
+
+
 def jit_or_eager(jitted: Callable, fn: Callable) -> Callable:
     """A call of ``jitted`` (``fn`` under ``jax.jit``), or of ``fn`` op by op where tracing it
     fails with a TypeError: a user's model that needs concrete values
@@ -140,12 +172,49 @@ def gamma_on_host(key, shape: tuple, concentration: float, rate: float, dtype):
     return jax.device_put(draw(data))
 
 
+def draws_on_host(family, key, num: int):
+    """``num`` draws of each Normal, Gamma, Beta or Dirichlet family of the pytree ``family``, stacked on a
+    leading axis, by NumPy's generator seeded with a concrete key's words; None where another family is
+    in it."""
+    import jax
+    import numpy as np
+
+    from vijax import expfam
+
+    rng = np.random.default_rng(np.random.SeedSequence([*np.asarray(jax.random.key_data(key)).ravel().tolist(), 1]))
+
+    def draw(f):  # from the natural parameters, in NumPy (a family's properties would compile a program each)
+        eta = [np.asarray(x, np.float64) for x in jax.tree_util.tree_leaves(f)]
+        size = (num,) + eta[0].shape
+        if type(f) is expfam.Normal:  # eta = (mu / sigma^2, -1 / (2 sigma^2))
+            return rng.normal(-0.5 * eta[0] / eta[1], np.sqrt(-0.5 / eta[1]), size)
+        if type(f) is expfam.Gamma:  # eta = (alpha - 1, -beta)
+            return rng.gamma(eta[0] + 1.0, -1.0 / eta[1], size)
+        if type(f) is expfam.Beta:  # eta = (a - 1, b - 1)
+            return rng.beta(eta[0] + 1.0, eta[1] + 1.0, size)
+        if type(f) is expfam.Dirichlet:  # eta = alpha - 1
+            g = rng.gamma(eta[0] + 1.0, 1.0, size)
+            return g / g.sum(-1, keepdims=True)
+        return None
+
+    fams = jax.tree_util.tree_leaves(family, is_leaf=expfam.is_family)
+    out = [draw(f) for f in fams]
+    if any(x is None for x in out):
+        return None
+    dtypes = [jax.numpy.result_type(*jax.tree_util.tree_leaves(f)) for f in fams]
+    return jax.tree_util.tree_unflatten(
+        jax.tree_util.tree_structure(family, is_leaf=expfam.is_family), [x.astype(d) for x, d in zip(out, dtypes)]
+    )
+
+
 __all__ = [
     "EXTRA_OPTIONS",
+    "draws_on_host",
     "FLAGS",
     "fast_cpu_compile",
     "gamma_on_host",
     "jit_or_eager",
+    "setup_jit",
     "step_cpu_options",
     "with_fast_cpu_compile",
 ]

@@ -317,7 +317,7 @@ def check_in_domain(name: str, q: PyTree) -> None:
             continue  # traced, or not float values (a count, a typed PRNG key): nothing to check
         if not all(np.all(np.isfinite(np.asarray(a))) for a in arrays):
             raise ArgumentError(name, f"{where} has NaN or infinite entries")
-        if is_family(leaf) and not bool(np.all(np.asarray(leaf.is_valid()))):
+        if is_family(leaf) and not bool(np.all(np.asarray(jax.tree_util.tree_map(np.asarray, leaf).is_valid()))):
             raise ArgumentError(name, f"{where}: a {type(leaf).__name__} with natural parameters outside its domain")
 
 

@@ -19,6 +19,7 @@ the log-likelihood of a batch of M is scaled by N / M and ``log_prior`` is added
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, Callable, NamedTuple, Optional, Union
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vijax._compile import setup_jit
 from vijax._validate import (
     ArgumentError,
     batch_size,
@@ -183,11 +185,12 @@ def _guide_mean(q):
 NUM_START_DRAWS = 4  # the draws of the initial q at which init evaluates the log-density
 
 
-@filter_jit
+@functools.partial(filter_jit, jit=setup_jit)
 def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, constrain):
-    """The start checks' values in one program: the joint at ``mean_of(q)`` (or None), at each draw of q, and
-    whether its and (with a prior) ``log_density``'s forward derivatives along ``v`` are nonzero there."""
-    z = sample(q, key)
+    """The start checks' values in one program: the joint at ``mean_of(q)`` (or None), at each draw of q
+    (``sample(q, key)``, or ``sample`` itself: the draws), and whether its and (with a prior)
+    ``log_density``'s forward derivatives along ``v`` are nonzero there."""
+    z = sample(q, key) if callable(sample) else sample
     value = None if mean_of is None else joint(mean_of(q), batch)
     on_z = (lambda f: f) if constrain is None else (lambda f: lambda zs, b: f(constrain(zs)[0], b))
     if log_density is None:
@@ -201,7 +204,7 @@ def _probe(key, v, q, batch, sample, mean_of, joint, log_density, has_prior, con
     return value, jax.vmap(probe)(z, v)
 
 
-def check_start(key, batch, sample: Callable, q, mean_of, joint, log_density, has_prior: bool, constrain=None) -> None:
+def check_start(key, batch, sample, q, mean_of, joint, log_density, has_prior: bool, constrain=None) -> None:
     """The start checks of ``bbvi`` and ``ngvi`` (for a concrete key and batch, a joint, and a batch or
     ``log_density``): ValueError where the joint is not finite at q's mean (``mean_of(q)``), at some draw
     with a batch, or at every draw, or where its gradient along a random direction is zero at every draw
@@ -212,7 +215,7 @@ def check_start(key, batch, sample: Callable, q, mean_of, joint, log_density, ha
     mean_of, v = None if batch is None else mean_of, None
     if log_density is not None:
         rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
-        z = jax.eval_shape(lambda k: sample(q, k), key)
+        z = jax.eval_shape(lambda k: sample(q, k), key) if callable(sample) else sample
         v = jax.tree_util.tree_map(lambda x: rng.standard_normal(x.shape).astype(x.dtype), z)
     try:
         at_mean, (values, joint_moves, lik_moves) = _probe(

@@ -17,7 +17,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._compile import jit_or_eager
+from vijax._compile import jit_or_eager, setup_jit
 from vijax._validate import ArgumentError, check_int, check_scalar, check_shapes, check_structures
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
@@ -395,7 +395,7 @@ def _matched_families(target, s: float) -> dict:
     return families
 
 
-_matched_families_jit = jax.jit(_matched_families, static_argnums=(0, 1))
+_matched_families_jit = setup_jit(_matched_families, static_argnums=(0, 1))
 NUM_MEAN_DRAWS = 1000  # the draws of q whose average ``FlowGuide.mean`` takes
 
 

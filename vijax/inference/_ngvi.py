@@ -24,10 +24,12 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_shapes, check_structures
+from vijax._compile import draws_on_host
+from vijax._validate import ArgumentError, check_choice, check_int, check_key, check_shapes, check_structures, is_tracer
 from vijax.inference import schedules
 from vijax.interop import Target
 from vijax.models import filter_jit
@@ -160,8 +162,10 @@ def _hessian_gradient(q, f, key, num_samples, secant=False):
 def init(key: PRNGKey, batch: PyTree = None, *, family, joint=None, log_density=None, has_prior=False) -> NGVIState:
     """The initial q (``family``), after ``bbvi``'s ``check_start``."""
     check_key("key", key)
-    check_start(key, batch, _start_draws, family, _family_means, joint, log_density, has_prior)
-    return NGVIState(family, jnp.zeros((), jnp.int32))
+    traced = any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, family)))
+    z = None if traced else draws_on_host(family, key, NUM_START_DRAWS)  # None: a family NumPy cannot draw
+    check_start(key, batch, _start_draws if z is None else z, family, _family_means, joint, log_density, has_prior)
+    return NGVIState(family, jax.device_put(np.int32(0)))
 
 
 def _start_draws(family, key):

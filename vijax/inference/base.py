@@ -379,7 +379,7 @@ _register_extended(GuardedInfo)
 
 
 def _guarded_init(key: PRNGKey, batch: PyTree = None, *, inner: InitFn) -> GuardedState:
-    return GuardedState(inner(key, batch), jnp.zeros((), jnp.int32))
+    return GuardedState(inner(key, batch), jax.device_put(np.int32(0)))
 
 
 def _guarded_step(key: PRNGKey, state: PyTree, batch: PyTree, *, inner: StepFn, is_valid: Optional[Callable]):

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
+from vijax._compile import setup_jit
 from vijax._validate import ArgumentError, is_tracer
 from vijax.interop._numpyro import from_numpyro
 from vijax.interop._target import Target, check_in_support
@@ -364,7 +365,7 @@ def _improper(spec: _Spec, c, proper) -> Optional[str]:
     )
 
 
-_gaps_jit = jax.jit(_gaps, static_argnums=(0, 3, 4))
+_gaps_jit = setup_jit(_gaps, static_argnums=(0, 3, 4))
 
 
 def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
@@ -587,7 +588,7 @@ def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> l
     return out
 
 
-_solve_jit = jax.jit(_solve, static_argnums=(0, 2, 4))
+_solve_jit = setup_jit(_solve, static_argnums=(0, 2, 4))
 
 
 __all__ = ["SiteConjugacy", "check_report", "complete_conditional", "complete_conditionals", "conjugate_sites"]

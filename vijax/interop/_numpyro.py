@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Literal
 
-from vijax._compile import jit_or_eager
+from vijax._compile import jit_or_eager, setup_jit
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax.models import filter_jit
 from vijax._validate import ArgumentError, is_tracer
@@ -607,7 +607,7 @@ def _start_parts(model: Callable, args: tuple, kwargs: dict) -> tuple:
 def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
     """``_start_values`` by one jitted program (traced at each call), its checks then run on its values; op by op
     where a check fails, so that the error names the site as the model meets it."""
-    traced, static = filter_jit(_start_parts)(model, args, kwargs)
+    traced, static = filter_jit(_start_parts, setup_jit)(model, args, kwargs)
     treedef, leaves = static.value
     it = iter(traced)
     start = jax.tree_util.tree_unflatten(treedef, [next(it) if x is None else x for x in leaves])

@@ -12,7 +12,7 @@ import numpy as np
 
 from vijax.types import tfp_jax
 
-from vijax._compile import jit_or_eager
+from vijax._compile import jit_or_eager, setup_jit
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax._validate import ArgumentError, check_finite
 
@@ -71,7 +71,7 @@ _allowing_rank_promotion = jax.numpy_rank_promotion("allow")  # a decorator: TFP
 def _prior_distributions(joint_dist):
     """The joint's distributions at one prior draw, jitted; eager where a distribution is not a pytree."""
     draw = lambda key: joint_dist.sample_distributions(seed=key)[0]  # noqa: E731
-    return jit_or_eager(jax.jit(draw), draw)(jax.random.PRNGKey(0))
+    return jit_or_eager(setup_jit(draw), draw)(jax.random.PRNGKey(0))
 
 
 def _validating(dist):

@@ -92,11 +92,11 @@ class _Static:
 _ARRAY = object()  # the place of an array among a call's leaves
 
 
-def filter_jit(fn: Callable) -> Callable:
-    """``fn`` compiled with the arrays among its arguments' leaves traced and every other leaf static
-    (Equinox's ``filter_jit``): one program per distinct static part."""
+def filter_jit(fn: Callable, jit: Callable = jax.jit) -> Callable:
+    """``fn`` compiled by ``jit`` with the arrays among its arguments' leaves traced and every other
+    leaf static (Equinox's ``filter_jit``): one program per distinct static part."""
 
-    @functools.partial(jax.jit, static_argnums=0)
+    @functools.partial(jit, static_argnums=0)
     def compiled(static: _Static, arrays: list):
         it = iter(arrays)
         args, kwargs = static.treedef.unflatten([next(it) if leaf is _ARRAY else leaf for leaf in static.leaves])
