@@ -58,8 +58,7 @@ class GaussianGuide:
       transform: instead of ``bijectors``, a target's map ``u -> (params, log |det J|)``.
 
     Raises:
-      ValueError: a bad ``kind``, ``bijectors`` or template (outside a bijector's image), or both ``bijectors``
-        and ``transform``.
+      ValueError: a bad ``kind``, ``bijectors`` or template, or ``bijectors`` with ``transform``.
     """
 
     def __init__(
@@ -332,10 +331,9 @@ DEFAULT_INIT_SCALE = 0.1  # auto_family's spread
 
 
 def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> dict:
-    """Exponential families matched to the supports of a target's sites, centred at its start x:
-    Normal(x, s^2) on the real line; Gamma of shape 1 / s^2 and mean x on the positive reals; Beta
-    and Dirichlet of mean x and total concentration 1 / s^2 (each at least 1) on the unit interval
-    and the simplex; s = ``init_scale``.
+    """Exponential families matched to the supports of a target's sites, centred at its start x: Normal(x, s^2) on the
+    real line; Gamma of shape 1 / s^2 and mean x on the positive reals; Beta and Dirichlet of mean x and total
+    concentration 1 / s^2 (each at least 1) on the unit interval and the simplex; s = ``init_scale``.
 
     Args:
       target: a ``vijax.interop.Target`` (``vijax.from_numpyro``, ``vijax.from_tfp``).

@@ -249,12 +249,11 @@ def as_top_level_api(
       log_density: the log-joint ``(z, batch) -> scalar``, ``z`` shaped as ``family``'s draws (with ``prior`` or
         ``num_data``, the log-likelihood), or a ``vijax.interop.Target`` (``z`` a dict by site).
       family: the initial q, a pytree of ``vijax.expfam`` families (with a target, None: ``auto_family``'s).
-      schedule: rho in (0, 1] or ``count -> rho``; default rho_t = 0.5 ((t + tau) / tau)^-0.7,
-        tau = ``HESSIAN_TAU`` with the Hessian and secant estimates, else 1.
+      schedule: rho in (0, 1] or ``count -> rho``; default 0.5 ((t + tau) / tau)^-0.7, tau ``HESSIAN_TAU`` or 1.
       num_data: N for the N / M scaling of ``log_density`` over a minibatch of M.
       num_samples: S >= 1 Monte Carlo draws per step.
-      gradient: ``"reparam"``, ``"hessian"`` or ``"secant"``; None: ``"hessian"`` with a Gaussian
-        factor (``"secant"`` for Normals over ``HESSIAN_MAX_SIZE`` coordinates), else ``"reparam"``.
+      gradient: ``"reparam"``, ``"hessian"`` or ``"secant"``; None: ``"hessian"`` with Gaussian factors (``"secant"``
+        for Normals of over ``HESSIAN_MAX_SIZE`` coordinates), else ``"reparam"``.
       prior: a pytree of families of q's types (its natural parameters enter the update).
       log_prior: ``z -> scalar`` added once per step.
 

@@ -64,8 +64,7 @@ def make_optimizer(
       name: one of ``OPTIMIZERS``.
       learning_rate: alpha_0 > 0, or an optax schedule (not sgd, adadelta); None: ``DEFAULT_LEARNING_RATES[name]``.
       rate_name: the name a refused ``learning_rate`` is reported under.
-      **hyper: ``kappa`` (sgd, 0.6); ``eps`` (1e-8); ``decay`` (rmsprop, 0.9); ``rho`` (adadelta,
-        0.9); ``b1``, ``b2`` (adam, 0.9, 0.999).
+      **hyper: ``kappa`` (0.6), ``eps`` (1e-8), ``decay`` (0.9), ``rho`` (0.9), ``b1``, ``b2`` (0.9, 0.999).
 
     Raises:
       ValueError: an unknown ``name`` or hyperparameter, or a bad value.

@@ -202,8 +202,7 @@ def as_top_level_api(
       The ``VIAlgorithm`` (:class:`SplitState`, :class:`SplitInfo`); ``vijax.inference.sample`` draws every site.
 
     Raises:
-      ArgumentError: naming the argument: not a NumPyro or TFP target or not its report, a bad setting or
-        ``family``, an option of the other ``rest``; with ``"bbvi"``, a TFP rest site of support ``"other"``.
+      ArgumentError: naming the argument: a bad target, report, setting or ``family``, an option of the other ``rest``.
     """
     if not isinstance(target, Target) or target.library not in ("numpyro", "tfp"):
         raise ArgumentError(

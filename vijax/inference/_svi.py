@@ -50,10 +50,8 @@ def init(
 ) -> SVIState:
     """q(beta) from ``model.init_globals``; with ``learn_hyper``, ``hyper`` holds ``model.hyperparameters()``."""
     q0 = initial_globals(key, batch, model)
-    hyper = None
-    if learn_hyper:
-        dt = jax.tree_util.tree_leaves(q0)[0].dtype
-        hyper = {name: jnp.asarray(value, dt) for name, value in model.hyperparameters().items()}
+    hyper = model.hyperparameters() if learn_hyper else None  # held in q's dtype
+    hyper = jax.tree.map(lambda v: jnp.asarray(v, float_leaf_dtype(q0)), hyper)
     return SVIState(q0, jnp.zeros((), jnp.int32), hyper)
 
 
