@@ -4,10 +4,9 @@
     state = alg.init(key, batch)               # batch optional
     state, info = alg.step(key, state, batch)  # jit-able; info.elbo, info.step_size, ...
 
-Every state holds ``q_global`` and an int32 ``count``; keys are passed first and never reused. A
-module's ``step(key, state, batch, *, model, **settings)`` is the unguarded math under
-:func:`validated_step`; its factory returns ``reject_non_finite(VIAlgorithm(init, step))``, whose
-state and info read as the inner NamedTuples plus ``num_rejected`` and ``accepted``.
+Every state holds ``q_global`` and an int32 ``count``; keys are passed first and never reused. A module's
+``step(key, state, batch, *, model, **settings)`` is the unguarded math under :func:`validated_step`; its factory
+returns ``reject_non_finite(VIAlgorithm(init, step))``.
 """
 
 from __future__ import annotations
@@ -73,13 +72,11 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
 
 
 def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "xla", **jit_kwargs) -> Callable:
-    """``jax.jit(step)`` whose batch value checks are outputs of the program, not host callbacks: a
-    bad batch still raises the step's ValueError, and JAX's persistent cache can store the program.
+    """``jax.jit(step)`` whose batch value checks are outputs of the program (a bad batch raises the step's ValueError).
 
-    The first call or ``lower`` takes the first way that serves (``.check_mode()``): ``"collected"``
-    (the checks' bad entries are extra outputs; a gate input skips them where every input they read
-    is the ``jax.Array`` that passed last call), ``"checkify"`` (a check inside a ``lax.scan``) or
-    ``"plain"`` (host callbacks). Under a caller's ``jit``, ``vmap`` or ``grad`` it is ``jax.jit(step)``.
+    The first call or ``lower`` picks a mode (``.check_mode()``): ``"collected"`` (bad entries as extra outputs,
+    skipped where every input they read is the ``jax.Array`` that passed last call), ``"checkify"`` (a check inside
+    a ``lax.scan``) or ``"plain"`` (host callbacks). Under a caller's ``jit``, ``vmap`` or ``grad``: ``jax.jit(step)``.
 
     Args:
       step: a function whose checks are ``check_step_batch``'s (an algorithm's ``step``).
@@ -88,8 +85,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
       **jit_kwargs: passed to ``jax.jit`` (``donate_argnums``, ``compiler_options``, ...).
 
     Returns:
-      The compiled function, with ``.lower(...)``, ``.check_mode()`` (None before the first call)
-      and ``.compiler_options()`` (None: XLA's settings).
+      The compiled function, with ``.lower(...)``, ``.check_mode()`` and ``.compiler_options()`` (None: XLA's).
 
     Examples:
         >>> import jax, numpy as np
@@ -176,8 +172,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
 
 
 def inputs_read(jaxpr, outputs: Sequence) -> frozenset:
-    """The positions of ``jaxpr``'s inputs that ``outputs`` depend on (an equation with inner
-    programs counts each output as depending on each input)."""
+    """The positions of ``jaxpr``'s inputs that ``outputs`` depend on (each equation's outputs on all its inputs)."""
     from jax.extend.core import Literal  # jax.extend loads JAX's Pallas modules: not at import
 
     reads = {v: frozenset((i,)) for i, v in enumerate(jaxpr.invars)}
@@ -189,8 +184,7 @@ def inputs_read(jaxpr, outputs: Sequence) -> frozenset:
 
 
 class CheckedInputs:
-    """The flat inputs a compiled step's value checks read, and weak references to the ``jax.Array``
-    objects there when they last passed (a NumPy array can change in place)."""
+    """The flat inputs a compiled step's value checks read, and weak references to the ``jax.Array``s that passed."""
 
     def __init__(self, positions: frozenset, treedef):
         self.positions, self.treedef = tuple(sorted(positions)), treedef  # of the traced call's inputs
@@ -223,8 +217,7 @@ def _step_with_value_checks(*args, inner: Callable, enabled: bool, **kwargs):
 
 
 def with_value_checks(alg: VIAlgorithm, enabled: bool) -> VIAlgorithm:
-    """``alg`` whose step checks the values of its batches or not (``enabled``), wherever it is traced;
-    shape and dtype checks always run (off, a non-finite step is still rejected by :func:`reject_non_finite`).
+    """``alg`` whose step checks its batches' values or not (``enabled``); shape and dtype checks always run.
 
     Examples:
         >>> import jax, numpy as np
@@ -407,10 +400,9 @@ def _guarded_step(key: PRNGKey, state: PyTree, batch: PyTree, *, inner: StepFn, 
 def reject_non_finite(alg: VIAlgorithm, *, is_valid: Optional[Callable] = None) -> VIAlgorithm:
     """``alg`` whose steps are applied only where their result is finite (optax's ``apply_if_finite``).
 
-    A step whose new state or info holds a non-finite float (or where ``is_valid`` is False) keeps
-    the old state; ``count`` still advances. State and info are a :class:`GuardedState` and
-    :class:`GuardedInfo`; a bare state of ``alg`` is returned bare (a ``lax.scan`` keeps its carry),
-    one of another algorithm with ``alg``'s fields is read as ``alg``'s (CAVI continuing from SVI's).
+    A step whose new state or info holds a non-finite float (or where ``is_valid`` is False) keeps the old state;
+    ``count`` still advances. State and info are a :class:`GuardedState` and :class:`GuardedInfo`; a bare state of
+    ``alg`` is returned bare, one of another algorithm with ``alg``'s fields read as ``alg``'s (CAVI after SVI).
 
     Args:
       alg: any ``VIAlgorithm`` whose state has an int32 ``count``.
@@ -458,8 +450,7 @@ def validated_step(math: Callable) -> Callable:
 
 
 class BoundFunction:
-    """``func`` with a factory's settings bound as keywords (:func:`bind_settings`): a pytree whose
-    children are the settings; ``.func`` and ``.keywords`` read as on a ``functools.partial``."""
+    """``func`` with a factory's settings bound as keywords: a pytree of the settings (:func:`bind_settings`)."""
 
     def __init__(self, func: Callable, keywords: Mapping[str, Any]):
         self.func, self.keywords = func, types.MappingProxyType(dict(keywords))
@@ -487,8 +478,7 @@ jax.tree_util.register_pytree_with_keys(
 
 
 def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
-    """``fn`` with a factory's settings bound as keywords (a :class:`BoundFunction`), taken by ``jax.jit``,
-    ``chex.assert_max_traces`` and ``inspect`` as ``fn`` is; as a pytree its leaves are the settings' arrays.
+    """``fn`` with a factory's settings bound as keywords: a :class:`BoundFunction`, whose leaves are their arrays.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -502,8 +492,7 @@ def bind_settings(fn: Callable, **settings: Any) -> BoundFunction:
 def guarded_algorithm(
     init: Callable, step: Callable, init_settings: Sequence[str] = ("model",), extras: Any = None, **settings: Any
 ) -> VIAlgorithm:
-    """``reject_non_finite(VIAlgorithm(init, step, extras))``, ``settings`` bound to ``step`` and those
-    named in ``init_settings`` to ``init``."""
+    """``reject_non_finite(VIAlgorithm(init, step, extras))``; ``settings`` bound to step, ``init_settings`` to init."""
     init = bind_settings(init, **{k: settings[k] for k in init_settings})
     return reject_non_finite(VIAlgorithm(init, bind_settings(step, **settings), extras))
 
