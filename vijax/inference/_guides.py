@@ -1,8 +1,7 @@
-"""Variational families of ``vijax.inference.bbvi``: q(z) over an unconstrained space with ``constrain(z)
--> (params, log|det J|)``, so that ELBO = E_q(z)[log p(x, T(z)) + log |det dT/dz|] + H[q(z)] (Blei,
-Kucukelbir and McAuliffe 2017, §5): :class:`GaussianGuide` (z = m + S eps; S diagonal, a scaled unit
-Cholesky factor, or low rank plus diagonal), :class:`ExpFamilyGuide` (``vijax.expfam`` families drawn
-by inversion, Hoffman and Blei 2015, appendix B) and :class:`FlowGuide` (a flowjax flow).
+"""Variational families of ``vijax.inference.bbvi``: q(z) with ``constrain(z) -> (params, log|det J|)``, so that
+ELBO = E_q(z)[log p(x, T(z)) + log |det dT/dz|] + H[q(z)] (Blei, Kucukelbir and McAuliffe 2017, §5):
+:class:`GaussianGuide` (z = m + S eps; S diagonal, a scaled unit Cholesky factor, or low rank plus diagonal),
+:class:`ExpFamilyGuide` (drawn by inversion, Hoffman and Blei 2015, app. B) and :class:`FlowGuide` (a flowjax flow).
 """
 
 from __future__ import annotations
@@ -331,9 +330,9 @@ DEFAULT_INIT_SCALE = 0.1  # auto_family's spread
 
 
 def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> dict:
-    """Exponential families matched to the supports of a target's sites, centred at its start x: Normal(x, s^2) on the
-    real line; Gamma of shape 1 / s^2 and mean x on the positive reals; Beta and Dirichlet of mean x and total
-    concentration 1 / s^2 (each at least 1) on the unit interval and the simplex; s = ``init_scale``.
+    """Exponential families matched to a target's supports, centred at its start x: Normal(x, s^2) on the reals, Gamma
+    of shape 1 / s^2 and mean x on the positive reals, Beta and Dirichlet of mean x and total concentration 1 / s^2
+    (each at least 1) on the unit interval and simplex.
 
     Args:
       target: a ``vijax.interop.Target`` (``vijax.from_numpyro``, ``vijax.from_tfp``).
@@ -409,8 +408,7 @@ def _typed_key(key: PRNGKey):
 
 
 class FlowGuide:
-    """A flowjax distribution over the flat unconstrained vector, mapped to the parameters as
-    ``GaussianGuide`` maps its draws; its trainable arrays are the variational parameters.
+    """A flowjax distribution over the flat unconstrained vector, mapped as ``GaussianGuide`` maps its draws.
 
     Args:
       flow: an unconditional flowjax distribution of shape (d,), its arrays the initial q.

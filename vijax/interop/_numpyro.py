@@ -1,6 +1,5 @@
-"""``from_numpyro``: a NumPyro model as a :class:`~vijax.interop.Target`, through NumPyro's own
-machinery (``handlers.trace``/``seed``/``substitute``, the init strategies, ``biject_to``,
-``log_density``, ``potential_energy``, ``transform_fn``). NumPyro is imported at the first call."""
+"""``from_numpyro``: a NumPyro model as a :class:`~vijax.interop.Target`, through NumPyro's own handlers, init
+strategies, ``biject_to``, ``log_density``, ``potential_energy`` and ``transform_fn``."""
 
 from __future__ import annotations
 
@@ -134,16 +133,12 @@ def enum_model(fn: Callable, nesting: int) -> Callable:
 def marginal_log_prob(
     fn: Callable, args: tuple, kwargs: dict, params: dict, nesting: int, plates: Mapping, keep: Optional[str] = None
 ) -> Array:
-    """The log-joint of a NumPyro model at ``params`` with its enumerated sites summed out; or, with ``keep`` (an
-    observed site), that site's log-likelihood, one unscaled term per element of its plates.
-
-    funsor's ``sum_product`` contracts the factors with each subsampled plate's N / M as the plate's power, so a
-    minibatch gives (N/M) log Σ_z p(z) p(y | z), unbiased (NumPyro's ``contrib.funsor.log_density`` scales inside
-    the sum).
+    """The log-joint at ``params``, enumerated sites summed out; with ``keep`` (an observed site), its unscaled
+    log-likelihood per element. Each subsampled plate's N / M is its power in funsor's ``sum_product``, so a minibatch
+    gives the unbiased (N/M) log Σ_z p(z) p(y | z).
 
     Raises:
-      ValueError: naming a site scaled by other than its plates' N / M, or an enumerated site outside a subsampled
-        plate whose sites depend on it.
+      ValueError: naming a site scaled by other than N / M, or summed out outside a subsampled plate that uses it.
     """
     import funsor
     from numpyro import handlers
@@ -246,8 +241,7 @@ def check_observed_shape(msg: dict) -> None:
 
 
 def _eval_vector_gamma(jaxpr, consts, *args) -> list:
-    """``jax.core.eval_jaxpr``, each ``random_gamma`` of one key drawn by ``expfam.sample_log_gamma`` (exact Gamma
-    variables, vectorised) instead of JAX's per-element loop, nested ``jit`` calls likewise."""
+    """``jax.core.eval_jaxpr`` with each one-key ``random_gamma`` drawn by ``expfam.sample_log_gamma`` (vectorised)."""
     from vijax.expfam import sample_log_gamma
 
     env: dict = {}
@@ -289,8 +283,7 @@ class VectorGammaDraws:
 
 @functools.partial(jax.jit, static_argnames=("sample_shape",))
 def prior_median(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
-    """NumPyro's ``init_to_median`` (15 prior draws, through ``VectorGammaDraws``) at a site of distribution ``fn``;
-    a median on the support's boundary becomes the nearest point of [-2, 2] on the unconstrained space."""
+    """NumPyro's ``init_to_median`` (15 prior draws) at ``fn``; a boundary median moves into [-2, 2] unconstrained."""
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer import init_to_median
 
@@ -316,8 +309,7 @@ def first_support_value(fn: Any, sample_shape: tuple) -> Array:
 
 
 def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
-    """NumPyro's init ``strategy`` as a ``substitute_fn`` that records each subsampled plate (name -> (N, M)) in
-    ``plates``, gives it all N indices, and checks each site before the strategy draws from it."""
+    """``strategy`` as a ``substitute_fn`` that records subsampled plates in ``plates`` and checks each site."""
 
     def substitute_fn(msg):
         if msg["type"] == "plate":
@@ -404,8 +396,7 @@ def _check_start(name: str, fn: Any, value: Array, unconstrained: Optional[Array
 
 
 def _site_log_probs(trace: dict, summed: tuple) -> dict:
-    """site name -> its summed, masked, unscaled log-probability at the start (observed sites: where none is summed
-    out)."""
+    """site name -> its summed, masked, unscaled log-probability at the start."""
     out = {}
     for name, m in trace.items():
         if m["type"] != "sample" or name in summed or (summed and m["is_observed"]):
@@ -534,8 +525,7 @@ def _arguments_valid(trace: dict) -> Any:
 
 
 def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start, one trace with ``prior_median`` as ``initialize_model`` applies it: a dict of ``plates``,
-    ``summed``, ``latent``, ``nesting``, ``supports``, ``values``, ``init_params`` and ``checked``."""
+    """The model's start: one trace with ``prior_median`` as ``initialize_model`` applies it, as a dict."""
     from numpyro import handlers
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import transform_fn
@@ -605,8 +595,7 @@ def _start_parts(model: Callable, args: tuple, kwargs: dict) -> tuple:
 
 
 def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """``_start_values`` by one jitted program (traced at each call), its checks then run on its values; op by op
-    where a check fails, so that the error names the site as the model meets it."""
+    """``_start_values`` by one jitted program, then its checks; op by op where a check fails, to name the site."""
     traced, static = filter_jit(_start_parts, setup_jit)(model, args, kwargs)
     treedef, leaves = static.value
     it = iter(traced)
@@ -651,10 +640,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       site drawn with ``jax.random.key(i)``).
 
     Raises:
-      ValueError: naming the site: a discrete latent site that is not summed out; a support without a bijector; a
-        ``numpyro.param``; a continuous latent site in a subsampled plate; observed values not finite, outside a
-        fixed support or of the wrong shape; a start that is not finite; a ``handlers.scale`` not finite and > 0.
-        Naming the plate or ``batch``: a ``subsample_size`` outside [1, N]; indices outside [0, N).
+      ValueError: naming the site (discrete and not summed out, no bijector, a ``numpyro.param``, a latent site in a
+        subsampled plate, bad observed values, a start or scale not finite) or the plate or ``batch`` (bad indices).
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:

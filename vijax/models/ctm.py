@@ -1,23 +1,18 @@
-"""Correlated topic model (Blei & Lafferty 2007) fitted with proximal-gradient SVI (Khan et al. 2016, §3.1, §6.2, app. A.3).
-
-For document d with word counts y_d and K topics (the last logit fixed at 0, as in Blei & Lafferty)::
+"""Correlated topic model (Blei & Lafferty 2007) by proximal-gradient SVI (Khan et al. 2016, §3.1, §6.2, app. A.3)::
 
     z_d ~ N(mu, Sigma) in R^(K-1),   p(word w | z_d) = sum_k beta_kw softmax((z_d, 0))_k,
     psi(z) = log p(y_d | z_d) = sum_n y_dn lse_k(log beta_{k w_n} + z_k) - W_d lse_k(z_k)   (+ const).
 
-theta = {mu, Sigma, beta} are point estimates; q(z_d) = N(m_d, V_d) is local, full ("PG-SVI") or diagonal
-("PG-SVI-MF"). Split (app. A.3): f_d = -E_q[psi(z_d)] (Bonnet's and Price's gradients from Monte Carlo draws),
-h_d = KL(q(z_d) || N(mu, Sigma)); the local step is lambda <- r lambda + (1 - r)(eta + g), r = 1/(1 + beta_local).
-The globals are statistics (``CTMGlobals``) moved by s <- r s + (1 - r) s_hat (stochastic EM); theta is their
-M-step (``params``): beta_k ∝ s_topic_k + smoothing, mu = mean E[z], Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T)
-+ kappa I (§6.2). Held-out words (§6.2) are scored by log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q fitted
-to the observed half.
+q(z_d) = N(m_d, V_d), full ("PG-SVI") or diagonal ("PG-SVI-MF"). Split (app. A.3): f_d = -E_q[psi(z_d)] (Bonnet's and
+Price's gradients by Monte Carlo), h_d = KL(q(z_d) || N(mu, Sigma)); local step lambda <- r lambda + (1 - r)(eta + g),
+r = 1/(1 + beta_local). The global statistics (``CTMGlobals``) move by s <- r s + (1 - r) s_hat; their M-step
+(``params``): beta_k ∝ s_topic_k + smoothing, mu = mean E[z], Sigma = (1 - kappa)(mean E[z z^T] - mu mu^T) + kappa I
+(§6.2). Held-out words: log (1/S) sum_s sum_k beta_kw softmax(z_s)_k, z_s ~ q fitted to the observed half.
 
-The baselines of Khan et al.'s Figure 3 (``local_method``), with prior precision P and C(z) = diag(s) - s s',
-s = softmax((z, 0)): ``laplace`` (Wang & Blei 2013), q(z) = N(z_hat, (P + W C(z_hat))^-1) at the posterior mode;
-``delta`` (Wang & Blei 2013), E_q[lse(z)] ~ lse(m) + tr(C(m) V) / 2 by coordinate ascent, V = (P + W C(m))^-1 then
-a Newton step in m; ``meanfield`` (Blei & Lafferty 2007, §3), q(z) = prod_i N(lambda_i, nu2_i) with the bound
-E_q[lse(z)] <= (1/zeta) sum_k exp(lambda_k + nu2_k / 2) - 1 + log zeta, by coordinate ascent.
+Baselines (``local_method``; P the prior precision, C(z) = diag(s) - s s', s = softmax((z, 0))): ``laplace`` (Wang &
+Blei 2013), N(z_hat, (P + W C(z_hat))^-1) at the posterior mode; ``delta`` (Wang & Blei 2013), E_q[lse(z)] ~ lse(m) +
+tr(C(m) V) / 2 by coordinate ascent, V = (P + W C(m))^-1 then a Newton step in m; ``meanfield`` (Blei & Lafferty 2007,
+§3), prod_i N(lambda_i, nu2_i) with E_q[lse(z)] <= (1/zeta) sum_k exp(lambda_k + nu2_k / 2) - 1 + log zeta.
 """
 
 from __future__ import annotations
@@ -48,8 +43,7 @@ _BISECTION = 64  # bisection steps on each log nu2_i
 
 
 class CTMGlobals(NamedTuple):
-    """Stored statistics of the globals (``prox_svi``'s q): corpus-scaled topic-word counts (K, V) and
-    the document averages of E_q[z_d] (K-1,) and E_q[z_d z_d^T] (K-1, K-1)."""
+    """The globals' statistics: scaled topic-word counts (K, V), mean E_q[z_d] (K-1,) and E_q[z_d z_d^T] (K-1, K-1)."""
 
     topic_stats: Array
     mean_stats: Array
@@ -200,8 +194,7 @@ class CTM(PytreeModel):
         return LocalQ(params.mu, jnp.diagonal(params.sigma))
 
     def local_prox_step(self, q: LocalQ, params: CTMParams, prec0: Array, a, counts, key, num_samples, beta):
-        """One closed-form KL-proximal step for q(z_d), halved (up to 8 times, then skipped) unless the
-        new precision's smallest eigenvalue is >= _PREC_FLOOR times the prior precision's."""
+        """One closed-form KL-proximal step for q(z_d), halved (up to 8 times) while its precision is too small."""
         _, dm, dv = self.expected_loglik_grads(q, a, counts, key, num_samples)
         r = 1.0 / (1.0 + beta)
         if self.covariance == "full":
@@ -243,8 +236,7 @@ class CTM(PytreeModel):
         return jax.tree_util.tree_map(lambda n, o: jnp.where(any_ok, n, o), new, q)
 
     def fit_local(self, params: CTMParams, word_ids, counts, key, num_samples: int, steps: int) -> LocalQ:
-        """q(z_d) for one document: ``steps`` KL-proximal steps from the prior, averaged (Polyak-Ruppert)
-        over the last half of the iterates."""
+        """q(z_d) for one document: ``steps`` KL-proximal steps from the prior, averaged over the last half."""
         a = params.log_topics[:, word_ids]  # (K, L)
         prec0 = _sym(jnp.linalg.inv(params.sigma))
 
@@ -283,8 +275,7 @@ class CTM(PytreeModel):
         return jnp.mean(psi) - self.kl_local(q, params)
 
     def prox_step(self, g: CTMGlobals, batch, key: PRNGKey, beta, num_samples: int, num_data: int):
-        """One PG-SVI step: local steps for the minibatch, then the statistics move by r = 1/(1 + beta).
-        Returns (new globals, ELBO estimate)."""
+        """One PG-SVI step: local steps, then the statistics move by r = 1/(1 + beta); (new globals, ELBO estimate)."""
         params = self.params(g)
         k_fit, k_stats, k_elbo = jax.random.split(key, 3)
         m = batch.word_ids.shape[0]
@@ -368,8 +359,7 @@ def _ext(z):
 
 
 def psi_terms(z, a, counts):
-    """psi(z_s), its gradient and Hessian in the K - 1 free coordinates, and the responsibilities
-    p_n = softmax(a_n + (z_s, 0)), for draws z (S, K-1); a (K, L) = log beta[:, words]."""
+    """psi(z_s), its gradient and Hessian in z (S, K-1), and p_n = softmax(a_n + (z_s, 0)); a (K, L) = log beta."""
     w = jnp.sum(counts)
     z = _ext(z)
     logits = a.T[None, :, :] + z[:, None, :]  # (S, L, K)
@@ -405,8 +395,7 @@ def responsibilities(z, a, counts):
 
 
 def _line_search(fn, x, f0, grad, direction):
-    """The first of the step lengths 1, 1/2, ... whose point satisfies Armijo's condition for
-    maximising ``fn``; returns (new point, its value, accepted) (the old point where none does)."""
+    """(new point, its value, accepted) at the first step length 1, 1/2, ... meeting Armijo's condition (maximising)."""
     slope = grad @ direction
     cands = x[None, :] + _BACKTRACK[:, None].astype(x.dtype) * direction[None, :]
     vals = jax.vmap(fn)(cands)
@@ -433,9 +422,7 @@ def _iterate(update, x0, max_iter):
 
 
 def _newton_loop(fn, x0, step_matrices, max_iter):
-    """Maximises ``fn`` from ``x0`` by damped Newton steps: ``step_matrices(x)`` gives (value,
-    gradient, Hessian, a positive definite matrix used where -Hessian is not); stops after
-    ``max_iter`` steps, when a step is below _STEP_TOL or when the line search accepts none."""
+    """Maximises ``fn`` by damped Newton steps; ``step_matrices(x)``: (value, gradient, Hessian, a PD fallback)."""
 
     def update(x):
         f0, g, hess, fallback = step_matrices(x)
@@ -542,8 +529,7 @@ def _mf_zeta(lam, nu2):
 
 
 def mf_sweep(state, mu, prec0, a, counts, trace: bool = False):
-    """One sweep of coordinate ascent: zeta, phi, lambda, zeta, nu2. Returns the new state and, with
-    ``trace``, the bound after each of the five updates (else None)."""
+    """One coordinate-ascent sweep (zeta, phi, lambda, zeta, nu2): the new state and, with ``trace``, the 5 bounds."""
     lam, nu2, zeta, phi = state
     w = jnp.sum(counts)
     elbos = []
@@ -596,8 +582,7 @@ def mf_sweep(state, mu, prec0, a, counts, trace: bool = False):
 
 
 def meanfield_fit(mu, prec0, a, counts, max_iter):
-    """Mean-field CTM for one document: (lambda, nu2, counts * phi) after sweeps until none changes a
-    lambda_i or nu2_i by more than _STEP_TOL (the bound is flat along some directions), or ``max_iter``."""
+    """Mean-field CTM for one document: (lambda, nu2, counts * phi), sweeps until lambda and nu2 stop moving."""
 
     def update(s):
         new = mf_sweep(s, mu, prec0, a, counts)[0]

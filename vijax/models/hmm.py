@@ -2,12 +2,10 @@
 
     z_0 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  x_t | z_t = k ~ p(x | theta_k).
 
-Data: (B, T) ints or (B, T, D) floats, or ``HMMData(obs, lengths)`` for padded sequences. **EM** (emissions
-implementing :class:`~vijax.models.PointEstimateComponent`): forward-backward and Baum–Welch's M-step (Rabiner
-1989, eq. 40a-c, 53-54), MAP under Dirichlet(c) on pi and A's rows: row <- (counts + c - 1)_+ / sum.
-**Bayesian** (``cavi``, ``svi``, ``ssvi``, any emissions): q(pi) q(A) q(theta) q(z_{1:T}), q(z) a Markov chain
-(MacKay 1997; Beal 2003, ch. 3), by forward-backward with exp E[log pi], exp E[log A] and exp E[log p(x_t |
-theta_k)]; log Z~ of that tilted chain is E[log p(x, z | beta)] + H[q(z)].
+**EM** (a :class:`~vijax.models.PointEstimateComponent`): forward-backward and Baum–Welch (Rabiner 1989, eq. 40a-c,
+53-54), MAP under Dirichlet(c) on pi and A's rows: row <- (counts + c - 1)_+ / sum. **Bayesian** (any emissions):
+q(pi) q(A) q(theta) q(z_{1:T}), q(z) a Markov chain (MacKay 1997; Beal 2003, ch. 3) by forward-backward with exp
+E[log pi], exp E[log A], exp E[log p(x_t | theta_k)]; the tilted chain's log Z~ is E[log p(x, z | beta)] + H[q(z)].
 """
 
 from __future__ import annotations
@@ -72,9 +70,8 @@ def _probability_checks(name: str, p: Array) -> list:
 def param_checks(
     params, num_states: int | None = None, emissions_type=None, emission_width: int | None = None, emission_checks=None
 ) -> list:
-    """The checks of HMM parameters (also ``vijax.data.sample_hmm``'s): a ValueError naming the field at once
-    (also traced) for the type, dtype or shapes (K = ``num_states``, default from ``params.initial_probs``);
-    returns the ``ValueCheck``s of the values (``emission_checks(emissions, K)`` for another ``point_type``)."""
+    """The checks of HMM parameters: raises ValueError naming the field for the type, dtype or shapes (K =
+    ``num_states`` or from ``initial_probs``); returns the ``ValueCheck``s of the values."""
     if not isinstance(params, HMMParams):
         raise ArgumentError(
             "params",
@@ -142,8 +139,7 @@ class HMM(PytreeModel):
 
     Args:
       num_states: K >= 1.
-      emissions: the emission component (``DirichletCategorical``, ``NormalGammaDiagonal``,
-        ``GammaPoisson``, or a user's own); its ``dtype`` is the model's.
+      emissions: the emission component (e.g. ``DirichletCategorical``, ``GammaPoisson``); its ``dtype`` is the model's.
       initial_concentration: Dirichlet concentration (> 0) on pi (1: maximum likelihood under EM).
       transition_concentration: Dirichlet concentration (> 0) on the rows of A.
       forward_backward: ``"sequential"`` (O(T K^2)), ``"parallel"`` (O(T K^3) in O(log T) depth) or None (by device).
@@ -280,8 +276,7 @@ class HMM(PytreeModel):
         return _jit_posterior(self, params, self._checked(params, data)).log_likelihood
 
     def posterior(self, params: HMMParams, data) -> inference.Posterior:
-        """Per-sequence log-likelihood (B,), marginals p(z_t | x) (B, T, K) and expected transition counts
-        (B, K, K) (Rabiner 1989, eq. 27, 38)."""
+        """Log-likelihoods (B,), marginals p(z_t | x) (B, T, K), transition counts (B, K, K) (Rabiner, eq. 27, 38)."""
         return _jit_posterior(self, params, self._checked(params, data))
 
     def pairwise_marginals(self, params: HMMParams, data) -> Array:
@@ -349,8 +344,7 @@ class HMM(PytreeModel):
         )
 
     def init_globals(self, key: PRNGKey, data=None):
-        """The prior updated by one E-step at ``init_params(key, data)`` (without data: one pseudo-observation per
-        state); for emissions without point estimates, the component's ``initial_q`` and pi, A from one E-step."""
+        """The prior updated by one E-step at ``init_params(key, data)``, or by the component's ``initial_q``."""
         if implements(self.emissions, PointEstimateComponent):
             params = self.init_params(key, data)
             if data is None:
@@ -437,8 +431,7 @@ def _check_sizes(num_states, dtype, width_name: str, width, per_state: str, num_
 
 
 class CategoricalHMM(HMM):
-    """An HMM with categorical emissions over ``num_symbols`` symbols (Rabiner 1989, §III):
-    ``HMM(num_states, DirichletCategorical(num_symbols, emission_concentration, dtype))``.
+    """An HMM with categorical emissions (Rabiner 1989, §III): ``HMM(K, DirichletCategorical(num_symbols, ...))``.
 
     Args:
       num_states: K >= 1.
@@ -476,8 +469,7 @@ class CategoricalHMM(HMM):
 
 
 class GaussianHMM(HMM):
-    """An HMM with diagonal-Gaussian emissions (Rabiner 1989, §IV-A, eq. 52-54): ``HMM(num_states,
-    NormalGammaDiagonal(dim, loc0, kappa0, a0, b0, min_variance, dtype))``; EM is maximum likelihood for them.
+    """An HMM with diagonal-Gaussian emissions (Rabiner 1989, §IV-A, eq. 52-54): ``HMM(K, NormalGammaDiagonal(...))``.
 
     Args:
       num_states: K >= 1.

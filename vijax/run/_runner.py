@@ -1,17 +1,14 @@
-"""The one host loop that drives every ``VIAlgorithm``: ``lax.scan`` chunks, progress, held-out
-evaluation, a relative-tolerance stopping rule, checkpoints and bit-identical resume.
+"""The one host loop that drives every ``VIAlgorithm``: ``lax.scan`` chunks, progress, held-out evaluation, a
+relative-tolerance stopping rule, checkpoints and bit-identical resume.
 
 **Keys.** ``init_key, step_base = jax.random.split(key)``; update ``t`` (0-based) calls ``alg.step(step_key,
 state, batch_fn(batch_key, t))`` with ``batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))``.
 
-**Chunks.** Chunk ``c`` covers updates ``[c * chunk_size, (c + 1) * chunk_size)``, one jitted ``lax.scan``
-of length ``chunk_size``; steps outside ``[t0, t_end)`` (a final partial chunk, the part before a resume
-point) are computed and discarded by a ``jnp.where`` on the carry, so a resumed run is bit-identical to
-an uninterrupted one.
+**Chunks.** Chunk ``c`` covers updates ``[c * chunk_size, (c + 1) * chunk_size)`` in one jitted ``lax.scan``; steps
+outside ``[t0, t_end)`` are computed and discarded by a ``jnp.where``, so a resumed run is bit-identical.
 
-**Stopping.** At each boundary the chunk's mean ELBO ``L_c`` gives ``r_c = |L_c - L_{c-1}| / |L_c|``
-(Kucukelbir et al. 2017, Stan's ADVI); the run stops at the first boundary where the last ``patience``
-values are all below ``tol``. A NaN ELBO never converges.
+**Stopping.** The chunk mean ELBOs ``L_c`` give ``r_c = |L_c - L_{c-1}| / |L_c|`` (Kucukelbir et al. 2017, Stan's
+ADVI); the run stops once the last ``patience`` values are below ``tol``. A NaN ELBO never converges.
 
 **Evaluation and checkpoints** happen at the first boundary at or after each multiple of ``eval_every``
 (``checkpoint_every``) and at the end. A ``KeyboardInterrupt`` checkpoints the last completed chunk.
@@ -123,7 +120,6 @@ def _eval_entry(eval_fn: Callable, state: PyTree, step: int, wall_time: float) -
     return entry
 
 
-# ----------------------------------------------------------------------------- the loop
 class _Progress:
     """What a run has done so far: state, update count, trace parts, evaluations, chunk means, saves."""
 
@@ -213,12 +209,10 @@ def run(
       alg: the ``VIAlgorithm``; ``step(key, state, batch) -> (state, info)``, ``info`` with an ``elbo`` field.
       key: the run's PRNG key (raw ``uint32[2]`` or typed).
       batch_fn: ``(batch_key, t) -> batch``, pure and jit-able; the full data for batch algorithms.
-      host_batches: instead of ``batch_fn``, for host or disk data: ``(t0, n) ->`` the batches of updates
-        ``t0 .. t0 + n - 1`` stacked, a function of the indices alone; with ``prefetch`` > 0 called from a thread.
+      host_batches: instead of ``batch_fn``: ``(t0, n) ->`` the batches of updates ``t0 .. t0 + n - 1``, stacked.
       init_state: the starting state, ``init_key -> state``, or None for ``alg.init``; on resume only its structure.
       eval_fn: ``state -> dict`` of held-out metrics, run between chunks (the steps are checkpointed if it raises).
-      checkpoint_dir: checkpoint folder, held by a lock file ``.vijax.lock`` (process 0 alone writes it); a
-        run that does not resume removes its older checkpoints at its first save.
+      checkpoint_dir: checkpoint folder (locked by ``.vijax.lock``); a fresh run removes older checkpoints.
       resume: continue from the newest intact checkpoint (a corrupt newer one is renamed ``<name>.corrupt``).
       progress_fields: trace fields whose chunk means the bar shows (default ``("elbo",)``).
       config: the run settings (``RunConfig``); default ``RunConfig()``.
@@ -230,10 +224,8 @@ def run(
       A ``RunResult``.
 
     Raises:
-      ValueError: bad arguments or settings, an ``info`` without ``elbo``, process settings this process
-        lacks, a ``checkpoint_dir`` that is a file or held by another run, settings differing between processes.
-      CheckpointError: no intact checkpoint, or another structure or key; ``ConfigChangedError`` for a
-        changed fingerprint.
+      ValueError: bad arguments or settings (also across processes), an ``info`` without ``elbo``, a locked folder.
+      CheckpointError: no intact checkpoint, another structure or key; ``ConfigChangedError``: a changed fingerprint.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -375,13 +367,8 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
         bar.update(t_end - t0)
 
 
-# ----------------------------------------------------------------------------- the compiled chunk
 class _Chunk:
-    """The compiled chunk, ``chunk(state, step_base, t0, t_end, host)``, with the batch function's and the
-    step's arrays (``vijax.models.split_arrays``) bound as arguments so the program does not embed the data.
-
-    Value checks are collected as scan outputs; on a failure the chunk reruns in a program that locates
-    it. Checks under a ``vmap`` of the step compile the chunk by ``jit_step`` instead."""
+    """The compiled chunk ``chunk(state, step_base, t0, t_end, host)``, its data arrays passed as arguments."""
 
     def __init__(self, make_jit: Callable, consts: tuple, step_arrays: list, collect: bool):
         self.make_jit, self.consts, self.step_arrays, self.collect = make_jit, consts, step_arrays, collect
@@ -417,8 +404,7 @@ class _Chunk:
 def make_chunk_fn(
     step_fn: Callable, batch_fn: Optional[Callable], chunk_size: int, step_base, checked: bool = False
 ) -> "_Chunk":
-    """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk (``host``:
-    None with a ``batch_fn``); with ``checked``, value checks are raised after the call (``_Chunk``)."""
+    """The jitted ``(state, step_base, t0, t_end, host) -> (state, stacked infos)`` of one chunk."""
     consts, step_arrays, rebuild_step = (), *split_arrays(step_fn)
     if batch_fn is not None:  # the arrays it captures (a batch algorithm's data) as arguments, not constants
         key = jax.eval_shape(lambda b: jax.random.split(jax.random.fold_in(b, 0))[0], step_base)
@@ -465,8 +451,7 @@ def lower_run(
     config: Optional[RunConfig] = None,
     **settings,
 ) -> jax.stages.Lowered:
-    """The chunk program that ``run`` with the same arguments compiles, lowered but not compiled. The init
-    is traced for its shapes (run where it cannot be); ``host_batches`` is called once.
+    """The chunk program that ``run`` with the same arguments compiles, lowered but not compiled.
 
     Raises:
       ValueError: as ``run`` does, for missing process settings or not exactly one of ``batch_fn``, ``host_batches``.
