@@ -4,13 +4,11 @@ A site with an exponential-family prior is conditionally conjugate when the log-
 fixed, is linear in its statistics t(x): log p(x, rest, data) = <c(rest, data), t(x)> + const (Blei, Kucukelbir and
 McAuliffe 2017, §4.1, eq. 36-37); its complete conditional has natural parameters c, its CAVI update E_q[c(rest)].
 
-The check moves the site to a few points u_m of an unconstrained coordinate, solves c per element from the
-gradients at the first points (grad_u f = J_t(u)^T c, by least squares), and compares the log-joint f at every
-point with the linear prediction by the relative secant gap
+The check moves the site to points u_m of an unconstrained coordinate, solves c per element from the gradients at
+the first points (grad_u f = J_t(u)^T c, least squares) and needs the log-joint f's relative secant gap under 1e4
+ulps of float64:
 
-    |f(u_m) - f(u_0) - <c, t(u_m) - t(u_0)>| / (|f(u_m)| + |f(u_0)| + |<c, t(u_m) - t(u_0)>| + 1),
-
-which must stay under 1e4 ulps of float64 (the check runs with float64 enabled).
+    |f(u_m) - f(u_0) - <c, t(u_m) - t(u_0)>| / (|f(u_m)| + |f(u_0)| + |<c, t(u_m) - t(u_0)>| + 1).
 """
 
 from __future__ import annotations
@@ -112,8 +110,7 @@ def _element_stats(spec: _Spec, u_e):
 
 
 def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
-    """(``num`` values (num, *shape) of every latent site, the start moved by uniform noise in (-2, 2) on the
-    unconstrained space; the noise that moves each site to its points)."""
+    """``num`` values of every site (the start moved by U(-2, 2) noise, unconstrained) and each site's points' noise."""
     dtype = jnp.float64
     shapes = []
     for n, u in target.init_params.items():
@@ -129,8 +126,7 @@ def _draws(target: Target, key: PRNGKey, num: int) -> tuple[dict, dict]:
 
 
 def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) -> tuple:
-    """Coefficients c of the site's statistics per element (E, d), from the first ``_NUM_FIT`` points, and the
-    largest relative gap over all points."""
+    """Coefficients c (E, d) of the site's statistics from the first ``_NUM_FIT`` points; the largest gap over all."""
     u = _points(spec, x, noise)
     shape = u.shape[1:]
     k = shape[-1] if spec.event_ndims else 1
@@ -161,8 +157,7 @@ def _natural(spec: _Spec, c, shape: tuple) -> tuple:
 
 
 def _points(spec: _Spec, x, noise) -> jax.Array:
-    """(points, *shape): the unconstrained u of ``x`` clipped to [-centre, centre] (statistics of order 1 whatever
-    the prior's scale), moved by ``noise`` (1 + |u|) / 2, within [-bound, bound]."""
+    """(points, *shape): u of ``x`` clipped to [-centre, centre], moved by ``noise`` (1 + |u|) / 2, within +-bound."""
     u = jnp.clip(spec.unvalue(x), -spec.centre, spec.centre)[None]
     return jnp.clip(u + noise * 0.5 * (1.0 + jnp.abs(u)), -spec.bound, spec.bound)
 
@@ -254,8 +249,7 @@ def _as_target(target_or_model: Any, args: tuple, kwargs: dict) -> tuple[Target,
 
 
 def _own_data(target: Target, batch) -> Any:
-    """``batch`` with a fresh copy of each NumPy array of the model's data where the checks enable float64 (JAX
-    caches its typed copy of a NumPy array, which a later float32 fit would get)."""
+    """``batch`` with fresh copies of the model's NumPy data where the checks enable float64 (JAX caches typed ones)."""
     if jax.config.jax_enable_x64:
         return batch
     data = dict(batch or {})
@@ -308,8 +302,7 @@ def conjugate_sites(
       A dict site name -> :class:`SiteConjugacy`, in the model's order.
 
     Raises:
-      ArgumentError: naming ``force`` and the site, for a forced site that is not conjugate or that the model does
-        not have; naming ``target_or_model`` for positional arguments with a target; as ``vijax.from_numpyro``.
+      ArgumentError: naming ``force`` (a forced site not conjugate, or unknown) or ``target_or_model``; as from_numpyro.
 
     Examples:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -422,13 +415,11 @@ def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: An
       **kwargs: the model's keyword arguments, or the target's batch.
 
     Returns:
-      The ``vijax.expfam`` family (``Gamma``, ``Normal``, ``Beta`` or ``Dirichlet``) with the site's shape as its
-      batch shape (Dirichlet: and the simplex's axis).
+      The ``vijax.expfam`` family (Gamma, Normal, Beta or Dirichlet) of the site's shape (Dirichlet: with its simplex).
 
     Raises:
-      ArgumentError: naming ``site``: unknown, no family matches its prior, not linear in its statistics at the
-        draws, an improper conditional; naming ``draws``: a missing site, no common leading axis; naming
-        ``target_or_model``: a model whose arguments are traced (build its target outside ``jit``).
+      ArgumentError: naming ``site`` (unknown, no family matched, not linear at the draws, improper), ``draws`` (a
+        missing site, no common leading axis) or ``target_or_model`` (traced arguments: build the target outside jit).
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -517,8 +508,7 @@ def _priors(target: Target, batch, traced: bool) -> dict:
 
 
 def check_report(target: Target, report: Any, name: str = "conjugate") -> None:
-    """Raises ArgumentError naming ``name`` unless ``report`` reads as :func:`conjugate_sites`' report of ``target``:
-    one :class:`SiteConjugacy` per latent site, and each site marked conjugate with the model's prior and family."""
+    """Raises ArgumentError naming ``name`` unless ``report`` reads as :func:`conjugate_sites`' report of ``target``."""
     if not isinstance(report, Mapping) or not all(isinstance(s, SiteConjugacy) for s in report.values()):
         raise ArgumentError(
             name, f"{name} must be the report of vijax.conjugate_sites(target, key): a dict of SiteConjugacy"
@@ -567,8 +557,7 @@ def _site_spec(site: str, spec_prior: tuple) -> _Spec:
 
 
 def _solve(target: Target, batch, specs: tuple, draws: list, checked: bool) -> list:
-    """Per site (natural parameters of the mean coefficients, its gaps, the mean coefficients (E, d), proper);
-    ``checked``: float64 and all ``_NUM_POINTS`` points, else the ``_NUM_FIT`` points."""
+    """Per site (natural parameters of the mean c, gaps, mean c (E, d), proper); ``checked``: float64, all points."""
     cast = _float64 if checked else jnp.asarray
     start = target.constrain({n: cast(u) for n, u in target.init_params.items()})
     points = _NUM_POINTS if checked else _NUM_FIT

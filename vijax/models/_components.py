@@ -2,10 +2,8 @@ r"""Conjugate components: a likelihood p(x | theta) and its conjugate prior p(th
 :class:`~vijax.models.Mixture` and of the HMMs' emissions.
 
 A component is log p(x | theta) = <s(x), t(theta)> + log h(x), t the statistics of its prior's family (Blei et
-al. 2017, §4.2; Bishop 2006, §10.2); from s and h follow the weighted statistics sum_n w_nk s(x_n), the expected
-log-likelihood <s(x_n), E_q[t(theta_k)]> + log h(x_n) and the predictive h(x) exp(A(eta_k + s(x)) - A(eta_k)).
-A new component subclasses :class:`Component` and defines ``prior(num)``, ``suff_stats(x)`` and, where h is not
-1, ``log_base_measure(x)``; one with point estimates for EM implements :class:`PointEstimateComponent`.
+al. 2017, §4.2; Bishop 2006, §10.2). A new one subclasses :class:`Component` and defines ``prior(num)``,
+``suff_stats(x)`` and, where h is not 1, ``log_base_measure(x)``; EM's point estimates: :class:`PointEstimateComponent`.
 """
 
 from __future__ import annotations
@@ -40,9 +38,8 @@ def floor_log(v: Array) -> Array:
 class Component(PytreeModel):
     """The interface of a conjugate component (see the module docstring).
 
-    Required: ``prior(num)``, ``suff_stats(x)``. Attributes: ``dtype`` (None: JAX's default float),
-    ``data_name`` (what errors call the data), ``event_ndim`` (1 for vectors, 0 for symbols),
-    ``distinct_seeds`` (``initial_q`` seeds each copy at a distinct datum: a finite mixture needs N >= K).
+    Attributes: ``dtype`` (None: JAX's default float), ``data_name`` (what errors call the data), ``event_ndim``
+    (1 for vectors, 0 for symbols), ``distinct_seeds`` (``initial_q`` seeds copies at distinct data: N >= K).
     """
 
     data_name = "x"
@@ -201,8 +198,7 @@ def _domain_problem(component: Component, family) -> str | None:
 
 
 def check_component(component: Component, name: str) -> None:
-    """Raises ValueError naming ``name`` unless ``prior(1)`` is an ``expfam`` family of batch shape (1, ...) with
-    finite natural parameters inside its domain."""
+    """Raises ValueError naming ``name`` unless ``prior(1)`` is a proper ``expfam`` family of batch shape (1, ...)."""
     cls = type(component).__name__
     try:  # abstract values: the family and its shapes, nothing computed
         prior = jax.eval_shape(lambda c: c.prior(1), component)
@@ -229,8 +225,7 @@ def check_component(component: Component, name: str) -> None:
 
 @jax.jit
 def _statistics_rows(component: Component, x: Array):
-    """Per datum, sum s(x_n) and the count of entries the prior updated by s(x_n) leaves out of the domain; whether
-    the prior updated by all of them is finite and in its domain."""
+    """Per datum sum s(x_n) and invalid entries of prior + s(x_n); whether prior + all s(x_n) is finite, valid."""
     prior = component.prior(1)
     eta = prior.natural_params
     s = component.suff_stats(component.prepare(x, prior.dtype))
@@ -244,12 +239,10 @@ def _statistics_rows(component: Component, x: Array):
 
 
 def check_statistics(component: Component, x, data_name: str, name: str) -> None:
-    """The checks of the statistics s(x) of data that passed ``check_data``: their structure (also traced); for
-    concrete data, finite, and the prior updated by any one datum's or all of them proper.
+    """Checks the statistics s(x) of data that passed ``check_data``: structure (also traced); concrete: finite, proper.
 
     Raises:
-      ValueError: naming ``name`` for statistics of the wrong structure or NaN for finite data; naming
-        ``data_name`` for statistics that overflow or leave the family's domain.
+      ValueError: naming ``name`` (wrong structure, NaN for finite data) or ``data_name`` (overflow, not proper).
     """
     cls = type(component).__name__
     prior = jax.eval_shape(lambda c: c.prior(1), component)  # the family and its shapes, nothing computed
@@ -381,8 +374,7 @@ class BetaBernoulli(Component):
         return [values_in_set(f"batch {name or self.data_name}", y, (0, 1))]
 
     def initial_q(self, key: PRNGKey, num: int, y: Array | None = None):
-        """q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)), y_(k) a random datum (or uniform on {0, 1}^D),
-        c = ``init_pseudo_count``, counting N / num data each."""
+        """q(phi_kd) = Beta(a + c y_(k)d, b + c (1 - y_(k)d)), y_(k) a random datum (or uniform), c the pseudo-count."""
         dt = float_dtype(self.dtype)
         if y is None:
             seeds, n = jax.random.bernoulli(key, 0.5, (num, self.dim)).astype(dt), float(num)
@@ -485,8 +477,7 @@ class DirichletCategorical(Component):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GammaPoisson(Component):
-    """Counts x_d ~ Poisson(lambda_d), lambda_d ~ Gamma(a0, b0): s(x) = (x, -1) for (log lambda, lambda);
-    log h = -sum_d log x_d!."""
+    """Counts x_d ~ Poisson(lambda_d), lambda_d ~ Gamma(a0, b0): s(x) = (x, -1) for (log lambda, lambda), h = 1/x!"""
 
     dim: int
     a0: float = 1.0
@@ -599,8 +590,7 @@ class _Gaussian(Component):
         return jnp.full(x.shape[:1], -0.5 * self.dim * LOG_2PI, x.dtype)
 
     def initial_q(self, key: PRNGKey, num: int, x: Array | None = None):
-        """One M-step from each point hard-assigned to the nearest of ``num`` k-means++ seeds (without data: the
-        prior with its means at a prior draw)."""
+        """One M-step from points assigned to the nearest of ``num`` k-means++ seeds (no data: a prior draw's means)."""
         dt = float_dtype(self.dtype)
         prior = self.prior(num)
         if x is None:
@@ -733,8 +723,7 @@ class NormalGammaDiagonal(_Gaussian):
         return jnp.zeros((), float_dtype(self.dtype))
 
     def init_point(self, key: PRNGKey, num: int, prepared=None) -> GaussianEmissions:
-        """Means at ``num`` random observed points, variances the data's (without data: N(0, 1) means, unit
-        variances)."""
+        """Means at ``num`` random observed points, the data's variances (no data: N(0, 1) means, unit variances)."""
         dt = float_dtype(self.dtype)
         if prepared is None:
             return GaussianEmissions(jax.random.normal(key, (num, self.dim), dt), jnp.ones((num, self.dim), dt))

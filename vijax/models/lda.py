@@ -1,5 +1,5 @@
-"""Latent Dirichlet allocation (Blei et al. 2003) as a conditionally conjugate model, with mean-field,
-CVB0 and collapsed Gibbs local steps (the last two with the topics fixed).
+"""Latent Dirichlet allocation (Blei et al. 2003) as a conditionally conjugate model, with mean-field, CVB0 and
+collapsed Gibbs local steps (the last two with the topics fixed).
 
 The generative process (Hoffman & Blei 2015, eq. 25)::
 
@@ -8,9 +8,8 @@ The generative process (Hoffman & Blei 2015, eq. 25)::
 
 q(beta_k) = Dirichlet(lambda_k). The complete-data likelihood is linear in t(beta) = log beta with statistic
 c_kv = sum_n 1[w_dn = v] 1[z_dn = k] (Hoffman & Blei 2015, eq. 26), so lambda = eta + sum_d E[c_d] (Blei et al.
-2017, appendix C). Documents are a :class:`vijax.data.BowBatch`; the globals' view is ``(log_beta,)`` (K, V).
-alpha and eta are hyperparameters (Hoffman et al. 2010): ``prior``, ``local_step`` and ``log_predictive`` take
-a ``hyper`` dict of (possibly traced) scalars.
+2017, appendix C). alpha and eta are hyperparameters (Hoffman et al. 2010): ``prior``, ``local_step`` and
+``log_predictive`` take a ``hyper`` dict of (possibly traced) scalars.
 
 References:
   Blei, Ng and Jordan (2003). Latent Dirichlet allocation. JMLR 3.
@@ -56,14 +55,12 @@ def estep_slots(tile_slots: int | None) -> int:
 
 
 def largest_precise_concentration(dtype) -> float:
-    """2^-10 / eps of ``dtype`` (8,192 in float32): the largest Dirichlet concentration LDA accepts, keeping the
-    relative error of KL(Dir(lambda) || Dir(eta 1_V)), about 2 eps lambda, below 1 %."""
+    """2^-10 / eps of ``dtype`` (8,192 in float32): the largest concentration whose KL error (2 eps lambda) is < 1 %."""
     return 2.0**-10 / float(np.finfo(dtype).eps)
 
 
 def concentration_bounds(name: str, dtype) -> tuple[float, float]:
-    """``(low, high)`` of ``"alpha"`` or ``"eta"`` in ``dtype``: the smallest normal (alpha) or 2^9 eps (eta), and
-    :func:`largest_precise_concentration`."""
+    """``(low, high)`` of ``"alpha"`` (smallest normal) or ``"eta"`` (2^9 eps) in ``dtype``; high: largest precise."""
     finfo = np.finfo(dtype)
     low = float(finfo.tiny) if name == "alpha" else 2.0**9 * float(finfo.eps)
     return low, largest_precise_concentration(dtype)
@@ -82,12 +79,12 @@ class LDA(PytreeModel):
     ``"meanfield"``: coordinate ascent per document (Blei et al. 2003, eq. 6-7; Hoffman et al. 2010, Algorithm 2),
     phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw), gamma_dk = alpha + sum_w n_dw phi_dwk, from alpha + N_d / K until
     gamma_d's mean absolute change is below ``tol``, with safeguarded SQUAREM extrapolations (``accelerate``).
-    ``"cvb0"``: the zero-order collapsed update (Asuncion et al. 2009, eq. 5) with beta fixed,
-    g_dwk ∝ (alpha + N_dk - g_dwk) b_kw, as Jacobi sweeps from g_dwk ∝ b_kw; the ELBO is the mean-field one at
-    phi = g, gamma = alpha + N_d.
-    ``"gibbs"``: collapsed Gibbs sampling of every token's topic with beta fixed (Mimno et al. 2012),
-    p(z_dn = k | z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}, averaging the per-slot topic counts after
-    ``gibbs_burn_in``; the ELBO is the mean-field one at the implied phi and gamma.
+    ``"cvb0"``: the zero-order collapsed update (Asuncion et al. 2009, eq. 5) with beta fixed, g_dwk ∝ (alpha +
+    N_dk - g_dwk) b_kw, as Jacobi sweeps from g_dwk ∝ b_kw; the ELBO is the mean-field one at phi = g, gamma =
+    alpha + N_d.
+    ``"gibbs"``: collapsed Gibbs sampling of every token's topic with beta fixed (Mimno et al. 2012), p(z_dn = k |
+    z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}, averaging the per-slot topic counts after ``gibbs_burn_in``;
+    the ELBO is the mean-field one at the implied phi and gamma.
 
     Args:
       num_topics: K >= 1.
@@ -159,8 +156,7 @@ class LDA(PytreeModel):
         return {"alpha": self.alpha, "eta": self.eta}
 
     def check_hyperparameters(self, values: Mapping[str, Any]) -> None:
-        """Raises :class:`~vijax.ArgumentError` naming the key unless every value of ``values`` (scalars or arrays)
-        lies in :func:`concentration_bounds`; tracers pass."""
+        """Raises :class:`~vijax.ArgumentError` naming the key unless each value is in :func:`concentration_bounds`."""
         dt = np.dtype(float_dtype(self.dtype))
         for name, value in values.items():
             if name not in ("alpha", "eta"):
@@ -241,8 +237,7 @@ class LDA(PytreeModel):
         return bow_batch_checks(batch, self.vocab_size)
 
     def check_data(self, batch) -> None:
-        """Raises ValueError naming the problem unless ``batch`` is a BowBatch of integer ``word_ids``
-        in [0, V) and finite integer ``counts`` >= 0, both (S, L), S >= 1 (values of concrete arrays)."""
+        """Raises ValueError unless ``batch`` is a BowBatch of ids in [0, V) and integer counts >= 0, both (S, L)."""
         check_bow_data(batch, self.vocab_size, integer_counts=True)
 
     def local_step(
@@ -277,18 +272,12 @@ class LDA(PytreeModel):
         return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
 
     def _meanfield(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """Mean-field coordinate ascent for a batch: gamma (S, K), c (K, V) and the local terms, in the
-        length-sorted tiles of :func:`vijax.solvers.by_length_tiles`.
+        """Mean-field coordinate ascent in length-sorted tiles: gamma (S, K), c (K, V) and the local terms.
 
-        With b_kw = exp(log_beta_kw - max_j log_beta_jw), e_dk = exp(E[log theta_dk]) and
-        z_dw = sum_k e_dk b_kw (Hoffman et al. 2010)::
-
-            gamma_d = alpha + e_d * sum_w (n_dw / z_dw) b_w,   n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw.
-
-        SQUAREM (:func:`vijax.solvers.squarem_per_row`) keeps an extrapolation only if it does not
-        lower f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + const. Since log phi_dwk =
-        E[log theta_dk] + log b_kw - log z_dw, the z-part of the local terms is
-        sum_dw n_dw log z_dw - sum_kv c_kv log b_kv.
+        With b_kw = exp(log_beta_kw - max_j log_beta_jw), e_dk = exp(E[log theta_dk]), z_dw = sum_k e_dk b_kw
+        (Hoffman et al. 2010): gamma_d = alpha + e_d * sum_w (n_dw / z_dw) b_w, n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw.
+        SQUAREM keeps an extrapolation unless it lowers f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha));
+        the z-part of the local terms is sum_dw n_dw log z_dw - sum_kv c_kv log b_kv.
         """
         k, v = log_beta.shape
         dt = log_beta.dtype
@@ -371,9 +360,8 @@ class LDA(PytreeModel):
     def log_predictive(
         self, q_global: expfam.Dirichlet, batch_observed, batch_heldout, hyper: dict | None = None
     ) -> Array:
-        """Held-out log probability per document (S,) by document completion (Hoffman et al. 2013, §4):
-        gamma_d fitted on the observed words at beta = E_q[beta], each held-out word scored by
-        log sum_k E[theta_dk] E_q[beta_kw]. ``hyper`` replaces alpha, as in :meth:`local_step`."""
+        """Held-out log probability per document (S,) by document completion (Hoffman et al. 2013, §4): gamma_d fitted
+        on the observed words at beta = E_q[beta], a held-out word w scored log sum_k E[theta_dk] E_q[beta_kw]."""
         if batch_observed.word_ids.shape[0] != batch_heldout.word_ids.shape[0]:
             raise ArgumentError(
                 "batch_observed",
