@@ -1,5 +1,4 @@
-"""Checks of arguments: one function per kind of check, each raising ValueError whose message
-starts with the argument's name (see the package docstring)."""
+"""Checks of arguments: one function per kind, each raising ValueError whose message starts with the argument's name."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ _NO_VALUE = object()
 
 
 class ArgumentError(ValueError):
-    """A ValueError about one argument, naming it as data: ``argument`` (the name, or a config key's path) and
-    ``value`` (the refused value, where one was given), so that the CLI maps it without reading the message."""
+    """A ValueError carrying ``argument`` (its name, or a config key's path) and the refused ``value``, for the CLI."""
 
     def __init__(self, argument: str, message: str, value: Any = _NO_VALUE):
         super().__init__(message)
@@ -54,8 +52,7 @@ def protocol_members(protocol: type) -> tuple[str, ...]:
 
 
 def implements(obj: Any, protocol: type) -> bool:
-    """Whether ``obj`` offers every member ``protocol`` declares, by ``hasattr``: a wrapper that hands attributes
-    on through ``__getattr__`` (``DataParallel``) offers its model's, which ``isinstance`` does not see."""
+    """Whether ``obj`` has every member of ``protocol`` by ``hasattr`` (unlike isinstance, through ``__getattr__``)."""
     return all(hasattr(obj, m) for m in protocol_members(protocol))
 
 
@@ -97,8 +94,7 @@ def check_scalar(
     include_low: bool = False,
     include_high: bool = True,
 ) -> float:
-    """``value`` as a Python float, after checking that it is a finite real scalar (not a bool) from
-    ``low`` to ``high`` (open at ``low``, closed at ``high`` unless told otherwise; None: unbounded).
+    """``value`` as a Python float, once checked a finite real scalar (not a bool) from ``low`` to ``high``.
 
     Examples:
         >>> check_scalar("rho", 0.0, low=0.0, high=1.0)
@@ -122,8 +118,7 @@ def check_scalar(
 
 
 def real_array(name: str, value: Any, expected: str) -> np.ndarray:
-    """A concrete ``value`` (real numbers: a scalar, an array or nested list) as a float64 NumPy array; anything
-    else (None, strings, bools, complex numbers, ragged lists) raises a ValueError naming ``name``."""
+    """A concrete ``value`` of real numbers (scalar, array, nested list) as float64 NumPy, else ValueError naming it."""
     if value is None or isinstance(value, (str, bytes, bool, np.bool_)):
         raise ArgumentError(name, f"{name} must be {expected}, got {value!r}", value)
     try:
@@ -216,8 +211,7 @@ def float_dtype(dtype=None):
 
 
 def check_draw_args(sizes: dict, positive: dict | None = None, dtype=None, key: Any = _NO_VALUE):
-    """Checks ``key`` (where given), ``sizes`` (name -> int >= 1, or ``(int, minimum[, maximum])``) and ``positive``
-    (name -> value > 0); returns ``float_dtype(dtype)``."""
+    """Checks ``key``, ``sizes`` (name -> int >= 1, or ``(int, min[, max])``) and ``positive``; the float dtype."""
     if key is not _NO_VALUE:
         check_key("key", key)
     for name, v in sizes.items():
@@ -265,8 +259,7 @@ def physical_memory_bytes() -> int | None:
 
 
 def check_allocation(name: str, num_elements: int, itemsize: int) -> None:
-    """Raises ValueError naming ``name`` when an array of ``num_elements`` entries of ``itemsize`` bytes would
-    not fit in the machine's memory, before anything is allocated.
+    """Raises ValueError naming ``name`` when ``num_elements`` entries of ``itemsize`` bytes exceed the machine memory.
 
     Examples:
         >>> check_allocation("num_topics * vocab_size", 10**30 * 6, 4)  # doctest: +ELLIPSIS
@@ -286,8 +279,7 @@ def check_allocation(name: str, num_elements: int, itemsize: int) -> None:
 
 
 def check_enough_points(name: str, num_components: int, num_points: int, how: str = "k-means++") -> None:
-    """Raises ValueError naming ``name`` when a model seeded from its data (``how``) asks for more components
-    than the data have points.
+    """Raises ValueError naming ``name`` when a model seeded at its data (``how``) has more components than points.
 
     Examples:
         >>> check_enough_points("num_components", 10, 5)
@@ -304,8 +296,7 @@ def check_enough_points(name: str, num_components: int, num_points: int, how: st
 
 
 def constant_columns(x: Any) -> np.ndarray:
-    """(D,) bool: the columns of the concrete (N, D) data ``x`` that are constant to float32
-    rounding (variance below (1e-6 max |x_d|)^2, or 0)."""
+    """(D,) bool: the columns of concrete (N, D) ``x`` constant to float32 rounding (variance <= (1e-6 max |x_d|)^2)."""
     a = np.asarray(x, dtype=np.float64)
     return ~(a.var(0) > (1e-6 * np.max(np.abs(a), axis=0)) ** 2)
 

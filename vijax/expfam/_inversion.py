@@ -1,22 +1,19 @@
-"""Reparameterized samples by inversion, and products with the SSVI matrix V (Hoffman & Blei 2015, eq. 8,
-22; appendices A-C).
+"""Reparameterized samples by inversion, and products with the SSVI matrix V (Hoffman & Blei 2015, eq. 8, 22;
+appendices A-C).
 
-Sampling by inversion sets beta = R(u; lambda), u ~ Uniform, R the quantile function of q(beta) with
-natural parameters lambda. SSVI needs the derivative of R at fixed u, the implicit one (eq. 23, appendix B;
-Figurnov et al. 2018)::
+Sampling by inversion sets beta = R(u; lambda), u ~ Uniform, R the quantile function of q(beta; lambda); SSVI needs
+its implicit derivative at fixed u (eq. 23, appendix B; Figurnov et al. 2018)::
 
     dR/dlambda |_u = -(dQ/dlambda)(beta; lambda) / q(beta; lambda),      Q the CDF of q.
 
-No quantile function is evaluated: a draw is made by an exact rejection sampler (:func:`sample_log_gamma`),
-which *is* R(u; lambda) for u = Q(beta; lambda), and a custom JVP attaches the implicit derivative.
+A draw is made by an exact rejection sampler (:func:`sample_log_gamma`), which *is* R(u; lambda) for u = Q(beta;
+lambda), and a custom JVP attaches the implicit derivative.
 
-* ``Gamma(a, rate b)``: beta = g / b, g ~ Gamma(a, 1) drawn in log space; d log g / da =
-  -(dP/da)(a, g) / (g p(g; a)), P the regularized lower incomplete gamma function
-  (:func:`log_gamma_quantile_grad`). Where g < sqrt(eps) the expansion P(a, g) = g^a / Gamma(a + 1)
+* ``Gamma(a, rate b)``: beta = g / b, g ~ Gamma(a, 1) drawn in log space; d log g / da = -(dP/da)(a, g) / (g p(g; a)),
+  P the regularized lower incomplete gamma function. Where g < sqrt(eps) the expansion P(a, g) = g^a / Gamma(a + 1)
   (1 - a g / (a + 1) + O(g^2)) gives d log g / da = (psi(a + 1) - log g + g / (a + 1)^2) / (a (1 - g / (a + 1))).
-* ``Dirichlet(alpha)``: eq. 27-28, beta_k = g_k / sum_j g_j with g_k ~ Gamma(alpha_k, 1); t(beta) =
-  log g - logsumexp(log g), finite even where beta_k underflows.
-* ``Beta(a, b)``: the two-component Dirichlet (eq. 27 with K = 2), not the univariate Beta quantile.
+* ``Dirichlet(alpha)``: eq. 27-28, beta_k = g_k / sum_j g_j with g_k ~ Gamma(alpha_k, 1); t(beta) = log g -
+  logsumexp(log g), finite even where beta_k underflows. ``Beta(a, b)``: the two-component Dirichlet (K = 2).
 * ``Normal(mu, sigma^2)``: beta = mu + sigma eps, an explicit derivative.
 
 References:
@@ -44,10 +41,9 @@ QUANTILE_GRAD_BLOCK = 1024  # log_gamma_quantile_grad of more elements runs in b
 
 
 def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
-    """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23).
+    """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23), elementwise.
 
-    -(dP/da)(a, g) / (g p(g; a)) elementwise (the module's small-g expansion where g < sqrt(eps)), in blocks
-    sorted by a above ``QUANTILE_GRAD_BLOCK`` elements, so that each block iterates only as its largest a needs.
+    Above ``QUANTILE_GRAD_BLOCK`` elements, in blocks sorted by a, each iterating only as its largest a needs.
     """
     a = jnp.broadcast_to(jnp.asarray(a, log_g.dtype), log_g.shape)
     n, block = log_g.size, QUANTILE_GRAD_BLOCK
@@ -65,10 +61,8 @@ LARGE_SHAPE = 1e6  # above it, d log g / d a by the Wilson-Hilferty approximatio
 
 
 def _wilson_hilferty_grad(a: Array, log_g: Array) -> Array:
-    """d log g / d a at fixed u by Wilson and Hilferty's (1931) approximation of the Gamma(a, 1)
-    quantile, g = a (1 - 1/(9a) + z / (3 sqrt(a)))^3 with z the normal quantile of u: z from g,
-    then the derivative of log g at fixed z (relative error O(a^(-3/2)), where the series would need
-    about sqrt(a) iterations)."""
+    """d log g / d a at fixed z from Wilson and Hilferty's (1931) Gamma(a, 1) quantile g = a (1 - 1/(9a) + z / (3
+    sqrt(a)))^3, z the normal quantile of u (relative error O(a^(-3/2)))."""
     s = jnp.sqrt(a)
     z = 3.0 * s * (jnp.exp((log_g - jnp.log(a)) / 3.0) - 1.0 + 1.0 / (9.0 * a))
     inner = 1.0 - 1.0 / (9.0 * a) + z / (3.0 * s)
@@ -79,15 +73,12 @@ QUANTILE_GRAD_MAX_ITERS = 10_000  # iterations of _quantile_grad_terms' loop bef
 
 
 def _quantile_grad_terms(a: Array, x: Array, log_x: Array) -> Array:
-    """-(dP/da)(a, x) / (x p(x; a)) for x > 0 and a > 0, elementwise, P the regularized lower
-    incomplete gamma function: d log g / d a at fixed u where g = x.
+    """-(dP/da)(a, x) / (x p(x; a)) for x, a > 0 elementwise (d log g / d a at fixed u where g = x).
 
-    The factor x^a e^-x / Gamma(a) shared by P, Q = 1 - P and x p(x; a) cancels. Where x <= max(1, a),
-    the series P = x^a e^-x / Gamma(a) sum_n t_n, t_n = x^n / (a (a+1) ... (a+n)), gives
-    -[(log x - psi(a + 1)) / a + sum_{n>=1} t_n (log x - psi(a + 1) - sum_{k=1..n} 1/(a+k))].
-    Elsewhere Legendre's continued fraction Q = x^a e^-x / Gamma(a) C(a, x), by the modified Lentz
-    recurrence carrying C' = dC/da, gives (log x - psi(a)) C + C' (DLMF 8.7.1, 8.9.2). One
-    ``lax.while_loop`` runs both until every element has converged (a non-finite input is NaN)."""
+    The factor x^a e^-x / Gamma(a) of P, Q = 1 - P and x p(x; a) cancels. Where x <= max(1, a), the series P = x^a
+    e^-x / Gamma(a) sum_n t_n, t_n = x^n / (a (a+1) ... (a+n)), gives -[(log x - psi(a + 1)) / a + sum_{n>=1} t_n
+    (log x - psi(a + 1) - sum_{k=1..n} 1/(a+k))]. Elsewhere Legendre's continued fraction Q = x^a e^-x / Gamma(a)
+    C(a, x), by the modified Lentz recurrence carrying C' = dC/da, gives (log x - psi(a)) C + C' (DLMF 8.7.1, 8.9.2)."""
     dt = a.dtype
     eps = jnp.finfo(dt).eps
     tiny = jnp.finfo(dt).tiny / eps
@@ -169,8 +160,7 @@ def _log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
 
 @jax.custom_jvp
 def _implicit_log_gamma(a: Array, log_g: Array) -> Array:
-    """The identity on ``log_g`` (a draw of log Gamma(a, 1)), with d/da the implicit derivative at
-    fixed u. ``log_g`` must not depend on ``a`` except through this function."""
+    """The identity on ``log_g`` (a draw of log Gamma(a, 1) independent of ``a``), d/da the implicit derivative."""
     return log_g
 
 
@@ -187,14 +177,11 @@ GAMMA_BUCKET_STEP = 4096  # sample_log_gamma pads its input to one of few length
 
 @jax.jit
 def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
-    """log g, g ~ Gamma(a, 1) elementwise, by Marsaglia and Tsang's (2000) rejection sampler run on the
-    whole array at once (not differentiable; see :func:`standard_log_gamma`).
+    """log g, g ~ Gamma(a, 1) elementwise, by Marsaglia and Tsang's (2000) rejection sampler (not differentiable).
 
-    For alpha >= 1, with d = alpha - 1/3 and c = 1 / sqrt(9 d): propose v = (1 + c x)^3, x ~ N(0, 1),
-    accept if v > 0 and log U < x^2 / 2 + d - d v + d log v; then g = d v. For a < 1, alpha = a + 1 and
-    log g = log g' + log U / a. An element not accepted after ``MAX_GAMMA_ROUNDS`` rounds is NaN. Round i
-    draws ``jax.random.uniform(fold_in(key, i), (3,) + a.shape)`` on [-1, 1): x = sqrt(2) erfinv(u_0),
-    U = (u_1 + 1) / 2, and in round 0 the boost's uniform (u_2 + 1) / 2.
+    For alpha >= 1, with d = alpha - 1/3 and c = 1 / sqrt(9 d): propose v = (1 + c x)^3, x ~ N(0, 1), accept if v > 0
+    and log U < x^2 / 2 + d - d v + d log v; then g = d v. For a < 1, alpha = a + 1 and log g = log g' + log U / a.
+    An element not accepted after ``MAX_GAMMA_ROUNDS`` rounds is NaN.
     """
     a = jnp.asarray(a)
     shape, n = a.shape, a.size
@@ -229,8 +216,7 @@ def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
 
 
 def _bucket(n: int) -> int:
-    """The length a draw of ``n`` Gamma variables is padded to: the next power of two up to
-    ``GAMMA_BUCKET_STEP``, then the next multiple of it (at most 1/256 more beyond)."""
+    """The padded length of ``n`` draws: the next power of two up to ``GAMMA_BUCKET_STEP``, then a multiple of it."""
     if n <= GAMMA_BUCKET_STEP:
         return 1 << max(n - 1, 0).bit_length()
     return -(-n // GAMMA_BUCKET_STEP) * GAMMA_BUCKET_STEP
@@ -244,8 +230,7 @@ def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
 
 
 def check_invertible(q: PyTree) -> None:
-    """Raises ValueError unless every family in the pytree ``q`` implements
-    ``reparam_sample_and_stats`` (Gamma, Beta, Dirichlet, Normal and MultivariateNormal do)."""
+    """Raises ValueError unless every family in the pytree ``q`` implements ``reparam_sample_and_stats``."""
     fams = jax.tree_util.tree_leaves(q, is_leaf=is_family)
     if not fams:
         raise ArgumentError("q", "q must be a pytree holding at least one exponential family")
@@ -261,13 +246,12 @@ def check_invertible(q: PyTree) -> None:
 
 def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) -> tuple[PyTree, PyTree]:
     """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta), differentiable in q's natural
-    parameters at fixed u; with ``num``, ``num`` draws stacked on a leading axis. ``GammaBased`` families are drawn
-    together by one ``standard_log_gamma``, ``NormalBased`` ones by one ``standard_normal`` call.
+    parameters at fixed u; ``GammaBased`` families are drawn by one ``standard_log_gamma``, ``NormalBased`` ones by one
+    ``standard_normal`` call.
 
     Args:
       q: a family or a pytree of families, any batch shapes.
-      key: PRNG key; a single family, or Normal-based families only, use it as is; other pytrees a split per
-        family (a pooled draw the split of its first family).
+      key: PRNG key: as is for one family or Normal-based ones only; else split per family (a pool: its first's).
       num: None (one draw) or the number of draws, on a new leading axis.
 
     Returns:
@@ -305,8 +289,7 @@ def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) ->
 
 
 def reparam_sample(q: PyTree, key: PRNGKey, num: int | None = None) -> PyTree:
-    """A draw beta ~ q(beta) by inversion, differentiable in q's natural parameters at fixed u;
-    with ``num``, ``num`` draws on a leading axis (see :func:`reparam_sample_and_stats`).
+    """A draw beta ~ q(beta) by inversion, differentiable at fixed u (``num``: see :func:`reparam_sample_and_stats`).
 
     Examples:
         >>> import jax
@@ -335,8 +318,7 @@ def stats_and_v_product(q: PyTree, key: PRNGKey) -> tuple[PyTree, Callable[[PyTr
     F = hess A(lambda): V s = ``inv_fisher_vp(vjp(s))`` (the paper's gradients are columns), never forming V.
 
     Returns:
-      (t(beta), v_product): t(beta) structured like ``tree_mean_params(q)``; ``v_product`` maps s
-      structured like the natural parameters to V s, structured the same way.
+      (t(beta), v_product): t(beta) like ``tree_mean_params(q)``; ``v_product``: s -> V s, both like natural params.
 
     Examples:
         >>> import jax, jax.numpy as jnp
