@@ -19,8 +19,7 @@ _CHUNK = 1 << 22  # entries examined at a time by validation and reductions over
 
 
 def bucket_length(n: int, minimum: int = MIN_BUCKET) -> int:
-    """The padded length of a minibatch whose longest document has ``n`` unique words: the next power of two
-    >= ``n`` and ``minimum``.
+    """The padded length for a longest document of ``n`` unique words: the next power of two >= ``n`` and ``minimum``.
 
     Examples:
       >>> [bucket_length(n) for n in (0, 5, 8, 9, 100)]
@@ -87,9 +86,8 @@ def _gather_positions(starts: np.ndarray, lengths: np.ndarray):
 class Corpus:
     """A bag-of-words corpus of D documents over V words, in compressed sparse row form.
 
-    Document ``d`` holds the entries ``doc_ptr[d]:doc_ptr[d + 1]`` of ``word_ids`` and ``counts``: its distinct
-    words and how often each occurs. The read-only arrays live on the host (possibly memory-mapped, see
-    ``load_npz``); ``batch`` copies the requested documents into a padded ``BowBatch``.
+    Document ``d`` holds entries ``doc_ptr[d]:doc_ptr[d + 1]`` of ``word_ids`` and ``counts`` (its distinct words and
+    their counts), read-only host arrays (memory-mapped by ``load_npz``); ``batch`` copies documents to a ``BowBatch``.
 
     Attributes:
       doc_ptr: (D + 1,) int64, non-decreasing, from 0 to nnz.
@@ -258,8 +256,7 @@ class Corpus:
           dtype: dtype of ``counts``.
 
         Returns:
-          ``BowBatch`` of NumPy ``word_ids`` (S, L) int32 and ``counts`` (S, L), padded with id 0 and count 0 (a
-          :class:`CorpusBatch` from a checked corpus with ``dtype`` float32 or float64).
+          ``BowBatch`` of NumPy (S, L) ``word_ids`` and ``counts``, padded with 0 (a checked corpus: ``CorpusBatch``).
         """
         idx = self._doc_indices(doc_indices)
         rows = idx.size if num_rows is None else int(num_rows)
@@ -302,10 +299,8 @@ class Corpus:
         return self.subset(train), self.subset(test)
 
     def split_tokens(self, seed, observed_fraction: float = 0.5) -> tuple["Corpus", "Corpus"]:
-        """Splits every document's tokens at random into an observed and a held-out part.
-
-        For document completion (Hoffman et al., 2013, §4.2): document d keeps ``floor(observed_fraction * N_d +
-        1/2)`` of its N_d tokens, chosen uniformly; the parts add up to the corpus, without zero entries.
+        """Splits every document's tokens at random into an observed and a held-out part (Hoffman et al., 2013, §4.2):
+        document d keeps ``floor(observed_fraction * N_d + 1/2)`` of its N_d tokens, chosen uniformly.
 
         Returns:
           (observed, heldout): two corpora with the same documents, in the same order.
@@ -373,8 +368,7 @@ class Corpus:
 
 
 class CorpusWriter(FileWriter):
-    """Writes a corpus to an ``.npz`` file a chunk of documents at a time; ``close`` (or the end of a ``with``
-    block) assembles the archive that ``Corpus.load_npz`` reads.
+    """Writes a corpus to an ``.npz`` file a chunk of documents at a time; ``close`` assembles the archive.
 
     Args:
       vocab: optional sequence of V words.

@@ -367,7 +367,6 @@ def auto_family(target: Target, *, init_scale: float = DEFAULT_INIT_SCALE) -> di
 
 
 def _matched_families(target, s: float) -> dict:
-    """``auto_family``'s families of ``target`` at spread ``s``."""
     start = target.constrain(target.init_params)
     conc = 1.0 / (s * s)
     families = {}
@@ -403,7 +402,6 @@ def is_flow(family: Any) -> bool:
 
 
 def _typed_key(key: PRNGKey):
-    """flowjax takes typed keys; a raw uint32 key is wrapped."""
     return key if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(key)
 
 

@@ -22,7 +22,6 @@ from vijax.types import Array
 
 
 def _require(module: str, message: str) -> None:
-    """Raises ImportError with ``message`` where the optional dependency ``module`` is missing."""
     try:
         importlib.import_module(module)
     except ImportError as err:  # pragma: no cover - an optional dependency
@@ -49,12 +48,10 @@ def support_kind(support: Any) -> str:
 
 
 def _differs(scale, value: float) -> bool:
-    """Whether a concrete ``scale`` is not ``value`` (a traced one is not judged)."""
     return not is_tracer(scale) and not bool(np.allclose(np.asarray(scale), value, rtol=1e-6))
 
 
 def _is(bound, value: float) -> bool:
-    """Whether a concrete ``bound`` equals ``value`` everywhere (a traced bound: not a fixed support)."""
     return not is_tracer(bound) and bool(np.all(np.asarray(bound) == value))
 
 
@@ -429,7 +426,6 @@ def _dist_name(fn: Any) -> str:
 
 
 def _law(fn: Any) -> str:
-    """A distribution's name and, where fixed (``fixed_support``), its support, for messages."""
     return f"{_dist_name(fn)}, support {fn.support}" if fixed_support(fn.support) else _dist_name(fn)
 
 
@@ -610,7 +606,6 @@ def _jitted_start(model: Callable, args: tuple, kwargs: dict) -> dict:
 
 
 def _start(model: Callable, args: tuple, kwargs: dict) -> dict:
-    """The model's start, jitted; op by op where the model needs concrete values."""
     return jit_or_eager(_jitted_start, _start_values)(model, args, kwargs)
 
 
@@ -626,18 +621,16 @@ def _checks_left(batch, params):
 def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     """A NumPyro model as a target, for ``vijax.inference.bbvi`` and ``ngvi``.
 
-    A batch is None or a dict: entries named after the model's arguments replace them, and the entry named after a
-    subsampled plate (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices (required), so
-    that NumPyro scales the plate's sites by N / M itself. A discrete latent site of finite support marked
-    ``infer={"enumerate": "parallel"}`` is summed out, as NumPyro's HMC sums it (needs funsor), and listed in the
-    target's ``enumerated``. NumPyro's calls run with JAX's rank promotion allowed.
+    A batch is None or a dict: entries named after the model's arguments replace them; the entry named after a
+    subsampled plate (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices (required). A
+    discrete latent site of finite support marked ``infer={"enumerate": "parallel"}`` is summed out (needs funsor)
+    and listed in the target's ``enumerated``. NumPyro's calls run with JAX's rank promotion allowed.
 
     Args:
       model: a function of NumPyro primitives, called as ``model(*args, **kwargs)``.
 
     Returns:
-      A :class:`~vijax.interop.Target`, its ``init_params`` NumPyro's ``init_to_median`` (15 prior draws, the i-th
-      site drawn with ``jax.random.key(i)``).
+      A :class:`~vijax.interop.Target`, its ``init_params`` NumPyro's ``init_to_median`` (15 prior draws).
 
     Raises:
       ValueError: naming the site (discrete and not summed out, no bijector, a ``numpyro.param``, a latent site in a

@@ -1,12 +1,9 @@
-"""Held-out evaluation of topic models by document completion (Hoffman et al. 2013, §4.1; Mimno et al. 2012).
-
-The topic proportions are fitted on each test document's observed part by the model's mean-field local step, and
-the held-out words scored with the plug-in predictive sum_k E[theta_dk] E_q[beta_kw]::
+"""Held-out evaluation of topic models by document completion (Hoffman et al. 2013, §4.1; Mimno et al. 2012): the
+topic proportions are fitted on each test document's observed part, the held-out words scored with the plug-in
+predictive sum_k E[theta_dk] E_q[beta_kw]; documents with an empty observed or held-out part are skipped (counted)::
 
     per-word log predictive = sum_d sum_{w in heldout_d} log p(w | observed_d) / sum_d |heldout_d|,
     perplexity = exp(-per-word log predictive).
-
-Documents with an empty observed or held-out part are skipped (and counted).
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ def _docs(n) -> str:
 
 
 def _no_tokens(num_tokens, num_skipped) -> None:
-    """Raises ValueError when a concrete total of scored held-out tokens is 0."""
     if is_tracer(num_tokens) or float(num_tokens) > 0:
         return
     raise ValueError(

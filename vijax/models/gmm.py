@@ -29,7 +29,6 @@ from vijax.models._pytree import PytreeModel
 
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _start_at_random_rows(key: PRNGKey, x: Array, k: int, dt) -> expfam.Normal:
-    """N(m_k, 1) with m ``k`` rows of ``x`` drawn at random."""
     x = jnp.asarray(x, dt)
     n = x.shape[0]
     m = x[jax.random.choice(key, n, (k,), replace=n < k)]
@@ -139,17 +138,12 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
         pi ~ Dirichlet(alpha0 1_K),  tau_kd ~ Gamma(a0, b0_d),  mu_kd | tau_kd ~ N(m0_d, 1/(kappa0 tau_kd)),
         z_n ~ Categorical(pi),  x_nd | z_n = k ~ N(mu_kd, 1/tau_kd).
 
-    A :class:`~vijax.models.Mixture` of :class:`~vijax.models.NormalGammaDiagonal` components with
-    :class:`~vijax.models.DirichletWeights`.
-
     Args:
       num_components: K >= 1.
       dim: D >= 1.
       alpha0: Dirichlet concentration of each weight (> 0).
-      loc0: prior mean m0 of each mean (scalar or (D,)).
-      kappa0: prior precision scale of the means (> 0).
-      a0: Gamma shape of the precisions (> 0).
-      b0: Gamma rate of the precisions (> 0, scalar or (D,)).
+      loc0, kappa0: prior mean m0 of each mean (scalar or (D,)) and its precision scale (> 0).
+      a0, b0: Gamma shape and rate of the precisions (> 0; b0 scalar or (D,)).
       dtype: float dtype (default: JAX's default float).
 
     Examples:
@@ -228,8 +222,7 @@ class FullGMM(GaussianMixtureNames, Mixture):
       num_components: K >= 1.
       dim: D >= 1.
       alpha0: Dirichlet concentration of each weight (> 0).
-      loc0: prior mean m0 of each mean (scalar or (D,)).
-      kappa0: prior precision scale of the means (> 0).
+      loc0, kappa0: prior mean m0 of each mean (scalar or (D,)) and its precision scale (> 0).
       dof0: Wishart degrees of freedom nu0 (> D - 1; default D).
       scale_inv0: W0^-1 (SPD (D, D); scikit-learn's ``covariance_prior``), E[Lambda] = nu0 W0. Default: I.
       dtype: float dtype (default: JAX's default float).

@@ -384,7 +384,6 @@ class HMM(PytreeModel):
 
 
 def _mode(model: HMM) -> str:
-    """The model's forward-backward mode (None: sequential on a CPU, parallel on an accelerator)."""
     if model.forward_backward is not None:
         return model.forward_backward
     return "sequential" if jax.default_backend() == "cpu" else "parallel"
@@ -398,7 +397,6 @@ def _log_terms(model: HMM, params: HMMParams, data: HMMData):
 
 @jax.jit
 def _jit_stats(model: HMM, view, data: HMMData):
-    """The expected statistics of one E-step at a view (``init_globals``)."""
     return model._local(view, data)[0]
 
 

@@ -1,19 +1,16 @@
-r"""One Bayesian mixture over any conjugate component, with finite (Dirichlet) or Dirichlet-process
-(stick-breaking) weights: pi ~ weights prior, theta_k ~ p(theta), z_n ~ Categorical(pi), x_n | z_n = k ~ p(x | theta_k).
+r"""One Bayesian mixture over any conjugate component with finite (Dirichlet) or Dirichlet-process (stick-breaking)
+weights: pi ~ weights prior, theta_k ~ p(theta), z_n ~ Categorical(pi), x_n | z_n = k ~ p(x | theta_k).
 
-Mean-field q(pi) q(theta) q(z) (Blei et al. 2017, §4.2; Bishop 2006, §10.2): log r_nk = E[log pi_k] +
-E[log p(x_n | theta_k)] - log Z_n, and ``local_terms`` = sum_n H[r_n] + sum_n log h(x_n). Weights:
-:class:`DirichletWeights` pi ~ Dirichlet(c 1_K), or :class:`StickBreaking` v_k ~ Beta(1, alpha),
-pi_k = v_k prod_{j<k} (1 - v_j) (a DP(alpha) mixture), truncated as in *Raise your ELBO* (§DPMM): Blei and Jordan
-(2006), v_T = 1; or Kurihara, Welling and Vlassis (2007), q equal to the prior beyond T. log p(z_n = k | v) is
-linear in t(v_j) = (log v_j, log(1 - v_j)), so q(v_j) = Beta(1 + sum_n r_nj, alpha + sum_n q(z_n > j)).
+Mean-field q(pi) q(theta) q(z) (Blei et al. 2017, §4.2; Bishop 2006, §10.2): log r_nk = E[log pi_k] + E[log p(x_n |
+theta_k)] - log Z_n, ``local_terms`` = sum_n H[r_n] + sum_n log h(x_n). :class:`StickBreaking`: v_k ~ Beta(1, alpha),
+pi_k = v_k prod_{j<k} (1 - v_j), truncated as in *Raise your ELBO* (§DPMM): Blei and Jordan (2006), v_T = 1, or
+Kurihara, Welling and Vlassis (2007), q = prior beyond T; q(v_j) = Beta(1 + sum_n r_nj, alpha + sum_n q(z_n > j)).
 
-**The Kurihara et al. tail.** Beyond T every expectation is under the prior: E_p[log w] = psi(1) - psi(1 + alpha),
-log g := E_p[log(1 - w)] = -1/alpha, c_n := E_p[log p(x_n | theta)]. With s_nk = exp(E[log pi_k] +
-E[log p(x_n | theta_k)]) and A_n = sum_{j<=T} E[log(1 - v_j)] + E_p[log w] + c_n, log s_nk = A_n + (k - T - 1) log g
-for k > T, a geometric series: S_n = sum_{k<=T} s_nk + e^{A_n} / (1 - g), r_nk = s_nk / S_n,
-R_n := q(z_n > T) = e^{A_n} / ((1 - g) S_n) and q(z_n > j) = sum_{j<k<=T} r_nk + R_n (the tutorial's eq. 14).
-With rho_n = e^{A_n} / S_n the tail's ELBO terms sum in closed form (the m log g terms cancel):
+**The Kurihara et al. tail.** Beyond T: E_p[log w] = psi(1) - psi(1 + alpha), log g := E_p[log(1 - w)] = -1/alpha,
+c_n := E_p[log p(x_n | theta)]. With s_nk = exp(E[log pi_k] + E[log p(x_n | theta_k)]) and A_n = sum_{j<=T}
+E[log(1 - v_j)] + E_p[log w] + c_n, log s_nk = A_n + (k - T - 1) log g for k > T: S_n = sum_{k<=T} s_nk + e^{A_n} /
+(1 - g), r_nk = s_nk / S_n, R_n := q(z_n > T) = e^{A_n} / ((1 - g) S_n), q(z_n > j) = sum_{j<k<=T} r_nk + R_n (the
+tutorial's eq. 14). With rho_n = e^{A_n} / S_n the tail's ELBO terms sum in closed form:
 
     sum_{m>=0} rho_n g^m (E_p[log w] + m log g + c_n - log rho_n - m log g) = R_n (E_p[log w] + c_n - log rho_n).
 """
@@ -163,13 +160,11 @@ class StickBreaking(PytreeModel):
 
 
 class Mixture(PytreeModel):
-    """A Bayesian mixture of a conjugate ``component`` with ``weights`` (module docstring), a
-    ``ConditionallyConjugateModel``. Globals: ``(q(pi) or q(v), q(theta))``, the second of batch shape (K, ...).
-    ``local_params``: r (N, K); for Kurihara et al. (N, T + 1), the last column q(z_n > T).
+    """A Bayesian mixture of a conjugate ``component`` with ``weights`` (module docstring). Globals: ``(q(pi) or q(v),
+    q(theta))``; ``local_params``: r (N, K), for Kurihara et al. (N, T + 1) with q(z_n > T) last.
 
-    Local methods of a finite mixture: ``"meanfield"``; ``"exact"`` (the same formula at a draw's t(beta),
-    which with one z per datum is p(z_n | x_n, beta), Hoffman & Blei 2015, §2.5); ``"gibbs"``
-    (z_n ~ Categorical(r_n), one-hot statistics; needs a key). A DP mixture offers ``"meanfield"``.
+    Local methods of a finite mixture: ``"meanfield"``, ``"exact"`` (p(z_n | x_n, beta) at a draw, Hoffman & Blei
+    2015, §2.5), ``"gibbs"`` (z_n ~ Categorical(r_n); needs a key). A DP mixture offers ``"meanfield"``.
 
     Args:
       component: a :class:`~vijax.models.Component` (e.g. ``NormalGammaDiagonal(dim=2)``).
@@ -344,7 +339,6 @@ class Mixture(PytreeModel):
 
 @jax.jit
 def _initial_globals_from_data(model: "Mixture", key: PRNGKey, x: Array):
-    """``Mixture.init_globals(key, x)`` with data (the model a pytree argument)."""
     q_comp, counts = model._component.initial_q(key, model.num_components, x)
     return model._weights.initial_q(counts, np.shape(x)[0], model._dtype()), q_comp
 

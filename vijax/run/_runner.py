@@ -48,8 +48,7 @@ class RunResult(NamedTuple):
 
     Attributes:
       state: the final state pytree.
-      trace: ``name -> np.ndarray``, one row per update: every leaf of ``info`` (by path: ``"elbo"``,
-        ``"stats.n"``) and ``"step"`` (1, 2, ..., ``num_steps``).
+      trace: ``name -> np.ndarray``, a row per update: each ``info`` leaf by path (``"stats.n"``) and ``"step"``.
       evals: ``{"step", "wall_time", **eval_fn(state)}`` dicts, oldest first.
       converged: whether the tolerance rule stopped the run.
       num_steps: the number of updates applied to ``state`` (across resumes).
@@ -179,7 +178,6 @@ def initial_progress(
 
 
 def _run_config(config: Optional[RunConfig], settings: dict, batch_fn, host_batches) -> RunConfig:
-    """A run's settings, checked against this process, and its batch arguments checked."""
     rc = (config if config is not None else RunConfig()).replace(**settings)
     rc.check_process_settings()
     if (batch_fn is None) == (host_batches is None):
