@@ -1,5 +1,4 @@
-"""Reparameterized samples by inversion, and products with the SSVI matrix V (Hoffman & Blei 2015, eq. 8, 22;
-appendices A-C).
+"""Reparameterized samples by inversion and products with SSVI's matrix V (Hoffman & Blei 2015, eq. 8, 22, app. A-C).
 
 Sampling by inversion sets beta = R(u; lambda), u ~ Uniform, R the quantile function of q(beta; lambda); SSVI needs
 its implicit derivative at fixed u (eq. 23, appendix B; Figurnov et al. 2018)::
@@ -245,9 +244,8 @@ def check_invertible(q: PyTree) -> None:
 
 
 def reparam_sample_and_stats(q: PyTree, key: PRNGKey, num: int | None = None) -> tuple[PyTree, PyTree]:
-    """One draw beta ~ q(beta) by inversion and its sufficient statistics t(beta), differentiable in q's natural
-    parameters at fixed u; ``GammaBased`` families are drawn by one ``standard_log_gamma``, ``NormalBased`` ones by one
-    ``standard_normal`` call.
+    """One draw beta ~ q(beta) by inversion and its statistics t(beta), differentiable in q's natural parameters at
+    fixed u; ``GammaBased`` families drawn by one ``standard_log_gamma``, ``NormalBased`` by one ``standard_normal``.
 
     Args:
       q: a family or a pytree of families, any batch shapes.

@@ -167,7 +167,6 @@ def _float64(a) -> jax.Array:
 
 
 def _tolerance(values) -> float:
-    """1e4 ulps of the float type of the log-joint's values."""
     return 1e4 * float(jnp.finfo(jnp.result_type(values)).eps)
 
 
@@ -176,7 +175,6 @@ _fit_over_draws = jax.vmap(_fit, in_axes=(None, None, None, None, 0, 0, 0))
 
 
 def _worst(gaps) -> float:
-    """The largest gap, NaN where any is NaN (the log-joint not finite at a point)."""
     gaps = np.asarray(gaps)
     return float("nan") if np.isnan(gaps).any() else float(gaps.max())
 
@@ -287,13 +285,11 @@ def conjugate_sites(
 ) -> dict:
     """Which latent sites of a NumPyro model or a TFP joint distribution are conditionally conjugate, checked numerically.
 
-    For each latent site whose prior is a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet, the log-joint with
-    every other latent site fixed must be linear in the family's statistics (Blei, Kucukelbir and McAuliffe 2017,
-    eq. 36-37), checked at ``num_draws`` draws, each at five points, by the module docstring's secant gap.
+    The module docstring's condition for each site with a Gamma (Exponential, Chi2), Normal, Beta or Dirichlet prior,
+    by the secant gap at ``num_draws`` draws of the other sites, five points each.
 
     Args:
-      target_or_model: a NumPyro model (then ``*args`` and ``**kwargs`` are its arguments), or a target of
-        ``vijax.from_numpyro`` or ``vijax.from_tfp`` (then ``**kwargs`` is its batch).
+      target_or_model: a NumPyro model (``*args``, ``**kwargs``: its arguments) or a target (``**kwargs``: its batch).
       key: a PRNG key, for the draws of the other sites and the points.
       force: names of sites that must be conjugate: ArgumentError naming the first that is not.
       num_draws: the number of draws of the other sites (>= 1).
@@ -362,7 +358,6 @@ _gaps_jit = setup_jit(_gaps, static_argnums=(0, 3, 4))
 
 
 def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) -> dict:
-    """``conjugate_sites``'s report, run with float64 enabled."""
     specs = _priors(target, batch, False)
     checked = tuple((n, spec) for n, (spec, _) in specs.items() if spec is not None)
     gaps_of = _gaps_jit(target, key, batch, num_draws, checked)
@@ -402,10 +397,9 @@ def _report(target: Target, key: PRNGKey, batch, num_draws: int, forced: tuple) 
 def complete_conditional(target_or_model: Any, site: str, draws: dict, *args: Any, **kwargs: Any):
     """The closed-form update of a conditionally conjugate site: its complete conditional.
 
-    The coefficients c of the site's statistics in the log-joint, at each draw of the other latent sites, are the
-    natural parameters of p(site | others, data) (Blei, Kucukelbir and McAuliffe 2017, eq. 37), averaged over the
-    draws: with S draws of a fitted q, the Monte Carlo CAVI update E_q[c(others)]. On concrete values it runs in
-    float64 and refuses a site not linear in its statistics; inside ``jit`` or ``vmap`` it does not check.
+    The coefficients c of the site's statistics in the log-joint at each draw of the other sites are the natural
+    parameters of p(site | others, data) (Blei, Kucukelbir and McAuliffe 2017, eq. 37); their mean over S draws of a
+    fitted q is the Monte Carlo CAVI update E_q[c(others)]. Concrete values are checked, in float64; traced ones not.
 
     Args:
       target_or_model: a NumPyro model, or a target, as for :func:`conjugate_sites`.

@@ -73,18 +73,15 @@ class LDA(PytreeModel):
     A local step returns ``suff_stats = (c,)`` (K, V), ``local_params = gamma`` (S, K) and ``local_terms`` such
     that :func:`~vijax.models.conjugate_elbo` is the batch's mean-field ELBO (Blei et al. 2003, eq. 15)::
 
-        local_terms = sum_d ( -KL(Dir(gamma_d) || Dir(alpha 1_K))
-                              + sum_w n_dw sum_k phi_dwk (E[log theta_dk] - log phi_dwk) ).
+        local_terms = sum_d (-KL(Dir(gamma_d) || Dir(alpha 1_K)) + sum_wk n_dw phi_dwk (E[log theta_dk] - log phi_dwk)).
 
     ``"meanfield"``: coordinate ascent per document (Blei et al. 2003, eq. 6-7; Hoffman et al. 2010, Algorithm 2),
     phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw), gamma_dk = alpha + sum_w n_dw phi_dwk, from alpha + N_d / K until
     gamma_d's mean absolute change is below ``tol``, with safeguarded SQUAREM extrapolations (``accelerate``).
-    ``"cvb0"``: the zero-order collapsed update (Asuncion et al. 2009, eq. 5) with beta fixed, g_dwk ∝ (alpha +
-    N_dk - g_dwk) b_kw, as Jacobi sweeps from g_dwk ∝ b_kw; the ELBO is the mean-field one at phi = g, gamma =
-    alpha + N_d.
-    ``"gibbs"``: collapsed Gibbs sampling of every token's topic with beta fixed (Mimno et al. 2012), p(z_dn = k |
-    z_d^{-n}, w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}, averaging the per-slot topic counts after ``gibbs_burn_in``;
-    the ELBO is the mean-field one at the implied phi and gamma.
+    ``"cvb0"``: the zero-order collapsed update (Asuncion et al. 2009, eq. 5), beta fixed, g_dwk ∝ (alpha + N_dk -
+    g_dwk) b_kw, Jacobi sweeps from g_dwk ∝ b_kw; the ELBO is the mean-field one at phi = g, gamma = alpha + N_d.
+    ``"gibbs"``: collapsed Gibbs sampling of each token's topic, beta fixed (Mimno et al. 2012), p(z_dn = k | z_d^{-n},
+    w, b) ∝ (alpha + N_dk^{-n}) b_{k w_dn}, slot counts averaged after ``gibbs_burn_in``; the ELBO at the implied phi.
 
     Args:
       num_topics: K >= 1.
@@ -292,7 +289,6 @@ class LDA(PytreeModel):
             bb = jnp.transpose(jnp.take(b, ids_t, axis=0, mode="clip"), (0, 2, 1))  # (chunks, K, width)
 
             def update_and_objective(gamma):
-                # F(gamma), and the ELBO at gamma, phi optimal: sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha)) + c
                 e_log_theta, kl = _theta_terms(gamma, alpha)
                 e = jnp.exp(e_log_theta)
                 z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, tile_spread(tile, e)), tiny)
@@ -379,7 +375,6 @@ class LDA(PytreeModel):
 
 @jax.jit
 def _start_from(model: LDA, g: Array) -> expfam.Dirichlet:
-    """Dirichlet(init_scale * g) (:meth:`LDA.init_globals`)."""
     return expfam.Dirichlet.from_natural((model.init_scale * g - 1.0,))
 
 
