@@ -352,7 +352,6 @@ class CTM(PytreeModel):
         return jax.vmap(score)(qs, heldout.word_ids, heldout.counts, keys)
 
 
-# ------------------------------------------------------------------ one document
 def _ext(z):
     """(z, 0): the K logits of the K - 1 free coordinates."""
     return jnp.concatenate([z, jnp.zeros(z.shape[:-1] + (1,), z.dtype)], -1)
@@ -434,7 +433,6 @@ def _newton_loop(fn, x0, step_matrices, max_iter):
     return _iterate(update, x0, max_iter)
 
 
-# ------------------------------------------------------------------ Laplace
 def laplace_fit(mu, prec0, a, counts, max_iter):
     """Laplace variational inference for one document: (mode, covariance, counts * phi)."""
     w = jnp.sum(counts)
@@ -460,7 +458,6 @@ def laplace_objective(z, phi, mu, prec0, a, counts):
     return -0.5 * diff @ prec0 @ diff + words - jnp.sum(counts) * logsumexp(_ext(z))
 
 
-# ------------------------------------------------------------------ delta method
 def delta_lse(m, v):
     """The delta method's E_q[lse((z, 0))] for q = N(m, V): lse((m, 0)) + tr(C(m) V) / 2."""
     return logsumexp(_ext(m)) + 0.5 * jnp.sum(softmax_cov(m) * v)
@@ -502,7 +499,6 @@ def delta_fit(mu, prec0, a, counts, max_iter):
     return m, cov_at(m), responsibilities(m, a, counts)
 
 
-# ------------------------------------------------------------------ mean field (Blei & Lafferty)
 def mf_elbo(lam, nu2, zeta, phi, mu, prec0, a, counts):
     """The mean-field CTM bound of one document (Blei & Lafferty 2007, §3), up to the multinomial coefficient."""
     d = lam.shape[0]

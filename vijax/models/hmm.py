@@ -419,7 +419,6 @@ def _jit_viterbi(model: HMM, params: HMMParams, data: HMMData):
 
 
 def _check_sizes(num_states, dtype, width_name: str, width, per_state: str, num_floats) -> None:
-    """The constructor checks of a built-in HMM: K, the dtype, the emission width and the memory."""
     check_int("num_states", num_states)
     check_float_dtype(dtype)
     check_int(width_name, width)
