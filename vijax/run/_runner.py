@@ -48,7 +48,7 @@ class RunResult(NamedTuple):
 
     Attributes:
       state: the final state pytree.
-      trace: ``name -> np.ndarray``, a row per update: ``info``'s leaves by path (``"elbo"``, ``"stats.n"``), ``"step"``.
+      trace: ``name -> np.ndarray`` by update: ``info``'s leaves by path (``"elbo"``, ``"stats.n"``) and ``"step"``.
       evals: ``{"step", "wall_time", **eval_fn(state)}`` dicts, oldest first.
       converged: whether the tolerance rule stopped the run.
       num_steps: the number of updates applied to ``state`` (across resumes).
