@@ -40,10 +40,7 @@ QUANTILE_GRAD_BLOCK = 1024  # log_gamma_quantile_grad of more elements runs in b
 
 
 def log_gamma_quantile_grad(a: Array, log_g: Array) -> Array:
-    """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23), elementwise.
-
-    Above ``QUANTILE_GRAD_BLOCK`` elements, in blocks sorted by a, each iterating only as its largest a needs.
-    """
+    """d log g / d a at fixed u for g = R(u; a), the Gamma(a, 1) quantile (Hoffman & Blei 2015, eq. 23), elementwise."""
     a = jnp.broadcast_to(jnp.asarray(a, log_g.dtype), log_g.shape)
     n, block = log_g.size, QUANTILE_GRAD_BLOCK
     if n <= 2 * block:
@@ -180,7 +177,6 @@ def sample_log_gamma(key: PRNGKey, a: Array) -> Array:
 
     For alpha >= 1, with d = alpha - 1/3 and c = 1 / sqrt(9 d): propose v = (1 + c x)^3, x ~ N(0, 1), accept if v > 0
     and log U < x^2 / 2 + d - d v + d log v; then g = d v. For a < 1, alpha = a + 1 and log g = log g' + log U / a.
-    An element not accepted after ``MAX_GAMMA_ROUNDS`` rounds is NaN.
     """
     a = jnp.asarray(a)
     shape, n = a.shape, a.size

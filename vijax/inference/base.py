@@ -74,9 +74,8 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
 def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "xla", **jit_kwargs) -> Callable:
     """``jax.jit(step)`` whose batch value checks are outputs of the program (a bad batch raises the step's ValueError).
 
-    The first call or ``lower`` picks a mode (``.check_mode()``): ``"collected"`` (bad entries as extra outputs,
-    skipped where every input they read is the ``jax.Array`` that passed last call), ``"checkify"`` (a check inside
-    a ``lax.scan``) or ``"plain"`` (host callbacks). Under a caller's ``jit``, ``vmap`` or ``grad``: ``jax.jit(step)``.
+    The first call or ``lower`` picks ``.check_mode()``: ``"collected"`` (bad entries as outputs, skipped while the
+    inputs read are the arrays that passed last), ``"checkify"`` or ``"plain"`` (host callbacks); traced: ``jax.jit``.
 
     Args:
       step: a function whose checks are ``check_step_batch``'s (an algorithm's ``step``).

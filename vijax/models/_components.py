@@ -749,8 +749,8 @@ class NormalGammaDiagonal(_Gaussian):
 @dataclasses.dataclass(frozen=True, eq=False)
 class NormalWishartFull(_Gaussian):
     """Gaussian x ~ N(mu, Lambda^-1), Lambda ~ Wishart(W0, nu0), mu | Lambda ~ N(m0, (kappa0 Lambda)^-1) (Bishop
-    2006, §10.2): s(x) = (x, -1/2, -x x^T / 2, 1/2) for (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|). ``dof0``
-    defaults to D and ``scale_inv0`` (W0^-1, scikit-learn's ``covariance_prior``) to the identity."""
+    2006, §10.2): s(x) = (x, -1/2, -x x^T / 2, 1/2) for (Lambda mu, mu^T Lambda mu, Lambda, log|Lambda|); W0^-1 is
+    scikit-learn's ``covariance_prior``."""
 
     dim: int
     loc0: Any = 0.0
