@@ -1,5 +1,4 @@
-"""Latent Dirichlet allocation (Blei et al. 2003) as a conditionally conjugate model, with mean-field, CVB0 and
-collapsed Gibbs local steps (the last two with the topics fixed).
+"""Latent Dirichlet allocation (Blei et al. 2003), conditionally conjugate, with mean-field, CVB0 and Gibbs local steps.
 
 The generative process (Hoffman & Blei 2015, eq. 25)::
 
