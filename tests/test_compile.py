@@ -57,3 +57,26 @@ def test_draws_on_host_is_none_for_a_family_numpy_has_no_sampler_for():
         "w": expfam.MultivariateNormal.from_mean_covariance(jnp.zeros(2), jnp.eye(2)),
     }
     assert draws_on_host(q, jax.random.PRNGKey(0), 3) is None
+
+
+def test_jit_step_pauses_the_collector_for_its_first_trace_and_compile_and_restores_it():
+    import gc
+
+    from vijax.inference import jit_step
+
+    seen = []
+
+    def step(key, state, batch):
+        seen.append(gc.isenabled())  # runs while the step is traced
+        return state + batch, None
+
+    fn = jit_step(step)
+    assert gc.isenabled()
+    fn(jax.random.PRNGKey(0), jnp.zeros(2), jnp.ones(2))
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()  # off stays off
+    try:
+        jit_step(step)(jax.random.PRNGKey(0), jnp.zeros(3), jnp.ones(3))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

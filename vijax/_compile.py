@@ -1,28 +1,25 @@
-"""vijax's one compile-tuning policy.
+"""vijax's one compile-tuning policy (docs/decisions.md gives each tuning's end-to-end figure).
 
-vijax compiles with XLA's settings. A user opts in to quicker CPU compiles for the whole process
-with ``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step with
-``vijax.inference.jit_step(step, cpu_compile="quick")`` (its ``compiler_options``:
-:func:`step_cpu_options`). Both only change how XLA compiles for the CPU: the classic elemental
-kernel emitter instead of the MLIR fusion emitters (and, process-wide, no loop unrolling by LLVM). Results are the same up to floating-point
-rounding; GPU and TPU programs are unaffected.
+vijax compiles with XLA's settings. A user opts in to quicker CPU compiles for the whole process with
+``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step with ``jit_step(step, cpu_compile="quick")``
+(:func:`step_cpu_options`): the classic kernel emitter instead of the MLIR fusion emitters (and, process-wide, no
+loop unrolling by LLVM). Results are the same up to rounding; GPU and TPU programs are unaffected. ``jit_step``
+pauses Python's cyclic collector for a step's first trace, lowering and compile (:func:`collection_paused`).
 
-Set-up computations a user waits for once (a NumPyro model's start, ``auto_family``, the start
-checks of ``bbvi`` and ``ngvi``, ``conjugate_sites``' checks) run once on small arrays: their
-compile time is all a user waits for. :func:`setup_jit` compiles them, on a CPU, with the classic
-emitter and LLVM at ``-O0`` (the program's own ``compiler_options``: nothing else in the process
-changes), as module-level functions of the arrays they read, so that JAX's own cache serves a
-repeated call; where a user's model needs concrete values, op by op instead (:func:`jit_or_eager`).
-
-Two kinds of draws are made on the host instead of compiled (JAX's Gamma sampler is a rejection
-loop that XLA compiles for seconds, longer than a small fit's every step; docs/decisions.md): LDA's
-random topics (:func:`gamma_on_host`) and the draws of q that ``ngvi``'s start checks evaluate the
-joint at (:func:`draws_on_host`).
+Set-ups a user waits for once (a NumPyro model's start, ``auto_family``, the start checks of ``bbvi`` and ``ngvi``,
+``conjugate_sites``' checks) run once on small arrays: :func:`setup_jit` compiles them, on a CPU, with the classic
+emitter and LLVM at ``-O0`` (the program's own ``compiler_options``), as module-level functions of the arrays they
+read, so that JAX's cache serves a repeated call; op by op where a user's model needs concrete values
+(:func:`jit_or_eager`). JAX's Gamma sampler is a rejection loop that XLA compiles for seconds, so two kinds of
+draws are made on the host: LDA's random topics (:func:`gamma_on_host`) and the draws of q at which ``ngvi``'s
+start checks evaluate the joint (:func:`draws_on_host`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 from typing import Callable, Optional
 
@@ -106,6 +103,21 @@ def step_cpu_options() -> Optional[dict]:
     if jax.default_backend() != "cpu":
         return None
     return {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 2}
+
+
+@contextlib.contextmanager
+def collection_paused(pause: bool = True):
+    """Python's cyclic garbage collector paused for the block (``pause``), as it was after, also on error:
+    ``jit_step``'s first trace, lowering and compile allocate many objects that live until the program is
+    built, and the collector's full passes over a JAX process's heap would fall inside them."""
+    was = gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 SETUP_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
@@ -208,6 +220,7 @@ def draws_on_host(family, key, num: int):
 
 
 __all__ = [
+    "collection_paused",
     "EXTRA_OPTIONS",
     "draws_on_host",
     "FLAGS",

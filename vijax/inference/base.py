@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import step_cpu_options
+from vijax._compile import collection_paused, step_cpu_options
 from vijax._validate import (
     ArgumentError,
     NestedValueCheck,
@@ -139,7 +139,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
 
     @functools.wraps(step)
     def call(*args, **kwargs):
-        with value_checks(check_values):  # read where the programs are traced
+        with value_checks(check_values), collection_paused(not mode):  # checks read where the programs are traced
             if any(is_tracer(x) for x in jax.tree.leaves((args, kwargs))):
                 return nested(*args, **kwargs)
             choose(*args, **kwargs)
@@ -159,7 +159,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
             return out
 
     def lower(*args, **kwargs):
-        with value_checks(check_values):
+        with value_checks(check_values), collection_paused(not mode):
             lowered = choose(*args, **kwargs)
             extra = gate() if mode[0] == "collected" else ()
             return lowered if lowered is not None else programs[mode[0]].lower(*args, *extra, **kwargs)
