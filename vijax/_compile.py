@@ -1,8 +1,8 @@
 """vijax's one compile-tuning policy (docs/decisions.md gives each tuning's end-to-end figure).
 
 vijax compiles with XLA's settings. A user opts in to quicker CPU compiles for the whole process with
-``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step with ``jit_step(step, cpu_compile="quick")``
-(:func:`step_cpu_options`): the classic kernel emitter instead of the MLIR fusion emitters (and, process-wide, no
+``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step with ``jit_step`` (its default
+``cpu_compile="quick"``: :func:`step_cpu_options`): the classic kernel emitter instead of the MLIR fusion emitters (and, process-wide, no
 loop unrolling by LLVM). Results are the same up to rounding; GPU and TPU programs are unaffected. ``jit_step``
 pauses Python's cyclic collector for a step's first trace, lowering and compile (:func:`collection_paused`).
 

@@ -315,7 +315,7 @@ def test_the_value_check_switch_is_an_argument(fit):
         with_value_checks(alg, "no")
 
 
-# -- compiler options: XLA's settings unless the caller opts in to the quick CPU options
+# -- compiler options: the quick CPU options by default, XLA's settings with cpu_compile="xla"
 _cpu_only = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the quick settings are the CPU's")
 
 
@@ -325,8 +325,8 @@ def test_cpu_compile_quick_compiles_with_step_cpu_options_and_the_same_values(fi
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")  # no emitter flag
     alg, x, state = fit
-    assert jit_step(alg.step).compiler_options() is None  # XLA's settings by default
-    step = jit_step(alg.step, cpu_compile="quick")
+    assert jit_step(alg.step, cpu_compile="xla").compiler_options() is None  # XLA's settings
+    step = jit_step(alg.step)  # the quick options by default
     assert step.compiler_options() == step_cpu_options()
     a, b = state, state
     for t in range(3):

@@ -71,7 +71,7 @@ def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
         )
 
 
-def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "xla", **jit_kwargs) -> Callable:
+def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "quick", **jit_kwargs) -> Callable:
     """``jax.jit(step)`` whose batch value checks are outputs of the program (a bad batch raises the step's ValueError).
 
     The first call or ``lower`` picks ``.check_mode()``: ``"collected"`` (bad entries as outputs, skipped while the
@@ -80,7 +80,8 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "x
     Args:
       step: a function whose checks are ``check_step_batch``'s (an algorithm's ``step``).
       check_values: whether the compiled step checks its batches' values (shapes and dtypes always).
-      cpu_compile: ``"xla"`` (XLA's settings) or ``"quick"`` (on a CPU, ``vijax._compile.step_cpu_options``).
+      cpu_compile: ``"quick"`` (on a CPU whose ``XLA_FLAGS`` leave the emitter open, ``vijax._compile.step_cpu_options``)
+        or ``"xla"`` (XLA's settings).
       **jit_kwargs: passed to ``jax.jit`` (``donate_argnums``, ``compiler_options``, ...).
 
     Returns:

@@ -434,7 +434,9 @@ def make_chunk_fn(
 
             return jax.lax.scan(body, state, (ts, host))
 
-        return jax.jit(chunk) if collect or not checked else jit_step(chunk)
+        return (
+            jax.jit(chunk) if collect or not checked else jit_step(chunk, cpu_compile="xla")
+        )  # the process's settings
 
     return _Chunk(make_jit, consts, step_arrays, checked)
 
