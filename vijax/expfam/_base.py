@@ -296,7 +296,8 @@ def unflatten_params(flat: Array, batch, shapes, sizes) -> Params:
 def dense_inv_fisher_vp(fam: AbstractExpFamily, v: Params, extra: Any = 0.0) -> Params:
     """(hess A + ``extra``)^-1 v by a dense solve per batch element. O(d^3); for families of small d."""
     batch, shapes, sizes = param_layout(fam)
-    x = jnp.linalg.solve(dense_fisher(fam) + extra, flatten_params(v, batch)[..., None])[..., 0]
+    fisher = dense_fisher(fam)
+    x = jnp.linalg.solve(fisher + jnp.broadcast_to(extra, fisher.shape), flatten_params(v, batch)[..., None])[..., 0]
     return unflatten_params(x, batch, shapes, sizes)
 
 
