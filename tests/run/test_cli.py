@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import pytest
@@ -43,6 +44,10 @@ def test_run_writes_results_and_resumes(tmp_path, capsys):
     assert len(metrics["elbo"]) == 120 and metrics["final_elbo"] == metrics["elbo"][-1]
     assert metrics["converged"] is False and metrics["wall_time"] > 0
     assert [e["step"] for e in metrics["evals"]] == [40, 80, 120]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for name in ("metrics.json", "config.yaml"):  # the umask's mode, as any tool's output
+        assert (out / name).stat().st_mode & 0o777 == 0o666 & ~umask
     assert metrics["summary"]["seed"] == 1 and metrics["summary"]["distance"] < 0.5
     assert (out / "elbo.png").read_bytes()[:8] == PNG_MAGIC
     assert (out / "toy.txt").exists() and (out / "config.yaml").exists()

@@ -91,6 +91,9 @@ def test_checkpoint_checksum_and_directory_fsync(tmp_path, monkeypatch):
     )
     with np.load(path) as f:
         assert len(str(f["__checksum__"])) == 64
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask  # as any tool's output (mkstemp's would be 0600)
     if os.path.isdir("/proc/self/fd"):
         assert synced[-2:] == [False, True]  # the file, then the folder after the rename
     ck = _checkpoint.load_checkpoint(path, {"a": jnp.zeros(4)})

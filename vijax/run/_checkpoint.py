@@ -12,7 +12,7 @@ import io
 import json
 import os
 import re
-import tempfile
+import uuid
 import warnings
 from typing import Any, Iterator, Mapping, NamedTuple, Optional
 
@@ -192,9 +192,9 @@ def save_checkpoint(
     arrays["__meta__"] = np.array(json.dumps(meta))
     arrays["__checksum__"] = np.array(_checksum(arrays))
     final = checkpoint_path(directory, step)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt_", suffix=".tmp")
+    tmp = os.path.join(directory, f".ckpt_{uuid.uuid4().hex}.tmp")  # the umask's mode (0644), not mkstemp's 0600
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "xb") as f:
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())

@@ -15,7 +15,7 @@ import importlib
 import json
 import os
 import sys
-import tempfile
+import uuid
 from typing import Optional, Sequence
 
 import numpy as np
@@ -62,8 +62,10 @@ def default_config() -> dict:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp_")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    tmp = os.path.join(
+        os.path.dirname(path) or ".", f".tmp_{uuid.uuid4().hex}"
+    )  # the umask's mode, as any tool's output
+    with open(tmp, "x", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
 
