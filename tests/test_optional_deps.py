@@ -188,3 +188,22 @@ def test_an_experiment_that_reports_psis_does_not_start_without_arviz(tmp_path, 
     err = capsys.readouterr().err
     assert "PSIS k-hat" in err and "pip install 'vijax-toolkit[arviz]'" in err and "Traceback" not in err
     assert not (out / "metrics.json").exists() and not (out / "checkpoints").exists()
+
+
+@pytest.mark.parametrize(
+    "config, module, extra",
+    [("gmm_cavi_vs_nuts.yaml", "numpyro", "numpyro"), ("gpc_digits.yaml", "sklearn", "datasets")],
+)
+def test_an_experiment_whose_package_is_missing_names_its_extra_before_it_starts(
+    tmp_path, monkeypatch, capsys, config, module, extra
+):
+    from vijax.run import import_builtin_experiments, main
+
+    import_builtin_experiments()
+    _block(monkeypatch, module)
+    out = tmp_path / "out"
+    args = ["run", str(ROOT / "configs" / config), "--out", str(out), "--no-progress", "--no-compile-cache"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"pip install 'vijax-toolkit[{extra}]'" in err and "Traceback" not in err
+    assert not (out / "metrics.json").exists() and not (out / "checkpoints").exists()

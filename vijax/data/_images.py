@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import check_bool, check_draw_args, check_int, check_scalar
-from vijax.data._uci import split_train_test
+from vijax.data._uci import sklearn_datasets, split_train_test
 from vijax.types import Array, PRNGKey
 
 
@@ -42,13 +42,11 @@ def load_digits_images(
         >>> d.x_train.shape, d.x_test.shape, d.image_shape, sorted(set(d.x_train.ravel().tolist()))
         ((1438, 64), (359, 64), (8, 8), [0.0, 1.0])
     """
-    from sklearn.datasets import load_digits as sk  # deferred: scikit-learn is slow to import
-
     check_int("seed", seed, minimum=0)
     check_scalar("test_fraction", test_fraction, low=0.0, high=1.0, include_high=False)
     check_bool("binarize", binarize)
     check_scalar("threshold", threshold, low=0.0, high=1.0, include_high=False)
-    d = sk()
+    d = sklearn_datasets().load_digits()
     x = d.data / 16.0
     if binarize:
         x = (x > threshold).astype(np.float64)

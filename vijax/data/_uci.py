@@ -153,11 +153,20 @@ def split_train_test(x, y, seed: int, test_fraction: float):
     return x[tr], y[tr], x[te], y[te]
 
 
+def sklearn_datasets():
+    """``sklearn.datasets``, or an ImportError naming the extra that installs scikit-learn."""
+    try:
+        from sklearn import datasets  # deferred: scikit-learn is slow to import
+    except ImportError as e:
+        raise ImportError(
+            "this data set is scikit-learn's: pip install 'vijax-toolkit[datasets]'", name="sklearn"
+        ) from e
+    return datasets
+
+
 def load_breast_cancer(labels: str = "pm1", seed: int = 0, test_fraction: float = 0.2) -> BinaryData:
     """scikit-learn's Wisconsin breast cancer (+1 = benign), standardised by the training split."""
-    from sklearn.datasets import load_breast_cancer as sk
-
-    d = sk()
+    d = sklearn_datasets().load_breast_cancer()
     xtr, ytr, xte, yte = split_train_test(d.data, np.where(d.target == 1, 1, -1), seed, test_fraction)
     mu, sd = xtr.mean(0), xtr.std(0)
     sd = np.where(sd > 0, sd, 1.0)
@@ -166,9 +175,7 @@ def load_breast_cancer(labels: str = "pm1", seed: int = 0, test_fraction: float 
 
 def load_digits_3v5(labels: str = "pm1", seed: int = 0, test_fraction: float = 0.2) -> BinaryData:
     """scikit-learn's 8x8 digits, 3 (+1) vs 5 (-1), pixels scaled from [0, 16] to [-1, 1]."""
-    from sklearn.datasets import load_digits as sk
-
-    d = sk()
+    d = sklearn_datasets().load_digits()
     keep = (d.target == 3) | (d.target == 5)
     x = d.data[keep] / 8.0 - 1.0
     y = np.where(d.target[keep] == 3, 1, -1)

@@ -41,9 +41,9 @@ from ._runner import RunConfig, RunResult, run
 from ._yaml import dump_yaml
 
 EXIT_OK, EXIT_CANNOT_START, EXIT_UNTRUSTED = 0, 2, 3
-# the modules of the extras `arviz` and `plots`: an experiment that cannot start without one raises
-# an ImportError whose name is the module and whose message names the extra
-OPTIONAL_MODULES = ("arviz", "matplotlib")
+# the modules of the extras `arviz`, `plots`, `numpyro` and `datasets`: an experiment that cannot start
+# without one raises an ImportError whose name is the module and whose message names the extra
+OPTIONAL_MODULES = ("arviz", "matplotlib", "numpyro", "sklearn")
 DEFAULT_EXPERIMENT = "dp_bernoulli"
 
 

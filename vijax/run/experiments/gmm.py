@@ -356,6 +356,12 @@ def _plot_nuts(path, cavi: tuple, nuts: dict) -> None:
 def build_cavi_vs_nuts(sections: dict, seed: int) -> Experiment:
     """Blei et al. 2017, Fig. 6: CAVI against NUTS (NumPyro) on a Gaussian mixture, held-out log
     predictive against wall time"""
+    try:
+        import numpyro  # noqa: F401 - NUTS runs after CAVI's fit: checked before anything starts
+    except ImportError as e:
+        raise ImportError(
+            "gmm_cavi_vs_nuts compares with NUTS: pip install 'vijax-toolkit[numpyro]'", name="numpyro"
+        ) from e
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     n_tr, n_te = d["num_train"], d["num_test"]
     full = _simulation(d, seed)
