@@ -2,9 +2,10 @@
 
 vijax compiles with XLA's settings. A user opts in to quicker CPU compiles for the whole process with
 ``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step with ``jit_step`` (its default
-``cpu_compile="quick"``: :func:`step_cpu_options`): the classic kernel emitter instead of the MLIR fusion emitters (and, process-wide, no
-loop unrolling by LLVM). Results are the same up to rounding; GPU and TPU programs are unaffected. ``jit_step``
-pauses Python's cyclic collector for a step's first trace, lowering and compile (:func:`collection_paused`).
+``cpu_compile="quick"``: :func:`step_cpu_options`): the classic kernel emitter instead of the MLIR fusion
+emitters (and, process-wide, no loop unrolling by LLVM). Results are the same up to rounding; GPU and TPU
+programs are unaffected. ``jit_step`` pauses Python's cyclic collector for a step's first trace, lowering and
+compile (:func:`collection_paused`).
 
 Set-ups a user waits for once (a NumPyro model's start, ``auto_family``, the start checks of ``bbvi`` and ``ngvi``,
 ``conjugate_sites``' checks) run once on small arrays: :func:`setup_jit` compiles them, on a CPU, with the classic
@@ -184,6 +185,14 @@ def gamma_on_host(key, shape: tuple, concentration: float, rate: float, dtype):
     return jax.device_put(draw(data))
 
 
+def host_rng(key, *stream: int):
+    """A NumPy generator seeded with a concrete key's words (and ``stream``): host draws that a key decides."""
+    import jax
+    import numpy as np
+
+    return np.random.default_rng([*np.asarray(jax.random.key_data(key), np.uint32).ravel().tolist(), *stream])
+
+
 def draws_on_host(family, key, num: int):
     """``num`` draws of each Normal, Gamma, Beta or Dirichlet family of the pytree ``family``, stacked on a
     leading axis, by NumPy's generator seeded with a concrete key's words; None where another family is
@@ -193,7 +202,7 @@ def draws_on_host(family, key, num: int):
 
     from vijax import expfam
 
-    rng = np.random.default_rng(np.random.SeedSequence([*np.asarray(jax.random.key_data(key)).ravel().tolist(), 1]))
+    rng = host_rng(key, 1)  # a stream apart from the start checks' directions (stream 0)
 
     def draw(f):  # from the natural parameters, in NumPy (a family's properties would compile a program each)
         eta = [np.asarray(x, np.float64) for x in jax.tree_util.tree_leaves(f)]
@@ -226,6 +235,7 @@ __all__ = [
     "FLAGS",
     "fast_cpu_compile",
     "gamma_on_host",
+    "host_rng",
     "jit_or_eager",
     "setup_jit",
     "step_cpu_options",

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vijax._compile import setup_jit
+from vijax._compile import host_rng, setup_jit
 from vijax._validate import (
     ArgumentError,
     batch_size,
@@ -214,7 +214,7 @@ def check_start(key, batch, sample, q, mean_of, joint, log_density, has_prior: b
         return
     mean_of, v = None if batch is None else mean_of, None
     if log_density is not None:
-        rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+        rng = host_rng(key)
         z = jax.eval_shape(lambda k: sample(q, k), key) if callable(sample) else sample
         v = jax.tree_util.tree_map(lambda x: rng.standard_normal(x.shape).astype(x.dtype), z)
     try:
