@@ -13,10 +13,11 @@ Schedule = Callable[[Array], Array]  # step count (int32 scalar) -> step size
 
 def tfp_jax():
     """TensorFlow Probability's JAX substrate, imported at its first use (``to_tfp``, bijectors,
-    TFP distributions), so that ``import vijax`` does not import TFP."""
-    import tensorflow_probability.substrates.jax as tfp
+    TFP distributions), so that ``import vijax`` does not import TFP; a broken TFP install (tfp-nightly
+    beside tensorflow-probability) raises an ImportError naming the command that mends it."""
+    from vijax._validate import tfp_substrate
 
-    return tfp
+    return tfp_substrate()
 
 
 __all__ = ["Array", "PRNGKey", "PyTree", "Scalar", "Schedule", "tfp_jax"]

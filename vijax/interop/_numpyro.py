@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import inspect
 from typing import Any, Callable, Mapping, Optional
 
@@ -17,15 +16,8 @@ from jax.extend.core import Literal
 from vijax._compile import jit_or_eager, setup_jit
 from vijax.interop._target import Site, Target, check_batch, traced_once
 from vijax.models import filter_jit
-from vijax._validate import ArgumentError, is_tracer
+from vijax._validate import ArgumentError, is_tracer, require
 from vijax.types import Array
-
-
-def _require(module: str, message: str) -> None:
-    try:
-        importlib.import_module(module)
-    except ImportError as err:  # pragma: no cover - an optional dependency
-        raise ImportError(message) from err
 
 
 def support_kind(support: Any) -> str:
@@ -651,7 +643,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         >>> round(float(target.constrain({"mu": 0.0, "sigma": 0.0})["sigma"]), 6)  # exp(0)
         1.0
     """
-    _require("numpyro", "vijax.from_numpyro needs NumPyro: pip install numpyro")
+    require("numpyro", "numpyro", "vijax.from_numpyro")
     from numpyro import handlers
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import log_density, potential_energy, transform_fn
@@ -674,7 +666,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
             + (f" or summed out: {list(summed)})" if summed else ")"),
         )
     if summed:
-        _require("funsor", f"site {summed[0]!r} is summed out by enumeration, which needs funsor: pip install funsor")
+        require("funsor", "numpyro", f"site {summed[0]!r}, summed out by enumeration,")
     nesting = start["nesting"]
     transforms = {n: biject_to(start["supports"][n]) for n in latent}
     shapes = {n: tuple(jnp.shape(start["values"][n])) for n in latent}
