@@ -706,3 +706,21 @@ def test_a_batch_size_that_cannot_fit_in_memory_is_named_at_construction():
     with pytest.raises(ValueError, match=r"^batch_size asks for an array of .* more than the .* bytes of memory"):
         Minibatcher(c, 10**12, seed=0)
     assert Minibatcher(c, 64, seed=0).step_batch(0).counts.shape[0] == 64
+
+
+def test_lognormal_document_lengths_match_their_mean_and_spread(tmp_path):
+    """doc_length_log_sd = sigma: each document's Poisson rate is doc_length_mean times a mean-1
+    lognormal, so the lengths keep their mean (5 standard errors) and log N_d spreads with sd about
+    sigma (Poisson noise adds var about 1/200 at these lengths); the streamed file holds the same
+    documents; sigma = 0 is the plain Poisson."""
+    mean, sigma, d = 200.0, 0.9, 3000
+    s = sample_lda_corpus(0, d, 3, 40, doc_length_mean=mean, doc_length_log_sd=sigma)
+    n = s.corpus.doc_lengths
+    se = np.sqrt(mean + mean**2 * (np.exp(sigma**2) - 1)) / np.sqrt(d)
+    assert abs(n.mean() - mean) < 5 * se
+    assert abs(np.log(n[n > 0]).std() - sigma) < 0.05
+    assert np.log(sample_lda_corpus(0, d, 3, 40, doc_length_mean=mean).corpus.doc_lengths).std() < 0.1
+    w = write_lda_corpus_npz(tmp_path / "c.npz", 0, d, 3, 40, doc_length_mean=mean, doc_length_log_sd=sigma)
+    assert np.array_equal(w.corpus.word_ids, s.corpus.word_ids) and np.array_equal(w.corpus.doc_ptr, s.corpus.doc_ptr)
+    with pytest.raises(ValueError, match="doc_length_log_sd"):
+        sample_lda_corpus(0, 5, 2, 10, doc_length_log_sd=-1.0)

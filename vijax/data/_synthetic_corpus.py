@@ -48,9 +48,10 @@ class _Setup(NamedTuple):
     topic_cdf: np.ndarray
     alpha: np.ndarray
     doc_length_mean: float
+    doc_length_log_sd: float
 
 
-def _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean) -> _Setup:
+def _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean, doc_length_log_sd=0.0) -> _Setup:
     check_int("num_docs", num_docs, 0)
     check_int("num_topics", num_topics, 1)
     check_int("vocab_size", vocab_size, 1)
@@ -58,12 +59,15 @@ def _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean) -
         raise ArgumentError(
             "doc_length_mean", f"doc_length_mean must be non-negative, got {doc_length_mean!r}", value=doc_length_mean
         )
+    check_scalar("doc_length_log_sd", doc_length_log_sd, low=0.0, high=None, include_low=True)
     alpha = _concentration("alpha", alpha, num_topics)
     eta = _concentration("eta", eta, vocab_size)
     entropy = seed_entropy(key)
     rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
     topics = rng.dirichlet(eta, size=num_topics)
-    return _Setup(entropy, int(num_docs), topics, _flat_cdf(topics), alpha, float(doc_length_mean))
+    return _Setup(
+        entropy, int(num_docs), topics, _flat_cdf(topics), alpha, float(doc_length_mean), float(doc_length_log_sd)
+    )
 
 
 def _lda_blocks(setup: _Setup) -> Iterator[tuple[np.ndarray, Corpus]]:
@@ -73,7 +77,10 @@ def _lda_blocks(setup: _Setup) -> Iterator[tuple[np.ndarray, Corpus]]:
         n = min(LDA_BLOCK_DOCS, setup.num_docs - start)
         rng = np.random.default_rng(np.random.SeedSequence(setup.entropy, spawn_key=(1, b)))
         theta = rng.dirichlet(setup.alpha, size=n)
-        lengths = rng.poisson(setup.doc_length_mean, size=n)
+        mean, sd = setup.doc_length_mean, setup.doc_length_log_sd
+        if sd > 0:  # a Poisson-lognormal: the rate's log is normal, its mean doc_length_mean
+            mean = mean * rng.lognormal(-0.5 * sd**2, sd, size=n)
+        lengths = rng.poisson(mean, size=n)
         tok_doc = np.repeat(np.arange(n), lengths)
         z = _categorical_rows(_flat_cdf(theta), tok_doc, tok_doc + rng.random(tok_doc.size), num_topics)
         # words drawn in increasing order of their search key: the look-ups walk the (K * V) table forwards
@@ -95,6 +102,7 @@ def sample_lda_corpus(
     alpha=0.1,
     eta=0.01,
     doc_length_mean: float = 100.0,
+    doc_length_log_sd: float = 0.0,
     vocab: Optional[Sequence[str]] = None,
 ) -> LDASample:
     """A corpus drawn from latent Dirichlet allocation, with its true topics and proportions.
@@ -107,6 +115,8 @@ def sample_lda_corpus(
       alpha: document-topic concentration, scalar or (K,).
       eta: topic-word concentration, scalar or (V,).
       doc_length_mean: mean of the Poisson number of tokens per document (empty documents are kept).
+      doc_length_log_sd: 0, or sigma > 0: each document's Poisson rate is doc_length_mean times a lognormal of log-mean
+        -sigma^2 / 2 and log-sd sigma (mean 1), heavy-tailed lengths like real articles' (Wikipedia's: sigma near 0.9).
       vocab: optional V words for the corpus.
 
     Returns:
@@ -117,7 +127,7 @@ def sample_lda_corpus(
       >>> s.corpus.num_docs, s.topics.shape, s.doc_topics.shape
       (20, (3, 50), (20, 3))
     """
-    setup = _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean)
+    setup = _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean, doc_length_log_sd)
     thetas, lengths, ids, counts = [np.zeros((0, num_topics))], [], [], []
     for theta, block in _lda_blocks(setup):
         thetas.append(theta)
@@ -142,6 +152,7 @@ def write_lda_corpus_npz(
     alpha=0.1,
     eta=0.01,
     doc_length_mean: float = 100.0,
+    doc_length_log_sd: float = 0.0,
     vocab: Optional[Sequence[str]] = None,
     save_doc_topics: bool = True,
 ) -> LDASample:
@@ -151,7 +162,7 @@ def write_lda_corpus_npz(
     Returns:
       ``LDASample`` whose corpus and doc_topics are memory-mapped from the file (topics in memory, and stored).
     """
-    setup = _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean)
+    setup = _setup(key, num_docs, num_topics, vocab_size, alpha, eta, doc_length_mean, doc_length_log_sd)
     extra = {"doc_topics": (np.float32, (num_topics,))} if save_doc_topics else {}
     with CorpusWriter(path, vocab_size, vocab, extra_streams=extra, extra_arrays={"topics": setup.topics}) as writer:
         for theta, block in _lda_blocks(setup):
