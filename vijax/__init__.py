@@ -12,7 +12,7 @@ program pays only for the layers it touches.
 
 from vijax._lazy import attach_stub
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # the names of __init__.pyi, each loaded from its module at its first use (vijax._lazy)
 __getattr__, __dir__, __all__ = attach_stub(__name__, __file__)
