@@ -64,11 +64,8 @@ def check_site(msg: dict, plates: dict) -> None:
 
     name = msg["name"]
     if msg["type"] == "param":
-        raise ArgumentError(
-            "model",
-            f"site {name!r}: a numpyro.param in the model; vijax fits distributions over sample sites "
-            "(make it a sample site with a prior, or pass its value as an argument)",
-        )
+        _check_param(msg, plates)
+        return
     fn = msg["fn"]
     if fn.support.is_discrete:
         if enumerated(msg):
@@ -104,6 +101,36 @@ def check_site(msg: dict, plates: dict) -> None:
             f"site {name!r}: NumPyro has no bijector onto its support {fn.support} "
             f"({type(fn).__name__}); vijax cannot fit it",
         ) from err
+
+
+def _check_param(msg: dict, plates: dict) -> None:
+    """Raises ArgumentError naming a ``numpyro.param`` vijax cannot fit: a start that is a function of a key, one
+    inside a subsampled plate, or a constraint NumPyro has no bijector onto."""
+    from numpyro.distributions.transforms import biject_to
+
+    name, init = msg["name"], msg["args"][0] if msg["args"] else None
+    if init is None or callable(init):
+        raise ArgumentError(
+            "model", f"site {name!r}: a numpyro.param whose start is not an array; give its init_value as an array"
+        )
+    for frame in msg["cond_indep_stack"]:
+        if frame.name in plates:
+            raise ArgumentError(
+                "model", f"site {name!r}: a numpyro.param inside the subsampled plate {frame.name!r} is not supported"
+            )
+    try:
+        biject_to(param_constraint(msg))
+    except NotImplementedError as err:
+        raise ArgumentError(
+            "model", f"site {name!r}: NumPyro has no bijector onto its constraint {param_constraint(msg)}"
+        ) from err
+
+
+def param_constraint(msg: dict) -> Any:
+    """A ``numpyro.param`` message's constraint (``constraints.real`` where none is given)."""
+    from numpyro.distributions import constraints
+
+    return msg["kwargs"].get("constraint", constraints.real)
 
 
 def plate_nesting(trace: dict) -> int:
@@ -312,7 +339,10 @@ def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
         if msg["type"] == "sample" and msg["is_observed"]:
             check_observed_shape(msg)
             return None
-        if msg["type"] == "param" or (msg["type"] == "sample" and not msg["is_observed"]):
+        if msg["type"] == "param":
+            check_site(msg, plates)
+            return jnp.asarray(msg["args"][0])
+        if msg["type"] == "sample" and not msg["is_observed"]:
             check_site(msg, plates)
             if enumerated(msg):
                 return first_support_value(msg["fn"], tuple(msg["kwargs"].get("sample_shape", ())))
@@ -528,6 +558,7 @@ def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
         supports = {n: trace[n]["fn"].support for n in latent}
         init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
         init_params = {n: jnp.asarray(init[n]) for n in latent}
+        params = {n: (m["value"], param_constraint(m)) for n, m in trace.items() if m["type"] == "param"}
         sample = {n: m for n, m in trace.items() if m["type"] == "sample"}
         checked = {
             "starts": {n: (trace[n]["fn"], values[n], init_params[n]) for n in latent},
@@ -551,6 +582,7 @@ def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
         "supports": supports,
         "values": values,
         "init_params": init_params,
+        "params": params,
         "checked": checked,
     }
 
@@ -616,7 +648,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     A batch is None or a dict: entries named after the model's arguments replace them; the entry named after a
     subsampled plate (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices (required). A
     discrete latent site of finite support marked ``infer={"enumerate": "parallel"}`` is summed out (needs funsor)
-    and listed in the target's ``enumerated``. NumPyro's calls run with JAX's rank promotion allowed.
+    and listed in the target's ``enumerated``. A ``numpyro.param`` is listed in the target's ``params``: a batch
+    may give its value under its name (else it is at its ``init_value``). NumPyro's calls run with JAX's rank
+    promotion allowed.
 
     Args:
       model: a function of NumPyro primitives, called as ``model(*args, **kwargs)``.
@@ -625,8 +659,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       A :class:`~vijax.interop.Target`, its ``init_params`` NumPyro's ``init_to_median`` (15 prior draws).
 
     Raises:
-      ValueError: naming the site (discrete and not summed out, no bijector, a ``numpyro.param``, a latent site in a
-        subsampled plate, bad observed values, a start or scale not finite) or the plate or ``batch`` (bad indices).
+      ValueError: naming the site (discrete and not summed out, no bijector, a ``numpyro.param`` without an array
+        start, a latent site or param in a subsampled plate, bad observed values, a start or scale not finite) or
+        the plate or ``batch`` (bad indices).
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:
@@ -675,14 +710,23 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         n: Site(n, shapes[n], tuple(transforms[n].inverse_shape(shapes[n])), support_kind(supports[n]), supports[n])
         for n in latent
     }
+    param_values = {n: v for n, (v, _) in start["params"].items()}  # the params' starts, constrained
+    param_maps = {n: biject_to(c) for n, (_, c) in start["params"].items()}
+    params = {
+        n: Site(n, tuple(jnp.shape(v)), tuple(param_maps[n].inverse_shape(jnp.shape(v))), support_kind(c), c)
+        for n, (v, c) in start["params"].items()
+    }
+    param_init = {n: jnp.asarray(param_maps[n].inv(v)) for n, v in param_values.items()}
 
-    def call(batch):  # (the model with the batch's plate indices substituted, its args, its kwargs)
-        data = check_batch(batch, None if takes_any else named, plates, "batch", ranges=True)
-        indices = {p: data.pop(p) for p in plates}
+    def call(batch):  # (the model with the batch's plate indices and params substituted, its args, its kwargs)
+        keys = None if takes_any else named + tuple(params)
+        data = check_batch(batch, keys, plates, "batch", ranges=True)
+        fixed = {p: data.pop(p) for p in plates}
+        fixed.update({n: data.pop(n, v) for n, v in param_values.items()})
         bound = signature.bind_partial(*args, **kwargs)
         bound.arguments.update({k: v for k, v in data.items() if k in signature.parameters})
         extra = {k: v for k, v in data.items() if k not in signature.parameters}
-        fn = handlers.substitute(model, data=indices) if indices else model
+        fn = handlers.substitute(model, data=fixed) if fixed else model
         return fn, bound.args, {**bound.kwargs, **extra}
 
     def log_prob(params, batch=None):
@@ -702,7 +746,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
 
     def transform(params_u):
         with jax.numpy_rank_promotion("allow"):
-            params = transform_fn(transforms, params_u)
+            params = transform_fn({**transforms, **param_maps}, params_u)
             log_det = sum(
                 jnp.sum(transforms[n].log_abs_det_jacobian(jnp.asarray(params_u[n]), params[n])) for n in sites
             )
@@ -710,11 +754,11 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
 
     def unconstrain(params):
         with jax.numpy_rank_promotion("allow"):
-            return transform_fn(transforms, params, invert=True)
+            return transform_fn({**transforms, **param_maps}, params, invert=True)
 
     fns = traced_once(log_prob), traced_once(log_density_u), transform, unconstrain
-    keys = None if takes_any else named
-    return Target(*fns, sites, start["init_params"], plates, keys, "numpyro", call, summed)
+    keys = None if takes_any else named + tuple(params)
+    return Target(*fns, sites, start["init_params"], plates, keys, "numpyro", call, summed, params, param_init)
 
 
 __all__ = ["enum_model", "enumerated", "from_numpyro", "marginal_log_prob", "plate_nesting", "support_kind"]

@@ -55,6 +55,9 @@ class Target:
       library: ``"numpyro"`` or ``"tfp"``.
       bind: ``batch -> (model, args, kwargs)`` (NumPyro) or ``(joint_dist, observed)`` (TFP) at that batch.
       enumerated: the discrete latent sites summed out of ``log_prob`` and ``log_density`` (not in ``sites``).
+      params: name -> :class:`Site` of each ``numpyro.param`` (a point, not a distribution: no prior, no Jacobian).
+        A batch gives their constrained values under their names; where it does not, each is at its start.
+      param_init: the params' unconstrained starts (the model's ``init_value``).
     """
 
     log_prob: Callable[[PyTree, Any], Array]
@@ -68,6 +71,8 @@ class Target:
     library: str
     bind: Optional[Callable[[Any], tuple]] = None
     enumerated: tuple[str, ...] = ()
+    params: Mapping[str, Site] = dataclasses.field(default_factory=dict)
+    param_init: dict = dataclasses.field(default_factory=dict)
 
     def constrain(self, params_u: PyTree) -> dict:
         """The constrained values of unconstrained ``params_u`` (a dict keyed by site name)."""
