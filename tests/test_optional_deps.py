@@ -68,7 +68,9 @@ def test_every_layer_and_the_experiments_import_without_arviz_and_matplotlib_and
     lines = done.stdout.splitlines()
     count, attempts = lines[0].split(" ", 1)
     assert int(count) >= 20 and attempts == "[]", done.stdout
-    assert lines[1] == "to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]' ['arviz']", done.stdout
+    assert lines[1] == 'to_arviz needs arviz, which is not installed: pip install "vijax-toolkit[arviz]" [\'arviz\']', (
+        done.stdout
+    )
 
 
 def test_to_arviz_and_psis_without_arviz_name_the_extra(monkeypatch):
@@ -76,12 +78,14 @@ def test_to_arviz_and_psis_without_arviz_name_the_extra(monkeypatch):
     from vijax.metrics import psis
 
     _block(monkeypatch, "arviz")
-    with pytest.raises(ImportError, match=r"to_arviz needs ArviZ: pip install 'vijax-toolkit\[arviz\]'") as e:
+    with pytest.raises(
+        ImportError, match=r'to_arviz needs arviz, which is not installed: pip install "vijax-toolkit\[arviz\]"'
+    ) as e:
         vijax.to_arviz({"w": np.zeros((20, 2))})
     assert e.value.name == "arviz"
     # any input, equal weights included (the one case that needs no fit), so a missing ArviZ shows at once
     for lw in (np.linspace(-3.0, 0.0, 50), np.zeros(50)):
-        with pytest.raises(ImportError, match=r"psis needs ArviZ.*vijax-toolkit\[arviz\]"):
+        with pytest.raises(ImportError, match=r"psis \(ArviZ's psislw\) needs arviz.*vijax-toolkit\[arviz\]"):
             psis(lw)
     with pytest.raises(ValueError, match="log_weights"):  # the arguments are still checked first
         psis(np.zeros(3))
@@ -105,7 +109,7 @@ def test_vijax_run_without_matplotlib_writes_the_results_and_says_once_the_plots
     assert main(["run", _toy_config(tmp_path), "--out", str(out), "--no-progress", "--no-compile-cache"]) == 0
     captured = capsys.readouterr()
     assert captured.err.count("plots (elbo.png and the experiment's figures) were skipped") == 1, captured.err
-    assert "pip install 'vijax-toolkit[plots]'" in captured.err and "Traceback" not in captured.err
+    assert 'pip install "vijax-toolkit[plots]"' in captured.err and "Traceback" not in captured.err
     assert "plots skipped: no matplotlib" in captured.out
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["num_steps"] == 40 and (out / "config.yaml").is_file() and (out / "checkpoints").is_dir()
@@ -186,7 +190,7 @@ def test_an_experiment_that_reports_psis_does_not_start_without_arviz(tmp_path, 
     args = ["run", str(ROOT / "configs" / "mean_field_gaussian.yaml"), "--out", str(out), "--no-progress"]
     assert main(args + ["--no-compile-cache"]) == 2
     err = capsys.readouterr().err
-    assert "PSIS k-hat" in err and "pip install 'vijax-toolkit[arviz]'" in err and "Traceback" not in err
+    assert "PSIS k-hat" in err and 'pip install "vijax-toolkit[arviz]"' in err and "Traceback" not in err
     assert not (out / "metrics.json").exists() and not (out / "checkpoints").exists()
 
 
@@ -205,5 +209,125 @@ def test_an_experiment_whose_package_is_missing_names_its_extra_before_it_starts
     args = ["run", str(ROOT / "configs" / config), "--out", str(out), "--no-progress", "--no-compile-cache"]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert f"pip install 'vijax-toolkit[{extra}]'" in err and "Traceback" not in err
+    assert f'pip install "vijax-toolkit[{extra}]"' in err and "Traceback" not in err
     assert not (out / "metrics.json").exists() and not (out / "checkpoints").exists()
+
+
+def test_require_returns_the_module_or_names_what_needs_it_and_the_extra(monkeypatch, tmp_path):
+    from vijax._validate import install_line, require
+
+    assert require("json", "none", "this test") is json
+    _block(monkeypatch, "numpyro")
+    with pytest.raises(ImportError, match="^from_x needs numpyro, which is not installed: ") as e:
+        require("numpyro.infer", "numpyro", "from_x")
+    assert e.value.name == "numpyro" and str(e.value).endswith(install_line("numpyro"))
+    assert install_line("numpyro") == 'pip install "vijax-toolkit[numpyro]"'
+    # installed, but its own import of something else fails: said so, with the failing import
+    (tmp_path / "broken_pkg_for_require.py").write_text("import no_such_module_for_require\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="broken_pkg_for_require is installed but fails to import .*no_such_mod"):
+        require("broken_pkg_for_require", "nn", "from_x")
+
+
+def _shipped_extras() -> dict[str, dict]:
+    """shipped config -> the extras its experiment needs there (the CLI's ``experiment_extras``)."""
+    from vijax.run import import_builtin_experiments, load_config, resolve_config, shipped_configs
+    from vijax.run._cli import experiment_extras
+
+    import_builtin_experiments()
+    return {name: experiment_extras(load_config(resolve_config(name))) for name in shipped_configs()}
+
+
+def test_every_shipped_config_that_needs_an_extra_names_it_before_any_work(tmp_path, monkeypatch, capsys):
+    """Each shipped config whose experiment needs an extra, with that extra's module missing: ``vijax
+    run`` exits 2 with the extra's install line and writes nothing (the check runs before the build)."""
+    from vijax._validate import EXTRA_MODULES
+    from vijax.run import _cli, main
+
+    needing = {name: extras for name, extras in _shipped_extras().items() if extras}
+    assert {"gmm_cavi_vs_nuts", "eight_schools", "gpc_digits", "vae_digits", "bayes_last_layer"} <= set(needing)
+    assert "gpc_sonar" not in needing and "gmm_simulation" not in needing
+    built = []
+    monkeypatch.setattr(_cli, "build_experiment", lambda config: built.append(config) or None)
+    for name, extras in needing.items():
+        for extra in extras:
+            with monkeypatch.context() as m:
+                _block(m, EXTRA_MODULES[extra])
+                out = tmp_path / f"{name}-{extra}"
+                assert main(["run", name, "--out", str(out), "--no-progress", "--no-compile-cache"]) == 2, name
+            err = capsys.readouterr().err
+            assert f'needs {EXTRA_MODULES[extra]}, which is not installed: pip install "vijax-toolkit[{extra}]"' in err
+            assert "Traceback" not in err and not out.exists(), (name, err)
+    assert built == []
+
+
+# the modules the required dependencies provide (pyproject.toml's dependencies)
+REQUIRED = {"jax", "jaxlib", "optax", "chex", "tensorflow_probability", "numpy", "scipy", "tqdm", "yaml", "vijax"}
+
+
+def _optional_imports(tree: ast.AST) -> tuple[set, set]:
+    """(modules a module imports outside ``try: ... except ImportError``, those under one): ``import m``,
+    ``from m import x`` and ``require("m", ...)``, by top-level name; relative imports as ``.name``."""
+    guarded_nodes = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            "ImportError" in ast.unparse(h.type or ast.Name("BaseException")) for h in node.handlers
+        ):
+            guarded_nodes |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    plain, guarded = set(), set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["." + (node.module or "")] if node.level else [node.module or ""]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "require" and node.args:
+            names = [node.args[0].value] if isinstance(node.args[0], ast.Constant) else []
+        for name in names:
+            top = "." + name[1:].split(".")[0] if name.startswith(".") else name.split(".")[0]
+            (guarded if id(node) in guarded_nodes else plain).add(top)
+    return plain, guarded
+
+
+def _declared(tree: ast.AST) -> set:
+    """The extras a module's ``@needs(...)`` decorators declare (``dataset_extras``: ``datasets``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "needs":
+            if isinstance(node.args[0], ast.Dict):
+                out |= {k.value for k in node.args[0].keys}
+            elif "dataset_extras" in ast.unparse(node.args[0]):
+                out.add("datasets")
+    return out
+
+
+def test_every_experiment_declares_the_extras_of_the_modules_it_imports():
+    """A static scan of vijax/run/experiments: each module's imports (and ``require`` calls) outside
+    ``except ImportError``, with those of the private modules it imports from, are the standard
+    library, a required dependency, or the module of an extra one of its builders declares (matplotlib
+    aside: every figure is an ``optional_plot``, skipped without it, tested above)."""
+    from vijax._validate import EXTRA_MODULES
+    from vijax.run.experiments._plotting import optional_plot
+
+    folder = pathlib.Path(inspect.getfile(optional_plot)).parent
+    trees = {p.stem: ast.parse(p.read_text()) for p in folder.glob("*.py")}
+    extra_of = {module: extra for extra, module in EXTRA_MODULES.items()}
+
+    def needed(stem, seen=()):
+        plain, _ = _optional_imports(trees[stem])
+        own = {m for m in plain if not m.startswith(".")}
+        for rel in {m[1:] for m in plain if m.startswith(".")} - {stem, *seen}:
+            own |= needed(rel, (*seen, stem))
+        return own
+
+    checked = 0
+    for stem, tree in trees.items():
+        if stem.startswith("_"):
+            continue
+        for module in needed(stem):
+            if module in sys.stdlib_module_names or module in REQUIRED or module in ("__future__", "matplotlib"):
+                continue
+            assert module in extra_of, f"{stem}.py imports {module}, which no extra of vijax-toolkit installs"
+            assert extra_of[module] in _declared(tree), f"{stem}.py needs {module} but declares no {extra_of[module]!r}"
+            checked += 1
+    assert checked >= 4  # numpyro (gmm), arviz (the three PSIS experiments through _posterior)

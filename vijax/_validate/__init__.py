@@ -15,4 +15,4 @@ from ._values import collected_failed, collecting_checks, NestedValueCheck, Valu
 from ._values import enforce_value_checks, finite_nonnegative, finite_values, functional_value_checks, ids_in_range
 from ._values import raise_check_error, raise_collected, value_checks, value_checks_enabled
 from ._values import values_in_interval, values_in_set, values_match, vmap_with_checks
-from ._require import install_line, require, tfp_substrate
+from ._require import EXTRA_MODULES, install_line, require, tfp_substrate

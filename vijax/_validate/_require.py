@@ -11,6 +11,17 @@ import warnings
 from types import ModuleType
 
 
+# each extra of vijax-toolkit (pyproject.toml) -> the module whose import shows it is installed
+EXTRA_MODULES = {
+    "arviz": "arviz",
+    "plots": "matplotlib",
+    "numpyro": "numpyro",
+    "datasets": "sklearn",
+    "nn": "equinox",
+    "flows": "flowjax",
+}
+
+
 def install_line(extra: str) -> str:
     """The command that installs vijax with ``extra``."""
     return f'pip install "vijax-toolkit[{extra}]"'

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from vijax.data._paths import check_regular_file, shared_data_path
-from vijax._validate import ArgumentError, check_scalar
+from vijax._validate import ArgumentError, check_scalar, require
 
 DATASETS = ("sonar", "ionosphere", "usps_3v5", "breast_cancer", "digits_3v5")
 
@@ -155,13 +155,7 @@ def split_train_test(x, y, seed: int, test_fraction: float):
 
 def sklearn_datasets():
     """``sklearn.datasets``, or an ImportError naming the extra that installs scikit-learn."""
-    try:
-        from sklearn import datasets  # deferred: scikit-learn is slow to import
-    except ImportError as e:
-        raise ImportError(
-            "this data set is scikit-learn's: pip install 'vijax-toolkit[datasets]'", name="sklearn"
-        ) from e
-    return datasets
+    return require("sklearn.datasets", "datasets", "this data set (scikit-learn's)")  # deferred: slow to import
 
 
 def load_breast_cancer(labels: str = "pm1", seed: int = 0, test_fraction: float = 0.2) -> BinaryData:

@@ -11,7 +11,7 @@ import numpy as np
 
 from vijax.expfam import is_family
 from vijax.types import PRNGKey, PyTree
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, require
 
 
 def _leaves(tree: PyTree):
@@ -28,11 +28,7 @@ def _leaves(tree: PyTree):
 
 
 def _import_arviz():
-    try:
-        import arviz
-    except ImportError as e:
-        raise ImportError("to_arviz needs ArviZ: pip install 'vijax-toolkit[arviz]'", name="arviz") from e
-    return arviz
+    return require("arviz", "arviz", "to_arviz")
 
 
 def to_arviz(
@@ -70,7 +66,7 @@ def to_arviz(
       ``arviz.InferenceData`` with a ``posterior`` group (and ``sample_stats`` with ``log_weights``).
 
     Raises:
-      ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
+      ImportError: ArviZ is not installed (``pip install "vijax-toolkit[arviz]"``).
       ValueError: naming the argument: ``key`` missing, ``num_draws``, ``names`` (wrong count), ``q_or_draws``
         (unequal leading sizes, no draws, not finite; with ``target``, not its sites), ``log_weights`` (not one per
         draw), ``num_chains`` (not dividing S); with ``target``, ``names`` or ``num_draws`` given, ``target``, ``batch``.

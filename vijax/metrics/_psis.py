@@ -11,7 +11,7 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, require
 
 KHAT_THRESHOLD = 0.7
 
@@ -28,13 +28,9 @@ class PSISResult(NamedTuple):
 
 def _psislw():
     """ArviZ's ``psislw``, or an ImportError naming the extra."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from arviz import psislw
-    except ImportError as e:
-        raise ImportError("psis needs ArviZ (its psislw): pip install 'vijax-toolkit[arviz]'", name="arviz") from e
-    return psislw
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return require("arviz", "arviz", "psis (ArviZ's psislw)").psislw
 
 
 def psis(log_weights) -> PSISResult:
@@ -48,7 +44,7 @@ def psis(log_weights) -> PSISResult:
 
     Raises:
       ValueError: a misshaped array, fewer than 10 draws, NaN or +inf weights, or all weights -inf.
-      ImportError: ArviZ is not installed (``pip install 'vijax-toolkit[arviz]'``).
+      ImportError: ArviZ is not installed (``pip install "vijax-toolkit[arviz]"``).
 
     Examples:
         >>> import numpy as np

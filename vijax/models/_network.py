@@ -11,7 +11,7 @@ import numpy as np
 
 from vijax import _validate
 from vijax.types import Array, PRNGKey, PyTree
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, require
 
 ACTIVATIONS = {
     "tanh": jnp.tanh,
@@ -59,10 +59,7 @@ def mlp(key: PRNGKey, sizes: Sequence[int], activation: str = "tanh") -> Network
 
 def from_equinox(module) -> Network:
     """A :class:`Network` from an Equinox module, its inexact-array leaves the parameters (needs ``equinox``)."""
-    try:
-        import equinox as eqx
-    except ImportError as err:  # pragma: no cover - the extra is installed in the test environment
-        raise ImportError("from_equinox needs equinox: pip install 'vijax-toolkit[nn]'") from err
+    eqx = require("equinox", "nn", "from_equinox")
     if not isinstance(module, eqx.Module):  # anything else partitioned into params None, failing later
         raise ArgumentError("module", f"module must be an Equinox module (eqx.Module), got {type(module).__name__}")
     params, static = eqx.partition(module, eqx.is_inexact_array)

@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from vijax._validate import ArgumentError
+from vijax._validate import ArgumentError, EXTRA_MODULES, require
 
 from ._checkpoint import CheckpointError, jsonable
 from ._config import (
@@ -41,15 +41,29 @@ from ._runner import RunConfig, RunResult, run
 from ._yaml import dump_yaml
 
 EXIT_OK, EXIT_CANNOT_START, EXIT_UNTRUSTED = 0, 2, 3
-# the modules of the extras `arviz`, `plots`, `numpyro` and `datasets`: an experiment that cannot start
-# without one raises an ImportError whose name is the module and whose message names the extra
-OPTIONAL_MODULES = ("arviz", "matplotlib", "numpyro", "sklearn")
+# the modules of the extras (and funsor, of the numpyro extra): an experiment that cannot start without one
+# raises an ImportError whose name is the module and whose message names the extra
+OPTIONAL_MODULES = (*EXTRA_MODULES.values(), "funsor")
 DEFAULT_EXPERIMENT = "dp_bernoulli"
 
 
 def import_builtin_experiments() -> None:
     """Imports ``vijax.run.experiments``, whose modules register the built-in experiments."""
     importlib.import_module("vijax.run.experiments")
+
+
+def experiment_extras(config: dict) -> dict[str, str]:
+    """``{extra: what needs it}`` of a resolved config: what its experiment declares (``build.extras``,
+    a function of the config's sections; see ``vijax/run/experiments/_common.py::needs``)."""
+    table = getattr(EXPERIMENTS[config["experiment"]].build, "extras", None)
+    return dict(table(config)) if table is not None else {}
+
+
+def check_extras(config: dict) -> None:
+    """Imports the module of each extra the config's experiment needs: an ImportError naming the
+    first missing one's ``pip install`` line, before any work."""
+    for extra, why in experiment_extras(config).items():
+        require(EXTRA_MODULES[extra], extra, f"{config['experiment']} ({why})")
 
 
 def default_config() -> dict:
@@ -382,6 +396,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         width = max((len(n) for n in EXPERIMENTS), default=0)
         for name in sorted(EXPERIMENTS):
             mark = "  [the default of `vijax run`]" if name == DEFAULT_EXPERIMENT else ""
+            if extras := experiment_extras({"experiment": name, **EXPERIMENTS[name].defaults}):
+                mark += f"  [needs: {','.join(extras)}]"
             print(f"{name:<{width}}  {EXPERIMENTS[name].description}{mark}")
         if configs := shipped_configs():
             print(f"\nconfigs shipped with vijax (`vijax run NAME`): {', '.join(configs)}")
@@ -407,6 +423,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if args.allow_changes and not args.resume:
         return _error("--allow-changes only applies with --resume")
     try:
+        check_extras(config)
         _, metrics = run_experiment(config, resume=args.resume, allow_changes=args.allow_changes)
     except (ConfigError, CheckpointError) as e:
         return _error(e)

@@ -10,8 +10,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from vijax._validate import install_line, require
+
 _MAX_EVAL_PANELS = 4
-PLOTS_EXTRA = "pip install 'vijax-toolkit[plots]'"
+PLOTS_EXTRA = install_line("plots")
 
 
 def _panels(names: Sequence[str]) -> dict:
@@ -25,11 +27,7 @@ def _panels(names: Sequence[str]) -> dict:
 
 def _figure_class():
     """``matplotlib.figure.Figure``, or an ImportError that names the extra that installs matplotlib."""
-    try:
-        from matplotlib.figure import Figure  # deferred: importing matplotlib is slow
-    except ImportError as e:
-        raise ImportError(f"the plots of vijax run need matplotlib: {PLOTS_EXTRA}", name="matplotlib") from e
-    return Figure
+    return require("matplotlib.figure", "plots", "the plots of vijax run").Figure  # deferred: matplotlib is slow
 
 
 def plots_missing() -> Optional[str]:
@@ -55,7 +53,7 @@ def plot_elbo(trace: dict, evals: Sequence[dict], path: str, title: str = "") ->
       ``path``.
 
     Raises:
-      ImportError: matplotlib is not installed (``pip install 'vijax-toolkit[plots]'``).
+      ImportError: matplotlib is not installed (``pip install "vijax-toolkit[plots]"``).
     """
     Figure = _figure_class()
     steps = np.asarray(trace["step"])

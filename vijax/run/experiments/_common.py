@@ -1,5 +1,6 @@
 """What the experiments share: the bounds and memory of a ``data`` section sampled into a training and a
-test set, minibatches of indices, the best of a fit's restarts, a mixture's density, and Markdown tables."""
+test set, minibatches of indices, the best of a fit's restarts, a mixture's density, Markdown tables, and
+the extras an experiment needs (``needs``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,33 @@ import numpy as np
 from vijax.inference import select_restart
 from vijax.data import epoch_batches
 from vijax.run import ConfigError, float_bytes, MemoryNeed, SEED_BOUND
+
+
+SKLEARN_DATASETS = ("breast_cancer", "digits_3v5", "digits")  # the data sets loaded from scikit-learn
+
+
+def needs(extras: Mapping[str, str] | Callable[[Mapping], Mapping[str, str]]) -> Callable:
+    """Declares the extras a builder needs, ``{extra: what needs it}``, or a function of the config's
+    sections giving them: ``vijax run`` imports their modules before any work and, where one is missing,
+    exits naming its ``pip install "vijax-toolkit[extra]"`` line. Put it under ``register_experiment``.
+
+    Examples:
+      >>> build = needs({"numpyro": "its NUTS baseline"})(lambda sections, seed: None)
+      >>> build.extras({})
+      {'numpyro': 'its NUTS baseline'}
+    """
+    table = extras if callable(extras) else (lambda sections: dict(extras))
+
+    def mark(build):
+        build.extras = table
+        return build
+
+    return mark
+
+
+def dataset_extras(name: str) -> dict[str, str]:
+    """``{"datasets": ...}`` where the data set ``name`` is scikit-learn's, else ``{}``."""
+    return {"datasets": f"its data set {name} (scikit-learn's)"} if name in SKLEARN_DATASETS else {}
 
 
 def train_test_bounds(**data: str) -> dict[str, str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import functools
 
+from vijax._validate import require
+
 
 def optional_plot(plot):
     """``plot``, or a no-op returning None where ``matplotlib.figure`` does not import."""
@@ -15,8 +17,8 @@ def optional_plot(plot):
     @functools.wraps(plot)
     def plot_if_matplotlib(*args, **kwargs):
         try:
-            import matplotlib.figure  # noqa: F401  (deferred: importing matplotlib is slow)
-        except ImportError:
+            require("matplotlib.figure", "plots", plot.__name__)  # deferred: importing matplotlib is slow
+        except ImportError:  # vijax run says once that the plots were skipped, naming the extra
             return None
         return plot(*args, **kwargs)
 

@@ -22,6 +22,7 @@ from vijax import expfam
 from vijax.inference import ALGORITHMS, GaussianGuide, log_joint, log_weights, make_algorithm, sample
 from vijax.metrics import KHAT_THRESHOLD, psis
 from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, SEED_BOUND
+from vijax._validate import require
 from ._common import cell, md_table
 from ._plotting import figure, optional_plot
 
@@ -180,10 +181,7 @@ def evaluator(method: Method, num_psis: int, key) -> Callable:
     fixed key: every evaluation sees the same noise), and the PSIS k-hat and ESS of the first
     ``num_psis``. PSIS needs ArviZ (``vijax-toolkit[arviz]``): without it this raises the ImportError
     naming the extra when the experiment is built, not at the run's first evaluation."""
-    try:
-        psis(np.zeros(10))
-    except ImportError as e:
-        raise ImportError(f"this experiment reports the PSIS k-hat of each fit: {e}", name=e.name) from e
+    require("arviz", "arviz", "this experiment (the PSIS k-hat of each fit)")
 
     def evaluate(state) -> dict:
         lw = np.asarray(method.draws(state, key)[1], np.float64)
@@ -242,10 +240,12 @@ def nuts_reference(target: Target, nuts: dict, out_dir: str) -> dict:
         _MEMO[fp] = ref
         return dict(ref, cached=True)
     try:
+        require("numpyro", "numpyro", "the NUTS reference")
         from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
         from numpyro.infer import MCMC, NUTS
     except ImportError as e:
-        return {"error": f"NumPyro is not installed ({e}); install the test or bench extra for the NUTS reference"}
+        return {"error": str(e)}
+
     guide, log_lik, log_prior = _flat(target)
     joint = log_joint(log_lik, log_prior=log_prior, num_data=target.num_data)
     t0 = time.time()

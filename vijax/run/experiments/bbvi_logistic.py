@@ -16,7 +16,7 @@ import numpy as np
 from vijax.data import DATASETS, dataset_available, load_binary_dataset
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment, SEED_BOUND
 
-from ._common import index_batches
+from ._common import index_batches, needs
 from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, RUN_DEFAULTS, Target, experiment, memory_needs, nuts_reference, report
 
 # dataset: "synthetic" or one of vijax.data.DATASETS; num_data, num_features, seed: the synthetic data;
@@ -92,6 +92,7 @@ def target(model: dict, x, y) -> Target:
 
 
 @register_experiment("bbvi_logistic", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
+@needs({"arviz": "the PSIS k-hat of each fit"})
 def build(sections: dict, seed: int) -> Experiment:
     """Bayesian logistic regression: bbvi full-rank / mean-field and ngvi against NUTS, with PSIS
     k-hat"""

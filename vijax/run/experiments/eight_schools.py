@@ -14,17 +14,18 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow_probability.substrates.jax as tfp
 from jax.scipy.stats import norm
 
+from vijax.types import tfp_jax
 from vijax.run import ConfigError, Experiment, MemoryNeed, register_experiment
 
+from ._common import needs
 from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, RUN_DEFAULTS, Target, compare, experiment, memory_needs
 from ._posterior import nuts_reference, report
 
 Y = (28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0)
 SIGMA = (15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0)
-BIJECTORS = {"exp": tfp.bijectors.Exp, "softplus": tfp.bijectors.Softplus}
+BIJECTORS = {"exp": "Exp", "softplus": "Softplus"}  # TFP bijectors (TFP is imported at its first use)
 
 _DEFAULTS = {
     "model": {"mu_scale": 5.0, "tau_scale": 5.0, "tau_bijector": "exp"},
@@ -72,7 +73,11 @@ def target(model: dict, y, sigma) -> Target:
 
     j = y.size
     template = {"mu": jnp.zeros(()), "tau": jnp.ones(()), "theta_tilde": jnp.zeros(j)}
-    bijectors = {"mu": None, "tau": BIJECTORS[model["tau_bijector"]](), "theta_tilde": None}
+    bijectors = {
+        "mu": None,
+        "tau": getattr(tfp_jax().bijectors, BIJECTORS[model["tau_bijector"]])(),
+        "theta_tilde": None,
+    }
     batch = (jnp.asarray(y, template["mu"].dtype), jnp.asarray(sigma, template["mu"].dtype))
     names = ("mu", "tau") + tuple(f"theta{i + 1}" for i in range(j))
     fingerprint = y.tobytes() + sigma.tobytes() + repr(sorted(model.items())).encode()
@@ -122,6 +127,7 @@ def exact_moments(
 
 
 @register_experiment("eight_schools", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
+@needs({"arviz": "the PSIS k-hat of each fit"})
 def build(sections: dict, seed: int) -> Experiment:
     """eight schools (non-centred): bbvi full-rank / mean-field and ngvi against NUTS, with PSIS
     k-hat"""

@@ -20,7 +20,8 @@ from vijax.metrics import cluster_purity, match_components, mean_log_predictive
 from vijax.models import DiagonalGMM, FullGMM, conjugate_elbo
 from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 from vijax.run import SEED_BOUND
-from ._common import best_restart, diag_mixture_log_density
+from vijax._validate import require
+from ._common import best_restart, diag_mixture_log_density, needs
 from ._plotting import figure, optional_plot
 
 _MODEL_DEFAULTS = {"num_components": 5, "alpha0": 1.0, "kappa0": 1.0, "a0": 1.0, "empirical_bayes": True}
@@ -353,15 +354,11 @@ def _plot_nuts(path, cavi: tuple, nuts: dict) -> None:
 
 
 @register_experiment("gmm_cavi_vs_nuts", defaults=_NUTS_DEFAULTS, bounds=_NUTS_BOUNDS, memory=_nuts_memory)
+@needs({"numpyro": "its NUTS baseline"})
 def build_cavi_vs_nuts(sections: dict, seed: int) -> Experiment:
     """Blei et al. 2017, Fig. 6: CAVI against NUTS (NumPyro) on a Gaussian mixture, held-out log
     predictive against wall time"""
-    try:
-        import numpyro  # noqa: F401 - NUTS runs after CAVI's fit: checked before anything starts
-    except ImportError as e:
-        raise ImportError(
-            "gmm_cavi_vs_nuts compares with NUTS: pip install 'vijax-toolkit[numpyro]'", name="numpyro"
-        ) from e
+    require("numpyro", "numpyro", "gmm_cavi_vs_nuts (its NUTS baseline)")  # NUTS runs after CAVI: checked first
     m, d, a = sections["model"], sections["data"], sections["algorithm"]
     n_tr, n_te = d["num_train"], d["num_test"]
     full = _simulation(d, seed)

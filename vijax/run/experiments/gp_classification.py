@@ -26,7 +26,7 @@ from vijax.inference import VIAlgorithm, factory_grid, optax_vi, prox_svi, repla
 from vijax.models import GPClassification
 from vijax.run import Baseline, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 from vijax.run import SEED_BOUND
-from ._common import md_table
+from ._common import dataset_extras, md_table, needs
 from ._plotting import figure, optional_plot
 
 # dataset -> settings. beta_n is beta * N (PG-SVI's beta = beta_n / N, r = 1 / (1 + beta)).
@@ -215,6 +215,7 @@ def _optimum_baseline(exact: GPClassification, beta: float, steps: int) -> Basel
     bounds=_COMPARE_BOUNDS,
     memory=_memory,
 )
+@needs(lambda sections: dataset_extras(sections["data"]["dataset"]))
 def build_compare(sections: dict, seed: int) -> Experiment:
     """Khan et al. 2016, Fig. 2: GP classification, PG-SVI vs SGD/Adagrad/RMSprop/Adadelta/Adam by
     passes"""
@@ -313,6 +314,7 @@ _STEP_SIZE_ALG |= {"optimum_steps": 300, "blas_threads": 1}
     bounds=_STEP_SIZE_BOUNDS,
     memory=_memory,
 )
+@needs(lambda sections: dataset_extras(sections["data"]["dataset"]))
 def build_step_size(sections: dict, seed: int) -> Experiment:
     """Khan et al. 2016, Fig. 1: examples seen until the ELBO stops changing vs step size (GD, PG,
     PG-MC, PG-SVI)"""

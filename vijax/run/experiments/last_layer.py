@@ -26,7 +26,7 @@ from vijax.inference import VIAlgorithm, bayesian_last_layer, head_log_likelihoo
 from vijax.metrics import expected_calibration_error, reliability
 from vijax.models import mlp
 from vijax.run import Baseline, ConfigError, Experiment, float_bytes, MemoryNeed, register_experiment, SEED_BOUND
-from ._common import index_batches, md_table
+from ._common import dataset_extras, index_batches, md_table, needs
 from ._plotting import figure, optional_plot
 
 DATASETS = ("breast_cancer", "digits_3v5")
@@ -117,6 +117,7 @@ def _gaussian_log_prior(tree, scale) -> jax.Array:
 
 
 @register_experiment("bayes_last_layer", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
+@needs(lambda sections: dataset_extras(sections["data"]["dataset"]))
 def build(sections: dict, seed: int) -> Experiment:
     """a Bayesian last layer (full-rank q) on an MLP trained end to end, against a point-estimate
     head"""

@@ -18,6 +18,7 @@ import numpy as np
 
 from vijax.run import ConfigError, Experiment, register_experiment
 
+from ._common import needs
 from ._posterior import ALG_BOUNDS, ALG_DEFAULTS, RUN_DEFAULTS, Target, experiment, memory_needs, report
 from ._plotting import figure, optional_plot
 
@@ -96,6 +97,7 @@ def _plot_ellipses(path, mu, sigma, draws) -> None:
     bounds=_BOUNDS,
     memory=lambda config: memory_needs(config, 1, 2, "model.mean"),
 )
+@needs({"arviz": "the PSIS k-hat of each fit"})
 def build(sections: dict, seed: int) -> Experiment:
     """Blei et al. 2017, Fig. 1: mean-field under-dispersion on a correlated 2-D Gaussian (bbvi
     mean-field / full-rank, ngvi) against the closed form"""

@@ -23,7 +23,7 @@ from vijax.inference import make_algorithm
 from vijax.models import VAE, mlp
 from vijax.run import Baseline, ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed
 from vijax.run import register_experiment, SEED_BOUND
-from ._common import md_table, train_test_bounds
+from ._common import dataset_extras, md_table, needs, train_test_bounds
 from ._plotting import optional_plot
 
 # hidden: the hidden layers' widths; activation: a name in vijax.models.ACTIVATIONS; obs_scale: the Gaussian sd
@@ -161,6 +161,7 @@ def _figure(path: str, rows: dict, shape, n: int, title: str) -> None:
 
 
 @register_experiment("vae", defaults=_DEFAULTS, bounds=_BOUNDS, memory=_memory)
+@needs(lambda sections: dataset_extras(sections["data"]["dataset"]))
 def build(sections: dict, seed: int) -> Experiment:
     """a VAE by AEVB and a fully Bayesian decoder beside it: test ELBO, IW log-likelihood, images"""
     data, section, num_images = sections["data"], sections["algorithm"], sections["algorithm"]["num_images"]
