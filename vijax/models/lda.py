@@ -46,6 +46,16 @@ CPU_SLOTS = 512  # default least slots per tile on a CPU
 ACCELERATOR_SLOTS = 32768  # ... and on an accelerator
 
 
+ESTEPS = ("tiles", "dense")  # layouts of the mean-field E-step (LDA(estep=...))
+
+
+def estep_layout(estep: str | None) -> str:
+    """``estep``, else ``"tiles"`` on a CPU and ``"dense"`` on an accelerator (chosen when the step is traced)."""
+    if estep is not None:
+        return estep
+    return "tiles" if jax.default_backend() == "cpu" else "dense"
+
+
 def estep_slots(tile_slots: int | None) -> int:
     """``tile_slots``, else ``CPU_SLOTS`` on a CPU and ``ACCELERATOR_SLOTS`` elsewhere."""
     if tile_slots is not None:
@@ -76,7 +86,10 @@ class LDA(PytreeModel):
 
     ``"meanfield"``: coordinate ascent per document (Blei et al. 2003, eq. 6-7; Hoffman et al. 2010, Algorithm 2),
     phi_dwk ∝ exp(E[log theta_dk] + log_beta_kw), gamma_dk = alpha + sum_w n_dw phi_dwk, from alpha + N_d / K until
-    gamma_d's mean absolute change is below ``tol``, with safeguarded SQUAREM extrapolations (``accelerate``).
+    gamma_d's mean absolute change is below ``tol``, with safeguarded SQUAREM extrapolations (``accelerate``);
+    ``estep`` chooses the layout, with the same fixed point: documents packed by length into tiles that run in turn
+    (``"tiles"``), or the whole minibatch at once as two matrix products per iteration over its distinct words
+    (``"dense"``).
     ``"cvb0"``: the zero-order collapsed update (Asuncion et al. 2009, eq. 5), beta fixed, g_dwk ∝ (alpha + N_dk -
     g_dwk) b_kw, Jacobi sweeps from g_dwk ∝ b_kw; the ELBO is the mean-field one at phi = g, gamma = alpha + N_d.
     ``"gibbs"``: collapsed Gibbs sampling of each token's topic, beta fixed (Mimno et al. 2012), p(z_dn = k | z_d^{-n},
@@ -96,6 +109,8 @@ class LDA(PytreeModel):
       dtype: float dtype of the prior and of the initial q (default: JAX's default float).
       accelerate: interleave the mean-field updates with safeguarded SQUAREM (default True).
       tile_slots: least word slots per tile of the E-steps (None: 512 on a CPU, 32,768 on an accelerator).
+      estep: the mean-field layout, ``"tiles"`` or ``"dense"`` (None: tiles on a CPU, dense on an accelerator);
+        CVB0 always runs in tiles.
 
     Examples:
         >>> model = LDA(num_topics=3, vocab_size=10, alpha=0.1, eta=0.01)
@@ -120,6 +135,7 @@ class LDA(PytreeModel):
     dtype: Any = None
     accelerate: bool = True
     tile_slots: Optional[int] = None
+    estep: Optional[str] = None
     local_methods = ("meanfield", "cvb0", "gibbs")
     present_rows = staticmethod(rows_with_data)  # documents with a token: SVI's N / S counts these
     static_floats = ("alpha", "eta", "tol", "init_scale")
@@ -146,6 +162,8 @@ class LDA(PytreeModel):
         check_bool("accelerate", self.accelerate)
         if self.tile_slots is not None:
             check_int("tile_slots", self.tile_slots, maximum=2**24)
+        if self.estep is not None:
+            check_choice("estep", self.estep, ESTEPS)
 
     def hyperparameters(self) -> dict[str, float]:
         """``{"alpha": alpha, "eta": eta}``: the defaults of every ``hyper`` argument."""
@@ -268,18 +286,30 @@ class LDA(PytreeModel):
         return _local_step(self, method, log_beta, jnp.asarray(ids), jnp.asarray(counts), key, alpha)
 
     def _meanfield(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
-        """Mean-field coordinate ascent in length-sorted tiles: gamma (S, K), c (K, V) and the local terms.
+        """Mean-field coordinate ascent in the layout of ``estep``: gamma (S, K), c (K, V) and the local terms.
 
         With b_kw = exp(log_beta_kw - max_j log_beta_jw), e_dk = exp(E[log theta_dk]), z_dw = sum_k e_dk b_kw
         (Hoffman et al. 2010): gamma_d = alpha + e_d * sum_w (n_dw / z_dw) b_w, n_dw phi_dwk = (n_dw / z_dw) e_dk b_kw.
         SQUAREM keeps an extrapolation unless it lowers f(gamma) = sum_w n_w log z_w - KL(Dir(gamma) || Dir(alpha));
         the z-part of the local terms is sum_dw n_dw log z_dw - sum_kv c_kv log b_kv.
         """
-        k, v = log_beta.shape
-        dt = log_beta.dtype
         log_b = (log_beta - jnp.max(log_beta, axis=0, keepdims=True)).T  # (V, K), <= 0, max 0 per word
         b = jnp.exp(log_b)
-        tiny = jnp.finfo(dt).tiny
+        fit = self._meanfield_dense if estep_layout(self.estep) == "dense" else self._meanfield_tiles
+        gamma, stats, zterm = fit(b, ids, n, alpha)  # stats_vk = sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
+        stats = stats * b  # c_vk
+        return gamma, stats.T, zterm - jnp.sum(stats * log_b)
+
+    def _fixed_point(self, update_and_objective, gamma0: Array, alpha: Array) -> Array:
+        """gamma at the fixed point of ``update_and_objective`` (per document), by SQUAREM if ``accelerate``."""
+        if self.accelerate and self.max_iters >= 3:
+            return squarem_per_row(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
+        return iterate_per_row(lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol, self.max_iters)
+
+    def _meanfield_tiles(self, b: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
+        """:meth:`_meanfield`'s iterations in length-sorted tiles of documents, run in turn."""
+        v, k = b.shape
+        tiny = jnp.finfo(b.dtype).tiny
 
         def fit_tile(tile, acc):
             stats, zterm = acc
@@ -302,23 +332,39 @@ class LDA(PytreeModel):
             gamma0 = alpha + jnp.broadcast_to(
                 tile_sum(tile, jnp.sum(n_t, axis=1))[:, None] / k, (tile.member.shape[0], k)
             )
-            if self.accelerate and self.max_iters >= 3:
-                gamma = squarem_per_row(update_and_objective, gamma0, self.tol, self.max_iters, alpha)
-            else:
-                gamma = iterate_per_row(
-                    lambda g: update_and_objective(g)[0], lambda g: g, gamma0, self.tol, self.max_iters
-                )
+            gamma = self._fixed_point(update_and_objective, gamma0, alpha)
             e = tile_spread(tile, jnp.exp(_theta_terms(gamma, alpha)[0]))  # (chunks, K)
             z = jnp.maximum(jnp.einsum("ckl,ck->cl", bb, e), tiny)
             u = (n_t / z)[..., None] * e[:, None, :]  # (chunks, width, K): n_dw phi_dwk / b_kw
             stats = stats.at[ids_t.reshape(-1)].add(u.reshape(-1, k))
             return gamma, (stats, zterm + jnp.sum(n_t * jnp.log(z)))
 
-        gamma, (stats, zterm) = by_length_tiles(
-            ids, n, k, fit_tile, (jnp.zeros((v, k), dt), jnp.zeros((), dt)), estep_slots(self.tile_slots), TILE_WIDTH
-        )
-        stats = stats * b  # c_vk = b_kv sum_{d,l: w_dl = v} (n_dl / z_dl) e_dk
-        return gamma, stats.T, zterm - jnp.sum(stats * log_b)
+        init = (jnp.zeros((v, k), b.dtype), jnp.zeros((), b.dtype))
+        gamma, (stats, zterm) = by_length_tiles(ids, n, k, fit_tile, init, estep_slots(self.tile_slots), TILE_WIDTH)
+        return gamma, stats, zterm
+
+    def _meanfield_dense(self, b: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
+        """:meth:`_meanfield`'s iterations for the whole minibatch at once over its U distinct words: with the
+        counts N (S, U) and B = b_words (U, K), Z = E B^T and gamma = alpha + E * ((N / Z) B), two matrix products."""
+        v, k = b.shape
+        s = ids.shape[0]
+        words, cols = _distinct_words(ids, v)
+        bw = jnp.take(b, words, axis=0)  # (U, K)
+        counts = jnp.zeros((s, words.shape[0]), b.dtype).at[jnp.arange(s)[:, None], cols].add(n)  # (S, U)
+        z_of = lambda e: jnp.maximum(e @ bw.T, jnp.finfo(b.dtype).tiny)  # (S, U)
+
+        def update_and_objective(gamma):
+            e_log_theta, kl = _theta_terms(gamma, alpha)
+            e = jnp.exp(e_log_theta)
+            z = z_of(e)
+            return alpha + e * ((counts / z) @ bw), jnp.sum(counts * jnp.log(z), axis=-1) - kl
+
+        gamma0 = alpha + jnp.broadcast_to(jnp.sum(n, axis=1)[:, None] / k, (s, k))
+        gamma = self._fixed_point(update_and_objective, gamma0, alpha)
+        e = jnp.exp(_theta_terms(gamma, alpha)[0])
+        z = z_of(e)
+        stats = jnp.zeros((v, k), b.dtype).at[words].add((counts / z).T @ e)  # padding columns add 0
+        return gamma, stats, jnp.sum(counts * jnp.log(z))
 
     def _cvb0(self, log_beta: Array, ids: Array, n: Array, alpha: Array) -> tuple[Array, Array, Array]:
         """CVB0 for a batch in the tiles of :meth:`_meanfield`: gamma = alpha + N_d, c and the local terms."""
@@ -399,6 +445,15 @@ def _local_step(model: LDA, method: str, log_beta: Array, ids: Array, counts: Ar
     e_log_theta = digamma(gamma) - digamma(jnp.sum(gamma, axis=-1, keepdims=True))
     z_terms = n * (jnp.sum(phi * e_log_theta[:, None, :], axis=-1) + entropy_of_probs(phi))  # (S, L)
     return LocalResult((stats,), jnp.sum(z_terms) - jnp.sum(_kl_theta(gamma, alpha)), gamma)
+
+
+def _distinct_words(ids: Array, v: int) -> tuple[Array, Array]:
+    """The words (U,) that a batch's slots (S, L) may hold and each slot's column among them: all V words when
+    S L >= V, else the batch's distinct ids padded to U = S L with V - 1 (sorted, so a slot finds its first copy)."""
+    if ids.size >= v:
+        return jnp.arange(v, dtype=ids.dtype), ids
+    words = jnp.unique(ids, size=ids.size, fill_value=v - 1)
+    return words, jnp.searchsorted(words, ids).astype(ids.dtype)
 
 
 def _theta_terms(gamma: Array, alpha: Array) -> tuple[Array, Array]:
