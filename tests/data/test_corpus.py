@@ -724,3 +724,18 @@ def test_lognormal_document_lengths_match_their_mean_and_spread(tmp_path):
     assert np.array_equal(w.corpus.word_ids, s.corpus.word_ids) and np.array_equal(w.corpus.doc_ptr, s.corpus.doc_ptr)
     with pytest.raises(ValueError, match="doc_length_log_sd"):
         sample_lda_corpus(0, 5, 2, 10, doc_length_log_sd=-1.0)
+
+
+def test_subset_of_a_range_is_a_view_that_stays_mapped(tmp_path):
+    """``subset(range(a, b))`` (a process's ``process_shard``) equals ``subset(list(...))`` and shares a
+    mapped corpus's pages instead of copying them; an out-of-range range raises as a list does."""
+    c = _random_corpus(1)
+    c.save_npz(tmp_path / "c.npz")
+    mapped = Corpus.load_npz(tmp_path / "c.npz", mmap=True)
+    for r in (range(3, 17), range(0, mapped.num_docs), range(5, 5)):
+        view, copy = mapped.subset(r), c.subset(list(r))
+        assert _docs_as_dicts(view) == _docs_as_dicts(copy) and view.vocab == c.vocab
+        assert view.word_ids.size == 0 or np.shares_memory(view.word_ids, mapped.word_ids)
+    assert mapped.subset(range(3, 17)).batch([0, 1]).checked_vocab_size() == c.vocab_size  # still a checked corpus
+    with pytest.raises(IndexError, match="document indices"):
+        mapped.subset(range(0, mapped.num_docs + 1))

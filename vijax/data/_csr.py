@@ -281,7 +281,13 @@ class Corpus:
         return CorpusBatch._from_corpus_arrays(word_ids, counts, self.vocab_size)
 
     def subset(self, indices: Sequence[int]) -> "Corpus":
-        """A new in-memory corpus of the given documents, in the given order (repeats allowed)."""
+        """A corpus of the given documents, in the given order (repeats allowed): a new in-memory one, except that a
+        ``range`` of consecutive documents (e.g. ``vijax.inference.process_shard``'s) gives views of this corpus's
+        arrays, so a memory-mapped corpus's block stays mapped."""
+        if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start <= indices.stop <= self.num_docs:
+            lo, hi = int(self.doc_ptr[indices.start]), int(self.doc_ptr[indices.stop])
+            ptr = np.asarray(self.doc_ptr[indices.start : indices.stop + 1]) - lo
+            return self._derived(ptr, self.word_ids[lo:hi], self.counts[lo:hi])
         idx = self._doc_indices(indices)
         starts = self.doc_ptr[idx]
         lens = self.doc_ptr[idx + 1] - starts
