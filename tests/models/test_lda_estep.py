@@ -46,7 +46,7 @@ def _close(a, b):
 K, V, S, L = 4, 300, 9, 6  # S L < V: the batch's distinct words (V = 7 below: all words)
 
 
-@pytest.mark.parametrize("v, accelerate", [(7, True), (V, True), (V, False)])
+@pytest.mark.parametrize("v, accelerate", [(7, False), (V, True)])
 def test_dense_reaches_the_tiles_fixed_point(v, accelerate):
     batch, log_beta = _batch(0, S, L, v), _log_beta(1, K, v)
     a, b = (m.local_step((log_beta,), batch) for m in _pair(K, v, accelerate=accelerate))
@@ -60,12 +60,11 @@ def test_dense_matches_tiles_under_jit_and_vmap_over_batches_and_topics():
     stacked = BowBatch(*(jnp.stack(x) for x in zip(*batches)))
     log_betas = jnp.stack([_log_beta(4, K, V), _log_beta(5, K, V)])
     tiles, dense = _pair(K, V)
-    step = lambda m: jax.jit(jax.vmap(lambda lb, bt, a: m.local_step((lb,), bt, hyper={"alpha": a})))
-    alphas = jnp.asarray([0.3, 0.3])
-    got = step(dense)(log_betas, stacked, alphas)
-    _close(step(tiles)(log_betas, stacked, alphas), got)
-    for i in range(2):  # each slice as its own call (the program of the test above)
-        _close(jax.tree_util.tree_map(lambda x: x[i], got), dense.local_step((log_betas[i],), batches[i]))
+    step = jax.jit(jax.vmap(lambda lb, bt, a: dense.local_step((lb,), bt, hyper={"alpha": a})))
+    got = step(log_betas, stacked, jnp.asarray([0.3, 0.3]))
+    for i in range(2):  # each slice as its own call of either layout (the programs of the test above)
+        for model in (tiles, dense):
+            _close(jax.tree_util.tree_map(lambda x: x[i], got), model.local_step((log_betas[i],), batches[i]))
 
 
 def test_estep_none_is_tiles_on_a_cpu_and_dense_on_an_accelerator_chosen_at_trace_time(monkeypatch):
