@@ -1,5 +1,6 @@
 """vijax._compile's set-up helpers: ``setup_jit`` (a set-up program compiled at LLVM -O0 on a CPU)
-and ``draws_on_host`` (the draws of q that ``ngvi``'s start checks evaluate the joint at)."""
+and ``draws_on_host`` (the draws of q that ``ngvi``'s start checks evaluate the joint at); the GPU's
+compile options."""
 
 import jax
 import jax.numpy as jnp
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from vijax import expfam
+from vijax import _compile
 from vijax._compile import draws_on_host, setup_jit
 
 
@@ -80,3 +82,19 @@ def test_jit_step_pauses_the_collector_for_its_first_trace_and_compile_and_resto
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_autotuning_level_is_set_on_a_gpu_only_unless_xla_flags_set_it(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    assert _compile.step_gpu_options() is None  # this CPU
+    assert _compile.step_compile_options() == _compile.step_cpu_options()
+    for backend, expected in (("gpu", {"xla_gpu_autotune_level": _compile.GPU_AUTOTUNE_LEVEL}), ("tpu", None)):
+        monkeypatch.setattr(jax, "default_backend", lambda b=backend: b)
+        assert _compile.step_gpu_options() == expected
+        assert _compile.step_cpu_options() is None and _compile.step_compile_options() == expected
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")  # the user's level stays
+    assert _compile.step_gpu_options() is None
+    # a program compiled with the option runs (on the CPU the option has no effect)
+    f = jax.jit(lambda x: x @ x.T, compiler_options={"xla_gpu_autotune_level": _compile.GPU_AUTOTUNE_LEVEL})
+    np.testing.assert_allclose(f(jnp.ones((2, 3))), np.full((2, 2), 3.0))

@@ -3,8 +3,9 @@
 vijax compiles with XLA's settings. A user opts in to quicker CPU compiles for the whole process with
 ``vijax.run.fast_cpu_compile()`` (what ``vijax run`` does), or per step with ``jit_step`` (its default
 ``cpu_compile="quick"``: :func:`step_cpu_options`): the classic kernel emitter instead of the MLIR fusion
-emitters (and, process-wide, no loop unrolling by LLVM). Results are the same up to rounding; GPU and TPU
-programs are unaffected. ``jit_step`` pauses Python's cyclic collector for a step's first trace, lowering and
+emitters (and, process-wide, no loop unrolling by LLVM). Results are the same up to rounding. On a GPU,
+:func:`step_gpu_options` turns off XLA's autotuning, which times candidate kernels while it compiles: vijax's
+steps are small programs, bound by kernel launches more than by the kernels' speed; TPU programs are unaffected. ``jit_step`` pauses Python's cyclic collector for a step's first trace, lowering and
 compile (:func:`collection_paused`).
 
 Set-ups a user waits for once (a NumPyro model's start, ``auto_family``, the start checks of ``bbvi`` and ``ngvi``,
@@ -119,6 +120,28 @@ def collection_paused(pause: bool = True):
     finally:
         if was:
             gc.enable()
+
+
+GPU_AUTOTUNE_LEVEL = 0  # XLA's GEMM and fusion autotuning off: each kernel's first candidate, none timed (XLA: 4)
+_AUTOTUNE = "--xla_gpu_autotune_level"
+
+
+def step_gpu_options() -> Optional[dict]:
+    """The ``compiler_options`` of a step on a GPU, ``{"xla_gpu_autotune_level": GPU_AUTOTUNE_LEVEL}``, or None: on
+    another backend, or where ``XLA_FLAGS`` set the level (the user's choice)."""
+    if _AUTOTUNE in os.environ.get("XLA_FLAGS", ""):
+        return None
+    import jax
+
+    if jax.default_backend() != "gpu":
+        return None
+    return {"xla_gpu_autotune_level": GPU_AUTOTUNE_LEVEL}
+
+
+def step_compile_options() -> Optional[dict]:
+    """The platform's ``compiler_options`` of a step: :func:`step_cpu_options` on a CPU, :func:`step_gpu_options`
+    on a GPU, None elsewhere."""
+    return step_cpu_options() or step_gpu_options()
 
 
 SETUP_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
@@ -238,6 +261,8 @@ __all__ = [
     "host_rng",
     "jit_or_eager",
     "setup_jit",
+    "step_compile_options",
     "step_cpu_options",
+    "step_gpu_options",
     "with_fast_cpu_compile",
 ]
