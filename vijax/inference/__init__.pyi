@@ -42,6 +42,13 @@ from vijax.inference._guides import (
     GaussianGuide as GaussianGuide,
     auto_family as auto_family,
 )
+from vijax.inference._laplace import (
+    PointInfo as PointInfo,
+    PointState as PointState,
+    laplace as laplace,
+    laplace_gaussian as laplace_gaussian,
+    map_estimate as map_estimate,
+)
 from vijax.inference._last_layer import (
     LIKELIHOODS as LIKELIHOODS,
     LastLayer as LastLayer,
@@ -151,6 +158,11 @@ __all__ = [
     "ExpFamilyGuide",
     "GaussianGuide",
     "auto_family",
+    "PointInfo",
+    "PointState",
+    "laplace",
+    "laplace_gaussian",
+    "map_estimate",
     "LIKELIHOODS",
     "LastLayer",
     "bayesian_last_layer",
