@@ -7,7 +7,8 @@ at the size of the benchmark it comes from:
 
 - ``gmm-cavi``: ``cavi(DiagonalGMM)``, D = 64, K = 30, N = 10^5 and 10^6 (``gmm_cavi.py``);
 - ``lda-svi``: ``svi(LDA)``, K = 50, V = 5,000, minibatches of S = 256 and 1,024 synthetic
-  documents of 100 tokens on average (``lda_online.py``);
+  documents of 100 tokens on average (``lda_online.py``), with the platform's E-step (dense on an
+  accelerator, tiles on a CPU) or the one ``--lda-estep`` names;
 - ``hmm-em``: Baum–Welch, ``em(GaussianHMM)``, K = 10, D = 8, 100 sequences of T = 1,000
   (``hmm.py``);
 - ``bbvi``: ``bbvi`` with a full-rank Gaussian on a Bayesian logistic regression, N = 10^4,
@@ -28,6 +29,7 @@ so a CPU run and a GPU run report their own compiler's counts.
 
     python benchmarks/gpu_scaling.py                      # on the CPU -> results/gpu_scaling_cpu.json
     python benchmarks/gpu_scaling.py --device gpu         # on a GPU   -> results/gpu_scaling_gpu.json
+    python benchmarks/gpu_scaling.py --device gpu --cases lda-svi --lda-estep tiles --gpu-autotune-level 0 --out x.json
     python benchmarks/gpu_scaling.py --md results/gpu_scaling_cpu.json results/gpu_scaling_gpu.json
 """
 
@@ -48,6 +50,7 @@ import numpy as np
 from vijax.data import Minibatcher, sample_gmm, sample_hmm, sample_lda_corpus
 from vijax.inference import bbvi, cavi, em, svi
 from vijax.models import DiagonalGMM, GaussianEmissions, GaussianHMM, HMMParams, LDA
+from vijax.models.lda import estep_layout
 
 from _device import add_device_argument, use_device  # this folder's --device switch
 
@@ -72,15 +75,19 @@ def _gmm(n: int):
 
 
 LDA_TILE_SLOTS = [None]  # --lda-tile-slots (None: LDA's default for the platform)
+LDA_ESTEP = [None]  # --lda-estep (None: LDA's default for the platform)
+LDA_TOPICS = [50]  # --lda-topics
 HMM_FORWARD_BACKWARD = [None]  # --hmm-forward-backward (None: the model's default)
+GPU_AUTOTUNE_LEVEL = [None]  # --gpu-autotune-level (None: XLA's)
 
 
 def _lda(s: int):
     corpus = sample_lda_corpus(0, 4 * s, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100).corpus
     batch = next(iter(Minibatcher(corpus, s, seed=0, length="corpus")))
-    slots = LDA_TILE_SLOTS[0]
-    alg = svi(LDA(50, 5000, alpha=0.1, eta=0.02, tile_slots=slots), num_data=corpus.num_docs)
-    label = f"S = {s:,}, K = 50, V = 5,000" + ("" if slots is None else f", tile_slots = {slots:,}")
+    slots, estep, k = LDA_TILE_SLOTS[0], LDA_ESTEP[0], LDA_TOPICS[0]
+    alg = svi(LDA(k, 5000, alpha=0.1, eta=0.02, tile_slots=slots, estep=estep), num_data=corpus.num_docs)
+    label = f"S = {s:,}, K = {k}, V = 5,000, {estep_layout(estep)} E-step"
+    label += "" if slots is None or estep_layout(estep) == "dense" else f", tile_slots = {slots:,}"
     return alg, alg.init(jax.random.PRNGKey(1), batch), batch, label
 
 
@@ -128,7 +135,8 @@ def measure(name: str, size, calls: int) -> dict:
     alg, state, batch, label = build(size)
     key = jax.random.PRNGKey(2)
     start = t0 = time.perf_counter()
-    compiled = jax.jit(alg.step).lower(key, state, batch).compile()
+    options = None if GPU_AUTOTUNE_LEVEL[0] is None else {"xla_gpu_autotune_level": GPU_AUTOTUNE_LEVEL[0]}
+    compiled = jax.jit(alg.step, compiler_options=options).lower(key, state, batch).compile()
     compile_s = time.perf_counter() - t0
     for _ in range(2):
         jax.block_until_ready(compiled(key, state, batch))  # warm-up calls, results dropped
@@ -194,7 +202,12 @@ def main(argv=None) -> dict:
     p.add_argument("--calls", type=int, default=20, help="timed calls per case (the median counts)")
     p.add_argument("--quick", action="store_true", help="the smallest size of each case only")
     p.add_argument("--lda-tile-slots", type=int, default=None, help="LDA(tile_slots=...) (default: the platform's)")
+    p.add_argument(
+        "--lda-estep", choices=["tiles", "dense"], default=None, help="LDA(estep=...) (default: the platform's)"
+    )
+    p.add_argument("--lda-topics", type=int, default=50, help="K of the lda-svi case")
     p.add_argument("--hmm-forward-backward", choices=["sequential", "parallel"], default=None)
+    p.add_argument("--gpu-autotune-level", type=int, choices=range(6), default=None, help="XLA's (default: XLA's, 4)")
     p.add_argument("--out", default=None, help="the JSON (default results/gpu_scaling_<device>.json)")
     p.add_argument("--md", nargs="+", default=None, metavar="JSON", help="print the docs' table of these results")
     add_device_argument(p)
@@ -204,8 +217,8 @@ def main(argv=None) -> dict:
         print(markdown(results))
         return {}
     device = use_device(args.device)
-    LDA_TILE_SLOTS[0] = args.lda_tile_slots
-    HMM_FORWARD_BACKWARD[0] = args.hmm_forward_backward
+    LDA_TILE_SLOTS[0], LDA_ESTEP[0], LDA_TOPICS[0] = args.lda_tile_slots, args.lda_estep, args.lda_topics
+    HMM_FORWARD_BACKWARD[0], GPU_AUTOTUNE_LEVEL[0] = args.hmm_forward_backward, args.gpu_autotune_level
     load_start = os.getloadavg()
     rows = []
     for name in args.cases:
@@ -226,6 +239,7 @@ def main(argv=None) -> dict:
             "loadavg_1_5_15_min_at_start": load_start,
             "loadavg_1_5_15_min_at_end": os.getloadavg(),
         },
+        "gpu_autotune_level": args.gpu_autotune_level,
         "gpus": [{"name": g, "fp32_tflops": f, "memory_tb_s": b} for g, f, b in GPUS],
         "rows": rows,
     }
