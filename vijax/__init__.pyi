@@ -17,6 +17,7 @@ from vijax import metrics as metrics
 from vijax.metrics import to_arviz as to_arviz
 from vijax import models as models
 from vijax import run as run
+from vijax.run import fit as fit
 from vijax import solvers as solvers
 from vijax._validate import ArgumentError as ArgumentError
 
@@ -25,6 +26,7 @@ __all__ = [
     "ArgumentError",
     "cavi",
     "conjugate_sites",
+    "fit",
     "from_numpyro",
     "from_tfp",
     "predictive",

@@ -40,6 +40,14 @@ from vijax.run._checkpoint import (
     ConfigChangedError as ConfigChangedError,
     CorruptCheckpointError as CorruptCheckpointError,
 )
+from vijax.run._fit import (
+    Plan as Plan,
+    PlanRow as PlanRow,
+    Posterior as Posterior,
+    Summary as Summary,
+    fit as fit,
+    plan_fit as plan_fit,
+)
 from vijax.run._health import RunHealth as RunHealth, run_health as run_health
 from vijax.run._runner import RunConfig as RunConfig, RunResult as RunResult, lower_run as lower_run, run as run
 from vijax._compile import fast_cpu_compile as fast_cpu_compile
@@ -76,6 +84,12 @@ __all__ = [
     "CheckpointError",
     "ConfigChangedError",
     "CorruptCheckpointError",
+    "Plan",
+    "PlanRow",
+    "Posterior",
+    "Summary",
+    "fit",
+    "plan_fit",
     "RunHealth",
     "run_health",
     "RunConfig",

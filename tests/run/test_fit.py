@@ -1,0 +1,191 @@
+"""``vijax.fit``: the route chosen per model (``plan_fit``, no fitting), refused routes and arguments, closed-form
+posteriors (fast), the Posterior's pytree contract and methods, and NUTS references (``slow``)."""
+
+import pytest
+
+numpyro = pytest.importorskip("numpyro")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
+from numpyro.distributions.transforms import OrderedTransform  # noqa: E402
+
+import vijax  # noqa: E402
+from vijax.run import Posterior, plan_fit  # noqa: E402
+
+K = jnp.array([3.0, 1.0, 4.0, 2.0, 5.0])
+EXPOSURE = jnp.array([1.0, 0.5, 2.0, 1.5, 1.0])
+
+
+def gamma_poisson(exposure, k):
+    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+    with numpyro.plate("data", exposure.shape[0]):
+        numpyro.sample("k", dist.Poisson(rate * exposure), obs=k)
+
+
+def beta_bernoulli(y):
+    p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(p), obs=y)
+
+
+def rate_and_weight(x, k):  # a conjugate Gamma rate beside a Normal weight that is not
+    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", k.shape[0]):
+        numpyro.sample("k", dist.Poisson(rate * jnp.exp(w * x)), obs=k)
+
+
+def logistic(x, y):
+    w = numpyro.sample("w", dist.Normal(jnp.zeros(x.shape[1]), 1.0).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=y)
+
+
+def ordered(y):  # an ordered vector: no exponential family matches its support
+    base = dist.Normal(jnp.zeros(2), 3.0).to_event(1)
+    c = numpyro.sample("c", dist.TransformedDistribution(base, OrderedTransform()))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(c[0] + c[1], 1.0), obs=y)
+
+
+X2 = jnp.array([[1.0, -0.5], [0.3, 1.2], [-1.0, 0.4], [0.8, 0.8], [-0.2, -1.5], [1.5, 0.1]])
+Y2 = jnp.array([1.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def test_plan_routes_each_model_by_its_structure():
+    plan = plan_fit(gamma_poisson, EXPOSURE, K)
+    assert plan.route == "conjugate" and plan.rows[0][:3] == ("rate", "Gamma", "closed form")
+    plan = plan_fit(rate_and_weight, X2[:, 0], jnp.array([3.0, 1.0, 4.0, 2.0, 5.0, 2.0]))
+    assert plan.route == "conjugate"
+    assert {r.site: r.route for r in plan.rows} == {"rate": "closed form", "w": "ngvi"}
+    assert "not linear" in [r for r in plan.rows if r.site == "w"][0].reason
+    plan = plan_fit(logistic, X2, Y2)
+    assert plan.route == "ngvi" and plan.rows[0][:3] == ("w", "Normal", "ngvi")
+    plan = plan_fit(ordered, jnp.array([0.5, 1.0]))
+    assert plan.route == "bbvi" and plan.rows[0].family == "Gaussian (fullrank)"
+    assert "'other'" in plan.rows[0].reason
+    text = str(plan)
+    assert "route 'bbvi'" in text and "c" in text and "fullrank" in text
+
+
+def test_forced_route_a_site_cannot_take_is_refused_naming_it():
+    with pytest.raises(vijax.ArgumentError, match="route='ngvi': site 'c'") as e:
+        plan_fit(ordered, jnp.array([0.5, 1.0]), route="ngvi")
+    assert e.value.argument == "route"
+    with pytest.raises(vijax.ArgumentError, match="route='conjugate': no site is conjugate; site 'w'"):
+        plan_fit(logistic, X2, Y2, route="conjugate")
+    assert plan_fit(logistic, X2, Y2, route="bbvi").route == "bbvi"
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        (dict(route="nuts"), "route"),
+        (dict(tol=0.0), "tol"),
+        (dict(tol=float("nan")), "tol"),
+        (dict(max_steps=0), "max_steps"),
+        (dict(max_steps=2.5), "max_steps"),
+        (dict(eval_every=0), "eval_every"),
+        (dict(seed=-1), "seed"),
+        (dict(init="state"), "init"),
+        (dict(objective="stl"), "objective"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(kwargs, argument):
+    with pytest.raises(vijax.ArgumentError) as e:
+        vijax.fit(gamma_poisson, EXPOSURE, K, progress=False, **kwargs)
+    assert e.value.argument == argument
+
+
+@pytest.mark.slow  # TFP's import
+def test_a_tfp_joint_needs_its_observed_parts():
+    tfp = pytest.importorskip("tensorflow_probability.substrates.jax")
+    tfd = tfp.distributions
+    joint = tfd.JointDistributionNamed(dict(rate=tfd.Gamma(2.0, 1.0), k=lambda rate: tfd.Sample(tfd.Poisson(rate), 5)))
+    with pytest.raises(vijax.ArgumentError) as e:
+        plan_fit(joint)
+    assert e.value.argument == "observed"
+    assert plan_fit(joint, observed={"k": K}).route == "conjugate"
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+
+@pytest.fixture(scope="module")
+def gamma_post():
+    return vijax.fit(gamma_poisson, EXPOSURE, K, max_steps=20, eval_every=10, progress=False)
+
+
+def test_all_conjugate_fit_is_the_closed_form(gamma_post):
+    """Gamma(2, 1) prior, k ~ Poisson(rate e): the posterior Gamma(2 + sum k, 1 + sum e), exactly."""
+    q = gamma_post.state.q_global["rate"]
+    np.testing.assert_allclose(q.concentration, 2.0 + float(K.sum()), rtol=1e-5)
+    np.testing.assert_allclose(q.rate, 1.0 + float(EXPOSURE.sum()), rtol=1e-5)
+    s = gamma_post.summary(num_samples=4000)["rate"]
+    a, b = 2.0 + float(K.sum()), 1.0 + float(EXPOSURE.sum())
+    sd = np.sqrt(a) / b
+    assert abs(s["mean"] - a / b) < 4 * sd / np.sqrt(4000)  # 4 Monte Carlo standard errors
+    assert abs(s["sd"] / sd - 1.0) < 0.05
+    assert int(gamma_post.num_steps) == 20 and gamma_post.elbo.shape == (20,)
+
+
+def test_beta_bernoulli_is_the_closed_form():
+    y = jnp.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0])
+    post = vijax.fit(beta_bernoulli, y, max_steps=10, eval_every=10, progress=False)
+    q = post.state.q_global["p"]
+    np.testing.assert_allclose(np.asarray(q.natural_params), [2.0 + 5.0 - 1.0, 3.0 + 2.0 - 1.0], rtol=1e-5)
+
+
+def test_posterior_methods(gamma_post):
+    key = jax.random.PRNGKey(3)
+    draws = gamma_post.sample(key, 50)
+    assert draws["rate"].shape == (50,)
+    pred = gamma_post.predictive(key, 50)
+    assert pred["k"].shape == (50, 5)
+    new = gamma_post.predictive(key, 50, jnp.ones(3), None)  # new exposures, k to be drawn
+    assert new["k"].shape == (50, 3)
+    ll = gamma_post.log_likelihood(key, 50)
+    np.testing.assert_allclose(
+        ll["k"], dist.Poisson(draws["rate"][:, None] * EXPOSURE[None, :]).log_prob(K[None, :]), rtol=1e-5
+    )
+    pytest.importorskip("arviz")
+    idata = gamma_post.to_arviz(num_samples=100)
+    for group in ("posterior", "posterior_predictive", "log_likelihood", "observed_data"):
+        assert group in idata.groups()
+    assert gamma_post.psis(num_samples=200).khat < 0.5  # q is the posterior: equal weights up to float error
+
+
+def test_posterior_is_a_pytree_jit_vmap_and_continue(gamma_post):
+    leaves, treedef = jax.tree.flatten(gamma_post)
+    again = jax.tree.unflatten(treedef, leaves)
+    assert isinstance(again, Posterior) and again.plan == gamma_post.plan
+
+    @jax.jit
+    def mean_rate(post, key):
+        return jnp.mean(post.sample(key, 100)["rate"])
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    means = jax.vmap(mean_rate, in_axes=(None, 0))(gamma_post, keys)
+    assert means.shape == (3,) and np.all(np.abs(np.asarray(means) - 17.0 / 7.0) < 0.3)  # Gamma(17, 7)
+    # posteriors of one model and data, route and settings stack, and vmap over the stack
+    posts = [vijax.fit(gamma_poisson, EXPOSURE, K, seed=s, max_steps=10, eval_every=10, progress=False) for s in (1, 2)]
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *posts)
+    assert jax.vmap(mean_rate)(stacked, keys[:2]).shape == (2,)
+    more = vijax.fit(gamma_poisson, EXPOSURE, K, init=posts[0], max_steps=10, eval_every=10, progress=False)
+    assert int(more.num_steps) == 20 and more.elbo.shape == (20,)
+
+
+def test_a_log_density_with_params_goes_to_bbvi():
+    def log_density(params, batch):  # N(1, 0.5^2) in each coordinate
+        return -0.5 * jnp.sum(((params["z"] - 1.0) / 0.5) ** 2)
+
+    post = vijax.fit(log_density, params={"z": jnp.zeros(2)}, max_steps=1500, tol=None, progress=False)
+    assert post.plan.route == "bbvi"
+    s = post.summary(num_samples=4000)["z"]
+    np.testing.assert_allclose(s["mean"], 1.0, atol=0.1)  # 0.2 posterior sd
+    np.testing.assert_allclose(s["sd"], 0.5, rtol=0.15)

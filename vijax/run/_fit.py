@@ -1,0 +1,616 @@
+"""``fit``: one call from a model to its posterior. It reads the model's structure, chooses a route per site, runs
+the route's step with the one runner (``vijax.run.run``) and returns a :class:`Posterior`.
+
+**Routes.** For a NumPyro model or a TFP joint (through its target), by ``route="auto"``:
+
+1. ``"conjugate"`` where ``vijax.conjugate_sites`` finds a conditionally conjugate site: those sites in closed form
+   (a CAVI sweep at full batch, a Robbins–Monro natural-gradient step where a plate is subsampled; Hoffman et al.
+   2013, eq. 24), the rest by ``ngvi`` where each rest site's support has a family, else by ``bbvi``
+   (``conjugate_split``);
+2. ``"ngvi"`` where every site's support has an exponential family (``auto_family``);
+3. ``"bbvi"`` otherwise: a Gaussian on the unconstrained space, full-rank up to ``FULLRANK_MAX_SIZE`` coordinates,
+   mean-field above.
+
+``"flow"`` (asked for) is ``bbvi`` with a flowjax masked autoregressive flow (Monte Carlo entropy). A
+``vijax.models`` model takes its own CAVI (full batch) or SVI (``batch_size``); a log-density with ``params``,
+``bbvi``. A forced route that a site cannot take is refused, naming the site.
+
+**Stopping** (Kucukelbir et al. 2017, "Automatic Differentiation Variational Inference", §3.3, Stan's
+``tol_rel_obj``): every ``eval_every`` steps the mean ELBO over those steps, L_c; the fit stops once
+|L_c − L_{c−1}| / |L_c| < ``tol`` at ``patience`` boundaries in a row (the runner's rule; Stan stops when the mean or
+the median of these changes is below ``tol``), or after ``max_steps``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vijax import expfam
+from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
+from vijax.inference import bbvi, cavi, conjugate_split, log_weights, ngvi, sample, schedules, svi
+from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
+from vijax.models import ConditionallyConjugateModel
+from vijax.metrics import psis, to_arviz
+from vijax.types import Array, PRNGKey, PyTree
+from ._runner import run
+
+ROUTES = ("auto", "conjugate", "ngvi", "bbvi", "flow", "laplace", "map")
+FULLRANK_MAX_SIZE = 100  # the most unconstrained coordinates whose Gaussian is full-rank by default
+MAX_STEPS = 10_000  # the default most steps (Stan's ADVI: 10,000 iterations)
+SWEEP_MAX_STEPS = 200  # ... where every site is updated in closed form at full batch (CAVI sweeps)
+_LATER = {"laplace": "laplace", "map": "map_estimate"}  # routes of vijax.inference, where this version has them
+
+
+class PlanRow(NamedTuple):
+    """One latent site: its name, q's family, the route it takes and why."""
+
+    site: str
+    family: str
+    route: str
+    reason: str
+
+
+class Plan(NamedTuple):
+    """The route of a fit (``"conjugate"``, ``"ngvi"``, ``"bbvi"``, ``"flow"``, ``"cavi"``, ``"svi"``) and one
+    :class:`PlanRow` per site; ``str(plan)`` is a table."""
+
+    route: str
+    rows: tuple
+
+    def __str__(self) -> str:
+        head = ("site", "family", "route", "why")
+        rows = [head] + [tuple(r) for r in self.rows]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = [f"vijax.fit: route {self.route!r}"]
+        lines += ["  " + "  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
+        return "\n".join(lines)
+
+
+class Summary(dict):
+    """site -> ``{"mean", "sd", "q5", "q50", "q95"}`` (arrays of the site's shape); ``str(summary)`` is a table with
+    one row per element (``theta[3]``)."""
+
+    def __str__(self) -> str:
+        lines = [f"{'':<16}{'mean':>11}{'sd':>11}{'5%':>11}{'50%':>11}{'95%':>11}"]
+        for name, s in self.items():
+            mean = np.asarray(s["mean"])
+            for idx in np.ndindex(mean.shape):
+                label = name + (f"[{', '.join(map(str, idx))}]" if idx else "")
+                vals = [np.asarray(s[k])[idx] for k in ("mean", "sd", "q5", "q50", "q95")]
+                lines.append(f"{label:<16}" + "".join(f"{float(v):>11.4g}" for v in vals))
+        return "\n".join(lines)
+
+
+class _Fitted:
+    """A posterior's static part: the algorithm, the target (or model, or log-density), its full-batch data and the
+    plan. Two are equal when ``fit`` was given the same model and data objects, route and settings (so that
+    posteriors of several seeds stack)."""
+
+    def __init__(self, kind: str, alg, target, model, data, plan: Plan, settings: tuple):
+        self.kind, self.alg, self.target, self.model, self.data, self.plan = kind, alg, target, model, data, plan
+        self.identity = (kind, plan, settings)
+
+    def __eq__(self, other):
+        return isinstance(other, _Fitted) and self.identity == other.identity
+
+    def __hash__(self):
+        return hash(self.identity)
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["state", "elbo", "num_steps", "converged", "key"],
+    meta_fields=["fitted"],
+)
+@dataclasses.dataclass(frozen=True)
+class Posterior:
+    """What :func:`fit` returns: a pytree (jit, vmap, save) whose leaves are the fitted state, the ELBO trace, the
+    number of steps, whether the stopping rule met and the fit's key; its static part, the algorithm and the target.
+
+    Methods that draw take a key; ``summary``, ``to_arviz`` and ``psis`` default to one derived from the fit's key.
+
+    Attributes:
+      state: the fitted state, to continue from (``fit(..., init=posterior)``).
+      elbo: (num_steps,) the ELBO estimate at each step.
+      num_steps: int32 steps taken (over continuations).
+      converged: whether the stopping rule stopped the fit.
+      key: the fit's PRNG key.
+    """
+
+    state: PyTree
+    elbo: Array
+    num_steps: Array
+    converged: Array
+    key: Array
+    fitted: _Fitted
+
+    @property
+    def plan(self) -> Plan:
+        """The routes taken, per site."""
+        return self.fitted.plan
+
+    @property
+    def target(self) -> Optional[Target]:
+        """The model's target (None for a ``vijax.models`` model or a log-density)."""
+        return self.fitted.target
+
+    def _key(self, key: Optional[PRNGKey], tag: int) -> PRNGKey:
+        return jax.random.fold_in(self.key, tag) if key is None else key
+
+    def sample(self, key: PRNGKey, num_samples: int) -> PyTree:
+        """``num_samples`` draws of q on a leading axis: constrained values by site name (a model: q's families'
+        draws, structured like its ``prior()``)."""
+        num_samples = check_int("num_samples", num_samples)
+        if self.fitted.kind == "model":
+            return expfam.reparam_sample(self.state.q_global, key, num_samples)
+        return sample(self.fitted.alg, key, self.state, num_samples)
+
+    def _target(self, what: str) -> Target:
+        if self.fitted.target is None:
+            raise ArgumentError("self", f"{what} needs a NumPyro model or a TFP joint; this fit has no target")
+        return self.fitted.target
+
+    def _batch(self, args: tuple, kwargs: dict):
+        """The target's batch of new arguments: ``args`` by the model's argument order, ``kwargs`` by name."""
+        target = self._target("new arguments")
+        if not args and not kwargs:
+            return None
+        keys = target.batch_keys or ()
+        if len(args) > len(keys):
+            raise ArgumentError("args", f"args: {len(args)} given; the model takes {list(keys)}")
+        return {**dict(zip(keys, args)), **kwargs}
+
+    def predictive(self, key: PRNGKey, num_samples: int, *args, sites=None, **kwargs) -> dict:
+        """Draws of the observed sites (or ``sites``) given ``num_samples`` draws of q; ``args``, ``kwargs``: new
+        arguments of the model (``vijax.predictive``'s batch), e.g. new inputs with ``y=None``."""
+        target = self._target("predictive")
+        k_q, k_pred = jax.random.split(key)
+        draws = self.sample(k_q, num_samples)
+        return predictive(target, draws, k_pred, self._batch(args, kwargs), sites=sites)
+
+    def log_likelihood(self, key: PRNGKey, num_samples: int, *args, **kwargs) -> dict:
+        """(num_samples, ...) the pointwise log-likelihood of the observed sites at draws of q."""
+        target = self._target("log_likelihood")
+        return log_likelihood(target, self.sample(key, num_samples), self._batch(args, kwargs))
+
+    def to_arviz(self, key: Optional[PRNGKey] = None, num_samples: int = 1000):
+        """An ``arviz.InferenceData``: posterior, posterior_predictive, log_likelihood, observed_data (a target), or
+        the posterior alone; ``key`` defaults to one derived from the fit's."""
+        k_q, k_pred = jax.random.split(self._key(key, 1))
+        draws = self.sample(k_q, num_samples)
+        if self.fitted.target is None:
+            return to_arviz(draws)
+        return to_arviz(draws, k_pred, target=self.fitted.target)
+
+    def summary(self, key: Optional[PRNGKey] = None, num_samples: int = 4000) -> Summary:
+        """Each site's mean, sd and 5%, 50%, 95% quantiles over ``num_samples`` draws of q (:class:`Summary`)."""
+        draws = self.sample(self._key(key, 2), num_samples)
+        leaves = jax.tree_util.tree_flatten_with_path(draws)[0]
+        out = Summary()
+        for path, x in leaves:
+            x = np.asarray(x)
+            name = jax.tree_util.keystr(path, simple=True, separator=".") or "params"
+            q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=0)
+            out[name] = {"mean": x.mean(0), "sd": x.std(0), "q5": q5, "q50": q50, "q95": q95}
+        return out
+
+    def psis(self, key: Optional[PRNGKey] = None, num_samples: int = 1000):
+        """PSIS k-hat of q against the model (``vijax.metrics.psis`` of log p(x, z) − log q(z), z ~ q): k-hat
+        ≤ 0.7 says q is close enough for importance-weighted estimates (Yao et al. 2018, "Yes, but did it work?")."""
+        key = self._key(key, 3)
+        route = self.fitted.plan.route
+        if route in ("bbvi", "flow", "ngvi"):
+            return psis(log_weights(self.fitted.alg, key, self.state, None, num_samples))
+        rest = self.state.rest
+        if route != "conjugate" or not (rest is None or hasattr(rest, "q_global")):
+            raise ArgumentError(
+                "route", f"psis: not offered for route {route!r} (a q whose density vijax does not give)"
+            )
+        target, q = self.fitted.target, dict(self.state.q_global)
+        if rest is not None:
+            q.update(rest.q_global)
+        z = self.sample(key, num_samples)
+
+        def log_w(draw):
+            log_q = sum(jnp.sum(q[n].log_prob(draw[n])) for n in q)
+            return target.log_prob(draw, None) - log_q
+
+        return psis(jax.vmap(log_w)(z))
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def _support_rows(target: Target) -> list:
+    return [PlanRow(n, "summed out", "enumerated", "discrete, marked to be summed out") for n in target.enumerated]
+
+
+def _report(target: Target, key: PRNGKey, batch) -> dict:
+    """``conjugate_sites``' report, or {} with the reason where the check cannot run."""
+    try:
+        return conjugate_sites(target, key, **({} if batch is None else batch))
+    except (ArgumentError, ValueError, NotImplementedError) as e:
+        return {"": str(e)}
+
+
+def _size(target: Target) -> int:
+    return sum(math.prod(s.unconstrained_shape) for s in target.sites.values())
+
+
+_FAMILY_OF = {"real": "Normal", "positive": "Gamma", "unit_interval": "Beta", "simplex": "Dirichlet"}
+
+
+def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
+    """The route of each site (module docstring); ArgumentError naming ``route`` where a forced one cannot go."""
+    sites = target.sites
+    unmatched = [n for n, s in sites.items() if s.support not in _FAMILY_OF]
+    conj = [n for n in sites if n in report and report[n].conjugate]
+
+    def why_not(n):
+        if "" in report:
+            return f"the conjugacy check did not run: {report['']}"
+        return report[n].reason if n in report and report[n].reason else "not conjugate"
+
+    if route == "auto":
+        route = "conjugate" if conj else "ngvi" if not unmatched else "bbvi"
+    if route == "conjugate" and not conj:
+        first = next(iter(sites))
+        raise ArgumentError(
+            "route", f"route='conjugate': no site is conjugate; site {first!r}: {why_not(first)}", value=route
+        )
+    if route in ("ngvi",) and unmatched:
+        n = unmatched[0]
+        raise ArgumentError(
+            "route",
+            f"route='ngvi': site {n!r} has a support no exponential family matches ({sites[n].constraint}); "
+            "use route='bbvi'",
+            value=route,
+        )
+    rows = []
+    if route == "conjugate":
+        rest = "bbvi" if any(n not in conj for n in unmatched) else "ngvi"
+        for n in sites:
+            if n in conj:
+                rows.append(
+                    PlanRow(n, report[n].family, "closed form", "conjugate: complete conditional in closed form")
+                )
+            elif rest == "ngvi":
+                rows.append(PlanRow(n, _FAMILY_OF[sites[n].support], "ngvi", why_not(n)))
+            else:
+                rows.append(PlanRow(n, "Gaussian (meanfield)", "bbvi", why_not(n)))
+    elif route == "ngvi":
+        for n, s in sites.items():
+            reason = f"support {s.support!r}: {_FAMILY_OF[s.support]}" + ("" if n in conj else f"; {why_not(n)}")
+            rows.append(PlanRow(n, _FAMILY_OF[s.support], "ngvi", reason))
+    else:
+        if route == "flow":
+            fam = "flow (masked autoregressive)"
+        elif isinstance(family, str):
+            fam = f"Gaussian ({family})"
+        else:
+            fam = "Gaussian (fullrank)" if _size(target) <= FULLRANK_MAX_SIZE else "Gaussian (meanfield)"
+        for n, s in sites.items():
+            reason = "asked for" if route != "bbvi" or n not in unmatched else f"support {s.support!r}: no family"
+            rows.append(PlanRow(n, fam, route, reason if route != "bbvi" or unmatched else "asked for"))
+    return Plan(route, tuple(rows + _support_rows(target)))
+
+
+# ----------------------------------------------------------------------------- the algorithm of each route
+
+
+def _flow(target: Target, key: PRNGKey):
+    try:
+        from flowjax.distributions import Normal as FlowNormal
+        from flowjax.flows import masked_autoregressive_flow
+    except ImportError as e:
+        raise ImportError('route="flow" needs flowjax: pip install "vijax-toolkit[flows]"', name="flowjax") from e
+    return masked_autoregressive_flow(key, base_dist=FlowNormal(jnp.zeros(_size(target))))
+
+
+def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, options: dict):
+    family, objective, num_samples, lr = (options[k] for k in ("family", "objective", "num_samples", "learning_rate"))
+    route = plan.route
+    if objective is not None and route not in ("bbvi", "flow"):
+        raise ArgumentError("objective", f"objective: an option of route 'bbvi' or 'flow'; this fit's is {route!r}")
+    if route == "conjugate":
+        rest = next((r.route for r in plan.rows if r.route in ("ngvi", "bbvi")), "ngvi")
+        subsampled = bool(target.plates)
+        rho = schedules.robbins_monro(1.0, tau=1.0, kappa=0.7) if subsampled else None
+        settings = dict(rest=rest, num_samples=num_samples or 8, schedule=rho)
+        if rest == "bbvi":
+            settings.update(learning_rate=lr, family=family)
+        elif family is not None:
+            settings.update(family=family)
+        return conjugate_split(target, report, **settings)
+    if route == "ngvi":
+        return ngvi(target, family=family, num_samples=num_samples or 8)
+    if route in _LATER:
+        import vijax.inference as inference
+
+        factory = getattr(inference, _LATER[route], None)
+        if factory is None:
+            raise ArgumentError("route", f"route={route!r} is not in this version of vijax", value=route)
+        return factory(target)
+    if route == "flow":
+        family = _flow(target, key) if family is None else family
+        settings = dict(family=family, entropy="mc")
+    else:
+        default = "fullrank" if _size(target) <= FULLRANK_MAX_SIZE else "meanfield"
+        settings = dict(family=default if family is None else family)
+    settings.update(estimator=objective or "reparam", num_samples=num_samples or 8)
+    return bbvi(target, schedule=0.01 if lr is None else lr, **settings)
+
+
+def _batch_fn(target: Optional[Target], data=None) -> Callable:
+    """Full batches (``data``: None, or the model's data arrays), or each subsampled plate's indices drawn without
+    replacement."""
+    if target is None or not target.plates:
+        return lambda key, t: data
+
+    def batch_fn(key, t):
+        keys = jax.random.split(key, len(target.plates))
+        return {
+            name: jax.random.choice(k, n, (m,), replace=False) for k, (name, (n, m)) in zip(keys, target.plates.items())
+        }
+
+    return batch_fn
+
+
+# ----------------------------------------------------------------------------- fit
+
+
+def _as_target(model, args, kwargs, observed, params):
+    """(target, log-density) of what ``fit`` was given; a ``vijax.models`` model gives (None, None)."""
+    if isinstance(model, Target):
+        if args or kwargs:
+            raise ArgumentError("args", "a target carries its data: give no model arguments with it")
+        return model, None
+    if observed is not None:
+        return from_tfp(model, observed=observed, **kwargs), None
+    if params is not None:
+        return None, model
+    if implements(model, ConditionallyConjugateModel):
+        return None, None
+    if hasattr(model, "experimental_pin"):  # a TFP joint distribution: its data are the observed parts
+        raise ArgumentError("observed", "observed: a TFP joint needs its observed parts (observed={name: value})")
+    if not callable(model):
+        raise ArgumentError(
+            "model",
+            "model: a NumPyro model, a TFP joint with observed=, a vijax.models model with its data, a vijax target "
+            f"or a log-density with params=; got {type(model).__name__}",
+        )
+    return from_numpyro(model, *args, **kwargs), None
+
+
+def fit(
+    model: Any,
+    *args: Any,
+    route: str = "auto",
+    family: Any = None,
+    objective: Optional[str] = None,
+    num_samples: Optional[int] = None,
+    learning_rate: Any = None,
+    max_steps: Optional[int] = None,
+    tol: Optional[float] = 0.01,
+    eval_every: int = 100,
+    patience: int = 3,
+    seed: Any = 0,
+    init: Optional[Posterior] = None,
+    observed: Optional[Mapping] = None,
+    params: PyTree = None,
+    batch_size: Optional[int] = None,
+    progress: bool = True,
+    **kwargs: Any,
+) -> Posterior:
+    """Fits a model's posterior by variational inference, choosing the route from the model's structure.
+
+    Args:
+      model: a NumPyro model (``args``, ``kwargs``: its arguments and data), a TFP joint distribution (with
+        ``observed``), a ``vijax.models`` conditionally conjugate model (``args[0]``: its data), a target
+        (``vijax.from_numpyro``, ``vijax.from_tfp``) or a log-density ``(params, batch) -> scalar`` (with ``params``).
+      route: ``"auto"`` (the module docstring's rule), or one of ``ROUTES`` to force it.
+      family: q's family for the route: ``bbvi``'s (``"meanfield"``, ``"fullrank"``, ``"lowrank"`` or a flowjax
+        flow), a dict of site -> ``vijax.expfam`` family for ``ngvi`` (and the conjugate route's ``ngvi`` rest).
+      objective: ``bbvi``'s estimator (``vijax.inference.ESTIMATORS``: ``"reparam"``, ``"stl"``, ``"renyi"``, ...).
+      num_samples: Monte Carlo draws per step (default 8).
+      learning_rate: ``bbvi``'s Adam step (a number or ``count -> rate``; default 0.01).
+      max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
+        closed form at full batch (whose ELBO estimate, at one draw, is too noisy for ``tol`` to stop it).
+      tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``.
+      eval_every: steps between two checks of the rule (the runner's chunk).
+      patience: checks in a row below ``tol`` needed to stop.
+      seed: an int or a PRNG key.
+      init: a :class:`Posterior` of the same model to continue from (its route and state).
+      observed: a TFP joint's observed parts, name -> value.
+      params: with a log-density, its parameter pytree (structure, shapes, q's start).
+      batch_size: with a ``vijax.models`` model, SVI on minibatches of this size (None: CAVI on the whole data).
+      progress: print the plan and show a progress bar.
+      **kwargs: the model's keyword arguments.
+
+    Returns:
+      A :class:`Posterior`.
+
+    Raises:
+      ArgumentError: naming the argument: an unknown ``route``, or a forced one a site cannot take (the site
+        named), a bad ``tol``, ``max_steps``, ``eval_every``, ``patience`` or ``init``, a model of no known kind.
+
+    Examples:
+        >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+        >>> import vijax
+        >>> def model(k):
+        ...     rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        ...     with numpyro.plate("data", k.shape[0]):
+        ...         numpyro.sample("k", dist.Poisson(rate), obs=k)
+        >>> post = vijax.fit(model, jnp.array([3.0, 1.0, 4.0]), progress=False)
+        >>> post.plan.route, round(float(post.summary()["rate"]["mean"]), 1)   # Gamma(10, 4): mean 2.5
+        ('conjugate', 2.5)
+    """
+    route = check_choice("route", route, ROUTES)
+    if max_steps is not None:
+        max_steps = check_int("max_steps", max_steps)
+    eval_every = check_int("eval_every", eval_every)
+    patience = check_int("patience", patience)
+    progress = check_bool("progress", progress)
+    if tol is not None:
+        tol = check_scalar("tol", tol, low=0.0)
+    if num_samples is not None:
+        num_samples = check_int("num_samples", num_samples)
+    key = _key_of(seed)
+    if init is not None and not isinstance(init, Posterior):
+        raise ArgumentError("init", f"init: a Posterior of vijax.fit to continue from, got {type(init).__name__}")
+    k_plan, k_run = jax.random.split(key)
+    options = dict(family=family, objective=objective, num_samples=num_samples, learning_rate=learning_rate)
+    if init is not None:
+        fitted = init.fitted
+        k_run = jax.random.fold_in(k_run, int(init.num_steps))
+    else:
+        fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
+    if max_steps is None:
+        max_steps = SWEEP_MAX_STEPS if fitted.data is not None else MAX_STEPS
+    if progress:
+        print(fitted.plan)
+    alg, data = fitted.alg, fitted.data
+    batch_fn = _model_batches(data, batch_size) if fitted.kind == "model" else _batch_fn(fitted.target, data)
+    if init is not None:
+        init_state = init.state
+    elif fitted.kind == "model":
+        init_state = lambda k: alg.init(k, data)  # noqa: E731 (the model's start reads its data)
+    else:
+        init_state = None
+    res = run(
+        alg,
+        k_run,
+        batch_fn=batch_fn,
+        init_state=init_state,
+        num_steps=max_steps,
+        chunk_size=eval_every,
+        tol=tol,
+        patience=patience,
+        progress=progress,
+    )
+    elbo = jnp.asarray(np.asarray(res.trace["elbo"], np.float64).reshape(res.num_steps, -1).sum(axis=1))
+    steps = res.num_steps
+    if init is not None:
+        elbo, steps = jnp.concatenate([init.elbo, elbo.astype(init.elbo.dtype)]), steps + int(init.num_steps)
+    return Posterior(res.state, elbo, jnp.int32(steps), jnp.asarray(res.converged), key, fitted)
+
+
+def _data_batch(target: Target, args: tuple, kwargs: dict, observed) -> Optional[dict]:
+    """The model's array arguments (a TFP joint's observed parts) as a batch: every conjugate site's update then
+    reads the data as the chunk's arguments."""
+    given = dict(observed) if observed is not None else {**dict(zip(target.batch_keys or (), args)), **kwargs}
+    data = {k: v for k, v in given.items() if isinstance(v, (jax.Array, np.ndarray))}
+    return data or None
+
+
+def plan_fit(
+    model: Any,
+    *args: Any,
+    route: str = "auto",
+    family: Any = None,
+    seed: Any = 0,
+    observed: Optional[Mapping] = None,
+    params: PyTree = None,
+    batch_size: Optional[int] = None,
+    **kwargs: Any,
+) -> Plan:
+    """The :class:`Plan` that :func:`fit` with the same arguments follows, without fitting (its arguments)."""
+    route = check_choice("route", route, ROUTES)
+    options = dict(family=family, objective=None, num_samples=None, learning_rate=None)
+    k_plan = jax.random.split(_key_of(seed))[0]
+    return _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan, make_alg=False).plan
+
+
+def _key_of(seed) -> PRNGKey:
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return jax.random.PRNGKey(check_int("seed", seed, minimum=0))
+    check_key("seed", seed)
+    return seed
+
+
+def _model_batches(data, batch_size):
+    if batch_size is None:
+        return lambda key, t: data
+    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+
+    def batch_fn(key, t):
+        idx = jax.random.choice(key, n, (batch_size,), replace=False)
+        return jax.tree.map(lambda x: x[idx], data)
+
+    return batch_fn
+
+
+def _build(model, args, kwargs, observed, params, batch_size, route, options, key, make_alg=True) -> _Fitted:
+    """The algorithm and plan of a new fit."""
+    given = (id(model), tuple(map(id, args)), tuple((k, id(v)) for k, v in sorted(kwargs.items())), id(observed))
+    settings = (given, route, *(repr(v) for v in options.values()), batch_size, id(params))
+    target, log_density = _as_target(model, args, kwargs, observed, params)
+    if target is not None:
+        if batch_size is not None:
+            raise ArgumentError(
+                "batch_size", "batch_size: a NumPyro model subsamples by its own plate's subsample_size"
+            )
+        report = _report(target, key, _batch_fn(target)(key, 0))
+        plan = _plan(target, route, report, options["family"])
+        if not make_alg:
+            return _Fitted("target", None, target, None, None, plan, settings)
+        alg = _target_algorithm(target, plan, report, key, options)
+        sweep = plan.route == "conjugate" and all(r.route in ("closed form", "enumerated") for r in plan.rows)
+        data = _data_batch(target, args, kwargs, observed) if sweep and not target.plates else None
+        return _Fitted("target", alg, target, None, data, plan, settings)
+    if log_density is not None:
+        if route not in ("auto", "bbvi"):
+            raise ArgumentError("route", f"route={route!r}: a log-density is fitted by 'bbvi' only", value=route)
+        size = sum(np.size(x) for x in jax.tree_util.tree_leaves(params))
+        default = "fullrank" if size <= FULLRANK_MAX_SIZE else "meanfield"
+        family = options["family"] or default
+        num = options["num_samples"] or 8
+        lr = 0.01 if options["learning_rate"] is None else options["learning_rate"]
+        alg = bbvi(log_density, init_params=params, family=family, schedule=lr, num_samples=num)
+        rows = tuple(
+            PlanRow(
+                jax.tree_util.keystr(p, simple=True, separator=".") or "params",
+                f"Gaussian ({family})",
+                "bbvi",
+                "a log-density",
+            )
+            for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
+        )
+        return _Fitted("density", alg, None, log_density, None, Plan("bbvi", rows), settings)
+    if route != "auto":
+        raise ArgumentError("route", f"route={route!r}: a vijax.models model takes its own CAVI or SVI", value=route)
+    if len(args) != 1 or kwargs:
+        raise ArgumentError("args", "a vijax.models model takes one argument, its data: fit(model, data)")
+    data = args[0]
+    if batch_size is None:
+        alg, name, why = cavi(model), "cavi", "conditionally conjugate model, whole data"
+    else:
+        n = jax.tree_util.tree_leaves(data)[0].shape[0]
+        batch_size = check_int("batch_size", batch_size, maximum=n)
+        alg, name, why = svi(model, num_data=n), "svi", f"minibatches of {batch_size} of {n}"
+    rows = tuple(
+        PlanRow(jax.tree_util.keystr(p, simple=True, separator=".") or "q", type(f).__name__, name, why)
+        for p, f in jax.tree_util.tree_flatten_with_path(model.prior(), is_leaf=expfam.is_family)[0]
+    )
+    return _Fitted("model", alg, None, model, data, Plan(name, rows), settings)
+
+
+__all__ = [
+    "FULLRANK_MAX_SIZE",
+    "MAX_STEPS",
+    "ROUTES",
+    "SWEEP_MAX_STEPS",
+    "Plan",
+    "PlanRow",
+    "Posterior",
+    "Summary",
+    "fit",
+    "plan_fit",
+]
