@@ -16,6 +16,12 @@ from vijax.inference._bbvi import (
     log_joint as log_joint,
 )
 from vijax.inference._cavi import CAVIInfo as CAVIInfo, CAVIState as CAVIState, cavi as cavi
+from vijax.inference._empirical_bayes import (
+    EmpiricalBayesInfo as EmpiricalBayesInfo,
+    EmpiricalBayesState as EmpiricalBayesState,
+    empirical_bayes as empirical_bayes,
+    fitted_params as fitted_params,
+)
 from vijax.inference._em import EMInfo as EMInfo, EMState as EMState, em as em
 from vijax.inference._extras import (
     decoder_kl as decoder_kl,
@@ -136,6 +142,10 @@ __all__ = [
     "CAVIInfo",
     "CAVIState",
     "cavi",
+    "EmpiricalBayesInfo",
+    "EmpiricalBayesState",
+    "empirical_bayes",
+    "fitted_params",
     "EMInfo",
     "EMState",
     "em",

@@ -747,8 +747,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     def transform(params_u):
         with jax.numpy_rank_promotion("allow"):
             params = transform_fn({**transforms, **param_maps}, params_u)
+            latent = () if params_u and set(params_u) <= set(param_maps) else sites  # params alone: no Jacobian
             log_det = sum(
-                jnp.sum(transforms[n].log_abs_det_jacobian(jnp.asarray(params_u[n]), params[n])) for n in sites
+                jnp.sum(transforms[n].log_abs_det_jacobian(jnp.asarray(params_u[n]), params[n])) for n in latent
             )
         return params, log_det
 
