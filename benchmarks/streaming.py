@@ -24,53 +24,17 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 from _device import add_device_argument, child_env  # this folder's --device switch
+from _memory import AnonPeak, peak_rss_mib, status_mib  # this folder's memory probes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
-
-
-def _status_mib(field: str) -> float:
-    """A field of /proc/self/status (Linux) in MiB, NaN elsewhere."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return float("nan")
-
-
-class _AnonPeak:
-    """Samples RssAnon (the process's own memory, without the mapped corpus's file pages, which
-    the kernel can drop and read again) every 20 ms in a thread; ``peak`` is the largest seen."""
-
-    def __init__(self):
-        self.peak, self._stop = 0.0, threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self):
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, _status_mib("RssAnon"))
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join()
-        return max(self.peak, _status_mib("RssAnon"))
 
 
 def _write(path, docs, topics, vocab, doc_len):
@@ -80,7 +44,7 @@ def _write(path, docs, topics, vocab, doc_len):
     write_lda_corpus_npz(path, 0, docs, topics, vocab, doc_length_mean=doc_len, save_doc_topics=False)
     return {
         "write_s": time.perf_counter() - t,
-        "write_peak_rss_mib": _peak_rss_mib(),
+        "write_peak_rss_mib": peak_rss_mib(),
         "file_mib": os.path.getsize(path) / 2**20,
     }
 
@@ -104,7 +68,7 @@ def _stream_timed(path, args):
     from vijax.models import LDA
     from vijax.run import run
 
-    anon = _AnonPeak()
+    anon = AnonPeak()
     corpus = Corpus.load_npz(path, mmap=True, validate=False)
     sizes = corpus.doc_unique_words  # lazily: computed from doc_ptr, 8 bytes a document
     length = bucket_length(int(sizes.max()))
@@ -145,9 +109,9 @@ def _stream_timed(path, args):
         }
         finals.append([np.asarray(x) for x in jax.tree.leaves(r.state.q_global)])
     res["identical"] = all(np.array_equal(a, b) for a, b in zip(*finals))
-    res["stream_peak_rss_mib"] = _peak_rss_mib()
+    res["stream_peak_rss_mib"] = peak_rss_mib()
     res["stream_peak_anon_mib"] = anon.stop()
-    res["stream_end_file_mib"] = _status_mib("RssFile")
+    res["stream_end_file_mib"] = status_mib("RssFile")
     return res
 
 

@@ -1,5 +1,6 @@
-"""Checkpoints of a run of two CPU processes (``jax.distributed``): killed mid-way and resumed, it
-ends bit-identical to an uninterrupted two-process run (``vijax.run._checkpoint.CheckpointStore``)."""
+"""Checkpoints of a run of two CPU processes (``jax.distributed``) streaming a memory-mapped corpus
+(SVI on LDA, each process reading its own block of the file): killed mid-way and resumed, it ends
+bit-identical to an uninterrupted two-process run (``vijax.run._checkpoint.CheckpointStore``)."""
 
 import os
 import re
@@ -11,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from vijax.data import sample_lda_corpus
 from vijax.run import _checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,10 +26,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1), steps=(STEPS, STEPS)) -> list:
+def _start(
+    tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1), steps=(STEPS, STEPS), corpus=None
+) -> list:
     """The two processes of one run, side by side: process p gets ``checkpoint_dirs[p]`` (``-``:
     none), ``resume`` (or ``resume[p]``) and ``num_steps=steps[p]``, writes ``<name>_<p>.npz``, and
-    kills itself at update ``kill_at[p]`` (-1: never)."""
+    kills itself at update ``kill_at[p]`` (-1: never); SVI on LDA streaming the corpus file ``corpus``,
+    or else on a Gaussian mixture."""
     resume = resume if isinstance(resume, tuple) else (resume, resume)
     env = dict(
         os.environ,
@@ -39,7 +44,8 @@ def _start(tmp_path, name, checkpoint_dirs, *, resume=False, kill_at=(-1, -1), s
     return [
         subprocess.Popen(
             [sys.executable, os.path.join(HERE, "_mp_resume_worker.py"), str(port), str(p), checkpoint_dirs[p]]
-            + [str(tmp_path / f"{name}_{p}.npz"), str(steps[p]), str(int(resume[p])), str(kill_at[p]), cache],
+            + [str(tmp_path / f"{name}_{p}.npz"), str(steps[p]), str(int(resume[p])), str(kill_at[p]), cache]
+            + ([] if corpus is None else [str(corpus)]),
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -61,19 +67,21 @@ def _wait(procs, timeout=120) -> list:
     return outs
 
 
-def test_two_processes_killed_and_resumed_equal_an_uninterrupted_run(tmp_path):
-    """The uninterrupted run gives both processes one shared folder; the killed and resumed runs
+def test_two_processes_streaming_a_corpus_killed_and_resumed_equal_an_uninterrupted_run(tmp_path):
+    """Both processes map one corpus file (40 documents) and read their halves of it. The uninterrupted run gives both processes one shared folder; the killed and resumed runs
     follow README's recipe (a folder for process 0 only). Process 1 is killed (SIGKILL) when it is
     asked for the batches of update 6, after the checkpoint of step 4; process 0, then waiting for
     it, is killed too. Resumed, both processes end with the uninterrupted run's
     state and trace, bit for bit."""
     shared, ckpt = str(tmp_path / "shared"), str(tmp_path / "ckpt")
-    for out, code in _wait(_start(tmp_path, "full", [shared, shared])):
+    corpus = tmp_path / "corpus.npz"
+    sample_lda_corpus(0, 40, 2, 30, doc_length_mean=15).corpus.save_npz(corpus)
+    for out, code in _wait(_start(tmp_path, "full", [shared, shared], corpus=corpus)):
         assert code == 0, out
     # one writer: process 0 rotated the checkpoints, process 1 wrote nothing beside them
     assert sorted(os.listdir(shared)) == [".vijax.lock", "ckpt_0000000006.npz", "ckpt_0000000008.npz"]
 
-    procs = _start(tmp_path, "killed", [ckpt, "-"], kill_at=(-1, 6))
+    procs = _start(tmp_path, "killed", [ckpt, "-"], kill_at=(-1, 6), corpus=corpus)
     out, code = _wait(procs[1:])[0]
     assert code == -signal.SIGKILL, out
     procs[0].kill()  # waiting for process 1 (in the psum of updates 4-5, or after the checkpoint of step 6)
@@ -84,7 +92,7 @@ def test_two_processes_killed_and_resumed_equal_an_uninterrupted_run(tmp_path):
     assert newest in ([2, 4], [4, 6])
     assert not (tmp_path / "killed_0.npz").exists()
 
-    for out, code in _wait(_start(tmp_path, "resumed", [ckpt, "-"], resume=True)):
+    for out, code in _wait(_start(tmp_path, "resumed", [ckpt, "-"], resume=True, corpus=corpus)):
         assert code == 0, out
         # from the newest checkpoint: a replay from the older one would end bit-identical too
         asked = re.findall(r"batches asked from update (\d+)", out)
