@@ -189,3 +189,102 @@ def test_a_log_density_with_params_goes_to_bbvi():
     s = post.summary(num_samples=4000)["z"]
     np.testing.assert_allclose(s["mean"], 1.0, atol=0.1)  # 0.2 posterior sd
     np.testing.assert_allclose(s["sd"], 0.5, rtol=0.15)
+
+
+def normal_gamma(y):  # unknown mean and precision, the Normal-Gamma prior
+    tau = numpyro.sample("tau", dist.Gamma(3.0, 2.0))
+    mu = numpyro.sample("mu", dist.Normal(1.0, 1.0 / jnp.sqrt(0.5 * tau)))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, 1.0 / jnp.sqrt(tau)), obs=y)
+
+
+def test_normal_with_unknown_mean_and_precision_is_near_the_closed_form():
+    """Both sites conjugate (CAVI sweeps): means within 0.3 sd of the exact Normal-Gamma posterior (Bishop 2006,
+    §2.3.6: m_n = (k0 m0 + n ybar) / (k0 + n), a_n = a0 + n / 2, b_n = b0 + (S + k0 n (ybar - m0)^2 / (k0 + n)) / 2,
+    mu's marginal a Student t, sd^2 = b_n / (k_n (a_n - 1)))."""
+    y = jnp.array([2.1, 0.4, 1.7, 3.0, 1.2, 2.6, 0.9, 1.8])
+    post = vijax.fit(normal_gamma, y, progress=False)
+    assert post.plan.route == "conjugate" and {r.route for r in post.plan.rows} == {"closed form"}
+    yn, n, k0, m0, a0, b0 = np.asarray(y, np.float64), 8, 0.5, 1.0, 3.0, 2.0
+    kn, mn, an = k0 + n, (k0 * m0 + n * yn.mean()) / (k0 + n), a0 + n / 2
+    bn = b0 + 0.5 * (np.sum((yn - yn.mean()) ** 2) + k0 * n * (yn.mean() - m0) ** 2 / kn)
+    s = post.summary(num_samples=4000)
+    assert abs(float(s["mu"]["mean"]) - mn) < 0.3 * np.sqrt(bn / (kn * (an - 1)))
+    assert abs(float(s["tau"]["mean"]) - an / bn) < 0.3 * np.sqrt(an) / bn
+
+
+# ----------------------------------------------------------------------------- against NUTS (slow)
+
+
+def _nuts_moments(model, *args, seed=0):
+    """NumPyro NUTS (2 chains x 1000 after 500 warmup): each site's mean and sd over the draws."""
+    from numpyro.infer import MCMC, NUTS
+
+    mcmc = MCMC(NUTS(model), num_warmup=500, num_samples=1000, num_chains=2, chain_method="vectorized")
+    mcmc._progress_bar = False
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by it
+        mcmc.run(jax.random.PRNGKey(seed), *args)
+    draws = {n: np.asarray(v, np.float64) for n, v in mcmc.get_samples().items()}
+    return {n: (v.mean(0), v.std(0)) for n, v in draws.items()}
+
+
+def _assert_near_nuts(post, model, *args, within=0.3):
+    ref = _nuts_moments(model, *args)
+    s = post.summary(num_samples=20_000)
+    for name in s:
+        dz = (np.asarray(s[name]["mean"]) - ref[name][0]) / ref[name][1]
+        assert np.all(np.abs(dz) < within), (name, dz)
+
+
+def poisson_regression(x, y):
+    b = numpyro.sample("b", dist.Normal(0.0, 2.0))
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Poisson(jnp.exp(b + w * x)), obs=y)
+
+
+def hierarchical_linear(group, x, y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    sigma_a = numpyro.sample("sigma_a", dist.HalfNormal(2.0))
+    slope = numpyro.sample("slope", dist.Normal(0.0, 2.0))
+    with numpyro.plate("groups", 4):
+        a = numpyro.sample("a", dist.Normal(mu, sigma_a))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(a[group] + slope * x, 0.5), obs=y)
+
+
+def gmm(y):
+    w = numpyro.sample("w", dist.Dirichlet(jnp.ones(2)))
+    loc = numpyro.sample("loc", dist.Normal(jnp.array([-1.0, 1.0]), 3.0).to_event(1))
+    with numpyro.plate("data", y.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(w), infer={"enumerate": "parallel"})
+        numpyro.sample("y", dist.Normal(loc[z], 1.0), obs=y)
+
+
+def _data(name):
+    rng = np.random.default_rng(0)
+    if name == "eight_schools":
+        from tests.interop._models import SIGMA, Y, eight_schools
+
+        return eight_schools, (SIGMA, Y)
+    if name == "poisson_regression":
+        x = rng.normal(size=40)
+        return poisson_regression, (jnp.asarray(x), jnp.asarray(rng.poisson(np.exp(0.5 + 0.7 * x)), jnp.float32))
+    if name == "logistic":
+        x = rng.normal(size=(60, 3))
+        p = 1.0 / (1.0 + np.exp(-(x @ np.array([-0.7, 0.9, 1.4]))))
+        return logistic, (jnp.asarray(x), jnp.asarray(rng.random(60) < p, jnp.float32))
+    if name == "hierarchical_linear":
+        group, x = rng.integers(0, 4, 40), rng.normal(size=40)
+        y = np.array([0.5, 1.0, -0.5, 2.0])[group] + 0.8 * x + 0.5 * rng.normal(size=40)
+        return hierarchical_linear, (jnp.asarray(group), jnp.asarray(x), jnp.asarray(y))
+    y = np.concatenate([rng.normal(-2.0, 1.0, 30), rng.normal(2.5, 1.0, 30)])
+    return gmm, (jnp.asarray(y),)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["eight_schools", "poisson_regression", "logistic", "hierarchical_linear", "gmm"])
+def test_fit_means_within_0_3_sd_of_nuts(name):
+    model, args = _data(name)
+    post = vijax.fit(model, *args, progress=False)
+    _assert_near_nuts(post, model, *args)
