@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 cells = [
     md(
@@ -13,7 +13,7 @@ cells = [
         "(2017), §3, with **vijax**: the model, the two coordinate updates, the ELBO, "
         "and the 2-D simulation study of §3.4."
     ),
-    INSTALL,
+    install("plots"),
     code(
         "import os\n"
         "import jax\n"

@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 cells = [
     md(
@@ -15,7 +15,7 @@ cells = [
         "with $\\rho_t = (t + \\tau)^{-\\kappa}$. We fit a synthetic corpus with known topics, watch the held-out "
         "per-word log predictive climb, and print topics."
     ),
-    INSTALL,
+    install("plots"),
     code(
         "import os\n"
         "import jax, numpy as np, matplotlib.pyplot as plt\n"

@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 cells = [
     md(
@@ -18,7 +18,7 @@ cells = [
         "(SSVI-A, eq. 10). The paper's claim for this model: mean-field gets stuck in poor local optima, "
         "SSVI-A behaves like collapsed Gibbs sampling."
     ),
-    INSTALL,
+    install("plots"),
     code(
         "import os, time\n"
         "import jax\n"

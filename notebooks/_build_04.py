@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 cells = [
     md(
@@ -14,7 +14,7 @@ cells = [
         "and appendix D, with **vijax**: binary GP classification with a logistic likelihood, fitted by "
         "PG-SVI (closed-form KL-proximal steps) and by Adam on the same ELBO."
     ),
-    INSTALL,
+    install("plots", "datasets"),
     code(
         "import os\n"
         "import jax\n"

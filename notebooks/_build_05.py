@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 cells = [
     md(
@@ -21,7 +21,7 @@ cells = [
         "a **NUTS** reference (Hoffman and Gelman 2014, NumPyro's implementation) run on the same "
         "log-density."
     ),
-    INSTALL,
+    install("plots", "numpyro", "arviz"),
     code(
         "import time\n"
         "import jax\n"

@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 DERIVED = [
     md(
@@ -17,7 +17,7 @@ DERIVED = [
         "3. a **Bayesian last layer** on a neural network, trained end to end inside the user's own "
         "`jax.jit`-ed loop, and fits `vmap`ped over seeds."
     ),
-    INSTALL,
+    install("plots", "datasets"),
     code(
         "import os, time\n"
         "import jax\n"

@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 INTRO = [
     md(
@@ -14,7 +14,7 @@ INTRO = [
         "mixture by stick-breaking with its two truncations (Blei and Jordan 2006; Kurihara, Welling and Vlassis "
         "2007), the number of clusters found as the truncation level T grows."
     ),
-    INSTALL,
+    install("plots"),
     code(
         "import os\n"
         "import jax\n"

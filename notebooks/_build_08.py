@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import INSTALL, code, md, write  # noqa: E402
+from _common import code, install, md, write  # noqa: E402
 
 cells = [
     md(
@@ -19,7 +19,7 @@ cells = [
         "predictive check. The model is the non-centred *eight schools* (Rubin 1981; Gelman et al., *Bayesian "
         "Data Analysis*, §5.5). Reference: docs/numpyro_tfp.md."
     ),
-    INSTALL,
+    install("plots", "numpyro", "arviz"),
     code(
         "import os\n"
         "import warnings\n"
