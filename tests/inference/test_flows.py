@@ -232,3 +232,63 @@ def test_guide_example_runs():
     assert z.shape == (1000, 2) and np.all(np.isfinite(z)) and int(scope["state"].num_rejected) == 0
     assert abs(np.mean(z[:, 1] - z[:, 0] ** 2) + 1.0) < 0.3
     assert isinstance(scope["q"], fd.AbstractDistribution)
+
+
+def _best_gaussian_elbo_on_the_banana():
+    """max over Gaussian q of the ELBO on the banana below (log Z = 0), in closed form per q: with
+    r = z2 - z1^2 + 1, E[r^2] = Var z2 + 4 a^2 s11 + 2 s11^2 - 4 a c + (b - a^2 - s11 + 1)^2
+    (Gaussian moments), maximized by scipy over the mean (a, b) and the Cholesky factor."""
+    import scipy.optimize
+
+    def neg_elbo(x):
+        a, b, l11, l21, l22 = x
+        s11, c, s22 = l11**2, l11 * l21, l21**2 + l22**2
+        er2 = s22 + 4 * a**2 * s11 + 2 * s11**2 - 4 * a * c + (b - a**2 - s11 + 1) ** 2
+        log_p = -0.5 * (a**2 + s11) - 0.5 * er2 / 0.25 - np.log(2 * np.pi * 0.5)
+        entropy = np.log(2 * np.pi * np.e) + np.log(abs(l11 * l22))
+        return -(log_p + entropy)
+
+    return -scipy.optimize.minimize(neg_elbo, [0.1, -0.8, 0.5, 0.0, 0.5], method="Nelder-Mead",
+                                    options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000)).fun  # fmt: skip
+
+
+def test_auto_flow_beats_the_best_gaussian_on_a_banana():
+    """``auto_flow``'s IAF sized from d = 2 (NumPyro's AutoIAFNormal: 3 layers, two hidden layers) fitted by
+    ``bbvi`` (STL, 300 steps) on a NumPyro banana, z1 ~ N(0, 1), z2 | z1 ~ N(z1^2 - 1, 0.5^2) (log Z = 0):
+    its ELBO, from 4,000 log-weights (standard error about 0.005), is above the best full-rank Gaussian's
+    (-0.56, in closed form) by more than 0.3 (measured: 0.5)."""
+    numpyro = pytest.importorskip("numpyro")
+    dist = numpyro.distributions
+
+    def banana():
+        z1 = numpyro.sample("z1", dist.Normal(0.0, 1.0))
+        numpyro.sample("z2", dist.Normal(z1**2 - 1.0, 0.5))
+
+    target = vijax.from_numpyro(banana)
+    flow = vijax.inference.auto_flow(target, jax.random.PRNGKey(0))
+    assert flow.shape == (2,)
+    n = 300
+    alg = bbvi(target, family=flow, estimator="stl", num_samples=8, schedule=optax.cosine_decay_schedule(1e-2, n))
+    state, _ = _fit(alg, n)
+    assert int(state.num_rejected) == 0
+    w = np.asarray(log_weights(alg, jax.random.PRNGKey(4), state, None, 4000))
+    best = _best_gaussian_elbo_on_the_banana()
+    assert -0.57 < best < -0.55
+    assert best + 0.3 < w.mean() <= 0.02, (w.mean(), best)
+
+
+def test_auto_flow_arguments_are_named():
+    numpyro = pytest.importorskip("numpyro")
+    dist = numpyro.distributions
+    two = vijax.from_numpyro(lambda: numpyro.sample("z", dist.Normal(jnp.zeros(2), 1.0).to_event(1)))
+    one = vijax.from_numpyro(lambda: numpyro.sample("z", dist.Normal(0.0, 1.0)))
+    with pytest.raises(ValueError, match="target"):
+        vijax.inference.auto_flow(_gaussian, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="target: one unconstrained coordinate"):
+        vijax.inference.auto_flow(one, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="kind"):
+        vijax.inference.auto_flow(two, jax.random.PRNGKey(0), kind="planar")
+    with pytest.raises(ValueError, match="width"):
+        vijax.inference.auto_flow(two, jax.random.PRNGKey(0), width=0)
+    bnaf = vijax.inference.auto_flow(two, jax.random.PRNGKey(0), kind="bnaf")
+    assert bnaf.shape == (2,) and isinstance(bnaf, fd.AbstractDistribution)

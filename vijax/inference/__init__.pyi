@@ -42,6 +42,7 @@ from vijax.inference._combinators import (
     restarts as restarts,
     select_restart as select_restart,
 )
+from vijax.inference._flows import FLOWS as FLOWS, auto_flow as auto_flow
 from vijax.inference._guides import (
     KINDS as KINDS,
     ExpFamilyGuide as ExpFamilyGuide,
@@ -164,6 +165,8 @@ __all__ = [
     "replace_elbo",
     "restarts",
     "select_restart",
+    "FLOWS",
+    "auto_flow",
     "KINDS",
     "ExpFamilyGuide",
     "GaussianGuide",
