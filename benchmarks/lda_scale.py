@@ -1,0 +1,492 @@
+"""LDA at the papers' scale, streamed: one pass of SVI over a memory-mapped corpus of up to 3.8 million
+documents with Wikipedia-like statistics (the size of the Wikipedia corpus of Hoffman et al. 2013,
+Stochastic Variational Inference, §4, and of Hoffman & Blei 2015, §4.1), beside gensim's
+``LdaMulticore`` and scikit-learn's online ``LatentDirichletAllocation`` on the same stream; and the
+same run over several processes (``jax.distributed``) against one.
+
+    PYTHONPATH=. python benchmarks/lda_scale.py                         # 10^5, 10^6, 3.8 * 10^6 documents
+    PYTHONPATH=. python benchmarks/lda_scale.py --docs 1e5 --peer-docs 1e5
+    PYTHONPATH=. python benchmarks/lda_scale.py --processes 2           # weak scaling, 2 processes vs 1
+
+The corpus (``write_lda_corpus_npz``): K = 100 topics drawn from the model over V = 7,702 words
+(Hoffman's vocabulary size) with a Zipfian Dirichlet base (eta_v proportional to rank^-0.65, the
+slope of wiki_bnpy's word frequencies, mean 0.01), alpha = 0.1, document lengths Poisson-lognormal
+with mean 357 tokens and log-sd 0.9 (wiki_bnpy's: median 254, 95th percentile 1,025). It is written
+once under ``--data-dir`` and reused: documents are drawn in blocks from the key alone, so a larger
+file's first documents are a smaller one's. The first ``--heldout-docs`` documents are the held-out
+set (half of each one's tokens observed, the other half scored by document completion,
+``vijax.metrics.corpus_document_completion``: per-word log predictive); the training stream is the
+next D.
+
+Each size runs in a fresh process: SVI on LDA (S = 512, rho_t = (t + 64)^-0.7, the E-step's
+defaults) through ``vijax.run.run`` with host batches from ``Minibatcher`` and checkpoints every
+``--checkpoint-every`` steps, for one pass (D // S steps). Reported: documents/s steady (chunks after
+the first) and end to end (from the call to ``run``, compilation and checkpoints included); the
+process's peak RSS (``ru_maxrss``, which counts the mapped file's pages the pass touched: page cache
+the kernel may drop) and peak anonymous RSS (the memory the process holds); the held-out score. The
+peers run in their own processes on the first ``--peer-docs`` training documents, in the same
+minibatches with the same K, alpha, eta, kappa, tau, iteration cap (100) and tolerance (1e-3):
+gensim ``LdaMulticore(workers=cores)`` reading the mapped corpus as a stream, scikit-learn
+``partial_fit`` per minibatch on the prefix as one in-memory CSR matrix (``n_jobs=cores``).
+
+``--processes N`` (one machine): N processes of one run (``vijax.inference.initialize_processes``,
+gloo collectives on localhost), each pinned to its own core (``os.sched_setaffinity``, XLA on one
+thread), each reading its ``process_shard`` of the stream with S documents a step (a global batch
+of N * S), against one process on one core with S documents a step: the weak-scaling ratio of
+documents/s. The N-process topics are compared with one process running the same global batches.
+
+Writes ``benchmarks/results/lda_scale.json`` (``lda_scale_processes.json`` with ``--processes``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from _device import machine  # this folder's machine description
+from _memory import AnonPeak, peak_rss_mib  # this folder's memory probes
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KAPPA, TAU, ALPHA, ETA_MEAN, ZIPF = 0.7, 64.0, 0.1, 0.01, 0.65
+ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def _eta(vocab: int) -> np.ndarray:
+    w = np.arange(1, vocab + 1, dtype=np.float64) ** -ZIPF
+    return ETA_MEAN * vocab * w / w.sum()
+
+
+def _name(args) -> str:
+    return f"wikilike_K{args.topics}_V{args.vocab}_len{args.doc_len:g}_sd{args.doc_log_sd:g}_seed{args.seed}"
+
+
+def _cached(args, needed: int):
+    """The smallest cached corpus file of these settings with at least ``needed`` documents, or None."""
+    best = None
+    for path in glob.glob(os.path.join(args.data_dir, _name(args) + "_*.npz")):
+        if path.endswith(".part.npz"):  # an interrupted write
+            continue
+        n = int(path.rsplit("_", 1)[1][:-4])
+        if n >= needed and (best is None or n < best[0]):
+            best = (n, path)
+    return None if best is None else best[1]
+
+
+def _write(args, needed: int) -> dict:
+    """Writes the corpus of ``needed`` documents (child process: its own peak RSS), renamed into place
+    when complete, so that an interrupted write is never taken for a cached corpus."""
+    from vijax.data import write_lda_corpus_npz
+
+    path = os.path.join(args.data_dir, f"{_name(args)}_{needed}.npz")
+    part = path[:-4] + ".part.npz"
+    t = time.perf_counter()
+    write_lda_corpus_npz(
+        part,
+        args.seed,
+        needed,
+        args.topics,
+        args.vocab,
+        alpha=ALPHA,
+        eta=_eta(args.vocab),
+        doc_length_mean=args.doc_len,
+        doc_length_log_sd=args.doc_log_sd,
+        save_doc_topics=False,
+    )
+    os.replace(part, path)
+    return {
+        "write_s": time.perf_counter() - t,
+        "write_peak_rss_mib": peak_rss_mib(),
+        "file_gib": os.path.getsize(path) / 2**30,
+    }
+
+
+def _open(args, path, docs):
+    """(train, observed, held) for D = ``docs``: the mapped training stream and the held-out halves."""
+    from vijax.data import Corpus
+
+    full = Corpus.load_npz(path, mmap=True, validate=False)
+    h = args.heldout_docs
+    obs, held = full.subset(np.arange(h)).split_tokens(0, 0.5)  # in memory
+    return full.subset(range(h, h + docs)), obs, held  # views: the stream stays mapped
+
+
+def _heldout(args, lam, obs, held) -> float:
+    from vijax.expfam import Dirichlet
+    from vijax.metrics import corpus_document_completion
+    from vijax.models import LDA
+
+    model = LDA(args.topics, args.vocab, alpha=ALPHA, eta=ETA_MEAN)
+    q = Dirichlet.from_concentration(np.asarray(lam, np.float32))
+    r = corpus_document_completion(model, q, obs, held, 200)
+    return r.log_prob / r.num_tokens
+
+
+def _steady(evals, chunk: int, docs_per_step: int) -> tuple[float, float]:
+    """(documents/s over the chunks after the first, the first chunk's seconds: compilation included) from the
+    runner's per-chunk evaluations (the runner syncs at each chunk's end, so their wall times time the chunks)."""
+    done = [e for e in evals if e["step"] >= chunk]
+    if len(done) < 2:
+        return float("nan"), done[0]["wall_time"]
+    a, b = done[0], done[-1]
+    return (b["step"] - a["step"]) * docs_per_step / (b["wall_time"] - a["wall_time"]), a["wall_time"]
+
+
+def _fit_vijax(args, path, docs) -> dict:
+    anon = AnonPeak()
+    import jax
+
+    from vijax.data import Minibatcher, bucket_length
+    from vijax.inference import schedules, svi
+    from vijax.models import LDA
+    from vijax.run import run
+
+    train, obs, held = _open(args, path, docs)
+    length = bucket_length(int(train.doc_unique_words.max()))
+    mb = Minibatcher(train, args.batch, seed=1, drop_remainder=True)
+    steps = docs // args.batch
+    chunk = min(args.chunk, steps)
+    alg = svi(
+        LDA(args.topics, args.vocab, alpha=ALPHA, eta=ETA_MEAN),
+        num_data=docs,
+        schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA),
+    )
+    t0 = time.perf_counter()
+    r = run(
+        alg,
+        jax.random.PRNGKey(args.seed),
+        host_batches=lambda a, n: mb.host_batches(a, n, length),
+        num_steps=steps,
+        chunk_size=chunk,
+        checkpoint_dir=os.path.join(args.data_dir, f"ckpt_{docs}"),
+        checkpoint_every=args.checkpoint_every,
+        eval_fn=lambda state: {},
+        eval_every=chunk,
+        progress=False,
+    )
+    jax.block_until_ready(r.state)
+    e2e = time.perf_counter() - t0
+    steady, first = _steady(r.evals, chunk, args.batch)
+    res = {
+        "docs_trained": steps * args.batch,
+        "steps": steps,
+        "padded_length": length,
+        "docs_per_s": steady,
+        "docs_per_s_e2e": steps * args.batch / e2e,
+        "e2e_s": e2e,
+        "first_chunk_s": first,
+        "peak_rss_mib": peak_rss_mib(),
+        "peak_anon_mib": anon.stop(),
+    }
+    res["heldout"] = _heldout(args, r.state.q_global.concentration, obs, held)
+    return res
+
+
+def _fit_peer(args, path, docs, peer) -> dict:
+    anon = AnonPeak()
+    import scipy.sparse as sp
+
+    from vijax.data import Minibatcher
+
+    train, obs, held = _open(args, path, docs)
+    mb = Minibatcher(train, args.batch, seed=1, drop_remainder=True)
+    steps = docs // args.batch
+    cores = len(os.sched_getaffinity(0))
+    t0 = time.perf_counter()
+    if peer == "sklearn":
+        from sklearn.decomposition import LatentDirichletAllocation
+
+        x = sp.csr_matrix(
+            (np.asarray(train.counts), np.asarray(train.word_ids), np.asarray(train.doc_ptr)),
+            shape=(train.num_docs, train.vocab_size),
+        )
+        lda = LatentDirichletAllocation(
+            n_components=args.topics,
+            doc_topic_prior=ALPHA,
+            topic_word_prior=ETA_MEAN,
+            learning_method="online",
+            learning_decay=KAPPA,
+            learning_offset=TAU,
+            batch_size=args.batch,
+            total_samples=docs,
+            max_doc_update_iter=100,
+            mean_change_tol=1e-3,
+            random_state=args.seed,
+            n_jobs=cores,
+        )
+        t0 = time.perf_counter()  # the matrix is the peer's input format, built before the clock
+        for t in range(steps):
+            lda.partial_fit(x[mb.step_indices(t)])
+        lam = lda.components_
+    else:
+        from gensim.models import LdaMulticore
+
+        class Stream:  # the documents in the minibatches' order, read from the mapped file, re-iterable
+            def __len__(self):
+                return steps * args.batch
+
+            def __iter__(self):
+                for t in range(steps):
+                    for d in mb.step_indices(t):
+                        w, c = train.document(int(d))
+                        yield list(zip(w.tolist(), c.tolist()))
+
+        lda = LdaMulticore(
+            corpus=Stream(),
+            num_topics=args.topics,
+            id2word={i: str(i) for i in range(args.vocab)},
+            workers=cores,
+            chunksize=args.batch,
+            passes=1,
+            alpha=np.full(args.topics, ALPHA),
+            eta=ETA_MEAN,
+            decay=KAPPA,
+            offset=TAU,
+            iterations=100,
+            gamma_threshold=1e-3,
+            eval_every=None,
+            random_state=args.seed,
+            dtype=np.float32,
+        )
+        lam = lda.state.get_lambda()
+    e2e = time.perf_counter() - t0
+    return {
+        "docs_trained": steps * args.batch,
+        "docs_per_s_e2e": steps * args.batch / e2e,
+        "e2e_s": e2e,
+        "workers": cores,
+        "peak_rss_mib": peak_rss_mib(),
+        "peak_anon_mib": anon.stop(),
+        "heldout": _heldout(args, lam, obs, held),
+    }
+
+
+def _worker(args) -> dict:
+    """One process of a run of ``args.num_processes`` (``--phase worker``), or one process reading every
+    shard (``--phase concat``: the same global batches as the N-process run)."""
+    n, pid = args.num_processes, args.process_id
+    if args.phase == "worker" and n > 1:
+        from vijax.inference import initialize_processes
+
+        initialize_processes(f"localhost:{args.port}", n, pid)  # first thing, before any JAX computation
+    import jax
+
+    from vijax.data import Minibatcher, bucket_length
+    from vijax.inference import data_parallel, global_host_batches, process_shard, schedules, svi
+    from vijax.models import LDA
+    from vijax.run import run
+
+    docs = args.docs[0]
+    train, _, _ = _open(args, args.path, docs)
+    length = bucket_length(int(train.doc_unique_words.max()))
+    shards = [process_shard(docs, p, n) for p in range(n)]
+    mbs = [Minibatcher(train.subset(s), args.batch, seed=1, drop_remainder=True) for s in shards]
+    model = LDA(args.topics, args.vocab, alpha=ALPHA, eta=ETA_MEAN)
+    if args.phase == "worker":
+        mine = mbs[pid]
+        local = lambda a, k: mine.host_batches(a, k, length)  # noqa: E731
+        model = data_parallel(model) if n > 1 else model
+        host = global_host_batches(model, local) if n > 1 else local
+    else:  # one process, the N shards' rows side by side, as the N-process run's global batch
+        host = lambda a, k: jax.tree.map(  # noqa: E731
+            lambda *xs: np.concatenate(xs, axis=1), *[m.host_batches(a, k, length) for m in mbs]
+        )
+    alg = svi(model, num_data=docs, schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA))
+    r = run(
+        alg,
+        jax.random.PRNGKey(args.seed),
+        host_batches=host,
+        num_steps=args.steps,
+        chunk_size=args.chunk,
+        eval_fn=lambda state: {},
+        eval_every=args.chunk,
+        progress=False,
+    )
+    steady, first = _steady(r.evals, args.chunk, args.batch * n)
+    res = {"docs_per_s": steady, "first_chunk_s": first}
+    if args.out_npz:
+        np.save(args.out_npz, np.asarray(jax.device_get(r.state.q_global.concentration)))
+    return res
+
+
+def _child(args):
+    if args.phase == "write":
+        res = _write(args, args.docs[0])
+    elif args.phase == "vijax":
+        res = _fit_vijax(args, args.path, args.docs[0])
+    elif args.phase in ("sklearn", "gensim"):
+        res = _fit_peer(args, args.path, args.docs[0], args.phase)
+    else:
+        res = _worker(args)
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+def _command(args, phase, docs, path="", **extra) -> list:
+    cmd = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--docs", str(docs), "--path", path]
+    for k in ("topics", "vocab", "doc_len", "doc_log_sd", "seed", "batch", "chunk", "checkpoint_every"):
+        cmd += ["--" + k.replace("_", "-"), str(getattr(args, k))]
+    cmd += ["--heldout-docs", str(args.heldout_docs), "--data-dir", args.data_dir, "--steps", str(args.steps)]
+    for k, v in extra.items():
+        cmd += ["--" + k.replace("_", "-"), str(v)]
+    return cmd
+
+
+def _result(proc_out: str, what: str) -> dict:
+    line = [ln for ln in proc_out.splitlines() if ln.startswith("RESULT ")]
+    if not line:
+        raise SystemExit(f"{what} failed:\n{proc_out}")
+    return json.loads(line[-1][7:])
+
+
+def _spawn(args, phase, docs, path="", env=None) -> dict:
+    out = subprocess.run(
+        _command(args, phase, docs, path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", **(env or {})),
+    )
+    return _result(out.stdout, f"{phase} on {docs} documents")
+
+
+def _corpus(args, docs) -> tuple[str, dict]:
+    """The cached corpus holding the held-out set and ``docs`` training documents; else the one of the
+    largest size asked for, written now."""
+    needed = args.heldout_docs + docs
+    path = _cached(args, needed)
+    if path:
+        return path, {"cached": True}
+    needed = args.heldout_docs + max(docs, *args.docs)
+    info = _spawn(args, "write", needed)
+    return _cached(args, needed), {"cached": False, **info}
+
+
+def _sizes(args, save):
+    rows = []
+    for docs in args.docs:
+        path, write = _corpus(args, docs)
+        row = {"docs": docs, "corpus": os.path.basename(path), "write": write}
+        row["vijax"] = _spawn(args, "vijax", docs, path)
+        for peer in args.peers:
+            if docs <= args.peer_docs:
+                row[peer] = _spawn(args, peer, docs, path)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        save({"rows": rows})  # after each size: a long run's finished sizes are kept
+    print(
+        f"{'documents':>10} {'method':>8} {'docs/s':>8} {'docs/s e2e':>10} {'peak RSS MiB':>12} "
+        f"{'anon MiB':>9} {'held-out':>9}"
+    )
+    for r in rows:
+        for m in ["vijax", *args.peers]:
+            if m in r:
+                x = r[m]
+                print(
+                    f"{r['docs']:>10} {m:>8} {x.get('docs_per_s', float('nan')):>8.0f} {x['docs_per_s_e2e']:>10.0f} "
+                    f"{x['peak_rss_mib']:>12.0f} {x['peak_anon_mib']:>9.0f} {x['heldout']:>9.4f}"
+                )
+    return {"rows": rows}
+
+
+def _processes(args):
+    """Weak scaling: N pinned processes of one run against one pinned process, the same S per process."""
+    import socket
+
+    docs = args.docs[0]
+    path, _ = _corpus(args, docs)
+    cores = sorted(os.sched_getaffinity(0))
+    n = args.processes
+    if len(cores) < n:
+        raise SystemExit(f"--processes {n}: this process may run on {len(cores)} cores only")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=ONE_THREAD)
+
+    def launch(phase, num, pid, port, out_npz=""):
+        cmd = _command(args, phase, docs, path, num_processes=num, process_id=pid, port=port, out_npz=out_npz)
+        return subprocess.Popen(
+            ["taskset", "-c", str(cores[pid]), *cmd],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    tmp = tempfile.mkdtemp(dir=args.data_dir)
+    one = _result(launch("worker", 1, 0, port).communicate()[0], "one process")
+    procs = [launch("worker", n, p, port, os.path.join(tmp, f"q_{p}.npy")) for p in range(n)]
+    many = [_result(p.communicate()[0], f"process {i} of {n}") for i, p in enumerate(procs)]
+    same = _result(
+        launch("concat", n, 0, port, os.path.join(tmp, "q_one.npy")).communicate()[0], "one process, N shards"
+    )
+    q = [np.load(os.path.join(tmp, f"q_{p}.npy")) for p in range(n)]
+    ref = np.load(os.path.join(tmp, "q_one.npy"))
+    res = {
+        "processes": n,
+        "docs_per_s_one_process": one["docs_per_s"],
+        "docs_per_s_n_processes": many[0]["docs_per_s"],
+        "weak_scaling_ratio": many[0]["docs_per_s"] / one["docs_per_s"],
+        "processes_agree_bitwise": all(np.array_equal(q[0], x) for x in q),
+        "max_rel_diff_vs_one_process_same_batches": float(np.max(np.abs(q[0] - ref) / np.abs(ref))),
+        "one_process_same_batches_docs_per_s": same["docs_per_s"],
+    }
+    print(json.dumps(res, indent=1))
+    return res
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--docs", type=float, nargs="+", default=[1e5, 1e6, 3.8e6], help="training documents per run")
+    p.add_argument("--peer-docs", type=float, default=1e5, help="the peers run on sizes up to this")
+    p.add_argument("--peers", nargs="*", default=["gensim", "sklearn"], choices=["gensim", "sklearn"])
+    p.add_argument("--topics", type=int, default=100)
+    p.add_argument("--vocab", type=int, default=7702)
+    p.add_argument("--doc-len", type=float, default=357.0)
+    p.add_argument("--doc-log-sd", type=float, default=0.9)
+    p.add_argument("--heldout-docs", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=512, help="S, documents per step (per process with --processes)")
+    p.add_argument("--chunk", type=int, default=10, help="steps per runner chunk")
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--processes", type=int, default=0, help="N > 1: the weak-scaling comparison on the first size")
+    p.add_argument("--steps", type=int, default=30, help="steps of each --processes run")
+    p.add_argument("--data-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "vijax", "lda_scale"))
+    p.add_argument("--out", default=None)
+    p.add_argument("--phase", help=argparse.SUPPRESS)
+    p.add_argument("--path", help=argparse.SUPPRESS)
+    for name in ("--num-processes", "--process-id", "--port"):
+        p.add_argument(name, type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--out-npz", default="", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    args.docs = [int(d) for d in args.docs]
+    args.peer_docs = int(args.peer_docs)
+    if args.phase:
+        return _child(args)
+    os.makedirs(args.data_dir, exist_ok=True)
+    load = os.getloadavg()
+    name = "lda_scale_processes.json" if args.processes > 1 else "lda_scale.json"
+    out = args.out or os.path.join(HERE, "results", name)
+    drop = ("phase", "path", "out", "data_dir", "out_npz", "num_processes", "process_id", "port")
+    settings = {k: v for k, v in vars(args).items() if k not in drop}
+
+    def save(res):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as f:
+            json.dump({"machine": machine("cpu", load), "settings": settings, **res}, f, indent=1)
+
+    if args.processes > 1:
+        save(_processes(args))
+    else:
+        _sizes(args, save)
+
+
+if __name__ == "__main__":
+    main()
