@@ -158,15 +158,17 @@ def _manifest():
 
 
 def test_the_sdist_carries_what_the_tests_read():
-    """Every top-level file or folder a test reads through ROOT is in the sdist: the package,
+    """Every top-level file or folder a test reads (through ROOT or Path(__file__).parents) is in the sdist: the package,
     pyproject.toml and MANIFEST.in always, the rest by MANIFEST.in, which grafts the whole of tests/."""
     grafted, included = _manifest()
     assert "tests" in grafted
-    named = {
-        m.group(1).split("/")[0]
-        for path in (ROOT / "tests").rglob("*.py")
-        for m in re.finditer(r"\bROOT\s*/\s*\"([^\"]+)\"", path.read_text())
-    }
+    named = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        up = len(path.relative_to(ROOT).parts) - 1  # Path(__file__).parents[up] is ROOT
+        named |= {
+            m.group(1).split("/")[0]
+            for m in re.finditer(rf"(?:\bROOT|\.parents\[{up}\])\s*/\s*\"([^\"]+)\"", path.read_text())
+        }
     assert {"README.md", "docs", "configs"} <= named
     missing = sorted(named - grafted - included - {"vijax", "pyproject.toml", "MANIFEST.in"})
     assert not missing, f"tests read {missing}, which MANIFEST.in leaves out of the sdist"
