@@ -33,9 +33,11 @@ gensim ``LdaMulticore(workers=cores)`` reading the mapped corpus as a stream, sc
 gloo collectives on localhost), each pinned to its own core (``os.sched_setaffinity``, XLA on one
 thread), each reading its ``process_shard`` of the stream with S documents a step (a global batch
 of N * S), against one process on one core with S documents a step: the weak-scaling ratio of
-documents/s. The N-process topics are compared with one process running the same global batches.
+documents/s. The N-process topics are compared with one process of N CPU devices running the same
+global batches (``data_parallel`` over its devices: the same partial sums).
 
-Writes ``benchmarks/results/lda_scale.json`` (``lda_scale_processes.json`` with ``--processes``).
+Writes ``benchmarks/results/lda_scale.json`` (``lda_scale_processes.json`` with ``--processes``);
+``--docs-table`` rewrites docs/lda.md's table from them.
 """
 
 from __future__ import annotations
@@ -294,7 +296,8 @@ def _worker(args) -> dict:
         local = lambda a, k: mine.host_batches(a, k, length)  # noqa: E731
         model = data_parallel(model) if n > 1 else model
         host = global_host_batches(model, local) if n > 1 else local
-    else:  # one process, the N shards' rows side by side, as the N-process run's global batch
+    else:  # one process of N CPU devices, the N shards' rows side by side: the N-process run's global batch
+        model = data_parallel(model)
         host = lambda a, k: jax.tree.map(  # noqa: E731
             lambda *xs: np.concatenate(xs, axis=1), *[m.host_batches(a, k, length) for m in mbs]
         )
@@ -409,12 +412,13 @@ def _processes(args):
 
     def launch(phase, num, pid, port, out_npz=""):
         cmd = _command(args, phase, docs, path, num_processes=num, process_id=pid, port=port, out_npz=out_npz)
+        devices = f" --xla_force_host_platform_device_count={num}" if phase == "concat" else ""
         return subprocess.Popen(
             ["taskset", "-c", str(cores[pid]), *cmd],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=env,
+            env=dict(env, XLA_FLAGS=ONE_THREAD + devices),
         )
 
     with socket.socket() as s:
@@ -435,11 +439,67 @@ def _processes(args):
         "docs_per_s_n_processes": many[0]["docs_per_s"],
         "weak_scaling_ratio": many[0]["docs_per_s"] / one["docs_per_s"],
         "processes_agree_bitwise": all(np.array_equal(q[0], x) for x in q),
+        "bitwise_equal_to_one_process_same_batches": bool(np.array_equal(q[0], ref)),
         "max_rel_diff_vs_one_process_same_batches": float(np.max(np.abs(q[0] - ref) / np.abs(ref))),
         "one_process_same_batches_docs_per_s": same["docs_per_s"],
     }
     print(json.dumps(res, indent=1))
     return res
+
+
+def _fmt(x, spec) -> str:
+    return "–" if x is None or x != x else format(x, spec)
+
+
+def markdown(sizes: dict, procs: dict | None = None) -> str:
+    """docs/lda.md's table, from the JSON of a run of this script (and of ``--processes``)."""
+    st = sizes["settings"]
+    lines = [
+        "| training documents | method | docs/s (steady) | docs/s (end to end) | peak RSS | peak anonymous RSS "
+        "| held-out log p / word |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sizes["rows"]:
+        for m in ("vijax", "gensim", "sklearn"):
+            if m in r:
+                x = r[m]
+                name = {"vijax": "vijax SVI", "gensim": "gensim LdaMulticore", "sklearn": "scikit-learn online"}[m]
+                lines.append(
+                    f"| {x['docs_trained']:,} | {name} | {_fmt(x.get('docs_per_s'), ',.0f')} | "
+                    f"{_fmt(x['docs_per_s_e2e'], ',.0f')} | {x['peak_rss_mib']:,.0f} MiB | "
+                    f"{x['peak_anon_mib']:,.0f} MiB | {x['heldout']:.4f} |".replace("| -", "| −")
+                )
+    mach = sizes["machine"]
+    lines.append("")
+    lines.append(
+        f"K = {st['topics']}, V = {st['vocab']:,}, S = {st['batch']}, one pass; {mach['cpus']} cores, "
+        f"load average {mach['loadavg_1_5_15_min_at_start'][0]:.1f} at the start "
+        f"(`benchmarks/results/lda_scale.json`)."
+    )
+    if procs:
+        lines.append(
+            f"Two processes (one core each) against one: {procs['docs_per_s_n_processes']:,.0f} against "
+            f"{procs['docs_per_s_one_process']:,.0f} documents/s, a weak-scaling ratio of "
+            f"{procs['weak_scaling_ratio']:.2f}; topics bit-identical to one process running the same batches: "
+            f"{'yes' if procs['bitwise_equal_to_one_process_same_batches'] else 'no'} "
+            f"(`benchmarks/results/lda_scale_processes.json`, load average "
+            f"{procs['machine']['loadavg_1_5_15_min_at_start'][0]:.1f})."
+        )
+    return "\n".join(lines)
+
+
+def write_docs_table(page=os.path.join(os.path.dirname(HERE), "docs", "lda.md")) -> None:
+    """Rewrites the span of ``page`` between ``<!-- lda_scale.table -->`` and ``<!-- /lda_scale -->``."""
+    with open(os.path.join(HERE, "results", "lda_scale.json")) as f:
+        sizes = json.load(f)
+    procs_path = os.path.join(HERE, "results", "lda_scale_processes.json")
+    procs = json.load(open(procs_path)) if os.path.exists(procs_path) else None
+    text = open(page).read()
+    a, b = "<!-- lda_scale.table -->", "<!-- /lda_scale -->"
+    head, rest = text.split(a, 1)
+    tail = rest.split(b, 1)[1]
+    with open(page, "w") as f:
+        f.write(f"{head}{a}\n\n{markdown(sizes, procs)}\n\n{b}{tail}")
 
 
 def main():
@@ -460,6 +520,7 @@ def main():
     p.add_argument("--steps", type=int, default=30, help="steps of each --processes run")
     p.add_argument("--data-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "vijax", "lda_scale"))
     p.add_argument("--out", default=None)
+    p.add_argument("--docs-table", action="store_true", help="rewrite docs/lda.md's table from the JSON, run nothing")
     p.add_argument("--phase", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
     for name in ("--num-processes", "--process-id", "--port"):
@@ -470,6 +531,8 @@ def main():
     args.peer_docs = int(args.peer_docs)
     if args.phase:
         return _child(args)
+    if args.docs_table:
+        return write_docs_table()
     os.makedirs(args.data_dir, exist_ok=True)
     load = os.getloadavg()
     name = "lda_scale_processes.json" if args.processes > 1 else "lda_scale.json"
