@@ -1,7 +1,8 @@
-"""ArviZ and matplotlib are optional (the extras ``vijax-toolkit[arviz]`` and ``[plots]``): vijax and
-every layer import without them and without loading them; what needs one raises an ImportError
-that names its extra; ``vijax run`` without matplotlib writes its results, skips the plots and says
-so once; an experiment whose results need ArviZ does not start without it and names the extra."""
+"""The extras are optional: vijax and every layer import without ArviZ and matplotlib and without
+loading them; what needs an extra's module raises an ImportError (through ``vijax._validate.require``)
+that names its ``pip install "vijax-toolkit[extra]"`` line; ``vijax run`` without matplotlib writes its
+results, skips the plots and says so once; an experiment declares the extras it needs, and ``vijax run``
+checks them before any work, exiting 2 with the line."""
 
 from __future__ import annotations
 
