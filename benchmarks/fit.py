@@ -1,0 +1,571 @@
+"""``vijax.fit`` against NumPyro's SVI with ``AutoNormal``: the time to the answer, from a fresh process's start.
+
+The answer: every scalar of the posterior (each element of each latent site) with its mean within ``--within`` (0.3)
+reference posterior sds of the reference mean. References, computed once and cached in
+``benchmarks/results/fit_reference.json`` (not timed): the closed form where one exists (Beta–Bernoulli,
+Gamma–Poisson with exposures, the Normal with unknown mean and precision and its grouped version; Bishop 2006,
+§2.3.6), else NumPyro's NUTS on the full data (2 chains of 1,000 draws after 500 warm-up steps at the docs' sizes;
+2 × 500 after 500 at 10⁵ observations, kept where it finishes within ``--nuts-limit`` seconds), else "no reference"
+(the model is then not timed: a long run of either method is not a reference).
+
+Models. The docs' eight at their sizes (``vijax.fit``'s tests): eight schools, Poisson regression, logistic
+regression, hierarchical linear, Beta–Bernoulli, Gamma–Poisson with exposures, the Normal with unknown mean and
+precision, a two-component Gaussian mixture with the assignments enumerated. At ``--sizes`` observations (10⁵,
+10⁶), with the data plate subsampled by its own ``subsample_size`` (``--subsample``, 1,000) for both libraries: a
+hierarchical Poisson regression with 1,000 groups (conjugate Gamma rates), a logistic regression with 100
+covariates, the Gaussian mixture with enumerated assignments, and a grouped Normal–Gamma (1,000 groups, each group's
+mean and precision conjugate).
+
+Methods, each in a fresh Python process (this script with ``--one``), its clock started by the parent just before
+the process starts, so the interpreter's start, the imports and every compilation count:
+
+- ``vijax``: ``vijax.fit(model, *args, progress=False)`` with its defaults (its route, its stopping rule); where the
+  answer is not yet reached, ``vijax.fit(..., init=post, max_steps=n, tol=None)`` continues it, n doubling the steps
+  so far;
+- ``numpyro``: ``SVI(model, AutoNormal(model), numpyro.optim.Adam(--lr), Trace_ELBO())`` (``TraceEnum_ELBO`` and the
+  guide over ``handlers.block``'s continuous sites where the model enumerates, as NumPyro's examples do), its
+  ``svi.update`` scanned over chunks of ``--chunk`` steps under ``jax.jit`` (as ``svi.run`` does), checked after
+  100, 200, 400, ... steps.
+
+No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
+check (``--draws`` draws of q, each scalar's mean compared with the reference) and the data's generation are
+timed and taken out of the clock: the time to the answer is the clock at the first check that passes, less these.
+A run that passes no check within ``--cap`` seconds reports the cap ("> cap"). ``--rounds`` (3) rounds, the methods
+interleaved; the table gives the medians, the ratio NumPyro / vijax and the issue's target: ≥ 3× at the docs' sizes,
+≥ 10× at 10⁵–10⁶ observations where the model has conjugate sites, ≥ 3× elsewhere.
+
+    python benchmarks/fit.py --reference       # compute the missing references (NUTS: minutes)
+    python benchmarks/fit.py                   # the timed runs; benchmarks/results/fit.json and fit.md
+    python benchmarks/fit.py --models small --rounds 1 --cap 20   # a shorter run
+"""
+
+from __future__ import annotations
+
+import time
+
+_T_IMPORT = time.time()  # noqa: E402 (the child's clock: before jax is imported)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+SMALL = (
+    "eight_schools",
+    "poisson_regression",
+    "logistic",
+    "hierarchical_linear",
+    "beta_bernoulli",
+    "gamma_poisson",
+    "normal_gamma",
+    "gmm",
+)
+LARGE = ("hier_poisson", "logistic_100", "gmm_large", "grouped_normal_gamma")
+CONJUGATE = {"hier_poisson", "grouped_normal_gamma"}  # the large models with conjugate sites (target 10x)
+ENUMERATED = {"gmm": ["z"], "gmm_large": ["z"]}
+NUM_GROUPS = 1000
+
+
+# ----------------------------------------------------------------------------- the models, as users write them
+def _models():
+    """The NumPyro models (imported lazily: the child's clock starts before ``import jax``)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    def eight_schools(sigma, y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+        with numpyro.plate("J", sigma.shape[0]):
+            theta_tilde = numpyro.sample("theta_tilde", dist.Normal(0.0, 1.0))
+            numpyro.sample("obs", dist.Normal(mu + tau * theta_tilde, sigma), obs=y)
+
+    def poisson_regression(x, y):
+        b = numpyro.sample("b", dist.Normal(0.0, 2.0))
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Poisson(jnp.exp(b + w * x)), obs=y)
+
+    def logistic(x, y, subsample_size=None):
+        w = numpyro.sample("w", dist.Normal(jnp.zeros(x.shape[1]), 1.0).to_event(1))
+        with numpyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx:
+            numpyro.sample("y", dist.Bernoulli(logits=x[idx] @ w), obs=y[idx])
+
+    def hierarchical_linear(group, x, y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        sigma_a = numpyro.sample("sigma_a", dist.HalfNormal(2.0))
+        slope = numpyro.sample("slope", dist.Normal(0.0, 2.0))
+        with numpyro.plate("groups", 4):
+            a = numpyro.sample("a", dist.Normal(mu, sigma_a))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(a[group] + slope * x, 0.5), obs=y)
+
+    def beta_bernoulli(y):
+        p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(p), obs=y)
+
+    def gamma_poisson(exposure, k):
+        rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        with numpyro.plate("data", exposure.shape[0]):
+            numpyro.sample("k", dist.Poisson(rate * exposure), obs=k)
+
+    def normal_gamma(y):
+        tau = numpyro.sample("tau", dist.Gamma(3.0, 2.0))
+        mu = numpyro.sample("mu", dist.Normal(1.0, 1.0 / jnp.sqrt(0.5 * tau)))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, 1.0 / jnp.sqrt(tau)), obs=y)
+
+    def gmm(y, subsample_size=None):
+        w = numpyro.sample("w", dist.Dirichlet(jnp.ones(2)))
+        loc = numpyro.sample("loc", dist.Normal(jnp.array([-1.0, 1.0]), 3.0).to_event(1))
+        with numpyro.plate("data", y.shape[0], subsample_size=subsample_size) as idx:
+            z = numpyro.sample("z", dist.Categorical(w), infer={"enumerate": "parallel"})
+            numpyro.sample("y", dist.Normal(loc[z], 1.0), obs=y[idx])
+
+    def hier_poisson(group, x, y, subsample_size=None):
+        beta = numpyro.sample("beta", dist.Gamma(2.0, 1.0))
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        with numpyro.plate("groups", NUM_GROUPS):
+            rate = numpyro.sample("rate", dist.Gamma(2.0, beta))
+        with numpyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx:
+            numpyro.sample("y", dist.Poisson(rate[group[idx]] * jnp.exp(w * x[idx])), obs=y[idx])
+
+    def grouped_normal_gamma(group, y, subsample_size=None):
+        with numpyro.plate("groups", NUM_GROUPS):
+            tau = numpyro.sample("tau", dist.Gamma(3.0, 2.0))
+            mu = numpyro.sample("mu", dist.Normal(0.0, 1.0 / jnp.sqrt(0.5 * tau)))
+        with numpyro.plate("data", y.shape[0], subsample_size=subsample_size) as idx:
+            g = group[idx]
+            numpyro.sample("y", dist.Normal(mu[g], 1.0 / jnp.sqrt(tau[g])), obs=y[idx])
+
+    return dict(
+        eight_schools=eight_schools,
+        poisson_regression=poisson_regression,
+        logistic=logistic,
+        hierarchical_linear=hierarchical_linear,
+        beta_bernoulli=beta_bernoulli,
+        gamma_poisson=gamma_poisson,
+        normal_gamma=normal_gamma,
+        gmm=gmm,
+        hier_poisson=hier_poisson,
+        logistic_100=logistic,
+        gmm_large=gmm,
+        grouped_normal_gamma=grouped_normal_gamma,
+    )
+
+
+def model_data(name: str, n: int = 0) -> dict:
+    """name -> numpy array of the model's data (a fixed generator); ``n`` observations for the large models."""
+    rng = np.random.default_rng(0)
+    if name == "eight_schools":
+        return dict(
+            sigma=np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]),
+            y=np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
+        )
+    if name == "poisson_regression":
+        x = rng.normal(size=40)
+        return dict(x=x, y=rng.poisson(np.exp(0.5 + 0.7 * x)).astype(np.float64))
+    if name == "logistic":
+        x = rng.normal(size=(60, 3))
+        p = 1.0 / (1.0 + np.exp(-(x @ np.array([-0.7, 0.9, 1.4]))))
+        return dict(x=x, y=(rng.random(60) < p).astype(np.float64))
+    if name == "hierarchical_linear":
+        group, x = rng.integers(0, 4, 40), rng.normal(size=40)
+        y = np.array([0.5, 1.0, -0.5, 2.0])[group] + 0.8 * x + 0.5 * rng.normal(size=40)
+        return dict(group=group, x=x, y=y)
+    if name == "beta_bernoulli":
+        return dict(y=np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]))
+    if name == "gamma_poisson":
+        return dict(exposure=np.array([1.0, 0.5, 2.0, 1.5, 1.0]), k=np.array([3.0, 1.0, 4.0, 2.0, 5.0]))
+    if name == "normal_gamma":
+        return dict(y=np.array([2.1, 0.4, 1.7, 3.0, 1.2, 2.6, 0.9, 1.8]))
+    if name == "gmm":
+        return dict(y=np.concatenate([rng.normal(-2.0, 1.0, 30), rng.normal(2.5, 1.0, 30)]))
+    if name == "hier_poisson":
+        group, x = rng.integers(0, NUM_GROUPS, n), rng.normal(size=n)
+        rate = rng.gamma(2.0, 1.0, NUM_GROUPS)
+        return dict(group=group, x=x, y=rng.poisson(rate[group] * np.exp(0.3 * x)).astype(np.float64))
+    if name == "logistic_100":
+        x = rng.normal(size=(n, 100)) / 10.0  # unit-variance logits
+        p = 1.0 / (1.0 + np.exp(-(x @ rng.normal(size=100))))
+        return dict(x=x, y=(rng.random(n) < p).astype(np.float64))
+    if name == "gmm_large":
+        y = np.where(rng.random(n) < 0.4, rng.normal(-2.0, 1.0, n), rng.normal(2.5, 1.0, n))
+        return dict(y=y)
+    if name == "grouped_normal_gamma":
+        group = rng.integers(0, NUM_GROUPS, n)
+        tau = rng.gamma(3.0, 0.5, NUM_GROUPS)
+        mu = rng.normal(0.0, 1.0 / np.sqrt(0.5 * tau))
+        return dict(group=group, y=rng.normal(mu[group], 1.0 / np.sqrt(tau[group])))
+    raise ValueError(f"model: unknown {name!r}")
+
+
+def model_call(name: str, data: dict, subsample: int | None):
+    """(model, args, kwargs) as a user calls it: float32 arrays (int32 indices), the large models subsampled."""
+    import jax.numpy as jnp
+
+    arrays = {k: jnp.asarray(v, jnp.int32 if v.dtype.kind == "i" else jnp.float32) for k, v in data.items()}
+    model = _models()[name]
+    kwargs = {} if name in SMALL or subsample is None else {"subsample_size": subsample}
+    return model, tuple(arrays.values()), kwargs
+
+
+# ----------------------------------------------------------------------------- references
+def _normal_gamma_posterior(y, m0, k0, a0, b0):
+    """The Normal–Gamma posterior (Bishop 2006, §2.3.6) of y's mean (a Student t) and precision (a Gamma)."""
+    n, ybar = y.shape[-1], y.mean(-1)
+    kn, an = k0 + n, a0 + n / 2.0
+    mn = (k0 * m0 + n * ybar) / kn
+    bn = b0 + 0.5 * (((y - ybar[..., None]) ** 2).sum(-1) + k0 * n * (ybar - m0) ** 2 / kn)
+    return {"mu": (mn, np.sqrt(bn / (kn * (an - 1.0)))), "tau": (an / bn, np.sqrt(an) / bn)}
+
+
+def closed_form(name: str, data: dict):
+    """site -> (mean, sd) of the exact posterior, or None where there is none."""
+    if name == "beta_bernoulli":
+        a, b = 2.0 + data["y"].sum(), 3.0 + (1.0 - data["y"]).sum()
+        return {"p": (a / (a + b), np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0))))}
+    if name == "gamma_poisson":
+        a, b = 2.0 + data["k"].sum(), 1.0 + data["exposure"].sum()
+        return {"rate": (a / b, np.sqrt(a) / b)}
+    if name == "normal_gamma":
+        return _normal_gamma_posterior(data["y"], 1.0, 0.5, 3.0, 2.0)
+    if name == "grouped_normal_gamma":
+        g, y = data["group"], data["y"]
+        n = np.bincount(g, minlength=NUM_GROUPS).astype(np.float64)
+        ybar = np.bincount(g, y, NUM_GROUPS) / np.maximum(n, 1.0)  # a group without data: its prior
+        ss = np.bincount(g, (y - ybar[g]) ** 2, NUM_GROUPS)
+        kn, an = 0.5 + n, 3.0 + n / 2.0
+        mn = n * ybar / kn
+        bn = 2.0 + 0.5 * (ss + 0.5 * n * ybar**2 / kn)
+        return {"mu": (mn, np.sqrt(bn / (kn * (an - 1.0)))), "tau": (an / bn, np.sqrt(an) / bn)}
+    return None
+
+
+def nuts_reference(name: str, data: dict, num_warmup: int, num_samples: int, seed: int = 0):
+    """site -> (mean, sd) over NumPyro NUTS draws (2 chains, vectorized), on the full data."""
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    model, args, _ = model_call(name, data, None)
+    mcmc = MCMC(NUTS(model), num_warmup=num_warmup, num_samples=num_samples, num_chains=2, chain_method="vectorized")
+    mcmc._progress_bar = False
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank
+        mcmc.run(jax.random.PRNGKey(seed), *args)
+    draws = {n: np.asarray(v, np.float64) for n, v in mcmc.get_samples().items() if n not in ENUMERATED.get(name, ())}
+    return {n: (v.mean(0), v.std(0)) for n, v in draws.items()}
+
+
+def _key(name: str, n: int) -> str:
+    return name if name in SMALL else f"{name}@{n}"
+
+
+def load_references(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def compute_reference(name: str, n: int, nuts_limit: float) -> dict:
+    """{"kind", "sites": {site: {"mean", "sd"}}, "seconds"}; kind "none" where NUTS passes ``nuts_limit``."""
+    data = model_data(name, n)
+    start = time.time()
+    ref = closed_form(name, data)
+    kind = "closed form"
+    if ref is None:
+        if name in SMALL:
+            ref, kind = nuts_reference(name, data, 500, 1000), "NUTS 2x1000"
+        elif n <= 100_000:
+            ref, kind = nuts_reference(name, data, 500, 500), "NUTS 2x500"
+        else:
+            return {"kind": "none", "sites": {}, "seconds": 0.0, "why": "no closed form; full-batch NUTS not run"}
+    seconds = time.time() - start
+    if kind.startswith("NUTS") and seconds > nuts_limit:
+        return {"kind": "none", "sites": {}, "seconds": seconds, "why": f"NUTS took {seconds:.0f} s"}
+    sites = {s: {"mean": np.asarray(m).tolist(), "sd": np.asarray(sd).tolist()} for s, (m, sd) in ref.items()}
+    return {"kind": kind, "sites": sites, "seconds": seconds}
+
+
+# ----------------------------------------------------------------------------- one timed run (a fresh process)
+def max_z(means: dict, ref: dict) -> float:
+    """The largest |mean - reference mean| / reference sd over every scalar of every reference site."""
+    worst = 0.0
+    for site, r in ref["sites"].items():
+        z = (np.asarray(means[site], np.float64) - np.asarray(r["mean"])) / np.asarray(r["sd"])
+        worst = max(worst, float(np.max(np.abs(z))))
+    return worst
+
+
+class Clock:
+    """Wall time since ``t0`` less the excluded spans (checks, data generation)."""
+
+    def __init__(self, t0: float):
+        self.t0, self.excluded = t0, 0.0
+
+    def now(self) -> float:
+        return time.time() - self.t0 - self.excluded
+
+    def exclude(self, fn, *args):
+        start = time.time()
+        out = fn(*args)
+        self.excluded += time.time() - start
+        return out
+
+
+def run_vijax(model, args, kwargs, check, clock: Clock, cap: float) -> dict:
+    import vijax
+
+    checks = []
+    post = vijax.fit(model, *args, progress=False, **kwargs)
+    first = clock.now()
+    route, steps = post.plan.route, int(post.num_steps)
+    while True:
+        z = clock.exclude(check, post)
+        checks.append({"seconds": clock.now(), "steps": steps, "max_z": z})
+        if z < WITHIN[0] or clock.now() > cap:
+            break
+        post = vijax.fit(model, *args, init=post, max_steps=steps, tol=None, progress=False, **kwargs)
+        steps = int(post.num_steps)
+    return {"route": route, "first_fit_s": first, "default_steps": checks[0]["steps"], "checks": checks}
+
+
+def run_numpyro(model, args, kwargs, enumerated, check, clock: Clock, cap: float, lr: float, chunk: int) -> dict:
+    import jax
+    import numpyro
+    from numpyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
+    from numpyro.infer.autoguide import AutoNormal
+
+    guide = AutoNormal(numpyro.handlers.block(model, hide=enumerated) if enumerated else model)
+    svi = SVI(model, guide, numpyro.optim.Adam(lr), TraceEnum_ELBO() if enumerated else Trace_ELBO())
+    state = svi.init(jax.random.PRNGKey(0), *args, **kwargs)
+
+    @jax.jit
+    def advance(state):
+        return jax.lax.scan(lambda s, _: (svi.update(s, *args, **kwargs)[0], None), state, None, length=chunk)[0]
+
+    checks, chunk_s, steps, next_check = [], [], 0, 100
+    while True:
+        start = time.time()
+        state = jax.block_until_ready(advance(state))
+        chunk_s.append(time.time() - start)
+        steps += chunk
+        if steps < next_check:
+            continue
+        next_check *= 2
+        z = clock.exclude(check, (guide, svi.get_params(state)))
+        checks.append({"seconds": clock.now(), "steps": steps, "max_z": z})
+        if z < WITHIN[0] or clock.now() > cap:
+            break
+    later = chunk_s[1:]
+    return {
+        "route": "AutoNormal",
+        "first_chunk_s": chunk_s[0],
+        "steps_per_s": chunk / statistics.median(later) if later else None,
+        "checks": checks,
+    }
+
+
+WITHIN = [0.3]
+
+
+def one(method: str, name: str, n: int, t0: float, opts) -> dict:
+    """A timed run in this process: the clock from ``t0`` (the parent's, just before it started the process)."""
+    clock = Clock(t0)
+    import jax
+
+    imported = clock.now()
+    ref = load_references(opts.references)[_key(name, n)]
+    data = clock.exclude(model_data, name, n)
+    model, args, kwargs = clock.exclude(model_call, name, data, opts.subsample)
+    key = jax.random.PRNGKey(1)
+    enumerated = ENUMERATED.get(name, [])
+
+    def means_vijax(post):
+        s = post.summary(key, num_samples=opts.draws)
+        return max_z({k: v["mean"] for k, v in s.items()}, ref)
+
+    def means_numpyro(guide_params):
+        guide, params = guide_params
+        draws = guide.sample_posterior(key, params, *args, sample_shape=(opts.draws,), **kwargs)
+        return max_z({k: np.asarray(v).mean(0) for k, v in draws.items()}, ref)
+
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank
+        if method == "vijax_full":  # the large models' fit at full batch (the plate not subsampled)
+            out = run_vijax(model, args, {}, means_vijax, clock, opts.cap)
+        elif method == "vijax":
+            out = run_vijax(model, args, kwargs, means_vijax, clock, opts.cap)
+        else:
+            out = run_numpyro(model, args, kwargs, enumerated, means_numpyro, clock, opts.cap, opts.lr, opts.chunk)
+    last = out["checks"][-1]
+    reached = last["max_z"] < opts.within
+    out.update(
+        method=method,
+        model=name,
+        n=n,
+        import_s=imported,
+        reached=reached,
+        seconds=last["seconds"] if reached else None,
+        wall_s=time.time() - t0,
+    )
+    return out
+
+
+# ----------------------------------------------------------------------------- the driver
+def spawn(method: str, name: str, n: int, opts) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", method, name, str(n), *opts.passthrough]
+    t0 = time.time()
+    cmd += ["--t0", repr(t0)]
+    try:
+        env = {**os.environ, "VIJAX_COMPILE_CACHE": "off"}  # no compiled program kept from an earlier process
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.cap + 120, env=env)
+    except subprocess.TimeoutExpired:
+        return {"method": method, "model": name, "n": n, "reached": False, "seconds": None, "error": "killed"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        err = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return {"method": method, "model": name, "n": n, "reached": False, "seconds": None, "error": err[-300:]}
+    return json.loads(lines[-1])
+
+
+def target_of(name: str) -> float:
+    return 10.0 if name in CONJUGATE else 3.0
+
+
+def summarize(runs: list, cap: float) -> list:
+    """One row per (model, n): medians over rounds (a run without the answer counts as the cap)."""
+    rows = {}
+    for r in runs:
+        rows.setdefault((r["model"], r["n"]), {"vijax": [], "numpyro": [], "vijax_full": []})[r["method"]].append(r)
+    out = []
+    for (name, n), by in list(rows.items()):
+        if by["vijax_full"]:  # a row of its own, against the same NumPyro runs
+            rows[(name + " (fit at full batch)", n)] = {"vijax": by["vijax_full"], "numpyro": by["numpyro"]}
+    for (name, n), by in rows.items():
+
+        def median(rs):
+            ts = [r["seconds"] if r.get("reached") else float("inf") for r in rs]
+            return statistics.median(ts) if ts else None
+
+        tv, tn = median(by["vijax"]), median(by["numpyro"])
+        route = next((r.get("route") for r in by["vijax"] if r.get("route")), "error")
+        ratio = None
+        if tv is not None and tn is not None and np.isfinite(tv):
+            ratio = (tn if np.isfinite(tn) else cap) / tv
+        target = 3.0 if name in SMALL else target_of(name.split(" ")[0])
+        met = None if ratio is None else (ratio >= target if np.isfinite(tn) else (cap / tv >= target))
+        out.append(
+            dict(
+                model=name,
+                n=n,
+                route=route,
+                vijax_s=tv,
+                numpyro_s=tn,
+                ratio=ratio,
+                numpyro_capped=not np.isfinite(tn),
+                target=target,
+                met=met,
+            )
+        )
+    return out
+
+
+def table(rows: list, cap: float) -> str:
+    def fmt(t):
+        return f"> {cap:.0f}" if t is None or not np.isfinite(t) else f"{t:.1f}"
+
+    lines = [
+        "| model | observations | route of fit | vijax s | NumPyro s | NumPyro / vijax | target | met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ratio = "—" if r["ratio"] is None else ("≥ " if r["numpyro_capped"] else "") + f"{r['ratio']:.1f}×"
+        met = "—" if r["met"] is None else ("met" if r["met"] else "missed")
+        n = "docs" if r["model"] in SMALL else f"{r['n']:,}"
+        lines.append(
+            f"| {r['model']} | {n} | {r['route']} | {fmt(r['vijax_s'])} | {fmt(r['numpyro_s'])} | {ratio} | "
+            f"≥ {r['target']:.0f}× | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="all", help="'all', 'small', 'large' or a comma-separated list")
+    p.add_argument("--sizes", default="100000,1000000", help="observations of the large models")
+    p.add_argument("--subsample", type=int, default=1000, help="the large models' plate subsample_size")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cap", type=float, default=60.0, help="seconds after which a run reports '> cap'")
+    p.add_argument("--within", type=float, default=0.3, help="reference sds")
+    p.add_argument("--draws", type=int, default=2000, help="draws of q per check")
+    p.add_argument("--lr", type=float, default=0.01, help="NumPyro's Adam step size")
+    p.add_argument("--chunk", type=int, default=100, help="NumPyro's steps per jitted scan")
+    p.add_argument("--nuts-limit", type=float, default=300.0, help="seconds a NUTS reference may take")
+    p.add_argument("--references", default=os.path.join(RESULTS, "fit_reference.json"))
+    p.add_argument("--out", default=os.path.join(RESULTS, "fit.json"))
+    p.add_argument("--full-batch", action="store_true", help="also time the large models' fit at full batch")
+    p.add_argument("--reference", action="store_true", help="compute the missing references and stop")
+    p.add_argument("--one", nargs=3, metavar=("METHOD", "MODEL", "N"), help=argparse.SUPPRESS)
+    p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
+    opts = p.parse_args(argv)
+    WITHIN[0] = opts.within
+    if opts.one:
+        method, name, n = opts.one
+        print(json.dumps(one(method, name, int(n), opts.t0, opts)), flush=True)
+        return
+    sizes = [int(s) for s in opts.sizes.split(",") if s]
+    names = {"all": SMALL + LARGE, "small": SMALL, "large": LARGE}.get(opts.models) or tuple(opts.models.split(","))
+    cases = [(m, 0) for m in names if m in SMALL] + [(m, n) for n in sizes for m in names if m in LARGE]
+    refs = load_references(opts.references)
+    if opts.reference:
+        for name, n in cases:
+            if _key(name, n) not in refs:
+                refs[_key(name, n)] = compute_reference(name, n, opts.nuts_limit)
+                print(_key(name, n), refs[_key(name, n)]["kind"], f"{refs[_key(name, n)]['seconds']:.0f} s", flush=True)
+                with open(opts.references, "w") as f:
+                    json.dump(refs, f)
+        return
+    opts.passthrough = [
+        f"--{k}={getattr(opts, k.replace('-', '_'))}" for k in ("subsample", "cap", "within", "draws", "lr", "chunk")
+    ] + ["--references", opts.references]
+    timed = [(m, n) for m, n in cases if refs.get(_key(m, n), {}).get("kind", "none") != "none"]
+    skipped = [_key(m, n) for m, n in cases if (m, n) not in timed]
+    load_start, runs = os.getloadavg(), []
+    for r in range(opts.rounds):
+        for name, n in timed:
+            methods = ("vijax", "numpyro") + (("vijax_full",) if opts.full_batch and name in LARGE else ())
+            for method in methods:
+                out = spawn(method, name, n, opts)
+                out["round"] = r
+                runs.append(out)
+                t = "—" if out.get("seconds") is None else f"{out['seconds']:.1f} s"
+                print(f"round {r} {_key(name, n):<28} {method:<8} {t:>9} {out.get('error', '')}", flush=True)
+    rows = summarize(runs, opts.cap)
+    text = table(rows, opts.cap)
+    print(text)
+    if skipped:
+        print("no reference (not timed):", ", ".join(skipped))
+    result = dict(
+        machine=dict(platform=platform.platform(), processor=platform.processor(), cores=os.cpu_count()),
+        load_average_start=load_start,
+        load_average_end=os.getloadavg(),
+        settings={k: getattr(opts, k) for k in ("subsample", "rounds", "cap", "within", "draws", "lr", "chunk")},
+        no_reference=skipped,
+        rows=rows,
+        runs=runs,
+    )
+    with open(opts.out, "w") as f:
+        json.dump(result, f, indent=1, default=float)
+    with open(os.path.splitext(opts.out)[0] + ".md", "w") as f:
+        f.write(f"# vijax.fit against NumPyro's SVI + AutoNormal: time to the answer\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""``benchmarks/fit.py``: its closed-form references (against a grid integral and against each other), the distance
+to the answer, the clock that leaves the checks out, the table's medians and targets, and each run's fresh process
+(the command and its environment)."""
+
+import importlib.util
+import pathlib
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numpyro")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def fb():
+    spec = importlib.util.spec_from_file_location("benchmarks_fit", BENCH / "fit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_normal_gamma_closed_form_is_the_grid_posterior(fb):
+    """The Normal–Gamma posterior's means and sds against a 600 x 600 grid of the unnormalized posterior."""
+    y = fb.model_data("normal_gamma")["y"]
+    mu, tau = np.meshgrid(np.linspace(-1.0, 4.0, 600), np.linspace(1e-3, 8.0, 600), indexing="ij")
+    log_p = (3.0 - 1.0) * np.log(tau) - 2.0 * tau  # tau ~ Gamma(3, 2)
+    log_p += 0.5 * np.log(0.5 * tau) - 0.25 * tau * (mu - 1.0) ** 2  # mu ~ N(1, 1 / (0.5 tau))
+    log_p += 0.5 * y.size * np.log(tau) - 0.5 * tau * ((y[:, None, None] - mu) ** 2).sum(0)
+    w = np.exp(log_p - log_p.max())
+    w /= w.sum()
+    exact = fb.closed_form("normal_gamma", {"y": y})
+    for site, x in (("mu", mu), ("tau", tau)):
+        mean = (w * x).sum()
+        sd = np.sqrt((w * (x - mean) ** 2).sum())
+        np.testing.assert_allclose([mean, sd], exact[site], rtol=2e-3)
+
+
+def test_grouped_normal_gamma_is_the_single_group_formula_per_group(fb):
+    data = fb.model_data("grouped_normal_gamma", 5000)
+    ref = fb.closed_form("grouped_normal_gamma", data)
+    for g in (0, 7, 999):
+        one = fb._normal_gamma_posterior(data["y"][data["group"] == g], 0.0, 0.5, 3.0, 2.0)
+        for site in ("mu", "tau"):
+            np.testing.assert_allclose([ref[site][0][g], ref[site][1][g]], one[site], rtol=1e-10)
+
+
+def test_conjugate_closed_forms(fb):
+    ref = fb.closed_form("beta_bernoulli", fb.model_data("beta_bernoulli"))
+    np.testing.assert_allclose(ref["p"], [7.0 / 12.0, np.sqrt(7.0 * 5.0 / (144.0 * 13.0))])
+    ref = fb.closed_form("gamma_poisson", fb.model_data("gamma_poisson"))
+    np.testing.assert_allclose(ref["rate"], [17.0 / 7.0, np.sqrt(17.0) / 7.0])
+    assert fb.closed_form("logistic", fb.model_data("logistic")) is None
+
+
+def test_distance_to_the_answer_is_the_worst_scalar_in_reference_sds(fb):
+    ref = {"sites": {"a": {"mean": [0.0, 1.0], "sd": [1.0, 0.5]}, "b": {"mean": 2.0, "sd": 4.0}}}
+    assert fb.max_z({"a": np.array([0.1, 1.2]), "b": 1.0, "extra": 9.0}, ref) == pytest.approx(0.4)
+
+
+def test_clock_leaves_out_the_excluded_spans(fb, monkeypatch):
+    now = iter([10.0, 12.5, 13.0])
+    monkeypatch.setattr(fb.time, "time", lambda: next(now))
+    clock = fb.Clock(4.0)
+    assert clock.exclude(lambda x: x + 1, 1) == 2 and clock.excluded == 2.5
+    assert clock.now() == pytest.approx(13.0 - 4.0 - 2.5)
+
+
+def _run(method, model, n, seconds, route=None):
+    return dict(method=method, model=model, n=n, reached=seconds is not None, seconds=seconds, route=route)
+
+
+def test_table_takes_medians_ratios_and_the_targets(fb):
+    runs = [_run("vijax", "gamma_poisson", 0, t, "conjugate") for t in (1.0, 2.0, 9.0)]
+    runs += [_run("numpyro", "gamma_poisson", 0, t) for t in (5.0, 8.0, 7.0)]
+    runs += [_run("vijax", "hier_poisson", 10**5, t, "conjugate") for t in (10.0, 12.0, 11.0)]
+    runs += [_run("numpyro", "hier_poisson", 10**5, t) for t in (None, None, 50.0)]  # the cap, 60 s, twice
+    runs += [_run("vijax_full", "hier_poisson", 10**5, t, "conjugate") for t in (3.0, 4.0, 5.0)]
+    rows = {(r["model"], r["n"]): r for r in fb.summarize(runs, cap=60.0)}
+    small = rows[("gamma_poisson", 0)]
+    assert (small["vijax_s"], small["numpyro_s"], small["ratio"], small["target"]) == (2.0, 7.0, 3.5, 3.0)
+    assert small["met"] and small["route"] == "conjugate"
+    large = rows[("hier_poisson", 10**5)]
+    assert large["numpyro_capped"] and large["ratio"] == pytest.approx(60.0 / 11.0) and large["target"] == 10.0
+    assert not large["met"]
+    full = rows[("hier_poisson (fit at full batch)", 10**5)]
+    assert full["vijax_s"] == 4.0 and full["met"]
+    text = fb.table(list(rows.values()), 60.0)
+    assert "| gamma_poisson | docs | conjugate | 2.0 | 7.0 | 3.5× | ≥ 3× | met |" in text
+    assert "| hier_poisson | 100,000 | conjugate | 11.0 | > 60 | ≥ 5.5× | ≥ 10× | missed |" in text
+
+
+def test_each_run_is_a_fresh_process_without_a_compile_cache(fb, monkeypatch):
+    seen = {}
+
+    def fake_run(cmd, capture_output, text, timeout, env):
+        seen.update(cmd=cmd, env=env, timeout=timeout)
+        return subprocess.CompletedProcess(cmd, 0, stdout='noise\n{"seconds": 1.5, "reached": true}\n', stderr="")
+
+    monkeypatch.setattr(fb.subprocess, "run", fake_run)
+    opts = types.SimpleNamespace(cap=30.0, passthrough=["--cap=30.0"])
+    assert fb.spawn("numpyro", "gmm_large", 1000, opts) == {"seconds": 1.5, "reached": True}
+    cmd = seen["cmd"]
+    assert cmd[0] == sys.executable and cmd[1].endswith("fit.py")
+    assert cmd[cmd.index("--one") + 1 : cmd.index("--one") + 4] == ["numpyro", "gmm_large", "1000"]
+    assert "--cap=30.0" in cmd and float(cmd[cmd.index("--t0") + 1]) > 0
+    assert seen["env"]["VIJAX_COMPILE_CACHE"] == "off"
+
+    def failing_run(cmd, capture_output, text, timeout, env):
+        return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="Traceback\nValueError: boom")
+
+    monkeypatch.setattr(fb.subprocess, "run", failing_run)
+    out = fb.spawn("vijax", "hier_poisson", 1000, opts)
+    assert out["error"] == "ValueError: boom" and not out["reached"]
