@@ -10,7 +10,7 @@ McAuliffe 2017, §4.3's empirical Bayes; NumPyro's SVI maximizes params and guid
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple, Protocol, Union
 
 import jax
 import jax.numpy as jnp
@@ -98,8 +98,7 @@ def empirical_bayes(
 
     Returns:
       The ``VIAlgorithm`` (:class:`EmpiricalBayesState`, :class:`EmpiricalBayesInfo`); ``vijax.inference.sample``
-      gives ``alg``'s draws and each param's fitted value repeated, so that ``vijax.predictive`` runs the model at it;
-      ``fitted_params(alg, state)`` the params' constrained values.
+      gives ``alg``'s draws, ``fitted_params(alg, state)`` the params' constrained values.
 
     Raises:
       ArgumentError: naming ``alg`` (it does not draw from q), ``target`` (not a target, or without params),
@@ -140,14 +139,20 @@ def empirical_bayes(
     return reject_non_finite(VIAlgorithm(init_fn, step_fn, _EmpiricalBayesExtras(target, alg)))
 
 
+class FitsParams(Protocol):
+    def fitted_params(self, state: PyTree) -> dict: ...
+
+
 def fitted_params(alg: VIAlgorithm, state: PyTree) -> dict:
-    """The constrained values of the params ``empirical_bayes``'s ``state`` holds, by name."""
+    """The constrained values of the target's params at ``state`` of ``empirical_bayes``, ``map_estimate`` or
+    ``laplace``, by name: the ``batch`` that runs the model at them (``vijax.predictive(target, draws, key,
+    batch=fitted_params(alg, state))``)."""
     extras = alg.extras if isinstance(alg, VIAlgorithm) else None
-    if not isinstance(extras, _EmpiricalBayesExtras):
+    if not implements(extras, FitsParams):
         raise ArgumentError(
-            "alg", f"alg: fitted_params takes an algorithm of empirical_bayes, got {type(alg).__name__}"
+            "alg", f"alg: fitted_params takes empirical_bayes, map_estimate or laplace, got {type(alg).__name__}"
         )
-    return extras.target.constrain(_own(state).params)
+    return extras.fitted_params(state)
 
 
 def _own(state: PyTree) -> EmpiricalBayesState:
@@ -156,14 +161,13 @@ def _own(state: PyTree) -> EmpiricalBayesState:
 
 
 class _EmpiricalBayesExtras:
-    """``empirical_bayes``'s ``VIAlgorithm.extras``: ``alg``'s draws with the params' values."""
+    """``empirical_bayes``'s ``VIAlgorithm.extras``: ``alg``'s draws, the params' values."""
 
     def __init__(self, target: Target, alg: VIAlgorithm):
         self.target, self.alg = target, alg
 
     def sample(self, key: PRNGKey, state, num_samples: int) -> dict:
-        state = _own(state)
-        draws = dict(self.alg.extras.sample(key, state.inner, num_samples))
-        values = self.target.constrain(state.params)
-        draws.update({n: jnp.broadcast_to(v, (num_samples, *jnp.shape(v))) for n, v in values.items()})
-        return draws
+        return self.alg.extras.sample(key, _own(state).inner, num_samples)
+
+    def fitted_params(self, state) -> dict:
+        return self.target.constrain(_own(state).params)

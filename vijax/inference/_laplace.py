@@ -136,7 +136,7 @@ def map_estimate(
 
     Returns:
       The ``VIAlgorithm`` (:class:`PointState`, :class:`PointInfo`); ``vijax.inference.sample`` repeats the point's
-      constrained values (and the params' values) ``num_samples`` times.
+      constrained values ``num_samples`` times; ``fitted_params(alg, state)`` gives the params' values.
 
     Raises:
       ArgumentError: naming ``target``, ``optimizer`` or a hyperparameter.
@@ -171,7 +171,7 @@ def laplace(
       **hyper: a named optimizer's hyperparameters.
 
     Returns:
-      The ``VIAlgorithm``; ``vijax.inference.sample`` draws q's constrained values (the params at their values),
+      The ``VIAlgorithm``; ``vijax.inference.sample`` draws q's constrained values (``fitted_params``: the params'),
       ``laplace_gaussian(alg, state)`` gives q as a ``vijax.expfam.MultivariateNormal`` over the flat vector.
 
     Raises:
@@ -234,12 +234,15 @@ class _PointExtras:
         num = check_int("num_samples", num_samples)
         return _sample(_inner(state).q_global, key, num, self.target, self.laplace)
 
+    def fitted_params(self, state) -> dict:
+        point = _inner(state).q_global
+        return self.target.constrain({n: point[n] for n in self.target.params}) if self.target.params else {}
+
 
 def _sample(point: dict, key: PRNGKey, num: int, target: Target, is_laplace: bool) -> dict:
-    values = target.constrain(point)
+    """``num`` draws of the latent sites, constrained (the params' values: ``fitted_params``)."""
     if not is_laplace:
+        values = target.constrain({n: point[n] for n in target.sites})
         return {n: jnp.broadcast_to(v, (num, *jnp.shape(v))) for n, v in values.items()}
     q, unravel = _gaussian(point, target)
-    draws = jax.vmap(lambda x: target.constrain(unravel(x)))(q.sample(key, (num,)))
-    draws.update({n: jnp.broadcast_to(values[n], (num, *jnp.shape(values[n]))) for n in target.params})
-    return draws
+    return jax.vmap(lambda x: target.constrain(unravel(x)))(q.sample(key, (num,)))
