@@ -470,6 +470,15 @@ def markdown(sizes: dict, procs: dict | None = None) -> str:
                     f"{x['peak_anon_mib']:,.0f} MiB | {x['heldout']:.4f} |".replace("| -", "| −")
                 )
     mach = sizes["machine"]
+    last = sizes["rows"][-1]["vijax"]
+    rest = [d for d in (10**5, 10**6, 3_800_000) if d > sizes["rows"][-1]["docs"]]
+    if rest:
+        lines.append("")
+        lines.append(
+            "Not run here: at the largest run's steady rate a pass over "
+            + ", ".join(f"{d:,} documents takes {d / last['docs_per_s'] / 3600:.1f} h" for d in rest)
+            + "."
+        )
     lines.append("")
     lines.append(
         f"K = {st['topics']}, V = {st['vocab']:,}, S = {st['batch']}, one pass; {mach['cpus']} cores, "
