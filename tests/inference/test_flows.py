@@ -252,6 +252,7 @@ def _best_gaussian_elbo_on_the_banana():
                                     options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000)).fun  # fmt: skip
 
 
+@pytest.mark.slow  # about 20 s of CPU, mostly compiling the flow's step
 def test_auto_flow_beats_the_best_gaussian_on_a_banana():
     """``auto_flow``'s IAF sized from d = 2 (NumPyro's AutoIAFNormal: 3 layers, two hidden layers) fitted by
     ``bbvi`` (STL, 300 steps) on a NumPyro banana, z1 ~ N(0, 1), z2 | z1 ~ N(z1^2 - 1, 0.5^2) (log Z = 0):

@@ -20,7 +20,7 @@ dist = numpyro.distributions
 
 import vijax  # noqa: E402
 from vijax._validate import ArgumentError  # noqa: E402
-from vijax.inference import laplace, laplace_gaussian, map_estimate, sample  # noqa: E402
+from vijax.inference import fitted_params, laplace, laplace_gaussian, map_estimate, sample  # noqa: E402
 
 X = jnp.array([[1.0, -1.2], [1.0, 0.3], [1.0, 0.8], [1.0, -0.4], [1.0, 1.9], [1.0, -2.1]])
 Y = jnp.array([-0.9, 0.6, 1.1, -0.2, 2.3, -1.7])
@@ -70,6 +70,7 @@ def _numpyro_loss(guide, params, model, *args):
     return Trace_ELBO().loss(jax.random.PRNGKey(0), params, model, guide, *args)
 
 
+@pytest.mark.slow  # two L-BFGS programs and three of NumPyro's: about 20 s of CPU
 @jax.numpy_rank_promotion("allow")  # NumPyro's guides broadcast by rank promotion
 def test_points_and_hessian_are_numpyros_autodelta_and_autolaplace():
     from numpyro.infer.autoguide import AutoDelta, AutoLaplaceApproximation
@@ -115,3 +116,21 @@ def test_bad_arguments_are_named():
 
     with pytest.raises(ArgumentError, match="subsample"):
         laplace(vijax.from_numpyro(subsampled, X, Y))
+
+
+def test_map_estimate_maximizes_a_param_with_the_point():
+    """A numpyro.param noise scale sigma beside the weights: the joint maximum satisfies
+    w = (X'X / sigma^2 + I / 4)^-1 X'y / sigma^2 and sigma^2 = mean((y - X w)^2) (rtol 1e-6)."""
+
+    def noise_param(x, y):
+        sigma = numpyro.param("sigma", 1.0, constraint=dist.constraints.positive)
+        w = numpyro.sample("w", dist.Normal(jnp.zeros(2), 2.0).to_event(1))
+        numpyro.sample("y", dist.Normal(x @ w, sigma), obs=y)
+
+    alg = map_estimate(vijax.from_numpyro(noise_param, X, Y))
+    state, _ = _run(alg, 60)
+    w, sigma = state.q_global["w"], fitted_params(alg, state)["sigma"]
+    s2 = sigma**2
+    np.testing.assert_allclose(w, np.linalg.solve(X.T @ X / s2 + np.eye(2) / 4.0, X.T @ Y / s2), rtol=1e-6)
+    np.testing.assert_allclose(s2, np.mean((Y - X @ w) ** 2), rtol=1e-6)
+    assert list(sample(alg, jax.random.PRNGKey(0), state, 3)) == ["w"]
