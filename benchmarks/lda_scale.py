@@ -280,6 +280,9 @@ def _worker(args) -> dict:
         initialize_processes(f"localhost:{args.port}", n, pid)  # first thing, before any JAX computation
     import jax
 
+    if args.phase == "concat":
+        jax.config.update("jax_num_cpu_devices", n)  # before JAX starts its backends
+
     from vijax.data import Minibatcher, bucket_length
     from vijax.inference import data_parallel, global_host_batches, process_shard, schedules, svi
     from vijax.models import LDA
@@ -313,7 +316,7 @@ def _worker(args) -> dict:
         progress=False,
     )
     steady, first = _steady(r.evals, args.chunk, args.batch * n)
-    res = {"docs_per_s": steady, "first_chunk_s": first}
+    res = {"docs_per_s": steady, "first_chunk_s": first, "devices": len(jax.devices())}
     if args.out_npz:
         np.save(args.out_npz, np.asarray(jax.device_get(r.state.q_global.concentration)))
     return res
@@ -412,13 +415,12 @@ def _processes(args):
 
     def launch(phase, num, pid, port, out_npz=""):
         cmd = _command(args, phase, docs, path, num_processes=num, process_id=pid, port=port, out_npz=out_npz)
-        devices = f" --xla_force_host_platform_device_count={num}" if phase == "concat" else ""
         return subprocess.Popen(
             ["taskset", "-c", str(cores[pid]), *cmd],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=dict(env, XLA_FLAGS=ONE_THREAD + devices),
+            env=env,
         )
 
     with socket.socket() as s:
@@ -442,6 +444,7 @@ def _processes(args):
         "bitwise_equal_to_one_process_same_batches": bool(np.array_equal(q[0], ref)),
         "max_rel_diff_vs_one_process_same_batches": float(np.max(np.abs(q[0] - ref) / np.abs(ref))),
         "one_process_same_batches_docs_per_s": same["docs_per_s"],
+        "one_process_same_batches_devices": same["devices"],
     }
     print(json.dumps(res, indent=1))
     return res
