@@ -60,6 +60,7 @@ def test_prefetch_host_batches_matches_minibatcher_in_any_call_order():
 
 
 def test_runner_with_and_without_prefetch_bit_identical():
+    import chex
     import jax
 
     from vijax.inference import svi
@@ -82,8 +83,7 @@ def test_runner_with_and_without_prefetch_bit_identical():
         for p in (0, 2)
     ]
     np.testing.assert_array_equal(out[0].trace["elbo"], out[1].trace["elbo"])
-    for a, b in zip(jax.tree.leaves(out[0].state), jax.tree.leaves(out[1].state)):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    chex.assert_trees_all_equal(out[0].state, out[1].state)
     assert _threads() == 0
 
 

@@ -1,6 +1,7 @@
 """``vijax.inference.jit_step``: the same results as ``jax.jit`` of a step, the same error for a bad
 batch, and a program without host callbacks (which JAX's persistent compilation cache refuses)."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +26,7 @@ def test_same_steps_as_jax_jit_and_the_same_error(fit):
         key = jax.random.PRNGKey(t + 1)
         (a, ia), (b, ib) = plain(key, a, x), checked(key, b, x)
         np.testing.assert_array_equal(np.asarray(ia.elbo), np.asarray(ib.elbo))
-    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    chex.assert_trees_all_equal(a, b)
     with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite \(in step 1\)"):
         checked(jax.random.PRNGKey(1), state, x.at[3, 1].set(jnp.inf))
 
@@ -236,8 +236,7 @@ def test_a_data_parallel_step_has_its_checks_outside_the_shard_map():
     text = step.lower(jax.random.PRNGKey(1), state, batch).as_text()
     assert "manual_computation" in text and "callback" not in text
     a, b = step(jax.random.PRNGKey(1), state, batch)[0], jax.jit(alg.step)(jax.random.PRNGKey(1), state, batch)[0]
-    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    chex.assert_trees_all_equal(a, b)
     with pytest.raises(ValueError, match=r"batch word id 99 at \[2, 3\] is out of range \[0, 30\) \(in step 1\)"):
         step(jax.random.PRNGKey(1), state, BowBatch(ids.at[2, 3].set(99), batch.counts))
 
@@ -334,8 +333,7 @@ def test_cpu_compile_quick_compiles_with_step_cpu_options_and_the_same_values(fi
         (a, ia), (b, ib) = jax.jit(alg.step)(key, a, x), step(key, b, x)
     rtol = 1e-12 if x.dtype == np.float64 else 1e-5  # another kernel emitter: the same values up to rounding
     np.testing.assert_allclose(np.asarray(ib.elbo), np.asarray(ia.elbo), rtol=rtol)
-    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=rtol, atol=rtol)
+    chex.assert_trees_all_close(b, a, rtol=rtol, atol=rtol)
     with pytest.raises(ValueError, match=r"batch x inf at \[3, 1\] is not finite"):
         step(jax.random.PRNGKey(1), state, x.at[3, 1].set(jnp.inf))
     assert jit_step(alg.step, cpu_compile="quick", compiler_options={}).compiler_options() is None
