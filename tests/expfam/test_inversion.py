@@ -361,7 +361,7 @@ def test_dirichlet_gamma_components_match_minus_cdf_derivative_over_density():
 @pytest.mark.parametrize("name", sorted(FAMILIES_UNDER_TEST))
 def test_draws_have_the_right_mean_statistics(name):
     q = FAMILIES_UNDER_TEST[name]()
-    stats = jax.vmap(lambda k: reparam_stats(q, k))(jax.random.split(KEY, 4000))
+    stats = jax.jit(jax.vmap(lambda k: reparam_stats(q, k)))(jax.random.split(KEY, 4000))
     for s, m in zip(stats, q.mean_params()):
         mean, se = mc_mean_and_stderr(s)
         assert np.all(np.abs(mean - m) < 5 * se + 1e-12), (name, mean, m, se)
@@ -436,7 +436,7 @@ def test_expected_v_is_identity(name):
             [flatten_params(v(unflat(jnp.broadcast_to(eye[j], batch + (d,)))), batch) for j in range(d)], -1
         )
 
-    cols = jax.vmap(columns)(jax.random.split(jax.random.fold_in(KEY, 31), 4000))  # (M,) + batch + (d, d)
+    cols = jax.jit(jax.vmap(columns))(jax.random.split(jax.random.fold_in(KEY, 31), 4000))  # (M,) + batch + (d, d)
     mean, se = mc_mean_and_stderr(cols)
     eye = jnp.broadcast_to(jnp.eye(d), mean.shape)
     z = np.abs(np.asarray(mean - eye)) / np.maximum(np.asarray(se), 1e-12)
@@ -465,7 +465,7 @@ def test_v_convention_gives_the_natural_gradient():
         vts = jax.jvp(lambda n: reparam_stats(Gamma.from_natural(n), key), (q.natural_params,), (finv,))[1]
         return jnp.stack(vs), jnp.stack(vts)
 
-    vs, vts = jax.vmap(draw)(jax.random.split(jax.random.fold_in(KEY, 41), 20000))
+    vs, vts = jax.jit(jax.vmap(draw))(jax.random.split(jax.random.fold_in(KEY, 41), 20000))
     mean, se = mc_mean_and_stderr(vs)
     np.testing.assert_array_less(np.abs(mean - jnp.stack(nat_grad)), 5 * se)
     mean_t, se_t = mc_mean_and_stderr(vts)
