@@ -4,9 +4,9 @@ the route's step with the one runner (``vijax.run.run``) and returns a :class:`P
 **Routes.** For a NumPyro model or a TFP joint (through its target), by ``route="auto"``:
 
 1. ``"conjugate"`` where ``vijax.conjugate_sites`` finds a conditionally conjugate site: those sites in closed form
-   (a CAVI sweep at full batch, a Robbins–Monro natural-gradient step where a plate is subsampled; Hoffman et al.
-   2013, eq. 24), the rest by ``ngvi`` where each rest site's support has a family, else by ``bbvi``
-   (``conjugate_split``);
+   (a CAVI sweep at full batch; a Robbins–Monro natural-gradient step where a plate is subsampled, Hoffman et al.
+   2013, eq. 24, where ``conjugate_split`` takes the plate, else route 2), the rest by ``ngvi`` where each rest
+   site's support has a family, else by ``bbvi`` (``conjugate_split``);
 2. ``"ngvi"`` where every site's support has an exponential family (``auto_family``);
 3. ``"bbvi"`` otherwise: a Gaussian on the unconstrained space, full-rank up to ``FULLRANK_MAX_SIZE`` coordinates,
    mean-field above.
@@ -255,7 +255,7 @@ def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
 
     def why_not(n):
         if "" in report:
-            return f"the conjugacy check did not run: {report['']}"
+            return f"not in closed form: {report['']}"
         return report[n].reason if n in report and report[n].reason else "not conjugate"
 
     if route == "auto":
@@ -559,6 +559,12 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             )
         report = _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
+        if route == "auto" and plan.route == "conjugate" and target.plates:
+            try:  # conjugate_split with subsampled plates, where this version has it
+                conjugate_split(target, report)
+            except ArgumentError:
+                report = {"": "conjugate_split takes no subsampled plate in this version"}
+                plan = _plan(target, route, report, options["family"])
         if not make_alg:
             return _Fitted("target", None, target, None, None, plan, settings)
         alg = _target_algorithm(target, plan, report, key, options)
