@@ -61,10 +61,7 @@ def test_every_registered_algorithm_takes_a_step_by_name(name):
     assert type(alg) is VIAlgorithm and alg._fields == ("init", "step", "extras")  # one algorithm type
     # its step is bound to the factory's settings (a pytree holding the model: the runner passes its arrays)
     assert isinstance(alg.step, BoundFunction) and alg.step.keywords.get("model", model) is model
-    state = alg.init(KEY, batch)
-    state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, batch)
-    assert hasattr(state, "q_global") and int(state.count) == 1
-    assert np.isfinite(float(info.elbo))
+    state = alg.init(KEY, batch)  # its step, jitted and not: tests/inference/test_steps_chex.py
     with pytest.raises(ValueError, match="key"):
         alg.init(None, batch)
     with pytest.raises(ValueError, match="key"):
