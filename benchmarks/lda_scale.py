@@ -478,14 +478,15 @@ def markdown(sizes: dict, procs: dict | None = None) -> str:
     if rest:
         lines.append("")
         lines.append(
-            "Not run here: at the largest run's steady rate a pass over "
-            + ", ".join(f"{d:,} documents takes {d / last['docs_per_s'] / 3600:.1f} h" for d in rest)
-            + "."
+            "Not run here: one pass over "
+            + " and over ".join(f"{d:,} documents would take {d / last['docs_per_s'] / 3600:.1f} h" for d in rest)
+            + " at the largest run's steady rate."
         )
     lines.append("")
     lines.append(
-        f"K = {st['topics']}, V = {st['vocab']:,}, S = {st['batch']}, one pass; {mach['cpus']} cores, "
-        f"load average {mach['loadavg_1_5_15_min_at_start'][0]:.1f} at the start "
+        f"K = {st['topics']}, V = {st['vocab']:,}, S = {st['batch']}, chunks of {st['chunk']} steps, one pass; "
+        f"the peers on the first {st['peer_docs']:,} documents of the stream (their minibatches); {mach['cpus']} "
+        f"cores shared with other jobs, load average {mach['loadavg_1_5_15_min_at_start'][0]:.1f} at the start "
         f"(`benchmarks/results/lda_scale.json`)."
     )
     if procs:
