@@ -1,0 +1,41 @@
+"""``benchmarks/lda_scale.py``: docs/lda.md's table is the one its recorded JSON gives (nothing between
+the markers is written by hand), and the Wikipedia-like corpus's base measure is Zipfian with mean eta."""
+
+import importlib.util
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def lda_scale():
+    sys.path.insert(0, str(BENCH))  # the script imports its folder's modules (_device, _memory)
+    try:
+        spec = importlib.util.spec_from_file_location("benchmarks_lda_scale", BENCH / "lda_scale.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_docs_table_is_the_recorded_runs(lda_scale):
+    sizes = json.loads((BENCH / "results" / "lda_scale.json").read_text())
+    procs_path = BENCH / "results" / "lda_scale_processes.json"
+    procs = json.loads(procs_path.read_text()) if procs_path.exists() else None
+    page = (ROOT / "docs" / "lda.md").read_text()
+    span = page.split("<!-- lda_scale.table -->", 1)[1].split("<!-- /lda_scale -->", 1)[0]
+    assert span.strip() == lda_scale.markdown(sizes, procs).strip()
+
+
+def test_wikipedia_like_base_measure(lda_scale):
+    eta = lda_scale._eta(7702)
+    assert eta.mean() == pytest.approx(lda_scale.ETA_MEAN)
+    slope = np.polyfit(np.log(np.arange(1, 7703)), np.log(eta), 1)[0]
+    assert slope == pytest.approx(-lda_scale.ZIPF)
