@@ -80,6 +80,18 @@ def test_forced_route_a_site_cannot_take_is_refused_naming_it():
     with pytest.raises(vijax.ArgumentError, match="route='conjugate': no site is conjugate; site 'w'"):
         plan_fit(logistic, X2, Y2, route="conjugate")
     assert plan_fit(logistic, X2, Y2, route="bbvi").route == "bbvi"
+    assert plan_fit(logistic, X2, Y2, route="map").rows[0].family == "point (MAP)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["laplace", "map", "flow"])
+def test_forced_routes_fit(route):
+    """laplace, map_estimate and auto_flow's flow by route=: the means near the MAP point's (a flat-ish posterior:
+    within 0.3 of each other in every coordinate)."""
+    post = vijax.fit(logistic, X2, Y2, route=route, max_steps=300, eval_every=50, progress=False)
+    ref = vijax.fit(logistic, X2, Y2, route="map", max_steps=300, eval_every=50, progress=False)
+    assert post.plan.route == route
+    np.testing.assert_allclose(post.summary()["w"]["mean"], ref.summary()["w"]["mean"], atol=0.3)
 
 
 @pytest.mark.parametrize(

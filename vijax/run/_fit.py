@@ -11,7 +11,8 @@ the route's step with the one runner (``vijax.run.run``) and returns a :class:`P
 3. ``"bbvi"`` otherwise: a Gaussian on the unconstrained space, full-rank up to ``FULLRANK_MAX_SIZE`` coordinates,
    mean-field above.
 
-``"flow"`` (asked for) is ``bbvi`` with a flowjax masked autoregressive flow (Monte Carlo entropy). A
+Asked for: ``"flow"``, ``bbvi`` with ``auto_flow``'s flowjax flow (Monte Carlo entropy); ``"laplace"`` and ``"map"``,
+``vijax.inference.laplace`` and ``map_estimate``. A
 ``vijax.models`` model takes its own CAVI (full batch) or SVI (``batch_size``); a log-density with ``params``,
 ``bbvi``. A forced route that a site cannot take is refused, naming the site.
 
@@ -34,7 +35,8 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
-from vijax.inference import bbvi, cavi, conjugate_split, log_weights, ngvi, sample, schedules, svi
+from vijax.inference import auto_flow, bbvi, cavi, conjugate_split, laplace, log_weights, map_estimate, ngvi, sample
+from vijax.inference import schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
 from vijax.metrics import psis, to_arviz
@@ -45,7 +47,6 @@ ROUTES = ("auto", "conjugate", "ngvi", "bbvi", "flow", "laplace", "map")
 FULLRANK_MAX_SIZE = 100  # the most unconstrained coordinates whose Gaussian is full-rank by default
 MAX_STEPS = 10_000  # the default most steps (Stan's ADVI: 10,000 iterations)
 SWEEP_MAX_STEPS = 200  # ... where every site is updated in closed form at full batch (CAVI sweeps)
-_LATER = {"laplace": "laplace", "map": "map_estimate"}  # routes of vijax.inference, where this version has them
 
 
 class PlanRow(NamedTuple):
@@ -290,8 +291,8 @@ def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
             reason = f"support {s.support!r}: {_FAMILY_OF[s.support]}" + ("" if n in conj else f"; {why_not(n)}")
             rows.append(PlanRow(n, _FAMILY_OF[s.support], "ngvi", reason))
     else:
-        if route == "flow":
-            fam = "flow (masked autoregressive)"
+        if route in ("flow", "laplace", "map"):
+            fam = {"flow": "flow (auto_flow)", "laplace": "Gaussian at the mode", "map": "point (MAP)"}[route]
         elif isinstance(family, str):
             fam = f"Gaussian ({family})"
         else:
@@ -303,15 +304,6 @@ def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
 
 
 # ----------------------------------------------------------------------------- the algorithm of each route
-
-
-def _flow(target: Target, key: PRNGKey):
-    try:
-        from flowjax.distributions import Normal as FlowNormal
-        from flowjax.flows import masked_autoregressive_flow
-    except ImportError as e:
-        raise ImportError('route="flow" needs flowjax: pip install "vijax-toolkit[flows]"', name="flowjax") from e
-    return masked_autoregressive_flow(key, base_dist=FlowNormal(jnp.zeros(_size(target))))
 
 
 def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, options: dict):
@@ -331,15 +323,10 @@ def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, op
         return conjugate_split(target, report, **settings)
     if route == "ngvi":
         return ngvi(target, family=family, num_samples=num_samples or 8)
-    if route in _LATER:
-        import vijax.inference as inference
-
-        factory = getattr(inference, _LATER[route], None)
-        if factory is None:
-            raise ArgumentError("route", f"route={route!r} is not in this version of vijax", value=route)
-        return factory(target)
+    if route in ("laplace", "map"):
+        return (laplace if route == "laplace" else map_estimate)(target, schedule=lr)
     if route == "flow":
-        family = _flow(target, key) if family is None else family
+        family = auto_flow(target, key) if family is None else family
         settings = dict(family=family, entropy="mc")
     else:
         default = "fullrank" if _size(target) <= FULLRANK_MAX_SIZE else "meanfield"
