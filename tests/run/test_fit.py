@@ -192,6 +192,8 @@ def test_posterior_is_a_pytree_jit_vmap_and_continue(gamma_post):
     assert jax.vmap(mean_rate)(stacked, keys[:2]).shape == (2,)
     more = vijax.fit(gamma_poisson, EXPOSURE, K, init=posts[0], max_steps=10, eval_every=10, progress=False)
     assert int(more.num_steps) == 20 and more.elbo.shape == (20,)
+    with pytest.raises(vijax.ArgumentError, match="init: a Posterior of this model and data"):
+        vijax.fit(gamma_poisson, EXPOSURE, K + 1.0, init=posts[0], progress=False)
 
 
 def test_a_log_density_with_params_goes_to_bbvi():

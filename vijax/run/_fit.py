@@ -234,7 +234,7 @@ def _support_rows(target: Target) -> list:
 
 
 def _report(target: Target, key: PRNGKey, batch) -> dict:
-    """``conjugate_sites``' report, or {} with the reason where the check cannot run."""
+    """``conjugate_sites``' report, or ``{"": why}`` where the check cannot run."""
     try:
         return conjugate_sites(target, key, **({} if batch is None else batch))
     except (ArgumentError, ValueError, NotImplementedError) as e:
@@ -266,7 +266,7 @@ def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
         raise ArgumentError(
             "route", f"route='conjugate': no site is conjugate; site {first!r}: {why_not(first)}", value=route
         )
-    if route in ("ngvi",) and unmatched:
+    if route == "ngvi" and unmatched:
         n = unmatched[0]
         raise ArgumentError(
             "route",
@@ -285,7 +285,12 @@ def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
             elif rest == "ngvi":
                 rows.append(PlanRow(n, _FAMILY_OF[sites[n].support], "ngvi", why_not(n)))
             else:
-                rows.append(PlanRow(n, "Gaussian (meanfield)", "bbvi", why_not(n)))
+                fam = (
+                    "given"
+                    if family is not None and not isinstance(family, str)
+                    else f"Gaussian ({family or 'meanfield'})"
+                )
+                rows.append(PlanRow(n, fam, "bbvi", why_not(n)))
     elif route == "ngvi":
         for n, s in sites.items():
             reason = f"support {s.support!r}: {_FAMILY_OF[s.support]}" + ("" if n in conj else f"; {why_not(n)}")
@@ -298,8 +303,13 @@ def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
         else:
             fam = "Gaussian (fullrank)" if _size(target) <= FULLRANK_MAX_SIZE else "Gaussian (meanfield)"
         for n, s in sites.items():
-            reason = "asked for" if route != "bbvi" or n not in unmatched else f"support {s.support!r}: no family"
-            rows.append(PlanRow(n, fam, route, reason if route != "bbvi" or unmatched else "asked for"))
+            if route == "bbvi" and n in unmatched:
+                reason = f"support {s.support!r}: no exponential family"
+            elif route == "bbvi" and unmatched:
+                reason = f"one q with site {unmatched[0]!r}"
+            else:
+                reason = "asked for"
+            rows.append(PlanRow(n, fam, route, reason))
     return Plan(route, tuple(rows + _support_rows(target)))
 
 
@@ -456,6 +466,8 @@ def fit(
     options = dict(family=family, objective=objective, num_samples=num_samples, learning_rate=learning_rate)
     if init is not None:
         fitted = init.fitted
+        if fitted.identity[2][0] != _given(model, args, kwargs, observed):
+            raise ArgumentError("init", "init: a Posterior of this model and data (the same objects) to continue from")
         k_run = jax.random.fold_in(k_run, int(init.num_steps))
     else:
         fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
@@ -534,10 +546,20 @@ def _model_batches(data, batch_size):
     return batch_fn
 
 
+def _given(model, args, kwargs, observed) -> tuple:
+    """The identities of the model and data objects ``fit`` was given."""
+    return id(model), tuple(map(id, args)), tuple((k, id(v)) for k, v in sorted(kwargs.items())), id(observed)
+
+
 def _build(model, args, kwargs, observed, params, batch_size, route, options, key, make_alg=True) -> _Fitted:
     """The algorithm and plan of a new fit."""
-    given = (id(model), tuple(map(id, args)), tuple((k, id(v)) for k, v in sorted(kwargs.items())), id(observed))
-    settings = (given, route, *(repr(v) for v in options.values()), batch_size, id(params))
+    settings = (
+        _given(model, args, kwargs, observed),
+        route,
+        *(repr(v) for v in options.values()),
+        batch_size,
+        id(params),
+    )
     target, log_density = _as_target(model, args, kwargs, observed, params)
     if target is not None:
         if batch_size is not None:
