@@ -12,6 +12,7 @@ per-seed runs for the vmapped program. Tolerances are stated at each check.
 import pathlib
 import re
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,8 +38,7 @@ def _run_snippet(heading: str) -> dict:
 
 
 def _allclose(a, b, rtol):
-    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=rtol)
+    chex.assert_trees_all_close(a, b, rtol=rtol, atol=rtol)
 
 
 # ---- 1. a vijax step next to an optax update in the user's jitted train_step -----------------------
