@@ -454,8 +454,8 @@ def _fmt(x, spec) -> str:
     return "–" if x is None or x != x else format(x, spec)
 
 
-def markdown(sizes: dict, procs: dict | None = None) -> str:
-    """docs/lda.md's table, from the JSON of a run of this script (and of ``--processes``)."""
+def markdown(sizes: dict, procs: list | None = None) -> str:
+    """docs/lda.md's table, from the JSON of a run of this script (and of runs of ``--processes``)."""
     st = sizes["settings"]
     lines = [
         "| training documents | method | docs/s (steady) | docs/s (end to end) | peak RSS | peak anonymous RSS "
@@ -490,13 +490,17 @@ def markdown(sizes: dict, procs: dict | None = None) -> str:
         f"(`benchmarks/results/lda_scale.json`)."
     )
     if procs:
+        st, first = procs[0]["settings"], procs[0]
+        ratios = " and ".join(f"{p['weak_scaling_ratio']:.2f}" for p in procs)
+        loads = " and ".join(f"{p['machine']['loadavg_1_5_15_min_at_start'][0]:.0f}" for p in procs)
+        same = all(p["bitwise_equal_to_one_process_same_batches"] for p in procs)
         lines.append(
-            f"Two processes (one core each) against one: {procs['docs_per_s_n_processes']:,.0f} against "
-            f"{procs['docs_per_s_one_process']:,.0f} documents/s, a weak-scaling ratio of "
-            f"{procs['weak_scaling_ratio']:.2f}; topics bit-identical to one process running the same batches: "
-            f"{'yes' if procs['bitwise_equal_to_one_process_same_batches'] else 'no'} "
-            f"(`benchmarks/results/lda_scale_processes.json`, load average "
-            f"{procs['machine']['loadavg_1_5_15_min_at_start'][0]:.1f})."
+            f"Two processes of one run (one core each, S = {st['batch']} documents a step each, {st['steps']} steps) "
+            f"against one process on one core (S = {st['batch']}): {first['docs_per_s_n_processes']:,.0f} against "
+            f"{first['docs_per_s_one_process']:,.0f} documents/s, weak-scaling ratios {ratios} in {len(procs)} "
+            f"run(s) at load averages {loads} on the 2 shared cores (a ratio above 2 is the other jobs' load "
+            f"moving between the runs); the topics equal, bit for bit, one process of two CPU devices on the "
+            f"same batches: {'yes' if same else 'no'} (`benchmarks/results/lda_scale_processes*.json`)."
         )
     return "\n".join(lines)
 
@@ -505,8 +509,7 @@ def write_docs_table(page=os.path.join(os.path.dirname(HERE), "docs", "lda.md"))
     """Rewrites the span of ``page`` between ``<!-- lda_scale.table -->`` and ``<!-- /lda_scale -->``."""
     with open(os.path.join(HERE, "results", "lda_scale.json")) as f:
         sizes = json.load(f)
-    procs_path = os.path.join(HERE, "results", "lda_scale_processes.json")
-    procs = json.load(open(procs_path)) if os.path.exists(procs_path) else None
+    procs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(HERE, "results", "lda_scale_processes*.json")))]
     text = open(page).read()
     a, b = "<!-- lda_scale.table -->", "<!-- /lda_scale -->"
     head, rest = text.split(a, 1)
