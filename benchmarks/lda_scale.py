@@ -30,7 +30,7 @@ gensim ``LdaMulticore(workers=cores)`` reading the mapped corpus as a stream, sc
 ``partial_fit`` per minibatch on the prefix as one in-memory CSR matrix (``n_jobs=cores``).
 
 ``--processes N`` (one machine): N processes of one run (``vijax.inference.initialize_processes``,
-gloo collectives on localhost), each pinned to its own core (``os.sched_setaffinity``, XLA on one
+gloo collectives on localhost), each pinned to its own core (``taskset``, XLA on one
 thread), each reading its ``process_shard`` of the stream with S documents a step (a global batch
 of N * S), against one process on one core with S documents a step: the weak-scaling ratio of
 documents/s. The N-process topics are compared with one process of N CPU devices running the same
