@@ -185,7 +185,7 @@ def ordered_latent():
 
 
 def with_param():
-    s = numpyro.param("s", 1.0)
+    s = numpyro.param("s", lambda key: 1.0)
     numpyro.sample("x", dist.Normal(0.0, s))
 
 
@@ -201,7 +201,7 @@ def local_latent_under_subsampling(y):
         (poisson_latent, (), "site 'count': a discrete latent site .*infinite support"),
         (bernoulli_latent, (), "site 'coin': a discrete latent site .*finite support"),
         (sphere_latent, (), "site 'direction': NumPyro has no bijector onto its support"),
-        (with_param, (), "site 's': a numpyro.param"),
+        (with_param, (), "site 's': a numpyro.param whose start is not an array"),
         (local_latent_under_subsampling, (jnp.zeros(2),), "site 'z': a latent site inside the subsampled plate 'data'"),
     ],
 )

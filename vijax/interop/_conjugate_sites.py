@@ -527,7 +527,9 @@ def check_report(target: Target, report: Any, name: str = "conjugate") -> None:
     marked = [n for n in target.sites if report[n].conjugate]
     if not marked:
         return
-    priors = _priors(target, None, False)
+    # a subsampled plate needs a minibatch's indices to run the model: its first M
+    plates = {p: jnp.arange(m) for p, (_, m) in target.plates.items()}
+    priors = _priors(target, plates or None, False)
     for n in marked:
         spec, prior = priors[n]
         family = None if spec is None else spec.family.__name__
