@@ -85,6 +85,8 @@ def test_jit_step_pauses_the_collector_for_its_first_trace_and_compile_and_resto
 
 
 def test_the_autotuning_level_is_set_on_a_gpu_only_unless_xla_flags_set_it(monkeypatch):
+    from vijax.inference import jit_step
+
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     assert _compile.step_gpu_options() is None  # this CPU
     assert _compile.step_compile_options() == _compile.step_cpu_options()
@@ -92,6 +94,7 @@ def test_the_autotuning_level_is_set_on_a_gpu_only_unless_xla_flags_set_it(monke
         monkeypatch.setattr(jax, "default_backend", lambda b=backend: b)
         assert _compile.step_gpu_options() == expected
         assert _compile.step_cpu_options() is None and _compile.step_compile_options() == expected
+        assert jit_step(lambda key, x: x).compiler_options() == expected  # jit_step's quick default
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")  # the user's level stays
     assert _compile.step_gpu_options() is None

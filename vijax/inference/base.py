@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._compile import collection_paused, step_cpu_options
+from vijax._compile import collection_paused, step_compile_options
 from vijax._validate import (
     ArgumentError,
     NestedValueCheck,
@@ -80,8 +80,8 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "q
     Args:
       step: a function whose checks are ``check_step_batch``'s (an algorithm's ``step``).
       check_values: whether the compiled step checks its batches' values (shapes and dtypes always).
-      cpu_compile: ``"quick"`` (on a CPU whose ``XLA_FLAGS`` leave the emitter open, ``vijax._compile.step_cpu_options``)
-        or ``"xla"`` (XLA's settings).
+      cpu_compile: ``"quick"`` (the platform's quick options, ``vijax._compile.step_compile_options``: on a CPU whose
+        ``XLA_FLAGS`` leave the emitter open the classic one, on a GPU no autotuning) or ``"xla"`` (XLA's settings).
       **jit_kwargs: passed to ``jax.jit`` (``donate_argnums``, ``compiler_options``, ...).
 
     Returns:
@@ -103,7 +103,7 @@ def jit_step(step: Callable, *, check_values: bool = True, cpu_compile: str = "q
     gated = not donated and not given("static_argnums", "static_argnames")
     options = None
     if check_choice("cpu_compile", cpu_compile, ("quick", "xla")) == "quick" and "compiler_options" not in jit_kwargs:
-        options = step_cpu_options()
+        options = step_compile_options()
 
     def functional(*args, **kwargs):
         with functional_value_checks():  # read while the step is traced
