@@ -126,10 +126,12 @@ def test_iwae_bound_lies_between_elbo_and_evidence_and_is_exact_at_the_posterior
     alg = bbvi(gaussian_target, family="fullrank", init_params={"z": jnp.zeros(D)}, estimator="iwae", num_samples=8)
     v = start(alg)
     joint = log_joint(gaussian_target)
-    bounds = jax.vmap(
-        lambda k: _objective(
-            v, None, k, guide=vi.guide(alg), joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
-        )[1]
+    bounds = jax.jit(
+        jax.vmap(
+            lambda k: _objective(
+                v, None, k, guide=vi.guide(alg), joint=joint, estimator="iwae", entropy="mc", num_samples=8, prior=None
+            )[1]
+        )
     )(KEYS[:1000])
     se = np.std(bounds) / np.sqrt(bounds.shape[0])
     assert float(exact_elbo(vi.guide(alg), v)) + 3 * se < float(np.mean(bounds)) < log_z
@@ -190,13 +192,15 @@ def test_minibatch_scaling_and_analytic_kl():
     v = start(whole)
     kw = dict(entropy="analytic", num_samples=3, estimator="reparam")
     const = -0.5 * D * np.log(2 * np.pi)  # E[ELBO with KL] - E[ELBO with the unnormalized log_prior]
-    ea = jax.vmap(
-        lambda k: _objective(v, y, k, guide=vi.guide(with_kl), joint=log_joint(log_lik), prior=prior, **kw)[1]
+    ea = jax.jit(
+        jax.vmap(lambda k: _objective(v, y, k, guide=vi.guide(with_kl), joint=log_joint(log_lik), prior=prior, **kw)[1])
     )
-    eb = jax.vmap(
-        lambda k: _objective(
-            v, y, k, guide=vi.guide(whole), joint=log_joint(log_lik, log_prior=log_prior), prior=None, **kw
-        )[1]
+    eb = jax.jit(
+        jax.vmap(
+            lambda k: _objective(
+                v, y, k, guide=vi.guide(whole), joint=log_joint(log_lik, log_prior=log_prior), prior=None, **kw
+            )[1]
+        )
     )
     diff = ea(KEYS[:2000]) - eb(KEYS[:2000])
     assert abs(float(np.mean(diff)) - const) < 5 * float(np.std(diff)) / np.sqrt(2000) + 1e-9
