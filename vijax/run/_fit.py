@@ -481,6 +481,12 @@ def fit(
         init_state = init.state
     elif fitted.kind == "model":
         init_state = lambda k: alg.init(k, data)  # noqa: E731 (the model's start reads its data)
+    elif fitted.plan.route == "conjugate" and fitted.target.plates:  # the closed-form start reads a minibatch
+
+        def init_state(key):
+            k_init, k_batch = jax.random.split(key)
+            return alg.init(k_init, batch_fn(k_batch, 0))
+
     else:
         init_state = None
     res = run(
