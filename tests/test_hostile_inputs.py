@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -429,8 +430,7 @@ def test_nonfinite_step_is_rejected_under_jit(alg_name):
     state = alg.init(jax.random.PRNGKey(1))
     new, info = jax.jit(with_value_checks(alg, False).step)(jax.random.PRNGKey(2), state, X1.at[0].set(jnp.inf))
     assert not bool(info.accepted) and int(new.num_rejected) == 1 and int(new.count) == 1
-    for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    chex.assert_trees_all_equal(new.q_global, state.q_global)
 
 
 NONFINITE = ["cavi", "svi", "ssvi", "ssvi_a", "map", "em", "prox_svi", "optax"]
@@ -466,8 +466,7 @@ def test_nonfinite_step_is_rejected_state_kept(alg_name):
         )
     new, info = with_value_checks(alg, False).step(jax.random.PRNGKey(2), state, bad)
     assert not bool(info.accepted) and int(new.num_rejected) == 1
-    for a, b in zip(jax.tree_util.tree_leaves(new.q_global), jax.tree_util.tree_leaves(state.q_global)):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # exact: the old state, kept
+    chex.assert_trees_all_equal(new.q_global, state.q_global)  # exact: the old state, kept
 
 
 @pytest.mark.slow
