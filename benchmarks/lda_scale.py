@@ -498,8 +498,8 @@ def markdown(sizes: dict, procs: list | None = None) -> str:
             f"Two processes of one run (one core each, S = {st['batch']} documents a step each, {st['steps']} steps) "
             f"against one process on one core (S = {st['batch']}): {first['docs_per_s_n_processes']:,.0f} against "
             f"{first['docs_per_s_one_process']:,.0f} documents/s, weak-scaling ratios {ratios} in {len(procs)} "
-            f"run(s) at load averages {loads} on the 2 shared cores (a ratio above 2 is the other jobs' load "
-            f"moving between the runs); the topics equal, bit for bit, one process of two CPU devices on the "
+            f"run(s) at load averages {loads} on the 2 cores (shared with other jobs, whose load the ratio "
+            f"measures as much as the run's scaling); the topics equal, bit for bit, one process of two CPU devices on the "
             f"same batches: {'yes' if same else 'no'} (`benchmarks/results/lda_scale_processes*.json`)."
         )
     return "\n".join(lines)
