@@ -112,8 +112,10 @@ def test_each_run_is_a_fresh_process_without_a_compile_cache(fb, monkeypatch):
     assert seen["env"]["VIJAX_COMPILE_CACHE"] == "off"
 
     def failing_run(cmd, capture_output, text, timeout, env):
-        return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="Traceback\nValueError: boom")
+        return subprocess.CompletedProcess(
+            cmd, 1, stdout="", stderr="Traceback\nvijax.ArgumentError: boom\nFor simplicity, JAX ..."
+        )
 
     monkeypatch.setattr(fb.subprocess, "run", failing_run)
     out = fb.spawn("vijax", "hier_poisson", 1000, opts)
-    assert out["error"] == "ValueError: boom" and not out["reached"]
+    assert out["error"] == "vijax.ArgumentError: boom" and not out["reached"]
