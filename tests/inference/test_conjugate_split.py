@@ -447,3 +447,22 @@ def test_subsampled_plate_by_natural_gradient_svi_averages_to_the_exact_posterio
     heads = float(jnp.sum(T))
     q_p = state.q_global["p"]
     np.testing.assert_allclose([q_p.eta1 + 1, q_p.eta2 + 1], [2.0 + heads, 3.0 + T.size - heads], rtol=1e-6)
+
+
+def gamma_poisson(y):
+    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+    with numpyro.plate("counts", y.shape[0]):
+        numpyro.sample("y", dist.Poisson(rate), obs=y)
+
+
+def test_one_conjugate_site_without_a_batch_steps_under_scan():
+    """The only site conjugate and no batch: the step's closed-form update is part of the caller's program (under
+    ``lax.scan``, as the runner runs it), and gives Gamma(2 + sum y, 1 + n) (rtol 1e-6)."""
+    target = vijax.from_numpyro(gamma_poisson, Y)
+    alg = conjugate_split(target, vijax.conjugate_sites(target, jax.random.PRNGKey(1)), num_draws=1)
+    state = alg.init(jax.random.PRNGKey(0))
+    state, _ = jax.lax.scan(
+        lambda s, k: (alg.step(k, s, None)[0], None), state, jax.random.split(jax.random.PRNGKey(2), 2)
+    )
+    q = state.q_global["rate"]
+    np.testing.assert_allclose([q.concentration, q.rate], [2.0 + float(jnp.sum(Y)), 1.0 + Y.size], rtol=1e-6)

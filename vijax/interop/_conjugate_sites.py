@@ -470,7 +470,8 @@ def complete_conditionals(target_or_model: Any, requests: dict, *args: Any, **kw
 
 def _conditionals(target: Target, batch, requests: dict) -> dict:
     """The sites' families: on concrete values jitted in float64 and checked; traced, unchecked."""
-    traced = any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch)))
+    # traced: the draws or the batch, or the caller's program (a step with one site and no batch under jit or scan)
+    traced = any(is_tracer(a) for a in jax.tree_util.tree_leaves((requests, batch, jnp.zeros(()))))
     own = batch if traced else _own_data(target, batch)
     with contextlib.nullcontext() if traced else jax.enable_x64(True):  # float64 whatever the process's setting
         priors = _priors(target, own, traced)

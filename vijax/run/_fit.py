@@ -5,7 +5,7 @@ the route's step with the one runner (``vijax.run.run``) and returns a :class:`P
 
 1. ``"conjugate"`` where ``vijax.conjugate_sites`` finds a conditionally conjugate site: those sites in closed form
    (a CAVI sweep at full batch; a Robbins–Monro natural-gradient step where a plate is subsampled, Hoffman et al.
-   2013, eq. 24, where ``conjugate_split`` takes the plate, else route 2), the rest by ``ngvi`` where each rest
+   2013, eq. 24), the rest by ``ngvi`` where each rest
    site's support has a family, else by ``bbvi`` (``conjugate_split``);
 2. ``"ngvi"`` where every site's support has an exponential family (``auto_family``);
 3. ``"bbvi"`` otherwise: a Gaussian on the unconstrained space, full-rank up to ``FULLRANK_MAX_SIZE`` coordinates,
@@ -472,7 +472,9 @@ def fit(
     else:
         fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
     if max_steps is None:
-        max_steps = SWEEP_MAX_STEPS if fitted.data is not None else MAX_STEPS
+        sweep = fitted.kind == "target" and not fitted.target.plates and fitted.plan.route == "conjugate"
+        sweep = sweep and all(r.route in ("closed form", "enumerated") for r in fitted.plan.rows)
+        max_steps = SWEEP_MAX_STEPS if sweep else MAX_STEPS
     if progress:
         print(fitted.plan)
     alg, data = fitted.alg, fitted.data
@@ -505,14 +507,6 @@ def fit(
     if init is not None:
         elbo, steps = jnp.concatenate([init.elbo, elbo.astype(init.elbo.dtype)]), steps + int(init.num_steps)
     return Posterior(res.state, elbo, jnp.int32(steps), jnp.asarray(res.converged), key, fitted)
-
-
-def _data_batch(target: Target, args: tuple, kwargs: dict, observed) -> Optional[dict]:
-    """The model's array arguments (a TFP joint's observed parts) as a batch: every conjugate site's update then
-    reads the data as the chunk's arguments."""
-    given = dict(observed) if observed is not None else {**dict(zip(target.batch_keys or (), args)), **kwargs}
-    data = {k: v for k, v in given.items() if isinstance(v, (jax.Array, np.ndarray))}
-    return data or None
 
 
 def plan_fit(
@@ -574,18 +568,10 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             )
         report = _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
-        if route == "auto" and plan.route == "conjugate" and target.plates:
-            try:  # conjugate_split with subsampled plates, where this version has it
-                conjugate_split(target, report)
-            except ArgumentError:
-                report = {"": "conjugate_split takes no subsampled plate in this version"}
-                plan = _plan(target, route, report, options["family"])
         if not make_alg:
             return _Fitted("target", None, target, None, None, plan, settings)
         alg = _target_algorithm(target, plan, report, key, options)
-        sweep = plan.route == "conjugate" and all(r.route in ("closed form", "enumerated") for r in plan.rows)
-        data = _data_batch(target, args, kwargs, observed) if sweep and not target.plates else None
-        return _Fitted("target", alg, target, None, data, plan, settings)
+        return _Fitted("target", alg, target, None, None, plan, settings)
     if log_density is not None:
         if route not in ("auto", "bbvi"):
             raise ArgumentError("route", f"route={route!r}: a log-density is fitted by 'bbvi' only", value=route)
