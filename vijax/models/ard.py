@@ -55,8 +55,10 @@ class ARDRegression(PytreeModel):
 
     Args:
       dim: D >= 1, the number of inputs (columns of X; add a column of ones for an intercept).
-      a0, b0: shape and rate of the Gamma prior on the noise precision tau (> 0).
-      c0, d0: shape and rate of the Gamma prior on each relevance alpha_d (> 0).
+      a0: shape of the Gamma prior on the noise precision tau (> 0).
+      b0: its rate (> 0).
+      c0: shape of the Gamma prior on each relevance alpha_d (> 0).
+      d0: its rate (> 0).
       dtype: float dtype (default: JAX's default float).
 
     The data are the pair ``(X, y)``: X (N, D) and y (N,), finite.

@@ -30,7 +30,8 @@ class BernoulliMixture(Mixture):
       num_components: K >= 1 (the truncation level).
       dim: D >= 1.
       alpha: DP concentration (> 0); each weight has Dirichlet parameter alpha / K.
-      a, b: the Beta(a, b) prior of each phi_kd (> 0).
+      a: the first parameter of the Beta(a, b) prior of each phi_kd (> 0).
+      b: its second (> 0).
       init_pseudo_count: the weight of a seed datum in the initial q(phi) (> 0).
       dtype: float dtype of the prior and the initial q (default: JAX's default float).
 

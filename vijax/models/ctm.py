@@ -83,7 +83,9 @@ class CTM(PytreeModel):
       topic_smoothing: pseudo-count added to every topic-word statistic in the M-step.
       cov_shrinkage: kappa in Sigma = (1 - kappa) S + kappa I, S the moment estimate.
       init_mass: total initial topic-word pseudo-count per topic (random, Exp(1) entries).
-      eval_local_steps, eval_samples, eval_seed: local steps, draws from q and seed of ``log_predictive``.
+      eval_local_steps: local steps of ``log_predictive``.
+      eval_samples: its draws from q.
+      eval_seed: its seed.
       local_method: ``"prox"``, or ``"laplace"``/``"delta"`` (``covariance="full"``), ``"meanfield"`` (``"diagonal"``).
 
     A batch is a ``vijax.data.BowBatch`` of M documents (padding rows: all-zero counts).

@@ -493,7 +493,8 @@ def conjugate_model(
       log_joint: ``log_joint(globals, locals, x) -> scalar``, log p(x, z | beta) of one datum (module docstring).
       priors: dict name -> ``vijax.expfam`` family, the globals' priors.
       locals: ``locals(x) -> {name: Local(q0, weight)}`` for one datum, in update order, or None.
-      max_iters, tol: cap and tolerance of the local sweeps (with several local variables).
+      max_iters: cap of the local sweeps (with several local variables).
+      tol: their tolerance.
       init: optional ``(key, batch) -> q_global``.
       example: optional data for ``check_conjugacy`` now (otherwise at ``init`` or at a step's first trace).
 

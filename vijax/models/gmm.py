@@ -142,8 +142,10 @@ class DiagonalGMM(GaussianMixtureNames, Mixture):
       num_components: K >= 1.
       dim: D >= 1.
       alpha0: Dirichlet concentration of each weight (> 0).
-      loc0, kappa0: prior mean m0 of each mean (scalar or (D,)) and its precision scale (> 0).
-      a0, b0: Gamma shape and rate of the precisions (> 0; b0 scalar or (D,)).
+      loc0: prior mean m0 of each mean (scalar or (D,)).
+      kappa0: its precision scale (> 0).
+      a0: Gamma shape of the precisions (> 0).
+      b0: their Gamma rate (> 0; scalar or (D,)).
       dtype: float dtype (default: JAX's default float).
 
     Examples:
@@ -222,7 +224,8 @@ class FullGMM(GaussianMixtureNames, Mixture):
       num_components: K >= 1.
       dim: D >= 1.
       alpha0: Dirichlet concentration of each weight (> 0).
-      loc0, kappa0: prior mean m0 of each mean (scalar or (D,)) and its precision scale (> 0).
+      loc0: prior mean m0 of each mean (scalar or (D,)).
+      kappa0: its precision scale (> 0).
       dof0: Wishart degrees of freedom nu0 (> D - 1; default D).
       scale_inv0: W0^-1 (SPD (D, D); scikit-learn's ``covariance_prior``), E[Lambda] = nu0 W0. Default: I.
       dtype: float dtype (default: JAX's default float).

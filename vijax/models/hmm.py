@@ -433,7 +433,9 @@ class CategoricalHMM(HMM):
     Args:
       num_states: K >= 1.
       num_symbols: V >= 1.
-      initial_concentration, transition_concentration, forward_backward: as :class:`HMM`.
+      initial_concentration: as :class:`HMM`.
+      transition_concentration: as :class:`HMM`.
+      forward_backward: as :class:`HMM`.
       emission_concentration: Dirichlet concentration (> 0) on the rows of B.
       dtype: float32 or float64 (default: JAX's default float).
 
@@ -471,8 +473,13 @@ class GaussianHMM(HMM):
     Args:
       num_states: K >= 1.
       dim: D >= 1.
-      initial_concentration, transition_concentration, forward_backward: as :class:`HMM`.
-      loc0, kappa0, a0, b0: the Normal-Gamma prior's location, precision scale, Gamma shape and rate.
+      initial_concentration: as :class:`HMM`.
+      transition_concentration: as :class:`HMM`.
+      forward_backward: as :class:`HMM`.
+      loc0: the Normal-Gamma prior's location.
+      kappa0: its precision scale.
+      a0: its Gamma shape.
+      b0: its Gamma rate.
       min_variance: EM's variance floor (>= 0).
       dtype: float32 or float64 (default: JAX's default float).
     """
