@@ -160,12 +160,13 @@ def _hessian_gradient(q, f, key, num_samples, secant=False):
 
 
 def init(key: PRNGKey, batch: PyTree = None, *, family, joint=None, log_density=None, has_prior=False) -> NGVIState:
-    """The initial q (``family``), after ``bbvi``'s ``check_start``."""
+    """The initial q (``family``, its leaves strongly typed, as a step returns them), after ``bbvi``'s ``check_start``."""
     check_key("key", key)
     traced = any(is_tracer(x) for x in jax.tree_util.tree_leaves((key, family)))
     z = None if traced else draws_on_host(family, key, NUM_START_DRAWS)  # None: a family NumPy cannot draw
     check_start(key, batch, _start_draws if z is None else z, family, _family_means, joint, log_density, has_prior)
-    return NGVIState(family, jax.device_put(np.int32(0)))
+    # a family made from Python numbers has weakly typed leaves: a jitted step would trace again at its second call
+    return NGVIState(jax.tree_util.tree_map(lambda a: jnp.asarray(a, a.dtype), family), jax.device_put(np.int32(0)))
 
 
 def _start_draws(family, key):
