@@ -498,6 +498,14 @@ def table(rows: list, cap: float) -> str:
     return "\n".join(lines)
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="all", help="'all', 'small', 'large' or a comma-separated list")
@@ -555,7 +563,7 @@ def main(argv=None):
     if skipped:
         print("no reference (not timed):", ", ".join(skipped))
     result = dict(
-        machine=dict(platform=platform.platform(), processor=platform.processor(), cores=os.cpu_count()),
+        machine=dict(platform=platform.platform(), processor=_cpu_name(), cores=os.cpu_count()),
         load_average_start=load_start,
         load_average_end=os.getloadavg(),
         settings={k: getattr(opts, k) for k in ("subsample", "rounds", "cap", "within", "draws", "lr", "chunk")},
