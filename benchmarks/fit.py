@@ -381,6 +381,7 @@ def one(method: str, name: str, n: int, t0: float, opts) -> dict:
     """A timed run in this process: the clock from ``t0`` (the parent's, just before it started the process)."""
     clock = Clock(t0)
     import jax
+    import numpyro  # noqa: F401 (imported by the model's definition: timed for both methods)
 
     imported = clock.now()
     ref = load_references(opts.references)[_key(name, n)]
