@@ -529,7 +529,11 @@ def main(argv=None):
     p.add_argument("--nuts-limit", type=float, default=300.0, help="seconds a NUTS reference may take")
     p.add_argument("--references", default=os.path.join(RESULTS, "fit_reference.json"))
     p.add_argument("--out", default=os.path.join(RESULTS, "fit.json"))
-    p.add_argument("--full-batch", action="store_true", help="also time the large models' fit at full batch")
+    p.add_argument(
+        "--full-batch",
+        action="store_true",
+        help="also time the fit at full batch of the large models with conjugate sites",
+    )
     p.add_argument("--reference", action="store_true", help="compute the missing references and stop")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "MODEL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
@@ -581,7 +585,7 @@ def main(argv=None):
 
     for r in range(opts.rounds):
         for name, n in timed:
-            methods = ("vijax", "numpyro") + (("vijax_full",) if opts.full_batch and name in LARGE else ())
+            methods = ("vijax", "numpyro") + (("vijax_full",) if opts.full_batch and name in CONJUGATE else ())
             for method in methods:
                 load = os.getloadavg()[0]
                 out = spawn(method, name, n, opts)
