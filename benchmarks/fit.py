@@ -27,7 +27,8 @@ the process starts, so the interpreter's start, the imports and every compilatio
   ``svi.update`` scanned over chunks of ``--chunk`` steps under ``jax.jit`` (as ``svi.run`` does), checked after
   100, 200, 400, ... steps.
 
-No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
+``--full-batch`` also times ``vijax.fit`` on the large models with conjugate sites called without
+``subsample_size`` (every observation in each step; its own row). No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
 check (``--draws`` draws of q, each scalar's mean compared with the reference) and the data's generation are
 timed and taken out of the clock: the time to the answer is the clock at the first check that passes, less these.
 A run that passes no check within ``--cap`` seconds reports the cap ("> cap"). ``--rounds`` (3) rounds, the methods
@@ -41,20 +42,17 @@ interleaved; the table gives the medians, the ratio NumPyro / vijax and the issu
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
 import time
 
-_T_IMPORT = time.time()  # noqa: E402 (the child's clock: before jax is imported)
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SMALL = (
