@@ -16,7 +16,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from vijax._validate import ArgumentError, check_choice, check_int, check_key
+from vijax._validate import ArgumentError, check_choice, check_int, check_key, require
 from vijax.interop import Target
 from vijax.types import PRNGKey
 
@@ -60,11 +60,10 @@ def auto_flow(
         )
     check_key("key", key)
     kind = check_choice("kind", kind, FLOWS)
-    try:
-        import flowjax.distributions as fd
-        import flowjax.flows as ff
-    except ImportError as err:  # pragma: no cover - an optional dependency
-        raise ImportError("vijax.inference.auto_flow needs flowjax: pip install flowjax") from err
+    require("flowjax", "flows", "vijax.inference.auto_flow")
+    import flowjax.distributions as fd
+    import flowjax.flows as ff
+
     d = sum(math.prod(site.unconstrained_shape) for site in target.sites.values())
     if d < 2:
         raise ArgumentError(
