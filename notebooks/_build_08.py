@@ -53,7 +53,15 @@ cells = [
         "sigma = jnp.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])"
     ),
     md(
-        "## Fitting it: target, families, natural-gradient VI\n\n"
+        "## One call: `vijax.fit`\n\n"
+        "`vijax.fit(model, *args)` reads the model's structure, chooses a route per site (closed form where a site "
+        "is conditionally conjugate, `ngvi` where every support has an exponential family, `bbvi` otherwise), "
+        "prints that plan, runs until the relative change of the ELBO is below `tol` (Stan ADVI's rule) and "
+        "returns a posterior with `sample`, `predictive`, `summary` and `to_arviz`."
+    ),
+    code("post = vijax.fit(eight_schools, sigma, y, max_steps=400 if SMALL else 2000)\nprint(post.summary())"),
+    md(
+        "## What `fit` did, step by step: target, families, natural-gradient VI\n\n"
         "`auto_family` gives a Normal for each real site ($\\mu$, $\\tilde\\theta$) and a Gamma for the "
         "positive $\\tau$. `ngvi(target)` uses them by default; its step is pure and jit-able, so the whole "
         "fit is one `lax.scan`."
