@@ -478,6 +478,7 @@ def summarize(runs: list, cap: float) -> list:
                 numpyro_s=finite(tn),
                 ratio=ratio,
                 numpyro_capped=capped,
+                runs=(len(by["vijax"]), len(by["numpyro"])),
                 target=target,
                 met=met,
             )
@@ -499,7 +500,7 @@ def table(rows: list, cap: float) -> str:
         n = "docs" if r["model"] in SMALL else f"{r['n']:,}"
         lines.append(
             f"| {r['model']} | {n} | {r['route']} | {'failed' if r['route'] == 'error' else fmt(r['vijax_s'])} | "
-            f"{fmt(r['numpyro_s'])} | {ratio} | "
+            f"{fmt(r['numpyro_s']) if r.get('runs', (1, 1))[1] else 'not run'} | {ratio} | "
             f"≥ {r['target']:.0f}× | {met} |"
         )
     return "\n".join(lines)
