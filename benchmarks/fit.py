@@ -54,6 +54,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _device import add_device_argument, child_env  # noqa: E402  (this folder's --device switch)
+
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SMALL = (
     "eight_schools",
@@ -424,7 +427,7 @@ def spawn(method: str, name: str, n: int, opts) -> dict:
     t0 = time.time()
     cmd += ["--t0", repr(t0)]
     try:
-        env = {**os.environ, "VIJAX_COMPILE_CACHE": "off"}  # no compiled program kept from an earlier process
+        env = {**child_env(opts.device), "VIJAX_COMPILE_CACHE": "off"}  # no program kept from an earlier process
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.cap + 120, env=env)
     except subprocess.TimeoutExpired:
         return {"method": method, "model": name, "n": n, "reached": False, "seconds": None, "error": "killed"}
@@ -536,6 +539,7 @@ def main(argv=None):
     p.add_argument("--reference", action="store_true", help="compute the missing references and stop")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "MODEL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
+    add_device_argument(p)  # where both libraries' JAX runs, in every child process
     opts = p.parse_args(argv)
     WITHIN[0] = opts.within
     if opts.one:

@@ -53,7 +53,7 @@ import time
 
 import numpy as np
 
-from _device import machine  # this folder's machine description
+from _device import add_device_argument, child_env, machine  # this folder's --device switch, machine
 from _memory import AnonPeak, peak_rss_mib  # this folder's memory probes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -357,7 +357,7 @@ def _spawn(args, phase, docs, path="", env=None) -> dict:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", **(env or {})),
+        env=dict(child_env(args.device), **(env or {})),
     )
     return _result(out.stdout, f"{phase} on {docs} documents")
 
@@ -542,6 +542,7 @@ def main():
     for name in ("--num-processes", "--process-id", "--port"):
         p.add_argument(name, type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--out-npz", default="", help=argparse.SUPPRESS)
+    add_device_argument(p)  # vijax's runs (the --processes comparison pins one CPU core per process)
     args = p.parse_args()
     args.docs = [int(d) for d in args.docs]
     args.peer_docs = int(args.peer_docs)

@@ -103,13 +103,13 @@ def test_each_run_is_a_fresh_process_without_a_compile_cache(fb, monkeypatch):
         return subprocess.CompletedProcess(cmd, 0, stdout='noise\n{"seconds": 1.5, "reached": true}\n', stderr="")
 
     monkeypatch.setattr(fb.subprocess, "run", fake_run)
-    opts = types.SimpleNamespace(cap=30.0, passthrough=["--cap=30.0"])
+    opts = types.SimpleNamespace(cap=30.0, passthrough=["--cap=30.0"], device="cpu")
     assert fb.spawn("numpyro", "gmm_large", 1000, opts) == {"seconds": 1.5, "reached": True}
     cmd = seen["cmd"]
     assert cmd[0] == sys.executable and cmd[1].endswith("fit.py")
     assert cmd[cmd.index("--one") + 1 : cmd.index("--one") + 4] == ["numpyro", "gmm_large", "1000"]
     assert "--cap=30.0" in cmd and float(cmd[cmd.index("--t0") + 1]) > 0
-    assert seen["env"]["VIJAX_COMPILE_CACHE"] == "off"
+    assert seen["env"]["VIJAX_COMPILE_CACHE"] == "off" and seen["env"]["JAX_PLATFORMS"] == "cpu"
 
     def failing_run(cmd, capture_output, text, timeout, env):
         return subprocess.CompletedProcess(
