@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.run.test_config import TOY
-from vijax.run import ConfigError, build_experiment, load_config, main, parse_yaml
+from vijax.run import ConfigError, build_experiment, load_config, main, parse_yaml, run_experiment
 from vijax.run._yaml import MAX_DEPTH, dump_yaml
 
 
@@ -278,3 +278,18 @@ def test_set_experiment_without_a_config_starts_from_that_experiments_defaults(t
     assert capsys.readouterr().err.startswith(
         f"vijax: error: output.dir (--out): {str(blocker)!r} is a file, not a folder"
     )
+
+
+def test_a_missing_data_file_is_refused_before_anything_is_written(tmp_path):
+    """``run_experiment`` builds the experiment (its data read and checked) before it writes config.yaml: a
+    missing corpus leaves the output folder without results."""
+    cfg = load_config(
+        {
+            "experiment": "lda_corpus",
+            "data": {"path": str(tmp_path / "no.ldac"), "vocab": ""},
+            "output": {"dir": str(tmp_path / "out")},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"^data\.path: .* not found"):
+        run_experiment(cfg)
+    assert not (tmp_path / "out" / "config.yaml").exists()

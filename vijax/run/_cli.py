@@ -168,6 +168,7 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
             raise ConfigError(str(e)) from None
         checkpoints = os.path.join(out_dir, "checkpoints")
         _check_checkpoint_folder(checkpoints)
+        experiment = build_experiment(config)  # its data read and checked before anything is written
         try:
             _write_atomic(os.path.join(out_dir, "config.yaml"), dump_yaml(jsonable(config)))
         except OSError as e:
@@ -175,7 +176,6 @@ def run_experiment(config: dict, *, resume: bool = False, allow_changes: bool = 
                 f"output.dir (--out): cannot write the output folder {out_dir!r}: {e.strerror or e}"
             ) from None
         fingerprint = config_fingerprint(config)
-        experiment = build_experiment(config)
         for b in experiment.baselines:
             _check_checkpoint_folder(os.path.join(checkpoints, b.name))
 
