@@ -153,6 +153,7 @@ def test_beta_bernoulli_is_the_closed_form():
     np.testing.assert_allclose(np.asarray(q.natural_params), [2.0 + 5.0 - 1.0, 3.0 + 2.0 - 1.0], rtol=1e-5)
 
 
+@pytest.mark.slow  # over CI's per-test budget
 def test_posterior_methods(gamma_post):
     key = jax.random.PRNGKey(3)
     draws = gamma_post.sample(key, 50)
@@ -174,6 +175,7 @@ def test_posterior_to_arviz_and_psis(gamma_post):
     assert gamma_post.psis(num_samples=200).khat < 0.5  # q is the posterior: equal weights up to float error
 
 
+@pytest.mark.slow  # over CI's per-test budget
 def test_posterior_is_a_pytree_jit_vmap_and_continue(gamma_post):
     leaves, treedef = jax.tree.flatten(gamma_post)
     again = jax.tree.unflatten(treedef, leaves)
@@ -228,6 +230,7 @@ def normal_gamma(y):  # unknown mean and precision, the Normal-Gamma prior
         numpyro.sample("y", dist.Normal(mu, 1.0 / jnp.sqrt(tau)), obs=y)
 
 
+@pytest.mark.slow  # over CI's per-test budget
 def test_normal_with_unknown_mean_and_precision_is_near_the_closed_form():
     """Both sites conjugate (CAVI sweeps): means within 0.3 sd of the exact Normal-Gamma posterior (Bishop 2006,
     §2.3.6: m_n = (k0 m0 + n ybar) / (k0 + n), a_n = a0 + n / 2, b_n = b0 + (S + k0 n (ybar - m0)^2 / (k0 + n)) / 2,
