@@ -132,3 +132,30 @@ def test_devices_that_are_not_distinct_device_objects_are_named(devices, match):
     with pytest.raises(ValueError, match=match):
         data_parallel(LDA(3, 40), devices=devices)
     assert data_parallel(LDA(3, 40), devices=tuple(DEVICES)).num_devices == 2
+
+
+def test_a_run_from_a_replicated_state_compiles_its_step_once_also_on_resume(tmp_path):
+    """A step's states sit on the mesh: started there (``model.replicate``), the run's chunk traces the step
+    once; a resumed run places the loaded checkpoint where its init state sits and traces it once too."""
+    from vijax.run import run
+
+    model = data_parallel(DiagonalGMM(2, 1))
+    alg = svi(model, num_data=8, schedule=0.5)
+    x = np.random.default_rng(0).normal(size=(8, 1)).astype(np.float32)
+    traces = []
+
+    def step(*args):
+        traces.append(1)
+        return alg.step(*args)
+
+    state = model.replicate(alg.init(jax.random.PRNGKey(0)))
+    assert all(
+        leaf.sharding.is_fully_replicated and len(leaf.sharding.device_set) == 2 for leaf in jax.tree.leaves(state)
+    )
+    kw = dict(batch_fn=lambda k, t: jnp.asarray(x), chunk_size=2, checkpoint_every=2, checkpoint_dir=str(tmp_path))
+    kw.update(init_state=lambda k: model.replicate(alg.init(k)), progress=False)
+    run(alg._replace(step=step), jax.random.PRNGKey(1), num_steps=4, **kw)
+    assert len(traces) == 1
+    traces.clear()
+    resumed = run(alg._replace(step=step), jax.random.PRNGKey(1), num_steps=8, resume=True, **kw)
+    assert len(traces) == 1 and int(resumed.num_steps) == 8

@@ -6,7 +6,8 @@ contiguous block of the batch per device, the globals replicated and the sums ``
     local_terms = psum_d (local terms of block d)
 
 Any algorithm that calls ``model.local_step`` becomes data-parallel unchanged (on a CPU, first
-``jax.config.update("jax_num_cpu_devices", n)``). A stochastic local step gets ``fold_in(key, device
+``jax.config.update("jax_num_cpu_devices", n)``). Its steps return states replicated over the mesh;
+``model.replicate(alg.init(key))`` starts there too, so the jitted step compiles once. A stochastic local step gets ``fold_in(key, device
 index)`` on each device (the key itself on one device).
 """
 
@@ -16,7 +17,7 @@ import dataclasses
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from vijax._validate import ArgumentError, batch_size
 from vijax.inference.base import check_protocol
@@ -36,6 +37,11 @@ class DataParallel:
     def num_devices(self) -> int:
         """The number of devices along ``axis_name`` (of shards of the batch)."""
         return int(self.mesh.shape[self.axis_name])
+
+    def replicate(self, tree):
+        """``tree`` replicated over the mesh, where a step's output state sits (a state from ``init`` or a
+        checkpoint placed there compiles the step once, not once per placement)."""
+        return jax.device_put(tree, NamedSharding(self.mesh, PartitionSpec()))
 
     def __getattr__(self, name):
         if name in ("model", "mesh", "axis_name"):  # not yet set (during unpickling): no recursion
@@ -95,8 +101,8 @@ def data_parallel(model, devices=None, axis_name: str = "data") -> DataParallel:
         >>> docs = sample_lda_corpus(0, num_docs=40, num_topics=3, vocab_size=30).corpus
         >>> model = data_parallel(LDA(3, 30))  # one device here: the same results, one block
         >>> alg = svi(model, num_data=40)
-        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0)),
-        ...                                 docs.batch(range(40)))
+        >>> state = model.replicate(alg.init(jax.random.PRNGKey(0)))  # where the steps' states sit
+        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, docs.batch(range(40)))
         >>> model.num_devices == len(jax.devices())
         True
     """

@@ -174,7 +174,9 @@ def initial_progress(
             UserWarning,
             stacklevel=3,
         )
-    return _Progress(_as_strong_arrays(ck.state), ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
+    # where init's state sits (a data-parallel model's mesh): the step compiles for one placement
+    loaded = jax.device_put(_as_strong_arrays(ck.state), jax.tree.map(lambda x: x.sharding, state))
+    return _Progress(loaded, ck.step, [ck.trace] if ck.step else [], ck.evals, ck.wall_time)
 
 
 def _run_config(config: Optional[RunConfig], settings: dict, batch_fn, host_batches) -> RunConfig:

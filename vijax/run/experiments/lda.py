@@ -191,7 +191,8 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
         _plot_heldout(os.path.join(out_dir, "heldout.png"), result.evals)
         return summary
 
-    return Experiment(alg, lambda key: alg.init(key), None, evaluator, report, host_batches=mb.host_batches)
+    init = (lambda key: fitted.replicate(alg.init(key))) if a["data_parallel"] else alg.init
+    return Experiment(alg, init, None, evaluator, report, host_batches=mb.host_batches)
 
 
 @optional_plot
