@@ -65,6 +65,7 @@ def test_expected_log_weights_equal_sampled_stick_breaking(trunc):
     np.testing.assert_allclose(w.sum(), 1.0, rtol=1e-12)
 
 
+@pytest.mark.slow  # over CI's per-test budget; test_elbo_equals_the_sum_written_out checks this ELBO in CI
 def test_blei_jordan_elbo_equals_monte_carlo():
     """ELBO = E_q[log p(x, z, v, mu, tau) - log q(z, v, mu, tau)] with TFP densities (v_T = 1)."""
     x = jnp.asarray(_gauss_data(1, (6, 4)))
