@@ -600,10 +600,12 @@ def test_restarts_of_a_step_with_data_dependent_loops_run():
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="jit_step's own options are the CPU's")
-def test_a_chunk_compiled_by_jit_step_keeps_the_processs_xla_settings(monkeypatch):
-    """Where a step's checks sit below its own level (a plain vmap of a checked step) the chunk is
-    compiled by jit_step; it keeps the process's XLA settings (RunConfig.fast_cpu_compile decides
-    them), not jit_step's own CPU options, even in a process whose XLA_FLAGS leave the emitter open."""
+def test_a_chunk_is_compiled_with_jit_steps_quick_options(monkeypatch):
+    """In a process whose XLA_FLAGS leave the emitter open, a run's chunk is compiled with the options a
+    user's ``jit_step`` gets (the classic emitter), whether jit_step compiles it (a step's checks below its
+    own level: a plain vmap of a checked step) or jax.jit (the checks collected at the chunk's level)."""
+    from vijax._compile import step_compile_options
+
     from vijax.inference import cavi
     from vijax.models import DiagonalGMM
     from vijax.run._runner import make_chunk_fn
@@ -619,4 +621,9 @@ def test_a_chunk_compiled_by_jit_step_keeps_the_processs_xla_settings(monkeypatc
     chunk = make_chunk_fn(step, lambda k, t: x, 2, jax.random.PRNGKey(1), checked=True)
     chunk.lower(states, jax.random.PRNGKey(1), np.int32(0), np.int32(2), None)
     assert not chunk.collect and chunk.fn.check_mode() in ("checkify", "plain")
-    assert chunk.fn.compiler_options() is None
+    assert chunk.fn.compiler_options() == step_compile_options() is not None
+    jitted, jit = [], jax.jit
+    monkeypatch.setattr(jax, "jit", lambda fn, **kw: jitted.append(kw) or jit(fn, **kw))
+    collected = make_chunk_fn(alg.step, lambda k, t: x, 2, jax.random.PRNGKey(1), checked=True)
+    collected.lower(alg.init(jax.random.PRNGKey(0), x), jax.random.PRNGKey(1), np.int32(0), np.int32(2), None)
+    assert collected.collect and jitted and jitted[0].get("compiler_options") == step_compile_options()

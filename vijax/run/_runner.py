@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from vijax._validate import ArgumentError, NestedValueCheck, check_key, collecting_checks, raise_collected, value_checks
 from vijax.data import PrefetchHostBatches
+from vijax._compile import step_compile_options
 from vijax.inference import VIAlgorithm, check_algorithm, jit_step
 from vijax.models import split_arrays
 from vijax.types import Array, PRNGKey, PyTree
@@ -436,9 +437,11 @@ def make_chunk_fn(
 
             return jax.lax.scan(body, state, (ts, host))
 
-        return (
-            jax.jit(chunk) if collect or not checked else jit_step(chunk, cpu_compile="xla")
-        )  # the process's settings
+        # jit_step's quick options (module vijax._compile), as a user's jitted step gets them
+        options = step_compile_options()
+        if collect or not checked:
+            return jax.jit(chunk, **({} if options is None else {"compiler_options": options}))
+        return jit_step(chunk)
 
     return _Chunk(make_jit, consts, step_arrays, checked)
 
