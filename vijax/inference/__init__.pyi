@@ -8,6 +8,11 @@ from vijax.inference._aevb import (
     aevb as aevb,
     gaussian_kl as gaussian_kl,
 )
+from vijax.inference._amortized import (
+    AmortizedInfo as AmortizedInfo,
+    AmortizedState as AmortizedState,
+    amortized as amortized,
+)
 from vijax.inference._bbvi import (
     ESTIMATORS as ESTIMATORS,
     BBVIInfo as BBVIInfo,
@@ -135,6 +140,9 @@ __all__ = [
     "AEVBState",
     "aevb",
     "gaussian_kl",
+    "AmortizedInfo",
+    "AmortizedState",
+    "amortized",
     "ESTIMATORS",
     "BBVIInfo",
     "BBVIState",

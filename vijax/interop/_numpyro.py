@@ -14,7 +14,7 @@ import numpy as np
 from jax.extend.core import Literal
 
 from vijax._compile import jit_or_eager, setup_jit
-from vijax.interop._target import Site, Target, check_batch, traced_once
+from vijax.interop._target import Site, Target, check_batch, check_no_locals, traced_once
 from vijax.models import filter_jit
 from vijax._validate import ArgumentError, is_tracer, require
 from vijax.types import Array
@@ -85,14 +85,20 @@ def check_site(msg: dict, plates: dict) -> None:
             "continuous latent sites and sums out finite discrete ones only (observe it, or marginalise it "
             "in the model)",
         )
-    for frame in msg["cond_indep_stack"]:
-        if frame.name in plates:
-            raise ArgumentError(
-                "model",
-                f"site {name!r}: a latent site inside the subsampled plate {frame.name!r}; local continuous "
-                "latent variables under subsampling are not supported (subsample only observed sites and "
-                "summed-out discrete ones)",
-            )
+    subsampled = [frame for frame in msg["cond_indep_stack"] if frame.name in plates]
+    if len(subsampled) > 1:
+        raise ArgumentError(
+            "model",
+            f"site {name!r}: a latent site inside the subsampled plates {[f.name for f in subsampled]}; a local "
+            "latent site lies in one subsampled plate",
+        )
+    if subsampled and len(msg["kwargs"].get("sample_shape", ())) + len(fn.batch_shape) + subsampled[0].dim != 0:
+        raise ArgumentError(
+            "model",
+            f"site {name!r}: a local latent site whose subsampled plate {subsampled[0].name!r} is not its leading "
+            f"axis (its shape {tuple(fn.shape(msg['kwargs'].get('sample_shape', ())))}); give that plate the "
+            "leftmost dim (dim=-k for a site with k batch dims)",
+        )
     try:
         biject_to(fn.support)
     except NotImplementedError as err:
@@ -578,6 +584,7 @@ def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
         "plates": plates,
         "summed": summed,
         "latent": latent,
+        "locals": {n: f.name for n in latent for f in trace[n]["cond_indep_stack"] if f.name in plates},
         "nesting": plate_nesting(trace) if summed else 0,
         "supports": supports,
         "values": values,
@@ -649,8 +656,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     subsampled plate (``numpyro.plate(name, N, subsample_size=M)``) gives the minibatch's indices (required). A
     discrete latent site of finite support marked ``infer={"enumerate": "parallel"}`` is summed out (needs funsor)
     and listed in the target's ``enumerated``. A ``numpyro.param`` is listed in the target's ``params``: a batch
-    may give its value under its name (else it is at its ``init_value``). NumPyro's calls run with JAX's rank
-    promotion allowed.
+    may give its value under its name (else it is at its ``init_value``). A continuous latent site inside a subsampled
+    plate, that plate its leading axis, is local (one value per data point): it is listed in the target's ``locals``,
+    not its ``sites``, for ``vijax.inference.amortized``. NumPyro's calls run with JAX's rank promotion allowed.
 
     Args:
       model: a function of NumPyro primitives, called as ``model(*args, **kwargs)``.
@@ -660,7 +668,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
 
     Raises:
       ValueError: naming the site (discrete and not summed out, no bijector, a ``numpyro.param`` without an array
-        start, a latent site or param in a subsampled plate, bad observed values, a start or scale not finite) or
+        start, a param in a subsampled plate, a local site in two subsampled plates, off their leading axis or with
+        enumerated sites, bad observed values, a start or scale not finite) or
         the plate or ``batch`` (bad indices).
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
@@ -693,12 +702,18 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     named = tuple(n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     start = _start(model, args, kwargs)
-    plates, summed, latent = start["plates"], start["summed"], start["latent"]
+    plates, summed, latent, local_plate = start["plates"], start["summed"], start["latent"], start["locals"]
     if not latent:
         raise ArgumentError(
             "model",
             "model: it has no continuous latent sample site to fit (every site is observed"
             + (f" or summed out: {list(summed)})" if summed else ")"),
+        )
+    if summed and local_plate:
+        raise ArgumentError(
+            "model",
+            f"site {next(iter(local_plate))!r}: a local latent site with sites summed out by enumeration "
+            f"({list(summed)}); vijax fits local continuous sites of models without enumerated ones",
         )
     if summed:
         require("funsor", "numpyro", f"site {summed[0]!r}, summed out by enumeration,")
@@ -706,10 +721,14 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     transforms = {n: biject_to(start["supports"][n]) for n in latent}
     shapes = {n: tuple(jnp.shape(start["values"][n])) for n in latent}
     supports = start["supports"]
-    sites = {
+    for n, plate in local_plate.items():  # a minibatch's shape: M values along the plate's (leading) axis
+        shapes[n] = (plates[plate][1],) + shapes[n][1:]
+    all_sites = {
         n: Site(n, shapes[n], tuple(transforms[n].inverse_shape(shapes[n])), support_kind(supports[n]), supports[n])
         for n in latent
     }
+    sites = {n: s for n, s in all_sites.items() if n not in local_plate}
+    local_sites = {n: (all_sites[n], plate) for n, plate in local_plate.items()}
     param_values = {n: v for n, (v, _) in start["params"].items()}  # the params' starts, constrained
     param_maps = {n: biject_to(c) for n, (_, c) in start["params"].items()}
     params = {
@@ -730,6 +749,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         return fn, bound.args, {**bound.kwargs, **extra}
 
     def log_prob(params, batch=None):
+        check_no_locals(local_sites, "this algorithm", params)
         fn, a, kw = call(batch)
         with jax.numpy_rank_promotion("allow"), _checks_left(batch, params):
             if summed:
@@ -740,6 +760,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         if summed:
             params, log_det = transform(params_u)
             return log_prob(params, batch) + log_det
+        check_no_locals(local_sites, "this algorithm", params_u)
         fn, a, kw = call(batch)
         with jax.numpy_rank_promotion("allow"), _checks_left(batch, params_u):
             return -potential_energy(fn, a, kw, params_u)
@@ -757,9 +778,42 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         with jax.numpy_rank_promotion("allow"):
             return transform_fn({**transforms, **param_maps}, params, invert=True)
 
+    def local_inputs(batch):  # the latent values are prior draws that only run the model: the data do not read them
+        fn, a, kw = call(batch)
+        with jax.numpy_rank_promotion("allow"), handlers.block():
+            trace = handlers.trace(handlers.seed(fn, jax.random.PRNGKey(0))).get_trace(*a, **kw)
+        return {p: plate_rows(trace, p, plates[p][1]) for p in set(local_plate.values())}
+
     fns = traced_once(log_prob), traced_once(log_density_u), transform, unconstrain
     keys = None if takes_any else named + tuple(params)
-    return Target(*fns, sites, start["init_params"], plates, keys, "numpyro", call, summed, params, param_init)
+    init_params = {n: v for n, v in start["init_params"].items() if n not in local_plate}
+    extra = (local_sites, local_inputs if local_plate else None)
+    return Target(*fns, sites, init_params, plates, keys, "numpyro", call, summed, params, param_init, *extra)
 
 
-__all__ = ["enum_model", "enumerated", "from_numpyro", "marginal_log_prob", "plate_nesting", "support_kind"]
+def plate_rows(trace: dict, plate: str, size: int) -> Array:
+    """(M, D), M the batch's indices (else ``size``): the observed sites inside ``plate`` (in model order), each moved to the plate's axis first and
+    flattened per data point, side by side; D = 0 where the plate holds no observed site."""
+    rows = []
+    for msg in trace.values():
+        frames = [f for f in msg.get("cond_indep_stack", ()) if f.name == plate]
+        if msg["type"] != "sample" or not msg["is_observed"] or not frames:
+            continue
+        fn = msg["fn"]
+        value = jnp.broadcast_to(jnp.asarray(msg["value"]), fn.shape())
+        value = jnp.moveaxis(value, len(fn.batch_shape) + frames[0].dim, 0)
+        rows.append(value.reshape(value.shape[0], -1))
+    if not rows:
+        return jnp.zeros((size, 0), jnp.result_type(float))
+    return jnp.concatenate([r.astype(jnp.result_type(float, *rows)) for r in rows], axis=1)
+
+
+__all__ = [
+    "enum_model",
+    "enumerated",
+    "from_numpyro",
+    "marginal_log_prob",
+    "plate_nesting",
+    "plate_rows",
+    "support_kind",
+]

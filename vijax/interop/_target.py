@@ -58,6 +58,12 @@ class Target:
       params: name -> :class:`Site` of each ``numpyro.param`` (a point, not a distribution: no prior, no Jacobian).
         A batch gives their constrained values under their names; where it does not, each is at its start.
       param_init: the params' unconstrained starts (the model's ``init_value``).
+      locals: the local latent sites, name -> (:class:`Site`, the subsampled plate it lies in): one value per data
+        point, not in ``sites``. Their ``shape`` is a minibatch's, the plate's subsample size M first; ``log_prob``
+        and ``log_density`` take their values at a batch's indices (scaled by N / M as the model scales them), and
+        ``transform``'s Jacobian is the global sites'. Only ``vijax.inference.amortized`` fits such a target.
+      local_inputs: ``batch -> {plate: (M, D) array}``, each plate's observed values at the batch's indices, one
+        flattened row per data point (what an encoder of the plate's local sites reads); None without locals.
     """
 
     log_prob: Callable[[PyTree, Any], Array]
@@ -73,6 +79,12 @@ class Target:
     enumerated: tuple[str, ...] = ()
     params: Mapping[str, Site] = dataclasses.field(default_factory=dict)
     param_init: dict = dataclasses.field(default_factory=dict)
+    locals: Mapping[str, tuple[Site, str]] = dataclasses.field(default_factory=dict)
+    local_inputs: Optional[Callable[[Any], dict]] = None
+
+    def check_global(self, algorithm: str) -> None:
+        """Raises ArgumentError naming the first local site: ``algorithm`` fits global sites only."""
+        check_no_locals(self.locals, algorithm)
 
     def constrain(self, params_u: PyTree) -> dict:
         """The constrained values of unconstrained ``params_u`` (a dict keyed by site name)."""
@@ -87,6 +99,19 @@ class Target:
         """The value checks of a step's batch: every subsampled plate's indices in [0, its size)."""
         data = check_batch(batch, self.batch_keys, self.plates, "batch")
         return [ids_in_range(f"batch[{plate!r}] index", data[plate], size) for plate, (size, _) in self.plates.items()]
+
+
+def check_no_locals(local_sites: Mapping[str, tuple[Site, str]], algorithm: str, params: Any = None) -> None:
+    """Raises ArgumentError naming a local site (of ``Target.locals``): ``algorithm`` fits global sites only; with
+    ``params``, only a local site whose values ``params`` lacks."""
+    for name, (_, plate) in local_sites.items():
+        if params is None or name not in params:
+            raise ArgumentError(
+                "target",
+                f"site {name!r}: a local latent site inside the subsampled plate {plate!r} (one value per data "
+                f"point); {algorithm} fits global sites only: fit the model by vijax.inference.amortized (an "
+                "encoder of each data point), as vijax.fit does",
+            )
 
 
 def check_in_support(name: str, value: Any, support: str) -> None:
@@ -195,4 +220,4 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
     return wrapped
 
 
-__all__ = ["SUPPORTS", "Site", "Target", "check_batch", "check_in_support", "traced_once"]
+__all__ = ["SUPPORTS", "Site", "Target", "check_batch", "check_in_support", "check_no_locals", "traced_once"]

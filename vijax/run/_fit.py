@@ -11,6 +11,10 @@ the route's step with the one runner (``vijax.run.run``) and returns a :class:`P
 3. ``"bbvi"`` otherwise: a Gaussian on the unconstrained space, full-rank up to ``FULLRANK_MAX_SIZE`` coordinates,
    mean-field above.
 
+A model with a continuous latent site inside a subsampled plate (local: one value per data point) takes
+``"amortized"``, and no other route: ``vijax.inference.amortized``, an MLP encoder of each point's observed values for
+the local sites and a Gaussian for the global ones, as ``"bbvi"`` chooses it (Kingma and Welling 2014).
+
 Asked for: ``"flow"``, ``bbvi`` with ``auto_flow``'s flowjax flow (Monte Carlo entropy); ``"laplace"`` and ``"map"``,
 ``vijax.inference.laplace`` and ``map_estimate``. A
 ``vijax.models`` model takes its own CAVI (full batch) or SVI (``batch_size``); a log-density with ``params``,
@@ -35,7 +39,8 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
-from vijax.inference import auto_flow, bbvi, cavi, conjugate_split, laplace, log_weights, map_estimate, ngvi, sample
+from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, laplace, log_weights, map_estimate
+from vijax.inference import ngvi, sample
 from vijax.inference import schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
@@ -43,7 +48,7 @@ from vijax.metrics import psis, to_arviz
 from vijax.types import Array, PRNGKey, PyTree
 from ._runner import run
 
-ROUTES = ("auto", "conjugate", "ngvi", "bbvi", "flow", "laplace", "map")
+ROUTES = ("auto", "conjugate", "ngvi", "bbvi", "flow", "laplace", "map", "amortized")
 FULLRANK_MAX_SIZE = 100  # the most unconstrained coordinates whose Gaussian is full-rank by default
 MAX_STEPS = 10_000  # the default most steps (Stan's ADVI: 10,000 iterations)
 SWEEP_MAX_STEPS = 200  # ... where every site is updated in closed form at full batch (CAVI sweeps)
@@ -147,15 +152,27 @@ class Posterior:
 
     def sample(self, key: PRNGKey, num_samples: int) -> PyTree:
         """``num_samples`` draws of q on a leading axis: constrained values by site name (a model: q's families'
-        draws, structured like its ``prior()``)."""
+        draws, structured like its ``prior()``). Route ``"amortized"``: the global sites only; a local site has one
+        q per data point (:meth:`local_q`)."""
         num_samples = check_int("num_samples", num_samples)
         if self.fitted.kind == "model":
             return expfam.reparam_sample(self.state.q_global, key, num_samples)
         return sample(self.fitted.alg, key, self.state, num_samples)
 
+    def local_q(self, batch: Mapping) -> dict:
+        """Route ``"amortized"``: site -> (loc, scale), q(z_i | x_i) of each local site on its unconstrained space
+        at the points of ``batch`` (``{plate: indices}``, the model's subsample size of them)."""
+        if self.fitted.plan.route != "amortized":
+            raise ArgumentError("self", f"local_q: a fit of route 'amortized', not {self.fitted.plan.route!r}")
+        return self.fitted.alg.extras.local_q(self.state, batch)
+
     def _target(self, what: str) -> Target:
         if self.fitted.target is None:
             raise ArgumentError("self", f"{what} needs a NumPyro model or a TFP joint; this fit has no target")
+        if self.fitted.plan.route == "amortized":
+            raise ArgumentError(
+                "self", f"{what}: not offered for route 'amortized' (its local sites have no draws: local_q)"
+            )
         return self.fitted.target
 
     def _batch(self, args: tuple, kwargs: dict):
@@ -186,7 +203,7 @@ class Posterior:
         the posterior alone; ``key`` defaults to one derived from the fit's."""
         k_q, k_pred = jax.random.split(self._key(key, 1))
         draws = self.sample(k_q, num_samples)
-        if self.fitted.target is None:
+        if self.fitted.target is None or self.fitted.plan.route == "amortized":
             return to_arviz(draws)
         return to_arviz(draws, k_pred, target=self.fitted.target)
 
@@ -209,7 +226,7 @@ class Posterior:
         route = self.fitted.plan.route
         if route in ("bbvi", "flow", "ngvi"):
             return psis(log_weights(self.fitted.alg, key, self.state, None, num_samples))
-        rest = self.state.rest
+        rest = self.state.rest if route == "conjugate" else None
         if route != "conjugate" or not (rest is None or hasattr(rest, "q_global")):
             raise ArgumentError(
                 "route", f"psis: not offered for route {route!r} (a q whose density vijax does not give)"
@@ -248,8 +265,45 @@ def _size(target: Target) -> int:
 _FAMILY_OF = {"real": "Normal", "positive": "Gamma", "unit_interval": "Beta", "simplex": "Dirichlet"}
 
 
+def _global_family(target: Target, family: Any) -> str:
+    """bbvi's Gaussian of the global sites: ``family``, or by their size."""
+    if isinstance(family, str):
+        return family
+    return "fullrank" if _size(target) <= FULLRANK_MAX_SIZE else "meanfield"
+
+
+def _amortized_plan(target: Target, route: str, family: Any) -> Plan:
+    """Route ``"amortized"`` (module docstring); ArgumentError naming ``route`` where another is forced, naming
+    ``family`` where it is not a Gaussian kind."""
+    name, (_, plate) = next(iter(target.locals.items()))
+    if route not in ("auto", "amortized"):
+        raise ArgumentError(
+            "route",
+            f"route={route!r}: site {name!r} is local to the subsampled plate {plate!r} (one value per data point); "
+            "only route 'amortized' fits it (an encoder of each point)",
+            value=route,
+        )
+    if family is not None and not isinstance(family, str):
+        raise ArgumentError("family", "family: route 'amortized' takes a Gaussian kind for the global sites")
+    fam = f"Gaussian ({_global_family(target, family)})"
+    rows = [PlanRow(n, fam, "amortized", "global: one q, ascended with the encoder") for n in target.sites]
+    rows += [
+        PlanRow(n, "Gaussian (encoder)", "amortized", f"local to subsampled plate {p!r}: q(z_i | x_i) of an MLP")
+        for n, (_, p) in target.locals.items()
+    ]
+    return Plan("amortized", tuple(rows))
+
+
 def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
     """The route of each site (module docstring); ArgumentError naming ``route`` where a forced one cannot go."""
+    if target.locals or route == "amortized":
+        if not target.locals:
+            raise ArgumentError(
+                "route",
+                "route='amortized': the model has no local latent site (a latent site inside a subsampled plate)",
+                value=route,
+            )
+        return _amortized_plan(target, route, family)
     sites = target.sites
     unmatched = [n for n, s in sites.items() if s.support not in _FAMILY_OF]
     conj = [n for n in sites if n in report and report[n].conjugate]
@@ -333,6 +387,9 @@ def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, op
         return conjugate_split(target, report, **settings)
     if route == "ngvi":
         return ngvi(target, family=family, num_samples=num_samples or 8)
+    if route == "amortized":
+        family = _global_family(target, family)
+        return amortized(target, family=family, num_samples=num_samples or 8, schedule=0.01 if lr is None else lr)
     if route in ("laplace", "map"):
         return (laplace if route == "laplace" else map_estimate)(target, schedule=lr)
     if route == "flow":
@@ -417,7 +474,7 @@ def fit(
         flow), a dict of site -> ``vijax.expfam`` family for ``ngvi`` (and the conjugate route's ``ngvi`` rest).
       objective: ``bbvi``'s estimator (``vijax.inference.ESTIMATORS``: ``"reparam"``, ``"stl"``, ``"renyi"``, ...).
       num_samples: Monte Carlo draws per step (default 8).
-      learning_rate: ``bbvi``'s Adam step (a number or ``count -> rate``; default 0.01).
+      learning_rate: ``bbvi``'s and ``amortized``'s Adam step (a number or ``count -> rate``; default 0.01).
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
         closed form at full batch (whose ELBO estimate, at one draw, is too noisy for ``tol`` to stop it).
       tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``.
@@ -566,7 +623,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             raise ArgumentError(
                 "batch_size", "batch_size: a NumPyro model subsamples by its own plate's subsample_size"
             )
-        report = _report(target, key, _batch_fn(target)(key, 0))
+        report = {} if target.locals else _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
         if not make_alg:
             return _Fitted("target", None, target, None, None, plan, settings)
