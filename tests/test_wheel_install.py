@@ -65,7 +65,11 @@ def _shipped_extras() -> dict[str, dict]:
 
 SHORT = ["--set", "run.num_steps=3", "--set", "run.eval_every=3", "--no-progress", "--no-compile-cache"]
 # what a config needs beside SHORT to be valid at three steps
-FEWER = {"lda_ssvi_restarts": ["--set", "algorithm.restart_steps=1"]}
+FEWER = {  # the sources' last step (num_steps - restart_steps) is an evaluation step
+    "lda_ssvi_restarts": [
+        f"--set={k}" for k in ("run.num_steps=4", "run.eval_every=2", "run.chunk_size=2", "algorithm.restart_steps=2")
+    ]
+}
 
 
 @pytest.mark.slow
