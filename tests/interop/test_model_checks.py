@@ -77,6 +77,19 @@ def undeclared_discrete(y):
     numpyro.sample("y", dist.Normal(z, 1.0), obs=y)
 
 
+def local_off_axis(y):
+    with numpyro.plate("data", 8, subsample_size=2, dim=-1) as idx:
+        with numpyro.plate("k", 3, dim=-2):
+            numpyro.sample("z", dist.Normal(0.0, 1.0))  # shape (3, 2): the subsampled plate second
+        numpyro.sample("y", dist.Normal(0.0, 1.0), obs=y[idx])
+
+
+def local_in_two_plates(y):
+    with numpyro.plate("rows", 8, subsample_size=2, dim=-2), numpyro.plate("cols", 4, subsample_size=2, dim=-1):
+        numpyro.sample("z", dist.Normal(0.0, 1.0))
+    numpyro.sample("y", dist.Normal(0.0, 1.0), obs=y)
+
+
 def all_observed(y):
     numpyro.sample("y", dist.Normal(0.0, 1.0), obs=y)
 
@@ -97,6 +110,8 @@ def all_observed(y):
         (impossible_factor, (Y,), r"^site 'penalty': its log-likelihood at the start .* is -inf"),
         (undeclared_discrete, (Y[0],), r"^site 'z': a discrete latent site"),
         (all_observed, (Y,), r"^model: it has no continuous latent sample site"),
+        (local_off_axis, (jnp.zeros(8),), r"^site 'z': a local latent site whose subsampled plate 'data' is not its"),
+        (local_in_two_plates, (Y,), r"^site 'z': a latent site inside the subsampled plates \['cols', 'rows'\]"),
     ],
 )
 def test_from_numpyro_refuses_naming_the_site_or_plate(model, args, match):

@@ -623,7 +623,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             raise ArgumentError(
                 "batch_size", "batch_size: a NumPyro model subsamples by its own plate's subsample_size"
             )
-        report = {} if target.locals else _report(target, key, _batch_fn(target)(key, 0))
+        report = {} if target.locals or route == "amortized" else _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
         if not make_alg:
             return _Fitted("target", None, target, None, None, plan, settings)
