@@ -154,3 +154,20 @@ def test_bad_encoders_and_targets_are_refused_by_name(target):
     amortized(target, encoder=eqx.nn.Linear(1, 2, key=jax.random.PRNGKey(2)))  # a user's module maps (1,) to (2,)
     with pytest.raises(ValueError, match=r"^encoder must map one datum of shape \(1,\) to shape \(2,\)"):
         amortized(target, encoder=eqx.nn.Linear(1, 3, key=jax.random.PRNGKey(2)))
+
+
+@pytest.mark.slow
+def test_fit_runs_the_amortized_route_end_to_end():
+    """``vijax.fit`` of the model (its default MLP encoder, eight draws a step, Adam at 0.01, Stan's stopping rule):
+    q(mu)'s mean within one sd of q (0.07) of m; the summary holds the global site only, ``local_q`` gives the
+    local one at a batch's points, and what needs the local sites' draws is refused."""
+    post = vijax.fit(model, X, progress=False)
+    summary = post.summary()
+    assert list(summary) == ["mu"]
+    assert abs(float(summary["mu"]["mean"]) - float(jnp.sum(X)) / (N + 0.02)) < 0.07
+    loc, scale = post.local_q({"data": jnp.arange(M)})["z"]
+    assert loc.shape == scale.shape == (M,)
+    with pytest.raises(ValueError, match=r"^predictive: not offered for route 'amortized'"):
+        post.predictive(jax.random.PRNGKey(0), 4)
+    with pytest.raises(ValueError, match=r"^psis: not offered for route 'amortized'"):
+        post.psis()
