@@ -50,14 +50,13 @@ class AmortizedInfo(NamedTuple):
 
 class _Plate(NamedTuple):
     """A subsampled plate's local sites: their names and per-point unconstrained shapes, its encoder's ``apply``
-    and start (``key -> phi``), its input width D and its N / M."""
+    and start (``key -> phi``), and its size N."""
 
     names: tuple
     shapes: tuple
     apply: Any
     start: Any
-    width: int
-    scale: float
+    size: int
 
     @property
     def dim(self) -> int:
@@ -100,8 +99,8 @@ def _objective(q: PyTree, batch: PyTree, key: PRNGKey, *, target, guide, plates,
 
     log_p = jnp.mean(jax.vmap(one)(jax.random.split(key, num_samples)))
     h = guide.entropy(q["globals"]) if guide is not None else 0.0
-    for p, (_, scale) in qz.items():
-        h = h + plates[p].scale * (jnp.sum(jnp.log(scale)) + scale.size * _HALF_LOG_2PI_E)
+    for p, (_, scale) in qz.items():  # N / M, M the batch's indices, as NumPyro scales the plate's sites
+        h = h + plates[p].size / scale.shape[0] * (jnp.sum(jnp.log(scale)) + scale.size * _HALF_LOG_2PI_E)
     return log_p + h
 
 
@@ -160,7 +159,6 @@ def _plates(target: Target, encoder: Any, width: int) -> dict:
             )
     out = {}
     for p, sites in by_plate.items():
-        size, sub = target.plates[p]
         d_in, d = widths[p], sum(math.prod(s) for _, s in sites)
         if d_in == 0:
             raise ArgumentError(
@@ -176,7 +174,7 @@ def _plates(target: Target, encoder: Any, width: int) -> dict:
             check_network(net, jnp.zeros((d_in,), jnp.result_type(float)), (2 * d,), name)
             start = lambda k, params=net.params: params  # noqa: E731
         names, shapes = zip(*sites)
-        out[p] = _Plate(names, shapes, net.apply, start, d_in, size / sub)
+        out[p] = _Plate(names, shapes, net.apply, start, target.plates[p][0])
     return out
 
 
