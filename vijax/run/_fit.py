@@ -64,8 +64,8 @@ class PlanRow(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """The route of a fit (``"conjugate"``, ``"ngvi"``, ``"bbvi"``, ``"flow"``, ``"cavi"``, ``"svi"``) and one
-    :class:`PlanRow` per site; ``str(plan)`` is a table."""
+    """The route of a fit (``"conjugate"``, ``"ngvi"``, ``"bbvi"``, ``"flow"``, ``"amortized"``, ``"cavi"``, ``"svi"``,
+    ...) and one :class:`PlanRow` per site; ``str(plan)`` is a table."""
 
     route: str
     rows: tuple
