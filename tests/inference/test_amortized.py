@@ -13,10 +13,11 @@ import numpyro.distributions as dist
 import optax
 import pytest
 from numpyro import handlers
+from scipy import stats
 
 import vijax
 from vijax._compile import setup_jit
-from vijax.inference import amortized, bbvi, map_estimate, ngvi, sample
+from vijax.inference import amortized, bbvi, ngvi, sample
 from vijax.models import mlp
 
 N, M = 200, 20
@@ -46,11 +47,9 @@ def test_the_target_lists_the_local_site_and_the_encoder_reads_the_batchs_data(t
     assert plate == "data" and site.shape == (M,) and "z" not in target.init_params
     np.testing.assert_array_equal(jax.jit(target.local_inputs)(batch)["data"], X[batch["data"]][:, None])
     # the model's N / M scaling of the local site's log-density, as NumPyro's log_density gives it
-    mu, z = 0.3, jnp.linspace(-1.0, 1.0, M)
-    x = X[batch["data"]]
-    expected = dist.Normal(0.0, 10.0).log_prob(mu) + N / M * jnp.sum(
-        dist.Normal(0.0, 1.0).log_prob(z) + dist.Normal(mu + z, 1.0).log_prob(x)
-    )
+    mu, z = 0.3, np.linspace(-1.0, 1.0, M)
+    x = np.asarray(X)[np.arange(M) * 3]
+    expected = stats.norm.logpdf(mu, 0.0, 10.0) + N / M * np.sum(stats.norm.logpdf(z) + stats.norm.logpdf(x, mu + z))
     np.testing.assert_allclose(jax.jit(target.log_density)({"mu": mu, "z": z}, batch), expected, rtol=1e-6)
 
 
@@ -118,7 +117,7 @@ def test_the_elbo_is_numpyros_trace_elbo_of_the_same_guide(target):
     assert abs(float(jnp.mean(ours) - jnp.mean(theirs))) < 4 * se, (float(jnp.mean(ours)), float(jnp.mean(theirs)), se)
 
 
-@pytest.mark.parametrize("factory", [bbvi, ngvi, map_estimate])
+@pytest.mark.parametrize("factory", [bbvi, ngvi], ids=["bbvi", "ngvi"])
 def test_algorithms_of_global_sites_refuse_a_target_with_local_sites(target, factory):
     alg = factory(target)
     batch = _batch(jax.random.PRNGKey(0))

@@ -220,18 +220,18 @@ def as_top_level_api(
     Examples:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
         >>> import vijax
-        >>> from vijax.inference import amortized, sample
+        >>> from vijax.inference import amortized
         >>> def model(x):
         ...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
         ...     with numpyro.plate("data", 6, subsample_size=3) as idx:
         ...         z = numpyro.sample("z", dist.Normal(0.0, 1.0))
         ...         numpyro.sample("x", dist.Normal(mu + z, 1.0), obs=x[idx])
         >>> target = vijax.from_numpyro(model, jnp.arange(6.0))
-        >>> alg = amortized(target, schedule=0.01)
-        >>> state = alg.init(jax.random.PRNGKey(0))
-        >>> state, info = jax.jit(alg.step)(jax.random.PRNGKey(1), state, {"data": jnp.array([0, 2, 5])})
-        >>> bool(info.accepted), sample(alg, jax.random.PRNGKey(2), state, 4)["mu"].shape
-        (True, (4,))
+        >>> list(target.sites), list(target.locals)
+        (['mu'], ['z'])
+        >>> alg = amortized(target, schedule=0.01)  # step: alg.step(key, state, {"data": three indices})
+        >>> [layer["w"].shape for layer in alg.init(jax.random.PRNGKey(0)).q_global["encoders"]["data"]]
+        [(1, 32), (32, 2)]
     """
     if not isinstance(target, Target) or not target.locals:
         raise ArgumentError(
