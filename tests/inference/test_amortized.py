@@ -17,7 +17,7 @@ from scipy import stats
 
 import vijax
 from vijax._compile import setup_jit
-from vijax.inference import amortized, bbvi, ngvi, sample
+from vijax.inference import amortized, bbvi, conjugate_split, empirical_bayes, laplace, map_estimate, ngvi, sample
 from vijax.models import mlp
 
 N, M = 200, 20
@@ -117,12 +117,18 @@ def test_the_elbo_is_numpyros_trace_elbo_of_the_same_guide(target):
     assert abs(float(jnp.mean(ours) - jnp.mean(theirs))) < 4 * se, (float(jnp.mean(ours)), float(jnp.mean(theirs)), se)
 
 
-@pytest.mark.parametrize("factory", [bbvi, ngvi], ids=["bbvi", "ngvi"])
+@pytest.mark.parametrize(
+    "factory",
+    [bbvi, ngvi, map_estimate, laplace, lambda t: conjugate_split(t, {}), lambda t: empirical_bayes(bbvi, t)],
+    ids=["bbvi", "ngvi", "map_estimate", "laplace", "conjugate_split", "empirical_bayes"],
+)
 def test_algorithms_of_global_sites_refuse_a_target_with_local_sites(target, factory):
-    alg = factory(target)
-    batch = _batch(jax.random.PRNGKey(0))
-    with pytest.raises(ValueError, match=r"^site 'z': a local latent site inside the subsampled plate 'data'"):
-        alg.step(jax.random.PRNGKey(1), alg.init(jax.random.PRNGKey(0), batch), batch)
+    """When built, naming the local site; the target's log-density too, evaluated without the site's values."""
+    match = r"^site 'z': a local latent site inside the subsampled plate 'data'"
+    with pytest.raises(ValueError, match=match):
+        factory(target)
+    with pytest.raises(ValueError, match=match):
+        target.log_density(dict(target.init_params), _batch(jax.random.PRNGKey(0)))
 
 
 def test_fit_routes_local_sites_to_amortized_and_refuses_another_route(target):

@@ -189,12 +189,6 @@ def with_param():
     numpyro.sample("x", dist.Normal(0.0, s))
 
 
-def local_latent_under_subsampling(y):
-    with numpyro.plate("data", 10, subsample_size=2):
-        z = numpyro.sample("z", dist.Normal(0.0, 1.0))
-        numpyro.sample("y", dist.Normal(z, 1.0), obs=y)
-
-
 @pytest.mark.parametrize(
     "model, args, match",
     [
@@ -202,7 +196,6 @@ def local_latent_under_subsampling(y):
         (bernoulli_latent, (), "site 'coin': a discrete latent site .*finite support"),
         (sphere_latent, (), "site 'direction': NumPyro has no bijector onto its support"),
         (with_param, (), "site 's': a numpyro.param whose start is not an array"),
-        (local_latent_under_subsampling, (jnp.zeros(2),), "site 'z': a latent site inside the subsampled plate 'data'"),
     ],
 )
 def test_from_numpyro_names_the_site_it_cannot_fit(model, args, match):

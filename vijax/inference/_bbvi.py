@@ -345,6 +345,7 @@ def as_top_level_api(
     """
     target = log_density if isinstance(log_density, Target) else None
     if target is not None:
+        target.check_global("bbvi")
         check_target_arguments(
             init_params=init_params, bijectors=bijectors, num_data=num_data, prior=prior, log_prior=log_prior
         )

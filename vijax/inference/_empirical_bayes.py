@@ -122,6 +122,7 @@ def empirical_bayes(
     """
     if not isinstance(target, Target):
         raise ArgumentError("target", f"target must be a target (vijax.from_numpyro), got {type(target).__name__}")
+    target.check_global("empirical_bayes")
     if not target.params:
         raise ArgumentError(
             "target", "target: the model has no numpyro.param to fit; run the algorithm itself (no empirical_bayes)"

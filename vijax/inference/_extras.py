@@ -58,8 +58,8 @@ def guide(alg: Any):
 
 def sample(alg: Any, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
     """``num_samples`` draws, stacked on a leading axis: of the parameters from q (``bbvi``,
-    ``ngvi``, ``conjugate_split``) or of data from the fitted model (``aevb``)."""
-    extras = _offered(alg, SamplesQ, "sample", "bbvi or ngvi or aevb or conjugate_split", state, key)
+    ``ngvi``, ``conjugate_split``; ``amortized``: its global sites) or of data from the fitted model (``aevb``)."""
+    extras = _offered(alg, SamplesQ, "sample", "bbvi or ngvi or amortized or aevb or conjugate_split", state, key)
     return extras.sample(key, state, num_samples)
 
 
@@ -75,9 +75,10 @@ def elbo(alg: Any, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any
     differentiable in ``q_global`` and in anything ``batch`` depends on.
 
     - ``bbvi``: the scalar ``step`` ascends (q can be part of a larger model); no options.
+    - ``amortized``: the scalar estimate at a batch (its plates' indices); no options.
     - ``aevb``: (N,) per-datum estimates; options ``num_samples=1``, ``theta="sample"``.
     """
-    return _offered(alg, OffersElbo, "elbo", "bbvi or aevb").elbo(key, q_global, batch, **options)
+    return _offered(alg, OffersElbo, "elbo", "bbvi or amortized or aevb").elbo(key, q_global, batch, **options)
 
 
 def iwae_log_likelihood(

@@ -112,6 +112,7 @@ def _check_target(target: Any, name: str) -> Target:
         raise ArgumentError(
             "target", f"target: {name} takes a target (vijax.from_numpyro, vijax.from_tfp), got {type(target).__name__}"
         )
+    target.check_global(name)
     return target
 
 

@@ -276,6 +276,7 @@ def as_top_level_api(
     """
     target = log_density if isinstance(log_density, Target) else None
     if target is not None:
+        target.check_global("ngvi")
         check_target_arguments(num_data=num_data, prior=prior, log_prior=log_prior)
         log_density = target.log_prob
         if family is None:

@@ -210,6 +210,7 @@ def as_top_level_api(
             f"target must be a target of a NumPyro model or a TFP joint (vijax.from_numpyro, vijax.from_tfp), "
             f"got {type(target).__name__}",
         )
+    target.check_global("conjugate_split")
     check_report(target, conjugate, "conjugate")
     rest = check_choice("rest", rest, RESTS)
     given = dict(family=family, optimizer=optimizer, learning_rate=learning_rate)
