@@ -56,6 +56,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _device import add_device_argument, child_env  # noqa: E402  (this folder's --device switch)
+from _docs import replace_span  # noqa: E402  (this folder's docs tables)
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SMALL = (
@@ -520,6 +521,29 @@ def table(rows: list, cap: float) -> str:
     return "\n".join(lines)
 
 
+def docs_table(results=RESULTS) -> str:
+    """docs/numpyro_tfp.md's table: the rows of ``fit.json`` (the docs' sizes) and ``fit_large.json``, each file's
+    machine, load and rounds under it."""
+
+    def load(x):
+        return f"{(x[0] if isinstance(x, list) else x):.1f}"
+
+    parts = []
+    for name in ("fit.json", "fit_large.json"):
+        path = os.path.join(results, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            r = json.load(f)
+        m, rounds = r["machine"], max([run["round"] for run in r["runs"]], default=-1) + 1
+        parts.append(
+            table(r["rows"], r["settings"]["cap"])
+            + f"\n\n{m['processor']}, {m['cores']} cores, CPU; load average (1 min) {load(r['load_average_start'])} at the "
+            f"start, {load(r['load_average_end'])} at the end; {rounds} round(s) (medians); `benchmarks/results/{name}`."
+        )
+    return "\n\n".join(parts)
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -548,11 +572,15 @@ def main(argv=None):
         help="also time the fit at full batch of the large models with conjugate sites",
     )
     p.add_argument("--reference", action="store_true", help="compute the missing references and stop")
+    p.add_argument("--docs-table", action="store_true", help="rewrite docs/numpyro_tfp.md's table from the JSON")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "MODEL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
     add_device_argument(p)  # where both libraries' JAX runs, in every child process
     opts = p.parse_args(argv)
     WITHIN[0] = opts.within
+    if opts.docs_table:
+        replace_span(os.path.join(os.path.dirname(RESULTS), os.pardir, "docs", "numpyro_tfp.md"), "fit", docs_table())
+        return
     if opts.one:
         method, name, n = opts.one
         print(json.dumps(one(method, name, int(n), opts.t0, opts)), flush=True)

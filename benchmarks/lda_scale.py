@@ -54,6 +54,7 @@ import time
 import numpy as np
 
 from _device import add_device_argument, child_env, machine  # this folder's --device switch, machine
+from _docs import replace_span  # this folder's docs tables
 from _memory import AnonPeak, peak_rss_mib  # this folder's memory probes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -510,12 +511,7 @@ def write_docs_table(page=os.path.join(os.path.dirname(HERE), "docs", "lda.md"))
     with open(os.path.join(HERE, "results", "lda_scale.json")) as f:
         sizes = json.load(f)
     procs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(HERE, "results", "lda_scale_processes*.json")))]
-    text = open(page).read()
-    a, b = "<!-- lda_scale.table -->", "<!-- /lda_scale -->"
-    head, rest = text.split(a, 1)
-    tail = rest.split(b, 1)[1]
-    with open(page, "w") as f:
-        f.write(f"{head}{a}\n\n{markdown(sizes, procs)}\n\n{b}{tail}")
+    replace_span(page, "lda_scale", markdown(sizes, procs))
 
 
 def main():

@@ -119,3 +119,9 @@ def test_each_run_is_a_fresh_process_without_a_compile_cache(fb, monkeypatch):
     monkeypatch.setattr(fb.subprocess, "run", failing_run)
     out = fb.spawn("vijax", "hier_poisson", 1000, opts)
     assert out["error"] == "vijax.ArgumentError: boom" and not out["reached"]
+
+
+def test_docs_table_is_the_recorded_runs(fb):
+    page = (ROOT / "docs" / "numpyro_tfp.md").read_text()
+    span = page.split("<!-- fit.table -->", 1)[1].split("<!-- /fit -->", 1)[0]
+    assert span.strip() == fb.docs_table().strip()
