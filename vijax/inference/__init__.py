@@ -3,7 +3,8 @@
 Factories take the model (or log-density, or a ``vijax.interop.Target``) first and keyword-only
 ``num_data`` and ``schedule``; every state holds ``q_global`` and ``count``. Conjugate models:
 ``cavi``, ``svi``, ``ssvi``, ``ssvi_a``, ``map_em``; any log-density: ``bbvi``, ``ngvi``; also
-``aevb``, ``amortized`` (a target's local sites by an encoder), ``prox_svi``, ``optax_vi``, ``em``, ``conjugate_split``, ``bayesian_last_layer`` and, by
+``aevb``, ``amortized`` (a target's local sites by an encoder), ``discrete_bbvi`` (its discrete sites by
+score-function gradients), ``prox_svi``, ``optax_vi``, ``em``, ``conjugate_split``, ``bayesian_last_layer`` and, by
 name, ``make_algorithm``. What an algorithm offers beyond ``init`` and ``step`` are module functions
 over it (``guide``, ``sample``, ``log_weights``, ``elbo``, ...); combinators: ``restarts``,
 ``lock_step``, ``replace_elbo``, ``data_parallel``.

@@ -20,6 +20,11 @@ from vijax.inference._bbvi import (
     bbvi as bbvi,
     log_joint as log_joint,
 )
+from vijax.inference._discrete_bbvi import (
+    DiscreteBBVIInfo as DiscreteBBVIInfo,
+    DiscreteBBVIState as DiscreteBBVIState,
+    discrete_bbvi as discrete_bbvi,
+)
 from vijax.inference._cavi import CAVIInfo as CAVIInfo, CAVIState as CAVIState, cavi as cavi
 from vijax.inference._empirical_bayes import (
     EmpiricalBayesInfo as EmpiricalBayesInfo,
@@ -143,6 +148,9 @@ __all__ = [
     "AmortizedInfo",
     "AmortizedState",
     "amortized",
+    "DiscreteBBVIInfo",
+    "DiscreteBBVIState",
+    "discrete_bbvi",
     "ESTIMATORS",
     "BBVIInfo",
     "BBVIState",

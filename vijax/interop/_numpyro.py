@@ -14,7 +14,7 @@ import numpy as np
 from jax.extend.core import Literal
 
 from vijax._compile import jit_or_eager, setup_jit
-from vijax.interop._target import Site, Target, check_batch, check_no_locals, traced_once
+from vijax.interop._target import Site, Target, check_batch, check_no_discrete, check_no_locals, traced_once
 from vijax.models import filter_jit
 from vijax._validate import ArgumentError, is_tracer, require
 from vijax.types import Array
@@ -68,23 +68,8 @@ def check_site(msg: dict, plates: dict) -> None:
         return
     fn = msg["fn"]
     if fn.support.is_discrete:
-        if enumerated(msg):
-            return
-        if getattr(fn, "has_enumerate_support", False):
-            mark = msg["infer"].get("enumerate")
-            raise ArgumentError(
-                "model",
-                f"site {name!r}: a discrete latent site ({type(fn).__name__}, finite support"
-                + (f", marked enumerate={mark!r}" if mark is not None else "")
-                + "); vijax sums such a site out where the model marks it "
-                'infer={"enumerate": "parallel"} (needs funsor: pip install funsor)',
-            )
-        raise ArgumentError(
-            "model",
-            f"site {name!r}: a discrete latent site ({type(fn).__name__}, infinite support); vijax fits "
-            "continuous latent sites and sums out finite discrete ones only (observe it, or marginalise it "
-            "in the model)",
-        )
+        _check_discrete(msg, plates)
+        return
     subsampled = [frame for frame in msg["cond_indep_stack"] if frame.name in plates]
     if len(subsampled) > 1:
         raise ArgumentError(
@@ -107,6 +92,85 @@ def check_site(msg: dict, plates: dict) -> None:
             f"site {name!r}: NumPyro has no bijector onto its support {fn.support} "
             f"({type(fn).__name__}); vijax cannot fit it",
         ) from err
+
+
+def discrete_support(support: Any) -> Optional[tuple[str, int]]:
+    """(the ``DISCRETE_SUPPORTS`` name, K) of a discrete NumPyro constraint: ``("binary", 2)``, ``("finite", K)`` for
+    {0, ..., K - 1} with a fixed K, ``("count", 0)`` for {0, 1, 2, ...}; None for any other (no q family)."""
+    from numpyro.distributions import constraints
+
+    if support is constraints.boolean:
+        return "binary", 2
+    if isinstance(support, type(constraints.integer_interval(0, 1))) and _is(support.lower_bound, 0):
+        upper = support.upper_bound
+        if isinstance(upper, (int, np.integer)) or (not is_tracer(upper) and np.ndim(upper) == 0):
+            return "finite", int(upper) + 1
+    if isinstance(support, type(constraints.integer_greater_than(0))) and _is(support.lower_bound, 0):
+        return "count", 0
+    return None
+
+
+def _check_discrete(msg: dict, plates: dict) -> None:
+    """Raises ArgumentError naming a discrete latent site that is neither summed out nor fitted by ``discrete_bbvi``
+    (no q family for its support, or inside a subsampled plate)."""
+    if enumerated(msg):
+        return
+    name, fn = msg["name"], msg["fn"]
+    finite = bool(getattr(fn, "has_enumerate_support", False))
+    mark = msg["infer"].get("enumerate")
+    what = f"site {name!r}: a discrete latent site ({type(fn).__name__}, {'finite' if finite else 'infinite'} support"
+    what += f", marked enumerate={mark!r})" if mark is not None else ")"
+    exact = (
+        'vijax sums such a site out where the model marks it infer={"enumerate": "parallel"} (needs funsor: pip '
+        "install funsor)"
+        if finite
+        else "observe it, or marginalise it in the model"
+    )
+    subsampled = [frame.name for frame in msg["cond_indep_stack"] if frame.name in plates]
+    if subsampled:
+        raise ArgumentError(
+            "model",
+            f"{what} inside the subsampled plate {subsampled[0]!r}: vijax fits discrete sites outside subsampled "
+            f"plates; {exact}",
+        )
+    if discrete_support(fn.support) is None:
+        raise ArgumentError(
+            "model",
+            f"{what}: its support {fn.support} has no q family (Bernoulli on {{0, 1}}, Categorical on "
+            f"{{0, ..., K - 1}} of a fixed K, Poisson on {{0, 1, 2, ...}}); {exact}",
+        )
+
+
+def discrete_start(fn: Any, rng_key: Array, sample_shape: tuple = ()) -> Array:
+    """A discrete site's value in the start's trace: the median of 15 prior draws (a draw: 15 is odd)."""
+    draws = fn.sample(rng_key, (15,) + tuple(sample_shape))
+    return jnp.median(draws, axis=0).astype(draws.dtype)
+
+
+def markov_blanket_terms(trace: dict, name: str, children: Mapping[str, Any]) -> Array:
+    """For each element z_j of the latent site ``name``, the sum of the log-probability terms of ``children`` (the
+    sites whose log-density reads it, itself included: child -> the plates in which it reads all of z) that z_j enters:
+    each child's unreduced, masked, scaled terms at z_j's indices of the plates they share, summed over the rest
+    (NumPyro's ``TraceGraph_ELBO`` sums its downstream costs so). Shape: the site's value's."""
+    site = trace[name]
+    shape = jnp.shape(site["value"])
+    event_dim = site["fn"].event_dim
+    batch_ndim = len(shape) - event_dim
+    own = {f.name for f in site["cond_indep_stack"] if f.dim is not None}
+    total = jnp.zeros((1,) * batch_ndim)
+    for child, full in children.items():
+        msg = trace[child]
+        log_prob = _site_log_prob(msg)
+        if msg.get("mask") is not None:
+            log_prob = jnp.where(msg["mask"], log_prob, 0.0)
+        if msg["scale"] is not None:
+            log_prob = msg["scale"] * log_prob
+        keep = {f.dim for f in msg["cond_indep_stack"] if f.dim is not None and f.name in own and f.name not in full}
+        n = max([jnp.ndim(log_prob), batch_ndim] + [-d for d in keep])
+        log_prob = jnp.reshape(log_prob, (1,) * (n - jnp.ndim(log_prob)) + jnp.shape(log_prob))
+        summed = jnp.sum(log_prob, axis=tuple(a for a in range(n) if a - n not in keep), keepdims=True)
+        total = total + summed.reshape(summed.shape[n - batch_ndim :])  # the leading axes, summed, are of size 1
+    return jnp.broadcast_to(total.reshape(total.shape + (1,) * event_dim), shape)
 
 
 def _check_param(msg: dict, plates: dict) -> None:
@@ -352,6 +416,8 @@ def _checked_strategy(strategy: Callable, plates: dict) -> Callable:
             check_site(msg, plates)
             if enumerated(msg):
                 return first_support_value(msg["fn"], tuple(msg["kwargs"].get("sample_shape", ())))
+            if msg["fn"].support.is_discrete:
+                return discrete_start(msg["fn"], msg["kwargs"]["rng_key"], tuple(msg["kwargs"].get("sample_shape", ())))
             value = strategy(msg["fn"], msg["kwargs"]["rng_key"], tuple(msg["kwargs"].get("sample_shape", ())))
             _check_start(msg["name"], msg["fn"], value)  # before the model's next sites read it
             return value
@@ -559,9 +625,11 @@ def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
         seeded = handlers.substitute(_site_keys(model), substitute_fn=_checked_strategy(prior_median, plates))
         trace = handlers.trace(seeded).get_trace(*args, **kwargs)
         summed = tuple(n for n, m in trace.items() if enumerated(m))
-        latent = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"] and n not in summed]
+        hidden = [n for n, m in trace.items() if m["type"] == "sample" and not m["is_observed"] and n not in summed]
+        discrete = [n for n in hidden if trace[n]["fn"].support.is_discrete]
+        latent = [n for n in hidden if n not in discrete]
         values = {n: trace[n]["value"] for n in latent}
-        supports = {n: trace[n]["fn"].support for n in latent}
+        supports = {n: trace[n]["fn"].support for n in hidden}
         init = transform_fn({n: biject_to(supports[n]) for n in latent}, values, invert=True)
         init_params = {n: jnp.asarray(init[n]) for n in latent}
         params = {n: (m["value"], param_constraint(m)) for n, m in trace.items() if m["type"] == "param"}
@@ -574,16 +642,17 @@ def _start_values(model: Callable, args: tuple, kwargs: dict) -> dict:
                 for n, m in sample.items()
                 if m["is_observed"]
             },
-            "latent": latent,
+            "latent": hidden,
             "arguments_valid": _arguments_valid(trace),
         }
         _check_values(checked)  # before the log-probabilities, of which NumPyro warns at values off the support
         checked["log_probs"] = _site_log_probs(trace, summed)
-    _check_log_probs(checked["log_probs"], latent)
+    _check_log_probs(checked["log_probs"], hidden)
     return {
         "plates": plates,
         "summed": summed,
         "latent": latent,
+        "discrete": [(n, *discrete_support(trace[n]["fn"].support), jnp.shape(trace[n]["value"])) for n in discrete],
         "locals": {n: f.name for n in latent for f in trace[n]["cond_indep_stack"] if f.name in plates},
         "nesting": plate_nesting(trace) if summed else 0,
         "supports": supports,
@@ -703,12 +772,20 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     start = _start(model, args, kwargs)
     plates, summed, latent, local_plate = start["plates"], start["summed"], start["latent"], start["locals"]
-    if not latent:
+    discrete = start["discrete"]
+    if not latent and not discrete:
         raise ArgumentError(
             "model",
             "model: it has no continuous latent sample site to fit (every site is observed"
             + (f" or summed out: {list(summed)})" if summed else ")"),
         )
+    for other, what in ((summed, "sites summed out by enumeration"), (local_plate, "local latent sites")):
+        if discrete and other:
+            raise ArgumentError(
+                "model",
+                f"site {discrete[0][0]!r}: a discrete latent site not summed out, in a model with {what} "
+                f"({list(other)}); vijax fits such a discrete site in a model of global continuous sites only",
+            )
     if summed and local_plate:
         raise ArgumentError(
             "model",
@@ -736,6 +813,10 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         for n, (v, c) in start["params"].items()
     }
     param_init = {n: jnp.asarray(param_maps[n].inv(v)) for n, v in param_values.items()}
+    discrete_sites = {
+        n: Site(n, tuple(shape), tuple(shape) + ((k,) if kind == "finite" else ()), kind, supports[n])
+        for n, kind, k, shape in discrete
+    }
 
     def call(batch):  # (the model with the batch's plate indices and params substituted, its args, its kwargs)
         keys = None if takes_any else named + tuple(params)
@@ -750,6 +831,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
 
     def log_prob(params, batch=None):
         check_no_locals(local_sites, "this algorithm", params)
+        check_no_discrete(discrete_sites, "this algorithm", params)
         fn, a, kw = call(batch)
         with jax.numpy_rank_promotion("allow"), _checks_left(batch, params):
             if summed:
@@ -757,7 +839,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
             return log_density(fn, a, kw, params)[0]
 
     def log_density_u(params_u, batch=None):
-        if summed:
+        if summed or discrete_sites:  # NumPyro's potential energy maps every site it is given, and a discrete one
+            # has no bijector
             params, log_det = transform(params_u)
             return log_prob(params, batch) + log_det
         check_no_locals(local_sites, "this algorithm", params_u)
@@ -784,11 +867,31 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
             trace = handlers.trace(handlers.seed(fn, jax.random.PRNGKey(0))).get_trace(*a, **kw)
         return {p: plate_rows(trace, p, plates[p][1]) for p in set(local_plate.values())}
 
+    children = _children(model, args, kwargs, discrete_sites) if discrete_sites else {}
+
+    def blanket_terms(params, batch=None):
+        check_no_discrete(discrete_sites, "blanket_terms", params)
+        fn, a, kw = call(batch)
+        with jax.numpy_rank_promotion("allow"), _checks_left(batch, params):
+            trace = handlers.trace(handlers.substitute(fn, data=params)).get_trace(*a, **kw)
+        return {n: markov_blanket_terms(trace, n, children[n]) for n in discrete_sites}
+
     fns = traced_once(log_prob), traced_once(log_density_u), transform, unconstrain
     keys = None if takes_any else named + tuple(params)
     init_params = {n: v for n, v in start["init_params"].items() if n not in local_plate}
     extra = (local_sites, local_inputs if local_plate else None)
+    extra += (discrete_sites, traced_once(blanket_terms) if discrete_sites else None)
     return Target(*fns, sites, init_params, plates, keys, "numpyro", call, summed, params, param_init, *extra)
+
+
+def _children(model: Callable, args: tuple, kwargs: dict, discrete: Mapping) -> dict:
+    """discrete site -> {site whose log-density reads its value (itself included): the plates in which it reads all
+    of the site}, by NumPyro's provenance tracking (``numpyro.infer.inspect.get_dependencies``)."""
+    from numpyro.infer.inspect import get_dependencies
+
+    with jax.numpy_rank_promotion("allow"):
+        prior = get_dependencies(model, args, kwargs)["prior_dependencies"]
+    return {z: {s: frozenset(up[z]) for s, up in prior.items() if z in up} for z in discrete}
 
 
 def plate_rows(trace: dict, plate: str, size: int) -> Array:
@@ -809,10 +912,13 @@ def plate_rows(trace: dict, plate: str, size: int) -> Array:
 
 
 __all__ = [
+    "discrete_start",
+    "discrete_support",
     "enum_model",
     "enumerated",
     "from_numpyro",
     "marginal_log_prob",
+    "markov_blanket_terms",
     "plate_nesting",
     "plate_rows",
     "support_kind",

@@ -14,6 +14,8 @@ from vijax._validate import ArgumentError, ids_in_range, is_tracer
 
 # the supports ``vijax.inference.auto_family`` matches to a family; every other support is "other"
 SUPPORTS = ("real", "positive", "unit_interval", "simplex", "other")
+# a discrete site's support: {0, 1}, {0, ..., K - 1}, {0, 1, 2, ...} (q: Bernoulli, Categorical, Poisson)
+DISCRETE_SUPPORTS = ("binary", "finite", "count")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +25,9 @@ class Site:
     Attributes:
       name: the site's name in the model.
       shape: the shape of its constrained value.
-      unconstrained_shape: the shape of its unconstrained value (one less in the last axis for a simplex).
-      support: one of ``SUPPORTS`` (``"other"``: no exponential family matches it).
+      unconstrained_shape: the shape of its unconstrained value (one less in the last axis for a simplex); a discrete
+        site's, the shape of its q's natural parameter (``shape + (K,)`` logits for ``"finite"``).
+      support: one of ``SUPPORTS`` (``"other"``: no exponential family matches it), or of ``DISCRETE_SUPPORTS``.
       constraint: the library's own description of the support: a NumPyro constraint, or the TFP bijector onto it.
     """
 
@@ -64,6 +67,12 @@ class Target:
         ``transform``'s Jacobian is the global sites'. Only ``vijax.inference.amortized`` fits such a target.
       local_inputs: ``batch -> {plate: (M, D) array}``, each plate's observed values at the batch's indices, one
         flattened row per data point (what an encoder of the plate's local sites reads); None without locals.
+      discrete: the discrete latent sites not summed out, name -> :class:`Site` (support in ``DISCRETE_SUPPORTS``),
+        not in ``sites``: ``log_prob`` and ``log_density`` take their values; ``transform`` leaves them as they are.
+        Only ``vijax.inference.discrete_bbvi`` fits such a target.
+      blanket_terms: ``(params, batch) -> {discrete site: array of its shape}``, for each element z_j the log-joint's
+        terms in its Markov blanket (its own and its children's, scaled as the model scales them); None without
+        discrete sites.
     """
 
     log_prob: Callable[[PyTree, Any], Array]
@@ -81,10 +90,15 @@ class Target:
     param_init: dict = dataclasses.field(default_factory=dict)
     locals: Mapping[str, tuple[Site, str]] = dataclasses.field(default_factory=dict)
     local_inputs: Optional[Callable[[Any], dict]] = None
+    discrete: Mapping[str, Site] = dataclasses.field(default_factory=dict)
+    blanket_terms: Optional[Callable[[PyTree, Any], dict]] = None
 
-    def check_global(self, algorithm: str) -> None:
-        """Raises ArgumentError naming the first local site: ``algorithm`` fits global sites only."""
+    def check_global(self, algorithm: str, discrete: bool = False) -> None:
+        """Raises ArgumentError naming the first local site (``algorithm`` fits global sites only), or, unless
+        ``discrete`` (``algorithm`` fits discrete sites), the first discrete site."""
         check_no_locals(self.locals, algorithm)
+        if not discrete:
+            check_no_discrete(self.discrete, algorithm)
 
     def constrain(self, params_u: PyTree) -> dict:
         """The constrained values of unconstrained ``params_u`` (a dict keyed by site name)."""
@@ -111,6 +125,19 @@ def check_no_locals(local_sites: Mapping[str, tuple[Site, str]], algorithm: str,
                 f"site {name!r}: a local latent site inside the subsampled plate {plate!r} (one value per data "
                 f"point); {algorithm} fits global sites only: fit the model by vijax.inference.amortized (an "
                 "encoder of each data point), as vijax.fit does",
+            )
+
+
+def check_no_discrete(discrete: Mapping[str, Site], algorithm: str, params: Any = None) -> None:
+    """Raises ArgumentError naming a discrete site (of ``Target.discrete``): ``algorithm`` fits continuous sites only;
+    with ``params``, only a discrete site whose values ``params`` lacks."""
+    for name, site in discrete.items():
+        if params is None or name not in params:
+            raise ArgumentError(
+                "target",
+                f"site {name!r}: a discrete latent site (support {site.support!r}) not summed out; {algorithm} fits "
+                "continuous sites only: fit the model by vijax.inference.discrete_bbvi (score-function gradients), as "
+                "vijax.fit does, or sum the site out (a finite one, marked infer={'enumerate': 'parallel'})",
             )
 
 
@@ -220,4 +247,14 @@ def traced_once(fn: Callable[[PyTree, Any], Any]) -> Callable[[PyTree, Any], Any
     return wrapped
 
 
-__all__ = ["SUPPORTS", "Site", "Target", "check_batch", "check_in_support", "check_no_locals", "traced_once"]
+__all__ = [
+    "DISCRETE_SUPPORTS",
+    "SUPPORTS",
+    "Site",
+    "Target",
+    "check_batch",
+    "check_in_support",
+    "check_no_discrete",
+    "check_no_locals",
+    "traced_once",
+]
