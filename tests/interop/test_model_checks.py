@@ -73,7 +73,7 @@ def impossible_factor(y):
 
 
 def undeclared_discrete(y):
-    z = numpyro.sample("z", dist.Bernoulli(0.5))
+    z = numpyro.sample("z", dist.DiscreteUniform(1, 3))  # not summed out, and no q family for {1, 2, 3}
     numpyro.sample("y", dist.Normal(z, 1.0), obs=y)
 
 

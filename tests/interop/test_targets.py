@@ -167,12 +167,12 @@ def test_from_tfp_log_density_is_the_joint_log_prob_plus_the_bijectors_jacobian(
 
 
 # ---------------------------------------------------------------------------------------------- errors
-def poisson_latent():
-    numpyro.sample("count", dist.Poisson(3.0))
+def positive_count_latent():  # {1, 2, ...}: no q family (Poisson's support starts at 0)
+    numpyro.sample("count", dist.ImproperUniform(dist.constraints.positive_integer, (), ()))
 
 
-def bernoulli_latent():
-    numpyro.sample("coin", dist.Bernoulli(0.3))
+def shifted_finite_latent():
+    numpyro.sample("coin", dist.DiscreteUniform(1, 3))
 
 
 def sphere_latent():
@@ -192,8 +192,12 @@ def with_param():
 @pytest.mark.parametrize(
     "model, args, match",
     [
-        (poisson_latent, (), "site 'count': a discrete latent site .*infinite support"),
-        (bernoulli_latent, (), "site 'coin': a discrete latent site .*finite support"),
+        (positive_count_latent, (), "site 'count': a discrete latent site .*infinite support.* has no q family"),
+        (
+            shifted_finite_latent,
+            (),
+            "site 'coin': a discrete latent site .*finite support.* has no q family.*enumerate",
+        ),
         (sphere_latent, (), "site 'direction': NumPyro has no bijector onto its support"),
         (with_param, (), "site 's': a numpyro.param whose start is not an array"),
     ],

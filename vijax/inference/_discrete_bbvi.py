@@ -86,7 +86,7 @@ def surrogate(q: PyTree, batch: PyTree, key: PRNGKey, *, target, guide, num_samp
     for n, f in q["discrete"].items():
         log_q = f.log_prob(z[n])  # (S, *shape)
         signal = jax.lax.stop_gradient(terms[n] - log_q)
-        baseline = (jnp.sum(signal, axis=0) - signal) / (num_samples - 1)
+        baseline = (jnp.sum(signal, axis=0, keepdims=True) - signal) / (num_samples - 1)
         out = out + jnp.sum(jnp.mean((signal - baseline) * log_q, axis=0))
         log_q_total = log_q_total + jnp.sum(log_q.reshape(num_samples, -1), axis=1)
     return out, jax.lax.stop_gradient(jnp.mean(log_p - log_q_total) + h)

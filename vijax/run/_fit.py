@@ -15,6 +15,10 @@ A model with a continuous latent site inside a subsampled plate (local: one valu
 ``"amortized"``, and no other route: ``vijax.inference.amortized``, an MLP encoder of each point's observed values for
 the local sites and a Gaussian for the global ones, as ``"bbvi"`` chooses it (Kingma and Welling 2014).
 
+A model with a discrete latent site not summed out (``Target.discrete``: Bernoulli, Categorical or Poisson support)
+takes ``"score"``, and no other route: ``vijax.inference.discrete_bbvi``, Rao-Blackwellized score-function gradients
+for the discrete sites' q (Ranganath et al. 2014, §3) and a Gaussian for the continuous ones, as ``"bbvi"`` chooses it.
+
 Asked for: ``"flow"``, ``bbvi`` with ``auto_flow``'s flowjax flow (Monte Carlo entropy); ``"laplace"`` and ``"map"``,
 ``vijax.inference.laplace`` and ``map_estimate``. A
 ``vijax.models`` model takes its own CAVI (full batch) or SVI (``batch_size``); a log-density with ``params``,
@@ -39,8 +43,8 @@ import numpy as np
 
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
-from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, laplace, log_weights, map_estimate
-from vijax.inference import ngvi, sample
+from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
+from vijax.inference import map_estimate, ngvi, sample
 from vijax.inference import schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
@@ -48,7 +52,7 @@ from vijax.metrics import psis, to_arviz
 from vijax.types import Array, PRNGKey, PyTree
 from ._runner import run
 
-ROUTES = ("auto", "conjugate", "ngvi", "bbvi", "flow", "laplace", "map", "amortized")
+ROUTES = ("auto", "conjugate", "ngvi", "bbvi", "flow", "laplace", "map", "amortized", "score")
 FULLRANK_MAX_SIZE = 100  # the most unconstrained coordinates whose Gaussian is full-rank by default
 MAX_STEPS = 10_000  # the default most steps (Stan's ADVI: 10,000 iterations)
 SWEEP_MAX_STEPS = 200  # ... where every site is updated in closed form at full batch (CAVI sweeps)
@@ -64,8 +68,8 @@ class PlanRow(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """The route of a fit (``"conjugate"``, ``"ngvi"``, ``"bbvi"``, ``"flow"``, ``"amortized"``, ``"cavi"``, ``"svi"``,
-    ...) and one :class:`PlanRow` per site; ``str(plan)`` is a table."""
+    """The route of a fit (``"conjugate"``, ``"ngvi"``, ``"bbvi"``, ``"flow"``, ``"amortized"``, ``"score"``, ``"cavi"``,
+    ``"svi"``, ...) and one :class:`PlanRow` per site; ``str(plan)`` is a table."""
 
     route: str
     rows: tuple
@@ -173,6 +177,10 @@ class Posterior:
             raise ArgumentError(
                 "self", f"{what}: not offered for route 'amortized' (its local sites have no draws: local_q)"
             )
+        if self.fitted.plan.route == "score":
+            raise ArgumentError(
+                "self", f"{what}: not offered for route 'score' (vijax.predictive takes continuous sites)"
+            )
         return self.fitted.target
 
     def _batch(self, args: tuple, kwargs: dict):
@@ -203,7 +211,7 @@ class Posterior:
         the posterior alone; ``key`` defaults to one derived from the fit's."""
         k_q, k_pred = jax.random.split(self._key(key, 1))
         draws = self.sample(k_q, num_samples)
-        if self.fitted.target is None or self.fitted.plan.route == "amortized":
+        if self.fitted.target is None or self.fitted.plan.route in ("amortized", "score"):
             return to_arviz(draws)
         return to_arviz(draws, k_pred, target=self.fitted.target)
 
@@ -224,7 +232,7 @@ class Posterior:
         ≤ 0.7 says q is close enough for importance-weighted estimates (Yao et al. 2018, "Yes, but did it work?")."""
         key = self._key(key, 3)
         route = self.fitted.plan.route
-        if route in ("bbvi", "flow", "ngvi"):
+        if route in ("bbvi", "flow", "ngvi", "score"):
             return psis(log_weights(self.fitted.alg, key, self.state, None, num_samples))
         rest = self.state.rest if route == "conjugate" else None
         if route != "conjugate" or not (rest is None or hasattr(rest, "q_global")):
@@ -294,8 +302,43 @@ def _amortized_plan(target: Target, route: str, family: Any) -> Plan:
     return Plan("amortized", tuple(rows))
 
 
+_Q_OF = {"binary": "Bernoulli", "finite": "Categorical", "count": "Poisson"}
+
+
+def _score_plan(target: Target, route: str, family: Any) -> Plan:
+    """Route ``"score"`` (module docstring); ArgumentError naming ``route`` where another is forced, naming ``family``
+    where it is not a Gaussian kind."""
+    name, site = next(iter(target.discrete.items()))
+    if route not in ("auto", "score"):
+        raise ArgumentError(
+            "route",
+            f"route={route!r}: site {name!r} is discrete (support {site.support!r}) and not summed out; only route "
+            "'score' fits it (score-function gradients)"
+            + (", or sum it out: mark it infer={'enumerate': 'parallel'}" if site.support != "count" else ""),
+            value=route,
+        )
+    if family is not None and not isinstance(family, str):
+        raise ArgumentError("family", "family: route 'score' takes a Gaussian kind for the continuous sites")
+    fam = f"Gaussian ({_global_family(target, family)})"
+    rows = [
+        PlanRow(n, fam, "bbvi (reparam)", "continuous: reparameterized, at the discrete draws") for n in target.sites
+    ]
+    for n, s in target.discrete.items():
+        why = "discrete, not summed out: its Markov blanket's terms, a leave-one-out baseline"
+        if s.support != "count":
+            why += " (summing it out, enumerate='parallel', is exact)"
+        rows.append(PlanRow(n, _Q_OF[s.support], "score (Rao-Blackwellized)", why))
+    return Plan("score", tuple(rows))
+
+
 def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
     """The route of each site (module docstring); ArgumentError naming ``route`` where a forced one cannot go."""
+    if target.discrete or route == "score":
+        if not target.discrete:
+            raise ArgumentError(
+                "route", "route='score': the model has no discrete latent site that is not summed out", value=route
+            )
+        return _score_plan(target, route, family)
     if target.locals or route == "amortized":
         if not target.locals:
             raise ArgumentError(
@@ -387,6 +430,9 @@ def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, op
         return conjugate_split(target, report, **settings)
     if route == "ngvi":
         return ngvi(target, family=family, num_samples=num_samples or 8)
+    if route == "score":
+        family = _global_family(target, family)
+        return discrete_bbvi(target, family=family, num_samples=num_samples or 8, schedule=0.01 if lr is None else lr)
     if route == "amortized":
         family = _global_family(target, family)
         return amortized(target, family=family, num_samples=num_samples or 8, schedule=0.01 if lr is None else lr)
@@ -623,7 +669,8 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             raise ArgumentError(
                 "batch_size", "batch_size: a NumPyro model subsamples by its own plate's subsample_size"
             )
-        report = {} if target.locals or route == "amortized" else _report(target, key, _batch_fn(target)(key, 0))
+        skip = target.locals or target.discrete or route in ("amortized", "score")
+        report = {} if skip else _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
         if not make_alg:
             return _Fitted("target", None, target, None, None, plan, settings)
