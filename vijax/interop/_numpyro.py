@@ -727,7 +727,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     and listed in the target's ``enumerated``. A ``numpyro.param`` is listed in the target's ``params``: a batch
     may give its value under its name (else it is at its ``init_value``). A continuous latent site inside a subsampled
     plate, that plate its leading axis, is local (one value per data point): it is listed in the target's ``locals``,
-    not its ``sites``, for ``vijax.inference.amortized``. NumPyro's calls run with JAX's rank promotion allowed.
+    not its ``sites``, for ``vijax.inference.amortized``. Any other discrete latent site outside subsampled plates
+    whose support has a q family (Bernoulli, Categorical, Poisson) is listed in the target's ``discrete``, for
+    ``vijax.inference.discrete_bbvi``. NumPyro's calls run with JAX's rank promotion allowed.
 
     Args:
       model: a function of NumPyro primitives, called as ``model(*args, **kwargs)``.
@@ -736,7 +738,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       A :class:`~vijax.interop.Target`, its ``init_params`` NumPyro's ``init_to_median`` (15 prior draws).
 
     Raises:
-      ValueError: naming the site (discrete and not summed out, no bijector, a ``numpyro.param`` without an array
+      ValueError: naming the site (discrete, not summed out and with no q family, no bijector, a ``numpyro.param`` without an array
         start, a param in a subsampled plate, a local site in two subsampled plates, off their leading axis or with
         enumerated sites, bad observed values, a start or scale not finite) or
         the plate or ``batch`` (bad indices).
