@@ -10,6 +10,7 @@ site to it and recovers the mean-field optimum (a closed form and an enumeration
 import dataclasses
 import math
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,6 +67,17 @@ def test_estimate_is_the_exact_gradient_and_rao_blackwellization_lowers_its_vari
     np.testing.assert_array_less(np.abs(plain.mean(0) - exact), 4 * plain.std(0) / math.sqrt(len(keys)))
     # the other elements' terms only add noise: removed, the variance falls by 1.8 to 6 times here
     np.testing.assert_array_less(1.3 * ours.var(0), plain.var(0))
+
+
+def test_step_jits_once():
+    alg = discrete_bbvi(vijax.from_numpyro(plate_model, Y, 3.0), schedule=0.1, num_samples=2)
+    state = alg.init(jax.random.PRNGKey(0))
+    chex.clear_trace_counter()
+    step = jax.jit(chex.assert_max_traces(alg.step, n=1))
+    for t in range(2):  # new keys and states of the same shapes: one trace
+        state, info = step(jax.random.PRNGKey(t + 1), state, None)
+    assert int(state.count) == 2 and bool(info.accepted) and np.isfinite(float(info.elbo))
+    assert state.q_global["discrete"]["z"].eta.shape == (3,)
 
 
 def mixed_model(y):
