@@ -126,6 +126,8 @@ def _check_discrete(msg: dict, plates: dict) -> None:
         if finite
         else "observe it, or marginalise it in the model"
     )
+    if mark is not None:  # marked to be summed out, but not so that vijax can: no score-function fit in its place
+        raise ArgumentError("model", f"{what}; {exact}")
     subsampled = [frame.name for frame in msg["cond_indep_stack"] if frame.name in plates]
     if subsampled:
         raise ArgumentError(
