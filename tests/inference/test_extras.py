@@ -79,7 +79,7 @@ def test_an_algorithm_they_do_not_apply_to_is_named():
     conj = svi(UnivariateGMM(num_components=2), num_data=4)
     with pytest.raises(
         ValueError,
-        match=r"alg: sample takes an algorithm returned by bbvi or ngvi or amortized or aevb .*got VIAlgorithm",
+        match=r"alg: sample takes an algorithm returned by bbvi or ngvi or amortized or discrete_bbvi or aevb .*got VIAlgorithm",
     ):
         vi.sample(conj, jax.random.PRNGKey(1), conj.init(jax.random.PRNGKey(0)), 3)
     with pytest.raises(ValueError, match="not wrapped by a combinator"):

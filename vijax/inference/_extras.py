@@ -59,14 +59,16 @@ def guide(alg: Any):
 def sample(alg: Any, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
     """``num_samples`` draws, stacked on a leading axis: of the parameters from q (``bbvi``,
     ``ngvi``, ``conjugate_split``; ``amortized``: its global sites) or of data from the fitted model (``aevb``)."""
-    extras = _offered(alg, SamplesQ, "sample", "bbvi or ngvi or amortized or aevb or conjugate_split", state, key)
+    extras = _offered(
+        alg, SamplesQ, "sample", "bbvi or ngvi or amortized or discrete_bbvi or aevb or conjugate_split", state, key
+    )
     return extras.sample(key, state, num_samples)
 
 
 def log_weights(alg: Any, key: PRNGKey, state: PyTree, batch: PyTree, num_samples: int) -> Array:
     """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q (``bbvi``: in the unconstrained space, the
     Jacobian included; ``ngvi``), for PSIS (``vijax.metrics.psis``)."""
-    extras = _offered(alg, OffersLogWeights, "log_weights", "bbvi or ngvi", state, key)
+    extras = _offered(alg, OffersLogWeights, "log_weights", "bbvi or ngvi or discrete_bbvi", state, key)
     return extras.log_weights(key, state, batch, num_samples)
 
 
@@ -78,7 +80,9 @@ def elbo(alg: Any, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any
     - ``amortized``: the scalar estimate at a batch (its plates' indices); no options.
     - ``aevb``: (N,) per-datum estimates; options ``num_samples=1``, ``theta="sample"``.
     """
-    return _offered(alg, OffersElbo, "elbo", "bbvi or amortized or aevb").elbo(key, q_global, batch, **options)
+    return _offered(alg, OffersElbo, "elbo", "bbvi or amortized or discrete_bbvi or aevb").elbo(
+        key, q_global, batch, **options
+    )
 
 
 def iwae_log_likelihood(

@@ -31,17 +31,18 @@ def _flatten(target: Target, draws: Any) -> tuple[dict, tuple[int, ...]]:
             "draws",
             f"draws must be a dict of the target's latent sites (vijax.inference.sample), got {type(draws).__name__}",
         )
+    sites = {**target.sites, **target.discrete}
     for name in draws:
-        if name not in target.sites:
+        if name not in sites:
             raise ArgumentError(
-                "draws", f"draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(target.sites)}"
+                "draws", f"draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(sites)}"
             )
     lead = None
     flat = {}
-    for name, site in target.sites.items():
+    for name, site in sites.items():
         if name not in draws:
             raise ArgumentError(
-                "draws", f"draws: the latent site {name!r} has no draws; give every site of {list(target.sites)}"
+                "draws", f"draws: the latent site {name!r} has no draws; give every site of {list(sites)}"
             )
         value = jnp.asarray(draws[name])
         k = value.ndim - len(site.shape)

@@ -179,11 +179,12 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
     num_chains = check_int("num_chains", num_chains)
     arrays = {}
     lead = None
+    sites = {**target.sites, **target.discrete}
     for name, value in draws.items():
-        site = target.sites.get(name)
+        site = sites.get(name)
         if site is None:
             raise ValueError(
-                f"q_or_draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(target.sites)}"
+                f"q_or_draws[{name!r}]: the target has no latent site {name!r}; its sites are {list(sites)}"
             )
         value = np.asarray(value)
         k = value.ndim - len(site.shape)
@@ -196,11 +197,9 @@ def _target_inference_data(draws, key, target, batch, names, num_draws, num_chai
         if np.issubdtype(value.dtype, np.inexact) and not np.all(np.isfinite(value)):
             raise ValueError(f"q_or_draws: the draws of {name!r} have NaN or infinite entries")
         arrays[name] = value
-    missing = [n for n in target.sites if n not in arrays]
+    missing = [n for n in sites if n not in arrays]
     if missing:
-        raise ValueError(
-            f"q_or_draws: the latent sites {missing} have no draws; give every site of {list(target.sites)}"
-        )
+        raise ValueError(f"q_or_draws: the latent sites {missing} have no draws; give every site of {list(sites)}")
     if lead is None or 0 in lead:
         raise ValueError("q_or_draws holds no draws")
     if len(lead) == 2 and num_chains not in (1, lead[0]):

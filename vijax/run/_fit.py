@@ -177,10 +177,6 @@ class Posterior:
             raise ArgumentError(
                 "self", f"{what}: not offered for route 'amortized' (its local sites have no draws: local_q)"
             )
-        if self.fitted.plan.route == "score":
-            raise ArgumentError(
-                "self", f"{what}: not offered for route 'score' (vijax.predictive takes continuous sites)"
-            )
         return self.fitted.target
 
     def _batch(self, args: tuple, kwargs: dict):
@@ -211,7 +207,7 @@ class Posterior:
         the posterior alone; ``key`` defaults to one derived from the fit's."""
         k_q, k_pred = jax.random.split(self._key(key, 1))
         draws = self.sample(k_q, num_samples)
-        if self.fitted.target is None or self.fitted.plan.route in ("amortized", "score"):
+        if self.fitted.target is None or self.fitted.plan.route == "amortized":
             return to_arviz(draws)
         return to_arviz(draws, k_pred, target=self.fitted.target)
 
