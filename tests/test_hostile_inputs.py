@@ -682,8 +682,8 @@ def _odd_numpyro_model(case):
     def discrete(y):
         p = numpyro.sample("p", dist.Beta(1.0, 1.0))
         with numpyro.plate("n", y.shape[0]):
-            z = numpyro.sample("z", dist.Bernoulli(p))
-            numpyro.sample("y", dist.Normal(jnp.where(z == 1, 1.0, -1.0), 1.0), obs=y)
+            z = numpyro.sample("z", dist.DiscreteUniform(1, 3))  # no q family: {1, 2, 3}
+            numpyro.sample("y", dist.Normal(jnp.where(z == 1, p, -p), 1.0), obs=y)
 
     def only_observed(y):
         with numpyro.plate("n", y.shape[0]):
@@ -715,7 +715,7 @@ def _front_end_case(label):
     import vijax
     from vijax.interop import complete_conditional, conjugate_sites
 
-    if label == "from_numpyro[a discrete site, not enumerated]":
+    if label == "from_numpyro[a discrete site of no q family, not enumerated]":
         return lambda: vijax.from_numpyro(*_odd_numpyro_model("discrete")), "site 'z': a discrete latent site"
     if label == "from_numpyro[no latent site]":
         return lambda: vijax.from_numpyro(*_odd_numpyro_model("no latent")), "model: it has no continuous latent"
@@ -739,7 +739,7 @@ def _front_end_case(label):
 
 
 FRONT_END_CASES = [
-    "from_numpyro[a discrete site, not enumerated]",
+    "from_numpyro[a discrete site of no q family, not enumerated]",
     "from_numpyro[no latent site]",
     "to_arviz[target without an observed site]",
     "conjugate_sites[force a site the model lacks]",
