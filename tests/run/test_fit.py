@@ -343,3 +343,25 @@ def test_a_subsampled_plate_draws_its_indices():
     post = vijax.fit(subsampled, e, k, subsample_size=10, progress=False)
     a, b = 2.0 + float(k.sum()), 1.0 + float(e.sum())
     assert abs(float(post.summary()["rate"]["mean"]) - a / b) < 0.3 * np.sqrt(a) / b
+
+
+def linear_regression(x, y):  # known noise: the posterior is Gaussian, Laplace's q exact
+    w = numpyro.sample("w", dist.Normal(0.0, 2.0))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(w * x, 0.5), obs=y)
+
+
+def test_laplace_psis_is_flat_where_the_posterior_is_gaussian():
+    """PSIS of Laplace's q (log p(x, u) - log q(u), u ~ q on the unconstrained space): where the posterior is
+    Gaussian every weight is equal, an ESS of all the draws."""
+    x = jnp.linspace(-1.0, 1.0, 8)
+    post = vijax.fit(linear_regression, x, 0.7 * x, route="laplace", max_steps=200, eval_every=50, progress=False)
+    np.testing.assert_allclose(post.psis(num_samples=200).ess, 200.0, rtol=1e-4)
+
+
+@pytest.mark.slow  # a second fit: over CI's per-test budget
+def test_laplace_psis_of_a_skewed_posterior_has_unequal_weights():
+    """A Gamma posterior of five counts (a positive site: the Jacobian counts) is skewed: Laplace's q is not exact."""
+    post = vijax.fit(gamma_poisson, EXPOSURE, K, route="laplace", max_steps=200, eval_every=50, progress=False)
+    result = post.psis(num_samples=200)
+    assert np.isfinite(result.khat) and result.ess < 199.0

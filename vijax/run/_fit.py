@@ -44,7 +44,7 @@ import numpy as np
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
 from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
-from vijax.inference import map_estimate, ngvi, sample
+from vijax.inference import laplace_gaussian, map_estimate, ngvi, sample
 from vijax.inference import schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
@@ -230,6 +230,10 @@ class Posterior:
         route = self.fitted.plan.route
         if route in ("bbvi", "flow", "ngvi", "score"):
             return psis(log_weights(self.fitted.alg, key, self.state, None, num_samples))
+        if route == "laplace" and not self.fitted.target.params:  # q: a Gaussian on the unconstrained vector
+            q, unravel = laplace_gaussian(self.fitted.alg, self.state)
+            u = expfam.reparam_sample(q, key, check_int("num_samples", num_samples))
+            return psis(jax.vmap(lambda v: self.fitted.target.log_density(unravel(v), None) - q.log_prob(v))(u))
         rest = self.state.rest if route == "conjugate" else None
         if route != "conjugate" or not (rest is None or hasattr(rest, "q_global")):
             raise ArgumentError(
