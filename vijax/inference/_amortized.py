@@ -27,7 +27,7 @@ from vijax.interop import Target
 from vijax.models import Network, check_network, filter_jit, from_equinox, mlp
 from vijax.inference._guides import KINDS, GaussianGuide
 from vijax.inference._optax_vi import ascend, resolve_optimizer
-from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
+from vijax.inference.base import VIAlgorithm, check_no_options, guarded_algorithm, safe_increment, validated_step
 from vijax.types import Array, PRNGKey, PyTree
 
 _HALF_LOG_2PI_E = 0.5 * (math.log(2.0 * math.pi) + 1.0)
@@ -286,9 +286,7 @@ class AmortizedExtras:
 
     def elbo(self, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any) -> Array:
         """L at ``q_global`` on ``batch`` (differentiable; the step's objective); no options."""
-        if options:
-            name = sorted(options)[0]
-            raise ArgumentError(name, f"{name}: amortized's elbo takes no options (its settings are the factory's)")
+        check_no_options(options, "amortized")
         check_key("key", key)
         s = self.settings
         keys = ("guide", "plates", "num_samples")

@@ -45,7 +45,14 @@ from vijax.models import filter_jit
 from vijax.inference._guides import FlowGuide, draws, is_flow, make_guide
 from vijax.inference._optax_vi import ascend, resolve_optimizer
 from vijax.inference._scale import check_num_data
-from vijax.inference.base import VIAlgorithm, bind_settings, reject_non_finite, safe_increment, validated_step
+from vijax.inference.base import (
+    VIAlgorithm,
+    check_no_options,
+    bind_settings,
+    reject_non_finite,
+    safe_increment,
+    validated_step,
+)
 from vijax.types import Array, PRNGKey, PyTree
 
 ESTIMATORS = ("reparam", "stl", "score", "iwae", "renyi")
@@ -453,9 +460,7 @@ class BBVIExtras:
     def elbo(self, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any) -> Array:
         """``step``'s objective as a differentiable scalar: the Monte Carlo estimate, its gradient in
         ``q_global`` the estimator (for ``"score"``: stop(ELBO) + surrogate - stop(surrogate))."""
-        if options:
-            name = sorted(options)[0]
-            raise ArgumentError(name, f"{name}: bbvi's elbo takes no options (its settings are the factory's)")
+        check_no_options(options, "bbvi")
         check_key("key", key)
         s = self.settings
         surrogate, value = _objective(q_global, batch, key, **s)

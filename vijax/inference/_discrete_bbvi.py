@@ -31,7 +31,7 @@ from vijax.interop import Target
 from vijax.models import filter_jit
 from vijax.inference._guides import KINDS, GaussianGuide, draws
 from vijax.inference._optax_vi import ascend, resolve_optimizer
-from vijax.inference.base import VIAlgorithm, guarded_algorithm, safe_increment, validated_step
+from vijax.inference.base import VIAlgorithm, check_no_options, guarded_algorithm, safe_increment, validated_step
 from vijax.types import Array, PRNGKey, PyTree
 
 # q's family of each discrete support (``vijax.interop.DISCRETE_SUPPORTS``)
@@ -220,9 +220,7 @@ class DiscreteBBVIExtras:
 
     def elbo(self, key: PRNGKey, q_global: PyTree, batch: PyTree, **options: Any) -> Array:
         """stop(ELBO estimate) + surrogate - stop(surrogate): the estimate, its gradient in ``q_global`` the step's."""
-        if options:
-            name = sorted(options)[0]
-            raise ArgumentError(name, f"{name}: discrete_bbvi's elbo takes no options (its settings are the factory's)")
+        check_no_options(options, "discrete_bbvi")
         check_key("key", key)
         s = self.settings
         out, value = surrogate(q_global, batch, key, target=s["model"], guide=s["guide"], num_samples=s["num_samples"])

@@ -60,6 +60,13 @@ class VIAlgorithm(NamedTuple):
     extras: Any = None
 
 
+def check_no_options(options: dict, algorithm: str) -> None:
+    """Raises ArgumentError naming the first of ``options``: ``algorithm``'s ``extras.elbo`` takes none."""
+    if options:
+        name = sorted(options)[0]
+        raise ArgumentError(name, f"{name}: {algorithm}'s elbo takes no options (its settings are the factory's)")
+
+
 def check_protocol(model: Any, protocol: type, algorithm: str) -> None:
     """Raises ValueError unless ``model`` satisfies ``protocol``, naming the members it lacks."""
     if not implements(model, protocol):
