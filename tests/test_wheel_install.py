@@ -170,6 +170,7 @@ def test_sdist_ships_the_license_citation_and_contributing_guide(tmp_path):
     } <= names  # the wheel built from it ships them
 
 
+@pytest.mark.slow  # builds and installs the wheel: a release check (make test-slow, the release workflow)
 def test_the_wheel_ships_the_configs_and_its_command_runs_one_by_name(tmp_path):
     """The fast part of the install check: the wheel (built without dependencies) is named
     ``vijax-toolkit``, holds every ``configs/*.yaml`` as package data, and, unpacked outside the

@@ -574,6 +574,7 @@ def test_normal_based_families_of_a_pytree_share_one_random_call():
     np.testing.assert_allclose(np.cov(np.asarray(draws[1]).T), np.asarray(mvn.covariance), rtol=0.06)
 
 
+@pytest.mark.slow  # over CI's per-test budget: the Normal-based families' one random call is checked in CI
 def test_gamma_based_families_of_a_pytree_share_one_draw():
     """Gamma, Beta and Dirichlet in one pytree are drawn by one rejection loop and differentiated by
     one loop of the implicit derivative (two ``while``s, as for a single family: a step's program

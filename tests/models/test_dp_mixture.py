@@ -269,7 +269,7 @@ def test_blei_jordan_fit_equals_sklearn_on_separated_clusters():
 @pytest.mark.parametrize(
     "name, kind, trunc",
     [
-        ("svi", "bern", "kurihara"),
+        pytest.param("svi", "bern", "kurihara", marks=pytest.mark.slow),
         ("ssvi_a", "bern", "blei_jordan"),
         pytest.param("svi", "gauss", "blei_jordan", marks=pytest.mark.slow),
         pytest.param("ssvi_a", "bern", "kurihara", marks=pytest.mark.slow),
@@ -294,6 +294,7 @@ def test_svi_and_ssvi_a_by_name_find_the_clusters(name, kind, trunc):
     assert 2 <= model.clusters_found(loc.local_params, min_count=2.0) <= 3
 
 
+@pytest.mark.slow  # over CI's per-test budget: Normal-Gamma draws by inversion are tested in test_inversion
 def test_ssvi_a_on_gaussian_components_takes_a_finite_step():
     model = DPMixture.gaussian(3, 2)  # Normal-Gamma components draw by inversion
     alg = make_algorithm("ssvi_a", model, num_data=10)

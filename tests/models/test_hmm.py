@@ -198,9 +198,18 @@ STRUCTURAL_TOL = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("schedule", ["sequential", "parallel"])
-@pytest.mark.parametrize("case", ["blocks", "left_to_right"])
+@pytest.mark.parametrize(
+    "case,schedule,dtype",
+    [
+        (case, schedule, dtype)
+        if (case, schedule, dtype) != ("blocks", "sequential", "float32")
+        # over CI's per-test budget: float32's sequential pass is checked in CI on the left-to-right case
+        else pytest.param(case, schedule, dtype, marks=pytest.mark.slow)
+        for case in ("blocks", "left_to_right")
+        for schedule in ("sequential", "parallel")
+        for dtype in ("float32", "float64")
+    ],
+)
 def test_long_sequences_with_structural_zeros_equal_enumeration_and_hmmlearn(case, schedule, dtype):
     params, x, paths = _structural(case, dtype)
     model = GaussianHMM(3, 1, dtype=dtype, forward_backward=schedule)
@@ -482,7 +491,8 @@ def test_em_step_with_structural_zeros_equals_hmmlearn(case):
 
 
 @pytest.mark.parametrize(
-    "schedule,dtype", [("sequential", "float64"), ("sequential", "float32"), ("parallel", "float64")]
+    "schedule,dtype",
+    [("sequential", "float64"), pytest.param("sequential", "float32", marks=pytest.mark.slow), ("parallel", "float64")],
 )
 def test_bayesian_local_step_where_a_state_trails_by_thousands_of_nats(schedule, dtype):
     """The mean-field local step of a categorical HMM whose q gives E[log A_ij] of about -1e6 to the
