@@ -19,7 +19,8 @@ set (half of each one's tokens observed, the other half scored by document compl
 next D.
 
 Each size runs in a fresh process: SVI on LDA (S = 512, rho_t = (t + 64)^-0.7, the E-step's
-defaults) through ``vijax.run.run`` with host batches from ``Minibatcher`` and checkpoints every
+defaults) through ``vijax.run.run`` with host batches from ``Minibatcher(packed=True)`` (the documents' entries,
+padded to L on the device a step at a time; ``--padded``: chunks of (chunk, S, L) slots) and checkpoints every
 ``--checkpoint-every`` steps, for one pass (D // S steps). Reported: documents/s steady (chunks after
 the first) and end to end (from the call to ``run``, compilation and checkpoints included); the
 process's peak RSS (``ru_maxrss``, which counts the mapped file's pages the pass touched: page cache
@@ -153,7 +154,7 @@ def _fit_vijax(args, path, docs) -> dict:
 
     train, obs, held = _open(args, path, docs)
     length = bucket_length(int(train.doc_unique_words.max()))
-    mb = Minibatcher(train, args.batch, seed=1, drop_remainder=True)
+    mb = Minibatcher(train, args.batch, seed=1, drop_remainder=True, packed=not args.padded)
     steps = docs // args.batch
     chunk = min(args.chunk, steps)
     alg = svi(
@@ -165,7 +166,7 @@ def _fit_vijax(args, path, docs) -> dict:
     r = run(
         alg,
         jax.random.PRNGKey(args.seed),
-        host_batches=lambda a, n: mb.host_batches(a, n, length),
+        host_batches=mb.host_batches,
         num_steps=steps,
         chunk_size=chunk,
         checkpoint_dir=os.path.join(args.data_dir, f"ckpt_{docs}"),
@@ -181,6 +182,7 @@ def _fit_vijax(args, path, docs) -> dict:
         "docs_trained": steps * args.batch,
         "steps": steps,
         "padded_length": length,
+        "host_chunks": "padded" if args.padded else "packed",
         "docs_per_s": steady,
         "docs_per_s_e2e": steps * args.batch / e2e,
         "e2e_s": e2e,
@@ -340,6 +342,7 @@ def _command(args, phase, docs, path="", **extra) -> list:
     for k in ("topics", "vocab", "doc_len", "doc_log_sd", "seed", "batch", "chunk", "checkpoint_every"):
         cmd += ["--" + k.replace("_", "-"), str(getattr(args, k))]
     cmd += ["--heldout-docs", str(args.heldout_docs), "--data-dir", args.data_dir, "--steps", str(args.steps)]
+    cmd += ["--padded"] if args.padded else []
     for k, v in extra.items():
         cmd += ["--" + k.replace("_", "-"), str(v)]
     return cmd
@@ -531,6 +534,7 @@ def main():
     p.add_argument("--processes", type=int, default=0, help="N > 1: the weak-scaling comparison on the first size")
     p.add_argument("--steps", type=int, default=30, help="steps of each --processes run")
     p.add_argument("--data-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "vijax", "lda_scale"))
+    p.add_argument("--padded", action="store_true", help="host chunks padded to (chunk, S, L), not packed")
     p.add_argument("--out", default=None)
     p.add_argument("--docs-table", action="store_true", help="rewrite docs/lda.md's table from the JSON, run nothing")
     p.add_argument("--phase", help=argparse.SUPPRESS)

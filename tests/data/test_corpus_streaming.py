@@ -29,10 +29,10 @@ def anon_mib():
         return next(int(ln.split()[1]) for ln in f if ln.startswith("RssAnon:")) / 1024
 
 corpus = Corpus.load_npz(sys.argv[1], mmap=True)  # checked in blocks, then mapped
-mb = Minibatcher(corpus, 32, seed=1)
+mb = Minibatcher(corpus, 32, seed=1, packed=True)  # host chunks of the entries alone, padded on the device
 length = bucket_length(int(corpus.doc_unique_words.max()))
 r = run(svi(LDA(3, corpus.vocab_size), num_data=corpus.num_docs), jax.random.PRNGKey(0),
-        host_batches=lambda a, n: mb.host_batches(a, n, length), num_steps=8, chunk_size=4, progress=False,
+        host_batches=mb.host_batches, num_steps=8, chunk_size=4, progress=False,
         compile_cache=sys.argv[2])
 jax.block_until_ready(r.state)
 for start in range(0, corpus.num_docs, 8192):  # every document read once, as a pass does

@@ -1,6 +1,11 @@
 """Names of the package for type checkers and the lazy loader (vijax._lazy.attach_stub)."""
 
-from vijax.data._bow import BowBatch as BowBatch, CorpusBatch as CorpusBatch
+from vijax.data._bow import (
+    BowBatch as BowBatch,
+    CorpusBatch as CorpusBatch,
+    PackedBowBatch as PackedBowBatch,
+    device_batch as device_batch,
+)
 from vijax.data._csr import (
     MIN_BUCKET as MIN_BUCKET,
     Corpus as Corpus,
@@ -88,6 +93,7 @@ __all__ = [
     "LatentBernoulliData",
     "MIN_BUCKET",
     "Minibatcher",
+    "PackedBowBatch",
     "PrefetchHostBatches",
     "RegressionData",
     "STOP_WORDS_EN",
@@ -99,6 +105,7 @@ __all__ = [
     "build_vocabulary",
     "corpus_from_texts",
     "dataset_available",
+    "device_batch",
     "epoch_batches",
     "latent_bernoulli_log_prob",
     "load_binary_dataset",

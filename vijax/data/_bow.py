@@ -1,11 +1,15 @@
-"""The minibatch types of bag-of-words models (LDA and its relatives): ``BowBatch``, and
-``CorpusBatch``, a batch cut from a ``Corpus``, whose values the corpus vouches for."""
+"""The minibatch types of bag-of-words models (LDA and its relatives): ``BowBatch``; ``CorpusBatch``, a batch cut
+from a ``Corpus``, whose values the corpus vouches for; and ``PackedBowBatch``, host minibatches stored by their
+entries alone, padded on the device."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import NamedTuple, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import is_tracer, mark_source_checked, source_guarantee
@@ -80,3 +84,59 @@ def _unflatten(vocab_size: Optional[int], leaves) -> CorpusBatch:
 
 
 jax.tree_util.register_pytree_node(CorpusBatch, _flatten, _unflatten)
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=["word_ids", "counts", "lengths"], meta_fields=["length"]
+)
+@dataclasses.dataclass(frozen=True)
+class PackedBowBatch:
+    """Minibatches of S documents stored by their entries alone, one document after another, without the
+    padding slots of a :class:`BowBatch` (S, L): the host's memory and the copy to the device follow the entries
+    the documents hold, not S times the longest document's length. ``padded()`` makes one step's
+    ``BowBatch`` inside the compiled program (``Minibatcher(packed=True)``'s host chunks; the runner unpacks
+    them with :func:`device_batch`). Leading axes (a chunk's steps) come before E and S.
+
+    Attributes:
+      word_ids: (..., E) int32 the entries' word ids, document after document, then 0 on the E - sum(lengths)
+        padding entries.
+      counts: (..., E) the entries' counts, 0 on padding.
+      lengths: (..., S) int32 each document's number of entries (0: an empty row).
+      length: L, the padded length of ``padded()`` (static, at least the longest document's).
+
+    Examples:
+      >>> import numpy as np
+      >>> b = PackedBowBatch(np.array([4, 1, 2, 0]), np.array([2.0, 1.0, 3.0, 0.0]), np.array([2, 0, 1]), 2)
+      >>> p = b.padded()
+      >>> np.asarray(p.word_ids).tolist(), np.asarray(p.counts).tolist()
+      ([[4, 1], [0, 0], [2, 0]], [[2.0, 1.0], [0.0, 0.0], [3.0, 0.0]])
+    """
+
+    word_ids: Array
+    counts: Array
+    lengths: Array
+    length: int
+
+    def padded(self) -> BowBatch:
+        """One step's (S, L) ``BowBatch`` (``vmap`` it over leading axes)."""
+        lengths = jnp.asarray(self.lengths)
+        if lengths.ndim != 1 or np.ndim(self.word_ids) != 1 or np.shape(self.word_ids) != np.shape(self.counts):
+            raise ValueError(
+                f"padded(): one step's (E,) word_ids and counts and (S,) lengths, got shapes {np.shape(self.word_ids)}, "
+                f"{np.shape(self.counts)} and {lengths.shape}"
+            )
+        s, e = lengths.shape[0], np.shape(self.word_ids)[0]
+        ends = jnp.cumsum(lengths)
+        pos = jnp.arange(e, dtype=ends.dtype)
+        row = jnp.searchsorted(ends, pos, side="right")  # S past the last document: those updates are dropped
+        col = pos - (ends - lengths)[jnp.minimum(row, s - 1)]
+
+        def place(values, dtype):
+            return jnp.zeros((s, self.length), dtype).at[row, col].set(jnp.asarray(values, dtype), mode="drop")
+
+        return BowBatch(place(self.word_ids, jnp.int32), place(self.counts, jnp.asarray(self.counts).dtype))
+
+
+def device_batch(batch):
+    """A host batch as a step takes it: a :class:`PackedBowBatch`'s ``padded()``, any other batch as it is."""
+    return batch.padded() if isinstance(batch, PackedBowBatch) else batch

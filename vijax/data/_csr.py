@@ -280,6 +280,24 @@ class Corpus:
             return BowBatch(word_ids, counts)  # unchecked values, or a narrower type that may round a count
         return CorpusBatch._from_corpus_arrays(word_ids, counts, self.vocab_size)
 
+    def entries(self, doc_indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries of the given documents, one document after another (only theirs are read).
+
+        Returns:
+          (word_ids, counts, lengths): (E,) the entries' word ids and counts, and (S,) each document's number of
+          entries (E their sum).
+
+        Examples:
+          >>> c = Corpus(np.array([0, 2, 3]), np.array([0, 3, 1]), np.array([2.0, 1.0, 4.0]))
+          >>> [a.tolist() for a in c.entries([1, 0])]
+          [[1, 0, 3], [4.0, 2.0, 1.0], [1, 2]]
+        """
+        idx = self._doc_indices(doc_indices)
+        starts = self.doc_ptr[idx]
+        lens = self.doc_ptr[idx + 1] - starts
+        src = _gather_positions(starts, lens)[0]
+        return self.word_ids[src], self.counts[src], lens
+
     def subset(self, indices: Sequence[int]) -> "Corpus":
         """A corpus of the given documents, in the given order (repeats allowed): a new in-memory one, except that a
         ``range`` of consecutive documents (e.g. ``vijax.inference.process_shard``'s) gives views of this corpus's

@@ -9,8 +9,8 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 import jax
 import numpy as np
 
-from vijax._validate import ArgumentError, check_allocation, check_int
-from vijax.data._bow import BowBatch
+from vijax._validate import ArgumentError, check_allocation, check_bool, check_int
+from vijax.data._bow import BowBatch, PackedBowBatch
 from vijax.data._csr import Corpus, readonly, seed_entropy, bucket_length
 
 
@@ -29,6 +29,10 @@ class Minibatcher:
       drop_remainder: skip the last partial batch of each epoch rather than padding it.
       bucket: round each batch's length L up to a power of two (>= 8).
       length: None (each batch's own L), an int L for every batch, or ``"corpus"`` (one L for a whole run).
+      packed: ``host_batches`` gives ``PackedBowBatch`` chunks, the documents' entries without padding (their L:
+        ``length``, else the corpus's), which the runner pads on the device a step at a time: the host holds the
+        entries a chunk has rather than chunk x S x L slots (a long-tailed corpus's L is many times the typical
+        document's).
       start_epoch: the first epoch (to resume a run).
       dtype: dtype of the counts.
 
@@ -52,6 +56,7 @@ class Minibatcher:
         start_epoch: int = 0,
         dtype=np.float32,
         length: Optional[int | str] = None,
+        packed: bool = False,
     ):
         if not isinstance(corpus, Corpus):
             raise ArgumentError(
@@ -71,6 +76,8 @@ class Minibatcher:
         if num_epochs is not None:
             check_int("num_epochs", num_epochs, 0)
         longest = int(np.max(corpus.doc_unique_words))
+        if packed and length is None:
+            length = "corpus"
         if length == "corpus":
             length = bucket_length(longest)
         elif length is not None:
@@ -92,6 +99,11 @@ class Minibatcher:
         self.bucket = bucket
         self.start_epoch = int(start_epoch)
         self.dtype = dtype
+        self.packed = check_bool("packed", packed)
+        # a packed chunk's entries per step: a power of two, at least 1.25 S times the mean document's distinct
+        # words (a sum of S documents rarely exceeds it), so that chunks of one run share one shape
+        mean = float(np.mean(corpus.doc_unique_words))
+        self._min_entries = bucket_length(int(np.ceil(1.25 * self.batch_size * mean)))
         self._entropy = seed_entropy(seed)
         self._cached_epoch = (None, None)
 
@@ -125,10 +137,26 @@ class Minibatcher:
             idx[idx >= 0], self.bucket, num_rows=self.batch_size, length=self.length, dtype=self.dtype
         )
 
-    def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch:
+    def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch | PackedBowBatch:
         """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan`` (L: the longest
-        batch's, or ``length``); ``num_epochs`` and ``start_epoch`` do not apply."""
-        return stack_batches([self.step_batch(t) for t in range(int(t0), int(t0) + int(n))], length)
+        batch's, or ``length``), or with ``packed``, their entries (n, E) and lengths (n, S); ``num_epochs`` and
+        ``start_epoch`` do not apply."""
+        steps = range(int(t0), int(t0) + int(n))
+        if not self.packed:
+            return stack_batches([self.step_batch(t) for t in steps], length)
+        if length is not None and check_int("length", length) < self.length:
+            raise ArgumentError("length", f"length = {length} is shorter than the minibatcher's ({self.length})")
+        return self._packed([self.step_indices(t) for t in steps], length or self.length)
+
+    def _packed(self, indices: list, length: int) -> PackedBowBatch:
+        steps = [self.corpus.entries(idx[idx >= 0]) for idx in indices]
+        width = max(self._min_entries, bucket_length(max(ids.size for ids, _, _ in steps)))
+        word_ids = np.zeros((len(steps), width), np.int32)
+        counts = np.zeros((len(steps), width), self.dtype)
+        lengths = np.zeros((len(steps), self.batch_size), np.int32)
+        for t, (ids, n, lens) in enumerate(steps):
+            word_ids[t, : ids.size], counts[t, : ids.size], lengths[t, : lens.size] = ids, n, lens
+        return PackedBowBatch(word_ids, counts, lengths, int(length))
 
     def with_indices(self) -> Iterator[tuple[np.ndarray, BowBatch]]:
         """Yields ``(doc_indices, batch)``; ``doc_indices`` is (S,) int64 with -1 on padding rows."""

@@ -28,7 +28,7 @@ from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 from tqdm.auto import tqdm
 
 from vijax._validate import ArgumentError, NestedValueCheck, check_key, collecting_checks, raise_collected, value_checks
-from vijax.data import PrefetchHostBatches
+from vijax.data import PrefetchHostBatches, device_batch
 from vijax._compile import step_compile_options
 from vijax.inference import VIAlgorithm, check_algorithm, jit_step
 from vijax.models import split_arrays
@@ -424,7 +424,7 @@ def make_chunk_fn(
             def body(state, xs):
                 t, host_batch = xs
                 batch_key, step_key = jax.random.split(jax.random.fold_in(step_base, t))
-                batch = batch_of(consts, batch_key, t) if host_batch is None else host_batch
+                batch = batch_of(consts, batch_key, t) if host_batch is None else device_batch(host_batch)
                 (new_state, info), checks = step(step_key, state, batch)
                 active = t < t_end
                 state = jax.tree.map(lambda new, old: jnp.where(active, new, old), new_state, state)

@@ -170,8 +170,10 @@ def _build(sections, seed, train, test, alg_defaults, true_topics=None, vocab=No
     num_data = train.num_docs - train.num_empty  # LDA counts the documents with a token (present_rows)
     schedule, keys = schedules.robbins_monro(a["scale"], tau=a["tau"], kappa=a["kappa"]), ("scale", "tau", "kappa")
     alg = configured_algorithm(a, alg_defaults, fitted, num_data=num_data, schedule=schedule, schedule_keys=keys)
-    # one padded length for the whole run; Gibbs computes over the padded length, so it pads per batch
-    mb = Minibatcher(train, s, seed, length=None if a.get("local") == "gibbs" else "corpus")
+    # one padded length for the whole run, host chunks of the entries alone (padded on the device; a data-parallel
+    # step shards padded batches); Gibbs computes over the padded length, so it pads per batch
+    gibbs = a.get("local") == "gibbs"
+    mb = Minibatcher(train, s, seed, length=None if gibbs else "corpus", packed=not (gibbs or a["data_parallel"]))
     evaluator = _Eval(model, test, s, d["eval_batch"], seed + 1, d["observed_fraction"])
 
     def report(result, out_dir, baselines):
