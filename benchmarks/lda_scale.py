@@ -47,6 +47,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -162,6 +163,8 @@ def _fit_vijax(args, path, docs) -> dict:
         num_data=docs,
         schedule=schedules.robbins_monro(1.0, tau=TAU, kappa=KAPPA),
     )
+    # a fresh folder: one pass from the start (the runner resumes from a folder's checkpoints)
+    ckpt = tempfile.mkdtemp(prefix=f"ckpt_{docs}_", dir=args.data_dir)
     t0 = time.perf_counter()
     r = run(
         alg,
@@ -169,7 +172,7 @@ def _fit_vijax(args, path, docs) -> dict:
         host_batches=mb.host_batches,
         num_steps=steps,
         chunk_size=chunk,
-        checkpoint_dir=os.path.join(args.data_dir, f"ckpt_{docs}"),
+        checkpoint_dir=ckpt,
         checkpoint_every=args.checkpoint_every,
         eval_fn=lambda state: {},
         eval_every=chunk,
@@ -177,6 +180,7 @@ def _fit_vijax(args, path, docs) -> dict:
     )
     jax.block_until_ready(r.state)
     e2e = time.perf_counter() - t0
+    shutil.rmtree(ckpt, ignore_errors=True)
     steady, first = _steady(r.evals, chunk, args.batch)
     res = {
         "docs_trained": steps * args.batch,
