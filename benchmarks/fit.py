@@ -35,6 +35,23 @@ A run that passes no check within ``--cap`` seconds reports the cap ("> cap"). `
 interleaved; the table gives the medians, the ratio NumPyro / vijax and the issue's target: ≥ 3× at the docs' sizes,
 ≥ 10× at 10⁵–10⁶ observations where the model has conjugate sites, ≥ 3× elsewhere.
 
+Each run also reports, for both methods by one rule:
+
+- ``import_s``: the clock when ``import jax`` and ``import numpyro`` are done (the interpreter's start included);
+- ``compile_s``: the compile time within the clock, as JAX reports it through ``jax.monitoring``'s time spans of
+  ``COMPILE_EVENTS``: each jitted program's tracing to a jaxpr (the outermost ``jit`` only), its lowering to MLIR and
+  XLA's compile, eager operations compiled on their first use included; the length of the spans' union (a compile
+  inside another's span counts once), the checks' own compiles left out. Python work outside these spans (vijax's
+  planning, NumPyro's ``svi.init`` running the model op by op) is not compile time. ``compile_parts`` gives the
+  three summed and the number of XLA compiles;
+- ``steps``: the steps taken when the answer is reached (at the last check when it is not);
+- ``steps_per_s``: the steady-state throughput, those steps over the fit's wall time (from the data's arrays to the
+  answer, checks left out) less the compile time within it. It counts each library's per-call Python as running
+  time; NumPyro's scan alone is ``scan_steps_per_s`` (``--chunk`` steps over the median chunk after the first);
+- ``continuation_compile_s`` (vijax): the compile time of the ``fit(..., init=post)`` calls after the first fit;
+  such a call compiles its programs again, so where vijax's defaults stop short of the answer the continuation pays
+  a second compile.
+
     python benchmarks/fit.py --reference       # compute the missing references (NUTS: minutes)
     python benchmarks/fit.py                   # the timed runs; benchmarks/results/fit.json and fit.md
     python benchmarks/fit.py --models small --rounds 1 --cap 20   # a shorter run
@@ -318,20 +335,71 @@ def max_z(means: dict, ref: dict, name: str = "") -> float:
     return worst
 
 
-class Clock:
-    """Wall time since ``t0`` less the excluded spans (checks, data generation)."""
+# the durations JAX reports for each compiled program: its tracing to a jaxpr (the outermost jit's only), its
+# lowering to an MLIR module and XLA's compile; eager operations compiled on first use count too
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
 
-    def __init__(self, t0: float):
-        self.t0, self.excluded = t0, 0.0
+
+class Compiles:
+    """The time spans of JAX's compile events (``COMPILE_EVENTS``), recorded through ``jax.monitoring``; ``seconds``
+    is the length of their union (so a compile inside another's span counts once). Spans that start while
+    ``paused`` (the excluded checks) are not kept."""
+
+    def __init__(self):
+        self.spans, self.paused = [], False
+
+    def __call__(self, event: str, start: float, end: float, **_):
+        if event in COMPILE_EVENTS and not self.paused:
+            self.spans.append((start, end, event))
+
+    def seconds(self) -> float:
+        total, reach = 0.0, float("-inf")
+        for a, b, _ in sorted(self.spans):
+            a = max(a, reach)
+            if b > a:
+                total, reach = total + b - a, b
+        return total
+
+    def by_event(self) -> dict:
+        """{"trace"|"lower"|"backend_compile": seconds (summed), "programs": XLA compiles}."""
+        out = {"trace": 0.0, "lower": 0.0, "backend_compile": 0.0, "programs": 0}
+        for a, b, event in self.spans:
+            part = ("trace", "lower", "backend_compile")[COMPILE_EVENTS.index(event)]
+            out[part] += b - a
+            out["programs"] += part == "backend_compile"
+        return out
+
+
+class Clock:
+    """Wall time since ``t0`` less the excluded spans (checks, data generation), and the compile time within it."""
+
+    def __init__(self, t0: float, compiles: Compiles | None = None):
+        self.t0, self.excluded, self.compiles = t0, 0.0, compiles or Compiles()
 
     def now(self) -> float:
         return time.time() - self.t0 - self.excluded
 
+    def compile_s(self) -> float:
+        return self.compiles.seconds()
+
     def exclude(self, fn, *args):
         start = time.time()
-        out = fn(*args)
+        self.compiles.paused = True
+        try:
+            out = fn(*args)
+        finally:
+            self.compiles.paused = False
         self.excluded += time.time() - start
         return out
+
+    def check(self, fn, arg, steps: int) -> dict:
+        """A check of the state after ``steps`` steps: the clock, the compile time so far, the distance."""
+        z = self.exclude(fn, arg)
+        return {"seconds": self.now(), "compile_s": self.compile_s(), "steps": steps, "max_z": z}
 
 
 def run_vijax(model, args, kwargs, check, clock: Clock, cap: float) -> dict:
@@ -342,13 +410,18 @@ def run_vijax(model, args, kwargs, check, clock: Clock, cap: float) -> dict:
     first = clock.now()
     route, steps = post.plan.route, int(post.num_steps)
     while True:
-        z = clock.exclude(check, post)
-        checks.append({"seconds": clock.now(), "steps": steps, "max_z": z})
-        if z < WITHIN[0] or clock.now() > cap:
+        checks.append(clock.check(check, post, steps))
+        if checks[-1]["max_z"] < WITHIN[0] or clock.now() > cap:
             break
         post = vijax.fit(model, *args, init=post, max_steps=steps, tol=None, progress=False, **kwargs)
         steps = int(post.num_steps)
-    return {"route": route, "first_fit_s": first, "default_steps": checks[0]["steps"], "checks": checks}
+    return {
+        "route": route,
+        "first_fit_s": first,
+        "default_steps": checks[0]["steps"],
+        "continuation_compile_s": checks[-1]["compile_s"] - checks[0]["compile_s"],
+        "checks": checks,
+    }
 
 
 def run_numpyro(model, args, kwargs, enumerated, check, clock: Clock, cap: float, lr: float, chunk: int) -> dict:
@@ -374,15 +447,14 @@ def run_numpyro(model, args, kwargs, enumerated, check, clock: Clock, cap: float
         if steps < next_check:
             continue
         next_check *= 2
-        z = clock.exclude(check, (guide, svi.get_params(state)))
-        checks.append({"seconds": clock.now(), "steps": steps, "max_z": z})
-        if z < WITHIN[0] or clock.now() > cap:
+        checks.append(clock.check(check, (guide, svi.get_params(state)), steps))
+        if checks[-1]["max_z"] < WITHIN[0] or clock.now() > cap:
             break
     later = chunk_s[1:]
     return {
         "route": "AutoNormal",
         "first_chunk_s": chunk_s[0],
-        "steps_per_s": chunk / statistics.median(later) if later else None,
+        "scan_steps_per_s": chunk / statistics.median(later) if later else None,
         "checks": checks,
     }
 
@@ -390,10 +462,20 @@ def run_numpyro(model, args, kwargs, enumerated, check, clock: Clock, cap: float
 WITHIN = [0.3]
 
 
+def steady(last: dict, started: float, compiled_before: float) -> dict:
+    """The fit's wall time (from ``started`` to the ``last`` check, checks left out), its steps and its steps per
+    second less the compile time it spent (``last["compile_s"] - compiled_before``)."""
+    fit_s = last["seconds"] - started
+    running = fit_s - (last["compile_s"] - compiled_before)
+    return {"fit_s": fit_s, "steps": last["steps"], "steps_per_s": last["steps"] / running if running > 0 else None}
+
+
 def one(method: str, name: str, n: int, t0: float, opts) -> dict:
     """A timed run in this process: the clock from ``t0`` (the parent's, just before it started the process)."""
-    clock = Clock(t0)
     import jax
+
+    clock = Clock(t0)
+    jax.monitoring.register_event_time_span_listener(clock.compiles)
     import numpyro  # noqa: F401 (imported by the model's definition: timed for both methods)
 
     imported = clock.now()
@@ -412,6 +494,7 @@ def one(method: str, name: str, n: int, t0: float, opts) -> dict:
         draws = guide.sample_posterior(key, params, *args, sample_shape=(opts.draws,), **kwargs)
         return max_z({k: np.asarray(v).mean(0) for k, v in draws.items()}, ref, name)
 
+    started, compiled_before = clock.now(), clock.compile_s()
     with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank
         if method == "vijax_full":  # the large models' fit at full batch (the plate not subsampled)
             out = run_vijax(model, args, {}, means_vijax, clock, opts.cap)
@@ -428,6 +511,10 @@ def one(method: str, name: str, n: int, t0: float, opts) -> dict:
         import_s=imported,
         reached=reached,
         seconds=last["seconds"] if reached else None,
+        end_s=last["seconds"],
+        compile_s=last["compile_s"],
+        compile_parts=clock.compiles.by_event(),
+        **steady(last, started, compiled_before),
         wall_s=time.time() - t0,
     )
     return out
@@ -484,6 +571,14 @@ def summarize(runs: list, cap: float) -> list:
         def finite(t):
             return t if t is not None and np.isfinite(t) else None
 
+        def parts(rs, method):  # medians of each run's compile time, steps and steady-state rate
+            def med(field):
+                xs = [r[field] for r in rs if r.get(field) is not None]
+                return statistics.median(xs) if xs else None
+
+            return {f"{method}_{f}": med(f) for f in ("import_s", "compile_s", "steps", "steps_per_s")}
+
+        cont = [r["continuation_compile_s"] for r in by["vijax"] if len(r.get("checks", ())) > 1]
         out.append(
             dict(
                 model=name,
@@ -491,6 +586,10 @@ def summarize(runs: list, cap: float) -> list:
                 route=route,
                 vijax_s=finite(tv),
                 numpyro_s=finite(tn),
+                **parts(by["vijax"], "vijax"),
+                **parts(by["numpyro"], "numpyro"),
+                vijax_continued=len(cont),  # runs that called fit(..., init=post) after the first fit
+                vijax_continuation_compile_s=statistics.median(cont) if cont else None,
                 ratio=ratio,
                 numpyro_capped=capped,
                 runs=(len(by["vijax"]), len(by["numpyro"])),
@@ -502,21 +601,39 @@ def summarize(runs: list, cap: float) -> list:
 
 
 def table(rows: list, cap: float) -> str:
+    """Per model, each method's time to the answer, compile seconds, steps and steps per second (medians)."""
+
     def fmt(t):
         return f"> {cap:.0f}" if t is None or not np.isfinite(t) else f"{t:.1f}"
 
+    def num(x, spec):
+        return "—" if x is None else format(x, spec)
+
+    def rate(x):
+        return "—" if x is None else (f"{x:,.0f}" if x >= 10 else f"{x:.1f}")
+
     lines = [
-        "| model | observations | route of fit | vijax s | NumPyro s | NumPyro / vijax | target | met |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | observations | route of fit | vijax s | compile s | steps | steps/s | NumPyro s | compile s | steps "
+        "| steps/s | NumPyro / vijax | target | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = "—" if r["ratio"] is None else ("≥ " if r["numpyro_capped"] else "") + f"{r['ratio']:.1f}×"
         met = "—" if r["met"] is None else ("met" if r["met"] else "missed")
         n = "docs" if r["model"] in SMALL else f"{r['n']:,}"
+        ran = r.get("runs", (1, 1))[1]
+        cols = []
+        for m, t in (("vijax", "failed" if r["route"] == "error" else fmt(r["vijax_s"])), ("numpyro", None)):
+            if m == "numpyro":
+                t = fmt(r["numpyro_s"]) if ran else "not run"
+            cols += [
+                t,
+                num(r.get(f"{m}_compile_s"), ".1f"),
+                num(r.get(f"{m}_steps"), ",.0f"),
+                rate(r.get(f"{m}_steps_per_s")),
+            ]
         lines.append(
-            f"| {r['model']} | {n} | {r['route']} | {'failed' if r['route'] == 'error' else fmt(r['vijax_s'])} | "
-            f"{fmt(r['numpyro_s']) if r.get('runs', (1, 1))[1] else 'not run'} | {ratio} | "
-            f"≥ {r['target']:.0f}× | {met} |"
+            f"| {r['model']} | {n} | {r['route']} | {' | '.join(cols)} | {ratio} | ≥ {r['target']:.0f}× | {met} |"
         )
     return "\n".join(lines)
 
@@ -535,11 +652,15 @@ def docs_table(results=RESULTS) -> str:
             continue
         with open(path) as f:
             r = json.load(f)
-        m, rounds = r["machine"], max([run["round"] for run in r["runs"]], default=-1) + 1
+        m, runs = r["machine"], [c for row in r["rows"] for c in row["runs"] if c]
+        rounds = f"{min(runs)} round(s)" if min(runs) == max(runs) else f"{min(runs)}–{max(runs)} runs a method"
+        loads = [run["load_average"] for run in r["runs"] if "load_average" in run]
+        at_runs = f", {min(loads):.1f}–{max(loads):.1f} at the runs' starts (median {statistics.median(loads):.1f})"
         parts.append(
             table(r["rows"], r["settings"]["cap"])
             + f"\n\n{m['processor']}, {m['cores']} cores, CPU; load average (1 min) {load(r['load_average_start'])} at the "
-            f"start, {load(r['load_average_end'])} at the end; {rounds} round(s) (medians); `benchmarks/results/{name}`."
+            f"start, {load(r['load_average_end'])} at the end{at_runs if loads else ''}; {rounds} (medians); "
+            f"`benchmarks/results/{name}`."
         )
     return "\n\n".join(parts)
 

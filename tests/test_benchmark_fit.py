@@ -71,13 +71,19 @@ def test_clock_leaves_out_the_excluded_spans(fb, monkeypatch):
     assert clock.now() == pytest.approx(13.0 - 4.0 - 2.5)
 
 
-def _run(method, model, n, seconds, route=None):
-    return dict(method=method, model=model, n=n, reached=seconds is not None, seconds=seconds, route=route)
+def _run(method, model, n, seconds, route=None, **timing):
+    return dict(method=method, model=model, n=n, reached=seconds is not None, seconds=seconds, route=route, **timing)
 
 
 def test_table_takes_medians_ratios_and_the_targets(fb):
-    runs = [_run("vijax", "gamma_poisson", 0, t, "conjugate") for t in (1.0, 2.0, 9.0)]
-    runs += [_run("numpyro", "gamma_poisson", 0, t) for t in (5.0, 8.0, 7.0)]
+    runs = [
+        _run("vijax", "gamma_poisson", 0, t, "conjugate", compile_s=c, steps=s, steps_per_s=v)
+        for t, c, s, v in ((1.0, 0.5, 100, 800.0), (2.0, 1.5, 300, 1000.0), (9.0, 6.0, 200, 2000.0))
+    ]
+    runs += [
+        _run("numpyro", "gamma_poisson", 0, t, compile_s=c, steps=s, steps_per_s=v)
+        for t, c, s, v in ((5.0, 4.0, 800, 1500.0), (8.0, 7.0, 800, 1600.0), (7.0, 6.5, 1600, 1234.6))
+    ]
     runs += [_run("vijax", "hier_poisson", 10**5, t, "conjugate") for t in (10.0, 12.0, 11.0)]
     runs += [_run("numpyro", "hier_poisson", 10**5, t) for t in (None, None, 50.0)]  # the cap, 60 s, twice
     runs += [_run("vijax_full", "hier_poisson", 10**5, t, "conjugate") for t in (3.0, 4.0, 5.0)]
@@ -85,14 +91,65 @@ def test_table_takes_medians_ratios_and_the_targets(fb):
     small = rows[("gamma_poisson", 0)]
     assert (small["vijax_s"], small["numpyro_s"], small["ratio"], small["target"]) == (2.0, 7.0, 3.5, 3.0)
     assert small["met"] and small["route"] == "conjugate"
+    assert (small["vijax_compile_s"], small["vijax_steps"], small["vijax_steps_per_s"]) == (1.5, 200, 1000.0)
+    assert (small["numpyro_compile_s"], small["numpyro_steps"], small["numpyro_steps_per_s"]) == (6.5, 800, 1500.0)
+    assert small["vijax_continued"] == 0 and small["vijax_continuation_compile_s"] is None
     large = rows[("hier_poisson", 10**5)]
     assert large["numpyro_capped"] and large["ratio"] == pytest.approx(60.0 / 11.0) and large["target"] == 10.0
     assert not large["met"]
     full = rows[("hier_poisson (fit at full batch)", 10**5)]
     assert full["vijax_s"] == 4.0 and full["met"]
     text = fb.table(list(rows.values()), 60.0)
-    assert "| gamma_poisson | docs | conjugate | 2.0 | 7.0 | 3.5× | ≥ 3× | met |" in text
-    assert "| hier_poisson | 100,000 | conjugate | 11.0 | > 60 | ≥ 5.5× | ≥ 10× | missed |" in text
+    assert (
+        "| gamma_poisson | docs | conjugate | 2.0 | 1.5 | 200 | 1,000 | 7.0 | 6.5 | 800 | 1,500 | 3.5× | ≥ 3× | met |"
+        in text
+    )
+    assert (
+        "| hier_poisson | 100,000 | conjugate | 11.0 | — | — | — | > 60 | — | — | — | ≥ 5.5× | ≥ 10× | missed |" in text
+    )
+    assert text.splitlines()[0].count("|") == text.splitlines()[1].count("|") == 15
+
+
+def test_compile_time_is_the_union_of_the_spans_outside_the_checks(fb):
+    compiles = fb.Compiles()
+    trace, lower, backend = fb.COMPILE_EVENTS
+    compiles(trace, 0.0, 1.0)
+    compiles(backend, 0.5, 2.0)  # overlapping the trace: counted once
+    compiles(lower, 3.0, 3.5)
+    compiles("/jax/other_event", 4.0, 9.0)  # not a compile
+    compiles.paused = True
+    compiles(backend, 5.0, 6.0)  # during a check: left out
+    compiles.paused = False
+    assert compiles.seconds() == pytest.approx(2.5)
+    assert compiles.by_event() == {"trace": 1.0, "lower": 0.5, "backend_compile": 1.5, "programs": 1}
+
+
+def test_compile_events_are_the_ones_jax_reports(fb):
+    """A jitted function's first call records a trace, a lowering and an XLA compile; its second call none."""
+    import jax
+    import jax.numpy as jnp
+
+    clock = fb.Clock(0.0)
+    jax.monitoring.register_event_time_span_listener(clock.compiles)
+    try:
+        f = jax.jit(lambda x: jnp.sin(x) * 2.0 + 1.0)
+        f(jnp.ones(3)).block_until_ready()
+        parts = clock.compiles.by_event()
+        assert parts["programs"] >= 1 and parts["trace"] > 0 and parts["lower"] > 0
+        first = clock.compile_s()
+        assert 0 < first <= parts["trace"] + parts["lower"] + parts["backend_compile"] + 1e-9
+        clock.exclude(lambda: jax.jit(jnp.cos)(jnp.ones(2)).block_until_ready())  # a check's compile: left out
+        f(jnp.ones(3)).block_until_ready()
+        assert clock.compile_s() == first
+    finally:
+        jax.monitoring.unregister_event_time_span_listener(clock.compiles)
+
+
+def test_steady_rate_is_the_steps_over_the_fit_less_its_compiles(fb):
+    last = {"seconds": 9.0, "compile_s": 6.5, "steps": 800}
+    out = fb.steady(last, started=2.0, compiled_before=0.5)  # 7 s of fit, 6 s of it compiling
+    assert out == {"fit_s": 7.0, "steps": 800, "steps_per_s": 800.0}
+    assert fb.steady(dict(last, compile_s=7.5), 2.0, 0.5)["steps_per_s"] is None
 
 
 def test_each_run_is_a_fresh_process_without_a_compile_cache(fb, monkeypatch):
