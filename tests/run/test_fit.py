@@ -1,6 +1,8 @@
 """``vijax.fit``: the route chosen per model (``plan_fit``, no fitting), refused routes and arguments, closed-form
 posteriors (fast), the Posterior's pytree contract and methods, and NUTS references (``slow``)."""
 
+import pickle
+
 import pytest
 
 numpyro = pytest.importorskip("numpyro")
@@ -50,6 +52,7 @@ def ordered(y):  # an ordered vector: no exponential family matches its support
         numpyro.sample("y", dist.Normal(c[0] + c[1], 1.0), obs=y)
 
 
+QUIET = dict(eval_every=10, progress=False)
 X2 = jnp.array([[1.0, -0.5], [0.3, 1.2], [-1.0, 0.4], [0.8, 0.8], [-0.2, -1.5], [1.5, 0.1]])
 Y2 = jnp.array([1.0, 1.0, 0.0, 1.0, 0.0, 1.0])
 
@@ -198,6 +201,71 @@ def test_posterior_is_a_pytree_jit_vmap_and_continue(gamma_post):
         vijax.fit(gamma_poisson, EXPOSURE, K + 1.0, init=posts[0], progress=False)
 
 
+def _same(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
+
+
+def test_a_posterior_pickles_and_the_loaded_one_continues(gamma_post):
+    """Loading builds the fit again from its pickled model (by reference) and data (by value): the same plan, the same
+    draws for the same key; it stacks with the original, and continues from data that are equal, new objects."""
+    loaded = pickle.loads(pickle.dumps(gamma_post))
+    assert loaded.plan == gamma_post.plan and loaded.fitted == gamma_post.fitted
+    key = jax.random.PRNGKey(4)
+    assert _same(loaded.sample(key, 20), gamma_post.sample(key, 20))
+    assert _same(dict(loaded.summary(key, 20)), dict(gamma_post.summary(key, 20)))
+    assert jax.tree.map(lambda *x: jnp.stack(x), gamma_post, loaded).elbo.shape == (2, 20)
+    more = vijax.fit(gamma_poisson, np.asarray(EXPOSURE), np.asarray(K), init=loaded, max_steps=10, **QUIET)
+    assert int(more.num_steps) == 30 and more.elbo.shape == (30,)
+    with pytest.raises(vijax.ArgumentError, match="init: a Posterior of this model and data"):
+        vijax.fit(gamma_poisson, EXPOSURE, K + 1.0, init=loaded, **QUIET)
+
+
+def test_a_vijax_model_posterior_pickles_and_continues_with_an_equal_model():
+    from vijax.models import UnivariateGMM
+
+    x = jnp.array([-5.2, -4.9, -5.1, 4.8, 5.3, 5.0])
+    post = vijax.fit(UnivariateGMM(num_components=2), x, max_steps=10, **QUIET)
+    loaded = pickle.loads(pickle.dumps(post))
+    key = jax.random.PRNGKey(4)
+    assert loaded.plan == post.plan and _same(loaded.sample(key, 20), post.sample(key, 20))
+    more = vijax.fit(UnivariateGMM(num_components=2), np.asarray(x), init=loaded, max_steps=10, **QUIET)
+    assert int(more.num_steps) == 20
+    with pytest.raises(vijax.ArgumentError, match="init: a Posterior of this model and data"):
+        vijax.fit(UnivariateGMM(num_components=3), x, init=loaded, **QUIET)
+
+
+_LOAD_AND_CONTINUE = """
+import pickle, sys, jax, numpy as np, vijax
+from tests.run.test_fit import EXPOSURE, K, gamma_poisson
+post = pickle.load(open(sys.argv[1], "rb"))
+more = vijax.fit(gamma_poisson, EXPOSURE, K, init=post, max_steps=10, eval_every=10, progress=False)
+print(float(post.summary(jax.random.PRNGKey(4), 100)["rate"]["mean"]), int(more.num_steps))
+"""
+
+
+@pytest.mark.slow  # a fresh process: its imports
+def test_a_pickled_posterior_loads_and_continues_in_a_fresh_process(gamma_post, tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    path = tmp_path / "post.pkl"
+    path.write_bytes(pickle.dumps(gamma_post))
+    root = pathlib.Path(__file__).parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", _LOAD_AND_CONTINUE, str(path)],
+        cwd=root,
+        env={**os.environ, "JAX_ENABLE_X64": str(int(jax.config.jax_enable_x64))},  # this process's dtypes
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    mean, steps = out.stdout.split()
+    assert float(mean) == float(gamma_post.summary(jax.random.PRNGKey(4), 100)["rate"]["mean"]) and steps == "30"
+
+
 def test_a_log_density_with_params_goes_to_bbvi():
     def log_density(params, batch):  # N(1, 0.5^2) in each coordinate
         return -0.5 * jnp.sum(((params["z"] - 1.0) / 0.5) ** 2)
@@ -207,6 +275,8 @@ def test_a_log_density_with_params_goes_to_bbvi():
     s = post.summary(num_samples=4000)["z"]
     np.testing.assert_allclose(s["mean"], 1.0, atol=0.1)  # 0.2 posterior sd
     np.testing.assert_allclose(s["sd"], 0.5, rtol=0.15)
+    with pytest.raises(TypeError, match="Posterior: the model cannot be pickled .*define functions at module level"):
+        pickle.dumps(post)  # a local function (as a lambda): a Posterior pickles what fit was given
 
 
 def test_a_vijax_model_takes_its_own_cavi():

@@ -34,7 +34,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import io
 import math
+import pickle
+import types
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
@@ -100,18 +104,95 @@ class Summary(dict):
 
 class _Fitted:
     """A posterior's static part: the algorithm, the target (or model, or log-density), its full-batch data and the
-    plan. Two are equal when ``fit`` was given the same model and data objects, route and settings (so that
-    posteriors of several seeds stack)."""
+    plan, built by ``_build`` from ``fit``'s arguments ``given``. Two are equal when ``fit`` was given the same model
+    (the same function object), data of the same dtypes, shapes and contents, route and settings (so that posteriors of
+    several seeds stack, loaded ones too). It pickles as ``given``: loading calls ``_build`` again (a trace, no fit)."""
 
-    def __init__(self, kind: str, alg, target, model, data, plan: Plan, settings: tuple):
+    def __init__(self, kind: str, alg, target, model, data, plan: Plan, given: tuple):
         self.kind, self.alg, self.target, self.model, self.data, self.plan = kind, alg, target, model, data, plan
-        self.identity = (kind, plan, settings)
+        self.given = given  # (model, args, kwargs, observed, params, batch_size, route, options, key)
+
+    @functools.cached_property
+    def identity(self) -> tuple:
+        model, args, kwargs, observed, params, batch_size, route, options, _ = self.given
+        settings = (route, batch_size, _digest(params), tuple((k, _digest(v)) for k, v in options.items()))
+        return self.kind, self.plan, _fingerprint(model, args, kwargs, observed), settings
 
     def __eq__(self, other):
         return isinstance(other, _Fitted) and self.identity == other.identity
 
     def __hash__(self):
         return hash(self.identity)
+
+    def __copy__(self):
+        return self  # immutable
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        model, args, kwargs, observed, params, *_, options, _ = self.given
+        model = _fresh(model, observed)
+        parts = [("model", model), *((f"argument {i}", a) for i, a in enumerate(args))]
+        parts += [(f"argument {k!r}", v) for k, v in kwargs.items()] + [("observed", observed), ("params", params)]
+        for name, value in parts + list(options.items()):
+            try:
+                _Pickler(digest=False).dump(value)
+            except Exception as e:
+                raise TypeError(
+                    f"Posterior: the {name} cannot be pickled ({e}); a Posterior pickles fit's arguments, to build the "
+                    "fit again when loaded: define functions at module level, not as lambdas or closures (a TFP joint: "
+                    "a JointDistributionCoroutine)"
+                ) from e
+        return _build, (model, *self.given[1:])
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles to memory with each array as its dtype, shape and (``digest``) content hash; ``digest``: each function
+    as its identity too (a function defined again under its name is another model), and none local."""
+
+    def __init__(self, digest: bool):
+        self.out, self.digest = io.BytesIO(), digest
+        super().__init__(self.out, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def persistent_id(self, obj):
+        if isinstance(obj, (np.ndarray, jax.Array)):
+            if not self.digest:
+                return "array"
+            x = np.ascontiguousarray(obj)
+            return str(x.dtype), x.shape, hashlib.blake2b(x.tobytes()).hexdigest()
+        if self.digest and isinstance(obj, types.FunctionType):
+            if "<" in obj.__qualname__:  # a lambda or a closure: the identity of what holds it (``_digest``)
+                raise pickle.PicklingError(obj.__qualname__)
+            return id(obj)
+        return None
+
+
+def _digest(obj, fresh: Any = None) -> Any:
+    """A hash of ``obj``'s value (of ``fresh``, its fresh copy, where given) by ``_Pickler``, or its identity where it
+    does not pickle."""
+    pickler = _Pickler(digest=True)
+    try:
+        pickler.dump(obj if fresh is None else fresh)
+    except Exception:
+        return "id", id(obj)
+    return hashlib.blake2b(pickler.out.getvalue()).hexdigest()
+
+
+def _fresh(model, observed):
+    """``model``, or a TFP joint built again from its parameters (a used one holds TFP's caches, which do not
+    pickle)."""
+    return type(model)(**model.parameters) if observed is not None and hasattr(model, "experimental_pin") else model
+
+
+def _fingerprint(model, args, kwargs, observed) -> tuple:
+    """The model and data ``fit`` was given, by ``_digest``: ``init=`` continues a posterior of equal ones."""
+    return (
+        _digest(model, _fresh(model, observed)),
+        tuple(map(_digest, args)),
+        tuple((k, _digest(v)) for k, v in sorted(kwargs.items())),
+        _digest(observed),
+    )
 
 
 @functools.partial(
@@ -125,6 +206,12 @@ class Posterior:
     number of steps, whether the stopping rule met and the fit's key; its static part, the algorithm and the target.
 
     Methods that draw take a key; ``summary``, ``to_arviz`` and ``psis`` default to one derived from the fit's key.
+
+    It pickles where what ``fit`` was given does: a model or log-density defined at module level (pickled by name,
+    so the loading process imports it), data by value; a TFP joint as a ``JointDistributionCoroutine`` of such a
+    function. Loading builds the fit's algorithm again from them (a trace, no fitting): the loaded posterior gives the
+    same numbers for the same key, and ``fit(model, data, init=loaded)`` continues it, ``init`` taking the same model
+    and data of equal dtypes, shapes and values. A lambda or a closure raises a TypeError naming what does not pickle.
 
     Attributes:
       state: the fitted state, to continue from (``fit(..., init=posterior)``).
@@ -528,7 +615,8 @@ def fit(
       eval_every: steps between two checks of the rule (the runner's chunk).
       patience: checks in a row below ``tol`` needed to stop.
       seed: an int or a PRNG key.
-      init: a :class:`Posterior` of the same model to continue from (its route and state).
+      init: a :class:`Posterior` of the same model and equal data to continue from (its route and state), or one
+        loaded from a pickle.
       observed: a TFP joint's observed parts, name -> value.
       params: with a log-density, its parameter pytree (structure, shapes, q's start).
       batch_size: with a ``vijax.models`` model, SVI on minibatches of this size (None: CAVI on the whole data).
@@ -570,8 +658,10 @@ def fit(
     options = dict(family=family, objective=objective, num_samples=num_samples, learning_rate=learning_rate)
     if init is not None:
         fitted = init.fitted
-        if fitted.identity[2][0] != _given(model, args, kwargs, observed):
-            raise ArgumentError("init", "init: a Posterior of this model and data (the same objects) to continue from")
+        if fitted.identity[2] != _fingerprint(model, args, kwargs, observed):
+            raise ArgumentError(
+                "init", "init: a Posterior of this model and data (the same model, equal data) to continue from"
+            )
         k_run = jax.random.fold_in(k_run, int(init.num_steps))
     else:
         fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
@@ -650,20 +740,9 @@ def _model_batches(data, batch_size):
     return batch_fn
 
 
-def _given(model, args, kwargs, observed) -> tuple:
-    """The identities of the model and data objects ``fit`` was given."""
-    return id(model), tuple(map(id, args)), tuple((k, id(v)) for k, v in sorted(kwargs.items())), id(observed)
-
-
 def _build(model, args, kwargs, observed, params, batch_size, route, options, key, make_alg=True) -> _Fitted:
     """The algorithm and plan of a new fit."""
-    settings = (
-        _given(model, args, kwargs, observed),
-        route,
-        *(repr(v) for v in options.values()),
-        batch_size,
-        id(params),
-    )
+    given = (model, args, kwargs, observed, params, batch_size, route, options, key)
     target, log_density = _as_target(model, args, kwargs, observed, params)
     if target is not None:
         if batch_size is not None:
@@ -674,9 +753,9 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
         report = {} if skip else _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
         if not make_alg:
-            return _Fitted("target", None, target, None, None, plan, settings)
+            return _Fitted("target", None, target, None, None, plan, given)
         alg = _target_algorithm(target, plan, report, key, options)
-        return _Fitted("target", alg, target, None, None, plan, settings)
+        return _Fitted("target", alg, target, None, None, plan, given)
     if log_density is not None:
         if route not in ("auto", "bbvi"):
             raise ArgumentError("route", f"route={route!r}: a log-density is fitted by 'bbvi' only", value=route)
@@ -695,7 +774,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             )
             for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
         )
-        return _Fitted("density", alg, None, log_density, None, Plan("bbvi", rows), settings)
+        return _Fitted("density", alg, None, log_density, None, Plan("bbvi", rows), given)
     if route != "auto":
         raise ArgumentError("route", f"route={route!r}: a vijax.models model takes its own CAVI or SVI", value=route)
     if len(args) != 1 or kwargs:
@@ -711,7 +790,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
         PlanRow(jax.tree_util.keystr(p, simple=True, separator=".") or "q", type(f).__name__, name, why)
         for p, f in jax.tree_util.tree_flatten_with_path(model.prior(), is_leaf=expfam.is_family)[0]
     )
-    return _Fitted("model", alg, None, model, data, Plan(name, rows), settings)
+    return _Fitted("model", alg, None, model, data, Plan(name, rows), given)
 
 
 __all__ = [
