@@ -2,11 +2,13 @@
 device a step at a time, give the runner the very batches of padded chunks, in memory that follows the entries
 rather than S x L slots."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
 
-from vijax.data import Corpus, Minibatcher, PackedBowBatch, device_batch
+from vijax.data import Corpus, CorpusWriter, Minibatcher, PackedBowBatch, device_batch
 from vijax.inference import svi
 from vijax.models import LDA
 from vijax.run import run
@@ -58,3 +60,27 @@ def test_packed_chunks_refuse_a_short_length_and_padded_wants_one_step():
         mb.host_batches(0, 2).padded()
     with pytest.raises(ValueError, match="packed"):
         Minibatcher(_long_tailed(), 8, seed=1, packed=1)
+
+
+def _rss_file_mib() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("RssFile:")) / 1024
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc/self/status")
+def test_a_pass_over_a_mapped_corpus_does_not_keep_its_pages_resident(tmp_path):
+    """Chunks of a pass over a memory-mapped corpus of 48 MiB of entries: the process's file-backed RSS grows by
+    under 12 MiB (the pages of about one chunk), where holding every page read would add the whole file."""
+    path = str(tmp_path / "c.npz")
+    num_docs, words = 60_000, 100
+    with CorpusWriter(path, 5000) as w:
+        for start in range(0, num_docs, 10_000):
+            d = np.arange(start, start + 10_000)
+            ids = (7 * d[:, None] + 97 * np.arange(words)) % 5000
+            w.append_arrays(np.full(d.size, words), ids.ravel().astype(np.int32), np.ones(ids.size, np.float32))
+    corpus = Corpus.load_npz(path, mmap=True, validate=False)
+    mb = Minibatcher(corpus, 500, seed=0, packed=True)
+    before = _rss_file_mib()
+    for t0 in range(0, mb.steps_per_epoch, 10):
+        mb.host_batches(t0, 10)
+    assert _rss_file_mib() - before < 12, (before, _rss_file_mib())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import mmap
 import os
 from typing import Iterator, Optional, Sequence
 
@@ -279,6 +280,18 @@ class Corpus:
         if not getattr(self, "_values_checked", False) or counts.dtype not in (np.float32, np.float64):
             return BowBatch(word_ids, counts)  # unchecked values, or a narrower type that may round a count
         return CorpusBatch._from_corpus_arrays(word_ids, counts, self.vocab_size)
+
+    def release_pages(self) -> None:
+        """Drops the pages of a memory-mapped corpus that this process has read from its resident memory (Linux's
+        ``MADV_DONTNEED``): they stay in the kernel's page cache, so reading them again costs no disk, but a pass
+        over a corpus larger than memory no longer counts every page it touched in the process's RSS (nor in a
+        container's memory limit). ``Minibatcher.host_batches`` calls it after each chunk; an in-memory corpus: a
+        no-op."""
+        for a in (self.doc_ptr, self.word_ids, self.counts):
+            while a is not None and getattr(a, "_mmap", None) is None:  # a view's base: the np.memmap
+                a = a.base if isinstance(a, np.ndarray) else None
+            if a is not None and hasattr(mmap, "MADV_DONTNEED"):
+                a._mmap.madvise(mmap.MADV_DONTNEED)
 
     def entries(self, doc_indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The entries of the given documents, one document after another (only theirs are read).

@@ -140,13 +140,17 @@ class Minibatcher:
     def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch | PackedBowBatch:
         """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan`` (L: the longest
         batch's, or ``length``), or with ``packed``, their entries (n, E) and lengths (n, S); ``num_epochs`` and
-        ``start_epoch`` do not apply."""
+        ``start_epoch`` do not apply. A memory-mapped corpus's pages read for them are released
+        (``Corpus.release_pages``)."""
         steps = range(int(t0), int(t0) + int(n))
         if not self.packed:
-            return stack_batches([self.step_batch(t) for t in steps], length)
-        if length is not None and check_int("length", length) < self.length:
+            chunk = stack_batches([self.step_batch(t) for t in steps], length)
+        elif length is not None and check_int("length", length) < self.length:
             raise ArgumentError("length", f"length = {length} is shorter than the minibatcher's ({self.length})")
-        return self._packed([self.step_indices(t) for t in steps], length or self.length)
+        else:
+            chunk = self._packed([self.step_indices(t) for t in steps], length or self.length)
+        self.corpus.release_pages()  # a mapped corpus: the pages read stay in the page cache, not in this process
+        return chunk
 
     def _packed(self, indices: list, length: int) -> PackedBowBatch:
         steps = [self.corpus.entries(idx[idx >= 0]) for idx in indices]
