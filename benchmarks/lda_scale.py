@@ -169,7 +169,7 @@ def _fit_vijax(args, path, docs) -> dict:
     r = run(
         alg,
         jax.random.PRNGKey(args.seed),
-        host_batches=mb.host_batches,
+        host_batches=lambda a, n: mb.host_batches(a, n, length),  # one L for the run, as the padded layout
         num_steps=steps,
         chunk_size=chunk,
         checkpoint_dir=ckpt,
