@@ -96,7 +96,7 @@ def test_table_takes_medians_ratios_and_the_targets(fb):
     assert small["vijax_continued"] == 0 and small["vijax_continuation_compile_s"] is None
     large = rows[("hier_poisson", 10**5)]
     assert large["numpyro_capped"] and large["ratio"] == pytest.approx(60.0 / 11.0) and large["target"] == 10.0
-    assert not large["met"]
+    assert large["met"] is None  # NumPyro capped: the ratio is a lower bound below the target, so open
     full = rows[("hier_poisson (fit at full batch)", 10**5)]
     assert full["vijax_s"] == 4.0 and full["met"]
     text = fb.table(list(rows.values()), 60.0)
@@ -105,7 +105,7 @@ def test_table_takes_medians_ratios_and_the_targets(fb):
         in text
     )
     assert (
-        "| hier_poisson | 100,000 | conjugate | 11.0 | — | — | — | > 60 | — | — | — | ≥ 5.5× | ≥ 10× | missed |" in text
+        "| hier_poisson | 100,000 | conjugate | 11.0 | — | — | — | > 60 | — | — | — | ≥ 5.5× | ≥ 10× | open |" in text
     )
     assert text.splitlines()[0].count("|") == text.splitlines()[1].count("|") == 15
 
