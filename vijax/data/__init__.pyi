@@ -44,6 +44,7 @@ from vijax.data._minibatch import (
     epoch_batches as epoch_batches,
     minibatches as minibatches,
     stack_batches as stack_batches,
+    subsample as subsample,
 )
 from vijax.data._paths import resolve_data_path as resolve_data_path, shared_data_path as shared_data_path
 from vijax.data._spectra import (
@@ -137,6 +138,7 @@ __all__ = [
     "shared_data_path",
     "speech_like_dictionary",
     "stack_batches",
+    "subsample",
     "tokenize",
     "write_lda_corpus_npz",
 ]

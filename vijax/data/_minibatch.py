@@ -140,20 +140,26 @@ class Minibatcher:
     def host_batches(self, t0: int, n: int, length: Optional[int] = None) -> BowBatch | PackedBowBatch:
         """The minibatches of updates ``t0 .. t0 + n - 1`` stacked (n, S, L) for a ``lax.scan`` (L: the longest
         batch's, or ``length``), or with ``packed``, their entries (n, E) and lengths (n, S); ``num_epochs`` and
-        ``start_epoch`` do not apply. A memory-mapped corpus's pages read for them are released
+        ``start_epoch`` do not apply. A memory-mapped corpus's pages read for each step are released after it
         (``Corpus.release_pages``)."""
         steps = range(int(t0), int(t0) + int(n))
         if not self.packed:
-            chunk = stack_batches([self.step_batch(t) for t in steps], length)
+            chunk = stack_batches([self._released(self.step_batch(t)) for t in steps], length)
         elif length is not None and check_int("length", length) < self.length:
             raise ArgumentError("length", f"length = {length} is shorter than the minibatcher's ({self.length})")
         else:
             chunk = self._packed([self.step_indices(t) for t in steps], length or self.length)
-        self.corpus.release_pages()  # a mapped corpus: the pages read stay in the page cache, not in this process
         return chunk
 
+    def _released(self, batch: BowBatch) -> BowBatch:
+        self.corpus.release_pages()  # a mapped corpus: the pages read stay in the page cache, not in this process
+        return batch
+
     def _packed(self, indices: list, length: int) -> PackedBowBatch:
-        steps = [self.corpus.entries(idx[idx >= 0]) for idx in indices]
+        steps = []
+        for idx in indices:  # each step's entries copied, the mapped pages they read released (fault-around maps more)
+            steps.append(self.corpus.entries(idx[idx >= 0]))
+            self.corpus.release_pages()
         width = max(self._min_entries, bucket_length(max(ids.size for ids, _, _ in steps)))
         word_ids = np.zeros((len(steps), width), np.int32)
         counts = np.zeros((len(steps), width), self.dtype)
@@ -225,6 +231,19 @@ def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Opti
         word_ids[t, :, :n] = np.asarray(b.word_ids)
         counts[t, :, :n] = np.asarray(b.counts)
     return BowBatch(word_ids, counts)
+
+
+def subsample(key, num_data: int, batch_size: int) -> jax.Array:
+    """(M,) int32 indices of a uniformly random M-subset of range(N), in random order, as a plate's
+    ``subsample_size`` draws them: the M largest of N uniform keys (a partial sort, O(N), where
+    ``jax.random.choice(..., replace=False)`` sorts all N). Keys equal at float32's resolution are broken by index.
+
+    Examples:
+        >>> idx = subsample(jax.random.PRNGKey(0), 10, 4)
+        >>> idx.shape, len(set(idx.tolist()))
+        ((4,), 4)
+    """
+    return jax.lax.top_k(jax.random.uniform(key, (num_data,)), batch_size)[1]
 
 
 def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:

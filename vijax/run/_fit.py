@@ -49,6 +49,7 @@ from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
 from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
 from vijax.inference import laplace_gaussian, map_estimate, ngvi, sample
+from vijax.data import subsample
 from vijax.inference import schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
@@ -543,9 +544,7 @@ def _batch_fn(target: Optional[Target], data=None) -> Callable:
 
     def batch_fn(key, t):
         keys = jax.random.split(key, len(target.plates))
-        return {
-            name: jax.random.choice(k, n, (m,), replace=False) for k, (name, (n, m)) in zip(keys, target.plates.items())
-        }
+        return {name: subsample(k, n, m) for k, (name, (n, m)) in zip(keys, target.plates.items())}
 
     return batch_fn
 
@@ -734,7 +733,7 @@ def _model_batches(data, batch_size):
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
 
     def batch_fn(key, t):
-        idx = jax.random.choice(key, n, (batch_size,), replace=False)
+        idx = subsample(key, n, batch_size)
         return jax.tree.map(lambda x: x[idx], data)
 
     return batch_fn
