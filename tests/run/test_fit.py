@@ -14,7 +14,7 @@ import numpyro.distributions as dist  # noqa: E402
 from numpyro.distributions.transforms import OrderedTransform  # noqa: E402
 
 import vijax  # noqa: E402
-from vijax.run import Posterior, plan_fit  # noqa: E402
+from vijax.run import Posterior, compile_cache_dir, enable_compile_cache, plan_fit  # noqa: E402
 
 K = jnp.array([3.0, 1.0, 4.0, 2.0, 5.0])
 EXPOSURE = jnp.array([1.0, 0.5, 2.0, 1.5, 1.0])
@@ -150,8 +150,11 @@ def test_all_conjugate_fit_is_the_closed_form(gamma_post):
 
 
 def test_beta_bernoulli_is_the_closed_form():
+    """... and fit turns on the persistent compilation cache by default (the suite's folder, $VIJAX_COMPILE_CACHE)."""
     y = jnp.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0])
+    enable_compile_cache(False)
     post = vijax.fit(beta_bernoulli, y, max_steps=10, eval_every=10, progress=False)
+    assert jax.config.jax_compilation_cache_dir == compile_cache_dir(True)
     q = post.state.q_global["p"]
     np.testing.assert_allclose(np.asarray(q.natural_params), [2.0 + 5.0 - 1.0, 3.0 + 2.0 - 1.0], rtol=1e-5)
 

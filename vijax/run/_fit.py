@@ -593,6 +593,7 @@ def fit(
     params: PyTree = None,
     batch_size: Optional[int] = None,
     progress: bool = True,
+    compile_cache: bool | str = True,
     **kwargs: Any,
 ) -> Posterior:
     """Fits a model's posterior by variational inference, choosing the route from the model's structure.
@@ -620,6 +621,9 @@ def fit(
       params: with a log-density, its parameter pytree (structure, shapes, q's start).
       batch_size: with a ``vijax.models`` model, SVI on minibatches of this size (None: CAVI on the whole data).
       progress: print the plan and show a progress bar.
+      compile_cache: JAX's persistent compilation cache, as ``vijax run`` keeps it (``vijax.run.RunConfig``): True
+        (``$VIJAX_COMPILE_CACHE``, else ``~/.cache/vijax/jax``), a folder, or False (off). A fit's steps compile
+        once per model and shape: a second run of a script, or a continuation, loads them.
       **kwargs: the model's keyword arguments.
 
     Returns:
@@ -694,6 +698,7 @@ def fit(
         tol=tol,
         patience=patience,
         progress=progress,
+        compile_cache=compile_cache,
     )
     elbo = jnp.asarray(np.asarray(res.trace["elbo"], np.float64).reshape(res.num_steps, -1).sum(axis=1))
     steps = res.num_steps
