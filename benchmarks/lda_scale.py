@@ -462,26 +462,44 @@ def _fmt(x, spec) -> str:
     return "–" if x is None or x != x else format(x, spec)
 
 
-def markdown(sizes: dict, procs: list | None = None) -> str:
-    """docs/lda.md's table, from the JSON of a run of this script (and of runs of ``--processes``)."""
+def markdown(sizes: dict, procs: list | None = None, padded: dict | None = None) -> str:
+    """docs/lda.md's table, from the JSON of a run of this script (and of runs of ``--processes`` and ``--padded``)."""
     st = sizes["settings"]
     lines = [
         "| training documents | method | docs/s (steady) | docs/s (end to end) | peak RSS | peak anonymous RSS "
         "| held-out log p / word |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in sizes["rows"]:
-        for m in ("vijax", "gensim", "sklearn"):
-            if m in r:
-                x = r[m]
-                name = {"vijax": "vijax SVI", "gensim": "gensim LdaMulticore", "sklearn": "scikit-learn online"}[m]
-                lines.append(
-                    f"| {x['docs_trained']:,} | {name} | {_fmt(x.get('docs_per_s'), ',.0f')} | "
-                    f"{_fmt(x['docs_per_s_e2e'], ',.0f')} | {x['peak_rss_mib']:,.0f} MiB | "
-                    f"{x['peak_anon_mib']:,.0f} MiB | {x['heldout']:.4f} |".replace("| -", "| −")
-                )
+    names = {"vijax": "vijax SVI", "gensim": "gensim LdaMulticore", "sklearn": "scikit-learn online"}
+    rows = [(r, m, names[m]) for r in sizes["rows"] for m in names if m in r]
+    rows += [(r, "vijax", "vijax SVI, padded chunks") for r in (padded or {}).get("rows", [])]
+    for r, m, name in sorted(rows, key=lambda row: row[0]["docs"]):  # stable: the padded row after its size's
+        x = r[m]
+        lines.append(
+            f"| {x['docs_trained']:,} | {name} | {_fmt(x.get('docs_per_s'), ',.0f')} | "
+            f"{_fmt(x['docs_per_s_e2e'], ',.0f')} | {x['peak_rss_mib']:,.0f} MiB | "
+            f"{x['peak_anon_mib']:,.0f} MiB | {x['heldout']:.4f} |".replace("| -", "| −")
+        )
     mach = sizes["machine"]
     last = sizes["rows"][-1]["vijax"]
+    by_docs = {r["docs"]: r for r in sizes["rows"]}
+    if 10**5 in by_docs and sizes["rows"][-1]["docs"] > 10**5:
+        base, top = by_docs[10**5]["vijax"], sizes["rows"][-1]  # top: the largest size's row
+        lines.append("")
+        lines.append(
+            f"Peak RSS at {top['vijax']['docs_trained']:,} training documents is "
+            f"{top['vijax']['peak_rss_mib'] / base['peak_rss_mib']:.2f}× that at {base['docs_trained']:,} "
+            f"(anonymous: {top['vijax']['peak_anon_mib'] / base['peak_anon_mib']:.2f}×); padded length "
+            f"{top['vijax']['padded_length']:,} against {base['padded_length']:,}."
+        )
+    peer = next((r for r in sizes["rows"] if "gensim" in r), None)
+    if peer is not None:
+        v, g = peer["vijax"], peer["gensim"]
+        lines.append(
+            f"At {v['docs_trained']:,} documents vijax's documents/s are {v['docs_per_s_e2e'] / g['docs_per_s_e2e']:.1f}× "
+            f"gensim LdaMulticore's end to end ({g['workers']} workers; compilation included) and "
+            f"{last['docs_per_s_e2e'] / g['docs_per_s_e2e']:.1f}× at the largest run's end-to-end rate."
+        )
     rest = [d for d in (10**5, 10**6, 3_800_000) if d > sizes["rows"][-1]["docs"]]
     if rest:
         lines.append("")
@@ -513,12 +531,19 @@ def markdown(sizes: dict, procs: list | None = None) -> str:
     return "\n".join(lines)
 
 
-def write_docs_table(page=os.path.join(os.path.dirname(HERE), "docs", "lda.md")) -> None:
-    """Rewrites the span of ``page`` between ``<!-- lda_scale.table -->`` and ``<!-- /lda_scale -->``."""
+def recorded() -> tuple:
+    """(sizes, procs, padded): the JSON of the recorded runs, ``markdown``'s arguments."""
     with open(os.path.join(HERE, "results", "lda_scale.json")) as f:
         sizes = json.load(f)
     procs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(HERE, "results", "lda_scale_processes*.json")))]
-    replace_span(page, "lda_scale", markdown(sizes, procs))
+    padded_path = os.path.join(HERE, "results", "lda_scale_padded.json")
+    padded = json.load(open(padded_path)) if os.path.exists(padded_path) else None
+    return sizes, procs, padded
+
+
+def write_docs_table(page=os.path.join(os.path.dirname(HERE), "docs", "lda.md")) -> None:
+    """Rewrites the span of ``page`` between ``<!-- lda_scale.table -->`` and ``<!-- /lda_scale -->``."""
+    replace_span(page, "lda_scale", markdown(*recorded()))
 
 
 def main():

@@ -2,7 +2,6 @@
 the markers is written by hand), and the Wikipedia-like corpus's base measure is Zipfian with mean eta."""
 
 import importlib.util
-import json
 import pathlib
 import sys
 
@@ -26,11 +25,9 @@ def lda_scale():
 
 
 def test_docs_table_is_the_recorded_runs(lda_scale):
-    sizes = json.loads((BENCH / "results" / "lda_scale.json").read_text())
-    procs = [json.loads(p.read_text()) for p in sorted((BENCH / "results").glob("lda_scale_processes*.json"))]
     page = (ROOT / "docs" / "lda.md").read_text()
     span = page.split("<!-- lda_scale.table -->", 1)[1].split("<!-- /lda_scale -->", 1)[0]
-    assert span.strip() == lda_scale.markdown(sizes, procs).strip()
+    assert span.strip() == lda_scale.markdown(*lda_scale.recorded()).strip()
 
 
 def test_wikipedia_like_base_measure(lda_scale):
