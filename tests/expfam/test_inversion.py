@@ -238,7 +238,9 @@ def test_float32_small_concentration_draws_are_finite():
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=pytest.mark.slow) if n == "beta" else n
+        # over CI's per-test budget but the Normal's: the Gamma-based families' derivatives are checked in CI
+        # against minus the CDF's derivative over the density
+        pytest.param(n, marks=pytest.mark.slow) if n != "normal" else n
         for n in sorted(FAMILIES_UNDER_TEST)
         if n != "normal_gamma"
     ],

@@ -278,6 +278,7 @@ def test_auto_flow_beats_the_best_gaussian_on_a_banana():
     assert best + 0.3 < w.mean() <= 0.02, (w.mean(), best)
 
 
+@pytest.mark.slow  # over CI's per-test budget: auto_flow's flows are built and fitted by the tests above
 def test_auto_flow_arguments_are_named():
     numpyro = pytest.importorskip("numpyro")
     dist = numpyro.distributions

@@ -139,6 +139,7 @@ def test_factory_grid_equals_runs_one_by_one_and_compiles_once():
         np.testing.assert_allclose(infos.elbo[g], info.elbo, rtol=RTOL)
 
 
+@pytest.mark.slow  # over CI's per-test budget: factory_grid against one-by-one runs is checked in CI
 def test_factory_grid_under_restarts_and_its_batch_checks_under_jit_step():
     """restarts outside: a (restarts, points) grid; a bad batch raises the step's ValueError
     through jit_step (the checks collected inside the vmap, enforced outside it)."""

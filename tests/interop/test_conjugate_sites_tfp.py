@@ -99,6 +99,7 @@ def test_gamma_rate_beside_a_sigmoid_weight_as_numpyro_finds_it_and_the_update_i
     np.testing.assert_allclose([q.concentration, q.rate], [q_twin.concentration, q_twin.rate], rtol=1e-9)
 
 
+@pytest.mark.slow  # over CI's per-test budget: test_conjugate_sites checks the NumPyro refusal in CI
 def test_forcing_a_site_that_is_not_conjugate_is_refused_naming_force_and_the_site(rate_targets):
     target, _ = rate_targets
     with pytest.raises(ArgumentError, match="force: site 'w' is not conditionally conjugate") as err:

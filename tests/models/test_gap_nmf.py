@@ -248,6 +248,7 @@ def test_block_coordinate_ascent_is_monotone():
     assert values[-1] > values[0]
 
 
+@pytest.mark.slow  # over CI's per-test budget: the conjugate ELBO is checked against the mean-field one in CI
 def test_svi_reports_the_exact_elbo_and_runs_under_vmap():
     model, y = GaPNMF(6, F), _data(3, s=30)
     alg = svi(model, num_data=30, schedule=schedules.robbins_monro(1.0, tau=2.0, kappa=0.7))
