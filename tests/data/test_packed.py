@@ -52,7 +52,7 @@ def test_a_run_on_packed_chunks_equals_one_on_padded_chunks():
     jax.tree.map(np.testing.assert_array_equal, res[0].state, res[1].state)
 
 
-def test_packed_chunks_refuse_a_short_length_and_padded_wants_one_step():
+def test_packed_chunks_refuse_a_short_length_bad_lengths_and_padded_wants_one_step():
     mb = Minibatcher(_long_tailed(), 8, seed=1, packed=True)
     with pytest.raises(ValueError, match=r"^length = 64 is shorter than the minibatcher's \(256\)"):
         mb.host_batches(0, 2, 64)
@@ -60,6 +60,15 @@ def test_packed_chunks_refuse_a_short_length_and_padded_wants_one_step():
         mb.host_batches(0, 2).padded()
     with pytest.raises(ValueError, match="packed"):
         Minibatcher(_long_tailed(), 8, seed=1, packed=1)
+    ids, counts = np.arange(6), np.ones(6, np.float32)
+    with pytest.raises(ValueError, match=r"lengths must lie in \[0, length = 2\], got 0..3"):
+        PackedBowBatch(ids, counts, np.array([3, 0]), 2)  # a document longer than L: its entries would be dropped
+    with pytest.raises(ValueError, match="sum to 7, more than its 6 entries"):
+        PackedBowBatch(ids, counts, np.array([4, 3]), 4)
+    with pytest.raises(ValueError, match="same leading axes"):
+        PackedBowBatch(ids, counts[:5], np.array([2, 2]), 4)
+    with pytest.raises(ValueError, match="batch_size"):
+        subsample(jax.random.PRNGKey(0), 3, 4)
 
 
 def _rss_file_mib() -> float:

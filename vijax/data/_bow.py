@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import is_tracer, mark_source_checked, source_guarantee
+from vijax._validate import ArgumentError, is_tracer, mark_source_checked, source_guarantee
 from vijax.types import Array
 
 
@@ -116,6 +116,30 @@ class PackedBowBatch:
     counts: Array
     lengths: Array
     length: int
+
+    def __post_init__(self):
+        leaves = (self.word_ids, self.counts, self.lengths)
+        if not all(isinstance(x, (np.ndarray, jax.Array)) and not is_tracer(x) for x in leaves):
+            return  # inside a trace, or a pytree's stand-ins: the arrays were checked where they were made
+        ids, counts, lengths = (np.asarray(x) for x in leaves)
+        if ids.shape != counts.shape or ids.ndim < 1 or lengths.shape[:-1] != ids.shape[:-1]:
+            raise ArgumentError(
+                "lengths",
+                f"PackedBowBatch: word_ids and counts (..., E) and lengths (..., S) with the same leading axes, got "
+                f"{ids.shape}, {counts.shape} and {lengths.shape}",
+            )
+        if lengths.size and (lengths.min() < 0 or lengths.max() > self.length):
+            raise ArgumentError(
+                "lengths",
+                f"PackedBowBatch: lengths must lie in [0, length = {self.length}], got "
+                f"{int(lengths.min())}..{int(lengths.max())}",
+            )
+        if lengths.size and lengths.sum(-1).max() > ids.shape[-1]:
+            raise ArgumentError(
+                "lengths",
+                f"PackedBowBatch: a step's lengths sum to {int(lengths.sum(-1).max())}, more than its "
+                f"{ids.shape[-1]} entries",
+            )
 
     def padded(self) -> BowBatch:
         """One step's (S, L) ``BowBatch`` (``vmap`` it over leading axes)."""

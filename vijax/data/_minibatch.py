@@ -243,6 +243,8 @@ def subsample(key, num_data: int, batch_size: int) -> jax.Array:
         >>> idx.shape, len(set(idx.tolist()))
         ((4,), 4)
     """
+    check_int("num_data", num_data)
+    check_int("batch_size", batch_size, maximum=num_data)
     return jax.lax.top_k(jax.random.uniform(key, (num_data,)), batch_size)[1]
 
 
