@@ -282,6 +282,19 @@ def test_a_log_density_with_params_goes_to_bbvi():
         pickle.dumps(post)  # a local function (as a lambda): a Posterior pickles what fit was given
 
 
+def test_a_continued_fit_reuses_its_compiled_step():
+    traces = []
+
+    def log_density(params, batch):  # N(1, 0.5^2); each trace of the step traces it
+        traces.append(1)
+        return -0.5 * jnp.sum(((params["z"] - 1.0) / 0.5) ** 2)
+
+    post = vijax.fit(log_density, params={"z": jnp.zeros(2)}, max_steps=20, tol=None, **QUIET)
+    before = len(traces)
+    more = vijax.fit(log_density, params={"z": jnp.zeros(2)}, init=post, max_steps=20, tol=None, **QUIET)
+    assert len(traces) == before and int(more.num_steps) == 40  # no trace: the first fit's chunk ran
+
+
 def test_a_vijax_model_takes_its_own_cavi():
     from vijax.models import UnivariateGMM
 

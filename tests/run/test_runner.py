@@ -116,6 +116,21 @@ def test_compiles_once_with_partial_chunk():
     assert res.trace["elbo"].shape == (130,) and int(res.state.count) == 130
 
 
+def test_programs_keep_the_chunk_for_a_continued_run_and_rebuild_it_for_another_step():
+    counter = {"traces": 0}
+    alg, batches, programs = toy_algorithm(counter=counter), toy_batch_fn(), {}
+    settings = dict(batch_fn=batches, num_steps=50, chunk_size=50, progress=False, programs=programs)
+    first = run(alg, jax.random.PRNGKey(SEED), **settings)
+    again = run(alg, jax.random.PRNGKey(1), init_state=first.state, **settings)
+    assert counter["traces"] == 1 and int(again.state.count) == 100  # continued, traced once
+    run(alg, jax.random.PRNGKey(1), **{**settings, "batch_fn": toy_batch_fn(mu=MU + 1.0)})  # other batches
+    run(alg, jax.random.PRNGKey(1), **{**settings, "programs": None})  # nothing kept
+    assert counter["traces"] == 3
+    steps = toy_algorithm(lr=0.5, counter=counter)  # another step: its own chunk, not the kept one
+    np.testing.assert_allclose(run(steps, jax.random.PRNGKey(1), **settings).state.x, MU, atol=1e-6)
+    assert counter["traces"] == 4
+
+
 def test_keys_follow_documented_layout_and_differ():
     key = jax.random.PRNGKey(SEED)
     alg = toy_algorithm(noise=0.3)

@@ -112,6 +112,14 @@ class _Fitted:
     def __init__(self, kind: str, alg, target, model, data, plan: Plan, given: tuple):
         self.kind, self.alg, self.target, self.model, self.data, self.plan = kind, alg, target, model, data, plan
         self.given = given  # (model, args, kwargs, observed, params, batch_size, route, options, key)
+        self.programs = {}  # the runner's compiled chunk, kept for continuations (``run``'s ``programs``)
+
+    @functools.cached_property
+    def batch_fn(self) -> Callable:
+        """The fit's ``(key, t) -> batch``: one function object, so that a continuation's chunk is the kept one."""
+        if self.kind == "model":
+            return _model_batches(self.data, self.given[5])
+        return _batch_fn(self.target, self.data)
 
     @functools.cached_property
     def identity(self) -> tuple:
@@ -615,8 +623,8 @@ def fit(
       eval_every: steps between two checks of the rule (the runner's chunk).
       patience: checks in a row below ``tol`` needed to stop.
       seed: an int or a PRNG key.
-      init: a :class:`Posterior` of the same model and equal data to continue from (its route and state), or one
-        loaded from a pickle.
+      init: a :class:`Posterior` of the same model and equal data to continue from (its route, settings, state and
+        compiled step), or one loaded from a pickle.
       observed: a TFP joint's observed parts, name -> value.
       params: with a log-density, its parameter pytree (structure, shapes, q's start).
       batch_size: with a ``vijax.models`` model, SVI on minibatches of this size (None: CAVI on the whole data).
@@ -675,7 +683,7 @@ def fit(
     if progress:
         print(fitted.plan)
     alg, data = fitted.alg, fitted.data
-    batch_fn = _model_batches(data, batch_size) if fitted.kind == "model" else _batch_fn(fitted.target, data)
+    batch_fn = fitted.batch_fn
     if init is not None:
         init_state = init.state
     elif fitted.kind == "model":
@@ -699,6 +707,7 @@ def fit(
         patience=patience,
         progress=progress,
         compile_cache=compile_cache,
+        programs=fitted.programs,
     )
     elbo = jnp.asarray(np.asarray(res.trace["elbo"], np.float64).reshape(res.num_steps, -1).sum(axis=1))
     steps = res.num_steps

@@ -202,6 +202,7 @@ def run(
     config: Optional[RunConfig] = None,
     fingerprint: Optional[Mapping] = None,
     allow_changes: bool = False,
+    programs: Optional[dict] = None,
     **settings,
 ) -> RunResult:
     """Runs ``alg`` for ``num_steps`` updates or until converged (the module docstring's rules).
@@ -219,6 +220,9 @@ def run(
       config: the run settings (``RunConfig``); default ``RunConfig()``.
       fingerprint: ``{"hash", "values"}`` of what the run computes, stored in checkpoints and compared on resume.
       allow_changes: resume despite a changed fingerprint (a warning lists the changes).
+      programs: a dict, owned by the caller, that keeps the compiled chunk for a later call with the same ``alg.step``
+        and ``batch_fn`` (the same objects), chunk size and value checks: a continued run neither traces nor compiles
+        again; None: the chunk is this call's.
       **settings: ``RunConfig`` fields overriding ``config``.
 
     Returns:
@@ -278,7 +282,7 @@ def run(
             )
             prog.fresh, prog.saved_at = False, prog.step
 
-        chunk_fn = make_chunk_fn(alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
+        chunk_fn = _kept_chunk_fn(programs, alg.step, batch_fn, rc.chunk_size, step_base, rc.check_values)
         prefetcher = None
         if host_batches is not None and rc.prefetch > 0:
             host_batches = prefetcher = PrefetchHostBatches(host_batches, rc.prefetch)
@@ -444,6 +448,20 @@ def make_chunk_fn(
         return jit_step(chunk)
 
     return _Chunk(make_jit, consts, step_arrays, checked)
+
+
+def _kept_chunk_fn(programs: Optional[dict], step_fn, batch_fn, chunk_size: int, step_base, checked: bool) -> "_Chunk":
+    """``make_chunk_fn``'s chunk, or the one ``programs`` keeps for the same step, batches, size and checks."""
+    if programs is None:
+        return make_chunk_fn(step_fn, batch_fn, chunk_size, step_base, checked)
+    kept = programs.get((chunk_size, checked))
+    if kept is None or kept[0] is not step_fn or kept[1] is not batch_fn:
+        kept = programs[(chunk_size, checked)] = (
+            step_fn,
+            batch_fn,
+            make_chunk_fn(step_fn, batch_fn, chunk_size, step_base, checked),
+        )
+    return kept[2]
 
 
 def lower_run(
