@@ -143,11 +143,28 @@ def _fit(target: Target, batch, site: str, spec: _Spec, others: dict, x, noise) 
     a = jnp.swapaxes(jac[:_NUM_FIT], -1, -2)  # (F, E, k, d): grad_u f = J^T c per element
     a = jnp.moveaxis(a, 0, 1).reshape(a.shape[1], -1, a.shape[-1])  # (E, F k, d)
     b = jnp.moveaxis(grads[:_NUM_FIT], 0, 1).reshape(a.shape[0], -1)  # (E, F k)
-    c = jax.vmap(lambda a_e, b_e: jnp.linalg.lstsq(a_e, b_e)[0])(a, b)  # (E, d)
+    c = _least_squares(a, b)  # (E, d)
     change = jnp.sum((t[1:] - t[:1]) * c[None], axis=(1, 2))  # (M - 1,)
     gaps = jnp.abs(values[1:] - values[0] - change) / (jnp.abs(values[1:]) + jnp.abs(values[0]) + jnp.abs(change) + 1.0)
     finite = jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(grads)) & jnp.all(jnp.isfinite(c))
     return c, jnp.where(finite, jnp.max(gaps), jnp.nan)
+
+
+def _least_squares(a, b) -> jax.Array:
+    """c (E, d) minimizing |a_e c_e - b_e| for each element e; a (E, n, d), b (E, n). Two statistics (the scalar
+    families): the columns scaled to unit norm, a = QR by Gram-Schmidt with one reorthogonalization, c = R^-1 Q^T b, in
+    closed form: elementwise arithmetic over the elements, not one LAPACK call per element. More: ``lstsq`` per element."""
+    if a.shape[-1] != 2:
+        return jax.vmap(lambda a_e, b_e: jnp.linalg.lstsq(a_e, b_e)[0])(a, b)
+    norms = jnp.linalg.norm(a, axis=-2)  # (E, 2)
+    q1, a2 = a[..., 0] / norms[..., :1], a[..., 1] / norms[..., 1:]
+    r12 = jnp.sum(q1 * a2, axis=-1)
+    v = a2 - r12[..., None] * q1
+    again = jnp.sum(q1 * v, axis=-1)  # Gram-Schmidt twice: v orthogonal to q1 to rounding
+    v, r12 = v - again[..., None] * q1, r12 + again
+    c2 = jnp.sum(v * b, axis=-1) / jnp.sum(v * v, axis=-1)
+    c1 = jnp.sum(q1 * b, axis=-1) - r12 * c2
+    return jnp.stack([c1, c2], axis=-1) / norms
 
 
 def _natural(spec: _Spec, c, shape: tuple) -> tuple:
