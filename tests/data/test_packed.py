@@ -95,6 +95,32 @@ def test_a_pass_over_a_mapped_corpus_does_not_keep_its_pages_resident(tmp_path):
     assert _rss_file_mib() - before < 12, (before, _rss_file_mib())
 
 
+@pytest.mark.parametrize("extra", [0, 2])
+def test_the_first_distinct_draws_are_a_uniform_subset_in_random_order(extra):
+    """subsample's way for M small beside N, forced at N = 6, M = 3 with few spare draws, so that its fallback (the
+    largest keys) runs too (with none spare: 44 % of keys): the 20 subsets equally frequent, and the first index
+    uniform over the 6 (chi-square tests at the 0.1 % level: below 43.8 with 19 degrees of freedom, 20.5 with 5)."""
+    from vijax.data._minibatch import _first_distinct
+
+    keys = jax.random.split(jax.random.PRNGKey(1), 4000)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: _first_distinct(k, 6, 3, extra)))(keys))
+    assert all(len(set(row)) == 3 for row in draws.tolist())
+    _, counts = np.unique(np.sort(draws, axis=1), axis=0, return_counts=True)
+    assert counts.size == 20 and np.sum((counts - 200.0) ** 2 / 200.0) < 43.8, counts
+    first = np.bincount(draws[:, 0], minlength=6)
+    assert np.sum((first - 4000 / 6) ** 2 / (4000 / 6)) < 20.5, first
+
+
+def test_subsample_small_beside_the_data_includes_each_index_equally():
+    """M = 200 of N = 2,000 (the first-distinct way): distinct indices in range; each index in 50 of 500 draws'
+    subsets on average (a chi-square test of the inclusion counts at the 0.1 % level)."""
+    keys = jax.random.split(jax.random.PRNGKey(2), 500)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: subsample(k, 2000, 200)))(keys))
+    assert draws.min() >= 0 and draws.max() < 2000 and all(len(set(row)) == 200 for row in draws.tolist())
+    counts = np.bincount(draws.ravel(), minlength=2000)
+    assert np.sum((counts - 50.0) ** 2 / 50.0) < 2200.1, counts  # scipy.stats.chi2.ppf(0.999, 1999)
+
+
 def test_subsample_draws_each_subset_uniformly():
     """4,000 draws of 3 of 6 indices under vmap: distinct indices; each of the 20 subsets drawn with frequency
     1/20 (a chi-square test at the 0.1% level, 19 degrees of freedom: below 43.8)."""

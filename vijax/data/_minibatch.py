@@ -7,6 +7,7 @@ import itertools
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from vijax._validate import ArgumentError, check_allocation, check_bool, check_int
@@ -235,8 +236,12 @@ def stack_batches(batches: Iterable[BowBatch] | Sequence[BowBatch], length: Opti
 
 def subsample(key, num_data: int, batch_size: int) -> jax.Array:
     """(M,) int32 indices of a uniformly random M-subset of range(N), in random order, as a plate's
-    ``subsample_size`` draws them: the M largest of N uniform keys (a partial sort, O(N), where
-    ``jax.random.choice(..., replace=False)`` sorts all N). Keys equal at float32's resolution are broken by index.
+    ``subsample_size`` draws them. Where M is small beside N: the first M distinct of M + m
+    uniform draws of range(N) with replacement (sequential sampling: each new index uniform among those not yet
+    drawn; m well above the expected number of repeats, about M^2 / 2N). Where those draws hold fewer than M
+    distinct indices (almost never), or M is not small beside N: the M largest of N uniform keys (a partial sort,
+    O(N), where ``jax.random.choice(..., replace=False)`` sorts all N). Either way every M-subset is equally likely:
+    the event that selects the way is the same for every relabelling of range(N).
 
     Examples:
         >>> idx = subsample(jax.random.PRNGKey(0), 10, 4)
@@ -245,7 +250,27 @@ def subsample(key, num_data: int, batch_size: int) -> jax.Array:
     """
     check_int("num_data", num_data)
     check_int("batch_size", batch_size, maximum=num_data)
+    extra = 2 * -(-batch_size * batch_size // num_data) + 32  # twice M^2 / N, and 32: repeats stay below it
+    if 2 * extra > batch_size:  # M not small beside N
+        return _largest_keys(key, num_data, batch_size)
+    return _first_distinct(key, num_data, batch_size, extra)
+
+
+def _largest_keys(key, num_data: int, batch_size: int) -> jax.Array:
     return jax.lax.top_k(jax.random.uniform(key, (num_data,)), batch_size)[1]
+
+
+def _first_distinct(key, num_data: int, batch_size: int, extra: int) -> jax.Array:
+    """The first M distinct of M + ``extra`` uniform draws of range(N), or ``_largest_keys`` where they are fewer."""
+    k_draws, k_keys = jax.random.split(key)
+    draws = jax.random.randint(k_draws, (batch_size + extra,), 0, num_data, dtype=jnp.int32)
+    number = jnp.arange(draws.shape[0], dtype=jnp.int32)
+    firsts = jnp.full((num_data,), draws.shape[0], jnp.int32).at[draws].min(number)  # each index's first draw
+    first = firsts[draws] == number  # the draw is its index's first
+    where = jnp.nonzero(first, size=batch_size, fill_value=0)[0]  # the first M of them, in draw order
+    return jax.lax.cond(
+        jnp.sum(first) >= batch_size, lambda: draws[where], lambda: _largest_keys(k_keys, num_data, batch_size)
+    )
 
 
 def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:
