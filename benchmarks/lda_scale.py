@@ -6,6 +6,7 @@ same run over several processes (``jax.distributed``) against one.
 
     PYTHONPATH=. python benchmarks/lda_scale.py                         # 10^5, 10^6, 3.8 * 10^6 documents
     PYTHONPATH=. python benchmarks/lda_scale.py --docs 1e5 --peer-docs 1e5
+    PYTHONPATH=. python benchmarks/lda_scale.py --docs 3.8e6 --peers --append   # one size, added to the JSON
     PYTHONPATH=. python benchmarks/lda_scale.py --processes 2           # weak scaling, 2 processes vs 1
 
 The corpus (``write_lda_corpus_npz``): K = 100 topics drawn from the model over V = 7,702 words
@@ -508,12 +509,18 @@ def markdown(sizes: dict, procs: list | None = None, padded: dict | None = None)
             + " and over ".join(f"{d:,} documents would take {d / last['docs_per_s'] / 3600:.1f} h" for d in rest)
             + " at the largest run's steady rate."
         )
+    own = ", ".join(  # rows run on their own (--append), with their own load
+        f"{r['vijax']['docs_trained']:,} documents at {r['machine']['loadavg_1_5_15_min_at_start'][0]:.1f}"
+        for r in sizes["rows"]
+        if "machine" in r
+    )
     lines.append("")
     lines.append(
         f"K = {st['topics']}, V = {st['vocab']:,}, S = {st['batch']}, chunks of {st['chunk']} steps, one pass; "
         f"the peers on the first {st['peer_docs']:,} documents of the stream (their minibatches); {mach['cpus']} "
-        f"cores shared with other jobs, load average {mach['loadavg_1_5_15_min_at_start'][0]:.1f} at the start "
-        f"(`benchmarks/results/lda_scale.json`)."
+        f"cores shared with other jobs, load average {mach['loadavg_1_5_15_min_at_start'][0]:.1f} at the start"
+        + (f" (run on its own: {own})" if own else "")
+        + " (`benchmarks/results/lda_scale.json`)."
     )
     if procs:
         st, first = procs[0]["settings"], procs[0]
@@ -529,6 +536,14 @@ def markdown(sizes: dict, procs: list | None = None, padded: dict | None = None)
             f"same batches: {'yes' if same else 'no'} (`benchmarks/results/lda_scale_processes*.json`)."
         )
     return "\n".join(lines)
+
+
+def appended(recorded: dict, new: dict) -> dict:
+    """``recorded`` (this script's JSON) with ``new``'s rows in place of its rows of the same sizes, each new row
+    with its own machine (``--append``: a size run on its own, as the longest is)."""
+    rows = {r["docs"]: r for r in recorded["rows"]}
+    rows.update({r["docs"]: {**r, "machine": new["machine"]} for r in new["rows"]})
+    return {**recorded, "rows": [rows[d] for d in sorted(rows)]}
 
 
 def recorded() -> tuple:
@@ -565,6 +580,7 @@ def main():
     p.add_argument("--data-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "vijax", "lda_scale"))
     p.add_argument("--padded", action="store_true", help="host chunks padded to (chunk, S, L), not packed")
     p.add_argument("--out", default=None)
+    p.add_argument("--append", action="store_true", help="add the sizes run to --out's, replacing those of equal size")
     p.add_argument("--docs-table", action="store_true", help="rewrite docs/lda.md's table from the JSON, run nothing")
     p.add_argument("--phase", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
@@ -588,8 +604,12 @@ def main():
 
     def save(res):
         os.makedirs(os.path.dirname(out), exist_ok=True)
+        res = {"machine": machine("cpu", load), "settings": settings, **res}
+        if args.append and os.path.exists(out):
+            with open(out) as f:
+                res = appended(json.load(f), res)
         with open(out, "w") as f:
-            json.dump({"machine": machine("cpu", load), "settings": settings, **res}, f, indent=1)
+            json.dump(res, f, indent=1)
 
     if args.processes > 1:
         save(_processes(args))

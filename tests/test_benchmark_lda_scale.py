@@ -35,3 +35,11 @@ def test_wikipedia_like_base_measure(lda_scale):
     assert eta.mean() == pytest.approx(lda_scale.ETA_MEAN)
     slope = np.polyfit(np.log(np.arange(1, 7703)), np.log(eta), 1)[0]
     assert slope == pytest.approx(-lda_scale.ZIPF)
+
+
+def test_append_replaces_rows_of_the_sizes_run_and_keeps_the_others(lda_scale):
+    old = {"machine": "m0", "settings": {}, "rows": [{"docs": 10, "v": 1}, {"docs": 100, "v": 2}]}
+    new = {"machine": "m1", "settings": {}, "rows": [{"docs": 1000, "v": 3}, {"docs": 10, "v": 4}]}
+    out = lda_scale.appended(old, new)
+    assert out["machine"] == "m0" and [(r["docs"], r["v"]) for r in out["rows"]] == [(10, 4), (100, 2), (1000, 3)]
+    assert [r.get("machine") for r in out["rows"]] == ["m1", None, "m1"]
