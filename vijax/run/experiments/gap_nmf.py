@@ -11,7 +11,7 @@ import os
 import jax
 import numpy as np
 
-from vijax.data import sample_speech_spectrogram
+from vijax.data import sample_speech_spectrogram, subsample
 from vijax.inference import M_STEPS, lock_step, make_algorithm, schedules
 from vijax.metrics import dictionary_correlations, gap_nmf_components_used
 from vijax.models import GaPNMF
@@ -86,7 +86,7 @@ def build(sections: dict, seed: int) -> Experiment:
     alg = lock_step(algs, primary=methods[0], info_fields=("elbo", "num_damped"))  # every method from one q
 
     def batch_fn(key, t):
-        return frames if s in (0, n) else frames[jax.random.choice(key, n, (s,), replace=False)]
+        return frames if s in (0, n) else frames[subsample(key, n, s)]
 
     @jax.jit
     def _dictionaries(state):

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax.data import sample_hmm
+from vijax.data import sample_hmm, subsample
 from vijax.models import CategoricalEmissions, CategoricalHMM, GaussianEmissions, GaussianHMM, HMMParams
 from vijax.run import ConfigError, configured_algorithm, Experiment, float_bytes, MemoryNeed, register_experiment
 
@@ -134,7 +134,7 @@ def build(sections: dict, seed: int) -> Experiment:
     def batch_fn(key, step):
         if full:
             return train.data
-        idx = jax.random.choice(key, n, (a["batch_size"],), replace=False)
+        idx = subsample(key, n, a["batch_size"])
         return jax.tree_util.tree_map(lambda x: x[idx], train.data)
 
     init = jax.jit(lambda key: alg.init(key, train.data))
