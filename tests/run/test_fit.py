@@ -445,6 +445,13 @@ def test_laplace_psis_is_flat_where_the_posterior_is_gaussian():
     np.testing.assert_allclose(post.psis(num_samples=200).ess, 200.0, rtol=1e-4)
 
 
+def test_psis_of_a_map_fit_is_refused_with_the_reason():
+    x = jnp.linspace(-1.0, 1.0, 8)
+    post = vijax.fit(linear_regression, x, 0.7 * x, route="map", max_steps=50, eval_every=50, progress=False)
+    with pytest.raises(vijax.ArgumentError, match="psis: route 'map' is a point estimate, .*route 'laplace'"):
+        post.psis()
+
+
 @pytest.mark.slow  # a second fit: over CI's per-test budget
 def test_laplace_psis_of_a_skewed_posterior_has_unequal_weights():
     """A Gamma posterior of five counts (a positive site: the Jacobian counts) is skewed: Laplace's q is not exact."""

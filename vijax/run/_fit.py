@@ -331,6 +331,18 @@ class Posterior:
             u = expfam.reparam_sample(q, key, check_int("num_samples", num_samples))
             return psis(jax.vmap(lambda v: self.fitted.target.log_density(unravel(v), None) - q.log_prob(v))(u))
         rest = self.state.rest if route == "conjugate" else None
+        if route == "map":
+            raise ArgumentError(
+                "route",
+                "psis: route 'map' is a point estimate, with no q to weigh draws of (route "
+                "'laplace' gives a Gaussian around the mode)",
+            )
+        if route == "amortized":
+            raise ArgumentError(
+                "route",
+                "psis: not offered for route 'amortized': its q has a factor per data point "
+                "(local_q), and the weights would be over every point's local values at once",
+            )
         if route != "conjugate" or not (rest is None or hasattr(rest, "q_global")):
             raise ArgumentError(
                 "route", f"psis: not offered for route {route!r} (a q whose density vijax does not give)"
