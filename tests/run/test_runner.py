@@ -129,6 +129,8 @@ def test_programs_keep_the_chunk_for_a_continued_run_and_rebuild_it_for_another_
     steps = toy_algorithm(lr=0.5, counter=counter)  # another step: its own chunk, not the kept one
     np.testing.assert_allclose(run(steps, jax.random.PRNGKey(1), **settings).state.x, MU, atol=1e-6)
     assert counter["traces"] == 4
+    typed = run(alg, jax.random.key(1), init_state=first.state, **settings)  # a typed key: a chunk of its own
+    assert counter["traces"] == 5 and int(typed.state.count) == 100
 
 
 def test_keys_follow_documented_layout_and_differ():

@@ -451,16 +451,13 @@ def make_chunk_fn(
 
 
 def _kept_chunk_fn(programs: Optional[dict], step_fn, batch_fn, chunk_size: int, step_base, checked: bool) -> "_Chunk":
-    """``make_chunk_fn``'s chunk, or the one ``programs`` keeps for the same step, batches, size and checks."""
+    """``make_chunk_fn``'s chunk, or the one ``programs`` keeps for the same step, batches, size, checks and key type."""
     if programs is None:
         return make_chunk_fn(step_fn, batch_fn, chunk_size, step_base, checked)
-    kept = programs.get((chunk_size, checked))
+    slot = (chunk_size, checked, jnp.shape(step_base), jnp.result_type(step_base))
+    kept = programs.get(slot)
     if kept is None or kept[0] is not step_fn or kept[1] is not batch_fn:
-        kept = programs[(chunk_size, checked)] = (
-            step_fn,
-            batch_fn,
-            make_chunk_fn(step_fn, batch_fn, chunk_size, step_base, checked),
-        )
+        kept = programs[slot] = (step_fn, batch_fn, make_chunk_fn(step_fn, batch_fn, chunk_size, step_base, checked))
     return kept[2]
 
 
