@@ -525,7 +525,7 @@ def markdown(sizes: dict, procs: list | None = None, padded: dict | None = None)
     if procs:
         st, first = procs[0]["settings"], procs[0]
         ratios = " and ".join(f"{p['weak_scaling_ratio']:.2f}" for p in procs)
-        loads = " and ".join(f"{p['machine']['loadavg_1_5_15_min_at_start'][0]:.0f}" for p in procs)
+        loads = " and ".join(f"{p['machine']['loadavg_1_5_15_min_at_start'][0]:.1f}" for p in procs)
         same = all(p["bitwise_equal_to_one_process_same_batches"] for p in procs)
         lines.append(
             f"Two processes of one run (one core each, S = {st['batch']} documents a step each, {st['steps']} steps) "
