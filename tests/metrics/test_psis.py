@@ -30,6 +30,12 @@ def test_equal_weights_and_bad_input():
     r = psis(np.full(100, -3.0))
     assert r.khat == -np.inf and r.ok and r.ess == 100.0
     np.testing.assert_allclose(np.sum(np.exp(r.log_weights)), 1.0)
+    # equal up to float64 rounding (a closed-form q of a log-joint of magnitude 1e3): equal, not a Pareto fit of
+    # rounding errors (k-hat = inf); a spread above rounding is fitted
+    jitter = np.random.default_rng(0).uniform(-1.0, 1.0, 200)
+    r = psis(-1234.5 + 1e-12 * jitter)
+    assert r.khat == -np.inf and r.ok and r.ess == 200.0
+    assert np.isfinite(psis(-1234.5 + 1e-3 * jitter).khat)
     with pytest.raises(ValueError, match="NaN"):
         psis(np.array([0.0] * 20 + [np.nan]))
     with pytest.raises(ValueError, match="shape"):

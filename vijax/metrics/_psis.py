@@ -33,6 +33,9 @@ def _psislw():
         return require("arviz", "arviz", "psis (ArviZ's psislw)").psislw
 
 
+EQUAL_WEIGHTS_RTOL = 1e-9  # log-weights this close (relative to their magnitude) are equal: rounding, not a tail
+
+
 def psis(log_weights) -> PSISResult:
     """The PSIS diagnostic of raw log-weights log p(x, z_s) - log q(z_s), z_s ~ q.
 
@@ -40,7 +43,8 @@ def psis(log_weights) -> PSISResult:
       log_weights: shape (S,), S >= 10 finite or -inf values (e.g. ``vijax.inference.log_weights(alg, key, state, batch, S)``).
 
     Returns:
-      A :class:`PSISResult`; equal weights (q proportional to the target) give k-hat = -inf.
+      A :class:`PSISResult`; equal weights (q proportional to the target), up to rounding (``EQUAL_WEIGHTS_RTOL`` of
+      their magnitude), give k-hat = -inf.
 
     Raises:
       ValueError: a misshaped array, fewer than 10 draws, NaN or +inf weights, or all weights -inf.
@@ -66,8 +70,11 @@ def psis(log_weights) -> PSISResult:
             "posterior's, or the log-density refuses every draw)",
         )
     psislw = _psislw()  # also for equal weights, so that a missing ArviZ shows on any input
-    if np.ptp(lw) == 0.0:  # q proportional to the target: every weight equal, no tail to fit
-        return PSISResult(-np.inf, float(lw.shape[0]), True, lw - np.log(lw.shape[0]) - lw[0])
+    finite = lw[np.isfinite(lw)]
+    if finite.size == lw.size and np.ptp(lw) <= EQUAL_WEIGHTS_RTOL * max(1.0, np.max(np.abs(lw))):
+        # q proportional to the target: every weight equal up to rounding, no tail to fit (the Pareto fit of a tail
+        # of rounding errors is degenerate: k-hat = inf)
+        return PSISResult(-np.inf, float(lw.shape[0]), True, np.full_like(lw, -np.log(lw.shape[0])))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         smoothed, khat = psislw(lw - np.max(lw))
