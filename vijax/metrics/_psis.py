@@ -70,8 +70,7 @@ def psis(log_weights) -> PSISResult:
             "posterior's, or the log-density refuses every draw)",
         )
     psislw = _psislw()  # also for equal weights, so that a missing ArviZ shows on any input
-    finite = lw[np.isfinite(lw)]
-    if finite.size == lw.size and np.ptp(lw) <= EQUAL_WEIGHTS_RTOL * max(1.0, np.max(np.abs(lw))):
+    if np.all(np.isfinite(lw)) and np.ptp(lw) <= EQUAL_WEIGHTS_RTOL * max(1.0, np.max(np.abs(lw))):
         # q proportional to the target: every weight equal up to rounding, no tail to fit (the Pareto fit of a tail
         # of rounding errors is degenerate: k-hat = inf)
         return PSISResult(-np.inf, float(lw.shape[0]), True, np.full_like(lw, -np.log(lw.shape[0])))
