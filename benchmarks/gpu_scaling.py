@@ -55,7 +55,7 @@ from vijax.models.lda import estep_layout
 from _device import add_device_argument, use_device  # this folder's --device switch
 
 # (name, float32 TFLOP/s without tensor cores, memory TB/s): vendors' data sheets
-GPUS = (("H100 SXM", 67.0, 3.35), ("A100 40GB", 19.5, 1.555), ("T4 (Colab)", 8.1, 0.32))
+GPUS = (("H200 SXM", 67.0, 4.8), ("A100 40GB", 19.5, 1.555), ("T4 (Colab)", 8.1, 0.32))
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -77,6 +77,7 @@ def _gmm(n: int):
 LDA_TILE_SLOTS = [None]  # --lda-tile-slots (None: LDA's default for the platform)
 LDA_ESTEP = [None]  # --lda-estep (None: LDA's default for the platform)
 LDA_TOPICS = [50]  # --lda-topics
+LDA_MAX_ITERS = [None]  # --lda-max-iters (None: LDA's default)
 HMM_FORWARD_BACKWARD = [None]  # --hmm-forward-backward (None: the model's default)
 GPU_AUTOTUNE_LEVEL = [None]  # --gpu-autotune-level (None: XLA's)
 
@@ -84,10 +85,13 @@ GPU_AUTOTUNE_LEVEL = [None]  # --gpu-autotune-level (None: XLA's)
 def _lda(s: int):
     corpus = sample_lda_corpus(0, 4 * s, 50, 5000, alpha=0.1, eta=0.02, doc_length_mean=100).corpus
     batch = next(iter(Minibatcher(corpus, s, seed=0, length="corpus")))
-    slots, estep, k = LDA_TILE_SLOTS[0], LDA_ESTEP[0], LDA_TOPICS[0]
-    alg = svi(LDA(k, 5000, alpha=0.1, eta=0.02, tile_slots=slots, estep=estep), num_data=corpus.num_docs)
+    slots, estep, k, iters = LDA_TILE_SLOTS[0], LDA_ESTEP[0], LDA_TOPICS[0], LDA_MAX_ITERS[0]
+    options = {} if iters is None else {"max_iters": iters}
+    model = LDA(k, 5000, alpha=0.1, eta=0.02, tile_slots=slots, estep=estep, **options)
+    alg = svi(model, num_data=corpus.num_docs)
     label = f"S = {s:,}, K = {k}, V = 5,000, {estep_layout(estep)} E-step"
     label += "" if slots is None or estep_layout(estep) == "dense" else f", tile_slots = {slots:,}"
+    label += "" if iters is None else f", max_iters = {iters}"
     return alg, alg.init(jax.random.PRNGKey(1), batch), batch, label
 
 
@@ -175,8 +179,10 @@ def markdown(results: list) -> str:
     GPU of ``GPUS`` and the measured step and compile times."""
     out = []
     for result in results:
-        m = result["machine"]
-        out.append(f"**{m['device']}**, JAX {m['jax']}, {m['cpus']} CPU cores ({m['platform']}):")
+        m, level = result["machine"], result.get("gpu_autotune_level")
+        setting = "" if level is None else f", XLA GPU autotune level {level}"
+        setting += f", XLA_FLAGS={m['xla_flags']}" if m.get("xla_flags") else ""
+        out.append(f"**{m['device']}**, JAX {m['jax']}, {m['cpus']} CPU cores ({m['platform']}{setting}):")
         out.append("")
         head = ["case", "size", "GFLOP", "GB"] + [f"roofline {g} (ms)" for g, _, _ in GPUS]
         head += ["measured (ms)", "compile (s)", "end to end (s)"]
@@ -188,7 +194,7 @@ def markdown(results: list) -> str:
                 continue
             cells = [row["case"] + (" (loops once)" if row["loops_counted_once"] else ""), row["size"]]
             cells += [f"{row['flops'] / 1e9:.3g}", f"{row['bytes'] / 1e9:.3g}"]
-            cells += [f"{row['roofline_ms'][g]:.3g}" for g, _, _ in GPUS]
+            cells += [f"{1e3 * max(row['flops'] / (f * 1e12), row['bytes'] / (b * 1e12)):.3g}" for _, f, b in GPUS]
             e2e = row.get("end_to_end_s")
             cells += [f"{row['step_ms']:.3g}", f"{row['compile_s']:.2g}", "—" if e2e is None else f"{e2e:.2g}"]
             out.append("| " + " | ".join(cells) + " |")
@@ -206,6 +212,7 @@ def main(argv=None) -> dict:
         "--lda-estep", choices=["tiles", "dense"], default=None, help="LDA(estep=...) (default: the platform's)"
     )
     p.add_argument("--lda-topics", type=int, default=50, help="K of the lda-svi case")
+    p.add_argument("--lda-max-iters", type=int, default=None, help="LDA(max_iters=...) (default: LDA's, 100)")
     p.add_argument("--hmm-forward-backward", choices=["sequential", "parallel"], default=None)
     p.add_argument("--gpu-autotune-level", type=int, choices=range(6), default=None, help="XLA's (default: XLA's, 4)")
     p.add_argument("--out", default=None, help="the JSON (default results/gpu_scaling_<device>.json)")
@@ -218,6 +225,7 @@ def main(argv=None) -> dict:
         return {}
     device = use_device(args.device)
     LDA_TILE_SLOTS[0], LDA_ESTEP[0], LDA_TOPICS[0] = args.lda_tile_slots, args.lda_estep, args.lda_topics
+    LDA_MAX_ITERS[0] = args.lda_max_iters
     HMM_FORWARD_BACKWARD[0], GPU_AUTOTUNE_LEVEL[0] = args.hmm_forward_backward, args.gpu_autotune_level
     load_start = os.getloadavg()
     rows = []
@@ -236,6 +244,7 @@ def main(argv=None) -> dict:
             "cpus": os.cpu_count(),
             "jax": jax.__version__,
             "python": sys.version.split()[0],
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "loadavg_1_5_15_min_at_start": load_start,
             "loadavg_1_5_15_min_at_end": os.getloadavg(),
         },

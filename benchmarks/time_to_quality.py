@@ -864,6 +864,8 @@ def _machine(device: str, load_start) -> dict:
         "jax": jax.__version__,
         "device": device,
         "versions": versions,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "compilation_cache": jax.config.jax_compilation_cache_dir or "off",
         "loadavg_1_5_15_min_at_start": load_start,
         "loadavg_1_5_15_min_at_end": os.getloadavg(),
     }
