@@ -446,6 +446,7 @@ def _processes(args):
     ref = np.load(os.path.join(tmp, "q_one.npy"))
     res = {
         "processes": n,
+        "cores": cores[:n],
         "docs_per_s_one_process": one["docs_per_s"],
         "docs_per_s_n_processes": many[0]["docs_per_s"],
         "weak_scaling_ratio": many[0]["docs_per_s"] / one["docs_per_s"],
@@ -524,16 +525,23 @@ def markdown(sizes: dict, procs: list | None = None, padded: dict | None = None)
     )
     if procs:
         st, first = procs[0]["settings"], procs[0]
-        ratios = " and ".join(f"{p['weak_scaling_ratio']:.2f}" for p in procs)
-        loads = " and ".join(f"{p['machine']['loadavg_1_5_15_min_at_start'][0]:.1f}" for p in procs)
+        runs = "; ".join(
+            f"{p['weak_scaling_ratio']:.3f} on a {p['machine']['cpus']}-core machine at load average "
+            f"{p['machine']['loadavg_1_5_15_min_at_start'][0]:.1f}"
+            + (
+                " (no core left for the system and other jobs)"
+                if p["machine"]["cpus"] <= p["processes"]
+                else f" ({p['machine']['cpus'] - p['processes']} cores left idle)"
+            )
+            for p in procs
+        )
         same = all(p["bitwise_equal_to_one_process_same_batches"] for p in procs)
         lines.append(
             f"Two processes of one run (one core each, S = {st['batch']} documents a step each, {st['steps']} steps) "
             f"against one process on one core (S = {st['batch']}): {first['docs_per_s_n_processes']:,.0f} against "
-            f"{first['docs_per_s_one_process']:,.0f} documents/s, weak-scaling ratios {ratios} in {len(procs)} "
-            f"run(s) at load averages {loads} on the 2 cores (shared with other jobs, whose load the ratio "
-            f"measures as much as the run's scaling); the topics equal, bit for bit, one process of two CPU devices on the "
-            f"same batches: {'yes' if same else 'no'} (`benchmarks/results/lda_scale_processes*.json`)."
+            f"{first['docs_per_s_one_process']:,.0f} documents/s on the first machine; weak-scaling ratios, one run "
+            f"each: {runs}; the topics equal, bit for bit, one process of two CPU devices on the same batches: "
+            f"{'yes' if same else 'no'} (`benchmarks/results/lda_scale_processes*.json`)."
         )
     return "\n".join(lines)
 
