@@ -18,7 +18,7 @@ import optax
 
 from vijax._validate import ArgumentError, check_int, implements
 from vijax.interop import Target
-from vijax.inference._extras import SamplesQ
+from vijax.inference._extras import SamplesQ, log_weights
 from vijax.inference._optax_vi import ascend, resolve_optimizer
 from vijax.inference.base import GuardedState, VIAlgorithm, bind_settings, reject_non_finite, safe_increment
 from vijax.types import Array, PRNGKey, PyTree
@@ -169,6 +169,11 @@ class _EmpiricalBayesExtras:
 
     def sample(self, key: PRNGKey, state, num_samples: int) -> dict:
         return self.alg.extras.sample(key, _own(state).inner, num_samples)
+
+    def log_weights(self, key: PRNGKey, state, batch: PyTree, num_samples: int) -> Array:
+        """``alg``'s log-weights at the params' fitted values."""
+        own = _own(state)
+        return log_weights(self.alg, key, own.inner, _given(self.target, own.params, batch), num_samples)
 
     def fitted_params(self, state) -> dict:
         return self.target.constrain(_own(state).params)

@@ -66,9 +66,9 @@ def sample(alg: Any, key: PRNGKey, state: PyTree, num_samples: int) -> PyTree:
 
 
 def log_weights(alg: Any, key: PRNGKey, state: PyTree, batch: PyTree, num_samples: int) -> Array:
-    """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q (``bbvi``: in the unconstrained space, the
-    Jacobian included; ``ngvi``), for PSIS (``vijax.metrics.psis``)."""
-    extras = _offered(alg, OffersLogWeights, "log_weights", "bbvi or ngvi or discrete_bbvi", state, key)
+    """(S,) log p(x, z_s) - log q(z_s) for draws z_s ~ q (``bbvi`` and ``laplace``: in the unconstrained space,
+    the Jacobian included, ``laplace``'s params at their fitted values; ``ngvi``), for PSIS (``vijax.metrics.psis``)."""
+    extras = _offered(alg, OffersLogWeights, "log_weights", "bbvi or ngvi or discrete_bbvi or laplace", state, key)
     return extras.log_weights(key, state, batch, num_samples)
 
 

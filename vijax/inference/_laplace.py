@@ -186,7 +186,7 @@ def laplace(
             f"target: laplace takes the Hessian of the whole data's log-density; this target subsamples the plates "
             f"{sorted(target.plates)} (build it without subsample_size, or use map_estimate)",
         )
-    return _factory(target, laplace_objective, _PointExtras(target, laplace=True), optimizer, schedule, hyper)
+    return _factory(target, laplace_objective, _LaplaceExtras(target, laplace=True), optimizer, schedule, hyper)
 
 
 def _gaussian(point: dict, target: Target) -> tuple:
@@ -211,7 +211,12 @@ def laplace_gaussian(alg: VIAlgorithm, state: PyTree) -> tuple:
         raise ArgumentError(
             "alg", f"alg: laplace_gaussian takes an algorithm made by laplace, got {type(alg).__name__}"
         )
-    q, unravel = _gaussian(_inner(state).q_global, extras.target)
+    return _checked_gaussian(_inner(state).q_global, extras.target)
+
+
+def _checked_gaussian(point: dict, target: Target) -> tuple:
+    """``_gaussian``, refused with an ArgumentError naming ``state`` where the Hessian is not negative definite."""
+    q, unravel = _gaussian(point, target)
     if not is_tracer(q.eta2) and not bool(jnp.all(jnp.isfinite(q.covariance))):
         raise ArgumentError(
             "state",
@@ -238,6 +243,20 @@ class _PointExtras:
     def fitted_params(self, state) -> dict:
         point = _inner(state).q_global
         return self.target.constrain({n: point[n] for n in self.target.params}) if self.target.params else {}
+
+
+class _LaplaceExtras(_PointExtras):
+    """``laplace``'s extras: also the log-weights of its Gaussian q, for PSIS."""
+
+    def log_weights(self, key: PRNGKey, state, batch: PyTree, num_samples: int) -> Array:
+        """(S,) log p(x, T(u_s)) + log |det dT/du| - log q(u_s), u_s ~ q on the unconstrained space, the params at
+        their fitted values."""
+        point = _inner(state).q_global
+        q, unravel = _checked_gaussian(point, self.target)
+        params = {n: point[n] for n in self.target.params}
+        u = expfam.reparam_sample(q, key, check_int("num_samples", num_samples))
+        log_p = lambda x: laplace_objective({**unravel(x), **params}, batch, target=self.target)
+        return jax.vmap(lambda x: log_p(x) - q.log_prob(x))(u)
 
 
 def _sample(point: dict, key: PRNGKey, num: int, target: Target, is_laplace: bool) -> dict:

@@ -48,9 +48,10 @@ import numpy as np
 from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
 from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
-from vijax.inference import laplace_gaussian, map_estimate, ngvi, sample
+from vijax.inference import empirical_bayes, fitted_params, map_estimate, ngvi, sample
 from vijax.data import subsample
 from vijax.inference import schedules, svi
+from vijax.inference.base import GuardedState
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
 from vijax.metrics import psis, to_arviz
@@ -58,6 +59,7 @@ from vijax.types import Array, PRNGKey, PyTree
 from ._runner import run
 
 ROUTES = ("auto", "conjugate", "ngvi", "bbvi", "flow", "laplace", "map", "amortized", "score")
+POINT_ROUTES = ("laplace", "map")  # the routes that maximize the model's numpyro.param sites with their point
 FULLRANK_MAX_SIZE = 100  # the most unconstrained coordinates whose Gaussian is full-rank by default
 MAX_STEPS = 10_000  # the default most steps (Stan's ADVI: 10,000 iterations)
 SWEEP_MAX_STEPS = 200  # ... where every site is updated in closed form at full batch (CAVI sweeps)
@@ -247,6 +249,25 @@ class Posterior:
         """The model's target (None for a ``vijax.models`` model or a log-density)."""
         return self.fitted.target
 
+    @property
+    def params(self) -> dict:
+        """The model's ``numpyro.param`` sites at their fitted values (constrained), by name; {} where it has none."""
+        target = self.fitted.target
+        return fitted_params(self.fitted.alg, self.state) if target is not None and target.params else {}
+
+    def _with_params(self, batch):
+        """``batch`` with the fitted params' values under their names (the model's batch at the fit)."""
+        params = self.params
+        return {**(batch or {}), **params} if params else batch
+
+    def _q_state(self):
+        """The state of q's algorithm (inside ``empirical_bayes``'s, where the model's params are fitted by it)."""
+        state = self.state
+        if self.fitted.target is not None and self.fitted.target.params and self.fitted.plan.route not in POINT_ROUTES:
+            state = state.inner if isinstance(state, GuardedState) else state
+            return state.inner
+        return state
+
     def _key(self, key: Optional[PRNGKey], tag: int) -> PRNGKey:
         return jax.random.fold_in(self.key, tag) if key is None else key
 
@@ -279,11 +300,11 @@ class Posterior:
         """The target's batch of new arguments: ``args`` by the model's argument order, ``kwargs`` by name."""
         target = self._target("new arguments")
         if not args and not kwargs:
-            return None
+            return self._with_params(None)
         keys = target.batch_keys or ()
         if len(args) > len(keys):
             raise ArgumentError("args", f"args: {len(args)} given; the model takes {list(keys)}")
-        return {**dict(zip(keys, args)), **kwargs}
+        return self._with_params({**dict(zip(keys, args)), **kwargs})
 
     def predictive(self, key: PRNGKey, num_samples: int, *args, sites=None, **kwargs) -> dict:
         """Draws of the observed sites (or ``sites``) given ``num_samples`` draws of q; ``args``, ``kwargs``: new
@@ -305,7 +326,7 @@ class Posterior:
         draws = self.sample(k_q, num_samples)
         if self.fitted.target is None or self.fitted.plan.route == "amortized":
             return to_arviz(draws)
-        return to_arviz(draws, k_pred, target=self.fitted.target)
+        return to_arviz(draws, k_pred, target=self.fitted.target, batch=self._with_params(None))
 
     def summary(self, key: Optional[PRNGKey] = None, num_samples: int = 4000) -> Summary:
         """Each site's mean, sd and 5%, 50%, 95% quantiles over ``num_samples`` draws of q (:class:`Summary`)."""
@@ -324,13 +345,9 @@ class Posterior:
         ≤ 0.7 says q is close enough for importance-weighted estimates (Yao et al. 2018, "Yes, but did it work?")."""
         key = self._key(key, 3)
         route = self.fitted.plan.route
-        if route in ("bbvi", "flow", "ngvi", "score"):
+        if route in ("bbvi", "flow", "ngvi", "score", "laplace"):  # laplace: a Gaussian on the unconstrained vector
             return psis(log_weights(self.fitted.alg, key, self.state, None, num_samples))
-        if route == "laplace" and not self.fitted.target.params:  # q: a Gaussian on the unconstrained vector
-            q, unravel = laplace_gaussian(self.fitted.alg, self.state)
-            u = expfam.reparam_sample(q, key, check_int("num_samples", num_samples))
-            return psis(jax.vmap(lambda v: self.fitted.target.log_density(unravel(v), None) - q.log_prob(v))(u))
-        rest = self.state.rest if route == "conjugate" else None
+        rest = self._q_state().rest if route == "conjugate" else None
         if route == "map":
             raise ArgumentError(
                 "route",
@@ -347,14 +364,14 @@ class Posterior:
             raise ArgumentError(
                 "route", f"psis: not offered for route {route!r} (a q whose density vijax does not give)"
             )
-        target, q = self.fitted.target, dict(self.state.q_global)
+        target, q, given = self.fitted.target, dict(self._q_state().q_global), self._with_params(None)
         if rest is not None:
             q.update(rest.q_global)
         z = self.sample(key, num_samples)
 
         def log_w(draw):
             log_q = sum(jnp.sum(q[n].log_prob(draw[n])) for n in q)
-            return target.log_prob(draw, None) - log_q
+            return target.log_prob(draw, given) - log_q
 
         return psis(jax.vmap(log_w)(z))
 
@@ -777,9 +794,17 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
         skip = target.locals or target.discrete or route in ("amortized", "score")
         report = {} if skip else _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
+        if target.params:
+            how = ("with the point", "") if plan.route in POINT_ROUTES else ("empirical Bayes", ": maximizes the ELBO")
+            rows = tuple(PlanRow(n, "point", how[0], f"numpyro.param{how[1]}") for n in target.params)
+            plan = plan._replace(rows=plan.rows + rows)
         if not make_alg:
             return _Fitted("target", None, target, None, None, plan, given)
         alg = _target_algorithm(target, plan, report, key, options)
+        if target.params and plan.route not in POINT_ROUTES:
+            alg = empirical_bayes(
+                alg, target, schedule=0.01 if options["learning_rate"] is None else options["learning_rate"]
+            )
         return _Fitted("target", alg, target, None, None, plan, given)
     if log_density is not None:
         if route not in ("auto", "bbvi"):
