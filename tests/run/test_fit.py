@@ -460,10 +460,11 @@ def _offset_reference():
 
 
 def test_a_param_is_fitted_by_empirical_bayes_and_used_by_the_posterior():
-    """The default route (w in closed form) fits b by maximizing the ELBO: b within 0.05 of its type-II maximum
-    likelihood value (measured 0.02), w's mean within 0.3 posterior sd; predictions use the fitted b."""
+    """The default route (w in closed form) fits b by maximizing the ELBO until the stopping rule: b within 0.05 of
+    its type-II maximum likelihood value (measured 0.002-0.014 over five seeds), w's mean within 0.3 posterior sd;
+    predictions use the fitted b."""
     b_ref, w_ref, w_sd = _offset_reference()
-    post = vijax.fit(offset_regression, OFFSET_X, OFFSET_Y, max_steps=3000, tol=None, progress=False)
+    post = vijax.fit(offset_regression, OFFSET_X, OFFSET_Y, progress=False)
     assert [(r.site, r.route) for r in post.plan.rows] == [("w", "closed form"), ("b", "empirical Bayes")]
     assert abs(float(post.params["b"]) - b_ref) < 0.05
     assert abs(float(post.summary()["w"]["mean"]) - w_ref) < 0.3 * w_sd

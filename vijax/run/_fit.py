@@ -573,6 +573,12 @@ def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, op
     return bbvi(target, schedule=0.01 if lr is None else lr, **settings)
 
 
+def _params_schedule():
+    """The default step size of ``empirical_bayes`` on the params, 0.01 ((t + 100) / 100)^-0.7: Adam's steps at a
+    constant size leave the params jittering by its noisy gradients (E_q of a few draws); decaying, they settle."""
+    return schedules.robbins_monro(0.01 * 100.0**0.7, tau=100.0, kappa=0.7)
+
+
 def _batch_fn(target: Optional[Target], data=None) -> Callable:
     """Full batches (``data``: None, or the model's data arrays), or each subsampled plate's indices drawn without
     replacement."""
@@ -802,9 +808,8 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             return _Fitted("target", None, target, None, None, plan, given)
         alg = _target_algorithm(target, plan, report, key, options)
         if target.params and plan.route not in POINT_ROUTES:
-            alg = empirical_bayes(
-                alg, target, schedule=0.01 if options["learning_rate"] is None else options["learning_rate"]
-            )
+            lr = options["learning_rate"]
+            alg = empirical_bayes(alg, target, schedule=_params_schedule() if lr is None else lr)
         return _Fitted("target", alg, target, None, None, plan, given)
     if log_density is not None:
         if route not in ("auto", "bbvi"):
