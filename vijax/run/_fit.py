@@ -651,7 +651,8 @@ def fit(
       objective: ``bbvi``'s estimator (``vijax.inference.ESTIMATORS``: ``"reparam"``, ``"stl"``, ``"renyi"``, ...).
       num_samples: Monte Carlo draws per step (default 8).
       learning_rate: ``bbvi``'s, ``amortized``'s and ``discrete_bbvi``'s Adam step (a number or ``count -> rate``;
-        default 0.01).
+        default 0.01), and that of the model's ``numpyro.param`` sites under ``empirical_bayes`` (default
+        0.01 ((t + 100) / 100)^-0.7).
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
         closed form at full batch (whose ELBO estimate, at one draw, is too noisy for ``tol`` to stop it).
       tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``.
