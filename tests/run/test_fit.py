@@ -472,6 +472,17 @@ def test_a_param_is_fitted_by_empirical_bayes_and_used_by_the_posterior():
     assert abs(float(jnp.mean(y0)) - float(post.params["b"])) < 4 * 0.5 / np.sqrt(4000)
 
 
+def test_a_param_beside_a_discrete_site_is_refused_by_name():
+    def mixture(y):
+        p = numpyro.param("p", 0.5, constraint=dist.constraints.unit_interval)
+        with numpyro.plate("data", y.shape[0]):
+            c = numpyro.sample("c", dist.Bernoulli(p))
+            numpyro.sample("y", dist.Normal(2.0 * c, 1.0), obs=y)
+
+    with pytest.raises(vijax.ArgumentError, match="site 'p': a numpyro.param, .*route 'score'"):
+        vijax.fit(mixture, jnp.linspace(-1.0, 1.0, 8), progress=False)
+
+
 def test_laplace_psis_weighs_with_the_fitted_params():
     """PSIS of Laplace's q (log p(x, u) - log q(u), u ~ q on the unconstrained space) where the posterior is
     Gaussian: Laplace maximizes b with the point (at its type-II maximum likelihood value: the model is Gaussian in

@@ -801,6 +801,13 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
         skip = target.locals or target.discrete or route in ("amortized", "score")
         report = {} if skip else _report(target, key, _batch_fn(target)(key, 0))
         plan = _plan(target, route, report, options["family"])
+        if target.params and plan.route in ("amortized", "score"):
+            raise ArgumentError(
+                "model",
+                f"site {next(iter(target.params))!r}: a numpyro.param, which fit fits by empirical Bayes on the routes "
+                f"whose q draws every site; route {plan.route!r} (local or discrete sites) does not: give the site a "
+                "prior, or its value as an argument of the model",
+            )
         if target.params:
             how = ("with the point", "") if plan.route in POINT_ROUTES else ("empirical Bayes", ": maximizes the ELBO")
             rows = tuple(PlanRow(n, "point", how[0], f"numpyro.param{how[1]}") for n in target.params)
