@@ -175,5 +175,9 @@ class _EmpiricalBayesExtras:
         own = _own(state)
         return log_weights(self.alg, key, own.inner, _given(self.target, own.params, batch), num_samples)
 
+    def inner_state(self, state) -> PyTree:
+        """``alg``'s state within ``state``."""
+        return _own(state).inner
+
     def fitted_params(self, state) -> dict:
         return self.target.constrain(_own(state).params)

@@ -189,14 +189,17 @@ def laplace(
     return _factory(target, laplace_objective, _LaplaceExtras(target, laplace=True), optimizer, schedule, hyper)
 
 
-def _gaussian(point: dict, target: Target) -> tuple:
-    """(q = N(u_hat, H^-1) over the flat latent vector as a MultivariateNormal, the unravel function)."""
+def _flat_objective(point: dict, target: Target, batch: PyTree = None) -> tuple:
+    """(the latent sites' flat unconstrained vector at ``point``, the unravel function, ``laplace_objective`` of a
+    flat vector at ``batch`` with the params at the point's values)."""
     params = {n: point[n] for n in target.params}
     flat, unravel = ravel_pytree({n: point[n] for n in target.sites})
+    return flat, unravel, lambda x: laplace_objective({**unravel(x), **params}, batch, target=target)
 
-    def log_density(x):
-        return laplace_objective({**unravel(x), **params}, None, target=target)
 
+def _gaussian(point: dict, target: Target) -> tuple:
+    """(q = N(u_hat, H^-1) over the flat latent vector as a MultivariateNormal, the unravel function)."""
+    flat, unravel, log_density = _flat_objective(point, target)
     precision = -jax.hessian(log_density)(flat)
     q = expfam.MultivariateNormal(precision @ flat, -0.5 * precision)
     return q, unravel
@@ -252,10 +255,9 @@ class _LaplaceExtras(_PointExtras):
         """(S,) log p(x, T(u_s)) + log |det dT/du| - log q(u_s), u_s ~ q on the unconstrained space, the params at
         their fitted values."""
         point = _inner(state).q_global
-        q, unravel = _checked_gaussian(point, self.target)
-        params = {n: point[n] for n in self.target.params}
+        q, _ = _checked_gaussian(point, self.target)
+        _, _, log_p = _flat_objective(point, self.target, batch)
         u = expfam.reparam_sample(q, key, check_int("num_samples", num_samples))
-        log_p = lambda x: laplace_objective({**unravel(x), **params}, batch, target=self.target)
         return jax.vmap(lambda x: log_p(x) - q.log_prob(x))(u)
 
 

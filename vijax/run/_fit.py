@@ -39,7 +39,7 @@ import io
 import math
 import pickle
 import types
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +51,6 @@ from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, d
 from vijax.inference import empirical_bayes, fitted_params, map_estimate, ngvi, sample
 from vijax.data import subsample
 from vijax.inference import schedules, svi
-from vijax.inference.base import GuardedState
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
 from vijax.metrics import psis, to_arviz
@@ -206,6 +205,12 @@ def _fingerprint(model, args, kwargs, observed) -> tuple:
     )
 
 
+class _WrapsAlgorithm(Protocol):
+    """An algorithm's extras around another's (``empirical_bayes``): the inner algorithm's state."""
+
+    def inner_state(self, state: PyTree) -> PyTree: ...
+
+
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["state", "elbo", "num_steps", "converged", "key"],
@@ -262,11 +267,8 @@ class Posterior:
 
     def _q_state(self):
         """The state of q's algorithm (inside ``empirical_bayes``'s, where the model's params are fitted by it)."""
-        state = self.state
-        if self.fitted.target is not None and self.fitted.target.params and self.fitted.plan.route not in POINT_ROUTES:
-            state = state.inner if isinstance(state, GuardedState) else state
-            return state.inner
-        return state
+        extras = self.fitted.alg.extras
+        return extras.inner_state(self.state) if implements(extras, _WrapsAlgorithm) else self.state
 
     def _key(self, key: Optional[PRNGKey], tag: int) -> PRNGKey:
         return jax.random.fold_in(self.key, tag) if key is None else key
