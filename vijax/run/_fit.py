@@ -27,7 +27,9 @@ Asked for: ``"flow"``, ``bbvi`` with ``auto_flow``'s flowjax flow (Monte Carlo e
 **Stopping** (Kucukelbir et al. 2017, "Automatic Differentiation Variational Inference", §3.3, Stan's
 ``tol_rel_obj``): every ``eval_every`` steps the mean ELBO over those steps, L_c; the fit stops once
 |L_c − L_{c−1}| / |L_c| < ``tol`` at ``patience`` boundaries in a row (the runner's rule; Stan stops when the mean or
-the median of these changes is below ``tol``), or after ``max_steps``.
+the median of these changes is below ``tol``), or after ``max_steps``. Where every site is in closed form at full
+batch, each step is a CAVI sweep (Blei, Kucukelbir and McAuliffe 2017, §2.4), near its fixed point within a few: the
+rule is checked every ``SWEEP_EVAL_EVERY`` sweeps, at most ``SWEEP_MAX_STEPS``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ POINT_ROUTES = ("laplace", "map")  # the routes that maximize the model's numpyr
 FULLRANK_MAX_SIZE = 100  # the most unconstrained coordinates whose Gaussian is full-rank by default
 MAX_STEPS = 10_000  # the default most steps (Stan's ADVI: 10,000 iterations)
 SWEEP_MAX_STEPS = 200  # ... where every site is updated in closed form at full batch (CAVI sweeps)
+EVAL_EVERY = 100  # the default steps between two checks of the stopping rule
+SWEEP_EVAL_EVERY = 10  # ... between two checks where the steps are CAVI sweeps (each one near the fixed point)
 
 
 class PlanRow(NamedTuple):
@@ -630,7 +634,7 @@ def fit(
     learning_rate: Any = None,
     max_steps: Optional[int] = None,
     tol: Optional[float] = 0.01,
-    eval_every: int = 100,
+    eval_every: Optional[int] = None,
     patience: int = 3,
     seed: Any = 0,
     init: Optional[Posterior] = None,
@@ -658,7 +662,8 @@ def fit(
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
         closed form at full batch (whose ELBO estimate, at one draw, is too noisy for ``tol`` to stop it).
       tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``.
-      eval_every: steps between two checks of the rule (the runner's chunk).
+      eval_every: steps between two checks of the rule (the runner's chunk); None: ``EVAL_EVERY``, or
+        ``SWEEP_EVAL_EVERY`` for CAVI sweeps (as for ``max_steps``: a sweep lands near its fixed point within a few).
       patience: checks in a row below ``tol`` needed to stop.
       seed: an int or a PRNG key.
       init: a :class:`Posterior` of the same model and equal data to continue from (its route, settings, state and
@@ -693,7 +698,8 @@ def fit(
     route = check_choice("route", route, ROUTES)
     if max_steps is not None:
         max_steps = check_int("max_steps", max_steps)
-    eval_every = check_int("eval_every", eval_every)
+    if eval_every is not None:
+        eval_every = check_int("eval_every", eval_every)
     patience = check_int("patience", patience)
     progress = check_bool("progress", progress)
     if tol is not None:
@@ -714,10 +720,12 @@ def fit(
         k_run = jax.random.fold_in(k_run, int(init.num_steps))
     else:
         fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
+    sweep = fitted.kind == "target" and not fitted.target.plates and fitted.plan.route == "conjugate"
+    sweep = sweep and all(r.route in ("closed form", "enumerated") for r in fitted.plan.rows)
     if max_steps is None:
-        sweep = fitted.kind == "target" and not fitted.target.plates and fitted.plan.route == "conjugate"
-        sweep = sweep and all(r.route in ("closed form", "enumerated") for r in fitted.plan.rows)
         max_steps = SWEEP_MAX_STEPS if sweep else MAX_STEPS
+    if eval_every is None:
+        eval_every = SWEEP_EVAL_EVERY if sweep else EVAL_EVERY
     if progress:
         print(fitted.plan)
     alg, data = fitted.alg, fitted.data
@@ -859,9 +867,11 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
 
 
 __all__ = [
+    "EVAL_EVERY",
     "FULLRANK_MAX_SIZE",
     "MAX_STEPS",
     "ROUTES",
+    "SWEEP_EVAL_EVERY",
     "SWEEP_MAX_STEPS",
     "Plan",
     "PlanRow",
