@@ -5,8 +5,10 @@ reference posterior sds of the reference mean. References, computed once and cac
 ``benchmarks/results/fit_reference.json`` (not timed): the closed form where one exists (Beta–Bernoulli,
 Gamma–Poisson with exposures, the Normal with unknown mean and precision and its grouped version; Bishop 2006,
 §2.3.6), else NumPyro's NUTS on the full data (2 chains of 1,000 draws after 500 warm-up steps at the docs' sizes;
-2 × 300 after 300 at 10⁵ observations, kept where it finishes within ``--nuts-limit`` seconds), else "no reference"
-(the model is then not timed: a long run of either method is not a reference).
+2 × 300 after 300 at 10⁵ observations, kept where it finishes within ``--nuts-limit`` seconds), else, at 10⁶
+observations, the Laplace approximation at the posterior mode in float64 (``laplace_reference``; its agreement with
+NUTS at 10⁵ is recorded with it), else "no reference" (the model is then not timed: a long run of either method is
+not a reference).
 
 Models. The docs' eight at their sizes (``vijax.fit``'s tests): eight schools, Poisson regression, logistic
 regression, hierarchical linear, Beta–Bernoulli, Gamma–Poisson with exposures, the Normal with unknown mean and
@@ -28,11 +30,13 @@ the process starts, so the interpreter's start, the imports and every compilatio
   100, 200, 400, ... steps.
 
 ``--full-batch`` also times ``vijax.fit`` on the large models with conjugate sites called without
-``subsample_size`` (every observation in each step; its own row). No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
+``subsample_size`` (every observation in each step; its own row); ``--methods`` chooses the methods timed (with
+``--methods numpyro --full-batch --cap 300 --out .../fit_conjugate.json``: the fit at full batch against NumPyro
+under a longer cap). No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
 check (``--draws`` draws of q, each scalar's mean compared with the reference) and the data's generation are
 timed and taken out of the clock: the time to the answer is the clock at the first check that passes, less these.
 A run that passes no check within ``--cap`` seconds reports the cap ("> cap"). ``--rounds`` (3) rounds, the methods
-interleaved; the table gives the medians, the ratio NumPyro / vijax and the issue's target: ≥ 3× at the docs' sizes,
+interleaved; the table gives the medians, the ratio NumPyro / vijax and its target: ≥ 3× at the docs' sizes,
 ≥ 10× at 10⁵–10⁶ observations where the model has conjugate sites, ≥ 3× elsewhere. Where NumPyro passed the cap the
 ratio is a lower bound; one below the target is "open", neither met nor missed.
 
@@ -282,11 +286,75 @@ def nuts_reference(name: str, data: dict, num_warmup: int, num_samples: int, see
     mcmc._progress_bar = False
     with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank
         mcmc.run(jax.random.PRNGKey(seed), *args)
-    draws = {n: np.asarray(v, np.float64) for n, v in mcmc.get_samples().items() if n not in ENUMERATED.get(name, ())}
+    return _moments(name, mcmc.get_samples())
+
+
+def _moments(name: str, draws: dict) -> dict:
+    """site -> (mean, sd) over ``draws`` (site -> (draws, ...)), the enumerated sites left out, a mixture's components
+    ordered by ``ORDERED``'s site in each draw."""
+    draws = {n: np.asarray(v, np.float64) for n, v in draws.items() if n not in ENUMERATED.get(name, ())}
     if name in ORDERED:
         order = np.argsort(draws[ORDERED[name]], axis=-1)
         draws = {n: np.take_along_axis(v, order, axis=-1) for n, v in draws.items()}
     return {n: (v.mean(0), v.std(0)) for n, v in draws.items()}
+
+
+def laplace_reference(name: str, data: dict, num_draws: int = 20_000, seed: int = 0):
+    """site -> (mean, sd) of the Laplace approximation at the posterior mode, in float64: NumPyro's potential on the
+    unconstrained space minimized by SciPy's L-BFGS, five Newton steps with the exact Hessian (Hessian-vector products
+    in blocks of 16), then ``num_draws`` draws of N(mode, H^-1) mapped to the sites' constrained values. At 10⁶
+    observations the posterior is near Gaussian (Bernstein–von Mises): the mean's error is O(N^-1/2) posterior sds."""
+    import jax
+    import jax.numpy as jnp
+    import scipy.optimize
+    from jax.flatten_util import ravel_pytree
+    from numpyro.infer.util import initialize_model
+
+    with jax.enable_x64(True), jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank
+        args = tuple(jnp.asarray(v, jnp.int32 if v.dtype.kind == "i" else jnp.float64) for v in data.values())
+        info = initialize_model(jax.random.PRNGKey(seed), _models()[name], model_args=args)
+        u0, unravel = ravel_pytree(info.param_info.z)
+
+        def potential(u):
+            return info.potential_fn(unravel(u))
+
+        value_and_grad = jax.jit(jax.value_and_grad(potential))
+        hvp = jax.jit(jax.vmap(lambda u, v: jax.jvp(jax.grad(potential), (u,), (v,))[1], in_axes=(None, 0)))
+        eye = np.eye(u0.shape[0])
+
+        def hessian(u):
+            h = np.concatenate([np.asarray(hvp(u, jnp.asarray(eye[i : i + 16]))) for i in range(0, len(eye), 16)])
+            return 0.5 * (h + h.T)
+
+        def fun(u):
+            v, g = value_and_grad(jnp.asarray(u))
+            return float(v), np.asarray(g, np.float64)
+
+        opts = dict(maxiter=5000, gtol=1e-9, ftol=1e-15)
+        u = scipy.optimize.minimize(fun, np.asarray(u0, np.float64), jac=True, method="L-BFGS-B", options=opts).x
+        for _ in range(5):
+            u = u - np.linalg.solve(hessian(jnp.asarray(u)), fun(u)[1])
+        chol = np.linalg.cholesky(np.linalg.inv(hessian(jnp.asarray(u))))
+        draws_u = u[None] + np.random.default_rng(seed).normal(size=(num_draws, len(u))) @ chol.T
+        constrain = jax.jit(jax.vmap(lambda w: info.postprocess_fn(unravel(w))))
+        return _moments(name, constrain(jnp.asarray(draws_u)))
+
+
+def _agreement(ref: dict, other: dict) -> dict:
+    """How ``ref``'s sites ({site: (mean, sd)}) agree with ``other``'s reference entry: |Δmean| / other's sd (the
+    largest and the root mean square over every scalar) and the range of the sd ratios."""
+    z, ratio = [], []
+    for site, r in other["sites"].items():
+        sd = np.asarray(r["sd"])
+        z.append(np.ravel((ref[site][0] - np.asarray(r["mean"])) / sd))
+        ratio.append(np.ravel(ref[site][1] / sd))
+    z, ratio = np.concatenate(z), np.concatenate(ratio)
+    return dict(
+        scalars=int(z.size),
+        max_z=float(np.abs(z).max()),
+        rms_z=float(np.sqrt(np.mean(z**2))),
+        sd_ratio=[float(ratio.min()), float(ratio.max())],
+    )
 
 
 def _key(name: str, n: int) -> str:
@@ -300,24 +368,32 @@ def load_references(path: str) -> dict:
         return json.load(f)
 
 
-def compute_reference(name: str, n: int, nuts_limit: float) -> dict:
-    """{"kind", "sites": {site: {"mean", "sd"}}, "seconds"}; kind "none" where NUTS passes ``nuts_limit``."""
+def compute_reference(name: str, n: int, nuts_limit: float, refs: dict) -> dict:
+    """{"kind", "sites": {site: {"mean", "sd"}}, "seconds"}; kind "none" where NUTS passes ``nuts_limit``. Above
+    10⁵ observations without a closed form: the Laplace approximation (``laplace_reference``), with ``"check"``: the
+    same approximation at 10⁵ observations against that size's NUTS reference in ``refs`` (``_agreement``)."""
     data = model_data(name, n)
     start = time.time()
     ref = closed_form(name, data)
-    kind = "closed form"
+    kind, check = "closed form", None
     if ref is None:
         if name in SMALL:
             ref, kind = nuts_reference(name, data, 500, 1000), "NUTS 2x1000"
         elif n <= 100_000:
             ref, kind = nuts_reference(name, data, 300, 300), "NUTS 2x300"
         else:
-            return {"kind": "none", "sites": {}, "seconds": 0.0, "why": "no closed form; full-batch NUTS not run"}
+            ref, kind = laplace_reference(name, data), "Laplace at the mode"
     seconds = time.time() - start
     if kind.startswith("NUTS") and name not in SMALL and seconds > nuts_limit:
         return {"kind": "none", "sites": {}, "seconds": seconds, "why": f"NUTS took {seconds:.0f} s"}
+    if kind.startswith("Laplace") and refs.get(_key(name, 100_000), {}).get("kind", "").startswith("NUTS"):
+        check = dict(
+            observations=100_000,
+            against=refs[_key(name, 100_000)]["kind"],
+            **_agreement(laplace_reference(name, model_data(name, 100_000)), refs[_key(name, 100_000)]),
+        )
     sites = {s: {"mean": np.asarray(m).tolist(), "sd": np.asarray(sd).tolist()} for s, (m, sd) in ref.items()}
-    return {"kind": kind, "sites": sites, "seconds": seconds}
+    return {"kind": kind, "sites": sites, "seconds": seconds, **({"check": check} if check else {})}
 
 
 # ----------------------------------------------------------------------------- one timed run (a fresh process)
@@ -553,6 +629,8 @@ def summarize(runs: list, cap: float) -> list:
         if by["vijax_full"]:  # a row of its own, against the same NumPyro runs
             rows[(name + " (fit at full batch)", n)] = {"vijax": by["vijax_full"], "numpyro": by["numpyro"]}
     for (name, n), by in rows.items():
+        if not by["vijax"]:  # only the fit at full batch was timed (``--methods``)
+            continue
 
         def median(rs):
             ts = [r["seconds"] if r.get("reached") else float("inf") for r in rs]
@@ -640,14 +718,15 @@ def table(rows: list, cap: float) -> str:
 
 
 def docs_table(results=RESULTS) -> str:
-    """docs/numpyro_tfp.md's table: the rows of ``fit.json`` (the docs' sizes) and ``fit_large.json``, each file's
-    machine, load and rounds under it."""
+    """docs/numpyro_tfp.md's table: the rows of ``fit.json`` (the docs' sizes), ``fit_large.json`` and
+    ``fit_conjugate.json`` (the fit at full batch of the models with conjugate sites against NumPyro under a longer
+    cap), each file's machine, load, cap and rounds under it."""
 
     def load(x):
         return f"{(x[0] if isinstance(x, list) else x):.1f}"
 
     parts = []
-    for name in ("fit.json", "fit_large.json"):
+    for name in ("fit.json", "fit_large.json", "fit_conjugate.json"):
         path = os.path.join(results, name)
         if not os.path.exists(path):
             continue
@@ -660,7 +739,8 @@ def docs_table(results=RESULTS) -> str:
         parts.append(
             table(r["rows"], r["settings"]["cap"])
             + f"\n\n{m['processor']}, {m['cores']} cores, CPU; load average (1 min) {load(r['load_average_start'])} at the "
-            f"start, {load(r['load_average_end'])} at the end{at_runs if loads else ''}; {rounds} (medians); "
+            f"start, {load(r['load_average_end'])} at the end{at_runs if loads else ''}; {rounds} (medians); cap "
+            f"{r['settings']['cap']:.0f} s; "
             f"`benchmarks/results/{name}`."
         )
     return "\n\n".join(parts)
@@ -671,7 +751,9 @@ def write_results(out: str, result: dict, models: str) -> str:
     with open(out, "w") as f:
         json.dump(result, f, indent=1, default=float)
     text = table(result["rows"], result["settings"]["cap"])
-    title = {"small": "the docs' models at their sizes", "large": "10⁵ and 10⁶ observations"}.get(models, "")
+    title = {"small": "the docs' models at their sizes", "large": "10⁵ and 10⁶ observations"}.get(
+        models, models.replace(",", ", ")
+    )
     with open(os.path.splitext(out)[0] + ".md", "w") as f:
         f.write(f"# vijax.fit against NumPyro's SVI + AutoNormal, time to the answer: {title}\n\n{text}\n")
     return text
@@ -704,13 +786,19 @@ def main(argv=None):
         action="store_true",
         help="also time the fit at full batch of the large models with conjugate sites",
     )
-    p.add_argument("--reference", action="store_true", help="compute the missing references and stop")
+    p.add_argument(
+        "--methods", default="vijax,numpyro", help="methods timed: vijax, numpyro (and vijax_full with --full-batch)"
+    )
+    p.add_argument("--reference", action="store_true", help="compute the missing (or 'none') references and stop")
     p.add_argument("--summarize", action="store_true", help="recompute --out's table from the runs it holds")
     p.add_argument("--docs-table", action="store_true", help="rewrite docs/numpyro_tfp.md's table from the JSON")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "MODEL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
     add_device_argument(p)  # where both libraries' JAX runs, in every child process
     opts = p.parse_args(argv)
+    unknown = set(opts.methods.split(",")) - {"vijax", "numpyro", "vijax_full"}
+    if unknown:
+        p.error(f"--methods: unknown {sorted(unknown)} (vijax, numpyro, vijax_full)")
     WITHIN[0] = opts.within
     if opts.docs_table:
         replace_span(os.path.join(os.path.dirname(RESULTS), os.pardir, "docs", "numpyro_tfp.md"), "fit", docs_table())
@@ -731,8 +819,8 @@ def main(argv=None):
     refs = load_references(opts.references)
     if opts.reference:
         for name, n in cases:
-            if _key(name, n) not in refs:
-                refs[_key(name, n)] = compute_reference(name, n, opts.nuts_limit)
+            if refs.get(_key(name, n), {}).get("kind", "none") == "none":
+                refs[_key(name, n)] = compute_reference(name, n, opts.nuts_limit, refs)
                 print(_key(name, n), refs[_key(name, n)]["kind"], f"{refs[_key(name, n)]['seconds']:.0f} s", flush=True)
                 with open(opts.references, "w") as f:
                     json.dump(refs, f)
@@ -758,8 +846,8 @@ def main(argv=None):
 
     for r in range(opts.rounds):
         for name, n in timed:
-            methods = ("vijax", "numpyro") + (("vijax_full",) if opts.full_batch and name in CONJUGATE else ())
-            for method in methods:
+            methods = opts.methods.split(",") + (["vijax_full"] if opts.full_batch and name in CONJUGATE else [])
+            for method in dict.fromkeys(m for m in methods if m != "vijax_full" or name in CONJUGATE):
                 load = os.getloadavg()[0]
                 out = spawn(method, name, n, opts)
                 out.update(round=r, load_average=load)
