@@ -637,7 +637,8 @@ def summarize(runs: list, cap: float) -> list:
             return statistics.median(ts) if ts else None
 
         tv, tn = median(by["vijax"]), median(by["numpyro"])
-        route = next((r.get("route") for r in by["vijax"] if r.get("route")), "error")
+        killed = any(r.get("error") == "killed" for r in by["vijax"])  # past the cap + 120 s in its first fit
+        route = next((r.get("route") for r in by["vijax"] if r.get("route")), "killed" if killed else "error")
         capped = tn is not None and not np.isfinite(tn)
         ratio, met = None, None
         target = 3.0 if name in SMALL else target_of(name.split(" ")[0])
@@ -702,7 +703,8 @@ def table(rows: list, cap: float) -> str:
         n = "docs" if r["model"] in SMALL else f"{r['n']:,}"
         ran = r.get("runs", (1, 1))[1]
         cols = []
-        for m, t in (("vijax", "failed" if r["route"] == "error" else fmt(r["vijax_s"])), ("numpyro", None)):
+        failed = {"error": "failed", "killed": f"killed > {cap + 120:.0f}"}.get(r["route"])
+        for m, t in (("vijax", failed or fmt(r["vijax_s"])), ("numpyro", None)):
             if m == "numpyro":
                 t = fmt(r["numpyro_s"]) if ran else "not run"
             cols += [
@@ -712,7 +714,8 @@ def table(rows: list, cap: float) -> str:
                 rate(r.get(f"{m}_steps_per_s")),
             ]
         lines.append(
-            f"| {r['model']} | {n} | {r['route']} | {' | '.join(cols)} | {ratio} | ≥ {r['target']:.0f}× | {met} |"
+            f"| {r['model']} | {n} | {'—' if failed else r['route']} | {' | '.join(cols)} | {ratio} | "
+            f"≥ {r['target']:.0f}× | {met} |"
         )
     return "\n".join(lines)
 
