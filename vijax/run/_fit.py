@@ -660,7 +660,7 @@ def fit(
         default 0.01), and that of the model's ``numpyro.param`` sites under ``empirical_bayes`` (default
         0.01 ((t + 100) / 100)^-0.7).
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
-        closed form at full batch (whose ELBO estimate, at one draw, is too noisy for ``tol`` to stop it).
+        closed form at full batch (on small data its ELBO estimate, at one draw, is too noisy for ``tol`` to stop it).
       tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``.
       eval_every: steps between two checks of the rule (the runner's chunk); None: ``EVAL_EVERY``, or
         ``SWEEP_EVAL_EVERY`` for CAVI sweeps (as for ``max_steps``: a sweep lands near its fixed point within a few).
