@@ -435,6 +435,22 @@ def subsampled(exposure, k, subsample_size=None):
         numpyro.sample("k", dist.Poisson(rate * exposure[idx]), obs=k[idx])
 
 
+def test_a_subsampled_fit_averages_passes_over_the_data():
+    """Minibatches of 20 of 2,000 counts: each pass of 100 steps visits every count once (``epoch_batches``), and q
+    is the average of the iterates (``averaged``): its mean within 0.1 posterior sd of the closed-form Gamma's and
+    its sd within 10 % after 10 passes (the last iterate: 0.14 sd off)."""
+    e = jnp.linspace(0.5, 1.5, 2000)
+    k = jax.random.poisson(jax.random.PRNGKey(2), 2.0 * e).astype(jnp.float32)
+    post = vijax.fit(subsampled, e, k, subsample_size=20, max_steps=1000, tol=None, progress=False)
+    a, b = 2.0 + float(k.sum()), 1.0 + float(e.sum())
+    q = post.state.q_global["rate"]
+    shape, rate = float(q.concentration), float(q.rate)
+    assert abs(shape / rate - a / b) < 0.1 * np.sqrt(a) / b
+    assert abs(np.sqrt(shape) / rate / (np.sqrt(a) / b) - 1.0) < 0.1
+    one_pass = jax.vmap(lambda t: post.fitted.batch_fn(None, t)["data"])(jnp.arange(100, 200))
+    assert sorted(np.asarray(one_pass).ravel().tolist()) == list(range(2000))
+
+
 @pytest.mark.slow
 def test_a_subsampled_plate_draws_its_indices():
     """Minibatches of 10 of 100 counts: the mean within 0.3 sd of the posterior Gamma(2 + sum k, 1 + sum e)."""

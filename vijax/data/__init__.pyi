@@ -43,6 +43,7 @@ from vijax.data._minibatch import (
     Minibatcher as Minibatcher,
     epoch_batches as epoch_batches,
     minibatches as minibatches,
+    shuffled_positions as shuffled_positions,
     stack_batches as stack_batches,
     subsample as subsample,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "sample_student_t_mixture",
     "shared_data_path",
     "speech_like_dictionary",
+    "shuffled_positions",
     "stack_batches",
     "subsample",
     "tokenize",

@@ -273,26 +273,69 @@ def _first_distinct(key, num_data: int, batch_size: int, extra: int) -> jax.Arra
     )
 
 
+FEISTEL_ROUNDS = 4  # rounds of ``shuffled_positions``'s Feistel network
+
+
+def _mix32(x: jax.Array) -> jax.Array:
+    """A 32-bit integer hash (xorshift-multiply rounds): each output bit depends on every input bit."""
+    x = (x ^ (x >> 16)) * jnp.uint32(0x7FEB352D)
+    x = (x ^ (x >> 15)) * jnp.uint32(0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def shuffled_positions(key, positions: jax.Array, num_data: int) -> jax.Array:
+    """Entries ``positions`` of a pseudo-random permutation of range(N) chosen by ``key``, in O(len(positions)):
+    a ``FEISTEL_ROUNDS``-round Feistel network on the 2h bits with 4^h >= N (a bijection of range(4^h)),
+    cycle-walked into range(N) (applied again while the value is >= N: fewer than 4 times on average), as
+    TensorFlow's ``index_shuffle`` (Black and Rogaway 2002, "Ciphers with arbitrary finite domains").
+
+    Examples:
+        >>> p = shuffled_positions(jax.random.PRNGKey(0), jnp.arange(10), 10)
+        >>> sorted(p.tolist()) == list(range(10)), p.tolist() == list(range(10))
+        (True, False)
+    """
+    num_data = check_int("num_data", num_data, maximum=2**32 - 1)
+    half = max(1, -(-max(num_data - 1, 1).bit_length() // 2))
+    mask = jnp.uint32((1 << half) - 1)
+    round_keys = jax.random.bits(key, (FEISTEL_ROUNDS,), jnp.uint32)
+
+    def permute(x):
+        def one_round(i, lr):
+            left, right = lr
+            return right, left ^ (_mix32(right ^ round_keys[i]) & mask)
+
+        left, right = jax.lax.fori_loop(0, FEISTEL_ROUNDS, one_round, (x >> half, x & mask))
+        return (left << half) | right
+
+    n = jnp.uint32(num_data)
+    walked = jax.lax.while_loop(
+        lambda y: jnp.any(y >= n), lambda y: jnp.where(y >= n, permute(y), y), permute(positions.astype(jnp.uint32))
+    )
+    return walked.astype(jnp.int32)
+
+
 def epoch_batches(num_data: int, batch_size: int, key) -> tuple[Callable, int]:
     """``(key, t) -> indices``: minibatch t of a fresh random permutation every pass of floor(N / M) minibatches.
 
     The device-side counterpart of :class:`Minibatcher`, jit-able with a traced t. Pass p uses the permutation
-    of ``fold_in(key, p)``; the returned function ignores its own ``key`` argument.
+    of ``fold_in(key, p)`` (``shuffled_positions``: O(M) a minibatch, where a full permutation sorts N keys); the
+    returned function ignores its own ``key`` argument. Each point is in a minibatch with probability M / N, and
+    in exactly one minibatch of a pass.
 
     Returns:
-      (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int array (M,); ValueError unless 1 <= M <= N.
+      (batch_fn, steps_per_pass) with ``batch_fn(key, t)`` an int32 array (M,); ValueError unless 1 <= M <= N.
 
     Examples:
         >>> batch_fn, spp = epoch_batches(10, 3, jax.random.PRNGKey(0))
         >>> spp, batch_fn(None, 0).shape
         (3, (3,))
     """
-    check_int("num_data", num_data)
+    check_int("num_data", num_data, maximum=2**31 - 1)
     check_int("batch_size", batch_size, maximum=num_data)
     spp = num_data // batch_size
 
     def batch_fn(_key, t):
-        perm = jax.random.permutation(jax.random.fold_in(key, t // spp), num_data)
-        return jax.lax.dynamic_slice(perm, ((t % spp) * batch_size,), (batch_size,))
+        positions = (t % spp) * batch_size + jnp.arange(batch_size)
+        return shuffled_positions(jax.random.fold_in(key, t // spp), positions, num_data)
 
     return batch_fn, spp

@@ -7,7 +7,7 @@ Factories take the model (or log-density, or a ``vijax.interop.Target``) first a
 score-function gradients), ``prox_svi``, ``optax_vi``, ``em``, ``conjugate_split``, ``bayesian_last_layer`` and, by
 name, ``make_algorithm``. What an algorithm offers beyond ``init`` and ``step`` are module functions
 over it (``guide``, ``sample``, ``log_weights``, ``elbo``, ...); combinators: ``restarts``,
-``lock_step``, ``replace_elbo``, ``data_parallel``.
+``lock_step``, ``replace_elbo``, ``averaged``, ``data_parallel``.
 """
 
 from vijax._lazy import attach_stub

@@ -43,7 +43,9 @@ from vijax.inference._extras import (
     sample as sample,
 )
 from vijax.inference._combinators import (
+    AveragedState as AveragedState,
     GridState as GridState,
+    averaged as averaged,
     check_algorithm as check_algorithm,
     factory_grid as factory_grid,
     hyperparameter_grid as hyperparameter_grid,
@@ -173,7 +175,9 @@ __all__ = [
     "log_weights",
     "reconstruct",
     "sample",
+    "AveragedState",
     "GridState",
+    "averaged",
     "check_algorithm",
     "factory_grid",
     "hyperparameter_grid",

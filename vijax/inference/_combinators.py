@@ -16,13 +16,14 @@ from vijax._validate import (
     check_allocation,
     check_int,
     check_positive,
+    check_scalar,
     implements,
     real_array,
     vmap_with_checks,
 )
 from vijax.inference._conjugate import float_leaf_dtype, inject_hyperparameters, model_hyperparameters
-from vijax.inference.base import VIAlgorithm, bind_settings
-from vijax.types import Array, PyTree
+from vijax.inference.base import VIAlgorithm, bind_settings, safe_increment
+from vijax.types import Array, PRNGKey, PyTree
 
 
 def check_algorithm(name: str, alg) -> None:
@@ -370,3 +371,85 @@ def _replace_elbo_step(key, state, batch, *, inner, elbo_fn):
 def select_restart(tree: PyTree, index) -> PyTree:
     """Restart ``index`` of a pytree whose leaves have a leading restart axis."""
     return jax.tree_util.tree_map(lambda a: a[index], tree)
+
+
+class AveragedState(NamedTuple):
+    """inner: the algorithm's state (its iterate); mean: the weighted average of its iterates, a state of the
+    algorithm (what ``sample``, ``log_weights``... read); count: int32 iterates averaged."""
+
+    inner: PyTree
+    mean: PyTree
+    count: Array
+
+    @property
+    def q_global(self) -> PyTree:
+        """q of the averaged iterates."""
+        return self.mean.q_global
+
+
+def averaged(alg: VIAlgorithm, *, eta: float = 3.0) -> VIAlgorithm:
+    """``alg`` whose iterates are averaged (Polyak and Juditsky 1992, "Acceleration of stochastic approximation by
+    averaging"), with polynomial-decay weights (Shamir and Zhang 2013, "Stochastic gradient descent for non-smooth
+    optimization", §4):
+
+        mean_t = (1 - w_t) mean_{t-1} + w_t x_t,    w_t = (eta + 1) / (t + eta + 1),    t = 0, 1, ...
+
+    over every float leaf of the state (a ``vijax.expfam`` family's leaves are its natural parameters, so q's
+    average is the natural parameters' average, in their convex domain). The weights forget the start as
+    (t_0 / t)^(eta + 1) and keep about (2 eta + 1) / (eta + 1)^2 of the t iterates' worth of averaging: a stochastic
+    step's noise (minibatches, Monte Carlo draws) falls as 1 / sqrt(t) in the average, against the last iterate's
+    noise floor of a step size's. ``step`` moves the iterate as ``alg`` does and reports its info; ``sample``,
+    ``log_weights``, ``local_q`` and ``fitted_params`` read the average (``state.mean``).
+
+    Raises:
+      ArgumentError: naming ``alg`` (not an algorithm) or ``eta`` (not >= 0).
+    """
+    check_algorithm("alg", alg)
+    eta = check_scalar("eta", eta, low=0.0, include_low=True, high=None)
+
+    def init(key, batch=None):
+        state = alg.init(key, batch)
+        return AveragedState(state, state, jnp.zeros((), jnp.int32))
+
+    return VIAlgorithm(init, bind_settings(_averaged_step, inner=alg.step, eta=eta), _AveragedExtras(alg))
+
+
+def _averaged_step(key, state, batch, *, inner, eta):
+    new, info = inner(key, state.inner, batch)
+    w = (eta + 1.0) / (state.count.astype(jnp.float32) + eta + 1.0)
+
+    def move(m, x):
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            return x
+        return (m + w.astype(x.dtype) * (x - m)).astype(x.dtype)
+
+    return AveragedState(new, jax.tree.map(move, state.mean, new), safe_increment(state.count)), info
+
+
+class _AveragedExtras:
+    """``averaged``'s ``VIAlgorithm.extras``: ``alg``'s, at the averaged iterates."""
+
+    def __init__(self, alg: VIAlgorithm):
+        self.alg = alg
+
+    def _inner(self, what: str):
+        method = getattr(self.alg.extras, what, None)
+        if method is None:
+            raise ArgumentError("alg", f"alg: the averaged algorithm offers no {what}")
+        return method
+
+    def sample(self, key: PRNGKey, state, num_samples: int) -> PyTree:
+        return self._inner("sample")(key, state.mean, num_samples)
+
+    def log_weights(self, key: PRNGKey, state, batch: PyTree, num_samples: int) -> Array:
+        return self._inner("log_weights")(key, state.mean, batch, num_samples)
+
+    def local_q(self, state, batch: PyTree) -> dict:
+        return self._inner("local_q")(state.mean, batch)
+
+    def fitted_params(self, state) -> dict:
+        return self._inner("fitted_params")(state.mean)
+
+    def inner_state(self, state) -> PyTree:
+        """``alg``'s state at the averaged iterates."""
+        return state.mean

@@ -11,6 +11,11 @@ the route's step with the one runner (``vijax.run.run``) and returns a :class:`P
 3. ``"bbvi"`` otherwise: a Gaussian on the unconstrained space, full-rank up to ``FULLRANK_MAX_SIZE`` coordinates,
    mean-field above.
 
+**Subsampled plates.** Their minibatches come in passes over the data, each in a fresh random order
+(``vijax.data.epoch_batches``), and q is the average of the iterates (``vijax.inference.averaged``; Polyak and
+Juditsky 1992), on every route but ``"laplace"`` and ``"map"``: a minibatch's noise cancels over a pass in the
+average, where the last iterate keeps a noise floor set by its step size.
+
 A model with a continuous latent site inside a subsampled plate (local: one value per data point) takes
 ``"amortized"``, and no other route: ``vijax.inference.amortized``, an MLP encoder of each point's observed values for
 the local sites and a Gaussian for the global ones, as ``"bbvi"`` chooses it (Kingma and Welling 2014).
@@ -51,8 +56,8 @@ from vijax import expfam
 from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
 from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
 from vijax.inference import empirical_bayes, fitted_params, map_estimate, ngvi, sample
-from vijax.data import subsample
-from vijax.inference import schedules, svi
+from vijax.data import epoch_batches
+from vijax.inference import averaged, schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
 from vijax.metrics import psis, to_arviz
@@ -123,8 +128,8 @@ class _Fitted:
     def batch_fn(self) -> Callable:
         """The fit's ``(key, t) -> batch``: one function object, so that a continuation's chunk is the kept one."""
         if self.kind == "model":
-            return _model_batches(self.data, self.given[5])
-        return _batch_fn(self.target, self.data)
+            return _model_batches(self.data, self.given[5], self.given[-1])
+        return _batch_fn(self.target, self.data, self.given[-1])
 
     @functools.cached_property
     def identity(self) -> tuple:
@@ -210,7 +215,9 @@ def _fingerprint(model, args, kwargs, observed) -> tuple:
 
 
 class _WrapsAlgorithm(Protocol):
-    """An algorithm's extras around another's (``empirical_bayes``): the inner algorithm's state."""
+    """An algorithm's extras around another's (``empirical_bayes``, ``averaged``): the inner algorithm's state."""
+
+    alg: Any
 
     def inner_state(self, state: PyTree) -> PyTree: ...
 
@@ -270,9 +277,12 @@ class Posterior:
         return {**(batch or {}), **params} if params else batch
 
     def _q_state(self):
-        """The state of q's algorithm (inside ``empirical_bayes``'s, where the model's params are fitted by it)."""
-        extras = self.fitted.alg.extras
-        return extras.inner_state(self.state) if implements(extras, _WrapsAlgorithm) else self.state
+        """The state of q's algorithm (inside ``averaged``'s, at the averaged iterates, and ``empirical_bayes``'s,
+        where the model's params are fitted by it)."""
+        extras, state = self.fitted.alg.extras, self.state
+        while implements(extras, _WrapsAlgorithm):
+            extras, state = extras.alg.extras, extras.inner_state(state)
+        return state
 
     def _key(self, key: Optional[PRNGKey], tag: int) -> PRNGKey:
         return jax.random.fold_in(self.key, tag) if key is None else key
@@ -585,15 +595,16 @@ def _params_schedule():
     return schedules.robbins_monro(0.01 * 100.0**0.7, tau=100.0, kappa=0.7)
 
 
-def _batch_fn(target: Optional[Target], data=None) -> Callable:
-    """Full batches (``data``: None, or the model's data arrays), or each subsampled plate's indices drawn without
-    replacement."""
+def _batch_fn(target: Optional[Target], data=None, key: Optional[PRNGKey] = None) -> Callable:
+    """Full batches (``data``: None, or the model's data arrays), or each subsampled plate's indices: minibatches of
+    passes over its points in a random order each (``epoch_batches``, keyed by ``key``: every point once a pass, so
+    that the averaged iterates' minibatch noise cancels pass by pass)."""
     if target is None or not target.plates:
         return lambda key, t: data
+    plates = [epoch_batches(n, m, jax.random.fold_in(key, i))[0] for i, (n, m) in enumerate(target.plates.values())]
 
     def batch_fn(key, t):
-        keys = jax.random.split(key, len(target.plates))
-        return {name: subsample(k, n, m) for k, (name, (n, m)) in zip(keys, target.plates.items())}
+        return {name: plate(key, t) for name, plate in zip(target.plates, plates)}
 
     return batch_fn
 
@@ -787,13 +798,13 @@ def _key_of(seed) -> PRNGKey:
     return seed
 
 
-def _model_batches(data, batch_size):
+def _model_batches(data, batch_size, key):
     if batch_size is None:
         return lambda key, t: data
-    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+    indices = epoch_batches(jax.tree_util.tree_leaves(data)[0].shape[0], batch_size, key)[0]
 
     def batch_fn(key, t):
-        idx = subsample(key, n, batch_size)
+        idx = indices(key, t)
         return jax.tree.map(lambda x: x[idx], data)
 
     return batch_fn
@@ -809,7 +820,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
                 "batch_size", "batch_size: a NumPyro model subsamples by its own plate's subsample_size"
             )
         skip = target.locals or target.discrete or route in ("amortized", "score")
-        report = {} if skip else _report(target, key, _batch_fn(target)(key, 0))
+        report = {} if skip else _report(target, key, _batch_fn(target, None, key)(key, 0))
         plan = _plan(target, route, report, options["family"])
         if target.params and plan.route in ("amortized", "score"):
             raise ArgumentError(
@@ -828,6 +839,8 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
         if target.params and plan.route not in POINT_ROUTES:
             lr = options["learning_rate"]
             alg = empirical_bayes(alg, target, schedule=_params_schedule() if lr is None else lr)
+        if target.plates and plan.route not in POINT_ROUTES:
+            alg = averaged(alg)  # the average of the minibatches' iterates: past the steps' noise floor
         return _Fitted("target", alg, target, None, None, plan, given)
     if log_density is not None:
         if route not in ("auto", "bbvi"):
@@ -858,7 +871,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
     else:
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
         batch_size = check_int("batch_size", batch_size, maximum=n)
-        alg, name, why = svi(model, num_data=n), "svi", f"minibatches of {batch_size} of {n}"
+        alg, name, why = averaged(svi(model, num_data=n)), "svi", f"minibatches of {batch_size} of {n}, averaged"
     rows = tuple(
         PlanRow(jax.tree_util.keystr(p, simple=True, separator=".") or "q", type(f).__name__, name, why)
         for p, f in jax.tree_util.tree_flatten_with_path(model.prior(), is_leaf=expfam.is_family)[0]
