@@ -30,9 +30,7 @@ the process starts, so the interpreter's start, the imports and every compilatio
   100, 200, 400, ... steps.
 
 ``--full-batch`` also times ``vijax.fit`` on the large models with conjugate sites called without
-``subsample_size`` (every observation in each step; its own row); ``--methods`` chooses the methods timed (with
-``--methods numpyro --full-batch --cap 300 --out .../fit_conjugate.json``: the fit at full batch against NumPyro
-under a longer cap). No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
+``subsample_size`` (every observation in each step; its own row); ``--methods`` chooses the methods timed. No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
 check (``--draws`` draws of q, each scalar's mean compared with the reference) and the data's generation are
 timed and taken out of the clock: the time to the answer is the clock at the first check that passes, less these.
 A run that passes no check within ``--cap`` seconds reports the cap ("> cap"). ``--rounds`` (3) rounds, the methods
@@ -59,6 +57,7 @@ Each run also reports, for both methods by one rule:
     python benchmarks/fit.py --reference       # compute the missing references (NUTS: minutes)
     python benchmarks/fit.py                   # the timed runs; benchmarks/results/fit.json and fit.md
     python benchmarks/fit.py --models small --rounds 1 --cap 20   # a shorter run
+    python benchmarks/fit.py --models large --rounds 1 --cap 300 --full-batch --out benchmarks/results/fit_large.json
     python benchmarks/fit.py --summarize --models large --out benchmarks/results/fit_large.json  # its table again
 """
 
@@ -722,15 +721,14 @@ def table(rows: list, cap: float) -> str:
 
 
 def docs_table(results=RESULTS) -> str:
-    """docs/numpyro_tfp.md's table: the rows of ``fit.json`` (the docs' sizes), ``fit_large.json`` and
-    ``fit_conjugate.json`` (the fit at full batch of the models with conjugate sites against NumPyro under a longer
-    cap), each file's machine, load, cap and rounds under it."""
+    """docs/numpyro_tfp.md's tables: the rows of ``fit.json`` (the docs' sizes) and ``fit_large.json`` (10⁵ and 10⁶
+    observations), each file's machine, load, cap and rounds under it."""
 
     def load(x):
         return f"{(x[0] if isinstance(x, list) else x):.1f}"
 
     parts = []
-    for name in ("fit.json", "fit_large.json", "fit_conjugate.json"):
+    for name in ("fit.json", "fit_large.json"):
         path = os.path.join(results, name)
         if not os.path.exists(path):
             continue

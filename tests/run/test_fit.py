@@ -443,10 +443,11 @@ def test_a_subsampled_fit_averages_passes_over_the_data():
     k = jax.random.poisson(jax.random.PRNGKey(2), 2.0 * e).astype(jnp.float32)
     post = vijax.fit(subsampled, e, k, subsample_size=20, max_steps=1000, tol=None, progress=False)
     a, b = 2.0 + float(k.sum()), 1.0 + float(e.sum())
-    q = post.state.q_global["rate"]
+    q, last = post.state.q_global["rate"], post.state.inner.q_global["rate"]
     shape, rate = float(q.concentration), float(q.rate)
     assert abs(shape / rate - a / b) < 0.1 * np.sqrt(a) / b
     assert abs(np.sqrt(shape) / rate / (np.sqrt(a) / b) - 1.0) < 0.1
+    assert abs(float(last.concentration / last.rate) - a / b) > 0.1 * np.sqrt(a) / b  # the last iterate: not yet
     one_pass = jax.vmap(lambda t: post.fitted.batch_fn(None, t)["data"])(jnp.arange(100, 200))
     assert sorted(np.asarray(one_pass).ravel().tolist()) == list(range(2000))
 
