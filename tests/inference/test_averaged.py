@@ -107,5 +107,7 @@ def test_arguments_are_checked_by_name():
         averaged(_walk(), eta=-1.0)
     with pytest.raises(ArgumentError, match="alg"):
         averaged("ngvi")
+    with pytest.raises(ArgumentError, match="AveragedState"):
+        averaged(_walk()).step(jax.random.PRNGKey(0), _walk().init(jax.random.PRNGKey(0)), None)
     with pytest.raises(ArgumentError, match="offers no log_weights"):
         averaged(_walk()).extras.log_weights(jax.random.PRNGKey(0), None, None, 3)

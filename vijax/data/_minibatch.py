@@ -294,7 +294,7 @@ def shuffled_positions(key, positions: jax.Array, num_data: int) -> jax.Array:
         >>> sorted(p.tolist()) == list(range(10)), p.tolist() == list(range(10))
         (True, False)
     """
-    num_data = check_int("num_data", num_data, maximum=2**32 - 1)
+    num_data = check_int("num_data", num_data, maximum=2**31 - 1)
     half = max(1, -(-max(num_data - 1, 1).bit_length() // 2))
     mask = jnp.uint32((1 << half) - 1)
     round_keys = jax.random.bits(key, (FEISTEL_ROUNDS,), jnp.uint32)

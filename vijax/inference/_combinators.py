@@ -390,7 +390,7 @@ class AveragedState(NamedTuple):
 def averaged(alg: VIAlgorithm, *, eta: float = 3.0) -> VIAlgorithm:
     """``alg`` whose iterates are averaged (Polyak and Juditsky 1992, "Acceleration of stochastic approximation by
     averaging"), with polynomial-decay weights (Shamir and Zhang 2013, "Stochastic gradient descent for non-smooth
-    optimization", §4):
+    optimization: convergence results and optimal averaging schemes"):
 
         mean_t = (1 - w_t) mean_{t-1} + w_t x_t,    w_t = (eta + 1) / (t + eta + 1),    t = 0, 1, ...
 
@@ -415,6 +415,10 @@ def averaged(alg: VIAlgorithm, *, eta: float = 3.0) -> VIAlgorithm:
 
 
 def _averaged_step(key, state, batch, *, inner, eta):
+    if not isinstance(state, AveragedState):
+        raise ArgumentError(
+            "state", f"state must be the averaged algorithm's AveragedState (from its init), got {type(state).__name__}"
+        )
     new, info = inner(key, state.inner, batch)
     w = (eta + 1.0) / (state.count.astype(jnp.float32) + eta + 1.0)
 
