@@ -6,6 +6,7 @@ import time
 import tracemalloc
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -26,6 +27,7 @@ from vijax.data import (
     read_ldac,
     read_uci_bow,
     sample_lda_corpus,
+    shuffled_positions,
     stack_batches,
     tokenize,
     write_lda_corpus_npz,
@@ -624,6 +626,23 @@ def test_epoch_batches_are_permutations_per_pass():
         epoch_batches(4, 5, jax.random.PRNGKey(3))  # a minibatch larger than the data
     with pytest.raises(ValueError, match="num_data"):
         epoch_batches(0, 1, jax.random.PRNGKey(3))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 10, 17, 1000, 100_003])
+def test_shuffled_positions_are_a_permutation_uniform_per_entry(n):
+    """Every N (4^h the power of 4 cycle-walked down to N): the positions range(N) give each index once; over 4,000
+    keys each of N <= 10 positions holds each index 4,000 / N times within 4.5 binomial sds (four rounds: 11 sds off
+    at N = 5, its fixed points too likely); a position out of range is refused by name."""
+    p = np.asarray(shuffled_positions(jax.random.PRNGKey(3), jnp.arange(n), n))
+    assert sorted(p.tolist()) == list(range(n))
+    if n <= 10:
+        keys = jax.random.split(jax.random.PRNGKey(0), 4000)
+        draws = np.asarray(jax.jit(jax.vmap(lambda k: shuffled_positions(k, jnp.arange(n), n)))(keys))
+        counts = np.stack([(draws == i).sum(0) for i in range(n)])  # index x position
+        expected = 4000 / n
+        assert np.all(np.abs(counts - expected) <= 4.5 * np.sqrt(expected * (1 - 1 / n)) + 1e-9)
+    with pytest.raises(ValueError, match="positions"):
+        shuffled_positions(jax.random.PRNGKey(3), jnp.array([n]), n)
 
 
 def test_stack_batches_for_scan():

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vijax._validate import ArgumentError, check_allocation, check_bool, check_int
+from vijax._validate import ArgumentError, check_allocation, check_bool, check_int, enforce_value_checks, ids_in_range
+from vijax._validate import is_tracer
 from vijax.data._bow import BowBatch, PackedBowBatch
 from vijax.data._csr import Corpus, readonly, seed_entropy, bucket_length
 
@@ -273,7 +274,7 @@ def _first_distinct(key, num_data: int, batch_size: int, extra: int) -> jax.Arra
     )
 
 
-FEISTEL_ROUNDS = 4  # rounds of ``shuffled_positions``'s Feistel network
+FEISTEL_ROUNDS = 8  # rounds of ``shuffled_positions``'s Feistel network (4 leave small N's fixed points too likely)
 
 
 def _mix32(x: jax.Array) -> jax.Array:
@@ -293,8 +294,13 @@ def shuffled_positions(key, positions: jax.Array, num_data: int) -> jax.Array:
         >>> p = shuffled_positions(jax.random.PRNGKey(0), jnp.arange(10), 10)
         >>> sorted(p.tolist()) == list(range(10)), p.tolist() == list(range(10))
         (True, False)
+
+    Raises:
+      ValueError: naming ``num_data`` (not in [1, 2^31)) or ``positions`` (concrete, and not in range(N)).
     """
     num_data = check_int("num_data", num_data, maximum=2**31 - 1)
+    if not is_tracer(positions):  # traced (``epoch_batches``'s own, in range by construction): not checked
+        enforce_value_checks([ids_in_range("positions", positions, num_data)])
     half = max(1, -(-max(num_data - 1, 1).bit_length() // 2))
     mask = jnp.uint32((1 << half) - 1)
     round_keys = jax.random.bits(key, (FEISTEL_ROUNDS,), jnp.uint32)
