@@ -10,6 +10,7 @@ numpyro = pytest.importorskip("numpyro")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
 from numpyro.distributions.transforms import OrderedTransform  # noqa: E402
 
@@ -435,13 +436,21 @@ def subsampled(exposure, k, subsample_size=None):
         numpyro.sample("k", dist.Poisson(rate * exposure[idx]), obs=k[idx])
 
 
-def test_a_subsampled_fit_averages_passes_over_the_data():
+SUB_E = jnp.linspace(0.5, 1.5, 2000)
+SUB_K = jax.random.poisson(jax.random.PRNGKey(2), 2.0 * SUB_E).astype(jnp.float32)
+
+
+@pytest.fixture(scope="module")
+def subsampled_post():
+    """Minibatches of 20 of 2,000 counts, 1,000 steps: 10 passes."""
+    return vijax.fit(subsampled, SUB_E, SUB_K, subsample_size=20, max_steps=1000, tol=None, progress=False)
+
+
+def test_a_subsampled_fit_averages_passes_over_the_data(subsampled_post):
     """Minibatches of 20 of 2,000 counts: each pass of 100 steps visits every count once (``epoch_batches``), and q
     is the average of the iterates (``averaged``): its mean within 0.1 posterior sd of the closed-form Gamma's and
     its sd within 10 % after 10 passes (the last iterate: 0.14 sd off)."""
-    e = jnp.linspace(0.5, 1.5, 2000)
-    k = jax.random.poisson(jax.random.PRNGKey(2), 2.0 * e).astype(jnp.float32)
-    post = vijax.fit(subsampled, e, k, subsample_size=20, max_steps=1000, tol=None, progress=False)
+    post, e, k = subsampled_post, SUB_E, SUB_K
     a, b = 2.0 + float(k.sum()), 1.0 + float(e.sum())
     q, last = post.state.q_global["rate"], post.state.inner.q_global["rate"]
     shape, rate = float(q.concentration), float(q.rate)
@@ -450,6 +459,25 @@ def test_a_subsampled_fit_averages_passes_over_the_data():
     assert abs(float(last.concentration / last.rate) - a / b) > 0.1 * np.sqrt(a) / b  # the last iterate: not yet
     one_pass = jax.vmap(lambda t: post.fitted.batch_fn(None, t)["data"])(jnp.arange(100, 200))
     assert sorted(np.asarray(one_pass).ravel().tolist()) == list(range(2000))
+
+
+def test_a_subsampled_fit_checks_itself_on_the_whole_data(subsampled_post):
+    """Its steps read minibatches, but its predictive, log-likelihood, ArviZ data and PSIS are of all 2,000 counts:
+    the log-likelihood is scipy's Poisson log-pmf at each draw of the rate, PSIS's k-hat that of a q within 10 % of
+    the exact Gamma (below 0.5); new arguments without the plate's indices are refused, naming the plate."""
+    post, e, k = subsampled_post, SUB_E, SUB_K
+    key = jax.random.PRNGKey(5)
+    rate = post.sample(key, 4)["rate"]  # log_likelihood draws q with its key
+    ll = post.log_likelihood(key, 4)["k"]
+    assert ll.shape == (4, 2000)
+    expected = stats.poisson.logpmf(np.asarray(k), np.asarray(rate)[:, None] * np.asarray(e))
+    np.testing.assert_allclose(np.asarray(ll), expected, rtol=1e-4)
+    assert post.predictive(key, 4)["k"].shape == (4, 2000)
+    assert post.to_arviz(num_samples=10).log_likelihood["k"].shape == (1, 10, 2000)
+    assert post.psis().khat < 0.5
+    with pytest.raises(vijax.ArgumentError, match="'data'.*jnp.arange"):
+        post.predictive(key, 4, e[:5], k[:5])
+    assert post.predictive(key, 4, e[:5], k[:5], data=jnp.arange(5))["k"].shape == (4, 5)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import warnings
 from typing import Any, Callable, Mapping, Optional
 
 import jax
@@ -831,6 +832,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         bound.arguments.update({k: v for k, v in data.items() if k in signature.parameters})
         extra = {k: v for k, v in data.items() if k not in signature.parameters}
         fn = handlers.substitute(model, data=fixed) if fixed else model
+        if any(jnp.shape(fixed[p])[0] != plates[p][1] for p in plates):
+            fn = _other_subsample_size(fn)
         return fn, bound.args, {**bound.kwargs, **extra}
 
     def log_prob(params, batch=None):
@@ -913,6 +916,19 @@ def plate_rows(trace: dict, plate: str, size: int) -> Array:
     if not rows:
         return jnp.zeros((size, 0), jnp.result_type(float))
     return jnp.concatenate([r.astype(jnp.result_type(float, *rows)) for r in rows], axis=1)
+
+
+def _other_subsample_size(fn: Callable) -> Callable:
+    """``fn`` run without NumPyro's warning that a plate's indices are not ``subsample_size`` of them: a batch may
+    index more or fewer points on purpose (all of them: a posterior's predictive, log-likelihood and PSIS of the
+    whole data), and the plate then scales by its size over their number."""
+
+    def quiet(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "subsample_size does not match", UserWarning)
+            return fn(*args, **kwargs)
+
+    return quiet
 
 
 __all__ = [

@@ -313,13 +313,21 @@ class Posterior:
         return self.fitted.target
 
     def _batch(self, args: tuple, kwargs: dict):
-        """The target's batch of new arguments: ``args`` by the model's argument order, ``kwargs`` by name."""
+        """The target's batch of new arguments: ``args`` by the model's argument order, ``kwargs`` by name; none: the
+        fit's data, each subsampled plate at all its points (``_whole_data``)."""
         target = self._target("new arguments")
         if not args and not kwargs:
-            return self._with_params(None)
+            return self._with_params(_whole_data(target))
         keys = target.batch_keys or ()
         if len(args) > len(keys):
             raise ArgumentError("args", f"args: {len(args)} given; the model takes {list(keys)}")
+        for plate in target.plates:
+            if plate not in kwargs:
+                raise ArgumentError(
+                    plate,
+                    f"{plate}: the model subsamples plate {plate!r}; with new arguments, give the indices of the "
+                    f"points to draw at as {plate}= (jnp.arange(n) for all n of them)",
+                )
         return self._with_params({**dict(zip(keys, args)), **kwargs})
 
     def predictive(self, key: PRNGKey, num_samples: int, *args, sites=None, **kwargs) -> dict:
@@ -342,7 +350,7 @@ class Posterior:
         draws = self.sample(k_q, num_samples)
         if self.fitted.target is None or self.fitted.plan.route == "amortized":
             return to_arviz(draws)
-        return to_arviz(draws, k_pred, target=self.fitted.target, batch=self._with_params(None))
+        return to_arviz(draws, k_pred, target=self.fitted.target, batch=self._with_params(_whole_data(self.target)))
 
     def summary(self, key: Optional[PRNGKey] = None, num_samples: int = 4000) -> Summary:
         """Each site's mean, sd and 5%, 50%, 95% quantiles over ``num_samples`` draws of q (:class:`Summary`)."""
@@ -361,8 +369,10 @@ class Posterior:
         ≤ 0.7 says q is close enough for importance-weighted estimates (Yao et al. 2018, "Yes, but did it work?")."""
         key = self._key(key, 3)
         route = self.fitted.plan.route
+        target = self.fitted.target
+        whole = None if target is None else self._with_params(_whole_data(target))
         if route in ("bbvi", "flow", "ngvi", "score", "laplace"):  # laplace: a Gaussian on the unconstrained vector
-            return psis(log_weights(self.fitted.alg, key, self.state, None, num_samples))
+            return psis(log_weights(self.fitted.alg, key, self.state, whole, num_samples))
         rest = self._q_state().rest if route == "conjugate" else None
         if route == "map":
             raise ArgumentError(
@@ -380,19 +390,27 @@ class Posterior:
             raise ArgumentError(
                 "route", f"psis: not offered for route {route!r} (a q whose density vijax does not give)"
             )
-        target, q, given = self.fitted.target, dict(self._q_state().q_global), self._with_params(None)
+        q = dict(self._q_state().q_global)
         if rest is not None:
             q.update(rest.q_global)
         z = self.sample(key, num_samples)
 
         def log_w(draw):
             log_q = sum(jnp.sum(q[n].log_prob(draw[n])) for n in q)
-            return target.log_prob(draw, given) - log_q
+            return target.log_prob(draw, whole) - log_q
 
         return psis(jax.vmap(log_w)(z))
 
 
 # ----------------------------------------------------------------------------- the plan
+
+
+def _whole_data(target: Optional[Target]) -> Optional[dict]:
+    """The target's batch of the data it was built with, each subsampled plate at all its points (None: no plate):
+    a posterior's predictive, log-likelihood and PSIS are of the whole data, where its steps read minibatches."""
+    if target is None or not target.plates:
+        return None
+    return {plate: jnp.arange(size) for plate, (size, _) in target.plates.items()}
 
 
 def _support_rows(target: Target) -> list:
