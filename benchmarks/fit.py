@@ -22,18 +22,19 @@ Methods, each in a fresh Python process (this script with ``--one``), its clock 
 the process starts, so the interpreter's start, the imports and every compilation count:
 
 - ``vijax``: ``vijax.fit(model, *args, progress=False)`` with its defaults (its route, its stopping rule); where the
-  answer is not yet reached, ``vijax.fit(..., init=post, max_steps=n, tol=None)`` continues it, n doubling the steps
-  so far;
+  answer is not yet reached, ``vijax.fit(..., init=post, max_steps=n, tol=None)`` continues it, n half the steps
+  so far (checks at 1.5 times the steps of the one before);
 - ``numpyro``: ``SVI(model, AutoNormal(model), numpyro.optim.Adam(--lr), Trace_ELBO())`` (``TraceEnum_ELBO`` and the
   guide over ``handlers.block``'s continuous sites where the model enumerates, as NumPyro's examples do), its
   ``svi.update`` scanned over chunks of ``--chunk`` steps under ``jax.jit`` (as ``svi.run`` does), checked after
-  100, 200, 400, ... steps.
+  100, 200, 400, ... steps, and once more when the cap has passed.
 
 ``--full-batch`` also times ``vijax.fit`` on the large models with conjugate sites called without
 ``subsample_size`` (every observation in each step; its own row); ``--methods`` chooses the methods timed. No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
 check (``--draws`` draws of q, each scalar's mean compared with the reference) and the data's generation are
 timed and taken out of the clock: the time to the answer is the clock at the first check that passes, less these.
-A run that passes no check within ``--cap`` seconds reports the cap ("> cap"). ``--rounds`` (3) rounds, the methods
+A run that passes no check within ``--cap`` seconds reports the cap ("> cap"); ``--merge`` keeps the other runs of
+``--out`` (another model, size or method), each row with its own cap. ``--rounds`` (3) rounds, the methods
 interleaved; the table gives the medians, the ratio NumPyro / vijax and its target: ≥ 3× at the docs' sizes,
 ≥ 10× at 10⁵–10⁶ observations where the model has conjugate sites, ≥ 3× elsewhere. Where NumPyro passed the cap the
 ratio is a lower bound; one below the target is "open", neither met nor missed.
@@ -490,7 +491,7 @@ def run_vijax(model, args, kwargs, check, clock: Clock, cap: float) -> dict:
         checks.append(clock.check(check, post, steps))
         if checks[-1]["max_z"] < WITHIN[0] or clock.now() > cap:
             break
-        post = vijax.fit(model, *args, init=post, max_steps=steps, tol=None, progress=False, **kwargs)
+        post = vijax.fit(model, *args, init=post, max_steps=max(steps // 2, 1), tol=None, progress=False, **kwargs)
         steps = int(post.num_steps)
     return {
         "route": route,
@@ -521,7 +522,7 @@ def run_numpyro(model, args, kwargs, enumerated, check, clock: Clock, cap: float
         state = jax.block_until_ready(advance(state))
         chunk_s.append(time.time() - start)
         steps += chunk
-        if steps < next_check:
+        if steps < next_check and clock.now() <= cap:
             continue
         next_check *= 2
         checks.append(clock.check(check, (guide, svi.get_params(state)), steps))
@@ -585,6 +586,7 @@ def one(method: str, name: str, n: int, t0: float, opts) -> dict:
         method=method,
         model=name,
         n=n,
+        cap=opts.cap,
         import_s=imported,
         reached=reached,
         seconds=last["seconds"] if reached else None,
@@ -615,6 +617,12 @@ def spawn(method: str, name: str, n: int, opts) -> dict:
     return json.loads(lines[-1])
 
 
+def _methods(opts, name: str) -> list:
+    """The methods timed on the model ``name``."""
+    methods = opts.methods.split(",") + (["vijax_full"] if opts.full_batch and name in CONJUGATE else [])
+    return list(dict.fromkeys(m for m in methods if m != "vijax_full" or name in CONJUGATE))
+
+
 def target_of(name: str) -> float:
     return 10.0 if name in CONJUGATE else 3.0
 
@@ -640,10 +648,11 @@ def summarize(runs: list, cap: float) -> list:
         killed = any(r.get("error") == "killed" for r in by["vijax"])  # past the cap + 120 s in its first fit
         route = next((r.get("route") for r in by["vijax"] if r.get("route")), "killed" if killed else "error")
         capped = tn is not None and not np.isfinite(tn)
+        row_cap = min((r.get("cap", cap) for r in by["numpyro"]), default=cap)  # the runs' own caps (--merge)
         ratio, met = None, None
         target = 3.0 if name in SMALL else target_of(name.split(" ")[0])
         if tv is not None and tn is not None and np.isfinite(tv):
-            ratio = (cap if capped else tn) / tv  # a lower bound where NumPyro passed the cap
+            ratio = (row_cap if capped else tn) / tv  # a lower bound where NumPyro passed the cap
             met = True if ratio >= target else (None if capped else False)  # a bound below the target: open
         elif tv is not None and tn is not None and not capped:
             met = False  # vijax without the answer, NumPyro with it
@@ -672,6 +681,7 @@ def summarize(runs: list, cap: float) -> list:
                 vijax_continuation_compile_s=statistics.median(cont) if cont else None,
                 ratio=ratio,
                 numpyro_capped=capped,
+                cap=row_cap,
                 runs=(len(by["vijax"]), len(by["numpyro"])),
                 target=target,
                 met=met,
@@ -683,8 +693,8 @@ def summarize(runs: list, cap: float) -> list:
 def table(rows: list, cap: float) -> str:
     """Per model, each method's time to the answer, compile seconds, steps and steps per second (medians)."""
 
-    def fmt(t):
-        return f"> {cap:.0f}" if t is None or not np.isfinite(t) else f"{t:.1f}"
+    def fmt(t, row):
+        return f"> {row.get('cap', cap):.0f}" if t is None or not np.isfinite(t) else f"{t:.1f}"
 
     def num(x, spec):
         return "—" if x is None else format(x, spec)
@@ -704,9 +714,9 @@ def table(rows: list, cap: float) -> str:
         ran = r.get("runs", (1, 1))[1]
         cols = []
         failed = {"error": "failed", "killed": f"killed > {cap + 120:.0f}"}.get(r["route"])
-        for m, t in (("vijax", failed or fmt(r["vijax_s"])), ("numpyro", None)):
+        for m, t in (("vijax", failed or fmt(r["vijax_s"], r)), ("numpyro", None)):
             if m == "numpyro":
-                t = fmt(r["numpyro_s"]) if ran else "not run"
+                t = fmt(r["numpyro_s"], r) if ran else "not run"
             cols += [
                 t,
                 num(r.get(f"{m}_compile_s"), ".1f"),
@@ -741,11 +751,19 @@ def docs_table(results=RESULTS) -> str:
         parts.append(
             table(r["rows"], r["settings"]["cap"])
             + f"\n\n{m['processor']}, {m['cores']} cores, CPU; load average (1 min) {load(r['load_average_start'])} at the "
-            f"start, {load(r['load_average_end'])} at the end{at_runs if loads else ''}; {rounds} (medians); cap "
-            f"{r['settings']['cap']:.0f} s; "
-            f"`benchmarks/results/{name}`."
+            f"start, {load(r['load_average_end'])} at the end{at_runs if loads else ''}; {rounds} (medians); "
+            f"{_caps(r)}; `benchmarks/results/{name}`."
         )
     return "\n\n".join(parts)
+
+
+def _caps(result: dict) -> str:
+    """The caps of a result's rows: one, or the rows' own where ``--merge`` mixed them."""
+    cap = result["settings"]["cap"]
+    other = {row["model"] + f" at {row['n']:,}": row["cap"] for row in result["rows"] if row.get("cap", cap) != cap}
+    if not other:
+        return f"cap {cap:.0f} s"
+    return f"cap {cap:.0f} s, " + ", ".join(f"{c:.0f} s for {m}" for m, c in other.items())
 
 
 def write_results(out: str, result: dict, models: str) -> str:
@@ -793,6 +811,9 @@ def main(argv=None):
     )
     p.add_argument("--reference", action="store_true", help="compute the missing (or 'none') references and stop")
     p.add_argument("--summarize", action="store_true", help="recompute --out's table from the runs it holds")
+    p.add_argument(
+        "--merge", action="store_true", help="keep --out's runs of the models, sizes and methods not timed here"
+    )
     p.add_argument("--docs-table", action="store_true", help="rewrite docs/numpyro_tfp.md's table from the JSON")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "MODEL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
@@ -833,23 +854,29 @@ def main(argv=None):
     timed = [(m, n) for m, n in cases if refs.get(_key(m, n), {}).get("kind", "none") != "none"]
     skipped = [_key(m, n) for m, n in cases if (m, n) not in timed]
     load_start, runs = os.getloadavg(), []
+    settings = {k: getattr(opts, k) for k in ("subsample", "rounds", "cap", "within", "draws", "lr", "chunk")}
+    if opts.merge and os.path.exists(opts.out):
+        with open(opts.out) as f:
+            kept = json.load(f)
+        timing = {(m, n, method) for m, n in timed for method in _methods(opts, m)}
+        runs = [r for r in kept["runs"] if (r["model"], r["n"], r["method"]) not in timing]
+        load_start, skipped, settings = kept["load_average_start"], kept["no_reference"], kept["settings"]
 
     def write():  # after every run, so that a stopped run keeps what it measured
         result = dict(
             machine=dict(platform=platform.platform(), processor=_cpu_name(), cores=os.cpu_count()),
             load_average_start=load_start,
             load_average_end=os.getloadavg(),
-            settings={k: getattr(opts, k) for k in ("subsample", "rounds", "cap", "within", "draws", "lr", "chunk")},
+            settings=settings,
             no_reference=skipped,
-            rows=summarize(runs, opts.cap),
+            rows=summarize(runs, settings["cap"]),
             runs=runs,
         )
         return write_results(opts.out, result, opts.models)
 
     for r in range(opts.rounds):
         for name, n in timed:
-            methods = opts.methods.split(",") + (["vijax_full"] if opts.full_batch and name in CONJUGATE else [])
-            for method in dict.fromkeys(m for m in methods if m != "vijax_full" or name in CONJUGATE):
+            for method in _methods(opts, name):
                 load = os.getloadavg()[0]
                 out = spawn(method, name, n, opts)
                 out.update(round=r, load_average=load)
