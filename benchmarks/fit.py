@@ -21,8 +21,9 @@ mean and precision conjugate).
 Methods, each in a fresh Python process (this script with ``--one``), its clock started by the parent just before
 the process starts, so the interpreter's start, the imports and every compilation count:
 
-- ``vijax``: ``vijax.fit(model, *args, progress=False)`` with its defaults (its route, its stopping rule); where the
-  answer is not yet reached, ``vijax.fit(..., init=post, max_steps=n, tol=None)`` continues it, n half the steps
+- ``vijax``: ``vijax.fit(model, *args, progress=False)`` with its defaults (its route, its stopping rule; with the
+  plate subsampled, ``max_steps=500``, as its own rule waits 20 passes over the data); where the answer is not yet
+  reached, ``vijax.fit(..., init=post, max_steps=n, tol=None)`` continues it, n half the steps
   so far (checks at 1.5 times the steps of the one before);
 - ``numpyro``: ``SVI(model, AutoNormal(model), numpyro.optim.Adam(--lr), Trace_ELBO())`` (``TraceEnum_ELBO`` and the
   guide over ``handlers.block``'s continuous sites where the model enumerates, as NumPyro's examples do), its
@@ -93,6 +94,7 @@ SMALL = (
 )
 LARGE = ("hier_poisson", "logistic_100", "gmm_large", "grouped_normal_gamma")
 CONJUGATE = {"hier_poisson", "grouped_normal_gamma"}  # the large models with conjugate sites (target 10x)
+FIRST_SUBSAMPLED_CHECK = 500  # vijax's first check of a subsampled fit, whose own rule waits 20 passes
 ENUMERATED = {"gmm": ["z"], "gmm_large": ["z"]}
 # mixtures: NUTS's chains visit both labellings; each draw's components are ordered by this site's values (as q's are)
 ORDERED = {"gmm": "loc", "gmm_large": "loc"}
@@ -480,11 +482,11 @@ class Clock:
         return {"seconds": self.now(), "compile_s": self.compile_s(), "steps": steps, "max_z": z}
 
 
-def run_vijax(model, args, kwargs, check, clock: Clock, cap: float) -> dict:
+def run_vijax(model, args, kwargs, check, clock: Clock, cap: float, first: int | None = None) -> dict:
     import vijax
 
     checks = []
-    post = vijax.fit(model, *args, progress=False, **kwargs)
+    post = vijax.fit(model, *args, progress=False, **({} if first is None else {"max_steps": first}), **kwargs)
     first = clock.now()
     route, steps = post.plan.route, int(post.num_steps)
     while True:
@@ -577,7 +579,7 @@ def one(method: str, name: str, n: int, t0: float, opts) -> dict:
         if method == "vijax_full":  # the large models' fit at full batch (the plate not subsampled)
             out = run_vijax(model, args, {}, means_vijax, clock, opts.cap)
         elif method == "vijax":
-            out = run_vijax(model, args, kwargs, means_vijax, clock, opts.cap)
+            out = run_vijax(model, args, kwargs, means_vijax, clock, opts.cap, FIRST_SUBSAMPLED_CHECK)
         else:
             out = run_numpyro(model, args, kwargs, enumerated, means_numpyro, clock, opts.cap, opts.lr, opts.chunk)
     last = out["checks"][-1]
@@ -759,11 +761,13 @@ def docs_table(results=RESULTS) -> str:
 
 def _caps(result: dict) -> str:
     """The caps of a result's rows: one, or the rows' own where ``--merge`` mixed them."""
-    cap = result["settings"]["cap"]
-    other = {row["model"] + f" at {row['n']:,}": row["cap"] for row in result["rows"] if row.get("cap", cap) != cap}
-    if not other:
-        return f"cap {cap:.0f} s"
-    return f"cap {cap:.0f} s, " + ", ".join(f"{c:.0f} s for {m}" for m, c in other.items())
+    cap, other = result["settings"]["cap"], {}
+    for row in result["rows"]:
+        if row.get("cap", cap) != cap:
+            where = other.setdefault((row["cap"], row["n"]), [])
+            where += [m for m in [row["model"].split(" ")[0]] if m not in where]
+    parts = [f"{c:.0f} s for {', '.join(ms)} at {n:,}" for (c, n), ms in other.items()]
+    return f"cap {cap:.0f} s" + "".join(f"; {p}" for p in parts)
 
 
 def write_results(out: str, result: dict, models: str) -> str:

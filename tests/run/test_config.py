@@ -55,6 +55,7 @@ def test_defaults_filled():
         "chunk_size": 100,
         "tol": None,
         "patience": 3,
+        "min_steps": 0,
         "eval_every": None,
         "checkpoint_every": None,
         "progress": True,

@@ -16,6 +16,7 @@ from numpyro.distributions.transforms import OrderedTransform  # noqa: E402
 
 import vijax  # noqa: E402
 from vijax.run import Posterior, compile_cache_dir, enable_compile_cache, plan_fit  # noqa: E402
+from vijax.run._fit import EVAL_EVERY, MIN_PASSES  # noqa: E402
 
 K = jnp.array([3.0, 1.0, 4.0, 2.0, 5.0])
 EXPOSURE = jnp.array([1.0, 0.5, 2.0, 1.5, 1.0])
@@ -478,6 +479,20 @@ def test_a_subsampled_fit_checks_itself_on_the_whole_data(subsampled_post):
     with pytest.raises(vijax.ArgumentError, match="'data'.*jnp.arange"):
         post.predictive(key, 4, e[:5], k[:5])
     assert post.predictive(key, 4, e[:5], k[:5], data=jnp.arange(5))["k"].shape == (4, 5)
+
+
+def test_a_subsampled_fit_stops_after_its_passes():
+    """With its defaults, a fit on minibatches of 20 of 2,000 counts may stop only after ``MIN_PASSES`` passes (its
+    ELBO levels off within the first): it stops at the first check there, within 0.1 posterior sd of the closed form;
+    a continuation counts the passes made, and stops at its first checks."""
+    pass_steps = 100
+    post = vijax.fit(subsampled, SUB_E, SUB_K, subsample_size=20, progress=False)
+    steps = int(post.num_steps)
+    assert bool(post.converged) and steps == MIN_PASSES * pass_steps
+    a, b = 2.0 + float(SUB_K.sum()), 1.0 + float(SUB_E.sum())
+    assert abs(float(post.summary()["rate"]["mean"]) - a / b) < 0.1 * np.sqrt(a) / b
+    more = vijax.fit(subsampled, SUB_E, SUB_K, subsample_size=20, init=post, progress=False)
+    assert bool(more.converged) and int(more.num_steps) - steps == 4 * EVAL_EVERY  # patience + 1 checks
 
 
 @pytest.mark.slow

@@ -173,6 +173,19 @@ def test_tolerance_stops_and_converged():
     np.testing.assert_allclose(res.state.x, MU, atol=1e-2)
 
 
+def test_min_steps_holds_the_rule_back():
+    """The run that stops at the first boundary where the rule holds, given ``min_steps`` past it, stops at the first
+    boundary at or after ``min_steps`` (the rule still holding there)."""
+    settings = dict(batch_fn=toy_batch_fn(), num_steps=100_000, chunk_size=20, tol=1e-6, patience=3, progress=False)
+    first = run(toy_algorithm(lr=0.05), jax.random.PRNGKey(SEED), **settings)
+    later = first.num_steps + 50
+    held = run(toy_algorithm(lr=0.05), jax.random.PRNGKey(SEED), min_steps=later, **settings)
+    assert held.converged and held.num_steps == -(-later // 20) * 20
+    np.testing.assert_array_equal(held.trace["elbo"][: first.num_steps], first.trace["elbo"])
+    with pytest.raises(ValueError, match="min_steps: must be >= 0"):
+        run(toy_algorithm(lr=0.05), jax.random.PRNGKey(SEED), min_steps=-1, **settings)
+
+
 def test_noisy_variant_converges_in_chunk_mean():
     # Constant step 0.05 with gradient noise 0.2: the stationary spread of x is about
     # 0.2 * sqrt(0.05 / 2) ~ 0.03 per coordinate; 0.2 is over 6 of those.

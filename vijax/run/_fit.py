@@ -34,7 +34,10 @@ Asked for: ``"flow"``, ``bbvi`` with ``auto_flow``'s flowjax flow (Monte Carlo e
 |L_c − L_{c−1}| / |L_c| < ``tol`` at ``patience`` boundaries in a row (the runner's rule; Stan stops when the mean or
 the median of these changes is below ``tol``), or after ``max_steps``. Where every site is in closed form at full
 batch, each step is a CAVI sweep (Blei, Kucukelbir and McAuliffe 2017, §2.4), near its fixed point within a few: the
-rule is checked every ``SWEEP_EVAL_EVERY`` sweeps, at most ``SWEEP_MAX_STEPS``.
+rule is checked every ``SWEEP_EVAL_EVERY`` sweeps, at most ``SWEEP_MAX_STEPS``. Where a plate is subsampled, the rule
+may stop the fit only after ``MIN_PASSES`` passes over the data (by default at most twice that, or ``MAX_STEPS``): the
+ELBO of the iterates levels off within a pass, while the error of their average, in posterior sds, falls as one over
+the square root of the passes made, whatever N and M.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ MAX_STEPS = 10_000  # the default most steps (Stan's ADVI: 10,000 iterations)
 SWEEP_MAX_STEPS = 200  # ... where every site is updated in closed form at full batch (CAVI sweeps)
 EVAL_EVERY = 100  # the default steps between two checks of the stopping rule
 SWEEP_EVAL_EVERY = 10  # ... between two checks where the steps are CAVI sweeps (each one near the fixed point)
+MIN_PASSES = 20  # passes over the data before the rule may stop a subsampled fit (its average: error ~ passes^-1/2)
 
 
 class PlanRow(NamedTuple):
@@ -689,8 +693,10 @@ def fit(
         default 0.01), and that of the model's ``numpyro.param`` sites under ``empirical_bayes`` (default
         0.01 ((t + 100) / 100)^-0.7).
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
-        closed form at full batch (on small data its ELBO estimate, at one draw, is too noisy for ``tol`` to stop it).
-      tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``.
+        closed form at full batch (on small data its ELBO estimate, at one draw, is too noisy for ``tol`` to stop it),
+        or ``2 * MIN_PASSES`` passes over the data where a plate is subsampled and that is more.
+      tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``; where a plate is
+        subsampled the rule is checked from ``MIN_PASSES`` passes over the data on (counting a continued fit's).
       eval_every: steps between two checks of the rule (the runner's chunk); None: ``EVAL_EVERY``, or
         ``SWEEP_EVAL_EVERY`` for CAVI sweeps (as for ``max_steps``: a sweep lands near its fixed point within a few).
       patience: checks in a row below ``tol`` needed to stop.
@@ -751,8 +757,10 @@ def fit(
         fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
     sweep = fitted.kind == "target" and not fitted.target.plates and fitted.plan.route == "conjugate"
     sweep = sweep and all(r.route in ("closed form", "enumerated") for r in fitted.plan.rows)
+    pass_steps = _pass_steps(fitted)
+    min_steps = 0 if pass_steps is None else MIN_PASSES * pass_steps  # the averaged q's, over the fit's passes
     if max_steps is None:
-        max_steps = SWEEP_MAX_STEPS if sweep else MAX_STEPS
+        max_steps = SWEEP_MAX_STEPS if sweep else max(MAX_STEPS, 2 * min_steps)
     if eval_every is None:
         eval_every = SWEEP_EVAL_EVERY if sweep else EVAL_EVERY
     if progress:
@@ -780,6 +788,7 @@ def fit(
         chunk_size=eval_every,
         tol=tol,
         patience=patience,
+        min_steps=max(min_steps - (0 if init is None else int(init.num_steps)), 0),
         progress=progress,
         compile_cache=compile_cache,
         programs=fitted.programs,
@@ -814,6 +823,18 @@ def _key_of(seed) -> PRNGKey:
         return jax.random.PRNGKey(check_int("seed", seed, minimum=0))
     check_key("seed", seed)
     return seed
+
+
+def _pass_steps(fitted: _Fitted) -> Optional[int]:
+    """The steps of one pass over the data where a fit's minibatches come in passes and q is their iterates' average
+    (a subsampled plate, a ``vijax.models`` model's ``batch_size``); None: each step reads the whole data."""
+    if fitted.kind == "model":
+        batch_size = fitted.given[5]
+        return None if batch_size is None else -(-jax.tree_util.tree_leaves(fitted.data)[0].shape[0] // batch_size)
+    target = fitted.target
+    if fitted.kind != "target" or not target.plates or fitted.plan.route in POINT_ROUTES:
+        return None
+    return max(-(-n // m) for n, m in target.plates.values())
 
 
 def _model_batches(data, batch_size, key):
@@ -901,6 +922,7 @@ __all__ = [
     "EVAL_EVERY",
     "FULLRANK_MAX_SIZE",
     "MAX_STEPS",
+    "MIN_PASSES",
     "ROUTES",
     "SWEEP_EVAL_EVERY",
     "SWEEP_MAX_STEPS",

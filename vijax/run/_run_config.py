@@ -20,6 +20,7 @@ SETTINGS = {
     "chunk_size": (100, (int,), False, 1),
     "tol": (None, (float,), True, None),
     "patience": (3, (int,), False, 1),
+    "min_steps": (0, (int,), False, 0),
     "eval_every": (None, (int,), True, 1),
     "checkpoint_every": (None, (int,), True, 1),
     "progress": (True, (bool,), False, None),
@@ -73,6 +74,7 @@ class RunConfig:
       chunk_size: updates per jitted ``lax.scan`` call.
       tol: relative ELBO tolerance of the stopping rule, or None to run all steps.
       patience: consecutive chunk boundaries below ``tol`` needed to stop.
+      min_steps: updates before the stopping rule may stop the run.
       eval_every: evaluation period in updates (rounded up to chunk boundaries); None: at the end.
       checkpoint_every: checkpoint period in updates (rounded up to chunk boundaries); None: at the end only.
       progress: show a tqdm bar (off by itself when stderr is not a terminal).
@@ -90,6 +92,7 @@ class RunConfig:
     chunk_size: int = SETTINGS["chunk_size"][0]
     tol: Optional[float] = SETTINGS["tol"][0]
     patience: int = SETTINGS["patience"][0]
+    min_steps: int = SETTINGS["min_steps"][0]
     eval_every: Optional[int] = SETTINGS["eval_every"][0]
     checkpoint_every: Optional[int] = SETTINGS["checkpoint_every"][0]
     progress: bool = SETTINGS["progress"][0]

@@ -8,7 +8,8 @@ state, batch_fn(batch_key, t))`` with ``batch_key, step_key = jax.random.split(j
 outside ``[t0, t_end)`` are computed and discarded by a ``jnp.where``, so a resumed run is bit-identical.
 
 **Stopping.** The chunk mean ELBOs ``L_c`` give ``r_c = |L_c - L_{c-1}| / |L_c|`` (Kucukelbir et al. 2017, Stan's
-ADVI); the run stops once the last ``patience`` values are below ``tol``. A NaN ELBO never converges.
+ADVI); the run stops once the last ``patience`` values are below ``tol``, not before ``min_steps`` updates. A NaN
+ELBO never converges.
 
 **Evaluation and checkpoints** happen at the first boundary at or after each multiple of ``eval_every``
 (``checkpoint_every``) and at the end. A ``KeyboardInterrupt`` checkpoints the last completed chunk.
@@ -92,9 +93,10 @@ def _chunk_mean(values: np.ndarray) -> float:
     return float(np.mean(values)) if values.size else float("nan")
 
 
-def _tolerance_met(means: Sequence[float], tol: Optional[float], patience: int) -> bool:
-    """Whether the last ``patience`` relative changes of the chunk means are all below ``tol``."""
-    if tol is None or len(means) < patience + 1:
+def _tolerance_met(means: Sequence[float], rc: RunConfig, step: int) -> bool:
+    """Whether the last ``patience`` relative changes of the chunk means are all below ``tol``, after ``min_steps``."""
+    tol, patience = rc.tol, rc.patience
+    if tol is None or len(means) < patience + 1 or step < rc.min_steps:
         return False
     m = np.asarray(means[-(patience + 1) :], dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -250,7 +252,7 @@ def run(
     check_key("key", key)
     _cache.enable_compile_cache(rc.compile_cache)
     # the settings that decide which chunks a run computes and when it evaluates: the same in every process
-    same = {name: getattr(rc, name) for name in ("num_steps", "chunk_size", "tol", "patience", "eval_every")}
+    same = {k: getattr(rc, k) for k in ("num_steps", "chunk_size", "tol", "patience", "min_steps", "eval_every")}
     same.update(check_values=rc.check_values, eval_fn=None if eval_fn is None else "given")
     store = CheckpointStore(checkpoint_dir, resume, rc.checkpoint_every, same)
     start = time.perf_counter()
@@ -267,7 +269,7 @@ def run(
         prog.means = [
             _chunk_mean(elbo_so_far[c * rc.chunk_size :][: rc.chunk_size]) for c in range(prog.step // rc.chunk_size)
         ]
-        prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
+        prog.converged = _tolerance_met(prog.means, rc, prog.step)
 
         def elapsed():
             return prog.wall0 + time.perf_counter() - start
@@ -347,7 +349,7 @@ def _run_chunks(prog: _Progress, rc: RunConfig, chunk_fn, step_base, host_batche
         if prog.step % chunk_size == 0:
             last = np.concatenate([p["elbo"][-chunk_size:] for p in prog.parts[-2:]])[-chunk_size:]  # L_c
             prog.means.append(_chunk_mean(last))
-            prog.converged = _tolerance_met(prog.means, rc.tol, rc.patience)
+            prog.converged = _tolerance_met(prog.means, rc, prog.step)
         finished = prog.converged or prog.step >= rc.num_steps
         unknown = [f for f in fields if f not in part]
         if t0 == first and unknown:  # the trace's fields are known from this call's first chunk on
