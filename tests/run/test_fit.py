@@ -495,6 +495,24 @@ def test_a_subsampled_fit_stops_after_its_passes():
     assert bool(more.converged) and int(more.num_steps) - steps == 4 * EVAL_EVERY  # patience + 1 checks
 
 
+def test_a_models_model_on_minibatches_waits_its_passes():
+    """A ``vijax.models`` model with ``batch_size=20`` on 2,000 counts: SVI on passes over the data, averaged, stops
+    after ``MIN_PASSES`` passes (2,000 steps) within 0.1 posterior sd of the CAVI fit on the whole data (a
+    one-component Gamma–Poisson mixture: q's Gamma is the exact posterior of the rate)."""
+    model = vijax.models.Mixture(vijax.models.GammaPoisson(1), vijax.models.DirichletWeights(1))
+    k = jax.random.poisson(jax.random.PRNGKey(0), 3.0, (2000, 1)).astype(jnp.float32)
+    full = vijax.fit(model, k, progress=False)
+    sub = vijax.fit(model, k, batch_size=20, progress=False)
+    assert sub.plan.route == "svi" and bool(sub.converged) and int(sub.num_steps) == 2000
+
+    def mean_sd(q):  # a Gamma's natural parameters (shape - 1, -rate)
+        shape, rate = float(np.ravel(q.eta1)[0]) + 1.0, -float(np.ravel(q.eta2)[0])
+        return shape / rate, np.sqrt(shape) / rate
+
+    (m_full, sd), (m_sub, _) = mean_sd(full.state.q_global[1]), mean_sd(sub.state.q_global[1])
+    assert abs(m_sub - m_full) < 0.1 * sd
+
+
 @pytest.mark.slow
 def test_a_subsampled_plate_draws_its_indices():
     """Minibatches of 10 of 100 counts: the mean within 0.3 sd of the posterior Gamma(2 + sum k, 1 + sum e)."""
