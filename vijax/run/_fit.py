@@ -129,11 +129,21 @@ class _Fitted:
         self.programs = {}  # the runner's compiled chunk, kept for continuations (``run``'s ``programs``)
 
     @functools.cached_property
-    def batch_fn(self) -> Callable:
-        """The fit's ``(key, t) -> batch``: one function object, so that a continuation's chunk is the kept one."""
+    def _batches(self) -> tuple[Callable, Optional[int]]:
         if self.kind == "model":
             return _model_batches(self.data, self.given[5], self.given[-1])
         return _batch_fn(self.target, self.data, self.given[-1])
+
+    @property
+    def batch_fn(self) -> Callable:
+        """The fit's ``(key, t) -> batch``: one function object, so that a continuation's chunk is the kept one."""
+        return self._batches[0]
+
+    @property
+    def pass_steps(self) -> Optional[int]:
+        """The steps of a pass over the data where the minibatches come in passes and q is their iterates' average (a
+        subsampled plate, a ``vijax.models`` model's ``batch_size``: ``epoch_batches``' own); None: full batches."""
+        return None if self.plan.route in POINT_ROUTES else self._batches[1]
 
     @functools.cached_property
     def identity(self) -> tuple:
@@ -617,18 +627,19 @@ def _params_schedule():
     return schedules.robbins_monro(0.01 * 100.0**0.7, tau=100.0, kappa=0.7)
 
 
-def _batch_fn(target: Optional[Target], data=None, key: Optional[PRNGKey] = None) -> Callable:
-    """Full batches (``data``: None, or the model's data arrays), or each subsampled plate's indices: minibatches of
-    passes over its points in a random order each (``epoch_batches``, keyed by ``key``: every point once a pass, so
-    that the averaged iterates' minibatch noise cancels pass by pass)."""
+def _batch_fn(target: Optional[Target], data=None, key: Optional[PRNGKey] = None) -> tuple[Callable, Optional[int]]:
+    """``(batch_fn, steps of a pass)``: full batches (``data``: None, or the model's data arrays; no passes), or each
+    subsampled plate's indices: minibatches of passes over its points in a random order each (``epoch_batches``,
+    keyed by ``key``: every point once a pass, so that the averaged iterates' minibatch noise cancels pass by pass;
+    the longest plate's pass)."""
     if target is None or not target.plates:
-        return lambda key, t: data
-    plates = [epoch_batches(n, m, jax.random.fold_in(key, i))[0] for i, (n, m) in enumerate(target.plates.values())]
+        return (lambda key, t: data), None
+    plates = [epoch_batches(n, m, jax.random.fold_in(key, i)) for i, (n, m) in enumerate(target.plates.values())]
 
     def batch_fn(key, t):
-        return {name: plate(key, t) for name, plate in zip(target.plates, plates)}
+        return {name: plate(key, t) for name, (plate, _) in zip(target.plates, plates)}
 
-    return batch_fn
+    return batch_fn, max(steps for _, steps in plates)
 
 
 # ----------------------------------------------------------------------------- fit
@@ -757,7 +768,7 @@ def fit(
         fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
     sweep = fitted.kind == "target" and not fitted.target.plates and fitted.plan.route == "conjugate"
     sweep = sweep and all(r.route in ("closed form", "enumerated") for r in fitted.plan.rows)
-    pass_steps = _pass_steps(fitted)
+    pass_steps = fitted.pass_steps
     min_steps = 0 if pass_steps is None else MIN_PASSES * pass_steps  # the averaged q's, over the fit's passes
     if max_steps is None:
         max_steps = SWEEP_MAX_STEPS if sweep else max(MAX_STEPS, 2 * min_steps)
@@ -825,28 +836,17 @@ def _key_of(seed) -> PRNGKey:
     return seed
 
 
-def _pass_steps(fitted: _Fitted) -> Optional[int]:
-    """The steps of one pass over the data where a fit's minibatches come in passes and q is their iterates' average
-    (a subsampled plate, a ``vijax.models`` model's ``batch_size``); None: each step reads the whole data."""
-    if fitted.kind == "model":
-        batch_size = fitted.given[5]
-        return None if batch_size is None else -(-jax.tree_util.tree_leaves(fitted.data)[0].shape[0] // batch_size)
-    target = fitted.target
-    if fitted.kind != "target" or not target.plates or fitted.plan.route in POINT_ROUTES:
-        return None
-    return max(-(-n // m) for n, m in target.plates.values())
-
-
-def _model_batches(data, batch_size, key):
+def _model_batches(data, batch_size, key) -> tuple[Callable, Optional[int]]:
+    """``(batch_fn, steps of a pass)`` of a ``vijax.models`` model's data: whole, or in ``epoch_batches``' passes."""
     if batch_size is None:
-        return lambda key, t: data
-    indices = epoch_batches(jax.tree_util.tree_leaves(data)[0].shape[0], batch_size, key)[0]
+        return (lambda key, t: data), None
+    indices, steps = epoch_batches(jax.tree_util.tree_leaves(data)[0].shape[0], batch_size, key)
 
     def batch_fn(key, t):
         idx = indices(key, t)
         return jax.tree.map(lambda x: x[idx], data)
 
-    return batch_fn
+    return batch_fn, steps
 
 
 def _build(model, args, kwargs, observed, params, batch_size, route, options, key, make_alg=True) -> _Fitted:
@@ -859,7 +859,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
                 "batch_size", "batch_size: a NumPyro model subsamples by its own plate's subsample_size"
             )
         skip = target.locals or target.discrete or route in ("amortized", "score")
-        report = {} if skip else _report(target, key, _batch_fn(target, None, key)(key, 0))
+        report = {} if skip else _report(target, key, _batch_fn(target, None, key)[0](key, 0))
         plan = _plan(target, route, report, options["family"])
         if target.params and plan.route in ("amortized", "score"):
             raise ArgumentError(
