@@ -176,13 +176,19 @@ def jit_or_eager(jitted: Callable, fn: Callable) -> Callable:
     fails with a TypeError: a user's model that needs concrete values
     (``jax.errors.ConcretizationTypeError`` and JAX's other tracer conversion errors are
     TypeErrors), or an argument ``jit`` cannot take. A genuine TypeError is raised again by
-    ``fn``."""
+    ``fn``; a value check failing inside ``jitted`` raises its ValueError."""
 
     def call(*args, **kwargs):
+        import jax
+
+        from vijax._validate import raise_batch_error
+
         try:
             return jitted(*args, **kwargs)
         except TypeError:
             return fn(*args, **kwargs)
+        except jax.errors.JaxRuntimeError as e:  # a traced value check's failure: its ValueError
+            raise_batch_error(e)
 
     return call
 

@@ -465,7 +465,8 @@ def test_a_subsampled_fit_averages_passes_over_the_data(subsampled_post):
 def test_a_subsampled_fit_checks_itself_on_the_whole_data(subsampled_post):
     """Its steps read minibatches, but its predictive, log-likelihood, ArviZ data and PSIS are of all 2,000 counts:
     the log-likelihood is scipy's Poisson log-pmf at each draw of the rate, PSIS's k-hat that of a q within 10 % of
-    the exact Gamma (below 0.5); new arguments without the plate's indices are refused, naming the plate."""
+    the exact Gamma (below 0.5); new arguments without the plate's indices, or with indices past their size, are
+    refused, naming the plate."""
     post, e, k = subsampled_post, SUB_E, SUB_K
     key = jax.random.PRNGKey(5)
     rate = post.sample(key, 4)["rate"]  # log_likelihood draws q with its key
@@ -479,6 +480,8 @@ def test_a_subsampled_fit_checks_itself_on_the_whole_data(subsampled_post):
     with pytest.raises(vijax.ArgumentError, match="'data'.*jnp.arange"):
         post.predictive(key, 4, e[:5], k[:5])
     assert post.predictive(key, 4, e[:5], k[:5], data=jnp.arange(5))["k"].shape == (4, 5)
+    with pytest.raises(ValueError, match=r"batch\['data'\] 5 at \[5\] is out of range \[0, 5\)"):
+        post.predictive(key, 4, e[:5], k[:5], data=jnp.arange(10))  # the new arguments' plate holds 5 points
 
 
 def test_a_subsampled_fit_stops_after_its_passes():

@@ -12,7 +12,14 @@ from ._args import check_positive_scalar, check_scalar, check_shapes, check_stru
 from ._args import is_tracer, protocol_members, real_array
 from ._source import mark_source_checked, source_guarantee
 from ._values import collected_failed, collecting_checks, NestedValueCheck, ValueCheck, collected_value_checks
-from ._values import enforce_value_checks, finite_nonnegative, finite_values, functional_value_checks, ids_in_range
+from ._values import (
+    enforce_value_checks,
+    raise_batch_error,
+    finite_nonnegative,
+    finite_values,
+    functional_value_checks,
+    ids_in_range,
+)
 from ._values import raise_check_error, raise_collected, value_checks, value_checks_enabled
 from ._values import values_in_interval, values_in_set, values_match, vmap_with_checks
 from ._require import EXTRA_MODULES, install_line, require, tfp_substrate

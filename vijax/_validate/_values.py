@@ -417,3 +417,12 @@ def vmap_with_checks(fn: Callable, in_axes=0) -> Callable:
         return out
 
     return wrapped
+
+
+def raise_batch_error(error: Exception) -> None:
+    """Re-raises a ``JaxRuntimeError`` whose text holds a failed value check (a traced one, raised in its callback)
+    as that ValueError."""
+    lines = [ln for ln in str(error).splitlines() if ln.startswith("ValueError: ")]
+    if lines:
+        raise ValueError(lines[-1][len("ValueError: ") :]) from None
+    raise error

@@ -17,7 +17,7 @@ from jax.extend.core import Literal
 from vijax._compile import jit_or_eager, setup_jit
 from vijax.interop._target import Site, Target, check_batch, check_no_discrete, check_no_locals, traced_once
 from vijax.models import filter_jit
-from vijax._validate import ArgumentError, is_tracer, require
+from vijax._validate import ArgumentError, enforce_value_checks, ids_in_range, is_tracer, require
 from vijax.types import Array
 
 
@@ -833,7 +833,7 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         extra = {k: v for k, v in data.items() if k not in signature.parameters}
         fn = handlers.substitute(model, data=fixed) if fixed else model
         if any(jnp.shape(fixed[p])[0] != plates[p][1] for p in plates):
-            fn = _other_subsample_size(fn)
+            fn = _other_subsample_size(fn, tuple(plates))
         return fn, bound.args, {**bound.kwargs, **extra}
 
     def log_prob(params, batch=None):
@@ -918,17 +918,25 @@ def plate_rows(trace: dict, plate: str, size: int) -> Array:
     return jnp.concatenate([r.astype(jnp.result_type(float, *rows)) for r in rows], axis=1)
 
 
-def _other_subsample_size(fn: Callable) -> Callable:
-    """``fn`` run without NumPyro's warning that a plate's indices are not ``subsample_size`` of them: a batch may
-    index more or fewer points on purpose (all of them: a posterior's predictive, log-likelihood and PSIS of the
-    whole data), and the plate then scales by its size over their number."""
+def _other_subsample_size(fn: Callable, plates: tuple) -> Callable:
+    """``fn`` whose ``plates``, given other than ``subsample_size`` indices, check them against their size where the
+    model runs (new arguments may make a plate smaller than the fit's data), without NumPyro's warning on their
+    number: a batch may index more or fewer points on purpose (all of them: a posterior's predictive,
+    log-likelihood and PSIS of the whole data), and the plate then scales by its size over their number."""
+    from numpyro.primitives import Messenger
 
-    def quiet(*args, **kwargs):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "subsample_size does not match", UserWarning)
-            return fn(*args, **kwargs)
+    class IndicesInRange(Messenger):
+        def process_message(self, msg):  # after ``substitute`` (inside it) has set the plate's indices
+            if msg["type"] == "plate" and msg["name"] in plates and msg["value"] is not None:
+                size = msg["args"][0]
+                enforce_value_checks([ids_in_range(f"batch[{msg['name']!r}]", msg["value"], size)])
 
-    return quiet
+        def __call__(self, *args, **kwargs):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "subsample_size does not match", UserWarning)
+                return super().__call__(*args, **kwargs)
+
+    return IndicesInRange(fn)
 
 
 __all__ = [

@@ -99,11 +99,3 @@ def psis_note(evals: Sequence[dict]) -> Optional[str]:
             "its posterior estimates are not to be trusted (Yao et al. 2018)"
         )
     return f"PSIS k-hat {k:.3g} <= {KHAT_THRESHOLD}: q passes the diagnostic"
-
-
-def raise_batch_error(error: Exception) -> None:
-    """Re-raises a ``JaxRuntimeError`` whose text holds a failed value check as that ValueError."""
-    lines = [ln for ln in str(error).splitlines() if ln.startswith("ValueError: ")]
-    if lines:
-        raise ValueError(lines[-1][len("ValueError: ") :]) from None
-    raise error

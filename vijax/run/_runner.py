@@ -36,7 +36,8 @@ from vijax.models import split_arrays
 from vijax.types import Array, PRNGKey, PyTree
 from . import _cache, _checkpoint
 from ._checkpoint import CheckpointStore, replicated
-from ._health import psis_note, raise_batch_error, run_health
+from vijax._validate import raise_batch_error
+from ._health import psis_note, run_health
 from ._run_config import RunConfig
 
 
