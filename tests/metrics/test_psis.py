@@ -36,6 +36,12 @@ def test_equal_weights_and_bad_input():
     r = psis(-1234.5 + 1e-12 * jitter)
     assert r.khat == -np.inf and r.ok and r.ess == 200.0
     assert np.isfinite(psis(-1234.5 + 1e-3 * jitter).khat)
+    # float32 weights (a closed-form q's, the default dtype): equal up to a few of their own ulps; a real spread is fitted
+    ulps = np.float32(-41.9) + np.spacing(np.float32(41.9)) * np.round(3.0 * jitter).astype(np.float32)
+    assert ulps.dtype == np.float32 and np.ptp(ulps) > 1e-9 * 41.9  # above float64's rounding: the dtype decides
+    r = psis(ulps)
+    assert r.khat == -np.inf and r.ok and r.ess == 200.0
+    assert np.isfinite(psis((-41.9 + 1e-2 * jitter).astype(np.float32)).khat)
     with pytest.raises(ValueError, match="NaN"):
         psis(np.array([0.0] * 20 + [np.nan]))
     with pytest.raises(ValueError, match="shape"):

@@ -142,7 +142,7 @@ def _with_log_weights(az, groups: dict, log_weights: Any, chains_draws: tuple[in
     if lw.shape not in ((s,), chains_draws):
         raise ArgumentError("log_weights", f"log_weights must have one value per draw, shape ({s},), got {lw.shape}")
     lw = lw.reshape(-1)
-    result = psis(lw)
+    result = psis(np.reshape(log_weights, -1))  # in their own dtype: its rounding is what makes weights equal
     shape = lambda a: a.reshape(chains_draws)  # noqa: E731
     stats = {"log_weight": shape(lw), "psis_log_weight": shape(result.log_weights)}
     idata = az.from_dict(**groups, sample_stats=stats)

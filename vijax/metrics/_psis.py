@@ -34,6 +34,7 @@ def _psislw():
 
 
 EQUAL_WEIGHTS_RTOL = 1e-9  # log-weights this close (relative to their magnitude) are equal: rounding, not a tail
+EQUAL_WEIGHTS_ULPS = 1e3  # ... or this many units of their own dtype's precision, if more (float32: 1.2e-4)
 
 
 def psis(log_weights) -> PSISResult:
@@ -44,7 +45,8 @@ def psis(log_weights) -> PSISResult:
 
     Returns:
       A :class:`PSISResult`; equal weights (q proportional to the target), up to rounding (``EQUAL_WEIGHTS_RTOL`` of
-      their magnitude), give k-hat = -inf.
+      their magnitude, or ``EQUAL_WEIGHTS_ULPS`` units of their dtype's precision where that is more: a closed-form
+      q's float32 weights), give k-hat = -inf.
 
     Raises:
       ValueError: a misshaped array, fewer than 10 draws, NaN or +inf weights, or all weights -inf.
@@ -56,7 +58,8 @@ def psis(log_weights) -> PSISResult:
         >>> r.ok, round(r.ess)
         (True, 1000)
     """
-    lw = np.asarray(log_weights, dtype=np.float64)
+    given = np.asarray(log_weights)
+    lw = given.astype(np.float64)
     if lw.ndim != 1 or lw.shape[0] < 10:
         raise ArgumentError("log_weights", f"log_weights must have shape (S,) with S >= 10 draws, got {lw.shape}")
     if np.any(np.isnan(lw)) or np.any(lw == np.inf):
@@ -70,7 +73,9 @@ def psis(log_weights) -> PSISResult:
             "posterior's, or the log-density refuses every draw)",
         )
     psislw = _psislw()  # also for equal weights, so that a missing ArviZ shows on any input
-    if np.all(np.isfinite(lw)) and np.ptp(lw) <= EQUAL_WEIGHTS_RTOL * max(1.0, np.max(np.abs(lw))):
+    eps = np.finfo(given.dtype).eps if np.issubdtype(given.dtype, np.floating) else 0.0
+    rtol = max(EQUAL_WEIGHTS_RTOL, EQUAL_WEIGHTS_ULPS * float(eps))
+    if np.all(np.isfinite(lw)) and np.ptp(lw) <= rtol * max(1.0, np.max(np.abs(lw))):
         # q proportional to the target: every weight equal up to rounding, no tail to fit (the Pareto fit of a tail
         # of rounding errors is degenerate: k-hat = inf)
         return PSISResult(-np.inf, float(lw.shape[0]), True, np.full_like(lw, -np.log(lw.shape[0])))
