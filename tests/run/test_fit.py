@@ -111,6 +111,10 @@ def test_forced_routes_fit(route):
         (dict(seed=-1), "seed"),
         (dict(init="state"), "init"),
         (dict(objective="stl"), "objective"),
+        (dict(family="meanfield"), "family"),  # every site in closed form: no family, no step size
+        (dict(learning_rate=0.1), "learning_rate"),
+        (dict(learning_rate=-0.1), "learning_rate"),
+        (dict(learning_rate="fast"), "learning_rate"),
     ],
 )
 def test_bad_arguments_are_refused_by_name(kwargs, argument):
@@ -310,6 +314,24 @@ def test_a_continued_fit_reuses_its_compiled_step():
     before = len(traces)
     more = vijax.fit(log_density, params={"z": jnp.zeros(2)}, init=post, max_steps=20, tol=None, **QUIET)
     assert len(traces) == before and int(more.num_steps) == 40  # no trace: the first fit's chunk ran
+
+
+def test_an_option_the_route_does_not_read_is_refused_by_name():
+    """Each route's options (``_READS``): one it does not read is a user's mistake, not silently dropped."""
+    with pytest.raises(vijax.ArgumentError, match="num_samples: this fit does not read it .route 'laplace'") as e:
+        vijax.fit(logistic, X2, Y2, route="laplace", num_samples=4, progress=False)
+    assert e.value.argument == "num_samples"
+    with pytest.raises(vijax.ArgumentError, match="learning_rate: .*route 'ngvi'; it reads family, num_samples") as e:
+        vijax.fit(logistic, X2, Y2, route="ngvi", learning_rate=0.1, progress=False)
+    assert e.value.argument == "learning_rate"
+    with pytest.raises(vijax.ArgumentError, match="family: route 'ngvi' takes a dict of site -> vijax.expfam") as e:
+        vijax.fit(logistic, X2, Y2, route="ngvi", family="meanfield", progress=False)
+    assert e.value.argument == "family"
+    with pytest.raises(vijax.ArgumentError, match="family: .*vijax.models model's own CAVI") as e:
+        vijax.fit(vijax.models.UnivariateGMM(num_components=2), jnp.zeros(10), family="meanfield", progress=False)
+    assert e.value.argument == "family"
+    plan = plan_fit(logistic, X2, Y2, route="bbvi", family="meanfield")  # read where the route reads it
+    assert plan.route == "bbvi" and plan.rows[0].family == "Gaussian (meanfield)"
 
 
 def test_a_vijax_model_takes_its_own_cavi():

@@ -60,7 +60,7 @@ from vijax._validate import ArgumentError, check_bool, check_choice, check_int, 
 from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
 from vijax.inference import empirical_bayes, fitted_params, map_estimate, ngvi, sample
 from vijax.data import epoch_batches
-from vijax.inference import averaged, schedules, svi
+from vijax.inference import ESTIMATORS, averaged, schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
 from vijax.metrics import psis, to_arviz
@@ -445,6 +445,43 @@ def _size(target: Target) -> int:
 
 _FAMILY_OF = {"real": "Normal", "positive": "Gamma", "unit_interval": "Beta", "simplex": "Dirichlet"}
 
+_OPTIONS = ("family", "objective", "num_samples", "learning_rate")  # fit's options of a route's q and its steps
+_READS = {  # the options each route reads; "conjugate" reads more for the sites it does not update in closed form
+    "bbvi": _OPTIONS,
+    "flow": _OPTIONS,
+    "ngvi": ("family", "num_samples"),
+    "conjugate": ("num_samples",),
+    "amortized": ("family", "num_samples", "learning_rate"),
+    "score": ("family", "num_samples", "learning_rate"),
+    "laplace": ("learning_rate",),
+    "map": ("learning_rate",),
+}
+
+
+def _check_options(plan: Plan, options: dict, params: bool = False) -> None:
+    """ArgumentError naming the first option given (not None) that the plan's route does not read: ``family`` and
+    ``learning_rate`` on the conjugate route only with a site fitted by ``ngvi`` or ``bbvi`` (``learning_rate``:
+    ``bbvi``), ``learning_rate`` wherever the model's ``numpyro.param`` sites (``params``) are fitted by empirical
+    Bayes; a ``vijax.models`` model's CAVI and SVI read none."""
+    reads = set(_READS.get(plan.route, ()))
+    rest = {r.route for r in plan.rows} & {"ngvi", "bbvi"} if plan.route == "conjugate" else set()
+    reads |= {"family"} if rest else set()
+    reads |= {"learning_rate"} if "bbvi" in rest or (params and plan.route not in POINT_ROUTES) else set()
+    for name in _OPTIONS:
+        if options[name] is not None and name not in reads:
+            what = f"route {plan.route!r}" + (
+                ", every site in closed form" if plan.route == "conjugate" and not rest else ""
+            )
+            if plan.route in ("cavi", "svi"):
+                what = f"a vijax.models model's own {plan.route.upper()}, its q the model's families"
+            raise ArgumentError(
+                name,
+                f"{name}: this fit does not read it ({what}; it reads "
+                f"{', '.join(n for n in _OPTIONS if n in reads) or 'none of ' + ', '.join(_OPTIONS)}): drop it, or "
+                "force a route that reads it (route=...)",
+                value=options[name],
+            )
+
 
 def _global_family(target: Target, family: Any) -> str:
     """bbvi's Gaussian of the global sites: ``family``, or by their size."""
@@ -589,8 +626,6 @@ def _plan(target: Target, route: str, report: dict, family: Any) -> Plan:
 def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, options: dict):
     family, objective, num_samples, lr = (options[k] for k in ("family", "objective", "num_samples", "learning_rate"))
     route = plan.route
-    if objective is not None and route not in ("bbvi", "flow"):
-        raise ArgumentError("objective", f"objective: an option of route 'bbvi' or 'flow'; this fit's is {route!r}")
     if route == "conjugate":
         rest = next((r.route for r in plan.rows if r.route in ("ngvi", "bbvi")), "ngvi")
         subsampled = bool(target.plates)
@@ -602,7 +637,14 @@ def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, op
             settings.update(family=family)
         return conjugate_split(target, report, **settings)
     if route == "ngvi":
-        return ngvi(target, family=family, num_samples=num_samples or 8)
+        if family is not None and not (isinstance(family, Mapping) and all(map(expfam.is_family, family.values()))):
+            raise ArgumentError(
+                "family",
+                "family: route 'ngvi' takes a dict of site -> vijax.expfam family (q's start), got "
+                f"{type(family).__name__} {family!r}",
+                value=family,
+            )
+        return ngvi(target, family=dict(family) if family else None, num_samples=num_samples or 8)
     if route == "score":
         family = _global_family(target, family)
         return discrete_bbvi(target, family=family, num_samples=num_samples or 8, schedule=0.01 if lr is None else lr)
@@ -697,11 +739,13 @@ def fit(
         (``vijax.from_numpyro``, ``vijax.from_tfp``) or a log-density ``(params, batch) -> scalar`` (with ``params``).
       route: ``"auto"`` (the module docstring's rule), or one of ``ROUTES`` to force it.
       family: q's family for the route: ``bbvi``'s (``"meanfield"``, ``"fullrank"``, ``"lowrank"`` or a flowjax
-        flow), a dict of site -> ``vijax.expfam`` family for ``ngvi`` (and the conjugate route's ``ngvi`` rest).
-      objective: ``bbvi``'s estimator (``vijax.inference.ESTIMATORS``: ``"reparam"``, ``"stl"``, ``"renyi"``, ...).
+        flow), a dict of site -> ``vijax.expfam`` family for ``ngvi`` (and the conjugate route's ``ngvi`` rest), the
+        Gaussian kind of ``amortized``'s and ``score``'s global sites.
+      objective: the estimator of ``bbvi`` and ``flow`` (``vijax.inference.ESTIMATORS``: ``"reparam"``, ``"stl"``,
+        ``"renyi"``, ...).
       num_samples: Monte Carlo draws per step (default 8).
       learning_rate: ``bbvi``'s, ``amortized``'s and ``discrete_bbvi``'s Adam step (a number or ``count -> rate``;
-        default 0.01), and that of the model's ``numpyro.param`` sites under ``empirical_bayes`` (default
+        default 0.01), ``laplace``'s and ``map``'s, and that of the model's ``numpyro.param`` sites under ``empirical_bayes`` (default
         0.01 ((t + 100) / 100)^-0.7).
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
         closed form at full batch (on small data its ELBO estimate, at one draw, is too noisy for ``tol`` to stop it),
@@ -728,7 +772,9 @@ def fit(
 
     Raises:
       ArgumentError: naming the argument: an unknown ``route``, or a forced one a site cannot take (the site
-        named), a bad ``tol``, ``max_steps``, ``eval_every``, ``patience`` or ``init``, a model of no known kind.
+        named), a bad ``tol``, ``max_steps``, ``eval_every``, ``patience`` or ``init``, a model of no known kind; an
+        option (``family``, ``objective``, ``num_samples``, ``learning_rate``) of a bad value, or one the fit's route
+        does not read (a family where every site is in closed form, a step size for ``ngvi``).
 
     Examples:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -752,6 +798,10 @@ def fit(
         tol = check_scalar("tol", tol, low=0.0)
     if num_samples is not None:
         num_samples = check_int("num_samples", num_samples)
+    if objective is not None:
+        objective = check_choice("objective", objective, ESTIMATORS)
+    if learning_rate is not None and not callable(learning_rate):
+        learning_rate = check_scalar("learning_rate", learning_rate, low=0.0)
     key = _key_of(seed)
     if init is not None and not isinstance(init, Posterior):
         raise ArgumentError("init", f"init: a Posterior of vijax.fit to continue from, got {type(init).__name__}")
@@ -872,6 +922,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             how = ("with the point", "") if plan.route in POINT_ROUTES else ("empirical Bayes", ": maximizes the ELBO")
             rows = tuple(PlanRow(n, "point", how[0], f"numpyro.param{how[1]}") for n in target.params)
             plan = plan._replace(rows=plan.rows + rows)
+        _check_options(plan, options, bool(target.params))
         if not make_alg:
             return _Fitted("target", None, target, None, None, plan, given)
         alg = _target_algorithm(target, plan, report, key, options)
@@ -889,7 +940,8 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
         family = options["family"] or default
         num = options["num_samples"] or 8
         lr = 0.01 if options["learning_rate"] is None else options["learning_rate"]
-        alg = bbvi(log_density, init_params=params, family=family, schedule=lr, num_samples=num)
+        estimator = options["objective"] or "reparam"
+        alg = bbvi(log_density, init_params=params, family=family, schedule=lr, num_samples=num, estimator=estimator)
         rows = tuple(
             PlanRow(
                 jax.tree_util.keystr(p, simple=True, separator=".") or "params",
@@ -905,6 +957,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
     if len(args) != 1 or kwargs:
         raise ArgumentError("args", "a vijax.models model takes one argument, its data: fit(model, data)")
     data = args[0]
+    _check_options(Plan("svi" if batch_size is not None else "cavi", ()), options)
     if batch_size is None:
         alg, name, why = cavi(model), "cavi", "conditionally conjugate model, whole data"
     else:
