@@ -202,6 +202,21 @@ def test_posterior_to_arviz_and_psis(gamma_post):
     assert r.khat == -np.inf and r.ok and r.ess == 200.0
 
 
+def test_a_continuation_keeps_its_fits_settings_and_refuses_others_by_name(gamma_post):
+    for kwargs, argument in (
+        (dict(route="bbvi"), "route"),
+        (dict(num_samples=4), "num_samples"),
+        (dict(batch_size=2), "batch_size"),
+    ):
+        with pytest.raises(vijax.ArgumentError, match=f"{argument}.*init continues a fit") as e:
+            vijax.fit(gamma_poisson, EXPOSURE, K, init=gamma_post, progress=False, **kwargs)
+        assert e.value.argument == argument
+    more = vijax.fit(
+        gamma_poisson, EXPOSURE, K, init=gamma_post, route="conjugate", max_steps=10, eval_every=10, progress=False
+    )
+    assert int(more.num_steps) == 30  # the same route, as the plan names it: continued
+
+
 @pytest.mark.slow  # over CI's per-test budget
 def test_posterior_is_a_pytree_jit_vmap_and_continue(gamma_post):
     leaves, treedef = jax.tree.flatten(gamma_post)

@@ -757,7 +757,7 @@ def fit(
       patience: checks in a row below ``tol`` needed to stop.
       seed: an int or a PRNG key.
       init: a :class:`Posterior` of the same model and equal data to continue from (its route, settings, state and
-        compiled step), or one loaded from a pickle.
+        compiled step; another route or setting given beside it is refused by name), or one loaded from a pickle.
       observed: a TFP joint's observed parts, name -> value.
       params: with a log-density, its parameter pytree (structure, shapes, q's start).
       batch_size: with a ``vijax.models`` model, SVI on minibatches of this size (None: CAVI on the whole data).
@@ -813,6 +813,7 @@ def fit(
             raise ArgumentError(
                 "init", "init: a Posterior of this model and data (the same model, equal data) to continue from"
             )
+        _check_continued(fitted, route, batch_size, params, options)
         k_run = jax.random.fold_in(k_run, int(init.num_steps))
     else:
         fitted = _build(model, args, kwargs, observed, params, batch_size, route, options, k_plan)
@@ -859,6 +860,28 @@ def fit(
     if init is not None:
         elbo, steps = jnp.concatenate([init.elbo, elbo.astype(init.elbo.dtype)]), steps + int(init.num_steps)
     return Posterior(res.state, elbo, jnp.int32(steps), jnp.asarray(res.converged), key, fitted)
+
+
+def _check_continued(fitted: _Fitted, route: str, batch_size, params, options: dict) -> None:
+    """ArgumentError naming the first of a continuation's route and settings (given, not default) that differs from
+    those of the fit it continues: ``init`` keeps its own, and ignoring another would be a silent change."""
+    _, _, _, _, params0, batch0, route0, options0, _ = fitted.given
+    if route not in ("auto", route0, fitted.plan.route):
+        raise ArgumentError(
+            "route",
+            f"route={route!r}: init continues a fit of route {fitted.plan.route!r}, which it keeps",
+            value=route,
+        )
+    for name, value, kept in [("batch_size", batch_size, batch0), ("params", params, params0)] + [
+        (n, options[n], options0[n]) for n in _OPTIONS
+    ]:
+        if value is not None and value is not kept and _digest(value) != _digest(kept):
+            raise ArgumentError(
+                name,
+                f"{name}: init continues a fit with its own {name} ({'the default' if kept is None else repr(kept)}), "
+                "which it keeps; give another to a new fit (no init)",
+                value=value,
+            )
 
 
 def plan_fit(
