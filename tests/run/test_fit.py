@@ -190,6 +190,10 @@ def test_posterior_methods(gamma_post):
     np.testing.assert_allclose(
         ll["k"], dist.Poisson(draws["rate"][:, None] * EXPOSURE[None, :]).log_prob(K[None, :]), rtol=1e-5
     )
+    for method in (gamma_post.sample, gamma_post.predictive, gamma_post.log_likelihood):  # a key is passed, never None
+        with pytest.raises(vijax.ArgumentError, match="key must be a PRNG key") as e:
+            method(None, 5)
+        assert e.value.argument == "key"
 
 
 @pytest.mark.slow  # ArviZ's import, and the programs of the groups

@@ -305,6 +305,7 @@ class Posterior:
         """``num_samples`` draws of q on a leading axis: constrained values by site name (a model: q's families'
         draws, structured like its ``prior()``). Route ``"amortized"``: the global sites only; a local site has one
         q per data point (:meth:`local_q`)."""
+        check_key("key", key)
         num_samples = check_int("num_samples", num_samples)
         if self.fitted.kind == "model":
             return expfam.reparam_sample(self.state.q_global, key, num_samples)
@@ -348,6 +349,7 @@ class Posterior:
         """Draws of the observed sites (or ``sites``) given ``num_samples`` draws of q; ``args``, ``kwargs``: new
         arguments of the model (``vijax.predictive``'s batch), e.g. new inputs with ``y=None``."""
         target = self._target("predictive")
+        check_key("key", key)
         k_q, k_pred = jax.random.split(key)
         draws = self.sample(k_q, num_samples)
         return predictive(target, draws, k_pred, self._batch(args, kwargs), sites=sites)
