@@ -747,8 +747,8 @@ def fit(
         ``"renyi"``, ...).
       num_samples: Monte Carlo draws per step (default 8).
       learning_rate: ``bbvi``'s, ``amortized``'s and ``discrete_bbvi``'s Adam step (a number or ``count -> rate``;
-        default 0.01), ``laplace``'s and ``map``'s, and that of the model's ``numpyro.param`` sites under ``empirical_bayes`` (default
-        0.01 ((t + 100) / 100)^-0.7).
+        default 0.01), ``laplace``'s and ``map``'s, and that of the model's ``numpyro.param`` sites under
+        ``empirical_bayes`` (default 0.01 ((t + 100) / 100)^-0.7).
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
         closed form at full batch (on small data its ELBO estimate, at one draw, is too noisy for ``tol`` to stop it),
         or ``2 * MIN_PASSES`` passes over the data where a plate is subsampled and that is more.
