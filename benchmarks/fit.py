@@ -35,7 +35,8 @@ the process starts, so the interpreter's start, the imports and every compilatio
 check (``--draws`` draws of q, each scalar's mean compared with the reference) and the data's generation are
 timed and taken out of the clock: the time to the answer is the clock at the first check that passes, less these.
 A run that passes no check within ``--cap`` seconds reports the cap ("> cap"); ``--merge`` keeps the other runs of
-``--out`` (another model, size or method), each row with its own cap. ``--rounds`` (3) rounds, the methods
+``--out`` (another model, size or method), each row with its own cap, and ``--append`` all of them, the new rounds
+numbered after the old. ``--rounds`` (3) rounds, the methods
 interleaved; the table gives the medians, the ratio NumPyro / vijax and its target: ≥ 3× at the docs' sizes,
 ≥ 10× at 10⁵–10⁶ observations where the model has conjugate sites, ≥ 3× elsewhere. Where NumPyro passed the cap the
 ratio is a lower bound; one below the target is "open", neither met nor missed.
@@ -818,6 +819,9 @@ def main(argv=None):
     p.add_argument(
         "--merge", action="store_true", help="keep --out's runs of the models, sizes and methods not timed here"
     )
+    p.add_argument(
+        "--append", action="store_true", help="keep all of --out's runs, the new rounds numbered after theirs"
+    )
     p.add_argument("--docs-table", action="store_true", help="rewrite docs/numpyro_tfp.md's table from the JSON")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "MODEL", "N"), help=argparse.SUPPRESS)
     p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
@@ -859,11 +863,13 @@ def main(argv=None):
     skipped = [_key(m, n) for m, n in cases if (m, n) not in timed]
     load_start, runs = os.getloadavg(), []
     settings = {k: getattr(opts, k) for k in ("subsample", "rounds", "cap", "within", "draws", "lr", "chunk")}
-    if opts.merge and os.path.exists(opts.out):
+    first_round = 0
+    if (opts.merge or opts.append) and os.path.exists(opts.out):
         with open(opts.out) as f:
             kept = json.load(f)
         timing = {(m, n, method) for m, n in timed for method in _methods(opts, m)}
-        runs = [r for r in kept["runs"] if (r["model"], r["n"], r["method"]) not in timing]
+        runs = [r for r in kept["runs"] if opts.append or (r["model"], r["n"], r["method"]) not in timing]
+        first_round = 1 + max((r["round"] for r in runs if (r["model"], r["n"], r["method"]) in timing), default=-1)
         load_start, skipped, settings = kept["load_average_start"], kept["no_reference"], kept["settings"]
 
     def write():  # after every run, so that a stopped run keeps what it measured
@@ -878,7 +884,7 @@ def main(argv=None):
         )
         return write_results(opts.out, result, opts.models)
 
-    for r in range(opts.rounds):
+    for r in range(first_round, first_round + opts.rounds):
         for name, n in timed:
             for method in _methods(opts, name):
                 load = os.getloadavg()[0]

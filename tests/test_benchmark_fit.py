@@ -3,6 +3,7 @@ to the answer, the clock that leaves the checks out, the table's medians and tar
 (the command and its environment)."""
 
 import importlib.util
+import json
 import pathlib
 import subprocess
 import sys
@@ -176,6 +177,26 @@ def test_each_run_is_a_fresh_process_without_a_compile_cache(fb, monkeypatch):
     monkeypatch.setattr(fb.subprocess, "run", failing_run)
     out = fb.spawn("vijax", "hier_poisson", 1000, opts)
     assert out["error"] == "vijax.ArgumentError: boom" and not out["reached"]
+
+
+def test_merge_replaces_the_timed_rows_and_append_adds_rounds_after_theirs(fb, monkeypatch, tmp_path):
+    monkeypatch.setattr(fb, "load_references", lambda path: {fb._key("hier_poisson", 1000): {"kind": "laplace"}})
+    monkeypatch.setattr(
+        fb, "spawn", lambda method, name, n, opts: dict(method=method, model=name, n=n, seconds=2.0, reached=True)
+    )
+    out = tmp_path / "r.json"
+    args = ["--models", "hier_poisson", "--sizes", "1000", "--methods", "vijax,numpyro", "--rounds", "1"]
+    args += ["--out", str(out)]
+
+    def rounds():
+        return sorted((r["method"], r["round"]) for r in json.loads(out.read_text())["runs"])
+
+    fb.main(args)
+    fb.main(args + ["--append"])
+    assert rounds() == [("numpyro", 0), ("numpyro", 1), ("vijax", 0), ("vijax", 1)]
+    assert json.loads(out.read_text())["rows"][0]["runs"] == [2, 2]
+    fb.main(args + ["--merge"])  # the rows timed again: their runs replaced
+    assert rounds() == [("numpyro", 0), ("vijax", 0)]
 
 
 def test_docs_table_is_the_recorded_runs(fb):
