@@ -230,14 +230,15 @@ def standard_log_gamma(key: PRNGKey, a: Array) -> Array:
     return _implicit_log_gamma(a, log_g)
 
 
-def check_invertible(q: PyTree) -> None:
-    """Raises ValueError unless every family in the pytree ``q`` implements ``reparam_sample_and_stats``."""
+def check_invertible(q: PyTree, name: str = "q") -> None:
+    """Raises ValueError (naming the argument ``name``) unless every family in the pytree ``q`` implements
+    ``reparam_sample_and_stats``."""
     fams = jax.tree_util.tree_leaves(q, is_leaf=is_family)
     if not fams:
-        raise ArgumentError("q", "q must be a pytree holding at least one exponential family")
+        raise ArgumentError(name, f"{name} must be a pytree holding at least one exponential family")
     for f in fams:
         if not is_family(f):
-            raise ArgumentError("q", f"q must be a pytree of exponential families, found a {type(f).__name__}")
+            raise ArgumentError(name, f"{name} must be a pytree of exponential families, found a {type(f).__name__}")
         if not implements(f, "reparam_sample_and_stats"):
             raise ValueError(
                 f"sampling by inversion needs a family that implements reparam_sample_and_stats "

@@ -291,7 +291,7 @@ def as_top_level_api(
         raise ArgumentError(
             "family", "family: the initial q (a pytree of vijax.expfam families) is needed with a log-density"
         )
-    expfam.check_invertible(family)
+    expfam.check_invertible(family, "family")
     if target is not None:
         draw = jax.eval_shape(lambda: expfam.reparam_sample(family, jax.random.PRNGKey(0)))
         check_shapes("family", draw, jax.eval_shape(target.constrain, target.init_params), "the target's sites")

@@ -639,14 +639,7 @@ def _target_algorithm(target: Target, plan: Plan, report: dict, key: PRNGKey, op
             settings.update(family=family)
         return conjugate_split(target, report, **settings)
     if route == "ngvi":
-        if family is not None and not (isinstance(family, Mapping) and all(map(expfam.is_family, family.values()))):
-            raise ArgumentError(
-                "family",
-                "family: route 'ngvi' takes a dict of site -> vijax.expfam family (q's start), got "
-                f"{type(family).__name__} {family!r}",
-                value=family,
-            )
-        return ngvi(target, family=dict(family) if family else None, num_samples=num_samples or 8)
+        return ngvi(target, family=family, num_samples=num_samples or 8)
     if route == "score":
         family = _global_family(target, family)
         return discrete_bbvi(target, family=family, num_samples=num_samples or 8, schedule=0.01 if lr is None else lr)
