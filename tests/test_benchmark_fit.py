@@ -101,6 +101,15 @@ def test_table_takes_medians_ratios_and_the_targets(fb):
     full = rows[("hier_poisson (fit at full batch)", 10**5)]
     assert full["vijax_s"] == 4.0 and full["met"]
     text = fb.table(list(rows.values()), 60.0)
+    # runs past different caps: the median is past the median of the caps (each run is past its own)
+    mixed = [_run("vijax", "hier_poisson", 10**6, 100.0, "conjugate")]
+    mixed += [dict(_run("numpyro", "hier_poisson", 10**6, None), cap=c) for c in (800.0, 1400.0, 1400.0)]
+    (row,) = fb.summarize(mixed, cap=60.0)
+    assert row["cap"] == 1400.0 and row["ratio"] == pytest.approx(14.0) and row["met"]
+    mixed[1] = _run("numpyro", "hier_poisson", 10**6, 900.0)  # one reached the answer, two passed 1,400 s
+    assert fb.summarize(mixed, cap=60.0)[0]["ratio"] == pytest.approx(14.0)
+    mixed[2] = dict(mixed[2], cap=700.0)  # past 700 s, 900 s, past 1,400 s: the median is past 900 s
+    assert fb.summarize(mixed, cap=60.0)[0]["ratio"] == pytest.approx(9.0)
     assert (
         "| gamma_poisson | docs | conjugate | 2.0 | 1.5 | 200 | 1,000 | 7.0 | 6.5 | 800 | 1,500 | 3.5× | ≥ 3× | met |"
         in text
