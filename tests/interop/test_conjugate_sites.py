@@ -253,6 +253,23 @@ def test_a_float32_process_is_checked_in_float64():
     np.testing.assert_allclose([q.concentration, q.rate], [A + float(Y.sum()), B0 + Y.shape[0]], rtol=1e-6)
 
 
+def test_a_float32_site_whose_bijector_makes_default_dtype_arrays_is_checked():
+    """NumPyro's CorrCholesky transform scatters the site's values into zeros of the default dtype: the check's
+    float64 reads the model's start in float64 (float32 values into float64 zeros: a TypeError before), and
+    ``fit``'s plan sends the site, with no family, to bbvi."""
+
+    def correlated(y):
+        chol = numpyro.sample("L", dist.LKJCholesky(2, 2.0))
+        numpyro.sample("y", dist.MultivariateNormal(jnp.zeros(2), scale_tril=chol), obs=y)
+
+    y = jnp.asarray(np.random.default_rng(1).normal(size=(30, 2)), jnp.float32)
+    with jax.enable_x64(False):
+        site = conjugate_sites(correlated, KEY, y)["L"]
+        plan = vijax.run.plan_fit(correlated, y)
+    assert not site.conjugate and site.reason.startswith("its prior is a LKJCholesky")
+    assert plan.route == "bbvi" and [r.site for r in plan.rows] == ["L"]
+
+
 def test_arguments_are_checked_naming_them():
     """Refused before any compilation: positional arguments with a target, a bad num_draws, draws
     of another shape, without a common draw axis, or not a dict (a TFP target is taken:

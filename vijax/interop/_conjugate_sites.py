@@ -512,7 +512,8 @@ def _priors(target: Target, batch, traced: bool) -> dict:
     found = {}
 
     def read(b):
-        start = target.constrain(dict(target.init_params))
+        # in the default float (the checks': float64), as the arrays a site's transform makes (CorrCholesky's zeros)
+        start = target.constrain({n: jnp.asarray(u, float) for n, u in target.init_params.items()})
         found.update(prior_specs(target, jax.random.PRNGKey(0), b, start))
         return 0.0
 
