@@ -137,6 +137,22 @@ def test_a_tfp_joint_needs_its_observed_parts():
 # ----------------------------------------------------------------------------- closed forms
 
 
+def test_a_non_finite_model_argument_is_refused_by_its_name():
+    """A NaN exposure makes a Poisson rate NumPyro's own check refuses: the error names the argument."""
+    with pytest.raises(vijax.ArgumentError, match="exposure: holds 1 non-finite entry .* at flat index 1") as e:
+        vijax.fit(gamma_poisson, EXPOSURE.at[1].set(jnp.nan), K, progress=False)
+    assert e.value.argument == "exposure"
+
+
+def test_new_arguments_the_model_fails_on_are_refused_naming_the_ones_kept(gamma_post):
+    """Three exposures beside the fit's five counts: the arguments not given keep the fit's values (``predictive``
+    draws the counts anew, so it takes them)."""
+    with pytest.raises(vijax.ArgumentError, match=r"the model fails on the new arguments .* fit's values \(k\)") as e:
+        gamma_post.log_likelihood(jax.random.PRNGKey(0), 5, EXPOSURE[:3])
+    assert e.value.argument == "args"
+    assert gamma_post.predictive(jax.random.PRNGKey(0), 5, EXPOSURE[:3])["k"].shape == (5, 3)
+
+
 @pytest.fixture(scope="module")
 def gamma_post():
     return vijax.fit(gamma_poisson, EXPOSURE, K, max_steps=20, eval_every=10, progress=False)

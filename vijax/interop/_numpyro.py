@@ -531,6 +531,24 @@ def _first(bad: np.ndarray) -> tuple[int, int]:
     return int(np.sum(bad)), int(np.argmax(np.ravel(bad)))
 
 
+def check_finite_arguments(arguments: Mapping, err: Exception) -> None:
+    """Raises ArgumentError naming the first of the model's ``arguments`` (name -> value) with a non-finite float,
+    where the model failed with ``err``: its distributions refuse the parameters made from it."""
+    for name, value in arguments.items():
+        for leaf in jax.tree_util.tree_leaves(value):
+            leaf = None if is_tracer(leaf) else np.asarray(leaf)
+            if leaf is None or not np.issubdtype(leaf.dtype, np.inexact):
+                continue
+            count, first = _first(~np.isfinite(leaf))
+            if count:
+                raise ArgumentError(
+                    name,
+                    f"{name}: holds {count} non-finite {'entry' if count == 1 else 'entries'} (the first, "
+                    f"{leaf.ravel()[first]}, at flat index {first}), and the model's distributions refused the "
+                    f"parameters made from it ({err}); vijax fits finite data",
+                ) from err
+
+
 def _check_scale(name: str, scale: Any) -> None:
     """Raises ArgumentError naming site ``name`` where its ``handlers.scale`` factor is not finite and > 0."""
     if is_tracer(scale):
@@ -744,7 +762,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       ValueError: naming the site (discrete, not summed out and with no q family, no bijector, a ``numpyro.param`` without an array
         start, a param in a subsampled plate, a local site in two subsampled plates, off their leading axis or with
         enumerated sites, bad observed values, a start or scale not finite) or
-        the plate or ``batch`` (bad indices).
+        the plate or ``batch`` (bad indices), or the model's argument holding a non-finite value where its
+        distributions refuse the parameters made from it.
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:
@@ -775,7 +794,12 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
         raise ArgumentError("model", f"model: it does not take these arguments: {err}") from err
     named = tuple(n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
-    start = _start(model, args, kwargs)
+    try:
+        start = _start(model, args, kwargs)
+    except ValueError as err:  # a distribution's own check (NumPyro's validate_args): name a non-finite argument
+        if not isinstance(err, ArgumentError):
+            check_finite_arguments(signature.bind(*args, **kwargs).arguments, err)
+        raise
     plates, summed, latent, local_plate = start["plates"], start["summed"], start["latent"], start["locals"]
     discrete = start["discrete"]
     if not latent and not discrete:

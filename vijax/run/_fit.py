@@ -345,6 +345,23 @@ class Posterior:
                 )
         return self._with_params({**dict(zip(keys, args)), **kwargs})
 
+    def _on_batch(self, what: str, fn: Callable, args: tuple, kwargs: dict):
+        """``fn(batch)`` of the new arguments; where the model fails on them (shapes that do not fit: JAX's
+        TypeError), an ArgumentError naming ``args`` and the arguments kept from the fit."""
+        batch = self._batch(args, kwargs)
+        try:
+            return fn(batch)
+        except TypeError as err:
+            if not args and not kwargs:
+                raise
+            given = set(kwargs) | set((self.fitted.target.batch_keys or ())[: len(args)])
+            kept = [k for k in self.fitted.target.batch_keys or () if k not in given]
+            raise ArgumentError(
+                "args",
+                f"args: the model fails on the new arguments of {what} ({err}); the arguments not given keep the "
+                f"fit's values ({', '.join(kept) or 'none'}): give each that must change with them",
+            ) from err
+
     def predictive(self, key: PRNGKey, num_samples: int, *args, sites=None, **kwargs) -> dict:
         """Draws of the observed sites (or ``sites``) given ``num_samples`` draws of q; ``args``, ``kwargs``: new
         arguments of the model (``vijax.predictive``'s batch), e.g. new inputs with ``y=None``."""
@@ -352,12 +369,13 @@ class Posterior:
         check_key("key", key)
         k_q, k_pred = jax.random.split(key)
         draws = self.sample(k_q, num_samples)
-        return predictive(target, draws, k_pred, self._batch(args, kwargs), sites=sites)
+        return self._on_batch("predictive", lambda b: predictive(target, draws, k_pred, b, sites=sites), args, kwargs)
 
     def log_likelihood(self, key: PRNGKey, num_samples: int, *args, **kwargs) -> dict:
         """(num_samples, ...) the pointwise log-likelihood of the observed sites at draws of q."""
         target = self._target("log_likelihood")
-        return log_likelihood(target, self.sample(key, num_samples), self._batch(args, kwargs))
+        draws = self.sample(key, num_samples)
+        return self._on_batch("log_likelihood", lambda b: log_likelihood(target, draws, b), args, kwargs)
 
     def to_arviz(self, key: Optional[PRNGKey] = None, num_samples: int = 1000):
         """An ``arviz.InferenceData``: posterior, posterior_predictive, log_likelihood, observed_data (a target), or
