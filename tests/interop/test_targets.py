@@ -234,6 +234,8 @@ def test_from_tfp_refuses_non_finite_observed_values():
     joint = tfd.JointDistributionNamed(dict(mu=tfd.Normal(0.0, 1.0), x=lambda mu: tfd.Sample(tfd.Normal(mu, 1.0), 3)))
     with pytest.raises(ValueError, match=r"^observed\['x'\] must be finite, got NaN or infinite entries"):
         vijax.from_tfp(joint, observed={"x": jnp.array([0.1, jnp.nan, 0.3])})
+    with pytest.raises(vijax.ArgumentError, match="^observed must be a dict of the observed parts' values by name"):
+        vijax.from_tfp(joint, observed=jnp.array([0.1, 0.2, 0.3]))
 
 
 def test_auto_family_names_a_support_it_cannot_match_and_bbvi_still_fits_it():

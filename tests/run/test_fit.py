@@ -326,16 +326,27 @@ def test_a_pickled_posterior_loads_and_continues_in_a_fresh_process(gamma_post, 
 
 
 def test_a_log_density_with_params_goes_to_bbvi():
-    def log_density(params, batch):  # N(1, 0.5^2) in each coordinate
-        return -0.5 * jnp.sum(((params["z"] - 1.0) / 0.5) ** 2)
+    def log_density(params, batch):  # N(1, 0.5^2) in each coordinate: the batch's mean and sd
+        return -0.5 * jnp.sum(((params["z"] - batch["mean"]) / batch["sd"]) ** 2)
 
-    post = vijax.fit(log_density, params={"z": jnp.zeros(2)}, max_steps=1500, tol=None, progress=False)
+    batch = {"mean": jnp.float32(1.0), "sd": jnp.float32(0.5)}
+    post = vijax.fit(log_density, batch, params={"z": jnp.zeros(2)}, max_steps=1500, tol=None, progress=False)
     assert post.plan.route == "bbvi"
     s = post.summary(num_samples=4000)["z"]
     np.testing.assert_allclose(s["mean"], 1.0, atol=0.1)  # 0.2 posterior sd
     np.testing.assert_allclose(s["sd"], 0.5, rtol=0.15)
     with pytest.raises(TypeError, match="Posterior: the model cannot be pickled .*define functions at module level"):
         pickle.dumps(post)  # a local function (as a lambda): a Posterior pickles what fit was given
+    for args, kwargs, argument in [
+        ((batch, batch), {}, "args"),  # one batch
+        ((batch,), {"sd": 1.0}, "args"),
+        ((), {"params": {"z": jnp.array([0.0, jnp.nan])}}, "params"),
+        ((), {"params": {"z": jnp.zeros(2, jnp.int32)}}, "params"),
+        ((), {"params": {}}, "params"),
+    ]:
+        with pytest.raises(vijax.ArgumentError) as e:
+            vijax.fit(log_density, *args, **{"params": {"z": jnp.zeros(2)}, **kwargs})
+        assert e.value.argument == argument
 
 
 def test_a_continued_fit_reuses_its_compiled_step():

@@ -7,6 +7,7 @@ Each check raises ``ValueError`` with a message that starts with the argument's 
 
 from ._args import ArgumentError, INT32_MAX, batch_size, check_allocation, check_bool, check_choice, check_data_array
 from ._args import check_data_dtype, check_draw_args, check_enough_points, check_finite, check_float_dtype, check_int
+from ._args import check_float_tree
 from ._args import check_key, check_nonconstant_columns, constant_columns, check_positive, check_positive_fields
 from ._args import check_positive_scalar, check_scalar, check_shapes, check_structures, float_dtype, implements
 from ._args import is_tracer, protocol_members, real_array

@@ -184,6 +184,20 @@ def check_finite(name: str, value: Any) -> None:
         raise ArgumentError(name, f"{name} must be finite, got NaN or infinite entries")
 
 
+def check_float_tree(name: str, tree: Any) -> None:
+    """Raises ArgumentError naming ``name`` (and the leaf's path) unless ``tree`` holds at least one array, each of
+    finite floats: a parameter pytree, q's start."""
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    if not leaves:
+        raise ArgumentError(name, f"{name} must hold at least one array")
+    for path, leaf in leaves:
+        a, where = np.asarray(leaf), name + jax.tree_util.keystr(path)
+        if not np.issubdtype(a.dtype, np.floating):
+            raise ArgumentError(name, f"{where} must be a float array, got dtype {a.dtype}")
+        if not np.all(np.isfinite(a)):
+            raise ArgumentError(name, f"{where} has NaN or infinite entries")
+
+
 def check_choice(name: str, value: Any, choices: Sequence) -> Any:
     """``value`` after checking that it is one of ``choices``.
 

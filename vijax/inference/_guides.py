@@ -17,7 +17,7 @@ from jax.flatten_util import ravel_pytree
 
 from vijax import expfam
 from vijax._compile import jit_or_eager, setup_jit
-from vijax._validate import ArgumentError, check_int, check_scalar, check_shapes, check_structures
+from vijax._validate import ArgumentError, check_float_tree, check_int, check_scalar, check_shapes, check_structures
 from vijax.types import Array, PRNGKey, PyTree, tfp_jax
 
 if TYPE_CHECKING:
@@ -72,14 +72,7 @@ class GaussianGuide:
     ):
         if kind not in KINDS:
             raise ValueError(f"family: unknown Gaussian family {kind!r}; choose one of {KINDS}")
-        if not jax.tree_util.tree_leaves(template):
-            raise ValueError("init_params must hold at least one array")
-        for path, leaf in jax.tree_util.tree_leaves_with_path(template):
-            a = np.asarray(leaf)
-            if not np.issubdtype(a.dtype, np.floating):
-                raise ValueError(f"init_params: {_path(path)} must be a float array, got dtype {a.dtype}")
-            if not np.all(np.isfinite(a)):
-                raise ValueError(f"init_params: {_path(path)} has NaN or infinite entries")
+        check_float_tree("init_params", template)
         if transform is not None and bijectors is not None:
             raise ArgumentError(
                 "bijectors", "bijectors: a guide with a transform (a target's own map) takes no bijectors"

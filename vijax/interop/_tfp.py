@@ -148,6 +148,10 @@ def from_tfp(joint_dist, observed: Optional[Mapping[str, Any]] = None) -> Target
             value=joint_dist,
         )
     names = part_names(joint_dist)
+    if observed is not None and not isinstance(observed, Mapping):
+        raise ArgumentError(
+            "observed", f"observed must be a dict of the observed parts' values by name, got {type(observed).__name__}"
+        )
     observed = dict(observed or {})
     for name in observed:
         if name not in names:

@@ -26,8 +26,8 @@ for the discrete sites' q (Ranganath et al. 2014, §3) and a Gaussian for the co
 
 Asked for: ``"flow"``, ``bbvi`` with ``auto_flow``'s flowjax flow (Monte Carlo entropy); ``"laplace"`` and ``"map"``,
 ``vijax.inference.laplace`` and ``map_estimate``. A
-``vijax.models`` model takes its own CAVI (full batch) or SVI (``batch_size``); a log-density with ``params``,
-``bbvi``. A forced route that a site cannot take is refused, naming the site.
+``vijax.models`` model takes its own CAVI (full batch) or SVI (``batch_size``); a log-density with ``params`` (and its
+batch, ``fit(log_density, batch, params=...)``, passed whole to each step), ``bbvi``. A forced route that a site cannot take is refused, naming the site.
 
 **Stopping** (Kucukelbir et al. 2017, "Automatic Differentiation Variational Inference", §3.3, Stan's
 ``tol_rel_obj``): every ``eval_every`` steps the mean ELBO over those steps, L_c; the fit stops once
@@ -56,7 +56,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import ArgumentError, check_bool, check_choice, check_int, check_key, check_scalar, implements
+from vijax._validate import (
+    ArgumentError,
+    check_bool,
+    check_choice,
+    check_float_tree,
+    check_int,
+    check_key,
+    check_scalar,
+)
+from vijax._validate import implements
 from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
 from vijax.inference import empirical_bayes, fitted_params, map_estimate, ngvi, sample
 from vijax.data import epoch_batches
@@ -749,7 +758,8 @@ def fit(
     Args:
       model: a NumPyro model (``args``, ``kwargs``: its arguments and data), a TFP joint distribution (with
         ``observed``), a ``vijax.models`` conditionally conjugate model (``args[0]``: its data), a target
-        (``vijax.from_numpyro``, ``vijax.from_tfp``) or a log-density ``(params, batch) -> scalar`` (with ``params``).
+        (``vijax.from_numpyro``, ``vijax.from_tfp``) or a log-density ``(params, batch) -> scalar`` (with ``params``;
+        ``args[0]``: its batch, else None).
       route: ``"auto"`` (the module docstring's rule), or one of ``ROUTES`` to force it.
       family: q's family for the route: ``bbvi``'s (``"meanfield"``, ``"fullrank"``, ``"lowrank"`` or a flowjax
         flow), a dict of site -> ``vijax.expfam`` family for ``ngvi`` (and the conjugate route's ``ngvi`` rest), the
@@ -971,6 +981,11 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
     if log_density is not None:
         if route not in ("auto", "bbvi"):
             raise ArgumentError("route", f"route={route!r}: a log-density is fitted by 'bbvi' only", value=route)
+        if len(args) > 1 or kwargs:
+            raise ArgumentError(
+                "args", "a log-density takes one argument beside params, its batch: fit(log_density, batch, params=...)"
+            )
+        check_float_tree("params", params)
         size = sum(np.size(x) for x in jax.tree_util.tree_leaves(params))
         default = "fullrank" if size <= FULLRANK_MAX_SIZE else "meanfield"
         family = options["family"] or default
@@ -987,7 +1002,7 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             )
             for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
         )
-        return _Fitted("density", alg, None, log_density, None, Plan("bbvi", rows), given)
+        return _Fitted("density", alg, None, log_density, args[0] if args else None, Plan("bbvi", rows), given)
     if route != "auto":
         raise ArgumentError("route", f"route={route!r}: a vijax.models model takes its own CAVI or SVI", value=route)
     if len(args) != 1 or kwargs:
