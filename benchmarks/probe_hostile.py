@@ -78,6 +78,7 @@ CATEGORIES = (
     "frontend",
     "component",
     "combinator",
+    "fit",
 )
 KEY = jax.random.PRNGKey(0)
 X = jnp.array([[1.0, 0.5, 0.1], [-1.0, 0.2, 0.3], [0.3, -0.4, 0.2], [0.9, 1.0, -0.5]])
@@ -1215,6 +1216,93 @@ def corpus_cases(folder: str):
     )
 
 
+# -------------------------------------------------------------------------------------- fit
+def _fit_models():
+    numpyro, dist = _np()
+
+    def counts(exposure, k):
+        rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        with numpyro.plate("data", exposure.shape[0]):
+            numpyro.sample("k", dist.Poisson(rate * exposure), obs=k)
+
+    def correlated(y):  # a site whose transform makes arrays of the default dtype (CorrCholesky's zeros)
+        numpyro.sample(
+            "y", dist.MultivariateNormal(jnp.zeros(2), scale_tril=numpyro.sample("L", dist.LKJCholesky(2))), obs=y
+        )
+
+    return counts, correlated
+
+
+def _plan_route(route: str):
+    return lambda plan: None if plan.route == route else f"planned route {plan.route!r}, not {route!r}"
+
+
+def _density_mean(post) -> str | None:
+    """None where a log-density fitted with its batch (N(batch, 1)) has its mean at the batch's 1.5."""
+    mean = float(post.summary(num_samples=2000)["z"]["mean"])
+    return None if abs(mean - 1.5) < 0.3 else f"the fit's mean {mean:.3g}, not 1.5: the batch was not read"
+
+
+def fit_cases():
+    """(label, call, names, check): ``vijax.fit`` and ``plan_fit`` as a user calls them (a NumPyro model, a TFP
+    joint, a log-density, a ``vijax.models`` model) with settings out of range, data that are not finite or do not
+    fit the model, options the route does not read, a continuation of other data; a posterior's methods with a key
+    of None, no draws, an unknown site and new arguments that do not fit; and where they must work (a site whose
+    transform makes default-dtype arrays, a log-density's batch)."""
+    import vijax
+    from vijax.run import plan_fit
+
+    counts, correlated = _fit_models()
+    e, k = jnp.array([1.0, 0.5, 2.0, 1.5, 1.0]), jnp.asarray(K5)
+    quiet = dict(progress=False, max_steps=10, eval_every=10)
+
+    def fit(*args, **kwargs):
+        return lambda: vijax.fit(*args, **{**quiet, **kwargs})
+
+    for setting, value in (
+        ("route", "nuts"),
+        ("tol", 0.0),
+        ("max_steps", 0),
+        ("eval_every", -1),
+        ("patience", 0),
+        ("seed", -1),
+        ("init", "state"),
+        ("learning_rate", 0.1),  # every site in closed form: no step size read
+        ("family", "meanfield"),
+    ):
+        yield f"fit[{setting}={value!r}]", fit(counts, e, k, **{setting: value}), (setting,), None
+    yield "fit[model 42]", fit(42, e, k), ("model",), None
+    yield "fit[an argument the model does not take]", fit(counts, e, k, bogus=1), ("model",), None
+    yield "fit[NaN counts]", fit(counts, e, k.at[2].set(jnp.nan)), ("'k'",), None
+    yield "fit[a NaN exposure]", fit(counts, e.at[1].set(jnp.nan), k), ("exposure",), None
+    yield "fit[counts of another length]", fit(counts, e[:3], k), ("'k'",), None
+    yield "fit[a TFP joint, observed an array]", fit(_joint(), observed=jnp.asarray(Y4)), ("observed",), None
+
+    def log_density(params, batch):
+        return -0.5 * jnp.sum((params["z"] - batch) ** 2)
+
+    z = {"z": jnp.zeros(())}
+    yield "fit[a log-density, two arguments]", fit(log_density, 1.5, 2.0, params=z), ("args",), None
+    yield "fit[a log-density, NaN params]", fit(log_density, 1.5, params={"z": jnp.nan}), ("params",), None
+    yield "fit[a log-density, int params]", fit(log_density, 1.5, params={"z": 0}), ("params",), None
+    density = dict(params=z, max_steps=600, eval_every=100, tol=None)
+    yield "fit[a log-density with its batch]", fit(log_density, jnp.float32(1.5), **density), (), _density_mean
+    gmm = vm.UnivariateGMM(num_components=2)
+    yield "fit[a vijax model, NaN data]", fit(gmm, jnp.asarray(X1).at[0].set(jnp.nan)), ("x",), None
+    yield "fit[a vijax model, batch_size 0]", fit(gmm, jnp.asarray(X1), batch_size=0), ("batch_size",), None
+    y2 = jnp.asarray(np.random.default_rng(1).normal(size=(20, 2)), jnp.float32)
+    yield "plan_fit[an LKJCholesky site]", lambda: plan_fit(correlated, y2), (), _plan_route("bbvi")
+
+    post = vijax.fit(counts, e, k, **quiet)
+    yield "fit[init of other data]", fit(counts, e, k + 1.0, init=post), ("init",), None
+    yield "fit[init with another route]", fit(counts, e, k, init=post, route="bbvi"), ("route",), None
+    yield "Posterior.sample[key None]", lambda: post.sample(None, 5), ("key",), None
+    yield "Posterior.sample[0 draws]", lambda: post.sample(KEY, 0), ("num_samples",), None
+    yield "Posterior.predictive[an unknown site]", lambda: post.predictive(KEY, 5, sites=["x"]), ("sites",), None
+    yield "Posterior.log_likelihood[3 exposures]", lambda: post.log_likelihood(KEY, 5, e[:3]), ("args",), None
+    yield "Posterior.psis[1 draw]", lambda: post.psis(KEY, num_samples=1), ("num_samples",), None
+
+
 # ------------------------------------------------------------------------------- combinators
 def combinator_cases():
     """(label, call, names, check): ``hyperparameter_grid`` with values outside a model's domain
@@ -1347,6 +1435,7 @@ def main(argv=None) -> dict:
         ("frontend", frontend_cases),
         ("component", component_cases),
         ("combinator", combinator_cases),
+        ("fit", fit_cases),
     ):
         if category in only:
             for label, call, names, check in cases():

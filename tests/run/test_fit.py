@@ -151,6 +151,9 @@ def test_new_arguments_the_model_fails_on_are_refused_naming_the_ones_kept(gamma
         gamma_post.log_likelihood(jax.random.PRNGKey(0), 5, EXPOSURE[:3])
     assert e.value.argument == "args"
     assert gamma_post.predictive(jax.random.PRNGKey(0), 5, EXPOSURE[:3])["k"].shape == (5, 3)
+    with pytest.raises(vijax.ArgumentError, match="num_samples must be an integer >= 10") as e:
+        gamma_post.psis(num_samples=5)  # the Pareto fit's fewest draws
+    assert e.value.argument == "num_samples"
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import numpy as np
 from vijax._validate import ArgumentError, require
 
 KHAT_THRESHOLD = 0.7
+PSIS_MIN_DRAWS = 10  # the fewest draws whose tail a Pareto fit takes
 
 
 class PSISResult(NamedTuple):
@@ -60,8 +61,10 @@ def psis(log_weights) -> PSISResult:
     """
     given = np.asarray(log_weights)
     lw = given.astype(np.float64)
-    if lw.ndim != 1 or lw.shape[0] < 10:
-        raise ArgumentError("log_weights", f"log_weights must have shape (S,) with S >= 10 draws, got {lw.shape}")
+    if lw.ndim != 1 or lw.shape[0] < PSIS_MIN_DRAWS:
+        raise ArgumentError(
+            "log_weights", f"log_weights must have shape (S,) with S >= {PSIS_MIN_DRAWS} draws, got {lw.shape}"
+        )
     if np.any(np.isnan(lw)) or np.any(lw == np.inf):
         raise ArgumentError(
             "log_weights", "log_weights has NaN or +inf entries: the log-density or log q is not finite at some draws"

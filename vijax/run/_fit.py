@@ -72,7 +72,7 @@ from vijax.data import epoch_batches
 from vijax.inference import ESTIMATORS, averaged, schedules, svi
 from vijax.interop import Target, conjugate_sites, from_numpyro, from_tfp, log_likelihood, predictive
 from vijax.models import ConditionallyConjugateModel
-from vijax.metrics import psis, to_arviz
+from vijax.metrics import PSIS_MIN_DRAWS, psis, to_arviz
 from vijax.types import Array, PRNGKey, PyTree
 from ._runner import run
 
@@ -411,6 +411,7 @@ class Posterior:
         """PSIS k-hat of q against the model (``vijax.metrics.psis`` of log p(x, z) − log q(z), z ~ q): k-hat
         ≤ 0.7 says q is close enough for importance-weighted estimates (Yao et al. 2018, "Yes, but did it work?")."""
         key = self._key(key, 3)
+        num_samples = check_int("num_samples", num_samples, minimum=PSIS_MIN_DRAWS)
         route = self.fitted.plan.route
         target = self.fitted.target
         whole = None if target is None else self._with_params(_whole_data(target))
@@ -983,7 +984,8 @@ def _build(model, args, kwargs, observed, params, batch_size, route, options, ke
             raise ArgumentError("route", f"route={route!r}: a log-density is fitted by 'bbvi' only", value=route)
         if len(args) > 1 or kwargs:
             raise ArgumentError(
-                "args", "a log-density takes one argument beside params, its batch: fit(log_density, batch, params=...)"
+                "args",
+                "args: a log-density takes one argument beside params, its batch: fit(log_density, batch, params=...)",
             )
         check_float_tree("params", params)
         size = sum(np.size(x) for x in jax.tree_util.tree_leaves(params))
