@@ -1275,6 +1275,7 @@ def fit_cases():
     yield "fit[an argument the model does not take]", fit(counts, e, k, bogus=1), ("model",), None
     yield "fit[NaN counts]", fit(counts, e, k.at[2].set(jnp.nan)), ("'k'",), None
     yield "fit[a NaN exposure]", fit(counts, e.at[1].set(jnp.nan), k), ("exposure",), None
+    yield "fit[counts as a Python list]", fit(counts, e, K5.tolist()), ("k",), None
     yield "fit[counts of another length]", fit(counts, e[:3], k), ("'k'",), None
     yield "fit[a TFP joint, observed an array]", fit(_joint(), observed=jnp.asarray(Y4)), ("observed",), None
 

@@ -137,11 +137,15 @@ def test_a_tfp_joint_needs_its_observed_parts():
 # ----------------------------------------------------------------------------- closed forms
 
 
-def test_a_non_finite_model_argument_is_refused_by_its_name():
-    """A NaN exposure makes a Poisson rate NumPyro's own check refuses: the error names the argument."""
+def test_a_model_argument_the_model_fails_on_is_refused_by_its_name():
+    """A NaN exposure makes a Poisson rate NumPyro's own check refuses; counts as a Python list fail the model's
+    arithmetic (a TypeError): each error names the argument."""
     with pytest.raises(vijax.ArgumentError, match="exposure: holds 1 non-finite entry .* at flat index 1") as e:
         vijax.fit(gamma_poisson, EXPOSURE.at[1].set(jnp.nan), K, progress=False)
     assert e.value.argument == "exposure"
+    with pytest.raises(vijax.ArgumentError, match=r"k: a Python list of numbers.*pass jnp.asarray\(k\)") as e:
+        vijax.fit(gamma_poisson, EXPOSURE, [3.0, 1.0, 4.0, 2.0, 5.0], progress=False)
+    assert e.value.argument == "k"
 
 
 def test_new_arguments_the_model_fails_on_are_refused_naming_the_ones_kept(gamma_post):

@@ -531,11 +531,19 @@ def _first(bad: np.ndarray) -> tuple[int, int]:
     return int(np.sum(bad)), int(np.argmax(np.ravel(bad)))
 
 
-def check_finite_arguments(arguments: Mapping, err: Exception) -> None:
-    """Raises ArgumentError naming the first of the model's ``arguments`` (name -> value) with a non-finite float,
-    where the model failed with ``err``: its distributions refuse the parameters made from it."""
+def name_failed_argument(arguments: Mapping, err: Exception) -> None:
+    """Raises ArgumentError naming the first of the model's ``arguments`` (name -> value) that explains why the model
+    failed with ``err``: a Python list or tuple of numbers (a TypeError: the distributions take arrays), or a
+    non-finite float (a ValueError: the distributions refuse the parameters made from it)."""
     for name, value in arguments.items():
-        for leaf in jax.tree_util.tree_leaves(value):
+        if isinstance(err, TypeError) and isinstance(value, (list, tuple)) and value:
+            if all(isinstance(v, (int, float, np.number)) for v in jax.tree_util.tree_leaves(value)):
+                raise ArgumentError(
+                    name,
+                    f"{name}: a Python {type(value).__name__} of numbers, on which the model fails ({err}); "
+                    f"NumPyro's distributions take arrays: pass jnp.asarray({name})",
+                ) from err
+        for leaf in [] if isinstance(err, TypeError) else jax.tree_util.tree_leaves(value):
             leaf = None if is_tracer(leaf) else np.asarray(leaf)
             if leaf is None or not np.issubdtype(leaf.dtype, np.inexact):
                 continue
@@ -796,9 +804,9 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     try:
         start = _start(model, args, kwargs)
-    except ValueError as err:  # a distribution's own check (NumPyro's validate_args): name a non-finite argument
+    except (TypeError, ValueError) as err:  # the model on its arguments, or a distribution's own check
         if not isinstance(err, ArgumentError):
-            check_finite_arguments(signature.bind(*args, **kwargs).arguments, err)
+            name_failed_argument(signature.bind(*args, **kwargs).arguments, err)
         raise
     plates, summed, latent, local_plate = start["plates"], start["summed"], start["latent"], start["locals"]
     discrete = start["discrete"]
