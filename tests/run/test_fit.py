@@ -158,6 +158,8 @@ def test_new_arguments_the_model_fails_on_are_refused_naming_the_ones_kept(gamma
     with pytest.raises(vijax.ArgumentError, match="num_samples must be an integer >= 10") as e:
         gamma_post.psis(num_samples=5)  # the Pareto fit's fewest draws
     assert e.value.argument == "num_samples"
+    with pytest.raises(vijax.ArgumentError, match="num_samples must be an integer >= 2"):
+        gamma_post.summary(num_samples=1)  # an sd of one draw: 0
 
 
 @pytest.fixture(scope="module")

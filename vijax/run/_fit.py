@@ -396,8 +396,8 @@ class Posterior:
         return to_arviz(draws, k_pred, target=self.fitted.target, batch=self._with_params(_whole_data(self.target)))
 
     def summary(self, key: Optional[PRNGKey] = None, num_samples: int = 4000) -> Summary:
-        """Each site's mean, sd and 5%, 50%, 95% quantiles over ``num_samples`` draws of q (:class:`Summary`)."""
-        draws = self.sample(self._key(key, 2), num_samples)
+        """Each site's mean, sd and 5%, 50%, 95% quantiles over ``num_samples`` (>= 2) draws of q (:class:`Summary`)."""
+        draws = self.sample(self._key(key, 2), check_int("num_samples", num_samples, minimum=2))  # one draw: sd 0
         leaves = jax.tree_util.tree_flatten_with_path(draws)[0]
         out = Summary()
         for path, x in leaves:
