@@ -770,8 +770,8 @@ def from_numpyro(model: Callable, *args: Any, **kwargs: Any) -> Target:
       ValueError: naming the site (discrete, not summed out and with no q family, no bijector, a ``numpyro.param`` without an array
         start, a param in a subsampled plate, a local site in two subsampled plates, off their leading axis or with
         enumerated sites, bad observed values, a start or scale not finite) or
-        the plate or ``batch`` (bad indices), or the model's argument holding a non-finite value where its
-        distributions refuse the parameters made from it.
+        the plate or ``batch`` (bad indices), or the model's argument on which it fails: a non-finite value its
+        distributions refuse, a Python list of numbers.
       ImportError: naming the site, where a site is to be summed out and funsor is missing.
 
     Examples:

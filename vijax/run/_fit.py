@@ -25,9 +25,9 @@ takes ``"score"``, and no other route: ``vijax.inference.discrete_bbvi``, Rao-Bl
 for the discrete sites' q (Ranganath et al. 2014, §3) and a Gaussian for the continuous ones, as ``"bbvi"`` chooses it.
 
 Asked for: ``"flow"``, ``bbvi`` with ``auto_flow``'s flowjax flow (Monte Carlo entropy); ``"laplace"`` and ``"map"``,
-``vijax.inference.laplace`` and ``map_estimate``. A
-``vijax.models`` model takes its own CAVI (full batch) or SVI (``batch_size``); a log-density with ``params`` (and its
-batch, ``fit(log_density, batch, params=...)``, passed whole to each step), ``bbvi``. A forced route that a site cannot take is refused, naming the site.
+``vijax.inference.laplace`` and ``map_estimate``. A ``vijax.models`` model takes its own CAVI (full batch) or SVI
+(``batch_size``); a log-density with ``params`` (and its batch, ``fit(log_density, batch, params=...)``, passed whole to
+each step), ``bbvi``. A forced route that a site cannot take is refused, naming the site.
 
 **Stopping** (Kucukelbir et al. 2017, "Automatic Differentiation Variational Inference", §3.3, Stan's
 ``tol_rel_obj``): every ``eval_every`` steps the mean ELBO over those steps, L_c; the fit stops once
@@ -56,16 +56,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vijax import expfam
-from vijax._validate import (
-    ArgumentError,
-    check_bool,
-    check_choice,
-    check_float_tree,
-    check_int,
-    check_key,
-    check_scalar,
-)
-from vijax._validate import implements
+from vijax._validate import ArgumentError, check_bool, check_choice, check_float_tree, check_int, check_key
+from vijax._validate import check_scalar, implements
 from vijax.inference import amortized, auto_flow, bbvi, cavi, conjugate_split, discrete_bbvi, laplace, log_weights
 from vijax.inference import empirical_bayes, fitted_params, map_estimate, ngvi, sample
 from vijax.data import epoch_batches
