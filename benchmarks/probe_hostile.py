@@ -686,6 +686,11 @@ def _poisson_model(k, a=2.0, b=1.0):
         numpyro.sample("k", dist.Poisson(rate), obs=k)
 
 
+def _discrete_z(target) -> str | None:
+    """None where a discrete site 'z' not summed out is listed in the target's ``discrete`` (discrete_bbvi's)."""
+    return None if "z" in target.discrete else f"site 'z' not in the target's discrete sites {list(target.discrete)}"
+
+
 def _target_works(target, batch=None) -> str | None:
     """None when a target's start has a finite log-density (what bbvi's and ngvi's init need)."""
     value = target.log_density(target.init_params, batch)
@@ -750,7 +755,7 @@ def _numpyro_models() -> dict:
         ),
         "a vague prior Gamma(1e-3, 1e-3)": (_poisson_model, (K5,), {"a": 1e-3, "b": 1e-3}, ("'rate'",), works),
         "a prior Uniform(-inf, inf)": (normal, (Y4,), {"prior": dist.Uniform(-jnp.inf, jnp.inf)}, ("'mu'",), works),
-        "a discrete site, not enumerated": (discrete, (Y4,), {}, ("'z'",), None),
+        "a discrete site, not enumerated": (discrete, (Y4,), {}, ("'z'",), _discrete_z),
         "a discrete site, enumerated": (discrete, (Y4,), {"enumerate_": True}, ("'z'",), works),
         "a deterministic site": (normal, (Y4,), {"det": True}, (), works),
         "a mask handler": (normal, (Y4,), {"mask": np.array([True, False, True, True])}, (), works),
