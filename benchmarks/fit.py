@@ -38,8 +38,9 @@ A run that passes no check within ``--cap`` seconds reports the cap ("> cap"); `
 ``--out`` (another model, size or method), each row with its own cap, and ``--append`` all of them, the new rounds
 numbered after the old. ``--rounds`` (3) rounds, the methods
 interleaved; the table gives the medians, the ratio NumPyro / vijax and its target: ≥ 3× at the docs' sizes,
-≥ 10× at 10⁵–10⁶ observations where the model has conjugate sites, ≥ 3× elsewhere. Where NumPyro passed the cap the
-ratio is a lower bound; one below the target is "open", neither met nor missed.
+≥ 10× at 10⁵–10⁶ observations where the model has conjugate sites, ≥ 3× elsewhere. Where NumPyro's median passed the
+cap the ratio is a lower bound, from the median of its runs' own bounds (a run's time, or the cap it passed: runs
+added by ``--merge`` or ``--append`` may have other caps); one below the target is "open", neither met nor missed.
 
 Each run also reports, for both methods by one rule:
 
