@@ -13,7 +13,8 @@ state and the metrics (``evaluation_cases``), the front end on odd models (``fro
 ``Mixture``, ``HMM``, the GMMs, LDA and the VAE on degenerate data, ``data_parallel``:
 ``component_cases``; an experiment whose corpus files are empty: ``corpus_cases``) and the grids
 and combinators (``hyperparameter_grid``, ``factory_grid``, ``replace_elbo``, ``lock_step``,
-``restarts``: ``combinator_cases``).
+``restarts``: ``combinator_cases``), and ``vijax.fit`` of each kind of model with its posterior's methods
+(``fit_cases``).
 
 Where the right behaviour may be to work (a vague prior found conjugate, ``conjugate_split`` on a
 model whose every site is conjugate, a fit on extreme but valid data), a case carries a check of
