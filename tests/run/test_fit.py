@@ -149,12 +149,10 @@ def test_a_model_argument_the_model_fails_on_is_refused_by_its_name():
 
 
 def test_new_arguments_the_model_fails_on_are_refused_naming_the_ones_kept(gamma_post):
-    """Three exposures beside the fit's five counts: the arguments not given keep the fit's values (``predictive``
-    draws the counts anew, so it takes them)."""
+    """Three exposures beside the fit's five counts: the arguments not given keep the fit's values."""
     with pytest.raises(vijax.ArgumentError, match=r"the model fails on the new arguments .* fit's values \(k\)") as e:
         gamma_post.log_likelihood(jax.random.PRNGKey(0), 5, EXPOSURE[:3])
     assert e.value.argument == "args"
-    assert gamma_post.predictive(jax.random.PRNGKey(0), 5, EXPOSURE[:3])["k"].shape == (5, 3)
     with pytest.raises(vijax.ArgumentError, match="num_samples must be an integer >= 10") as e:
         gamma_post.psis(num_samples=5)  # the Pareto fit's fewest draws
     assert e.value.argument == "num_samples"
