@@ -342,6 +342,7 @@ def test_a_log_density_with_params_goes_to_bbvi():
     s = post.summary(num_samples=4000)["z"]
     np.testing.assert_allclose(s["mean"], 1.0, atol=0.1)  # 0.2 posterior sd
     np.testing.assert_allclose(s["sd"], 0.5, rtol=0.15)
+    assert post.psis().khat < 0.7  # the weights read the batch too: q is a Gaussian, as the target
     with pytest.raises(TypeError, match="Posterior: the model cannot be pickled .*define functions at module level"):
         pickle.dumps(post)  # a local function (as a lambda): a Posterior pickles what fit was given
     for args, kwargs, argument in [

@@ -406,7 +406,7 @@ class Posterior:
         num_samples = check_int("num_samples", num_samples, minimum=PSIS_MIN_DRAWS)
         route = self.fitted.plan.route
         target = self.fitted.target
-        whole = None if target is None else self._with_params(_whole_data(target))
+        whole = self.fitted.data if target is None else self._with_params(_whole_data(target))  # a log-density's batch
         if route in ("bbvi", "flow", "ngvi", "score", "laplace"):  # laplace: a Gaussian on the unconstrained vector
             return psis(log_weights(self.fitted.alg, key, self.state, whole, num_samples))
         rest = self._q_state().rest if route == "conjugate" else None
