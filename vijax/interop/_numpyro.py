@@ -536,14 +536,17 @@ def name_failed_argument(arguments: Mapping, err: Exception) -> None:
     failed with ``err``: a Python list or tuple of numbers (a TypeError: the distributions take arrays), or a
     non-finite float (a ValueError: the distributions refuse the parameters made from it)."""
     for name, value in arguments.items():
-        if isinstance(err, TypeError) and isinstance(value, (list, tuple)) and value:
-            if all(isinstance(v, (int, float, np.number)) for v in jax.tree_util.tree_leaves(value)):
+        leaves = jax.tree_util.tree_leaves(value)
+        if isinstance(err, TypeError):
+            numbers = isinstance(value, (list, tuple)) and leaves
+            if numbers and all(isinstance(v, (int, float, np.number)) for v in leaves):
                 raise ArgumentError(
                     name,
                     f"{name}: a Python {type(value).__name__} of numbers, on which the model fails ({err}); "
                     f"NumPyro's distributions take arrays: pass jnp.asarray({name})",
                 ) from err
-        for leaf in [] if isinstance(err, TypeError) else jax.tree_util.tree_leaves(value):
+            continue
+        for leaf in leaves:
             leaf = None if is_tracer(leaf) else np.asarray(leaf)
             if leaf is None or not np.issubdtype(leaf.dtype, np.inexact):
                 continue
