@@ -49,6 +49,65 @@ def test_histogram_experiment_small(tmp_path):
     assert (tmp_path / "elbo_restarts.png").is_file()
 
 
+@pytest.mark.slow  # CI time budget: run by `make test-slow`
+def test_histogram_experiment_from_the_papers_random_starts_ends_at_several_optima(tmp_path):
+    """``algorithm.start: random`` (Blei et al. 2017, §2.5, Figure 2): the five starts end at more than one optimum,
+    each start climbing."""
+    cfg = load_config(
+        {
+            "experiment": "gmm_histograms",
+            "model": {"num_components": 6},
+            "data": {"num_train": 400, "num_test": 200, "num_types": 4},
+            "algorithm": {"start": "random"},
+            "run": {"num_steps": 60, "chunk_size": 10, "progress": False},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
+    _, metrics = run_experiment(cfg)
+    assert metrics["summary"]["distinct_local_optima"] >= 2
+    elbo = np.asarray(metrics["elbo"])
+    assert np.all(np.diff(elbo, axis=0) >= -1e-6 * np.abs(elbo[1:]))
+
+
+def test_random_start_is_one_m_step_from_the_nearest_of_means_drawn_at_the_datas_mean_and_variance():
+    """Blei et al. 2017, §2.5: the start of ``algorithm.start: random`` against the same draws, each point assigned to
+    its nearest mean by brute force, and the model's own M-step."""
+    import jax
+    import jax.numpy as jnp
+
+    from vijax.models import DiagonalGMM
+    from vijax.run.experiments.gmm import _random_start
+
+    x = np.random.default_rng(0).normal(3.0, 2.0, size=(300, 4))
+    model = DiagonalGMM.from_data(x, 5)
+    feats = model.features(jnp.asarray(x, jnp.float32))
+    key = jax.random.PRNGKey(7)
+    q = _random_start(model, key, x, feats)
+    xf = np.asarray(x, np.float32)
+    centers = xf.mean(0)[None] + xf.std(0)[None] * np.asarray(jax.random.normal(key, (5, 4), jnp.float32))
+    nearest = np.argmin(((xf[:, None, :] - centers[None]) ** 2).sum(-1), axis=1)
+    want = model.posterior_from_responsibilities(feats, jnp.asarray(np.eye(5, dtype=np.float32)[nearest]))
+    for a, b in zip(jax.tree_util.tree_leaves(q), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+    other = _random_start(model, jax.random.PRNGKey(8), x, feats)
+    assert not np.allclose(jax.tree_util.tree_leaves(other)[-1], jax.tree_util.tree_leaves(q)[-1])
+
+
+def test_an_unknown_start_is_refused_naming_the_key(tmp_path):
+    from vijax.run import ConfigError
+
+    cfg = load_config(
+        {
+            "experiment": "gmm_simulation",
+            "algorithm": {"start": "kmeans"},
+            "data": {"num_train": 20, "num_test": 10},
+            "output": {"dir": str(tmp_path)},
+        }
+    )
+    with pytest.raises(ConfigError, match="algorithm.start"):
+        run_experiment(cfg)
+
+
 def test_distinct_local_optima_count_values_apart_by_more_than_the_tolerance():
     from vijax.run.experiments.gmm import _restart_optima
 

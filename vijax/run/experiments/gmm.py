@@ -29,6 +29,9 @@ _MODEL_DEFAULTS |= {"covariance": "diag"}
 # name: any registered algorithm on the full data at every step; local and ramp reach those that take
 # them; step_size (None: the algorithm's default schedule) those with a step size (CAVI has none).
 _ALG_DEFAULTS = {"name": "cavi", "local": "meanfield", "ramp": False, "step_size": None, "num_restarts": 5}
+# start: "kmeans++", the model's own (greedy k-means++ seeds, one M-step), or "random" (_random_start)
+_ALG_DEFAULTS |= {"start": "kmeans++"}
+_STARTS = ("kmeans++", "random")
 _SIMULATION_DATA = {"num_train": 1000, "num_test": 1000, "num_clusters": 5, "dim": 2, "spread": 8.0}
 _BOUNDS = {"model.num_components": ">= 1", **{f"model.{k}": "> 0" for k in ("alpha0", "kappa0", "a0")}}
 _BOUNDS |= {"algorithm.step_size": "null or number in (0, 1]", "algorithm.num_restarts": ">= 1"}
@@ -69,6 +72,16 @@ def _model(cfg: dict, x):
     return cls.from_data(x, k, **prior) if cfg["empirical_bayes"] else cls(k, x.shape[1], **prior)
 
 
+def _random_start(model, key, x, features):
+    """Blei et al. (2017), §2.5 (their Figure 2's starts): K means drawn from a factorized Gaussian at the data's
+    mean and variance; each point assigned to the nearest, then one M-step."""
+    x = jnp.asarray(x, features.dtype)
+    centers = x.mean(0)[None] + x.std(0)[None] * jax.random.normal(key, (model.num_components, x.shape[1]), x.dtype)
+    d2 = jnp.sum(centers**2, axis=1)[None, :] - 2.0 * x @ centers.T  # |x - c|^2 less |x|^2, (N, K)
+    resp = jax.nn.one_hot(jnp.argmin(d2, axis=1), model.num_components, dtype=x.dtype)
+    return model.posterior_from_responsibilities(features, resp)
+
+
 def _experiment(a: dict, model, x_train, x_test, make_report, keep_start: bool = False) -> Experiment:
     """The configured algorithm (CAVI by default) with ``a["num_restarts"]`` restarts run together by
     ``vmap``, on the full data at every step, evaluated by the held-out mean log predictive of the best
@@ -76,6 +89,8 @@ def _experiment(a: dict, model, x_train, x_test, make_report, keep_start: bool =
     initial state when ``keep_start`` (None after a resume)."""
     model.check_data(x_train)
     model.check_data(x_test)
+    if a["start"] not in _STARTS:
+        raise ConfigError(f"algorithm.start must be one of {list(_STARTS)}, got {a['start']!r}")
     alg = configured_algorithm(
         a, _ALG_DEFAULTS, model, num_data=x_train.shape[0], schedule=a["step_size"], schedule_keys=("step_size",)
     )
@@ -87,7 +102,12 @@ def _experiment(a: dict, model, x_train, x_test, make_report, keep_start: bool =
     start = {}
 
     def init(key):
+        if a["start"] == "random":
+            key, k_start = jax.random.split(key)
         state = alg.init(key, xj)
+        if a["start"] == "random":
+            keys = jax.random.split(k_start, a["num_restarts"])
+            state = state._replace(q_global=jax.vmap(lambda k: _random_start(model, k, x_train, xj))(keys))
         if keep_start:
             start["state"] = state
         return state
