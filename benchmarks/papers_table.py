@@ -240,7 +240,7 @@ def _gmm_cavi_vs_nuts(r: dict) -> str:
         f"predictive CAVI {_num(s['cavi_heldout_log_predictive'], 3)}, NUTS {_num(s['nuts_heldout_log_predictive'], 3)}; "
         f"CAVI within {s['within']} nats after "
         f"{s['cavi_time_to_within']:.1f} s, NumPyro's NUTS after {s['nuts_time_to_within']:.1f} s (wall times, both "
-        f"mostly compilation, on a shared 2-core machine under load); from {_command(r)}: seed {c['seed']}, "
+        f"mostly compilation, on a 2-core CPU); from {_command(r)}: seed {c['seed']}, "
         f"NUTS {nuts['warmup']} warmup and {nuts['samples']:,} draws, {s['nuts_divergences']} divergent"
     )
 
