@@ -102,12 +102,15 @@ def _experiment(a: dict, model, x_train, x_test, make_report, keep_start: bool =
     start = {}
 
     def init(key):
-        if a["start"] == "random":
-            key, k_start = jax.random.split(key)
-        state = alg.init(key, xj)
-        if a["start"] == "random":
-            keys = jax.random.split(k_start, a["num_restarts"])
-            state = state._replace(q_global=jax.vmap(lambda k: _random_start(model, k, x_train, xj))(keys))
+        if a["start"] == "kmeans++":
+            state = alg.init(key, xj)
+        else:  # the algorithm's state (every one a mixture runs keeps a q_global), its q the random starts
+            k_alg, k_start = jax.random.split(key)
+            state = alg.init(k_alg, xj)
+            starts = jax.vmap(lambda k: _random_start(model, k, x_train, xj))(
+                jax.random.split(k_start, a["num_restarts"])
+            )
+            state = state._replace(q_global=starts)
         if keep_start:
             start["state"] = state
         return state
