@@ -31,7 +31,8 @@ the process starts, so the interpreter's start, the imports and every compilatio
   100, 200, 400, ... steps, and once more when the cap has passed.
 
 ``--full-batch`` also times ``vijax.fit`` on the large models with conjugate sites called without
-``subsample_size`` (every observation in each step; its own row); ``--methods`` chooses the methods timed. No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
+``subsample_size`` (every observation in each step; its own row); ``--methods`` chooses the methods timed, among
+them ``vijax_ngvi``, the ``vijax`` method with ``route="ngvi"`` (its own row, "model (route ngvi)"). No compiled program is kept between processes (``VIJAX_COMPILE_CACHE=off``; JAX's own cache is off by default). A
 check (``--draws`` draws of q, each scalar's mean compared with the reference) and the data's generation are
 timed and taken out of the clock: the time to the answer is the clock at the first check that passes, less these.
 A run that passes no check within ``--cap`` seconds reports the cap ("> cap"); ``--merge`` keeps the other runs of
@@ -580,8 +581,9 @@ def one(method: str, name: str, n: int, t0: float, opts) -> dict:
     with jax.numpy_rank_promotion("allow"):  # NumPyro's code broadcasts by rank
         if method == "vijax_full":  # the large models' fit at full batch (the plate not subsampled)
             out = run_vijax(model, args, {}, means_vijax, clock, opts.cap)
-        elif method == "vijax":
-            out = run_vijax(model, args, kwargs, means_vijax, clock, opts.cap, FIRST_SUBSAMPLED_CHECK)
+        elif method in ("vijax", "vijax_ngvi"):
+            forced = {"route": "ngvi"} if method == "vijax_ngvi" else {}
+            out = run_vijax(model, args, {**kwargs, **forced}, means_vijax, clock, opts.cap, FIRST_SUBSAMPLED_CHECK)
         else:
             out = run_numpyro(model, args, kwargs, enumerated, means_numpyro, clock, opts.cap, opts.lr, opts.chunk)
     last = out["checks"][-1]
@@ -635,13 +637,15 @@ def summarize(runs: list, cap: float) -> list:
     """One row per (model, n): medians over rounds (a run without the answer counts as the cap)."""
     rows = {}
     for r in runs:
-        rows.setdefault((r["model"], r["n"]), {"vijax": [], "numpyro": [], "vijax_full": []})[r["method"]].append(r)
+        methods = {"vijax": [], "numpyro": [], "vijax_full": [], "vijax_ngvi": []}
+        rows.setdefault((r["model"], r["n"]), methods)[r["method"]].append(r)
     out = []
     for (name, n), by in list(rows.items()):
-        if by["vijax_full"]:  # a row of its own, against the same NumPyro runs
-            rows[(name + " (fit at full batch)", n)] = {"vijax": by["vijax_full"], "numpyro": by["numpyro"]}
+        for method, label in (("vijax_full", "fit at full batch"), ("vijax_ngvi", "route ngvi")):
+            if by[method]:  # a row of its own, against the same NumPyro runs
+                rows[(f"{name} ({label})", n)] = {"vijax": by[method], "numpyro": by["numpyro"]}
     for (name, n), by in rows.items():
-        if not by["vijax"]:  # only the fit at full batch was timed (``--methods``)
+        if not by["vijax"]:  # only the fit at full batch, or route ngvi, was timed (``--methods``)
             continue
 
         def median(rs):
@@ -816,7 +820,9 @@ def main(argv=None):
         help="also time the fit at full batch of the large models with conjugate sites",
     )
     p.add_argument(
-        "--methods", default="vijax,numpyro", help="methods timed: vijax, numpyro (and vijax_full with --full-batch)"
+        "--methods",
+        default="vijax,numpyro",
+        help="methods timed: vijax, numpyro, vijax_ngvi (route='ngvi'), and vijax_full with --full-batch",
     )
     p.add_argument("--reference", action="store_true", help="compute the missing (or 'none') references and stop")
     p.add_argument("--summarize", action="store_true", help="recompute --out's table from the runs it holds")
@@ -831,9 +837,9 @@ def main(argv=None):
     p.add_argument("--t0", type=float, help=argparse.SUPPRESS)
     add_device_argument(p)  # where both libraries' JAX runs, in every child process
     opts = p.parse_args(argv)
-    unknown = set(opts.methods.split(",")) - {"vijax", "numpyro", "vijax_full"}
+    unknown = set(opts.methods.split(",")) - {"vijax", "numpyro", "vijax_full", "vijax_ngvi"}
     if unknown:
-        p.error(f"--methods: unknown {sorted(unknown)} (vijax, numpyro, vijax_full)")
+        p.error(f"--methods: unknown {sorted(unknown)} (vijax, numpyro, vijax_full, vijax_ngvi)")
     WITHIN[0] = opts.within
     if opts.docs_table:
         replace_span(os.path.join(os.path.dirname(RESULTS), os.pardir, "docs", "numpyro_tfp.md"), "fit", docs_table())
