@@ -721,7 +721,7 @@ def table(rows: list, cap: float) -> str:
     for r in rows:
         ratio = "—" if r["ratio"] is None else ("≥ " if r["numpyro_capped"] else "") + f"{r['ratio']:.1f}×"
         met = ("open" if r["ratio"] is not None else "—") if r["met"] is None else ("met" if r["met"] else "missed")
-        n = "docs" if r["model"] in SMALL else f"{r['n']:,}"
+        n = "docs" if r["model"].split(" ")[0] in SMALL else f"{r['n']:,}"
         ran = r.get("runs", (1, 1))[1]
         cols = []
         failed = {"error": "failed", "killed": f"killed > {cap + 120:.0f}"}.get(r["route"])
