@@ -583,7 +583,8 @@ def one(method: str, name: str, n: int, t0: float, opts) -> dict:
             out = run_vijax(model, args, {}, means_vijax, clock, opts.cap)
         elif method in ("vijax", "vijax_ngvi"):
             forced = {"route": "ngvi"} if method == "vijax_ngvi" else {}
-            out = run_vijax(model, args, {**kwargs, **forced}, means_vijax, clock, opts.cap, FIRST_SUBSAMPLED_CHECK)
+            first = FIRST_SUBSAMPLED_CHECK if kwargs else None  # the plate subsampled (kwargs: its size)
+            out = run_vijax(model, args, {**kwargs, **forced}, means_vijax, clock, opts.cap, first)
         else:
             out = run_numpyro(model, args, kwargs, enumerated, means_numpyro, clock, opts.cap, opts.lr, opts.chunk)
     last = out["checks"][-1]

@@ -8,8 +8,10 @@ q(rest) ``bbvi``'s Gaussian on unconstrained values or ``ngvi``'s families on co
    (Hoffman et al. 2013, eq. 24);
 3. takes one ``bbvi`` or ``ngvi`` step on the rest, the conjugate sites at one fresh draw.
 
-The ELBO is the rest's estimate plus the conjugate sites' entropies; where every site is conjugate
-(a CAVI sweep at rho = 1), log p at one fresh draw plus the entropies.
+The ELBO is the rest's estimate less log q of the conjugate sites at the draw its step saw; where every
+site is conjugate (a CAVI sweep at rho = 1), log p - log q at one fresh draw. Its mean is that of the
+estimate with the sites' entropies in place of -log q; where q is the exact posterior it is log p(data),
+with no variance, so that a stopping rule on the ELBO's change can stop a sweep there.
 """
 
 from __future__ import annotations
@@ -143,13 +145,13 @@ def step(
         damped = damped + d
         draws[n] = expfam.reparam_sample(q_new[n], new_keys[n], num_draws)  # the next site sees the new q
     conj_now = {n: draws[n][0] for n in conjugate}  # one fresh draw for the rest's step
-    entropy = sum(jnp.sum(q_new[n].entropy()) for n in conjugate)
-    if rest_alg is None:  # every site conjugate: log p at that draw
+    log_q = sum(jnp.sum(q_new[n].log_prob(conj_now[n])) for n in conjugate)
+    if rest_alg is None:  # every site conjugate
         rest_state, rest_info = None, None
-        elbo = target.log_prob(conj_now, batch) + entropy
+        elbo = target.log_prob(conj_now, batch) - log_q
     else:
         rest_state, rest_info = rest_alg.step(k_step, state.rest, (batch, conj_now))
-        elbo = rest_info.elbo + entropy
+        elbo = rest_info.elbo - log_q
     info = SplitInfo(elbo, rho, damped, rest_info)
     return SplitState(q_new, rest_state, safe_increment(state.count)), info
 

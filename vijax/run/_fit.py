@@ -764,7 +764,8 @@ def fit(
         default 0.01), ``laplace``'s and ``map``'s, and that of the model's ``numpyro.param`` sites under
         ``empirical_bayes`` (default 0.01 ((t + 100) / 100)^-0.7).
       max_steps: the most steps (>= 1); None: ``MAX_STEPS``, or ``SWEEP_MAX_STEPS`` where every site is updated in
-        closed form at full batch (on small data its ELBO estimate, at one draw, is too noisy for ``tol`` to stop it),
+        closed form at full batch (where q is not the exact posterior, its ELBO estimate at one draw may be too noisy
+        for ``tol`` to stop it),
         or ``2 * MIN_PASSES`` passes over the data where a plate is subsampled and that is more.
       tol: the relative ELBO change of the stopping rule (> 0), or None to run ``max_steps``; where a plate is
         subsampled the rule is checked from ``MIN_PASSES`` passes over the data on (counting a continued fit's).
