@@ -643,7 +643,8 @@ def summarize(runs: list, cap: float) -> list:
     out = []
     for (name, n), by in list(rows.items()):
         for method, label in (("vijax_full", "fit at full batch"), ("vijax_ngvi", "route ngvi")):
-            if by[method]:  # a row of its own, against the same NumPyro runs
+            same = method == "vijax_ngvi" and all(r.get("route") == "ngvi" for r in by["vijax"])
+            if by[method] and not same:  # a row of its own, against the same NumPyro runs (not fit's own route)
                 rows[(f"{name} ({label})", n)] = {"vijax": by[method], "numpyro": by["numpyro"]}
     for (name, n), by in rows.items():
         if not by["vijax"]:  # only the fit at full batch, or route ngvi, was timed (``--methods``)

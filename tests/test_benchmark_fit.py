@@ -103,6 +103,8 @@ def test_table_takes_medians_ratios_and_the_targets(fb):
     forced = runs + [_run("vijax_ngvi", "gamma_poisson", 0, t, "ngvi") for t in (1.0, 1.5, 3.0)]
     ngvi = {(r["model"], r["n"]): r for r in fb.summarize(forced, cap=60.0)}[("gamma_poisson (route ngvi)", 0)]
     assert (ngvi["vijax_s"], ngvi["numpyro_s"], ngvi["route"], ngvi["target"]) == (1.5, 7.0, "ngvi", 3.0)
+    own = [dict(r, route="ngvi") if r["method"] == "vijax" else r for r in forced]  # fit's own route is ngvi
+    assert ("gamma_poisson (route ngvi)", 0) not in {(r["model"], r["n"]) for r in fb.summarize(own, cap=60.0)}
     text = fb.table(list(rows.values()), 60.0)
     # runs past different caps: the median is past the median of the caps (each run is past its own)
     mixed = [_run("vijax", "hier_poisson", 10**6, 100.0, "conjugate")]
